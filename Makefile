@@ -1,0 +1,49 @@
+# The two commands: `make up` runs the platform on the example repository; `make test` tests it.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(VENV)/bin/pip
+REPO   ?= model_repository
+PORT   ?= 8000
+
+.PHONY: install up serve test test-slow lint bench examples clean
+
+$(VENV)/.installed: pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -c constraints.txt -e '.[test]'
+	touch $@
+
+install: $(VENV)/.installed
+
+$(REPO)/.generated: $(VENV)/.installed examples/generate_repository.py
+	$(PY) examples/generate_repository.py $(REPO)
+	touch $@
+
+examples: $(REPO)/.generated
+
+up: $(REPO)/.generated
+	$(VENV)/bin/thaw up $(REPO) --port $(PORT)
+
+serve: $(REPO)/.generated
+	$(VENV)/bin/thaw serve $(REPO) --port $(PORT)
+
+test: install
+	$(VENV)/bin/pytest -q
+
+test-slow: install
+	$(VENV)/bin/pytest -q -m slow
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check activator runtime snapshotter thaw
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+
+bench: $(REPO)/.generated
+	$(PY) benchmarks/serve_throughput.py --repo $(REPO)
+	$(PY) benchmarks/restore.py
+	$(PY) benchmarks/cold_start.py --repo $(REPO)
+
+clean:
+	rm -rf $(VENV) $(REPO) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,135 @@
+"""KServe v2 / Triton datatypes: names, numpy dtypes, element sizes and BYTES (de)serialization.
+
+Three spellings meet here: the v2 protocol name (`"FP32"`), the model-config enum
+(`TYPE_FP32`, or `TYPE_STRING` for `BYTES`) and numpy. BYTES tensors are numpy object arrays of
+`bytes`; on the wire (binary extension) each element is a 4-byte little-endian length followed by
+its bytes. BF16 has no numpy dtype: it travels as raw 2-byte words in a `uint16` array view.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+
+import numpy as np
+
+from runtime.errors import InvalidInput
+
+__all__ = [
+    "V2_DATATYPES",
+    "config_to_v2",
+    "deserialize_bytes",
+    "element_size",
+    "numpy_to_v2",
+    "serialize_bytes",
+    "v2_to_config",
+    "v2_to_numpy",
+]
+
+# v2 name -> numpy dtype. BYTES maps to object; BF16 to a uint16 carrier.
+_V2_TO_NUMPY: dict[str, np.dtype] = {
+    "BOOL": np.dtype(np.bool_),
+    "UINT8": np.dtype(np.uint8),
+    "UINT16": np.dtype(np.uint16),
+    "UINT32": np.dtype(np.uint32),
+    "UINT64": np.dtype(np.uint64),
+    "INT8": np.dtype(np.int8),
+    "INT16": np.dtype(np.int16),
+    "INT32": np.dtype(np.int32),
+    "INT64": np.dtype(np.int64),
+    "FP16": np.dtype(np.float16),
+    "FP32": np.dtype(np.float32),
+    "FP64": np.dtype(np.float64),
+    "BYTES": np.dtype(np.object_),
+    "BF16": np.dtype(np.uint16),
+}
+
+V2_DATATYPES: frozenset[str] = frozenset(_V2_TO_NUMPY)
+
+_ELEMENT_SIZE: dict[str, int] = {
+    name: (0 if name == "BYTES" else (2 if name == "BF16" else dt.itemsize))
+    for name, dt in _V2_TO_NUMPY.items()
+}
+
+_NUMPY_TO_V2: dict[np.dtype, str] = {
+    dt: name for name, dt in _V2_TO_NUMPY.items() if name not in ("BF16",)
+}
+
+
+def v2_to_numpy(datatype: str) -> np.dtype:
+    """The numpy dtype a tensor of this v2 datatype is held in; InvalidInput if unknown."""
+    try:
+        return _V2_TO_NUMPY[datatype]
+    except KeyError:
+        raise InvalidInput(f"unknown datatype '{datatype}'") from None
+
+
+def element_size(datatype: str) -> int:
+    """Bytes per element on the wire; 0 for BYTES (variable length)."""
+    try:
+        return _ELEMENT_SIZE[datatype]
+    except KeyError:
+        raise InvalidInput(f"unknown datatype '{datatype}'") from None
+
+
+def numpy_to_v2(dtype: np.dtype) -> str:
+    """The v2 datatype of a numpy dtype (str/bytes/object -> BYTES)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind in ("O", "S", "U"):
+        return "BYTES"
+    try:
+        return _NUMPY_TO_V2[dtype]
+    except KeyError:
+        raise InvalidInput(f"numpy dtype {dtype} has no v2 datatype") from None
+
+
+def config_to_v2(config_type: str) -> str:
+    """`TYPE_FP32` -> `FP32`, `TYPE_STRING` -> `BYTES`."""
+    name = config_type.removeprefix("TYPE_")
+    return "BYTES" if name == "STRING" else name
+
+
+def v2_to_config(datatype: str) -> str:
+    """`FP32` -> `TYPE_FP32`, `BYTES` -> `TYPE_STRING`."""
+    return "TYPE_STRING" if datatype == "BYTES" else f"TYPE_{datatype}"
+
+
+def serialize_bytes(array: np.ndarray) -> bytes:
+    """Triton's BYTES wire format: per element (C order) a uint32 LE length then the bytes."""
+    parts: list[bytes] = []
+    for item in array.reshape(-1):
+        if isinstance(item, str):
+            item = item.encode("utf-8")
+        elif not isinstance(item, bytes | bytearray):
+            item = str(item).encode("utf-8")
+        parts.append(struct.pack("<I", len(item)))
+        parts.append(bytes(item))
+    return b"".join(parts)
+
+
+def deserialize_bytes(buffer: bytes | memoryview, shape: Sequence[int]) -> np.ndarray:
+    """Parse a BYTES wire buffer into an object array of `shape`; lies about lengths -> 400."""
+    count = 1
+    for dim in shape:
+        count *= dim
+    view = memoryview(buffer)
+    items: list[bytes] = []
+    offset = 0
+    while offset < len(view):
+        if offset + 4 > len(view):
+            raise InvalidInput("BYTES tensor data ends inside an element length prefix")
+        (length,) = struct.unpack_from("<I", view, offset)
+        offset += 4
+        if offset + length > len(view):
+            raise InvalidInput("BYTES tensor element length runs past the end of its data")
+        items.append(bytes(view[offset : offset + length]))
+        offset += length
+        if len(items) > count:
+            break
+    if len(items) != count:
+        raise InvalidInput(
+            f"BYTES tensor holds {len(items)} elements, shape {list(shape)} needs {count}"
+        )
+    out = np.empty(count, dtype=np.object_)
+    out[:] = items
+    return out.reshape(tuple(shape))

@@ -1,0 +1,76 @@
+"""The runtime's error tree; every error that reaches HTTP carries its status code.
+
+    ServingError (500)                 backend failure, anything unexpected
+    ├── InvalidInput (400)             malformed body, shape/datatype mismatch, bad parameter
+    ├── ModelNotFound (404)            unknown model or version; model names that are not names
+    ├── RouteNotFound (404)            no such route
+    ├── MethodNotAllowed (405)
+    ├── PayloadTooLarge (413)          body over the configured cap (also after decompression)
+    ├── ModelUnavailable (503)         known but not ready / not loaded / queue full
+    ├── DeadlineExceeded (504)         request timed out inside the server
+    ├── FeatureDisabled (501)          e.g. load/unload when model control mode is `none`
+    └── RepositoryError (400)          config.pbtxt or model files are wrong; names file and field
+
+One aiohttp middleware turns any of these into `{"error": message}` with `status`.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DeadlineExceeded",
+    "FeatureDisabled",
+    "InvalidInput",
+    "MethodNotAllowed",
+    "ModelNotFound",
+    "ModelUnavailable",
+    "PayloadTooLarge",
+    "RepositoryError",
+    "RouteNotFound",
+    "ServingError",
+]
+
+
+class ServingError(Exception):
+    """Base of every runtime error; `status` is the HTTP status it maps to."""
+
+    status: int = 500
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidInput(ServingError):
+    status = 400
+
+
+class ModelNotFound(ServingError):
+    status = 404
+
+
+class RouteNotFound(ServingError):
+    status = 404
+
+
+class MethodNotAllowed(ServingError):
+    status = 405
+
+
+class PayloadTooLarge(ServingError):
+    status = 413
+
+
+class ModelUnavailable(ServingError):
+    status = 503
+
+
+class DeadlineExceeded(ServingError):
+    status = 504
+
+
+class FeatureDisabled(ServingError):
+    status = 501
+
+
+class RepositoryError(ServingError):
+    status = 400
