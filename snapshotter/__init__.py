@@ -1,0 +1,44 @@
+"""Thaw's snapshotter: build, store and restore model images (weights laid out for the runtime).
+
+Public names the runtime may import (see docs/ARCHITECTURE.md); everything else is internal.
+"""
+
+from __future__ import annotations
+
+from snapshotter.arena import Arena
+from snapshotter.errors import (
+    BuildError,
+    ImageNotFound,
+    ImageRefError,
+    IntegrityError,
+    ManifestError,
+    SnapshotError,
+    SnapshotStoreError,
+    StoreTimeout,
+)
+from snapshotter.image_builder import build_image
+from snapshotter.image_ref import ImageRef
+from snapshotter.manifest import Manifest
+from snapshotter.restore import ImageLoader
+from snapshotter.restored_image import RestoredImage
+from snapshotter.source_digest import source_digest
+from snapshotter.stores import open_store
+
+__all__ = [
+    "Arena",
+    "BuildError",
+    "ImageLoader",
+    "ImageNotFound",
+    "ImageRef",
+    "ImageRefError",
+    "IntegrityError",
+    "Manifest",
+    "ManifestError",
+    "RestoredImage",
+    "SnapshotError",
+    "SnapshotStoreError",
+    "StoreTimeout",
+    "build_image",
+    "open_store",
+    "source_digest",
+]

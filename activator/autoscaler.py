@@ -1,0 +1,122 @@
+"""Knative-KPA-style scaling policy for one model: pure, clock-injected, returns Decisions.
+
+The stages of one decision read `observe -> desired -> panic -> delay -> zero -> bounds`:
+concurrency samples are averaged over a stable and a panic window; desired replicas are
+`ceil(average / target_concurrency)`; a burst (panic-window demand >= `panic_threshold` x
+ready replicas) enters panic mode, in which the count never goes down, and panic ends only
+once the stable window has seen a full window without a burst; the highest desired count of
+the last `scale_down_delay_s` is kept (flap avoidance); the last replica goes only after
+`scale_to_zero_grace_s` without any request; the result is clamped to [min, max] replicas.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+
+from activator.config import ScaleSettings
+
+__all__ = ["Autoscaler", "Decision"]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What one model should run: `desired` replicas, whether in panic, and why."""
+
+    desired: int
+    panic: bool
+    reason: str
+
+
+class _Window:
+    """Samples (time, value) kept for `span_s`; mean over any shorter window."""
+
+    def __init__(self, span_s: float) -> None:
+        self._span_s = span_s
+        self._samples: deque[tuple[float, float]] = deque()
+
+    def add(self, now: float, value: float) -> None:
+        self._samples.append((now, value))
+        while self._samples and self._samples[0][0] <= now - self._span_s:
+            self._samples.popleft()
+
+    def mean(self, now: float, window_s: float) -> float:
+        values = [v for t, v in self._samples if t > now - window_s]
+        return sum(values) / len(values) if values else 0.0
+
+
+class Autoscaler:
+    """Decides desired replicas for one model from observed concurrency."""
+
+    def __init__(self, settings: ScaleSettings) -> None:
+        self.settings = settings
+        self._window = _Window(settings.stable_window_s)
+        self._panic_since: float | None = None
+        self._max_panic = 0
+        self._last_active: float | None = None
+        self._recent: deque[tuple[float, int]] = deque()
+
+    def observe(self, now: float, concurrency: float, *, peak: int | None = None) -> None:
+        """Record one sample of mean concurrency (held + in flight) over the last tick."""
+        self._window.add(now, concurrency)
+        if concurrency > 0 or (peak or 0) > 0:
+            self._last_active = now
+
+    def note_request(self, now: float) -> None:
+        """A request arrived: the cold-start fast path makes the next decision >= 1."""
+        self._last_active = now
+
+    def forget(self) -> None:
+        """Drop all history (an explicit unload): the next decision sees an idle model."""
+        self._window = _Window(self.settings.stable_window_s)
+        self._panic_since, self._max_panic, self._last_active = None, 0, None
+        self._recent.clear()
+
+    def decide(self, now: float, ready: int, *, current: int = 0) -> Decision:
+        """Desired replicas now, given `ready` replicas serving and `current` requests."""
+        s = self.settings
+        stable = self._window.mean(now, s.stable_window_s)
+        panic_avg = self._window.mean(now, s.panic_window_s)
+        desired = math.ceil(stable / s.target_concurrency - 1e-9)
+        desired_panic = math.ceil(panic_avg / s.target_concurrency - 1e-9)
+        desired, reason = self._apply_panic(now, ready, desired, desired_panic, stable)
+        desired = self._apply_delay(now, desired)
+        desired, reason = self._apply_zero(now, desired, reason, current)
+        bounded = min(max(desired, s.min_replicas), s.max_replicas)
+        if bounded != desired:
+            reason = f"{reason}; clamped to [{s.min_replicas}, {s.max_replicas}]"
+        return Decision(desired=bounded, panic=self._panic_since is not None, reason=reason)
+
+    def _apply_panic(
+        self, now: float, ready: int, desired: int, desired_panic: int, stable: float
+    ) -> tuple[int, str]:
+        s = self.settings
+        over = desired_panic / max(ready, 1) >= s.panic_threshold
+        if over:
+            self._panic_since = now
+        elif self._panic_since is not None and now - self._panic_since >= s.stable_window_s:
+            self._panic_since, self._max_panic = None, 0
+        if self._panic_since is None:
+            return desired, f"stable average {stable:.2f} / target {s.target_concurrency:g}"
+        self._max_panic = max(self._max_panic, desired_panic)
+        return self._max_panic, f"panic: burst needs {desired_panic}, holding {self._max_panic}"
+
+    def _apply_delay(self, now: float, desired: int) -> int:
+        delay = self.settings.scale_down_delay_s
+        self._recent.append((now, desired))
+        while self._recent and self._recent[0][0] < now - delay:
+            self._recent.popleft()
+        return max(d for _, d in self._recent) if delay > 0 else desired
+
+    def _apply_zero(self, now: float, desired: int, reason: str, current: int) -> tuple[int, str]:
+        grace = self.settings.scale_to_zero_grace_s
+        recent = self._last_active is not None and now - self._last_active < grace
+        active = current > 0 or recent
+        if active and desired == 0:
+            why = "requests waiting" if current > 0 else "keep one replica through the idle grace"
+            return 1, why
+        if not active and desired <= 1 and self._panic_since is None:
+            idle = "never used" if self._last_active is None else "idle past the grace"
+            return 0, idle
+        return desired, reason

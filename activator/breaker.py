@@ -1,0 +1,49 @@
+"""Per-replica concurrency limit: at most `capacity` requests in flight on one replica.
+
+The breaker never waits; waiting happens in the model's held queue, which is FIFO across all
+replicas. `slot()` scopes a taken slot so it can never leak past the block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from activator.errors import ActivatorError
+
+__all__ = ["Breaker"]
+
+
+class Breaker:
+    """Counts in-flight requests on one replica against its capacity (0 = unlimited)."""
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 0:
+            raise ValueError(f"capacity = {capacity}, must be >= 0")
+        self.capacity = capacity
+        self.in_flight = 0
+
+    def has_capacity(self) -> bool:
+        return self.capacity == 0 or self.in_flight < self.capacity
+
+    def try_take(self) -> bool:
+        """Take a slot if one is free; the caller must `release()` it exactly once."""
+        if not self.has_capacity():
+            return False
+        self.in_flight += 1
+        return True
+
+    def release(self) -> None:
+        if self.in_flight <= 0:
+            raise ActivatorError("breaker released more slots than were taken")
+        self.in_flight -= 1
+
+    @contextmanager
+    def slot(self) -> Iterator[None]:
+        """`with breaker.slot():` takes a slot for the block or raises if none is free."""
+        if not self.try_take():
+            raise ActivatorError(f"no free slot ({self.in_flight}/{self.capacity} in flight)")
+        try:
+            yield
+        finally:
+            self.release()

@@ -1,0 +1,200 @@
+"""`thaw up REPO`: the activator, local scaler, warm pool and snapshot cache on this machine."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from activator.config import SETTING_RANGES, ActivatorConfig, ScaleSettings, validated
+from activator.errors import ConfigError
+
+__all__ = ["register", "run"]
+
+logger = logging.getLogger(__name__)
+
+_DESCRIPTION = """\
+Run the whole platform on this machine. Every model of the Triton model repository REPO gets
+the KServe v2 endpoints at http://HOST:PORT/v2/models/<name>/... and starts at zero replicas.
+Metadata, config and readiness are answered without waking a model; the first inference
+request holds while a replica is claimed from the warm pool and the model restored into it,
+then replicas follow load (Knative-style stable/panic windows) and go back to zero after the
+idle grace period. Each scale setting below is the default for every model; a model overrides
+it in its config.pbtxt, e.g.
+
+  parameters { key: "thaw.max_replicas" value { string_value: "2" } }
+
+Prometheus metrics are on /metrics; `thaw status` prints a table of the models.
+SIGTERM/SIGINT stop accepting, drain in-flight requests and stop every replica.
+"""
+
+_SETTING_HELP = {
+    "min_replicas": "replicas kept even when idle",
+    "max_replicas": "upper bound of replicas per model",
+    "target_concurrency": "in-flight requests per replica the autoscaler aims for",
+    "scale_to_zero_grace_s": "seconds without requests before the last replica goes",
+    "stable_window_s": "seconds of history behind normal scaling decisions",
+    "panic_window_s": "seconds of history that detect a burst",
+    "panic_threshold": "burst = panic-window demand >= this x ready replicas",
+    "scale_down_delay_s": "keep the highest replica count of the last N seconds",
+    "activation_timeout_s": "seconds a request may be held; a wake-up slower than this fails",
+    "max_held_requests": "held requests per model before 503 + Retry-After",
+    "max_held_bytes": "sum of held request bodies (declared) per model before 503",
+    "container_concurrency": "in-flight requests per replica (0 = unlimited)",
+}
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser(
+        "up",
+        help="run the platform (activator + warm pool + cache) on this machine",
+        description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("repository", metavar="REPO", type=Path, help="Triton model repository")
+    p.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="listen port; 0 picks a free one")
+    p.add_argument(
+        "--cache",
+        type=Path,
+        default=None,
+        help="snapshot image cache directory (default ~/.cache/thaw/images)",
+    )
+    p.add_argument(
+        "--store",
+        default=None,
+        help="image store URI (e.g. s3://bucket/prefix); "
+        "without it images are built into the cache at start-up",
+    )
+    p.add_argument("--no-image-build", action="store_true", help="do not build images at start")
+    p.add_argument(
+        "--warm-pool",
+        type=int,
+        default=1,
+        metavar="N",
+        help="idle runtime processes kept ready to claim (default 1)",
+    )
+    p.add_argument(
+        "--preload-frameworks",
+        default="onnxruntime,torch",
+        help="frameworks warm-pool processes import before ready ('' for none)",
+    )
+    p.add_argument(
+        "--arena-bytes",
+        type=int,
+        default=None,
+        help="restore arena pre-faulted per pool process (default: largest model)",
+    )
+    p.add_argument(
+        "--request-timeout-s",
+        type=float,
+        default=300.0,
+        help="a proxied request with no answer by then gets 504",
+    )
+    p.add_argument(
+        "--drain-timeout-s",
+        type=float,
+        default=30.0,
+        help="scale-down/shutdown wait for in-flight requests",
+    )
+    p.add_argument("--max-body-bytes", type=int, default=64 * 1024 * 1024)
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    scale = p.add_argument_group("scale settings (defaults for every model; thaw.<name> overrides)")
+    defaults = ScaleSettings()
+    for name, (low, high) in SETTING_RANGES.items():
+        default = getattr(defaults, name)
+        scale.add_argument(
+            f"--{name.replace('_', '-')}",
+            dest=f"scale_{name}",
+            default=None,
+            metavar="N",
+            help=f"{_SETTING_HELP[name]} (default {default}, range [{low:g}, {high:g}])",
+        )
+    p.set_defaults(func=run)
+
+
+def build_config(args: argparse.Namespace) -> ActivatorConfig:
+    """Flags -> ActivatorConfig; raises ConfigError with the flag, value and range."""
+    given = {
+        name: getattr(args, f"scale_{name}")
+        for name in SETTING_RANGES
+        if getattr(args, f"scale_{name}") is not None
+    }
+    settings = validated(ScaleSettings(), given)
+    if not 0 <= args.port <= 65535:
+        raise ConfigError(f"`--port` = {args.port}, must be in [0, 65535]")
+    if not 0 <= args.warm_pool <= 64:
+        raise ConfigError(f"`--warm-pool` = {args.warm_pool}, must be in [0, 64]")
+    cache = args.cache or Path(os.path.expanduser("~/.cache/thaw/images"))
+    frameworks = tuple(f for f in args.preload_frameworks.split(",") if f.strip())
+    return ActivatorConfig(
+        repository=args.repository,
+        host=args.host,
+        port=args.port,
+        cache_dir=cache,
+        store=args.store,
+        warm_pool=args.warm_pool,
+        preload_frameworks=frameworks,
+        arena_bytes=max(0, args.arena_bytes or 0),
+        build_images=not args.no_image_build,
+        defaults=settings,
+        max_body_bytes=args.max_body_bytes,
+        request_timeout_s=args.request_timeout_s,
+        drain_timeout_s=args.drain_timeout_s,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    from activator.repository import Repository
+
+    try:
+        config = build_config(args)
+        repository = Repository.scan(config.repository, config.defaults)
+    except ConfigError as exc:
+        print(f"thaw up: error: {exc.message}", file=sys.stderr)
+        return 2
+    if args.arena_bytes is None:
+        largest = max(
+            (repository.get(n).version_dir_bytes() for n in repository.names()), default=0
+        )
+        config = dataclasses.replace(config, arena_bytes=largest)
+    if config.cache_dir is not None:
+        config.cache_dir.mkdir(parents=True, exist_ok=True)
+    asyncio.run(serve(config, repository))
+    return 0
+
+
+async def serve(config: ActivatorConfig, repository: Any = None) -> None:
+    """Serve until SIGTERM/SIGINT, then stop accepting, drain and stop every replica."""
+    from aiohttp import web
+
+    from activator.app import build_app
+
+    app = build_app(config, repository=repository)
+    runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=30)
+    await runner.setup()
+    site = web.TCPSite(runner, config.host, config.port)
+    await site.start()
+    port = runner.addresses[0][1]
+    print(f"THAW_LISTENING http://{config.host}:{port}", flush=True)
+    logger.info("thaw up: %d models at http://%s:%d", len(repository.names()), config.host, port)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        logger.info("thaw up: stopping (draining requests and replicas)")
+        with contextlib.suppress(Exception):
+            await runner.cleanup()

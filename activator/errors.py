@@ -1,0 +1,97 @@
+"""The activator's error tree; every error that reaches HTTP carries its status code.
+
+    ActivatorError (500)                  anything unexpected
+    ├── ConfigError (400)                 a `thaw.*` setting or flag out of range (start-up)
+    ├── UnknownModel (404)                no such model in the repository (or not a name)
+    ├── RouteNotFound (404)
+    ├── PayloadTooLarge (413)             declared body size over the limit
+    ├── Overloaded (503)                  held-request buffer full (count or bytes); Retry-After
+    ├── ActivationFailed (503)            the model could not be brought up (load error, crash)
+    ├── HeldTimeout (504)                 held past its deadline without a ready replica
+    ├── UpstreamTimeout (504)             the replica did not answer within the request timeout
+    └── UpstreamFailed (502)              the replica reset or died mid-request
+
+One aiohttp middleware (app.py) turns any of these into `{"error": message}` with `status`.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ActivationFailed",
+    "ActivatorError",
+    "ConfigError",
+    "HeldTimeout",
+    "Overloaded",
+    "PayloadTooLarge",
+    "RouteNotFound",
+    "UnknownModel",
+    "UpstreamFailed",
+    "UpstreamTimeout",
+]
+
+
+class ActivatorError(Exception):
+    """Base of every activator error; `status` is the HTTP status it maps to."""
+
+    status: int = 500
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def headers(self) -> dict[str, str]:
+        """Extra response headers for this error (e.g. Retry-After)."""
+        return {}
+
+
+class ConfigError(ActivatorError):
+    status = 400
+
+
+class UnknownModel(ActivatorError):
+    status = 404
+
+
+class RouteNotFound(ActivatorError):
+    status = 404
+
+
+class PayloadTooLarge(ActivatorError):
+    status = 413
+
+
+class Overloaded(ActivatorError):
+    status = 503
+
+    def __init__(self, message: str, *, retry_after_s: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after_s)}
+
+
+class ActivationFailed(ActivatorError):
+    status = 503
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": "1"}
+
+
+class HeldTimeout(ActivatorError):
+    status = 504
+
+
+class UpstreamTimeout(ActivatorError):
+    status = 504
+
+
+class UpstreamFailed(ActivatorError):
+    """`partial` is the client response already started (headers sent) when the replica died;
+    its connection has been aborted so the client sees a failure, never a truncated success."""
+
+    status = 502
+
+    def __init__(self, message: str, *, partial: object | None = None) -> None:
+        super().__init__(message)
+        self.partial = partial

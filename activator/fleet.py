@@ -1,0 +1,110 @@
+"""All model endpoints of one `thaw up`: their scaler backend, autoscaling tick and shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sys
+from typing import Any
+
+import aiohttp
+
+from activator.config import ActivatorConfig
+from activator.errors import UnknownModel
+from activator.image_builder import build_images
+from activator.metrics import Metrics
+from activator.model_endpoint import ModelEndpoint
+from activator.repository import Repository
+from activator.scaler.backend import ScalerBackend
+from activator.scaler.local_backend import LocalBackend
+
+__all__ = ["Fleet"]
+
+logger = logging.getLogger(__name__)
+
+
+class Fleet:
+    """Owns one ModelEndpoint per repository model and ticks their autoscalers."""
+
+    def __init__(
+        self,
+        config: ActivatorConfig,
+        repository: Repository,
+        metrics: Metrics,
+        session: aiohttp.ClientSession,
+        *,
+        backend: ScalerBackend | None = None,
+    ) -> None:
+        self.config = config
+        self.repository = repository
+        self.metrics = metrics
+        self.session = session
+        self.backend: ScalerBackend = backend or LocalBackend(config, session)
+        self.endpoints = {
+            name: ModelEndpoint(
+                name,
+                repository.get(name).settings,
+                self.backend,
+                metrics,
+                drain_timeout_s=config.drain_timeout_s,
+            )
+            for name in repository.names()
+        }
+        self.image_builds: dict[str, str] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def endpoint(self, name: str) -> ModelEndpoint:
+        self.repository.get(name)  # validates the name, raises UnknownModel
+        endpoint = self.endpoints.get(name)
+        if endpoint is None:
+            raise UnknownModel(f"unknown model: '{name}'")
+        return endpoint
+
+    async def start(self) -> None:
+        """Start ticking; bring min_replicas up; kick off background image builds."""
+        self._tasks.append(asyncio.create_task(self._tick_loop()))
+        cfg = self.config
+        if cfg.build_images and cfg.store is None and cfg.cache_dir is not None:
+            self._tasks.append(asyncio.create_task(self._build_images()))
+        for endpoint in self.endpoints.values():
+            endpoint.tick()
+
+    async def _tick_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.tick_s)
+            for endpoint in self.endpoints.values():
+                try:
+                    endpoint.tick()
+                except Exception:
+                    logger.exception("model=%s autoscaler tick failed", endpoint.name)
+
+    async def _build_images(self) -> None:
+        assert self.config.cache_dir is not None  # checked by start()
+        dirs = [self.repository.get(n).directory for n in self.repository.names()]
+        command = [sys.executable, "-m", "thaw.cli"]
+        self.image_builds = {n: "building" for n in self.repository.names()}
+        self.image_builds = await build_images(
+            command, dirs, self.config.cache_dir, timeout_s=600.0
+        )
+
+    async def close(self) -> None:
+        """Graceful stop: fail held requests, drain every replica, stop the pool."""
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await asyncio.gather(*(e.close() for e in self.endpoints.values()))
+        await self.backend.close()
+
+    def status(self) -> dict[str, Any]:
+        pool = getattr(self.backend, "pool", None)
+        return {
+            "models": [e.status() for e in self.endpoints.values()],
+            "warm_pool": {
+                "size": self.config.warm_pool,
+                "ready": pool.ready_count if pool is not None else 0,
+            },
+            "image_builds": self.image_builds,
+        }

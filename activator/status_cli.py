@@ -1,0 +1,61 @@
+"""`thaw status`: a table of every model behind a running `thaw up`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import urllib.error
+import urllib.request
+from typing import Any
+
+__all__ = ["format_table", "register", "run"]
+
+_COLUMNS = ("MODEL", "STATE", "READY/DESIRED", "HELD", "IN FLIGHT", "LAST COLD START", "ERROR")
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser(
+        "status",
+        help="show every model behind a running `thaw up`",
+        description="Print model, state (cold/waking/warm/draining), replicas ready/desired, "
+        "held requests and the last cold start of a running `thaw up`.",
+    )
+    p.add_argument("--url", default="http://127.0.0.1:8000", help="where `thaw up` listens")
+    p.add_argument("--json", action="store_true", help="print the raw JSON")
+    p.add_argument("--timeout-s", type=float, default=5.0)
+    p.set_defaults(func=run)
+
+
+def format_table(status: dict[str, Any]) -> str:
+    rows = [_COLUMNS]
+    for m in status.get("models", []):
+        cold = m.get("last_cold_start_s")
+        rows.append(
+            (
+                str(m["model"]),
+                str(m["state"]),
+                f"{m['replicas_ready']}/{m['replicas_desired']}",
+                str(m["held_requests"]),
+                str(m.get("in_flight", 0)),
+                "-" if cold is None else f"{cold:.3f} s",
+                (m.get("last_error") or "")[:60],
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(_COLUMNS))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    pool = status.get("warm_pool", {})
+    lines.append(f"warm pool: {pool.get('ready', 0)}/{pool.get('size', 0)} ready")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    url = args.url.rstrip("/") + "/thaw/status"
+    try:
+        with urllib.request.urlopen(url, timeout=args.timeout_s) as resp:
+            status = json.loads(resp.read())
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        print(f"thaw status: cannot read {url}: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(status, indent=2) if args.json else format_table(status))
+    return 0

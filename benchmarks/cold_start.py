@@ -1,0 +1,486 @@
+"""Cold start through `thaw up` next to a naive cold start and the floor, measured in one run.
+
+    python benchmarks/cold_start.py [--repo model_repository] [--work /tmp/thaw_cold_start]
+                                    [--reps 3] [--big-gib 1.0] [--burst 200] [--json OUT]
+
+For each model (resnet50 ONNX from the example repository; a TorchScript MLP of --big-gib GiB
+generated here with random weights): first request to a model at zero replicas -> response
+through `thaw up` (warm pool + snapshot images built into the cache at start-up), with its
+phase breakdown from `/metrics`; a naive cold start (a fresh process: start Python, import the
+framework, load the model files, run the first inference); and the floor (reading the model's
+bytes with 4 threads into a pre-faulted buffer, plus one warm inference). Then a burst of
+--burst requests within 1 s at resnet50 from zero, and the warm-path overhead of the
+activator (p50 and throughput through `thaw up` vs straight to the replica) on a tiny model.
+Real Triton is measured when `benchmarks/peers.py` has a prepared tritonserver with a backend
+for the model; otherwise the table says why not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+PHASES = ("claim", "restore", "warmup", "total")
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str
+    file: str  # model file inside <name>/1/
+    input_name: str
+    shape: tuple[int, ...]  # one request's input, batch included
+    framework: str  # "onnxruntime" | "torch"
+
+
+def prepare_repo(source: Path, work: Path, big_gib: float) -> tuple[Path, list[Model]]:
+    """A repository with resnet50 (copied), a big TorchScript MLP and a tiny ONNX model."""
+    repo = work / "repo"
+    repo.mkdir(parents=True, exist_ok=True)
+    if not (source / "resnet50").is_dir():
+        subprocess.run([sys.executable, str(ROOT / "examples/generate_repository.py"), str(source)],
+                       check=True)  # fmt: skip
+    if not (repo / "resnet50").is_dir():
+        shutil.copytree(source / "resnet50", repo / "resnet50")
+    models = [Model("resnet50", "model.onnx", "input", (1, 3, 224, 224), "onnxruntime")]
+    if big_gib > 0:
+        _write_big_mlp(repo / "mlp_big", big_gib)
+        models.append(Model("mlp_big", "model.pt", "INPUT__0", (1, 4096), "torch"))
+    if not (repo / "tiny").is_dir():
+        from tests.fixtures.models import make_identity_fp32
+
+        make_identity_fp32(repo, "tiny")
+    return repo, models
+
+
+def _write_big_mlp(model_dir: Path, gib: float) -> None:
+    """TorchScript: alternating Linear(4096, 8192)/Linear(8192, 4096) + ReLU, ~`gib` GiB."""
+    if (model_dir / "1" / "model.pt").is_file():
+        return
+    import torch
+
+    torch.manual_seed(0)
+    pairs = max(1, round(gib * 2**30 / (2 * 4096 * 8192 * 4)))
+    layers: list[torch.nn.Module] = []
+    for _ in range(pairs):
+        layers += [torch.nn.Linear(4096, 8192), torch.nn.ReLU(), torch.nn.Linear(8192, 4096)]
+    module = torch.nn.Sequential(*layers).eval()
+    (model_dir / "1").mkdir(parents=True, exist_ok=True)
+    torch.jit.script(module).save(str(model_dir / "1" / "model.pt"))
+    (model_dir / "config.pbtxt").write_text(
+        'name: "mlp_big"\nplatform: "pytorch_libtorch"\nmax_batch_size: 8\n'
+        'input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 4096 ] } ]\n'
+        'output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 4096 ] } ]\n'
+        'parameters { key: "thaw.max_replicas" value { string_value: "1" } }\n'
+    )
+
+
+# ---- naive cold start and floor ---------------------------------------------------------------
+
+_NAIVE = {
+    "onnxruntime": (
+        "import numpy as np, onnxruntime as ort\n"
+        "s = ort.InferenceSession({path!r}, providers=['CPUExecutionProvider'])\n"
+        "s.run(None, {{{name!r}: np.zeros({shape}, np.float32)}})\n"
+    ),
+    "torch": (
+        "import torch\n"
+        "m = torch.jit.load({path!r})\n"
+        "with torch.no_grad(): m(torch.zeros({shape}))\n"
+    ),
+}
+
+
+def naive_cold_start(model: Model, repo: Path) -> float:
+    """Seconds from spawning a fresh Python to its first output (what a new pod does)."""
+    path = str(repo / model.name / "1" / model.file)
+    code = _NAIVE[model.framework].format(path=path, name=model.input_name, shape=model.shape)
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", code + "print('done', flush=True)"],
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    elapsed = time.perf_counter() - start
+    if "done" not in proc.stdout:
+        raise RuntimeError(f"naive run of {model.name} failed: {proc.stderr[-2000:]}")
+    return elapsed
+
+
+def threaded_read_s(path: Path, threads: int = 4) -> float:
+    """Read `path` with `threads` threads into a buffer that was pre-faulted beforehand."""
+    size = path.stat().st_size
+    buffer = np.ones(size, dtype=np.uint8)  # touching every page pre-faults it
+    step = -(-size // threads)
+
+    def read(i: int) -> None:
+        with path.open("rb", buffering=0) as f:
+            f.seek(i * step)
+            view = memoryview(buffer)[i * step : min(size, (i + 1) * step)]
+            while view:
+                n = f.readinto(view)
+                if not n:
+                    break
+                view = view[n:]
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(read, range(threads)))
+    return time.perf_counter() - start
+
+
+def warm_inference_s(model: Model, repo: Path) -> float:
+    """Median of 5 inferences in an already loaded model (the compute part of the floor)."""
+    path = str(repo / model.name / "1" / model.file)
+    x = np.zeros(model.shape, np.float32)
+    if model.framework == "onnxruntime":
+        import onnxruntime as ort
+
+        session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        run = lambda: session.run(None, {model.input_name: x})  # noqa: E731
+    else:
+        import torch
+
+        module = torch.jit.load(path)
+        tx = torch.from_numpy(x)
+
+        def run() -> Any:
+            with torch.no_grad():
+                return module(tx)
+
+    run()
+    times = []
+    for _ in range(5):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+# ---- thaw up ------------------------------------------------------------------------------------
+
+
+class Up:
+    """A `thaw up` process for the benchmark."""
+
+    def __init__(self, repo: Path, cache: Path, log: Path) -> None:
+        argv = [sys.executable, "-m", "thaw.cli", "up", str(repo), "--port", "0",
+                "--cache", str(cache), "--warm-pool", "1", "--log-level", os.environ.get("THAW_BENCH_LOG", "warning")]  # fmt: skip
+        self._log = log.open("wb")
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self._log, cwd=ROOT)
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline().decode().strip()
+        if not line.startswith("THAW_LISTENING "):
+            self.stop()
+            raise RuntimeError(f"thaw up did not start; see {log}")
+        self.url = line.split(" ", 1)[1]
+
+    def get(self, path: str) -> Any:
+        with urllib.request.urlopen(self.url + path, timeout=30) as resp:
+            return json.loads(resp.read())
+
+    def post(self, path: str) -> None:
+        request = urllib.request.Request(self.url + path, data=b"{}", method="POST")
+        with urllib.request.urlopen(request, timeout=300) as resp:
+            resp.read()
+
+    def model(self, name: str) -> dict[str, Any]:
+        return next(m for m in self.get("/thaw/status")["models"] if m["model"] == name)
+
+    def wait(self, predicate: Any, timeout_s: float, what: str) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"timed out waiting for {what}: {self.get('/thaw/status')}")
+            time.sleep(0.05)
+
+    def cold_and_pool_ready(self, name: str) -> None:
+        """Scale `name` to zero and wait for an idle warm-pool process (a fair cold start)."""
+        self.post(f"/v2/repository/models/{name}/unload")
+        self.wait(lambda: self.model(name)["state"] == "cold", 120, f"{name} cold")
+        self.wait(lambda: self.get("/thaw/status")["warm_pool"]["ready"] >= 1, 120, "pool")
+        time.sleep(0.5)  # let the refilled process settle (its arena is pre-faulted)
+
+    def phase_sums(self, name: str) -> dict[str, float]:
+        from prometheus_client.parser import text_string_to_metric_families
+
+        with urllib.request.urlopen(self.url + "/metrics", timeout=30) as resp:
+            text = resp.read().decode()
+        sums: dict[str, float] = dict.fromkeys(PHASES, 0.0)
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == "thaw_cold_start_seconds_sum" and sample.labels["model"] == name:
+                    sums[sample.labels["phase"]] = sample.value
+        return sums
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+
+def binary_infer_body(model: Model, batch: int = 1) -> tuple[bytes, dict[str, str]]:
+    """A v2 request with Triton's binary tensor extension (zeros input)."""
+    shape = [batch, *model.shape[1:]]
+    data = np.zeros(shape, np.float32).tobytes()
+    header = json.dumps({
+        "inputs": [{"name": model.input_name, "shape": shape, "datatype": "FP32",
+                    "parameters": {"binary_data_size": len(data)}}],
+    }).encode()  # fmt: skip
+    headers = {"Inference-Header-Content-Length": str(len(header)),
+               "Content-Type": "application/octet-stream"}  # fmt: skip
+    return header + data, headers
+
+
+def timed_infer(url: str, model: Model) -> float:
+    body, headers = binary_infer_body(model)
+    request = urllib.request.Request(
+        f"{url}/v2/models/{model.name}/infer", data=body, headers=headers, method="POST"
+    )
+    start = time.perf_counter()
+    with urllib.request.urlopen(request, timeout=300) as resp:
+        resp.read()
+        if resp.status != 200:
+            raise RuntimeError(f"{model.name}: HTTP {resp.status}")
+    return time.perf_counter() - start
+
+
+def thaw_cold_starts(up: Up, model: Model, reps: int) -> list[dict[str, float]]:
+    """`reps` cold starts of `model`: end-to-end seconds and the phases of each."""
+    runs = []
+    for _ in range(reps):
+        up.cold_and_pool_ready(model.name)
+        before = up.phase_sums(model.name)
+        total = timed_infer(up.url, model)
+        seen = before["total"]
+        up.wait(lambda s=seen: up.phase_sums(model.name)["total"] > s, 30, "metrics")
+        after = up.phase_sums(model.name)
+        runs.append({"client_s": total, **{p: after[p] - before[p] for p in PHASES}})
+    return runs
+
+
+# ---- burst from zero and warm-path overhead -----------------------------------------------------
+
+
+async def _burst(url: str, model: Model, count: int, spread_s: float) -> list[tuple[int, float]]:
+    import aiohttp
+
+    body, headers = binary_infer_body(model)
+    timeout = aiohttp.ClientTimeout(total=300)
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
+
+        async def one(i: int) -> tuple[int, float]:
+            await asyncio.sleep(i * spread_s / count)
+            start = time.perf_counter()
+            try:
+                async with session.post(
+                    f"{url}/v2/models/{model.name}/infer", data=body, headers=headers
+                ) as r:
+                    await r.read()
+                    return r.status, time.perf_counter() - start
+            except aiohttp.ClientError:
+                return 0, time.perf_counter() - start
+
+        return await asyncio.gather(*(one(i) for i in range(count)))
+
+
+def burst_from_zero(up: Up, model: Model, count: int) -> dict[str, Any]:
+    up.cold_and_pool_ready(model.name)
+    results = asyncio.run(_burst(up.url, model, count, 1.0))
+    latencies = sorted(t for _, t in results)
+    return {
+        "requests": count,
+        "failed": sum(1 for status, _ in results if status != 200),
+        "statuses": sorted({status for status, _ in results}),
+        "p50_s": _pct(latencies, 50),
+        "p99_s": _pct(latencies, 99),
+        "replicas_after": up.model(model.name)["replicas_ready"],
+    }
+
+
+def _pct(sorted_values: list[float], pct: float) -> float:
+    index = min(len(sorted_values) - 1, round(pct / 100 * (len(sorted_values) - 1)))
+    return sorted_values[index]
+
+
+async def _latency_and_throughput(url: str, model: Model, seconds: float) -> dict[str, float]:
+    import aiohttp
+
+    body, headers = binary_infer_body(model)
+    target = f"{url}/v2/models/{model.name}/infer"
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+
+        async def call() -> None:
+            async with session.post(target, data=body, headers=headers) as r:
+                await r.read()
+                if r.status != 200:
+                    raise RuntimeError(f"HTTP {r.status}")
+
+        for _ in range(50):
+            await call()
+        times = []
+        for _ in range(500):
+            start = time.perf_counter()
+            await call()
+            times.append(time.perf_counter() - start)
+        done = 0
+        stop_at = time.perf_counter() + seconds
+
+        async def worker() -> None:
+            nonlocal done
+            while time.perf_counter() < stop_at:
+                await call()
+                done += 1
+
+        start = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(16)))
+        elapsed = time.perf_counter() - start
+    return {"p50_ms": statistics.median(times) * 1000, "rps": done / elapsed}
+
+
+def warm_overhead(up: Up, model: Model, seconds: float) -> dict[str, Any]:
+    timed_infer(up.url, model)  # wake it
+    replica = up.model(model.name)["replicas"][0]["url"]
+    direct = asyncio.run(_latency_and_throughput(replica, model, seconds))
+    through = asyncio.run(_latency_and_throughput(up.url, model, seconds))
+    return {"direct": direct, "activator": through}
+
+
+# ---- real Triton (only when a prepared tritonserver has the backend) ---------------------------
+
+
+def triton_cold_start(repo: Path, model: Model) -> float | str:
+    """Triton process start -> first response for one model, or why it was not measured."""
+    try:
+        from benchmarks.peers import TritonPeer
+    except ImportError as exc:
+        return f"not measured: benchmarks/peers.py unavailable ({exc})"
+    peer = TritonPeer()
+    if not (peer.server_dir / "bin" / "tritonserver").is_file():
+        return "not measured: no prepared tritonserver (.bench/tritonserver)"
+    needed = "onnxruntime" if model.framework == "onnxruntime" else "pytorch"
+    if needed not in {p.name for p in (peer.server_dir / "backends").iterdir()}:
+        return f"not measured: the bundled tritonserver has no {needed} backend"
+    one = repo.parent / f"triton_{model.name}"
+    if not one.is_dir():
+        one.mkdir()
+        (one / model.name).symlink_to(repo / model.name)
+    start = time.perf_counter()
+    handle = peer.start(one, 18123, timeout_s=300)
+    try:
+        timed_infer("http://127.0.0.1:18123", model)
+    finally:
+        handle.stop()
+    return time.perf_counter() - start
+
+
+# ---- report -------------------------------------------------------------------------------------
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    work = args.work
+    repo, models = prepare_repo(args.repo, work, args.big_gib)
+    results: dict[str, Any] = {"models": {}}
+    for model in models:
+        path = repo / model.name / "1" / model.file
+        naive_cold_start(model, repo)  # page cache warm, as in the numbers below
+        results["models"][model.name] = {
+            "bytes": path.stat().st_size,
+            "naive_s": statistics.median(naive_cold_start(model, repo) for _ in range(args.reps)),
+            "read_s": min(threaded_read_s(path) for _ in range(3)),
+            "warm_inference_s": warm_inference_s(model, repo),
+            "triton": triton_cold_start(repo, model) if args.triton else "not requested",
+        }
+    up = Up(repo, work / "cache", work / "thaw-up.log")
+    try:
+        up.wait(lambda: "building" not in up.get("/thaw/status")["image_builds"].values()
+                and up.get("/thaw/status")["image_builds"], 900, "image builds")  # fmt: skip
+        results["image_builds"] = up.get("/thaw/status")["image_builds"]
+        for model in models:
+            results["models"][model.name]["thaw"] = thaw_cold_starts(up, model, args.reps)
+        if args.burst:
+            results["burst"] = burst_from_zero(up, models[0], args.burst)
+        tiny = Model("tiny", "model.onnx", "INPUT0", (1, 16), "onnxruntime")
+        results["overhead"] = warm_overhead(up, tiny, args.seconds)
+    finally:
+        up.stop()
+    return results
+
+
+def report(results: dict[str, Any]) -> str:
+    lines = [
+        "| model | size | thaw up cold start (median) | claim / restore / warmup | naive | "
+        "floor (read + warm inference) | Triton | vs naive | vs floor |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, r in results["models"].items():
+        runs = r["thaw"]
+        med = {k: statistics.median(run[k] for run in runs) for k in ("client_s", *PHASES)}
+        floor = r["read_s"] + r["warm_inference_s"]
+        triton = r["triton"] if isinstance(r["triton"], str) else f"{r['triton']:.3f} s"
+        lines.append(
+            f"| {name} | {r['bytes'] / 2**20:.0f} MiB | {med['client_s']:.3f} s | "
+            f"{med['claim']:.3f} / {med['restore']:.3f} / {med['warmup']:.3f} s | "
+            f"{r['naive_s']:.3f} s | {floor:.3f} s ({r['read_s']:.3f} + "
+            f"{r['warm_inference_s']:.3f}) | {triton} | {r['naive_s'] / med['client_s']:.1f}x "
+            f"faster | {med['client_s'] / floor:.1f}x |"
+        )
+    if "burst" in results:
+        b = results["burst"]
+        lines.append(
+            f"\nburst from zero: {b['requests']} requests within 1 s -> p50 {b['p50_s']:.3f} s, "
+            f"p99 {b['p99_s']:.3f} s, failed {b['failed']} (statuses {b['statuses']}), "
+            f"replicas after: {b['replicas_after']}"
+        )
+    o = results["overhead"]
+    lines.append(
+        f"\nwarm path (tiny ONNX model): p50 direct {o['direct']['p50_ms']:.2f} ms, through "
+        f"the activator {o['activator']['p50_ms']:.2f} ms (+"
+        f"{o['activator']['p50_ms'] - o['direct']['p50_ms']:.2f} ms); throughput direct "
+        f"{o['direct']['rps']:.0f} req/s, through the activator {o['activator']['rps']:.0f} "
+        f"req/s ({100 * o['activator']['rps'] / o['direct']['rps']:.0f}%)"
+    )
+    lines.append(f"\nimage builds: {results.get('image_builds')}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repo", type=Path, default=ROOT / "model_repository")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/thaw_cold_start"))
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--big-gib", type=float, default=1.0, help="0 skips the big model")
+    parser.add_argument("--burst", type=int, default=200, help="0 skips the burst")
+    parser.add_argument("--seconds", type=float, default=3.0, help="throughput run length")
+    parser.add_argument("--triton", action="store_true", help="also try real Triton")
+    parser.add_argument("--json", type=Path, default=None, help="write raw results here")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("OMP_NUM_THREADS", str(os.cpu_count() or 1))
+    results = measure(args)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    print(report(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""A bounded-duration, closed-loop HTTP load generator (aiohttp), the same one for every server."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+import aiohttp
+
+__all__ = ["LoadResult", "Payload", "run_load"]
+
+
+@dataclass(frozen=True)
+class Payload:
+    """One inference request, sent unchanged by every worker."""
+
+    path: str
+    body: bytes
+    headers: dict[str, str]
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    """What one cell measured; latencies are of successful requests in the measured window."""
+
+    concurrency: int
+    duration_s: float
+    ok: int
+    errors: int
+    latencies_ms: tuple[float, ...]
+
+    @property
+    def rps(self) -> float:
+        return self.ok / self.duration_s if self.duration_s > 0 else 0.0
+
+    def percentile_ms(self, q: float) -> float:
+        """Nearest-rank percentile, `q` in [0, 100]; NaN when nothing succeeded."""
+        if not self.latencies_ms:
+            return float("nan")
+        rank = max(0, min(len(self.latencies_ms) - 1, round(q / 100 * len(self.latencies_ms)) - 1))
+        return self.latencies_ms[rank]
+
+
+async def _worker(
+    session: aiohttp.ClientSession,
+    url: str,
+    payload: Payload,
+    window: tuple[float, float],
+    latencies: list[float],
+    errors: list[int],
+) -> None:
+    # Closed loop: one request in flight per worker, until run_load cancels it. A request counts
+    # when it completes inside the measured window, whenever it started.
+    measure_from, stop_at = window
+    while True:
+        start = time.perf_counter()
+        try:
+            async with session.post(url, data=payload.body, headers=payload.headers) as response:
+                await response.read()
+                ok = response.status == 200
+        except (aiohttp.ClientError, TimeoutError):
+            ok = False
+        end = time.perf_counter()
+        if measure_from <= end <= stop_at:
+            if ok:
+                latencies.append((end - start) * 1000.0)
+            else:
+                errors.append(1)
+        if not ok:
+            await asyncio.sleep(0.01)  # a failing server must not turn this into a busy loop
+
+
+async def run_load(
+    base_url: str,
+    payload: Payload,
+    *,
+    concurrency: int,
+    duration_s: float,
+    warmup_s: float,
+    request_timeout_s: float = 30.0,
+) -> LoadResult:
+    """Keep `concurrency` requests in flight for `warmup_s + duration_s`; measure the last part."""
+    timeout = aiohttp.ClientTimeout(total=request_timeout_s)
+    connector = aiohttp.TCPConnector(limit=concurrency, force_close=False)
+    latencies: list[float] = []
+    errors: list[int] = []
+    async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
+        measure_from = time.perf_counter() + warmup_s
+        window = (measure_from, measure_from + duration_s)
+        workers = [
+            asyncio.create_task(
+                _worker(session, base_url + payload.path, payload, window, latencies, errors)
+            )
+            for _ in range(concurrency)
+        ]
+        try:
+            await asyncio.sleep(warmup_s + duration_s)
+        finally:
+            # Requests still in flight at the end of the window are abandoned, not awaited, so
+            # a cell never outlasts its duration however slow the server is.
+            for task in workers:
+                task.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+    return LoadResult(
+        concurrency=concurrency,
+        duration_s=duration_s,
+        ok=len(latencies),
+        errors=len(errors),
+        latencies_ms=tuple(sorted(latencies)),
+    )

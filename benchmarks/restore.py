@@ -1,0 +1,450 @@
+"""Restore benchmark: time from "start loading" to a model's first output, Thaw vs the usual paths.
+
+    python benchmarks/restore.py [--gib 1.0] [--work .bench/restore] [--repeats 2] [--skip-s3]
+
+Workloads: a synthetic transformer (TorchScript + safetensors + torch.save, `--gib` of fp32
+weights) and a ResNet-50 ONNX (~100 MB; `examples/resnet.py`). Each method runs in a fresh
+subprocess that has already imported torch / onnxruntime (a warm-pool process), so the figure is
+the load itself plus the first forward. Page cache warm (best of `--repeats`) and cold
+(`posix_fadvise(DONTNEED)` on every input file before the run). From S3: nginx on 127.0.0.1
+serves the files path-style with `Range` (a real static server; moto is too slow for throughput).
+
+Methods
+  raw-read          one thread reading the model file sequentially into fresh memory (floor)
+  safetensors       meta-device model + safetensors.torch.load_file + load_state_dict(assign)
+  torch-load-mmap   meta-device model + torch.load(mmap=True) + load_state_dict(assign)
+  torchscript       torch.jit.load(model.pt)
+  onnxruntime       InferenceSession(model.onnx)
+  thaw              ImageLoader.restore from the node cache into a fresh arena + weightless graph
+  thaw-prefaulted   the same into an arena a warm-pool process pre-faulted beforehand
+  s3-boto3          boto3 download_file to disk, then the safetensors path
+  s3-thaw           ImageLoader.restore from S3 (ranged GETs into the arena, teed to the cache)
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+BUCKET = "bench"
+D_MODEL = 1536
+
+
+# --------------------------------------------------------------------------- models
+def transformer_class() -> Any:
+    import torch
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self, d: int) -> None:
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.qkv, self.out = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.up, self.down = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            q, k, v = self.qkv(self.ln1(x)).chunk(3, dim=-1)
+            att = torch.softmax(q @ k.transpose(-1, -2) / 39.0, dim=-1) @ v
+            x = x + self.out(att)
+            return x + self.down(torch.relu(self.up(self.ln2(x))))
+
+    class TinyLM(nn.Module):
+        def __init__(self, layers: int, d: int = D_MODEL, vocab: int = 32000) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(vocab, d)
+            self.blocks = nn.ModuleList([Block(d) for _ in range(layers)])
+            self.norm = nn.LayerNorm(d)
+
+        def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+            x = self.embed(tokens)
+            for block in self.blocks:
+                x = block(x)
+            return self.norm(x) @ self.embed.weight.t()
+
+    return TinyLM
+
+
+def layers_for(gib: float) -> int:
+    per_layer = 12 * D_MODEL * D_MODEL * 4
+    embed = 32000 * D_MODEL * 4
+    return max(1, round((gib * (1 << 30) - embed) / per_layer))
+
+
+def prepare(work: Path, gib: float) -> dict[str, Any]:
+    """Generate models and images once per (`work`, `gib`); later runs reuse them."""
+    marker = work / f"prepared-{gib}.json"
+    if marker.exists():
+        return json.loads(marker.read_text())  # type: ignore[no-any-return]
+    import torch
+    from safetensors.torch import save_file
+
+    from snapshotter import build_image
+    from snapshotter.stores.dir_store import DirStore
+
+    shutil.rmtree(work, ignore_errors=True)
+    layers = layers_for(gib)
+    print(f"preparing a {layers}-layer transformer (~{gib} GiB) and ResNet-50 under {work}")
+    torch.manual_seed(0)
+    with torch.no_grad():
+        model = transformer_class()(layers).eval()
+    (work / "repo" / "llm" / "1").mkdir(parents=True)
+    torch.jit.save(torch.jit.script(model), str(work / "repo" / "llm" / "1" / "model.pt"))
+    state = {k: v.contiguous() for k, v in model.state_dict().items()}
+    save_file(state, str(work / "llm.safetensors"))
+    torch.save(state, str(work / "llm_state.pt"))
+    del model, state
+    _resnet_onnx(work / "repo" / "resnet50" / "1" / "model.onnx")
+    cache = DirStore(work / "cache")
+    for name in ("llm", "resnet50"):
+        build_image(work / "repo" / name / "1", cache)
+    _nginx_tree(work)
+    os.sync()
+    info = {"layers": layers, "gib": gib}
+    marker.write_text(json.dumps(info))
+    return info
+
+
+def _resnet_onnx(path: Path) -> None:
+    import torch
+
+    from examples.resnet import resnet50
+
+    path.parent.mkdir(parents=True)
+    torch.onnx.export(
+        resnet50(), (torch.randn(1, 3, 224, 224),), str(path),
+        input_names=["input"], output_names=["output"], dynamo=False,
+    )  # fmt: skip
+
+
+def _nginx_tree(work: Path) -> None:
+    """`www/bench/img/...` in the S3 layout (hard links to the cache files) + the safetensors."""
+    www = work / "www" / BUCKET
+    for chunk in (work / "cache" / "chunks").glob("*/*"):
+        if len(chunk.name) == 64:
+            (www / "img" / "chunks").mkdir(parents=True, exist_ok=True)
+            os.link(chunk, www / "img" / "chunks" / chunk.name)
+    for manifest in (work / "cache" / "images").rglob("manifest.json"):
+        rel = manifest.relative_to(work / "cache")
+        (www / "img" / rel).parent.mkdir(parents=True, exist_ok=True)
+        os.link(manifest, www / "img" / rel)
+    os.link(work / "llm.safetensors", www / "llm.safetensors")
+
+
+# --------------------------------------------------------------------------- workers
+def _output_digest(out: Any) -> str:
+    return hashlib.sha256(out.detach().numpy().tobytes()).hexdigest()[:16]
+
+
+def _llm_input() -> Any:
+    import torch
+
+    return torch.arange(8, dtype=torch.long).reshape(1, 8)
+
+
+def _meta_model(work: Path) -> Any:
+    import torch
+
+    layers = json.loads(next(work.glob("prepared-*.json")).read_text())["layers"]
+    with torch.device("meta"):
+        return transformer_class()(layers).eval()
+
+
+def _thaw_ready(work: Path, model: str, loader: Any, arena: Any = None) -> tuple[Any, Any]:
+    """Restore `model` and build the runnable thing the way the runtime backends do."""
+    import io
+
+    import torch
+
+    from snapshotter.image_ref import ImageRef
+
+    img = loader.restore(ImageRef(model, "1", "cpu"), arena)
+    if model == "resnet50":
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        names = list(img.tensors)
+        options.add_external_initializers(
+            names, [ort.OrtValue.ortvalue_from_numpy(img.tensors[n]) for n in names]
+        )
+        return ort.InferenceSession(img.artifact("onnx_graph"), options), img
+    module = torch.jit.load(io.BytesIO(img.artifact("torchscript_weightless")))
+    views = img.torch_tensors()
+    with torch.no_grad():
+        for name, tensor in [*module.named_parameters(), *module.named_buffers()]:
+            tensor.set_(views[name])
+    return module, img
+
+
+def _run(model: str, ready: Any) -> str:
+    import numpy as np
+    import torch
+
+    if model == "resnet50":
+        x = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)
+        out = ready.run(None, {"input": x})[0]
+        return hashlib.sha256(out.tobytes()).hexdigest()[:16]
+    with torch.no_grad():
+        return _output_digest(ready(_llm_input()))
+
+
+def worker(method: str, model: str, work: Path, port: int) -> dict[str, Any]:
+    """Run one method in this (fresh) process; imports are done before the clock starts."""
+    import onnxruntime  # noqa: F401
+    import torch
+
+    from snapshotter import Arena, ImageLoader
+
+    torch.set_num_threads(2)
+    arena = None
+    if method == "thaw-prefaulted":
+        loader = ImageLoader(None, work / "cache", "cpu")
+        arena = Arena(loader.manifest(_ref(model)).arena_bytes)
+        arena.prefault()
+    start = time.perf_counter()
+    result: dict[str, Any] = {}
+    if method == "raw-read":
+        path = work / ("llm.safetensors" if model == "llm" else "repo/resnet50/1/model.onnx")
+        result["bytes"] = _raw_read(path)
+        result["output"] = "-"
+    else:
+        ready = _ready(method, model, work, port, arena, result)
+        result["output"] = _run(model, ready)
+    result["seconds"] = time.perf_counter() - start
+    return result
+
+
+def _ref(model: str) -> Any:
+    from snapshotter.image_ref import ImageRef
+
+    return ImageRef(model, "1", "cpu")
+
+
+def _ready(
+    method: str, model: str, work: Path, port: int, arena: Any, result: dict[str, Any]
+) -> Any:
+    import torch
+
+    from snapshotter import ImageLoader
+
+    if method in ("thaw", "thaw-prefaulted"):
+        ready, img = _thaw_ready(work, model, ImageLoader(None, work / "cache", "cpu"), arena)
+        result["timings"] = {k: round(v, 4) for k, v in img.timings.items()}
+        return ready
+    if method == "s3-thaw":
+        from snapshotter.stores.s3_store import S3Config, S3Store
+
+        store = S3Store(f"s3://{BUCKET}/img", S3Config(max_parallel=8))
+        loader = ImageLoader(None, work / "s3-cache", "cpu", store=store)
+        ready, img = _thaw_ready(work, model, loader)
+        result["timings"] = {k: round(v, 4) for k, v in img.timings.items()}
+        return ready
+    if method == "onnxruntime":
+        import onnxruntime as ort
+
+        return ort.InferenceSession(str(work / "repo/resnet50/1/model.onnx"))
+    if method == "torchscript":
+        return torch.jit.load(str(work / "repo/llm/1/model.pt"))
+    path = work / "llm.safetensors"
+    if method == "s3-boto3":
+        import boto3
+
+        path = work / "s3-download.safetensors"
+        boto3.client("s3").download_file(BUCKET, "llm.safetensors", str(path))
+    module = _meta_model(work)
+    if method == "torch-load-mmap":
+        state = torch.load(str(work / "llm_state.pt"), mmap=True, weights_only=True)
+    else:
+        from safetensors.torch import load_file
+
+        state = load_file(str(path))
+    module.load_state_dict(state, assign=True)
+    return module
+
+
+def _raw_read(path: Path) -> int:
+    with path.open("rb", buffering=0) as f:
+        buf = bytearray(path.stat().st_size)
+        view, done = memoryview(buf), 0
+        while n := f.readinto(view[done : done + (16 << 20)]):
+            done += n
+    return done
+
+
+# --------------------------------------------------------------------------- driver
+def drop_page_cache(work: Path) -> None:
+    """Evict every file under `work` from the page cache (they were synced, so clean)."""
+    for path in work.rglob("*"):
+        if path.is_file():
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
+def run_worker(method: str, model: str, work: Path, port: int, *, cold: bool) -> dict[str, Any]:
+    shutil.rmtree(work / "s3-cache", ignore_errors=True)
+    (work / "s3-download.safetensors").unlink(missing_ok=True)
+    if cold:
+        drop_page_cache(work)
+    env = {
+        **os.environ,
+        "AWS_ENDPOINT_URL_S3": f"http://127.0.0.1:{port}",
+        "AWS_ACCESS_KEY_ID": "bench",
+        "AWS_SECRET_ACCESS_KEY": "bench",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "PYTHONWARNINGS": "ignore",
+    }
+    cmd = [sys.executable, __file__, "--worker", method, "--model", model, "--work", str(work)]
+    out = subprocess.run(
+        [*cmd, "--port", str(port)], env=env, capture_output=True, text=True, timeout=300
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"{method}/{model} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def start_nginx(work: Path) -> tuple[subprocess.Popen[bytes], int]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    conf = work / "nginx.conf"
+    user = "user root;\n" if os.geteuid() == 0 else ""  # workers must read the work files
+    conf.write_text(
+        user
+        + f"worker_processes 2; daemon off; pid {work}/nginx.pid; error_log {work}/nginx.err;\n"
+        "events { worker_connections 256; }\n"
+        f"http {{ access_log off; sendfile on; tcp_nopush on; client_body_temp_path {work}/tmp;\n"
+        f"  proxy_temp_path {work}/tmp; fastcgi_temp_path {work}/tmp; uwsgi_temp_path {work}/tmp;\n"
+        f"  scgi_temp_path {work}/tmp; default_type application/octet-stream;\n"
+        f"  server {{ listen 127.0.0.1:{port}; root {work}/www; }} }}\n"
+    )
+    (work / "tmp").mkdir(exist_ok=True)
+    proc = subprocess.Popen(["nginx", "-c", str(conf), "-p", str(work)])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return proc, port
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("nginx did not start")
+
+
+PLAN = {
+    "llm": ["raw-read", "safetensors", "torch-load-mmap", "torchscript", "thaw", "thaw-prefaulted"],
+    "resnet50": ["raw-read", "onnxruntime", "thaw", "thaw-prefaulted"],
+}
+S3_PLAN = {"llm": ["s3-boto3", "s3-thaw"], "resnet50": ["s3-thaw"]}
+
+
+def measure(work: Path, port: int, args: argparse.Namespace) -> list[dict[str, Any]]:
+    rows = []
+    for model, methods in PLAN.items():
+        for cold in (False, True):
+            for method in methods:
+                runs = [
+                    run_worker(method, model, work, port, cold=cold)
+                    for _ in range(1 if cold else args.repeats)
+                ]
+                best = min(runs, key=lambda r: r["seconds"])
+                rows.append(
+                    {"model": model, "cache": "cold" if cold else "warm", "method": method, **best}
+                )
+                _progress(rows[-1])
+    if port:
+        for model, methods in S3_PLAN.items():
+            for method in methods:
+                runs = [
+                    run_worker(method, model, work, port, cold=False) for _ in range(args.repeats)
+                ]
+                best = min(runs, key=lambda r: r["seconds"])
+                rows.append({"model": model, "cache": "s3", "method": method, **best})
+                _progress(rows[-1])
+    return rows
+
+
+def _progress(row: dict[str, Any]) -> None:
+    line = f"  {row['model']:9} {row['cache']:5} {row['method']:16} {row['seconds']:.3f}s"
+    print(line, row.get("timings", ""), flush=True)
+
+
+def table(rows: list[dict[str, Any]], sizes: dict[str, int]) -> str:
+    lines = [
+        "| model | page cache | method | to first output (s) | of which restore (s) | GB/s"
+        " to output | time vs thaw |",
+        "|---|---|---|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        ours = "s3-thaw" if row["cache"] == "s3" else "thaw"
+        base = next(
+            r["seconds"]
+            for r in rows
+            if r["model"] == row["model"] and r["cache"] == row["cache"] and r["method"] == ours
+        )
+        gbps = sizes[row["model"]] / row["seconds"] / 1e9
+        restore = row.get("timings", {}).get("total")
+        cells = [row["model"], row["cache"], row["method"], f"{row['seconds']:.3f}"]
+        cells += ["" if restore is None else f"{restore:.3f}", f"{gbps:.2f}"]
+        cells.append(f"{row['seconds'] / base:.2f}x")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--gib", type=float, default=1.0, help="transformer weight size in GiB")
+    parser.add_argument("--work", type=Path, default=ROOT / ".bench" / "restore")
+    parser.add_argument("--repeats", type=int, default=2, help="warm runs per method (best kept)")
+    parser.add_argument("--skip-s3", action="store_true", help="no nginx / S3 rows")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--model", help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:  # the driver passes the prepared directory itself
+        print(json.dumps(worker(args.worker, args.model, args.work.resolve(), args.port)))
+        return 0
+    work = args.work.resolve() / f"{args.gib}gib"
+    started = time.perf_counter()
+    prepare(work, args.gib)
+    sizes = {
+        "llm": (work / "llm.safetensors").stat().st_size,
+        "resnet50": (work / "repo/resnet50/1/model.onnx").stat().st_size,
+    }
+    nginx, port = (None, 0) if args.skip_s3 or not shutil.which("nginx") else start_nginx(work)
+    try:
+        rows = measure(work, port, args)
+    finally:
+        if nginx is not None:
+            nginx.terminate()
+            nginx.wait(10)
+    outputs = {(r["model"], r["output"]) for r in rows if r["output"] != "-"}
+    models_ok = all(len({o for m, o in outputs if m == model}) == 1 for model in PLAN)
+    print()
+    print(table(rows, sizes))
+    print(
+        f"\nsame first output from every method: {models_ok}; sizes: "
+        + ", ".join(f"{m} {s / 2**20:.0f} MiB" for m, s in sizes.items())
+        + f"; {os.cpu_count()} CPUs; {time.perf_counter() - started:.0f}s in all"
+    )
+    return 0 if models_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,343 @@
+"""Serving throughput: req/s and p50/p99 latency of `thaw serve` beside Triton and KServe.
+
+    python benchmarks/serve_throughput.py [--repo model_repository] [--duration-s 4]
+        [--concurrency 1 8 32] [--peers thaw,triton,kserve,mlserver] [--models add_sub,resnet50]
+
+Every server runs on 127.0.0.1, on the same model files (hard links into one folder per server),
+driven by the same aiohttp client in this process. The whole run re-executes itself inside a
+private network namespace (`unshare -n`), because KServe can only bind 0.0.0.0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.load_client import LoadResult, run_load
+from benchmarks.peers import (
+    BENCH_DIR,
+    ROOT,
+    KServePeer,
+    MLServerPeer,
+    PeerError,
+    PeerHandle,
+    ThawPeer,
+    TritonPeer,
+    free_port,
+    in_private_netns,
+)
+from benchmarks.workloads import (
+    Workload,
+    add_sub_workload,
+    resnet50_workload,
+    write_add_sub,
+)
+
+logger = logging.getLogger("serve_throughput")
+
+PEERS = {
+    "thaw": ThawPeer,
+    "triton": TritonPeer,
+    "kserve": KServePeer,
+    "mlserver": MLServerPeer,
+}
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One measurement: a server, a model, a concurrency, and what it got (or why not)."""
+
+    server: str
+    model: str
+    concurrency: int
+    result: LoadResult | None
+    note: str = ""
+
+
+def _link_tree(src: Path, dst: Path) -> None:
+    """Hard-link every file of `src` under `dst` (copy across filesystems): same bytes, no copy."""
+    for path in src.rglob("*"):
+        target = dst / path.relative_to(src)
+        if path.is_dir():
+            target.mkdir(parents=True, exist_ok=True)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(path, target)
+            except OSError:
+                shutil.copy2(path, target)
+
+
+def build_repo(name: str, sources: dict[str, Path]) -> Path:
+    """`.bench/serve-repos/<name>` holding the given model folders."""
+    repo = BENCH_DIR / "serve-repos" / name
+    shutil.rmtree(repo, ignore_errors=True)
+    repo.mkdir(parents=True)
+    for model, src in sources.items():
+        _link_tree(src, repo / model)
+    return repo
+
+
+def _first_answer(url: str, workload: Workload) -> str | None:
+    request = urllib.request.Request(
+        url + workload.payload.path, data=workload.payload.body, headers=workload.payload.headers
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return workload.check(response.read())
+    except OSError as exc:
+        return f"request failed: {exc}"
+
+
+@dataclass
+class Server:
+    """A peer as this run sees it: running (`handle`) or not, with the models it answers right."""
+
+    name: str
+    handle: PeerHandle | None = None
+    serves: set[str] = field(default_factory=set)
+    notes: dict[str, str] = field(default_factory=dict)  # model -> why it is not measured
+
+
+def start_server(
+    name: str, workloads: list[Workload], sources: dict[str, Path], args: argparse.Namespace
+) -> Server:
+    """Install and start one peer with every model it can serve; check each model's answer."""
+    server, peer = Server(name), PEERS[name]()
+    try:
+        if hasattr(peer, "prepare"):
+            peer.prepare()
+    except PeerError as exc:
+        server.notes = {w.model: "not installed" for w in workloads}
+        logger.error("%s not installed: %s", name, exc)
+        return server
+    served = [w for w in workloads if w.kind in peer.backends]
+    server.notes = {w.model: f"no {w.kind} backend" for w in workloads if w not in served}
+    if not served:
+        return server
+    repo = build_repo(name, {w.model: sources[w.model] for w in served})
+    try:
+        server.handle = peer.start(repo, free_port(), timeout_s=args.start_timeout_s)
+    except PeerError as exc:
+        logger.error("%s did not start: %s", name, exc)
+        server.notes.update({w.model: "did not start" for w in served})
+        return server
+    for workload in served:
+        wrong = _first_answer(server.handle.url, workload)
+        if wrong is None:
+            server.serves.add(workload.model)
+        else:
+            logger.error("%s answers %s wrongly: %s", name, workload.model, wrong)
+            server.notes[workload.model] = "wrong answer"
+    return server
+
+
+def measure(
+    servers: list[Server], workloads: list[Workload], args: argparse.Namespace
+) -> list[Cell]:
+    """Every (model, concurrency) cell on every server, `--rounds` times, servers interleaved.
+
+    All servers stay up for the whole run and take turns cell by cell (the order rotating each
+    round), so background load on a shared machine hits them alike; each cell keeps its best
+    round, the least disturbed one.
+    """
+    cells: list[Cell] = []
+    for workload in workloads:
+        for concurrency in args.concurrency:
+            best: dict[str, LoadResult] = {}
+            for round_index in range(args.rounds):
+                shift = round_index % max(1, len(servers))
+                for server in servers[shift:] + servers[:shift]:
+                    if server.handle is None or workload.model not in server.serves:
+                        continue
+                    result = _run_cell(server.name, server.handle.url, workload, concurrency, args)
+                    if server.name not in best or result.rps > best[server.name].rps:
+                        best[server.name] = result
+            for server in servers:
+                note = server.notes.get(workload.model, "")
+                cells.append(
+                    Cell(server.name, workload.model, concurrency, best.get(server.name), note)
+                )
+    return cells
+
+
+def _run_cell(
+    name: str, url: str, workload: Workload, concurrency: int, args: argparse.Namespace
+) -> LoadResult:
+    load = run_load(
+        url,
+        workload.payload,
+        concurrency=concurrency,
+        duration_s=args.duration_s,
+        warmup_s=args.warmup_s,
+    )
+    result = asyncio.run(load)
+    logger.info(
+        "%-8s %-9s c=%-3d %8.1f req/s p50 %7.2f ms p99 %7.2f ms errors %d",
+        name,
+        workload.model,
+        concurrency,
+        result.rps,
+        result.percentile_ms(50),
+        result.percentile_ms(99),
+        result.errors,
+    )
+    return result
+
+
+def render_table(cells: list[Cell]) -> str:
+    """Markdown table; the last column is req/s over the best non-thaw server's, per row group."""
+    lines = [
+        "| model | concurrency | server | req/s | p50 ms | p99 ms | errors | vs best peer |",
+        "|---|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    groups: dict[tuple[str, int], list[Cell]] = {}
+    for cell in cells:
+        groups.setdefault((cell.model, cell.concurrency), []).append(cell)
+    for (model, concurrency), group in groups.items():
+        peers = [c.result.rps for c in group if c.result and c.server != "thaw"]
+        best = max(peers, default=0.0)
+        for cell in group:
+            if cell.result is None:
+                lines.append(
+                    f"| {model} | {concurrency} | {cell.server} | - | - | - | - | {cell.note} |"
+                )
+                continue
+            r = cell.result
+            ratio = f"{r.rps / best:.2f}x" if best > 0 else "-"
+            lines.append(
+                f"| {model} | {concurrency} | {cell.server} | {r.rps:.1f} | "
+                f"{r.percentile_ms(50):.2f} | {r.percentile_ms(99):.2f} | {r.errors} | {ratio} |"
+            )
+    return "\n".join(lines)
+
+
+def _reexec_in_netns(argv: list[str]) -> int | None:
+    """Run this script again inside `unshare -n` with loopback up; None if that is impossible."""
+    script = 'ip link set lo up && exec "$@"'
+    command = [
+        "unshare",
+        "-n",
+        "sh",
+        "-c",
+        script,
+        "sh",
+        sys.executable,
+        str(Path(__file__).resolve()),
+        *argv,
+        "--no-netns",
+    ]
+    try:
+        return subprocess.call(command)
+    except OSError:
+        return None
+
+
+def _parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--repo",
+        type=Path,
+        default=ROOT / "model_repository",
+        help="example repository holding resnet50 (generated if missing)",
+    )
+    parser.add_argument("--duration-s", type=float, default=4.0, help="measured seconds per cell")
+    parser.add_argument("--warmup-s", type=float, default=1.0, help="unmeasured seconds per cell")
+    parser.add_argument("--rounds", type=int, default=2, help="runs per cell; the best is kept")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
+    parser.add_argument("--peers", default="thaw,triton,kserve,mlserver")
+    parser.add_argument("--models", default="add_sub,resnet50")
+    parser.add_argument("--start-timeout-s", type=float, default=180.0)
+    parser.add_argument("--json", type=Path, help="also write the cells here as JSON")
+    parser.add_argument("--no-netns", action="store_true", help="do not enter `unshare -n`")
+    args = parser.parse_args(argv)
+    unknown = set(args.peers.split(",")) - set(PEERS)
+    if (
+        unknown
+        or not all(0 < c <= 1024 for c in args.concurrency)
+        or args.duration_s <= 0
+        or args.rounds < 1
+    ):
+        parser.error(
+            f"peers must be among {sorted(PEERS)}; concurrency in [1, 1024]; "
+            "duration > 0; rounds >= 1"
+        )
+    return args
+
+
+def _workloads(args: argparse.Namespace) -> tuple[list[Workload], dict[str, Path]]:
+    wanted = args.models.split(",")
+    workloads: list[Workload] = []
+    sources: dict[str, Path] = {}
+    if "add_sub" in wanted:
+        models_dir = BENCH_DIR / "serve-models"
+        shutil.rmtree(models_dir, ignore_errors=True)
+        write_add_sub(models_dir)
+        workloads.append(add_sub_workload())
+        sources["add_sub"] = models_dir / "add_sub"
+    if "resnet50" in wanted:
+        model_file = args.repo / "resnet50" / "1" / "model.onnx"
+        if not model_file.is_file():
+            generator = ROOT / "examples" / "generate_repository.py"
+            subprocess.run([sys.executable, str(generator), str(args.repo)], check=True)
+        workloads.append(resnet50_workload(model_file))
+        sources["resnet50"] = args.repo / "resnet50"
+    return workloads, sources
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = _parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if not args.no_netns and not in_private_netns():
+        code = _reexec_in_netns(argv)
+        if code is not None:
+            return code
+        logger.warning("unshare -n unavailable: running on the host network (KServe skipped)")
+    workloads, sources = _workloads(args)
+    servers: list[Server] = []
+    try:
+        for name in args.peers.split(","):
+            servers.append(start_server(name, workloads, sources, args))
+        cells = measure(servers, workloads, args)
+    finally:
+        for server in servers:
+            if server.handle is not None:
+                server.handle.stop()
+    print(render_table(cells))
+    if args.json:
+        args.json.write_text(
+            json.dumps(
+                [
+                    {
+                        "server": c.server,
+                        "model": c.model,
+                        "concurrency": c.concurrency,
+                        "note": c.note,
+                        "rps": c.result.rps if c.result else None,
+                        "p50_ms": c.result.percentile_ms(50) if c.result else None,
+                        "p99_ms": c.result.percentile_ms(99) if c.result else None,
+                        "errors": c.result.errors if c.result else None,
+                    }
+                    for c in cells
+                ],
+                indent=1,
+            )
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Generators for Thaw's example Triton model repository (random weights, no downloads)."""

@@ -1,0 +1,142 @@
+"""The runtime's aiohttp application: THE v2 route table, the JSON error middleware, lifecycle."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.metadata
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+from aiohttp.web_protocol import RequestPayloadError
+
+from runtime.config import ServeConfig
+from runtime.errors import ServingError
+from runtime.handlers import MetricsSource, ModelService, V2Handlers, json_response
+from runtime.lifecycle import ServerState, lifecycle_context
+
+__all__ = ["EXTENSIONS", "RUNNER_OPTIONS", "SERVER_STATE", "build_app", "error_middleware"]
+
+logger = logging.getLogger(__name__)
+
+SERVER_STATE: web.AppKey[ServerState] = web.AppKey("server_state", ServerState)
+MANAGER: web.AppKey[ModelService] = web.AppKey("manager", ModelService)
+
+# Only what this server implements; clients probe this list.
+EXTENSIONS = [
+    "classification",
+    "model_repository",
+    "model_repository(unload_dependents)",
+    "schedule_policy",
+    "model_configuration",
+    "binary_tensor_data",
+    "parameters",
+    "statistics",
+]
+
+# How the app must be run (AppRunner keyword arguments): aiohttp must not decompress request
+# bodies itself, or the body cap in runtime.body would only see the compressed size.
+RUNNER_OPTIONS: dict[str, Any] = {"auto_decompress": False, "access_log": None}
+
+_Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def add_routes(app: web.Application, h: V2Handlers) -> None:
+    """THE route table of the v2 surface (GET routes also answer HEAD)."""
+    model = "/v2/models/{model}"
+    versioned = "/v2/models/{model}/versions/{version}"
+    r = app.router
+    r.add_get("/v2/health/live", h.live)
+    r.add_get("/v2/health/ready", h.ready)
+    r.add_get("/v2", h.server_metadata)
+    r.add_get("/v2/models/stats", h.model_stats)  # before {model}, which would also match
+    for prefix in (model, versioned):
+        r.add_get(prefix, h.model_metadata)
+        r.add_get(prefix + "/ready", h.model_ready)
+        r.add_get(prefix + "/config", h.model_config)
+        r.add_get(prefix + "/stats", h.model_stats)
+        r.add_post(prefix + "/infer", h.infer)
+    r.add_post("/v2/repository/index", h.repository_index)
+    r.add_post("/v2/repository/models/{model}/load", h.load)
+    r.add_post("/v2/repository/models/{model}/unload", h.unload)
+    r.add_get("/metrics", h.metrics)
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: _Handler) -> web.StreamResponse:
+    """Every error leaves as `{"error": message}` with its status, aiohttp's own included."""
+    try:
+        return await handler(request)
+    except ServingError as exc:
+        if exc.status >= 500:
+            logger.warning("%s %s -> %d: %s", request.method, request.path, exc.status, exc)
+        return _error_response(exc.status, exc.message)
+    except RequestPayloadError as exc:
+        # Malformed chunked framing, or a body cut short by the client.
+        return _error_response(400, f"request body could not be read: {exc}")
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        response = _error_response(exc.status, exc.reason)
+        if "Allow" in exc.headers:
+            response.headers["Allow"] = exc.headers["Allow"]
+        return response
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        logger.exception("unexpected error in %s %s", request.method, request.path)
+        return _error_response(500, "internal server error")
+
+
+def _error_response(status: int, message: str) -> web.Response:
+    response = json_response({"error": message}, status=status)
+    if status == 413:
+        # The rest of an oversized body is never read; closing beats draining it.
+        response.force_close()
+    return response
+
+
+def server_version() -> str:
+    """The installed distribution's version."""
+    try:
+        return importlib.metadata.version("thaw-serve")
+    except importlib.metadata.PackageNotFoundError:
+        return "0.0.0"
+
+
+def build_app(
+    config: ServeConfig,
+    manager: ModelService,
+    metrics: MetricsSource,
+    *,
+    warmups: tuple[Callable[[], object], ...] = (),
+) -> web.Application:
+    """The v2 application for one server; the manager starts and stops with the app.
+
+    `warmups` are blocking calls (e.g. pre-faulting a restore arena) run in a thread, after
+    `--preload-frameworks` imports and before the manager starts and readiness turns on.
+    """
+    app = web.Application(middlewares=[error_middleware], client_max_size=config.max_body_bytes)
+    state = ServerState()
+    app[SERVER_STATE] = state
+    app[MANAGER] = manager
+    handlers = V2Handlers(
+        config,
+        manager,
+        metrics,
+        state,
+        server_version=server_version(),
+        extensions=EXTENSIONS,
+    )
+    add_routes(app, handlers)
+    app.cleanup_ctx.append(
+        lifecycle_context(
+            state,
+            frameworks=config.preload_frameworks,
+            warmups=warmups,
+            start=manager.start,
+            stop=manager.stop,
+        )
+    )
+    return app

@@ -1,0 +1,56 @@
+"""The `Backend` Protocol every model backend implements, and the `LoadContext` it loads from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from tritonclient.grpc import model_config_pb2
+
+from runtime.errors import ServingError
+from runtime.inference import InferRequest, InferResponse
+
+__all__ = ["Backend", "ExecTimings", "LoadContext"]
+
+
+@dataclass(frozen=True)
+class LoadContext:
+    """Everything one backend instance needs to load one version of one model."""
+
+    model_name: str
+    version: str
+    version_dir: Path
+    model_dir: Path
+    config: model_config_pb2.ModelConfig
+    instance_kind: str  # "KIND_CPU" | "KIND_GPU"
+    device_id: int
+    image: Any | None = None  # snapshotter.RestoredImage when restoring from a snapshot
+    instance_name: str = ""  # Triton's `<group>_<index>`, e.g. "add_sub_0_0"
+    instance_count: int = 1  # instances of this model in total (thread budgeting)
+    model_file: Path | None = None  # the model file (default_model_filename applied)
+
+
+@dataclass(slots=True)
+class ExecTimings:
+    """Nanoseconds a backend spent on the last `execute`: inputs, compute, outputs."""
+
+    compute_input_ns: int = 0
+    compute_infer_ns: int = 0
+    compute_output_ns: int = 0
+
+
+class Backend(Protocol):
+    """One model instance; `execute` runs in that instance's worker thread only.
+
+    `timings` is refreshed by every `execute` (the scheduler reads it right after, on the
+    same thread, so it needs no lock).
+    """
+
+    timings: ExecTimings
+
+    def load(self, ctx: LoadContext) -> None: ...
+
+    def execute(self, requests: list[InferRequest]) -> list[InferResponse | ServingError]: ...
+
+    def unload(self) -> None: ...

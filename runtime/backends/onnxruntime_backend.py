@@ -1,0 +1,149 @@
+"""ONNX models on onnxruntime (CPU, or CUDA/TensorRT providers), optionally from a snapshot."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any
+
+import numpy as np
+
+from runtime.backends.base import ExecTimings, LoadContext
+from runtime.datatypes import numpy_to_v2
+from runtime.errors import RepositoryError, ServingError
+from runtime.inference import InferRequest, InferResponse, InferTensor
+
+__all__ = ["OnnxRuntimeBackend", "intra_op_threads"]
+
+logger = logging.getLogger(__name__)
+
+
+def intra_op_threads(config_value: str | None, instance_count: int) -> int:
+    """Intra-op threads per session: the config parameter, else the cores shared by instances."""
+    if config_value:
+        try:
+            value = int(config_value)
+        except ValueError:
+            raise RepositoryError(
+                f"parameter `intra_op_thread_count` = {config_value!r}, must be an integer"
+            ) from None
+        if value >= 0:
+            return value
+    return max(1, (os.cpu_count() or 1) // max(1, instance_count))
+
+
+def _providers(ctx: LoadContext, available: list[str]) -> list[Any]:
+    if ctx.instance_kind != "KIND_GPU":
+        return ["CPUExecutionProvider"]
+    options = {"device_id": ctx.device_id}
+    wanted: list[Any] = []
+    accelerators = ctx.config.optimization.execution_accelerators.gpu_execution_accelerator
+    if any(a.name == "tensorrt" for a in accelerators) and "TensorrtExecutionProvider" in available:
+        wanted.append(("TensorrtExecutionProvider", options))
+    if "CUDAExecutionProvider" not in available:
+        raise RepositoryError(
+            f"model '{ctx.model_name}' asks for KIND_GPU but onnxruntime has no "
+            "CUDAExecutionProvider (install onnxruntime-gpu)"
+        )
+    wanted.append(("CUDAExecutionProvider", options))
+    wanted.append("CPUExecutionProvider")
+    return wanted
+
+
+class OnnxRuntimeBackend:
+    """One onnxruntime InferenceSession."""
+
+    def __init__(self) -> None:
+        self.timings = ExecTimings()
+        self._session: Any = None
+        self._name = ""
+        self._version = ""
+        self._outputs: list[str] = []
+        self._string_inputs: set[str] = set()
+        self._keepalive: list[Any] = []  # OrtValues over snapshot memory must outlive the session
+
+    def load(self, ctx: LoadContext) -> None:
+        import onnxruntime as ort
+
+        self._name, self._version = ctx.model_name, ctx.version
+        options = ort.SessionOptions()
+        params = ctx.config.parameters
+        raw = (
+            params["intra_op_thread_count"].string_value
+            if "intra_op_thread_count" in params
+            else None
+        )
+        options.intra_op_num_threads = intra_op_threads(raw, ctx.instance_count)
+        options.inter_op_num_threads = 1
+        providers = _providers(ctx, ort.get_available_providers())
+        source: Any = str(ctx.model_file or ctx.version_dir / "model.onnx")
+        image = ctx.image
+        graph = image.artifact("onnx_graph") if image is not None else None
+        if image is not None and graph is not None:
+            names = list(image.tensors)
+            self._keepalive = [ort.OrtValue.ortvalue_from_numpy(image.tensors[n]) for n in names]
+            options.add_external_initializers(names, self._keepalive)
+            source = graph
+        try:
+            self._session = ort.InferenceSession(source, options, providers=providers)
+        except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph/... types
+            raise RepositoryError(
+                f"model '{ctx.model_name}': onnxruntime cannot load: {exc}"
+            ) from exc
+        self._outputs = [o.name for o in self._session.get_outputs()]
+        self._string_inputs = {
+            i.name for i in self._session.get_inputs() if i.type == "tensor(string)"
+        }
+
+    def execute(self, requests: list[InferRequest]) -> list[InferResponse | ServingError]:
+        results: list[InferResponse | ServingError] = []
+        total = ExecTimings()
+        for request in requests:
+            results.append(self._run_one(request, total))
+        self.timings = total
+        return results
+
+    def _run_one(self, request: InferRequest, total: ExecTimings) -> InferResponse | ServingError:
+        t0 = time.perf_counter_ns()
+        feed = {}
+        for tensor in request.inputs:
+            data = tensor.data
+            if tensor.name in self._string_inputs:
+                data = np.vectorize(_to_str, otypes=[object])(data) if data.size else data
+            feed[tensor.name] = data
+        names = [o.name for o in request.requested_outputs] or self._outputs
+        t1 = time.perf_counter_ns()
+        try:
+            arrays = self._session.run(names, feed)
+        except Exception as exc:  # includes MemoryError and onnxruntime's RuntimeException
+            total.compute_infer_ns += time.perf_counter_ns() - t1
+            logger.warning("model=%s onnxruntime run failed: %r", self._name, exc)
+            return ServingError(f"model '{self._name}' failed: {exc}")
+        t2 = time.perf_counter_ns()
+        outputs = [_tensor(name, array) for name, array in zip(names, arrays, strict=True)]
+        t3 = time.perf_counter_ns()
+        total.compute_input_ns += t1 - t0
+        total.compute_infer_ns += t2 - t1
+        total.compute_output_ns += t3 - t2
+        return InferResponse(self._name, self._version, outputs, id=request.id)
+
+    def unload(self) -> None:
+        self._session = None
+        self._keepalive = []
+
+
+def _to_str(item: Any) -> str:
+    return item.decode("utf-8", "replace") if isinstance(item, bytes) else str(item)
+
+
+def _tensor(name: str, array: Any) -> InferTensor:
+    if not isinstance(array, np.ndarray):
+        array = np.asarray(array)
+    if array.dtype == np.object_:
+        array = (
+            np.vectorize(lambda s: s.encode() if isinstance(s, str) else s, otypes=[object])(array)
+            if array.size
+            else array
+        )
+    return InferTensor(name, numpy_to_v2(array.dtype), tuple(array.shape), array)

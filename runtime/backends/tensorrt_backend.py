@@ -1,0 +1,127 @@
+"""TensorRT `model.plan` engines via the TensorRT 10 Python API, CUDA buffers from torch."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import numpy as np
+
+from runtime.backends.base import ExecTimings, LoadContext
+from runtime.datatypes import numpy_to_v2
+from runtime.errors import RepositoryError, ServingError
+from runtime.inference import InferRequest, InferResponse, InferTensor
+
+__all__ = ["TensorRTBackend"]
+
+logger = logging.getLogger(__name__)
+
+
+def _import_tensorrt(model: str) -> Any:
+    try:
+        import tensorrt
+    except ImportError as exc:
+        raise RepositoryError(
+            f"model '{model}' is a TensorRT plan but the `tensorrt` package is not installed "
+            "(install the gpu extra: pip install 'thaw-serve[gpu]')"
+        ) from exc
+    return tensorrt
+
+
+class TensorRTBackend:
+    """One TensorRT execution context on one GPU, with its own CUDA stream."""
+
+    def __init__(self) -> None:
+        self.timings = ExecTimings()
+        self._engine: Any = None
+        self._context: Any = None
+        self._stream: Any = None
+        self._device = "cuda:0"
+        self._name = ""
+        self._version = ""
+        self._inputs: list[str] = []
+        self._outputs: list[str] = []
+        self._dtypes: dict[str, Any] = {}
+
+    def load(self, ctx: LoadContext) -> None:
+        trt = _import_tensorrt(ctx.model_name)
+        import torch
+
+        if not torch.cuda.is_available():
+            raise RepositoryError(f"model '{ctx.model_name}' is a TensorRT plan and needs CUDA")
+        if ctx.instance_kind != "KIND_GPU":
+            raise RepositoryError(f"model '{ctx.model_name}': TensorRT plans need KIND_GPU")
+        self._name, self._version = ctx.model_name, ctx.version
+        self._device = f"cuda:{ctx.device_id}"
+        torch.cuda.set_device(ctx.device_id)
+        plan = ctx.image.artifact("tensorrt_engine") if ctx.image is not None else None
+        if plan is None:
+            plan = (ctx.model_file or ctx.version_dir / "model.plan").read_bytes()
+        runtime = trt.Runtime(trt.Logger(trt.Logger.WARNING))
+        self._engine = runtime.deserialize_cuda_engine(plan)
+        if self._engine is None:
+            raise RepositoryError(
+                f"model '{ctx.model_name}': TensorRT cannot deserialize the plan (built for "
+                "another TensorRT version or GPU?)"
+            )
+        self._context = self._engine.create_execution_context()
+        self._stream = torch.cuda.Stream(device=self._device)
+        for i in range(self._engine.num_io_tensors):
+            name = self._engine.get_tensor_name(i)
+            self._dtypes[name] = np.dtype(trt.nptype(self._engine.get_tensor_dtype(name)))
+            if self._engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT:
+                self._inputs.append(name)
+            else:
+                self._outputs.append(name)
+
+    def execute(self, requests: list[InferRequest]) -> list[InferResponse | ServingError]:
+        total = ExecTimings()
+        results: list[InferResponse | ServingError] = []
+        for request in requests:
+            try:
+                results.append(self._run_one(request, total))
+            except Exception as exc:  # CUDA OOM, shape outside the engine's profile, ...
+                logger.warning("model=%s TensorRT execute failed: %r", self._name, exc)
+                results.append(ServingError(f"model '{self._name}' failed: {exc}"))
+        self.timings = total
+        return results
+
+    def _run_one(self, request: InferRequest, total: ExecTimings) -> InferResponse:
+        import torch
+
+        t0 = time.perf_counter_ns()
+        keep: list[Any] = []  # device buffers must live until the stream finishes
+        with torch.cuda.stream(self._stream):
+            for tensor in request.inputs:
+                data = np.ascontiguousarray(tensor.data, dtype=self._dtypes[tensor.name])
+                device_tensor = torch.from_numpy(data).to(self._device, non_blocking=True)
+                keep.append(device_tensor)
+                self._context.set_input_shape(tensor.name, tuple(data.shape))
+                self._context.set_tensor_address(tensor.name, device_tensor.data_ptr())
+            wanted = [o.name for o in request.requested_outputs] or self._outputs
+            buffers: dict[str, Any] = {}
+            for name in self._outputs:
+                shape = tuple(self._context.get_tensor_shape(name))
+                dtype = torch.from_numpy(np.empty(0, self._dtypes[name])).dtype
+                buffers[name] = torch.empty(shape, dtype=dtype, device=self._device)
+                self._context.set_tensor_address(name, buffers[name].data_ptr())
+            t1 = time.perf_counter_ns()
+            if not self._context.execute_async_v3(self._stream.cuda_stream):
+                raise ServingError(f"model '{self._name}': TensorRT execution failed")
+            self._stream.synchronize()
+            t2 = time.perf_counter_ns()
+        outputs = []
+        for name in wanted:
+            array = buffers[name].cpu().numpy()
+            outputs.append(InferTensor(name, numpy_to_v2(array.dtype), tuple(array.shape), array))
+        t3 = time.perf_counter_ns()
+        total.compute_input_ns += t1 - t0
+        total.compute_infer_ns += t2 - t1
+        total.compute_output_ns += t3 - t2
+        return InferResponse(self._name, self._version, outputs, id=request.id)
+
+    def unload(self) -> None:
+        self._context = None
+        self._engine = None
+        self._stream = None

@@ -1,0 +1,163 @@
+"""PyTorch models: TorchScript `model.pt` and `torch.export` `model.pt2`, or a snapshot."""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+import time
+import warnings
+from typing import Any
+
+import numpy as np
+
+from runtime.backends.base import ExecTimings, LoadContext
+from runtime.datatypes import numpy_to_v2
+from runtime.errors import RepositoryError, ServingError
+from runtime.inference import InferRequest, InferResponse, InferTensor
+
+__all__ = ["TorchBackend", "positions"]
+
+logger = logging.getLogger(__name__)
+
+_INDEXED = re.compile(r"^.+__(\d+)$")
+# Read-only request buffers are never written by inference; torch warns about them anyway.
+warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+
+
+def positions(names: list[str], forward_args: list[str]) -> dict[str, int]:
+    """Positional index of each tensor: `<prefix>__<i>`, else forward-arg name, else order."""
+    matches = [_INDEXED.match(n) for n in names]
+    if names and all(matches):
+        indexes = {n: int(m.group(1)) for n, m in zip(names, matches, strict=True) if m}
+        if sorted(indexes.values()) == list(range(len(names))):
+            return indexes
+    if names and all(n in forward_args for n in names):
+        return {n: forward_args.index(n) for n in names}
+    return {n: i for i, n in enumerate(names)}
+
+
+class TorchBackend:
+    """One TorchScript module or exported program, on CPU or one CUDA device."""
+
+    def __init__(self) -> None:
+        self.timings = ExecTimings()
+        self._module: Any = None
+        self._name = ""
+        self._version = ""
+        self._device = "cpu"
+        self._inputs: dict[str, int] = {}
+        self._outputs: dict[str, int] = {}
+
+    def load(self, ctx: LoadContext) -> None:
+        import torch
+
+        self._name, self._version = ctx.model_name, ctx.version
+        self._device = f"cuda:{ctx.device_id}" if ctx.instance_kind == "KIND_GPU" else "cpu"
+        if self._device != "cpu" and not torch.cuda.is_available():
+            raise RepositoryError(
+                f"model '{ctx.model_name}' asks for KIND_GPU but CUDA is unavailable"
+            )
+        path = ctx.model_file or ctx.version_dir / "model.pt"
+        if path.suffix == ".pt2":
+            program = torch.export.load(str(path))
+            self._module = program.module()
+            forward_args = [str(name) for name in program.graph_signature.user_inputs]
+        else:
+            self._module = self._load_script(ctx, torch)
+            self._module.eval()
+            forward_args = [a.name for a in self._module.forward.schema.arguments][1:]
+        if self._device != "cpu":
+            self._module.to(self._device)
+        self._inputs = positions([i.name for i in ctx.config.input], forward_args)
+        self._outputs = positions([o.name for o in ctx.config.output], [])
+
+    def _load_script(self, ctx: LoadContext, torch: Any) -> Any:
+        image = ctx.image
+        weightless = image.artifact("torchscript_weightless") if image is not None else None
+        if image is None or weightless is None:
+            path = ctx.model_file or ctx.version_dir / "model.pt"
+            return torch.jit.load(str(path), map_location=self._device)
+        module = torch.jit.load(io.BytesIO(weightless), map_location="cpu")
+        views = image.torch_tensors()
+        with torch.no_grad():
+            for name, tensor in [*module.named_parameters(), *module.named_buffers()]:
+                if name not in views:
+                    raise RepositoryError(
+                        f"model '{ctx.model_name}': snapshot image has no tensor '{name}'"
+                    )
+                tensor.set_(views[name])
+        return module
+
+    def execute(self, requests: list[InferRequest]) -> list[InferResponse | ServingError]:
+        import torch
+
+        total = ExecTimings()
+        results: list[InferResponse | ServingError] = []
+        with torch.inference_mode():
+            for request in requests:
+                results.append(self._run_one(torch, request, total))
+        self.timings = total
+        return results
+
+    def _run_one(
+        self, torch: Any, request: InferRequest, total: ExecTimings
+    ) -> InferResponse | ServingError:
+        t0 = time.perf_counter_ns()
+        args: list[Any] = [None] * len(self._inputs)
+        try:
+            for tensor in request.inputs:
+                args[self._inputs[tensor.name]] = _to_torch(torch, tensor, self._device)
+        except (TypeError, ValueError) as exc:
+            return ServingError(f"model '{self._name}': cannot pass inputs to torch: {exc}")
+        t1 = time.perf_counter_ns()
+        try:
+            result = self._module(*args)
+        except Exception as exc:  # includes MemoryError and TorchScript's RuntimeError
+            total.compute_infer_ns += time.perf_counter_ns() - t1
+            logger.warning("model=%s forward failed: %r", self._name, exc)
+            return ServingError(f"model '{self._name}' failed: {exc}")
+        t2 = time.perf_counter_ns()
+        try:
+            outputs = self._outputs_of(torch, result, request)
+        except (IndexError, KeyError, TypeError) as exc:
+            return ServingError(f"model '{self._name}' returned unexpected outputs: {exc}")
+        t3 = time.perf_counter_ns()
+        total.compute_input_ns += t1 - t0
+        total.compute_infer_ns += t2 - t1
+        total.compute_output_ns += t3 - t2
+        return InferResponse(self._name, self._version, outputs, id=request.id)
+
+    def _outputs_of(self, torch: Any, result: Any, request: InferRequest) -> list[InferTensor]:
+        if isinstance(result, torch.Tensor):
+            result = (result,)
+        wanted = [o.name for o in request.requested_outputs] or list(self._outputs)
+        outputs = []
+        for name in wanted:
+            value = result[name] if isinstance(result, dict) else result[self._outputs[name]]
+            array = _to_numpy(torch, value)
+            datatype = "BF16" if value.dtype == torch.bfloat16 else numpy_to_v2(array.dtype)
+            outputs.append(InferTensor(name, datatype, tuple(array.shape), array))
+        return outputs
+
+    def unload(self) -> None:
+        self._module = None
+
+
+def _to_torch(torch: Any, tensor: InferTensor, device: str) -> Any:
+    data = tensor.data
+    if data.dtype == np.object_:
+        raise TypeError(f"input '{tensor.name}': BYTES tensors are not supported by torch models")
+    value = torch.from_numpy(np.ascontiguousarray(data))
+    if tensor.datatype == "BF16":
+        value = value.view(torch.bfloat16)
+    return value.to(device) if device != "cpu" else value
+
+
+def _to_numpy(torch: Any, value: Any) -> np.ndarray:
+    value = value.detach()
+    if value.device.type != "cpu":
+        value = value.cpu()
+    if value.dtype == torch.bfloat16:
+        return np.asarray(value.view(torch.int16).numpy().view(np.uint16))
+    return np.asarray(value.numpy())

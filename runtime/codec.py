@@ -1,0 +1,352 @@
+"""KServe v2 infer bodies <-> InferRequest / InferResponse, JSON and Triton's binary tensor data.
+
+A request body is a JSON header, optionally followed by binary sections (its length then comes
+in `Inference-Header-Content-Length`); each input with `parameters.binary_data_size` takes the
+next section, in input order, and the sections must add up to the body exactly. Every shape is
+checked (non-negative ints, `prod(shape) * element size` against the bytes actually present)
+before anything is allocated, so a lying body costs a 400, never a MemoryError.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+
+from runtime.body import parse_json
+from runtime.datatypes import V2_DATATYPES, deserialize_bytes, element_size, serialize_bytes
+from runtime.errors import InvalidInput
+from runtime.inference import InferRequest, InferResponse, InferTensor, RequestedOutput
+from runtime.tensor_json import json_to_array
+
+__all__ = ["EncodedResponse", "decode_infer_request", "encode_infer_response"]
+
+# Input parameters consumed by the codec, not passed on to the model.
+_CODEC_PARAMETERS = frozenset({"binary_data_size"})
+
+
+def decode_infer_request(
+    body: bytes,
+    *,
+    header_length: int | None,
+    model_name: str,
+    model_version: str,
+    max_json_depth: int,
+) -> InferRequest:
+    """Decode one v2 infer body (JSON, or JSON header + binary sections) into an InferRequest."""
+    header, binary = _split_body(body, header_length)
+    doc = parse_json(header, max_depth=max_json_depth)
+    if not isinstance(doc, dict):
+        raise InvalidInput("infer request must be a JSON object")
+    raw_inputs = doc.get("inputs")
+    if not isinstance(raw_inputs, list) or not raw_inputs:
+        raise InvalidInput("infer request needs a non-empty 'inputs' list")
+    parameters = _parameters(doc.get("parameters"), "request")
+    binary_default = _flag(parameters.get("binary_data_output", False), "binary_data_output")
+    inputs = _decode_inputs(raw_inputs, binary, max_json_bytes=len(header))
+    request_id = doc.get("id")
+    if request_id is not None and not isinstance(request_id, str):
+        raise InvalidInput("'id' must be a string")
+    return InferRequest(
+        model_name=model_name,
+        model_version=model_version,
+        inputs=inputs,
+        requested_outputs=_decode_outputs(doc.get("outputs"), binary_default),
+        id=request_id,
+        parameters=parameters,
+        binary_output_default=binary_default,
+    )
+
+
+def _split_body(body: bytes, header_length: int | None) -> tuple[bytes, memoryview | None]:
+    """Split the JSON header from the binary sections that follow it, if any."""
+    if header_length is None:
+        return body, None
+    if not 0 < header_length <= len(body):
+        raise InvalidInput(
+            f"Inference-Header-Content-Length {header_length} does not fit a body of "
+            f"{len(body)} bytes"
+        )
+    view = memoryview(body)
+    return body[:header_length], view[header_length:]
+
+
+def _parameters(value: Any, where: str) -> dict[str, Any]:
+    """A `parameters` object, or {} when absent."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidInput(f"{where} 'parameters' must be a JSON object")
+    return value
+
+
+def _flag(value: Any, name: str) -> bool:
+    """A JSON boolean parameter."""
+    if not isinstance(value, bool):
+        raise InvalidInput(f"parameter '{name}' must be true or false")
+    return value
+
+
+def _decode_inputs(
+    raw_inputs: list[Any], binary: memoryview | None, *, max_json_bytes: int
+) -> list[InferTensor]:
+    """Decode every input; binary sections are consumed in input order and must all be used."""
+    offset = 0
+    inputs: list[InferTensor] = []
+    seen: set[str] = set()
+    for raw in raw_inputs:
+        if not isinstance(raw, dict):
+            raise InvalidInput("each entry of 'inputs' must be a JSON object")
+        name, datatype, shape, count = _tensor_header(raw)
+        if name in seen:
+            raise InvalidInput(f"input '{name}' appears more than once")
+        seen.add(name)
+        params = _parameters(raw.get("parameters"), f"input '{name}'")
+        size = params.get("binary_data_size")
+        if size is None:
+            data = _json_input(raw, name, datatype, shape, count, max_json_bytes)
+        else:
+            section = _section(binary, offset, size, name)
+            offset += len(section)
+            data = _binary_input(section, name, datatype, shape, count)
+        if params and not _CODEC_PARAMETERS.isdisjoint(params):
+            params = {k: v for k, v in params.items() if k not in _CODEC_PARAMETERS}
+        inputs.append(InferTensor(name, datatype, shape, data, params))
+    if binary is not None and offset != len(binary):
+        raise InvalidInput(
+            f"binary tensor data is {len(binary)} bytes but the inputs declare {offset}"
+        )
+    return inputs
+
+
+def _tensor_header(raw: dict[str, Any]) -> tuple[str, str, tuple[int, ...], int]:
+    """Name, datatype, shape and element count of one input, all validated."""
+    name = raw.get("name")
+    if not isinstance(name, str) or not name:
+        raise InvalidInput("every input needs a non-empty string 'name'")
+    datatype = raw.get("datatype")
+    if datatype not in V2_DATATYPES:
+        raise InvalidInput(f"input '{name}' has unknown datatype {datatype!r}")
+    shape = raw.get("shape")
+    if not isinstance(shape, list):
+        raise InvalidInput(f"input '{name}' needs a 'shape' list")
+    count = 1
+    for dim in shape:
+        if type(dim) is not int or dim < 0:
+            raise InvalidInput(f"input '{name}' has invalid shape {shape}: dims must be ints >= 0")
+        count *= dim
+    return name, datatype, tuple(shape), count
+
+
+def _section(binary: memoryview | None, offset: int, size: Any, name: str) -> memoryview:
+    """The next `size` bytes of binary data for input `name`."""
+    if binary is None:
+        raise InvalidInput(
+            f"input '{name}' declares binary_data_size but the request has no "
+            "Inference-Header-Content-Length header"
+        )
+    if type(size) is not int or size < 0:
+        raise InvalidInput(f"input '{name}' has invalid binary_data_size {size!r}")
+    if offset + size > len(binary):
+        raise InvalidInput(
+            f"input '{name}' declares {size} bytes of binary data but only "
+            f"{len(binary) - offset} remain"
+        )
+    return binary[offset : offset + size]
+
+
+def _binary_input(
+    section: memoryview, name: str, datatype: str, shape: tuple[int, ...], count: int
+) -> np.ndarray:
+    """A zero-copy (read-only) array over one binary section; sizes must match exactly."""
+    if datatype == "BYTES":
+        return deserialize_bytes(section, shape)
+    expected = count * element_size(datatype)
+    if len(section) != expected:
+        raise InvalidInput(
+            f"input '{name}' of shape {list(shape)} and datatype {datatype} needs "
+            f"{expected} bytes of binary data, got {len(section)}"
+        )
+    dtype = np.dtype(np.uint16) if datatype == "BF16" else _NUMPY[datatype]
+    array = np.frombuffer(section, dtype=dtype).reshape(shape)
+    if datatype == "BOOL" and section.tobytes().translate(None, b"\x00\x01"):
+        raise InvalidInput(f"input '{name}' holds BOOL bytes other than 0 and 1")
+    return array
+
+
+def _json_input(
+    raw: dict[str, Any],
+    name: str,
+    datatype: str,
+    shape: tuple[int, ...],
+    count: int,
+    max_json_bytes: int,
+) -> np.ndarray:
+    """Convert an input's JSON `data` (flat or nested) into an array of `shape`."""
+    if "data" not in raw:
+        raise InvalidInput(f"input '{name}' has neither 'data' nor binary_data_size")
+    # Every JSON element takes at least one byte, so this bounds `count` before allocating.
+    if count > max_json_bytes:
+        raise InvalidInput(
+            f"input '{name}' shape {list(shape)} holds {count} elements, more than its JSON "
+            "data can carry"
+        )
+    return json_to_array(raw["data"], name, datatype, shape, count)
+
+
+def _decode_outputs(raw: Any, binary_default: bool) -> list[RequestedOutput]:
+    """Requested outputs with their binary flag and classification count."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise InvalidInput("'outputs' must be a list")
+    outputs: list[RequestedOutput] = []
+    seen: set[str] = set()
+    for entry in raw:
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise InvalidInput("each entry of 'outputs' must be an object with a string 'name'")
+        name = entry["name"]
+        if name in seen:
+            raise InvalidInput(f"output '{name}' is requested more than once")
+        seen.add(name)
+        params = _parameters(entry.get("parameters"), f"output '{name}'")
+        binary = _flag(params.get("binary_data", binary_default), "binary_data")
+        classes = params.get("classification", 0)
+        if type(classes) is not int or classes < 0:
+            raise InvalidInput(f"output '{name}' has invalid classification {classes!r}")
+        outputs.append(RequestedOutput(name, binary, classes, params))
+    return outputs
+
+
+_NUMPY: dict[str, np.dtype] = {
+    "BOOL": np.dtype(np.bool_),
+    "UINT8": np.dtype("<u1"),
+    "UINT16": np.dtype("<u2"),
+    "UINT32": np.dtype("<u4"),
+    "UINT64": np.dtype("<u8"),
+    "INT8": np.dtype("<i1"),
+    "INT16": np.dtype("<i2"),
+    "INT32": np.dtype("<i4"),
+    "INT64": np.dtype("<i8"),
+    "FP16": np.dtype("<f2"),
+    "FP32": np.dtype("<f4"),
+    "FP64": np.dtype("<f8"),
+}
+
+
+class EncodedResponse:
+    """An encoded infer response: body bytes, and the JSON header length when binary follows."""
+
+    __slots__ = ("body", "header_length")
+
+    def __init__(self, body: bytes, header_length: int | None) -> None:
+        self.body = body
+        self.header_length = header_length
+
+
+def encode_infer_response(response: InferResponse, request: InferRequest) -> EncodedResponse:
+    """Encode the outputs the request asked for (all, by default), JSON or binary per output."""
+    outputs_json: list[dict[str, Any]] = []
+    buffers: list[bytes] = []
+    for tensor, binary, class_count in _selected(response, request):
+        if class_count:
+            tensor = classify(tensor, class_count)
+        entry: dict[str, Any] = {
+            "name": tensor.name,
+            "datatype": tensor.datatype,
+            "shape": list(tensor.shape),
+        }
+        if tensor.parameters:
+            entry["parameters"] = dict(tensor.parameters)
+        if binary:
+            raw = _tensor_bytes(tensor)
+            entry.setdefault("parameters", {})["binary_data_size"] = len(raw)
+            buffers.append(raw)
+        else:
+            entry["data"] = _json_data(tensor)
+        outputs_json.append(entry)
+    doc: dict[str, Any] = {
+        "model_name": response.model_name,
+        "model_version": response.model_version,
+    }
+    if response.id is not None:
+        doc["id"] = response.id
+    elif request.id is not None:
+        doc["id"] = request.id
+    if response.parameters:
+        doc["parameters"] = response.parameters
+    doc["outputs"] = outputs_json
+    header = json.dumps(doc, separators=(",", ":")).encode()
+    if not buffers:
+        return EncodedResponse(header, None)
+    return EncodedResponse(b"".join([header, *buffers]), len(header))
+
+
+def _selected(
+    response: InferResponse, request: InferRequest
+) -> list[tuple[InferTensor, bool, int]]:
+    """(tensor, binary?, class_count) for every output to send, in request order if requested."""
+    if not request.requested_outputs:
+        default = request.binary_output_default
+        return [(tensor, default, 0) for tensor in response.outputs]
+    by_name = {tensor.name: tensor for tensor in response.outputs}
+    selected = []
+    for wanted in request.requested_outputs:
+        tensor = by_name.get(wanted.name)
+        if tensor is None:
+            raise InvalidInput(f"unexpected inference output '{wanted.name}' for this model")
+        selected.append((tensor, wanted.binary, wanted.class_count))
+    return selected
+
+
+def _tensor_bytes(tensor: InferTensor) -> bytes:
+    """Little-endian, C-order raw bytes of a tensor (BYTES: length-prefixed elements)."""
+    if tensor.datatype == "BYTES":
+        return serialize_bytes(tensor.data)
+    dtype = np.dtype(np.uint16) if tensor.datatype == "BF16" else _NUMPY[tensor.datatype]
+    return np.ascontiguousarray(tensor.data, dtype=dtype).tobytes()
+
+
+def _json_data(tensor: InferTensor) -> list[Any]:
+    """A flat JSON list of a tensor's elements (BYTES as UTF-8 strings, BF16 as floats)."""
+    data = tensor.data
+    if tensor.datatype == "BYTES":
+        return [_utf8(item, tensor.name) for item in data.reshape(-1)]
+    if tensor.datatype == "BF16":
+        widened = np.asarray(data, dtype=np.uint16).astype(np.uint32) << 16
+        return widened.view(np.float32).reshape(-1).tolist()
+    result: list[Any] = np.asarray(data).reshape(-1).tolist()
+    return result
+
+
+def _utf8(item: Any, name: str) -> str:
+    """One BYTES element as text for JSON; binary that is not UTF-8 must travel as binary."""
+    if isinstance(item, str):
+        return item
+    if isinstance(item, bytes | bytearray | np.bytes_):
+        try:
+            return bytes(item).decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidInput(
+                f"output '{name}' holds bytes that are not UTF-8; request it with binary_data"
+            ) from None
+    return str(item)
+
+
+def classify(tensor: InferTensor, class_count: int) -> InferTensor:
+    """Triton's classification extension: top-k "value:index" strings, per batch row if 2-D+."""
+    if tensor.datatype in ("BYTES", "BF16"):
+        raise InvalidInput(f"output '{tensor.name}' of {tensor.datatype} cannot be classified")
+    data = np.asarray(tensor.data)
+    rows = data.reshape(data.shape[0], -1) if data.ndim >= 2 else data.reshape(1, -1)
+    k = min(class_count, rows.shape[1])
+    order = np.argsort(-rows.astype(np.float64), axis=1, kind="stable")[:, :k]
+    labels = [
+        [f"{float(row[i]):f}:{int(i)}".encode() for i in top]
+        for row, top in zip(rows, order, strict=True)
+    ]
+    out = np.empty((rows.shape[0], k), dtype=np.object_)
+    out[:] = labels
+    shape: tuple[int, ...] = (rows.shape[0], k) if data.ndim >= 2 else (k,)
+    return InferTensor(tensor.name, "BYTES", shape, out.reshape(shape), dict(tensor.parameters))

@@ -1,0 +1,80 @@
+"""ServeConfig: every setting of one `thaw serve` process, built once from flags and validated."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+__all__ = ["ConfigError", "ModelControlMode", "ServeConfig"]
+
+_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+_FRAMEWORKS = ("onnxruntime", "torch", "tensorrt")
+_TARGETS = ("cpu", "cuda")
+_EVENT_LOOPS = ("auto", "asyncio", "uvloop")
+
+
+class ConfigError(ValueError):
+    """A setting is out of range; the message names the setting, its value and the range."""
+
+
+class ModelControlMode(StrEnum):
+    """Triton's model control modes: what loads at start and whether load/unload is allowed."""
+
+    NONE = "none"
+    POLL = "poll"
+    EXPLICIT = "explicit"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServeConfig:
+    """Settings of one model server; sizes in bytes, durations in seconds."""
+
+    repository: Path
+    host: str = "127.0.0.1"
+    port: int = 8000
+    model_control_mode: ModelControlMode = ModelControlMode.NONE
+    load_models: tuple[str, ...] = ()
+    repository_poll_secs: float = 15.0
+    max_body_bytes: int = 64 * 1024 * 1024
+    max_json_depth: int = 64
+    store: str | None = None
+    cache: Path | None = None
+    target: str = "cpu"
+    preload_frameworks: tuple[str, ...] = ()
+    arena_bytes: int = 0
+    log_level: str = "info"
+    exit_timeout_s: float = 30.0
+    body_timeout_s: float = 60.0
+    event_loop: str = "auto"
+
+    def __post_init__(self) -> None:
+        _in_range("port", self.port, 0, 65535)
+        _in_range("repository_poll_secs", self.repository_poll_secs, 0.1, 86400)
+        _in_range("max_body_bytes", self.max_body_bytes, 1024, 1 << 40)
+        _in_range("max_json_depth", self.max_json_depth, 2, 10000)
+        _in_range("arena_bytes", self.arena_bytes, 0, 1 << 44)
+        _in_range("exit_timeout_s", self.exit_timeout_s, 0, 3600)
+        _in_range("body_timeout_s", self.body_timeout_s, 0.1, 3600)
+        _one_of("log_level", self.log_level, _LOG_LEVELS)
+        _one_of("event_loop", self.event_loop, _EVENT_LOOPS)
+        _one_of("target", self.target.split(":", 1)[0], _TARGETS)
+        for framework in self.preload_frameworks:
+            _one_of("preload_frameworks", framework, _FRAMEWORKS)
+        if not self.host:
+            raise ConfigError("`host` = '', must be a host name or address")
+
+
+def _in_range(name: str, value: float, low: float, high: float) -> None:
+    """Raise ConfigError in the one shared phrasing unless low <= value <= high."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"`{name}` = {value}, must be in [{low}, {high}]")
+    if not low <= value <= high:
+        raise ConfigError(f"`{name}` = {value}, must be in [{low}, {high}]")
+
+
+def _one_of(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    """Raise ConfigError in the one shared phrasing unless value is one of `allowed`."""
+    if value not in allowed:
+        raise ConfigError(f"`{name}` = {value!r}, must be one of {', '.join(allowed)}")

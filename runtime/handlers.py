@@ -1,0 +1,302 @@
+"""Thin KServe v2 handlers: decode the HTTP request, call the ModelManager, encode the answer."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+import re
+from collections.abc import Coroutine
+from typing import Any, Protocol
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from runtime.body import decode_content, parse_json, read_capped
+from runtime.codec import EncodedResponse, decode_infer_request, encode_infer_response
+from runtime.config import ModelControlMode, ServeConfig
+from runtime.errors import FeatureDisabled, InvalidInput, ModelNotFound, ModelUnavailable
+from runtime.inference import InferRequest, InferResponse
+from runtime.lifecycle import ServerState
+from runtime.response_encoding import compress_body, pick_encoding
+
+__all__ = ["MetricsSource", "ModelService", "V2Handlers", "json_response", "model_ref"]
+
+# Names that are plain names: never a path, a shell word, or a control character.
+_MODEL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,254}")
+_VERSION = re.compile(r"[0-9]{1,18}")
+# Bodies above this are decoded and encoded in a worker thread, so the event loop keeps serving.
+_THREAD_THRESHOLD_BYTES = 256 * 1024
+_JSON = "application/json"
+
+
+class ModelService(Protocol):
+    """The part of runtime.model_manager.ModelManager the HTTP surface calls."""
+
+    async def start(self) -> None: ...
+    async def stop(self) -> None: ...
+    def is_ready(self) -> bool: ...
+    def index(self, *, ready_only: bool = False) -> list[dict[str, Any]]: ...
+    async def load(
+        self, name: str, *, config_json: str | None = None, files: dict[str, bytes] | None = None
+    ) -> None: ...
+    async def unload(self, name: str, *, unload_dependents: bool = False) -> None: ...
+    def model_ready(self, name: str, version: str | None) -> bool: ...
+    def metadata(self, name: str, version: str | None) -> dict[str, Any]: ...
+    def config(self, name: str, version: str | None) -> dict[str, Any]: ...
+    def statistics(self, name: str | None, version: str | None) -> dict[str, Any]: ...
+    async def infer(self, request: InferRequest) -> InferResponse: ...
+
+
+class MetricsSource(Protocol):
+    """The server's metrics (runtime.metrics.Metrics): renders the `/metrics` text body."""
+
+    def exposition(self) -> bytes: ...
+
+
+def json_response(payload: Any, status: int = 200) -> web.Response:
+    """A compact JSON response."""
+    body = json.dumps(payload, separators=(",", ":")).encode()
+    return web.Response(body=body, status=status, content_type=_JSON)
+
+
+def model_ref(request: web.Request) -> tuple[str, str | None]:
+    """The model name and optional version from the URL; 404 for anything that is not a name."""
+    name = request.match_info["model"]
+    if not _MODEL_NAME.fullmatch(name) or ".." in name:
+        raise ModelNotFound(f"invalid model name {name[:80]!r}")
+    version = request.match_info.get("version")
+    if version is not None and not _VERSION.fullmatch(version):
+        raise ModelNotFound(f"invalid version {version[:40]!r} for model '{name}'")
+    return name, version
+
+
+class V2Handlers:
+    """The v2 endpoints, bound to one server's config, model service, metrics and state."""
+
+    def __init__(
+        self,
+        config: ServeConfig,
+        manager: ModelService,
+        metrics: MetricsSource,
+        state: ServerState,
+        *,
+        server_version: str,
+        extensions: list[str],
+    ) -> None:
+        self._config = config
+        self._manager = manager
+        self._metrics = metrics
+        self._state = state
+        self._server_metadata = json.dumps(
+            {"name": "thaw", "version": server_version, "extensions": extensions}
+        ).encode()
+
+    async def _body(self, request: web.Request) -> bytes:
+        """The request body, decompressed, under the configured cap."""
+        limit = self._config.max_body_bytes
+        reading = read_capped(
+            request.content.iter_any(), limit=limit, declared_length=request.content_length
+        )
+        if request.content.is_eof():  # already buffered: nothing left to wait for
+            raw = await reading
+        else:
+            raw = await _within(reading, self._config.body_timeout_s)
+        encoding = request.headers.get("Content-Encoding")
+        if encoding is None:
+            return raw
+        if len(raw) > _THREAD_THRESHOLD_BYTES:
+            return await asyncio.to_thread(decode_content, raw, encoding, limit=limit)
+        return decode_content(raw, encoding, limit=limit)
+
+    async def _json_body(self, request: web.Request) -> dict[str, Any]:
+        """An optional JSON object body ({} when empty)."""
+        body = await self._body(request)
+        if not body.strip():
+            return {}
+        doc = parse_json(body, max_depth=self._config.max_json_depth)
+        if not isinstance(doc, dict):
+            raise InvalidInput("request body must be a JSON object")
+        return doc
+
+    # -- health and metadata -------------------------------------------------------------
+
+    async def live(self, request: web.Request) -> web.Response:
+        return web.Response(status=200)
+
+    async def ready(self, request: web.Request) -> web.Response:
+        if not self._state.accepting or not self._manager.is_ready():
+            raise ModelUnavailable("server is not ready")
+        return web.Response(status=200)
+
+    async def server_metadata(self, request: web.Request) -> web.Response:
+        return web.Response(body=self._server_metadata, content_type=_JSON)
+
+    async def model_metadata(self, request: web.Request) -> web.Response:
+        name, version = model_ref(request)
+        return json_response(self._manager.metadata(name, version))
+
+    async def model_ready(self, request: web.Request) -> web.Response:
+        name, version = model_ref(request)
+        if not self._manager.model_ready(name, version):
+            raise ModelUnavailable(f"model '{name}' is not ready")
+        return web.Response(status=200)
+
+    async def model_config(self, request: web.Request) -> web.Response:
+        name, version = model_ref(request)
+        return json_response(self._manager.config(name, version))
+
+    async def model_stats(self, request: web.Request) -> web.Response:
+        if "model" not in request.match_info:
+            return json_response(self._manager.statistics(None, None))
+        name, version = model_ref(request)
+        return json_response(self._manager.statistics(name, version))
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        response = web.Response(body=self._metrics.exposition())
+        response.headers["Content-Type"] = CONTENT_TYPE_LATEST
+        return response
+
+    # -- inference -----------------------------------------------------------------------
+
+    async def infer(self, request: web.Request) -> web.Response:
+        name, version = model_ref(request)
+        body = await self._body(request)
+        header_length = _header_length(request)
+        decode_args = (body,)
+        kwargs: dict[str, Any] = {
+            "header_length": header_length,
+            "model_name": name,
+            "model_version": version or "",
+            "max_json_depth": self._config.max_json_depth,
+        }
+        try:
+            if len(body) > _THREAD_THRESHOLD_BYTES:
+                infer_request = await asyncio.to_thread(
+                    decode_infer_request, *decode_args, **kwargs
+                )
+            else:
+                infer_request = decode_infer_request(*decode_args, **kwargs)
+        except InvalidInput:
+            # A bad body for a model that does not exist is a 404 first (checked only here,
+            # so the hot path pays nothing for it).
+            self._manager.model_ready(name, version)
+            raise
+        infer_response = await self._manager.infer(infer_request)
+        encoded = encode_infer_response(infer_response, infer_request)
+        return await _infer_http_response(encoded, request.headers.get("Accept-Encoding"))
+
+    # -- model repository extension ------------------------------------------------------
+
+    async def repository_index(self, request: web.Request) -> web.Response:
+        doc = await self._json_body(request)
+        ready = doc.get("ready", False)
+        if not isinstance(ready, bool):
+            raise InvalidInput("'ready' must be true or false")
+        return json_response(self._manager.index(ready_only=ready))
+
+    async def load(self, request: web.Request) -> web.Response:
+        name, _ = model_ref(request)
+        self._require_explicit("load")
+        params = _load_parameters(await self._json_body(request))
+        config_json, files = _load_overrides(params)
+        await self._manager.load(name, config_json=config_json, files=files)
+        return web.Response(status=200)
+
+    async def unload(self, request: web.Request) -> web.Response:
+        name, _ = model_ref(request)
+        self._require_explicit("unload")
+        params = _load_parameters(await self._json_body(request))
+        dependents = params.get("unload_dependents", False)
+        if not isinstance(dependents, bool):
+            raise InvalidInput("parameter 'unload_dependents' must be true or false")
+        await self._manager.unload(name, unload_dependents=dependents)
+        return web.Response(status=200)
+
+    def _require_explicit(self, action: str) -> None:
+        """Triton allows load/unload requests only in explicit model control mode."""
+        mode = self._config.model_control_mode
+        if mode is not ModelControlMode.EXPLICIT:
+            raise FeatureDisabled(
+                f"explicit model {action} is not allowed in model control mode '{mode}'"
+            )
+
+
+async def _within(reading: Coroutine[Any, Any, bytes], timeout_s: float) -> bytes:
+    """Await a body read, but never longer than `timeout_s` (a slow or lying client gets 400)."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            return await reading
+    except TimeoutError:
+        raise InvalidInput(f"request body did not arrive within {timeout_s:g} s") from None
+
+
+def _header_length(request: web.Request) -> int | None:
+    """The Inference-Header-Content-Length header as an int, if present."""
+    value = request.headers.get("Inference-Header-Content-Length")
+    if value is None:
+        return None
+    if not value.isdigit() or len(value) > 18:
+        raise InvalidInput(f"invalid Inference-Header-Content-Length {value[:40]!r}")
+    return int(value)
+
+
+async def _infer_http_response(encoded: EncodedResponse, accept: str | None) -> web.Response:
+    """Wrap an encoded infer response, compressing it when the client accepts gzip/deflate."""
+    body = encoded.body
+    coding = pick_encoding(accept) if accept else None
+    if coding is not None:
+        if len(body) > _THREAD_THRESHOLD_BYTES:
+            body = await asyncio.to_thread(compress_body, body, coding)
+        else:
+            body = compress_body(body, coding)
+    if encoded.header_length is None:
+        response = web.Response(body=body, content_type=_JSON)
+    else:
+        response = web.Response(body=body, content_type="application/octet-stream")
+        response.headers["Inference-Header-Content-Length"] = str(encoded.header_length)
+    if coding is not None:
+        response.headers["Content-Encoding"] = coding
+    return response
+
+
+def _load_parameters(doc: dict[str, Any]) -> dict[str, Any]:
+    """The `parameters` object of a load/unload body."""
+    params = doc.get("parameters", {})
+    if not isinstance(params, dict):
+        raise InvalidInput("'parameters' must be a JSON object")
+    return params
+
+
+def _load_overrides(params: dict[str, Any]) -> tuple[str | None, dict[str, bytes] | None]:
+    """`parameters.config` (a JSON string) and `file:<path>` base64 contents of a load request."""
+    config = params.get("config")
+    if isinstance(config, dict):
+        config = json.dumps(config)
+    if config is not None:
+        if not isinstance(config, str):
+            raise InvalidInput("parameter 'config' must be a JSON string")
+        try:
+            if not isinstance(json.loads(config), dict):
+                raise InvalidInput("parameter 'config' must hold a JSON object")
+        except (ValueError, RecursionError):
+            raise InvalidInput("parameter 'config' is not valid JSON") from None
+    files: dict[str, bytes] = {}
+    for key, value in params.items():
+        if not key.startswith("file:"):
+            continue
+        path = key.removeprefix("file:")
+        parts = path.split("/")
+        bad_char = any(ord(c) < 32 or c == "\\" for c in path)
+        if not path or bad_char or path.startswith("/") or any(p in ("", ".", "..") for p in parts):
+            raise InvalidInput(f"load file path {path[:80]!r} must be relative, without '..'")
+        if not isinstance(value, str):
+            raise InvalidInput(f"load file {path[:80]!r} must be base64 text")
+        try:
+            files[path] = base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            raise InvalidInput(f"load file {path[:80]!r} is not valid base64") from None
+    if files and config is None:
+        raise InvalidInput("a load request with 'file:' parameters must also carry 'config'")
+    return config, files or None

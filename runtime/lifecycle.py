@@ -1,0 +1,83 @@
+"""Server lifecycle: warm-up imports, manager start/stop as an app-scoped resource, readiness."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+__all__ = ["ServerState", "lifecycle_context"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class ServerState:
+    """What readiness depends on besides the models: warm-up done, and not shutting down."""
+
+    accepting: bool = False
+    start_error: BaseException | None = None
+    failed: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+async def preload(
+    frameworks: tuple[str, ...], warmups: tuple[Callable[[], object], ...] = ()
+) -> None:
+    """Import heavy frameworks (then run other warm-ups) in a thread, off the request path."""
+    loop = asyncio.get_running_loop()
+    for name in frameworks:
+        started = loop.time()
+        await asyncio.to_thread(importlib.import_module, name)
+        logger.info("preloaded framework %s in %.2fs", name, loop.time() - started)
+    for warmup in warmups:
+        started = loop.time()
+        await asyncio.to_thread(warmup)
+        logger.info(
+            "warm-up %s done in %.2fs",
+            getattr(warmup, "__qualname__", warmup),
+            loop.time() - started,
+        )
+
+
+def lifecycle_context(
+    state: ServerState,
+    *,
+    frameworks: tuple[str, ...],
+    warmups: tuple[Callable[[], object], ...] = (),
+    start: Callable[[], Awaitable[None]],
+    stop: Callable[[], Awaitable[None]],
+) -> Callable[[web.Application], AsyncIterator[None]]:
+    """A cleanup_ctx: warm up and start the manager in the background, stop it on cleanup.
+
+    Starting in the background lets `/v2/health/live` answer while models load; readiness
+    waits for `state.accepting`. A failed start sets `state.failed` so the server exits 1.
+    """
+
+    async def warm_up() -> None:
+        try:
+            await preload(frameworks, warmups)
+            await start()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            logger.exception("server start failed")
+            state.start_error = exc
+            state.failed.set()
+            return
+        state.accepting = True
+        logger.info("server ready")
+
+    async def context(app: web.Application) -> AsyncIterator[None]:
+        task = asyncio.create_task(warm_up(), name="thaw-warm-up")
+        yield
+        state.accepting = False
+        if not task.done():
+            task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await stop()
+
+    return context

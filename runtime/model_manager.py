@@ -1,0 +1,367 @@
+"""The ModelManager service: model states, control modes, load/unload, reads and infer."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from runtime.config import ModelControlMode, ServeConfig
+from runtime.errors import (
+    FeatureDisabled,
+    InvalidInput,
+    ModelNotFound,
+    ModelUnavailable,
+    ServingError,
+)
+from runtime.inference import InferRequest, InferResponse
+from runtime.metrics import Metrics
+from runtime.repository import fingerprint, list_models, read_model, validate_model_name
+from runtime.stats import FailureReason, StatsBook
+from runtime.version_loader import LoadedVersion, VersionLoader
+
+__all__ = ["ModelManager", "ModelState"]
+
+logger = logging.getLogger(__name__)
+
+# Triton's message for load/unload outside explicit mode (it uses one text for none and poll).
+_CONTROL_DISABLED = "explicit model load / unload is not allowed if polling is enabled"
+
+
+class ModelState(StrEnum):
+    """Where a model is in its life; the index reports these strings."""
+
+    READY = "READY"
+    UNAVAILABLE = "UNAVAILABLE"
+    LOADING = "LOADING"
+    UNLOADING = "UNLOADING"
+
+
+@dataclass
+class _Model:
+    """One model name the manager has seen; `versions` holds what currently serves."""
+
+    name: str
+    state: ModelState | None = None  # None: never asked to load
+    reason: str = ""
+    versions: dict[str, LoadedVersion] = field(default_factory=dict)
+    latest: str = ""  # the version unversioned requests go to
+    platform: str = ""
+    wanted: bool = False  # should be loaded (counts for server readiness)
+    fingerprint: tuple[tuple[str, int, int], ...] = ()
+    override_dir: Path | None = None  # temp repository for a load with `files`
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+class ModelManager:
+    """Loads models per the control mode and serves index, metadata, config, stats and infer."""
+
+    def __init__(
+        self,
+        config: ServeConfig,
+        *,
+        metrics: Metrics,
+        image_loader: Any | None = None,
+        arena: Any | None = None,
+    ) -> None:
+        self._config = config
+        self._repo = Path(config.repository)
+        self._metrics = metrics
+        self._book = StatsBook()
+        metrics.bind(self._book, self.pending_counts)
+        if image_loader is None and (config.store or config.cache):
+            image_loader = _make_image_loader(config)
+        self._loader = VersionLoader(
+            book=self._book, metrics=metrics, image_loader=image_loader, arena=arena
+        )
+        self._models: dict[str, _Model] = {}
+        self._started = False
+        self._poller: asyncio.Task[None] | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Initial loads per control mode (failures are recorded, not raised); start polling."""
+        mode = self._config.model_control_mode
+        if mode == ModelControlMode.EXPLICIT:
+            names = list(self._config.load_models)
+            if "*" in names:
+                names = await asyncio.to_thread(list_models, self._repo)
+        else:
+            names = await asyncio.to_thread(list_models, self._repo)
+        await asyncio.gather(*(self._load_quietly(name) for name in names))
+        if mode == ModelControlMode.POLL:
+            self._poller = asyncio.create_task(self._poll_forever(), name="repository-poller")
+        self._started = True
+
+    async def stop(self) -> None:
+        """Stop polling, then unload every model (python models get `finalize()`)."""
+        if self._poller is not None:
+            self._poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._poller
+        await asyncio.gather(*(self._unload(name) for name in list(self._models)))
+        self._started = False
+
+    def is_ready(self) -> bool:
+        """Started, and every model that should be loaded is READY (Triton's strict readiness)."""
+        return self._started and all(
+            m.state == ModelState.READY for m in self._models.values() if m.wanted
+        )
+
+    def pending_counts(self) -> dict[tuple[str, str], int]:
+        """Queued requests per (model, version), for `nv_inference_pending_request_count`."""
+        return {
+            (m.name, v.version): v.scheduler.pending()
+            for m in list(self._models.values())
+            for v in list(m.versions.values())
+        }
+
+    # -- model repository extension -------------------------------------------------------
+
+    def index(self, *, ready_only: bool = False) -> list[dict[str, Any]]:
+        """Triton's repository index: every model in the repository, one row per version."""
+        try:
+            # One directory listing; cheap enough for the loop (Triton also rescans here).
+            names = set(list_models(self._repo))
+        except ServingError:
+            names = set()
+        rows: list[dict[str, Any]] = []
+        for name in sorted(names | set(self._models)):
+            model = self._models.get(name)
+            if model is None or model.state is None:
+                if not ready_only:
+                    rows.append({"name": name})
+                continue
+            if model.versions:
+                for version in model.versions:
+                    rows.append(
+                        {"name": name, "version": version, "state": model.state.value,
+                         "reason": model.reason}
+                    )  # fmt: skip
+            else:
+                rows.append({"name": name, "state": model.state.value, "reason": model.reason})
+        if ready_only:
+            rows = [row for row in rows if row.get("state") == ModelState.READY]
+        return rows
+
+    async def load(
+        self, name: str, *, config_json: str | None = None, files: dict[str, bytes] | None = None
+    ) -> None:
+        """Load (or reload) a model; returns when READY, raises the reason otherwise."""
+        if self._config.model_control_mode != ModelControlMode.EXPLICIT:
+            raise FeatureDisabled(_CONTROL_DISABLED)
+        validate_model_name(name)
+        if files and config_json is None:
+            raise InvalidInput("load with 'file:' parameters also needs the 'config' parameter")
+        await self._load(name, config_json=config_json, files=files)
+
+    async def unload(self, name: str, *, unload_dependents: bool = False) -> None:
+        """Unload every version; queued requests finish first, new ones get 503."""
+        if self._config.model_control_mode != ModelControlMode.EXPLICIT:
+            raise FeatureDisabled(_CONTROL_DISABLED)
+        validate_model_name(name)
+        if name not in self._models and not (self._repo / name).is_dir():
+            raise ModelNotFound(f"failed to unload '{name}', model is not in the repository")
+        await self._unload(name)
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def model_ready(self, name: str, version: str | None) -> bool:
+        model = self._known(name)
+        if model.state != ModelState.READY:
+            return False
+        return not version or version in model.versions
+
+    def metadata(self, name: str, version: str | None) -> dict[str, Any]:
+        model, loaded = self._serving(name, version)
+        return loaded.signature.metadata(list(model.versions), model.platform)
+
+    def config(self, name: str, version: str | None) -> dict[str, Any]:
+        _, loaded = self._serving(name, version)
+        return loaded.config_json
+
+    def statistics(self, name: str | None, version: str | None) -> dict[str, Any]:
+        """Triton's statistics extension: `{"model_stats": [...]}` for loaded versions."""
+        if name is None:
+            rows = [stats.to_json(m, v) for (m, v), stats in self._book.items()]
+            return {"model_stats": rows}
+        model, _ = self._serving(name, version)
+        wanted = [version] if version else list(model.versions)
+        rows = [s.to_json(m, v) for (m, v), s in self._book.items() if m == name and v in wanted]
+        return {"model_stats": rows}
+
+    # -- inference ------------------------------------------------------------------------
+
+    async def infer(self, request: InferRequest) -> InferResponse:
+        """Validate against the config, queue on the model's scheduler, return its response."""
+        received = time.perf_counter_ns()
+        _, loaded = self._serving(request.model_name, request.model_version or None)
+        try:
+            batch = loaded.signature.validate(request)
+        except InvalidInput:
+            loaded.stats.record_failure(FailureReason.OTHER, time.perf_counter_ns() - received)
+            raise
+        response = await loaded.scheduler.submit(request, batch_size=batch, received_ns=received)
+        response.model_version = loaded.version
+        return loaded.signature.finish(request, response, batch)
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _known(self, name: str) -> _Model:
+        model = self._models.get(name)
+        if model is None:
+            validate_model_name(name)
+            if not (self._repo / name).is_dir():
+                raise ModelNotFound(f"Request for unknown model: '{name}' is not found")
+            model = self._models[name] = _Model(name)
+        return model
+
+    def _serving(self, name: str, version: str | None) -> tuple[_Model, LoadedVersion]:
+        """The model and the version a request for (name, version) goes to."""
+        model = self._models.get(name)
+        if model is None:
+            model = self._known(name)
+        if model.state != ModelState.READY or not model.versions:
+            reason = f": {model.reason}" if model.reason else ""
+            raise ModelUnavailable(f"model '{name}' is not ready{reason}")
+        loaded = model.versions.get(version or model.latest)
+        if loaded is None:
+            raise ModelNotFound(
+                f"Request for unknown model: '{name}' version {version} is not found"
+            )
+        return model, loaded
+
+    async def _load_quietly(self, name: str) -> None:
+        with contextlib.suppress(ServingError):
+            await self._load(name, config_json=None, files=None)
+
+    async def _load(
+        self, name: str, *, config_json: str | None, files: dict[str, bytes] | None
+    ) -> None:
+        model = self._models.get(name) or self._models.setdefault(name, _Model(name))
+        async with model.lock:  # one load/unload of a model at a time
+            model.wanted = True
+            previous_state = model.state
+            model.state = ModelState.LOADING if not model.versions else model.state
+            repo, override = self._repo, None
+            try:
+                if files:
+                    override = await asyncio.to_thread(_write_override, name, files)
+                    repo = override
+                spec = await asyncio.to_thread(
+                    read_model, repo, name, config_json=config_json,
+                    gpu_available=self._config.target.startswith("cuda"),
+                )  # fmt: skip
+                model.fingerprint = spec.fingerprint
+                versions = await asyncio.to_thread(self._loader.load, spec)
+            except BaseException as exc:
+                if override is not None:
+                    shutil.rmtree(override, ignore_errors=True)
+                if isinstance(exc, ModelNotFound) and not model.versions:
+                    self._models.pop(name, None)  # not a model: leave no trace in the index
+                    raise
+                if override is None and (self._repo / name).is_dir():
+                    # Remember what failed, so polling retries only once the files change.
+                    model.fingerprint = await asyncio.to_thread(fingerprint, self._repo / name)
+                self._load_failed(model, previous_state, exc)
+                raise
+            old, old_override = model.versions, model.override_dir
+            model.versions, model.override_dir = versions, override
+            model.latest = max(versions, key=int)
+            model.platform = spec.config.platform or spec.config.backend
+            model.state, model.reason = ModelState.READY, ""
+            await self._retire(name, old, old_override)
+
+    def _load_failed(self, model: _Model, previous: ModelState | None, exc: BaseException) -> None:
+        reason = exc.message if isinstance(exc, ServingError) else repr(exc)
+        logger.warning("model=%s load failed: %s", model.name, reason)
+        self._metrics.record_load_failure(model.name)
+        if model.versions:  # a failed reload leaves the old versions serving
+            model.state = previous or ModelState.READY
+            model.reason = f"reload failed: {reason}"
+        else:
+            model.state, model.reason = ModelState.UNAVAILABLE, reason
+
+    async def _retire(
+        self, name: str, versions: dict[str, LoadedVersion], override: Path | None
+    ) -> None:
+        for version in versions.values():
+            version.scheduler.close()  # on the loop: no submit can race behind it
+        if versions:
+            await asyncio.to_thread(self._loader.unload, name, versions)
+        if override is not None:
+            await asyncio.to_thread(shutil.rmtree, override, True)
+
+    async def _unload(self, name: str) -> None:
+        model = self._models.get(name) or self._models.setdefault(name, _Model(name))
+        async with model.lock:
+            model.wanted = False
+            if not model.versions and model.state is None:
+                model.state, model.reason = ModelState.UNAVAILABLE, "unloaded"
+                return
+            model.state = ModelState.UNLOADING
+            old, override = model.versions, model.override_dir
+            model.versions, model.override_dir = {}, None
+            await self._retire(name, old, override)
+            model.state, model.reason = ModelState.UNAVAILABLE, "unloaded"
+            logger.info("model=%s unloaded", name)
+
+    async def _poll_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self._config.repository_poll_secs)
+            try:
+                await self.poll_once()
+            except Exception:  # a bad poll must not stop future polls
+                logger.exception("repository poll failed")
+
+    async def poll_once(self) -> None:
+        """Load new and changed models, unload removed ones (poll mode's one step)."""
+        names = set(await asyncio.to_thread(list_models, self._repo))
+        loaded = {n for n, m in self._models.items() if m.wanted}
+        for name in sorted(loaded - names):
+            await self._unload(name)
+        for name in sorted(names):
+            model = self._models.get(name)
+            if model is not None and model.wanted:
+                current = await asyncio.to_thread(fingerprint, self._repo / name)
+                if current == model.fingerprint:
+                    continue
+                logger.info("model=%s changed on disk, reloading", name)
+            await self._load_quietly(name)
+
+
+def _write_override(name: str, files: dict[str, bytes]) -> Path:
+    """A private repository holding a load request's `file:<version>/<path>` contents."""
+    root = Path(tempfile.mkdtemp(prefix="thaw-load-"))
+    model_dir = root / name
+    model_dir.mkdir()
+    for rel, content in files.items():
+        path = PurePosixPath(rel)
+        if path.is_absolute() or not path.parts or any(p in ("", ".", "..") for p in path.parts):
+            shutil.rmtree(root, ignore_errors=True)
+            raise InvalidInput(f"load parameter 'file:{rel}' is not a relative path in the model")
+        target = model_dir.joinpath(*path.parts)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(content)
+    return root
+
+
+def _make_image_loader(config: ServeConfig) -> Any:
+    """The snapshotter's ImageLoader, imported only when a store or cache is configured."""
+    from snapshotter import ImageLoader
+
+    target = config.target
+    if target == "cuda":
+        import torch
+
+        major, minor = torch.cuda.get_device_capability()
+        target = f"cuda:sm_{major}{minor}"
+    return ImageLoader(store_uri=config.store, cache_dir=config.cache, target=target)

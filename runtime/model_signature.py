@@ -1,0 +1,185 @@
+"""A loaded model's inputs/outputs: infer-request validation, reshape and v2 metadata."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from tritonclient.grpc import model_config_pb2 as mc
+
+from runtime.datatypes import config_to_v2
+from runtime.errors import InvalidInput
+from runtime.inference import InferRequest, InferResponse, InferTensor
+
+__all__ = ["IOSpec", "ModelSignature"]
+
+
+@dataclass(frozen=True, slots=True)
+class IOSpec:
+    """One declared input or output: v2 datatype, dims without the batch dim, optional reshape."""
+
+    name: str
+    datatype: str
+    dims: tuple[int, ...]
+    reshape: tuple[int, ...] | None
+    optional: bool
+
+
+def _io_spec(io: Any) -> IOSpec:
+    reshape = tuple(io.reshape.shape) if io.HasField("reshape") else None
+    return IOSpec(
+        name=io.name,
+        datatype=config_to_v2(mc.DataType.Name(io.data_type)),
+        dims=tuple(io.dims),
+        reshape=reshape,
+        optional=bool(getattr(io, "optional", False)),
+    )
+
+
+def _matches(shape: tuple[int, ...], dims: tuple[int, ...]) -> bool:
+    return len(shape) == len(dims) and all(
+        d == -1 or d == s for s, d in zip(shape, dims, strict=True)
+    )
+
+
+@dataclass(frozen=True)
+class ModelSignature:
+    """What a model accepts and returns; built once per loaded version from its config."""
+
+    model: str
+    max_batch_size: int
+    inputs: dict[str, IOSpec]
+    outputs: dict[str, IOSpec]
+
+    @classmethod
+    def from_config(cls, config: mc.ModelConfig) -> ModelSignature:
+        return cls(
+            model=config.name,
+            max_batch_size=config.max_batch_size,
+            inputs={io.name: _io_spec(io) for io in config.input},
+            outputs={io.name: _io_spec(io) for io in config.output},
+        )
+
+    def metadata(self, versions: list[str], platform: str) -> dict[str, Any]:
+        """The v2 model metadata JSON; a batching model shows -1 as its first dim."""
+        prefix = [-1] if self.max_batch_size > 0 else []
+
+        def tensors(specs: dict[str, IOSpec]) -> list[dict[str, Any]]:
+            return [
+                {"name": s.name, "datatype": s.datatype, "shape": prefix + list(s.dims)}
+                for s in specs.values()
+            ]
+
+        return {
+            "name": self.model,
+            "versions": versions,
+            "platform": platform,
+            "inputs": tensors(self.inputs),
+            "outputs": tensors(self.outputs),
+        }
+
+    def validate(self, request: InferRequest) -> int:
+        """Check a request against the config before anything runs; return its batch size.
+
+        Inputs with a `reshape` are reshaped in place (a view, no copy).
+        """
+        seen: set[str] = set()
+        batch: int | None = None
+        for index, tensor in enumerate(request.inputs):
+            spec = self.inputs.get(tensor.name)
+            if spec is None:
+                raise InvalidInput(
+                    f"unexpected inference input '{tensor.name}' for model '{self.model}'"
+                )
+            if tensor.name in seen:
+                raise InvalidInput(f"input '{tensor.name}' appears more than once")
+            seen.add(tensor.name)
+            size = self._check_tensor(spec, tensor)
+            if batch is not None and size != batch:
+                raise InvalidInput(
+                    f"input '{tensor.name}' batch size {size} does not match other inputs "
+                    f"({batch}) for model '{self.model}'"
+                )
+            batch = size
+            if spec.reshape is not None or tensor.data.shape != tensor.shape:
+                request.inputs[index] = self._shaped(spec, tensor, size)
+        for spec in self.inputs.values():
+            if spec.name not in seen and not spec.optional:
+                raise InvalidInput(
+                    f"expected {len(self.inputs)} inputs but got {len(request.inputs)} inputs "
+                    f"for model '{self.model}': missing input '{spec.name}'"
+                )
+        if self.outputs:
+            for out in request.requested_outputs:
+                if out.name not in self.outputs:
+                    raise InvalidInput(
+                        f"unexpected inference output '{out.name}' for model '{self.model}'"
+                    )
+        return batch if batch is not None else 1
+
+    def _check_tensor(self, spec: IOSpec, tensor: InferTensor) -> int:
+        if tensor.datatype != spec.datatype:
+            raise InvalidInput(
+                f"inference input '{tensor.name}' data-type is '{tensor.datatype}', but model "
+                f"'{self.model}' expects '{spec.datatype}'"
+            )
+        shape = tuple(tensor.shape)
+        if any(not isinstance(d, int) or d < 0 for d in shape):
+            raise InvalidInput(f"input '{tensor.name}' has a negative dimension in {list(shape)}")
+        if self.max_batch_size > 0:
+            if len(shape) == 0 or not 1 <= shape[0] <= self.max_batch_size:
+                got = shape[0] if shape else "none"
+                raise InvalidInput(
+                    f"inference request batch-size must be <= {self.max_batch_size} for "
+                    f"'{self.model}' (input '{tensor.name}' has batch dimension {got})"
+                )
+            batch, rest = shape[0], shape[1:]
+        else:
+            batch, rest = 1, shape
+        if not _matches(rest, spec.dims):
+            expected = ([-1] if self.max_batch_size > 0 else []) + list(spec.dims)
+            raise InvalidInput(
+                f"unexpected shape for input '{tensor.name}' for model '{self.model}'. "
+                f"Expected {expected}, got {list(shape)}"
+            )
+        count = math.prod(shape)
+        if tensor.data.size != count:
+            raise InvalidInput(
+                f"input '{tensor.name}' holds {tensor.data.size} elements, shape "
+                f"{list(shape)} needs {count}"
+            )
+        return batch
+
+    def _shaped(self, spec: IOSpec, tensor: InferTensor, batch: int) -> InferTensor:
+        shape = tuple(tensor.shape)
+        if spec.reshape is not None:
+            shape = ((batch,) if self.max_batch_size > 0 else ()) + spec.reshape
+        try:
+            data = tensor.data.reshape(shape)
+        except ValueError as exc:
+            raise InvalidInput(
+                f"input '{tensor.name}' cannot be reshaped to {list(shape)} for model "
+                f"'{self.model}'"
+            ) from exc
+        return InferTensor(tensor.name, tensor.datatype, shape, data, tensor.parameters)
+
+    def finish(self, request: InferRequest, response: InferResponse, batch: int) -> InferResponse:
+        """Keep the requested outputs (all when none named), undoing any output `reshape`."""
+        wanted = {o.name for o in request.requested_outputs}
+        outputs = []
+        for tensor in response.outputs:
+            if wanted and tensor.name not in wanted:
+                continue
+            spec = self.outputs.get(tensor.name)
+            if spec is not None and spec.reshape is not None and -1 not in spec.dims:
+                shape = ((batch,) if self.max_batch_size > 0 else ()) + spec.dims
+                if math.prod(shape) == tensor.data.size:
+                    tensor = InferTensor(
+                        tensor.name, tensor.datatype, shape, tensor.data.reshape(shape)
+                    )
+            outputs.append(tensor)
+        response.outputs = outputs
+        if response.id is None:
+            response.id = request.id
+        return response

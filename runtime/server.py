@@ -1,0 +1,61 @@
+"""Run one v2 application as a process: bind, announce `THAW_LISTENING`, drain on SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+from aiohttp import web
+
+from runtime.app import RUNNER_OPTIONS, SERVER_STATE
+from runtime.config import ServeConfig
+
+__all__ = ["LISTENING_PREFIX", "serve_app"]
+
+logger = logging.getLogger(__name__)
+
+# The activator reads this line from a replica's stdout to learn its port.
+LISTENING_PREFIX = "THAW_LISTENING"
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+async def serve_app(app: web.Application, config: ServeConfig) -> int:
+    """Serve until SIGTERM/SIGINT (exit 0) or a failed start (exit 1), then shut down gracefully.
+
+    Shutdown stops accepting, lets in-flight requests finish within `exit_timeout_s`, then
+    stops the model manager (the app's cleanup context).
+    """
+    state = app[SERVER_STATE]
+    runner = web.AppRunner(
+        app,
+        **RUNNER_OPTIONS,
+        shutdown_timeout=config.exit_timeout_s,
+        handle_signals=False,
+    )
+    await runner.setup()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        site = web.TCPSite(runner, config.host, config.port, backlog=1024)
+        await site.start()
+        port = runner.addresses[0][1]
+        print(f"{LISTENING_PREFIX} http://{_url_host(config.host)}:{port}", flush=True)
+        logger.info("listening on %s:%d", config.host, port)
+        stopper = asyncio.create_task(stop.wait())
+        failer = asyncio.create_task(state.failed.wait())
+        await asyncio.wait({stopper, failer}, return_when=asyncio.FIRST_COMPLETED)
+        stopper.cancel()
+        failer.cancel()
+    finally:
+        state.accepting = False
+        logger.info("shutting down (in-flight requests get %.1fs)", config.exit_timeout_s)
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+        await runner.cleanup()
+    return 1 if state.start_error is not None else 0

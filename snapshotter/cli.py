@@ -1,0 +1,261 @@
+"""`thaw snapshot build|push|pull|ls|verify|gc`: the command line over stores and images."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from snapshotter.errors import BuildError, SnapshotError
+from snapshotter.image_ref import ImageRef, parse_ref, resolve_target
+
+if TYPE_CHECKING:
+    from snapshotter.stores.base import ImageStore
+
+logger = logging.getLogger(__name__)
+
+_EPILOG = """\
+store URIs:
+  s3://BUCKET[/PREFIX]   S3 with boto3's standard configuration: AWS_ENDPOINT_URL_S3 (or
+                         AWS_ENDPOINT_URL), AWS_REGION/AWS_DEFAULT_REGION, and the usual
+                         credential chain (env, ~/.aws, instance/pod role)
+  DIR | file:///DIR      a directory (the node-local cache has the same layout)
+  layout: <root>/images/<model>/<version>/<target>/manifest.json, chunks by sha256
+          (<prefix>/chunks/<digest> in S3, <dir>/chunks/<aa>/<digest> on disk)
+
+image references:
+  MODEL[:VERSION]        e.g. resnet50:3; without a version, the highest one in the store
+  --target               cpu (default), cuda (this machine's GPU) or cuda:sm_NN
+
+exit status: 0 ok, 1 failure (the message names the bad chunk), 2 usage error
+"""
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `thaw snapshot ...` to the `thaw` parser."""
+    parser = subparsers.add_parser(
+        "snapshot",
+        help="build, push, pull, list, verify and garbage-collect model images",
+        description="Model images: weights laid out as the runtime holds them, in content-"
+        "addressed chunks, plus weightless graphs; stored in S3 or a directory.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="snapshot_command", metavar="ACTION")
+
+    def usage(_args: argparse.Namespace) -> int:
+        parser.print_help()
+        return 2
+
+    parser.set_defaults(func=usage)
+    _add(sub, "build", _build, "build the image of a Triton model directory into a store")
+    _add(sub, "ls", _ls, "list the images in a store")
+    _add(sub, "pull", _pull, "copy an image from a store into a node-local cache")
+    _add(sub, "push", _push, "copy an image from one store to another")
+    _add(sub, "verify", _verify, "re-read every chunk of an image and check its digest")
+    _add(sub, "gc", _gc, "delete chunks that no manifest in the store references")
+
+
+def _add(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    fn: Callable[[argparse.Namespace], int],
+    help_: str,
+) -> None:
+    p = sub.add_parser(
+        name,
+        help=help_,
+        description=help_,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.set_defaults(func=lambda args: _guarded(fn, args))
+    if name == "build":
+        p.add_argument(
+            "model_dir",
+            metavar="MODEL_DIR",
+            type=Path,
+            help="<repo>/<model> (with version subdirectories)",
+        )
+        p.add_argument("--version", help="version subdirectory (default: the highest)")
+        p.add_argument(
+            "--chunk-mib", type=int, default=256, help="largest chunk in MiB (default 256)"
+        )
+    if name in ("pull", "push", "verify"):
+        p.add_argument("ref", metavar="REF", help="MODEL[:VERSION]")
+    if name in ("build", "pull", "push", "verify"):
+        p.add_argument("--target", default="cpu", help="cpu | cuda | cuda:sm_NN (default cpu)")
+    if name == "push":
+        p.add_argument("--from", dest="source", required=True, metavar="URI", help="source store")
+    if name == "verify":
+        where = p.add_mutually_exclusive_group(required=True)
+        where.add_argument("--store", metavar="URI")
+        where.add_argument("--cache", metavar="DIR", type=Path)
+    else:
+        p.add_argument(
+            "--store", metavar="URI", required=True, help="s3://bucket/prefix or a directory"
+        )
+    if name == "pull":
+        p.add_argument("--cache", metavar="DIR", type=Path, required=True, help="node-local cache")
+    if name == "gc":
+        p.add_argument("--dry-run", action="store_true", help="list what would be deleted")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry used by `thaw/cli.py` through `set_defaults(func=...)`."""
+    return int(args.func(args))
+
+
+def _guarded(fn: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return fn(args)
+    except SnapshotError as exc:
+        print(f"thaw snapshot {args.snapshot_command}: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+@contextmanager
+def _bar(total: int, desc: str) -> Iterator[Callable[[int], None]]:
+    from tqdm import tqdm
+
+    # delay=1: a bar appears only for work that takes more than a second.
+    with tqdm(
+        total=total,
+        desc=desc,
+        unit="B",
+        unit_scale=True,
+        unit_divisor=1024,
+        delay=1.0,
+        file=sys.stderr,
+        leave=False,
+    ) as bar:
+
+        def update(nbytes: int) -> None:
+            bar.update(nbytes)
+
+        yield update
+
+
+def _build(args: argparse.Namespace) -> int:
+    from snapshotter.image_builder import build_image
+    from snapshotter.stores import open_store
+
+    version_dir = _version_dir(args.model_dir, args.version)
+    if not 1 <= args.chunk_mib <= 4096:
+        raise BuildError(f"`--chunk-mib` = {args.chunk_mib}, must be in [1, 4096]")
+    manifest = build_image(
+        version_dir,
+        open_store(args.store),
+        model=args.model_dir.resolve().name,
+        version=version_dir.name,
+        target=resolve_target(args.target),
+        max_chunk_bytes=args.chunk_mib << 20,
+    )
+    size = _size(manifest.weight_bytes)
+    print(f"built {manifest.ref}: {len(manifest.tensors)} tensors, {size} -> {args.store}")
+    return 0
+
+
+def _version_dir(model_dir: Path, version: str | None) -> Path:
+    if not model_dir.is_dir():
+        raise BuildError(f"{model_dir} is not a directory")
+    if version is not None:
+        path = model_dir / version
+        if not version.isdigit() or not path.is_dir():
+            raise BuildError(f"{model_dir} has no version directory {version!r}")
+        return path
+    versions = [
+        p for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit() and int(p.name) > 0
+    ]
+    if not versions:
+        raise BuildError(f"{model_dir} has no numeric version directories")
+    return max(versions, key=lambda p: int(p.name))
+
+
+def _ls(args: argparse.Namespace) -> int:
+    from snapshotter.stores import open_store
+    from snapshotter.transfer import load_manifest
+
+    store = open_store(args.store)
+    print(f"{'MODEL':<24} {'VERSION':>7}  {'TARGET':<12} {'FRAMEWORK':<12} {'TENSORS':>7} SIZE")
+    for ref in store.list_images():
+        try:
+            m = load_manifest(store, ref)
+        except SnapshotError as exc:
+            print(f"{ref.model:<24} {ref.version:>7}  {ref.target:<12} unreadable: {exc}")
+            continue
+        row = f"{ref.model:<24} {ref.version:>7}  {ref.target:<12} {m.framework:<12}"
+        print(f"{row} {len(m.tensors):>7} {_size(m.weight_bytes)}")
+    return 0
+
+
+def _resolve(store_uri: str, ref_text: str, target: str) -> tuple[ImageStore, ImageRef]:
+    from snapshotter.stores import open_store
+    from snapshotter.transfer import latest_ref
+
+    store = open_store(store_uri)
+    model, version = parse_ref(ref_text)
+    return store, latest_ref(store, model, version, resolve_target(target))
+
+
+def _copy(src_uri: str, dst_uri: str, ref_text: str, target: str, verb: str) -> int:
+    from snapshotter.stores import open_store
+    from snapshotter.transfer import copy_image, entries, load_manifest
+
+    src, ref = _resolve(src_uri, ref_text, target)
+    dst = open_store(dst_uri)
+    total = sum(e.size for e in entries(load_manifest(src, ref)))
+    with _bar(total, f"{verb} {ref}") as progress:
+        manifest = copy_image(src, dst, ref, progress)
+    print(f"{verb} {manifest.ref}: {_size(total)} -> {dst_uri}")
+    return 0
+
+
+def _pull(args: argparse.Namespace) -> int:
+    return _copy(args.store, str(args.cache), args.ref, args.target, "pulled")
+
+
+def _push(args: argparse.Namespace) -> int:
+    return _copy(args.source, args.store, args.ref, args.target, "pushed")
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from snapshotter.transfer import entries, load_manifest, verify_image
+
+    store, ref = _resolve(args.store or str(args.cache), args.ref, args.target)
+    total = sum(e.size for e in entries(load_manifest(store, ref)))
+    with _bar(total, f"verifying {ref}") as progress:
+        verify_image(store, ref, progress)
+    print(f"ok {ref}: {_size(total)} verified")
+    return 0
+
+
+def _gc(args: argparse.Namespace) -> int:
+    from snapshotter.stores import open_store
+    from snapshotter.transfer import plan_gc
+
+    store = open_store(args.store)
+    plan = plan_gc(store)
+    for digest, size in sorted(plan.unreferenced.items()):
+        if not args.dry_run:
+            store.delete_chunk(digest)
+        print(f"{'would delete' if args.dry_run else 'deleted'} {digest} {_size(size)}")
+    suffix = " (dry run)" if args.dry_run else ""
+    print(f"{len(plan.unreferenced)} unreferenced chunks, {_size(plan.nbytes)}{suffix}")
+    return 0
+
+
+def _size(nbytes: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if nbytes < 1024 or unit == "GiB":
+            return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.1f} {unit}"
+        nbytes /= 1024  # type: ignore[assignment]
+    return f"{nbytes} B"

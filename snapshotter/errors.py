@@ -1,0 +1,49 @@
+"""The snapshotter's one error tree; third-party exceptions are translated into it at adapters.
+
+SnapshotError                      anything the snapshotter refuses or fails to do
+├── ManifestError                  a manifest is malformed, lies, or names a path
+├── ImageRefError                  an image reference or store URI is malformed
+├── BuildError                     a model directory cannot be turned into an image
+├── ImageNotFound                  no image for this model / version / target
+├── IntegrityError                 bytes do not match their digest or size (names the chunk)
+└── SnapshotStoreError             a store (S3, directory) failed: network, permissions, disk
+    └── StoreTimeout               a store stopped answering within its timeout
+"""
+
+from __future__ import annotations
+
+
+class SnapshotError(Exception):
+    """Base of every error the snapshotter raises."""
+
+
+class ManifestError(SnapshotError):
+    """A manifest is malformed, inconsistent, or tries to reach outside its store."""
+
+
+class ImageRefError(SnapshotError):
+    """An image reference (`MODEL[:VERSION]`) or a store URI is malformed."""
+
+
+class BuildError(SnapshotError):
+    """A model version directory cannot be turned into an image."""
+
+
+class ImageNotFound(SnapshotError):
+    """No image exists for the requested model, version and target."""
+
+
+class IntegrityError(SnapshotError):
+    """Stored bytes do not match their manifest's size or digest."""
+
+    def __init__(self, message: str, *, digest: str | None = None) -> None:
+        super().__init__(message)
+        self.digest = digest
+
+
+class SnapshotStoreError(SnapshotError):
+    """A store failed (network, permissions, disk full, throttled past the retry budget)."""
+
+
+class StoreTimeout(SnapshotStoreError):
+    """A store stopped answering within its connect or read timeout."""

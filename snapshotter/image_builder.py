@@ -1,0 +1,151 @@
+"""Build an image from a Triton model version directory: extract, lay out, hash, store."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from snapshotter.errors import BuildError
+from snapshotter.image_ref import check_model_name, check_target, check_version
+from snapshotter.manifest import ALIGNMENT, ChunkEntry, Manifest, TensorEntry, align_up
+from snapshotter.source_digest import source_digest
+from snapshotter.sources import ExtractedModel, SourceTensor
+from snapshotter.stores.base import ImageStore
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CHUNK_BYTES = 256 << 20
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where the layout put one tensor: chunk index and aligned offset inside it."""
+
+    chunk: int
+    offset: int
+
+
+def plan_layout(sizes: list[int], max_chunk_bytes: int) -> tuple[list[Placement], list[int]]:
+    """Pack tensors in order into chunks of at most `max_chunk_bytes` (a larger tensor gets a
+    chunk of its own); every offset is 4 KiB aligned. Returns placements and chunk sizes."""
+    placements: list[Placement] = []
+    chunk_sizes: list[int] = []
+    used = None
+    for size in sizes:
+        start = 0 if used is None else align_up(used, ALIGNMENT)
+        if used is None or (start + size > max_chunk_bytes and used > 0):
+            chunk_sizes.append(0)
+            start = 0
+        placements.append(Placement(len(chunk_sizes) - 1, start))
+        used = start + size
+        chunk_sizes[-1] = used
+    return placements, chunk_sizes
+
+
+def pick_source(version_dir: Path) -> Callable[[], ExtractedModel]:
+    """The reader for the model file Triton would load from `version_dir`."""
+    if (version_dir / "model.onnx").is_file():
+        from snapshotter.sources.onnx_source import extract_onnx
+
+        return lambda: extract_onnx(version_dir / "model.onnx")
+    if (version_dir / "model.pt").is_file():
+        from snapshotter.sources.torchscript_source import extract_torchscript
+
+        return lambda: extract_torchscript(version_dir / "model.pt")
+    safetensors = sorted(version_dir.glob("*.safetensors"))
+    if safetensors:
+        from snapshotter.sources.safetensors_source import extract_safetensors
+
+        return lambda: extract_safetensors(safetensors)
+    raise BuildError(f"{version_dir}: no model.onnx, model.pt or *.safetensors to build from")
+
+
+def build_image(
+    version_dir: Path,
+    store: ImageStore,
+    *,
+    model: str | None = None,
+    version: str | None = None,
+    target: str = "cpu",
+    max_chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    hash_threads: int = 2,
+) -> Manifest:
+    """Build the image of one model version into `store` and return its manifest.
+
+    `model` and `version` default to the directory names (`<repo>/<model>/<version>`).
+    Chunks already in the store (same digest) are not written again.
+    """
+    version_dir = Path(version_dir)
+    model = check_model_name(model or version_dir.resolve().parent.name)
+    version = check_version(version or version_dir.name)
+    check_target(target)
+    start = time.perf_counter()
+    digest = source_digest(version_dir)
+    extracted = pick_source(version_dir)()
+    chunks, tensors = _write_weights(extracted.tensors, store, max_chunk_bytes, hash_threads)
+    artifacts = {name: _put_blob(store, data) for name, data in extracted.artifacts.items()}
+    manifest = Manifest(
+        model=model,
+        version=version,
+        target=target,
+        source_digest=digest,
+        framework=extracted.framework,
+        framework_versions=extracted.framework_versions,
+        chunks=tuple(chunks),
+        tensors=tuple(tensors),
+        artifacts=artifacts,
+    )
+    Manifest.from_json(manifest.to_json())  # what we write must pass our own reader
+    store.write_manifest(manifest.ref, manifest.to_json())
+    logger.info(
+        "built image model=%s version=%s target=%s tensors=%d bytes=%d in %.2fs",
+        model, version, target, len(tensors), manifest.weight_bytes, time.perf_counter() - start,
+    )  # fmt: skip
+    return manifest
+
+
+def _write_weights(
+    source: list[SourceTensor], store: ImageStore, max_chunk_bytes: int, threads: int
+) -> tuple[list[ChunkEntry], list[TensorEntry]]:
+    placements, sizes = plan_layout([t.array.nbytes for t in source], max_chunk_bytes)
+    by_chunk: dict[int, list[tuple[SourceTensor, Placement]]] = {}
+    for tensor, place in zip(source, placements, strict=True):
+        by_chunk.setdefault(place.chunk, []).append((tensor, place))
+    # Chunks are packed one at a time and hashed + stored in threads, at most `threads`
+    # in flight, so building a large model holds only a few chunks beyond the source.
+    futures: list[Future[ChunkEntry]] = []
+    with ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="thaw-build") as ex:
+        for index, size in enumerate(sizes):
+            if len(futures) >= threads:
+                futures[-threads].result()
+            buffer = _pack(by_chunk.get(index, []), size)
+            futures.append(ex.submit(_put_blob, store, buffer))
+        chunks = [f.result() for f in futures]
+    tensors = [
+        TensorEntry(t.name, t.dtype, tuple(t.array.shape), p.chunk, p.offset, t.array.nbytes)
+        for t, p in zip(source, placements, strict=True)
+    ]
+    return chunks, tensors
+
+
+def _pack(items: list[tuple[SourceTensor, Placement]], size: int) -> np.ndarray:
+    buffer = np.zeros(size, dtype=np.uint8)
+    for tensor, place in items:
+        flat = np.ascontiguousarray(tensor.array).reshape(-1).view(np.uint8)
+        buffer[place.offset : place.offset + flat.nbytes] = flat
+    return buffer
+
+
+def _put_blob(store: ImageStore, data: bytes | np.ndarray) -> ChunkEntry:
+    view = memoryview(data if isinstance(data, bytes) else data.data).cast("B")
+    digest = hashlib.sha256(view).hexdigest()
+    if store.chunk_size(digest) != len(view):
+        store.write_chunk(digest, view)
+    return ChunkEntry(digest=digest, size=len(view))

@@ -1,0 +1,320 @@
+"""`ImageLoader`: find an image, then restore it into an arena from host memory, cache or store.
+
+Order of tiers: host memory (one copy) → node-local cache (parallel `preadv` of verified
+chunks) → store (parallel ranged GETs into the arena, teed into the cache, under a per-image
+lock so concurrent cold starts download once). Bytes from a store are always checked against
+their digest before they are served or cached.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from snapshotter.arena import Arena
+from snapshotter.errors import ImageNotFound, IntegrityError, SnapshotError
+from snapshotter.host_cache import Clock, HostCache
+from snapshotter.image_ref import ImageRef, resolve_target
+from snapshotter.manifest import ChunkEntry, Manifest, align_up
+from snapshotter.parallel_read import ReadJob, read_into
+from snapshotter.pvc_cache import NodeCache
+from snapshotter.restored_image import RestoredImage
+from snapshotter.stores import ImageStore, open_store
+
+logger = logging.getLogger(__name__)
+
+
+def check_chunk(chunk: ChunkEntry, data: memoryview) -> None:
+    """Raise `IntegrityError` naming the chunk unless `data` has its size and digest."""
+    if len(data) != chunk.size:
+        raise IntegrityError(
+            f"chunk {chunk.digest} is {len(data)} bytes, expected {chunk.size}", digest=chunk.digest
+        )
+    if hashlib.sha256(data).hexdigest() != chunk.digest:
+        raise IntegrityError(f"chunk {chunk.digest} does not match its digest", digest=chunk.digest)
+
+
+class ImageLoader:
+    """Finds and restores images for one runtime process (blocking; call it in a thread).
+
+    `store_uri` is `s3://bucket/prefix` or a directory; `cache_dir` the node-local cache.
+    `verify="marker"` trusts cache chunks whose verified marker still matches the file
+    (size, mtime, inode); `verify="full"` re-hashes every chunk on every restore.
+    `store` (an already configured adapter) replaces `store_uri` when given.
+    """
+
+    def __init__(
+        self,
+        store_uri: str | None,
+        cache_dir: Path | None,
+        target: str = "cpu",
+        *,
+        read_threads: int = 4,
+        verify: str = "marker",
+        max_cache_bytes: int | None = None,
+        host_retention_s: float = 0.0,
+        host_max_bytes: int = 0,
+        clock: Clock = time.monotonic,
+        store: ImageStore | None = None,
+    ) -> None:
+        if verify not in ("marker", "full"):
+            raise SnapshotError(f"`verify` = {verify!r}, must be one of marker, full")
+        self.target = resolve_target(target)
+        if store is None and store_uri:
+            store = open_store(store_uri, read_threads=read_threads)
+        self.store = store
+        self.cache = NodeCache(Path(cache_dir), max_bytes=max_cache_bytes) if cache_dir else None
+        self.read_threads, self.verify = read_threads, verify
+        self.host = HostCache(retention_s=host_retention_s, max_bytes=host_max_bytes, clock=clock)
+
+    # -- find ------------------------------------------------------------------------------
+    def find(self, model: str, version: str, source_digest: str | None) -> ImageRef | None:
+        """The image of this model version for our target, if one was built from files with
+        `source_digest` (None accepts any); None when there is none or its manifest is bad."""
+        try:
+            ref = ImageRef(model, str(version), self.target)
+            manifest = self.manifest(ref)
+        except ImageNotFound:
+            return None
+        except SnapshotError as exc:
+            logger.warning("image unusable model=%s version=%s: %s", model, version, exc)
+            return None
+        if source_digest is not None and manifest.source_digest != source_digest:
+            logger.info("image is stale model=%s version=%s", model, version)
+            return None
+        return ref
+
+    def manifest(self, ref: ImageRef) -> Manifest:
+        """The validated manifest of `ref` from the cache, else from the store."""
+        for tier in (self.cache.store if self.cache else None, self.store):
+            if tier is None:
+                continue
+            try:
+                manifest = Manifest.from_json(tier.read_manifest(ref))
+            except ImageNotFound:
+                continue
+            if manifest.ref != ref:
+                raise SnapshotError(f"manifest at {ref.key} describes {manifest.ref}")
+            return manifest
+        raise ImageNotFound(f"no image {ref}")
+
+    # -- restore ---------------------------------------------------------------------------
+    def restore(
+        self, ref: ImageRef, arena: Arena | None = None, *, device: str | None = None
+    ) -> RestoredImage:
+        """Restore `ref` into `arena` (or a new one when absent or too small); with
+        `device="cuda:N"`, into one arena on that GPU through a pinned staging ring instead."""
+        start = time.perf_counter()
+        manifest = self.manifest(ref)
+        if device is not None and device.startswith("cuda"):
+            return self._restore_device(manifest, device, start)
+        mdigest = hashlib.sha256(manifest.to_json()).hexdigest()
+        if arena is None or arena.nbytes < manifest.arena_bytes:
+            arena = Arena(manifest.arena_bytes)
+        timings: dict[str, float] = {"fetch": 0.0, "read": 0.0, "verify": 0.0}
+        # Artifacts travel with the chunks (same read, verify, fetch and lock path), so a
+        # concurrent cold start never downloads them a second time.
+        blobs = {name: bytearray(c.size) for name, c in manifest.artifacts.items()}
+        dests = {c.digest: memoryview(blobs[n]) for n, c in manifest.artifacts.items()}
+        entries = list(manifest.artifacts.values())
+        kept = self.host.get(ref, mdigest)
+        if kept is not None:
+            t0 = time.perf_counter()
+            arena.array[: manifest.arena_bytes] = kept.array[: manifest.arena_bytes]
+            timings["read"] = time.perf_counter() - t0
+        else:
+            entries += manifest.chunks
+            for chunk, base in zip(manifest.chunks, manifest.chunk_bases, strict=True):
+                dests[chunk.digest] = arena.memoryview(base, chunk.size)
+        fetched = self._restore_entries(manifest, entries, dests, timings)
+        source = "host" if kept is not None else ("store" if fetched else "cache")
+        artifacts = {name: bytes(blob) for name, blob in blobs.items()}
+        if self.cache is not None and source != "cache":
+            self.cache.store.write_manifest(ref, manifest.to_json())
+        self.host.put(ref, mdigest, arena)
+        timings["total"] = time.perf_counter() - start
+        logger.info(
+            "restored model=%s version=%s from=%s bytes=%d total=%.3fs",
+            ref.model, ref.version, source, manifest.weight_bytes, timings["total"],
+        )  # fmt: skip
+        return RestoredImage(
+            ref, manifest, arena, _views(manifest, arena), artifacts, timings, source
+        )
+
+    def _restore_device(self, manifest: Manifest, device: str, start: float) -> RestoredImage:
+        from snapshotter.cuda_restore import DeviceJob, device_views, restore_to_device
+
+        if self.cache is None:
+            raise SnapshotError("restoring to a GPU reads from the node cache: give a cache dir")
+        store = self.cache.store
+        timings: dict[str, float] = {"fetch": 0.0, "read": 0.0, "verify": 0.0}
+        blobs = {name: bytearray(c.size) for name, c in manifest.artifacts.items()}
+        dests = {c.digest: memoryview(blobs[n]) for n, c in manifest.artifacts.items()}
+        # Chunks not yet verified in the cache go through host memory once (fetch or hash);
+        # after that every chunk streams from its cache file to the device.
+        todo = [c for c in manifest.chunks if not store.is_verified(c.digest, c.size)]
+        staging = Arena(sum(align_up(c.size) for c in todo))
+        pos = 0
+        for chunk in todo:
+            dests[chunk.digest] = staging.memoryview(pos, chunk.size)
+            pos += align_up(chunk.size)
+        entries = [*manifest.artifacts.values(), *todo]
+        fetched = self._restore_entries(manifest, entries, dests, timings)
+        del staging, dests
+        bases = manifest.chunk_bases
+        jobs = [
+            DeviceJob(store.chunk_file(c.digest), 0, c.size, base, c.digest)
+            for c, base in zip(manifest.chunks, bases, strict=True)
+        ]
+        device_arena, copy = restore_to_device(jobs, manifest.arena_bytes, device)
+        timings.update(copy)
+        views = device_views(
+            device_arena,
+            [
+                (t.name, bases[t.chunk] + t.offset, t.dtype, t.shape, t.nbytes)
+                for t in manifest.tensors
+            ],
+        )
+        timings["total"] = time.perf_counter() - start
+        artifacts = {name: bytes(blob) for name, blob in blobs.items()}
+        source = "store" if fetched else "cache"
+        return RestoredImage(
+            manifest.ref, manifest, Arena(0), {}, artifacts, timings, source, device, views
+        )
+
+    def _restore_entries(
+        self,
+        manifest: Manifest,
+        entries: list[ChunkEntry],
+        dests: dict[str, memoryview],
+        timings: dict[str, float],
+    ) -> bool:
+        """Fill `dests` for `entries` from the cache, else the store; True if any was fetched."""
+        cached, missing = self._split(tuple(entries))
+        if cached:
+            missing += self._read_cached(cached, dests, timings)
+        return bool(missing) and self._fetch_missing(manifest, missing, dests, timings) > 0
+
+    def _split(self, chunks: tuple[ChunkEntry, ...]) -> tuple[list[ChunkEntry], list[ChunkEntry]]:
+        if self.cache is None:
+            return [], list(chunks)
+        local = [c for c in chunks if self.cache.store.chunk_size(c.digest) == c.size]
+        return local, [c for c in chunks if c not in local]
+
+    def _read_cached(
+        self, chunks: list[ChunkEntry], dests: dict[str, memoryview], timings: dict[str, float]
+    ) -> list[ChunkEntry]:
+        """Read cached chunks into the arena; return those that failed verification (deleted)."""
+        if self.cache is None:
+            raise SnapshotError("no cache configured")
+        store = self.cache.store
+        trusted = {
+            c.digest
+            for c in chunks
+            if self.verify == "marker" and store.is_verified(c.digest, c.size)
+        }
+        jobs = [ReadJob(store.chunk_file(c.digest), 0, dests[c.digest], c.digest) for c in chunks]
+        t0 = time.perf_counter()
+        try:
+            read_into(jobs, threads=self.read_threads)
+        except IntegrityError as exc:  # truncated/removed between stat and read
+            logger.warning("cache entry unreadable, refetching: %s", exc)
+            return [c for c in chunks if c.digest not in trusted] or list(chunks)
+        timings["read"] += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        bad = self._verify_parallel([c for c in chunks if c.digest not in trusted], dests)
+        timings["verify"] += time.perf_counter() - t0
+        for chunk in chunks:
+            if chunk in bad:
+                logger.warning("cache chunk %s is corrupt; deleted, refetching", chunk.digest)
+                store.delete_chunk(chunk.digest)
+            elif chunk.digest not in trusted:
+                store.mark_verified(chunk.digest)
+            store.touch(chunk.digest)
+        return bad
+
+    def _verify_parallel(
+        self, chunks: list[ChunkEntry], dests: dict[str, memoryview]
+    ) -> list[ChunkEntry]:
+        def ok(chunk: ChunkEntry) -> bool:
+            try:
+                check_chunk(chunk, dests[chunk.digest])
+            except IntegrityError:
+                return False
+            return True
+
+        with ThreadPoolExecutor(
+            max_workers=max(1, self.read_threads), thread_name_prefix="thaw-verify"
+        ) as ex:
+            results = list(ex.map(ok, chunks))
+        return [c for c, good in zip(chunks, results, strict=True) if not good]
+
+    def _fetch_missing(
+        self,
+        manifest: Manifest,
+        missing: list[ChunkEntry],
+        dests: dict[str, memoryview],
+        timings: dict[str, float],
+    ) -> int:
+        if self.store is None:
+            names = ", ".join(c.digest for c in missing)
+            raise IntegrityError(
+                f"image {manifest.ref}: chunks missing or corrupt and no store: {names}",
+                digest=missing[0].digest,
+            )
+        t0 = time.perf_counter()
+        if self.cache is None:
+            still = missing
+            self._fetch_all(still, dests)
+        else:
+            # The lock makes a concurrent cold start of the same image wait here, then read
+            # what this one cached instead of downloading it again.
+            with self.cache.image_lock(manifest.ref):
+                self.cache.make_room(
+                    sum(c.size for c in missing),
+                    keep=frozenset(manifest.all_digests()),
+                    now=time.time(),
+                )
+                local, still = self._split(tuple(missing))
+                if local:
+                    still += self._read_cached(local, dests, timings)
+                self._fetch_all(still, dests)
+        timings["fetch"] += time.perf_counter() - t0
+        return len(still)
+
+    def _fetch_all(self, chunks: list[ChunkEntry], dests: dict[str, memoryview]) -> None:
+        # Two chunks in flight: one chunk's digest check overlaps the next one's download.
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="thaw-fetch") as ex:
+            for future in [ex.submit(self._fetch_one, c, dests[c.digest]) for c in chunks]:
+                future.result()
+
+    def _fetch_one(self, chunk: ChunkEntry, dest: memoryview) -> None:
+        """Ranged GETs straight into `dest`, teed into the cache file; published only if valid."""
+        if self.store is None:
+            raise SnapshotError("no store configured")
+        fill = self.cache.begin_fill(chunk.digest, chunk.size) if self.cache else None
+        try:
+            on_bytes = (
+                None if fill is None else (lambda off, n: fill.write(off, dest[off : off + n]))
+            )
+            self.store.read_chunk_into(chunk.digest, dest, on_bytes=on_bytes)
+            check_chunk(chunk, dest)
+        except BaseException:
+            if fill is not None:
+                fill.abort()
+            raise
+        if fill is not None:
+            fill.commit()
+
+
+def _views(manifest: Manifest, arena: Arena) -> dict[str, np.ndarray]:
+    bases = manifest.chunk_bases
+    return {
+        t.name: arena.view(bases[t.chunk] + t.offset, t.nbytes, t.dtype, t.shape)
+        for t in manifest.tensors
+    }

@@ -1,0 +1,25 @@
+"""Image store adapters and the one function that turns a store URI into one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from snapshotter.errors import ImageRefError
+from snapshotter.stores.base import ImageStore, OnBytes
+from snapshotter.stores.dir_store import DirStore
+
+__all__ = ["DirStore", "ImageStore", "OnBytes", "open_store"]
+
+
+def open_store(uri: str, *, read_threads: int = 8) -> ImageStore:
+    """`s3://bucket[/prefix]` (boto3's standard configuration), `file:///dir` or a directory."""
+    if uri.startswith("s3://"):
+        from snapshotter.stores.s3_store import S3Config, S3Store
+
+        return S3Store(uri, S3Config(max_parallel=read_threads))
+    if "://" in uri and not uri.startswith("file://"):
+        raise ImageRefError(f"store URI {uri!r}: use s3://bucket/prefix or a directory")
+    path = uri.removeprefix("file://")
+    if not path:
+        raise ImageRefError("store URI is empty")
+    return DirStore(Path(path), read_threads=read_threads)

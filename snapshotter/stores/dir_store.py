@@ -1,0 +1,167 @@
+"""A directory image store: atomic writes (temp + rename) and verified-chunk markers."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+
+from snapshotter.content_address import check_digest, chunk_path
+from snapshotter.errors import (
+    ImageNotFound,
+    ImageRefError,
+    IntegrityError,
+    ManifestError,
+    SnapshotStoreError,
+)
+from snapshotter.image_ref import ImageRef
+from snapshotter.parallel_read import ReadJob, read_into
+from snapshotter.stores.base import OnBytes
+
+logger = logging.getLogger(__name__)
+
+MANIFEST_NAME = "manifest.json"
+
+
+class DirStore:
+    """Images under `<root>/images/<model>/<version>/<target>/manifest.json`, chunks under
+    `<root>/chunks/<aa>/<digest>`.
+
+    A chunk whose bytes were checked against their digest gets a marker `<digest>.ok` holding
+    the file's size, mtime and inode; a later reader trusts the chunk only while they match, so
+    a truncated, rewritten or replaced file is never served as verified.
+    """
+
+    def __init__(self, root: Path, *, read_threads: int = 4, fsync: bool = True) -> None:
+        self.root = Path(root)
+        self.uri = str(self.root)
+        self.read_threads = read_threads
+        self.fsync = fsync
+
+    # -- manifests -------------------------------------------------------------------------
+    def read_manifest(self, ref: ImageRef) -> bytes:
+        path = self.root / ref.key / MANIFEST_NAME
+        try:
+            return path.read_bytes()
+        except FileNotFoundError as exc:
+            raise ImageNotFound(f"no image {ref} in {self.uri}") from exc
+        except OSError as exc:
+            raise SnapshotStoreError(f"cannot read {path}: {exc.strerror}") from exc
+
+    def write_manifest(self, ref: ImageRef, data: bytes) -> None:
+        self._atomic_write(self.root / ref.key / MANIFEST_NAME, [memoryview(data)])
+
+    def delete_manifest(self, ref: ImageRef) -> None:
+        (self.root / ref.key / MANIFEST_NAME).unlink(missing_ok=True)
+
+    def list_images(self) -> list[ImageRef]:
+        refs = []
+        for path in sorted(self.root.glob(f"images/*/*/*/{MANIFEST_NAME}")):
+            model, version, target = path.parts[-4:-1]
+            try:
+                refs.append(ImageRef(model, version, target))
+            except ImageRefError:
+                logger.warning("ignoring a manifest at an invalid path %s", path)
+        return refs
+
+    # -- chunks ----------------------------------------------------------------------------
+    def chunk_file(self, digest: str) -> Path:
+        return chunk_path(self.root, digest)
+
+    def chunk_size(self, digest: str) -> int | None:
+        try:
+            return self.chunk_file(digest).stat().st_size
+        except FileNotFoundError:
+            return None
+
+    def read_chunk_into(self, digest: str, dest: memoryview, *, on_bytes: OnBytes | None) -> None:
+        size = self.chunk_size(digest)
+        if size is not None and size != len(dest):
+            msg = f"chunk {digest} is {size} bytes, expected {len(dest)}"
+            raise IntegrityError(msg, digest=digest)
+        job = ReadJob(self.chunk_file(digest), 0, dest, digest)
+        callback = None if on_bytes is None else (lambda _j, off, n: on_bytes(off, n))
+        read_into([job], threads=self.read_threads, on_piece=callback)
+
+    def write_chunk(self, digest: str, data: memoryview) -> None:
+        path = self.chunk_file(digest)
+        self._atomic_write(path, [data])
+        self.mark_verified(digest)
+
+    def list_chunks(self) -> dict[str, int]:
+        found = {}
+        for path in self.root.glob("chunks/*/*"):
+            try:
+                digest = check_digest(path.name)
+            except ManifestError:
+                continue
+            found[digest] = path.stat().st_size
+        return found
+
+    def delete_chunk(self, digest: str) -> None:
+        path = self.chunk_file(digest)
+        path.unlink(missing_ok=True)
+        path.with_name(digest + ".ok").unlink(missing_ok=True)
+
+    # -- verified markers ------------------------------------------------------------------
+    def mark_verified(self, digest: str) -> None:
+        """Record that the chunk file as it is now matched its digest."""
+        st = self.chunk_file(digest).stat()
+        marker = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ino": st.st_ino}
+        self._atomic_write(self._marker(digest), [memoryview(json.dumps(marker).encode())])
+
+    def is_verified(self, digest: str, size: int) -> bool:
+        """True when the chunk exists with `size` bytes and is unchanged since verification."""
+        try:
+            st = self.chunk_file(digest).stat()
+            marker = json.loads(self._marker(digest).read_bytes())
+        except (OSError, ValueError):
+            return False
+        seen = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ino": st.st_ino}
+        return st.st_size == size and marker == seen
+
+    def touch(self, digest: str) -> None:
+        """Mark a chunk as just used (LRU order lives in the marker's mtime)."""
+        with contextlib.suppress(OSError):
+            os.utime(self._marker(digest))
+
+    def _marker(self, digest: str) -> Path:
+        return self.chunk_file(digest).with_name(digest + ".ok")
+
+    # -- atomic writes ---------------------------------------------------------------------
+    def temp_file(self, final: Path) -> tuple[int, Path]:
+        """Open a temp file next to `final` (same filesystem, so rename is atomic)."""
+        try:
+            final.parent.mkdir(parents=True, exist_ok=True)
+            fd, name = tempfile.mkstemp(prefix=f".{final.name[:16]}.", dir=final.parent)
+        except OSError as exc:
+            raise SnapshotStoreError(f"cannot write under {self.root}: {exc.strerror}") from exc
+        return fd, Path(name)
+
+    def commit(self, fd: int, temp: Path, final: Path) -> None:
+        """fsync (if configured), close and rename `temp` over `final`."""
+        try:
+            if self.fsync:
+                os.fsync(fd)
+            os.close(fd)
+            os.replace(temp, final)
+        except OSError as exc:
+            temp.unlink(missing_ok=True)
+            raise SnapshotStoreError(f"cannot write {final}: {exc.strerror}") from exc
+
+    def _atomic_write(self, final: Path, parts: list[memoryview]) -> None:
+        fd, temp = self.temp_file(final)
+        try:
+            for part in parts:
+                view = part.cast("B") if part.format != "B" else part
+                written = 0
+                while written < len(view):
+                    written += os.write(fd, view[written:])
+        except OSError as exc:
+            os.close(fd)
+            temp.unlink(missing_ok=True)
+            raise SnapshotStoreError(f"cannot write {final}: {exc.strerror}") from exc
+        self.commit(fd, temp, final)

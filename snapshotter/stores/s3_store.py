@@ -1,0 +1,328 @@
+"""S3 image store (boto3): parallel ranged GETs into the caller's buffer, checksummed uploads.
+
+boto3's standard configuration applies unchanged (`AWS_ENDPOINT_URL_S3`, region, credential
+chain). Every botocore exception is translated here, once, into the snapshotter's error tree.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from snapshotter.content_address import check_digest
+from snapshotter.errors import (
+    ImageNotFound,
+    ImageRefError,
+    IntegrityError,
+    ManifestError,
+    SnapshotStoreError,
+    StoreTimeout,
+)
+from snapshotter.image_ref import ImageRef
+from snapshotter.stores.base import OnBytes
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class S3Config:
+    """Transfer settings; sizes in bytes, times in seconds."""
+
+    max_parallel: int = 8
+    range_bytes: int = 8 << 20
+    part_bytes: int = 16 << 20
+    connect_timeout_s: float = 5.0
+    read_timeout_s: float = 30.0
+    max_attempts: int = 6
+    retry_mode: str = "adaptive"
+    stream_retries: int = 3
+
+    def __post_init__(self) -> None:
+        if self.retry_mode not in ("standard", "adaptive"):
+            raise SnapshotStoreError(
+                f"`retry_mode` = {self.retry_mode!r}, must be standard|adaptive"
+            )
+        if not 1 <= self.max_parallel <= 256:
+            raise SnapshotStoreError(f"`max_parallel` = {self.max_parallel}, must be in [1, 256]")
+        if self.part_bytes < 5 << 20:
+            raise SnapshotStoreError(f"`part_bytes` = {self.part_bytes}, must be >= {5 << 20}")
+
+
+def parse_s3_uri(uri: str) -> tuple[str, str]:
+    """`s3://bucket[/prefix]` -> (bucket, prefix without slashes at either end)."""
+    bucket, _, prefix = uri.removeprefix("s3://").partition("/")
+    if not bucket or any(c in bucket for c in " \\") or ".." in prefix.split("/"):
+        raise ImageRefError(f"store URI {uri!r}: expected s3://bucket[/prefix]")
+    return bucket, prefix.strip("/")
+
+
+class S3Store:
+    """Images at `<prefix>/images/<model>/<version>/<target>/manifest.json`, chunks (shared
+    between versions) at `<prefix>/chunks/<digest>`."""
+
+    def __init__(self, uri: str, config: S3Config | None = None, *, client: Any = None) -> None:
+        self.uri = uri
+        self.bucket, self.prefix = parse_s3_uri(uri)
+        self.config = config or S3Config()
+        self._client = client
+        self._client_lock = threading.Lock()
+
+    @property
+    def client(self) -> Any:
+        with self._client_lock:
+            if self._client is None:
+                self._client = self._make_client()
+            return self._client
+
+    def _make_client(self) -> Any:
+        import boto3
+        from botocore.config import Config
+
+        cfg = self.config
+        config = Config(
+            retries={"mode": cfg.retry_mode, "max_attempts": cfg.max_attempts},  # type: ignore[arg-type]
+            connect_timeout=cfg.connect_timeout_s,
+            read_timeout=cfg.read_timeout_s,
+            max_pool_connections=max(10, cfg.max_parallel * 2),
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+        )
+        with _translated("creating the S3 client"):
+            return boto3.session.Session().client("s3", config=config)
+
+    def _key(self, *parts: str) -> str:
+        return "/".join(p for p in (self.prefix, *parts) if p)
+
+    # -- manifests -------------------------------------------------------------------------
+    def read_manifest(self, ref: ImageRef) -> bytes:
+        key = self._key(ref.key, "manifest.json")
+        with _translated(
+            f"reading s3://{self.bucket}/{key}",
+            missing=ImageNotFound(f"no image {ref} in {self.uri}"),
+        ):
+            body = self.client.get_object(Bucket=self.bucket, Key=key)["Body"]
+            return bytes(body.read())
+
+    def write_manifest(self, ref: ImageRef, data: bytes) -> None:
+        self._put(self._key(ref.key, "manifest.json"), data)
+
+    def delete_manifest(self, ref: ImageRef) -> None:
+        with _translated("deleting a manifest"):
+            self.client.delete_object(Bucket=self.bucket, Key=self._key(ref.key, "manifest.json"))
+
+    def list_images(self) -> list[ImageRef]:
+        refs = []
+        for key in self._list(self._key("images") + "/"):
+            parts = key.split("/")
+            if parts[-1] != "manifest.json" or len(parts) < 4:
+                continue
+            try:
+                refs.append(ImageRef(*parts[-4:-1]))
+            except ImageRefError:
+                logger.warning("ignoring a manifest at an invalid key %s", key)
+        return refs
+
+    # -- chunks ----------------------------------------------------------------------------
+    def chunk_size(self, digest: str) -> int | None:
+        key = self._key("chunks", check_digest(digest))
+        with _translated(f"checking chunk {digest}", missing=None) as box:
+            head = self.client.head_object(Bucket=self.bucket, Key=key)
+            if "ContentLength" not in head:
+                raise SnapshotStoreError(f"S3 answered HEAD of chunk {digest} without a length")
+            box.value = int(head["ContentLength"])
+        return box.value
+
+    def read_chunk_into(self, digest: str, dest: memoryview, *, on_bytes: OnBytes | None) -> None:
+        """Parallel ranged GETs, each landing directly in its slice of `dest`."""
+        key = self._key("chunks", check_digest(digest))
+        step = self.config.range_bytes
+        ranges = [(off, min(step, len(dest) - off)) for off in range(0, len(dest), step)]
+        workers = min(self.config.max_parallel, max(1, len(ranges)))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="thaw-s3") as pool:
+            futures = [
+                pool.submit(self._get_range, key, digest, dest, o, n, on_bytes) for o, n in ranges
+            ]
+            for future in futures:
+                future.result()
+
+    def _get_range(
+        self,
+        key: str,
+        digest: str,
+        dest: memoryview,
+        offset: int,
+        nbytes: int,
+        on_bytes: OnBytes | None,
+    ) -> None:
+        from botocore.exceptions import (
+            IncompleteReadError,
+            ReadTimeoutError,
+            ResponseStreamingError,
+        )
+
+        # botocore retries requests, not bodies: a reset or stall mid-body is retried here.
+        for attempt in range(1, self.config.stream_retries + 1):
+            try:
+                self._get_range_once(key, digest, dest[offset : offset + nbytes], offset)
+                break
+            except (ResponseStreamingError, ReadTimeoutError, IncompleteReadError) as exc:
+                if attempt == self.config.stream_retries:
+                    with _translated(f"reading chunk {digest}"):
+                        raise exc
+                logger.debug("retrying range %d of chunk %s after %s", offset, digest, exc)
+        if on_bytes is not None:
+            on_bytes(offset, nbytes)
+
+    def _get_range_once(self, key: str, digest: str, view: memoryview, offset: int) -> None:
+        want = len(view)
+        with _translated(
+            f"reading chunk {digest}",
+            missing=IntegrityError(f"chunk {digest} is missing from {self.uri}", digest=digest),
+        ):
+            resp = self.client.get_object(
+                Bucket=self.bucket, Key=key, Range=f"bytes={offset}-{offset + want - 1}"
+            )
+        if int(resp.get("ContentLength", -1)) != want:
+            resp["Body"].close()
+            raise IntegrityError(
+                f"chunk {digest} is shorter than its manifest says (range at {offset})",
+                digest=digest,
+            )
+        body, got = resp["Body"], 0
+        try:
+            while got < want:
+                n = body.readinto(view[got:])
+                if not n:
+                    raise IntegrityError(
+                        f"chunk {digest} was truncated at byte {offset + got}", digest=digest
+                    )
+                got += n
+        finally:
+            body.close()
+
+    def write_chunk(self, digest: str, data: memoryview) -> None:
+        key = self._key("chunks", check_digest(digest))
+        if len(data) <= self.config.part_bytes:
+            self._put(key, data, sha256_b64=_b64(bytes.fromhex(digest)))
+        else:
+            self._multipart(key, data)
+
+    def list_chunks(self) -> dict[str, int]:
+        out = {}
+        for key, size in self._list_sizes(self._key("chunks") + "/"):
+            try:
+                out[check_digest(key.rsplit("/", 1)[-1])] = size
+            except ManifestError:
+                continue
+        return out
+
+    def delete_chunk(self, digest: str) -> None:
+        with _translated(f"deleting chunk {digest}"):
+            self.client.delete_object(
+                Bucket=self.bucket, Key=self._key("chunks", check_digest(digest))
+            )
+
+    # -- plumbing --------------------------------------------------------------------------
+    def _put(self, key: str, data: bytes | memoryview, *, sha256_b64: str | None = None) -> None:
+        extra = {"ChecksumSHA256": sha256_b64} if sha256_b64 else {}
+        with _translated(f"writing s3://{self.bucket}/{key}"):
+            self.client.put_object(Bucket=self.bucket, Key=key, Body=bytes(data), **extra)
+
+    def _multipart(self, key: str, data: memoryview) -> None:
+        import hashlib
+
+        step = self.config.part_bytes
+        with _translated(f"uploading s3://{self.bucket}/{key}"):
+            upload = self.client.create_multipart_upload(
+                Bucket=self.bucket, Key=key, ChecksumAlgorithm="SHA256"
+            )
+        upload_id = upload["UploadId"]
+
+        def part(number: int) -> dict[str, Any]:
+            piece = bytes(data[(number - 1) * step : number * step])
+            checksum = _b64(hashlib.sha256(piece).digest())
+            with _translated(f"uploading part {number} of s3://{self.bucket}/{key}"):
+                resp = self.client.upload_part(
+                    Bucket=self.bucket, Key=key, UploadId=upload_id, PartNumber=number,
+                    Body=piece, ChecksumAlgorithm="SHA256", ChecksumSHA256=checksum,
+                )  # fmt: skip
+            return {"PartNumber": number, "ETag": resp["ETag"], "ChecksumSHA256": checksum}
+
+        count = (len(data) + step - 1) // step
+        try:
+            with ThreadPoolExecutor(max_workers=self.config.max_parallel) as pool:
+                parts = list(pool.map(part, range(1, count + 1)))
+            with _translated(f"completing s3://{self.bucket}/{key}"):
+                self.client.complete_multipart_upload(
+                    Bucket=self.bucket,
+                    Key=key,
+                    UploadId=upload_id,
+                    MultipartUpload={"Parts": parts},
+                )
+        except BaseException:
+            with _translated("aborting a multipart upload"):
+                self.client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
+            raise
+
+    def _list(self, prefix: str) -> list[str]:
+        return [key for key, _ in self._list_sizes(prefix)]
+
+    def _list_sizes(self, prefix: str) -> list[tuple[str, int]]:
+        out = []
+        with _translated(f"listing s3://{self.bucket}/{prefix}"):
+            for page in self.client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=prefix
+            ):
+                out += [(o["Key"], int(o["Size"])) for o in page.get("Contents", [])]
+        return out
+
+
+def _b64(raw: bytes) -> str:
+    return base64.b64encode(raw).decode()
+
+
+class _Box:
+    value: Any = None
+
+
+_MISSING_CODES = {"404", "NoSuchKey", "NotFound", "NoSuchBucket"}
+_sentinel = object()
+
+
+@contextmanager
+def _translated(what: str, *, missing: Any = _sentinel) -> Iterator[_Box]:
+    """Translate botocore exceptions. `missing`: an exception to raise for a 404, or a value
+    to leave in the yielded box instead of raising."""
+    from botocore.exceptions import (
+        BotoCoreError,
+        ClientError,
+        ConnectTimeoutError,
+        NoCredentialsError,
+        ReadTimeoutError,
+    )
+
+    box = _Box()
+    try:
+        yield box
+    except ClientError as exc:
+        code = str(exc.response.get("Error", {}).get("Code", ""))
+        if code in _MISSING_CODES and missing is not _sentinel and code != "NoSuchBucket":
+            if isinstance(missing, BaseException):
+                raise missing from exc
+            box.value = missing
+            return
+        raise SnapshotStoreError(f"{what}: S3 answered {code or 'an error'}: {exc}") from exc
+    except (ConnectTimeoutError, ReadTimeoutError) as exc:
+        raise StoreTimeout(f"{what}: S3 timed out ({exc})") from exc
+    except NoCredentialsError as exc:
+        raise SnapshotStoreError(
+            f"{what}: no AWS credentials found (env, profile or role)"
+        ) from exc
+    except BotoCoreError as exc:
+        raise SnapshotStoreError(f"{what}: {exc}") from exc

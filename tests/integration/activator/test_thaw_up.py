@@ -1,0 +1,268 @@
+"""`thaw up` with real replica processes, driven through tritonclient.http and raw HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import aiohttp
+import numpy as np
+import pytest
+import tritonclient.http as httpclient
+import tritonclient.http.aio as aioclient
+from tritonclient.utils import InferenceServerException
+
+from tests.integration.activator.conftest import UpProcess, pid_alive
+
+pytestmark = pytest.mark.integration
+
+
+def _add_sub_inputs(a: np.ndarray, b: np.ndarray) -> list[httpclient.InferInput]:
+    inputs = []
+    for name, value in (("INPUT0", a), ("INPUT1", b)):
+        tensor = httpclient.InferInput(name, list(value.shape), "FP32")
+        tensor.set_data_from_numpy(value, binary_data=True)
+        inputs.append(tensor)
+    return inputs
+
+
+def _identity_body(values: list[float]) -> dict[str, object]:
+    return {
+        "inputs": [{"name": "INPUT0", "shape": [len(values)], "datatype": "FP32", "data": values}]
+    }
+
+
+async def test_fifty_concurrent_requests_at_zero_all_succeed_with_one_scale_up(
+    up: UpProcess,
+) -> None:
+    assert up.model("add_sub")["state"] == "cold"
+    client = aioclient.InferenceServerClient(up.hostport)
+    try:
+        rng = np.random.default_rng(0)
+        pairs = [
+            (rng.random(4, dtype=np.float32), rng.random(4, dtype=np.float32)) for _ in range(50)
+        ]
+
+        async def one(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+            result = await client.infer("add_sub", _add_sub_inputs(a, b))
+            return result.as_numpy("OUTPUT0")
+
+        outputs = await asyncio.wait_for(asyncio.gather(*(one(a, b) for a, b in pairs)), 90)
+    finally:
+        await client.close()
+    for (a, b), out in zip(pairs, outputs, strict=True):
+        np.testing.assert_allclose(out, a + b, rtol=1e-6)
+    metrics = up.metrics()
+    assert 'thaw_replica_starts_total{model="add_sub",result="ok"} 1.0' in metrics
+    status = up.model("add_sub")
+    assert status["state"] == "warm"
+    assert status["replicas_ready"] == 1
+    assert status["last_cold_start_s"] > 0
+
+
+async def test_metadata_config_and_readiness_do_not_wake_the_model(up: UpProcess) -> None:
+    client = aioclient.InferenceServerClient(up.hostport)
+    try:
+        assert await client.is_server_ready()
+        assert await client.is_model_ready("onnx_add")
+        meta = await client.get_model_metadata("onnx_add")
+        config = await client.get_model_config("onnx_add")
+    finally:
+        await client.close()
+    assert meta["inputs"] == [{"name": "INPUT0", "datatype": "FP32", "shape": [-1, 4]}]
+    assert config["max_batch_size"] == 8
+    assert config["input"][0]["dims"] == [4]
+    assert up.model("onnx_add")["replicas_ready"] == 0
+
+
+async def test_onnx_model_wakes_serves_and_scales_to_zero_after_the_grace(up: UpProcess) -> None:
+    client = aioclient.InferenceServerClient(up.hostport)
+    try:
+        x = np.ones((2, 4), dtype=np.float32)
+        tensor = httpclient.InferInput("INPUT0", [2, 4], "FP32")
+        tensor.set_data_from_numpy(x)
+        first = (await client.infer("onnx_add", [tensor])).as_numpy("OUTPUT0")
+        second = (await client.infer("onnx_add", [tensor])).as_numpy("OUTPUT0")
+    finally:
+        await client.close()
+    assert first.shape == (2, 4)
+    np.testing.assert_array_equal(first, second)  # same random weights, same replica
+    pid = up.model("onnx_add")["replicas"][0]["pid"]
+    assert pid_alive(pid)
+    # Grace is 1 s: the replica drains and its process exits soon after.
+    up.wait_for(lambda: up.model("onnx_add")["state"] == "cold", 20, "scale to zero")
+    up.wait_for(lambda: not pid_alive(pid), 10, "the replica process to exit")
+    assert 'thaw_model_replicas{model="onnx_add",state="ready"} 0.0' in up.metrics()
+
+
+async def test_overflow_is_refused_at_once_with_503_and_retry_after(up: UpProcess) -> None:
+    url = f"{up.url}/v2/models/overflow/infer"
+    async with aiohttp.ClientSession() as session:
+
+        async def one() -> tuple[int, dict[str, object], str | None, float]:
+            start = time.monotonic()
+            async with session.post(url, json=_identity_body([1.0])) as r:
+                return (
+                    r.status,
+                    await r.json(),
+                    r.headers.get("Retry-After"),
+                    time.monotonic() - start,
+                )
+
+        results = await asyncio.wait_for(asyncio.gather(*(one() for _ in range(6))), 60)
+    statuses = sorted(r[0] for r in results)
+    refused = [r for r in results if r[0] == 503]
+    assert statuses.count(200) >= 2  # the two held ones are served
+    assert refused, statuses
+    for _, body, retry_after, elapsed in refused:
+        assert "max_held_requests" in str(body["error"])
+        assert retry_after == "1"
+        assert elapsed < 1.0  # immediate, not after waiting for the model
+
+
+async def test_model_that_cannot_load_gets_a_clear_error_and_recovers_once_fixed(
+    up: UpProcess, up_repo: Path
+) -> None:
+    url = f"{up.url}/v2/models/broken/infer"
+    async with aiohttp.ClientSession() as session:
+        start = time.monotonic()
+        async with session.post(url, json=_identity_body([1.0, 2.0])) as r:
+            assert r.status == 503
+            error = (await r.json())["error"]
+        assert time.monotonic() - start < 20
+        assert "broken" in error and "not FIXED" in error  # the model's own load error
+        async with session.get(f"{up.url}/v2/models/broken/ready") as r:
+            assert r.status == 503  # honest: the last wake-up failed
+        (up_repo / "broken" / "FIXED").write_text("ok")
+        try:
+            async with session.post(url, json=_identity_body([1.0, 2.0])) as r:
+                assert r.status == 200, await r.text()
+                body = await r.json()
+        finally:
+            (up_repo / "broken" / "FIXED").unlink()
+    assert body["outputs"][0]["data"] == [1.0, 2.0]
+    assert 'thaw_replica_starts_total{model="broken",result="failed"} 1.0' in up.metrics()
+
+
+async def test_replica_killed_mid_request_gives_502_then_recovers(up: UpProcess) -> None:
+    url = f"{up.url}/v2/models/slow/infer"
+    async with aiohttp.ClientSession() as session:
+        async with session.post(url, json=_identity_body([5.0])) as r:  # wake it (3 s execute)
+            assert r.status == 200
+        request = asyncio.create_task(session.post(url, json=_identity_body([6.0])))
+        await asyncio.to_thread(
+            up.wait_for,
+            lambda: up.model("slow")["in_flight"] == 1,
+            10,
+            "the request to be in flight",
+        )
+        pid = up.model("slow")["replicas"][0]["pid"]
+        os.kill(pid, signal.SIGKILL)
+        killed_at = time.monotonic()
+        response = await asyncio.wait_for(request, 10)
+        assert response.status == 502
+        assert "replica" in (await response.json())["error"]
+        assert time.monotonic() - killed_at < 2.0  # prompt, not after the 3 s execute
+        response.release()
+        async with session.post(url, json=_identity_body([7.0])) as r:
+            assert r.status == 200
+            assert (await r.json())["outputs"][0]["data"] == [7.0]
+    assert up.model("slow")["replicas"][0]["pid"] != pid
+
+
+def test_thaw_status_prints_a_table(up: UpProcess) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "thaw.cli", "status", "--url", up.url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    header, *rows = out.splitlines()
+    assert header.split()[:2] == ["MODEL", "STATE"]
+    names = {row.split()[0]: row.split()[1] for row in rows if not row.startswith("warm pool")}
+    assert set(names) >= {"add_sub", "onnx_add", "overflow", "slow", "broken"}
+    assert set(names.values()) <= {"cold", "waking", "warm", "draining"}
+    assert "warm pool:" in out
+
+
+def test_thaw_status_against_nothing_fails_cleanly() -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "thaw.cli",
+            "status",
+            "--url",
+            "http://127.0.0.1:9",
+            "--timeout-s",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert "cannot read" in result.stderr
+
+
+def test_invalid_setting_refused_at_start_up(tmp_path: Path, up_repo: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "thaw.cli", "up", str(up_repo), "--stable-window-s", "3"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "`--stable-window-s` = 3, must be in [6, 3600]" in result.stderr
+
+
+async def test_sigterm_drains_in_flight_requests_and_stops_every_replica(
+    tmp_path: Path,
+) -> None:
+    from tests.fixtures.models import make_onnx_add, make_slow_execute
+
+    make_slow_execute(tmp_path, "slow", delay_s=1.5)
+    make_onnx_add(tmp_path)
+    up = UpProcess(
+        tmp_path,
+        "--warm-pool", "1",
+        "--preload-frameworks", "",
+        "--cache", str(tmp_path / "cache"),
+    )  # fmt: skip
+    try:
+        # Without --store, images are built into the cache in the background.
+        up.wait_for(
+            lambda: (
+                up.get("/thaw/status")["image_builds"].get("onnx_add") not in (None, "building")
+            ),
+            60,
+            "the background image build",
+        )
+        builds = up.get("/thaw/status")["image_builds"]
+        url = f"{up.url}/v2/models/slow/infer"
+        async with aiohttp.ClientSession() as session:
+
+            async def one(v: float) -> tuple[int, object]:
+                async with session.post(url, json=_identity_body([v])) as r:
+                    return r.status, (await r.json()).get("outputs")
+
+            requests = [asyncio.create_task(one(float(i))) for i in range(3)]
+            await asyncio.to_thread(
+                up.wait_for, lambda: up.model("slow")["in_flight"] >= 1, 30, "requests in flight"
+            )
+            pids = [r["pid"] for r in up.model("slow")["replicas"]]
+            up.proc.send_signal(signal.SIGTERM)
+            results = await asyncio.wait_for(asyncio.gather(*requests), 30)
+        assert [status for status, _ in results] == [200, 200, 200]
+        assert await asyncio.to_thread(up.proc.wait, 30) == 0
+        assert not any(pid_alive(p) for p in pids)
+    finally:
+        up.stop()
+    print("image builds:", builds)
+    assert builds["onnx_add"] == "ok" or builds["onnx_add"].startswith(("failed", "could not"))

@@ -1,0 +1,150 @@
+"""`thaw serve` as a process: flags, THAW_LISTENING, warm-pool start, graceful SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures import model_repos
+from tests.fixtures.serve_process import ServeProcess
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def slow_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    repo = tmp_path_factory.mktemp("slow_repo")
+    model_repos.add_python_slow(repo)
+    model_repos.add_python_add_sub(repo)
+    return repo
+
+
+def _thaw(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "thaw.cli", "serve", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def _post(url: str, doc: dict, timeout: float = 30) -> tuple[int, dict]:  # type: ignore[type-arg]
+    request = urllib.request.Request(url, data=json.dumps(doc).encode(), method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, json.loads(response.read() or b"{}")
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"{}")
+    except (urllib.error.URLError, ConnectionError):
+        return 0, {}  # the server closed the connection
+
+
+def _slow_request(url: str, delay_s: float, results: list[tuple[int, dict]]) -> threading.Thread:  # type: ignore[type-arg]
+    doc = {"inputs": [{"name": "DELAY_S", "datatype": "FP32", "shape": [1], "data": [delay_s]}]}
+    thread = threading.Thread(
+        target=lambda: results.append(_post(url + "/v2/models/slow/infer", doc)), daemon=True
+    )
+    thread.start()
+    return thread
+
+
+def test_help_lists_the_flags_the_activator_uses() -> None:
+    proc = _thaw("--help")
+    assert proc.returncode == 0
+    for flag in (
+        "--port",
+        "--model-control-mode",
+        "--load-model",
+        "--preload-frameworks",
+        "--max-body-bytes",
+        "--arena-bytes",
+        "--cache",
+        "--store",
+        "THAW_LISTENING",
+    ):
+        assert flag in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--port", "70000"], "`port` = 70000, must be in [0, 65535]"),
+        (["--max-body-bytes", "10"], "`max_body_bytes` = 10, must be in"),
+        (["--preload-frameworks", "tensorflow"], "`preload_frameworks` = 'tensorflow'"),
+        (["--log-level", "loud"], "`log_level` = 'loud'"),
+    ],
+)
+def test_bad_flags_exit_2_naming_the_setting(
+    slow_repo: Path, args: list[str], message: str
+) -> None:
+    proc = _thaw(str(slow_repo), *args)
+    assert proc.returncode == 2
+    assert message in proc.stderr
+
+
+def test_missing_repository_exits_2(tmp_path: Path) -> None:
+    proc = _thaw(str(tmp_path / "nope"))
+    assert proc.returncode == 2
+    assert "not a directory" in proc.stderr
+
+
+def test_warm_pool_start_is_ready_with_nothing_loaded(
+    slow_repo: Path, start_serve: Callable[..., ServeProcess]
+) -> None:
+    server = start_serve(
+        slow_repo, "--model-control-mode", "explicit", "--preload-frameworks", "onnxruntime"
+    )
+    listening = [line for line in server.stdout_lines if line.startswith("THAW_LISTENING")]
+    assert listening == [f"THAW_LISTENING {server.url}"]
+    assert server.url.startswith("http://127.0.0.1:")
+    with urllib.request.urlopen(server.url + "/v2/health/ready", timeout=10) as response:
+        assert response.status == 200
+    status, _ = _post(server.url + "/v2/repository/index", {"ready": True})
+    assert status == 200
+    assert "preloaded framework onnxruntime" in server.logs()
+    status, body = _post(server.url + "/v2/repository/models/add_sub/load", {})
+    assert status == 200, body
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_signal_lets_in_flight_requests_finish_then_exits_0(
+    slow_repo: Path, start_serve: Callable[..., ServeProcess], signum: signal.Signals
+) -> None:
+    server = start_serve(slow_repo)
+    results: list[tuple[int, dict]] = []  # type: ignore[type-arg]
+    thread = _slow_request(server.url, 1.5, results)
+    time.sleep(0.5)  # the request is now inside the model
+    started = time.monotonic()
+    server.proc.send_signal(signum)
+    thread.join(30)
+    assert server.proc.wait(30) == 0
+    assert results == [(200, results[0][1])]
+    assert results[0][1]["outputs"][0]["data"] == [1.5]
+    assert time.monotonic() - started < 20
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(server.url + "/v2/health/live", timeout=5)
+
+
+def test_exit_timeout_bounds_a_stuck_request(
+    slow_repo: Path, start_serve: Callable[..., ServeProcess]
+) -> None:
+    server = start_serve(slow_repo, "--exit-timeout-secs", "1")
+    results: list[tuple[int, dict]] = []  # type: ignore[type-arg]
+    thread = _slow_request(server.url, 8.0, results)
+    time.sleep(0.5)
+    started = time.monotonic()
+    server.proc.send_signal(signal.SIGTERM)
+    assert server.proc.wait(30) == 0
+    assert time.monotonic() - started < 8.0, server.logs()
+    thread.join(10)
+    assert len(results) == 1 and results[0][0] != 200  # cut off, not answered after the limit

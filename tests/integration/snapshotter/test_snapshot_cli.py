@@ -1,0 +1,97 @@
+"""`thaw snapshot ...` as a user runs it: real subprocesses, a real S3 endpoint, exit codes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import BUCKET
+
+pytestmark = pytest.mark.integration
+
+
+def thaw(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "thaw.cli", "snapshot", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_build_push_ls_pull_verify_gc_through_s3(
+    model_repo: Path, tmp_path: Path, s3_env: dict[str, str]
+) -> None:
+    local, s3, cache = tmp_path / "store", f"s3://{BUCKET}/cli", tmp_path / "cache"
+    built = thaw("build", str(model_repo / "mlp_torchscript"), "--store", str(local))
+    assert built.returncode == 0, built.stderr
+    assert "built mlp_torchscript:1 (cpu)" in built.stdout
+
+    pushed = thaw("push", "mlp_torchscript", "--from", str(local), "--store", s3, env=s3_env)
+    assert pushed.returncode == 0, pushed.stderr
+    listed = thaw("ls", "--store", s3, env=s3_env)
+    assert listed.returncode == 0 and "mlp_torchscript" in listed.stdout
+    assert "torchscript" in listed.stdout
+
+    pulled = thaw("pull", "mlp_torchscript:1", "--store", s3, "--cache", str(cache), env=s3_env)
+    assert pulled.returncode == 0, pulled.stderr
+    ok = thaw("verify", "mlp_torchscript", "--cache", str(cache))
+    assert ok.returncode == 0 and ok.stdout.startswith("ok mlp_torchscript:1")
+
+    chunk = next(p for p in (cache / "chunks").glob("*/*") if not p.name.endswith(".ok"))
+    data = bytearray(chunk.read_bytes())
+    data[-1] ^= 0x01
+    chunk.write_bytes(bytes(data))
+    bad = thaw("verify", "mlp_torchscript:1", "--cache", str(cache))
+    assert bad.returncode == 1
+    assert chunk.name in bad.stderr and "Traceback" not in bad.stderr
+
+    orphan = local / "chunks" / "ab" / ("ab" * 32)
+    orphan.parent.mkdir(parents=True, exist_ok=True)
+    orphan.write_bytes(b"nobody references me")
+    dry = thaw("gc", "--store", str(local), "--dry-run")
+    assert dry.returncode == 0 and "would delete " + "ab" * 32 in dry.stdout
+    assert orphan.exists()
+    gc = thaw("gc", "--store", str(local))
+    assert gc.returncode == 0 and not orphan.exists()
+    assert thaw("verify", "mlp_torchscript", "--store", str(local)).returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["verify", "nosuchmodel", "--store", "{tmp}"], 1, "no image of 'nosuchmodel'"),
+        (["verify", "../etc:1", "--store", "{tmp}"], 1, "model name '../etc' is invalid"),
+        (["ls", "--store", "ftp://host/x"], 1, "use s3://bucket/prefix or a directory"),
+        (["build", "{tmp}/missing", "--store", "{tmp}"], 1, "is not a directory"),
+        (["build", "{tmp}", "--store", "{tmp}"], 1, "no numeric version directories"),
+        (["pull", "m:1", "--store", "{tmp}"], 2, "--cache"),
+        (["verify", "m:x", "--store", "{tmp}"], 1, "version 'x' is invalid"),
+    ],
+)
+def test_user_errors_are_one_line_and_non_zero(
+    args: list[str], code: int, message: str, tmp_path: Path
+) -> None:
+    result = thaw(*[a.replace("{tmp}", str(tmp_path)) for a in args])
+    assert result.returncode == code
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_s3_without_credentials_is_a_clear_error(tmp_path: Path, fault_proxy: object) -> None:
+    env = {
+        "AWS_ENDPOINT_URL_S3": getattr(fault_proxy, "url", ""),
+        "AWS_ACCESS_KEY_ID": "",
+        "AWS_SECRET_ACCESS_KEY": "",
+        "AWS_CONFIG_FILE": str(tmp_path / "none"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    result = thaw("ls", "--store", f"s3://{BUCKET}/x", env=env)
+    assert result.returncode == 1
+    assert "credentials" in result.stderr and "Traceback" not in result.stderr

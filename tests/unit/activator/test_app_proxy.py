@@ -1,0 +1,259 @@
+"""The activator app and its streaming proxy against a tiny in-test upstream replica."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from activator.app import build_app
+from activator.config import ActivatorConfig, ScaleSettings
+from activator.scaler.backend import StartedReplica
+
+HITS = web.AppKey("hits", list[str])
+
+CONFIG = """
+name: "{name}"
+backend: "python"
+max_batch_size: 0
+input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] }} ]
+output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] }} ]
+parameters {{ key: "thaw.max_held_requests" value {{ string_value: "4" }} }}
+"""
+
+
+async def upstream_infer(request: web.Request) -> web.StreamResponse:
+    request.app[HITS].append(request.path)
+    behave = request.headers.get("X-Behave", "")
+    if behave == "reset":
+        assert request.transport is not None
+        request.transport.abort()
+        return web.Response()
+    body = await request.read()
+    if behave == "die-mid-response":
+        resp = web.StreamResponse(headers={"Content-Length": str(10_000_000)})
+        await resp.prepare(request)
+        await resp.write(b"x" * 65536)
+        await asyncio.sleep(0.05)
+        assert request.transport is not None
+        request.transport.abort()
+        return resp
+    if behave == "gzip":
+        return web.Response(body=gzip.compress(body), headers={"Content-Encoding": "gzip"})
+    seen = {k.lower(): v for k, v in request.headers.items()}
+    resp = web.StreamResponse(headers={"X-Seen": json.dumps(seen), "Keep-Alive": "timeout=5"})
+    resp.content_type = "application/octet-stream"
+    await resp.prepare(request)
+    for i in range(0, len(body), 100_000):  # stream the echo back in pieces
+        await resp.write(body[i : i + 100_000])
+    await resp.write_eof()
+    return resp
+
+
+class UpstreamBackend:
+    """Every 'replica' is the one in-test upstream server."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.starts = 0
+        self.stopped: list[str] = []
+
+    async def start_replica(self, model: str, *, timeout_s: float) -> StartedReplica:
+        self.starts += 1
+        await asyncio.sleep(0.01)
+        return StartedReplica(f"{model}-{self.starts}", model, self.url, 0.0, 0.01)
+
+    async def wait_lost(self, replica_id: str) -> str:
+        await asyncio.Event().wait()
+        return "never"
+
+    async def stop_replica(self, replica_id: str, *, timeout_s: float) -> None:
+        self.stopped.append(replica_id)
+
+    async def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+async def upstream() -> AsyncIterator[TestServer]:
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app[HITS] = []
+    app.router.add_post("/v2/models/{model}/infer", upstream_infer)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    yield server
+    await server.close()
+
+
+@pytest.fixture
+async def activator(tmp_path: Path, upstream: TestServer) -> AsyncIterator[tuple[str, Any]]:
+    for name in ("m", "other"):
+        (tmp_path / name / "1").mkdir(parents=True)
+        (tmp_path / name / "config.pbtxt").write_text(CONFIG.format(name=name))
+    config = ActivatorConfig(
+        repository=tmp_path,
+        warm_pool=0,
+        build_images=False,
+        max_body_bytes=2_000_000,
+        defaults=ScaleSettings(activation_timeout_s=5),
+    )
+    backend = UpstreamBackend(str(upstream.make_url("")).rstrip("/"))
+    app = build_app(config, backend=backend)
+    server = TestServer(app, host="127.0.0.1", handler_cancellation=True)
+    await server.start_server()
+    yield str(server.make_url("")).rstrip("/"), backend
+    await server.close()
+
+
+async def test_infer_is_streamed_byte_exact_with_hop_by_hop_headers_stripped(
+    activator: tuple[str, UpstreamBackend],
+) -> None:
+    url, backend = activator
+    body = bytes(range(256)) * 4096  # 1 MiB of binary, as the binary tensor extension sends
+    headers = {
+        "Inference-Header-Content-Length": "17",
+        "Connection": "keep-alive, X-Secret",
+        "X-Secret": "hop",
+        "Keep-Alive": "timeout=3",
+        "X-Custom": "end-to-end",
+    }
+    async with (
+        aiohttp.ClientSession() as s,
+        s.post(f"{url}/v2/models/m/infer", data=body, headers=headers) as r,
+    ):
+        assert r.status == 200
+        assert await r.read() == body
+        seen = json.loads(r.headers["X-Seen"])
+        assert "Keep-Alive" not in r.headers  # upstream's hop-by-hop header stripped
+    assert seen["inference-header-content-length"] == "17"
+    assert seen["x-custom"] == "end-to-end"
+    assert "x-secret" not in seen and "keep-alive" not in seen
+    assert backend.starts == 1
+
+
+async def test_compressed_responses_pass_through_untouched(
+    activator: tuple[str, UpstreamBackend],
+) -> None:
+    url, _ = activator
+    async with aiohttp.ClientSession(auto_decompress=False) as s:
+        headers = {"X-Behave": "gzip"}
+        async with s.post(f"{url}/v2/models/m/infer", data=b"abc" * 100, headers=headers) as r:
+            assert r.headers["Content-Encoding"] == "gzip"
+            assert gzip.decompress(await r.read()) == b"abc" * 100
+
+
+async def test_metadata_config_ready_do_not_wake(activator: tuple[str, UpstreamBackend]) -> None:
+    url, backend = activator
+    async with aiohttp.ClientSession() as s:
+        for path in ["/v2/models/m", "/v2/models/m/versions/1", "/v2/models/m/config"]:
+            async with s.get(url + path) as r:
+                assert r.status == 200, path
+        async with s.get(f"{url}/v2/models/m/ready") as r:
+            assert r.status == 200
+        async with s.get(f"{url}/v2/models/m") as r:
+            meta = await r.json()
+        async with s.get(f"{url}/v2/models/m/stats") as r:
+            stats = await r.json()
+        async with s.post(f"{url}/v2/repository/index") as r:
+            index = await r.json()
+    assert meta["inputs"] == [{"name": "INPUT0", "datatype": "FP32", "shape": [4]}]
+    assert stats["model_stats"][0]["inference_count"] == 0
+    assert {e["name"] for e in index} == {"m", "other"}
+    assert backend.starts == 0  # nothing woke
+
+
+async def test_errors_are_json_with_the_right_status(
+    activator: tuple[str, UpstreamBackend],
+) -> None:
+    url, backend = activator
+    cases = [
+        ("GET", "/v2/models/nope", 404),
+        ("GET", "/v2/models/..%2Fetc/config", 404),
+        ("POST", "/v2/models/nope/infer", 404),
+        ("POST", "/v2/models/m/versions/9/infer", 404),
+        ("GET", "/v2/models/m/infer", 405),
+        ("GET", "/nowhere", 404),
+    ]
+    async with aiohttp.ClientSession() as s:
+        for method, path, status in cases:
+            async with s.request(method, url + path) as r:
+                assert r.status == status, path
+                assert "error" in await r.json()
+        big = b"0" * 2_000_001
+        async with s.post(f"{url}/v2/models/m/infer", data=big) as r:
+            assert r.status == 413
+            assert "limit" in (await r.json())["error"]
+    assert backend.starts == 0
+
+
+async def test_replica_reset_gives_prompt_502_and_leaves_rotation(
+    activator: tuple[str, UpstreamBackend], upstream: TestServer
+) -> None:
+    url, backend = activator
+    async with aiohttp.ClientSession() as s:
+        async with s.post(
+            f"{url}/v2/models/m/infer", data=b"x", headers={"X-Behave": "reset"}
+        ) as r:
+            assert r.status == 502
+            assert "replica" in (await r.json())["error"]
+        await asyncio.sleep(0.05)
+        assert backend.stopped == ["m-1"]  # out of rotation
+        async with s.post(f"{url}/v2/models/m/infer", data=b"y") as r:
+            assert r.status == 200  # a new replica serves the next request
+            assert await r.read() == b"y"
+    assert upstream.app is not None
+    assert len(upstream.app[HITS]) == 2  # the failed request was not replayed
+
+
+async def test_replica_dying_mid_response_never_looks_complete(
+    activator: tuple[str, UpstreamBackend],
+) -> None:
+    url, _ = activator
+    async with aiohttp.ClientSession() as s:
+        headers = {"X-Behave": "die-mid-response"}
+        with pytest.raises(aiohttp.ClientPayloadError):
+            async with s.post(f"{url}/v2/models/m/infer", data=b"x", headers=headers) as r:
+                await r.read()
+
+
+async def test_metrics_and_status(activator: tuple[str, UpstreamBackend]) -> None:
+    url, _ = activator
+    async with aiohttp.ClientSession() as s:
+        async with s.post(f"{url}/v2/models/m/infer", data=b"x") as r:
+            assert r.status == 200
+        async with s.get(f"{url}/metrics") as r:
+            text = await r.text()
+        async with s.get(f"{url}/thaw/status") as r:
+            status = await r.json()
+    assert 'thaw_model_replicas{model="m",state="ready"} 1.0' in text
+    assert 'thaw_held_requests{model="other"} 0.0' in text
+    assert 'thaw_cold_start_seconds_count{model="m",phase="total"} 1.0' in text
+    assert "thaw_activator_request_duration_seconds_bucket" in text
+    models = {m["model"]: m for m in status["models"]}
+    assert models["m"]["state"] == "warm"
+    assert models["other"]["state"] == "cold"
+    assert models["m"]["last_cold_start_s"] > 0
+
+
+async def test_unload_scales_to_zero_and_load_warms(
+    activator: tuple[str, UpstreamBackend],
+) -> None:
+    url, backend = activator
+    async with aiohttp.ClientSession() as s:
+        async with s.post(f"{url}/v2/repository/models/other/load") as r:
+            assert r.status == 200
+        assert backend.starts == 1
+        async with s.post(f"{url}/v2/repository/models/other/unload") as r:
+            assert r.status == 200
+        async with s.get(f"{url}/thaw/status") as r:
+            status = await r.json()
+    assert backend.stopped == ["other-1"]
+    assert {m["model"]: m["state"] for m in status["models"]}["other"] == "cold"

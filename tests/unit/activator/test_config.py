@@ -1,0 +1,104 @@
+"""Scale settings from flags and config.pbtxt; repository metadata without waking a model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from activator.config import ScaleSettings, validated
+from activator.errors import ConfigError, UnknownModel
+from activator.repository import Repository
+
+CONFIG = """
+name: "bert"
+backend: "onnxruntime"
+max_batch_size: 8
+input [ {{ name: "INPUT__0" data_type: TYPE_FP32 dims: [ 3, 224 ] }} ]
+output [ {{ name: "OUT" data_type: TYPE_STRING dims: [ -1 ] }} ]
+dynamic_batching {{ max_queue_delay_microseconds: 100 }}
+{params}
+"""
+
+
+def _repo(tmp_path: Path, params: str = "", versions: tuple[str, ...] = ("1",)) -> Path:
+    model = tmp_path / "bert"
+    for v in versions:
+        (model / v).mkdir(parents=True)
+        (model / v / "model.onnx").write_bytes(b"x" * 10)
+    (model / "config.pbtxt").write_text(CONFIG.format(params=params))
+    return tmp_path
+
+
+def _param(key: str, value: str) -> str:
+    return f'parameters {{ key: "{key}" value {{ string_value: "{value}" }} }}'
+
+
+def test_invalid_parameter_refused_with_key_value_model_and_range(tmp_path: Path) -> None:
+    root = _repo(tmp_path, _param("thaw.stable_window_s", "3"))
+    with pytest.raises(ConfigError) as info:
+        Repository.scan(root, ScaleSettings())
+    assert info.value.message == "`thaw.stable_window_s` = 3 (model bert), must be in [6, 3600]"
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("thaw.min_replicas", "many", "`thaw.min_replicas` = 'many' (model bert), must be an int"),
+        ("thaw.max_replicas", "0", "`thaw.max_replicas` = 0 (model bert), must be in [1, 100]"),
+        ("thaw.target_concurrency", "inf", "must be in [0.01, 100000]"),
+        ("thaw.scale_to_zero_grace_s", "-1", "must be in [0, 86400]"),
+        ("thaw.bogus", "1", "unknown setting `thaw.bogus` (model bert)"),
+    ],
+)
+def test_bad_values_name_the_problem(tmp_path: Path, key: str, value: str, expected: str) -> None:
+    root = _repo(tmp_path, _param(key, value))
+    with pytest.raises(ConfigError) as info:
+        Repository.scan(root, ScaleSettings())
+    assert expected in info.value.message
+
+
+def test_parameters_override_flag_defaults(tmp_path: Path) -> None:
+    root = _repo(tmp_path, _param("thaw.max_replicas", "2") + _param("other", "kept"))
+    defaults = validated(ScaleSettings(), {"max_replicas": "7", "target_concurrency": "3"})
+    settings = Repository.scan(root, defaults).get("bert").settings
+    assert settings.max_replicas == 2
+    assert settings.target_concurrency == 3.0
+
+
+def test_flag_errors_name_the_flag() -> None:
+    with pytest.raises(ConfigError, match=r"`--panic-window-s` = 0, must be in \[1, 3600\]"):
+        validated(ScaleSettings(), {"panic_window_s": "0"})
+    with pytest.raises(ConfigError, match="min_replicas"):
+        validated(ScaleSettings(), {"min_replicas": "5", "max_replicas": "2"})
+
+
+def test_metadata_and_config_answered_from_the_repository(tmp_path: Path) -> None:
+    entry = Repository.scan(_repo(tmp_path, versions=("1", "3")), ScaleSettings()).get("bert")
+    assert entry.metadata() == {
+        "name": "bert",
+        "versions": ["3"],
+        "platform": "onnxruntime",
+        "inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [-1, 3, 224]}],
+        "outputs": [{"name": "OUT", "datatype": "BYTES", "shape": [-1, -1]}],
+    }
+    config = entry.config_json()
+    assert config["input"][0]["dims"] == [3, 224]  # numbers, as Triton writes them
+    assert config["dynamic_batching"]["max_queue_delay_microseconds"] == 100
+    assert config["max_batch_size"] == 8
+
+
+def test_unknown_and_hostile_names_are_404(tmp_path: Path) -> None:
+    repo = Repository.scan(_repo(tmp_path), ScaleSettings())
+    for name in ["nope", "..", "../bert", "bert;rm -rf", "", "a" * 500]:
+        with pytest.raises(UnknownModel):
+            repo.get(name)
+    with pytest.raises(UnknownModel, match="version '2'"):
+        repo.get("bert", "2")
+
+
+def test_corrupt_config_is_refused_with_its_path(tmp_path: Path) -> None:
+    (tmp_path / "bad" / "1").mkdir(parents=True)
+    (tmp_path / "bad" / "config.pbtxt").write_bytes(b"name: \xff\xfe {{{")
+    with pytest.raises(ConfigError, match=r"bad/config\.pbtxt"):
+        Repository.scan(tmp_path, ScaleSettings())

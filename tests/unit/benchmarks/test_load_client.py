@@ -1,0 +1,87 @@
+"""The benchmark's load client measures what the server does and never outlasts its window."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+from aiohttp import web
+
+from benchmarks.load_client import LoadResult, Payload, run_load
+from benchmarks.serve_throughput import Cell, render_table
+
+
+async def _ok(request: web.Request) -> web.Response:
+    await request.read()
+    return web.json_response({"outputs": []})
+
+
+async def _fail(request: web.Request) -> web.Response:
+    return web.json_response({"error": "boom"}, status=500)
+
+
+async def _hang(request: web.Request) -> web.Response:
+    await asyncio.sleep(60)
+    return web.json_response({})
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[str]:
+    app = web.Application()
+    app.router.add_post("/ok", _ok)
+    app.router.add_post("/fail", _fail)
+    app.router.add_post("/hang", _hang)
+    runner = web.AppRunner(app, shutdown_timeout=0.1)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    yield f"http://127.0.0.1:{port}"
+    await runner.cleanup()
+
+
+def _payload(path: str) -> Payload:
+    return Payload(path, b'{"inputs": []}', {"Content-Type": "application/json"})
+
+
+async def test_counts_successes_in_the_window(server: str) -> None:
+    result = await run_load(server, _payload("/ok"), concurrency=4, duration_s=0.6, warmup_s=0.2)
+    assert result.ok > 10 and result.errors == 0
+    assert result.rps == pytest.approx(result.ok / 0.6)
+    assert 0 < result.percentile_ms(50) <= result.percentile_ms(99)
+
+
+async def test_server_errors_are_counted_not_timed(server: str) -> None:
+    result = await run_load(server, _payload("/fail"), concurrency=2, duration_s=0.5, warmup_s=0.1)
+    assert result.ok == 0 and result.errors > 0
+    assert result.errors <= 2 * 0.5 / 0.01 + 2  # failures back off: no busy loop
+    assert math.isnan(result.percentile_ms(50))
+
+
+async def test_a_hanging_server_cannot_stretch_the_run(server: str) -> None:
+    started = time.perf_counter()
+    result = await run_load(server, _payload("/hang"), concurrency=8, duration_s=0.5, warmup_s=0.2)
+    assert time.perf_counter() - started < 5.0
+    assert result.ok == 0
+
+
+async def test_unreachable_server_reports_errors() -> None:
+    url = "http://127.0.0.1:9"  # discard port: nothing listens there
+    result = await run_load(url, _payload("/ok"), concurrency=2, duration_s=0.3, warmup_s=0.0)
+    assert result.ok == 0 and result.errors > 0
+
+
+def test_table_compares_thaw_with_the_best_peer() -> None:
+    def cell(server: str, ok: int) -> Cell:
+        result = LoadResult(8, 1.0, ok, 0, tuple(float(i) for i in range(1, ok + 1)))
+        return Cell(server, "add_sub", 8, result)
+
+    missing = Cell("triton", "resnet50", 8, None, "no onnxruntime backend")
+    table = render_table([cell("thaw", 300), cell("triton", 200), cell("kserve", 100), missing])
+    rows = {line.split("|")[3].strip(): line for line in table.splitlines()[2:]}
+    assert rows["thaw"].endswith("| 1.50x |")
+    assert rows["kserve"].endswith("| 0.50x |")
+    assert "no onnxruntime backend" in table

@@ -1,0 +1,324 @@
+"""The v2 codec: JSON and binary tensors in, JSON and binary outputs out, lies refused with 400."""
+
+from __future__ import annotations
+
+import json
+import struct
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+
+from runtime.codec import classify, decode_infer_request, encode_infer_response
+from runtime.datatypes import serialize_bytes
+from runtime.errors import InvalidInput
+from runtime.inference import InferRequest, InferResponse, InferTensor, RequestedOutput
+from runtime.tensor_json import float32_to_bf16
+
+NUMERIC = {
+    "BOOL": np.bool_,
+    "UINT8": np.uint8,
+    "UINT16": np.uint16,
+    "UINT32": np.uint32,
+    "UINT64": np.uint64,
+    "INT8": np.int8,
+    "INT16": np.int16,
+    "INT32": np.int32,
+    "INT64": np.int64,
+    "FP16": np.float16,
+    "FP32": np.float32,
+    "FP64": np.float64,
+}
+
+
+def _decode(
+    doc: dict[str, Any], binary: bytes = b"", *, binary_header: bool = False
+) -> InferRequest:
+    header = json.dumps(doc).encode()
+    use_header = binary_header or bool(binary)
+    return decode_infer_request(
+        header + binary,
+        header_length=len(header) if use_header else None,
+        model_name="m",
+        model_version="",
+        max_json_depth=64,
+    )
+
+
+def _input(name: str, datatype: str, shape: list[int], data: Any = None, **params: Any) -> dict:
+    entry: dict[str, Any] = {"name": name, "datatype": datatype, "shape": shape}
+    if data is not None:
+        entry["data"] = data
+    if params:
+        entry["parameters"] = params
+    return entry
+
+
+@pytest.mark.parametrize("datatype", sorted(NUMERIC))
+def test_every_numeric_datatype_decodes_from_json_and_binary(datatype: str) -> None:
+    expected = (np.arange(6) % 2).astype(NUMERIC[datatype]).reshape(2, 3)
+    from_json = _decode({"inputs": [_input("x", datatype, [2, 3], expected.tolist())]})
+    raw = expected.tobytes()
+    from_binary = _decode(
+        {"inputs": [_input("x", datatype, [2, 3], binary_data_size=len(raw))]}, raw
+    )
+    for request in (from_json, from_binary):
+        tensor = request.inputs[0]
+        assert tensor.shape == (2, 3)
+        assert tensor.data.dtype == expected.dtype
+        np.testing.assert_array_equal(tensor.data, expected)
+        assert "binary_data_size" not in tensor.parameters
+
+
+def test_flat_and_nested_json_data_give_the_same_tensor() -> None:
+    flat = _decode({"inputs": [_input("x", "INT32", [2, 2], [1, 2, 3, 4])]}).inputs[0]
+    nested = _decode({"inputs": [_input("x", "INT32", [2, 2], [[1, 2], [3, 4]])]}).inputs[0]
+    np.testing.assert_array_equal(flat.data, nested.data)
+    assert flat.data.shape == (2, 2)
+
+
+def test_bytes_inputs_from_json_strings_and_binary_wire_format() -> None:
+    words = np.array([b"hello", "wörld".encode(), b""], dtype=np.object_)
+    raw = serialize_bytes(words)
+    from_json = _decode({"inputs": [_input("s", "BYTES", [3], ["hello", "wörld", ""])]})
+    from_binary = _decode({"inputs": [_input("s", "BYTES", [3], binary_data_size=len(raw))]}, raw)
+    for request in (from_json, from_binary):
+        assert request.inputs[0].data.tolist() == words.tolist()
+
+
+def test_bf16_json_rounds_to_nearest_and_binary_is_raw_words() -> None:
+    tensor = _decode({"inputs": [_input("b", "BF16", [3], [1.0, -2.5, 3.14159])]}).inputs[0]
+    assert tensor.data.dtype == np.uint16
+    assert tensor.data.tolist() == [0x3F80, 0xC020, 0x4049]
+    raw = np.array([0x3F80, 0x4000], dtype=np.uint16).tobytes()
+    binary = _decode({"inputs": [_input("b", "BF16", [2], binary_data_size=4)]}, raw).inputs[0]
+    assert binary.data.tolist() == [0x3F80, 0x4000]
+    assert float32_to_bf16(np.array([np.nan], dtype=np.float32)).tolist() == [0x7FC0]
+
+
+def test_ids_parameters_and_requested_outputs_pass_through() -> None:
+    request = _decode(
+        {
+            "id": "req-7",
+            "parameters": {"binary_data_output": True, "priority": 2},
+            "inputs": [_input("x", "FP32", [1], [1.0], custom="yes")],
+            "outputs": [
+                {"name": "a"},
+                {"name": "b", "parameters": {"binary_data": False, "classification": 3}},
+            ],
+        }
+    )
+    assert request.id == "req-7"
+    assert request.parameters["priority"] == 2
+    assert request.binary_output_default is True
+    assert request.inputs[0].parameters == {"custom": "yes"}
+    assert [(o.name, o.binary, o.class_count) for o in request.requested_outputs] == [
+        ("a", True, 0),
+        ("b", False, 3),
+    ]
+
+
+def test_two_binary_inputs_take_consecutive_sections() -> None:
+    a = np.arange(4, dtype=np.float32)
+    b = np.arange(3, dtype=np.int64)
+    request = _decode(
+        {
+            "inputs": [
+                _input("a", "FP32", [4], binary_data_size=16),
+                _input("j", "INT32", [1], [5]),
+                _input("b", "INT64", [3], binary_data_size=24),
+            ]
+        },
+        a.tobytes() + b.tobytes(),
+    )
+    np.testing.assert_array_equal(request.inputs[0].data, a)
+    assert request.inputs[1].data.tolist() == [5]
+    np.testing.assert_array_equal(request.inputs[2].data, b)
+
+
+LIES = [
+    ({"inputs": [_input("x", "FP32", [4], binary_data_size=16)]}, bytes(12), "only 12 remain"),
+    ({"inputs": [_input("x", "FP32", [4], binary_data_size=12)]}, bytes(12), "needs 16 bytes"),
+    ({"inputs": [_input("x", "FP32", [2], binary_data_size=8)]}, bytes(12), "declare 8"),
+    ({"inputs": [_input("x", "FP32", [2], [1, 2])]}, bytes(4), "declare 0"),
+    ({"inputs": [_input("x", "FP32", [2], binary_data_size=-8)]}, bytes(8), "binary_data_size"),
+    ({"inputs": [_input("x", "FP32", [2], binary_data_size="8")]}, bytes(8), "binary_data_size"),
+    ({"inputs": [_input("x", "BOOL", [2], binary_data_size=2)]}, b"\x01\x07", "other than 0"),
+    (
+        {"inputs": [_input("s", "BYTES", [1], binary_data_size=8)]},
+        struct.pack("<I", 100) + b"abcd",
+        "past the end",
+    ),
+    (
+        {"inputs": [_input("s", "BYTES", [2], binary_data_size=9)]},
+        serialize_bytes(np.array([b"abcde"], dtype=object)),
+        "needs 2",
+    ),
+]
+
+
+@pytest.mark.parametrize(("doc", "binary", "message"), LIES)
+def test_binary_sections_that_lie_are_refused(doc: dict, binary: bytes, message: str) -> None:
+    with pytest.raises(InvalidInput, match=message):
+        _decode(doc, binary, binary_header=True)
+
+
+def test_binary_size_without_header_length_is_refused() -> None:
+    with pytest.raises(InvalidInput, match="no Inference-Header-Content-Length"):
+        _decode({"inputs": [_input("x", "FP32", [1], binary_data_size=4)]})
+
+
+@pytest.mark.parametrize("header_length", [0, 10_000])
+def test_header_length_that_does_not_fit_the_body_is_refused(header_length: int) -> None:
+    with pytest.raises(InvalidInput, match="does not fit"):
+        decode_infer_request(
+            b'{"inputs": []}',
+            header_length=header_length,
+            model_name="m",
+            model_version="",
+            max_json_depth=64,
+        )
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [[2**62, 2**62], [-1, 4], [1 << 40], [True, 2], [1.5], ["4"], [2**31, 2**31, 2**31]],
+)
+def test_hostile_shapes_are_refused_without_allocating(shape: list[Any]) -> None:
+    started = time.monotonic()
+    for doc, binary in (
+        ({"inputs": [_input("x", "FP32", shape, [1.0])]}, b""),
+        ({"inputs": [_input("x", "FP32", shape, binary_data_size=4)]}, bytes(4)),
+    ):
+        with pytest.raises(InvalidInput):
+            _decode(doc, binary, binary_header=bool(binary))
+    assert time.monotonic() - started < 1.0
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        (_input("x", "FP32", [3], [1, 2]), "has 2 elements"),
+        (_input("x", "FP32", [2, 2], [[1, 2], [3]]), "not valid FP32"),
+        (_input("x", "UINT8", [1], [300]), "not valid UINT8"),
+        (_input("x", "FP32", [1], [{"a": 1}]), "not valid FP32"),
+        (_input("x", "FP32", [1], "1.0"), "must be a JSON list"),
+        (_input("x", "BYTES", [1], [5]), "must be strings"),
+        (_input("x", "FP33", [1], [1]), "unknown datatype"),
+        (_input("x", "FP32", [1]), "neither 'data'"),
+        ({"datatype": "FP32", "shape": [1], "data": [1]}, "non-empty string 'name'"),
+    ],
+)
+def test_bad_json_tensors_are_refused(entry: dict, message: str) -> None:
+    with pytest.raises(InvalidInput, match=message):
+        _decode({"inputs": [entry]})
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ([], "must be a JSON object"),
+        ({"inputs": []}, "non-empty 'inputs'"),
+        ({"inputs": [1]}, "must be a JSON object"),
+        ({"inputs": [_input("x", "FP32", [1], [1])] * 2}, "more than once"),
+        ({"id": 5, "inputs": [_input("x", "FP32", [1], [1])]}, "'id' must be a string"),
+        ({"parameters": [], "inputs": [_input("x", "FP32", [1], [1])]}, "parameters"),
+        (
+            {
+                "parameters": {"binary_data_output": "yes"},
+                "inputs": [_input("x", "FP32", [1], [1])],
+            },
+            "binary_data_output",
+        ),
+        ({"outputs": {}, "inputs": [_input("x", "FP32", [1], [1])]}, "'outputs' must be a list"),
+        ({"outputs": [{"name": "a"}] * 2, "inputs": [_input("x", "FP32", [1], [1])]}, "more than"),
+    ],
+)
+def test_malformed_requests_are_refused(doc: Any, message: str) -> None:
+    header = json.dumps(doc).encode()
+    with pytest.raises(InvalidInput, match=message):
+        decode_infer_request(
+            header, header_length=None, model_name="m", model_version="", max_json_depth=64
+        )
+
+
+def _response(*tensors: InferTensor) -> InferResponse:
+    return InferResponse("m", "1", list(tensors))
+
+
+def _request(*outputs: RequestedOutput, binary_default: bool = False, rid: str | None = None):
+    return InferRequest("m", "", [], list(outputs), id=rid, binary_output_default=binary_default)
+
+
+def _split(encoded: Any) -> tuple[dict[str, Any], bytes]:
+    if encoded.header_length is None:
+        return json.loads(encoded.body), b""
+    return json.loads(encoded.body[: encoded.header_length]), encoded.body[encoded.header_length :]
+
+
+def test_json_response_carries_flat_data_id_and_every_output() -> None:
+    a = InferTensor("a", "FP32", (2, 2), np.array([[1.5, 2], [3, 4]], dtype=np.float32))
+    s = InferTensor("s", "BYTES", (2,), np.array([b"x", "é".encode()], dtype=object))
+    h = InferTensor("h", "FP16", (1,), np.array([0.5], dtype=np.float16))
+    doc, tail = _split(encode_infer_response(_response(a, s, h), _request(rid="r1")))
+    assert tail == b""
+    assert doc["id"] == "r1"
+    assert doc["model_name"] == "m"
+    assert doc["model_version"] == "1"
+    assert doc["outputs"][0] == {
+        "name": "a",
+        "datatype": "FP32",
+        "shape": [2, 2],
+        "data": [1.5, 2.0, 3.0, 4.0],
+    }
+    assert doc["outputs"][1]["data"] == ["x", "é"]
+    assert doc["outputs"][2]["data"] == [0.5]
+
+
+def test_binary_outputs_follow_the_header_in_order() -> None:
+    a = InferTensor("a", "INT64", (3,), np.array([1, 2, 3], dtype=np.int64))
+    s = InferTensor("s", "BYTES", (1,), np.array([b"\xff\x00"], dtype=object))
+    b = InferTensor("b", "FP32", (1,), np.array([7], dtype=np.float32))
+    request = _request(
+        RequestedOutput("s", binary=True), RequestedOutput("b"), RequestedOutput("a", binary=True)
+    )
+    doc, tail = _split(encode_infer_response(_response(a, s, b), request))
+    assert [o["name"] for o in doc["outputs"]] == ["s", "b", "a"]
+    assert doc["outputs"][0]["parameters"]["binary_data_size"] == 6
+    assert doc["outputs"][1]["data"] == [7.0]
+    assert "data" not in doc["outputs"][2]
+    assert tail == struct.pack("<I", 2) + b"\xff\x00" + np.array([1, 2, 3], np.int64).tobytes()
+
+
+def test_binary_data_output_default_makes_every_output_binary() -> None:
+    a = InferTensor("a", "FP32", (2,), np.array([1, 2], dtype=np.float32))
+    doc, tail = _split(encode_infer_response(_response(a), _request(binary_default=True)))
+    assert doc["outputs"][0]["parameters"] == {"binary_data_size": 8}
+    assert np.frombuffer(tail, dtype=np.float32).tolist() == [1.0, 2.0]
+
+
+def test_requesting_an_output_the_model_lacks_is_bad_input() -> None:
+    a = InferTensor("a", "FP32", (1,), np.array([1], dtype=np.float32))
+    with pytest.raises(InvalidInput, match="unexpected inference output 'zz'"):
+        encode_infer_response(_response(a), _request(RequestedOutput("zz")))
+
+
+def test_non_utf8_bytes_output_in_json_asks_for_binary() -> None:
+    s = InferTensor("s", "BYTES", (1,), np.array([b"\xff"], dtype=object))
+    with pytest.raises(InvalidInput, match="binary_data"):
+        encode_infer_response(_response(s), _request())
+
+
+def test_classification_returns_top_k_value_index_strings() -> None:
+    scores = InferTensor(
+        "p", "FP32", (2, 4), np.array([[0.1, 0.7, 0.2, 0.0], [5, 1, 9, 3]], dtype=np.float32)
+    )
+    top = classify(scores, 2)
+    assert top.datatype == "BYTES"
+    assert top.shape == (2, 2)
+    assert top.data.tolist() == [[b"0.700000:1", b"0.200000:2"], [b"9.000000:2", b"5.000000:0"]]
+    doc, _ = _split(
+        encode_infer_response(_response(scores), _request(RequestedOutput("p", class_count=1)))
+    )
+    assert doc["outputs"][0]["data"] == ["0.700000:1", "9.000000:2"]

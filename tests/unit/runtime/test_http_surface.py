@@ -1,0 +1,280 @@
+"""The v2 HTTP surface in-process, over a fake model service: routes, status codes, JSON errors."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import gzip
+import json
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+from prometheus_client import CollectorRegistry, Counter, generate_latest
+
+from runtime.app import EXTENSIONS, RUNNER_OPTIONS, build_app
+from runtime.config import ModelControlMode, ServeConfig
+from tests.fixtures.fake_model_service import FakeModelService
+
+ADD_SUB = {
+    "inputs": [
+        {"name": "INPUT0", "datatype": "FP32", "shape": [2], "data": [1.0, 2.0]},
+        {"name": "INPUT1", "datatype": "FP32", "shape": [2], "data": [0.5, 0.5]},
+    ]
+}
+
+
+class FakeMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter("nv_inference_request_success", "ok", registry=self.registry)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+def _config(**overrides: object) -> ServeConfig:
+    base = ServeConfig(
+        repository=Path("."),
+        model_control_mode=ModelControlMode.EXPLICIT,
+        max_body_bytes=64 * 1024,
+        max_json_depth=16,
+    )
+    return replace(base, **overrides)  # type: ignore[arg-type]
+
+
+async def _client(config: ServeConfig, service: FakeModelService) -> TestClient:
+    app = build_app(config, service, FakeMetrics())
+    server = TestServer(app)
+    await server.start_server(**RUNNER_OPTIONS)
+    client = TestClient(server)
+    for _ in range(200):  # the manager starts in the background
+        if (await client.get("/v2/health/ready")).status == 200:
+            break
+        await asyncio.sleep(0.01)
+    return client
+
+
+@pytest.fixture
+async def service() -> FakeModelService:
+    return FakeModelService()
+
+
+@pytest.fixture
+async def client(service: FakeModelService) -> AsyncIterator[TestClient]:
+    c = await _client(_config(), service)
+    yield c
+    await c.close()
+    assert service.stopped, "closing the app must stop the model manager"
+
+
+async def _error(response, status: int) -> str:  # type: ignore[no-untyped-def]
+    assert response.status == status
+    assert response.content_type == "application/json"
+    doc = await response.json()
+    assert set(doc) == {"error"}
+    return str(doc["error"])
+
+
+async def test_health_and_server_metadata(client: TestClient) -> None:
+    assert (await client.get("/v2/health/live")).status == 200
+    assert (await client.get("/v2/health/ready")).status == 200
+    assert (await client.head("/v2/health/live")).status == 200
+    meta = await (await client.get("/v2")).json()
+    assert meta["name"] == "thaw"
+    assert meta["extensions"] == EXTENSIONS
+    assert meta["version"]
+
+
+async def test_not_ready_until_the_manager_has_started() -> None:
+    service = FakeModelService()
+    service.start_delay_s = 0.5
+    app = build_app(_config(), service, FakeMetrics())
+    async with TestClient(TestServer(app)) as c:
+        assert (await c.get("/v2/health/live")).status == 200
+        await _error(await c.get("/v2/health/ready"), 503)
+        await asyncio.sleep(1.0)
+        assert (await c.get("/v2/health/ready")).status == 200
+
+
+async def test_infer_json_round_trip(client: TestClient) -> None:
+    doc = dict(ADD_SUB, id="abc")
+    response = await client.post("/v2/models/add_sub/infer", json=doc)
+    assert response.status == 200
+    body = await response.json()
+    assert body["id"] == "abc"
+    assert {o["name"]: o["data"] for o in body["outputs"]} == {
+        "OUTPUT0": [1.5, 2.5],
+        "OUTPUT1": [0.5, 1.5],
+    }
+
+
+async def test_infer_binary_in_and_out_with_gzip_both_ways(client: TestClient) -> None:
+    a = np.array([1, 2, 3], dtype=np.int16)
+    header = json.dumps(
+        {
+            "inputs": [
+                {
+                    "name": "INPUT0",
+                    "datatype": "INT16",
+                    "shape": [3],
+                    "parameters": {"binary_data_size": 6},
+                }
+            ],
+            "parameters": {"binary_data_output": True},
+        }
+    ).encode()
+    response = await client.post(
+        "/v2/models/identity/versions/1/infer",
+        data=gzip.compress(header + a.tobytes()),
+        headers={
+            "Inference-Header-Content-Length": str(len(header)),
+            "Content-Encoding": "gzip",
+            "Accept-Encoding": "gzip",
+        },
+    )
+    assert response.status == 200
+    assert response.headers["Content-Encoding"] == "gzip"
+    assert response.content_type == "application/octet-stream"
+    body = await response.read()  # the client undoes Content-Encoding
+    length = int(response.headers["Inference-Header-Content-Length"])
+    out = json.loads(body[:length])["outputs"][0]
+    assert out["parameters"]["binary_data_size"] == 6
+    assert np.frombuffer(body[length:], dtype=np.int16).tolist() == [1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [
+        ("GET", "/v2/models/nope", 404),
+        ("GET", "/v2/models/nope/ready", 404),
+        ("GET", "/v2/models/add_sub/versions/7/config", 404),
+        ("GET", "/v2/models/add_sub/versions/x1/ready", 404),
+        ("GET", "/v2/no/such/route", 404),
+        ("GET", "/v2/models/add_sub/infer", 405),
+        ("DELETE", "/v2/health/live", 405),
+        ("POST", "/v2/models/%2E%2E/infer", 404),
+        ("GET", "/v2/models/a%2Fb", 404),
+        ("GET", "/v2/models/a%00b/ready", 404),
+        ("GET", "/v2/models/%3Brm%20-rf/ready", 404),
+        ("GET", "/v2/models/" + "m" * 300, 404),
+        ("POST", "/v2/models/broken/infer", 500),
+    ],
+)
+async def test_errors_are_json_with_the_right_status(
+    client: TestClient, method: str, path: str, status: int
+) -> None:
+    response = await client.request(method, path, json=ADD_SUB)
+    await _error(response, status)
+    if status == 405:
+        assert response.headers["Allow"]
+    assert (await client.get("/v2/health/ready")).status == 200
+
+
+@pytest.mark.parametrize(
+    ("body", "headers", "status"),
+    [
+        (b"{bad json", {}, 400),
+        (b"[" * 20_000 + b"]" * 20_000, {}, 400),
+        (gzip.compress(b" " * (10 * 1024 * 1024)), {"Content-Encoding": "gzip"}, 413),
+        (b"x" * (65 * 1024), {}, 413),
+        (b"{}", {"Content-Encoding": "br"}, 400),
+        (json.dumps(ADD_SUB).encode(), {"Inference-Header-Content-Length": "-5"}, 400),
+        (json.dumps(ADD_SUB).encode(), {"Inference-Header-Content-Length": "99999"}, 400),
+    ],
+)
+async def test_hostile_bodies_get_json_errors(
+    client: TestClient, body: bytes, headers: dict[str, str], status: int
+) -> None:
+    response = await client.post("/v2/models/add_sub/infer", data=body, headers=headers)
+    await _error(response, status)
+    ok = await client.post("/v2/models/add_sub/infer", json=ADD_SUB)
+    assert ok.status == 200
+
+
+async def test_chunked_body_over_the_cap_is_413(client: TestClient) -> None:
+    async def chunks() -> AsyncIterator[bytes]:
+        for _ in range(100):
+            yield b"x" * 4096
+
+    response = await client.post("/v2/models/add_sub/infer", data=chunks())
+    await _error(response, 413)
+
+
+async def test_model_ready_metadata_config_and_stats(client: TestClient) -> None:
+    assert (await client.get("/v2/models/add_sub/ready")).status == 200
+    assert (await (await client.get("/v2/models/add_sub")).json())["name"] == "add_sub"
+    config = await (await client.get("/v2/models/add_sub/versions/1/config")).json()
+    assert config["backend"] == "python"
+    await client.post("/v2/models/add_sub/infer", json=ADD_SUB)
+    stats = await (await client.get("/v2/models/add_sub/stats")).json()
+    assert stats["model_stats"][0]["inference_count"] >= 1
+    everything = await (await client.get("/v2/models/stats")).json()
+    assert {s["name"] for s in everything["model_stats"]} >= {"add_sub", "identity"}
+
+
+async def test_repository_index_load_and_unload(
+    client: TestClient, service: FakeModelService
+) -> None:
+    index = await (await client.post("/v2/repository/index")).json()
+    assert {row["name"] for row in index} == set(service.known)
+    ready = await (await client.post("/v2/repository/index", json={"ready": True})).json()
+    assert "slow" not in {row["name"] for row in ready}
+    await _error(await client.post("/v2/repository/index", json={"ready": "yes"}), 400)
+
+    assert (await client.post("/v2/repository/models/add_sub/unload")).status == 200
+    await _error(await client.get("/v2/models/add_sub/ready"), 503)
+    await _error(await client.post("/v2/models/add_sub/infer", json=ADD_SUB), 503)
+    body = {
+        "parameters": {
+            "config": '{"max_batch_size": 4}',
+            "file:1/model.py": base64.b64encode(b"print(1)").decode(),
+        }
+    }
+    assert (await client.post("/v2/repository/models/add_sub/load", json=body)).status == 200
+    assert service.load_calls[-1] == (
+        "add_sub",
+        '{"max_batch_size": 4}',
+        {"1/model.py": b"print(1)"},
+    )
+    assert (await client.get("/v2/models/add_sub/ready")).status == 200
+    unload = {"parameters": {"unload_dependents": True}}
+    assert (await client.post("/v2/repository/models/identity/unload", json=unload)).status == 200
+    assert service.unload_calls[-1] == ("identity", True)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"config": "{not json"},
+        {"config": 5},
+        {"file:1/model.py": base64.b64encode(b"x").decode()},
+        {"config": "{}", "file:../../etc/passwd": "eA=="},
+        {"config": "{}", "file:/abs": "eA=="},
+        {"config": "{}", "file:1/model.py": "%%%"},
+    ],
+)
+async def test_bad_load_overrides_are_refused(client: TestClient, params: dict) -> None:
+    response = await client.post("/v2/repository/models/add_sub/load", json={"parameters": params})
+    await _error(response, 400)
+
+
+async def test_load_and_unload_are_disabled_outside_explicit_mode() -> None:
+    service = FakeModelService()
+    c = await _client(_config(model_control_mode=ModelControlMode.NONE), service)
+    try:
+        await _error(await c.post("/v2/repository/models/add_sub/load"), 501)
+        await _error(await c.post("/v2/repository/models/add_sub/unload"), 501)
+        assert service.load_calls == []
+    finally:
+        await c.close()
+
+
+async def test_metrics_are_prometheus_text(client: TestClient) -> None:
+    response = await client.get("/metrics")
+    assert response.status == 200
+    assert response.headers["Content-Type"].startswith("text/plain")
+    assert "nv_inference_request_success_total" in await response.text()

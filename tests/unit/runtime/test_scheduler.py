@@ -1,0 +1,92 @@
+"""The scheduler: one queue, one worker per instance, results back on the loop."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import numpy as np
+
+from runtime.backends.base import ExecTimings
+from runtime.errors import ServingError
+from runtime.inference import InferRequest, InferResponse, InferTensor
+from runtime.scheduler import Scheduler
+from runtime.stats import ModelStats
+
+
+class _SleepyBackend:
+    """A backend with behaviour: sleeps, records its thread, fails on request id 'boom'."""
+
+    def __init__(self, delay_s: float) -> None:
+        self.timings = ExecTimings()
+        self.delay_s = delay_s
+        self.threads: set[str] = set()
+
+    def load(self, ctx: object) -> None: ...
+
+    def unload(self) -> None: ...
+
+    def execute(self, requests: list[InferRequest]) -> list[InferResponse | ServingError]:
+        self.threads.add(threading.current_thread().name)
+        if any(r.id == "crash" for r in requests):
+            raise KeyError("backend bug")
+        time.sleep(self.delay_s)
+        return [
+            ServingError("boom") if r.id == "boom" else InferResponse("m", "1", r.inputs, id=r.id)
+            for r in requests
+        ]
+
+
+def _request(rid: str) -> InferRequest:
+    data = np.zeros(1, np.float32)
+    return InferRequest("m", "1", [InferTensor("X", "FP32", (1,), data)], id=rid)
+
+
+async def test_two_instances_run_in_parallel() -> None:
+    a, b = _SleepyBackend(0.2), _SleepyBackend(0.2)
+    scheduler = Scheduler("m", "1", [a, b], ModelStats())
+    started = time.perf_counter()
+    await asyncio.gather(
+        *(scheduler.submit(_request(str(i)), batch_size=1, received_ns=0) for i in range(4))
+    )
+    elapsed = time.perf_counter() - started
+    await asyncio.to_thread(scheduler.join)
+    # 4 x 0.2 s on 2 instances: ~0.4 s; serial would be 0.8 s. Generous margin for a busy box.
+    assert elapsed < 0.75
+    assert a.threads and b.threads and a.threads != b.threads
+
+
+async def test_errors_and_crashes_reach_only_their_request() -> None:
+    backend = _SleepyBackend(0.0)
+    stats = ModelStats()
+    scheduler = Scheduler("m", "1", [backend], stats)
+    ok = await scheduler.submit(_request("fine"), batch_size=1, received_ns=0)
+    assert ok.id == "fine"
+    for rid, fragment in (("boom", "boom"), ("crash", "backend bug")):
+        try:
+            await scheduler.submit(_request(rid), batch_size=1, received_ns=0)
+            raise AssertionError("expected an error")
+        except ServingError as exc:
+            assert fragment in exc.message
+    again = await scheduler.submit(_request("again"), batch_size=1, received_ns=0)
+    assert again.id == "again"
+    scheduler.close()
+    try:
+        await scheduler.submit(_request("late"), batch_size=1, received_ns=0)
+        raise AssertionError("expected refusal after close")
+    except ServingError as exc:
+        assert exc.status == 503
+    await asyncio.to_thread(scheduler.join)
+    assert stats.success.count == 2 and stats.fail.count == 2 and stats.execution_count == 4
+
+
+async def test_cancelled_caller_does_not_break_the_worker() -> None:
+    backend = _SleepyBackend(0.1)
+    scheduler = Scheduler("m", "1", [backend], ModelStats())
+    task = asyncio.create_task(scheduler.submit(_request("x"), batch_size=1, received_ns=0))
+    await asyncio.sleep(0.02)
+    task.cancel()
+    follow = await scheduler.submit(_request("y"), batch_size=1, received_ns=0)
+    assert follow.id == "y"
+    await asyncio.to_thread(scheduler.join)
