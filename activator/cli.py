@@ -10,6 +10,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -170,8 +171,18 @@ def run(args: argparse.Namespace) -> int:
         config = dataclasses.replace(config, arena_bytes=largest)
     if config.cache_dir is not None:
         config.cache_dir.mkdir(parents=True, exist_ok=True)
-    asyncio.run(serve(config, repository))
+    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        runner.run(serve(config, repository))
     return 0
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop when installed (the proxy's per-request cost roughly halves), else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
 
 
 async def serve(config: ActivatorConfig, repository: Any = None) -> None:

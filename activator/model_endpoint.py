@@ -34,6 +34,8 @@ __all__ = ["ModelEndpoint", "ModelState", "Replica"]
 
 logger = logging.getLogger(__name__)
 
+_CRASH_LOOP_S = 10.0  # a replica that dies sooner than this after ready counts as a failed start
+
 
 class ModelState(StrEnum):
     COLD = "cold"  # no replica, none starting
@@ -124,6 +126,8 @@ class ModelEndpoint:
         Waits in the held queue when no slot is free (503 Overloaded when it is full; 504
         HeldTimeout at the activation timeout; ActivationFailed when the wake-up failed).
         """
+        if self._closed:
+            raise ActivationFailed(f"model '{self.name}': the activator is shutting down")
         now = self._clock()
         self.meter.change(now, +1)
         self.autoscaler.note_request(now)
@@ -324,6 +328,10 @@ class ModelEndpoint:
         reason = await self._backend.wait_lost(replica.id)
         if replica in self.replicas and not replica.draining:
             logger.warning("replica %s model=%s died: %s", replica.id, self.name, reason)
+            if self._clock() - replica.ready_at < _CRASH_LOOP_S:
+                # Died right after starting: a crash loop. Only waiting requests (or the next
+                # request) start another, so an idle broken model does not restart forever.
+                self._retry_needs_request = True
             replica.dead = True
             self.last_error = f"replica {replica.id} died: {reason}"
             self.replicas.remove(replica)

@@ -75,7 +75,11 @@ async def forward(
     """Send `request` to the replica at `base_url` and stream its answer back."""
     headers = end_to_end(request.headers)
     skip = {"Accept-Encoding", "Content-Type"} - set(headers.keys())
-    data = _body(request) if request.body_exists else None
+    data: bytes | AsyncIterator[bytes] | None = None
+    if request.body_exists:
+        # Small declared bodies go in one piece (cheaper); anything else streams through.
+        small = request.content_length is not None and request.content_length <= _CHUNK
+        data = await request.read() if small else _body(request)
     response: web.StreamResponse | None = None
     try:
         async with session.request(
@@ -87,8 +91,16 @@ async def forward(
             skip_auto_headers=skip,
             timeout=aiohttp.ClientTimeout(total=timeout_s),
         ) as upstream:
+            out_headers = end_to_end(upstream.headers)
+            length = upstream.content_length
+            if length is not None and length <= _CHUNK:
+                body = await upstream.read()  # small answer: one write, no chunk loop
+                out_headers.popall("Content-Length", None)
+                return web.Response(
+                    status=upstream.status, reason=upstream.reason, body=body, headers=out_headers
+                )
             response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
-            response.headers.extend(end_to_end(upstream.headers))
+            response.headers.extend(out_headers)
             await response.prepare(request)
             async for chunk in upstream.content.iter_any():
                 await response.write(chunk)

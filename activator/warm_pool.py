@@ -69,9 +69,14 @@ class WarmPool:
         try:
             proc = await ReplicaProcess.spawn(self._argv(), f"pool-{next(self._ids)}")
             await proc.wait_ready(self._session, time.monotonic() + self._start_timeout_s)
+        except asyncio.CancelledError:
+            if proc is not None:  # closing: never leave a half-started process behind
+                await proc.stop(self._stop_timeout_s)
+            raise
         except (ActivationFailed, OSError) as exc:
             self.failures += 1
-            logger.warning("warm-pool process failed to start: %s", exc)
+            if not self._closed:
+                logger.warning("warm-pool process failed to start: %s", exc)
             if proc is not None:
                 await proc.stop(self._stop_timeout_s)
             return
@@ -85,16 +90,21 @@ class WarmPool:
         logger.info("warm-pool process %s ready at %s", proc.name, proc.url)
 
     def claim(self) -> ReplicaProcess | None:
-        """A ready idle process (now yours to load and stop), or None; refills the pool."""
+        """A ready idle process (now yours to load and stop), or None.
+
+        The caller calls `refill()` once its load is done: starting a replacement (framework
+        imports, arena pre-faulting) during the load would compete with it for the CPUs.
+        """
         proc = None
         while self._ready and proc is None:
             candidate = self._ready.pop(0)
             proc = candidate if candidate.alive else None
-        self.refill()
         return proc
 
     async def close(self) -> None:
         self._closed = True
+        for task in list(self._tasks):
+            task.cancel()
         for task in list(self._tasks):
             with contextlib.suppress(asyncio.CancelledError):
                 await task

@@ -178,7 +178,8 @@ class Up:
 
     def __init__(self, repo: Path, cache: Path, log: Path) -> None:
         argv = [sys.executable, "-m", "thaw.cli", "up", str(repo), "--port", "0",
-                "--cache", str(cache), "--warm-pool", "1", "--log-level", os.environ.get("THAW_BENCH_LOG", "warning")]  # fmt: skip
+                "--cache", str(cache), "--warm-pool", "1",
+                "--log-level", os.environ.get("THAW_BENCH_LOG", "warning")]  # fmt: skip
         self._log = log.open("wb")
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self._log, cwd=ROOT)
         assert self.proc.stdout is not None
@@ -357,12 +358,21 @@ async def _latency_and_throughput(url: str, model: Model, seconds: float) -> dic
     return {"p50_ms": statistics.median(times) * 1000, "rps": done / elapsed}
 
 
-def warm_overhead(up: Up, model: Model, seconds: float) -> dict[str, Any]:
+def warm_overhead(up: Up, model: Model, seconds: float, rounds: int = 3) -> dict[str, Any]:
+    """Direct and through-the-activator runs, interleaved `rounds` times; medians of each.
+
+    Interleaving spreads whatever else the machine is doing evenly over both sides.
+    """
     timed_infer(up.url, model)  # wake it
     replica = up.model(model.name)["replicas"][0]["url"]
-    direct = asyncio.run(_latency_and_throughput(replica, model, seconds))
-    through = asyncio.run(_latency_and_throughput(up.url, model, seconds))
-    return {"direct": direct, "activator": through}
+    runs: dict[str, list[dict[str, float]]] = {"direct": [], "activator": []}
+    for _ in range(rounds):
+        runs["direct"].append(asyncio.run(_latency_and_throughput(replica, model, seconds)))
+        runs["activator"].append(asyncio.run(_latency_and_throughput(up.url, model, seconds)))
+    return {
+        side: {key: statistics.median(r[key] for r in rs) for key in ("p50_ms", "rps")}
+        for side, rs in runs.items()
+    }
 
 
 # ---- real Triton (only when a prepared tritonserver has the backend) ---------------------------
@@ -399,7 +409,7 @@ def triton_cold_start(repo: Path, model: Model) -> float | str:
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     work = args.work
     repo, models = prepare_repo(args.repo, work, args.big_gib)
-    results: dict[str, Any] = {"models": {}}
+    results: dict[str, Any] = {"models": {}, "loadavg_start": os.getloadavg()[0]}
     for model in models:
         path = repo / model.name / "1" / model.file
         naive_cold_start(model, repo)  # page cache warm, as in the numbers below
@@ -423,6 +433,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         results["overhead"] = warm_overhead(up, tiny, args.seconds)
     finally:
         up.stop()
+    results["loadavg_end"] = os.getloadavg()[0]
     return results
 
 
@@ -460,6 +471,10 @@ def report(results: dict[str, Any]) -> str:
         f"req/s ({100 * o['activator']['rps'] / o['direct']['rps']:.0f}%)"
     )
     lines.append(f"\nimage builds: {results.get('image_builds')}")
+    lines.append(
+        f"machine: {os.cpu_count()} CPUs, 1-min load average {results['loadavg_start']:.1f} at "
+        f"start, {results['loadavg_end']:.1f} at end (other work shares these CPUs)"
+    )
     return "\n".join(lines)
 
 

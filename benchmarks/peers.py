@@ -45,6 +45,7 @@ class PeerHandle:
     process: subprocess.Popen[bytes]
     log_path: Path
     _log: IO[bytes] = field(repr=False)
+    scratch: Path | None = None  # a folder the peer needed while running, removed by stop()
 
     def stop(self, *, timeout_s: float = 20.0) -> None:
         """SIGTERM the process group, SIGKILL it after `timeout_s`; idempotent."""
@@ -58,6 +59,8 @@ class PeerHandle:
         # Children (Triton's python stubs) may outlive the leader: end the group regardless.
         _signal_group(self.process, signal.SIGKILL)
         self._log.close()
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 class Peer(Protocol):
@@ -87,8 +90,9 @@ def in_private_netns() -> bool:
 
 
 def _spawn(name: str, argv: list[str], *, env: dict[str, str], cwd: Path, url: str) -> PeerHandle:
-    BENCH_DIR.mkdir(exist_ok=True)
-    log_path = BENCH_DIR / f"{name}.log"
+    # One log per server and port, so that concurrent benchmark runs never share a file.
+    log_path = BENCH_DIR / "logs" / f"{name}-{url.rsplit(':', 1)[-1]}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
     log = log_path.open("wb")
     process = subprocess.Popen(
         argv,
@@ -312,7 +316,9 @@ class KServePeer:
         if not in_private_netns():
             raise PeerError("KServe binds 0.0.0.0; start it only inside `unshare -n`")
         self.prepare()
-        manifest = BENCH_DIR / f"kserve-manifest-{port}.json"
+        scratch = BENCH_DIR / f"kserve-{port}"
+        scratch.mkdir(parents=True, exist_ok=True)
+        manifest = scratch / "manifest.json"
         manifest.write_text(json.dumps(repository_manifest(model_repo)))
         argv = [
             str(self.python),
@@ -323,9 +329,9 @@ class KServePeer:
             "--enable_latency_logging=false",
             "--workers=1",
         ]
-        handle = _spawn(
-            self.name, argv, env=dict(os.environ), cwd=BENCH_DIR, url=f"http://127.0.0.1:{port}"
-        )
+        url = f"http://127.0.0.1:{port}"
+        handle = _spawn(self.name, argv, env=dict(os.environ), cwd=scratch, url=url)
+        handle.scratch = scratch
         wait_ready(handle, model_names(model_repo), timeout_s=timeout_s)
         return handle
 
@@ -366,6 +372,7 @@ class MLServerPeer:
         argv = [str(self.python.with_name("mlserver")), "start", str(home)]
         url = f"http://127.0.0.1:{port}"
         handle = _spawn(self.name, argv, env=env, cwd=home, url=url)
+        handle.scratch = home
         wait_ready(handle, model_names(model_repo), timeout_s=timeout_s)
         return handle
 

@@ -80,10 +80,9 @@ def _link_tree(src: Path, dst: Path) -> None:
                 shutil.copy2(path, target)
 
 
-def build_repo(name: str, sources: dict[str, Path]) -> Path:
-    """`.bench/serve-repos/<name>` holding the given model folders."""
-    repo = BENCH_DIR / "serve-repos" / name
-    shutil.rmtree(repo, ignore_errors=True)
+def build_repo(run_dir: Path, name: str, sources: dict[str, Path]) -> Path:
+    """`<run_dir>/repos/<name>` holding the given model folders."""
+    repo = run_dir / "repos" / name
     repo.mkdir(parents=True)
     for model, src in sources.items():
         _link_tree(src, repo / model)
@@ -127,7 +126,7 @@ def start_server(
     server.notes = {w.model: f"no {w.kind} backend" for w in workloads if w not in served}
     if not served:
         return server
-    repo = build_repo(name, {w.model: sources[w.model] for w in served})
+    repo = build_repo(args.run_dir, name, {w.model: sources[w.model] for w in served})
     try:
         server.handle = peer.start(repo, free_port(), timeout_s=args.start_timeout_s)
     except PeerError as exc:
@@ -282,8 +281,7 @@ def _workloads(args: argparse.Namespace) -> tuple[list[Workload], dict[str, Path
     workloads: list[Workload] = []
     sources: dict[str, Path] = {}
     if "add_sub" in wanted:
-        models_dir = BENCH_DIR / "serve-models"
-        shutil.rmtree(models_dir, ignore_errors=True)
+        models_dir = args.run_dir / "models"
         write_add_sub(models_dir)
         workloads.append(add_sub_workload())
         sources["add_sub"] = models_dir / "add_sub"
@@ -306,6 +304,9 @@ def main(argv: list[str] | None = None) -> int:
         if code is not None:
             return code
         logger.warning("unshare -n unavailable: running on the host network (KServe skipped)")
+    # Everything this run writes lives in its own folder: concurrent runs never collide.
+    args.run_dir = BENCH_DIR / "runs" / str(os.getpid())
+    shutil.rmtree(args.run_dir, ignore_errors=True)
     workloads, sources = _workloads(args)
     servers: list[Server] = []
     try:
@@ -316,6 +317,7 @@ def main(argv: list[str] | None = None) -> int:
         for server in servers:
             if server.handle is not None:
                 server.handle.stop()
+        shutil.rmtree(args.run_dir, ignore_errors=True)
     print(render_table(cells))
     if args.json:
         args.json.write_text(

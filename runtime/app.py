@@ -23,12 +23,12 @@ logger = logging.getLogger(__name__)
 SERVER_STATE: web.AppKey[ServerState] = web.AppKey("server_state", ServerState)
 MANAGER: web.AppKey[ModelService] = web.AppKey("manager", ModelService)
 
-# Only what this server implements; clients probe this list.
+# Only what this server implements; clients probe this list. (`schedule_policy` joins it when
+# the scheduler implements dynamic-batching queue policies.)
 EXTENSIONS = [
     "classification",
     "model_repository",
     "model_repository(unload_dependents)",
-    "schedule_policy",
     "model_configuration",
     "binary_tensor_data",
     "parameters",
@@ -137,6 +137,7 @@ def build_app(
             warmups=warmups,
             start=manager.start,
             stop=manager.stop,
+            stop_timeout_s=config.exit_timeout_s,
         )
     )
     return app

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -72,7 +73,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--exit-timeout-secs",
         type=float,
         default=30.0,
-        help="on SIGTERM, how long in-flight requests may take to finish (default 30)",
+        help="on SIGTERM, how long in-flight requests may take to finish, then how long "
+        "unloading may take (default 30)",
     )
     p.add_argument(
         "--body-timeout-secs",
@@ -153,7 +155,7 @@ def _run_loop(main: Coroutine[Any, Any, int], event_loop: str) -> int:
 
 async def _serve(config: ServeConfig) -> int:
     # Imported here so `thaw serve --help` stays fast.
-    from runtime.app import build_app
+    from runtime.app import SERVER_STATE, build_app
     from runtime.metrics import Metrics
     from runtime.model_manager import ModelManager
     from runtime.server import serve_app
@@ -169,4 +171,10 @@ async def _serve(config: ServeConfig) -> int:
     # The manager builds the snapshotter's ImageLoader itself when --store/--cache is set.
     manager = ModelManager(config, metrics=metrics, arena=arena)
     app = build_app(config, manager, metrics, warmups=warmups)
-    return await serve_app(app, config)
+    status = await serve_app(app, config)
+    if not app[SERVER_STATE].stopped_cleanly:
+        # A model thread is stuck; asyncio.run would wait for it forever. Leave now.
+        logging.shutdown()
+        sys.stdout.flush()
+        os._exit(status)
+    return status

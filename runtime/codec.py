@@ -22,6 +22,23 @@ from runtime.tensor_json import json_to_array
 
 __all__ = ["EncodedResponse", "decode_infer_request", "encode_infer_response"]
 
+# Little-endian wire dtypes of the fixed-size datatypes (BF16 travels as uint16 words).
+_NUMPY: dict[str, np.dtype] = {
+    "BOOL": np.dtype(np.bool_),
+    "UINT8": np.dtype("<u1"),
+    "UINT16": np.dtype("<u2"),
+    "UINT32": np.dtype("<u4"),
+    "UINT64": np.dtype("<u8"),
+    "INT8": np.dtype("<i1"),
+    "INT16": np.dtype("<i2"),
+    "INT32": np.dtype("<i4"),
+    "INT64": np.dtype("<i8"),
+    "FP16": np.dtype("<f2"),
+    "FP32": np.dtype("<f4"),
+    "FP64": np.dtype("<f8"),
+    "BF16": np.dtype("<u2"),
+}
+
 # Input parameters consumed by the codec, not passed on to the model.
 _CODEC_PARAMETERS = frozenset({"binary_data_size"})
 
@@ -168,7 +185,7 @@ def _binary_input(
             f"input '{name}' of shape {list(shape)} and datatype {datatype} needs "
             f"{expected} bytes of binary data, got {len(section)}"
         )
-    dtype = np.dtype(np.uint16) if datatype == "BF16" else _NUMPY[datatype]
+    dtype = _NUMPY[datatype]
     array = np.frombuffer(section, dtype=dtype).reshape(shape)
     if datatype == "BOOL" and section.tobytes().translate(None, b"\x00\x01"):
         raise InvalidInput(f"input '{name}' holds BOOL bytes other than 0 and 1")
@@ -217,22 +234,6 @@ def _decode_outputs(raw: Any, binary_default: bool) -> list[RequestedOutput]:
             raise InvalidInput(f"output '{name}' has invalid classification {classes!r}")
         outputs.append(RequestedOutput(name, binary, classes, params))
     return outputs
-
-
-_NUMPY: dict[str, np.dtype] = {
-    "BOOL": np.dtype(np.bool_),
-    "UINT8": np.dtype("<u1"),
-    "UINT16": np.dtype("<u2"),
-    "UINT32": np.dtype("<u4"),
-    "UINT64": np.dtype("<u8"),
-    "INT8": np.dtype("<i1"),
-    "INT16": np.dtype("<i2"),
-    "INT32": np.dtype("<i4"),
-    "INT64": np.dtype("<i8"),
-    "FP16": np.dtype("<f2"),
-    "FP32": np.dtype("<f4"),
-    "FP64": np.dtype("<f8"),
-}
 
 
 class EncodedResponse:
@@ -304,7 +305,7 @@ def _tensor_bytes(tensor: InferTensor) -> bytes:
     """Little-endian, C-order raw bytes of a tensor (BYTES: length-prefixed elements)."""
     if tensor.datatype == "BYTES":
         return serialize_bytes(tensor.data)
-    dtype = np.dtype(np.uint16) if tensor.datatype == "BF16" else _NUMPY[tensor.datatype]
+    dtype = _NUMPY[tensor.datatype]
     return np.ascontiguousarray(tensor.data, dtype=dtype).tobytes()
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import functools
 import json
 import re
-from collections.abc import Coroutine
-from typing import Any, Protocol
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol, TypeVar
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -29,6 +30,7 @@ _VERSION = re.compile(r"[0-9]{1,18}")
 # Bodies above this are decoded and encoded in a worker thread, so the event loop keeps serving.
 _THREAD_THRESHOLD_BYTES = 256 * 1024
 _JSON = "application/json"
+_T = TypeVar("_T")
 
 
 class ModelService(Protocol):
@@ -163,28 +165,25 @@ class V2Handlers:
     async def infer(self, request: web.Request) -> web.Response:
         name, version = model_ref(request)
         body = await self._body(request)
-        header_length = _header_length(request)
-        decode_args = (body,)
-        kwargs: dict[str, Any] = {
-            "header_length": header_length,
-            "model_name": name,
-            "model_version": version or "",
-            "max_json_depth": self._config.max_json_depth,
-        }
+        decode = functools.partial(
+            decode_infer_request,
+            body,
+            header_length=_header_length(request),
+            model_name=name,
+            model_version=version or "",
+            max_json_depth=self._config.max_json_depth,
+        )
         try:
-            if len(body) > _THREAD_THRESHOLD_BYTES:
-                infer_request = await asyncio.to_thread(
-                    decode_infer_request, *decode_args, **kwargs
-                )
-            else:
-                infer_request = decode_infer_request(*decode_args, **kwargs)
+            infer_request = await _off_loop_if_large(decode, len(body))
         except InvalidInput:
             # A bad body for a model that does not exist is a 404 first (checked only here,
             # so the hot path pays nothing for it).
             self._manager.model_ready(name, version)
             raise
         infer_response = await self._manager.infer(infer_request)
-        encoded = encode_infer_response(infer_response, infer_request)
+        encode = functools.partial(encode_infer_response, infer_response, infer_request)
+        output_bytes = sum(tensor.data.nbytes for tensor in infer_response.outputs)
+        encoded = await _off_loop_if_large(encode, output_bytes)
         return await _infer_http_response(encoded, request.headers.get("Accept-Encoding"))
 
     # -- model repository extension ------------------------------------------------------
@@ -221,6 +220,13 @@ class V2Handlers:
             raise FeatureDisabled(
                 f"explicit model {action} is not allowed in model control mode '{mode}'"
             )
+
+
+async def _off_loop_if_large(call: Callable[[], _T], size: int) -> _T:
+    """Run a CPU-bound codec step inline when small, in a worker thread when large."""
+    if size > _THREAD_THRESHOLD_BYTES:
+        return await asyncio.to_thread(call)
+    return call()
 
 
 async def _within(reading: Coroutine[Any, Any, bytes], timeout_s: float) -> bytes:

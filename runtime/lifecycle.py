@@ -21,6 +21,7 @@ class ServerState:
 
     accepting: bool = False
     start_error: BaseException | None = None
+    stopped_cleanly: bool = True
     failed: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -50,11 +51,14 @@ def lifecycle_context(
     warmups: tuple[Callable[[], object], ...] = (),
     start: Callable[[], Awaitable[None]],
     stop: Callable[[], Awaitable[None]],
+    stop_timeout_s: float,
 ) -> Callable[[web.Application], AsyncIterator[None]]:
     """A cleanup_ctx: warm up and start the manager in the background, stop it on cleanup.
 
     Starting in the background lets `/v2/health/live` answer while models load; readiness
     waits for `state.accepting`. A failed start sets `state.failed` so the server exits 1.
+    Stopping gets `stop_timeout_s`; a model stuck in `execute` cannot hold the process past it
+    (`state.stopped_cleanly` turns False and the entry point exits without waiting).
     """
 
     async def warm_up() -> None:
@@ -78,6 +82,10 @@ def lifecycle_context(
         if not task.done():
             task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-        await stop()
+        try:
+            await asyncio.wait_for(stop(), timeout=stop_timeout_s)
+        except TimeoutError:
+            state.stopped_cleanly = False
+            logger.warning("models did not unload within %.1fs; exiting anyway", stop_timeout_s)
 
     return context

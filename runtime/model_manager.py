@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import logging
 import shutil
 import tempfile
@@ -186,7 +187,7 @@ class ModelManager:
 
     def config(self, name: str, version: str | None) -> dict[str, Any]:
         _, loaded = self._serving(name, version)
-        return loaded.config_json
+        return copy.deepcopy(loaded.config_json)  # callers may edit; ours stays intact
 
     def statistics(self, name: str | None, version: str | None) -> dict[str, Any]:
         """Triton's statistics extension: `{"model_stats": [...]}` for loaded versions."""
@@ -362,6 +363,13 @@ def _make_image_loader(config: ServeConfig) -> Any:
     if target == "cuda":
         import torch
 
+        if not torch.cuda.is_available():
+            raise ServingError("`target` = 'cuda', but no CUDA device is available")
         major, minor = torch.cuda.get_device_capability()
         target = f"cuda:sm_{major}{minor}"
-    return ImageLoader(store_uri=config.store, cache_dir=config.cache, target=target)
+    try:
+        return ImageLoader(store_uri=config.store, cache_dir=config.cache, target=target)
+    except Exception as exc:  # bad URI, unreadable cache dir: say which setting is wrong
+        raise ServingError(
+            f"cannot open snapshot store {config.store!r} / cache {config.cache}: {exc}"
+        ) from exc

@@ -91,13 +91,15 @@ class VersionLoader:
         started = time.perf_counter()
         image = self._restore(spec, version)
         instances = self._instances(spec, config, version, image)
+        # Restored only if the backend really built the model from the image's weights.
+        restored = image is not None and all(getattr(i, "used_image", False) for i in instances)
         stats = self._book.open(spec.name, str(version))
         scheduler = Scheduler(spec.name, str(version), instances, stats)
         seconds = time.perf_counter() - started
-        self._metrics.record_load(spec.name, str(version), seconds, restored=image is not None)
+        self._metrics.record_load(spec.name, str(version), seconds, restored=restored)
         logger.info(
             "model=%s version=%s loaded in %.3f s (%d instance(s), restored=%s)",
-            spec.name, version, seconds, len(instances), image is not None,
+            spec.name, version, seconds, len(instances), restored,
         )  # fmt: skip
         return LoadedVersion(
             version=str(version),
@@ -106,7 +108,7 @@ class VersionLoader:
             signature=ModelSignature.from_config(config),
             scheduler=scheduler,
             instances=instances,
-            restored=image is not None,
+            restored=restored,
             stats=stats,
         )
 

@@ -26,7 +26,10 @@ class Arena:
             raise SnapshotError(f"`nbytes` = {nbytes!r}, must be an integer >= 0")
         self.nbytes = nbytes
         # mmap(-1, 0) is invalid; keep one page so empty images still have an arena.
-        self._map = mmap.mmap(-1, max(nbytes, PAGE_BYTES))
+        try:
+            self._map = mmap.mmap(-1, max(nbytes, PAGE_BYTES))
+        except (OSError, OverflowError, ValueError) as exc:
+            raise SnapshotError(f"cannot allocate an arena of {nbytes} bytes: {exc}") from exc
         self.array = np.frombuffer(self._map, dtype=np.uint8, count=max(nbytes, 1))
         self.prefaulted = False
 

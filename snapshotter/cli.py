@@ -151,14 +151,25 @@ def _build(args: argparse.Namespace) -> int:
     version_dir = _version_dir(args.model_dir, args.version)
     if not 1 <= args.chunk_mib <= 4096:
         raise BuildError(f"`--chunk-mib` = {args.chunk_mib}, must be in [1, 4096]")
-    manifest = build_image(
-        version_dir,
-        open_store(args.store),
-        model=args.model_dir.resolve().name,
-        version=version_dir.name,
-        target=resolve_target(args.target),
-        max_chunk_bytes=args.chunk_mib << 20,
-    )
+    from tqdm import tqdm
+
+    # delay=1: the bar appears only when the build takes more than a second.
+    with tqdm(desc=f"building {version_dir}", unit="B", unit_scale=True, unit_divisor=1024,
+              delay=1.0, file=sys.stderr, leave=False) as bar:  # fmt: skip
+
+        def progress(nbytes: int, total: int) -> None:
+            bar.total = total
+            bar.update(nbytes)
+
+        manifest = build_image(
+            version_dir,
+            open_store(args.store),
+            model=args.model_dir.resolve().name,
+            version=version_dir.name,
+            target=resolve_target(args.target),
+            max_chunk_bytes=args.chunk_mib << 20,
+            progress=progress,
+        )
     size = _size(manifest.weight_bytes)
     print(f"built {manifest.ref}: {len(manifest.tensors)} tensors, {size} -> {args.store}")
     return 0

@@ -23,6 +23,9 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_CHUNK_BYTES = 256 << 20
 
+BuildProgress = Callable[[int, int], None]
+"""`(nbytes just stored, total weight bytes)`; called from worker threads."""
+
 
 @dataclass(frozen=True)
 class Placement:
@@ -59,12 +62,18 @@ def pick_source(version_dir: Path) -> Callable[[], ExtractedModel]:
         from snapshotter.sources.torchscript_source import extract_torchscript
 
         return lambda: extract_torchscript(version_dir / "model.pt")
+    if (version_dir / "model.pt2").is_file():
+        from snapshotter.sources.export_source import extract_exported
+
+        return lambda: extract_exported(version_dir / "model.pt2")
     safetensors = sorted(version_dir.glob("*.safetensors"))
     if safetensors:
         from snapshotter.sources.safetensors_source import extract_safetensors
 
         return lambda: extract_safetensors(safetensors)
-    raise BuildError(f"{version_dir}: no model.onnx, model.pt or *.safetensors to build from")
+    raise BuildError(
+        f"{version_dir}: no model.onnx, model.pt, model.pt2 or *.safetensors to build from"
+    )
 
 
 def build_image(
@@ -76,11 +85,13 @@ def build_image(
     target: str = "cpu",
     max_chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     hash_threads: int = 2,
+    progress: BuildProgress | None = None,
 ) -> Manifest:
     """Build the image of one model version into `store` and return its manifest.
 
     `model` and `version` default to the directory names (`<repo>/<model>/<version>`).
-    Chunks already in the store (same digest) are not written again.
+    Chunks already in the store (same digest) are not written again. `progress(nbytes,
+    total_bytes)` is called from worker threads as chunks are stored.
     """
     version_dir = Path(version_dir)
     model = check_model_name(model or version_dir.resolve().parent.name)
@@ -89,7 +100,9 @@ def build_image(
     start = time.perf_counter()
     digest = source_digest(version_dir)
     extracted = pick_source(version_dir)()
-    chunks, tensors = _write_weights(extracted.tensors, store, max_chunk_bytes, hash_threads)
+    chunks, tensors = _write_weights(
+        extracted.tensors, store, max_chunk_bytes, hash_threads, progress
+    )
     artifacts = {name: _put_blob(store, data) for name, data in extracted.artifacts.items()}
     manifest = Manifest(
         model=model,
@@ -112,9 +125,14 @@ def build_image(
 
 
 def _write_weights(
-    source: list[SourceTensor], store: ImageStore, max_chunk_bytes: int, threads: int
+    source: list[SourceTensor],
+    store: ImageStore,
+    max_chunk_bytes: int,
+    threads: int,
+    progress: BuildProgress | None,
 ) -> tuple[list[ChunkEntry], list[TensorEntry]]:
     placements, sizes = plan_layout([t.array.nbytes for t in source], max_chunk_bytes)
+    total = sum(sizes)
     by_chunk: dict[int, list[tuple[SourceTensor, Placement]]] = {}
     for tensor, place in zip(source, placements, strict=True):
         by_chunk.setdefault(place.chunk, []).append((tensor, place))
@@ -126,7 +144,7 @@ def _write_weights(
             if len(futures) >= threads:
                 futures[-threads].result()
             buffer = _pack(by_chunk.get(index, []), size)
-            futures.append(ex.submit(_put_blob, store, buffer))
+            futures.append(ex.submit(_put_blob, store, buffer, progress, total))
         chunks = [f.result() for f in futures]
     tensors = [
         TensorEntry(t.name, t.dtype, tuple(t.array.shape), p.chunk, p.offset, t.array.nbytes)
@@ -143,9 +161,16 @@ def _pack(items: list[tuple[SourceTensor, Placement]], size: int) -> np.ndarray:
     return buffer
 
 
-def _put_blob(store: ImageStore, data: bytes | np.ndarray) -> ChunkEntry:
+def _put_blob(
+    store: ImageStore,
+    data: bytes | np.ndarray,
+    progress: BuildProgress | None = None,
+    total: int = 0,
+) -> ChunkEntry:
     view = memoryview(data if isinstance(data, bytes) else data.data).cast("B")
     digest = hashlib.sha256(view).hexdigest()
     if store.chunk_size(digest) != len(view):
         store.write_chunk(digest, view)
+    if progress is not None:
+        progress(len(view), total)
     return ChunkEntry(digest=digest, size=len(view))

@@ -133,7 +133,9 @@ class ImageLoader:
                 dests[chunk.digest] = arena.memoryview(base, chunk.size)
         fetched = self._restore_entries(manifest, entries, dests, timings)
         source = "host" if kept is not None else ("store" if fetched else "cache")
-        artifacts = {name: bytes(blob) for name, blob in blobs.items()}
+        # Read from `dests`, not `blobs`: an artifact whose bytes equal a chunk's shares its
+        # digest, and then the chunk's destination is the one that was filled.
+        artifacts = {name: bytes(dests[c.digest]) for name, c in manifest.artifacts.items()}
         if self.cache is not None and source != "cache":
             self.cache.store.write_manifest(ref, manifest.to_json())
         self.host.put(ref, mdigest, arena)
@@ -165,6 +167,7 @@ class ImageLoader:
             pos += align_up(chunk.size)
         entries = [*manifest.artifacts.values(), *todo]
         fetched = self._restore_entries(manifest, entries, dests, timings)
+        artifacts = {name: bytes(dests[c.digest]) for name, c in manifest.artifacts.items()}
         del staging, dests
         bases = manifest.chunk_bases
         jobs = [
@@ -181,7 +184,6 @@ class ImageLoader:
             ],
         )
         timings["total"] = time.perf_counter() - start
-        artifacts = {name: bytes(blob) for name, blob in blobs.items()}
         source = "store" if fetched else "cache"
         return RestoredImage(
             manifest.ref, manifest, Arena(0), {}, artifacts, timings, source, device, views
@@ -222,9 +224,9 @@ class ImageLoader:
         t0 = time.perf_counter()
         try:
             read_into(jobs, threads=self.read_threads)
-        except IntegrityError as exc:  # truncated/removed between stat and read
+        except IntegrityError as exc:  # truncated or removed between stat and read
             logger.warning("cache entry unreadable, refetching: %s", exc)
-            return [c for c in chunks if c.digest not in trusted] or list(chunks)
+            return list(chunks)
         timings["read"] += time.perf_counter() - t0
         t0 = time.perf_counter()
         bad = self._verify_parallel([c for c in chunks if c.digest not in trusted], dests)

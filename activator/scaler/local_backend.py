@@ -71,6 +71,9 @@ class LocalBackend:
             if isinstance(exc, OSError):
                 raise ActivationFailed(f"could not start a replica for '{model}': {exc}") from exc
             raise
+        finally:
+            if self.pool is not None:
+                self.pool.refill()  # after the load, so the refill never slows a cold start
         replica_id = f"{model}-{next(self._ids)}"
         proc.name = replica_id
         self._procs[replica_id] = proc

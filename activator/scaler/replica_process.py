@@ -45,6 +45,9 @@ class ReplicaProcess:
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             env=env,
+            # Own process group: a terminal's Ctrl-C reaches only `thaw up`, which then drains
+            # and stops its replicas in order instead of all of them dying at once.
+            process_group=0,
         )
         self = cls(proc, name)
         assert proc.stdout is not None and proc.stderr is not None  # PIPE above
@@ -97,7 +100,7 @@ class ReplicaProcess:
                 async with session.get(f"{self.url}/v2/health/ready", timeout=timeout) as r:
                     if r.status == 200:
                         return
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(0.05)
         raise ActivationFailed(f"replica {self.name} was not ready in time")
 
     async def load(self, session: aiohttp.ClientSession, model: str, timeout_s: float) -> None:

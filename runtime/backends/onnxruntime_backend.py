@@ -61,6 +61,7 @@ class OnnxRuntimeBackend:
         self._version = ""
         self._outputs: list[str] = []
         self._string_inputs: set[str] = set()
+        self.used_image = False  # True when the weights came from a snapshot image
         self._keepalive: list[Any] = []  # OrtValues over snapshot memory must outlive the session
 
     def load(self, ctx: LoadContext) -> None:
@@ -85,6 +86,7 @@ class OnnxRuntimeBackend:
             self._keepalive = [ort.OrtValue.ortvalue_from_numpy(image.tensors[n]) for n in names]
             options.add_external_initializers(names, self._keepalive)
             source = graph
+            self.used_image = True
         try:
             self._session = ort.InferenceSession(source, options, providers=providers)
         except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph/... types

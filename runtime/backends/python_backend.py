@@ -62,14 +62,18 @@ def _import_model_file(path: Path, label: str) -> ModuleType:
         if spec is None or spec.loader is None:
             raise RepositoryError(f"{path}: cannot be imported as a Python module")
         module = importlib.util.module_from_spec(spec)
+        # Registered like any imported module (pickle, dataclasses and typing look it up).
+        sys.modules[module_name] = module
         sys.path.insert(0, str(path.parent))
         try:
             spec.loader.exec_module(module)
         except BaseException as exc:  # SyntaxError, ImportError, even sys.exit() in the file
+            sys.modules.pop(module_name, None)
             raise RepositoryError(f"{label}: importing {path} failed: {exc!r}") from exc
         finally:
             sys.path.remove(str(path.parent))
     if not hasattr(module, "TritonPythonModel"):
+        sys.modules.pop(module_name, None)
         raise RepositoryError(f"{path}: defines no class TritonPythonModel")
     return module
 
@@ -77,6 +81,7 @@ def _import_model_file(path: Path, label: str) -> ModuleType:
 def auto_complete_config(config: mc.ModelConfig, model_file: Path) -> mc.ModelConfig:
     """Call the model's optional `auto_complete_config` staticmethod and apply what it returns."""
     module = _import_model_file(model_file, f"model '{config.name}'")
+    sys.modules.pop(module.__name__, None)  # only this call uses it
     hook = getattr(module.TritonPythonModel, "auto_complete_config", None)
     if hook is None:
         return config
@@ -106,11 +111,13 @@ class PythonBackend:
         self._name = ""
         self._version = ""
         self._output_types: dict[str, str] = {}
+        self._module_name = ""
 
     def load(self, ctx: LoadContext) -> None:
         model_file = ctx.model_file or ctx.version_dir / "model.py"
         label = f"model '{ctx.model_name}' version {ctx.version}"
         module = _import_model_file(model_file, label)
+        self._module_name = module.__name__
         self._name, self._version = ctx.model_name, ctx.version
         self._output_types = {
             o.name: config_to_v2(mc.DataType.Name(o.data_type)) for o in ctx.config.output
@@ -130,6 +137,7 @@ class PythonBackend:
             if hasattr(model, "initialize"):
                 model.initialize(args)
         except BaseException as exc:  # a model calling sys.exit() must not stop the server
+            sys.modules.pop(self._module_name, None)
             raise RepositoryError(f"{label}: initialize() failed: {exc!r}") from exc
         self._model = model
 
@@ -151,6 +159,7 @@ class PythonBackend:
         return results
 
     def unload(self) -> None:
+        sys.modules.pop(self._module_name, None)
         model, self._model = self._model, None
         if model is not None and hasattr(model, "finalize"):
             try:

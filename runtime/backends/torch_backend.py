@@ -48,6 +48,7 @@ class TorchBackend:
         self._device = "cpu"
         self._inputs: dict[str, int] = {}
         self._outputs: dict[str, int] = {}
+        self.used_image = False  # True when the weights came from a snapshot image
 
     def load(self, ctx: LoadContext) -> None:
         import torch
@@ -60,7 +61,7 @@ class TorchBackend:
             )
         path = ctx.model_file or ctx.version_dir / "model.pt"
         if path.suffix == ".pt2":
-            program = torch.export.load(str(path))
+            program = self._load_program(ctx, torch, path)
             self._module = program.module()
             forward_args = [str(name) for name in program.graph_signature.user_inputs]
         else:
@@ -72,6 +73,26 @@ class TorchBackend:
         self._inputs = positions([i.name for i in ctx.config.input], forward_args)
         self._outputs = positions([o.name for o in ctx.config.output], [])
 
+    def _load_program(self, ctx: LoadContext, torch: Any, path: Any) -> Any:
+        """A torch.export program: from the file, or weightless with the arena's state dict."""
+        image = ctx.image
+        weightless = image.artifact("export_weightless") if image is not None else None
+        if image is None or weightless is None:
+            return torch.export.load(str(path))
+        program = torch.export.load(io.BytesIO(weightless))
+        views = image.torch_tensors()
+        for name, old in list(program.state_dict.items()):
+            if name not in views:
+                raise RepositoryError(
+                    f"model '{ctx.model_name}': snapshot image has no tensor '{name}'"
+                )
+            view = views[name]
+            if isinstance(old, torch.nn.Parameter):
+                view = torch.nn.Parameter(view, requires_grad=False)
+            program.state_dict[name] = view
+        self.used_image = True
+        return program
+
     def _load_script(self, ctx: LoadContext, torch: Any) -> Any:
         image = ctx.image
         weightless = image.artifact("torchscript_weightless") if image is not None else None
@@ -79,6 +100,7 @@ class TorchBackend:
             path = ctx.model_file or ctx.version_dir / "model.pt"
             return torch.jit.load(str(path), map_location=self._device)
         module = torch.jit.load(io.BytesIO(weightless), map_location="cpu")
+        self.used_image = True
         views = image.torch_tensors()
         with torch.no_grad():
             for name, tensor in [*module.named_parameters(), *module.named_buffers()]:

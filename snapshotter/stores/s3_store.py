@@ -36,6 +36,8 @@ class S3Config:
 
     max_parallel: int = 8
     range_bytes: int = 8 << 20
+    # urllib3 copies each read through a temporary of this size: small enough to stay cached.
+    read_piece_bytes: int = 1 << 20
     part_bytes: int = 16 << 20
     connect_timeout_s: float = 5.0
     read_timeout_s: float = 30.0
@@ -197,7 +199,7 @@ class S3Store:
         body, got = resp["Body"], 0
         try:
             while got < want:
-                n = body.readinto(view[got:])
+                n = body.readinto(view[got : got + self.config.read_piece_bytes])
                 if not n:
                     raise IntegrityError(
                         f"chunk {digest} was truncated at byte {offset + got}", digest=digest

@@ -15,9 +15,8 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 import tritonclient.http.aio as aioclient
-from tritonclient.utils import InferenceServerException
 
-from tests.integration.activator.conftest import UpProcess, pid_alive
+from tests.integration.activator.up_process import UpProcess, pid_alive
 
 pytestmark = pytest.mark.integration
 

@@ -10,10 +10,7 @@ import tritonclient.http as httpclient
 
 from tests.fixtures import model_repos
 from tests.fixtures.serve_process import ServeProcess
-
-# Small on purpose, so over-limit and slow-body tests stay cheap.
-MAX_BODY_BYTES = 1024 * 1024
-BODY_TIMEOUT_S = 2.0
+from tests.integration.runtime.server_limits import BODY_TIMEOUT_S, MAX_BODY_BYTES
 
 # Loaded at start; `add_sub_spare` stays unloaded for the repository-extension tests.
 PRELOADED = [

@@ -15,7 +15,7 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from tests.fixtures.serve_process import ServeProcess
-from tests.integration.runtime.conftest import BODY_TIMEOUT_S, MAX_BODY_BYTES
+from tests.integration.runtime.server_limits import BODY_TIMEOUT_S, MAX_BODY_BYTES
 
 pytestmark = pytest.mark.integration
 

@@ -145,6 +145,7 @@ def test_exit_timeout_bounds_a_stuck_request(
     started = time.monotonic()
     server.proc.send_signal(signal.SIGTERM)
     assert server.proc.wait(30) == 0
-    assert time.monotonic() - started < 8.0, server.logs()
+    assert time.monotonic() - started < 6.0, server.logs()  # drain 1 s + unload 1 s
     thread.join(10)
     assert len(results) == 1 and results[0][0] != 200  # cut off, not answered after the limit
+    assert "exiting anyway" in server.logs()

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import BUCKET
+from snapshot_s3_fakes import BUCKET
 
 pytestmark = pytest.mark.integration
 

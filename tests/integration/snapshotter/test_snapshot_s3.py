@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import BUCKET, FaultProxy
+from snapshot_s3_fakes import BUCKET, FaultProxy
 
 from snapshotter import ImageLoader, IntegrityError, StoreTimeout, build_image, source_digest
 from snapshotter.image_ref import ImageRef
@@ -212,3 +212,20 @@ def test_two_concurrent_cold_starts_download_once(
     assert fault_proxy.faults.chunk_gets - before == one_download
     assert sorted(r.source for r in results) == ["cache", "store"]
     assert results[0].arena.array.tobytes() == results[1].arena.array.tobytes()
+
+
+def test_multipart_upload_with_checksums_reads_back_exactly(s3_env: dict[str, str]) -> None:
+    import hashlib
+    import os
+
+    store = S3Store(f"s3://{BUCKET}/multipart", S3Config(part_bytes=5 << 20, max_parallel=3))
+    data = os.urandom((11 << 20) + 123)  # three parts, the last one short
+    digest = hashlib.sha256(data).hexdigest()
+    store.write_chunk(digest, memoryview(data))
+    assert store.chunk_size(digest) == len(data)
+    back = bytearray(len(data))
+    store.read_chunk_into(digest, memoryview(back), on_bytes=None)
+    assert bytes(back) == data
+    assert store.list_chunks() == {digest: len(data)}
+    store.delete_chunk(digest)
+    assert store.chunk_size(digest) is None

@@ -172,8 +172,12 @@ async def test_client_that_disconnects_while_held_is_never_forwarded(
 
 async def test_lost_replica_leaves_rotation_and_is_replaced(backend: FakeBackend) -> None:
     backend.gate.set()
-    endpoint = _endpoint(backend)
+    clock = FakeClock()
+    endpoint = _endpoint(backend, clock)
     assert await _use(endpoint, [], 0) == "m-1"
+    clock.now += 5
+    endpoint.autoscaler.note_request(clock.now)
+    clock.now += 7  # 12 s after it became ready (no crash loop), 7 s idle (within the grace)
     backend.lost["m-1"].set_result("exit code -9")
     await asyncio.sleep(0.05)
     assert [r.id for r in endpoint.replicas] == ["m-2"]  # recent traffic: replaced at once
@@ -239,3 +243,16 @@ async def test_drain_lets_in_flight_finish_before_stopping(backend: FakeBackend)
     await asyncio.wait_for(unload, 2)
     assert backend.stopped == ["m-1"]
     await endpoint.close()
+
+
+async def test_crash_loop_does_not_restart_an_idle_model(backend: FakeBackend) -> None:
+    backend.gate.set()
+    endpoint = _endpoint(backend, FakeClock())
+    assert await _use(endpoint, [], 0) == "m-1"
+    backend.lost["m-1"].set_result("exit code 1")  # died right after starting
+    await asyncio.sleep(0.05)
+    endpoint.tick()
+    await asyncio.sleep(0.05)
+    assert backend.starts == 1
+    assert "exit code 1" in str(endpoint.last_error)
+    assert await _use(endpoint, [], 1) == "m-2"  # the next request tries again

@@ -57,7 +57,7 @@ def _input(name: str, datatype: str, shape: list[int], data: Any = None, **param
 
 @pytest.mark.parametrize("datatype", sorted(NUMERIC))
 def test_every_numeric_datatype_decodes_from_json_and_binary(datatype: str) -> None:
-    expected = (np.arange(6) % 2).astype(NUMERIC[datatype]).reshape(2, 3)
+    expected: np.ndarray = (np.arange(6) % 2).astype(NUMERIC[datatype]).reshape(2, 3)
     from_json = _decode({"inputs": [_input("x", datatype, [2, 3], expected.tolist())]})
     raw = expected.tobytes()
     from_binary = _decode(
@@ -247,7 +247,9 @@ def _response(*tensors: InferTensor) -> InferResponse:
     return InferResponse("m", "1", list(tensors))
 
 
-def _request(*outputs: RequestedOutput, binary_default: bool = False, rid: str | None = None):
+def _request(
+    *outputs: RequestedOutput, binary_default: bool = False, rid: str | None = None
+) -> InferRequest:
     return InferRequest("m", "", [], list(outputs), id=rid, binary_output_default=binary_default)
 
 

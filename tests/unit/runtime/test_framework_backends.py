@@ -225,3 +225,27 @@ async def test_torchscript_on_gpu_instance(tmp_path: Path) -> None:
         assert response.outputs[0].shape == (2, 8)
     finally:
         await manager.stop()
+
+
+async def test_onnx_string_tensors_round_trip_as_bytes(tmp_path: Path) -> None:
+    import onnx
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("TEXT", TensorProto.STRING, [-1])
+    y = helper.make_tensor_value_info("ECHO", TensorProto.STRING, [-1])
+    graph = helper.make_graph([helper.make_node("Identity", ["TEXT"], ["ECHO"])], "s", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    (tmp_path / "strings" / "1").mkdir(parents=True)
+    onnx.save(model, str(tmp_path / "strings" / "1" / "model.onnx"))
+    manager = ModelManager(ServeConfig(repository=tmp_path), metrics=Metrics())
+    await manager.start()
+    try:
+        assert manager.config("strings", None)["input"][0]["data_type"] == "TYPE_STRING"
+        data = np.array([b"caf\xc3\xa9", b"", b"x y"], dtype=np.object_)
+        request = InferRequest("strings", "", [InferTensor("TEXT", "BYTES", (3,), data)])
+        response = await manager.infer(request)
+        assert response.outputs[0].datatype == "BYTES"
+        assert response.outputs[0].data.tolist() == data.tolist()
+    finally:
+        await manager.stop()

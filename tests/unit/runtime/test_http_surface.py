@@ -162,6 +162,7 @@ async def test_infer_binary_in_and_out_with_gzip_both_ways(client: TestClient) -
         ("GET", "/v2/models/%3Brm%20-rf/ready", 404),
         ("GET", "/v2/models/" + "m" * 300, 404),
         ("POST", "/v2/models/broken/infer", 500),
+        ("POST", "/v2/models/crash/infer", 500),
     ],
 )
 async def test_errors_are_json_with_the_right_status(

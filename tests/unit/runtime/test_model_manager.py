@@ -309,3 +309,26 @@ async def test_onnx_model_serves_and_reports_metadata(tmp_path: Path) -> None:
             )
     finally:
         await manager.stop()
+
+
+async def test_version_policy_all_serves_each_version(tmp_path: Path) -> None:
+    model_dir = make_python_identity(tmp_path, "multi")
+    with (model_dir / "config.pbtxt").open("a") as f:
+        f.write("version_policy: { all: {} }\n")
+    (model_dir / "2").mkdir()
+    (model_dir / "2" / "model.py").write_bytes((model_dir / "1" / "model.py").read_bytes())
+    manager = _manager(tmp_path, ModelControlMode.NONE)
+    await manager.start()
+    try:
+        assert manager.metadata("multi", None)["versions"] == ["1", "2"]
+        assert [r.get("version") for r in manager.index()] == ["1", "2"]
+        for version in ("1", "2", ""):
+            request = _identity_request("multi")
+            request.model_version = version
+            response = await manager.infer(request)
+            assert response.model_version == (version or "2")  # unversioned -> latest
+        stats = manager.statistics("multi", None)["model_stats"]
+        assert {s["version"]: s["inference_count"] for s in stats} == {"1": 1, "2": 2}
+        assert manager.statistics("multi", "1")["model_stats"][0]["inference_count"] == 1
+    finally:
+        await manager.stop()

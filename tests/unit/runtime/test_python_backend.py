@@ -201,7 +201,7 @@ async def test_misbehaving_models_fail_their_request_and_keep_serving(
     assert ok.outputs[0].data.tolist() == [7.0]
 
 
-EXITING = '''
+EXITING = """
 import sys
 
 class TritonPythonModel:
@@ -211,7 +211,7 @@ class TritonPythonModel:
 
     def execute(self, requests):
         sys.exit(4)
-'''
+"""
 EXIT_CONFIG = """
 backend: "python"
 input [ { name: "IN" data_type: TYPE_FP32 dims: [ 1 ] } ]
@@ -237,3 +237,39 @@ async def test_sys_exit_in_a_model_never_stops_the_server(tmp_path: Path) -> Non
         assert manager.model_ready("exit_execute", None)
     finally:
         await manager.stop()
+
+
+DATACLASS_MODEL = """
+from __future__ import annotations
+
+import dataclasses
+import pickle
+
+import triton_python_backend_utils as pb_utils
+
+
+@dataclasses.dataclass
+class Scale:
+    factor: float
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.scale = pickle.loads(pickle.dumps(Scale(3.0)))
+
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUT",
+                r.inputs()[0].as_numpy() * self.scale.factor)]) for r in requests]
+"""
+
+
+async def test_model_files_using_dataclasses_and_pickle_work(tmp_path: Path) -> None:
+    _python_model(tmp_path, "dc", MISBEHAVING_CONFIG.replace("FP64", "FP32"), DATACLASS_MODEL)
+    manager = ModelManager(ServeConfig(repository=tmp_path), metrics=Metrics())
+    await manager.start()
+    try:
+        response = await manager.infer(InferRequest("dc", "", [_f32("IN", [2.0])]))
+        assert response.outputs[0].data.tolist() == [6.0]
+    finally:
+        await manager.stop()
+    assert not [m for m in sys.modules if m.startswith("_thaw_python_model_")]

@@ -103,9 +103,14 @@ async def test_pending_count_shows_queued_requests(tmp_path: Path) -> None:
     try:
         tasks = [asyncio.create_task(manager.infer(_req("slow", np.ones(1, np.float32))))
                  for _ in range(3)]  # fmt: skip
-        await asyncio.sleep(0.1)  # first executing, two queued
-        text = metrics.exposition().decode()
-        assert _sample(text, "nv_inference_pending_request_count", model="slow", version="1") == 2
+        pending = -1.0
+        for _ in range(150):  # bounded: until the first runs and two wait (<= 3 s)
+            text = metrics.exposition().decode()
+            pending = _sample(text, "nv_inference_pending_request_count", model="slow", version="1")
+            if pending == 2:
+                break
+            await asyncio.sleep(0.02)
+        assert pending == 2
         await asyncio.gather(*tasks)
         queue_ns = manager.statistics("slow", None)["model_stats"][0]["inference_stats"]["queue"]
         assert queue_ns["ns"] >= 0.3e9  # the later two waited at least one execution

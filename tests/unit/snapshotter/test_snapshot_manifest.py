@@ -110,3 +110,18 @@ def test_layout_aligns_every_tensor_and_bounds_chunks() -> None:
         assert place.offset + size <= chunk_sizes[place.chunk]
     assert placements[4].offset == 0  # the big tensor got a chunk of its own
     assert all(s <= 20_000 for i, s in enumerate(chunk_sizes) if i != placements[4].chunk)
+
+
+def test_a_manifest_claiming_absurd_sizes_fails_cleanly(tmp_path: Path) -> None:
+    from snapshotter import SnapshotError
+
+    doc = good_doc()
+    doc["chunks"] = [{"digest": f"{i:064x}", "size": 1 << 40} for i in range(1000)]
+    doc["tensors"] = []
+    doc["artifacts"] = {}
+    path = tmp_path / "images" / "m" / "1" / "cpu" / "manifest.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(doc))
+    loader = ImageLoader(str(tmp_path), None, "cpu")
+    with pytest.raises(SnapshotError):  # 1000 TiB: refused, not a crash or a hang
+        loader.restore(ImageRef("m", "1", "cpu"))

@@ -245,3 +245,39 @@ def test_arena_views_are_bounded() -> None:
     with pytest.raises(SnapshotError):
         Arena(-1)
     threading.Thread(target=arena.prefault).run()
+
+
+def test_torch_export_program_restores_with_identical_outputs(tmp_path: Path) -> None:
+    import torch
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.l1 = torch.nn.Linear(16, 32)
+            self.bn = torch.nn.BatchNorm1d(32)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.relu(self.bn(self.l1(x)))
+
+    net = Net().eval()
+    x = torch.randn(4, 16)
+    version = tmp_path / "repo" / "exported" / "1"
+    version.mkdir(parents=True)
+    torch.export.save(torch.export.export(net, (x,)), str(version / "model.pt2"))
+    build_image(version, DirStore(tmp_path / "store"))
+    ref = ImageRef("exported", "1", "cpu")
+    img = ImageLoader(str(tmp_path / "store"), None, "cpu").restore(ref)
+    blob = img.artifact("export_weightless")
+    assert blob is not None and len(blob) < (version / "model.pt2").stat().st_size
+    program = torch.export.load(io.BytesIO(blob))
+    views = img.torch_tensors()
+    for name, old in list(program.state_dict.items()):
+        assert old.numel() == 0
+        view = views[name]
+        is_param = isinstance(old, torch.nn.Parameter)
+        program.state_dict[name] = (
+            torch.nn.Parameter(view, requires_grad=False) if is_param else view
+        )
+    module = program.module()
+    assert module.l1.weight.data_ptr() == views["l1.weight"].data_ptr()  # zero-copy
+    assert torch.equal(module(x), net(x))

@@ -16,6 +16,7 @@ from aiohttp.test_utils import TestServer
 
 from activator.app import build_app
 from activator.config import ActivatorConfig, ScaleSettings
+from activator.errors import ActivationFailed
 from activator.scaler.backend import StartedReplica
 
 HITS = web.AppKey("hits", list[str])
@@ -65,10 +66,15 @@ class UpstreamBackend:
         self.url = url
         self.starts = 0
         self.stopped: list[str] = []
+        self.gate = asyncio.Event()
+        self.gate.set()
 
     async def start_replica(self, model: str, *, timeout_s: float) -> StartedReplica:
         self.starts += 1
-        await asyncio.sleep(0.01)
+        try:
+            await asyncio.wait_for(self.gate.wait(), timeout_s)
+        except TimeoutError:
+            raise ActivationFailed(f"replica for {model} did not start in time") from None
         return StartedReplica(f"{model}-{self.starts}", model, self.url, 0.0, 0.01)
 
     async def wait_lost(self, replica_id: str) -> str:
@@ -103,7 +109,7 @@ async def activator(tmp_path: Path, upstream: TestServer) -> AsyncIterator[tuple
         warm_pool=0,
         build_images=False,
         max_body_bytes=2_000_000,
-        defaults=ScaleSettings(activation_timeout_s=5),
+        defaults=ScaleSettings(activation_timeout_s=1),
     )
     backend = UpstreamBackend(str(upstream.make_url("")).rstrip("/"))
     app = build_app(config, backend=backend)
@@ -257,3 +263,63 @@ async def test_unload_scales_to_zero_and_load_warms(
             status = await r.json()
     assert backend.stopped == ["other-1"]
     assert {m["model"]: m["state"] for m in status["models"]}["other"] == "cold"
+
+
+async def test_client_gone_while_held_is_dropped_and_never_forwarded(
+    activator: tuple[str, UpstreamBackend], upstream: TestServer
+) -> None:
+    url, backend = activator
+    backend.gate.clear()
+    async with aiohttp.ClientSession() as s:
+        request = asyncio.create_task(s.post(f"{url}/v2/models/m/infer", data=b"gone"))
+        await asyncio.sleep(0.2)
+        async with s.get(f"{url}/thaw/status") as r:
+            held = {m["model"]: m["held_requests"] for m in (await r.json())["models"]}
+        assert held["m"] == 1
+        request.cancel()  # the client hangs up while held
+    async with aiohttp.ClientSession() as s:
+        await asyncio.sleep(0.2)
+        async with s.get(f"{url}/thaw/status") as r:
+            held = {m["model"]: m["held_requests"] for m in (await r.json())["models"]}
+        assert held["m"] == 0
+        backend.gate.set()
+        async with s.post(f"{url}/v2/models/m/infer", data=b"stays") as r:
+            assert await r.read() == b"stays"
+    assert upstream.app is not None
+    assert upstream.app[HITS] == ["/v2/models/m/infer"]  # only the one that stayed
+
+
+async def test_held_past_the_activation_timeout_gets_a_json_error(
+    activator: tuple[str, UpstreamBackend],
+) -> None:
+    url, backend = activator
+    backend.gate.clear()
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    async with aiohttp.ClientSession() as s, s.post(f"{url}/v2/models/m/infer", data=b"x") as r:
+        body = await r.json()
+    assert r.status in (503, 504)
+    assert "m" in body["error"]
+    assert loop.time() - start < 3.0  # activation timeout is 1 s
+
+
+async def test_hostile_bytes_do_not_hurt_the_activator(
+    activator: tuple[str, UpstreamBackend],
+) -> None:
+    url, _ = activator
+    host, port = url.removeprefix("http://").split(":")
+    garbage = [
+        b"GARBAGE\r\n\r\n",
+        b"POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nshort",
+        b"GET /v2/models/" + b"a" * 70000 + b" HTTP/1.1\r\n\r\n",
+        b"POST /v2/models/m/infer HTTP/1.1\r\nContent-Length: -5\r\n\r\n",
+    ]
+    for payload in garbage:
+        _reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(payload)
+        await writer.drain()
+        writer.close()  # hang up mid-request
+        await writer.wait_closed()
+    async with aiohttp.ClientSession() as s, s.post(f"{url}/v2/models/m/infer", data=b"ok") as r:
+        assert r.status == 200
+        assert await r.read() == b"ok"

@@ -1,0 +1,96 @@
+"""`thaw serve` settings: flags become one ServeConfig; bad values name the setting and range."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from runtime import cli
+from runtime.config import ConfigError, ModelControlMode, ServeConfig
+from runtime.response_encoding import compress_body, pick_encoding
+
+
+def _parse(*argv: str) -> ServeConfig:
+    parser = argparse.ArgumentParser()
+    cli.register(parser.add_subparsers())
+    return cli.build_config(parser.parse_args(["serve", *argv]))
+
+
+def test_flags_become_the_config() -> None:
+    config = _parse(
+        "repo", "--port", "0", "--model-control-mode", "explicit", "--load-model", "a",
+        "--load-model", "b", "--preload-frameworks", "onnxruntime, torch", "--max-body-bytes",
+        "2048", "--arena-bytes", "4096", "--log-level", "DEBUG", "--target", "cuda:sm_90",
+    )  # fmt: skip
+    assert config.repository == Path("repo")
+    assert config.port == 0
+    assert config.model_control_mode is ModelControlMode.EXPLICIT
+    assert config.load_models == ("a", "b")
+    assert config.preload_frameworks == ("onnxruntime", "torch")
+    assert config.max_body_bytes == 2048
+    assert config.arena_bytes == 4096
+    assert config.log_level == "debug"
+    assert config.target == "cuda:sm_90"
+
+
+def test_defaults_match_the_documented_interface() -> None:
+    config = _parse("repo")
+    assert (config.host, config.port) == ("127.0.0.1", 8000)
+    assert config.model_control_mode is ModelControlMode.NONE
+    assert config.max_body_bytes == 64 * 1024 * 1024
+    assert config.repository_poll_secs == 15.0
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"port": 70000}, "`port` = 70000, must be in [0, 65535]"),
+        ({"port": -1}, "`port` = -1, must be in [0, 65535]"),
+        ({"max_body_bytes": 0}, "`max_body_bytes` = 0, must be in"),
+        ({"repository_poll_secs": float("nan")}, "`repository_poll_secs` = nan, must be in"),
+        ({"exit_timeout_s": -1.0}, "`exit_timeout_s` = -1.0, must be in"),
+        ({"max_json_depth": 1}, "`max_json_depth` = 1, must be in"),
+        ({"target": "tpu"}, "`target` = 'tpu', must be one of cpu, cuda"),
+        ({"preload_frameworks": ("jax",)}, "`preload_frameworks` = 'jax'"),
+        ({"event_loop": "trio"}, "`event_loop` = 'trio'"),
+    ],
+)
+def test_out_of_range_settings_are_refused_in_one_phrasing(
+    overrides: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        ServeConfig(repository=Path("."), **overrides)  # type: ignore[arg-type]
+    assert str(info.value).startswith(message)
+
+
+def test_config_is_frozen() -> None:
+    config = ServeConfig(repository=Path("."))
+    with pytest.raises(AttributeError):
+        config.port = 1  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("accept", "expected"),
+    [
+        ("gzip", "gzip"),
+        ("deflate", "deflate"),
+        ("br, gzip;q=0.5", "gzip"),
+        ("gzip;q=0, deflate", "deflate"),
+        ("identity", None),
+        ("*", None),
+        ("gzip;q=bogus", None),
+    ],
+)
+def test_response_encoding_follows_accept_encoding(accept: str, expected: str | None) -> None:
+    assert pick_encoding(accept) == expected
+
+
+def test_compressed_bodies_are_standard_gzip_and_zlib() -> None:
+    import gzip
+    import zlib
+
+    body = b'{"outputs": []}' * 100
+    assert gzip.decompress(compress_body(body, "gzip")) == body
+    assert zlib.decompress(compress_body(body, "deflate")) == body
