@@ -283,6 +283,11 @@ class ModelEndpoint:
             self.starting -= 1
             self._start_failed(exc.message)
             return
+        except Exception as exc:  # a backend bug must still fail the waiters, not hang them
+            logger.exception("model=%s replica start crashed", self.name)
+            self.starting -= 1
+            self._start_failed(f"internal error starting a replica: {exc!r}")
+            return
         except BaseException:
             self.starting -= 1
             raise

@@ -1,4 +1,4 @@
-"""Start and stop real model servers (thaw serve, Triton, KServe) on loopback for benchmarks.
+"""Start and stop real model servers (thaw, Triton, KServe, MLServer) on loopback for benchmarks.
 
 Peers are installed on first use into their own virtualenvs under `.bench/`, never into the
 project's `.venv`. Every server gets a port, a readiness wait with a deadline and a log file;
@@ -268,9 +268,11 @@ class TritonPeer:
             tmp = self.server_dir.with_name("tritonserver.tmp")
             shutil.rmtree(tmp, ignore_errors=True)
             shutil.copytree(site / "pytriton" / "tritonserver", tmp, symlinks=True)
-            stub = tmp / "python_backend_stubs" / "3.11" / "triton_python_backend_stub"
+            # The stub embeds Python: it must match the venv's version (the base interpreter's).
+            version = f"{sys.version_info.major}.{sys.version_info.minor}"
+            stub = tmp / "python_backend_stubs" / version / "triton_python_backend_stub"
             if not stub.is_file():
-                raise PeerError(f"nvidia-pytriton has no Python 3.11 stub at {stub}")
+                raise PeerError(f"nvidia-pytriton has no Python {version} stub at {stub}")
             shutil.copy2(stub, tmp / "backends" / "python" / stub.name)
             tmp.rename(self.server_dir)
 

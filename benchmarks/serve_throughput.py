@@ -149,27 +149,33 @@ def measure(
     """Every (model, concurrency) cell on every server, `--rounds` times, servers interleaved.
 
     All servers stay up for the whole run and take turns cell by cell (the order rotating each
-    round), so background load on a shared machine hits them alike; each cell keeps its best
-    round, the least disturbed one.
+    round), so background load on a shared machine hits them alike; each cell reports its
+    median round by req/s (the lower middle one for an even count).
     """
     cells: list[Cell] = []
     for workload in workloads:
         for concurrency in args.concurrency:
-            best: dict[str, LoadResult] = {}
+            rounds: dict[str, list[LoadResult]] = {}
             for round_index in range(args.rounds):
                 shift = round_index % max(1, len(servers))
                 for server in servers[shift:] + servers[:shift]:
                     if server.handle is None or workload.model not in server.serves:
                         continue
                     result = _run_cell(server.name, server.handle.url, workload, concurrency, args)
-                    if server.name not in best or result.rps > best[server.name].rps:
-                        best[server.name] = result
+                    rounds.setdefault(server.name, []).append(result)
             for server in servers:
                 note = server.notes.get(workload.model, "")
-                cells.append(
-                    Cell(server.name, workload.model, concurrency, best.get(server.name), note)
-                )
+                median = median_round(rounds.get(server.name, []))
+                cells.append(Cell(server.name, workload.model, concurrency, median, note))
     return cells
+
+
+def median_round(results: list[LoadResult]) -> LoadResult | None:
+    """The round with the median req/s (lower middle for an even count); None without rounds."""
+    if not results:
+        return None
+    ordered = sorted(results, key=lambda r: r.rps)
+    return ordered[(len(ordered) - 1) // 2]
 
 
 def _run_cell(
@@ -254,7 +260,9 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--duration-s", type=float, default=4.0, help="measured seconds per cell")
     parser.add_argument("--warmup-s", type=float, default=1.0, help="unmeasured seconds per cell")
-    parser.add_argument("--rounds", type=int, default=2, help="runs per cell; the best is kept")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="runs per cell; the median is reported"
+    )
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--peers", default="thaw,triton,kserve,mlserver")
     parser.add_argument("--models", default="add_sub,resnet50")

@@ -8,7 +8,6 @@ again for the decoded bytes, which stops zip bombs after `max_bytes` of output.
 
 from __future__ import annotations
 
-import json
 import re
 import zlib
 from collections.abc import AsyncIterable
@@ -16,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from runtime import fast_json
 from runtime.errors import InvalidInput, PayloadTooLarge
 
 __all__ = ["decode_content", "parse_json", "read_capped"]
@@ -111,12 +111,12 @@ def json_depth(text: bytes | memoryview) -> int:
 
 def parse_json(text: bytes | memoryview, *, max_depth: int, what: str = "request body") -> Any:
     """Parse JSON; InvalidInput (never RecursionError) for bad syntax or nesting over max_depth."""
-    data = bytes(text)
+    data = text if isinstance(text, bytes) else bytes(text)
     # Fast path: a text with no more opening brackets than the cap cannot nest deeper than it.
     if data.count(b"[") + data.count(b"{") > max_depth and json_depth(data) > max_depth:
         raise InvalidInput(f"{what} nests JSON deeper than {max_depth} levels")
     try:
-        return json.loads(data)
+        return fast_json.loads(data)
     except RecursionError:
         raise InvalidInput(f"{what} nests JSON deeper than {max_depth} levels") from None
     except ValueError as exc:

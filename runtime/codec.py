@@ -9,11 +9,11 @@ before anything is allocated, so a lying body costs a 400, never a MemoryError.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import numpy as np
 
+from runtime import fast_json
 from runtime.body import parse_json
 from runtime.datatypes import V2_DATATYPES, deserialize_bytes, element_size, serialize_bytes
 from runtime.errors import InvalidInput
@@ -278,7 +278,7 @@ def encode_infer_response(response: InferResponse, request: InferRequest) -> Enc
     if response.parameters:
         doc["parameters"] = response.parameters
     doc["outputs"] = outputs_json
-    header = json.dumps(doc, separators=(",", ":")).encode()
+    header = fast_json.dumps(doc)
     if not buffers:
         return EncodedResponse(header, None)
     return EncodedResponse(b"".join([header, *buffers]), len(header))

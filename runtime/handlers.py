@@ -14,7 +14,8 @@ from typing import Any, Protocol, TypeVar
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from runtime.body import decode_content, parse_json, read_capped
+from runtime import fast_json
+from runtime.body import decode_content, parse_json, read_capped, too_large
 from runtime.codec import EncodedResponse, decode_infer_request, encode_infer_response
 from runtime.config import ModelControlMode, ServeConfig
 from runtime.errors import FeatureDisabled, InvalidInput, ModelNotFound, ModelUnavailable
@@ -39,7 +40,7 @@ class ModelService(Protocol):
     async def start(self) -> None: ...
     async def stop(self) -> None: ...
     def is_ready(self) -> bool: ...
-    def index(self, *, ready_only: bool = False) -> list[dict[str, Any]]: ...
+    async def index(self, *, ready_only: bool = False) -> list[dict[str, Any]]: ...
     async def load(
         self, name: str, *, config_json: str | None = None, files: dict[str, bytes] | None = None
     ) -> None: ...
@@ -59,7 +60,7 @@ class MetricsSource(Protocol):
 
 def json_response(payload: Any, status: int = 200) -> web.Response:
     """A compact JSON response."""
-    body = json.dumps(payload, separators=(",", ":")).encode()
+    body = fast_json.dumps(payload)
     return web.Response(body=body, status=status, content_type=_JSON)
 
 
@@ -98,12 +99,16 @@ class V2Handlers:
     async def _body(self, request: web.Request) -> bytes:
         """The request body, decompressed, under the configured cap."""
         limit = self._config.max_body_bytes
-        reading = read_capped(
-            request.content.iter_any(), limit=limit, declared_length=request.content_length
-        )
-        if request.content.is_eof():  # already buffered: nothing left to wait for
-            raw = await reading
+        content = request.content
+        if content.is_eof():
+            # The usual small request arrived with its headers: take the buffer as it is.
+            raw = content.read_nowait()
+            if len(raw) > limit:
+                raise too_large(limit)
         else:
+            reading = read_capped(
+                content.iter_any(), limit=limit, declared_length=request.content_length
+            )
             raw = await _within(reading, self._config.body_timeout_s)
         encoding = request.headers.get("Content-Encoding")
         if encoding is None:
@@ -193,7 +198,7 @@ class V2Handlers:
         ready = doc.get("ready", False)
         if not isinstance(ready, bool):
             raise InvalidInput("'ready' must be true or false")
-        return json_response(self._manager.index(ready_only=ready))
+        return json_response(await self._manager.index(ready_only=ready))
 
     async def load(self, request: web.Request) -> web.Response:
         name, _ = model_ref(request)

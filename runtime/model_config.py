@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from google.protobuf import descriptor, json_format, text_format
-from tritonclient.grpc import model_config_pb2 as mc
 
 from runtime.errors import RepositoryError
+from runtime.model_config_schema import mc
 
 __all__ = [
     "DEFAULT_MAX_BATCH_SIZE",

@@ -127,11 +127,12 @@ class ModelManager:
 
     # -- model repository extension -------------------------------------------------------
 
-    def index(self, *, ready_only: bool = False) -> list[dict[str, Any]]:
+    async def index(self, *, ready_only: bool = False) -> list[dict[str, Any]]:
         """Triton's repository index: every model in the repository, one row per version."""
         try:
-            # One directory listing; cheap enough for the loop (Triton also rescans here).
-            names = set(list_models(self._repo))
+            # Rescanned on each call, as Triton does; in a thread, since a repository on a
+            # network volume can take its time to list.
+            names = set(await asyncio.to_thread(list_models, self._repo))
         except ServingError:
             names = set()
         rows: list[dict[str, Any]] = []
@@ -169,7 +170,7 @@ class ModelManager:
         if self._config.model_control_mode != ModelControlMode.EXPLICIT:
             raise FeatureDisabled(_CONTROL_DISABLED)
         validate_model_name(name)
-        if name not in self._models and not (self._repo / name).is_dir():
+        if name not in self._models and not await asyncio.to_thread((self._repo / name).is_dir):
             raise ModelNotFound(f"failed to unload '{name}', model is not in the repository")
         await self._unload(name)
 
@@ -247,7 +248,13 @@ class ModelManager:
     async def _load(
         self, name: str, *, config_json: str | None, files: dict[str, bytes] | None
     ) -> None:
-        model = self._models.get(name) or self._models.setdefault(name, _Model(name))
+        model = self._models.get(name)
+        if model is None:
+            # A name that is not in the repository (a typo) must leave no index entry and never
+            # count for readiness, not even while the load is in flight: check before recording.
+            if not files and not await asyncio.to_thread((self._repo / name).is_dir):
+                raise ModelNotFound(f"failed to load '{name}': no such model in the repository")
+            model = self._models.setdefault(name, _Model(name))
         async with model.lock:  # one load/unload of a model at a time
             model.wanted = True
             previous_state = model.state
@@ -267,7 +274,10 @@ class ModelManager:
                 if override is not None:
                     shutil.rmtree(override, ignore_errors=True)
                 if isinstance(exc, ModelNotFound) and not model.versions:
-                    self._models.pop(name, None)  # not a model: leave no trace in the index
+                    # Removed from disk since the check above: leave no trace in the index.
+                    model.wanted = False
+                    if self._models.get(name) is model:
+                        del self._models[name]
                     raise
                 if override is None and (self._repo / name).is_dir():
                     # Remember what failed, so polling retries only once the files change.

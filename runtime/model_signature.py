@@ -6,11 +6,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from tritonclient.grpc import model_config_pb2 as mc
-
 from runtime.datatypes import config_to_v2
 from runtime.errors import InvalidInput
 from runtime.inference import InferRequest, InferResponse, InferTensor
+from runtime.model_config_schema import mc
 
 __all__ = ["IOSpec", "ModelSignature"]
 

@@ -8,8 +8,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from tritonclient.grpc import model_config_pb2 as mc
-
 from runtime.errors import ModelNotFound, RepositoryError
 from runtime.model_config import (
     autocomplete_from_onnx,
@@ -20,6 +18,7 @@ from runtime.model_config import (
     parse_config,
     validate_config,
 )
+from runtime.model_config_schema import mc
 
 __all__ = [
     "MAX_CONFIG_BYTES",
@@ -35,14 +34,15 @@ logger = logging.getLogger(__name__)
 
 # A config.pbtxt larger than this is refused rather than parsed (hostile repositories).
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
-_MODEL_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,254}$")
+# Matched with `fullmatch`: `$` in `re.match` would also accept a trailing newline.
+_MODEL_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,254}")
 
 
 def validate_model_name(name: str) -> str:
     """Return `name` if it is a plain model name; ModelNotFound if it could be a path."""
     if (
         not isinstance(name, str)
-        or not _MODEL_NAME_RE.match(name)
+        or not _MODEL_NAME_RE.fullmatch(name)
         or name in (".", "..")
         or ".." in name
     ):
@@ -77,7 +77,7 @@ def list_models(repo: Path) -> list[str]:
     for entry in entries:
         if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=True):
             continue
-        if _MODEL_NAME_RE.match(entry.name) and ".." not in entry.name:
+        if _MODEL_NAME_RE.fullmatch(entry.name) and ".." not in entry.name:
             names.append(entry.name)
         else:
             logger.warning("skipping repository entry %r: not a valid model name", entry.name)

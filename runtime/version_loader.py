@@ -8,13 +8,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from tritonclient.grpc import model_config_pb2 as mc
-
 from runtime.backends.base import Backend, LoadContext
 from runtime.backends.registry import backend_class
 from runtime.errors import RepositoryError, ServingError
 from runtime.metrics import Metrics
 from runtime.model_config import config_to_json, fill_defaults, validate_config
+from runtime.model_config_schema import mc
 from runtime.model_signature import ModelSignature
 from runtime.repository import ModelSpec
 from runtime.scheduler import Scheduler

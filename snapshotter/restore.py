@@ -21,6 +21,7 @@ from snapshotter.errors import ImageNotFound, IntegrityError, SnapshotError
 from snapshotter.host_cache import Clock, HostCache
 from snapshotter.image_ref import ImageRef, resolve_target
 from snapshotter.manifest import ChunkEntry, Manifest, align_up
+from snapshotter.ordered_digest import OrderedDigest
 from snapshotter.parallel_read import ReadJob, read_into
 from snapshotter.pvc_cache import NodeCache
 from snapshotter.restored_image import RestoredImage
@@ -300,12 +301,22 @@ class ImageLoader:
         if self.store is None:
             raise SnapshotError("no store configured")
         fill = self.cache.begin_fill(chunk.digest, chunk.size) if self.cache else None
+        digest = OrderedDigest(dest)
+
+        def landed(offset: int, nbytes: int) -> None:
+            if fill is not None:
+                fill.write(offset, dest[offset : offset + nbytes])
+            digest.landed(offset, nbytes)
+
         try:
-            on_bytes = (
-                None if fill is None else (lambda off, n: fill.write(off, dest[off : off + n]))
-            )
-            self.store.read_chunk_into(chunk.digest, dest, on_bytes=on_bytes)
-            check_chunk(chunk, dest)
+            self.store.read_chunk_into(chunk.digest, dest, on_bytes=landed)
+            got = digest.hexdigest()
+            if got is None:  # the store did not report every piece: hash it all now
+                check_chunk(chunk, dest)
+            elif got != chunk.digest:
+                raise IntegrityError(
+                    f"chunk {chunk.digest} does not match its digest", digest=chunk.digest
+                )
         except BaseException:
             if fill is not None:
                 fill.abort()

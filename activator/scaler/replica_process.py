@@ -45,9 +45,9 @@ class ReplicaProcess:
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             env=env,
-            # Own process group: a terminal's Ctrl-C reaches only `thaw up`, which then drains
-            # and stops its replicas in order instead of all of them dying at once.
-            process_group=0,
+            # Own session (so own process group): a terminal's Ctrl-C reaches only `thaw up`,
+            # which drains and stops its replicas in order instead of all dying at once.
+            start_new_session=True,
         )
         self = cls(proc, name)
         assert proc.stdout is not None and proc.stderr is not None  # PIPE above

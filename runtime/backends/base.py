@@ -6,10 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from tritonclient.grpc import model_config_pb2
-
 from runtime.errors import ServingError
 from runtime.inference import InferRequest, InferResponse
+from runtime.model_config_schema import mc
 
 __all__ = ["Backend", "ExecTimings", "LoadContext"]
 
@@ -22,7 +21,7 @@ class LoadContext:
     version: str
     version_dir: Path
     model_dir: Path
-    config: model_config_pb2.ModelConfig
+    config: mc.ModelConfig
     instance_kind: str  # "KIND_CPU" | "KIND_GPU"
     device_id: int
     image: Any | None = None  # snapshotter.RestoredImage when restoring from a snapshot

@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 from google.protobuf import json_format
-from tritonclient.grpc import model_config_pb2 as mc
 
 from runtime import triton_python_backend_utils as pb_utils
 from runtime.backends.base import ExecTimings, LoadContext
@@ -29,6 +28,7 @@ from runtime.errors import (
 )
 from runtime.inference import InferRequest, InferResponse, InferTensor
 from runtime.model_config import config_to_json
+from runtime.model_config_schema import mc
 
 __all__ = ["PythonBackend", "auto_complete_config", "install_pb_utils"]
 

@@ -59,6 +59,10 @@ def test_loading_unknown_or_invalid_models_fails_cleanly(
         with pytest.raises(InferenceServerException) as info:
             client.load_model(name)
         assert info.value.status() in ("400", "404")
+        assert name in (info.value.message() or "")
+        # One typo in a load call must not take the replica out of readiness.
+        assert client.is_server_ready()
+    assert "no_such_model" not in {row["name"] for row in client.get_model_repository_index()}
     with pytest.raises(InferenceServerException) as info:
         client.load_model("add_sub_spare", config="{not json")
     assert info.value.status() == "400"

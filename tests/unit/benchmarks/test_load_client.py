@@ -11,7 +11,7 @@ import pytest
 from aiohttp import web
 
 from benchmarks.load_client import LoadResult, Payload, run_load
-from benchmarks.serve_throughput import Cell, render_table
+from benchmarks.serve_throughput import Cell, median_round, render_table
 
 
 async def _ok(request: web.Request) -> web.Response:
@@ -85,3 +85,12 @@ def test_table_compares_thaw_with_the_best_peer() -> None:
     assert rows["thaw"].endswith("| 1.50x |")
     assert rows["kserve"].endswith("| 0.50x |")
     assert "no onnxruntime backend" in table
+
+
+def test_a_cell_reports_its_median_round_not_an_outlier() -> None:
+    def result(ok: int) -> LoadResult:
+        return LoadResult(1, 1.0, ok, 0, (1.0,) * ok)
+
+    assert median_round([result(900), result(100), result(5000)]) == result(900)
+    assert median_round([result(300), result(200)]) == result(200)  # lower middle
+    assert median_round([]) is None

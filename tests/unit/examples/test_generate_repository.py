@@ -9,6 +9,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,6 +19,9 @@ from tritonclient.grpc import model_config_pb2
 ROOT = Path(__file__).resolve().parents[3]
 GENERATOR = ROOT / "examples" / "generate_repository.py"
 MODELS = ("bert", "bert_tokenizer", "resnet50")
+# The initialized TritonPythonModel and the pb_utils module it was imported with.
+Tokenizer = tuple[Any, ModuleType]
+
 THAW_KEYS = {
     "thaw.min_replicas",
     "thaw.max_replicas",
@@ -47,7 +51,7 @@ def _config(repo: Path, name: str) -> model_config_pb2.ModelConfig:
 
 
 @pytest.fixture(scope="module")
-def tokenizer(repo: Path) -> Iterator[object]:
+def tokenizer(repo: Path) -> Iterator[Tokenizer]:
     """The generated model.py, imported with a stand-in pb_utils and initialized as Triton would."""
     standin = importlib.util.spec_from_file_location(
         "triton_python_backend_utils", Path(__file__).with_name("pb_utils_standin.py")
@@ -78,8 +82,8 @@ def tokenizer(repo: Path) -> Iterator[object]:
         sys.modules.pop("triton_python_backend_utils", None)
 
 
-def _tokenize(tokenizer: object, texts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
-    model, pb_utils = tokenizer  # type: ignore[misc]
+def _tokenize(tokenizer: Tokenizer, texts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    model, pb_utils = tokenizer
     array = np.array(texts, dtype=np.object_).reshape(-1, 1)
     request = pb_utils.InferenceRequest([pb_utils.Tensor("TEXT", array)])
     [response] = model.execute([request])
@@ -126,7 +130,7 @@ def test_resnet50_graph_has_fifty_weighted_layers(repo: Path) -> None:
 
 
 def test_tokenizer_output_feeds_bert_and_padding_does_not_change_results(
-    repo: Path, tokenizer: object
+    repo: Path, tokenizer: Tokenizer
 ) -> None:
     import onnxruntime as ort
 
@@ -145,7 +149,7 @@ def test_tokenizer_output_feeds_bert_and_padding_does_not_change_results(
     np.testing.assert_allclose(hidden[0, :n], alone[0], atol=1e-4)
 
 
-def test_tokenizer_survives_hostile_text(tokenizer: object) -> None:
+def test_tokenizer_survives_hostile_text(tokenizer: Tokenizer) -> None:
     texts = [b"", b"\xff\xfe not utf-8 \xc3", b"x" * 10_000, b"word " * 1_000, "Caf\u00e9".encode()]
     ids, mask = _tokenize(tokenizer, texts)
     assert ids.shape == (5, 128)  # truncated to max_sequence_length

@@ -94,7 +94,7 @@ async def test_torchscript_linear_matches_eager(manager: ModelManager, repo: Pat
 
 
 async def test_tensorrt_without_tensorrt_or_cuda_is_a_clear_reason(manager: ModelManager) -> None:
-    row = next(r for r in manager.index() if r["name"] == "trt")
+    row = next(r for r in await manager.index() if r["name"] == "trt")
     assert row["state"] == "UNAVAILABLE"
     assert "tensorrt" in row["reason"].lower() or "cuda" in row["reason"].lower()
     assert manager.model_ready("onnx_add", None)  # others unaffected
@@ -121,7 +121,7 @@ async def test_corrupt_onnx_file_makes_only_that_model_unavailable(tmp_path: Pat
     manager = ModelManager(config, metrics=Metrics())
     await manager.start()
     try:
-        rows = {r["name"]: r for r in manager.index()}
+        rows = {r["name"]: r for r in await manager.index()}
         assert rows["good"]["state"] == "READY"
         assert rows["bad"]["state"] == "UNAVAILABLE" and "onnxruntime" in rows["bad"]["reason"]
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,7 @@ from runtime.errors import (
 from runtime.inference import InferRequest, InferTensor
 from runtime.metrics import Metrics
 from runtime.model_manager import ModelManager
+from runtime.repository import list_models
 from tests.fixtures.models import (
     make_add_sub,
     make_onnx_identity,
@@ -42,8 +44,8 @@ def _identity_request(model: str, value: float = 1.0) -> InferRequest:
     return InferRequest(model, "", [InferTensor("INPUT0", "FP32", (1,), data)])
 
 
-def _states(manager: ModelManager) -> dict[str, str | None]:
-    return {row["name"]: row.get("state") for row in manager.index()}
+async def _states(manager: ModelManager) -> dict[str, str | None]:
+    return {row["name"]: row.get("state") for row in await manager.index()}
 
 
 async def test_none_mode_loads_all_and_broken_models_do_not_hurt_others(tmp_path: Path) -> None:
@@ -55,14 +57,14 @@ async def test_none_mode_loads_all_and_broken_models_do_not_hurt_others(tmp_path
     manager = _manager(tmp_path, ModelControlMode.NONE)
     await manager.start()
     try:
-        rows = {row["name"]: row for row in manager.index()}
+        rows = {row["name"]: row for row in await manager.index()}
         assert rows["good"]["state"] == "READY" and rows["good"]["version"] == "1"
         assert rows["broken"]["state"] == "UNAVAILABLE"
         assert "broken/config.pbtxt:2" in rows["broken"]["reason"]
         assert rows["truncated"]["state"] == "UNAVAILABLE"
         assert "SyntaxError" in rows["truncated"]["reason"]
         assert not manager.is_ready()  # strict readiness, as Triton
-        assert [r["name"] for r in manager.index(ready_only=True)] == ["good"]
+        assert [r["name"] for r in await manager.index(ready_only=True)] == ["good"]
         response = await manager.infer(_identity_request("good", 2.5))
         assert response.outputs[0].data.tolist() == [2.5]
         with pytest.raises(ModelUnavailable, match=r"config\.pbtxt:2"):
@@ -82,7 +84,7 @@ async def test_explicit_mode_load_unload_and_index(tmp_path: Path) -> None:
     await manager.start()
     try:
         assert manager.is_ready()
-        assert manager.index() == [
+        assert await manager.index() == [
             {"name": "a", "version": "1", "state": "READY", "reason": ""},
             {"name": "b"},
         ]
@@ -93,17 +95,36 @@ async def test_explicit_mode_load_unload_and_index(tmp_path: Path) -> None:
         assert manager.model_ready("b", None) and manager.model_ready("b", "1")
         assert not manager.model_ready("b", "2")
         await manager.unload("a")
-        assert _states(manager)["a"] == "UNAVAILABLE"
-        assert manager.index()[0]["reason"] == "unloaded"
+        assert (await _states(manager))["a"] == "UNAVAILABLE"
+        assert (await manager.index())[0]["reason"] == "unloaded"
         with pytest.raises(ModelUnavailable):
             await manager.infer(_identity_request("a"))
         with pytest.raises(ModelNotFound):
             await manager.load("missing")
-        assert "missing" not in _states(manager)
+        assert "missing" not in (await _states(manager))
         with pytest.raises(ModelNotFound):
             await manager.load("../a")
         with pytest.raises(ModelNotFound):
             manager.metadata("nope", None)
+    finally:
+        await manager.stop()
+
+
+async def test_loading_a_typo_keeps_the_server_ready_and_leaves_no_entry(tmp_path: Path) -> None:
+    make_python_identity(tmp_path, "a")
+    manager = _manager(tmp_path, ModelControlMode.EXPLICIT, "a")
+    await manager.start()
+    try:
+        loading = asyncio.create_task(manager.load("a_typo"))
+        await asyncio.sleep(0)  # the load is now in flight
+        assert manager.is_ready()  # a replica must not drop out of readiness meanwhile
+        with pytest.raises(ModelNotFound, match="'a_typo'"):
+            await loading
+        assert manager.is_ready()
+        assert [row["name"] for row in await manager.index()] == ["a"]
+        with pytest.raises(ModelNotFound, match="'a_typo'"):
+            await manager.load("a_typo")  # and again: still no entry left behind
+        assert manager.is_ready()
     finally:
         await manager.stop()
 
@@ -113,7 +134,7 @@ async def test_explicit_mode_with_nothing_loaded_is_ready(tmp_path: Path) -> Non
     manager = _manager(tmp_path, ModelControlMode.EXPLICIT)
     await manager.start()
     assert manager.is_ready()
-    assert manager.index(ready_only=True) == []
+    assert await manager.index(ready_only=True) == []
     await manager.stop()
 
 
@@ -131,15 +152,15 @@ async def test_failed_load_leaves_reason_and_failed_reload_keeps_old_version(
         # The old version keeps serving; the index says why the reload failed.
         response = await manager.infer(_identity_request("m", 4.0))
         assert response.outputs[0].data.tolist() == [4.0]
-        assert "reload failed" in manager.index()[0]["reason"]
+        assert "reload failed" in (await manager.index())[0]["reason"]
         await manager.unload("m")
         with pytest.raises(RepositoryError):
             await manager.load("m")
-        assert manager.index()[0]["state"] == "UNAVAILABLE"
-        assert "config.pbtxt" in manager.index()[0]["reason"]
+        assert (await manager.index())[0]["state"] == "UNAVAILABLE"
+        assert "config.pbtxt" in (await manager.index())[0]["reason"]
         (model_dir / "config.pbtxt").write_text(good_config)
         await manager.load("m")
-        assert manager.index()[0]["state"] == "READY"
+        assert (await manager.index())[0]["state"] == "READY"
     finally:
         await manager.stop()
 
@@ -194,10 +215,10 @@ async def test_poll_mode_loads_new_reloads_changed_unloads_removed(tmp_path: Pat
     manager = _manager(tmp_path, ModelControlMode.POLL, poll_s=3600)
     await manager.start()
     try:
-        assert _states(manager) == {"a": "READY"}
+        assert (await _states(manager)) == {"a": "READY"}
         make_python_identity(tmp_path, "b")
         await manager.poll_once()
-        assert _states(manager) == {"a": "READY", "b": "READY"}
+        assert (await _states(manager)) == {"a": "READY", "b": "READY"}
         # Change a: new version 2 appears -> reloaded to serve version 2.
         (tmp_path / "a" / "2").mkdir()
         (tmp_path / "a" / "2" / "model.py").write_bytes(
@@ -209,7 +230,7 @@ async def test_poll_mode_loads_new_reloads_changed_unloads_removed(tmp_path: Pat
             path.rmdir() if path.is_dir() else path.unlink()
         os.rmdir(tmp_path / "b")
         await manager.poll_once()
-        assert _states(manager) == {"a": "READY", "b": "UNAVAILABLE"}
+        assert (await _states(manager)) == {"a": "READY", "b": "UNAVAILABLE"}
         with pytest.raises(FeatureDisabled):
             await manager.load("a")
     finally:
@@ -232,7 +253,7 @@ async def test_poll_retries_a_broken_model_only_when_its_files_change(tmp_path: 
         assert 'thaw_model_load_failures_total{model="m"} 1.0' in metrics.exposition().decode()
         (model_dir / "config.pbtxt").write_text(good)
         await manager.poll_once()
-        assert _states(manager) == {"m": "READY"}
+        assert (await _states(manager)) == {"m": "READY"}
     finally:
         await manager.stop()
 
@@ -251,6 +272,27 @@ async def test_poll_task_runs_on_its_own(tmp_path: Path) -> None:
         await manager.stop()
 
 
+async def test_index_lists_a_slow_repository_off_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_python_identity(tmp_path, "a")
+    manager = _manager(tmp_path, ModelControlMode.EXPLICIT)
+    await manager.start()
+    from runtime import model_manager
+
+    def slow_listing(repo: Path) -> list[str]:  # a repository on a slow network volume
+        time.sleep(0.3)
+        return list_models(repo)
+
+    monkeypatch.setattr(model_manager, "list_models", slow_listing)
+    started = time.monotonic()
+    index = asyncio.create_task(manager.index())
+    await asyncio.sleep(0.01)
+    assert time.monotonic() - started < 0.2  # the loop was not held by the listing
+    assert await index == [{"name": "a"}]
+    await manager.stop()
+
+
 async def test_load_runs_off_the_event_loop(tmp_path: Path) -> None:
     make_slow_init(tmp_path, "slow", delay_s=0.5)
     manager = _manager(tmp_path, ModelControlMode.EXPLICIT)
@@ -266,7 +308,7 @@ async def test_load_runs_off_the_event_loop(tmp_path: Path) -> None:
     task = asyncio.create_task(ticker())
     load = asyncio.create_task(manager.load("slow"))
     await asyncio.sleep(0.1)
-    assert _states(manager)["slow"] == "LOADING"
+    assert (await _states(manager))["slow"] == "LOADING"
     await load
     task.cancel()
     assert ticks >= 10  # the loop kept running while initialize() slept
@@ -321,7 +363,7 @@ async def test_version_policy_all_serves_each_version(tmp_path: Path) -> None:
     await manager.start()
     try:
         assert manager.metadata("multi", None)["versions"] == ["1", "2"]
-        assert [r.get("version") for r in manager.index()] == ["1", "2"]
+        assert [r.get("version") for r in await manager.index()] == ["1", "2"]
         for version in ("1", "2", ""):
             request = _identity_request("multi")
             request.model_version = version

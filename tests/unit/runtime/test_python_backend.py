@@ -226,7 +226,7 @@ async def test_sys_exit_in_a_model_never_stops_the_server(tmp_path: Path) -> Non
     manager = ModelManager(ServeConfig(repository=tmp_path), metrics=Metrics())
     await manager.start()
     try:
-        rows = {row["name"]: row for row in manager.index()}
+        rows = {row["name"]: row for row in await manager.index()}
         assert rows["exit_init"]["state"] == "UNAVAILABLE"
         assert "SystemExit(3)" in rows["exit_init"]["reason"]
         assert rows["exit_import"]["state"] == "UNAVAILABLE"

@@ -15,7 +15,7 @@ from tests.fixtures.models import make_add_sub, make_onnx_identity, write_config
 @pytest.mark.parametrize(
     "name",
     ["..", ".", "../etc", "a/b", "/abs", ".hidden", "a\x00b", "a\nb", "", "a b", "x" * 300,
-     "a\\b", "..a", "$(rm)", "a;b"],
+     "a\\b", "..a", "$(rm)", "a;b", "model\n", "add_sub\n"],
 )  # fmt: skip
 def test_names_that_could_be_paths_are_refused(name: str) -> None:
     with pytest.raises(ModelNotFound):
@@ -89,6 +89,7 @@ def test_listing_skips_hidden_and_files(tmp_path: Path) -> None:
     (tmp_path / ".git").mkdir()
     (tmp_path / "README.md").write_text("hi")
     (tmp_path / "bad name").mkdir()
+    (tmp_path / "trailing\n").mkdir()  # `$` would have matched before the newline
     assert list_models(tmp_path) == ["add_sub", "ident"]
 
 

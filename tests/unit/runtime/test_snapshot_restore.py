@@ -59,7 +59,7 @@ async def _outputs(
     manager = ModelManager(config, metrics=metrics)
     await manager.start()
     try:
-        assert manager.is_ready(), manager.index()
+        assert manager.is_ready(), await manager.index()
         results = {}
         for model, name, shape in CASES:
             x = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
