@@ -16,7 +16,7 @@ import random
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -28,9 +28,10 @@ from activator.config import ScaleSettings
 from activator.errors import ActivationFailed, HeldTimeout
 from activator.held_queue import HeldQueue, HeldRequest
 from activator.metrics import Metrics
-from activator.scaler.backend import ScalerBackend, StartedReplica
+from activator.replica import Replica
+from activator.scaler.backend import ScalerBackend
 
-__all__ = ["ModelEndpoint", "ModelState", "Replica"]
+__all__ = ["ModelEndpoint", "ModelState"]
 
 logger = logging.getLogger(__name__)
 
@@ -44,39 +45,12 @@ class ModelState(StrEnum):
     DRAINING = "draining"  # only replicas on their way out
 
 
-@dataclass(eq=False)
-class Replica:
-    """The endpoint's view of one routable replica."""
-
-    info: StartedReplica
-    breaker: Breaker
-    ready_at: float
-    draining: bool = False
-    dead: bool = False
-    cold_start_t0: float | None = None  # set until the first response of a cold start
-    idle: asyncio.Event = field(default_factory=asyncio.Event)  # set when in_flight drops to 0
-
-    @property
-    def id(self) -> str:
-        return self.info.id
-
-    @property
-    def url(self) -> str:
-        return self.info.url
-
-    @property
-    def in_flight(self) -> int:
-        return self.breaker.in_flight
-
-    def can_take(self) -> bool:
-        return not (self.draining or self.dead) and self.breaker.has_capacity()
-
-
 @dataclass
 class _ColdStart:
+    """A start from zero that requests wait for; timed until its first response."""
+
     started_at: float
     replica: str = ""
-    total_s: float | None = None
 
 
 class ModelEndpoint:

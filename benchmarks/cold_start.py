@@ -176,10 +176,12 @@ def warm_inference_s(model: Model, repo: Path) -> float:
 class Up:
     """A `thaw up` process for the benchmark."""
 
-    def __init__(self, repo: Path, cache: Path, log: Path) -> None:
+    def __init__(self, repo: Path, cache: Path, log: Path, *, images: bool = True) -> None:
         argv = [sys.executable, "-m", "thaw.cli", "up", str(repo), "--port", "0",
                 "--cache", str(cache), "--warm-pool", "1",
                 "--log-level", os.environ.get("THAW_BENCH_LOG", "warning")]  # fmt: skip
+        if not images:
+            argv.append("--no-image-build")
         self._log = log.open("wb")
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self._log, cwd=ROOT)
         assert self.proc.stdout is not None
@@ -427,12 +429,25 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         results["image_builds"] = up.get("/thaw/status")["image_builds"]
         for model in models:
             results["models"][model.name]["thaw"] = thaw_cold_starts(up, model, args.reps)
-        if args.burst:
-            results["burst"] = burst_from_zero(up, models[0], args.burst)
         tiny = Model("tiny", "model.onnx", "INPUT0", (1, 16), "onnxruntime")
+        if args.burst:
+            results["burst"] = {
+                m.name: burst_from_zero(up, m, args.burst) for m in (tiny, models[0])
+            }
         results["overhead"] = warm_overhead(up, tiny, args.seconds)
     finally:
         up.stop()
+    if args.compare_no_image:  # the warm pool alone: same runs with an empty cache, no builds
+        empty = work / "empty_cache"
+        shutil.rmtree(empty, ignore_errors=True)
+        up = Up(repo, empty, work / "thaw-up-no-image.log", images=False)
+        try:
+            for model in models:
+                results["models"][model.name]["thaw_no_image"] = thaw_cold_starts(
+                    up, model, args.reps
+                )
+        finally:
+            up.stop()
     results["loadavg_end"] = os.getloadavg()[0]
     return results
 
@@ -455,12 +470,20 @@ def report(results: dict[str, Any]) -> str:
             f"{r['warm_inference_s']:.3f}) | {triton} | {r['naive_s'] / med['client_s']:.1f}x "
             f"faster | {med['client_s'] / floor:.1f}x |"
         )
-    if "burst" in results:
-        b = results["burst"]
+    for name, r in results["models"].items():
+        if "thaw_no_image" in r:
+            runs = r["thaw_no_image"]
+            med = {k: statistics.median(run[k] for run in runs) for k in ("client_s", *PHASES)}
+            lines.append(
+                f"\n{name} through thaw up without images (warm pool + normal load): "
+                f"{med['client_s']:.3f} s (claim {med['claim']:.3f} / load {med['restore']:.3f}"
+                f" / warmup {med['warmup']:.3f} s)"
+            )
+    for name, b in results.get("burst", {}).items():
         lines.append(
-            f"\nburst from zero: {b['requests']} requests within 1 s -> p50 {b['p50_s']:.3f} s, "
-            f"p99 {b['p99_s']:.3f} s, failed {b['failed']} (statuses {b['statuses']}), "
-            f"replicas after: {b['replicas_after']}"
+            f"\nburst from zero ({name}): {b['requests']} requests within 1 s -> p50 "
+            f"{b['p50_s']:.3f} s, p99 {b['p99_s']:.3f} s, failed {b['failed']} "
+            f"(statuses {b['statuses']}), replicas after: {b['replicas_after']}"
         )
     o = results["overhead"]
     lines.append(
@@ -487,6 +510,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--burst", type=int, default=200, help="0 skips the burst")
     parser.add_argument("--seconds", type=float, default=3.0, help="throughput run length")
     parser.add_argument("--triton", action="store_true", help="also try real Triton")
+    parser.add_argument(
+        "--compare-no-image",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also measure thaw up cold starts without snapshot images",
+    )
     parser.add_argument("--json", type=Path, default=None, help="write raw results here")
     args = parser.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", str(os.cpu_count() or 1))

@@ -222,6 +222,8 @@ def render_table(cells: list[Cell]) -> str:
                 continue
             r = cell.result
             ratio = f"{r.rps / best:.2f}x" if best > 0 else "-"
+            if r.ok == 0:  # slower than the window: say so rather than print 0 and NaN
+                ratio = "nothing completed in the window; raise --duration-s"
             lines.append(
                 f"| {model} | {concurrency} | {cell.server} | {r.rps:.1f} | "
                 f"{r.percentile_ms(50):.2f} | {r.percentile_ms(99):.2f} | {r.errors} | {ratio} |"

@@ -47,6 +47,9 @@ def add_routes(app: web.Application, h: V2Handlers) -> None:
     model = "/v2/models/{model}"
     versioned = "/v2/models/{model}/versions/{version}"
     r = app.router
+    # The router tries routes in this order: the hot one first.
+    for prefix in (model, versioned):
+        r.add_post(prefix + "/infer", h.infer)
     r.add_get("/v2/health/live", h.live)
     r.add_get("/v2/health/ready", h.ready)
     r.add_get("/v2", h.server_metadata)
@@ -56,7 +59,6 @@ def add_routes(app: web.Application, h: V2Handlers) -> None:
         r.add_get(prefix + "/ready", h.model_ready)
         r.add_get(prefix + "/config", h.model_config)
         r.add_get(prefix + "/stats", h.model_stats)
-        r.add_post(prefix + "/infer", h.infer)
     r.add_post("/v2/repository/index", h.repository_index)
     r.add_post("/v2/repository/models/{model}/load", h.load)
     r.add_post("/v2/repository/models/{model}/unload", h.unload)

@@ -88,6 +88,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="auto",
         help="auto uses uvloop when it is installed (faster HTTP), else asyncio",
     )
+    p.add_argument(
+        "--inline-exec-max-us",
+        type=int,
+        default=200,
+        help="a Python-backend model whose executions all took at most this many microseconds "
+        "runs on the event loop instead of a worker thread (0: never; default %(default)s)",
+    )
     p.set_defaults(func=run)
 
 
@@ -112,6 +119,7 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
         exit_timeout_s=args.exit_timeout_secs,
         event_loop=args.event_loop,
         body_timeout_s=args.body_timeout_secs,
+        inline_exec_max_us=args.inline_exec_max_us,
     )
 
 

@@ -48,6 +48,9 @@ class ServeConfig:
     exit_timeout_s: float = 30.0
     body_timeout_s: float = 60.0
     event_loop: str = "auto"
+    # A pure-Python model whose executions have all taken at most this long may run on the
+    # event loop instead of its worker thread (runtime.inline_policy); 0 turns that off.
+    inline_exec_max_us: int = 200
 
     def __post_init__(self) -> None:
         _in_range("port", self.port, 0, 65535)
@@ -57,6 +60,7 @@ class ServeConfig:
         _in_range("arena_bytes", self.arena_bytes, 0, 1 << 44)
         _in_range("exit_timeout_s", self.exit_timeout_s, 0, 3600)
         _in_range("body_timeout_s", self.body_timeout_s, 0.1, 3600)
+        _in_range("inline_exec_max_us", self.inline_exec_max_us, 0, 10_000)
         _one_of("log_level", self.log_level, _LOG_LEVELS)
         _one_of("event_loop", self.event_loop, _EVENT_LOOPS)
         _one_of("target", self.target.split(":", 1)[0], _TARGETS)

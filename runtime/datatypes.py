@@ -74,6 +74,9 @@ def element_size(datatype: str) -> int:
 
 def numpy_to_v2(dtype: np.dtype) -> str:
     """The v2 datatype of a numpy dtype (str/bytes/object -> BYTES)."""
+    found = _NUMPY_TO_V2.get(dtype)  # fast path: a numeric dtype object
+    if found is not None:
+        return found
     dtype = np.dtype(dtype)
     if dtype.kind in ("O", "S", "U"):
         return "BYTES"

@@ -15,13 +15,15 @@ stdlib answer is kept, so installing orjson changes speed only:
 
 from __future__ import annotations
 
+import importlib
 import json
 from typing import Any
 
 __all__ = ["HAVE_ORJSON", "dumps", "loads"]
 
+orjson: Any
 try:
-    import orjson
+    orjson = importlib.import_module("orjson")
 except ImportError:  # optional speed-up; everything works without it
     orjson = None
 

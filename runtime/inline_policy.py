@@ -6,12 +6,15 @@ most of the request's server time, and on a busy machine a woken worker can wait
 for the GIL. So a GIL-bound model that has *proven* tiny runs inline; everything else keeps its
 thread, and the event loop is never lent to a model that has not earned it:
 
-    observe(thread run) → after `streak` consecutive runs under `max_inline_ns` → inline
-    observe(inline run over `max_inline_ns`) → back to the thread, proving starts again
-    observe(inline run over `ban_ns`) → never inline again (this model can block the loop)
+    observe(every run) → slow_rate: moving share of runs slower than `max_inline_ns`
+    inline ⇔ at least `warmup_runs` runs seen, slow_rate < `max_slow_rate`, not banned
+    an inline run slower than `ban_ns` → back to the thread (slow_rate = 1); the
+    `strikes`-th such run → never inline again
 
-The worst a model that turns slow can do is hold the loop for one execution; a model that does
-that for longer than `ban_ns` never gets another chance. Pure: durations are passed in.
+A single outlier (the process preempted mid-run on a busy machine) does not cost the fast path,
+but a model that turns slow is back in its thread within a few runs, and a model that holds the
+loop for `ban_ns` more than `strikes - 1` times is never run inline again. Pure: the caller
+passes each run's wall-clock duration.
 """
 
 from __future__ import annotations
@@ -26,21 +29,30 @@ class InlinePolicy:
     """The decision for one model version; `max_inline_ns == 0` disables inline runs."""
 
     max_inline_ns: int
-    streak: int = 64  # consecutive fast thread runs needed before running inline
-    ban_ns: int = 10_000_000  # an inline run this slow bans inline runs for good
-    _fast_runs: int = 0
-    _banned: bool = False
+    warmup_runs: int = 64  # runs (in the worker thread) before any may run inline
+    max_slow_rate: float = 0.1
+    smoothing: float = 1 / 32  # weight of the newest run in slow_rate
+    ban_ns: int = 10_000_000
+    strikes: int = 3
+    _runs: int = 0
+    _slow_rate: float = 0.0
+    _strikes: int = 0
 
     @property
     def inline(self) -> bool:
         """Whether the next execution may run on the event loop."""
-        return not self._banned and self.max_inline_ns > 0 and self._fast_runs >= self.streak
+        return (
+            self._runs >= self.warmup_runs
+            and self._slow_rate < self.max_slow_rate
+            and self._strikes < self.strikes
+            and self.max_inline_ns > 0
+        )
 
     def observe(self, duration_ns: int, *, ran_inline: bool) -> None:
-        """Record one execution's duration (wall clock, nanoseconds)."""
-        if duration_ns <= self.max_inline_ns:
-            self._fast_runs += 1
-            return
-        self._fast_runs = 0
+        """Record one execution's wall-clock duration in nanoseconds."""
+        self._runs += 1
+        slow = 1.0 if duration_ns > self.max_inline_ns else 0.0
+        self._slow_rate += self.smoothing * (slow - self._slow_rate)
         if ran_inline and duration_ns > self.ban_ns:
-            self._banned = True
+            self._strikes += 1
+            self._slow_rate = 1.0

@@ -80,7 +80,11 @@ class ModelManager:
         if image_loader is None and (config.store or config.cache):
             image_loader = _make_image_loader(config)
         self._loader = VersionLoader(
-            book=self._book, metrics=metrics, image_loader=image_loader, arena=arena
+            book=self._book,
+            metrics=metrics,
+            image_loader=image_loader,
+            arena=arena,
+            inline_exec_max_us=config.inline_exec_max_us,
         )
         self._models: dict[str, _Model] = {}
         self._started = False

@@ -145,6 +145,14 @@ class Tensor:
     def __init__(self, name, numpy_array=None, triton_dtype=None):
         if not isinstance(numpy_array, np.ndarray):
             numpy_array = np.asarray(numpy_array)
+        if triton_dtype is None:
+            # Fast path, taken by nearly every tensor: a plain numeric dtype.
+            triton_dtype = _NUMPY_TO_TRITON.get(numpy_array.dtype)
+            if triton_dtype is not None:
+                self._name = name
+                self._numpy_array = numpy_array
+                self._triton_dtype = triton_dtype
+                return
         if numpy_array.dtype.kind == "U" or numpy_array.dtype == np.void:
             raise TritonModelException(
                 "Tensor dtype used for numpy_array is not support by Python backend. "
@@ -210,9 +218,8 @@ class InferenceRequest:
         self._model_name = model_name
         self._model_version = model_version
         self._flags = flags
-        self._parameters = (
-            parameters if isinstance(parameters, str) else json.dumps(parameters or {})
-        )
+        # Kept as given; serialized only if the model asks (most never do).
+        self._parameters = parameters
 
     def inputs(self):
         return self._inputs
@@ -230,6 +237,8 @@ class InferenceRequest:
         return self._flags
 
     def parameters(self):
+        if not isinstance(self._parameters, str):
+            self._parameters = json.dumps(self._parameters or {})
         return self._parameters
 
     def model_name(self):

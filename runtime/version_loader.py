@@ -42,12 +42,19 @@ class VersionLoader:
     """Loads and unloads model versions; every method blocks and belongs in a worker thread."""
 
     def __init__(
-        self, *, book: StatsBook, metrics: Metrics, image_loader: Any | None, arena: Any | None
+        self,
+        *,
+        book: StatsBook,
+        metrics: Metrics,
+        image_loader: Any | None,
+        arena: Any | None,
+        inline_exec_max_us: int = 0,
     ) -> None:
         self._book = book
         self._metrics = metrics
         self._image_loader = image_loader
         self._arena = arena
+        self._inline_exec_max_us = inline_exec_max_us
 
     def load(self, spec: ModelSpec) -> dict[str, LoadedVersion]:
         """Every version the policy selects; all or nothing (a failure unloads the rest)."""
@@ -93,7 +100,9 @@ class VersionLoader:
         # Restored only if the backend really built the model from the image's weights.
         restored = image is not None and all(getattr(i, "used_image", False) for i in instances)
         stats = self._book.open(spec.name, str(version))
-        scheduler = Scheduler(spec.name, str(version), instances, stats)
+        scheduler = Scheduler(
+            spec.name, str(version), instances, stats, inline_max_us=self._inline_exec_max_us
+        )
         seconds = time.perf_counter() - started
         self._metrics.record_load(spec.name, str(version), seconds, restored=restored)
         logger.info(

@@ -43,7 +43,9 @@ class Backend(Protocol):
     """One model instance; `execute` runs in that instance's worker thread only.
 
     `timings` is refreshed by every `execute` (the scheduler reads it right after, on the
-    same thread, so it needs no lock).
+    same thread, so it needs no lock). A backend may set a class attribute `gil_bound = True`
+    when `execute` holds the GIL throughout (pure Python): then the scheduler may run it on
+    the event loop once it has proven tiny (runtime.inline_policy); absent means False.
     """
 
     timings: ExecTimings

@@ -105,6 +105,9 @@ def auto_complete_config(config: mc.ModelConfig, model_file: Path) -> mc.ModelCo
 class PythonBackend:
     """One instance of a Triton python model."""
 
+    # Python code holds the GIL: a worker thread gives the event loop no parallelism back.
+    gil_bound = True
+
     def __init__(self) -> None:
         self.timings = ExecTimings()
         self._model: Any = None

@@ -94,3 +94,8 @@ def test_a_cell_reports_its_median_round_not_an_outlier() -> None:
     assert median_round([result(900), result(100), result(5000)]) == result(900)
     assert median_round([result(300), result(200)]) == result(200)  # lower middle
     assert median_round([]) is None
+
+
+def test_a_cell_where_nothing_completed_says_so() -> None:
+    empty = Cell("kserve", "resnet50", 32, LoadResult(32, 4.0, 0, 0, ()))
+    assert "nothing completed in the window" in render_table([empty])
