@@ -28,8 +28,7 @@ class _Item:
     """One queued request and where its result goes."""
 
     request: InferRequest
-    future: asyncio.Future[InferResponse]
-    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[InferResponse] | None  # None when run inline, on the loop
     batch_size: int  # inferences in this request (its batch dim, or 1)
     received_ns: int  # perf_counter_ns when the server accepted it
     enqueued_ns: int
@@ -64,6 +63,7 @@ class Scheduler:
         self._policy = InlinePolicy(max_inline_ns=inline_max_us * 1000 if gil_bound else 0)
         # Requests queued or executing in a worker; read and written on the event loop only.
         self._outstanding = 0
+        self._loop: asyncio.AbstractEventLoop | None = None  # the server's, at first submit
         self._threads = [
             threading.Thread(
                 target=self._work, args=(backend,), name=f"{model}-v{version}-{i}", daemon=True
@@ -83,16 +83,19 @@ class Scheduler:
         """Queue a request and wait for its response; a model error raises its ServingError."""
         if self._closed:
             raise ModelUnavailable(f"model '{self.model}' is unloading")
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[InferResponse] = loop.create_future()
-        item = _Item(request, future, loop, batch_size, received_ns, time.perf_counter_ns())
         if self._outstanding == 0 and self._policy.inline:
             # Nothing queued or executing: instance 0 is idle, and stays so while we hold the
             # loop (only the loop submits). Proven tiny: cheaper than two thread hand-offs.
+            item = _Item(request, None, batch_size, received_ns, time.perf_counter_ns())
             [(_, result)] = self._run(self._instances[0], [item], inline=True)
             if isinstance(result, ServingError):
                 raise result
             return result
+        loop = self._loop
+        if loop is None:  # every submit comes from the one server loop
+            loop = self._loop = asyncio.get_running_loop()
+        future: asyncio.Future[InferResponse] = loop.create_future()
+        item = _Item(request, future, batch_size, received_ns, time.perf_counter_ns())
         self._outstanding += 1  # back down in _resolve, when a worker is done with it
         self._queue.put(item)
         return await future
@@ -127,8 +130,10 @@ class Scheduler:
                 return
             batch = self._take_batch(item)
             pairs = self._run(backend, batch, inline=False)
-            # One wake-up of the event loop per batch, not per request.
-            batch[0].loop.call_soon_threadsafe(self._resolve, pairs)
+            # One wake-up of the event loop per batch, not per request. (`_loop` is set: the
+            # submit that queued this batch set it.)
+            if self._loop is not None:
+                self._loop.call_soon_threadsafe(self._resolve, pairs)
 
     def _run(
         self, backend: Backend, batch: list[_Item], *, inline: bool
@@ -170,9 +175,10 @@ class Scheduler:
         """Deliver a batch's results (on the event loop)."""
         self._outstanding -= len(pairs)
         for item, result in pairs:
-            if item.future.done():  # the client went away; nothing to deliver
+            future = item.future
+            if future is None or future.done():  # the client went away; nothing to deliver
                 continue
             if isinstance(result, ServingError):
-                item.future.set_exception(result)
+                future.set_exception(result)
             else:
-                item.future.set_result(result)
+                future.set_result(result)

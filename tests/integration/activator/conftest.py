@@ -17,7 +17,7 @@ def up_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with_params(make_add_sub(repo), target_concurrency=100, max_replicas=1)
     with_params(make_onnx_add(repo), scale_to_zero_grace_s=1)
     with_params(
-        make_slow_execute(repo, "overflow", delay_s=1.0),
+        make_slow_execute(repo, "overflow", delay_s=2.0),
         max_held_requests=2,
         container_concurrency=1,
         max_replicas=1,

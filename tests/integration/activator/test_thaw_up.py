@@ -121,7 +121,7 @@ async def test_overflow_is_refused_at_once_with_503_and_retry_after(up: UpProces
     for _, body, retry_after, elapsed in refused:
         assert "max_held_requests" in str(body["error"])
         assert retry_after == "1"
-        assert elapsed < 1.0  # immediate, not after waiting for the model
+        assert elapsed < 1.5  # immediate, not after the 2 s execute of a held one
 
 
 async def test_model_that_cannot_load_gets_a_clear_error_and_recovers_once_fixed(

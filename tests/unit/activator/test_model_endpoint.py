@@ -256,3 +256,20 @@ async def test_crash_loop_does_not_restart_an_idle_model(backend: FakeBackend) -
     assert backend.starts == 1
     assert "exit code 1" in str(endpoint.last_error)
     assert await _use(endpoint, [], 1) == "m-2"  # the next request tries again
+
+
+async def test_min_replicas_are_started_without_traffic_and_kept(backend: FakeBackend) -> None:
+    backend.gate.set()
+    clock = FakeClock()
+    endpoint = _endpoint(backend, clock, min_replicas=1)
+    endpoint.tick()
+    await asyncio.sleep(0.05)
+    assert endpoint.state is ModelState.WARM
+    clock.now += 3600
+    endpoint.tick()
+    await asyncio.sleep(0.05)
+    assert endpoint.ready_count == 1
+    assert backend.stopped == []
+    assert endpoint.last_cold_start_s is None  # nobody waited: not a cold start
+    await endpoint.close()
+    assert backend.stopped == ["m-1"]

@@ -90,3 +90,63 @@ async def test_cancelled_caller_does_not_break_the_worker() -> None:
     follow = await scheduler.submit(_request("y"), batch_size=1, received_ns=0)
     assert follow.id == "y"
     await asyncio.to_thread(scheduler.join)
+
+
+class _TinyPythonBackend(_SleepyBackend):
+    """A GIL-bound backend (like a tiny Triton python model) that can be made slow."""
+
+    gil_bound = True
+
+
+async def test_a_tiny_python_model_runs_on_the_loop_once_proven_and_leaves_it_when_slow() -> None:
+    backend = _TinyPythonBackend(0.0)
+    scheduler = Scheduler("m", "1", [backend], ModelStats(), inline_max_us=200)
+    loop_thread = threading.current_thread().name
+    for i in range(64):  # the warm-up runs in the worker thread
+        await scheduler.submit(_request(str(i)), batch_size=1, received_ns=0)
+    assert loop_thread not in backend.threads
+    await scheduler.submit(_request("tiny"), batch_size=1, received_ns=0)
+    assert loop_thread in backend.threads  # proven tiny: no thread hand-off any more
+    backend.delay_s = 0.02  # the model turns slow (20 ms a run)
+    for i in range(3):
+        await scheduler.submit(_request(f"slow{i}"), batch_size=1, received_ns=0)
+    backend.threads.clear()
+    await scheduler.submit(_request("after"), batch_size=1, received_ns=0)
+    assert backend.threads and loop_thread not in backend.threads  # back in its thread
+    await asyncio.to_thread(scheduler.join)
+
+
+async def test_inline_never_overlaps_a_run_in_the_worker_thread() -> None:
+    backend = _TinyPythonBackend(0.0)
+    scheduler = Scheduler("m", "1", [backend], ModelStats(), inline_max_us=200)
+    for i in range(64):
+        await scheduler.submit(_request(str(i)), batch_size=1, received_ns=0)
+    running = 0
+    overlaps = 0
+    original = backend.execute
+
+    def counting(requests: list[InferRequest]) -> list[InferResponse | ServingError]:
+        nonlocal running, overlaps
+        running += 1
+        overlaps += running > 1
+        try:
+            return original(requests)
+        finally:
+            running -= 1
+
+    backend.execute = counting  # type: ignore[method-assign]
+    results = await asyncio.gather(
+        *(scheduler.submit(_request(str(i)), batch_size=1, received_ns=0) for i in range(200))
+    )
+    assert [r.id for r in results] == [str(i) for i in range(200)]
+    assert overlaps == 0
+    await asyncio.to_thread(scheduler.join)
+
+
+async def test_a_backend_that_releases_the_gil_keeps_its_thread() -> None:
+    backend = _SleepyBackend(0.0)  # no `gil_bound`: e.g. onnxruntime, torch
+    scheduler = Scheduler("m", "1", [backend], ModelStats(), inline_max_us=200)
+    for i in range(100):
+        await scheduler.submit(_request(str(i)), batch_size=1, received_ns=0)
+    assert threading.current_thread().name not in backend.threads
+    await asyncio.to_thread(scheduler.join)
