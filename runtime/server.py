@@ -30,11 +30,12 @@ async def serve_app(app: web.Application, config: ServeConfig) -> int:
     stops the model manager (the app's cleanup context).
     """
     state = app[SERVER_STATE]
+    options = dict(RUNNER_OPTIONS)
+    if config.log_level == "debug":
+        # One log line per request costs more than the rest of a small request: debug only.
+        options["access_log"] = logging.getLogger("aiohttp.access")
     runner = web.AppRunner(
-        app,
-        **RUNNER_OPTIONS,
-        shutdown_timeout=config.exit_timeout_s,
-        handle_signals=False,
+        app, **options, shutdown_timeout=config.exit_timeout_s, handle_signals=False
     )
     await runner.setup()
     stop = asyncio.Event()

@@ -149,3 +149,17 @@ def test_exit_timeout_bounds_a_stuck_request(
     thread.join(10)
     assert len(results) == 1 and results[0][0] != 200  # cut off, not answered after the limit
     assert "exiting anyway" in server.logs()
+
+
+@pytest.mark.parametrize(("level", "logged"), [("info", False), ("debug", True)])
+def test_requests_are_access_logged_only_at_debug_level(
+    slow_repo: Path, level: str, logged: bool
+) -> None:
+    server = ServeProcess(slow_repo, "--model-control-mode", "explicit", "--log-level", level)
+    try:
+        server.wait_ready()
+        with urllib.request.urlopen(server.url + "/v2/health/live?probe=access", timeout=10):
+            pass
+    finally:
+        assert server.stop() == 0
+    assert ("/v2/health/live?probe=access" in server.log_path.read_text()) is logged
