@@ -46,14 +46,25 @@ class WarmPool:
         self._tasks: set[asyncio.Task[None]] = set()
         self._ids = itertools.count(1)
         self._closed = False
+        self._refill_timer: asyncio.TimerHandle | None = None
         self.failures = 0
 
     @property
     def ready_count(self) -> int:
         return sum(1 for p in self._ready if p.alive)
 
-    def refill(self) -> None:
-        """Start processes until ready + starting reaches `size` (returns immediately)."""
+    def refill(self, *, delay_s: float = 0.0) -> None:
+        """Start processes until ready + starting reaches `size` (returns immediately).
+
+        With `delay_s`, the starts begin that much later: a process starting (interpreter,
+        framework imports, arena pre-faulting: seconds of CPU) next to a replica that was just
+        loaded would slow that replica's first inferences, the end of its cold start.
+        """
+        if delay_s > 0:
+            if self._refill_timer is None or self._refill_timer.cancelled():
+                loop = asyncio.get_running_loop()
+                self._refill_timer = loop.call_later(delay_s, self._timed_refill)
+            return
         self._ready = [p for p in self._ready if p.alive]
         # After repeated failures stop retrying in a tight loop; the next claim tries again.
         while not self._closed and len(self._ready) + self._starting < self.size:
@@ -63,6 +74,10 @@ class WarmPool:
             task.add_done_callback(self._tasks.discard)
             if self.failures > 3:
                 break
+
+    def _timed_refill(self) -> None:
+        self._refill_timer = None
+        self.refill()
 
     async def _start_one(self) -> None:
         proc: ReplicaProcess | None = None
@@ -92,8 +107,9 @@ class WarmPool:
     def claim(self) -> ReplicaProcess | None:
         """A ready idle process (now yours to load and stop), or None.
 
-        The caller calls `refill()` once its load is done: starting a replacement (framework
-        imports, arena pre-faulting) during the load would compete with it for the CPUs.
+        The caller calls `refill()` once its load is done, with a delay that lets the new
+        replica answer its first requests: starting a replacement (framework imports, arena
+        pre-faulting) during the load or the first inference would compete for the CPUs.
         """
         proc = None
         while self._ready and proc is None:
@@ -103,6 +119,9 @@ class WarmPool:
 
     async def close(self) -> None:
         self._closed = True
+        if self._refill_timer is not None:
+            self._refill_timer.cancel()
+            self._refill_timer = None
         for task in list(self._tasks):
             task.cancel()
         for task in list(self._tasks):

@@ -21,7 +21,7 @@ from runtime.config import ModelControlMode, ServeConfig
 from runtime.errors import FeatureDisabled, InvalidInput, ModelNotFound, ModelUnavailable
 from runtime.inference import InferRequest, InferResponse
 from runtime.lifecycle import ServerState
-from runtime.response_encoding import compress_body, pick_encoding
+from runtime.response_encoding import MIN_COMPRESS_BYTES, compress_body, pick_encoding
 
 __all__ = ["MetricsSource", "ModelService", "V2Handlers", "json_response", "model_ref"]
 
@@ -256,7 +256,7 @@ def _header_length(request: web.Request) -> int | None:
 async def _infer_http_response(encoded: EncodedResponse, accept: str | None) -> web.Response:
     """Wrap an encoded infer response, compressing it when the client accepts gzip/deflate."""
     body = encoded.body
-    coding = pick_encoding(accept) if accept else None
+    coding = pick_encoding(accept) if accept and len(body) >= MIN_COMPRESS_BYTES else None
     if coding is not None:
         if len(body) > _THREAD_THRESHOLD_BYTES:
             body = await asyncio.to_thread(compress_body, body, coding)

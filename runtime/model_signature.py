@@ -37,6 +37,8 @@ def _io_spec(io: Any) -> IOSpec:
 
 
 def _matches(shape: tuple[int, ...], dims: tuple[int, ...]) -> bool:
+    if shape == dims:  # the usual case: a fixed shape, sent as declared
+        return True
     return len(shape) == len(dims) and all(
         d == -1 or d == s for s, d in zip(shape, dims, strict=True)
     )
@@ -124,8 +126,11 @@ class ModelSignature:
                 f"'{self.model}' expects '{spec.datatype}'"
             )
         shape = tuple(tensor.shape)
-        if any(not isinstance(d, int) or d < 0 for d in shape):
-            raise InvalidInput(f"input '{tensor.name}' has a negative dimension in {list(shape)}")
+        for d in shape:
+            if not isinstance(d, int) or d < 0:
+                raise InvalidInput(
+                    f"input '{tensor.name}' has a negative dimension in {list(shape)}"
+                )
         if self.max_batch_size > 0:
             if len(shape) == 0 or not 1 <= shape[0] <= self.max_batch_size:
                 got = shape[0] if shape else "none"

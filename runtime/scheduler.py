@@ -59,7 +59,7 @@ class Scheduler:
         self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._closed = False
         gil_bound = all(getattr(backend, "gil_bound", False) for backend in instances)
-        # Observed from the workers and the loop; a race can only lose one count of a streak.
+        # Observed from the workers and the loop; a race can only lose one observation.
         self._policy = InlinePolicy(max_inline_ns=inline_max_us * 1000 if gil_bound else 0)
         # Requests queued or executing in a worker; read and written on the event loop only.
         self._outstanding = 0

@@ -78,6 +78,15 @@ class ModelStats:
             batch.compute_infer.add(infer_ns)
             batch.compute_output.add(output_ns)
             n = len(outcomes)
+            if n == 1 and outcomes[0][0]:  # the usual case: one request, and it succeeded
+                _, inferences, queue_ns, request_ns = outcomes[0]
+                self.inference_count += inferences
+                self.success.add(request_ns)
+                self.queue.add(queue_ns)
+                self.compute_input.add(input_ns)
+                self.compute_infer.add(infer_ns)
+                self.compute_output.add(output_ns)
+                return
             for ok, inferences, queue_ns, request_ns in outcomes:
                 if ok:
                     self.inference_count += inferences

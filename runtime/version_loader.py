@@ -96,7 +96,12 @@ class VersionLoader:
     def _load_version(self, spec: ModelSpec, config: mc.ModelConfig, version: int) -> LoadedVersion:
         started = time.perf_counter()
         image = self._restore(spec, version)
+        restored_at = time.perf_counter()
         instances = self._instances(spec, config, version, image)
+        logger.debug(
+            "model=%s version=%s restore+digest %.3f s, instances %.3f s",
+            spec.name, version, restored_at - started, time.perf_counter() - restored_at,
+        )  # fmt: skip
         # Restored only if the backend really built the model from the image's weights.
         restored = image is not None and all(getattr(i, "used_image", False) for i in instances)
         stats = self._book.open(spec.name, str(version))
@@ -155,15 +160,17 @@ class VersionLoader:
     def _restore(self, spec: ModelSpec, version: int) -> Any | None:
         """A snapshot image for these exact model files, or None to load files as usual.
 
-        Hashing the model files (`source_digest`, ~0.45 s for 256 MiB in a fresh process) runs
-        in parallel with the restore; an image built from other files is then thrown away.
+        The model files' digest (`source_digest`: one `stat` per file when the cache's digest
+        index knows them, else ~0.45 s per 256 MiB of hashing) runs in parallel with the
+        restore; an image built from other files is then thrown away.
         """
         if self._image_loader is None or spec.config.backend not in ("onnxruntime", "pytorch"):
             return None
         import snapshotter  # only servers with a store/cache configured get here
 
+        digest_of = getattr(self._image_loader, "source_digest", snapshotter.source_digest)
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="thaw-digest")
-        digest = pool.submit(snapshotter.source_digest, spec.version_dir(version))
+        digest = pool.submit(digest_of, spec.version_dir(version))
         pool.shutdown(wait=False)  # never wait for the hash when there is no image
         try:
             ref = self._image_loader.find(spec.name, str(version), None)
@@ -172,7 +179,13 @@ class VersionLoader:
             # The pre-faulted arena holds one image: the first restore takes it for good.
             arena, self._arena = self._arena, None
             image = self._image_loader.restore(ref, arena=arena)
-            if image.manifest.source_digest != digest.result():
+            waited = time.perf_counter()
+            same = image.manifest.source_digest == digest.result()
+            logger.debug(
+                "model=%s version=%s restore %s, waited %.3f s for the source digest",
+                spec.name, version, image.timings, time.perf_counter() - waited,
+            )  # fmt: skip
+            if not same:
                 logger.info("model=%s version=%s image is stale, loading files", spec.name, version)
                 self._arena = arena
                 return None

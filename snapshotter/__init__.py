@@ -22,6 +22,7 @@ from snapshotter.manifest import Manifest
 from snapshotter.restore import ImageLoader
 from snapshotter.restored_image import RestoredImage
 from snapshotter.source_digest import source_digest
+from snapshotter.sources.ort_optimize import host_key as ort_host_key
 from snapshotter.stores import open_store
 
 __all__ = [
@@ -40,5 +41,6 @@ __all__ = [
     "StoreTimeout",
     "build_image",
     "open_store",
+    "ort_host_key",
     "source_digest",
 ]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from snapshotter.digest_index import DigestIndex, index_for_store
 from snapshotter.errors import BuildError
 from snapshotter.image_ref import check_model_name, check_target, check_version
 from snapshotter.manifest import ALIGNMENT, ChunkEntry, Manifest, TensorEntry, align_up
@@ -52,12 +53,12 @@ def plan_layout(sizes: list[int], max_chunk_bytes: int) -> tuple[list[Placement]
     return placements, chunk_sizes
 
 
-def pick_source(version_dir: Path) -> Callable[[], ExtractedModel]:
+def pick_source(version_dir: Path, *, ort_optimize: bool = False) -> Callable[[], ExtractedModel]:
     """The reader for the model file Triton would load from `version_dir`."""
     if (version_dir / "model.onnx").is_file():
         from snapshotter.sources.onnx_source import extract_onnx
 
-        return lambda: extract_onnx(version_dir / "model.onnx")
+        return lambda: extract_onnx(version_dir / "model.onnx", ort_optimize=ort_optimize)
     if (version_dir / "model.pt").is_file():
         from snapshotter.sources.torchscript_source import extract_torchscript
 
@@ -86,20 +87,27 @@ def build_image(
     max_chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     hash_threads: int = 2,
     progress: BuildProgress | None = None,
+    digest_index: DigestIndex | None = None,
+    ort_optimize: bool = False,
 ) -> Manifest:
     """Build the image of one model version into `store` and return its manifest.
 
     `model` and `version` default to the directory names (`<repo>/<model>/<version>`).
     Chunks already in the store (same digest) are not written again. `progress(nbytes,
-    total_bytes)` is called from worker threads as chunks are stored.
+    total_bytes)` is called from worker threads as chunks are stored. The file hashes land
+    in `digest_index` (default: the one next to a directory store, e.g. the node cache), so
+    a runtime process checking the image against the files does not hash them again.
+    `ort_optimize` stores onnxruntime's optimized graph of an ONNX model instead of the
+    portable one: a faster restore, but only on hosts like this one (same onnxruntime, same
+    CPU features); elsewhere the runtime loads the model file.
     """
     version_dir = Path(version_dir)
     model = check_model_name(model or version_dir.resolve().parent.name)
     version = check_version(version or version_dir.name)
     check_target(target)
     start = time.perf_counter()
-    digest = source_digest(version_dir)
-    extracted = pick_source(version_dir)()
+    digest = source_digest(version_dir, index=digest_index or index_for_store(store))
+    extracted = pick_source(version_dir, ort_optimize=ort_optimize)()
     chunks, tensors = _write_weights(
         extracted.tensors, store, max_chunk_bytes, hash_threads, progress
     )

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from snapshotter.arena import Arena
+from snapshotter.digest_index import INDEX_NAME, DigestIndex, index_for_store
 from snapshotter.errors import ImageNotFound, IntegrityError, SnapshotError
 from snapshotter.host_cache import Clock, HostCache
 from snapshotter.image_ref import ImageRef, resolve_target
@@ -25,6 +26,7 @@ from snapshotter.ordered_digest import OrderedDigest
 from snapshotter.parallel_read import ReadJob, read_into
 from snapshotter.pvc_cache import NodeCache
 from snapshotter.restored_image import RestoredImage
+from snapshotter.source_digest import source_digest
 from snapshotter.stores import ImageStore, open_store
 
 logger = logging.getLogger(__name__)
@@ -72,6 +74,14 @@ class ImageLoader:
         self.cache = NodeCache(Path(cache_dir), max_bytes=max_cache_bytes) if cache_dir else None
         self.read_threads, self.verify = read_threads, verify
         self.host = HostCache(retention_s=host_retention_s, max_bytes=host_max_bytes, clock=clock)
+        self.digest_index = (
+            DigestIndex(Path(cache_dir) / INDEX_NAME) if cache_dir else index_for_store(store)
+        )
+
+    def source_digest(self, version_dir: Path) -> str:
+        """`source_digest` of `version_dir`, remembered in the cache's persistent index: a
+        fresh process re-hashes only files whose stat changed since any process hashed them."""
+        return source_digest(version_dir, index=self.digest_index)
 
     # -- find ------------------------------------------------------------------------------
     def find(self, model: str, version: str, source_digest: str | None) -> ImageRef | None:

@@ -19,6 +19,9 @@ __all__ = ["LocalBackend", "replica_argv"]
 
 logger = logging.getLogger(__name__)
 
+REFILL_DELAY_S = 1.0
+"""After a replica loaded, how long its pool's refill waits (its first inferences run alone)."""
+
 
 def replica_argv(config: ActivatorConfig, *, pooled: bool) -> list[str]:
     """The command line of one runtime replica (explicit control mode, no model loaded)."""
@@ -58,6 +61,7 @@ class LocalBackend:
         start = time.monotonic()
         deadline = start + timeout_s
         proc = self.pool.claim() if self.pool is not None else None
+        refill_delay_s = 0.0  # a failed start refills at once
         try:
             if proc is None:
                 argv = replica_argv(self._config, pooled=False)
@@ -65,6 +69,7 @@ class LocalBackend:
                 await proc.wait_ready(self._session, deadline)
             claimed = time.monotonic()
             await proc.load(self._session, model, max(0.01, deadline - claimed))
+            refill_delay_s = REFILL_DELAY_S
         except BaseException as exc:
             if proc is not None:
                 await proc.stop(self._config.drain_timeout_s)
@@ -72,8 +77,8 @@ class LocalBackend:
                 raise ActivationFailed(f"could not start a replica for '{model}': {exc}") from exc
             raise
         finally:
-            if self.pool is not None:
-                self.pool.refill()  # after the load, so the refill never slows a cold start
+            if self.pool is not None:  # after the load and the first inferences, see refill()
+                self.pool.refill(delay_s=refill_delay_s)
         replica_id = f"{model}-{next(self._ids)}"
         proc.name = replica_id
         self._procs[replica_id] = proc

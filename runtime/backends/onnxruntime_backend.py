@@ -80,7 +80,11 @@ class OnnxRuntimeBackend:
         providers = _providers(ctx, ort.get_available_providers())
         source: Any = str(ctx.model_file or ctx.version_dir / "model.onnx")
         image = ctx.image
-        graph = image.artifact("onnx_graph") if image is not None else None
+        graph, optimized = (
+            _image_graph(ctx, image, providers) if image is not None else (None, False)
+        )
+        if optimized:  # onnxruntime's own optimized graph: running its passes again is waste
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         if image is not None and graph is not None:
             names = list(image.tensors)
             self._keepalive = [ort.OrtValue.ortvalue_from_numpy(image.tensors[n]) for n in names]
@@ -133,6 +137,29 @@ class OnnxRuntimeBackend:
     def unload(self) -> None:
         self._session = None
         self._keepalive = []
+
+
+def _image_graph(ctx: LoadContext, image: Any, providers: list[Any]) -> tuple[bytes | None, bool]:
+    """The image's weightless graph (None: load the model file) and whether it is optimized.
+
+    A graph that onnxruntime already optimized at build time (`onnx_graph_ort`) is used, with
+    optimizations off, only on the CPU provider of a host with the same onnxruntime and CPU
+    features; its tensors are the optimized ones, so elsewhere the image is not usable.
+    """
+    from snapshotter import ort_host_key
+    from snapshotter.sources.ort_optimize import ARTIFACT, VERSION_KEY
+
+    optimized = image.artifact(ARTIFACT)
+    if optimized is None:
+        return image.artifact("onnx_graph"), False
+    built_for = image.manifest.framework_versions.get(VERSION_KEY)
+    if providers != ["CPUExecutionProvider"] or built_for != ort_host_key():
+        logger.info(
+            "model=%s image graph was optimized for %s, this is %s; loading the model file",
+            ctx.model_name, built_for, ort_host_key(),
+        )  # fmt: skip
+        return None, False
+    return optimized, True
 
 
 def _to_str(item: Any) -> str:

@@ -28,8 +28,12 @@ _DATA_FIELDS = (
 )
 
 
-def extract_onnx(path: Path) -> ExtractedModel:
-    """Read `model.onnx` (and its external data files) into image tensors + a weightless graph."""
+def extract_onnx(path: Path, *, ort_optimize: bool = False) -> ExtractedModel:
+    """Read `model.onnx` (and its external data files) into image tensors + a weightless graph.
+
+    With `ort_optimize`, the graph and tensors are onnxruntime's optimized model for this host
+    (artifact `onnx_graph_ort`, see `ort_optimize`) when that gives the same outputs.
+    """
     import onnx
     from onnx import numpy_helper
 
@@ -37,6 +41,15 @@ def extract_onnx(path: Path) -> ExtractedModel:
         model = onnx.load(str(path))
     except Exception as exc:  # onnx raises DecodeError, OSError, ValidationError...
         raise BuildError(f"{path}: not a readable ONNX model: {exc}") from exc
+    graph_name = "onnx_graph"
+    versions = {"onnx": onnx.__version__, "opset": str(_opset(model))}
+    if ort_optimize:
+        from snapshotter.sources import ort_optimize as opt
+
+        optimized = opt.optimize_onnx(path)
+        if optimized is not None:
+            model, graph_name = optimized, opt.ARTIFACT
+            versions[opt.VERSION_KEY] = opt.host_key()
     tensors: list[SourceTensor] = []
     for init in model.graph.initializer:
         array, dtype = _to_array(init, numpy_helper)
@@ -49,11 +62,10 @@ def extract_onnx(path: Path) -> ExtractedModel:
         init.data_location = onnx.TensorProto.EXTERNAL
         entry = init.external_data.add()
         entry.key, entry.value = "location", PLACEHOLDER_LOCATION
-    versions = {"onnx": onnx.__version__, "opset": str(_opset(model))}
     return ExtractedModel(
         framework="onnx",
         tensors=tensors,
-        artifacts={"onnx_graph": model.SerializeToString()},
+        artifacts={graph_name: model.SerializeToString()},
         framework_versions=versions,
     )
 

@@ -60,3 +60,11 @@ def test_a_model_that_blocks_the_loop_long_is_sent_back_and_finally_banned() -> 
 
 def test_zero_disables_inline_runs() -> None:
     assert not _proven(InlinePolicy(max_inline_ns=0)).inline
+
+
+def test_rare_stalls_are_forgiven_so_they_never_add_up_to_a_ban() -> None:
+    policy = _proven(InlinePolicy(max_inline_ns=200 * US, forgive_runs=1000))
+    for _ in range(10):  # a 50 ms preemption every few thousand runs, for a long time
+        policy.observe(50 * MS, ran_inline=True)
+        _proven(policy, runs=3000)
+        assert policy.inline

@@ -116,3 +116,97 @@ def test_bad_store_setting_is_a_clear_error(tmp_path: Path) -> None:
 
     with pytest.raises(ServingError, match="cannot open snapshot store 's3://'"):
         ModelManager(ServeConfig(repository=tmp_path, store="s3://"), metrics=Metrics())
+
+
+def _make_onnx_conv(repo: Path, name: str = "onnx_conv") -> Path:
+    """Conv(16 -> 16, 3x3) + BatchNormalization + Relu: onnxruntime fuses and re-lays it out."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from tests.fixtures.models import write_config
+
+    rng = np.random.default_rng(3)
+
+    def init(array: np.ndarray, key: str) -> onnx.TensorProto:
+        return numpy_helper.from_array(array.astype(np.float32), key)
+
+    inits = [
+        init(rng.standard_normal((16, 16, 3, 3)) * 0.1, "W"),
+        init(rng.standard_normal(16), "B"),
+        init(rng.random(16) + 0.5, "scale"),
+        init(rng.standard_normal(16), "bias"),
+        init(rng.standard_normal(16) * 0.1, "mean"),
+        init(rng.random(16) + 0.5, "var"),
+    ]
+    x = helper.make_tensor_value_info("INPUT0", TensorProto.FLOAT, ["batch", 16, 8, 8])
+    y = helper.make_tensor_value_info("OUTPUT0", TensorProto.FLOAT, ["batch", 16, 8, 8])
+    nodes = [
+        helper.make_node("Conv", ["INPUT0", "W", "B"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c", "scale", "bias", "mean", "var"], ["n"]),
+        helper.make_node("Relu", ["n"], ["OUTPUT0"]),
+    ]
+    graph = helper.make_graph(nodes, name, [x], [y], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    (repo / name / "1").mkdir(parents=True)
+    onnx.save(model, str(repo / name / "1" / "model.onnx"))
+    write_config(
+        repo / name,
+        f"""
+        name: "{name}"
+        backend: "onnxruntime"
+        max_batch_size: 8
+        input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ 16, 8, 8 ] }} ]
+        output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 16, 8, 8 ] }} ]
+        """,
+    )
+    return repo / name
+
+
+async def _one_output(repo: Path, store: Path | None, model: str) -> tuple[np.ndarray, float]:
+    metrics = Metrics()
+    manager = ModelManager(
+        ServeConfig(repository=repo, store=str(store) if store else None), metrics=metrics
+    )
+    await manager.start()
+    try:
+        x = np.random.default_rng(7).standard_normal((2, 16, 8, 8)).astype(np.float32)
+        response = await manager.infer(
+            InferRequest(model, "", [InferTensor("INPUT0", "FP32", (2, 16, 8, 8), x)])
+        )
+        return response.outputs[0].data, _restored(metrics, model)
+    finally:
+        await manager.stop()
+
+
+async def test_ort_optimized_image_answers_exactly_like_the_file(tmp_path: Path) -> None:
+    repo, store = tmp_path / "repo", tmp_path / "store"
+    repo.mkdir()
+    _make_onnx_conv(repo)
+    manifest = snapshotter.build_image(
+        repo / "onnx_conv" / "1", snapshotter.open_store(str(store)), ort_optimize=True
+    )
+    assert "onnx_graph_ort" in manifest.artifacts and "onnx_graph" not in manifest.artifacts
+    assert manifest.framework_versions["onnxruntime_host"] == snapshotter.ort_host_key()
+    # BatchNormalization was folded into the convolution: the image holds other tensors.
+    assert {t.name for t in manifest.tensors} != {"W", "B", "scale", "bias", "mean", "var"}
+    expected, plain = await _one_output(repo, None, "onnx_conv")
+    restored, from_image = await _one_output(repo, store, "onnx_conv")
+    assert (plain, from_image) == (0.0, 1.0)
+    assert restored.tobytes() == expected.tobytes()
+
+
+async def test_ort_optimized_image_for_another_host_loads_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo, store = tmp_path / "repo", tmp_path / "store"
+    repo.mkdir()
+    _make_onnx_conv(repo)
+    snapshotter.build_image(
+        repo / "onnx_conv" / "1", snapshotter.open_store(str(store)), ort_optimize=True
+    )
+    expected, _ = await _one_output(repo, None, "onnx_conv")
+    monkeypatch.setattr(snapshotter, "ort_host_key", lambda: "0.0.0:other:0000")
+    restored, from_image = await _one_output(repo, store, "onnx_conv")
+    assert from_image == 0.0
+    assert restored.tobytes() == expected.tobytes()
