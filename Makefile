@@ -42,7 +42,7 @@ lint: install
 
 bench: $(REPO)/.generated
 	$(PY) benchmarks/serve_throughput.py --repo $(REPO)
-	$(PY) benchmarks/restore.py
+	$(PY) benchmarks/restore.py --repeats 2
 	$(PY) benchmarks/cold_start.py --repo $(REPO)
 
 clean:

@@ -2,34 +2,48 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from http import HTTPStatus
 from typing import Any
 
 from aiohttp import web
+from aiohttp.web_protocol import RequestHandler
+from aiohttp.web_request import BaseRequest
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from activator.config import ActivatorConfig
 from activator.errors import (
     ActivatorError,
+    BadRequest,
     PayloadTooLarge,
     RouteNotFound,
     UpstreamFailed,
 )
 from activator.fleet import Fleet
 from activator.metrics import Metrics
-from activator.proxy import forward, new_session
+from activator.proxy import SMALL_BODY, forward, new_session, read_body
 from activator.repository import Repository
 from activator.scaler.backend import ScalerBackend
 
-__all__ = ["FLEET", "build_app"]
+__all__ = ["FLEET", "build_app", "json_parse_errors"]
 
 logger = logging.getLogger(__name__)
 
 FLEET = web.AppKey("fleet", Fleet)
 _VERSION = "0.1.0"
-_EXTENSIONS = ["classification", "model_repository", "statistics", "binary_tensor_data"]
+# The same list a replica (`thaw serve`) reports: everything past this door is the runtime's.
+_EXTENSIONS = [
+    "classification",
+    "model_repository",
+    "model_repository(unload_dependents)",
+    "model_configuration",
+    "binary_tensor_data",
+    "parameters",
+    "statistics",
+]
 _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -66,19 +80,64 @@ async def errors_as_json(request: web.Request, handler: _Handler) -> web.StreamR
     try:
         return await handler(request)
     except ActivatorError as exc:
-        return web.json_response({"error": exc.message}, status=exc.status, headers=exc.headers())
+        return json_response({"error": exc.message}, status=exc.status, headers=exc.headers())
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
         message = exc.reason
         if exc.status == 404:
-            message = RouteNotFound(f"no route for {request.path[:200]}").message
+            message = RouteNotFound(f"no route for {request.path[:200]!r}").message
         elif exc.status == 405:
-            message = f"method {request.method} not allowed on {request.path[:200]}"
-        return web.json_response({"error": message}, status=exc.status)
+            message = f"method {request.method} not allowed on {request.path[:200]!r}"
+        elif exc.status == 413:
+            limit = request.app[FLEET].config.max_body_bytes
+            message = f"request body is over the limit of {limit} bytes"
+        return json_response({"error": message}, status=exc.status)
     except Exception:
         logger.exception("unhandled error on %s %s", request.method, request.path)
-        return web.json_response({"error": "internal error in the activator"}, status=500)
+        return json_response({"error": "internal error in the activator"}, status=500)
+
+
+def json_response(
+    payload: Any, *, status: int = 200, headers: dict[str, str] | None = None
+) -> web.Response:
+    """JSON the way a replica writes it (`application/json`, no charset parameter)."""
+    body = json.dumps(payload, separators=(",", ":")).encode()
+    return web.Response(body=body, status=status, headers=headers, content_type="application/json")
+
+
+class _JsonErrorHandler(RequestHandler):
+    """aiohttp answers requests it cannot parse (bad request line, header, chunk, length)
+    before any middleware runs, in text/plain; this answers them as `{"error": ...}`."""
+
+    __slots__ = ()
+
+    def handle_error(
+        self,
+        request: BaseRequest,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
+        plain = super().handle_error(request, status, exc, message)
+        text = (plain.text if isinstance(plain, web.Response) else None) or ""
+        reason = " ".join(text.split())[:300] or HTTPStatus(status).phrase
+        response = json_response({"error": reason}, status=status)
+        response.force_close()
+        return response
+
+
+class _JsonErrorServer(web.Server):
+    def __call__(self) -> RequestHandler:
+        handler = super().__call__()
+        handler.__class__ = _JsonErrorHandler
+        return handler
+
+
+def json_parse_errors(server: web.Server | None) -> None:
+    """Make the low-level server of an AppRunner answer unparsable requests in JSON."""
+    if server is not None and type(server) is web.Server:
+        server.__class__ = _JsonErrorServer
 
 
 def build_app(
@@ -111,15 +170,16 @@ def build_app(
 
 
 async def live(request: web.Request) -> web.Response:
-    return web.json_response({"live": True})
+    return web.Response(status=200)  # Triton's health answers carry no body
 
 
 async def ready(request: web.Request) -> web.Response:
-    return web.json_response({"ready": True})
+    """The activator can serve (models at zero replicas wake on demand)."""
+    return web.Response(status=200)
 
 
 async def server_metadata(request: web.Request) -> web.Response:
-    return web.json_response({"name": "thaw", "version": _VERSION, "extensions": _EXTENSIONS})
+    return json_response({"name": "thaw", "version": _VERSION, "extensions": _EXTENSIONS})
 
 
 def _version(request: web.Request) -> str | None:
@@ -128,12 +188,12 @@ def _version(request: web.Request) -> str | None:
 
 async def model_metadata(request: web.Request) -> web.Response:
     entry = request.app[FLEET].repository.get(request.match_info["model"], _version(request))
-    return web.json_response(entry.metadata())
+    return json_response(entry.metadata())
 
 
 async def model_config(request: web.Request) -> web.Response:
     entry = request.app[FLEET].repository.get(request.match_info["model"], _version(request))
-    return web.json_response(entry.config_json())
+    return json_response(entry.config_json())
 
 
 async def model_ready(request: web.Request) -> web.Response:
@@ -142,8 +202,11 @@ async def model_ready(request: web.Request) -> web.Response:
     fleet.repository.get(request.match_info["model"], _version(request))
     endpoint = fleet.endpoint(request.match_info["model"])
     if endpoint.ready_count == 0 and endpoint.last_error is not None:
-        return web.json_response({"error": endpoint.last_error}, status=503)
-    return web.json_response({"ready": True})
+        name = request.match_info["model"]
+        return json_response(
+            {"error": f"model '{name}' is not ready: {endpoint.last_error}"}, status=503
+        )
+    return web.Response(status=200)
 
 
 async def infer(request: web.Request) -> web.StreamResponse:
@@ -155,16 +218,26 @@ async def infer(request: web.Request) -> web.StreamResponse:
     start = time.monotonic()
     code = "500"
     try:
-        size = request.content_length or 0
-        if size > fleet.config.max_body_bytes:
+        size = request.content_length
+        limit = fleet.config.max_body_bytes
+        if size is not None and size > limit:
             raise PayloadTooLarge(
-                f"request body of {size} bytes is over the limit of "
-                f"{fleet.config.max_body_bytes} bytes"
+                f"request body of {size} bytes is over the limit of {limit} bytes"
             )
-        async with endpoint.acquire(size) as replica:
+        body: bytes | None = None
+        if request.body_exists and (size is None or size <= SMALL_BODY):
+            # Chunked or small: read it all before holding, so a slow client never occupies
+            # a replica slot and a chunked body counts against the cap and the held bytes.
+            body = await read_body(request, limit=limit, timeout_s=fleet.config.request_timeout_s)
+            size = len(body)
+        async with endpoint.acquire(size or 0) as replica:
             try:
                 response = await forward(
-                    request, replica.url, fleet.session, timeout_s=fleet.config.request_timeout_s
+                    request,
+                    replica.url,
+                    fleet.session,
+                    timeout_s=fleet.config.request_timeout_s,
+                    body=body,
                 )
             except UpstreamFailed as exc:
                 endpoint.replica_failed(replica, exc.message)
@@ -194,6 +267,7 @@ async def _replica_json(request: web.Request, model: str, path: str) -> Any | No
 def _zero_stats(name: str, version: str) -> dict[str, Any]:
     zero = {"count": 0, "ns": 0}
     phases = ["success", "fail", "queue", "compute_input", "compute_infer", "compute_output"]
+    phases += ["cache_hit", "cache_miss"]
     return {
         "name": name,
         "version": version,
@@ -202,6 +276,8 @@ def _zero_stats(name: str, version: str) -> dict[str, Any]:
         "execution_count": 0,
         "inference_stats": {p: dict(zero) for p in phases},
         "batch_stats": [],
+        "memory_usage": [],
+        "response_stats": {},
     }
 
 
@@ -214,7 +290,7 @@ async def model_stats(request: web.Request) -> web.Response:
     if found is None:
         versions = [version] if version else list(entry.versions)
         found = {"model_stats": [_zero_stats(name, v) for v in versions]}
-    return web.json_response(found)
+    return json_response(found)
 
 
 async def all_stats(request: web.Request) -> web.Response:
@@ -226,39 +302,61 @@ async def all_stats(request: web.Request) -> web.Response:
             versions = fleet.repository.get(name).versions
             found = {"model_stats": [_zero_stats(name, v) for v in versions]}
         stats.extend(found.get("model_stats", []))
-    return web.json_response({"model_stats": stats})
+    return json_response({"model_stats": stats})
 
 
 async def repository_index(request: web.Request) -> web.Response:
+    """Triton's index: a row per served version; `reason` only when there is one."""
     fleet = request.app[FLEET]
-    index = []
+    ready_only = (await _json_object(request)).get("ready", False)
+    if not isinstance(ready_only, bool):
+        raise BadRequest("'ready' must be true or false")
+    rows: list[dict[str, Any]] = []
     for name in fleet.repository.names():
         endpoint = fleet.endpoint(name)
         failed = endpoint.ready_count == 0 and endpoint.last_error is not None
         for version in fleet.repository.get(name).versions:
-            index.append(
-                {
-                    "name": name,
-                    "version": version,
-                    "state": "UNAVAILABLE" if failed else "READY",
-                    "reason": endpoint.last_error or "" if failed else "",
-                }
-            )
-    return web.json_response(index)
+            row = {"name": name, "version": version, "state": "READY"}
+            if failed:
+                row.update(state="UNAVAILABLE", reason=endpoint.last_error or "")
+            rows.append(row)
+    for name, reason in fleet.repository.unavailable.items():
+        rows.append({"name": name, "state": "UNAVAILABLE", "reason": reason})
+    if ready_only:
+        rows = [r for r in rows if r["state"] == "READY"]
+    return json_response(sorted(rows, key=lambda r: (r["name"], r.get("version", ""))))
+
+
+async def _json_object(request: web.Request) -> dict[str, Any]:
+    """An optional JSON object body ({} when empty); BadRequest otherwise."""
+    raw = await read_body(
+        request, limit=1 << 20, timeout_s=request.app[FLEET].config.request_timeout_s
+    )
+    if not raw.strip():
+        return {}
+    try:
+        doc = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise BadRequest(f"request body is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise BadRequest("request body must be a JSON object")
+    return doc
 
 
 async def load(request: web.Request) -> web.Response:
     """Warm the model now: returns once one replica is ready (or the wake-up failed)."""
     endpoint = request.app[FLEET].endpoint(request.match_info["model"])
+    await _json_object(request)
     await endpoint.warm()
-    return web.json_response({})
+    return web.Response(status=200)
 
 
 async def unload(request: web.Request) -> web.Response:
     """Scale the model to zero now (draining in-flight requests)."""
     endpoint = request.app[FLEET].endpoint(request.match_info["model"])
+    await _json_object(request)
     await endpoint.scale_to_zero()
-    return web.json_response({})
+    return web.Response(status=200)
 
 
 async def metrics(request: web.Request) -> web.Response:
@@ -267,4 +365,22 @@ async def metrics(request: web.Request) -> web.Response:
 
 
 async def status(request: web.Request) -> web.Response:
-    return web.json_response(request.app[FLEET].status())
+    fleet = request.app[FLEET]
+    doc = fleet.status()
+    for name, reason in sorted(fleet.repository.unavailable.items()):
+        doc["models"].append(
+            {
+                "model": name,
+                "state": "unavailable",
+                "replicas_ready": 0,
+                "replicas_desired": 0,
+                "replicas_starting": 0,
+                "held_requests": 0,
+                "in_flight": 0,
+                "last_cold_start_s": None,
+                "last_error": reason,
+                "replicas": [],
+            }
+        )
+    doc["models"].sort(key=lambda m: m["model"])
+    return json_response(doc)

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import math
 import os
 import signal
 import sys
@@ -131,8 +132,12 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
     settings = validated(ScaleSettings(), given)
     if not 0 <= args.port <= 65535:
         raise ConfigError(f"`--port` = {args.port}, must be in [0, 65535]")
-    if not 0 <= args.warm_pool <= 64:
-        raise ConfigError(f"`--warm-pool` = {args.warm_pool}, must be in [0, 64]")
+    _check_range("--warm-pool", args.warm_pool, 0, 64)
+    _check_range("--max-body-bytes", args.max_body_bytes, 1, 1 << 40)
+    _check_range("--request-timeout-s", args.request_timeout_s, 0.1, 86_400)
+    _check_range("--drain-timeout-s", args.drain_timeout_s, 0, 3600)
+    if args.arena_bytes is not None:
+        _check_range("--arena-bytes", args.arena_bytes, 0, 1 << 44)
     cache = args.cache or Path(os.path.expanduser("~/.cache/thaw/images"))
     frameworks = tuple(f for f in args.preload_frameworks.split(",") if f.strip())
     return ActivatorConfig(
@@ -152,6 +157,11 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
     )
 
 
+def _check_range(flag: str, value: float, low: float, high: float) -> None:
+    if not (math.isfinite(value) and low <= value <= high):
+        raise ConfigError(f"`{flag}` = {value:g}, must be in [{low:g}, {high:g}]")
+
+
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -164,6 +174,10 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"thaw up: error: {exc.message}", file=sys.stderr)
         return 2
+    for name, reason in sorted(repository.unavailable.items()):
+        print(f"thaw up: warning: model '{name}' is unavailable: {reason}", file=sys.stderr)
+    if not repository.names():
+        print(f"thaw up: warning: no servable model in {config.repository}", file=sys.stderr)
     if args.arena_bytes is None:
         largest = max(
             (repository.get(n).version_dir_bytes() for n in repository.names()), default=0
@@ -189,11 +203,19 @@ async def serve(config: ActivatorConfig, repository: Any = None) -> None:
     """Serve until SIGTERM/SIGINT, then stop accepting, drain and stop every replica."""
     from aiohttp import web
 
-    from activator.app import build_app
+    from activator.app import build_app, json_parse_errors
 
     app = build_app(config, repository=repository)
-    runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=30)
+    # auto_decompress off: compressed bodies pass through to the replica untouched.
+    runner = web.AppRunner(
+        app,
+        handler_cancellation=True,
+        access_log=None,
+        shutdown_timeout=30,
+        auto_decompress=False,
+    )
     await runner.setup()
+    json_parse_errors(runner.server)
     site = web.TCPSite(runner, config.host, config.port)
     await site.start()
     port = runner.addresses[0][1]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -123,6 +124,29 @@ def _check_relations(s: ScaleSettings, model: str | None) -> None:
         )
 
 
+# Replicas and pooled processes run `thaw serve` under this small launcher: a daemon thread
+# watches the process that started them and, once it is gone (even SIGKILLed, which leaves
+# no chance to drain), SIGTERMs the replica (graceful stop) and exits it 10 s later at most.
+_PARENT_WATCH = """\
+import os, runpy, signal, sys, threading, time
+parent = int(sys.argv.pop(1))
+def watch():
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(10)
+    os._exit(1)
+threading.Thread(target=watch, name="thaw-parent-watch", daemon=True).start()
+runpy.run_module("thaw.cli", run_name="__main__", alter_sys=True)
+"""
+
+
+def serve_command(parent_pid: int | None = None) -> tuple[str, ...]:
+    """`thaw serve` that stops itself when `parent_pid` (default: this process) dies."""
+    parent = os.getpid() if parent_pid is None else parent_pid
+    return (sys.executable, "-c", _PARENT_WATCH, str(parent), "serve")
+
+
 @dataclass(frozen=True)
 class ActivatorConfig:
     """Everything `thaw up` was started with; built once in cli.py."""
@@ -142,5 +166,5 @@ class ActivatorConfig:
     drain_timeout_s: float = 30.0  # scale-down waits this long for in-flight requests
     replica_start_timeout_s: float = 120.0  # process start -> ready (not counting the load)
     tick_s: float = 0.5  # autoscaler evaluation period
-    serve_command: tuple[str, ...] = (sys.executable, "-m", "thaw.cli", "serve")
+    serve_command: tuple[str, ...] = field(default_factory=lambda: serve_command())
     replica_log_level: str = "warning"

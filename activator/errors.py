@@ -1,10 +1,13 @@
 """The activator's error tree; every error that reaches HTTP carries its status code.
 
     ActivatorError (500)                  anything unexpected
+    ├── BadRequest (400)                  a body the activator itself reads is not valid
     ├── ConfigError (400)                 a `thaw.*` setting or flag out of range (start-up)
     ├── UnknownModel (404)                no such model in the repository (or not a name)
     ├── RouteNotFound (404)
-    ├── PayloadTooLarge (413)             declared body size over the limit
+    ├── BodyTimeout (408)                 the request body did not arrive in time (slow client)
+    ├── PayloadTooLarge (413)             body size (declared or chunked) over the limit
+    ├── ModelUnavailable (503)            the model's config.pbtxt could not be used (reason)
     ├── Overloaded (503)                  held-request buffer full (count or bytes); Retry-After
     ├── ActivationFailed (503)            the model could not be brought up (load error, crash)
     ├── HeldTimeout (504)                 held past its deadline without a ready replica
@@ -19,8 +22,11 @@ from __future__ import annotations
 __all__ = [
     "ActivationFailed",
     "ActivatorError",
+    "BadRequest",
+    "BodyTimeout",
     "ConfigError",
     "HeldTimeout",
+    "ModelUnavailable",
     "Overloaded",
     "PayloadTooLarge",
     "RouteNotFound",
@@ -44,6 +50,10 @@ class ActivatorError(Exception):
         return {}
 
 
+class BadRequest(ActivatorError):
+    status = 400
+
+
 class ConfigError(ActivatorError):
     status = 400
 
@@ -56,8 +66,16 @@ class RouteNotFound(ActivatorError):
     status = 404
 
 
+class BodyTimeout(ActivatorError):
+    status = 408
+
+
 class PayloadTooLarge(ActivatorError):
     status = 413
+
+
+class ModelUnavailable(ActivatorError):
+    status = 503
 
 
 class Overloaded(ActivatorError):

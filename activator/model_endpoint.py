@@ -200,7 +200,11 @@ class ModelEndpoint:
         """Sample concurrency into the autoscaler and reconcile its decision (every tick)."""
         now = self._clock()
         mean, peak = self.meter.sample(now)
-        self.autoscaler.observe(now, mean, peak=peak)
+        if self.ready_count:
+            # Requests held while no replica is ready are a wake-up signal, not a measure of
+            # the capacity needed: a burst at zero would otherwise pin max_replicas for a
+            # whole stable window. Once a replica serves, a queue that remains is seen here.
+            self.autoscaler.observe(now, mean, peak=peak)
         return self._apply(
             self.autoscaler.decide(now, self.ready_count, current=self.meter.current)
         )
@@ -226,6 +230,10 @@ class ModelEndpoint:
             )
             self.desired = decision.desired
         missing = self.desired - self.ready_count - self.starting
+        if self.ready_count == 0:
+            # Exactly one start per cold start (more only for min_replicas): extra processes
+            # would compete with the first for the CPUs and the warm pool.
+            missing = min(missing, max(1, self.settings.min_replicas) - self.starting)
         if missing > 0 and not (self._retry_needs_request and not len(self.held)):
             for _ in range(missing):
                 self._start_one()

@@ -7,6 +7,7 @@ A replica that resets or dies gives `UpstreamFailed` (502); nothing is replayed.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 
@@ -14,9 +15,9 @@ import aiohttp
 from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from activator.errors import UpstreamFailed, UpstreamTimeout
+from activator.errors import BodyTimeout, PayloadTooLarge, UpstreamFailed, UpstreamTimeout
 
-__all__ = ["HOP_BY_HOP", "forward", "new_session"]
+__all__ = ["HOP_BY_HOP", "SMALL_BODY", "forward", "new_session", "read_body"]
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +37,7 @@ HOP_BY_HOP = frozenset(
     }
 )
 _CHUNK = 256 * 1024
+SMALL_BODY = _CHUNK  # declared bodies up to this are read whole before a slot is taken
 
 
 def new_session() -> aiohttp.ClientSession:
@@ -65,21 +67,42 @@ async def _body(request: web.Request) -> AsyncIterator[bytes]:
         yield chunk
 
 
+async def read_body(request: web.Request, *, limit: int, timeout_s: float) -> bytes:
+    """The whole request body (chunked or small); PayloadTooLarge past `limit` bytes,
+    BodyTimeout when it has not fully arrived within `timeout_s` (a slow client)."""
+    parts: list[bytes] = []
+    total = 0
+    try:
+        async with asyncio.timeout(timeout_s):
+            async for chunk in request.content.iter_chunked(_CHUNK):
+                total += len(chunk)
+                if total > limit:
+                    raise PayloadTooLarge(
+                        f"request body is over the limit of {limit} bytes (chunked)"
+                    )
+                parts.append(chunk)
+    except TimeoutError:
+        raise BodyTimeout(
+            f"request body not received within {timeout_s:g} s ({total} bytes arrived)"
+        ) from None
+    return b"".join(parts)
+
+
 async def forward(
     request: web.Request,
     base_url: str,
     session: aiohttp.ClientSession,
     *,
     timeout_s: float,
+    body: bytes | None = None,
 ) -> web.StreamResponse:
-    """Send `request` to the replica at `base_url` and stream its answer back."""
+    """Send `request` (with `body` when it was read already) to the replica at `base_url`
+    and stream its answer back."""
     headers = end_to_end(request.headers)
     skip = {"Accept-Encoding", "Content-Type"} - set(headers.keys())
-    data: bytes | AsyncIterator[bytes] | None = None
-    if request.body_exists:
-        # Small declared bodies go in one piece (cheaper); anything else streams through.
-        small = request.content_length is not None and request.content_length <= _CHUNK
-        data = await request.read() if small else _body(request)
+    data: bytes | AsyncIterator[bytes] | None = body
+    if body is None and request.body_exists:
+        data = _body(request)
     response: web.StreamResponse | None = None
     try:
         async with session.request(

@@ -23,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.add_argument("--url", default="http://127.0.0.1:8000", help="where `thaw up` listens")
     p.add_argument("--json", action="store_true", help="print the raw JSON")
-    p.add_argument("--timeout-s", type=float, default=5.0)
+    p.add_argument("--timeout-s", type=float, default=5.0, help="give up after this long")
     p.set_defaults(func=run)
 
 
@@ -54,7 +54,20 @@ def run(args: argparse.Namespace) -> int:
     try:
         with urllib.request.urlopen(url, timeout=args.timeout_s) as resp:
             status = json.loads(resp.read())
-    except (urllib.error.URLError, OSError, ValueError) as exc:
+        if not isinstance(status, dict) or not isinstance(status.get("models"), list):
+            raise ValueError("the answer is not a `thaw up` status document")
+    except urllib.error.HTTPError as exc:
+        print(
+            f"thaw status: cannot read {url}: HTTP {exc.code} (not a `thaw up`?)", file=sys.stderr
+        )
+        return 1
+    except urllib.error.URLError as exc:
+        print(
+            f"thaw status: cannot read {url}: {exc.reason} (is `thaw up` running there?)",
+            file=sys.stderr,
+        )
+        return 1
+    except (OSError, ValueError) as exc:
         print(f"thaw status: cannot read {url}: {exc}", file=sys.stderr)
         return 1
     print(json.dumps(status, indent=2) if args.json else format_table(status))

@@ -267,14 +267,14 @@ def encode_infer_response(response: InferResponse, request: InferRequest) -> Enc
         else:
             entry["data"] = _json_data(tensor)
         outputs_json.append(entry)
-    doc: dict[str, Any] = {
-        "model_name": response.model_name,
-        "model_version": response.model_version,
-    }
+    # Triton's key order (observed on 2.51): id, model_name, model_version, parameters, outputs.
+    doc: dict[str, Any] = {}
     if response.id is not None:
         doc["id"] = response.id
     elif request.id is not None:
         doc["id"] = request.id
+    doc["model_name"] = response.model_name
+    doc["model_version"] = response.model_version
     if response.parameters:
         doc["parameters"] = response.parameters
     doc["outputs"] = outputs_json
@@ -287,17 +287,23 @@ def encode_infer_response(response: InferResponse, request: InferRequest) -> Enc
 def _selected(
     response: InferResponse, request: InferRequest
 ) -> list[tuple[InferTensor, bool, int]]:
-    """(tensor, binary?, class_count) for every output to send, in request order if requested."""
+    """(tensor, binary?, class_count) for every output to send, in the model's order.
+
+    Requested outputs select what is sent but, as in Triton (observed on 2.51), not its order.
+    """
     if not request.requested_outputs:
         default = request.binary_output_default
         return [(tensor, default, 0) for tensor in response.outputs]
-    by_name = {tensor.name: tensor for tensor in response.outputs}
+    wanted = {output.name: output for output in request.requested_outputs}
     selected = []
-    for wanted in request.requested_outputs:
-        tensor = by_name.get(wanted.name)
-        if tensor is None:
-            raise InvalidInput(f"unexpected inference output '{wanted.name}' for this model")
-        selected.append((tensor, wanted.binary, wanted.class_count))
+    for tensor in response.outputs:
+        output = wanted.get(tensor.name)
+        if output is not None:
+            selected.append((tensor, output.binary, output.class_count))
+    if len(selected) != len(wanted):
+        sent = {tensor.name for tensor, _, _ in selected}
+        missing = next(name for name in wanted if name not in sent)
+        raise InvalidInput(f"unexpected inference output '{missing}' for this model")
     return selected
 
 

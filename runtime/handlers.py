@@ -31,6 +31,7 @@ _VERSION = re.compile(r"[0-9]{1,18}")
 # Bodies above this are decoded and encoded in a worker thread, so the event loop keeps serving.
 _THREAD_THRESHOLD_BYTES = 256 * 1024
 _JSON = "application/json"
+_CONTROL_DISABLED = "explicit model load / unload is not allowed if polling is enabled"
 
 
 class ModelService(Protocol):
@@ -209,7 +210,7 @@ class V2Handlers:
 
     async def load(self, request: web.Request) -> web.Response:
         name, _ = model_ref(request)
-        self._require_explicit("load")
+        self._require_explicit()
         params = _load_parameters(await self._json_body(request))
         config_json, files = _load_overrides(params)
         await self._manager.load(name, config_json=config_json, files=files)
@@ -217,7 +218,7 @@ class V2Handlers:
 
     async def unload(self, request: web.Request) -> web.Response:
         name, _ = model_ref(request)
-        self._require_explicit("unload")
+        self._require_explicit()
         params = _load_parameters(await self._json_body(request))
         dependents = params.get("unload_dependents", False)
         if not isinstance(dependents, bool):
@@ -225,13 +226,13 @@ class V2Handlers:
         await self._manager.unload(name, unload_dependents=dependents)
         return web.Response(status=200)
 
-    def _require_explicit(self, action: str) -> None:
-        """Triton allows load/unload requests only in explicit model control mode."""
-        mode = self._config.model_control_mode
-        if mode is not ModelControlMode.EXPLICIT:
-            raise FeatureDisabled(
-                f"explicit model {action} is not allowed in model control mode '{mode}'"
-            )
+    def _require_explicit(self) -> None:
+        """Triton allows load/unload requests only in explicit model control mode.
+
+        Its message (observed on 2.51, for none and poll alike); its 503 is our 501 (DESIGN).
+        """
+        if self._config.model_control_mode is not ModelControlMode.EXPLICIT:
+            raise FeatureDisabled(_CONTROL_DISABLED)
 
 
 async def _within(reading: Coroutine[Any, Any, bytes], timeout_s: float) -> bytes:

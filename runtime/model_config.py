@@ -145,11 +145,22 @@ def default_model_filename(config: mc.ModelConfig) -> str:
 
 
 def fill_defaults(config: mc.ModelConfig, *, gpu_available: bool) -> None:
-    """Fields Triton fills before it reports a config: version policy and instance groups."""
+    """Fields Triton fills before it reports a config (observed on Triton 2.51)."""
     if not config.HasField("version_policy"):
         config.version_policy.latest.num_versions = 1
     if len(config.instance_group) == 0:
-        config.instance_group.add()
+        config.instance_group.add(name=config.name)  # Triton names it after the model
+    if config.backend == "python" and not config.default_model_filename:
+        config.default_model_filename = "model.py"
+    optimization = config.optimization
+    if not optimization.HasField("input_pinned_memory"):
+        optimization.input_pinned_memory.enable = True
+    if not optimization.HasField("output_pinned_memory"):
+        optimization.output_pinned_memory.enable = True
+    if config.HasField("dynamic_batching") and config.max_batch_size > 0:
+        batching = config.dynamic_batching
+        if len(batching.preferred_batch_size) == 0:
+            batching.preferred_batch_size.append(config.max_batch_size)
     for index, group in enumerate(config.instance_group):
         if not group.name:
             group.name = f"{config.name}_{index}"
@@ -289,7 +300,26 @@ def config_to_json(config: mc.ModelConfig) -> dict[str, Any]:
         config, always_print_fields_with_no_presence=True, preserving_proto_field_name=True
     )
     _int64_to_numbers(config.DESCRIPTOR, data)
-    return data
+    return _in_field_order(config.DESCRIPTOR, data)
+
+
+def _in_field_order(desc: descriptor.Descriptor, data: dict[str, Any]) -> dict[str, Any]:
+    """`data` with its keys in the .proto's declaration order, as Triton writes them."""
+    ordered: dict[str, Any] = {}
+    for field in desc.fields:
+        if field.name not in data:
+            continue
+        value = data[field.name]
+        sub = field.message_type
+        if sub is not None and not sub.GetOptions().map_entry:
+            if isinstance(value, list):
+                value = [_in_field_order(sub, v) if isinstance(v, dict) else v for v in value]
+            elif isinstance(value, dict):
+                value = _in_field_order(sub, value)
+        ordered[field.name] = value
+    for key, value in data.items():  # nothing should be left, but never drop a field
+        ordered.setdefault(key, value)
+    return ordered
 
 
 def _int64_to_numbers(desc: descriptor.Descriptor, data: dict[str, Any]) -> None:

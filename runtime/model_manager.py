@@ -25,7 +25,7 @@ from runtime.errors import (
 from runtime.inference import InferRequest, InferResponse
 from runtime.metrics import Metrics
 from runtime.repository import fingerprint, list_models, read_model, validate_model_name
-from runtime.stats import FailureReason, StatsBook
+from runtime.stats import StatsBook
 from runtime.version_loader import LoadedVersion, VersionLoader
 
 __all__ = ["ModelManager", "ModelState"]
@@ -55,6 +55,7 @@ class _Model:
     versions: dict[str, LoadedVersion] = field(default_factory=dict)
     latest: str = ""  # the version unversioned requests go to
     platform: str = ""
+    known_versions: list[str] = field(default_factory=list)  # last versions loaded or tried
     wanted: bool = False  # should be loaded (counts for server readiness)
     fingerprint: tuple[tuple[str, int, int], ...] = ()
     override_dir: Path | None = None  # temp repository for a load with `files`
@@ -146,14 +147,16 @@ class ModelManager:
                 if not ready_only:
                     rows.append({"name": name})
                 continue
-            if model.versions:
-                for version in model.versions:
-                    rows.append(
-                        {"name": name, "version": version, "state": model.state.value,
-                         "reason": model.reason}
-                    )  # fmt: skip
-            else:
-                rows.append({"name": name, "state": model.state.value, "reason": model.reason})
+            # Triton's rows (observed on 2.51): a version on every row of a model it tried to
+            # load, and `reason` only when there is one.
+            for version in list(model.versions) or model.known_versions or [""]:
+                row: dict[str, Any] = {"name": name}
+                if version:
+                    row["version"] = version
+                row["state"] = model.state.value
+                if model.reason:
+                    row["reason"] = model.reason
+                rows.append(row)
         if ready_only:
             rows = [row for row in rows if row.get("state") == ModelState.READY]
         return rows
@@ -188,7 +191,9 @@ class ModelManager:
 
     def metadata(self, name: str, version: str | None) -> dict[str, Any]:
         model, loaded = self._serving(name, version)
-        return loaded.signature.metadata(list(model.versions), model.platform)
+        # Asked for one version, Triton (observed on 2.51) lists only that one.
+        versions = [loaded.version] if version else list(model.versions)
+        return loaded.signature.metadata(versions, model.platform)
 
     def config(self, name: str, version: str | None) -> dict[str, Any]:
         _, loaded = self._serving(name, version)
@@ -210,11 +215,9 @@ class ModelManager:
         """Validate against the config, queue on the model's scheduler, return its response."""
         received = time.perf_counter_ns()
         _, loaded = self._serving(request.model_name, request.model_version or None)
-        try:
-            batch = loaded.signature.validate(request)
-        except InvalidInput:
-            loaded.stats.record_failure(FailureReason.OTHER, time.perf_counter_ns() - received)
-            raise
+        # A request refused here never reached the model: like Triton (observed on 2.51) it
+        # counts in neither the statistics nor `nv_inference_request_failure`.
+        batch = loaded.signature.validate(request)
         response = await loaded.scheduler.submit(request, batch_size=batch, received_ns=received)
         response.model_version = loaded.version
         return loaded.signature.finish(request, response, batch)
@@ -273,6 +276,8 @@ class ModelManager:
                     gpu_available=self._config.target.startswith("cuda"),
                 )  # fmt: skip
                 model.fingerprint = spec.fingerprint
+                if not model.versions:
+                    model.known_versions = [str(v) for v in spec.versions]
                 versions = await asyncio.to_thread(self._loader.load, spec)
             except BaseException as exc:
                 if override is not None:
@@ -290,6 +295,7 @@ class ModelManager:
                 raise
             old, old_override = model.versions, model.override_dir
             model.versions, model.override_dir = versions, override
+            model.known_versions = list(versions)
             model.latest = max(versions, key=int)
             model.platform = spec.config.platform or spec.config.backend
             model.state, model.reason = ModelState.READY, ""

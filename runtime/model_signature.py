@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,20 @@ def _io_spec(io: Any) -> IOSpec:
         reshape=reshape,
         optional=bool(getattr(io, "optional", False)),
     )
+
+
+# Triton's advice after a shape mismatch on a batching model (observed on 2.51).
+_BATCH_NOTE = (
+    "NOTE: Setting a non-zero max_batch_size in the model config requires a batch dimension to "
+    "be prepended to each input shape. If you want to specify the full shape including the "
+    "batch dim in your input dims config, try setting max_batch_size to zero. See the model "
+    "configuration docs for more info on max_batch_size."
+)
+
+
+def _dims(shape: Iterable[int]) -> str:
+    """A shape as Triton writes it in messages: `[-1,3]`."""
+    return "[" + ",".join(str(d) for d in shape) + "]"
 
 
 def _matches(shape: tuple[int, ...], dims: tuple[int, ...]) -> bool:
@@ -105,12 +120,16 @@ class ModelSignature:
             batch = size
             if spec.reshape is not None or tensor.data.shape != tensor.shape:
                 request.inputs[index] = self._shaped(spec, tensor, size)
-        for spec in self.inputs.values():
-            if spec.name not in seen and not spec.optional:
-                raise InvalidInput(
-                    f"expected {len(self.inputs)} inputs but got {len(request.inputs)} inputs "
-                    f"for model '{self.model}': missing input '{spec.name}'"
-                )
+        missing = [] if len(seen) == len(self.inputs) else self._missing(seen)
+        if missing:
+            # Triton's text (observed on 2.51), without its "[request id: ...]" prefix.
+            got = ",".join(f"'{t.name}'" for t in request.inputs)
+            need = ",".join(f"'{name}'" for name in missing)
+            raise InvalidInput(
+                f"expected {len(self.inputs)} inputs but got {len(request.inputs)} inputs for "
+                f"model '{self.model}'. Got input(s) [{got}], but missing required input(s) "
+                f"[{need}]. Please provide all required input(s)."
+            )
         if self.outputs:
             for out in request.requested_outputs:
                 if out.name not in self.outputs:
@@ -118,6 +137,9 @@ class ModelSignature:
                         f"unexpected inference output '{out.name}' for model '{self.model}'"
                     )
         return batch if batch is not None else 1
+
+    def _missing(self, seen: set[str]) -> list[str]:
+        return [s.name for s in self.inputs.values() if s.name not in seen and not s.optional]
 
     def _check_tensor(self, spec: IOSpec, tensor: InferTensor) -> int:
         if tensor.datatype != spec.datatype:
@@ -133,10 +155,9 @@ class ModelSignature:
                 )
         if self.max_batch_size > 0:
             if len(shape) == 0 or not 1 <= shape[0] <= self.max_batch_size:
-                got = shape[0] if shape else "none"
                 raise InvalidInput(
                     f"inference request batch-size must be <= {self.max_batch_size} for "
-                    f"'{self.model}' (input '{tensor.name}' has batch dimension {got})"
+                    f"'{self.model}'"
                 )
             batch, rest = shape[0], shape[1:]
         else:
@@ -145,7 +166,8 @@ class ModelSignature:
             expected = ([-1] if self.max_batch_size > 0 else []) + list(spec.dims)
             raise InvalidInput(
                 f"unexpected shape for input '{tensor.name}' for model '{self.model}'. "
-                f"Expected {expected}, got {list(shape)}"
+                f"Expected {_dims(expected)}, got {_dims(shape)}. "
+                + (_BATCH_NOTE if self.max_batch_size > 0 else "")
             )
         count = math.prod(shape)
         if tensor.data.size != count:

@@ -127,6 +127,7 @@ class ModelStats:
                     "cache_hit": dict(zero),
                     "cache_miss": dict(zero),
                 },
+                "response_stats": {},  # Triton's field (empty for non-decoupled models)
                 "batch_stats": [
                     {
                         "batch_size": size,

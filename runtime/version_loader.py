@@ -160,22 +160,23 @@ class VersionLoader:
     def _restore(self, spec: ModelSpec, version: int) -> Any | None:
         """A snapshot image for these exact model files, or None to load files as usual.
 
-        The model files' digest (`source_digest`: one `stat` per file when the cache's digest
-        index knows them, else ~0.45 s per 256 MiB of hashing) runs in parallel with the
-        restore; an image built from other files is then thrown away.
+        When there is an image, the model files' digest (`source_digest`: one `stat` per file
+        when the cache's digest index knows them, else ~0.45 s per 256 MiB of hashing) runs in
+        parallel with the restore; an image built from other files is then thrown away. With
+        no image nothing is hashed (that would compete with the normal load for the CPUs).
         """
         if self._image_loader is None or spec.config.backend not in ("onnxruntime", "pytorch"):
             return None
         import snapshotter  # only servers with a store/cache configured get here
 
         digest_of = getattr(self._image_loader, "source_digest", snapshotter.source_digest)
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="thaw-digest")
-        digest = pool.submit(digest_of, spec.version_dir(version))
-        pool.shutdown(wait=False)  # never wait for the hash when there is no image
         try:
             ref = self._image_loader.find(spec.name, str(version), None)
             if ref is None:
                 return None
+            pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="thaw-digest")
+            digest = pool.submit(digest_of, spec.version_dir(version))
+            pool.shutdown(wait=False)  # a failed restore never waits for the hash
             # The pre-faulted arena holds one image: the first restore takes it for good.
             arena, self._arena = self._arena, None
             image = self._image_loader.restore(ref, arena=arena)

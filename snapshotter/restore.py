@@ -125,6 +125,12 @@ class ImageLoader:
         if device is not None and device.startswith("cuda"):
             return self._restore_device(manifest, device, start)
         mdigest = hashlib.sha256(manifest.to_json()).hexdigest()
+        if arena is not None and arena.nbytes < manifest.arena_bytes:
+            logger.warning(
+                "arena of %d bytes is smaller than image %s (%d bytes): restoring into fresh "
+                "memory, whose page faults cost more than the read",
+                arena.nbytes, ref, manifest.arena_bytes,
+            )  # fmt: skip
         if arena is None or arena.nbytes < manifest.arena_bytes:
             arena = Arena(manifest.arena_bytes)
         timings: dict[str, float] = {"fetch": 0.0, "read": 0.0, "verify": 0.0}

@@ -31,8 +31,25 @@ class RestoredImage:
     _torch: dict[str, Any] | None = field(default=None, repr=False)
 
     def artifact(self, name: str) -> bytes | None:
-        """An artifact's bytes (`onnx_graph`, `torchscript_weightless`), or None."""
+        """An artifact's bytes (`onnx_graph`, `onnx_graph_ort`, `torchscript_weightless`), or
+        None."""
         return self.artifacts.get(name)
+
+    def onnx_graph(self) -> tuple[bytes | None, bool]:
+        """The weightless ONNX graph for onnxruntime on this host, and whether it is already
+        optimized (then create the session with `ORT_DISABLE_ALL`, CPU provider only).
+
+        A host-optimized image (`onnx_graph_ort`) built for another onnxruntime version or CPU
+        gives `(None, False)`: its tensors are the optimized ones, so load the model file.
+        """
+        from snapshotter.sources.ort_optimize import ARTIFACT, VERSION_KEY, host_key
+
+        optimized = self.artifacts.get(ARTIFACT)
+        if optimized is None:
+            return self.artifacts.get("onnx_graph"), False
+        if self.manifest.framework_versions.get(VERSION_KEY) != host_key():
+            return None, False
+        return optimized, True
 
     def torch_tensors(self) -> dict[str, Any]:
         """Zero-copy `torch.Tensor` views of the same memory, with the manifest's dtypes."""

@@ -15,12 +15,20 @@ from activator.scaler.backend import StartedReplica
 from activator.scaler.replica_process import ReplicaProcess
 from activator.warm_pool import WarmPool
 
-__all__ = ["LocalBackend", "replica_argv"]
+__all__ = ["LocalBackend", "arena_with_headroom", "replica_argv"]
 
 logger = logging.getLogger(__name__)
 
 REFILL_DELAY_S = 1.0
 """After a replica loaded, how long its pool's refill waits (its first inferences run alone)."""
+
+
+def arena_with_headroom(nbytes: int) -> int:
+    """`nbytes` of model files plus room for the image layout's 4 KiB alignment of every tensor
+    (an image of a model with many small tensors is larger than its files: resnet50's by
+    ~100 KiB); an arena too small for the image is not used and the restore pays fresh page
+    faults instead."""
+    return nbytes + nbytes // 64 + (4 << 20)
 
 
 def replica_argv(config: ActivatorConfig, *, pooled: bool) -> list[str]:
@@ -35,7 +43,7 @@ def replica_argv(config: ActivatorConfig, *, pooled: bool) -> list[str]:
     if pooled and config.preload_frameworks:
         argv += ["--preload-frameworks", ",".join(config.preload_frameworks)]
     if pooled and config.arena_bytes > 0:
-        argv += ["--arena-bytes", str(config.arena_bytes)]
+        argv += ["--arena-bytes", str(arena_with_headroom(config.arena_bytes))]
     return argv
 
 

@@ -142,24 +142,20 @@ class OnnxRuntimeBackend:
 def _image_graph(ctx: LoadContext, image: Any, providers: list[Any]) -> tuple[bytes | None, bool]:
     """The image's weightless graph (None: load the model file) and whether it is optimized.
 
-    A graph that onnxruntime already optimized at build time (`onnx_graph_ort`) is used, with
-    optimizations off, only on the CPU provider of a host with the same onnxruntime and CPU
-    features; its tensors are the optimized ones, so elsewhere the image is not usable.
+    A graph that onnxruntime already optimized at build time is used, with optimizations off,
+    only on the CPU provider of a host with the same onnxruntime and CPU features (the image
+    decides); its tensors are the optimized ones, so elsewhere the image is not usable.
     """
-    from snapshotter import ort_host_key
-    from snapshotter.sources.ort_optimize import ARTIFACT, VERSION_KEY
-
-    optimized = image.artifact(ARTIFACT)
-    if optimized is None:
-        return image.artifact("onnx_graph"), False
-    built_for = image.manifest.framework_versions.get(VERSION_KEY)
-    if providers != ["CPUExecutionProvider"] or built_for != ort_host_key():
+    graph, optimized = image.onnx_graph()
+    if optimized and providers != ["CPUExecutionProvider"]:
+        graph, optimized = None, False
+    if graph is None:
         logger.info(
-            "model=%s image graph was optimized for %s, this is %s; loading the model file",
-            ctx.model_name, built_for, ort_host_key(),
+            "model=%s image has no onnxruntime graph for this host and provider (built for "
+            "%s); loading the model file",
+            ctx.model_name, image.manifest.framework_versions,
         )  # fmt: skip
-        return None, False
-    return optimized, True
+    return graph, optimized
 
 
 def _to_str(item: Any) -> str:

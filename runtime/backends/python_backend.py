@@ -69,7 +69,9 @@ def _import_model_file(path: Path, label: str) -> ModuleType:
             spec.loader.exec_module(module)
         except BaseException as exc:  # SyntaxError, ImportError, even sys.exit() in the file
             sys.modules.pop(module_name, None)
-            raise RepositoryError(f"{label}: importing {path} failed: {exc!r}") from exc
+            raise RepositoryError(
+                f"{label}: importing {path} failed: {type(exc).__name__}: {exc}"
+            ) from exc
         finally:
             sys.path.remove(str(path.parent))
     if not hasattr(module, "TritonPythonModel"):
@@ -113,6 +115,7 @@ class PythonBackend:
         self._model: Any = None
         self._name = ""
         self._version = ""
+        self._instance_name = ""
         self._output_types: dict[str, str] = {}
         self._module_name = ""
 
@@ -122,6 +125,7 @@ class PythonBackend:
         module = _import_model_file(model_file, label)
         self._module_name = module.__name__
         self._name, self._version = ctx.model_name, ctx.version
+        self._instance_name = ctx.instance_name or f"{ctx.model_name}_0_0"
         self._output_types = {
             o.name: config_to_v2(mc.DataType.Name(o.data_type)) for o in ctx.config.output
         }
@@ -129,7 +133,7 @@ class PythonBackend:
         args = {
             "model_config": json.dumps(config_to_json(ctx.config)),
             "model_instance_kind": kind,
-            "model_instance_name": ctx.instance_name or f"{ctx.model_name}_0_0",
+            "model_instance_name": self._instance_name,
             "model_instance_device_id": str(ctx.device_id),
             "model_repository": str(ctx.model_dir),
             "model_version": ctx.version,
@@ -141,7 +145,9 @@ class PythonBackend:
                 model.initialize(args)
         except BaseException as exc:  # a model calling sys.exit() must not stop the server
             sys.modules.pop(self._module_name, None)
-            raise RepositoryError(f"{label}: initialize() failed: {exc!r}") from exc
+            raise RepositoryError(
+                f"{label}: initialize() failed: {type(exc).__name__}: {exc}"
+            ) from exc
         self._model = model
 
     def execute(self, requests: list[InferRequest]) -> list[InferResponse | ServingError]:
@@ -154,7 +160,11 @@ class PythonBackend:
             t2 = time.perf_counter_ns()
             self.timings = ExecTimings(t1 - t0, t2 - t1, 0)
             logger.warning("model=%s execute raised %r", self._name, exc)
-            error = ServingError(f"model '{self._name}' failed: {type(exc).__name__}: {exc}")
+            # Triton's text (observed on 2.51), less the traceback it appends.
+            error = ServingError(
+                f"Failed to process the request(s) for model '{self._instance_name}', "
+                f"message: {type(exc).__name__}: {exc}"
+            )
             return [error for _ in requests]
         t2 = time.perf_counter_ns()
         results = self._from_pb(requests, responses)

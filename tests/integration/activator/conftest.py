@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.models import make_add_sub, make_onnx_add, make_slow_execute
+from tests.fixtures.models import make_add_sub, make_onnx_add, make_slow_execute, make_slow_init
 from tests.integration.activator.up_process import UpProcess, make_broken, with_params
+
+MAX_BODY_BYTES = 4 * 1024 * 1024  # the session `thaw up`'s --max-body-bytes
 
 
 @pytest.fixture(scope="session")
@@ -24,6 +26,13 @@ def up_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     with_params(make_slow_execute(repo, "slow", delay_s=3.0), max_replicas=1)
     with_params(make_broken(repo), activation_timeout_s=20)
+    with_params(make_slow_init(repo, "slow_init", delay_s=3.0), activation_timeout_s=1)
+    # A model whose config.pbtxt does not parse (reported unavailable, the rest served), and
+    # stray entries a real repository directory collects.
+    (repo / "badcfg" / "1").mkdir(parents=True)
+    (repo / "badcfg" / "config.pbtxt").write_text('name: "badcfg"\ninput [ { name: \n')
+    (repo / "README.md").write_text("not a model\n")
+    (repo / ".cache").mkdir()
     return repo
 
 
@@ -36,6 +45,7 @@ def up(up_repo: Path) -> Iterator[UpProcess]:
         "--no-image-build",
         "--cache", str(up_repo.parent / "cache"),
         "--log-level", "info",
+        "--max-body-bytes", str(MAX_BODY_BYTES),
     )  # fmt: skip
     yield server
     server.stop()

@@ -186,7 +186,8 @@ def test_thaw_status_prints_a_table(up: UpProcess) -> None:
     assert header.split()[:2] == ["MODEL", "STATE"]
     names = {row.split()[0]: row.split()[1] for row in rows if not row.startswith("warm pool")}
     assert set(names) >= {"add_sub", "onnx_add", "overflow", "slow", "broken"}
-    assert set(names.values()) <= {"cold", "waking", "warm", "draining"}
+    assert set(names.values()) <= {"cold", "waking", "warm", "draining", "unavailable"}
+    assert names["badcfg"] == "unavailable"
     assert "warm pool:" in out
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from activator.config import ScaleSettings, validated
-from activator.errors import ConfigError, UnknownModel
+from activator.errors import ConfigError, ModelUnavailable, UnknownModel
 from activator.repository import Repository
 
 CONFIG = """
@@ -78,7 +78,7 @@ def test_metadata_and_config_answered_from_the_repository(tmp_path: Path) -> Non
     assert entry.metadata() == {
         "name": "bert",
         "versions": ["3"],
-        "platform": "onnxruntime",
+        "platform": "onnxruntime_onnx",  # completed the way the runtime (and Triton) does
         "inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [-1, 3, 224]}],
         "outputs": [{"name": "OUT", "datatype": "BYTES", "shape": [-1, -1]}],
     }
@@ -93,7 +93,7 @@ def test_unknown_and_hostile_names_are_404(tmp_path: Path) -> None:
     for name in ["nope", "..", "../bert", "bert;rm -rf", "", "a" * 500]:
         with pytest.raises(UnknownModel):
             repo.get(name)
-    with pytest.raises(UnknownModel, match="version '2'"):
+    with pytest.raises(UnknownModel, match="'bert' version 2 is not found"):
         repo.get("bert", "2")
 
 
@@ -101,4 +101,38 @@ def test_corrupt_config_is_refused_with_its_path(tmp_path: Path) -> None:
     (tmp_path / "bad" / "1").mkdir(parents=True)
     (tmp_path / "bad" / "config.pbtxt").write_bytes(b"name: \xff\xfe {{{")
     with pytest.raises(ConfigError, match=r"bad/config\.pbtxt"):
+        Repository.scan(tmp_path, ScaleSettings(), strict=True)
+
+
+def test_corrupt_config_makes_only_that_model_unavailable(tmp_path: Path) -> None:
+    _repo(tmp_path)
+    (tmp_path / "bad" / "1").mkdir(parents=True)
+    (tmp_path / "bad" / "config.pbtxt").write_text('name: "bad" input [ { name: ')
+    (tmp_path / "nocfg" / "1").mkdir(parents=True)
+    (tmp_path / "stray.txt").write_text("not a model")
+    (tmp_path / ".git").mkdir()
+    repo = Repository.scan(tmp_path, ScaleSettings())
+    assert repo.names() == ["bert"]
+    assert set(repo.unavailable) == {"bad", "nocfg"}
+    assert repo.unavailable["bad"].startswith(f"{tmp_path / 'bad' / 'config.pbtxt'}:1: ")
+    with pytest.raises(ModelUnavailable, match=r"model 'bad' is not ready: .*config\.pbtxt"):
+        repo.get("bad")
+
+
+def test_invalid_thaw_setting_still_stops_start_up(tmp_path: Path) -> None:
+    _repo(tmp_path, _param("thaw.stable_window_s", "3"))
+    with pytest.raises(ConfigError, match="stable_window_s"):
         Repository.scan(tmp_path, ScaleSettings())
+
+
+def test_config_is_completed_like_the_runtime_does(tmp_path: Path) -> None:
+    model = tmp_path / "py"
+    (model / "1").mkdir(parents=True)
+    (model / "1" / "model.py").write_text("")
+    (model / "config.pbtxt").write_text('input [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ]')
+    config = Repository.scan(tmp_path, ScaleSettings()).get("py").config_json()
+    assert config["backend"] == "python"  # inferred from the model file
+    assert config["version_policy"] == {"latest": {"num_versions": 1}}
+    assert config["default_model_filename"] == "model.py"
+    assert config["instance_group"][0]["name"] == "py"
+    assert config["instance_group"][0]["kind"] == "KIND_CPU"

@@ -58,7 +58,7 @@ def test_metadata_shows_batch_dim_as_minus_one() -> None:
         ([_tensor("A", "FP32", (5, 1, 3))], "batch-size must be <= 4"),
         ([_tensor("A", "FP32", (0, 1, 3))], "batch-size must be <= 4"),
         ([_tensor("A", "FP32", (1, 3))], "unexpected shape for input 'A'"),
-        ([], "missing input 'A'"),
+        ([], "missing required input(s) ['A']"),
         ([_tensor("A", "FP32", (1, 1, 3)), _tensor("A", "FP32", (1, 1, 3))], "more than once"),
         (
             [_tensor("A", "FP32", (1, 1, 3)), _tensor("B", "INT32", (2, 2), "int32")],

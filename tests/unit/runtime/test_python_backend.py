@@ -228,9 +228,9 @@ async def test_sys_exit_in_a_model_never_stops_the_server(tmp_path: Path) -> Non
     try:
         rows = {row["name"]: row for row in await manager.index()}
         assert rows["exit_init"]["state"] == "UNAVAILABLE"
-        assert "SystemExit(3)" in rows["exit_init"]["reason"]
+        assert "SystemExit: 3" in rows["exit_init"]["reason"]
         assert rows["exit_import"]["state"] == "UNAVAILABLE"
-        assert "SystemExit(5)" in rows["exit_import"]["reason"]
+        assert "SystemExit: 5" in rows["exit_import"]["reason"]
         with pytest.raises(ServingError) as info:
             await manager.infer(InferRequest("exit_execute", "", [_f32("IN", [1.0])]))
         assert info.value.status == 500 and "SystemExit" in info.value.message

@@ -206,7 +206,10 @@ async def test_ort_optimized_image_for_another_host_loads_the_file(
         repo / "onnx_conv" / "1", snapshotter.open_store(str(store)), ort_optimize=True
     )
     expected, _ = await _one_output(repo, None, "onnx_conv")
-    monkeypatch.setattr(snapshotter, "ort_host_key", lambda: "0.0.0:other:0000")
+    import importlib
+
+    ort_optimize = importlib.import_module("snapshotter.sources.ort_optimize")
+    monkeypatch.setattr(ort_optimize, "host_key", lambda: "0.0.0:other:0000")
     restored, from_image = await _one_output(repo, store, "onnx_conv")
     assert from_image == 0.0
     assert restored.tobytes() == expected.tobytes()

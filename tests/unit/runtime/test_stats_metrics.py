@@ -56,7 +56,8 @@ async def test_statistics_and_metrics_after_known_traffic(tmp_path: Path) -> Non
         assert entry["execution_count"] == 7
         inference = entry["inference_stats"]
         assert inference["success"]["count"] == 5
-        assert inference["fail"]["count"] == 3
+        # The refused request (bad shape) never reached the model: like Triton 2.51, not a fail.
+        assert inference["fail"]["count"] == 2
         for key in ("queue", "compute_input", "compute_infer", "compute_output"):
             assert inference[key]["count"] == 5
         assert inference["success"]["ns"] >= inference["compute_infer"]["ns"] > 0
@@ -75,7 +76,7 @@ async def test_statistics_and_metrics_after_known_traffic(tmp_path: Path) -> Non
         assert _sample(text, "nv_inference_count", **labels) == 5
         assert _sample(text, "nv_inference_exec_count", **labels) == 7
         assert _sample(text, "nv_inference_request_failure", reason="BACKEND", **labels) == 2
-        assert _sample(text, "nv_inference_request_failure", reason="OTHER", **labels) == 1
+        assert _sample(text, "nv_inference_request_failure", reason="OTHER", **labels) == 0
         assert _sample(text, "nv_inference_request_failure", reason="REJECTED", **labels) == 0
         assert _sample(text, "nv_inference_count", model="ident", version="1") == 3
         assert _sample(text, "nv_inference_request_duration_us", **labels) > 0

@@ -1,0 +1,453 @@
+"""`thaw up` as a user meets it: the v2 surface next to a direct `thaw serve`, hostile input,
+broken repositories, bad flags, and what is left behind when it is stopped or killed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import requests
+import tritonclient.http as httpclient
+
+from tests.integration.activator.conftest import MAX_BODY_BYTES
+from tests.integration.activator.up_process import UpProcess, pid_alive
+
+pytestmark = pytest.mark.integration
+
+_ADD_SUB_JSON = {
+    "inputs": [
+        {"name": "INPUT0", "datatype": "FP32", "shape": [4], "data": [1, 2, 3, 4]},
+        {"name": "INPUT1", "datatype": "FP32", "shape": [4], "data": [1, 1, 1, 1]},
+    ]
+}
+
+
+class _Serve:
+    """A direct `thaw serve` of the same repository, to compare answers with."""
+
+    def __init__(self, repo: Path) -> None:
+        argv = [sys.executable, "-m", "thaw.cli", "serve", str(repo), "--port", "0"]
+        argv += ["--log-level", "error"]
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        assert self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            line = raw.decode().strip()
+            if line.startswith("THAW_LISTENING "):
+                self.url = line.split(" ", 1)[1]
+                break
+        else:
+            raise RuntimeError("thaw serve did not start")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # ready once every loadable model loaded
+            index = requests.post(f"{self.url}/v2/repository/index", timeout=10).json()
+            if all(row.get("state") in ("READY", "UNAVAILABLE") for row in index):
+                return
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def serve(up_repo: Path) -> Iterator[_Serve]:
+    server = _Serve(up_repo)
+    yield server
+    server.stop()
+
+
+def _answer(method: str, url: str, **kw: Any) -> tuple[int, Any]:
+    r = requests.request(method, url, timeout=60, **kw)
+    return r.status_code, (r.json() if r.content else None)
+
+
+def _error(r: requests.Response) -> str:
+    assert r.headers["Content-Type"].startswith("application/json"), r.headers
+    body = r.json()
+    assert set(body) == {"error"} and isinstance(body["error"], str), body
+    return str(body["error"])
+
+
+# ---- the v2 surface next to `thaw serve` --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v2",
+        "/v2/health/live",
+        "/v2/models/add_sub",
+        "/v2/models/add_sub/versions/1",
+        "/v2/models/add_sub/config",
+        "/v2/models/add_sub/versions/1/config",
+        "/v2/models/onnx_add",
+        "/v2/models/onnx_add/config",
+        "/v2/models/add_sub/ready",
+        "/v2/models/add_sub/versions/1/ready",
+    ],
+)
+def test_metadata_config_and_health_match_thaw_serve(
+    up: UpProcess, serve: _Serve, path: str
+) -> None:
+    assert _answer("GET", up.url + path) == _answer("GET", serve.url + path)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [
+        ("GET", "/v2/models/nope", 404),
+        ("GET", "/v2/models/nope/ready", 404),
+        ("GET", "/v2/models/add_sub/versions/9", 404),
+        ("POST", "/v2/models/nope/infer", 404),
+        ("POST", "/v2/models/add_sub/versions/9/infer", 404),
+        ("GET", "/v2/models/add_sub/infer", 405),
+        ("PUT", "/v2/models/add_sub", 405),
+        ("DELETE", "/v2/health/live", 405),
+        ("GET", "/v2/repository/index", 405),
+        ("GET", "/nope", 404),
+    ],
+)
+def test_error_status_codes_match_thaw_serve(
+    up: UpProcess, serve: _Serve, method: str, path: str, status: int
+) -> None:
+    for base in (up.url, serve.url):
+        r = requests.request(method, base + path, json=_ADD_SUB_JSON, timeout=60)
+        assert r.status_code == status, (base, r.text)
+        _error(r)
+
+
+def test_inference_json_binary_and_versioned_match_thaw_serve(up: UpProcess, serve: _Serve) -> None:
+    for path in ("/v2/models/add_sub/infer", "/v2/models/add_sub/versions/1/infer"):
+        assert _answer("POST", up.url + path, json=_ADD_SUB_JSON) == _answer(
+            "POST", serve.url + path, json=_ADD_SUB_JSON
+        )
+    results = []
+    for base in (up.hostport, serve.url.removeprefix("http://")):
+        client = httpclient.InferenceServerClient(base)
+        a, b = np.arange(4, dtype=np.float32), np.ones(4, dtype=np.float32)
+        inputs = []
+        for name, value in (("INPUT0", a), ("INPUT1", b)):
+            tensor = httpclient.InferInput(name, [4], "FP32")
+            tensor.set_data_from_numpy(value, binary_data=True)
+            inputs.append(tensor)
+        outputs = [
+            httpclient.InferRequestedOutput("OUTPUT0", binary_data=True),
+            httpclient.InferRequestedOutput("OUTPUT1", binary_data=False),
+        ]
+        result = client.infer("add_sub", inputs, outputs=outputs, model_version="1", request_id="q")
+        results.append((result.as_numpy("OUTPUT0"), result.as_numpy("OUTPUT1")))
+        assert result.get_response()["id"] == "q"
+        assert client.is_model_ready("add_sub") and client.is_server_live()
+        client.close()
+    np.testing.assert_array_equal(results[0][0], results[1][0])
+    np.testing.assert_array_equal(results[0][1], results[1][1])
+
+
+def test_repository_index_matches_thaw_serve_for_servable_models(
+    up: UpProcess, serve: _Serve
+) -> None:
+    names = {"add_sub", "onnx_add", "overflow", "slow"}
+    rows = {}
+    for base in (up.url, serve.url):
+        index = requests.post(f"{base}/v2/repository/index", timeout=60).json()
+        rows[base] = [r for r in index if r["name"] in names]
+    assert rows[up.url] == rows[serve.url]
+    ready = requests.post(f"{up.url}/v2/repository/index", json={"ready": True}, timeout=60)
+    assert {r["state"] for r in ready.json()} == {"READY"}
+    bad = requests.post(f"{up.url}/v2/repository/index", json={"ready": "yes"}, timeout=60)
+    assert bad.status_code == 400 and "ready" in _error(bad)
+
+
+def test_statistics_have_the_replicas_shape_at_zero(up: UpProcess, serve: _Serve) -> None:
+    mine = requests.get(f"{up.url}/v2/models/overflow/stats", timeout=60).json()
+    theirs = requests.get(f"{serve.url}/v2/models/overflow/stats", timeout=60).json()
+    assert set(mine["model_stats"][0]) == set(theirs["model_stats"][0])
+    assert set(mine["model_stats"][0]["inference_stats"]) == set(
+        theirs["model_stats"][0]["inference_stats"]
+    )
+
+
+# ---- a repository with a broken model and stray files ---------------------------------------
+
+
+def test_broken_config_is_unavailable_with_its_reason_and_the_rest_is_served(
+    up: UpProcess,
+) -> None:
+    for method, path in [
+        ("GET", "/v2/models/badcfg"),
+        ("GET", "/v2/models/badcfg/ready"),
+        ("GET", "/v2/models/badcfg/config"),
+        ("POST", "/v2/models/badcfg/infer"),
+        ("POST", "/v2/repository/models/badcfg/load"),
+    ]:
+        r = requests.request(method, up.url + path, json={}, timeout=60)
+        assert r.status_code == 503, (path, r.text)
+        assert "badcfg/config.pbtxt" in _error(r)
+    index = requests.post(f"{up.url}/v2/repository/index", timeout=60).json()
+    (row,) = [r for r in index if r["name"] == "badcfg"]
+    assert row["state"] == "UNAVAILABLE" and "config.pbtxt" in row["reason"]
+    assert {r["name"] for r in index}.isdisjoint({"README.md", ".cache"})
+    assert up.model("badcfg")["state"] == "unavailable"
+    r = requests.post(f"{up.url}/v2/models/add_sub/infer", json=_ADD_SUB_JSON, timeout=60)
+    assert r.status_code == 200
+
+
+def test_a_wake_up_slower_than_the_activation_timeout_is_a_json_504(up: UpProcess) -> None:
+    body = {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1], "data": [1.0]}]}
+    start = time.monotonic()
+    r = requests.post(f"{up.url}/v2/models/slow_init/infer", json=body, timeout=60)
+    assert r.status_code == 504, r.text
+    assert "did not become ready within 1 s" in _error(r)
+    assert time.monotonic() - start < 5
+    r = requests.post(f"{up.url}/v2/models/add_sub/infer", json=_ADD_SUB_JSON, timeout=60)
+    assert r.status_code == 200
+
+
+# ---- hostile input --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["..%2F..%2Fetc", "%2E%2E", "a%00b", "%24%28reboot%29", "x;rm%20-rf%20~", "a" * 3000],
+)
+def test_names_that_are_paths_or_shell_words_are_json_404(up: UpProcess, name: str) -> None:
+    for method, suffix in [("GET", ""), ("GET", "/ready"), ("POST", "/infer")]:
+        r = requests.request(method, f"{up.url}/v2/models/{name}{suffix}", json={}, timeout=60)
+        assert r.status_code == 404, (name, suffix, r.text)
+        _error(r)
+
+
+def test_huge_declared_body_is_refused_at_once_without_waking(up: UpProcess) -> None:
+    with socket.create_connection(("127.0.0.1", int(up.hostport.split(":")[1])), 30) as s:
+        s.sendall(
+            b"POST /v2/models/onnx_add/infer HTTP/1.1\r\nHost: x\r\n"
+            b"Content-Length: 999999999999\r\n\r\n{"
+        )
+        head = s.recv(65536).decode()
+    assert head.startswith("HTTP/1.1 413"), head
+    assert '"error"' in head and "limit" in head
+
+
+def test_chunked_body_over_the_cap_is_413(up: UpProcess) -> None:
+    def chunks() -> Iterator[bytes]:
+        for _ in range(MAX_BODY_BYTES // (1 << 20) + 2):
+            yield b"0" * (1 << 20)
+
+    r = requests.post(f"{up.url}/v2/models/onnx_add/infer", data=chunks(), timeout=60)
+    assert r.status_code == 413
+    assert "limit" in _error(r)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"GARBAGE\r\n\r\n",
+        b"GET /v2 HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n",
+        b"GET /v2 HTTP/9.9\r\nHost: x\r\n\r\n",
+        b"GET /v2/models/a\x00b/ready HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"POST /v2/models/add_sub/infer HTTP/1.1\r\nHost: x\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\nZZ\r\n",
+        b"GET /v2 HTTP/1.1\r\nHost: x\r\nX-Long: " + b"a" * 20000 + b"\r\n\r\n",
+    ],
+)
+def test_malformed_http_gets_a_json_400_and_the_server_lives(up: UpProcess, raw: bytes) -> None:
+    with socket.create_connection(("127.0.0.1", int(up.hostport.split(":")[1])), 30) as s:
+        s.sendall(raw)
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert head.split(b" ")[1] == b"400", data
+    assert b"application/json" in head
+    assert set(json.loads(body)) == {"error"}
+    assert requests.get(f"{up.url}/v2/health/live", timeout=10).status_code == 200
+
+
+def test_a_client_that_stops_sending_its_body_does_not_block_others(up: UpProcess) -> None:
+    port = int(up.hostport.split(":")[1])
+    stalled = [socket.create_connection(("127.0.0.1", port), 30) for _ in range(3)]
+    for s in stalled:
+        s.sendall(
+            b"POST /v2/models/add_sub/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 500\r\n\r\n{"
+        )
+    try:
+        r = requests.post(f"{up.url}/v2/models/add_sub/infer", json=_ADD_SUB_JSON, timeout=30)
+        assert r.status_code == 200
+        assert up.model("add_sub")["held_requests"] == 0  # slow bodies are never held
+    finally:
+        for s in stalled:
+            s.close()
+
+
+# ---- the command line -----------------------------------------------------------------------
+
+
+def _up(*args: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "thaw.cli", "up", *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60)
+
+
+def test_help_exits_zero_and_names_the_scale_settings() -> None:
+    result = _up("--help")
+    assert result.returncode == 0
+    assert "--scale-to-zero-grace-s" in result.stdout and "thaw.max_replicas" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--port", "70000", "`--port` = 70000, must be in [0, 65535]"),
+        ("--warm-pool", "-1", "`--warm-pool` = -1, must be in [0, 64]"),
+        ("--max-body-bytes", "0", "`--max-body-bytes` = 0, must be in [1, "),
+        ("--request-timeout-s", "-1", "`--request-timeout-s` = -1, must be in [0.1, 86400]"),
+        ("--drain-timeout-s", "nan", "`--drain-timeout-s` = nan, must be in [0, 3600]"),
+        ("--max-replicas", "0", "`--max-replicas` = 0, must be in [1, 100]"),
+        ("--target-concurrency", "x", "`--target-concurrency` = 'x', must be a number"),
+    ],
+)
+def test_bad_flag_values_exit_2_naming_flag_value_and_range(
+    tmp_path: Path, flag: str, value: str, message: str
+) -> None:
+    result = _up(str(tmp_path), flag, value)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_nonexistent_repository_exits_2(tmp_path: Path) -> None:
+    result = _up(str(tmp_path / "missing"))
+    assert result.returncode == 2
+    assert "is not a directory" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_empty_repository_starts_and_serves_the_server_routes(tmp_path: Path) -> None:
+    up = UpProcess(tmp_path, "--warm-pool", "0", "--no-image-build")
+    try:
+        assert requests.get(f"{up.url}/v2/health/ready", timeout=10).status_code == 200
+        assert requests.post(f"{up.url}/v2/repository/index", timeout=10).json() == []
+        assert requests.get(f"{up.url}/v2/models/x", timeout=10).status_code == 404
+    finally:
+        assert up.stop(signal.SIGINT) == 0
+    assert "no servable model" in up.log()
+
+
+# ---- what is left behind ---------------------------------------------------------------------
+
+
+def test_sigkill_of_thaw_up_leaves_no_replica_behind(tmp_path: Path) -> None:
+    from tests.fixtures.models import make_add_sub
+
+    make_add_sub(tmp_path)
+    up = UpProcess(tmp_path, "--warm-pool", "1", "--preload-frameworks", "", "--no-image-build")
+    try:
+        r = requests.post(f"{up.url}/v2/repository/models/add_sub/load", timeout=60)
+        assert r.status_code == 200
+        up.wait_for(lambda: up.get("/thaw/status")["warm_pool"]["ready"] == 1, 30, "the pool")
+        pids = [r["pid"] for r in up.model("add_sub")["replicas"]]
+        children = _children(up.proc.pid)
+        assert set(pids) <= set(children) and len(children) >= 2
+        os.kill(up.proc.pid, signal.SIGKILL)
+        up.proc.wait()
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and any(pid_alive(p) for p in children):
+            time.sleep(0.1)
+        assert not [p for p in children if pid_alive(p)], "replicas outlived a SIGKILLed thaw up"
+    finally:
+        up.stop()
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry.name))
+            except (OSError, IndexError, ValueError):
+                continue
+    return found
+
+
+# ---- cold start ------------------------------------------------------------------------------
+
+
+def _starts(up: UpProcess, model: str) -> float:
+    line = f'thaw_replica_starts_total{{model="{model}",result="ok"}} '
+    found = [x for x in up.metrics().splitlines() if x.startswith(line)]
+    return float(found[0].split()[-1]) if found else 0.0
+
+
+async def test_burst_at_zero_with_default_settings_starts_exactly_one_replica(
+    up: UpProcess,
+) -> None:
+    import asyncio
+
+    import tritonclient.http.aio as aioclient
+
+    up.wait_for(lambda: up.model("onnx_add")["state"] == "cold", 30, "onnx_add at zero")
+    before = _starts(up, "onnx_add")
+    client = aioclient.InferenceServerClient(up.hostport, conn_limit=100)
+    try:
+
+        async def one(i: int) -> np.ndarray:
+            tensor = httpclient.InferInput("INPUT0", [1, 4], "FP32")
+            tensor.set_data_from_numpy(np.full((1, 4), i, dtype=np.float32))
+            return (await client.infer("onnx_add", [tensor])).as_numpy("OUTPUT0")
+
+        outputs = await asyncio.wait_for(asyncio.gather(*(one(i) for i in range(60))), 60)
+    finally:
+        await client.close()
+    assert len(outputs) == 60
+    await asyncio.sleep(1.0)  # two autoscaler ticks after the burst
+    assert _starts(up, "onnx_add") == before + 1
+    assert up.model("onnx_add")["replicas_desired"] <= 1
+
+
+def _inference_count(up: UpProcess, model: str) -> int:
+    stats = requests.get(f"{up.url}/v2/models/{model}/stats", timeout=30).json()
+    return sum(int(s["inference_count"]) for s in stats["model_stats"])
+
+
+async def test_a_client_that_hangs_up_while_held_is_never_forwarded(up: UpProcess) -> None:
+    import asyncio
+
+    body = json.dumps(
+        {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1], "data": [1.0]}]}
+    ).encode()
+    url = f"{up.url}/v2/models/overflow/infer"  # one slot per replica, one replica, 2 s each
+    first = asyncio.create_task(asyncio.to_thread(requests.post, url, data=body, timeout=60))
+    await asyncio.to_thread(
+        up.wait_for, lambda: up.model("overflow")["in_flight"] == 1, 30, "the first in flight"
+    )
+    before = _inference_count(up, "overflow")
+    port = int(up.hostport.split(":")[1])
+    with socket.create_connection(("127.0.0.1", port), 30) as s:
+        s.sendall(
+            b"POST /v2/models/overflow/infer HTTP/1.1\r\nHost: x\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        await asyncio.to_thread(
+            up.wait_for, lambda: up.model("overflow")["held_requests"] == 1, 10, "it is held"
+        )
+    await asyncio.to_thread(
+        up.wait_for, lambda: up.model("overflow")["held_requests"] == 0, 10, "it is dropped"
+    )
+    assert (await first).status_code == 200
+    await asyncio.sleep(2.5)  # the dropped one would have run by now
+    assert _inference_count(up, "overflow") == before + 1
+    assert up.model("overflow")["in_flight"] == 0

@@ -1,0 +1,106 @@
+"""Request bodies at the activator: chunked bodies over the cap, slow bodies, JSON parse errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from activator.app import build_app, json_parse_errors
+from activator.config import ActivatorConfig, ScaleSettings
+from tests.unit.activator.test_activator_app import CONFIG, HITS, UpstreamBackend, upstream_infer
+
+
+@pytest.fixture
+async def served(tmp_path: Path) -> AsyncIterator[tuple[str, int, UpstreamBackend, list[str]]]:
+    upstream_app = web.Application()
+    upstream_app[HITS] = []
+    upstream_app.router.add_post("/v2/models/{model}/infer", upstream_infer)
+    upstream = TestServer(upstream_app, host="127.0.0.1")
+    await upstream.start_server()
+    (tmp_path / "m" / "1").mkdir(parents=True)
+    (tmp_path / "m" / "config.pbtxt").write_text(CONFIG.format(name="m"))
+    config = ActivatorConfig(
+        repository=tmp_path,
+        warm_pool=0,
+        build_images=False,
+        max_body_bytes=100_000,
+        request_timeout_s=0.5,
+        defaults=ScaleSettings(activation_timeout_s=1),
+    )
+    backend = UpstreamBackend(str(upstream.make_url("")).rstrip("/"))
+    runner = web.AppRunner(build_app(config, backend=backend), handler_cancellation=True)
+    await runner.setup()
+    json_parse_errors(runner.server)
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    yield f"http://127.0.0.1:{port}", port, backend, upstream_app[HITS]
+    await runner.cleanup()
+    await upstream.close()
+
+
+async def _raw(port: int, data: bytes, *, wait_s: float = 5.0) -> tuple[int, dict[str, Any]]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(data)
+    await writer.drain()
+    try:
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), wait_s)
+        length = next(
+            int(line.split(b":")[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        )
+        body = await asyncio.wait_for(reader.readexactly(length), wait_s)
+    finally:
+        writer.close()
+    return int(head.split(b" ")[1]), json.loads(body)
+
+
+async def test_chunked_body_over_the_cap_is_413_and_never_forwarded(served: Any) -> None:
+    url, _, backend, hits = served
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for _ in range(30):
+            yield b"0" * 10_000
+
+    async with aiohttp.ClientSession() as s, s.post(f"{url}/v2/models/m/infer", data=chunks()) as r:
+        assert r.status == 413
+        assert "limit of 100000 bytes" in (await r.json())["error"]
+    assert backend.starts == 0 and hits == []
+
+
+async def test_chunked_body_under_the_cap_is_forwarded_whole(served: Any) -> None:
+    url, _, _, hits = served
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for _ in range(3):
+            yield b"1" * 1000
+
+    async with aiohttp.ClientSession() as s, s.post(f"{url}/v2/models/m/infer", data=chunks()) as r:
+        assert r.status == 200
+    assert hits == ["/v2/models/m/infer"]
+
+
+async def test_a_slow_body_gets_408_without_taking_a_replica_slot(served: Any) -> None:
+    _, port, backend, hits = served
+    request = b"POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\n{"
+    status, body = await _raw(port, request)
+    assert status == 408
+    assert "not received within 0.5 s" in body["error"]
+    assert backend.starts == 0 and hits == []
+
+
+async def test_unparsable_requests_get_json_400(served: Any) -> None:
+    _, port, _, _ = served
+    for raw in (b"GARBAGE\r\n\r\n", b"GET /v2 HTTP/1.1\r\nContent-Length: x\r\n\r\n"):
+        status, body = await _raw(port, raw)
+        assert status == 400
+        assert set(body) == {"error"} and body["error"]
