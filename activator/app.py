@@ -18,6 +18,7 @@ from activator.config import ActivatorConfig
 from activator.errors import (
     ActivatorError,
     BadRequest,
+    NotSupported,
     PayloadTooLarge,
     RouteNotFound,
     UpstreamFailed,
@@ -25,6 +26,7 @@ from activator.errors import (
 from activator.fleet import Fleet
 from activator.metrics import Metrics
 from activator.proxy import SMALL_BODY, forward, new_session, read_body
+from activator.replica_stats import fetch_stats, zero_stats
 from activator.repository import Repository
 from activator.scaler.backend import ScalerBackend
 
@@ -254,54 +256,32 @@ async def infer(request: web.Request) -> web.StreamResponse:
         fleet.metrics.request_latency.labels(name, code).observe(time.monotonic() - start)
 
 
-async def _replica_json(request: web.Request, model: str, path: str) -> Any | None:
-    """GET `path` from a ready replica of `model` (never wakes it); None when cold."""
-    fleet = request.app[FLEET]
-    replicas = [r for r in fleet.endpoint(model).replicas if r.can_take()]
-    if not replicas:
-        return None
-    async with fleet.session.get(replicas[0].url + path) as resp:
-        return await resp.json() if resp.status == 200 else None
-
-
-def _zero_stats(name: str, version: str) -> dict[str, Any]:
-    zero = {"count": 0, "ns": 0}
-    phases = ["success", "fail", "queue", "compute_input", "compute_infer", "compute_output"]
-    phases += ["cache_hit", "cache_miss"]
-    return {
-        "name": name,
-        "version": version,
-        "last_inference": 0,
-        "inference_count": 0,
-        "execution_count": 0,
-        "inference_stats": {p: dict(zero) for p in phases},
-        "batch_stats": [],
-        "memory_usage": [],
-        "response_stats": {},
-    }
+def _stats_urls(request: web.Request, model: str) -> list[str]:
+    """Every live replica of `model`, busy or not (statistics never wake a model)."""
+    replicas = request.app[FLEET].endpoint(model).replicas
+    return [r.url for r in replicas if not r.dead]
 
 
 async def model_stats(request: web.Request) -> web.Response:
     fleet = request.app[FLEET]
     name, version = request.match_info["model"], _version(request)
     entry = fleet.repository.get(name, version)
-    path = request.path
-    found = await _replica_json(request, name, path)
-    if found is None:
+    rows = await fetch_stats(fleet.session, _stats_urls(request, name), request.path)
+    if rows is None:
         versions = [version] if version else list(entry.versions)
-        found = {"model_stats": [_zero_stats(name, v) for v in versions]}
-    return json_response(found)
+        rows = [zero_stats(name, v) for v in versions]
+    return json_response({"model_stats": rows})
 
 
 async def all_stats(request: web.Request) -> web.Response:
     fleet = request.app[FLEET]
     stats: list[Any] = []
     for name in fleet.repository.names():
-        found = await _replica_json(request, name, f"/v2/models/{name}/stats")
-        if found is None:
-            versions = fleet.repository.get(name).versions
-            found = {"model_stats": [_zero_stats(name, v) for v in versions]}
-        stats.extend(found.get("model_stats", []))
+        path = f"/v2/models/{name}/stats"
+        rows = await fetch_stats(fleet.session, _stats_urls(request, name), path)
+        if rows is None:
+            rows = [zero_stats(name, v) for v in fleet.repository.get(name).versions]
+        stats.extend(rows)
     return json_response({"model_stats": stats})
 
 
@@ -346,7 +326,15 @@ async def _json_object(request: web.Request) -> dict[str, Any]:
 async def load(request: web.Request) -> web.Response:
     """Warm the model now: returns once one replica is ready (or the wake-up failed)."""
     endpoint = request.app[FLEET].endpoint(request.match_info["model"])
-    await _json_object(request)
+    params = (await _json_object(request)).get("parameters") or {}
+    if not isinstance(params, dict):
+        raise BadRequest("'parameters' must be a JSON object")
+    overrides = sorted(k for k in params if k == "config" or k.startswith("file:"))
+    if overrides:
+        raise NotSupported(
+            f"thaw up serves the repository's own config and files; load parameters "
+            f"{overrides} are not supported (use `thaw serve --model-control-mode explicit`)"
+        )
     await endpoint.warm()
     return web.Response(status=200)
 

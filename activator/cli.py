@@ -185,9 +185,17 @@ def run(args: argparse.Namespace) -> int:
         config = dataclasses.replace(config, arena_bytes=largest)
     if config.cache_dir is not None:
         config.cache_dir.mkdir(parents=True, exist_ok=True)
-    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-        runner.run(serve(config, repository))
+    try:
+        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+            runner.run(serve(config, repository))
+    except _ListenError as exc:
+        print(f"thaw up: error: {exc}", file=sys.stderr)
+        return 1
     return 0
+
+
+class _ListenError(Exception):
+    """The activator could not bind its listen address."""
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
@@ -217,7 +225,12 @@ async def serve(config: ActivatorConfig, repository: Any = None) -> None:
     await runner.setup()
     json_parse_errors(runner.server)
     site = web.TCPSite(runner, config.host, config.port)
-    await site.start()
+    try:
+        await site.start()
+    except OSError as exc:  # port taken, address not local or not resolvable
+        await runner.cleanup()  # stops the warm pool the fleet already started
+        reason = exc.strerror or str(exc)
+        raise _ListenError(f"cannot listen on {config.host}:{config.port}: {reason}") from None
     port = runner.addresses[0][1]
     print(f"THAW_LISTENING http://{config.host}:{port}", flush=True)
     logger.info("thaw up: %d models at http://%s:%d", len(repository.names()), config.host, port)

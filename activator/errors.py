@@ -6,6 +6,7 @@
     ├── UnknownModel (404)                no such model in the repository (or not a name)
     ├── RouteNotFound (404)
     ├── BodyTimeout (408)                 the request body did not arrive in time (slow client)
+    ├── NotSupported (501)                a feature `thaw up` does not offer (load overrides)
     ├── PayloadTooLarge (413)             body size (declared or chunked) over the limit
     ├── ModelUnavailable (503)            the model's config.pbtxt could not be used (reason)
     ├── Overloaded (503)                  held-request buffer full (count or bytes); Retry-After
@@ -27,6 +28,7 @@ __all__ = [
     "ConfigError",
     "HeldTimeout",
     "ModelUnavailable",
+    "NotSupported",
     "Overloaded",
     "PayloadTooLarge",
     "RouteNotFound",
@@ -68,6 +70,10 @@ class RouteNotFound(ActivatorError):
 
 class BodyTimeout(ActivatorError):
     status = 408
+
+
+class NotSupported(ActivatorError):
+    status = 501
 
 
 class PayloadTooLarge(ActivatorError):

@@ -19,6 +19,8 @@ __all__ = ["LocalBackend", "arena_with_headroom", "replica_argv"]
 
 logger = logging.getLogger(__name__)
 
+_MAX_ARENA_BYTES = 1 << 44  # what `thaw serve --arena-bytes` accepts
+
 REFILL_DELAY_S = 1.0
 """After a replica loaded, how long its pool's refill waits (its first inferences run alone)."""
 
@@ -28,7 +30,7 @@ def arena_with_headroom(nbytes: int) -> int:
     (an image of a model with many small tensors is larger than its files: resnet50's by
     ~100 KiB); an arena too small for the image is not used and the restore pays fresh page
     faults instead."""
-    return nbytes + nbytes // 64 + (4 << 20)
+    return min(nbytes + nbytes // 64 + (4 << 20), _MAX_ARENA_BYTES)
 
 
 def replica_argv(config: ActivatorConfig, *, pooled: bool) -> list[str]:

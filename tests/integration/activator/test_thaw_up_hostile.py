@@ -181,6 +181,22 @@ def test_statistics_have_the_replicas_shape_at_zero(up: UpProcess, serve: _Serve
     )
 
 
+def test_load_and_unload_through_tritonclient(up: UpProcess) -> None:
+    client = httpclient.InferenceServerClient(up.hostport)
+    try:
+        client.load_model("add_sub")
+        assert up.model("add_sub")["replicas_ready"] >= 1
+        with pytest.raises(httpclient.InferenceServerException, match="not supported"):
+            client.load_model("add_sub", config='{"max_batch_size": 2}')
+        with pytest.raises(httpclient.InferenceServerException, match="unknown model"):
+            client.load_model("nope")
+        client.unload_model("add_sub")
+        assert up.model("add_sub")["replicas_ready"] == 0
+        assert client.is_model_ready("add_sub")  # servable at zero replicas
+    finally:
+        client.close()
+
+
 # ---- a repository with a broken model and stray files ---------------------------------------
 
 
@@ -332,6 +348,14 @@ def test_nonexistent_repository_exits_2(tmp_path: Path) -> None:
     result = _up(str(tmp_path / "missing"))
     assert result.returncode == 2
     assert "is not a directory" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_port_in_use_is_one_clear_line_and_exit_1(up: UpProcess, up_repo: Path) -> None:
+    port = up.hostport.split(":")[1]
+    result = _up(str(up_repo), "--port", port, "--warm-pool", "0", "--no-image-build")
+    assert result.returncode == 1
+    assert f"thaw up: error: cannot listen on 127.0.0.1:{port}" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_empty_repository_starts_and_serves_the_server_routes(tmp_path: Path) -> None:
