@@ -18,6 +18,9 @@ __all__ = ["build_images"]
 
 logger = logging.getLogger(__name__)
 
+# `thaw snapshot build` exits 3 for a model without weight files (a Python model): not a failure.
+_NOTHING_TO_IMAGE_EXIT = 3
+
 
 async def build_images(
     command: Sequence[str], model_dirs: Sequence[Path], cache_dir: Path, *, timeout_s: float
@@ -52,6 +55,9 @@ async def _build_one(
         await proc.wait()
         logger.warning("model=%s image build stopped (timeout or shutdown)", model_dir.name)
         return "timed out"
+    if proc.returncode == _NOTHING_TO_IMAGE_EXIT:
+        logger.info("model=%s has no weight files to image; it loads normally", model_dir.name)
+        return "skipped: nothing to image"
     if proc.returncode != 0:
         tail = stderr.decode(errors="replace").strip().splitlines()[-3:]
         reason = " | ".join(tail) or f"exit code {proc.returncode}"

@@ -10,13 +10,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from snapshotter.errors import BuildError, SnapshotError
+from snapshotter.errors import BuildError, NothingToImage, SnapshotError
 from snapshotter.image_ref import ImageRef, parse_ref, resolve_target
 
 if TYPE_CHECKING:
     from snapshotter.stores.base import ImageStore
 
 logger = logging.getLogger(__name__)
+
+NOTHING_TO_IMAGE_EXIT = 3
 
 _EPILOG = """\
 store URIs:
@@ -31,7 +33,8 @@ image references:
   MODEL[:VERSION]        e.g. resnet50:3; without a version, the highest one in the store
   --target               cpu (default), cuda (this machine's GPU) or cuda:sm_NN
 
-exit status: 0 ok, 1 failure (the message names the bad chunk), 2 usage error
+exit status: 0 ok, 1 failure (the message names the bad chunk), 2 usage error,
+3 nothing to image (build of a model without weight files, e.g. a Python model)
 """
 
 
@@ -123,6 +126,9 @@ def _guarded(fn: Callable[[argparse.Namespace], int], args: argparse.Namespace) 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         return fn(args)
+    except NothingToImage as exc:
+        print(f"thaw snapshot {args.snapshot_command}: nothing to image: {exc}", file=sys.stderr)
+        return NOTHING_TO_IMAGE_EXIT
     except SnapshotError as exc:
         print(f"thaw snapshot {args.snapshot_command}: error: {exc}", file=sys.stderr)
         return 1

@@ -4,6 +4,7 @@ SnapshotError                      anything the snapshotter refuses or fails to 
 ├── ManifestError                  a manifest is malformed, lies, or names a path
 ├── ImageRefError                  an image reference or store URI is malformed
 ├── BuildError                     a model directory cannot be turned into an image
+│   └── NothingToImage             the model has no weights to image (e.g. a Python model)
 ├── ImageNotFound                  no image for this model / version / target
 ├── IntegrityError                 bytes do not match their digest or size (names the chunk)
 └── SnapshotStoreError             a store (S3, directory) failed: network, permissions, disk
@@ -27,6 +28,10 @@ class ImageRefError(SnapshotError):
 
 class BuildError(SnapshotError):
     """A model version directory cannot be turned into an image."""
+
+
+class NothingToImage(BuildError):
+    """The model has no weight files to image (a Python-backend model, say): not a failure."""
 
 
 class ImageNotFound(SnapshotError):

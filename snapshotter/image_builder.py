@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from snapshotter.digest_index import DigestIndex, index_for_store
-from snapshotter.errors import BuildError
+from snapshotter.errors import NothingToImage
 from snapshotter.image_ref import check_model_name, check_target, check_version
 from snapshotter.manifest import ALIGNMENT, ChunkEntry, Manifest, TensorEntry, align_up
 from snapshotter.source_digest import source_digest
@@ -72,7 +72,7 @@ def pick_source(version_dir: Path, *, ort_optimize: bool = False) -> Callable[[]
         from snapshotter.sources.safetensors_source import extract_safetensors
 
         return lambda: extract_safetensors(safetensors)
-    raise BuildError(
+    raise NothingToImage(
         f"{version_dir}: no model.onnx, model.pt, model.pt2 or *.safetensors to build from"
     )
 

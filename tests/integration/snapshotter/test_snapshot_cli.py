@@ -95,3 +95,13 @@ def test_s3_without_credentials_is_a_clear_error(tmp_path: Path, fault_proxy: ob
     result = thaw("ls", "--store", f"s3://{BUCKET}/x", env=env)
     assert result.returncode == 1
     assert "credentials" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_model_without_weight_files_exits_3_with_nothing_to_image(tmp_path: Path) -> None:
+    version = tmp_path / "repo" / "tokenizer" / "1"
+    version.mkdir(parents=True)
+    (version / "model.py").write_text("class TritonPythonModel:\n    pass\n")
+    result = thaw("build", str(version.parent), "--store", str(tmp_path / "store"))
+    assert result.returncode == 3
+    assert "nothing to image" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "store" / "images").exists()
