@@ -10,6 +10,7 @@ from aiohttp import web
 
 from runtime.app import RUNNER_OPTIONS, SERVER_STATE
 from runtime.config import ServeConfig
+from runtime.parse_errors import JsonParseErrorRunner
 
 __all__ = ["LISTENING_PREFIX", "serve_app"]
 
@@ -34,7 +35,7 @@ async def serve_app(app: web.Application, config: ServeConfig) -> int:
     if config.log_level == "debug":
         # One log line per request costs more than the rest of a small request: debug only.
         options["access_log"] = logging.getLogger("aiohttp.access")
-    runner = web.AppRunner(
+    runner = JsonParseErrorRunner(
         app, **options, shutdown_timeout=config.exit_timeout_s, handle_signals=False
     )
     await runner.setup()

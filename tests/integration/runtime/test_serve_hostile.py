@@ -220,3 +220,32 @@ def test_body_that_never_arrives_times_out_with_400(runtime_server: ServeProcess
     assert reply.startswith(b"HTTP/1.1 400"), reply[:200]
     assert b"did not arrive within" in reply
     assert BODY_TIMEOUT_S <= elapsed < BODY_TIMEOUT_S + 10
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"GARBAGE\r\n\r\n",
+        b"POST /v2/models/add_sub/infer HTTP/1.1\r\nHost: x\r\nContent-Length: nope\r\n\r\n",
+        b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n",
+        b"POST /v2/models/add_sub/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"zz\r\n",
+    ],
+    ids=["request-line", "content-length", "header-too-long", "chunk-size"],
+)
+def test_malformed_http_framing_gets_a_json_400(runtime_server: ServeProcess, raw: bytes) -> None:
+    host, port = runtime_server.hostport.split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(raw)
+        answer = b""
+        while b"\r\n\r\n" not in answer or not answer.rstrip().endswith(b"}"):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.split(b" ")[1].startswith(b"4"), head[:80]
+    assert b"application/json" in head
+    assert "error" in json.loads(body)
+    status, _, _ = _request(runtime_server, "GET", "/v2/health/live")
+    assert status == 200
