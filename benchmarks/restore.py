@@ -9,6 +9,10 @@ subprocess that has already imported torch / onnxruntime (a warm-pool process), 
 the load itself plus the first forward. Page cache warm (best of `--repeats`) and cold
 (`posix_fadvise(DONTNEED)` on every input file before the run). From S3: nginx on 127.0.0.1
 serves the files path-style with `Range` (a real static server; moto is too slow for throughput).
+Each row also reports the first forward alone and the worker's CPU seconds with the load average:
+on two shared cores a first forward whose OpenMP threads lose a core to another process runs
+several times slower (CPU ≈ wall), whatever loaded the weights, so look there before blaming
+the load path.
 
 Methods
   raw-read          one thread reading the model file sequentially into fresh memory (floor)
@@ -182,11 +186,13 @@ def _thaw_ready(work: Path, model: str, loader: Any, arena: Any = None) -> tuple
             names, [ort.OrtValue.ortvalue_from_numpy(img.tensors[n]) for n in names]
         )
         return ort.InferenceSession(img.artifact("onnx_graph"), options), img
+    t0 = time.perf_counter()
     module = torch.jit.load(io.BytesIO(img.artifact("torchscript_weightless")))
     views = img.torch_tensors()
     with torch.no_grad():
         for name, tensor in [*module.named_parameters(), *module.named_buffers()]:
             tensor.set_(views[name])
+    img.timings["attach"] = time.perf_counter() - t0  # weightless archive + views
     return module, img
 
 
@@ -215,16 +221,21 @@ def worker(method: str, model: str, work: Path, port: int) -> dict[str, Any]:
         loader = ImageLoader(None, work / "cache", "cpu")
         arena = Arena(loader.manifest(_ref(model)).arena_bytes)
         arena.prefault()
-    start = time.perf_counter()
-    result: dict[str, Any] = {}
+    result: dict[str, Any] = {"loadavg": round(os.getloadavg()[0], 2)}
+    start, cpu_start = time.perf_counter(), time.process_time()
     if method == "raw-read":
         path = work / ("llm.safetensors" if model == "llm" else "repo/resnet50/1/model.onnx")
         result["bytes"] = _raw_read(path)
         result["output"] = "-"
     else:
         ready = _ready(method, model, work, port, arena, result)
+        ready_at = time.perf_counter()
         result["output"] = _run(model, ready)
+        result["first_forward"] = time.perf_counter() - ready_at
     result["seconds"] = time.perf_counter() - start
+    # CPU seconds of this process over the timed part: about 2x wall while both cores are ours;
+    # near 1x (or a slow first forward) means another process took a core meanwhile.
+    result["cpu_seconds"] = time.process_time() - cpu_start
     return result
 
 
@@ -377,14 +388,16 @@ def measure(work: Path, port: int, args: argparse.Namespace) -> list[dict[str, A
 
 def _progress(row: dict[str, Any]) -> None:
     line = f"  {row['model']:9} {row['cache']:5} {row['method']:16} {row['seconds']:.3f}s"
+    forward = f"first forward {row['first_forward']:.3f}s, " if "first_forward" in row else ""
+    line += f" ({forward}cpu {row['cpu_seconds']:.3f}s, load {row['loadavg']})"
     print(line, row.get("timings", ""), flush=True)
 
 
 def table(rows: list[dict[str, Any]], sizes: dict[str, int]) -> str:
     lines = [
-        "| model | page cache | method | to first output (s) | of which restore (s) | GB/s"
-        " to output | time vs thaw |",
-        "|---|---|---|---:|---:|---:|---:|",
+        "| model | page cache | method | to first output (s) | of which restore (s) | of which"
+        " first forward (s) | CPU s (2 = both cores) | GB/s to output | time vs thaw |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         ours = "s3-thaw" if row["cache"] == "s3" else "thaw"
@@ -396,7 +409,10 @@ def table(rows: list[dict[str, Any]], sizes: dict[str, int]) -> str:
         gbps = sizes[row["model"]] / row["seconds"] / 1e9
         restore = row.get("timings", {}).get("total")
         cells = [row["model"], row["cache"], row["method"], f"{row['seconds']:.3f}"]
-        cells += ["" if restore is None else f"{restore:.3f}", f"{gbps:.2f}"]
+        forward = row.get("first_forward")
+        cells += ["" if restore is None else f"{restore:.3f}"]
+        cells += ["" if forward is None else f"{forward:.3f}", f"{row['cpu_seconds']:.2f}"]
+        cells.append(f"{gbps:.2f}")
         cells.append(f"{row['seconds'] / base:.2f}x")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -419,7 +435,7 @@ def main() -> int:
         print(json.dumps(worker(args.worker, args.model, args.work.resolve(), args.port)))
         return 0
     work = args.work.resolve() / f"{args.gib}gib"
-    started = time.perf_counter()
+    started, load_before = time.perf_counter(), os.getloadavg()[0]
     prepare(work, args.gib)
     sizes = {
         "llm": (work / "llm.safetensors").stat().st_size,
@@ -439,7 +455,8 @@ def main() -> int:
     print(
         f"\nsame first output from every method: {models_ok}; sizes: "
         + ", ".join(f"{m} {s / 2**20:.0f} MiB" for m, s in sizes.items())
-        + f"; {os.cpu_count()} CPUs; {time.perf_counter() - started:.0f}s in all"
+        + f"; {os.cpu_count()} CPUs; {time.perf_counter() - started:.0f}s in all; load average"
+        + f" {load_before:.2f} before, {os.getloadavg()[0]:.2f} after"
     )
     return 0 if models_ok else 1
 
