@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -25,16 +26,18 @@ from activator.errors import (
 )
 from activator.fleet import Fleet
 from activator.metrics import Metrics
-from activator.proxy import SMALL_BODY, forward, new_session, read_body
-from activator.replica_stats import fetch_stats, zero_stats
+from activator.proxy import SMALL_BODY, forward, new_pool, new_session, read_body
+from activator.replica_stats import rows_for_versions
 from activator.repository import Repository
 from activator.scaler.backend import ScalerBackend
+from activator.upstream import UpstreamPool
 
 __all__ = ["FLEET", "build_app", "json_parse_errors"]
 
 logger = logging.getLogger(__name__)
 
 FLEET = web.AppKey("fleet", Fleet)
+UPSTREAM = web.AppKey("upstream", UpstreamPool)  # keep-alive connections for proxying
 _VERSION = "0.1.0"
 # The same list a replica (`thaw serve`) reports: everything past this door is the runtime's.
 _EXTENSIONS = [
@@ -54,6 +57,10 @@ def routes() -> list[web.RouteDef]:
     m = "/v2/models/{model}"
     mv = "/v2/models/{model}/versions/{version}"
     return [
+        # Inference first: routes under one prefix are tried in this order, and it is the hot
+        # path (no other route's pattern can match an infer path, so order changes nothing).
+        web.post(f"{m}/infer", infer),
+        web.post(f"{mv}/infer", infer),
         web.get("/v2/health/live", live),
         web.get("/v2/health/ready", ready),
         web.get("/v2", server_metadata),
@@ -64,8 +71,6 @@ def routes() -> list[web.RouteDef]:
         web.get(f"{mv}/ready", model_ready),
         web.get(f"{m}/config", model_config),
         web.get(f"{mv}/config", model_config),
-        web.post(f"{m}/infer", infer),
-        web.post(f"{mv}/infer", infer),
         web.get(f"{m}/stats", model_stats),
         web.get(f"{mv}/stats", model_stats),
         web.post("/v2/repository/index", repository_index),
@@ -157,11 +162,13 @@ def build_app(
         session = new_session()
         fleet = Fleet(config, repo, Metrics(), session, backend=backend)
         app[FLEET] = fleet
+        app[UPSTREAM] = pool = new_pool()
         await fleet.start()
         try:
             yield
         finally:
             await fleet.close()
+            await pool.close()
             await session.close()
 
     app.cleanup_ctx.append(fleet_ctx)
@@ -189,8 +196,9 @@ def _version(request: web.Request) -> str | None:
 
 
 async def model_metadata(request: web.Request) -> web.Response:
-    entry = request.app[FLEET].repository.get(request.match_info["model"], _version(request))
-    return json_response(entry.metadata())
+    version = _version(request)
+    entry = request.app[FLEET].repository.get(request.match_info["model"], version)
+    return json_response(entry.metadata(version))
 
 
 async def model_config(request: web.Request) -> web.Response:
@@ -237,7 +245,7 @@ async def infer(request: web.Request) -> web.StreamResponse:
                 response = await forward(
                     request,
                     replica.url,
-                    fleet.session,
+                    request.app[UPSTREAM],
                     timeout_s=fleet.config.request_timeout_s,
                     body=body,
                 )
@@ -253,36 +261,29 @@ async def infer(request: web.Request) -> web.StreamResponse:
         fleet.metrics.rejections.labels(name, type(exc).__name__).inc()
         raise
     finally:
-        fleet.metrics.request_latency.labels(name, code).observe(time.monotonic() - start)
+        fleet.metrics.observe_request(name, code, time.monotonic() - start)
 
 
-def _stats_urls(request: web.Request, model: str) -> list[str]:
-    """Every live replica of `model`, busy or not (statistics never wake a model)."""
-    replicas = request.app[FLEET].endpoint(model).replicas
-    return [r.url for r in replicas if not r.dead]
+async def _stats_rows(fleet: Fleet, name: str, version: str | None) -> list[dict[str, Any]]:
+    """The model's statistics for the life of `thaw up` (live and retired replicas); statistics
+    never wake a model, and one never served reads as zeros."""
+    entry = fleet.repository.get(name, version)
+    endpoint = fleet.endpoint(name)
+    merged = await endpoint.stats.read(lambda: endpoint.replicas)
+    return rows_for_versions(name, [version] if version else entry.versions, merged)
 
 
 async def model_stats(request: web.Request) -> web.Response:
     fleet = request.app[FLEET]
-    name, version = request.match_info["model"], _version(request)
-    entry = fleet.repository.get(name, version)
-    rows = await fetch_stats(fleet.session, _stats_urls(request, name), request.path)
-    if rows is None:
-        versions = [version] if version else list(entry.versions)
-        rows = [zero_stats(name, v) for v in versions]
+    rows = await _stats_rows(fleet, request.match_info["model"], _version(request))
     return json_response({"model_stats": rows})
 
 
 async def all_stats(request: web.Request) -> web.Response:
     fleet = request.app[FLEET]
-    stats: list[Any] = []
-    for name in fleet.repository.names():
-        path = f"/v2/models/{name}/stats"
-        rows = await fetch_stats(fleet.session, _stats_urls(request, name), path)
-        if rows is None:
-            rows = [zero_stats(name, v) for v in fleet.repository.get(name).versions]
-        stats.extend(rows)
-    return json_response({"model_stats": stats})
+    names = fleet.repository.names()
+    per_model = await asyncio.gather(*(_stats_rows(fleet, name, None) for name in names))
+    return json_response({"model_stats": [row for rows in per_model for row in rows]})
 
 
 async def repository_index(request: web.Request) -> web.Response:

@@ -28,7 +28,10 @@ def pick(replicas: Sequence[R], rng: random.Random) -> R | None:
     choices: near-least-loaded without scanning, and no herd on one replica).
     """
     free = [r for r in replicas if r.can_take()]
-    if len(free) <= 2:
-        return min(free, key=lambda r: r.in_flight, default=None)
-    first, second = rng.sample(free, 2)
+    if len(free) <= 2:  # (no min(key=...): this runs for every request)
+        if not free:
+            return None
+        first, second = free[0], free[-1]
+    else:
+        first, second = rng.sample(free, 2)
     return first if first.in_flight <= second.in_flight else second

@@ -10,6 +10,7 @@ import logging
 import math
 import os
 import signal
+import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -107,6 +108,22 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="scale-down/shutdown wait for in-flight requests",
     )
     p.add_argument("--max-body-bytes", type=int, default=64 * 1024 * 1024)
+    p.add_argument(
+        "--direct-connections",
+        choices=["on", "off"],
+        default="on",
+        help="hand a warm model's new client connections straight to a replica, taking the "
+        "activator out of their data path (default on; per model: thaw.direct_connections "
+        '"true"/"false"). Direct connections skip the activator\'s queue, breaker and '
+        "timeouts, and a replica that dies resets them instead of answering 502",
+    )
+    p.add_argument(
+        "--direct-max-age-s",
+        type=float,
+        default=10.0,
+        help="a direct connection older than this is closed after its next response, so "
+        "clients reconnect through the activator and load rebalances (default 10)",
+    )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     scale = p.add_argument_group("scale settings (defaults for every model; thaw.<name> overrides)")
     defaults = ScaleSettings()
@@ -129,6 +146,7 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
         for name in SETTING_RANGES
         if getattr(args, f"scale_{name}") is not None
     }
+    given["direct_connections"] = args.direct_connections
     settings = validated(ScaleSettings(), given)
     if not 0 <= args.port <= 65535:
         raise ConfigError(f"`--port` = {args.port}, must be in [0, 65535]")
@@ -136,6 +154,7 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
     _check_range("--max-body-bytes", args.max_body_bytes, 1, 1 << 40)
     _check_range("--request-timeout-s", args.request_timeout_s, 0.1, 86_400)
     _check_range("--drain-timeout-s", args.drain_timeout_s, 0, 3600)
+    _check_range("--direct-max-age-s", args.direct_max_age_s, 0, 86_400)
     if args.arena_bytes is not None:
         _check_range("--arena-bytes", args.arena_bytes, 0, 1 << 44)
     cache = args.cache or Path(os.path.expanduser("~/.cache/thaw/images"))
@@ -154,6 +173,7 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
         max_body_bytes=args.max_body_bytes,
         request_timeout_s=args.request_timeout_s,
         drain_timeout_s=args.drain_timeout_s,
+        direct_max_age_s=args.direct_max_age_s,
     )
 
 
@@ -211,8 +231,18 @@ async def serve(config: ActivatorConfig, repository: Any = None) -> None:
     """Serve until SIGTERM/SIGINT, then stop accepting, drain and stop every replica."""
     from aiohttp import web
 
-    from activator.app import build_app, json_parse_errors
+    from activator.app import FLEET, build_app, json_parse_errors
+    from activator.front_door import FrontDoor
 
+    # Bound before the app starts: replicas (the warm pool starts with the app) are told
+    # the front door's address, which --port 0 only fixes here.
+    try:
+        listener = _listen(config.host, config.port)
+    except OSError as exc:  # port taken, address not local or not resolvable
+        reason = exc.strerror or str(exc)
+        raise _ListenError(f"cannot listen on {config.host}:{config.port}: {reason}") from None
+    port = listener.getsockname()[1]
+    config = dataclasses.replace(config, port=port, front_door_url=_front_door_url(listener))
     app = build_app(config, repository=repository)
     # auto_decompress off: compressed bodies pass through to the replica untouched.
     runner = web.AppRunner(
@@ -224,14 +254,9 @@ async def serve(config: ActivatorConfig, repository: Any = None) -> None:
     )
     await runner.setup()
     json_parse_errors(runner.server)
-    site = web.TCPSite(runner, config.host, config.port)
-    try:
-        await site.start()
-    except OSError as exc:  # port taken, address not local or not resolvable
-        await runner.cleanup()  # stops the warm pool the fleet already started
-        reason = exc.strerror or str(exc)
-        raise _ListenError(f"cannot listen on {config.host}:{config.port}: {reason}") from None
-    port = runner.addresses[0][1]
+    assert runner.server is not None  # set by setup()
+    door = FrontDoor(listener, runner.server, app[FLEET].endpoints, app[FLEET].metrics)
+    door.start()
     print(f"THAW_LISTENING http://{config.host}:{port}", flush=True)
     logger.info("thaw up: %d models at http://%s:%d", len(repository.names()), config.host, port)
     stop = asyncio.Event()
@@ -242,5 +267,24 @@ async def serve(config: ActivatorConfig, repository: Any = None) -> None:
         await stop.wait()
     finally:
         logger.info("thaw up: stopping (draining requests and replicas)")
+        await door.close()
         with contextlib.suppress(Exception):
             await runner.cleanup()
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on the first address `host` resolves to."""
+    family, _, _, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    return socket.create_server(address[:2], family=family, backlog=1024)
+
+
+def _front_door_url(listener: socket.socket) -> str:
+    """How a local replica reaches the listener (a wildcard address means loopback)."""
+    host, port = listener.getsockname()[:2]
+    if host in ("0.0.0.0", ""):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"

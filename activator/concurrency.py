@@ -21,10 +21,14 @@ class ConcurrencyMeter:
 
     def change(self, now: float, delta: int) -> None:
         """A request entered (+1) or left (-1) the activator."""
-        self._area += self.current * max(0.0, now - self._last_change)
+        # Plain comparisons rather than max(): this runs twice per request.
+        if now > self._last_change:
+            self._area += self.current * (now - self._last_change)
         self._last_change = now
-        self.current = max(0, self.current + delta)
-        self._peak = max(self._peak, self.current)
+        current = self.current + delta
+        self.current = current if current > 0 else 0
+        if self.current > self._peak:
+            self._peak = self.current
 
     def sample(self, now: float) -> tuple[float, int]:
         """(mean concurrency, peak concurrency) since the previous sample; starts a new one."""
@@ -34,3 +38,10 @@ class ConcurrencyMeter:
         peak = self._peak
         self._since, self._area, self._peak = now, 0.0, self.current
         return mean, peak
+
+    def restart(self, now: float) -> None:
+        """Start a new sample at `now`, forgetting the time before it (the first replica of a
+        cold start is ready: the time its requests spent held at zero measured the wake-up,
+        not the capacity needed)."""
+        self.change(now, 0)
+        self._since, self._area, self._peak = now, 0.0, self.current

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from activator.errors import ConfigError
 
-__all__ = ["SETTING_RANGES", "ActivatorConfig", "ScaleSettings", "validated"]
+__all__ = ["BOOL_SETTINGS", "SETTING_RANGES", "ActivatorConfig", "ScaleSettings", "validated"]
 
 PARAMETER_PREFIX = "thaw."
 
@@ -39,6 +39,9 @@ class ScaleSettings:
     max_held_requests: int = 1000
     max_held_bytes: int = 256 * 1024 * 1024  # sum of held requests' declared Content-Length
     container_concurrency: int = 16  # per-replica in-flight limit; 0 = unlimited
+    # Hand a warm model's new client connections straight to a replica (activator.front_door):
+    # the activator leaves the data path, so its per-request limits and 502s do not apply there.
+    direct_connections: bool = True
 
 
 # field -> (inclusive low, inclusive high); the type is the dataclass field's type.
@@ -58,10 +61,22 @@ SETTING_RANGES: dict[str, tuple[float, float]] = {
 }
 
 _INT_FIELDS = frozenset(f.name for f in dataclasses.fields(ScaleSettings) if f.type == "int")
+# Settings that are switches: "true"/"false" in config.pbtxt, on/off as `thaw up` flags.
+BOOL_SETTINGS = frozenset(f.name for f in dataclasses.fields(ScaleSettings) if f.type == "bool")
+_BOOL_WORDS = {"true": True, "false": False, "on": True, "off": False}
 
 
 def _fmt(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def _parse_bool(raw: object, label: str, suffix: str, words: str) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    value = _BOOL_WORDS.get(str(raw).strip().lower())
+    if value is None:
+        raise ConfigError(f"{label} = {raw!r}{suffix}, must be {words}")
+    return value
 
 
 def _parse_one(name: str, raw: object, label: str, suffix: str) -> float | int:
@@ -91,19 +106,24 @@ def validated(
     Keys are `thaw.<field>` when `model` is given (config.pbtxt parameters; other keys are
     ignored, unknown `thaw.` keys refused) and bare field names otherwise (flags).
     """
-    changes: dict[str, float | int] = {}
+    changes: dict[str, float | int | bool] = {}
     for key, raw in overrides.items():
         if model is not None:
             if not key.startswith(PARAMETER_PREFIX):
                 continue
             name, label, suffix = key[len(PARAMETER_PREFIX) :], f"`{key}`", f" (model {model})"
-            if name not in SETTING_RANGES:
+            words = "true or false"
+            if name not in SETTING_RANGES and name not in BOOL_SETTINGS:
                 raise ConfigError(f"unknown setting `{key}`{suffix}")
         else:
             name, label, suffix = key, f"`--{key.replace('_', '-')}`", ""
-            if name not in SETTING_RANGES:
+            words = "on or off"
+            if name not in SETTING_RANGES and name not in BOOL_SETTINGS:
                 raise ConfigError(f"unknown setting `{key}`")
-        changes[name] = _parse_one(name, raw, label, suffix)
+        if name in BOOL_SETTINGS:
+            changes[name] = _parse_bool(raw, label, suffix, words)
+        else:
+            changes[name] = _parse_one(name, raw, label, suffix)
     result = dataclasses.replace(settings, **changes)  # type: ignore[arg-type]
     _check_relations(result, model)
     return result
@@ -168,3 +188,7 @@ class ActivatorConfig:
     tick_s: float = 0.5  # autoscaler evaluation period
     serve_command: tuple[str, ...] = field(default_factory=lambda: serve_command())
     replica_log_level: str = "warning"
+    # Where replicas send requests they cannot answer on a handed-off connection (the
+    # activator's own listen address; set by cli.py once bound). None: no connection handoff.
+    front_door_url: str | None = None
+    direct_max_age_s: float = 10.0  # a direct connection's next response after this closes it

@@ -15,6 +15,7 @@ from activator.errors import UnknownModel
 from activator.image_builder import build_images
 from activator.metrics import Metrics
 from activator.model_endpoint import ModelEndpoint
+from activator.replica_stats import ModelStatistics
 from activator.repository import Repository
 from activator.scaler.backend import ScalerBackend
 from activator.scaler.local_backend import LocalBackend
@@ -48,6 +49,7 @@ class Fleet:
                 self.backend,
                 metrics,
                 drain_timeout_s=config.drain_timeout_s,
+                stats=ModelStatistics(name, session),
             )
             for name in repository.names()
         }

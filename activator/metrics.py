@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 __all__ = ["Metrics"]
@@ -14,6 +16,9 @@ class Metrics:
     """Every activator metric; names are what dashboards and alerts use."""
 
     def __init__(self) -> None:
+        # Label children of the per-request metrics, by label values: `.labels()` validates
+        # and locks on every call, which the request path should not pay for.
+        self._latency: dict[tuple[str, str], Any] = {}
         self.registry = CollectorRegistry()
         r = self.registry
         self.replicas = Gauge(
@@ -51,9 +56,38 @@ class Metrics:
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
+        self.direct_connections = Gauge(
+            "thaw_direct_connections",
+            "Client connections handed to a model's replicas and still open (last reports)",
+            ["model"],
+            registry=r,
+        )
+        self.handoffs = Counter(
+            "thaw_handoffs_total",
+            "New client connections by where they went: handed_off to a replica, or the "
+            "reason the activator served them itself",
+            ["model", "result"],
+            registry=r,
+        )
         self.rejections = Counter(
             "thaw_activator_rejections_total",
             "Inference requests the activator answered itself, by reason",
             ["model", "reason"],
             registry=r,
         )
+        self.direct_fallbacks = Counter(
+            "thaw_direct_fallbacks_total",
+            "Handed-off connections the activator dealt with after all: returned (the replica "
+            "did not take it: served here), or, of a replica that died, bad_gateway (a request "
+            "had begun: 502 JSON), aborted (a response was being written: reset), taken_back "
+            "(idle: served here)",
+            ["model", "outcome"],
+            registry=r,
+        )
+
+    def observe_request(self, model: str, code: str, seconds: float) -> None:
+        """One inference request left the activator with HTTP status `code`."""
+        child = self._latency.get((model, code))
+        if child is None:
+            child = self._latency[model, code] = self.request_latency.labels(model, code)
+        child.observe(seconds)

@@ -14,8 +14,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -26,9 +25,11 @@ from activator.breaker import Breaker
 from activator.concurrency import ConcurrencyMeter
 from activator.config import ScaleSettings
 from activator.errors import ActivationFailed, HeldTimeout
+from activator.handoff import HandoffLink, HandoffLinks
 from activator.held_queue import HeldQueue, HeldRequest
 from activator.metrics import Metrics
 from activator.replica import Replica
+from activator.replica_stats import ModelStatistics
 from activator.scaler.backend import ScalerBackend
 
 __all__ = ["ModelEndpoint", "ModelState"]
@@ -53,6 +54,24 @@ class _ColdStart:
     replica: str = ""
 
 
+class _Slot:
+    """The scope of `ModelEndpoint.acquire`: one request's slot on a replica. A class, not a
+    generator-based context manager, because every request enters one."""
+
+    __slots__ = ("_endpoint", "_replica", "_size")
+
+    def __init__(self, endpoint: ModelEndpoint, size: int) -> None:
+        self._endpoint = endpoint
+        self._size = size
+
+    async def __aenter__(self) -> Replica:
+        self._replica = await self._endpoint._admit(self._size)
+        return self._replica
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        self._endpoint._leave(self._replica, ok=exc_type is None)
+
+
 class ModelEndpoint:
     """Request admission, routing and scaling for one model."""
 
@@ -66,6 +85,7 @@ class ModelEndpoint:
         drain_timeout_s: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
+        stats: ModelStatistics | None = None,
     ) -> None:
         self.name = name
         self.settings = settings
@@ -74,6 +94,7 @@ class ModelEndpoint:
         self._drain_timeout_s = drain_timeout_s
         self._clock = clock
         self._rng = rng or random.Random()
+        self.stats = stats or ModelStatistics(name, None)
         self.autoscaler = Autoscaler(settings)
         self.meter = ConcurrencyMeter(clock())
         self.held: HeldQueue[Replica] = HeldQueue(
@@ -86,6 +107,8 @@ class ModelEndpoint:
         self.last_cold_start_s: float | None = None
         self._cold: _ColdStart | None = None
         self._retry_needs_request = False  # after a failed start, only a new request retries
+        # Backends that hand client connections to replicas (activator.front_door).
+        self._links = backend if isinstance(backend, HandoffLinks) else None
         self._tasks: set[asyncio.Task[None]] = set()
         self._watchers: set[asyncio.Task[None]] = set()
         self._closed = False
@@ -93,33 +116,41 @@ class ModelEndpoint:
 
     # ---- request path -------------------------------------------------------------------
 
-    @asynccontextmanager
-    async def acquire(self, size: int) -> AsyncIterator[Replica]:
+    def acquire(self, size: int) -> _Slot:
         """`async with endpoint.acquire(nbytes) as replica:` a slot on a ready replica.
 
         Waits in the held queue when no slot is free (503 Overloaded when it is full; 504
         HeldTimeout at the activation timeout; ActivationFailed when the wake-up failed).
         """
+        return _Slot(self, size)
+
+    async def _admit(self, size: int) -> Replica:
+        """Entering `acquire`: count the request, take a free slot or hold for one."""
         if self._closed:
             raise ActivationFailed(f"model '{self.name}': the activator is shutting down")
         now = self._clock()
         self.meter.change(now, +1)
         self.autoscaler.note_request(now)
         self._retry_needs_request = False
-        try:
-            replica = None if len(self.held) else self._take_free()
-            if replica is None:
-                replica = await self._hold(size)
-            ok = False
+        # Fast path: nothing is waiting and a replica has a free slot (no queue, no await).
+        replica = None if len(self.held) else self._take_free()
+        if replica is None:
             try:
-                yield replica
-                ok = True
-            finally:
-                replica.breaker.release()
-                if replica.in_flight == 0:
-                    replica.idle.set()
-                if ok and replica.cold_start_t0 is not None:
-                    self._finish_cold_start(replica)
+                replica = await self._hold(size)
+            except BaseException:
+                self.meter.change(self._clock(), -1)
+                raise
+        return replica
+
+    def _leave(self, replica: Replica, *, ok: bool) -> None:
+        """Leaving `acquire`: free the slot for the oldest held request (if any)."""
+        try:
+            replica.breaker.release()
+            if replica.in_flight == 0:
+                replica.idle.set()
+            if ok and replica.cold_start_t0 is not None:
+                self._finish_cold_start(replica)
+            if len(self.held):  # nothing else changed when nobody waits: no dispatch
                 self._dispatch()
         finally:
             self.meter.change(self._clock(), -1)
@@ -200,14 +231,49 @@ class ModelEndpoint:
         """Sample concurrency into the autoscaler and reconcile its decision (every tick)."""
         now = self._clock()
         mean, peak = self.meter.sample(now)
+        direct_mean, direct_now = self._direct_load(now)  # requests that bypass the activator
         if self.ready_count:
             # Requests held while no replica is ready are a wake-up signal, not a measure of
             # the capacity needed: a burst at zero would otherwise pin max_replicas for a
             # whole stable window. Once a replica serves, a queue that remains is seen here.
-            self.autoscaler.observe(now, mean, peak=peak)
-        return self._apply(
-            self.autoscaler.decide(now, self.ready_count, current=self.meter.current)
-        )
+            self.autoscaler.observe(now, mean + direct_mean, peak=peak + direct_now)
+        current = self.meter.current + direct_now
+        return self._apply(self.autoscaler.decide(now, self.ready_count, current=current))
+
+    # ---- direct connections (activator.front_door) -----------------------------------------
+
+    def direct_link(self) -> HandoffLink | None:
+        """Where to hand a new client connection: among ready, non-draining replicas whose
+        handoff socket is connected, the one with the fewest direct connections + in flight."""
+        if self._links is None or not self.settings.direct_connections or len(self.held):
+            return None
+        best: HandoffLink | None = None
+        best_load = 0
+        for replica in self.replicas:
+            link = None if replica.draining or replica.dead else self._link(replica)
+            if link is None or not link.connected:
+                continue
+            load = link.connections + link.in_flight + replica.in_flight
+            if best is None or load < best_load:
+                best, best_load = link, load
+        if best is not None:
+            self.autoscaler.note_request(self._clock())  # a new connection is traffic
+        return best
+
+    def _link(self, replica: Replica) -> HandoffLink | None:
+        return None if self._links is None else self._links.handoff_link(replica.id)
+
+    def _direct_load(self, now: float) -> tuple[float, int]:
+        """(mean in-flight since the last tick, in flight now) on direct connections."""
+        mean, current, connections = 0.0, 0, 0
+        for replica in self.replicas:
+            link = self._link(replica)
+            if link is not None:
+                mean += link.sample(now)
+                current += link.in_flight
+                connections += link.connections
+        self._metrics.direct_connections.labels(self.name).set(connections)
+        return mean, current
 
     def poke(self) -> Decision:
         """Decide now (cold-start fast path: a held request at zero starts one replica)."""
@@ -283,6 +349,8 @@ class ModelEndpoint:
             cold = self._metrics.cold_start
             cold.labels(self.name, "claim").observe(info.claim_s)
             cold.labels(self.name, "restore").observe(info.restore_s)
+        if self.ready_count == 0:
+            self.meter.restart(now)
         self.replicas.append(replica)
         self.last_error = None
         self._spawn(self._watch(replica), into=self._watchers)
@@ -334,6 +402,8 @@ class ModelEndpoint:
             replica.idle.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(replica.idle.wait(), timeout_s)
+        if not self._closed:
+            await self.stats.retire(replica)  # its counts outlive it (no await until removed)
         if replica in self.replicas:
             self.replicas.remove(replica)
         await self._backend.stop_replica(replica.id, timeout_s=self._drain_timeout_s)
@@ -397,6 +467,7 @@ class ModelEndpoint:
             "replicas_starting": self.starting,
             "held_requests": len(self.held),
             "in_flight": sum(r.in_flight for r in self.replicas),
+            "direct_connections": sum(self._direct_status(r)[0] for r in self.replicas),
             "last_cold_start_s": self.last_cold_start_s,
             "last_error": self.last_error,
             "replicas": [
@@ -405,11 +476,17 @@ class ModelEndpoint:
                     "url": r.url,
                     "pid": r.info.pid,
                     "in_flight": r.in_flight,
+                    "direct_connections": self._direct_status(r)[0],
+                    "direct_in_flight": self._direct_status(r)[1],
                     "state": "dead" if r.dead else "draining" if r.draining else "ready",
                 }
                 for r in self.replicas
             ],
         }
+
+    def _direct_status(self, replica: Replica) -> tuple[int, int]:
+        link = self._link(replica)
+        return (0, 0) if link is None else (link.connections, link.in_flight)
 
     def _publish(self) -> None:
         self._metrics.replicas.labels(self.name, "desired").set(self.desired)

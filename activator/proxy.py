@@ -1,23 +1,24 @@
 """Streaming HTTP reverse proxy from the activator to one replica; never parses bodies.
 
-Request and response bodies are streamed chunk by chunk. Hop-by-hop headers (RFC 9110 7.6.1,
-plus any named in `Connection`) are stripped both ways; compression passes through untouched.
-A replica that resets or dies gives `UpstreamFailed` (502); nothing is replayed.
+Request and response bodies are streamed chunk by chunk; small ones (up to `SMALL_BODY`) go
+in one write. Hop-by-hop headers (RFC 9110 7.6.1, plus any named in `Connection`) are
+stripped both ways; compression passes through untouched. Connections to replicas are kept
+alive in an `UpstreamPool`. A replica that resets or dies gives `UpstreamFailed` (502);
+nothing is replayed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
 
 import aiohttp
 from aiohttp import web
-from multidict import CIMultiDict, CIMultiDictProxy
 
 from activator.errors import BodyTimeout, PayloadTooLarge, UpstreamFailed, UpstreamTimeout
+from activator.upstream import UpstreamPool
 
-__all__ = ["HOP_BY_HOP", "SMALL_BODY", "forward", "new_session", "read_body"]
+__all__ = ["HOP_BY_HOP", "SMALL_BODY", "forward", "new_pool", "new_session", "read_body"]
 
 logger = logging.getLogger(__name__)
 
@@ -38,10 +39,14 @@ HOP_BY_HOP = frozenset(
 )
 _CHUNK = 256 * 1024
 SMALL_BODY = _CHUNK  # declared bodies up to this are read whole before a slot is taken
+# Request headers never copied to the replica: hop-by-hop ones, the length (the proxy frames
+# the body itself) and Expect (the body is sent at once; a 100 Continue would only cost time).
+_NOT_FORWARDED = frozenset(name.encode() for name in HOP_BY_HOP | {"content-length", "expect"})
 
 
 def new_session() -> aiohttp.ClientSession:
-    """A client session for proxying: no connection limit, no decompression, no cookies."""
+    """A client session for the activator's own calls to replicas (load, statistics):
+    no connection limit, no decompression, no cookies."""
     connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=30)
     return aiohttp.ClientSession(
         connector=connector,
@@ -51,30 +56,22 @@ def new_session() -> aiohttp.ClientSession:
     )
 
 
-def end_to_end(headers: CIMultiDictProxy[str] | CIMultiDict[str]) -> CIMultiDict[str]:
-    """`headers` minus hop-by-hop ones, including those the Connection header names."""
-    named = {
-        token.strip().lower()
-        for value in headers.getall("Connection", [])
-        for token in value.split(",")
-    }
-    drop = HOP_BY_HOP | named
-    return CIMultiDict((k, v) for k, v in headers.items() if k.lower() not in drop)
-
-
-async def _body(request: web.Request) -> AsyncIterator[bytes]:
-    async for chunk in request.content.iter_chunked(_CHUNK):
-        yield chunk
+def new_pool() -> UpstreamPool:
+    """Keep-alive connections for proxied requests; responses up to SMALL_BODY come whole."""
+    return UpstreamPool(small_body=_CHUNK, idle_timeout_s=30.0)
 
 
 async def read_body(request: web.Request, *, limit: int, timeout_s: float) -> bytes:
     """The whole request body (chunked or small); PayloadTooLarge past `limit` bytes,
     BodyTimeout when it has not fully arrived within `timeout_s` (a slow client)."""
+    content = request.content
+    if content.is_eof() and content.total_bytes <= limit:
+        return content.read_nowait()  # all of it came with the head: no wait, no timer
     parts: list[bytes] = []
     total = 0
     try:
         async with asyncio.timeout(timeout_s):
-            async for chunk in request.content.iter_chunked(_CHUNK):
+            async for chunk in content.iter_chunked(_CHUNK):
                 total += len(chunk)
                 if total > limit:
                     raise PayloadTooLarge(
@@ -88,55 +85,99 @@ async def read_body(request: web.Request, *, limit: int, timeout_s: float) -> by
     return b"".join(parts)
 
 
+def request_head(request: web.Request, host: str, length: int | None) -> bytes:
+    """The request line and end-to-end headers for the replica, as sent by the client
+    (byte-exact), with the replica's Host and the body's Content-Length."""
+    parts = [
+        f"{request.method} {request.raw_path} HTTP/1.1\r\nHost: {host}\r\n".encode(
+            "utf-8", "surrogateescape"
+        )
+    ]
+    drop = _NOT_FORWARDED
+    named = request.headers.getall("Connection", ())
+    if named:  # the client names more hop-by-hop headers
+        drop = drop | {
+            t.strip().lower().encode("ascii", "ignore") for v in named for t in v.split(",")
+        }
+    for name, value in request.raw_headers:
+        if name.lower() not in drop:
+            parts += (name, b": ", value, b"\r\n")
+    if length is not None:
+        parts.append(b"Content-Length: %d\r\n" % length)
+    parts.append(b"\r\n")
+    return b"".join(parts)
+
+
 async def forward(
     request: web.Request,
     base_url: str,
-    session: aiohttp.ClientSession,
+    pool: UpstreamPool,
     *,
     timeout_s: float,
     body: bytes | None = None,
 ) -> web.StreamResponse:
     """Send `request` (with `body` when it was read already) to the replica at `base_url`
     and stream its answer back."""
-    headers = end_to_end(request.headers)
-    skip = {"Accept-Encoding", "Content-Type"} - set(headers.keys())
-    data: bytes | AsyncIterator[bytes] | None = body
-    if body is None and request.body_exists:
-        data = _body(request)
+    streamed = body is None and request.body_exists
+    if streamed:
+        length = request.content_length
+        if length is None:  # the caller reads chunked bodies whole; a length is never guessed
+            raise UpstreamFailed("a request body of unknown length cannot be streamed")
+    elif body is None and request.method in ("GET", "HEAD"):
+        length = None
+    else:
+        length = len(body or b"")
+    conn = await pool.connect(base_url, timeout_s=timeout_s)
     response: web.StreamResponse | None = None
     try:
-        async with session.request(
-            request.method,
-            base_url + request.raw_path,
-            headers=headers,
-            data=data,
-            allow_redirects=False,
-            skip_auto_headers=skip,
-            timeout=aiohttp.ClientTimeout(total=timeout_s),
-        ) as upstream:
-            out_headers = end_to_end(upstream.headers)
-            length = upstream.content_length
-            if length is not None and length <= _CHUNK:
-                body = await upstream.read()  # small answer: one write, no chunk loop
-                out_headers.popall("Content-Length", None)
-                return web.Response(
-                    status=upstream.status, reason=upstream.reason, body=body, headers=out_headers
-                )
-            response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
-            response.headers.extend(out_headers)
-            await response.prepare(request)
-            async for chunk in upstream.content.iter_any():
-                await response.write(chunk)
-            await response.write_eof()
-            return response
-    except TimeoutError as exc:
+        conn.begin(timeout_s=timeout_s, head_request=request.method == "HEAD")
+        head = request_head(request, pool.address(base_url)[2], length)
+        if streamed:
+            conn.send(head)
+            # The exchange's own deadline aborts the replica side only; a client that stops
+            # sending its body mid-way is bounded here, or it would hold its slot for good.
+            try:
+                async with asyncio.timeout(timeout_s):
+                    async for chunk in request.content.iter_chunked(_CHUNK):
+                        conn.send(chunk)
+                        await conn.drain()
+            except TimeoutError:
+                raise UpstreamTimeout(
+                    f"request body not sent to the replica within {timeout_s:g} s"
+                ) from None
+        else:
+            conn.send(head + body if body else head)
+        answer = await conn.response()
+        if answer.body is not None:  # small answer: one write, no chunk loop
+            return web.Response(
+                status=answer.status, reason=answer.reason, body=answer.body,
+                headers=answer.headers,
+            )  # fmt: skip
+        response = web.StreamResponse(
+            status=answer.status, reason=answer.reason, headers=answer.headers
+        )
+        await response.prepare(request)
+        while chunk := await conn.read():
+            await response.write(chunk)
+        await response.write_eof()
+        return response
+    except UpstreamTimeout as exc:
         if response is None:
-            raise UpstreamTimeout(f"replica did not answer within {timeout_s:g} s") from exc
+            raise
         raise _abort(request, response, "timed out mid-response") from exc
-    except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
+    except UpstreamFailed as exc:
         if response is None:
-            raise UpstreamFailed(f"replica connection failed: {exc or type(exc).__name__}") from exc
-        raise _abort(request, response, f"reset mid-response: {exc}") from exc
+            raise
+        raise _abort(request, response, exc.message.removeprefix("replica ")) from exc
+    except ConnectionResetError:
+        if response is None:
+            raise
+        # The client left mid-response: the replica did nothing wrong and stays in rotation;
+        # the unfinished exchange with it is dropped (released below, never reused).
+        logger.debug("client left mid-response on %s", request.path)
+        return response
+    finally:
+        pool.release(conn)  # back to the pool only when the exchange finished cleanly
 
 
 def _abort(request: web.Request, response: web.StreamResponse, what: str) -> UpstreamFailed:

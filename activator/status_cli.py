@@ -11,7 +11,16 @@ from typing import Any
 
 __all__ = ["format_table", "register", "run"]
 
-_COLUMNS = ("MODEL", "STATE", "READY/DESIRED", "HELD", "IN FLIGHT", "LAST COLD START", "ERROR")
+_COLUMNS = (
+    "MODEL",
+    "STATE",
+    "READY/DESIRED",
+    "HELD",
+    "IN FLIGHT",
+    "LAST COLD START",
+    "DIRECT",  # client connections handed to the model's replicas
+    "ERROR",
+)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -39,6 +48,7 @@ def format_table(status: dict[str, Any]) -> str:
                 str(m["held_requests"]),
                 str(m.get("in_flight", 0)),
                 "-" if cold is None else f"{cold:.3f} s",
+                str(m.get("direct_connections", 0)),
                 (m.get("last_error") or "")[:60],
             )
         )

@@ -363,7 +363,9 @@ async def _latency_and_throughput(url: str, model: Model, seconds: float) -> dic
 def warm_overhead(up: Up, model: Model, seconds: float, rounds: int = 3) -> dict[str, Any]:
     """Direct and through-the-activator runs, interleaved `rounds` times; medians of each.
 
-    Interleaving spreads whatever else the machine is doing evenly over both sides.
+    Interleaving spreads whatever else the machine is doing evenly over both sides. The
+    activator side uses `thaw up`'s defaults, so a warm model's connections are handed to the
+    replica (direct connections); `benchmarks/warm_path.py` also measures the in-path proxy.
     """
     timed_infer(up.url, model)  # wake it
     replica = up.model(model.name)["replicas"][0]["url"]
@@ -488,7 +490,7 @@ def report(results: dict[str, Any]) -> str:
     o = results["overhead"]
     lines.append(
         f"\nwarm path (tiny ONNX model): p50 direct {o['direct']['p50_ms']:.2f} ms, through "
-        f"the activator {o['activator']['p50_ms']:.2f} ms (+"
+        f"the activator (direct connections) {o['activator']['p50_ms']:.2f} ms (+"
         f"{o['activator']['p50_ms'] - o['direct']['p50_ms']:.2f} ms); throughput direct "
         f"{o['direct']['rps']:.0f} req/s, through the activator {o['activator']['rps']:.0f} "
         f"req/s ({100 * o['activator']['rps'] / o['direct']['rps']:.0f}%)"

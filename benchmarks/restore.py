@@ -1,7 +1,7 @@
 """Restore benchmark: time from "start loading" to a model's first output, Thaw vs the usual paths.
 
     python benchmarks/restore.py [--gib 1.0] [--work .bench/restore] [--repeats 2] [--skip-s3]
-                                 [--only warm,cold,s3]
+                                 [--only warm,cold,s3] [--pick best|median]
 
 Workloads: a synthetic transformer (TorchScript + safetensors + torch.save, `--gib` of fp32
 weights) and a ResNet-50 ONNX (~100 MB; `examples/resnet.py`). Each method runs in a fresh
@@ -366,8 +366,8 @@ S3_PLAN = {"llm": ["s3-boto3", "s3-thaw", "s3-thaw-prefaulted"], "resnet50": ["s
 
 
 def measure(work: Path, port: int, args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Best time per method; the repeats of one group are interleaved (A B C A B C ...) so a
-    burst of load from elsewhere on the machine hits every method alike."""
+    """Best (or median) time per method; the repeats of one group are interleaved (A B C A B C
+    ...) so a burst of load from elsewhere on the machine hits every method alike."""
     groups = [(m, state, methods) for m, methods in PLAN.items() for state in ("warm", "cold")]
     if port:
         groups += [(m, "s3", methods) for m, methods in S3_PLAN.items()]
@@ -380,9 +380,12 @@ def measure(work: Path, port: int, args: argparse.Namespace) -> list[dict[str, A
             for method in methods:
                 runs[method].append(run_worker(method, model, work, port, cold=state == "cold"))
         for method in methods:
-            best = min(runs[method], key=lambda r: r["seconds"])
-            rows.append({"model": model, "cache": state, "method": method, **best})
+            ordered = sorted(runs[method], key=lambda r: r["seconds"])
+            pick = ordered[0] if args.pick == "best" else ordered[(len(ordered) - 1) // 2]
+            rows.append({"model": model, "cache": state, "method": method, **pick})
             _progress(rows[-1])
+            for run in runs[method]:
+                print(f"    run {run['seconds']:.3f}s load {run['loadavg']}", flush=True)
     return rows
 
 
@@ -424,7 +427,13 @@ def main() -> int:
     )
     parser.add_argument("--gib", type=float, default=1.0, help="transformer weight size in GiB")
     parser.add_argument("--work", type=Path, default=ROOT / ".bench" / "restore")
-    parser.add_argument("--repeats", type=int, default=2, help="warm runs per method (best kept)")
+    parser.add_argument("--repeats", type=int, default=2, help="runs per method and group")
+    parser.add_argument(
+        "--pick",
+        choices=("best", "median"),
+        default="best",
+        help="which of the repeats a row shows (median: the lower middle one)",
+    )
     parser.add_argument("--skip-s3", action="store_true", help="no nginx / S3 rows")
     parser.add_argument("--only", help="comma list of groups to run: warm,cold,s3")
     parser.add_argument("--worker", help=argparse.SUPPRESS)

@@ -95,6 +95,36 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="a Python-backend model whose executions all took at most this many microseconds "
         "runs on the event loop instead of a worker thread (0: never; default %(default)s)",
     )
+    internal = p.add_argument_group("internal (set by `thaw up` for its replicas)")
+    internal.add_argument(
+        "--handoff-socket",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="Unix socket (created 0600) on which `thaw up` hands over client connections",
+    )
+    internal.add_argument(
+        "--front-door",
+        default=None,
+        metavar="URL",
+        help="where requests on handed-off connections go when this replica cannot answer them",
+    )
+    internal.add_argument(
+        "--handoff-state",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="file of per-connection state bytes shared with `thaw up` for handed-off "
+        "connections (it answers them if this process dies)",
+    )
+    internal.add_argument(
+        "--handoff-max-age-s",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="a handed-off connection's next response after this long closes it "
+        "(default %(default)s)",
+    )
     p.set_defaults(func=run)
 
 
@@ -120,6 +150,10 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
         event_loop=args.event_loop,
         body_timeout_s=args.body_timeout_secs,
         inline_exec_max_us=args.inline_exec_max_us,
+        handoff_socket=args.handoff_socket,
+        front_door=args.front_door,
+        handoff_max_age_s=args.handoff_max_age_s,
+        handoff_state=args.handoff_state,
     )
 
 

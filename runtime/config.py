@@ -51,6 +51,14 @@ class ServeConfig:
     # A pure-Python model whose executions have all taken at most this long may run on the
     # event loop instead of its worker thread (runtime.inline_policy); 0 turns that off.
     inline_exec_max_us: int = 200
+    # Internal, set by `thaw up` (runtime.handoff): the Unix socket on which the activator
+    # hands over client connections, the front door that answers what this replica cannot,
+    # and how long a handed-off connection lives before its next response closes it.
+    handoff_socket: Path | None = None
+    front_door: str | None = None
+    # The activator's per-connection state file for handed-off connections (one byte a slot).
+    handoff_state: Path | None = None
+    handoff_max_age_s: float = 10.0
 
     def __post_init__(self) -> None:
         _in_range("port", self.port, 0, 65535)
@@ -61,6 +69,13 @@ class ServeConfig:
         _in_range("exit_timeout_s", self.exit_timeout_s, 0, 3600)
         _in_range("body_timeout_s", self.body_timeout_s, 0.1, 3600)
         _in_range("inline_exec_max_us", self.inline_exec_max_us, 0, 10_000)
+        _in_range("handoff_max_age_s", self.handoff_max_age_s, 0, 86400)
+        if (self.handoff_socket is None) != (self.front_door is None):
+            raise ConfigError("`handoff_socket` and `front_door` go together: give both or neither")
+        if self.handoff_state is not None and self.handoff_socket is None:
+            raise ConfigError("`handoff_state` needs `handoff_socket`")
+        if self.front_door is not None and not self.front_door.startswith("http://"):
+            raise ConfigError(f"`front_door` = {self.front_door!r}, must be an http:// URL")
         _one_of("log_level", self.log_level, _LOG_LEVELS)
         _one_of("event_loop", self.event_loop, _EVENT_LOOPS)
         _one_of("target", self.target.split(":", 1)[0], _TARGETS)

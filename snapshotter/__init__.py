@@ -6,7 +6,14 @@ Public names the runtime may import (see docs/ARCHITECTURE.md); everything else 
 from __future__ import annotations
 
 from snapshotter.arena import Arena
+from snapshotter.compile_cache import (
+    CompileSettings,
+    compile_for_serving,
+    compile_settings,
+    warmup_inputs,
+)
 from snapshotter.errors import (
+    ArtifactError,
     BuildError,
     ImageNotFound,
     ImageRefError,
@@ -25,10 +32,13 @@ from snapshotter.restored_image import RestoredImage
 from snapshotter.source_digest import source_digest
 from snapshotter.sources.ort_optimize import host_key as ort_host_key
 from snapshotter.stores import open_store
+from snapshotter.trt_cache import session_options as trt_session_options
 
 __all__ = [
     "Arena",
+    "ArtifactError",
     "BuildError",
+    "CompileSettings",
     "ImageLoader",
     "ImageNotFound",
     "ImageRef",
@@ -42,7 +52,11 @@ __all__ = [
     "SnapshotStoreError",
     "StoreTimeout",
     "build_image",
+    "compile_for_serving",
+    "compile_settings",
     "open_store",
     "ort_host_key",
     "source_digest",
+    "trt_session_options",
+    "warmup_inputs",
 ]

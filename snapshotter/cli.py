@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from snapshotter.errors import BuildError, NothingToImage, SnapshotError
 from snapshotter.image_ref import ImageRef, parse_ref, resolve_target
+from snapshotter.transfer import DEFAULT_GC_GRACE_S
 
 if TYPE_CHECKING:
     from snapshotter.stores.base import ImageStore
@@ -115,6 +116,24 @@ def _add(
         p.add_argument("--cache", metavar="DIR", type=Path, required=True, help="node-local cache")
     if name == "gc":
         p.add_argument("--dry-run", action="store_true", help="list what would be deleted")
+        p.add_argument(
+            "--grace-s",
+            type=_grace_seconds,
+            default=DEFAULT_GC_GRACE_S,
+            metavar="SECONDS",
+            help="keep unreferenced chunks written or reused within this many seconds: a "
+            "concurrent build or push writes its manifest after its chunks (default %(default)g)",
+        )
+
+
+def _grace_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a number of seconds >= 0")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -281,17 +300,36 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _gc(args: argparse.Namespace) -> int:
+    import shutil
+    import time
+
     from snapshotter.stores import open_store
-    from snapshotter.transfer import plan_gc
+    from snapshotter.transfer import delete_garbage, plan_gc, unpacked_garbage
 
     store = open_store(args.store)
-    plan = plan_gc(store)
-    for digest, size in sorted(plan.unreferenced.items()):
+    plan = plan_gc(store, grace_s=args.grace_s, now=time.time())
+
+    def report(digest: str) -> None:
+        size = _size(plan.unreferenced[digest])
+        print(f"{'would delete' if args.dry_run else 'deleted'} {digest} {size}", flush=True)
+
+    if args.dry_run:
+        done = sorted(plan.unreferenced)
+        for digest in done:
+            report(digest)
+    else:
+        done = delete_garbage(store, plan, grace_s=args.grace_s, clock=time.time, on_deleted=report)
+    root = getattr(store, "root", None)  # a directory store / node cache: unpacked archives too
+    for path in unpacked_garbage(root, plan, grace_s=args.grace_s, now=time.time()) if root else []:
         if not args.dry_run:
-            store.delete_chunk(digest)
-        print(f"{'would delete' if args.dry_run else 'deleted'} {digest} {_size(size)}")
+            shutil.rmtree(path, ignore_errors=True)
+        print(f"{'would delete' if args.dry_run else 'deleted'} unpacked {path.name}", flush=True)
     suffix = " (dry run)" if args.dry_run else ""
-    print(f"{len(plan.unreferenced)} unreferenced chunks, {_size(plan.nbytes)}{suffix}")
+    nbytes = sum(plan.unreferenced[d] for d in done)
+    print(f"{len(done)} unreferenced chunks, {_size(nbytes)}{suffix}")
+    if plan.recent or len(done) < len(plan.unreferenced):
+        kept = len(plan.recent) + len(plan.unreferenced) - len(done)
+        print(f"{kept} unreferenced chunks kept: written or reused in the last {args.grace_s:g}s")
     return 0
 
 

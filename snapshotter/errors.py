@@ -6,6 +6,7 @@ SnapshotError                      anything the snapshotter refuses or fails to 
 ├── BuildError                     a model directory cannot be turned into an image
 │   └── NothingToImage             the model has no weights to image (e.g. a Python model)
 ├── ImageNotFound                  no image for this model / version / target
+├── ArtifactError                  an artifact archive is malformed or names a path outside its root
 ├── IntegrityError                 bytes do not match their digest or size (names the chunk)
 └── SnapshotStoreError             a store (S3, directory) failed: network, permissions, disk
     └── StoreTimeout               a store stopped answering within its timeout
@@ -36,6 +37,11 @@ class NothingToImage(BuildError):
 
 class ImageNotFound(SnapshotError):
     """No image exists for the requested model, version and target."""
+
+
+class ArtifactError(SnapshotError):
+    """An artifact archive (compile cache, engine cache) is malformed or tries to reach outside
+    the directory it is unpacked into."""
 
 
 class IntegrityError(SnapshotError):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from snapshotter.compiled_artifacts import build_compiled
 from snapshotter.digest_index import DigestIndex, index_for_store
 from snapshotter.errors import NothingToImage
 from snapshotter.image_ref import check_model_name, check_target, check_version
@@ -100,18 +101,26 @@ def build_image(
     `ort_optimize` stores onnxruntime's optimized graph of an ONNX model instead of the
     portable one: a faster restore, but only on hosts like this one (same onnxruntime, same
     CPU features); elsewhere the runtime loads the model file.
+    The compiled artifacts the model's config asks for (torch compile caches, TensorRT engine
+    caches: see `compiled_artifacts`) are built here too, keyed by target and versions.
     """
     version_dir = Path(version_dir)
     model = check_model_name(model or version_dir.resolve().parent.name)
     version = check_version(version or version_dir.name)
     check_target(target)
+    if ort_optimize and target != "cpu":
+        logger.info("model=%s: a %s image keeps the portable ONNX graph (onnxruntime's "
+                    "optimized one is for its CPU provider)", model, target)  # fmt: skip
+        ort_optimize = False
     start = time.perf_counter()
     digest = source_digest(version_dir, index=digest_index or index_for_store(store))
     extracted = pick_source(version_dir, ort_optimize=ort_optimize)()
+    compiled = build_compiled(version_dir, extracted, target)
     chunks, tensors = _write_weights(
         extracted.tensors, store, max_chunk_bytes, hash_threads, progress
     )
-    artifacts = {name: _put_blob(store, data) for name, data in extracted.artifacts.items()}
+    blobs = {**extracted.artifacts, **compiled.artifacts}
+    artifacts = {name: _put_blob(store, data) for name, data in blobs.items()}
     manifest = Manifest(
         model=model,
         version=version,
@@ -122,6 +131,7 @@ def build_image(
         chunks=tuple(chunks),
         tensors=tuple(tensors),
         artifacts=artifacts,
+        artifact_keys=compiled.keys,
     )
     Manifest.from_json(manifest.to_json())  # what we write must pass our own reader
     store.write_manifest(manifest.ref, manifest.to_json())
@@ -177,7 +187,9 @@ def _put_blob(
 ) -> ChunkEntry:
     view = memoryview(data if isinstance(data, bytes) else data.data).cast("B")
     digest = hashlib.sha256(view).hexdigest()
-    if store.chunk_size(digest) != len(view):
+    # A chunk already stored is touched, so a concurrent `gc` (grace period) keeps it until
+    # the manifest that references it is written.
+    if store.chunk_size(digest) != len(view) or not store.touch_chunk(digest):
         store.write_chunk(digest, view)
     if progress is not None:
         progress(len(view), total)

@@ -1,5 +1,10 @@
 """The versioned image manifest: tensor index, content-addressed chunks, artifacts; strict parsing.
 
+Format versions: 1 is weights + artifacts; 2 adds `artifact_keys`, what each compiled artifact
+(torch compile cache, TensorRT engine cache) was built for: target and framework versions. A
+manifest is written as version 1 whenever it has no keyed artifact, so images without compiled
+caches stay readable by older runtimes, and every version-1 image still loads.
+
 A manifest read from a store is untrusted. `Manifest.from_json` refuses anything malformed,
 any size or offset out of range, any tensor outside its chunk, and any value that could become a
 path: chunks and artifacts are named only by sha256 digests (see `content_address`).
@@ -17,7 +22,11 @@ from snapshotter.errors import ImageRefError, ManifestError
 from snapshotter.image_ref import ImageRef
 
 FORMAT = "thaw-image"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""The newest manifest version this code writes and reads; it reads every version in
+`READABLE_VERSIONS`."""
+READABLE_VERSIONS = (1, 2)
+MAX_KEY_FIELDS = 32
 ALIGNMENT = 4096
 MAX_MANIFEST_BYTES = 64 << 20
 MAX_CHUNK_BYTES = 1 << 40
@@ -81,7 +90,14 @@ class Manifest:
     chunks: tuple[ChunkEntry, ...]
     tensors: tuple[TensorEntry, ...]
     artifacts: dict[str, ChunkEntry] = field(default_factory=dict)
-    format_version: int = FORMAT_VERSION
+    artifact_keys: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Per compiled artifact: the fields it was built for (`target`, `torch`, `tensorrt`, ...),
+    compared with the restoring host's before the artifact is used (`artifact_key`)."""
+
+    @property
+    def format_version(self) -> int:
+        """2 when the manifest carries keyed artifacts, else 1 (readable by older runtimes)."""
+        return FORMAT_VERSION if self.artifact_keys else 1
 
     @property
     def ref(self) -> ImageRef:
@@ -112,6 +128,9 @@ class Manifest:
     def to_json(self) -> bytes:
         doc = asdict(self)
         doc["format"] = FORMAT
+        doc["format_version"] = self.format_version
+        if not self.artifact_keys:
+            del doc["artifact_keys"]  # a version-1 manifest, byte for byte
         return json.dumps(doc, indent=1, sort_keys=True).encode()
 
     @classmethod
@@ -129,7 +148,11 @@ class Manifest:
 def _parse(doc: Any) -> Manifest:
     _require(isinstance(doc, dict), "manifest must be a JSON object")
     _require(doc.get("format") == FORMAT, f"`format` must be {FORMAT!r}")
-    _require(doc.get("format_version") == FORMAT_VERSION, "unsupported `format_version`")
+    version = doc.get("format_version")
+    _require(
+        version in READABLE_VERSIONS and not isinstance(version, bool),
+        "unsupported `format_version`",
+    )
     try:
         ref = ImageRef(doc.get("model"), doc.get("version"), doc.get("target"))
     except ImageRefError as exc:
@@ -143,6 +166,7 @@ def _parse(doc: Any) -> Manifest:
     artifacts = {_name(k, "artifact name"): _chunk(v) for k, v in arts.items()}
     versions = doc.get("framework_versions", {})
     _require(isinstance(versions, dict), "`framework_versions` must be an object")
+    keys = _artifact_keys(doc.get("artifact_keys", {}) if version >= 2 else {}, artifacts)
     return Manifest(
         model=ref.model,
         version=ref.version,
@@ -153,7 +177,22 @@ def _parse(doc: Any) -> Manifest:
         chunks=chunks,
         tensors=tensors,
         artifacts=artifacts,
+        artifact_keys=keys,
     )
+
+
+def _artifact_keys(value: Any, artifacts: dict[str, ChunkEntry]) -> dict[str, dict[str, str]]:
+    _require(isinstance(value, dict), "`artifact_keys` must be an object")
+    keys: dict[str, dict[str, str]] = {}
+    for name, fields in value.items():
+        _require(name in artifacts, f"`artifact_keys` names no artifact {name!r}")
+        ok = isinstance(fields, dict) and 0 < len(fields) <= MAX_KEY_FIELDS
+        _require(ok, f"key of artifact {name!r} must be an object of 1..{MAX_KEY_FIELDS} fields")
+        keys[name] = {
+            _name(k, "key field"): _name(v, f"key field {k!r} of artifact {name!r}")
+            for k, v in fields.items()
+        }
+    return keys
 
 
 def _require(ok: bool, message: str) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from snapshotter.arena import Arena
+from snapshotter.artifact_archive import UNPACKED_DIR
 from snapshotter.digest_index import INDEX_NAME, DigestIndex, index_for_store
 from snapshotter.errors import ImageNotFound, IntegrityError, SnapshotError
 from snapshotter.host_cache import Clock, HostCache
@@ -48,7 +49,9 @@ class ImageLoader:
     `store_uri` is `s3://bucket/prefix` or a directory; `cache_dir` the node-local cache.
     `verify="marker"` trusts cache chunks whose verified marker still matches the file
     (size, mtime, inode); `verify="full"` re-hashes every chunk on every restore.
-    `store` (an already configured adapter) replaces `store_uri` when given.
+    `store` (an already configured adapter) replaces `store_uri` when given. `direct_io`:
+    cold cache chunks are read, and fills from the store written, with O_DIRECT where aligned
+    (no page-cache copies; see `direct_io`).
     """
 
     def __init__(
@@ -64,6 +67,7 @@ class ImageLoader:
         host_max_bytes: int = 0,
         clock: Clock = time.monotonic,
         store: ImageStore | None = None,
+        direct_io: bool = True,
     ) -> None:
         if verify not in ("marker", "full"):
             raise SnapshotError(f"`verify` = {verify!r}, must be one of marker, full")
@@ -71,12 +75,18 @@ class ImageLoader:
         if store is None and store_uri:
             store = open_store(store_uri, read_threads=read_threads)
         self.store = store
-        self.cache = NodeCache(Path(cache_dir), max_bytes=max_cache_bytes) if cache_dir else None
-        self.read_threads, self.verify = read_threads, verify
+        self.cache = (
+            NodeCache(Path(cache_dir), max_bytes=max_cache_bytes, direct_io=direct_io)
+            if cache_dir
+            else None
+        )
+        self.read_threads, self.verify, self.direct_io = read_threads, verify, direct_io
         self.host = HostCache(retention_s=host_retention_s, max_bytes=host_max_bytes, clock=clock)
         self.digest_index = (
             DigestIndex(Path(cache_dir) / INDEX_NAME) if cache_dir else index_for_store(store)
         )
+        # Archive artifacts (compile and engine caches) unpack next to the chunks they came from.
+        self._unpack_root = Path(cache_dir) / UNPACKED_DIR if cache_dir else None
 
     def source_digest(self, version_dir: Path) -> str:
         """`source_digest` of `version_dir`, remembered in the cache's persistent index: a
@@ -162,8 +172,9 @@ class ImageLoader:
             ref.model, ref.version, source, manifest.weight_bytes, timings["total"],
         )  # fmt: skip
         return RestoredImage(
-            ref, manifest, arena, _views(manifest, arena), artifacts, timings, source
-        )
+            ref, manifest, arena, _views(manifest, arena), artifacts, timings, source,
+            unpack_root=self._unpack_root,
+        )  # fmt: skip
 
     def _restore_device(self, manifest: Manifest, device: str, start: float) -> RestoredImage:
         from snapshotter.cuda_restore import DeviceJob, device_views, restore_to_device
@@ -203,8 +214,9 @@ class ImageLoader:
         timings["total"] = time.perf_counter() - start
         source = "store" if fetched else "cache"
         return RestoredImage(
-            manifest.ref, manifest, Arena(0), {}, artifacts, timings, source, device, views
-        )
+            manifest.ref, manifest, Arena(0), {}, artifacts, timings, source, device, views,
+            unpack_root=self._unpack_root,
+        )  # fmt: skip
 
     def _restore_entries(
         self,
@@ -240,7 +252,7 @@ class ImageLoader:
         jobs = [ReadJob(store.chunk_file(c.digest), 0, dests[c.digest], c.digest) for c in chunks]
         t0 = time.perf_counter()
         try:
-            read_into(jobs, threads=self.read_threads)
+            read_into(jobs, threads=self.read_threads, direct=self.direct_io)
         except IntegrityError as exc:  # truncated or removed between stat and read
             logger.warning("cache entry unreadable, refetching: %s", exc)
             return list(chunks)

@@ -5,12 +5,14 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
+from snapshotter.artifact_archive import UNPACKED_DIR
 from snapshotter.errors import ImageNotFound, IntegrityError, SnapshotError
 from snapshotter.image_ref import ImageRef
 from snapshotter.manifest import ChunkEntry, Manifest
-from snapshotter.stores.base import ImageStore
+from snapshotter.stores.base import ImageStore, StoredChunk
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +74,8 @@ def copy_image(
     The manifest is written last, so a reader never sees an image with chunks missing."""
     manifest = load_manifest(src, ref)
     for entry in entries(manifest):
-        if dst.chunk_size(entry.digest) == entry.size:
+        # A reused chunk is touched, so a concurrent gc's grace period covers it too.
+        if dst.chunk_size(entry.digest) == entry.size and dst.touch_chunk(entry.digest):
             if progress is not None:
                 progress(entry.size)
             continue
@@ -92,22 +95,89 @@ def verify_image(store: ImageStore, ref: ImageRef, progress: Progress | None = N
     return manifest
 
 
+DEFAULT_GC_GRACE_S = 3600.0
+"""Unreferenced chunks younger than this survive `gc`: a concurrent build or push uploads its
+chunks first and writes the manifest that references them last."""
+
+
 @dataclass(frozen=True)
 class GcPlan:
-    """Chunks no manifest in the store references, and their total size in bytes."""
+    """Chunks no manifest in the store references: `unreferenced` (to delete) and `recent`
+    (also unreferenced, but written or reused within the grace period: kept), digest -> bytes."""
 
     unreferenced: dict[str, int]
+    recent: dict[str, int] = field(default_factory=dict)
+    referenced: frozenset[str] = frozenset()
 
     @property
     def nbytes(self) -> int:
         return sum(self.unreferenced.values())
 
 
-def plan_gc(store: ImageStore) -> GcPlan:
-    """Which chunks to delete. An unreadable manifest aborts the plan: deleting chunks that a
-    manifest we could not parse references would destroy an image."""
+def select_garbage(
+    chunks: dict[str, StoredChunk], referenced: set[str], *, grace_s: float, now: float
+) -> GcPlan:
+    """The pure decision: unreferenced chunks older than `grace_s` at `now` go, younger stay.
+    A modification time in the future (clock skew) counts as recent."""
+    if grace_s < 0:
+        raise SnapshotError(f"gc grace period = {grace_s}, must be >= 0")
+    old: dict[str, int] = {}
+    recent: dict[str, int] = {}
+    for digest, chunk in chunks.items():
+        if digest in referenced:
+            continue
+        (recent if now - chunk.modified < grace_s else old)[digest] = chunk.size
+    return GcPlan(old, recent)
+
+
+def plan_gc(store: ImageStore, *, grace_s: float = DEFAULT_GC_GRACE_S, now: float) -> GcPlan:
+    """Which chunks to delete. Chunks are listed before manifests, so a chunk uploaded after
+    the listing is not considered at all, and one uploaded (or reused, see `touch_chunk`)
+    before it by a build whose manifest is not written yet is younger than the grace period.
+    An unreadable manifest aborts the plan: deleting chunks that a manifest we could not
+    parse references would destroy an image."""
+    chunks = store.chunk_stats()
     referenced: set[str] = set()
     for ref in store.list_images():
         referenced |= load_manifest(store, ref).all_digests()
-    chunks = store.list_chunks()
-    return GcPlan({d: s for d, s in chunks.items() if d not in referenced})
+    plan = select_garbage(chunks, referenced, grace_s=grace_s, now=now)
+    return replace(plan, referenced=frozenset(referenced))
+
+
+def unpacked_garbage(root: Path, plan: GcPlan, *, grace_s: float, now: float) -> list[Path]:
+    """Unpacked archive artifacts under a node cache (`<root>/unpacked/<sha256>`) whose archive
+    no manifest references any more and that are older than the grace period."""
+    unpacked = root / UNPACKED_DIR
+    if not unpacked.is_dir():
+        return []
+    gone = []
+    for path in sorted(unpacked.iterdir()):
+        name = path.name
+        if name.startswith(".") or name in plan.referenced or not path.is_dir():
+            continue  # temporaries of an unpack in progress start with "."
+        if now - path.stat().st_mtime >= grace_s:
+            gone.append(path)
+    return gone
+
+
+def delete_garbage(
+    store: ImageStore,
+    plan: GcPlan,
+    *,
+    grace_s: float,
+    clock: Callable[[], float],
+    on_deleted: Callable[[str], None] | None = None,
+) -> list[str]:
+    """Delete the planned chunks, each only if it is still older than the grace period right
+    before its deletion (a build may have reused it since the plan); return those deleted,
+    each also passed to `on_deleted` as soon as it is gone."""
+    deleted = []
+    for digest in sorted(plan.unreferenced):
+        stat = store.chunk_stat(digest)
+        if stat is None or clock() - stat.modified < grace_s:
+            continue
+        store.delete_chunk(digest)
+        deleted.append(digest)
+        if on_deleted is not None:
+            on_deleted(digest)
+    return deleted

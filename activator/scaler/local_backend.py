@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
+import os
+import shutil
+import tempfile
 import time
+from pathlib import Path
+from typing import Any
 
 import aiohttp
 
 from activator.config import ActivatorConfig
 from activator.errors import ActivationFailed
+from activator.handoff import SLOTS, HandoffLink
+from activator.orphans import LINGER_S, Outcome
 from activator.scaler.backend import StartedReplica
 from activator.scaler.replica_process import ReplicaProcess
 from activator.warm_pool import WarmPool
@@ -33,11 +41,28 @@ def arena_with_headroom(nbytes: int) -> int:
     return min(nbytes + nbytes // 64 + (4 << 20), _MAX_ARENA_BYTES)
 
 
-def replica_argv(config: ActivatorConfig, *, pooled: bool) -> list[str]:
-    """The command line of one runtime replica (explicit control mode, no model loaded)."""
+def replica_argv(
+    config: ActivatorConfig,
+    *,
+    pooled: bool,
+    handoff_socket: Path | None = None,
+    handoff_state: Path | None = None,
+) -> list[str]:
+    """The command line of one runtime replica (explicit control mode, no model loaded).
+
+    With `handoff_socket` (and the config's front door), the replica takes client connections
+    the activator hands over (activator.front_door), keeping their state bytes in
+    `handoff_state`; it then also enforces the body limit.
+    """
     argv = [*config.serve_command, str(config.repository), "--host", "127.0.0.1"]
     argv += ["--port", "0", "--model-control-mode", "explicit"]
     argv += ["--log-level", config.replica_log_level]
+    if handoff_socket is not None and config.front_door_url is not None:
+        argv += ["--handoff-socket", str(handoff_socket), "--front-door", config.front_door_url]
+        argv += ["--handoff-max-age-s", f"{config.direct_max_age_s:g}"]
+        if handoff_state is not None:
+            argv += ["--handoff-state", str(handoff_state)]
+        argv += ["--max-body-bytes", str(max(1024, config.max_body_bytes))]
     if config.cache_dir is not None:
         argv += ["--cache", str(config.cache_dir)]
     if config.store is not None:
@@ -57,11 +82,18 @@ class LocalBackend:
         self._session = session
         self._procs: dict[str, ReplicaProcess] = {}
         self._ids = itertools.count(1)
+        self._links: dict[str, HandoffLink] = {}
+        self._settling: set[asyncio.Task[None]] = set()  # dead replicas' connections
+        # Replicas' handoff sockets live in a private directory (0700) removed at close.
+        self._run_dir: Path | None = None
+        if config.front_door_url is not None:
+            self._run_dir = Path(tempfile.mkdtemp(prefix="thaw-up-"))
+        self._socket_ids = itertools.count(1)
         self.pool: WarmPool | None = None
         if config.warm_pool > 0:
             self.pool = WarmPool(
                 config.warm_pool,
-                lambda: replica_argv(config, pooled=True),
+                lambda: self._argv(pooled=True),
                 session,
                 start_timeout_s=config.replica_start_timeout_s,
             )
@@ -74,7 +106,7 @@ class LocalBackend:
         refill_delay_s = 0.0  # a failed start refills at once
         try:
             if proc is None:
-                argv = replica_argv(self._config, pooled=False)
+                argv = self._argv(pooled=False)
                 proc = await ReplicaProcess.spawn(argv, f"{model}-fresh")
                 await proc.wait_ready(self._session, deadline)
             claimed = time.monotonic()
@@ -92,6 +124,7 @@ class LocalBackend:
         replica_id = f"{model}-{next(self._ids)}"
         proc.name = replica_id
         self._procs[replica_id] = proc
+        await self._link(replica_id, model, proc)
         logger.info("replica %s model=%s serving at %s", replica_id, model, proc.url)
         return StartedReplica(
             replica_id,
@@ -102,15 +135,91 @@ class LocalBackend:
             pid=proc.proc.pid,
         )
 
+    def _argv(self, *, pooled: bool) -> list[str]:
+        if self._run_dir is None:
+            return replica_argv(self._config, pooled=pooled)
+        socket_path = self._run_dir / f"replica-{next(self._socket_ids)}.sock"
+        state_path = _state_path(socket_path)
+        with open(state_path, "wb") as file:  # zeros, sparse: pages exist once written
+            file.truncate(SLOTS)
+        return replica_argv(
+            self._config, pooled=pooled, handoff_socket=socket_path, handoff_state=state_path
+        )
+
+    async def _link(self, replica_id: str, model: str, proc: ReplicaProcess) -> None:
+        """Connect to the replica's handoff socket; without it the replica is only proxied to."""
+        if proc.handoff_socket is None:
+            return
+        try:
+            link = HandoffLink(
+                proc.handoff_socket,
+                replica_id,
+                model=model,
+                state_path=_state_path(proc.handoff_socket),
+            )
+            await link.connect(timeout_s=2.0)
+        except (OSError, ValueError) as exc:
+            logger.warning("replica %s: no connection handoff (%s)", replica_id, exc)
+            return
+        self._links[replica_id] = link
+        task = asyncio.get_running_loop().create_task(self._settle_when_dead(proc, link))
+        self._settling.add(task)
+        task.add_done_callback(self._settling.discard)
+
+    async def _settle_when_dead(self, proc: ReplicaProcess, link: HandoffLink) -> None:
+        """Once the replica process is gone, settle the connections it did not end.
+
+        Its handoff socket closing is usually the first sign; the state bytes are final only
+        once the process cannot run any more, so a replica that closed the socket but still
+        runs (it is being stopped, or broke the protocol and is stopped for it) is waited for.
+        """
+        await link.lost.wait()
+        if not _exited(proc.proc.pid):
+            await proc.proc.wait()
+        outcomes = link.replica_died()
+        if outcomes:
+            logger.warning(
+                "replica %s model=%s gone with %d direct connections: %d answered 502, "
+                "%d reset mid-response, %d taken back",
+                link.replica_id,
+                link.model,
+                sum(outcomes.values()),
+                outcomes[Outcome.BAD_GATEWAY],
+                outcomes[Outcome.ABORTED],
+                outcomes[Outcome.TAKEN_BACK],
+            )
+        await link.close()
+        with contextlib.suppress(OSError):
+            _state_path(link.path).unlink()
+
+    def handoff_link(self, replica_id: str) -> HandoffLink | None:
+        """The replica's handoff socket (activator.handoff.HandoffLinks), when connected."""
+        return self._links.get(replica_id)
+
     async def wait_lost(self, replica_id: str) -> str:
         proc = self._procs.get(replica_id)
         if proc is None:
             return "stopped"
-        code = await proc.proc.wait()
+        exited = asyncio.ensure_future(proc.proc.wait())
+        waits: set[asyncio.Future[Any]] = {exited}
+        link = self._links.get(replica_id)
+        if link is not None:
+            # A replica's handoff socket closing on its own is the earliest sign of its end.
+            waits.add(asyncio.ensure_future(link.lost.wait()))
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
+        if proc.proc.returncode is None:
+            return "its handoff socket closed"
         tail = proc.stderr_tail(4)
-        return f"exit code {code}" + (f": {tail}" if tail else "")
+        return f"exit code {proc.proc.returncode}" + (f": {tail}" if tail else "")
 
     async def stop_replica(self, replica_id: str, *, timeout_s: float) -> None:
+        link = self._links.pop(replica_id, None)
+        if link is not None:
+            link.stop_sending()  # its reports still close what it ends while it drains
         proc = self._procs.pop(replica_id, None)
         if proc is not None:
             code = await proc.stop(timeout_s)
@@ -123,3 +232,21 @@ class LocalBackend:
         )
         if self.pool is not None:
             await self.pool.close()
+        if self._settling:
+            await asyncio.wait(self._settling, timeout=LINGER_S + 1.0)
+        if self._run_dir is not None:
+            with contextlib.suppress(OSError):
+                shutil.rmtree(self._run_dir)
+
+
+def _state_path(socket_path: Path) -> Path:
+    """A replica's connection state file, next to its handoff socket."""
+    return socket_path.with_suffix(".state")
+
+
+def _exited(pid: int) -> bool:
+    """Whether child `pid` has exited (not reaped here: asyncio's watcher does that)."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True  # already reaped

@@ -10,6 +10,7 @@ import os
 import signal
 import time
 from collections import deque
+from pathlib import Path
 
 import aiohttp
 
@@ -20,16 +21,20 @@ __all__ = ["ReplicaProcess"]
 logger = logging.getLogger(__name__)
 
 _LISTENING = "THAW_LISTENING "
+HANDOFF_FLAG = "--handoff-socket"
 _STDERR_LINES = 40
 
 
 class ReplicaProcess:
     """A runtime process started with `--port 0`; `url` is known once it printed its address."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, name: str) -> None:
+    def __init__(
+        self, proc: asyncio.subprocess.Process, name: str, handoff_socket: Path | None = None
+    ) -> None:
         self.proc = proc
         self.name = name
         self.url = ""
+        self.handoff_socket = handoff_socket  # where it takes handed-off client connections
         self.model: str | None = None
         self._stderr: deque[str] = deque(maxlen=_STDERR_LINES)
         self._readers: list[asyncio.Task[None]] = []
@@ -49,7 +54,8 @@ class ReplicaProcess:
             # which drains and stops its replicas in order instead of all dying at once.
             start_new_session=True,
         )
-        self = cls(proc, name)
+        flag = argv.index(HANDOFF_FLAG) if HANDOFF_FLAG in argv[:-1] else None
+        self = cls(proc, name, None if flag is None else Path(argv[flag + 1]))
         assert proc.stdout is not None and proc.stderr is not None  # PIPE above
         self._readers = [
             asyncio.create_task(self._read_stdout(proc.stdout)),

@@ -38,9 +38,12 @@ def _providers(ctx: LoadContext, available: list[str]) -> list[Any]:
         return ["CPUExecutionProvider"]
     options = {"device_id": ctx.device_id}
     wanted: list[Any] = []
-    accelerators = ctx.config.optimization.execution_accelerators.gpu_execution_accelerator
-    if any(a.name == "tensorrt" for a in accelerators) and "TensorrtExecutionProvider" in available:
-        wanted.append(("TensorrtExecutionProvider", options))
+    params = _trt_params(ctx.config)
+    if params is not None and "TensorrtExecutionProvider" in available:
+        wanted.append(("TensorrtExecutionProvider", _tensorrt_options(ctx, params)))
+    elif params is not None:
+        logger.warning("model=%s asks for the tensorrt accelerator but onnxruntime has no "
+                       "TensorrtExecutionProvider; running on CUDA", ctx.model_name)  # fmt: skip
     if "CUDAExecutionProvider" not in available:
         raise RepositoryError(
             f"model '{ctx.model_name}' asks for KIND_GPU but onnxruntime has no "
@@ -49,6 +52,23 @@ def _providers(ctx: LoadContext, available: list[str]) -> list[Any]:
     wanted.append(("CUDAExecutionProvider", options))
     wanted.append("CPUExecutionProvider")
     return wanted
+
+
+def _trt_params(config: Any) -> dict[str, str] | None:
+    """The parameters of the config's `tensorrt` GPU execution accelerator, or None."""
+    accelerators = config.optimization.execution_accelerators.gpu_execution_accelerator
+    return next((dict(a.parameters) for a in accelerators if a.name == "tensorrt"), None)
+
+
+def _tensorrt_options(ctx: LoadContext, params: dict[str, str]) -> dict[str, str]:
+    """TensorRT EP options from the accelerator's Triton parameters (with the image's engine
+    and timing caches when they were built for this GPU, TensorRT and onnxruntime)."""
+    from snapshotter import trt_session_options
+
+    try:
+        return trt_session_options(params, device_id=ctx.device_id, image=ctx.image)
+    except ValueError as exc:
+        raise RepositoryError(f"model '{ctx.model_name}': {exc}") from None
 
 
 class OnnxRuntimeBackend:

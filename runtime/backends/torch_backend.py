@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import logging
 import re
+import threading
 import time
 import warnings
 from typing import Any
@@ -23,6 +24,14 @@ logger = logging.getLogger(__name__)
 _INDEXED = re.compile(r"^.+__(\d+)$")
 # Read-only request buffers are never written by inference; torch warns about them anyway.
 warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+# torch.export.load keeps its deserializer in a module global ("_CURRENT_DESERIALIZER is already
+# set" when two models load at once in one process): one load at a time.
+_EXPORT_LOAD_LOCK = threading.Lock()
+
+
+def _export_load(torch: Any, source: Any) -> Any:
+    with _EXPORT_LOAD_LOCK:
+        return torch.export.load(source)
 
 
 def positions(names: list[str], forward_args: list[str]) -> dict[str, int]:
@@ -59,12 +68,19 @@ class TorchBackend:
             raise RepositoryError(
                 f"model '{ctx.model_name}' asks for KIND_GPU but CUDA is unavailable"
             )
+        settings = _compile_settings(ctx)
         path = ctx.model_file or ctx.version_dir / "model.pt"
         if path.suffix == ".pt2":
             program = self._load_program(ctx, torch, path)
             self._module = program.module()
             forward_args = [str(name) for name in program.graph_signature.user_inputs]
         else:
+            if settings is not None:
+                raise RepositoryError(
+                    f"model '{ctx.model_name}': parameter `TORCH_COMPILE_OPTIONAL_PARAMETERS` "
+                    "applies to torch.export programs (model.pt2); torch.compile cannot compile "
+                    "a TorchScript module"
+                )
             self._module = self._load_script(ctx, torch)
             self._module.eval()
             forward_args = [a.name for a in self._module.forward.schema.arguments][1:]
@@ -72,14 +88,35 @@ class TorchBackend:
             self._module.to(self._device)
         self._inputs = positions([i.name for i in ctx.config.input], forward_args)
         self._outputs = positions([o.name for o in ctx.config.output], [])
+        if settings is not None:
+            self._module = self._compile(ctx, settings)
+
+    def _compile(self, ctx: LoadContext, settings: Any) -> Any:
+        """torch.compile + warm-up, from the image's compile caches when they fit this host."""
+        from snapshotter import compile_for_serving, warmup_inputs
+
+        start = time.perf_counter()
+        inputs = warmup_inputs(ctx.config)
+        if inputs is None:
+            logger.info("model=%s an input has no sample form: compiling at the first request",
+                        ctx.model_name)  # fmt: skip
+        try:
+            compiled = compile_for_serving(
+                self._module, settings, inputs, self._inputs, device=self._device, image=ctx.image
+            )
+        except Exception as exc:  # dynamo/inductor raise many types (BackendCompilerFailed...)
+            raise RepositoryError(f"model '{ctx.model_name}': torch.compile failed: {exc}") from exc
+        logger.info("model=%s compiled (%s) and warmed up in %.2f s", ctx.model_name,
+                    settings.kwargs(), time.perf_counter() - start)  # fmt: skip
+        return compiled
 
     def _load_program(self, ctx: LoadContext, torch: Any, path: Any) -> Any:
         """A torch.export program: from the file, or weightless with the arena's state dict."""
         image = ctx.image
         weightless = image.artifact("export_weightless") if image is not None else None
         if image is None or weightless is None:
-            return torch.export.load(str(path))
-        program = torch.export.load(io.BytesIO(weightless))
+            return _export_load(torch, str(path))
+        program = _export_load(torch, io.BytesIO(weightless))
         views = image.torch_tensors()
         for name, old in list(program.state_dict.items()):
             if name not in views:
@@ -175,6 +212,16 @@ class TorchBackend:
 
     def unload(self) -> None:
         self._module = None
+
+
+def _compile_settings(ctx: LoadContext) -> Any | None:
+    """The model's `TORCH_COMPILE_OPTIONAL_PARAMETERS` (Triton's name), or None: no compile."""
+    from snapshotter import compile_settings
+
+    try:
+        return compile_settings(ctx.config)
+    except ValueError as exc:
+        raise RepositoryError(f"model '{ctx.model_name}': {exc}") from None
 
 
 def _to_torch(torch: Any, tensor: InferTensor, device: str) -> Any:

@@ -13,14 +13,14 @@ with another key does not use it and loads the model files instead.
 from __future__ import annotations
 
 import functools
-import hashlib
 import logging
-import platform
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from snapshotter.artifact_key import cpu_host
 
 logger = logging.getLogger(__name__)
 
@@ -37,15 +37,7 @@ def host_key() -> str:
     """onnxruntime version, machine and a digest of the CPU feature flags (at most 64 chars)."""
     import onnxruntime as ort
 
-    flags = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = next((line for line in f if line.startswith(("flags", "Features"))), "")
-    except OSError:
-        pass
-    features = " ".join(sorted(flags.partition(":")[2].split()))
-    digest = hashlib.sha256(features.encode()).hexdigest()[:16]
-    return f"{ort.__version__}:{platform.machine()}:{digest}"[:64]
+    return f"{ort.__version__}:{cpu_host()}"[:64]
 
 
 def optimize_onnx(path: Path) -> Any | None:
@@ -68,7 +60,7 @@ def optimize_onnx(path: Path) -> Any | None:
             original = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
             disabled = _options(ort, ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
             optimized = ort.InferenceSession(str(out), disabled, providers=["CPUExecutionProvider"])
-            feed = _sample_feed(original)
+            feed = sample_feed(original)
             if feed is None:
                 logger.info("%s: inputs have no sample form; keeping the unoptimized graph", path)
                 return None
@@ -104,7 +96,7 @@ _DTYPES = {
 }
 
 
-def _sample_feed(session: Any) -> dict[str, np.ndarray] | None:
+def sample_feed(session: Any) -> dict[str, np.ndarray] | None:
     """Deterministic inputs (symbolic dims 1; small values) for the output check."""
     rng = np.random.default_rng(0)
     feed: dict[str, np.ndarray] = {}

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from snapshotter.errors import ImageRefError
-from snapshotter.stores.base import ImageStore, OnBytes
+from snapshotter.stores.base import ImageStore, OnBytes, StoredChunk
 from snapshotter.stores.dir_store import DirStore
 
-__all__ = ["DirStore", "ImageStore", "OnBytes", "open_store"]
+__all__ = ["DirStore", "ImageStore", "OnBytes", "StoredChunk", "open_store"]
 
 
 def open_store(uri: str, *, read_threads: int = 4) -> ImageStore:

@@ -19,7 +19,7 @@ from snapshotter.errors import (
 )
 from snapshotter.image_ref import ImageRef
 from snapshotter.parallel_read import ReadJob, read_into
-from snapshotter.stores.base import OnBytes
+from snapshotter.stores.base import OnBytes, StoredChunk
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class DirStore:
             raise IntegrityError(msg, digest=digest)
         job = ReadJob(self.chunk_file(digest), 0, dest, digest)
         callback = None if on_bytes is None else (lambda _j, off, n: on_bytes(off, n))
-        read_into([job], threads=self.read_threads, on_piece=callback)
+        read_into([job], threads=self.read_threads, on_piece=callback, direct=True)
 
     def write_chunk(self, digest: str, data: memoryview) -> None:
         path = self.chunk_file(digest)
@@ -98,8 +98,43 @@ class DirStore:
                 digest = check_digest(path.name)
             except ManifestError:
                 continue
-            found[digest] = path.stat().st_size
+            try:
+                found[digest] = path.stat().st_size
+            except FileNotFoundError:  # deleted since the listing
+                continue
         return found
+
+    def chunk_stats(self) -> dict[str, StoredChunk]:
+        found = {}
+        for digest in self.list_chunks():
+            stat = self.chunk_stat(digest)
+            if stat is not None:  # not deleted since the listing
+                found[digest] = stat
+        return found
+
+    def chunk_stat(self, digest: str) -> StoredChunk | None:
+        """Size, and the later of the file's and its verified marker's mtime: `touch_chunk`
+        and every restore from a cache refresh the marker, never the chunk file itself (the
+        marker records the file's mtime, so touching the file would un-verify it)."""
+        try:
+            st = self.chunk_file(digest).stat()
+        except FileNotFoundError:
+            return None
+        try:
+            marked = self._marker(digest).stat().st_mtime
+        except OSError:
+            marked = 0.0
+        return StoredChunk(st.st_size, max(st.st_mtime, marked))
+
+    def touch_chunk(self, digest: str) -> bool:
+        marker, path = self._marker(digest), self.chunk_file(digest)
+        try:
+            os.utime(marker if marker.exists() else path)
+            return path.exists()  # a concurrent delete removes the file, then the marker
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            raise SnapshotStoreError(f"cannot touch chunk {digest}: {exc.strerror}") from exc
 
     def delete_chunk(self, digest: str) -> None:
         path = self.chunk_file(digest)

@@ -25,9 +25,13 @@ from snapshotter.errors import (
     StoreTimeout,
 )
 from snapshotter.image_ref import ImageRef
-from snapshotter.stores.base import OnBytes
+from snapshotter.stores.base import OnBytes, StoredChunk
+from snapshotter.stores.s3_body import read_body_into
 
 logger = logging.getLogger(__name__)
+
+TOUCHES = "chunk-touches"
+"""Key prefix (under the store's) of the empty objects that mark a chunk as just reused."""
 
 
 @dataclass(frozen=True)
@@ -35,8 +39,11 @@ class S3Config:
     """Transfer settings; sizes in bytes, times in seconds."""
 
     max_parallel: int = 8
-    range_bytes: int = 8 << 20
-    # urllib3 copies each read through a temporary of this size: small enough to stay cached.
+    range_bytes: int = 16 << 20
+    # A range is handed on (digest, cache tee) in pieces of this size as it arrives.
+    land_bytes: int = 4 << 20
+    # Only where a body cannot be read straight from the socket (see `s3_body`): urllib3 then
+    # copies each read through a temporary of this size, small enough to stay cached.
     read_piece_bytes: int = 1 << 20
     part_bytes: int = 16 << 20
     connect_timeout_s: float = 5.0
@@ -52,6 +59,10 @@ class S3Config:
             )
         if not 1 <= self.max_parallel <= 256:
             raise SnapshotStoreError(f"`max_parallel` = {self.max_parallel}, must be in [1, 256]")
+        if self.land_bytes < 1 << 12 or self.land_bytes % (1 << 12):
+            raise SnapshotStoreError(
+                f"`land_bytes` = {self.land_bytes}, must be a multiple of 4096"
+            )
         if self.part_bytes < 5 << 20:
             raise SnapshotStoreError(f"`part_bytes` = {self.part_bytes}, must be >= {5 << 20}")
 
@@ -66,7 +77,8 @@ def parse_s3_uri(uri: str) -> tuple[str, str]:
 
 class S3Store:
     """Images at `<prefix>/images/<model>/<version>/<target>/manifest.json`, chunks (shared
-    between versions) at `<prefix>/chunks/<digest>`."""
+    between versions) at `<prefix>/chunks/<digest>`, reuse marks for gc at
+    `<prefix>/chunk-touches/<digest>`."""
 
     def __init__(self, uri: str, config: S3Config | None = None, *, client: Any = None) -> None:
         self.uri = uri
@@ -168,43 +180,47 @@ class S3Store:
             ResponseStreamingError,
         )
 
-        # botocore retries requests, not bodies: a reset or stall mid-body is retried here.
+        landing = _Landing(offset, nbytes, self.config.land_bytes, on_bytes)
+        view = dest[offset : offset + nbytes]
+        # botocore retries requests, not bodies: a reset or stall mid-body is retried here,
+        # asking only for the bytes that did not arrive yet.
         for attempt in range(1, self.config.stream_retries + 1):
             try:
-                self._get_range_once(key, digest, dest[offset : offset + nbytes], offset)
+                self._get_range_once(key, digest, view, offset, landing)
                 break
             except (ResponseStreamingError, ReadTimeoutError, IncompleteReadError) as exc:
                 if attempt == self.config.stream_retries:
                     with _translated(f"reading chunk {digest}"):
                         raise exc
-                logger.debug("retrying range %d of chunk %s after %s", offset, digest, exc)
-        if on_bytes is not None:
-            on_bytes(offset, nbytes)
+                logger.debug(
+                    "retrying range %d of chunk %s from byte %d after %s",
+                    offset, digest, landing.got, exc,
+                )  # fmt: skip
+        landing.finish()
 
-    def _get_range_once(self, key: str, digest: str, view: memoryview, offset: int) -> None:
-        want = len(view)
+    def _get_range_once(
+        self, key: str, digest: str, view: memoryview, offset: int, landing: _Landing
+    ) -> None:
+        start, end = offset + landing.got, offset + len(view) - 1
         with _translated(
             f"reading chunk {digest}",
             missing=IntegrityError(f"chunk {digest} is missing from {self.uri}", digest=digest),
         ):
-            resp = self.client.get_object(
-                Bucket=self.bucket, Key=key, Range=f"bytes={offset}-{offset + want - 1}"
-            )
-        if int(resp.get("ContentLength", -1)) != want:
+            resp = self.client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes={start}-{end}")
+        if int(resp.get("ContentLength", -1)) != end + 1 - start:
             resp["Body"].close()
             raise IntegrityError(
-                f"chunk {digest} is shorter than its manifest says (range at {offset})",
+                f"chunk {digest} is shorter than its manifest says (range at {start})",
                 digest=digest,
             )
-        body, got = resp["Body"], 0
+        body = resp["Body"]
         try:
-            while got < want:
-                n = body.readinto(view[got : got + self.config.read_piece_bytes])
-                if not n:
-                    raise IntegrityError(
-                        f"chunk {digest} was truncated at byte {offset + got}", digest=digest
-                    )
-                got += n
+            read_body_into(
+                body,
+                view[landing.got :],
+                piece_bytes=self.config.read_piece_bytes,
+                on_read=landing.advance,
+            )
         finally:
             body.close()
 
@@ -216,12 +232,45 @@ class S3Store:
             self._multipart(key, data)
 
     def list_chunks(self) -> dict[str, int]:
+        return {digest: stat.size for digest, stat in self.chunk_stats().items()}
+
+    def chunk_stats(self) -> dict[str, StoredChunk]:
+        touched = self._touches()
         out = {}
-        for key, size in self._list_sizes(self._key("chunks") + "/"):
+        for obj in self._list_objects(self._key("chunks") + "/"):
             try:
-                out[check_digest(key.rsplit("/", 1)[-1])] = size
+                digest = check_digest(obj["Key"].rsplit("/", 1)[-1])
             except ManifestError:
                 continue
+            modified = max(obj["LastModified"].timestamp(), touched.get(digest, 0.0))
+            out[digest] = StoredChunk(int(obj["Size"]), modified)
+        return out
+
+    def chunk_stat(self, digest: str) -> StoredChunk | None:
+        key = self._key("chunks", check_digest(digest))
+        with _translated(f"checking chunk {digest}", missing=None) as box:
+            head = self.client.head_object(Bucket=self.bucket, Key=key)
+            box.value = StoredChunk(int(head["ContentLength"]), head["LastModified"].timestamp())
+        if box.value is None:
+            return None
+        with _translated(f"checking chunk {digest}", missing=0.0) as touch:
+            touch.value = self.client.head_object(
+                Bucket=self.bucket, Key=self._key(TOUCHES, digest)
+            )["LastModified"].timestamp()
+        return StoredChunk(box.value.size, max(box.value.modified, touch.value))
+
+    def touch_chunk(self, digest: str) -> bool:
+        """S3 cannot refresh an object's LastModified short of rewriting it, so a reuse is
+        recorded as an empty object `<prefix>/chunk-touches/<digest>`, whose LastModified
+        `chunk_stat(s)` count as the chunk's. Written first, then the chunk's presence
+        checked, so a chunk deleted in between is reported absent (and uploaded again)."""
+        self._put(self._key(TOUCHES, check_digest(digest)), b"")
+        return self.chunk_size(digest) is not None
+
+    def _touches(self) -> dict[str, float]:
+        out = {}
+        for obj in self._list_objects(self._key(TOUCHES) + "/"):
+            out[obj["Key"].rsplit("/", 1)[-1]] = obj["LastModified"].timestamp()
         return out
 
     def delete_chunk(self, digest: str) -> None:
@@ -229,6 +278,7 @@ class S3Store:
             self.client.delete_object(
                 Bucket=self.bucket, Key=self._key("chunks", check_digest(digest))
             )
+            self.client.delete_object(Bucket=self.bucket, Key=self._key(TOUCHES, digest))
 
     # -- plumbing --------------------------------------------------------------------------
     def _put(self, key: str, data: bytes | memoryview, *, sha256_b64: str | None = None) -> None:
@@ -273,16 +323,41 @@ class S3Store:
             raise
 
     def _list(self, prefix: str) -> list[str]:
-        return [key for key, _ in self._list_sizes(prefix)]
+        return [obj["Key"] for obj in self._list_objects(prefix)]
 
-    def _list_sizes(self, prefix: str) -> list[tuple[str, int]]:
+    def _list_objects(self, prefix: str) -> list[dict[str, Any]]:
         out = []
         with _translated(f"listing s3://{self.bucket}/{prefix}"):
             for page in self.client.get_paginator("list_objects_v2").paginate(
                 Bucket=self.bucket, Prefix=prefix
             ):
-                out += [(o["Key"], int(o["Size"])) for o in page.get("Contents", [])]
+                out += page.get("Contents", [])
         return out
+
+
+class _Landing:
+    """Reports a range's bytes to `on_bytes` in `piece`-sized steps as they arrive (so the
+    digest and the cache tee start on a range before all of it is in), each byte once,
+    whatever retries happen in between."""
+
+    def __init__(self, offset: int, nbytes: int, piece: int, on_bytes: OnBytes | None) -> None:
+        self.offset, self.nbytes, self.piece, self.on_bytes = offset, nbytes, piece, on_bytes
+        self.got = 0  # bytes in place, from the range's start
+        self.reported = 0
+
+    def advance(self, n: int) -> None:
+        self.got += n
+        while self.got - self.reported >= self.piece:
+            self._report(self.piece)
+
+    def finish(self) -> None:
+        if self.reported < self.nbytes:
+            self._report(self.nbytes - self.reported)
+
+    def _report(self, n: int) -> None:
+        if self.on_bytes is not None:
+            self.on_bytes(self.offset + self.reported, n)
+        self.reported += n
 
 
 def _b64(raw: bytes) -> str:

@@ -23,6 +23,9 @@ def up_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
         max_held_requests=2,
         container_concurrency=1,
         max_replicas=1,
+        # Its tests are about the activator's held queue and per-replica limit, which only
+        # requests in the activator's data path meet (not handed-off direct connections).
+        direct_connections="false",
     )
     with_params(make_slow_execute(repo, "slow", delay_s=3.0), max_replicas=1)
     with_params(make_broken(repo), activation_timeout_s=20)

@@ -53,10 +53,10 @@ def test_build_push_ls_pull_verify_gc_through_s3(
     orphan = local / "chunks" / "ab" / ("ab" * 32)
     orphan.parent.mkdir(parents=True, exist_ok=True)
     orphan.write_bytes(b"nobody references me")
-    dry = thaw("gc", "--store", str(local), "--dry-run")
+    dry = thaw("gc", "--store", str(local), "--dry-run", "--grace-s", "0")
     assert dry.returncode == 0 and "would delete " + "ab" * 32 in dry.stdout
     assert orphan.exists()
-    gc = thaw("gc", "--store", str(local))
+    gc = thaw("gc", "--store", str(local), "--grace-s", "0")
     assert gc.returncode == 0 and not orphan.exists()
     assert thaw("verify", "mlp_torchscript", "--store", str(local)).returncode == 0
 

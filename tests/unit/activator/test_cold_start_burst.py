@@ -36,6 +36,32 @@ async def test_burst_at_zero_starts_one_replica_and_does_not_pin_more() -> None:
     await endpoint.close()
 
 
+async def test_time_held_at_zero_before_the_first_ready_replica_is_not_load() -> None:
+    """The replica becomes ready late in a tick: the burst's wait at zero is not counted in the
+    next sample (it would read as 40 concurrent requests and scale to max_replicas)."""
+    backend, clock = FakeBackend(), FakeClock()
+    settings = ScaleSettings(activation_timeout_s=5)
+    endpoint = ModelEndpoint("m", settings, backend, Metrics(), clock=clock)
+
+    async def one() -> str:
+        async with endpoint.acquire(0) as replica:
+            await asyncio.sleep(0)
+            return replica.id
+
+    tasks = [asyncio.create_task(one()) for _ in range(50)]
+    await asyncio.sleep(0.01)
+    clock.now += 0.5
+    endpoint.tick()
+    clock.now += 0.4  # still held, 0.4 s into the next tick
+    backend.gate.set()
+    assert set(await asyncio.wait_for(asyncio.gather(*tasks), 5)) == {"m-1"}
+    clock.now += 0.1
+    endpoint.tick()
+    assert backend.starts == 1
+    assert endpoint.desired == 1
+    await endpoint.close()
+
+
 async def test_min_replicas_above_one_start_together() -> None:
     backend = FakeBackend()
     settings = ScaleSettings(min_replicas=2, activation_timeout_s=5)

@@ -1,0 +1,292 @@
+"""`thaw up`'s listening socket: accept, peek at the first request line, hand off or serve here.
+
+A new client connection whose first request is for a warm model is passed to one of its
+replicas (activator.handoff) and the activator leaves its data path: the replica answers it
+directly. Everything else (cold models, held requests, server paths, statistics, anything
+unclear: timeouts, EOF, TLS, garbage) is served by the activator's own aiohttp server exactly
+as before. Peeking (MSG_PEEK) consumes nothing, so either server reads the request from its
+first byte. `route` is the pure decision; `FrontDoor` does the I/O, one task per connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import socket
+from collections.abc import Callable, Mapping, Sized
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+from aiohttp import web
+
+from activator.config import ScaleSettings
+from activator.handoff import HandoffLink
+from activator.metrics import Metrics
+from activator.orphans import Outcome
+from activator.repository import is_model_name
+
+__all__ = ["FrontDoor", "Reason", "RequestLine", "Route", "parse_request_line", "route"]
+
+logger = logging.getLogger(__name__)
+
+PEEK_BYTES = 4096
+_REQUEST_LINE = re.compile(rb"([A-Z]{1,16}) (/[\x21-\x7e]*) HTTP/1\.([01])")
+_VERSION = re.compile(r"[0-9]{1,19}")
+_HANDOFF_METHODS = frozenset({"GET", "HEAD", "POST"})
+_MODEL_LEAVES = frozenset({"", "ready", "config", "infer"})
+
+
+class Reason(StrEnum):
+    """Why a connection went where it went (the `result` label of thaw_handoffs_total)."""
+
+    HANDED_OFF = "handed_off"
+    INCOMPLETE = "incomplete"  # not a decision: peek again
+    TIMEOUT = "timeout"  # no complete request line in time
+    EOF = "eof"
+    NOT_HTTP = "not_http"  # TLS, garbage, absolute-form targets, escapes
+    NOT_MODEL_PATH = "not_model_path"  # server paths, statistics, repository, metrics
+    UNKNOWN_MODEL = "unknown_model"
+    DISABLED = "disabled"  # thaw.direct_connections is false for the model
+    HELD = "held_requests"  # requests wait for it: keep the order, serve here
+    NO_REPLICA = "no_direct_replica"  # cold, waking, or no replica's socket is connected
+    SEND_FAILED = "send_failed"
+
+
+@dataclass(frozen=True)
+class RequestLine:
+    method: str
+    path: str  # without the query
+
+
+@dataclass(frozen=True)
+class Route:
+    """Decision for one connection: hand it off for `model`, or serve it here (`reason`)."""
+
+    reason: Reason
+    model: str = ""
+
+
+@dataclass(frozen=True)
+class DirectView:
+    """What the decision needs of a model's endpoint."""
+
+    enabled: bool
+    held: int
+
+
+def parse_request_line(data: bytes) -> RequestLine | Reason:
+    """The first request line of `data` (peeked bytes); INCOMPLETE without its CRLF yet."""
+    newline = data.find(b"\n")
+    if newline < 0:
+        return Reason.NOT_HTTP if len(data) >= PEEK_BYTES else Reason.INCOMPLETE
+    end = newline - 1
+    if end < 0 or data[end] != 0x0D:  # a bare LF: lenient parsers differ, so not ours to route
+        return Reason.NOT_HTTP
+    match = _REQUEST_LINE.fullmatch(data[:end])
+    if match is None:
+        return Reason.NOT_HTTP
+    target = match.group(2).decode("ascii")
+    path = target.split("?", 1)[0]
+    if "%" in path or "#" in target or "//" in path or "\\" in path:
+        return Reason.NOT_HTTP  # what the servers would decode or normalize: theirs to answer
+    return RequestLine(match.group(1).decode("ascii"), path)
+
+
+def model_of(path: str) -> str | None:
+    """`m` of `/v2/models/{m}[/versions/{v}][/ready|/config|/infer]`, else None."""
+    if not path.startswith("/v2/models/"):
+        return None
+    parts = path[len("/v2/models/") :].split("/")
+    if len(parts) >= 3 and parts[1] == "versions":
+        if not _VERSION.fullmatch(parts[2]) or len(parts) > 4:
+            return None
+        leaf = parts[3] if len(parts) == 4 else ""
+    elif len(parts) > 2:
+        return None
+    else:
+        leaf = parts[1] if len(parts) == 2 else ""
+    if leaf not in _MODEL_LEAVES or not is_model_name(parts[0]) or parts[0] == "stats":
+        return None
+    return parts[0]
+
+
+def route(data: bytes, *, view: Callable[[str], DirectView | None], final: bool = False) -> Route:
+    """Where the connection whose first bytes are `data` goes.
+
+    `view(model)` describes the model's endpoint (None: no such model); `final` says no more
+    bytes will be waited for (an incomplete line is then a timeout).
+    """
+    line = parse_request_line(data)
+    if line is Reason.INCOMPLETE:
+        return Route(Reason.TIMEOUT if final else Reason.INCOMPLETE)
+    if isinstance(line, Reason):
+        return Route(line)
+    model = model_of(line.path)
+    if model is None or line.method not in _HANDOFF_METHODS:
+        return Route(Reason.NOT_MODEL_PATH)
+    endpoint = view(model)
+    if endpoint is None:
+        return Route(Reason.UNKNOWN_MODEL, model)
+    if not endpoint.enabled:
+        return Route(Reason.DISABLED, model)
+    if endpoint.held:
+        return Route(Reason.HELD, model)
+    return Route(Reason.HANDED_OFF, model)
+
+
+class DirectEndpoint(Protocol):
+    """The part of ModelEndpoint the front door uses."""
+
+    @property
+    def settings(self) -> ScaleSettings: ...
+
+    @property
+    def held(self) -> Sized: ...
+
+    def direct_link(self) -> HandoffLink | None: ...
+
+
+class FrontDoor:
+    """Accepts on `listener`; hands connections to replicas or to the activator's `server`."""
+
+    def __init__(
+        self,
+        listener: socket.socket,
+        server: web.Server,
+        endpoints: Mapping[str, DirectEndpoint],
+        metrics: Metrics,
+        *,
+        first_byte_timeout_s: float = 1.0,
+        line_wait_s: float = 0.05,
+    ) -> None:
+        self._listener = listener
+        self._server = server
+        self._endpoints = endpoints
+        self._metrics = metrics
+        self._first_byte_timeout_s = first_byte_timeout_s
+        self._line_wait_s = line_wait_s
+        self._accepting: asyncio.Task[None] | None = None
+        self._routing: set[asyncio.Task[None]] = set()
+
+    def start(self) -> None:
+        self._listener.setblocking(False)
+        self._accepting = asyncio.get_running_loop().create_task(self._accept_loop())
+
+    async def _accept_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                conn, _ = await loop.sock_accept(self._listener)
+            except OSError as exc:  # out of fds, aborted handshake: keep accepting
+                logger.warning("accept failed: %s", exc)
+                await asyncio.sleep(0.05)
+                continue
+            conn.setblocking(False)
+            task = loop.create_task(self._route(conn))
+            self._routing.add(task)
+            task.add_done_callback(self._routing.discard)
+
+    async def _route(self, conn: socket.socket) -> None:
+        try:
+            decision = await self._decide(conn)
+            if decision.reason is Reason.HANDED_OFF:
+                link = self._endpoints[decision.model].direct_link()
+                if link is None:
+                    decision = Route(Reason.NO_REPLICA, decision.model)
+                elif link.send(conn, self):
+                    self._count(decision)
+                    return  # the link owns it now
+                else:
+                    decision = Route(Reason.SEND_FAILED, decision.model)
+            self._count(decision)
+        except OSError as exc:  # reset while being peeked at
+            conn.close()
+            logger.debug("connection dropped before it was routed: %s", exc)
+            return
+        except BaseException:
+            conn.close()
+            raise
+        await self._serve_here(conn)
+
+    async def _serve_here(self, conn: socket.socket) -> None:
+        """The activator's own server takes the connection from its first byte."""
+        try:
+            await asyncio.get_running_loop().connect_accepted_socket(self._server, sock=conn)
+        except BaseException as exc:
+            conn.close()
+            if not isinstance(exc, OSError):
+                raise
+            logger.debug("connection dropped before it was served: %s", exc)
+
+    # ---- activator.handoff.Fallback: connections a replica did not end itself -------------
+
+    def take_back(self, conn: socket.socket) -> None:
+        """A handed-off connection the replica did not take, or left idle when it died: the
+        activator's own server serves it from its next request on."""
+        task = asyncio.get_running_loop().create_task(self._serve_here(conn))
+        self._routing.add(task)
+        task.add_done_callback(self._routing.discard)
+
+    def count(self, model: str, outcome: Outcome) -> None:
+        self._metrics.direct_fallbacks.labels(model, outcome.value).inc()
+
+    async def _decide(self, conn: socket.socket) -> Route:
+        if not await self._readable(conn):
+            return Route(Reason.TIMEOUT)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._line_wait_s
+        while True:
+            try:
+                data = conn.recv(PEEK_BYTES, socket.MSG_PEEK)
+            except (BlockingIOError, InterruptedError):
+                data = None
+            if data == b"":
+                return Route(Reason.EOF)
+            final = loop.time() >= deadline
+            decision = route(data or b"", view=self._view, final=final)
+            if decision.reason is not Reason.INCOMPLETE:
+                return decision
+            await asyncio.sleep(0.001)
+
+    def _view(self, model: str) -> DirectView | None:
+        endpoint = self._endpoints.get(model)
+        if endpoint is None:
+            return None
+        return DirectView(enabled=endpoint.settings.direct_connections, held=len(endpoint.held))
+
+    async def _readable(self, conn: socket.socket) -> bool:
+        """Wait up to first_byte_timeout_s for bytes (or EOF) without reading them."""
+        loop = asyncio.get_running_loop()
+        ready: asyncio.Future[None] = loop.create_future()
+
+        def wake() -> None:
+            if not ready.done():
+                ready.set_result(None)
+
+        loop.add_reader(conn.fileno(), wake)
+        try:
+            await asyncio.wait_for(ready, self._first_byte_timeout_s)
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            loop.remove_reader(conn.fileno())
+
+    def _count(self, decision: Route) -> None:
+        # Only repository models become label values: clients choose the other names.
+        model = decision.model if decision.model in self._endpoints else ""
+        self._metrics.handoffs.labels(model, decision.reason.value).inc()
+
+    async def close(self) -> None:
+        """Stop accepting; connections still being peeked at are closed."""
+        if self._accepting is not None:
+            self._accepting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._accepting
+        self._listener.close()
+        for task in list(self._routing):
+            task.cancel()
+        await asyncio.gather(*self._routing, return_exceptions=True)

@@ -1,0 +1,204 @@
+"""Statistics through the activator stay monotonic while replicas come and go.
+
+Every replica is its own in-test HTTP server that counts what it served (from zero, as a fresh
+`thaw serve` does) and answers `/v2/models/{m}/stats` in the runtime's shape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from activator.app import FLEET, build_app
+from activator.config import ActivatorConfig, ScaleSettings
+from activator.errors import ActivationFailed
+from activator.replica_stats import zero_stats
+from activator.scaler.backend import StartedReplica
+
+CONFIG = """
+name: "{name}"
+backend: "python"
+input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] }} ]
+output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] }} ]
+version_policy: {{ all {{ }} }}
+"""
+SERVED = web.AppKey("served", dict[str, int])
+
+
+async def _replica_infer(request: web.Request) -> web.Response:
+    version = request.match_info.get("version", "2")
+    request.app[SERVED][version] = request.app[SERVED].get(version, 0) + 1
+    return web.json_response({"outputs": []})
+
+
+async def _replica_stats(request: web.Request) -> web.Response:
+    name = request.match_info["model"]
+    rows = []
+    for version in ("1", "2"):
+        n = request.app[SERVED].get(version, 0)
+        row = zero_stats(name, version)
+        row.update(inference_count=n, execution_count=n, last_inference=1000 * n)
+        row["inference_stats"]["success"] = {"count": n, "ns": 7 * n}
+        row["batch_stats"] = [{"batch_size": 1, "compute_infer": {"count": n, "ns": 3 * n}}]
+        row["memory_usage"] = [{"type": "CPU", "id": 0, "byte_size": 64}]
+        rows.append(row)
+    return web.json_response({"model_stats": rows})
+
+
+class ReplicaServers:
+    """A scaler backend whose every replica is a fresh in-test server."""
+
+    def __init__(self) -> None:
+        self.servers: dict[str, TestServer] = {}
+        self.lost: dict[str, asyncio.Future[str]] = {}
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.starts = 0
+
+    async def start_replica(self, model: str, *, timeout_s: float) -> StartedReplica:
+        try:
+            await asyncio.wait_for(self.gate.wait(), timeout_s)
+        except TimeoutError:
+            raise ActivationFailed("replica did not start in time") from None
+        self.starts += 1
+        app = web.Application()
+        app[SERVED] = {}
+        app.router.add_post("/v2/models/{model}/infer", _replica_infer)
+        app.router.add_post("/v2/models/{model}/versions/{version}/infer", _replica_infer)
+        app.router.add_get("/v2/models/{model}/stats", _replica_stats)
+        server = TestServer(app, host="127.0.0.1")
+        await server.start_server()
+        rid = f"{model}-{self.starts}"
+        self.servers[rid] = server
+        self.lost[rid] = asyncio.get_running_loop().create_future()
+        return StartedReplica(rid, model, str(server.make_url("")).rstrip("/"), 0.0, 0.0)
+
+    async def wait_lost(self, replica_id: str) -> str:
+        return await self.lost[replica_id]
+
+    async def die(self, replica_id: str) -> None:
+        await self.servers[replica_id].close()
+        self.lost[replica_id].set_result("killed by the test")
+
+    async def stop_replica(self, replica_id: str, *, timeout_s: float) -> None:
+        await self.servers[replica_id].close()
+
+    async def close(self) -> None:
+        for server in self.servers.values():
+            await server.close()
+
+
+@pytest.fixture
+async def up(tmp_path: Path) -> AsyncIterator[tuple[str, ReplicaServers, web.Application]]:
+    (tmp_path / "m" / "1").mkdir(parents=True)
+    (tmp_path / "m" / "2").mkdir(parents=True)
+    (tmp_path / "m" / "config.pbtxt").write_text(CONFIG.format(name="m"))
+    config = ActivatorConfig(
+        repository=tmp_path,
+        warm_pool=0,
+        build_images=False,
+        defaults=ScaleSettings(activation_timeout_s=0.5, max_replicas=2),
+    )
+    backend = ReplicaServers()
+    app = build_app(config, backend=backend)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    yield str(server.make_url("")).rstrip("/"), backend, app
+    await server.close()
+
+
+async def _infer(s: aiohttp.ClientSession, url: str, n: int, path: str = "") -> None:
+    for _ in range(n):
+        async with s.post(f"{url}/v2/models/m{path}/infer", json={"inputs": []}) as r:
+            assert r.status == 200
+
+
+async def _stats(s: aiohttp.ClientSession, url: str, path: str = "") -> list[dict[str, Any]]:
+    async with s.get(f"{url}/v2/models/m{path}/stats") as r:
+        assert r.status == 200
+        rows: list[dict[str, Any]] = (await r.json())["model_stats"]
+        return rows
+
+
+def _count(rows: list[dict[str, Any]], version: str = "2") -> int:
+    (row,) = [r for r in rows if r["version"] == version]
+    assert row["inference_stats"]["success"]["count"] == row["inference_count"]
+    return int(row["inference_count"])
+
+
+async def test_counts_survive_scale_to_zero_and_add_up_across_replicas(
+    up: tuple[str, ReplicaServers, web.Application],
+) -> None:
+    url, backend, _ = up
+    async with aiohttp.ClientSession() as s:
+        assert _count(await _stats(s, url)) == 0  # never served: zeros, nothing woken
+        assert backend.starts == 0
+        await _infer(s, url, 3)
+        await _infer(s, url, 2, "/versions/1")
+        assert _count(await _stats(s, url)) == 3
+        await _infer(s, url, 1)  # unseen by any read: the final read on retire catches it
+        async with s.post(f"{url}/v2/repository/models/m/unload") as r:
+            assert r.status == 200  # scale to zero: the replica is drained and stopped
+        rows = await _stats(s, url)
+        assert (_count(rows), _count(rows, "1")) == (4, 2)
+        assert rows[1]["last_inference"] == 4000
+        assert rows[1]["batch_stats"] == [
+            {"batch_size": 1, "compute_infer": {"count": 4, "ns": 12}}
+        ]
+        assert rows[1]["memory_usage"] == []  # no replica holds memory now
+        await _infer(s, url, 4)  # wakes a fresh replica, counting from zero
+        assert backend.starts == 2
+        rows = await _stats(s, url)
+        assert (_count(rows), _count(rows, "1")) == (8, 2)
+        assert rows[1]["memory_usage"] == [{"type": "CPU", "id": 0, "byte_size": 64}]
+        (one,) = await _stats(s, url, "/versions/1")
+        assert one["version"] == "1" and one["inference_count"] == 2
+        async with s.get(f"{url}/v2/models/stats") as r:
+            every = (await r.json())["model_stats"]
+        assert [(x["name"], x["version"], x["inference_count"]) for x in every] == [
+            ("m", "1", 2),
+            ("m", "2", 8),
+        ]
+
+
+async def test_a_replica_that_dies_keeps_the_counts_last_seen(
+    up: tuple[str, ReplicaServers, web.Application],
+) -> None:
+    url, backend, app = up
+    async with aiohttp.ClientSession() as s:
+        await _infer(s, url, 5)
+        assert _count(await _stats(s, url)) == 5  # a dashboard saw 5
+        endpoint = app[FLEET].endpoint("m")
+        (replica,) = endpoint.replicas
+        await backend.die(replica.id)
+        for _ in range(100):
+            if replica not in endpoint.replicas:
+                break
+            await asyncio.sleep(0.01)
+        assert _count(await _stats(s, url)) == 5
+        await _infer(s, url, 1)
+        assert _count(await _stats(s, url)) == 6
+
+
+async def test_requests_the_activator_failed_are_not_inference_failures(
+    up: tuple[str, ReplicaServers, web.Application],
+) -> None:
+    url, backend, _ = up
+    async with aiohttp.ClientSession() as s:
+        await _infer(s, url, 2)
+        async with s.post(f"{url}/v2/repository/models/m/unload") as r:
+            assert r.status == 200
+        backend.gate.clear()  # the next wake-up never finishes: 504 at the activation timeout
+        async with s.post(f"{url}/v2/models/m/infer", json={"inputs": []}) as r:
+            assert r.status == 504
+        rows = await _stats(s, url)
+    (row,) = [r for r in rows if r["version"] == "2"]
+    assert row["inference_count"] == 2
+    assert row["inference_stats"]["fail"] == {"count": 0, "ns": 0}

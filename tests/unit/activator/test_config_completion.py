@@ -1,0 +1,111 @@
+"""The activator completes and checks configs as a replica does (answers at zero replicas).
+
+The integration test `test_config_parity.py` compares these answers with a real replica's;
+these are the fast checks of the same rules.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from tritonclient.grpc import model_config_pb2 as mc
+
+from activator.config import ScaleSettings
+from activator.repository import Repository
+from tests.fixtures.models import make_onnx_identity, make_python_identity
+
+IO = (
+    'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
+    'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
+)
+
+
+def _scan(root: Path) -> Repository:
+    return Repository.scan(root, ScaleSettings())
+
+
+def test_onnx_model_without_a_config_is_auto_completed_from_its_graph(tmp_path: Path) -> None:
+    make_onnx_identity(tmp_path, "auto", with_config=False)
+    entry = _scan(tmp_path).get("auto")
+    assert entry.metadata() == {
+        "name": "auto",
+        "versions": ["1"],
+        "platform": "onnxruntime_onnx",
+        "inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [-1, -1]}],
+        "outputs": [{"name": "OUTPUT0", "datatype": "FP32", "shape": [-1, -1]}],
+    }
+    config = entry.config_json()
+    assert config["max_batch_size"] == 4  # Triton's default-max-batch-size for a batchable graph
+    assert config["dynamic_batching"]["preferred_batch_size"] == [4]
+
+
+def test_onnx_tensors_are_filled_in_when_the_config_has_none(tmp_path: Path) -> None:
+    model = make_onnx_identity(tmp_path, "partial")
+    (model / "config.pbtxt").write_text('platform: "onnxruntime_onnx"\nmax_batch_size: 16\n')
+    config = _scan(tmp_path).get("partial").config_json()
+    assert config["max_batch_size"] == 16
+    assert [(t["name"], t["dims"]) for t in config["input"]] == [("INPUT0", [-1])]
+    assert "dynamic_batching" not in config  # only an auto-completed max_batch_size adds it
+
+
+def test_config_json_keys_are_in_the_proto_declaration_order(tmp_path: Path) -> None:
+    make_python_identity(tmp_path, "py", max_batch_size=2)
+    config = _scan(tmp_path).get("py").config_json()
+    declared = [f.name for f in mc.ModelConfig.DESCRIPTOR.fields]
+    assert list(config) == [name for name in declared if name in config]
+    group = config["instance_group"][0]
+    group_order = [f.name for f in mc.ModelInstanceGroup.DESCRIPTOR.fields]
+    assert list(group) == [name for name in group_order if name in group]
+
+
+def test_metadata_for_one_version_lists_only_that_version(tmp_path: Path) -> None:
+    model = make_python_identity(tmp_path, "py")
+    (model / "2").mkdir()
+    (model / "2" / "model.py").write_text((model / "1" / "model.py").read_text())
+    with (model / "config.pbtxt").open("a") as f:
+        f.write("version_policy: { all { } }\n")
+    entry = _scan(tmp_path).get("py")
+    assert entry.metadata()["versions"] == ["1", "2"]
+    assert entry.metadata("2")["versions"] == ["2"]
+
+
+PY = 'backend: "python"\n'
+DUPLICATE = IO.replace("OUTPUT0", "INPUT0").replace("output", "input")
+REFUSED = [
+    ('platform: "onnxruntime_onnx"\nbackend: "pytorch"\n' + IO, "does not match backend"),
+    ('backend: "tensorflow"\n' + IO, "unsupported backend 'tensorflow'"),
+    ('platform: "tensorflow_savedmodel"\n' + IO, "unknown platform"),
+    (PY + IO.replace("-1", "0", 1), r"dims = \[0\]"),
+    (PY + DUPLICATE, "duplicate input name 'INPUT0'"),
+    (PY + IO + "version_policy: { specific { versions: [ 7 ] } }\n", r"versions \[7\] that do"),
+    (PY + IO.replace("TYPE_FP32", "TYPE_INVALID", 1), "data_type must be set"),
+    (PY + "max_batch_size: -1\n" + IO, "max_batch_size = -1"),
+]
+
+
+@pytest.mark.parametrize(("config", "reason"), REFUSED)
+def test_a_config_a_replica_refuses_makes_the_model_unavailable(
+    tmp_path: Path, config: str, reason: str
+) -> None:
+    model = make_python_identity(tmp_path, "m")
+    (model / "config.pbtxt").write_text(config)
+    repo = _scan(tmp_path)
+    assert repo.names() == []
+    assert repo.unavailable["m"].startswith(str(model))  # names the model
+    assert re.search(reason, repo.unavailable["m"]), repo.unavailable["m"]
+
+
+def test_a_model_without_version_directories_is_unavailable(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "config.pbtxt").write_text('backend: "python"\n' + IO)
+    repo = _scan(tmp_path)
+    assert "no version directory to serve" in repo.unavailable["empty"]
+
+
+def test_a_missing_model_file_is_left_to_the_wake_up(tmp_path: Path) -> None:
+    """`thaw up` reads the repository once: a file copied in later must still be served."""
+    (tmp_path / "later" / "1").mkdir(parents=True)
+    (tmp_path / "later" / "config.pbtxt").write_text('backend: "python"\n' + IO)
+    assert _scan(tmp_path).names() == ["later"]

@@ -1,0 +1,163 @@
+"""Direct connections in the endpoint and settings: which replica gets a connection, and the
+autoscaler seeing load that never passes through the activator."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+from pathlib import Path
+
+import pytest
+
+from activator.config import ActivatorConfig, ScaleSettings, validated
+from activator.errors import ConfigError
+from activator.metrics import Metrics
+from activator.model_endpoint import ModelEndpoint
+from activator.scaler.backend import StartedReplica
+from activator.scaler.local_backend import replica_argv
+from tests.unit.activator.test_model_endpoint import FakeBackend, FakeClock
+
+
+class FakeLink:
+    """A replica's handoff socket as the endpoint sees it: reported load, a sampled mean."""
+
+    def __init__(self, replica_id: str) -> None:
+        self.replica_id = replica_id
+        self.connected = True
+        self.connections = 0
+        self.in_flight = 0
+        self.mean = 0.0  # what the next sample() returns
+
+    def sample(self, now: float) -> float:
+        return self.mean
+
+
+class LinkedBackend(FakeBackend):
+    """A fake backend whose replicas take handed-off connections."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: dict[str, FakeLink] = {}
+        self._ids = itertools.count(1)
+
+    async def start_replica(self, model: str, *, timeout_s: float) -> StartedReplica:
+        info = await super().start_replica(model, timeout_s=timeout_s)
+        replica_id = f"{model}-direct-{next(self._ids)}"  # unique even for concurrent starts
+        self.lost[replica_id] = asyncio.get_running_loop().create_future()
+        return dataclasses.replace(info, id=replica_id)
+
+    def handoff_link(self, replica_id: str) -> FakeLink:
+        return self.links.setdefault(replica_id, FakeLink(replica_id))
+
+
+def _endpoint(backend: FakeBackend, clock: FakeClock, **changes: object) -> ModelEndpoint:
+    settings = ScaleSettings(
+        max_replicas=3,
+        target_concurrency=1,
+        container_concurrency=0,
+        activation_timeout_s=5,
+        scale_to_zero_grace_s=10,
+    )
+    settings = dataclasses.replace(settings, **changes)  # type: ignore[arg-type]
+    return ModelEndpoint("m", settings, backend, Metrics(), drain_timeout_s=2.0, clock=clock)
+
+
+async def _two_replicas(backend: LinkedBackend, clock: FakeClock) -> ModelEndpoint:
+    endpoint = _endpoint(backend, clock, min_replicas=2)
+    backend.gate.set()
+    endpoint.tick()
+    for _ in range(50):
+        if endpoint.ready_count == 2:
+            break
+        await asyncio.sleep(0.01)
+    assert endpoint.ready_count == 2
+    return endpoint
+
+
+async def test_a_new_connection_goes_to_the_least_loaded_connected_replica() -> None:
+    backend, clock = LinkedBackend(), FakeClock()
+    endpoint = await _two_replicas(backend, clock)
+    first, second = (backend.handoff_link(r.id) for r in endpoint.replicas)
+    first.connections, second.connections, second.in_flight = 3, 1, 1
+    assert endpoint.direct_link() is second
+    second.in_flight = 5
+    assert endpoint.direct_link() is first
+    first.connected = False  # its socket went away: never chosen
+    assert endpoint.direct_link() is second
+    endpoint.replicas[1].draining = True
+    assert endpoint.direct_link() is None
+    await endpoint.close()
+
+
+async def test_no_direct_link_when_disabled_held_or_cold() -> None:
+    backend, clock = LinkedBackend(), FakeClock()
+    cold = _endpoint(backend, clock)
+    assert cold.direct_link() is None  # no replica at all
+    endpoint = await _two_replicas(backend, clock)
+    endpoint.settings = dataclasses.replace(endpoint.settings, direct_connections=False)
+    assert endpoint.direct_link() is None
+    await endpoint.close()
+    assert _endpoint(FakeBackend(), clock).direct_link() is None  # backend without handoff
+
+
+async def test_the_autoscaler_sees_direct_load_and_scales_up() -> None:
+    backend, clock = LinkedBackend(), FakeClock()
+    endpoint = await _two_replicas(backend, clock)
+    for replica in endpoint.replicas:
+        link = backend.handoff_link(replica.id)
+        link.mean, link.in_flight, link.connections = 2.5, 3, 4
+    clock.now += 0.5
+    decision = endpoint.tick()  # 5 in flight on direct connections, target 1: three replicas
+    assert decision.desired == 3
+    assert endpoint.status()["direct_connections"] == 8
+    assert {r["direct_in_flight"] for r in endpoint.status()["replicas"]} == {3}
+    await endpoint.close()
+
+
+async def test_idle_direct_connections_do_not_keep_a_replica() -> None:
+    backend, clock = LinkedBackend(), FakeClock()
+    endpoint = _endpoint(backend, clock, scale_to_zero_grace_s=1)
+    backend.gate.set()
+    await endpoint.warm()
+    link = backend.handoff_link(endpoint.replicas[0].id)
+    link.connections = 2  # open but idle: no requests in flight, no busy time
+    for _ in range(4):
+        clock.now += 0.5
+        decision = endpoint.tick()
+    assert decision.desired == 0
+    await endpoint.close()
+
+
+def test_direct_connections_is_a_true_false_setting() -> None:
+    base = ScaleSettings()
+    assert base.direct_connections is True
+    off = validated(base, {"thaw.direct_connections": "false"}, model="m")
+    assert off.direct_connections is False
+    assert validated(off, {"thaw.direct_connections": " TRUE "}, model="m").direct_connections
+    assert validated(base, {"direct_connections": "off"}).direct_connections is False
+    with pytest.raises(ConfigError) as err:
+        validated(base, {"thaw.direct_connections": "yes"}, model="m")
+    assert err.value.message == "`thaw.direct_connections` = 'yes' (model m), must be true or false"
+
+
+def test_replicas_take_connections_only_when_there_is_a_front_door(tmp_path: Path) -> None:
+    config = ActivatorConfig(
+        repository=tmp_path, front_door_url="http://127.0.0.1:8000", max_body_bytes=10
+    )
+    argv = replica_argv(
+        config,
+        pooled=True,
+        handoff_socket=tmp_path / "r.sock",
+        handoff_state=tmp_path / "r.state",
+    )
+    flags = dict(itertools.pairwise(argv))
+    assert flags["--handoff-socket"] == str(tmp_path / "r.sock")
+    assert flags["--handoff-state"] == str(tmp_path / "r.state")
+    assert flags["--front-door"] == "http://127.0.0.1:8000"
+    assert flags["--handoff-max-age-s"] == "10"
+    assert flags["--max-body-bytes"] == "1024"  # the activator's cap, within the runtime's range
+    without = dataclasses.replace(config, front_door_url=None)
+    assert "--handoff-socket" not in replica_argv(
+        without, pooled=True, handoff_socket=tmp_path / "r.sock"
+    )

@@ -1,0 +1,231 @@
+"""The front door's pure parts (request-line parser, routing decision, load reports) and
+the activator's end of a replica's handoff socket."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from activator.front_door import (
+    PEEK_BYTES,
+    DirectView,
+    Reason,
+    RequestLine,
+    model_of,
+    parse_request_line,
+    route,
+)
+from activator.handoff import HandoffLink, LoadReport, parse_report
+from activator.orphans import Outcome
+
+WARM = {"add_sub": DirectView(enabled=True, held=0)}
+_IDLE_REPORT = b'{"in_flight": 0, "busy_s": 0, "connections": 0, "received": 0, "t": 1, '
+
+
+def _route(data: bytes, views: dict[str, DirectView] | None = None, *, final: bool = False):
+    table = WARM if views is None else views
+    return route(data, view=table.get, final=final)
+
+
+def test_an_inference_request_for_a_warm_model_is_handed_off() -> None:
+    decision = _route(b"POST /v2/models/add_sub/infer HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert (decision.reason, decision.model) == (Reason.HANDED_OFF, "add_sub")
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "/v2/models/add_sub",
+        "/v2/models/add_sub/ready",
+        "/v2/models/add_sub/config",
+        "/v2/models/add_sub/infer?x=1",
+        "/v2/models/add_sub/versions/1/infer",
+        "/v2/models/add_sub/versions/1",
+    ],
+)
+def test_model_paths_are_handed_off(target: str) -> None:
+    data = f"GET {target} HTTP/1.1\r\n".encode()
+    assert _route(data).reason is Reason.HANDED_OFF
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "/v2",
+        "/v2/health/ready",
+        "/v2/models/stats",
+        "/v2/models/add_sub/stats",
+        "/v2/models/add_sub/versions/1/stats",
+        "/v2/models/add_sub/versions/x/infer",
+        "/v2/models/add_sub/versions/1/infer/more",
+        "/v2/models/add_sub/infer/more",
+        "/v2/models/add_sub/bogus",
+        "/v2/models/",
+        "/v2/models/../etc/infer",
+        "/v2/repository/index",
+        "/metrics",
+        "/thaw/status",
+    ],
+)
+def test_everything_that_is_not_one_models_path_is_served_here(target: str) -> None:
+    assert _route(f"GET {target} HTTP/1.1\r\n".encode()).reason is Reason.NOT_MODEL_PATH
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + b"\x00" * 40 + b"\r\n",  # TLS hello
+        b"GARBAGE\r\n\r\n",
+        b"GET /v2 HTTP/9.9\r\n",
+        b"GET /v2/models/a\x00b/ready HTTP/1.1\r\n",
+        b"GET  /v2/models/add_sub HTTP/1.1\r\n",
+        b"get /v2/models/add_sub HTTP/1.1\r\n",
+        b"GET http://x/v2/models/add_sub/infer HTTP/1.1\r\n",
+        b"GET /v2/models/add%5Fsub/infer HTTP/1.1\r\n",
+        b"GET //v2/models/add_sub/infer HTTP/1.1\r\n",
+        b"GET /v2/models/add_sub/infer#x HTTP/1.1\r\n",
+        b"GET /v2/models/\xc3\xa9/infer HTTP/1.1\r\n",
+        b"\r\nGET /v2/models/add_sub HTTP/1.1\r\n",
+        b"GET /v2/models/add_sub HTTP/1.1\n",
+        b"A" * PEEK_BYTES,  # a line that never ends within the peek window
+    ],
+)
+def test_hostile_first_bytes_are_served_here(data: bytes) -> None:
+    assert _route(data).reason is Reason.NOT_HTTP
+
+
+def test_an_incomplete_line_is_peeked_again_then_times_out() -> None:
+    data = b"POST /v2/models/add_sub/in"
+    assert _route(data).reason is Reason.INCOMPLETE
+    assert _route(data, final=True).reason is Reason.TIMEOUT
+    assert _route(b"", final=True).reason is Reason.TIMEOUT
+
+
+def test_unknown_disabled_and_held_models_stay_in_the_activator() -> None:
+    views = {
+        "off": DirectView(enabled=False, held=0),
+        "queued": DirectView(enabled=True, held=3),
+    }
+    assert _route(b"POST /v2/models/nope/infer HTTP/1.1\r\n", views).reason is (
+        Reason.UNKNOWN_MODEL
+    )
+    assert _route(b"POST /v2/models/off/infer HTTP/1.1\r\n", views).reason is Reason.DISABLED
+    assert _route(b"POST /v2/models/queued/infer HTTP/1.1\r\n", views).reason is Reason.HELD
+
+
+def test_only_get_head_and_post_are_handed_off() -> None:
+    for method in ("PUT", "DELETE", "OPTIONS", "CONNECT"):
+        line = f"{method} /v2/models/add_sub HTTP/1.1\r\n".encode()
+        assert _route(line).reason is Reason.NOT_MODEL_PATH
+
+
+def test_the_request_line_parser() -> None:
+    assert parse_request_line(b"HEAD /v2/models/m/ready?a=b HTTP/1.0\r\nrest") == RequestLine(
+        "HEAD", "/v2/models/m/ready"
+    )
+    assert model_of("/v2/models/m.v2-x_y/versions/12/config") == "m.v2-x_y"
+    assert model_of("/v2/models/" + "a" * 129) is None
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"",
+        b"not json",
+        b"[]",
+        b'{"in_flight": 1}',
+        b'{"in_flight": -1, "busy_s": 0, "connections": 0, "t": 1}',
+        b'{"in_flight": 1.5, "busy_s": 0, "connections": 0, "t": 1}',
+        b'{"in_flight": true, "busy_s": 0, "connections": 0, "t": 1}',
+        b'{"in_flight": 0, "busy_s": "NaN", "connections": 0, "t": 1}',
+        b'{"in_flight": 0, "busy_s": -1, "connections": 0, "t": 1}',
+        b'{"in_flight": 0, "busy_s": 1e400, "connections": 0, "t": 1}',
+        b'{"in_flight": 0, "busy_s": 0, "connections": 1e3, "received": 0, "t": 1}',
+        b'{"in_flight": 0, "busy_s": 0, "connections": 0, "t": 1}',  # no acknowledgement
+        _IDLE_REPORT + b'"closed": 1}',
+        _IDLE_REPORT + b'"returned": [-1]}',
+        _IDLE_REPORT + b'"closed": ["0"]}',
+    ],
+)
+def test_bad_load_reports_are_refused(line: bytes) -> None:
+    assert parse_report(line) is None
+
+
+def test_a_load_report_extrapolates_its_busy_time() -> None:
+    report = parse_report(
+        b'{"in_flight": 2, "busy_s": 10.0, "connections": 3, "received": 5, "t": 100.0}'
+    )
+    assert isinstance(report, LoadReport)
+    assert (report.connections, report.received) == (3, 5)
+    assert report.busy_at(100.5) == pytest.approx(11.0)
+    assert report.busy_at(99.0) == pytest.approx(10.0)  # never backwards
+
+
+class FakeDoor:
+    """The front door as a link's fallback: what it took back and counted."""
+
+    def __init__(self) -> None:
+        self.taken_back: list[socket.socket] = []
+        self.counts: list[tuple[str, Outcome]] = []
+
+    def take_back(self, conn: socket.socket) -> None:
+        self.taken_back.append(conn)
+
+    def count(self, model: str, outcome: Outcome) -> None:
+        self.counts.append((model, outcome))
+
+
+async def test_a_link_sends_sockets_and_reads_load_reports(tmp_path: Path) -> None:
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(tmp_path / "replica.sock"))
+    server.listen()
+    link = HandoffLink(tmp_path / "replica.sock", "m-1", model="m")
+    await link.connect(timeout_s=2)
+    replica_end, _ = server.accept()
+    door = FakeDoor()
+    ended, ended_peer = socket.socketpair()
+    returned, returned_peer = socket.socketpair()
+    assert link.send(ended, door)
+    assert link.send(returned, door)
+    slots = []
+    for _ in range(2):
+        data, fds, _, _ = socket.recv_fds(replica_end, 4, 4)
+        assert len(fds) == 1
+        slots.append(int.from_bytes(data, "big"))
+        os.close(fds[0])
+    assert slots == [0, 1]
+    assert (link.connections, link.in_flight) == (2, 0)  # open until reported ended
+    t0 = time.monotonic()
+    assert link.sample(t0) == 0.0  # the first sample only sets the baseline
+    report = {"in_flight": 2, "busy_s": 1.0, "connections": 1, "received": 2, "t": t0}
+    replica_end.sendall(json.dumps(report).encode() + b"\ngarbage\n")
+    await _until(lambda: link.in_flight == 2)
+    assert link.connections == 2 and ended.fileno() != -1  # acknowledged, still kept
+    # busy went 0 -> 1.0 at t0, then 2 in flight for 0.5 s: 2.0 in-flight-seconds over 0.5 s
+    assert link.sample(t0 + 0.5) == pytest.approx(4.0)
+    report.update(closed=[0], returned=[1])
+    replica_end.sendall(json.dumps(report).encode() + b"\n")
+    await _until(lambda: link.connections == 0)
+    assert ended.fileno() == -1  # the replica ended it: our copy is closed
+    assert door.taken_back == [returned] and returned.fileno() != -1  # ours to serve
+    assert door.counts == [("m", Outcome.RETURNED)]
+    replica_end.close()
+    await _until(lambda: not link.connected and link.lost.is_set())
+    assert not link.send(returned, door)
+    for sock in (server, returned, ended_peer, returned_peer):
+        sock.close()
+
+
+async def _until(predicate: Callable[[], bool]) -> None:
+    for _ in range(200):
+        if predicate():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("timed out")

@@ -1,0 +1,417 @@
+"""runtime.handoff: serving client connections handed over a Unix socket (SCM_RIGHTS).
+
+Real sockets throughout: a client TCP connection whose server end the test passes as the
+activator would, a real aiohttp server as the replica, and a real aiohttp app as the front
+door that answers what the replica does not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import stat
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from runtime.cli import build_config, register
+from runtime.config import ConfigError, ServeConfig
+from runtime.direct_state import ConnectionStates, SlotState
+from runtime.front_door_client import FrontDoorClient
+from runtime.handoff import DirectLoad, HandoffReceiver, local_model
+
+
+@pytest.mark.parametrize(
+    ("path", "model"),
+    [
+        ("/v2/models/m/infer", "m"),
+        ("/v2/models/m", "m"),
+        ("/v2/models/m/ready", "m"),
+        ("/v2/models/m/versions/2/config", "m"),
+        ("/v2/models/m/stats", None),
+        ("/v2/models/stats", None),
+        ("/v2/models/m/versions/2/stats", None),
+        ("/v2/models/m/infer/x", None),
+        ("/v2/health/ready", None),
+        ("/v2/models/", None),
+        ("/metrics", None),
+    ],
+)
+def test_which_paths_a_replica_answers_itself(path: str, model: str | None) -> None:
+    assert local_model(path) == model
+
+
+def test_busy_time_is_the_integral_of_in_flight_requests() -> None:
+    load = DirectLoad(now=0.0)
+    load.change(1.0, +1)
+    load.change(2.0, +1)
+    load.change(2.5, -1)
+    report = json.loads(load.report(4.0, received=7))
+    assert report["received"] == 7
+    # 1 request over [1, 2], 2 over [2, 2.5], 1 over [2.5, 4]: 1 + 1 + 1.5
+    assert report["busy_s"] == pytest.approx(3.5)
+    assert report["in_flight"] == 1
+    assert report["t"] == 4.0
+
+
+@dataclass
+class _Setup:
+    receiver: HandoffReceiver
+    accepting: list[bool]  # what the receiver's `accepting()` answers
+    link: socket.socket  # the activator's end of the handoff socket
+    listener: socket.socket  # where test clients connect (the "front door" accept)
+    replica: web.AppRunner
+    states: ConnectionStates  # the activator's view of the state file
+    copies: dict[int, socket.socket]  # the activator's copies, by slot, as it keeps them
+
+
+async def _replica_app() -> web.Application:
+    async def infer(request: web.Request) -> web.Response:
+        delay = float(request.query.get("sleep", "0"))
+        await asyncio.sleep(delay)
+        if "size" in request.query:
+            return web.Response(body=bytes(int(request.query["size"])))
+        return web.json_response(
+            {"model": request.match_info["model"], "body": await request.text()}
+        )
+
+    app = web.Application()
+    app.router.add_post("/v2/models/{model}/infer", infer)
+    return app
+
+
+async def _front_door_app() -> web.Application:
+    async def anything(request: web.Request) -> web.Response:
+        body = {"front_door": request.path, "method": request.method, "body": await request.text()}
+        return web.json_response(body, headers={"X-Front-Door": "1", "Keep-Alive": "timeout=5"})
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", anything)
+    return app
+
+
+@pytest.fixture
+async def setup(tmp_path: Path) -> AsyncIterator[_Setup]:
+    front = web.AppRunner(await _front_door_app())
+    await front.setup()
+    front_site = web.TCPSite(front, "127.0.0.1", 0)
+    await front_site.start()
+    front_url = f"http://127.0.0.1:{front.addresses[0][1]}"
+    replica = web.AppRunner(await _replica_app())
+    await replica.setup()
+    assert replica.server is not None
+    front_door = FrontDoorClient(front_url, timeout_s=10)
+    accepting = [True]
+    state_file = tmp_path / "replica.state"
+    state_file.write_bytes(bytes(64))
+    receiver = HandoffReceiver(
+        tmp_path / "replica.sock",
+        replica.server,
+        is_loaded=lambda model: model == "m",
+        front_door=front_door,
+        max_age_s=0.5,
+        states=ConnectionStates(state_file),
+        accepting=lambda: accepting[0],
+    )
+    receiver.start()
+    link = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    link.connect(str(tmp_path / "replica.sock"))
+    link.setblocking(False)
+    listener = socket.create_server(("127.0.0.1", 0))
+    copies: dict[int, socket.socket] = {}
+    try:
+        yield _Setup(
+            receiver, accepting, link, listener, replica, ConnectionStates(state_file), copies
+        )
+    finally:
+        link.close()
+        listener.close()
+        for copy in copies.values():
+            copy.close()
+        await replica.cleanup()
+        await receiver.close()
+        await front_door.close()
+        await front.cleanup()
+
+
+async def _hand_off(s: _Setup, slot: int = 0) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A client connection whose server end is handed to the replica like the activator
+    does: in `slot`, and the activator keeps its copy open."""
+    reader, writer = await asyncio.open_connection(*s.listener.getsockname())
+    conn, _ = await asyncio.get_running_loop().run_in_executor(None, s.listener.accept)
+    assert socket.send_fds(s.link, [slot.to_bytes(4, "big")], [conn.fileno()]) == 4
+    s.copies[slot] = conn
+    return reader, writer
+
+
+async def _request(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, method: str, path: str, body=b""
+) -> tuple[int, dict[str, str], bytes]:
+    writer.write(
+        f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+    status_line, *lines = head.decode().split("\r\n")
+    headers = {k.lower(): v.strip() for k, v in (x.split(":", 1) for x in lines if x)}
+    data = await reader.readexactly(int(headers.get("content-length", "0")))
+    return int(status_line.split()[1]), headers, data
+
+
+async def _reports(link: socket.socket, until: int) -> list[dict[str, Any]]:
+    """Load reports until one shows `until` connections and nothing in flight."""
+    return await _reports_until(link, lambda r: (r["connections"], r["in_flight"]) == (until, 0))
+
+
+async def _reports_until(
+    link: socket.socket, done: Callable[[dict[str, Any]], bool]
+) -> list[dict[str, Any]]:
+    loop = asyncio.get_running_loop()
+    buffer, reports = b"", []
+    while True:
+        buffer += await asyncio.wait_for(loop.sock_recv(link, 4096), 5)
+        *lines, buffer = buffer.split(b"\n")
+        reports += [json.loads(line) for line in lines]
+        if any(done(r) for r in reports):
+            return reports
+
+
+def _closed(reports: list[dict[str, Any]]) -> list[int]:
+    return [slot for r in reports for slot in r["closed"]]
+
+
+async def test_the_socket_file_is_private_and_removed_at_close(setup: _Setup) -> None:
+    assert stat.S_IMODE(os.stat(setup.receiver.path).st_mode) == 0o600
+    await setup.receiver.close()
+    assert not setup.receiver.path.exists()
+
+
+async def test_own_models_are_answered_here_and_the_rest_by_the_front_door(
+    setup: _Setup,
+) -> None:
+    reader, writer = await _hand_off(setup)
+    status, _, body = await _request(reader, writer, "POST", "/v2/models/m/infer", b"hello")
+    assert status == 200
+    assert json.loads(body) == {"model": "m", "body": "hello"}
+    for method, path in [
+        ("POST", "/v2/models/other/infer"),
+        ("GET", "/v2/models/m/stats"),
+        ("GET", "/v2/health/ready"),
+    ]:
+        status, headers, body = await _request(reader, writer, method, path, b"x")
+        assert status == 200
+        assert json.loads(body) == {"front_door": path, "method": method, "body": "x"}
+        assert headers["x-front-door"] == "1"
+        assert "keep-alive" not in headers  # hop-by-hop headers do not pass
+    writer.close()
+
+
+async def test_load_reports_count_connections_and_busy_time(setup: _Setup) -> None:
+    reader, writer = await _hand_off(setup)
+    await _request(reader, writer, "POST", "/v2/models/m/infer?sleep=0.3")
+    reports = await _reports(setup.link, until=1)
+    assert 0.3 <= reports[-1]["busy_s"] < 1.0
+    writer.close()
+    final = await _reports(setup.link, until=0)  # the last connection going is reported
+    assert final[-1]["busy_s"] >= reports[-1]["busy_s"]
+
+
+async def test_after_the_max_age_the_next_response_closes_the_connection(
+    setup: _Setup,
+) -> None:
+    reader, writer = await _hand_off(setup)
+    _, headers, _ = await _request(reader, writer, "POST", "/v2/models/m/infer")
+    assert headers.get("connection", "").lower() != "close"
+    await asyncio.sleep(0.6)
+    status, headers, _ = await _request(reader, writer, "POST", "/v2/models/m/infer")
+    assert status == 200
+    assert headers["connection"].lower() == "close"
+    # EOF although the activator's copy is still open: the replica shut the connection down
+    assert await asyncio.wait_for(reader.read(), 5) == b""
+    assert 0 in _closed(await _reports_until(setup.link, lambda r: r["closed"] == [0]))
+    writer.close()
+
+
+async def test_bad_messages_are_closed_returned_and_the_receiver_keeps_serving(
+    setup: _Setup,
+) -> None:
+    # Each peer end must see its other end closed by the receiver, never kept open.
+    a, a_peer = socket.socketpair()  # AF_UNIX: not a TCP connection
+    b, b_peer = socket.socketpair()
+    c, c_peer = socket.socketpair()
+    read_end, write_end = os.pipe()  # not a socket at all
+    for slot, fds in enumerate(([], [a.fileno()], [b.fileno(), c.fileno()], [read_end])):
+        assert socket.send_fds(setup.link, [slot.to_bytes(4, "big")], fds) == 4
+    for sock in (a, b, c):
+        sock.close()
+    os.close(read_end)
+    loop = asyncio.get_running_loop()
+    for peer in (a_peer, b_peer, c_peer):
+        peer.setblocking(False)
+        assert await asyncio.wait_for(loop.sock_recv(peer, 10), 5) == b""
+        peer.close()
+    with pytest.raises(BrokenPipeError):
+        for _ in range(100):
+            os.write(write_end, b"x")
+            await asyncio.sleep(0.01)
+    os.close(write_end)
+    # Every slot comes back to the activator, which serves its own copy of a bad one.
+    reports = await _reports_until(setup.link, lambda r: r["received"] == 4)
+    assert sorted(slot for r in reports for slot in r["returned"]) == [0, 1, 2, 3]
+    reader, writer = await _hand_off(setup, slot=5)
+    status, _, _ = await _request(reader, writer, "POST", "/v2/models/m/infer")
+    assert status == 200
+    writer.close()
+
+
+async def test_a_misframed_message_drops_the_link(setup: _Setup) -> None:
+    assert socket.send_fds(setup.link, [b"\0"], []) == 1  # 1 byte, not a 4-byte slot
+    loop = asyncio.get_running_loop()
+    assert await asyncio.wait_for(loop.sock_recv(setup.link, 4096), 5) == b""
+
+
+def test_the_internal_flags_reach_the_config(tmp_path: Path) -> None:
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    args = parser.parse_args(
+        ["serve", str(tmp_path), "--handoff-socket", str(tmp_path / "r.sock"),
+         "--front-door", "http://127.0.0.1:9", "--handoff-max-age-s", "2.5",
+         "--handoff-state", str(tmp_path / "r.state")]
+    )  # fmt: skip
+    config = build_config(args)
+    assert config.handoff_socket == tmp_path / "r.sock"
+    assert config.handoff_state == tmp_path / "r.state"
+    assert (config.front_door, config.handoff_max_age_s) == ("http://127.0.0.1:9", 2.5)
+    assert build_config(parser.parse_args(["serve", str(tmp_path)])).handoff_socket is None
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"handoff_socket": Path("/tmp/x.sock")}, "go together"),
+        ({"front_door": "http://127.0.0.1:1"}, "go together"),
+        ({"handoff_socket": Path("/tmp/x.sock"), "front_door": "unix:/x"}, "http:// URL"),
+        ({"handoff_max_age_s": -1.0}, "`handoff_max_age_s` = -1.0"),
+        ({"handoff_state": Path("/tmp/x.state")}, "needs `handoff_socket`"),
+    ],
+)
+def test_bad_handoff_settings_are_refused(changes: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        ServeConfig(repository=Path("/tmp"), **changes)  # type: ignore[arg-type]
+
+
+async def test_each_handoff_is_acknowledged_before_the_connection_is_read(setup: _Setup) -> None:
+    reader, writer = await _hand_off(setup)
+    loop = asyncio.get_running_loop()
+    ack = json.loads((await asyncio.wait_for(loop.sock_recv(setup.link, 4096), 5)).split(b"\n")[0])
+    assert ack["received"] == 1
+    status, _, _ = await _request(reader, writer, "POST", "/v2/models/m/infer")
+    assert status == 200
+    writer.close()
+
+
+async def test_a_stopping_replica_gives_connections_back_unread(setup: _Setup) -> None:
+    setup.accepting[0] = False  # shutting down: the connection is returned, not taken
+    client = socket.create_connection(setup.listener.getsockname())
+    conn, _ = setup.listener.accept()
+    client.sendall(b"POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert socket.send_fds(setup.link, [(7).to_bytes(4, "big")], [conn.fileno()]) == 4
+    reports = await _reports_until(setup.link, lambda r: r["received"] == 1)
+    assert [r["returned"] for r in reports] == [[7]]
+    # Our copy (the activator's) still has the whole request, unread by the replica.
+    assert conn.recv(4096, socket.MSG_PEEK).startswith(b"POST /v2/models/m/infer")
+    conn.close()
+    client.close()
+
+
+async def test_state_bytes_follow_each_request_and_response(setup: _Setup) -> None:
+    reader, writer = await _hand_off(setup, slot=3)
+    assert setup.states.get(3) is SlotState.IDLE
+    writer.write(b"POST /v2/models/m/infer?sleep=0.3 HTTP/1.1\r\nHost: x\r\n\r\n")
+    await _until(lambda: setup.states.get(3) is SlotState.STARTED)  # consumed, unanswered
+    await asyncio.sleep(0.1)
+    assert setup.states.get(3) is SlotState.STARTED
+    await asyncio.wait_for(reader.readuntil(b"}"), 5)
+    assert setup.states.get(3) is SlotState.IDLE  # answered whole: idle again
+    # A forwarded request's response is written by the front door client: the same states.
+    status, _, _ = await _request(reader, writer, "GET", "/v2/health/ready")
+    assert (status, setup.states.get(3)) == (200, SlotState.IDLE)
+    writer.close()
+    assert 3 in _closed(await _reports_until(setup.link, lambda r: 3 in r["closed"]))
+
+
+async def test_a_response_still_going_out_keeps_its_connection_responding(
+    setup: _Setup,
+) -> None:
+    reader, writer = await _hand_off(setup, slot=6)
+    size = 32 << 20  # more than the kernel's socket buffers hold while the client waits
+    writer.write(f"POST /v2/models/m/infer?size={size} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    await _until(lambda: setup.states.get(6) is SlotState.RESPONDING)
+    await asyncio.sleep(0.2)
+    assert setup.states.get(6) is SlotState.RESPONDING  # still in this process's buffers
+    await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+    await asyncio.wait_for(reader.readexactly(size), 10)
+    await _until(lambda: setup.states.get(6) is SlotState.IDLE)  # all with the kernel: idle
+    writer.close()
+
+
+async def test_a_client_closing_is_reported_before_the_next_periodic_report(
+    setup: _Setup,
+) -> None:
+    reader, writer = await _hand_off(setup, slot=1)
+    await _request(reader, writer, "POST", "/v2/models/m/infer")
+    await _reports(setup.link, until=1)
+    writer.close()
+    closed_at = time.monotonic()
+    reports = await _reports_until(setup.link, lambda r: r["closed"] == [1])
+    assert time.monotonic() - closed_at < 0.5
+    assert reports[-1]["connections"] == 0
+    # The client's FIN reached the replica; it shut its side down: the copy reads EOF.
+    copy = setup.copies[1]
+    copy.setblocking(False)
+    assert await asyncio.wait_for(asyncio.get_running_loop().sock_recv(copy, 10), 5) == b""
+
+
+async def test_a_drain_ends_idle_connections_and_reports_them(setup: _Setup) -> None:
+    reader, writer = await _hand_off(setup, slot=2)
+    await _request(reader, writer, "POST", "/v2/models/m/infer")
+    setup.accepting[0] = False
+    await setup.replica.cleanup()  # the server drains: the idle connection is closed
+    await setup.receiver.close()
+    assert await asyncio.wait_for(reader.read(), 5) == b""  # EOF, though our copy is open
+    reports = await _reports_until(setup.link, lambda r: 2 in r["closed"])
+    assert reports[-1]["connections"] == 0
+    writer.close()
+
+
+async def test_a_stopping_replica_leaves_an_unanswered_request_to_the_activator(
+    setup: _Setup,
+) -> None:
+    reader, writer = await _hand_off(setup, slot=4)
+    writer.write(b"POST /v2/models/m/infer?sleep=1 HTTP/1.1\r\nHost: x\r\n\r\n")
+    await _until(lambda: setup.states.get(4) is SlotState.STARTED)
+    setup.accepting[0] = False
+    [handler] = list(setup.receiver._direct)  # the drain gives up on it: its transport goes
+    assert handler.transport is not None
+    handler.transport.close()
+    reports = await _reports_until(setup.link, lambda r: r["connections"] == 0)
+    assert 4 not in _closed(reports)  # not ended here: the activator answers it (502)
+    with pytest.raises(TimeoutError):  # no FIN: the connection is still open for that
+        await asyncio.wait_for(reader.read(1), 0.3)
+    writer.close()
+
+
+async def _until(predicate: Callable[[], bool]) -> None:
+    for _ in range(500):
+        if predicate():
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError("timed out")
