@@ -350,7 +350,7 @@ class ModelEndpoint:
             cold.labels(self.name, "claim").observe(info.claim_s)
             cold.labels(self.name, "restore").observe(info.restore_s)
         if self.ready_count == 0:
-            self.meter.restart(now)
+            self.meter.restart(now, backlog_s=self.settings.panic_window_s)
         self.replicas.append(replica)
         self.last_error = None
         self._spawn(self._watch(replica), into=self._watchers)

@@ -16,27 +16,14 @@ import aiohttp
 from aiohttp import web
 
 from activator.errors import BodyTimeout, PayloadTooLarge, UpstreamFailed, UpstreamTimeout
+from activator.response_framing import HOP_BY_HOP as RESPONSE_HOP_BY_HOP
 from activator.upstream import UpstreamPool
 
 __all__ = ["HOP_BY_HOP", "SMALL_BODY", "forward", "new_pool", "new_session", "read_body"]
 
 logger = logging.getLogger(__name__)
 
-HOP_BY_HOP = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "trailers",
-        "transfer-encoding",
-        "upgrade",
-        "host",
-    }
-)
+HOP_BY_HOP = RESPONSE_HOP_BY_HOP | {"host"}  # a request's Host names the activator
 _CHUNK = 256 * 1024
 SMALL_BODY = _CHUNK  # declared bodies up to this are read whole before a slot is taken
 # Request headers never copied to the replica: hop-by-hop ones, the length (the proxy frames

@@ -1,8 +1,10 @@
 """The activator's read-only view of a Triton model repository: names, configs, metadata.
 
 It answers model metadata, config and readiness without waking a model, and supplies each
-model's `thaw.*` parameters. Parsing uses the protobuf schema tritonclient ships; configs are
-completed and checked as a replica would (`activator.model_config`).
+model's `thaw.*` parameters. Configs are parsed, completed and checked by `tritonconfig`, the
+code a replica runs too, so the answers at zero replicas are a replica's. Not done here: a
+python model's own `auto_complete_config` (it runs the model's code, which only a replica does);
+for such a model the answers at zero replicas are the config.pbtxt's.
 """
 
 from __future__ import annotations
@@ -13,12 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from google.protobuf import text_format
-from tritonclient.grpc import model_config_pb2
-
 from activator.config import ScaleSettings, validated
 from activator.errors import ConfigError, ModelUnavailable, UnknownModel
-from activator.model_config import complete_config, config_json
+from tritonconfig import ModelConfigError, complete_config, config_to_json, parse_config
+from tritonconfig.schema import mc
 
 __all__ = ["ModelEntry", "Repository", "is_model_name"]
 
@@ -38,7 +38,7 @@ class ModelEntry:
 
     name: str
     directory: Path
-    config: model_config_pb2.ModelConfig
+    config: mc.ModelConfig
     versions: tuple[str, ...]  # served versions, per the version policy, ascending
     settings: ScaleSettings
 
@@ -55,7 +55,7 @@ class ModelEntry:
 
     def config_json(self) -> dict[str, Any]:
         """The ModelConfig as Triton's JSON: proto field names, int64 fields as numbers."""
-        return config_json(self.config)
+        return config_to_json(self.config)
 
     def version_dir_bytes(self) -> int:
         """Size in bytes of the newest served version's files (sizes a restore arena)."""
@@ -65,12 +65,12 @@ class ModelEntry:
         return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
 
 
-def _platform(config: model_config_pb2.ModelConfig) -> str:
+def _platform(config: mc.ModelConfig) -> str:
     return config.platform or config.backend
 
 
 def _tensor_meta(tensor: Any, batch: bool) -> dict[str, Any]:
-    datatype = model_config_pb2.DataType.Name(tensor.data_type).removeprefix("TYPE_")
+    datatype = mc.DataType.Name(tensor.data_type).removeprefix("TYPE_")
     dims = [int(d) for d in tensor.dims]
     return {
         "name": tensor.name,
@@ -82,23 +82,34 @@ def _tensor_meta(tensor: Any, batch: bool) -> dict[str, Any]:
 def _load_entry(directory: Path, defaults: ScaleSettings) -> ModelEntry:
     """One model; ConfigError when its config is unreadable or a replica would refuse it."""
     name = directory.name
-    config = model_config_pb2.ModelConfig()
     path = directory / "config.pbtxt"
     try:
-        if path.is_file():  # without one, everything is auto-completed (as Triton does)
-            text_format.Parse(path.read_text(encoding="utf-8"), config)
-    except text_format.ParseError as exc:
-        where = f"{path}:{exc.GetLine()}" if exc.GetLine() else str(path)
-        raise ConfigError(f"{where}: {re.sub(r'^[0-9]+:[0-9]+ : ', '', str(exc))}") from exc
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise ConfigError(f"{path}: {exc}") from exc
-    if config.name and config.name != name:
-        raise ConfigError(f"{path}: name {config.name!r} does not match directory {name!r}")
-    config.name = name
-    versions = complete_config(config, directory, str(path))
+        config = _read_config(path)
+        if config.name and config.name != name:
+            raise ConfigError(f"{path}: name {config.name!r} does not match directory {name!r}")
+        config.name = name
+        # A missing model file is left to the wake-up (whose error names it), unlike a
+        # replica: `thaw up` reads its repository once, and a file copied in later must serve.
+        # As a replica on its default target (`thaw serve --target cpu`) completes it.
+        versions = complete_config(
+            config, directory, str(path), gpu_available=False, require_model_files=False
+        )
+    except ModelConfigError as exc:
+        raise ConfigError(exc.message) from exc
     params = {k: v.string_value for k, v in config.parameters.items()}
     settings = validated(defaults, params, model=name)
-    return ModelEntry(name, directory, config, versions, settings)
+    return ModelEntry(name, directory, config, tuple(str(v) for v in versions), settings)
+
+
+def _read_config(path: Path) -> mc.ModelConfig:
+    """The parsed config.pbtxt; without one, an empty config (auto-completed, as Triton does)."""
+    if not path.is_file():
+        return mc.ModelConfig()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+    return parse_config(text, str(path))
 
 
 class Repository:

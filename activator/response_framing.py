@@ -27,7 +27,8 @@ __all__ = [
 
 MAX_HEAD_BYTES = 64 * 1024  # status line + headers of one response; also one chunk line
 _NO_BODY_STATUS = frozenset({204, 304})
-_HOP_BY_HOP = frozenset(
+# RFC 9110 7.6.1 hop-by-hop headers (plus the legacy ones proxies still see): never forwarded.
+HOP_BY_HOP = frozenset(
     {
         "connection",
         "keep-alive",
@@ -117,7 +118,7 @@ def frame_response(
     connection: set[str] = set()
     for name, value in fields:
         lower = name.lower()
-        if lower not in _HOP_BY_HOP:
+        if lower not in HOP_BY_HOP:
             if lower == "content-length":
                 lengths.add(value)
             kept.append((name, value))

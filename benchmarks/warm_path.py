@@ -3,7 +3,8 @@
 One `thaw up` serves two copies of a tiny ONNX model: `tiny` with direct connections (the
 default: a warm model's new client connections are handed to a replica) and `tiny_inpath`
 with `thaw.direct_connections` "false" (every request proxied by the activator). Three sides
-are measured in interleaved rounds (so background load spreads evenly): straight to `tiny`'s
+are measured in interleaved rounds, each starting with the next side (so background load
+spreads evenly): straight to `tiny`'s
 replica, through the activator in-path, and through the activator's front door with direct
 connections. Each side: p50 of 500 sequential requests on one connection, then throughput of
 16 concurrent clients for --seconds. Medians over --rounds.
@@ -59,8 +60,9 @@ def measure(work: Path, rounds: int, seconds: float) -> dict[str, Any]:
             "in_path": (up.url, inpath),
             "direct": (up.url, tiny),
         }
-        for _ in range(rounds):
-            for side in SIDES:
+        for r in range(rounds):
+            # Each round starts with the next side, so no side always runs first or last.
+            for side in SIDES[r % len(SIDES) :] + SIDES[: r % len(SIDES)]:
                 url, model = targets[side]
                 runs[side].append(asyncio.run(_latency_and_throughput(url, model, seconds)))
         handed_off = _handoffs(up)

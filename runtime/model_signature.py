@@ -10,7 +10,7 @@ from typing import Any
 from runtime.datatypes import config_to_v2
 from runtime.errors import InvalidInput
 from runtime.inference import InferRequest, InferResponse, InferTensor
-from runtime.model_config_schema import mc
+from tritonconfig.schema import mc
 
 __all__ = ["IOSpec", "ModelSignature"]
 

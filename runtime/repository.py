@@ -1,4 +1,4 @@
-"""The model repository on disk: names, scanning, version policy, one `ModelSpec`."""
+"""The model repository on disk: model names, scanning, reading one model into a `ModelSpec`."""
 
 from __future__ import annotations
 
@@ -10,15 +10,13 @@ from pathlib import Path
 
 from runtime.errors import ModelNotFound, RepositoryError
 from runtime.model_config import (
-    autocomplete_from_onnx,
+    complete_config,
     config_from_json,
     default_model_filename,
-    fill_defaults,
-    normalize_platform,
     parse_config,
-    validate_config,
+    select_versions,
 )
-from runtime.model_config_schema import mc
+from tritonconfig.schema import mc
 
 __all__ = [
     "MAX_CONFIG_BYTES",
@@ -84,39 +82,6 @@ def list_models(repo: Path) -> list[str]:
     return names
 
 
-def available_versions(model_dir: Path) -> list[int]:
-    """Numeric version sub-directories of a model, ascending."""
-    versions = []
-    try:
-        for entry in os.scandir(model_dir):
-            if entry.is_dir() and entry.name.isdigit() and entry.name == str(int(entry.name)):
-                versions.append(int(entry.name))
-    except OSError as exc:
-        raise RepositoryError(f"cannot read model directory {model_dir}: {exc}") from exc
-    return sorted(versions)
-
-
-def select_versions(policy: mc.ModelVersionPolicy, available: list[int], source: str) -> list[int]:
-    """Apply a version policy: latest N (default 1), all, or specific versions."""
-    choice = policy.WhichOneof("policy_choice")
-    if choice == "all":
-        chosen = list(available)
-    elif choice == "specific":
-        wanted = sorted(set(policy.specific.versions))
-        missing = [v for v in wanted if v not in available]
-        if missing:
-            raise RepositoryError(
-                f"{source}: version_policy.specific names versions {missing} that do not exist"
-            )
-        chosen = wanted
-    else:
-        count = policy.latest.num_versions if choice == "latest" else 1
-        chosen = available[-count:] if count > 0 else []
-    if not chosen:
-        raise RepositoryError(f"{source}: no version directory to serve (e.g. {source}/../1/)")
-    return chosen
-
-
 def fingerprint(model_dir: Path) -> tuple[tuple[str, int, int], ...]:
     """(relative path, mtime_ns, size) of every file under a model, for change detection."""
     rows = []
@@ -164,20 +129,9 @@ def read_model(
     if config.name and config.name != name:
         raise RepositoryError(f"{source}: name '{config.name}' does not match directory '{name}'")
     config.name = name
-    available = available_versions(model_dir)
-    latest_dir = model_dir / str(available[-1]) if available else None
-    normalize_platform(config, latest_dir, source)
-    versions = select_versions(config.version_policy, available, str(model_dir))
-    for version in versions:
-        model_file = model_dir / str(version) / default_model_filename(config)
-        if not model_file.exists():
-            raise RepositoryError(f"{source}: model file {model_file} is missing")
-    if config.backend == "onnxruntime":
-        autocomplete_from_onnx(
-            config, model_dir / str(versions[-1]) / default_model_filename(config), source
-        )
-    fill_defaults(config, gpu_available=gpu_available)
-    validate_config(config, source)
+    versions = complete_config(
+        config, model_dir, source, gpu_available=gpu_available, require_model_files=True
+    )
     return ModelSpec(
         name=name,
         model_dir=model_dir,

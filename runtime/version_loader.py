@@ -13,11 +13,11 @@ from runtime.backends.registry import backend_class
 from runtime.errors import RepositoryError, ServingError
 from runtime.metrics import Metrics
 from runtime.model_config import config_to_json, fill_defaults, validate_config
-from runtime.model_config_schema import mc
 from runtime.model_signature import ModelSignature
 from runtime.repository import ModelSpec
 from runtime.scheduler import Scheduler
 from runtime.stats import ModelStats, StatsBook
+from tritonconfig.schema import mc
 
 __all__ = ["LoadedVersion", "VersionLoader"]
 

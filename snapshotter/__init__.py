@@ -8,6 +8,7 @@ from __future__ import annotations
 from snapshotter.arena import Arena
 from snapshotter.compile_cache import (
     CompileSettings,
+    arg_positions,
     compile_for_serving,
     compile_settings,
     warmup_inputs,
@@ -51,6 +52,7 @@ __all__ = [
     "SnapshotError",
     "SnapshotStoreError",
     "StoreTimeout",
+    "arg_positions",
     "build_image",
     "compile_for_serving",
     "compile_settings",

@@ -147,7 +147,7 @@ def warmup_inputs(config: Any) -> list[WarmupInput] | None:
     """One sample per config input (variable dims and the batch dim as 1), or None when an
     input has a type a sample cannot be made of (strings)."""
     # The enum through the message's own descriptor: importing `tritonclient.grpc` here would
-    # pull in grpc, which the runtime avoids (runtime/model_config_schema.py).
+    # pull in grpc, which the runtime avoids (tritonconfig/schema.py).
     names = config.DESCRIPTOR.file.enum_types_by_name["DataType"].values_by_number
     batch = (1,) if config.max_batch_size > 0 else ()
     out = []

@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 from runtime.errors import ServingError
 from runtime.inference import InferRequest, InferResponse
-from runtime.model_config_schema import mc
+from tritonconfig.schema import mc
 
 __all__ = ["Backend", "ExecTimings", "LoadContext"]
 

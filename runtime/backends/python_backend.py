@@ -28,7 +28,7 @@ from runtime.errors import (
 )
 from runtime.inference import InferRequest, InferResponse, InferTensor
 from runtime.model_config import config_to_json
-from runtime.model_config_schema import mc
+from tritonconfig.schema import mc
 
 __all__ = ["PythonBackend", "auto_complete_config", "install_pb_utils"]
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import logging
-import re
 import threading
 import time
 import warnings
@@ -16,12 +15,12 @@ from runtime.backends.base import ExecTimings, LoadContext
 from runtime.datatypes import numpy_to_v2
 from runtime.errors import RepositoryError, ServingError
 from runtime.inference import InferRequest, InferResponse, InferTensor
+from snapshotter import arg_positions
 
 __all__ = ["TorchBackend", "positions"]
 
 logger = logging.getLogger(__name__)
 
-_INDEXED = re.compile(r"^.+__(\d+)$")
 # Read-only request buffers are never written by inference; torch warns about them anyway.
 warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
 # torch.export.load keeps its deserializer in a module global ("_CURRENT_DESERIALIZER is already
@@ -34,16 +33,9 @@ def _export_load(torch: Any, source: Any) -> Any:
         return torch.export.load(source)
 
 
-def positions(names: list[str], forward_args: list[str]) -> dict[str, int]:
-    """Positional index of each tensor: `<prefix>__<i>`, else forward-arg name, else order."""
-    matches = [_INDEXED.match(n) for n in names]
-    if names and all(matches):
-        indexes = {n: int(m.group(1)) for n, m in zip(names, matches, strict=True) if m}
-        if sorted(indexes.values()) == list(range(len(names))):
-            return indexes
-    if names and all(n in forward_args for n in names):
-        return {n: forward_args.index(n) for n in names}
-    return {n: i for i, n in enumerate(names)}
+# Triton's PyTorch naming rule: `<prefix>__<i>`, else the forward arguments' names, else config
+# order (one implementation: image builds warm compiled models up with the same positions).
+positions = arg_positions
 
 
 class TorchBackend:

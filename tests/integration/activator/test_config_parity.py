@@ -1,8 +1,9 @@
-"""Drift detector: at zero replicas the activator answers model metadata and config from its
-own copy of the runtime's config completion (`activator/model_config.py`); for every model of
-the test fixture repositories, some configs that lean on completion, and the example
-repository, those answers must be a `thaw serve` replica's, byte for byte, and a model a
-replica refuses must be one the activator refuses too.
+"""Drift detector: at zero replicas the activator answers model metadata and config itself,
+completing configs with `tritonconfig` (the code a replica runs too) on its own path (its
+repository scan, error mapping, metadata rendering). For every model of the test fixture
+repositories, some configs that lean on completion, and the example repository, those answers
+must be a `thaw serve` replica's, byte for byte, and a model a replica refuses must be one the
+activator refuses too.
 """
 
 from __future__ import annotations

@@ -28,3 +28,28 @@ def test_never_negative() -> None:
     meter = ConcurrencyMeter(0.0)
     meter.change(1.0, -1)
     assert meter.current == 0
+
+
+def test_a_cold_start_backlog_is_not_load_while_it_drains() -> None:
+    meter = ConcurrencyMeter(0.0)
+    for _ in range(50):
+        meter.change(0.1, +1)  # held at zero
+    meter.restart(1.0, backlog_s=6.0)  # first replica ready
+    meter.change(1.05, +1)  # a new request after ready: counted
+    mean, peak = meter.sample(1.1)
+    assert abs(mean - 0.5) < 1e-9 and peak == 1
+    for _ in range(20):
+        meter.change(1.2, -1)  # the oldest leave first: all of them backlog
+    mean, peak = meter.sample(1.5)
+    assert abs(mean - 1.0) < 1e-9 and peak == 1
+    assert meter.current == 31
+
+
+def test_a_backlog_that_outlives_its_window_counts_again() -> None:
+    meter = ConcurrencyMeter(0.0)
+    for _ in range(40):
+        meter.change(0.0, +1)
+    meter.restart(1.0, backlog_s=2.0)
+    assert meter.sample(2.0) == (0.0, 0)
+    mean, peak = meter.sample(4.0)  # still queued after 2 s: real load from t = 3
+    assert abs(mean - 20.0) < 1e-9 and peak == 40

@@ -1,139 +1,59 @@
-"""config.pbtxt parsing, normalisation, validation, ONNX auto-complete and Triton's JSON form."""
+"""The runtime's config path: `read_model` completes configs with `tritonconfig` (the rules are
+tested in tests/unit/tritonconfig) and every config error is a `RepositoryError` (400) that
+keeps tritonconfig's message."""
 
 from __future__ import annotations
 
-import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+import tritonconfig
 from runtime.errors import RepositoryError
-from runtime.model_config import (
-    config_to_json,
-    default_model_filename,
-    fill_defaults,
-    normalize_platform,
-    parse_config,
-    validate_config,
-)
+from runtime.model_config import config_from_json, parse_config, select_versions, validate_config
 from runtime.repository import read_model
 from tests.fixtures.models import make_onnx_add, make_onnx_identity, write_config
-
-GOOD = """
-name: "m"
-platform: "onnxruntime_onnx"
-max_batch_size: 8
-input [ { name: "IN" data_type: TYPE_FP32 dims: [ 3, -1 ] } ]
-output [ { name: "OUT" data_type: TYPE_INT64 dims: [ 3 ] } ]
-instance_group [ { count: 2 kind: KIND_CPU } ]
-"""
+from tritonconfig.schema import mc
 
 
-def _checked(text: str, source: str = "repo/m/config.pbtxt"):
-    config = parse_config(text, source)
-    normalize_platform(config, None, source)
-    fill_defaults(config, gpu_available=False)
-    validate_config(config, source)
-    return config
-
-
-def test_good_config_parses_into_tritonclient_message() -> None:
-    config = _checked(GOOD)
-    assert config.max_batch_size == 8
-    assert config.backend == "onnxruntime"
-    assert [i.name for i in config.input] == ["IN"]
-    assert config.instance_group[0].count == 2
-    assert config.instance_group[0].name == "m_0"
-
-
-def test_json_matches_triton_form_with_int64_as_numbers() -> None:
-    data = config_to_json(_checked(GOOD))
-    text = json.dumps(data)
-    assert data["input"][0]["dims"] == [3, -1]
-    assert data["output"][0]["dims"] == [3]
-    assert '"dims": ["' not in text
-    assert data["max_batch_size"] == 8
-    assert data["input"][0]["data_type"] == "TYPE_FP32"
-    assert data["version_policy"] == {"latest": {"num_versions": 1}}
-    assert data["instance_group"][0]["kind"] == "KIND_CPU"
-    # Triton prints defaults too.
-    assert data["input"][0]["optional"] is False
+def _message(call: Callable[..., object], *args: object) -> str:
+    with pytest.raises(tritonconfig.ModelConfigError) as info:
+        call(*args)
+    return info.value.message
 
 
 @pytest.mark.parametrize(
-    ("text", "fragment"),
+    ("runtime_call", "shared_call", "args"),
     [
-        ('name: "m"\nmax_batch_size: "eight"\n', ":2: "),
-        ('name: "m"\nbogus_field: 3\n', 'no field named "bogus_field"'),
-        ('name: "m"\ninput [ { name: "IN" data_type: TYPE_NOPE } ]', "TYPE_NOPE"),
-        ('name: "m"\ninput [ { name: "IN" ', ":2"),
-        ("\x00\x01\x02garbage", "config.pbtxt"),
-        ('name: "m"\nmax_batch_size: 99999999999999999999\n', "config.pbtxt:2"),
+        (parse_config, tritonconfig.parse_config, ('name: "m"\nbogus: 1\n', "r/m/config.pbtxt")),
+        (config_from_json, tritonconfig.config_from_json, ("{not json", "config override")),
+        (select_versions, tritonconfig.select_versions, (mc.ModelVersionPolicy(), [], "r/m")),
+        (
+            validate_config,
+            tritonconfig.validate_config,
+            (mc.ModelConfig(max_batch_size=-1), "r/m/config.pbtxt"),
+        ),
     ],
 )
-def test_hostile_config_errors_name_file_and_line(text: str, fragment: str) -> None:
-    with pytest.raises(RepositoryError) as info:
-        parse_config(text, "repo/m/config.pbtxt")
-    assert "repo/m/config.pbtxt" in info.value.message
-    assert fragment in info.value.message
-
-
-@pytest.mark.parametrize(
-    ("text", "fragment"),
-    [
-        (GOOD.replace("max_batch_size: 8", "max_batch_size: -1"), "max_batch_size = -1"),
-        (GOOD.replace("dims: [ 3 ]", "dims: [ 0 ]"), "output 'OUT' dims"),
-        (GOOD.replace("dims: [ 3, -1 ]", "dims: [ -7 ]"), "input 'IN' dims"),
-        (GOOD.replace("TYPE_INT64", "TYPE_INVALID"), "data_type"),
-        (GOOD.replace('input [ { name: "IN"', 'input [ { name: ""'), "without a name"),
-        (GOOD.replace("onnxruntime_onnx", "caffe2_netdef"), "unknown platform"),
-    ],
-)
-def test_invalid_configs_are_refused_with_the_field(text: str, fragment: str) -> None:
-    with pytest.raises(RepositoryError) as info:
-        _checked(text)
-    assert fragment in info.value.message
-
-
-def test_duplicate_input_names_are_refused() -> None:
-    text = GOOD.replace(
-        'input [ { name: "IN"',
-        'input [ { name: "IN" data_type: TYPE_FP32 dims: [ 1 ] }, { name: "IN"',
-    )
-    with pytest.raises(RepositoryError, match="duplicate input name 'IN'"):
-        _checked(text)
-
-
-def test_wrong_type_for_field_is_refused() -> None:
-    with pytest.raises(RepositoryError, match=r"config\.pbtxt:1"):
-        parse_config("name: 42 max_batch_size: 1", "x/config.pbtxt")
-
-
-@pytest.mark.parametrize(
-    ("text", "platform", "backend", "filename"),
-    [
-        ('platform: "onnxruntime_onnx"', "onnxruntime_onnx", "onnxruntime", "model.onnx"),
-        ('backend: "onnxruntime"', "onnxruntime_onnx", "onnxruntime", "model.onnx"),
-        ('platform: "pytorch_libtorch"', "pytorch_libtorch", "pytorch", "model.pt"),
-        ('backend: "pytorch"', "pytorch_libtorch", "pytorch", "model.pt"),
-        ('platform: "tensorrt_plan"', "tensorrt_plan", "tensorrt", "model.plan"),
-        ('backend: "python"', "", "python", "model.py"),
-        ('backend: "python" default_model_filename: "m2.py"', "", "python", "m2.py"),
-    ],
-)
-def test_platform_backend_normalisation_and_file_names(
-    text: str, platform: str, backend: str, filename: str
+def test_config_errors_are_repository_errors_with_the_same_message(
+    runtime_call: Callable[..., object],
+    shared_call: Callable[..., object],
+    args: tuple[object, ...],
 ) -> None:
-    config = parse_config(text, "c")
-    normalize_platform(config, None, "c")
-    assert (config.platform, config.backend) == (platform, backend)
-    assert default_model_filename(config) == filename
+    expected = _message(shared_call, *args)
+    with pytest.raises(RepositoryError) as info:
+        runtime_call(*args)
+    assert info.value.message == expected
+    assert info.value.status == 400
+    assert isinstance(info.value.__cause__, tritonconfig.ModelConfigError)
 
 
-def test_platform_and_backend_that_disagree_are_refused() -> None:
-    config = parse_config('platform: "onnxruntime_onnx" backend: "pytorch"', "c")
-    with pytest.raises(RepositoryError, match="does not match"):
-        normalize_platform(config, None, "c")
+def test_a_missing_model_file_is_refused_by_the_runtime(tmp_path: Path) -> None:
+    model_dir = make_onnx_identity(tmp_path, "gone")
+    (model_dir / "1" / "model.onnx").unlink()
+    with pytest.raises(RepositoryError, match=r"model file .*model\.onnx is missing"):
+        read_model(tmp_path, "gone")
 
 
 def test_onnx_without_config_is_autocompleted_like_triton(tmp_path: Path) -> None:

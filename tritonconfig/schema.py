@@ -2,11 +2,11 @@
 
 `tritonclient` ships the generated `tritonclient/grpc/model_config_pb2.py`, but importing it the
 usual way runs `tritonclient/grpc/__init__.py`, which imports grpc and the gRPC client: ~0.2 s
-of every `thaw serve` start spent on code the server never calls. The generated file itself
-needs only `google.protobuf`, so it is loaded straight from its file, under its real dotted name
-(`tritonclient.grpc.model_config_pb2`) and registered in `sys.modules`: a later
-`from tritonclient.grpc import model_config_pb2` (tests, the activator) gets this same module,
-so the protobuf descriptor pool holds `model_config.proto` once and messages are one type.
+of every `thaw serve` and `thaw up` start spent on code neither calls. The generated file
+itself needs only `google.protobuf`, so it is loaded straight from its file, under its real
+dotted name (`tritonclient.grpc.model_config_pb2`) and registered in `sys.modules`: a later
+`from tritonclient.grpc import model_config_pb2` (tests, examples) gets this same module, so
+the protobuf descriptor pool holds `model_config.proto` once and messages are one type.
 Anything unexpected falls back to the normal import.
 """
 

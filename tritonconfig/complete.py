@@ -1,0 +1,47 @@
+"""Complete a parsed config the way Triton does before it serves a model, in Triton's order."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tritonconfig.defaults import fill_defaults
+from tritonconfig.errors import ModelConfigError
+from tritonconfig.onnx_autocomplete import autocomplete_from_onnx
+from tritonconfig.platform import default_model_filename, normalize_platform
+from tritonconfig.schema import mc
+from tritonconfig.validate import validate_config
+from tritonconfig.versions import available_versions, select_versions
+
+__all__ = ["complete_config"]
+
+
+def complete_config(
+    config: mc.ModelConfig,
+    model_dir: Path,
+    source: str,
+    *,
+    gpu_available: bool,
+    require_model_files: bool,
+) -> list[int]:
+    """Complete `config` (of the model in `model_dir`) in place and check it; return the
+    versions its policy serves, ascending. ModelConfigError where Triton would refuse it.
+
+    Order: platform/backend (inferred from the newest version's file) → version policy →
+    model files (when `require_model_files`) → ONNX auto-complete → defaults → validation.
+    A python model's own `auto_complete_config` is not run here: it runs the model's code.
+    """
+    available = available_versions(model_dir)
+    newest = model_dir / str(available[-1]) if available else None
+    normalize_platform(config, newest, source)
+    versions = select_versions(config.version_policy, available, str(model_dir))
+    if require_model_files:
+        for version in versions:
+            model_file = model_dir / str(version) / default_model_filename(config)
+            if not model_file.exists():
+                raise ModelConfigError(f"{source}: model file {model_file} is missing")
+    if config.backend == "onnxruntime":
+        onnx_file = model_dir / str(versions[-1]) / default_model_filename(config)
+        autocomplete_from_onnx(config, onnx_file, source)
+    fill_defaults(config, gpu_available=gpu_available)
+    validate_config(config, source)
+    return versions

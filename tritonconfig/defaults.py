@@ -1,0 +1,36 @@
+"""The fields Triton fills in a config before it reports or serves it (observed on 2.51)."""
+
+from __future__ import annotations
+
+from tritonconfig.schema import mc
+
+__all__ = ["fill_defaults"]
+
+
+def fill_defaults(config: mc.ModelConfig, *, gpu_available: bool) -> None:
+    """Version policy, instance groups (named, counted, placed), default python file name,
+    pinned memory and the preferred batch size, where the config leaves them unset."""
+    if not config.HasField("version_policy"):
+        config.version_policy.latest.num_versions = 1
+    if len(config.instance_group) == 0:
+        config.instance_group.add(name=config.name)  # Triton names it after the model
+    if config.backend == "python" and not config.default_model_filename:
+        config.default_model_filename = "model.py"
+    optimization = config.optimization
+    if not optimization.HasField("input_pinned_memory"):
+        optimization.input_pinned_memory.enable = True
+    if not optimization.HasField("output_pinned_memory"):
+        optimization.output_pinned_memory.enable = True
+    if config.HasField("dynamic_batching") and config.max_batch_size > 0:
+        preferred = config.dynamic_batching.preferred_batch_size
+        if len(preferred) == 0:
+            preferred.append(config.max_batch_size)
+    for index, group in enumerate(config.instance_group):
+        group.name = group.name or f"{config.name}_{index}"
+        group.count = max(group.count, 1)
+        if group.kind == mc.ModelInstanceGroup.KIND_AUTO:
+            use_gpu = gpu_available and config.backend != "python"
+            kind = mc.ModelInstanceGroup.KIND_GPU if use_gpu else mc.ModelInstanceGroup.KIND_CPU
+            group.kind = kind
+        if group.kind == mc.ModelInstanceGroup.KIND_GPU and len(group.gpus) == 0:
+            group.gpus.append(0)

@@ -1,0 +1,82 @@
+"""Triton's ONNX auto-complete: a config's missing inputs, outputs and batching from the graph."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tritonconfig.errors import ModelConfigError
+from tritonconfig.schema import mc
+
+__all__ = ["DEFAULT_MAX_BATCH_SIZE", "autocomplete_from_onnx"]
+
+# Triton's `--backend-config=default-max-batch-size` default for auto-completed models.
+DEFAULT_MAX_BATCH_SIZE = 4
+
+# ONNX TensorProto.DataType -> config DataType.
+_ONNX_TO_CONFIG: dict[int, int] = {
+    1: mc.TYPE_FP32,
+    2: mc.TYPE_UINT8,
+    3: mc.TYPE_INT8,
+    4: mc.TYPE_UINT16,
+    5: mc.TYPE_INT16,
+    6: mc.TYPE_INT32,
+    7: mc.TYPE_INT64,
+    8: mc.TYPE_STRING,
+    9: mc.TYPE_BOOL,
+    10: mc.TYPE_FP16,
+    11: mc.TYPE_FP64,
+    12: mc.TYPE_UINT32,
+    13: mc.TYPE_UINT64,
+    16: mc.TYPE_BF16,
+}
+
+_Io = tuple[str, int, list[int]]  # name, config DataType, dims (-1 where variable)
+
+
+def autocomplete_from_onnx(config: mc.ModelConfig, model_path: Path, source: str) -> None:
+    """Fill what the config leaves out from the graph: inputs/outputs, and for a batchable
+    graph in a config without `max_batch_size`, Triton's default one and the dynamic batcher."""
+    if len(config.input) > 0 and len(config.output) > 0:
+        return
+    inputs, outputs = _onnx_ios(model_path, source)
+    everything = inputs + outputs
+    batchable = bool(everything) and all(dims and dims[0] == -1 for _, _, dims in everything)
+    strip = False
+    if config.max_batch_size == 0 and batchable:
+        config.max_batch_size = DEFAULT_MAX_BATCH_SIZE
+        strip = True
+        if not config.HasField("sequence_batching"):
+            config.dynamic_batching.SetInParent()
+    elif config.max_batch_size > 0:
+        strip = batchable
+    if len(config.input) == 0:
+        for name, dtype, dims in inputs:
+            config.input.add(name=name, data_type=dtype, dims=dims[1:] if strip else dims)
+    if len(config.output) == 0:
+        for name, dtype, dims in outputs:
+            config.output.add(name=name, data_type=dtype, dims=dims[1:] if strip else dims)
+
+
+def _onnx_ios(path: Path, source: str) -> tuple[list[_Io], list[_Io]]:
+    import onnx  # lazily: only configs that need auto-completion pay for it
+
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as exc:  # onnx raises DecodeError, OSError, ValueError...
+        raise ModelConfigError(f"{source}: cannot read ONNX model {path.name}: {exc}") from exc
+    graph = model.graph
+    initializers = {init.name for init in graph.initializer}
+    found: list[list[_Io]] = []
+    for values in ([v for v in graph.input if v.name not in initializers], list(graph.output)):
+        ios = []
+        for value in values:
+            tensor = value.type.tensor_type
+            if tensor.elem_type not in _ONNX_TO_CONFIG:
+                raise ModelConfigError(
+                    f"{source}: ONNX tensor '{value.name}' has unsupported element type "
+                    f"{tensor.elem_type}"
+                )
+            dims = [d.dim_value if d.HasField("dim_value") else -1 for d in tensor.shape.dim]
+            ios.append((value.name, _ONNX_TO_CONFIG[tensor.elem_type], dims))
+        found.append(ios)
+    return found[0], found[1]

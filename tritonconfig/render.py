@@ -1,0 +1,81 @@
+"""A ModelConfig as Triton's `/config` JSON: proto field names, every field, int64 as numbers,
+keys in the .proto's declaration order."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from google.protobuf import descriptor, json_format
+
+from tritonconfig.schema import mc
+
+__all__ = ["config_to_json"]
+
+_INT64_TYPES = frozenset(
+    {
+        descriptor.FieldDescriptor.TYPE_INT64,
+        descriptor.FieldDescriptor.TYPE_UINT64,
+        descriptor.FieldDescriptor.TYPE_SINT64,
+        descriptor.FieldDescriptor.TYPE_FIXED64,
+        descriptor.FieldDescriptor.TYPE_SFIXED64,
+    }
+)
+
+
+def config_to_json(config: mc.ModelConfig) -> dict[str, Any]:
+    """The config as Triton's `/config` returns it: proto names, defaults, int64 as numbers."""
+    data = json_format.MessageToDict(
+        config, always_print_fields_with_no_presence=True, preserving_proto_field_name=True
+    )
+    _int64_to_numbers(config.DESCRIPTOR, data)
+    return _in_field_order(config.DESCRIPTOR, data)
+
+
+def _in_field_order(desc: descriptor.Descriptor, data: dict[str, Any]) -> dict[str, Any]:
+    """`data` with its keys in the .proto's declaration order, as Triton writes them."""
+    ordered: dict[str, Any] = {}
+    for field in desc.fields:
+        if field.name not in data:
+            continue
+        value = data[field.name]
+        sub = field.message_type
+        if sub is not None and not sub.GetOptions().map_entry:
+            if isinstance(value, list):
+                value = [_in_field_order(sub, v) if isinstance(v, dict) else v for v in value]
+            elif isinstance(value, dict):
+                value = _in_field_order(sub, value)
+        ordered[field.name] = value
+    for key, value in data.items():  # nothing should be left, but never drop a field
+        ordered.setdefault(key, value)
+    return ordered
+
+
+def _int64_to_numbers(desc: descriptor.Descriptor, data: dict[str, Any]) -> None:
+    """MessageToDict writes int64 as strings (proto3 JSON); Triton writes numbers."""
+    for field in desc.fields:
+        if field.name not in data:
+            continue
+        value = data[field.name]
+        if field.type in _INT64_TYPES:
+            data[field.name] = [int(v) for v in value] if isinstance(value, list) else int(value)
+        elif field.type == descriptor.FieldDescriptor.TYPE_MESSAGE:
+            sub = field.message_type
+            if sub is None:
+                continue
+            if sub.GetOptions().map_entry:
+                _map_int64_to_numbers(sub, value)
+            elif isinstance(value, list):
+                for item in value:
+                    _int64_to_numbers(sub, item)
+            elif isinstance(value, dict):
+                _int64_to_numbers(sub, value)
+
+
+def _map_int64_to_numbers(entry: descriptor.Descriptor, value: dict[str, Any]) -> None:
+    value_field = entry.fields_by_name["value"]
+    if value_field.message_type is not None:
+        for item in value.values():
+            _int64_to_numbers(value_field.message_type, item)
+    elif value_field.type in _INT64_TYPES:
+        for key in list(value):
+            value[key] = int(value[key])

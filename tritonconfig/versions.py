@@ -1,0 +1,44 @@
+"""A model's version directories and the ones its version policy serves."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tritonconfig.errors import ModelConfigError
+from tritonconfig.schema import mc
+
+__all__ = ["available_versions", "select_versions"]
+
+
+def available_versions(model_dir: Path) -> list[int]:
+    """Numeric version sub-directories of a model (`1`, `2`, not `01`), ascending."""
+    versions = []
+    try:
+        for entry in os.scandir(model_dir):
+            if entry.is_dir() and entry.name.isdigit() and entry.name == str(int(entry.name)):
+                versions.append(int(entry.name))
+    except OSError as exc:
+        raise ModelConfigError(f"cannot read model directory {model_dir}: {exc}") from exc
+    return sorted(versions)
+
+
+def select_versions(policy: mc.ModelVersionPolicy, available: list[int], source: str) -> list[int]:
+    """Apply a version policy: latest N (default 1), all, or specific versions; ascending."""
+    choice = policy.WhichOneof("policy_choice")
+    if choice == "all":
+        chosen = list(available)
+    elif choice == "specific":
+        wanted = sorted(set(policy.specific.versions))
+        missing = [v for v in wanted if v not in available]
+        if missing:
+            raise ModelConfigError(
+                f"{source}: version_policy.specific names versions {missing} that do not exist"
+            )
+        chosen = wanted
+    else:
+        count = policy.latest.num_versions if choice == "latest" else 1
+        chosen = available[-count:] if count > 0 else []
+    if not chosen:
+        raise ModelConfigError(f"{source}: no version directory to serve (e.g. {source}/../1/)")
+    return chosen
