@@ -35,11 +35,16 @@ class DirStore:
     a truncated, rewritten or replaced file is never served as verified.
     """
 
-    def __init__(self, root: Path, *, read_threads: int = 4, fsync: bool = True) -> None:
+    def __init__(
+        self, root: Path, *, read_threads: int = 4, fsync: bool = True, direct_reads: bool = False
+    ) -> None:
         self.root = Path(root)
         self.uri = str(self.root)
         self.read_threads = read_threads
         self.fsync = fsync
+        # O_DIRECT for cold chunks only on request: ordinary reads leave them in the page cache
+        # for the next restore (see `ImageLoader`).
+        self.direct_reads = direct_reads
 
     # -- manifests -------------------------------------------------------------------------
     def read_manifest(self, ref: ImageRef) -> bytes:
@@ -84,7 +89,7 @@ class DirStore:
             raise IntegrityError(msg, digest=digest)
         job = ReadJob(self.chunk_file(digest), 0, dest, digest)
         callback = None if on_bytes is None else (lambda _j, off, n: on_bytes(off, n))
-        read_into([job], threads=self.read_threads, on_piece=callback, direct=True)
+        read_into([job], threads=self.read_threads, on_piece=callback, direct=self.direct_reads)
 
     def write_chunk(self, digest: str, data: memoryview) -> None:
         path = self.chunk_file(digest)
