@@ -10,17 +10,24 @@ from activator.model_endpoint import ModelEndpoint, ModelState
 from tests.unit.activator.test_model_endpoint import FakeBackend, FakeClock
 
 
+def _burst(
+    endpoint: ModelEndpoint, count: int, release: asyncio.Event | None = None
+) -> list[asyncio.Task[str]]:
+    """`count` requests at once; each keeps its slot until `release` is set (when given)."""
+
+    async def one() -> str:
+        async with endpoint.acquire(0) as replica:
+            await (release.wait() if release is not None else asyncio.sleep(0))
+            return replica.id
+
+    return [asyncio.create_task(one()) for _ in range(count)]
+
+
 async def test_burst_at_zero_starts_one_replica_and_does_not_pin_more() -> None:
     backend, clock = FakeBackend(), FakeClock()
     settings = ScaleSettings(activation_timeout_s=5)  # target 8, max 4: 50 held "need" 4
     endpoint = ModelEndpoint("m", settings, backend, Metrics(), clock=clock)
-
-    async def one() -> str:
-        async with endpoint.acquire(0) as replica:
-            await asyncio.sleep(0)
-            return replica.id
-
-    tasks = [asyncio.create_task(one()) for _ in range(50)]
+    tasks = _burst(endpoint, 50)
     for _ in range(4):  # the cold start spans several autoscaler ticks
         await asyncio.sleep(0.01)
         clock.now += 0.5
@@ -36,29 +43,46 @@ async def test_burst_at_zero_starts_one_replica_and_does_not_pin_more() -> None:
     await endpoint.close()
 
 
-async def test_time_held_at_zero_before_the_first_ready_replica_is_not_load() -> None:
-    """The replica becomes ready late in a tick: the burst's wait at zero is not counted in the
-    next sample (it would read as 40 concurrent requests and scale to max_replicas)."""
+async def test_the_backlog_of_a_cold_start_is_not_load_while_it_drains() -> None:
+    """The replica is ready late in a tick and the 50 requests held at zero are still being
+    served at the next ticks: neither their wait at zero nor the backlog itself scales the
+    model up (it would read as ~40 concurrent requests: max_replicas)."""
     backend, clock = FakeBackend(), FakeClock()
     settings = ScaleSettings(activation_timeout_s=5)
     endpoint = ModelEndpoint("m", settings, backend, Metrics(), clock=clock)
-
-    async def one() -> str:
-        async with endpoint.acquire(0) as replica:
-            await asyncio.sleep(0)
-            return replica.id
-
-    tasks = [asyncio.create_task(one()) for _ in range(50)]
+    release = asyncio.Event()
+    tasks = _burst(endpoint, 50, release)
     await asyncio.sleep(0.01)
     clock.now += 0.5
     endpoint.tick()
     clock.now += 0.4  # still held, 0.4 s into the next tick
     backend.gate.set()
+    await asyncio.sleep(0.05)  # the replica is ready: 16 in flight, 34 held
+    for _ in range(3):
+        clock.now += 0.5
+        endpoint.tick()
+    assert (backend.starts, endpoint.desired) == (1, 1)
+    release.set()
     assert set(await asyncio.wait_for(asyncio.gather(*tasks), 5)) == {"m-1"}
-    clock.now += 0.1
+    await endpoint.close()
+
+
+async def test_a_backlog_still_queued_after_the_panic_window_scales_out() -> None:
+    backend, clock = FakeBackend(), FakeClock()
+    settings = ScaleSettings(activation_timeout_s=30, panic_window_s=2)
+    endpoint = ModelEndpoint("m", settings, backend, Metrics(), clock=clock)
+    release = asyncio.Event()
+    tasks = _burst(endpoint, 50, release)
+    await asyncio.sleep(0.01)
     endpoint.tick()
-    assert backend.starts == 1
-    assert endpoint.desired == 1
+    backend.gate.set()
+    await asyncio.sleep(0.05)
+    for _ in range(8):  # 4 s: the backlog's 2 s window is over, 34 are still held
+        clock.now += 0.5
+        endpoint.tick()
+    assert endpoint.desired > 1
+    release.set()
+    await asyncio.wait_for(asyncio.gather(*tasks), 5)
     await endpoint.close()
 
 
