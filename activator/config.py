@@ -38,7 +38,7 @@ class ScaleSettings:
     activation_timeout_s: float = 60.0  # a cold start that takes longer fails held requests
     max_held_requests: int = 1000
     max_held_bytes: int = 256 * 1024 * 1024  # sum of held requests' declared Content-Length
-    container_concurrency: int = 16  # per-replica in-flight limit; 0 = unlimited
+    container_concurrency: int = 0  # per-replica in-flight limit; 0 = unlimited (Knative's default)
     # Hand a warm model's new client connections straight to a replica (activator.front_door):
     # the activator leaves the data path, so its per-request limits and 502s do not apply there.
     direct_connections: bool = True

@@ -50,6 +50,7 @@ class Reason(StrEnum):
     NOT_MODEL_PATH = "not_model_path"  # server paths, statistics, repository, metrics
     UNKNOWN_MODEL = "unknown_model"
     DISABLED = "disabled"  # thaw.direct_connections is false for the model
+    LIMITED = "replica_limit"  # thaw.container_concurrency is set: the activator enforces it
     HELD = "held_requests"  # requests wait for it: keep the order, serve here
     NO_REPLICA = "no_direct_replica"  # cold, waking, or no replica's socket is connected
     SEND_FAILED = "send_failed"
@@ -75,6 +76,7 @@ class DirectView:
 
     enabled: bool
     held: int
+    limited: bool = False  # a per-replica limit (container_concurrency) needs every request
 
 
 def parse_request_line(data: bytes) -> RequestLine | Reason:
@@ -132,6 +134,8 @@ def route(data: bytes, *, view: Callable[[str], DirectView | None], final: bool 
         return Route(Reason.UNKNOWN_MODEL, model)
     if not endpoint.enabled:
         return Route(Reason.DISABLED, model)
+    if endpoint.limited:
+        return Route(Reason.LIMITED, model)
     if endpoint.held:
         return Route(Reason.HELD, model)
     return Route(Reason.HANDED_OFF, model)
@@ -255,7 +259,12 @@ class FrontDoor:
         endpoint = self._endpoints.get(model)
         if endpoint is None:
             return None
-        return DirectView(enabled=endpoint.settings.direct_connections, held=len(endpoint.held))
+        settings = endpoint.settings
+        return DirectView(
+            enabled=settings.direct_connections,
+            held=len(endpoint.held),
+            limited=settings.container_concurrency > 0,
+        )
 
     async def _readable(self, conn: socket.socket) -> bool:
         """Wait up to first_byte_timeout_s for bytes (or EOF) without reading them."""

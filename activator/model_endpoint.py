@@ -245,7 +245,10 @@ class ModelEndpoint:
     def direct_link(self) -> HandoffLink | None:
         """Where to hand a new client connection: among ready, non-draining replicas whose
         handoff socket is connected, the one with the fewest direct connections + in flight."""
-        if self._links is None or not self.settings.direct_connections or len(self.held):
+        settings = self.settings
+        if self._links is None or not settings.direct_connections or len(self.held):
+            return None
+        if settings.container_concurrency:  # a per-replica limit: every request through here
             return None
         best: HandoffLink | None = None
         best_load = 0

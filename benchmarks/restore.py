@@ -22,15 +22,24 @@ Methods
   onnxruntime       InferenceSession(model.onnx)
   thaw              ImageLoader.restore from the node cache into a fresh arena + weightless graph
   thaw-prefaulted   the same into an arena a warm-pool process pre-faulted beforehand
+  runai-streamer    meta-device model + runai_model_streamer.SafetensorsStreamer over the same
+                    .safetensors (its defaults: no RUNAI_STREAMER_* variables set) + load_state_dict
+  tensorizer        meta-device model + tensorizer.TensorDeserializer(device="cpu", lazy_load=False,
+                    num_readers=None: its own dynamic reader count) of a file TensorSerializer wrote
+                    at prepare time + load_state_dict(assign)
   s3-boto3          boto3 download_file to disk, then the safetensors path
   s3-thaw           ImageLoader.restore from S3 (ranged GETs into the arena, teed to the cache)
   s3-thaw-prefaulted  the same into a pre-faulted arena (a warm-pool process)
+
+The peers (runai-streamer, tensorizer) come with the optional extra `pip install -e '.[bench]'`;
+without it their rows say "not installed".
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -121,6 +130,24 @@ def prepare(work: Path, gib: float) -> dict[str, Any]:
     info = {"layers": layers, "gib": gib}
     marker.write_text(json.dumps(info))
     return info
+
+
+def prepare_peers(work: Path) -> None:
+    """`llm.tensors`: the same weights written by tensorizer's serializer, once (if installed)."""
+    path = work / "llm.tensors"
+    if path.exists() or not installed("tensorizer"):
+        return
+    from safetensors.torch import load_file
+    from tensorizer import TensorSerializer
+
+    model = _meta_model(work)
+    model.load_state_dict(load_file(str(work / "llm.safetensors")), assign=True)
+    partial = path.with_suffix(".partial")
+    serializer = TensorSerializer(str(partial))
+    serializer.write_module(model)
+    serializer.close()
+    partial.rename(path)
+    os.sync()  # clean pages, so the cold runs can evict them
 
 
 def _resnet_onnx(path: Path) -> None:
@@ -216,6 +243,8 @@ def worker(method: str, model: str, work: Path, port: int) -> dict[str, Any]:
     from snapshotter import Arena, ImageLoader
 
     torch.set_num_threads(2)
+    for package in PEER_PACKAGES.get(method, ()):
+        __import__(package)  # a warm-pool process would have imported it too
     arena = None
     if method in ("thaw-prefaulted", "s3-thaw-prefaulted"):
         loader = ImageLoader(None, work / "cache", "cpu")
@@ -270,6 +299,10 @@ def _ready(
         return ort.InferenceSession(str(work / "repo/resnet50/1/model.onnx"))
     if method == "torchscript":
         return torch.jit.load(str(work / "repo/llm/1/model.pt"))
+    if method in ("runai-streamer", "s3-runai-streamer"):
+        return _runai_ready(work, method == "s3-runai-streamer")
+    if method == "tensorizer":
+        return _tensorizer_ready(work)
     path = work / "llm.safetensors"
     if method == "s3-boto3":
         import boto3
@@ -284,6 +317,34 @@ def _ready(
 
         state = load_file(str(path))
     module.load_state_dict(state, assign=True)
+    return module
+
+
+def _runai_ready(work: Path, s3: bool) -> Any:
+    """Run:ai's streamer with its defaults. It hands each buffer slot to the caller (owned=True,
+    the default), so the yielded tensors are the caller's to keep: views, no copy needed."""
+    from runai_model_streamer import SafetensorsStreamer
+
+    module = _meta_model(work)
+    source = f"s3://{BUCKET}/llm.safetensors" if s3 else str(work / "llm.safetensors")
+    with SafetensorsStreamer() as streamer:
+        streamer.stream_file(source)
+        state = dict(streamer.get_tensors())
+    module.load_state_dict(state, assign=True)
+    return module
+
+
+def _tensorizer_ready(work: Path) -> Any:
+    """tensorizer's fastest CPU settings in this version: everything read up front (lazy_load=False)
+    by its dynamic number of reader threads (num_readers=None); plaid_mode is a no-op since 2.8."""
+    from tensorizer import TensorDeserializer
+
+    module = _meta_model(work)
+    deserializer = TensorDeserializer(
+        str(work / "llm.tensors"), device="cpu", lazy_load=False, num_readers=None
+    )
+    module.load_state_dict(dict(deserializer), assign=True)
+    deserializer.close()
     return module
 
 
@@ -316,6 +377,9 @@ def run_worker(method: str, model: str, work: Path, port: int, *, cold: bool) ->
     env = {
         **os.environ,
         "AWS_ENDPOINT_URL_S3": f"http://127.0.0.1:{port}",
+        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",  # what runai's S3 client reads
+        "RUNAI_STREAMER_S3_USE_VIRTUAL_ADDRESSING": "0",  # path-style, like the others
+        "AWS_EC2_METADATA_DISABLED": "true",
         "AWS_ACCESS_KEY_ID": "bench",
         "AWS_SECRET_ACCESS_KEY": "bench",
         "AWS_DEFAULT_REGION": "us-east-1",
@@ -359,10 +423,27 @@ def start_nginx(work: Path) -> tuple[subprocess.Popen[bytes], int]:
 
 
 PLAN = {
-    "llm": ["raw-read", "safetensors", "torch-load-mmap", "torchscript", "thaw", "thaw-prefaulted"],
+    "llm": [
+        "raw-read", "safetensors", "torch-load-mmap", "torchscript", "runai-streamer",
+        "tensorizer", "thaw", "thaw-prefaulted",
+    ],
     "resnet50": ["raw-read", "onnxruntime", "thaw", "thaw-prefaulted"],
+}  # fmt: skip
+S3_PLAN = {
+    "llm": ["s3-boto3", "s3-runai-streamer", "s3-thaw", "s3-thaw-prefaulted"],
+    "resnet50": ["s3-thaw"],
 }
-S3_PLAN = {"llm": ["s3-boto3", "s3-thaw", "s3-thaw-prefaulted"], "resnet50": ["s3-thaw"]}
+# The optional peers (the `bench` extra): a method whose packages are missing shows "not installed".
+PEER_PACKAGES = {
+    "runai-streamer": ("runai_model_streamer",),
+    "s3-runai-streamer": ("runai_model_streamer", "runai_model_streamer_s3"),
+    "tensorizer": ("tensorizer",),
+}
+
+
+def installed(method_or_package: str) -> bool:
+    packages = PEER_PACKAGES.get(method_or_package, (method_or_package,))
+    return all(importlib.util.find_spec(package) is not None for package in packages)
 
 
 def measure(work: Path, port: int, args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -375,11 +456,16 @@ def measure(work: Path, port: int, args: argparse.Namespace) -> list[dict[str, A
     for model, state, methods in groups:
         if args.only and state not in args.only.split(","):
             continue
-        runs: dict[str, list[dict[str, Any]]] = {method: [] for method in methods}
+        present = [method for method in methods if installed(method)]
+        runs: dict[str, list[dict[str, Any]]] = {method: [] for method in present}
         for _ in range(args.repeats):
-            for method in methods:
+            for method in present:
                 runs[method].append(run_worker(method, model, work, port, cold=state == "cold"))
         for method in methods:
+            if method not in runs:
+                rows.append({"model": model, "cache": state, "method": method, "missing": True})
+                print(f"  {model:9} {state:5} {method:16} not installed", flush=True)
+                continue
             ordered = sorted(runs[method], key=lambda r: r["seconds"])
             pick = ordered[0] if args.pick == "best" else ordered[(len(ordered) - 1) // 2]
             rows.append({"model": model, "cache": state, "method": method, **pick})
@@ -403,6 +489,10 @@ def table(rows: list[dict[str, Any]], sizes: dict[str, int]) -> str:
         "|---|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
+        if row.get("missing"):
+            lines.append(f"| {row['model']} | {row['cache']} | {row['method']} | not installed |"
+                         + " |" * 5)  # fmt: skip
+            continue
         ours = "s3-thaw" if row["cache"] == "s3" else "thaw"
         base = next(
             r["seconds"]
@@ -446,6 +536,7 @@ def main() -> int:
     work = args.work.resolve() / f"{args.gib}gib"
     started, load_before = time.perf_counter(), os.getloadavg()[0]
     prepare(work, args.gib)
+    prepare_peers(work)
     sizes = {
         "llm": (work / "llm.safetensors").stat().st_size,
         "resnet50": (work / "repo/resnet50/1/model.onnx").stat().st_size,
@@ -457,7 +548,7 @@ def main() -> int:
         if nginx is not None:
             nginx.terminate()
             nginx.wait(10)
-    outputs = {(r["model"], r["output"]) for r in rows if r["output"] != "-"}
+    outputs = {(r["model"], r["output"]) for r in rows if r.get("output", "-") != "-"}
     models_ok = all(len({o for m, o in outputs if m == model}) <= 1 for model in PLAN)
     print()
     print(table(rows, sizes))

@@ -95,7 +95,12 @@ async def test_no_direct_link_when_disabled_held_or_cold() -> None:
     cold = _endpoint(backend, clock)
     assert cold.direct_link() is None  # no replica at all
     endpoint = await _two_replicas(backend, clock)
-    endpoint.settings = dataclasses.replace(endpoint.settings, direct_connections=False)
+    assert endpoint.direct_link() is not None
+    endpoint.settings = dataclasses.replace(endpoint.settings, container_concurrency=4)
+    assert endpoint.direct_link() is None  # a per-replica limit needs every request in-path
+    endpoint.settings = dataclasses.replace(
+        endpoint.settings, container_concurrency=0, direct_connections=False
+    )
     assert endpoint.direct_link() is None
     await endpoint.close()
     assert _endpoint(FakeBackend(), clock).direct_link() is None  # backend without handoff

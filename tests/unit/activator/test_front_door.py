@@ -108,16 +108,19 @@ def test_an_incomplete_line_is_peeked_again_then_times_out() -> None:
     assert _route(b"", final=True).reason is Reason.TIMEOUT
 
 
-def test_unknown_disabled_and_held_models_stay_in_the_activator() -> None:
+def test_unknown_disabled_limited_and_held_models_stay_in_the_activator() -> None:
     views = {
         "off": DirectView(enabled=False, held=0),
         "queued": DirectView(enabled=True, held=3),
+        "limited": DirectView(enabled=True, held=0, limited=True),
     }
     assert _route(b"POST /v2/models/nope/infer HTTP/1.1\r\n", views).reason is (
         Reason.UNKNOWN_MODEL
     )
     assert _route(b"POST /v2/models/off/infer HTTP/1.1\r\n", views).reason is Reason.DISABLED
     assert _route(b"POST /v2/models/queued/infer HTTP/1.1\r\n", views).reason is Reason.HELD
+    # A per-replica limit (thaw.container_concurrency) holds only where every request passes.
+    assert _route(b"POST /v2/models/limited/infer HTTP/1.1\r\n", views).reason is Reason.LIMITED
 
 
 def test_only_get_head_and_post_are_handed_off() -> None:
