@@ -27,6 +27,8 @@ Methods
   tensorizer        meta-device model + tensorizer.TensorDeserializer(device="cpu", lazy_load=False,
                     num_readers=None: its own dynamic reader count) of a file TensorSerializer wrote
                     at prepare time + load_state_dict(assign)
+  s3-runai-streamer the runai-streamer path reading s3://bench/llm.safetensors from the same nginx
+                    (runai-model-streamer-s3; path-style, AWS_ENDPOINT_URL)
   s3-boto3          boto3 download_file to disk, then the safetensors path
   s3-thaw           ImageLoader.restore from S3 (ranged GETs into the arena, teed to the cache)
   s3-thaw-prefaulted  the same into a pre-faulted arena (a warm-pool process)
@@ -336,7 +338,8 @@ def _runai_ready(work: Path, s3: bool) -> Any:
 
 def _tensorizer_ready(work: Path) -> Any:
     """tensorizer's fastest CPU settings in this version: everything read up front (lazy_load=False)
-    by its dynamic number of reader threads (num_readers=None); plaid_mode is a no-op since 2.8."""
+    by its dynamic number of reader threads (num_readers=None); plaid_mode is a documented no-op
+    in tensorizer 2.12 ("left for backwards compatibility")."""
     from tensorizer import TensorDeserializer
 
     module = _meta_model(work)
@@ -441,8 +444,9 @@ PEER_PACKAGES = {
 }
 
 
-def installed(method_or_package: str) -> bool:
-    packages = PEER_PACKAGES.get(method_or_package, (method_or_package,))
+def installed(method: str) -> bool:
+    """False only for a peer method whose optional packages are missing."""
+    packages = PEER_PACKAGES.get(method, ())
     return all(importlib.util.find_spec(package) is not None for package in packages)
 
 
@@ -495,9 +499,13 @@ def table(rows: list[dict[str, Any]], sizes: dict[str, int]) -> str:
             continue
         ours = "s3-thaw" if row["cache"] == "s3" else "thaw"
         base = next(
-            r["seconds"]
-            for r in rows
-            if r["model"] == row["model"] and r["cache"] == row["cache"] and r["method"] == ours
+            (
+                r["seconds"]
+                for r in rows
+                if (r["model"], r["cache"], r["method"]) == (row["model"], row["cache"], ours)
+                and not r.get("missing")
+            ),
+            None,
         )
         gbps = sizes[row["model"]] / row["seconds"] / 1e9
         restore = row.get("timings", {}).get("total")
@@ -506,7 +514,7 @@ def table(rows: list[dict[str, Any]], sizes: dict[str, int]) -> str:
         cells += ["" if restore is None else f"{restore:.3f}"]
         cells += ["" if forward is None else f"{forward:.3f}", f"{row['cpu_seconds']:.2f}"]
         cells.append(f"{gbps:.2f}")
-        cells.append(f"{row['seconds'] / base:.2f}x")
+        cells.append("" if base is None else f"{row['seconds'] / base:.2f}x")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -112,7 +112,9 @@ class DirectConnection:
             wait_s = min(0.05, max(0.002, 2 * wait_s))
             loop.call_later(wait_s, self._when_flushed, loop, wait_s)
             return
-        begun = self.busy or self.pending or bool(handler._messages)
+        # aiohttp's queue of parsed, not yet handled requests (pipelining); private, so read
+        # defensively: without it, `pending` (bytes that arrived meanwhile) still tells.
+        begun = self.busy or self.pending or bool(getattr(handler, "_messages", None))
         self.states.set(self.slot, SlotState.STARTED if begun else SlotState.IDLE)
         self.pending = False
 
