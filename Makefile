@@ -49,6 +49,8 @@ bench: $(REPO)/.generated $(VENV)/.bench-installed
 	$(PY) benchmarks/serve_throughput.py --repo $(REPO)
 	$(PY) benchmarks/restore.py --repeats 2
 	$(PY) benchmarks/cold_start.py --repo $(REPO)
+	$(PY) -m benchmarks.warm_path --rounds 9 --seconds 3
+	$(PY) benchmarks/compile_cache.py --repeats 2
 
 clean:
 	rm -rf $(VENV) $(REPO) .pytest_cache .mypy_cache .ruff_cache
