@@ -38,6 +38,13 @@ class ExecTimings:
     compute_infer_ns: int = 0
     compute_output_ns: int = 0
 
+    def add(self, t0: int, t1: int, t2: int, t3: int) -> None:
+        """Add one request's phases from `perf_counter_ns` marks: inputs t0..t1, compute
+        t1..t2, outputs t2..t3."""
+        self.compute_input_ns += t1 - t0
+        self.compute_infer_ns += t2 - t1
+        self.compute_output_ns += t3 - t2
+
 
 class Backend(Protocol):
     """One model instance; `execute` runs in that instance's worker thread only.

@@ -149,9 +149,7 @@ class OnnxRuntimeBackend:
         t2 = time.perf_counter_ns()
         outputs = [_tensor(name, array) for name, array in zip(names, arrays, strict=True)]
         t3 = time.perf_counter_ns()
-        total.compute_input_ns += t1 - t0
-        total.compute_infer_ns += t2 - t1
-        total.compute_output_ns += t3 - t2
+        total.add(t0, t1, t2, t3)
         return InferResponse(self._name, self._version, outputs, id=request.id)
 
     def unload(self) -> None:

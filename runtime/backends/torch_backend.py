@@ -185,9 +185,7 @@ class TorchBackend:
         except (IndexError, KeyError, TypeError) as exc:
             return ServingError(f"model '{self._name}' returned unexpected outputs: {exc}")
         t3 = time.perf_counter_ns()
-        total.compute_input_ns += t1 - t0
-        total.compute_infer_ns += t2 - t1
-        total.compute_output_ns += t3 - t2
+        total.add(t0, t1, t2, t3)
         return InferResponse(self._name, self._version, outputs, id=request.id)
 
     def _outputs_of(self, torch: Any, result: Any, request: InferRequest) -> list[InferTensor]:
