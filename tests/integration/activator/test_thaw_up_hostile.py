@@ -333,6 +333,9 @@ def test_help_exits_zero_and_names_the_scale_settings() -> None:
         ("--drain-timeout-s", "nan", "`--drain-timeout-s` = nan, must be in [0, 3600]"),
         ("--max-replicas", "0", "`--max-replicas` = 0, must be in [1, 100]"),
         ("--target-concurrency", "x", "`--target-concurrency` = 'x', must be a number"),
+        ("--direct-max-age-s", "-1", "`--direct-max-age-s` = -1, must be in [0, 86400]"),
+        ("--direct-max-age-s", "nan", "`--direct-max-age-s` = nan, must be in [0, 86400]"),
+        ("--direct-connections", "maybe", "invalid choice: 'maybe' (choose from 'on', 'off')"),
     ],
 )
 def test_bad_flag_values_exit_2_naming_flag_value_and_range(
