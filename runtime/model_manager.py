@@ -288,7 +288,7 @@ class ModelManager:
                     if self._models.get(name) is model:
                         del self._models[name]
                     raise
-                if override is None and (self._repo / name).is_dir():
+                if override is None and await asyncio.to_thread((self._repo / name).is_dir):
                     # Remember what failed, so polling retries only once the files change.
                     model.fingerprint = await asyncio.to_thread(fingerprint, self._repo / name)
                 self._load_failed(model, previous_state, exc)

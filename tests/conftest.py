@@ -1,7 +1,8 @@
-"""Shared test fixtures: free ports, real `thaw serve` processes, tiny model repositories.
+"""Shared test fixtures: free ports, real `thaw serve` processes, no blocking in the event loop.
 
-Builders live in `tests/fixtures/` (`model_repos.py`, `serve_process.py`) so any package's tests
-can import them; the fixtures here wire them to pytest and kill every process they start.
+Builders live in `tests/fixtures/` (`models.py`, `serve_process.py`) and fakes with behaviour in
+`tests/fakes/`, so any package's tests can import them; the fixtures here wire them to pytest and
+kill every process they start.
 """
 
 from __future__ import annotations
@@ -10,8 +11,66 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from blockbuster import BlockBuster, blockbuster_ctx
 
 from tests.fixtures.serve_process import ServeProcess, free_port
+
+# Blocking calls are looked for only where a frame of Thaw's own packages is on the stack: the
+# event loop must never block in product code. Test bodies may do blocking set-up (writing a
+# model repository) before they start the code under test.
+_PRODUCT_PACKAGES = ["activator", "runtime", "snapshotter", "thaw", "tritonconfig"]
+
+
+def _allow(bb: BlockBuster, calls: tuple[str, ...], filename: str, functions: set[str]) -> None:
+    for call in calls:
+        bb.functions[call].can_block_in(filename, functions)
+
+
+_STAT = ("os.stat", "os.path.abspath", "os.listdir", "os.scandir")
+_FILES = (*_STAT, "io.BufferedReader.read", "io.TextIOWrapper.read")
+
+
+def _allow_known_blocking(bb: BlockBuster) -> None:
+    """The allow-list: each entry names a blocking call in the event loop and why it may stay.
+    An entry is `(blocking calls, file suffix, functions)`: the calls are allowed while one of
+    those functions is on the stack. "known:" marks blocking that should go off the loop."""
+    # Start-up, before the server listens: the installed distribution's version for `/v2`
+    # (importlib.metadata reads the site-packages directories once per server).
+    _allow(bb, _FILES, "runtime/app.py", {"server_version"})
+    # Start-up and shutdown: the handoff socket file is made once, under a umask (process-
+    # global, so not in a thread), before `thaw up` connects, after removing a stale file of a
+    # killed predecessor; `close` removes it once at exit.
+    _allow(bb, ("os.unlink", "os.stat"), "runtime/handoff.py", {"start", "close"})
+    # Start-up: `thaw up` scans the repository before its loop starts (activator/cli.py); tests
+    # that build the app inside a running loop let `build_app` scan it there.
+    _allow(bb, _FILES, "activator/repository.py", {"scan"})
+    # known: a request naming a model the manager has not seen yet stats `<repo>/<name>` on the
+    # loop (ModelManager's metadata/config/ready lookups are synchronous; moving the check off
+    # the loop means making that service interface async).
+    _allow(bb, _STAT, "runtime/model_manager.py", {"_known"})
+    # Locks held by worker threads for a few bookkeeping statements (no I/O under them): the
+    # loop waits nanoseconds at most. Statistics counters and prometheus_client's values.
+    _allow(
+        bb,
+        ("threading.Lock.acquire",),
+        "runtime/stats.py",
+        {"record_execution", "record_failure", "to_json", "open", "close", "items"},
+    )
+    _allow(bb, ("threading.Lock.acquire",), "prometheus_client/values.py", {"inc", "set", "get"})
+    # By design a Python model proven tiny runs on the loop (docs/decisions/
+    # 0004-inline-tiny-python-models.md); the scheduler tests' fake model sleeps there to turn
+    # slow, which is what sends it back to its thread.
+    _allow(bb, ("time.sleep",), "tests/unit/runtime/test_scheduler.py", {"execute"})
+
+
+@pytest.fixture(autouse=True)
+def no_blocking_in_event_loop() -> Iterator[BlockBuster]:
+    """Fail the test (`blockbuster.BlockingError`) when product code blocks a running event loop:
+    file I/O, `time.sleep`, blocking sockets, waiting on a held `threading.Lock`. Calls from
+    threads without a running loop (`asyncio.to_thread`, executors) are never flagged."""
+    with blockbuster_ctx(_PRODUCT_PACKAGES) as bb:
+        _allow_known_blocking(bb)
+        yield bb
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ from activator.app import build_app
 from activator.config import ActivatorConfig
 from activator.errors import ActivationFailed
 from activator.scaler.backend import StartedReplica
-from tests.fixtures import model_repos, models
+from tests.fixtures import models
 from tests.fixtures.serve_process import ServeProcess
 
 pytestmark = pytest.mark.integration
@@ -77,12 +77,10 @@ def _fixture_models(repo: Path) -> None:
     # One torch.export model: `thaw serve` loading two at once can fail in torch's
     # deserializer (`_CURRENT_DESERIALIZER is already set`, seen once), a runtime matter.
     models.make_torch_export_add(repo)
-    model_repos.add_python_add_sub(repo, "repos_add_sub")
-    model_repos.add_python_identity(repo, "repos_identity_bytes", "BYTES")
-    model_repos.add_python_slow(repo, "repos_slow")
-    model_repos.add_python_error(repo, "repos_error")
-    model_repos.add_onnx_add(repo)
-    model_repos.add_torchscript_scale(repo)
+    models.make_slow_request(repo)
+    models.make_always_raises(repo)
+    models.make_onnx_a_plus_b(repo)
+    models.make_torchscript_scale(repo)
 
 
 def _completion_cases(repo: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import tritonclient.http as httpclient
 
-from tests.fixtures import model_repos
+from tests.fixtures import models
 from tests.fixtures.serve_process import ServeProcess
 from tests.integration.runtime.server_limits import BODY_TIMEOUT_S, MAX_BODY_BYTES
 
@@ -19,21 +19,21 @@ PRELOADED = [
     "scale_torch",
     "slow",
     "execute_error",
-    *(f"identity_{dt.lower()}" for dt in model_repos.IDENTITY_DATATYPES),
+    *(f"identity_{dt.lower()}" for dt in models.IDENTITY_DATATYPES),
 ]
 
 
 @pytest.fixture(scope="session")
 def runtime_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     repo = tmp_path_factory.mktemp("runtime_repo")
-    model_repos.add_python_add_sub(repo)
-    model_repos.add_python_add_sub(repo, "add_sub_spare")
-    model_repos.add_onnx_add(repo)
-    model_repos.add_torchscript_scale(repo)
-    model_repos.add_python_slow(repo)
-    model_repos.add_python_error(repo)
-    for datatype in model_repos.IDENTITY_DATATYPES:
-        model_repos.add_python_identity(repo, f"identity_{datatype.lower()}", datatype)
+    models.make_add_sub(repo)
+    models.make_add_sub(repo, "add_sub_spare")
+    models.make_onnx_a_plus_b(repo, "add_onnx")
+    models.make_torchscript_scale(repo, "scale_torch")
+    models.make_slow_request(repo, "slow")
+    models.make_always_raises(repo, "execute_error")
+    for datatype, config_type in models.IDENTITY_DATATYPES.items():
+        models.make_python_identity(repo, f"identity_{datatype.lower()}", data_type=config_type)
     return repo
 
 

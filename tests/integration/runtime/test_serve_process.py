@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures import model_repos
+from tests.fixtures import models
 from tests.fixtures.serve_process import ServeProcess
 
 pytestmark = pytest.mark.integration
@@ -24,8 +24,8 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def slow_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     repo = tmp_path_factory.mktemp("slow_repo")
-    model_repos.add_python_slow(repo)
-    model_repos.add_python_add_sub(repo)
+    models.make_slow_request(repo, "slow")
+    models.make_add_sub(repo)
     return repo
 
 

@@ -9,7 +9,7 @@ import pytest
 import tritonclient.http as httpclient
 
 from runtime.app import EXTENSIONS
-from tests.fixtures import model_repos
+from tests.fixtures import models
 from tests.fixtures.serve_process import ServeProcess
 
 pytestmark = pytest.mark.integration
@@ -106,7 +106,7 @@ def test_no_requested_outputs_means_all_outputs_in_binary(
 def test_every_datatype_round_trips(
     client: httpclient.InferenceServerClient, datatype: str, binary_in: bool, binary_out: bool
 ) -> None:
-    assert datatype in model_repos.IDENTITY_DATATYPES
+    assert datatype in models.IDENTITY_DATATYPES
     sample = SAMPLES[datatype]
     tensor = httpclient.InferInput("INPUT0", list(sample.shape), datatype)
     tensor.set_data_from_numpy(sample, binary_data=binary_in)

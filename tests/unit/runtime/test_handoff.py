@@ -71,11 +71,15 @@ class _Setup:
     replica: web.AppRunner
     states: ConnectionStates  # the activator's view of the state file
     copies: dict[int, socket.socket]  # the activator's copies, by slot, as it keeps them
+    release: asyncio.Event  # lets the replica answer `?hold=1` requests
+    skew_s: list[float]  # added to the receiver's monotonic clock: steps time forward
 
 
-async def _replica_app() -> web.Application:
+async def _replica_app(release: asyncio.Event) -> web.Application:
     async def infer(request: web.Request) -> web.Response:
-        delay = float(request.query.get("sleep", "0"))
+        if "hold" in request.query:  # answered once the test sets `release`
+            await release.wait()
+        delay = float(request.query.get("sleep", "0"))  # slow work: seconds of busy time
         await asyncio.sleep(delay)
         if "size" in request.query:
             return web.Response(body=bytes(int(request.query["size"])))
@@ -105,11 +109,13 @@ async def setup(tmp_path: Path) -> AsyncIterator[_Setup]:
     front_site = web.TCPSite(front, "127.0.0.1", 0)
     await front_site.start()
     front_url = f"http://127.0.0.1:{front.addresses[0][1]}"
-    replica = web.AppRunner(await _replica_app())
+    release = asyncio.Event()
+    replica = web.AppRunner(await _replica_app(release))
     await replica.setup()
     assert replica.server is not None
     front_door = FrontDoorClient(front_url, timeout_s=10)
     accepting = [True]
+    skew_s = [0.0]
     state_file = tmp_path / "replica.state"
     state_file.write_bytes(bytes(64))
     receiver = HandoffReceiver(
@@ -120,6 +126,7 @@ async def setup(tmp_path: Path) -> AsyncIterator[_Setup]:
         max_age_s=0.5,
         states=ConnectionStates(state_file),
         accepting=lambda: accepting[0],
+        clock=lambda: time.monotonic() + skew_s[0],
     )
     receiver.start()
     link = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -129,7 +136,15 @@ async def setup(tmp_path: Path) -> AsyncIterator[_Setup]:
     copies: dict[int, socket.socket] = {}
     try:
         yield _Setup(
-            receiver, accepting, link, listener, replica, ConnectionStates(state_file), copies
+            receiver,
+            accepting,
+            link,
+            listener,
+            replica,
+            ConnectionStates(state_file),
+            copies,
+            release,
+            skew_s,
         )
     finally:
         link.close()
@@ -230,7 +245,7 @@ async def test_after_the_max_age_the_next_response_closes_the_connection(
     reader, writer = await _hand_off(setup)
     _, headers, _ = await _request(reader, writer, "POST", "/v2/models/m/infer")
     assert headers.get("connection", "").lower() != "close"
-    await asyncio.sleep(0.6)
+    setup.skew_s[0] += 0.6  # past the 0.5 s max age
     status, headers, _ = await _request(reader, writer, "POST", "/v2/models/m/infer")
     assert status == 200
     assert headers["connection"].lower() == "close"
@@ -258,13 +273,11 @@ async def test_bad_messages_are_closed_returned_and_the_receiver_keeps_serving(
         peer.setblocking(False)
         assert await asyncio.wait_for(loop.sock_recv(peer, 10), 5) == b""
         peer.close()
-    with pytest.raises(BrokenPipeError):
-        for _ in range(100):
-            os.write(write_end, b"x")
-            await asyncio.sleep(0.01)
-    os.close(write_end)
     # Every slot comes back to the activator, which serves its own copy of a bad one.
     reports = await _reports_until(setup.link, lambda r: r["received"] == 4)
+    with pytest.raises(BrokenPipeError):  # the receiver closed the pipe it was sent
+        os.write(write_end, b"x")
+    os.close(write_end)
     assert sorted(slot for r in reports for slot in r["returned"]) == [0, 1, 2, 3]
     reader, writer = await _hand_off(setup, slot=5)
     status, _, _ = await _request(reader, writer, "POST", "/v2/models/m/infer")
@@ -335,10 +348,9 @@ async def test_a_stopping_replica_gives_connections_back_unread(setup: _Setup) -
 async def test_state_bytes_follow_each_request_and_response(setup: _Setup) -> None:
     reader, writer = await _hand_off(setup, slot=3)
     assert setup.states.get(3) is SlotState.IDLE
-    writer.write(b"POST /v2/models/m/infer?sleep=0.3 HTTP/1.1\r\nHost: x\r\n\r\n")
+    writer.write(b"POST /v2/models/m/infer?hold=1 HTTP/1.1\r\nHost: x\r\n\r\n")
     await _until(lambda: setup.states.get(3) is SlotState.STARTED)  # consumed, unanswered
-    await asyncio.sleep(0.1)
-    assert setup.states.get(3) is SlotState.STARTED
+    setup.release.set()  # the replica answers now
     await asyncio.wait_for(reader.readuntil(b"}"), 5)
     assert setup.states.get(3) is SlotState.IDLE  # answered whole: idle again
     # A forwarded request's response is written by the front door client: the same states.

@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry, Counter, generate_latest
 from runtime.app import EXTENSIONS, RUNNER_OPTIONS, build_app
 from runtime.config import ModelControlMode, ServeConfig
 from runtime.response_encoding import MIN_COMPRESS_BYTES
-from tests.fixtures.fake_model_service import FakeModelService
+from tests.fakes.model_service import FakeModelService
 
 ADD_SUB = {
     "inputs": [
@@ -92,12 +92,16 @@ async def test_health_and_server_metadata(client: TestClient) -> None:
 
 async def test_not_ready_until_the_manager_has_started() -> None:
     service = FakeModelService()
-    service.start_delay_s = 0.5
+    service.start_gate = asyncio.Event()
     app = build_app(_config(), service, FakeMetrics())
     async with TestClient(TestServer(app)) as c:
         assert (await c.get("/v2/health/live")).status == 200
         await _error(await c.get("/v2/health/ready"), 503)
-        await asyncio.sleep(1.0)
+        service.start_gate.set()  # the manager's start returns
+        for _ in range(200):  # readiness follows as soon as the start task has run
+            if (await c.get("/v2/health/ready")).status == 200:
+                break
+            await asyncio.sleep(0.01)
         assert (await c.get("/v2/health/ready")).status == 200
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import time
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -280,16 +280,22 @@ async def test_index_lists_a_slow_repository_off_the_event_loop(
     await manager.start()
     from runtime import model_manager
 
+    listing, release = threading.Event(), threading.Event()
+    listed_in: list[threading.Thread] = []
+
     def slow_listing(repo: Path) -> list[str]:  # a repository on a slow network volume
-        time.sleep(0.3)
+        listed_in.append(threading.current_thread())
+        listing.set()
+        release.wait(10)  # hangs until the test has seen the loop run meanwhile
         return list_models(repo)
 
     monkeypatch.setattr(model_manager, "list_models", slow_listing)
-    started = time.monotonic()
     index = asyncio.create_task(manager.index())
-    await asyncio.sleep(0.01)
-    assert time.monotonic() - started < 0.2  # the loop was not held by the listing
+    assert await asyncio.to_thread(listing.wait, 10)  # the listing is under way...
+    assert not index.done()  # ...and this line runs: the loop was not held by it
+    release.set()
     assert await index == [{"name": "a"}]
+    assert listed_in and listed_in[0] is not threading.main_thread()
     await manager.stop()
 
 
@@ -307,7 +313,10 @@ async def test_load_runs_off_the_event_loop(tmp_path: Path) -> None:
 
     task = asyncio.create_task(ticker())
     load = asyncio.create_task(manager.load("slow"))
-    await asyncio.sleep(0.1)
+    for _ in range(500):  # until the load has begun (bounded: 5 s)
+        if (await _states(manager)).get("slow") == "LOADING":
+            break
+        await asyncio.sleep(0.01)
     assert (await _states(manager))["slow"] == "LOADING"
     await load
     task.cancel()

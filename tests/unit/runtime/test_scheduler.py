@@ -22,6 +22,7 @@ class _SleepyBackend:
         self.timings = ExecTimings()
         self.delay_s = delay_s
         self.threads: set[str] = set()
+        self.started = threading.Event()  # set once an execution has begun
 
     def load(self, ctx: object) -> None: ...
 
@@ -29,6 +30,7 @@ class _SleepyBackend:
 
     def execute(self, requests: list[InferRequest]) -> list[InferResponse | ServingError]:
         self.threads.add(threading.current_thread().name)
+        self.started.set()
         if any(r.id == "crash" for r in requests):
             raise KeyError("backend bug")
         time.sleep(self.delay_s)
@@ -85,7 +87,7 @@ async def test_cancelled_caller_does_not_break_the_worker() -> None:
     backend = _SleepyBackend(0.1)
     scheduler = Scheduler("m", "1", [backend], ModelStats())
     task = asyncio.create_task(scheduler.submit(_request("x"), batch_size=1, received_ns=0))
-    await asyncio.sleep(0.02)
+    assert await asyncio.to_thread(backend.started.wait, 5)  # "x" is executing: cancel now
     task.cancel()
     follow = await scheduler.submit(_request("y"), batch_size=1, received_ns=0)
     assert follow.id == "y"

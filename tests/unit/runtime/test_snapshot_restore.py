@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import re
 from pathlib import Path
@@ -74,7 +75,7 @@ async def _outputs(
 
 
 async def test_restored_models_answer_exactly_like_file_loads(tmp_path: Path) -> None:
-    repo, store = _repo_with_images(tmp_path)
+    repo, store = await asyncio.to_thread(_repo_with_images, tmp_path)
     expected, plain = await _outputs(repo, None)
     restored, from_image = await _outputs(repo, store)
     for model, _, _ in CASES:
@@ -84,7 +85,7 @@ async def test_restored_models_answer_exactly_like_file_loads(tmp_path: Path) ->
 
 
 async def test_stale_image_is_ignored_and_files_load(tmp_path: Path) -> None:
-    repo, store = _repo_with_images(tmp_path)
+    repo, store = await asyncio.to_thread(_repo_with_images, tmp_path)
     import onnx
     from onnx import numpy_helper
 
@@ -101,7 +102,7 @@ async def test_stale_image_is_ignored_and_files_load(tmp_path: Path) -> None:
 
 
 async def test_corrupt_image_falls_back_to_files(tmp_path: Path) -> None:
-    repo, store = _repo_with_images(tmp_path)
+    repo, store = await asyncio.to_thread(_repo_with_images, tmp_path)
     expected, _ = await _outputs(repo, None)
     for chunk in store.rglob("*"):
         if chunk.is_file() and "manifest" not in chunk.name and chunk.stat().st_size > 64:
@@ -221,8 +222,11 @@ async def test_ort_optimized_image_answers_exactly_like_the_file(tmp_path: Path)
     repo, store = tmp_path / "repo", tmp_path / "store"
     repo.mkdir()
     _make_onnx_conv(repo)
-    manifest = snapshotter.build_image(
-        repo / "onnx_conv" / "1", snapshotter.open_store(str(store)), ort_optimize=True
+    manifest = await asyncio.to_thread(
+        snapshotter.build_image,
+        repo / "onnx_conv" / "1",
+        snapshotter.open_store(str(store)),
+        ort_optimize=True,
     )
     assert "onnx_graph_ort" in manifest.artifacts and "onnx_graph" not in manifest.artifacts
     assert manifest.framework_versions["onnxruntime_host"] == snapshotter.ort_host_key()
@@ -240,8 +244,11 @@ async def test_ort_optimized_image_for_another_host_loads_the_file(
     repo, store = tmp_path / "repo", tmp_path / "store"
     repo.mkdir()
     _make_onnx_conv(repo)
-    snapshotter.build_image(
-        repo / "onnx_conv" / "1", snapshotter.open_store(str(store)), ort_optimize=True
+    await asyncio.to_thread(
+        snapshotter.build_image,
+        repo / "onnx_conv" / "1",
+        snapshotter.open_store(str(store)),
+        ort_optimize=True,
     )
     expected, _ = await _one_output(repo, None, "onnx_conv")
     import importlib
