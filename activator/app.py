@@ -268,8 +268,7 @@ async def _stats_rows(fleet: Fleet, name: str, version: str | None) -> list[dict
     """The model's statistics for the life of `thaw up` (live and retired replicas); statistics
     never wake a model, and one never served reads as zeros."""
     entry = fleet.repository.get(name, version)
-    endpoint = fleet.endpoint(name)
-    merged = await endpoint.stats.read(lambda: endpoint.replicas)
+    merged = await fleet.endpoint(name).statistics()
     return rows_for_versions(name, [version] if version else entry.versions, merged)
 
 
@@ -354,22 +353,4 @@ async def metrics(request: web.Request) -> web.Response:
 
 
 async def status(request: web.Request) -> web.Response:
-    fleet = request.app[FLEET]
-    doc = fleet.status()
-    for name, reason in sorted(fleet.repository.unavailable.items()):
-        doc["models"].append(
-            {
-                "model": name,
-                "state": "unavailable",
-                "replicas_ready": 0,
-                "replicas_desired": 0,
-                "replicas_starting": 0,
-                "held_requests": 0,
-                "in_flight": 0,
-                "last_cold_start_s": None,
-                "last_error": reason,
-                "replicas": [],
-            }
-        )
-    doc["models"].sort(key=lambda m: m["model"])
-    return json_response(doc)
+    return json_response(request.app[FLEET].status().to_json())

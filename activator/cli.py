@@ -18,6 +18,8 @@ from typing import Any
 
 from activator.config import SETTING_RANGES, ActivatorConfig, ScaleSettings, validated
 from activator.errors import ConfigError
+from activator.scaler.backend import ScalerKind
+from activator.scaler.local_config import LocalConfig
 
 __all__ = ["register", "run"]
 
@@ -78,18 +80,25 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.add_argument("--no-image-build", action="store_true", help="do not build images at start")
     p.add_argument(
+        "--scaler",
+        choices=[kind.value for kind in ScalerKind],
+        default=ScalerKind.LOCAL.value,
+        help="where replicas run: local = `thaw serve` processes on this machine (default)",
+    )
+    local = p.add_argument_group("local scaler (--scaler local)")
+    local.add_argument(
         "--warm-pool",
         type=int,
         default=1,
         metavar="N",
         help="idle runtime processes kept ready to claim (default 1)",
     )
-    p.add_argument(
+    local.add_argument(
         "--preload-frameworks",
         default="onnxruntime,torch",
         help="frameworks warm-pool processes import before ready ('' for none)",
     )
-    p.add_argument(
+    local.add_argument(
         "--arena-bytes",
         type=int,
         default=None,
@@ -117,7 +126,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         '"true"/"false"). Direct connections skip the activator\'s queue, breaker and '
         "timeouts, and a replica that dies resets them instead of answering 502",
     )
-    p.add_argument(
+    local.add_argument(
         "--direct-max-age-s",
         type=float,
         default=10.0,
@@ -158,21 +167,28 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
     if args.arena_bytes is not None:
         _check_range("--arena-bytes", args.arena_bytes, 0, 1 << 44)
     cache = args.cache or Path(os.path.expanduser("~/.cache/thaw/images"))
-    frameworks = tuple(f for f in args.preload_frameworks.split(",") if f.strip())
     return ActivatorConfig(
         repository=args.repository,
         host=args.host,
         port=args.port,
         cache_dir=cache,
         store=args.store,
-        warm_pool=args.warm_pool,
-        preload_frameworks=frameworks,
-        arena_bytes=max(0, args.arena_bytes or 0),
         build_images=not args.no_image_build,
         defaults=settings,
         max_body_bytes=args.max_body_bytes,
         request_timeout_s=args.request_timeout_s,
         drain_timeout_s=args.drain_timeout_s,
+        scaler=_scaler_config(args),
+    )
+
+
+def _scaler_config(args: argparse.Namespace) -> LocalConfig:
+    """The chosen scaler backend's config, from its flags (`--scaler`; only `local` now)."""
+    frameworks = tuple(f for f in args.preload_frameworks.split(",") if f.strip())
+    return LocalConfig(
+        warm_pool=args.warm_pool,
+        preload_frameworks=frameworks,
+        arena_bytes=max(0, args.arena_bytes or 0),
         direct_max_age_s=args.direct_max_age_s,
     )
 
@@ -202,7 +218,9 @@ def run(args: argparse.Namespace) -> int:
         largest = max(
             (repository.get(n).version_dir_bytes() for n in repository.names()), default=0
         )
-        config = dataclasses.replace(config, arena_bytes=largest)
+        config = dataclasses.replace(
+            config, scaler=dataclasses.replace(config.scaler, arena_bytes=largest)
+        )
     if config.cache_dir is not None:
         config.cache_dir.mkdir(parents=True, exist_ok=True)
     try:
@@ -242,7 +260,8 @@ async def serve(config: ActivatorConfig, repository: Any = None) -> None:
         reason = exc.strerror or str(exc)
         raise _ListenError(f"cannot listen on {config.host}:{config.port}: {reason}") from None
     port = listener.getsockname()[1]
-    config = dataclasses.replace(config, port=port, front_door_url=_front_door_url(listener))
+    local = dataclasses.replace(config.scaler, front_door_url=_front_door_url(listener))
+    config = dataclasses.replace(config, port=port, scaler=local)
     app = build_app(config, repository=repository)
     # auto_decompress off: compressed bodies pass through to the replica untouched.
     runner = web.AppRunner(

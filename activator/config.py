@@ -3,20 +3,20 @@
 Per-model settings come from `config.pbtxt` `parameters` (string values, keys `thaw.<field>`),
 with the `thaw up` flags of the same names (`--<field-with-dashes>`) as defaults. Every
 invalid value is refused at start-up in one form:
-``"`thaw.stable_window_s` = 3 (model bert), must be in [6, 3600]"``.
+``"`thaw.stable_window_s` = 3 (model bert), must be in [6, 3600]"``. The scaler
+backend's own settings are its config, `ActivatorConfig.scaler` (activator.scaler.local_config).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import os
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from activator.errors import ConfigError
+from activator.scaler.local_config import LocalConfig
 
 __all__ = ["BOOL_SETTINGS", "SETTING_RANGES", "ActivatorConfig", "ScaleSettings", "validated"]
 
@@ -144,51 +144,23 @@ def _check_relations(s: ScaleSettings, model: str | None) -> None:
         )
 
 
-# Replicas and pooled processes run `thaw serve` under this small launcher: a daemon thread
-# watches the process that started them and, once it is gone (even SIGKILLed, which leaves
-# no chance to drain), SIGTERMs the replica (graceful stop) and exits it 10 s later at most.
-_PARENT_WATCH = """\
-import os, runpy, signal, sys, threading, time
-parent = int(sys.argv.pop(1))
-def watch():
-    while os.getppid() == parent:
-        time.sleep(0.5)
-    os.kill(os.getpid(), signal.SIGTERM)
-    time.sleep(10)
-    os._exit(1)
-threading.Thread(target=watch, name="thaw-parent-watch", daemon=True).start()
-runpy.run_module("thaw.cli", run_name="__main__", alter_sys=True)
-"""
-
-
-def serve_command(parent_pid: int | None = None) -> tuple[str, ...]:
-    """`thaw serve` that stops itself when `parent_pid` (default: this process) dies."""
-    parent = os.getpid() if parent_pid is None else parent_pid
-    return (sys.executable, "-c", _PARENT_WATCH, str(parent), "serve")
-
-
 @dataclass(frozen=True)
 class ActivatorConfig:
-    """Everything `thaw up` was started with; built once in cli.py."""
+    """Everything `thaw up` was started with; built once in cli.py.
+
+    `scaler` is the chosen scaler backend's own config (`--scaler`): its type says which
+    backend runs the replicas (`LocalConfig`: local processes).
+    """
 
     repository: Path
     host: str = "127.0.0.1"
     port: int = 8000
     cache_dir: Path | None = None
     store: str | None = None
-    warm_pool: int = 1
-    preload_frameworks: tuple[str, ...] = ("onnxruntime", "torch")
-    arena_bytes: int = 0
     build_images: bool = True  # build snapshot images into the cache at start-up
     defaults: ScaleSettings = field(default_factory=ScaleSettings)
     max_body_bytes: int = 64 * 1024 * 1024  # declared request bodies above this get 413
     request_timeout_s: float = 300.0  # a forwarded request with no response by then gets 504
     drain_timeout_s: float = 30.0  # scale-down waits this long for in-flight requests
-    replica_start_timeout_s: float = 120.0  # process start -> ready (not counting the load)
     tick_s: float = 0.5  # autoscaler evaluation period
-    serve_command: tuple[str, ...] = field(default_factory=lambda: serve_command())
-    replica_log_level: str = "warning"
-    # Where replicas send requests they cannot answer on a handed-off connection (the
-    # activator's own listen address; set by cli.py once bound). None: no connection handoff.
-    front_door_url: str | None = None
-    direct_max_age_s: float = 10.0  # a direct connection's next response after this closes it
+    scaler: LocalConfig = field(default_factory=LocalConfig)

@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import logging
 import sys
-from typing import Any
 
 import aiohttp
 
@@ -18,7 +17,8 @@ from activator.model_endpoint import ModelEndpoint
 from activator.replica_stats import ModelStatistics
 from activator.repository import Repository
 from activator.scaler.backend import ScalerBackend
-from activator.scaler.local_backend import LocalBackend
+from activator.scaler.factory import open_backend
+from activator.status_document import ModelStatus, StatusDocument
 
 __all__ = ["Fleet"]
 
@@ -26,7 +26,10 @@ logger = logging.getLogger(__name__)
 
 
 class Fleet:
-    """Owns one ModelEndpoint per repository model and ticks their autoscalers."""
+    """Owns one ModelEndpoint per repository model and ticks their autoscalers.
+
+    `backend` runs the replicas: the one given (tests), else the one `config.scaler` names.
+    """
 
     def __init__(
         self,
@@ -41,7 +44,7 @@ class Fleet:
         self.repository = repository
         self.metrics = metrics
         self.session = session
-        self.backend: ScalerBackend = backend or LocalBackend(config, session)
+        self.backend: ScalerBackend = backend or open_backend(config, session)
         self.endpoints = {
             name: ModelEndpoint(
                 name,
@@ -64,7 +67,9 @@ class Fleet:
         return endpoint
 
     async def start(self) -> None:
-        """Start ticking; bring min_replicas up; kick off background image builds."""
+        """Adopt replicas that already run; start ticking; bring min_replicas up; kick off
+        background image builds."""
+        await asyncio.gather(*(e.adopt_running() for e in self.endpoints.values()))
         self._tasks.append(asyncio.create_task(self._tick_loop()))
         cfg = self.config
         if cfg.build_images and cfg.store is None and cfg.cache_dir is not None:
@@ -100,13 +105,14 @@ class Fleet:
         await asyncio.gather(*(e.close() for e in self.endpoints.values()))
         await self.backend.close()
 
-    def status(self) -> dict[str, Any]:
-        pool = getattr(self.backend, "pool", None)
-        return {
-            "models": [e.status() for e in self.endpoints.values()],
-            "warm_pool": {
-                "size": self.config.warm_pool,
-                "ready": pool.ready_count if pool is not None else 0,
-            },
-            "image_builds": self.image_builds,
-        }
+    def status(self) -> StatusDocument:
+        """The status document (`GET /thaw/status`): every repository model, those it
+        cannot serve included, by name; the warm pool; the start-up image builds."""
+        models = [e.status() for e in self.endpoints.values()]
+        for name, reason in self.repository.unavailable.items():
+            models.append(ModelStatus.unavailable(name, reason))
+        return StatusDocument(
+            models=tuple(sorted(models, key=lambda m: m.model)),
+            warm_pool=self.backend.pool_status(),
+            image_builds=dict(self.image_builds),
+        )

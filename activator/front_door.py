@@ -15,7 +15,7 @@ import contextlib
 import logging
 import re
 import socket
-from collections.abc import Callable, Mapping, Sized
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
@@ -148,7 +148,7 @@ class DirectEndpoint(Protocol):
     def settings(self) -> ScaleSettings: ...
 
     @property
-    def held(self) -> Sized: ...
+    def held_count(self) -> int: ...
 
     def direct_link(self) -> HandoffLink | None: ...
 
@@ -262,7 +262,7 @@ class FrontDoor:
         settings = endpoint.settings
         return DirectView(
             enabled=settings.direct_connections,
-            held=len(endpoint.held),
+            held=endpoint.held_count,
             limited=settings.container_concurrency > 0,
         )
 

@@ -6,16 +6,16 @@ import asyncio
 from dataclasses import dataclass, field
 
 from activator.breaker import Breaker
-from activator.scaler.backend import StartedReplica
+from activator.scaler.backend import ReplicaHandle
 
 __all__ = ["Replica"]
 
 
 @dataclass(eq=False)
 class Replica:
-    """The endpoint's view of one routable replica."""
+    """The endpoint's view of one routable replica (its state is set by ReplicaSet only)."""
 
-    info: StartedReplica
+    handle: ReplicaHandle
     breaker: Breaker
     ready_at: float
     draining: bool = False
@@ -25,15 +25,20 @@ class Replica:
 
     @property
     def id(self) -> str:
-        return self.info.id
+        return self.handle.id
 
     @property
     def url(self) -> str:
-        return self.info.url
+        return self.handle.url
 
     @property
     def in_flight(self) -> int:
         return self.breaker.in_flight
 
+    @property
+    def routable(self) -> bool:
+        """Neither draining nor dead: counts as ready and may be given new requests."""
+        return not (self.draining or self.dead)
+
     def can_take(self) -> bool:
-        return not (self.draining or self.dead) and self.breaker.has_capacity()
+        return self.routable and self.breaker.has_capacity()

@@ -1,4 +1,8 @@
-"""`thaw status`: a table of every model behind a running `thaw up`."""
+"""`thaw status`: a table of every model behind a running `thaw up`.
+
+It reads `GET /thaw/status` and parses it with the same `StatusDocument` the activator
+serves (activator.status_document), so the two ends cannot disagree on its shape.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,8 @@ import json
 import sys
 import urllib.error
 import urllib.request
-from typing import Any
+
+from activator.status_document import StatusDocument
 
 __all__ = ["format_table", "register", "run"]
 
@@ -36,26 +41,26 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.set_defaults(func=run)
 
 
-def format_table(status: dict[str, Any]) -> str:
+def format_table(status: StatusDocument) -> str:
     rows = [_COLUMNS]
-    for m in status.get("models", []):
-        cold = m.get("last_cold_start_s")
+    for m in status.models:
+        cold = m.last_cold_start_s
         rows.append(
             (
-                str(m["model"]),
-                str(m["state"]),
-                f"{m['replicas_ready']}/{m['replicas_desired']}",
-                str(m["held_requests"]),
-                str(m.get("in_flight", 0)),
+                m.model,
+                m.state.value,
+                f"{m.replicas_ready}/{m.replicas_desired}",
+                str(m.held_requests),
+                str(m.in_flight),
                 "-" if cold is None else f"{cold:.3f} s",
-                str(m.get("direct_connections", 0)),
-                (m.get("last_error") or "")[:60],
+                str(m.direct_connections),
+                (m.last_error or "")[:60],
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(_COLUMNS))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-    pool = status.get("warm_pool", {})
-    lines.append(f"warm pool: {pool.get('ready', 0)}/{pool.get('size', 0)} ready")
+    pool = status.warm_pool
+    lines.append(f"warm pool: {pool.ready}/{pool.size} ready")
     return "\n".join(lines)
 
 
@@ -63,9 +68,11 @@ def run(args: argparse.Namespace) -> int:
     url = args.url.rstrip("/") + "/thaw/status"
     try:
         with urllib.request.urlopen(url, timeout=args.timeout_s) as resp:
-            status = json.loads(resp.read())
-        if not isinstance(status, dict) or not isinstance(status.get("models"), list):
-            raise ValueError("the answer is not a `thaw up` status document")
+            raw = json.loads(resp.read())
+        try:
+            status = StatusDocument.from_json(raw)
+        except ValueError as exc:
+            raise ValueError(f"the answer is not a `thaw up` status document ({exc})") from None
     except urllib.error.HTTPError as exc:
         print(
             f"thaw status: cannot read {url}: HTTP {exc.code} (not a `thaw up`?)", file=sys.stderr
@@ -80,5 +87,5 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"thaw status: cannot read {url}: {exc}", file=sys.stderr)
         return 1
-    print(json.dumps(status, indent=2) if args.json else format_table(status))
+    print(json.dumps(raw, indent=2) if args.json else format_table(status))
     return 0

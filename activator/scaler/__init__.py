@@ -1,7 +1,19 @@
-"""Scaler backends: where replicas run (local processes now; Kubernetes plugs in later)."""
+"""Scaler backends: where replicas run (local processes now; Kubernetes plugs in next).
+
+`backend` is the seam (the ScalerBackend Protocol, ReplicaHandle, PoolStatus);
+`runtime_control` the HTTP control client every backend uses to bring a runtime up;
+`local_backend` + `local_config` + `launcher` + `replica_process` the local backend;
+`factory.open_backend` builds the one `--scaler` chose.
+"""
 
 from __future__ import annotations
 
-from activator.scaler.backend import ScalerBackend, StartedReplica
+from activator.scaler.backend import (
+    PoolReport,
+    PoolStatus,
+    ReplicaHandle,
+    ScalerBackend,
+    ScalerKind,
+)
 
-__all__ = ["ScalerBackend", "StartedReplica"]
+__all__ = ["PoolReport", "PoolStatus", "ReplicaHandle", "ScalerBackend", "ScalerKind"]

@@ -1,20 +1,46 @@
-"""The Protocol every scaler backend implements, and the value it returns for a new replica."""
+"""The seam between a model endpoint and wherever its replicas run: the ScalerBackend Protocol.
+
+    ModelEndpoint (how many replicas, which one serves a request)
+          │ start_replica / wait_lost / stop_replica / running_replicas / pool_status
+          ▼
+    ScalerBackend ── local_backend.LocalBackend (child processes + warm pool, `--scaler local`)
+                 └── (next: a Kubernetes backend: warm pool pods claimed, readiness probed)
+
+The endpoint decides *how many* replicas a model has and drains them; a backend makes them
+exist, says when one is lost, and stops them. Every backend brings a replica up the same way
+once it has a running runtime: `runtime_control.RuntimeControl` waits for readiness and loads
+the model over the runtime's HTTP API. All methods run on the event loop of `thaw up`.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Protocol
 
-__all__ = ["ScalerBackend", "StartedReplica"]
+__all__ = ["PoolReport", "PoolStatus", "ReplicaHandle", "ScalerBackend", "ScalerKind"]
+
+
+class ScalerKind(StrEnum):
+    """Where replicas run: the `--scaler` choice of `thaw up`."""
+
+    LOCAL = "local"  # `thaw serve` child processes on this machine
 
 
 @dataclass(frozen=True)
-class StartedReplica:
-    """A replica serving `model` at `url`, ready (its load call returned 200).
+class ReplicaHandle:
+    """One replica a backend brought up: who it is, where it answers, how it came up.
 
-    `claim_s`: getting a running, ready runtime process (warm pool claim or fresh start);
-    `restore_s`: the load call (restore from an image, or the model's normal load).
-    `pid`: the local process id, when the backend runs processes.
+    Identity: `id` is unique among the backend's replicas for its whole life (a local
+    `<model>-<n>`; a pod's name) and is what the endpoint passes back to `wait_lost` and
+    `stop_replica`; `model` is the one model it serves. Address: `url` is the base URL of its
+    KServe v2 HTTP surface (`http://host:port`, no trailing slash), where the activator proxies
+    requests and reads statistics. Lifecycle: the replica is routable from the moment the
+    handle is returned (its load call returned 200) until `stop_replica` or `wait_lost`;
+    `claim_s` is the time to get a running, ready runtime (warm-pool claim or fresh start) and
+    `restore_s` the load call (restore from an image, or the model's normal load), both 0 for a
+    replica found running (`running_replicas`). `pid` is the local process id, when there is
+    one (shown by `thaw status --json`).
     """
 
     id: str
@@ -25,24 +51,72 @@ class StartedReplica:
     pid: int | None = None
 
 
-class ScalerBackend(Protocol):
+@dataclass(frozen=True)
+class PoolStatus:
+    """A backend's warm pool: `size` runtimes it keeps idle and ready, `ready` of them now."""
+
+    size: int
+    ready: int
+
+
+class PoolReport(Protocol):
+    """What the status document shows of a backend's warm pool (`thaw status`)."""
+
+    def pool_status(self) -> PoolStatus:
+        """The pool now; a backend without a pool answers `PoolStatus(size=0, ready=0)`.
+        Cheap and synchronous: it is read for every `GET /thaw/status`."""
+        ...
+
+
+class ScalerBackend(PoolReport, Protocol):
     """Runs replicas. The model endpoint decides how many; the backend makes them exist.
 
-    Errors: `start_replica` raises `ActivationFailed` with a message a user can act on.
+    Callers: only `activator.replica_lifecycle.ReplicaSet` (one per model) calls these, from
+    the event loop, never concurrently for the same replica id; `close` is called once, by the
+    fleet, after every endpoint closed.
+
+    Errors: a replica that cannot be brought up is `ActivationFailed` with a message a user
+    can act on (it becomes the model's `last_error` and the held requests' 503). A backend
+    translates its own failures (OSError, HTTP errors, API errors) into that, once, with
+    `raise ... from exc`; anything else escaping `start_replica` is treated as a bug.
+
+    Deadlines and cancellation: every wait is bounded by a deadline the caller passes or the
+    backend's config sets. Each coroutine may be cancelled (the activator shutting down, a
+    client gone); a cancelled `start_replica` must give back what it claimed (stop the process,
+    return or delete the pod) before re-raising `CancelledError`, so that nothing runs that
+    no endpoint knows of.
     """
 
-    async def start_replica(self, model: str, *, timeout_s: float) -> StartedReplica:
-        """Bring up one replica serving `model`; returns once it is routable."""
+    async def start_replica(self, model: str, *, timeout_s: float) -> ReplicaHandle:
+        """Bring up one replica serving `model` and return once it is routable.
+
+        Within `timeout_s` (the model's activation timeout, claim + ready + load together) or
+        raise `ActivationFailed`. The endpoint calls it once per replica it wants, possibly
+        several concurrently for one model; each call returns a distinct replica.
+        """
+        ...
+
+    async def running_replicas(self, model: str) -> list[ReplicaHandle]:
+        """Replicas of `model` that already run and serve when `thaw up` starts (a backend
+        whose replicas outlive the activator finds them again, e.g. pods by label), for the
+        endpoint to adopt instead of starting new ones. Called once per model before the
+        first scaling decision; a backend whose replicas die with the activator returns []."""
         ...
 
     async def wait_lost(self, replica_id: str) -> str:
-        """Return (with a reason) when the replica dies without being asked to stop."""
+        """Return, with a reason for the log and `last_error`, when the replica ends without
+        being asked to (process exit, pod gone, readiness lost for good). Waits as long as the
+        replica lives (no deadline); cancelled when the endpoint closes. Returns at once for
+        an id it does not know (already stopped)."""
         ...
 
     async def stop_replica(self, replica_id: str, *, timeout_s: float) -> None:
-        """Stop a drained replica: SIGTERM, wait `timeout_s`, then kill; always reaps."""
+        """Stop a replica the endpoint has drained (no request in flight through the
+        activator): ask it to stop gracefully, wait up to `timeout_s`, then force it; always
+        releases its resources. Idempotent; an unknown id is a no-op."""
         ...
 
     async def close(self) -> None:
-        """Stop every replica and pooled process this backend started."""
+        """Stop every replica and pooled runtime this backend started (bounded by its own
+        drain timeout); nothing it started runs afterwards."""
         ...

@@ -1,4 +1,4 @@
-"""Scaler backend that runs each replica as a local `thaw serve` process."""
+"""Scaler backend that runs each replica as a local `thaw serve` process (`--scaler local`)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from activator.config import ActivatorConfig
 from activator.errors import ActivationFailed
 from activator.handoff import SLOTS, HandoffLink
 from activator.orphans import LINGER_S, Outcome
-from activator.scaler.backend import StartedReplica
+from activator.scaler.backend import PoolStatus, ReplicaHandle
+from activator.scaler.local_config import LocalConfig
 from activator.scaler.replica_process import ReplicaProcess
 from activator.warm_pool import WarmPool
 
@@ -43,6 +44,7 @@ def arena_with_headroom(nbytes: int) -> int:
 
 def replica_argv(
     config: ActivatorConfig,
+    local: LocalConfig,
     *,
     pooled: bool,
     handoff_socket: Path | None = None,
@@ -50,16 +52,16 @@ def replica_argv(
 ) -> list[str]:
     """The command line of one runtime replica (explicit control mode, no model loaded).
 
-    With `handoff_socket` (and the config's front door), the replica takes client connections
+    With `handoff_socket` (and `local`'s front door), the replica takes client connections
     the activator hands over (activator.front_door), keeping their state bytes in
     `handoff_state`; it then also enforces the body limit.
     """
-    argv = [*config.serve_command, str(config.repository), "--host", "127.0.0.1"]
+    argv = [*local.serve_command, str(config.repository), "--host", "127.0.0.1"]
     argv += ["--port", "0", "--model-control-mode", "explicit"]
-    argv += ["--log-level", config.replica_log_level]
-    if handoff_socket is not None and config.front_door_url is not None:
-        argv += ["--handoff-socket", str(handoff_socket), "--front-door", config.front_door_url]
-        argv += ["--handoff-max-age-s", f"{config.direct_max_age_s:g}"]
+    argv += ["--log-level", local.replica_log_level]
+    if handoff_socket is not None and local.front_door_url is not None:
+        argv += ["--handoff-socket", str(handoff_socket), "--front-door", local.front_door_url]
+        argv += ["--handoff-max-age-s", f"{local.direct_max_age_s:g}"]
         if handoff_state is not None:
             argv += ["--handoff-state", str(handoff_state)]
         argv += ["--max-body-bytes", str(max(1024, config.max_body_bytes))]
@@ -67,18 +69,21 @@ def replica_argv(
         argv += ["--cache", str(config.cache_dir)]
     if config.store is not None:
         argv += ["--store", config.store]
-    if pooled and config.preload_frameworks:
-        argv += ["--preload-frameworks", ",".join(config.preload_frameworks)]
-    if pooled and config.arena_bytes > 0:
-        argv += ["--arena-bytes", str(arena_with_headroom(config.arena_bytes))]
+    if pooled and local.preload_frameworks:
+        argv += ["--preload-frameworks", ",".join(local.preload_frameworks)]
+    if pooled and local.arena_bytes > 0:
+        argv += ["--arena-bytes", str(arena_with_headroom(local.arena_bytes))]
     return argv
 
 
 class LocalBackend:
     """Replicas are child processes: claimed from the warm pool (or started), then loaded."""
 
-    def __init__(self, config: ActivatorConfig, session: aiohttp.ClientSession) -> None:
+    def __init__(
+        self, config: ActivatorConfig, local: LocalConfig, session: aiohttp.ClientSession
+    ) -> None:
         self._config = config
+        self._local = local
         self._session = session
         self._procs: dict[str, ReplicaProcess] = {}
         self._ids = itertools.count(1)
@@ -86,23 +91,23 @@ class LocalBackend:
         self._settling: set[asyncio.Task[None]] = set()  # dead replicas' connections
         # Replicas' handoff sockets live in a private directory (0700) removed at close.
         self._run_dir: Path | None = None
-        if config.front_door_url is not None:
+        if local.front_door_url is not None:
             self._run_dir = Path(tempfile.mkdtemp(prefix="thaw-up-"))
         self._socket_ids = itertools.count(1)
-        self.pool: WarmPool | None = None
-        if config.warm_pool > 0:
-            self.pool = WarmPool(
-                config.warm_pool,
+        self._pool: WarmPool | None = None
+        if local.warm_pool > 0:
+            self._pool = WarmPool(
+                local.warm_pool,
                 lambda: self._argv(pooled=True),
                 session,
-                start_timeout_s=config.replica_start_timeout_s,
+                start_timeout_s=local.replica_start_timeout_s,
             )
-            self.pool.refill()
+            self._pool.refill()
 
-    async def start_replica(self, model: str, *, timeout_s: float) -> StartedReplica:
+    async def start_replica(self, model: str, *, timeout_s: float) -> ReplicaHandle:
         start = time.monotonic()
         deadline = start + timeout_s
-        proc = self.pool.claim() if self.pool is not None else None
+        proc = self._pool.claim() if self._pool is not None else None
         refill_delay_s = 0.0  # a failed start refills at once
         try:
             if proc is None:
@@ -110,7 +115,7 @@ class LocalBackend:
                 proc = await ReplicaProcess.spawn(argv, f"{model}-fresh")
                 await proc.wait_ready(self._session, deadline)
             claimed = time.monotonic()
-            await proc.load(self._session, model, max(0.01, deadline - claimed))
+            await proc.load(model, max(0.01, deadline - claimed))
             refill_delay_s = REFILL_DELAY_S
         except BaseException as exc:
             if proc is not None:
@@ -119,14 +124,14 @@ class LocalBackend:
                 raise ActivationFailed(f"could not start a replica for '{model}': {exc}") from exc
             raise
         finally:
-            if self.pool is not None:  # after the load and the first inferences, see refill()
-                self.pool.refill(delay_s=refill_delay_s)
+            if self._pool is not None:  # after the load and the first inferences, see refill()
+                self._pool.refill(delay_s=refill_delay_s)
         replica_id = f"{model}-{next(self._ids)}"
         proc.name = replica_id
         self._procs[replica_id] = proc
         await self._link(replica_id, model, proc)
         logger.info("replica %s model=%s serving at %s", replica_id, model, proc.url)
-        return StartedReplica(
+        return ReplicaHandle(
             replica_id,
             model,
             proc.url,
@@ -135,15 +140,27 @@ class LocalBackend:
             pid=proc.proc.pid,
         )
 
+    async def running_replicas(self, model: str) -> list[ReplicaHandle]:
+        """None: local replicas never outlive the `thaw up` that started them (launcher)."""
+        return []
+
+    def pool_status(self) -> PoolStatus:
+        ready = self._pool.ready_count if self._pool is not None else 0
+        return PoolStatus(size=self._local.warm_pool, ready=ready)
+
     def _argv(self, *, pooled: bool) -> list[str]:
         if self._run_dir is None:
-            return replica_argv(self._config, pooled=pooled)
+            return replica_argv(self._config, self._local, pooled=pooled)
         socket_path = self._run_dir / f"replica-{next(self._socket_ids)}.sock"
         state_path = _state_path(socket_path)
         with open(state_path, "wb") as file:  # zeros, sparse: pages exist once written
             file.truncate(SLOTS)
         return replica_argv(
-            self._config, pooled=pooled, handoff_socket=socket_path, handoff_state=state_path
+            self._config,
+            self._local,
+            pooled=pooled,
+            handoff_socket=socket_path,
+            handoff_state=state_path,
         )
 
     async def _link(self, replica_id: str, model: str, proc: ReplicaProcess) -> None:
@@ -230,8 +247,8 @@ class LocalBackend:
         await asyncio.gather(
             *(self.stop_replica(r, timeout_s=self._config.drain_timeout_s) for r in procs)
         )
-        if self.pool is not None:
-            await self.pool.close()
+        if self._pool is not None:
+            await self._pool.close()
         if self._settling:
             await asyncio.wait(self._settling, timeout=LINGER_S + 1.0)
         if self._run_dir is not None:

@@ -1,20 +1,25 @@
-"""One `thaw serve` child process: spawn, read its address, wait ready, load, stop, reap."""
+"""One `thaw serve` child process: spawn, read its address, wait ready, load, stop, reap.
+
+Readiness and the load go through `runtime_control.RuntimeControl`, raced against the
+process's exit; this module adds only what is particular to a local child process.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import signal
 import time
 from collections import deque
+from collections.abc import Awaitable
 from pathlib import Path
 
 import aiohttp
 
 from activator.errors import ActivationFailed
+from activator.scaler.runtime_control import RuntimeControl
 
 __all__ = ["ReplicaProcess"]
 
@@ -36,6 +41,7 @@ class ReplicaProcess:
         self.url = ""
         self.handoff_socket = handoff_socket  # where it takes handed-off client connections
         self.model: str | None = None
+        self.control: RuntimeControl | None = None  # once it listens
         self._stderr: deque[str] = deque(maxlen=_STDERR_LINES)
         self._readers: list[asyncio.Task[None]] = []
         self._listening: asyncio.Future[str] = asyncio.get_running_loop().create_future()
@@ -92,53 +98,36 @@ class ReplicaProcess:
         return self.proc.returncode is None
 
     async def wait_ready(self, session: aiohttp.ClientSession, deadline: float) -> None:
-        """Wait for THAW_LISTENING, then for /v2/health/ready == 200, before `deadline`."""
+        """Wait for THAW_LISTENING, then for the runtime to be ready, before `deadline`."""
         try:
             remaining = max(0.01, deadline - time.monotonic())
             self.url = await asyncio.wait_for(asyncio.shield(self._listening), remaining)
         except TimeoutError:
             raise ActivationFailed(f"replica {self.name} did not start listening") from None
-        while time.monotonic() < deadline:
-            if not self.alive:
-                raise self._died("exited while starting")
-            with contextlib.suppress(aiohttp.ClientError, TimeoutError):
-                timeout = aiohttp.ClientTimeout(total=2)
-                async with session.get(f"{self.url}/v2/health/ready", timeout=timeout) as r:
-                    if r.status == 200:
-                        return
-            await asyncio.sleep(0.05)
-        raise ActivationFailed(f"replica {self.name} was not ready in time")
+        self.control = RuntimeControl(session, self.url, name=self.name)
+        await self._unless_exited(self.control.wait_ready(deadline), "exited while starting")
 
-    async def load(self, session: aiohttp.ClientSession, model: str, timeout_s: float) -> None:
-        """POST the load call; returns when the runtime says the model is READY."""
-        url = f"{self.url}/v2/repository/models/{model}/load"
-        load = asyncio.ensure_future(self._post_load(session, url, model, timeout_s))
-        exited = asyncio.ensure_future(self.proc.wait())
-        try:
-            done, _ = await asyncio.wait({load, exited}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            exited.cancel()
-        if load not in done:
-            load.cancel()
-            raise self._died(f"died while loading model '{model}'")
-        load.result()
+    async def load(self, model: str, timeout_s: float) -> None:
+        """The load call; returns when the runtime says the model is READY."""
+        if self.control is None:
+            raise ActivationFailed(f"replica {self.name} was never ready")
+        loading = self.control.load(model, timeout_s=timeout_s)
+        await self._unless_exited(loading, f"died while loading model '{model}'")
         self.model = model
 
-    @staticmethod
-    async def _post_load(
-        session: aiohttp.ClientSession, url: str, model: str, timeout_s: float
-    ) -> None:
+    async def _unless_exited(self, call: Awaitable[None], what: str) -> None:
+        """Run a control call; if the process exits first, cancel it and fail with `what`."""
+        running = asyncio.ensure_future(call)
+        exited = asyncio.ensure_future(self.proc.wait())
         try:
-            timeout = aiohttp.ClientTimeout(total=timeout_s)
-            async with session.post(url, json={}, timeout=timeout) as resp:
-                if resp.status == 200:
-                    return
-                text = (await resp.text())[:2000]
-        except TimeoutError:
-            raise ActivationFailed(f"model '{model}' did not load within {timeout_s:g} s") from None
-        except aiohttp.ClientError as exc:
-            raise ActivationFailed(f"model '{model}' load call failed: {exc}") from exc
-        raise ActivationFailed(f"model '{model}' failed to load: {_error_text(text)}")
+            done, _ = await asyncio.wait({running, exited}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            exited.cancel()
+            if not running.done():
+                running.cancel()
+        if running not in done:
+            raise self._died(what)
+        running.result()
 
     async def stop(self, timeout_s: float) -> int | None:
         """SIGTERM, wait up to `timeout_s`, SIGKILL; always reaps. Returns the exit code."""
@@ -159,13 +148,3 @@ class ReplicaProcess:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(task, 2)
         return code
-
-
-def _error_text(body: str) -> str:
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return body.strip() or "(empty response)"
-    if isinstance(data, dict) and isinstance(data.get("error"), str):
-        return str(data["error"])
-    return body.strip()

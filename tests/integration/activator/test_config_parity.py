@@ -27,8 +27,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from activator.app import build_app
 from activator.config import ActivatorConfig
-from activator.errors import ActivationFailed
-from activator.scaler.backend import StartedReplica
+from tests.fakes.scaler_backend import FakeScalerBackend
 from tests.fixtures import models
 from tests.fixtures.serve_process import ServeProcess
 
@@ -151,22 +150,6 @@ def _completion_cases(repo: Path) -> None:
     )
 
 
-class NeverStarts:
-    """A scaler backend for answers at zero replicas: any start fails the test."""
-
-    async def start_replica(self, model: str, *, timeout_s: float) -> StartedReplica:
-        raise ActivationFailed(f"the parity test must not wake '{model}'")
-
-    async def wait_lost(self, replica_id: str) -> str:
-        raise AssertionError("no replica exists")
-
-    async def stop_replica(self, replica_id: str, *, timeout_s: float) -> None:
-        raise AssertionError("no replica exists")
-
-    async def close(self) -> None:
-        pass
-
-
 @contextmanager
 def _serve(repo: Path) -> Iterator[ServeProcess]:
     server = ServeProcess(repo)
@@ -227,8 +210,10 @@ async def _get(s: aiohttp.ClientSession, url: str) -> tuple[int, bytes]:
 
 async def _compare(repo: Path, names: list[str], replica: ServeProcess) -> list[str]:
     """Every metadata and config answer of both, per model and per served version."""
-    config = ActivatorConfig(repository=repo, warm_pool=0, build_images=False)
-    app = build_app(config, backend=NeverStarts())
+    config = ActivatorConfig(repository=repo, build_images=False)
+    # Answers at zero replicas: any start fails the test.
+    never_starts = FakeScalerBackend(open_gate=True, fail_with="the parity test must not wake")
+    app = build_app(config, backend=never_starts)
     server = TestServer(app, host="127.0.0.1")
     await server.start_server()
     diffs: list[str] = []

@@ -1,4 +1,4 @@
-"""The activator app and its streaming proxy against a tiny in-test upstream replica."""
+"""The activator app and its streaming proxy against a tiny upstream replica (tests.fakes)."""
 
 from __future__ import annotations
 
@@ -11,90 +11,18 @@ from typing import Any
 
 import aiohttp
 import pytest
-from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from activator.app import build_app
 from activator.config import ActivatorConfig, ScaleSettings
-from activator.errors import ActivationFailed
-from activator.scaler.backend import StartedReplica
-
-HITS = web.AppKey("hits", list[str])
-
-CONFIG = """
-name: "{name}"
-backend: "python"
-max_batch_size: 0
-input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] }} ]
-output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] }} ]
-parameters {{ key: "thaw.max_held_requests" value {{ string_value: "4" }} }}
-"""
-
-
-async def upstream_infer(request: web.Request) -> web.StreamResponse:
-    request.app[HITS].append(request.path)
-    behave = request.headers.get("X-Behave", "")
-    if behave == "reset":
-        assert request.transport is not None
-        request.transport.abort()
-        return web.Response()
-    body = await request.read()
-    if behave == "die-mid-response":
-        resp = web.StreamResponse(headers={"Content-Length": str(10_000_000)})
-        await resp.prepare(request)
-        await resp.write(b"x" * 65536)
-        await asyncio.sleep(0.05)
-        assert request.transport is not None
-        request.transport.abort()
-        return resp
-    if behave == "gzip":
-        return web.Response(body=gzip.compress(body), headers={"Content-Encoding": "gzip"})
-    seen = {k.lower(): v for k, v in request.headers.items()}
-    resp = web.StreamResponse(headers={"X-Seen": json.dumps(seen), "Keep-Alive": "timeout=5"})
-    resp.content_type = "application/octet-stream"
-    await resp.prepare(request)
-    for i in range(0, len(body), 100_000):  # stream the echo back in pieces
-        await resp.write(body[i : i + 100_000])
-    await resp.write_eof()
-    return resp
-
-
-class UpstreamBackend:
-    """Every 'replica' is the one in-test upstream server."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.starts = 0
-        self.stopped: list[str] = []
-        self.gate = asyncio.Event()
-        self.gate.set()
-
-    async def start_replica(self, model: str, *, timeout_s: float) -> StartedReplica:
-        self.starts += 1
-        try:
-            await asyncio.wait_for(self.gate.wait(), timeout_s)
-        except TimeoutError:
-            raise ActivationFailed(f"replica for {model} did not start in time") from None
-        return StartedReplica(f"{model}-{self.starts}", model, self.url, 0.0, 0.01)
-
-    async def wait_lost(self, replica_id: str) -> str:
-        await asyncio.Event().wait()
-        return "never"
-
-    async def stop_replica(self, replica_id: str, *, timeout_s: float) -> None:
-        self.stopped.append(replica_id)
-
-    async def close(self) -> None:
-        pass
+from tests.fakes.loop import eventually
+from tests.fakes.scaler_backend import FakeScalerBackend
+from tests.fakes.upstream import HITS, MODEL_CONFIG, start_upstream
 
 
 @pytest.fixture
 async def upstream() -> AsyncIterator[TestServer]:
-    app = web.Application(client_max_size=64 * 1024 * 1024)
-    app[HITS] = []
-    app.router.add_post("/v2/models/{model}/infer", upstream_infer)
-    server = TestServer(app, host="127.0.0.1")
-    await server.start_server()
+    server = await start_upstream(client_max_size=64 * 1024 * 1024)
     yield server
     await server.close()
 
@@ -103,15 +31,15 @@ async def upstream() -> AsyncIterator[TestServer]:
 async def activator(tmp_path: Path, upstream: TestServer) -> AsyncIterator[tuple[str, Any]]:
     for name in ("m", "other"):
         (tmp_path / name / "1").mkdir(parents=True)
-        (tmp_path / name / "config.pbtxt").write_text(CONFIG.format(name=name))
+        (tmp_path / name / "config.pbtxt").write_text(MODEL_CONFIG.format(name=name))
     config = ActivatorConfig(
         repository=tmp_path,
-        warm_pool=0,
         build_images=False,
         max_body_bytes=2_000_000,
         defaults=ScaleSettings(activation_timeout_s=1),
     )
-    backend = UpstreamBackend(str(upstream.make_url("")).rstrip("/"))
+    url = str(upstream.make_url("")).rstrip("/")
+    backend = FakeScalerBackend(url=url, open_gate=True, claim_s=0.0, restore_s=0.01)
     app = build_app(config, backend=backend)
     server = TestServer(app, host="127.0.0.1", handler_cancellation=True)
     await server.start_server()
@@ -120,7 +48,7 @@ async def activator(tmp_path: Path, upstream: TestServer) -> AsyncIterator[tuple
 
 
 async def test_infer_is_streamed_byte_exact_with_hop_by_hop_headers_stripped(
-    activator: tuple[str, UpstreamBackend],
+    activator: tuple[str, FakeScalerBackend],
 ) -> None:
     url, backend = activator
     body = bytes(range(256)) * 4096  # 1 MiB of binary, as the binary tensor extension sends
@@ -146,7 +74,7 @@ async def test_infer_is_streamed_byte_exact_with_hop_by_hop_headers_stripped(
 
 
 async def test_compressed_responses_pass_through_untouched(
-    activator: tuple[str, UpstreamBackend],
+    activator: tuple[str, FakeScalerBackend],
 ) -> None:
     url, _ = activator
     async with aiohttp.ClientSession(auto_decompress=False) as s:
@@ -156,7 +84,7 @@ async def test_compressed_responses_pass_through_untouched(
             assert gzip.decompress(await r.read()) == b"abc" * 100
 
 
-async def test_metadata_config_ready_do_not_wake(activator: tuple[str, UpstreamBackend]) -> None:
+async def test_metadata_config_ready_do_not_wake(activator: tuple[str, FakeScalerBackend]) -> None:
     url, backend = activator
     async with aiohttp.ClientSession() as s:
         for path in ["/v2/models/m", "/v2/models/m/versions/1", "/v2/models/m/config"]:
@@ -177,7 +105,7 @@ async def test_metadata_config_ready_do_not_wake(activator: tuple[str, UpstreamB
 
 
 async def test_errors_are_json_with_the_right_status(
-    activator: tuple[str, UpstreamBackend],
+    activator: tuple[str, FakeScalerBackend],
 ) -> None:
     url, backend = activator
     cases = [
@@ -201,7 +129,7 @@ async def test_errors_are_json_with_the_right_status(
 
 
 async def test_replica_reset_gives_prompt_502_and_leaves_rotation(
-    activator: tuple[str, UpstreamBackend], upstream: TestServer
+    activator: tuple[str, FakeScalerBackend], upstream: TestServer
 ) -> None:
     url, backend = activator
     async with aiohttp.ClientSession() as s:
@@ -210,7 +138,7 @@ async def test_replica_reset_gives_prompt_502_and_leaves_rotation(
         ) as r:
             assert r.status == 502
             assert "replica" in (await r.json())["error"]
-        await asyncio.sleep(0.05)
+        await eventually(lambda: backend.stopped != [])
         assert backend.stopped == ["m-1"]  # out of rotation
         async with s.post(f"{url}/v2/models/m/infer", data=b"y") as r:
             assert r.status == 200  # a new replica serves the next request
@@ -220,7 +148,7 @@ async def test_replica_reset_gives_prompt_502_and_leaves_rotation(
 
 
 async def test_replica_dying_mid_response_never_looks_complete(
-    activator: tuple[str, UpstreamBackend],
+    activator: tuple[str, FakeScalerBackend],
 ) -> None:
     url, _ = activator
     async with aiohttp.ClientSession() as s:
@@ -230,7 +158,7 @@ async def test_replica_dying_mid_response_never_looks_complete(
                 await r.read()
 
 
-async def test_metrics_and_status(activator: tuple[str, UpstreamBackend]) -> None:
+async def test_metrics_and_status(activator: tuple[str, FakeScalerBackend]) -> None:
     url, _ = activator
     async with aiohttp.ClientSession() as s:
         async with s.post(f"{url}/v2/models/m/infer", data=b"x") as r:
@@ -250,7 +178,7 @@ async def test_metrics_and_status(activator: tuple[str, UpstreamBackend]) -> Non
 
 
 async def test_unload_scales_to_zero_and_load_warms(
-    activator: tuple[str, UpstreamBackend],
+    activator: tuple[str, FakeScalerBackend],
 ) -> None:
     url, backend = activator
     async with aiohttp.ClientSession() as s:
@@ -266,18 +194,19 @@ async def test_unload_scales_to_zero_and_load_warms(
 
 
 async def test_client_gone_while_held_is_dropped_and_never_forwarded(
-    activator: tuple[str, UpstreamBackend], upstream: TestServer
+    activator: tuple[str, FakeScalerBackend], upstream: TestServer
 ) -> None:
     url, backend = activator
     backend.gate.clear()
     async with aiohttp.ClientSession() as s:
         request = asyncio.create_task(s.post(f"{url}/v2/models/m/infer", data=b"gone"))
-        await asyncio.sleep(0.2)
+        await asyncio.wait_for(backend.start_called.wait(), 2)  # held: it woke the model
         async with s.get(f"{url}/thaw/status") as r:
             held = {m["model"]: m["held_requests"] for m in (await r.json())["models"]}
         assert held["m"] == 1
         request.cancel()  # the client hangs up while held
     async with aiohttp.ClientSession() as s:
+        # Well inside the 1 s activation timeout: only the hang-up can have dropped it.
         await asyncio.sleep(0.2)
         async with s.get(f"{url}/thaw/status") as r:
             held = {m["model"]: m["held_requests"] for m in (await r.json())["models"]}
@@ -290,7 +219,7 @@ async def test_client_gone_while_held_is_dropped_and_never_forwarded(
 
 
 async def test_held_past_the_activation_timeout_gets_a_json_error(
-    activator: tuple[str, UpstreamBackend],
+    activator: tuple[str, FakeScalerBackend],
 ) -> None:
     url, backend = activator
     backend.gate.clear()
@@ -304,7 +233,7 @@ async def test_held_past_the_activation_timeout_gets_a_json_error(
 
 
 async def test_hostile_bytes_do_not_hurt_the_activator(
-    activator: tuple[str, UpstreamBackend],
+    activator: tuple[str, FakeScalerBackend],
 ) -> None:
     url, _ = activator
     host, port = url.removeprefix("http://").split(":")

@@ -11,38 +11,35 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestServer
 
 from activator.app import build_app, json_parse_errors
 from activator.config import ActivatorConfig, ScaleSettings
-from tests.unit.activator.test_activator_app import CONFIG, HITS, UpstreamBackend, upstream_infer
+from tests.fakes.scaler_backend import FakeScalerBackend
+from tests.fakes.upstream import HITS, MODEL_CONFIG, start_upstream
 
 
 @pytest.fixture
-async def served(tmp_path: Path) -> AsyncIterator[tuple[str, int, UpstreamBackend, list[str]]]:
-    upstream_app = web.Application()
-    upstream_app[HITS] = []
-    upstream_app.router.add_post("/v2/models/{model}/infer", upstream_infer)
-    upstream = TestServer(upstream_app, host="127.0.0.1")
-    await upstream.start_server()
+async def served(tmp_path: Path) -> AsyncIterator[tuple[str, int, FakeScalerBackend, list[str]]]:
+    upstream = await start_upstream()
+    assert upstream.app is not None
     (tmp_path / "m" / "1").mkdir(parents=True)
-    (tmp_path / "m" / "config.pbtxt").write_text(CONFIG.format(name="m"))
+    (tmp_path / "m" / "config.pbtxt").write_text(MODEL_CONFIG.format(name="m"))
     config = ActivatorConfig(
         repository=tmp_path,
-        warm_pool=0,
         build_images=False,
         max_body_bytes=100_000,
         request_timeout_s=0.5,
         defaults=ScaleSettings(activation_timeout_s=1),
     )
-    backend = UpstreamBackend(str(upstream.make_url("")).rstrip("/"))
+    url = str(upstream.make_url("")).rstrip("/")
+    backend = FakeScalerBackend(url=url, open_gate=True, claim_s=0.0, restore_s=0.01)
     runner = web.AppRunner(build_app(config, backend=backend), handler_cancellation=True)
     await runner.setup()
     json_parse_errors(runner.server)
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = runner.addresses[0][1]
-    yield f"http://127.0.0.1:{port}", port, backend, upstream_app[HITS]
+    yield f"http://127.0.0.1:{port}", port, backend, upstream.app[HITS]
     await runner.cleanup()
     await upstream.close()
 

@@ -6,7 +6,6 @@ Every replica is its own in-test HTTP server that counts what it served (from ze
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -18,9 +17,9 @@ from aiohttp.test_utils import TestServer
 
 from activator.app import FLEET, build_app
 from activator.config import ActivatorConfig, ScaleSettings
-from activator.errors import ActivationFailed
 from activator.replica_stats import zero_stats
-from activator.scaler.backend import StartedReplica
+from tests.fakes.loop import eventually
+from tests.fakes.scaler_backend import FakeScalerBackend
 
 CONFIG = """
 name: "{name}"
@@ -52,22 +51,14 @@ async def _replica_stats(request: web.Request) -> web.Response:
     return web.json_response({"model_stats": rows})
 
 
-class ReplicaServers:
-    """A scaler backend whose every replica is a fresh in-test server."""
+class ReplicaServers(FakeScalerBackend):
+    """The fake scaler backend, with every replica a fresh in-test server."""
 
     def __init__(self) -> None:
+        super().__init__(open_gate=True, claim_s=0.0, restore_s=0.0)
         self.servers: dict[str, TestServer] = {}
-        self.lost: dict[str, asyncio.Future[str]] = {}
-        self.gate = asyncio.Event()
-        self.gate.set()
-        self.starts = 0
 
-    async def start_replica(self, model: str, *, timeout_s: float) -> StartedReplica:
-        try:
-            await asyncio.wait_for(self.gate.wait(), timeout_s)
-        except TimeoutError:
-            raise ActivationFailed("replica did not start in time") from None
-        self.starts += 1
+    async def serve(self, replica_id: str) -> str:
         app = web.Application()
         app[SERVED] = {}
         app.router.add_post("/v2/models/{model}/infer", _replica_infer)
@@ -75,22 +66,19 @@ class ReplicaServers:
         app.router.add_get("/v2/models/{model}/stats", _replica_stats)
         server = TestServer(app, host="127.0.0.1")
         await server.start_server()
-        rid = f"{model}-{self.starts}"
-        self.servers[rid] = server
-        self.lost[rid] = asyncio.get_running_loop().create_future()
-        return StartedReplica(rid, model, str(server.make_url("")).rstrip("/"), 0.0, 0.0)
-
-    async def wait_lost(self, replica_id: str) -> str:
-        return await self.lost[replica_id]
+        self.servers[replica_id] = server
+        return str(server.make_url("")).rstrip("/")
 
     async def die(self, replica_id: str) -> None:
         await self.servers[replica_id].close()
-        self.lost[replica_id].set_result("killed by the test")
+        self.lose(replica_id, "killed by the test")
 
     async def stop_replica(self, replica_id: str, *, timeout_s: float) -> None:
+        await super().stop_replica(replica_id, timeout_s=timeout_s)
         await self.servers[replica_id].close()
 
     async def close(self) -> None:
+        await super().close()
         for server in self.servers.values():
             await server.close()
 
@@ -102,7 +90,6 @@ async def up(tmp_path: Path) -> AsyncIterator[tuple[str, ReplicaServers, web.App
     (tmp_path / "m" / "config.pbtxt").write_text(CONFIG.format(name="m"))
     config = ActivatorConfig(
         repository=tmp_path,
-        warm_pool=0,
         build_images=False,
         defaults=ScaleSettings(activation_timeout_s=0.5, max_replicas=2),
     )
@@ -178,10 +165,7 @@ async def test_a_replica_that_dies_keeps_the_counts_last_seen(
         endpoint = app[FLEET].endpoint("m")
         (replica,) = endpoint.replicas
         await backend.die(replica.id)
-        for _ in range(100):
-            if replica not in endpoint.replicas:
-                break
-            await asyncio.sleep(0.01)
+        await eventually(lambda: replica not in endpoint.replicas)
         assert _count(await _stats(s, url)) == 5
         await _infer(s, url, 1)
         assert _count(await _stats(s, url)) == 6

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from activator import cli, status_cli
 from activator.errors import ConfigError
+from activator.scaler.backend import PoolStatus
+from activator.scaler.local_config import LocalConfig
+from activator.status_document import ModelState, ModelStatus, StatusDocument
 
 
 def _parse(*argv: str) -> argparse.Namespace:
@@ -26,6 +30,31 @@ def test_scale_flags_become_the_default_settings(tmp_path: Path) -> None:
     assert config.defaults.scale_to_zero_grace_s == 5.0
     assert config.defaults.min_replicas == 0
     assert config.host == "127.0.0.1" and config.port == 8000
+
+
+def test_the_scaler_is_chosen_at_the_cli_with_its_own_settings(tmp_path: Path) -> None:
+    args = _parse(
+        "up", str(tmp_path), "--scaler", "local", "--warm-pool", "3",
+        "--preload-frameworks", "onnxruntime", "--direct-max-age-s", "4",
+    )  # fmt: skip
+    config = cli.build_config(args)
+    assert isinstance(config.scaler, LocalConfig)
+    assert config.scaler.warm_pool == 3
+    assert config.scaler.preload_frameworks == ("onnxruntime",)
+    assert config.scaler.direct_max_age_s == 4.0
+    assert config.scaler.front_door_url is None  # set once the listener is bound
+    assert cli.build_config(_parse("up", str(tmp_path))).scaler == LocalConfig(
+        warm_pool=1, serve_command=config.scaler.serve_command
+    )  # --scaler local is the default
+
+
+def test_an_unknown_scaler_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        _parse("up", str(tmp_path), "--scaler", "kubernetes")
+    assert info.value.code == 2
+    assert "invalid choice: 'kubernetes'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -53,20 +82,22 @@ def test_missing_repository_exits_2_with_a_message(
     assert "is not a directory" in capsys.readouterr().err
 
 
+def _model(name: str, state: ModelState, **fields: Any) -> ModelStatus:
+    zero = {"replicas_ready": 0, "replicas_desired": 0, "replicas_starting": 0}
+    zero.update(held_requests=0, in_flight=0, direct_connections=0)
+    return ModelStatus(name, state, **{**zero, **fields})
+
+
 def test_status_table_lists_every_model() -> None:
-    table = status_cli.format_table(
-        {
-            "models": [
-                {"model": "resnet50", "state": "warm", "replicas_ready": 2,
-                 "replicas_desired": 3, "held_requests": 4, "in_flight": 7,
-                 "last_cold_start_s": 0.2412, "last_error": None},
-                {"model": "bert", "state": "cold", "replicas_ready": 0,
-                 "replicas_desired": 0, "held_requests": 0, "in_flight": 0,
-                 "last_cold_start_s": None, "last_error": "failed to load: boom"},
-            ],
-            "warm_pool": {"size": 1, "ready": 1},
-        }
+    resnet = _model(
+        "resnet50", ModelState.WARM, replicas_ready=2, replicas_desired=3, held_requests=4,
+        in_flight=7, last_cold_start_s=0.2412, last_error=None,
     )  # fmt: skip
+    bert = _model(
+        "bert", ModelState.COLD, last_cold_start_s=None, last_error="failed to load: boom"
+    )
+    doc = StatusDocument(models=(resnet, bert), warm_pool=PoolStatus(size=1, ready=1))
+    table = status_cli.format_table(doc)
     lines = table.splitlines()
     assert lines[0].split()[:3] == ["MODEL", "STATE", "READY/DESIRED"]
     assert lines[1].split()[:6] == ["resnet50", "warm", "2/3", "4", "7", "0.241"]

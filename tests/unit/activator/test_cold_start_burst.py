@@ -1,4 +1,7 @@
-"""A burst at zero with default scale settings: one start, and no replicas pinned afterwards."""
+"""A burst at zero with default scale settings: one start, and no replicas pinned afterwards.
+
+Stories on a stepped clock; events are ordered by event-loop turns, never by sleeping.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +10,9 @@ import asyncio
 from activator.config import ScaleSettings
 from activator.metrics import Metrics
 from activator.model_endpoint import ModelEndpoint, ModelState
-from tests.unit.activator.test_model_endpoint import FakeBackend, FakeClock
+from tests.fakes.clock import FakeClock
+from tests.fakes.loop import settle, turns
+from tests.fakes.scaler_backend import FakeScalerBackend
 
 
 def _burst(
@@ -24,12 +29,12 @@ def _burst(
 
 
 async def test_burst_at_zero_starts_one_replica_and_does_not_pin_more() -> None:
-    backend, clock = FakeBackend(), FakeClock()
+    backend, clock = FakeScalerBackend(), FakeClock()
     settings = ScaleSettings(activation_timeout_s=5)  # target 8, max 4: 50 held "need" 4
     endpoint = ModelEndpoint("m", settings, backend, Metrics(), clock=clock)
     tasks = _burst(endpoint, 50)
     for _ in range(4):  # the cold start spans several autoscaler ticks
-        await asyncio.sleep(0.01)
+        await turns()
         clock.now += 0.5
         endpoint.tick()
     assert endpoint.state is ModelState.WAKING
@@ -47,17 +52,18 @@ async def test_the_backlog_of_a_cold_start_is_not_load_while_it_drains() -> None
     """The replica is ready late in a tick and the 50 requests held at zero are still being
     served at the next ticks: neither their wait at zero nor the backlog itself scales the
     model up (it would read as ~40 concurrent requests: max_replicas)."""
-    backend, clock = FakeBackend(), FakeClock()
+    backend, clock = FakeScalerBackend(), FakeClock()
     settings = ScaleSettings(activation_timeout_s=5)
     endpoint = ModelEndpoint("m", settings, backend, Metrics(), clock=clock)
     release = asyncio.Event()
     tasks = _burst(endpoint, 50, release)
-    await asyncio.sleep(0.01)
+    await settle(lambda: endpoint.held_count == 50)
     clock.now += 0.5
     endpoint.tick()
     clock.now += 0.4  # still held, 0.4 s into the next tick
     backend.gate.set()
-    await asyncio.sleep(0.05)  # the replica is ready: 16 in flight, 34 held
+    await settle(lambda: endpoint.ready_count == 1)  # the replica is ready
+    await turns()
     for _ in range(3):
         clock.now += 0.5
         endpoint.tick()
@@ -68,15 +74,16 @@ async def test_the_backlog_of_a_cold_start_is_not_load_while_it_drains() -> None
 
 
 async def test_a_backlog_still_queued_after_the_panic_window_scales_out() -> None:
-    backend, clock = FakeBackend(), FakeClock()
+    backend, clock = FakeScalerBackend(), FakeClock()
     settings = ScaleSettings(activation_timeout_s=30, panic_window_s=2)
     endpoint = ModelEndpoint("m", settings, backend, Metrics(), clock=clock)
     release = asyncio.Event()
     tasks = _burst(endpoint, 50, release)
-    await asyncio.sleep(0.01)
+    await settle(lambda: endpoint.held_count == 50)
     endpoint.tick()
     backend.gate.set()
-    await asyncio.sleep(0.05)
+    await settle(lambda: endpoint.ready_count == 1)
+    await turns()
     for _ in range(8):  # 4 s: the backlog's 2 s window is over, 34 are still held
         clock.now += 0.5
         endpoint.tick()
@@ -87,13 +94,13 @@ async def test_a_backlog_still_queued_after_the_panic_window_scales_out() -> Non
 
 
 async def test_min_replicas_above_one_start_together() -> None:
-    backend = FakeBackend()
+    backend = FakeScalerBackend()
     settings = ScaleSettings(min_replicas=2, activation_timeout_s=5)
     endpoint = ModelEndpoint("m", settings, backend, Metrics(), clock=FakeClock())
     endpoint.tick()
-    await asyncio.sleep(0.01)
+    await turns()
     assert backend.starts == 2
     backend.gate.set()
-    await asyncio.sleep(0.05)
+    await settle(lambda: endpoint.ready_count == 2)
     assert endpoint.ready_count == 2
     await endpoint.close()

@@ -3,7 +3,6 @@ autoscaler seeing load that never passes through the activator."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import itertools
 from pathlib import Path
@@ -14,9 +13,11 @@ from activator.config import ActivatorConfig, ScaleSettings, validated
 from activator.errors import ConfigError
 from activator.metrics import Metrics
 from activator.model_endpoint import ModelEndpoint
-from activator.scaler.backend import StartedReplica
 from activator.scaler.local_backend import replica_argv
-from tests.unit.activator.test_model_endpoint import FakeBackend, FakeClock
+from activator.scaler.local_config import LocalConfig
+from tests.fakes.clock import FakeClock
+from tests.fakes.loop import settle
+from tests.fakes.scaler_backend import FakeScalerBackend
 
 
 class FakeLink:
@@ -33,25 +34,18 @@ class FakeLink:
         return self.mean
 
 
-class LinkedBackend(FakeBackend):
+class LinkedBackend(FakeScalerBackend):
     """A fake backend whose replicas take handed-off connections."""
 
     def __init__(self) -> None:
         super().__init__()
         self.links: dict[str, FakeLink] = {}
-        self._ids = itertools.count(1)
-
-    async def start_replica(self, model: str, *, timeout_s: float) -> StartedReplica:
-        info = await super().start_replica(model, timeout_s=timeout_s)
-        replica_id = f"{model}-direct-{next(self._ids)}"  # unique even for concurrent starts
-        self.lost[replica_id] = asyncio.get_running_loop().create_future()
-        return dataclasses.replace(info, id=replica_id)
 
     def handoff_link(self, replica_id: str) -> FakeLink:
         return self.links.setdefault(replica_id, FakeLink(replica_id))
 
 
-def _endpoint(backend: FakeBackend, clock: FakeClock, **changes: object) -> ModelEndpoint:
+def _endpoint(backend: FakeScalerBackend, clock: FakeClock, **changes: object) -> ModelEndpoint:
     settings = ScaleSettings(
         max_replicas=3,
         target_concurrency=1,
@@ -63,14 +57,13 @@ def _endpoint(backend: FakeBackend, clock: FakeClock, **changes: object) -> Mode
     return ModelEndpoint("m", settings, backend, Metrics(), drain_timeout_s=2.0, clock=clock)
 
 
-async def _two_replicas(backend: LinkedBackend, clock: FakeClock) -> ModelEndpoint:
-    endpoint = _endpoint(backend, clock, min_replicas=2)
+async def _two_replicas(
+    backend: LinkedBackend, clock: FakeClock, **changes: object
+) -> ModelEndpoint:
+    endpoint = _endpoint(backend, clock, min_replicas=2, **changes)
     backend.gate.set()
     endpoint.tick()
-    for _ in range(50):
-        if endpoint.ready_count == 2:
-            break
-        await asyncio.sleep(0.01)
+    await settle(lambda: endpoint.ready_count == 2)
     assert endpoint.ready_count == 2
     return endpoint
 
@@ -96,14 +89,14 @@ async def test_no_direct_link_when_disabled_held_or_cold() -> None:
     assert cold.direct_link() is None  # no replica at all
     endpoint = await _two_replicas(backend, clock)
     assert endpoint.direct_link() is not None
-    endpoint.settings = dataclasses.replace(endpoint.settings, container_concurrency=4)
-    assert endpoint.direct_link() is None  # a per-replica limit needs every request in-path
-    endpoint.settings = dataclasses.replace(
-        endpoint.settings, container_concurrency=0, direct_connections=False
-    )
-    assert endpoint.direct_link() is None
     await endpoint.close()
-    assert _endpoint(FakeBackend(), clock).direct_link() is None  # backend without handoff
+    limited = await _two_replicas(LinkedBackend(), clock, container_concurrency=4)
+    assert limited.direct_link() is None  # a per-replica limit needs every request in-path
+    await limited.close()
+    disabled = await _two_replicas(LinkedBackend(), clock, direct_connections=False)
+    assert disabled.direct_link() is None
+    await disabled.close()
+    assert _endpoint(FakeScalerBackend(), clock).direct_link() is None  # backend without handoff
 
 
 async def test_the_autoscaler_sees_direct_load_and_scales_up() -> None:
@@ -115,8 +108,8 @@ async def test_the_autoscaler_sees_direct_load_and_scales_up() -> None:
     clock.now += 0.5
     decision = endpoint.tick()  # 5 in flight on direct connections, target 1: three replicas
     assert decision.desired == 3
-    assert endpoint.status()["direct_connections"] == 8
-    assert {r["direct_in_flight"] for r in endpoint.status()["replicas"]} == {3}
+    assert endpoint.status().direct_connections == 8
+    assert {r.direct_in_flight for r in endpoint.status().replicas} == {3}
     await endpoint.close()
 
 
@@ -147,11 +140,11 @@ def test_direct_connections_is_a_true_false_setting() -> None:
 
 
 def test_replicas_take_connections_only_when_there_is_a_front_door(tmp_path: Path) -> None:
-    config = ActivatorConfig(
-        repository=tmp_path, front_door_url="http://127.0.0.1:8000", max_body_bytes=10
-    )
+    config = ActivatorConfig(repository=tmp_path, max_body_bytes=10)
+    local = LocalConfig(front_door_url="http://127.0.0.1:8000")
     argv = replica_argv(
         config,
+        local,
         pooled=True,
         handoff_socket=tmp_path / "r.sock",
         handoff_state=tmp_path / "r.state",
@@ -162,7 +155,7 @@ def test_replicas_take_connections_only_when_there_is_a_front_door(tmp_path: Pat
     assert flags["--front-door"] == "http://127.0.0.1:8000"
     assert flags["--handoff-max-age-s"] == "10"
     assert flags["--max-body-bytes"] == "1024"  # the activator's cap, within the runtime's range
-    without = dataclasses.replace(config, front_door_url=None)
+    without = dataclasses.replace(local, front_door_url=None)
     assert "--handoff-socket" not in replica_argv(
-        without, pooled=True, handoff_socket=tmp_path / "r.sock"
+        config, without, pooled=True, handoff_socket=tmp_path / "r.sock"
     )

@@ -3,12 +3,10 @@ the activator's end of a replica's handoff socket."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import socket
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -24,6 +22,8 @@ from activator.front_door import (
 )
 from activator.handoff import HandoffLink, LoadReport, parse_report
 from activator.orphans import Outcome
+from tests.fakes.fallback import FakeDoor
+from tests.fakes.loop import eventually
 
 WARM = {"add_sub": DirectView(enabled=True, held=0)}
 _IDLE_REPORT = b'{"in_flight": 0, "busy_s": 0, "connections": 0, "received": 0, "t": 1, '
@@ -171,20 +171,6 @@ def test_a_load_report_extrapolates_its_busy_time() -> None:
     assert report.busy_at(99.0) == pytest.approx(10.0)  # never backwards
 
 
-class FakeDoor:
-    """The front door as a link's fallback: what it took back and counted."""
-
-    def __init__(self) -> None:
-        self.taken_back: list[socket.socket] = []
-        self.counts: list[tuple[str, Outcome]] = []
-
-    def take_back(self, conn: socket.socket) -> None:
-        self.taken_back.append(conn)
-
-    def count(self, model: str, outcome: Outcome) -> None:
-        self.counts.append((model, outcome))
-
-
 async def test_a_link_sends_sockets_and_reads_load_reports(tmp_path: Path) -> None:
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(str(tmp_path / "replica.sock"))
@@ -209,26 +195,18 @@ async def test_a_link_sends_sockets_and_reads_load_reports(tmp_path: Path) -> No
     assert link.sample(t0) == 0.0  # the first sample only sets the baseline
     report = {"in_flight": 2, "busy_s": 1.0, "connections": 1, "received": 2, "t": t0}
     replica_end.sendall(json.dumps(report).encode() + b"\ngarbage\n")
-    await _until(lambda: link.in_flight == 2)
+    await eventually(lambda: link.in_flight == 2)
     assert link.connections == 2 and ended.fileno() != -1  # acknowledged, still kept
     # busy went 0 -> 1.0 at t0, then 2 in flight for 0.5 s: 2.0 in-flight-seconds over 0.5 s
     assert link.sample(t0 + 0.5) == pytest.approx(4.0)
     report.update(closed=[0], returned=[1])
     replica_end.sendall(json.dumps(report).encode() + b"\n")
-    await _until(lambda: link.connections == 0)
+    await eventually(lambda: link.connections == 0)
     assert ended.fileno() == -1  # the replica ended it: our copy is closed
     assert door.taken_back == [returned] and returned.fileno() != -1  # ours to serve
     assert door.counts == [("m", Outcome.RETURNED)]
     replica_end.close()
-    await _until(lambda: not link.connected and link.lost.is_set())
+    await eventually(lambda: not link.connected and link.lost.is_set())
     assert not link.send(returned, door)
     for sock in (server, returned, ended_peer, returned_peer):
         sock.close()
-
-
-async def _until(predicate: Callable[[], bool]) -> None:
-    for _ in range(200):
-        if predicate():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("timed out")

@@ -14,7 +14,8 @@ import pytest
 
 from activator.handoff import HandoffLink, SlotTable
 from activator.orphans import Outcome, bad_gateway, outcome, settle
-from tests.unit.activator.test_front_door import FakeDoor, _until
+from tests.fakes.fallback import FakeDoor
+from tests.fakes.loop import eventually
 
 
 def test_slots_go_round_robin_and_never_to_an_open_connection() -> None:
@@ -99,7 +100,7 @@ async def test_a_dead_replicas_connections_are_settled_by_their_state(tmp_path: 
     uploading.sendall(b"x" * 100_000)  # body the replica never read: lingered over, not reset
     replica_end.close()
     server.close()
-    await _until(lambda: link.lost.is_set())
+    await eventually(lambda: link.lost.is_set())
     outcomes = link.replica_died()
     assert outcomes == {Outcome.BAD_GATEWAY: 2, Outcome.ABORTED: 1, Outcome.TAKEN_BACK: 1}
     assert link.replica_died() == {}  # once only

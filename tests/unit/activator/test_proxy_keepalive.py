@@ -15,7 +15,8 @@ from aiohttp.test_utils import TestServer
 
 from activator.app import build_app
 from activator.config import ActivatorConfig, ScaleSettings
-from tests.unit.activator.test_activator_app import CONFIG, UpstreamBackend
+from tests.fakes.scaler_backend import FakeScalerBackend
+from tests.fakes.upstream import MODEL_CONFIG
 
 PEERS = web.AppKey("peers", set[int])
 
@@ -42,23 +43,23 @@ async def replica_infer(request: web.Request) -> web.StreamResponse:
 
 
 @pytest.fixture
-async def served(tmp_path: Path) -> AsyncIterator[tuple[str, UpstreamBackend, set[int]]]:
+async def served(tmp_path: Path) -> AsyncIterator[tuple[str, FakeScalerBackend, set[int]]]:
     replica = web.Application()
     replica[PEERS] = set()
     replica.router.add_post("/v2/models/{model}/infer", replica_infer)
     upstream = TestServer(replica, host="127.0.0.1")
     await upstream.start_server()
     (tmp_path / "m" / "1").mkdir(parents=True)
-    (tmp_path / "m" / "config.pbtxt").write_text(CONFIG.format(name="m"))
+    (tmp_path / "m" / "config.pbtxt").write_text(MODEL_CONFIG.format(name="m"))
     config = ActivatorConfig(
         repository=tmp_path,
-        warm_pool=0,
         build_images=False,
         request_timeout_s=0.5,
         # One slot: a request that never gave its slot back would hold up the next one.
         defaults=ScaleSettings(activation_timeout_s=1, container_concurrency=1),
     )
-    backend = UpstreamBackend(str(upstream.make_url("")).rstrip("/"))
+    url = str(upstream.make_url("")).rstrip("/")
+    backend = FakeScalerBackend(url=url, open_gate=True, claim_s=0.0, restore_s=0.01)
     server = TestServer(build_app(config, backend=backend), host="127.0.0.1")
     await server.start_server()
     yield str(server.make_url("")).rstrip("/"), backend, replica[PEERS]
@@ -67,7 +68,7 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[str, UpstreamBackend, se
 
 
 async def test_warm_requests_reuse_one_replica_connection(
-    served: tuple[str, UpstreamBackend, set[int]],
+    served: tuple[str, FakeScalerBackend, set[int]],
 ) -> None:
     url, _, peers = served
     async with aiohttp.ClientSession() as s:
@@ -80,7 +81,7 @@ async def test_warm_requests_reuse_one_replica_connection(
 
 
 async def test_expect_100_continue_is_answered_here_and_not_forwarded(
-    served: tuple[str, UpstreamBackend, set[int]],
+    served: tuple[str, FakeScalerBackend, set[int]],
 ) -> None:
     url, _, _ = served
     async with (
@@ -92,7 +93,7 @@ async def test_expect_100_continue_is_answered_here_and_not_forwarded(
 
 
 async def test_no_content_passes_through_without_a_body(
-    served: tuple[str, UpstreamBackend, set[int]],
+    served: tuple[str, FakeScalerBackend, set[int]],
 ) -> None:
     url, _, _ = served
     async with aiohttp.ClientSession() as s:
@@ -104,7 +105,7 @@ async def test_no_content_passes_through_without_a_body(
 
 
 async def test_a_silent_replica_is_a_json_504_and_stays_in_rotation(
-    served: tuple[str, UpstreamBackend, set[int]],
+    served: tuple[str, FakeScalerBackend, set[int]],
 ) -> None:
     url, backend, _ = served
     async with aiohttp.ClientSession() as s:
@@ -118,7 +119,7 @@ async def test_a_silent_replica_is_a_json_504_and_stays_in_rotation(
 
 
 async def test_a_stall_past_the_deadline_mid_response_never_looks_complete(
-    served: tuple[str, UpstreamBackend, set[int]],
+    served: tuple[str, FakeScalerBackend, set[int]],
 ) -> None:
     url, _, _ = served
     async with aiohttp.ClientSession() as s:
@@ -130,7 +131,7 @@ async def test_a_stall_past_the_deadline_mid_response_never_looks_complete(
 
 
 async def test_a_client_leaving_mid_response_does_not_fail_the_replica(
-    served: tuple[str, UpstreamBackend, set[int]],
+    served: tuple[str, FakeScalerBackend, set[int]],
 ) -> None:
     url, backend, peers = served
     async with aiohttp.ClientSession() as s:
@@ -150,7 +151,7 @@ async def test_a_client_leaving_mid_response_does_not_fail_the_replica(
 
 
 async def test_a_big_body_that_stops_arriving_times_out_and_frees_its_slot(
-    served: tuple[str, UpstreamBackend, set[int]],
+    served: tuple[str, FakeScalerBackend, set[int]],
 ) -> None:
     url, _, _ = served
     port = int(url.rsplit(":", 1)[1])

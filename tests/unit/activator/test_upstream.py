@@ -10,6 +10,7 @@ import pytest
 
 from activator.errors import UpstreamFailed, UpstreamTimeout
 from activator.upstream import Connection, ResponseHead, UpstreamPool
+from tests.fakes.loop import eventually
 
 Reply = Callable[[asyncio.StreamWriter], Awaitable[None]]
 SMALL = 1024
@@ -203,7 +204,7 @@ async def test_an_idle_connection_the_replica_closed_is_not_reused(
     replica.replies = [send(OK_SMALL, close=True), send(OK_SMALL)]
     # Closed right after a complete, keep-alive-looking answer: the pool notices the EOF.
     await exchange(pool, replica.url)
-    await asyncio.sleep(0.05)
+    await eventually(lambda: pool.idle_count(replica.url) == 0)
     assert pool.idle_count(replica.url) == 0
     _, body, _ = await exchange(pool, replica.url)
     assert body == b"hello" and replica.connections == 2

@@ -1,0 +1,144 @@
+"""Scale reconciliation of one model: the autoscaler's Decision made real.
+
+Every tick (`tick`) the concurrency seen since the last one, in the activator and on direct
+connections, is sampled into the autoscaler, and its Decision is reconciled against the
+replicas that exist (`apply`): missing ones are started (at most one at a time from zero:
+`cold_start.replicas_to_start`), surplus ones drained, idle first. A held request decides at
+once (`poke`: the cold-start fast path). The policy is `activator.autoscaler`'s; this module
+only observes and acts.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sized
+
+from activator.autoscaler import Autoscaler, Decision
+from activator.cold_start import ColdStartTimer, replicas_to_start
+from activator.concurrency import ConcurrencyMeter
+from activator.config import ScaleSettings
+from activator.direct_load import DirectLoad
+from activator.metrics import Metrics
+from activator.replica_lifecycle import ReplicaSet
+
+__all__ = ["Reconciler"]
+
+logger = logging.getLogger(__name__)
+
+
+class Reconciler:
+    """Keeps one model's replica count at its autoscaler's desired count."""
+
+    def __init__(
+        self,
+        model: str,
+        settings: ScaleSettings,
+        autoscaler: Autoscaler,
+        replicas: ReplicaSet,
+        meter: ConcurrencyMeter,
+        held: Sized,
+        direct: DirectLoad,
+        cold: ColdStartTimer,
+        metrics: Metrics,
+        *,
+        clock: Callable[[], float],
+    ) -> None:
+        self._model = model
+        self._settings = settings
+        self._autoscaler = autoscaler
+        self._replicas = replicas
+        self._meter = meter
+        self._held = held
+        self._direct = direct
+        self._cold = cold
+        self._metrics = metrics
+        self._clock = clock
+        self.desired = 0
+        self._closed = False
+        self._publish()
+
+    def note_request(self, now: float) -> None:
+        """Traffic arrived (a request, a direct connection): the idle grace starts again."""
+        self._autoscaler.note_request(now)
+
+    def tick(self) -> Decision:
+        """Sample concurrency into the autoscaler and reconcile its decision (every tick)."""
+        now = self._clock()
+        mean, peak = self._meter.sample(now)
+        # Requests on direct connections bypass the activator: their replicas report them.
+        direct_mean, direct_now = self._direct.sample(self._replicas.replicas, now)
+        ready = self._replicas.ready_count
+        if ready:
+            # Requests held while no replica is ready are a wake-up signal, not a measure of
+            # the capacity needed: a burst at zero would otherwise pin max_replicas for a
+            # whole stable window. Once a replica serves, a queue that remains is seen here.
+            self._autoscaler.observe(now, mean + direct_mean, peak=peak + direct_now)
+        current = self._meter.current + direct_now
+        return self.apply(self._autoscaler.decide(now, ready, current=current))
+
+    def poke(self) -> Decision:
+        """Decide now (cold-start fast path: a held request at zero starts one replica)."""
+        now = self._clock()
+        ready = self._replicas.ready_count
+        return self.apply(self._autoscaler.decide(now, ready, current=self._meter.current))
+
+    def apply(self, decision: Decision) -> Decision:
+        """Start or drain replicas toward `decision.desired`."""
+        if self._closed:
+            return decision
+        if decision.desired != self.desired:
+            direction = "up" if decision.desired > self.desired else "down"
+            self._metrics.scale_decisions.labels(self._model, direction).inc()
+            logger.info(
+                "scale model=%s %d -> %d (%s)",
+                self._model,
+                self.desired,
+                decision.desired,
+                decision.reason,
+            )
+            self.desired = decision.desired
+        self._start_missing()
+        self._drain_surplus()
+        self._publish()
+        return decision
+
+    def _start_missing(self) -> None:
+        replicas = self._replicas
+        count = replicas_to_start(
+            desired=self.desired,
+            ready=replicas.ready_count,
+            starting=replicas.starting,
+            min_replicas=self._settings.min_replicas,
+        )
+        if count == 0 or (replicas.retry_needs_request and not len(self._held)):
+            return
+        for _ in range(count):
+            if replicas.ready_count == 0 and replicas.starting == 0:
+                # A start from nothing: a cold start when requests wait for it, timed from
+                # here to its first response. Starts by the autoscaler alone are not.
+                self._cold.begin(requests_waiting=len(self._held) > 0)
+            replicas.start()
+
+    def _drain_surplus(self) -> None:
+        replicas = self._replicas
+        surplus = replicas.ready_count - self.desired
+        if surplus <= 0 or replicas.starting:
+            return
+        idle_first = sorted(replicas.routable(), key=lambda r: (r.in_flight, -r.ready_at))
+        for replica in idle_first[:surplus]:
+            replicas.retire(replica)
+
+    def forget(self) -> None:
+        """An explicit unload: forget recent traffic (before it must not count after it)
+        and want no replica."""
+        self._autoscaler.forget()
+        self._meter.sample(self._clock())
+        self.desired = 0
+        self._publish()
+
+    def close(self) -> None:
+        """Decide nothing more: the model is shutting down."""
+        self._closed = True
+
+    def _publish(self) -> None:
+        self._metrics.replicas.labels(self._model, "desired").set(self.desired)

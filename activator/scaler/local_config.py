@@ -1,0 +1,31 @@
+"""`LocalConfig`: the settings of the local scaler backend (`thaw up --scaler local`).
+
+What only local `thaw serve` child processes need: the warm pool, what its processes preload,
+how they are started and logged, and the connection handoff to them. Built once in cli.py;
+what every backend shares (repository, image cache and store, body limit, drain timeout)
+stays in `ActivatorConfig`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from activator.scaler.launcher import serve_command
+
+__all__ = ["LocalConfig"]
+
+
+@dataclass(frozen=True)
+class LocalConfig:
+    """The local backend's settings; times in seconds."""
+
+    warm_pool: int = 1  # idle runtime processes kept ready to claim
+    preload_frameworks: tuple[str, ...] = ("onnxruntime", "torch")  # imported by pool processes
+    arena_bytes: int = 0  # restore arena pre-faulted per pool process (0: none)
+    replica_start_timeout_s: float = 120.0  # process start -> ready (not counting the load)
+    serve_command: tuple[str, ...] = field(default_factory=lambda: serve_command())
+    replica_log_level: str = "warning"
+    # Where replicas send requests they cannot answer on a handed-off connection (the
+    # activator's own listen address; set by cli.py once bound). None: no connection handoff.
+    front_door_url: str | None = None
+    direct_max_age_s: float = 10.0  # a direct connection's next response after this closes it

@@ -1,0 +1,91 @@
+"""A ScalerBackend with behaviour, for endpoint and app tests without processes."""
+
+from __future__ import annotations
+
+import asyncio
+
+from activator.errors import ActivationFailed
+from activator.scaler.backend import PoolStatus, ReplicaHandle
+
+__all__ = ["FakeScalerBackend"]
+
+
+class FakeScalerBackend:
+    """Implements `activator.scaler.backend.ScalerBackend`; the test drives it:
+
+    - every start waits for `gate` (open it with `gate.set()`, or `open_gate=True`), up to
+      its timeout (then `ActivationFailed`), then fails with `fail_with` when that is set;
+    - the n-th start call's replica is `<model>-<n>` at `url` (`{id}` is replaced by the id);
+    - `lose(id, reason)` makes the replica die (its `wait_lost` returns `reason`);
+    - `running` is what `running_replicas` reports (replicas found running at start);
+    - `pool` is what `pool_status` answers.
+
+    It records `starts` (start calls so far) and `stopped` (ids, in order), and sets
+    `start_called` on every start call.
+    """
+
+    def __init__(
+        self,
+        *,
+        url: str = "http://fake/{id}",
+        open_gate: bool = False,
+        fail_with: str | None = None,
+        claim_s: float = 0.01,
+        restore_s: float = 0.02,
+    ) -> None:
+        self.url = url
+        self.gate = asyncio.Event()
+        if open_gate:
+            self.gate.set()
+        self.fail_with = fail_with
+        self.claim_s = claim_s
+        self.restore_s = restore_s
+        self.starts = 0
+        self.start_called = asyncio.Event()
+        self.stopped: list[str] = []
+        self.lost: dict[str, asyncio.Future[str]] = {}
+        self.running: dict[str, list[ReplicaHandle]] = {}
+        self.pool = PoolStatus(size=0, ready=0)
+
+    async def start_replica(self, model: str, *, timeout_s: float) -> ReplicaHandle:
+        self.starts += 1
+        replica_id = f"{model}-{self.starts}"
+        self.start_called.set()
+        try:
+            await asyncio.wait_for(self.gate.wait(), timeout_s)
+        except TimeoutError:
+            raise ActivationFailed("replica did not start in time") from None
+        if self.fail_with:
+            raise ActivationFailed(self.fail_with)
+        self.lost[replica_id] = asyncio.get_running_loop().create_future()
+        url = await self.serve(replica_id)
+        return ReplicaHandle(replica_id, model, url, self.claim_s, self.restore_s)
+
+    async def serve(self, replica_id: str) -> str:
+        """Where the new replica answers (a subclass may start a server here)."""
+        return self.url.format(id=replica_id)
+
+    def lose(self, replica_id: str, reason: str) -> None:
+        """The replica dies on its own."""
+        self.lost[replica_id].set_result(reason)
+
+    async def running_replicas(self, model: str) -> list[ReplicaHandle]:
+        handles = self.running.get(model, [])
+        for handle in handles:
+            self.lost.setdefault(handle.id, asyncio.get_running_loop().create_future())
+        return list(handles)
+
+    async def wait_lost(self, replica_id: str) -> str:
+        lost = self.lost.get(replica_id)
+        return "stopped" if lost is None else await asyncio.shield(lost)
+
+    async def stop_replica(self, replica_id: str, *, timeout_s: float) -> None:
+        self.stopped.append(replica_id)
+
+    def pool_status(self) -> PoolStatus:
+        return self.pool
+
+    async def close(self) -> None:
+        for lost in self.lost.values():
+            if not lost.done():
+                lost.cancel()

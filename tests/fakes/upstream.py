@@ -1,0 +1,68 @@
+"""A tiny upstream "replica" app the activator proxies to in app tests.
+
+`POST /v2/models/{model}/infer` records the path in `app[HITS]` and, by the `X-Behave`
+header: echoes the body back in pieces with the headers it saw (`X-Seen`, JSON) by default;
+`reset` aborts the connection; `die-mid-response` promises 10 MB and dies after 64 KiB;
+`gzip` answers the body gzip-compressed. `MODEL_CONFIG` is the config.pbtxt of the models
+put in front of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+__all__ = ["HITS", "MODEL_CONFIG", "start_upstream", "upstream_infer"]
+
+HITS = web.AppKey("hits", list[str])
+
+MODEL_CONFIG = """
+name: "{name}"
+backend: "python"
+max_batch_size: 0
+input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] }} ]
+output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] }} ]
+parameters {{ key: "thaw.max_held_requests" value {{ string_value: "4" }} }}
+"""
+
+
+async def upstream_infer(request: web.Request) -> web.StreamResponse:
+    request.app[HITS].append(request.path)
+    behave = request.headers.get("X-Behave", "")
+    if behave == "reset":
+        assert request.transport is not None
+        request.transport.abort()
+        return web.Response()
+    body = await request.read()
+    if behave == "die-mid-response":
+        resp = web.StreamResponse(headers={"Content-Length": str(10_000_000)})
+        await resp.prepare(request)
+        await resp.write(b"x" * 65536)
+        await asyncio.sleep(0.05)
+        assert request.transport is not None
+        request.transport.abort()
+        return resp
+    if behave == "gzip":
+        return web.Response(body=gzip.compress(body), headers={"Content-Encoding": "gzip"})
+    seen = {k.lower(): v for k, v in request.headers.items()}
+    resp = web.StreamResponse(headers={"X-Seen": json.dumps(seen), "Keep-Alive": "timeout=5"})
+    resp.content_type = "application/octet-stream"
+    await resp.prepare(request)
+    for i in range(0, len(body), 100_000):  # stream the echo back in pieces
+        await resp.write(body[i : i + 100_000])
+    await resp.write_eof()
+    return resp
+
+
+async def start_upstream(*, client_max_size: int = 1024**2) -> TestServer:
+    """The upstream app, listening on 127.0.0.1 (close it with `await server.close()`)."""
+    app = web.Application(client_max_size=client_max_size)
+    app[HITS] = []
+    app.router.add_post("/v2/models/{model}/infer", upstream_infer)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    return server

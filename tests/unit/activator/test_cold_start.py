@@ -1,0 +1,80 @@
+"""The cold-start rule (pure) and the timing of one cold start on a stepped clock."""
+
+from __future__ import annotations
+
+import pytest
+
+from activator.breaker import Breaker
+from activator.cold_start import ColdStartTimer, replicas_to_start
+from activator.metrics import Metrics
+from activator.replica import Replica
+from activator.scaler.backend import ReplicaHandle
+from tests.fakes.clock import FakeClock
+
+
+@pytest.mark.parametrize(
+    ("desired", "ready", "starting", "min_replicas", "starts"),
+    [
+        (4, 0, 0, 0, 1),  # a burst at zero that "needs" 4: exactly one start
+        (4, 0, 1, 0, 0),  # ... and none more while it is starting
+        (1, 0, 0, 0, 1),
+        (3, 0, 0, 3, 3),  # min_replicas above one start together
+        (3, 0, 1, 2, 1),  # ... up to min_replicas
+        (4, 1, 0, 0, 3),  # once one is ready the autoscaler's count is started
+        (4, 1, 2, 0, 1),
+        (1, 2, 0, 0, 0),  # surplus is not this rule's business
+        (0, 0, 0, 0, 0),
+    ],
+)
+def test_replicas_to_start(
+    desired: int, ready: int, starting: int, min_replicas: int, starts: int
+) -> None:
+    count = replicas_to_start(
+        desired=desired, ready=ready, starting=starting, min_replicas=min_replicas
+    )
+    assert count == starts
+
+
+def _replica(clock: FakeClock) -> Replica:
+    handle = ReplicaHandle("m-1", "m", "http://fake", claim_s=0.05, restore_s=0.2)
+    return Replica(handle, Breaker(0), ready_at=clock())
+
+
+def _count(metrics: Metrics, phase: str) -> float:
+    value = metrics.registry.get_sample_value(
+        "thaw_cold_start_seconds_count", {"model": "m", "phase": phase}
+    )
+    return value or 0.0
+
+
+def test_a_cold_start_is_timed_from_its_start_to_its_first_response() -> None:
+    clock, metrics = FakeClock(), Metrics()
+    timer = ColdStartTimer("m", metrics, clock)
+    timer.begin(requests_waiting=True)
+    clock.advance(0.3)
+    first, second = _replica(clock), _replica(clock)
+    timer.replica_up(first)
+    timer.replica_up(second)  # only the first replica of a cold start carries it
+    assert (first.cold_start_t0, second.cold_start_t0) == (1000.0, None)
+    assert (_count(metrics, "claim"), _count(metrics, "restore")) == (1, 1)
+    clock.advance(0.1)
+    timer.served(first)
+    assert timer.last_s == pytest.approx(0.4)
+    assert first.cold_start_t0 is None
+    assert (_count(metrics, "warmup"), _count(metrics, "total")) == (1, 1)
+    timer.served(first)  # later responses are not cold starts
+    assert _count(metrics, "total") == 1
+
+
+def test_starts_nobody_waits_for_and_failed_ones_are_not_timed() -> None:
+    clock, metrics = FakeClock(), Metrics()
+    timer = ColdStartTimer("m", metrics, clock)
+    timer.begin(requests_waiting=False)  # min_replicas, or the autoscaler alone
+    replica = _replica(clock)
+    timer.replica_up(replica)
+    assert replica.cold_start_t0 is None
+    timer.begin(requests_waiting=True)
+    timer.abandon()  # every start failed
+    timer.replica_up(replica)
+    assert replica.cold_start_t0 is None
+    assert timer.last_s is None and _count(metrics, "claim") == 0

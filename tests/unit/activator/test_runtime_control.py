@@ -1,0 +1,131 @@
+"""The runtime control client against a tiny fake runtime: readiness, load, unload, errors."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+import aiohttp
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from activator.errors import ActivationFailed
+from activator.scaler.runtime_control import RuntimeControl, error_text
+
+CALLS = web.AppKey("calls", list[str])
+LOADED = web.AppKey("loaded", set[str])
+NOT_READY_FOR = web.AppKey("not_ready_for", list[int])  # readiness probes still answered 503
+
+
+async def _health(request: web.Request) -> web.Response:
+    left = request.app[NOT_READY_FOR]
+    if left[0] != 0:  # negative: never ready
+        left[0] -= 1
+        return web.json_response({"error": "starting"}, status=503)
+    return web.Response(status=200)
+
+
+async def _model_ready(request: web.Request) -> web.Response:
+    loaded = request.match_info["model"] in request.app[LOADED]
+    return web.Response(status=200 if loaded else 400)
+
+
+async def _control(request: web.Request) -> web.Response:
+    model, action = request.match_info["model"], request.match_info["action"]
+    request.app[CALLS].append(f"{action}:{model}")
+    if model == "bad_weights":
+        return web.json_response({"error": "failed to load 'bad_weights': truncated"}, status=400)
+    if model == "plain":
+        return web.Response(text="  upstream exploded \n", status=500)
+    if model == "slow":
+        await asyncio.sleep(5)
+    if action == "load":
+        request.app[LOADED].add(model)
+    else:
+        request.app[LOADED].discard(model)
+    return web.Response(status=200)
+
+
+@pytest.fixture
+async def runtime() -> AsyncIterator[TestServer]:
+    app = web.Application()
+    app[CALLS] = []
+    app[LOADED] = set()
+    app[NOT_READY_FOR] = [3]
+    app.router.add_get("/v2/health/ready", _health)
+    app.router.add_get("/v2/models/{model}/ready", _model_ready)
+    app.router.add_post("/v2/repository/models/{model}/{action}", _control)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    yield server
+    await server.close()
+
+
+@pytest.fixture
+async def control(runtime: TestServer) -> AsyncIterator[RuntimeControl]:
+    async with aiohttp.ClientSession() as session:
+        yield RuntimeControl(session, str(runtime.make_url("/")), name="pool-1")
+
+
+async def test_waits_until_the_runtime_answers_ready(
+    runtime: TestServer, control: RuntimeControl
+) -> None:
+    assert control.url == str(runtime.make_url("")).rstrip("/")  # no trailing slash
+    assert not await control.is_ready()  # 503 while starting
+    await control.wait_ready(time.monotonic() + 5)
+    assert runtime.app is not None and runtime.app[NOT_READY_FOR] == [0]
+
+
+async def test_a_runtime_never_ready_fails_at_the_deadline(
+    runtime: TestServer, control: RuntimeControl
+) -> None:
+    assert runtime.app is not None
+    runtime.app[NOT_READY_FOR][0] = -1
+    start = time.monotonic()
+    with pytest.raises(ActivationFailed, match="replica pool-1 was not ready in time"):
+        await control.wait_ready(start + 0.3)
+    assert time.monotonic() - start < 2
+
+
+async def test_load_unload_and_model_readiness(
+    runtime: TestServer, control: RuntimeControl
+) -> None:
+    assert not await control.model_ready("add_sub")
+    await control.load("add_sub", timeout_s=5)
+    assert await control.model_ready("add_sub")
+    await control.unload("add_sub", timeout_s=5)
+    assert not await control.model_ready("add_sub")
+    assert runtime.app is not None
+    assert runtime.app[CALLS] == ["load:add_sub", "unload:add_sub"]
+
+
+async def test_load_errors_carry_the_runtimes_own_message(control: RuntimeControl) -> None:
+    with pytest.raises(ActivationFailed) as json_error:
+        await control.load("bad_weights", timeout_s=5)
+    assert json_error.value.message == (
+        "model 'bad_weights' failed to load: failed to load 'bad_weights': truncated"
+    )
+    with pytest.raises(ActivationFailed) as plain:
+        await control.load("plain", timeout_s=5)
+    assert plain.value.message == "model 'plain' failed to load: upstream exploded"
+    with pytest.raises(ActivationFailed) as slow:
+        await control.load("slow", timeout_s=0.2)
+    assert slow.value.message == "model 'slow' did not load within 0.2 s"
+
+
+async def test_a_runtime_that_is_gone_is_a_failed_call_not_a_crash(unused_port: int) -> None:
+    async with aiohttp.ClientSession() as session:
+        gone = RuntimeControl(session, f"http://127.0.0.1:{unused_port}", name="pool-9")
+        assert not await gone.is_ready()
+        assert not await gone.model_ready("m")
+        with pytest.raises(ActivationFailed, match="model 'm' load call failed"):
+            await gone.load("m", timeout_s=2)
+
+
+def test_error_text_prefers_the_json_error() -> None:
+    assert error_text('{"error": "boom"}') == "boom"
+    assert error_text('{"error": 3}') == '{"error": 3}'
+    assert error_text("  not json \n") == "not json"
+    assert error_text("") == "(empty response)"

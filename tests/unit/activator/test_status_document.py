@@ -1,0 +1,171 @@
+"""The status document: one shape for `GET /thaw/status` and `thaw status`, checked strictly."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import threading
+from collections.abc import AsyncIterator, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp.test_utils import TestServer
+
+from activator import status_cli
+from activator.app import build_app
+from activator.config import ActivatorConfig, ScaleSettings
+from activator.scaler.backend import PoolStatus, ReplicaHandle
+from activator.status_document import (
+    ModelState,
+    ModelStatus,
+    ReplicaState,
+    ReplicaStatus,
+    StatusDocument,
+)
+from tests.fakes.scaler_backend import FakeScalerBackend
+from tests.fakes.upstream import MODEL_CONFIG
+
+_REPLICA = ReplicaStatus("m-1", "http://127.0.0.1:9", 4242, 2, 3, 1, ReplicaState.READY)
+_WARM = ModelStatus("m", ModelState.WARM, 1, 1, 0, 0, 2, 3, 0.25, None, (_REPLICA,))
+DOC = StatusDocument(
+    models=(_WARM, ModelStatus.unavailable("broken", "config.pbtxt:1: no backend")),
+    warm_pool=PoolStatus(size=1, ready=0),
+    image_builds={"m": "built"},
+)
+
+
+def test_the_document_survives_json_both_ways() -> None:
+    assert StatusDocument.from_json(json.loads(json.dumps(DOC.to_json()))) == DOC
+
+
+def test_an_unavailable_model_has_the_same_fields_as_a_served_one() -> None:
+    served, unavailable = DOC.to_json()["models"]
+    assert list(served) == list(unavailable) == [
+        "model", "state", "replicas_ready", "replicas_desired", "replicas_starting",
+        "held_requests", "in_flight", "direct_connections", "last_cold_start_s",
+        "last_error", "replicas",
+    ]  # fmt: skip
+    assert unavailable["state"] == "unavailable" and unavailable["replicas"] == []
+    assert served["replicas"][0] == {
+        "id": "m-1", "url": "http://127.0.0.1:9", "pid": 4242, "in_flight": 2,
+        "direct_connections": 3, "direct_in_flight": 1, "state": "ready",
+    }  # fmt: skip
+
+
+def _broken(change: Any) -> dict[str, Any]:
+    doc = DOC.to_json()
+    change(doc)
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ([], "the document must be a JSON object"),
+        ({"models": {}}, "'models' must be a JSON array"),
+        (_broken(lambda d: d["models"][0].pop("in_flight")), "models[0]: 'in_flight' must be"),
+        (
+            _broken(lambda d: d["models"][1].update(held_requests=True)),
+            "models[1]: 'held_requests' must be an integer, not True",
+        ),
+        (
+            _broken(lambda d: d["models"][0].update(state="asleep")),
+            "models[0]: state 'asleep' is not one of cold, waking, warm",
+        ),
+        (
+            _broken(lambda d: d["models"][0]["replicas"][0].update(pid="4242")),
+            "models[0].replicas[0]: 'pid' must be int or null",
+        ),
+        (_broken(lambda d: d.pop("warm_pool")), "warm_pool must be a JSON object"),
+        (_broken(lambda d: d.update(image_builds={"m": 1})), "image_builds: every value"),
+    ],
+)
+def test_another_shape_is_refused_naming_what_does_not_fit(doc: Any, message: str) -> None:
+    with pytest.raises(ValueError) as info:
+        StatusDocument.from_json(doc)
+    assert message in str(info.value)
+
+
+@pytest.fixture
+async def activator(tmp_path: Path) -> AsyncIterator[str]:
+    for name in ("zeta", "alpha"):
+        (tmp_path / name / "1").mkdir(parents=True)
+        (tmp_path / name / "config.pbtxt").write_text(MODEL_CONFIG.format(name=name))
+    (tmp_path / "broken" / "1").mkdir(parents=True)
+    (tmp_path / "broken" / "config.pbtxt").write_text('backend: "tensorflow"\n')
+    config = ActivatorConfig(
+        repository=tmp_path,
+        build_images=False,
+        defaults=ScaleSettings(activation_timeout_s=1),
+    )
+    backend = FakeScalerBackend(open_gate=True)
+    backend.pool = PoolStatus(size=2, ready=1)
+    backend.running["zeta"] = [ReplicaHandle("zeta-0", "zeta", "http://fake/zeta-0", 0, 0, 77)]
+    server = TestServer(build_app(config, backend=backend), host="127.0.0.1")
+    await server.start_server()
+    yield str(server.make_url("")).rstrip("/")
+    await server.close()
+
+
+async def test_the_activator_serves_the_document_thaw_status_reads(activator: str) -> None:
+    async with aiohttp.ClientSession() as s, s.get(f"{activator}/thaw/status") as r:
+        doc = StatusDocument.from_json(await r.json())
+    assert [(m.model, m.state) for m in doc.models] == [
+        ("alpha", ModelState.COLD),
+        ("broken", ModelState.UNAVAILABLE),
+        ("zeta", ModelState.WARM),  # found running at start: adopted, nothing started
+    ]
+    assert doc.models[2].replicas[0].pid == 77
+    assert "tensorflow" in (doc.models[1].last_error or "")
+    assert doc.warm_pool == PoolStatus(size=2, ready=1)  # what the backend reports
+
+
+@pytest.fixture
+def not_thaw() -> Iterator[str]:
+    """An HTTP server whose /thaw/status answers JSON of another shape."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = json.dumps({"models": [{"model": "m"}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_thaw_status_refuses_a_document_of_another_shape(
+    not_thaw: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = argparse.Namespace(url=not_thaw, json=False, timeout_s=5.0)
+    assert status_cli.run(args) == 1
+    err = capsys.readouterr().err
+    assert "is not a `thaw up` status document" in err
+    assert "models[0]: 'state' must be a string, not missing" in err
+
+
+async def test_thaw_status_prints_the_table_of_a_running_activator(
+    activator: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = argparse.Namespace(url=activator, json=False, timeout_s=5.0)
+    assert await asyncio.to_thread(status_cli.run, args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[:3] for line in lines[1:4]] == [
+        ["alpha", "cold", "0/0"],
+        ["broken", "unavailable", "0/0"],
+        ["zeta", "warm", "1/1"],
+    ]
+    assert lines[-1] == "warm pool: 1/2 ready"
