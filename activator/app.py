@@ -183,8 +183,9 @@ async def live(request: web.Request) -> web.Response:
 
 
 async def ready(request: web.Request) -> web.Response:
-    """The activator can serve (models at zero replicas wake on demand)."""
-    return web.Response(status=200)
+    """The activator can wake models at full speed: its warm pool produced its first process
+    (models at zero replicas wake on demand; before that, a wake waits for the pool)."""
+    return web.Response(status=200 if request.app[FLEET].ready() else 503)
 
 
 async def server_metadata(request: web.Request) -> web.Response:

@@ -18,6 +18,8 @@ from typing import Any
 
 from activator.config import SETTING_RANGES, ActivatorConfig, ScaleSettings, validated
 from activator.errors import ConfigError
+from activator.host_tier import default_budget_bytes, make_tier_dir, remove_tier_dir
+from activator.pool_policy import PoolSettings
 from activator.scaler.backend import ScalerKind
 from activator.scaler.local_config import LocalConfig
 
@@ -80,6 +82,23 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.add_argument("--no-image-build", action="store_true", help="do not build images at start")
     p.add_argument(
+        "--cache-max-bytes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="byte budget of the image cache: least recently used chunks are evicted to fit "
+        "(default: unbounded)",
+    )
+    p.add_argument(
+        "--host-cache-bytes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="keep images of models scaled to zero in shared memory up to N bytes, so their "
+        "next wake maps the image instead of reading it (0: off; default 1/8 of this "
+        "machine's memory)",
+    )
+    p.add_argument(
         "--scaler",
         choices=[kind.value for kind in ScalerKind],
         default=ScalerKind.LOCAL.value,
@@ -91,7 +110,30 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=int,
         default=1,
         metavar="N",
-        help="idle runtime processes kept ready to claim (default 1)",
+        help="idle runtime processes kept ready at least (default 1); the pool keeps one per "
+        "model woken within --pool-window-s, within --pool-memory-bytes",
+    )
+    local.add_argument(
+        "--pool-memory-bytes",
+        type=int,
+        default=PoolSettings().budget_bytes,
+        metavar="N",
+        help="memory (PSS) the idle pool processes and the fork server may use together "
+        f"(default {PoolSettings().budget_bytes >> 20} MiB; 0: no idle processes)",
+    )
+    local.add_argument(
+        "--pool-window-s",
+        type=float,
+        default=PoolSettings().window_s,
+        metavar="S",
+        help="a model's wake keeps an idle process for it this long (default %(default)g)",
+    )
+    local.add_argument(
+        "--fork-server",
+        choices=["on", "off"],
+        default="on",
+        help="fork pool processes from one process that imported the frameworks (default "
+        "on); off: start each as a fresh interpreter",
     )
     local.add_argument(
         "--preload-frameworks",
@@ -101,8 +143,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     local.add_argument(
         "--arena-bytes",
         type=int,
-        default=None,
-        help="restore arena pre-faulted per pool process (default: largest model)",
+        default=0,
+        help="restore arena pre-faulted in every idle pool process (default 0: a restore "
+        "allocates an arena the size of the model that claimed the process)",
     )
     p.add_argument(
         "--request-timeout-s",
@@ -164,14 +207,21 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
     _check_range("--request-timeout-s", args.request_timeout_s, 0.1, 86_400)
     _check_range("--drain-timeout-s", args.drain_timeout_s, 0, 3600)
     _check_range("--direct-max-age-s", args.direct_max_age_s, 0, 86_400)
-    if args.arena_bytes is not None:
-        _check_range("--arena-bytes", args.arena_bytes, 0, 1 << 44)
+    _check_range("--arena-bytes", args.arena_bytes, 0, 1 << 44)
+    _check_range("--pool-memory-bytes", args.pool_memory_bytes, 0, 1 << 44)
+    _check_range("--pool-window-s", args.pool_window_s, 0, 86_400)
+    if args.cache_max_bytes is not None:
+        _check_range("--cache-max-bytes", args.cache_max_bytes, 1, 1 << 50)
+    host_bytes = default_budget_bytes() if args.host_cache_bytes is None else args.host_cache_bytes
+    _check_range("--host-cache-bytes", host_bytes, 0, 1 << 44)
     cache = args.cache or Path(os.path.expanduser("~/.cache/thaw/images"))
     return ActivatorConfig(
         repository=args.repository,
         host=args.host,
         port=args.port,
         cache_dir=cache,
+        cache_max_bytes=args.cache_max_bytes,
+        host_cache_bytes=host_bytes,
         store=args.store,
         build_images=not args.no_image_build,
         defaults=settings,
@@ -185,10 +235,16 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
 def _scaler_config(args: argparse.Namespace) -> LocalConfig:
     """The chosen scaler backend's config, from its flags (`--scaler`; only `local` now)."""
     frameworks = tuple(f for f in args.preload_frameworks.split(",") if f.strip())
+    pool = PoolSettings(
+        min_idle=args.warm_pool,
+        window_s=args.pool_window_s,
+        budget_bytes=args.pool_memory_bytes,
+    )
     return LocalConfig(
-        warm_pool=args.warm_pool,
+        pool=pool,
         preload_frameworks=frameworks,
-        arena_bytes=max(0, args.arena_bytes or 0),
+        fork_server=args.fork_server == "on",
+        arena_bytes=args.arena_bytes,
         direct_max_age_s=args.direct_max_age_s,
     )
 
@@ -214,21 +270,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"thaw up: warning: model '{name}' is unavailable: {reason}", file=sys.stderr)
     if not repository.names():
         print(f"thaw up: warning: no servable model in {config.repository}", file=sys.stderr)
-    if args.arena_bytes is None:
-        largest = max(
-            (repository.get(n).version_dir_bytes() for n in repository.names()), default=0
-        )
-        config = dataclasses.replace(
-            config, scaler=dataclasses.replace(config.scaler, arena_bytes=largest)
-        )
     if config.cache_dir is not None:
         config.cache_dir.mkdir(parents=True, exist_ok=True)
+    if config.host_cache_bytes > 0:
+        config = dataclasses.replace(config, host_cache_dir=make_tier_dir())
     try:
         with asyncio.Runner(loop_factory=_loop_factory()) as runner:
             runner.run(serve(config, repository))
     except _ListenError as exc:
         print(f"thaw up: error: {exc}", file=sys.stderr)
         return 1
+    finally:
+        remove_tier_dir(config.host_cache_dir)
     return 0
 
 

@@ -156,7 +156,12 @@ class ActivatorConfig:
     host: str = "127.0.0.1"
     port: int = 8000
     cache_dir: Path | None = None
+    cache_max_bytes: int | None = None  # node-cache budget (`--cache-max-bytes`), None: unbounded
     store: str | None = None
+    # The shared host-memory tier (images kept in RAM between wakes, `--host-cache-bytes`;
+    # 0: off) and its directory on a tmpfs, made by cli.py for this `thaw up` and removed at exit.
+    host_cache_bytes: int = 0
+    host_cache_dir: Path | None = None
     build_images: bool = True  # build snapshot images into the cache at start-up
     defaults: ScaleSettings = field(default_factory=ScaleSettings)
     max_body_bytes: int = 64 * 1024 * 1024  # declared request bodies above this get 413

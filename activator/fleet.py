@@ -11,7 +11,7 @@ import aiohttp
 
 from activator.config import ActivatorConfig
 from activator.errors import UnknownModel
-from activator.image_builder import build_images
+from activator.image_builder import ImageJobs, ImageState
 from activator.metrics import Metrics
 from activator.model_endpoint import ModelEndpoint
 from activator.replica_stats import ModelStatistics
@@ -23,6 +23,8 @@ from activator.status_document import ModelStatus, StatusDocument
 __all__ = ["Fleet"]
 
 logger = logging.getLogger(__name__)
+
+_CACHE_METRICS_EVERY_S = 5.0
 
 
 class Fleet:
@@ -56,8 +58,15 @@ class Fleet:
             )
             for name in repository.names()
         }
-        self.image_builds: dict[str, str] = {}
+        self.images: ImageJobs | None = None
+        if config.build_images and config.cache_dir is not None:
+            dirs = [repository.get(n).directory for n in repository.names()]
+            command = [sys.executable, "-m", "thaw.cli"]
+            self.images = ImageJobs(
+                command, dirs, config.cache_dir, store=config.store, timeout_s=600.0
+            )
         self._tasks: list[asyncio.Task[None]] = []
+        metrics.watch_caches(config.cache_dir, config.host_cache_dir)
 
     def endpoint(self, name: str) -> ModelEndpoint:
         self.repository.get(name)  # validates the name, raises UnknownModel
@@ -71,9 +80,9 @@ class Fleet:
         background image builds."""
         await asyncio.gather(*(e.adopt_running() for e in self.endpoints.values()))
         self._tasks.append(asyncio.create_task(self._tick_loop()))
-        cfg = self.config
-        if cfg.build_images and cfg.store is None and cfg.cache_dir is not None:
-            self._tasks.append(asyncio.create_task(self._build_images()))
+        self._tasks.append(asyncio.create_task(self._cache_loop()))
+        if self.images is not None:
+            self._tasks.append(asyncio.create_task(self._run_images(self.images)))
         for endpoint in self.endpoints.values():
             endpoint.tick()
 
@@ -85,15 +94,31 @@ class Fleet:
                     endpoint.tick()
                 except Exception:
                     logger.exception("model=%s autoscaler tick failed", endpoint.name)
+            self.metrics.observe_pool(self.backend.pool_status())
 
-    async def _build_images(self) -> None:
-        assert self.config.cache_dir is not None  # checked by start()
-        dirs = [self.repository.get(n).directory for n in self.repository.names()]
-        command = [sys.executable, "-m", "thaw.cli"]
-        self.image_builds = {n: "building" for n in self.repository.names()}
-        self.image_builds = await build_images(
-            command, dirs, self.config.cache_dir, timeout_s=600.0
-        )
+    async def _cache_loop(self) -> None:
+        """The image caches' metrics, re-read in a thread now and then (files on disk)."""
+        while True:
+            await asyncio.to_thread(self.metrics.refresh_caches)
+            await asyncio.sleep(_CACHE_METRICS_EVERY_S)
+
+    @staticmethod
+    async def _run_images(images: ImageJobs) -> None:
+        await images.run()
+
+    @property
+    def image_states(self) -> dict[str, str]:
+        """Each model's image state (activator.image_builder.ImageState)."""
+        if self.images is not None:
+            return dict(self.images.states)
+        return dict.fromkeys(self.repository.names(), ImageState.UNKNOWN.value)
+
+    def ready(self) -> bool:
+        """Whether `thaw up` can wake a model at full speed: its warm pool has produced its
+        first idle process (or it keeps none, or its processes fail to start: then waiting
+        helps nobody)."""
+        pool = self.backend.pool_status()
+        return pool.ready > 0 or pool.size == 0 or pool.starts > 0 or pool.failures > 0
 
     async def close(self) -> None:
         """Graceful stop: fail held requests, drain every replica, stop the pool."""
@@ -114,5 +139,5 @@ class Fleet:
         return StatusDocument(
             models=tuple(sorted(models, key=lambda m: m.model)),
             warm_pool=self.backend.pool_status(),
-            image_builds=dict(self.image_builds),
+            image_builds=self.image_states,
         )

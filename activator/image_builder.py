@@ -1,67 +1,172 @@
-"""Builds each model's snapshot image into the cache at start-up, in the background.
+"""Each model's snapshot image at start-up: built into the cache, or pulled from `--store`, in the
+background at idle CPU priority, while `thaw up` serves.
 
-Runs `thaw snapshot build MODEL_DIR --store CACHE_DIR` as a subprocess per model, one at a
-time, never blocking serving. A failed or missing snapshotter is logged; replicas then load
-the model files normally.
+Without a store, `thaw snapshot build MODEL_DIR --store CACHE_DIR` runs per model; with one,
+`thaw snapshot ls --store URI --json` says which models have an image there and `thaw
+snapshot pull MODEL --store URI --cache CACHE_DIR` copies each into the node cache, so the
+first wake of a model restores from local disk. One job at a time, each a subprocess under
+SCHED_IDLE (it runs only on CPU time nothing else wants) with its libraries held to one
+thread: a wake-up during a build loads the model files normally, at the speed it would have
+without the build. A failed or missing snapshotter is logged; replicas then load normally.
+Every model's state is in `states` (shown by `thaw status`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import os
 import time
 from collections.abc import Sequence
+from enum import StrEnum
 from pathlib import Path
 
-__all__ = ["build_images"]
+__all__ = ["ImageJobs", "ImageState"]
 
 logger = logging.getLogger(__name__)
 
 # `thaw snapshot build` exits 3 for a model without weight files (a Python model): not a failure.
 _NOTHING_TO_IMAGE_EXIT = 3
+# One thread per numeric library in a build: a build is background work.
+_ONE_THREAD = {
+    "OMP_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
 
 
-async def build_images(
-    command: Sequence[str], model_dirs: Sequence[Path], cache_dir: Path, *, timeout_s: float
-) -> dict[str, str]:
-    """Build every image; returns model -> "ok" or the reason it failed (for status)."""
-    results: dict[str, str] = {}
-    for model_dir in model_dirs:
-        results[model_dir.name] = await _build_one(command, model_dir, cache_dir, timeout_s)
-    return results
+class ImageState(StrEnum):
+    """Where a model's image stands (a failure is `failed: <reason>`)."""
+
+    QUEUED = "queued"  # its build or pull has not begun
+    BUILDING = "building"
+    BUILT = "built"  # built into the cache at this start-up
+    PULLING = "pulling"  # copying from the store into the cache
+    CACHED = "cached"  # pulled from the store into the cache
+    NOT_IN_STORE = "not in store"  # the store has none: the model loads from its files
+    NO_WEIGHTS = "no weights"  # nothing to image (a Python model): it loads normally
+    FAILED = "failed"
+    UNKNOWN = "unknown"  # no image step ran (`--no-image-build`, or no cache)
 
 
-async def _build_one(
-    command: Sequence[str], model_dir: Path, cache_dir: Path, timeout_s: float
-) -> str:
-    argv = [*command, "snapshot", "build", str(model_dir), "--store", str(cache_dir)]
-    start = time.monotonic()
+class ImageJobs:
+    """The start-up image work of one `thaw up`; `run()` does it, `states` reports it."""
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        model_dirs: Sequence[Path],
+        cache_dir: Path,
+        *,
+        store: str | None,
+        timeout_s: float,
+    ) -> None:
+        self._command = list(command)
+        self._dirs = list(model_dirs)
+        self._cache = cache_dir
+        self._store = store
+        self._timeout_s = timeout_s
+        self.states: dict[str, str] = {d.name: ImageState.QUEUED.value for d in self._dirs}
+
+    async def run(self) -> dict[str, str]:
+        """Build or pull every image, one at a time; returns `states`."""
+        if self._store is None:
+            for model_dir in self._dirs:
+                self.states[model_dir.name] = ImageState.BUILDING.value
+                self.states[model_dir.name] = await self._build(model_dir)
+            return self.states
+        in_store = await self._list_store()
+        for model_dir in self._dirs:
+            name = model_dir.name
+            if in_store is None:
+                self.states[name] = f"{ImageState.FAILED}: cannot list {self._store}"
+            elif name not in in_store:
+                self.states[name] = ImageState.NOT_IN_STORE.value
+            else:
+                self.states[name] = ImageState.PULLING.value
+                self.states[name] = await self._pull(name)
+        return self.states
+
+    async def _build(self, model_dir: Path) -> str:
+        argv = ["snapshot", "build", str(model_dir), "--store", str(self._cache)]
+        code, tail = await self._job(argv, model_dir.name)
+        if code == _NOTHING_TO_IMAGE_EXIT:
+            logger.info("model=%s has no weight files to image; it loads normally", model_dir.name)
+            return ImageState.NO_WEIGHTS.value
+        return ImageState.BUILT.value if code == 0 else _failed(code, tail)
+
+    async def _pull(self, model: str) -> str:
+        argv = ["snapshot", "pull", model, "--store", str(self._store), "--cache", str(self._cache)]
+        code, tail = await self._job(argv, model)
+        return ImageState.CACHED.value if code == 0 else _failed(code, tail)
+
+    async def _list_store(self) -> set[str] | None:
+        """Models with a CPU image in the store, or None when the store cannot be listed."""
+        argv = ["snapshot", "ls", "--store", str(self._store), "--json"]
+        code, out = await self._job(argv, "(store listing)", want_stdout=True)
+        if code != 0:
+            logger.warning("cannot list the image store %s: %s", self._store, out)
+            return None
+        try:
+            rows = json.loads(out)
+        except ValueError:
+            logger.warning("the image store listing is not JSON: %s", out[:200])
+            return None
+        if not isinstance(rows, list):
+            return None
+        return {
+            str(r["model"])
+            for r in rows
+            if isinstance(r, dict) and r.get("target") == "cpu" and "error" not in r
+        }
+
+    async def _job(
+        self, argv: list[str], what: str, *, want_stdout: bool = False
+    ) -> tuple[int | None, str]:
+        """Run `thaw ARGV` at idle priority; (exit code or None, stderr tail or stdout)."""
+        start = time.monotonic()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *self._command,
+                *argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE if want_stdout else asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.PIPE,
+                env={**os.environ, **_ONE_THREAD},
+            )
+        except OSError as exc:
+            logger.warning("model=%s image job could not start: %s", what, exc)
+            return None, f"could not start: {exc}"
+        _idle_priority(proc.pid)
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), self._timeout_s)
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+            logger.warning("model=%s image job stopped (timeout or shutdown)", what)
+            return None, "timed out"
+        if want_stdout:
+            return proc.returncode, out.decode(errors="replace")
+        tail = " | ".join(err.decode(errors="replace").strip().splitlines()[-3:])
+        if proc.returncode == 0:
+            logger.info("model=%s image %s in %.2f s", what, argv[1], time.monotonic() - start)
+        elif proc.returncode != _NOTHING_TO_IMAGE_EXIT:
+            logger.warning("model=%s image %s failed; normal loads: %s", what, argv[1], tail)
+        return proc.returncode, tail
+
+
+def _failed(code: int | None, tail: str) -> str:
+    reason = tail or ("timed out" if code is None else f"exit code {code}")
+    return f"{ImageState.FAILED}: {reason}"
+
+
+def _idle_priority(pid: int) -> None:
+    """SCHED_IDLE for `pid` (it runs only when a CPU has nothing else), else the lowest nice."""
     try:
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE,
-        )
-    except OSError as exc:
-        logger.warning("model=%s image build could not start: %s", model_dir.name, exc)
-        return f"could not start: {exc}"
-    try:
-        _, stderr = await asyncio.wait_for(proc.communicate(), timeout_s)
-    except BaseException:
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        await proc.wait()
-        logger.warning("model=%s image build stopped (timeout or shutdown)", model_dir.name)
-        return "timed out"
-    if proc.returncode == _NOTHING_TO_IMAGE_EXIT:
-        logger.info("model=%s has no weight files to image; it loads normally", model_dir.name)
-        return "skipped: nothing to image"
-    if proc.returncode != 0:
-        tail = stderr.decode(errors="replace").strip().splitlines()[-3:]
-        reason = " | ".join(tail) or f"exit code {proc.returncode}"
-        logger.warning("model=%s image build failed; normal loads: %s", model_dir.name, reason)
-        return f"failed: {reason}"
-    logger.info("model=%s image built in %.2f s", model_dir.name, time.monotonic() - start)
-    return "ok"
+        os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))
+    except (OSError, AttributeError):
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, pid, 19)

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from activator.scaler.backend import PoolStatus
+from thawwire.cache_counters import EvictionCounts, read_counts
 
 __all__ = ["Metrics"]
 
@@ -85,9 +92,125 @@ class Metrics:
             registry=r,
         )
 
+        self.pool_processes = Gauge(
+            "thaw_warm_pool_processes",
+            "Warm-pool processes by state: target (the pool policy's size now), idle (ready "
+            "to claim), starting",
+            ["state"],
+            registry=r,
+        )
+        self.pool_demand = Gauge(
+            "thaw_warm_pool_demand",
+            "Models woken within the pool policy's window (each keeps an idle process)",
+            registry=r,
+        )
+        self.pool_idle_pss = Gauge(
+            "thaw_warm_pool_idle_pss_bytes",
+            "Proportional set size of each idle warm-pool process (slot 0 is claimed next), "
+            "as last measured",
+            ["slot"],
+            registry=r,
+        )
+        self.fork_server_pss = Gauge(
+            "thaw_fork_server_pss_bytes",
+            "Proportional set size of the warm pool's fork server (0: none running)",
+            registry=r,
+        )
+        self.pool_last_start = Gauge(
+            "thaw_warm_pool_last_start_seconds",
+            "Start -> ready of the last warm-pool process (with the fork server: fork -> ready)",
+            registry=r,
+        )
+        self.pool_starts = Counter(
+            "thaw_warm_pool_starts_total", "Warm-pool processes started and ready", registry=r
+        )
+        self._pool_starts_seen = 0
+        self._caches: _CacheCollector | None = None
+
+    def observe_pool(self, pool: PoolStatus) -> None:
+        """Copy the scaler's warm-pool report into the pool metrics."""
+        self.pool_processes.labels("target").set(pool.size)
+        self.pool_processes.labels("idle").set(pool.ready)
+        self.pool_processes.labels("starting").set(pool.starting)
+        self.pool_demand.set(pool.demand)
+        self.pool_idle_pss.clear()
+        for slot, nbytes in enumerate(pool.idle_pss_bytes):
+            self.pool_idle_pss.labels(str(slot)).set(nbytes)
+        self.fork_server_pss.set(pool.server_pss_bytes or 0)
+        if pool.last_start_s is not None:
+            self.pool_last_start.set(pool.last_start_s)
+        if pool.starts > self._pool_starts_seen:
+            self.pool_starts.inc(pool.starts - self._pool_starts_seen)
+            self._pool_starts_seen = pool.starts
+
+    def watch_caches(self, node_dir: Path | None, host_dir: Path | None) -> None:
+        """Report the image caches' evictions and sizes (as of the last `refresh_caches`)."""
+        self._caches = _CacheCollector(node_dir, host_dir)
+        self.registry.register(self._caches)
+
+    def refresh_caches(self) -> None:
+        """Re-read the caches' counters and sizes: blocking file reads, call it in a thread."""
+        if self._caches is not None:
+            self._caches.refresh()
+
     def observe_request(self, model: str, code: str, seconds: float) -> None:
         """One inference request left the activator with HTTP status `code`."""
         child = self._latency.get((model, code))
         if child is None:
             child = self._latency[model, code] = self.request_latency.labels(model, code)
         child.observe(seconds)
+
+
+class _CacheCollector(Collector):
+    """The node cache's and host-memory tier's evictions (counted in each cache directory by
+    whichever replica evicted, thawwire.cache_counters) and the host tier's bytes now."""
+
+    def __init__(self, node_dir: Path | None, host_dir: Path | None) -> None:
+        self._dirs = {"node": node_dir, "host": host_dir}
+        self._counts = {t: EvictionCounts() for t, d in self._dirs.items() if d is not None}
+        self._host_bytes = 0
+
+    def refresh(self) -> None:
+        """Read the counters and the host tier's size (blocking: call it in a thread)."""
+        self._counts = {t: read_counts(d) for t, d in self._dirs.items() if d is not None}
+        host = self._dirs["host"]
+        self._host_bytes = _directory_bytes(host) if host is not None else 0
+
+    def collect(self) -> Iterator[Any]:
+        evictions = CounterMetricFamily(
+            "thaw_image_cache_evictions",
+            "Entries evicted to fit a cache budget, by tier (node: chunks of --cache-max-bytes, "
+            "host: images of --host-cache-bytes)",
+            labels=["tier"],
+        )
+        evicted = CounterMetricFamily(
+            "thaw_image_cache_evicted_bytes",
+            "Bytes evicted to fit a cache budget, by tier",
+            labels=["tier"],
+        )
+        for tier, counts in self._counts.items():
+            evictions.add_metric([tier], counts.evictions)
+            evicted.add_metric([tier], counts.evicted_bytes)
+        yield evictions
+        yield evicted
+        if self._dirs["host"] is not None:
+            size = GaugeMetricFamily(
+                "thaw_host_cache_bytes", "Bytes held by the host-memory tier now"
+            )
+            size.add_metric([], self._host_bytes)
+            yield size
+
+
+def _directory_bytes(directory: Path) -> int:
+    """Bytes of the regular files directly in `directory` (0 when it is gone)."""
+    total = 0
+    try:
+        for entry in directory.iterdir():
+            try:
+                stat = entry.stat()
+            except FileNotFoundError:
+                continue
+            total += stat.st_blocks * 512  # what the tmpfs holds, sparse gaps excluded
+    except OSError:
+        return 0
+    return total

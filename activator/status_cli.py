@@ -12,6 +12,7 @@ import sys
 import urllib.error
 import urllib.request
 
+from activator.scaler.backend import PoolStatus
 from activator.status_document import StatusDocument
 
 __all__ = ["format_table", "register", "run"]
@@ -24,6 +25,7 @@ _COLUMNS = (
     "IN FLIGHT",
     "LAST COLD START",
     "DIRECT",  # client connections handed to the model's replicas
+    "IMAGE",  # its snapshot image: built, cached, building, not in store, ...
     "ERROR",
 )
 
@@ -54,14 +56,40 @@ def format_table(status: StatusDocument) -> str:
                 str(m.in_flight),
                 "-" if cold is None else f"{cold:.3f} s",
                 str(m.direct_connections),
+                status.image_builds.get(m.model, "-")[:40],
                 (m.last_error or "")[:60],
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(_COLUMNS))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-    pool = status.warm_pool
-    lines.append(f"warm pool: {pool.ready}/{pool.size} ready")
+    lines += _pool_lines(status.warm_pool)
     return "\n".join(lines)
+
+
+def _pool_lines(pool: PoolStatus) -> list[str]:
+    """The warm pool: ready/target, where processes come from, their memory."""
+    head = f"warm pool: {pool.ready}/{pool.size} ready"
+    if pool.starting:
+        head += f", {pool.starting} starting"
+    details = [d for d in (pool.source, pool.limit and f"size set by {pool.limit}") if d]
+    if pool.demand:
+        details.append(f"{pool.demand} models woke recently")
+    if pool.last_start_s is not None:
+        details.append(f"last start -> ready {pool.last_start_s:.3f} s")
+    lines = [head + (f" ({'; '.join(details)})" if details else "")]
+    if pool.idle_pss_bytes or pool.server_pss_bytes:
+        each = ", ".join(_mib(b) for b in pool.idle_pss_bytes) or "-"
+        memory = f"  memory (PSS): idle processes {each}"
+        if pool.server_pss_bytes:
+            memory += f"; fork server {_mib(pool.server_pss_bytes)}"
+        if pool.budget_bytes is not None:
+            memory += f"; budget {_mib(pool.budget_bytes)}"
+        lines.append(memory)
+    return lines
+
+
+def _mib(nbytes: int) -> str:
+    return f"{nbytes / 2**20:.0f} MiB"
 
 
 def run(args: argparse.Namespace) -> int:

@@ -8,8 +8,12 @@ refuses anything of another shape. JSON keys are the field names, in field order
                  "held_requests", "in_flight", "direct_connections", "last_cold_start_s",
                  "last_error", "replicas": [{"id", "url", "pid", "in_flight",
                  "direct_connections", "direct_in_flight", "state"}]}],
-     "warm_pool": {"size", "ready"},
-     "image_builds": {model: "building" | "built" | an error}}
+     "warm_pool": {"size", "ready", "starting", "source", "idle_pss_bytes", "server_pss_bytes",
+                   "budget_bytes", "demand", "limit", "last_start_s", "starts", "failures"},
+     "image_builds": {model: an activator.image_builder.ImageState, or "failed: <why>"}}
+
+`warm_pool` keys after `ready` are optional when parsing (a backend without a measured pool
+reports only its size).
 """
 
 from __future__ import annotations
@@ -87,7 +91,10 @@ class StatusDocument:
         """The document as JSON-ready dicts and lists."""
         return {
             "models": [_json_of(m) for m in self.models],
-            "warm_pool": dataclasses.asdict(self.warm_pool),
+            "warm_pool": {
+                **dataclasses.asdict(self.warm_pool),
+                "idle_pss_bytes": list(self.warm_pool.idle_pss_bytes),
+            },
             "image_builds": dict(self.image_builds),
         }
 
@@ -100,8 +107,7 @@ class StatusDocument:
         builds = _object(top.get("image_builds"), "image_builds")
         if not all(isinstance(v, str) for v in builds.values()):
             raise ValueError("image_builds: every value must be a string")
-        warm_pool = PoolStatus(_int(pool, "size", "warm_pool"), _int(pool, "ready", "warm_pool"))
-        return cls(models=models, warm_pool=warm_pool, image_builds=builds)
+        return cls(models=models, warm_pool=_pool(pool), image_builds=builds)
 
 
 def _json_of(model: ModelStatus) -> dict[str, Any]:
@@ -154,6 +160,30 @@ def _maybe(doc: dict[str, Any], key: str, kind: type, where: str) -> Any:
     if not isinstance(value, kind) or isinstance(value, bool):
         raise _wrong(doc, key, f"{kind.__name__} or null", where)
     return value
+
+
+def _pool(doc: dict[str, Any]) -> PoolStatus:
+    where = "warm_pool"
+    pss = doc.get("idle_pss_bytes", [])
+    if not isinstance(pss, list) or not all(
+        isinstance(v, int) and not isinstance(v, bool) for v in pss
+    ):
+        raise ValueError("warm_pool: 'idle_pss_bytes' must be an array of integers")
+    optional = {k: doc.get(k) for k in ("server_pss_bytes", "budget_bytes", "last_start_s")}
+    return PoolStatus(
+        size=_int(doc, "size", where),
+        ready=_int(doc, "ready", where),
+        starting=_int(doc, "starting", where) if "starting" in doc else 0,
+        source=_str(doc, "source", where) if "source" in doc else "",
+        idle_pss_bytes=tuple(pss),
+        server_pss_bytes=_maybe(optional, "server_pss_bytes", int, where),
+        budget_bytes=_maybe(optional, "budget_bytes", int, where),
+        demand=_int(doc, "demand", where) if "demand" in doc else 0,
+        limit=_str(doc, "limit", where) if "limit" in doc else "",
+        last_start_s=_maybe(optional, "last_start_s", float, where),
+        starts=_int(doc, "starts", where) if "starts" in doc else 0,
+        failures=_int(doc, "failures", where) if "failures" in doc else 0,
+    )
 
 
 def _model(value: object, where: str) -> ModelStatus:

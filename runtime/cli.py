@@ -13,7 +13,7 @@ from typing import Any
 
 from runtime.config import ConfigError, ModelControlMode, ServeConfig
 
-__all__ = ["build_config", "register", "run"]
+__all__ = ["build_config", "main", "register", "run"]
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +67,38 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="LIST",
         help="comma list of onnxruntime,torch,tensorrt to import before reporting ready",
     )
-    p.add_argument("--arena-bytes", type=int, default=0, help="pre-fault a restore arena (bytes)")
+    p.add_argument(
+        "--arena-bytes",
+        type=int,
+        default=0,
+        help="pre-fault a restore arena of this many bytes before ready (default 0: each "
+        "restore allocates an arena the size of its image)",
+    )
+    p.add_argument(
+        "--cache-max-bytes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="byte budget of the --cache directory: least recently used chunks are evicted "
+        "to fit (default: unbounded)",
+    )
+    p.add_argument(
+        "--host-cache-bytes",
+        type=int,
+        default=0,
+        metavar="N",
+        help="keep restored images in shared memory up to N bytes, so the next load of the "
+        "same image (by any process using the same --host-cache directory) maps it instead "
+        "of reading it (default 0: off)",
+    )
+    p.add_argument(
+        "--host-cache",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="directory of the shared host-memory tier, on a tmpfs (default "
+        "/dev/shm/thaw-host-<uid>)",
+    )
     p.add_argument("--log-level", default="info", help="debug|info|warning|error")
     p.add_argument(
         "--exit-timeout-secs",
@@ -118,6 +149,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "connections (it answers them if this process dies)",
     )
     internal.add_argument(
+        "--fork-server-fd",
+        type=int,
+        default=None,
+        metavar="FD",
+        help="run as the fork server of `thaw up`'s warm pool on this inherited socket: "
+        "import the frameworks once, then fork ready-to-serve children on request",
+    )
+    internal.add_argument(
         "--handoff-max-age-s",
         type=float,
         default=10.0,
@@ -145,6 +184,10 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
         target=args.target,
         preload_frameworks=frameworks,
         arena_bytes=args.arena_bytes,
+        cache_max_bytes=args.cache_max_bytes,
+        host_cache_bytes=args.host_cache_bytes,
+        host_cache=args.host_cache,
+        fork_server_fd=args.fork_server_fd,
         log_level=args.log_level.lower(),
         exit_timeout_s=args.exit_timeout_secs,
         event_loop=args.event_loop,
@@ -174,7 +217,20 @@ def run(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if config.fork_server_fd is not None:
+        from runtime.zygote import ZygoteSettings, serve_fork_server
+
+        images = config.cache is not None or config.store is not None
+        settings = ZygoteSettings(frameworks=config.preload_frameworks, images=images)
+        return serve_fork_server(config.fork_server_fd, settings)
     return _run_loop(_serve(config), config.event_loop)
+
+
+def main(argv: list[str]) -> int:
+    """`thaw serve ARGV` in this process (how a forked warm-pool child becomes a server)."""
+    parser = argparse.ArgumentParser(prog="thaw")
+    register(parser.add_subparsers(dest="command"))
+    return run(parser.parse_args(["serve", *argv]))
 
 
 def _run_loop(main: Coroutine[Any, Any, int], event_loop: str) -> int:
@@ -210,8 +266,13 @@ async def _serve(config: ServeConfig) -> int:
         arena = Arena(config.arena_bytes)
         warmups = (arena.prefault,)
     metrics = Metrics()
-    # The manager builds the snapshotter's ImageLoader itself when --store/--cache is set.
-    manager = ModelManager(config, metrics=metrics, arena=arena)
+    image_loader = None
+    if config.store or config.cache:
+        from runtime.image_cache import ImageCacheCollector, make_image_loader
+
+        image_loader = make_image_loader(config)
+        metrics.registry.register(ImageCacheCollector(image_loader))
+    manager = ModelManager(config, metrics=metrics, image_loader=image_loader, arena=arena)
     app = build_app(config, manager, metrics, warmups=warmups)
     status = await serve_app(app, config)
     if not app[SERVER_STATE].stopped_cleanly:

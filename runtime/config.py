@@ -44,6 +44,13 @@ class ServeConfig:
     target: str = "cpu"
     preload_frameworks: tuple[str, ...] = ()
     arena_bytes: int = 0
+    # The node cache's byte budget (None: unbounded) and the shared host-memory tier: its
+    # byte budget (0: off) and directory (None: /dev/shm/thaw-host-<uid>).
+    cache_max_bytes: int | None = None
+    host_cache_bytes: int = 0
+    host_cache: Path | None = None
+    # Internal, set by `thaw up`: run as its warm pool's fork server on this inherited socket.
+    fork_server_fd: int | None = None
     log_level: str = "info"
     exit_timeout_s: float = 30.0
     body_timeout_s: float = 60.0
@@ -66,6 +73,11 @@ class ServeConfig:
         _in_range("max_body_bytes", self.max_body_bytes, 1024, 1 << 40)
         _in_range("max_json_depth", self.max_json_depth, 2, 10000)
         _in_range("arena_bytes", self.arena_bytes, 0, 1 << 44)
+        if self.cache_max_bytes is not None:
+            _in_range("cache_max_bytes", self.cache_max_bytes, 1, 1 << 50)
+        _in_range("host_cache_bytes", self.host_cache_bytes, 0, 1 << 44)
+        if self.fork_server_fd is not None:
+            _in_range("fork_server_fd", self.fork_server_fd, 3, 1 << 20)
         _in_range("exit_timeout_s", self.exit_timeout_s, 0, 3600)
         _in_range("body_timeout_s", self.body_timeout_s, 0.1, 3600)
         _in_range("inline_exec_max_us", self.inline_exec_max_us, 0, 10_000)

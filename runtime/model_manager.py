@@ -22,6 +22,7 @@ from runtime.errors import (
     ModelUnavailable,
     ServingError,
 )
+from runtime.image_cache import make_image_loader
 from runtime.inference import InferRequest, InferResponse
 from runtime.metrics import Metrics
 from runtime.repository import fingerprint, list_models, read_model, validate_model_name
@@ -79,7 +80,7 @@ class ModelManager:
         self._book = StatsBook()
         metrics.bind(self._book, self.pending_counts)
         if image_loader is None and (config.store or config.cache):
-            image_loader = _make_image_loader(config)
+            image_loader = make_image_loader(config)
         self._loader = VersionLoader(
             book=self._book,
             metrics=metrics,
@@ -373,23 +374,3 @@ def _write_override(name: str, files: dict[str, bytes]) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(content)
     return root
-
-
-def _make_image_loader(config: ServeConfig) -> Any:
-    """The snapshotter's ImageLoader, imported only when a store or cache is configured."""
-    from snapshotter import ImageLoader
-
-    target = config.target
-    if target == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
-            raise ServingError("`target` = 'cuda', but no CUDA device is available")
-        major, minor = torch.cuda.get_device_capability()
-        target = f"cuda:sm_{major}{minor}"
-    try:
-        return ImageLoader(store_uri=config.store, cache_dir=config.cache, target=target)
-    except Exception as exc:  # bad URI, unreadable cache dir: say which setting is wrong
-        raise ServingError(
-            f"cannot open snapshot store {config.store!r} / cache {config.cache}: {exc}"
-        ) from exc

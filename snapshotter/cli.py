@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 from collections.abc import Callable, Iterator
@@ -114,6 +115,8 @@ def _add(
         )
     if name == "pull":
         p.add_argument("--cache", metavar="DIR", type=Path, required=True, help="node-local cache")
+    if name == "ls":
+        p.add_argument("--json", action="store_true", help="one JSON array of the images")
     if name == "gc":
         p.add_argument("--dry-run", action="store_true", help="list what would be deleted")
         p.add_argument(
@@ -237,6 +240,20 @@ def _ls(args: argparse.Namespace) -> int:
     from snapshotter.transfer import load_manifest
 
     store = open_store(args.store)
+    if args.json:
+        rows: list[dict[str, object]] = []
+        for ref in store.list_images():
+            try:
+                m = load_manifest(store, ref)
+            except SnapshotError as exc:
+                rows.append({"model": ref.model, "version": ref.version, "target": ref.target,
+                             "error": str(exc)})  # fmt: skip
+                continue
+            rows.append({"model": ref.model, "version": ref.version, "target": ref.target,
+                         "framework": m.framework, "tensors": len(m.tensors),
+                         "weight_bytes": m.weight_bytes})  # fmt: skip
+        print(json.dumps(rows))
+        return 0
     print(f"{'MODEL':<24} {'VERSION':>7}  {'TARGET':<12} {'FRAMEWORK':<12} {'TENSORS':>7} SIZE")
     for ref in store.list_images():
         try:

@@ -16,6 +16,7 @@ from snapshotter.direct_io import ALIGN, aligned_prefix, open_direct
 from snapshotter.errors import SnapshotStoreError, StoreTimeout
 from snapshotter.image_ref import ImageRef
 from snapshotter.stores.dir_store import DirStore
+from thawwire.cache_counters import record_evictions
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +136,8 @@ class NodeCache:
         self.max_bytes = max_bytes
         self.lock_timeout_s = lock_timeout_s
         self.direct_io = direct_io
+        self.evictions = 0  # chunks this object evicted, and their bytes
+        self.evicted_bytes = 0
 
     @contextmanager
     def image_lock(self, ref: ImageRef) -> Iterator[None]:
@@ -180,8 +183,9 @@ class NodeCache:
         """Evict least recently used chunks so `incoming_bytes` fit the budget; return them."""
         if self.max_bytes is None:
             return []
+        entries = self.entries()
         victims = plan_eviction(
-            self.entries(),
+            entries,
             budget_bytes=self.max_bytes,
             incoming_bytes=incoming_bytes,
             keep=keep,
@@ -190,5 +194,10 @@ class NodeCache:
         for digest in victims:
             self.store.delete_chunk(digest)
         if victims:
-            logger.info("cache evicted chunks=%d root=%s", len(victims), self.root)
+            sizes = {e.digest: e.size for e in entries}
+            freed = sum(sizes[d] for d in victims)
+            self.evictions += len(victims)
+            self.evicted_bytes += freed
+            record_evictions(self.root, len(victims), freed)
+            logger.info("cache evicted chunks=%d bytes=%d root=%s", len(victims), freed, self.root)
         return victims

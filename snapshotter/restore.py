@@ -20,7 +20,7 @@ from snapshotter.arena import Arena
 from snapshotter.artifact_archive import UNPACKED_DIR
 from snapshotter.digest_index import INDEX_NAME, DigestIndex, index_for_store
 from snapshotter.errors import ImageNotFound, IntegrityError, SnapshotError
-from snapshotter.host_cache import Clock, HostCache
+from snapshotter.host_cache import Clock, HostCache, Piece
 from snapshotter.image_ref import ImageRef, resolve_target
 from snapshotter.manifest import ChunkEntry, Manifest, align_up
 from snapshotter.ordered_digest import OrderedDigest
@@ -66,9 +66,11 @@ class ImageLoader:
         read_threads: int = 4,
         verify: str = "marker",
         max_cache_bytes: int | None = None,
-        host_retention_s: float = 0.0,
+        host_cache_dir: Path | None = None,
         host_max_bytes: int = 0,
-        clock: Clock = time.monotonic,
+        host_retention_s: float = float("inf"),
+        host_publish_delay_s: float = 2.0,
+        clock: Clock = time.time,
         store: ImageStore | None = None,
         direct_io: bool = True,
         direct_reads: bool = False,
@@ -86,7 +88,13 @@ class ImageLoader:
         )
         self.read_threads, self.verify, self.direct_io = read_threads, verify, direct_io
         self.direct_reads = direct_reads
-        self.host = HostCache(retention_s=host_retention_s, max_bytes=host_max_bytes, clock=clock)
+        self.host = HostCache(
+            host_cache_dir,
+            max_bytes=host_max_bytes,
+            retention_s=host_retention_s,
+            clock=clock,
+            publish_delay_s=host_publish_delay_s,
+        )
         self.digest_index = (
             DigestIndex(Path(cache_dir) / INDEX_NAME) if cache_dir else index_for_store(store)
         )
@@ -146,20 +154,20 @@ class ImageLoader:
                 "memory, whose page faults cost more than the read",
                 arena.nbytes, ref, manifest.arena_bytes,
             )  # fmt: skip
-        if arena is None or arena.nbytes < manifest.arena_bytes:
-            arena = Arena(manifest.arena_bytes)
         timings: dict[str, float] = {"fetch": 0.0, "read": 0.0, "verify": 0.0}
         # Artifacts travel with the chunks (same read, verify, fetch and lock path), so a
         # concurrent cold start never downloads them a second time.
         blobs = {name: bytearray(c.size) for name, c in manifest.artifacts.items()}
         dests = {c.digest: memoryview(blobs[n]) for n, c in manifest.artifacts.items()}
         entries = list(manifest.artifacts.values())
-        kept = self.host.get(ref, mdigest)
-        if kept is not None:
-            t0 = time.perf_counter()
-            arena.array[: manifest.arena_bytes] = kept.array[: manifest.arena_bytes]
+        t0 = time.perf_counter()
+        kept = self.host.get(mdigest, manifest.arena_bytes)
+        if kept is not None:  # mapped, shared with every process that keeps it mapped
+            arena = kept
             timings["read"] = time.perf_counter() - t0
         else:
+            if arena is None or arena.nbytes < manifest.arena_bytes:
+                arena = Arena(manifest.arena_bytes)
             entries += manifest.chunks
             for chunk, base in zip(manifest.chunks, manifest.chunk_bases, strict=True):
                 dests[chunk.digest] = arena.memoryview(base, chunk.size)
@@ -170,7 +178,8 @@ class ImageLoader:
         artifacts = {name: bytes(dests[c.digest]) for name, c in manifest.artifacts.items()}
         if self.cache is not None and source != "cache":
             self.cache.store.write_manifest(ref, manifest.to_json())
-        self.host.put(ref, mdigest, arena)
+        if kept is None and self.cache is not None:
+            self._keep_in_host_tier(manifest, mdigest)
         timings["total"] = time.perf_counter() - start
         logger.info(
             "restored model=%s version=%s from=%s bytes=%d total=%.3fs",
@@ -180,6 +189,24 @@ class ImageLoader:
             ref, manifest, arena, _views(manifest, arena), artifacts, timings, source,
             unpack_root=self._unpack_root,
         )  # fmt: skip
+
+    def _keep_in_host_tier(self, manifest: Manifest, mdigest: str) -> None:
+        """Have the host tier copy this image from the cache's verified chunk files (in the
+        background), so the next restore of it by any process maps it."""
+        assert self.cache is not None
+        if not self.host.enabled:
+            return
+        store = self.cache.store
+        pieces = [
+            Piece(store.chunk_file(c.digest), base, c.size)
+            for c, base in zip(manifest.chunks, manifest.chunk_bases, strict=True)
+        ]
+        self.host.publish_later(mdigest, manifest.arena_bytes, pieces)
+
+    def eviction_counts(self) -> dict[str, tuple[int, int]]:
+        """Entries evicted by this process and their bytes, per tier ("host", "node")."""
+        node = (self.cache.evictions, self.cache.evicted_bytes) if self.cache else (0, 0)
+        return {"host": (self.host.evictions, self.host.evicted_bytes), "node": node}
 
     def _restore_device(self, manifest: Manifest, device: str, start: float) -> RestoredImage:
         from snapshotter.cuda_restore import DeviceJob, device_views, restore_to_device

@@ -53,10 +53,31 @@ class ReplicaHandle:
 
 @dataclass(frozen=True)
 class PoolStatus:
-    """A backend's warm pool: `size` runtimes it keeps idle and ready, `ready` of them now."""
+    """A backend's warm pool: `size` runtimes it keeps idle and ready now, `ready` of them
+    idle and ready, `starting` on their way.
+
+    The rest is what a pool that measures itself reports (defaults otherwise): `source`, where
+    its processes come from ("fork-server" or "spawn"); `idle_pss_bytes`, the proportional set
+    size of each idle process (shared framework pages divided among the processes sharing
+    them); `server_pss_bytes`, the fork server's; `budget_bytes`, the memory budget
+    (`--pool-memory-bytes`); `demand`, models woken within the policy's window; `limit`, what
+    set `size` (activator.pool_policy.Limit); `last_start_s`, the last process's start ->
+    ready (with a fork server: fork -> ready); `starts`, processes started so far;
+    `failures`, starts that failed in a row.
+    """
 
     size: int
     ready: int
+    starting: int = 0
+    source: str = ""
+    idle_pss_bytes: tuple[int, ...] = ()
+    server_pss_bytes: int | None = None
+    budget_bytes: int | None = None
+    demand: int = 0
+    limit: str = ""
+    last_start_s: float | None = None
+    starts: int = 0
+    failures: int = 0
 
 
 class PoolReport(Protocol):

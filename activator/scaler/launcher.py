@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["serve_command"]
+__all__ = ["fork_server_command", "serve_command"]
 
 _PARENT_WATCH = """\
 import os, runpy, signal, sys, threading, time
@@ -30,3 +30,10 @@ def serve_command(parent_pid: int | None = None) -> tuple[str, ...]:
     """`thaw serve` that stops itself when `parent_pid` (default: this process) dies."""
     parent = os.getpid() if parent_pid is None else parent_pid
     return (sys.executable, "-c", _PARENT_WATCH, str(parent), "serve")
+
+
+def fork_server_command() -> tuple[str, ...]:
+    """`thaw serve` for the fork server, without the launcher: the launcher's watch thread
+    would break the fork server's one rule (no thread when it forks). It stops when its
+    control socket closes instead, which it does when `thaw up` dies."""
+    return (sys.executable, "-m", "thaw.cli", "serve")

@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import itertools
 import logging
-import os
 import shutil
 import tempfile
 import time
@@ -19,19 +18,21 @@ from activator.config import ActivatorConfig
 from activator.errors import ActivationFailed
 from activator.handoff import SLOTS, HandoffLink
 from activator.orphans import LINGER_S, Outcome
+from activator.pool_policy import PoolPolicy
 from activator.scaler.backend import PoolStatus, ReplicaHandle
 from activator.scaler.local_config import LocalConfig
+from activator.scaler.process_source import ForkSource, ProcessSource, SpawnSource
 from activator.scaler.replica_process import ReplicaProcess
 from activator.warm_pool import WarmPool
 
-__all__ = ["LocalBackend", "arena_with_headroom", "replica_argv"]
+__all__ = ["LocalBackend", "arena_with_headroom", "fork_server_argv", "replica_argv", "serve_args"]
 
 logger = logging.getLogger(__name__)
 
 _MAX_ARENA_BYTES = 1 << 44  # what `thaw serve --arena-bytes` accepts
 
 REFILL_DELAY_S = 1.0
-"""After a replica loaded, how long its pool's refill waits (its first inferences run alone)."""
+"""After a claim, how long the pool's refills wait (the replica's first inferences run alone)."""
 
 
 def arena_with_headroom(nbytes: int) -> int:
@@ -42,21 +43,21 @@ def arena_with_headroom(nbytes: int) -> int:
     return min(nbytes + nbytes // 64 + (4 << 20), _MAX_ARENA_BYTES)
 
 
-def replica_argv(
+def serve_args(
     config: ActivatorConfig,
     local: LocalConfig,
     *,
-    pooled: bool,
     handoff_socket: Path | None = None,
     handoff_state: Path | None = None,
 ) -> list[str]:
-    """The command line of one runtime replica (explicit control mode, no model loaded).
+    """The `thaw serve` arguments (after the command) of one pool process: explicit control
+    mode, no model loaded, the frameworks preloaded.
 
     With `handoff_socket` (and `local`'s front door), the replica takes client connections
     the activator hands over (activator.front_door), keeping their state bytes in
     `handoff_state`; it then also enforces the body limit.
     """
-    argv = [*local.serve_command, str(config.repository), "--host", "127.0.0.1"]
+    argv = [str(config.repository), "--host", "127.0.0.1"]
     argv += ["--port", "0", "--model-control-mode", "explicit"]
     argv += ["--log-level", local.replica_log_level]
     if handoff_socket is not None and local.front_door_url is not None:
@@ -65,19 +66,52 @@ def replica_argv(
         if handoff_state is not None:
             argv += ["--handoff-state", str(handoff_state)]
         argv += ["--max-body-bytes", str(max(1024, config.max_body_bytes))]
-    if config.cache_dir is not None:
-        argv += ["--cache", str(config.cache_dir)]
-    if config.store is not None:
-        argv += ["--store", config.store]
-    if pooled and local.preload_frameworks:
+    argv += _image_args(config)
+    if local.preload_frameworks:
         argv += ["--preload-frameworks", ",".join(local.preload_frameworks)]
-    if pooled and local.arena_bytes > 0:
+    if local.arena_bytes > 0:
         argv += ["--arena-bytes", str(arena_with_headroom(local.arena_bytes))]
     return argv
 
 
+def _image_args(config: ActivatorConfig) -> list[str]:
+    argv: list[str] = []
+    if config.cache_dir is not None:
+        argv += ["--cache", str(config.cache_dir)]
+        if config.cache_max_bytes is not None:
+            argv += ["--cache-max-bytes", str(config.cache_max_bytes)]
+    if config.store is not None:
+        argv += ["--store", config.store]
+    if config.host_cache_bytes > 0 and config.host_cache_dir is not None:
+        argv += ["--host-cache", str(config.host_cache_dir)]
+        argv += ["--host-cache-bytes", str(config.host_cache_bytes)]
+    return argv
+
+
+def replica_argv(
+    config: ActivatorConfig,
+    local: LocalConfig,
+    *,
+    handoff_socket: Path | None = None,
+    handoff_state: Path | None = None,
+) -> list[str]:
+    """The whole command line of one spawned pool process (`serve_args` after the command)."""
+    args = serve_args(config, local, handoff_socket=handoff_socket, handoff_state=handoff_state)
+    return [*local.serve_command, *args]
+
+
+def fork_server_argv(config: ActivatorConfig, local: LocalConfig) -> list[str]:
+    """The fork server's command line, less its `--fork-server-fd` (fork_server.py adds it):
+    it imports what its children preload, and the snapshotter when images are configured."""
+    argv = [*local.fork_server_command, str(config.repository)]
+    argv += ["--log-level", local.replica_log_level, *_image_args(config)]
+    if local.preload_frameworks:
+        argv += ["--preload-frameworks", ",".join(local.preload_frameworks)]
+    return argv
+
+
 class LocalBackend:
-    """Replicas are child processes: claimed from the warm pool (or started), then loaded."""
+    """Replicas are local processes: claimed from the warm pool (forked or spawned), then loaded."""
 
     def __init__(
         self, config: ActivatorConfig, local: LocalConfig, session: aiohttp.ClientSession
@@ -94,29 +128,32 @@ class LocalBackend:
         if local.front_door_url is not None:
             self._run_dir = Path(tempfile.mkdtemp(prefix="thaw-up-"))
         self._socket_ids = itertools.count(1)
-        self._pool: WarmPool | None = None
-        if local.warm_pool > 0:
-            self._pool = WarmPool(
-                local.warm_pool,
-                lambda: self._argv(pooled=True),
-                session,
-                start_timeout_s=local.replica_start_timeout_s,
+        sources: list[ProcessSource] = []
+        if local.fork_server:
+            sources.append(
+                ForkSource(
+                    fork_server_argv(config, local), start_timeout_s=local.replica_start_timeout_s
+                )
             )
-            self._pool.refill()
+        sources.append(SpawnSource(local.serve_command))
+        self._pool = WarmPool(
+            PoolPolicy(local.pool),
+            sources,
+            self._args,
+            session,
+            start_timeout_s=local.replica_start_timeout_s,
+            refill_delay_s=REFILL_DELAY_S,
+        )
+        self._pool.start()
 
     async def start_replica(self, model: str, *, timeout_s: float) -> ReplicaHandle:
         start = time.monotonic()
         deadline = start + timeout_s
-        proc = self._pool.claim() if self._pool is not None else None
-        refill_delay_s = 0.0  # a failed start refills at once
+        proc: ReplicaProcess | None = None
         try:
-            if proc is None:
-                argv = self._argv(pooled=False)
-                proc = await ReplicaProcess.spawn(argv, f"{model}-fresh")
-                await proc.wait_ready(self._session, deadline)
+            proc = await self._pool.claim(model, deadline)
             claimed = time.monotonic()
             await proc.load(model, max(0.01, deadline - claimed))
-            refill_delay_s = REFILL_DELAY_S
         except BaseException as exc:
             if proc is not None:
                 await proc.stop(self._config.drain_timeout_s)
@@ -124,8 +161,7 @@ class LocalBackend:
                 raise ActivationFailed(f"could not start a replica for '{model}': {exc}") from exc
             raise
         finally:
-            if self._pool is not None:  # after the load and the first inferences, see refill()
-                self._pool.refill(delay_s=refill_delay_s)
+            self._pool.refill_later()  # after the load and the first inferences
         replica_id = f"{model}-{next(self._ids)}"
         proc.name = replica_id
         self._procs[replica_id] = proc
@@ -145,22 +181,17 @@ class LocalBackend:
         return []
 
     def pool_status(self) -> PoolStatus:
-        ready = self._pool.ready_count if self._pool is not None else 0
-        return PoolStatus(size=self._local.warm_pool, ready=ready)
+        return self._pool.status()
 
-    def _argv(self, *, pooled: bool) -> list[str]:
+    def _args(self) -> list[str]:
         if self._run_dir is None:
-            return replica_argv(self._config, self._local, pooled=pooled)
+            return serve_args(self._config, self._local)
         socket_path = self._run_dir / f"replica-{next(self._socket_ids)}.sock"
         state_path = _state_path(socket_path)
         with open(state_path, "wb") as file:  # zeros, sparse: pages exist once written
             file.truncate(SLOTS)
-        return replica_argv(
-            self._config,
-            self._local,
-            pooled=pooled,
-            handoff_socket=socket_path,
-            handoff_state=state_path,
+        return serve_args(
+            self._config, self._local, handoff_socket=socket_path, handoff_state=state_path
         )
 
     async def _link(self, replica_id: str, model: str, proc: ReplicaProcess) -> None:
@@ -191,7 +222,7 @@ class LocalBackend:
         runs (it is being stopped, or broke the protocol and is stopped for it) is waited for.
         """
         await link.lost.wait()
-        if not _exited(proc.proc.pid):
+        if proc.alive:
             await proc.proc.wait()
         outcomes = link.replica_died()
         if outcomes:
@@ -247,8 +278,7 @@ class LocalBackend:
         await asyncio.gather(
             *(self.stop_replica(r, timeout_s=self._config.drain_timeout_s) for r in procs)
         )
-        if self._pool is not None:
-            await self._pool.close()
+        await self._pool.close()
         if self._settling:
             await asyncio.wait(self._settling, timeout=LINGER_S + 1.0)
         if self._run_dir is not None:
@@ -259,11 +289,3 @@ class LocalBackend:
 def _state_path(socket_path: Path) -> Path:
     """A replica's connection state file, next to its handoff socket."""
     return socket_path.with_suffix(".state")
-
-
-def _exited(pid: int) -> bool:
-    """Whether child `pid` has exited (not reaped here: asyncio's watcher does that)."""
-    try:
-        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-    except ChildProcessError:
-        return True  # already reaped

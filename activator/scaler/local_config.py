@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from activator.scaler.launcher import serve_command
+from activator.pool_policy import PoolSettings
+from activator.scaler.launcher import fork_server_command, serve_command
 
 __all__ = ["LocalConfig"]
 
@@ -19,11 +20,17 @@ __all__ = ["LocalConfig"]
 class LocalConfig:
     """The local backend's settings; times in seconds."""
 
-    warm_pool: int = 1  # idle runtime processes kept ready to claim
+    # How many idle processes the pool keeps (at least `pool.min_idle`, more on demand,
+    # within `pool.budget_bytes`): activator.pool_policy.
+    pool: PoolSettings = field(default_factory=PoolSettings)
     preload_frameworks: tuple[str, ...] = ("onnxruntime", "torch")  # imported by pool processes
-    arena_bytes: int = 0  # restore arena pre-faulted per pool process (0: none)
+    # Pool processes are forked by a fork server that imported the frameworks once
+    # (runtime/zygote.py); off: each is a fresh interpreter.
+    fork_server: bool = True
+    arena_bytes: int = 0  # restore arena pre-faulted per pool process (0: sized at restore)
     replica_start_timeout_s: float = 120.0  # process start -> ready (not counting the load)
     serve_command: tuple[str, ...] = field(default_factory=lambda: serve_command())
+    fork_server_command: tuple[str, ...] = field(default_factory=fork_server_command)
     replica_log_level: str = "warning"
     # Where replicas send requests they cannot answer on a handed-off connection (the
     # activator's own listen address; set by cli.py once bound). None: no connection handoff.

@@ -1,7 +1,10 @@
-"""One `thaw serve` child process: spawn, read its address, wait ready, load, stop, reap.
+"""One local `thaw serve` process: spawn (or adopt a forked one), read its address, wait ready,
+load, stop, reap.
 
 Readiness and the load go through `runtime_control.RuntimeControl`, raced against the
-process's exit; this module adds only what is particular to a local child process.
+process's exit; this module adds only what is particular to a local process. The process is
+either our own child (`spawn`: an asyncio subprocess) or a child of the warm pool's fork
+server (`forked`: activator.scaler.fork_server.ForkedChild); both are a `LocalProcess`.
 """
 
 from __future__ import annotations
@@ -13,15 +16,16 @@ import os
 import signal
 import time
 from collections import deque
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from pathlib import Path
+from typing import Protocol
 
 import aiohttp
 
 from activator.errors import ActivationFailed
 from activator.scaler.runtime_control import RuntimeControl
 
-__all__ = ["ReplicaProcess"]
+__all__ = ["LocalProcess", "ReplicaProcess", "SpawnedChild"]
 
 logger = logging.getLogger(__name__)
 
@@ -30,12 +34,59 @@ HANDOFF_FLAG = "--handoff-socket"
 _STDERR_LINES = 40
 
 
+class LocalProcess(Protocol):
+    """The part of asyncio's `Process` a replica uses; a forked child offers the same."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    async def wait(self) -> int: ...
+
+    def send_signal(self, sig: int) -> None: ...
+
+    def kill(self) -> None: ...
+
+    def has_exited(self) -> bool:
+        """Whether it has ended, even before its exit status was collected."""
+        ...
+
+
+class SpawnedChild:
+    """An asyncio subprocess of ours as a `LocalProcess`."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self._proc = proc
+        self.pid = proc.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._proc.returncode
+
+    async def wait(self) -> int:
+        return await self._proc.wait()
+
+    def send_signal(self, sig: int) -> None:
+        self._proc.send_signal(sig)
+
+    def kill(self) -> None:
+        self._proc.kill()
+
+    def has_exited(self) -> bool:
+        if self._proc.returncode is not None:
+            return True
+        try:  # look without reaping it: asyncio's child watcher does that
+            return os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        except ChildProcessError:
+            return True  # already reaped
+
+
 class ReplicaProcess:
     """A runtime process started with `--port 0`; `url` is known once it printed its address."""
 
-    def __init__(
-        self, proc: asyncio.subprocess.Process, name: str, handoff_socket: Path | None = None
-    ) -> None:
+    def __init__(self, proc: LocalProcess, name: str, handoff_socket: Path | None = None) -> None:
         self.proc = proc
         self.name = name
         self.url = ""
@@ -60,14 +111,27 @@ class ReplicaProcess:
             # which drains and stops its replicas in order instead of all dying at once.
             start_new_session=True,
         )
+        assert proc.stdout is not None and proc.stderr is not None  # PIPE above
+        logger.debug("spawned %s pid=%d", name, proc.pid)
+        return cls.adopt(SpawnedChild(proc), name, argv, proc.stdout, proc.stderr)
+
+    @classmethod
+    def adopt(
+        cls,
+        proc: LocalProcess,
+        name: str,
+        argv: Sequence[str],
+        stdout: asyncio.StreamReader,
+        stderr: asyncio.StreamReader,
+    ) -> ReplicaProcess:
+        """A process already started with `argv` (spawned here or forked by the fork server)
+        whose output arrives on `stdout` and `stderr`."""
         flag = argv.index(HANDOFF_FLAG) if HANDOFF_FLAG in argv[:-1] else None
         self = cls(proc, name, None if flag is None else Path(argv[flag + 1]))
-        assert proc.stdout is not None and proc.stderr is not None  # PIPE above
         self._readers = [
-            asyncio.create_task(self._read_stdout(proc.stdout)),
-            asyncio.create_task(self._read_stderr(proc.stderr)),
+            asyncio.create_task(self._read_stdout(stdout)),
+            asyncio.create_task(self._read_stderr(stderr)),
         ]
-        logger.debug("spawned %s pid=%d", name, proc.pid)
         return self
 
     async def _read_stdout(self, stream: asyncio.StreamReader) -> None:
@@ -95,7 +159,7 @@ class ReplicaProcess:
 
     @property
     def alive(self) -> bool:
-        return self.proc.returncode is None
+        return not self.proc.has_exited()
 
     async def wait_ready(self, session: aiohttp.ClientSession, deadline: float) -> None:
         """Wait for THAW_LISTENING, then for the runtime to be ready, before `deadline`."""

@@ -1,8 +1,7 @@
-"""The warm pool's part of a fast cold start: an arena the image fits, a refill that waits."""
+"""The warm pool's part of a fast cold start: an arena the image fits."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import struct
 from pathlib import Path
@@ -11,7 +10,6 @@ from typing import Any
 import numpy as np
 
 from activator.scaler.local_backend import arena_with_headroom
-from activator.warm_pool import WarmPool
 from snapshotter import build_image, open_store
 
 
@@ -35,25 +33,3 @@ def test_the_pool_arena_fits_an_image_of_many_small_tensors(tmp_path: Path) -> N
     file_bytes = (version / "model.safetensors").stat().st_size
     assert manifest.arena_bytes > file_bytes
     assert manifest.arena_bytes <= arena_with_headroom(file_bytes)
-
-
-async def test_a_delayed_refill_starts_once_after_the_delay() -> None:
-    pool = WarmPool(1, lambda: ["true"], session=None, start_timeout_s=1.0)  # type: ignore[arg-type]
-    started: list[float] = []
-
-    async def fake_start() -> None:
-        started.append(asyncio.get_running_loop().time())
-        pool._starting -= 1
-
-    pool._start_one = fake_start  # type: ignore[method-assign]
-    t0 = asyncio.get_running_loop().time()
-    pool.refill(delay_s=0.2)
-    pool.refill(delay_s=0.2)  # a second request while one is pending adds nothing
-    await asyncio.sleep(0.05)
-    assert started == []
-    await asyncio.sleep(0.3)
-    assert len(started) == 1 and started[0] - t0 >= 0.19
-    pool.refill(delay_s=5.0)
-    await pool.close()  # cancels the pending refill
-    await asyncio.sleep(0)
-    assert len(started) == 1

@@ -385,7 +385,8 @@ def test_sigkill_of_thaw_up_leaves_no_replica_behind(tmp_path: Path) -> None:
         assert r.status_code == 200
         up.wait_for(lambda: up.get("/thaw/status")["warm_pool"]["ready"] == 1, 30, "the pool")
         pids = [r["pid"] for r in up.model("add_sub")["replicas"]]
-        children = _children(up.proc.pid)
+        # Replicas and pool processes, forked by the fork server (its children) or spawned.
+        children = _descendants(up.proc.pid)
         assert set(pids) <= set(children) and len(children) >= 2
         os.kill(up.proc.pid, signal.SIGKILL)
         up.proc.wait()
@@ -395,6 +396,15 @@ def test_sigkill_of_thaw_up_leaves_no_replica_behind(tmp_path: Path) -> None:
         assert not [p for p in children if pid_alive(p)], "replicas outlived a SIGKILLed thaw up"
     finally:
         up.stop()
+
+
+def _descendants(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        children = _children(todo.pop())
+        found += children
+        todo += children
+    return found
 
 
 def _children(pid: int) -> list[int]:

@@ -77,6 +77,14 @@ class UpProcess:
         if not self._listening.wait(60):
             self.stop()
             raise RuntimeError(f"thaw up did not start; log: {self.log()}")
+        self.wait_for(self.is_ready, 120, "thaw up to be ready (its warm pool primed)")
+
+    def is_ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(self.url + "/v2/health/ready", timeout=10) as resp:
+                return bool(resp.status == 200)
+        except urllib.error.HTTPError:
+            return False
 
     def _read(self) -> None:
         assert self.proc.stdout is not None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 from typing import Any
 
@@ -39,13 +40,42 @@ def test_the_scaler_is_chosen_at_the_cli_with_its_own_settings(tmp_path: Path) -
     )  # fmt: skip
     config = cli.build_config(args)
     assert isinstance(config.scaler, LocalConfig)
-    assert config.scaler.warm_pool == 3
+    assert config.scaler.pool.min_idle == 3
     assert config.scaler.preload_frameworks == ("onnxruntime",)
     assert config.scaler.direct_max_age_s == 4.0
     assert config.scaler.front_door_url is None  # set once the listener is bound
     assert cli.build_config(_parse("up", str(tmp_path))).scaler == LocalConfig(
-        warm_pool=1, serve_command=config.scaler.serve_command
+        serve_command=config.scaler.serve_command
     )  # --scaler local is the default
+
+
+def test_pool_and_cache_budgets_are_flags(tmp_path: Path) -> None:
+    args = _parse(
+        "up", str(tmp_path), "--pool-memory-bytes", "1000000", "--pool-window-s", "30",
+        "--fork-server", "off", "--host-cache-bytes", "0", "--cache-max-bytes", "5000000",
+    )  # fmt: skip
+    config = cli.build_config(args)
+    assert config.scaler.pool.budget_bytes == 1_000_000 and config.scaler.pool.window_s == 30
+    assert not config.scaler.fork_server and config.scaler.arena_bytes == 0
+    assert config.host_cache_bytes == 0 and config.cache_max_bytes == 5_000_000
+    default = cli.build_config(_parse("up", str(tmp_path)))
+    assert default.scaler.fork_server and default.host_cache_bytes > 0  # on by default here
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--pool-memory-bytes", "-1", "`--pool-memory-bytes` = -1, must be in [0, "),
+        ("--pool-window-s", "nan", "`--pool-window-s` = nan, must be in [0, 86400]"),
+        ("--cache-max-bytes", "0", "`--cache-max-bytes` = 0, must be in [1, "),
+        ("--host-cache-bytes", "-5", "`--host-cache-bytes` = -5, must be in [0, "),
+    ],
+)
+def test_bad_budgets_are_refused_naming_the_flag(
+    tmp_path: Path, flag: str, value: str, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        cli.build_config(_parse("up", str(tmp_path), flag, value))
 
 
 def test_an_unknown_scaler_is_a_usage_error(
@@ -104,3 +134,22 @@ def test_status_table_lists_every_model() -> None:
     assert lines[2].split()[:6] == ["bert", "cold", "0/0", "0", "0", "-"]
     assert "failed to load: boom" in lines[2]
     assert lines[-1] == "warm pool: 1/1 ready"
+
+
+def test_status_table_shows_image_states_and_the_pools_memory() -> None:
+    resnet = _model("resnet50", ModelState.COLD, last_cold_start_s=None, last_error=None)
+    pool = PoolStatus(
+        size=2, ready=1, starting=1, source="fork-server", idle_pss_bytes=(72 << 20,),
+        server_pss_bytes=156 << 20, budget_bytes=2 << 30, demand=2, limit="demand",
+        last_start_s=0.094,
+    )  # fmt: skip
+    doc = StatusDocument(models=(resnet,), warm_pool=pool, image_builds={"resnet50": "cached"})
+    lines = status_cli.format_table(doc).splitlines()
+    assert "IMAGE" in lines[0] and "cached" in lines[1]
+    assert lines[2] == (
+        "warm pool: 1/2 ready, 1 starting (fork-server; size set by demand; 2 models woke "
+        "recently; last start -> ready 0.094 s)"
+    )
+    assert lines[3] == (
+        "  memory (PSS): idle processes 72 MiB; fork server 156 MiB; budget 2048 MiB"
+    )

@@ -145,7 +145,6 @@ def test_replicas_take_connections_only_when_there_is_a_front_door(tmp_path: Pat
     argv = replica_argv(
         config,
         local,
-        pooled=True,
         handoff_socket=tmp_path / "r.sock",
         handoff_state=tmp_path / "r.state",
     )
@@ -157,5 +156,5 @@ def test_replicas_take_connections_only_when_there_is_a_front_door(tmp_path: Pat
     assert flags["--max-body-bytes"] == "1024"  # the activator's cap, within the runtime's range
     without = dataclasses.replace(local, front_door_url=None)
     assert "--handoff-socket" not in replica_argv(
-        config, without, pooled=True, handoff_socket=tmp_path / "r.sock"
+        config, without, handoff_socket=tmp_path / "r.sock"
     )

@@ -40,6 +40,19 @@ DOC = StatusDocument(
 
 def test_the_document_survives_json_both_ways() -> None:
     assert StatusDocument.from_json(json.loads(json.dumps(DOC.to_json()))) == DOC
+    measured = PoolStatus(
+        size=3, ready=2, starting=1, source="fork-server", idle_pss_bytes=(70 << 20, 71 << 20),
+        server_pss_bytes=150 << 20, budget_bytes=2 << 30, demand=3, limit="demand",
+        last_start_s=0.09, starts=5, failures=0,
+    )  # fmt: skip
+    doc = StatusDocument(models=DOC.models, warm_pool=measured, image_builds={"m": "cached"})
+    assert StatusDocument.from_json(json.loads(json.dumps(doc.to_json()))) == doc
+
+
+def test_a_pool_that_reports_only_its_size_still_parses() -> None:
+    doc = DOC.to_json()
+    doc["warm_pool"] = {"size": 2, "ready": 1}
+    assert StatusDocument.from_json(doc).warm_pool == PoolStatus(size=2, ready=1)
 
 
 def test_an_unavailable_model_has_the_same_fields_as_a_served_one() -> None:
@@ -81,6 +94,14 @@ def _broken(change: Any) -> dict[str, Any]:
             "models[0].replicas[0]: 'pid' must be int or null",
         ),
         (_broken(lambda d: d.pop("warm_pool")), "warm_pool must be a JSON object"),
+        (
+            _broken(lambda d: d["warm_pool"].update(idle_pss_bytes=["1"])),
+            "warm_pool: 'idle_pss_bytes' must be an array of integers",
+        ),
+        (
+            _broken(lambda d: d["warm_pool"].update(last_start_s="fast")),
+            "warm_pool: 'last_start_s' must be float or null",
+        ),
         (_broken(lambda d: d.update(image_builds={"m": 1})), "image_builds: every value"),
     ],
 )

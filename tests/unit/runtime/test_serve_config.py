@@ -35,6 +35,16 @@ def test_flags_become_the_config() -> None:
     assert config.target == "cuda:sm_90"
 
 
+def test_image_tier_flags_become_the_config() -> None:
+    config = _parse(
+        "repo", "--cache", "c", "--cache-max-bytes", "1000", "--host-cache-bytes", "2000",
+        "--host-cache", "/dev/shm/t",
+    )  # fmt: skip
+    assert (config.cache_max_bytes, config.host_cache_bytes) == (1000, 2000)
+    assert config.host_cache == Path("/dev/shm/t") and config.fork_server_fd is None
+    assert _parse("repo").host_cache_bytes == 0 and _parse("repo").cache_max_bytes is None
+
+
 def test_defaults_match_the_documented_interface() -> None:
     config = _parse("repo")
     assert (config.host, config.port) == ("127.0.0.1", 8000)
@@ -55,6 +65,9 @@ def test_defaults_match_the_documented_interface() -> None:
         ({"target": "tpu"}, "`target` = 'tpu', must be one of cpu, cuda"),
         ({"preload_frameworks": ("jax",)}, "`preload_frameworks` = 'jax'"),
         ({"event_loop": "trio"}, "`event_loop` = 'trio'"),
+        ({"cache_max_bytes": 0}, "`cache_max_bytes` = 0, must be in [1, "),
+        ({"host_cache_bytes": -1}, "`host_cache_bytes` = -1, must be in [0, "),
+        ({"fork_server_fd": 1}, "`fork_server_fd` = 1, must be in [3, "),
     ],
 )
 def test_out_of_range_settings_are_refused_in_one_phrasing(

@@ -19,7 +19,6 @@ from snapshotter import (
     build_image,
     source_digest,
 )
-from snapshotter.host_cache import HostCache
 from snapshotter.image_ref import ImageRef
 from snapshotter.pvc_cache import CacheEntry, NodeCache, plan_eviction
 from snapshotter.stores.dir_store import DirStore
@@ -75,25 +74,19 @@ def test_safetensors_restore_is_bit_exact_with_bf16_as_torch(
     assert set(img.timings) >= {"fetch", "read", "total"}
 
 
-def test_restore_into_a_prefaulted_arena_and_from_the_host_tier(
+def test_restore_into_a_prefaulted_arena(
     st_model: tuple[Path, dict[str, np.ndarray]], tmp_path: Path
 ) -> None:
     version, arrays = st_model
     build_image(version, DirStore(tmp_path / "store"))
-    now = [0.0]
-    loader = ImageLoader(
-        None, tmp_path / "store", "cpu", host_retention_s=60, host_max_bytes=1 << 30,
-        clock=lambda: now[0],
-    )  # fmt: skip
+    loader = ImageLoader(None, tmp_path / "store", "cpu")
     arena = Arena(1 << 20)
     assert arena.prefault() >= 0 and arena.prefaulted
     img = loader.restore(ImageRef("llm", "1", "cpu"), arena)
     assert img.arena is arena and img.source == "cache"
-    again = loader.restore(ImageRef("llm", "1", "cpu"))
-    assert again.source == "host" and again.arena is not arena
-    assert np.array_equal(again.tensors["embed.weight"], arrays["embed.weight"])
-    now[0] = 61.0
-    assert loader.restore(ImageRef("llm", "1", "cpu")).source == "cache"  # retention passed
+    assert np.array_equal(img.tensors["embed.weight"], arrays["embed.weight"])
+    fresh = loader.restore(ImageRef("llm", "1", "cpu"))  # no arena given: one of its size
+    assert fresh.arena is not arena and fresh.arena.nbytes == fresh.manifest.arena_bytes
 
 
 def test_corrupt_cache_without_a_store_is_refused_naming_the_chunk(
@@ -220,17 +213,6 @@ def test_image_lock_excludes_a_second_holder(tmp_path: Path) -> None:
         pass
     with second.image_lock(ref):
         pass
-
-
-def test_host_cache_drops_least_recent_over_budget() -> None:
-    now = [0.0]
-    host = HostCache(retention_s=100, max_bytes=3 << 20, clock=lambda: now[0])
-    for i in range(3):
-        now[0] = float(i)
-        host.put(ImageRef(f"m{i}", "1", "cpu"), "d", Arena(3 << 19))
-    assert len(host) == 2
-    assert host.get(ImageRef("m0", "1", "cpu"), "d") is None
-    assert host.get(ImageRef("m2", "1", "cpu"), "other-manifest") is None
 
 
 def test_arena_views_are_bounded() -> None:

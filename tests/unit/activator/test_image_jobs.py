@@ -1,0 +1,86 @@
+"""Start-up image work: builds without a store, pulls with one, at idle CPU priority, per model."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from activator.image_builder import ImageJobs, ImageState
+
+# A stand-in for `thaw`: records its scheduling policy and thread settings, then answers as
+# `thaw snapshot build|ls|pull` would for the models the test names.
+_FAKE_THAW = """
+import json, os, sys
+args = sys.argv[1:]
+log = os.environ["FAKE_THAW_LOG"]
+with open(log, "a") as f:
+    f.write(json.dumps({"args": args, "policy": os.sched_getscheduler(0),
+                        "omp": os.environ.get("OMP_NUM_THREADS")}) + "\\n")
+verb = args[1]
+if verb == "ls":
+    print(json.dumps([{"model": "in_store", "version": "1", "target": "cpu"},
+                      {"model": "gpu_only", "version": "1", "target": "cuda:sm_90"}]))
+    sys.exit(0)
+name = os.path.basename(args[2].rstrip("/"))
+if name == "python_model":
+    sys.exit(3)
+if name == "broken":
+    print("bad weights: truncated", file=sys.stderr)
+    sys.exit(1)
+sys.exit(0)
+"""
+
+
+def _jobs(
+    tmp_path: Path, names: list[str], store: str | None, monkeypatch: pytest.MonkeyPatch
+) -> tuple[ImageJobs, Path]:
+    script = tmp_path / "fake_thaw.py"
+    script.write_text(_FAKE_THAW)
+    log = tmp_path / "log.jsonl"
+    monkeypatch.setenv("FAKE_THAW_LOG", str(log))
+    dirs = [tmp_path / "repo" / n for n in names]
+    jobs = ImageJobs([sys.executable, str(script)], dirs, tmp_path / "cache", store=store,
+                     timeout_s=30)  # fmt: skip
+    return jobs, log
+
+
+async def test_without_a_store_each_model_is_built_at_idle_priority(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    jobs, log = _jobs(tmp_path, ["onnx_model", "python_model", "broken"], None, monkeypatch)
+    assert set(jobs.states.values()) == {ImageState.QUEUED}
+    states = await jobs.run()
+    assert states["onnx_model"] == ImageState.BUILT
+    assert states["python_model"] == ImageState.NO_WEIGHTS
+    assert states["broken"] == "failed: bad weights: truncated"
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [c["args"][1] for c in calls] == ["build"] * 3
+    assert all(c["policy"] == os.SCHED_IDLE and c["omp"] == "1" for c in calls)
+
+
+async def test_with_a_store_images_there_are_pulled_and_the_rest_said_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    names = ["in_store", "gpu_only", "nowhere"]
+    jobs, log = _jobs(tmp_path, names, "s3://bucket/images", monkeypatch)
+    states = await jobs.run()
+    assert states == {
+        "in_store": ImageState.CACHED,
+        "gpu_only": ImageState.NOT_IN_STORE,  # only a GPU image: a CPU replica loads files
+        "nowhere": ImageState.NOT_IN_STORE,
+    }
+    calls = [json.loads(line)["args"] for line in log.read_text().splitlines()]
+    assert calls[0][:2] == ["snapshot", "ls"]
+    assert calls[1] == ["snapshot", "pull", "in_store", "--store", "s3://bucket/images",
+                        "--cache", str(tmp_path / "cache")]  # fmt: skip
+    assert len(calls) == 2
+
+
+async def test_an_unlistable_store_fails_every_model_clearly(tmp_path: Path) -> None:
+    jobs = ImageJobs([sys.executable, "-c", "import sys; sys.exit(1)"], [tmp_path / "m"],
+                     tmp_path / "cache", store="s3://nope", timeout_s=30)  # fmt: skip
+    assert (await jobs.run()) == {"m": "failed: cannot list s3://nope"}

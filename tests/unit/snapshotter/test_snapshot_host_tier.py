@@ -1,0 +1,146 @@
+"""The shared host-memory tier: an image kept in a tmpfs file is mapped, not read, by others."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from snapshotter import ImageLoader, build_image
+from snapshotter.host_cache import HostCache, HostEntry, Piece, plan_expiry
+from snapshotter.image_ref import ImageRef
+from snapshotter.stores.dir_store import DirStore
+from tests.unit.snapshotter.test_snapshot_restore_local import write_safetensors
+from thawwire.cache_counters import read_counts
+
+REF = ImageRef("llm", "1", "cpu")
+
+
+def _model(tmp_path: Path, name: str = "llm", seed: int = 0) -> tuple[Path, np.ndarray]:
+    version = tmp_path / "repo" / name / "1"
+    version.mkdir(parents=True)
+    weights = np.random.default_rng(seed).standard_normal((256, 512)).astype(np.float32)
+    write_safetensors(
+        version / "model.safetensors", {"w": ("F32", weights.shape, weights.tobytes())}
+    )
+    return version, weights
+
+
+def _wait_for_entry(tier: Path, timeout_s: float = 20.0) -> list[Path]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        entries = list(tier.glob("*.img"))
+        if entries:
+            return entries
+        time.sleep(0.02)
+    raise AssertionError(f"no host-tier entry appeared in {tier}")
+
+
+def _loader(tmp_path: Path, tier: Path, max_bytes: int = 64 << 20) -> ImageLoader:
+    return ImageLoader(
+        None, tmp_path / "cache", "cpu", host_cache_dir=tier, host_max_bytes=max_bytes,
+        host_publish_delay_s=0.0,
+    )  # fmt: skip
+
+
+def test_a_restored_image_is_kept_and_the_next_process_maps_it(tmp_path: Path) -> None:
+    version, weights = _model(tmp_path)
+    build_image(version, DirStore(tmp_path / "cache"))
+    tier = tmp_path / "tier"
+    first = _loader(tmp_path, tier).restore(REF)
+    assert first.source == "cache"
+    (entry,) = _wait_for_entry(tier)
+    assert entry.stat().st_size == first.manifest.arena_bytes
+    # Another process (its own loader, same directory) maps the kept image.
+    code = (
+        "import sys, numpy as np\n"
+        "from snapshotter import ImageLoader\n"
+        "from snapshotter.image_ref import ImageRef\n"
+        f"l = ImageLoader(None, {str(tmp_path / 'cache')!r}, 'cpu', host_cache_dir={str(tier)!r},"
+        " host_max_bytes=1 << 26)\n"
+        "img = l.restore(ImageRef('llm', '1', 'cpu'))\n"
+        "print(img.source, float(img.tensors['w'].sum()))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    source, total = out.stdout.split()
+    assert source == "host" and float(total) == pytest.approx(float(weights.sum()), rel=1e-5)
+
+
+def test_a_mapped_image_is_copy_on_write(tmp_path: Path) -> None:
+    version, weights = _model(tmp_path)
+    build_image(version, DirStore(tmp_path / "cache"))
+    tier = tmp_path / "tier"
+    _loader(tmp_path, tier).restore(REF)
+    _wait_for_entry(tier)
+    mapped = _loader(tmp_path, tier).restore(REF)
+    assert mapped.source == "host" and mapped.arena.prefaulted
+    assert np.array_equal(mapped.tensors["w"], weights)
+    mapped.tensors["w"][:] = 0  # a model writing its weights changes only its own copy
+    again = _loader(tmp_path, tier).restore(REF)
+    assert again.source == "host" and np.array_equal(again.tensors["w"], weights)
+
+
+def test_the_tier_evicts_the_least_recently_used_image_and_counts_it(tmp_path: Path) -> None:
+    tier = tmp_path / "tier"
+    loaders = []
+    for i, name in enumerate(("a", "b")):
+        version, _ = _model(tmp_path, name, seed=i)
+        build_image(version, DirStore(tmp_path / "cache"))
+        # Room for one image only (each is 512 KiB + alignment).
+        loaders.append(_loader(tmp_path, tier, max_bytes=900 << 10))
+        loaders[-1].restore(ImageRef(name, "1", "cpu"))
+        deadline = time.monotonic() + 20
+        while len(loaders[-1].host.entries()) != 1 or loaders[-1].host.published == 0:
+            assert time.monotonic() < deadline, "the image was not kept"
+            time.sleep(0.02)
+    assert loaders[1].host.evictions == 1  # "a" went to make room for "b"
+    assert read_counts(tier).evictions == 1 and read_counts(tier).evicted_bytes > 500_000
+    assert _loader(tmp_path, tier).restore(ImageRef("a", "1", "cpu")).source == "cache"
+    assert _loader(tmp_path, tier).restore(ImageRef("b", "1", "cpu")).source == "host"
+
+
+def test_an_image_larger_than_the_budget_is_never_kept(tmp_path: Path) -> None:
+    version, _ = _model(tmp_path)
+    build_image(version, DirStore(tmp_path / "cache"))
+    tier = tmp_path / "tier"
+    loader = _loader(tmp_path, tier, max_bytes=100_000)
+    loader.restore(REF)
+    time.sleep(0.3)
+    assert loader.host.entries() == [] and loader.restore(REF).source == "cache"
+
+
+def test_a_half_written_entry_is_invisible_and_a_wrong_size_is_ignored(tmp_path: Path) -> None:
+    tier = tmp_path / "tier"
+    host = HostCache(tier, max_bytes=1 << 20)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    temp = tier / f".tmp-{dead.pid}-1-abc"
+    temp.write_bytes(b"x" * 4096)  # a writer died here
+    assert host.get("abc", 4096) is None
+    (tier / "def.img").write_bytes(b"x" * 100)
+    assert host.get("def", 4096) is None and host.misses == 2
+    src = tmp_path / "chunk"
+    src.write_bytes(bytes(range(256)) * 16)
+    assert host.publish("abc", 8192, [Piece(src, 4096, 4096)])
+    arena = host.get("abc", 8192)
+    assert arena is not None and bytes(arena.array[4096:4352]) == bytes(range(256))
+    assert bytes(arena.array[:4096]) == bytes(4096)  # the alignment gap stays zero
+    assert not temp.exists()  # swept: its writer is gone
+    assert not host.publish("abc", 8192, [Piece(src, 4096, 4096)])  # already kept
+
+
+def test_expiry_plan_drops_old_then_least_recent_over_budget() -> None:
+    entries = [HostEntry("a", 400, 1.0), HostEntry("b", 400, 5.0), HostEntry("c", 400, 9.0)]
+    assert plan_expiry(entries, now=10.0, retention_s=100, max_bytes=1200) == []
+    assert [e.name for e in plan_expiry(entries, now=10.0, retention_s=100, max_bytes=800)] == ["a"]
+    assert [e.name for e in plan_expiry(entries, now=10.0, retention_s=6, max_bytes=800)] == ["a"]
+    assert [e.name for e in plan_expiry(entries, now=10.0, retention_s=100, max_bytes=0)] == [
+        "a",
+        "b",
+        "c",
+    ]
