@@ -18,7 +18,7 @@ from activator.replica_stats import ModelStatistics
 from activator.repository import Repository
 from activator.scaler.backend import ScalerBackend
 from activator.scaler.factory import open_backend
-from activator.status_document import ModelStatus, StatusDocument
+from activator.status_document import ModelState, ModelStatus, StatusDocument
 
 __all__ = ["Fleet"]
 
@@ -62,9 +62,13 @@ class Fleet:
         if config.build_images and config.cache_dir is not None:
             dirs = [repository.get(n).directory for n in repository.names()]
             command = [sys.executable, "-m", "thaw.cli"]
+            host = None
+            if config.host_cache_dir is not None and config.host_cache_bytes > 0:
+                host = (config.host_cache_dir, config.host_cache_bytes)
             self.images = ImageJobs(
-                command, dirs, config.cache_dir, store=config.store, timeout_s=600.0
-            )
+                command, dirs, config.cache_dir, store=config.store, timeout_s=600.0,
+                host_tier=host,
+            )  # fmt: skip
         self._tasks: list[asyncio.Task[None]] = []
         metrics.watch_caches(config.cache_dir, config.host_cache_dir)
 
@@ -94,6 +98,8 @@ class Fleet:
                     endpoint.tick()
                 except Exception:
                     logger.exception("model=%s autoscaler tick failed", endpoint.name)
+                if self.images is not None and endpoint.state is ModelState.WAKING:
+                    self.images.wanted(endpoint.name)
             self.metrics.observe_pool(self.backend.pool_status())
 
     async def _cache_loop(self) -> None:

@@ -3,12 +3,14 @@ background at idle CPU priority, while `thaw up` serves.
 
 Without a store, `thaw snapshot build MODEL_DIR --store CACHE_DIR` runs per model; with one,
 `thaw snapshot ls --store URI --json` says which models have an image there and `thaw
-snapshot pull MODEL --store URI --cache CACHE_DIR` copies each into the node cache, so the
-first wake of a model restores from local disk. One job at a time, each a subprocess under
-SCHED_IDLE (it runs only on CPU time nothing else wants) with its libraries held to one
-thread: a wake-up during a build loads the model files normally, at the speed it would have
-without the build. A failed or missing snapshotter is logged; replicas then load normally.
-Every model's state is in `states` (shown by `thaw status`).
+snapshot pull MODEL --store URI --cache CACHE_DIR --source MODEL_DIR` copies each into the node
+cache and indexes its files' digest there, so the first wake of a model restores from local
+disk and only stats its files. With a host-memory tier, each image is also
+copied into it (within its budget), so that first wake maps the image instead of reading it.
+One job at a time, each a subprocess under SCHED_IDLE (it runs only on CPU time nothing else
+wants) with its libraries held to one thread: a wake-up during a build loads the model files
+normally, at the speed it would have without the build. A failed or missing snapshotter is
+logged; replicas then load normally. Every model's state is in `states` (`thaw status`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ logger = logging.getLogger(__name__)
 
 # `thaw snapshot build` exits 3 for a model without weight files (a Python model): not a failure.
 _NOTHING_TO_IMAGE_EXIT = 3
+# `thaw snapshot pull --source` exits 4 when the image was built from other files.
+_STALE_EXIT = 4
 # One thread per numeric library in a build: a build is background work.
 _ONE_THREAD = {
     "OMP_NUM_THREADS": "1",
@@ -46,6 +50,7 @@ class ImageState(StrEnum):
     PULLING = "pulling"  # copying from the store into the cache
     CACHED = "cached"  # pulled from the store into the cache
     NOT_IN_STORE = "not in store"  # the store has none: the model loads from its files
+    STALE = "stale in store"  # the store's image was built from other files: it loads files
     NO_WEIGHTS = "no weights"  # nothing to image (a Python model): it loads normally
     FAILED = "failed"
     UNKNOWN = "unknown"  # no image step ran (`--no-image-build`, or no cache)
@@ -62,23 +67,52 @@ class ImageJobs:
         *,
         store: str | None,
         timeout_s: float,
+        host_tier: tuple[Path, int] | None = None,
     ) -> None:
         self._command = list(command)
+        # The host-memory tier (directory, budget) each image is also copied into once cached.
+        self._host_args = (
+            ["--host-cache", str(host_tier[0]), "--host-cache-bytes", str(host_tier[1])]
+            if host_tier is not None
+            else []
+        )
         self._dirs = list(model_dirs)
         self._cache = cache_dir
         self._store = store
         self._timeout_s = timeout_s
         self.states: dict[str, str] = {d.name: ImageState.QUEUED.value for d in self._dirs}
+        self._queue = list(self._dirs)
+        self._running: tuple[str, int] | None = None  # the pull in progress: model, pid
+
+    def wanted(self, model: str) -> None:
+        """A replica of `model` is starting. Its restore waits for a pull of its image in
+        progress (the pull holds the image's lock), so that pull gets normal CPU priority
+        from now on, and a queued pull goes first. Builds are left alone: a replica whose
+        image is not built yet loads the model files without waiting for the build."""
+        if self._store is None:
+            return
+        if self._running is not None and self._running[0] == model:
+            with contextlib.suppress(OSError):
+                os.sched_setscheduler(self._running[1], os.SCHED_OTHER, os.sched_param(0))
+                logger.info("model=%s is waking: its image pull runs at normal priority", model)
+            self._running = (model, -1)  # once
+            return
+        for i, model_dir in enumerate(self._queue):
+            if model_dir.name == model and i > 0:
+                self._queue.insert(0, self._queue.pop(i))
+                return
 
     async def run(self) -> dict[str, str]:
         """Build or pull every image, one at a time; returns `states`."""
         if self._store is None:
-            for model_dir in self._dirs:
+            while self._queue:
+                model_dir = self._queue.pop(0)
                 self.states[model_dir.name] = ImageState.BUILDING.value
                 self.states[model_dir.name] = await self._build(model_dir)
             return self.states
         in_store = await self._list_store()
-        for model_dir in self._dirs:
+        while self._queue:
+            model_dir = self._queue.pop(0)
             name = model_dir.name
             if in_store is None:
                 self.states[name] = f"{ImageState.FAILED}: cannot list {self._store}"
@@ -86,20 +120,24 @@ class ImageJobs:
                 self.states[name] = ImageState.NOT_IN_STORE.value
             else:
                 self.states[name] = ImageState.PULLING.value
-                self.states[name] = await self._pull(name)
+                self.states[name] = await self._pull(model_dir)
         return self.states
 
     async def _build(self, model_dir: Path) -> str:
-        argv = ["snapshot", "build", str(model_dir), "--store", str(self._cache)]
+        argv = ["snapshot", "build", str(model_dir), "--store", str(self._cache), *self._host_args]
         code, tail = await self._job(argv, model_dir.name)
         if code == _NOTHING_TO_IMAGE_EXIT:
             logger.info("model=%s has no weight files to image; it loads normally", model_dir.name)
             return ImageState.NO_WEIGHTS.value
         return ImageState.BUILT.value if code == 0 else _failed(code, tail)
 
-    async def _pull(self, model: str) -> str:
+    async def _pull(self, model_dir: Path) -> str:
+        model = model_dir.name
         argv = ["snapshot", "pull", model, "--store", str(self._store), "--cache", str(self._cache)]
+        argv += ["--source", str(model_dir), *self._host_args]
         code, tail = await self._job(argv, model)
+        if code == _STALE_EXIT:
+            return ImageState.STALE.value
         return ImageState.CACHED.value if code == 0 else _failed(code, tail)
 
     async def _list_store(self) -> set[str] | None:
@@ -140,20 +178,26 @@ class ImageJobs:
             logger.warning("model=%s image job could not start: %s", what, exc)
             return None, f"could not start: {exc}"
         _idle_priority(proc.pid)
+        if argv[1] == "pull":
+            self._running = (what, proc.pid)
         try:
             out, err = await asyncio.wait_for(proc.communicate(), self._timeout_s)
-        except BaseException:
+        except (TimeoutError, asyncio.CancelledError) as exc:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
             await proc.wait()
-            logger.warning("model=%s image job stopped (timeout or shutdown)", what)
+            if isinstance(exc, asyncio.CancelledError):  # shutdown: no more jobs either
+                raise
+            logger.warning("model=%s image job timed out after %g s", what, self._timeout_s)
             return None, "timed out"
+        finally:
+            self._running = None
         if want_stdout:
             return proc.returncode, out.decode(errors="replace")
         tail = " | ".join(err.decode(errors="replace").strip().splitlines()[-3:])
         if proc.returncode == 0:
             logger.info("model=%s image %s in %.2f s", what, argv[1], time.monotonic() - start)
-        elif proc.returncode != _NOTHING_TO_IMAGE_EXIT:
+        elif proc.returncode not in (_NOTHING_TO_IMAGE_EXIT, _STALE_EXIT):
             logger.warning("model=%s image %s failed; normal loads: %s", what, argv[1], tail)
         return proc.returncode, tail
 

@@ -26,6 +26,7 @@ import statistics
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -46,7 +47,9 @@ class Model:
     file: str  # model file inside <name>/1/
     input_name: str
     shape: tuple[int, ...]  # one request's input, batch included
-    framework: str  # "onnxruntime" | "torch"
+    framework: str  # "onnxruntime" | "torch" | "python"
+    datatype: str = "FP32"  # of its one input: FP32, INT64 (ones) or BYTES (a sentence)
+    extra_inputs: tuple[str, ...] = ()  # more inputs of the same shape and datatype
 
 
 def prepare_repo(source: Path, work: Path, big_gib: float) -> tuple[Path, list[Model]]:
@@ -176,12 +179,21 @@ def warm_inference_s(model: Model, repo: Path) -> float:
 class Up:
     """A `thaw up` process for the benchmark."""
 
-    def __init__(self, repo: Path, cache: Path, log: Path, *, images: bool = True) -> None:
+    def __init__(
+        self,
+        repo: Path,
+        cache: Path,
+        log: Path,
+        *,
+        images: bool = True,
+        extra: tuple[str, ...] = (),
+    ) -> None:
         argv = [sys.executable, "-m", "thaw.cli", "up", str(repo), "--port", "0",
                 "--cache", str(cache), "--warm-pool", "1",
-                "--log-level", os.environ.get("THAW_BENCH_LOG", "warning")]  # fmt: skip
+                "--log-level", os.environ.get("THAW_BENCH_LOG", "warning"), *extra]  # fmt: skip
         if not images:
             argv.append("--no-image-build")
+        self.started = time.perf_counter()  # for "first request after thaw up started"
         self._log = log.open("wb")
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self._log, cwd=ROOT)
         assert self.proc.stdout is not None
@@ -199,6 +211,19 @@ class Up:
         request = urllib.request.Request(self.url + path, data=b"{}", method="POST")
         with urllib.request.urlopen(request, timeout=300) as resp:
             resp.read()
+
+    def ready(self) -> bool:
+        """`/v2/health/ready` is 200: the warm pool has produced its first process."""
+        try:
+            with urllib.request.urlopen(self.url + "/v2/health/ready", timeout=30) as resp:
+                return bool(resp.status == 200)
+        except urllib.error.HTTPError:
+            return False
+
+    def images_settled(self) -> bool:
+        """No image is waiting for, or in, its start-up build or pull."""
+        states = self.get("/thaw/status")["image_builds"].values()
+        return bool(states) and not set(states) & {"queued", "building", "pulling"}
 
     def model(self, name: str) -> dict[str, Any]:
         return next(m for m in self.get("/thaw/status")["models"] if m["model"] == name)
@@ -241,16 +266,23 @@ class Up:
 
 
 def binary_infer_body(model: Model, batch: int = 1) -> tuple[bytes, dict[str, str]]:
-    """A v2 request with Triton's binary tensor extension (zeros input)."""
+    """A v2 request with Triton's binary tensor extension (zeros, ones or a sentence)."""
     shape = [batch, *model.shape[1:]]
-    data = np.zeros(shape, np.float32).tobytes()
+    names = (model.input_name, *model.extra_inputs)
+    if model.datatype == "BYTES":  # JSON: a string tensor
+        body = {"inputs": [{"name": n, "shape": shape, "datatype": "BYTES",
+                            "data": ["a cold start under real traffic"] * int(np.prod(shape))}
+                           for n in names]}  # fmt: skip
+        return json.dumps(body).encode(), {"Content-Type": "application/json"}
+    dtype = np.int64 if model.datatype == "INT64" else np.float32
+    data = (np.ones if model.datatype == "INT64" else np.zeros)(shape, dtype).tobytes()
     header = json.dumps({
-        "inputs": [{"name": model.input_name, "shape": shape, "datatype": "FP32",
-                    "parameters": {"binary_data_size": len(data)}}],
+        "inputs": [{"name": n, "shape": shape, "datatype": model.datatype,
+                    "parameters": {"binary_data_size": len(data)}} for n in names],
     }).encode()  # fmt: skip
     headers = {"Inference-Header-Content-Length": str(len(header)),
                "Content-Type": "application/octet-stream"}  # fmt: skip
-    return header + data, headers
+    return header + data * len(names), headers
 
 
 def timed_infer(url: str, model: Model) -> float:
@@ -426,8 +458,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         }
     up = Up(repo, work / "cache", work / "thaw-up.log")
     try:
-        up.wait(lambda: "building" not in up.get("/thaw/status")["image_builds"].values()
-                and up.get("/thaw/status")["image_builds"], 900, "image builds")  # fmt: skip
+        up.wait(up.images_settled, 900, "image builds")
         results["image_builds"] = up.get("/thaw/status")["image_builds"]
         for model in models:
             results["models"][model.name]["thaw"] = thaw_cold_starts(up, model, args.reps)

@@ -40,6 +40,9 @@ exit status: 0 ok, 1 failure (the message names the bad chunk), 2 usage error,
 """
 
 
+_STALE_EXIT = 4  # `pull --source`: the image was built from other files
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `thaw snapshot ...` to the `thaw` parser."""
     parser = subparsers.add_parser(
@@ -115,8 +118,28 @@ def _add(
         )
     if name == "pull":
         p.add_argument("--cache", metavar="DIR", type=Path, required=True, help="node-local cache")
+        p.add_argument(
+            "--source",
+            metavar="MODEL_DIR",
+            type=Path,
+            default=None,
+            help="the model's directory here: its files' digest is indexed in the cache (the "
+            f"first restore then stats them instead of hashing) and checked against the "
+            f"image's (exit {_STALE_EXIT} when they differ)",
+        )
     if name == "ls":
         p.add_argument("--json", action="store_true", help="one JSON array of the images")
+    if name in ("build", "pull"):
+        p.add_argument(
+            "--host-cache",
+            metavar="DIR",
+            type=Path,
+            default=None,
+            help="also keep the image in this host-memory tier (a tmpfs directory), so the "
+            "first restore maps it (needs --host-cache-bytes; the image lands in the node cache "
+            "first: --store for build, --cache for pull)",
+        )
+        p.add_argument("--host-cache-bytes", metavar="N", type=int, default=0)
     if name == "gc":
         p.add_argument("--dry-run", action="store_true", help="list what would be deleted")
         p.add_argument(
@@ -192,6 +215,8 @@ def _build(args: argparse.Namespace) -> int:
     from snapshotter.stores import open_store
 
     version_dir = _version_dir(args.model_dir, args.version)
+    if args.host_cache is not None and "://" in args.store:
+        raise SnapshotError("`--host-cache` needs a directory `--store` (the node cache)")
     if not 1 <= args.chunk_mib <= 4096:
         raise BuildError(f"`--chunk-mib` = {args.chunk_mib}, must be in [1, 4096]")
     from tqdm import tqdm
@@ -216,7 +241,22 @@ def _build(args: argparse.Namespace) -> int:
         )
     size = _size(manifest.weight_bytes)
     print(f"built {manifest.ref}: {len(manifest.tensors)} tensors, {size} -> {args.store}")
+    _keep_in_host_tier(args, Path(args.store), manifest.ref)
     return 0
+
+
+def _keep_in_host_tier(args: argparse.Namespace, cache_dir: Path, ref: ImageRef) -> None:
+    """With --host-cache, copy the cached image `ref` into the host-memory tier (LRU budget)."""
+    if args.host_cache is None:
+        return
+    if args.host_cache_bytes <= 0:
+        raise SnapshotError("`--host-cache` needs `--host-cache-bytes` > 0")
+    from snapshotter.restore import ImageLoader
+
+    loader = ImageLoader(None, cache_dir, ref.target, host_cache_dir=args.host_cache,
+                         host_max_bytes=args.host_cache_bytes)  # fmt: skip
+    kept = loader.keep_in_host_tier(ref)
+    print(f"host tier: {ref} {'kept' if kept else 'not kept (too large or already there)'}")
 
 
 def _version_dir(model_dir: Path, version: str | None) -> Path:
@@ -275,12 +315,19 @@ def _resolve(store_uri: str, ref_text: str, target: str) -> tuple[ImageStore, Im
     return store, latest_ref(store, model, version, resolve_target(target))
 
 
-def _copy(src_uri: str, dst_uri: str, ref_text: str, target: str, verb: str) -> int:
+def _copy(
+    src_uri: str,
+    dst_uri: str,
+    ref_text: str,
+    target: str,
+    verb: str,
+    dst: ImageStore | None = None,
+) -> int:
     from snapshotter.stores import open_store
     from snapshotter.transfer import copy_image, entries, load_manifest
 
     src, ref = _resolve(src_uri, ref_text, target)
-    dst = open_store(dst_uri)
+    dst = dst or open_store(dst_uri)
     total = sum(e.size for e in entries(load_manifest(src, ref)))
     with _bar(total, f"{verb} {ref}") as progress:
         manifest = copy_image(src, dst, ref, progress)
@@ -298,7 +345,26 @@ def _copy(src_uri: str, dst_uri: str, ref_text: str, target: str, verb: str) -> 
 
 
 def _pull(args: argparse.Namespace) -> int:
-    return _copy(args.store, str(args.cache), args.ref, args.target, "pulled")
+    """Copy an image into the node cache under its image lock (a restore of the same image
+    in another process waits, then reads what was copied, instead of copying it again);
+    with --source, index the model files' digest, so the first restore only stats them."""
+    from snapshotter.pvc_cache import NodeCache
+    from snapshotter.restore import ImageLoader
+    from snapshotter.transfer import load_manifest
+
+    store, ref = _resolve(args.store, args.ref, args.target)
+    loader = ImageLoader(None, args.cache, ref.target)
+    with NodeCache(args.cache).image_lock(ref):
+        if args.source is not None:  # first: a restore waiting for the lock then only stats
+            version_dir = _version_dir(args.source, ref.version)
+            if loader.source_digest(version_dir) != load_manifest(store, ref).source_digest:
+                print(f"{ref} was built from other files than {version_dir}", file=sys.stderr)
+                return _STALE_EXIT
+        # The node cache's own store: no fsync (its verified markers catch a torn write).
+        cache = NodeCache(args.cache).store
+        code = _copy(args.store, str(args.cache), args.ref, args.target, "pulled", cache)
+    _keep_in_host_tier(args, args.cache, ref)
+    return code
 
 
 def _push(args: argparse.Namespace) -> int:

@@ -29,6 +29,7 @@ from snapshotter.pvc_cache import NodeCache
 from snapshotter.restored_image import RestoredImage
 from snapshotter.source_digest import source_digest
 from snapshotter.stores import ImageStore, open_store
+from snapshotter.stores.dir_store import DirStore
 
 logger = logging.getLogger(__name__)
 
@@ -203,6 +204,24 @@ class ImageLoader:
         ]
         self.host.publish_later(mdigest, manifest.arena_bytes, pieces)
 
+    def keep_in_host_tier(self, ref: ImageRef) -> bool:
+        """Copy the cached image `ref` into the host tier now (blocking), as a restore would
+        in the background; False when the tier is off, the image is too large or kept."""
+        if self.cache is None or not self.host.enabled:
+            return False
+        manifest = self.manifest(ref)
+        store = self.cache.store
+        if not all(store.is_verified(c.digest, c.size) for c in manifest.chunks):
+            raise IntegrityError(f"image {ref} is not wholly verified in the cache", digest="")
+        mdigest = hashlib.sha256(manifest.to_json()).hexdigest()
+        if manifest.arena_bytes == 0 or manifest.arena_bytes > self.host.max_bytes:
+            return False
+        pieces = [
+            Piece(store.chunk_file(c.digest), base, c.size)
+            for c, base in zip(manifest.chunks, manifest.chunk_bases, strict=True)
+        ]
+        return self.host.publish(mdigest, manifest.arena_bytes, pieces)
+
     def eviction_counts(self) -> dict[str, tuple[int, int]]:
         """Entries evicted by this process and their bytes, per tier ("host", "node")."""
         node = (self.cache.evictions, self.cache.evicted_bytes) if self.cache else (0, 0)
@@ -336,8 +355,17 @@ class ImageLoader:
             self._fetch_all(still, dests)
         else:
             # The lock makes a concurrent cold start of the same image wait here, then read
-            # what this one cached instead of downloading it again.
-            with self.cache.image_lock(manifest.ref):
+            # what this one cached instead of downloading it again. From a store on a local
+            # disk there is nothing to save: while another process fills the cache (a
+            # start-up pull), read the store directly rather than wait for it.
+            on_disk = isinstance(self.store, DirStore)
+            with self.cache.image_lock(manifest.ref, wait=not on_disk) as locked:
+                if not locked:
+                    logger.info("image %s is being cached by another process: reading the "
+                                "store directly", manifest.ref)  # fmt: skip
+                    self._fetch_all(missing, dests, tee=False)
+                    timings["fetch"] += time.perf_counter() - t0
+                    return len(missing)
                 self.cache.make_room(
                     sum(c.size for c in missing),
                     keep=frozenset(manifest.all_digests()),
@@ -350,17 +378,21 @@ class ImageLoader:
         timings["fetch"] += time.perf_counter() - t0
         return len(still)
 
-    def _fetch_all(self, chunks: list[ChunkEntry], dests: dict[str, memoryview]) -> None:
+    def _fetch_all(
+        self, chunks: list[ChunkEntry], dests: dict[str, memoryview], *, tee: bool = True
+    ) -> None:
         # Two chunks in flight: one chunk's digest check overlaps the next one's download.
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="thaw-fetch") as ex:
-            for future in [ex.submit(self._fetch_one, c, dests[c.digest]) for c in chunks]:
+            futures = [ex.submit(self._fetch_one, c, dests[c.digest], tee) for c in chunks]
+            for future in futures:
                 future.result()
 
-    def _fetch_one(self, chunk: ChunkEntry, dest: memoryview) -> None:
-        """Ranged GETs straight into `dest`, teed into the cache file; published only if valid."""
+    def _fetch_one(self, chunk: ChunkEntry, dest: memoryview, tee: bool = True) -> None:
+        """Ranged GETs straight into `dest`, teed into the cache file (unless `tee` is off);
+        published only if valid."""
         if self.store is None:
             raise SnapshotError("no store configured")
-        fill = self.cache.begin_fill(chunk.digest, chunk.size) if self.cache else None
+        fill = self.cache.begin_fill(chunk.digest, chunk.size) if self.cache and tee else None
         digest = OrderedDigest(dest)
 
         def landed(offset: int, nbytes: int) -> None:

@@ -21,11 +21,21 @@ with open(log, "a") as f:
     f.write(json.dumps({"args": args, "policy": os.sched_getscheduler(0),
                         "omp": os.environ.get("OMP_NUM_THREADS")}) + "\\n")
 verb = args[1]
+if verb == "pull" and args[2] == "slow_model":
+    import time
+    time.sleep(1.0)
+    with open(log, "a") as f:
+        f.write(json.dumps({"args": ["done"], "policy": os.sched_getscheduler(0)}) + "\\n")
 if verb == "ls":
     print(json.dumps([{"model": "in_store", "version": "1", "target": "cpu"},
+                      {"model": "slow_model", "version": "1", "target": "cpu"},
+                      {"model": "other", "version": "1", "target": "cpu"},
+                      {"model": "stale", "version": "1", "target": "cpu"},
                       {"model": "gpu_only", "version": "1", "target": "cuda:sm_90"}]))
     sys.exit(0)
 name = os.path.basename(args[2].rstrip("/"))
+if name == "stale":
+    sys.exit(4)
 if name == "python_model":
     sys.exit(3)
 if name == "broken":
@@ -65,22 +75,45 @@ async def test_without_a_store_each_model_is_built_at_idle_priority(
 async def test_with_a_store_images_there_are_pulled_and_the_rest_said_missing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    names = ["in_store", "gpu_only", "nowhere"]
+    names = ["in_store", "gpu_only", "nowhere", "stale"]
     jobs, log = _jobs(tmp_path, names, "s3://bucket/images", monkeypatch)
     states = await jobs.run()
     assert states == {
         "in_store": ImageState.CACHED,
         "gpu_only": ImageState.NOT_IN_STORE,  # only a GPU image: a CPU replica loads files
         "nowhere": ImageState.NOT_IN_STORE,
+        "stale": ImageState.STALE,  # built from other files than the repository's
     }
     calls = [json.loads(line)["args"] for line in log.read_text().splitlines()]
     assert calls[0][:2] == ["snapshot", "ls"]
-    assert calls[1] == ["snapshot", "pull", "in_store", "--store", "s3://bucket/images",
-                        "--cache", str(tmp_path / "cache")]  # fmt: skip
-    assert len(calls) == 2
+    assert calls[1] == [
+        "snapshot", "pull", "in_store", "--store", "s3://bucket/images",
+        "--cache", str(tmp_path / "cache"), "--source", str(tmp_path / "repo" / "in_store"),
+    ]  # fmt: skip
+    assert len(calls) == 3
 
 
 async def test_an_unlistable_store_fails_every_model_clearly(tmp_path: Path) -> None:
     jobs = ImageJobs([sys.executable, "-c", "import sys; sys.exit(1)"], [tmp_path / "m"],
                      tmp_path / "cache", store="s3://nope", timeout_s=30)  # fmt: skip
     assert (await jobs.run()) == {"m": "failed: cannot list s3://nope"}
+
+
+async def test_a_waking_models_pull_goes_first_and_runs_at_normal_priority(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    jobs, log = _jobs(tmp_path, ["other", "in_store", "slow_model"], "s3://b", monkeypatch)
+    jobs.wanted("slow_model")  # queued third: it goes first
+    running = asyncio.create_task(jobs.run())
+    while jobs.states["slow_model"] != ImageState.PULLING:
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.3)  # the pull started at idle priority
+    jobs.wanted("slow_model")  # its replica is waking: the pull it waits for is boosted
+    await running
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    pulled = [c["args"][2] for c in calls if c["args"][:2] == ["snapshot", "pull"]]
+    assert pulled == ["slow_model", "other", "in_store"]
+    done = next(c for c in calls if c["args"] == ["done"])
+    assert done["policy"] == os.SCHED_OTHER

@@ -144,3 +144,17 @@ def test_expiry_plan_drops_old_then_least_recent_over_budget() -> None:
         "b",
         "c",
     ]
+
+
+def test_snapshot_pull_can_fill_the_host_tier_at_once(tmp_path: Path) -> None:
+    version, weights = _model(tmp_path)
+    build_image(version, DirStore(tmp_path / "store"))
+    tier = tmp_path / "tier"
+    argv = [sys.executable, "-m", "thaw.cli", "snapshot", "pull", "llm",
+            "--store", str(tmp_path / "store"), "--cache", str(tmp_path / "cache"),
+            "--host-cache", str(tier), "--host-cache-bytes", str(8 << 20)]  # fmt: skip
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "kept" in out.stdout and "not kept" not in out.stdout
+    mapped = _loader(tmp_path, tier).restore(REF)  # the very first restore maps it
+    assert mapped.source == "host" and np.array_equal(mapped.tensors["w"], weights)
