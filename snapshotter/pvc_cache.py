@@ -140,32 +140,17 @@ class NodeCache:
         self.evicted_bytes = 0
 
     @contextmanager
-    def image_lock(self, ref: ImageRef, *, wait: bool = True) -> Iterator[bool]:
+    def image_lock(self, ref: ImageRef) -> Iterator[None]:
         """Hold an exclusive lock on one image across processes (flock), so two cold starts of
-        the same model download it once: the second waits, then finds it cached. With
-        `wait=False` it yields False at once instead of waiting when another process holds it."""
+        the same model download it once: the second waits, then finds it cached."""
         path = self.root / "locks" / f"{ref.model}@{ref.version}@{ref.target.replace(':', '_')}"
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
-            if wait:
-                self._flock(fd, ref)
-            elif not self._try_flock(fd, ref):
-                yield False
-                return
-            yield True
+            self._flock(fd, ref)
+            yield
         finally:
             os.close(fd)  # closing the descriptor releases the lock
-
-    @staticmethod
-    def _try_flock(fd: int, ref: ImageRef) -> bool:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                raise SnapshotStoreError(f"cannot lock image {ref}: {exc.strerror}") from exc
-            return False
-        return True
 
     def _flock(self, fd: int, ref: ImageRef) -> None:
         deadline = time.monotonic() + self.lock_timeout_s

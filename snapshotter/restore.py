@@ -179,7 +179,7 @@ class ImageLoader:
         artifacts = {name: bytes(dests[c.digest]) for name, c in manifest.artifacts.items()}
         if self.cache is not None and source != "cache":
             self.cache.store.write_manifest(ref, manifest.to_json())
-        if kept is None and self.cache is not None:
+        if kept is None:
             self._keep_in_host_tier(manifest, mdigest)
         timings["total"] = time.perf_counter() - start
         logger.info(
@@ -194,15 +194,30 @@ class ImageLoader:
     def _keep_in_host_tier(self, manifest: Manifest, mdigest: str) -> None:
         """Have the host tier copy this image from the cache's verified chunk files (in the
         background), so the next restore of it by any process maps it."""
-        assert self.cache is not None
         if not self.host.enabled:
             return
-        store = self.cache.store
-        pieces = [
-            Piece(store.chunk_file(c.digest), base, c.size)
-            for c, base in zip(manifest.chunks, manifest.chunk_bases, strict=True)
-        ]
-        self.host.publish_later(mdigest, manifest.arena_bytes, pieces)
+        pieces = self._chunk_files(manifest)
+        if pieces is not None:
+            self.host.publish_later(mdigest, manifest.arena_bytes, pieces)
+
+    def _chunk_files(self, manifest: Manifest) -> list[Piece] | None:
+        """Where each chunk's verified bytes lie on this machine: the cache, else a directory
+        store (read in place); None when one is in neither."""
+        stores = [s for s in (self.cache.store if self.cache else None, self.store) if s]
+        pieces = []
+        for chunk, base in zip(manifest.chunks, manifest.chunk_bases, strict=True):
+            found = next(
+                (
+                    s.chunk_file(chunk.digest)
+                    for s in stores
+                    if isinstance(s, DirStore) and s.chunk_size(chunk.digest) == chunk.size
+                ),
+                None,
+            )
+            if found is None:
+                return None
+            pieces.append(Piece(found, base, chunk.size))
+        return pieces
 
     def keep_in_host_tier(self, ref: ImageRef) -> bool:
         """Copy the cached image `ref` into the host tier now (blocking), as a restore would
@@ -216,11 +231,8 @@ class ImageLoader:
         mdigest = hashlib.sha256(manifest.to_json()).hexdigest()
         if manifest.arena_bytes == 0 or manifest.arena_bytes > self.host.max_bytes:
             return False
-        pieces = [
-            Piece(store.chunk_file(c.digest), base, c.size)
-            for c, base in zip(manifest.chunks, manifest.chunk_bases, strict=True)
-        ]
-        return self.host.publish(mdigest, manifest.arena_bytes, pieces)
+        pieces = self._chunk_files(manifest)
+        return pieces is not None and self.host.publish(mdigest, manifest.arena_bytes, pieces)
 
     def eviction_counts(self) -> dict[str, tuple[int, int]]:
         """Entries evicted by this process and their bytes, per tier ("host", "node")."""
@@ -320,6 +332,29 @@ class ImageLoader:
             store.touch(chunk.digest)
         return bad
 
+    def _read_directory_store(
+        self,
+        store: DirStore,
+        chunks: list[ChunkEntry],
+        dests: dict[str, memoryview],
+        timings: dict[str, float],
+    ) -> None:
+        """Read chunks from a directory store in place; those without a valid verified marker
+        are hashed. The store is only read: a bad chunk is an IntegrityError naming it."""
+        trusted = {c.digest for c in chunks if store.is_verified(c.digest, c.size)}
+        jobs = [ReadJob(store.chunk_file(c.digest), 0, dests[c.digest], c.digest) for c in chunks]
+        t0 = time.perf_counter()
+        read_into(jobs, threads=self.read_threads, direct=self.direct_reads)
+        timings["read"] += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        bad = self._verify_parallel([c for c in chunks if c.digest not in trusted], dests)
+        timings["verify"] += time.perf_counter() - t0
+        if bad:
+            raise IntegrityError(
+                f"chunk {bad[0].digest} in store {store.root} does not match its digest",
+                digest=bad[0].digest,
+            )
+
     def _verify_parallel(
         self, chunks: list[ChunkEntry], dests: dict[str, memoryview]
     ) -> list[ChunkEntry]:
@@ -350,22 +385,20 @@ class ImageLoader:
                 digest=missing[0].digest,
             )
         t0 = time.perf_counter()
-        if self.cache is None:
+        if isinstance(self.store, DirStore):
+            # A directory store is on a local disk: its chunks are read in place as the
+            # cache's are (its verified markers trusted), never copied into the cache by a
+            # restore, which never waits for another process copying them either (a start-up
+            # `thaw snapshot pull` does that in the background).
+            self._read_directory_store(self.store, missing, dests, timings)
+            still = missing
+        elif self.cache is None:
             still = missing
             self._fetch_all(still, dests)
         else:
             # The lock makes a concurrent cold start of the same image wait here, then read
-            # what this one cached instead of downloading it again. From a store on a local
-            # disk there is nothing to save: while another process fills the cache (a
-            # start-up pull), read the store directly rather than wait for it.
-            on_disk = isinstance(self.store, DirStore)
-            with self.cache.image_lock(manifest.ref, wait=not on_disk) as locked:
-                if not locked:
-                    logger.info("image %s is being cached by another process: reading the "
-                                "store directly", manifest.ref)  # fmt: skip
-                    self._fetch_all(missing, dests, tee=False)
-                    timings["fetch"] += time.perf_counter() - t0
-                    return len(missing)
+            # what this one cached instead of downloading it again.
+            with self.cache.image_lock(manifest.ref):
                 self.cache.make_room(
                     sum(c.size for c in missing),
                     keep=frozenset(manifest.all_digests()),
