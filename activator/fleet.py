@@ -24,7 +24,7 @@ __all__ = ["Fleet"]
 
 logger = logging.getLogger(__name__)
 
-_CACHE_METRICS_EVERY_S = 5.0
+_CACHE_METRICS_EVERY_S = 15.0
 
 
 class Fleet:

@@ -32,7 +32,9 @@ __all__ = ["WarmPool"]
 
 logger = logging.getLogger(__name__)
 
-_PSS_EVERY_S = 10.0  # re-measure idle processes' memory this often (reading it costs CPU)
+# Re-measure the idle processes' memory this often, and when one joins: reading a process's
+# smaps_rollup walks its page tables (a few ms each), a measurable cost for an idle activator.
+_PSS_EVERY_S = 30.0
 _MAINTAIN_EVERY_S = 1.0  # how often the pool re-decides its size when nothing happens
 
 
