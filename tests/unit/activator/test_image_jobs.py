@@ -107,7 +107,9 @@ async def test_a_waking_models_pull_goes_first_and_runs_at_normal_priority(
     jobs, log = _jobs(tmp_path, ["other", "in_store", "slow_model"], "s3://b", monkeypatch)
     jobs.wanted("slow_model")  # queued third: it goes first
     running = asyncio.create_task(jobs.run())
-    while jobs.states["slow_model"] != ImageState.PULLING:
+    for _ in range(1000):  # until its pull has started (the fake sleeps 1 s in it)
+        if jobs.states["slow_model"] == ImageState.PULLING:
+            break
         await asyncio.sleep(0.01)
     await asyncio.sleep(0.3)  # the pull started at idle priority
     jobs.wanted("slow_model")  # its replica is waking: the pull it waits for is boosted
