@@ -6,7 +6,9 @@ PIP    := $(VENV)/bin/pip
 REPO   ?= model_repository
 PORT   ?= 8000
 
-.PHONY: install up serve test test-slow lint bench examples clean
+CHECKOV_VENV ?= .venv-checkov
+
+.PHONY: install up serve test test-slow lint bench examples clean checkov terraform-docs
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +30,22 @@ up: $(REPO)/.generated
 serve: $(REPO)/.generated
 	$(VENV)/bin/thaw serve $(REPO) --port $(PORT)
 
-test: install
+# checkov gets a virtualenv of its own (it pins an old boto3); ~30 s to create, so `make test`
+# installs it and tests/unit/infra/test_checkov.py really runs in CI.
+$(CHECKOV_VENV)/.installed:
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install -q 'checkov>=3.2,<4'
+	touch $@
+
+checkov: $(CHECKOV_VENV)/.installed
+	$(CHECKOV_VENV)/bin/checkov --directory infra/terraform --framework terraform --compact --quiet --skip-download
+
+# Rewrites the Inputs/Outputs tables of the infra/terraform READMEs from the modules' variables.tf
+# and outputs.tf (a test fails while they are stale).
+terraform-docs: install
+	$(PY) -m tests.fixtures.terraform_tree
+
+test: install $(CHECKOV_VENV)/.installed
 	$(VENV)/bin/pytest -q
 
 test-slow: install
@@ -53,4 +70,4 @@ bench: $(REPO)/.generated $(VENV)/.bench-installed
 	$(PY) benchmarks/compile_cache.py --repeats 2
 
 clean:
-	rm -rf $(VENV) $(REPO) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(CHECKOV_VENV) $(REPO) .pytest_cache .mypy_cache .ruff_cache
