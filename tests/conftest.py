@@ -11,6 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakes.kube_fixtures import (  # noqa: F401  (fixtures, see tests/fakes/KUBERNETES.md)
+    kube_api,
+    kube_apiserver,
+    kube_apiserver_factory,
+    kubeconfig_path,
+    kubelet,
+    kubelet_factory,
+)
 from tests.fixtures.serve_process import ServeProcess, free_port
 
 
