@@ -13,6 +13,14 @@ from pathlib import Path
 import pytest
 from blockbuster import BlockBuster, blockbuster_ctx
 
+from tests.fakes.kube_fixtures import (  # noqa: F401  (fixtures, see tests/fakes/KUBERNETES.md)
+    kube_api,
+    kube_apiserver,
+    kube_apiserver_factory,
+    kubeconfig_path,
+    kubelet,
+    kubelet_factory,
+)
 from tests.fixtures.serve_process import ServeProcess, free_port
 
 # Blocking calls are looked for only where a frame of Thaw's own packages is on the stack: the
