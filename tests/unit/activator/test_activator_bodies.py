@@ -13,9 +13,10 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from activator.app import build_app, json_parse_errors
+from activator.app import build_app
 from activator.config import ActivatorConfig, ScaleSettings
 from tests.unit.activator.test_activator_app import CONFIG, HITS, UpstreamBackend, upstream_infer
+from thawwire.aiohttp_compat import JsonErrorRunner
 
 
 @pytest.fixture
@@ -36,9 +37,8 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[str, int, UpstreamBacken
         defaults=ScaleSettings(activation_timeout_s=1),
     )
     backend = UpstreamBackend(str(upstream.make_url("")).rstrip("/"))
-    runner = web.AppRunner(build_app(config, backend=backend), handler_cancellation=True)
+    runner = JsonErrorRunner(build_app(config, backend=backend), handler_cancellation=True)
     await runner.setup()
-    json_parse_errors(runner.server)
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = runner.addresses[0][1]
