@@ -53,7 +53,7 @@ test-slow: install
 
 lint: install
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check activator runtime snapshotter thaw tritonconfig
+	$(VENV)/bin/ruff format --check activator runtime snapshotter thaw thawwire tritonconfig
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 

@@ -7,12 +7,9 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from http import HTTPStatus
 from typing import Any
 
 from aiohttp import web
-from aiohttp.web_protocol import RequestHandler
-from aiohttp.web_request import BaseRequest
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from activator.config import ActivatorConfig
@@ -31,31 +28,21 @@ from activator.replica_stats import rows_for_versions
 from activator.repository import Repository
 from activator.scaler.backend import ScalerBackend
 from activator.upstream import UpstreamPool
+from thawwire import server_info
+from thawwire.paths import MODEL, MODEL_VERSION
 
-__all__ = ["FLEET", "build_app", "json_parse_errors"]
+__all__ = ["FLEET", "build_app"]
 
 logger = logging.getLogger(__name__)
 
 FLEET = web.AppKey("fleet", Fleet)
 UPSTREAM = web.AppKey("upstream", UpstreamPool)  # keep-alive connections for proxying
-_VERSION = "0.1.0"
-# The same list a replica (`thaw serve`) reports: everything past this door is the runtime's.
-_EXTENSIONS = [
-    "classification",
-    "model_repository",
-    "model_repository(unload_dependents)",
-    "model_configuration",
-    "binary_tensor_data",
-    "parameters",
-    "statistics",
-]
 _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def routes() -> list[web.RouteDef]:
     """THE route table of `thaw up`."""
-    m = "/v2/models/{model}"
-    mv = "/v2/models/{model}/versions/{version}"
+    m, mv = MODEL, MODEL_VERSION
     return [
         # Inference first: routes under one prefix are tried in this order, and it is the hot
         # path (no other route's pattern can match an infer path, so order changes nothing).
@@ -113,40 +100,6 @@ def json_response(
     return web.Response(body=body, status=status, headers=headers, content_type="application/json")
 
 
-class _JsonErrorHandler(RequestHandler):
-    """aiohttp answers requests it cannot parse (bad request line, header, chunk, length)
-    before any middleware runs, in text/plain; this answers them as `{"error": ...}`."""
-
-    __slots__ = ()
-
-    def handle_error(
-        self,
-        request: BaseRequest,
-        status: int = 500,
-        exc: BaseException | None = None,
-        message: str | None = None,
-    ) -> web.StreamResponse:
-        plain = super().handle_error(request, status, exc, message)
-        text = (plain.text if isinstance(plain, web.Response) else None) or ""
-        reason = " ".join(text.split())[:300] or HTTPStatus(status).phrase
-        response = json_response({"error": reason}, status=status)
-        response.force_close()
-        return response
-
-
-class _JsonErrorServer(web.Server):
-    def __call__(self) -> RequestHandler:
-        handler = super().__call__()
-        handler.__class__ = _JsonErrorHandler
-        return handler
-
-
-def json_parse_errors(server: web.Server | None) -> None:
-    """Make the low-level server of an AppRunner answer unparsable requests in JSON."""
-    if server is not None and type(server) is web.Server:
-        server.__class__ = _JsonErrorServer
-
-
 def build_app(
     config: ActivatorConfig,
     *,
@@ -188,7 +141,8 @@ async def ready(request: web.Request) -> web.Response:
 
 
 async def server_metadata(request: web.Request) -> web.Response:
-    return json_response({"name": "thaw", "version": _VERSION, "extensions": _EXTENSIONS})
+    """The same answer as a replica's (`thaw serve`): everything past this door is theirs."""
+    return json_response(server_info.server_metadata())
 
 
 def _version(request: web.Request) -> str | None:

@@ -247,10 +247,10 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
 
 async def serve(config: ActivatorConfig, repository: Any = None) -> None:
     """Serve until SIGTERM/SIGINT, then stop accepting, drain and stop every replica."""
-    from aiohttp import web
-
-    from activator.app import FLEET, build_app, json_parse_errors
+    from activator.app import FLEET, build_app
     from activator.front_door import FrontDoor
+    from thawwire.aiohttp_compat import JsonErrorRunner
+    from thawwire.handoff_protocol import listening_line
 
     # Bound before the app starts: replicas (the warm pool starts with the app) are told
     # the front door's address, which --port 0 only fixes here.
@@ -263,8 +263,9 @@ async def serve(config: ActivatorConfig, repository: Any = None) -> None:
     local = dataclasses.replace(config.scaler, front_door_url=_front_door_url(listener))
     config = dataclasses.replace(config, port=port, scaler=local)
     app = build_app(config, repository=repository)
-    # auto_decompress off: compressed bodies pass through to the replica untouched.
-    runner = web.AppRunner(
+    # auto_decompress off: compressed bodies pass through to the replica untouched. Requests
+    # aiohttp cannot parse are answered in JSON, as every other error.
+    runner = JsonErrorRunner(
         app,
         handler_cancellation=True,
         access_log=None,
@@ -272,11 +273,10 @@ async def serve(config: ActivatorConfig, repository: Any = None) -> None:
         auto_decompress=False,
     )
     await runner.setup()
-    json_parse_errors(runner.server)
     assert runner.server is not None  # set by setup()
     door = FrontDoor(listener, runner.server, app[FLEET].endpoints, app[FLEET].metrics)
     door.start()
-    print(f"THAW_LISTENING http://{config.host}:{port}", flush=True)
+    print(listening_line(f"http://{config.host}:{port}"), flush=True)
     logger.info("thaw up: %d models at http://%s:%d", len(repository.names()), config.host, port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -10,26 +10,20 @@ for such a model the answers at zero replicas are the config.pbtxt's.
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from activator.config import ScaleSettings, validated
 from activator.errors import ConfigError, ModelUnavailable, UnknownModel
+from thawwire.metadata import model_metadata
+from thawwire.names import is_model_name
 from tritonconfig import ModelConfigError, complete_config, config_to_json, parse_config
 from tritonconfig.schema import mc
 
-__all__ = ["ModelEntry", "Repository", "is_model_name"]
+__all__ = ["ModelEntry", "Repository"]
 
 logger = logging.getLogger(__name__)
-
-_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}$")
-
-
-def is_model_name(name: str) -> bool:
-    """True for a plain model name: never a path, never `..`, never a shell word."""
-    return bool(_NAME.match(name)) and name not in {".", ".."}
 
 
 @dataclass(frozen=True)
@@ -44,14 +38,7 @@ class ModelEntry:
 
     def metadata(self, version: str | None = None) -> dict[str, Any]:
         """KServe v2 model metadata JSON; asked for one version, it lists only that one."""
-        batch = self.config.max_batch_size > 0
-        return {
-            "name": self.name,
-            "versions": [version] if version else list(self.versions),
-            "platform": _platform(self.config),
-            "inputs": [_tensor_meta(t, batch) for t in self.config.input],
-            "outputs": [_tensor_meta(t, batch) for t in self.config.output],
-        }
+        return model_metadata(self.config, self.versions, version)
 
     def config_json(self) -> dict[str, Any]:
         """The ModelConfig as Triton's JSON: proto field names, int64 fields as numbers."""
@@ -63,20 +50,6 @@ class ModelEntry:
             return 0
         root = self.directory / self.versions[-1]
         return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
-
-
-def _platform(config: mc.ModelConfig) -> str:
-    return config.platform or config.backend
-
-
-def _tensor_meta(tensor: Any, batch: bool) -> dict[str, Any]:
-    datatype = mc.DataType.Name(tensor.data_type).removeprefix("TYPE_")
-    dims = [int(d) for d in tensor.dims]
-    return {
-        "name": tensor.name,
-        "datatype": "BYTES" if datatype == "STRING" else datatype,
-        "shape": ([-1] if batch else []) + dims,
-    }
 
 
 def _load_entry(directory: Path, defaults: ScaleSettings) -> ModelEntry:

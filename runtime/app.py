@@ -3,37 +3,25 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.metadata
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
-from aiohttp.web_protocol import RequestPayloadError
 
 from runtime.config import ServeConfig
+from runtime.direct_routing import DirectRouting
 from runtime.errors import ServingError
+from runtime.front_door_client import FrontDoorClient
 from runtime.handlers import MetricsSource, ModelService, V2Handlers, json_response
 from runtime.lifecycle import ServerState, lifecycle_context
+from thawwire.paths import MODEL, MODEL_VERSION
 
-__all__ = ["EXTENSIONS", "RUNNER_OPTIONS", "SERVER_STATE", "build_app", "error_middleware"]
+__all__ = ["RUNNER_OPTIONS", "SERVER_STATE", "build_app", "error_middleware"]
 
 logger = logging.getLogger(__name__)
 
 SERVER_STATE: web.AppKey[ServerState] = web.AppKey("server_state", ServerState)
-MANAGER: web.AppKey[ModelService] = web.AppKey("manager", ModelService)
-
-# Only what this server implements; clients probe this list. (`schedule_policy` joins it when
-# the scheduler implements dynamic-batching queue policies.)
-EXTENSIONS = [
-    "classification",
-    "model_repository",
-    "model_repository(unload_dependents)",
-    "model_configuration",
-    "binary_tensor_data",
-    "parameters",
-    "statistics",
-]
 
 # How the app must be run (AppRunner keyword arguments): aiohttp must not decompress request
 # bodies itself, or the body cap in runtime.body would only see the compressed size.
@@ -44,8 +32,7 @@ _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 def add_routes(app: web.Application, h: V2Handlers) -> None:
     """THE route table of the v2 surface (GET routes also answer HEAD)."""
-    model = "/v2/models/{model}"
-    versioned = "/v2/models/{model}/versions/{version}"
+    model, versioned = MODEL, MODEL_VERSION
     r = app.router
     # The router tries routes in this order: the hot one first.
     for prefix in (model, versioned):
@@ -74,7 +61,7 @@ async def error_middleware(request: web.Request, handler: _Handler) -> web.Strea
         if exc.status >= 500:
             logger.warning("%s %s -> %d: %s", request.method, request.path, exc.status, exc)
         return _error_response(exc.status, exc.message)
-    except RequestPayloadError as exc:
+    except web.RequestPayloadError as exc:
         # Malformed chunked framing, or a body cut short by the client.
         return _error_response(400, f"request body could not be read: {exc}")
     except web.HTTPException as exc:
@@ -99,14 +86,6 @@ def _error_response(status: int, message: str) -> web.Response:
     return response
 
 
-def server_version() -> str:
-    """The installed distribution's version."""
-    try:
-        return importlib.metadata.version("thaw-serve")
-    except importlib.metadata.PackageNotFoundError:
-        return "0.0.0"
-
-
 def build_app(
     config: ServeConfig,
     manager: ModelService,
@@ -122,16 +101,16 @@ def build_app(
     app = web.Application(middlewares=[error_middleware], client_max_size=config.max_body_bytes)
     state = ServerState()
     app[SERVER_STATE] = state
-    app[MANAGER] = manager
-    handlers = V2Handlers(
-        config,
-        manager,
-        metrics,
-        state,
-        server_version=server_version(),
-        extensions=EXTENSIONS,
-    )
-    add_routes(app, handlers)
+    add_routes(app, V2Handlers(config, manager, metrics, state))
+    if config.handoff_socket is not None and config.front_door is not None:
+        # `thaw up` hands this replica client connections: route their requests.
+        front_door = FrontDoorClient(config.front_door, timeout_s=config.exit_timeout_s + 300)
+        routing = DirectRouting(
+            is_loaded=_loaded(manager),
+            front_door=front_door,
+            max_age_s=config.handoff_max_age_s,
+        )
+        routing.install(app)
     app.cleanup_ctx.append(
         lifecycle_context(
             state,
@@ -143,3 +122,13 @@ def build_app(
         )
     )
     return app
+
+
+def _loaded(manager: ModelService) -> Callable[[str], bool]:
+    def is_loaded(model: str) -> bool:
+        try:
+            return manager.model_ready(model, None)
+        except ServingError:
+            return False
+
+    return is_loaded

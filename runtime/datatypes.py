@@ -1,9 +1,10 @@
 """KServe v2 / Triton datatypes: names, numpy dtypes, element sizes and BYTES (de)serialization.
 
 Three spellings meet here: the v2 protocol name (`"FP32"`), the model-config enum
-(`TYPE_FP32`, or `TYPE_STRING` for `BYTES`) and numpy. BYTES tensors are numpy object arrays of
-`bytes`; on the wire (binary extension) each element is a 4-byte little-endian length followed by
-its bytes. BF16 has no numpy dtype: it travels as raw 2-byte words in a `uint16` array view.
+(`TYPE_FP32`, or `TYPE_STRING` for `BYTES`: thawwire.datatype_names, which v2 model metadata
+uses too) and numpy. BYTES tensors are numpy object arrays of `bytes`; on the wire (binary
+extension) each element is a 4-byte little-endian length followed by its bytes. BF16 has no
+numpy dtype: it travels as raw 2-byte words in a `uint16` array view.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from runtime.errors import InvalidInput
+from thawwire.datatype_names import config_to_v2, v2_to_config
 
 __all__ = [
     "V2_DATATYPES",
@@ -84,17 +86,6 @@ def numpy_to_v2(dtype: np.dtype) -> str:
         return _NUMPY_TO_V2[dtype]
     except KeyError:
         raise InvalidInput(f"numpy dtype {dtype} has no v2 datatype") from None
-
-
-def config_to_v2(config_type: str) -> str:
-    """`TYPE_FP32` -> `FP32`, `TYPE_STRING` -> `BYTES`."""
-    name = config_type.removeprefix("TYPE_")
-    return "BYTES" if name == "STRING" else name
-
-
-def v2_to_config(datatype: str) -> str:
-    """`FP32` -> `TYPE_FP32`, `BYTES` -> `TYPE_STRING`."""
-    return "TYPE_STRING" if datatype == "BYTES" else f"TYPE_{datatype}"
 
 
 def serialize_bytes(array: np.ndarray) -> bytes:

@@ -7,7 +7,6 @@ import base64
 import binascii
 import functools
 import json
-import re
 from collections.abc import Coroutine
 from typing import Any, Protocol
 
@@ -22,12 +21,11 @@ from runtime.errors import FeatureDisabled, InvalidInput, ModelNotFound, ModelUn
 from runtime.inference import InferRequest, InferResponse
 from runtime.lifecycle import ServerState
 from runtime.response_encoding import MIN_COMPRESS_BYTES, compress_body, pick_encoding
+from thawwire.names import is_model_name, is_version
+from thawwire.server_info import server_metadata
 
 __all__ = ["MetricsSource", "ModelService", "V2Handlers", "json_response", "model_ref"]
 
-# Names that are plain names: never a path, a shell word, or a control character.
-_MODEL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,254}")
-_VERSION = re.compile(r"[0-9]{1,18}")
 # Bodies above this are decoded and encoded in a worker thread, so the event loop keeps serving.
 _THREAD_THRESHOLD_BYTES = 256 * 1024
 _JSON = "application/json"
@@ -67,10 +65,10 @@ def json_response(payload: Any, status: int = 200) -> web.Response:
 def model_ref(request: web.Request) -> tuple[str, str | None]:
     """The model name and optional version from the URL; 404 for anything that is not a name."""
     name = request.match_info["model"]
-    if not _MODEL_NAME.fullmatch(name) or ".." in name:
+    if not is_model_name(name):
         raise ModelNotFound(f"invalid model name {name[:80]!r}")
     version = request.match_info.get("version")
-    if version is not None and not _VERSION.fullmatch(version):
+    if version is not None and not is_version(version):
         raise ModelNotFound(f"invalid version {version[:40]!r} for model '{name}'")
     return name, version
 
@@ -84,17 +82,12 @@ class V2Handlers:
         manager: ModelService,
         metrics: MetricsSource,
         state: ServerState,
-        *,
-        server_version: str,
-        extensions: list[str],
     ) -> None:
         self._config = config
         self._manager = manager
         self._metrics = metrics
         self._state = state
-        self._server_metadata = json.dumps(
-            {"name": "thaw", "version": server_version, "extensions": extensions}
-        ).encode()
+        self._server_metadata = json.dumps(server_metadata()).encode()
 
     async def _body(self, request: web.Request) -> bytes:
         """The request body, decompressed, under the configured cap."""

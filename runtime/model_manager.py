@@ -27,6 +27,7 @@ from runtime.metrics import Metrics
 from runtime.repository import fingerprint, list_models, read_model, validate_model_name
 from runtime.stats import StatsBook
 from runtime.version_loader import LoadedVersion, VersionLoader
+from thawwire.metadata import model_metadata
 
 __all__ = ["ModelManager", "ModelState"]
 
@@ -54,7 +55,6 @@ class _Model:
     reason: str = ""
     versions: dict[str, LoadedVersion] = field(default_factory=dict)
     latest: str = ""  # the version unversioned requests go to
-    platform: str = ""
     known_versions: list[str] = field(default_factory=list)  # last versions loaded or tried
     wanted: bool = False  # should be loaded (counts for server readiness)
     fingerprint: tuple[tuple[str, int, int], ...] = ()
@@ -191,9 +191,8 @@ class ModelManager:
 
     def metadata(self, name: str, version: str | None) -> dict[str, Any]:
         model, loaded = self._serving(name, version)
-        # Asked for one version, Triton (observed on 2.51) lists only that one.
-        versions = [loaded.version] if version else list(model.versions)
-        return loaded.signature.metadata(versions, model.platform)
+        asked = loaded.version if version else None  # Triton lists only the one asked for
+        return model_metadata(loaded.config, list(model.versions), asked)
 
     def config(self, name: str, version: str | None) -> dict[str, Any]:
         _, loaded = self._serving(name, version)
@@ -297,7 +296,6 @@ class ModelManager:
             model.versions, model.override_dir = versions, override
             model.known_versions = list(versions)
             model.latest = max(versions, key=int)
-            model.platform = spec.config.platform or spec.config.backend
             model.state, model.reason = ModelState.READY, ""
             await self._retire(name, old, old_override)
 

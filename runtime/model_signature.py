@@ -1,4 +1,4 @@
-"""A loaded model's inputs/outputs: infer-request validation, reshape and v2 metadata."""
+"""A loaded model's inputs/outputs: infer-request validation and reshape."""
 
 from __future__ import annotations
 
@@ -76,24 +76,6 @@ class ModelSignature:
             inputs={io.name: _io_spec(io) for io in config.input},
             outputs={io.name: _io_spec(io) for io in config.output},
         )
-
-    def metadata(self, versions: list[str], platform: str) -> dict[str, Any]:
-        """The v2 model metadata JSON; a batching model shows -1 as its first dim."""
-        prefix = [-1] if self.max_batch_size > 0 else []
-
-        def tensors(specs: dict[str, IOSpec]) -> list[dict[str, Any]]:
-            return [
-                {"name": s.name, "datatype": s.datatype, "shape": prefix + list(s.dims)}
-                for s in specs.values()
-            ]
-
-        return {
-            "name": self.model,
-            "versions": versions,
-            "platform": platform,
-            "inputs": tensors(self.inputs),
-            "outputs": tensors(self.outputs),
-        }
 
     def validate(self, request: InferRequest) -> int:
         """Check a request against the config before anything runs; return its batch size.

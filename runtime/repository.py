@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from runtime.model_config import (
     parse_config,
     select_versions,
 )
+from thawwire.names import is_model_name
 from tritonconfig.schema import mc
 
 __all__ = [
@@ -32,18 +32,11 @@ logger = logging.getLogger(__name__)
 
 # A config.pbtxt larger than this is refused rather than parsed (hostile repositories).
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
-# Matched with `fullmatch`: `$` in `re.match` would also accept a trailing newline.
-_MODEL_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,254}")
 
 
 def validate_model_name(name: str) -> str:
-    """Return `name` if it is a plain model name; ModelNotFound if it could be a path."""
-    if (
-        not isinstance(name, str)
-        or not _MODEL_NAME_RE.fullmatch(name)
-        or name in (".", "..")
-        or ".." in name
-    ):
+    """Return `name` if it is a plain model name (thawwire.names); ModelNotFound otherwise."""
+    if not is_model_name(name):
         raise ModelNotFound(f"invalid model name {name!r}")
     return name
 
@@ -75,7 +68,7 @@ def list_models(repo: Path) -> list[str]:
     for entry in entries:
         if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=True):
             continue
-        if _MODEL_NAME_RE.fullmatch(entry.name) and ".." not in entry.name:
+        if is_model_name(entry.name):
             names.append(entry.name)
         else:
             logger.warning("skipping repository entry %r: not a valid model name", entry.name)

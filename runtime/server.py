@@ -8,20 +8,17 @@ import signal
 
 from aiohttp import web
 
-from runtime.app import MANAGER, RUNNER_OPTIONS, SERVER_STATE
+from runtime.app import RUNNER_OPTIONS, SERVER_STATE
 from runtime.config import ServeConfig
+from runtime.direct_routing import DIRECT_ROUTING
 from runtime.direct_state import ConnectionStates
-from runtime.errors import ServingError
-from runtime.front_door_client import FrontDoorClient
 from runtime.handoff import HandoffReceiver
-from runtime.parse_errors import JsonParseErrorRunner
+from thawwire.aiohttp_compat import JsonErrorRunner
+from thawwire.handoff_protocol import listening_line
 
-__all__ = ["LISTENING_PREFIX", "serve_app"]
+__all__ = ["serve_app"]
 
 logger = logging.getLogger(__name__)
-
-# The activator reads this line from a replica's stdout to learn its port.
-LISTENING_PREFIX = "THAW_LISTENING"
 
 
 def _url_host(host: str) -> str:
@@ -39,7 +36,8 @@ async def serve_app(app: web.Application, config: ServeConfig) -> int:
     if config.log_level == "debug":
         # One log line per request costs more than the rest of a small request: debug only.
         options["access_log"] = logging.getLogger("aiohttp.access")
-    runner = JsonParseErrorRunner(
+    # Requests aiohttp cannot parse are answered in JSON, as every other error.
+    runner = JsonErrorRunner(
         app, **options, shutdown_timeout=config.exit_timeout_s, handle_signals=False
     )
     await runner.setup()
@@ -47,17 +45,24 @@ async def serve_app(app: web.Application, config: ServeConfig) -> int:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    routing = app.get(DIRECT_ROUTING)  # installed when `thaw up` hands connections over
     receiver: HandoffReceiver | None = None
-    front_door: FrontDoorClient | None = None
     try:
         site = web.TCPSite(runner, config.host, config.port, backlog=1024)
         await site.start()
-        if config.handoff_socket is not None and config.front_door is not None:
-            front_door = FrontDoorClient(config.front_door, timeout_s=config.exit_timeout_s + 300)
-            receiver = _handoff_receiver(app, runner, config, front_door)
+        if config.handoff_socket is not None and routing is not None:
+            assert runner.server is not None  # set up above
+            receiver = HandoffReceiver(
+                config.handoff_socket,
+                runner.server,  # handed-off connections share the server: one drain for all
+                routing,
+                states=ConnectionStates(config.handoff_state),
+                accepting=lambda: state.accepting,
+            )
             receiver.start()
         port = runner.addresses[0][1]
-        print(f"{LISTENING_PREFIX} http://{_url_host(config.host)}:{port}", flush=True)
+        # The activator reads this line from a replica's stdout to learn its port.
+        print(listening_line(f"http://{_url_host(config.host)}:{port}"), flush=True)
         logger.info("listening on %s:%d", config.host, port)
         stopper = asyncio.create_task(stop.wait())
         failer = asyncio.create_task(state.failed.wait())
@@ -72,30 +77,6 @@ async def serve_app(app: web.Application, config: ServeConfig) -> int:
         await runner.cleanup()  # drains handed-off connections too: they share the server
         if receiver is not None:
             await receiver.close()  # after the drain: it reports every connection ended
-        if front_door is not None:
-            await front_door.close()
+        if routing is not None:
+            await routing.close()  # its front door client, which those connections used
     return 1 if state.start_error is not None else 0
-
-
-def _handoff_receiver(
-    app: web.Application, runner: web.AppRunner, config: ServeConfig, front_door: FrontDoorClient
-) -> HandoffReceiver:
-    """Connections `thaw up` hands over are served by this runner's own server."""
-    manager, state = app[MANAGER], app[SERVER_STATE]
-    assert runner.server is not None and config.handoff_socket is not None  # set up above
-
-    def is_loaded(model: str) -> bool:
-        try:
-            return manager.model_ready(model, None)
-        except ServingError:
-            return False
-
-    return HandoffReceiver(
-        config.handoff_socket,
-        runner.server,
-        is_loaded=is_loaded,
-        front_door=front_door,
-        max_age_s=config.handoff_max_age_s,
-        states=ConnectionStates(config.handoff_state),
-        accepting=lambda: state.accepting,
-    )

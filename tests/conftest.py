@@ -43,8 +43,8 @@ def _allow_known_blocking(bb: BlockBuster) -> None:
     An entry is `(blocking calls, file suffix, functions)`: the calls are allowed while one of
     those functions is on the stack. "known:" marks blocking that should go off the loop."""
     # Start-up, before the server listens: the installed distribution's version for `/v2`
-    # (importlib.metadata reads the site-packages directories once per server).
-    _allow(bb, _FILES, "runtime/app.py", {"server_version"})
+    # (importlib.metadata reads the site-packages directories once per process; cached).
+    _allow(bb, _FILES, "thawwire/server_info.py", {"server_version"})
     # Start-up and shutdown: the handoff socket file is made once, under a umask (process-
     # global, so not in a thread), before `thaw up` connects, after removing a stale file of a
     # killed predecessor; `close` removes it once at exit.

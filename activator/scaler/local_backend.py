@@ -17,12 +17,13 @@ import aiohttp
 
 from activator.config import ActivatorConfig
 from activator.errors import ActivationFailed
-from activator.handoff import SLOTS, HandoffLink
+from activator.handoff import HandoffLink
 from activator.orphans import LINGER_S, Outcome
 from activator.scaler.backend import PoolStatus, ReplicaHandle
 from activator.scaler.local_config import LocalConfig
 from activator.scaler.replica_process import ReplicaProcess
 from activator.warm_pool import WarmPool
+from thawwire.handoff_protocol import SLOTS
 
 __all__ = ["LocalBackend", "arena_with_headroom", "replica_argv"]
 

@@ -20,12 +20,12 @@ import aiohttp
 
 from activator.errors import ActivationFailed
 from activator.scaler.runtime_control import RuntimeControl
+from thawwire.handoff_protocol import listening_url
 
 __all__ = ["ReplicaProcess"]
 
 logger = logging.getLogger(__name__)
 
-_LISTENING = "THAW_LISTENING "
 HANDOFF_FLAG = "--handoff-socket"
 _STDERR_LINES = 40
 
@@ -73,9 +73,9 @@ class ReplicaProcess:
     async def _read_stdout(self, stream: asyncio.StreamReader) -> None:
         # Keep reading for the process's life so a chatty child never blocks on a full pipe.
         while line := await stream.readline():
-            text = line.decode(errors="replace").strip()
-            if text.startswith(_LISTENING) and not self._listening.done():
-                self._listening.set_result(text[len(_LISTENING) :].strip())
+            url = listening_url(line.decode(errors="replace"))
+            if url is not None and not self._listening.done():
+                self._listening.set_result(url)
         if not self._listening.done():
             self._listening.set_exception(self._died("exited before listening"))
 

@@ -13,6 +13,7 @@ from runtime.backends.base import ExecTimings, LoadContext
 from runtime.datatypes import numpy_to_v2
 from runtime.errors import RepositoryError, ServingError
 from runtime.inference import InferRequest, InferResponse, InferTensor
+from tritonconfig import ModelConfigError, tensorrt_parameters
 
 __all__ = ["OnnxRuntimeBackend", "intra_op_threads"]
 
@@ -38,7 +39,7 @@ def _providers(ctx: LoadContext, available: list[str]) -> list[Any]:
         return ["CPUExecutionProvider"]
     options = {"device_id": ctx.device_id}
     wanted: list[Any] = []
-    params = _trt_params(ctx.config)
+    params = tensorrt_parameters(ctx.config)
     if params is not None and "TensorrtExecutionProvider" in available:
         wanted.append(("TensorrtExecutionProvider", _tensorrt_options(ctx, params)))
     elif params is not None:
@@ -54,12 +55,6 @@ def _providers(ctx: LoadContext, available: list[str]) -> list[Any]:
     return wanted
 
 
-def _trt_params(config: Any) -> dict[str, str] | None:
-    """The parameters of the config's `tensorrt` GPU execution accelerator, or None."""
-    accelerators = config.optimization.execution_accelerators.gpu_execution_accelerator
-    return next((dict(a.parameters) for a in accelerators if a.name == "tensorrt"), None)
-
-
 def _tensorrt_options(ctx: LoadContext, params: dict[str, str]) -> dict[str, str]:
     """TensorRT EP options from the accelerator's Triton parameters (with the image's engine
     and timing caches when they were built for this GPU, TensorRT and onnxruntime)."""
@@ -67,7 +62,7 @@ def _tensorrt_options(ctx: LoadContext, params: dict[str, str]) -> dict[str, str
 
     try:
         return trt_session_options(params, device_id=ctx.device_id, image=ctx.image)
-    except ValueError as exc:
+    except ModelConfigError as exc:
         raise RepositoryError(f"model '{ctx.model_name}': {exc}") from None
 
 

@@ -16,6 +16,12 @@ from runtime.datatypes import numpy_to_v2
 from runtime.errors import RepositoryError, ServingError
 from runtime.inference import InferRequest, InferResponse, InferTensor
 from snapshotter import arg_positions
+from tritonconfig import (
+    TORCH_COMPILE_PARAMETER,
+    CompileSettings,
+    ModelConfigError,
+    compile_settings,
+)
 
 __all__ = ["TorchBackend", "positions"]
 
@@ -69,7 +75,7 @@ class TorchBackend:
         else:
             if settings is not None:
                 raise RepositoryError(
-                    f"model '{ctx.model_name}': parameter `TORCH_COMPILE_OPTIONAL_PARAMETERS` "
+                    f"model '{ctx.model_name}': parameter `{TORCH_COMPILE_PARAMETER}` "
                     "applies to torch.export programs (model.pt2); torch.compile cannot compile "
                     "a TorchScript module"
                 )
@@ -204,13 +210,11 @@ class TorchBackend:
         self._module = None
 
 
-def _compile_settings(ctx: LoadContext) -> Any | None:
+def _compile_settings(ctx: LoadContext) -> CompileSettings | None:
     """The model's `TORCH_COMPILE_OPTIONAL_PARAMETERS` (Triton's name), or None: no compile."""
-    from snapshotter import compile_settings
-
     try:
         return compile_settings(ctx.config)
-    except ValueError as exc:
+    except ModelConfigError as exc:
         raise RepositoryError(f"model '{ctx.model_name}': {exc}") from None
 
 

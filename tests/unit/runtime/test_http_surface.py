@@ -15,10 +15,11 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 
-from runtime.app import EXTENSIONS, RUNNER_OPTIONS, build_app
+from runtime.app import RUNNER_OPTIONS, build_app
 from runtime.config import ModelControlMode, ServeConfig
 from runtime.response_encoding import MIN_COMPRESS_BYTES
 from tests.fakes.model_service import FakeModelService
+from thawwire.extensions import EXTENSIONS
 
 ADD_SUB = {
     "inputs": [
@@ -86,7 +87,7 @@ async def test_health_and_server_metadata(client: TestClient) -> None:
     assert (await client.head("/v2/health/live")).status == 200
     meta = await (await client.get("/v2")).json()
     assert meta["name"] == "thaw"
-    assert meta["extensions"] == EXTENSIONS
+    assert meta["extensions"] == list(EXTENSIONS)
     assert meta["version"]
 
 

@@ -42,13 +42,6 @@ def test_valid_request_returns_its_batch_size() -> None:
     assert sig.validate(_request(_tensor("A", "FP32", (3, 5, 3)))) == 3
 
 
-def test_metadata_shows_batch_dim_as_minus_one() -> None:
-    meta = _signature().metadata(["1"], "python")
-    assert meta["inputs"][0] == {"name": "A", "datatype": "FP32", "shape": [-1, -1, 3]}
-    assert meta["outputs"][0]["shape"] == [-1, -1, 3]
-    assert meta["versions"] == ["1"] and meta["platform"] == "python"
-
-
 @pytest.mark.parametrize(
     ("inputs", "fragment"),
     [
