@@ -244,7 +244,7 @@ async def repository_index(request: web.Request) -> web.Response:
     fleet = request.app[FLEET]
     ready_only = (await _json_object(request)).get("ready", False)
     if not isinstance(ready_only, bool):
-        raise BadRequest("'ready' must be true or false")
+        raise BadRequest("Invalid value for 'ready': expected a boolean")  # Triton's text
     rows: list[dict[str, Any]] = []
     for name in fleet.repository.names():
         endpoint = fleet.endpoint(name)

@@ -57,7 +57,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=64 * 1024 * 1024,
         help="request body cap, also after gzip/deflate decoding; over it -> 413 (default 64 MiB)",
     )
-    p.add_argument("--max-json-depth", type=int, default=64, help="JSON nesting cap (400 above)")
+    p.add_argument(
+        "--max-json-depth", type=int, default=100, help="JSON nesting cap (400 above; Triton's 100)"
+    )
     p.add_argument("--store", default=None, metavar="URI", help="snapshot image store (s3://...)")
     p.add_argument("--cache", type=Path, default=None, metavar="DIR", help="local image cache")
     p.add_argument("--target", default="cpu", help="image target: cpu or cuda[:sm_XX]")

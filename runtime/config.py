@@ -38,7 +38,7 @@ class ServeConfig:
     load_models: tuple[str, ...] = ()
     repository_poll_secs: float = 15.0
     max_body_bytes: int = 64 * 1024 * 1024
-    max_json_depth: int = 64
+    max_json_depth: int = 100
     store: str | None = None
     cache: Path | None = None
     target: str = "cpu"

@@ -22,10 +22,12 @@ __all__ = [
     "config_to_v2",
     "deserialize_bytes",
     "element_size",
+    "from_wire",
     "numpy_to_v2",
     "serialize_bytes",
     "v2_to_config",
     "v2_to_numpy",
+    "wire_dtype",
 ]
 
 # v2 name -> numpy dtype. BYTES maps to object; BF16 to a uint16 carrier.
@@ -53,6 +55,11 @@ _ELEMENT_SIZE: dict[str, int] = {
     for name, dt in _V2_TO_NUMPY.items()
 }
 
+# Little-endian wire dtypes of the fixed-size datatypes (BF16 travels as uint16 words).
+_WIRE: dict[str, np.dtype] = {
+    name: dt.newbyteorder("<") for name, dt in _V2_TO_NUMPY.items() if name != "BYTES"
+}
+
 _NUMPY_TO_V2: dict[np.dtype, str] = {
     dt: name for name, dt in _V2_TO_NUMPY.items() if name not in ("BF16",)
 }
@@ -72,6 +79,38 @@ def element_size(datatype: str) -> int:
         return _ELEMENT_SIZE[datatype]
     except KeyError:
         raise InvalidInput(f"unknown datatype '{datatype}'") from None
+
+
+def wire_dtype(datatype: str) -> np.dtype:
+    """The little-endian dtype of a fixed-size datatype's wire bytes (BF16: uint16 words)."""
+    try:
+        return _WIRE[datatype]
+    except KeyError:
+        raise InvalidInput(f"datatype '{datatype}' has no fixed-size wire format") from None
+
+
+def from_wire(
+    buffer: bytes | memoryview, name: str, datatype: str, shape: tuple[int, ...]
+) -> np.ndarray:
+    """A zero-copy (read-only) array of `shape` over a tensor's wire bytes; sizes must match.
+
+    `shape` must already be checked (non-negative, element count in range).
+    """
+    if datatype == "BYTES":
+        return deserialize_bytes(buffer, shape)
+    count = 1
+    for dim in shape:
+        count *= dim
+    expected = count * element_size(datatype)
+    if len(buffer) != expected:
+        raise InvalidInput(
+            f"input '{name}' of shape {list(shape)} and datatype {datatype} needs "
+            f"{expected} bytes of binary data, got {len(buffer)}"
+        )
+    array = np.frombuffer(buffer, dtype=wire_dtype(datatype)).reshape(shape)
+    if datatype == "BOOL" and bytes(buffer).translate(None, b"\x00\x01"):
+        raise InvalidInput(f"input '{name}' holds BOOL bytes other than 0 and 1")
+    return array
 
 
 def numpy_to_v2(dtype: np.dtype) -> str:

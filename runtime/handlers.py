@@ -17,7 +17,13 @@ from runtime import fast_json
 from runtime.body import decode_content, parse_json, read_capped, too_large
 from runtime.codec import EncodedResponse, decode_infer_request, encode_infer_response
 from runtime.config import ModelControlMode, ServeConfig
-from runtime.errors import FeatureDisabled, InvalidInput, ModelNotFound, ModelUnavailable
+from runtime.errors import (
+    FeatureDisabled,
+    InvalidInput,
+    JsonTooDeep,
+    ModelNotFound,
+    ModelUnavailable,
+)
 from runtime.inference import InferRequest, InferResponse
 from runtime.lifecycle import ServerState
 from runtime.response_encoding import MIN_COMPRESS_BYTES, compress_body, pick_encoding
@@ -30,6 +36,13 @@ __all__ = ["MetricsSource", "ModelService", "V2Handlers", "json_response", "mode
 _THREAD_THRESHOLD_BYTES = 256 * 1024
 _JSON = "application/json"
 _CONTROL_DISABLED = "explicit model load / unload is not allowed if polling is enabled"
+_JSON_BODY = "request JSON"
+# Triton's texts (main, after 2.51).
+_READY_NOT_BOOL = "Invalid value for 'ready': expected a boolean"
+_LOAD_FAILED = "failed to poll from model repository"
+# Linux's NAME_MAX and PATH_MAX, in bytes: a `file:` path past them cannot be written.
+_NAME_MAX_BYTES = 255
+_PATH_MAX_BYTES = 4095
 
 
 class ModelService(Protocol):
@@ -89,26 +102,27 @@ class V2Handlers:
         self._state = state
         self._server_metadata = json.dumps(server_metadata()).encode()
 
-    async def _body(self, request: web.Request) -> bytes:
-        """The request body, decompressed, under the configured cap."""
+    async def _body(self, request: web.Request, *, what: str = _JSON_BODY) -> bytes:
+        """The request body, decompressed, under the configured cap (`what` names it in a 413)."""
         limit = self._config.max_body_bytes
         content = request.content
         if content.is_eof():
             # The usual small request arrived with its headers: take the buffer as it is.
             raw = content.read_nowait()
             if len(raw) > limit:
-                raise too_large(limit)
+                raise too_large(limit, size=len(raw), what=what)
         else:
             reading = read_capped(
-                content.iter_any(), limit=limit, declared_length=request.content_length
+                content.iter_any(), limit=limit, declared_length=request.content_length, what=what
             )
             raw = await _within(reading, self._config.body_timeout_s)
         encoding = request.headers.get("Content-Encoding")
         if encoding is None:
             return raw
+        decode = functools.partial(decode_content, raw, encoding, limit=limit, what=what)
         if len(raw) > _THREAD_THRESHOLD_BYTES:
-            return await asyncio.to_thread(decode_content, raw, encoding, limit=limit)
-        return decode_content(raw, encoding, limit=limit)
+            return await asyncio.to_thread(decode)
+        return decode()
 
     async def _json_body(self, request: web.Request) -> dict[str, Any]:
         """An optional JSON object body ({} when empty)."""
@@ -162,11 +176,13 @@ class V2Handlers:
 
     async def infer(self, request: web.Request) -> web.Response:
         name, version = model_ref(request)
-        body = await self._body(request)
+        header_length = _header_length(request)
+        # Triton names a JSON body "request JSON" in its size errors, and the rest "request".
+        body = await self._body(request, what=_JSON_BODY if header_length is None else "request")
         decode = functools.partial(
             decode_infer_request,
             body,
-            header_length=_header_length(request),
+            header_length=header_length,
             model_name=name,
             model_version=version or "",
             max_json_depth=self._config.max_json_depth,
@@ -195,10 +211,15 @@ class V2Handlers:
     # -- model repository extension ------------------------------------------------------
 
     async def repository_index(self, request: web.Request) -> web.Response:
-        doc = await self._json_body(request)
+        try:
+            doc = await self._json_body(request)
+        except JsonTooDeep as exc:
+            if exc.member != "ready":
+                raise
+            doc = {"ready": None}  # nested that deep, it is no boolean
         ready = doc.get("ready", False)
         if not isinstance(ready, bool):
-            raise InvalidInput("'ready' must be true or false")
+            raise InvalidInput(_READY_NOT_BOOL)
         return json_response(await self._manager.index(ready_only=ready))
 
     async def load(self, request: web.Request) -> web.Response:
@@ -292,10 +313,7 @@ def _load_overrides(params: dict[str, Any]) -> tuple[str | None, dict[str, bytes
         if not key.startswith("file:"):
             continue
         path = key.removeprefix("file:")
-        parts = path.split("/")
-        bad_char = any(ord(c) < 32 or c == "\\" for c in path)
-        if not path or bad_char or path.startswith("/") or any(p in ("", ".", "..") for p in parts):
-            raise InvalidInput(f"load file path {path[:80]!r} must be relative, without '..'")
+        _check_load_path(path)
         if not isinstance(value, str):
             raise InvalidInput(f"load file {path[:80]!r} must be base64 text")
         try:
@@ -305,3 +323,30 @@ def _load_overrides(params: dict[str, Any]) -> tuple[str | None, dict[str, bytes
     if files and config is None:
         raise InvalidInput("a load request with 'file:' parameters must also carry 'config'")
     return config, files or None
+
+
+def _check_load_path(path: str) -> None:
+    """A `file:` path of a load request must be one the model directory can hold.
+
+    Triton answers 500 with its poll-failure text; Thaw keeps the text, with a 400 that says
+    what is wrong with the path.
+    """
+    shown = repr(path[:80]) + ("..." if len(path) > 80 else "")
+    parts = path.split("/")
+    bad_char = any(ord(c) < 32 or c == "\\" for c in path)
+    if not path or bad_char or path.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        raise InvalidInput(f"load file path {shown} must be relative, without '..'")
+    try:
+        encoded = [part.encode("utf-8") for part in parts]
+    except UnicodeEncodeError:
+        raise InvalidInput(f"{_LOAD_FAILED}: load file path {shown} is not valid UTF-8") from None
+    longest = max(len(part) for part in encoded)
+    if longest > _NAME_MAX_BYTES:
+        raise InvalidInput(
+            f"{_LOAD_FAILED}: load file path {shown} has a component of {longest} bytes; "
+            f"a file name can have at most {_NAME_MAX_BYTES}"
+        )
+    if sum(len(part) + 1 for part in encoded) > _PATH_MAX_BYTES:
+        raise InvalidInput(
+            f"{_LOAD_FAILED}: load file path {shown} is longer than {_PATH_MAX_BYTES} bytes"
+        )

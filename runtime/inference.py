@@ -38,7 +38,12 @@ class RequestedOutput:
 
 @dataclass(slots=True)
 class InferRequest:
-    """A decoded infer request; `requested_outputs` empty means every output of the model."""
+    """A decoded infer request; `requested_outputs` empty means every output of the model.
+
+    `raw_input` holds the body of a raw binary request (Triton's `Inference-Header-Content-
+    Length: 0`): `inputs` is empty until ModelSignature.validate deduces the model's one input
+    from it.
+    """
 
     model_name: str
     model_version: str
@@ -47,6 +52,7 @@ class InferRequest:
     id: str | None = None
     parameters: dict[str, Any] = field(default_factory=dict)
     binary_output_default: bool = False
+    raw_input: bytes | None = None
 
 
 @dataclass(slots=True)

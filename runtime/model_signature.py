@@ -7,7 +7,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.datatypes import config_to_v2
+import numpy as np
+
+from runtime.datatypes import config_to_v2, element_size, from_wire
 from runtime.errors import InvalidInput
 from runtime.inference import InferRequest, InferResponse, InferTensor
 from tritonconfig.schema import mc
@@ -80,8 +82,12 @@ class ModelSignature:
     def validate(self, request: InferRequest) -> int:
         """Check a request against the config before anything runs; return its batch size.
 
-        Inputs with a `reshape` are reshaped in place (a view, no copy).
+        Inputs with a `reshape` are reshaped in place (a view, no copy); a raw binary request
+        gets its one input deduced first.
         """
+        if request.raw_input is not None:
+            request.inputs = [self.raw_input(request.raw_input)]
+            request.raw_input = None
         seen: set[str] = set()
         batch: int | None = None
         for index, tensor in enumerate(request.inputs):
@@ -91,7 +97,7 @@ class ModelSignature:
                     f"unexpected inference input '{tensor.name}' for model '{self.model}'"
                 )
             if tensor.name in seen:
-                raise InvalidInput(f"input '{tensor.name}' appears more than once")
+                raise InvalidInput(f"input '{tensor.name}' already exists in request")
             seen.add(tensor.name)
             size = self._check_tensor(spec, tensor)
             if batch is not None and size != batch:
@@ -119,6 +125,54 @@ class ModelSignature:
                         f"unexpected inference output '{out.name}' for model '{self.model}'"
                     )
         return batch if batch is not None else 1
+
+    def raw_input(self, body: bytes) -> InferTensor:
+        """The one input of a raw binary request: the whole body, as Triton deduces it.
+
+        Only a model with exactly one input qualifies; its shape is the config's dims (after a
+        batch dim of 1 on a batching model) with at most one -1, sized from the body. A BYTES
+        input must have dims [1]: the body is its one element.
+        """
+        if len(self.inputs) != 1:
+            raise InvalidInput(
+                f"Raw request must only have 1 input (found 1) to be deduced but got "
+                f"{len(self.inputs)} inputs in '{self.model}' model configuration"
+            )
+        spec = next(iter(self.inputs.values()))
+        shape = [1] if self.max_batch_size > 0 else []
+        variable: int | None = None
+        fixed = 1  # elements in the fixed dims
+        for dim in spec.dims:
+            if dim == -1:
+                if variable is not None:
+                    raise InvalidInput(
+                        f"The shape of the raw input '{spec.name}' can not be deduced because "
+                        "there are more than one variable-sized dimension"
+                    )
+                variable = len(shape)
+            else:
+                fixed *= dim
+            shape.append(dim)
+        if spec.datatype == "BYTES":
+            if variable is not None or fixed != 1:
+                raise InvalidInput(
+                    f"For BYTE datatype raw input '{spec.name}', the model must have input "
+                    "shape [1]"
+                )
+            data = np.empty(1, dtype=np.object_)
+            data[0] = body
+            return InferTensor(spec.name, "BYTES", tuple(shape), data.reshape(shape))
+        if variable is not None:
+            row_bytes = fixed * element_size(spec.datatype)
+            shape[variable] = len(body) // row_bytes if row_bytes else 0
+        expected = math.prod(shape) * element_size(spec.datatype)
+        if len(body) != expected:
+            raise InvalidInput(
+                f"input byte size mismatch for input '{spec.name}' for model '{self.model}'. "
+                f"Expected {expected}, got {len(body)}"
+            )
+        data = from_wire(body, spec.name, spec.datatype, tuple(shape))
+        return InferTensor(spec.name, spec.datatype, tuple(shape), data)
 
     def _missing(self, seen: set[str]) -> list[str]:
         return [s.name for s in self.inputs.values() if s.name not in seen and not s.optional]

@@ -37,7 +37,13 @@ def complete_config(
     if require_model_files:
         for version in versions:
             model_file = model_dir / str(version) / default_model_filename(config)
-            if not model_file.exists():
+            try:
+                present = model_file.exists()
+            except OSError as exc:  # e.g. a `default_model_filename` too long to be a name
+                raise ModelConfigError(
+                    f"{source}: model file {str(model_file)[:300]} cannot be read: {exc.strerror}"
+                ) from None
+            if not present:
                 raise ModelConfigError(f"{source}: model file {model_file} is missing")
     if config.backend == "onnxruntime":
         onnx_file = model_dir / str(versions[-1]) / default_model_filename(config)
