@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime.config import ModelControlMode, ServeConfig
 from runtime.errors import (
@@ -25,8 +25,12 @@ from runtime.errors import (
 from runtime.inference import InferRequest, InferResponse
 from runtime.metrics import Metrics
 from runtime.repository import fingerprint, list_models, read_model, validate_model_name
+from runtime.snapshot_restore import ImageSource
 from runtime.stats import StatsBook
 from runtime.version_loader import LoadedVersion, VersionLoader
+
+if TYPE_CHECKING:
+    from snapshotter import Arena
 
 __all__ = ["ModelManager", "ModelState"]
 
@@ -70,8 +74,8 @@ class ModelManager:
         config: ServeConfig,
         *,
         metrics: Metrics,
-        image_loader: Any | None = None,
-        arena: Any | None = None,
+        image_loader: ImageSource | None = None,
+        arena: Arena | None = None,
     ) -> None:
         self._config = config
         self._repo = Path(config.repository)
@@ -375,7 +379,7 @@ def _write_override(name: str, files: dict[str, bytes]) -> Path:
     return root
 
 
-def _make_image_loader(config: ServeConfig) -> Any:
+def _make_image_loader(config: ServeConfig) -> ImageSource:
     """The snapshotter's ImageLoader, imported only when a store or cache is configured."""
     from snapshotter import ImageLoader
 
