@@ -105,8 +105,8 @@ class Dispatcher:
 
     def _dispatch(self) -> None:
         """Hand out the planner's batches while there is an instance (or lookahead) for them."""
-        pending, pool = self._pending, self._pool
-        while pending and pool.has_room(self._lookahead):
+        pending, pool, limit = self._pending, self._pool, self._lookahead
+        while pending and (limit is None or pool.has_room(limit)):
             decision = self._planner(pending, self._clock.now_ns())
             if isinstance(decision, WaitUntil):
                 self._wake_at(decision.deadline_ns)

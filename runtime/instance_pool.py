@@ -29,11 +29,11 @@ class InstancePool:
         # Requests in waiting batches; written under the lock, read by anyone (an int).
         self.waiting_requests = 0
 
-    def has_room(self, lookahead: int | None) -> bool:
+    def has_room(self, lookahead: int) -> bool:
         """Whether a batch formed now would start at once, or may wait (`lookahead` batches
-        may wait for an instance; None: any number)."""
+        may wait for an instance)."""
         with self._lock:
-            return bool(self._free) or lookahead is None or len(self._waiting) < lookahead
+            return bool(self._free) or len(self._waiting) < lookahead
 
     def hand(self, batch: Batch) -> None:
         """Give `batch` to the longest-free worker; with none free, it waits for the first."""

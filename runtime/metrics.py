@@ -78,6 +78,8 @@ class TritonCollector:
         self._pending = pending
 
     def collect(self) -> Iterator[Metric]:
+        # `Metric(..., "counter")`, not CounterMetricFamily: that one names every sample
+        # `<name>_total`, and Triton's samples have the bare name.
         rows = self._book.items() if self._book is not None else []
         failure = Metric(*_FAILURE, "counter")
         for (model, version), stats in rows:
