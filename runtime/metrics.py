@@ -1,8 +1,13 @@
-"""Prometheus metrics with Triton's `nv_*` names, plus model-load metrics, per server."""
+"""Prometheus metrics with Triton's `nv_*` names, plus model-load metrics, per server.
+
+Triton's metrics are read from the statistics (runtime.stats) by a custom collector at scrape
+time, so a request pays nothing for them; prometheus_client writes the exposition text.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable, Iterator
 
 import psutil
@@ -11,8 +16,9 @@ from prometheus_client import (
     CollectorRegistry,
     Counter,
     Gauge,
-    generate_latest,
 )
+from prometheus_client.exposition import generate_latest
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 from runtime.stats import FailureReason, ModelStats, StatsBook
 
@@ -45,12 +51,75 @@ _COUNTERS: tuple[tuple[str, str, Callable[[ModelStats], float]], ...] = (
 )  # fmt: skip
 
 
-def _labels(pairs: dict[str, str]) -> str:
-    inner = ",".join(
-        f'{k}="{v.replace(chr(92), chr(92) * 2).replace(chr(34), chr(92) + chr(34))}"'
-        for k, v in pairs.items()
+_FAILURE = ("nv_inference_request_failure", "Number of failed inference requests")
+
+# Triton (prometheus-cpp) names its counters without prometheus_client's `_total` suffix, and
+# clients match these names exactly. prometheus_client writes a counter family's HELP and TYPE
+# lines as `<name>_total` (its samples keep the names we give them), so those two lines are
+# renamed back, for these names only. Anchored at a line start: a label value or HELP text
+# cannot start a line (prometheus_client escapes their newlines).
+_TRITON_COUNTER_HEADER = re.compile(
+    rb"^# (HELP|TYPE) ("
+    + b"|".join(name.encode() for name in (_FAILURE[0], *(c[0] for c in _COUNTERS)))
+    + rb")_total ",
+    re.MULTILINE,
+)
+
+
+class TritonCollector:
+    """Triton's per-model `nv_*` families and its CPU gauges, built at scrape time."""
+
+    def __init__(self) -> None:
+        self._book: StatsBook | None = None
+        self._pending: PendingFn | None = None
+
+    def bind(self, book: StatsBook, pending: PendingFn) -> None:
+        self._book = book
+        self._pending = pending
+
+    def collect(self) -> Iterator[Metric]:
+        # `Metric(..., "counter")`, not CounterMetricFamily: that one names every sample
+        # `<name>_total`, and Triton's samples have the bare name.
+        rows = self._book.items() if self._book is not None else []
+        failure = Metric(*_FAILURE, "counter")
+        for (model, version), stats in rows:
+            for reason in FailureReason:
+                labels = {"model": model, "reason": reason.value, "version": version}
+                failure.add_sample(_FAILURE[0], labels, stats.failures[reason])
+        yield failure
+        for name, help_text, value in _COUNTERS:
+            family = Metric(name, help_text, "counter")
+            for (model, version), stats in rows:
+                family.add_sample(name, {"model": model, "version": version}, value(stats))
+            yield family
+        yield self._pending_family()
+        yield from _cpu_families()
+
+    def _pending_family(self) -> GaugeMetricFamily:
+        pending = self._pending() if self._pending is not None else {}
+        family = GaugeMetricFamily(
+            "nv_inference_pending_request_count",
+            "Instantaneous number of pending requests",
+            labels=["model", "version"],
+        )
+        for (model, version), count in sorted(pending.items()):
+            family.add_metric([model, version], count)
+        return family
+
+
+def _cpu_families() -> Iterator[GaugeMetricFamily]:
+    memory = psutil.virtual_memory()
+    yield GaugeMetricFamily(
+        "nv_cpu_utilization", "CPU utilization rate [0.0 - 1.0]",
+        value=psutil.cpu_percent(interval=None) / 100.0,
+    )  # fmt: skip
+    yield GaugeMetricFamily(
+        "nv_cpu_memory_total_bytes", "CPU total memory (RAM), in bytes", value=memory.total
     )
-    return "{" + inner + "}"
+    yield GaugeMetricFamily(
+        "nv_cpu_memory_used_bytes", "CPU used memory (RAM), in bytes",
+        value=memory.total - memory.available,
+    )  # fmt: skip
 
 
 class Metrics:
@@ -58,8 +127,8 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self._book: StatsBook | None = None
-        self._pending: PendingFn | None = None
+        self._triton = TritonCollector()
+        self.registry.register(self._triton)  # first: Triton's families lead the page
         self.load_duration = Gauge(
             "thaw_model_load_duration_seconds",
             "Seconds the last load of a model version took",
@@ -78,12 +147,18 @@ class Metrics:
             ["model", "version"],
             registry=self.registry,
         )
+        self.restore_failures = Counter(
+            "thaw_restore_failures",
+            "Snapshot restores that failed, by exception class (the model then loaded its "
+            "files, or, for an error the snapshotter does not report, failed to load)",
+            ["model", "reason"],
+            registry=self.registry,
+        )
         psutil.cpu_percent(interval=None)  # prime: the first reading is since this call
 
     def bind(self, book: StatsBook, pending: PendingFn) -> None:
         """Attach the statistics the `nv_*` metrics are read from at scrape time."""
-        self._book = book
-        self._pending = pending
+        self._triton.bind(book, pending)
 
     def record_load(self, model: str, version: str, seconds: float, *, restored: bool) -> None:
         self.load_duration.labels(model, version).set(seconds)
@@ -91,6 +166,9 @@ class Metrics:
 
     def record_load_failure(self, model: str) -> None:
         self.load_failures.labels(model).inc()
+
+    def record_restore_failure(self, model: str, reason: str) -> None:
+        self.restore_failures.labels(model, reason).inc()
 
     def forget(self, model: str, version: str) -> None:
         """Drop a version's load gauges after it is unloaded."""
@@ -100,43 +178,4 @@ class Metrics:
 
     def exposition(self) -> bytes:
         """The Prometheus text exposition (format 0.0.4) of every metric."""
-        lines = list(self._triton_lines())
-        return ("\n".join(lines) + "\n").encode() + generate_latest(self.registry)
-
-    def _triton_lines(self) -> Iterator[str]:
-        rows = self._book.items() if self._book is not None else []
-        yield "# HELP nv_inference_request_failure Number of failed inference requests"
-        yield "# TYPE nv_inference_request_failure counter"
-        for (model, version), stats in rows:
-            for reason in FailureReason:
-                labels = _labels({"model": model, "reason": reason.value, "version": version})
-                yield f"nv_inference_request_failure{labels} {stats.failures[reason]}"
-        for name, help_text, value in _COUNTERS:
-            yield f"# HELP {name} {help_text}"
-            yield f"# TYPE {name} counter"
-            for (model, version), stats in rows:
-                yield f"{name}{_labels({'model': model, 'version': version})} {value(stats)}"
-        yield from self._pending_lines()
-        yield from self._cpu_lines()
-
-    def _pending_lines(self) -> Iterator[str]:
-        pending = self._pending() if self._pending is not None else {}
-        yield "# HELP nv_inference_pending_request_count Instantaneous number of pending requests"
-        yield "# TYPE nv_inference_pending_request_count gauge"
-        for (model, version), count in sorted(pending.items()):
-            labels = _labels({"model": model, "version": version})
-            yield f"nv_inference_pending_request_count{labels} {count}"
-
-    def _cpu_lines(self) -> Iterator[str]:
-        memory = psutil.virtual_memory()
-        values = (
-            ("nv_cpu_utilization", "CPU utilization rate [0.0 - 1.0]",
-             psutil.cpu_percent(interval=None) / 100.0),
-            ("nv_cpu_memory_total_bytes", "CPU total memory (RAM), in bytes", memory.total),
-            ("nv_cpu_memory_used_bytes", "CPU used memory (RAM), in bytes",
-             memory.total - memory.available),
-        )  # fmt: skip
-        for name, help_text, value in values:
-            yield f"# HELP {name} {help_text}"
-            yield f"# TYPE {name} gauge"
-            yield f"{name} {value}"
+        return _TRITON_COUNTER_HEADER.sub(rb"# \1 \2 ", generate_latest(self.registry))

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime.config import ModelControlMode, ServeConfig
 from runtime.errors import (
@@ -26,9 +26,13 @@ from runtime.errors import (
 from runtime.inference import InferRequest, InferResponse
 from runtime.metrics import Metrics
 from runtime.repository import fingerprint, list_models, read_model, validate_model_name
+from runtime.snapshot_restore import ImageSource
 from runtime.stats import StatsBook
 from runtime.version_loader import LoadedVersion, VersionLoader
 from thawwire.metadata import model_metadata
+
+if TYPE_CHECKING:
+    from snapshotter import Arena
 
 __all__ = ["ModelManager", "ModelState"]
 
@@ -71,8 +75,8 @@ class ModelManager:
         config: ServeConfig,
         *,
         metrics: Metrics,
-        image_loader: Any | None = None,
-        arena: Any | None = None,
+        image_loader: ImageSource | None = None,
+        arena: Arena | None = None,
     ) -> None:
         self._config = config
         self._repo = Path(config.repository)
@@ -401,7 +405,7 @@ def _write_error(rel: str, exc: OSError | UnicodeEncodeError) -> ServingError:
     return InvalidInput(message)
 
 
-def _make_image_loader(config: ServeConfig) -> Any:
+def _make_image_loader(config: ServeConfig) -> ImageSource:
     """The snapshotter's ImageLoader, imported only when a store or cache is configured."""
     from snapshotter import ImageLoader
 

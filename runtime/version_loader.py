@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from runtime.backends.base import Backend, LoadContext
+from runtime.backends.base import Backend, LoadContext, SnapshotImage
 from runtime.backends.registry import backend_class
 from runtime.errors import RepositoryError, ServingError
 from runtime.metrics import Metrics
@@ -16,8 +15,12 @@ from runtime.model_config import config_to_json, fill_defaults, validate_config
 from runtime.model_signature import ModelSignature
 from runtime.repository import ModelSpec
 from runtime.scheduler import Scheduler
+from runtime.snapshot_restore import ImageSource, SnapshotRestorer
 from runtime.stats import ModelStats, StatsBook
 from tritonconfig.schema import mc
+
+if TYPE_CHECKING:
+    from snapshotter import Arena
 
 __all__ = ["LoadedVersion", "VersionLoader"]
 
@@ -46,14 +49,17 @@ class VersionLoader:
         *,
         book: StatsBook,
         metrics: Metrics,
-        image_loader: Any | None,
-        arena: Any | None,
+        image_loader: ImageSource | None,
+        arena: Arena | None,
         inline_exec_max_us: int = 0,
     ) -> None:
         self._book = book
         self._metrics = metrics
-        self._image_loader = image_loader
-        self._arena = arena
+        self._restorer = (
+            SnapshotRestorer(image_loader, arena=arena, metrics=metrics)
+            if image_loader is not None
+            else None
+        )
         self._inline_exec_max_us = inline_exec_max_us
 
     def load(self, spec: ModelSpec) -> dict[str, LoadedVersion]:
@@ -95,7 +101,7 @@ class VersionLoader:
 
     def _load_version(self, spec: ModelSpec, config: mc.ModelConfig, version: int) -> LoadedVersion:
         started = time.perf_counter()
-        image = self._restore(spec, version)
+        image = self._restorer.restore(spec, version) if self._restorer is not None else None
         restored_at = time.perf_counter()
         instances = self._instances(spec, config, version, image)
         logger.debug(
@@ -103,7 +109,7 @@ class VersionLoader:
             spec.name, version, restored_at - started, time.perf_counter() - restored_at,
         )  # fmt: skip
         # Restored only if the backend really built the model from the image's weights.
-        restored = image is not None and all(getattr(i, "used_image", False) for i in instances)
+        restored = image is not None and all(instance.used_image for instance in instances)
         stats = self._book.open(spec.name, str(version))
         scheduler = Scheduler(
             spec.name, str(version), instances, stats, inline_max_us=self._inline_exec_max_us
@@ -126,7 +132,11 @@ class VersionLoader:
         )
 
     def _instances(
-        self, spec: ModelSpec, config: mc.ModelConfig, version: int, image: Any | None
+        self,
+        spec: ModelSpec,
+        config: mc.ModelConfig,
+        version: int,
+        image: SnapshotImage | None,
     ) -> list[Backend]:
         """One loaded backend per instance of every instance group; all or none."""
         instances: list[Backend] = []
@@ -156,47 +166,6 @@ class VersionLoader:
                 instance.unload()
             raise
         return instances
-
-    def _restore(self, spec: ModelSpec, version: int) -> Any | None:
-        """A snapshot image for these exact model files, or None to load files as usual.
-
-        When there is an image, the model files' digest (`source_digest`: one `stat` per file
-        when the cache's digest index knows them, else ~0.45 s per 256 MiB of hashing) runs in
-        parallel with the restore; an image built from other files is then thrown away. With
-        no image nothing is hashed (that would compete with the normal load for the CPUs).
-        """
-        if self._image_loader is None or spec.config.backend not in ("onnxruntime", "pytorch"):
-            return None
-        import snapshotter  # only servers with a store/cache configured get here
-
-        digest_of = getattr(self._image_loader, "source_digest", snapshotter.source_digest)
-        try:
-            ref = self._image_loader.find(spec.name, str(version), None)
-            if ref is None:
-                return None
-            pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="thaw-digest")
-            digest = pool.submit(digest_of, spec.version_dir(version))
-            pool.shutdown(wait=False)  # a failed restore never waits for the hash
-            # The pre-faulted arena holds one image: the first restore takes it for good.
-            arena, self._arena = self._arena, None
-            image = self._image_loader.restore(ref, arena=arena)
-            waited = time.perf_counter()
-            same = image.manifest.source_digest == digest.result()
-            logger.debug(
-                "model=%s version=%s restore %s, waited %.3f s for the source digest",
-                spec.name, version, image.timings, time.perf_counter() - waited,
-            )  # fmt: skip
-            if not same:
-                logger.info("model=%s version=%s image is stale, loading files", spec.name, version)
-                self._arena = arena
-                return None
-            return image
-        except Exception as exc:  # a bad image must not stop the model from loading
-            logger.warning(
-                "model=%s version=%s snapshot restore failed, loading files: %r",
-                spec.name, version, exc,
-            )  # fmt: skip
-            return None
 
 
 def _load_instance(backend: Backend, ctx: LoadContext) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from runtime.backends.base import ExecTimings, LoadContext
+from runtime.backends.base import ExecTimings, LoadContext, SnapshotImage
 from runtime.datatypes import numpy_to_v2
 from runtime.errors import RepositoryError, ServingError
 from runtime.inference import InferRequest, InferResponse, InferTensor
@@ -68,6 +68,8 @@ def _tensorrt_options(ctx: LoadContext, params: dict[str, str]) -> dict[str, str
 
 class OnnxRuntimeBackend:
     """One onnxruntime InferenceSession."""
+
+    gil_bound = False  # onnxruntime releases the GIL while it runs
 
     def __init__(self) -> None:
         self.timings = ExecTimings()
@@ -152,7 +154,9 @@ class OnnxRuntimeBackend:
         self._keepalive = []
 
 
-def _image_graph(ctx: LoadContext, image: Any, providers: list[Any]) -> tuple[bytes | None, bool]:
+def _image_graph(
+    ctx: LoadContext, image: SnapshotImage, providers: list[Any]
+) -> tuple[bytes | None, bool]:
     """The image's weightless graph (None: load the model file) and whether it is optimized.
 
     A graph that onnxruntime already optimized at build time is used, with optimizations off,

@@ -109,6 +109,7 @@ class PythonBackend:
 
     # Python code holds the GIL: a worker thread gives the event loop no parallelism back.
     gil_bound = True
+    used_image = False  # a python model has no snapshot image
 
     def __init__(self) -> None:
         self.timings = ExecTimings()

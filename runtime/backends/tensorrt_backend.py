@@ -32,8 +32,11 @@ def _import_tensorrt(model: str) -> Any:
 class TensorRTBackend:
     """One TensorRT execution context on one GPU, with its own CUDA stream."""
 
+    gil_bound = False  # TensorRT releases the GIL while it runs
+
     def __init__(self) -> None:
         self.timings = ExecTimings()
+        self.used_image = False  # True when the engine came from a snapshot image
         self._engine: Any = None
         self._context: Any = None
         self._stream: Any = None
@@ -56,6 +59,7 @@ class TensorRTBackend:
         self._device = f"cuda:{ctx.device_id}"
         torch.cuda.set_device(ctx.device_id)
         plan = ctx.image.artifact("tensorrt_engine") if ctx.image is not None else None
+        self.used_image = plan is not None
         if plan is None:
             plan = (ctx.model_file or ctx.version_dir / "model.plan").read_bytes()
         runtime = trt.Runtime(trt.Logger(trt.Logger.WARNING))

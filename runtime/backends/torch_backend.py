@@ -47,6 +47,8 @@ positions = arg_positions
 class TorchBackend:
     """One TorchScript module or exported program, on CPU or one CUDA device."""
 
+    gil_bound = False  # torch releases the GIL in its kernels
+
     def __init__(self) -> None:
         self.timings = ExecTimings()
         self._module: Any = None

@@ -1,0 +1,164 @@
+"""Form one model version's batches centrally, on the event loop, and hand each to a free instance.
+
+    enqueue (loop) ─▶ pending ─▶ plan(pending, now) ─▶ Take ─▶ InstancePool ─▶ a free worker
+                                        │                            └─ none free: waits for
+                                    WaitUntil ─▶ timer ─▶ plan again    the first to finish
+    futures resolved, plan again (loop) ◀── outcomes, call_soon_threadsafe ◀── worker (thread)
+
+Every decision is made in one place, on the loop, from the whole pending queue: the planner
+(runtime.batch_planner) decides what runs and when, the dispatcher carries its decisions out.
+Time comes from an injected `Clock`, so tests step it.
+
+While every instance is busy, up to `lookahead` formed batches (None: no limit) wait in the
+pool for whichever instance frees first, which starts one at once, without waiting for the
+loop to see it free (on a busy loop that wait, and the GIL hand-offs around it, would leave
+the instance idle between batches). A planner that waits for company to fill a batch may want
+`lookahead=0`, so that batches are only formed for a free instance.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Callable, Sequence
+
+from runtime.batch_execution import Outcome, QueuedRequest
+from runtime.batch_planner import Take, WaitUntil
+from runtime.clock import Clock, Timer
+from runtime.errors import ServingError
+from runtime.inference import InferRequest, InferResponse
+from runtime.instance_pool import InstancePool
+from runtime.instance_worker import InstanceWorker
+
+__all__ = ["Dispatcher", "Planner"]
+
+logger = logging.getLogger(__name__)
+
+# The planner with its policy bound: (pending oldest first, never empty; now_ns) -> decision.
+Planner = Callable[[Sequence[QueuedRequest], int], Take[QueuedRequest] | WaitUntil]
+
+
+class Dispatcher:
+    """The pending requests of one model version, its instances, and the planner's timer.
+
+    Call every method on the event loop thread (`close` also from another thread when no
+    request can reach this dispatcher any more), except `pending`, which any thread may read.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        workers: Sequence[InstanceWorker],
+        *,
+        clock: Clock,
+        planner: Planner,
+        lookahead: int | None,
+    ) -> None:
+        self.model = model
+        self._workers = list(workers)
+        self._clock = clock
+        self._planner = planner
+        self._lookahead = lookahead
+        self._pending: deque[QueuedRequest] = deque()
+        self._pool = InstancePool(self._workers)
+        self._timer: Timer | None = None
+        self._timer_deadline_ns = 0
+        self._closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None  # the server's, at first enqueue
+        # Requests pending, waiting or executing; 0 means every instance is idle.
+        self.outstanding = 0
+        for worker in self._workers:
+            worker.start(self._done_in_worker, self._pool)
+
+    def pending(self) -> int:
+        """Requests not yet executing: pending here, or in a batch waiting for an instance."""
+        return len(self._pending) + self._pool.waiting_requests
+
+    def enqueue(
+        self, request: InferRequest, *, batch_size: int, received_ns: int
+    ) -> asyncio.Future[InferResponse]:
+        """Queue a request; the future gets its response, or its ServingError."""
+        loop = self._loop
+        if loop is None:  # every enqueue comes from the one server loop
+            loop = self._loop = asyncio.get_running_loop()
+        future: asyncio.Future[InferResponse] = loop.create_future()
+        item = QueuedRequest(request, future, batch_size, received_ns, self._clock.now_ns())
+        self._pending.append(item)
+        self.outstanding += 1  # back down in _finished, when a worker is done with it
+        self._dispatch()
+        return future
+
+    def close(self) -> None:
+        """Accept nothing more (the caller stops submitting); pending requests still run, then
+        each worker stops as soon as nothing is left for it."""
+        self._closed = True
+        self._dispatch()
+
+    def join(self, timeout_s: float) -> None:
+        """Wait for every worker thread to exit (blocking: call from a thread, after `close`)."""
+        for worker in self._workers:
+            if not worker.join(timeout_s):
+                logger.warning("model=%s worker %s did not stop in time", self.model, worker.name)
+
+    # -- decisions (on the loop) ------------------------------------------------------------
+
+    def _dispatch(self) -> None:
+        """Hand out the planner's batches while there is an instance (or lookahead) for them."""
+        pending, pool, limit = self._pending, self._pool, self._lookahead
+        while pending and (limit is None or pool.has_room(limit)):
+            decision = self._planner(pending, self._clock.now_ns())
+            if isinstance(decision, WaitUntil):
+                self._wake_at(decision.deadline_ns)
+                break
+            batch = decision.items
+            self._remove(batch)
+            pool.hand(batch)
+        if self._closed and not pending:
+            # Nothing will be pending again: each free worker stops now, each busy one when it
+            # finds nothing waiting (its report brings us back here).
+            for worker in pool.take_free():
+                worker.stop()
+
+    def _remove(self, items: Sequence[QueuedRequest]) -> None:
+        pending = self._pending
+        for item in items:
+            if pending[0] is item:  # the usual case: the planner takes from the front
+                pending.popleft()
+            else:
+                pending.remove(item)
+
+    def _wake_at(self, deadline_ns: int) -> None:
+        """Plan again at `deadline_ns`, unless a timer already fires no later."""
+        if self._timer is not None:
+            if self._timer_deadline_ns <= deadline_ns:
+                return
+            self._timer.cancel()
+        self._timer_deadline_ns = deadline_ns
+        self._timer = self._clock.call_at(deadline_ns, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._dispatch()
+
+    # -- results ------------------------------------------------------------------------------
+
+    def _done_in_worker(self, worker: InstanceWorker, outcomes: list[Outcome]) -> None:
+        """A worker thread's batch is done: the rest happens on the loop, in one wake-up per batch
+        (`_loop` is set: the enqueue that led to this batch set it)."""
+        loop = self._loop
+        if loop is not None:
+            loop.call_soon_threadsafe(self._finished, worker, outcomes)
+
+    def _finished(self, worker: InstanceWorker, outcomes: list[Outcome]) -> None:
+        """On the loop: deliver a batch's results (the worker already went on, or is free)."""
+        self.outstanding -= len(outcomes)
+        self._dispatch()  # first: an instance may have freed up for what is pending
+        for item, result in outcomes:
+            future = item.future
+            if future is None or future.done():  # the client went away; nothing to deliver
+                continue
+            if isinstance(result, ServingError):
+                future.set_exception(result)
+            else:
+                future.set_result(result)
