@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pytest
 
 from runtime.batch_planner import OneRequest, Take, WaitUntil, plan
-from tests.fixtures.stepped_clock import SteppedClock
+from tests.fakes.stepped_clock import SteppedClock
 
 
 @dataclass(frozen=True)

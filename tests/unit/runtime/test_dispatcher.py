@@ -12,7 +12,7 @@ from runtime.batch_planner import OneRequest, Take, WaitUntil, plan
 from runtime.dispatcher import Dispatcher, Planner
 from runtime.inference import InferRequest, InferResponse
 from runtime.instance_worker import InstanceWorker
-from tests.fixtures.stepped_clock import SteppedClock
+from tests.fakes.stepped_clock import SteppedClock
 
 FIFO = functools.partial(plan, policy=OneRequest())
 MS = 1_000_000
