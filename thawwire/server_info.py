@@ -10,7 +10,9 @@ from thawwire.extensions import EXTENSIONS
 
 __all__ = ["DISTRIBUTION", "SERVER_NAME", "server_metadata", "server_version"]
 
-SERVER_NAME = "thaw"
+# `/v2` answers Triton's server name: Thaw is a drop-in for Triton, and tools and test suites
+# written for Triton check it (qa/L0_http's `test_get_server_metadata`); `version` is Thaw's.
+SERVER_NAME = "triton"
 DISTRIBUTION = "thaw-serve"  # the installed distribution whose version both sides report
 
 

@@ -47,7 +47,7 @@ def test_health_and_server_metadata(client: httpclient.InferenceServerClient) ->
     assert client.is_server_live()
     assert client.is_server_ready()
     meta = client.get_server_metadata()
-    assert meta["name"] == "thaw"
+    assert meta["name"] == "triton"
     assert meta["extensions"] == list(EXTENSIONS)
 
 

@@ -86,7 +86,7 @@ async def test_health_and_server_metadata(client: TestClient) -> None:
     assert (await client.get("/v2/health/ready")).status == 200
     assert (await client.head("/v2/health/live")).status == 200
     meta = await (await client.get("/v2")).json()
-    assert meta["name"] == "thaw"
+    assert meta["name"] == "triton"
     assert meta["extensions"] == list(EXTENSIONS)
     assert meta["version"]
 

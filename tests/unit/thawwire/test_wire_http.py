@@ -58,7 +58,7 @@ def test_server_metadata_is_one_answer() -> None:
         "version": server_version(),
         "extensions": list(EXTENSIONS),
     }
-    assert meta["name"] == "thaw" and meta["version"].count(".") == 2
+    assert meta["name"] == "triton" and meta["version"].count(".") == 2
     assert "binary_tensor_data" in EXTENSIONS and "model_repository" in EXTENSIONS
 
 
