@@ -120,6 +120,10 @@ class ServerHost:
         self.metrics = metrics
         self._front_door = front_door
 
+    def submit(self, coroutine: Any) -> Any:
+        """Run `coroutine` on the server's loop from another thread (a concurrent Future)."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+
     # -- BLS, on the loop (stub processes' requests come here directly) ----------------------
 
     def _routed_away(self, request: InferRequest) -> bool:
