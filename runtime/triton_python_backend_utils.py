@@ -284,7 +284,10 @@ class InferenceRequest:
         self._preferred_memory = preferred_memory
         # Kept as given; serialized only if the model asks (most never do).
         self._parameters = parameters
-        self._sender = None  # set by the runner for requests handed to `execute`
+        self._sender = None
+        # Set by the runner for requests handed to `execute`: makes the sender on first use
+        # (most models never ask for one, and a request should cost them nothing).
+        self._make_sender = None
         self._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
 
     def inputs(self):
@@ -320,12 +323,17 @@ class InferenceRequest:
         return self._model_version
 
     def is_cancelled(self):
-        return self._sender is not None and self._sender.is_cancelled()
+        sender = self._sender
+        if sender is None and self._make_sender is not None:
+            sender = self.get_response_sender()
+        return sender is not None and sender.is_cancelled()
 
     def set_release_flags(self, flags):
         self._release_flags = flags
 
     def get_response_sender(self):
+        if self._sender is None and self._make_sender is not None:
+            self._sender = self._make_sender()
         if self._sender is None:
             raise TritonModelException(
                 "get_response_sender() is only available for requests passed to execute()"

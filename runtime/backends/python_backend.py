@@ -9,6 +9,7 @@ tiny: runtime.inline_policy), through the same runner a stub process uses
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import sys
@@ -243,20 +244,25 @@ class InProcessPython:
             model_name=self._name,
             parameters=request.parameters,
         )
+        pb._make_sender = functools.partial(self._sender, request, index, sent)
+        return pb
+
+    def _sender(
+        self, request: InferRequest, index: int, sent: list[Any]
+    ) -> pb_utils.InferenceResponseSender:
         sink = request.response_sink
         if self._decoupled and sink is not None:
-            pb._sender = pb_utils.InferenceResponseSender(
+            return pb_utils.InferenceResponseSender(
                 lambda response, flags: self._deliver(request, response, flags),
                 decoupled=True,
                 cancelled=sink.cancelled,
             )
-        else:
-            def keep(response: Any, flags: int) -> None:
-                if response is not None:
-                    sent[index] = response
 
-            pb._sender = pb_utils.InferenceResponseSender(keep, decoupled=False)
-        return pb
+        def keep(response: Any, flags: int) -> None:
+            if response is not None:
+                sent[index] = response
+
+        return pb_utils.InferenceResponseSender(keep, decoupled=False)
 
     def _deliver(self, request: InferRequest, response: Any, flags: int) -> None:
         """A decoupled send, from whichever model thread made it."""

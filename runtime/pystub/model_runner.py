@@ -215,6 +215,8 @@ class ModelRunner:
 def close_open_senders(requests: list[Any], message: str) -> None:
     """End every request whose sender is still open with an error response (final)."""
     for request in requests:
+        if request._sender is None and request._make_sender is not None:
+            request.get_response_sender()
         sender = request._sender
         if sender is not None and not sender.is_closed():
             error = pb_utils.TritonError(message)

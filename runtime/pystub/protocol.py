@@ -20,8 +20,7 @@ from typing import Any
 import numpy as np
 
 from runtime import triton_python_backend_utils as pb_utils
-from runtime.datatypes import numpy_to_v2
-from runtime.pystub.wire import Tensor
+from runtime.pystub.wire import Tensor, v2_datatype
 
 __all__ = ["pb_response", "pb_tensors", "response_fields", "split", "wire_tensors"]
 
@@ -33,7 +32,7 @@ def wire_tensors(tensors: list[Any]) -> list[Tensor]:
         data = tensor.as_numpy()
         if not isinstance(data, np.ndarray):
             data = np.asarray(data)
-        datatype = numpy_to_v2(data.dtype)
+        datatype = v2_datatype(data.dtype)
         out.append(Tensor(tensor.name(), datatype, tuple(data.shape), data))
     return out
 

@@ -133,14 +133,14 @@ class Stub:
                 fields, outs = response_fields(response)
                 self._send({"op": "send", "key": key, "final": final, "response": fields}, outs)
 
-            request._sender = pb_utils.InferenceResponseSender(deliver, decoupled=True)
+            request._make_sender = lambda: pb_utils.InferenceResponseSender(deliver, decoupled=True)
         else:
 
             def keep(response: Any, flags: int) -> None:
                 if response is not None:
                     sent[index] = response
 
-            request._sender = pb_utils.InferenceResponseSender(keep, decoupled=False)
+            request._make_sender = lambda: pb_utils.InferenceResponseSender(keep, decoupled=False)
         return request
 
 

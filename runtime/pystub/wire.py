@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from runtime.datatypes import deserialize_bytes, serialize_bytes, wire_dtype
+from runtime import triton_python_backend_utils as pb_utils
 
 __all__ = [
     "INLINE_MAX_BYTES",
@@ -36,7 +36,41 @@ __all__ = [
     "Message",
     "Tensor",
     "channel_pair",
+    "v2_datatype",
 ]
+
+# The v2 datatypes of numpy dtypes, little-endian on the wire. Kept here rather than imported
+# from runtime.datatypes: a stub under another environment has no protobuf, which that
+# module's package (thawwire) needs.
+_V2 = {
+    np.dtype(np.bool_): "BOOL", np.dtype(np.uint8): "UINT8", np.dtype(np.uint16): "UINT16",
+    np.dtype(np.uint32): "UINT32", np.dtype(np.uint64): "UINT64", np.dtype(np.int8): "INT8",
+    np.dtype(np.int16): "INT16", np.dtype(np.int32): "INT32", np.dtype(np.int64): "INT64",
+    np.dtype(np.float16): "FP16", np.dtype(np.float32): "FP32", np.dtype(np.float64): "FP64",
+}  # fmt: skip
+_WIRE = {name: dtype.newbyteorder("<") for dtype, name in _V2.items()}
+_WIRE["BF16"] = np.dtype("<u2")
+
+
+def v2_datatype(dtype: np.dtype) -> str:
+    """The v2 datatype of an array's dtype (str, bytes and objects: BYTES)."""
+    found = _V2.get(np.dtype(dtype))
+    if found is not None:
+        return found
+    if np.dtype(dtype).kind in ("O", "S", "U"):
+        return "BYTES"
+    raise ValueError(f"numpy dtype {dtype} has no v2 datatype")
+
+
+def _deserialize_bytes(raw: memoryview, shape: tuple[int, ...]) -> np.ndarray:
+    items = pb_utils.deserialize_bytes_tensor(raw)
+    count = 1
+    for dim in shape:
+        count *= dim
+    if items.size != count:
+        raise ValueError(f"BYTES tensor holds {items.size} elements, shape {list(shape)} needs {count}")
+    return items.reshape(shape)
+
 
 INLINE_MAX_BYTES = 64 * 1024
 MESSAGE_MAX_BYTES = 160 * 1024  # under the kernel's default socket buffer (208 KiB)
@@ -68,8 +102,9 @@ class Message:
 
 def _raw(tensor: Tensor) -> memoryview | bytes:
     if tensor.datatype == "BYTES":
-        return serialize_bytes(tensor.data)
-    array = np.ascontiguousarray(tensor.data, dtype=wire_dtype(tensor.datatype))
+        encoded = pb_utils.serialize_byte_tensor(np.asarray(tensor.data, dtype=np.object_))
+        return b"" if encoded is None else encoded.tobytes()
+    array = np.ascontiguousarray(tensor.data, dtype=_WIRE[tensor.datatype])
     return memoryview(array).cast("B")
 
 
@@ -99,8 +134,8 @@ def _map(fd: int, nbytes: int) -> memoryview:
 
 def _array(datatype: str, shape: tuple[int, ...], raw: memoryview) -> np.ndarray:
     if datatype == "BYTES":
-        return deserialize_bytes(raw, shape)
-    return np.frombuffer(raw, dtype=wire_dtype(datatype)).reshape(shape)
+        return _deserialize_bytes(raw, shape)
+    return np.frombuffer(raw, dtype=_WIRE[datatype]).reshape(shape)
 
 
 class Channel:
