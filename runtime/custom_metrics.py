@@ -74,8 +74,10 @@ class CustomMetrics:
 
     def family(self, name: str, description: str, kind: int) -> None:
         """Declare a family; again with the same kind is a no-op, another kind a ValueError."""
-        if not name or not (name[0].isalpha() or name[0] in "_:") or not all(
-            c.isalnum() or c in "_:" for c in name
+        if (
+            not name
+            or not (name[0].isalpha() or name[0] in "_:")
+            or not all(c.isalnum() or c in "_:" for c in name)
         ):
             raise ValueError(f"metric family name {name[:80]!r} is not a Prometheus metric name")
         wanted = MetricKind(kind)

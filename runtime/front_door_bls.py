@@ -62,8 +62,7 @@ def encode_request(request: InferRequest) -> tuple[bytes, int]:
         header["id"] = request.id
     if request.requested_outputs:
         header["outputs"] = [
-            {"name": o.name, "parameters": {"binary_data": True}}
-            for o in request.requested_outputs
+            {"name": o.name, "parameters": {"binary_data": True}} for o in request.requested_outputs
         ]
     else:
         header["parameters"] = {"binary_data_output": True}
@@ -134,7 +133,9 @@ class FrontDoorBls:
                     payload, int(length) if length is not None else None, request.model_name
                 )
         except (aiohttp.ClientError, TimeoutError) as exc:
-            logger.warning("model=%s BLS through the front door failed: %r", request.model_name, exc)
+            logger.warning(
+                "model=%s BLS through the front door failed: %r", request.model_name, exc
+            )
             raise ModelUnavailable(f"the front door did not answer a BLS request: {exc!r}") from exc
         except (ValueError, KeyError, TypeError) as exc:
             raise ServingError(f"the front door's BLS answer could not be read: {exc}") from exc

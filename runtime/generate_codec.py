@@ -81,7 +81,9 @@ def _convert(
             continue
         if not nested and key == "id":
             if not isinstance(value, str):
-                raise InvalidInput("Unable to parse 'id': attempt to access JSON non-string as string")
+                raise InvalidInput(
+                    "Unable to parse 'id': attempt to access JSON non-string as string"
+                )
             request.id = value or None
             continue
         if key in inputs:
@@ -99,8 +101,6 @@ def _parameter(key: str, value: Any) -> str | int | float | bool:
     raise InvalidInput(
         f"parameter '{key}' has invalid type. It should be either 'int', 'bool', or 'string'."
     )
-
-
 
 
 def _element(value: Any, datatype: str) -> Any:

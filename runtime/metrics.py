@@ -220,7 +220,8 @@ class Metrics:
         counters = self._custom.counter_names()
         if counters:  # custom counters keep their bare names in HELP/TYPE too, as Triton's
             pattern = re.compile(
-                rb"^# (HELP|TYPE) (" + b"|".join(re.escape(n.encode()) for n in counters)
+                rb"^# (HELP|TYPE) ("
+                + b"|".join(re.escape(n.encode()) for n in counters)
                 + rb")_total ",
                 re.MULTILINE,
             )

@@ -414,7 +414,7 @@ def _end_if_failed(submitted: asyncio.Future[InferResponse], sink: ResponseStrea
     if submitted.cancelled():
         return
     exc = submitted.exception()
-    if exc is not None:
+    if isinstance(exc, Exception):
         sink.send(exc, final=True)
 
 

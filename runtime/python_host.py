@@ -37,7 +37,9 @@ class ModelHost(Protocol):
 
     def metric_family(self, name: str, description: str, kind: int) -> None: ...
 
-    def metric_create(self, family: str, labels: dict[str, str], buckets: list[float] | None) -> int: ...
+    def metric_create(
+        self, family: str, labels: dict[str, str], buckets: list[float] | None
+    ) -> int: ...
 
     def metric_update(self, key: int, op: str, value: float) -> None: ...
 
@@ -70,7 +72,9 @@ class LocalHost:
     def metric_family(self, name: str, description: str, kind: int) -> None:
         self.metrics.family(name, description, kind)
 
-    def metric_create(self, family: str, labels: dict[str, str], buckets: list[float] | None) -> int:
+    def metric_create(
+        self, family: str, labels: dict[str, str], buckets: list[float] | None
+    ) -> int:
         return self.metrics.create(family, labels, buckets)
 
     def metric_update(self, key: int, op: str, value: float) -> None:

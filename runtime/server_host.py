@@ -97,7 +97,8 @@ def to_pb_response(result: InferResponse | Exception) -> Any:
     """The server's response (or error) as the pb_utils.InferenceResponse a model gets back."""
     if isinstance(result, Exception):
         message = result.message if isinstance(result, ServingError) else repr(result)
-        code = _CODES.get(type(result), pb_utils.TritonError.INTERNAL)
+        kind = type(result)
+        code = _CODES.get(kind, 1) if issubclass(kind, ServingError) else 1  # 1: INTERNAL
         return pb_utils.InferenceResponse(error=pb_utils.TritonError(message, code))
     tensors = [pb_utils.Tensor(t.name, t.data) for t in result.outputs]
     return pb_utils.InferenceResponse(tensors, parameters=dict(result.parameters))
@@ -234,7 +235,9 @@ class ServerHost:
     def metric_family(self, name: str, description: str, kind: int) -> None:
         self.metrics.family(name, description, kind)
 
-    def metric_create(self, family: str, labels: dict[str, str], buckets: list[float] | None) -> int:
+    def metric_create(
+        self, family: str, labels: dict[str, str], buckets: list[float] | None
+    ) -> int:
         return self.metrics.create(family, labels, buckets)
 
     def metric_update(self, key: int, op: str, value: float) -> None:

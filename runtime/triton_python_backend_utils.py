@@ -82,6 +82,7 @@ def current_host():
     """The host this process's models talk to."""
     return _host
 
+
 TRITON_STRING_TO_NUMPY = {
     "TYPE_BOOL": bool,
     "TYPE_UINT8": np.uint8,
@@ -543,7 +544,7 @@ class MetricFamily:
         self._name = str(name)
         self._kind = MetricKind(kind)
 
-    def Metric(self, labels=None, buckets=None):  # noqa: N802 - Triton's name
+    def Metric(self, labels=None, buckets=None):
         if labels is None:
             labels = {}
         if not isinstance(labels, dict):

@@ -234,7 +234,9 @@ class InProcessPython:
             return ServingError(f"model '{self._name}' sent no response for a request")
         return pb_response_result(self._name, self._version, request.id, response, self._declared)
 
-    def _to_pb(self, request: InferRequest, index: int, sent: list[Any]) -> pb_utils.InferenceRequest:
+    def _to_pb(
+        self, request: InferRequest, index: int, sent: list[Any]
+    ) -> pb_utils.InferenceRequest:
         inputs = [pb_utils.Tensor(t.name, t.data) for t in request.inputs]
         pb = pb_utils.InferenceRequest(
             inputs=inputs,
@@ -288,7 +290,7 @@ class PythonBackend:
         self._impl: Backend = InProcessPython()
 
     @property
-    def gil_bound(self) -> bool:  # type: ignore[override]
+    def gil_bound(self) -> bool:
         return self._impl.gil_bound
 
     @property

@@ -14,6 +14,7 @@ the reader starts a new stub (initialize again), and the server keeps serving.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import shutil
@@ -23,6 +24,7 @@ import tarfile
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -40,10 +42,10 @@ from runtime.backends.python_backend import (
 )
 from runtime.errors import RepositoryError, ServingError
 from runtime.inference import InferRequest, InferResponse, InferTensor, RequestedOutput
-from runtime.python_host import LOG_LEVELS
-from runtime.python_placement import execution_env_path
 from runtime.pystub.protocol import split
 from runtime.pystub.wire import Channel, ChannelClosed, Message, Tensor, channel_pair
+from runtime.python_host import LOG_LEVELS
+from runtime.python_placement import execution_env_path
 from runtime.server_host import ServerHost, current_server_host
 
 __all__ = ["StubPython", "stub_python"]
@@ -285,7 +287,11 @@ class StubPython:
             return cls(str(row["error"]))
         outputs = []
         for t in tensors:
-            datatype = "BF16" if self._declared.get(t.name) == "BF16" and t.datatype == "UINT16" else t.datatype
+            datatype = (
+                "BF16"
+                if self._declared.get(t.name) == "BF16" and t.datatype == "UINT16"
+                else t.datatype
+            )
             outputs.append(InferTensor(t.name, datatype, t.shape, t.data))
         return InferResponse(
             self._name, self._version, outputs, id=request_id, parameters=row.get("params") or {}
@@ -299,9 +305,11 @@ class StubPython:
                 message = stub.channel.recv()
                 self._dispatch(stub, message)
         except ChannelClosed:
-            pass
+            pass  # the stub exited (or crashed): _died below
         except (ValueError, KeyError, TypeError) as exc:
-            logger.error("model=%s stub %s sent a malformed message: %r", self._name, self._instance, exc)
+            logger.error(
+                "model=%s stub %s sent a malformed message: %r", self._name, self._instance, exc
+            )
             stub.proc.kill()
         self._died(stub)
 
@@ -378,7 +386,9 @@ class StubPython:
         try:
             self._start()
         except ServingError as exc:
-            logger.error("model=%s instance %s: restart failed: %s", self._name, self._instance, exc.message)
+            logger.error(
+                "model=%s instance %s: restart failed: %s", self._name, self._instance, exc.message
+            )
 
     # -- what the model asks of the server ------------------------------------------------------
 
@@ -406,36 +416,47 @@ class StubPython:
                         self._reply(stub, {**reply, "final": False}, response)
                     self._reply(stub, {**reply, "final": True, "flag_only": True}, None)
                 else:
-                    self._reply(stub, {**reply, "final": True}, await self._host.infer_async(request))
+                    self._reply(
+                        stub, {**reply, "final": True}, await self._host.infer_async(request)
+                    )
         except TimeoutError:
-            self._reply_error(stub, reply, "Request timeout expired", pb_utils.TritonError.UNAVAILABLE)
+            self._reply_error(
+                stub, reply, "Request timeout expired", pb_utils.TritonError.UNAVAILABLE
+            )
         except ServingError as exc:
-            code = {v: k for k, v in _ERROR_CLASSES.items()}.get(type(exc), pb_utils.TritonError.INTERNAL)
+            code = {v: k for k, v in _ERROR_CLASSES.items()}.get(
+                type(exc), pb_utils.TritonError.INTERNAL
+            )
             self._reply_error(stub, reply, exc.message, code)
 
     def _reply(self, stub: _Stub, fields: dict[str, Any], response: InferResponse | None) -> None:
         tensors: list[Tensor] = []
         if response is not None and not response.flag_only:
             tensors = [Tensor(t.name, t.datatype, t.shape, t.data) for t in response.outputs]
-            fields = {**fields, "response": {"params": dict(response.parameters), "n": len(tensors)}}
+            fields = {
+                **fields,
+                "response": {"params": dict(response.parameters), "n": len(tensors)},
+            }
         elif response is not None:
             fields = {**fields, "response": None}
-        try:
+        with contextlib.suppress(ChannelClosed):
             stub.channel.send(Message(fields, tensors))
-        except ChannelClosed:
-            pass
 
     def _reply_error(self, stub: _Stub, reply: dict[str, Any], message: str, code: int) -> None:
-        try:
-            stub.channel.send(Message({**reply, "final": True, "response": {"error": message, "code": code}}))
-        except ChannelClosed:
-            pass
+        with contextlib.suppress(ChannelClosed):
+            stub.channel.send(
+                Message({**reply, "final": True, "response": {"error": message, "code": code}})
+            )
 
     def _call(self, stub: _Stub, message: Message) -> None:
         assert self._host is not None
         host = self._host
-        fn, args, ident = message.fields["fn"], message.fields.get("args", []), message.fields["call"]
-        handlers = {
+        fn, args, ident = (
+            message.fields["fn"],
+            message.fields.get("args", []),
+            message.fields["call"],
+        )
+        handlers: dict[str, Callable[..., Any]] = {
             "metric_family": host.metric_family,
             "metric_create": host.metric_create,
             "metric_update": host.metric_update,
@@ -444,7 +465,9 @@ class StubPython:
         }
         reply: dict[str, Any] = {"op": "reply", "call": ident}
         if fn in ("load_model", "unload_model"):
-            threading.Thread(target=self._model_call, args=(stub, reply, fn, args), daemon=True).start()
+            threading.Thread(
+                target=self._model_call, args=(stub, reply, fn, args), daemon=True
+            ).start()
             return
         try:
             reply["value"] = handlers[fn](*args)
@@ -452,10 +475,8 @@ class StubPython:
             reply["error"] = f"unknown call {fn!r}"
         except (ValueError, TypeError) as exc:
             reply["error"] = str(exc)
-        try:
+        with contextlib.suppress(ChannelClosed):
             stub.channel.send(Message(reply))
-        except ChannelClosed:
-            pass
 
     def _model_call(self, stub: _Stub, reply: dict[str, Any], fn: str, args: list[Any]) -> None:
         assert self._host is not None
@@ -467,10 +488,8 @@ class StubPython:
             reply["value"] = None
         except pb_utils.TritonModelException as exc:
             reply["error"] = exc.message()
-        try:
+        with contextlib.suppress(ChannelClosed):
             stub.channel.send(Message(reply))
-        except ChannelClosed:
-            pass
 
 
 def _execute_message(exec_id: int, requests: list[InferRequest]) -> Message:
@@ -490,5 +509,3 @@ def _execute_message(exec_id: int, requests: list[InferRequest]) -> Message:
             data = t.data if t.data.shape == tuple(t.shape) else np.asarray(t.data).reshape(t.shape)
             tensors.append(Tensor(t.name, t.datatype, tuple(t.shape), data))
     return Message({"op": "execute", "id": exec_id, "requests": specs}, tensors)
-
-

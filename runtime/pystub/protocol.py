@@ -1,12 +1,13 @@
 """The stub protocol's messages: what each op carries, and pb_utils objects <-> wire tensors.
 
-    server → stub   init {model_file, decoupled, args}      stub → server  ready | failed {error}
-                    execute {id, requests[]} + inputs                      done {id, error?, responses[]} + outputs
-                    bls_response {bls, final, flag_only, response?}        send {key, final, response?} (decoupled)
-                    reply {call, value? | error?}                          bls {bls, decoupled, timeout_us, request} + inputs
-                    finalize                                               call {call, fn, args}   (metrics, model API)
-                                                                           log {level, message}
-                                                                           finalized
+    server → stub                              stub → server
+      init {model_file, decoupled, args}         ready | failed {error}
+      execute {id, requests[]} + inputs          done {id, error?, responses[]} + outputs
+                                                 send {key, final, response?}     (decoupled)
+      bls_response {bls, final, response?}  ◀──  bls {bls, decoupled, timeout_us, request}
+      reply {call, value? | error?}         ◀──  call {call, fn, args}   (metrics, model API)
+                                                 log {level, message}
+      finalize                                   finalized
 A request is {id, params, outputs, correlation_id, flags, n}; a response {params, n} or
 {error, code} or {none: true} (the model sent it through its sender); `n` counts the tensors
 that follow in the message, request after request.

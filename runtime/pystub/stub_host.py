@@ -6,6 +6,7 @@ stub's reader thread routes back here by id; logs are sent and not waited for.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import queue
@@ -113,7 +114,9 @@ class StubHost:
         ident, waiter = self._open("call")
         try:
             try:
-                self._channel.send(Message({"op": "call", "call": ident, "fn": fn, "args": list(args)}))
+                self._channel.send(
+                    Message({"op": "call", "call": ident, "fn": fn, "args": list(args)})
+                )
             except ChannelClosed:
                 raise pb_utils.TritonModelException(_GONE) from None
             reply = waiter.get()
@@ -128,7 +131,9 @@ class StubHost:
     def metric_family(self, name: str, description: str, kind: int) -> None:
         self._call("metric_family", name, description, kind)
 
-    def metric_create(self, family: str, labels: dict[str, str], buckets: list[float] | None) -> int:
+    def metric_create(
+        self, family: str, labels: dict[str, str], buckets: list[float] | None
+    ) -> int:
         return int(self._call("metric_create", family, labels, buckets))
 
     def metric_update(self, key: int, op: str, value: float) -> None:
@@ -138,10 +143,8 @@ class StubHost:
         return float(self._call("metric_value", key))
 
     def log(self, level: int, message: str) -> None:
-        try:
+        with contextlib.suppress(ChannelClosed):
             self._channel.send(Message({"op": "log", "level": level, "message": message}))
-        except ChannelClosed:
-            pass
 
     def load_model(self, name: str, config: str, files: dict[str, bytes] | None) -> None:
         if files:

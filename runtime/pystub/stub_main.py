@@ -10,6 +10,7 @@ server goes away the reader sees the end of the stream and the process exits.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import queue
@@ -45,7 +46,7 @@ class Stub:
                 if not self.host.deliver(message):
                     self.work.put(message)
         except ChannelClosed:
-            pass
+            pass  # the server is gone: wake everyone below
         finally:
             self.host.close()
             self.work.put(None)
@@ -67,10 +68,8 @@ class Stub:
                 return 0
 
     def _send(self, fields: dict[str, Any], tensors: list[Any] | None = None) -> None:
-        try:
+        with contextlib.suppress(ChannelClosed):
             self.channel.send(Message(fields, tensors or []))
-        except ChannelClosed:
-            pass
 
     def _init(self, fields: dict[str, Any]) -> None:
         runner = ModelRunner(Path(fields["model_file"]), decoupled=bool(fields["decoupled"]))
@@ -88,7 +87,10 @@ class Stub:
         specs = message.fields["requests"]
         groups = split(message.tensors, [int(r["n"]) for r in specs])
         sent: list[Any] = [None] * len(specs)
-        requests = [self._request(exec_id, i, spec, group, sent) for i, (spec, group) in enumerate(zip(specs, groups, strict=True))]
+        requests = [
+            self._request(exec_id, i, spec, group, sent)
+            for i, (spec, group) in enumerate(zip(specs, groups, strict=True))
+        ]
         if runner is None:
             self._send({"op": "done", "id": exec_id, "error": "the model is not initialized"})
             return
@@ -111,7 +113,9 @@ class Stub:
             tensors.extend(outs)
         self._send({"op": "done", "id": exec_id, "responses": rows}, tensors)
 
-    def _request(self, exec_id: int, index: int, spec: dict[str, Any], group: list[Any], sent: list[Any]) -> Any:
+    def _request(
+        self, exec_id: int, index: int, spec: dict[str, Any], group: list[Any], sent: list[Any]
+    ) -> Any:
         request = pb_utils.InferenceRequest(
             inputs=pb_tensors(group),
             request_id=spec.get("id") or "",

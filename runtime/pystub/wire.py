@@ -16,6 +16,7 @@ as long as the array). Nothing is pickled. A message whose header and inline byt
 
 from __future__ import annotations
 
+import contextlib
 import json
 import mmap
 import os
@@ -68,7 +69,9 @@ def _deserialize_bytes(raw: memoryview, shape: tuple[int, ...]) -> np.ndarray:
     for dim in shape:
         count *= dim
     if items.size != count:
-        raise ValueError(f"BYTES tensor holds {items.size} elements, shape {list(shape)} needs {count}")
+        raise ValueError(
+            f"BYTES tensor holds {items.size} elements, shape {list(shape)} needs {count}"
+        )
     return items.reshape(shape)
 
 
@@ -105,7 +108,7 @@ def _raw(tensor: Tensor) -> memoryview | bytes:
         encoded = pb_utils.serialize_byte_tensor(np.asarray(tensor.data, dtype=np.object_))
         return b"" if encoded is None else encoded.tobytes()
     array = np.ascontiguousarray(tensor.data, dtype=_WIRE[tensor.datatype])
-    return memoryview(array).cast("B")
+    return memoryview(array.reshape(-1).view(np.uint8).data)
 
 
 def _memfd_with(data: memoryview | bytes, label: str) -> int:
@@ -149,10 +152,8 @@ class Channel:
         return self._sock.fileno()
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             self._sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         self._sock.close()
 
     def send(self, message: Message) -> None:
@@ -198,7 +199,9 @@ class Channel:
     def recv(self) -> Message:
         """The next message (blocking); ChannelClosed at the end of the stream."""
         try:
-            payload, fds, _flags, _addr = socket.recv_fds(self._sock, MESSAGE_MAX_BYTES, _MAX_FDS + 1)
+            payload, fds, _flags, _addr = socket.recv_fds(
+                self._sock, MESSAGE_MAX_BYTES, _MAX_FDS + 1
+            )
         except (ConnectionResetError, OSError) as exc:
             raise ChannelClosed(str(exc)) from exc
         if not payload:
@@ -209,10 +212,8 @@ class Channel:
             return self._parse(payload, list(fds))
         except BaseException:
             for fd in fds:
-                try:
+                with contextlib.suppress(OSError):
                     os.close(fd)
-                except OSError:
-                    pass
             raise
 
     @staticmethod
@@ -237,7 +238,9 @@ class Channel:
             else:
                 raw = _map(fds[spec["fd"]], int(spec["nbytes"]))
                 fds[spec["fd"]] = -1
-            tensors.append(Tensor(spec["name"], spec["datatype"], shape, _array(spec["datatype"], shape, raw)))
+            tensors.append(
+                Tensor(spec["name"], spec["datatype"], shape, _array(spec["datatype"], shape, raw))
+            )
         for fd in fds:
             if fd >= 0:
                 os.close(fd)

@@ -172,7 +172,9 @@ def _serve_on_8000(repo: Path, args: list[str]) -> ServeProcess:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--mirror", type=Path, default=os.environ.get("TRITON_PYTHON_BACKEND_MIRROR"))
+    parser.add_argument(
+        "--mirror", type=Path, default=os.environ.get("TRITON_PYTHON_BACKEND_MIRROR")
+    )
     parser.add_argument("--ref", default="HEAD")
     parser.add_argument("--only", nargs="*", default=None, help="example names to run")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")

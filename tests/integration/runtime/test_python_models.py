@@ -1,3 +1,4 @@
+# ruff: noqa: E501 - the test models are Python sources in strings, kept readable
 """Triton Python models as Triton runs them: BLS, async execute, decoupled models over generate /
 generate_stream, custom metrics, stub processes (crash restarts, parallel instances, shared
 memory tensors, EXECUTION_ENV_PATH), with real `thaw serve` processes and tritonclient."""
@@ -32,7 +33,9 @@ output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] },
 
 MODELS: dict[str, tuple[str, str]] = {
     # A plain model the BLS callers call.
-    "adder": (_VECTOR_IO, """
+    "adder": (
+        _VECTOR_IO,
+        """
         import triton_python_backend_utils as pb_utils
         class TritonPythonModel:
             def execute(self, requests):
@@ -43,9 +46,12 @@ MODELS: dict[str, tuple[str, str]] = {
                     out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", a + b),
                                                            pb_utils.Tensor("OUTPUT1", a - b)]))
                 return out
-    """),
+    """,
+    ),
     # BLS, blocking: forwards to the model named in its parameters (errors come back as errors).
-    "bls_sync_caller": (_VECTOR_IO, """
+    "bls_sync_caller": (
+        _VECTOR_IO,
+        """
         import json
         import triton_python_backend_utils as pb_utils
         class TritonPythonModel:
@@ -63,13 +69,16 @@ MODELS: dict[str, tuple[str, str]] = {
                     else:
                         out.append(pb_utils.InferenceResponse(answer.output_tensors()))
                 return out
-    """),
+    """,
+    ),
     # async execute + async_exec, to a plain model and (decoupled=True) to a decoupled one.
-    "bls_async_caller": ("""
+    "bls_async_caller": (
+        """
         input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]
         output [ { name: "SUM" data_type: TYPE_INT32 dims: [ 1 ] },
                  { name: "COUNT" data_type: TYPE_INT32 dims: [ 1 ] } ]
-    """, """
+    """,
+        """
         import asyncio
         import numpy as np
         import triton_python_backend_utils as pb_utils
@@ -94,14 +103,17 @@ MODELS: dict[str, tuple[str, str]] = {
                         pb_utils.Tensor("SUM", np.array([total], np.int32)),
                         pb_utils.Tensor("COUNT", np.array([count], np.int32))]))
                 return out
-    """),
+    """,
+    ),
     # Decoupled: IN = n sends n responses (OUT = n, IDX = i) from a thread, then the final flag.
-    "counter": ("""
+    "counter": (
+        """
         model_transaction_policy { decoupled: true }
         input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]
         output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] },
                  { name: "IDX" data_type: TYPE_INT32 dims: [ 1 ] } ]
-    """, """
+    """,
+        """
         import json, threading
         import numpy as np
         import triton_python_backend_utils as pb_utils
@@ -119,13 +131,16 @@ MODELS: dict[str, tuple[str, str]] = {
                         pb_utils.Tensor("OUT", np.array([n], np.int32)),
                         pb_utils.Tensor("IDX", np.array([i], np.int32))]))
                 sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
-    """),
+    """,
+    ),
     # Custom metrics of each kind, updated by every execute.
-    "metered": ("""
+    "metered": (
+        """
         input [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ]
         output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]
         instance_group [ { count: 2 kind: KIND_CPU } ]
-    """, """
+    """,
+        """
         import numpy as np
         import triton_python_backend_utils as pb_utils
         class TritonPythonModel:
@@ -149,13 +164,16 @@ MODELS: dict[str, tuple[str, str]] = {
                     out.append(pb_utils.InferenceResponse([pb_utils.Tensor("Y",
                                np.array([self.count.value()], np.float32))]))
                 return out
-    """),
+    """,
+    ),
     # In a stub process: X = 1 kills the process mid-execute; otherwise answers its pid.
-    "crasher": ("""
+    "crasher": (
+        """
         parameters { key: "thaw.python_runtime" value { string_value: "process" } }
         input [ { name: "X" data_type: TYPE_INT32 dims: [ 1 ] } ]
         output [ { name: "PID" data_type: TYPE_INT64 dims: [ 1 ] } ]
-    """, """
+    """,
+        """
         import os
         import numpy as np
         import triton_python_backend_utils as pb_utils
@@ -166,14 +184,17 @@ MODELS: dict[str, tuple[str, str]] = {
                     os._exit(3)
                 return [pb_utils.InferenceResponse([pb_utils.Tensor("PID", np.array([os.getpid()]))])
                         for _ in requests]
-    """),
+    """,
+    ),
     # Big tensors through shared memory: answers the input back, and whether it was mapped.
-    "big_echo": ("""
+    "big_echo": (
+        """
         parameters { key: "thaw.python_runtime" value { string_value: "process" } }
         input [ { name: "X" data_type: TYPE_UINT8 dims: [ -1 ] } ]
         output [ { name: "Y" data_type: TYPE_UINT8 dims: [ -1 ] },
                  { name: "MAPPED" data_type: TYPE_BOOL dims: [ 1 ] } ]
-    """, """
+    """,
+        """
         import mmap
         import numpy as np
         import triton_python_backend_utils as pb_utils
@@ -192,7 +213,8 @@ MODELS: dict[str, tuple[str, str]] = {
                     out.append(pb_utils.InferenceResponse([pb_utils.Tensor("Y", x[::-1].copy()),
                                pb_utils.Tensor("MAPPED", np.array([mapped(x)]))]))
                 return out
-    """),
+    """,
+    ),
 }
 
 _CPU_BOUND = """
@@ -246,7 +268,10 @@ def _client(server: ServeProcess) -> httpclient.InferenceServerClient:
 def _vector_inputs() -> tuple[list[httpclient.InferInput], np.ndarray, np.ndarray]:
     a = np.random.rand(4).astype(np.float32)
     b = np.random.rand(4).astype(np.float32)
-    inputs = [httpclient.InferInput("INPUT0", [4], "FP32"), httpclient.InferInput("INPUT1", [4], "FP32")]
+    inputs = [
+        httpclient.InferInput("INPUT0", [4], "FP32"),
+        httpclient.InferInput("INPUT1", [4], "FP32"),
+    ]
     inputs[0].set_data_from_numpy(a)
     inputs[1].set_data_from_numpy(b)
     return inputs, a, b
@@ -299,7 +324,9 @@ def _post(url: str, doc: dict[str, object]) -> tuple[int, str, bytes]:
 
 
 def test_generate_stream_sends_each_response_as_an_event(server: ServeProcess) -> None:
-    status, kind, body = _post(server.url + "/v2/models/counter/generate_stream", {"IN": 3, "id": "7"})
+    status, kind, body = _post(
+        server.url + "/v2/models/counter/generate_stream", {"IN": 3, "id": "7"}
+    )
     assert status == 200 and kind == "text/event-stream; charset=utf-8"
     events = [json.loads(chunk.removeprefix(b"data: ")) for chunk in body.split(b"\n\n") if chunk]
     assert [e["IDX"] for e in events] == [0, 1, 2]
@@ -382,7 +409,7 @@ def test_two_instances_are_two_processes_running_in_parallel(tmp_path: Path) -> 
     one, pids_one = _burn(tmp_path, 1, 4)
     two, pids_two = _burn(tmp_path, 2, 4)
     assert len(pids_one) == 1 and len(pids_two) == 2
-    # 4 × 0.25 s of CPU: ~1 s on one instance, ~0.5 s on two (the machine has two cores).
+    # 4 x 0.25 s of CPU: ~1 s on one instance, ~0.5 s on two (the machine has two cores).
     assert two < 0.8 * one, f"1 instance: {one:.2f} s, 2 instances: {two:.2f} s"
 
 
@@ -393,11 +420,15 @@ def test_execution_env_path_runs_the_stub_with_that_python(tmp_path: Path) -> No
     numpy_home = Path(np.__file__).resolve().parent.parent
     (site,) = env_dir.glob("lib/python*/site-packages")
     (site / "numpy_home.pth").write_text(f"{numpy_home}\n")
-    _write(tmp_path / "repo", "env_model", """
+    _write(
+        tmp_path / "repo",
+        "env_model",
+        """
         parameters { key: "EXECUTION_ENV_PATH" value { string_value: "$$TRITON_MODEL_DIRECTORY/pyenv" } }
         input [ { name: "X" data_type: TYPE_INT32 dims: [ 1 ] } ]
         output [ { name: "PREFIX" data_type: TYPE_STRING dims: [ 1 ] } ]
-    """, """
+    """,
+        """
         import sys
         import numpy as np
         import triton_python_backend_utils as pb_utils
@@ -405,7 +436,8 @@ def test_execution_env_path_runs_the_stub_with_that_python(tmp_path: Path) -> No
             def execute(self, requests):
                 return [pb_utils.InferenceResponse([pb_utils.Tensor("PREFIX",
                         np.array([sys.prefix.encode()], dtype=np.object_))]) for _ in requests]
-    """)
+    """,
+    )
     proc = ServeProcess(tmp_path / "repo")
     try:
         proc.wait_ready(timeout_s=120)
