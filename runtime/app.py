@@ -37,6 +37,9 @@ def add_routes(app: web.Application, h: V2Handlers) -> None:
     # The router tries routes in this order: the hot one first.
     for prefix in (model, versioned):
         r.add_post(prefix + "/infer", h.infer)
+    for prefix in (model, versioned):
+        r.add_post(prefix + "/generate", h.generate)
+        r.add_post(prefix + "/generate_stream", h.generate_stream)
     r.add_get("/v2/health/live", h.live)
     r.add_get("/v2/health/ready", h.ready)
     r.add_get("/v2", h.server_metadata)

@@ -7,7 +7,7 @@ import base64
 import binascii
 import functools
 import json
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Coroutine
 from typing import Any, Protocol
 
 from aiohttp import web
@@ -23,7 +23,9 @@ from runtime.errors import (
     JsonTooDeep,
     ModelNotFound,
     ModelUnavailable,
+    ServingError,
 )
+from runtime.generate_codec import decode_generate, encode_generate, sse_event
 from runtime.inference import InferRequest, InferResponse
 from runtime.lifecycle import ServerState
 from runtime.response_encoding import MIN_COMPRESS_BYTES, compress_body, pick_encoding
@@ -37,6 +39,12 @@ _THREAD_THRESHOLD_BYTES = 256 * 1024
 _JSON = "application/json"
 _CONTROL_DISABLED = "explicit model load / unload is not allowed if polling is enabled"
 _JSON_BODY = "request JSON"
+# Triton's text when /generate gets other than one response (2.51).
+_GENERATE_ONE = (
+    "generate expects model to produce exactly 1 response, use generate stream for model that "
+    "generates various number of responses"
+)
+_SSE = "text/event-stream; charset=utf-8"
 # Triton's texts (main, after 2.51).
 _READY_NOT_BOOL = "Invalid value for 'ready': expected a boolean"
 _LOAD_FAILED = "failed to poll from model repository"
@@ -61,6 +69,7 @@ class ModelService(Protocol):
     def config(self, name: str, version: str | None) -> dict[str, Any]: ...
     def statistics(self, name: str | None, version: str | None) -> dict[str, Any]: ...
     async def infer(self, request: InferRequest) -> InferResponse: ...
+    def stream(self, request: InferRequest) -> AsyncIterator[InferResponse]: ...
 
 
 class MetricsSource(Protocol):
@@ -207,6 +216,64 @@ class V2Handlers:
         else:
             encoded = encode_infer_response(infer_response, infer_request)
         return await _infer_http_response(encoded, request.headers.get("Accept-Encoding"))
+
+    # -- generate extension (decoupled models over HTTP) --------------------------------
+
+    async def _generate_request(self, request: web.Request) -> InferRequest:
+        name, version = model_ref(request)
+        body = await self._body(request)
+        metadata = self._manager.metadata(name, version)  # 404 / 503 before the body matters
+        return decode_generate(
+            body,
+            model=name,
+            version=version or "",
+            metadata=metadata,
+            max_depth=self._config.max_json_depth,
+        )
+
+    async def generate(self, request: web.Request) -> web.Response:
+        """POST .../generate: exactly one response, as a flat JSON object."""
+        infer_request = await self._generate_request(request)
+        responses = [r async for r in self._manager.stream(infer_request) if not r.flag_only]
+        if len(responses) != 1:
+            raise ServingError(_GENERATE_ONE)
+        return json_response(encode_generate(responses[0]))
+
+    async def generate_stream(self, request: web.Request) -> web.StreamResponse:
+        """POST .../generate_stream: each response as a Server-Sent Event, as it is sent.
+
+        An error before the model answered is a plain JSON error; once the stream started, an
+        error is an event `{"error": ...}` (its status only if it is the first event)."""
+        infer_request = await self._generate_request(request)
+        stream = self._manager.stream(infer_request)
+        response: web.StreamResponse | None = None
+        try:
+            async for item in stream:
+                if item.flag_only:
+                    continue
+                if response is None:
+                    response = await self._start_sse(request, 200)
+                await response.write(sse_event(encode_generate(item)))
+        except ServingError as exc:
+            if response is None:
+                if infer_request.response_sink is None:
+                    raise  # refused before the model saw it: a plain JSON error
+                response = await self._start_sse(request, exc.status)
+            await response.write(sse_event({"error": exc.message}))
+        except ConnectionResetError:
+            return response or web.Response(status=499)
+        finally:
+            await stream.aclose()  # type: ignore[attr-defined]
+        if response is None:
+            response = await self._start_sse(request, 200)
+        await response.write_eof()
+        return response
+
+    async def _start_sse(self, request: web.Request, status: int) -> web.StreamResponse:
+        response = web.StreamResponse(status=status)
+        response.headers["Content-Type"] = _SSE
+        await response.prepare(request)
+        return response
 
     # -- model repository extension ------------------------------------------------------
 

@@ -20,6 +20,7 @@ from prometheus_client import (
 from prometheus_client.exposition import generate_latest
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
+from runtime.custom_metrics import CustomMetrics, MetricKind
 from runtime.stats import FailureReason, ModelStats, StatsBook
 
 __all__ = ["CONTENT_TYPE", "Metrics"]
@@ -122,6 +123,39 @@ def _cpu_families() -> Iterator[GaugeMetricFamily]:
     )  # fmt: skip
 
 
+class CustomCollector:
+    """Python models' custom families (pb_utils.MetricFamily), read at scrape time.
+
+    Names are the model's own (a counter keeps its bare name, as Triton writes it)."""
+
+    def __init__(self, custom: CustomMetrics) -> None:
+        self._custom = custom
+
+    def collect(self) -> Iterator[Metric]:
+        for fam in self._custom.snapshot():
+            if fam.kind == MetricKind.HISTOGRAM:
+                family = Metric(fam.name, fam.description, "histogram")
+                for s in fam.series:
+                    bounds = [*(_le(b) for b in s.buckets), "+Inf"]
+                    for bound, count in zip(bounds, s.cumulative, strict=True):
+                        family.add_sample(f"{fam.name}_bucket", {**s.labels, "le": bound}, count)
+                    family.add_sample(f"{fam.name}_count", s.labels, s.observations)
+                    family.add_sample(f"{fam.name}_sum", s.labels, s.value)
+            else:
+                kind = "counter" if fam.kind == MetricKind.COUNTER else "gauge"
+                family = Metric(fam.name, fam.description, kind)
+                for s in fam.series:
+                    family.add_sample(fam.name, s.labels, s.value)
+            yield family
+
+    def counter_names(self) -> list[str]:
+        return [f.name for f in self._custom.snapshot() if f.kind == MetricKind.COUNTER]
+
+
+def _le(bound: float) -> str:
+    return repr(float(bound))
+
+
 class Metrics:
     """One server's metrics; `exposition()` renders the `/metrics` body."""
 
@@ -129,6 +163,10 @@ class Metrics:
         self.registry = CollectorRegistry()
         self._triton = TritonCollector()
         self.registry.register(self._triton)  # first: Triton's families lead the page
+        # Python models' pb_utils.MetricFamily series, exported beside Triton's.
+        self.custom = CustomMetrics()
+        self._custom = CustomCollector(self.custom)
+        self.registry.register(self._custom)
         self.load_duration = Gauge(
             "thaw_model_load_duration_seconds",
             "Seconds the last load of a model version took",
@@ -178,4 +216,14 @@ class Metrics:
 
     def exposition(self) -> bytes:
         """The Prometheus text exposition (format 0.0.4) of every metric."""
-        return _TRITON_COUNTER_HEADER.sub(rb"# \1 \2 ", generate_latest(self.registry))
+        text = _TRITON_COUNTER_HEADER.sub(rb"# \1 \2 ", generate_latest(self.registry))
+        counters = self._custom.counter_names()
+        if counters:  # custom counters keep their bare names in HELP/TYPE too, as Triton's
+            pattern = re.compile(
+                rb"^# (HELP|TYPE) ("
+                + b"|".join(re.escape(n.encode()) for n in counters)
+                + rb")_total ",
+                re.MULTILINE,
+            )
+            text = pattern.sub(rb"# \1 \2 ", text)
+        return text

@@ -10,6 +10,7 @@ import logging
 import shutil
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path, PurePosixPath
@@ -26,6 +27,8 @@ from runtime.errors import (
 from runtime.inference import InferRequest, InferResponse
 from runtime.metrics import Metrics
 from runtime.repository import fingerprint, list_models, read_model, validate_model_name
+from runtime.response_stream import ResponseStream
+from runtime.server_host import PythonModelsHost
 from runtime.snapshot_restore import ImageSource
 from runtime.stats import StatsBook
 from runtime.version_loader import LoadedVersion, VersionLoader
@@ -40,6 +43,8 @@ logger = logging.getLogger(__name__)
 
 # Triton's message for load/unload outside explicit mode (it uses one text for none and poll).
 _CONTROL_DISABLED = "explicit model load / unload is not allowed if polling is enabled"
+# Triton's answer to /infer for a decoupled model (2.51, UNSUPPORTED: HTTP 501).
+DECOUPLED_INFER = "HTTP end point doesn't support models with decoupled transaction policy"
 
 
 class ModelState(StrEnum):
@@ -95,11 +100,16 @@ class ModelManager:
         self._models: dict[str, _Model] = {}
         self._started = False
         self._poller: asyncio.Task[None] | None = None
+        self._python_host: PythonModelsHost | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
         """Initial loads per control mode (failures are recorded, not raised); start polling."""
+        # Before any model loads: Python models reach BLS and custom metrics through it.
+        self._python_host = PythonModelsHost.install(
+            self, self._metrics.custom, self._config.front_door, self._config.exit_timeout_s + 300
+        )
         mode = self._config.model_control_mode
         if mode == ModelControlMode.EXPLICIT:
             names = list(self._config.load_models)
@@ -120,6 +130,9 @@ class ModelManager:
                 await self._poller
         await asyncio.gather(*(self._unload(name) for name in list(self._models)))
         self._started = False
+        if self._python_host is not None:
+            await self._python_host.uninstall()
+            self._python_host = None
 
     def is_ready(self) -> bool:
         """Started, and every model that should be loaded is READY (Triton's strict readiness)."""
@@ -219,12 +232,46 @@ class ModelManager:
         """Validate against the config, queue on the model's scheduler, return its response."""
         received = time.perf_counter_ns()
         _, loaded = self._serving(request.model_name, request.model_version or None)
+        if loaded.config.model_transaction_policy.decoupled:
+            raise FeatureDisabled(DECOUPLED_INFER)
         # A request refused here never reached the model: like Triton (observed on 2.51) it
         # counts in neither the statistics nor `nv_inference_request_failure`.
         batch = loaded.signature.validate(request)
         response = await loaded.scheduler.submit(request, batch_size=batch, received_ns=received)
         response.model_version = loaded.version
         return loaded.signature.finish(request, response, batch)
+
+    async def stream(self, request: InferRequest) -> AsyncIterator[InferResponse]:
+        """Every response to `request`: the one of a default model, or a decoupled model's
+        zero or more, the last with `final` (a flag-only end has `flag_only`). An error
+        response from the model, or a failed execute, raises its ServingError."""
+        received = time.perf_counter_ns()
+        _, loaded = self._serving(request.model_name, request.model_version or None)
+        if not loaded.config.model_transaction_policy.decoupled:
+            yield await self.infer(request)
+            return
+        batch = loaded.signature.validate(request)
+        sink = ResponseStream()
+        request.response_sink = sink
+        submitted = asyncio.ensure_future(
+            loaded.scheduler.submit(request, batch_size=batch, received_ns=received)
+        )
+        # A request refused before its execute never reaches the model's sender: end it here.
+        submitted.add_done_callback(lambda done: _end_if_failed(done, sink))
+        try:
+            async for item, final in sink.items():
+                if isinstance(item, Exception):
+                    raise item
+                if item is None:
+                    item = InferResponse(request.model_name, loaded.version, [], id=request.id)
+                    item.flag_only = True
+                else:
+                    item.model_version = loaded.version
+                    item = loaded.signature.finish(request, item, batch)
+                item.final = final
+                yield item
+        finally:
+            sink.close()
 
     # -- internals ------------------------------------------------------------------------
 
@@ -360,6 +407,15 @@ class ModelManager:
                     continue
                 logger.info("model=%s changed on disk, reloading", name)
             await self._load_quietly(name)
+
+
+def _end_if_failed(submitted: asyncio.Future[InferResponse], sink: ResponseStream) -> None:
+    """A decoupled request whose submit failed (queue closed, execute error): end its stream."""
+    if submitted.cancelled():
+        return
+    exc = submitted.exception()
+    if isinstance(exc, Exception):
+        sink.send(exc, final=True)
 
 
 def _write_override(name: str, files: dict[str, bytes]) -> Path:
