@@ -4,7 +4,7 @@ Every call goes through kubernetes-asyncio's generated APIs unchanged, with
 `_preload_content=False` so bodies stay plain JSON dicts (no generated models: a watch event
 costs one parse) and so an HTTP error is read here, once, into `KubeApiError` (status, reason,
 the server's message, its Retry-After). The watch is kubernetes-asyncio's `Watch` over a list
-function without a docstring, which makes it yield raw dicts; its ERROR events (410 Gone)
+function whose docstring names no return type, which makes it yield raw dicts; its ERROR events (410 Gone)
 arrive as `KubeApiError(410)` too. `with_retries` retries what `backoff.retryable` allows
 within a deadline. Who may do what is asked with SelfSubjectAccessReviews (`missing_access`).
 """
@@ -122,7 +122,8 @@ class KubeApi:
         from kubernetes_asyncio.client import ApiException
         from kubernetes_asyncio.watch import Watch
 
-        async def list_pods(**kwargs: Any) -> Any:  # no docstring: Watch yields raw dicts
+        async def list_pods(**kwargs: Any) -> Any:
+            """The namespace's pods (no return type named here: Watch yields raw dicts)."""
             return await self._core.list_namespaced_pod(self.namespace, **kwargs)
 
         try:

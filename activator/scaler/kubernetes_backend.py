@@ -52,6 +52,7 @@ from activator.scaler.pod_state import (
     Pod,
     PodState,
     annotation,
+    cannot_start,
     is_deleting,
     is_finished,
     is_ready,
@@ -520,6 +521,9 @@ class KubernetesBackend:
                 return "is being deleted" if is_deleting(pod) else "stopped"
             if restarts is not None and restart_count(pod) > restarts:
                 return "restarted its runtime"
+            stuck = cannot_start(pod)
+            if stuck is not None:
+                return f"cannot start its runtime: {stuck}"
             await pods.wait_change(seen, _LOST_POLL_S)
 
     def _lost_reason(self, name: str, attached: _Attached, pod: Pod | None) -> str | None:

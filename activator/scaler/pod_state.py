@@ -25,6 +25,7 @@ __all__ = [
     "Pod",
     "PodState",
     "annotation",
+    "cannot_start",
     "is_deleting",
     "is_finished",
     "is_ready",
@@ -86,6 +87,30 @@ def is_deleting(pod: Pod) -> bool:
 def is_finished(pod: Pod) -> bool:
     """The pod's containers ended for good (phase Succeeded or Failed)."""
     return pod.get("status", {}).get("phase") in ("Succeeded", "Failed")
+
+
+# Waiting reasons after which a container will not start without someone changing something.
+_STUCK = frozenset(
+    {
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "InvalidImageName",
+        "CrashLoopBackOff",
+    }
+)
+
+
+def cannot_start(pod: Pod) -> str | None:
+    """Why the pod's runtime will not come up (`reason: message` of a container stuck
+    waiting, e.g. an image that cannot be pulled), or None."""
+    for status in pod.get("status", {}).get("containerStatuses") or []:
+        waiting = (status.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in _STUCK:
+            message = str(waiting.get("message") or "")[:300]
+            return f"{waiting['reason']}: {message}" if message else str(waiting["reason"])
+    return None
 
 
 def pod_ip(pod: Pod) -> str | None:
