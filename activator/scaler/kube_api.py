@@ -4,9 +4,10 @@ Every call goes through kubernetes-asyncio's generated APIs unchanged, with
 `_preload_content=False` so bodies stay plain JSON dicts (no generated models: a watch event
 costs one parse) and so an HTTP error is read here, once, into `KubeApiError` (status, reason,
 the server's message, its Retry-After). The watch is kubernetes-asyncio's `Watch` over a list
-function whose docstring names no return type, which makes it yield raw dicts; its ERROR events (410 Gone)
-arrive as `KubeApiError(410)` too. `with_retries` retries what `backoff.retryable` allows
-within a deadline. Who may do what is asked with SelfSubjectAccessReviews (`missing_access`).
+function whose docstring names no return type, which makes it yield raw dicts; its ERROR
+events (410 Gone) arrive as `KubeApiError(410)` too. `with_retries` retries what
+`backoff.retryable` allows within a deadline. Who may do what is asked with
+SelfSubjectAccessReviews (`missing_access`).
 """
 
 from __future__ import annotations

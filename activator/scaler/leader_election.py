@@ -56,6 +56,7 @@ class LeaderElection:
         self._clock = clock
         self._observer = LeaseObserver(identity)
         self._last_renewal: float | None = None  # clock time of the last successful write
+        self._released = False  # after release(): never leads again (shutting down)
         self._wake = asyncio.Event()
 
     @property
@@ -89,7 +90,7 @@ class LeaderElection:
         now = self._clock()
         self._observer.observe(record, now)
         action = self._observer.decide(now)
-        if action is LeaseAction.FOLLOW:
+        if action is LeaseAction.FOLLOW or self._released:
             self._set(False)
             return
         transitions = 0 if record is None else record.transitions
@@ -137,6 +138,7 @@ class LeaderElection:
 
     async def release(self) -> None:
         """Give the Lease up (shutdown): the next activator need not wait for it to expire."""
+        self._released = True
         record = self._observer.record
         if not self.leading or record is None:
             return

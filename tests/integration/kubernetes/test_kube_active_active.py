@@ -21,7 +21,7 @@ from activator.scaler.pod_state import LABEL_MODEL, is_ready
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.fakes.kube_fixtures import eventually
 from tests.fakes.kubelet import LocalKubelet
-from tests.fixtures.kube_fleet import NAMESPACE, POOL_SELECTOR, pool_deployment, up_args
+from tests.fixtures.kube_fleet import NAMESPACE, pool_deployment, up_args
 from tests.fixtures.models import make_add_sub
 from tests.integration.activator.up_process import UpProcess, with_params
 
@@ -49,9 +49,9 @@ def _successful_claims(server: FakeKubeApiServer) -> Counter[str]:
     claims: Counter[str] = Counter()
     for r in server.requests:
         meta = (r.body or {}).get("metadata", {}) if isinstance(r.body, dict) else {}
-        if r.verb == "patch" and r.resource == "pods" and "resourceVersion" in meta:
-            if r.status == 200 and LABEL_MODEL in (meta.get("labels") or {}):
-                claims[str(r.name)] += 1
+        claim = r.verb == "patch" and r.resource == "pods" and "resourceVersion" in meta
+        if claim and r.status == 200 and LABEL_MODEL in (meta.get("labels") or {}):
+            claims[str(r.name)] += 1
     return claims
 
 
@@ -126,7 +126,9 @@ async def test_a_burst_of_200_from_zero_over_two_activators_loses_none(
         assert all(n == 1 for n in _successful_claims(kube_apiserver).values())
         # One leader scaled on the total: only it claimed; the follower attached.
         leader = _holder(kube_apiserver)
-        claimers = {p["metadata"]["annotations"]["thaw.dev/claimed-by"] for p in _model_pods(kube_apiserver)}
+        claimers = {
+            p["metadata"]["annotations"]["thaw.dev/claimed-by"] for p in _model_pods(kube_apiserver)
+        }
         assert claimers == {leader}
     finally:
         for up in ups:

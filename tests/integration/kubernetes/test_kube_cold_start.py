@@ -19,7 +19,13 @@ from activator.scaler.pod_state import LABEL_MODEL, PodState, is_ready, state_of
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.fakes.kube_fixtures import eventually
 from tests.fakes.kubelet import LocalKubelet
-from tests.fixtures.kube_fleet import NAMESPACE, POOL_SELECTOR, build_image, pool_deployment, up_args
+from tests.fixtures.kube_fleet import (
+    NAMESPACE,
+    POOL_SELECTOR,
+    build_image,
+    pool_deployment,
+    up_args,
+)
 from tests.fixtures.models import make_onnx_add
 from tests.integration.activator.up_process import UpProcess, with_params
 
@@ -97,7 +103,7 @@ async def test_a_cold_request_claims_a_pool_pod_restores_its_image_and_scales_to
             async with session.get(f"{up.url}/metrics") as resp:
                 text = await resp.text()
             assert 'thaw_kube_pod_claims_total{model="onnx_add",result="claimed"} 1.0' in text
-            assert 'thaw_scaling_leader 1.0' in text
+            assert "thaw_scaling_leader 1.0" in text
 
             # Idle past its grace: drained and deleted; the pool is untouched.
             await eventually(

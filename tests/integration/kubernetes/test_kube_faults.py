@@ -27,7 +27,13 @@ from tests.fakes.kube_authz import PolicyRule
 from tests.fakes.kube_fixtures import eventually
 from tests.fakes.kube_manifests import python_container
 from tests.fakes.kubelet import LocalKubelet
-from tests.fixtures.kube_fleet import NAMESPACE, POOL_SELECTOR, fast_config, pool_deployment, up_args
+from tests.fixtures.kube_fleet import (
+    NAMESPACE,
+    POOL_SELECTOR,
+    fast_config,
+    pool_deployment,
+    up_args,
+)
 from tests.fixtures.models import make_add_sub, make_slow_execute
 from tests.integration.activator.up_process import UpProcess, with_params
 
@@ -283,8 +289,10 @@ async def test_api_errors_and_dropped_watches_are_retried_and_nothing_is_lost(
         await backend.stop_replica(first.id, timeout_s=2)
         assert await asyncio.wait_for(backend.wait_lost(first.id), 5) == "stopped"
         await eventually(
-            lambda: [p["metadata"]["name"] for p in _model_pods(kube_apiserver, "add_sub")]
-            == [second.id],
+            lambda: (
+                [p["metadata"]["name"] for p in _model_pods(kube_apiserver, "add_sub")]
+                == [second.id]
+            ),
             timeout_s=15,
         )
     finally:
@@ -321,6 +329,11 @@ def test_rbac_forbidden_stops_thaw_up_at_start_naming_the_missing_rights(
     assert done.returncode == 1
     err = done.stderr
     assert "thaw up: error: kubernetes scaler: forbidden" in err, err
-    for missing in ("create pods", "patch pods", "get apps/deployments", "update coordination.k8s.io/leases"):
+    for missing in (
+        "create pods",
+        "patch pods",
+        "get apps/deployments",
+        "update coordination.k8s.io/leases",
+    ):
         assert missing in err
     assert "Traceback" not in err
