@@ -18,7 +18,9 @@ from tests.integration.activator.up_process import with_params
 pytestmark = pytest.mark.integration
 
 
-def _prefetch(repo: Path, store: Path, cache: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+def _prefetch(
+    repo: Path, store: Path, cache: Path, *extra: str
+) -> subprocess.CompletedProcess[str]:
     argv = [sys.executable, "-m", "thaw.cli", "prefetch", str(repo), "--store", str(store)]
     argv += ["--cache", str(cache), "--once", *extra]
     return subprocess.run(argv, capture_output=True, text=True, timeout=300)

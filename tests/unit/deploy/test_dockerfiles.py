@@ -56,7 +56,7 @@ def test_the_image_builds_from_pinned_bases_and_runs_thaw_as_non_root(name: str)
     for base in froms:
         image = base.split()[0]
         resolved = re.sub(r"\$\{(\w+)\}", lambda m: args[m.group(1)], image)
-        repo, _, tag = resolved.partition(":")
+        _, _, tag = resolved.partition(":")
         assert tag and tag != "latest" and re.search(r"\d+\.\d+\.\d+", tag), resolved
     final = steps[max(i for i, (w, _) in enumerate(steps) if w == "FROM") :]
     users = [rest for word, rest in final if word == "USER"]

@@ -182,9 +182,16 @@ def test_the_models_configmap_is_what_the_activator_reads(render: Render, tmp_pa
         "bert": {"thaw.min_replicas": "1"},
     }
     defaults = read_model_settings_from(render(VALUE_SETS["cpu-configmap"]), tmp_path)
-    assert defaults == {"resnet50": {"thaw.min_replicas": "0", "thaw.max_replicas": "4",
-                                     "thaw.target_concurrency": "8", "thaw.container_concurrency": "0",
-                                     "thaw.scale_to_zero_grace_s": "30", "thaw.hot": "false"}}  # fmt: skip
+    assert defaults == {
+        "resnet50": {
+            "thaw.min_replicas": "0",
+            "thaw.max_replicas": "4",
+            "thaw.target_concurrency": "8",
+            "thaw.container_concurrency": "0",
+            "thaw.scale_to_zero_grace_s": "30",
+            "thaw.hot": "false",
+        }
+    }
     repo = tmp_path / "repo"
     make_add_sub(repo, "resnet50")
     updated, unknown = apply_model_settings(
