@@ -77,6 +77,7 @@ bench: $(REPO)/.generated $(VENV)/.bench-installed
 	$(PY) benchmarks/cold_start.py --repo $(REPO)
 	$(PY) -m benchmarks.warm_path --rounds 9 --seconds 3
 	$(PY) benchmarks/compile_cache.py --repeats 2
+	$(PY) benchmarks/kube_cold_start.py --rounds 5
 
 clean:
 	rm -rf $(VENV) $(CHECKOV_VENV) $(TOOLS) $(REPO) .pytest_cache .mypy_cache .ruff_cache

@@ -121,7 +121,21 @@ class KubernetesBackend:
     # ---- set-up (StartsAsync) -----------------------------------------------------------
 
     async def start(self) -> None:
+        try:
+            await self._start()
+        except BaseException:
+            await self.close()  # nothing of a failed start stays open
+            raise
+
+    async def _start(self) -> None:
         kube = self._kube
+        try:
+            import kubernetes_asyncio  # noqa: F401  (the `kubernetes` extra)
+        except ImportError as exc:
+            raise ScalerUnavailable(
+                "kubernetes scaler: kubernetes-asyncio is not installed "
+                "(pip install 'thaw-serve[kubernetes]')"
+            ) from exc
         try:
             if self._api_client is None:
                 self._api_client = await open_api_client(kube)
@@ -217,7 +231,13 @@ class KubernetesBackend:
             leader=lambda: self._election.holder if self._election else None,
             leader_url=lambda: self._election.leader_url if self._election else None,
         )
-        await self._reports.start()
+        try:
+            await self._reports.start()
+        except OSError as exc:
+            raise ScalerUnavailable(
+                f"kubernetes scaler: cannot listen for peer reports on "
+                f"{kube.peer_host}:{kube.peer_port}: {exc.strerror or exc}"
+            ) from exc
         host = kube.advertise_host or kube.peer_host
         self._election = LeaderElection(
             api,

@@ -337,3 +337,51 @@ def test_rbac_forbidden_stops_thaw_up_at_start_naming_the_missing_rights(
     ):
         assert missing in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("problem", ["unreachable", "no-kubeconfig", "peer-port-taken"])
+def test_an_api_or_port_it_cannot_use_stops_thaw_up_at_start_in_words(
+    kube_apiserver: FakeKubeApiServer,
+    kubeconfig_path: Path,
+    repo: Path,
+    tmp_path: Path,
+    problem: str,
+) -> None:
+    import socket
+
+    args = up_args(kubeconfig_path, activator_id="a")
+    taken = socket.socket()
+    if problem == "unreachable":
+        config = tmp_path / "kubeconfig"
+        config.write_text(
+            kubeconfig_path.read_text().replace(kube_apiserver.url, "http://127.0.0.1:9")
+        )
+        args[args.index("--kubeconfig") + 1] = str(config)
+        words = "kubernetes scaler: access review: Cannot connect to host 127.0.0.1:9"
+    elif problem == "no-kubeconfig":
+        args[args.index("--kubeconfig") + 1] = str(tmp_path / "missing")
+        words = "kubernetes scaler: cannot load the kubeconfig"
+    else:
+        kube_apiserver_pool = pool_deployment(0)
+        asyncio.run(_create(kube_apiserver, kube_apiserver_pool))
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        args[args.index("--peer-port") + 1] = str(taken.getsockname()[1])
+        words = "cannot listen for peer reports on 127.0.0.1:"
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "thaw.cli", "up", str(repo), "--port", "0", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        taken.close()
+    assert done.returncode == 1, done.stderr
+    assert words in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and "Unclosed" not in done.stderr, done.stderr
+
+
+async def _create(server: FakeKubeApiServer, manifest: dict[str, Any]) -> None:
+    async with client.ApiClient(server.client_configuration()) as api:
+        await client.AppsV1Api(api).create_namespaced_deployment(NAMESPACE, manifest)
