@@ -1,7 +1,7 @@
 """Scaler backend whose replicas are runtime pods in Thaw's namespace (`--scaler kubernetes`).
 
     start_replica ─▶ a serving pod of the model this activator has not attached?  attach it
-                 └▶ (scaling leader) claim a ready warm-pool pod (pod_claim: a patch carrying
+                 └▶ (scaling leader, pod_starter) claim a ready warm-pool pod (a patch carrying
                     its resourceVersion; 409 → the next pod) or, with none ready, create a
                     model pod from the pool's template; load the model (RuntimeControl), mark
                     it serving, attach it
@@ -29,7 +29,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import aiohttp
 
@@ -37,14 +37,14 @@ from activator.errors import ActivationFailed, ScalerUnavailable
 from activator.metrics import Metrics
 from activator.scaler.backend import PeerLoad, PoolStatus, ReplicaHandle
 from activator.scaler.backoff import Backoff
-from activator.scaler.kube_api import KubeApi, KubeApiError, open_api_client, with_retries
+from activator.scaler.kube_api import KubeApi, KubeApiError, open_api_client
 from activator.scaler.kube_config import KubernetesConfig
 from activator.scaler.leader_election import LeaderElection
-from activator.scaler.model_labels import label_value
 from activator.scaler.peer_reports import PeerReports
-from activator.scaler.pod_claim import candidates, claim_patch, model_pod, state_patch, utc_now_text
+from activator.scaler.pod_claim import state_patch
 from activator.scaler.pod_collector import PodCollector
 from activator.scaler.pod_informer import PodInformer
+from activator.scaler.pod_starter import PodStarter
 from activator.scaler.pod_state import (
     ANNOTATION_MODEL,
     LABEL_FLEET,
@@ -52,7 +52,6 @@ from activator.scaler.pod_state import (
     Pod,
     PodState,
     annotation,
-    cannot_start,
     is_deleting,
     is_finished,
     is_ready,
@@ -66,11 +65,9 @@ from activator.scaler.runtime_control import RuntimeControl
 __all__ = ["KubernetesBackend"]
 
 logger = logging.getLogger(__name__)
-T = TypeVar("T")
 
 _FOLLOW_POLL_S = 0.1  # a follower waiting for the leader's pod also looks at its role this often
 _LOST_POLL_S = 0.5  # wait_lost re-checks readiness this often between pod events
-_FAILED_DELETE_GRACE_S = 1  # a pod whose start failed holds nothing worth draining
 
 
 @dataclass
@@ -109,13 +106,13 @@ class KubernetesBackend:
         self._attached: dict[str, _Attached] = {}
         self._loading: set[str] = set()  # pods this activator is claiming or loading now
         self._tasks: list[asyncio.Task[None]] = []
-        self._deployment: dict[str, Any] = {}
         self._election: LeaderElection | None = None
         self._reports: PeerReports | None = None
         self._collector = PodCollector(kube.models, orphan_grace_s=kube.orphan_grace_s)
         self._api: KubeApi | None = None
         self._pool: PodInformer | None = None
         self._pods: PodInformer | None = None
+        self._starter: PodStarter | None = None
         self._released = False  # after release(): no longer owns pods, only lets go
 
     # ---- set-up (StartsAsync) -----------------------------------------------------------
@@ -124,7 +121,8 @@ class KubernetesBackend:
         try:
             await self._start()
         except BaseException:
-            await self.close()  # nothing of a failed start stays open
+            await self.close()  # nothing of a failed start stays open, or usable
+            self._pool = self._pods = self._starter = None
             raise
 
     async def _start(self) -> None:
@@ -143,13 +141,24 @@ class KubernetesBackend:
                 self._api_client, kube.namespace, timeout_s=kube.api_timeout_s
             )
             await self._check_access(api)
-            await self._fetch_pool()
-            self._check_pool()
+            pool_selector = ",".join(f"{k}={v}" for k, v in kube.pool_selector)
+            self._pool = self._informer(pool_selector, "pool pods")
+            self._pods = self._informer(f"{LABEL_FLEET}={kube.fleet},{LABEL_MODEL}", "model pods")
+            self._starter = starter = PodStarter(
+                kube,
+                api,
+                self._session,
+                self._metrics,
+                pool=self._pool,
+                pods=self._pods,
+                backoff=self._backoff,
+                rng=self._rng,
+                clock=self._clock,
+            )
+            await starter.fetch_pool()
+            self._check_pool(starter.deployment)
         except KubeApiError as exc:
             raise ScalerUnavailable(f"kubernetes scaler: {exc.message}") from exc
-        pool_selector = ",".join(f"{k}={v}" for k, v in kube.pool_selector)
-        self._pool = self._informer(pool_selector, "pool pods")
-        self._pods = self._informer(f"{LABEL_FLEET}={kube.fleet},{LABEL_MODEL}", "model pods")
         try:
             async with asyncio.timeout(kube.api_timeout_s):
                 await asyncio.gather(self._pool.synced.wait(), self._pods.synced.wait())
@@ -179,23 +188,9 @@ class KubernetesBackend:
                 "(deploy/helm/thaw, rbac.create) to its service account"
             )
 
-    async def _fetch_pool(self) -> None:
-        """Read the pool Deployment (its pod template, replicas and uid)."""
+    def _check_pool(self, deployment: dict[str, Any]) -> None:
         kube = self._kube
-        try:
-            self._deployment = await self._api_().read_deployment(kube.pool_deployment)
-        except KubeApiError as exc:
-            if exc.status != 404:
-                raise
-            raise KubeApiError(
-                404,
-                "NotFound",
-                f"no warm-pool Deployment {kube.pool_deployment!r} in namespace {kube.namespace!r}",
-            ) from exc
-
-    def _check_pool(self) -> None:
-        kube = self._kube
-        labels = (self._deployment.get("spec") or {}).get("selector", {}).get("matchLabels")
+        labels = (deployment.get("spec") or {}).get("selector", {}).get("matchLabels")
         if labels != dict(kube.pool_selector):
             raise ScalerUnavailable(
                 f"kubernetes scaler: Deployment {kube.pool_deployment!r} selects {labels}, "
@@ -311,7 +306,8 @@ class KubernetesBackend:
         await self._retire_pod(replica_id, attached.model, timeout_s)
 
     def pool_status(self) -> PoolStatus:
-        size = int((self._deployment.get("spec") or {}).get("replicas") or 0)
+        deployment = self._starter.deployment if self._starter is not None else {}
+        size = int((deployment.get("spec") or {}).get("replicas") or 0)
         pool = self._pool.pods() if self._pool is not None else []
         ready = sum(1 for p in pool if is_ready(p) and not is_deleting(p))
         return PoolStatus(size=size, ready=ready)
@@ -380,171 +376,14 @@ class KubernetesBackend:
         return ReplicaHandle(name, model, url, claim_s=claim_s, restore_s=restore_s)
 
     async def _bring_up(self, model: str, start: float, deadline: float) -> ReplicaHandle:
-        """Claim a pool pod (or create one), load `model` into it, mark it serving."""
-        label = label_value(model)
-        pod, created = await self._claim_any(model, label, deadline)
-        name = name_of(pod)
-        self._loading.add(name)
-        try:
-            url, claimed_s = await self._loaded(pod, model, created, start, deadline)
-            await self._call(
-                lambda: self._api_().patch_pod(name, state_patch(PodState.SERVING)), deadline
-            )
-        except BaseException as exc:
-            await asyncio.shield(self._delete(name, grace_s=_FAILED_DELETE_GRACE_S))
-            if isinstance(exc, KubeApiError):
-                raise ActivationFailed(f"model '{model}' on pod {name}: {exc.message}") from exc
-            raise
-        finally:
-            self._loading.discard(name)
+        """Claim a pool pod (or create one), load `model` into it, attach it."""
+        if self._starter is None:
+            raise ActivationFailed("the kubernetes scaler is not started")
+        pod, url, claimed_s = await self._starter.bring_up(
+            model, start, deadline, loading=self._loading
+        )
         restore_s = self._clock() - start - claimed_s
-        current = self._started_informer().get(name) or pod
-        return self._attach(current, model, url, claim_s=claimed_s, restore_s=restore_s)
-
-    async def _claim_any(self, model: str, label: str, deadline: float) -> tuple[Pod, bool]:
-        """A pool pod claimed for `model` (False), or a model pod created for it (True)."""
-        pool = self._pool
-        assert pool is not None  # set by start()
-        ready, maybe = candidates(pool.pods(), self._rng)
-        for pod in ready + maybe:
-            if pod in maybe and not await self._answers(pod):
-                continue
-            claimed = await self._claim(pod, model, label, deadline)
-            if claimed is not None:
-                return claimed, False
-        self._metrics.pool_misses.labels(model).inc()
-        logger.info("model=%s no warm-pool pod ready: creating a model pod", model)
-        return await self._create(model, label, deadline), True
-
-    async def _answers(self, pod: Pod) -> bool:
-        url = runtime_url(pod, self._kube.runtime_port)
-        return (
-            url is not None
-            and await RuntimeControl(self._session, url, name=name_of(pod)).is_ready()
-        )
-
-    async def _claim(self, pod: Pod, model: str, label: str, deadline: float) -> Pod | None:
-        kube = self._kube
-        patch = claim_patch(
-            pod,
-            model=model,
-            label=label,
-            fleet=kube.fleet,
-            activator=kube.activator_id,
-            pool_keys=[k for k, _ in kube.pool_selector],
-            now=utc_now_text(),
-        )
-        patch["metadata"]["ownerReferences"] = self._owner_references()
-        try:
-            claimed = await self._call(
-                lambda: self._api_().patch_pod(name_of(pod), patch), deadline
-            )
-        except KubeApiError as exc:
-            if exc.status in (404, 409):
-                result = "conflict" if exc.status == 409 else "gone"
-                self._metrics.pod_claims.labels(model, result).inc()
-                logger.info("model=%s claim of pod %s: %s", model, name_of(pod), result)
-                return None
-            raise ActivationFailed(
-                f"model '{model}': claiming a pool pod failed: {exc.message}"
-            ) from exc
-        self._metrics.pod_claims.labels(model, "claimed").inc()
-        logger.info("model=%s claimed pool pod %s", model, name_of(pod))
-        return claimed
-
-    async def _create(self, model: str, label: str, deadline: float) -> Pod:
-        kube = self._kube
-        try:
-            await self._call(self._fetch_pool, deadline)
-            manifest = model_pod(
-                (self._deployment.get("spec") or {}).get("template") or {},
-                model=model,
-                label=label,
-                fleet=kube.fleet,
-                activator=kube.activator_id,
-                pool_keys=[k for k, _ in kube.pool_selector],
-                now=utc_now_text(),
-            )
-            manifest["metadata"]["ownerReferences"] = self._owner_references()
-            return await self._call(lambda: self._api_().create_pod(manifest), deadline)
-        except KubeApiError as exc:
-            raise ActivationFailed(
-                f"model '{model}': creating a pod failed: {exc.message}"
-            ) from exc
-
-    async def _loaded(
-        self, pod: Pod, model: str, created: bool, start: float, deadline: float
-    ) -> tuple[str, float]:
-        """Wait for the pod's address and runtime (probed directly), then load `model`;
-        any step races the pod going away. Returns (url, seconds until the runtime was up)."""
-        name = name_of(pod)
-        url = await self._until_lost(name, restart_count(pod), self._address(pod), deadline)
-        control = RuntimeControl(self._session, url, name=name, clock=self._clock)
-        if created:
-            await self._until_lost(name, 0, control.wait_ready(deadline), deadline)
-        claimed_s = self._clock() - start
-        remaining = max(0.01, deadline - self._clock())
-        await self._until_lost(name, None, control.load(model, timeout_s=remaining), deadline)
-        return url, claimed_s
-
-    async def _address(self, pod: Pod) -> str:
-        """The runtime URL of `pod` (as the claim or create answered it) once it has an IP."""
-        pods = self._started_informer()
-        while True:
-            seen = pods.version
-            current = pods.get(name_of(pod)) or pod
-            url = runtime_url(current, self._kube.runtime_port)
-            if url is not None:
-                return url
-            await pods.wait_change(seen, _LOST_POLL_S)
-
-    async def _until_lost(
-        self, name: str, restarts: int | None, work: Awaitable[T], deadline: float
-    ) -> T:
-        """`work`, unless the pod goes away first (ActivationFailed) or `deadline` passes."""
-        task = asyncio.ensure_future(work)
-        watcher = asyncio.ensure_future(self._gone(name, restarts))
-        try:
-            done, _ = await asyncio.wait(
-                {task, watcher},
-                timeout=max(0.0, deadline - self._clock()),
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-        finally:
-            watcher.cancel()
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        if task in done:
-            return task.result()
-        if watcher in done:
-            raise ActivationFailed(f"pod {name} {watcher.result()}")
-        raise ActivationFailed(f"pod {name} was not ready in time")
-
-    async def _gone(self, name: str, restarts: int | None) -> str:
-        """Why the pod we just claimed or created went away (it may not be in the cache yet:
-        the watch reports it a moment after the claim or create; absent before that is not
-        gone)."""
-        pods = self._started_informer()
-        cached = False
-        while True:
-            seen = pods.version
-            pod = pods.get(name)
-            cached = cached or pod is not None
-            if pod is None and cached:
-                return "was deleted"
-            if pod is None:
-                await pods.wait_change(seen, _LOST_POLL_S)
-                continue
-            if is_deleting(pod) or is_finished(pod):
-                return "is being deleted" if is_deleting(pod) else "stopped"
-            if restarts is not None and restart_count(pod) > restarts:
-                return "restarted its runtime"
-            stuck = cannot_start(pod)
-            if stuck is not None:
-                return f"cannot start its runtime: {stuck}"
-            await pods.wait_change(seen, _LOST_POLL_S)
+        return self._attach(pod, model, url, claim_s=claimed_s, restore_s=restore_s)
 
     def _lost_reason(self, name: str, attached: _Attached, pod: Pod | None) -> str | None:
         if pod is None:
@@ -570,9 +409,10 @@ class KubernetesBackend:
 
     async def _retire_pod(self, name: str, model: str, timeout_s: float) -> None:
         """Mark draining (peers stop routing), give them time to see it, delete gracefully."""
+        starter = self._started()
         deadline = self._clock() + timeout_s
         try:
-            await self._call(
+            await starter.call(
                 lambda: self._api_().patch_pod(name, state_patch(PodState.DRAINING)), deadline
             )
         except KubeApiError as exc:
@@ -583,17 +423,8 @@ class KubernetesBackend:
             )
         if self._reports is not None and self._reports.live_peers():
             await asyncio.sleep(self._kube.drain_notice_s)
-        await self._delete(name, grace_s=max(1, math.ceil(timeout_s)))
+        await starter.delete(name, grace_s=max(1, math.ceil(timeout_s)))
         logger.info("replica %s model=%s deleted", name, model)
-
-    async def _delete(self, name: str, *, grace_s: int) -> None:
-        deadline = self._clock() + self._kube.api_timeout_s
-        try:
-            await self._call(lambda: self._api_().delete_pod(name, grace_s=grace_s), deadline)
-        except KubeApiError as exc:
-            logger.warning(
-                "pod %s: delete failed (%s); the collection pass retries", name, exc.message
-            )
 
     async def _collect_loop(self) -> None:
         while True:
@@ -605,33 +436,10 @@ class KubernetesBackend:
             for collect in self._collector.sweep(pods.pods(), owned=owned, now=self._clock()):
                 logger.info("collecting pod %s (%s)", collect.pod, collect.reason)
                 self._metrics.collected_pods.labels(collect.reason).inc()
-                await self._delete(collect.pod, grace_s=max(1, math.ceil(self._drain_timeout_s)))
+                grace_s = max(1, math.ceil(self._drain_timeout_s))
+                await self._started().delete(collect.pod, grace_s=grace_s)
             with contextlib.suppress(KubeApiError):
-                await self._fetch_pool()
-
-    def _owner_references(self) -> list[dict[str, Any]]:
-        """The pool Deployment owns every model pod: uninstalling it deletes them too."""
-        meta = self._deployment.get("metadata") or {}
-        if not meta.get("uid"):
-            return []
-        return [
-            {
-                "apiVersion": "apps/v1",
-                "kind": "Deployment",
-                "name": meta.get("name", self._kube.pool_deployment),
-                "uid": meta["uid"],
-            }
-        ]
-
-    async def _call(self, op: Callable[[], Awaitable[T]], deadline: float) -> T:
-        return await with_retries(
-            op,
-            backoff=self._backoff,
-            rng=self._rng,
-            deadline=deadline,
-            clock=self._clock,
-            on_retry=self._api_retry,
-        )
+                await self._started().fetch_pool()
 
     def _api_retry(self, exc: KubeApiError) -> None:
         self._metrics.api_retries.labels(str(exc.status)).inc()
@@ -640,6 +448,11 @@ class KubernetesBackend:
         if self._api is None:
             raise ActivationFailed("the kubernetes scaler is not started")
         return self._api
+
+    def _started(self) -> PodStarter:
+        if self._starter is None:
+            raise ActivationFailed("the kubernetes scaler is not started")
+        return self._starter
 
     def _started_informer(self) -> PodInformer:
         if self._pods is None:
