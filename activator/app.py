@@ -116,7 +116,12 @@ def build_app(
         fleet = Fleet(config, repo, Metrics(), session, backend=backend)
         app[FLEET] = fleet
         app[UPSTREAM] = pool = new_pool()
-        await fleet.start()
+        try:
+            await fleet.start()
+        except BaseException:  # e.g. the scaler cannot start: nothing is left open
+            await pool.close()
+            await session.close()
+            raise
         try:
             yield
         finally:

@@ -1,4 +1,5 @@
-"""`thaw up REPO`: the activator, local scaler, warm pool and snapshot cache on this machine."""
+"""`thaw up REPO`: the activator with its scaler: local processes (+ warm pool, image cache) or
+Kubernetes pods (`--scaler kubernetes`, kube_cli's flags)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from activator.config import SETTING_RANGES, ActivatorConfig, ScaleSettings, validated
-from activator.errors import ConfigError
+from activator.errors import ConfigError, ScalerUnavailable
+from activator.kube_cli import add_kubernetes_arguments, kubernetes_config
 from activator.scaler.backend import ScalerKind
+from activator.scaler.kube_config import KubernetesConfig
 from activator.scaler.local_config import LocalConfig
 
 __all__ = ["register", "run"]
@@ -83,7 +86,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--scaler",
         choices=[kind.value for kind in ScalerKind],
         default=ScalerKind.LOCAL.value,
-        help="where replicas run: local = `thaw serve` processes on this machine (default)",
+        help="where replicas run: local = `thaw serve` processes on this machine (default); "
+        "kubernetes = warm-pool pods claimed on demand (needs the `kubernetes` extra)",
+    )
+    p.add_argument(
+        "--model-settings",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help='per-model `thaw.*` overrides, JSON {"models": {name: {"thaw.<setting>": value}}} '
+        "(the Helm chart's models ConfigMap)",
     )
     local = p.add_argument_group("local scaler (--scaler local)")
     local.add_argument(
@@ -134,6 +146,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "clients reconnect through the activator and load rebalances (default 10)",
     )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    add_kubernetes_arguments(p)
     scale = p.add_argument_group("scale settings (defaults for every model; thaw.<name> overrides)")
     defaults = ScaleSettings()
     for name, (low, high) in SETTING_RANGES.items():
@@ -166,14 +179,16 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
     _check_range("--direct-max-age-s", args.direct_max_age_s, 0, 86_400)
     if args.arena_bytes is not None:
         _check_range("--arena-bytes", args.arena_bytes, 0, 1 << 44)
-    cache = args.cache or Path(os.path.expanduser("~/.cache/thaw/images"))
+    kubernetes = args.scaler == ScalerKind.KUBERNETES.value
+    cache = args.cache or (None if kubernetes else Path(os.path.expanduser("~/.cache/thaw/images")))
     return ActivatorConfig(
         repository=args.repository,
         host=args.host,
         port=args.port,
         cache_dir=cache,
         store=args.store,
-        build_images=not args.no_image_build,
+        # On a cluster images are built into the store by an image-builder job, not here.
+        build_images=not args.no_image_build and not kubernetes,
         defaults=settings,
         max_body_bytes=args.max_body_bytes,
         request_timeout_s=args.request_timeout_s,
@@ -182,8 +197,10 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
     )
 
 
-def _scaler_config(args: argparse.Namespace) -> LocalConfig:
-    """The chosen scaler backend's config, from its flags (`--scaler`; only `local` now)."""
+def _scaler_config(args: argparse.Namespace) -> LocalConfig | KubernetesConfig:
+    """The chosen scaler backend's config, from its flags (`--scaler`)."""
+    if args.scaler == ScalerKind.KUBERNETES.value:
+        return kubernetes_config(args, os.environ)
     frameworks = tuple(f for f in args.preload_frameworks.split(",") if f.strip())
     return LocalConfig(
         warm_pool=args.warm_pool,
@@ -207,14 +224,20 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = build_config(args)
         repository = Repository.scan(config.repository, config.defaults)
+        repository = _with_model_settings(repository, args.model_settings)
     except ConfigError as exc:
         print(f"thaw up: error: {exc.message}", file=sys.stderr)
         return 2
+    if isinstance(config.scaler, KubernetesConfig):
+        models = tuple(repository.names())
+        config = dataclasses.replace(
+            config, scaler=dataclasses.replace(config.scaler, models=models)
+        )
     for name, reason in sorted(repository.unavailable.items()):
         print(f"thaw up: warning: model '{name}' is unavailable: {reason}", file=sys.stderr)
     if not repository.names():
         print(f"thaw up: warning: no servable model in {config.repository}", file=sys.stderr)
-    if args.arena_bytes is None:
+    if args.arena_bytes is None and isinstance(config.scaler, LocalConfig):
         largest = max(
             (repository.get(n).version_dir_bytes() for n in repository.names()), default=0
         )
@@ -229,7 +252,24 @@ def run(args: argparse.Namespace) -> int:
     except _ListenError as exc:
         print(f"thaw up: error: {exc}", file=sys.stderr)
         return 1
+    except ScalerUnavailable as exc:
+        print(f"thaw up: error: {exc.message}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _with_model_settings(repository: Any, path: Path | None) -> Any:
+    """The repository with `--model-settings` applied (warnings for models it lacks)."""
+    if path is None:
+        return repository
+    from activator.model_settings import apply_model_settings, read_model_settings
+
+    repository, unknown = apply_model_settings(repository, read_model_settings(path), source=path)
+    for name in unknown:
+        print(
+            f"thaw up: warning: {path} names model '{name}', not in the repository", file=sys.stderr
+        )
+    return repository
 
 
 class _ListenError(Exception):
@@ -260,8 +300,10 @@ async def serve(config: ActivatorConfig, repository: Any = None) -> None:
         reason = exc.strerror or str(exc)
         raise _ListenError(f"cannot listen on {config.host}:{config.port}: {reason}") from None
     port = listener.getsockname()[1]
-    local = dataclasses.replace(config.scaler, front_door_url=_front_door_url(listener))
-    config = dataclasses.replace(config, port=port, scaler=local)
+    config = dataclasses.replace(config, port=port)
+    if isinstance(config.scaler, LocalConfig):
+        local = dataclasses.replace(config.scaler, front_door_url=_front_door_url(listener))
+        config = dataclasses.replace(config, scaler=local)
     app = build_app(config, repository=repository)
     # auto_decompress off: compressed bodies pass through to the replica untouched. Requests
     # aiohttp cannot parse are answered in JSON, as every other error.
@@ -272,7 +314,13 @@ async def serve(config: ActivatorConfig, repository: Any = None) -> None:
         shutdown_timeout=30,
         auto_decompress=False,
     )
-    await runner.setup()
+    try:
+        await runner.setup()
+    except ScalerUnavailable:
+        listener.close()
+        with contextlib.suppress(Exception):
+            await runner.cleanup()
+        raise
     assert runner.server is not None  # set by setup()
     door = FrontDoor(listener, runner.server, app[FLEET].endpoints, app[FLEET].metrics)
     door.start()

@@ -16,7 +16,7 @@ from activator.metrics import Metrics
 from activator.model_endpoint import ModelEndpoint
 from activator.replica_stats import ModelStatistics
 from activator.repository import Repository
-from activator.scaler.backend import ScalerBackend
+from activator.scaler.backend import AsyncLifecycle, ScalerBackend
 from activator.scaler.factory import open_backend
 from activator.status_document import ModelStatus, StatusDocument
 
@@ -44,7 +44,7 @@ class Fleet:
         self.repository = repository
         self.metrics = metrics
         self.session = session
-        self.backend: ScalerBackend = backend or open_backend(config, session)
+        self.backend: ScalerBackend = backend or open_backend(config, session, metrics)
         self.endpoints = {
             name: ModelEndpoint(
                 name,
@@ -69,6 +69,8 @@ class Fleet:
     async def start(self) -> None:
         """Adopt replicas that already run; start ticking; bring min_replicas up; kick off
         background image builds."""
+        if isinstance(self.backend, AsyncLifecycle):
+            await self.backend.start()
         await asyncio.gather(*(e.adopt_running() for e in self.endpoints.values()))
         self._tasks.append(asyncio.create_task(self._tick_loop()))
         cfg = self.config
@@ -102,6 +104,8 @@ class Fleet:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if isinstance(self.backend, AsyncLifecycle):
+            await self.backend.release()  # its replicas outlive this activator
         await asyncio.gather(*(e.close() for e in self.endpoints.values()))
         await self.backend.close()
 

@@ -84,6 +84,47 @@ class Metrics:
             ["model", "outcome"],
             registry=r,
         )
+        # The Kubernetes scaler backend (`--scaler kubernetes`).
+        self.pod_claims = Counter(
+            "thaw_kube_pod_claims_total",
+            "Warm-pool pod claims by result: claimed, conflict (409: another activator won "
+            "it), gone (404: deleted meanwhile)",
+            ["model", "result"],
+            registry=r,
+        )
+        self.pool_misses = Counter(
+            "thaw_kube_pool_misses_total",
+            "Replica starts that found no ready warm-pool pod and created a model pod "
+            "directly (a slower, classic pod start)",
+            ["model"],
+            registry=r,
+        )
+        self.api_retries = Counter(
+            "thaw_kube_api_retries_total",
+            "Kubernetes API calls or watches tried again after an error, by HTTP status "
+            "(0: no answer)",
+            ["status"],
+            registry=r,
+        )
+        self.collected_pods = Counter(
+            "thaw_kube_collected_pods_total",
+            "Claimed pods the collection pass deleted, by reason (finished, unknown_model, "
+            "orphaned)",
+            ["reason"],
+            registry=r,
+        )
+        self.scaling_leader = Gauge(
+            "thaw_scaling_leader",
+            "1 while this activator holds the scaling Lease (it claims and deletes pods)",
+            registry=r,
+        )
+        self.peer_reports = Counter(
+            "thaw_peer_reports_total",
+            "Concurrency reports between activators: received, refused (not the leader), "
+            "invalid, sent, send_failed, send_refused",
+            ["result"],
+            registry=r,
+        )
 
     def observe_request(self, model: str, code: str, seconds: float) -> None:
         """One inference request left the activator with HTTP status `code`."""

@@ -34,7 +34,7 @@ from activator.reconciler import Reconciler
 from activator.replica import Replica
 from activator.replica_lifecycle import ReplicaSet
 from activator.replica_stats import ModelStatistics, Rows
-from activator.scaler.backend import ScalerBackend
+from activator.scaler.backend import PeerConcurrency, ScalerBackend
 from activator.status_document import ModelState, ModelStatus, ReplicaState, ReplicaStatus
 
 __all__ = ["ModelEndpoint", "ModelState"]
@@ -112,6 +112,8 @@ class ModelEndpoint:
             self._cold,
             metrics,
             clock=clock,
+            # Active-active activators (Kubernetes): the others' load of this model counts.
+            peers=backend if isinstance(backend, PeerConcurrency) else None,
         )
         self._admission = Admission(
             name,

@@ -46,9 +46,10 @@ __all__ = ["API_STATE", "ApiState", "RecordedRequest", "build_app"]
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@dataclass
 class RecordedRequest:
-    """One request as the server understood it, for tests that assert what a client sent."""
+    """One request as the server understood it, for tests that assert what a client sent;
+    `status` is the HTTP status it was answered with (None while unanswered, or dropped)."""
 
     method: str
     path: str
@@ -59,6 +60,7 @@ class RecordedRequest:
     namespace: str | None
     name: str | None
     body: Any
+    status: int | None = None
 
 
 @dataclass
@@ -180,19 +182,38 @@ async def _handle(rtype: ResourceType, request: web.Request) -> web.StreamRespon
         raise method_not_allowed(request.method)
     resource = f"{rtype.plural}/{sub}" if sub else rtype.plural
     body = await _body(request)
-    state.requests.append(
-        RecordedRequest(
-            request.method,
-            request.path,
-            dict(request.query),
-            request.content_type,
-            verb,
-            resource,
-            namespace,
-            name,
-            body,
-        )
+    recorded = RecordedRequest(
+        request.method,
+        request.path,
+        dict(request.query),
+        request.content_type,
+        verb,
+        resource,
+        namespace,
+        name,
+        body,
     )
+    state.requests.append(recorded)
+    try:
+        response = await _answer(state, rtype, verb, request, namespace, name, sub, body, resource)
+    except StatusError as exc:
+        recorded.status = exc.code
+        raise
+    recorded.status = response.status
+    return response
+
+
+async def _answer(
+    state: ApiState,
+    rtype: ResourceType,
+    verb: str,
+    request: web.Request,
+    namespace: str | None,
+    name: str | None,
+    sub: str | None,
+    body: Any,
+    resource: str,
+) -> web.StreamResponse:
     # Any authenticated user may ask what it may do (the real system:basic-user role).
     reviewing = rtype is SELF_SUBJECT_ACCESS_REVIEWS
     if not reviewing and not state.authorizer.allows(verb, rtype.group, resource, namespace):

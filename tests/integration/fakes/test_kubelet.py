@@ -24,7 +24,7 @@ from tests.fakes.kube_manifests import (
     thaw_serve_container,
 )
 from tests.fakes.kubelet import LocalKubelet
-from tests.fixtures import models
+from tests.fixtures.models import make_add_sub
 
 pytestmark = pytest.mark.integration
 
@@ -82,7 +82,7 @@ async def _gone(kube_apiserver: FakeKubeApiServer, name: str, timeout_s: float) 
 @pytest.fixture
 def tiny_repo(tmp_path: Path) -> Path:
     repo = tmp_path / "repo"
-    models.make_add_sub(repo)
+    make_add_sub(repo)
     return repo
 
 

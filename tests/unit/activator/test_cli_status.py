@@ -52,9 +52,9 @@ def test_an_unknown_scaler_is_a_usage_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit) as info:
-        _parse("up", str(tmp_path), "--scaler", "kubernetes")
+        _parse("up", str(tmp_path), "--scaler", "nomad")
     assert info.value.code == 2
-    assert "invalid choice: 'kubernetes'" in capsys.readouterr().err
+    assert "invalid choice: 'nomad'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -298,7 +298,11 @@ def test_activator_rights_stop_at_its_namespace() -> None:
     role = resources[("kubernetes_role_v1", "activator")]
     assert expression(role["metadata"][0]["namespace"]) == "local.ns"
     granted = {(tuple(r["api_groups"]), tuple(r["resources"])) for r in role["rule"]}
-    assert granted == {(("",), ("pods",)), (("coordination.k8s.io",), ("leases",))}
+    assert granted == {
+        (("",), ("pods",)),
+        (("apps",), ("deployments",)),  # the warm pool's pod template (read only)
+        (("coordination.k8s.io",), ("leases",)),
+    }
     for rule in role["rule"]:
         assert "*" not in rule["verbs"]
     binding = resources[("kubernetes_role_binding_v1", "activator")]

@@ -166,18 +166,28 @@ resource "kubernetes_role_v1" "activator" {
     namespace = local.ns
   }
 
-  # Claims warm-pool pods, starts and stops replicas, watches their readiness.
+  # Exactly the chart's Role (deploy/helm/thaw/templates/rbac.yaml), which is the default owner
+  # of these rights (rbac.create); tests/unit/deploy checks both against what the activator uses.
+  # Claims warm-pool pods (patch), creates model pods when none is ready, deletes drained ones,
+  # watches them all.
   rule {
     api_groups = [""]
     resources  = ["pods"]
-    verbs      = ["get", "list", "watch", "create", "update", "patch", "delete"]
+    verbs      = ["list", "watch", "create", "patch", "delete"]
+  }
+
+  # The warm pool's Deployment: its pod template and size.
+  rule {
+    api_groups = ["apps"]
+    resources  = ["deployments"]
+    verbs      = ["get"]
   }
 
   # The scaling leader's Lease: one activator decides, the others follow.
   rule {
     api_groups = ["coordination.k8s.io"]
     resources  = ["leases"]
-    verbs      = ["get", "list", "watch", "create", "update", "patch", "delete"]
+    verbs      = ["get", "create", "update"]
   }
 }
 

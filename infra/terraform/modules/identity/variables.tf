@@ -98,9 +98,9 @@ variable "service_accounts" {
 }
 
 variable "create_activator_rbac" {
-  description = "Create the activator's Role and RoleBinding (pods and leases in `namespace` only). False when the chart or another tool grants them."
+  description = "Create the activator's Role and RoleBinding here (pods, the pool Deployment and leases in `namespace` only; the same rules as the chart's). False (default) when the Helm chart grants them (its `rbac.create`, on by default); set this true only with the chart's `rbac.create=false`."
   type        = bool
-  default     = true
+  default     = false
 }
 
 variable "create_image_builder_service_account" {
