@@ -57,10 +57,16 @@ class InferRequest:
 
 @dataclass(slots=True)
 class InferResponse:
-    """The outputs of one request, in the order the model declares them."""
+    """The outputs of one request, in the order the model declares them.
+
+    `final` is False on a response after which more responses of the same request follow (a
+    decoupled model's stream, `ModelManager.stream`); a non-decoupled model's one response is
+    final. gRPC streams send it as Triton's `triton_final_response` parameter.
+    """
 
     model_name: str
     model_version: str
     outputs: list[InferTensor]
     id: str | None = None
     parameters: dict[str, Any] = field(default_factory=dict)
+    final: bool = True

@@ -10,6 +10,7 @@ import logging
 import shutil
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path, PurePosixPath
@@ -25,7 +26,13 @@ from runtime.errors import (
 )
 from runtime.inference import InferRequest, InferResponse
 from runtime.metrics import Metrics
-from runtime.repository import fingerprint, list_models, read_model, validate_model_name
+from runtime.repository import (
+    Repositories,
+    fingerprint,
+    list_models,
+    read_model,
+    validate_model_name,
+)
 from runtime.snapshot_restore import ImageSource
 from runtime.stats import StatsBook
 from runtime.version_loader import LoadedVersion, VersionLoader
@@ -79,7 +86,7 @@ class ModelManager:
         arena: Arena | None = None,
     ) -> None:
         self._config = config
-        self._repo = Path(config.repository)
+        self._repo = Repositories(config.repositories)
         self._metrics = metrics
         self._book = StatsBook()
         metrics.bind(self._book, self.pending_counts)
@@ -91,7 +98,10 @@ class ModelManager:
             image_loader=image_loader,
             arena=arena,
             inline_exec_max_us=config.inline_exec_max_us,
+            auto_complete=config.auto_complete_config,
         )
+        # tritonserver's --model-load-thread-count: versions loaded at once.
+        self._load_slots = asyncio.Semaphore(config.model_load_threads)
         self._models: dict[str, _Model] = {}
         self._started = False
         self._poller: asyncio.Task[None] | None = None
@@ -226,6 +236,12 @@ class ModelManager:
         response.model_version = loaded.version
         return loaded.signature.finish(request, response, batch)
 
+    async def stream(self, request: InferRequest) -> AsyncIterator[InferResponse]:
+        """The responses of one request on a stream (gRPC `ModelStreamInfer`), in order; the
+        last one is `final`. A non-decoupled model gives exactly one; errors are raised (the
+        stream answers them in-stream and goes on)."""
+        yield await self.infer(request)
+
     # -- internals ------------------------------------------------------------------------
 
     def _known(self, name: str) -> _Model:
@@ -270,7 +286,8 @@ class ModelManager:
             model.wanted = True
             previous_state = model.state
             model.state = ModelState.LOADING if not model.versions else model.state
-            repo, override = self._repo, None
+            repo: Path | Repositories = self._repo
+            override = None
             try:
                 if files:
                     override = await asyncio.to_thread(_write_override, name, files)
@@ -278,11 +295,13 @@ class ModelManager:
                 spec = await asyncio.to_thread(
                     read_model, repo, name, config_json=config_json,
                     gpu_available=self._config.target.startswith("cuda"),
+                    auto_complete=self._config.auto_complete_config,
                 )  # fmt: skip
                 model.fingerprint = spec.fingerprint
                 if not model.versions:
                     model.known_versions = [str(v) for v in spec.versions]
-                versions = await asyncio.to_thread(self._loader.load, spec)
+                async with self._load_slots:
+                    versions = await asyncio.to_thread(self._loader.load, spec)
             except BaseException as exc:
                 if override is not None:
                     shutil.rmtree(override, ignore_errors=True)
