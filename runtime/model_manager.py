@@ -192,7 +192,9 @@ class ModelManager:
         if self._config.model_control_mode != ModelControlMode.EXPLICIT:
             raise FeatureDisabled(_CONTROL_DISABLED)
         validate_model_name(name)
-        if name not in self._models and not await asyncio.to_thread((self._repo / name).is_dir):
+        if name not in self._models and not await asyncio.to_thread(
+            _is_model_dir, self._repo, name
+        ):
             raise ModelNotFound(f"failed to unload '{name}', model is not in the repository")
         await self._unload(name)
 
@@ -279,7 +281,7 @@ class ModelManager:
         if model is None:
             # A name that is not in the repository (a typo) must leave no index entry and never
             # count for readiness, not even while the load is in flight: check before recording.
-            if not files and not await asyncio.to_thread((self._repo / name).is_dir):
+            if not files and not await asyncio.to_thread(_is_model_dir, self._repo, name):
                 raise ModelNotFound(f"failed to load '{name}': no such model in the repository")
             model = self._models.setdefault(name, _Model(name))
         async with model.lock:  # one load/unload of a model at a time
@@ -311,9 +313,9 @@ class ModelManager:
                     if self._models.get(name) is model:
                         del self._models[name]
                     raise
-                if override is None and await asyncio.to_thread((self._repo / name).is_dir):
+                if override is None and await asyncio.to_thread(_is_model_dir, self._repo, name):
                     # Remember what failed, so polling retries only once the files change.
-                    model.fingerprint = await asyncio.to_thread(fingerprint, self._repo / name)
+                    model.fingerprint = await asyncio.to_thread(_fingerprint, self._repo, name)
                 self._load_failed(model, previous_state, exc)
                 raise
             old, old_override = model.versions, model.override_dir
@@ -374,11 +376,21 @@ class ModelManager:
         for name in sorted(names):
             model = self._models.get(name)
             if model is not None and model.wanted:
-                current = await asyncio.to_thread(fingerprint, self._repo / name)
+                current = await asyncio.to_thread(_fingerprint, self._repo, name)
                 if current == model.fingerprint:
                     continue
                 logger.info("model=%s changed on disk, reloading", name)
             await self._load_quietly(name)
+
+
+def _is_model_dir(repo: Repositories, name: str) -> bool:
+    """Whether the repositories hold a model directory `name` (blocking: in a thread)."""
+    return (repo / name).is_dir()
+
+
+def _fingerprint(repo: Repositories, name: str) -> tuple[tuple[str, int, int], ...]:
+    """The fingerprint of model `name`'s directory (blocking: in a thread)."""
+    return fingerprint(repo / name)
 
 
 def _write_override(name: str, files: dict[str, bytes]) -> Path:
