@@ -195,6 +195,7 @@ async def start_grpc_server(
             ("grpc.max_receive_message_length", min(max_message_bytes, (1 << 31) - 1)),
             ("grpc.max_send_message_length", -1),
             ("grpc.so_reuseport", 0),
+            ("grpc.max_concurrent_streams", 1024),  # calls at once on one client connection
         ]
     )
     server.add_generic_rpc_handlers((surface.routes(),))
