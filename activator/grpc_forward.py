@@ -197,11 +197,12 @@ class _StreamRelay:
 
     async def _read(self, requests: AsyncIterator[bytes]) -> None:
         async for data in requests:
+            head = Envelope("", "", "")
             try:
                 head = _envelope(data)
                 self._fleet.repository.get(head.model_name, head.model_version or None)
             except ActivatorError as exc:
-                await self.answer_error(Envelope("", "", ""), exc, count=1)
+                await self.answer_error(head, exc, count=1)  # with its id, when it has one
                 continue
             upstream = self._upstreams.get(head.model_name)
             if upstream is None or upstream.closed:

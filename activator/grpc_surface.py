@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from activator.answers import check_ready, index_rows, stats_rows
 from activator.errors import ActivatorError, NotSupported
@@ -43,6 +44,19 @@ _Resp = TypeVar("_Resp")
 _NO_REPOSITORY_NAME = "'repository_name' specification is not supported"
 
 
+def _parsed(
+    message: Any, handler: Callable[[Any, Context], Awaitable[_Resp]]
+) -> Callable[[bytes, Context], Awaitable[_Resp]]:
+    """`handler` of a parsed `message`, from raw bytes: bytes that are not the message are
+    INVALID_ARGUMENT (grpc's own deserializer would make them UNKNOWN)."""
+
+    @functools.wraps(handler)
+    async def parsed(data: bytes, context: Context) -> _Resp:
+        return await handler(message.FromString(data), context)
+
+    return parsed
+
+
 def _answering(
     handler: Callable[[_Req, Context], Awaitable[_Resp]],
 ) -> Callable[[_Req, Context], Awaitable[_Resp]]:
@@ -54,6 +68,10 @@ def _answering(
             return await handler(request, context)
         except ActivatorError as exc:
             await context.abort(grpc_status(exc.status), exc.message)
+        except DecodeError as exc:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"the request could not be parsed: {exc}"
+            )
         except (asyncio.CancelledError, grpc.aio.AbortError):
             raise
         except Exception:
@@ -92,8 +110,7 @@ class GrpcSurface:
         }
         handlers: dict[str, grpc.RpcMethodHandler] = {
             method.value: grpc.unary_unary_rpc_method_handler(
-                _answering(fn),
-                request_deserializer=message.FromString,
+                _answering(_parsed(message, fn)),
                 response_serializer=lambda m: m.SerializeToString(),
             )
             for method, (fn, message) in unary.items()

@@ -70,6 +70,20 @@ async def abort_with(context: Context, exc: ServingError) -> None:
     await context.abort(grpc_status(exc.status), exc.message)
 
 
+def _parsed(
+    message: Any, handler: Callable[[Any, Context], Awaitable[_Resp]]
+) -> Callable[[bytes, Context], Awaitable[_Resp]]:
+    """`handler` of a parsed `message`, from raw bytes: parsed in the handler, so that bytes
+    that are not the message are INVALID_ARGUMENT (grpc's own deserializer would make them
+    UNKNOWN)."""
+
+    @functools.wraps(handler)
+    async def parsed(data: bytes, context: Context) -> _Resp:
+        return await handler(message.FromString(data), context)
+
+    return parsed
+
+
 def _answering(
     handler: Callable[[_Req, Context], Awaitable[_Resp]],
 ) -> Callable[[_Req, Context], Awaitable[_Resp]]:
@@ -121,8 +135,7 @@ class GrpcHandlers:
         }
         handlers: dict[str, grpc.RpcMethodHandler] = {
             method.value: grpc.unary_unary_rpc_method_handler(
-                _answering(fn),
-                request_deserializer=message.FromString,
+                _answering(_parsed(message, fn)),
                 response_serializer=_serialize,
             )
             for method, (fn, message) in unary.items()

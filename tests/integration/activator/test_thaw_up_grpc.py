@@ -218,9 +218,12 @@ def test_hostile_grpc_input_leaves_the_activator_serving(
     async def run() -> None:
         async with grpc.aio.insecure_channel(up.grpc_address) as channel:
             infer = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")
-            with pytest.raises(grpc.aio.AioRpcError) as raw_info:
-                await infer(b"\x0a\xff\xff\xff\xff\x0f")
-            assert raw_info.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+            config = channel.unary_unary("/inference.GRPCInferenceService/ModelConfig")
+            for call in (infer, config):
+                with pytest.raises(grpc.aio.AioRpcError) as raw_info:
+                    await call(b"\x0a\xff\xff\xff\xff\x0f")
+                assert raw_info.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+                assert "could not be parsed" in (raw_info.value.details() or "")
             stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
             abandoned = stub.ModelStreamInfer()
             message = service_pb2.ModelInferRequest(model_name="too_slow", id="x")
@@ -235,3 +238,16 @@ def test_hostile_grpc_input_leaves_the_activator_serving(
     asyncio.run(run())
     inputs, a = _inputs()
     np.testing.assert_array_equal(client.infer("counted", inputs).as_numpy("OUTPUT0"), a + a)
+
+
+def test_repository_load_warms_and_unload_scales_to_zero(
+    up: UpProcess, client: grpcclient.InferenceServerClient
+) -> None:
+    client.load_model("counted")
+    assert up.model("counted")["replicas_ready"] == 1
+    client.unload_model("counted")
+    assert up.model("counted")["replicas_ready"] == 0
+    with pytest.raises(InferenceServerException) as info:
+        client.load_model("counted", config="{}")
+    assert _status(info) == "StatusCode.UNIMPLEMENTED"
+    assert "load parameters ['config'] are not supported" in info.value.message()

@@ -384,10 +384,13 @@ def test_garbage_and_lying_messages_are_invalid_argument(runtime_server: ServePr
     async def run() -> None:
         async with grpc.aio.insecure_channel(runtime_server.grpc_address) as channel:
             infer = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")
-            for data in (b"\x0a\xff\xff\xff\xff\x0f", b"\xff" * 64):
-                with pytest.raises(grpc.aio.AioRpcError) as info:
-                    await infer(data)
-                assert info.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+            metadata = channel.unary_unary("/inference.GRPCInferenceService/ModelMetadata")
+            for call in (infer, metadata):
+                for data in (b"\x0a\xff\xff\xff\xff\x0f", b"\xff" * 64):
+                    with pytest.raises(grpc.aio.AioRpcError) as info:
+                        await call(data)
+                    assert info.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+                    assert "could not be parsed" in (info.value.details() or "")
             # A shape whose bytes overflow, and raw contents that lie about their size.
             lying = service_pb2.ModelInferRequest(model_name="identity_fp32")
             lying.inputs.add(name="INPUT0", datatype="FP32", shape=[1 << 61])
