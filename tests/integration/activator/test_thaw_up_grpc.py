@@ -124,7 +124,8 @@ def test_a_cold_model_is_held_and_served_then_counted_monotonically(
         assert _series(text, "nv_inference_request_success", "counted") == 5
         assert "thaw_held_requests" in text  # next to the activator's own series
     # Scale to zero (1 s grace): the counts stay, and the next replica's add to them.
-    up.wait_for(lambda: up.model("counted")["replicas_ready"] == 0, 30, "scale to zero")
+    # Gone, not just draining: a draining replica still answers its gauges.
+    up.wait_for(lambda: not up.model("counted")["replicas"], 30, "scale to zero")
     text = up.metrics()
     assert _series(text, "nv_inference_count", "counted") == 5
     assert 'nv_inference_pending_request_count{model="counted"' not in text  # gauges: live only
