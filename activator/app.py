@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
@@ -12,6 +11,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from activator.answers import check_ready, index_rows, stats_rows
 from activator.config import ActivatorConfig
 from activator.errors import (
     ActivatorError,
@@ -24,14 +24,13 @@ from activator.errors import (
 from activator.fleet import Fleet
 from activator.metrics import Metrics
 from activator.proxy import SMALL_BODY, forward, new_pool, new_session, read_body
-from activator.replica_stats import rows_for_versions
 from activator.repository import Repository
 from activator.scaler.backend import ScalerBackend
 from activator.upstream import UpstreamPool
 from thawwire import server_info
 from thawwire.paths import MODEL, MODEL_VERSION
 
-__all__ = ["FLEET", "build_app"]
+__all__ = ["FLEET", "build_app", "metrics_app"]
 
 logger = logging.getLogger(__name__)
 
@@ -167,14 +166,7 @@ async def model_config(request: web.Request) -> web.Response:
 
 async def model_ready(request: web.Request) -> web.Response:
     """Ready = servable: at zero replicas too, unless the last wake-up failed."""
-    fleet = request.app[FLEET]
-    fleet.repository.get(request.match_info["model"], _version(request))
-    endpoint = fleet.endpoint(request.match_info["model"])
-    if endpoint.ready_count == 0 and endpoint.last_error is not None:
-        name = request.match_info["model"]
-        return json_response(
-            {"error": f"model '{name}' is not ready: {endpoint.last_error}"}, status=503
-        )
+    check_ready(request.app[FLEET], request.match_info["model"], _version(request))
     return web.Response(status=200)
 
 
@@ -223,47 +215,21 @@ async def infer(request: web.Request) -> web.StreamResponse:
         fleet.metrics.observe_request(name, code, time.monotonic() - start)
 
 
-async def _stats_rows(fleet: Fleet, name: str, version: str | None) -> list[dict[str, Any]]:
-    """The model's statistics for the life of `thaw up` (live and retired replicas); statistics
-    never wake a model, and one never served reads as zeros."""
-    entry = fleet.repository.get(name, version)
-    merged = await fleet.endpoint(name).statistics()
-    return rows_for_versions(name, [version] if version else entry.versions, merged)
-
-
 async def model_stats(request: web.Request) -> web.Response:
-    fleet = request.app[FLEET]
-    rows = await _stats_rows(fleet, request.match_info["model"], _version(request))
+    rows = await stats_rows(request.app[FLEET], request.match_info["model"], _version(request))
     return json_response({"model_stats": rows})
 
 
 async def all_stats(request: web.Request) -> web.Response:
-    fleet = request.app[FLEET]
-    names = fleet.repository.names()
-    per_model = await asyncio.gather(*(_stats_rows(fleet, name, None) for name in names))
-    return json_response({"model_stats": [row for rows in per_model for row in rows]})
+    return json_response({"model_stats": await stats_rows(request.app[FLEET], None, None)})
 
 
 async def repository_index(request: web.Request) -> web.Response:
     """Triton's index: a row per served version; `reason` only when there is one."""
-    fleet = request.app[FLEET]
     ready_only = (await _json_object(request)).get("ready", False)
     if not isinstance(ready_only, bool):
         raise BadRequest("Invalid value for 'ready': expected a boolean")  # Triton's text
-    rows: list[dict[str, Any]] = []
-    for name in fleet.repository.names():
-        endpoint = fleet.endpoint(name)
-        failed = endpoint.ready_count == 0 and endpoint.last_error is not None
-        for version in fleet.repository.get(name).versions:
-            row = {"name": name, "version": version, "state": "READY"}
-            if failed:
-                row.update(state="UNAVAILABLE", reason=endpoint.last_error or "")
-            rows.append(row)
-    for name, reason in fleet.repository.unavailable.items():
-        rows.append({"name": name, "state": "UNAVAILABLE", "reason": reason})
-    if ready_only:
-        rows = [r for r in rows if r["state"] == "READY"]
-    return json_response(sorted(rows, key=lambda r: (r["name"], r.get("version", ""))))
+    return json_response(index_rows(request.app[FLEET], ready_only=ready_only))
 
 
 async def _json_object(request: web.Request) -> dict[str, Any]:
@@ -307,8 +273,19 @@ async def unload(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    body = generate_latest(request.app[FLEET].metrics.registry)
+    """The activator's `thaw_*` series, then its models' replicas' series (Triton's `nv_*`,
+    monotonic across replicas coming and going: activator.replica_metrics)."""
+    fleet = request.app[FLEET]
+    body = generate_latest(fleet.metrics.registry) + (await fleet.replica_metrics()).encode()
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+def metrics_app(fleet: Fleet) -> web.Application:
+    """The metrics port's application (`--metrics-port`, Triton's 8002): `/metrics` alone."""
+    app = web.Application(middlewares=[errors_as_json], client_max_size=1024)
+    app[FLEET] = fleet
+    app.add_routes([web.get("/metrics", metrics)])
+    return app
 
 
 async def status(request: web.Request) -> web.Response:

@@ -69,6 +69,22 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("repository", metavar="REPO", type=Path, help="Triton model repository")
     p.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="listen port; 0 picks a free one")
+    triton = p.add_argument_group("Triton's other ports")
+    triton.add_argument(
+        "--grpc-port", type=int, default=None, metavar="PORT",
+        help="KServe v2 gRPC port (default 8001; with --port 0 a free one); models at zero "
+        "are held and woken as over HTTP",
+    )  # fmt: skip
+    triton.add_argument(
+        "--metrics-port", type=int, default=None, metavar="PORT",
+        help="Prometheus /metrics port, as Triton's (default 8002; with --port 0 a free one); "
+        "/metrics is on --port too",
+    )  # fmt: skip
+    for name in ("grpc", "metrics"):
+        triton.add_argument(
+            f"--allow-{name}", type=_triton_bool, default=True, metavar="BOOL",
+            help=f"serve the {name} port (default true)",
+        )  # fmt: skip
     p.add_argument(
         "--cache",
         type=Path,
@@ -172,6 +188,10 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
     settings = validated(ScaleSettings(), given)
     if not 0 <= args.port <= 65535:
         raise ConfigError(f"`--port` = {args.port}, must be in [0, 65535]")
+    grpc_port = _extra_port("--grpc-port", args.grpc_port, args.allow_grpc, 8001, args.port)
+    metrics_port = _extra_port(
+        "--metrics-port", args.metrics_port, args.allow_metrics, 8002, args.port
+    )
     _check_range("--warm-pool", args.warm_pool, 0, 64)
     _check_range("--max-body-bytes", args.max_body_bytes, 1, 1 << 40)
     _check_range("--request-timeout-s", args.request_timeout_s, 0.1, 86_400)
@@ -194,7 +214,30 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
         request_timeout_s=args.request_timeout_s,
         drain_timeout_s=args.drain_timeout_s,
         scaler=_scaler_config(args),
+        grpc_port=grpc_port,
+        metrics_port=metrics_port,
     )
+
+
+def _extra_port(flag: str, given: int | None, allowed: bool, default: int, http: int) -> int | None:
+    """A Triton port of `thaw up`: None when not allowed; with `--port 0`, a free one unless
+    given (processes side by side never collide)."""
+    if not allowed:
+        return None
+    port = given if given is not None else (0 if http == 0 else default)
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"`{flag}` = {port}, must be in [0, 65535]")
+    return port
+
+
+def _triton_bool(text: str) -> bool:
+    """A tritonserver boolean flag value."""
+    lowered = text.strip().lower()
+    if lowered in ("true", "1", "on", "yes"):
+        return True
+    if lowered in ("false", "0", "off", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"{text!r} is not a boolean (true or false)")
 
 
 def _scaler_config(args: argparse.Namespace) -> LocalConfig | KubernetesConfig:
@@ -216,6 +259,9 @@ def _check_range(flag: str, value: float, low: float, high: float) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Before grpc is imported: replicas are started by fork+exec only, so grpc's fork handlers
+    # (and their "skipping fork() handlers" log line per replica) are not needed.
+    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -322,8 +368,15 @@ async def serve(config: ActivatorConfig, repository: Any = None) -> None:
             await runner.cleanup()
         raise
     assert runner.server is not None  # set by setup()
+    try:
+        extra = await _start_triton_ports(config, app)
+    except OSError as exc:
+        await runner.cleanup()
+        raise _ListenError(str(exc)) from None
     door = FrontDoor(listener, runner.server, app[FLEET].endpoints, app[FLEET].metrics)
     door.start()
+    for line in extra.lines:
+        print(line, flush=True)
     print(listening_line(f"http://{config.host}:{port}"), flush=True)
     logger.info("thaw up: %d models at http://%s:%d", len(repository.names()), config.host, port)
     stop = asyncio.Event()
@@ -335,8 +388,64 @@ async def serve(config: ActivatorConfig, repository: Any = None) -> None:
     finally:
         logger.info("thaw up: stopping (draining requests and replicas)")
         await door.close()
+        await extra.close(config.drain_timeout_s)
         with contextlib.suppress(Exception):
             await runner.cleanup()
+
+
+@dataclasses.dataclass
+class _TritonPorts:
+    """The gRPC server and the metrics port of one `thaw up`, and their announcement lines."""
+
+    lines: list[str]
+    grpc: Any = None  # grpc.aio.Server
+    surface: Any = None  # activator.grpc_surface.GrpcSurface
+    metrics: Any = None  # aiohttp AppRunner
+
+    async def close(self, grace_s: float) -> None:
+        """Stop the gRPC server (calls in flight get `grace_s`), then the metrics port."""
+        if self.grpc is not None:
+            await self.grpc.stop(grace_s)
+            await self.surface.forwarder.close()
+        if self.metrics is not None:
+            await self.metrics.cleanup()
+
+
+async def _start_triton_ports(config: ActivatorConfig, app: Any) -> _TritonPorts:
+    """Bind the gRPC and metrics ports the config asks for; OSError names one that failed."""
+    from aiohttp import web
+
+    from activator.app import FLEET, metrics_app
+    from thawwire.handoff_protocol import Surface, surface_line
+
+    ports = _TritonPorts(lines=[])
+    try:
+        if config.grpc_port is not None:
+            from activator.grpc_surface import GrpcSurface, start_grpc_server
+
+            ports.surface = GrpcSurface(app[FLEET])
+            ports.grpc, address = await start_grpc_server(
+                ports.surface, config.host, config.grpc_port,
+                max_message_bytes=config.max_body_bytes,
+            )  # fmt: skip
+            ports.lines.append(surface_line(Surface.GRPC, address))
+            logger.info("thaw up: gRPC on %s", address)
+        if config.metrics_port is not None:
+            ports.metrics = web.AppRunner(metrics_app(app[FLEET]), access_log=None)
+            await ports.metrics.setup()
+            site = web.TCPSite(ports.metrics, config.host, config.metrics_port)
+            try:
+                await site.start()
+            except OSError as exc:
+                raise OSError(
+                    f"cannot listen on {config.host}:{config.metrics_port}: {exc.strerror or exc}"
+                ) from exc
+            bound = ports.metrics.addresses[0][1]
+            ports.lines.append(surface_line(Surface.METRICS, f"http://{config.host}:{bound}"))
+    except BaseException:
+        await ports.close(0)
+        raise
+    return ports
 
 
 def _listen(host: str, port: int) -> socket.socket:

@@ -168,3 +168,6 @@ class ActivatorConfig:
     drain_timeout_s: float = 30.0  # scale-down waits this long for in-flight requests
     tick_s: float = 0.5  # autoscaler evaluation period
     scaler: LocalConfig | KubernetesConfig = field(default_factory=LocalConfig)
+    # The gRPC front door (activator.grpc_surface) and Triton's metrics port; None: not served.
+    grpc_port: int | None = 8001
+    metrics_port: int | None = 8002

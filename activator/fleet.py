@@ -13,7 +13,9 @@ from activator.config import ActivatorConfig
 from activator.errors import UnknownModel
 from activator.image_builder import build_images
 from activator.metrics import Metrics
+from activator.metrics_text import render
 from activator.model_endpoint import ModelEndpoint
+from activator.replica_metrics import ModelMetrics, merge_families
 from activator.replica_stats import ModelStatistics
 from activator.repository import Repository
 from activator.scaler.backend import AsyncLifecycle, ScalerBackend
@@ -52,7 +54,7 @@ class Fleet:
                 self.backend,
                 metrics,
                 drain_timeout_s=config.drain_timeout_s,
-                stats=ModelStatistics(name, session),
+                stats=ModelStatistics(name, session, metrics=ModelMetrics(session)),
             )
             for name in repository.names()
         }
@@ -108,6 +110,11 @@ class Fleet:
             await self.backend.release()  # its replicas outlive this activator
         await asyncio.gather(*(e.close() for e in self.endpoints.values()))
         await self.backend.close()
+
+    async def replica_metrics(self) -> str:
+        """Every model's replicas' series (activator.replica_metrics), as exposition text."""
+        pages = await asyncio.gather(*(e.metric_families() for e in self.endpoints.values()))
+        return render(merge_families(pages).values())
 
     def status(self) -> StatusDocument:
         """The status document (`GET /thaw/status`): every repository model, those it

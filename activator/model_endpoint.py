@@ -30,6 +30,7 @@ from activator.errors import ActivationFailed
 from activator.handoff import HandoffLink, HandoffLinks
 from activator.held_queue import HeldQueue
 from activator.metrics import Metrics
+from activator.metrics_text import Family
 from activator.reconciler import Reconciler
 from activator.replica import Replica
 from activator.replica_lifecycle import ReplicaSet
@@ -153,6 +154,11 @@ class ModelEndpoint:
     async def statistics(self) -> Rows | None:
         """The model's statistics for the life of `thaw up` (live and retired replicas)."""
         return await self._stats.read(lambda: self._replicas.replicas)
+
+    async def metric_families(self) -> dict[str, Family]:
+        """The model's replicas' Prometheus series for the life of `thaw up` (counters of
+        retired replicas kept; gauges of live ones)."""
+        return await self._stats.metrics.read(lambda: self._replicas.replicas)
 
     # ---- scaling path -------------------------------------------------------------------
 

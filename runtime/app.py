@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -17,11 +18,20 @@ from runtime.handlers import MetricsSource, ModelService, V2Handlers, json_respo
 from runtime.lifecycle import ServerState, lifecycle_context
 from thawwire.paths import MODEL, MODEL_VERSION
 
-__all__ = ["RUNNER_OPTIONS", "SERVER_STATE", "build_app", "error_middleware"]
+__all__ = [
+    "HANDLERS",
+    "RUNNER_OPTIONS",
+    "SERVER_STATE",
+    "build_app",
+    "build_metrics_app",
+    "error_middleware",
+]
 
 logger = logging.getLogger(__name__)
 
 SERVER_STATE: web.AppKey[ServerState] = web.AppKey("server_state", ServerState)
+# The app's handlers: the metrics port's app serves its `/metrics` (build_metrics_app).
+HANDLERS: web.AppKey[V2Handlers] = web.AppKey("handlers", V2Handlers)
 
 # How the app must be run (AppRunner keyword arguments): aiohttp must not decompress request
 # bodies itself, or the body cap in runtime.body would only see the compressed size.
@@ -52,7 +62,13 @@ def add_routes(app: web.Application, h: V2Handlers) -> None:
     r.add_post("/v2/repository/index", h.repository_index)
     r.add_post("/v2/repository/models/{model}/load", h.load)
     r.add_post("/v2/repository/models/{model}/unload", h.unload)
-    r.add_get("/metrics", h.metrics)
+    if h.metrics_enabled:  # tritonserver's --allow-metrics=false: no metrics anywhere
+        r.add_get("/metrics", h.metrics)
+
+
+def add_metrics_routes(app: web.Application, h: V2Handlers) -> None:
+    """The route table of the metrics port (Triton's 8002): `/metrics` alone."""
+    app.router.add_get("/metrics", h.metrics)
 
 
 @web.middleware
@@ -89,6 +105,13 @@ def _error_response(status: int, message: str) -> web.Response:
     return response
 
 
+def build_metrics_app(config: ServeConfig, handlers: V2Handlers) -> web.Application:
+    """The metrics port's application (`--metrics-port`); same errors as the v2 app."""
+    app = web.Application(middlewares=[error_middleware], client_max_size=1024)
+    add_metrics_routes(app, handlers)
+    return app
+
+
 def build_app(
     config: ServeConfig,
     manager: ModelService,
@@ -104,7 +127,9 @@ def build_app(
     app = web.Application(middlewares=[error_middleware], client_max_size=config.max_body_bytes)
     state = ServerState()
     app[SERVER_STATE] = state
-    add_routes(app, V2Handlers(config, manager, metrics, state))
+    handlers = V2Handlers(config, manager, metrics, state)
+    app[HANDLERS] = handlers
+    add_routes(app, handlers)
     if config.handoff_socket is not None and config.front_door is not None:
         # `thaw up` hands this replica client connections: route their requests.
         front_door = FrontDoorClient(config.front_door, timeout_s=config.exit_timeout_s + 300)
@@ -114,17 +139,30 @@ def build_app(
             max_age_s=config.handoff_max_age_s,
         )
         routing.install(app)
+    start = manager.start
+    if config.exit_on_error:
+        start = functools.partial(_start_all_or_fail, manager)
     app.cleanup_ctx.append(
         lifecycle_context(
             state,
             frameworks=config.preload_frameworks,
             warmups=warmups,
-            start=manager.start,
+            start=start,
             stop=manager.stop,
             stop_timeout_s=config.exit_timeout_s,
         )
     )
     return app
+
+
+async def _start_all_or_fail(manager: ModelService) -> None:
+    """tritonserver's `--exit-on-error=true`: a model that fails to load at start fails the
+    start (the server then exits 1), with Triton's words and every model's reason."""
+    await manager.start()
+    failed = [row for row in await manager.index() if row.get("state") == "UNAVAILABLE"]
+    if failed:
+        reasons = "; ".join(f"{row['name']}: {row.get('reason', '')}" for row in failed)
+        raise ServingError(f"failed to load all models: {reasons}")
 
 
 def _loaded(manager: ModelService) -> Callable[[str], bool]:

@@ -13,6 +13,7 @@ its name, datatype and shape (runtime.model_signature), and every output is sent
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -24,7 +25,15 @@ from runtime.errors import InvalidInput
 from runtime.inference import InferRequest, InferResponse, InferTensor, RequestedOutput
 from runtime.tensor_json import json_to_array
 
-__all__ = ["EncodedResponse", "decode_infer_request", "encode_infer_response"]
+__all__ = [
+    "EncodedResponse",
+    "checked_shape",
+    "classify",
+    "decode_infer_request",
+    "encode_infer_response",
+    "selected_outputs",
+    "tensor_bytes",
+]
 
 # Triton's bound on an element count or byte size (INT64_MAX).
 _MAX_SIZE = (1 << 63) - 1
@@ -146,6 +155,12 @@ def _tensor_header(raw: dict[str, Any]) -> tuple[str, str, tuple[int, ...], int]
     shape = raw.get("shape")
     if not isinstance(shape, list):
         raise InvalidInput(f"input '{name}' needs a 'shape' list")
+    return name, datatype, tuple(shape), checked_shape(name, datatype, shape)
+
+
+def checked_shape(name: str, datatype: str, shape: Sequence[Any]) -> int:
+    """The element count of input `name`'s `shape`, every dim a non-negative int and the byte
+    size in range (Triton's texts); the check both protocols' decoders run before allocating."""
     count = 1
     for dim in shape:
         if type(dim) is not int or dim < 0:
@@ -170,10 +185,10 @@ def _tensor_header(raw: dict[str, Any]) -> tuple[str, str, tuple[int, ...], int]
             f"byte size overflow for input '{name}': element count ({count}) * data type "
             f"size ({item}) exceeds maximum allowed size ({_MAX_SIZE})"
         )
-    return name, datatype, tuple(shape), count
+    return count
 
 
-def _shape_text(shape: list[Any]) -> str:
+def _shape_text(shape: Sequence[Any]) -> str:
     """A shape as Triton writes it, `[2,-5]` (the first 16 dims of a longer one)."""
     dims = [str(d)[:40] for d in shape[:16]] + (["..."] if len(shape) > 16 else [])
     return "[" + ",".join(dims) + "]"
@@ -254,7 +269,7 @@ def encode_infer_response(response: InferResponse, request: InferRequest) -> Enc
     """Encode the outputs the request asked for (all, by default), JSON or binary per output."""
     outputs_json: list[dict[str, Any]] = []
     buffers: list[bytes] = []
-    for tensor, binary, class_count in _selected(response, request):
+    for tensor, binary, class_count in selected_outputs(response, request):
         if class_count:
             tensor = classify(tensor, class_count)
         entry: dict[str, Any] = {
@@ -265,7 +280,7 @@ def encode_infer_response(response: InferResponse, request: InferRequest) -> Enc
         if tensor.parameters:
             entry["parameters"] = dict(tensor.parameters)
         if binary:
-            raw = _tensor_bytes(tensor)
+            raw = tensor_bytes(tensor)
             entry.setdefault("parameters", {})["binary_data_size"] = len(raw)
             buffers.append(raw)
         else:
@@ -288,7 +303,7 @@ def encode_infer_response(response: InferResponse, request: InferRequest) -> Enc
     return EncodedResponse(b"".join([header, *buffers]), len(header))
 
 
-def _selected(
+def selected_outputs(
     response: InferResponse, request: InferRequest
 ) -> list[tuple[InferTensor, bool, int]]:
     """(tensor, binary?, class_count) for every output to send, in the model's order.
@@ -311,7 +326,7 @@ def _selected(
     return selected
 
 
-def _tensor_bytes(tensor: InferTensor) -> bytes:
+def tensor_bytes(tensor: InferTensor) -> bytes:
     """Little-endian, C-order raw bytes of a tensor (BYTES: length-prefixed elements)."""
     if tensor.datatype == "BYTES":
         return serialize_bytes(tensor.data)

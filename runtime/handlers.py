@@ -28,11 +28,19 @@ from runtime.errors import (
 from runtime.generate_codec import decode_generate, encode_generate, sse_event
 from runtime.inference import InferRequest, InferResponse
 from runtime.lifecycle import ServerState
+from runtime.load_overrides import check_config, check_load_path, load_overrides
 from runtime.response_encoding import MIN_COMPRESS_BYTES, compress_body, pick_encoding
 from thawwire.names import is_model_name, is_version
 from thawwire.server_info import server_metadata
 
-__all__ = ["MetricsSource", "ModelService", "V2Handlers", "json_response", "model_ref"]
+__all__ = [
+    "MetricsSource",
+    "ModelService",
+    "V2Handlers",
+    "json_response",
+    "model_ref",
+    "server_ready",
+]
 
 # Bodies above this are decoded and encoded in a worker thread, so the event loop keeps serving.
 _THREAD_THRESHOLD_BYTES = 256 * 1024
@@ -47,10 +55,6 @@ _GENERATE_ONE = (
 _SSE = "text/event-stream; charset=utf-8"
 # Triton's texts (main, after 2.51).
 _READY_NOT_BOOL = "Invalid value for 'ready': expected a boolean"
-_LOAD_FAILED = "failed to poll from model repository"
-# Linux's NAME_MAX and PATH_MAX, in bytes: a `file:` path past them cannot be written.
-_NAME_MAX_BYTES = 255
-_PATH_MAX_BYTES = 4095
 
 
 class ModelService(Protocol):
@@ -76,6 +80,12 @@ class MetricsSource(Protocol):
     """The server's metrics (runtime.metrics.Metrics): renders the `/metrics` text body."""
 
     def exposition(self) -> bytes: ...
+
+
+def server_ready(config: ServeConfig, manager: ModelService, state: ServerState) -> bool:
+    """Triton's server readiness: started and not stopping, and (`strict_readiness`, the
+    default) every model that should be loaded is READY. Both protocols answer this."""
+    return state.accepting and (not config.strict_readiness or manager.is_ready())
 
 
 def json_response(payload: Any, status: int = 200) -> web.Response:
@@ -110,6 +120,10 @@ class V2Handlers:
         self._metrics = metrics
         self._state = state
         self._server_metadata = json.dumps(server_metadata()).encode()
+
+    @property
+    def metrics_enabled(self) -> bool:
+        return self._config.allow_metrics
 
     async def _body(self, request: web.Request, *, what: str = _JSON_BODY) -> bytes:
         """The request body, decompressed, under the configured cap (`what` names it in a 413)."""
@@ -149,7 +163,7 @@ class V2Handlers:
         return web.Response(status=200)
 
     async def ready(self, request: web.Request) -> web.Response:
-        if not self._state.accepting or not self._manager.is_ready():
+        if not server_ready(self._config, self._manager, self._state):
             raise ModelUnavailable("server is not ready")
         return web.Response(status=200)
 
@@ -367,53 +381,17 @@ def _load_overrides(params: dict[str, Any]) -> tuple[str | None, dict[str, bytes
     config = params.get("config")
     if isinstance(config, dict):
         config = json.dumps(config)
-    if config is not None:
-        if not isinstance(config, str):
-            raise InvalidInput("parameter 'config' must be a JSON string")
-        try:
-            if not isinstance(json.loads(config), dict):
-                raise InvalidInput("parameter 'config' must hold a JSON object")
-        except (ValueError, RecursionError):
-            raise InvalidInput("parameter 'config' is not valid JSON") from None
+    config = check_config(config)
     files: dict[str, bytes] = {}
     for key, value in params.items():
         if not key.startswith("file:"):
             continue
         path = key.removeprefix("file:")
-        _check_load_path(path)
+        check_load_path(path)
         if not isinstance(value, str):
             raise InvalidInput(f"load file {path[:80]!r} must be base64 text")
         try:
             files[path] = base64.b64decode(value, validate=True)
         except (binascii.Error, ValueError):
             raise InvalidInput(f"load file {path[:80]!r} is not valid base64") from None
-    if files and config is None:
-        raise InvalidInput("a load request with 'file:' parameters must also carry 'config'")
-    return config, files or None
-
-
-def _check_load_path(path: str) -> None:
-    """A `file:` path of a load request must be one the model directory can hold.
-
-    Triton answers 500 with its poll-failure text; Thaw keeps the text, with a 400 that says
-    what is wrong with the path.
-    """
-    shown = repr(path[:80]) + ("..." if len(path) > 80 else "")
-    parts = path.split("/")
-    bad_char = any(ord(c) < 32 or c == "\\" for c in path)
-    if not path or bad_char or path.startswith("/") or any(p in ("", ".", "..") for p in parts):
-        raise InvalidInput(f"load file path {shown} must be relative, without '..'")
-    try:
-        encoded = [part.encode("utf-8") for part in parts]
-    except UnicodeEncodeError:
-        raise InvalidInput(f"{_LOAD_FAILED}: load file path {shown} is not valid UTF-8") from None
-    longest = max(len(part) for part in encoded)
-    if longest > _NAME_MAX_BYTES:
-        raise InvalidInput(
-            f"{_LOAD_FAILED}: load file path {shown} has a component of {longest} bytes; "
-            f"a file name can have at most {_NAME_MAX_BYTES}"
-        )
-    if sum(len(part) + 1 for part in encoded) > _PATH_MAX_BYTES:
-        raise InvalidInput(
-            f"{_LOAD_FAILED}: load file path {shown} is longer than {_PATH_MAX_BYTES} bytes"
-        )
+    return load_overrides(config, files)

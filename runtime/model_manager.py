@@ -26,7 +26,13 @@ from runtime.errors import (
 )
 from runtime.inference import InferRequest, InferResponse
 from runtime.metrics import Metrics
-from runtime.repository import fingerprint, list_models, read_model, validate_model_name
+from runtime.repository import (
+    Repositories,
+    fingerprint,
+    list_models,
+    read_model,
+    validate_model_name,
+)
 from runtime.response_stream import ResponseStream
 from runtime.server_host import PythonModelsHost
 from runtime.snapshot_restore import ImageSource
@@ -84,7 +90,7 @@ class ModelManager:
         arena: Arena | None = None,
     ) -> None:
         self._config = config
-        self._repo = Path(config.repository)
+        self._repo = Repositories(config.repositories)
         self._metrics = metrics
         self._book = StatsBook()
         metrics.bind(self._book, self.pending_counts)
@@ -96,7 +102,10 @@ class ModelManager:
             image_loader=image_loader,
             arena=arena,
             inline_exec_max_us=config.inline_exec_max_us,
+            auto_complete=config.auto_complete_config,
         )
+        # tritonserver's --model-load-thread-count: versions loaded at once.
+        self._load_slots = asyncio.Semaphore(config.model_load_threads)
         self._models: dict[str, _Model] = {}
         self._started = False
         self._poller: asyncio.Task[None] | None = None
@@ -195,7 +204,9 @@ class ModelManager:
         if self._config.model_control_mode != ModelControlMode.EXPLICIT:
             raise FeatureDisabled(_CONTROL_DISABLED)
         validate_model_name(name)
-        if name not in self._models and not await asyncio.to_thread((self._repo / name).is_dir):
+        if name not in self._models and not await asyncio.to_thread(
+            _is_model_dir, self._repo, name
+        ):
             raise ModelNotFound(f"failed to unload '{name}', model is not in the repository")
         await self._unload(name)
 
@@ -310,14 +321,15 @@ class ModelManager:
         if model is None:
             # A name that is not in the repository (a typo) must leave no index entry and never
             # count for readiness, not even while the load is in flight: check before recording.
-            if not files and not await asyncio.to_thread((self._repo / name).is_dir):
+            if not files and not await asyncio.to_thread(_is_model_dir, self._repo, name):
                 raise ModelNotFound(f"failed to load '{name}': no such model in the repository")
             model = self._models.setdefault(name, _Model(name))
         async with model.lock:  # one load/unload of a model at a time
             model.wanted = True
             previous_state = model.state
             model.state = ModelState.LOADING if not model.versions else model.state
-            repo, override = self._repo, None
+            repo: Path | Repositories = self._repo
+            override = None
             try:
                 if files:
                     override = await asyncio.to_thread(_write_override, name, files)
@@ -325,11 +337,13 @@ class ModelManager:
                 spec = await asyncio.to_thread(
                     read_model, repo, name, config_json=config_json,
                     gpu_available=self._config.target.startswith("cuda"),
+                    auto_complete=self._config.auto_complete_config,
                 )  # fmt: skip
                 model.fingerprint = spec.fingerprint
                 if not model.versions:
                     model.known_versions = [str(v) for v in spec.versions]
-                versions = await asyncio.to_thread(self._loader.load, spec)
+                async with self._load_slots:
+                    versions = await asyncio.to_thread(self._loader.load, spec)
             except BaseException as exc:
                 if override is not None:
                     shutil.rmtree(override, ignore_errors=True)
@@ -339,9 +353,9 @@ class ModelManager:
                     if self._models.get(name) is model:
                         del self._models[name]
                     raise
-                if override is None and await asyncio.to_thread((self._repo / name).is_dir):
+                if override is None and await asyncio.to_thread(_is_model_dir, self._repo, name):
                     # Remember what failed, so polling retries only once the files change.
-                    model.fingerprint = await asyncio.to_thread(fingerprint, self._repo / name)
+                    model.fingerprint = await asyncio.to_thread(_fingerprint, self._repo, name)
                 self._load_failed(model, previous_state, exc)
                 raise
             old, old_override = model.versions, model.override_dir
@@ -402,7 +416,7 @@ class ModelManager:
         for name in sorted(names):
             model = self._models.get(name)
             if model is not None and model.wanted:
-                current = await asyncio.to_thread(fingerprint, self._repo / name)
+                current = await asyncio.to_thread(_fingerprint, self._repo, name)
                 if current == model.fingerprint:
                     continue
                 logger.info("model=%s changed on disk, reloading", name)
@@ -416,6 +430,16 @@ def _end_if_failed(submitted: asyncio.Future[InferResponse], sink: ResponseStrea
     exc = submitted.exception()
     if isinstance(exc, Exception):
         sink.send(exc, final=True)
+
+
+def _is_model_dir(repo: Repositories, name: str) -> bool:
+    """Whether the repositories hold a model directory `name` (blocking: in a thread)."""
+    return (repo / name).is_dir()
+
+
+def _fingerprint(repo: Repositories, name: str) -> tuple[tuple[str, int, int], ...]:
+    """The fingerprint of model `name`'s directory (blocking: in a thread)."""
+    return fingerprint(repo / name)
 
 
 def _write_override(name: str, files: dict[str, bytes]) -> Path:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from tritonconfig.schema import mc
 __all__ = [
     "MAX_CONFIG_BYTES",
     "ModelSpec",
+    "Repositories",
     "fingerprint",
     "list_models",
     "read_model",
@@ -58,8 +60,41 @@ class ModelSpec:
         return self.version_dir(version) / default_model_filename(self.config)
 
 
-def list_models(repo: Path) -> list[str]:
-    """Model directory names in `repo` (hidden entries and non-names are skipped)."""
+class Repositories:
+    """Every model repository one server serves (tritonserver's repeatable
+    `--model-repository`), as one: the model names of all, each model's directory in the
+    repository that holds it. A name in two repositories is no model (`read_model` refuses it,
+    as Triton makes such a model unavailable).
+
+    `repositories / name` is the model's directory, as `Path / name` is for one repository, so
+    code written for one reads the same for several. With several it looks at the disk: call it
+    where blocking is allowed.
+    """
+
+    def __init__(self, roots: Sequence[Path]) -> None:
+        if not roots:
+            raise ValueError("Repositories needs at least one repository")
+        self.roots = tuple(Path(r) for r in roots)
+
+    def holders(self, name: str) -> list[Path]:
+        """The repositories that have a directory `name`."""
+        return [root for root in self.roots if (root / name).is_dir()]
+
+    def __truediv__(self, name: str) -> Path:
+        if len(self.roots) == 1:
+            return self.roots[0] / name
+        found = self.holders(name)
+        return (found[0] if found else self.roots[0]) / name
+
+    def __str__(self) -> str:
+        return ", ".join(str(root) for root in self.roots)
+
+
+def list_models(repo: Path | Repositories) -> list[str]:
+    """Model directory names in `repo` (hidden entries and non-names are skipped); of several
+    repositories, every name any of them has, once."""
+    if isinstance(repo, Repositories):
+        return sorted({name for root in repo.roots for name in list_models(root)})
     try:
         entries = sorted(os.scandir(repo), key=lambda e: e.name)
     except OSError as exc:
@@ -103,10 +138,21 @@ def _read_config_text(path: Path) -> str:
 
 
 def read_model(
-    repo: Path, name: str, *, config_json: str | None = None, gpu_available: bool = False
+    repo: Path | Repositories,
+    name: str,
+    *,
+    config_json: str | None = None,
+    gpu_available: bool = False,
+    auto_complete: bool = True,
 ) -> ModelSpec:
     """Read, normalise, auto-complete and validate one model; RepositoryError says what is wrong."""
     validate_model_name(name)
+    if isinstance(repo, Repositories) and len(holders := repo.holders(name)) > 1:
+        where = ", ".join(str(root) for root in holders)
+        raise RepositoryError(
+            f"model '{name}' is in more than one model repository ({where}): a model name must "
+            "be unique across all model repositories"
+        )
     model_dir = repo / name
     if not model_dir.is_dir():
         raise ModelNotFound(f"model '{name}' is not in the model repository")
@@ -123,7 +169,12 @@ def read_model(
         raise RepositoryError(f"{source}: name '{config.name}' does not match directory '{name}'")
     config.name = name
     versions = complete_config(
-        config, model_dir, source, gpu_available=gpu_available, require_model_files=True
+        config,
+        model_dir,
+        source,
+        gpu_available=gpu_available,
+        require_model_files=True,
+        auto_complete=auto_complete,
     )
     return ModelSpec(
         name=name,

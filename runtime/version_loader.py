@@ -52,8 +52,10 @@ class VersionLoader:
         image_loader: ImageSource | None,
         arena: Arena | None,
         inline_exec_max_us: int = 0,
+        auto_complete: bool = True,
     ) -> None:
         self._book = book
+        self._auto_complete = auto_complete  # False: no model.py `auto_complete_config`
         self._metrics = metrics
         self._restorer = (
             SnapshotRestorer(image_loader, arena=arena, metrics=metrics)
@@ -88,7 +90,7 @@ class VersionLoader:
 
     def _complete(self, spec: ModelSpec) -> mc.ModelConfig:
         config = spec.config
-        if config.backend != "python":
+        if config.backend != "python" or not self._auto_complete:
             return config
         from runtime.backends.python_backend import auto_complete_config
 

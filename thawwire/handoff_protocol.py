@@ -2,7 +2,10 @@
 connection handoff over a Unix socket, each connection's state byte, and the load reports.
 
 - Start: the replica prints one line `THAW_LISTENING http://HOST:PORT` on stdout once it
-  accepts connections (`listening_line`, `listening_url`).
+  accepts connections (`listening_line`, `listening_url`). Its other listeners are announced
+  just before, one line each (`THAW_LISTENING_GRPC HOST:PORT`, `THAW_LISTENING_METRICS
+  http://HOST:PORT`: `surface_line`, `surface_address`), so a reader that has the HTTP line
+  already has every address; a process serving no HTTP prints only the others.
 - activator -> replica, on the socket the replica listens on (`--handoff-socket`): one
   `sendmsg` per client connection, `SLOT_BYTES` data bytes (the connection's slot, big-endian,
   `encode_slot`) plus exactly one fd (SCM_RIGHTS). A message with no fd, several fds or not a
@@ -23,7 +26,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from enum import IntEnum
+from enum import IntEnum, StrEnum
 from typing import Any
 
 from thawwire.errors import WireError
@@ -36,10 +39,13 @@ __all__ = [
     "SLOT_BYTES",
     "LoadReport",
     "SlotState",
+    "Surface",
     "decode_slot",
     "encode_slot",
     "listening_line",
     "listening_url",
+    "surface_address",
+    "surface_line",
 ]
 
 LISTENING_PREFIX = "THAW_LISTENING"
@@ -62,6 +68,28 @@ class SlotState(IntEnum):
     #              answers 502 JSON (the request is not replayed)
     RESPONDING = 2  # a response is being written (or still flushing): the activator aborts
     #                 the connection, so the client never sees a body that looks complete
+
+
+class Surface(StrEnum):
+    """A listener besides the v2 HTTP one, named as its announcement line names it."""
+
+    GRPC = "GRPC"  # the GRPCInferenceService; its address is HOST:PORT (gRPC's target form)
+    METRICS = "METRICS"  # Triton's metrics port; its address is http://HOST:PORT
+
+
+def surface_line(surface: Surface, address: str) -> str:
+    """The line a replica prints once its `surface` listener accepts connections."""
+    return f"{LISTENING_PREFIX}_{surface.value} {address}"
+
+
+def surface_address(line: str) -> tuple[Surface, str] | None:
+    """The surface and address of an announcement line, or None for any other line."""
+    head, _, address = line.strip().partition(" ")
+    address = address.strip()
+    kind = head.removeprefix(f"{LISTENING_PREFIX}_")
+    if kind == head or not address or kind not in Surface.__members__:
+        return None
+    return Surface(kind), address
 
 
 def listening_line(url: str) -> str:

@@ -22,6 +22,7 @@ def complete_config(
     *,
     gpu_available: bool,
     require_model_files: bool,
+    auto_complete: bool = True,
 ) -> list[int]:
     """Complete `config` (of the model in `model_dir`) in place and check it; return the
     versions its policy serves, ascending. ModelConfigError where Triton would refuse it.
@@ -29,6 +30,8 @@ def complete_config(
     Order: platform/backend (inferred from the newest version's file) → version policy →
     model files (when `require_model_files`) → ONNX auto-complete → defaults → validation.
     A python model's own `auto_complete_config` is not run here: it runs the model's code.
+    `auto_complete=False` (tritonserver's `--disable-auto-complete-config`) skips the ONNX
+    auto-complete: the config must then declare what the model takes and gives.
     """
     available = available_versions(model_dir)
     newest = model_dir / str(available[-1]) if available else None
@@ -45,7 +48,7 @@ def complete_config(
                 ) from None
             if not present:
                 raise ModelConfigError(f"{source}: model file {model_file} is missing")
-    if config.backend == "onnxruntime":
+    if auto_complete and config.backend == "onnxruntime":
         onnx_file = model_dir / str(versions[-1]) / default_model_filename(config)
         autocomplete_from_onnx(config, onnx_file, source)
     fill_defaults(config, gpu_available=gpu_available)

@@ -57,7 +57,9 @@ class ReplicaHandle:
     `claim_s` is the time to get a running, ready runtime (warm-pool claim or fresh start) and
     `restore_s` the load call (restore from an image, or the model's normal load), both 0 for a
     replica found running (`running_replicas`). `pid` is the local process id, when there is
-    one (shown by `thaw status --json`).
+    one (shown by `thaw status --json`). `grpc_address` is its KServe v2 gRPC service
+    (`host:port`, gRPC's target form), where the activator forwards gRPC calls; None when the
+    replica serves no gRPC (gRPC calls for the model then fail UNAVAILABLE, saying so).
     """
 
     id: str
@@ -66,6 +68,7 @@ class ReplicaHandle:
     claim_s: float
     restore_s: float
     pid: int | None = None
+    grpc_address: str | None = None
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,7 @@ def replica_argv(
     `handoff_state`; it then also enforces the body limit.
     """
     argv = [*local.serve_command, str(config.repository), "--host", "127.0.0.1"]
-    argv += ["--port", "0", "--model-control-mode", "explicit"]
+    argv += ["--port", "0", "--grpc-port", "0", "--model-control-mode", "explicit"]
     argv += ["--log-level", local.replica_log_level]
     if handoff_socket is not None and local.front_door_url is not None:
         argv += ["--handoff-socket", str(handoff_socket), "--front-door", local.front_door_url]
@@ -139,6 +139,7 @@ class LocalBackend:
             claim_s=claimed - start,
             restore_s=time.monotonic() - claimed,
             pid=proc.proc.pid,
+            grpc_address=proc.grpc_address,
         )
 
     async def running_replicas(self, model: str) -> list[ReplicaHandle]:

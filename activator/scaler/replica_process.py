@@ -20,7 +20,7 @@ import aiohttp
 
 from activator.errors import ActivationFailed
 from activator.scaler.runtime_control import RuntimeControl
-from thawwire.handoff_protocol import listening_url
+from thawwire.handoff_protocol import Surface, listening_url, surface_address
 
 __all__ = ["ReplicaProcess"]
 
@@ -39,6 +39,7 @@ class ReplicaProcess:
         self.proc = proc
         self.name = name
         self.url = ""
+        self.grpc_address: str | None = None  # announced before `url` (handoff_protocol)
         self.handoff_socket = handoff_socket  # where it takes handed-off client connections
         self.model: str | None = None
         self.control: RuntimeControl | None = None  # once it listens
@@ -73,7 +74,11 @@ class ReplicaProcess:
     async def _read_stdout(self, stream: asyncio.StreamReader) -> None:
         # Keep reading for the process's life so a chatty child never blocks on a full pipe.
         while line := await stream.readline():
-            url = listening_url(line.decode(errors="replace"))
+            text = line.decode(errors="replace")
+            surface = surface_address(text)
+            if surface is not None and surface[0] is Surface.GRPC and not self._listening.done():
+                self.grpc_address = surface[1]
+            url = listening_url(text)
             if url is not None and not self._listening.done():
                 self._listening.set_result(url)
         if not self._listening.done():
