@@ -91,7 +91,7 @@ def test_answers_at_zero_do_not_wake_the_model(
     up: UpProcess, client: grpcclient.InferenceServerClient
 ) -> None:
     assert client.is_server_live() and client.is_server_ready()
-    assert client.get_server_metadata().name == "thaw"
+    assert client.get_server_metadata().name == "triton"
     assert client.is_model_ready("at_rest")
     meta = client.get_model_metadata("at_rest")
     assert [i.name for i in meta.inputs] == ["INPUT0", "INPUT1"]

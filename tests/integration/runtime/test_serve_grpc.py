@@ -64,7 +64,7 @@ def _status(info: pytest.ExceptionInfo[InferenceServerException]) -> str:
 def test_health_metadata_and_config(grpc_client: grpcclient.InferenceServerClient) -> None:
     assert grpc_client.is_server_live() and grpc_client.is_server_ready()
     meta = grpc_client.get_server_metadata()
-    assert meta.name == "thaw" and list(meta.extensions) == list(EXTENSIONS)
+    assert meta.name == "triton" and list(meta.extensions) == list(EXTENSIONS)
     assert grpc_client.is_model_ready("add_sub")
     assert not grpc_client.is_model_ready("grpc_spare")  # known, not loaded
     model = grpc_client.get_model_metadata("add_sub", as_json=True)
