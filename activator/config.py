@@ -164,3 +164,8 @@ class ActivatorConfig:
     drain_timeout_s: float = 30.0  # scale-down waits this long for in-flight requests
     tick_s: float = 0.5  # autoscaler evaluation period
     scaler: LocalConfig = field(default_factory=LocalConfig)
+    # The status page and cost view (activator.history, activator.cost): a sample of every
+    # model per interval, the last `history_samples` kept; money = GPU-seconds x this price.
+    history_interval_s: float = 1.0
+    history_samples: int = 1800
+    gpu_hour_price: float | None = None
