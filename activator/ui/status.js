@@ -211,27 +211,39 @@ function renderColdStarts(doc) {
 
 // ---- plots -----------------------------------------------------------------------------
 
-const BOX = { w: 560, h: 220, left: 44, right: 12, top: 10, bottom: 40 };
+const BOX = { w: 560, h: 220, left: 56, right: 12, top: 10, bottom: 40 };
 
-function niceMax(v) {
-  if (v <= 1) return 1;
-  const p = Math.pow(10, Math.floor(Math.log10(v)));
-  for (const m of [1, 2, 2.5, 5, 10]) if (v <= m * p) return m * p;
-  return 10 * p;
+// An axis from 0 in steps of 1, 2, 2.5 or 5 x 10^k, 4 of them (counts up to 4: one per unit).
+function niceScale(v, integer) {
+  if (integer && v <= 4) return { max: Math.max(2, Math.ceil(v)), step: 1 };
+  const raw = Math.max(v, 1e-9) / 4;
+  const p = Math.pow(10, Math.floor(Math.log10(raw)));
+  let step = [1, 2, 2.5, 5, 10].map((m) => m * p).find((m) => m >= raw);
+  if (integer) step = Math.max(1, Math.ceil(step));
+  return { max: step * 4, step };
 }
 
-function frame(svg, xMin, xMax, yMax, yFormat) {
+function frame(svg, xMin, xMax, scale, yFormat) {
   svg.replaceChildren();
   const { w, h, left, right, top, bottom } = BOX;
   const x = (v) => left + ((v - xMin) / Math.max(1e-9, xMax - xMin)) * (w - left - right);
-  const y = (v) => top + (1 - v / yMax) * (h - top - bottom);
-  for (let i = 0; i <= 4; i++) {
-    const v = (yMax * i) / 4;
+  const y = (v) => top + (1 - v / scale.max) * (h - top - bottom);
+  for (let i = 0; i <= Math.round(scale.max / scale.step); i++) {
+    const v = scale.step * i;
     svg.appendChild(svgEl("line", { class: "grid", x1: left, x2: w - right, y1: y(v), y2: y(v) }));
     svg.appendChild(svgEl("text", { x: left - 6, y: y(v) + 4, "text-anchor": "end" }, yFormat(v)));
   }
   svg.appendChild(svgEl("line", { class: "axis", x1: left, x2: left, y1: top, y2: h - bottom }));
   return { x, y };
+}
+
+function axisNumber(v) {
+  if (v >= 10000) return (v / 1000).toFixed(0) + "k";
+  return Number.isInteger(v) ? String(v) : v.toFixed(v < 1 ? 2 : 1);
+}
+
+function axisSeconds(v) {
+  return v === 0 ? "0" : v < 1 ? (v * 1000).toFixed(0) + " ms" : axisNumber(v) + " s";
 }
 
 function timeAxis(svg, x, t0, t1) {
@@ -270,9 +282,9 @@ function linePlot(svgId, field) {
   const svg = document.getElementById(svgId);
   const names = Object.keys(state.models).sort();
   const t = state.t;
-  const yMax = niceMax(Math.max(1, ...names.flatMap((n) => state.models[n][field] || [0])));
+  const scale = niceScale(Math.max(1, ...names.flatMap((n) => state.models[n][field] || [0])), true);
   const t0 = t.length ? t[0] : 0, t1 = t.length > 1 ? t[t.length - 1] : t0 + 1;
-  const { x, y } = frame(svg, t0, t1, yMax, (v) => (Number.isInteger(v) ? String(v) : v.toFixed(1)));
+  const { x, y } = frame(svg, t0, t1, scale, axisNumber);
   if (t.length < 2) return emptyNote(svg, "collecting samples…");
   timeAxis(svg, x, t0, t1);
   for (const name of names) {
@@ -288,8 +300,8 @@ function linePlot(svgId, field) {
 function coldPlot(doc) {
   const svg = document.getElementById("plot-cold");
   const starts = doc.cold_starts.slice().reverse(); // oldest first, left to right
-  const yMax = niceMax(Math.max(0.1, ...starts.map((c) => c.total_s || 0)) * 1.1);
-  const { y } = frame(svg, 0, 1, yMax, (v) => seconds(v));
+  const scale = niceScale(Math.max(0.1, ...starts.map((c) => c.total_s || 0)) * 1.05, false);
+  const { y } = frame(svg, 0, 1, scale, axisSeconds);
   if (!starts.length) return emptyNote(svg, "no cold start yet");
   const { w, left, right, h, bottom } = BOX;
   const slot = (w - left - right) / Math.max(starts.length, 8);
@@ -305,7 +317,7 @@ function coldPlot(doc) {
         base += v;
       }
     }
-    svg.appendChild(svgEl("text", { x: bx + bw / 2, y: h - bottom + 14, "text-anchor": "middle" }, c.model.slice(0, 10)));
+    svg.appendChild(svgEl("text", { x: bx + bw / 2, y: h - bottom + 14, "text-anchor": "middle" }, c.model.slice(0, 12)));
     svg.appendChild(svgEl("text", { x: bx + bw / 2, y: h - bottom + 27, "text-anchor": "middle" }, clock(c.began_unix)));
   });
 }
@@ -327,10 +339,10 @@ function costPlot(doc) {
   const started = tEnd - observed;
   const rate = doc.cost.models.reduce((a, c) => a + c.peak_replicas * (gpu ? c.gpus_per_replica : 1), 0);
   const always = t.map((ti) => rate * Math.max(0, ti - started));
-  const yMax = niceMax(Math.max(1, ...used, ...always));
+  const scale = niceScale(Math.max(1, ...used, ...always), false);
   const t0 = t.length ? t[0] : 0, t1 = t.length > 1 ? tEnd : t0 + 1;
   const unit = gpu ? "GPU" : "replica";
-  const { x, y } = frame(svg, t0, t1, yMax, (v) => amount(v, unit).replace(/ .*/, ""));
+  const { x, y } = frame(svg, t0, t1, scale, axisNumber);
   if (t.length < 2) return emptyNote(svg, "collecting samples…");
   timeAxis(svg, x, t0, t1);
   const line = (ys, color, dash, label) => {
@@ -345,7 +357,7 @@ function costPlot(doc) {
   svg.appendChild(svgEl("rect", { x: lx, y: BOX.h - 14, width: 10, height: 10, rx: 2, fill: "#4caf78" }));
   svg.appendChild(svgEl("text", { x: lx + 14, y: BOX.h - 5 }, `used (scale to zero)`));
   svg.appendChild(svgEl("rect", { x: lx + 160, y: BOX.h - 14, width: 10, height: 10, rx: 2, fill: "#e05d5d" }));
-  svg.appendChild(svgEl("text", { x: lx + 174, y: BOX.h - 5 }, `always-on at peak (${rate} ${unit}s)`));
+  svg.appendChild(svgEl("text", { x: lx + 174, y: BOX.h - 5 }, `always-on at peak (${rate} ${unit}${rate === 1 ? "" : "s"})`));
 }
 
 // ---- loop ------------------------------------------------------------------------------
