@@ -123,7 +123,10 @@ class Fleet:
                     endpoint.tick()
                 except Exception:
                     logger.exception("model=%s autoscaler tick failed", endpoint.name)
-            self.observe()
+            try:
+                self.observe()
+            except Exception:  # a bug here must not stop the ticks that scale the models
+                logger.exception("status page sampling failed")
 
     def observe(self) -> None:
         """Bring every cost ledger up to now; record a history sample when one is due."""
