@@ -9,7 +9,8 @@ PORT   ?= 8000
 CHECKOV_VENV ?= .venv-checkov
 TOOLS        ?= .tools
 
-.PHONY: install up serve test test-slow lint bench examples clean checkov terraform-docs tools
+.PHONY: install up serve test test-slow lint bench examples clean checkov terraform-docs tools \
+	system-deps screenshot
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -54,8 +55,35 @@ $(TOOLS)/.installed: deploy/tools/fetch_kube_tools.py
 
 tools: install $(TOOLS)/.installed
 
-test: install $(CHECKOV_VENV)/.installed $(TOOLS)/.installed
+# Debian's chromium (the status page's browser test drives it with Playwright; no browser is
+# downloaded) and prometheus (its promtool checks and tests deploy/prometheus/thaw-alerts.yaml).
+# Installed with apt-get when missing and run as root: ~26 s on a fresh machine (apt-get update
+# included), so `make test` installs them and those tests really run in CI. Otherwise, or when
+# apt-get fails, they are reported missing and their tests skip, saying why.
+SYSTEM_DEPS_CHECK := command -v chromium >/dev/null || echo chromium; \
+	command -v promtool >/dev/null || echo prometheus
+system-deps:
+	@missing="$$($(SYSTEM_DEPS_CHECK))"; missing="$$(echo $$missing)"; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then \
+		echo "system-deps: missing: $$missing (apt-get install them as root; their tests skip)"; \
+		exit 0; \
+	fi; \
+	echo "system-deps: apt-get install $$missing"; \
+	{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq --no-install-recommends $$missing >/dev/null; } \
+		|| echo "system-deps: apt-get failed; the tests that need $$missing skip"
+
+test: install system-deps $(CHECKOV_VENV)/.installed $(TOOLS)/.installed
 	$(VENV)/bin/pytest -q
+
+# docs/img/status-page.png: the status page as the browser test leaves it (a real `thaw up`).
+screenshot: install system-deps
+	rm -rf .screenshots
+	THAW_SCREENSHOT_DIR=.screenshots $(VENV)/bin/pytest -q -p no:cacheprovider \
+		tests/integration/ui/test_status_page_browser.py
+	mkdir -p docs/img && cp .screenshots/status-page.png docs/img/status-page.png
+	rm -rf .screenshots
 
 test-slow: install $(TOOLS)/.installed
 	$(VENV)/bin/pytest -q -m slow

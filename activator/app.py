@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -26,6 +27,7 @@ from activator.metrics import Metrics
 from activator.proxy import SMALL_BODY, forward, new_pool, new_session, read_body
 from activator.repository import Repository
 from activator.scaler.backend import ScalerBackend
+from activator.status_page import CSP, StatusPage
 from activator.upstream import UpstreamPool
 from thawwire import server_info
 from thawwire.paths import MODEL, MODEL_VERSION
@@ -36,6 +38,7 @@ logger = logging.getLogger(__name__)
 
 FLEET = web.AppKey("fleet", Fleet)
 UPSTREAM = web.AppKey("upstream", UpstreamPool)  # keep-alive connections for proxying
+PAGE = web.AppKey("status_page", StatusPage)  # the /ui/ files, read once at start-up
 _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -64,6 +67,10 @@ def routes() -> list[web.RouteDef]:
         web.post("/v2/repository/models/{model}/unload", unload),
         web.get("/metrics", metrics),
         web.get("/thaw/status", status),
+        web.get("/thaw/history", history),
+        web.get("/ui", ui_root),
+        web.get("/ui/", ui_file),
+        web.get("/ui/{name}", ui_file),
     ]
 
 
@@ -128,7 +135,12 @@ def build_app(
             await pool.close()
             await session.close()
 
+    async def page_ctx(app: web.Application) -> AsyncIterator[None]:
+        app[PAGE] = await asyncio.to_thread(StatusPage.load)
+        yield
+
     app.cleanup_ctx.append(fleet_ctx)
+    app.cleanup_ctx.append(page_ctx)
     return app
 
 
@@ -290,3 +302,26 @@ def metrics_app(fleet: Fleet) -> web.Application:
 
 async def status(request: web.Request) -> web.Response:
     return json_response(request.app[FLEET].status().to_json())
+
+
+async def history(request: web.Request) -> web.Response:
+    """The status page's plot data: samples after number `since` (default 0: all kept)."""
+    raw = request.query.get("since", "0")
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 18):
+        raise BadRequest(f"'since' must be a sample number (an integer >= 0), not {raw[:40]!r}")
+    return json_response(request.app[FLEET].history_since(int(raw)).to_json())
+
+
+async def ui_root(request: web.Request) -> web.Response:
+    raise web.HTTPFound("/ui/")  # the page's relative asset links need the slash
+
+
+async def ui_file(request: web.Request) -> web.Response:
+    """The status page (`/ui/`) and its assets; nothing else is served from here."""
+    name = request.match_info.get("name", "index.html")
+    found = request.app[PAGE].get(name)
+    if found is None:
+        raise RouteNotFound(f"no route for {request.path[:200]!r}")
+    body, kind = found
+    headers = {"Cache-Control": "no-cache", "Content-Security-Policy": CSP}
+    return web.Response(body=body, content_type=kind, charset="utf-8", headers=headers)

@@ -39,7 +39,8 @@ it in its config.pbtxt, e.g.
 
   parameters { key: "thaw.max_replicas" value { string_value: "2" } }
 
-Prometheus metrics are on /metrics; `thaw status` prints a table of the models.
+Prometheus metrics are on /metrics; the status page (models, cold starts, plots, the cost
+of scale to zero against always-on replicas) on /ui/; `thaw status` prints a table of the models.
 SIGTERM/SIGINT stop accepting, drain in-flight requests and stop every replica.
 """
 
@@ -161,6 +162,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="a direct connection older than this is closed after its next response, so "
         "clients reconnect through the activator and load rebalances (default 10)",
     )
+    p.add_argument(
+        "--gpu-hour-price",
+        type=float,
+        default=None,
+        metavar="PRICE",
+        help="price of one GPU-hour: the status page, `thaw status --cost` and "
+        "/thaw/status then show GPU-seconds used and saved as money too",
+    )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     add_kubernetes_arguments(p)
     scale = p.add_argument_group("scale settings (defaults for every model; thaw.<name> overrides)")
@@ -199,6 +208,8 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
     _check_range("--direct-max-age-s", args.direct_max_age_s, 0, 86_400)
     if args.arena_bytes is not None:
         _check_range("--arena-bytes", args.arena_bytes, 0, 1 << 44)
+    if args.gpu_hour_price is not None:
+        _check_range("--gpu-hour-price", args.gpu_hour_price, 0, 1_000_000)
     kubernetes = args.scaler == ScalerKind.KUBERNETES.value
     cache = args.cache or (None if kubernetes else Path(os.path.expanduser("~/.cache/thaw/images")))
     return ActivatorConfig(
@@ -216,6 +227,7 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
         scaler=_scaler_config(args),
         grpc_port=grpc_port,
         metrics_port=metrics_port,
+        gpu_hour_price=args.gpu_hour_price,
     )
 
 

@@ -171,3 +171,8 @@ class ActivatorConfig:
     # The gRPC front door (activator.grpc_surface) and Triton's metrics port; None: not served.
     grpc_port: int | None = 8001
     metrics_port: int | None = 8002
+    # The status page and cost view (activator.history, activator.cost): a sample of every
+    # model per interval, the last `history_samples` kept; money = GPU-seconds x this price.
+    history_interval_s: float = 1.0
+    history_samples: int = 1800
+    gpu_hour_price: float | None = None

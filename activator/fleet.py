@@ -1,4 +1,8 @@
-"""All model endpoints of one `thaw up`: their scaler backend, autoscaling tick and shutdown."""
+"""All model endpoints of one `thaw up`: their scaler backend, autoscaling tick and shutdown.
+
+Each tick also feeds what the status page shows over time: every model's cost ledger
+(activator.cost) and, once per history interval, a sample of every model (activator.history).
+"""
 
 from __future__ import annotations
 
@@ -6,11 +10,15 @@ import asyncio
 import contextlib
 import logging
 import sys
+import time
+from collections.abc import Callable
 
 import aiohttp
 
 from activator.config import ActivatorConfig
+from activator.cost import CostFigures, CostLedger
 from activator.errors import UnknownModel
+from activator.history import History, HistorySlice, Sample
 from activator.image_builder import build_images
 from activator.metrics import Metrics
 from activator.metrics_text import render
@@ -20,17 +28,27 @@ from activator.replica_stats import ModelStatistics
 from activator.repository import Repository
 from activator.scaler.backend import AsyncLifecycle, ScalerBackend
 from activator.scaler.factory import open_backend
-from activator.status_document import ModelStatus, StatusDocument
+from activator.status_document import (
+    ColdStartReport,
+    CostReport,
+    ModelState,
+    ModelStatus,
+    StatusDocument,
+)
 
-__all__ = ["Fleet"]
+__all__ = ["RECENT_COLD_STARTS", "Fleet"]
 
 logger = logging.getLogger(__name__)
+
+RECENT_COLD_STARTS = 20
+"""Cold starts the status document lists (newest first, all models)."""
 
 
 class Fleet:
     """Owns one ModelEndpoint per repository model and ticks their autoscalers.
 
     `backend` runs the replicas: the one given (tests), else the one `config.scaler` names.
+    `clock` is the endpoints' monotonic clock; `wall` (Unix time) dates the history samples.
     """
 
     def __init__(
@@ -41,11 +59,15 @@ class Fleet:
         session: aiohttp.ClientSession,
         *,
         backend: ScalerBackend | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self.config = config
         self.repository = repository
         self.metrics = metrics
         self.session = session
+        self._clock = clock
+        self._wall = wall
         self.backend: ScalerBackend = backend or open_backend(config, session, metrics)
         self.endpoints = {
             name: ModelEndpoint(
@@ -55,9 +77,24 @@ class Fleet:
                 metrics,
                 drain_timeout_s=config.drain_timeout_s,
                 stats=ModelStatistics(name, session, metrics=ModelMetrics(session)),
+                clock=clock,
             )
             for name in repository.names()
         }
+        now = clock()
+        self._ledgers = {
+            name: CostLedger(name, gpus_per_replica=repository.get(name).gpus_per_replica, now=now)
+            for name in repository.names()
+        }
+        self.history = History(
+            repository.names(),
+            capacity=config.history_samples,
+            interval_s=config.history_interval_s,
+        )
+        metrics.report_cost(self.cost_figures)
+        self._states: dict[str, ModelState] = {}
+        for name in repository.unavailable:
+            self._publish_state(name, ModelState.UNAVAILABLE)
         self.image_builds: dict[str, str] = {}
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -80,6 +117,7 @@ class Fleet:
             self._tasks.append(asyncio.create_task(self._build_images()))
         for endpoint in self.endpoints.values():
             endpoint.tick()
+        self.observe()
 
     async def _tick_loop(self) -> None:
         while True:
@@ -89,15 +127,46 @@ class Fleet:
                     endpoint.tick()
                 except Exception:
                     logger.exception("model=%s autoscaler tick failed", endpoint.name)
+            try:
+                self.observe()
+            except Exception:  # a bug here must not stop the ticks that scale the models
+                logger.exception("status page sampling failed")
+
+    def observe(self) -> None:
+        """Bring every cost ledger up to now; record a history sample when one is due."""
+        now = self._clock()
+        for name, endpoint in self.endpoints.items():
+            self._ledgers[name].observe(
+                now, running=endpoint.running_count, ready=endpoint.ready_count
+            )
+            if self._states.get(name) != endpoint.state:
+                self._publish_state(name, endpoint.state)
+        wall = self._wall()
+        if not self.history.due(wall):
+            return
+        samples = {
+            name: Sample(
+                ready=e.ready_count,
+                running=e.running_count,
+                held=e.held_count,
+                in_flight=sum(r.in_flight for r in e.replicas),
+                replica_seconds=self._ledgers[name].figures(now).replica_seconds,
+            )
+            for name, e in self.endpoints.items()
+        }
+        self.history.record(wall, samples)
 
     async def _build_images(self) -> None:
         assert self.config.cache_dir is not None  # checked by start()
         dirs = [self.repository.get(n).directory for n in self.repository.names()]
         command = [sys.executable, "-m", "thaw.cli"]
-        self.image_builds = {n: "building" for n in self.repository.names()}
-        self.image_builds = await build_images(
-            command, dirs, self.config.cache_dir, timeout_s=600.0
+        self.image_builds = {n: "queued" for n in self.repository.names()}
+        await build_images(
+            command, dirs, self.config.cache_dir, timeout_s=600.0, on_state=self._image_state
         )
+
+    def _image_state(self, model: str, state: str) -> None:
+        self.image_builds[model] = state
 
     async def close(self) -> None:
         """Graceful stop: fail held requests, drain every replica, stop the pool."""
@@ -116,9 +185,30 @@ class Fleet:
         pages = await asyncio.gather(*(e.metric_families() for e in self.endpoints.values()))
         return render(merge_families(pages).values())
 
+    def _publish_state(self, model: str, state: ModelState) -> None:
+        self._states[model] = state
+        for each in ModelState:
+            self.metrics.model_state.labels(model, each.value).set(1 if each is state else 0)
+
+    def cost_figures(self) -> list[CostFigures]:
+        """Every served model's cost accounting up to now (by name)."""
+        now = self._clock()
+        return [self._ledgers[name].figures(now) for name in sorted(self._ledgers)]
+
+    def cold_starts(self) -> tuple[ColdStartReport, ...]:
+        """The last RECENT_COLD_STARTS cold starts of all models, newest first."""
+        every = [c for e in self.endpoints.values() for c in e.cold_starts]
+        every.sort(key=lambda c: c.began_unix, reverse=True)
+        return tuple(every[:RECENT_COLD_STARTS])
+
+    def history_since(self, seq: int) -> HistorySlice:
+        """The history samples after number `seq` (`GET /thaw/history?since=`)."""
+        return self.history.since(seq)
+
     def status(self) -> StatusDocument:
         """The status document (`GET /thaw/status`): every repository model, those it
-        cannot serve included, by name; the warm pool; the start-up image builds."""
+        cannot serve included, by name; the warm pool; the start-up image builds; the last
+        cold starts; every model's cost."""
         models = [e.status() for e in self.endpoints.values()]
         for name, reason in self.repository.unavailable.items():
             models.append(ModelStatus.unavailable(name, reason))
@@ -126,4 +216,6 @@ class Fleet:
             models=tuple(sorted(models, key=lambda m: m.model)),
             warm_pool=self.backend.pool_status(),
             image_builds=dict(self.image_builds),
+            cold_starts=self.cold_starts(),
+            cost=CostReport(self.config.gpu_hour_price, tuple(self.cost_figures())),
         )

@@ -1,8 +1,9 @@
 """Builds each model's snapshot image into the cache at start-up, in the background.
 
 Runs `thaw snapshot build MODEL_DIR --store CACHE_DIR` as a subprocess per model, one at a
-time, never blocking serving. A failed or missing snapshotter is logged; replicas then load
-the model files normally.
+time, never blocking serving. Progress goes to the log (`image build 2/5 ...`, then a summary
+line) and to `on_state` (model, "building" | the result), which the status document shows. A
+failed or missing snapshotter is logged; replicas then load the model files normally.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 __all__ = ["build_images"]
@@ -23,12 +25,31 @@ _NOTHING_TO_IMAGE_EXIT = 3
 
 
 async def build_images(
-    command: Sequence[str], model_dirs: Sequence[Path], cache_dir: Path, *, timeout_s: float
+    command: Sequence[str],
+    model_dirs: Sequence[Path],
+    cache_dir: Path,
+    *,
+    timeout_s: float,
+    on_state: Callable[[str, str], None] | None = None,
 ) -> dict[str, str]:
-    """Build every image; returns model -> "ok" or the reason it failed (for status)."""
+    """Build every image; returns model -> "ok" or the reason it failed (for status).
+    `on_state(model, state)` hears "building" as each starts and its result as it ends."""
     results: dict[str, str] = {}
-    for model_dir in model_dirs:
-        results[model_dir.name] = await _build_one(command, model_dir, cache_dir, timeout_s)
+    report = on_state or (lambda _model, _state: None)
+    start, total = time.monotonic(), len(model_dirs)
+    for n, model_dir in enumerate(model_dirs, 1):
+        logger.info("model=%s image build %d/%d started", model_dir.name, n, total)
+        report(model_dir.name, "building")
+        result = await _build_one(command, model_dir, cache_dir, timeout_s)
+        results[model_dir.name] = result
+        report(model_dir.name, result)
+    if total:
+        kinds = Counter(r.split(":")[0] for r in results.values())
+        summary = ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items()))
+        logger.info(
+            "image builds done: %d/%d in %.1f s (%s)", total, total, time.monotonic() - start,
+            summary,
+        )  # fmt: skip
     return results
 
 

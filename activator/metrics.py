@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+if TYPE_CHECKING:
+    from activator.cost import CostFigures
 
 __all__ = ["Metrics"]
 
@@ -24,6 +29,12 @@ class Metrics:
         self.replicas = Gauge(
             "thaw_model_replicas",
             "Replicas per model; state desired (autoscaler) or ready (routable)",
+            ["model", "state"],
+            registry=r,
+        )
+        self.model_state = Gauge(
+            "thaw_model_state",
+            "1 for the state a model is in (cold, waking, warm, draining, unavailable), else 0",
             ["model", "state"],
             registry=r,
         )
@@ -126,9 +137,53 @@ class Metrics:
             registry=r,
         )
 
+    def report_cost(self, source: Callable[[], Iterable[CostFigures]]) -> None:
+        """Export every model's cost accounting (activator.cost), read from `source` at
+        scrape time: `thaw_replica_seconds_total`, `thaw_gpu_seconds_total`, ..."""
+        self.registry.register(_CostCollector(source))
+
     def observe_request(self, model: str, code: str, seconds: float) -> None:
         """One inference request left the activator with HTTP status `code`."""
         child = self._latency.get((model, code))
         if child is None:
             child = self._latency[model, code] = self.request_latency.labels(model, code)
         child.observe(seconds)
+
+
+class _CostCollector:
+    """The cost families, built at scrape time from the fleet's ledgers (activator.cost)."""
+
+    def __init__(self, source: Callable[[], Iterable[CostFigures]]) -> None:
+        self._source = source
+
+    def describe(self) -> list[Metric]:
+        return []  # collected only when scraped (the ledgers exist with the fleet)
+
+    def collect(self) -> Iterator[Metric]:
+        figures = list(self._source())
+        families: list[tuple[type, str, str, Callable[[CostFigures], float]]] = [
+            (CounterMetricFamily, "thaw_replica_seconds",
+             "Replica-seconds used: the integral of running replicas (starting, ready or "
+             "draining) over time", lambda c: c.replica_seconds),
+            (CounterMetricFamily, "thaw_gpu_seconds",
+             "GPU-seconds used: replica-seconds x GPUs per replica", lambda c: c.gpu_seconds),
+            (CounterMetricFamily, "thaw_idle_at_zero_seconds",
+             "Seconds the model ran no replica at all", lambda c: c.idle_at_zero_s),
+            (CounterMetricFamily, "thaw_always_on_replica_seconds",
+             "Replica-seconds always-on replicas at the observed peak (min_replicas = peak) "
+             "would have used", lambda c: c.always_on_replica_seconds),
+            (GaugeMetricFamily, "thaw_saved_replica_seconds",
+             "Always-on replica-seconds minus those used (scale to zero's saving)",
+             lambda c: c.saved_replica_seconds),
+            (GaugeMetricFamily, "thaw_saved_gpu_seconds",
+             "Always-on GPU-seconds minus those used", lambda c: c.saved_gpu_seconds),
+            (GaugeMetricFamily, "thaw_peak_replicas",
+             "Most replicas ready at once since thaw up started", lambda c: c.peak_replicas),
+            (GaugeMetricFamily, "thaw_gpus_per_replica",
+             "GPUs one replica holds (KIND_GPU instance groups)", lambda c: c.gpus_per_replica),
+        ]  # fmt: skip
+        for kind, name, help_text, value in families:
+            family = kind(name, help_text, labels=["model"])
+            for c in figures:
+                family.add_metric([c.model], value(c))
+            yield family

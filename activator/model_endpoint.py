@@ -36,7 +36,13 @@ from activator.replica import Replica
 from activator.replica_lifecycle import ReplicaSet
 from activator.replica_stats import ModelStatistics, Rows
 from activator.scaler.backend import PeerConcurrency, ScalerBackend
-from activator.status_document import ModelState, ModelStatus, ReplicaState, ReplicaStatus
+from activator.status_document import (
+    ColdStartReport,
+    ModelState,
+    ModelStatus,
+    ReplicaState,
+    ReplicaStatus,
+)
 
 __all__ = ["ModelEndpoint", "ModelState"]
 
@@ -209,7 +215,7 @@ class ModelEndpoint:
 
     def _start_failed(self, message: str) -> None:
         if self._replicas.ready_count == 0 and self._replicas.starting == 0:
-            self._cold.abandon()
+            self._cold.abandon(message)
             error = ActivationFailed(f"model '{self._name}' could not be activated: {message}")
             self._admission.fail_held(error)
 
@@ -250,6 +256,17 @@ class ModelEndpoint:
     def last_cold_start_s(self) -> float | None:
         """Seconds from the start of the last cold start to its first response."""
         return self._cold.last_s
+
+    @property
+    def cold_starts(self) -> tuple[ColdStartReport, ...]:
+        """The model's last cold starts (failed ones included), oldest first."""
+        return tuple(self._cold.recent)
+
+    @property
+    def running_count(self) -> int:
+        """Replicas that run (starting, ready or draining): what the model is spending."""
+        live = sum(1 for r in self._replicas.replicas if not r.dead)
+        return live + self._replicas.starting
 
     @property
     def replicas(self) -> tuple[Replica, ...]:

@@ -44,6 +44,16 @@ class ModelEntry:
         """The ModelConfig as Triton's JSON: proto field names, int64 fields as numbers."""
         return config_to_json(self.config)
 
+    @property
+    def gpus_per_replica(self) -> int:
+        """GPUs one replica holds: the distinct device ids of the completed config's KIND_GPU
+        instance groups (completion puts a group that lists none on GPU 0); 0 on CPUs only.
+        The activator completes configs as for a CPU target, so a KIND_AUTO group counts as
+        CPU: name KIND_GPU for GPU-seconds to be counted (activator.cost)."""
+        kind_gpu = mc.ModelInstanceGroup.KIND_GPU
+        return len({g for group in self.config.instance_group if group.kind == kind_gpu
+                    for g in (group.gpus or [0])})  # fmt: skip
+
     def version_dir_bytes(self) -> int:
         """Size in bytes of the newest served version's files (sizes a restore arena)."""
         if not self.versions:

@@ -156,6 +156,27 @@ def _le(bound: float) -> str:
     return repr(float(bound))
 
 
+class ServerMemory:
+    """`thaw_server_resident_memory_bytes`: this server's resident memory with its child
+    processes' (Python-backend instances run in their own), read at scrape time; a value
+    that only grows is the leak operators page on (deploy/prometheus/thaw-alerts.yaml)."""
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        total = 0
+        me = psutil.Process()  # here, not at start-up: psutil reads /proc to make one
+        for process in (me, *me.children(recursive=True)):
+            with contextlib.suppress(psutil.Error):  # a child that ended meanwhile
+                total += process.memory_info().rss
+        yield GaugeMetricFamily(
+            "thaw_server_resident_memory_bytes",
+            "Resident memory of this server and its child processes, in bytes",
+            value=total,
+        )
+
+
 class Metrics:
     """One server's metrics; `exposition()` renders the `/metrics` body."""
 
@@ -167,6 +188,7 @@ class Metrics:
         self.custom = CustomMetrics()
         self._custom = CustomCollector(self.custom)
         self.registry.register(self._custom)
+        self.registry.register(ServerMemory())
         self.load_duration = Gauge(
             "thaw_model_load_duration_seconds",
             "Seconds the last load of a model version took",
@@ -192,15 +214,29 @@ class Metrics:
             ["model", "reason"],
             registry=self.registry,
         )
+        # Counters, like load failures: kept after an unload (a rate needs them).
+        self.loads = Counter(
+            "thaw_model_loads",
+            "Model version loads by where the weights came from: host (memory), cache "
+            "(node-local image cache), store (fetched from the image store) or files (no "
+            "usable image: a classic load); the image cache's hit ratio is (host + cache) / "
+            "(host + cache + store)",
+            ["model", "source"],
+            registry=self.registry,
+        )
         psutil.cpu_percent(interval=None)  # prime: the first reading is since this call
 
     def bind(self, book: StatsBook, pending: PendingFn) -> None:
         """Attach the statistics the `nv_*` metrics are read from at scrape time."""
         self._triton.bind(book, pending)
 
-    def record_load(self, model: str, version: str, seconds: float, *, restored: bool) -> None:
+    def record_load(
+        self, model: str, version: str, seconds: float, *, restored: bool, source: str = "files"
+    ) -> None:
+        """A version loaded; `source` is where a restored image's bytes came from."""
         self.load_duration.labels(model, version).set(seconds)
         self.restored.labels(model, version).set(1 if restored else 0)
+        self.loads.labels(model, source if restored else "files").inc()
 
     def record_load_failure(self, model: str) -> None:
         self.load_failures.labels(model).inc()

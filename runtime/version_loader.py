@@ -117,7 +117,10 @@ class VersionLoader:
             spec.name, str(version), instances, stats, inline_max_us=self._inline_exec_max_us
         )
         seconds = time.perf_counter() - started
-        self._metrics.record_load(spec.name, str(version), seconds, restored=restored)
+        source = image.source if image is not None else "files"
+        self._metrics.record_load(
+            spec.name, str(version), seconds, restored=restored, source=source
+        )
         logger.info(
             "model=%s version=%s loaded in %.3f s (%d instance(s), restored=%s)",
             spec.name, version, seconds, len(instances), restored,

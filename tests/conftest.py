@@ -65,6 +65,9 @@ def _allow_known_blocking(bb: BlockBuster) -> None:
         {"record_execution", "record_failure", "to_json", "open", "close", "items"},
     )
     _allow(bb, ("threading.Lock.acquire",), "prometheus_client/values.py", {"inc", "set", "get"})
+    # Scrape time: the runtime's `thaw_server_resident_memory_bytes` reads /proc for the
+    # server and its child processes (psutil); /proc is answered from kernel memory, no disk.
+    _allow(bb, (*_STAT, "io.BufferedReader.read"), "runtime/metrics.py", {"collect"})
     # By design a Python model proven tiny runs on the loop (docs/decisions/
     # 0004-inline-tiny-python-models.md); the scheduler tests' fake model sleeps there to turn
     # slow, which is what sends it back to its thread.

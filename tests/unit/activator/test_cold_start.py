@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from activator.breaker import Breaker
-from activator.cold_start import ColdStartTimer, replicas_to_start
+from activator.cold_start import KEEP_RECENT, ColdStartTimer, replicas_to_start
 from activator.metrics import Metrics
 from activator.replica import Replica
 from activator.scaler.backend import ReplicaHandle
@@ -78,3 +78,41 @@ def test_starts_nobody_waits_for_and_failed_ones_are_not_timed() -> None:
     timer.replica_up(replica)
     assert replica.cold_start_t0 is None
     assert timer.last_s is None and _count(metrics, "claim") == 0
+
+
+def test_the_last_cold_starts_are_kept_with_their_phases_and_failures() -> None:
+    clock, metrics = FakeClock(), Metrics()
+    wall = FakeClock(start=1_700_000_000.0)
+    timer = ColdStartTimer("m", metrics, clock, wall=wall)
+    timer.begin(requests_waiting=True)
+    clock.advance(0.3)
+    replica = _replica(clock)
+    timer.replica_up(replica)
+    clock.advance(0.1)
+    wall.advance(0.4)
+    timer.served(replica)
+    (report,) = timer.recent
+    assert report.model == "m" and report.error is None
+    assert report.began_unix == pytest.approx(1_700_000_000.0)
+    assert report.total_s == pytest.approx(0.4)
+    assert report.warmup_s == pytest.approx(0.1)
+    assert (report.claim_s, report.restore_s) == (replica.handle.claim_s, replica.handle.restore_s)
+    timer.begin(requests_waiting=True)
+    clock.advance(2.0)
+    wall.advance(2.0)
+    timer.abandon("model 'm' could not be activated: boom")
+    failed = timer.recent[-1]
+    assert failed.total_s is None and failed.claim_s is None
+    assert failed.error == "model 'm' could not be activated: boom"
+    assert failed.began_unix == pytest.approx(1_700_000_000.4)
+    timer.abandon("nothing in progress: not a cold start")
+    assert len(timer.recent) == 2
+
+
+def test_only_the_last_few_cold_starts_are_kept() -> None:
+    clock, metrics = FakeClock(), Metrics()
+    timer = ColdStartTimer("m", metrics, clock)
+    for _ in range(KEEP_RECENT + 5):
+        timer.begin(requests_waiting=True)
+        timer.abandon("boom")
+    assert len(timer.recent) == KEEP_RECENT

@@ -258,3 +258,32 @@ async def test_ort_optimized_image_for_another_host_loads_the_file(
     restored, from_image = await _one_output(repo, store, "onnx_conv")
     assert from_image == 0.0
     assert restored.tobytes() == expected.tobytes()
+
+
+def _loads(metrics: Metrics, model: str) -> dict[str, float]:
+    """`thaw_model_loads_total` of one model, by source."""
+    pattern = rf'^thaw_model_loads_total{{model="{model}",source="(\w+)"}} (\S+)$'
+    found = re.findall(pattern, metrics.exposition().decode(), re.M)
+    return {source: float(value) for source, value in found}
+
+
+async def test_loads_are_counted_by_where_the_weights_came_from(tmp_path: Path) -> None:
+    """The image cache's hit ratio (deploy/prometheus/thaw-alerts.yaml) reads these: a first
+    restore fetches from the store into the node cache, the next one hits the cache, and a
+    model without an image loads its files."""
+    repo, store = await asyncio.to_thread(_repo_with_images, tmp_path)
+    sources = []
+    for _ in range(2):
+        metrics = Metrics()
+        config = ServeConfig(repository=repo, store=str(store), cache=tmp_path / "cache")
+        manager = ModelManager(config, metrics=metrics)
+        await manager.start()
+        await manager.stop()
+        sources.append(_loads(metrics, "onnx_add"))
+    assert sources == [{"store": 1.0}, {"cache": 1.0}]
+    metrics = Metrics()
+    manager = ModelManager(ServeConfig(repository=repo), metrics=metrics)
+    await manager.start()
+    await manager.stop()
+    assert _loads(metrics, "onnx_add") == {"files": 1.0}
+

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -208,3 +211,27 @@ def test_label_values_with_newlines_quotes_and_backslashes_are_escaped() -> None
     counts = {f.name: len(f.samples) for f in families if f.name.startswith("nv_inference")}
     assert counts["nv_inference_request_failure"] == len(FailureReason)
     assert counts["nv_inference_count"] == 1 and counts["nv_inference_pending_request_count"] == 1
+
+
+def _server_memory() -> float:
+    text = Metrics().exposition().decode()
+    found = re.search(r"^thaw_server_resident_memory_bytes (\S+)$", text, re.M)
+    assert found, text
+    return float(found.group(1))
+
+
+def test_server_memory_counts_this_process_and_its_children() -> None:
+    """What the replica-memory alert watches: a Python-backend instance runs in a child
+    process, and its memory must count."""
+    alone = _server_memory()
+    assert alone >= psutil.Process().memory_info().rss * 0.9
+    script = "import sys; b = bytearray(64 << 20); print(flush=True); sys.stdin.read()"
+    child = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert child.stdout is not None
+        child.stdout.readline()  # its 64 MiB are allocated (and touched: bytearray zeroes)
+        assert _server_memory() > alone + (48 << 20)
+    finally:
+        child.communicate(b"")
