@@ -59,6 +59,12 @@ class ServeConfig:
     # The activator's per-connection state file for handed-off connections (one byte a slot).
     handoff_state: Path | None = None
     handoff_max_age_s: float = 10.0
+    # The response cache's bound over all models (Triton's `--cache-config local,size=N`);
+    # 0: no cache, whatever a model's `response_cache` says.
+    response_cache_bytes: int = 0
+    # Internal, set by `thaw up`: run ensemble steps on the models behind this URL (the front
+    # door) instead of loading the composing models into this process.
+    ensemble_steps_url: str | None = None
 
     def __post_init__(self) -> None:
         _in_range("port", self.port, 0, 65535)
@@ -70,6 +76,10 @@ class ServeConfig:
         _in_range("body_timeout_s", self.body_timeout_s, 0.1, 3600)
         _in_range("inline_exec_max_us", self.inline_exec_max_us, 0, 10_000)
         _in_range("handoff_max_age_s", self.handoff_max_age_s, 0, 86400)
+        _in_range("response_cache_bytes", self.response_cache_bytes, 0, 1 << 44)
+        url = self.ensemble_steps_url
+        if url is not None and not url.startswith("http://"):
+            raise ConfigError(f"`ensemble_steps_url` = {url!r}, must be an http:// URL")
         if (self.handoff_socket is None) != (self.front_door is None):
             raise ConfigError("`handoff_socket` and `front_door` go together: give both or neither")
         if self.handoff_state is not None and self.handoff_socket is None:

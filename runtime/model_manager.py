@@ -16,20 +16,33 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from runtime.config import ModelControlMode, ServeConfig
+from runtime.ensemble_scheduler import StepRunner
 from runtime.errors import (
     FeatureDisabled,
     InvalidInput,
     ModelNotFound,
     ModelUnavailable,
+    RepositoryError,
     ServingError,
 )
 from runtime.inference import InferRequest, InferResponse
 from runtime.metrics import Metrics
-from runtime.repository import fingerprint, list_models, read_model, validate_model_name
+from runtime.model_config import parse_config
+from runtime.remote_models import RemoteModels
+from runtime.repository import (
+    ModelSpec,
+    fingerprint,
+    list_models,
+    read_model,
+    validate_model_name,
+)
+from runtime.request_parameters import scheduling_parameters
+from runtime.response_cache import ResponseCache
 from runtime.snapshot_restore import ImageSource
 from runtime.stats import StatsBook
 from runtime.version_loader import LoadedVersion, VersionLoader
 from thawwire.metadata import model_metadata
+from tritonconfig import composing_models, ensemble_steps, is_ensemble
 
 if TYPE_CHECKING:
     from snapshotter import Arena
@@ -85,12 +98,24 @@ class ModelManager:
         metrics.bind(self._book, self.pending_counts)
         if image_loader is None and (config.store or config.cache):
             image_loader = _make_image_loader(config)
+        # Ensemble steps run here, on the composing models loaded beside the ensemble, or
+        # (under `thaw up`) on the models behind the front door.
+        self._remote: RemoteModels | None = None
+        steps: StepRunner = self
+        if config.ensemble_steps_url is not None:
+            steps = self._remote = RemoteModels(
+                config.ensemble_steps_url, timeout_s=config.exit_timeout_s + 300
+            )
+        self._cache = (
+            ResponseCache(config.response_cache_bytes) if config.response_cache_bytes else None
+        )
         self._loader = VersionLoader(
             book=self._book,
             metrics=metrics,
             image_loader=image_loader,
             arena=arena,
             inline_exec_max_us=config.inline_exec_max_us,
+            steps=steps,
         )
         self._models: dict[str, _Model] = {}
         self._started = False
@@ -119,6 +144,8 @@ class ModelManager:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._poller
         await asyncio.gather(*(self._unload(name) for name in list(self._models)))
+        if self._remote is not None:
+            await self._remote.close()
         self._started = False
 
     def is_ready(self) -> bool:
@@ -168,14 +195,16 @@ class ModelManager:
 
     async def load(
         self, name: str, *, config_json: str | None = None, files: dict[str, bytes] | None = None
-    ) -> None:
-        """Load (or reload) a model; returns when READY, raises the reason otherwise."""
+    ) -> float:
+        """Load (or reload) a model; returns when READY (with the seconds its warm-up samples
+        took), raises the reason otherwise."""
         if self._config.model_control_mode != ModelControlMode.EXPLICIT:
             raise FeatureDisabled(_CONTROL_DISABLED)
         validate_model_name(name)
         if files and config_json is None:
             raise InvalidInput("load with 'file:' parameters also needs the 'config' parameter")
         await self._load(name, config_json=config_json, files=files)
+        return sum(v.warmup_s for v in self._models[name].versions.values())
 
     async def unload(self, name: str, *, unload_dependents: bool = False) -> None:
         """Unload every version; queued requests finish first, new ones get 503."""
@@ -222,8 +251,24 @@ class ModelManager:
         # A request refused here never reached the model: like Triton (observed on 2.51) it
         # counts in neither the statistics nor `nv_inference_request_failure`.
         batch = loaded.signature.validate(request)
-        response = await loaded.scheduler.submit(request, batch_size=batch, received_ns=received)
+        params = scheduling_parameters(request.parameters)
+        cache = self._cache if loaded.stats.cache_enabled else None
+        if cache is not None:
+            lookup = time.perf_counter_ns()
+            key = cache.key(request.model_name, loaded.version, request)
+            hit = cache.get(key, request.model_name, loaded.version)
+            looked = time.perf_counter_ns()
+            if hit is not None:
+                loaded.stats.record_cache_hit(looked - received, looked - lookup)
+                return loaded.signature.finish(request, hit, batch)
+        response = await loaded.scheduler.submit(
+            request, batch_size=batch, received_ns=received, params=params
+        )
         response.model_version = loaded.version
+        if cache is not None:
+            insert = time.perf_counter_ns()
+            cache.put(key, response)
+            loaded.stats.record_cache_miss(looked - lookup + time.perf_counter_ns() - insert)
         return loaded.signature.finish(request, response, batch)
 
     # -- internals ------------------------------------------------------------------------
@@ -257,8 +302,15 @@ class ModelManager:
             await self._load(name, config_json=None, files=None)
 
     async def _load(
-        self, name: str, *, config_json: str | None, files: dict[str, bytes] | None
+        self,
+        name: str,
+        *,
+        config_json: str | None,
+        files: dict[str, bytes] | None,
+        if_needed: bool = False,
     ) -> None:
+        """Load `name`; `if_needed`: unless it is READY by the time its lock is ours (a
+        composing model an ensemble needs, which another load may just have brought up)."""
         model = self._models.get(name)
         if model is None:
             # A name that is not in the repository (a typo) must leave no index entry and never
@@ -267,6 +319,9 @@ class ModelManager:
                 raise ModelNotFound(f"failed to load '{name}': no such model in the repository")
             model = self._models.setdefault(name, _Model(name))
         async with model.lock:  # one load/unload of a model at a time
+            if if_needed and model.state == ModelState.READY:
+                model.wanted = True
+                return
             model.wanted = True
             previous_state = model.state
             model.state = ModelState.LOADING if not model.versions else model.state
@@ -282,7 +337,12 @@ class ModelManager:
                 model.fingerprint = spec.fingerprint
                 if not model.versions:
                     model.known_versions = [str(v) for v in spec.versions]
+                if is_ensemble(spec.config) and self._remote is None:
+                    await self._load_composing(spec)
                 versions = await asyncio.to_thread(self._loader.load, spec)
+                for loaded in versions.values():
+                    enabled = loaded.config.response_cache.enable
+                    loaded.stats.cache_enabled = self._cache is not None and enabled
             except BaseException as exc:
                 if override is not None:
                     shutil.rmtree(override, ignore_errors=True)
@@ -303,6 +363,33 @@ class ModelManager:
             model.latest = max(versions, key=int)
             model.state, model.reason = ModelState.READY, ""
             await self._retire(name, old, old_override)
+
+    async def _load_composing(self, spec: ModelSpec) -> None:
+        """Load the models an ensemble runs, before it (Triton loads them with it); a load
+        error names the model that failed and why."""
+        name = spec.name
+        cycle = await asyncio.to_thread(_ensemble_cycle, self._repo, name)
+        if cycle:
+            raise RepositoryError(f"circular dependency between ensembles: {' -> '.join(cycle)}")
+        for dep in composing_models(spec.config):
+            if not await asyncio.to_thread((self._repo / dep).is_dir):
+                raise RepositoryError(
+                    f"ensemble '{name}' depends on '{dep}' which is not in the model repository"
+                )
+            try:
+                await self._load(dep, config_json=None, files=None, if_needed=True)
+            except ServingError as exc:
+                raise RepositoryError(
+                    f"ensemble '{name}' depends on '{dep}' which has no loaded version. Model "
+                    f"'{dep}' loading failed with error: {exc.message}"
+                ) from exc
+        for step in ensemble_steps(spec.config):
+            loaded = self._models[step.model_name].versions
+            if step.model_version > 0 and str(step.model_version) not in loaded:
+                raise RepositoryError(
+                    f"ensemble '{name}' depends on '{step.model_name}' whose required version "
+                    f"{step.model_version} is not loaded."
+                )
 
     def _load_failed(self, model: _Model, previous: ModelState | None, exc: BaseException) -> None:
         reason = exc.message if isinstance(exc, ServingError) else repr(exc)
@@ -360,6 +447,34 @@ class ModelManager:
                     continue
                 logger.info("model=%s changed on disk, reloading", name)
             await self._load_quietly(name)
+
+
+def _ensemble_cycle(repo: Path, name: str) -> list[str]:
+    """The names along a cycle of ensembles that reach `name` again, or [] (reads only the
+    ensembles' own config.pbtxt; a config that cannot be read ends its path)."""
+
+    def steps_of(model: str) -> list[str]:
+        path = repo / model / "config.pbtxt"
+        try:
+            config = parse_config(path.read_text(encoding="utf-8"), str(path))
+        except (OSError, UnicodeDecodeError, RepositoryError):
+            return []
+        return composing_models(config) if is_ensemble(config) else []
+
+    seen: set[str] = set()
+
+    def walk(model: str, chain: list[str]) -> list[str]:
+        for dep in steps_of(model):
+            if dep == name:
+                return [*chain, dep]
+            if dep not in seen:
+                seen.add(dep)
+                found = walk(dep, [*chain, dep])
+                if found:
+                    return found
+        return []
+
+    return walk(name, [name])
 
 
 def _write_override(name: str, files: dict[str, bytes]) -> Path:

@@ -40,7 +40,8 @@ class ReplicaHandle:
     `claim_s` is the time to get a running, ready runtime (warm-pool claim or fresh start) and
     `restore_s` the load call (restore from an image, or the model's normal load), both 0 for a
     replica found running (`running_replicas`). `pid` is the local process id, when there is
-    one (shown by `thaw status --json`).
+    one (shown by `thaw status --json`). `warmup_s` is the part of `restore_s` the model's
+    `model_warmup` samples took (the runtime reports it in its load answer).
     """
 
     id: str
@@ -49,6 +50,7 @@ class ReplicaHandle:
     claim_s: float
     restore_s: float
     pid: int | None = None
+    warmup_s: float = 0.0
 
 
 @dataclass(frozen=True)

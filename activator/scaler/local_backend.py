@@ -139,6 +139,7 @@ class LocalBackend:
             claim_s=claimed - start,
             restore_s=time.monotonic() - claimed,
             pid=proc.proc.pid,
+            warmup_s=proc.warmup_s,
         )
 
     async def running_replicas(self, model: str) -> list[ReplicaHandle]:
