@@ -58,6 +58,7 @@ class _Live:
     slot: int
     last_ns: int  # the latest request's arrival
     in_flight: int = 0  # requests routed and not finished
+    ended: bool = False  # its END finished while others were in flight (a client gone early)
 
 
 @dataclass(slots=True)
@@ -106,6 +107,8 @@ class SequenceTable:
             else:
                 live = self._live[sequence] = _Live(slot[1], slot[0], now_ns)
         # A START on a live sequence continues it (Triton: the earlier one ended early).
+        if live is not None and start:
+            live.ended = False
         state = live if live is not None else waiting
         assert state is not None  # one of the two was found or made above
         state.last_ns = now_ns
@@ -118,7 +121,8 @@ class SequenceTable:
         if live is None:
             return []
         live.in_flight = max(0, live.in_flight - 1)
-        if end and live.in_flight == 0:
+        live.ended = live.ended or end
+        if live.ended and live.in_flight == 0:
             return self._release(sequence)
         return []
 
