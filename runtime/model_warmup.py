@@ -113,8 +113,9 @@ def _tensor(
     kind = spec.WhichOneof("input_data_type")
     if kind == "input_data_file":
         data = _from_file(name, datatype, dims, model_dir, spec.input_data_file, label)
-    elif datatype == "BYTES":  # random_data falls back to zeros for strings, as in Triton
-        data = np.full(dims, b"\0", dtype=np.object_)
+    elif datatype == "BYTES":  # random data falls back to zeros (empty strings), as in Triton
+        data = np.empty(dims, dtype=np.object_)
+        data.fill(b"")
     else:
         dtype = v2_to_numpy(datatype)
         if count * np.dtype(dtype).itemsize > _MAX_SAMPLE_BYTES:
