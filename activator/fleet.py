@@ -19,6 +19,7 @@ from activator.repository import Repository
 from activator.scaler.backend import ScalerBackend
 from activator.scaler.factory import open_backend
 from activator.status_document import ModelStatus, StatusDocument
+from tritonconfig import composing_models, is_ensemble, sequence_idle_us
 
 __all__ = ["Fleet"]
 
@@ -53,11 +54,21 @@ class Fleet:
                 metrics,
                 drain_timeout_s=config.drain_timeout_s,
                 stats=ModelStatistics(name, session),
+                sequence_idle_s=_sequence_idle_s(repository, name),
             )
             for name in repository.names()
         }
+        # Per ensemble, every model its steps run (through nested ensembles too).
+        self.composing = {name: _composing(repository, name) for name in repository.names()}
         self.image_builds: dict[str, str] = {}
         self._tasks: list[asyncio.Task[None]] = []
+
+    def wake_composing(self, name: str) -> None:
+        """An ensemble was asked: wake every model its steps will call, all at once."""
+        for model in self.composing.get(name, ()):
+            endpoint = self.endpoints.get(model)
+            if endpoint is not None:
+                endpoint.expect_request()
 
     def endpoint(self, name: str) -> ModelEndpoint:
         self.repository.get(name)  # validates the name, raises UnknownModel
@@ -88,9 +99,13 @@ class Fleet:
 
     async def _build_images(self) -> None:
         assert self.config.cache_dir is not None  # checked by start()
-        dirs = [self.repository.get(n).directory for n in self.repository.names()]
+        # An ensemble has no files of its own: nothing to build an image from.
+        names = [
+            n for n in self.repository.names() if not is_ensemble(self.repository.get(n).config)
+        ]
+        dirs = [self.repository.get(n).directory for n in names]
         command = [sys.executable, "-m", "thaw.cli"]
-        self.image_builds = {n: "building" for n in self.repository.names()}
+        self.image_builds = {n: "building" for n in names}
         self.image_builds = await build_images(
             command, dirs, self.config.cache_dir, timeout_s=600.0
         )
@@ -116,3 +131,21 @@ class Fleet:
             warm_pool=self.backend.pool_status(),
             image_builds=dict(self.image_builds),
         )
+
+
+def _sequence_idle_s(repository: Repository, name: str) -> float | None:
+    idle_us = sequence_idle_us(repository.get(name).config)
+    return idle_us / 1e6 if idle_us is not None else None
+
+
+def _composing(repository: Repository, name: str) -> tuple[str, ...]:
+    """The models an ensemble's steps run, nested ensembles expanded (() for a model)."""
+    found: dict[str, None] = {}
+    pending = composing_models(repository.get(name).config)
+    while pending:
+        model = pending.pop(0)
+        if model in found or model == name or model not in repository.names():
+            continue
+        found[model] = None
+        pending += composing_models(repository.get(model).config)
+    return tuple(found)

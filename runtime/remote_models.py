@@ -48,8 +48,12 @@ class RemoteModels:
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
+            # A fresh connection per step: the front door may hand a connection to the step
+            # model's replica, and a pooled one would then carry other models' steps there.
             self._session = aiohttp.ClientSession(
-                timeout=self._timeout, cookie_jar=aiohttp.DummyCookieJar()
+                connector=aiohttp.TCPConnector(force_close=True, limit=0),
+                timeout=self._timeout,
+                cookie_jar=aiohttp.DummyCookieJar(),
             )
         return self._session
 
