@@ -27,10 +27,10 @@ from runtime.errors import (
 )
 from runtime.inference import InferRequest, InferResponse
 from runtime.metrics import Metrics
-from runtime.model_config import parse_config
 from runtime.remote_models import RemoteModels
 from runtime.repository import (
     ModelSpec,
+    ensemble_cycle,
     fingerprint,
     list_models,
     read_model,
@@ -368,7 +368,7 @@ class ModelManager:
         """Load the models an ensemble runs, before it (Triton loads them with it); a load
         error names the model that failed and why."""
         name = spec.name
-        cycle = await asyncio.to_thread(_ensemble_cycle, self._repo, name)
+        cycle = await asyncio.to_thread(ensemble_cycle, self._repo, name)
         if cycle:
             raise RepositoryError(f"circular dependency between ensembles: {' -> '.join(cycle)}")
         for dep in composing_models(spec.config):
@@ -447,34 +447,6 @@ class ModelManager:
                     continue
                 logger.info("model=%s changed on disk, reloading", name)
             await self._load_quietly(name)
-
-
-def _ensemble_cycle(repo: Path, name: str) -> list[str]:
-    """The names along a cycle of ensembles that reach `name` again, or [] (reads only the
-    ensembles' own config.pbtxt; a config that cannot be read ends its path)."""
-
-    def steps_of(model: str) -> list[str]:
-        path = repo / model / "config.pbtxt"
-        try:
-            config = parse_config(path.read_text(encoding="utf-8"), str(path))
-        except (OSError, UnicodeDecodeError, RepositoryError):
-            return []
-        return composing_models(config) if is_ensemble(config) else []
-
-    seen: set[str] = set()
-
-    def walk(model: str, chain: list[str]) -> list[str]:
-        for dep in steps_of(model):
-            if dep == name:
-                return [*chain, dep]
-            if dep not in seen:
-                seen.add(dep)
-                found = walk(dep, [*chain, dep])
-                if found:
-                    return found
-        return []
-
-    return walk(name, [name])
 
 
 def _write_override(name: str, files: dict[str, bytes]) -> Path:
