@@ -29,7 +29,7 @@ from runtime.batch_execution import BatchExecutor, Outcome, QueuedRequest
 from runtime.batch_planner import DynamicBatching, OldestSequences, SequenceSlots, plan
 from runtime.clock import Clock, LoopClock, Timer
 from runtime.dispatcher import Dispatcher, Planner
-from runtime.errors import InvalidInput, ModelUnavailable
+from runtime.errors import InvalidInput, ModelUnavailable, RepositoryError
 from runtime.inference import InferRequest, InferResponse, InferTensor
 from runtime.inline_policy import InlinePolicy
 from runtime.instance_worker import InstanceWorker
@@ -65,6 +65,12 @@ class SequenceScheduler:
         self._clock = clock or LoopClock()
         self._closed = False
         batching = config.sequence_batching
+        if len(batching.state) or batching.iterative_sequence:
+            # Refused rather than served wrongly: the model would never see its state.
+            raise RepositoryError(
+                f"model '{model}': sequence_batching `state` (implicit state) and "
+                "`iterative_sequence` are not supported by Thaw"
+            )
         self._oldest = batching.HasField("oldest")
         slots = max(1, config.max_batch_size)
         if self._oldest and batching.oldest.max_candidate_sequences > 0:

@@ -173,3 +173,30 @@ def test_a_client_may_not_send_the_control_tensors_itself(server: ServeProcess) 
         parameters={"sequence_id": 8, "sequence_start": True},
     )
     assert answer.status == 400 and "unexpected inference input 'START'" in answer.error
+
+
+def test_implicit_state_is_refused_at_load_not_served_wrongly(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    import requests
+
+    repo = tmp_path_factory.mktemp("implicit_state")
+    model = models.make_sequence_accumulator(repo, "stateful")
+    config = model / "config.pbtxt"
+    config.write_text(
+        config.read_text().replace(
+            "control_input [",
+            'state [ { input_name: "IN_STATE" output_name: "OUT_STATE" data_type: TYPE_FP32 '
+            "dims: [ 1 ] } ]\n          control_input [",
+        )
+    )
+    proc = ServeProcess(repo, "--model-control-mode", "explicit")
+    try:
+        proc.wait_ready()
+        answer = requests.post(
+            f"{proc.url}/v2/repository/models/stateful/load", json={}, timeout=60
+        )
+        assert answer.status_code == 400
+        assert "implicit state" in answer.json()["error"]
+    finally:
+        proc.stop()
