@@ -17,6 +17,9 @@ format, the same answer check (logits equal onnxruntime's on the same file):
 Every server keeps one model instance with as many onnxruntime threads as there are cores.
 Cells run round-robin, the order rotating each round; each row reports its median round.
 The goals printed at the end: thaw-batched >= 1.5x thaw-unbatched, and >= triton-batched.
+After the servers stop, the same `model.onnx` runs in this process at batch 1 and at the max
+batch size, alternately: what onnxruntime itself gains per image from a batch on this machine,
+the ceiling of any batcher's gain here.
 """
 
 from __future__ import annotations
@@ -186,6 +189,32 @@ def goals(results: dict[str, LoadResult]) -> list[str]:
     return out
 
 
+def framework_gain(model_file: Path, batch: int, *, seconds: float, rounds: int) -> float:
+    """Images/s of one onnxruntime session at `batch` over batch 1 (median of `rounds`
+    alternating measurements of `seconds` each), with the servers' thread count."""
+    import time
+
+    import numpy as np
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = os.cpu_count() or 1
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
+
+    def images_per_s(size: int) -> float:
+        x = np.random.default_rng(0).standard_normal((size, 3, 224, 224)).astype(np.float32)
+        session.run(None, {"input": x})
+        start, runs = time.perf_counter(), 0
+        while time.perf_counter() - start < seconds:
+            session.run(None, {"input": x})
+            runs += 1
+        return size * runs / (time.perf_counter() - start)
+
+    ratios = sorted(images_per_s(batch) / images_per_s(1) for _ in range(rounds))
+    return ratios[(len(ratios) - 1) // 2]
+
+
 def _parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -247,6 +276,13 @@ def main(argv: list[str] | None = None) -> int:
     order = {name: i for i, name in enumerate((UNBATCHED, BATCHED, TRITON))}
     rows.sort(key=lambda row: order[row.server])
     print(render(rows, args.concurrency))
+    gain = framework_gain(
+        model_file, args.max_batch_size, seconds=args.duration_s / 2, rounds=args.rounds
+    )
+    print(
+        f"onnxruntime alone, same threads, batch {args.max_batch_size} vs batch 1: "
+        f"{gain:.2f}x the images/s (the ceiling of a batcher's gain on this machine)"
+    )
     if args.json:
         args.json.write_text(json.dumps([
             {"server": r.server, "note": r.note,

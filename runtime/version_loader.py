@@ -206,13 +206,16 @@ class VersionLoader:
         version: int,
         image: SnapshotImage | None,
     ) -> list[Backend]:
-        """One loaded backend per instance of every instance group; all or none."""
+        """One loaded backend per instance of every instance group; all or none. A KIND_GPU
+        group has `count` instances on each of its `gpus`, as Triton places them; instances
+        are named `<group>_<n>`, n counting through the group."""
         instances: list[Backend] = []
-        total = sum(group.count for group in config.instance_group)
+        total = sum(group.count * len(_devices(group)) for group in config.instance_group)
         try:
             for group in config.instance_group:
                 kind = mc.ModelInstanceGroup.Kind.Name(group.kind)
-                for index in range(group.count):
+                slots = [device for device in _devices(group) for _ in range(group.count)]
+                for index, device in enumerate(slots):
                     backend = backend_class(config.backend)()
                     ctx = LoadContext(
                         model_name=spec.name,
@@ -221,7 +224,7 @@ class VersionLoader:
                         model_dir=spec.model_dir,
                         config=config,
                         instance_kind=kind,
-                        device_id=group.gpus[index % len(group.gpus)] if len(group.gpus) else 0,
+                        device_id=device,
                         image=image,
                         instance_name=f"{group.name}_{index}",
                         instance_count=total,
@@ -234,6 +237,13 @@ class VersionLoader:
                 instance.unload()
             raise
         return instances
+
+
+def _devices(group: mc.ModelInstanceGroup) -> list[int]:
+    """The devices a group's instances go on: each of its GPUs for KIND_GPU, else device 0."""
+    if group.kind == mc.ModelInstanceGroup.KIND_GPU and len(group.gpus):
+        return list(group.gpus)
+    return [0]
 
 
 def _load_instance(backend: Backend, ctx: LoadContext) -> None:

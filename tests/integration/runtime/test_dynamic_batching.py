@@ -56,6 +56,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
     for name, (delay_s, policy) in _QUEUES.items():
         rec(repo, name, delay_s=delay_s, max_batch_size=1, scheduling=_policy(policy))
     rec(repo, "two_instances", delay_s=0.6, instance_count=2, scheduling="")
+    rec(repo, "on_gpus", delay_s=0.6, scheduling="",
+        instance_group="{ count: 2 kind: KIND_GPU gpus: [ 0, 1 ] }")  # fmt: skip
     models.make_onnx_batched_add(
         repo, "onnx_batched", scheduling=_policy("max_queue_delay_microseconds: 300000")
     )
@@ -214,6 +216,18 @@ def test_instances_of_one_model_execute_concurrently(server: ServeProcess) -> No
     assert all(a.status == 200 for a in answers)
     assert {a.output("INSTANCE")[0] for a in answers} == {"two_instances_0_0", "two_instances_0_1"}
     assert elapsed < 1.1, elapsed  # 2 x 0.6 s side by side, not one after the other
+
+
+def test_a_gpu_group_places_count_instances_on_each_of_its_gpus(server: ServeProcess) -> None:
+    """Triton's placement: `count: 2, gpus: [0, 1]` is four instances, two per GPU (a Python
+    model needs no CUDA to be given its device id)."""
+    start = time.monotonic()
+    answers = _all_at_once(server, "on_gpus", 4, ONE)
+    elapsed = time.monotonic() - start
+    assert all(a.status == 200 for a in answers)
+    assert len({a.output("INSTANCE")[0] for a in answers}) == 4
+    assert sorted(a.output("DEVICE")[0] for a in answers) == [0, 0, 1, 1]
+    assert elapsed < 2.0, elapsed  # four at once, not one after another (2.4 s)
 
 
 def test_an_onnx_model_runs_a_dynamic_batch_and_answers_each_request_its_rows(
