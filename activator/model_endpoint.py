@@ -73,6 +73,9 @@ class _SequenceSlot:
         endpoint, routes = self._endpoint, self._endpoint._sequences
         assert routes is not None  # only stateful models make these
         replica = endpoint._replica_named(routes.replica_for(self._key))
+        if replica is None:  # a new sequence: where the fewest live ones are (slots are few)
+            free = [r for r in endpoint._replicas.replicas if r.can_take()]
+            replica = min(free, key=lambda r: (routes.held_by(r.id), r.in_flight), default=None)
         admission = endpoint._admission
         self._slot = admission.acquire_on(replica) if replica else admission.acquire(self._size)
         chosen = await self._slot.__aenter__()

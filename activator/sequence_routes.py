@@ -104,6 +104,10 @@ class SequenceRoutes:
         if bound.ended and bound.in_flight == 0:
             del self._bound[key.id]
 
+    def held_by(self, replica: str) -> int:
+        """Live sequences bound to `replica`."""
+        return sum(1 for bound in self._bound.values() if bound.replica == replica)
+
     def forget_replica(self, replica: str) -> None:
         """A replica died or was drained: its sequences' state is gone with it."""
         for seq in [s for s, b in self._bound.items() if b.replica == replica]:

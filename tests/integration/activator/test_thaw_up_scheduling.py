@@ -114,7 +114,7 @@ def test_every_request_of_a_sequence_reaches_the_replica_that_holds_it(up: UpPro
         }
         for seq, call in calls.items():
             answer = call.result(120)
-            assert answer.status == 200, answer.doc
+            assert answer.status == 200, (answer.doc, up.log())
             # A request that reached the other replica would be refused there (no START) or
             # come back with another sum.
             assert answer.output("SUM") == [sum(values[seq][: step + 1])]
