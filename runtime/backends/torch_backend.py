@@ -89,7 +89,9 @@ class TorchBackend:
             forward_args = [a.name for a in self._module.forward.schema.arguments][1:]
         if self._device != "cpu":
             self._module.to(self._device)
-        self._inputs = positions([i.name for i in ctx.config.input], forward_args)
+        # Batch inputs (ragged batching) are inputs too, after the declared ones, as in Triton.
+        batch_inputs = [t for b in ctx.config.batch_input for t in b.target_name]
+        self._inputs = positions([i.name for i in ctx.config.input] + batch_inputs, forward_args)
         self._outputs = positions([o.name for o in ctx.config.output], [])
         if settings is not None:
             self._module = self._compile(ctx, settings)
