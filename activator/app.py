@@ -27,6 +27,7 @@ from activator.metrics import Metrics
 from activator.proxy import SMALL_BODY, forward, new_pool, new_session, read_body
 from activator.repository import Repository
 from activator.scaler.backend import ScalerBackend
+from activator.sequence_routes import SequenceKey, sequence_key
 from activator.status_page import CSP, StatusPage
 from activator.upstream import UpstreamPool
 from thawwire import server_info
@@ -188,6 +189,7 @@ async def infer(request: web.Request) -> web.StreamResponse:
     name = request.match_info["model"]
     fleet.repository.get(name, _version(request))
     endpoint = fleet.endpoint(name)
+    fleet.wake_composing(name)  # an ensemble: its steps' models wake while it does
     start = time.monotonic()
     code = "500"
     try:
@@ -198,12 +200,16 @@ async def infer(request: web.Request) -> web.StreamResponse:
                 f"request body of {size} bytes is over the limit of {limit} bytes"
             )
         body: bytes | None = None
-        if request.body_exists and (size is None or size <= SMALL_BODY):
+        if request.body_exists and (size is None or size <= SMALL_BODY or endpoint.stateful):
             # Chunked or small: read it all before holding, so a slow client never occupies
             # a replica slot and a chunked body counts against the cap and the held bytes.
+            # A stateful model's request is read to find its sequence (its JSON header).
             body = await read_body(request, limit=limit, timeout_s=fleet.config.request_timeout_s)
             size = len(body)
-        async with endpoint.acquire(size or 0) as replica:
+        sequence: SequenceKey | None = None
+        if endpoint.stateful and body is not None:
+            sequence = sequence_key(body, request.headers.get("Inference-Header-Content-Length"))
+        async with endpoint.acquire(size or 0, sequence=sequence) as replica:
             try:
                 response = await forward(
                     request,

@@ -3,9 +3,10 @@
 A cold start is a start from no ready replica that requests are held for. `replicas_to_start`
 is the rule for how many starts to begin (pure); `ColdStartTimer` times one cold start from
 the start to its first response and reports the phases (`thaw_cold_start_seconds`: claim,
-restore, warmup, total) and keeps the model's last few as `ColdStartReport`s (`recent`, for the
-status page), failed ones included. Starts by the autoscaler alone, with nobody waiting, are not
-timed.
+restore, model_warmup (the config's `model_warmup` samples, run inside the load), warmup (ready
+to first response), total) and keeps the model's last few as `ColdStartReport`s (`recent`, for
+the status page), failed ones included. Starts by the autoscaler alone, with nobody waiting, are
+not timed.
 """
 
 from __future__ import annotations
@@ -87,8 +88,11 @@ class ColdStartTimer:
         self._claimed = True
         replica.cold_start_t0 = self._started_at
         phases = self._metrics.cold_start
-        phases.labels(self._model, "claim").observe(replica.handle.claim_s)
-        phases.labels(self._model, "restore").observe(replica.handle.restore_s)
+        handle = replica.handle
+        phases.labels(self._model, "claim").observe(handle.claim_s)
+        phases.labels(self._model, "restore").observe(max(0.0, handle.restore_s - handle.warmup_s))
+        if handle.warmup_s > 0:
+            phases.labels(self._model, "model_warmup").observe(handle.warmup_s)
 
     def served(self, replica: Replica) -> None:
         """The cold start's replica answered its first request: the cold start is over."""

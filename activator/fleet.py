@@ -35,6 +35,7 @@ from activator.status_document import (
     ModelStatus,
     StatusDocument,
 )
+from tritonconfig import composing_models, is_ensemble, sequence_idle_us
 
 __all__ = ["RECENT_COLD_STARTS", "Fleet"]
 
@@ -78,6 +79,7 @@ class Fleet:
                 drain_timeout_s=config.drain_timeout_s,
                 stats=ModelStatistics(name, session, metrics=ModelMetrics(session)),
                 clock=clock,
+                sequence_idle_s=_sequence_idle_s(repository, name),
             )
             for name in repository.names()
         }
@@ -95,8 +97,17 @@ class Fleet:
         self._states: dict[str, ModelState] = {}
         for name in repository.unavailable:
             self._publish_state(name, ModelState.UNAVAILABLE)
+        # Per ensemble, every model its steps run (through nested ensembles too).
+        self.composing = {name: _composing(repository, name) for name in repository.names()}
         self.image_builds: dict[str, str] = {}
         self._tasks: list[asyncio.Task[None]] = []
+
+    def wake_composing(self, name: str) -> None:
+        """An ensemble was asked: wake every model its steps will call, all at once."""
+        for model in self.composing.get(name, ()):
+            endpoint = self.endpoints.get(model)
+            if endpoint is not None:
+                endpoint.expect_request()
 
     def endpoint(self, name: str) -> ModelEndpoint:
         self.repository.get(name)  # validates the name, raises UnknownModel
@@ -158,9 +169,13 @@ class Fleet:
 
     async def _build_images(self) -> None:
         assert self.config.cache_dir is not None  # checked by start()
-        dirs = [self.repository.get(n).directory for n in self.repository.names()]
+        # An ensemble has no files of its own: nothing to build an image from.
+        names = [
+            n for n in self.repository.names() if not is_ensemble(self.repository.get(n).config)
+        ]
+        dirs = [self.repository.get(n).directory for n in names]
         command = [sys.executable, "-m", "thaw.cli"]
-        self.image_builds = {n: "queued" for n in self.repository.names()}
+        self.image_builds = {n: "queued" for n in names}
         await build_images(
             command, dirs, self.config.cache_dir, timeout_s=600.0, on_state=self._image_state
         )
@@ -219,3 +234,21 @@ class Fleet:
             cold_starts=self.cold_starts(),
             cost=CostReport(self.config.gpu_hour_price, tuple(self.cost_figures())),
         )
+
+
+def _sequence_idle_s(repository: Repository, name: str) -> float | None:
+    idle_us = sequence_idle_us(repository.get(name).config)
+    return idle_us / 1e6 if idle_us is not None else None
+
+
+def _composing(repository: Repository, name: str) -> tuple[str, ...]:
+    """The models an ensemble's steps run, nested ensembles expanded (() for a model)."""
+    found: dict[str, None] = {}
+    pending = composing_models(repository.get(name).config)
+    while pending:
+        model = pending.pop(0)
+        if model in found or model == name or model not in repository.names():
+            continue
+        found[model] = None
+        pending += composing_models(repository.get(model).config)
+    return tuple(found)

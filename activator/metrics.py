@@ -43,7 +43,7 @@ class Metrics:
         )
         self.cold_start = Histogram(
             "thaw_cold_start_seconds",
-            "Cold start duration by phase: claim, restore, warmup, total",
+            "Cold start duration by phase: claim, restore, model_warmup, warmup, total",
             ["model", "phase"],
             buckets=_COLD_BUCKETS,
             registry=r,

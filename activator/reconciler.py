@@ -16,7 +16,7 @@ follower's attaches to them); demand appearing elsewhere pokes this reconciler a
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sized
+from collections.abc import Callable, Set, Sized
 
 from activator.autoscaler import Autoscaler, Decision
 from activator.cold_start import ColdStartTimer, replicas_to_start
@@ -49,8 +49,12 @@ class Reconciler:
         *,
         clock: Callable[[], float],
         peers: PeerConcurrency | None = None,
+        pinned: Callable[[float], Set[str]] = lambda now: frozenset(),
     ) -> None:
         self._model = model
+        # Replicas that hold live sequences (activator.sequence_routes): never drained, and
+        # the model keeps a replica while there are any.
+        self._pinned = pinned
         self._settings = settings
         self._autoscaler = autoscaler
         self._replicas = replicas
@@ -76,6 +80,8 @@ class Reconciler:
     def tick(self) -> Decision:
         """Sample concurrency into the autoscaler and reconcile its decision (every tick)."""
         now = self._clock()
+        if self._pinned(now):
+            self._autoscaler.note_request(now)  # live sequences are traffic in progress
         mean, peak = self._meter.sample(now)
         # Requests on direct connections bypass the activator: their replicas report them.
         direct_mean, direct_now = self._direct.sample(self._replicas.replicas, now)
@@ -148,7 +154,9 @@ class Reconciler:
         surplus = replicas.ready_count - self.desired
         if surplus <= 0 or replicas.starting:
             return
-        idle_first = sorted(replicas.routable(), key=lambda r: (r.in_flight, -r.ready_at))
+        pinned = self._pinned(self._clock())
+        candidates = [r for r in replicas.routable() if r.id not in pinned]
+        idle_first = sorted(candidates, key=lambda r: (r.in_flight, -r.ready_at))
         for replica in idle_first[:surplus]:
             replicas.retire(replica)
 

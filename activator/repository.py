@@ -18,7 +18,14 @@ from activator.config import ScaleSettings, validated
 from activator.errors import ConfigError, ModelUnavailable, UnknownModel
 from thawwire.metadata import model_metadata
 from thawwire.names import is_model_name
-from tritonconfig import ModelConfigError, complete_config, config_to_json, parse_config
+from tritonconfig import (
+    ModelConfigError,
+    complete_config,
+    composing_models,
+    config_to_json,
+    is_ensemble,
+    parse_config,
+)
 from tritonconfig.schema import mc
 
 __all__ = ["ModelEntry", "Repository"]
@@ -131,6 +138,7 @@ class Repository:
                     raise
                 logger.warning("model=%s unavailable: %s", directory.name, exc.message)
                 unavailable[directory.name] = exc.message
+        _check_ensembles(entries, unavailable, strict=strict)
         return cls(root, entries, unavailable)
 
     def names(self) -> list[str]:
@@ -151,3 +159,59 @@ class Repository:
                 f"Request for unknown model: '{name}' version {version[:50]} is not found"
             )
         return entry
+
+
+def _check_ensembles(
+    entries: dict[str, ModelEntry], unavailable: dict[str, str], *, strict: bool
+) -> None:
+    """Ensembles whose steps cannot run become unavailable, with a replica's reason: a step
+    model missing or unavailable, or ensembles that call each other in a cycle."""
+    changed = True
+    while changed:  # an ensemble of an ensemble that just became unavailable, and so on
+        changed = False
+        for name in [n for n, e in entries.items() if is_ensemble(e.config)]:
+            problem = _ensemble_problem(name, entries, unavailable)
+            if problem is None:
+                continue
+            if strict:
+                raise ConfigError(problem)
+            logger.warning("model=%s unavailable: %s", name, problem)
+            unavailable[name] = problem
+            del entries[name]
+            changed = True
+
+
+def _ensemble_problem(
+    name: str, entries: dict[str, ModelEntry], unavailable: dict[str, str]
+) -> str | None:
+    for dep in composing_models(entries[name].config):
+        if dep in unavailable:
+            return (
+                f"ensemble '{name}' depends on '{dep}' which has no loaded version. Model "
+                f"'{dep}' loading failed with error: {unavailable[dep]}"
+            )
+        if dep not in entries:
+            return f"ensemble '{name}' depends on '{dep}' which is not in the model repository"
+    cycle = _cycle(name, entries)
+    if cycle:
+        return f"circular dependency between ensembles: {' -> '.join(cycle)}"
+    return None
+
+
+def _cycle(name: str, entries: dict[str, ModelEntry]) -> list[str]:
+    """The ensembles along a path from `name` back to itself, or []."""
+    seen: set[str] = set()
+
+    def walk(model: str, chain: list[str]) -> list[str]:
+        entry = entries.get(model)
+        for dep in composing_models(entry.config) if entry is not None else []:
+            if dep == name:
+                return [*chain, dep]
+            if dep not in seen:
+                seen.add(dep)
+                found = walk(dep, [*chain, dep])
+                if found:
+                    return found
+        return []
+
+    return walk(name, [name])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 from runtime.backends.base import Backend
@@ -28,6 +28,12 @@ class QueuedRequest:
     batch_size: int  # inferences in this request (its batch dim, or 1)
     received_ns: int  # perf_counter_ns when the server accepted it
     enqueued_ns: int  # when it was queued (the scheduler's clock: perf_counter_ns in a server)
+    level: int = 0  # priority level (runtime.queue_policy); 0 without levels
+    deadline_ns: int = 0  # queue timeout on the scheduler's clock; 0: none
+    delay_on_timeout: bool = False  # at the deadline: moved back (DELAY), not rejected
+    shape_key: Hashable = None  # batched only with requests of an equal key
+    sequence: Hashable = None  # a stateful model's batch slot or sequence id
+    filler: bool = False  # a placeholder in a sequence batch slot: no client, no statistics
 
 
 Outcome = tuple[QueuedRequest, InferResponse | ServingError]
@@ -69,6 +75,9 @@ class BatchExecutor:
         end = time.perf_counter_ns()
         if measured is None or sum(measured) == 0:
             measured = (0, end - start, 0)
+        done = [(item, result) for item, result in zip(batch, results, strict=True)]
+        if any(item.filler for item in batch):
+            done = [(item, result) for item, result in done if not item.filler]
         outcomes = [
             (
                 not isinstance(result, ServingError),
@@ -76,8 +85,8 @@ class BatchExecutor:
                 start - item.enqueued_ns,
                 end - item.received_ns,
             )
-            for item, result in zip(batch, results, strict=True)
+            for item, result in done
         ]
-        self._stats.record_execution(sum(i.batch_size for i in batch), outcomes, measured)
+        self._stats.record_execution(sum(i.batch_size for i, _ in done), outcomes, measured)
         self._policy.observe(end - start, ran_inline=inline)
-        return list(zip(batch, results, strict=True))
+        return done

@@ -118,6 +118,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="a Python-backend model whose executions all took at most this many microseconds "
         "runs on the event loop instead of a worker thread (0: never; default %(default)s)",
     )
+    p.add_argument(
+        "--cache-config",
+        action="append",
+        default=[],
+        metavar="CACHE,KEY=VALUE",
+        help="the response cache, as Triton's flag: `local,size=BYTES` bounds the cache all "
+        "models with `response_cache { enable: true }` share (default: no cache)",
+    )
+    p.add_argument(
+        "--response-cache-byte-size",
+        type=int,
+        default=None,
+        metavar="BYTES",
+        help="Triton's older spelling of `--cache-config local,size=BYTES`",
+    )
     internal = p.add_argument_group("internal (set by `thaw up` for its replicas)")
     internal.add_argument(
         "--handoff-socket",
@@ -139,6 +154,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="PATH",
         help="file of per-connection state bytes shared with `thaw up` for handed-off "
         "connections (it answers them if this process dies)",
+    )
+    internal.add_argument(
+        "--ensemble-steps-url",
+        default=None,
+        metavar="URL",
+        help="run ensemble steps on the models behind this URL instead of in this process",
     )
     internal.add_argument(
         "--handoff-max-age-s",
@@ -195,6 +216,8 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
         front_door=args.front_door,
         handoff_max_age_s=args.handoff_max_age_s,
         handoff_state=args.handoff_state,
+        response_cache_bytes=_cache_bytes(args.cache_config, args.response_cache_byte_size),
+        ensemble_steps_url=args.ensemble_steps_url,
     )
 
 
@@ -231,6 +254,21 @@ def _log_level(args: argparse.Namespace) -> str:
 
 
 _LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
+def _cache_bytes(specs: list[str], legacy_bytes: int | None) -> int:
+    """The response cache's size from Triton's `--cache-config <cache>,<key>=<value>` flags
+    (only the `local` cache and its `size` key exist here); ConfigError for anything else."""
+    size = legacy_bytes or 0
+    for spec in specs:
+        cache, _, setting = spec.partition(",")
+        key, eq, value = setting.partition("=")
+        if cache != "local":
+            raise ConfigError(f"`cache_config` = {spec!r}: only the 'local' cache is supported")
+        if key != "size" or not eq or not value.isdigit():
+            raise ConfigError(f"`cache_config` = {spec!r}, must be local,size=BYTES")
+        size = int(value)
+    return size
 
 
 def run(args: argparse.Namespace) -> int:

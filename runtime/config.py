@@ -93,6 +93,13 @@ class ServeConfig:
                 found = value
         return found
 
+    # The response cache's bound over all models (Triton's `--cache-config local,size=N`);
+    # 0: no cache, whatever a model's `response_cache` says.
+    response_cache_bytes: int = 0
+    # Internal, set by `thaw up`: run ensemble steps on the models behind this URL (the front
+    # door) instead of loading the composing models into this process.
+    ensemble_steps_url: str | None = None
+
     def __post_init__(self) -> None:
         _in_range("port", self.port, 0, 65535)
         _in_range("repository_poll_secs", self.repository_poll_secs, 0.1, 86400)
@@ -116,6 +123,10 @@ class ServeConfig:
             )
         if not (self.allow_http or self.allow_grpc):
             raise ConfigError("`allow_http` and `allow_grpc` are both false: nothing to serve")
+        _in_range("response_cache_bytes", self.response_cache_bytes, 0, 1 << 44)
+        url = self.ensemble_steps_url
+        if url is not None and not url.startswith("http://"):
+            raise ConfigError(f"`ensemble_steps_url` = {url!r}, must be an http:// URL")
         if (self.handoff_socket is None) != (self.front_door is None):
             raise ConfigError("`handoff_socket` and `front_door` go together: give both or neither")
         if self.handoff_state is not None and self.handoff_socket is None:

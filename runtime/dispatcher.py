@@ -14,6 +14,11 @@ pool for whichever instance frees first, which starts one at once, without waiti
 loop to see it free (on a busy loop that wait, and the GIL hand-offs around it, would leave
 the instance idle between batches). A planner that waits for company to fill a batch may want
 `lookahead=0`, so that batches are only formed for a free instance.
+
+With queue policies (runtime.queue_policy) a request is admitted to a priority level at
+enqueue, or refused at once when that level's queue is full; a request whose REJECT timeout
+comes while it still waits is failed at that moment (a timer at the earliest deadline), even
+while every instance is busy.
 """
 
 from __future__ import annotations
@@ -21,22 +26,25 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 
 from runtime.batch_execution import Outcome, QueuedRequest
 from runtime.batch_planner import Take, WaitUntil
 from runtime.clock import Clock, Timer
-from runtime.errors import ServingError
+from runtime.errors import ModelUnavailable, ServingError
 from runtime.inference import InferRequest, InferResponse
 from runtime.instance_pool import InstancePool
 from runtime.instance_worker import InstanceWorker
+from runtime.queue_policy import TIMED_OUT, QueuePolicies, Refused, admit, expire
 
-__all__ = ["Dispatcher", "Planner"]
+__all__ = ["Dispatcher", "Planner", "Rejected"]
 
 logger = logging.getLogger(__name__)
 
 # The planner with its policy bound: (pending oldest first, never empty; now_ns) -> decision.
 Planner = Callable[[Sequence[QueuedRequest], int], Take[QueuedRequest] | WaitUntil]
+# Told of each request refused or timed out in the queue (statistics), on the loop.
+Rejected = Callable[[QueuedRequest], None]
 
 
 class Dispatcher:
@@ -54,12 +62,19 @@ class Dispatcher:
         clock: Clock,
         planner: Planner,
         lookahead: int | None,
+        queue: QueuePolicies | None = None,
+        on_rejected: Rejected | None = None,
     ) -> None:
         self.model = model
         self._workers = list(workers)
         self._clock = clock
         self._planner = planner
         self._lookahead = lookahead
+        self._queue = queue
+        self._sized = queue is not None and queue.has_limits  # count pending per level
+        self._timed = queue is not None and queue.has_timeouts  # look for expired requests
+        self._on_rejected = on_rejected
+        self._level_sizes: dict[int, int] = {}
         self._pending: deque[QueuedRequest] = deque()
         self._pool = InstancePool(self._workers)
         self._timer: Timer | None = None
@@ -76,14 +91,40 @@ class Dispatcher:
         return len(self._pending) + self._pool.waiting_requests
 
     def enqueue(
-        self, request: InferRequest, *, batch_size: int, received_ns: int
+        self,
+        request: InferRequest,
+        *,
+        batch_size: int,
+        received_ns: int,
+        priority: int = 0,
+        timeout_us: int = 0,
+        shape_key: Hashable = None,
+        sequence: Hashable = None,
     ) -> asyncio.Future[InferResponse]:
-        """Queue a request; the future gets its response, or its ServingError."""
+        """Queue a request; the future gets its response, or its ServingError. A request its
+        queue policy refuses (the level's queue is full) raises ModelUnavailable at once."""
         loop = self._loop
         if loop is None:  # every enqueue comes from the one server loop
             loop = self._loop = asyncio.get_running_loop()
+        now = self._clock.now_ns()
+        item = QueuedRequest(
+            request, None, batch_size, received_ns, now, shape_key=shape_key, sequence=sequence
+        )
+        if self._queue is not None:
+            sizes = self._level_sizes
+            admitted = admit(
+                sizes, priority=priority, timeout_us=timeout_us, now_ns=now, policies=self._queue
+            )
+            if isinstance(admitted, Refused):
+                if self._on_rejected is not None:
+                    self._on_rejected(item)
+                raise ModelUnavailable(admitted.message)
+            item.level, item.deadline_ns = admitted.level, admitted.deadline_ns
+            item.delay_on_timeout = admitted.delay
+            if self._sized:
+                sizes[item.level] = sizes.get(item.level, 0) + 1
         future: asyncio.Future[InferResponse] = loop.create_future()
-        item = QueuedRequest(request, future, batch_size, received_ns, self._clock.now_ns())
+        item.future = future
         self._pending.append(item)
         self.outstanding += 1  # back down in _finished, when a worker is done with it
         self._dispatch()
@@ -106,6 +147,8 @@ class Dispatcher:
     def _dispatch(self) -> None:
         """Hand out the planner's batches while there is an instance (or lookahead) for them."""
         pending, pool, limit = self._pending, self._pool, self._lookahead
+        if self._timed and pending:
+            self._reject_expired()
         while pending and (limit is None or pool.has_room(limit)):
             decision = self._planner(pending, self._clock.now_ns())
             if isinstance(decision, WaitUntil):
@@ -127,6 +170,23 @@ class Dispatcher:
                 pending.popleft()
             else:
                 pending.remove(item)
+            if self._sized:
+                self._level_sizes[item.level] -= 1
+
+    def _reject_expired(self) -> None:
+        """Fail the requests whose REJECT timeout has come; wake at the next deadline."""
+        expiry = expire(self._pending, self._clock.now_ns())
+        if expiry.rejected:
+            self._remove(expiry.rejected)
+            self.outstanding -= len(expiry.rejected)
+            for item in expiry.rejected:
+                if self._on_rejected is not None:
+                    self._on_rejected(item)
+                future = item.future
+                if future is not None and not future.done():
+                    future.set_exception(ModelUnavailable(TIMED_OUT))
+        if expiry.next_deadline_ns:
+            self._wake_at(expiry.next_deadline_ns)
 
     def _wake_at(self, deadline_ns: int) -> None:
         """Plan again at `deadline_ns`, unless a timer already fires no later."""

@@ -30,6 +30,7 @@ from runtime.inference import InferRequest, InferResponse
 from runtime.lifecycle import ServerState
 from runtime.load_overrides import check_config, check_load_path, load_overrides
 from runtime.response_encoding import MIN_COMPRESS_BYTES, compress_body, pick_encoding
+from thawwire.load_answer import warmup_header
 from thawwire.names import is_model_name, is_version
 from thawwire.server_info import server_metadata
 
@@ -66,7 +67,10 @@ class ModelService(Protocol):
     async def index(self, *, ready_only: bool = False) -> list[dict[str, Any]]: ...
     async def load(
         self, name: str, *, config_json: str | None = None, files: dict[str, bytes] | None = None
-    ) -> None: ...
+    ) -> float | None:
+        """Load (or reload) a model; the seconds its warm-up samples took, if it has any."""
+        ...
+
     async def unload(self, name: str, *, unload_dependents: bool = False) -> None: ...
     def model_ready(self, name: str, version: str | None) -> bool: ...
     def metadata(self, name: str, version: str | None) -> dict[str, Any]: ...
@@ -308,8 +312,8 @@ class V2Handlers:
         self._require_explicit()
         params = _load_parameters(await self._json_body(request))
         config_json, files = _load_overrides(params)
-        await self._manager.load(name, config_json=config_json, files=files)
-        return web.Response(status=200)
+        warmup_s = await self._manager.load(name, config_json=config_json, files=files)
+        return web.Response(status=200, headers=warmup_header(warmup_s or 0.0))
 
     async def unload(self, request: web.Request) -> web.Response:
         name, _ = model_ref(request)

@@ -54,6 +54,19 @@ _COUNTERS: tuple[tuple[str, str, Callable[[ModelStats], float]], ...] = (
 
 _FAILURE = ("nv_inference_request_failure", "Number of failed inference requests")
 
+# Triton's per-model response cache counters, reported only for models that use the cache.
+_CACHE_COUNTERS: tuple[tuple[str, str, Callable[[ModelStats], float]], ...] = (
+    ("nv_cache_num_hits_per_model", "Number of cache hits per model",
+     lambda s: s.cache_hit.count),
+    ("nv_cache_hit_duration_per_model", "Total cache hit duration per model, in microseconds",
+     lambda s: s.cache_hit.ns // 1000),
+    ("nv_cache_num_misses_per_model", "Number of cache misses per model",
+     lambda s: s.cache_miss.count),
+    ("nv_cache_miss_duration_per_model",
+     "Total cache miss (insert+lookup) duration per model, in microseconds",
+     lambda s: s.cache_miss.ns // 1000),
+)  # fmt: skip
+
 # Triton (prometheus-cpp) names its counters without prometheus_client's `_total` suffix, and
 # clients match these names exactly. prometheus_client writes a counter family's HELP and TYPE
 # lines as `<name>_total` (its samples keep the names we give them), so those two lines are
@@ -61,7 +74,9 @@ _FAILURE = ("nv_inference_request_failure", "Number of failed inference requests
 # cannot start a line (prometheus_client escapes their newlines).
 _TRITON_COUNTER_HEADER = re.compile(
     rb"^# (HELP|TYPE) ("
-    + b"|".join(name.encode() for name in (_FAILURE[0], *(c[0] for c in _COUNTERS)))
+    + b"|".join(
+        name.encode() for name in (_FAILURE[0], *(c[0] for c in (*_COUNTERS, *_CACHE_COUNTERS)))
+    )
     + rb")_total ",
     re.MULTILINE,
 )
@@ -93,6 +108,13 @@ class TritonCollector:
             for (model, version), stats in rows:
                 family.add_sample(name, {"model": model, "version": version}, value(stats))
             yield family
+        cached = [(key, stats) for key, stats in rows if stats.cache_enabled]
+        if cached:
+            for name, help_text, value in _CACHE_COUNTERS:
+                family = Metric(name, help_text, "counter")
+                for (model, version), stats in cached:
+                    family.add_sample(name, {"model": model, "version": version}, value(stats))
+                yield family
         yield self._pending_family()
         yield from _cpu_families()
 
@@ -207,6 +229,12 @@ class Metrics:
             ["model", "version"],
             registry=self.registry,
         )
+        self.warmup_duration = Gauge(
+            "thaw_model_warmup_duration_seconds",
+            "Seconds the config's model_warmup samples took at the last load of a version",
+            ["model", "version"],
+            registry=self.registry,
+        )
         self.restore_failures = Counter(
             "thaw_restore_failures",
             "Snapshot restores that failed, by exception class (the model then loaded its "
@@ -238,6 +266,9 @@ class Metrics:
         self.restored.labels(model, version).set(1 if restored else 0)
         self.loads.labels(model, source if restored else "files").inc()
 
+    def record_warmup(self, model: str, version: str, seconds: float) -> None:
+        self.warmup_duration.labels(model, version).set(seconds)
+
     def record_load_failure(self, model: str) -> None:
         self.load_failures.labels(model).inc()
 
@@ -246,7 +277,7 @@ class Metrics:
 
     def forget(self, model: str, version: str) -> None:
         """Drop a version's load gauges after it is unloaded."""
-        for gauge in (self.load_duration, self.restored):
+        for gauge in (self.load_duration, self.restored, self.warmup_duration):
             with contextlib.suppress(KeyError):
                 gauge.remove(model, version)
 

@@ -17,28 +17,36 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from runtime.config import ModelControlMode, ServeConfig
+from runtime.ensemble_scheduler import StepRunner
 from runtime.errors import (
     FeatureDisabled,
     InvalidInput,
     ModelNotFound,
     ModelUnavailable,
+    RepositoryError,
     ServingError,
 )
 from runtime.inference import InferRequest, InferResponse
 from runtime.metrics import Metrics
+from runtime.remote_models import RemoteModels
 from runtime.repository import (
+    ModelSpec,
     Repositories,
+    ensemble_cycle,
     fingerprint,
     list_models,
     read_model,
     validate_model_name,
 )
+from runtime.request_parameters import scheduling_parameters
+from runtime.response_cache import ResponseCache
 from runtime.response_stream import ResponseStream
 from runtime.server_host import PythonModelsHost
 from runtime.snapshot_restore import ImageSource
 from runtime.stats import StatsBook
 from runtime.version_loader import LoadedVersion, VersionLoader
 from thawwire.metadata import model_metadata
+from tritonconfig import composing_models, ensemble_steps, is_ensemble
 
 if TYPE_CHECKING:
     from snapshotter import Arena
@@ -96,6 +104,17 @@ class ModelManager:
         metrics.bind(self._book, self.pending_counts)
         if image_loader is None and (config.store or config.cache):
             image_loader = _make_image_loader(config)
+        # Ensemble steps run here, on the composing models loaded beside the ensemble, or
+        # (under `thaw up`) on the models behind the front door.
+        self._remote: RemoteModels | None = None
+        steps: StepRunner = self
+        if config.ensemble_steps_url is not None:
+            steps = self._remote = RemoteModels(
+                config.ensemble_steps_url, timeout_s=config.exit_timeout_s + 300
+            )
+        self._cache = (
+            ResponseCache(config.response_cache_bytes) if config.response_cache_bytes else None
+        )
         self._loader = VersionLoader(
             book=self._book,
             metrics=metrics,
@@ -103,6 +122,7 @@ class ModelManager:
             arena=arena,
             inline_exec_max_us=config.inline_exec_max_us,
             auto_complete=config.auto_complete_config,
+            steps=steps,
         )
         # tritonserver's --model-load-thread-count: versions loaded at once.
         self._load_slots = asyncio.Semaphore(config.model_load_threads)
@@ -138,6 +158,8 @@ class ModelManager:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._poller
         await asyncio.gather(*(self._unload(name) for name in list(self._models)))
+        if self._remote is not None:
+            await self._remote.close()
         self._started = False
         if self._python_host is not None:
             await self._python_host.uninstall()
@@ -190,14 +212,16 @@ class ModelManager:
 
     async def load(
         self, name: str, *, config_json: str | None = None, files: dict[str, bytes] | None = None
-    ) -> None:
-        """Load (or reload) a model; returns when READY, raises the reason otherwise."""
+    ) -> float:
+        """Load (or reload) a model; returns when READY (with the seconds its warm-up samples
+        took), raises the reason otherwise."""
         if self._config.model_control_mode != ModelControlMode.EXPLICIT:
             raise FeatureDisabled(_CONTROL_DISABLED)
         validate_model_name(name)
         if files and config_json is None:
             raise InvalidInput("load with 'file:' parameters also needs the 'config' parameter")
         await self._load(name, config_json=config_json, files=files)
+        return sum(v.warmup_s for v in self._models[name].versions.values())
 
     async def unload(self, name: str, *, unload_dependents: bool = False) -> None:
         """Unload every version; queued requests finish first, new ones get 503."""
@@ -248,8 +272,24 @@ class ModelManager:
         # A request refused here never reached the model: like Triton (observed on 2.51) it
         # counts in neither the statistics nor `nv_inference_request_failure`.
         batch = loaded.signature.validate(request)
-        response = await loaded.scheduler.submit(request, batch_size=batch, received_ns=received)
+        params = scheduling_parameters(request.parameters)
+        cache = self._cache if loaded.stats.cache_enabled else None
+        if cache is not None:
+            lookup = time.perf_counter_ns()
+            key = cache.key(request.model_name, loaded.version, request)
+            hit = cache.get(key, request.model_name, loaded.version)
+            looked = time.perf_counter_ns()
+            if hit is not None:
+                loaded.stats.record_cache_hit(looked - received, looked - lookup)
+                return loaded.signature.finish(request, hit, batch)
+        response = await loaded.scheduler.submit(
+            request, batch_size=batch, received_ns=received, params=params
+        )
         response.model_version = loaded.version
+        if cache is not None:
+            insert = time.perf_counter_ns()
+            cache.put(key, response)
+            loaded.stats.record_cache_miss(looked - lookup + time.perf_counter_ns() - insert)
         return loaded.signature.finish(request, response, batch)
 
     async def stream(self, request: InferRequest) -> AsyncIterator[InferResponse]:
@@ -264,8 +304,9 @@ class ModelManager:
         batch = loaded.signature.validate(request)
         sink = ResponseStream()
         request.response_sink = sink
+        params = scheduling_parameters(request.parameters)
         submitted = asyncio.ensure_future(
-            loaded.scheduler.submit(request, batch_size=batch, received_ns=received)
+            loaded.scheduler.submit(request, batch_size=batch, received_ns=received, params=params)
         )
         # A request refused before its execute never reaches the model's sender: end it here.
         submitted.add_done_callback(lambda done: _end_if_failed(done, sink))
@@ -315,8 +356,15 @@ class ModelManager:
             await self._load(name, config_json=None, files=None)
 
     async def _load(
-        self, name: str, *, config_json: str | None, files: dict[str, bytes] | None
+        self,
+        name: str,
+        *,
+        config_json: str | None,
+        files: dict[str, bytes] | None,
+        if_needed: bool = False,
     ) -> None:
+        """Load `name`; `if_needed`: unless it is READY by the time its lock is ours (a
+        composing model an ensemble needs, which another load may just have brought up)."""
         model = self._models.get(name)
         if model is None:
             # A name that is not in the repository (a typo) must leave no index entry and never
@@ -325,6 +373,9 @@ class ModelManager:
                 raise ModelNotFound(f"failed to load '{name}': no such model in the repository")
             model = self._models.setdefault(name, _Model(name))
         async with model.lock:  # one load/unload of a model at a time
+            if if_needed and model.state == ModelState.READY:
+                model.wanted = True
+                return
             model.wanted = True
             previous_state = model.state
             model.state = ModelState.LOADING if not model.versions else model.state
@@ -342,8 +393,14 @@ class ModelManager:
                 model.fingerprint = spec.fingerprint
                 if not model.versions:
                     model.known_versions = [str(v) for v in spec.versions]
+                if is_ensemble(spec.config) and self._remote is None:
+                    # Before taking a load slot: the composing loads take their own.
+                    await self._load_composing(spec)
                 async with self._load_slots:
                     versions = await asyncio.to_thread(self._loader.load, spec)
+                for loaded in versions.values():
+                    enabled = loaded.config.response_cache.enable
+                    loaded.stats.cache_enabled = self._cache is not None and enabled
             except BaseException as exc:
                 if override is not None:
                     shutil.rmtree(override, ignore_errors=True)
@@ -364,6 +421,33 @@ class ModelManager:
             model.latest = max(versions, key=int)
             model.state, model.reason = ModelState.READY, ""
             await self._retire(name, old, old_override)
+
+    async def _load_composing(self, spec: ModelSpec) -> None:
+        """Load the models an ensemble runs, before it (Triton loads them with it); a load
+        error names the model that failed and why."""
+        name = spec.name
+        cycle = await asyncio.to_thread(ensemble_cycle, self._repo, name)
+        if cycle:
+            raise RepositoryError(f"circular dependency between ensembles: {' -> '.join(cycle)}")
+        for dep in composing_models(spec.config):
+            if not await asyncio.to_thread((self._repo / dep).is_dir):
+                raise RepositoryError(
+                    f"ensemble '{name}' depends on '{dep}' which is not in the model repository"
+                )
+            try:
+                await self._load(dep, config_json=None, files=None, if_needed=True)
+            except ServingError as exc:
+                raise RepositoryError(
+                    f"ensemble '{name}' depends on '{dep}' which has no loaded version. Model "
+                    f"'{dep}' loading failed with error: {exc.message}"
+                ) from exc
+        for step in ensemble_steps(spec.config):
+            loaded = self._models[step.model_name].versions
+            if step.model_version > 0 and str(step.model_version) not in loaded:
+                raise RepositoryError(
+                    f"ensemble '{name}' depends on '{step.model_name}' whose required version "
+                    f"{step.model_version} is not loaded."
+                )
 
     def _load_failed(self, model: _Model, previous: ModelState | None, exc: BaseException) -> None:
         reason = exc.message if isinstance(exc, ServingError) else repr(exc)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -26,6 +26,7 @@ class IOSpec:
     dims: tuple[int, ...]
     reshape: tuple[int, ...] | None
     optional: bool
+    ragged: bool = False  # `allow_ragged_batch`: batched whatever its shape
 
 
 def _io_spec(io: Any) -> IOSpec:
@@ -36,6 +37,7 @@ def _io_spec(io: Any) -> IOSpec:
         dims=tuple(io.dims),
         reshape=reshape,
         optional=bool(getattr(io, "optional", False)),
+        ragged=bool(getattr(io, "allow_ragged_batch", False)),
     )
 
 
@@ -69,15 +71,41 @@ class ModelSignature:
     max_batch_size: int
     inputs: dict[str, IOSpec]
     outputs: dict[str, IOSpec]
+    # Inputs whose shape must be equal in requests batched together: variable-size and not
+    # ragged (Triton's `enforce_equal_shape_tensors`), and shape tensors.
+    _equal_shape: frozenset[str] = field(default=frozenset(), repr=False)
+    _optional: bool = field(default=False, repr=False)
 
     @classmethod
     def from_config(cls, config: mc.ModelConfig) -> ModelSignature:
+        inputs = {io.name: _io_spec(io) for io in config.input}
+        equal = {
+            io.name
+            for io in config.input
+            if io.is_shape_tensor or (-1 in io.dims and not io.allow_ragged_batch)
+        }
         return cls(
             model=config.name,
             max_batch_size=config.max_batch_size,
-            inputs={io.name: _io_spec(io) for io in config.input},
+            inputs=inputs,
             outputs={io.name: _io_spec(io) for io in config.output},
+            _equal_shape=frozenset(equal),
+            _optional=any(spec.optional for spec in inputs.values()),
         )
+
+    def batch_key(self, request: InferRequest) -> Hashable:
+        """What two validated requests must share to run in one batch (None: anything goes):
+        the shapes (past the batch dim) of their variable-size, non-ragged inputs, and, for a
+        model with optional inputs, which inputs they carry."""
+        if not self._equal_shape and not self._optional:
+            return None
+        skip = 1 if self.max_batch_size > 0 else 0
+        shapes = tuple(
+            sorted((t.name, t.shape[skip:]) for t in request.inputs if t.name in self._equal_shape)
+        )
+        if self._optional:
+            return (shapes, frozenset(t.name for t in request.inputs))
+        return shapes
 
     def validate(self, request: InferRequest) -> int:
         """Check a request against the config before anything runs; return its batch size.

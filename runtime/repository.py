@@ -17,12 +17,14 @@ from runtime.model_config import (
     select_versions,
 )
 from thawwire.names import is_model_name
+from tritonconfig import composing_models, is_ensemble
 from tritonconfig.schema import mc
 
 __all__ = [
     "MAX_CONFIG_BYTES",
     "ModelSpec",
     "Repositories",
+    "ensemble_cycle",
     "fingerprint",
     "list_models",
     "read_model",
@@ -183,3 +185,31 @@ def read_model(
         versions=tuple(versions),
         fingerprint=fingerprint(model_dir),
     )
+
+
+def ensemble_cycle(repo: Path | Repositories, name: str) -> list[str]:
+    """The names along a cycle of ensembles that reach `name` again, or [] (reads only the
+    ensembles' own config.pbtxt; a config that cannot be read ends its path)."""
+
+    def steps_of(model: str) -> list[str]:
+        path = repo / model / "config.pbtxt"
+        try:
+            config = parse_config(path.read_text(encoding="utf-8"), str(path))
+        except (OSError, UnicodeDecodeError, RepositoryError):
+            return []
+        return composing_models(config) if is_ensemble(config) else []
+
+    seen: set[str] = set()
+
+    def walk(model: str, chain: list[str]) -> list[str]:
+        for dep in steps_of(model):
+            if dep == name:
+                return [*chain, dep]
+            if dep not in seen:
+                seen.add(dep)
+                found = walk(dep, [*chain, dep])
+                if found:
+                    return found
+        return []
+
+    return walk(name, [name])

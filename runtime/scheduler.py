@@ -4,12 +4,15 @@
            └▶ Dispatcher (runtime.dispatcher): pending ─▶ plan ─▶ a free InstanceWorker thread
 
 The statistics and the inline policy see every execution alike (runtime.batch_execution).
+A model with `dynamic_batching` never runs inline: its requests wait for company in the
+dispatcher under its queue policies (runtime.batch_planner, runtime.queue_policy).
 """
 
 from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable, Hashable
 
 from runtime.backends.base import Backend
 from runtime.batch_execution import BatchExecutor, QueuedRequest
@@ -20,7 +23,9 @@ from runtime.errors import ModelUnavailable, ServingError
 from runtime.inference import InferRequest, InferResponse
 from runtime.inline_policy import InlinePolicy
 from runtime.instance_worker import InstanceWorker
-from runtime.stats import ModelStats
+from runtime.queue_policy import QueuePolicies
+from runtime.request_parameters import NONE, SchedulingParameters
+from runtime.stats import FailureReason, ModelStats
 
 __all__ = ["Scheduler"]
 
@@ -30,7 +35,9 @@ _JOIN_TIMEOUT_S = 30.0
 
 class Scheduler:
     """Runs requests on `instances`, each driven by its own worker thread, batches formed by
-    one dispatcher on the event loop (`policy`: today every batch is one request, in order).
+    one dispatcher on the event loop (`policy`: one request at a time in order, or Triton's
+    dynamic batcher; `queue`: its queue policies; `batch_key`: what must be equal in
+    requests batched together).
 
     A GIL-bound backend (`Backend.gil_bound`) that has proven tiny runs on the event loop
     instead (see runtime.inline_policy), but only while no request is queued or executing, so
@@ -46,13 +53,20 @@ class Scheduler:
         *,
         inline_max_us: int = 0,
         policy: BatchPolicy | None = None,
+        queue: QueuePolicies | None = None,
+        batch_key: Callable[[InferRequest], Hashable] | None = None,
         clock: Clock | None = None,
     ):
         self.model = model
         self.version = version
         self._instances = instances
         self._closed = False
+        self._stats = stats
+        policy = policy or OneRequest()
+        self._batch_key = batch_key if not isinstance(policy, OneRequest) else None
         gil_bound = all(backend.gil_bound for backend in instances)
+        if not isinstance(policy, OneRequest):
+            inline_max_us = 0  # requests wait for company in the dispatcher
         # Observed from the workers and the loop; a race can only lose one observation.
         self._policy = InlinePolicy(max_inline_ns=inline_max_us * 1000 if gil_bound else 0)
         self._executor = BatchExecutor(model, stats, self._policy)
@@ -63,10 +77,16 @@ class Scheduler:
             )
             for i, backend in enumerate(instances)
         ]
-        policy = policy or OneRequest()
         planner: Planner = functools.partial(plan, policy=policy)
+        self._clock = clock or LoopClock()
         self._dispatcher = Dispatcher(
-            model, workers, clock=clock or LoopClock(), planner=planner, lookahead=lookahead(policy)
+            model,
+            workers,
+            clock=self._clock,
+            planner=planner,
+            lookahead=lookahead(policy),
+            queue=queue,
+            on_rejected=self._rejected,
         )
 
     def pending(self) -> int:
@@ -74,9 +94,15 @@ class Scheduler:
         return self._dispatcher.pending()
 
     async def submit(
-        self, request: InferRequest, *, batch_size: int, received_ns: int
+        self,
+        request: InferRequest,
+        *,
+        batch_size: int,
+        received_ns: int,
+        params: SchedulingParameters = NONE,
     ) -> InferResponse:
-        """Queue a request and wait for its response; a model error raises its ServingError."""
+        """Queue a request and wait for its response; a model error raises its ServingError
+        (a full queue or an expired timeout: ModelUnavailable, 503)."""
         if self._closed:
             raise ModelUnavailable(f"model '{self.model}' is unloading")
         if self._dispatcher.outstanding == 0 and self._policy.inline:
@@ -87,9 +113,21 @@ class Scheduler:
             if isinstance(result, ServingError):
                 raise result
             return result
+        key = self._batch_key(request) if self._batch_key is not None else None
         return await self._dispatcher.enqueue(
-            request, batch_size=batch_size, received_ns=received_ns
+            request,
+            batch_size=batch_size,
+            received_ns=received_ns,
+            priority=params.priority,
+            timeout_us=params.timeout_us,
+            shape_key=key,
         )
+
+    def _rejected(self, item: QueuedRequest) -> None:
+        """A request refused by a full queue or timed out in it (`nv_inference_request_failure`
+        with reason REJECTED, as in Triton)."""
+        elapsed = max(0, time.perf_counter_ns() - item.received_ns)
+        self._stats.record_failure(FailureReason.REJECTED, elapsed)
 
     def close(self) -> None:
         """Refuse new requests; queued ones still run. Call on the event loop thread, where

@@ -9,14 +9,21 @@ from typing import TYPE_CHECKING, Any
 
 from runtime.backends.base import Backend, LoadContext, SnapshotImage
 from runtime.backends.registry import backend_class
+from runtime.batch_planner import DynamicBatching
+from runtime.ensemble_scheduler import EnsembleScheduler, StepRunner
 from runtime.errors import RepositoryError, ServingError
 from runtime.metrics import Metrics
 from runtime.model_config import config_to_json, fill_defaults, validate_config
+from runtime.model_scheduler import ModelScheduler
 from runtime.model_signature import ModelSignature
+from runtime.model_warmup import run_warmup, warmup_samples
+from runtime.queue_policy import QueuePolicies
 from runtime.repository import ModelSpec
 from runtime.scheduler import Scheduler
+from runtime.sequence_scheduler import SequenceScheduler
 from runtime.snapshot_restore import ImageSource, SnapshotRestorer
 from runtime.stats import ModelStats, StatsBook
+from tritonconfig import is_ensemble
 from tritonconfig.schema import mc
 
 if TYPE_CHECKING:
@@ -35,10 +42,11 @@ class LoadedVersion:
     config: mc.ModelConfig
     config_json: dict[str, Any]
     signature: ModelSignature
-    scheduler: Scheduler
+    scheduler: ModelScheduler
     instances: list[Backend]
     restored: bool
     stats: ModelStats
+    warmup_s: float = 0.0  # the config's `model_warmup` samples, run at load
 
 
 class VersionLoader:
@@ -53,9 +61,11 @@ class VersionLoader:
         arena: Arena | None,
         inline_exec_max_us: int = 0,
         auto_complete: bool = True,
+        steps: StepRunner | None = None,
     ) -> None:
         self._book = book
         self._auto_complete = auto_complete  # False: no model.py `auto_complete_config`
+        self._steps = steps  # where ensembles run their steps
         self._metrics = metrics
         self._restorer = (
             SnapshotRestorer(image_loader, arena=arena, metrics=metrics)
@@ -102,10 +112,21 @@ class VersionLoader:
         return config
 
     def _load_version(self, spec: ModelSpec, config: mc.ModelConfig, version: int) -> LoadedVersion:
+        if is_ensemble(config):
+            return self._load_ensemble(spec, config, version)
         started = time.perf_counter()
+        samples = warmup_samples(config, spec.model_dir)  # a bad sample fails before loading
         image = self._restorer.restore(spec, version) if self._restorer is not None else None
         restored_at = time.perf_counter()
         instances = self._instances(spec, config, version, image)
+        try:
+            warmup_s = run_warmup(spec.name, instances, samples) if samples else 0.0
+        except BaseException:
+            for instance in instances:
+                instance.unload()
+            raise
+        if samples:
+            self._metrics.record_warmup(spec.name, str(version), warmup_s)
         logger.debug(
             "model=%s version=%s restore+digest %.3f s, instances %.3f s",
             spec.name, version, restored_at - started, time.perf_counter() - restored_at,
@@ -113,9 +134,8 @@ class VersionLoader:
         # Restored only if the backend really built the model from the image's weights.
         restored = image is not None and all(instance.used_image for instance in instances)
         stats = self._book.open(spec.name, str(version))
-        scheduler = Scheduler(
-            spec.name, str(version), instances, stats, inline_max_us=self._inline_exec_max_us
-        )
+        signature = ModelSignature.from_config(config)
+        scheduler = self._scheduler(spec.name, str(version), config, signature, instances, stats)
         seconds = time.perf_counter() - started
         source = image.source if image is not None else "files"
         self._metrics.record_load(
@@ -129,12 +149,60 @@ class VersionLoader:
             version=str(version),
             config=config,
             config_json=config_to_json(config),
-            signature=ModelSignature.from_config(config),
+            signature=signature,
             scheduler=scheduler,
             instances=instances,
             restored=restored,
             stats=stats,
+            warmup_s=warmup_s,
         )
+
+    def _load_ensemble(
+        self, spec: ModelSpec, config: mc.ModelConfig, version: int
+    ) -> LoadedVersion:
+        """An ensemble has no instances: its scheduler runs the steps on other models."""
+        if self._steps is None:
+            raise RepositoryError(f"model '{spec.name}': this server cannot run ensembles")
+        stats = self._book.open(spec.name, str(version))
+        scheduler = EnsembleScheduler(spec.name, str(version), config, self._steps, stats)
+        self._metrics.record_load(spec.name, str(version), 0.0, restored=False)
+        logger.info("model=%s version=%s ensemble of %d steps loaded", spec.name, version,
+                    len(config.ensemble_scheduling.step))  # fmt: skip
+        return LoadedVersion(
+            version=str(version),
+            config=config,
+            config_json=config_to_json(config),
+            signature=ModelSignature.from_config(config),
+            scheduler=scheduler,
+            instances=[],
+            restored=False,
+            stats=stats,
+        )
+
+    def _scheduler(
+        self,
+        name: str,
+        version: str,
+        config: mc.ModelConfig,
+        signature: ModelSignature,
+        instances: list[Backend],
+        stats: ModelStats,
+    ) -> ModelScheduler:
+        """The scheduler the config asks for: Triton's sequence batcher, its dynamic batcher,
+        or one request at a time (which may run inline, on the event loop, once proven tiny)."""
+        if config.HasField("sequence_batching"):
+            return SequenceScheduler(name, version, instances, stats, config)
+        if config.HasField("dynamic_batching"):
+            return Scheduler(
+                name,
+                version,
+                instances,
+                stats,
+                policy=DynamicBatching.from_config(config),
+                queue=QueuePolicies.from_config(config.dynamic_batching),
+                batch_key=signature.batch_key,
+            )
+        return Scheduler(name, version, instances, stats, inline_max_us=self._inline_exec_max_us)
 
     def _instances(
         self,
@@ -143,13 +211,16 @@ class VersionLoader:
         version: int,
         image: SnapshotImage | None,
     ) -> list[Backend]:
-        """One loaded backend per instance of every instance group; all or none."""
+        """One loaded backend per instance of every instance group; all or none. A KIND_GPU
+        group has `count` instances on each of its `gpus`, as Triton places them; instances
+        are named `<group>_<n>`, n counting through the group."""
         instances: list[Backend] = []
-        total = sum(group.count for group in config.instance_group)
+        total = sum(group.count * len(_devices(group)) for group in config.instance_group)
         try:
             for group in config.instance_group:
                 kind = mc.ModelInstanceGroup.Kind.Name(group.kind)
-                for index in range(group.count):
+                slots = [device for device in _devices(group) for _ in range(group.count)]
+                for index, device in enumerate(slots):
                     backend = backend_class(config.backend)()
                     ctx = LoadContext(
                         model_name=spec.name,
@@ -158,7 +229,7 @@ class VersionLoader:
                         model_dir=spec.model_dir,
                         config=config,
                         instance_kind=kind,
-                        device_id=group.gpus[index % len(group.gpus)] if len(group.gpus) else 0,
+                        device_id=device,
                         image=image,
                         instance_name=f"{group.name}_{index}",
                         instance_count=total,
@@ -171,6 +242,13 @@ class VersionLoader:
                 instance.unload()
             raise
         return instances
+
+
+def _devices(group: mc.ModelInstanceGroup) -> list[int]:
+    """The devices a group's instances go on: each of its GPUs for KIND_GPU, else device 0."""
+    if group.kind == mc.ModelInstanceGroup.KIND_GPU and len(group.gpus):
+        return list(group.gpus)
+    return [0]
 
 
 def _load_instance(backend: Backend, ctx: LoadContext) -> None:

@@ -13,6 +13,7 @@ configuration lives in `tritonconfig` (the one Thaw package this one may import)
     hop_by_hop      the headers no proxy forwards
     bad_http        the JSON answer to unparsable HTTP
     handoff_protocol  the listening line, slots and their states, load reports
+    load_answer     what a load call's answer reports beside its status (warm-up time)
     aiohttp_compat  the only private aiohttp access (import it by its module name)
 
 It raises only `WireError` (thawwire.errors).

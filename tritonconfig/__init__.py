@@ -13,12 +13,27 @@ from __future__ import annotations
 
 from tritonconfig.complete import complete_config
 from tritonconfig.defaults import fill_defaults
+from tritonconfig.ensemble import (
+    ENSEMBLE_PLATFORM,
+    EnsembleStep,
+    composing_models,
+    ensemble_steps,
+    is_ensemble,
+)
 from tritonconfig.errors import ModelConfigError
 from tritonconfig.onnx_autocomplete import DEFAULT_MAX_BATCH_SIZE, autocomplete_from_onnx
 from tritonconfig.parse import config_from_json, parse_config
 from tritonconfig.platform import PLATFORM_BACKENDS, default_model_filename, normalize_platform
 from tritonconfig.render import config_to_json
 from tritonconfig.schema import mc
+from tritonconfig.sequence import (
+    SEQUENCE_IDLE_DEFAULT_US,
+    ControlKind,
+    SequenceControl,
+    is_sequence_model,
+    sequence_controls,
+    sequence_idle_us,
+)
 from tritonconfig.tensorrt_accelerator import (
     TENSORRT_ACCELERATOR,
     tensorrt_parameters,
@@ -35,24 +50,35 @@ from tritonconfig.versions import available_versions, select_versions
 
 __all__ = [
     "DEFAULT_MAX_BATCH_SIZE",
+    "ENSEMBLE_PLATFORM",
     "PLATFORM_BACKENDS",
+    "SEQUENCE_IDLE_DEFAULT_US",
     "TENSORRT_ACCELERATOR",
     "TORCH_COMPILE_PARAMETER",
     "CompileSettings",
+    "ControlKind",
+    "EnsembleStep",
     "ModelConfigError",
+    "SequenceControl",
     "autocomplete_from_onnx",
     "available_versions",
     "compile_settings",
     "complete_config",
+    "composing_models",
     "config_from_json",
     "config_to_json",
     "default_model_filename",
+    "ensemble_steps",
     "fill_defaults",
+    "is_ensemble",
+    "is_sequence_model",
     "mc",
     "normalize_platform",
     "parse_compile_settings",
     "parse_config",
     "select_versions",
+    "sequence_controls",
+    "sequence_idle_us",
     "tensorrt_parameters",
     "tensorrt_provider_options",
     "validate_config",

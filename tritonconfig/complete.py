@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tritonconfig.defaults import fill_defaults
+from tritonconfig.ensemble import is_ensemble
 from tritonconfig.errors import ModelConfigError
 from tritonconfig.onnx_autocomplete import autocomplete_from_onnx
 from tritonconfig.platform import default_model_filename, normalize_platform
@@ -37,7 +38,7 @@ def complete_config(
     newest = model_dir / str(available[-1]) if available else None
     normalize_platform(config, newest, source)
     versions = select_versions(config.version_policy, available, str(model_dir))
-    if require_model_files:
+    if require_model_files and not is_ensemble(config):
         for version in versions:
             model_file = model_dir / str(version) / default_model_filename(config)
             try:

@@ -60,6 +60,8 @@ class ReplicaHandle:
     one (shown by `thaw status --json`). `grpc_address` is its KServe v2 gRPC service
     (`host:port`, gRPC's target form), where the activator forwards gRPC calls; None when the
     replica serves no gRPC (gRPC calls for the model then fail UNAVAILABLE, saying so).
+    `warmup_s` is the part of `restore_s` the model's
+    `model_warmup` samples took (the runtime reports it in its load answer).
     """
 
     id: str
@@ -69,6 +71,7 @@ class ReplicaHandle:
     restore_s: float
     pid: int | None = None
     grpc_address: str | None = None
+    warmup_s: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,9 @@ def replica_argv(
     argv = [*local.serve_command, str(config.repository), "--host", "127.0.0.1"]
     argv += ["--port", "0", "--grpc-port", "0", "--model-control-mode", "explicit"]
     argv += ["--log-level", local.replica_log_level]
+    if local.front_door_url is not None:
+        # An ensemble's steps go to the front door: each composing model has its replicas.
+        argv += ["--ensemble-steps-url", local.front_door_url]
     if handoff_socket is not None and local.front_door_url is not None:
         argv += ["--handoff-socket", str(handoff_socket), "--front-door", local.front_door_url]
         argv += ["--handoff-max-age-s", f"{local.direct_max_age_s:g}"]
@@ -140,6 +143,7 @@ class LocalBackend:
             restore_s=time.monotonic() - claimed,
             pid=proc.proc.pid,
             grpc_address=proc.grpc_address,
+            warmup_s=proc.warmup_s,
         )
 
     async def running_replicas(self, model: str) -> list[ReplicaHandle]:

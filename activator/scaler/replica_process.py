@@ -42,6 +42,7 @@ class ReplicaProcess:
         self.grpc_address: str | None = None  # announced before `url` (handoff_protocol)
         self.handoff_socket = handoff_socket  # where it takes handed-off client connections
         self.model: str | None = None
+        self.warmup_s = 0.0  # the model's warm-up samples, inside its load call
         self.control: RuntimeControl | None = None  # once it listens
         self._stderr: deque[str] = deque(maxlen=_STDERR_LINES)
         self._readers: list[asyncio.Task[None]] = []
@@ -116,11 +117,12 @@ class ReplicaProcess:
         """The load call; returns when the runtime says the model is READY."""
         if self.control is None:
             raise ActivationFailed(f"replica {self.name} was never ready")
-        loading = self.control.load(model, timeout_s=timeout_s)
+        loading = asyncio.ensure_future(self.control.load(model, timeout_s=timeout_s))
         await self._unless_exited(loading, f"died while loading model '{model}'")
+        self.warmup_s = loading.result()
         self.model = model
 
-    async def _unless_exited(self, call: Awaitable[None], what: str) -> None:
+    async def _unless_exited(self, call: Awaitable[object], what: str) -> None:
         """Run a control call; if the process exits first, cancel it and fail with `what`."""
         running = asyncio.ensure_future(call)
         exited = asyncio.ensure_future(self.proc.wait())

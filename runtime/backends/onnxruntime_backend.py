@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from runtime.backends.base import ExecTimings, LoadContext, SnapshotImage
+from runtime.backends.batch_tensors import BatchLayout, run_batched
 from runtime.datatypes import numpy_to_v2
 from runtime.errors import RepositoryError, ServingError
 from runtime.inference import InferRequest, InferResponse, InferTensor
@@ -78,6 +79,7 @@ class OnnxRuntimeBackend:
         self._version = ""
         self._outputs: list[str] = []
         self._string_inputs: set[str] = set()
+        self._layout: BatchLayout | None = None  # how a dynamic batch runs as one session run
         self.used_image = False  # True when the weights came from a snapshot image
         self._keepalive: list[Any] = []  # OrtValues over snapshot memory must outlive the session
 
@@ -85,6 +87,7 @@ class OnnxRuntimeBackend:
         import onnxruntime as ort
 
         self._name, self._version = ctx.model_name, ctx.version
+        self._layout = BatchLayout.from_config(ctx.config)
         options = ort.SessionOptions()
         params = ctx.config.parameters
         raw = (
@@ -120,10 +123,13 @@ class OnnxRuntimeBackend:
         }
 
     def execute(self, requests: list[InferRequest]) -> list[InferResponse | ServingError]:
-        results: list[InferResponse | ServingError] = []
         total = ExecTimings()
-        for request in requests:
-            results.append(self._run_one(request, total))
+        layout = self._layout
+        if layout is not None and layout.merges(requests):
+            # A dynamic batch: one session run over the concatenated inputs.
+            results = run_batched(layout, requests, lambda merged: self._run_one(merged, total))
+        else:
+            results = [self._run_one(request, total) for request in requests]
         self.timings = total
         return results
 

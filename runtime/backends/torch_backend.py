@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from runtime.backends.base import ExecTimings, LoadContext
+from runtime.backends.batch_tensors import BatchLayout, run_batched
 from runtime.datatypes import numpy_to_v2
 from runtime.errors import RepositoryError, ServingError
 from runtime.inference import InferRequest, InferResponse, InferTensor
@@ -57,12 +58,14 @@ class TorchBackend:
         self._device = "cpu"
         self._inputs: dict[str, int] = {}
         self._outputs: dict[str, int] = {}
+        self._layout: BatchLayout | None = None  # how a dynamic batch runs as one forward
         self.used_image = False  # True when the weights came from a snapshot image
 
     def load(self, ctx: LoadContext) -> None:
         import torch
 
         self._name, self._version = ctx.model_name, ctx.version
+        self._layout = BatchLayout.from_config(ctx.config)
         self._device = f"cuda:{ctx.device_id}" if ctx.instance_kind == "KIND_GPU" else "cpu"
         if self._device != "cpu" and not torch.cuda.is_available():
             raise RepositoryError(
@@ -86,7 +89,9 @@ class TorchBackend:
             forward_args = [a.name for a in self._module.forward.schema.arguments][1:]
         if self._device != "cpu":
             self._module.to(self._device)
-        self._inputs = positions([i.name for i in ctx.config.input], forward_args)
+        # Batch inputs (ragged batching) are inputs too, after the declared ones, as in Triton.
+        batch_inputs = [t for b in ctx.config.batch_input for t in b.target_name]
+        self._inputs = positions([i.name for i in ctx.config.input] + batch_inputs, forward_args)
         self._outputs = positions([o.name for o in ctx.config.output], [])
         if settings is not None:
             self._module = self._compile(ctx, settings)
@@ -163,10 +168,15 @@ class TorchBackend:
         import torch
 
         total = ExecTimings()
-        results: list[InferResponse | ServingError] = []
+        layout = self._layout
         with torch.inference_mode():
-            for request in requests:
-                results.append(self._run_one(torch, request, total))
+            if layout is not None and layout.merges(requests):
+                # A dynamic batch: one forward over the concatenated inputs.
+                results = run_batched(
+                    layout, requests, lambda merged: self._run_one(torch, merged, total)
+                )
+            else:
+                results = [self._run_one(torch, request, total) for request in requests]
         self.timings = total
         return results
 

@@ -275,3 +275,25 @@ def test_a_load_body_over_the_cap_is_413_in_tritons_words(server: ServeProcess) 
     message = _error(response, 413)
     assert message.startswith(f"request JSON size of {len(body)} bytes")
     assert f" exceeds the maximum allowed input size of {MAX_BODY_BYTES} bytes" in message
+
+
+def test_a_second_request_to_a_one_place_queue_is_503_as_in_triton(server: ServeProcess) -> None:
+    """`test_descriptive_status_code`: the queue model holds a request up to 1 s for company
+    and queues one at most, so a second request, 0.5 s later, is refused at once."""
+    import threading
+    import time
+
+    url = _infer_url(server, "onnx_zero_1_float32_queue")
+    body = np.arange(8, dtype=np.float32).tobytes()
+    first: list[requests.Response] = []
+    thread = threading.Thread(
+        target=lambda: first.append(requests.post(url, data=body, headers=RAW))
+    )
+    thread.start()
+    time.sleep(0.5)
+    started = time.monotonic()
+    second = requests.post(url, data=body, headers=RAW)
+    assert "Exceeds maximum queue size" in _error(second, 503)
+    assert time.monotonic() - started < 0.4  # at once, not after the first one's delay
+    thread.join(10)
+    assert _raw_output(first[0])[1] == body

@@ -116,3 +116,22 @@ def test_only_the_last_few_cold_starts_are_kept() -> None:
         timer.begin(requests_waiting=True)
         timer.abandon("boom")
     assert len(timer.recent) == KEEP_RECENT
+
+
+def test_a_models_warm_up_is_a_phase_of_its_own_outside_restore() -> None:
+    clock, metrics = FakeClock(), Metrics()
+    timer = ColdStartTimer("m", metrics, clock)
+    timer.begin(requests_waiting=True)
+    handle = ReplicaHandle("m-1", "m", "http://fake", claim_s=0.05, restore_s=1.2, warmup_s=1.0)
+    timer.replica_up(Replica(handle, Breaker(0), ready_at=clock()))
+    sample = metrics.registry.get_sample_value
+    labels = {"model": "m"}
+    assert sample("thaw_cold_start_seconds_sum", {**labels, "phase": "model_warmup"}) == 1.0
+    assert sample("thaw_cold_start_seconds_sum", {**labels, "phase": "restore"}) == pytest.approx(
+        0.2
+    )
+    assert _count(metrics, "model_warmup") == 1
+    # A model without warm-up samples reports no such phase.
+    timer.begin(requests_waiting=True)
+    timer.replica_up(_replica(clock))
+    assert _count(metrics, "model_warmup") == 1

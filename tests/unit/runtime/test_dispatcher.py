@@ -252,3 +252,99 @@ async def test_many_requests_on_three_instances_each_run_once_and_never_overlap(
     dispatcher.close()
     await asyncio.to_thread(dispatcher.join, 10)
     assert all(worker.join(0) for worker in workers)
+
+
+# -- queue policies ---------------------------------------------------------------------------
+
+
+def _queued_dispatcher(
+    instance: _GatedInstance, clock: SteppedClock, policy_text: str, rejected: list[str]
+) -> Dispatcher:
+    from runtime.batch_planner import DynamicBatching
+    from runtime.queue_policy import QueuePolicies
+    from tritonconfig import parse_config
+
+    config = parse_config(
+        f'name: "m" max_batch_size: 8 dynamic_batching {{ {policy_text} }}', "test"
+    )
+    policy = DynamicBatching.from_config(config)
+    return Dispatcher(
+        "m",
+        [InstanceWorker("w0", instance)],
+        clock=clock,
+        planner=functools.partial(plan, policy=policy),
+        lookahead=0,
+        queue=QueuePolicies.from_config(config.dynamic_batching),
+        on_rejected=lambda item: rejected.append(str(item.request.id)),
+    )
+
+
+async def test_a_full_queue_refuses_at_once_with_503() -> None:
+    from runtime.errors import ModelUnavailable
+
+    clock, instance, rejected = SteppedClock(), _GatedInstance(), []
+    dispatcher = _queued_dispatcher(
+        instance,
+        clock,
+        "preferred_batch_size: [8] max_queue_delay_microseconds: 1000000 "
+        "default_queue_policy { max_queue_size: 1 }",
+        rejected,
+    )
+    first = _enqueue(dispatcher, "first")  # waits for company (1 s queue delay)
+    try:
+        _enqueue(dispatcher, "second")
+        raise AssertionError("the second request should be refused")
+    except ModelUnavailable as exc:
+        assert exc.status == 503 and "Exceeds maximum queue size" in exc.message
+    assert rejected == ["second"] and dispatcher.pending() == 1
+    instance.release.set()
+    clock.advance(1_000 * MS)  # the delay: the first goes alone
+    assert (await first).id == "first"
+    dispatcher.close()
+    await asyncio.to_thread(dispatcher.join, 10)
+
+
+async def test_a_reject_timeout_fails_at_its_deadline_while_the_instance_is_busy() -> None:
+    from runtime.errors import ModelUnavailable
+
+    clock, instance, rejected = SteppedClock(), _GatedInstance(), []
+    dispatcher = _queued_dispatcher(
+        instance,
+        clock,
+        "preferred_batch_size: [1] default_queue_policy { default_timeout_microseconds: 5000 "
+        "allow_timeout_override: true }",
+        rejected,
+    )
+    running = _enqueue(dispatcher, "running")
+    await _started(instance)  # the only instance is busy until released
+    patient = _enqueue(dispatcher, "patient")  # 5 ms
+    hasty = dispatcher.enqueue(
+        _request("hasty"), batch_size=1, received_ns=0, timeout_us=1000
+    )  # 1 ms: overrides down
+    clock.advance(1 * MS)
+    assert hasty.done() and isinstance(hasty.exception(), ModelUnavailable)
+    assert "Request timeout expired" in str(hasty.exception())
+    assert not patient.done()
+    clock.advance(4 * MS)  # still busy: rejected at its deadline, not when the instance frees
+    assert patient.done() and isinstance(patient.exception(), ModelUnavailable)
+    assert rejected == ["hasty", "patient"] and dispatcher.pending() == 0
+    instance.release.set()
+    assert (await running).id == "running"
+    assert dispatcher.outstanding == 0
+    dispatcher.close()
+    await asyncio.to_thread(dispatcher.join, 10)
+
+
+async def test_requests_that_queued_while_the_instance_was_busy_run_as_one_batch() -> None:
+    clock, instance, rejected = SteppedClock(), _GatedInstance(), []
+    dispatcher = _queued_dispatcher(instance, clock, "preferred_batch_size: [4]", rejected)
+    futures = [_enqueue(dispatcher, "a")]
+    await _started(instance)
+    futures += [_enqueue(dispatcher, rid) for rid in "bcdef"]
+    assert dispatcher.pending() == 5  # nothing formed ahead: the batch can still grow
+    instance.release.set()
+    results = await asyncio.gather(*futures)
+    assert [r.id for r in results] == list("abcdef")
+    assert instance.batches == [["a"], ["b", "c", "d", "e"], ["f"]]
+    dispatcher.close()
+    await asyncio.to_thread(dispatcher.join, 10)

@@ -286,4 +286,3 @@ async def test_loads_are_counted_by_where_the_weights_came_from(tmp_path: Path) 
     await manager.start()
     await manager.stop()
     assert _loads(metrics, "onnx_add") == {"files": 1.0}
-
