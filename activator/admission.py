@@ -47,14 +47,18 @@ class Slot:
     """The scope of `Admission.acquire`: one request's slot on a replica. A class, not a
     generator-based context manager, because every request enters one."""
 
-    __slots__ = ("_admission", "_replica", "_size")
+    __slots__ = ("_admission", "_bound", "_replica", "_size")
 
-    def __init__(self, admission: Admission, size: int) -> None:
+    def __init__(self, admission: Admission, size: int, bound: Replica | None = None) -> None:
         self._admission = admission
         self._size = size
+        self._bound = bound
 
     async def __aenter__(self) -> Replica:
-        self._replica = await self._admission._admit(self._size)
+        if self._bound is not None:
+            self._replica = self._admission._admit_on(self._bound)
+        else:
+            self._replica = await self._admission._admit(self._size)
         return self._replica
 
     async def __aexit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
@@ -99,6 +103,21 @@ class Admission:
         HeldTimeout at the activation timeout; ActivationFailed when the wake-up failed).
         """
         return Slot(self, size)
+
+    def acquire_on(self, replica: Replica) -> Slot:
+        """`async with admission.acquire_on(replica) as replica:` a slot on that replica, at
+        once, past its capacity if need be (a request bound to it: a live sequence)."""
+        return Slot(self, 0, bound=replica)
+
+    def _admit_on(self, replica: Replica) -> Replica:
+        if self._closed:
+            raise ActivationFailed(f"model '{self._model}': the activator is shutting down")
+        now = self._clock()
+        self._meter.change(now, +1)
+        self._demand.request_arrived(now)
+        if not replica.breaker.try_take():
+            replica.breaker.take_anyway()
+        return replica
 
     async def _admit(self, size: int) -> Replica:
         """Entering `acquire`: count the request, take a free slot or hold for one."""

@@ -7,14 +7,12 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from http import HTTPStatus
 from typing import Any
 
 from aiohttp import web
-from aiohttp.web_protocol import RequestHandler
-from aiohttp.web_request import BaseRequest
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from activator.answers import check_ready, index_rows, stats_rows
 from activator.config import ActivatorConfig
 from activator.errors import (
     ActivatorError,
@@ -27,35 +25,27 @@ from activator.errors import (
 from activator.fleet import Fleet
 from activator.metrics import Metrics
 from activator.proxy import SMALL_BODY, forward, new_pool, new_session, read_body
-from activator.replica_stats import rows_for_versions
 from activator.repository import Repository
 from activator.scaler.backend import ScalerBackend
+from activator.sequence_routes import SequenceKey, sequence_key
+from activator.status_page import CSP, StatusPage
 from activator.upstream import UpstreamPool
+from thawwire import server_info
+from thawwire.paths import MODEL, MODEL_VERSION
 
-__all__ = ["FLEET", "build_app", "json_parse_errors"]
+__all__ = ["FLEET", "build_app", "metrics_app"]
 
 logger = logging.getLogger(__name__)
 
 FLEET = web.AppKey("fleet", Fleet)
 UPSTREAM = web.AppKey("upstream", UpstreamPool)  # keep-alive connections for proxying
-_VERSION = "0.1.0"
-# The same list a replica (`thaw serve`) reports: everything past this door is the runtime's.
-_EXTENSIONS = [
-    "classification",
-    "model_repository",
-    "model_repository(unload_dependents)",
-    "model_configuration",
-    "binary_tensor_data",
-    "parameters",
-    "statistics",
-]
+PAGE = web.AppKey("status_page", StatusPage)  # the /ui/ files, read once at start-up
 _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def routes() -> list[web.RouteDef]:
     """THE route table of `thaw up`."""
-    m = "/v2/models/{model}"
-    mv = "/v2/models/{model}/versions/{version}"
+    m, mv = MODEL, MODEL_VERSION
     return [
         # Inference first: routes under one prefix are tried in this order, and it is the hot
         # path (no other route's pattern can match an infer path, so order changes nothing).
@@ -78,6 +68,10 @@ def routes() -> list[web.RouteDef]:
         web.post("/v2/repository/models/{model}/unload", unload),
         web.get("/metrics", metrics),
         web.get("/thaw/status", status),
+        web.get("/thaw/history", history),
+        web.get("/ui", ui_root),
+        web.get("/ui/", ui_file),
+        web.get("/ui/{name}", ui_file),
     ]
 
 
@@ -113,40 +107,6 @@ def json_response(
     return web.Response(body=body, status=status, headers=headers, content_type="application/json")
 
 
-class _JsonErrorHandler(RequestHandler):
-    """aiohttp answers requests it cannot parse (bad request line, header, chunk, length)
-    before any middleware runs, in text/plain; this answers them as `{"error": ...}`."""
-
-    __slots__ = ()
-
-    def handle_error(
-        self,
-        request: BaseRequest,
-        status: int = 500,
-        exc: BaseException | None = None,
-        message: str | None = None,
-    ) -> web.StreamResponse:
-        plain = super().handle_error(request, status, exc, message)
-        text = (plain.text if isinstance(plain, web.Response) else None) or ""
-        reason = " ".join(text.split())[:300] or HTTPStatus(status).phrase
-        response = json_response({"error": reason}, status=status)
-        response.force_close()
-        return response
-
-
-class _JsonErrorServer(web.Server):
-    def __call__(self) -> RequestHandler:
-        handler = super().__call__()
-        handler.__class__ = _JsonErrorHandler
-        return handler
-
-
-def json_parse_errors(server: web.Server | None) -> None:
-    """Make the low-level server of an AppRunner answer unparsable requests in JSON."""
-    if server is not None and type(server) is web.Server:
-        server.__class__ = _JsonErrorServer
-
-
 def build_app(
     config: ActivatorConfig,
     *,
@@ -163,7 +123,12 @@ def build_app(
         fleet = Fleet(config, repo, Metrics(), session, backend=backend)
         app[FLEET] = fleet
         app[UPSTREAM] = pool = new_pool()
-        await fleet.start()
+        try:
+            await fleet.start()
+        except BaseException:  # e.g. the scaler cannot start: nothing is left open
+            await pool.close()
+            await session.close()
+            raise
         try:
             yield
         finally:
@@ -171,7 +136,12 @@ def build_app(
             await pool.close()
             await session.close()
 
+    async def page_ctx(app: web.Application) -> AsyncIterator[None]:
+        app[PAGE] = await asyncio.to_thread(StatusPage.load)
+        yield
+
     app.cleanup_ctx.append(fleet_ctx)
+    app.cleanup_ctx.append(page_ctx)
     return app
 
 
@@ -189,7 +159,8 @@ async def ready(request: web.Request) -> web.Response:
 
 
 async def server_metadata(request: web.Request) -> web.Response:
-    return json_response({"name": "thaw", "version": _VERSION, "extensions": _EXTENSIONS})
+    """The same answer as a replica's (`thaw serve`): everything past this door is theirs."""
+    return json_response(server_info.server_metadata())
 
 
 def _version(request: web.Request) -> str | None:
@@ -209,14 +180,7 @@ async def model_config(request: web.Request) -> web.Response:
 
 async def model_ready(request: web.Request) -> web.Response:
     """Ready = servable: at zero replicas too, unless the last wake-up failed."""
-    fleet = request.app[FLEET]
-    fleet.repository.get(request.match_info["model"], _version(request))
-    endpoint = fleet.endpoint(request.match_info["model"])
-    if endpoint.ready_count == 0 and endpoint.last_error is not None:
-        name = request.match_info["model"]
-        return json_response(
-            {"error": f"model '{name}' is not ready: {endpoint.last_error}"}, status=503
-        )
+    check_ready(request.app[FLEET], request.match_info["model"], _version(request))
     return web.Response(status=200)
 
 
@@ -226,6 +190,7 @@ async def infer(request: web.Request) -> web.StreamResponse:
     name = request.match_info["model"]
     fleet.repository.get(name, _version(request))
     endpoint = fleet.endpoint(name)
+    fleet.wake_composing(name)  # an ensemble: its steps' models wake while it does
     start = time.monotonic()
     code = "500"
     try:
@@ -236,12 +201,16 @@ async def infer(request: web.Request) -> web.StreamResponse:
                 f"request body of {size} bytes is over the limit of {limit} bytes"
             )
         body: bytes | None = None
-        if request.body_exists and (size is None or size <= SMALL_BODY):
+        if request.body_exists and (size is None or size <= SMALL_BODY or endpoint.stateful):
             # Chunked or small: read it all before holding, so a slow client never occupies
             # a replica slot and a chunked body counts against the cap and the held bytes.
+            # A stateful model's request is read to find its sequence (its JSON header).
             body = await read_body(request, limit=limit, timeout_s=fleet.config.request_timeout_s)
             size = len(body)
-        async with endpoint.acquire(size or 0) as replica:
+        sequence: SequenceKey | None = None
+        if endpoint.stateful and body is not None:
+            sequence = sequence_key(body, request.headers.get("Inference-Header-Content-Length"))
+        async with endpoint.acquire(size or 0, sequence=sequence) as replica:
             try:
                 response = await forward(
                     request,
@@ -265,47 +234,21 @@ async def infer(request: web.Request) -> web.StreamResponse:
         fleet.metrics.observe_request(name, code, time.monotonic() - start)
 
 
-async def _stats_rows(fleet: Fleet, name: str, version: str | None) -> list[dict[str, Any]]:
-    """The model's statistics for the life of `thaw up` (live and retired replicas); statistics
-    never wake a model, and one never served reads as zeros."""
-    entry = fleet.repository.get(name, version)
-    merged = await fleet.endpoint(name).statistics()
-    return rows_for_versions(name, [version] if version else entry.versions, merged)
-
-
 async def model_stats(request: web.Request) -> web.Response:
-    fleet = request.app[FLEET]
-    rows = await _stats_rows(fleet, request.match_info["model"], _version(request))
+    rows = await stats_rows(request.app[FLEET], request.match_info["model"], _version(request))
     return json_response({"model_stats": rows})
 
 
 async def all_stats(request: web.Request) -> web.Response:
-    fleet = request.app[FLEET]
-    names = fleet.repository.names()
-    per_model = await asyncio.gather(*(_stats_rows(fleet, name, None) for name in names))
-    return json_response({"model_stats": [row for rows in per_model for row in rows]})
+    return json_response({"model_stats": await stats_rows(request.app[FLEET], None, None)})
 
 
 async def repository_index(request: web.Request) -> web.Response:
     """Triton's index: a row per served version; `reason` only when there is one."""
-    fleet = request.app[FLEET]
     ready_only = (await _json_object(request)).get("ready", False)
     if not isinstance(ready_only, bool):
-        raise BadRequest("'ready' must be true or false")
-    rows: list[dict[str, Any]] = []
-    for name in fleet.repository.names():
-        endpoint = fleet.endpoint(name)
-        failed = endpoint.ready_count == 0 and endpoint.last_error is not None
-        for version in fleet.repository.get(name).versions:
-            row = {"name": name, "version": version, "state": "READY"}
-            if failed:
-                row.update(state="UNAVAILABLE", reason=endpoint.last_error or "")
-            rows.append(row)
-    for name, reason in fleet.repository.unavailable.items():
-        rows.append({"name": name, "state": "UNAVAILABLE", "reason": reason})
-    if ready_only:
-        rows = [r for r in rows if r["state"] == "READY"]
-    return json_response(sorted(rows, key=lambda r: (r["name"], r.get("version", ""))))
+        raise BadRequest("Invalid value for 'ready': expected a boolean")  # Triton's text
+    return json_response(index_rows(request.app[FLEET], ready_only=ready_only))
 
 
 async def _json_object(request: web.Request) -> dict[str, Any]:
@@ -349,9 +292,43 @@ async def unload(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    body = generate_latest(request.app[FLEET].metrics.registry)
+    """The activator's `thaw_*` series, then its models' replicas' series (Triton's `nv_*`,
+    monotonic across replicas coming and going: activator.replica_metrics)."""
+    fleet = request.app[FLEET]
+    body = generate_latest(fleet.metrics.registry) + (await fleet.replica_metrics()).encode()
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+def metrics_app(fleet: Fleet) -> web.Application:
+    """The metrics port's application (`--metrics-port`, Triton's 8002): `/metrics` alone."""
+    app = web.Application(middlewares=[errors_as_json], client_max_size=1024)
+    app[FLEET] = fleet
+    app.add_routes([web.get("/metrics", metrics)])
+    return app
 
 
 async def status(request: web.Request) -> web.Response:
     return json_response(request.app[FLEET].status().to_json())
+
+
+async def history(request: web.Request) -> web.Response:
+    """The status page's plot data: samples after number `since` (default 0: all kept)."""
+    raw = request.query.get("since", "0")
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 18):
+        raise BadRequest(f"'since' must be a sample number (an integer >= 0), not {raw[:40]!r}")
+    return json_response(request.app[FLEET].history_since(int(raw)).to_json())
+
+
+async def ui_root(request: web.Request) -> web.Response:
+    raise web.HTTPFound("/ui/")  # the page's relative asset links need the slash
+
+
+async def ui_file(request: web.Request) -> web.Response:
+    """The status page (`/ui/`) and its assets; nothing else is served from here."""
+    name = request.match_info.get("name", "index.html")
+    found = request.app[PAGE].get(name)
+    if found is None:
+        raise RouteNotFound(f"no route for {request.path[:200]!r}")
+    body, kind = found
+    headers = {"Cache-Control": "no-cache", "Content-Security-Policy": CSP}
+    return web.Response(body=body, content_type=kind, charset="utf-8", headers=headers)

@@ -33,6 +33,12 @@ class Breaker:
         self.in_flight += 1
         return True
 
+    def take_anyway(self) -> None:
+        """Take a slot even past capacity: a request bound to this replica (a live sequence,
+        whose state lives here) cannot go to another one, and holding it back behind other
+        models' traffic would only stall its sequence. The caller must `release()` it."""
+        self.in_flight += 1
+
     def release(self) -> None:
         if self.in_flight <= 0:
             raise ActivatorError("breaker released more slots than were taken")

@@ -1,4 +1,5 @@
-"""`thaw up REPO`: the activator, local scaler, warm pool and snapshot cache on this machine."""
+"""`thaw up REPO`: the activator with its scaler: local processes (+ warm pool, image cache) or
+Kubernetes pods (`--scaler kubernetes`, kube_cli's flags)."""
 
 from __future__ import annotations
 
@@ -17,10 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from activator.config import SETTING_RANGES, ActivatorConfig, ScaleSettings, validated
-from activator.errors import ConfigError
+from activator.errors import ConfigError, ScalerUnavailable
 from activator.host_tier import default_budget_bytes, make_tier_dir, remove_tier_dir
+from activator.kube_cli import add_kubernetes_arguments, kubernetes_config
 from activator.pool_policy import PoolSettings
 from activator.scaler.backend import ScalerKind
+from activator.scaler.kube_config import KubernetesConfig
 from activator.scaler.local_config import LocalConfig
 
 __all__ = ["register", "run"]
@@ -38,7 +41,8 @@ it in its config.pbtxt, e.g.
 
   parameters { key: "thaw.max_replicas" value { string_value: "2" } }
 
-Prometheus metrics are on /metrics; `thaw status` prints a table of the models.
+Prometheus metrics are on /metrics; the status page (models, cold starts, plots, the cost
+of scale to zero against always-on replicas) on /ui/; `thaw status` prints a table of the models.
 SIGTERM/SIGINT stop accepting, drain in-flight requests and stop every replica.
 """
 
@@ -68,6 +72,22 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("repository", metavar="REPO", type=Path, help="Triton model repository")
     p.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="listen port; 0 picks a free one")
+    triton = p.add_argument_group("Triton's other ports")
+    triton.add_argument(
+        "--grpc-port", type=int, default=None, metavar="PORT",
+        help="KServe v2 gRPC port (default 8001; with --port 0 a free one); models at zero "
+        "are held and woken as over HTTP",
+    )  # fmt: skip
+    triton.add_argument(
+        "--metrics-port", type=int, default=None, metavar="PORT",
+        help="Prometheus /metrics port, as Triton's (default 8002; with --port 0 a free one); "
+        "/metrics is on --port too",
+    )  # fmt: skip
+    for name in ("grpc", "metrics"):
+        triton.add_argument(
+            f"--allow-{name}", type=_triton_bool, default=True, metavar="BOOL",
+            help=f"serve the {name} port (default true)",
+        )  # fmt: skip
     p.add_argument(
         "--cache",
         type=Path,
@@ -77,8 +97,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument(
         "--store",
         default=None,
-        help="image store URI (e.g. s3://bucket/prefix); "
-        "without it images are built into the cache at start-up",
+        help="image store URI (e.g. s3://bucket/prefix or a directory); with it, the local "
+        "scaler pulls each model's image into the cache at start-up, without it images are "
+        "built there",
     )
     p.add_argument("--no-image-build", action="store_true", help="do not build images at start")
     p.add_argument(
@@ -96,13 +117,22 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="N",
         help="keep images of models scaled to zero in shared memory up to N bytes, so their "
         "next wake maps the image instead of reading it (0: off; default 1/8 of this "
-        "machine's memory)",
+        "machine's memory; local scaler only: off with --scaler kubernetes)",
     )
     p.add_argument(
         "--scaler",
         choices=[kind.value for kind in ScalerKind],
         default=ScalerKind.LOCAL.value,
-        help="where replicas run: local = `thaw serve` processes on this machine (default)",
+        help="where replicas run: local = `thaw serve` processes on this machine (default); "
+        "kubernetes = warm-pool pods claimed on demand (needs the `kubernetes` extra)",
+    )
+    p.add_argument(
+        "--model-settings",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help='per-model `thaw.*` overrides, JSON {"models": {name: {"thaw.<setting>": value}}} '
+        "(the Helm chart's models ConfigMap)",
     )
     local = p.add_argument_group("local scaler (--scaler local)")
     local.add_argument(
@@ -176,7 +206,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="a direct connection older than this is closed after its next response, so "
         "clients reconnect through the activator and load rebalances (default 10)",
     )
+    p.add_argument(
+        "--gpu-hour-price",
+        type=float,
+        default=None,
+        metavar="PRICE",
+        help="price of one GPU-hour: the status page, `thaw status --cost` and "
+        "/thaw/status then show GPU-seconds used and saved as money too",
+    )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    add_kubernetes_arguments(p)
     scale = p.add_argument_group("scale settings (defaults for every model; thaw.<name> overrides)")
     defaults = ScaleSettings()
     for name, (low, high) in SETTING_RANGES.items():
@@ -202,6 +241,10 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
     settings = validated(ScaleSettings(), given)
     if not 0 <= args.port <= 65535:
         raise ConfigError(f"`--port` = {args.port}, must be in [0, 65535]")
+    grpc_port = _extra_port("--grpc-port", args.grpc_port, args.allow_grpc, 8001, args.port)
+    metrics_port = _extra_port(
+        "--metrics-port", args.metrics_port, args.allow_metrics, 8002, args.port
+    )
     _check_range("--warm-pool", args.warm_pool, 0, 64)
     _check_range("--max-body-bytes", args.max_body_bytes, 1, 1 << 40)
     _check_range("--request-timeout-s", args.request_timeout_s, 0.1, 86_400)
@@ -212,9 +255,11 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
     _check_range("--pool-window-s", args.pool_window_s, 0, 86_400)
     if args.cache_max_bytes is not None:
         _check_range("--cache-max-bytes", args.cache_max_bytes, 1, 1 << 50)
-    host_bytes = default_budget_bytes() if args.host_cache_bytes is None else args.host_cache_bytes
-    _check_range("--host-cache-bytes", host_bytes, 0, 1 << 44)
-    cache = args.cache or Path(os.path.expanduser("~/.cache/thaw/images"))
+    if args.gpu_hour_price is not None:
+        _check_range("--gpu-hour-price", args.gpu_hour_price, 0, 1_000_000)
+    kubernetes = args.scaler == ScalerKind.KUBERNETES.value
+    host_bytes = _host_cache_bytes(args.host_cache_bytes, kubernetes=kubernetes)
+    cache = args.cache or (None if kubernetes else Path(os.path.expanduser("~/.cache/thaw/images")))
     return ActivatorConfig(
         repository=args.repository,
         host=args.host,
@@ -223,17 +268,59 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
         cache_max_bytes=args.cache_max_bytes,
         host_cache_bytes=host_bytes,
         store=args.store,
-        build_images=not args.no_image_build,
+        # On a cluster images are built into the store by an image-builder job, not here.
+        build_images=not args.no_image_build and not kubernetes,
         defaults=settings,
         max_body_bytes=args.max_body_bytes,
         request_timeout_s=args.request_timeout_s,
         drain_timeout_s=args.drain_timeout_s,
         scaler=_scaler_config(args),
+        grpc_port=grpc_port,
+        metrics_port=metrics_port,
+        gpu_hour_price=args.gpu_hour_price,
     )
 
 
-def _scaler_config(args: argparse.Namespace) -> LocalConfig:
-    """The chosen scaler backend's config, from its flags (`--scaler`; only `local` now)."""
+def _host_cache_bytes(given: int | None, *, kubernetes: bool) -> int:
+    """The host-memory tier's budget. Off on Kubernetes: the tier is a tmpfs directory of this
+    machine that local replicas map, and pods run on other nodes (their node cache is theirs)."""
+    if kubernetes:
+        if given:
+            raise ConfigError(
+                f"`--host-cache-bytes` = {given}, must be 0 with --scaler kubernetes "
+                "(the host-memory tier is local replicas' shared memory)"
+            )
+        return 0
+    budget = default_budget_bytes() if given is None else given
+    _check_range("--host-cache-bytes", budget, 0, 1 << 44)
+    return budget
+
+
+def _extra_port(flag: str, given: int | None, allowed: bool, default: int, http: int) -> int | None:
+    """A Triton port of `thaw up`: None when not allowed; with `--port 0`, a free one unless
+    given (processes side by side never collide)."""
+    if not allowed:
+        return None
+    port = given if given is not None else (0 if http == 0 else default)
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"`{flag}` = {port}, must be in [0, 65535]")
+    return port
+
+
+def _triton_bool(text: str) -> bool:
+    """A tritonserver boolean flag value."""
+    lowered = text.strip().lower()
+    if lowered in ("true", "1", "on", "yes"):
+        return True
+    if lowered in ("false", "0", "off", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"{text!r} is not a boolean (true or false)")
+
+
+def _scaler_config(args: argparse.Namespace) -> LocalConfig | KubernetesConfig:
+    """The chosen scaler backend's config, from its flags (`--scaler`)."""
+    if args.scaler == ScalerKind.KUBERNETES.value:
+        return kubernetes_config(args, os.environ)
     frameworks = tuple(f for f in args.preload_frameworks.split(",") if f.strip())
     pool = PoolSettings(
         min_idle=args.warm_pool,
@@ -255,6 +342,9 @@ def _check_range(flag: str, value: float, low: float, high: float) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Before grpc is imported: replicas are started by fork+exec only, so grpc's fork handlers
+    # (and their "skipping fork() handlers" log line per replica) are not needed.
+    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -263,9 +353,15 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = build_config(args)
         repository = Repository.scan(config.repository, config.defaults)
+        repository = _with_model_settings(repository, args.model_settings)
     except ConfigError as exc:
         print(f"thaw up: error: {exc.message}", file=sys.stderr)
         return 2
+    if isinstance(config.scaler, KubernetesConfig):
+        models = tuple(repository.names())
+        config = dataclasses.replace(
+            config, scaler=dataclasses.replace(config.scaler, models=models)
+        )
     for name, reason in sorted(repository.unavailable.items()):
         print(f"thaw up: warning: model '{name}' is unavailable: {reason}", file=sys.stderr)
     if not repository.names():
@@ -280,9 +376,26 @@ def run(args: argparse.Namespace) -> int:
     except _ListenError as exc:
         print(f"thaw up: error: {exc}", file=sys.stderr)
         return 1
+    except ScalerUnavailable as exc:
+        print(f"thaw up: error: {exc.message}", file=sys.stderr)
+        return 1
     finally:
         remove_tier_dir(config.host_cache_dir)
     return 0
+
+
+def _with_model_settings(repository: Any, path: Path | None) -> Any:
+    """The repository with `--model-settings` applied (warnings for models it lacks)."""
+    if path is None:
+        return repository
+    from activator.model_settings import apply_model_settings, read_model_settings
+
+    repository, unknown = apply_model_settings(repository, read_model_settings(path), source=path)
+    for name in unknown:
+        print(
+            f"thaw up: warning: {path} names model '{name}', not in the repository", file=sys.stderr
+        )
+    return repository
 
 
 class _ListenError(Exception):
@@ -300,10 +413,10 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
 
 async def serve(config: ActivatorConfig, repository: Any = None) -> None:
     """Serve until SIGTERM/SIGINT, then stop accepting, drain and stop every replica."""
-    from aiohttp import web
-
-    from activator.app import FLEET, build_app, json_parse_errors
+    from activator.app import FLEET, build_app
     from activator.front_door import FrontDoor
+    from thawwire.aiohttp_compat import JsonErrorRunner
+    from thawwire.handoff_protocol import listening_line
 
     # Bound before the app starts: replicas (the warm pool starts with the app) are told
     # the front door's address, which --port 0 only fixes here.
@@ -313,23 +426,38 @@ async def serve(config: ActivatorConfig, repository: Any = None) -> None:
         reason = exc.strerror or str(exc)
         raise _ListenError(f"cannot listen on {config.host}:{config.port}: {reason}") from None
     port = listener.getsockname()[1]
-    local = dataclasses.replace(config.scaler, front_door_url=_front_door_url(listener))
-    config = dataclasses.replace(config, port=port, scaler=local)
+    config = dataclasses.replace(config, port=port)
+    if isinstance(config.scaler, LocalConfig):
+        local = dataclasses.replace(config.scaler, front_door_url=_front_door_url(listener))
+        config = dataclasses.replace(config, scaler=local)
     app = build_app(config, repository=repository)
-    # auto_decompress off: compressed bodies pass through to the replica untouched.
-    runner = web.AppRunner(
+    # auto_decompress off: compressed bodies pass through to the replica untouched. Requests
+    # aiohttp cannot parse are answered in JSON, as every other error.
+    runner = JsonErrorRunner(
         app,
         handler_cancellation=True,
         access_log=None,
         shutdown_timeout=30,
         auto_decompress=False,
     )
-    await runner.setup()
-    json_parse_errors(runner.server)
+    try:
+        await runner.setup()
+    except ScalerUnavailable:
+        listener.close()
+        with contextlib.suppress(Exception):
+            await runner.cleanup()
+        raise
     assert runner.server is not None  # set by setup()
+    try:
+        extra = await _start_triton_ports(config, app)
+    except OSError as exc:
+        await runner.cleanup()
+        raise _ListenError(str(exc)) from None
     door = FrontDoor(listener, runner.server, app[FLEET].endpoints, app[FLEET].metrics)
     door.start()
-    print(f"THAW_LISTENING http://{config.host}:{port}", flush=True)
+    for line in extra.lines:
+        print(line, flush=True)
+    print(listening_line(f"http://{config.host}:{port}"), flush=True)
     logger.info("thaw up: %d models at http://%s:%d", len(repository.names()), config.host, port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -340,8 +468,64 @@ async def serve(config: ActivatorConfig, repository: Any = None) -> None:
     finally:
         logger.info("thaw up: stopping (draining requests and replicas)")
         await door.close()
+        await extra.close(config.drain_timeout_s)
         with contextlib.suppress(Exception):
             await runner.cleanup()
+
+
+@dataclasses.dataclass
+class _TritonPorts:
+    """The gRPC server and the metrics port of one `thaw up`, and their announcement lines."""
+
+    lines: list[str]
+    grpc: Any = None  # grpc.aio.Server
+    surface: Any = None  # activator.grpc_surface.GrpcSurface
+    metrics: Any = None  # aiohttp AppRunner
+
+    async def close(self, grace_s: float) -> None:
+        """Stop the gRPC server (calls in flight get `grace_s`), then the metrics port."""
+        if self.grpc is not None:
+            await self.grpc.stop(grace_s)
+            await self.surface.forwarder.close()
+        if self.metrics is not None:
+            await self.metrics.cleanup()
+
+
+async def _start_triton_ports(config: ActivatorConfig, app: Any) -> _TritonPorts:
+    """Bind the gRPC and metrics ports the config asks for; OSError names one that failed."""
+    from aiohttp import web
+
+    from activator.app import FLEET, metrics_app
+    from thawwire.handoff_protocol import Surface, surface_line
+
+    ports = _TritonPorts(lines=[])
+    try:
+        if config.grpc_port is not None:
+            from activator.grpc_surface import GrpcSurface, start_grpc_server
+
+            ports.surface = GrpcSurface(app[FLEET])
+            ports.grpc, address = await start_grpc_server(
+                ports.surface, config.host, config.grpc_port,
+                max_message_bytes=config.max_body_bytes,
+            )  # fmt: skip
+            ports.lines.append(surface_line(Surface.GRPC, address))
+            logger.info("thaw up: gRPC on %s", address)
+        if config.metrics_port is not None:
+            ports.metrics = web.AppRunner(metrics_app(app[FLEET]), access_log=None)
+            await ports.metrics.setup()
+            site = web.TCPSite(ports.metrics, config.host, config.metrics_port)
+            try:
+                await site.start()
+            except OSError as exc:
+                raise OSError(
+                    f"cannot listen on {config.host}:{config.metrics_port}: {exc.strerror or exc}"
+                ) from exc
+            bound = ports.metrics.addresses[0][1]
+            ports.lines.append(surface_line(Surface.METRICS, f"http://{config.host}:{bound}"))
+    except BaseException:
+        await ports.close(0)
+        raise
+    return ports
 
 
 def _listen(host: str, port: int) -> socket.socket:

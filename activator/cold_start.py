@@ -3,18 +3,24 @@
 A cold start is a start from no ready replica that requests are held for. `replicas_to_start`
 is the rule for how many starts to begin (pure); `ColdStartTimer` times one cold start from
 the start to its first response and reports the phases (`thaw_cold_start_seconds`: claim,
-restore, warmup, total). Starts by the autoscaler alone, with nobody waiting, are not timed.
+restore, model_warmup (the config's `model_warmup` samples, run inside the load), warmup (ready
+to first response), total) and keeps the model's last few as `ColdStartReport`s (`recent`, for
+the status page), failed ones included. Starts by the autoscaler alone, with nobody waiting, are
+not timed.
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from collections import deque
 from collections.abc import Callable
 
 from activator.metrics import Metrics
 from activator.replica import Replica
+from activator.status_document import ColdStartReport
 
-__all__ = ["ColdStartTimer", "replicas_to_start"]
+__all__ = ["KEEP_RECENT", "ColdStartTimer", "replicas_to_start"]
 
 logger = logging.getLogger(__name__)
 
@@ -33,24 +39,45 @@ def replicas_to_start(*, desired: int, ready: int, starting: int, min_replicas: 
     return max(0, missing)
 
 
-class ColdStartTimer:
-    """Times one model's cold starts; `last_s` is the latest one's total, in seconds."""
+KEEP_RECENT = 10
+"""Cold starts of one model kept for the status page (the fleet shows the newest of all)."""
 
-    def __init__(self, model: str, metrics: Metrics, clock: Callable[[], float]) -> None:
+
+class ColdStartTimer:
+    """Times one model's cold starts; `last_s` is the latest one's total, in seconds, and
+    `recent` the last KEEP_RECENT of them, oldest first. `clock` is monotonic; `wall` (Unix
+    time) only dates the reports."""
+
+    def __init__(
+        self,
+        model: str,
+        metrics: Metrics,
+        clock: Callable[[], float],
+        *,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
         self._model = model
         self._metrics = metrics
         self._clock = clock
+        self._wall = wall
         self._started_at: float | None = None  # a cold start in progress, from this time
         self._claimed = False  # its first replica is up (later ones are not timed)
         self.last_s: float | None = None
+        self.recent: deque[ColdStartReport] = deque(maxlen=KEEP_RECENT)
 
     def begin(self, *, requests_waiting: bool) -> None:
         """The first start from zero begins: a cold start when requests wait for it."""
         self._started_at = self._clock() if requests_waiting else None
         self._claimed = False
 
-    def abandon(self) -> None:
-        """Every start failed: no cold start is in progress any more."""
+    def abandon(self, reason: str | None = None) -> None:
+        """Every start failed (`reason`): no cold start is in progress any more."""
+        if self._started_at is not None:
+            elapsed = self._clock() - self._started_at
+            report = ColdStartReport(
+                self._model, self._wall() - elapsed, None, None, None, None, reason or "failed"
+            )
+            self.recent.append(report)
         self._started_at = None
 
     def replica_up(self, replica: Replica) -> None:
@@ -61,8 +88,11 @@ class ColdStartTimer:
         self._claimed = True
         replica.cold_start_t0 = self._started_at
         phases = self._metrics.cold_start
-        phases.labels(self._model, "claim").observe(replica.handle.claim_s)
-        phases.labels(self._model, "restore").observe(replica.handle.restore_s)
+        handle = replica.handle
+        phases.labels(self._model, "claim").observe(handle.claim_s)
+        phases.labels(self._model, "restore").observe(max(0.0, handle.restore_s - handle.warmup_s))
+        if handle.warmup_s > 0:
+            phases.labels(self._model, "model_warmup").observe(handle.warmup_s)
 
     def served(self, replica: Replica) -> None:
         """The cold start's replica answered its first request: the cold start is over."""
@@ -74,6 +104,17 @@ class ColdStartTimer:
         self._metrics.cold_start.labels(self._model, "warmup").observe(now - replica.ready_at)
         self._metrics.cold_start.labels(self._model, "total").observe(total)
         self.last_s = total
+        handle = replica.handle
+        self.recent.append(
+            ColdStartReport(
+                self._model,
+                began_unix=self._wall() - total,
+                claim_s=handle.claim_s,
+                restore_s=handle.restore_s,
+                warmup_s=now - replica.ready_at,
+                total_s=total,
+            )
+        )
         replica.cold_start_t0 = None
         self._started_at = None
         logger.info("model=%s cold start served in %.3f s", self._model, total)

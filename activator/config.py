@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from activator.errors import ConfigError
+from activator.scaler.kube_config import KubernetesConfig
 from activator.scaler.local_config import LocalConfig
 
 __all__ = ["BOOL_SETTINGS", "SETTING_RANGES", "ActivatorConfig", "ScaleSettings", "validated"]
@@ -42,6 +43,9 @@ class ScaleSettings:
     # Hand a warm model's new client connections straight to a replica (activator.front_door):
     # the activator leaves the data path, so its per-request limits and 502s do not apply there.
     direct_connections: bool = True
+    # Keep the model's image in every node's cache (Kubernetes: the prefetch DaemonSet pulls
+    # hot models' images onto each node, so a cold start there reads local disk, not S3).
+    hot: bool = False
 
 
 # field -> (inclusive low, inclusive high); the type is the dataclass field's type.
@@ -149,7 +153,7 @@ class ActivatorConfig:
     """Everything `thaw up` was started with; built once in cli.py.
 
     `scaler` is the chosen scaler backend's own config (`--scaler`): its type says which
-    backend runs the replicas (`LocalConfig`: local processes).
+    backend runs the replicas (`LocalConfig`: local processes; `KubernetesConfig`: pods).
     """
 
     repository: Path
@@ -168,4 +172,12 @@ class ActivatorConfig:
     request_timeout_s: float = 300.0  # a forwarded request with no response by then gets 504
     drain_timeout_s: float = 30.0  # scale-down waits this long for in-flight requests
     tick_s: float = 0.5  # autoscaler evaluation period
-    scaler: LocalConfig = field(default_factory=LocalConfig)
+    scaler: LocalConfig | KubernetesConfig = field(default_factory=LocalConfig)
+    # The gRPC front door (activator.grpc_surface) and Triton's metrics port; None: not served.
+    grpc_port: int | None = 8001
+    metrics_port: int | None = 8002
+    # The status page and cost view (activator.history, activator.cost): a sample of every
+    # model per interval, the last `history_samples` kept; money = GPU-seconds x this price.
+    history_interval_s: float = 1.0
+    history_samples: int = 1800
+    gpu_hour_price: float | None = None

@@ -11,6 +11,8 @@
     ├── ModelUnavailable (503)            the model's config.pbtxt could not be used (reason)
     ├── Overloaded (503)                  held-request buffer full (count or bytes); Retry-After
     ├── ActivationFailed (503)            the model could not be brought up (load error, crash)
+    ├── ScalerUnavailable (503)           the scaler backend cannot run (API unreachable or
+    │                                     forbidden, no warm pool): `thaw up` stops at start
     ├── HeldTimeout (504)                 held past its deadline without a ready replica
     ├── UpstreamTimeout (504)             the replica did not answer within the request timeout
     └── UpstreamFailed (502)              the replica reset or died mid-request
@@ -32,6 +34,7 @@ __all__ = [
     "Overloaded",
     "PayloadTooLarge",
     "RouteNotFound",
+    "ScalerUnavailable",
     "UnknownModel",
     "UpstreamFailed",
     "UpstreamTimeout",
@@ -100,6 +103,10 @@ class ActivationFailed(ActivatorError):
 
     def headers(self) -> dict[str, str]:
         return {"Retry-After": "1"}
+
+
+class ScalerUnavailable(ActivatorError):
+    status = 503
 
 
 class HeldTimeout(ActivatorError):

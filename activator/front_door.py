@@ -26,7 +26,7 @@ from activator.config import ScaleSettings
 from activator.handoff import HandoffLink
 from activator.metrics import Metrics
 from activator.orphans import Outcome
-from activator.repository import is_model_name
+from thawwire.paths import model_of
 
 __all__ = ["FrontDoor", "Reason", "RequestLine", "Route", "parse_request_line", "route"]
 
@@ -34,9 +34,7 @@ logger = logging.getLogger(__name__)
 
 PEEK_BYTES = 4096
 _REQUEST_LINE = re.compile(rb"([A-Z]{1,16}) (/[\x21-\x7e]*) HTTP/1\.([01])")
-_VERSION = re.compile(r"[0-9]{1,19}")
 _HANDOFF_METHODS = frozenset({"GET", "HEAD", "POST"})
-_MODEL_LEAVES = frozenset({"", "ready", "config", "infer"})
 
 
 class Reason(StrEnum):
@@ -95,24 +93,6 @@ def parse_request_line(data: bytes) -> RequestLine | Reason:
     if "%" in path or "#" in target or "//" in path or "\\" in path:
         return Reason.NOT_HTTP  # what the servers would decode or normalize: theirs to answer
     return RequestLine(match.group(1).decode("ascii"), path)
-
-
-def model_of(path: str) -> str | None:
-    """`m` of `/v2/models/{m}[/versions/{v}][/ready|/config|/infer]`, else None."""
-    if not path.startswith("/v2/models/"):
-        return None
-    parts = path[len("/v2/models/") :].split("/")
-    if len(parts) >= 3 and parts[1] == "versions":
-        if not _VERSION.fullmatch(parts[2]) or len(parts) > 4:
-            return None
-        leaf = parts[3] if len(parts) == 4 else ""
-    elif len(parts) > 2:
-        return None
-    else:
-        leaf = parts[1] if len(parts) == 2 else ""
-    if leaf not in _MODEL_LEAVES or not is_model_name(parts[0]) or parts[0] == "stats":
-        return None
-    return parts[0]
 
 
 def route(data: bytes, *, view: Callable[[str], DirectView | None], final: bool = False) -> Route:

@@ -1,25 +1,22 @@
 """The activator's end of one replica's handoff socket: send client sockets, read load reports.
 
-A replica started with `--handoff-socket PATH --handoff-state FILE` listens there (see
-runtime/handoff.py for the wire protocol; the activator imports nothing of the runtime).
-`HandoffLink.send` passes a client's TCP socket as one `sendmsg` of its 4-byte slot number
-plus the fd (SCM_RIGHTS); the replica then serves that connection directly, and keeps the
-connection's state in the slot's byte of FILE, which both sides map. The activator keeps its
-copy of the socket until the replica reports the connection ended, so that if the replica
-dies, `replica_died` can still answer its clients (activator.orphans). The replica reports,
-every 100 ms while it has handed-off connections and whenever some end, a line
-`{"in_flight", "busy_s", "connections", "closed", "returned", "t"}`; `sample(now)` turns
-the cumulative `busy_s` into the mean concurrency since the previous sample, which the
-autoscaler adds to what it observes in the activator itself.
+A replica started with `--handoff-socket PATH --handoff-state FILE` listens there
+(thawwire.handoff_protocol is the protocol, shared with the runtime; the activator imports
+nothing of the runtime). `HandoffLink.send` passes a client's TCP socket as one `sendmsg` of
+its slot number plus the fd (SCM_RIGHTS); the replica then serves that connection directly,
+and keeps the connection's state in the slot's byte of FILE, which both sides map. The
+activator keeps its copy of the socket until the replica reports the connection ended, so
+that if the replica dies, `replica_died` can still answer its clients (activator.orphans).
+The replica sends a `LoadReport` line every 100 ms while it has handed-off connections and
+whenever some end; `sample(now)` turns the cumulative `busy_s` into the mean concurrency since
+the previous sample, which the autoscaler adds to what it observes in the activator itself.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import math
 import mmap
 import socket
 import time
@@ -29,57 +26,19 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from activator.orphans import Outcome, abort, bad_gateway, outcome, settle
+from thawwire.errors import WireError
+from thawwire.handoff_protocol import (
+    MAX_REPORT_LINE_BYTES,
+    SLOT_BYTES,
+    SLOTS,
+    LoadReport,
+    SlotState,
+    encode_slot,
+)
 
-__all__ = [
-    "SLOTS",
-    "Fallback",
-    "HandoffLink",
-    "HandoffLinks",
-    "LoadReport",
-    "SlotTable",
-    "parse_report",
-]
+__all__ = ["Fallback", "HandoffLink", "HandoffLinks", "SlotTable"]
 
 logger = logging.getLogger(__name__)
-
-SLOTS = 65536
-"""Connection slots per replica: one state byte each in its state file (64 KiB)."""
-_MAX_LINE = 65536  # a report is ~100 bytes plus up to 512 slot numbers; longer is garbage
-_IDLE = 0  # a state byte before the replica touches it (runtime.direct_state.SlotState)
-
-
-@dataclass(frozen=True, slots=True)
-class LoadReport:
-    """One replica report: `in_flight` now, `busy_s` (cumulative in-flight-seconds) at `t`
-    (the replica's `time.monotonic()`, the same clock as ours on one machine)."""
-
-    in_flight: int
-    busy_s: float
-    connections: int
-    t: float
-    received: int = 0  # handoff messages the replica has taken (acknowledged) so far
-    closed: tuple[int, ...] = ()  # slots of connections the replica ended (shut down)
-    returned: tuple[int, ...] = ()  # slots of connections the replica did not take
-
-    def busy_at(self, now: float) -> float:
-        """`busy_s` extrapolated to `now` (the in-flight count held since the report)."""
-        return self.busy_s + self.in_flight * max(0.0, now - self.t)
-
-
-def parse_report(line: bytes) -> LoadReport | None:
-    """A report line, or None when it is not one (never raises)."""
-    try:
-        doc = json.loads(line)
-        in_flight, connections, received = doc["in_flight"], doc["connections"], doc["received"]
-        busy_s, t = float(doc["busy_s"]), float(doc["t"])
-        closed, returned = tuple(doc.get("closed", ())), tuple(doc.get("returned", ()))
-    except (ValueError, TypeError, KeyError, AttributeError):
-        return None
-    counts = (in_flight, connections, received, *closed, *returned)
-    ints_ok = all(type(v) is int and 0 <= v < 1 << 62 for v in counts)
-    if not (ints_ok and math.isfinite(busy_s) and busy_s >= 0 and math.isfinite(t)):
-        return None
-    return LoadReport(in_flight, busy_s, connections, t, received, closed, returned)
 
 
 class Fallback(Protocol):
@@ -195,15 +154,15 @@ class HandoffLink:
         if slot is None:
             logger.warning("replica %s: every connection slot is open", self.replica_id)
             return False
-        self._states[slot] = _IDLE  # the replica writes it from here on
+        self._states[slot] = SlotState.IDLE  # the replica writes it from here on
         try:
-            sent = socket.send_fds(self._sock, [slot.to_bytes(4, "big")], [conn.fileno()])
+            sent = socket.send_fds(self._sock, [encode_slot(slot)], [conn.fileno()])
         except OSError as exc:  # replica gone, or its socket buffer full
             logger.warning("replica %s: connection handoff failed: %s", self.replica_id, exc)
             if not isinstance(exc, BlockingIOError):
                 self._lost()
             return False
-        if sent != 4:  # cannot happen for 4 bytes; never leave the stream misframed
+        if sent != SLOT_BYTES:  # cannot happen for 4 bytes; never leave the stream misframed
             self._lost()
             return False
         self._slots.open[slot] = _Handed(conn, fallback)
@@ -226,12 +185,14 @@ class HandoffLink:
     def _take(self, data: bytes) -> None:
         self._buffer += data
         *lines, self._buffer = self._buffer.split(b"\n")
-        if len(self._buffer) > _MAX_LINE:
+        if len(self._buffer) > MAX_REPORT_LINE_BYTES:
             self._buffer = b""
         for line in lines:
-            report = parse_report(line)
-            if report is None:
-                logger.warning("replica %s: bad load report %r", self.replica_id, line[:100])
+            try:
+                report = LoadReport.from_line(line)
+            except WireError as exc:
+                logger.warning("replica %s: bad load report %r: %s", self.replica_id,
+                               line[:100], exc.message)  # fmt: skip
                 continue
             self._report = report
             self._ended(report)

@@ -10,7 +10,9 @@ copied into it (within its budget), so that first wake maps the image instead of
 One job at a time, each a subprocess under SCHED_IDLE (it runs only on CPU time nothing else
 wants) with its libraries held to one thread: a wake-up during a build loads the model files
 normally, at the speed it would have without the build. A failed or missing snapshotter is
-logged; replicas then load normally. Every model's state is in `states` (`thaw status`).
+logged; replicas then load normally. Every model's state (activator.status_document.ImageState)
+is in `states`, which the status document shows (`thaw status`, the status page), and goes to
+`on_state` as it changes; progress goes to the log (`image build 2/5 started`, then a summary).
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ import json
 import logging
 import os
 import time
-from collections.abc import Sequence
-from enum import StrEnum
+from collections import Counter
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-__all__ = ["ImageJobs", "ImageState"]
+from activator.status_document import ImageState
+
+__all__ = ["ImageJobs"]
 
 logger = logging.getLogger(__name__)
 
@@ -41,21 +45,6 @@ _ONE_THREAD = {
 }
 
 
-class ImageState(StrEnum):
-    """Where a model's image stands (a failure is `failed: <reason>`)."""
-
-    QUEUED = "queued"  # its build or pull has not begun
-    BUILDING = "building"
-    BUILT = "built"  # built into the cache at this start-up
-    PULLING = "pulling"  # copying from the store into the cache
-    CACHED = "cached"  # pulled from the store into the cache
-    NOT_IN_STORE = "not in store"  # the store has none: the model loads from its files
-    STALE = "stale in store"  # the store's image was built from other files: it loads files
-    NO_WEIGHTS = "no weights"  # nothing to image (a Python model): it loads normally
-    FAILED = "failed"
-    UNKNOWN = "unknown"  # no image step ran (`--no-image-build`, or no cache)
-
-
 class ImageJobs:
     """The start-up image work of one `thaw up`; `run()` does it, `states` reports it."""
 
@@ -68,8 +57,10 @@ class ImageJobs:
         store: str | None,
         timeout_s: float,
         host_tier: tuple[Path, int] | None = None,
+        on_state: Callable[[str, str], None] | None = None,
     ) -> None:
         self._command = list(command)
+        self._on_state = on_state
         # The host-memory tier (directory, budget) each image is also copied into once cached.
         self._host_args = (
             ["--host-cache", str(host_tier[0]), "--host-cache-bytes", str(host_tier[1])]
@@ -82,6 +73,7 @@ class ImageJobs:
         self._timeout_s = timeout_s
         self.states: dict[str, str] = {d.name: ImageState.QUEUED.value for d in self._dirs}
         self._queue = list(self._dirs)
+        self._done = 0  # jobs finished, for the progress lines
         self._running: tuple[str, int] | None = None  # the pull in progress: model, pid
 
     def wanted(self, model: str) -> None:
@@ -104,24 +96,50 @@ class ImageJobs:
 
     async def run(self) -> dict[str, str]:
         """Build or pull every image, one at a time; returns `states`."""
+        start = time.monotonic()
         if self._store is None:
             while self._queue:
                 model_dir = self._queue.pop(0)
-                self.states[model_dir.name] = ImageState.BUILDING.value
-                self.states[model_dir.name] = await self._build(model_dir)
+                self._begin(model_dir.name, ImageState.BUILDING, "build")
+                self._set(model_dir.name, await self._build(model_dir))
+            self._summary("builds", start)
             return self.states
         in_store = await self._list_store()
         while self._queue:
             model_dir = self._queue.pop(0)
             name = model_dir.name
             if in_store is None:
-                self.states[name] = f"{ImageState.FAILED}: cannot list {self._store}"
+                self._set(name, f"{ImageState.FAILED}: cannot list {self._store}")
             elif name not in in_store:
-                self.states[name] = ImageState.NOT_IN_STORE.value
+                self._set(name, ImageState.NOT_IN_STORE.value)
             else:
-                self.states[name] = ImageState.PULLING.value
-                self.states[name] = await self._pull(model_dir)
+                self._begin(name, ImageState.PULLING, "pull")
+                self._set(name, await self._pull(model_dir))
+        self._summary("pulls", start)
         return self.states
+
+    def _begin(self, model: str, state: ImageState, verb: str) -> None:
+        logger.info("model=%s image %s %d/%d started", model, verb, self._done + 1, len(self._dirs))
+        self._set(model, state.value)
+
+    def _set(self, model: str, state: str) -> None:
+        self.states[model] = state
+        if state not in (ImageState.BUILDING, ImageState.PULLING):
+            self._done += 1
+        if self._on_state is not None:
+            self._on_state(model, state)
+
+    def _summary(self, what: str, start: float) -> None:
+        """One line when every job is done: how long, and how many ended in each state."""
+        if not self._dirs:
+            return
+        kinds = Counter(state.split(":")[0] for state in self.states.values())
+        summary = ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items()))
+        total = len(self._dirs)
+        logger.info(
+            "image %s done: %d/%d in %.1f s (%s)", what, self._done, total,
+            time.monotonic() - start, summary,
+        )  # fmt: skip
 
     async def _build(self, model_dir: Path) -> str:
         argv = ["snapshot", "build", str(model_dir), "--store", str(self._cache), *self._host_args]

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from activator.scaler.backend import PoolStatus
 from thawwire.cache_counters import EvictionCounts, read_counts
+
+if TYPE_CHECKING:
+    from activator.cost import CostFigures
 
 __all__ = ["Metrics"]
 
@@ -34,12 +37,18 @@ class Metrics:
             ["model", "state"],
             registry=r,
         )
+        self.model_state = Gauge(
+            "thaw_model_state",
+            "1 for the state a model is in (cold, waking, warm, draining, unavailable), else 0",
+            ["model", "state"],
+            registry=r,
+        )
         self.held = Gauge(
             "thaw_held_requests", "Requests held waiting for a replica", ["model"], registry=r
         )
         self.cold_start = Histogram(
             "thaw_cold_start_seconds",
-            "Cold start duration by phase: claim, restore, warmup, total",
+            "Cold start duration by phase: claim, restore, model_warmup, warmup, total",
             ["model", "phase"],
             buckets=_COLD_BUCKETS,
             registry=r,
@@ -91,7 +100,48 @@ class Metrics:
             ["model", "outcome"],
             registry=r,
         )
-
+        # The Kubernetes scaler backend (`--scaler kubernetes`).
+        self.pod_claims = Counter(
+            "thaw_kube_pod_claims_total",
+            "Warm-pool pod claims by result: claimed, conflict (409: another activator won "
+            "it), gone (404: deleted meanwhile)",
+            ["model", "result"],
+            registry=r,
+        )
+        self.pool_misses = Counter(
+            "thaw_kube_pool_misses_total",
+            "Replica starts that found no ready warm-pool pod and created a model pod "
+            "directly (a slower, classic pod start)",
+            ["model"],
+            registry=r,
+        )
+        self.api_retries = Counter(
+            "thaw_kube_api_retries_total",
+            "Kubernetes API calls or watches tried again after an error, by HTTP status "
+            "(0: no answer)",
+            ["status"],
+            registry=r,
+        )
+        self.collected_pods = Counter(
+            "thaw_kube_collected_pods_total",
+            "Claimed pods the collection pass deleted, by reason (finished, unknown_model, "
+            "orphaned)",
+            ["reason"],
+            registry=r,
+        )
+        self.scaling_leader = Gauge(
+            "thaw_scaling_leader",
+            "1 while this activator holds the scaling Lease (it claims and deletes pods)",
+            registry=r,
+        )
+        self.peer_reports = Counter(
+            "thaw_peer_reports_total",
+            "Concurrency reports between activators: received, refused (not the leader), "
+            "invalid, sent, send_failed, send_refused",
+            ["result"],
+            registry=r,
+        )
+        # The local scaler's warm pool (`--scaler local`) and the image caches.
         self.pool_processes = Gauge(
             "thaw_warm_pool_processes",
             "Warm-pool processes by state: target (the pool policy's size now), idle (ready "
@@ -126,6 +176,11 @@ class Metrics:
         )
         self._pool_starts_seen = 0
         self._caches: _CacheCollector | None = None
+
+    def report_cost(self, source: Callable[[], Iterable[CostFigures]]) -> None:
+        """Export every model's cost accounting (activator.cost), read from `source` at
+        scrape time: `thaw_replica_seconds_total`, `thaw_gpu_seconds_total`, ..."""
+        self.registry.register(_CostCollector(source))
 
     def observe_pool(self, pool: PoolStatus) -> None:
         """Copy the scaler's warm-pool report into the pool metrics."""
@@ -214,3 +269,42 @@ def _directory_bytes(directory: Path) -> int:
     except OSError:
         return 0
     return total
+
+
+class _CostCollector:
+    """The cost families, built at scrape time from the fleet's ledgers (activator.cost)."""
+
+    def __init__(self, source: Callable[[], Iterable[CostFigures]]) -> None:
+        self._source = source
+
+    def describe(self) -> list[Metric]:
+        return []  # collected only when scraped (the ledgers exist with the fleet)
+
+    def collect(self) -> Iterator[Metric]:
+        figures = list(self._source())
+        families: list[tuple[type, str, str, Callable[[CostFigures], float]]] = [
+            (CounterMetricFamily, "thaw_replica_seconds",
+             "Replica-seconds used: the integral of running replicas (starting, ready or "
+             "draining) over time", lambda c: c.replica_seconds),
+            (CounterMetricFamily, "thaw_gpu_seconds",
+             "GPU-seconds used: replica-seconds x GPUs per replica", lambda c: c.gpu_seconds),
+            (CounterMetricFamily, "thaw_idle_at_zero_seconds",
+             "Seconds the model ran no replica at all", lambda c: c.idle_at_zero_s),
+            (CounterMetricFamily, "thaw_always_on_replica_seconds",
+             "Replica-seconds always-on replicas at the observed peak (min_replicas = peak) "
+             "would have used", lambda c: c.always_on_replica_seconds),
+            (GaugeMetricFamily, "thaw_saved_replica_seconds",
+             "Always-on replica-seconds minus those used (scale to zero's saving)",
+             lambda c: c.saved_replica_seconds),
+            (GaugeMetricFamily, "thaw_saved_gpu_seconds",
+             "Always-on GPU-seconds minus those used", lambda c: c.saved_gpu_seconds),
+            (GaugeMetricFamily, "thaw_peak_replicas",
+             "Most replicas ready at once since thaw up started", lambda c: c.peak_replicas),
+            (GaugeMetricFamily, "thaw_gpus_per_replica",
+             "GPUs one replica holds (KIND_GPU instance groups)", lambda c: c.gpus_per_replica),
+        ]  # fmt: skip
+        for kind, name, help_text, value in families:
+            family = kind(name, help_text, labels=["model"])
+            for c in figures:
+                family.add_metric([c.model], value(c))
+            yield family

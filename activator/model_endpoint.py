@@ -30,12 +30,20 @@ from activator.errors import ActivationFailed
 from activator.handoff import HandoffLink, HandoffLinks
 from activator.held_queue import HeldQueue
 from activator.metrics import Metrics
+from activator.metrics_text import Family
 from activator.reconciler import Reconciler
 from activator.replica import Replica
 from activator.replica_lifecycle import ReplicaSet
 from activator.replica_stats import ModelStatistics, Rows
-from activator.scaler.backend import ScalerBackend
-from activator.status_document import ModelState, ModelStatus, ReplicaState, ReplicaStatus
+from activator.scaler.backend import PeerConcurrency, ScalerBackend
+from activator.sequence_routes import SequenceKey, SequenceRoutes
+from activator.status_document import (
+    ColdStartReport,
+    ModelState,
+    ModelStatus,
+    ReplicaState,
+    ReplicaStatus,
+)
 
 __all__ = ["ModelEndpoint", "ModelState"]
 
@@ -57,10 +65,42 @@ class _Demand:
         self.reconciler.poke()
 
 
+class _SequenceSlot:
+    """`async with endpoint.acquire(size, sequence=key)`: the replica the sequence is bound
+    to (a slot there, at once), or any, which the sequence is then bound to."""
+
+    __slots__ = ("_endpoint", "_key", "_size", "_slot")
+
+    def __init__(self, endpoint: ModelEndpoint, size: int, key: SequenceKey) -> None:
+        self._endpoint = endpoint
+        self._size = size
+        self._key = key
+
+    async def __aenter__(self) -> Replica:
+        endpoint, routes = self._endpoint, self._endpoint._sequences
+        assert routes is not None  # only stateful models make these
+        replica = endpoint._replica_named(routes.replica_for(self._key))
+        if replica is None:  # a new sequence: where the fewest live ones are (slots are few)
+            free = [r for r in endpoint._replicas.replicas if r.can_take()]
+            replica = min(free, key=lambda r: (routes.held_by(r.id), r.in_flight), default=None)
+        admission = endpoint._admission
+        self._slot = admission.acquire_on(replica) if replica else admission.acquire(self._size)
+        chosen = await self._slot.__aenter__()
+        routes.begin(self._key, chosen.id, endpoint._clock())
+        return chosen
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
+        routes = self._endpoint._sequences
+        assert routes is not None
+        routes.finish(self._key, self._endpoint._clock())
+        await self._slot.__aexit__(exc_type, *rest)
+
+
 class ModelEndpoint:
     """Request admission, routing and scaling for one model.
 
     `autoscaler` is injectable so that tests can tell stories through the policy itself.
+    `sequence_idle_s` is set for a stateful model: its sequences stick to their replica.
     """
 
     def __init__(
@@ -75,8 +115,12 @@ class ModelEndpoint:
         rng: random.Random | None = None,
         stats: ModelStatistics | None = None,
         autoscaler: Autoscaler | None = None,
+        sequence_idle_s: float | None = None,
     ) -> None:
         self._name = name
+        self._sequences = (
+            SequenceRoutes(idle_s=sequence_idle_s) if sequence_idle_s is not None else None
+        )
         self._settings = settings
         self._backend = backend
         self._clock = clock
@@ -112,6 +156,9 @@ class ModelEndpoint:
             self._cold,
             metrics,
             clock=clock,
+            # Active-active activators (Kubernetes): the others' load of this model counts.
+            peers=backend if isinstance(backend, PeerConcurrency) else None,
+            pinned=self._pinned,
         )
         self._admission = Admission(
             name,
@@ -128,13 +175,41 @@ class ModelEndpoint:
 
     # ---- request path -------------------------------------------------------------------
 
-    def acquire(self, size: int) -> Slot:
+    def acquire(self, size: int, *, sequence: SequenceKey | None = None) -> Slot | _SequenceSlot:
         """`async with endpoint.acquire(nbytes) as replica:` a slot on a ready replica.
 
         Waits in the held queue when no slot is free (503 Overloaded when it is full; 504
-        HeldTimeout at the activation timeout; ActivationFailed when the wake-up failed).
+        HeldTimeout at the activation timeout; ActivationFailed when the wake-up failed). A
+        request of a live sequence (a stateful model) goes to the replica that holds it.
         """
+        if sequence is not None and self._sequences is not None:
+            return _SequenceSlot(self, size, sequence)
         return self._admission.acquire(size)
+
+    @property
+    def stateful(self) -> bool:
+        """A sequence model: requests are routed by their sequence, never handed off."""
+        return self._sequences is not None
+
+    def expect_request(self) -> None:
+        """A request for this model is on its way (an ensemble that runs it was asked):
+        count it as traffic and wake the model now, so that its cold start overlaps the
+        ensemble's instead of following it."""
+        now = self._clock()
+        self._reconciler.note_request(now)
+        self._replicas.request_arrived()
+        self._reconciler.poke()
+
+    def _replica_named(self, replica_id: str | None) -> Replica | None:
+        if replica_id is None:
+            return None
+        for replica in self._replicas.replicas:
+            if replica.id == replica_id and replica.routable:
+                return replica
+        return None
+
+    def _pinned(self, now: float) -> set[str]:
+        return self._sequences.pinned(now) if self._sequences is not None else set()
 
     def replica_failed(self, replica: Replica, reason: str) -> None:
         """A request saw the replica reset or die: take it out of rotation now."""
@@ -142,7 +217,10 @@ class ModelEndpoint:
 
     def direct_link(self) -> HandoffLink | None:
         """Where to hand a new client connection (activator.front_door), or None: among
-        routable replicas whose handoff socket is connected, the least loaded one."""
+        routable replicas whose handoff socket is connected, the least loaded one (never for
+        a stateful model: each request must be routed by its sequence)."""
+        if self._sequences is not None:
+            return None
         link = self._direct.choose(self._replicas.replicas, self._settings, held=len(self._held))
         if link is not None:
             self._reconciler.note_request(self._clock())  # a new connection is traffic
@@ -151,6 +229,11 @@ class ModelEndpoint:
     async def statistics(self) -> Rows | None:
         """The model's statistics for the life of `thaw up` (live and retired replicas)."""
         return await self._stats.read(lambda: self._replicas.replicas)
+
+    async def metric_families(self) -> dict[str, Family]:
+        """The model's replicas' Prometheus series for the life of `thaw up` (counters of
+        retired replicas kept; gauges of live ones)."""
+        return await self._stats.metrics.read(lambda: self._replicas.replicas)
 
     # ---- scaling path -------------------------------------------------------------------
 
@@ -201,11 +284,13 @@ class ModelEndpoint:
 
     def _start_failed(self, message: str) -> None:
         if self._replicas.ready_count == 0 and self._replicas.starting == 0:
-            self._cold.abandon()
+            self._cold.abandon(message)
             error = ActivationFailed(f"model '{self._name}' could not be activated: {message}")
             self._admission.fail_held(error)
 
     def _replica_lost(self, replica: Replica) -> None:
+        if self._sequences is not None:
+            self._sequences.forget_replica(replica.id)
         self._reconciler.poke()
 
     # ---- read-only state ------------------------------------------------------------------
@@ -242,6 +327,17 @@ class ModelEndpoint:
     def last_cold_start_s(self) -> float | None:
         """Seconds from the start of the last cold start to its first response."""
         return self._cold.last_s
+
+    @property
+    def cold_starts(self) -> tuple[ColdStartReport, ...]:
+        """The model's last cold starts (failed ones included), oldest first."""
+        return tuple(self._cold.recent)
+
+    @property
+    def running_count(self) -> int:
+        """Replicas that run (starting, ready or draining): what the model is spending."""
+        live = sum(1 for r in self._replicas.replicas if not r.dead)
+        return live + self._replicas.starting
 
     @property
     def replicas(self) -> tuple[Replica, ...]:

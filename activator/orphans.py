@@ -2,7 +2,7 @@
 
 Handed-off connections stay open through the activator's own copy of each socket
 (activator.handoff), and the replica keeps one state byte per connection in a file both map
-(runtime.handoff documents the states). When the replica is gone, `outcome` decides from that
+(thawwire.handoff_protocol.SlotState). When the replica is gone, `outcome` decides from that
 byte, and `settle` does it: a request that had begun gets the activator's `502` JSON (the
 replica consumed it and answered nothing; non-idempotent requests are not replayed), a
 response being written is aborted (the client must see an error, never a body that looks
@@ -18,14 +18,13 @@ import socket
 import struct
 from enum import StrEnum
 
+from thawwire.handoff_protocol import SlotState
+
 __all__ = ["LINGER_S", "Outcome", "abort", "bad_gateway", "outcome", "settle"]
 
 LINGER_S = 2.0
 """How long a 502's connection is read (and discarded) after the response, before it is
 closed: closing with unread request bytes would reset it and could destroy the 502 unread."""
-
-# The replica's state bytes (runtime.direct_state.SlotState; the packages share no code).
-_IDLE, _STARTED, _RESPONDING = 0, 1, 2
 
 
 class Outcome(StrEnum):
@@ -40,9 +39,9 @@ class Outcome(StrEnum):
 
 def outcome(state: int) -> Outcome:
     """The fate of a dead replica's connection whose state byte is `state`."""
-    if state == _IDLE:
+    if state == SlotState.IDLE:
         return Outcome.TAKEN_BACK
-    if state == _STARTED:
+    if state == SlotState.STARTED:
         return Outcome.BAD_GATEWAY
     return Outcome.ABORTED  # RESPONDING, or a byte no replica writes: never pretend success
 

@@ -16,19 +16,21 @@ import aiohttp
 from aiohttp import web
 
 from activator.errors import BodyTimeout, PayloadTooLarge, UpstreamFailed, UpstreamTimeout
-from activator.response_framing import HOP_BY_HOP as RESPONSE_HOP_BY_HOP
 from activator.upstream import UpstreamPool
+from thawwire.hop_by_hop import HOP_BY_HOP, connection_tokens
 
-__all__ = ["HOP_BY_HOP", "SMALL_BODY", "forward", "new_pool", "new_session", "read_body"]
+__all__ = ["SMALL_BODY", "forward", "new_pool", "new_session", "read_body"]
 
 logger = logging.getLogger(__name__)
 
-HOP_BY_HOP = RESPONSE_HOP_BY_HOP | {"host"}  # a request's Host names the activator
 _CHUNK = 256 * 1024
 SMALL_BODY = _CHUNK  # declared bodies up to this are read whole before a slot is taken
-# Request headers never copied to the replica: hop-by-hop ones, the length (the proxy frames
-# the body itself) and Expect (the body is sent at once; a 100 Continue would only cost time).
-_NOT_FORWARDED = frozenset(name.encode() for name in HOP_BY_HOP | {"content-length", "expect"})
+# Request headers never copied to the replica: hop-by-hop ones, Host (it names the activator),
+# the length (the proxy frames the body itself) and Expect (the body is sent at once; a
+# 100 Continue would only cost time).
+_NOT_FORWARDED = frozenset(
+    name.encode() for name in HOP_BY_HOP | {"host", "content-length", "expect"}
+)
 
 
 def new_session() -> aiohttp.ClientSession:
@@ -81,11 +83,9 @@ def request_head(request: web.Request, host: str, length: int | None) -> bytes:
         )
     ]
     drop = _NOT_FORWARDED
-    named = request.headers.getall("Connection", ())
+    named = connection_tokens(request.headers.getall("Connection", ()))
     if named:  # the client names more hop-by-hop headers
-        drop = drop | {
-            t.strip().lower().encode("ascii", "ignore") for v in named for t in v.split(",")
-        }
+        drop = drop | {token.encode("ascii", "ignore") for token in named}
     for name, value in request.raw_headers:
         if name.lower() not in drop:
             parts += (name, b": ", value, b"\r\n")

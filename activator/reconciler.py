@@ -6,12 +6,17 @@ replicas that exist (`apply`): missing ones are started (at most one at a time f
 `cold_start.replicas_to_start`), surplus ones drained, idle first. A held request decides at
 once (`poke`: the cold-start fast path). The policy is `activator.autoscaler`'s; this module
 only observes and acts.
+
+With active-active activators (Kubernetes) the model's concurrency on the *other* activators
+comes in through `peers` (`PeerConcurrency`) and is added to what this one observes, so every
+activator scales on the fleet's total (the scaling leader's backend then starts pods, a
+follower's attaches to them); demand appearing elsewhere pokes this reconciler at once.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sized
+from collections.abc import Callable, Set, Sized
 
 from activator.autoscaler import Autoscaler, Decision
 from activator.cold_start import ColdStartTimer, replicas_to_start
@@ -20,6 +25,7 @@ from activator.config import ScaleSettings
 from activator.direct_load import DirectLoad
 from activator.metrics import Metrics
 from activator.replica_lifecycle import ReplicaSet
+from activator.scaler.backend import PeerConcurrency, PeerLoad
 
 __all__ = ["Reconciler"]
 
@@ -42,8 +48,13 @@ class Reconciler:
         metrics: Metrics,
         *,
         clock: Callable[[], float],
+        peers: PeerConcurrency | None = None,
+        pinned: Callable[[float], Set[str]] = lambda now: frozenset(),
     ) -> None:
         self._model = model
+        # Replicas that hold live sequences (activator.sequence_routes): never drained, and
+        # the model keeps a replica while there are any.
+        self._pinned = pinned
         self._settings = settings
         self._autoscaler = autoscaler
         self._replicas = replicas
@@ -53,9 +64,14 @@ class Reconciler:
         self._cold = cold
         self._metrics = metrics
         self._clock = clock
+        self._peers = peers
+        self._peer = PeerLoad()  # the other activators' concurrency, at the last exchange
+        self._last_mean = 0.0
         self.desired = 0
         self._closed = False
         self._publish()
+        if peers is not None:
+            peers.watch_demand(model, self.poke)
 
     def note_request(self, now: float) -> None:
         """Traffic arrived (a request, a direct connection): the idle grace starts again."""
@@ -64,23 +80,36 @@ class Reconciler:
     def tick(self) -> Decision:
         """Sample concurrency into the autoscaler and reconcile its decision (every tick)."""
         now = self._clock()
+        if self._pinned(now):
+            self._autoscaler.note_request(now)  # live sequences are traffic in progress
         mean, peak = self._meter.sample(now)
         # Requests on direct connections bypass the activator: their replicas report them.
         direct_mean, direct_now = self._direct.sample(self._replicas.replicas, now)
+        own_now = self._meter.current + direct_now
+        peer = self._exchange(mean + direct_mean, own_now)
         ready = self._replicas.ready_count
         if ready:
             # Requests held while no replica is ready are a wake-up signal, not a measure of
             # the capacity needed: a burst at zero would otherwise pin max_replicas for a
             # whole stable window. Once a replica serves, a queue that remains is seen here.
-            self._autoscaler.observe(now, mean + direct_mean, peak=peak + direct_now)
-        current = self._meter.current + direct_now
+            observed = mean + direct_mean + peer.mean
+            self._autoscaler.observe(now, observed, peak=peak + direct_now + peer.current)
+        current = own_now + peer.current
         return self.apply(self._autoscaler.decide(now, ready, current=current))
 
     def poke(self) -> Decision:
         """Decide now (cold-start fast path: a held request at zero starts one replica)."""
         now = self._clock()
         ready = self._replicas.ready_count
-        return self.apply(self._autoscaler.decide(now, ready, current=self._meter.current))
+        current = self._meter.current + self._exchange(self._last_mean, self._meter.current).current
+        return self.apply(self._autoscaler.decide(now, ready, current=current))
+
+    def _exchange(self, mean: float, current: int) -> PeerLoad:
+        """Tell the other activators this one's concurrency; learn theirs (none without)."""
+        if self._peers is not None:
+            self._last_mean = mean
+            self._peer = self._peers.exchange(self._model, mean=mean, current=current)
+        return self._peer
 
     def apply(self, decision: Decision) -> Decision:
         """Start or drain replicas toward `decision.desired`."""
@@ -110,7 +139,8 @@ class Reconciler:
             starting=replicas.starting,
             min_replicas=self._settings.min_replicas,
         )
-        if count == 0 or (replicas.retry_needs_request and not len(self._held)):
+        waiting = len(self._held) + self._peer.current  # here, or held on another activator
+        if count == 0 or (replicas.retry_needs_request and not waiting):
             return
         for _ in range(count):
             if replicas.ready_count == 0 and replicas.starting == 0:
@@ -124,7 +154,9 @@ class Reconciler:
         surplus = replicas.ready_count - self.desired
         if surplus <= 0 or replicas.starting:
             return
-        idle_first = sorted(replicas.routable(), key=lambda r: (r.in_flight, -r.ready_at))
+        pinned = self._pinned(self._clock())
+        candidates = [r for r in replicas.routable() if r.id not in pinned]
+        idle_first = sorted(candidates, key=lambda r: (r.in_flight, -r.ready_at))
         for replica in idle_first[:surplus]:
             replicas.retire(replica)
 

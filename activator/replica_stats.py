@@ -22,6 +22,7 @@ from typing import Any
 import aiohttp
 
 from activator.replica import Replica
+from activator.replica_metrics import ModelMetrics
 
 __all__ = [
     "ModelStatistics",
@@ -135,10 +136,20 @@ class StatsLedger:
 
 
 class ModelStatistics:
-    """One model's statistics for the life of `thaw up`: reads its replicas into a ledger."""
+    """One model's statistics for the life of `thaw up`: reads its replicas into a ledger.
 
-    def __init__(self, model: str, session: aiohttp.ClientSession | None) -> None:
+    `metrics` (activator.replica_metrics) keeps the replicas' Prometheus series the same way;
+    a retiring replica's final statistics and final series are read together."""
+
+    def __init__(
+        self,
+        model: str,
+        session: aiohttp.ClientSession | None,
+        *,
+        metrics: ModelMetrics | None = None,
+    ) -> None:
         self.ledger = StatsLedger()
+        self.metrics = metrics or ModelMetrics(None)
         self._path = f"/v2/models/{model}/stats"
         self._session = session  # None: nothing is read (tests of scaling alone)
 
@@ -154,8 +165,11 @@ class ModelStatistics:
         return self.ledger.total(r.id for r in replicas())
 
     async def retire(self, replica: Replica) -> None:
-        """Before a replica stops: fold its final answer (the last one seen if it has none)."""
-        final = await self._fetch(replica.url, _FINAL_READ_TIMEOUT)
+        """Before a replica stops: fold its final answer (the last one seen if it has none),
+        and its final metrics."""
+        final, _ = await asyncio.gather(
+            self._fetch(replica.url, _FINAL_READ_TIMEOUT), self.metrics.retire(replica)
+        )
         self.ledger.fold(replica.id, final)
 
     async def _fetch(self, url: str, limit: aiohttp.ClientTimeout) -> Rows | None:

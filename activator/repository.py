@@ -10,26 +10,27 @@ for such a model the answers at zero replicas are the config.pbtxt's.
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from activator.config import ScaleSettings, validated
 from activator.errors import ConfigError, ModelUnavailable, UnknownModel
-from tritonconfig import ModelConfigError, complete_config, config_to_json, parse_config
+from thawwire.metadata import model_metadata
+from thawwire.names import is_model_name
+from tritonconfig import (
+    ModelConfigError,
+    complete_config,
+    composing_models,
+    config_to_json,
+    is_ensemble,
+    parse_config,
+)
 from tritonconfig.schema import mc
 
-__all__ = ["ModelEntry", "Repository", "is_model_name"]
+__all__ = ["ModelEntry", "Repository"]
 
 logger = logging.getLogger(__name__)
-
-_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}$")
-
-
-def is_model_name(name: str) -> bool:
-    """True for a plain model name: never a path, never `..`, never a shell word."""
-    return bool(_NAME.match(name)) and name not in {".", ".."}
 
 
 @dataclass(frozen=True)
@@ -44,18 +45,21 @@ class ModelEntry:
 
     def metadata(self, version: str | None = None) -> dict[str, Any]:
         """KServe v2 model metadata JSON; asked for one version, it lists only that one."""
-        batch = self.config.max_batch_size > 0
-        return {
-            "name": self.name,
-            "versions": [version] if version else list(self.versions),
-            "platform": _platform(self.config),
-            "inputs": [_tensor_meta(t, batch) for t in self.config.input],
-            "outputs": [_tensor_meta(t, batch) for t in self.config.output],
-        }
+        return model_metadata(self.config, self.versions, version)
 
     def config_json(self) -> dict[str, Any]:
         """The ModelConfig as Triton's JSON: proto field names, int64 fields as numbers."""
         return config_to_json(self.config)
+
+    @property
+    def gpus_per_replica(self) -> int:
+        """GPUs one replica holds: the distinct device ids of the completed config's KIND_GPU
+        instance groups (completion puts a group that lists none on GPU 0); 0 on CPUs only.
+        The activator completes configs as for a CPU target, so a KIND_AUTO group counts as
+        CPU: name KIND_GPU for GPU-seconds to be counted (activator.cost)."""
+        kind_gpu = mc.ModelInstanceGroup.KIND_GPU
+        return len({g for group in self.config.instance_group if group.kind == kind_gpu
+                    for g in (group.gpus or [0])})  # fmt: skip
 
     def version_dir_bytes(self) -> int:
         """Size in bytes of the newest served version's files (sizes a restore arena)."""
@@ -63,20 +67,6 @@ class ModelEntry:
             return 0
         root = self.directory / self.versions[-1]
         return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
-
-
-def _platform(config: mc.ModelConfig) -> str:
-    return config.platform or config.backend
-
-
-def _tensor_meta(tensor: Any, batch: bool) -> dict[str, Any]:
-    datatype = mc.DataType.Name(tensor.data_type).removeprefix("TYPE_")
-    dims = [int(d) for d in tensor.dims]
-    return {
-        "name": tensor.name,
-        "datatype": "BYTES" if datatype == "STRING" else datatype,
-        "shape": ([-1] if batch else []) + dims,
-    }
 
 
 def _load_entry(directory: Path, defaults: ScaleSettings) -> ModelEntry:
@@ -148,6 +138,7 @@ class Repository:
                     raise
                 logger.warning("model=%s unavailable: %s", directory.name, exc.message)
                 unavailable[directory.name] = exc.message
+        _check_ensembles(entries, unavailable, strict=strict)
         return cls(root, entries, unavailable)
 
     def names(self) -> list[str]:
@@ -168,3 +159,59 @@ class Repository:
                 f"Request for unknown model: '{name}' version {version[:50]} is not found"
             )
         return entry
+
+
+def _check_ensembles(
+    entries: dict[str, ModelEntry], unavailable: dict[str, str], *, strict: bool
+) -> None:
+    """Ensembles whose steps cannot run become unavailable, with a replica's reason: a step
+    model missing or unavailable, or ensembles that call each other in a cycle."""
+    changed = True
+    while changed:  # an ensemble of an ensemble that just became unavailable, and so on
+        changed = False
+        for name in [n for n, e in entries.items() if is_ensemble(e.config)]:
+            problem = _ensemble_problem(name, entries, unavailable)
+            if problem is None:
+                continue
+            if strict:
+                raise ConfigError(problem)
+            logger.warning("model=%s unavailable: %s", name, problem)
+            unavailable[name] = problem
+            del entries[name]
+            changed = True
+
+
+def _ensemble_problem(
+    name: str, entries: dict[str, ModelEntry], unavailable: dict[str, str]
+) -> str | None:
+    for dep in composing_models(entries[name].config):
+        if dep in unavailable:
+            return (
+                f"ensemble '{name}' depends on '{dep}' which has no loaded version. Model "
+                f"'{dep}' loading failed with error: {unavailable[dep]}"
+            )
+        if dep not in entries:
+            return f"ensemble '{name}' depends on '{dep}' which is not in the model repository"
+    cycle = _cycle(name, entries)
+    if cycle:
+        return f"circular dependency between ensembles: {' -> '.join(cycle)}"
+    return None
+
+
+def _cycle(name: str, entries: dict[str, ModelEntry]) -> list[str]:
+    """The ensembles along a path from `name` back to itself, or []."""
+    seen: set[str] = set()
+
+    def walk(model: str, chain: list[str]) -> list[str]:
+        entry = entries.get(model)
+        for dep in composing_models(entry.config) if entry is not None else []:
+            if dep == name:
+                return [*chain, dep]
+            if dep not in seen:
+                seen.add(dep)
+                found = walk(dep, [*chain, dep])
+                if found:
+                    return found
+        return []
+
+    return walk(name, [name])

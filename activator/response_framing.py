@@ -13,6 +13,7 @@ from enum import IntEnum
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from activator.errors import UpstreamFailed
+from thawwire.hop_by_hop import HOP_BY_HOP, connection_tokens
 
 __all__ = [
     "MAX_HEAD_BYTES",
@@ -27,21 +28,6 @@ __all__ = [
 
 MAX_HEAD_BYTES = 64 * 1024  # status line + headers of one response; also one chunk line
 _NO_BODY_STATUS = frozenset({204, 304})
-# RFC 9110 7.6.1 hop-by-hop headers (plus the legacy ones proxies still see): never forwarded.
-HOP_BY_HOP = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "trailers",
-        "transfer-encoding",
-        "upgrade",
-    }
-)
 _TOKEN = frozenset(b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _HEX = frozenset(b"0123456789abcdefABCDEF")
 
@@ -115,7 +101,7 @@ def frame_response(
     kept: list[tuple[str, str]] = []
     lengths: set[str] = set()
     codings: list[str] = []
-    connection: set[str] = set()
+    connection_values: list[str] = []
     for name, value in fields:
         lower = name.lower()
         if lower not in HOP_BY_HOP:
@@ -125,7 +111,8 @@ def frame_response(
         elif lower == "transfer-encoding":
             codings += (c.strip().lower() for c in value.split(","))
         elif lower == "connection":
-            connection.update(t.strip().lower() for t in value.split(","))
+            connection_values.append(value)
+    connection = connection_tokens(connection_values)
     if connection:  # it names more hop-by-hop headers
         kept = [(n, v) for n, v in kept if n.lower() not in connection]
     codings = [c for c in codings if c]

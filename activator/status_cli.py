@@ -1,7 +1,10 @@
-"""`thaw status`: a table of every model behind a running `thaw up`.
+"""`thaw status`: a table of every model behind a running `thaw up`, or of what they cost.
 
 It reads `GET /thaw/status` and parses it with the same `StatusDocument` the activator
-serves (activator.status_document), so the two ends cannot disagree on its shape.
+serves (activator.status_document), so the two ends cannot disagree on its shape. `--cost`
+prints the cost view instead (replica- and GPU-seconds used vs always-on at the observed
+peak, activator.cost), `--json` the raw document, and `--watch` redraws either every few
+seconds until interrupted.
 """
 
 from __future__ import annotations
@@ -9,13 +12,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
 
+from activator.cost import CostFigures, priced
 from activator.scaler.backend import PoolStatus
 from activator.status_document import StatusDocument
 
-__all__ = ["format_table", "register", "run"]
+__all__ = ["format_cost", "format_table", "register", "run", "watch"]
 
 _COLUMNS = (
     "MODEL",
@@ -29,22 +37,60 @@ _COLUMNS = (
     "ERROR",
 )
 
+_CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear screen
+
+
+class StatusUnreadable(Exception):
+    """`thaw up` could not be read at the URL; the message says why."""
+
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "status",
         help="show every model behind a running `thaw up`",
-        description="Print model, state (cold/waking/warm/draining), replicas ready/desired, "
-        "held requests and the last cold start of a running `thaw up`.",
+        description="Print model, state (cold/waking/warm/draining/unavailable), replicas "
+        "ready/desired, held requests and the last cold start of a running `thaw up`; with "
+        "--cost, what each model used (replica- and GPU-seconds) against always-on replicas "
+        "at its observed peak. The same live view is on the status page, http://HOST:PORT/ui/.",
     )
     p.add_argument("--url", default="http://127.0.0.1:8000", help="where `thaw up` listens")
-    p.add_argument("--json", action="store_true", help="print the raw JSON")
+    p.add_argument("--json", action="store_true", help="print the raw JSON (one line per frame "
+                   "with --watch)")  # fmt: skip
+    p.add_argument("--cost", action="store_true", help="print the cost view instead")
+    p.add_argument(
+        "--gpu-hour-price",
+        type=float,
+        default=None,
+        metavar="PRICE",
+        help="price of one GPU-hour for the cost view's money columns (default: the one "
+        "`thaw up --gpu-hour-price` was given, if any)",
+    )
+    p.add_argument(
+        "--watch",
+        type=float,
+        nargs="?",
+        const=2.0,
+        default=None,
+        metavar="SECONDS",
+        help="redraw every SECONDS (default 2) until Ctrl-C",
+    )
     p.add_argument("--timeout-s", type=float, default=5.0, help="give up after this long")
     p.set_defaults(func=run)
 
 
+def _aligned(rows: Sequence[Sequence[str]], right: frozenset[int] = frozenset()) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        ).rstrip()
+        for r in rows
+    ]
+
+
 def format_table(status: StatusDocument) -> str:
-    rows = [_COLUMNS]
+    rows: list[Sequence[str]] = [_COLUMNS]
     for m in status.models:
         cold = m.last_cold_start_s
         rows.append(
@@ -60,8 +106,7 @@ def format_table(status: StatusDocument) -> str:
                 (m.last_error or "")[:60],
             )
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(_COLUMNS))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    lines = _aligned(rows)
     lines += _pool_lines(status.warm_pool)
     return "\n".join(lines)
 
@@ -92,28 +137,171 @@ def _mib(nbytes: int) -> str:
     return f"{nbytes / 2**20:.0f} MiB"
 
 
-def run(args: argparse.Namespace) -> int:
-    url = args.url.rstrip("/") + "/thaw/status"
+def _seconds(value: float) -> str:
+    return f"{value:,.1f}"
+
+
+def _money(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.2f}"
+
+
+def format_cost(status: StatusDocument, *, gpu_hour_price: float | None = None) -> str:
+    """The cost view: per model and in total, seconds used vs always-on at the peak."""
+    price = gpu_hour_price if gpu_hour_price is not None else status.cost.gpu_hour_price
+    header = [
+        "MODEL", "GPUS", "PEAK", "REPLICA-S", "GPU-S", "IDLE AT ZERO-S", "ALWAYS-ON REPLICA-S",
+        "SAVED REPLICA-S", "SAVED GPU-S", "SAVED",
+    ]  # fmt: skip
+    if price is not None:
+        header += ["SPENT", "SAVED MONEY"]
+    figures = list(status.cost.models)
+    rows: list[Sequence[str]] = [header]
+    rows += [_cost_row(_CostRow.of(c), price) for c in figures]
+    if figures:
+        rows.append(_cost_row(_CostRow.total(figures), price))
+    observed = max((c.observed_s for c in figures), default=0.0)
+    lines = _aligned(rows, right=frozenset(range(1, len(header))))
+    lines.append(
+        f"observed {observed:,.0f} s; always-on = each model's observed peak of ready replicas "
+        "kept for the whole time (min_replicas = peak)"
+        + (f"; money at {price:g} per GPU-hour" if price is not None else "")
+    )
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class _CostRow:
+    """One line of the cost view: a model's figures, or the sums of all (TOTAL)."""
+
+    model: str
+    gpus: str
+    peak: int
+    replica_s: float
+    gpu_s: float
+    idle_s: float
+    always_on_s: float
+    saved_s: float
+    saved_gpu_s: float
+
+    @classmethod
+    def of(cls, c: CostFigures) -> _CostRow:
+        return cls(
+            c.model, str(c.gpus_per_replica), c.peak_replicas, c.replica_seconds, c.gpu_seconds,
+            c.idle_at_zero_s, c.always_on_replica_seconds, c.saved_replica_seconds,
+            c.saved_gpu_seconds,
+        )  # fmt: skip
+
+    @classmethod
+    def total(cls, figures: Sequence[CostFigures]) -> _CostRow:
+        rows = [cls.of(c) for c in figures]
+        return cls(
+            "TOTAL", "", sum(r.peak for r in rows), sum(r.replica_s for r in rows),
+            sum(r.gpu_s for r in rows), sum(r.idle_s for r in rows),
+            sum(r.always_on_s for r in rows), sum(r.saved_s for r in rows),
+            sum(r.saved_gpu_s for r in rows),
+        )  # fmt: skip
+
+
+def _cost_row(r: _CostRow, price: float | None) -> list[str]:
+    row = [
+        r.model, r.gpus, str(r.peak), _seconds(r.replica_s), _seconds(r.gpu_s),
+        _seconds(r.idle_s), _seconds(r.always_on_s), _seconds(r.saved_s),
+        _seconds(r.saved_gpu_s),
+        "-" if r.always_on_s <= 0 else f"{r.saved_s / r.always_on_s:.0%}",
+    ]  # fmt: skip
+    if price is not None:
+        row += [_money(priced(r.gpu_s, price)), _money(priced(r.saved_gpu_s, price))]
+    return row
+
+
+def fetch(url: str, timeout_s: float) -> tuple[Any, StatusDocument]:
+    """The raw answer of `GET URL/thaw/status` and its parsed document; StatusUnreadable."""
+    target = url.rstrip("/") + "/thaw/status"
     try:
-        with urllib.request.urlopen(url, timeout=args.timeout_s) as resp:
+        with urllib.request.urlopen(target, timeout=timeout_s) as resp:
             raw = json.loads(resp.read())
         try:
-            status = StatusDocument.from_json(raw)
+            return raw, StatusDocument.from_json(raw)
         except ValueError as exc:
             raise ValueError(f"the answer is not a `thaw up` status document ({exc})") from None
     except urllib.error.HTTPError as exc:
-        print(
-            f"thaw status: cannot read {url}: HTTP {exc.code} (not a `thaw up`?)", file=sys.stderr
-        )
-        return 1
+        raise StatusUnreadable(
+            f"cannot read {target}: HTTP {exc.code} (not a `thaw up`?)"
+        ) from None
     except urllib.error.URLError as exc:
+        raise StatusUnreadable(
+            f"cannot read {target}: {exc.reason} (is `thaw up` running there?)"
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise StatusUnreadable(f"cannot read {target}: {exc}") from None
+
+
+def _render(args: argparse.Namespace, raw: Any, status: StatusDocument) -> str:
+    if args.json:
+        return json.dumps(raw, separators=(",", ":")) if args.watch else json.dumps(raw, indent=2)
+    if args.cost:
+        return format_cost(status, gpu_hour_price=args.gpu_hour_price)
+    return format_table(status)
+
+
+def watch(
+    frame: Callable[[], str],
+    *,
+    interval_s: float,
+    out: TextIO,
+    clear: bool,
+    sleep: Callable[[float], None] = time.sleep,
+    frames: int | None = None,
+) -> int:
+    """Print `frame()` every `interval_s` (clearing the screen first when `clear`), until
+    Ctrl-C or after `frames` frames; a frame that cannot be read shows why, and the watch
+    goes on (`thaw up` may be restarting)."""
+    shown = 0
+    try:
+        while frames is None or shown < frames:
+            try:
+                text = frame()
+            except StatusUnreadable as exc:
+                text = f"thaw status: {exc} (retrying every {interval_s:g} s)"
+            stamp = time.strftime("%H:%M:%S")
+            if clear:
+                out.write(f"{_CLEAR}thaw status, every {interval_s:g} s, {stamp}\n\n{text}\n")
+            else:
+                out.write(f"{text}\n")
+            out.flush()
+            shown += 1
+            if frames is None or shown < frames:
+                sleep(interval_s)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.gpu_hour_price is not None and not 0 <= args.gpu_hour_price <= 1_000_000:
         print(
-            f"thaw status: cannot read {url}: {exc.reason} (is `thaw up` running there?)",
+            f"thaw status: error: `--gpu-hour-price` = {args.gpu_hour_price:g}, "
+            "must be in [0, 1000000]",
             file=sys.stderr,
         )
+        return 2
+    if args.watch is not None:
+        if not 0.1 <= args.watch <= 3600:
+            print(
+                f"thaw status: error: `--watch` = {args.watch:g}, must be in [0.1, 3600]",
+                file=sys.stderr,
+            )
+            return 2
+
+        def frame() -> str:
+            return _render(args, *fetch(args.url, args.timeout_s))
+
+        clear = sys.stdout.isatty() and not args.json
+        return watch(frame, interval_s=args.watch, out=sys.stdout, clear=clear)
+    try:
+        raw, status = fetch(args.url, args.timeout_s)
+    except StatusUnreadable as exc:
+        print(f"thaw status: {exc}", file=sys.stderr)
         return 1
-    except (OSError, ValueError) as exc:
-        print(f"thaw status: cannot read {url}: {exc}", file=sys.stderr)
-        return 1
-    print(json.dumps(raw, indent=2) if args.json else format_table(status))
+    print(_render(args, raw, status))
     return 0

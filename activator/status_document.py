@@ -10,10 +10,20 @@ refuses anything of another shape. JSON keys are the field names, in field order
                  "direct_connections", "direct_in_flight", "state"}]}],
      "warm_pool": {"size", "ready", "starting", "source", "idle_pss_bytes", "server_pss_bytes",
                    "budget_bytes", "demand", "limit", "last_start_s", "starts", "failures"},
-     "image_builds": {model: an activator.image_builder.ImageState, or "failed: <why>"}}
+     "image_builds": {model: an ImageState value, or "failed: <why>"},
+     "cold_starts": [{"model", "began_unix", "claim_s", "restore_s", "warmup_s", "total_s",
+                      "error"}],                                      (newest first)
+     "cost": {"gpu_hour_price", "models": [{"model", "observed_s", "replica_seconds",
+              "gpus_per_replica", "idle_at_zero_s", "peak_replicas",
+              "always_on_replica_seconds", + derived: "gpu_seconds", "always_on_gpu_seconds",
+              "saved_replica_seconds", "saved_gpu_seconds", "spent_money", "saved_money"}]}}
 
 `warm_pool` keys after `ready` are optional when parsing (a backend without a measured pool
-reports only its size).
+reports only its size). `image_builds` speaks one vocabulary, `ImageState` below, whether the
+start-up step built an image or pulled it from `--store` (activator.image_builder); the status
+page and `thaw status` show it as is. `cold_starts` and `cost` are the status page's and `thaw
+status --cost`'s sections (activator.cold_start, activator.cost); derived cost figures are
+written for other readers (the page) and recomputed, not read, by `from_json`.
 """
 
 from __future__ import annotations
@@ -24,9 +34,19 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, TypeVar
 
+from activator.cost import CostFigures, priced
 from activator.scaler.backend import PoolStatus
 
-__all__ = ["ModelState", "ModelStatus", "ReplicaState", "ReplicaStatus", "StatusDocument"]
+__all__ = [
+    "ColdStartReport",
+    "CostReport",
+    "ImageState",
+    "ModelState",
+    "ModelStatus",
+    "ReplicaState",
+    "ReplicaStatus",
+    "StatusDocument",
+]
 
 
 class ModelState(StrEnum):
@@ -35,6 +55,23 @@ class ModelState(StrEnum):
     WARM = "warm"  # at least one replica routable
     DRAINING = "draining"  # only replicas on their way out
     UNAVAILABLE = "unavailable"  # its config.pbtxt could not be used (last_error says why)
+
+
+class ImageState(StrEnum):
+    """Where a model's snapshot image stands at this `thaw up` (`image_builds`); a failure is
+    `failed: <reason>` (the build or pull failed, timed out, could not start, or the store
+    could not be listed): the model then loads from its files."""
+
+    QUEUED = "queued"  # its build or pull has not begun
+    BUILDING = "building"  # `thaw snapshot build` into the cache is running
+    BUILT = "built"  # built into the cache at this start-up
+    PULLING = "pulling"  # copying from `--store` into the cache
+    CACHED = "cached"  # pulled from the store into the cache
+    NOT_IN_STORE = "not in store"  # the store has none: the model loads from its files
+    STALE = "stale in store"  # the store's image was built from other files: it loads files
+    NO_WEIGHTS = "no weights"  # nothing to image (a Python model, an ensemble): loads normally
+    FAILED = "failed"  # only as the prefix of "failed: <reason>"
+    UNKNOWN = "unknown"  # no image step ran (`--no-image-build`, no cache, Kubernetes)
 
 
 class ReplicaState(StrEnum):
@@ -80,12 +117,56 @@ class ModelStatus:
 
 
 @dataclass(frozen=True)
+class ColdStartReport:
+    """One cold start of `model`: when it began (Unix seconds) and its phases in seconds —
+    claim (a running runtime: warm-pool claim or fresh start), restore (the load call: image
+    restore or the model's normal load), warm-up (ready to first response) and total. A
+    failed one has no `total_s` and says why in `error` (phases it did not reach are null)."""
+
+    model: str
+    began_unix: float
+    claim_s: float | None
+    restore_s: float | None
+    warmup_s: float | None
+    total_s: float | None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class CostReport:
+    """Per model, replica- and GPU-seconds used vs always-on at the observed peak
+    (activator.cost); `gpu_hour_price` (`thaw up --gpu-hour-price`) makes money figures."""
+
+    gpu_hour_price: float | None = None
+    models: tuple[CostFigures, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        price = self.gpu_hour_price
+        rows = []
+        for c in self.models:
+            row = dataclasses.asdict(c)
+            row.update(
+                gpu_seconds=c.gpu_seconds,
+                always_on_gpu_seconds=c.always_on_gpu_seconds,
+                saved_replica_seconds=c.saved_replica_seconds,
+                saved_gpu_seconds=c.saved_gpu_seconds,
+                spent_money=priced(c.gpu_seconds, price),
+                saved_money=priced(c.saved_gpu_seconds, price),
+            )
+            rows.append(row)
+        return {"gpu_hour_price": price, "models": rows}
+
+
+@dataclass(frozen=True)
 class StatusDocument:
-    """Every model (sorted by name), the scaler's warm pool, and the start-up image builds."""
+    """Every model (sorted by name), the scaler's warm pool, the start-up image builds, the
+    last cold starts (newest first) and the cost of every model."""
 
     models: tuple[ModelStatus, ...]
     warm_pool: PoolStatus
     image_builds: Mapping[str, str] = field(default_factory=dict)
+    cold_starts: tuple[ColdStartReport, ...] = ()
+    cost: CostReport = field(default_factory=CostReport)
 
     def to_json(self) -> dict[str, Any]:
         """The document as JSON-ready dicts and lists."""
@@ -96,6 +177,8 @@ class StatusDocument:
                 "idle_pss_bytes": list(self.warm_pool.idle_pss_bytes),
             },
             "image_builds": dict(self.image_builds),
+            "cold_starts": [dataclasses.asdict(c) for c in self.cold_starts],
+            "cost": self.cost.to_json(),
         }
 
     @classmethod
@@ -107,7 +190,16 @@ class StatusDocument:
         builds = _object(top.get("image_builds"), "image_builds")
         if not all(isinstance(v, str) for v in builds.values()):
             raise ValueError("image_builds: every value must be a string")
-        return cls(models=models, warm_pool=_pool(pool), image_builds=builds)
+        colds = tuple(
+            _cold_start(c, f"cold_starts[{i}]") for i, c in enumerate(_list(top, "cold_starts"))
+        )
+        return cls(
+            models=models,
+            warm_pool=_pool(pool),
+            image_builds=builds,
+            cold_starts=colds,
+            cost=_cost(top.get("cost")),
+        )
 
 
 def _json_of(model: ModelStatus) -> dict[str, Any]:
@@ -217,6 +309,47 @@ def _replica(value: object, where: str) -> ReplicaStatus:
         direct_in_flight=_int(doc, "direct_in_flight", where),
         state=_enum(ReplicaState, _str(doc, "state", where), where),
     )
+
+
+def _float(doc: dict[str, Any], key: str, where: str) -> float:
+    value = doc.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _wrong(doc, key, "a number", where)
+    return float(value)
+
+
+def _cold_start(value: object, where: str) -> ColdStartReport:
+    doc = _object(value, where)
+    return ColdStartReport(
+        model=_str(doc, "model", where),
+        began_unix=_float(doc, "began_unix", where),
+        claim_s=_maybe(doc, "claim_s", float, where),
+        restore_s=_maybe(doc, "restore_s", float, where),
+        warmup_s=_maybe(doc, "warmup_s", float, where),
+        total_s=_maybe(doc, "total_s", float, where),
+        error=_maybe(doc, "error", str, where),
+    )
+
+
+def _cost(value: object) -> CostReport:
+    doc = _object(value, "cost")
+    rows = []
+    for i, row in enumerate(_list(doc, "models", "cost")):
+        where = f"cost.models[{i}]"
+        row = _object(row, where)
+        rows.append(
+            CostFigures(
+                model=_str(row, "model", where),
+                observed_s=_float(row, "observed_s", where),
+                replica_seconds=_float(row, "replica_seconds", where),
+                gpus_per_replica=_int(row, "gpus_per_replica", where),
+                idle_at_zero_s=_float(row, "idle_at_zero_s", where),
+                peak_replicas=_int(row, "peak_replicas", where),
+                always_on_replica_seconds=_float(row, "always_on_replica_seconds", where),
+            )
+        )
+    price = _maybe(doc, "gpu_hour_price", float, "cost")
+    return CostReport(gpu_hour_price=price, models=tuple(rows))
 
 
 E = TypeVar("E", bound=StrEnum)

@@ -38,6 +38,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from thawwire.handoff_protocol import listening_url  # noqa: E402
+
 PHASES = ("claim", "restore", "warmup", "total")
 
 
@@ -197,11 +199,14 @@ class Up:
         self._log = log.open("wb")
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self._log, cwd=ROOT)
         assert self.proc.stdout is not None
-        line = self.proc.stdout.readline().decode().strip()
-        if not line.startswith("THAW_LISTENING "):
+        # Its gRPC and metrics ports are announced first (thawwire.handoff_protocol).
+        url = None
+        while url is None and (line := self.proc.stdout.readline().decode()):
+            url = listening_url(line)
+        if url is None:
             self.stop()
             raise RuntimeError(f"thaw up did not start; see {log}")
-        self.url = line.split(" ", 1)[1]
+        self.url = url
 
     def get(self, path: str) -> Any:
         with urllib.request.urlopen(self.url + path, timeout=30) as resp:

@@ -1,14 +1,17 @@
-"""A bounded-duration, closed-loop HTTP load generator (aiohttp), the same one for every server."""
+"""A bounded-duration, closed-loop load generator, the same one for every server: HTTP (aiohttp)
+and gRPC (grpc.aio, one `ModelInfer` call per request, the serialized message sent as is)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import aiohttp
+import grpc
 
-__all__ = ["LoadResult", "Payload", "run_load"]
+__all__ = ["GrpcPayload", "LoadResult", "Payload", "run_grpc_load", "run_load"]
 
 
 @dataclass(frozen=True)
@@ -18,6 +21,14 @@ class Payload:
     path: str
     body: bytes
     headers: dict[str, str]
+
+
+@dataclass(frozen=True)
+class GrpcPayload:
+    """One serialized `ModelInferRequest`, sent unchanged by every worker (`ModelInfer`)."""
+
+    message: bytes
+    method: str = "/inference.GRPCInferenceService/ModelInfer"
 
 
 @dataclass(frozen=True)
@@ -102,6 +113,75 @@ async def run_load(
             for task in workers:
                 task.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
+    return LoadResult(
+        concurrency=concurrency,
+        duration_s=duration_s,
+        ok=len(latencies),
+        errors=len(errors),
+        latencies_ms=tuple(sorted(latencies)),
+    )
+
+
+async def _grpc_worker(
+    call: Callable[..., Awaitable[bytes]],
+    payload: GrpcPayload,
+    window: tuple[float, float],
+    latencies: list[float],
+    errors: list[int],
+    timeout_s: float,
+) -> None:
+    # The HTTP worker's loop, over one gRPC channel.
+    measure_from, stop_at = window
+    while True:
+        start = time.perf_counter()
+        try:
+            await call(payload.message, timeout=timeout_s)
+            ok = True
+        except grpc.aio.AioRpcError:
+            ok = False
+        end = time.perf_counter()
+        if measure_from <= end <= stop_at:
+            if ok:
+                latencies.append((end - start) * 1000.0)
+            else:
+                errors.append(1)
+        if not ok:
+            await asyncio.sleep(0.01)
+
+
+async def run_grpc_load(
+    address: str,
+    payload: GrpcPayload,
+    *,
+    concurrency: int,
+    duration_s: float,
+    warmup_s: float,
+    request_timeout_s: float = 30.0,
+) -> LoadResult:
+    """`run_load` over gRPC: `concurrency` workers, each with its own channel to `address`
+    (as many independent tritonclient.grpc clients would have), one call in flight each."""
+    options = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
+    channels = [grpc.aio.insecure_channel(address, options=options) for _ in range(concurrency)]
+    latencies: list[float] = []
+    errors: list[int] = []
+    try:
+        measure_from = time.perf_counter() + warmup_s
+        window = (measure_from, measure_from + duration_s)
+        calls = [channel.unary_unary(payload.method) for channel in channels]
+        workers = [
+            asyncio.create_task(
+                _grpc_worker(call, payload, window, latencies, errors, request_timeout_s)
+            )
+            for call in calls
+        ]
+        try:
+            await asyncio.sleep(warmup_s + duration_s)
+        finally:
+            for task in workers:
+                task.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+    finally:
+        await asyncio.gather(*(c.close() for c in channels), return_exceptions=True)
     return LoadResult(
         concurrency=concurrency,
         duration_s=duration_s,

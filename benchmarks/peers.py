@@ -46,6 +46,7 @@ class PeerHandle:
     log_path: Path
     _log: IO[bytes] = field(repr=False)
     scratch: Path | None = None  # a folder the peer needed while running, removed by stop()
+    grpc_address: str | None = None  # HOST:PORT of its KServe v2 gRPC endpoint, if it has one
 
     def stop(self, *, timeout_s: float = 20.0) -> None:
         """SIGTERM the process group, SIGKILL it after `timeout_s`; idempotent."""
@@ -64,12 +65,16 @@ class PeerHandle:
 
 
 class Peer(Protocol):
-    """A server the benchmark can run; `backends` are the model kinds it can serve."""
+    """A server the benchmark can run; `backends` are the model kinds it can serve. Given a
+    `grpc_port`, a peer with a KServe v2 gRPC endpoint serves it there (`PeerHandle.grpc_address`);
+    one without ignores it."""
 
     name: str
     backends: frozenset[str]
 
-    def start(self, model_repo: Path, port: int, *, timeout_s: float = 120.0) -> PeerHandle: ...
+    def start(
+        self, model_repo: Path, port: int, *, timeout_s: float = 120.0, grpc_port: int | None = None
+    ) -> PeerHandle: ...
 
 
 def _signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None:
@@ -182,7 +187,9 @@ class ThawPeer:
         self.python = python or Path(sys.executable)
         self.extra_args = extra_args
 
-    def start(self, model_repo: Path, port: int, *, timeout_s: float = 120.0) -> PeerHandle:
+    def start(
+        self, model_repo: Path, port: int, *, timeout_s: float = 120.0, grpc_port: int | None = None
+    ) -> PeerHandle:
         argv = [
             str(self.python),
             "-m",
@@ -193,11 +200,16 @@ class ThawPeer:
             "127.0.0.1",
             "--port",
             str(port),
+            "--metrics-port",
+            str(free_port()),
             *self.extra_args,
         ]
+        argv += ["--grpc-port", str(grpc_port)] if grpc_port else ["--allow-grpc=false"]
         handle = _spawn(
             self.name, argv, env=dict(os.environ), cwd=ROOT, url=f"http://127.0.0.1:{port}"
         )
+        if grpc_port:
+            handle.grpc_address = f"127.0.0.1:{grpc_port}"
         wait_ready(handle, model_names(model_repo), timeout_s=timeout_s)
         return handle
 
@@ -281,7 +293,9 @@ class TritonPeer:
         present = {p.name for p in (self.server_dir / "backends").iterdir() if p.is_dir()}
         return frozenset(present & {"python", "onnxruntime"})
 
-    def start(self, model_repo: Path, port: int, *, timeout_s: float = 120.0) -> PeerHandle:
+    def start(
+        self, model_repo: Path, port: int, *, timeout_s: float = 120.0, grpc_port: int | None = None
+    ) -> PeerHandle:
         self.prepare()
         env = dict(os.environ)
         env["PATH"] = f"{self.venv / 'bin'}:{env.get('PATH', '')}"  # stub's python: numpy < 2
@@ -292,10 +306,15 @@ class TritonPeer:
             f"--backend-directory={self.server_dir / 'backends'}",
             "--http-address=127.0.0.1",
             f"--http-port={port}",
-            "--allow-grpc=false",
             "--allow-metrics=false",
         ]
+        if grpc_port:
+            argv += ["--allow-grpc=true", "--grpc-address=127.0.0.1", f"--grpc-port={grpc_port}"]
+        else:
+            argv += ["--allow-grpc=false"]
         handle = _spawn(self.name, argv, env=env, cwd=BENCH_DIR, url=f"http://127.0.0.1:{port}")
+        if grpc_port:
+            handle.grpc_address = f"127.0.0.1:{grpc_port}"
         wait_ready(handle, model_names(model_repo), timeout_s=timeout_s)
         return handle
 
@@ -314,7 +333,10 @@ class KServePeer:
     def prepare(self) -> None:
         self.python = ensure_venv("kserve-venv", self.packages)
 
-    def start(self, model_repo: Path, port: int, *, timeout_s: float = 120.0) -> PeerHandle:
+    def start(
+        self, model_repo: Path, port: int, *, timeout_s: float = 120.0, grpc_port: int | None = None
+    ) -> PeerHandle:
+        # Its gRPC endpoint stays off (--enable_grpc=false): HTTP rows only.
         if not in_private_netns():
             raise PeerError("KServe binds 0.0.0.0; start it only inside `unshare -n`")
         self.prepare()
@@ -351,7 +373,10 @@ class MLServerPeer:
     def prepare(self) -> None:
         self.python = ensure_venv("mlserver-venv", self.packages)
 
-    def start(self, model_repo: Path, port: int, *, timeout_s: float = 120.0) -> PeerHandle:
+    def start(
+        self, model_repo: Path, port: int, *, timeout_s: float = 120.0, grpc_port: int | None = None
+    ) -> PeerHandle:
+        # Its gRPC port serves MLServer's own dataplane, not measured here: HTTP rows only.
         self.prepare()
         home = BENCH_DIR / f"mlserver-{port}"
         shutil.rmtree(home, ignore_errors=True)

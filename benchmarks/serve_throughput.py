@@ -2,6 +2,11 @@
 
     python benchmarks/serve_throughput.py [--repo model_repository] [--duration-s 4]
         [--concurrency 1 8 32] [--peers thaw,triton,kserve,mlserver] [--models add_sub,resnet50]
+        [--protocols http,grpc]
+
+`--protocols grpc` measures the KServe v2 gRPC endpoint (`ModelInfer`, raw_input_contents as
+tritonclient.grpc sends) of the servers that have one (thaw, Triton), with the same closed-loop
+client.
 
 Every server runs on 127.0.0.1, on the same model files (hard links into one folder per server),
 driven by the same aiohttp client in this process. The whole run re-executes itself inside a
@@ -25,7 +30,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.load_client import LoadResult, run_load
+from benchmarks.load_client import LoadResult, run_grpc_load, run_load
 from benchmarks.peers import (
     BENCH_DIR,
     ROOT,
@@ -64,6 +69,7 @@ class Cell:
     concurrency: int
     result: LoadResult | None
     note: str = ""
+    protocol: str = "http"
 
 
 def _link_tree(src: Path, dst: Path) -> None:
@@ -89,6 +95,27 @@ def build_repo(run_dir: Path, name: str, sources: dict[str, Path]) -> Path:
     return repo
 
 
+def _first_grpc_answer(address: str, workload: Workload) -> str | None:
+    import grpc
+
+    assert workload.grpc is not None and workload.grpc_check is not None
+
+    async def call() -> str | None:
+        async with grpc.aio.insecure_channel(
+            address, options=[("grpc.max_receive_message_length", -1)]
+        ) as channel:
+            assert workload.grpc is not None and workload.grpc_check is not None
+            answer = await channel.unary_unary(workload.grpc.method)(
+                workload.grpc.message, timeout=60
+            )
+            return workload.grpc_check(answer)
+
+    try:
+        return asyncio.run(call())
+    except grpc.RpcError as exc:
+        return f"gRPC request failed: {exc}"
+
+
 def _first_answer(url: str, workload: Workload) -> str | None:
     request = urllib.request.Request(
         url + workload.payload.path, data=workload.payload.body, headers=workload.payload.headers
@@ -108,6 +135,8 @@ class Server:
     handle: PeerHandle | None = None
     serves: set[str] = field(default_factory=set)
     notes: dict[str, str] = field(default_factory=dict)  # model -> why it is not measured
+    serves_grpc: set[str] = field(default_factory=set)
+    grpc_notes: dict[str, str] = field(default_factory=dict)
 
 
 def start_server(
@@ -127,12 +156,16 @@ def start_server(
     if not served:
         return server
     repo = build_repo(args.run_dir, name, {w.model: sources[w.model] for w in served})
+    grpc_port = free_port() if "grpc" in args.protocols else None
     try:
-        server.handle = peer.start(repo, free_port(), timeout_s=args.start_timeout_s)
+        server.handle = peer.start(
+            repo, free_port(), timeout_s=args.start_timeout_s, grpc_port=grpc_port
+        )
     except PeerError as exc:
         logger.error("%s did not start: %s", name, exc)
         server.notes.update({w.model: "did not start" for w in served})
         return server
+    server.grpc_notes = dict(server.notes)
     for workload in served:
         wrong = _first_answer(server.handle.url, workload)
         if wrong is None:
@@ -140,6 +173,17 @@ def start_server(
         else:
             logger.error("%s answers %s wrongly: %s", name, workload.model, wrong)
             server.notes[workload.model] = "wrong answer"
+        if grpc_port is None:
+            continue
+        if server.handle.grpc_address is None or workload.grpc is None:
+            server.grpc_notes[workload.model] = "no gRPC endpoint"
+            continue
+        wrong = _first_grpc_answer(server.handle.grpc_address, workload)
+        if wrong is None:
+            server.serves_grpc.add(workload.model)
+        else:
+            logger.error("%s answers %s wrongly over gRPC: %s", name, workload.model, wrong)
+            server.grpc_notes[workload.model] = "wrong answer"
     return server
 
 
@@ -153,20 +197,38 @@ def measure(
     median round by req/s (the lower middle one for an even count).
     """
     cells: list[Cell] = []
-    for workload in workloads:
-        for concurrency in args.concurrency:
-            rounds: dict[str, list[LoadResult]] = {}
-            for round_index in range(args.rounds):
-                shift = round_index % max(1, len(servers))
-                for server in servers[shift:] + servers[:shift]:
-                    if server.handle is None or workload.model not in server.serves:
-                        continue
-                    result = _run_cell(server.name, server.handle.url, workload, concurrency, args)
-                    rounds.setdefault(server.name, []).append(result)
-            for server in servers:
-                note = server.notes.get(workload.model, "")
-                median = median_round(rounds.get(server.name, []))
-                cells.append(Cell(server.name, workload.model, concurrency, median, note))
+    for protocol in args.protocols:
+        for workload in workloads:
+            for concurrency in args.concurrency:
+                cells += _measure_group(servers, workload, concurrency, protocol, args)
+    return cells
+
+
+def _measure_group(
+    servers: list[Server],
+    workload: Workload,
+    concurrency: int,
+    protocol: str,
+    args: argparse.Namespace,
+) -> list[Cell]:
+    """One (protocol, model, concurrency) row group: every server, `--rounds` times."""
+    grpc = protocol == "grpc"
+    rounds: dict[str, list[LoadResult]] = {}
+    for round_index in range(args.rounds):
+        shift = round_index % max(1, len(servers))
+        for server in servers[shift:] + servers[:shift]:
+            serves = server.serves_grpc if grpc else server.serves
+            if server.handle is None or workload.model not in serves:
+                continue
+            target = server.handle.grpc_address if grpc else server.handle.url
+            assert target is not None  # serves_grpc holds only servers with an address
+            result = _run_cell(server.name, target, workload, concurrency, args, protocol)
+            rounds.setdefault(server.name, []).append(result)
+    cells = []
+    for server in servers:
+        note = (server.grpc_notes if grpc else server.notes).get(workload.model, "")
+        median = median_round(rounds.get(server.name, []))
+        cells.append(Cell(server.name, workload.model, concurrency, median, note, protocol))
     return cells
 
 
@@ -179,19 +241,23 @@ def median_round(results: list[LoadResult]) -> LoadResult | None:
 
 
 def _run_cell(
-    name: str, url: str, workload: Workload, concurrency: int, args: argparse.Namespace
+    name: str,
+    target: str,
+    workload: Workload,
+    concurrency: int,
+    args: argparse.Namespace,
+    protocol: str = "http",
 ) -> LoadResult:
-    load = run_load(
-        url,
-        workload.payload,
-        concurrency=concurrency,
-        duration_s=args.duration_s,
-        warmup_s=args.warmup_s,
-    )
-    result = asyncio.run(load)
+    window = {"concurrency": concurrency, "duration_s": args.duration_s, "warmup_s": args.warmup_s}
+    if protocol == "grpc":
+        assert workload.grpc is not None
+        result = asyncio.run(run_grpc_load(target, workload.grpc, **window))
+    else:
+        result = asyncio.run(run_load(target, workload.payload, **window))
     logger.info(
-        "%-8s %-9s c=%-3d %8.1f req/s p50 %7.2f ms p99 %7.2f ms errors %d",
+        "%-8s %-4s %-9s c=%-3d %8.1f req/s p50 %7.2f ms p99 %7.2f ms errors %d",
         name,
+        protocol,
         workload.model,
         concurrency,
         result.rps,
@@ -205,19 +271,21 @@ def _run_cell(
 def render_table(cells: list[Cell]) -> str:
     """Markdown table; the last column is req/s over the best non-thaw server's, per row group."""
     lines = [
-        "| model | concurrency | server | req/s | p50 ms | p99 ms | errors | vs best peer |",
-        "|---|---:|---|---:|---:|---:|---:|---:|",
+        "| protocol | model | concurrency | server | req/s | p50 ms | p99 ms | errors "
+        "| vs best peer |",
+        "|---|---|---:|---|---:|---:|---:|---:|---:|",
     ]
-    groups: dict[tuple[str, int], list[Cell]] = {}
+    groups: dict[tuple[str, str, int], list[Cell]] = {}
     for cell in cells:
-        groups.setdefault((cell.model, cell.concurrency), []).append(cell)
-    for (model, concurrency), group in groups.items():
+        groups.setdefault((cell.protocol, cell.model, cell.concurrency), []).append(cell)
+    for (protocol, model, concurrency), group in groups.items():
         peers = [c.result.rps for c in group if c.result and c.server != "thaw"]
         best = max(peers, default=0.0)
         for cell in group:
             if cell.result is None:
                 lines.append(
-                    f"| {model} | {concurrency} | {cell.server} | - | - | - | - | {cell.note} |"
+                    f"| {protocol} | {model} | {concurrency} | {cell.server} | - | - | - | - "
+                    f"| {cell.note} |"
                 )
                 continue
             r = cell.result
@@ -225,7 +293,7 @@ def render_table(cells: list[Cell]) -> str:
             if r.ok == 0:  # slower than the window: say so rather than print 0 and NaN
                 ratio = "nothing completed in the window; raise --duration-s"
             lines.append(
-                f"| {model} | {concurrency} | {cell.server} | {r.rps:.1f} | "
+                f"| {protocol} | {model} | {concurrency} | {cell.server} | {r.rps:.1f} | "
                 f"{r.percentile_ms(50):.2f} | {r.percentile_ms(99):.2f} | {r.errors} | {ratio} |"
             )
     return "\n".join(lines)
@@ -268,11 +336,16 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--peers", default="thaw,triton,kserve,mlserver")
     parser.add_argument("--models", default="add_sub,resnet50")
+    parser.add_argument(
+        "--protocols", default="http", help="http, grpc or both (comma list; default http)"
+    )
     parser.add_argument("--start-timeout-s", type=float, default=180.0)
     parser.add_argument("--json", type=Path, help="also write the cells here as JSON")
     parser.add_argument("--no-netns", action="store_true", help="do not enter `unshare -n`")
     args = parser.parse_args(argv)
+    args.protocols = [p for p in args.protocols.split(",") if p]
     unknown = set(args.peers.split(",")) - set(PEERS)
+    unknown |= set(args.protocols) - {"http", "grpc"}
     if (
         unknown
         or not all(0 < c <= 1024 for c in args.concurrency)
@@ -280,7 +353,8 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
         or args.rounds < 1
     ):
         parser.error(
-            f"peers must be among {sorted(PEERS)}; concurrency in [1, 1024]; "
+            f"peers must be among {sorted(PEERS)}, protocols http or grpc; concurrency in "
+            "[1, 1024]; "
             "duration > 0; rounds >= 1"
         )
     return args
@@ -335,6 +409,7 @@ def main(argv: list[str] | None = None) -> int:
                 [
                     {
                         "server": c.server,
+                        "protocol": c.protocol,
                         "model": c.model,
                         "concurrency": c.concurrency,
                         "note": c.note,

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from google.protobuf.message import DecodeError
 
-from benchmarks.load_client import Payload
+from benchmarks.load_client import GrpcPayload, Payload
 
 __all__ = ["Workload", "add_sub_workload", "resnet50_workload", "write_add_sub"]
 
@@ -63,12 +64,36 @@ class TritonPythonModel:
 
 @dataclass(frozen=True)
 class Workload:
-    """A model, the request every client sends it, and a check of the first answer."""
+    """A model, the request every client sends it, and a check of the first answer; `grpc`
+    and `grpc_check` are the same request as a `ModelInferRequest` (raw_input_contents, as
+    tritonclient.grpc sends) and the check of a serialized `ModelInferResponse`."""
 
     model: str
     kind: str  # the backend a peer needs: "python" or "onnxruntime"
     payload: Payload
     check: Callable[[bytes], str | None]  # None when the answer is right, else why not
+    grpc: GrpcPayload | None = None
+    grpc_check: Callable[[bytes], str | None] | None = None
+
+
+def _grpc_request(model: str, tensors: list[tuple[str, np.ndarray]]) -> GrpcPayload:
+    from tritonclient.grpc import service_pb2
+
+    message = service_pb2.ModelInferRequest(model_name=model)
+    for name, array in tensors:
+        message.inputs.add(name=name, datatype="FP32", shape=list(array.shape))
+        message.raw_input_contents.append(array.tobytes())
+    return GrpcPayload(message.SerializeToString())
+
+
+def _grpc_outputs(answer: bytes) -> dict[str, np.ndarray]:
+    from tritonclient.grpc import service_pb2
+
+    response = service_pb2.ModelInferResponse.FromString(answer)
+    return {
+        out.name: np.frombuffer(raw, dtype=np.float32).reshape(list(out.shape))
+        for out, raw in zip(response.outputs, response.raw_output_contents, strict=True)
+    }
 
 
 def write_add_sub(repo: Path) -> None:
@@ -100,15 +125,24 @@ def add_sub_workload() -> Workload:
     headers = {"Content-Type": "application/json", **_COMMON_HEADERS}
     payload = Payload("/v2/models/add_sub/infer", json.dumps(doc).encode(), headers)
 
-    def check(body: bytes) -> str | None:
-        try:
-            out = _outputs(body)
-            ok = np.allclose(out["OUTPUT0"], a + b) and np.allclose(out["OUTPUT1"], a - b)
-        except (ValueError, KeyError, TypeError) as exc:
-            return f"unreadable answer: {exc}: {body[:200]!r}"
+    def outputs_right(out: dict[str, np.ndarray]) -> str | None:
+        ok = np.allclose(out["OUTPUT0"], a + b) and np.allclose(out["OUTPUT1"], a - b)
         return None if ok else "OUTPUT0/OUTPUT1 are not INPUT0+INPUT1 / INPUT0-INPUT1"
 
-    return Workload("add_sub", "python", payload, check)
+    def check(body: bytes) -> str | None:
+        try:
+            return outputs_right(_outputs(body))
+        except (ValueError, KeyError, TypeError) as exc:
+            return f"unreadable answer: {exc}: {body[:200]!r}"
+
+    def grpc_check(answer: bytes) -> str | None:
+        try:
+            return outputs_right(_grpc_outputs(answer))
+        except (ValueError, KeyError, TypeError, DecodeError) as exc:
+            return f"unreadable answer: {exc}: {answer[:200]!r}"
+
+    grpc = _grpc_request("add_sub", tensors)
+    return Workload("add_sub", "python", payload, check, grpc, grpc_check)
 
 
 def resnet50_workload(model_file: Path) -> Workload:
@@ -143,12 +177,21 @@ def resnet50_workload(model_file: Path) -> Workload:
     }
     payload = Payload("/v2/models/resnet50/infer", header + raw, headers)
 
-    def check(body: bytes) -> str | None:
-        try:
-            logits = _outputs(body)["output"].reshape(expected.shape)
-        except (ValueError, KeyError, TypeError) as exc:
-            return f"unreadable answer: {exc}: {body[:200]!r}"
-        close = np.allclose(logits, expected, atol=1e-3, rtol=1e-3)
+    def logits_right(logits: np.ndarray) -> str | None:
+        close = np.allclose(logits.reshape(expected.shape), expected, atol=1e-3, rtol=1e-3)
         return None if close else "logits differ from onnxruntime's on the same model.onnx"
 
-    return Workload("resnet50", "onnxruntime", payload, check)
+    def check(body: bytes) -> str | None:
+        try:
+            return logits_right(_outputs(body)["output"])
+        except (ValueError, KeyError, TypeError) as exc:
+            return f"unreadable answer: {exc}: {body[:200]!r}"
+
+    def grpc_check(answer: bytes) -> str | None:
+        try:
+            return logits_right(_grpc_outputs(answer)["output"])
+        except (ValueError, KeyError, TypeError, DecodeError) as exc:
+            return f"unreadable answer: {exc}: {answer[:200]!r}"
+
+    grpc = _grpc_request("resnet50", [("input", image)])
+    return Workload("resnet50", "onnxruntime", payload, check, grpc, grpc_check)

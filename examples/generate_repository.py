@@ -1,4 +1,4 @@
-"""Write Thaw's example Triton model repository: resnet50, bert and bert_tokenizer, random weights.
+"""Write Thaw's example Triton model repository: resnet50, bert, bert_tokenizer, bert_ensemble.
 
     python examples/generate_repository.py OUT_DIR [--small] [--force]
 
@@ -28,6 +28,7 @@ if __package__ in (None, ""):  # run as a script: make `examples` importable
 from examples.model_configs import (
     ScaleSettings,
     bert_config,
+    bert_ensemble_config,
     resnet50_config,
     tokenizer_config,
     validate,
@@ -145,6 +146,13 @@ def write_bert_tokenizer(model_dir: Path, opts: Options) -> None:
     _write_config(model_dir, text)
 
 
+def write_bert_ensemble(model_dir: Path, opts: Options) -> None:
+    """bert_ensemble/config.pbtxt and an empty 1/ (an ensemble has no files, Triton wants the
+    version directory): text in, embeddings out, through bert_tokenizer then bert."""
+    (model_dir / "1").mkdir(parents=True)
+    _write_config(model_dir, bert_ensemble_config(ScaleSettings(), hidden=opts.bert_hidden))
+
+
 def _write_config(model_dir: Path, text: str) -> None:
     validate(text)  # never write a config.pbtxt that real Triton would reject
     (model_dir / "config.pbtxt").write_text(text, encoding="utf-8")
@@ -154,6 +162,7 @@ MODELS: dict[str, Callable[[Path, Options], None]] = {
     "resnet50": write_resnet50,
     "bert": write_bert,
     "bert_tokenizer": write_bert_tokenizer,
+    "bert_ensemble": write_bert_ensemble,
 }
 
 

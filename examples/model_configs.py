@@ -7,7 +7,14 @@ from dataclasses import dataclass
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
-__all__ = ["ScaleSettings", "bert_config", "resnet50_config", "tokenizer_config", "validate"]
+__all__ = [
+    "ScaleSettings",
+    "bert_config",
+    "bert_ensemble_config",
+    "resnet50_config",
+    "tokenizer_config",
+    "validate",
+]
 
 
 @dataclass(frozen=True)
@@ -79,6 +86,39 @@ def tokenizer_config(scale: ScaleSettings, *, max_sequence_length: int) -> str:
         "instance_group [ { count: 1 kind: KIND_CPU } ]\n"
         + _parameter("max_sequence_length", str(max_sequence_length))
         + scale.pbtxt()
+    )
+
+
+def bert_ensemble_config(scale: ScaleSettings, *, hidden: int) -> str:
+    """Text in, embeddings out: TEXT -> bert_tokenizer -> (input_ids, attention_mask) -> bert."""
+    return (
+        'name: "bert_ensemble"\n'
+        'platform: "ensemble"\n'
+        "max_batch_size: 8\n"
+        'input [ { name: "TEXT" data_type: TYPE_STRING dims: [ 1 ] } ]\n'
+        "output [\n"
+        f'  {{ name: "last_hidden_state" data_type: TYPE_FP32 dims: [ -1, {hidden} ] }},\n'
+        f'  {{ name: "pooler_output" data_type: TYPE_FP32 dims: [ {hidden} ] }}\n'
+        "]\n"
+        "ensemble_scheduling {\n"
+        "  step [\n"
+        "    {\n"
+        '      model_name: "bert_tokenizer"\n'
+        "      model_version: -1\n"
+        '      input_map { key: "TEXT" value: "TEXT" }\n'
+        '      output_map { key: "input_ids" value: "input_ids" }\n'
+        '      output_map { key: "attention_mask" value: "attention_mask" }\n'
+        "    },\n"
+        "    {\n"
+        '      model_name: "bert"\n'
+        "      model_version: -1\n"
+        '      input_map { key: "input_ids" value: "input_ids" }\n'
+        '      input_map { key: "attention_mask" value: "attention_mask" }\n'
+        '      output_map { key: "last_hidden_state" value: "last_hidden_state" }\n'
+        '      output_map { key: "pooler_output" value: "pooler_output" }\n'
+        "    }\n"
+        "  ]\n"
+        "}\n" + scale.pbtxt()
     )
 
 

@@ -3,37 +3,35 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.metadata
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
-from aiohttp.web_protocol import RequestPayloadError
 
 from runtime.config import ServeConfig
+from runtime.direct_routing import DirectRouting
 from runtime.errors import ServingError
+from runtime.front_door_client import FrontDoorClient
 from runtime.handlers import MetricsSource, ModelService, V2Handlers, json_response
 from runtime.lifecycle import ServerState, lifecycle_context
+from thawwire.paths import MODEL, MODEL_VERSION
 
-__all__ = ["EXTENSIONS", "RUNNER_OPTIONS", "SERVER_STATE", "build_app", "error_middleware"]
+__all__ = [
+    "HANDLERS",
+    "RUNNER_OPTIONS",
+    "SERVER_STATE",
+    "build_app",
+    "build_metrics_app",
+    "error_middleware",
+]
 
 logger = logging.getLogger(__name__)
 
 SERVER_STATE: web.AppKey[ServerState] = web.AppKey("server_state", ServerState)
-MANAGER: web.AppKey[ModelService] = web.AppKey("manager", ModelService)
-
-# Only what this server implements; clients probe this list. (`schedule_policy` joins it when
-# the scheduler implements dynamic-batching queue policies.)
-EXTENSIONS = [
-    "classification",
-    "model_repository",
-    "model_repository(unload_dependents)",
-    "model_configuration",
-    "binary_tensor_data",
-    "parameters",
-    "statistics",
-]
+# The app's handlers: the metrics port's app serves its `/metrics` (build_metrics_app).
+HANDLERS: web.AppKey[V2Handlers] = web.AppKey("handlers", V2Handlers)
 
 # How the app must be run (AppRunner keyword arguments): aiohttp must not decompress request
 # bodies itself, or the body cap in runtime.body would only see the compressed size.
@@ -44,12 +42,14 @@ _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 def add_routes(app: web.Application, h: V2Handlers) -> None:
     """THE route table of the v2 surface (GET routes also answer HEAD)."""
-    model = "/v2/models/{model}"
-    versioned = "/v2/models/{model}/versions/{version}"
+    model, versioned = MODEL, MODEL_VERSION
     r = app.router
     # The router tries routes in this order: the hot one first.
     for prefix in (model, versioned):
         r.add_post(prefix + "/infer", h.infer)
+    for prefix in (model, versioned):
+        r.add_post(prefix + "/generate", h.generate)
+        r.add_post(prefix + "/generate_stream", h.generate_stream)
     r.add_get("/v2/health/live", h.live)
     r.add_get("/v2/health/ready", h.ready)
     r.add_get("/v2", h.server_metadata)
@@ -62,7 +62,13 @@ def add_routes(app: web.Application, h: V2Handlers) -> None:
     r.add_post("/v2/repository/index", h.repository_index)
     r.add_post("/v2/repository/models/{model}/load", h.load)
     r.add_post("/v2/repository/models/{model}/unload", h.unload)
-    r.add_get("/metrics", h.metrics)
+    if h.metrics_enabled:  # tritonserver's --allow-metrics=false: no metrics anywhere
+        r.add_get("/metrics", h.metrics)
+
+
+def add_metrics_routes(app: web.Application, h: V2Handlers) -> None:
+    """The route table of the metrics port (Triton's 8002): `/metrics` alone."""
+    app.router.add_get("/metrics", h.metrics)
 
 
 @web.middleware
@@ -74,7 +80,7 @@ async def error_middleware(request: web.Request, handler: _Handler) -> web.Strea
         if exc.status >= 500:
             logger.warning("%s %s -> %d: %s", request.method, request.path, exc.status, exc)
         return _error_response(exc.status, exc.message)
-    except RequestPayloadError as exc:
+    except web.RequestPayloadError as exc:
         # Malformed chunked framing, or a body cut short by the client.
         return _error_response(400, f"request body could not be read: {exc}")
     except web.HTTPException as exc:
@@ -99,12 +105,11 @@ def _error_response(status: int, message: str) -> web.Response:
     return response
 
 
-def server_version() -> str:
-    """The installed distribution's version."""
-    try:
-        return importlib.metadata.version("thaw-serve")
-    except importlib.metadata.PackageNotFoundError:
-        return "0.0.0"
+def build_metrics_app(config: ServeConfig, handlers: V2Handlers) -> web.Application:
+    """The metrics port's application (`--metrics-port`); same errors as the v2 app."""
+    app = web.Application(middlewares=[error_middleware], client_max_size=1024)
+    add_metrics_routes(app, handlers)
+    return app
 
 
 def build_app(
@@ -122,24 +127,49 @@ def build_app(
     app = web.Application(middlewares=[error_middleware], client_max_size=config.max_body_bytes)
     state = ServerState()
     app[SERVER_STATE] = state
-    app[MANAGER] = manager
-    handlers = V2Handlers(
-        config,
-        manager,
-        metrics,
-        state,
-        server_version=server_version(),
-        extensions=EXTENSIONS,
-    )
+    handlers = V2Handlers(config, manager, metrics, state)
+    app[HANDLERS] = handlers
     add_routes(app, handlers)
+    if config.handoff_socket is not None and config.front_door is not None:
+        # `thaw up` hands this replica client connections: route their requests.
+        front_door = FrontDoorClient(config.front_door, timeout_s=config.exit_timeout_s + 300)
+        routing = DirectRouting(
+            is_loaded=_loaded(manager),
+            front_door=front_door,
+            max_age_s=config.handoff_max_age_s,
+        )
+        routing.install(app)
+    start = manager.start
+    if config.exit_on_error:
+        start = functools.partial(_start_all_or_fail, manager)
     app.cleanup_ctx.append(
         lifecycle_context(
             state,
             frameworks=config.preload_frameworks,
             warmups=warmups,
-            start=manager.start,
+            start=start,
             stop=manager.stop,
             stop_timeout_s=config.exit_timeout_s,
         )
     )
     return app
+
+
+async def _start_all_or_fail(manager: ModelService) -> None:
+    """tritonserver's `--exit-on-error=true`: a model that fails to load at start fails the
+    start (the server then exits 1), with Triton's words and every model's reason."""
+    await manager.start()
+    failed = [row for row in await manager.index() if row.get("state") == "UNAVAILABLE"]
+    if failed:
+        reasons = "; ".join(f"{row['name']}: {row.get('reason', '')}" for row in failed)
+        raise ServingError(f"failed to load all models: {reasons}")
+
+
+def _loaded(manager: ModelService) -> Callable[[str], bool]:
+    def is_loaded(model: str) -> bool:
+        try:
+            return manager.model_ready(model, None)
+        except ServingError:
+            return False
+
+    return is_loaded

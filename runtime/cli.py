@@ -12,6 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from runtime.config import ConfigError, ModelControlMode, ServeConfig
+from runtime.triton_flags import (
+    add_triton_flags,
+    add_unsupported_flags,
+    backend_settings,
+    log_ignored,
+)
 
 __all__ = ["build_config", "main", "register", "run"]
 
@@ -19,9 +25,12 @@ logger = logging.getLogger(__name__)
 
 _DESCRIPTION = """\
 Serve a Triton model repository (<repo>/<model>/config.pbtxt, <repo>/<model>/<version>/model.*)
-over the KServe v2 HTTP protocol, like `tritonserver --model-repository REPO`. /metrics is
-served on the same port. With --port 0 a free port is chosen; the server prints
-`THAW_LISTENING http://HOST:PORT` on stdout once it accepts connections.
+over the KServe v2 HTTP (8000) and gRPC (8001) protocols, like `tritonserver
+--model-repository REPO`; tritonserver's own flags work too (below). /metrics is served on the
+HTTP port and on the metrics port (8002). With --port 0 free ports are chosen (for gRPC and
+metrics too, unless given); the server prints `THAW_LISTENING_GRPC HOST:PORT`,
+`THAW_LISTENING_METRICS http://HOST:PORT` and last `THAW_LISTENING http://HOST:PORT` on stdout
+once it accepts connections.
 """
 
 
@@ -29,13 +38,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `serve` to the `thaw` command line."""
     p = subparsers.add_parser(
         "serve",
-        help="serve one model repository (KServe v2 / Triton HTTP)",
+        help="serve model repositories (KServe v2 / Triton HTTP and gRPC)",
         description=_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        # A flag defined twice keeps its last definition: the catch of tritonserver flags Thaw
+        # lacks (triton_flags.add_unsupported_flags) never shadows one defined after it.
+        conflict_handler="resolve",
     )
-    p.add_argument("repository", metavar="REPO", type=Path, help="model repository directory")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
-    p.add_argument("--port", type=int, default=8000, help="port; 0 picks a free one (default 8000)")
+    p.add_argument(
+        "repository", metavar="REPO", type=Path, nargs="?", default=None,
+        help="model repository directory (or --model-repository=DIR, repeatable)",
+    )  # fmt: skip
+    p.add_argument(
+        "--host", "--http-address", dest="host", default="127.0.0.1",
+        help="address to bind (default %(default)s)",
+    )  # fmt: skip
+    p.add_argument(
+        "--port", "--http-port", dest="port", type=int, default=8000,
+        help="HTTP port; 0 picks a free one (default 8000)",
+    )  # fmt: skip
     p.add_argument(
         "--model-control-mode",
         choices=[m.value for m in ModelControlMode],
@@ -57,7 +78,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=64 * 1024 * 1024,
         help="request body cap, also after gzip/deflate decoding; over it -> 413 (default 64 MiB)",
     )
-    p.add_argument("--max-json-depth", type=int, default=64, help="JSON nesting cap (400 above)")
+    p.add_argument(
+        "--max-json-depth", type=int, default=100, help="JSON nesting cap (400 above; Triton's 100)"
+    )
     p.add_argument("--store", default=None, metavar="URI", help="snapshot image store (s3://...)")
     p.add_argument("--cache", type=Path, default=None, metavar="DIR", help="local image cache")
     p.add_argument("--target", default="cpu", help="image target: cpu or cuda[:sm_XX]")
@@ -126,6 +149,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="a Python-backend model whose executions all took at most this many microseconds "
         "runs on the event loop instead of a worker thread (0: never; default %(default)s)",
     )
+    p.add_argument(
+        "--cache-config",
+        action="append",
+        default=[],
+        metavar="CACHE,KEY=VALUE",
+        help="the response cache, as Triton's flag: `local,size=BYTES` bounds the cache all "
+        "models with `response_cache { enable: true }` share (default: no cache)",
+    )
+    p.add_argument(
+        "--response-cache-byte-size",
+        type=int,
+        default=None,
+        metavar="BYTES",
+        help="Triton's older spelling of `--cache-config local,size=BYTES`",
+    )
     internal = p.add_argument_group("internal (set by `thaw up` for its replicas)")
     internal.add_argument(
         "--handoff-socket",
@@ -157,6 +195,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "import the frameworks once, then fork ready-to-serve children on request",
     )
     internal.add_argument(
+        "--ensemble-steps-url",
+        default=None,
+        metavar="URL",
+        help="run ensemble steps on the models behind this URL instead of in this process",
+    )
+    internal.add_argument(
         "--handoff-max-age-s",
         type=float,
         default=10.0,
@@ -164,14 +208,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="a handed-off connection's next response after this long closes it "
         "(default %(default)s)",
     )
+    add_triton_flags(p)
+    add_unsupported_flags(p)  # after every definition (see conflict_handler above)
     p.set_defaults(func=run)
 
 
 def build_config(args: argparse.Namespace) -> ServeConfig:
     """The one ServeConfig of this process; ConfigError names a bad flag."""
     frameworks = tuple(f.strip() for f in args.preload_frameworks.split(",") if f.strip())
+    repositories = ([args.repository] if args.repository is not None else []) + [
+        Path(r) for r in args.model_repositories
+    ]
+    if not repositories:
+        raise ConfigError("no model repository: give REPO or --model-repository=DIR")
+    try:
+        backend_config = backend_settings(args.backend_config)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     return ServeConfig(
-        repository=args.repository,
+        repository=repositories[0],
+        more_repositories=tuple(repositories[1:]),
+        **_surfaces(args),
+        strict_readiness=args.strict_readiness,
+        exit_on_error=args.exit_on_error,
+        auto_complete_config=not (args.disable_auto_complete_config or args.strict_model_config),
+        model_load_threads=args.model_load_thread_count,
+        backend_config=backend_config,
         host=args.host,
         port=args.port,
         model_control_mode=ModelControlMode(args.model_control_mode),
@@ -188,7 +250,7 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
         host_cache_bytes=args.host_cache_bytes,
         host_cache=args.host_cache,
         fork_server_fd=args.fork_server_fd,
-        log_level=args.log_level.lower(),
+        log_level=_log_level(args),
         exit_timeout_s=args.exit_timeout_secs,
         event_loop=args.event_loop,
         body_timeout_s=args.body_timeout_secs,
@@ -197,7 +259,59 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
         front_door=args.front_door,
         handoff_max_age_s=args.handoff_max_age_s,
         handoff_state=args.handoff_state,
+        response_cache_bytes=_cache_bytes(args.cache_config, args.response_cache_byte_size),
+        ensemble_steps_url=args.ensemble_steps_url,
     )
+
+
+def _surfaces(args: argparse.Namespace) -> dict[str, Any]:
+    """The listeners' settings. With `--port 0` (tests, `thaw up`'s replicas) the gRPC and
+    metrics ports not given are free ones too, so that processes side by side never collide."""
+    free = args.port == 0
+    return {
+        "allow_http": args.allow_http,
+        "allow_grpc": args.allow_grpc,
+        "grpc_host": args.grpc_address,
+        "grpc_port": args.grpc_port if args.grpc_port is not None else (0 if free else 8001),
+        "grpc_max_message_bytes": args.grpc_max_message_bytes,
+        "allow_metrics": args.allow_metrics,
+        "metrics_host": args.metrics_address,
+        "metrics_port": args.metrics_port
+        if args.metrics_port is not None
+        else (0 if free else 8002),
+    }
+
+
+def _log_level(args: argparse.Namespace) -> str:
+    """`--log-level`, or what tritonserver's `--log-verbose`/`--log-info|warning|error` ask."""
+    if args.log_verbose > 0:
+        return "debug"
+    level = args.log_level.lower()
+    if level not in _LEVELS:
+        return level  # ServeConfig refuses it, naming the setting
+    for flag, quieter in (("log_info", "warning"), ("log_warning", "error"),
+                          ("log_error", "critical")):  # fmt: skip
+        if not getattr(args, flag) and _LEVELS.index(level) < _LEVELS.index(quieter):
+            level = quieter
+    return level
+
+
+_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
+def _cache_bytes(specs: list[str], legacy_bytes: int | None) -> int:
+    """The response cache's size from Triton's `--cache-config <cache>,<key>=<value>` flags
+    (only the `local` cache and its `size` key exist here); ConfigError for anything else."""
+    size = legacy_bytes or 0
+    for spec in specs:
+        cache, _, setting = spec.partition(",")
+        key, eq, value = setting.partition("=")
+        if cache != "local":
+            raise ConfigError(f"`cache_config` = {spec!r}: only the 'local' cache is supported")
+        if key != "size" or not eq or not value.isdigit():
+            raise ConfigError(f"`cache_config` = {spec!r}, must be local,size=BYTES")
+        size = int(value)
+    return size
 
 
 def run(args: argparse.Namespace) -> int:
@@ -207,21 +321,27 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"thaw serve: error: {exc}", file=sys.stderr)
         return 2
-    if not config.repository.is_dir():
-        print(
-            f"thaw serve: error: repository {config.repository} is not a directory", file=sys.stderr
-        )
-        return 2
+    for repository in config.repositories:
+        if not repository.is_dir():
+            print(f"thaw serve: error: repository {repository} is not a directory", file=sys.stderr)
+            return 2
     logging.basicConfig(
         level=config.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    log_ignored(args, config.backend_config)
+    # Before grpc is imported: this process starts children by fork+exec only, and a fork
+    # server forks before grpc is ever initialised (it only imports grpc), so grpc's fork
+    # handlers (and their "skipping fork() handlers" log line per child) are not needed.
+    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
     if config.fork_server_fd is not None:
         from runtime.zygote import ZygoteSettings, serve_fork_server
 
         images = config.cache is not None or config.store is not None
-        settings = ZygoteSettings(frameworks=config.preload_frameworks, images=images)
+        settings = ZygoteSettings(
+            frameworks=config.preload_frameworks, images=images, grpc=config.allow_grpc
+        )
         return serve_fork_server(config.fork_server_fd, settings)
     return _run_loop(_serve(config), config.event_loop)
 
@@ -274,7 +394,12 @@ async def _serve(config: ServeConfig) -> int:
         metrics.registry.register(ImageCacheCollector(image_loader))
     manager = ModelManager(config, metrics=metrics, image_loader=image_loader, arena=arena)
     app = build_app(config, manager, metrics, warmups=warmups)
-    status = await serve_app(app, config)
+    grpc_routes = None
+    if config.allow_grpc:
+        from runtime.grpc_handlers import GrpcHandlers  # grpc only where it is served
+
+        grpc_routes = GrpcHandlers(config, manager, app[SERVER_STATE]).routes()
+    status = await serve_app(app, config, grpc_routes=grpc_routes)
     if not app[SERVER_STATE].stopped_cleanly:
         # A model thread is stuck; asyncio.run would wait for it forever. Leave now.
         logging.shutdown()

@@ -5,39 +5,38 @@ in `Inference-Header-Content-Length`); each input with `parameters.binary_data_s
 next section, in input order, and the sections must add up to the body exactly. Every shape is
 checked (non-negative ints, `prod(shape) * element size` against the bytes actually present)
 before anything is allocated, so a lying body costs a 400, never a MemoryError.
+
+`Inference-Header-Content-Length: 0` makes the whole body the raw bytes of the model's one
+input (Triton's raw binary request, `curl --data-binary @file`); the model signature deduces
+its name, datatype and shape (runtime.model_signature), and every output is sent binary.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from runtime import fast_json
 from runtime.body import parse_json
-from runtime.datatypes import V2_DATATYPES, deserialize_bytes, element_size, serialize_bytes
+from runtime.datatypes import V2_DATATYPES, element_size, from_wire, serialize_bytes, wire_dtype
 from runtime.errors import InvalidInput
 from runtime.inference import InferRequest, InferResponse, InferTensor, RequestedOutput
 from runtime.tensor_json import json_to_array
 
-__all__ = ["EncodedResponse", "decode_infer_request", "encode_infer_response"]
+__all__ = [
+    "EncodedResponse",
+    "checked_shape",
+    "classify",
+    "decode_infer_request",
+    "encode_infer_response",
+    "selected_outputs",
+    "tensor_bytes",
+]
 
-# Little-endian wire dtypes of the fixed-size datatypes (BF16 travels as uint16 words).
-_NUMPY: dict[str, np.dtype] = {
-    "BOOL": np.dtype(np.bool_),
-    "UINT8": np.dtype("<u1"),
-    "UINT16": np.dtype("<u2"),
-    "UINT32": np.dtype("<u4"),
-    "UINT64": np.dtype("<u8"),
-    "INT8": np.dtype("<i1"),
-    "INT16": np.dtype("<i2"),
-    "INT32": np.dtype("<i4"),
-    "INT64": np.dtype("<i8"),
-    "FP16": np.dtype("<f2"),
-    "FP32": np.dtype("<f4"),
-    "FP64": np.dtype("<f8"),
-    "BF16": np.dtype("<u2"),
-}
+# Triton's bound on an element count or byte size (INT64_MAX).
+_MAX_SIZE = (1 << 63) - 1
 
 # Input parameters consumed by the codec, not passed on to the model.
 _CODEC_PARAMETERS = frozenset({"binary_data_size"})
@@ -51,7 +50,15 @@ def decode_infer_request(
     model_version: str,
     max_json_depth: int,
 ) -> InferRequest:
-    """Decode one v2 infer body (JSON, or JSON header + binary sections) into an InferRequest."""
+    """Decode one v2 infer body (JSON, JSON header + binary sections, or raw) to an InferRequest."""
+    if header_length == 0:
+        return InferRequest(
+            model_name=model_name,
+            model_version=model_version,
+            inputs=[],
+            raw_input=body,
+            binary_output_default=True,
+        )
     header, binary = _split_body(body, header_length)
     doc = parse_json(header, max_depth=max_json_depth)
     if not isinstance(doc, dict):
@@ -117,7 +124,7 @@ def _decode_inputs(
             raise InvalidInput("each entry of 'inputs' must be a JSON object")
         name, datatype, shape, count = _tensor_header(raw)
         if name in seen:
-            raise InvalidInput(f"input '{name}' appears more than once")
+            raise InvalidInput(f"input '{name}' already exists in request")
         seen.add(name)
         params = _parameters(raw.get("parameters"), f"input '{name}'")
         size = params.get("binary_data_size")
@@ -126,7 +133,7 @@ def _decode_inputs(
         else:
             section = _section(binary, offset, size, name)
             offset += len(section)
-            data = _binary_input(section, name, datatype, shape, count)
+            data = from_wire(section, name, datatype, shape)
         if params and not _CODEC_PARAMETERS.isdisjoint(params):
             params = {k: v for k, v in params.items() if k not in _CODEC_PARAMETERS}
         inputs.append(InferTensor(name, datatype, shape, data, params))
@@ -138,7 +145,7 @@ def _decode_inputs(
 
 
 def _tensor_header(raw: dict[str, Any]) -> tuple[str, str, tuple[int, ...], int]:
-    """Name, datatype, shape and element count of one input, all validated."""
+    """Name, datatype, shape and element count of one input, all validated (Triton's texts)."""
     name = raw.get("name")
     if not isinstance(name, str) or not name:
         raise InvalidInput("every input needs a non-empty string 'name'")
@@ -148,12 +155,43 @@ def _tensor_header(raw: dict[str, Any]) -> tuple[str, str, tuple[int, ...], int]
     shape = raw.get("shape")
     if not isinstance(shape, list):
         raise InvalidInput(f"input '{name}' needs a 'shape' list")
+    return name, datatype, tuple(shape), checked_shape(name, datatype, shape)
+
+
+def checked_shape(name: str, datatype: str, shape: Sequence[Any]) -> int:
+    """The element count of input `name`'s `shape`, every dim a non-negative int and the byte
+    size in range (Triton's texts); the check both protocols' decoders run before allocating."""
     count = 1
     for dim in shape:
         if type(dim) is not int or dim < 0:
-            raise InvalidInput(f"input '{name}' has invalid shape {shape}: dims must be ints >= 0")
+            raise InvalidInput(
+                "Unable to parse 'shape': attempt to access JSON non-unsigned-integer as "
+                f"unsigned-integer (input '{name}', shape {_shape_text(shape)})"
+            )
+        if dim > _MAX_SIZE:
+            raise InvalidInput(
+                f"invalid shape for input '{name}': shape {_shape_text(shape)} contains one "
+                "or more invalid dimensions"
+            )
         count *= dim
-    return name, datatype, tuple(shape), count
+        if count > _MAX_SIZE:  # checked per dim, as Triton does: a later 0 does not undo it
+            raise InvalidInput(
+                f"invalid shape for input '{name}': shape {_shape_text(shape)} causes total "
+                f"element count to exceed maximum size of {_MAX_SIZE}"
+            )
+    item = element_size(datatype)
+    if item > 1 and count > _MAX_SIZE // item:
+        raise InvalidInput(
+            f"byte size overflow for input '{name}': element count ({count}) * data type "
+            f"size ({item}) exceeds maximum allowed size ({_MAX_SIZE})"
+        )
+    return count
+
+
+def _shape_text(shape: Sequence[Any]) -> str:
+    """A shape as Triton writes it, `[2,-5]` (the first 16 dims of a longer one)."""
+    dims = [str(d)[:40] for d in shape[:16]] + (["..."] if len(shape) > 16 else [])
+    return "[" + ",".join(dims) + "]"
 
 
 def _section(binary: memoryview | None, offset: int, size: Any, name: str) -> memoryview:
@@ -171,25 +209,6 @@ def _section(binary: memoryview | None, offset: int, size: Any, name: str) -> me
             f"{len(binary) - offset} remain"
         )
     return binary[offset : offset + size]
-
-
-def _binary_input(
-    section: memoryview, name: str, datatype: str, shape: tuple[int, ...], count: int
-) -> np.ndarray:
-    """A zero-copy (read-only) array over one binary section; sizes must match exactly."""
-    if datatype == "BYTES":
-        return deserialize_bytes(section, shape)
-    expected = count * element_size(datatype)
-    if len(section) != expected:
-        raise InvalidInput(
-            f"input '{name}' of shape {list(shape)} and datatype {datatype} needs "
-            f"{expected} bytes of binary data, got {len(section)}"
-        )
-    dtype = _NUMPY[datatype]
-    array = np.frombuffer(section, dtype=dtype).reshape(shape)
-    if datatype == "BOOL" and section.tobytes().translate(None, b"\x00\x01"):
-        raise InvalidInput(f"input '{name}' holds BOOL bytes other than 0 and 1")
-    return array
 
 
 def _json_input(
@@ -225,7 +244,7 @@ def _decode_outputs(raw: Any, binary_default: bool) -> list[RequestedOutput]:
             raise InvalidInput("each entry of 'outputs' must be an object with a string 'name'")
         name = entry["name"]
         if name in seen:
-            raise InvalidInput(f"output '{name}' is requested more than once")
+            raise InvalidInput(f"output '{name}' already exists in request")
         seen.add(name)
         params = _parameters(entry.get("parameters"), f"output '{name}'")
         binary = _flag(params.get("binary_data", binary_default), "binary_data")
@@ -250,7 +269,7 @@ def encode_infer_response(response: InferResponse, request: InferRequest) -> Enc
     """Encode the outputs the request asked for (all, by default), JSON or binary per output."""
     outputs_json: list[dict[str, Any]] = []
     buffers: list[bytes] = []
-    for tensor, binary, class_count in _selected(response, request):
+    for tensor, binary, class_count in selected_outputs(response, request):
         if class_count:
             tensor = classify(tensor, class_count)
         entry: dict[str, Any] = {
@@ -261,7 +280,7 @@ def encode_infer_response(response: InferResponse, request: InferRequest) -> Enc
         if tensor.parameters:
             entry["parameters"] = dict(tensor.parameters)
         if binary:
-            raw = _tensor_bytes(tensor)
+            raw = tensor_bytes(tensor)
             entry.setdefault("parameters", {})["binary_data_size"] = len(raw)
             buffers.append(raw)
         else:
@@ -284,7 +303,7 @@ def encode_infer_response(response: InferResponse, request: InferRequest) -> Enc
     return EncodedResponse(b"".join([header, *buffers]), len(header))
 
 
-def _selected(
+def selected_outputs(
     response: InferResponse, request: InferRequest
 ) -> list[tuple[InferTensor, bool, int]]:
     """(tensor, binary?, class_count) for every output to send, in the model's order.
@@ -307,12 +326,11 @@ def _selected(
     return selected
 
 
-def _tensor_bytes(tensor: InferTensor) -> bytes:
+def tensor_bytes(tensor: InferTensor) -> bytes:
     """Little-endian, C-order raw bytes of a tensor (BYTES: length-prefixed elements)."""
     if tensor.datatype == "BYTES":
         return serialize_bytes(tensor.data)
-    dtype = _NUMPY[tensor.datatype]
-    return np.ascontiguousarray(tensor.data, dtype=dtype).tobytes()
+    return np.ascontiguousarray(tensor.data, dtype=wire_dtype(tensor.datatype)).tobytes()
 
 
 def _json_data(tensor: InferTensor) -> list[Any]:

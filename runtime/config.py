@@ -38,7 +38,7 @@ class ServeConfig:
     load_models: tuple[str, ...] = ()
     repository_poll_secs: float = 15.0
     max_body_bytes: int = 64 * 1024 * 1024
-    max_json_depth: int = 64
+    max_json_depth: int = 100
     store: str | None = None
     cache: Path | None = None
     target: str = "cpu"
@@ -66,6 +66,46 @@ class ServeConfig:
     # The activator's per-connection state file for handed-off connections (one byte a slot).
     handoff_state: Path | None = None
     handoff_max_age_s: float = 10.0
+    # -- tritonserver's surfaces and model-repository behaviour (runtime.triton_flags) --
+    more_repositories: tuple[Path, ...] = ()  # served besides `repository`
+    allow_http: bool = True
+    allow_grpc: bool = True
+    grpc_host: str | None = None  # None: `host`
+    grpc_port: int = 8001
+    grpc_max_message_bytes: int | None = None  # None: `max_body_bytes`
+    allow_metrics: bool = True  # False: no metrics at all (neither port serves /metrics)
+    metrics_host: str | None = None  # None: `host`
+    metrics_port: int = 8002
+    strict_readiness: bool = True  # ready only when every model to load is READY
+    exit_on_error: bool = False  # exit 1 when a model fails to load at start
+    auto_complete_config: bool = True  # complete configs from model files / model.py
+    model_load_threads: int = 4  # models loaded at once
+    backend_config: tuple[tuple[str, str, str], ...] = ()  # (backend, setting, value)
+
+    @property
+    def repositories(self) -> tuple[Path, ...]:
+        """Every model repository served, `repository` first."""
+        return (self.repository, *self.more_repositories)
+
+    @property
+    def grpc_max_message(self) -> int:
+        """The largest gRPC message accepted, in bytes."""
+        return self.grpc_max_message_bytes or self.max_body_bytes
+
+    def backend_setting(self, backend: str, key: str) -> str | None:
+        """The last `--backend-config` value of `backend`'s `key`, else None."""
+        found = None
+        for name, setting, value in self.backend_config:
+            if name == backend and setting == key:
+                found = value
+        return found
+
+    # The response cache's bound over all models (Triton's `--cache-config local,size=N`);
+    # 0: no cache, whatever a model's `response_cache` says.
+    response_cache_bytes: int = 0
+    # Internal, set by `thaw up`: run ensemble steps on the models behind this URL (the front
+    # door) instead of loading the composing models into this process.
+    ensemble_steps_url: str | None = None
 
     def __post_init__(self) -> None:
         _in_range("port", self.port, 0, 65535)
@@ -82,6 +122,23 @@ class ServeConfig:
         _in_range("body_timeout_s", self.body_timeout_s, 0.1, 3600)
         _in_range("inline_exec_max_us", self.inline_exec_max_us, 0, 10_000)
         _in_range("handoff_max_age_s", self.handoff_max_age_s, 0, 86400)
+        _in_range("grpc_port", self.grpc_port, 0, 65535)
+        _in_range("metrics_port", self.metrics_port, 0, 65535)
+        _in_range("model_load_threads", self.model_load_threads, 1, 1024)
+        if self.grpc_max_message_bytes is not None:
+            # gRPC's limits are C ints.
+            _in_range("grpc_max_message_bytes", self.grpc_max_message_bytes, 1024, (1 << 31) - 1)
+        elif self.allow_grpc and self.max_body_bytes > (1 << 31) - 1:
+            raise ConfigError(
+                f"`max_body_bytes` = {self.max_body_bytes} is over gRPC's 2 GiB message limit: "
+                "set `grpc_max_message_bytes`"
+            )
+        if not (self.allow_http or self.allow_grpc):
+            raise ConfigError("`allow_http` and `allow_grpc` are both false: nothing to serve")
+        _in_range("response_cache_bytes", self.response_cache_bytes, 0, 1 << 44)
+        url = self.ensemble_steps_url
+        if url is not None and not url.startswith("http://"):
+            raise ConfigError(f"`ensemble_steps_url` = {url!r}, must be an http:// URL")
         if (self.handoff_socket is None) != (self.front_door is None):
             raise ConfigError("`handoff_socket` and `front_door` go together: give both or neither")
         if self.handoff_state is not None and self.handoff_socket is None:

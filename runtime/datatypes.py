@@ -1,9 +1,10 @@
 """KServe v2 / Triton datatypes: names, numpy dtypes, element sizes and BYTES (de)serialization.
 
 Three spellings meet here: the v2 protocol name (`"FP32"`), the model-config enum
-(`TYPE_FP32`, or `TYPE_STRING` for `BYTES`) and numpy. BYTES tensors are numpy object arrays of
-`bytes`; on the wire (binary extension) each element is a 4-byte little-endian length followed by
-its bytes. BF16 has no numpy dtype: it travels as raw 2-byte words in a `uint16` array view.
+(`TYPE_FP32`, or `TYPE_STRING` for `BYTES`: thawwire.datatype_names, which v2 model metadata
+uses too) and numpy. BYTES tensors are numpy object arrays of `bytes`; on the wire (binary
+extension) each element is a 4-byte little-endian length followed by its bytes. BF16 has no
+numpy dtype: it travels as raw 2-byte words in a `uint16` array view.
 """
 
 from __future__ import annotations
@@ -14,16 +15,19 @@ from collections.abc import Sequence
 import numpy as np
 
 from runtime.errors import InvalidInput
+from thawwire.datatype_names import config_to_v2, v2_to_config
 
 __all__ = [
     "V2_DATATYPES",
     "config_to_v2",
     "deserialize_bytes",
     "element_size",
+    "from_wire",
     "numpy_to_v2",
     "serialize_bytes",
     "v2_to_config",
     "v2_to_numpy",
+    "wire_dtype",
 ]
 
 # v2 name -> numpy dtype. BYTES maps to object; BF16 to a uint16 carrier.
@@ -51,6 +55,11 @@ _ELEMENT_SIZE: dict[str, int] = {
     for name, dt in _V2_TO_NUMPY.items()
 }
 
+# Little-endian wire dtypes of the fixed-size datatypes (BF16 travels as uint16 words).
+_WIRE: dict[str, np.dtype] = {
+    name: dt.newbyteorder("<") for name, dt in _V2_TO_NUMPY.items() if name != "BYTES"
+}
+
 _NUMPY_TO_V2: dict[np.dtype, str] = {
     dt: name for name, dt in _V2_TO_NUMPY.items() if name not in ("BF16",)
 }
@@ -72,6 +81,38 @@ def element_size(datatype: str) -> int:
         raise InvalidInput(f"unknown datatype '{datatype}'") from None
 
 
+def wire_dtype(datatype: str) -> np.dtype:
+    """The little-endian dtype of a fixed-size datatype's wire bytes (BF16: uint16 words)."""
+    try:
+        return _WIRE[datatype]
+    except KeyError:
+        raise InvalidInput(f"datatype '{datatype}' has no fixed-size wire format") from None
+
+
+def from_wire(
+    buffer: bytes | memoryview, name: str, datatype: str, shape: tuple[int, ...]
+) -> np.ndarray:
+    """A zero-copy (read-only) array of `shape` over a tensor's wire bytes; sizes must match.
+
+    `shape` must already be checked (non-negative, element count in range).
+    """
+    if datatype == "BYTES":
+        return deserialize_bytes(buffer, shape)
+    count = 1
+    for dim in shape:
+        count *= dim
+    expected = count * element_size(datatype)
+    if len(buffer) != expected:
+        raise InvalidInput(
+            f"input '{name}' of shape {list(shape)} and datatype {datatype} needs "
+            f"{expected} bytes of binary data, got {len(buffer)}"
+        )
+    array = np.frombuffer(buffer, dtype=wire_dtype(datatype)).reshape(shape)
+    if datatype == "BOOL" and bytes(buffer).translate(None, b"\x00\x01"):
+        raise InvalidInput(f"input '{name}' holds BOOL bytes other than 0 and 1")
+    return array
+
+
 def numpy_to_v2(dtype: np.dtype) -> str:
     """The v2 datatype of a numpy dtype (str/bytes/object -> BYTES)."""
     found = _NUMPY_TO_V2.get(dtype)  # fast path: a numeric dtype object
@@ -84,17 +125,6 @@ def numpy_to_v2(dtype: np.dtype) -> str:
         return _NUMPY_TO_V2[dtype]
     except KeyError:
         raise InvalidInput(f"numpy dtype {dtype} has no v2 datatype") from None
-
-
-def config_to_v2(config_type: str) -> str:
-    """`TYPE_FP32` -> `FP32`, `TYPE_STRING` -> `BYTES`."""
-    name = config_type.removeprefix("TYPE_")
-    return "BYTES" if name == "STRING" else name
-
-
-def v2_to_config(datatype: str) -> str:
-    """`FP32` -> `TYPE_FP32`, `BYTES` -> `TYPE_STRING`."""
-    return "TYPE_STRING" if datatype == "BYTES" else f"TYPE_{datatype}"
 
 
 def serialize_bytes(array: np.ndarray) -> bytes:

@@ -1,14 +1,9 @@
 """The state byte of each handed-off connection, kept in a file `thaw up` maps too.
 
 `thaw up` keeps its own copy of every client connection it hands to this replica
-(runtime.handoff); if the replica dies, that byte tells it what the client is owed:
-
-- `IDLE` (0): no request begun since the last response went whole to the kernel; `thaw up`
-  serves the connection's next request itself.
-- `STARTED` (1): request bytes were consumed and nothing of the answer was written; `thaw up`
-  answers `502` JSON (the request is not replayed).
-- `RESPONDING` (2): a response is being written (or still flushing); `thaw up` aborts the
-  connection, so the client sees an error, never a body that looks complete.
+(runtime.handoff); if the replica dies, that byte (thawwire.handoff_protocol.SlotState) tells
+it what the client is owed: `IDLE`, its next request is served by `thaw up`; `STARTED`
+(consumed, unanswered), a 502; `RESPONDING`, an aborted connection.
 
 Writes are plain stores into a shared mapping: no syscall per request. aiohttp handles one
 request at a time per connection, so the next request's STARTED comes after the previous
@@ -23,25 +18,17 @@ import contextlib
 import mmap
 import socket
 from dataclasses import dataclass, field
-from enum import IntEnum
 from pathlib import Path
 
-from aiohttp.web_protocol import RequestHandler
+from thawwire.aiohttp_compat import has_queued_requests
+from thawwire.handoff_protocol import SLOTS, SlotState
 
-__all__ = ["SLOTS", "ConnectionStates", "DirectConnection", "SlotState"]
-
-SLOTS = 65536  # connection slots of a state file `thaw up` did not provide
-
-
-class SlotState(IntEnum):
-    IDLE = 0
-    STARTED = 1
-    RESPONDING = 2
+__all__ = ["ConnectionStates", "DirectConnection"]
 
 
 class ConnectionStates:
     """The state bytes, one per slot, in the file `thaw up` created and maps too (`path`);
-    without one, private memory (nothing to share)."""
+    without one, private memory of SLOTS bytes (nothing to share)."""
 
     def __init__(self, path: Path | None) -> None:
         if path is None:
@@ -72,7 +59,8 @@ class DirectConnection:
     keep: socket.socket  # our own descriptor: shut down when the connection ends here
     opened_at: float
     states: ConnectionStates
-    handler: RequestHandler | None = field(default=None, repr=False)
+    handler: asyncio.BaseProtocol | None = field(default=None, repr=False)  # aiohttp's
+    transport: asyncio.WriteTransport | None = field(default=None, repr=False)  # while open
     open: bool = True  # False once ended here: the slot may be handed out again at once
     busy: bool = False  # a request is in the handler, its response not yet written
     writing: bool = False  # a response is being written
@@ -105,16 +93,18 @@ class DirectConnection:
     def _when_flushed(self, loop: asyncio.AbstractEventLoop, wait_s: float) -> None:
         """Once every byte of the response is with the kernel (it reaches the client even if
         this process dies), the connection is idle again, unless a next request has begun."""
-        handler = self.handler
-        if not self.open or self.writing or handler is None or handler.transport is None:
+        transport = self.transport
+        if not self.open or self.writing or transport is None:
             return  # another response is being written, or the connection is gone
-        if handler.transport.get_write_buffer_size() > 0:  # a large response, a slow client
+        if transport.get_write_buffer_size() > 0:  # a large response, a slow client
             wait_s = min(0.05, max(0.002, 2 * wait_s))
             loop.call_later(wait_s, self._when_flushed, loop, wait_s)
             return
-        # aiohttp's queue of parsed, not yet handled requests (pipelining); private, so read
-        # defensively: without it, `pending` (bytes that arrived meanwhile) still tells.
-        begun = self.busy or self.pending or bool(getattr(handler, "_messages", None))
+        # A pipelining client's next request may already be parsed (aiohttp's private queue,
+        # through the compat module); without it, `pending` (bytes that arrived meanwhile)
+        # still tells.
+        queued = self.handler is not None and has_queued_requests(self.handler)
+        begun = self.busy or self.pending or queued
         self.states.set(self.slot, SlotState.STARTED if begun else SlotState.IDLE)
         self.pending = False
 

@@ -2,6 +2,7 @@
 
     ServingError (500)                 backend failure, anything unexpected
     ├── InvalidInput (400)             malformed body, shape/datatype mismatch, bad parameter
+    │   └── JsonTooDeep                JSON nested deeper than the cap; names the member
     ├── ModelNotFound (404)            unknown model or version; model names that are not names
     ├── RouteNotFound (404)            no such route
     ├── MethodNotAllowed (405)
@@ -20,6 +21,7 @@ __all__ = [
     "DeadlineExceeded",
     "FeatureDisabled",
     "InvalidInput",
+    "JsonTooDeep",
     "MethodNotAllowed",
     "ModelNotFound",
     "ModelUnavailable",
@@ -42,6 +44,18 @@ class ServingError(Exception):
 
 class InvalidInput(ServingError):
     status = 400
+
+
+class JsonTooDeep(InvalidInput):
+    """A JSON text nested deeper than `max_depth`, in Triton's words (its limit is 100).
+
+    `member` is the top-level object member whose value nests too deep, when the text is an
+    object and that member could be named; a handler that expects a scalar there says so.
+    """
+
+    def __init__(self, max_depth: int, member: str | None) -> None:
+        super().__init__(f"JSON nesting depth exceeds maximum allowed limit ({max_depth})")
+        self.member = member
 
 
 class ModelNotFound(ServingError):

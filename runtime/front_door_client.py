@@ -12,44 +12,26 @@ that the front door had handed to another replica could otherwise bounce request
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 import aiohttp
 from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from runtime.handlers import json_response
+from thawwire.hop_by_hop import HOP_BY_HOP, connection_tokens
 
 __all__ = ["FrontDoorClient"]
 
 logger = logging.getLogger(__name__)
 
-_HOP_BY_HOP = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "trailers",
-        "transfer-encoding",
-        "upgrade",
-        "host",
-        "content-length",  # set again from the body actually sent
-    }
-)
+# Never copied: hop-by-hop headers, Host (it names this replica) and the length (set again
+# from the body actually sent).
+_NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length"}
 _CHUNK = 256 * 1024
 
 
 def _end_to_end(headers: CIMultiDictProxy[str]) -> CIMultiDict[str]:
-    named = {
-        token.strip().lower()
-        for value in headers.getall("Connection", [])
-        for token in value.split(",")
-    }
-    drop = _HOP_BY_HOP | named
+    drop = _NOT_FORWARDED | connection_tokens(headers.getall("Connection", []))
     return CIMultiDict((k, v) for k, v in headers.items() if k.lower() not in drop)
 
 
@@ -71,15 +53,8 @@ class FrontDoorClient:
             )
         return self._session
 
-    async def forward(
-        self,
-        request: web.BaseRequest,
-        *,
-        close: bool,
-        on_prepare: Callable[[], None] = lambda: None,
-    ) -> web.StreamResponse:
-        """The front door's answer to `request`; `close` ends the client connection after it.
-        `on_prepare` runs right before the response's headers are written here."""
+    async def forward(self, request: web.BaseRequest, *, close: bool) -> web.StreamResponse:
+        """The front door's answer to `request`; `close` ends the client connection after it."""
         headers = _end_to_end(request.headers)
         data = None
         if request.body_exists:
@@ -107,7 +82,6 @@ class FrontDoorClient:
                 response.content_length = upstream.content_length
             if close:
                 response.force_close()
-            on_prepare()
             await response.prepare(request)
             async for chunk in upstream.content.iter_chunked(_CHUNK):
                 await response.write(chunk)

@@ -7,8 +7,7 @@ import base64
 import binascii
 import functools
 import json
-import re
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Coroutine
 from typing import Any, Protocol
 
 from aiohttp import web
@@ -18,20 +17,45 @@ from runtime import fast_json
 from runtime.body import decode_content, parse_json, read_capped, too_large
 from runtime.codec import EncodedResponse, decode_infer_request, encode_infer_response
 from runtime.config import ModelControlMode, ServeConfig
-from runtime.errors import FeatureDisabled, InvalidInput, ModelNotFound, ModelUnavailable
+from runtime.errors import (
+    FeatureDisabled,
+    InvalidInput,
+    JsonTooDeep,
+    ModelNotFound,
+    ModelUnavailable,
+    ServingError,
+)
+from runtime.generate_codec import decode_generate, encode_generate, sse_event
 from runtime.inference import InferRequest, InferResponse
 from runtime.lifecycle import ServerState
+from runtime.load_overrides import check_config, check_load_path, load_overrides
 from runtime.response_encoding import MIN_COMPRESS_BYTES, compress_body, pick_encoding
+from thawwire.load_answer import warmup_header
+from thawwire.names import is_model_name, is_version
+from thawwire.server_info import server_metadata
 
-__all__ = ["MetricsSource", "ModelService", "V2Handlers", "json_response", "model_ref"]
+__all__ = [
+    "MetricsSource",
+    "ModelService",
+    "V2Handlers",
+    "json_response",
+    "model_ref",
+    "server_ready",
+]
 
-# Names that are plain names: never a path, a shell word, or a control character.
-_MODEL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,254}")
-_VERSION = re.compile(r"[0-9]{1,18}")
 # Bodies above this are decoded and encoded in a worker thread, so the event loop keeps serving.
 _THREAD_THRESHOLD_BYTES = 256 * 1024
 _JSON = "application/json"
 _CONTROL_DISABLED = "explicit model load / unload is not allowed if polling is enabled"
+_JSON_BODY = "request JSON"
+# Triton's text when /generate gets other than one response (2.51).
+_GENERATE_ONE = (
+    "generate expects model to produce exactly 1 response, use generate stream for model that "
+    "generates various number of responses"
+)
+_SSE = "text/event-stream; charset=utf-8"
+# Triton's texts (main, after 2.51).
+_READY_NOT_BOOL = "Invalid value for 'ready': expected a boolean"
 
 
 class ModelService(Protocol):
@@ -43,19 +67,29 @@ class ModelService(Protocol):
     async def index(self, *, ready_only: bool = False) -> list[dict[str, Any]]: ...
     async def load(
         self, name: str, *, config_json: str | None = None, files: dict[str, bytes] | None = None
-    ) -> None: ...
+    ) -> float | None:
+        """Load (or reload) a model; the seconds its warm-up samples took, if it has any."""
+        ...
+
     async def unload(self, name: str, *, unload_dependents: bool = False) -> None: ...
     def model_ready(self, name: str, version: str | None) -> bool: ...
     def metadata(self, name: str, version: str | None) -> dict[str, Any]: ...
     def config(self, name: str, version: str | None) -> dict[str, Any]: ...
     def statistics(self, name: str | None, version: str | None) -> dict[str, Any]: ...
     async def infer(self, request: InferRequest) -> InferResponse: ...
+    def stream(self, request: InferRequest) -> AsyncIterator[InferResponse]: ...
 
 
 class MetricsSource(Protocol):
     """The server's metrics (runtime.metrics.Metrics): renders the `/metrics` text body."""
 
     def exposition(self) -> bytes: ...
+
+
+def server_ready(config: ServeConfig, manager: ModelService, state: ServerState) -> bool:
+    """Triton's server readiness: started and not stopping, and (`strict_readiness`, the
+    default) every model that should be loaded is READY. Both protocols answer this."""
+    return state.accepting and (not config.strict_readiness or manager.is_ready())
 
 
 def json_response(payload: Any, status: int = 200) -> web.Response:
@@ -67,10 +101,10 @@ def json_response(payload: Any, status: int = 200) -> web.Response:
 def model_ref(request: web.Request) -> tuple[str, str | None]:
     """The model name and optional version from the URL; 404 for anything that is not a name."""
     name = request.match_info["model"]
-    if not _MODEL_NAME.fullmatch(name) or ".." in name:
+    if not is_model_name(name):
         raise ModelNotFound(f"invalid model name {name[:80]!r}")
     version = request.match_info.get("version")
-    if version is not None and not _VERSION.fullmatch(version):
+    if version is not None and not is_version(version):
         raise ModelNotFound(f"invalid version {version[:40]!r} for model '{name}'")
     return name, version
 
@@ -84,38 +118,38 @@ class V2Handlers:
         manager: ModelService,
         metrics: MetricsSource,
         state: ServerState,
-        *,
-        server_version: str,
-        extensions: list[str],
     ) -> None:
         self._config = config
         self._manager = manager
         self._metrics = metrics
         self._state = state
-        self._server_metadata = json.dumps(
-            {"name": "thaw", "version": server_version, "extensions": extensions}
-        ).encode()
+        self._server_metadata = json.dumps(server_metadata()).encode()
 
-    async def _body(self, request: web.Request) -> bytes:
-        """The request body, decompressed, under the configured cap."""
+    @property
+    def metrics_enabled(self) -> bool:
+        return self._config.allow_metrics
+
+    async def _body(self, request: web.Request, *, what: str = _JSON_BODY) -> bytes:
+        """The request body, decompressed, under the configured cap (`what` names it in a 413)."""
         limit = self._config.max_body_bytes
         content = request.content
         if content.is_eof():
             # The usual small request arrived with its headers: take the buffer as it is.
             raw = content.read_nowait()
             if len(raw) > limit:
-                raise too_large(limit)
+                raise too_large(limit, size=len(raw), what=what)
         else:
             reading = read_capped(
-                content.iter_any(), limit=limit, declared_length=request.content_length
+                content.iter_any(), limit=limit, declared_length=request.content_length, what=what
             )
             raw = await _within(reading, self._config.body_timeout_s)
         encoding = request.headers.get("Content-Encoding")
         if encoding is None:
             return raw
+        decode = functools.partial(decode_content, raw, encoding, limit=limit, what=what)
         if len(raw) > _THREAD_THRESHOLD_BYTES:
-            return await asyncio.to_thread(decode_content, raw, encoding, limit=limit)
-        return decode_content(raw, encoding, limit=limit)
+            return await asyncio.to_thread(decode)
+        return decode()
 
     async def _json_body(self, request: web.Request) -> dict[str, Any]:
         """An optional JSON object body ({} when empty)."""
@@ -133,7 +167,7 @@ class V2Handlers:
         return web.Response(status=200)
 
     async def ready(self, request: web.Request) -> web.Response:
-        if not self._state.accepting or not self._manager.is_ready():
+        if not server_ready(self._config, self._manager, self._state):
             raise ModelUnavailable("server is not ready")
         return web.Response(status=200)
 
@@ -169,11 +203,13 @@ class V2Handlers:
 
     async def infer(self, request: web.Request) -> web.Response:
         name, version = model_ref(request)
-        body = await self._body(request)
+        header_length = _header_length(request)
+        # Triton names a JSON body "request JSON" in its size errors, and the rest "request".
+        body = await self._body(request, what=_JSON_BODY if header_length is None else "request")
         decode = functools.partial(
             decode_infer_request,
             body,
-            header_length=_header_length(request),
+            header_length=header_length,
             model_name=name,
             model_version=version or "",
             max_json_depth=self._config.max_json_depth,
@@ -199,13 +235,76 @@ class V2Handlers:
             encoded = encode_infer_response(infer_response, infer_request)
         return await _infer_http_response(encoded, request.headers.get("Accept-Encoding"))
 
+    # -- generate extension (decoupled models over HTTP) --------------------------------
+
+    async def _generate_request(self, request: web.Request) -> InferRequest:
+        name, version = model_ref(request)
+        body = await self._body(request)
+        metadata = self._manager.metadata(name, version)  # 404 / 503 before the body matters
+        return decode_generate(
+            body,
+            model=name,
+            version=version or "",
+            metadata=metadata,
+            max_depth=self._config.max_json_depth,
+        )
+
+    async def generate(self, request: web.Request) -> web.Response:
+        """POST .../generate: exactly one response, as a flat JSON object."""
+        infer_request = await self._generate_request(request)
+        responses = [r async for r in self._manager.stream(infer_request) if not r.flag_only]
+        if len(responses) != 1:
+            raise ServingError(_GENERATE_ONE)
+        return json_response(encode_generate(responses[0]))
+
+    async def generate_stream(self, request: web.Request) -> web.StreamResponse:
+        """POST .../generate_stream: each response as a Server-Sent Event, as it is sent.
+
+        An error before the model answered is a plain JSON error; once the stream started, an
+        error is an event `{"error": ...}` (its status only if it is the first event)."""
+        infer_request = await self._generate_request(request)
+        stream = self._manager.stream(infer_request)
+        response: web.StreamResponse | None = None
+        try:
+            async for item in stream:
+                if item.flag_only:
+                    continue
+                if response is None:
+                    response = await self._start_sse(request, 200)
+                await response.write(sse_event(encode_generate(item)))
+        except ServingError as exc:
+            if response is None:
+                if infer_request.response_sink is None:
+                    raise  # refused before the model saw it: a plain JSON error
+                response = await self._start_sse(request, exc.status)
+            await response.write(sse_event({"error": exc.message}))
+        except ConnectionResetError:
+            return response or web.Response(status=499)
+        finally:
+            await stream.aclose()  # type: ignore[attr-defined]
+        if response is None:
+            response = await self._start_sse(request, 200)
+        await response.write_eof()
+        return response
+
+    async def _start_sse(self, request: web.Request, status: int) -> web.StreamResponse:
+        response = web.StreamResponse(status=status)
+        response.headers["Content-Type"] = _SSE
+        await response.prepare(request)
+        return response
+
     # -- model repository extension ------------------------------------------------------
 
     async def repository_index(self, request: web.Request) -> web.Response:
-        doc = await self._json_body(request)
+        try:
+            doc = await self._json_body(request)
+        except JsonTooDeep as exc:
+            if exc.member != "ready":
+                raise
+            doc = {"ready": None}  # nested that deep, it is no boolean
         ready = doc.get("ready", False)
         if not isinstance(ready, bool):
-            raise InvalidInput("'ready' must be true or false")
+            raise InvalidInput(_READY_NOT_BOOL)
         return json_response(await self._manager.index(ready_only=ready))
 
     async def load(self, request: web.Request) -> web.Response:
@@ -213,8 +312,8 @@ class V2Handlers:
         self._require_explicit()
         params = _load_parameters(await self._json_body(request))
         config_json, files = _load_overrides(params)
-        await self._manager.load(name, config_json=config_json, files=files)
-        return web.Response(status=200)
+        warmup_s = await self._manager.load(name, config_json=config_json, files=files)
+        return web.Response(status=200, headers=warmup_header(warmup_s or 0.0))
 
     async def unload(self, request: web.Request) -> web.Response:
         name, _ = model_ref(request)
@@ -286,29 +385,17 @@ def _load_overrides(params: dict[str, Any]) -> tuple[str | None, dict[str, bytes
     config = params.get("config")
     if isinstance(config, dict):
         config = json.dumps(config)
-    if config is not None:
-        if not isinstance(config, str):
-            raise InvalidInput("parameter 'config' must be a JSON string")
-        try:
-            if not isinstance(json.loads(config), dict):
-                raise InvalidInput("parameter 'config' must hold a JSON object")
-        except (ValueError, RecursionError):
-            raise InvalidInput("parameter 'config' is not valid JSON") from None
+    config = check_config(config)
     files: dict[str, bytes] = {}
     for key, value in params.items():
         if not key.startswith("file:"):
             continue
         path = key.removeprefix("file:")
-        parts = path.split("/")
-        bad_char = any(ord(c) < 32 or c == "\\" for c in path)
-        if not path or bad_char or path.startswith("/") or any(p in ("", ".", "..") for p in parts):
-            raise InvalidInput(f"load file path {path[:80]!r} must be relative, without '..'")
+        check_load_path(path)
         if not isinstance(value, str):
             raise InvalidInput(f"load file {path[:80]!r} must be base64 text")
         try:
             files[path] = base64.b64decode(value, validate=True)
         except (binascii.Error, ValueError):
             raise InvalidInput(f"load file {path[:80]!r} is not valid base64") from None
-    if files and config is None:
-        raise InvalidInput("a load request with 'file:' parameters must also carry 'config'")
-    return config, files or None
+    return load_overrides(config, files)

@@ -1,22 +1,12 @@
-"""Serve client connections that `thaw up` hands over a Unix socket, and report their load.
+"""Take the client connections `thaw up` hands over a Unix socket, and report their load.
 
 `thaw up` takes itself out of the data path of a warm model: it accepts a client's TCP
 connection, peeks at its first request line and passes the socket's file descriptor to a
-replica (SCM_RIGHTS). Wire protocol on the Unix socket (this process listens, mode 0600):
-
-- activator -> replica: one `sendmsg` per connection, 4 data bytes (the connection's slot,
-  big-endian) plus exactly one fd; a message with no fd, several fds or not a TCP socket is
-  closed here and its slot returned (below).
-- replica -> activator: lines `{"in_flight": N, "busy_s": X, "connections": C,
-  "received": R, "closed": [slots], "returned": [slots], "t": T}`: right after each batch
-  of handoff messages (before any byte of those connections is read: `received`, the count
-  of messages taken, acknowledges them), as soon as connections close (coalesced per loop
-  iteration), every `REPORT_PERIOD_S` while any handed-off connection is open, and once when
-  the last one closes. `busy_s` is the integral of in-flight requests over time on handed-off
-  connections (seconds), `t` the `time.monotonic()` it was taken at, so the activator gets the
-  exact mean concurrency of any interval from two reports. `closed` lists the slots of
-  connections this replica has ended (shut down: the client saw FIN), `returned` those it
-  did not take (shutting down, bad message): unread, the activator serves them itself.
+replica (SCM_RIGHTS). thawwire.handoff_protocol is the wire protocol (slot messages, state
+bytes, load reports); this side listens (mode 0600), takes each message's socket, and reports
+`received` right after each batch of messages (before any byte of those connections is read),
+`closed` as soon as connections end here (coalesced per loop iteration), every
+`REPORT_PERIOD_S` while any handed-off connection is open, and once when the last one closes.
 
 The activator keeps its own copy of every handed-off socket until it is reported `closed`,
 so a replica that dies does not end its clients' connections: the activator answers them
@@ -25,136 +15,63 @@ runtime.direct_state). Because that copy keeps the connection open, this side sh
 connection down explicitly when it ends here (client gone, `Connection: close`, keep-alive
 timeout, drain).
 
-A handed-off connection is served by the server's own `web.Server` (graceful shutdown drains
-it like any other). Its requests for a model this replica has loaded are handled here; all
-others (server paths, other models, statistics) are forwarded to the front door. After
-`max_age_s` the next response carries `Connection: close`, so the client reconnects through
-the activator and load rebalances after a scale-up.
+A handed-off connection is served by a handler of the server's own `web.Server` (graceful
+shutdown drains it like any other), wrapped in runtime.direct_protocol; its requests are
+routed by runtime.direct_routing (this replica's models here, the rest to the front door).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import socket
-import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from aiohttp import web
-from aiohttp.web_protocol import RequestHandler
-from aiohttp.web_request import BaseRequest
-
+from runtime.direct_protocol import DirectProtocol
+from runtime.direct_routing import DirectRouting
 from runtime.direct_state import ConnectionStates, DirectConnection
-from runtime.front_door_client import FrontDoorClient
+from thawwire.handoff_protocol import MAX_SLOTS_PER_REPORT, SLOT_BYTES, decode_slot
 
-__all__ = ["REPORT_PERIOD_S", "DirectLoad", "HandoffReceiver", "local_model"]
+__all__ = ["REPORT_PERIOD_S", "HandoffReceiver"]
 
 logger = logging.getLogger(__name__)
 
 REPORT_PERIOD_S = 0.1
-_MESSAGE_BYTES = 4  # the slot number, big-endian
 _MAX_FDS = 4  # receive room for more than one fd, so that extra ones are seen (and closed)
-_SLOTS_PER_LINE = 512  # keeps a report line short (~4 KB) however many connections close
-_Handler = Callable[[BaseRequest], Awaitable[web.StreamResponse]]
-_LOCAL_LEAVES = frozenset({"", "ready", "config", "infer"})
-
-
-def local_model(path: str) -> str | None:
-    """The model a request path is about when this replica may answer it itself, else None.
-
-    `/v2/models/{m}[/versions/{v}][/ready|/config|/infer]`; statistics and everything else
-    are the front door's (it aggregates over replicas and knows every model).
-    """
-    if not path.startswith("/v2/models/"):
-        return None
-    parts = path[len("/v2/models/") :].split("/")
-    if len(parts) >= 3 and parts[1] == "versions":
-        leaf = parts[3] if len(parts) == 4 else None if len(parts) > 4 else ""
-    else:
-        leaf = parts[1] if len(parts) == 2 else None if len(parts) > 2 else ""
-    if leaf not in _LOCAL_LEAVES or parts[0] in ("", "stats"):
-        return None
-    return parts[0]
-
-
-class DirectLoad:
-    """In-flight requests on handed-off connections and their time integral (`busy_s`)."""
-
-    __slots__ = ("_since", "busy_s", "connections", "in_flight")
-
-    def __init__(self, now: float) -> None:
-        self.in_flight = 0
-        self.connections = 0
-        self.busy_s = 0.0
-        self._since = now
-
-    def change(self, now: float, delta: int) -> None:
-        self.busy_s += self.in_flight * (now - self._since)
-        self._since = now
-        self.in_flight += delta
-
-    def report(
-        self,
-        now: float,
-        received: int,
-        *,
-        closed: list[int] | None = None,
-        returned: list[int] | None = None,
-    ) -> bytes:
-        """One report line; `received` counts the handoff messages taken so far, `closed`
-        and `returned` are connection slots (see the module docstring)."""
-        self.change(now, 0)
-        doc = {
-            "in_flight": self.in_flight,
-            "busy_s": self.busy_s,
-            "connections": self.connections,
-            "received": received,
-            "closed": closed or [],
-            "returned": returned or [],
-            "t": now,
-        }
-        return json.dumps(doc, separators=(",", ":")).encode() + b"\n"
 
 
 class HandoffReceiver:
-    """Listens on `path`, serves the connections it receives with `server`, reports load."""
+    """Listens on `path`; serves the connections it receives with handlers `server` makes
+    (a `web.Server` whose app `routing` is installed in), and reports their load."""
 
     def __init__(
         self,
         path: Path,
-        server: web.Server,
+        server: Callable[[], asyncio.Protocol],
+        routing: DirectRouting,
         *,
-        is_loaded: Callable[[str], bool],
-        front_door: FrontDoorClient,
-        max_age_s: float,
         states: ConnectionStates | None = None,
         accepting: Callable[[], bool] = lambda: True,
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.path = path
         self._server = server
-        self._is_loaded = is_loaded
-        self._front_door = front_door
-        self._max_age_s = max_age_s
+        self._routing = routing
         self.states = states if states is not None else ConnectionStates(None)
         self._accepting = accepting
-        self._clock = clock
-        self.load = DirectLoad(clock())
+        self._clock = routing.clock
+        self.load = routing.load
         self._received = 0  # handoff messages taken, acknowledged in every report
         self._closed: list[int] = []  # slots ended here, for the next report
         self._returned: list[int] = []  # slots not taken, for the next report
-        self._direct: dict[RequestHandler, DirectConnection] = {}
+        self._direct: dict[DirectProtocol, DirectConnection] = {}
         self._listener: socket.socket | None = None
         self._links: set[socket.socket] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._report_timer: asyncio.TimerHandle | None = None
         self._report_soon: asyncio.Handle | None = None
-        self._handler_class: type[RequestHandler] | None = None
         self._loop = asyncio.get_running_loop()
 
     # ---- the Unix socket: listen, accept the activator, receive fds ---------------------
@@ -208,7 +125,7 @@ class HandoffReceiver:
         alive = True
         while alive:
             try:
-                data, fds, flags, _ = socket.recv_fds(link, _MESSAGE_BYTES, _MAX_FDS)
+                data, fds, flags, _ = socket.recv_fds(link, SLOT_BYTES, _MAX_FDS)
             except (BlockingIOError, InterruptedError):
                 break
             except OSError as exc:
@@ -218,7 +135,8 @@ class HandoffReceiver:
                 alive = False  # the activator went away (or closed this link)
                 break
             self._received += 1
-            slot = int.from_bytes(data, "big") if len(data) == _MESSAGE_BYTES else -1
+            slot = decode_slot(data)
+            slot = -1 if slot is None else slot  # -1: misframed, never a slot
             conn = self._message_socket(slot, fds, flags)
             if conn is not None:
                 conns.append((slot, conn))
@@ -266,7 +184,7 @@ class HandoffReceiver:
 
     async def _serve(self, direct: DirectConnection, conn: socket.socket) -> None:
         try:
-            await self._loop.connect_accepted_socket(lambda: self._new_handler(direct), sock=conn)
+            await self._loop.connect_accepted_socket(lambda: self._protocol(direct), sock=conn)
         except OSError as exc:
             logger.debug("handed-off connection could not be served: %s", exc)
             conn.close()
@@ -275,25 +193,21 @@ class HandoffReceiver:
 
     # ---- one handed-off connection -----------------------------------------------------
 
-    def _new_handler(self, direct: DirectConnection) -> RequestHandler:
-        """A handler of the server's own kind that tracks its state and routes its requests."""
-        handler = self._server()
-        if self._handler_class is None:
-            self._handler_class = _tracked(type(handler), self)
-        handler.__class__ = self._handler_class
-        app_handler = handler._request_handler
-        assert app_handler is not None  # set by the server until the connection is lost
-        handler._request_handler = self._request_handler(app_handler, direct)
-        direct.handler = handler
-        self._direct[handler] = direct
+    def _protocol(self, direct: DirectConnection) -> DirectProtocol:
+        """A handler of the server's own kind, wrapped so that it follows `direct`."""
+        protocol = DirectProtocol(
+            self._server(), direct, on_open=self._routing.track, on_lost=self._connection_lost
+        )
+        self._direct[protocol] = direct
         self.load.connections += 1
         self._schedule_report()
-        return handler
+        return protocol
 
-    def _connection_lost(self, handler: RequestHandler) -> None:
-        direct = self._direct.pop(handler, None)
+    def _connection_lost(self, protocol: DirectProtocol) -> None:
+        direct = self._direct.pop(protocol, None)
         if direct is None:
             return
+        self._routing.forget(protocol.transport)
         self.load.connections -= 1
         if not self._accepting() and direct.unanswered:
             # Stopping with a request unanswered (the drain ran out): the connection stays
@@ -308,31 +222,6 @@ class HandoffReceiver:
         self._closed.append(direct.slot)
         if self._report_soon is None:  # one report for every close of this loop iteration
             self._report_soon = self._loop.call_soon(self._report)
-
-    def _request_handler(self, app_handler: _Handler, direct: DirectConnection) -> _Handler:
-        clock, load, deadline = self._clock, self.load, direct.opened_at + self._max_age_s
-        prepared = direct.responding
-
-        async def handle(request: BaseRequest) -> web.StreamResponse:
-            direct.handling()
-            now = clock()
-            close = now >= deadline
-            model = local_model(request.path)
-            load.change(now, +1)
-            try:
-                if model is not None and self._is_loaded(model):
-                    response = await app_handler(request)
-                else:
-                    response = await self._front_door.forward(
-                        request, close=close, on_prepare=prepared
-                    )
-            finally:
-                load.change(clock(), -1)
-            if close and not response.prepared:
-                response.force_close()  # max age: `Connection: close`, reconnect via the door
-            return response
-
-        return handle
 
     # ---- load reports --------------------------------------------------------------------
 
@@ -357,7 +246,7 @@ class HandoffReceiver:
         dropped (False)."""
         now, closed, returned = self._clock(), self._closed, self._returned
         self._closed, self._returned = [], []
-        n = _SLOTS_PER_LINE
+        n = MAX_SLOTS_PER_REPORT
         while True:
             line = self.load.report(now, self._received, closed=closed[:n], returned=returned[:n])
             if not self._send(link, line):
@@ -393,8 +282,8 @@ class HandoffReceiver:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await asyncio.sleep(0)  # transports closed by the drain report their loss now
-        for handler in list(self._direct):  # still open: ended here all the same
-            self._connection_lost(handler)
+        for protocol in list(self._direct):  # still open: ended here all the same
+            self._connection_lost(protocol)
         if self._report_timer is not None:
             self._report_timer.cancel()
             self._report_timer = None
@@ -418,38 +307,3 @@ def _tcp_socket(fd: int) -> socket.socket | None:
         conn.close()
         return None
     return conn
-
-
-def _tracked(base: type[RequestHandler], receiver: HandoffReceiver) -> type[RequestHandler]:
-    """`base` whose connection's state the receiver follows: bytes in, responses out, and
-    its loss (no new slots: the instance's class is swapped, which needs the same layout)."""
-
-    def data_received(self: RequestHandler, data: bytes) -> None:
-        direct = receiver._direct.get(self)
-        if direct is not None:
-            direct.bytes_in()  # before the parser consumes them
-        base.data_received(self, data)
-
-    async def finish_response(
-        self: RequestHandler, request: BaseRequest, resp: web.StreamResponse, start: Any
-    ) -> tuple[web.StreamResponse, bool]:
-        direct = receiver._direct.get(self)
-        if direct is not None:
-            direct.responding()  # headers about to be written
-        try:
-            return await base.finish_response(self, request, resp, start)
-        finally:
-            if direct is not None and direct.open:
-                direct.responded(receiver._loop)
-
-    def connection_lost(self: RequestHandler, exc: BaseException | None) -> None:
-        base.connection_lost(self, exc)
-        receiver._connection_lost(self)
-
-    namespace: dict[str, Any] = {
-        "__slots__": (),
-        "data_received": data_received,
-        "finish_response": finish_response,
-        "connection_lost": connection_lost,
-    }
-    return type(f"Direct{base.__name__}", (base,), namespace)

@@ -12,13 +12,16 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from runtime.config import ServeConfig
 from runtime.errors import ServingError
+
+if TYPE_CHECKING:
+    from snapshotter import ImageLoader
 
 __all__ = ["ImageCacheCollector", "default_host_cache_dir", "make_image_loader"]
 
@@ -28,7 +31,7 @@ def default_host_cache_dir() -> Path:
     return Path("/dev/shm") / f"thaw-host-{os.getuid()}"
 
 
-def make_image_loader(config: ServeConfig) -> Any:
+def make_image_loader(config: ServeConfig) -> ImageLoader:
     """The snapshotter's ImageLoader, imported only when a store or cache is configured."""
     from snapshotter import ImageLoader
 
@@ -61,7 +64,7 @@ def make_image_loader(config: ServeConfig) -> Any:
 class ImageCacheCollector(Collector):
     """Scrape-time metrics of one ImageLoader's tiers."""
 
-    def __init__(self, loader: Any) -> None:
+    def __init__(self, loader: ImageLoader) -> None:
         self._loader = loader
 
     def collect(self) -> Iterator[Any]:

@@ -8,11 +8,11 @@ object arrays of `bytes`; BF16: uint16 carriers). The HTTP layer decodes JSON/bi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
-__all__ = ["InferRequest", "InferResponse", "InferTensor", "RequestedOutput"]
+__all__ = ["InferRequest", "InferResponse", "InferTensor", "RequestedOutput", "ResponseSink"]
 
 
 @dataclass(slots=True)
@@ -36,9 +36,27 @@ class RequestedOutput:
     parameters: dict[str, Any] = field(default_factory=dict)
 
 
+class ResponseSink(Protocol):
+    """Where a decoupled model's responses to one request go (runtime.response_stream).
+
+    `send` may be called from any thread: a response, an error (an Exception, normally a
+    ServingError), or None for Triton's flag-only final; `final` ends the request.
+    `cancelled` says whether the client went away (`InferenceResponseSender.is_cancelled`).
+    """
+
+    def send(self, item: InferResponse | Exception | None, *, final: bool) -> None: ...
+
+    def cancelled(self) -> bool: ...
+
+
 @dataclass(slots=True)
 class InferRequest:
-    """A decoded infer request; `requested_outputs` empty means every output of the model."""
+    """A decoded infer request; `requested_outputs` empty means every output of the model.
+
+    `raw_input` holds the body of a raw binary request (Triton's `Inference-Header-Content-
+    Length: 0`): `inputs` is empty until ModelSignature.validate deduces the model's one input
+    from it.
+    """
 
     model_name: str
     model_version: str
@@ -47,14 +65,24 @@ class InferRequest:
     id: str | None = None
     parameters: dict[str, Any] = field(default_factory=dict)
     binary_output_default: bool = False
+    raw_input: bytes | None = None
+    # Set for a request to a decoupled model (ModelManager.stream): its responses go here.
+    response_sink: ResponseSink | None = None
 
 
 @dataclass(slots=True)
 class InferResponse:
-    """The outputs of one request, in the order the model declares them."""
+    """The outputs of one request, in the order the model declares them.
+
+    From a decoupled model (ModelManager.stream) a request may have many: `final` marks the
+    last, and `flag_only` one that only carries Triton's final flag (no outputs; gRPC sends it
+    only when the client asked for `triton_enable_empty_final_response`).
+    """
 
     model_name: str
     model_version: str
     outputs: list[InferTensor]
     id: str | None = None
     parameters: dict[str, Any] = field(default_factory=dict)
+    final: bool = True
+    flag_only: bool = False

@@ -5,29 +5,52 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import errno
 import logging
 import shutil
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime.config import ModelControlMode, ServeConfig
+from runtime.ensemble_scheduler import StepRunner
 from runtime.errors import (
     FeatureDisabled,
     InvalidInput,
     ModelNotFound,
     ModelUnavailable,
+    RepositoryError,
     ServingError,
 )
 from runtime.image_cache import make_image_loader
 from runtime.inference import InferRequest, InferResponse
 from runtime.metrics import Metrics
-from runtime.repository import fingerprint, list_models, read_model, validate_model_name
+from runtime.remote_models import RemoteModels
+from runtime.repository import (
+    ModelSpec,
+    Repositories,
+    ensemble_cycle,
+    fingerprint,
+    list_models,
+    read_model,
+    validate_model_name,
+)
+from runtime.request_parameters import scheduling_parameters
+from runtime.response_cache import ResponseCache
+from runtime.response_stream import ResponseStream
+from runtime.server_host import PythonModelsHost
+from runtime.snapshot_restore import ImageSource
 from runtime.stats import StatsBook
 from runtime.version_loader import LoadedVersion, VersionLoader
+from thawwire.metadata import model_metadata
+from tritonconfig import composing_models, ensemble_steps, is_ensemble
+
+if TYPE_CHECKING:
+    from snapshotter import Arena
 
 __all__ = ["ModelManager", "ModelState"]
 
@@ -35,6 +58,8 @@ logger = logging.getLogger(__name__)
 
 # Triton's message for load/unload outside explicit mode (it uses one text for none and poll).
 _CONTROL_DISABLED = "explicit model load / unload is not allowed if polling is enabled"
+# Triton's answer to /infer for a decoupled model (2.51, UNSUPPORTED: HTTP 501).
+DECOUPLED_INFER = "HTTP end point doesn't support models with decoupled transaction policy"
 
 
 class ModelState(StrEnum):
@@ -55,7 +80,6 @@ class _Model:
     reason: str = ""
     versions: dict[str, LoadedVersion] = field(default_factory=dict)
     latest: str = ""  # the version unversioned requests go to
-    platform: str = ""
     known_versions: list[str] = field(default_factory=list)  # last versions loaded or tried
     wanted: bool = False  # should be loaded (counts for server readiness)
     fingerprint: tuple[tuple[str, int, int], ...] = ()
@@ -71,31 +95,51 @@ class ModelManager:
         config: ServeConfig,
         *,
         metrics: Metrics,
-        image_loader: Any | None = None,
-        arena: Any | None = None,
+        image_loader: ImageSource | None = None,
+        arena: Arena | None = None,
     ) -> None:
         self._config = config
-        self._repo = Path(config.repository)
+        self._repo = Repositories(config.repositories)
         self._metrics = metrics
         self._book = StatsBook()
         metrics.bind(self._book, self.pending_counts)
         if image_loader is None and (config.store or config.cache):
             image_loader = make_image_loader(config)
+        # Ensemble steps run here, on the composing models loaded beside the ensemble, or
+        # (under `thaw up`) on the models behind the front door.
+        self._remote: RemoteModels | None = None
+        steps: StepRunner = self
+        if config.ensemble_steps_url is not None:
+            steps = self._remote = RemoteModels(
+                config.ensemble_steps_url, timeout_s=config.exit_timeout_s + 300
+            )
+        self._cache = (
+            ResponseCache(config.response_cache_bytes) if config.response_cache_bytes else None
+        )
         self._loader = VersionLoader(
             book=self._book,
             metrics=metrics,
             image_loader=image_loader,
             arena=arena,
             inline_exec_max_us=config.inline_exec_max_us,
+            auto_complete=config.auto_complete_config,
+            steps=steps,
         )
+        # tritonserver's --model-load-thread-count: versions loaded at once.
+        self._load_slots = asyncio.Semaphore(config.model_load_threads)
         self._models: dict[str, _Model] = {}
         self._started = False
         self._poller: asyncio.Task[None] | None = None
+        self._python_host: PythonModelsHost | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
         """Initial loads per control mode (failures are recorded, not raised); start polling."""
+        # Before any model loads: Python models reach BLS and custom metrics through it.
+        self._python_host = PythonModelsHost.install(
+            self, self._metrics.custom, self._config.front_door, self._config.exit_timeout_s + 300
+        )
         mode = self._config.model_control_mode
         if mode == ModelControlMode.EXPLICIT:
             names = list(self._config.load_models)
@@ -115,7 +159,12 @@ class ModelManager:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._poller
         await asyncio.gather(*(self._unload(name) for name in list(self._models)))
+        if self._remote is not None:
+            await self._remote.close()
         self._started = False
+        if self._python_host is not None:
+            await self._python_host.uninstall()
+            self._python_host = None
 
     def is_ready(self) -> bool:
         """Started, and every model that should be loaded is READY (Triton's strict readiness)."""
@@ -164,21 +213,25 @@ class ModelManager:
 
     async def load(
         self, name: str, *, config_json: str | None = None, files: dict[str, bytes] | None = None
-    ) -> None:
-        """Load (or reload) a model; returns when READY, raises the reason otherwise."""
+    ) -> float:
+        """Load (or reload) a model; returns when READY (with the seconds its warm-up samples
+        took), raises the reason otherwise."""
         if self._config.model_control_mode != ModelControlMode.EXPLICIT:
             raise FeatureDisabled(_CONTROL_DISABLED)
         validate_model_name(name)
         if files and config_json is None:
             raise InvalidInput("load with 'file:' parameters also needs the 'config' parameter")
         await self._load(name, config_json=config_json, files=files)
+        return sum(v.warmup_s for v in self._models[name].versions.values())
 
     async def unload(self, name: str, *, unload_dependents: bool = False) -> None:
         """Unload every version; queued requests finish first, new ones get 503."""
         if self._config.model_control_mode != ModelControlMode.EXPLICIT:
             raise FeatureDisabled(_CONTROL_DISABLED)
         validate_model_name(name)
-        if name not in self._models and not await asyncio.to_thread((self._repo / name).is_dir):
+        if name not in self._models and not await asyncio.to_thread(
+            _is_model_dir, self._repo, name
+        ):
             raise ModelNotFound(f"failed to unload '{name}', model is not in the repository")
         await self._unload(name)
 
@@ -192,9 +245,8 @@ class ModelManager:
 
     def metadata(self, name: str, version: str | None) -> dict[str, Any]:
         model, loaded = self._serving(name, version)
-        # Asked for one version, Triton (observed on 2.51) lists only that one.
-        versions = [loaded.version] if version else list(model.versions)
-        return loaded.signature.metadata(versions, model.platform)
+        asked = loaded.version if version else None  # Triton lists only the one asked for
+        return model_metadata(loaded.config, list(model.versions), asked)
 
     def config(self, name: str, version: str | None) -> dict[str, Any]:
         _, loaded = self._serving(name, version)
@@ -216,12 +268,63 @@ class ModelManager:
         """Validate against the config, queue on the model's scheduler, return its response."""
         received = time.perf_counter_ns()
         _, loaded = self._serving(request.model_name, request.model_version or None)
+        if loaded.config.model_transaction_policy.decoupled:
+            raise FeatureDisabled(DECOUPLED_INFER)
         # A request refused here never reached the model: like Triton (observed on 2.51) it
         # counts in neither the statistics nor `nv_inference_request_failure`.
         batch = loaded.signature.validate(request)
-        response = await loaded.scheduler.submit(request, batch_size=batch, received_ns=received)
+        params = scheduling_parameters(request.parameters)
+        cache = self._cache if loaded.stats.cache_enabled else None
+        if cache is not None:
+            lookup = time.perf_counter_ns()
+            key = cache.key(request.model_name, loaded.version, request)
+            hit = cache.get(key, request.model_name, loaded.version)
+            looked = time.perf_counter_ns()
+            if hit is not None:
+                loaded.stats.record_cache_hit(looked - received, looked - lookup)
+                return loaded.signature.finish(request, hit, batch)
+        response = await loaded.scheduler.submit(
+            request, batch_size=batch, received_ns=received, params=params
+        )
         response.model_version = loaded.version
+        if cache is not None:
+            insert = time.perf_counter_ns()
+            cache.put(key, response)
+            loaded.stats.record_cache_miss(looked - lookup + time.perf_counter_ns() - insert)
         return loaded.signature.finish(request, response, batch)
+
+    async def stream(self, request: InferRequest) -> AsyncIterator[InferResponse]:
+        """Every response to `request`: the one of a default model, or a decoupled model's
+        zero or more, the last with `final` (a flag-only end has `flag_only`). An error
+        response from the model, or a failed execute, raises its ServingError."""
+        received = time.perf_counter_ns()
+        _, loaded = self._serving(request.model_name, request.model_version or None)
+        if not loaded.config.model_transaction_policy.decoupled:
+            yield await self.infer(request)
+            return
+        batch = loaded.signature.validate(request)
+        sink = ResponseStream()
+        request.response_sink = sink
+        params = scheduling_parameters(request.parameters)
+        submitted = asyncio.ensure_future(
+            loaded.scheduler.submit(request, batch_size=batch, received_ns=received, params=params)
+        )
+        # A request refused before its execute never reaches the model's sender: end it here.
+        submitted.add_done_callback(lambda done: _end_if_failed(done, sink))
+        try:
+            async for item, final in sink.items():
+                if isinstance(item, Exception):
+                    raise item
+                if item is None:
+                    item = InferResponse(request.model_name, loaded.version, [], id=request.id)
+                    item.flag_only = True
+                else:
+                    item.model_version = loaded.version
+                    item = loaded.signature.finish(request, item, batch)
+                item.final = final
+                yield item
+        finally:
+            sink.close()
 
     # -- internals ------------------------------------------------------------------------
 
@@ -254,20 +357,31 @@ class ModelManager:
             await self._load(name, config_json=None, files=None)
 
     async def _load(
-        self, name: str, *, config_json: str | None, files: dict[str, bytes] | None
+        self,
+        name: str,
+        *,
+        config_json: str | None,
+        files: dict[str, bytes] | None,
+        if_needed: bool = False,
     ) -> None:
+        """Load `name`; `if_needed`: unless it is READY by the time its lock is ours (a
+        composing model an ensemble needs, which another load may just have brought up)."""
         model = self._models.get(name)
         if model is None:
             # A name that is not in the repository (a typo) must leave no index entry and never
             # count for readiness, not even while the load is in flight: check before recording.
-            if not files and not await asyncio.to_thread((self._repo / name).is_dir):
+            if not files and not await asyncio.to_thread(_is_model_dir, self._repo, name):
                 raise ModelNotFound(f"failed to load '{name}': no such model in the repository")
             model = self._models.setdefault(name, _Model(name))
         async with model.lock:  # one load/unload of a model at a time
+            if if_needed and model.state == ModelState.READY:
+                model.wanted = True
+                return
             model.wanted = True
             previous_state = model.state
             model.state = ModelState.LOADING if not model.versions else model.state
-            repo, override = self._repo, None
+            repo: Path | Repositories = self._repo
+            override = None
             try:
                 if files:
                     override = await asyncio.to_thread(_write_override, name, files)
@@ -275,11 +389,19 @@ class ModelManager:
                 spec = await asyncio.to_thread(
                     read_model, repo, name, config_json=config_json,
                     gpu_available=self._config.target.startswith("cuda"),
+                    auto_complete=self._config.auto_complete_config,
                 )  # fmt: skip
                 model.fingerprint = spec.fingerprint
                 if not model.versions:
                     model.known_versions = [str(v) for v in spec.versions]
-                versions = await asyncio.to_thread(self._loader.load, spec)
+                if is_ensemble(spec.config) and self._remote is None:
+                    # Before taking a load slot: the composing loads take their own.
+                    await self._load_composing(spec)
+                async with self._load_slots:
+                    versions = await asyncio.to_thread(self._loader.load, spec)
+                for loaded in versions.values():
+                    enabled = loaded.config.response_cache.enable
+                    loaded.stats.cache_enabled = self._cache is not None and enabled
             except BaseException as exc:
                 if override is not None:
                     shutil.rmtree(override, ignore_errors=True)
@@ -289,18 +411,44 @@ class ModelManager:
                     if self._models.get(name) is model:
                         del self._models[name]
                     raise
-                if override is None and await asyncio.to_thread((self._repo / name).is_dir):
+                if override is None and await asyncio.to_thread(_is_model_dir, self._repo, name):
                     # Remember what failed, so polling retries only once the files change.
-                    model.fingerprint = await asyncio.to_thread(fingerprint, self._repo / name)
+                    model.fingerprint = await asyncio.to_thread(_fingerprint, self._repo, name)
                 self._load_failed(model, previous_state, exc)
                 raise
             old, old_override = model.versions, model.override_dir
             model.versions, model.override_dir = versions, override
             model.known_versions = list(versions)
             model.latest = max(versions, key=int)
-            model.platform = spec.config.platform or spec.config.backend
             model.state, model.reason = ModelState.READY, ""
             await self._retire(name, old, old_override)
+
+    async def _load_composing(self, spec: ModelSpec) -> None:
+        """Load the models an ensemble runs, before it (Triton loads them with it); a load
+        error names the model that failed and why."""
+        name = spec.name
+        cycle = await asyncio.to_thread(ensemble_cycle, self._repo, name)
+        if cycle:
+            raise RepositoryError(f"circular dependency between ensembles: {' -> '.join(cycle)}")
+        for dep in composing_models(spec.config):
+            if not await asyncio.to_thread((self._repo / dep).is_dir):
+                raise RepositoryError(
+                    f"ensemble '{name}' depends on '{dep}' which is not in the model repository"
+                )
+            try:
+                await self._load(dep, config_json=None, files=None, if_needed=True)
+            except ServingError as exc:
+                raise RepositoryError(
+                    f"ensemble '{name}' depends on '{dep}' which has no loaded version. Model "
+                    f"'{dep}' loading failed with error: {exc.message}"
+                ) from exc
+        for step in ensemble_steps(spec.config):
+            loaded = self._models[step.model_name].versions
+            if step.model_version > 0 and str(step.model_version) not in loaded:
+                raise RepositoryError(
+                    f"ensemble '{name}' depends on '{step.model_name}' whose required version "
+                    f"{step.model_version} is not loaded."
+                )
 
     def _load_failed(self, model: _Model, previous: ModelState | None, exc: BaseException) -> None:
         reason = exc.message if isinstance(exc, ServingError) else repr(exc)
@@ -353,16 +501,42 @@ class ModelManager:
         for name in sorted(names):
             model = self._models.get(name)
             if model is not None and model.wanted:
-                current = await asyncio.to_thread(fingerprint, self._repo / name)
+                current = await asyncio.to_thread(_fingerprint, self._repo, name)
                 if current == model.fingerprint:
                     continue
                 logger.info("model=%s changed on disk, reloading", name)
             await self._load_quietly(name)
 
 
+def _end_if_failed(submitted: asyncio.Future[InferResponse], sink: ResponseStream) -> None:
+    """A decoupled request whose submit failed (queue closed, execute error): end its stream."""
+    if submitted.cancelled():
+        return
+    exc = submitted.exception()
+    if isinstance(exc, Exception):
+        sink.send(exc, final=True)
+
+
+def _is_model_dir(repo: Repositories, name: str) -> bool:
+    """Whether the repositories hold a model directory `name` (blocking: in a thread)."""
+    return (repo / name).is_dir()
+
+
+def _fingerprint(repo: Repositories, name: str) -> tuple[tuple[str, int, int], ...]:
+    """The fingerprint of model `name`'s directory (blocking: in a thread)."""
+    return fingerprint(repo / name)
+
+
 def _write_override(name: str, files: dict[str, bytes]) -> Path:
-    """A private repository holding a load request's `file:<version>/<path>` contents."""
-    root = Path(tempfile.mkdtemp(prefix="thaw-load-"))
+    """A private repository holding a load request's `file:<version>/<path>` contents.
+
+    The paths come from the request: one that cannot be written (too long a name, a file where
+    another path needs a directory) is the client's 400; a full or read-only disk is ours.
+    """
+    try:
+        root = Path(tempfile.mkdtemp(prefix="thaw-load-"))
+    except OSError as exc:
+        raise ServingError(f"cannot make a directory for the load's files: {exc}") from exc
     model_dir = root / name
     model_dir.mkdir()
     for rel, content in files.items():
@@ -371,6 +545,26 @@ def _write_override(name: str, files: dict[str, bytes]) -> Path:
             shutil.rmtree(root, ignore_errors=True)
             raise InvalidInput(f"load parameter 'file:{rel}' is not a relative path in the model")
         target = model_dir.joinpath(*path.parts)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(content)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content)
+        except (OSError, UnicodeEncodeError) as exc:
+            shutil.rmtree(root, ignore_errors=True)
+            raise _write_error(rel, exc) from exc
     return root
+
+
+# Write failures that say nothing about the request: the server's disk is the problem.
+_SERVER_SIDE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.EMFILE})
+
+
+def _write_error(rel: str, exc: OSError | UnicodeEncodeError) -> ServingError:
+    """The error for a `file:` path that could not be written (Triton's text first)."""
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    message = (
+        f"failed to poll from model repository: load parameter 'file:{rel[:80]}' cannot be "
+        f"written: {reason}"
+    )
+    if isinstance(exc, OSError) and exc.errno in _SERVER_SIDE_ERRNOS:
+        return ServingError(message)
+    return InvalidInput(message)

@@ -1,13 +1,15 @@
-"""A loaded model's inputs/outputs: infer-request validation, reshape and v2 metadata."""
+"""A loaded model's inputs/outputs: infer-request validation and reshape."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
-from runtime.datatypes import config_to_v2
+import numpy as np
+
+from runtime.datatypes import config_to_v2, element_size, from_wire
 from runtime.errors import InvalidInput
 from runtime.inference import InferRequest, InferResponse, InferTensor
 from tritonconfig.schema import mc
@@ -24,6 +26,7 @@ class IOSpec:
     dims: tuple[int, ...]
     reshape: tuple[int, ...] | None
     optional: bool
+    ragged: bool = False  # `allow_ragged_batch`: batched whatever its shape
 
 
 def _io_spec(io: Any) -> IOSpec:
@@ -34,6 +37,7 @@ def _io_spec(io: Any) -> IOSpec:
         dims=tuple(io.dims),
         reshape=reshape,
         optional=bool(getattr(io, "optional", False)),
+        ragged=bool(getattr(io, "allow_ragged_batch", False)),
     )
 
 
@@ -67,39 +71,51 @@ class ModelSignature:
     max_batch_size: int
     inputs: dict[str, IOSpec]
     outputs: dict[str, IOSpec]
+    # Inputs whose shape must be equal in requests batched together: variable-size and not
+    # ragged (Triton's `enforce_equal_shape_tensors`), and shape tensors.
+    _equal_shape: frozenset[str] = field(default=frozenset(), repr=False)
+    _optional: bool = field(default=False, repr=False)
 
     @classmethod
     def from_config(cls, config: mc.ModelConfig) -> ModelSignature:
+        inputs = {io.name: _io_spec(io) for io in config.input}
+        equal = {
+            io.name
+            for io in config.input
+            if io.is_shape_tensor or (-1 in io.dims and not io.allow_ragged_batch)
+        }
         return cls(
             model=config.name,
             max_batch_size=config.max_batch_size,
-            inputs={io.name: _io_spec(io) for io in config.input},
+            inputs=inputs,
             outputs={io.name: _io_spec(io) for io in config.output},
+            _equal_shape=frozenset(equal),
+            _optional=any(spec.optional for spec in inputs.values()),
         )
 
-    def metadata(self, versions: list[str], platform: str) -> dict[str, Any]:
-        """The v2 model metadata JSON; a batching model shows -1 as its first dim."""
-        prefix = [-1] if self.max_batch_size > 0 else []
-
-        def tensors(specs: dict[str, IOSpec]) -> list[dict[str, Any]]:
-            return [
-                {"name": s.name, "datatype": s.datatype, "shape": prefix + list(s.dims)}
-                for s in specs.values()
-            ]
-
-        return {
-            "name": self.model,
-            "versions": versions,
-            "platform": platform,
-            "inputs": tensors(self.inputs),
-            "outputs": tensors(self.outputs),
-        }
+    def batch_key(self, request: InferRequest) -> Hashable:
+        """What two validated requests must share to run in one batch (None: anything goes):
+        the shapes (past the batch dim) of their variable-size, non-ragged inputs, and, for a
+        model with optional inputs, which inputs they carry."""
+        if not self._equal_shape and not self._optional:
+            return None
+        skip = 1 if self.max_batch_size > 0 else 0
+        shapes = tuple(
+            sorted((t.name, t.shape[skip:]) for t in request.inputs if t.name in self._equal_shape)
+        )
+        if self._optional:
+            return (shapes, frozenset(t.name for t in request.inputs))
+        return shapes
 
     def validate(self, request: InferRequest) -> int:
         """Check a request against the config before anything runs; return its batch size.
 
-        Inputs with a `reshape` are reshaped in place (a view, no copy).
+        Inputs with a `reshape` are reshaped in place (a view, no copy); a raw binary request
+        gets its one input deduced first.
         """
+        if request.raw_input is not None:
+            request.inputs = [self.raw_input(request.raw_input)]
+            request.raw_input = None
         seen: set[str] = set()
         batch: int | None = None
         for index, tensor in enumerate(request.inputs):
@@ -109,7 +125,7 @@ class ModelSignature:
                     f"unexpected inference input '{tensor.name}' for model '{self.model}'"
                 )
             if tensor.name in seen:
-                raise InvalidInput(f"input '{tensor.name}' appears more than once")
+                raise InvalidInput(f"input '{tensor.name}' already exists in request")
             seen.add(tensor.name)
             size = self._check_tensor(spec, tensor)
             if batch is not None and size != batch:
@@ -137,6 +153,54 @@ class ModelSignature:
                         f"unexpected inference output '{out.name}' for model '{self.model}'"
                     )
         return batch if batch is not None else 1
+
+    def raw_input(self, body: bytes) -> InferTensor:
+        """The one input of a raw binary request: the whole body, as Triton deduces it.
+
+        Only a model with exactly one input qualifies; its shape is the config's dims (after a
+        batch dim of 1 on a batching model) with at most one -1, sized from the body. A BYTES
+        input must have dims [1]: the body is its one element.
+        """
+        if len(self.inputs) != 1:
+            raise InvalidInput(
+                f"Raw request must only have 1 input (found 1) to be deduced but got "
+                f"{len(self.inputs)} inputs in '{self.model}' model configuration"
+            )
+        spec = next(iter(self.inputs.values()))
+        shape = [1] if self.max_batch_size > 0 else []
+        variable: int | None = None
+        fixed = 1  # elements in the fixed dims
+        for dim in spec.dims:
+            if dim == -1:
+                if variable is not None:
+                    raise InvalidInput(
+                        f"The shape of the raw input '{spec.name}' can not be deduced because "
+                        "there are more than one variable-sized dimension"
+                    )
+                variable = len(shape)
+            else:
+                fixed *= dim
+            shape.append(dim)
+        if spec.datatype == "BYTES":
+            if variable is not None or fixed != 1:
+                raise InvalidInput(
+                    f"For BYTE datatype raw input '{spec.name}', the model must have input "
+                    "shape [1]"
+                )
+            data = np.empty(1, dtype=np.object_)
+            data[0] = body
+            return InferTensor(spec.name, "BYTES", tuple(shape), data.reshape(shape))
+        if variable is not None:
+            row_bytes = fixed * element_size(spec.datatype)
+            shape[variable] = len(body) // row_bytes if row_bytes else 0
+        expected = math.prod(shape) * element_size(spec.datatype)
+        if len(body) != expected:
+            raise InvalidInput(
+                f"input byte size mismatch for input '{spec.name}' for model '{self.model}'. "
+                f"Expected {expected}, got {len(body)}"
+            )
+        data = from_wire(body, spec.name, spec.datatype, tuple(shape))
+        return InferTensor(spec.name, spec.datatype, tuple(shape), data)
 
     def _missing(self, seen: set[str]) -> list[str]:
         return [s.name for s in self.inputs.values() if s.name not in seen and not s.optional]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,11 +16,15 @@ from runtime.model_config import (
     parse_config,
     select_versions,
 )
+from thawwire.names import is_model_name
+from tritonconfig import composing_models, is_ensemble
 from tritonconfig.schema import mc
 
 __all__ = [
     "MAX_CONFIG_BYTES",
     "ModelSpec",
+    "Repositories",
+    "ensemble_cycle",
     "fingerprint",
     "list_models",
     "read_model",
@@ -32,18 +36,11 @@ logger = logging.getLogger(__name__)
 
 # A config.pbtxt larger than this is refused rather than parsed (hostile repositories).
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
-# Matched with `fullmatch`: `$` in `re.match` would also accept a trailing newline.
-_MODEL_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,254}")
 
 
 def validate_model_name(name: str) -> str:
-    """Return `name` if it is a plain model name; ModelNotFound if it could be a path."""
-    if (
-        not isinstance(name, str)
-        or not _MODEL_NAME_RE.fullmatch(name)
-        or name in (".", "..")
-        or ".." in name
-    ):
+    """Return `name` if it is a plain model name (thawwire.names); ModelNotFound otherwise."""
+    if not is_model_name(name):
         raise ModelNotFound(f"invalid model name {name!r}")
     return name
 
@@ -65,8 +62,41 @@ class ModelSpec:
         return self.version_dir(version) / default_model_filename(self.config)
 
 
-def list_models(repo: Path) -> list[str]:
-    """Model directory names in `repo` (hidden entries and non-names are skipped)."""
+class Repositories:
+    """Every model repository one server serves (tritonserver's repeatable
+    `--model-repository`), as one: the model names of all, each model's directory in the
+    repository that holds it. A name in two repositories is no model (`read_model` refuses it,
+    as Triton makes such a model unavailable).
+
+    `repositories / name` is the model's directory, as `Path / name` is for one repository, so
+    code written for one reads the same for several. With several it looks at the disk: call it
+    where blocking is allowed.
+    """
+
+    def __init__(self, roots: Sequence[Path]) -> None:
+        if not roots:
+            raise ValueError("Repositories needs at least one repository")
+        self.roots = tuple(Path(r) for r in roots)
+
+    def holders(self, name: str) -> list[Path]:
+        """The repositories that have a directory `name`."""
+        return [root for root in self.roots if (root / name).is_dir()]
+
+    def __truediv__(self, name: str) -> Path:
+        if len(self.roots) == 1:
+            return self.roots[0] / name
+        found = self.holders(name)
+        return (found[0] if found else self.roots[0]) / name
+
+    def __str__(self) -> str:
+        return ", ".join(str(root) for root in self.roots)
+
+
+def list_models(repo: Path | Repositories) -> list[str]:
+    """Model directory names in `repo` (hidden entries and non-names are skipped); of several
+    repositories, every name any of them has, once."""
+    if isinstance(repo, Repositories):
+        return sorted({name for root in repo.roots for name in list_models(root)})
     try:
         entries = sorted(os.scandir(repo), key=lambda e: e.name)
     except OSError as exc:
@@ -75,7 +105,7 @@ def list_models(repo: Path) -> list[str]:
     for entry in entries:
         if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=True):
             continue
-        if _MODEL_NAME_RE.fullmatch(entry.name) and ".." not in entry.name:
+        if is_model_name(entry.name):
             names.append(entry.name)
         else:
             logger.warning("skipping repository entry %r: not a valid model name", entry.name)
@@ -110,10 +140,21 @@ def _read_config_text(path: Path) -> str:
 
 
 def read_model(
-    repo: Path, name: str, *, config_json: str | None = None, gpu_available: bool = False
+    repo: Path | Repositories,
+    name: str,
+    *,
+    config_json: str | None = None,
+    gpu_available: bool = False,
+    auto_complete: bool = True,
 ) -> ModelSpec:
     """Read, normalise, auto-complete and validate one model; RepositoryError says what is wrong."""
     validate_model_name(name)
+    if isinstance(repo, Repositories) and len(holders := repo.holders(name)) > 1:
+        where = ", ".join(str(root) for root in holders)
+        raise RepositoryError(
+            f"model '{name}' is in more than one model repository ({where}): a model name must "
+            "be unique across all model repositories"
+        )
     model_dir = repo / name
     if not model_dir.is_dir():
         raise ModelNotFound(f"model '{name}' is not in the model repository")
@@ -130,7 +171,12 @@ def read_model(
         raise RepositoryError(f"{source}: name '{config.name}' does not match directory '{name}'")
     config.name = name
     versions = complete_config(
-        config, model_dir, source, gpu_available=gpu_available, require_model_files=True
+        config,
+        model_dir,
+        source,
+        gpu_available=gpu_available,
+        require_model_files=True,
+        auto_complete=auto_complete,
     )
     return ModelSpec(
         name=name,
@@ -139,3 +185,31 @@ def read_model(
         versions=tuple(versions),
         fingerprint=fingerprint(model_dir),
     )
+
+
+def ensemble_cycle(repo: Path | Repositories, name: str) -> list[str]:
+    """The names along a cycle of ensembles that reach `name` again, or [] (reads only the
+    ensembles' own config.pbtxt; a config that cannot be read ends its path)."""
+
+    def steps_of(model: str) -> list[str]:
+        path = repo / model / "config.pbtxt"
+        try:
+            config = parse_config(path.read_text(encoding="utf-8"), str(path))
+        except (OSError, UnicodeDecodeError, RepositoryError):
+            return []
+        return composing_models(config) if is_ensemble(config) else []
+
+    seen: set[str] = set()
+
+    def walk(model: str, chain: list[str]) -> list[str]:
+        for dep in steps_of(model):
+            if dep == name:
+                return [*chain, dep]
+            if dep not in seen:
+                seen.add(dep)
+                found = walk(dep, [*chain, dep])
+                if found:
+                    return found
+        return []
+
+    return walk(name, [name])

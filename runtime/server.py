@@ -1,45 +1,64 @@
-"""Run one v2 application as a process: bind, announce `THAW_LISTENING`, drain on SIGTERM."""
+"""Run one v2 server as a process: bind its listeners, announce them, drain on SIGTERM.
+
+Listeners: the v2 HTTP application, the gRPC service (runtime.grpc_server) and Triton's metrics
+port, each as its `--allow-*` flag says. Their `THAW_LISTENING*` lines are printed once all
+accept connections, the HTTP one last (thawwire.handoff_protocol).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import signal
+from typing import Any
 
 from aiohttp import web
 
-from runtime.app import MANAGER, RUNNER_OPTIONS, SERVER_STATE
+from runtime.app import HANDLERS, RUNNER_OPTIONS, SERVER_STATE, build_metrics_app
 from runtime.config import ServeConfig
+from runtime.direct_routing import DIRECT_ROUTING
 from runtime.direct_state import ConnectionStates
 from runtime.errors import ServingError
-from runtime.front_door_client import FrontDoorClient
 from runtime.handoff import HandoffReceiver
-from runtime.parse_errors import JsonParseErrorRunner
+from thawwire.aiohttp_compat import JsonErrorRunner
+from thawwire.handoff_protocol import Surface, listening_line, surface_line
 
-__all__ = ["LISTENING_PREFIX", "serve_app"]
+__all__ = ["serve_app"]
 
 logger = logging.getLogger(__name__)
-
-# The activator reads this line from a replica's stdout to learn its port.
-LISTENING_PREFIX = "THAW_LISTENING"
 
 
 def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-async def serve_app(app: web.Application, config: ServeConfig) -> int:
+async def _start_site(runner: web.AppRunner, host: str, port: int) -> str:
+    """Bind `runner` to host:port; its URL (the port chosen when 0). OSError says why not."""
+    site = web.TCPSite(runner, host, port, backlog=1024)
+    try:
+        await site.start()
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    bound = runner.addresses[0][1]  # each runner here has this one site
+    return f"http://{_url_host(host)}:{bound}"
+
+
+async def serve_app(
+    app: web.Application, config: ServeConfig, *, grpc_routes: Any | None = None
+) -> int:
     """Serve until SIGTERM/SIGINT (exit 0) or a failed start (exit 1), then shut down gracefully.
 
-    Shutdown stops accepting, lets in-flight requests finish within `exit_timeout_s`, then
-    stops the model manager (the app's cleanup context).
+    `grpc_routes` is the gRPC surface's generic handler (runtime.grpc_handlers), served when
+    `allow_grpc`. Shutdown stops accepting, lets in-flight requests (gRPC's, then HTTP's) finish
+    within `exit_timeout_s` each, then stops the model manager (the app's cleanup context).
     """
     state = app[SERVER_STATE]
     options = dict(RUNNER_OPTIONS)
     if config.log_level == "debug":
         # One log line per request costs more than the rest of a small request: debug only.
         options["access_log"] = logging.getLogger("aiohttp.access")
-    runner = JsonParseErrorRunner(
+    # Requests aiohttp cannot parse are answered in JSON, as every other error.
+    runner = JsonErrorRunner(
         app, **options, shutdown_timeout=config.exit_timeout_s, handle_signals=False
     )
     await runner.setup()
@@ -47,18 +66,51 @@ async def serve_app(app: web.Application, config: ServeConfig) -> int:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    routing = app.get(DIRECT_ROUTING)  # installed when `thaw up` hands connections over
     receiver: HandoffReceiver | None = None
-    front_door: FrontDoorClient | None = None
+    grpc_server = None
+    metrics_runner: web.AppRunner | None = None
     try:
-        site = web.TCPSite(runner, config.host, config.port, backlog=1024)
-        await site.start()
-        if config.handoff_socket is not None and config.front_door is not None:
-            front_door = FrontDoorClient(config.front_door, timeout_s=config.exit_timeout_s + 300)
-            receiver = _handoff_receiver(app, runner, config, front_door)
+        announcements: list[str] = []
+        try:
+            if config.allow_grpc and grpc_routes is not None:
+                from runtime.grpc_server import GrpcServer  # grpc only where it is served
+
+                grpc_server = GrpcServer(config, grpc_routes)
+                announcements.append(surface_line(Surface.GRPC, await grpc_server.start()))
+            if config.allow_metrics:
+                metrics_runner = web.AppRunner(
+                    build_metrics_app(config, app[HANDLERS]), access_log=None
+                )
+                await metrics_runner.setup()
+                url = await _start_site(
+                    metrics_runner, config.metrics_host or config.host, config.metrics_port
+                )
+                announcements.append(surface_line(Surface.METRICS, url))
+            http_url = None
+            if config.allow_http:
+                http_url = await _start_site(runner, config.host, config.port)
+        except (OSError, ServingError) as exc:
+            # A port in use, an address not local: say which, exit 1 (no traceback).
+            logger.error("%s", exc)
+            state.start_error = exc
+            return 1
+        if config.handoff_socket is not None and routing is not None:
+            assert runner.server is not None  # set up above
+            receiver = HandoffReceiver(
+                config.handoff_socket,
+                runner.server,  # handed-off connections share the server: one drain for all
+                routing,
+                states=ConnectionStates(config.handoff_state),
+                accepting=lambda: state.accepting,
+            )
             receiver.start()
-        port = runner.addresses[0][1]
-        print(f"{LISTENING_PREFIX} http://{_url_host(config.host)}:{port}", flush=True)
-        logger.info("listening on %s:%d", config.host, port)
+        # The activator reads these lines from a replica's stdout to learn its addresses.
+        for line in announcements:
+            print(line, flush=True)
+        if http_url is not None:
+            print(listening_line(http_url), flush=True)
+            logger.info("listening on %s", http_url)
         stopper = asyncio.create_task(stop.wait())
         failer = asyncio.create_task(state.failed.wait())
         await asyncio.wait({stopper, failer}, return_when=asyncio.FIRST_COMPLETED)
@@ -69,33 +121,13 @@ async def serve_app(app: web.Application, config: ServeConfig) -> int:
         logger.info("shutting down (in-flight requests get %.1fs)", config.exit_timeout_s)
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
+        if grpc_server is not None:
+            await grpc_server.stop(config.exit_timeout_s)
+        if metrics_runner is not None:
+            await metrics_runner.cleanup()
         await runner.cleanup()  # drains handed-off connections too: they share the server
         if receiver is not None:
             await receiver.close()  # after the drain: it reports every connection ended
-        if front_door is not None:
-            await front_door.close()
+        if routing is not None:
+            await routing.close()  # its front door client, which those connections used
     return 1 if state.start_error is not None else 0
-
-
-def _handoff_receiver(
-    app: web.Application, runner: web.AppRunner, config: ServeConfig, front_door: FrontDoorClient
-) -> HandoffReceiver:
-    """Connections `thaw up` hands over are served by this runner's own server."""
-    manager, state = app[MANAGER], app[SERVER_STATE]
-    assert runner.server is not None and config.handoff_socket is not None  # set up above
-
-    def is_loaded(model: str) -> bool:
-        try:
-            return manager.model_ready(model, None)
-        except ServingError:
-            return False
-
-    return HandoffReceiver(
-        config.handoff_socket,
-        runner.server,
-        is_loaded=is_loaded,
-        front_door=front_door,
-        max_age_s=config.handoff_max_age_s,
-        states=ConnectionStates(config.handoff_state),
-        accepting=lambda: state.accepting,
-    )

@@ -58,6 +58,9 @@ class ModelStats:
         self.compute_output = Duration()
         self.failures: dict[FailureReason, int] = dict.fromkeys(FailureReason, 0)
         self.batches: dict[int, _BatchStats] = {}
+        self.cache_enabled = False  # the model uses the response cache (its nv_cache_* rows)
+        self.cache_hit = Duration()  # lookups that found the answer, and their time
+        self.cache_miss = Duration()  # lookups that did not, plus inserting the answer
 
     def record_execution(
         self,
@@ -100,6 +103,21 @@ class ModelStats:
                     self.fail.add(request_ns)
                     self.failures[FailureReason.BACKEND] += 1
 
+    def record_cache_hit(self, request_ns: int, hit_ns: int) -> None:
+        """A request answered from the response cache: a success that executed nothing."""
+        with self.lock:
+            self.success.add(request_ns)
+            self.queue.add(0)
+            self.cache_hit.add(hit_ns)
+            self.last_inference_ms = time.time_ns() // 1_000_000
+
+    def record_cache_miss(self, miss_ns: int) -> None:
+        """A lookup that missed, and the insertion of the computed answer (Triton adds that
+        time to the request's duration too)."""
+        with self.lock:
+            self.cache_miss.add(miss_ns)
+            self.success.ns += miss_ns
+
     def record_failure(self, reason: FailureReason, request_ns: int) -> None:
         """A request that failed before it reached the model (bad input, rejected, canceled)."""
         with self.lock:
@@ -110,7 +128,6 @@ class ModelStats:
     def to_json(self, name: str, version: str) -> dict[str, Any]:
         """One `model_stats` entry of Triton's statistics extension."""
         with self.lock:
-            zero = Duration().to_json()
             return {
                 "name": name,
                 "version": version,
@@ -124,8 +141,8 @@ class ModelStats:
                     "compute_input": self.compute_input.to_json(),
                     "compute_infer": self.compute_infer.to_json(),
                     "compute_output": self.compute_output.to_json(),
-                    "cache_hit": dict(zero),
-                    "cache_miss": dict(zero),
+                    "cache_hit": self.cache_hit.to_json(),
+                    "cache_miss": self.cache_miss.to_json(),
                 },
                 "response_stats": {},  # Triton's field (empty for non-decoupled models)
                 "batch_stats": [

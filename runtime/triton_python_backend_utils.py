@@ -1,22 +1,46 @@
-"""The `triton_python_backend_utils` module Triton python models import, in-process."""
+"""The `triton_python_backend_utils` module Triton python models import (server or stub process).
+
+Everything a model calls that needs the server (BLS `exec`, custom metrics, logging, the model
+loading API) goes through one `ModelHost` (runtime.python_host): in the server process the
+server's own, in a stub process one that talks over the stub's control channel. Triton's own
+module is a process-wide singleton too (its `Stub::GetOrCreateInstance`), and a model reaches it
+only through module-level names, so the host is a module global here, set once per process by
+`install_host`. This module imports nothing of Thaw but `runtime.python_host`, so a stub process
+under another Python environment (`EXECUTION_ENV_PATH`) can import it with only numpy.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import enum
+import functools
 import json
 import logging
 import struct
 
 import numpy as np
 
+from runtime.custom_metrics import MetricKind
+from runtime.python_host import LocalHost, ModelHost
+
 __all__ = [
+    "TRITONSERVER_MEMORY_CPU",
+    "TRITONSERVER_MEMORY_GPU",
     "TRITONSERVER_REQUEST_FLAG_SEQUENCE_END",
     "TRITONSERVER_REQUEST_FLAG_SEQUENCE_START",
+    "TRITONSERVER_REQUEST_RELEASE_ALL",
+    "TRITONSERVER_REQUEST_RELEASE_RESCHEDULE",
     "TRITONSERVER_RESPONSE_COMPLETE_FINAL",
     "InferenceRequest",
     "InferenceResponse",
+    "InferenceResponseSender",
     "LogLevel",
     "Logger",
+    "Metric",
+    "MetricFamily",
     "ModelConfig",
+    "PreferredMemory",
+    "ResponseIterator",
     "Tensor",
     "TritonError",
     "TritonModelException",
@@ -25,10 +49,15 @@ __all__ = [
     "get_input_tensor_by_name",
     "get_output_config_by_name",
     "get_output_tensor_by_name",
+    "install_host",
+    "is_model_ready",
+    "load_model",
     "numpy_to_triton_type",
     "serialize_byte_tensor",
     "triton_string_to_numpy",
     "triton_to_numpy_type",
+    "unload_model",
+    "using_decoupled_model_transaction_policy",
 ]
 
 _log = logging.getLogger("triton_python_backend_utils")
@@ -36,6 +65,23 @@ _log = logging.getLogger("triton_python_backend_utils")
 TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
 TRITONSERVER_REQUEST_FLAG_SEQUENCE_START = 1
 TRITONSERVER_REQUEST_FLAG_SEQUENCE_END = 2
+TRITONSERVER_REQUEST_RELEASE_ALL = 1
+TRITONSERVER_REQUEST_RELEASE_RESCHEDULE = 2
+
+_host: ModelHost = LocalHost()
+
+
+def install_host(host):
+    """Route this process's BLS calls, metrics and logs to `host`; returns the previous one."""
+    global _host
+    previous, _host = _host, host
+    return previous
+
+
+def current_host():
+    """The host this process's models talk to."""
+    return _host
+
 
 TRITON_STRING_TO_NUMPY = {
     "TYPE_BOOL": bool,
@@ -196,8 +242,20 @@ class Tensor:
         return Tensor(name, torch.utils.dlpack.from_dlpack(capsule).cpu().numpy())
 
 
+class PreferredMemory:
+    """Where a BLS call would like its outputs; accepted (Thaw's outputs are always CPU)."""
+
+    def __init__(self, preferred_memory_type, preferred_device_id=0):
+        self.preferred_memory_type = preferred_memory_type
+        self.preferred_device_id = preferred_device_id
+
+
+TRITONSERVER_MEMORY_GPU = 1
+TRITONSERVER_MEMORY_CPU = 0
+
+
 class InferenceRequest:
-    """A request as a python model sees it; `exec` (BLS) is not supported in-process."""
+    """A request as a python model sees it, or one it builds for BLS (`exec`, `async_exec`)."""
 
     def __init__(
         self,
@@ -208,18 +266,30 @@ class InferenceRequest:
         model_name="",
         model_version=-1,
         flags=0,
+        timeout=0,
+        preferred_memory=None,
+        trace=None,
         parameters=None,
-        **_unused,
     ):
+        if not isinstance(correlation_id, int | str):
+            raise TritonModelException("Correlation ID must be integer or string")
         self._inputs = list(inputs or [])
         self._request_id = request_id or ""
         self._correlation_id = correlation_id
         self._requested_output_names = list(requested_output_names or [])
-        self._model_name = model_name
+        # A model may pass the bytes it read from a BYTES tensor (Triton's binding takes both).
+        self._model_name = model_name.decode() if isinstance(model_name, bytes) else model_name
         self._model_version = model_version
         self._flags = flags
+        self._timeout = timeout  # microseconds; 0: none
+        self._preferred_memory = preferred_memory
         # Kept as given; serialized only if the model asks (most never do).
         self._parameters = parameters
+        self._sender = None
+        # Set by the runner for requests handed to `execute`: makes the sender on first use
+        # (most models never ask for one, and a request should cost them nothing).
+        self._make_sender = None
+        self._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
 
     def inputs(self):
         return self._inputs
@@ -236,6 +306,12 @@ class InferenceRequest:
     def flags(self):
         return self._flags
 
+    def set_flags(self, flags):
+        self._flags = flags
+
+    def timeout(self):
+        return self._timeout
+
     def parameters(self):
         if not isinstance(self._parameters, str):
             self._parameters = json.dumps(self._parameters or {})
@@ -244,19 +320,38 @@ class InferenceRequest:
     def model_name(self):
         return self._model_name
 
+    def model_version(self):
+        return self._model_version
+
     def is_cancelled(self):
-        return False
+        sender = self._sender
+        if sender is None and self._make_sender is not None:
+            sender = self.get_response_sender()
+        return sender is not None and sender.is_cancelled()
+
+    def set_release_flags(self, flags):
+        self._release_flags = flags
 
     def get_response_sender(self):
-        raise TritonModelException("decoupled models are not supported by Thaw")
+        if self._sender is None and self._make_sender is not None:
+            self._sender = self._make_sender()
+        if self._sender is None:
+            raise TritonModelException(
+                "get_response_sender() is only available for requests passed to execute()"
+            )
+        return self._sender
 
-    def exec(self, *args, **kwargs):
-        raise TritonModelException(
-            "BLS (InferenceRequest.exec) is not supported by Thaw's python backend"
-        )
+    def exec(self, decoupled=False):
+        """Run this request on another model and wait: a response (or, with `decoupled`, an
+        iterator of them); failures come back as a response with an error, never raised."""
+        if decoupled:
+            return ResponseIterator(_host.stream(self))
+        return _host.infer(self)
 
-    async def async_exec(self, *args, **kwargs):
-        return self.exec()
+    def async_exec(self, decoupled=False):
+        """`exec` on the running event loop's default executor, as Triton does; await it."""
+        loop = asyncio.get_running_loop()
+        return loop.run_in_executor(None, functools.partial(self.exec, decoupled))
 
 
 class InferenceResponse:
@@ -281,6 +376,80 @@ class InferenceResponse:
 
     def error(self):
         return self._err
+
+    def parameters(self):
+        if not isinstance(self._parameters, str):
+            self._parameters = json.dumps(self._parameters or {})
+        return self._parameters
+
+
+class InferenceResponseSender:
+    """Sends a request's responses (decoupled models: any number, then the final flag).
+
+    `deliver(response_or_None, flags)` is the runner's: it passes each send on to the server.
+    After the final flag the sender is closed and further sends raise, as Triton's do.
+    """
+
+    def __init__(self, deliver, *, decoupled, cancelled=None):
+        self._deliver = deliver
+        self._decoupled = decoupled
+        self._cancelled = cancelled
+        self._closed = False
+        self._sent = 0
+
+    def send(self, response=None, flags=0):
+        if self._closed:
+            raise TritonModelException("Unable to send response. Response sender has been closed.")
+        if response is not None and not isinstance(response, InferenceResponse):
+            raise TritonModelException(
+                f"Expected an 'InferenceResponse' object, found type '{type(response).__name__}'."
+            )
+        final = bool(flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        if not self._decoupled:
+            if response is not None and self._sent >= 1:
+                raise TritonModelException(
+                    "Non-decoupled model cannot send more than one response."
+                )
+            if final and response is None and self._sent == 0:
+                raise TritonModelException(
+                    "Non-decoupled model cannot send complete final before sending a response."
+                )
+        if response is not None:
+            self._sent += 1
+        if final:
+            self._closed = True
+        self._deliver(response, flags)
+
+    def is_cancelled(self):
+        return self._cancelled is not None and self._cancelled()
+
+    def is_closed(self):
+        return self._closed
+
+    def close(self):
+        self._closed = True
+
+
+class ResponseIterator:
+    """The responses of a decoupled BLS call, in order; the final flag ends the iteration."""
+
+    def __init__(self, responses):
+        self._responses = iter(responses)
+        self._cancelled = False
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._cancelled:
+            raise StopIteration
+        return next(self._responses)
+
+    def cancel(self):
+        self._cancelled = True
+        close = getattr(self._responses, "close", None)
+        if close is not None:
+            close()
 
 
 def get_input_tensor_by_name(inference_request, name):
@@ -311,7 +480,14 @@ def get_output_config_by_name(model_config, name):
     return None
 
 
-class LogLevel:
+def using_decoupled_model_transaction_policy(model_config):
+    """Whether the model's config sets `model_transaction_policy { decoupled: true }`."""
+    if "model_transaction_policy" in model_config:
+        return bool(model_config["model_transaction_policy"].get("decoupled", False))
+    return False
+
+
+class LogLevel(enum.IntEnum):
     INFO = 0
     WARNING = 1
     ERROR = 2
@@ -319,12 +495,16 @@ class LogLevel:
 
 
 class Logger:
-    """Triton's model logger; writes to the `triton_python_backend_utils` Python logger."""
+    """Triton's model logger: lines go to the server's log (from a stub process too)."""
+
+    INFO = LogLevel.INFO
+    WARNING = LogLevel.WARNING
+    ERROR = LogLevel.ERROR
+    VERBOSE = LogLevel.VERBOSE
 
     @staticmethod
     def log(message, level=LogLevel.INFO):
-        levels = {0: logging.INFO, 1: logging.WARNING, 2: logging.ERROR, 3: logging.DEBUG}
-        _log.log(levels.get(level, logging.INFO), "%s", message)
+        _host.log(int(level), str(message))
 
     @staticmethod
     def log_info(message):
@@ -341,6 +521,91 @@ class Logger:
     @staticmethod
     def log_verbose(message):
         Logger.log(message, LogLevel.VERBOSE)
+
+
+class MetricFamily:
+    """A custom metric family, exported on the server's `/metrics` with its `nv_*` series.
+
+    Families are server-wide and named: every instance (every stub process) that creates
+    `name` with the same kind shares it, and a `Metric` with the same labels is the same series.
+    """
+
+    COUNTER = MetricKind.COUNTER
+    GAUGE = MetricKind.GAUGE
+    HISTOGRAM = MetricKind.HISTOGRAM
+
+    def __init__(self, name, description, kind):
+        if kind not in (MetricKind.COUNTER, MetricKind.GAUGE, MetricKind.HISTOGRAM):
+            raise TritonModelException("Unknown metric kind")
+        try:
+            _host.metric_family(str(name), str(description), int(kind))
+        except ValueError as exc:
+            raise TritonModelException(f"Error when creating MetricFamily: {exc}") from None
+        self._name = str(name)
+        self._kind = MetricKind(kind)
+
+    def Metric(self, labels=None, buckets=None):
+        if labels is None:
+            labels = {}
+        if not isinstance(labels, dict):
+            raise TritonModelException("Failed to create metric. Labels must be a dictionary.")
+        if self._kind == MetricKind.HISTOGRAM:
+            if buckets is None:
+                raise TritonModelException("Failed to create metric. Missing required buckets.")
+            if not isinstance(buckets, list):
+                raise TritonModelException("Failed to create metric. Buckets must be a list.")
+        elif buckets is not None:
+            raise TritonModelException("Failed to create metric. Unexpected buckets found.")
+        text_labels = {str(k): str(v) for k, v in labels.items()}
+        try:
+            key = _host.metric_create(
+                self._name, text_labels, [float(b) for b in buckets] if buckets else None
+            )
+        except ValueError as exc:
+            raise TritonModelException(f"Error when creating Metric: {exc}") from None
+        return Metric(key, self._kind)
+
+
+class Metric:
+    """One labelled series of a MetricFamily."""
+
+    def __init__(self, key, kind):
+        self._key = key
+        self._kind = kind
+
+    def increment(self, value):
+        self._update("increment", value, "Failed to increment metric value")
+
+    def set(self, value):
+        self._update("set", value, "Failed to set metric value")
+
+    def observe(self, value):
+        self._update("observe", value, "Failed to observe metric value")
+
+    def value(self):
+        try:
+            return _host.metric_value(self._key)
+        except ValueError as exc:
+            raise TritonModelException(f"Failed to get metric value: {exc}") from None
+
+    def _update(self, op, value, what):
+        try:
+            _host.metric_update(self._key, op, float(value))
+        except (ValueError, TypeError) as exc:
+            raise TritonModelException(f"{what}: {exc}") from None
+
+
+def load_model(model_name, config="", files=None):
+    """Triton's model loading API (explicit model control mode only)."""
+    _host.load_model(model_name, config, files)
+
+
+def unload_model(model_name, unload_dependents=False):
+    _host.unload_model(model_name, unload_dependents)
+
+
+def is_model_ready(model_name, model_version=""):
+    return _host.is_model_ready(model_name, str(model_version))
 
 
 class ModelConfig:

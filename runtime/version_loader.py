@@ -4,20 +4,30 @@ from __future__ import annotations
 
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from runtime.backends.base import Backend, LoadContext
+from runtime.backends.base import Backend, LoadContext, SnapshotImage
 from runtime.backends.registry import backend_class
+from runtime.batch_planner import DynamicBatching
+from runtime.ensemble_scheduler import EnsembleScheduler, StepRunner
 from runtime.errors import RepositoryError, ServingError
 from runtime.metrics import Metrics
 from runtime.model_config import config_to_json, fill_defaults, validate_config
+from runtime.model_scheduler import ModelScheduler
 from runtime.model_signature import ModelSignature
+from runtime.model_warmup import run_warmup, warmup_samples
+from runtime.queue_policy import QueuePolicies
 from runtime.repository import ModelSpec
 from runtime.scheduler import Scheduler
+from runtime.sequence_scheduler import SequenceScheduler
+from runtime.snapshot_restore import ImageSource, SnapshotRestorer
 from runtime.stats import ModelStats, StatsBook
+from tritonconfig import is_ensemble
 from tritonconfig.schema import mc
+
+if TYPE_CHECKING:
+    from snapshotter import Arena
 
 __all__ = ["LoadedVersion", "VersionLoader"]
 
@@ -32,10 +42,11 @@ class LoadedVersion:
     config: mc.ModelConfig
     config_json: dict[str, Any]
     signature: ModelSignature
-    scheduler: Scheduler
+    scheduler: ModelScheduler
     instances: list[Backend]
     restored: bool
     stats: ModelStats
+    warmup_s: float = 0.0  # the config's `model_warmup` samples, run at load
 
 
 class VersionLoader:
@@ -46,14 +57,21 @@ class VersionLoader:
         *,
         book: StatsBook,
         metrics: Metrics,
-        image_loader: Any | None,
-        arena: Any | None,
+        image_loader: ImageSource | None,
+        arena: Arena | None,
         inline_exec_max_us: int = 0,
+        auto_complete: bool = True,
+        steps: StepRunner | None = None,
     ) -> None:
         self._book = book
+        self._auto_complete = auto_complete  # False: no model.py `auto_complete_config`
+        self._steps = steps  # where ensembles run their steps
         self._metrics = metrics
-        self._image_loader = image_loader
-        self._arena = arena
+        self._restorer = (
+            SnapshotRestorer(image_loader, arena=arena, metrics=metrics)
+            if image_loader is not None
+            else None
+        )
         self._inline_exec_max_us = inline_exec_max_us
 
     def load(self, spec: ModelSpec) -> dict[str, LoadedVersion]:
@@ -82,7 +100,7 @@ class VersionLoader:
 
     def _complete(self, spec: ModelSpec) -> mc.ModelConfig:
         config = spec.config
-        if config.backend != "python":
+        if config.backend != "python" or not self._auto_complete:
             return config
         from runtime.backends.python_backend import auto_complete_config
 
@@ -94,22 +112,35 @@ class VersionLoader:
         return config
 
     def _load_version(self, spec: ModelSpec, config: mc.ModelConfig, version: int) -> LoadedVersion:
+        if is_ensemble(config):
+            return self._load_ensemble(spec, config, version)
         started = time.perf_counter()
-        image = self._restore(spec, version)
+        samples = warmup_samples(config, spec.model_dir)  # a bad sample fails before loading
+        image = self._restorer.restore(spec, version) if self._restorer is not None else None
         restored_at = time.perf_counter()
         instances = self._instances(spec, config, version, image)
+        try:
+            warmup_s = run_warmup(spec.name, instances, samples) if samples else 0.0
+        except BaseException:
+            for instance in instances:
+                instance.unload()
+            raise
+        if samples:
+            self._metrics.record_warmup(spec.name, str(version), warmup_s)
         logger.debug(
             "model=%s version=%s restore+digest %.3f s, instances %.3f s",
             spec.name, version, restored_at - started, time.perf_counter() - restored_at,
         )  # fmt: skip
         # Restored only if the backend really built the model from the image's weights.
-        restored = image is not None and all(getattr(i, "used_image", False) for i in instances)
+        restored = image is not None and all(instance.used_image for instance in instances)
         stats = self._book.open(spec.name, str(version))
-        scheduler = Scheduler(
-            spec.name, str(version), instances, stats, inline_max_us=self._inline_exec_max_us
-        )
+        signature = ModelSignature.from_config(config)
+        scheduler = self._scheduler(spec.name, str(version), config, signature, instances, stats)
         seconds = time.perf_counter() - started
-        self._metrics.record_load(spec.name, str(version), seconds, restored=restored)
+        source = image.source if image is not None else "files"
+        self._metrics.record_load(
+            spec.name, str(version), seconds, restored=restored, source=source
+        )
         logger.info(
             "model=%s version=%s loaded in %.3f s (%d instance(s), restored=%s)",
             spec.name, version, seconds, len(instances), restored,
@@ -118,23 +149,78 @@ class VersionLoader:
             version=str(version),
             config=config,
             config_json=config_to_json(config),
-            signature=ModelSignature.from_config(config),
+            signature=signature,
             scheduler=scheduler,
             instances=instances,
             restored=restored,
             stats=stats,
+            warmup_s=warmup_s,
         )
 
+    def _load_ensemble(
+        self, spec: ModelSpec, config: mc.ModelConfig, version: int
+    ) -> LoadedVersion:
+        """An ensemble has no instances: its scheduler runs the steps on other models."""
+        if self._steps is None:
+            raise RepositoryError(f"model '{spec.name}': this server cannot run ensembles")
+        stats = self._book.open(spec.name, str(version))
+        scheduler = EnsembleScheduler(spec.name, str(version), config, self._steps, stats)
+        self._metrics.record_load(spec.name, str(version), 0.0, restored=False)
+        logger.info("model=%s version=%s ensemble of %d steps loaded", spec.name, version,
+                    len(config.ensemble_scheduling.step))  # fmt: skip
+        return LoadedVersion(
+            version=str(version),
+            config=config,
+            config_json=config_to_json(config),
+            signature=ModelSignature.from_config(config),
+            scheduler=scheduler,
+            instances=[],
+            restored=False,
+            stats=stats,
+        )
+
+    def _scheduler(
+        self,
+        name: str,
+        version: str,
+        config: mc.ModelConfig,
+        signature: ModelSignature,
+        instances: list[Backend],
+        stats: ModelStats,
+    ) -> ModelScheduler:
+        """The scheduler the config asks for: Triton's sequence batcher, its dynamic batcher,
+        or one request at a time (which may run inline, on the event loop, once proven tiny)."""
+        if config.HasField("sequence_batching"):
+            return SequenceScheduler(name, version, instances, stats, config)
+        if config.HasField("dynamic_batching"):
+            return Scheduler(
+                name,
+                version,
+                instances,
+                stats,
+                policy=DynamicBatching.from_config(config),
+                queue=QueuePolicies.from_config(config.dynamic_batching),
+                batch_key=signature.batch_key,
+            )
+        return Scheduler(name, version, instances, stats, inline_max_us=self._inline_exec_max_us)
+
     def _instances(
-        self, spec: ModelSpec, config: mc.ModelConfig, version: int, image: Any | None
+        self,
+        spec: ModelSpec,
+        config: mc.ModelConfig,
+        version: int,
+        image: SnapshotImage | None,
     ) -> list[Backend]:
-        """One loaded backend per instance of every instance group; all or none."""
+        """One loaded backend per instance of every instance group; all or none. A KIND_GPU
+        group has `count` instances on each of its `gpus`, as Triton places them; instances
+        are named `<group>_<n>`, n counting through the group."""
         instances: list[Backend] = []
-        total = sum(group.count for group in config.instance_group)
+        total = sum(group.count * len(_devices(group)) for group in config.instance_group)
         try:
             for group in config.instance_group:
                 kind = mc.ModelInstanceGroup.Kind.Name(group.kind)
-                for index in range(group.count):
+                slots = [device for device in _devices(group) for _ in range(group.count)]
+                for index, device in enumerate(slots):
                     backend = backend_class(config.backend)()
                     ctx = LoadContext(
                         model_name=spec.name,
@@ -143,7 +229,7 @@ class VersionLoader:
                         model_dir=spec.model_dir,
                         config=config,
                         instance_kind=kind,
-                        device_id=group.gpus[index % len(group.gpus)] if len(group.gpus) else 0,
+                        device_id=device,
                         image=image,
                         instance_name=f"{group.name}_{index}",
                         instance_count=total,
@@ -157,46 +243,12 @@ class VersionLoader:
             raise
         return instances
 
-    def _restore(self, spec: ModelSpec, version: int) -> Any | None:
-        """A snapshot image for these exact model files, or None to load files as usual.
 
-        When there is an image, the model files' digest (`source_digest`: one `stat` per file
-        when the cache's digest index knows them, else ~0.45 s per 256 MiB of hashing) runs in
-        parallel with the restore; an image built from other files is then thrown away. With
-        no image nothing is hashed (that would compete with the normal load for the CPUs).
-        """
-        if self._image_loader is None or spec.config.backend not in ("onnxruntime", "pytorch"):
-            return None
-        import snapshotter  # only servers with a store/cache configured get here
-
-        digest_of = getattr(self._image_loader, "source_digest", snapshotter.source_digest)
-        try:
-            ref = self._image_loader.find(spec.name, str(version), None)
-            if ref is None:
-                return None
-            pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="thaw-digest")
-            digest = pool.submit(digest_of, spec.version_dir(version))
-            pool.shutdown(wait=False)  # a failed restore never waits for the hash
-            # The pre-faulted arena holds one image: the first restore takes it for good.
-            arena, self._arena = self._arena, None
-            image = self._image_loader.restore(ref, arena=arena)
-            waited = time.perf_counter()
-            same = image.manifest.source_digest == digest.result()
-            logger.debug(
-                "model=%s version=%s restore %s, waited %.3f s for the source digest",
-                spec.name, version, image.timings, time.perf_counter() - waited,
-            )  # fmt: skip
-            if not same:
-                logger.info("model=%s version=%s image is stale, loading files", spec.name, version)
-                self._arena = arena
-                return None
-            return image
-        except Exception as exc:  # a bad image must not stop the model from loading
-            logger.warning(
-                "model=%s version=%s snapshot restore failed, loading files: %r",
-                spec.name, version, exc,
-            )  # fmt: skip
-            return None
+def _devices(group: mc.ModelInstanceGroup) -> list[int]:
+    """The devices a group's instances go on: each of its GPUs for KIND_GPU, else device 0."""
+    if group.kind == mc.ModelInstanceGroup.KIND_GPU and len(group.gpus):
+        return list(group.gpus)
+    return [0]
 
 
 def _load_instance(backend: Backend, ctx: LoadContext) -> None:

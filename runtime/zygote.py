@@ -88,6 +88,17 @@ _WARM_MODULES = (
 _WARM_OPTIONAL = ("uvloop",)  # imported when installed, as `thaw serve` would
 _WITH_TORCH = ("runtime.backends.torch_backend",)
 _WITH_IMAGES = ("snapshotter", "runtime.image_cache")
+# A child serving gRPC (`thaw up` gives each `--grpc-port 0`) imports grpc, protobuf's
+# generated service and the handlers at start (~0.2 s). Importing grpc starts no thread
+# (tests pin it): its core, and so its threads, start with the first server or channel, in
+# the child.
+_WITH_GRPC = (
+    "grpc",
+    "grpc.aio",
+    "tritonclient.grpc",
+    "runtime.grpc_handlers",
+    "runtime.grpc_server",
+)
 _BLAS_THREADS_ENV = "OPENBLAS_NUM_THREADS"
 _PARENT_POLL_S = 0.5  # how often the loop checks that the activator still runs
 
@@ -99,10 +110,12 @@ class ForkRefused(Exception):
 @dataclass(frozen=True)
 class ZygoteSettings:
     """What the zygote imports: `frameworks` as `--preload-frameworks`; `images`: the
-    snapshotter too (`--cache`/`--store` given)."""
+    snapshotter too (`--cache`/`--store` given); `grpc`: the gRPC server's modules (children
+    serve gRPC: `--allow-grpc`, the default)."""
 
     frameworks: tuple[str, ...]
     images: bool
+    grpc: bool = True
 
 
 def thread_count() -> int:
@@ -169,6 +182,8 @@ def _import_all(settings: ZygoteSettings) -> tuple[list[str], list[str]]:
         modules += _WITH_TORCH
     if settings.images:
         modules += _WITH_IMAGES
+    if settings.grpc:
+        modules += _WITH_GRPC
     for name in [*frameworks, *modules]:
         importlib.import_module(name)
     for name in _WARM_OPTIONAL:

@@ -6,13 +6,7 @@ Public names the runtime may import (see docs/ARCHITECTURE.md); everything else 
 from __future__ import annotations
 
 from snapshotter.arena import Arena
-from snapshotter.compile_cache import (
-    CompileSettings,
-    arg_positions,
-    compile_for_serving,
-    compile_settings,
-    warmup_inputs,
-)
+from snapshotter.compile_cache import arg_positions, compile_for_serving, warmup_inputs
 from snapshotter.errors import (
     ArtifactError,
     BuildError,
@@ -39,7 +33,6 @@ __all__ = [
     "Arena",
     "ArtifactError",
     "BuildError",
-    "CompileSettings",
     "ImageLoader",
     "ImageNotFound",
     "ImageRef",
@@ -55,7 +48,6 @@ __all__ = [
     "arg_positions",
     "build_image",
     "compile_for_serving",
-    "compile_settings",
     "open_store",
     "ort_host_key",
     "source_digest",

@@ -1,11 +1,11 @@
 """`torch.compile` of torch.export programs, and its caches as image artifacts.
 
 Opt-in per model with the parameter Triton's PyTorch backend uses for `torch.compile`,
-`TORCH_COMPILE_OPTIONAL_PARAMETERS` (a JSON object of `fullgraph`, `dynamic`, `backend`, `mode`,
-`options`, `disable`): when present, the runtime compiles the program's `.module()` and warms
-it up at load with one sample batch per input (`warmup_inputs`: the config's dims, 1 for a
-variable dim and for the batch). TorchScript modules cannot be compiled (torch.compile refuses
-`torch.jit` modules), so the parameter applies to `model.pt2` only.
+`TORCH_COMPILE_OPTIONAL_PARAMETERS` (parsed by `tritonconfig.torch_compile`): when present, the
+runtime compiles the program's `.module()` and warms it up at load with one sample batch per
+input (`warmup_inputs`: the config's dims, 1 for a variable dim and for the batch). TorchScript
+modules cannot be compiled (torch.compile refuses `torch.jit` modules), so the parameter
+applies to `model.pt2` only.
 
 A cold compile spends its time in dynamo tracing, AOT autograd, inductor's lowering and code
 generation, and, on CPU, g++ building the generated C++ kernels. An image carries two artifacts
@@ -27,25 +27,23 @@ the model files it was built from, and its digests prove it is the image that wa
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import re
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from snapshotter.artifact_key import cpu_host, settings_digest, short
 from snapshotter.errors import ArtifactError
+from tritonconfig.torch_compile import CompileSettings
 
 logger = logging.getLogger(__name__)
 
-PARAMETER = "TORCH_COMPILE_OPTIONAL_PARAMETERS"
 CACHE_ARTIFACT = "torch_compile_cache"
 KERNELS_ARTIFACT = "torch_compile_kernels"
-MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 # Triton data types a warm-up input can be made of, as torch dtype names.
 _DTYPES = {
@@ -60,33 +58,9 @@ _DTYPES = {
     "TYPE_FP32": "float32",
     "TYPE_FP64": "float64",
 }
-_KEYS = {"fullgraph": bool, "dynamic": bool, "backend": str, "mode": str, "options": dict}
-
 # torch.compile reads inductor's cache directory from the process environment: one compile at
 # a time points it at the directory that compile uses.
 _COMPILE_LOCK = threading.Lock()
-
-
-@dataclass(frozen=True)
-class CompileSettings:
-    """The `torch.compile` arguments of one model (Triton's parameter, validated)."""
-
-    fullgraph: bool = False
-    dynamic: bool | None = None
-    backend: str = "inductor"
-    mode: str | None = None
-    options: dict[str, Any] = field(default_factory=dict)
-
-    def kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for `torch.compile` (`mode` and `options` are exclusive there)."""
-        out: dict[str, Any] = {"fullgraph": self.fullgraph, "backend": self.backend}
-        if self.dynamic is not None:
-            out["dynamic"] = self.dynamic
-        if self.mode is not None and self.mode != "default":
-            out["mode"] = self.mode
-        if self.options:
-            out["options"] = dict(self.options)
-        return out
 
 
 @dataclass(frozen=True)
@@ -96,51 +70,6 @@ class WarmupInput:
     name: str
     dtype: str
     shape: tuple[int, ...]
-
-
-def parse_settings(raw: str) -> CompileSettings | None:
-    """Settings from the parameter's JSON text; None when it says `{"disable": true}`.
-    Raises ValueError (naming the parameter) on anything else malformed."""
-    try:
-        doc = json.loads(raw) if raw.strip() else {}
-    except (ValueError, RecursionError) as exc:
-        raise ValueError(f"parameter `{PARAMETER}` is not JSON: {exc}") from None
-    if not isinstance(doc, dict):
-        raise ValueError(f"parameter `{PARAMETER}` = {raw!r}, must be a JSON object")
-    if doc.get("disable") is True:
-        return None
-    for key, value in doc.items():
-        want = _KEYS.get(key) if key != "disable" else bool
-        if want is None:
-            raise ValueError(f"parameter `{PARAMETER}`: unknown key {key!r} (known: {_known()})")
-        if not isinstance(value, want):
-            raise ValueError(
-                f"parameter `{PARAMETER}`: `{key}` = {value!r}, must be {want.__name__}"
-            )
-    mode = doc.get("mode")
-    if mode is not None and mode not in MODES:
-        raise ValueError(f"parameter `{PARAMETER}`: `mode` = {mode!r}, must be one of {MODES}")
-    if mode not in (None, "default") and doc.get("options"):
-        raise ValueError(f"parameter `{PARAMETER}`: give `mode` or `options`, not both")
-    return CompileSettings(
-        fullgraph=doc.get("fullgraph", False),
-        dynamic=doc.get("dynamic"),
-        backend=doc.get("backend", "inductor"),
-        mode=mode,
-        options=doc.get("options", {}),
-    )
-
-
-def _known() -> str:
-    return ", ".join([*_KEYS, "disable"])
-
-
-def compile_settings(config: Any) -> CompileSettings | None:
-    """The compile settings of a `ModelConfig`, or None when the model does not ask for it."""
-    params = config.parameters
-    if PARAMETER not in params:
-        return None
-    return parse_settings(params[PARAMETER].string_value)
 
 
 def warmup_inputs(config: Any) -> list[WarmupInput] | None:

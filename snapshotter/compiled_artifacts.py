@@ -23,6 +23,9 @@ from snapshotter import compile_cache, trt_cache
 from snapshotter.artifact_archive import pack_dir
 from snapshotter.errors import BuildError
 from snapshotter.sources import ExtractedModel
+from tritonconfig import ModelConfigError
+from tritonconfig.tensorrt_accelerator import tensorrt_parameters, tensorrt_provider_options
+from tritonconfig.torch_compile import TORCH_COMPILE_PARAMETER, CompileSettings, compile_settings
 
 logger = logging.getLogger(__name__)
 
@@ -59,12 +62,12 @@ def build_compiled(version_dir: Path, extracted: ExtractedModel, target: str) ->
     if config is None:
         return out
     try:
-        settings = compile_cache.compile_settings(config)
-        trt_params = trt_cache.tensorrt_params(config)
+        settings = compile_settings(config)
+        trt_params = tensorrt_parameters(config)
         trt_options = (
-            trt_cache.provider_options(trt_params, device_id=0) if trt_params is not None else None
+            tensorrt_provider_options(trt_params, device_id=0) if trt_params is not None else None
         )
-    except ValueError as exc:
+    except ModelConfigError as exc:
         raise BuildError(f"{version_dir.parent / 'config.pbtxt'}: {exc}") from exc
     if settings is not None and extracted.framework == "torch_export":
         _torch_compile(version_dir / "model.pt2", config, settings, target, out)
@@ -72,7 +75,7 @@ def build_compiled(version_dir: Path, extracted: ExtractedModel, target: str) ->
         logger.warning(
             "%s: `%s` applies to torch.export programs (model.pt2); torch.compile cannot "
             "compile a %s model, so the image carries no compile cache",
-            version_dir, compile_cache.PARAMETER, extracted.framework,
+            version_dir, TORCH_COMPILE_PARAMETER, extracted.framework,
         )  # fmt: skip
     if trt_options is not None and extracted.framework == "onnx":
         if target == "cpu":
@@ -104,7 +107,7 @@ def build_device(target: str, what: str) -> str:
 
 
 def _torch_compile(
-    path: Path, config: Any, settings: compile_cache.CompileSettings, target: str, out: Compiled
+    path: Path, config: Any, settings: CompileSettings, target: str, out: Compiled
 ) -> None:
     import torch
     from torch.compiler._cache import CacheArtifactManager

@@ -1,10 +1,9 @@
-"""onnxruntime's TensorRT execution provider: its options from a Triton config, and its engine
-and timing caches as an image artifact.
+"""onnxruntime's TensorRT execution provider: its engine and timing caches as an image artifact.
 
 Triton users turn TensorRT on for an ONNX model with `optimization { execution_accelerators {
-gpu_execution_accelerator: [ { name: "tensorrt" parameters { ... } } ] } }`; the parameter
-names are the Triton onnxruntime backend's (`precision_mode`, `max_workspace_size_bytes`,
-`trt_*`), mapped here to the TensorRT EP's provider options as that backend maps them.
+gpu_execution_accelerator: [ { name: "tensorrt" parameters { ... } } ] } }`; those parameters
+are checked and mapped to the TensorRT EP's provider options by
+`tritonconfig.tensorrt_accelerator`, for the runtime and this builder alike.
 
 Building TensorRT engines is the slowest part of such a start (seconds to minutes per
 subgraph). For a `cuda:sm_NN` image the builder creates the session the runtime will create
@@ -33,54 +32,12 @@ from snapshotter.artifact_archive import pack_dir
 from snapshotter.artifact_key import settings_digest, short
 from snapshotter.errors import ArtifactError, BuildError
 from snapshotter.sources.ort_optimize import sample_feed
+from tritonconfig.tensorrt_accelerator import tensorrt_provider_options
 
 logger = logging.getLogger(__name__)
 
 ARTIFACT = "ort_trt_cache"
 PROVIDER = "TensorrtExecutionProvider"
-ACCELERATOR = "tensorrt"
-
-_BOOL, _INT, _STR = "bool", "int", "str"
-# Triton onnxruntime backend key -> (TensorRT EP option, kind); `precision_mode` is separate.
-_OPTIONS: dict[str, tuple[str, str]] = {
-    "max_workspace_size_bytes": ("trt_max_workspace_size", _INT),
-    "int8_calibration_table_name": ("trt_int8_calibration_table_name", _STR),
-    "int8_use_native_calibration_table": ("trt_int8_use_native_calibration_table", _BOOL),
-    **{
-        key: (key, kind)
-        for key, kind in {
-            "trt_max_partition_iterations": _INT,
-            "trt_min_subgraph_size": _INT,
-            "trt_dla_enable": _BOOL,
-            "trt_dla_core": _INT,
-            "trt_engine_cache_enable": _BOOL,
-            "trt_engine_cache_path": _STR,
-            "trt_engine_cache_prefix": _STR,
-            "trt_dump_subgraphs": _BOOL,
-            "trt_force_sequential_engine_build": _BOOL,
-            "trt_context_memory_sharing_enable": _BOOL,
-            "trt_layer_norm_fp32_fallback": _BOOL,
-            "trt_timing_cache_enable": _BOOL,
-            "trt_timing_cache_path": _STR,
-            "trt_force_timing_cache": _BOOL,
-            "trt_detailed_build_log": _BOOL,
-            "trt_build_heuristics_enable": _BOOL,
-            "trt_sparsity_enable": _BOOL,
-            "trt_builder_optimization_level": _INT,
-            "trt_auxiliary_streams": _INT,
-            "trt_tactic_sources": _STR,
-            "trt_extra_plugin_lib_paths": _STR,
-            "trt_profile_min_shapes": _STR,
-            "trt_profile_max_shapes": _STR,
-            "trt_profile_opt_shapes": _STR,
-            "trt_cuda_graph_enable": _BOOL,
-            "trt_dump_ep_context_model": _BOOL,
-            "trt_ep_context_file_path": _STR,
-            "trt_ep_context_embed_mode": _INT,
-        }.items()
-    },
-}
-_PRECISION = {"FP32": {}, "FP16": {"trt_fp16_enable": "True"}, "INT8": {"trt_int8_enable": "True"}}
 # Where the caches live, and which device: not part of what an engine is.
 _PLACEMENT = {
     "device_id",
@@ -93,56 +50,14 @@ _PLACEMENT = {
 }
 
 
-def tensorrt_params(config: Any) -> dict[str, str] | None:
-    """The parameters of the config's `tensorrt` GPU accelerator, or None without one."""
-    accelerators = config.optimization.execution_accelerators.gpu_execution_accelerator
-    return next((dict(a.parameters) for a in accelerators if a.name == ACCELERATOR), None)
-
-
-def provider_options(params: Mapping[str, str], *, device_id: int) -> dict[str, str]:
-    """TensorRT EP provider options (all strings) for a tensorrt accelerator's parameters.
-    Raises ValueError naming the parameter for an unknown key or a malformed value."""
-    options = {"device_id": str(device_id)}
-    for key, value in sorted(params.items()):
-        if key == "precision_mode":
-            if value.upper() not in _PRECISION:
-                raise ValueError(
-                    f"tensorrt parameter `precision_mode` = {value!r}, must be FP32, FP16 or INT8"
-                )
-            options.update(_PRECISION[value.upper()])
-            continue
-        if key not in _OPTIONS:
-            raise ValueError(f"tensorrt parameter `{key}` is unknown (see Triton's onnxruntime "
-                             "backend: TensorRT optimization parameters)")  # fmt: skip
-        name, kind = _OPTIONS[key]
-        options[name] = _value(key, value, kind)
-    return options
-
-
-def _value(key: str, value: str, kind: str) -> str:
-    if kind == _BOOL:
-        lowered = value.strip().lower()
-        if lowered not in ("1", "0", "true", "false"):
-            raise ValueError(f"tensorrt parameter `{key}` = {value!r}, must be 1, 0, true or false")
-        return "True" if lowered in ("1", "true") else "False"
-    if kind == _INT:
-        try:
-            return str(int(value))
-        except ValueError:
-            raise ValueError(
-                f"tensorrt parameter `{key}` = {value!r}, must be an integer"
-            ) from None
-    return value
-
-
 def session_options(
     params: Mapping[str, str], *, device_id: int, image: Any | None, target: str | None = None
 ) -> dict[str, str]:
-    """The runtime's TensorRT EP options: `provider_options`, plus the image's engine and
+    """The runtime's TensorRT EP options: `tensorrt_provider_options`, plus the image's engine and
     timing caches, unpacked, when the image has them for this GPU (`target`, default: the
     `cuda:sm_NN` of `device_id`), TensorRT and onnxruntime; otherwise a log line says why and
-    TensorRT builds its engines as usual. Raises ValueError for malformed parameters."""
-    options = provider_options(params, device_id=device_id)
+    TensorRT builds its engines as usual. Raises ModelConfigError for malformed parameters."""
+    options = tensorrt_provider_options(params, device_id=device_id)
     if image is None:
         return options
     if target is None:

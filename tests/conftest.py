@@ -13,6 +13,14 @@ from pathlib import Path
 import pytest
 from blockbuster import BlockBuster, blockbuster_ctx
 
+from tests.fakes.kube_fixtures import (  # noqa: F401  (fixtures, see tests/fakes/KUBERNETES.md)
+    kube_api,
+    kube_apiserver,
+    kube_apiserver_factory,
+    kubeconfig_path,
+    kubelet,
+    kubelet_factory,
+)
 from tests.fixtures.serve_process import ServeProcess, free_port
 
 # Blocking calls are looked for only where a frame of Thaw's own packages is on the stack: the
@@ -35,8 +43,8 @@ def _allow_known_blocking(bb: BlockBuster) -> None:
     An entry is `(blocking calls, file suffix, functions)`: the calls are allowed while one of
     those functions is on the stack. "known:" marks blocking that should go off the loop."""
     # Start-up, before the server listens: the installed distribution's version for `/v2`
-    # (importlib.metadata reads the site-packages directories once per server).
-    _allow(bb, _FILES, "runtime/app.py", {"server_version"})
+    # (importlib.metadata reads the site-packages directories once per process; cached).
+    _allow(bb, _FILES, "thawwire/server_info.py", {"server_version"})
     # Start-up and shutdown: the handoff socket file is made once, under a umask (process-
     # global, so not in a thread), before `thaw up` connects, after removing a stale file of a
     # killed predecessor; `close` removes it once at exit.
@@ -57,6 +65,9 @@ def _allow_known_blocking(bb: BlockBuster) -> None:
         {"record_execution", "record_failure", "to_json", "open", "close", "items"},
     )
     _allow(bb, ("threading.Lock.acquire",), "prometheus_client/values.py", {"inc", "set", "get"})
+    # Scrape time: the runtime's `thaw_server_resident_memory_bytes` reads /proc for the
+    # server and its child processes (psutil); /proc is answered from kernel memory, no disk.
+    _allow(bb, (*_STAT, "io.BufferedReader.read"), "runtime/metrics.py", {"collect"})
     # By design a Python model proven tiny runs on the loop (docs/decisions/
     # 0004-inline-tiny-python-models.md); the scheduler tests' fake model sleeps there to turn
     # slow, which is what sends it back to its thread.

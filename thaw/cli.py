@@ -16,6 +16,7 @@ _COMMANDS: dict[str, str] = {
     "up": "activator.cli",
     "status": "activator.status_cli",
     "snapshot": "snapshotter.cli",
+    "prefetch": "activator.prefetch_cli",
 }
 
 _DESCRIPTION = """\
@@ -25,6 +26,7 @@ Thaw: scale-to-zero, Triton-compatible inference serving.
   thaw up REPO           the whole platform on this machine: activator, warm pool, snapshot cache
   thaw status            a table of every model behind a running `thaw up`
   thaw snapshot ...      build, push, pull, list, verify and garbage-collect model images
+  thaw prefetch REPO     keep hot models' images in a node-local cache (Kubernetes DaemonSet)
 """
 
 

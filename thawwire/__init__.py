@@ -1,8 +1,69 @@
 """What `thaw up` (activator) and `thaw serve` (runtime) must agree on over the wire, once.
 
-One concept per module; import each by its module name (e.g. `thawwire.pool_protocol`).
+The activator talks to replicas over HTTP and a handoff socket and imports no runtime code, so
+everything both sides must say the same way lives here, one concept per module, as model
+configuration lives in `tritonconfig` (the one Thaw package this one may import):
+
+    paths           the v2 paths about one model; which of them a replica answers itself
+    names           the model-name and version rules
+    extensions      the v2 extensions `/v2` lists
+    server_info     the server's name and version (`/v2`)
+    metadata        v2 model metadata from a completed ModelConfig
+    datatype_names  `FP32` <-> `TYPE_FP32`
+    hop_by_hop      the headers no proxy forwards
+    bad_http        the JSON answer to unparsable HTTP
+    handoff_protocol  the listening line, slots and their states, load reports
+    load_answer     what a load call's answer reports beside its status (warm-up time)
+    aiohttp_compat  the only private aiohttp access (import it by its module name)
+    pool_protocol   the fork server's control frames between `thaw up` and a zygote
+    cache_counters  an image cache directory's eviction counters (replicas add, `thaw up` reads)
+
+The last three are imported by their module names. It raises only `WireError`
+(thawwire.errors) and its subclass `PoolProtocolError` (thawwire.pool_protocol).
 """
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from thawwire.bad_http import error_body, error_reason
+from thawwire.datatype_names import config_to_v2, v2_to_config
+from thawwire.errors import WireError
+from thawwire.extensions import EXTENSIONS
+from thawwire.handoff_protocol import (
+    LISTENING_PREFIX,
+    SLOTS,
+    LoadReport,
+    SlotState,
+    listening_line,
+    listening_url,
+)
+from thawwire.hop_by_hop import HOP_BY_HOP, connection_tokens
+from thawwire.metadata import model_metadata
+from thawwire.names import is_model_name, is_version
+from thawwire.paths import MODEL, MODEL_VERSION, model_of
+from thawwire.server_info import SERVER_NAME, server_metadata, server_version
+
+__all__ = [
+    "EXTENSIONS",
+    "HOP_BY_HOP",
+    "LISTENING_PREFIX",
+    "MODEL",
+    "MODEL_VERSION",
+    "SERVER_NAME",
+    "SLOTS",
+    "LoadReport",
+    "SlotState",
+    "WireError",
+    "config_to_v2",
+    "connection_tokens",
+    "error_body",
+    "error_reason",
+    "is_model_name",
+    "is_version",
+    "listening_line",
+    "listening_url",
+    "model_metadata",
+    "model_of",
+    "server_metadata",
+    "server_version",
+    "v2_to_config",
+]

@@ -25,6 +25,8 @@ import struct
 from enum import StrEnum
 from typing import Any
 
+from thawwire.errors import WireError
+
 __all__ = [
     "FDS_PER_FORK",
     "MAX_FRAME_BYTES",
@@ -39,7 +41,7 @@ FDS_PER_FORK = 2  # the child's stdout and stderr
 _HEADER = struct.Struct(">I")
 
 
-class PoolProtocolError(ValueError):
+class PoolProtocolError(WireError):
     """A frame that breaks the protocol (too large, not JSON, unknown op, missing field)."""
 
 

@@ -1,39 +1,85 @@
 """Triton model configuration: parse, validate, complete, render; imports no other Thaw package.
 
 `thaw serve` (runtime) and `thaw up` (activator) both answer a model's config and metadata, and
-their answers must be Triton's and each other's; this is the one implementation both use. It is
-pure config code: protobuf (`tritonclient`'s generated `model_config_pb2`, loaded without grpc),
-the model directory's file names, and an ONNX graph's signature (onnx, imported lazily). It
-raises only `ModelConfigError`, which each caller maps into its own error tree.
+their answers must be Triton's and each other's; this is the one implementation both use, and
+the snapshotter's too for the model parameters backends read (the TensorRT accelerator's,
+`TORCH_COMPILE_OPTIONAL_PARAMETERS`). It is pure config code: protobuf (`tritonclient`'s
+generated `model_config_pb2`, loaded without grpc), the model directory's file names, and an
+ONNX graph's signature (onnx, imported lazily). It raises only `ModelConfigError`, which each
+caller maps into its own error tree.
 """
 
 from __future__ import annotations
 
 from tritonconfig.complete import complete_config
 from tritonconfig.defaults import fill_defaults
+from tritonconfig.ensemble import (
+    ENSEMBLE_PLATFORM,
+    EnsembleStep,
+    composing_models,
+    ensemble_steps,
+    is_ensemble,
+)
 from tritonconfig.errors import ModelConfigError
 from tritonconfig.onnx_autocomplete import DEFAULT_MAX_BATCH_SIZE, autocomplete_from_onnx
 from tritonconfig.parse import config_from_json, parse_config
 from tritonconfig.platform import PLATFORM_BACKENDS, default_model_filename, normalize_platform
 from tritonconfig.render import config_to_json
 from tritonconfig.schema import mc
+from tritonconfig.sequence import (
+    SEQUENCE_IDLE_DEFAULT_US,
+    ControlKind,
+    SequenceControl,
+    is_sequence_model,
+    sequence_controls,
+    sequence_idle_us,
+)
+from tritonconfig.tensorrt_accelerator import (
+    TENSORRT_ACCELERATOR,
+    tensorrt_parameters,
+    tensorrt_provider_options,
+)
+from tritonconfig.torch_compile import (
+    TORCH_COMPILE_PARAMETER,
+    CompileSettings,
+    compile_settings,
+    parse_compile_settings,
+)
 from tritonconfig.validate import validate_config
 from tritonconfig.versions import available_versions, select_versions
 
 __all__ = [
     "DEFAULT_MAX_BATCH_SIZE",
+    "ENSEMBLE_PLATFORM",
     "PLATFORM_BACKENDS",
+    "SEQUENCE_IDLE_DEFAULT_US",
+    "TENSORRT_ACCELERATOR",
+    "TORCH_COMPILE_PARAMETER",
+    "CompileSettings",
+    "ControlKind",
+    "EnsembleStep",
     "ModelConfigError",
+    "SequenceControl",
     "autocomplete_from_onnx",
     "available_versions",
+    "compile_settings",
     "complete_config",
+    "composing_models",
     "config_from_json",
     "config_to_json",
     "default_model_filename",
+    "ensemble_steps",
     "fill_defaults",
+    "is_ensemble",
+    "is_sequence_model",
     "mc",
     "normalize_platform",
+    "parse_compile_settings",
     "parse_config",
     "select_versions",
+    "sequence_controls",
+    "sequence_idle_us",
+    "tensorrt_parameters",
+    "tensorrt_provider_options",
     "validate_config",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tritonconfig.defaults import fill_defaults
+from tritonconfig.ensemble import is_ensemble
 from tritonconfig.errors import ModelConfigError
 from tritonconfig.onnx_autocomplete import autocomplete_from_onnx
 from tritonconfig.platform import default_model_filename, normalize_platform
@@ -22,6 +23,7 @@ def complete_config(
     *,
     gpu_available: bool,
     require_model_files: bool,
+    auto_complete: bool = True,
 ) -> list[int]:
     """Complete `config` (of the model in `model_dir`) in place and check it; return the
     versions its policy serves, ascending. ModelConfigError where Triton would refuse it.
@@ -29,17 +31,25 @@ def complete_config(
     Order: platform/backend (inferred from the newest version's file) → version policy →
     model files (when `require_model_files`) → ONNX auto-complete → defaults → validation.
     A python model's own `auto_complete_config` is not run here: it runs the model's code.
+    `auto_complete=False` (tritonserver's `--disable-auto-complete-config`) skips the ONNX
+    auto-complete: the config must then declare what the model takes and gives.
     """
     available = available_versions(model_dir)
     newest = model_dir / str(available[-1]) if available else None
     normalize_platform(config, newest, source)
     versions = select_versions(config.version_policy, available, str(model_dir))
-    if require_model_files:
+    if require_model_files and not is_ensemble(config):
         for version in versions:
             model_file = model_dir / str(version) / default_model_filename(config)
-            if not model_file.exists():
+            try:
+                present = model_file.exists()
+            except OSError as exc:  # e.g. a `default_model_filename` too long to be a name
+                raise ModelConfigError(
+                    f"{source}: model file {str(model_file)[:300]} cannot be read: {exc.strerror}"
+                ) from None
+            if not present:
                 raise ModelConfigError(f"{source}: model file {model_file} is missing")
-    if config.backend == "onnxruntime":
+    if auto_complete and config.backend == "onnxruntime":
         onnx_file = model_dir / str(versions[-1]) / default_model_filename(config)
         autocomplete_from_onnx(config, onnx_file, source)
     fill_defaults(config, gpu_available=gpu_available)

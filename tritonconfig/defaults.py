@@ -2,16 +2,29 @@
 
 from __future__ import annotations
 
+from tritonconfig.ensemble import is_ensemble
 from tritonconfig.schema import mc
+from tritonconfig.sequence import SEQUENCE_IDLE_DEFAULT_US
 
 __all__ = ["fill_defaults"]
 
 
 def fill_defaults(config: mc.ModelConfig, *, gpu_available: bool) -> None:
     """Version policy, instance groups (named, counted, placed), default python file name,
-    pinned memory and the preferred batch size, where the config leaves them unset."""
+    pinned memory, the preferred batch sizes and the sequence idle time, where the config
+    leaves them unset. An ensemble gets only its version policy: it has no instances and no
+    optimization of its own (Triton refuses either there)."""
     if not config.HasField("version_policy"):
         config.version_policy.latest.num_versions = 1
+    if is_ensemble(config):
+        return
+    if config.HasField("sequence_batching"):
+        sequence = config.sequence_batching
+        if sequence.max_sequence_idle_microseconds == 0:
+            sequence.max_sequence_idle_microseconds = SEQUENCE_IDLE_DEFAULT_US
+        oldest = sequence.oldest if sequence.HasField("oldest") else None
+        if oldest is not None and config.max_batch_size > 0 and not oldest.preferred_batch_size:
+            oldest.preferred_batch_size.append(config.max_batch_size)
     if len(config.instance_group) == 0:
         config.instance_group.add(name=config.name)  # Triton names it after the model
     if config.backend == "python" and not config.default_model_filename:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tritonconfig.ensemble import ENSEMBLE_PLATFORM
 from tritonconfig.errors import ModelConfigError
 from tritonconfig.schema import mc
 
@@ -39,7 +40,15 @@ _FILE_BACKENDS: tuple[tuple[str, str], ...] = (
 
 def normalize_platform(config: mc.ModelConfig, version_dir: Path | None, source: str) -> None:
     """Fill the `platform`/`backend` pair Triton's way; infer it from the model file in
-    `version_dir` (the newest version) when the config names neither."""
+    `version_dir` (the newest version) when the config names neither. An ensemble has a
+    platform and no backend: it runs other models, not a file."""
+    if config.platform == ENSEMBLE_PLATFORM:
+        if config.backend:
+            raise ModelConfigError(
+                f"{source}: platform '{ENSEMBLE_PLATFORM}' does not match backend "
+                f"'{config.backend}'"
+            )
+        return
     if not config.platform and not config.backend and version_dir is not None:
         _infer_from_files(config, version_dir)
     if config.platform and not config.backend:

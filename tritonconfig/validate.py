@@ -6,8 +6,10 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from tritonconfig.ensemble import validate_ensemble
 from tritonconfig.errors import ModelConfigError
 from tritonconfig.schema import mc
+from tritonconfig.sequence import validate_sequence_batching
 
 __all__ = ["validate_config"]
 
@@ -35,6 +37,50 @@ def validate_config(config: mc.ModelConfig, source: str) -> None:
             f"{source}: version_policy.latest.num_versions = {policy.latest.num_versions}, "
             "must be >= 1"
         )
+    _validate_dynamic_batching(config, source)
+    validate_sequence_batching(config, source)
+    validate_ensemble(config, source)
+
+
+def _validate_dynamic_batching(config: mc.ModelConfig, source: str) -> None:
+    """Triton's checks of `dynamic_batching`: preferred sizes, priority levels, ordering."""
+    if not config.HasField("dynamic_batching"):
+        return
+    batching, name = config.dynamic_batching, config.name
+    for size in batching.preferred_batch_size:
+        if size <= 0:
+            raise ModelConfigError(
+                f"{source}: dynamic batching preferred size must be positive for {name}"
+            )
+        if size > config.max_batch_size:
+            raise ModelConfigError(
+                f"{source}: dynamic batching preferred size must be <= max batch size for {name}"
+            )
+    levels = batching.priority_levels
+    if levels != 0:
+        if not 1 <= batching.default_priority_level <= levels:
+            raise ModelConfigError(
+                f"{source}: default priority level must be in range [1, {levels}] for {name}"
+            )
+        for level in batching.priority_queue_policy:
+            if not 1 <= level <= levels:
+                raise ModelConfigError(
+                    f"{source}: priority queue policy must have priority level in range "
+                    f"[1, {levels}] for {name}"
+                )
+    if batching.preserve_ordering:
+        if levels > 1:
+            raise ModelConfigError(
+                f"{source}: Only one priority level is allowed when 'preserve_ordering' is true "
+                f"for {name}"
+            )
+        policies = [batching.default_queue_policy, *batching.priority_queue_policy.values()]
+        for policy in policies:
+            if policy.default_timeout_microseconds and policy.timeout_action == policy.DELAY:
+                raise ModelConfigError(
+                    f"{source}: Queue policy can not have DELAY as timeout action when "
+                    f"'preserve_ordering' is true for {name}"
+                )
 
 
 def _validate_ios(ios: Iterable[Any], field: str, config: mc.ModelConfig, source: str) -> None:

@@ -4,27 +4,44 @@
           │ start_replica / wait_lost / stop_replica / running_replicas / pool_status
           ▼
     ScalerBackend ── local_backend.LocalBackend (child processes + warm pool, `--scaler local`)
-                 └── (next: a Kubernetes backend: warm pool pods claimed, readiness probed)
+                 └── kubernetes_backend.KubernetesBackend (warm-pool pods claimed, readiness
+                     probed, a Lease for the scaling leader; `--scaler kubernetes`)
 
 The endpoint decides *how many* replicas a model has and drains them; a backend makes them
 exist, says when one is lost, and stops them. Every backend brings a replica up the same way
 once it has a running runtime: `runtime_control.RuntimeControl` waits for readiness and loads
 the model over the runtime's HTTP API. All methods run on the event loop of `thaw up`.
+
+Optional capabilities a backend may add (checked with `isinstance`): `AsyncLifecycle` (async
+set-up before the first call, and letting go of replicas that outlive the activator before
+the endpoints drain) and `PeerConcurrency` (the same model's concurrency on the other
+activators, for active-active activators).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
-__all__ = ["PoolReport", "PoolStatus", "ReplicaHandle", "ScalerBackend", "ScalerKind"]
+__all__ = [
+    "AsyncLifecycle",
+    "PeerConcurrency",
+    "PeerLoad",
+    "PoolReport",
+    "PoolStatus",
+    "ReplicaHandle",
+    "ScalerBackend",
+    "ScalerKind",
+]
 
 
 class ScalerKind(StrEnum):
     """Where replicas run: the `--scaler` choice of `thaw up`."""
 
     LOCAL = "local"  # `thaw serve` child processes on this machine
+    KUBERNETES = "kubernetes"  # warm-pool pods in a namespace (kubernetes-asyncio)
 
 
 @dataclass(frozen=True)
@@ -40,7 +57,11 @@ class ReplicaHandle:
     `claim_s` is the time to get a running, ready runtime (warm-pool claim or fresh start) and
     `restore_s` the load call (restore from an image, or the model's normal load), both 0 for a
     replica found running (`running_replicas`). `pid` is the local process id, when there is
-    one (shown by `thaw status --json`).
+    one (shown by `thaw status --json`). `grpc_address` is its KServe v2 gRPC service
+    (`host:port`, gRPC's target form), where the activator forwards gRPC calls; None when the
+    replica serves no gRPC (gRPC calls for the model then fail UNAVAILABLE, saying so).
+    `warmup_s` is the part of `restore_s` the model's
+    `model_warmup` samples took (the runtime reports it in its load answer).
     """
 
     id: str
@@ -49,6 +70,8 @@ class ReplicaHandle:
     claim_s: float
     restore_s: float
     pid: int | None = None
+    grpc_address: str | None = None
+    warmup_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -140,4 +163,47 @@ class ScalerBackend(PoolReport, Protocol):
     async def close(self) -> None:
         """Stop every replica and pooled runtime this backend started (bounded by its own
         drain timeout); nothing it started runs afterwards."""
+        ...
+
+
+@runtime_checkable
+class AsyncLifecycle(Protocol):
+    """A backend that sets itself up on the event loop, and whose replicas outlive it."""
+
+    async def start(self) -> None:
+        """Connect and get ready (called once by the fleet, before `running_replicas`);
+        raises `ScalerUnavailable` with a message an operator can act on (unreachable API,
+        missing rights, no warm pool), which stops `thaw up` at start."""
+        ...
+
+    async def release(self) -> None:
+        """Shutdown, called by the fleet before the endpoints drain: stop owning replicas
+        (hand over any leadership), so the drains' `stop_replica` calls only let go of them
+        and they keep serving other activators or the next one started."""
+        ...
+
+
+@dataclass(frozen=True)
+class PeerLoad:
+    """One model's concurrency on the *other* activators: `mean` in-flight + held requests
+    over their last report period, `current` now (a held request there counts)."""
+
+    mean: float = 0.0
+    current: int = 0
+
+
+@runtime_checkable
+class PeerConcurrency(Protocol):
+    """Where several activators serve one fleet (Kubernetes, active-active), the concurrency
+    the others see: the scaling leader scales on the total, and every activator attaches to as
+    many replicas as the total needs. A backend without peers does not implement this."""
+
+    def exchange(self, model: str, *, mean: float, current: int) -> PeerLoad:
+        """Record this activator's concurrency of `model` (`mean` since its last tick, `current`
+        now) for the others, and return theirs. Cheap and synchronous (every tick and poke)."""
+        ...
+
+    def watch_demand(self, model: str, wake: Callable[[], object]) -> None:
+        """Call `wake()` when demand for `model` appears on another activator (a request held
+        there while this one scales), so the scaling leader decides at once, not next tick."""
         ...

@@ -5,15 +5,27 @@ from __future__ import annotations
 import aiohttp
 
 from activator.config import ActivatorConfig
+from activator.metrics import Metrics
 from activator.scaler.backend import ScalerBackend
-from activator.scaler.local_backend import LocalBackend
+from activator.scaler.kube_config import KubernetesConfig
 
 __all__ = ["open_backend"]
 
 
-def open_backend(config: ActivatorConfig, session: aiohttp.ClientSession) -> ScalerBackend:
+def open_backend(
+    config: ActivatorConfig, session: aiohttp.ClientSession, metrics: Metrics
+) -> ScalerBackend:
     """The backend `config.scaler` describes (its type says which), sharing `session`.
 
-    Backends with heavy or optional dependencies are imported here, lazily, only when chosen.
+    Backends with heavy or optional dependencies are imported here, lazily, only when chosen
+    (the Kubernetes one needs the `kubernetes` extra: kubernetes-asyncio).
     """
+    if isinstance(config.scaler, KubernetesConfig):
+        from activator.scaler.kubernetes_backend import KubernetesBackend
+
+        return KubernetesBackend(
+            config.scaler, session, metrics, drain_timeout_s=config.drain_timeout_s
+        )
+    from activator.scaler.local_backend import LocalBackend
+
     return LocalBackend(config, config.scaler, session)

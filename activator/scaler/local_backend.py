@@ -16,7 +16,7 @@ import aiohttp
 
 from activator.config import ActivatorConfig
 from activator.errors import ActivationFailed
-from activator.handoff import SLOTS, HandoffLink
+from activator.handoff import HandoffLink
 from activator.orphans import LINGER_S, Outcome
 from activator.pool_policy import PoolPolicy
 from activator.scaler.backend import PoolStatus, ReplicaHandle
@@ -24,6 +24,7 @@ from activator.scaler.local_config import LocalConfig
 from activator.scaler.process_source import ForkSource, ProcessSource, SpawnSource
 from activator.scaler.replica_process import ReplicaProcess
 from activator.warm_pool import WarmPool
+from thawwire.handoff_protocol import SLOTS
 
 __all__ = ["LocalBackend", "arena_with_headroom", "fork_server_argv", "replica_argv", "serve_args"]
 
@@ -58,8 +59,11 @@ def serve_args(
     `handoff_state`; it then also enforces the body limit.
     """
     argv = [str(config.repository), "--host", "127.0.0.1"]
-    argv += ["--port", "0", "--model-control-mode", "explicit"]
+    argv += ["--port", "0", "--grpc-port", "0", "--model-control-mode", "explicit"]
     argv += ["--log-level", local.replica_log_level]
+    if local.front_door_url is not None:
+        # An ensemble's steps go to the front door: each composing model has its replicas.
+        argv += ["--ensemble-steps-url", local.front_door_url]
     if handoff_socket is not None and local.front_door_url is not None:
         argv += ["--handoff-socket", str(handoff_socket), "--front-door", local.front_door_url]
         argv += ["--handoff-max-age-s", f"{local.direct_max_age_s:g}"]
@@ -174,6 +178,8 @@ class LocalBackend:
             claim_s=claimed - start,
             restore_s=time.monotonic() - claimed,
             pid=proc.proc.pid,
+            grpc_address=proc.grpc_address,
+            warmup_s=proc.warmup_s,
         )
 
     async def running_replicas(self, model: str) -> list[ReplicaHandle]:

@@ -24,12 +24,12 @@ import aiohttp
 
 from activator.errors import ActivationFailed
 from activator.scaler.runtime_control import RuntimeControl
+from thawwire.handoff_protocol import Surface, listening_url, surface_address
 
 __all__ = ["LocalProcess", "ReplicaProcess", "SpawnedChild"]
 
 logger = logging.getLogger(__name__)
 
-_LISTENING = "THAW_LISTENING "
 HANDOFF_FLAG = "--handoff-socket"
 _STDERR_LINES = 40
 
@@ -90,8 +90,10 @@ class ReplicaProcess:
         self.proc = proc
         self.name = name
         self.url = ""
+        self.grpc_address: str | None = None  # announced before `url` (handoff_protocol)
         self.handoff_socket = handoff_socket  # where it takes handed-off client connections
         self.model: str | None = None
+        self.warmup_s = 0.0  # the model's warm-up samples, inside its load call
         self.control: RuntimeControl | None = None  # once it listens
         self._stderr: deque[str] = deque(maxlen=_STDERR_LINES)
         self._readers: list[asyncio.Task[None]] = []
@@ -137,9 +139,13 @@ class ReplicaProcess:
     async def _read_stdout(self, stream: asyncio.StreamReader) -> None:
         # Keep reading for the process's life so a chatty child never blocks on a full pipe.
         while line := await stream.readline():
-            text = line.decode(errors="replace").strip()
-            if text.startswith(_LISTENING) and not self._listening.done():
-                self._listening.set_result(text[len(_LISTENING) :].strip())
+            text = line.decode(errors="replace")
+            surface = surface_address(text)
+            if surface is not None and surface[0] is Surface.GRPC and not self._listening.done():
+                self.grpc_address = surface[1]
+            url = listening_url(text)
+            if url is not None and not self._listening.done():
+                self._listening.set_result(url)
         if not self._listening.done():
             self._listening.set_exception(self._died("exited before listening"))
 
@@ -175,11 +181,12 @@ class ReplicaProcess:
         """The load call; returns when the runtime says the model is READY."""
         if self.control is None:
             raise ActivationFailed(f"replica {self.name} was never ready")
-        loading = self.control.load(model, timeout_s=timeout_s)
+        loading = asyncio.ensure_future(self.control.load(model, timeout_s=timeout_s))
         await self._unless_exited(loading, f"died while loading model '{model}'")
+        self.warmup_s = loading.result()
         self.model = model
 
-    async def _unless_exited(self, call: Awaitable[None], what: str) -> None:
+    async def _unless_exited(self, call: Awaitable[object], what: str) -> None:
         """Run a control call; if the process exits first, cancel it and fail with `what`."""
         running = asyncio.ensure_future(call)
         exited = asyncio.ensure_future(self.proc.wait())

@@ -20,6 +20,7 @@ from collections.abc import Callable
 import aiohttp
 
 from activator.errors import ActivationFailed
+from thawwire.load_answer import WARMUP_SECONDS_HEADER, warmup_seconds
 
 __all__ = ["RuntimeControl", "error_text"]
 
@@ -70,22 +71,23 @@ class RuntimeControl:
                 return resp.status == 200
         return False
 
-    async def load(self, model: str, *, timeout_s: float) -> None:
-        """Load `model`; returns when the runtime says it is READY, else `ActivationFailed`
-        with the runtime's own error text (bad weights, missing file, ...)."""
-        await self._post(model, "load", timeout_s)
+    async def load(self, model: str, *, timeout_s: float) -> float:
+        """Load `model`; returns when the runtime says it is READY (with the seconds the
+        model's warm-up samples took inside the load), else `ActivationFailed` with the
+        runtime's own error text (bad weights, missing file, ...)."""
+        return await self._post(model, "load", timeout_s)
 
     async def unload(self, model: str, *, timeout_s: float) -> None:
         """Unload `model` (a pod going back to the pool); `ActivationFailed` when refused."""
         await self._post(model, "unload", timeout_s)
 
-    async def _post(self, model: str, action: str, timeout_s: float) -> None:
+    async def _post(self, model: str, action: str, timeout_s: float) -> float:
         url = f"{self.url}/v2/repository/models/{model}/{action}"
         try:
             timeout = aiohttp.ClientTimeout(total=timeout_s)
             async with self._session.post(url, json={}, timeout=timeout) as resp:
                 if resp.status == 200:
-                    return
+                    return warmup_seconds(resp.headers.get(WARMUP_SECONDS_HEADER))
                 text = (await resp.text())[:_MAX_ERROR_BODY]
         except TimeoutError:
             raise ActivationFailed(

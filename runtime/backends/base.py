@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
+from runtime.backends.snapshot_image import SnapshotImage
 from runtime.errors import ServingError
 from runtime.inference import InferRequest, InferResponse
 from tritonconfig.schema import mc
 
-__all__ = ["Backend", "ExecTimings", "LoadContext"]
+__all__ = ["Backend", "ExecTimings", "LoadContext", "SnapshotImage"]
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ class LoadContext:
     config: mc.ModelConfig
     instance_kind: str  # "KIND_CPU" | "KIND_GPU"
     device_id: int
-    image: Any | None = None  # snapshotter.RestoredImage when restoring from a snapshot
+    image: SnapshotImage | None = None  # the restored snapshot image, when there is one
     instance_name: str = ""  # Triton's `<group>_<index>`, e.g. "add_sub_0_0"
     instance_count: int = 1  # instances of this model in total (thread budgeting)
     model_file: Path | None = None  # the model file (default_model_filename applied)
@@ -50,11 +51,14 @@ class Backend(Protocol):
     """One model instance; `execute` runs in that instance's worker thread only.
 
     `timings` is refreshed by every `execute` (the scheduler reads it right after, on the
-    same thread, so it needs no lock). A backend may set a class attribute `gil_bound = True`
-    when `execute` holds the GIL throughout (pure Python): then the scheduler may run it on
-    the event loop once it has proven tiny (runtime.inline_policy); absent means False.
+    same thread, so it needs no lock). `gil_bound` (a class attribute) is True when `execute`
+    holds the GIL throughout (pure Python): then the scheduler may run it on the event loop
+    once it has proven tiny (runtime.inline_policy). `used_image` is True once `load` built
+    the model from `ctx.image` (its weights came from the snapshot, not the model files).
     """
 
+    gil_bound: bool
+    used_image: bool
     timings: ExecTimings
 
     def load(self, ctx: LoadContext) -> None: ...

@@ -9,10 +9,12 @@ from typing import Any
 
 import numpy as np
 
-from runtime.backends.base import ExecTimings, LoadContext
+from runtime.backends.base import ExecTimings, LoadContext, SnapshotImage
+from runtime.backends.batch_tensors import BatchLayout, run_batched
 from runtime.datatypes import numpy_to_v2
 from runtime.errors import RepositoryError, ServingError
 from runtime.inference import InferRequest, InferResponse, InferTensor
+from tritonconfig import ModelConfigError, tensorrt_parameters
 
 __all__ = ["OnnxRuntimeBackend", "intra_op_threads"]
 
@@ -38,7 +40,7 @@ def _providers(ctx: LoadContext, available: list[str]) -> list[Any]:
         return ["CPUExecutionProvider"]
     options = {"device_id": ctx.device_id}
     wanted: list[Any] = []
-    params = _trt_params(ctx.config)
+    params = tensorrt_parameters(ctx.config)
     if params is not None and "TensorrtExecutionProvider" in available:
         wanted.append(("TensorrtExecutionProvider", _tensorrt_options(ctx, params)))
     elif params is not None:
@@ -54,12 +56,6 @@ def _providers(ctx: LoadContext, available: list[str]) -> list[Any]:
     return wanted
 
 
-def _trt_params(config: Any) -> dict[str, str] | None:
-    """The parameters of the config's `tensorrt` GPU execution accelerator, or None."""
-    accelerators = config.optimization.execution_accelerators.gpu_execution_accelerator
-    return next((dict(a.parameters) for a in accelerators if a.name == "tensorrt"), None)
-
-
 def _tensorrt_options(ctx: LoadContext, params: dict[str, str]) -> dict[str, str]:
     """TensorRT EP options from the accelerator's Triton parameters (with the image's engine
     and timing caches when they were built for this GPU, TensorRT and onnxruntime)."""
@@ -67,12 +63,14 @@ def _tensorrt_options(ctx: LoadContext, params: dict[str, str]) -> dict[str, str
 
     try:
         return trt_session_options(params, device_id=ctx.device_id, image=ctx.image)
-    except ValueError as exc:
+    except ModelConfigError as exc:
         raise RepositoryError(f"model '{ctx.model_name}': {exc}") from None
 
 
 class OnnxRuntimeBackend:
     """One onnxruntime InferenceSession."""
+
+    gil_bound = False  # onnxruntime releases the GIL while it runs
 
     def __init__(self) -> None:
         self.timings = ExecTimings()
@@ -81,6 +79,7 @@ class OnnxRuntimeBackend:
         self._version = ""
         self._outputs: list[str] = []
         self._string_inputs: set[str] = set()
+        self._layout: BatchLayout | None = None  # how a dynamic batch runs as one session run
         self.used_image = False  # True when the weights came from a snapshot image
         self._keepalive: list[Any] = []  # OrtValues over snapshot memory must outlive the session
 
@@ -88,6 +87,7 @@ class OnnxRuntimeBackend:
         import onnxruntime as ort
 
         self._name, self._version = ctx.model_name, ctx.version
+        self._layout = BatchLayout.from_config(ctx.config)
         options = ort.SessionOptions()
         params = ctx.config.parameters
         raw = (
@@ -123,10 +123,13 @@ class OnnxRuntimeBackend:
         }
 
     def execute(self, requests: list[InferRequest]) -> list[InferResponse | ServingError]:
-        results: list[InferResponse | ServingError] = []
         total = ExecTimings()
-        for request in requests:
-            results.append(self._run_one(request, total))
+        layout = self._layout
+        if layout is not None and layout.merges(requests):
+            # A dynamic batch: one session run over the concatenated inputs.
+            results = run_batched(layout, requests, lambda merged: self._run_one(merged, total))
+        else:
+            results = [self._run_one(request, total) for request in requests]
         self.timings = total
         return results
 
@@ -157,7 +160,9 @@ class OnnxRuntimeBackend:
         self._keepalive = []
 
 
-def _image_graph(ctx: LoadContext, image: Any, providers: list[Any]) -> tuple[bytes | None, bool]:
+def _image_graph(
+    ctx: LoadContext, image: SnapshotImage, providers: list[Any]
+) -> tuple[bytes | None, bool]:
     """The image's weightless graph (None: load the model file) and whether it is optimized.
 
     A graph that onnxruntime already optimized at build time is used, with optimizations off,

@@ -1,22 +1,27 @@
-"""Run Triton python_backend `model.py` files unchanged, in-process, one model per instance."""
+"""Run Triton python_backend `model.py` files unchanged: in the server process, or one stub
+process per instance (runtime.python_placement decides, runtime.backends.python_stub_backend
+runs the processes).
+
+In-process, the model runs in its instance's worker thread (or on the event loop once proven
+tiny: runtime.inline_policy), through the same runner a stub process uses
+(runtime.pystub.model_runner), so both keep Triton's contract alike.
+"""
 
 from __future__ import annotations
 
-import importlib.util
+import functools
 import json
 import logging
 import sys
-import threading
 import time
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import numpy as np
 from google.protobuf import json_format
 
 from runtime import triton_python_backend_utils as pb_utils
-from runtime.backends.base import ExecTimings, LoadContext
+from runtime.backends.base import Backend, ExecTimings, LoadContext
 from runtime.datatypes import config_to_v2, numpy_to_v2
 from runtime.errors import (
     FeatureDisabled,
@@ -28,15 +33,27 @@ from runtime.errors import (
 )
 from runtime.inference import InferRequest, InferResponse, InferTensor
 from runtime.model_config import config_to_json
+from runtime.pystub.model_runner import (
+    ModelError,
+    ModelRunner,
+    close_open_senders,
+    import_model_file,
+    install_pb_utils,
+)
+from runtime.python_placement import PythonRuntime, placement
 from tritonconfig.schema import mc
 
-__all__ = ["PythonBackend", "auto_complete_config", "install_pb_utils"]
+__all__ = [
+    "PythonBackend",
+    "auto_complete_config",
+    "execute_failure",
+    "install_pb_utils",
+    "model_args",
+    "output_types",
+    "pb_response_result",
+]
 
 logger = logging.getLogger(__name__)
-
-# sys.path edits and module imports are process-global: one model import at a time.
-_IMPORT_LOCK = threading.Lock()
-_module_counter = 0
 
 _ERROR_CLASSES: dict[int, type[ServingError]] = {
     pb_utils.TritonError.INVALID_ARG: InvalidInput,
@@ -46,43 +63,12 @@ _ERROR_CLASSES: dict[int, type[ServingError]] = {
 }
 
 
-def install_pb_utils() -> None:
-    """Make `import triton_python_backend_utils` give models Thaw's in-process module."""
-    sys.modules.setdefault("triton_python_backend_utils", pb_utils)
-
-
-def _import_model_file(path: Path, label: str) -> ModuleType:
-    """Import a model.py as a fresh module (its own globals, like Triton's per-instance stub)."""
-    global _module_counter
-    install_pb_utils()
-    with _IMPORT_LOCK:
-        _module_counter += 1
-        module_name = f"_thaw_python_model_{_module_counter}"
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        if spec is None or spec.loader is None:
-            raise RepositoryError(f"{path}: cannot be imported as a Python module")
-        module = importlib.util.module_from_spec(spec)
-        # Registered like any imported module (pickle, dataclasses and typing look it up).
-        sys.modules[module_name] = module
-        sys.path.insert(0, str(path.parent))
-        try:
-            spec.loader.exec_module(module)
-        except BaseException as exc:  # SyntaxError, ImportError, even sys.exit() in the file
-            sys.modules.pop(module_name, None)
-            raise RepositoryError(
-                f"{label}: importing {path} failed: {type(exc).__name__}: {exc}"
-            ) from exc
-        finally:
-            sys.path.remove(str(path.parent))
-    if not hasattr(module, "TritonPythonModel"):
-        sys.modules.pop(module_name, None)
-        raise RepositoryError(f"{path}: defines no class TritonPythonModel")
-    return module
-
-
 def auto_complete_config(config: mc.ModelConfig, model_file: Path) -> mc.ModelConfig:
     """Call the model's optional `auto_complete_config` staticmethod and apply what it returns."""
-    module = _import_model_file(model_file, f"model '{config.name}'")
+    try:
+        module = import_model_file(model_file)
+    except ModelError as exc:
+        raise RepositoryError(f"model '{config.name}': {exc.message}") from exc
     sys.modules.pop(module.__name__, None)  # only this call uses it
     hook = getattr(module.TritonPythonModel, "auto_complete_config", None)
     if hook is None:
@@ -104,85 +90,155 @@ def auto_complete_config(config: mc.ModelConfig, model_file: Path) -> mc.ModelCo
     return updated
 
 
-class PythonBackend:
-    """One instance of a Triton python model."""
+def model_args(ctx: LoadContext) -> dict[str, str]:
+    """The `args` dict Triton passes to `initialize` (every key and value a string)."""
+    return {
+        "model_config": json.dumps(config_to_json(ctx.config)),
+        "model_instance_kind": "GPU" if ctx.instance_kind == "KIND_GPU" else "CPU",
+        "model_instance_name": ctx.instance_name or f"{ctx.model_name}_0_0",
+        "model_instance_device_id": str(ctx.device_id),
+        "model_repository": str(ctx.model_dir),
+        "model_version": ctx.version,
+        "model_name": ctx.model_name,
+    }
 
-    # Python code holds the GIL: a worker thread gives the event loop no parallelism back.
-    gil_bound = True
+
+def output_types(config: mc.ModelConfig) -> dict[str, str]:
+    """Each declared output's v2 datatype (BF16 outputs travel as uint16 arrays)."""
+    return {o.name: config_to_v2(mc.DataType.Name(o.data_type)) for o in config.output}
+
+
+def execute_failure(instance: str, message: str) -> ServingError:
+    """Triton's text for a failed execute (observed on 2.51), less the traceback it appends."""
+    return ServingError(
+        f"Failed to process the request(s) for model '{instance}', message: {message}"
+    )
+
+
+def pb_response_result(
+    model: str, version: str, request_id: str | None, response: Any, declared: dict[str, str]
+) -> InferResponse | ServingError:
+    """A pb_utils.InferenceResponse a model produced, as the server's response (or error)."""
+    if not isinstance(response, pb_utils.InferenceResponse):
+        return ServingError(f"model '{model}' returned {type(response).__name__}")
+    if response.has_error():
+        err = response.error()
+        code = err.code() if hasattr(err, "code") else pb_utils.TritonError.INTERNAL
+        cls = _ERROR_CLASSES.get(code, ServingError)
+        return cls(str(err.message() if hasattr(err, "message") else err))
+    outputs = []
+    for tensor in response.output_tensors():
+        try:
+            outputs.append(_output(tensor, declared))
+        except (ServingError, AttributeError, TypeError, ValueError) as exc:
+            return ServingError(f"model '{model}' returned a bad output: {exc}")
+    params = response._parameters
+    parameters = params if isinstance(params, dict) else json.loads(params) if params else {}
+    return InferResponse(model, version, outputs, id=request_id, parameters=parameters)
+
+
+def _output(tensor: pb_utils.Tensor, declared: dict[str, str]) -> InferTensor:
+    array = tensor.as_numpy()
+    if not isinstance(array, np.ndarray):
+        array = np.asarray(array)
+    name = tensor.name()
+    if declared.get(name) == "BF16" and array.dtype == np.uint16:
+        datatype = "BF16"
+    else:
+        datatype = numpy_to_v2(array.dtype)
+    if datatype == "BYTES" and array.dtype != np.object_:
+        array = array.astype(np.object_)
+    return InferTensor(name, datatype, tuple(array.shape), array)
+
+
+# Calls that wait on the server (BLS) or send from other threads: such a model's execute must
+# never run on the event loop (a BLS call from there would wait on the loop it blocks).
+_LOOP_UNSAFE = ("exec(", "get_response_sender", "load_model(", "unload_model(")
+
+
+class InProcessPython:
+    """One instance of a Triton python model, in this process."""
+
+    used_image = False  # a python model has no snapshot image
 
     def __init__(self) -> None:
+        # Python code holds the GIL: a worker thread gives the loop nothing back, so a model
+        # proven tiny may run inline (runtime.inline_policy), unless load() finds it unsafe.
+        self.gil_bound = True
         self.timings = ExecTimings()
-        self._model: Any = None
+        self._runner: ModelRunner | None = None
         self._name = ""
         self._version = ""
         self._instance_name = ""
-        self._output_types: dict[str, str] = {}
-        self._module_name = ""
+        self._decoupled = False
+        self._declared: dict[str, str] = {}
 
     def load(self, ctx: LoadContext) -> None:
-        model_file = ctx.model_file or ctx.version_dir / "model.py"
         label = f"model '{ctx.model_name}' version {ctx.version}"
-        module = _import_model_file(model_file, label)
-        self._module_name = module.__name__
         self._name, self._version = ctx.model_name, ctx.version
         self._instance_name = ctx.instance_name or f"{ctx.model_name}_0_0"
-        self._output_types = {
-            o.name: config_to_v2(mc.DataType.Name(o.data_type)) for o in ctx.config.output
-        }
-        kind = "GPU" if ctx.instance_kind == "KIND_GPU" else "CPU"
-        args = {
-            "model_config": json.dumps(config_to_json(ctx.config)),
-            "model_instance_kind": kind,
-            "model_instance_name": self._instance_name,
-            "model_instance_device_id": str(ctx.device_id),
-            "model_repository": str(ctx.model_dir),
-            "model_version": ctx.version,
-            "model_name": ctx.model_name,
-        }
+        self._declared = output_types(ctx.config)
+        self._decoupled = ctx.config.model_transaction_policy.decoupled
+        model_file = ctx.model_file or ctx.version_dir / "model.py"
+        runner = ModelRunner(model_file, decoupled=self._decoupled)
         try:
-            model = module.TritonPythonModel()
-            if hasattr(model, "initialize"):
-                model.initialize(args)
-        except BaseException as exc:  # a model calling sys.exit() must not stop the server
-            sys.modules.pop(self._module_name, None)
-            raise RepositoryError(
-                f"{label}: initialize() failed: {type(exc).__name__}: {exc}"
-            ) from exc
-        self._model = model
+            runner.initialize(model_args(ctx))
+        except ModelError as exc:
+            raise RepositoryError(f"{label}: {exc.message}") from exc
+        self._runner = runner
+        try:
+            source = model_file.read_text(errors="replace")
+        except OSError:
+            source = _LOOP_UNSAFE[0]
+        self.gil_bound = not self._decoupled and not any(c in source for c in _LOOP_UNSAFE)
 
     def execute(self, requests: list[InferRequest]) -> list[InferResponse | ServingError]:
+        runner = self._runner
+        if runner is None:
+            raise ServingError(f"model '{self._name}' is not loaded")
         t0 = time.perf_counter_ns()
-        pb_requests = [self._to_pb(request) for request in requests]
+        sent: list[Any] = [None] * len(requests)
+        pb_requests = [self._to_pb(request, index, sent) for index, request in enumerate(requests)]
         t1 = time.perf_counter_ns()
         try:
-            responses = self._model.execute(pb_requests)
-        except BaseException as exc:  # MemoryError, TritonModelException, even SystemExit
+            responses = runner.execute(pb_requests)
+        except ModelError as exc:
             t2 = time.perf_counter_ns()
             self.timings = ExecTimings(t1 - t0, t2 - t1, 0)
-            logger.warning("model=%s execute raised %r", self._name, exc)
-            # Triton's text (observed on 2.51), less the traceback it appends.
-            error = ServingError(
-                f"Failed to process the request(s) for model '{self._instance_name}', "
-                f"message: {type(exc).__name__}: {exc}"
-            )
+            logger.warning("model=%s execute failed: %s", self._name, exc.message)
+            if self._decoupled:
+                close_open_senders(pb_requests, exc.message)
+            error = execute_failure(self._instance_name, exc.message)
             return [error for _ in requests]
         t2 = time.perf_counter_ns()
-        results = self._from_pb(requests, responses)
+        if responses is None:  # decoupled: what it sends goes to each request's sink
+            results: list[InferResponse | ServingError] = [
+                InferResponse(self._name, self._version, [], id=r.id, flag_only=True)
+                for r in requests
+            ]
+        else:
+            results = [
+                self._result(request, response if response is not None else sent[index])
+                for index, (request, response) in enumerate(zip(requests, responses, strict=True))
+            ]
         self.timings = ExecTimings(t1 - t0, t2 - t1, time.perf_counter_ns() - t2)
         return results
 
     def unload(self) -> None:
-        sys.modules.pop(self._module_name, None)
-        model, self._model = self._model, None
-        if model is not None and hasattr(model, "finalize"):
-            try:
-                model.finalize()
-            except Exception as exc:
-                logger.warning("model=%s finalize() raised %r", self._name, exc)
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            runner.finalize()
 
-    def _to_pb(self, request: InferRequest) -> pb_utils.InferenceRequest:
+    def _result(self, request: InferRequest, response: Any) -> InferResponse | ServingError:
+        if response is None:
+            return ServingError(f"model '{self._name}' sent no response for a request")
+        return pb_response_result(self._name, self._version, request.id, response, self._declared)
+
+    def _to_pb(
+        self, request: InferRequest, index: int, sent: list[Any]
+    ) -> pb_utils.InferenceRequest:
         inputs = [pb_utils.Tensor(t.name, t.data) for t in request.inputs]
-        return pb_utils.InferenceRequest(
+        pb = pb_utils.InferenceRequest(
             inputs=inputs,
             request_id=request.id or "",
             correlation_id=request.parameters.get("sequence_id", 0),
@@ -190,44 +246,66 @@ class PythonBackend:
             model_name=self._name,
             parameters=request.parameters,
         )
+        pb._make_sender = functools.partial(self._sender, request, index, sent)
+        return pb
 
-    def _from_pb(
-        self, requests: list[InferRequest], responses: Any
-    ) -> list[InferResponse | ServingError]:
-        if not isinstance(responses, list | tuple) or len(responses) != len(requests):
-            count = len(responses) if isinstance(responses, list | tuple) else type(responses)
-            error = ServingError(
-                f"model '{self._name}' returned {count} responses for {len(requests)} requests"
+    def _sender(
+        self, request: InferRequest, index: int, sent: list[Any]
+    ) -> pb_utils.InferenceResponseSender:
+        sink = request.response_sink
+        if self._decoupled and sink is not None:
+            return pb_utils.InferenceResponseSender(
+                lambda response, flags: self._deliver(request, response, flags),
+                decoupled=True,
+                cancelled=sink.cancelled,
             )
-            return [error for _ in requests]
-        return [self._one(req, resp) for req, resp in zip(requests, responses, strict=True)]
 
-    def _one(self, request: InferRequest, response: Any) -> InferResponse | ServingError:
-        if not isinstance(response, pb_utils.InferenceResponse):
-            return ServingError(f"model '{self._name}' returned {type(response).__name__}")
-        if response.has_error():
-            err = response.error()
-            code = err.code() if hasattr(err, "code") else pb_utils.TritonError.INTERNAL
-            cls = _ERROR_CLASSES.get(code, ServingError)
-            return cls(str(err.message() if hasattr(err, "message") else err))
-        outputs = []
-        for tensor in response.output_tensors():
-            try:
-                outputs.append(self._output(tensor))
-            except (ServingError, AttributeError, TypeError) as exc:
-                return ServingError(f"model '{self._name}' returned a bad output: {exc}")
-        return InferResponse(self._name, self._version, outputs, id=request.id)
+        def keep(response: Any, flags: int) -> None:
+            if response is not None:
+                sent[index] = response
 
-    def _output(self, tensor: pb_utils.Tensor) -> InferTensor:
-        array = tensor.as_numpy()
-        if not isinstance(array, np.ndarray):
-            array = np.asarray(array)
-        name = tensor.name()
-        declared = self._output_types.get(name)
-        if declared == "BF16" and array.dtype == np.uint16:
-            datatype = "BF16"
-        else:
-            datatype = numpy_to_v2(array.dtype)
-        if datatype == "BYTES" and array.dtype != np.object_:
-            array = array.astype(np.object_)
-        return InferTensor(name, datatype, tuple(array.shape), array)
+        return pb_utils.InferenceResponseSender(keep, decoupled=False)
+
+    def _deliver(self, request: InferRequest, response: Any, flags: int) -> None:
+        """A decoupled send, from whichever model thread made it."""
+        sink = request.response_sink
+        if sink is None:
+            return
+        final = bool(flags & pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        if response is None:
+            sink.send(None, final=final)
+            return
+        sink.send(
+            pb_response_result(self._name, self._version, request.id, response, self._declared),
+            final=final,
+        )
+
+
+class PythonBackend:
+    """A Python model instance, in this process or in a stub process (see the module doc)."""
+
+    used_image = False
+
+    def __init__(self) -> None:
+        self._impl: Backend = InProcessPython()
+
+    @property
+    def gil_bound(self) -> bool:
+        return self._impl.gil_bound
+
+    @property
+    def timings(self) -> ExecTimings:
+        return self._impl.timings
+
+    def load(self, ctx: LoadContext) -> None:
+        if placement(ctx.config) == PythonRuntime.PROCESS:
+            from runtime.backends.python_stub_backend import StubPython
+
+            self._impl = StubPython()
+        self._impl.load(ctx)
+
+    def execute(self, requests: list[InferRequest]) -> list[InferResponse | ServingError]:
+        return self._impl.execute(requests)
+
+    def unload(self) -> None:
+        self._impl.unload()

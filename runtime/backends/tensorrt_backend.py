@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from runtime.backends.base import ExecTimings, LoadContext
+from runtime.backends.batch_tensors import BatchLayout, run_batched
 from runtime.datatypes import numpy_to_v2
 from runtime.errors import RepositoryError, ServingError
 from runtime.inference import InferRequest, InferResponse, InferTensor
@@ -32,8 +33,11 @@ def _import_tensorrt(model: str) -> Any:
 class TensorRTBackend:
     """One TensorRT execution context on one GPU, with its own CUDA stream."""
 
+    gil_bound = False  # TensorRT releases the GIL while it runs
+
     def __init__(self) -> None:
         self.timings = ExecTimings()
+        self.used_image = False  # True when the engine came from a snapshot image
         self._engine: Any = None
         self._context: Any = None
         self._stream: Any = None
@@ -43,6 +47,7 @@ class TensorRTBackend:
         self._inputs: list[str] = []
         self._outputs: list[str] = []
         self._dtypes: dict[str, Any] = {}
+        self._layout: BatchLayout | None = None  # how a dynamic batch runs as one execution
 
     def load(self, ctx: LoadContext) -> None:
         trt = _import_tensorrt(ctx.model_name)
@@ -53,9 +58,11 @@ class TensorRTBackend:
         if ctx.instance_kind != "KIND_GPU":
             raise RepositoryError(f"model '{ctx.model_name}': TensorRT plans need KIND_GPU")
         self._name, self._version = ctx.model_name, ctx.version
+        self._layout = BatchLayout.from_config(ctx.config)
         self._device = f"cuda:{ctx.device_id}"
         torch.cuda.set_device(ctx.device_id)
         plan = ctx.image.artifact("tensorrt_engine") if ctx.image is not None else None
+        self.used_image = plan is not None
         if plan is None:
             plan = (ctx.model_file or ctx.version_dir / "model.plan").read_bytes()
         runtime = trt.Runtime(trt.Logger(trt.Logger.WARNING))
@@ -77,15 +84,21 @@ class TensorRTBackend:
 
     def execute(self, requests: list[InferRequest]) -> list[InferResponse | ServingError]:
         total = ExecTimings()
-        results: list[InferResponse | ServingError] = []
-        for request in requests:
-            try:
-                results.append(self._run_one(request, total))
-            except Exception as exc:  # CUDA OOM, shape outside the engine's profile, ...
-                logger.warning("model=%s TensorRT execute failed: %r", self._name, exc)
-                results.append(ServingError(f"model '{self._name}' failed: {exc}"))
+        layout = self._layout
+        if layout is not None and layout.merges(requests):
+            # A dynamic batch: one engine execution over the concatenated inputs.
+            results = run_batched(layout, requests, lambda merged: self._guarded(merged, total))
+        else:
+            results = [self._guarded(request, total) for request in requests]
         self.timings = total
         return results
+
+    def _guarded(self, request: InferRequest, total: ExecTimings) -> InferResponse | ServingError:
+        try:
+            return self._run_one(request, total)
+        except Exception as exc:  # CUDA OOM, shape outside the engine's profile, ...
+            logger.warning("model=%s TensorRT execute failed: %r", self._name, exc)
+            return ServingError(f"model '{self._name}' failed: {exc}")
 
     def _run_one(self, request: InferRequest, total: ExecTimings) -> InferResponse:
         import torch

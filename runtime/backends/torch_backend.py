@@ -12,10 +12,17 @@ from typing import Any
 import numpy as np
 
 from runtime.backends.base import ExecTimings, LoadContext
+from runtime.backends.batch_tensors import BatchLayout, run_batched
 from runtime.datatypes import numpy_to_v2
 from runtime.errors import RepositoryError, ServingError
 from runtime.inference import InferRequest, InferResponse, InferTensor
 from snapshotter import arg_positions
+from tritonconfig import (
+    TORCH_COMPILE_PARAMETER,
+    CompileSettings,
+    ModelConfigError,
+    compile_settings,
+)
 
 __all__ = ["TorchBackend", "positions"]
 
@@ -41,6 +48,8 @@ positions = arg_positions
 class TorchBackend:
     """One TorchScript module or exported program, on CPU or one CUDA device."""
 
+    gil_bound = False  # torch releases the GIL in its kernels
+
     def __init__(self) -> None:
         self.timings = ExecTimings()
         self._module: Any = None
@@ -49,12 +58,14 @@ class TorchBackend:
         self._device = "cpu"
         self._inputs: dict[str, int] = {}
         self._outputs: dict[str, int] = {}
+        self._layout: BatchLayout | None = None  # how a dynamic batch runs as one forward
         self.used_image = False  # True when the weights came from a snapshot image
 
     def load(self, ctx: LoadContext) -> None:
         import torch
 
         self._name, self._version = ctx.model_name, ctx.version
+        self._layout = BatchLayout.from_config(ctx.config)
         self._device = f"cuda:{ctx.device_id}" if ctx.instance_kind == "KIND_GPU" else "cpu"
         if self._device != "cpu" and not torch.cuda.is_available():
             raise RepositoryError(
@@ -69,7 +80,7 @@ class TorchBackend:
         else:
             if settings is not None:
                 raise RepositoryError(
-                    f"model '{ctx.model_name}': parameter `TORCH_COMPILE_OPTIONAL_PARAMETERS` "
+                    f"model '{ctx.model_name}': parameter `{TORCH_COMPILE_PARAMETER}` "
                     "applies to torch.export programs (model.pt2); torch.compile cannot compile "
                     "a TorchScript module"
                 )
@@ -78,7 +89,9 @@ class TorchBackend:
             forward_args = [a.name for a in self._module.forward.schema.arguments][1:]
         if self._device != "cpu":
             self._module.to(self._device)
-        self._inputs = positions([i.name for i in ctx.config.input], forward_args)
+        # Batch inputs (ragged batching) are inputs too, after the declared ones, as in Triton.
+        batch_inputs = [t for b in ctx.config.batch_input for t in b.target_name]
+        self._inputs = positions([i.name for i in ctx.config.input] + batch_inputs, forward_args)
         self._outputs = positions([o.name for o in ctx.config.output], [])
         if settings is not None:
             self._module = self._compile(ctx, settings)
@@ -155,10 +168,15 @@ class TorchBackend:
         import torch
 
         total = ExecTimings()
-        results: list[InferResponse | ServingError] = []
+        layout = self._layout
         with torch.inference_mode():
-            for request in requests:
-                results.append(self._run_one(torch, request, total))
+            if layout is not None and layout.merges(requests):
+                # A dynamic batch: one forward over the concatenated inputs.
+                results = run_batched(
+                    layout, requests, lambda merged: self._run_one(torch, merged, total)
+                )
+            else:
+                results = [self._run_one(torch, request, total) for request in requests]
         self.timings = total
         return results
 
@@ -204,13 +222,11 @@ class TorchBackend:
         self._module = None
 
 
-def _compile_settings(ctx: LoadContext) -> Any | None:
+def _compile_settings(ctx: LoadContext) -> CompileSettings | None:
     """The model's `TORCH_COMPILE_OPTIONAL_PARAMETERS` (Triton's name), or None: no compile."""
-    from snapshotter import compile_settings
-
     try:
         return compile_settings(ctx.config)
-    except ValueError as exc:
+    except ModelConfigError as exc:
         raise RepositoryError(f"model '{ctx.model_name}': {exc}") from None
 
 

@@ -5,7 +5,8 @@ patching. Import them from here instead of from another test module, so a test f
 depends on a sibling's private helpers:
 
 - `model_service`: an in-memory `ModelService` for the runtime's HTTP surface;
-- `clock.FakeClock`: a stepped clock for any pure policy;
+- `clock.FakeClock`: a stepped clock (seconds) for any pure policy;
+- `stepped_clock.SteppedClock`: a `runtime.clock.Clock` (ns, timers) for the dispatcher;
 - `scaler_backend.FakeScalerBackend`: a ScalerBackend whose starts wait on a gate, fail or lose
   replicas on command;
 - `upstream`: a tiny replica app the activator proxies to;

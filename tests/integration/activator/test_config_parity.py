@@ -1,6 +1,7 @@
 """Drift detector: at zero replicas the activator answers model metadata and config itself,
-completing configs with `tritonconfig` (the code a replica runs too) on its own path (its
-repository scan, error mapping, metadata rendering). For every model of the test fixture
+completing configs with `tritonconfig` and rendering metadata with `thawwire.metadata` (the
+code a replica runs too) on its own path (its repository scan, completion flags, error
+mapping), which is what can still drift. For every model of the test fixture
 repositories, some configs that lean on completion, and the example repository, those answers
 must be a `thaw serve` replica's, byte for byte, and a model a replica refuses must be one the
 activator refuses too.

@@ -16,6 +16,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from thawwire.handoff_protocol import Surface, surface_address
+
 LISTENING = "THAW_LISTENING "
 
 _BROKEN_PY = """
@@ -72,6 +74,8 @@ class UpProcess:
             argv, stdout=subprocess.PIPE, stderr=self._log, env={**os.environ}
         )
         self.url = ""
+        self.grpc_address = ""  # HOST:PORT of its gRPC front door, once announced
+        self.metrics_url = ""  # http://HOST:PORT of its metrics port, once announced
         self._listening = threading.Event()
         threading.Thread(target=self._read, daemon=True).start()
         if not self._listening.wait(60):
@@ -90,6 +94,11 @@ class UpProcess:
         assert self.proc.stdout is not None
         for raw in self.proc.stdout:
             line = raw.decode(errors="replace").strip()
+            surface = surface_address(line)
+            if surface is not None and surface[0] is Surface.GRPC:
+                self.grpc_address = surface[1]
+            elif surface is not None:
+                self.metrics_url = surface[1]
             if line.startswith(LISTENING) and not self.url:
                 self.url = line[len(LISTENING) :]
                 self._listening.set()

@@ -45,9 +45,12 @@ def test_benchmark_script_prints_a_table_for_thaw(tmp_path: Path) -> None:
     out = tmp_path / "cells.json"
     argv = [sys.executable, str(ROOT / "benchmarks" / "serve_throughput.py"), "--peers", "thaw",
             "--models", "add_sub", "--concurrency", "1", "4", "--duration-s", "0.5",
-            "--warmup-s", "0.2", "--no-netns", "--json", str(out)]  # fmt: skip
+            "--warmup-s", "0.2", "--no-netns", "--json", str(out),
+            "--protocols", "http,grpc"]  # fmt: skip
     result = subprocess.run(argv, capture_output=True, text=True, timeout=180, check=True)
-    assert "| add_sub | 4 | thaw |" in result.stdout
+    assert "| http | add_sub | 4 | thaw |" in result.stdout
+    assert "| grpc | add_sub | 4 | thaw |" in result.stdout
     cells = json.loads(out.read_text())
     assert {c["concurrency"] for c in cells} == {1, 4}
+    assert {c["protocol"] for c in cells} == {"http", "grpc"}
     assert all(c["rps"] > 0 and c["errors"] == 0 for c in cells)

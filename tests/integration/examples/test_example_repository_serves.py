@@ -41,10 +41,11 @@ def client(repo: Path) -> Iterator[httpclient.InferenceServerClient]:
         server.stop()
 
 
-def test_all_three_models_load_ready(client: httpclient.InferenceServerClient) -> None:
+def test_every_model_loads_ready(client: httpclient.InferenceServerClient) -> None:
     index = client.get_model_repository_index()
     assert {m["name"]: m["state"] for m in index} == {
         "bert": "READY",
+        "bert_ensemble": "READY",
         "bert_tokenizer": "READY",
         "resnet50": "READY",
     }
@@ -85,6 +86,25 @@ def test_text_through_tokenizer_then_bert(client: httpclient.InferenceServerClie
     hidden, pooled = encoded.as_numpy("last_hidden_state"), encoded.as_numpy("pooler_output")
     assert hidden.shape[:2] == ids.shape and pooled.shape[0] == 2
     assert np.isfinite(hidden).all() and not np.allclose(pooled[0], pooled[1])
+
+
+def test_bert_ensemble_is_the_tokenizer_then_bert_in_one_request(
+    client: httpclient.InferenceServerClient,
+) -> None:
+    text = np.array([[b"Scale to zero, then thaw!"]], dtype=np.object_)
+    inp = httpclient.InferInput("TEXT", [1, 1], "BYTES")
+    inp.set_data_from_numpy(text)
+    together = client.infer("bert_ensemble", [inp])
+    tokens = client.infer("bert_tokenizer", [inp])
+    feeds = []
+    for name in ("input_ids", "attention_mask"):
+        array = tokens.as_numpy(name)
+        tensor = httpclient.InferInput(name, list(array.shape), "INT64")
+        tensor.set_data_from_numpy(array)
+        feeds.append(tensor)
+    apart = client.infer("bert", feeds)
+    for name in ("last_hidden_state", "pooler_output"):
+        np.testing.assert_allclose(together.as_numpy(name), apart.as_numpy(name), rtol=1e-5)
 
 
 def test_tokenizer_rejects_wrong_input_and_keeps_serving(

@@ -28,6 +28,7 @@ def runtime_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     repo = tmp_path_factory.mktemp("runtime_repo")
     models.make_add_sub(repo)
     models.make_add_sub(repo, "add_sub_spare")
+    models.make_add_sub(repo, "grpc_spare")  # unloaded: the gRPC load/unload tests' own
     models.make_onnx_a_plus_b(repo, "add_onnx")
     models.make_torchscript_scale(repo, "scale_torch")
     models.make_slow_request(repo, "slow")

@@ -105,7 +105,12 @@ def test_warm_pool_start_is_ready_with_nothing_loaded(
         slow_repo, "--model-control-mode", "explicit", "--preload-frameworks", "onnxruntime"
     )
     listening = [line for line in server.stdout_lines if line.startswith("THAW_LISTENING")]
-    assert listening == [f"THAW_LISTENING {server.url}"]
+    # Every other listener first, the HTTP one last: once it is read, every address is known.
+    assert listening == [
+        f"THAW_LISTENING_GRPC {server.grpc_address}",
+        f"THAW_LISTENING_METRICS {server.metrics_url}",
+        f"THAW_LISTENING {server.url}",
+    ]
     assert server.url.startswith("http://127.0.0.1:")
     with urllib.request.urlopen(server.url + "/v2/health/ready", timeout=10) as response:
         assert response.status == 200

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
-from runtime.app import EXTENSIONS
 from tests.fixtures import models
 from tests.fixtures.serve_process import ServeProcess
+from thawwire.extensions import EXTENSIONS
 
 pytestmark = pytest.mark.integration
 
@@ -47,8 +47,8 @@ def test_health_and_server_metadata(client: httpclient.InferenceServerClient) ->
     assert client.is_server_live()
     assert client.is_server_ready()
     meta = client.get_server_metadata()
-    assert meta["name"] == "thaw"
-    assert meta["extensions"] == EXTENSIONS
+    assert meta["name"] == "triton"
+    assert meta["extensions"] == list(EXTENSIONS)
 
 
 def test_model_metadata_config_and_readiness(client: httpclient.InferenceServerClient) -> None:

@@ -19,10 +19,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from runtime.zygote import FORK_SAFE_AT_IMPORT, ForkRefused, check_single_threaded
 from tests.fixtures.models import make_add_sub, make_onnx_add
+from thawwire.handoff_protocol import listening_url, surface_address
 from thawwire.pool_protocol import FrameDecoder, Op, encode_frame
 
 pytestmark = pytest.mark.integration
@@ -97,6 +99,25 @@ def _child_argv(repo: Path) -> list[str]:
             "--preload-frameworks", "onnxruntime,torch", "--log-level", "warning"]  # fmt: skip
 
 
+def _listening(out: Any) -> str:
+    """The child's HTTP address: its stdout's THAW_LISTENING line (other listeners come first)."""
+    return _announced(out)["HTTP"]
+
+
+def _announced(out: Any) -> dict[str, str]:
+    """Every address the child announced, up to and including its THAW_LISTENING line."""
+    found: dict[str, str] = {}
+    for line in out:
+        surface = surface_address(line)
+        if surface is not None:
+            found[surface[0].value] = surface[1]
+        url = listening_url(line)
+        if url is not None:
+            found["HTTP"] = url
+            return found
+    raise AssertionError(f"the child never printed THAW_LISTENING (saw {found})")
+
+
 def _wait_ready(url: str, timeout_s: float = 60) -> float:
     start = time.monotonic()
     while time.monotonic() - start < timeout_s:
@@ -128,7 +149,7 @@ def test_the_zygote_has_one_thread_when_it_forks_and_its_child_serves(
     assert zygote.ready["preloaded"] == ["torch"] and zygote.ready["deferred"] == ["onnxruntime"]
     assert _threads(zygote.proc.pid) == 1
     pid, out, _err = zygote.fork(_child_argv(repo))
-    url = out.readline().split()[1]  # THAW_LISTENING http://...
+    url = _listening(out)
     _wait_ready(url)
     assert zygote.status()["threads"] == 1  # the zygote still has only its own thread
     assert os.getsid(pid) == pid  # its own session
@@ -151,6 +172,55 @@ def test_the_zygote_has_one_thread_when_it_forks_and_its_child_serves(
     assert zygote.next(Op.EXITED) == {"op": "exited", "pid": pid, "status": 0}
 
 
+def test_a_forked_child_serves_grpc_and_metrics_on_the_ports_it_announces(
+    zygote: Zygote, repo: Path
+) -> None:
+    import tritonclient.grpc as grpcclient
+
+    # The zygote imported grpc's native core for its children, and still has one thread.
+    maps = Path(f"/proc/{zygote.proc.pid}/maps").read_text()
+    assert "cygrpc" in maps
+    assert zygote.ready["threads"] == 1
+    # `thaw up`'s replicas get `--grpc-port 0` (activator.scaler.local_backend.serve_args).
+    pid, out, _err = zygote.fork([*_child_argv(repo), "--grpc-port", "0"])
+    addresses = _announced(out)
+    assert set(addresses) == {"GRPC", "METRICS", "HTTP"}
+    _wait_ready(addresses["HTTP"])
+    _post(f"{addresses['HTTP']}/v2/repository/models/add_sub/load")
+    client = grpcclient.InferenceServerClient(addresses["GRPC"])
+    try:
+        assert client.is_server_live()
+        assert client.is_model_ready("add_sub")
+        inputs = [grpcclient.InferInput(n, [4], "FP32") for n in ("INPUT0", "INPUT1")]
+        for tensor in inputs:
+            tensor.set_data_from_numpy(np.arange(4, dtype=np.float32))
+        result = client.infer("add_sub", inputs)
+        assert result.as_numpy("OUTPUT0").tolist() == [0, 2, 4, 6]
+    finally:
+        client.close()
+    with urllib.request.urlopen(f"{addresses['METRICS']}/metrics", timeout=10) as r:
+        assert b"nv_inference_request_success" in r.read()
+    assert zygote.status()["threads"] == 1  # grpc's threads started in the child only
+    os.kill(pid, signal.SIGTERM)
+    assert zygote.next(Op.EXITED) == {"op": "exited", "pid": pid, "status": 0}
+
+
+def test_importing_the_grpc_stack_starts_no_thread() -> None:
+    # Why the zygote may import it (rule 2): grpc's core starts its threads with the first
+    # server or channel. OpenBLAS is held to one thread, as the zygote holds it.
+    code = (
+        "import os\n"
+        "from runtime.zygote import _WITH_GRPC\n"
+        "import importlib\n"
+        "for name in _WITH_GRPC: importlib.import_module(name)\n"
+        "print(len(os.listdir('/proc/self/task')))"
+    )
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "GRPC_ENABLE_FORK_SUPPORT": "false"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout) == 1
+
+
 def test_children_fork_to_ready_fast_and_share_the_framework_pages(
     zygote: Zygote, repo: Path
 ) -> None:
@@ -158,7 +228,7 @@ def test_children_fork_to_ready_fast_and_share_the_framework_pages(
     for _ in range(2):
         started = time.monotonic()
         pid, out, _err = zygote.fork(_child_argv(repo))
-        url = out.readline().split()[1]
+        url = _listening(out)
         _wait_ready(url)
         children.append((pid, time.monotonic() - started))
     rollup = Path(f"/proc/{children[0][0]}/smaps_rollup").read_text()
@@ -181,7 +251,7 @@ def test_a_bad_child_command_line_fails_in_the_child_not_the_zygote(
     assert zygote.next(Op.EXITED) == {"op": "exited", "pid": pid, "status": 2}
     assert "port" in err.read()
     pid, out, _ = zygote.fork(_child_argv(repo))  # the zygote still forks
-    _wait_ready(out.readline().split()[1])
+    _wait_ready(_listening(out))
     os.kill(pid, signal.SIGKILL)
     assert zygote.next(Op.EXITED)["status"] == -signal.SIGKILL
 
@@ -191,7 +261,7 @@ def test_the_zygote_stops_when_its_socket_closes_and_its_children_keep_serving(
 ) -> None:
     z = Zygote(repo, "--log-level", "info")
     pid, out, _ = z.fork(_child_argv(repo))
-    url = out.readline().split()[1]
+    url = _listening(out)
     _wait_ready(url)
     assert z.close() == 0
     _wait_ready(url)  # the child outlives its zygote

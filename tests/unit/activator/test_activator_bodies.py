@@ -12,10 +12,11 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from activator.app import build_app, json_parse_errors
+from activator.app import build_app
 from activator.config import ActivatorConfig, ScaleSettings
 from tests.fakes.scaler_backend import FakeScalerBackend
 from tests.fakes.upstream import HITS, MODEL_CONFIG, start_upstream
+from thawwire.aiohttp_compat import JsonErrorRunner
 
 
 @pytest.fixture
@@ -33,9 +34,8 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[str, int, FakeScalerBack
     )
     url = str(upstream.make_url("")).rstrip("/")
     backend = FakeScalerBackend(url=url, open_gate=True, claim_s=0.0, restore_s=0.01)
-    runner = web.AppRunner(build_app(config, backend=backend), handler_cancellation=True)
+    runner = JsonErrorRunner(build_app(config, backend=backend), handler_cancellation=True)
     await runner.setup()
-    json_parse_errors(runner.server)
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = runner.addresses[0][1]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import re
 from pathlib import Path
 from typing import Any
@@ -10,10 +11,11 @@ from typing import Any
 import pytest
 
 from activator import cli, status_cli
+from activator.cost import CostFigures
 from activator.errors import ConfigError
 from activator.scaler.backend import PoolStatus
 from activator.scaler.local_config import LocalConfig
-from activator.status_document import ModelState, ModelStatus, StatusDocument
+from activator.status_document import CostReport, ModelState, ModelStatus, StatusDocument
 
 
 def _parse(*argv: str) -> argparse.Namespace:
@@ -82,9 +84,9 @@ def test_an_unknown_scaler_is_a_usage_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit) as info:
-        _parse("up", str(tmp_path), "--scaler", "kubernetes")
+        _parse("up", str(tmp_path), "--scaler", "nomad")
     assert info.value.code == 2
-    assert "invalid choice: 'kubernetes'" in capsys.readouterr().err
+    assert "invalid choice: 'nomad'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -153,3 +155,104 @@ def test_status_table_shows_image_states_and_the_pools_memory() -> None:
     assert lines[3] == (
         "  memory (PSS): idle processes 72 MiB; fork server 156 MiB; budget 2048 MiB"
     )
+
+
+def _cost_doc(price: float | None = None) -> StatusDocument:
+    figures = (
+        CostFigures("bert", 3600.0, 91.0, 1, 3509.0, 1, 3600.0),
+        CostFigures("resnet", 3600.0, 720.0, 2, 1800.0, 2, 7200.0),
+    )
+    return StatusDocument(
+        models=(), warm_pool=PoolStatus(1, 1), cost=CostReport(gpu_hour_price=price, models=figures)
+    )
+
+
+def test_cost_view_shows_used_vs_always_on_per_model_and_in_total() -> None:
+    lines = status_cli.format_cost(_cost_doc()).splitlines()
+    assert lines[0].split()[:5] == ["MODEL", "GPUS", "PEAK", "REPLICA-S", "GPU-S"]
+    bert, resnet, total = (line.split() for line in lines[1:4])
+    # model, gpus, peak, replica-s, gpu-s, idle, always-on, saved replica-s, saved gpu-s, %
+    assert bert == ["bert", "1", "1", "91.0", "91.0", "3,509.0", "3,600.0", "3,509.0",
+                    "3,509.0", "97%"]  # fmt: skip
+    assert resnet[3:] == ["720.0", "1,440.0", "1,800.0", "7,200.0", "6,480.0", "12,960.0", "90%"]
+    assert total[0] == "TOTAL" and total[1:4] == ["3", "811.0", "1,531.0"]
+    assert "SPENT" not in lines[0]
+    assert "min_replicas = peak" in lines[-1]
+
+
+def test_cost_view_prices_gpu_seconds_with_the_server_or_the_flag_price() -> None:
+    served = status_cli.format_cost(_cost_doc(price=3.6)).splitlines()
+    assert served[0].split()[-3:] == ["SPENT", "SAVED", "MONEY"]
+    # bert: 91 GPU-s used, 3509 saved, at 3.6 per GPU-hour
+    assert served[1].split()[-2:] == ["0.09", "3.51"]
+    flagged = status_cli.format_cost(_cost_doc(price=3.6), gpu_hour_price=36.0).splitlines()
+    assert flagged[1].split()[-2:] == ["0.91", "35.09"]
+    assert "money at 36 per GPU-hour" in flagged[-1]
+
+
+def test_watch_redraws_until_interrupted_and_survives_a_restarting_server() -> None:
+    out = io.StringIO()
+    answers: list[str | Exception] = [
+        "frame 1", status_cli.StatusUnreadable("connection refused"), "frame 3",
+    ]  # fmt: skip
+    slept: list[float] = []
+
+    def frame() -> str:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        if not answers:
+            raise KeyboardInterrupt
+
+    code = status_cli.watch(frame, interval_s=1.5, out=out, clear=True, sleep=sleep)
+    assert code == 0
+    text = out.getvalue()
+    assert text.count("\x1b[H\x1b[2J") == 3  # the screen is cleared before each frame
+    assert "frame 1" in text and "frame 3" in text
+    assert "connection refused (retrying every 1.5 s)" in text
+    assert slept == [1.5, 1.5, 1.5]
+
+
+def test_watch_without_a_terminal_prints_frames_one_after_another() -> None:
+    out = io.StringIO()
+    status_cli.watch(
+        lambda: "f", interval_s=1, out=out, clear=False, frames=3, sleep=lambda _: None
+    )
+    assert out.getvalue() == "f\nf\nf\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (("--watch", "0"), "`--watch` = 0, must be in [0.1, 3600]"),
+        (("--gpu-hour-price", "-2"), "`--gpu-hour-price` = -2, must be in [0, 1000000]"),
+    ],
+)
+def test_bad_status_flags_exit_2_with_a_message(
+    argv: tuple[str, ...], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert status_cli.run(_parse("status", "--url", "http://127.0.0.1:9", *argv)) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_thaw_up_takes_a_gpu_hour_price(tmp_path: Path) -> None:
+    assert cli.build_config(_parse("up", str(tmp_path))).gpu_hour_price is None
+    config = cli.build_config(_parse("up", str(tmp_path), "--gpu-hour-price", "2.5"))
+    assert config.gpu_hour_price == 2.5
+    with pytest.raises(ConfigError, match=r"`--gpu-hour-price` = -1, must be in \[0, 1e\+06\]"):
+        cli.build_config(_parse("up", str(tmp_path), "--gpu-hour-price", "-1"))
+
+
+def test_kubernetes_has_no_host_memory_tier(tmp_path: Path) -> None:
+    # The tier is a tmpfs directory local replicas map; pods run on other nodes.
+    config = cli.build_config(_parse("up", str(tmp_path), "--scaler", "kubernetes"))
+    assert config.host_cache_bytes == 0 and config.cache_dir is None
+    assert not config.build_images  # no start-up builds or pulls on a cluster
+    with pytest.raises(ConfigError, match="must be 0 with --scaler kubernetes"):
+        cli.build_config(
+            _parse("up", str(tmp_path), "--scaler", "kubernetes", "--host-cache-bytes", "1024")
+        )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from activator.breaker import Breaker
-from activator.cold_start import ColdStartTimer, replicas_to_start
+from activator.cold_start import KEEP_RECENT, ColdStartTimer, replicas_to_start
 from activator.metrics import Metrics
 from activator.replica import Replica
 from activator.scaler.backend import ReplicaHandle
@@ -78,3 +78,60 @@ def test_starts_nobody_waits_for_and_failed_ones_are_not_timed() -> None:
     timer.replica_up(replica)
     assert replica.cold_start_t0 is None
     assert timer.last_s is None and _count(metrics, "claim") == 0
+
+
+def test_the_last_cold_starts_are_kept_with_their_phases_and_failures() -> None:
+    clock, metrics = FakeClock(), Metrics()
+    wall = FakeClock(start=1_700_000_000.0)
+    timer = ColdStartTimer("m", metrics, clock, wall=wall)
+    timer.begin(requests_waiting=True)
+    clock.advance(0.3)
+    replica = _replica(clock)
+    timer.replica_up(replica)
+    clock.advance(0.1)
+    wall.advance(0.4)
+    timer.served(replica)
+    (report,) = timer.recent
+    assert report.model == "m" and report.error is None
+    assert report.began_unix == pytest.approx(1_700_000_000.0)
+    assert report.total_s == pytest.approx(0.4)
+    assert report.warmup_s == pytest.approx(0.1)
+    assert (report.claim_s, report.restore_s) == (replica.handle.claim_s, replica.handle.restore_s)
+    timer.begin(requests_waiting=True)
+    clock.advance(2.0)
+    wall.advance(2.0)
+    timer.abandon("model 'm' could not be activated: boom")
+    failed = timer.recent[-1]
+    assert failed.total_s is None and failed.claim_s is None
+    assert failed.error == "model 'm' could not be activated: boom"
+    assert failed.began_unix == pytest.approx(1_700_000_000.4)
+    timer.abandon("nothing in progress: not a cold start")
+    assert len(timer.recent) == 2
+
+
+def test_only_the_last_few_cold_starts_are_kept() -> None:
+    clock, metrics = FakeClock(), Metrics()
+    timer = ColdStartTimer("m", metrics, clock)
+    for _ in range(KEEP_RECENT + 5):
+        timer.begin(requests_waiting=True)
+        timer.abandon("boom")
+    assert len(timer.recent) == KEEP_RECENT
+
+
+def test_a_models_warm_up_is_a_phase_of_its_own_outside_restore() -> None:
+    clock, metrics = FakeClock(), Metrics()
+    timer = ColdStartTimer("m", metrics, clock)
+    timer.begin(requests_waiting=True)
+    handle = ReplicaHandle("m-1", "m", "http://fake", claim_s=0.05, restore_s=1.2, warmup_s=1.0)
+    timer.replica_up(Replica(handle, Breaker(0), ready_at=clock()))
+    sample = metrics.registry.get_sample_value
+    labels = {"model": "m"}
+    assert sample("thaw_cold_start_seconds_sum", {**labels, "phase": "model_warmup"}) == 1.0
+    assert sample("thaw_cold_start_seconds_sum", {**labels, "phase": "restore"}) == pytest.approx(
+        0.2
+    )
+    assert _count(metrics, "model_warmup") == 1
+    # A model without warm-up samples reports no such phase.
+    timer.begin(requests_waiting=True)
+    timer.replica_up(_replica(clock))
+    assert _count(metrics, "model_warmup") == 1

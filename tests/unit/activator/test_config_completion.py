@@ -109,3 +109,17 @@ def test_a_missing_model_file_is_left_to_the_wake_up(tmp_path: Path) -> None:
     (tmp_path / "later" / "1").mkdir(parents=True)
     (tmp_path / "later" / "config.pbtxt").write_text('backend: "python"\n' + IO)
     assert _scan(tmp_path).names() == ["later"]
+
+
+def test_the_activator_serves_every_name_a_replica_serves(tmp_path: Path) -> None:
+    """One name rule (thawwire.names): a 200-character model is `thaw serve`'s and `thaw up`'s
+    alike; `a..b`, which no replica loads, is skipped by both."""
+    from runtime.repository import list_models
+
+    long_name = "m" * 200
+    for name in (long_name, "a..b"):
+        (tmp_path / name / "1").mkdir(parents=True)
+        (tmp_path / name / "config.pbtxt").write_text('backend: "python"\n' + IO)
+    repo = _scan(tmp_path)
+    assert repo.names() == [long_name] == list_models(tmp_path)
+    assert repo.get(long_name).metadata()["name"] == long_name

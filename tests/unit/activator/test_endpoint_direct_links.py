@@ -13,7 +13,7 @@ from activator.config import ActivatorConfig, ScaleSettings, validated
 from activator.errors import ConfigError
 from activator.metrics import Metrics
 from activator.model_endpoint import ModelEndpoint
-from activator.scaler.local_backend import replica_argv
+from activator.scaler.local_backend import replica_argv, serve_args
 from activator.scaler.local_config import LocalConfig
 from tests.fakes.clock import FakeClock
 from tests.fakes.loop import settle
@@ -158,3 +158,21 @@ def test_replicas_take_connections_only_when_there_is_a_front_door(tmp_path: Pat
     assert "--handoff-socket" not in replica_argv(
         config, without, handoff_socket=tmp_path / "r.sock"
     )
+
+
+def test_spawned_and_forked_replicas_get_the_same_serve_flags(tmp_path: Path) -> None:
+    # A spawned pool process runs `serve_command + serve_args`; a forked one is sent
+    # `serve_args` in its fork request (process_source.ForkSource): one set of flags for both.
+    config = ActivatorConfig(repository=tmp_path, cache_dir=tmp_path / "cache", store="s3://b/p",
+                             cache_max_bytes=1 << 30, host_cache_bytes=1 << 20,
+                             host_cache_dir=tmp_path / "tier")  # fmt: skip
+    local = LocalConfig(front_door_url="http://127.0.0.1:8000", preload_frameworks=("torch",))
+    kwargs = {"handoff_socket": tmp_path / "r.sock", "handoff_state": tmp_path / "r.state"}
+    forked = serve_args(config, local, **kwargs)
+    assert replica_argv(config, local, **kwargs) == [*local.serve_command, *forked]
+    flags = dict(itertools.pairwise(forked))
+    assert flags["--port"] == "0" and flags["--grpc-port"] == "0"  # announced on stdout
+    assert flags["--ensemble-steps-url"] == "http://127.0.0.1:8000"
+    assert flags["--cache"] == str(tmp_path / "cache") and flags["--store"] == "s3://b/p"
+    assert flags["--host-cache"] == str(tmp_path / "tier")
+    assert flags["--preload-frameworks"] == "torch"

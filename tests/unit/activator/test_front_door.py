@@ -16,14 +16,16 @@ from activator.front_door import (
     DirectView,
     Reason,
     RequestLine,
-    model_of,
     parse_request_line,
     route,
 )
-from activator.handoff import HandoffLink, LoadReport, parse_report
+from activator.handoff import HandoffLink
 from activator.orphans import Outcome
 from tests.fakes.fallback import FakeDoor
 from tests.fakes.loop import eventually
+from thawwire.errors import WireError
+from thawwire.handoff_protocol import LoadReport
+from thawwire.paths import model_of
 
 WARM = {"add_sub": DirectView(enabled=True, held=0)}
 _IDLE_REPORT = b'{"in_flight": 0, "busy_s": 0, "connections": 0, "received": 0, "t": 1, '
@@ -134,7 +136,7 @@ def test_the_request_line_parser() -> None:
         "HEAD", "/v2/models/m/ready"
     )
     assert model_of("/v2/models/m.v2-x_y/versions/12/config") == "m.v2-x_y"
-    assert model_of("/v2/models/" + "a" * 129) is None
+    assert model_of("/v2/models/" + "a" * 256) is None  # thawwire.names: at most 255
 
 
 @pytest.mark.parametrize(
@@ -158,11 +160,12 @@ def test_the_request_line_parser() -> None:
     ],
 )
 def test_bad_load_reports_are_refused(line: bytes) -> None:
-    assert parse_report(line) is None
+    with pytest.raises(WireError):
+        LoadReport.from_line(line)
 
 
 def test_a_load_report_extrapolates_its_busy_time() -> None:
-    report = parse_report(
+    report = LoadReport.from_line(
         b'{"in_flight": 2, "busy_s": 10.0, "connections": 3, "received": 5, "t": 100.0}'
     )
     assert isinstance(report, LoadReport)

@@ -45,6 +45,8 @@ async def _control(request: web.Request) -> web.Response:
         request.app[LOADED].add(model)
     else:
         request.app[LOADED].discard(model)
+    if model == "warmed":  # a model with `model_warmup` samples: the runtime says how long
+        return web.Response(status=200, headers={"Thaw-Model-Warmup-Seconds": "1.250000"})
     return web.Response(status=200)
 
 
@@ -129,3 +131,8 @@ def test_error_text_prefers_the_json_error() -> None:
     assert error_text('{"error": 3}') == '{"error": 3}'
     assert error_text("  not json \n") == "not json"
     assert error_text("") == "(empty response)"
+
+
+async def test_a_load_reports_the_models_warm_up_time(control: RuntimeControl) -> None:
+    assert await control.load("warmed", timeout_s=5) == 1.25
+    assert await control.load("add_sub", timeout_s=5) == 0.0  # no warm-up, no header

@@ -18,8 +18,11 @@ from aiohttp.test_utils import TestServer
 from activator import status_cli
 from activator.app import build_app
 from activator.config import ActivatorConfig, ScaleSettings
+from activator.cost import CostFigures
 from activator.scaler.backend import PoolStatus, ReplicaHandle
 from activator.status_document import (
+    ColdStartReport,
+    CostReport,
     ModelState,
     ModelStatus,
     ReplicaState,
@@ -35,6 +38,11 @@ DOC = StatusDocument(
     models=(_WARM, ModelStatus.unavailable("broken", "config.pbtxt:1: no backend")),
     warm_pool=PoolStatus(size=1, ready=0),
     image_builds={"m": "built"},
+    cold_starts=(
+        ColdStartReport("m", 1_700_000_100.5, 0.01, 0.2, 0.04, 0.25),
+        ColdStartReport("m", 1_700_000_000.0, None, None, None, None, "could not be activated"),
+    ),
+    cost=CostReport(2.5, (CostFigures("m", 600.0, 90.0, 1, 500.0, 1, 600.0),)),
 )
 
 
@@ -53,6 +61,14 @@ def test_a_pool_that_reports_only_its_size_still_parses() -> None:
     doc = DOC.to_json()
     doc["warm_pool"] = {"size": 2, "ready": 1}
     assert StatusDocument.from_json(doc).warm_pool == PoolStatus(size=2, ready=1)
+
+
+def test_the_cost_section_carries_derived_figures_for_other_readers() -> None:
+    (row,) = DOC.to_json()["cost"]["models"]
+    assert row["saved_replica_seconds"] == 510.0 and row["gpu_seconds"] == 90.0
+    assert row["spent_money"] == pytest.approx(90 / 3600 * 2.5)
+    assert row["saved_money"] == pytest.approx(510 / 3600 * 2.5)
+    assert DOC.to_json()["cold_starts"][1]["error"] == "could not be activated"
 
 
 def test_an_unavailable_model_has_the_same_fields_as_a_served_one() -> None:
@@ -103,6 +119,24 @@ def _broken(change: Any) -> dict[str, Any]:
             "warm_pool: 'last_start_s' must be float or null",
         ),
         (_broken(lambda d: d.update(image_builds={"m": 1})), "image_builds: every value"),
+        (_broken(lambda d: d.pop("cold_starts")), "'cold_starts' must be a JSON array"),
+        (
+            _broken(lambda d: d["cold_starts"][0].update(total_s="fast")),
+            "cold_starts[0]: 'total_s' must be float or null, not 'fast'",
+        ),
+        (
+            _broken(lambda d: d["cold_starts"][1].pop("began_unix")),
+            "cold_starts[1]: 'began_unix' must be a number, not missing",
+        ),
+        (_broken(lambda d: d.update(cost=[])), "cost must be a JSON object"),
+        (
+            _broken(lambda d: d["cost"]["models"][0].update(peak_replicas=1.5)),
+            "cost.models[0]: 'peak_replicas' must be an integer, not 1.5",
+        ),
+        (
+            _broken(lambda d: d["cost"].update(gpu_hour_price="cheap")),
+            "cost: 'gpu_hour_price' must be float or null",
+        ),
     ],
 )
 def test_another_shape_is_refused_naming_what_does_not_fit(doc: Any, message: str) -> None:
@@ -145,6 +179,13 @@ async def test_the_activator_serves_the_document_thaw_status_reads(activator: st
     assert doc.warm_pool == PoolStatus(size=2, ready=1)  # what the backend reports
 
 
+def status_args(*argv: str) -> argparse.Namespace:
+    """`thaw status ARGV...` parsed by its own parser."""
+    parser = argparse.ArgumentParser()
+    status_cli.register(parser.add_subparsers())
+    return parser.parse_args(["status", *argv])
+
+
 @pytest.fixture
 def not_thaw() -> Iterator[str]:
     """An HTTP server whose /thaw/status answers JSON of another shape."""
@@ -171,7 +212,7 @@ def not_thaw() -> Iterator[str]:
 def test_thaw_status_refuses_a_document_of_another_shape(
     not_thaw: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    args = argparse.Namespace(url=not_thaw, json=False, timeout_s=5.0)
+    args = status_args("--url", not_thaw)
     assert status_cli.run(args) == 1
     err = capsys.readouterr().err
     assert "is not a `thaw up` status document" in err
@@ -181,7 +222,7 @@ def test_thaw_status_refuses_a_document_of_another_shape(
 async def test_thaw_status_prints_the_table_of_a_running_activator(
     activator: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    args = argparse.Namespace(url=activator, json=False, timeout_s=5.0)
+    args = await asyncio.to_thread(status_args, "--url", activator)  # argparse stats files
     assert await asyncio.to_thread(status_cli.run, args) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[:3] for line in lines[1:4]] == [

@@ -7,10 +7,11 @@ import math
 import time
 from collections.abc import AsyncIterator
 
+import grpc
 import pytest
 from aiohttp import web
 
-from benchmarks.load_client import LoadResult, Payload, run_load
+from benchmarks.load_client import GrpcPayload, LoadResult, Payload, run_grpc_load, run_load
 from benchmarks.serve_throughput import Cell, median_round, render_table
 
 
@@ -81,7 +82,7 @@ def test_table_compares_thaw_with_the_best_peer() -> None:
 
     missing = Cell("triton", "resnet50", 8, None, "no onnxruntime backend")
     table = render_table([cell("thaw", 300), cell("triton", 200), cell("kserve", 100), missing])
-    rows = {line.split("|")[3].strip(): line for line in table.splitlines()[2:]}
+    rows = {line.split("|")[4].strip(): line for line in table.splitlines()[2:]}
     assert rows["thaw"].endswith("| 1.50x |")
     assert rows["kserve"].endswith("| 0.50x |")
     assert "no onnxruntime backend" in table
@@ -99,3 +100,58 @@ def test_a_cell_reports_its_median_round_not_an_outlier() -> None:
 def test_a_cell_where_nothing_completed_says_so() -> None:
     empty = Cell("kserve", "resnet50", 32, LoadResult(32, 4.0, 0, 0, ()))
     assert "nothing completed in the window" in render_table([empty])
+
+
+@pytest.fixture
+async def grpc_server() -> AsyncIterator[str]:
+    async def infer(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        if request == b"fail":
+            await context.abort(grpc.StatusCode.INTERNAL, "boom")
+        if request == b"hang":
+            await asyncio.sleep(60)
+        return b"ok"
+
+    handler = grpc.method_handlers_generic_handler(
+        "inference.GRPCInferenceService",
+        {"ModelInfer": grpc.unary_unary_rpc_method_handler(infer)},
+    )
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers((handler,))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    yield f"127.0.0.1:{port}"
+    await server.stop(0)
+
+
+async def test_grpc_load_counts_successes_failures_and_never_outlasts_its_window(
+    grpc_server: str,
+) -> None:
+    ok = await run_grpc_load(
+        grpc_server, GrpcPayload(b"x"), concurrency=4, duration_s=0.6, warmup_s=0.2
+    )
+    assert ok.ok > 10 and ok.errors == 0
+    assert 0 < ok.percentile_ms(50) <= ok.percentile_ms(99)
+    failing = await run_grpc_load(
+        grpc_server, GrpcPayload(b"fail"), concurrency=2, duration_s=0.5, warmup_s=0.1
+    )
+    assert failing.ok == 0 and 0 < failing.errors <= 2 * 0.5 / 0.01 + 2
+    started = time.perf_counter()
+    hanging = await run_grpc_load(
+        grpc_server, GrpcPayload(b"hang"), concurrency=4, duration_s=0.4, warmup_s=0.1
+    )
+    assert time.perf_counter() - started < 5.0 and hanging.ok == 0
+
+
+def test_grpc_rows_are_their_own_group() -> None:
+    result = LoadResult(8, 1.0, 100, 0, (1.0,) * 100)
+    cells = [
+        Cell("thaw", "add_sub", 8, result, protocol="grpc"),
+        Cell("triton", "add_sub", 8, LoadResult(8, 1.0, 50, 0, (2.0,) * 50), protocol="grpc"),
+        Cell("kserve", "add_sub", 8, None, "no gRPC endpoint", protocol="grpc"),
+        Cell("thaw", "add_sub", 8, LoadResult(8, 1.0, 400, 0, (1.0,) * 400)),
+    ]
+    lines = render_table(cells).splitlines()[2:]
+    assert lines[0].startswith("| grpc | add_sub | 8 | thaw | 100.0 |")
+    assert lines[0].endswith("| 2.00x |")  # against Triton's gRPC, not anyone's HTTP
+    assert "| grpc | add_sub | 8 | kserve | - |" in lines[2] and "no gRPC endpoint" in lines[2]
+    assert lines[3].startswith("| http | add_sub | 8 | thaw | 400.0 |")

@@ -18,7 +18,7 @@ from tritonclient.grpc import model_config_pb2
 
 ROOT = Path(__file__).resolve().parents[3]
 GENERATOR = ROOT / "examples" / "generate_repository.py"
-MODELS = ("bert", "bert_tokenizer", "resnet50")
+MODELS = ("bert", "bert_ensemble", "bert_tokenizer", "resnet50")
 # The initialized TritonPythonModel and the pb_utils module it was imported with.
 Tokenizer = tuple[Any, ModuleType]
 
@@ -104,6 +104,9 @@ def test_every_config_is_valid_triton_and_carries_thaw_scale_settings(repo: Path
     assert _config(repo, "resnet50").platform == "onnxruntime_onnx"
     assert _config(repo, "bert").platform == "onnxruntime_onnx"
     assert _config(repo, "bert_tokenizer").backend == "python"
+    ensemble = _config(repo, "bert_ensemble")
+    assert ensemble.platform == "ensemble"
+    assert [s.model_name for s in ensemble.ensemble_scheduling.step] == ["bert_tokenizer", "bert"]
 
 
 def test_resnet50_onnx_matches_its_config_and_classifies_a_batch(repo: Path) -> None:

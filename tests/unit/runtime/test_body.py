@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from runtime.body import decode_content, json_depth, parse_json, read_capped
-from runtime.errors import InvalidInput, PayloadTooLarge
+from runtime.body import decode_content, json_depth, parse_json, read_capped, too_deep, too_large
+from runtime.errors import InvalidInput, JsonTooDeep, PayloadTooLarge
 
 
 async def _stream(*chunks: bytes) -> AsyncIterator[bytes]:
@@ -30,7 +30,7 @@ async def test_chunks_under_the_cap_are_joined_in_order() -> None:
 
 
 async def test_chunked_body_over_the_cap_is_refused_while_streaming() -> None:
-    with pytest.raises(PayloadTooLarge, match="limit of 5 bytes"):
+    with pytest.raises(PayloadTooLarge, match="maximum allowed input size of 5 bytes"):
         await read_capped(_stream(b"abc", b"def"), limit=5, declared_length=None)
 
 
@@ -86,7 +86,7 @@ def test_identity_body_is_returned_as_is() -> None:
 
 def test_deep_json_is_bad_input_not_recursion_error() -> None:
     deep = b"[" * 200_000 + b"]" * 200_000
-    with pytest.raises(InvalidInput, match="deeper than 64"):
+    with pytest.raises(InvalidInput, match=r"maximum allowed limit \(64\)"):
         parse_json(deep, max_depth=64)
 
 
@@ -115,3 +115,55 @@ def test_many_shallow_brackets_are_fine() -> None:
 def test_malformed_json_is_bad_input(text: bytes) -> None:
     with pytest.raises(InvalidInput, match="not valid JSON"):
         parse_json(text, max_depth=64)
+
+
+def test_depth_error_uses_tritons_text_and_names_the_member() -> None:
+    deep = b'{"id": "x[[", "inputs": ' + b"[" * 120 + b"1" + b"]" * 120 + b"}"
+    with pytest.raises(JsonTooDeep) as err:
+        parse_json(deep, max_depth=100)
+    assert err.value.message == "JSON nesting depth exceeds maximum allowed limit (100)"
+    assert err.value.member == "inputs"
+
+
+_DEEP = b"[" * 200 + b"]" * 200
+
+
+@pytest.mark.parametrize(
+    ("text", "member"),
+    [
+        (b'{"ready":' + b"[" * 250_000 + b"true" + b"]" * 250_000 + b"}", "ready"),
+        (b'{"a": {"b": "]"}, "re\\u0061dy" : [{}, ' + _DEEP + b"]}", "ready"),
+        (b'{"a": [' + b'"s",' * 2000 + _DEEP + b"]}", "a"),
+        (_DEEP, None),  # not an object: no member to name
+        (b'{"pad": [' + b'"s",' * 2000 + b'"s"], "ready": ' + _DEEP + b"}", None),  # too far in
+    ],
+)
+def test_the_member_that_nests_too_deep_is_named_when_cheap(
+    text: bytes, member: str | None
+) -> None:
+    error = too_deep(text, 100)
+    assert error is not None and error.member == member
+    assert too_deep(b'{"a": ' + b"[" * 99 + b"]" * 99 + b"}", 100) is None
+
+
+@pytest.mark.parametrize(
+    ("size", "what", "message"),
+    [
+        (
+            12,
+            "request JSON",
+            "request JSON size of 12 bytes exceeds the maximum allowed input size of 10 bytes",
+        ),
+        (None, "request", "request size exceeds the maximum allowed input size of 10 bytes"),
+    ],
+)
+def test_over_the_cap_is_413_in_tritons_words(size: int | None, what: str, message: str) -> None:
+    error = too_large(10, size=size, what=what)
+    assert error.status == 413
+    assert error.message.startswith(message)
+    assert "--max-body-bytes" in error.message
+
+
+def test_decompressed_body_over_the_cap_says_so() -> None:
+    with pytest.raises(PayloadTooLarge, match="decompressed request JSON size exceeds"):
+        decode_content(gzip.compress(b"x" * 100), "gzip", limit=10, what="request JSON")

@@ -169,12 +169,11 @@ def test_binary_size_without_header_length_is_refused() -> None:
         _decode({"inputs": [_input("x", "FP32", [1], binary_data_size=4)]})
 
 
-@pytest.mark.parametrize("header_length", [0, 10_000])
-def test_header_length_that_does_not_fit_the_body_is_refused(header_length: int) -> None:
+def test_header_length_that_does_not_fit_the_body_is_refused() -> None:
     with pytest.raises(InvalidInput, match="does not fit"):
         decode_infer_request(
             b'{"inputs": []}',
-            header_length=header_length,
+            header_length=10_000,
             model_name="m",
             model_version="",
             max_json_depth=64,
@@ -221,7 +220,7 @@ def test_bad_json_tensors_are_refused(entry: dict, message: str) -> None:
         ([], "must be a JSON object"),
         ({"inputs": []}, "non-empty 'inputs'"),
         ({"inputs": [1]}, "must be a JSON object"),
-        ({"inputs": [_input("x", "FP32", [1], [1])] * 2}, "more than once"),
+        ({"inputs": [_input("x", "FP32", [1], [1])] * 2}, "input 'x' already exists in request"),
         ({"id": 5, "inputs": [_input("x", "FP32", [1], [1])]}, "'id' must be a string"),
         ({"parameters": [], "inputs": [_input("x", "FP32", [1], [1])]}, "parameters"),
         (
@@ -232,7 +231,10 @@ def test_bad_json_tensors_are_refused(entry: dict, message: str) -> None:
             "binary_data_output",
         ),
         ({"outputs": {}, "inputs": [_input("x", "FP32", [1], [1])]}, "'outputs' must be a list"),
-        ({"outputs": [{"name": "a"}] * 2, "inputs": [_input("x", "FP32", [1], [1])]}, "more than"),
+        (
+            {"outputs": [{"name": "a"}] * 2, "inputs": [_input("x", "FP32", [1], [1])]},
+            "output 'a' already exists in request",
+        ),
     ],
 )
 def test_malformed_requests_are_refused(doc: Any, message: str) -> None:
@@ -325,3 +327,57 @@ def test_classification_returns_top_k_value_index_strings() -> None:
         encode_infer_response(_response(scores), _request(RequestedOutput("p", class_count=1)))
     )
     assert doc["outputs"][0]["data"] == ["0.700000:1", "9.000000:2"]
+
+
+def test_header_length_zero_makes_the_whole_body_a_raw_input_sent_back_binary() -> None:
+    body = np.arange(4, dtype=np.float32).tobytes()
+    request = decode_infer_request(
+        body, header_length=0, model_name="m", model_version="", max_json_depth=64
+    )
+    assert request.inputs == []
+    assert request.raw_input == body
+    assert request.binary_output_default is True
+
+
+INT64_MAX = (1 << 63) - 1
+
+
+@pytest.mark.parametrize(
+    ("shape", "message"),
+    [
+        # Triton's texts (main, after 2.51): the overflow of the element count ...
+        (
+            [2**4, 2**60 + 2],
+            "invalid shape for input 'x': shape [16,1152921504606846978] causes total element "
+            f"count to exceed maximum size of {INT64_MAX}",
+        ),
+        # ... of the byte size (FP32 is 4 bytes) ...
+        (
+            [2**2, 2**60 + 2],
+            "byte size overflow for input 'x': element count (4611686018427387912) * data type "
+            f"size (4) exceeds maximum allowed size ({INT64_MAX})",
+        ),
+        # ... a dimension past INT64_MAX, and a negative one (Triton's status there is 500).
+        ([2**63], "shape [9223372036854775808] contains one or more invalid dimensions"),
+        (
+            [2, -5],
+            "Unable to parse 'shape': attempt to access JSON non-unsigned-integer as "
+            "unsigned-integer",
+        ),
+        ([1.5], "Unable to parse 'shape'"),
+        ([True], "Unable to parse 'shape'"),
+    ],
+)
+def test_shapes_that_overflow_or_are_not_unsigned_ints_get_tritons_texts(
+    shape: list[Any], message: str
+) -> None:
+    with pytest.raises(InvalidInput) as err:
+        _decode({"inputs": [_input("x", "FP32", shape, [1.0])]})
+    assert message in err.value.message
+
+
+def test_a_long_bad_shape_is_shortened_in_the_message() -> None:
+    with pytest.raises(InvalidInput) as err:
+        _decode({"inputs": [_input("x", "FP32", [1] * 10_000 + [-1], [1.0])]})
+    assert len(err.value.message) < 300
+    assert "..." in err.value.message

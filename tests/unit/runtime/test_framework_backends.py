@@ -249,3 +249,79 @@ async def test_onnx_string_tensors_round_trip_as_bytes(tmp_path: Path) -> None:
         assert response.outputs[0].data.tolist() == data.tolist()
     finally:
         await manager.stop()
+
+
+# -- a dynamic batch is one framework call -----------------------------------------------------
+
+
+class _CountingCalls:
+    """Wraps a session (its `run`) or a module (a call); records each call's batch size."""
+
+    def __init__(self, inner: object) -> None:
+        self._inner = inner
+        self.batches: list[int] = []
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)
+
+    def __call__(self, *args: object) -> object:  # torch modules are called
+        self.batches.append(int(args[0].shape[0]))  # type: ignore[attr-defined]
+        return self._inner(*args)  # type: ignore[operator]
+
+    def run(self, names: object, feed: dict) -> object:  # type: ignore[type-arg]
+        self.batches.append(int(next(iter(feed.values())).shape[0]))
+        return self._inner.run(names, feed)  # type: ignore[attr-defined]
+
+
+def _load(backend_class: type, repo: Path, name: str, platform_file: str) -> object:
+    from runtime.backends.base import LoadContext
+    from runtime.model_config import complete_config, parse_config
+
+    model_dir = repo / name
+    config = parse_config((model_dir / "config.pbtxt").read_text(), name)
+    complete_config(config, model_dir, name, gpu_available=False, require_model_files=True)
+    backend = backend_class()
+    backend.load(
+        LoadContext(
+            model_name=name,
+            version="1",
+            version_dir=model_dir / "1",
+            model_dir=model_dir,
+            config=config,
+            instance_kind="KIND_CPU",
+            device_id=0,
+            model_file=model_dir / "1" / platform_file,
+        )
+    )
+    return backend
+
+
+@pytest.mark.parametrize(
+    ("model", "input_name", "file"),
+    [("onnx_add", "INPUT0", "model.onnx"), ("torch_linear", "INPUT__0", "model.pt")],
+)
+def test_a_batch_of_requests_is_one_framework_call_split_back_per_request(
+    repo: Path, model: str, input_name: str, file: str
+) -> None:
+    from runtime.backends.onnxruntime_backend import OnnxRuntimeBackend
+    from runtime.backends.torch_backend import TorchBackend
+
+    onnx = model == "onnx_add"
+    backend: object = _load(OnnxRuntimeBackend if onnx else TorchBackend, repo, model, file)
+    attribute = "_session" if onnx else "_module"
+    counting = _CountingCalls(getattr(backend, attribute))
+    setattr(backend, attribute, counting)
+    width = 4 if onnx else 8
+    rng = np.random.default_rng(2)
+    requests = [
+        InferRequest(model, "1", [_t(input_name, rng.random((rows, width), np.float32))], id=str(i))
+        for i, rows in enumerate((1, 2, 1))
+    ]
+    batched = backend.execute(requests)  # type: ignore[attr-defined]
+    assert counting.batches == [4]  # one call over all 4 rows
+    alone = [backend.execute([r])[0] for r in requests]  # type: ignore[attr-defined]
+    assert counting.batches == [4, 1, 2, 1]
+    for together, single, request in zip(batched, alone, requests, strict=True):
+        assert together.id == request.id
+        np.testing.assert_allclose(together.outputs[0].data, single.outputs[0].data, rtol=1e-5)
+        assert together.outputs[0].shape == (request.inputs[0].shape[0], width)

@@ -24,9 +24,14 @@ from aiohttp import web
 
 from runtime.cli import build_config, register
 from runtime.config import ConfigError, ServeConfig
-from runtime.direct_state import ConnectionStates, SlotState
+from runtime.direct_load import DirectLoad
+from runtime.direct_routing import DirectRouting
+from runtime.direct_state import ConnectionStates
 from runtime.front_door_client import FrontDoorClient
-from runtime.handoff import DirectLoad, HandoffReceiver, local_model
+from runtime.handoff import HandoffReceiver
+from thawwire.aiohttp_compat import JsonErrorRunner
+from thawwire.handoff_protocol import SlotState
+from thawwire.paths import model_of
 
 
 @pytest.mark.parametrize(
@@ -46,7 +51,7 @@ from runtime.handoff import DirectLoad, HandoffReceiver, local_model
     ],
 )
 def test_which_paths_a_replica_answers_itself(path: str, model: str | None) -> None:
-    assert local_model(path) == model
+    assert model_of(path) == model
 
 
 def test_busy_time_is_the_integral_of_in_flight_requests() -> None:
@@ -110,23 +115,28 @@ async def setup(tmp_path: Path) -> AsyncIterator[_Setup]:
     await front_site.start()
     front_url = f"http://127.0.0.1:{front.addresses[0][1]}"
     release = asyncio.Event()
-    replica = web.AppRunner(await _replica_app(release))
+    skew_s = [0.0]
+    front_door = FrontDoorClient(front_url, timeout_s=10)
+    routing = DirectRouting(
+        is_loaded=lambda model: model == "m",
+        front_door=front_door,
+        max_age_s=0.5,
+        clock=lambda: time.monotonic() + skew_s[0],
+    )
+    app = await _replica_app(release)
+    routing.install(app)  # as runtime.app.build_app does for a replica of `thaw up`
+    replica = JsonErrorRunner(app)
     await replica.setup()
     assert replica.server is not None
-    front_door = FrontDoorClient(front_url, timeout_s=10)
     accepting = [True]
-    skew_s = [0.0]
     state_file = tmp_path / "replica.state"
     state_file.write_bytes(bytes(64))
     receiver = HandoffReceiver(
         tmp_path / "replica.sock",
         replica.server,
-        is_loaded=lambda model: model == "m",
-        front_door=front_door,
-        max_age_s=0.5,
+        routing,
         states=ConnectionStates(state_file),
         accepting=lambda: accepting[0],
-        clock=lambda: time.monotonic() + skew_s[0],
     )
     receiver.start()
     link = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -427,3 +437,33 @@ async def _until(predicate: Callable[[], bool]) -> None:
             return
         await asyncio.sleep(0.005)
     raise AssertionError("timed out")
+
+
+async def test_a_pipelined_request_keeps_its_connection_started(setup: _Setup) -> None:
+    reader, writer = await _hand_off(setup, slot=9)
+    one = b"POST /v2/models/m/infer?sleep=0.2 HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"
+    writer.write(one + one)  # the second is parsed while the first is handled
+    await asyncio.wait_for(reader.readuntil(b"}"), 5)
+    # The first answer is out, the second request consumed and unanswered: a replica dying
+    # now owes the client a 502, so the state byte must not say idle.
+    assert setup.states.get(9) is SlotState.STARTED
+    await asyncio.sleep(0.1)
+    assert setup.states.get(9) is SlotState.STARTED
+    await asyncio.wait_for(reader.readuntil(b"}"), 5)
+    await _until(lambda: setup.states.get(9) is SlotState.IDLE)
+    writer.close()
+
+
+async def test_garbage_on_a_handed_off_connection_gets_json_and_the_connection_ends(
+    setup: _Setup,
+) -> None:
+    reader, writer = await _hand_off(setup, slot=8)
+    status, _, _ = await _request(reader, writer, "POST", "/v2/models/m/infer")
+    assert status == 200
+    writer.write(b"NOT HTTP AT ALL\r\n\r\n")
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+    assert head.split(b" ")[1] == b"400" and b"application/json" in head
+    body = await asyncio.wait_for(reader.read(), 5)  # then EOF: the connection ended here
+    assert json.loads(body)["error"]
+    assert 8 in _closed(await _reports_until(setup.link, lambda r: 8 in r["closed"]))
+    writer.close()

@@ -15,10 +15,11 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 
-from runtime.app import EXTENSIONS, RUNNER_OPTIONS, build_app
+from runtime.app import RUNNER_OPTIONS, build_app
 from runtime.config import ModelControlMode, ServeConfig
 from runtime.response_encoding import MIN_COMPRESS_BYTES
 from tests.fakes.model_service import FakeModelService
+from thawwire.extensions import EXTENSIONS
 
 ADD_SUB = {
     "inputs": [
@@ -85,8 +86,8 @@ async def test_health_and_server_metadata(client: TestClient) -> None:
     assert (await client.get("/v2/health/ready")).status == 200
     assert (await client.head("/v2/health/live")).status == 200
     meta = await (await client.get("/v2")).json()
-    assert meta["name"] == "thaw"
-    assert meta["extensions"] == EXTENSIONS
+    assert meta["name"] == "triton"
+    assert meta["extensions"] == list(EXTENSIONS)
     assert meta["version"]
 
 
@@ -278,6 +279,62 @@ async def test_repository_index_load_and_unload(
 async def test_bad_load_overrides_are_refused(client: TestClient, params: dict) -> None:
     response = await client.post("/v2/repository/models/add_sub/load", json={"parameters": params})
     await _error(response, 400)
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("A" * 256, "has a component of 256 bytes; a file name can have at most 255"),
+        ("1/" + "é" * 128, "has a component of 256 bytes"),
+        ("1/" + "a/" * 2100 + "m", "is longer than 4095 bytes"),
+        ("1/\ud800", "is not valid UTF-8"),
+    ],
+)
+async def test_load_file_paths_the_disk_cannot_hold_are_400_before_loading(
+    client: TestClient, service: FakeModelService, path: str, message: str
+) -> None:
+    body = json.dumps({"parameters": {"config": "{}", f"file:{path}": "YQ=="}})
+    response = await client.post("/v2/repository/models/add_sub/load", data=body)
+    error = await _error(response, 400)
+    # Triton's text (its status is 500), then what is wrong with the path.
+    assert error.startswith("failed to poll from model repository: load file path ")
+    assert message in error
+    assert service.load_calls == []
+    assert (await client.get("/v2/health/ready")).status == 200
+
+
+async def test_repository_index_ready_must_be_a_boolean_in_tritons_words(
+    client: TestClient,
+) -> None:
+    expected = "Invalid value for 'ready': expected a boolean"
+    for body in (b'{"ready": "yes"}', b'{"ready": ' + b"[" * 30_000 + b"]" * 30_000 + b"}"):
+        response = await client.post("/v2/repository/index", data=body)
+        assert await _error(response, 400) == expected
+    # Nesting too deep elsewhere stays a nesting error (this app's cap is 16).
+    deep = b'{"other": ' + b"[" * 20 + b"]" * 20 + b"}"
+    error = await _error(await client.post("/v2/repository/index", data=deep), 400)
+    assert error == "JSON nesting depth exceeds maximum allowed limit (16)"
+
+
+@pytest.mark.parametrize(
+    ("path", "headers", "message"),
+    [
+        ("/v2/repository/models/add_sub/load", {}, "request JSON size of 66560 bytes exceeds"),
+        ("/v2/models/add_sub/infer", {}, "request JSON size of 66560 bytes exceeds"),
+        (
+            "/v2/models/add_sub/infer",
+            {"Inference-Header-Content-Length": "0"},
+            "request size of 66560 bytes exceeds",
+        ),
+    ],
+)
+async def test_bodies_over_the_cap_are_413_in_tritons_words(
+    client: TestClient, path: str, headers: dict[str, str], message: str
+) -> None:
+    response = await client.post(path, data=b" " * (65 * 1024), headers=headers)
+    error = await _error(response, 413)
+    assert error.startswith(message)
+    assert "maximum allowed input size of 65536 bytes" in error
 
 
 async def test_load_and_unload_are_disabled_outside_explicit_mode() -> None:

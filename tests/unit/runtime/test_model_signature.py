@@ -42,13 +42,6 @@ def test_valid_request_returns_its_batch_size() -> None:
     assert sig.validate(_request(_tensor("A", "FP32", (3, 5, 3)))) == 3
 
 
-def test_metadata_shows_batch_dim_as_minus_one() -> None:
-    meta = _signature().metadata(["1"], "python")
-    assert meta["inputs"][0] == {"name": "A", "datatype": "FP32", "shape": [-1, -1, 3]}
-    assert meta["outputs"][0]["shape"] == [-1, -1, 3]
-    assert meta["versions"] == ["1"] and meta["platform"] == "python"
-
-
 @pytest.mark.parametrize(
     ("inputs", "fragment"),
     [
@@ -59,7 +52,7 @@ def test_metadata_shows_batch_dim_as_minus_one() -> None:
         ([_tensor("A", "FP32", (0, 1, 3))], "batch-size must be <= 4"),
         ([_tensor("A", "FP32", (1, 3))], "unexpected shape for input 'A'"),
         ([], "missing required input(s) ['A']"),
-        ([_tensor("A", "FP32", (1, 1, 3)), _tensor("A", "FP32", (1, 1, 3))], "more than once"),
+        ([_tensor("A", "FP32", (1, 1, 3)), _tensor("A", "FP32", (1, 1, 3))], "already exists"),
         (
             [_tensor("A", "FP32", (1, 1, 3)), _tensor("B", "INT32", (2, 2), "int32")],
             "batch size 2 does not match",
@@ -130,3 +123,93 @@ def test_shapes_whose_product_overflows_int64_are_refused() -> None:
     tensor = InferTensor("X", "FP32", (2**32, 2**32), np.zeros(0, dtype=np.float32))
     with pytest.raises(InvalidInput, match="needs 18446744073709551616"):
         sig.validate(InferRequest("n", "", [tensor]))
+
+
+def _raw(config: str, body: bytes) -> InferRequest:
+    request = InferRequest("m", "", [], raw_input=body, binary_output_default=True)
+    _signature(config).validate(request)
+    return request
+
+
+_ONE_INPUT = """
+name: "m"
+max_batch_size: {batch}
+input [ {{ name: "INPUT0" data_type: {dtype} dims: [ {dims} ] }} ]
+output [ {{ name: "OUTPUT0" data_type: {dtype} dims: [ {dims} ] }} ]
+"""
+
+
+@pytest.mark.parametrize(
+    ("batch", "dims", "shape"),
+    [(8, "-1", (1, 6)), (0, "-1", (6,)), (8, "2, -1", (1, 2, 3)), (0, "3, 2", (3, 2))],
+)
+def test_raw_input_shape_is_deduced_from_the_config(
+    batch: int, dims: str, shape: tuple[int, ...]
+) -> None:
+    values = np.arange(6, dtype=np.float32)
+    config = _ONE_INPUT.format(batch=batch, dtype="TYPE_FP32", dims=dims)
+    request = _raw(config, values.tobytes())
+    [tensor] = request.inputs
+    assert (tensor.name, tensor.datatype, tensor.shape) == ("INPUT0", "FP32", shape)
+    np.testing.assert_array_equal(tensor.data.reshape(-1), values)
+    assert request.raw_input is None
+
+
+def test_raw_bytes_input_is_the_body_as_one_element() -> None:
+    request = _raw(_ONE_INPUT.format(batch=8, dtype="TYPE_STRING", dims="1"), b"\xff427")
+    [tensor] = request.inputs
+    assert tensor.shape == (1, 1) and tensor.data.reshape(-1).tolist() == [b"\xff427"]
+
+
+@pytest.mark.parametrize(
+    ("config", "body", "message"),
+    [
+        # Triton's texts (observed on 2.51).
+        (
+            CONFIG,
+            b"\0" * 12,
+            "Raw request must only have 1 input (found 1) to be deduced but got 3 inputs in "
+            "'m' model configuration",
+        ),
+        (
+            _ONE_INPUT.format(batch=8, dtype="TYPE_FP16", dims="-1, -1"),
+            b"\0" * 8,
+            "The shape of the raw input 'INPUT0' can not be deduced because there are more "
+            "than one variable-sized dimension",
+        ),
+        (
+            _ONE_INPUT.format(batch=8, dtype="TYPE_STRING", dims="-1"),
+            b"427",
+            "For BYTE datatype raw input 'INPUT0', the model must have input shape [1]",
+        ),
+        (
+            _ONE_INPUT.format(batch=0, dtype="TYPE_STRING", dims="2"),
+            b"427",
+            "For BYTE datatype raw input 'INPUT0', the model must have input shape [1]",
+        ),
+        (
+            _ONE_INPUT.format(batch=8, dtype="TYPE_FP32", dims="-1"),
+            b"\0" * 7,
+            "input byte size mismatch for input 'INPUT0' for model 'm'. Expected 4, got 7",
+        ),
+        (
+            _ONE_INPUT.format(batch=0, dtype="TYPE_FP32", dims="2"),
+            b"\0" * 12,
+            "input byte size mismatch for input 'INPUT0' for model 'm'. Expected 8, got 12",
+        ),
+        (
+            _ONE_INPUT.format(batch=0, dtype="TYPE_FP32", dims="0, -1"),
+            b"\0" * 4,
+            "Expected 0, got 4",
+        ),
+        (
+            _ONE_INPUT.format(batch=0, dtype="TYPE_BOOL", dims="-1"),
+            b"\x00\x01\x02",
+            "BOOL bytes other than 0 and 1",
+        ),
+    ],
+)
+def test_raw_input_that_cannot_be_deduced_is_400(config: str, body: bytes, message: str) -> None:
+    with pytest.raises(InvalidInput) as err:
+        _raw(config, body)
+    assert message in err.value.message

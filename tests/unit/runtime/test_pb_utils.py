@@ -43,8 +43,9 @@ def test_request_accessors_and_lookup() -> None:
     assert pb_utils.get_input_tensor_by_name(request, "Z") is None
     assert request.request_id() == "r" and request.correlation_id() == 5
     assert json.loads(request.parameters()) == {"a": 1}
-    with pytest.raises(pb_utils.TritonModelException, match="BLS"):
-        request.exec()
+    # Outside a server, BLS answers an error response (Triton's BLS never raises).
+    answer = request.exec()
+    assert answer.has_error() and "BLS" in answer.error().message()
 
 
 def test_response_and_error_codes() -> None:
@@ -76,3 +77,103 @@ def test_model_config_helper_for_auto_complete() -> None:
         config.add_output({"name": "Y"})
     with pytest.raises(ValueError):
         config.set_max_batch_size(2)
+
+
+def test_custom_metrics_share_families_and_series_and_refuse_misuse() -> None:
+    from runtime.custom_metrics import CustomMetrics
+
+    metrics = CustomMetrics()
+    metrics.family("reqs", "requests", 0)
+    metrics.family("reqs", "requests", 0)  # again, same kind: the same family
+    with pytest.raises(ValueError, match="already exists as a counter"):
+        metrics.family("reqs", "requests", 1)
+    a = metrics.create("reqs", {"m": "x"}, None)
+    assert metrics.create("reqs", {"m": "x"}, None) == a  # the same labels: the same series
+    metrics.update(a, "increment", 2)
+    with pytest.raises(ValueError, match="negative"):
+        metrics.update(a, "increment", -1)
+    with pytest.raises(ValueError, match="not supported for a counter"):
+        metrics.update(a, "set", 1)
+    metrics.family("h", "hist", 2)
+    h = metrics.create("h", {}, [1.0, 5.0])
+    for value in (0.5, 3, 3, 9):
+        metrics.update(h, "observe", value)
+    [_, hist] = metrics.snapshot()
+    assert hist.series[0].cumulative == (1, 3, 4) and hist.series[0].value == 15.5
+    assert metrics.value(a) == 2.0
+
+
+def test_response_sender_closes_after_final_and_checks_default_mode() -> None:
+    sent = []
+    sender = pb_utils.InferenceResponseSender(lambda r, f: sent.append((r, f)), decoupled=True)
+    sender.send(pb_utils.InferenceResponse())
+    sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+    assert len(sent) == 2 and sender.is_closed()
+    with pytest.raises(pb_utils.TritonModelException, match="closed"):
+        sender.send(pb_utils.InferenceResponse())
+    one = pb_utils.InferenceResponseSender(lambda r, f: None, decoupled=False)
+    one.send(pb_utils.InferenceResponse())
+    with pytest.raises(pb_utils.TritonModelException, match="more than one response"):
+        one.send(pb_utils.InferenceResponse())
+
+
+def test_placement_follows_instances_env_and_parameter() -> None:
+    from runtime.errors import RepositoryError
+    from runtime.python_placement import PythonRuntime, placement
+    from tritonconfig.schema import mc
+
+    config = mc.ModelConfig(name="m", backend="python")
+    config.instance_group.add(count=1)
+    assert placement(config) == PythonRuntime.IN_PROCESS
+    config.instance_group[0].count = 3
+    assert placement(config) == PythonRuntime.PROCESS
+    config.parameters["thaw.python_runtime"].string_value = "in_process"
+    assert placement(config) == PythonRuntime.IN_PROCESS
+    config.parameters["EXECUTION_ENV_PATH"].string_value = "/envs/py"
+    with pytest.raises(RepositoryError, match="cannot use EXECUTION_ENV_PATH"):
+        placement(config)
+    config.parameters["thaw.python_runtime"].string_value = "threads"
+    with pytest.raises(RepositoryError, match="must be one of"):
+        placement(config)
+
+
+def test_wire_carries_small_tensors_inline_and_large_ones_in_memfds() -> None:
+    from runtime.pystub.wire import Channel, Message, Tensor, channel_pair
+
+    left, right = channel_pair()
+    a, b = Channel(left), Channel(right)
+    small = np.arange(4, dtype=np.float32)
+    large = np.arange(200_000, dtype=np.int64)
+    text = np.array([b"x", b"yz"], dtype=np.object_)
+    a.send(Message({"op": "t"}, [Tensor("s", "FP32", (4,), small), Tensor("l", "INT64",
+           large.shape, large), Tensor("b", "BYTES", (2,), text)]))  # fmt: skip
+    got = b.recv()
+    assert got.fields == {"op": "t"}
+    np.testing.assert_array_equal(got.tensors[0].data, small)
+    np.testing.assert_array_equal(got.tensors[1].data, large)
+    assert got.tensors[1].data.flags.writeable  # mapped from its memfd, not copied
+    assert list(got.tensors[2].data) == [b"x", b"yz"]
+    a.close()
+    b.close()
+
+
+def test_generate_body_maps_inputs_parameters_and_id() -> None:
+    from runtime.errors import InvalidInput
+    from runtime.generate_codec import decode_generate, encode_generate
+    from runtime.inference import InferResponse, InferTensor
+
+    meta = {"inputs": [{"name": "PROMPT", "datatype": "BYTES", "shape": [1, 1]},
+                       {"name": "N", "datatype": "INT32", "shape": [-1]}]}  # fmt: skip
+    body = b'{"PROMPT": "hi", "N": [1, 2], "id": "7", "parameters": {"t": 0.5}, "k": true}'
+    request = decode_generate(body, model="m", version="", metadata=meta, max_depth=10)
+    assert request.id == "7" and request.parameters == {"t": 0.5, "k": True}
+    assert [(t.name, t.shape) for t in request.inputs] == [("PROMPT", (1, 1)), ("N", (2,))]
+    with pytest.raises(InvalidInput, match="input 'N' already exists in request"):
+        decode_generate(b'{"N": 1, "N": 2}', model="m", version="", metadata=meta, max_depth=10)
+    with pytest.raises(InvalidInput, match="non-string as string"):
+        decode_generate(b'{"PROMPT": 3}', model="m", version="", metadata=meta, max_depth=10)
+    with pytest.raises(InvalidInput, match="parameter 'o' has invalid type"):
+        decode_generate(b'{"o": {"a": 1}}', model="m", version="", metadata=meta, max_depth=10)
+    out = InferTensor("TEXT", "BYTES", (1,), np.array([b"yo"], dtype=np.object_))
+    doc = encode_generate(InferResponse("m", "1", [out], id="7"))
+    assert doc == {"id": "7", "model_name": "m", "model_version": "1", "TEXT": "yo"}

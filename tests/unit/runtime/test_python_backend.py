@@ -88,7 +88,9 @@ class TritonPythonModel:
             return [pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([1.0]))],
                     error=pb_utils.TritonError("nope"))]
         if mode == 4:
-            requests[0].exec()
+            answer = pb_utils.InferenceRequest(model_name="nowhere", inputs=[],
+                                               requested_output_names=[]).exec()
+            raise pb_utils.TritonModelException(answer.error().message())
         if mode == 5:
             raise pb_utils.TritonModelException("model said no")
         return [pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([7.0]))])]
@@ -184,9 +186,9 @@ async def test_exception_fails_only_that_request(manager: ModelManager) -> None:
     ("mode", "fragment"),
     [
         (1, "MemoryError"),
-        (2, "returned 0 responses for 1 requests"),
+        (2, "InferenceRequest(s) size is:1, and InferenceResponse(s) size is:0"),
         (3, "nope"),
-        (4, "BLS"),
+        (4, "Model 'nowhere' is not ready"),
         (5, "model said no"),
     ],
 )

@@ -18,6 +18,9 @@ from runtime.stats import ModelStats
 class _SleepyBackend:
     """A backend with behaviour: sleeps, records its thread, fails on request id 'boom'."""
 
+    gil_bound = False
+    used_image = False
+
     def __init__(self, delay_s: float) -> None:
         self.timings = ExecTimings()
         self.delay_s = delay_s

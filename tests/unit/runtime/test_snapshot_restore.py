@@ -19,6 +19,7 @@ from tests.fixtures.models import (
     make_torch_export_linear,
     make_torchscript_linear,
 )
+from thaw.cli import main as thaw_main
 
 snapshotter = pytest.importorskip("snapshotter")
 
@@ -258,3 +259,38 @@ async def test_ort_optimized_image_for_another_host_loads_the_file(
     restored, from_image = await _one_output(repo, store, "onnx_conv")
     assert from_image == 0.0
     assert restored.tobytes() == expected.tobytes()
+
+
+def _loads(metrics: Metrics, model: str) -> dict[str, float]:
+    """`thaw_model_loads_total` of one model, by source."""
+    pattern = rf'^thaw_model_loads_total{{model="{model}",source="(\w+)"}} (\S+)$'
+    found = re.findall(pattern, metrics.exposition().decode(), re.M)
+    return {source: float(value) for source, value in found}
+
+
+async def test_loads_are_counted_by_where_the_weights_came_from(tmp_path: Path) -> None:
+    """The image cache's hit ratio (deploy/prometheus/thaw-alerts.yaml) reads these: a restore
+    reads a directory store in place (nothing is copied into the node cache by a restore)
+    until the image is pulled into the node cache (`thaw snapshot pull`, as `thaw up --store`
+    does at start-up), then it hits the cache; a model without an image loads its files."""
+    repo, store = await asyncio.to_thread(_repo_with_images, tmp_path)
+    cache = tmp_path / "cache"
+
+    async def load_once() -> dict[str, float]:
+        metrics = Metrics()
+        config = ServeConfig(repository=repo, store=str(store), cache=cache)
+        manager = ModelManager(config, metrics=metrics)
+        await manager.start()
+        await manager.stop()
+        return _loads(metrics, "onnx_add")
+
+    assert await load_once() == {"store": 1.0}
+    assert await load_once() == {"store": 1.0}  # still read in place
+    pull = ["snapshot", "pull", "onnx_add", "--store", str(store), "--cache", str(cache)]
+    assert await asyncio.to_thread(thaw_main, pull) == 0
+    assert await load_once() == {"cache": 1.0}
+    metrics = Metrics()
+    manager = ModelManager(ServeConfig(repository=repo), metrics=metrics)
+    await manager.start()
+    await manager.stop()
+    assert _loads(metrics, "onnx_add") == {"files": 1.0}

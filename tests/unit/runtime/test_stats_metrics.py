@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from runtime.config import ModelControlMode, ServeConfig
 from runtime.errors import InvalidInput, ServingError
 from runtime.inference import InferRequest, InferTensor
 from runtime.metrics import Metrics
 from runtime.model_manager import ModelManager
+from runtime.stats import FailureReason, StatsBook
 from tests.fixtures.models import make_execute_error, make_onnx_identity, make_slow_execute
 
 
@@ -129,3 +134,104 @@ async def test_load_failures_are_counted(tmp_path: Path) -> None:
     assert (
         _sample(metrics.exposition().decode(), "thaw_model_load_failures_total", model="bad") == 1
     )
+
+
+# Triton's HELP and TYPE lines, byte for byte (prometheus-cpp: counters without `_total`).
+TRITON_HEADERS = """\
+# HELP nv_inference_request_failure Number of failed inference requests
+# TYPE nv_inference_request_failure counter
+# HELP nv_inference_request_success Number of successful inference requests, all batch sizes
+# TYPE nv_inference_request_success counter
+# HELP nv_inference_count Number of inferences performed (does not include cached requests)
+# TYPE nv_inference_count counter
+# HELP nv_inference_exec_count Number of model executions performed
+# TYPE nv_inference_exec_count counter
+# HELP nv_inference_request_duration_us Cumulative inference request duration in microseconds
+# TYPE nv_inference_request_duration_us counter
+# HELP nv_inference_queue_duration_us Cumulative inference queuing duration in microseconds
+# TYPE nv_inference_queue_duration_us counter
+# HELP nv_inference_compute_input_duration_us Cumulative compute input duration in microseconds
+# TYPE nv_inference_compute_input_duration_us counter
+# HELP nv_inference_compute_infer_duration_us Cumulative compute inference duration in \
+microseconds
+# TYPE nv_inference_compute_infer_duration_us counter
+# HELP nv_inference_compute_output_duration_us Cumulative inference compute output duration \
+in microseconds
+# TYPE nv_inference_compute_output_duration_us counter
+# HELP nv_inference_pending_request_count Instantaneous number of pending requests
+# TYPE nv_inference_pending_request_count gauge
+# HELP nv_cpu_utilization CPU utilization rate [0.0 - 1.0]
+# TYPE nv_cpu_utilization gauge
+# HELP nv_cpu_memory_total_bytes CPU total memory (RAM), in bytes
+# TYPE nv_cpu_memory_total_bytes gauge
+# HELP nv_cpu_memory_used_bytes CPU used memory (RAM), in bytes
+# TYPE nv_cpu_memory_used_bytes gauge
+"""
+
+
+def _metrics_for(model: str) -> Metrics:
+    """Metrics over one version of `model` with one success and one backend failure."""
+    book = StatsBook()
+    stats = book.open(model, "1")
+    stats.record_execution(2, [(True, 2, 5_000, 40_000)], (1_000, 20_000, 3_000))
+    stats.record_failure(FailureReason.BACKEND, 7_000)
+    metrics = Metrics()
+    metrics.bind(book, lambda: {(model, "1"): 3})
+    return metrics
+
+
+def test_triton_families_keep_their_names_help_and_type() -> None:
+    text = _metrics_for("add_sub").exposition().decode()
+    headers = [line for line in text.splitlines() if line.startswith("# ") and " nv_" in line]
+    assert "\n".join(headers) + "\n" == TRITON_HEADERS
+    triton = text.split("# HELP thaw_")[0]
+    assert not re.search(r"_total[ {]", triton)  # no Triton name has the `_total` suffix
+    assert _sample(text, "nv_inference_count", model="add_sub", version="1") == 2
+    assert _sample(text, "nv_inference_request_duration_us", model="add_sub", version="1") == 40
+    assert (
+        _sample(text, "nv_inference_compute_infer_duration_us", model="add_sub", version="1") == 20
+    )
+    assert (
+        _sample(
+            text, "nv_inference_request_failure", model="add_sub", reason="BACKEND", version="1"
+        )
+        == 1
+    )
+    assert _sample(text, "nv_inference_pending_request_count", model="add_sub", version="1") == 3
+
+
+def test_label_values_with_newlines_quotes_and_backslashes_are_escaped() -> None:
+    name = 'odd"name\\with\nnewline'
+    text = _metrics_for(name).exposition().decode()
+    assert 'nv_inference_count{model="odd\\"name\\\\with\\nnewline",version="1"} 2.0' in text
+    # A Prometheus parser reads every sample back with the exact name.
+    families = list(text_string_to_metric_families(text))
+    models = {s.labels["model"] for f in families for s in f.samples if "model" in s.labels}
+    assert models == {name}
+    counts = {f.name: len(f.samples) for f in families if f.name.startswith("nv_inference")}
+    assert counts["nv_inference_request_failure"] == len(FailureReason)
+    assert counts["nv_inference_count"] == 1 and counts["nv_inference_pending_request_count"] == 1
+
+
+def _server_memory() -> float:
+    text = Metrics().exposition().decode()
+    found = re.search(r"^thaw_server_resident_memory_bytes (\S+)$", text, re.M)
+    assert found, text
+    return float(found.group(1))
+
+
+def test_server_memory_counts_this_process_and_its_children() -> None:
+    """What the replica-memory alert watches: a Python-backend instance runs in a child
+    process, and its memory must count."""
+    alone = _server_memory()
+    assert alone >= psutil.Process().memory_info().rss * 0.9
+    script = "import sys; b = bytearray(64 << 20); print(flush=True); sys.stdin.read()"
+    child = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert child.stdout is not None
+        child.stdout.readline()  # its 64 MiB are allocated (and touched: bytearray zeroes)
+        assert _server_memory() > alone + (48 << 20)
+    finally:
+        child.communicate(b"")

@@ -8,14 +8,12 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
 from runtime.backends.torch_backend import positions
-from snapshotter.compile_cache import (
+from snapshotter.compile_cache import WarmupInput, arg_positions, compile_key, warmup_inputs
+from tritonconfig import (
     CompileSettings,
-    WarmupInput,
-    arg_positions,
-    compile_key,
+    ModelConfigError,
     compile_settings,
-    parse_settings,
-    warmup_inputs,
+    parse_compile_settings,
 )
 
 
@@ -32,10 +30,12 @@ def test_parameter_turns_compile_on_and_disable_turns_it_off() -> None:
     settings = compile_settings(on)
     assert settings == CompileSettings(mode="max-autotune", fullgraph=True)
     assert settings.kwargs() == {"fullgraph": True, "backend": "inductor", "mode": "max-autotune"}
-    assert parse_settings("") == CompileSettings()
-    assert parse_settings('{"disable": true}') is None
-    assert parse_settings('{"disable": false, "dynamic": false}') == CompileSettings(dynamic=False)
-    assert parse_settings('{"mode": "default"}').kwargs() == {  # type: ignore[union-attr]
+    assert parse_compile_settings("") == CompileSettings()
+    assert parse_compile_settings('{"disable": true}') is None
+    assert parse_compile_settings('{"disable": false, "dynamic": false}') == CompileSettings(
+        dynamic=False
+    )
+    assert parse_compile_settings('{"mode": "default"}').kwargs() == {  # type: ignore[union-attr]
         "fullgraph": False,
         "backend": "inductor",
     }
@@ -55,8 +55,8 @@ def test_parameter_turns_compile_on_and_disable_turns_it_off() -> None:
     ],
 )
 def test_malformed_settings_name_the_parameter(raw: str, message: str) -> None:
-    with pytest.raises(ValueError, match="TORCH_COMPILE_OPTIONAL_PARAMETERS") as info:
-        parse_settings(raw)
+    with pytest.raises(ModelConfigError, match="TORCH_COMPILE_OPTIONAL_PARAMETERS") as info:
+        parse_compile_settings(raw)
     assert message in str(info.value)
 
 

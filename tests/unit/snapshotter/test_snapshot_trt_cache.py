@@ -18,15 +18,9 @@ from snapshotter import Arena, BuildError, RestoredImage, build_image, trt_sessi
 from snapshotter.artifact_archive import pack_dir
 from snapshotter.manifest import ChunkEntry, Manifest
 from snapshotter.stores.dir_store import DirStore
-from snapshotter.trt_cache import (
-    ARTIFACT,
-    build_engine_cache,
-    cache_key,
-    provider_options,
-    tensorrt_params,
-    with_caches,
-)
+from snapshotter.trt_cache import ARTIFACT, build_engine_cache, cache_key, with_caches
 from tests.fixtures.models import make_onnx_add
+from tritonconfig import ModelConfigError, tensorrt_parameters, tensorrt_provider_options
 
 TRT_ACCELERATOR = """
 optimization { execution_accelerators {
@@ -46,17 +40,17 @@ def _config(text: str) -> model_config_pb2.ModelConfig:
 
 
 def test_triton_parameters_map_to_tensorrt_ep_options() -> None:
-    params = tensorrt_params(_config(TRT_CONFIG))
+    params = tensorrt_parameters(_config(TRT_CONFIG))
     assert params is not None
-    options = provider_options(params, device_id=1)
+    options = tensorrt_provider_options(params, device_id=1)
     assert options == {
         "device_id": "1",
         "trt_fp16_enable": "True",
         "trt_max_workspace_size": "1073741824",
         "trt_engine_cache_enable": "True",
     }
-    assert tensorrt_params(_config('name: "m"')) is None
-    more = provider_options(
+    assert tensorrt_parameters(_config('name: "m"')) is None
+    more = tensorrt_provider_options(
         {"precision_mode": "int8", "trt_cuda_graph_enable": "false", "trt_min_subgraph_size": "3"},
         device_id=0,
     )
@@ -74,16 +68,16 @@ def test_triton_parameters_map_to_tensorrt_ep_options() -> None:
     ],
 )
 def test_malformed_parameters_are_named(params: dict[str, str], message: str) -> None:
-    with pytest.raises(ValueError, match=message):
-        provider_options(params, device_id=0)
+    with pytest.raises(ModelConfigError, match=message):
+        tensorrt_provider_options(params, device_id=0)
 
 
 def test_cache_key_follows_what_shapes_an_engine_not_where_it_lives(tmp_path: Path) -> None:
-    fp16 = provider_options({"precision_mode": "FP16"}, device_id=0)
+    fp16 = tensorrt_provider_options({"precision_mode": "FP16"}, device_id=0)
     key = cache_key("cuda:sm_90", fp16)
     assert key["target"] == "cuda:sm_90" and key["onnxruntime"] and key["tensorrt"]
     assert cache_key("cuda:sm_90", {**with_caches(fp16, tmp_path), "device_id": "3"}) == key
-    assert cache_key("cuda:sm_90", provider_options({}, device_id=0)) != key
+    assert cache_key("cuda:sm_90", tensorrt_provider_options({}, device_id=0)) != key
     assert cache_key("cuda:sm_80", fp16)["target"] == "cuda:sm_80"
 
 
@@ -119,7 +113,7 @@ def _engines(tmp_path: Path) -> bytes:
 
 def test_matching_image_points_the_session_at_its_unpacked_caches(tmp_path: Path) -> None:
     params = {"precision_mode": "FP16"}
-    key = cache_key("cuda:sm_90", provider_options(params, device_id=0))
+    key = cache_key("cuda:sm_90", tensorrt_provider_options(params, device_id=0))
     img = _image(tmp_path, _engines(tmp_path), key)
     options = trt_session_options(params, device_id=0, image=img, target="cuda:sm_90")
     cache = Path(options["trt_engine_cache_path"])
@@ -133,7 +127,7 @@ def test_image_for_another_gpu_or_tensorrt_is_not_used_and_says_why(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     params = {"precision_mode": "FP16"}
-    key = cache_key("cuda:sm_90", provider_options(params, device_id=0))
+    key = cache_key("cuda:sm_90", tensorrt_provider_options(params, device_id=0))
     img = _image(tmp_path, _engines(tmp_path), {**key, "tensorrt": "10.0.0"})
     with caplog.at_level(logging.INFO):
         other_trt = trt_session_options(params, device_id=0, image=img, target="cuda:sm_90")
@@ -154,7 +148,7 @@ def test_hostile_engine_archive_falls_back_to_building(
         info.size = 1
         tar.addfile(info, io.BytesIO(b"x"))
     params: dict[str, str] = {}
-    key = cache_key("cuda:sm_90", provider_options(params, device_id=0))
+    key = cache_key("cuda:sm_90", tensorrt_provider_options(params, device_id=0))
     img = _image(tmp_path, buffer.getvalue(), key)
     with caplog.at_level(logging.WARNING):
         options = trt_session_options(params, device_id=0, image=img, target="cuda:sm_90")

@@ -1,0 +1,228 @@
+"""The activator's gRPC surface: THE route table of `GRPCInferenceService` in `thaw up`.
+
+As on its REST surface, health, metadata, config, readiness, the index and statistics are
+answered here from the repository and the endpoints (activator.answers), without waking a
+model; only inference reaches replicas (activator.grpc_forward), as opaque bytes. The
+repository load call warms a model, unload scales it to zero, as REST's do. Every
+`ActivatorError` leaves with the gRPC code of its HTTP status (thawwire.grpc_status).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf.message import DecodeError
+
+from activator.answers import check_ready, index_rows, stats_rows
+from activator.errors import ActivatorError, NotSupported
+from activator.fleet import Fleet
+from activator.grpc_forward import GrpcForwarder
+from thawwire import server_info
+from thawwire.grpc_messages import (
+    config_response,
+    index_response,
+    metadata_response,
+    server_metadata_response,
+    statistics_response,
+)
+from thawwire.grpc_service import SERVICE, UNSUPPORTED, Method, pb, unsupported_text
+from thawwire.grpc_status import grpc_status
+
+__all__ = ["GrpcSurface", "start_grpc_server"]
+
+logger = logging.getLogger(__name__)
+
+# grpc.aio.ServicerContext (grpcio ships no type information).
+Context = Any
+_Req = TypeVar("_Req")
+_Resp = TypeVar("_Resp")
+_NO_REPOSITORY_NAME = "'repository_name' specification is not supported"
+
+
+def _parsed(
+    message: Any, handler: Callable[[Any, Context], Awaitable[_Resp]]
+) -> Callable[[bytes, Context], Awaitable[_Resp]]:
+    """`handler` of a parsed `message`, from raw bytes: bytes that are not the message are
+    INVALID_ARGUMENT (grpc's own deserializer would make them UNKNOWN)."""
+
+    @functools.wraps(handler)
+    async def parsed(data: bytes, context: Context) -> _Resp:
+        return await handler(message.FromString(data), context)
+
+    return parsed
+
+
+def _answering(
+    handler: Callable[[_Req, Context], Awaitable[_Resp]],
+) -> Callable[[_Req, Context], Awaitable[_Resp]]:
+    """A handler whose ActivatorError leaves as its gRPC status; a bug as INTERNAL (logged)."""
+
+    @functools.wraps(handler)
+    async def answering(request: _Req, context: Context) -> _Resp:
+        try:
+            return await handler(request, context)
+        except ActivatorError as exc:
+            await context.abort(grpc_status(exc.status), exc.message)
+        except DecodeError as exc:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"the request could not be parsed: {exc}"
+            )
+        except (asyncio.CancelledError, grpc.aio.AbortError):
+            raise
+        except Exception:
+            logger.exception("unhandled error in gRPC %s", handler.__name__)
+            await context.abort(grpc.StatusCode.INTERNAL, "internal error in the activator")
+        raise AssertionError("context.abort returned")  # abort always raises
+
+    return answering
+
+
+def _version(version: str) -> str | None:
+    return version or None
+
+
+class GrpcSurface:
+    """The service's methods over one `thaw up`'s fleet."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        self._fleet = fleet
+        self.forwarder = GrpcForwarder(fleet)
+        self._server_metadata = server_metadata_response(server_info.server_metadata())
+
+    def routes(self) -> grpc.GenericRpcHandler:
+        """THE route table of `thaw up`'s gRPC surface."""
+        unary = {
+            Method.SERVER_LIVE: (self.server_live, pb.ServerLiveRequest),
+            Method.SERVER_READY: (self.server_ready, pb.ServerReadyRequest),
+            Method.MODEL_READY: (self.model_ready, pb.ModelReadyRequest),
+            Method.SERVER_METADATA: (self.server_metadata, pb.ServerMetadataRequest),
+            Method.MODEL_METADATA: (self.model_metadata, pb.ModelMetadataRequest),
+            Method.MODEL_CONFIG: (self.model_config, pb.ModelConfigRequest),
+            Method.MODEL_STATISTICS: (self.model_statistics, pb.ModelStatisticsRequest),
+            Method.REPOSITORY_INDEX: (self.repository_index, pb.RepositoryIndexRequest),
+            Method.REPOSITORY_MODEL_LOAD: (self.load, pb.RepositoryModelLoadRequest),
+            Method.REPOSITORY_MODEL_UNLOAD: (self.unload, pb.RepositoryModelUnloadRequest),
+        }
+        handlers: dict[str, grpc.RpcMethodHandler] = {
+            method.value: grpc.unary_unary_rpc_method_handler(
+                _answering(_parsed(message, fn)),
+                response_serializer=lambda m: m.SerializeToString(),
+            )
+            for method, (fn, message) in unary.items()
+        }
+        # Inference travels as bytes: the activator never parses a tensor.
+        handlers[Method.MODEL_INFER.value] = grpc.unary_unary_rpc_method_handler(
+            _answering(self.forwarder.infer)
+        )
+        handlers[Method.MODEL_STREAM_INFER.value] = grpc.stream_stream_rpc_method_handler(
+            self.model_stream_infer
+        )
+        for method in UNSUPPORTED:
+            handlers[method.value] = grpc.unary_unary_rpc_method_handler(
+                functools.partial(_unimplemented, method)
+            )
+        return grpc.method_handlers_generic_handler(SERVICE, handlers)
+
+    # ---- answered here ----------------------------------------------------------------------
+
+    async def server_live(self, request: Any, context: Context) -> Any:
+        return pb.ServerLiveResponse(live=True)
+
+    async def server_ready(self, request: Any, context: Context) -> Any:
+        return pb.ServerReadyResponse(ready=True)  # models at zero wake on demand
+
+    async def model_ready(self, request: Any, context: Context) -> Any:
+        """Ready = servable (at zero too); a failed wake-up reads ready=false, as a replica's
+        model that is not ready does; an unknown model is NOT_FOUND."""
+        try:
+            check_ready(self._fleet, request.name, _version(request.version))
+        except ActivatorError as exc:
+            if exc.status != 503:
+                raise
+            return pb.ModelReadyResponse(ready=False)
+        return pb.ModelReadyResponse(ready=True)
+
+    async def server_metadata(self, request: Any, context: Context) -> Any:
+        return self._server_metadata
+
+    async def model_metadata(self, request: Any, context: Context) -> Any:
+        version = _version(request.version)
+        entry = self._fleet.repository.get(request.name, version)
+        return metadata_response(entry.metadata(version))
+
+    async def model_config(self, request: Any, context: Context) -> Any:
+        entry = self._fleet.repository.get(request.name, _version(request.version))
+        return config_response(entry.config_json())
+
+    async def model_statistics(self, request: Any, context: Context) -> Any:
+        name = request.name or None
+        rows = await stats_rows(self._fleet, name, _version(request.version) if name else None)
+        return statistics_response(rows)
+
+    async def repository_index(self, request: Any, context: Context) -> Any:
+        if request.repository_name:
+            raise NotSupported(_NO_REPOSITORY_NAME)
+        return index_response(index_rows(self._fleet, ready_only=request.ready))
+
+    async def load(self, request: Any, context: Context) -> Any:
+        """Warm the model now: returns once one replica is ready (or the wake-up failed)."""
+        if request.repository_name:
+            raise NotSupported(_NO_REPOSITORY_NAME)
+        endpoint = self._fleet.endpoint(request.model_name)
+        overrides = sorted(k for k in request.parameters if k == "config" or k.startswith("file:"))
+        if overrides:
+            raise NotSupported(
+                f"thaw up serves the repository's own config and files; load parameters "
+                f"{overrides} are not supported (use `thaw serve --model-control-mode explicit`)"
+            )
+        await endpoint.warm()
+        return pb.RepositoryModelLoadResponse()
+
+    async def unload(self, request: Any, context: Context) -> Any:
+        """Scale the model to zero now (draining in-flight requests)."""
+        if request.repository_name:
+            raise NotSupported(_NO_REPOSITORY_NAME)
+        await self._fleet.endpoint(request.model_name).scale_to_zero()
+        return pb.RepositoryModelUnloadResponse()
+
+    # ---- forwarded --------------------------------------------------------------------------
+
+    async def model_stream_infer(self, requests: AsyncIterator[bytes], context: Context) -> None:
+        await self.forwarder.stream(requests, context)
+
+
+async def _unimplemented(method: Method, request: bytes, context: Context) -> bytes:
+    await context.abort(grpc.StatusCode.UNIMPLEMENTED, unsupported_text(method))
+    raise AssertionError("context.abort returned")
+
+
+async def start_grpc_server(
+    surface: GrpcSurface, host: str, port: int, *, max_message_bytes: int
+) -> tuple[grpc.aio.Server, str]:
+    """A started gRPC server for `surface` and its bound `host:port`; OSError when the
+    address cannot be bound. Messages over `max_message_bytes` are RESOURCE_EXHAUSTED; no
+    SO_REUSEPORT (a port in use is an error, never silently shared)."""
+    server = grpc.aio.server(
+        options=[
+            ("grpc.max_receive_message_length", min(max_message_bytes, (1 << 31) - 1)),
+            ("grpc.max_send_message_length", -1),
+            ("grpc.so_reuseport", 0),
+            ("grpc.max_concurrent_streams", 1024),  # calls at once on one client connection
+        ]
+    )
+    server.add_generic_rpc_handlers((surface.routes(),))
+    target_host = f"[{host}]" if ":" in host else host
+    target = f"{target_host}:{port}"
+    try:
+        bound = server.add_insecure_port(target)
+    except RuntimeError as exc:
+        raise OSError(f"cannot listen for gRPC on {target}: {exc}") from exc
+    if bound == 0:
+        raise OSError(f"cannot listen for gRPC on {target}: address unavailable")
+    await server.start()
+    return server, f"{target_host}:{bound}"

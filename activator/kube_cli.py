@@ -1,0 +1,124 @@
+"""The `thaw up --scaler kubernetes` flags and the `KubernetesConfig` built from them.
+
+In a pod (the Helm chart's activator Deployment) the defaults come from the environment the
+chart sets: `POD_NAME` (the activator's id in the Lease), `POD_IP` (where peers reach it),
+`POD_NAMESPACE`, and `KUBERNETES_SERVICE_HOST` (present in every pod: in-cluster auth).
+Outside a cluster the API is reached through a kubeconfig file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import socket
+from collections.abc import Mapping
+from pathlib import Path
+
+from activator.errors import ConfigError
+from activator.scaler.kube_config import KubernetesConfig, parse_selector
+from activator.scaler.model_labels import is_label_value
+
+__all__ = ["add_kubernetes_arguments", "kubernetes_config"]
+
+
+def add_kubernetes_arguments(parser: argparse.ArgumentParser) -> None:
+    k = parser.add_argument_group("kubernetes scaler (--scaler kubernetes)")
+    k.add_argument("--namespace", default=None, help="Thaw's namespace (default $POD_NAMESPACE)")
+    k.add_argument(
+        "--pool-deployment",
+        default="thaw-pool",
+        help="the warm pool's Deployment of generic runtime pods (default thaw-pool)",
+    )
+    k.add_argument(
+        "--pool-selector",
+        default="thaw.dev/pool=thaw-pool",
+        help="its selector, key=value[,key=value]; a claim removes these labels from a pod "
+        "(default thaw.dev/pool=thaw-pool)",
+    )
+    k.add_argument(
+        "--fleet",
+        default="thaw",
+        help="label value (thaw.dev/fleet) marking this install's model pods (default thaw)",
+    )
+    k.add_argument("--kubeconfig", type=Path, default=None, help="kubeconfig file")
+    k.add_argument("--kube-context", default=None, help="kubeconfig context")
+    k.add_argument(
+        "--in-cluster",
+        choices=["auto", "on", "off"],
+        default="auto",
+        help="use the pod's service account (auto: when $KUBERNETES_SERVICE_HOST is set)",
+    )
+    k.add_argument("--activator-id", default=None, help="id in the Lease (default $POD_NAME)")
+    k.add_argument(
+        "--leader-election",
+        choices=["on", "off"],
+        default="on",
+        help="one activator scales through a Lease (off: this one always scales)",
+    )
+    k.add_argument("--lease-name", default="thaw-activator-leader")
+    k.add_argument("--lease-duration-s", type=int, default=15, help="the Lease's duration")
+    k.add_argument("--peer-host", default="127.0.0.1", help="peer-report listen address")
+    k.add_argument("--peer-port", type=int, default=8008, help="peer-report port (0: any)")
+    k.add_argument(
+        "--advertise-address",
+        default=None,
+        help="where peers reach this activator (default $POD_IP, else --peer-host)",
+    )
+    k.add_argument(
+        "--runtime-port", type=int, default=None, help="runtime port (default: the pod's `http`)"
+    )
+    k.add_argument(
+        "--orphan-grace-s",
+        type=float,
+        default=60.0,
+        help="a model pod no activator owns is deleted after this long (default 60)",
+    )
+
+
+def kubernetes_config(
+    args: argparse.Namespace, env: Mapping[str, str], models: tuple[str, ...] = ()
+) -> KubernetesConfig:
+    """Flags (and the pod's environment) -> KubernetesConfig; ConfigError names the flag."""
+    try:
+        selector = parse_selector(args.pool_selector)
+    except ValueError as exc:
+        raise ConfigError(f"`--pool-selector` = {args.pool_selector!r}: {exc}") from None
+    for _key, value in selector:
+        if not is_label_value(value):
+            raise ConfigError(f"`--pool-selector` = {args.pool_selector!r}: bad value {value!r}")
+    if not args.fleet or not is_label_value(args.fleet):
+        raise ConfigError(f"`--fleet` = {args.fleet!r}, must be a label value")
+    _check("--lease-duration-s", args.lease_duration_s, 1, 3600)
+    _check("--peer-port", args.peer_port, 0, 65535)
+    _check("--orphan-grace-s", args.orphan_grace_s, 0, 86_400)
+    if args.runtime_port is not None:
+        _check("--runtime-port", args.runtime_port, 1, 65535)
+    in_cluster = (
+        args.in_cluster == "on"
+        if args.in_cluster != "auto"
+        else bool(env.get("KUBERNETES_SERVICE_HOST")) and args.kubeconfig is None
+    )
+    return KubernetesConfig(
+        namespace=args.namespace or env.get("POD_NAMESPACE") or "default",
+        pool_deployment=args.pool_deployment,
+        pool_selector=selector,
+        fleet=args.fleet,
+        kubeconfig=args.kubeconfig,
+        kube_context=args.kube_context,
+        in_cluster=in_cluster,
+        activator_id=args.activator_id or env.get("POD_NAME") or socket.gethostname(),
+        models=models,
+        runtime_port=args.runtime_port,
+        leader_election=args.leader_election == "on",
+        lease_name=args.lease_name,
+        lease_duration_s=args.lease_duration_s,
+        peer_host=args.peer_host,
+        peer_port=args.peer_port,
+        advertise_host=args.advertise_address or env.get("POD_IP") or None,
+        orphan_grace_s=args.orphan_grace_s,
+    )
+
+
+def _check(flag: str, value: float, low: float, high: float) -> None:
+    if not (math.isfinite(value) and low <= value <= high):
+        raise ConfigError(f"`{flag}` = {value:g}, must be in [{low:g}, {high:g}]")

@@ -1,0 +1,463 @@
+"""Scaler backend whose replicas are runtime pods in Thaw's namespace (`--scaler kubernetes`).
+
+    start_replica ─▶ a serving pod of the model this activator has not attached?  attach it
+                 └▶ (scaling leader, pod_starter) claim a ready warm-pool pod (a patch carrying
+                    its resourceVersion; 409 → the next pod) or, with none ready, create a
+                    model pod from the pool's template; load the model (RuntimeControl), mark
+                    it serving, attach it
+                 └▶ (follower) wait for the leader's pod to appear, then attach it
+    wait_lost    ─▶ the pod watch (pod_informer): deleted, deleting, finished, restarted,
+                    unready too long, or drained by the leader
+    stop_replica ─▶ detach; the leader also marks it draining, lets peers see that, deletes it
+                    with a grace period (the runtime finishes in-flight requests on SIGTERM)
+
+Readiness is probed on each pod directly (its `/v2/health/ready`, the model's ready endpoint),
+never waited for through the API: a pod is used as soon as it answers. Pods outlive the
+activator: after a restart `running_replicas` attaches the model's serving pods again, and at
+shutdown (`release`) this activator gives up the Lease and only lets go of its pods. The
+scaling leader (leader_election) also runs the collection pass (pod_collector). Concurrency
+of the other activators comes through `peer_reports` (the `PeerConcurrency` capability).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from activator.errors import ActivationFailed, ScalerUnavailable
+from activator.metrics import Metrics
+from activator.scaler.backend import PeerLoad, PoolStatus, ReplicaHandle
+from activator.scaler.backoff import Backoff
+from activator.scaler.kube_api import KubeApi, KubeApiError, open_api_client
+from activator.scaler.kube_config import KubernetesConfig
+from activator.scaler.leader_election import LeaderElection
+from activator.scaler.peer_reports import PeerReports
+from activator.scaler.pod_claim import state_patch
+from activator.scaler.pod_collector import PodCollector
+from activator.scaler.pod_informer import PodInformer
+from activator.scaler.pod_starter import PodStarter
+from activator.scaler.pod_state import (
+    ANNOTATION_MODEL,
+    LABEL_FLEET,
+    LABEL_MODEL,
+    Pod,
+    PodState,
+    annotation,
+    is_deleting,
+    is_finished,
+    is_ready,
+    name_of,
+    restart_count,
+    runtime_url,
+    state_of,
+)
+from activator.scaler.runtime_control import RuntimeControl
+
+__all__ = ["KubernetesBackend"]
+
+logger = logging.getLogger(__name__)
+
+_FOLLOW_POLL_S = 0.1  # a follower waiting for the leader's pod also looks at its role this often
+_LOST_POLL_S = 0.5  # wait_lost re-checks readiness this often between pod events
+
+
+@dataclass
+class _Attached:
+    """A pod this activator routes to: its runtime's address and restarts when attached."""
+
+    model: str
+    url: str
+    restarts: int
+    unready_since: float | None = None
+
+
+class KubernetesBackend:
+    """Runs replicas as pods; implements ScalerBackend, StartsAsync and PeerConcurrency."""
+
+    def __init__(
+        self,
+        kube: KubernetesConfig,
+        session: aiohttp.ClientSession,
+        metrics: Metrics,
+        *,
+        drain_timeout_s: float,
+        api_client: Any | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._kube = kube
+        self._session = session
+        self._metrics = metrics
+        self._drain_timeout_s = drain_timeout_s
+        self._api_client = api_client
+        self._owns_client = api_client is None
+        self._clock = clock
+        self._rng = rng or random.Random()
+        self._backoff = Backoff(*kube.backoff_s)
+        self._attached: dict[str, _Attached] = {}
+        self._loading: set[str] = set()  # pods this activator is claiming or loading now
+        self._tasks: list[asyncio.Task[None]] = []
+        self._election: LeaderElection | None = None
+        self._reports: PeerReports | None = None
+        self._collector = PodCollector(kube.models, orphan_grace_s=kube.orphan_grace_s)
+        self._api: KubeApi | None = None
+        self._pool: PodInformer | None = None
+        self._pods: PodInformer | None = None
+        self._starter: PodStarter | None = None
+        self._released = False  # after release(): no longer owns pods, only lets go
+
+    # ---- set-up (StartsAsync) -----------------------------------------------------------
+
+    async def start(self) -> None:
+        try:
+            await self._start()
+        except BaseException:
+            await self.close()  # nothing of a failed start stays open, or usable
+            self._pool = self._pods = self._starter = None
+            raise
+
+    async def _start(self) -> None:
+        kube = self._kube
+        try:
+            import kubernetes_asyncio  # noqa: F401  (the `kubernetes` extra)
+        except ImportError as exc:
+            raise ScalerUnavailable(
+                "kubernetes scaler: kubernetes-asyncio is not installed "
+                "(pip install 'thaw-serve[kubernetes]')"
+            ) from exc
+        try:
+            if self._api_client is None:
+                self._api_client = await open_api_client(kube)
+            self._api = api = KubeApi(
+                self._api_client, kube.namespace, timeout_s=kube.api_timeout_s
+            )
+            await self._check_access(api)
+            pool_selector = ",".join(f"{k}={v}" for k, v in kube.pool_selector)
+            self._pool = self._informer(pool_selector, "pool pods")
+            self._pods = self._informer(f"{LABEL_FLEET}={kube.fleet},{LABEL_MODEL}", "model pods")
+            self._starter = starter = PodStarter(
+                kube,
+                api,
+                self._session,
+                self._metrics,
+                pool=self._pool,
+                pods=self._pods,
+                backoff=self._backoff,
+                rng=self._rng,
+                clock=self._clock,
+            )
+            await starter.fetch_pool()
+            self._check_pool(starter.deployment)
+        except KubeApiError as exc:
+            raise ScalerUnavailable(f"kubernetes scaler: {exc.message}") from exc
+        try:
+            async with asyncio.timeout(kube.api_timeout_s):
+                await asyncio.gather(self._pool.synced.wait(), self._pods.synced.wait())
+        except TimeoutError:
+            raise ScalerUnavailable(
+                f"kubernetes scaler: pods in namespace {kube.namespace!r} could not be listed "
+                f"within {kube.api_timeout_s:g} s"
+            ) from None
+        if kube.leader_election:
+            await self._start_peers(api)
+        else:
+            self._metrics.scaling_leader.set(1)
+        self._spawn(self._collect_loop())
+
+    async def _check_access(self, api: KubeApi) -> None:
+        try:
+            missing = await api.missing_access()
+        except KubeApiError as exc:
+            if exc.status == 0:
+                raise
+            logger.warning("cannot review this activator's rights (%s); going on", exc.message)
+            return
+        if missing:
+            raise ScalerUnavailable(
+                f"kubernetes scaler: forbidden: this activator may not {', '.join(missing)} "
+                f"in namespace {self._kube.namespace!r}; grant the chart's Role "
+                "(deploy/helm/thaw, rbac.create) to its service account"
+            )
+
+    def _check_pool(self, deployment: dict[str, Any]) -> None:
+        kube = self._kube
+        labels = (deployment.get("spec") or {}).get("selector", {}).get("matchLabels")
+        if labels != dict(kube.pool_selector):
+            raise ScalerUnavailable(
+                f"kubernetes scaler: Deployment {kube.pool_deployment!r} selects {labels}, "
+                f"but the pool selector is {dict(kube.pool_selector)}: they must be equal"
+            )
+
+    def _informer(self, selector: str, what: str) -> PodInformer:
+        assert self._api is not None  # set by start()
+        informer = PodInformer(
+            self._api,
+            selector,
+            what=what,
+            watch_timeout_s=self._kube.watch_timeout_s,
+            backoff=self._backoff,
+            rng=self._rng,
+            on_error=self._api_retry,
+        )
+        self._spawn(informer.run())
+        return informer
+
+    async def _start_peers(self, api: KubeApi) -> None:
+        kube = self._kube
+        self._reports = PeerReports(
+            kube.activator_id,
+            self._session,
+            self._metrics,
+            models=frozenset(kube.models),
+            host=kube.peer_host,
+            port=kube.peer_port,
+            interval_s=kube.report_interval_s,
+            ttl_s=kube.report_ttl_s,
+            is_leader=lambda: self.leading,
+            leader=lambda: self._election.holder if self._election else None,
+            leader_url=lambda: self._election.leader_url if self._election else None,
+        )
+        try:
+            await self._reports.start()
+        except OSError as exc:
+            raise ScalerUnavailable(
+                f"kubernetes scaler: cannot listen for peer reports on "
+                f"{kube.peer_host}:{kube.peer_port}: {exc.strerror or exc}"
+            ) from exc
+        host = kube.advertise_host or kube.peer_host
+        self._election = LeaderElection(
+            api,
+            kube.lease_name,
+            kube.activator_id,
+            duration_s=kube.lease_duration_s,
+            peer_url=f"http://{host}:{self._reports.port}",
+            on_change=self._role_changed,
+            clock=self._clock,
+        )
+        self._spawn(self._election.run())
+        self._spawn(self._reports.run())
+
+    @property
+    def leading(self) -> bool:
+        """Whether this activator scales (claims and deletes pods) now."""
+        if self._released:
+            return False
+        return self._election.leading if self._election is not None else True
+
+    def _role_changed(self, leading: bool) -> None:
+        self._metrics.scaling_leader.set(1 if leading else 0)
+        role = "the scaling leader" if leading else "a follower"
+        logger.info("activator %s is %s now", self._kube.activator_id, role)
+
+    # ---- ScalerBackend --------------------------------------------------------------------
+
+    async def start_replica(self, model: str, *, timeout_s: float) -> ReplicaHandle:
+        pods = self._started_informer()
+        start = self._clock()
+        deadline = start + timeout_s
+        while True:
+            seen = pods.version
+            handle = await self._attach_serving(model, start)
+            if handle is not None:
+                return handle
+            if self.leading:
+                return await self._bring_up(model, start, deadline)
+            remaining = deadline - self._clock()
+            if remaining <= 0:
+                holder = self._election.holder if self._election is not None else None
+                raise ActivationFailed(
+                    f"no replica of model '{model}' appeared within {timeout_s:g} s: the "
+                    f"scaling leader ({holder or 'none now'}) did not start one"
+                )
+            await pods.wait_change(seen, min(remaining, _FOLLOW_POLL_S))
+
+    async def running_replicas(self, model: str) -> list[ReplicaHandle]:
+        self._started_informer()
+        handles = []
+        while (handle := await self._attach_serving(model, self._clock())) is not None:
+            handles.append(handle)
+        return handles
+
+    async def wait_lost(self, replica_id: str) -> str:
+        pods = self._started_informer()
+        while True:
+            attached = self._attached.get(replica_id)
+            if attached is None:
+                return "stopped"
+            seen = pods.version
+            reason = self._lost_reason(replica_id, attached, pods.get(replica_id))
+            if reason is not None:
+                return reason
+            await pods.wait_change(seen, _LOST_POLL_S)
+
+    async def stop_replica(self, replica_id: str, *, timeout_s: float) -> None:
+        attached = self._attached.pop(replica_id, None)
+        if attached is None or not self.leading:
+            return  # a follower only stops routing to it: the pod is the leader's to delete
+        await self._retire_pod(replica_id, attached.model, timeout_s)
+
+    def pool_status(self) -> PoolStatus:
+        deployment = self._starter.deployment if self._starter is not None else {}
+        size = int((deployment.get("spec") or {}).get("replicas") or 0)
+        pool = self._pool.pods() if self._pool is not None else []
+        ready = sum(1 for p in pool if is_ready(p) and not is_deleting(p))
+        return PoolStatus(size=size, ready=ready)
+
+    async def release(self) -> None:
+        """Shutdown, before the endpoints drain: hand the Lease over and stop owning pods, so
+        their drains only let go (the pods serve the other activators and a restarted one)."""
+        self._released = True
+        if self._election is not None:
+            await self._election.release()
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._reports is not None:
+            await self._reports.close()
+        if self._owns_client and self._api_client is not None:
+            await self._api_client.close()
+
+    # ---- PeerConcurrency ------------------------------------------------------------------
+
+    def exchange(self, model: str, *, mean: float, current: int) -> PeerLoad:
+        if self._reports is None:
+            return PeerLoad()
+        return self._reports.exchange(model, mean=mean, current=current)
+
+    def watch_demand(self, model: str, wake: Callable[[], object]) -> None:
+        if self._reports is not None:
+            self._reports.watch_demand(model, wake)
+
+    # ---- attaching, claiming, loading -------------------------------------------------------
+
+    async def _attach_serving(self, model: str, start: float) -> ReplicaHandle | None:
+        """Attach a serving pod of `model` that answers its model-ready probe, if any."""
+        pods = self._started_informer()
+        found = [
+            p
+            for p in pods.pods()
+            if annotation(p, ANNOTATION_MODEL) == model
+            and state_of(p) is PodState.SERVING
+            and not is_deleting(p)
+            and not is_finished(p)
+            and name_of(p) not in self._attached
+            and name_of(p) not in self._loading
+        ]
+        self._rng.shuffle(found)
+        for pod in found:
+            url = runtime_url(pod, self._kube.runtime_port)
+            if url is None:
+                continue
+            if await RuntimeControl(self._session, url, name=name_of(pod)).model_ready(model):
+                if name_of(pod) in self._attached:  # attached by a concurrent start meanwhile
+                    continue
+                return self._attach(pod, model, url, claim_s=self._clock() - start, restore_s=0)
+        return None
+
+    def _attach(
+        self, pod: Pod, model: str, url: str, *, claim_s: float, restore_s: float
+    ) -> ReplicaHandle:
+        name = name_of(pod)
+        self._attached[name] = _Attached(model, url, restart_count(pod))
+        logger.info("replica %s model=%s attached at %s", name, model, url)
+        return ReplicaHandle(name, model, url, claim_s=claim_s, restore_s=restore_s)
+
+    async def _bring_up(self, model: str, start: float, deadline: float) -> ReplicaHandle:
+        """Claim a pool pod (or create one), load `model` into it, attach it."""
+        if self._starter is None:
+            raise ActivationFailed("the kubernetes scaler is not started")
+        pod, url, claimed_s = await self._starter.bring_up(
+            model, start, deadline, loading=self._loading
+        )
+        restore_s = self._clock() - start - claimed_s
+        return self._attach(pod, model, url, claim_s=claimed_s, restore_s=restore_s)
+
+    def _lost_reason(self, name: str, attached: _Attached, pod: Pod | None) -> str | None:
+        if pod is None:
+            return "pod deleted"
+        if is_deleting(pod):
+            return "pod is being deleted"
+        if is_finished(pod):
+            return f"pod {pod.get('status', {}).get('phase', '').lower()}"
+        if restart_count(pod) > attached.restarts:
+            return "its runtime container restarted (the model is no longer loaded)"
+        if state_of(pod) is PodState.DRAINING:
+            return "drained by the scaling leader"
+        if is_ready(pod):
+            attached.unready_since = None
+            return None
+        now = self._clock()
+        attached.unready_since = attached.unready_since or now
+        if now - attached.unready_since >= self._kube.unready_lost_s:
+            return f"pod not ready for {self._kube.unready_lost_s:g} s"
+        return None
+
+    # ---- scale-down, collection, API helpers ------------------------------------------------
+
+    async def _retire_pod(self, name: str, model: str, timeout_s: float) -> None:
+        """Mark draining (peers stop routing), give them time to see it, delete gracefully."""
+        starter = self._started()
+        deadline = self._clock() + timeout_s
+        try:
+            await starter.call(
+                lambda: self._api_().patch_pod(name, state_patch(PodState.DRAINING)), deadline
+            )
+        except KubeApiError as exc:
+            if exc.status == 404:
+                return
+            logger.warning(
+                "replica %s model=%s: draining mark failed: %s", name, model, exc.message
+            )
+        if self._reports is not None and self._reports.live_peers():
+            await asyncio.sleep(self._kube.drain_notice_s)
+        await starter.delete(name, grace_s=max(1, math.ceil(timeout_s)))
+        logger.info("replica %s model=%s deleted", name, model)
+
+    async def _collect_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._kube.collect_interval_s)
+            if not self.leading:
+                continue
+            pods = self._started_informer()
+            owned = set(self._attached) | self._loading
+            for collect in self._collector.sweep(pods.pods(), owned=owned, now=self._clock()):
+                logger.info("collecting pod %s (%s)", collect.pod, collect.reason)
+                self._metrics.collected_pods.labels(collect.reason).inc()
+                grace_s = max(1, math.ceil(self._drain_timeout_s))
+                await self._started().delete(collect.pod, grace_s=grace_s)
+            with contextlib.suppress(KubeApiError):
+                await self._started().fetch_pool()
+
+    def _api_retry(self, exc: KubeApiError) -> None:
+        self._metrics.api_retries.labels(str(exc.status)).inc()
+
+    def _api_(self) -> KubeApi:
+        if self._api is None:
+            raise ActivationFailed("the kubernetes scaler is not started")
+        return self._api
+
+    def _started(self) -> PodStarter:
+        if self._starter is None:
+            raise ActivationFailed("the kubernetes scaler is not started")
+        return self._starter
+
+    def _started_informer(self) -> PodInformer:
+        if self._pods is None:
+            raise ActivationFailed("the kubernetes scaler is not started")
+        return self._pods
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        self._tasks.append(asyncio.ensure_future(coro))

@@ -1,0 +1,270 @@
+variable "release_name" {
+  description = "Helm release name. Must be a DNS-1123 label of at most 53 characters (Helm's limit)."
+  type        = string
+  default     = "thaw"
+
+  validation {
+    condition     = can(regex("^[a-z0-9]([a-z0-9-]{0,51}[a-z0-9])?$", var.release_name))
+    error_message = "`release_name` = \"${var.release_name}\", must be a DNS-1123 label of at most 53 characters."
+  }
+}
+
+variable "namespace" {
+  description = "Namespace to install into; it must exist (the identity module creates it). Must be a DNS-1123 label."
+  type        = string
+
+  validation {
+    condition     = can(regex("^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", var.namespace))
+    error_message = "`namespace` = \"${var.namespace}\", must be a DNS-1123 label."
+  }
+}
+
+variable "chart_path" {
+  description = "Path of the Thaw Helm chart. Null means the in-repo chart, deploy/helm/thaw at the repository root."
+  type        = string
+  default     = null
+}
+
+variable "timeout_s" {
+  description = "Seconds Helm waits for the release's pods to become ready before the apply fails and rolls back. Must be in [60, 3600]."
+  type        = number
+  default     = 600
+
+  validation {
+    condition     = var.timeout_s >= 60 && var.timeout_s <= 3600
+    error_message = "`timeout_s` = ${var.timeout_s}, must be in [60, 3600]."
+  }
+}
+
+variable "extra_values" {
+  description = "Further values documents merged after the derived values, for chart settings this module does not model (keys as in CHART_VALUES.md). Each must be a YAML mapping."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for doc in var.extra_values : can(keys(yamldecode(doc)))])
+    error_message = "`extra_values` entries must each be a YAML mapping of chart values."
+  }
+}
+
+# The variables below are forwarded verbatim to ../chart_values and are copies of its declarations
+# (same type, default and validation, so errors name this module's inputs);
+# tests/unit/infra/test_terraform_structure.py keeps the two identical.
+
+variable "image" {
+  description = "Container images: `repository` (CPU), `gpu_repository` (CUDA variant), `tag` (both), `pull_policy` (must be one of Always, IfNotPresent, Never)."
+  type = object({
+    repository     = optional(string, "ghcr.io/thaw-serve/thaw")
+    gpu_repository = optional(string, "ghcr.io/thaw-serve/thaw-cuda")
+    tag            = optional(string, "0.1.0")
+    pull_policy    = optional(string, "IfNotPresent")
+  })
+  default = {}
+
+  validation {
+    condition     = contains(["Always", "IfNotPresent", "Never"], var.image.pull_policy)
+    error_message = "`image.pull_policy` = \"${var.image.pull_policy}\", must be one of Always, IfNotPresent, Never."
+  }
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$", var.image.tag))
+    error_message = "`image.tag` = \"${var.image.tag}\", must be a container image tag ([A-Za-z0-9_.-], at most 128 characters)."
+  }
+}
+
+variable "service_account" {
+  description = "Service accounts: `name` of the activator's (the chart creates it), its `annotations` (IRSA only; Pod Identity needs none), and `runtime_name`, the runtime pods' (read images only). Names must be DNS-1123 labels."
+  type = object({
+    name         = optional(string, "thaw")
+    annotations  = optional(map(string), {})
+    runtime_name = optional(string, "thaw-runtime")
+  })
+  default = {}
+
+  validation {
+    condition = alltrue([
+      for n in [var.service_account.name, var.service_account.runtime_name] : can(regex("^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", n))
+    ])
+    error_message = "`service_account.name` and `runtime_name` must be DNS-1123 labels (lowercase alphanumerics and '-', at most 63 characters)."
+  }
+}
+
+variable "activator" {
+  description = "Activator deployment: `replicas` (must be >= 2: active-active behind a PodDisruptionBudget), `lease_duration_seconds` of the scaling leader's Lease (must be in [5, 300]), `node_selector`, `extra_args`, and `resources` (requests/limits maps)."
+  type = object({
+    replicas               = optional(number, 2)
+    lease_duration_seconds = optional(number, 15)
+    node_selector          = optional(map(string), {})
+    extra_args             = optional(list(string), [])
+    resources = optional(object({
+      requests = optional(map(string), { cpu = "500m", memory = "256Mi" })
+      limits   = optional(map(string), { memory = "1Gi" })
+    }), {})
+  })
+  default = {}
+
+  validation {
+    condition     = var.activator.replicas >= 2 && var.activator.replicas <= 20 && floor(var.activator.replicas) == var.activator.replicas
+    error_message = "`activator.replicas` = ${var.activator.replicas}, must be an integer in [2, 20] (active-active)."
+  }
+
+  validation {
+    condition     = var.activator.lease_duration_seconds >= 5 && var.activator.lease_duration_seconds <= 300
+    error_message = "`activator.lease_duration_seconds` = ${var.activator.lease_duration_seconds}, must be in [5, 300]."
+  }
+}
+
+variable "runtime" {
+  description = "Runtime warm pool: `pool_replicas` idle warm pods (must be an integer in [0, 100]); `gpu_enabled` (null = on when any model asks for GPUs) and `gpu_count` GPUs per warm pod (null = the largest `gpu` of any model; must be in [1, 8] when set); `arena_bytes` (0 = sized per model), `preload_frameworks`, `node_selector`, `tolerations` (added to the GPU ones) and `resources`."
+  type = object({
+    pool_replicas      = optional(number, 1)
+    gpu_enabled        = optional(bool)
+    gpu_count          = optional(number)
+    arena_bytes        = optional(number, 0)
+    preload_frameworks = optional(list(string), ["onnxruntime", "torch"])
+    node_selector      = optional(map(string), {})
+    tolerations = optional(list(object({
+      key      = string
+      operator = string
+      effect   = string
+    })), [])
+    resources = optional(object({
+      requests = optional(map(string), { cpu = "1", memory = "2Gi" })
+      limits   = optional(map(string), { memory = "8Gi" })
+    }), {})
+  })
+  default = {}
+
+  validation {
+    condition     = var.runtime.pool_replicas >= 0 && var.runtime.pool_replicas <= 100 && floor(var.runtime.pool_replicas) == var.runtime.pool_replicas
+    error_message = "`runtime.pool_replicas` = ${var.runtime.pool_replicas}, must be an integer in [0, 100]."
+  }
+
+  validation {
+    condition     = var.runtime.gpu_count == null || try(var.runtime.gpu_count >= 1 && var.runtime.gpu_count <= 8 && floor(var.runtime.gpu_count) == var.runtime.gpu_count, false)
+    error_message = "`runtime.gpu_count` must be null (the largest model's ask) or an integer in [1, 8]."
+  }
+
+  validation {
+    condition     = var.runtime.arena_bytes >= 0 && floor(var.runtime.arena_bytes) == var.runtime.arena_bytes
+    error_message = "`runtime.arena_bytes` = ${var.runtime.arena_bytes}, must be a whole number of bytes >= 0."
+  }
+}
+
+variable "model_repository" {
+  description = "Where the Triton model repository comes from: `source` must be one of configMap, pvc, s3, with the matching `config_map_name`, `pvc_name` or `s3_uri` (s3://bucket/prefix) set."
+  type = object({
+    source          = string
+    config_map_name = optional(string, "")
+    pvc_name        = optional(string, "")
+    s3_uri          = optional(string, "")
+  })
+
+  validation {
+    condition     = contains(["configMap", "pvc", "s3"], var.model_repository.source)
+    error_message = "`model_repository.source` = \"${var.model_repository.source}\", must be one of configMap, pvc, s3."
+  }
+
+  validation {
+    condition = (
+      var.model_repository.source == "configMap" ? var.model_repository.config_map_name != "" :
+      var.model_repository.source == "pvc" ? var.model_repository.pvc_name != "" :
+      can(regex("^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$", var.model_repository.s3_uri))
+    )
+    error_message = "`model_repository`: source \"${var.model_repository.source}\" must come with its field set (config_map_name, pvc_name, or an s3://bucket/prefix s3_uri)."
+  }
+}
+
+variable "images_store_uri" {
+  description = "Snapshot image store of every model without its own `image_uri`; must be an s3://bucket/prefix URI (the images_bucket module's `images_store_uri`)."
+  type        = string
+
+  validation {
+    condition     = can(regex("^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$", var.images_store_uri))
+    error_message = "`images_store_uri` = \"${var.images_store_uri}\", must be an s3://bucket/prefix URI."
+  }
+}
+
+variable "images_region" {
+  description = "AWS region of the images bucket; must look like an AWS region (e.g. us-east-1)."
+  type        = string
+
+  validation {
+    condition     = can(regex("^[a-z]{2}(-[a-z]+)+-[0-9]$", var.images_region))
+    error_message = "`images_region` = \"${var.images_region}\", must be an AWS region such as us-east-1."
+  }
+}
+
+variable "node_cache" {
+  description = "Node-local image cache: `host_path` (on the GPU nodes' instance-store NVMe; the gpu_nodes module validates it), `max_bytes` (must be >= 0; 0 = unbounded), `prefetch` (DaemonSet prefetching hot models' images)."
+  type = object({
+    host_path = optional(string, "/mnt/thaw-cache")
+    max_bytes = optional(number, 0)
+    prefetch  = optional(bool, true)
+  })
+  default = {}
+
+  validation {
+    condition     = var.node_cache.max_bytes >= 0 && floor(var.node_cache.max_bytes) == var.node_cache.max_bytes
+    error_message = "`node_cache.max_bytes` = ${var.node_cache.max_bytes}, must be a whole number of bytes >= 0 (0 = unbounded)."
+  }
+}
+
+variable "gpu_ami_type" {
+  description = "AMI type of the GPU node group, handed to the gpu_nodes module (which validates it) so the runtime's GPU pods get exactly the scheduling that node group was given."
+  type        = string
+  default     = "AL2023_x86_64_NVIDIA"
+}
+
+variable "models" {
+  description = "One endpoint per model; see the model_endpoints module for the fields and their rules."
+  type = list(object({
+    name                  = string
+    image_uri             = optional(string, "")
+    gpu                   = optional(number, 0)
+    instance_type         = optional(string, "")
+    min_replicas          = optional(number)
+    max_replicas          = optional(number)
+    target_concurrency    = optional(number)
+    container_concurrency = optional(number)
+    scale_to_zero_grace_s = optional(number)
+    hot                   = optional(bool, false)
+  }))
+  default = []
+}
+
+variable "model_defaults" {
+  description = "Scaling settings for models that leave them unset; see the model_endpoints module's `defaults`."
+  type = object({
+    min_replicas          = optional(number, 0)
+    max_replicas          = optional(number, 4)
+    target_concurrency    = optional(number, 8)
+    container_concurrency = optional(number, 0)
+    scale_to_zero_grace_s = optional(number, 30)
+  })
+  default = {}
+}
+
+variable "gpu_instance_types" {
+  description = "Instance types of the GPU node group; a GPU model's `instance_type` must be one of them when this is non-empty."
+  type        = list(string)
+  default     = []
+}
+
+variable "cpu_instance_types" {
+  description = "Instance types of the CPU node group; a CPU model's `instance_type` must be one of them when this is non-empty."
+  type        = list(string)
+  default     = []
+}
+
+variable "metrics_pod_annotations" {
+  description = "Put prometheus.io/scrape, /port and /path annotations on activator and runtime pods."
+  type        = bool
+  default     = true
+}
+
+variable "network_policy_enabled" {
+  description = "Render the chart's NetworkPolicy: only activator pods reach runtime pods; the control API is never exposed."
+  type        = bool
+  default     = true
+}

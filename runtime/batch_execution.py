@@ -1,0 +1,92 @@
+"""Execute one batch on one backend instance and account for it (statistics, inline policy)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+from runtime.backends.base import Backend
+from runtime.errors import ServingError
+from runtime.inference import InferRequest, InferResponse
+from runtime.inline_policy import InlinePolicy
+from runtime.stats import ModelStats
+
+__all__ = ["BatchExecutor", "Outcome", "QueuedRequest"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(slots=True, eq=False)  # identity, not field equality: the dispatcher removes by it
+class QueuedRequest:
+    """One accepted request and where its result goes."""
+
+    request: InferRequest
+    future: asyncio.Future[InferResponse] | None  # None when run inline, on the loop
+    batch_size: int  # inferences in this request (its batch dim, or 1)
+    received_ns: int  # perf_counter_ns when the server accepted it
+    enqueued_ns: int  # when it was queued (the scheduler's clock: perf_counter_ns in a server)
+    level: int = 0  # priority level (runtime.queue_policy); 0 without levels
+    deadline_ns: int = 0  # queue timeout on the scheduler's clock; 0: none
+    delay_on_timeout: bool = False  # at the deadline: moved back (DELAY), not rejected
+    shape_key: Hashable = None  # batched only with requests of an equal key
+    sequence: Hashable = None  # a stateful model's batch slot or sequence id
+    filler: bool = False  # a placeholder in a sequence batch slot: no client, no statistics
+
+
+Outcome = tuple[QueuedRequest, InferResponse | ServingError]
+
+
+class BatchExecutor:
+    """Runs batches of one model version: on a worker thread, or inline on the event loop.
+
+    A model error or crash becomes a ServingError for the requests of that batch only. Every
+    execution is recorded in the version's statistics and observed by its inline policy (from
+    several threads: the policy tolerates losing an observation to a race).
+    """
+
+    def __init__(self, model: str, stats: ModelStats, policy: InlinePolicy) -> None:
+        self.model = model
+        self._stats = stats
+        self._policy = policy
+
+    def run(
+        self, backend: Backend, batch: Sequence[QueuedRequest], *, inline: bool
+    ) -> list[Outcome]:
+        """Execute one batch, record its statistics; a model error becomes a ServingError."""
+        start = time.perf_counter_ns()
+        measured: tuple[int, int, int] | None = None
+        try:
+            results = backend.execute([item.request for item in batch])
+            if len(results) != len(batch):
+                raise ServingError(f"backend returned {len(results)} results for {len(batch)}")
+            t = backend.timings
+            measured = (t.compute_input_ns, t.compute_infer_ns, t.compute_output_ns)
+        except BaseException as exc:  # a model must never take its worker down
+            logger.warning("model=%s execute failed: %r", self.model, exc)
+            error = (
+                exc
+                if isinstance(exc, ServingError)
+                else ServingError(f"model '{self.model}' failed: {exc!r}")
+            )
+            results = [error] * len(batch)
+        end = time.perf_counter_ns()
+        if measured is None or sum(measured) == 0:
+            measured = (0, end - start, 0)
+        done = [(item, result) for item, result in zip(batch, results, strict=True)]
+        if any(item.filler for item in batch):
+            done = [(item, result) for item, result in done if not item.filler]
+        outcomes = [
+            (
+                not isinstance(result, ServingError),
+                item.batch_size,
+                start - item.enqueued_ns,
+                end - item.received_ns,
+            )
+            for item, result in done
+        ]
+        self._stats.record_execution(sum(i.batch_size for i, _ in done), outcomes, measured)
+        self._policy.observe(end - start, ran_inline=inline)
+        return done

@@ -1,0 +1,283 @@
+"""Thin `GRPCInferenceService` handlers: decode the message, call the ModelManager, encode it.
+
+The gRPC twin of runtime.handlers, over the same ModelService: every answer is built from the
+documents the REST surface sends (thawwire.grpc_messages), every error is the same
+ServingError, leaving with the gRPC code of its HTTP status (thawwire.grpc_status). `routes()`
+is THE route table of this surface. ModelInfer takes and returns raw bytes (identity
+(de)serializers) so that a large message is parsed and built in a worker thread, not on the
+event loop; ModelStreamInfer is runtime.grpc_stream's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Protocol, TypeVar
+
+import grpc
+from google.protobuf.message import DecodeError
+
+from runtime.config import ModelControlMode, ServeConfig
+from runtime.errors import FeatureDisabled, InvalidInput, ServingError
+from runtime.grpc_codec import (
+    THREAD_THRESHOLD_BYTES,
+    decode_model_infer,
+    encode_model_infer,
+    message_ref,
+)
+from runtime.grpc_stream import serve_stream
+from runtime.handlers import ModelService, server_ready
+from runtime.inference import InferRequest, InferResponse
+from runtime.lifecycle import ServerState
+from runtime.load_overrides import check_config, check_load_path, load_overrides
+from thawwire.grpc_messages import (
+    config_response,
+    index_response,
+    metadata_response,
+    parameter_kind,
+    server_metadata_response,
+    statistics_response,
+)
+from thawwire.grpc_service import SERVICE, UNSUPPORTED, Method, pb, unsupported_text
+from thawwire.grpc_status import grpc_status
+from thawwire.server_info import server_metadata
+
+__all__ = ["GrpcHandlers", "StreamingModelService", "abort_with"]
+
+logger = logging.getLogger(__name__)
+
+_CONTROL_DISABLED = "explicit model load / unload is not allowed if polling is enabled"
+_NO_REPOSITORY_NAME = "'repository_name' specification is not supported"
+
+_Req = TypeVar("_Req")
+_Resp = TypeVar("_Resp")
+# grpc.aio.ServicerContext (grpcio ships no type information).
+Context = Any
+
+
+class StreamingModelService(ModelService, Protocol):
+    """The ModelService of the REST surface, plus the stream of one request's responses."""
+
+    def stream(self, request: InferRequest) -> AsyncIterator[InferResponse]: ...
+
+
+async def abort_with(context: Context, exc: ServingError) -> None:
+    """End the call with the gRPC code of `exc`'s HTTP status and its message (never returns)."""
+    if exc.status >= 500:
+        logger.warning("gRPC %s: %s", grpc_status(exc.status).name, exc.message)
+    await context.abort(grpc_status(exc.status), exc.message)
+
+
+def _parsed(
+    message: Any, handler: Callable[[Any, Context], Awaitable[_Resp]]
+) -> Callable[[bytes, Context], Awaitable[_Resp]]:
+    """`handler` of a parsed `message`, from raw bytes: parsed in the handler, so that bytes
+    that are not the message are INVALID_ARGUMENT (grpc's own deserializer would make them
+    UNKNOWN)."""
+
+    @functools.wraps(handler)
+    async def parsed(data: bytes, context: Context) -> _Resp:
+        return await handler(message.FromString(data), context)
+
+    return parsed
+
+
+def _answering(
+    handler: Callable[[_Req, Context], Awaitable[_Resp]],
+) -> Callable[[_Req, Context], Awaitable[_Resp]]:
+    """A unary handler whose ServingError leaves as its gRPC status, and whose bug leaves as
+    INTERNAL (logged) instead of grpc's bare "Unexpected error"."""
+
+    @functools.wraps(handler)
+    async def answering(request: _Req, context: Context) -> _Resp:
+        try:
+            return await handler(request, context)
+        except ServingError as exc:
+            await abort_with(context, exc)
+        except DecodeError as exc:
+            await abort_with(context, InvalidInput(f"the request could not be parsed: {exc}"))
+        except (asyncio.CancelledError, grpc.aio.AbortError):
+            raise
+        except Exception:
+            logger.exception("unexpected error in gRPC %s", handler.__name__)
+            await context.abort(grpc.StatusCode.INTERNAL, "internal server error")
+        raise AssertionError("context.abort returned")  # abort always raises
+
+    return answering
+
+
+class GrpcHandlers:
+    """The service's methods, bound to one server's config, model service and state."""
+
+    def __init__(
+        self, config: ServeConfig, manager: StreamingModelService, state: ServerState
+    ) -> None:
+        self._config = config
+        self._manager = manager
+        self._state = state
+        self._server_metadata = server_metadata_response(server_metadata())
+
+    def routes(self) -> grpc.GenericRpcHandler:
+        """THE route table of the gRPC surface: every method of the service."""
+        unary = {
+            Method.SERVER_LIVE: (self.server_live, pb.ServerLiveRequest),
+            Method.SERVER_READY: (self.server_ready, pb.ServerReadyRequest),
+            Method.MODEL_READY: (self.model_ready, pb.ModelReadyRequest),
+            Method.SERVER_METADATA: (self.server_metadata, pb.ServerMetadataRequest),
+            Method.MODEL_METADATA: (self.model_metadata, pb.ModelMetadataRequest),
+            Method.MODEL_CONFIG: (self.model_config, pb.ModelConfigRequest),
+            Method.MODEL_STATISTICS: (self.model_statistics, pb.ModelStatisticsRequest),
+            Method.REPOSITORY_INDEX: (self.repository_index, pb.RepositoryIndexRequest),
+            Method.REPOSITORY_MODEL_LOAD: (self.load, pb.RepositoryModelLoadRequest),
+            Method.REPOSITORY_MODEL_UNLOAD: (self.unload, pb.RepositoryModelUnloadRequest),
+        }
+        handlers: dict[str, grpc.RpcMethodHandler] = {
+            method.value: grpc.unary_unary_rpc_method_handler(
+                _answering(_parsed(message, fn)),
+                response_serializer=_serialize,
+            )
+            for method, (fn, message) in unary.items()
+        }
+        # Raw bytes both ways: parsed and built here, in a thread when large.
+        handlers[Method.MODEL_INFER.value] = grpc.unary_unary_rpc_method_handler(
+            _answering(self.model_infer)
+        )
+        handlers[Method.MODEL_STREAM_INFER.value] = grpc.stream_stream_rpc_method_handler(
+            self.model_stream_infer
+        )
+        for method in UNSUPPORTED:
+            handlers[method.value] = grpc.unary_unary_rpc_method_handler(
+                functools.partial(_unimplemented, method)
+            )
+        return grpc.method_handlers_generic_handler(SERVICE, handlers)
+
+    # -- health and metadata -------------------------------------------------------------
+
+    async def server_live(self, request: Any, context: Context) -> Any:
+        return pb.ServerLiveResponse(live=True)
+
+    async def server_ready(self, request: Any, context: Context) -> Any:
+        return pb.ServerReadyResponse(ready=server_ready(self._config, self._manager, self._state))
+
+    async def model_ready(self, request: Any, context: Context) -> Any:
+        # Triton answers ready=false for a known model that is not ready, NOT_FOUND otherwise.
+        name, version = message_ref(request.name, request.version)
+        return pb.ModelReadyResponse(ready=self._manager.model_ready(name, version))
+
+    async def server_metadata(self, request: Any, context: Context) -> Any:
+        return self._server_metadata
+
+    async def model_metadata(self, request: Any, context: Context) -> Any:
+        name, version = message_ref(request.name, request.version)
+        return metadata_response(self._manager.metadata(name, version))
+
+    async def model_config(self, request: Any, context: Context) -> Any:
+        name, version = message_ref(request.name, request.version)
+        return config_response(self._manager.config(name, version))
+
+    async def model_statistics(self, request: Any, context: Context) -> Any:
+        if not request.name:
+            doc = self._manager.statistics(None, None)
+        else:
+            name, version = message_ref(request.name, request.version)
+            doc = self._manager.statistics(name, version)
+        return statistics_response(doc["model_stats"])
+
+    # -- inference -----------------------------------------------------------------------
+
+    async def model_infer(self, data: bytes, context: Context) -> bytes:
+        if len(data) > THREAD_THRESHOLD_BYTES:
+            name, version, decoded = await asyncio.to_thread(_decode, data)
+        else:
+            name, version, decoded = _decode(data)
+        if isinstance(decoded, InvalidInput):
+            # A bad request for a model that does not exist is a NOT_FOUND first (as on REST).
+            self._manager.model_ready(*message_ref(name, version))
+            raise decoded
+        request = decoded
+        response = await self._manager.infer(request)
+        if sum(t.data.nbytes for t in response.outputs) > THREAD_THRESHOLD_BYTES:
+            return await asyncio.to_thread(_encode, response, request)
+        return _encode(response, request)
+
+    async def model_stream_infer(self, requests: AsyncIterator[bytes], context: Context) -> None:
+        await serve_stream(self._manager, requests, context)
+
+    # -- model repository extension ------------------------------------------------------
+
+    async def repository_index(self, request: Any, context: Context) -> Any:
+        if request.repository_name:
+            raise FeatureDisabled(_NO_REPOSITORY_NAME)
+        return index_response(await self._manager.index(ready_only=request.ready))
+
+    async def load(self, request: Any, context: Context) -> Any:
+        self._control_allowed(request.repository_name)
+        name, _ = message_ref(request.model_name, "")
+        config, files = _load_parameters(request.parameters)
+        await self._manager.load(name, config_json=config, files=files)
+        return pb.RepositoryModelLoadResponse()
+
+    async def unload(self, request: Any, context: Context) -> Any:
+        self._control_allowed(request.repository_name)
+        name, _ = message_ref(request.model_name, "")
+        dependents = request.parameters.get("unload_dependents")
+        if dependents is not None and parameter_kind(dependents) != "bool_param":
+            raise InvalidInput("parameter 'unload_dependents' must be a bool_param")
+        unload_dependents = bool(dependents.bool_param) if dependents is not None else False
+        await self._manager.unload(name, unload_dependents=unload_dependents)
+        return pb.RepositoryModelUnloadResponse()
+
+    def _control_allowed(self, repository_name: str) -> None:
+        """As on REST: load/unload only in explicit model control mode (501 there)."""
+        if repository_name:
+            raise FeatureDisabled(_NO_REPOSITORY_NAME)
+        if self._config.model_control_mode is not ModelControlMode.EXPLICIT:
+            raise FeatureDisabled(_CONTROL_DISABLED)
+
+
+def _decode(data: bytes) -> tuple[str, str, InferRequest | InvalidInput]:
+    """Parse and decode a ModelInferRequest: (model, version, request or why it is bad)."""
+    message = pb.ModelInferRequest.FromString(data)
+    try:
+        return message.model_name, message.model_version, decode_model_infer(message)
+    except InvalidInput as exc:
+        return message.model_name, message.model_version, exc
+
+
+def _encode(response: InferResponse, request: InferRequest) -> bytes:
+    return bytes(encode_model_infer(response, request).SerializeToString())
+
+
+def _serialize(message: Any) -> bytes:
+    return bytes(message.SerializeToString())
+
+
+def _load_parameters(parameters: Any) -> tuple[str | None, dict[str, bytes] | None]:
+    """A load request's `config` (string_param) and `file:<path>` (bytes_param) overrides,
+    typed as Triton's gRPC frontend requires, checked as REST's are."""
+    config = None
+    files: dict[str, bytes] = {}
+    for key, param in parameters.items():
+        kind = parameter_kind(param)
+        if key == "config":
+            if kind != "string_param":
+                raise InvalidInput(
+                    "invalid value type for load parameter 'config', expected string_param."
+                )
+            config = check_config(param.string_param)
+        elif key.startswith("file:"):
+            if kind != "bytes_param":
+                raise InvalidInput(
+                    f"invalid value type for load parameter '{key[:80]}', expected bytes_param."
+                )
+            path = key.removeprefix("file:")
+            check_load_path(path)
+            files[path] = bytes(param.bytes_param)
+    return load_overrides(config, files)
+
+
+async def _unimplemented(method: Method, request: bytes, context: Context) -> bytes:
+    await context.abort(grpc.StatusCode.UNIMPLEMENTED, unsupported_text(method))
+    raise AssertionError("context.abort returned")

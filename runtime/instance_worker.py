@@ -1,0 +1,72 @@
+"""One model instance's thread: runs the batches the dispatcher hands it, one at a time."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from runtime.batch_execution import Outcome, QueuedRequest
+
+__all__ = ["Batch", "DoneFn", "ExecuteFn", "InstanceWorker", "NextBatch"]
+
+Batch = Sequence[QueuedRequest]
+ExecuteFn = Callable[[Batch], list[Outcome]]
+DoneFn = Callable[["InstanceWorker", list[Outcome]], None]
+
+
+class NextBatch(Protocol):
+    """Where a worker that finished a batch finds its next one (runtime.instance_pool)."""
+
+    def next_or_free(self, worker: InstanceWorker) -> Batch | None: ...
+
+
+class InstanceWorker:
+    """A thread bound to one backend instance (through `execute`), fed by the dispatcher.
+
+    After each batch it asks `pool` for a batch that waited for an instance; if there is none,
+    the pool marks it free and it blocks on its own queue, which then receives one batch, or
+    one stop marker: no worker can take another's stop. Each batch's outcomes go to `on_done`,
+    called in this worker's thread (the dispatcher passes them on to the event loop with
+    `call_soon_threadsafe`).
+    """
+
+    def __init__(self, name: str, execute: ExecuteFn) -> None:
+        self.name = name
+        self._execute = execute
+        self._queue: queue.SimpleQueue[Batch | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._work, name=name, daemon=True)
+        self._on_done: DoneFn | None = None
+        self._pool: NextBatch | None = None
+
+    def start(self, on_done: DoneFn, pool: NextBatch) -> None:
+        """Start the thread: outcomes go to `on_done`; after each batch, ask `pool`."""
+        self._on_done, self._pool = on_done, pool
+        self._thread.start()
+
+    def submit(self, batch: Batch) -> None:
+        """Run `batch` next (only while the worker is free: it holds one batch at a time)."""
+        self._queue.put(batch)
+
+    def stop(self) -> None:
+        """Exit (only while the worker is free)."""
+        self._queue.put(None)
+
+    def join(self, timeout_s: float) -> bool:
+        """Wait for the thread to exit; whether it did within `timeout_s` (blocking)."""
+        if self._thread.ident is None:  # never started
+            return True
+        self._thread.join(timeout_s)
+        return not self._thread.is_alive()
+
+    def _work(self) -> None:
+        on_done, pool, own = self._on_done, self._pool, self._queue
+        if on_done is None or pool is None:
+            return
+        batch = own.get()
+        while batch is not None:
+            outcomes = self._execute(batch)
+            following = pool.next_or_free(self)  # before reporting: never idle for the loop
+            on_done(self, outcomes)
+            batch = following if following is not None else own.get()

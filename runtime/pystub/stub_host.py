@@ -1,0 +1,170 @@
+"""pb_utils' ModelHost inside a stub process: every call goes to the server over the channel.
+
+BLS requests and calls (metrics, the model loading API) wait for their replies, which the
+stub's reader thread routes back here by id; logs are sent and not waited for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import queue
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from runtime import triton_python_backend_utils as pb_utils
+from runtime.pystub.protocol import pb_response, wire_tensors
+from runtime.pystub.wire import Channel, ChannelClosed, Message
+
+__all__ = ["StubHost"]
+
+_GONE = "the server closed the stub's channel"
+
+
+class StubHost:
+    """The ModelHost of a stub process; `deliver` is called by its reader thread."""
+
+    def __init__(self, channel: Channel) -> None:
+        self._channel = channel
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._waiting: dict[tuple[str, int], queue.SimpleQueue[Message | None]] = {}
+
+    def deliver(self, message: Message) -> bool:
+        """Route a reply (bls_response, reply) to its waiter; False if it is not one."""
+        op = message.fields.get("op")
+        if op == "bls_response":
+            key = ("bls", int(message.fields["bls"]))
+        elif op == "reply":
+            key = ("call", int(message.fields["call"]))
+        else:
+            return False
+        with self._lock:
+            waiter = self._waiting.get(key)
+        if waiter is not None:
+            waiter.put(message)
+        return True
+
+    def close(self) -> None:
+        """The channel is gone: wake every waiter."""
+        with self._lock:
+            waiters = list(self._waiting.values())
+        for waiter in waiters:
+            waiter.put(None)
+
+    def _open(self, kind: str) -> tuple[int, queue.SimpleQueue[Message | None]]:
+        ident = next(self._ids)
+        waiter: queue.SimpleQueue[Message | None] = queue.SimpleQueue()
+        with self._lock:
+            self._waiting[(kind, ident)] = waiter
+        return ident, waiter
+
+    def _done(self, kind: str, ident: int) -> None:
+        with self._lock:
+            self._waiting.pop((kind, ident), None)
+
+    # -- BLS ----------------------------------------------------------------------------------
+
+    def _bls(self, request: Any, *, decoupled: bool) -> Iterator[Any]:
+        ident, waiter = self._open("bls")
+        try:
+            tensors = wire_tensors(request.inputs())
+            fields = {
+                "op": "bls",
+                "bls": ident,
+                "decoupled": decoupled,
+                "timeout_us": int(request.timeout() or 0),
+                "request": {
+                    "model": request.model_name(),
+                    "version": request.model_version(),
+                    "id": request.request_id(),
+                    "params": json.loads(request.parameters()),
+                    "outputs": list(request.requested_output_names()),
+                    "correlation_id": request.correlation_id(),
+                    "flags": request.flags(),
+                },
+            }
+            try:
+                self._channel.send(Message(fields, tensors))
+            except ChannelClosed:
+                yield _error(_GONE)
+                return
+            while True:
+                reply = waiter.get()
+                if reply is None:
+                    yield _error(_GONE)
+                    return
+                yield pb_response(reply.fields.get("response"), reply.tensors)
+                if reply.fields.get("final", True):
+                    return
+        finally:
+            self._done("bls", ident)
+
+    def infer(self, request: Any) -> Any:
+        return next(iter(self._bls(request, decoupled=False)))
+
+    def stream(self, request: Any) -> Iterator[Any]:
+        return self._bls(request, decoupled=True)
+
+    # -- calls --------------------------------------------------------------------------------
+
+    def _call(self, fn: str, *args: Any) -> Any:
+        ident, waiter = self._open("call")
+        try:
+            try:
+                self._channel.send(
+                    Message({"op": "call", "call": ident, "fn": fn, "args": list(args)})
+                )
+            except ChannelClosed:
+                raise pb_utils.TritonModelException(_GONE) from None
+            reply = waiter.get()
+        finally:
+            self._done("call", ident)
+        if reply is None:
+            raise pb_utils.TritonModelException(_GONE)
+        if "error" in reply.fields:
+            raise ValueError(reply.fields["error"])
+        return reply.fields.get("value")
+
+    def metric_family(self, name: str, description: str, kind: int) -> None:
+        self._call("metric_family", name, description, kind)
+
+    def metric_create(
+        self, family: str, labels: dict[str, str], buckets: list[float] | None
+    ) -> int:
+        return int(self._call("metric_create", family, labels, buckets))
+
+    def metric_update(self, key: int, op: str, value: float) -> None:
+        self._call("metric_update", key, op, value)
+
+    def metric_value(self, key: int) -> float:
+        return float(self._call("metric_value", key))
+
+    def log(self, level: int, message: str) -> None:
+        with contextlib.suppress(ChannelClosed):
+            self._channel.send(Message({"op": "log", "level": level, "message": message}))
+
+    def load_model(self, name: str, config: str, files: dict[str, bytes] | None) -> None:
+        if files:
+            raise pb_utils.TritonModelException(
+                "load_model with files is not supported from a stub process"
+            )
+        self._model_call("load_model", name, config)
+
+    def unload_model(self, name: str, unload_dependents: bool) -> None:
+        self._model_call("unload_model", name, unload_dependents)
+
+    def is_model_ready(self, name: str, version: str) -> bool:
+        return bool(self._call("is_model_ready", name, version))
+
+    def _model_call(self, fn: str, *args: Any) -> None:
+        try:
+            self._call(fn, *args)
+        except ValueError as exc:
+            raise pb_utils.TritonModelException(str(exc)) from None
+
+
+def _error(message: str) -> Any:
+    return pb_utils.InferenceResponse(error=pb_utils.TritonError(message))

@@ -1,0 +1,171 @@
+"""The stub process of one Python model instance: `python -m runtime.pystub.stub_main FD`.
+
+    reader thread: channel ─▶ execute/finalize ─▶ work queue ─▶ main thread (the model)
+                          └▶ bls_response/reply ─▶ StubHost waiters (BLS, metrics calls)
+    main thread:   init ─▶ ModelRunner.initialize ─▶ ready; then execute ... finalize ─▶ exit
+
+A decoupled model's sends, from any of its threads, go straight to the channel. When the
+server goes away the reader sees the end of the stream and the process exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import queue
+import socket
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from runtime import triton_python_backend_utils as pb_utils
+from runtime.pystub.model_runner import ModelError, ModelRunner, close_open_senders
+from runtime.pystub.protocol import pb_tensors, response_fields, split
+from runtime.pystub.stub_host import StubHost
+from runtime.pystub.wire import Channel, ChannelClosed, Message
+
+logger = logging.getLogger("runtime.pystub")
+
+
+class Stub:
+    """One model instance served over one channel."""
+
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
+        self.host = StubHost(channel)
+        self.work: queue.SimpleQueue[Message | None] = queue.SimpleQueue()
+        self.runner: ModelRunner | None = None
+
+    def read(self) -> None:
+        """The reader thread: replies to their waiters, the rest to the main thread."""
+        try:
+            while True:
+                message = self.channel.recv()
+                if not self.host.deliver(message):
+                    self.work.put(message)
+        except ChannelClosed:
+            pass  # the server is gone: wake everyone below
+        finally:
+            self.host.close()
+            self.work.put(None)
+
+    def serve(self) -> int:
+        while True:
+            message = self.work.get()
+            if message is None:
+                return 0  # the server is gone
+            op = message.fields.get("op")
+            if op == "init":
+                self._init(message.fields)
+            elif op == "execute":
+                self._execute(message)
+            elif op == "finalize":
+                if self.runner is not None:
+                    self.runner.finalize()
+                self._send({"op": "finalized"})
+                return 0
+
+    def _send(self, fields: dict[str, Any], tensors: list[Any] | None = None) -> None:
+        with contextlib.suppress(ChannelClosed):
+            self.channel.send(Message(fields, tensors or []))
+
+    def _init(self, fields: dict[str, Any]) -> None:
+        runner = ModelRunner(Path(fields["model_file"]), decoupled=bool(fields["decoupled"]))
+        try:
+            runner.initialize(dict(fields["args"]))
+        except ModelError as exc:
+            self._send({"op": "failed", "error": exc.message})
+            return
+        self.runner = runner
+        self._send({"op": "ready"})
+
+    def _execute(self, message: Message) -> None:
+        runner = self.runner
+        exec_id = message.fields["id"]
+        specs = message.fields["requests"]
+        groups = split(message.tensors, [int(r["n"]) for r in specs])
+        sent: list[Any] = [None] * len(specs)
+        requests = [
+            self._request(exec_id, i, spec, group, sent)
+            for i, (spec, group) in enumerate(zip(specs, groups, strict=True))
+        ]
+        if runner is None:
+            self._send({"op": "done", "id": exec_id, "error": "the model is not initialized"})
+            return
+        try:
+            responses = runner.execute(requests)
+        except ModelError as exc:
+            if runner.decoupled:
+                close_open_senders(requests, exc.message)
+            self._send({"op": "done", "id": exec_id, "error": exc.message})
+            return
+        rows: list[dict[str, Any]] = []
+        tensors: list[Any] = []
+        for index, response in enumerate(responses or []):
+            chosen = response if response is not None else sent[index]
+            if chosen is None:
+                rows.append({"none": True})
+                continue
+            fields, outs = response_fields(chosen)
+            rows.append(fields)
+            tensors.extend(outs)
+        self._send({"op": "done", "id": exec_id, "responses": rows}, tensors)
+
+    def _request(
+        self, exec_id: int, index: int, spec: dict[str, Any], group: list[Any], sent: list[Any]
+    ) -> Any:
+        request = pb_utils.InferenceRequest(
+            inputs=pb_tensors(group),
+            request_id=spec.get("id") or "",
+            correlation_id=spec.get("correlation_id", 0),
+            requested_output_names=spec.get("outputs", []),
+            model_name=spec.get("model", ""),
+            flags=spec.get("flags", 0),
+            parameters=spec.get("params") or {},
+        )
+        runner = self.runner
+        if runner is not None and runner.decoupled:
+            key = [exec_id, index]
+
+            def deliver(response: Any, flags: int) -> None:
+                final = bool(flags & pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                if response is None:
+                    self._send({"op": "send", "key": key, "final": final, "response": None})
+                    return
+                fields, outs = response_fields(response)
+                self._send({"op": "send", "key": key, "final": final, "response": fields}, outs)
+
+            request._make_sender = lambda: pb_utils.InferenceResponseSender(deliver, decoupled=True)
+        else:
+
+            def keep(response: Any, flags: int) -> None:
+                if response is not None:
+                    sent[index] = response
+
+            request._make_sender = lambda: pb_utils.InferenceResponseSender(keep, decoupled=False)
+        return request
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2 or not argv[1].isdigit():
+        print("usage: python -m runtime.pystub.stub_main FD", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=os.environ.get("THAW_STUB_LOG_LEVEL", "INFO").upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    sock = socket.socket(fileno=int(argv[1]))
+    stub = Stub(Channel(sock))
+    pb_utils.install_host(stub.host)
+    threading.Thread(target=stub.read, name="stub-reader", daemon=True).start()
+    status = stub.serve()
+    sys.stdout.flush()
+    # Model threads (daemon or not) must not keep a finalized instance alive.
+    os._exit(status)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

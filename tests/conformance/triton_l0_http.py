@@ -1,0 +1,199 @@
+"""Run Triton's own L0_http protocol tests, unchanged, against `thaw serve`; report each test.
+
+    .venv/bin/python -m tests.conformance.triton_l0_http [--mirror GIT_DIR] [--refs v2.51.0 HEAD]
+
+Triton's tests are never part of this project: they are read at run time from a local git
+mirror of triton-inference-server/server (`--mirror`, default `$TRITON_SERVER_MIRROR`) into a
+temporary directory, and the run is skipped (exit 0) when there is no mirror. For each ref it
+extracts `qa/L0_http/http_test.py`, `qa/L0_http/python_http_aio_test.py` and the
+`qa/common/test_util.py` they import, builds the model repositories `qa/L0_http/test.sh` builds
+(tests/fixtures/triton_qa_models.py), starts `thaw serve` on port 8000 with the flags test.sh
+gives tritonserver (the tests hard-code localhost:8000, so suites run one after another), and
+runs each file with plain unittest, as test.sh does (tests/conformance/unittest_json.py).
+
+Deselected: tracing and shared-memory tests (Thaw has neither extension), and
+`test_loading_large_invalid_model`, which builds ~12 GiB of request in the client (`--with-large`
+runs it; tests/integration/runtime/test_triton_http_parity.py pins the same answer).
+docs/triton-http-parity.md lists the tests that fail on purpose, and why.
+Exit status: 0 when every selected test passed (or no mirror), 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.fixtures.serve_process import ServeProcess
+from tests.fixtures.triton_qa_models import build_aio_repo, build_http_test_repo
+
+PORT = 8000
+_PROJECT_ROOT = Path(__file__).resolve().parents[2]
+_FILES = ("qa/L0_http/http_test.py", "qa/L0_http/python_http_aio_test.py", "qa/common/test_util.py")
+# Tests for extensions Thaw does not have (tracing, system/CUDA shared memory).
+_OUT_OF_SCOPE = ("trace", "shared_memory")
+_LARGE = "test_loading_large_invalid_model"
+
+
+@dataclass(frozen=True)
+class Suite:
+    """One test file, the repository it needs and the server flags test.sh uses for it."""
+
+    file: str
+    repo: str
+    serve_args: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Result:
+    ref: str
+    file: str
+    test: str
+    outcome: str  # passed | failed | error | skipped | deselected
+    detail: str
+
+
+def _git_show(mirror: Path, ref: str, path: str) -> bytes | None:
+    proc = subprocess.run(
+        ["git", "-C", str(mirror), "show", f"{ref}:{path}"], capture_output=True, check=False
+    )
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def _port_in_use(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _suites(test_sh: str) -> list[Suite]:
+    """The server flags for http_test.py follow test.sh: main runs it in explicit mode."""
+    http_args: tuple[str, ...] = ()
+    if "--model-control-mode=explicit --load-model=*" in test_sh:
+        http_args = ("--model-control-mode", "explicit", "--load-model", "*")
+    return [
+        Suite("python_http_aio_test.py", "models", ()),
+        Suite("http_test.py", "python_unit_test_models", http_args),
+    ]
+
+
+def _deselected(test_id: str, *, with_large: bool) -> str | None:
+    if any(word in test_id for word in _OUT_OF_SCOPE):
+        return "out of scope (extension Thaw does not have)"
+    if test_id.endswith(_LARGE) and not with_large:
+        return "needs ~12 GiB of client memory (--with-large)"
+    return None
+
+
+def _unittest(qa_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """tests.conformance.unittest_json, run in Triton's QA dir (its tests import ../common)."""
+    env = {**os.environ, "PYTHONPATH": str(_PROJECT_ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "tests.conformance.unittest_json", *args],
+        cwd=qa_dir, env=env, capture_output=True, text=True, check=False, timeout=1800,
+    )  # fmt: skip
+
+
+def _run_suite(
+    ref: str, qa_dir: Path, suite: Suite, repo: Path, *, with_large: bool
+) -> list[Result]:
+    module = suite.file.removesuffix(".py")
+    listing = _unittest(qa_dir, "--list", module)
+    if listing.returncode != 0:
+        raise SystemExit(f"cannot load {ref}:{suite.file}:\n{listing.stderr}")
+    results: list[Result] = []
+    selected = []
+    for test_id in listing.stdout.split():
+        reason = _deselected(test_id, with_large=with_large)
+        if reason is None:
+            selected.append(test_id)
+        else:
+            results.append(
+                Result(ref, suite.file, test_id.rsplit(".", 1)[-1], "deselected", reason)
+            )
+    if not selected:
+        return results
+    if _port_in_use(PORT):
+        raise SystemExit(f"port {PORT} is in use; Triton's tests need it (localhost:{PORT})")
+    server = ServeProcess(repo, "--port", str(PORT), *suite.serve_args)
+    report = qa_dir / f"{module}.json"
+    try:
+        server.wait_ready()
+        run = _unittest(qa_dir, "--out", str(report), *selected)
+        if not report.is_file():
+            raise SystemExit(f"{ref}:{suite.file} did not report:\n{run.stderr[-4000:]}")
+    finally:
+        rc = server.stop()
+        if rc != 0:
+            print(f"warning: thaw serve exited {rc}; log: {server.log_path}", file=sys.stderr)
+    for test_id, row in json.loads(report.read_text()).items():
+        detail = " ".join(row["detail"].split())[:240]
+        name = test_id.rsplit(".", 1)[-1]
+        results.append(Result(ref, suite.file, name, row["outcome"], detail))
+    return results
+
+
+def run(mirror: Path, refs: list[str], *, with_large: bool) -> list[Result]:
+    results: list[Result] = []
+    with tempfile.TemporaryDirectory(prefix="thaw-triton-qa-") as tmp:
+        root = Path(tmp)
+        for ref in refs:
+            base = root / ref.replace("/", "_")
+            for path in _FILES:
+                content = _git_show(mirror, ref, path)
+                if content is None:
+                    raise SystemExit(f"{ref}:{path} is not in {mirror}")
+                (base / path).parent.mkdir(parents=True, exist_ok=True)
+                (base / path).write_bytes(content)
+            test_sh = (_git_show(mirror, ref, "qa/L0_http/test.sh") or b"").decode()
+            qa_dir = base / "qa" / "L0_http"
+            build_aio_repo(qa_dir / "models")
+            build_http_test_repo(
+                qa_dir / "python_unit_test_models",
+                with_main_models="simple_identity_int64" in test_sh,
+            )
+            for suite in _suites(test_sh):
+                repo = qa_dir / suite.repo
+                results += _run_suite(ref, qa_dir, suite, repo, with_large=with_large)
+    return results
+
+
+def _print(results: list[Result]) -> None:
+    print("| ref | file | test | result | detail |")
+    print("|---|---|---|---|---|")
+    for r in results:
+        print(f"| {r.ref} | {r.file} | {r.test} | {r.outcome} | {r.detail} |")
+    for ref in dict.fromkeys(r.ref for r in results):
+        mine = [r for r in results if r.ref == ref and r.outcome != "deselected"]
+        passed = sum(r.outcome == "passed" for r in mine)
+        print(f"{ref}: {passed}/{len(mine)} selected tests passed", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--mirror",
+        type=Path,
+        default=os.environ.get("TRITON_SERVER_MIRROR", ""),
+        help="bare git dir of triton-inference-server/server (default $TRITON_SERVER_MIRROR)",
+    )
+    parser.add_argument("--refs", nargs="+", default=["v2.51.0", "HEAD"])
+    parser.add_argument("--with-large", action="store_true", help=f"also run {_LARGE}")
+    args = parser.parse_args(argv)
+    mirror: Path = args.mirror
+    if not str(mirror) or _git_show(mirror, args.refs[0], _FILES[0]) is None:
+        print(f"skipped: no Triton server mirror at {str(mirror)!r}", file=sys.stderr)
+        return 0
+    results = run(mirror, args.refs, with_large=args.with_large)
+    _print(results)
+    failed = [r for r in results if r.outcome in ("failed", "error")]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,414 @@
+"""One pod on the test kubelet: prepare its volumes and IP, run its first container as a local
+process, probe it, restart it per `restartPolicy` with a doubling back-off, report
+`status` (phase, conditions, containerStatuses, podIP) through the API, and on deletion
+SIGTERM it, wait up to the grace period, SIGKILL, then delete the pod object with grace 0."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import subprocess
+from typing import TYPE_CHECKING, Any
+
+from tests.fakes.kube_resources import now_time
+from tests.fakes.kubelet_container import ContainerConfigError, Launch, resolve_launch
+from tests.fakes.kubelet_probes import ProbeSpec, ProbeTracker, run_probe
+from tests.fakes.kubelet_process import die_with_parent, kill_group, track_group
+from tests.fakes.kubelet_volumes import container_ports, mount_volumes, referenced_configmaps
+
+if TYPE_CHECKING:
+    from tests.fakes.kubelet import LocalKubelet
+
+__all__ = ["PodWorker"]
+
+logger = logging.getLogger(__name__)
+
+HOST_IP = "127.0.0.1"
+
+
+class PodWorker:
+    """The kubelet's loop for one pod (by uid), on the kubelet's event loop."""
+
+    def __init__(self, kubelet: LocalKubelet, pod: dict[str, Any]) -> None:
+        self.kubelet = kubelet
+        self.pod = pod
+        meta = pod["metadata"]
+        self.uid, self.namespace, self.name = meta["uid"], meta["namespace"], meta["name"]
+        self.container: dict[str, Any] = (pod["spec"].get("containers") or [{}])[0]
+        self.pod_dir = kubelet.config.root / "pods" / self.uid
+        self.ip: str | None = None
+        self.pid: int | None = None
+        self.phase = "Pending"
+        self.ready = self.started = False
+        self.restarts = 0
+        self.state: dict[str, Any] = {"waiting": {"reason": "ContainerCreating"}}
+        self.last_state: dict[str, Any] = {}
+        self.start_time: str | None = None
+        self._proc: asyncio.subprocess.Process | None = None
+        self._launch: Launch | None = None
+        self._terminate = asyncio.Event()
+        self._gone = False  # the object is deleted: nothing to report or delete any more
+        self._stop_grace_s: float | None = None  # set by shutdown(): no API calls
+        self._report_lock = asyncio.Lock()
+        self._last_sent: dict[str, Any] | None = None
+        self._transitions: dict[str, tuple[str, str]] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    # --- control from the kubelet ----------------------------------------------------------
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        self._task.add_done_callback(self.kubelet.note_task_end)
+        self.observe(self.pod)
+
+    def observe(self, pod: dict[str, Any]) -> None:
+        self.pod = pod
+        if pod["metadata"].get("deletionTimestamp"):
+            self._terminate.set()
+
+    def removed(self) -> None:
+        """The object vanished (force delete): kill at once, report nothing."""
+        self._gone = True
+        self._stop_grace_s = 0.0
+        self._terminate.set()
+
+    async def shutdown(self, grace_s: float) -> None:
+        self._stop_grace_s = grace_s
+        self._terminate.set()
+        if self._task is not None:
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    def kill_now(self) -> None:
+        if self.pid is not None:
+            kill_group(self.pid, signal.SIGKILL)
+
+    # --- the pod's life --------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        try:
+            await self._live()
+        except ContainerConfigError as exc:
+            logger.warning("pod %s/%s cannot start: %s", self.namespace, self.name, exc)
+            self.state = {"waiting": {"reason": "CreateContainerConfigError", "message": str(exc)}}
+            await self._report()
+            await self._terminate.wait()
+        finally:
+            await self._stop_process()
+            await self._finish()
+
+    async def _live(self) -> None:
+        backoff, max_backoff = self.kubelet.config.restart_backoff_s
+        self._launch = await self._prepare()
+        while not self._terminate.is_set():
+            await self._start_process()
+            if await self._supervise() == "terminate":
+                return
+            code = await self._stop_process()
+            policy = self.pod["spec"].get("restartPolicy", "Always")
+            if policy == "Never" or (policy == "OnFailure" and code == 0):
+                self.phase = "Succeeded" if code == 0 else "Failed"
+                self.state, self.ready = self.last_state, False
+                self.last_state = {}
+                await self._report()
+                await self._terminate.wait()
+                return
+            self.restarts += 1
+            self.state = {
+                "waiting": {
+                    "reason": "CrashLoopBackOff",
+                    "message": f"back-off {backoff:g}s restarting failed "
+                    f"container={self.container.get('name')}",
+                }
+            }
+            await self._report()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._terminate.wait(), backoff)
+            backoff = min(backoff * 2, max_backoff)
+
+    async def _prepare(self) -> Launch:
+        self.ip = self.kubelet.allocate_ip(container_ports(self.container))
+        mounts = await mount_volumes(
+            self.pod,
+            self.container,
+            pod_dir=self.pod_dir,
+            host_path=self.kubelet.host_path,
+            read_configmap=self._read_configmap,
+        )
+        configmaps = await referenced_configmaps(self.container, self._read_configmap)
+        rootfs = self.pod_dir / "rootfs"
+        rootfs.mkdir(parents=True, exist_ok=True)
+        pod = {**self.pod, "status": {**(self.pod.get("status") or {}), **self._addresses()}}
+        return resolve_launch(
+            pod,
+            container=self.container,
+            mounts=mounts,
+            base_env=self.kubelet.base_env,
+            entrypoints=self.kubelet.config.entrypoints,
+            image_entrypoint=self.kubelet.config.image_entrypoint,
+            configmap=configmaps.get,
+            default_cwd=rootfs,
+        )
+
+    async def _read_configmap(self, name: str) -> dict[str, str] | None:
+        from kubernetes_asyncio.client import ApiException
+
+        assert self.kubelet.core is not None
+        try:
+            configmap = await self.kubelet.core.read_namespaced_config_map(name, self.namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise ContainerConfigError(f"reading configmap {name!r}: HTTP {exc.status}") from exc
+        return dict(configmap.data or {})
+
+    async def _start_process(self) -> None:
+        assert self._launch is not None
+        log_path = self.kubelet.log_path(self.namespace, self.name)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.ready = self.started = False
+        with log_path.open("ab") as log:
+            try:
+                self._proc = await asyncio.create_subprocess_exec(
+                    *self._launch.argv,
+                    env=self._launch.env,
+                    cwd=self._launch.cwd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    preexec_fn=die_with_parent,
+                )
+            except OSError as exc:
+                log.write(f"test kubelet: cannot start {self._launch.argv}: {exc}\n".encode())
+                self._proc = None
+                self.state = {
+                    "terminated": {
+                        "exitCode": 128,
+                        "reason": "StartError",
+                        "message": str(exc),
+                        "finishedAt": now_time(),
+                    }
+                }
+                return
+        self.pid = self._proc.pid
+        track_group(self.pid, alive=True)
+        self.start_time = self.start_time or now_time()
+        self.phase = "Running"
+        self.state = {"running": {"startedAt": now_time()}}
+        await self._report()
+
+    async def _supervise(self) -> str:
+        """Wait for the process to exit, a liveness/startup failure, or deletion."""
+        if self._proc is None:
+            return "exited"
+        failed = asyncio.Event()
+        probes = asyncio.create_task(self._probe(failed))
+        waits = {
+            asyncio.create_task(self._proc.wait()): "exited",
+            asyncio.create_task(failed.wait()): "unhealthy",
+            asyncio.create_task(self._terminate.wait()): "terminate",
+        }
+        try:
+            done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in [*waits, probes]:
+                task.cancel()
+            await asyncio.gather(*waits, probes, return_exceptions=True)
+        return waits[next(iter(done))]
+
+    async def _probe(self, failed: asyncio.Event) -> None:
+        period = self.kubelet.config.probe_period_s
+        specs = {
+            kind: ProbeSpec.parse(self.container[kind], self.container, period_s=period)
+            for kind in ("startupProbe", "readinessProbe", "livenessProbe")
+            if isinstance(self.container.get(kind), dict)
+        }
+        startup = specs.get("startupProbe")
+        if startup is not None and not await self._probe_until(startup, "startupProbe"):
+            failed.set()
+            return
+        self.started = True
+        self.ready = "readinessProbe" not in specs
+        await self._report()
+        loops = [
+            self._probe_loop(specs[k], k, failed)
+            for k in ("readinessProbe", "livenessProbe")
+            if k in specs
+        ]
+        await asyncio.gather(*loops)
+
+    async def _attempt(self, spec: ProbeSpec) -> bool:
+        assert self.kubelet.probe_session is not None and self.ip is not None
+        argv: tuple[str, ...] = ()
+        if spec.action == "exec" and spec.command:
+            mapped = self.kubelet.config.entrypoints.get(spec.command[0])
+            argv = (*mapped, *spec.command[1:]) if mapped else spec.command
+        env = self._launch.env if self._launch is not None else None
+        return await run_probe(
+            spec, pod_ip=self.ip, session=self.kubelet.probe_session, exec_argv=argv, exec_env=env
+        )
+
+    async def _probe_until(self, spec: ProbeSpec, kind: str) -> bool:
+        tracker = ProbeTracker(spec, initial=False)
+        await asyncio.sleep(spec.initial_delay_s)
+        while True:
+            tracker.observe(await self._attempt(spec))
+            if tracker.passing:
+                return True
+            if tracker.failed_out:
+                self._note_kill(f"{kind} failed")
+                return False
+            await asyncio.sleep(spec.period_s)
+
+    async def _probe_loop(self, spec: ProbeSpec, kind: str, failed: asyncio.Event) -> None:
+        tracker = ProbeTracker(spec, initial=kind == "livenessProbe")
+        await asyncio.sleep(spec.initial_delay_s)
+        while True:
+            changed = tracker.observe(await self._attempt(spec))
+            if kind == "readinessProbe" and changed:
+                self.ready = tracker.passing
+                await self._report()
+            if kind == "livenessProbe" and tracker.failed_out:
+                self._note_kill("livenessProbe failed")
+                failed.set()
+                return
+            await asyncio.sleep(spec.period_s)
+
+    def _note_kill(self, why: str) -> None:
+        logger.info("pod %s/%s: %s, killing its container", self.namespace, self.name, why)
+
+    async def _stop_process(self) -> int | None:
+        """SIGTERM the process group, SIGKILL after the grace period; the exit code."""
+        proc = self._proc
+        if proc is None:
+            return None
+        if proc.returncode is None:
+            grace = self._stop_grace_s if self._stop_grace_s is not None else self._grace_s()
+            kill_group(proc.pid, signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), grace)
+            except TimeoutError:
+                kill_group(proc.pid, signal.SIGKILL)
+                await proc.wait()
+        kill_group(proc.pid, signal.SIGKILL)  # anything the process left in its group
+        track_group(proc.pid, alive=False)
+        code = proc.returncode if proc.returncode is not None else 137
+        code = 128 - code if code < 0 else code  # killed by signal N -> 128 + N
+        self.last_state = {
+            "terminated": {
+                "exitCode": code,
+                "reason": "Completed" if code == 0 else "Error",
+                "startedAt": (self.state.get("running") or {}).get("startedAt"),
+                "finishedAt": now_time(),
+            }
+        }
+        self.state = {"terminated": self.last_state["terminated"]}
+        self.ready = False
+        self._proc, self.pid = None, None
+        return code
+
+    def _grace_s(self) -> float:
+        meta, spec = self.pod["metadata"], self.pod["spec"]
+        grace = meta.get("deletionGracePeriodSeconds")
+        return float(grace if grace is not None else spec.get("terminationGracePeriodSeconds", 30))
+
+    async def _finish(self) -> None:
+        from kubernetes_asyncio.client import ApiException, V1DeleteOptions, V1Preconditions
+
+        try:
+            if not self._gone and self._stop_grace_s is None and self.kubelet.core is not None:
+                self.ready = False
+                exit_code = (self.state.get("terminated") or {}).get("exitCode", 0)
+                if self.phase not in ("Succeeded", "Failed"):
+                    self.phase = "Succeeded" if exit_code == 0 else "Failed"
+                await self._report()
+                with contextlib.suppress(ApiException):  # 404/409: already gone or replaced
+                    await self.kubelet.core.delete_namespaced_pod(
+                        self.name,
+                        self.namespace,
+                        grace_period_seconds=0,
+                        body=V1DeleteOptions(
+                            grace_period_seconds=0, preconditions=V1Preconditions(uid=self.uid)
+                        ),
+                    )
+        finally:
+            self.kubelet.release_ip(self.ip)
+            self.kubelet.forget(self)
+
+    # --- status ----------------------------------------------------------------------------
+
+    def _addresses(self) -> dict[str, Any]:
+        return {
+            "podIP": self.ip,
+            "podIPs": [{"ip": self.ip}],
+            "hostIP": HOST_IP,
+            "hostIPs": [{"ip": HOST_IP}],
+        }
+
+    def _condition(self, kind: str, value: bool) -> dict[str, Any]:
+        status = "True" if value else "False"
+        previous = self._transitions.get(kind)
+        if previous is None or previous[0] != status:
+            self._transitions[kind] = (status, now_time())
+        return {
+            "type": kind,
+            "status": status,
+            "lastProbeTime": None,
+            "lastTransitionTime": self._transitions[kind][1],
+        }
+
+    def _status(self) -> dict[str, Any]:
+        image = self.container.get("image", "")
+        container = {
+            "name": self.container.get("name"),
+            "image": image,
+            "imageID": f"thaw-local://{image}",
+            "ready": self.ready,
+            "started": self.started,
+            "restartCount": self.restarts,
+            "state": self.state,
+            "lastState": self.last_state,
+        }
+        if self.pid is not None:
+            container["containerID"] = f"thaw-local://{self.pid}"
+        return {
+            "phase": self.phase,
+            "conditions": [
+                {"type": "PodScheduled", "status": "True", "lastProbeTime": None},
+                self._condition("Initialized", True),
+                self._condition("ContainersReady", self.ready),
+                self._condition("Ready", self.ready),
+            ],
+            "containerStatuses": [container],
+            "startTime": self.start_time,
+            "qosClass": "BestEffort",
+            **(self._addresses() if self.ip else {}),
+        }
+
+    async def _report(self) -> None:
+        """Patch `status` when it changed; retried a few times (the API may be faulty)."""
+        from kubernetes_asyncio.client import ApiException
+
+        if self._gone or self._stop_grace_s is not None or self.kubelet.core is None:
+            return
+        async with self._report_lock:
+            status = self._status()
+            if status == self._last_sent:
+                return
+            for attempt in range(5):
+                try:
+                    await self.kubelet.core.patch_namespaced_pod_status(
+                        self.name, self.namespace, {"status": status}
+                    )
+                    self._last_sent = status
+                    return
+                except ApiException as exc:
+                    if exc.status == 404:
+                        self._gone = True
+                        return
+                    logger.warning(
+                        "pod %s/%s status patch failed: %s", self.namespace, self.name, exc.status
+                    )
+                    await asyncio.sleep(0.1 * (attempt + 1))

@@ -1,0 +1,139 @@
+"""The test kubelet's container probes: httpGet, tcpSocket and exec, with the real fields
+(initialDelaySeconds, periodSeconds, timeoutSeconds, successThreshold, failureThreshold) and the
+real rule that a verdict flips only after that many consecutive results."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from tests.fakes.kubelet_container import ContainerConfigError
+
+__all__ = ["ProbeSpec", "ProbeTracker", "run_probe"]
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    """One probe of a container, resolved against its ports."""
+
+    action: str  # "httpGet" | "tcpSocket" | "exec"
+    port: int
+    path: str
+    host: str | None
+    headers: tuple[tuple[str, str], ...]
+    command: tuple[str, ...]
+    initial_delay_s: float
+    period_s: float
+    timeout_s: float
+    success_threshold: int
+    failure_threshold: int
+
+    @classmethod
+    def parse(
+        cls, probe: Mapping[str, Any], container: Mapping[str, Any], *, period_s: float | None
+    ) -> ProbeSpec:
+        """`period_s` overrides periodSeconds (tests use a fast kubelet)."""
+        named = {p.get("name"): p["containerPort"] for p in container.get("ports") or []}
+        action = next((a for a in ("httpGet", "tcpSocket", "exec") if a in probe), None)
+        if action is None:
+            raise ContainerConfigError(
+                f"unsupported probe {sorted(probe)}: the test kubelet "
+                "runs httpGet, tcpSocket and exec probes"
+            )
+        handler = probe[action]
+        port = handler.get("port", 0)
+        if isinstance(port, str) and not port.isdigit():
+            if port not in named:
+                raise ContainerConfigError(f"probe port {port!r} names no container port")
+            port = named[port]
+        if action == "httpGet" and handler.get("scheme", "HTTP") != "HTTP":
+            raise ContainerConfigError("the test kubelet probes over plain HTTP only")
+        return cls(
+            action=action,
+            port=int(port),
+            path=handler.get("path", "/"),
+            host=handler.get("host"),
+            headers=tuple((h["name"], h["value"]) for h in handler.get("httpHeaders") or []),
+            command=tuple(handler.get("command") or ()),
+            initial_delay_s=float(probe.get("initialDelaySeconds", 0)),
+            period_s=period_s if period_s is not None else float(probe.get("periodSeconds", 10)),
+            timeout_s=float(probe.get("timeoutSeconds", 1)),
+            success_threshold=int(probe.get("successThreshold", 1)),
+            failure_threshold=int(probe.get("failureThreshold", 3)),
+        )
+
+
+class ProbeTracker:
+    """The current verdict of a probe from its consecutive results."""
+
+    def __init__(self, spec: ProbeSpec, *, initial: bool) -> None:
+        self.spec = spec
+        self.passing = initial
+        self._successes = 0
+        self._failures = 0
+
+    def observe(self, ok: bool) -> bool:
+        """Record one result; True when the verdict changed."""
+        if ok:
+            self._successes, self._failures = self._successes + 1, 0
+            flip = not self.passing and self._successes >= self.spec.success_threshold
+        else:
+            self._successes, self._failures = 0, self._failures + 1
+            flip = self.passing and self._failures >= self.spec.failure_threshold
+        if flip:
+            self.passing = not self.passing
+        return flip
+
+    @property
+    def failed_out(self) -> bool:
+        """At least failureThreshold consecutive failures (liveness/startup: restart)."""
+        return self._failures >= self.spec.failure_threshold
+
+
+async def run_probe(
+    spec: ProbeSpec,
+    *,
+    pod_ip: str,
+    session: aiohttp.ClientSession,
+    exec_argv: Sequence[str] = (),
+    exec_env: Mapping[str, str] | None = None,
+) -> bool:
+    """One probe attempt: HTTP 200-399, a TCP connect, or exit status 0 within timeoutSeconds."""
+    host = spec.host or pod_ip
+    try:
+        if spec.action == "httpGet":
+            url = f"http://{host}:{spec.port}{spec.path}"
+            timeout = aiohttp.ClientTimeout(total=spec.timeout_s)
+            async with session.get(
+                url, headers=dict(spec.headers), timeout=timeout, allow_redirects=False
+            ) as response:
+                return 200 <= response.status < 400
+        if spec.action == "tcpSocket":
+            _, writer = await asyncio.wait_for(
+                asyncio.open_connection(host, spec.port), spec.timeout_s
+            )
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+            return True
+        proc = await asyncio.create_subprocess_exec(
+            *exec_argv,
+            env=dict(exec_env or os.environ),
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            return await asyncio.wait_for(proc.wait(), spec.timeout_s) == 0
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+            return False
+    except (aiohttp.ClientError, OSError, TimeoutError):
+        return False

@@ -1,0 +1,254 @@
+"""gRPC through a real `thaw up`: models at zero held and woken as over HTTP, answers at zero
+without waking, the activator's refusals as gRPC codes, streams, hostile input, and the
+replicas' `nv_*` series on the activator's /metrics, monotonic across a scale to zero."""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import re
+import time
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.grpc.aio as aioclient
+from tritonclient.grpc import service_pb2, service_pb2_grpc
+from tritonclient.utils import InferenceServerException
+
+from tests.fixtures.models import make_add_sub, make_slow_init
+from tests.integration.activator.up_process import UpProcess, make_broken, with_params
+
+pytestmark = pytest.mark.integration
+
+MAX_BODY_BYTES = 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpProcess]:
+    repo = tmp_path_factory.mktemp("grpc_repo")
+    with_params(make_add_sub(repo, "counted"), scale_to_zero_grace_s=1, max_replicas=1)
+    with_params(make_add_sub(repo, "at_rest"), max_replicas=1)  # only read, never inferred
+    with_params(make_slow_init(repo, "too_slow", delay_s=3.0), activation_timeout_s=1)
+    with_params(make_slow_init(repo, "waking", delay_s=2.0), max_held_requests=1)
+    with_params(make_broken(repo), activation_timeout_s=20)
+    server = UpProcess(
+        repo,
+        "--warm-pool", "1",
+        "--preload-frameworks", "",
+        "--no-image-build",
+        "--cache", str(repo.parent / "cache"),
+        "--max-body-bytes", str(MAX_BODY_BYTES),
+    )  # fmt: skip
+    assert server.grpc_address and server.metrics_url, server.log()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def client(up: UpProcess) -> Iterator[grpcclient.InferenceServerClient]:
+    c = grpcclient.InferenceServerClient(up.grpc_address)
+    yield c
+    c.close()
+
+
+def _inputs(n: int = 4) -> tuple[list[grpcclient.InferInput], np.ndarray]:
+    a = np.arange(n, dtype=np.float32)
+    inputs = [grpcclient.InferInput(name, [n], "FP32") for name in ("INPUT0", "INPUT1")]
+    for tensor in inputs:
+        tensor.set_data_from_numpy(a)
+    return inputs, a
+
+
+def _identity(values: list[float]) -> list[grpcclient.InferInput]:
+    tensor = grpcclient.InferInput("INPUT0", [len(values)], "FP32")
+    tensor.set_data_from_numpy(np.array(values, dtype=np.float32))
+    return [tensor]
+
+
+def _status(info: pytest.ExceptionInfo[InferenceServerException]) -> str:
+    return str(info.value.status())
+
+
+def _series(text: str, name: str, model: str) -> float:
+    pattern = rf'^{name}{{model="{model}",version="1"}} (\S+)$'
+    found = re.search(pattern, text, re.MULTILINE)
+    return float(found.group(1)) if found else 0.0
+
+
+def _starts(up: UpProcess, model: str) -> float:
+    found = re.search(
+        rf'^thaw_replica_starts_total{{model="{model}",result="ok"}} (\S+)$', up.metrics(), re.M
+    )
+    return float(found.group(1)) if found else 0.0
+
+
+def test_answers_at_zero_do_not_wake_the_model(
+    up: UpProcess, client: grpcclient.InferenceServerClient
+) -> None:
+    assert client.is_server_live() and client.is_server_ready()
+    assert client.get_server_metadata().name == "triton"
+    assert client.is_model_ready("at_rest")
+    meta = client.get_model_metadata("at_rest")
+    assert [i.name for i in meta.inputs] == ["INPUT0", "INPUT1"]
+    assert client.get_model_config("at_rest").config.backend == "python"
+    index = {m.name: m.state for m in client.get_model_repository_index().models}
+    assert index["at_rest"] == "READY"
+    (row,) = client.get_inference_statistics("at_rest").model_stats
+    assert row.inference_count == 0
+    with pytest.raises(InferenceServerException) as info:
+        client.get_model_metadata("no_such_model")
+    assert _status(info) == "StatusCode.NOT_FOUND"
+    status = up.model("at_rest")
+    assert status["replicas_ready"] == 0 and status["replicas_starting"] == 0
+    assert _starts(up, "at_rest") == 0
+
+
+def test_a_cold_model_is_held_and_served_then_counted_monotonically(
+    up: UpProcess, client: grpcclient.InferenceServerClient
+) -> None:
+    assert up.model("counted")["replicas_ready"] == 0
+    inputs, a = _inputs()
+    result = client.infer("counted", inputs, request_id="cold")
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), a + a)
+    assert result.get_response().id == "cold"
+    assert up.model("counted")["last_cold_start_s"] > 0
+    for _ in range(4):
+        client.infer("counted", inputs)
+    for text in (up.metrics(), urllib.request.urlopen(up.metrics_url + "/metrics").read().decode()):
+        assert _series(text, "nv_inference_count", "counted") == 5
+        assert _series(text, "nv_inference_request_success", "counted") == 5
+        assert "thaw_held_requests" in text  # next to the activator's own series
+    # Scale to zero (1 s grace): the counts stay, and the next replica's add to them.
+    # Gone, not just draining: a draining replica still answers its gauges.
+    up.wait_for(lambda: not up.model("counted")["replicas"], 30, "scale to zero")
+    text = up.metrics()
+    assert _series(text, "nv_inference_count", "counted") == 5
+    assert 'nv_inference_pending_request_count{model="counted"' not in text  # gauges: live only
+    client.infer("counted", inputs)
+    assert _series(up.metrics(), "nv_inference_count", "counted") == 6
+    (row,) = client.get_inference_statistics("counted").model_stats
+    assert row.inference_count == 6
+
+
+def test_a_wake_slower_than_the_activation_timeout_is_deadline_exceeded(
+    client: grpcclient.InferenceServerClient,
+) -> None:
+    started = time.monotonic()
+    with pytest.raises(InferenceServerException) as info:
+        client.infer("too_slow", _identity([1.0]))
+    # The held request's deadline and the start's (both the activation timeout) race: the
+    # activator's 504 is DEADLINE_EXCEEDED, its failed wake-up's 503 UNAVAILABLE.
+    expected = {
+        "StatusCode.DEADLINE_EXCEEDED": "model 'too_slow' did not become ready within 1 s",
+        "StatusCode.UNAVAILABLE": "model 'too_slow' could not be activated",
+    }
+    assert expected[_status(info)] in info.value.message()
+    assert time.monotonic() - started < 10
+
+
+def test_a_failed_wake_is_unavailable_and_ready_false(
+    client: grpcclient.InferenceServerClient,
+) -> None:
+    with pytest.raises(InferenceServerException) as info:
+        client.infer("broken", _identity([1.0]))
+    assert _status(info) == "StatusCode.UNAVAILABLE"
+    assert "weights are corrupt" in info.value.message()
+    assert not client.is_model_ready("broken")
+
+
+def test_a_full_held_queue_and_a_client_deadline_while_held(
+    up: UpProcess, client: grpcclient.InferenceServerClient
+) -> None:
+    async def run() -> list[Any]:
+        aio = aioclient.InferenceServerClient(up.grpc_address)
+        try:
+            calls = [aio.infer("waking", _identity([float(i)])) for i in range(3)]
+            return await asyncio.gather(*calls, return_exceptions=True)
+        finally:
+            await aio.close()
+
+    outcomes = asyncio.run(run())
+    refused = [o for o in outcomes if isinstance(o, InferenceServerException)]
+    served = [o for o in outcomes if not isinstance(o, BaseException)]
+    assert served and refused  # one held slot: the others were refused at once
+    assert {str(e.status()) for e in refused} == {"StatusCode.UNAVAILABLE"}
+    assert all("held" in e.message() or "queue" in e.message() for e in refused)
+    # The client's own deadline, shorter than a wake, ends a held call with DEADLINE_EXCEEDED.
+    with pytest.raises(InferenceServerException) as info:
+        client.infer("too_slow", _identity([1.0]), client_timeout=0.3)
+    assert _status(info) == "StatusCode.DEADLINE_EXCEEDED"
+
+
+def test_streams_through_the_activator(
+    up: UpProcess, client: grpcclient.InferenceServerClient
+) -> None:
+    answers: queue.Queue[tuple[Any, Any]] = queue.Queue()
+    client.start_stream(callback=lambda result, error: answers.put((result, error)))
+    try:
+        inputs, a = _inputs()
+        for i in range(3):
+            client.async_stream_infer("counted", inputs, request_id=f"s{i}")
+        client.async_stream_infer("no_such_model", inputs, request_id="unknown")
+        client.async_stream_infer("too_slow", _identity([1.0]), request_id="slow")
+        got = [answers.get(timeout=60) for _ in range(5)]
+    finally:
+        client.stop_stream()
+    served = sorted(r.get_response().id for r, e in got if e is None)
+    assert served == ["s0", "s1", "s2"]
+    errors = sorted(e.message() for _, e in got if e is not None)
+    assert any("Request for unknown model: 'no_such_model'" in m for m in errors)
+    assert any("model 'too_slow'" in m for m in errors)  # held, then refused in-stream
+    for result, error in got:
+        if error is None:
+            np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), a - a)
+
+
+def test_hostile_grpc_input_leaves_the_activator_serving(
+    up: UpProcess, client: grpcclient.InferenceServerClient
+) -> None:
+    big, _ = _inputs(MAX_BODY_BYTES // 4)
+    with pytest.raises(InferenceServerException) as info:
+        client.infer("counted", big)
+    assert _status(info) == "StatusCode.RESOURCE_EXHAUSTED"
+
+    async def run() -> None:
+        async with grpc.aio.insecure_channel(up.grpc_address) as channel:
+            infer = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")
+            config = channel.unary_unary("/inference.GRPCInferenceService/ModelConfig")
+            for call in (infer, config):
+                with pytest.raises(grpc.aio.AioRpcError) as raw_info:
+                    await call(b"\x0a\xff\xff\xff\xff\x0f")
+                assert raw_info.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+                assert "could not be parsed" in (raw_info.value.details() or "")
+            stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+            abandoned = stub.ModelStreamInfer()
+            message = service_pb2.ModelInferRequest(model_name="too_slow", id="x")
+            message.inputs.add(name="INPUT0", datatype="FP32", shape=[1])
+            message.raw_input_contents.append(b"\x00" * 4)
+            await abandoned.write(message)
+            abandoned.cancel()  # gone while the model it asked for is waking
+            with pytest.raises(grpc.aio.AioRpcError) as shm:
+                await stub.CudaSharedMemoryStatus(service_pb2.CudaSharedMemoryStatusRequest())
+            assert shm.value.code() is grpc.StatusCode.UNIMPLEMENTED
+
+    asyncio.run(run())
+    inputs, a = _inputs()
+    np.testing.assert_array_equal(client.infer("counted", inputs).as_numpy("OUTPUT0"), a + a)
+
+
+def test_repository_load_warms_and_unload_scales_to_zero(
+    up: UpProcess, client: grpcclient.InferenceServerClient
+) -> None:
+    client.load_model("counted")
+    assert up.model("counted")["replicas_ready"] == 1
+    client.unload_model("counted")
+    assert up.model("counted")["replicas_ready"] == 0
+    with pytest.raises(InferenceServerException) as info:
+        client.load_model("counted", config="{}")
+    assert _status(info) == "StatusCode.UNIMPLEMENTED"
+    assert "load parameters ['config'] are not supported" in info.value.message()

@@ -1,0 +1,152 @@
+"""`thaw serve` run with tritonserver's command line: several repositories, the surfaces it
+allows, readiness and exit-on-error as Triton's, the metrics port, and a tritonserver flag
+Thaw lacks refused by name."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+
+from tests.fixtures.models import make_add_sub, make_python_identity
+from tests.fixtures.serve_process import ServeProcess
+
+pytestmark = pytest.mark.integration
+
+StartServe = Callable[..., ServeProcess]
+
+
+def _thaw(*argv: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "thaw.cli", "serve", *argv],
+        capture_output=True, text=True, timeout=timeout_s,
+    )  # fmt: skip
+
+
+def _get(url: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def _broken(repo: Path) -> None:
+    model = make_python_identity(repo, "broken")
+    (model / "1" / "model.py").write_text("raise RuntimeError('cannot import this model')\n")
+
+
+def test_a_tritonserver_flag_thaw_lacks_is_refused_by_name(tmp_path: Path) -> None:
+    proc = _thaw(f"--model-repository={tmp_path}", "--grpc-use-ssl=true")
+    assert proc.returncode == 2
+    assert "tritonserver flag --grpc-use-ssl is not supported by thaw serve" in proc.stderr
+    proc = _thaw("--model-repository", str(tmp_path), "--trace-level", "TIMESTAMPS")
+    assert proc.returncode == 2
+    assert "tritonserver flag --trace-level is not supported by thaw serve" in proc.stderr
+
+
+def test_several_repositories_serve_every_model_and_a_duplicate_is_unavailable(
+    tmp_path: Path, start_serve: StartServe
+) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    make_add_sub(a)
+    make_python_identity(b, "identity")
+    make_python_identity(a, "twice")
+    make_python_identity(b, "twice")
+    server = start_serve(
+        a, f"--model-repository={b}", "--strict-readiness=false",
+        "--backend-directory=/opt/tritonserver/backends", "--log-verbose=1",
+        ready=True,
+    )  # fmt: skip
+    with grpcclient.InferenceServerClient(server.grpc_address) as client:
+        index = {m.name: m for m in client.get_model_repository_index().models}
+        assert index["add_sub"].state == index["identity"].state == "READY"
+        assert index["twice"].state == "UNAVAILABLE"
+        assert "more than one model repository" in index["twice"].reason
+        tensor = grpcclient.InferInput("INPUT0", [2], "FP32")
+        tensor.set_data_from_numpy(np.array([1, 2], np.float32))
+        assert client.infer("identity", [tensor]).as_numpy("OUTPUT0").tolist() == [1, 2]
+        assert client.is_server_ready()  # --strict-readiness=false: a failed model is fine
+    assert "ignoring tritonserver flag --backend-directory" in server.logs()
+    assert " DEBUG " in server.logs()  # --log-verbose=1
+
+
+def test_strict_readiness_and_exit_on_error(tmp_path: Path, start_serve: StartServe) -> None:
+    make_add_sub(tmp_path)
+    _broken(tmp_path)
+    strict = start_serve(tmp_path, ready=False)
+    deadline = time.monotonic() + 60
+    while _get(strict.url + "/v2/models/add_sub/ready")[0] != 200:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert _get(strict.url + "/v2/health/ready")[0] == 503  # Triton's default: strict
+    with grpcclient.InferenceServerClient(strict.grpc_address) as client:
+        assert client.is_server_live() and not client.is_server_ready()
+    relaxed = start_serve(tmp_path, "--strict-readiness=false", ready=True)
+    assert _get(relaxed.url + "/v2/health/ready")[0] == 200
+    proc = _thaw(str(tmp_path), "--port", "0", "--exit-on-error=true", timeout_s=120)
+    assert proc.returncode == 1
+    assert "failed to load all models: broken:" in proc.stderr
+    assert "cannot import this model" in proc.stderr
+
+
+def test_only_the_surfaces_allowed_are_served(tmp_path: Path, start_serve: StartServe) -> None:
+    make_add_sub(tmp_path)
+    no_grpc = start_serve(tmp_path, "--allow-grpc=false", "--allow-metrics=false")
+    assert no_grpc.grpc_address == "" and no_grpc.metrics_url == ""
+    assert not any("THAW_LISTENING_" in line for line in no_grpc.stdout_lines)
+    status, body = _get(no_grpc.url + "/metrics")
+    assert status == 404 and "error" in json.loads(body)
+    grpc_only = ServeProcess(tmp_path, "--allow-http=false")
+    try:
+        deadline = time.monotonic() + 60
+        while not grpc_only.grpc_address:
+            assert grpc_only.proc.poll() is None and time.monotonic() < deadline, grpc_only.logs()
+            time.sleep(0.05)
+        with grpcclient.InferenceServerClient(grpc_only.grpc_address) as client:
+            while not client.is_server_ready():
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+            assert client.is_model_ready("add_sub")
+        assert not any(line.startswith("THAW_LISTENING ") for line in grpc_only.stdout_lines)
+    finally:
+        assert grpc_only.stop() == 0
+
+
+def test_the_metrics_port_serves_metrics_only(tmp_path: Path, start_serve: StartServe) -> None:
+    make_add_sub(tmp_path)
+    server = start_serve(tmp_path)
+    with grpcclient.InferenceServerClient(server.grpc_address) as client:
+        inputs = [grpcclient.InferInput(n, [4], "FP32") for n in ("INPUT0", "INPUT1")]
+        for tensor in inputs:
+            tensor.set_data_from_numpy(np.ones(4, np.float32))
+        for _ in range(3):
+            client.infer("add_sub", inputs)
+    series = 'nv_inference_count{model="add_sub",version="1"} 3.0'
+    for url in (server.metrics_url, server.url):  # Triton's port, and the HTTP port too
+        status, body = _get(url + "/metrics")
+        assert status == 200 and series in body.decode()
+    status, body = _get(server.metrics_url + "/v2/health/ready")
+    assert status == 404 and "error" in json.loads(body)
+
+
+def test_a_grpc_port_in_use_fails_the_start_naming_it(tmp_path: Path) -> None:
+    make_add_sub(tmp_path)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = _thaw(str(tmp_path), "--port", "0", "--grpc-port", str(port))
+    assert proc.returncode == 1
+    assert f"cannot listen for gRPC on 127.0.0.1:{port}" in proc.stderr
+    assert "Traceback" not in proc.stderr

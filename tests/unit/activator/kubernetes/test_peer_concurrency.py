@@ -1,0 +1,80 @@
+"""The reconciler's peer-concurrency hook: another activator's load counts in this one's
+decisions, and demand appearing there wakes this one at once (a fake PeerConcurrency, a
+stepped clock)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from activator.autoscaler import Autoscaler
+from activator.config import ScaleSettings
+from activator.metrics import Metrics
+from activator.model_endpoint import ModelEndpoint
+from activator.scaler.backend import PeerConcurrency, PeerLoad
+from tests.fakes.clock import FakeClock
+from tests.fakes.loop import turns
+from tests.fakes.scaler_backend import FakeScalerBackend
+
+SETTINGS = ScaleSettings(max_replicas=10, target_concurrency=10, scale_to_zero_grace_s=30)
+
+
+class PeeredBackend(FakeScalerBackend):
+    """A fake backend whose other activators hold `others` of the model."""
+
+    def __init__(self) -> None:
+        super().__init__(open_gate=True)
+        self.others = PeerLoad()
+        self.reported: list[tuple[float, int]] = []
+        self.wakers: list[Callable[[], object]] = []
+
+    def exchange(self, model: str, *, mean: float, current: int) -> PeerLoad:
+        self.reported.append((mean, current))
+        return self.others
+
+    def watch_demand(self, model: str, wake: Callable[[], object]) -> None:
+        self.wakers.append(wake)
+
+
+def _endpoint(backend: PeeredBackend, clock: FakeClock) -> ModelEndpoint:
+    return ModelEndpoint(
+        "m", SETTINGS, backend, Metrics(), clock=clock, autoscaler=Autoscaler(SETTINGS)
+    )
+
+
+async def test_demand_held_on_another_activator_wakes_this_one_and_starts_a_replica() -> None:
+    backend, clock = PeeredBackend(), FakeClock()
+    assert isinstance(backend, PeerConcurrency)
+    endpoint = _endpoint(backend, clock)
+    assert endpoint.tick().desired == 0  # nothing anywhere
+    backend.others = PeerLoad(mean=0.0, current=3)  # three requests held elsewhere
+    (wake,) = backend.wakers
+    wake()
+    assert endpoint.desired == 1  # at once, not at the next tick
+    await turns()
+    assert backend.starts == 1 and endpoint.ready_count == 1
+    await endpoint.close()
+
+
+async def test_the_total_over_activators_sets_the_replica_count() -> None:
+    backend, clock = PeeredBackend(), FakeClock()
+    endpoint = _endpoint(backend, clock)
+    backend.others = PeerLoad(mean=35.0, current=35)
+    endpoint.poke()
+    await turns()
+    assert endpoint.ready_count == 1
+    for _ in range(8):  # the stable window fills with the total
+        clock.advance(1.0)
+        decision = endpoint.tick()
+        await turns()
+    assert decision.desired == 4  # ceil(35 / 10): others' load alone, none here
+    assert backend.reported[-1] == (0.0, 0)  # this activator reported its own (idle) load
+    backend.others = PeerLoad()
+    await endpoint.close()
+
+
+async def test_without_peers_nothing_changes() -> None:
+    backend, clock = FakeScalerBackend(open_gate=True), FakeClock()
+    endpoint = ModelEndpoint("m", SETTINGS, backend, Metrics(), clock=clock)
+    assert not isinstance(backend, PeerConcurrency)
+    assert endpoint.tick().desired == 0
+    await endpoint.close()

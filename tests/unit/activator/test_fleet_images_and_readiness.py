@@ -1,0 +1,87 @@
+"""The fleet's image states (one vocabulary; an ensemble has no image) and `thaw up`'s
+readiness (held back by a local warm pool still making its first process, never by pods)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import aiohttp
+import pytest
+from aiohttp.test_utils import TestServer
+
+from activator.app import build_app
+from activator.config import ActivatorConfig, ScaleSettings
+from activator.fleet import Fleet
+from activator.metrics import Metrics
+from activator.repository import Repository
+from activator.scaler.backend import PoolStatus
+from activator.status_document import ImageState
+from tests.fakes.scaler_backend import FakeScalerBackend
+
+MODEL = """
+name: "{name}" backend: "python" max_batch_size: 4
+input [ {{ name: "X" data_type: TYPE_FP32 dims: [ 1 ] }} ]
+output [ {{ name: "Y" data_type: TYPE_FP32 dims: [ 1 ] }} ]
+"""
+ENSEMBLE = """
+name: "{name}" platform: "ensemble" max_batch_size: 4
+input [ {{ name: "X" data_type: TYPE_FP32 dims: [ 1 ] }} ]
+output [ {{ name: "Y" data_type: TYPE_FP32 dims: [ 1 ] }} ]
+ensemble_scheduling {{ step [ {{ model_name: "{step}" model_version: -1
+  input_map {{ key: "X" value: "X" }} output_map {{ key: "Y" value: "Y" }} }} ] }}
+"""
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    (root / "leaf" / "1").mkdir(parents=True)
+    (root / "leaf" / "1" / "model.py").write_text("")
+    (root / "leaf" / "config.pbtxt").write_text(MODEL.format(name="leaf"))
+    (root / "pipeline" / "1").mkdir(parents=True)
+    (root / "pipeline" / "config.pbtxt").write_text(ENSEMBLE.format(name="pipeline", step="leaf"))
+    return root
+
+
+@pytest.mark.parametrize(
+    ("build", "leaf"), [(True, ImageState.QUEUED), (False, ImageState.UNKNOWN)]
+)
+async def test_an_ensemble_has_no_image_job_and_says_so(
+    repo: Path, tmp_path: Path, build: bool, leaf: ImageState
+) -> None:
+    config = ActivatorConfig(repository=repo, cache_dir=tmp_path / "cache", build_images=build)
+    async with aiohttp.ClientSession() as session:
+        fleet = Fleet(config, Repository.scan(repo, ScaleSettings()), Metrics(), session,
+                      backend=FakeScalerBackend(open_gate=True))  # fmt: skip
+        # Not started: the jobs have not run, the states are what `thaw status` shows first.
+        assert fleet.image_states == {"leaf": leaf, "pipeline": ImageState.NO_WEIGHTS}
+        assert fleet.status().image_builds == fleet.image_states
+        if build:
+            assert fleet.images is not None and set(fleet.images.states) == {"leaf"}
+        await fleet.close()
+
+
+@pytest.mark.parametrize(
+    ("pool", "status"),
+    [
+        (PoolStatus(size=1, ready=0, source="fork-server"), 503),  # first process not made
+        (PoolStatus(size=1, ready=1, source="fork-server"), 200),
+        (PoolStatus(size=1, ready=0, source="spawn", starts=1), 200),  # made one, claimed
+        (PoolStatus(size=1, ready=0, source="spawn", failures=2), 200),  # waiting helps nobody
+        (PoolStatus(size=0, ready=0, source="spawn"), 200),  # keeps none
+        (PoolStatus(size=2, ready=0), 200),  # pods: the cluster brings them, not this process
+    ],
+)
+async def test_readiness_waits_only_for_a_local_pools_first_process(
+    repo: Path, pool: PoolStatus, status: int
+) -> None:
+    backend = FakeScalerBackend(open_gate=True)
+    backend.pool = pool
+    config = ActivatorConfig(repository=repo, build_images=False)
+    server = TestServer(build_app(config, backend=backend), host="127.0.0.1")
+    await server.start_server()
+    try:
+        async with aiohttp.ClientSession() as s, s.get(server.make_url("/v2/health/ready")) as r:
+            assert r.status == status
+    finally:
+        await server.close()

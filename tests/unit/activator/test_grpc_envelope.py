@@ -1,0 +1,82 @@
+"""activator.grpc_envelope: the model, version and id of an inference message, read without
+parsing tensors, are what protobuf itself reads; hostile bytes are an EnvelopeError."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from google.protobuf.message import DecodeError
+
+from activator.grpc_envelope import Envelope, EnvelopeError, envelope
+from thawwire.grpc_service import pb
+
+
+def _message(**fields: object) -> pb.ModelInferRequest:
+    message = pb.ModelInferRequest(**fields)
+    tensor = message.inputs.add(name="INPUT0", datatype="FP32", shape=[2])
+    tensor.parameters["p"].int64_param = 3
+    message.parameters["sequence_id"].int64_param = 42
+    message.raw_input_contents.append(b"\x00" * 8)
+    message.outputs.add(name="OUT")
+    return message
+
+
+def test_the_envelope_of_a_full_message() -> None:
+    data = _message(model_name="add_sub", model_version="2", id="req-1").SerializeToString()
+    assert envelope(data) == Envelope("add_sub", "2", "req-1")
+    assert envelope(pb.ModelInferRequest().SerializeToString()) == Envelope("", "", "")
+
+
+def test_fields_in_any_order_and_repeated_read_as_protobuf_reads_them() -> None:
+    # Concatenated messages merge: the last model_name wins, wherever it is.
+    data = (
+        _message(model_name="first").SerializeToString()
+        + pb.ModelInferRequest(id="x").SerializeToString()
+        + pb.ModelInferRequest(model_name="late").SerializeToString()
+    )
+    parsed = pb.ModelInferRequest.FromString(data)
+    assert envelope(data) == Envelope(parsed.model_name, parsed.model_version, parsed.id)
+    assert envelope(data).model_name == "late"
+
+
+def test_a_large_tensor_is_skipped_not_copied() -> None:
+    message = _message(model_name="big")
+    message.raw_input_contents.append(b"x" * (8 << 20))
+    assert envelope(memoryview(message.SerializeToString())).model_name == "big"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\x0a\x05abc",  # model_name's length runs past the end
+        b"\x0a",  # ends inside the length
+        b"\x08" + b"\xff" * 11,  # a varint of more than 10 bytes
+        b"\x0b",  # a group (wire type 3)
+        b"\x0f",  # wire type 7 does not exist
+        b"\x00\x01",  # field number 0
+        b"\x0a\x02\xff\xfe",  # model_name not UTF-8
+        b"\x0a\x80\x40" + b"a" * 8192,  # a "name" of 8 KiB
+    ],
+)
+def test_hostile_bytes_are_an_envelope_error(data: bytes) -> None:
+    with pytest.raises(EnvelopeError):
+        envelope(data)
+
+
+def test_random_bytes_never_crash_and_agree_with_protobuf_when_it_parses() -> None:
+    rng = random.Random(7)
+    good = _message(model_name="m", model_version="1", id="i").SerializeToString()
+    for _ in range(3000):
+        data = bytearray(good)
+        for _ in range(rng.randint(1, 4)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        try:
+            head = envelope(bytes(data))
+        except EnvelopeError:
+            continue
+        try:
+            parsed = pb.ModelInferRequest.FromString(bytes(data))
+        except DecodeError:
+            continue  # protobuf refuses more (nested messages, UTF-8 of other strings)
+        assert head == Envelope(parsed.model_name, parsed.model_version, parsed.id)

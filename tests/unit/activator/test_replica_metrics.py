@@ -1,0 +1,103 @@
+"""The replicas' Prometheus series behind `thaw up`: Triton's names kept as written, counters
+summed and monotonic as replicas come and go, gauges from live replicas only."""
+
+from __future__ import annotations
+
+from activator.metrics_text import Family, parse, render
+from activator.replica_metrics import MetricsLedger, merge_families
+
+_PAGE = """\
+# HELP nv_inference_count Number of inferences performed
+# TYPE nv_inference_count counter
+nv_inference_count{{model="m",version="1"}} {count}
+# HELP nv_inference_pending_request_count Instantaneous number of pending requests
+# TYPE nv_inference_pending_request_count gauge
+nv_inference_pending_request_count{{model="m",version="1"}} {pending}
+# HELP nv_cpu_utilization CPU utilization rate [0.0 - 1.0]
+# TYPE nv_cpu_utilization gauge
+nv_cpu_utilization 0.5
+# HELP thaw_model_load_duration_seconds Seconds the last load took
+# TYPE thaw_model_load_duration_seconds gauge
+thaw_model_load_duration_seconds{{model="m",version="1"}} 0.2
+# HELP latency_us A model's own histogram
+# TYPE latency_us histogram
+latency_us_bucket{{le="10.0",model="m"}} {count}
+latency_us_bucket{{le="+Inf",model="m"}} {count}
+latency_us_count{{model="m"}} {count}
+latency_us_sum{{model="m"}} 12.5
+"""
+
+
+def _page(count: float, pending: float = 0.0) -> dict[str, Family]:
+    return parse(_PAGE.format(count=count, pending=pending))
+
+
+def _value(families: dict[str, Family], name: str, sample: str | None = None) -> float | None:
+    family = families.get(name)
+    if family is None:
+        return None
+    values = [v for (s, _), v in family.samples.items() if s == (sample or name)]
+    return sum(values) if values else None
+
+
+def test_triton_counter_names_are_kept_as_written() -> None:
+    families = _page(5)
+    assert _value(families, "nv_inference_count") == 5.0
+    text = render(families.values())
+    assert 'nv_inference_count{model="m",version="1"} 5.0' in text
+    assert "_total" not in text
+    assert parse(text).keys() == families.keys()  # what we render reads back the same
+
+
+def test_labels_with_quotes_and_hostile_lines_are_safe() -> None:
+    text = '# TYPE g gauge\ng{a="x\\"}y",b="\\\\"} 2\nnot a sample\ng{bad=1} 3\n{} 4\n'
+    families = parse(text)
+    assert families["g"].samples == {("g", (("a", 'x"}y'), ("b", "\\"))): 2.0}
+    assert parse(render(families.values()))["g"].samples == families["g"].samples
+
+
+def test_counters_sum_over_replicas_and_survive_a_scale_to_zero() -> None:
+    ledger = MetricsLedger()
+    ledger.record("r1", ledger.ticket(), _page(5, pending=2))
+    ledger.record("r2", ledger.ticket(), _page(7, pending=1))
+    both = ledger.total(["r1", "r2"])
+    assert _value(both, "nv_inference_count") == 12.0
+    assert _value(both, "nv_inference_pending_request_count") == 3.0
+    assert _value(both, "latency_us", "latency_us_count") == 12.0
+    # Host-wide gauges and the replicas' own thaw_* series are not a model's.
+    assert "nv_cpu_utilization" not in both and "thaw_model_load_duration_seconds" not in both
+
+    ledger.fold("r1", _page(6))  # retired: its final page counts for good
+    ledger.fold("r2")  # died: its last page seen counts
+    gone = ledger.total([])
+    assert _value(gone, "nv_inference_count") == 13.0  # never back
+    assert _value(gone, "latency_us", "latency_us_sum") == 25.0
+    assert _value(gone, "nv_inference_pending_request_count") is None  # gauges: live only
+
+    ledger.record("r3", ledger.ticket(), _page(1))  # a new replica counts from zero
+    assert _value(ledger.total(["r3"]), "nv_inference_count") == 14.0
+
+
+def test_a_late_answer_never_replaces_a_newer_one_or_revives_a_gone_replica() -> None:
+    ledger = MetricsLedger()
+    early, late = ledger.ticket(), ledger.ticket()
+    ledger.record("r1", late, _page(9))
+    ledger.record("r1", early, _page(3))
+    assert _value(ledger.total(["r1"]), "nv_inference_count") == 9.0
+    ledger.fold("r1")
+    ledger.record("r1", ledger.ticket(), _page(100))
+    assert _value(ledger.total([]), "nv_inference_count") == 9.0
+
+
+def test_a_replica_missing_from_the_live_set_is_folded() -> None:
+    ledger = MetricsLedger()
+    ledger.record("r1", ledger.ticket(), _page(4))
+    assert _value(ledger.total([]), "nv_inference_count") == 4.0
+    assert _value(ledger.total([]), "nv_inference_count") == 4.0  # folded once
+
+
+def test_models_merge_by_label_set() -> None:
+    a = parse('# TYPE c counter\nc{model="a"} 1\n')
+    b = parse('# TYPE c counter\nc{model="b"} 2\nc{model="a"} 3\n')
+    merged = merge_families([a, b])
+    assert merged["c"].samples == {("c", (("model", "a"),)): 4.0, ("c", (("model", "b"),)): 2.0}

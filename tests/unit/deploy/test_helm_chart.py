@@ -1,0 +1,242 @@
+"""The Helm chart (deploy/helm/thaw): `helm lint` clean; rendered for CPU, GPU, and a ConfigMap,
+PVC or S3 model repository, every object valid against the Kubernetes 1.33 schemas
+(kubernetes-validate, strict); and what each object must say: active-active activators with a
+PDB and health probes, the GPU pool's requests and toleration, RBAC with exactly the verbs the
+backend uses, NetworkPolicies, scrape annotations, the models ConfigMap the activator reads."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from activator.config import ScaleSettings
+from activator.model_settings import apply_model_settings, read_model_settings
+from activator.repository import Repository
+from activator.scaler.kube_api import REQUIRED_ACCESS
+from tests.fixtures.models import make_add_sub
+from tests.unit.deploy.conftest import CHART, Render
+
+K8S_VERSION = "1.33.0"
+
+VALUE_SETS: dict[str, dict[str, Any]] = {
+    "cpu-configmap": {"modelRepository": {"source": "configMap", "configMapName": "repo"}},
+    "gpu-pvc": {
+        "modelRepository": {"source": "pvc", "pvcName": "models"},
+        "runtime": {"gpu": {"enabled": True, "count": 2}, "arenaBytes": 1 << 30},
+        "images": {"storeUri": "s3://bucket/images/", "region": "us-east-1"},
+    },
+    "s3": {
+        "modelRepository": {"source": "s3", "s3Uri": "s3://bucket/repository/"},
+        "images": {"storeUri": "s3://bucket/images/", "region": "eu-west-1"},
+        "models": [
+            {"name": "resnet50", "maxReplicas": 6, "targetConcurrency": 2.5, "hot": True},
+            {"name": "bert", "minReplicas": 1},
+        ],
+    },
+    "minimal": {
+        "rbac": {"create": False},
+        "networkPolicy": {"enabled": False},
+        "nodeCache": {"prefetch": {"enabled": False}},
+        "metrics": {"podAnnotations": False},
+        "serviceAccount": {"create": False},
+    },
+}
+
+
+def _by_kind(objects: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(o["kind"], o["metadata"]["name"]): o for o in objects}
+
+
+def _one(objects: list[dict[str, Any]], kind: str, suffix: str = "") -> dict[str, Any]:
+    (found,) = [o for o in objects if o["kind"] == kind and o["metadata"]["name"].endswith(suffix)]
+    return found
+
+
+def test_helm_lint_is_clean(helm: Path) -> None:
+    for extra in ([], ["--set", "runtime.gpu.enabled=true"]):
+        done = subprocess.run(
+            [str(helm), "lint", str(CHART), "--strict", *extra],
+            capture_output=True, text=True, timeout=60, env={**os.environ, "HOME": "/tmp"},
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "[WARNING]" not in done.stdout and "[ERROR]" not in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize("name", sorted(VALUE_SETS))
+def test_every_rendered_object_is_valid_kubernetes_1_33(render: Render, name: str) -> None:
+    objects = render(VALUE_SETS[name])
+    assert objects
+    for obj in objects:
+        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+        assert obj["metadata"].get("namespace", "thaw") == "thaw"
+    kinds = {o["kind"] for o in objects}
+    assert not kinds & {"ClusterRole", "ClusterRoleBinding", "Namespace"}, "nothing cluster-wide"
+
+
+def test_the_activators_are_active_active_behind_a_pdb_with_health_probes(render: Render) -> None:
+    objects = render(VALUE_SETS["cpu-configmap"])
+    deployment = _one(objects, "Deployment", "-activator")
+    assert deployment["spec"]["replicas"] >= 2
+    pdb = _one(objects, "PodDisruptionBudget")
+    assert pdb["spec"]["minAvailable"] == 1
+    assert pdb["spec"]["selector"] == deployment["spec"]["selector"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
+    args = container["args"]
+    assert args[:2] == ["up", "/models"] and "--scaler=kubernetes" in args
+    pool = _one(objects, "Deployment", "-pool")
+    selector = pool["spec"]["selector"]["matchLabels"]
+    assert f"--pool-selector={','.join(f'{k}={v}' for k, v in selector.items())}" in args
+    assert f"--pool-deployment={pool['metadata']['name']}" in args
+    service = _one(objects, "Service")
+    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+    annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+    assert (
+        annotations["prometheus.io/scrape"] == "true"
+        and annotations["prometheus.io/port"] == "8000"
+    )
+    assert deployment["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
+
+
+def test_gpu_pods_request_gpus_and_tolerate_the_gpu_taint(render: Render) -> None:
+    objects = render(VALUE_SETS["gpu-pvc"])
+    pool = _one(objects, "Deployment", "-pool")["spec"]["template"]["spec"]
+    (runtime,) = pool["containers"]
+    assert runtime["resources"]["requests"]["nvidia.com/gpu"] == 2
+    assert runtime["resources"]["limits"]["nvidia.com/gpu"] == 2
+    assert runtime["image"].startswith("ghcr.io/thaw-serve/thaw-cuda:")
+    assert "--target=cuda" in runtime["args"] and f"--arena-bytes={1 << 30}" in runtime["args"]
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pool[
+        "tolerations"
+    ]
+    assert pool["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    models = [v for v in pool["volumes"] if v["name"] == "models"]
+    assert models == [
+        {"name": "models", "persistentVolumeClaim": {"claimName": "models", "readOnly": True}}
+    ]
+    cpu_pool = _one(render(VALUE_SETS["cpu-configmap"]), "Deployment", "-pool")["spec"]["template"]
+    assert "nvidia.com/gpu" not in json.dumps(cpu_pool)
+
+
+def test_the_role_grants_exactly_what_the_backend_uses_in_its_namespace(render: Render) -> None:
+    role = _one(render(VALUE_SETS["cpu-configmap"]), "Role")
+    granted = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"]
+               for r in rule["resources"] for v in rule["verbs"]}  # fmt: skip
+    used = {(g, r, v) for g, r, verbs in REQUIRED_ACCESS for v in verbs}
+    assert granted == used
+    binding = _one(render(VALUE_SETS["cpu-configmap"]), "RoleBinding")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "thaw", "namespace": "thaw"}]
+    assert not [o for o in render(VALUE_SETS["minimal"]) if o["kind"] in ("Role", "RoleBinding")]
+
+
+def test_terraforms_activator_role_grants_the_same_verbs() -> None:
+    """infra/terraform/modules/identity's optional Role (create_activator_rbac) matches the
+    chart's, so either may be the one that grants them."""
+    from tests.fixtures.terraform_tree import module
+
+    role = module("modules/identity").resources()[("kubernetes_role_v1", "activator")]
+    granted = {(g, r, v) for rule in role["rule"] for g in rule["api_groups"]
+               for r in rule["resources"] for v in rule["verbs"]}  # fmt: skip
+    assert granted == {(g, r, v) for g, r, verbs in REQUIRED_ACCESS for v in verbs}
+
+
+def test_only_activators_reach_runtime_pods(render: Render) -> None:
+    objects = render(VALUE_SETS["cpu-configmap"])
+    policy = _one(objects, "NetworkPolicy", "-runtime")
+    pool = _one(objects, "Deployment", "-pool")
+    activator = _one(objects, "Deployment", "-activator")
+    labels = pool["spec"]["template"]["metadata"]["labels"]
+    selected = policy["spec"]["podSelector"]["matchLabels"]
+    assert selected.items() <= labels.items() and "thaw.dev/pool" not in selected  # claimed too
+    (rule,) = policy["spec"]["ingress"]
+    (peer,) = rule["from"]
+    assert peer["podSelector"]["matchLabels"] == activator["spec"]["selector"]["matchLabels"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": 8000}]
+    front = _one(objects, "NetworkPolicy", "-activator")
+    open_port, peer_port = front["spec"]["ingress"]
+    assert "from" not in open_port and peer_port["ports"] == [{"protocol": "TCP", "port": 8008}]
+    assert not [o for o in render(VALUE_SETS["minimal"]) if o["kind"] == "NetworkPolicy"]
+
+
+def test_the_models_configmap_is_what_the_activator_reads(render: Render, tmp_path: Path) -> None:
+    objects = render(VALUE_SETS["s3"])
+    data = _one(objects, "ConfigMap", "-models")["data"]["models.json"]
+    path = tmp_path / "models.json"
+    path.write_text(data)
+    overrides = read_model_settings(path)
+    # Only the fields an entry sets override its config.pbtxt (Helm replaces the list).
+    assert overrides == {
+        "resnet50": {
+            "thaw.max_replicas": "6",
+            "thaw.target_concurrency": "2.5",
+            "thaw.hot": "true",
+        },
+        "bert": {"thaw.min_replicas": "1"},
+    }
+    defaults = read_model_settings_from(render(VALUE_SETS["cpu-configmap"]), tmp_path)
+    assert defaults == {
+        "resnet50": {
+            "thaw.min_replicas": "0",
+            "thaw.max_replicas": "4",
+            "thaw.target_concurrency": "8",
+            "thaw.container_concurrency": "0",
+            "thaw.scale_to_zero_grace_s": "30",
+            "thaw.hot": "false",
+        }
+    }
+    repo = tmp_path / "repo"
+    make_add_sub(repo, "resnet50")
+    updated, unknown = apply_model_settings(
+        Repository.scan(repo, ScaleSettings()), overrides, source=path
+    )
+    assert updated.get("resnet50").settings.max_replicas == 6 and unknown == ["bert"]
+    # The s3 repository is copied in by an init container; the cache DaemonSet prefetches.
+    activator = _one(objects, "Deployment", "-activator")["spec"]["template"]["spec"]
+    (init,) = activator["initContainers"]
+    assert (
+        init["command"][:3] == ["aws", "s3", "sync"]
+        and "s3://bucket/repository/" in init["command"]
+    )
+    daemon = _one(objects, "DaemonSet")["spec"]["template"]["spec"]["containers"][0]
+    assert (
+        daemon["args"][:2] == ["prefetch", "/models"]
+        and "--store=s3://bucket/images/" in daemon["args"]
+    )
+
+
+def read_model_settings_from(objects: list[dict[str, Any]], tmp_path: Path) -> dict[str, Any]:
+    path = tmp_path / "defaults.json"
+    path.write_text(_one(objects, "ConfigMap", "-models")["data"]["models.json"])
+    return read_model_settings(path)
+
+
+@pytest.mark.parametrize(
+    ("sets", "words"),
+    [
+        (["activator.replicas=1"], "activator.replicas = 1, must be >= 2"),
+        (["modelRepository.source=nfs"], 'modelRepository.source = "nfs"'),
+        (
+            ["modelRepository.source=s3", "modelRepository.s3Uri=http://x"],
+            "must be s3://bucket/prefix",
+        ),
+        (["modelRepository.source=pvc"], "needs modelRepository.pvcName"),
+        (["models[0].name=../etc"], "is not a model name"),
+    ],
+)
+def test_bad_values_fail_the_render_in_words(render: Render, sets: list[str], words: str) -> None:
+    done = render({}, *sets, check=False)
+    assert done.returncode != 0 and words in done.stderr, done.stderr
+
+
+def test_values_yaml_documents_the_contract_sections() -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert {"image", "imageGpu", "serviceAccount", "activator", "runtime", "modelRepository",
+            "images", "nodeCache", "models", "metrics", "networkPolicy"} <= set(values)  # fmt: skip

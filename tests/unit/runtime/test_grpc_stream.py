@@ -1,0 +1,173 @@
+"""runtime.grpc_stream over a fake model service: many responses per request with Triton's
+final flag, the empty final response on request, request order for non-decoupled models only,
+in-stream errors, and a bounded number of requests in flight."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+import numpy as np
+import pytest
+
+from runtime.errors import InvalidInput, ServingError
+from runtime.grpc_stream import MAX_IN_FLIGHT, serve_stream
+from runtime.inference import InferRequest, InferResponse, InferTensor
+from thawwire.grpc_service import pb
+
+
+class _Aborted(Exception):
+    pass
+
+
+class _Context:
+    """The part of grpc.aio.ServicerContext a stream uses."""
+
+    def __init__(self, metadata: tuple[tuple[str, str], ...] = ()) -> None:
+        self.metadata = metadata
+        self.written: list[Any] = []
+        self.aborted: tuple[grpc.StatusCode, str] | None = None
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return self.metadata
+
+    async def write(self, data: bytes) -> None:
+        self.written.append(pb.ModelStreamInferResponse.FromString(data))
+
+    async def abort(self, code: grpc.StatusCode, details: str) -> None:
+        self.aborted = (code, details)
+        raise _Aborted(details)
+
+
+class _Models:
+    """`model` answers per its script: a list of (delay_s, final) responses, or an error."""
+
+    def __init__(self, scripts: dict[str, Any], decoupled: set[str]) -> None:
+        self.scripts = scripts
+        self.decoupled = decoupled
+        self.in_flight = self.peak = 0
+
+    def config(self, name: str, version: str | None) -> dict[str, Any]:
+        if name not in self.scripts:
+            raise ServingError("unknown")
+        return {"model_transaction_policy": {"decoupled": name in self.decoupled}}
+
+    def model_ready(self, name: str, version: str | None) -> bool:
+        return True
+
+    async def stream(self, request: InferRequest) -> AsyncIterator[InferResponse]:
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            script = self.scripts[request.model_name]
+            if isinstance(script, Exception):
+                raise script
+            for index, (delay_s, final) in enumerate(script):
+                await asyncio.sleep(delay_s)
+                out = InferTensor("OUT", "INT32", (1,), np.array([index], np.int32))
+                yield InferResponse(request.model_name, "1", [out], id=request.id, final=final)
+        finally:
+            self.in_flight -= 1
+
+
+def _request(model: str, request_id: str, **bools: bool) -> bytes:
+    message = pb.ModelInferRequest(model_name=model, id=request_id)
+    message.inputs.add(name="IN", datatype="INT32", shape=[1])
+    message.raw_input_contents.append(b"\x00" * 4)
+    for key, value in bools.items():
+        message.parameters[key].bool_param = value
+    return message.SerializeToString()
+
+
+async def _requests(*items: bytes) -> AsyncIterator[bytes]:
+    for item in items:
+        yield item
+
+
+def _seen(context: _Context) -> list[tuple[str, bool | None, str]]:
+    rows = []
+    for answer in context.written:
+        response = answer.infer_response
+        final = response.parameters["triton_final_response"].bool_param if (
+            "triton_final_response" in response.parameters
+        ) else None  # fmt: skip
+        rows.append((response.id, final, answer.error_message))
+    return rows
+
+
+async def test_many_responses_carry_the_final_flag_and_an_empty_final_on_request() -> None:
+    models = _Models({"dec": [(0, False), (0, False)], "one": [(0, True)]}, decoupled={"dec"})
+    context = _Context()
+    stream = _requests(
+        _request("dec", "a", triton_enable_empty_final_response=True),
+        _request("dec", "b"),  # no empty final asked: its stream just ends
+        _request("one", "c"),
+    )
+    await serve_stream(models, stream, context)  # type: ignore[arg-type]
+    seen = _seen(context)
+    assert seen.count(("a", False, "")) == 2 and ("a", True, "") in seen
+    assert seen.count(("b", False, "")) == 2 and ("b", True, "") not in seen
+    assert ("c", True, "") in seen
+    empty = next(
+        a for a in context.written if a.infer_response.id == "a" and not a.infer_response.outputs
+    )
+    assert empty.infer_response.model_name == "dec"
+
+
+async def test_non_decoupled_answers_keep_request_order_decoupled_ones_do_not() -> None:
+    models = _Models(
+        {"slow": [(0.2, True)], "fast": [(0, True)], "dec": [(0, True)]}, decoupled={"dec"}
+    )
+    context = _Context()
+    await serve_stream(
+        models,  # type: ignore[arg-type]
+        _requests(_request("slow", "1"), _request("fast", "2"), _request("dec", "3")),
+        context,
+    )
+    assert [row[0] for row in _seen(context)] == ["3", "1", "2"]
+
+
+async def test_errors_are_answered_in_stream_in_order_and_the_stream_goes_on() -> None:
+    models = _Models(
+        {"slow": [(0.1, True)], "bad": InvalidInput("bad tensor"), "ok": [(0, True)]},
+        decoupled=set(),
+    )
+    context = _Context()
+    garbage = b"\xff\xff\xff"
+    await serve_stream(
+        models,  # type: ignore[arg-type]
+        _requests(_request("slow", "1"), _request("bad", "2"), garbage, _request("ok", "4")),
+        context,
+    )
+    seen = _seen(context)
+    assert [row[0] for row in seen] == ["1", "2", "", "4"]
+    assert seen[1][2] == "bad tensor" and seen[1][1] is True
+    assert "could not be parsed" in seen[2][2]
+    assert context.aborted is None
+
+
+async def test_the_grpc_error_header_ends_the_stream_with_the_errors_status() -> None:
+    models = _Models({"bad": InvalidInput("bad tensor"), "ok": [(0.2, True)]}, decoupled=set())
+    context = _Context((("triton_grpc_error", "true"),))
+    with pytest.raises(_Aborted):
+        await serve_stream(
+            models,  # type: ignore[arg-type]
+            _requests(_request("ok", "1"), _request("bad", "2")),
+            context,
+        )
+    assert context.aborted == (grpc.StatusCode.INVALID_ARGUMENT, "bad tensor")
+
+
+async def test_requests_in_flight_are_bounded() -> None:
+    models = _Models({"dec": [(0.05, True)]}, decoupled={"dec"})
+    context = _Context()
+    n = MAX_IN_FLIGHT + 50
+    await serve_stream(
+        models,  # type: ignore[arg-type]
+        _requests(*(_request("dec", str(i)) for i in range(n))),
+        context,
+    )
+    assert len(context.written) == n
+    assert models.peak == MAX_IN_FLIGHT

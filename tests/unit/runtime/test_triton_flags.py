@@ -1,0 +1,175 @@
+"""`thaw serve` takes tritonserver's command line: the flags Thaw applies become the config,
+the ones without meaning here are accepted and logged, any other tritonserver flag is refused
+by name."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+import pytest
+
+from runtime import cli
+from runtime.config import ConfigError, ServeConfig
+from runtime.triton_flags import (
+    IGNORED_FLAGS,
+    TRITON_FLAGS,
+    add_unsupported_flags,
+    backend_settings,
+    log_ignored,
+)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="thaw")
+    cli.register(parser.add_subparsers())
+    return parser
+
+
+def _parse(*argv: str) -> ServeConfig:
+    return cli.build_config(_parser().parse_args(["serve", *argv]))
+
+
+def test_a_tritonserver_command_line_becomes_the_config() -> None:
+    config = _parse(
+        "--model-repository=/models/a", "--model-store", "/models/b", "--http-port=9000",
+        "--http-address=0.0.0.0", "--grpc-port=9001", "--grpc-address", "127.0.0.2",
+        "--metrics-port=9002", "--metrics-address=127.0.0.3", "--allow-metrics=false",
+        "--strict-readiness=false", "--exit-on-error=true", "--disable-auto-complete-config",
+        "--log-verbose=1", "--model-load-thread-count=2", "--model-control-mode=explicit",
+        "--load-model=add_sub", "--backend-config=python,shm-default-byte-size=1048576",
+        "--backend-config=default-max-batch-size=8", "--exit-timeout-secs=5",
+    )  # fmt: skip
+    assert config.repositories == (Path("/models/a"), Path("/models/b"))
+    assert (config.host, config.port) == ("0.0.0.0", 9000)
+    assert (config.grpc_host, config.grpc_port) == ("127.0.0.2", 9001)
+    assert (config.metrics_host, config.metrics_port, config.allow_metrics) == (
+        "127.0.0.3", 9002, False,
+    )  # fmt: skip
+    assert config.strict_readiness is False and config.exit_on_error is True
+    assert config.auto_complete_config is False
+    assert config.log_level == "debug" and config.model_load_threads == 2
+    assert config.load_models == ("add_sub",) and config.exit_timeout_s == 5
+    assert config.backend_setting("python", "shm-default-byte-size") == "1048576"
+    assert config.backend_setting("", "default-max-batch-size") == "8"
+    assert config.backend_setting("python", "missing") is None
+
+
+def test_the_positional_repository_goes_first_and_thaw_defaults_hold() -> None:
+    config = _parse("repo", "--model-repository", "more")
+    assert config.repositories == (Path("repo"), Path("more"))
+    assert (config.grpc_port, config.metrics_port) == (8001, 8002)
+    assert config.allow_http and config.allow_grpc and config.allow_metrics
+    assert config.strict_readiness and not config.exit_on_error and config.auto_complete_config
+    assert config.grpc_max_message == config.max_body_bytes == 64 << 20
+
+
+def test_port_zero_makes_every_port_a_free_one_unless_given() -> None:
+    config = _parse("repo", "--port", "0")
+    assert (config.port, config.grpc_port, config.metrics_port) == (0, 0, 0)
+    assert _parse("repo", "--port", "0", "--grpc-port", "8101").grpc_port == 8101
+
+
+@pytest.mark.parametrize(
+    ("yes", "no"), [("true", "false"), ("TRUE", "False"), ("1", "0"), ("on", "off"), ("yes", "no")]
+)
+def test_triton_booleans(yes: str, no: str) -> None:
+    assert _parse("repo", f"--exit-on-error={yes}").exit_on_error is True
+    assert _parse("repo", "--exit-on-error", no).exit_on_error is False
+
+
+def test_strict_model_config_is_the_older_name_of_no_auto_complete() -> None:
+    assert _parse("repo", "--strict-model-config=true").auto_complete_config is False
+    assert _parse("repo", "--strict-model-config=false").auto_complete_config is True
+
+
+def test_log_flags_lower_the_level() -> None:
+    assert _parse("repo", "--log-info=false").log_level == "warning"
+    assert _parse("repo", "--log-info=false", "--log-warning=false").log_level == "error"
+    assert _parse("repo", "--log-level", "error", "--log-info=false").log_level == "error"
+
+
+@pytest.mark.parametrize(
+    "flag",
+    ["--grpc-use-ssl=true", "--rate-limit=execution_count", "--trace-file=/tmp/t",
+     "--model-namespacing", "--reuse-grpc-port=true", "--id=x"],
+)  # fmt: skip
+def test_an_unsupported_tritonserver_flag_is_refused_by_name(
+    flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        _parser().parse_args(["serve", "repo", flag])
+    assert exit_info.value.code == 2
+    name = flag.split("=")[0]
+    assert f"tritonserver flag {name} is not supported by thaw serve" in capsys.readouterr().err
+
+
+def test_a_flag_neither_thaw_nor_triton_has_gets_argparses_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        _parser().parse_args(["serve", "repo", "--no-such-flag"])
+    assert "unrecognized arguments: --no-such-flag" in capsys.readouterr().err
+
+
+def test_every_tritonserver_flag_is_applied_ignored_or_refused() -> None:
+    parser = argparse.ArgumentParser(conflict_handler="resolve")
+    sub = parser.add_subparsers()
+    cli.register(sub)
+    serve = sub.choices["serve"]
+    defined = serve._option_string_actions  # the argparse internal add_unsupported_flags reads
+    assert isinstance(defined, dict)
+    assert all(f"--{flag}" in defined for flag in TRITON_FLAGS)
+    for flag in IGNORED_FLAGS:
+        assert serve.parse_args(["repo", f"--{flag}=3"]).__dict__
+
+
+def test_a_flag_defined_after_the_catch_replaces_it() -> None:
+    # Another part of `thaw serve` may define a tritonserver flag later (e.g. --cache-config).
+    parser = argparse.ArgumentParser(conflict_handler="resolve")
+    add_unsupported_flags(parser)
+    parser.add_argument("--cache-config", default=None)
+    assert parser.parse_args(["--cache-config=local,size=1"]).cache_config == "local,size=1"
+
+
+def test_backend_config_forms() -> None:
+    assert backend_settings(["python,shm-growth-byte-size=64", "a=b", "onnxruntime,x=1,2"]) == (
+        ("python", "shm-growth-byte-size", "64"), ("", "a", "b"), ("onnxruntime", "x", "1,2"),
+    )  # fmt: skip
+    for bad in ("python", "python,=3", "=3"):
+        with pytest.raises(ValueError, match="must be BACKEND,SETTING=VALUE"):
+            backend_settings([bad])
+    with pytest.raises(ConfigError, match="backend_config"):
+        _parse("repo", "--backend-config=python")
+
+
+def test_ignored_flags_and_settings_are_logged(caplog: pytest.LogCaptureFixture) -> None:
+    args = _parser().parse_args(
+        ["serve", "repo", "--backend-directory=/opt/tritonserver/backends",
+         "--backend-config=python,shm-default-byte-size=1024",
+         "--backend-config=tensorflow,version=2"]
+    )  # fmt: skip
+    config = cli.build_config(args)
+    with caplog.at_level(logging.INFO, logger="runtime.triton_flags"):
+        log_ignored(args, config.backend_config)
+    text = caplog.text
+    assert "ignoring tritonserver flag --backend-directory=/opt/tritonserver/backends" in text
+    assert "backend config python,shm-default-byte-size=1024 accepted" in text
+    assert "ignoring backend config tensorflow,version=2: thaw does not use it" in text
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ([], "no model repository"),
+        (["repo", "--grpc-port=70000"], "`grpc_port` = 70000, must be in [0, 65535]"),
+        (["repo", "--model-load-thread-count=0"], "`model_load_threads` = 0, must be in"),
+        (["repo", "--allow-http=false", "--allow-grpc=false"], "nothing to serve"),
+        (["repo", "--grpc-max-message-bytes=10"], "`grpc_max_message_bytes` = 10"),
+        (["repo", f"--max-body-bytes={1 << 32}"], "over gRPC's 2 GiB message limit"),
+    ],
+)
+def test_bad_settings_name_themselves(argv: list[str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        _parse(*argv)

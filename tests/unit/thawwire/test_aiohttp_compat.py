@@ -1,0 +1,147 @@
+"""Pins the aiohttp behaviour thawwire.aiohttp_compat relies on, against the installed aiohttp.
+
+If an aiohttp release changes any of it, these fail, naming what moved: a request aiohttp
+cannot parse must still reach `RequestHandler.handle_error` (answered in JSON by
+`JsonErrorRunner`, whose server keeps every handler argument of the runner's), and a
+pipelining client's parsed requests must still be visible (`has_queued_requests`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import inspect
+import json
+from collections.abc import AsyncIterator
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from thawwire import aiohttp_compat
+from thawwire.aiohttp_compat import JsonErrorRunner, has_queued_requests
+
+RAN = web.AppKey("ran", list)
+
+
+@pytest.fixture
+async def port() -> AsyncIterator[int]:
+    async def echo(request: web.Request) -> web.Response:
+        return web.Response(body=await request.read())
+
+    async def boom(request: web.Request) -> web.Response:
+        raise RuntimeError("a bug no middleware catches")
+
+    async def lifecycle(app: web.Application) -> AsyncIterator[None]:
+        app[RAN].append("startup")
+        yield
+        app[RAN].append("cleanup")
+
+    app = web.Application()
+    app[RAN] = []
+    app.router.add_post("/echo", echo)
+    app.router.add_get("/boom", boom)
+    app.cleanup_ctx.append(lifecycle)
+    # Handler arguments the runner must pass on: a short request line, no decompression.
+    runner = JsonErrorRunner(app, max_line_size=200, auto_decompress=False, access_log=None)
+    await runner.setup()
+    assert app[RAN] == ["startup"]  # the app's own lifecycle, as with web.AppRunner
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    yield runner.addresses[0][1]
+    await runner.cleanup()
+    assert app[RAN] == ["startup", "cleanup"]
+
+
+async def _raw(port: int, data: bytes) -> tuple[int, dict[str, str], bytes]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(data)
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        status_line, *lines = head.decode().split("\r\n")
+        headers = {k.lower(): v.strip() for k, v in (x.split(":", 1) for x in lines if x)}
+        body = await asyncio.wait_for(reader.readexactly(int(headers["content-length"])), 5)
+        assert await asyncio.wait_for(reader.read(), 5) == b""  # and the connection ends
+        return int(status_line.split()[1]), headers, body
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"GARBAGE\r\n\r\n",
+        b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + b"\x00" * 40 + b"\r\n\r\n",
+        b"GET / HTTP/1.1\r\nBad Header\r\n\r\n",
+        b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
+        b"GET /" + b"a" * 300 + b" HTTP/1.1\r\n\r\n",  # over the runner's max_line_size=200
+    ],
+)
+async def test_unparsable_requests_are_answered_in_json(port: int, data: bytes) -> None:
+    status, headers, body = await _raw(port, data)
+    assert status == 400
+    assert headers["content-type"] == "application/json"  # the connection ended: see _raw
+    error = json.loads(body)["error"]
+    assert isinstance(error, str) and error and "\n" not in error
+
+
+async def test_an_exception_past_every_middleware_is_a_json_500(port: int) -> None:
+    status, headers, body = await _raw(port, b"GET /boom HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert (status, headers["content-type"]) == (500, "application/json")
+    assert json.loads(body) == {"error": "500 Internal Server Error Server got itself in trouble"}
+
+
+async def test_the_app_is_served_with_the_runners_handler_arguments(port: int) -> None:
+    packed = gzip.compress(b"hello")
+    async with aiohttp.ClientSession(auto_decompress=False) as s:
+        headers = {"Content-Encoding": "gzip"}
+        async with s.post(f"http://127.0.0.1:{port}/echo", data=packed, headers=headers) as r:
+            assert r.status == 200
+            assert await r.read() == packed  # auto_decompress=False reached the handler
+        async with s.get(f"http://127.0.0.1:{port}/nowhere") as r:
+            assert r.status == 404  # routing and the app's own answers are untouched
+
+
+async def test_pipelined_requests_are_seen_queued() -> None:
+    seen: list[bool] = []
+
+    async def first(request: web.Request) -> web.Response:
+        await asyncio.sleep(0.05)  # the second request arrives and is parsed meanwhile
+        seen.append(has_queued_requests(request.protocol))
+        return web.Response(text="1")
+
+    async def second(request: web.Request) -> web.Response:
+        seen.append(has_queued_requests(request.protocol))
+        return web.Response(text="2")
+
+    app = web.Application()
+    app.router.add_get("/1", first)
+    app.router.add_get("/2", second)
+    runner = JsonErrorRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", runner.addresses[0][1])
+        writer.write(b"GET /1 HTTP/1.1\r\nHost: x\r\n\r\nGET /2 HTTP/1.1\r\nHost: x\r\n\r\n")
+        for _ in range(2):
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+            assert head.startswith(b"HTTP/1.1 200")
+            await reader.readexactly(1)
+        writer.close()
+    finally:
+        await runner.cleanup()
+    assert seen == [True, False]
+    assert not has_queued_requests(asyncio.Protocol())  # no such queue: nothing queued
+
+
+def test_the_private_names_have_the_shapes_relied_on() -> None:
+    """Clear failures for an aiohttp that renamed what the behaviour tests above exercise."""
+    handler_class = aiohttp_compat.RequestHandler
+    params = list(inspect.signature(handler_class.handle_error).parameters)
+    assert params == ["self", "request", "status", "exc", "message"]
+    assert inspect.iscoroutinefunction(web.AppRunner._make_server)
+    init = inspect.signature(web.Server.__init__).parameters
+    assert {"request_factory", "handler_cancellation", "loop", "kwargs"} <= set(init)
+    assert "_messages" in handler_class.__slots__

@@ -1,0 +1,31 @@
+"""The model-name and version rules of the v2 API: what a URL, a directory or a message may name.
+
+One rule for every side. A model name is a directory name of the repository, so it is at most
+255 characters (the longest file name Linux allows; the names are ASCII, so characters are
+bytes), starts with a letter, digit or `_`, and continues with those, `.` and `-`, never `..`:
+never a path, a shell word or a control character. Triton sets no shorter limit, and a name
+`thaw serve` serves must be one `thaw up` serves too. A version is what Triton's is, an int64:
+1 to 19 ASCII digits whose value fits in a signed 64-bit integer.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["INT64_MAX", "MAX_MODEL_NAME_CHARS", "is_model_name", "is_version"]
+
+MAX_MODEL_NAME_CHARS = 255
+INT64_MAX = (1 << 63) - 1
+# Matched with `fullmatch`: `$` in `re.match` would also accept a trailing newline.
+_MODEL_NAME = re.compile(rf"[A-Za-z0-9_][A-Za-z0-9_.\-]{{0,{MAX_MODEL_NAME_CHARS - 1}}}")
+_VERSION = re.compile(r"[0-9]{1,19}")
+
+
+def is_model_name(name: object) -> bool:
+    """True for a plain model name (see the module docstring)."""
+    return isinstance(name, str) and bool(_MODEL_NAME.fullmatch(name)) and ".." not in name
+
+
+def is_version(text: object) -> bool:
+    """True for a version as a URL names it: decimal digits whose value fits int64."""
+    return isinstance(text, str) and bool(_VERSION.fullmatch(text)) and int(text) <= INT64_MAX

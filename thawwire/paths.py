@@ -1,0 +1,41 @@
+"""The v2 paths about one model, and which of them a replica answers itself.
+
+Both HTTP surfaces route `MODEL` and `MODEL_VERSION` (with the leaves below), and two places
+decide from a bare path which model a request is about: the front door of `thaw up`, to hand
+a new connection to a warm model's replica, and that replica, to answer a handed-off request
+itself or send it back. Statistics (`/stats`, `/v2/models/stats`) are never a replica's: the
+activator aggregates them over replicas.
+"""
+
+from __future__ import annotations
+
+from thawwire.names import is_model_name, is_version
+
+__all__ = ["MODEL", "MODEL_VERSION", "REPLICA_LEAVES", "model_of"]
+
+MODEL = "/v2/models/{model}"
+MODEL_VERSION = "/v2/models/{model}/versions/{version}"
+REPLICA_LEAVES = frozenset({"", "ready", "config", "infer"})
+"""What follows a model (or model version) path in the requests a replica answers itself:
+metadata (nothing), `/ready`, `/config`, `/infer`."""
+
+_PREFIX = "/v2/models/"
+
+
+def model_of(path: str) -> str | None:
+    """`m` of `/v2/models/{m}[/versions/{v}][/ready|/config|/infer]` (a path without its
+    query), when `m` is a model name and `v` a version; otherwise None."""
+    if not path.startswith(_PREFIX):
+        return None
+    parts = path[len(_PREFIX) :].split("/")
+    if len(parts) >= 3 and parts[1] == "versions":
+        if len(parts) > 4 or not is_version(parts[2]):
+            return None
+        leaf = parts[3] if len(parts) == 4 else ""
+    elif len(parts) > 2:
+        return None
+    else:
+        leaf = parts[1] if len(parts) == 2 else ""
+    if leaf not in REPLICA_LEAVES or parts[0] == "stats" or not is_model_name(parts[0]):
+        return None
+    return parts[0]

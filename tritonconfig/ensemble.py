@@ -1,0 +1,184 @@
+"""An ensemble's steps and their data flow, checked Triton's way (platform `ensemble`).
+
+An ensemble is no model of its own: `ensemble_scheduling.step` lists the models it runs, each
+step's `input_map` (the step model's input -> an ensemble tensor) and `output_map` (the step
+model's output -> an ensemble tensor). Ensemble tensors are the ensemble's inputs, its outputs
+and every name in the maps; a step runs once every tensor it reads exists. The checks and
+their texts are Triton's (core `ValidateEnsembleSchedulingConfig`), plus a named cycle where
+Triton only says that a tensor "is not connected".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tritonconfig.errors import ModelConfigError
+from tritonconfig.schema import mc
+
+__all__ = [
+    "ENSEMBLE_PLATFORM",
+    "EnsembleStep",
+    "composing_models",
+    "ensemble_steps",
+    "is_ensemble",
+    "validate_ensemble",
+]
+
+ENSEMBLE_PLATFORM = "ensemble"
+
+
+@dataclass(frozen=True)
+class EnsembleStep:
+    """One step: run `model_name` (version `model_version`, -1: its latest) with its inputs
+    read from ensemble tensors (`input_map`: model input -> tensor) and its outputs written to
+    ensemble tensors (`output_map`: model output -> tensor)."""
+
+    index: int
+    model_name: str
+    model_version: int
+    input_map: dict[str, str]
+    output_map: dict[str, str]
+
+    @property
+    def reads(self) -> frozenset[str]:
+        """The ensemble tensors this step needs before it can run."""
+        return frozenset(self.input_map.values())
+
+    @property
+    def writes(self) -> frozenset[str]:
+        return frozenset(self.output_map.values())
+
+
+def is_ensemble(config: mc.ModelConfig) -> bool:
+    return config.platform == ENSEMBLE_PLATFORM
+
+
+def ensemble_steps(config: mc.ModelConfig) -> list[EnsembleStep]:
+    """The steps of an ensemble config, in config order."""
+    return [
+        EnsembleStep(
+            index=index,
+            model_name=step.model_name,
+            model_version=step.model_version,
+            input_map=dict(step.input_map),
+            output_map=dict(step.output_map),
+        )
+        for index, step in enumerate(config.ensemble_scheduling.step)
+    ]
+
+
+def composing_models(config: mc.ModelConfig) -> list[str]:
+    """The models an ensemble runs, each once, in step order ([] for any other model)."""
+    if not is_ensemble(config):
+        return []
+    return list(dict.fromkeys(step.model_name for step in config.ensemble_scheduling.step))
+
+
+def validate_ensemble(config: mc.ModelConfig, source: str) -> None:
+    """ModelConfigError for the first thing Triton refuses in an ensemble's config (or in the
+    `ensemble_scheduling` of a model that is no ensemble)."""
+    name = config.name
+    has_steps = config.HasField("ensemble_scheduling")
+    if not is_ensemble(config):
+        if has_steps:
+            raise ModelConfigError(
+                f"{source}: ensemble scheduling cannot be set for model '{name}' whose platform "
+                f"is not {ENSEMBLE_PLATFORM}"
+            )
+        return
+    if not has_steps:
+        raise ModelConfigError(
+            f"{source}: ensemble scheduling must be set for ensemble {name} whose platform is "
+            f"{ENSEMBLE_PLATFORM}"
+        )
+    if len(config.instance_group):
+        raise ModelConfigError(
+            f"{source}: instance group should not be specified for ensemble '{name}'"
+        )
+    if len(config.model_warmup):
+        raise ModelConfigError(f"{source}: model_warmup can not be specified for ensemble '{name}'")
+    steps = ensemble_steps(config)
+    if not steps:
+        raise ModelConfigError(f"{source}: must specify 'step' for ensemble '{name}'")
+    _check_steps(steps, name, source)
+    _check_flow(config, steps, source)
+
+
+def _check_steps(steps: list[EnsembleStep], name: str, source: str) -> None:
+    written: set[str] = set()
+    for step in steps:
+        where = f"step {step.index} of ensemble '{name}'"
+        if not step.model_name:
+            raise ModelConfigError(f"{source}: must specify 'model_name' in {where}")
+        if step.model_name == name:
+            raise ModelConfigError(f"{source}: ensemble '{name}' runs itself in step {step.index}")
+        if not step.input_map:
+            raise ModelConfigError(f"{source}: must specify 'input_map' in {where}")
+        if not step.output_map:
+            raise ModelConfigError(f"{source}: must specify 'output_map' in {where}")
+        for tensor in step.output_map.values():
+            if tensor in written or list(step.output_map.values()).count(tensor) > 1:
+                raise ModelConfigError(
+                    f"{source}: ensemble tensor '{tensor}' can appear in an output map only once "
+                    f"for ensemble '{name}' step {step.index}"
+                )
+            written.add(tensor)
+
+
+def _check_flow(config: mc.ModelConfig, steps: list[EnsembleStep], source: str) -> None:
+    """Every output written from the inputs, every tensor used (Triton's ready-set walk)."""
+    name = config.name
+    inputs = [io.name for io in config.input]
+    outputs = [io.name for io in config.output]
+    tensors = {t for step in steps for t in step.reads | step.writes}
+    for tensor in inputs:
+        if tensor not in tensors:
+            raise ModelConfigError(
+                f"{source}: ensemble input '{tensor}' for ensemble {name}' is not used"
+            )
+    ready = set(inputs)
+    pending = list(steps)
+    progressed = True
+    while progressed:
+        progressed = False
+        for step in list(pending):
+            if step.reads <= ready:
+                ready |= step.writes
+                pending.remove(step)
+                progressed = True
+    for tensor in outputs:
+        if tensor not in tensors:
+            raise ModelConfigError(
+                f"{source}: ensemble output '{tensor}' for ensemble {name}' is not used"
+            )
+        if tensor not in ready:
+            raise ModelConfigError(f"{source}: {_not_written(tensor, name, steps, ready)}")
+    read = {t for step in steps for t in step.reads}
+    for tensor in sorted(tensors - set(outputs)):
+        if tensor not in ready or tensor not in read:
+            raise ModelConfigError(
+                f"{source}: ensemble tensor '{tensor}' is unused in ensemble '{name}'"
+            )
+
+
+def _not_written(output: str, name: str, steps: list[EnsembleStep], ready: set[str]) -> str:
+    """Triton's text for an output no step can produce, naming a cycle when there is one."""
+    message = f"output '{output}' for ensemble '{name}' is not written"
+    writer = {t: s for s in steps for t in s.writes}
+    # Walk back from the output through the first missing input of each writing step.
+    chain: list[EnsembleStep] = []
+    tensor = output
+    while tensor in writer and writer[tensor] not in chain:
+        step = writer[tensor]
+        chain.append(step)
+        missing = sorted(step.reads - ready)
+        if not missing:
+            break
+        tensor = missing[0]
+    if tensor != output:
+        message += f": at least one of its depending tensors, '{tensor}', is not connected"
+    if tensor in writer and writer[tensor] in chain:
+        loop = chain[chain.index(writer[tensor]) :]
+        names = " -> ".join(f"step {s.index} ('{s.model_name}')" for s in reversed(loop))
+        message += f"; its steps form a cycle: {names} -> step {loop[-1].index}"
+    return message
