@@ -50,4 +50,9 @@ def vram_shortfall(
 
 
 def _gib(nbytes: int) -> str:
-    return f"{nbytes / (1 << 30):.2f} GiB"
+    """Bytes in the unit a reader takes in at a glance (GiB, MiB, else bytes)."""
+    if nbytes >= 1 << 30:
+        return f"{nbytes / (1 << 30):.2f} GiB"
+    if nbytes >= 1 << 20:
+        return f"{nbytes / (1 << 20):.1f} MiB"
+    return f"{nbytes} bytes"

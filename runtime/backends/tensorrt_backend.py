@@ -1,4 +1,10 @@
-"""TensorRT `model.plan` engines via the TensorRT 10 Python API, CUDA buffers from torch."""
+"""TensorRT `model.plan` engines via the TensorRT 10 Python API, CUDA buffers from torch.
+
+The plan comes from the snapshot image when the image carries one built for this GPU and this
+TensorRT (`snapshotter.tensorrt_plan_from_image`: keyed by compute capability, TensorRT version
+and model digest), else from `model.plan`; either way `IRuntime.deserialize_cuda_engine` loads
+it, and nothing is ever built at a cold start.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,7 @@ import numpy as np
 
 from runtime.backends.base import ExecTimings, LoadContext
 from runtime.datatypes import numpy_to_v2
+from runtime.device_errors import device_failure
 from runtime.errors import RepositoryError, ServingError
 from runtime.inference import InferRequest, InferResponse, InferTensor
 
@@ -58,7 +65,7 @@ class TensorRTBackend:
         self._name, self._version = ctx.model_name, ctx.version
         self._device = f"cuda:{ctx.device_id}"
         torch.cuda.set_device(ctx.device_id)
-        plan = ctx.image.artifact("tensorrt_engine") if ctx.image is not None else None
+        plan = _image_plan(ctx)
         self.used_image = plan is not None
         if plan is None:
             plan = (ctx.model_file or ctx.version_dir / "model.plan").read_bytes()
@@ -87,7 +94,7 @@ class TensorRTBackend:
                 results.append(self._run_one(request, total))
             except Exception as exc:  # CUDA OOM, shape outside the engine's profile, ...
                 logger.warning("model=%s TensorRT execute failed: %r", self._name, exc)
-                results.append(ServingError(f"model '{self._name}' failed: {exc}"))
+                results.append(device_failure(self._name, exc, device=self._device))
         self.timings = total
         return results
 
@@ -127,3 +134,12 @@ class TensorRTBackend:
         self._context = None
         self._engine = None
         self._stream = None
+
+
+def _image_plan(ctx: LoadContext) -> bytes | None:
+    """The image's plan when it was built for this GPU and TensorRT, else None (logged why)."""
+    if ctx.image is None:
+        return None
+    from snapshotter import tensorrt_plan_from_image
+
+    return tensorrt_plan_from_image(ctx.image, device_id=ctx.device_id)
