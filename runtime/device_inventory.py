@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import logging
 import threading
 from typing import Protocol
 
 from runtime.device_plan import CUDA_EP, Capabilities
 
 __all__ = ["DeviceInventory", "LocalInventory"]
+
+logger = logging.getLogger(__name__)
 
 
 class DeviceInventory(Protocol):
@@ -59,11 +62,19 @@ def _cuda() -> tuple[int, str]:
 
 @functools.cache
 def _onnxruntime() -> tuple[frozenset[str], bool]:
+    import numpy as np
     import onnxruntime as ort
 
-    # `OrtValue.from_dlpack` (zero-copy from a torch CUDA tensor) arrived in onnxruntime's
-    # Python API later than the CUDA EP; without it, initializers go through the host.
-    return frozenset(ort.get_available_providers()), hasattr(ort.OrtValue, "from_dlpack")
+    # `OrtValue.from_dlpack` (zero-copy from a torch CUDA tensor) is not in every onnxruntime
+    # build or version; without it, initializers go through the host. Probed, not looked up:
+    # the Python wrapper can have the method while the native module lacks it.
+    try:
+        ort.OrtValue.from_dlpack(np.zeros(1, dtype=np.float32))
+    except (AttributeError, RuntimeError, TypeError) as exc:
+        logger.info("onnxruntime takes no DLPack initializers (%s): GPU models restore on the "
+                    "host", exc)  # fmt: skip
+        return frozenset(ort.get_available_providers()), False
+    return frozenset(ort.get_available_providers()), True
 
 
 @functools.cache

@@ -5,7 +5,9 @@ cost nothing, and the CUDA EP copies each to the device once at session creation
 a GPU hands torch views of device memory: `OrtValue.from_dlpack` wraps them without a copy (on
 onnxruntime releases that use a supplied device initializer in place, the session's weights are
 the arena itself; older ones copy device to device once). `runtime.device_plan` restores into a
-GPU for onnxruntime only when its `OrtValue` has `from_dlpack`.
+GPU for onnxruntime only when its `OrtValue.from_dlpack` works. Small and integer initializers
+(shape and index constants, which onnxruntime may place on CPU kernels) are copied to the host
+first: a device pointer where a CPU kernel reads would be wrong, and they cost nothing to copy.
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ from runtime.backends.snapshot_image import SnapshotImage
 
 __all__ = ["initializer_values"]
 
+# Below this, or integer-typed: handed to onnxruntime from host memory (see the module doc).
+SMALL_BYTES = 64 << 10
+
 
 def initializer_values(ort: Any, image: SnapshotImage) -> tuple[list[str], list[Any]]:
     """Names and `OrtValue`s of every weight in `image`, over the image's memory. The values
@@ -25,4 +30,10 @@ def initializer_values(ort: Any, image: SnapshotImage) -> tuple[list[str], list[
         return names, [ort.OrtValue.ortvalue_from_numpy(image.tensors[n]) for n in names]
     views = image.torch_tensors()
     names = list(views)
-    return names, [ort.OrtValue.from_dlpack(views[n]) for n in names]
+    return names, [ort.OrtValue.from_dlpack(_placed(views[n])) for n in names]
+
+
+def _placed(view: Any) -> Any:
+    """A device view, or its host copy for a small or integer tensor."""
+    small = view.numel() * view.element_size() < SMALL_BYTES
+    return view.cpu() if small or not view.is_floating_point() else view

@@ -116,3 +116,16 @@ def test_a_tensorrt_plan_has_no_cpu_fallback() -> None:
         plan_devices(config, Capabilities(cuda_devices=1))
     placement = plan_devices(config, TWO_GPUS_ORT_GPU).placements[0]
     assert placement.device == "cuda:0" and placement.restore_device == "cpu"
+
+
+def test_the_local_inventory_reads_this_machine() -> None:
+    import torch
+
+    from runtime.device_inventory import LocalInventory
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    caps = LocalInventory().capabilities(onnxruntime=True, tensorrt=True)
+    assert caps.cuda_devices == 0 and "CUDA" in caps.no_cuda_reason
+    assert "CPUExecutionProvider" in caps.ort_providers
+    assert not caps.ort_device_initializers  # no CUDA EP: nothing to hand device memory to
