@@ -85,7 +85,7 @@ class Placement:
 
     group: str
     index: int
-    kind: str  # "KIND_CPU" | "KIND_GPU" (what the backend is told)
+    kind: str  # "KIND_CPU" | "KIND_GPU" | "KIND_MODEL" (what the backend is told)
     device_id: int
     restore_device: str  # "cpu" | "cuda:N"
     fallback: Fallback | None = None
@@ -125,8 +125,9 @@ def plan_devices(config: mc.ModelConfig, caps: Capabilities) -> DevicePlan:
             if group.kind == mc.ModelInstanceGroup.KIND_GPU:
                 gpus = list(group.gpus) or [0]
                 placement = _gpu(config, group.name, index, gpus[index % len(gpus)], caps)
-            else:
-                placement = Placement(group.name, index, "KIND_CPU", 0, "cpu")
+            else:  # KIND_CPU, or a python model's KIND_MODEL: what the backend is told
+                kind = mc.ModelInstanceGroup.Kind.Name(group.kind)
+                placement = Placement(group.name, index, kind, 0, "cpu")
             placements.append(placement)
     return DevicePlan(tuple(placements))
 

@@ -153,7 +153,7 @@ class VersionLoader:
             self._inventory.capabilities(
                 onnxruntime=config.backend == "onnxruntime", tensorrt=config.backend == "tensorrt"
             )
-            if needs_gpu(config)
+            if needs_gpu(config) and config.backend != "python"  # python stubs place themselves
             else Capabilities()
         )
         try:
