@@ -73,7 +73,8 @@ class ImageLoader:
     `copier_factory(device)` makes the device's `DeviceCopier` (default: CUDA through torch)
     and `device_memory` reads its free memory (default: the CUDA copier's own reading; none
     for an injected factory unless given); `pinner` page-locks host-tier arenas (default:
-    `cudaHostRegister` when the target is `cuda:*`).
+    `cudaHostRegister`), those a restore into a GPU stages through and, for a `cuda:*` target,
+    those a host restore keeps.
     """
 
     def __init__(
@@ -122,10 +123,6 @@ class ImageLoader:
         self._copier_factory = copier_factory
         self._device_memory = device_memory
         self._device_read = device_read
-        if pinner is None and self.target.startswith("cuda"):
-            from snapshotter.cuda_copier import pin_arena
-
-            pinner = pin_arena
         self._pinner = pinner
 
     def source_digest(self, version_dir: Path) -> str:
@@ -212,8 +209,8 @@ class ImageLoader:
         artifacts = {name: bytes(dests[c.digest]) for name, c in manifest.artifacts.items()}
         if self.cache is not None and source != "cache":
             self.cache.store.write_manifest(ref, manifest.to_json())
-        if self._host_wants(manifest):
-            pin_for_cuda(arena, self._pinner)
+        if self._host_wants(manifest) and self.target.startswith("cuda"):
+            pin_for_cuda(arena, self._cuda_pinner())
         self.host.put(ref, mdigest, arena)
         timings["total"] = time.perf_counter() - start
         logger.info(
@@ -320,8 +317,16 @@ class ImageLoader:
             return None
         if arena is None or arena.nbytes < manifest.arena_bytes:
             arena = Arena(manifest.arena_bytes)
-        pin_for_cuda(arena, self._pinner)
+        pin_for_cuda(arena, self._cuda_pinner())
         return arena
+
+    def _cuda_pinner(self) -> Pinner:
+        """The injected pinner, else `cudaHostRegister` (`cuda_copier.pin_arena`)."""
+        if self._pinner is not None:
+            return self._pinner
+        from snapshotter.cuda_copier import pin_arena
+
+        return pin_arena
 
     def _restore_entries(
         self,
