@@ -17,6 +17,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from runtime.config import ModelControlMode, ServeConfig
+from runtime.device_inventory import DeviceInventory
 from runtime.ensemble_scheduler import StepRunner
 from runtime.errors import (
     FeatureDisabled,
@@ -49,7 +50,7 @@ from thawwire.metadata import model_metadata
 from tritonconfig import composing_models, ensemble_steps, is_ensemble
 
 if TYPE_CHECKING:
-    from snapshotter import Arena
+    from snapshotter import Arena, StagingPool
 
 __all__ = ["ModelManager", "ModelState"]
 
@@ -96,6 +97,8 @@ class ModelManager:
         metrics: Metrics,
         image_loader: ImageSource | None = None,
         arena: Arena | None = None,
+        staging: StagingPool | None = None,
+        inventory: DeviceInventory | None = None,
     ) -> None:
         self._config = config
         self._repo = Repositories(config.repositories)
@@ -103,7 +106,7 @@ class ModelManager:
         self._book = StatsBook()
         metrics.bind(self._book, self.pending_counts)
         if image_loader is None and (config.store or config.cache):
-            image_loader = _make_image_loader(config)
+            image_loader = _make_image_loader(config, staging)
         # Ensemble steps run here, on the composing models loaded beside the ensemble, or
         # (under `thaw up`) on the models behind the front door.
         self._remote: RemoteModels | None = None
@@ -123,6 +126,7 @@ class ModelManager:
             inline_exec_max_us=config.inline_exec_max_us,
             auto_complete=config.auto_complete_config,
             steps=steps,
+            inventory=inventory,
         )
         # tritonserver's --model-load-thread-count: versions loaded at once.
         self._load_slots = asyncio.Semaphore(config.model_load_threads)
@@ -569,9 +573,10 @@ def _write_error(rel: str, exc: OSError | UnicodeEncodeError) -> ServingError:
     return InvalidInput(message)
 
 
-def _make_image_loader(config: ServeConfig) -> ImageSource:
-    """The snapshotter's ImageLoader, imported only when a store or cache is configured."""
-    from snapshotter import ImageLoader
+def _make_image_loader(config: ServeConfig, staging: StagingPool | None = None) -> ImageSource:
+    """The snapshotter's ImageLoader, imported only when a store or cache is configured;
+    `staging`: a CUDA-ready warm process's pinned ring (runtime.cuda_warmup)."""
+    from snapshotter import DeviceConfig, ImageLoader
 
     target = config.target
     if target == "cuda":
@@ -582,7 +587,10 @@ def _make_image_loader(config: ServeConfig) -> ImageSource:
         major, minor = torch.cuda.get_device_capability()
         target = f"cuda:sm_{major}{minor}"
     try:
-        return ImageLoader(store_uri=config.store, cache_dir=config.cache, target=target)
+        return ImageLoader(
+            store_uri=config.store, cache_dir=config.cache, target=target,
+            device=DeviceConfig(headroom_bytes=config.vram_headroom_bytes), staging=staging,
+        )  # fmt: skip
     except Exception as exc:  # bad URI, unreadable cache dir: say which setting is wrong
         raise ServingError(
             f"cannot open snapshot store {config.store!r} / cache {config.cache}: {exc}"

@@ -13,6 +13,8 @@ from snapshotter.image_ref import ImageRef
 logger = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
+Pinner = Callable[[Arena], bool]
+"""Page-locks an arena for CUDA (`cuda_copier.pin_arena`); False when it could not."""
 
 
 @dataclass
@@ -37,6 +39,19 @@ def plan_expiry(
         expired.append(victim)
         total -= victim.arena.nbytes
     return expired
+
+
+def pin_for_cuda(arena: Arena, pinner: Pinner | None) -> bool:
+    """Pin a host-tier arena when the target is CUDA (`pinner` given), so a wake from the tier
+    is one host-to-device copy at PCIe speed; unpinned when the arena is freed. False (logged)
+    when there is no pinner or pinning failed: the copy then runs at pageable speed."""
+    if pinner is None:
+        return False
+    if pinner(arena):
+        return True
+    logger.info("host tier arena of %d bytes not pinned: copies from it run at pageable speed",
+                arena.nbytes)  # fmt: skip
+    return False
 
 
 class HostCache:

@@ -10,17 +10,28 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from snapshotter.arena import Arena
 from snapshotter.artifact_archive import UNPACKED_DIR
+from snapshotter.cuda_restore import (
+    CopierFactory,
+    DeviceConfig,
+    check_fits,
+    copy_from_host,
+    device_views,
+    restore_to_device,
+)
+from snapshotter.device_budget import DeviceMemorySource
 from snapshotter.digest_index import INDEX_NAME, DigestIndex, index_for_store
 from snapshotter.errors import ImageNotFound, IntegrityError, SnapshotError
-from snapshotter.host_cache import Clock, HostCache
+from snapshotter.host_cache import Clock, HostCache, Pinner, pin_for_cuda
 from snapshotter.image_ref import ImageRef, resolve_target
 from snapshotter.manifest import ChunkEntry, Manifest, align_up
 from snapshotter.ordered_digest import OrderedDigest
@@ -28,6 +39,7 @@ from snapshotter.parallel_read import ReadJob, read_into
 from snapshotter.pvc_cache import NodeCache
 from snapshotter.restored_image import RestoredImage
 from snapshotter.source_digest import source_digest
+from snapshotter.staging_ring import DeviceCopier, DeviceJob, ReadFn, StagingPool
 from snapshotter.stores import ImageStore, open_store
 
 logger = logging.getLogger(__name__)
@@ -55,6 +67,14 @@ class ImageLoader:
     by default: an ordinary read leaves the chunks in the page cache, so the next cold start
     of the same model (scale to zero wakes the same models again and again) reads them from
     memory at ~13 GB/s instead of from the device; O_DIRECT reads never populate it.
+
+    GPU targets (`restore(..., device="cuda:N")`, see `cuda_restore`): `device` shapes the
+    staging ring and the VRAM headroom; `staging` is a warm process's pre-pinned ring;
+    `copier_factory(device)` makes the device's `DeviceCopier` (default: CUDA through torch)
+    and `device_memory` reads its free memory (default: the CUDA copier's own reading; none
+    for an injected factory unless given); `pinner` page-locks host-tier arenas (default:
+    `cudaHostRegister`), those a restore into a GPU stages through and, for a `cuda:*` target,
+    those a host restore keeps.
     """
 
     def __init__(
@@ -72,6 +92,12 @@ class ImageLoader:
         store: ImageStore | None = None,
         direct_io: bool = True,
         direct_reads: bool = False,
+        device: DeviceConfig | None = None,
+        staging: StagingPool | None = None,
+        copier_factory: CopierFactory | None = None,
+        device_memory: DeviceMemorySource | None = None,
+        pinner: Pinner | None = None,
+        device_read: ReadFn | None = None,
     ) -> None:
         if verify not in ("marker", "full"):
             raise SnapshotError(f"`verify` = {verify!r}, must be one of marker, full")
@@ -92,6 +118,12 @@ class ImageLoader:
         )
         # Archive artifacts (compile and engine caches) unpack next to the chunks they came from.
         self._unpack_root = Path(cache_dir) / UNPACKED_DIR if cache_dir else None
+        self.device_config = device or DeviceConfig()
+        self.staging = staging
+        self._copier_factory = copier_factory
+        self._device_memory = device_memory
+        self._device_read = device_read
+        self._pinner = pinner
 
     def source_digest(self, version_dir: Path) -> str:
         """`source_digest` of `version_dir`, remembered in the cache's persistent index: a
@@ -131,14 +163,21 @@ class ImageLoader:
 
     # -- restore ---------------------------------------------------------------------------
     def restore(
-        self, ref: ImageRef, arena: Arena | None = None, *, device: str | None = None
+        self,
+        ref: ImageRef,
+        arena: Arena | None = None,
+        *,
+        device: str | None = None,
+        cancel: threading.Event | None = None,
     ) -> RestoredImage:
         """Restore `ref` into `arena` (or a new one when absent or too small); with
-        `device="cuda:N"`, into one arena on that GPU through a pinned staging ring instead."""
+        `device="cuda:N"`, into one arena on that GPU instead (`cuda_restore`; `arena`, when
+        big enough, then stages the host tier's copy). Raises DeviceMemoryError when the GPU
+        has no room, RestoreCancelled once `cancel` is set."""
         start = time.perf_counter()
         manifest = self.manifest(ref)
-        if device is not None and device.startswith("cuda"):
-            return self._restore_device(manifest, device, start)
+        if device is not None and device != "cpu":
+            return self._restore_device(manifest, device, arena, start, cancel)
         mdigest = hashlib.sha256(manifest.to_json()).hexdigest()
         if arena is not None and arena.nbytes < manifest.arena_bytes:
             logger.warning(
@@ -170,6 +209,8 @@ class ImageLoader:
         artifacts = {name: bytes(dests[c.digest]) for name, c in manifest.artifacts.items()}
         if self.cache is not None and source != "cache":
             self.cache.store.write_manifest(ref, manifest.to_json())
+        if self._host_wants(manifest) and self.target.startswith("cuda"):
+            pin_for_cuda(arena, self._cuda_pinner())
         self.host.put(ref, mdigest, arena)
         timings["total"] = time.perf_counter() - start
         logger.info(
@@ -181,18 +222,34 @@ class ImageLoader:
             unpack_root=self._unpack_root,
         )  # fmt: skip
 
-    def _restore_device(self, manifest: Manifest, device: str, start: float) -> RestoredImage:
-        from snapshotter.cuda_restore import DeviceJob, device_views, restore_to_device
-
+    def _restore_device(
+        self,
+        manifest: Manifest,
+        device: str,
+        arena: Arena | None,
+        start: float,
+        cancel: threading.Event | None,
+    ) -> RestoredImage:
         if self.cache is None:
             raise SnapshotError("restoring to a GPU reads from the node cache: give a cache dir")
-        store = self.cache.store
+        copier = self._copier(device)
+        check_fits(
+            copier, self._memory_source(copier), manifest.arena_bytes,
+            self.device_config.headroom_bytes,
+        )  # fmt: skip
+        ref, store = manifest.ref, self.cache.store
+        mdigest = hashlib.sha256(manifest.to_json()).hexdigest()
         timings: dict[str, float] = {"fetch": 0.0, "read": 0.0, "verify": 0.0}
         blobs = {name: bytearray(c.size) for name, c in manifest.artifacts.items()}
         dests = {c.digest: memoryview(blobs[n]) for n, c in manifest.artifacts.items()}
+        kept = self.host.get(ref, mdigest)
         # Chunks not yet verified in the cache go through host memory once (fetch or hash);
         # after that every chunk streams from its cache file to the device.
-        todo = [c for c in manifest.chunks if not store.is_verified(c.digest, c.size)]
+        todo = (
+            [c for c in manifest.chunks if not store.is_verified(c.digest, c.size)]
+            if kept is None
+            else []
+        )
         staging = Arena(sum(align_up(c.size) for c in todo))
         pos = 0
         for chunk in todo:
@@ -203,11 +260,22 @@ class ImageLoader:
         artifacts = {name: bytes(dests[c.digest]) for name, c in manifest.artifacts.items()}
         del staging, dests
         bases = manifest.chunk_bases
-        jobs = [
-            DeviceJob(store.chunk_file(c.digest), 0, c.size, base, c.digest)
-            for c, base in zip(manifest.chunks, bases, strict=True)
-        ]
-        device_arena, copy = restore_to_device(jobs, manifest.arena_bytes, device)
+        if kept is not None:
+            device_arena, copy = copy_from_host(kept, manifest.arena_bytes, copier)
+            source = "host"
+        else:
+            jobs = [
+                DeviceJob(store.chunk_file(c.digest), 0, c.size, base, c.digest)
+                for c, base in zip(manifest.chunks, bases, strict=True)
+            ]
+            host_arena = self._host_staging(manifest, arena)
+            device_arena, copy = restore_to_device(
+                jobs, manifest.arena_bytes, copier, self.device_config, pool=self.staging,
+                host_arena=host_arena, read=self._device_read, cancel=cancel,
+            )  # fmt: skip
+            if host_arena is not None:
+                self.host.put(ref, mdigest, host_arena)
+            source = "store" if fetched else "cache"
         timings.update(copy)
         views = device_views(
             device_arena,
@@ -217,11 +285,48 @@ class ImageLoader:
             ],
         )
         timings["total"] = time.perf_counter() - start
-        source = "store" if fetched else "cache"
+        logger.info(
+            "restored model=%s version=%s to=%s from=%s bytes=%d total=%.3fs",
+            ref.model, ref.version, device, source, manifest.weight_bytes, timings["total"],
+        )  # fmt: skip
         return RestoredImage(
-            manifest.ref, manifest, Arena(0), {}, artifacts, timings, source, device, views,
+            ref, manifest, Arena(0), {}, artifacts, timings, source, copier.device, views,
             unpack_root=self._unpack_root,
         )  # fmt: skip
+
+    def _copier(self, device: str) -> DeviceCopier:
+        if self._copier_factory is not None:
+            return self._copier_factory(device)
+        from snapshotter.cuda_copier import TorchCudaCopier
+
+        return TorchCudaCopier(device)
+
+    def _memory_source(self, copier: Any) -> DeviceMemorySource | None:
+        if self._device_memory is not None or self._copier_factory is not None:
+            return self._device_memory
+        return copier  # the CUDA copier reads its own device's memory
+
+    def _host_wants(self, manifest: Manifest) -> bool:
+        """Whether the host tier will keep this image (retention on, image within its size)."""
+        return self.host.retention_s > 0 and manifest.arena_bytes <= self.host.max_bytes
+
+    def _host_staging(self, manifest: Manifest, arena: Arena | None) -> Arena | None:
+        """The host arena a device restore stages through when the host tier will keep it
+        (pinned, so every piece's copy runs at PCIe speed), else None: the ring."""
+        if not self._host_wants(manifest):
+            return None
+        if arena is None or arena.nbytes < manifest.arena_bytes:
+            arena = Arena(manifest.arena_bytes)
+        pin_for_cuda(arena, self._cuda_pinner())
+        return arena
+
+    def _cuda_pinner(self) -> Pinner:
+        """The injected pinner, else `cudaHostRegister` (`cuda_copier.pin_arena`)."""
+        if self._pinner is not None:
+            return self._pinner
+        from snapshotter.cuda_copier import pin_arena
+
+        return pin_arena
 
     def _restore_entries(
         self,
