@@ -45,16 +45,18 @@ def _config(
     return config
 
 
-def test_gpu_groups_spread_instances_over_their_gpus_and_restore_once_per_device() -> None:
+def test_gpu_groups_put_count_instances_on_each_gpu_and_restore_once_per_device() -> None:
+    # Triton's rule: `count` instances on EACH of the group's GPUs.
     config = _config(
         "pytorch",
         "{ kind: KIND_GPU count: 3 gpus: [ 0, 1 ] }, { kind: KIND_CPU count: 1 }",
     )
     plan = plan_devices(config, TWO_GPUS_ORT_GPU)
-    assert [p.device for p in plan.placements] == ["cuda:0", "cuda:1", "cuda:0", "cpu"]
+    assert [p.device for p in plan.placements] == ["cuda:0"] * 3 + ["cuda:1"] * 3 + ["cpu"]
     assert plan.restore_devices == ("cuda:0", "cuda:1", "cpu")
     assert plan.fallbacks == ()
-    assert [p.group for p in plan.placements] == ["m_0", "m_0", "m_0", "m_1"]
+    assert [p.group for p in plan.placements] == ["m_0"] * 6 + ["m_1"]
+    assert [p.index for p in plan.placements] == [0, 1, 2, 3, 4, 5, 0]
 
 
 def test_kind_auto_resolves_to_gpu_0_when_the_server_has_a_gpu() -> None:
