@@ -68,6 +68,13 @@ def add_kubernetes_arguments(parser: argparse.ArgumentParser) -> None:
         "--runtime-port", type=int, default=None, help="runtime port (default: the pod's `http`)"
     )
     k.add_argument(
+        "--runtime-grpc-port",
+        type=int,
+        default=None,
+        help="runtime gRPC port, where gRPC calls are forwarded (default: the pod's `grpc` "
+        "container port, else 8001)",
+    )
+    k.add_argument(
         "--orphan-grace-s",
         type=float,
         default=60.0,
@@ -93,6 +100,8 @@ def kubernetes_config(
     _check("--orphan-grace-s", args.orphan_grace_s, 0, 86_400)
     if args.runtime_port is not None:
         _check("--runtime-port", args.runtime_port, 1, 65535)
+    if args.runtime_grpc_port is not None:
+        _check("--runtime-grpc-port", args.runtime_grpc_port, 1, 65535)
     in_cluster = (
         args.in_cluster == "on"
         if args.in_cluster != "auto"
@@ -109,6 +118,7 @@ def kubernetes_config(
         activator_id=args.activator_id or env.get("POD_NAME") or socket.gethostname(),
         models=models,
         runtime_port=args.runtime_port,
+        runtime_grpc_port=args.runtime_grpc_port,
         leader_election=args.leader_election == "on",
         lease_name=args.lease_name,
         lease_duration_s=args.lease_duration_s,

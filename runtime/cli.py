@@ -11,7 +11,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from runtime.config import ConfigError, ModelControlMode, ServeConfig
+from runtime.config import ConfigError, ModelControlMode, ServeConfig, parse_cuda_pool
 from runtime.triton_flags import (
     add_triton_flags,
     add_unsupported_flags,
@@ -164,6 +164,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="BYTES",
         help="Triton's older spelling of `--cache-config local,size=BYTES`",
     )
+    _add_gpu_flags(p)
     internal = p.add_argument_group("internal (set by `thaw up` for its replicas)")
     internal.add_argument(
         "--handoff-socket",
@@ -211,6 +212,35 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_triton_flags(p)
     add_unsupported_flags(p)  # after every definition (see conflict_handler above)
     p.set_defaults(func=run)
+
+
+def _add_gpu_flags(p: argparse.ArgumentParser) -> None:
+    """The GPU flags (docs/gpu.md): a CUDA-ready warm process before it reports ready."""
+    gpu = p.add_argument_group("GPU (CUDA-ready warm processes; docs/gpu.md)")
+    gpu.add_argument(
+        "--cuda-memory-pool-byte-size",
+        action="append",
+        default=[],
+        metavar="<gpu>:<bytes>",
+        help="before reporting ready, create the CUDA context on this GPU and reserve this much "
+        "device memory for restores and models (repeatable, one per GPU; Triton's flag)",
+    )
+    gpu.add_argument(
+        "--pinned-memory-pool-byte-size",
+        type=int,
+        default=0,
+        metavar="BYTES",
+        help="pin a host staging buffer of this size before reporting ready; restores to a GPU "
+        "copy through it (default 0: each restore pins its own ring of 384 MiB)",
+    )
+    gpu.add_argument(
+        "--vram-headroom-bytes",
+        type=int,
+        default=512 << 20,
+        metavar="BYTES",
+        help="a restore to a GPU needs the image plus this much free device memory, else the "
+        "load fails with 503 (default 512 MiB)",
+    )
 
 
 def build_config(args: argparse.Namespace) -> ServeConfig:
@@ -261,6 +291,18 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
         handoff_state=args.handoff_state,
         response_cache_bytes=_cache_bytes(args.cache_config, args.response_cache_byte_size),
         ensemble_steps_url=args.ensemble_steps_url,
+        cuda_memory_pools=tuple(parse_cuda_pool(t) for t in args.cuda_memory_pool_byte_size),
+        pinned_memory_pool_bytes=args.pinned_memory_pool_byte_size,
+        vram_headroom_bytes=args.vram_headroom_bytes,
+    )
+
+
+def wants_cuda_warmup(config: ServeConfig) -> bool:
+    """A CUDA target or a GPU flag: warm up CUDA before reporting ready."""
+    return (
+        config.target.startswith("cuda")
+        or bool(config.cuda_memory_pools)
+        or config.pinned_memory_pool_bytes > 0
     )
 
 
@@ -386,11 +428,19 @@ async def _serve(config: ServeConfig) -> int:
         arena = Arena(config.arena_bytes)
         warmups = (arena.prefault,)
     metrics = Metrics()
+    cuda = None
+    if wants_cuda_warmup(config):
+        from runtime.cuda_warmup import CudaWarmup
+
+        cuda = CudaWarmup(config, metrics=metrics, arena=arena)
+        warmups = (*warmups, cuda.run)  # after the arena is pre-faulted: it pins that arena
     image_loader = None
     if config.store or config.cache:
         from runtime.image_cache import ImageCacheCollector, make_image_loader
 
-        image_loader = make_image_loader(config)
+        # After CudaWarmup: its pinned staging pool (allocated when the warm-up runs) is the
+        # ring every restore into a GPU copies through.
+        image_loader = make_image_loader(config, staging=cuda.staging if cuda else None)
         metrics.registry.register(ImageCacheCollector(image_loader))
     manager = ModelManager(config, metrics=metrics, image_loader=image_loader, arena=arena)
     app = build_app(config, manager, metrics, warmups=warmups)

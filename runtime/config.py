@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-__all__ = ["ConfigError", "ModelControlMode", "ServeConfig"]
+__all__ = ["ConfigError", "ModelControlMode", "ServeConfig", "parse_cuda_pool"]
 
 _LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 _FRAMEWORKS = ("onnxruntime", "torch", "tensorrt")
@@ -106,6 +106,12 @@ class ServeConfig:
     # Internal, set by `thaw up`: run ensemble steps on the models behind this URL (the front
     # door) instead of loading the composing models into this process.
     ensemble_steps_url: str | None = None
+    # GPU (docs/gpu.md): device memory reserved per GPU before ready, as Triton's
+    # `--cuda-memory-pool-byte-size <gpu>:<bytes>`; the pinned host staging buffer restores
+    # copy through, as Triton's `--pinned-memory-pool-byte-size`; VRAM a restore leaves free.
+    cuda_memory_pools: tuple[tuple[int, int], ...] = ()
+    pinned_memory_pool_bytes: int = 0
+    vram_headroom_bytes: int = 512 << 20
 
     def __post_init__(self) -> None:
         _in_range("port", self.port, 0, 65535)
@@ -139,6 +145,14 @@ class ServeConfig:
         url = self.ensemble_steps_url
         if url is not None and not url.startswith("http://"):
             raise ConfigError(f"`ensemble_steps_url` = {url!r}, must be an http:// URL")
+        _in_range("pinned_memory_pool_bytes", self.pinned_memory_pool_bytes, 0, 1 << 40)
+        _in_range("vram_headroom_bytes", self.vram_headroom_bytes, 0, 1 << 40)
+        gpus = [gpu for gpu, _ in self.cuda_memory_pools]
+        if len(set(gpus)) != len(gpus):
+            raise ConfigError(f"`cuda_memory_pools` = {gpus}, each GPU at most once")
+        for gpu, nbytes in self.cuda_memory_pools:
+            _in_range("cuda_memory_pools gpu", gpu, 0, 1023)
+            _in_range("cuda_memory_pools bytes", nbytes, 0, 1 << 44)
         if (self.handoff_socket is None) != (self.front_door is None):
             raise ConfigError("`handoff_socket` and `front_door` go together: give both or neither")
         if self.handoff_state is not None and self.handoff_socket is None:
@@ -152,6 +166,16 @@ class ServeConfig:
             _one_of("preload_frameworks", framework, _FRAMEWORKS)
         if not self.host:
             raise ConfigError("`host` = '', must be a host name or address")
+
+
+def parse_cuda_pool(text: str) -> tuple[int, int]:
+    """`<gpu>:<bytes>` (Triton's `--cuda-memory-pool-byte-size` form) as (gpu, bytes)."""
+    gpu, sep, nbytes = text.partition(":")
+    if not sep or not gpu.strip().isdigit() or not nbytes.strip().isdigit():
+        raise ConfigError(
+            f"`cuda_memory_pool_byte_size` = {text!r}, must be <gpu>:<bytes>, e.g. 0:268435456"
+        )
+    return int(gpu), int(nbytes)
 
 
 def _in_range(name: str, value: float, low: float, high: float) -> None:

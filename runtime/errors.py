@@ -8,6 +8,7 @@
     ├── MethodNotAllowed (405)
     ├── PayloadTooLarge (413)          body over the configured cap (also after decompression)
     ├── ModelUnavailable (503)         known but not ready / not loaded / queue full
+    ├── DeviceOutOfMemory (503)        the GPU has no room for this load or this request
     ├── DeadlineExceeded (504)         request timed out inside the server
     ├── FeatureDisabled (501)          e.g. load/unload when model control mode is `none`
     └── RepositoryError (400)          config.pbtxt or model files are wrong; names file and field
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 __all__ = [
     "DeadlineExceeded",
+    "DeviceOutOfMemory",
     "FeatureDisabled",
     "InvalidInput",
     "JsonTooDeep",
@@ -75,6 +77,13 @@ class PayloadTooLarge(ServingError):
 
 
 class ModelUnavailable(ServingError):
+    status = 503
+
+
+class DeviceOutOfMemory(ServingError):
+    """CUDA out of memory (or too little free VRAM for a restore): fails that load or that
+    request only; the server and its other models go on. 503: another replica may have room."""
+
     status = 503
 
 

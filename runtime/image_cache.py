@@ -2,7 +2,9 @@
 
 The loader (snapshotter.ImageLoader) reads images through the shared host-memory tier
 (`--host-cache`, `--host-cache-bytes`), the node cache (`--cache`, `--cache-max-bytes`) and
-the store (`--store`). `ImageCacheCollector` reports on `/metrics` what this process saw of
+the store (`--store`), and restores into GPUs through a CUDA-ready warm process's pinned
+staging pool (`--pinned-memory-pool-byte-size`, runtime.cuda_warmup) leaving
+`--vram-headroom-bytes` free. `ImageCacheCollector` reports on `/metrics` what this process saw of
 the tiers: host-tier hits and misses, evictions and their bytes per tier, and the host tier's
 size now.
 """
@@ -21,7 +23,7 @@ from runtime.config import ServeConfig
 from runtime.errors import ServingError
 
 if TYPE_CHECKING:
-    from snapshotter import ImageLoader
+    from snapshotter import ImageLoader, StagingPool
 
 __all__ = ["ImageCacheCollector", "default_host_cache_dir", "make_image_loader"]
 
@@ -31,9 +33,11 @@ def default_host_cache_dir() -> Path:
     return Path("/dev/shm") / f"thaw-host-{os.getuid()}"
 
 
-def make_image_loader(config: ServeConfig) -> ImageLoader:
-    """The snapshotter's ImageLoader, imported only when a store or cache is configured."""
-    from snapshotter import ImageLoader
+def make_image_loader(config: ServeConfig, *, staging: StagingPool | None = None) -> ImageLoader:
+    """The snapshotter's ImageLoader, imported only when a store or cache is configured;
+    `staging`: a CUDA-ready warm process's pinned ring (runtime.cuda_warmup), lent to each
+    restore into a GPU."""
+    from snapshotter import DeviceConfig, ImageLoader
 
     target = config.target
     if target == "cuda":
@@ -54,6 +58,8 @@ def make_image_loader(config: ServeConfig) -> ImageLoader:
             max_cache_bytes=config.cache_max_bytes,
             host_cache_dir=host_dir,
             host_max_bytes=config.host_cache_bytes,
+            device=DeviceConfig(headroom_bytes=config.vram_headroom_bytes),
+            staging=staging,
         )
     except Exception as exc:  # bad URI, unreadable cache dir: say which setting is wrong
         raise ServingError(

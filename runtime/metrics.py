@@ -21,6 +21,7 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 from runtime.custom_metrics import CustomMetrics, MetricKind
+from runtime.gpu_metrics import ENERGY, GpuReader, NvmlReader, gpu_families
 from runtime.stats import FailureReason, ModelStats, StatsBook
 
 __all__ = ["CONTENT_TYPE", "Metrics"]
@@ -80,14 +81,17 @@ _TRITON_COUNTER_HEADER = re.compile(
     + rb")_total ",
     re.MULTILINE,
 )
+_ENERGY_HEADER = re.compile(rb"^# (HELP|TYPE) (" + ENERGY[0].encode() + rb")_total ", re.MULTILINE)
 
 
 class TritonCollector:
-    """Triton's per-model `nv_*` families and its CPU gauges, built at scrape time."""
+    """Triton's per-model `nv_*` families, its CPU gauges and (where NVML is) its GPU
+    families, built at scrape time."""
 
-    def __init__(self) -> None:
+    def __init__(self, gpu: GpuReader) -> None:
         self._book: StatsBook | None = None
         self._pending: PendingFn | None = None
+        self._gpu = gpu
 
     def bind(self, book: StatsBook, pending: PendingFn) -> None:
         self._book = book
@@ -117,6 +121,7 @@ class TritonCollector:
                 yield family
         yield self._pending_family()
         yield from _cpu_families()
+        yield from gpu_families(self._gpu.samples())
 
     def _pending_family(self) -> GaugeMetricFamily:
         pending = self._pending() if self._pending is not None else {}
@@ -200,11 +205,12 @@ class ServerMemory:
 
 
 class Metrics:
-    """One server's metrics; `exposition()` renders the `/metrics` body."""
+    """One server's metrics; `exposition()` renders the `/metrics` body. `gpu` reads the GPUs
+    for Triton's `nv_gpu_*` families (default: NVML, absent where NVML is not)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, gpu: GpuReader | None = None) -> None:
         self.registry = CollectorRegistry()
-        self._triton = TritonCollector()
+        self._triton = TritonCollector(gpu if gpu is not None else NvmlReader())
         self.registry.register(self._triton)  # first: Triton's families lead the page
         # Python models' pb_utils.MetricFamily series, exported beside Triton's.
         self.custom = CustomMetrics()
@@ -252,6 +258,25 @@ class Metrics:
             ["model", "source"],
             registry=self.registry,
         )
+        self.device_fallbacks = Counter(
+            "thaw_device_fallbacks",
+            'Model instances (or, with model="", the server\'s CUDA warm-up) that run elsewhere '
+            "than asked, by reason: no_cuda, no_onnxruntime_cuda, no_tensorrt",
+            ["model", "reason"],
+            registry=self.registry,
+        )
+        self.device_oom = Counter(
+            "thaw_device_out_of_memory",
+            "Loads that failed because the GPU had no room (VRAM check or CUDA out of memory)",
+            ["model", "device"],
+            registry=self.registry,
+        )
+        self.cuda_pool_bytes = Gauge(
+            "thaw_cuda_memory_pool_bytes",
+            "Device memory reserved at warm-up (--cuda-memory-pool-byte-size), per GPU",
+            ["gpu"],
+            registry=self.registry,
+        )
         psutil.cpu_percent(interval=None)  # prime: the first reading is since this call
 
     def bind(self, book: StatsBook, pending: PendingFn) -> None:
@@ -275,6 +300,12 @@ class Metrics:
     def record_restore_failure(self, model: str, reason: str) -> None:
         self.restore_failures.labels(model, reason).inc()
 
+    def record_device_fallback(self, model: str, reason: str) -> None:
+        self.device_fallbacks.labels(model, reason).inc()
+
+    def record_device_oom(self, model: str, device: str) -> None:
+        self.device_oom.labels(model, device).inc()
+
     def forget(self, model: str, version: str) -> None:
         """Drop a version's load gauges after it is unloaded."""
         for gauge in (self.load_duration, self.restored, self.warmup_duration):
@@ -284,6 +315,7 @@ class Metrics:
     def exposition(self) -> bytes:
         """The Prometheus text exposition (format 0.0.4) of every metric."""
         text = _TRITON_COUNTER_HEADER.sub(rb"# \1 \2 ", generate_latest(self.registry))
+        text = _ENERGY_HEADER.sub(rb"# \1 \2 ", text)
         counters = self._custom.counter_names()
         if counters:  # custom counters keep their bare names in HELP/TYPE too, as Triton's
             pattern = re.compile(

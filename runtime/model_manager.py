@@ -17,6 +17,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from runtime.config import ModelControlMode, ServeConfig
+from runtime.device_inventory import DeviceInventory
 from runtime.ensemble_scheduler import StepRunner
 from runtime.errors import (
     FeatureDisabled,
@@ -50,7 +51,7 @@ from thawwire.metadata import model_metadata
 from tritonconfig import composing_models, ensemble_steps, is_ensemble
 
 if TYPE_CHECKING:
-    from snapshotter import Arena
+    from snapshotter import Arena, StagingPool
 
 __all__ = ["ModelManager", "ModelState"]
 
@@ -97,6 +98,8 @@ class ModelManager:
         metrics: Metrics,
         image_loader: ImageSource | None = None,
         arena: Arena | None = None,
+        staging: StagingPool | None = None,
+        inventory: DeviceInventory | None = None,
     ) -> None:
         self._config = config
         self._repo = Repositories(config.repositories)
@@ -104,7 +107,7 @@ class ModelManager:
         self._book = StatsBook()
         metrics.bind(self._book, self.pending_counts)
         if image_loader is None and (config.store or config.cache):
-            image_loader = make_image_loader(config)
+            image_loader = make_image_loader(config, staging=staging)
         # Ensemble steps run here, on the composing models loaded beside the ensemble, or
         # (under `thaw up`) on the models behind the front door.
         self._remote: RemoteModels | None = None
@@ -124,6 +127,7 @@ class ModelManager:
             inline_exec_max_us=config.inline_exec_max_us,
             auto_complete=config.auto_complete_config,
             steps=steps,
+            inventory=inventory,
         )
         # tritonserver's --model-load-thread-count: versions loaded at once.
         self._load_slots = asyncio.Semaphore(config.model_load_threads)

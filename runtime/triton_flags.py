@@ -63,8 +63,6 @@ IGNORED_FLAGS: dict[str, str] = {
     "backend-directory": "thaw's backends are built in",
     "http-thread-count": "thaw's HTTP server runs on one event loop",
     "buffer-manager-thread-count": "thaw has no buffer manager threads",
-    "pinned-memory-pool-byte-size": "thaw pins its restore arena itself",
-    "cuda-memory-pool-byte-size": "thaw's GPU memory is the frameworks' allocators'",
     "metrics-interval-ms": "thaw computes metrics when scraped",
 }
 

@@ -1,4 +1,10 @@
-"""Bring a model's versions up in a thread: restore, backend instances, scheduler."""
+"""Bring a model's versions up in a thread: device plan, restore, backend instances, scheduler.
+
+plan devices (device_plan: which device each instance runs on; fallbacks logged + counted)
+  ─▶ restore once per distinct device (snapshot_restore)
+  ─▶ one backend instance per placement, given its device's image
+  ─▶ the version's Scheduler
+"""
 
 from __future__ import annotations
 
@@ -10,8 +16,11 @@ from typing import TYPE_CHECKING, Any
 from runtime.backends.base import Backend, LoadContext, SnapshotImage
 from runtime.backends.registry import backend_class
 from runtime.batch_planner import DynamicBatching
+from runtime.device_errors import is_device_oom
+from runtime.device_inventory import DeviceInventory, LocalInventory
+from runtime.device_plan import Capabilities, DevicePlan, DevicePlanError, needs_gpu, plan_devices
 from runtime.ensemble_scheduler import EnsembleScheduler, StepRunner
-from runtime.errors import RepositoryError, ServingError
+from runtime.errors import DeviceOutOfMemory, RepositoryError, ServingError
 from runtime.metrics import Metrics
 from runtime.model_config import config_to_json, fill_defaults, validate_config
 from runtime.model_scheduler import ModelScheduler
@@ -62,10 +71,12 @@ class VersionLoader:
         inline_exec_max_us: int = 0,
         auto_complete: bool = True,
         steps: StepRunner | None = None,
+        inventory: DeviceInventory | None = None,
     ) -> None:
         self._book = book
         self._auto_complete = auto_complete  # False: no model.py `auto_complete_config`
         self._steps = steps  # where ensembles run their steps
+        self._inventory = inventory or LocalInventory()
         self._metrics = metrics
         self._restorer = (
             SnapshotRestorer(image_loader, arena=arena, metrics=metrics)
@@ -116,9 +127,14 @@ class VersionLoader:
             return self._load_ensemble(spec, config, version)
         started = time.perf_counter()
         samples = warmup_samples(config, spec.model_dir)  # a bad sample fails before loading
-        image = self._restorer.restore(spec, version) if self._restorer is not None else None
+        plan = self._plan(spec.name, config)
+        images = (
+            self._restorer.restore(spec, version, plan.restore_devices)
+            if self._restorer is not None
+            else {}
+        )
         restored_at = time.perf_counter()
-        instances = self._instances(spec, config, version, image)
+        instances = self._instances(spec, config, version, plan, images)
         try:
             warmup_s = run_warmup(spec.name, instances, samples) if samples else 0.0
         except BaseException:
@@ -132,12 +148,13 @@ class VersionLoader:
             spec.name, version, restored_at - started, time.perf_counter() - restored_at,
         )  # fmt: skip
         # Restored only if the backend really built the model from the image's weights.
-        restored = image is not None and all(instance.used_image for instance in instances)
+        restored = bool(images) and all(instance.used_image for instance in instances)
         stats = self._book.open(spec.name, str(version))
         signature = ModelSignature.from_config(config)
         scheduler = self._scheduler(spec.name, str(version), config, signature, instances, stats)
         seconds = time.perf_counter() - started
-        source = image.source if image is not None else "files"
+        # Where the weights came from (host tier, node cache, store): the first device's image.
+        source = next(iter(images.values())).source if restored else "files"
         self._metrics.record_load(
             spec.name, str(version), seconds, restored=restored, source=source
         )
@@ -204,51 +221,61 @@ class VersionLoader:
             )
         return Scheduler(name, version, instances, stats, inline_max_us=self._inline_exec_max_us)
 
+    def _plan(self, name: str, config: mc.ModelConfig) -> DevicePlan:
+        """Where each instance runs; every fallback is logged and counted once per load."""
+        caps = (
+            self._inventory.capabilities(
+                onnxruntime=config.backend == "onnxruntime", tensorrt=config.backend == "tensorrt"
+            )
+            if needs_gpu(config) and config.backend != "python"  # python stubs place themselves
+            else Capabilities()
+        )
+        try:
+            plan = plan_devices(config, caps)
+        except DevicePlanError as exc:
+            raise RepositoryError(f"failed to load model '{name}': {exc}") from exc
+        for fallback in plan.fallbacks:
+            logger.warning("model=%s %s", name, fallback.message)
+            self._metrics.record_device_fallback(name, fallback.reason.value)
+        return plan
+
     def _instances(
         self,
         spec: ModelSpec,
         config: mc.ModelConfig,
         version: int,
-        image: SnapshotImage | None,
+        plan: DevicePlan,
+        images: dict[str, SnapshotImage],
     ) -> list[Backend]:
-        """One loaded backend per instance of every instance group; all or none. A KIND_GPU
-        group has `count` instances on each of its `gpus`, as Triton places them; instances
-        are named `<group>_<n>`, n counting through the group."""
+        """One loaded backend per placement (instance of every instance group); all or none."""
         instances: list[Backend] = []
-        total = sum(group.count * len(_devices(group)) for group in config.instance_group)
         try:
-            for group in config.instance_group:
-                kind = mc.ModelInstanceGroup.Kind.Name(group.kind)
-                slots = [device for device in _devices(group) for _ in range(group.count)]
-                for index, device in enumerate(slots):
-                    backend = backend_class(config.backend)()
-                    ctx = LoadContext(
-                        model_name=spec.name,
-                        version=str(version),
-                        version_dir=spec.version_dir(version),
-                        model_dir=spec.model_dir,
-                        config=config,
-                        instance_kind=kind,
-                        device_id=device,
-                        image=image,
-                        instance_name=f"{group.name}_{index}",
-                        instance_count=total,
-                        model_file=spec.model_file(version),
-                    )
+            for placement in plan.placements:
+                backend = backend_class(config.backend)()
+                ctx = LoadContext(
+                    model_name=spec.name,
+                    version=str(version),
+                    version_dir=spec.version_dir(version),
+                    model_dir=spec.model_dir,
+                    config=config,
+                    instance_kind=placement.kind,
+                    device_id=placement.device_id,
+                    image=images.get(placement.restore_device),
+                    instance_name=f"{placement.group}_{placement.index}",
+                    instance_count=len(plan.placements),
+                    model_file=spec.model_file(version),
+                )
+                try:
                     _load_instance(backend, ctx)
-                    instances.append(backend)
+                except DeviceOutOfMemory:
+                    self._metrics.record_device_oom(spec.name, placement.device)
+                    raise
+                instances.append(backend)
         except BaseException:
             for instance in instances:
                 instance.unload()
             raise
         return instances
-
-
-def _devices(group: mc.ModelInstanceGroup) -> list[int]:
-    """The devices a group's instances go on: each of its GPUs for KIND_GPU, else device 0."""
-    if group.kind == mc.ModelInstanceGroup.KIND_GPU and len(group.gpus):
-        return list(group.gpus)
-    return [0]
 
 
 def _load_instance(backend: Backend, ctx: LoadContext) -> None:
@@ -259,6 +286,15 @@ def _load_instance(backend: Backend, ctx: LoadContext) -> None:
         raise
     except MemoryError as exc:
         raise ServingError(f"model '{ctx.model_name}' ran out of memory while loading") from exc
+    except Exception as exc:
+        if ctx.instance_kind == "KIND_GPU" and is_device_oom(exc):
+            raise DeviceOutOfMemory(
+                f"model '{ctx.model_name}' version {ctx.version}: cuda:{ctx.device_id} ran out "
+                f"of memory while loading instance {ctx.instance_name}"
+            ) from exc
+        raise RepositoryError(
+            f"failed to load model '{ctx.model_name}' version {ctx.version}: {exc!r}"
+        ) from exc
     except BaseException as exc:  # a model file's sys.exit() must not stop the server
         raise RepositoryError(
             f"failed to load model '{ctx.model_name}' version {ctx.version}: {exc!r}"

@@ -7,14 +7,19 @@ from __future__ import annotations
 
 from snapshotter.arena import Arena
 from snapshotter.compile_cache import arg_positions, compile_for_serving, warmup_inputs
+from snapshotter.cuda_copier import cuda_available
+from snapshotter.cuda_restore import DeviceConfig
 from snapshotter.errors import (
     ArtifactError,
     BuildError,
+    DeviceCopyError,
+    DeviceMemoryError,
     ImageNotFound,
     ImageRefError,
     IntegrityError,
     ManifestError,
     NothingToImage,
+    RestoreCancelled,
     SnapshotError,
     SnapshotStoreError,
     StoreTimeout,
@@ -22,17 +27,23 @@ from snapshotter.errors import (
 from snapshotter.image_builder import build_image
 from snapshotter.image_ref import ImageRef
 from snapshotter.manifest import Manifest
+from snapshotter.plan_engine import plan_from_image as tensorrt_plan_from_image
 from snapshotter.restore import ImageLoader
 from snapshotter.restored_image import RestoredImage
 from snapshotter.source_digest import source_digest
 from snapshotter.sources.ort_optimize import host_key as ort_host_key
+from snapshotter.staging_ring import StagingPool
 from snapshotter.stores import open_store
+from snapshotter.trt_cache import context_model as trt_context_model
 from snapshotter.trt_cache import session_options as trt_session_options
 
 __all__ = [
     "Arena",
     "ArtifactError",
     "BuildError",
+    "DeviceConfig",
+    "DeviceCopyError",
+    "DeviceMemoryError",
     "ImageLoader",
     "ImageNotFound",
     "ImageRef",
@@ -41,16 +52,21 @@ __all__ = [
     "Manifest",
     "ManifestError",
     "NothingToImage",
+    "RestoreCancelled",
     "RestoredImage",
     "SnapshotError",
     "SnapshotStoreError",
+    "StagingPool",
     "StoreTimeout",
     "arg_positions",
     "build_image",
     "compile_for_serving",
+    "cuda_available",
     "open_store",
     "ort_host_key",
     "source_digest",
+    "tensorrt_plan_from_image",
+    "trt_context_model",
     "trt_session_options",
     "warmup_inputs",
 ]

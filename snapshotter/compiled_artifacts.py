@@ -4,7 +4,9 @@
 - torch.export programs with `TORCH_COMPILE_OPTIONAL_PARAMETERS`: the torch compile caches
   (`compile_cache`), for `cpu` or the `cuda:sm_NN` GPU this machine has;
 - ONNX models with the `tensorrt` GPU accelerator, for `cuda:sm_NN` images: onnxruntime's
-  TensorRT engine and timing caches (`trt_cache`).
+  TensorRT engine and timing caches and its EP-context model (`trt_cache`);
+- `tensorrt_plan` models, for `cuda:sm_NN` images: the plan itself (`plan_engine`), checked by
+  deserializing it on this GPU (a `cpu` image of a plan has nothing in it: NothingToImage).
 
 Each comes with its key (`artifact_keys` in the manifest). Building a GPU artifact needs that
 GPU: a `cuda:sm_NN` build on a machine without it fails with a message saying so, instead of
@@ -19,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from snapshotter import compile_cache, trt_cache
+from snapshotter import compile_cache, plan_engine, trt_cache
 from snapshotter.artifact_archive import pack_dir
-from snapshotter.errors import BuildError
+from snapshotter.errors import BuildError, NothingToImage
 from snapshotter.sources import ExtractedModel
 from tritonconfig import ModelConfigError
 from tritonconfig.tensorrt_accelerator import tensorrt_parameters, tensorrt_provider_options
@@ -55,9 +57,15 @@ def read_model_config(model_dir: Path) -> Any | None:
         raise BuildError(f"{path}: not a valid model configuration: {exc}") from exc
 
 
-def build_compiled(version_dir: Path, extracted: ExtractedModel, target: str) -> Compiled:
-    """Every compiled artifact the model's config asks for on `target` (see the module doc)."""
+def build_compiled(
+    version_dir: Path, extracted: ExtractedModel, target: str, *, source_digest: str = ""
+) -> Compiled:
+    """Every compiled artifact the model's config asks for on `target` (see the module doc);
+    `source_digest` (the model files') goes into engine keys."""
     out = Compiled()
+    if extracted.framework == "tensorrt_plan":
+        _plan(version_dir / "model.plan", target, out, source_digest)
+        return out
     config = read_model_config(version_dir.parent)
     if config is None:
         return out
@@ -82,7 +90,7 @@ def build_compiled(version_dir: Path, extracted: ExtractedModel, target: str) ->
             logger.info("%s: the tensorrt accelerator runs on GPUs; a cpu image has no engines",
                         version_dir)  # fmt: skip
         else:
-            _tensorrt(extracted, trt_options, target, out)
+            _tensorrt(extracted, trt_options, target, out, source_digest)
     return out
 
 
@@ -155,8 +163,27 @@ def _torch_compile(
                 compile_cache.compile_key(target, settings, inputs, kernels=True))  # fmt: skip
 
 
+def _plan(path: Path, target: str, out: Compiled, digest: str) -> None:
+    """The plan as a keyed artifact, after checking that it deserializes on this GPU."""
+    if target == "cpu":
+        raise NothingToImage(f"{path}: a TensorRT plan runs on a GPU; a cpu image has nothing")
+    build_device(target, "the image of a TensorRT plan")
+    try:
+        import tensorrt as trt
+    except ImportError as exc:
+        raise BuildError(f"{path}: checking a TensorRT plan needs the `tensorrt` package") from exc
+    data = path.read_bytes()
+    runtime = trt.Runtime(trt.Logger(trt.Logger.WARNING))
+    if runtime.deserialize_cuda_engine(data) is None:
+        raise BuildError(f"{path}: TensorRT {trt.__version__} cannot deserialize this plan here")
+    key = plan_engine.plan_key(
+        target, tensorrt=plan_engine.tensorrt_module_version(), model_digest=digest
+    )
+    out.add(plan_engine.ARTIFACT, data, key)
+
+
 def _tensorrt(
-    extracted: ExtractedModel, options: dict[str, str], target: str, out: Compiled
+    extracted: ExtractedModel, options: dict[str, str], target: str, out: Compiled, digest: str
 ) -> None:
     build_device(target, "TensorRT engines")
     graph = extracted.artifacts.get("onnx_graph")
@@ -165,4 +192,5 @@ def _tensorrt(
     tensors = {t.name: t.array for t in extracted.tensors}
     packed = trt_cache.build_engine_cache(graph, tensors, options)
     if packed is not None:
-        out.add(trt_cache.ARTIFACT, packed, trt_cache.cache_key(target, options))
+        key = trt_cache.cache_key(target, options, model_digest=digest)
+        out.add(trt_cache.ARTIFACT, packed, key)

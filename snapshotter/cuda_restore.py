@@ -1,124 +1,94 @@
-"""Restore cached chunks into one CUDA device arena through a pinned staging ring (GPU targets).
+"""Restore an image into one device arena: budget check, then the pinned staging ring.
 
-Reader threads `preadv` pieces of the cache files into pinned host slots; each filled slot is
-copied to its place in the device arena with a non-blocking copy on one CUDA stream, and the
-slot returns to the ring once its copy's event has completed. Reads and host-to-device copies
-therefore overlap, and at most `ring_slots * slot_bytes` of pinned memory is ever used.
-Tested only where a GPU exists (`tests/integration/snapshotter`, `benchmarks/gpu_restore.py`).
+    free VRAM? (device_budget) ─no─▶ DeviceMemoryError (that load fails; the server goes on)
+        │ yes
+    allocate the device arena ─OOM─▶ DeviceMemoryError
+        │
+    RingStaging: a few pinned slots, reused; each piece is read into a slot and copied to the
+        │        device as soon as it landed, from
+        ├─ the host tier's shared mapping, when it keeps the image (`read_from_host`: a memcpy
+        │  per piece, no file read, no hash; the mapping itself is never page-locked)
+        └─ otherwise the chunk files (`pread_piece`)
+    views into the device arena, typed as the manifest says (`device_views`)
+
+Everything device-specific goes through a `DeviceCopier`; the CUDA one is
+`cuda_copier.TorchCudaCopier`. Callers: `restore.ImageLoader` (GPU targets).
 """
 
 from __future__ import annotations
 
-import os
-import queue
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from snapshotter.errors import IntegrityError, SnapshotError
+from snapshotter.device_budget import DeviceMemorySource, vram_shortfall
+from snapshotter.errors import DeviceMemoryError
+from snapshotter.staging_ring import DeviceCopier, DeviceJob, ReadFn, StagingPool, stream_to_device
 
-
-@dataclass(frozen=True)
-class DeviceJob:
-    """Copy `nbytes` of `path` from `file_offset` to `device_offset` of the device arena."""
-
-    path: Path
-    file_offset: int
-    nbytes: int
-    device_offset: int
-    tag: str
+__all__ = ["DeviceConfig", "DeviceJob", "device_views", "restore_to_device"]
 
 
 @dataclass(frozen=True)
 class DeviceConfig:
-    """Pinned staging ring shape and reader threads; sizes in bytes."""
+    """Pinned staging ring shape, reader threads and the VRAM headroom; sizes in bytes.
+
+    `slot_bytes` x `ring_slots` is the pinned memory a restore pins for itself when no warm
+    process's pool is lent to it (384 MiB by default). `headroom_bytes` must stay free beside
+    the image (framework workspaces, activations)."""
 
     slot_bytes: int = 64 << 20
     ring_slots: int = 6
     read_threads: int = 4
+    headroom_bytes: int = 512 << 20
 
 
-class _Slot:
-    def __init__(self, torch: Any, nbytes: int) -> None:
-        self.host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
-        self.view = memoryview(self.host.numpy())
-        self.event = torch.cuda.Event()
-        self.used = False
+CopierFactory = Callable[[str], DeviceCopier]
+
+
+def check_fits(
+    copier: DeviceCopier, memory: DeviceMemorySource | None, nbytes: int, headroom: int
+) -> None:
+    """Raise DeviceMemoryError unless `nbytes` + `headroom` fit on the copier's device."""
+    if memory is None:
+        return
+    reason = vram_shortfall(
+        nbytes, memory.memory(copier.device), headroom_bytes=headroom, device=copier.device
+    )
+    if reason is not None:
+        raise DeviceMemoryError(f"not enough free device memory for the restore: {reason}")
 
 
 def restore_to_device(
-    jobs: list[DeviceJob], total_bytes: int, device: str, config: DeviceConfig | None = None
+    jobs: list[DeviceJob],
+    total_bytes: int,
+    copier: DeviceCopier,
+    config: DeviceConfig,
+    *,
+    pool: StagingPool | None = None,
+    read: ReadFn | None = None,
+    cancel: threading.Event | None = None,
 ) -> tuple[Any, dict[str, float]]:
-    """Allocate one device arena of `total_bytes` and fill it from `jobs`; returns the arena
-    (a uint8 `torch.Tensor` on `device`) and timings in seconds ("alloc", "copy")."""
-    import torch
-
-    if not torch.cuda.is_available():
-        raise SnapshotError(f"target device {device}: CUDA is not available in this process")
-    cfg = config or DeviceConfig()
+    """A device arena of `total_bytes` filled from `jobs` through `pool`'s ring (or a ring
+    pinned for this restore), each piece read by `read` (default: from the job's file);
+    returns it and timings in seconds ("alloc", "copy")."""
     start = time.perf_counter()
-    arena = torch.empty(max(total_bytes, 1), dtype=torch.uint8, device=device)
-    stream = torch.cuda.Stream(device=device)
-    ring: queue.Queue[_Slot] = queue.Queue()
-    for _ in range(cfg.ring_slots):
-        ring.put(_Slot(torch, cfg.slot_bytes))
+    arena = copier.allocate(total_bytes)
     allocated = time.perf_counter()
-    pieces = [
-        (job, off, min(cfg.slot_bytes, job.nbytes - off))
-        for job in jobs
-        for off in range(0, job.nbytes, cfg.slot_bytes)
-    ]
-    with ThreadPoolExecutor(max_workers=cfg.read_threads, thread_name_prefix="thaw-h2d") as ex:
-        futures = [ex.submit(_piece, torch, arena, stream, ring, *p) for p in pieces]
-        for future in futures:
-            future.result()
-    stream.synchronize()
+    ring_pool = pool or StagingPool(slot_bytes=config.slot_bytes, slots=config.ring_slots)
+    with ring_pool.ring(copier) as ring:
+        stream_to_device(
+            jobs, arena, copier, ring, threads=config.read_threads, read=read, cancel=cancel
+        )
     done = time.perf_counter()
-    return arena[:total_bytes], {"alloc": allocated - start, "copy": done - allocated}
-
-
-def _piece(
-    torch: Any,
-    arena: Any,
-    stream: Any,
-    ring: queue.Queue[_Slot],
-    job: DeviceJob,
-    offset: int,
-    nbytes: int,
-) -> None:
-    slot = ring.get()
-    try:
-        if slot.used:
-            slot.event.synchronize()  # the previous copy out of this slot has finished
-        _pread(job, offset, slot.view[:nbytes])
-        dst = job.device_offset + offset
-        with torch.cuda.stream(stream):
-            arena[dst : dst + nbytes].copy_(slot.host[:nbytes], non_blocking=True)
-            slot.event.record(stream)
-        slot.used = True
-    finally:
-        ring.put(slot)
-
-
-def _pread(job: DeviceJob, offset: int, view: memoryview) -> None:
-    fd = os.open(job.path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        done = 0
-        while done < len(view):
-            got = os.preadv(fd, [view[done:]], job.file_offset + offset + done)
-            if got == 0:
-                raise IntegrityError(f"chunk {job.tag} is truncated", digest=job.tag)
-            done += got
-    finally:
-        os.close(fd)
+    return arena, {"alloc": allocated - start, "copy": done - allocated}
 
 
 def device_views(
     arena: Any, entries: list[tuple[str, int, str, tuple[int, ...], int]]
 ) -> dict[str, Any]:
-    """Typed views `(name, offset, dtype, shape, nbytes)` into a uint8 device arena."""
+    """Typed views `(name, offset, dtype, shape, nbytes)` into a uint8 device arena (torch)."""
     import torch
 
     out = {}

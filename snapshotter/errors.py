@@ -8,8 +8,11 @@ SnapshotError                      anything the snapshotter refuses or fails to 
 ├── ImageNotFound                  no image for this model / version / target
 ├── ArtifactError                  an artifact archive is malformed or names a path outside its root
 ├── IntegrityError                 bytes do not match their digest or size (names the chunk)
-└── SnapshotStoreError             a store (S3, directory) failed: network, permissions, disk
-    └── StoreTimeout               a store stopped answering within its timeout
+├── SnapshotStoreError             a store (S3, directory) failed: network, permissions, disk
+│   └── StoreTimeout               a store stopped answering within its timeout
+├── DeviceMemoryError              not enough free device memory (VRAM) for a restore
+├── DeviceCopyError                a host-to-device copy failed (a CUDA error during the restore)
+└── RestoreCancelled               a restore was cancelled before it finished
 """
 
 from __future__ import annotations
@@ -58,3 +61,16 @@ class SnapshotStoreError(SnapshotError):
 
 class StoreTimeout(SnapshotStoreError):
     """A store stopped answering within its connect or read timeout."""
+
+
+class DeviceMemoryError(SnapshotError):
+    """Not enough free device memory for a restore: the budget check refused it, or the
+    device's allocator ran out (CUDA out of memory). Fails that load, never the server."""
+
+
+class DeviceCopyError(SnapshotError):
+    """A host-to-device copy of a restore failed (the CUDA error is chained)."""
+
+
+class RestoreCancelled(SnapshotError):
+    """A restore was cancelled; every copy it had started has finished before this is raised."""

@@ -99,11 +99,17 @@ class HostCache:
     def enabled(self) -> bool:
         return self.root is not None
 
+    def path_of(self, manifest_digest: str) -> Path:
+        """The entry file of this manifest (whether or not it exists)."""
+        if self.root is None:
+            raise SnapshotError("the host tier is off")
+        return self.root / f"{manifest_digest}{_SUFFIX}"
+
     def get(self, manifest_digest: str, nbytes: int) -> Arena | None:
         """The kept arena of this exact manifest, mapped copy-on-write, or None."""
         if self.root is None or nbytes == 0:
             return None
-        path = self.root / f"{manifest_digest}{_SUFFIX}"
+        path = self.path_of(manifest_digest)
         try:
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
@@ -131,7 +137,7 @@ class HostCache:
         exists, is being published by this process, or cannot fit)."""
         if self.root is None or nbytes == 0 or nbytes > self.max_bytes:
             return
-        if (self.root / f"{manifest_digest}{_SUFFIX}").exists():
+        if self.path_of(manifest_digest).exists():
             return
         with self._lock:
             if manifest_digest in self._publishing:
@@ -160,7 +166,7 @@ class HostCache:
     def publish(self, digest: str, nbytes: int, pieces: Sequence[Piece]) -> bool:
         """Write the entry now (blocking); False when it already existed."""
         assert self.root is not None  # checked by publish_later
-        final = self.root / f"{digest}{_SUFFIX}"
+        final = self.path_of(digest)
         with self._locked():
             self._make_room(nbytes)
         temp = self.root / f"{_TEMP_PREFIX}{os.getpid()}-{threading.get_native_id()}-{digest}"

@@ -68,13 +68,17 @@ def pick_source(version_dir: Path, *, ort_optimize: bool = False) -> Callable[[]
         from snapshotter.sources.export_source import extract_exported
 
         return lambda: extract_exported(version_dir / "model.pt2")
+    if (version_dir / "model.plan").is_file():
+        # No weights to lay out: the engine itself becomes a keyed artifact (plan_engine).
+        return lambda: ExtractedModel(framework="tensorrt_plan", tensors=[])
     safetensors = sorted(version_dir.glob("*.safetensors"))
     if safetensors:
         from snapshotter.sources.safetensors_source import extract_safetensors
 
         return lambda: extract_safetensors(safetensors)
     raise NothingToImage(
-        f"{version_dir}: no model.onnx, model.pt, model.pt2 or *.safetensors to build from"
+        f"{version_dir}: no model.onnx, model.pt, model.pt2, model.plan or *.safetensors to "
+        "build from"
     )
 
 
@@ -115,7 +119,7 @@ def build_image(
     start = time.perf_counter()
     digest = source_digest(version_dir, index=digest_index or index_for_store(store))
     extracted = pick_source(version_dir, ort_optimize=ort_optimize)()
-    compiled = build_compiled(version_dir, extracted, target)
+    compiled = build_compiled(version_dir, extracted, target, source_digest=digest)
     chunks, tensors = _write_weights(
         extracted.tensors, store, max_chunk_bytes, hash_threads, progress
     )

@@ -10,14 +10,24 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from snapshotter.arena import Arena
 from snapshotter.artifact_archive import UNPACKED_DIR
+from snapshotter.cuda_restore import (
+    CopierFactory,
+    DeviceConfig,
+    check_fits,
+    device_views,
+    restore_to_device,
+)
+from snapshotter.device_budget import DeviceMemorySource
 from snapshotter.digest_index import INDEX_NAME, DigestIndex, index_for_store
 from snapshotter.errors import ImageNotFound, IntegrityError, SnapshotError
 from snapshotter.host_cache import Clock, HostCache, Piece
@@ -28,6 +38,7 @@ from snapshotter.parallel_read import ReadJob, read_into
 from snapshotter.pvc_cache import NodeCache
 from snapshotter.restored_image import RestoredImage
 from snapshotter.source_digest import source_digest
+from snapshotter.staging_ring import DeviceCopier, DeviceJob, ReadFn, StagingPool, read_from_host
 from snapshotter.stores import ImageStore, open_store
 from snapshotter.stores.dir_store import DirStore
 
@@ -56,6 +67,20 @@ class ImageLoader:
     by default: an ordinary read leaves the chunks in the page cache, so the next cold start
     of the same model (scale to zero wakes the same models again and again) reads them from
     memory at ~13 GB/s instead of from the device; O_DIRECT reads never populate it.
+
+    The host tier (`host_cache_dir`, `host_max_bytes`; `host_cache.HostCache`) is shared by
+    every process using the same directory: a restore that finds its image there maps it; one
+    that does not has the tier copy the image from its verified chunk files afterwards, in the
+    background (`host_publish_delay_s` after the restore).
+
+    GPU targets (`restore(..., device="cuda:N")`, see `cuda_restore`): `device` shapes the
+    staging ring and the VRAM headroom; `staging` is a warm process's pre-pinned ring;
+    `copier_factory(device)` makes the device's `DeviceCopier` (default: CUDA through torch)
+    and `device_memory` reads its free memory (default: the CUDA copier's own reading; none
+    for an injected factory unless given); `device_read` replaces the ring's file reader
+    (tests inject faults with it). Every byte reaches the GPU through the pinned ring, from
+    the cache's chunk files or from the host tier's mapping (never page-locked itself: see
+    docs/gpu.md, "The host tier and CUDA").
     """
 
     def __init__(
@@ -75,6 +100,11 @@ class ImageLoader:
         store: ImageStore | None = None,
         direct_io: bool = True,
         direct_reads: bool = False,
+        device: DeviceConfig | None = None,
+        staging: StagingPool | None = None,
+        copier_factory: CopierFactory | None = None,
+        device_memory: DeviceMemorySource | None = None,
+        device_read: ReadFn | None = None,
     ) -> None:
         if verify not in ("marker", "full"):
             raise SnapshotError(f"`verify` = {verify!r}, must be one of marker, full")
@@ -101,6 +131,11 @@ class ImageLoader:
         )
         # Archive artifacts (compile and engine caches) unpack next to the chunks they came from.
         self._unpack_root = Path(cache_dir) / UNPACKED_DIR if cache_dir else None
+        self.device_config = device or DeviceConfig()
+        self.staging = staging
+        self._copier_factory = copier_factory
+        self._device_memory = device_memory
+        self._device_read = device_read
 
     def source_digest(self, version_dir: Path) -> str:
         """`source_digest` of `version_dir`, remembered in the cache's persistent index: a
@@ -140,14 +175,22 @@ class ImageLoader:
 
     # -- restore ---------------------------------------------------------------------------
     def restore(
-        self, ref: ImageRef, arena: Arena | None = None, *, device: str | None = None
+        self,
+        ref: ImageRef,
+        arena: Arena | None = None,
+        *,
+        device: str | None = None,
+        cancel: threading.Event | None = None,
     ) -> RestoredImage:
-        """Restore `ref` into `arena` (or a new one when absent or too small); with
-        `device="cuda:N"`, into one arena on that GPU through a pinned staging ring instead."""
+        """Restore `ref` into `arena` (or a new one when absent or too small; the host tier's
+        mapping instead when it keeps the image); with `device="cuda:N"`, into one arena on
+        that GPU instead (`cuda_restore`; `arena`, when big enough, then holds the chunks that
+        must pass through host memory first: fetched or not yet verified). Raises
+        DeviceMemoryError when the GPU has no room, RestoreCancelled once `cancel` is set."""
         start = time.perf_counter()
         manifest = self.manifest(ref)
-        if device is not None and device.startswith("cuda"):
-            return self._restore_device(manifest, device, start)
+        if device is not None and device != "cpu":
+            return self._restore_device(manifest, device, arena, start, cancel)
         mdigest = hashlib.sha256(manifest.to_json()).hexdigest()
         if arena is not None and arena.nbytes < manifest.arena_bytes:
             logger.warning(
@@ -203,21 +246,26 @@ class ImageLoader:
     def _chunk_files(self, manifest: Manifest) -> list[Piece] | None:
         """Where each chunk's verified bytes lie on this machine: the cache, else a directory
         store (read in place); None when one is in neither."""
-        stores = [s for s in (self.cache.store if self.cache else None, self.store) if s]
         pieces = []
         for chunk, base in zip(manifest.chunks, manifest.chunk_bases, strict=True):
-            found = next(
-                (
-                    s.chunk_file(chunk.digest)
-                    for s in stores
-                    if isinstance(s, DirStore) and s.chunk_size(chunk.digest) == chunk.size
-                ),
-                None,
-            )
-            if found is None:
+            home = self._chunk_home(chunk)
+            if home is None:
                 return None
-            pieces.append(Piece(found, base, chunk.size))
+            pieces.append(Piece(home.chunk_file(chunk.digest), base, chunk.size))
         return pieces
+
+    def _chunk_home(self, chunk: ChunkEntry) -> DirStore | None:
+        """The first local directory holding `chunk` at its size: the cache, else a directory
+        store. A restore reads (and checks) a chunk from the same place."""
+        stores = (self.cache.store if self.cache else None, self.store)
+        return next(
+            (
+                s
+                for s in stores
+                if isinstance(s, DirStore) and s.chunk_size(chunk.digest) == chunk.size
+            ),
+            None,
+        )
 
     def keep_in_host_tier(self, ref: ImageRef) -> bool:
         """Copy the cached image `ref` into the host tier now (blocking), as a restore would
@@ -239,34 +287,45 @@ class ImageLoader:
         node = (self.cache.evictions, self.cache.evicted_bytes) if self.cache else (0, 0)
         return {"host": (self.host.evictions, self.host.evicted_bytes), "node": node}
 
-    def _restore_device(self, manifest: Manifest, device: str, start: float) -> RestoredImage:
-        from snapshotter.cuda_restore import DeviceJob, device_views, restore_to_device
-
+    def _restore_device(
+        self,
+        manifest: Manifest,
+        device: str,
+        arena: Arena | None,
+        start: float,
+        cancel: threading.Event | None,
+    ) -> RestoredImage:
         if self.cache is None:
             raise SnapshotError("restoring to a GPU reads from the node cache: give a cache dir")
-        store = self.cache.store
+        copier = self._copier(device)
+        check_fits(
+            copier, self._memory_source(copier), manifest.arena_bytes,
+            self.device_config.headroom_bytes,
+        )  # fmt: skip
+        ref = manifest.ref
+        mdigest = hashlib.sha256(manifest.to_json()).hexdigest()
         timings: dict[str, float] = {"fetch": 0.0, "read": 0.0, "verify": 0.0}
-        blobs = {name: bytearray(c.size) for name, c in manifest.artifacts.items()}
-        dests = {c.digest: memoryview(blobs[n]) for n, c in manifest.artifacts.items()}
-        # Chunks not yet verified in the cache go through host memory once (fetch or hash);
-        # after that every chunk streams from its cache file to the device.
-        todo = [c for c in manifest.chunks if not store.is_verified(c.digest, c.size)]
-        staging = Arena(sum(align_up(c.size) for c in todo))
-        pos = 0
-        for chunk in todo:
-            dests[chunk.digest] = staging.memoryview(pos, chunk.size)
-            pos += align_up(chunk.size)
-        entries = [*manifest.artifacts.values(), *todo]
-        fetched = self._restore_entries(manifest, entries, dests, timings)
-        artifacts = {name: bytes(dests[c.digest]) for name, c in manifest.artifacts.items()}
-        del staging, dests
-        bases = manifest.chunk_bases
-        jobs = [
-            DeviceJob(store.chunk_file(c.digest), 0, c.size, base, c.digest)
-            for c, base in zip(manifest.chunks, bases, strict=True)
-        ]
-        device_arena, copy = restore_to_device(jobs, manifest.arena_bytes, device)
+        kept = self.host.get(mdigest, manifest.arena_bytes)  # mapped, shared: never pinned
+        # Chunks with no verified file here go through host memory once (fetch or hash);
+        # after that every chunk streams from its file (or the tier's mapping) to the device.
+        todo = [] if kept is not None else [c for c in manifest.chunks if not self._on_disk(c)]
+        artifacts, fetched = self._read_through_host(manifest, todo, arena, timings)
+        read: ReadFn | None
+        if kept is not None:
+            jobs = [DeviceJob(self.host.path_of(mdigest), 0, manifest.arena_bytes, 0, mdigest)]
+            read, source = read_from_host(kept), "host"
+        else:
+            jobs = self._device_jobs(manifest)
+            read, source = self._device_read, "store" if fetched else "cache"
+        device_arena, copy = restore_to_device(
+            jobs, manifest.arena_bytes, copier, self.device_config, pool=self.staging,
+            read=read, cancel=cancel,
+        )  # fmt: skip
+        del kept  # unmapped: the device holds the image now
+        if source != "host":
+            self._keep_in_host_tier(manifest, mdigest)
         timings.update(copy)
+        bases = manifest.chunk_bases
         views = device_views(
             device_arena,
             [
@@ -275,11 +334,65 @@ class ImageLoader:
             ],
         )
         timings["total"] = time.perf_counter() - start
-        source = "store" if fetched else "cache"
+        logger.info(
+            "restored model=%s version=%s to=%s from=%s bytes=%d total=%.3fs",
+            ref.model, ref.version, device, source, manifest.weight_bytes, timings["total"],
+        )  # fmt: skip
         return RestoredImage(
-            manifest.ref, manifest, Arena(0), {}, artifacts, timings, source, device, views,
+            ref, manifest, Arena(0), {}, artifacts, timings, source, copier.device, views,
             unpack_root=self._unpack_root,
         )  # fmt: skip
+
+    def _on_disk(self, chunk: ChunkEntry) -> bool:
+        """Whether the file a restore reads `chunk` from carries a valid verified marker."""
+        home = self._chunk_home(chunk)
+        return home is not None and home.is_verified(chunk.digest, chunk.size)
+
+    def _read_through_host(
+        self,
+        manifest: Manifest,
+        todo: list[ChunkEntry],
+        arena: Arena | None,
+        timings: dict[str, float],
+    ) -> tuple[dict[str, bytes], bool]:
+        """Read the artifacts and the `todo` chunks (fetched, or hashed, then marked) through
+        host memory: `arena` when it is big enough, else fresh memory. Returns the artifacts
+        and whether anything came from the store."""
+        blobs = {name: bytearray(c.size) for name, c in manifest.artifacts.items()}
+        dests = {c.digest: memoryview(blobs[n]) for n, c in manifest.artifacts.items()}
+        need = sum(align_up(c.size) for c in todo)
+        staging = arena if arena is not None and arena.nbytes >= need else Arena(need)
+        pos = 0
+        for chunk in todo:
+            dests[chunk.digest] = staging.memoryview(pos, chunk.size)
+            pos += align_up(chunk.size)
+        entries = [*manifest.artifacts.values(), *todo]
+        fetched = self._restore_entries(manifest, entries, dests, timings)
+        return {name: bytes(dests[c.digest]) for name, c in manifest.artifacts.items()}, fetched
+
+    def _device_jobs(self, manifest: Manifest) -> list[DeviceJob]:
+        """One job per chunk, from the file a restore has just read or verified it in."""
+        pieces = self._chunk_files(manifest)
+        if pieces is None:
+            raise SnapshotError(
+                f"image {manifest.ref}: a chunk is in no local file after its fetch"
+            )
+        return [
+            DeviceJob(p.path, 0, p.size, p.offset, c.digest)
+            for p, c in zip(pieces, manifest.chunks, strict=True)
+        ]
+
+    def _copier(self, device: str) -> DeviceCopier:
+        if self._copier_factory is not None:
+            return self._copier_factory(device)
+        from snapshotter.cuda_copier import TorchCudaCopier
+
+        return TorchCudaCopier(device)
+
+    def _memory_source(self, copier: Any) -> DeviceMemorySource | None:
+        if self._device_memory is not None or self._copier_factory is not None:
+            return self._device_memory
+        return copier  # the CUDA copier reads its own device's memory
 
     def _restore_entries(
         self,

@@ -10,11 +10,14 @@ subgraph). For a `cuda:sm_NN` image the builder creates the session the runtime 
 (the same weightless graph, the same external initializers, the same options) with
 `trt_engine_cache_enable` / `trt_timing_cache_enable` pointed at a fresh directory, runs one
 inference, checks the outputs against the CPU provider, and packs the directory (engines,
-optimization profiles, timing cache) as artifact `ort_trt_cache`, keyed by target, onnxruntime
-and TensorRT versions and a digest of the options that change an engine. The runtime unpacks a
-matching one under its unpack root and points the same options at it; TensorRT then
-deserializes the engines instead of building them. Anything else (another GPU, another
-TensorRT) logs why and lets TensorRT build as usual.
+optimization profiles, timing cache, and onnxruntime's EP-context model `model_ctx.onnx`, which
+names the engine files: `trt_dump_ep_context_model`, embed mode 0) as artifact `ort_trt_cache`,
+keyed by `engine_key` (compute capability, TensorRT, onnxruntime, precision, model digest,
+engine-shaping options). The runtime unpacks a matching one under its unpack root; with the
+EP-context model it creates the session from that model (`context_model`: TensorRT
+deserializes the engine, the builder never runs, no weights are read), else it points the same
+cache options at the directory (TensorRT deserializes the cached engines). Anything else
+(another GPU, another TensorRT) logs why and lets TensorRT build as usual.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ from typing import Any
 import numpy as np
 
 from snapshotter.artifact_archive import pack_dir
-from snapshotter.artifact_key import settings_digest, short
+from snapshotter.artifact_key import short
+from snapshotter.engine_key import engine_key
 from snapshotter.errors import ArtifactError, BuildError
 from snapshotter.sources.ort_optimize import sample_feed
 from tritonconfig.tensorrt_accelerator import tensorrt_provider_options
@@ -38,6 +42,7 @@ logger = logging.getLogger(__name__)
 
 ARTIFACT = "ort_trt_cache"
 PROVIDER = "TensorrtExecutionProvider"
+CONTEXT_MODEL = "model_ctx.onnx"
 # Where the caches live, and which device: not part of what an engine is.
 _PLACEMENT = {
     "device_id",
@@ -47,6 +52,9 @@ _PLACEMENT = {
     "trt_timing_cache_path",
     "trt_dump_subgraphs",
     "trt_detailed_build_log",
+    "trt_dump_ep_context_model",
+    "trt_ep_context_file_path",
+    "trt_ep_context_embed_mode",
 }
 
 
@@ -64,7 +72,8 @@ def session_options(
         from snapshotter.compile_cache import device_target
 
         target = device_target(f"cuda:{device_id}")
-    if image.keyed_artifact(ARTIFACT, cache_key(target, options)) is None:
+    key = cache_key(target, options, model_digest=image.manifest.source_digest)
+    if image.keyed_artifact(ARTIFACT, key) is None:
         return options
     try:
         directory = image.unpack(ARTIFACT)
@@ -87,18 +96,28 @@ def with_caches(options: Mapping[str, str], directory: Path) -> dict[str, str]:
     }
 
 
-def cache_key(target: str, options: Mapping[str, str]) -> dict[str, str]:
-    """What an engine cache depends on: GPU target, onnxruntime and TensorRT versions, and the
-    options that shape an engine (precision, workspace, profiles, ...)."""
+def context_model(options: Mapping[str, str]) -> Path | None:
+    """The EP-context model beside the image's engines that `options` point at, or None."""
+    directory = options.get("trt_engine_cache_path")
+    if not directory:
+        return None
+    path = Path(directory) / CONTEXT_MODEL
+    return path if path.is_file() else None
+
+
+def cache_key(target: str, options: Mapping[str, str], *, model_digest: str) -> dict[str, str]:
+    """`engine_key` for this host: its onnxruntime and TensorRT versions, the options that
+    shape an engine (precision, workspace, profiles, ...), and the model's source digest."""
     import onnxruntime as ort
 
     shaping = {k: v for k, v in options.items() if k not in _PLACEMENT}
-    return {
-        "target": target,
-        "onnxruntime": short(ort.__version__),
-        "tensorrt": tensorrt_version() or "none",
-        "options": settings_digest(shaping),
-    }
+    return engine_key(
+        target=target,
+        tensorrt=tensorrt_version(),
+        onnxruntime=short(ort.__version__),
+        model_digest=model_digest,
+        options=shaping,
+    )
 
 
 def tensorrt_version() -> str | None:
@@ -135,7 +154,10 @@ def build_engine_cache(
         )
     device = {"device_id": options.get("device_id", "0")}
     with tempfile.TemporaryDirectory(prefix="thaw-trt-") as tmp:
-        providers = [(PROVIDER, with_caches(options, Path(tmp))), ("CUDAExecutionProvider", device)]
+        providers = [
+            (PROVIDER, _dump_options(options, Path(tmp))),
+            ("CUDAExecutionProvider", device),
+        ]
         try:
             session, keep = _session(ort, graph, tensors, providers)
             if PROVIDER not in session.get_providers():
@@ -158,6 +180,17 @@ def build_engine_cache(
             logger.warning("TensorRT built no engine (no subgraph assigned to it); nothing stored")
             return None
         return pack_dir(Path(tmp))
+
+
+def _dump_options(options: Mapping[str, str], directory: Path) -> dict[str, str]:
+    """Cache options, plus the EP-context model dumped beside the engines (embed mode 0: the
+    model names the engine files, so engines over protobuf's 2 GB limit still work)."""
+    return {
+        **with_caches(options, directory),
+        "trt_dump_ep_context_model": "True",
+        "trt_ep_context_file_path": str(directory / CONTEXT_MODEL),
+        "trt_ep_context_embed_mode": "0",
+    }
 
 
 def _session(

@@ -42,6 +42,9 @@ class KubernetesConfig:
     Peers: this activator is `activator_id` (its pod name) in the Lease `lease_name`; followers
     reach the leader's peer-report port at the `advertise_host` the leader wrote there.
     `leader_election` off: this activator always scales (a single activator).
+    Runtime ports: a pod's KServe v2 HTTP surface (`runtime_port`) and gRPC service
+    (`runtime_grpc_port`, where the activator forwards gRPC calls), each read from the pod's
+    container port of that name unless given.
     """
 
     namespace: str = "default"
@@ -54,6 +57,7 @@ class KubernetesConfig:
     activator_id: str = "thaw-activator"
     models: tuple[str, ...] = ()  # what this activator serves; claimed pods of others go
     runtime_port: int | None = None  # None: the pod's container port named `http`, else 8000
+    runtime_grpc_port: int | None = None  # None: the pod's container port named `grpc`, else 8001
     # The scaling Lease (coordination.k8s.io/v1) and the peer reports to its holder.
     leader_election: bool = True
     lease_name: str = "thaw-activator-leader"

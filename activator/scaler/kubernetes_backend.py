@@ -11,12 +11,15 @@
     stop_replica ─▶ detach; the leader also marks it draining, lets peers see that, deletes it
                     with a grace period (the runtime finishes in-flight requests on SIGTERM)
 
-Readiness is probed on each pod directly (its `/v2/health/ready`, the model's ready endpoint),
-never waited for through the API: a pod is used as soon as it answers. Pods outlive the
-activator: after a restart `running_replicas` attaches the model's serving pods again, and at
-shutdown (`release`) this activator gives up the Lease and only lets go of its pods. The
-scaling leader (leader_election) also runs the collection pass (pod_collector). Concurrency
-of the other activators comes through `peer_reports` (the `PeerConcurrency` capability).
+A replica's addresses are its pod IP's: the runtime's KServe v2 HTTP surface (the container
+port named `http`, else 8000: proxied requests, model control, /metrics) and its gRPC service
+(named `grpc`, else 8001: forwarded gRPC calls). Readiness is probed on each pod directly (its
+`/v2/health/ready`, the model's ready endpoint), never waited for through the API: a pod is
+used as soon as it answers. Pods outlive the activator: after a restart `running_replicas`
+attaches the model's serving pods again, and at shutdown (`release`) this activator gives up
+the Lease and only lets go of its pods. The scaling leader (leader_election) also runs the
+collection pass (pod_collector). Concurrency of the other activators comes through
+`peer_reports` (the `PeerConcurrency` capability).
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from activator.scaler.pod_state import (
     Pod,
     PodState,
     annotation,
+    grpc_address,
     is_deleting,
     is_finished,
     is_ready,
@@ -371,9 +375,12 @@ class KubernetesBackend:
         self, pod: Pod, model: str, url: str, *, claim_s: float, restore_s: float
     ) -> ReplicaHandle:
         name = name_of(pod)
+        grpc = grpc_address(pod, self._kube.runtime_grpc_port)
         self._attached[name] = _Attached(model, url, restart_count(pod))
-        logger.info("replica %s model=%s attached at %s", name, model, url)
-        return ReplicaHandle(name, model, url, claim_s=claim_s, restore_s=restore_s)
+        logger.info("replica %s model=%s attached at %s (gRPC %s)", name, model, url, grpc)
+        return ReplicaHandle(
+            name, model, url, claim_s=claim_s, restore_s=restore_s, grpc_address=grpc
+        )
 
     async def _bring_up(self, model: str, start: float, deadline: float) -> ReplicaHandle:
         """Claim a pool pod (or create one), load `model` into it, attach it."""

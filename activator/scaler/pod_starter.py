@@ -88,14 +88,15 @@ class PodStarter:
     async def bring_up(
         self, model: str, start: float, deadline: float, *, loading: set[str]
     ) -> tuple[Pod, str, float]:
-        """A pod serving `model`: (the pod, its runtime URL, seconds until its runtime was up).
-        Its name is in `loading` while it loads; a pod whose bring-up fails or is cancelled is
-        deleted before the error (ActivationFailed) or the cancellation goes on."""
+        """A pod serving `model`: (the pod, its runtime URL, seconds until its runtime was up);
+        the pod as last seen, with the IP the URL was made of. Its name is in `loading` while
+        it loads; a pod whose bring-up fails or is cancelled is deleted before the error
+        (ActivationFailed) or the cancellation goes on."""
         pod, created = await self._claim_any(model, label_value(model), deadline)
         name = name_of(pod)
         loading.add(name)
         try:
-            url, claimed_s = await self._loaded(pod, model, created, start, deadline)
+            pod, url, claimed_s = await self._loaded(pod, model, created, start, deadline)
             await self.call(
                 lambda: self._api.patch_pod(name, state_patch(PodState.SERVING)), deadline
             )
@@ -215,28 +216,31 @@ class PodStarter:
 
     async def _loaded(
         self, pod: Pod, model: str, created: bool, start: float, deadline: float
-    ) -> tuple[str, float]:
-        """Wait for the pod's address and runtime (probed directly), then load `model`;
-        any step races the pod going away. Returns (url, seconds until the runtime was up)."""
+    ) -> tuple[Pod, str, float]:
+        """Wait for the pod's address and runtime (probed directly), then load `model`; any
+        step races the pod going away. Returns (the pod with its IP, url, seconds until the
+        runtime was up)."""
         name = name_of(pod)
-        url = await self._until_lost(name, restart_count(pod), self._address(pod), deadline)
+        pod, url = await self._until_lost(name, restart_count(pod), self._address(pod), deadline)
         control = RuntimeControl(self._session, url, name=name, clock=self._clock)
         if created:
             await self._until_lost(name, 0, control.wait_ready(deadline), deadline)
         claimed_s = self._clock() - start
         remaining = max(0.01, deadline - self._clock())
         await self._until_lost(name, None, control.load(model, timeout_s=remaining), deadline)
-        return url, claimed_s
+        return pod, url, claimed_s
 
-    async def _address(self, pod: Pod) -> str:
-        """The runtime URL of `pod` (as the claim or create answered it) once it has an IP."""
+    async def _address(self, pod: Pod) -> tuple[Pod, str]:
+        """`pod` (the watch's copy, else as the claim or create answered it) and its runtime
+        URL, once it has an IP (a pod keeps its IP for life: its gRPC address is made of the
+        same copy)."""
         pods = self._pods
         while True:
             seen = pods.version
             current = pods.get(name_of(pod)) or pod
             url = runtime_url(current, self._kube.runtime_port)
             if url is not None:
-                return url
+                return current, url
             await pods.wait_change(seen, _POLL_S)
 
     async def _until_lost(

@@ -19,6 +19,7 @@ __all__ = [
     "ANNOTATION_CLAIMED_BY",
     "ANNOTATION_MODEL",
     "ANNOTATION_STATE",
+    "DEFAULT_GRPC_PORT",
     "DEFAULT_RUNTIME_PORT",
     "LABEL_FLEET",
     "LABEL_MODEL",
@@ -26,6 +27,7 @@ __all__ = [
     "PodState",
     "annotation",
     "cannot_start",
+    "grpc_address",
     "is_deleting",
     "is_finished",
     "is_ready",
@@ -44,7 +46,8 @@ ANNOTATION_MODEL = "thaw.dev/model"
 ANNOTATION_STATE = "thaw.dev/state"
 ANNOTATION_CLAIMED_BY = "thaw.dev/claimed-by"
 ANNOTATION_CLAIMED_AT = "thaw.dev/claimed-at"
-DEFAULT_RUNTIME_PORT = 8000
+DEFAULT_RUNTIME_PORT = 8000  # `thaw serve --port`: KServe v2 HTTP, model control, /metrics
+DEFAULT_GRPC_PORT = 8001  # `thaw serve --grpc-port`: KServe v2 gRPC (Triton's port)
 
 
 class PodState(StrEnum):
@@ -127,14 +130,36 @@ def restart_count(pod: Pod) -> int:
 def runtime_url(pod: Pod, port: int | None = None) -> str | None:
     """`http://<podIP>:<port>` of the runtime in `pod` (port: `port`, else the first
     container's port named `http`, else 8000); None while the pod has no IP."""
+    host = _host(pod)
+    if host is None:
+        return None
+    return f"http://{host}:{_port(pod, 'http', port, DEFAULT_RUNTIME_PORT)}"
+
+
+def grpc_address(pod: Pod, port: int | None = None) -> str | None:
+    """`<podIP>:<port>` (gRPC's target form) of the runtime's KServe v2 gRPC service in `pod`
+    (port: `port`, else the first container's port named `grpc`, else 8001); None while the
+    pod has no IP."""
+    host = _host(pod)
+    if host is None:
+        return None
+    return f"{host}:{_port(pod, 'grpc', port, DEFAULT_GRPC_PORT)}"
+
+
+def _host(pod: Pod) -> str | None:
+    """The pod's IP as the host part of an address (an IPv6 one in brackets)."""
     ip = pod_ip(pod)
     if ip is None:
         return None
-    if port is None:
-        port = DEFAULT_RUNTIME_PORT
-        containers = pod.get("spec", {}).get("containers") or [{}]
-        for entry in containers[0].get("ports") or []:
-            if entry.get("name") == "http" and isinstance(entry.get("containerPort"), int):
-                port = entry["containerPort"]
-    host = f"[{ip}]" if ":" in ip else ip
-    return f"http://{host}:{port}"
+    return f"[{ip}]" if ":" in ip else ip
+
+
+def _port(pod: Pod, name: str, given: int | None, default: int) -> int:
+    """`given`, else the first container's port named `name`, else `default`."""
+    if given is not None:
+        return given
+    containers = pod.get("spec", {}).get("containers") or [{}]
+    for entry in containers[0].get("ports") or []:
+        if entry.get("name") == name and isinstance(entry.get("containerPort"), int):
+            return int(entry["containerPort"])
+    return default

@@ -11,7 +11,9 @@ import numpy as np
 
 from runtime.backends.base import ExecTimings, LoadContext, SnapshotImage
 from runtime.backends.batch_tensors import BatchLayout, run_batched
+from runtime.backends.ort_initializers import initializer_values
 from runtime.datatypes import numpy_to_v2
+from runtime.device_errors import device_failure
 from runtime.errors import RepositoryError, ServingError
 from runtime.inference import InferRequest, InferResponse, InferTensor
 from tritonconfig import ModelConfigError, tensorrt_parameters
@@ -78,6 +80,7 @@ class OnnxRuntimeBackend:
         self._name = ""
         self._version = ""
         self._outputs: list[str] = []
+        self._device = "cpu"
         self._string_inputs: set[str] = set()
         self._layout: BatchLayout | None = None  # how a dynamic batch runs as one session run
         self.used_image = False  # True when the weights came from a snapshot image
@@ -98,16 +101,23 @@ class OnnxRuntimeBackend:
         options.intra_op_num_threads = intra_op_threads(raw, ctx.instance_count)
         options.inter_op_num_threads = 1
         providers = _providers(ctx, ort.get_available_providers())
+        self._device = f"cuda:{ctx.device_id}" if ctx.instance_kind == "KIND_GPU" else "cpu"
         source: Any = str(ctx.model_file or ctx.version_dir / "model.onnx")
         image = ctx.image
         graph, optimized = (
             _image_graph(ctx, image, providers) if image is not None else (None, False)
         )
-        if optimized:  # onnxruntime's own optimized graph: running its passes again is waste
+        context = _context_model(providers)
+        if optimized or context is not None:
+            # onnxruntime's own optimized graph, or an EP-context model whose engine is built:
+            # running graph passes again is waste (and onnxruntime warns for EP contexts).
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        if image is not None and graph is not None:
-            names = list(image.tensors)
-            self._keepalive = [ort.OrtValue.ortvalue_from_numpy(image.tensors[n]) for n in names]
+        if context is not None:  # TensorRT deserializes the image's engine: no builder, no weights
+            logger.info("model=%s TensorRT EP-context model from the image", ctx.model_name)
+            source = str(context)
+            self.used_image = True
+        elif image is not None and graph is not None:
+            names, self._keepalive = initializer_values(ort, image)
             options.add_external_initializers(names, self._keepalive)
             source = graph
             self.used_image = True
@@ -148,7 +158,7 @@ class OnnxRuntimeBackend:
         except Exception as exc:  # includes MemoryError and onnxruntime's RuntimeException
             total.compute_infer_ns += time.perf_counter_ns() - t1
             logger.warning("model=%s onnxruntime run failed: %r", self._name, exc)
-            return ServingError(f"model '{self._name}' failed: {exc}")
+            return device_failure(self._name, exc, device=self._device)
         t2 = time.perf_counter_ns()
         outputs = [_tensor(name, array) for name, array in zip(names, arrays, strict=True)]
         t3 = time.perf_counter_ns()
@@ -158,6 +168,16 @@ class OnnxRuntimeBackend:
     def unload(self) -> None:
         self._session = None
         self._keepalive = []
+
+
+def _context_model(providers: list[Any]) -> Any:
+    """The image's TensorRT EP-context model the TensorRT options point at, or None."""
+    for provider in providers:
+        if isinstance(provider, tuple) and provider[0] == "TensorrtExecutionProvider":
+            from snapshotter import trt_context_model
+
+            return trt_context_model(provider[1])
+    return None
 
 
 def _image_graph(

@@ -69,6 +69,12 @@ class SnapshotImage(Protocol):
         """Where the bytes came from: "host", "cache" or "store"."""
         ...
 
+    @property
+    def device(self) -> str:
+        """Where the weights were restored: "cpu" (host views in `tensors`) or "cuda:N"
+        (`torch_tensors()` are views of that GPU's memory; `tensors` is empty)."""
+        ...
+
     def torch_tensors(self) -> Mapping[str, Any]:
         """Zero-copy `torch.Tensor` views of the same memory, with the manifest's dtypes."""
         ...

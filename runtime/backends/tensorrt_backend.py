@@ -1,4 +1,10 @@
-"""TensorRT `model.plan` engines via the TensorRT 10 Python API, CUDA buffers from torch."""
+"""TensorRT `model.plan` engines via the TensorRT 10 Python API, CUDA buffers from torch.
+
+The plan comes from the snapshot image when the image carries one built for this GPU and this
+TensorRT (`snapshotter.tensorrt_plan_from_image`: keyed by compute capability, TensorRT version
+and model digest), else from `model.plan`; either way `IRuntime.deserialize_cuda_engine` loads
+it, and nothing is ever built at a cold start.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,7 @@ import numpy as np
 from runtime.backends.base import ExecTimings, LoadContext
 from runtime.backends.batch_tensors import BatchLayout, run_batched
 from runtime.datatypes import numpy_to_v2
+from runtime.device_errors import device_failure
 from runtime.errors import RepositoryError, ServingError
 from runtime.inference import InferRequest, InferResponse, InferTensor
 
@@ -61,7 +68,7 @@ class TensorRTBackend:
         self._layout = BatchLayout.from_config(ctx.config)
         self._device = f"cuda:{ctx.device_id}"
         torch.cuda.set_device(ctx.device_id)
-        plan = ctx.image.artifact("tensorrt_engine") if ctx.image is not None else None
+        plan = _image_plan(ctx)
         self.used_image = plan is not None
         if plan is None:
             plan = (ctx.model_file or ctx.version_dir / "model.plan").read_bytes()
@@ -98,7 +105,7 @@ class TensorRTBackend:
             return self._run_one(request, total)
         except Exception as exc:  # CUDA OOM, shape outside the engine's profile, ...
             logger.warning("model=%s TensorRT execute failed: %r", self._name, exc)
-            return ServingError(f"model '{self._name}' failed: {exc}")
+            return device_failure(self._name, exc, device=self._device)
 
     def _run_one(self, request: InferRequest, total: ExecTimings) -> InferResponse:
         import torch
@@ -136,3 +143,12 @@ class TensorRTBackend:
         self._context = None
         self._engine = None
         self._stream = None
+
+
+def _image_plan(ctx: LoadContext) -> bytes | None:
+    """The image's plan when it was built for this GPU and TensorRT, else None (logged why)."""
+    if ctx.image is None:
+        return None
+    from snapshotter import tensorrt_plan_from_image
+
+    return tensorrt_plan_from_image(ctx.image, device_id=ctx.device_id)

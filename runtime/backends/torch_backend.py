@@ -1,4 +1,9 @@
-"""PyTorch models: TorchScript `model.pt` and `torch.export` `model.pt2`, or a snapshot."""
+"""PyTorch models: TorchScript `model.pt` and `torch.export` `model.pt2`, or a snapshot.
+
+On a GPU instance whose image was restored into that GPU (runtime.device_plan), every parameter
+and buffer becomes a view of the device arena: no host copy, no `.to()`. CUDA graphs are
+captured at load where the config asks (`optimization.cuda.graphs`: backends/cuda_graphs.py).
+"""
 
 from __future__ import annotations
 
@@ -13,7 +18,9 @@ import numpy as np
 
 from runtime.backends.base import ExecTimings, LoadContext
 from runtime.backends.batch_tensors import BatchLayout, run_batched
+from runtime.backends.cuda_graphs import capture_graphs, graph_shapes
 from runtime.datatypes import numpy_to_v2
+from runtime.device_errors import device_failure
 from runtime.errors import RepositoryError, ServingError
 from runtime.inference import InferRequest, InferResponse, InferTensor
 from snapshotter import arg_positions
@@ -88,13 +95,28 @@ class TorchBackend:
             self._module.eval()
             forward_args = [a.name for a in self._module.forward.schema.arguments][1:]
         if self._device != "cpu":
-            self._module.to(self._device)
+            self._module.to(self._device)  # a no-op for weights restored into this device
         # Batch inputs (ragged batching) are inputs too, after the declared ones, as in Triton.
         batch_inputs = [t for b in ctx.config.batch_input for t in b.target_name]
         self._inputs = positions([i.name for i in ctx.config.input] + batch_inputs, forward_args)
         self._outputs = positions([o.name for o in ctx.config.output], [])
         if settings is not None:
             self._module = self._compile(ctx, settings)
+        if self._device != "cpu":
+            self._module = self._graphs(ctx, self._module)
+
+    def _graphs(self, ctx: LoadContext, module: Any) -> Any:
+        """The module behind captured CUDA graphs when the config asks and allows, else itself."""
+        shapes, why_not = graph_shapes(ctx.config)
+        if why_not is not None:
+            logger.info("model=%s no CUDA graphs: %s; running eagerly", ctx.model_name, why_not)
+        if not shapes:
+            return module
+        start = time.perf_counter()
+        graphed = capture_graphs(module, shapes, self._inputs, self._device)
+        logger.info("model=%s %d CUDA graph(s) captured in %.2f s", ctx.model_name,
+                    graphed.captured, time.perf_counter() - start)  # fmt: skip
+        return graphed
 
     def _compile(self, ctx: LoadContext, settings: Any) -> Any:
         """torch.compile + warm-up, from the image's compile caches when they fit this host."""
@@ -122,7 +144,7 @@ class TorchBackend:
         if image is None or weightless is None:
             return _export_load(torch, str(path))
         program = _export_load(torch, io.BytesIO(weightless))
-        views = image.torch_tensors()
+        views = self._image_views(ctx)
         for name, old in list(program.state_dict.items()):
             if name not in views:
                 raise RepositoryError(
@@ -142,13 +164,15 @@ class TorchBackend:
             path = ctx.model_file or ctx.version_dir / "model.pt"
             return torch.jit.load(str(path), map_location=self._device)
         start = time.perf_counter()
-        module = torch.jit.load(io.BytesIO(weightless), map_location="cpu")
+        views = self._image_views(ctx)
+        # The weightless archive's empty tensors live where the views do: `set_` cannot move
+        # a tensor between devices.
+        module = torch.jit.load(io.BytesIO(weightless), map_location=image.device)
         self.used_image = True
-        views = image.torch_tensors()
         # Zero copy: each parameter / buffer becomes the (contiguous, 4 KiB-aligned) arena
-        # view itself. Measured on the 1 GiB benchmark model: ~0.017 s for archive + views, and
-        # a first forward as fast as a file-loaded module's (what follows the restore is the
-        # model's own compute, not this step).
+        # view itself — of device memory when the image was restored into this GPU. Measured
+        # on the 1 GiB benchmark model (host): ~0.017 s for archive + views, and a first
+        # forward as fast as a file-loaded module's.
         with torch.no_grad():
             for name, tensor in [*module.named_parameters(), *module.named_buffers()]:
                 if name not in views:
@@ -163,6 +187,20 @@ class TorchBackend:
             time.perf_counter() - start,
         )
         return module
+
+    def _image_views(self, ctx: LoadContext) -> Any:
+        """The image's torch views; restored into another device than this instance's, they
+        are the host arena's (then `.to()` copies once, as for a file load)."""
+        image = ctx.image
+        if image is None:
+            raise RepositoryError(f"model '{ctx.model_name}': no image to take weights from")
+        where = image.device
+        if where not in ("cpu", self._device):
+            raise RepositoryError(
+                f"model '{ctx.model_name}': image restored into {where}, instance runs on "
+                f"{self._device}"
+            )
+        return image.torch_tensors()
 
     def execute(self, requests: list[InferRequest]) -> list[InferResponse | ServingError]:
         import torch
@@ -193,10 +231,10 @@ class TorchBackend:
         t1 = time.perf_counter_ns()
         try:
             result = self._module(*args)
-        except Exception as exc:  # includes MemoryError and TorchScript's RuntimeError
+        except Exception as exc:  # includes MemoryError, TorchScript's RuntimeError, CUDA OOM
             total.compute_infer_ns += time.perf_counter_ns() - t1
             logger.warning("model=%s forward failed: %r", self._name, exc)
-            return ServingError(f"model '{self._name}' failed: {exc}")
+            return device_failure(self._name, exc, device=self._device)
         t2 = time.perf_counter_ns()
         try:
             outputs = self._outputs_of(torch, result, request)

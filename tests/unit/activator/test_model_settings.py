@@ -108,6 +108,11 @@ def test_kubernetes_flags_and_the_pods_environment_build_its_config() -> None:
         True, "act-7", "10.1.2.3", "thaw"
     )  # fmt: skip
     assert kube.pool_selector == (("thaw.dev/pool", "warm"),) and kube.lease_duration_s == 9
+    assert (kube.runtime_port, kube.runtime_grpc_port) == (None, None)  # the pods' named ports
+    ports = kubernetes_config(
+        _up("--scaler", "kubernetes", "--runtime-port", "9000", "--runtime-grpc-port", "9001"), env
+    )
+    assert (ports.runtime_port, ports.runtime_grpc_port) == (9000, 9001)
     outside = kubernetes_config(_up("--scaler", "kubernetes", "--kubeconfig", "/k"), env)
     assert outside.in_cluster is False  # an explicit kubeconfig wins over auto
 
@@ -120,6 +125,7 @@ def test_kubernetes_flags_and_the_pods_environment_build_its_config() -> None:
         (["--fleet=x_"], "`--fleet` = 'x_', must be a label value"),
         (["--lease-duration-s", "0"], "`--lease-duration-s` = 0, must be in [1, 3600]"),
         (["--peer-port", "70000"], "`--peer-port` = 70000"),
+        (["--runtime-grpc-port", "0"], "`--runtime-grpc-port` = 0, must be in [1, 65535]"),
     ],
 )
 def test_bad_kubernetes_flags_are_refused_naming_the_flag(argv: list[str], words: str) -> None:

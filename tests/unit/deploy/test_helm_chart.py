@@ -101,9 +101,67 @@ def test_the_activators_are_active_active_behind_a_pdb_with_health_probes(render
     annotations = deployment["spec"]["template"]["metadata"]["annotations"]
     assert (
         annotations["prometheus.io/scrape"] == "true"
-        and annotations["prometheus.io/port"] == "8000"
+        and annotations["prometheus.io/port"] == "8002"  # Triton's metrics port
     )
     assert deployment["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
+
+
+def _ports(container: dict[str, Any]) -> dict[str, int]:
+    return {p["name"]: p["containerPort"] for p in container["ports"]}
+
+
+def _command_line(command: str, args: list[str]) -> Any:
+    """A rendered container's args as `thaw <command>` itself parses them."""
+    from thaw.cli import build_parser
+
+    return build_parser(command).parse_args(args)
+
+
+def test_the_activators_serve_grpc_and_metrics_behind_the_service(render: Render) -> None:
+    from activator.cli import build_config
+
+    objects = render(VALUE_SETS["cpu-configmap"], "activator.service.grpcPort=9001")
+    deployment = _one(objects, "Deployment", "-activator")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert _ports(container) == {"http": 8000, "grpc": 8001, "metrics": 8002, "peer": 8008}
+    # The flags say the ports outright; `thaw up`'s own parser reads them so.
+    config = build_config(_command_line("up", container["args"]))
+    assert (config.port, config.grpc_port, config.metrics_port) == (8000, 8001, 8002)
+    assert config.scaler.runtime_port == 8000 and config.scaler.runtime_grpc_port == 8001
+    service = _one(objects, "Service")
+    assert service["spec"]["ports"] == [
+        {"name": "http", "port": 8000, "targetPort": "http", "protocol": "TCP"},
+        {"name": "grpc", "port": 9001, "targetPort": "grpc", "protocol": "TCP"},
+    ]
+    # Probes unchanged: HTTP health on the http port.
+    assert container["readinessProbe"]["httpGet"] == {"path": "/v2/health/ready", "port": "http"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/v2/health/live", "port": "http"}
+
+
+def test_runtime_pods_serve_http_grpc_and_metrics_on_named_ports(render: Render) -> None:
+    from runtime.cli import build_config
+
+    objects = render(VALUE_SETS["cpu-configmap"])
+    pool = _one(objects, "Deployment", "-pool")["spec"]["template"]
+    (runtime,) = pool["spec"]["containers"]
+    assert _ports(runtime) == {"http": 8000, "grpc": 8001, "metrics": 8002}
+    config = build_config(_command_line("serve", runtime["args"]))
+    assert (config.port, config.grpc_port, config.metrics_port) == (8000, 8001, 8002)
+    assert config.allow_grpc and config.allow_metrics and config.host == "$(POD_IP)"
+    assert (config.grpc_host, config.metrics_host) == (None, None)  # on --host: the pod IP
+    annotations = pool["metadata"]["annotations"]
+    assert annotations["prometheus.io/port"] == "8002" and annotations["prometheus.io/path"] == (
+        "/metrics"
+    )
+    for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
+        assert runtime[probe]["httpGet"]["port"] == "http"
+    # Other port values go everywhere they are used: the pod, its args, the activators' flags.
+    moved = render(VALUE_SETS["cpu-configmap"], "runtime.grpcPort=9101", "runtime.metricsPort=9102")
+    (runtime,) = _one(moved, "Deployment", "-pool")["spec"]["template"]["spec"]["containers"]
+    assert _ports(runtime) == {"http": 8000, "grpc": 9101, "metrics": 9102}
+    assert {"--grpc-port=9101", "--metrics-port=9102"} <= set(runtime["args"])
+    (activator,) = _one(moved, "Deployment", "-activator")["spec"]["template"]["spec"]["containers"]
+    assert "--runtime-grpc-port=9101" in activator["args"]
 
 
 def test_gpu_pods_request_gpus_and_tolerate_the_gpu_taint(render: Render) -> None:
@@ -159,11 +217,27 @@ def test_only_activators_reach_runtime_pods(render: Render) -> None:
     (rule,) = policy["spec"]["ingress"]
     (peer,) = rule["from"]
     assert peer["podSelector"]["matchLabels"] == activator["spec"]["selector"]["matchLabels"]
-    assert rule["ports"] == [{"protocol": "TCP", "port": 8000}]
+    # HTTP (proxied requests, model control) and gRPC (forwarded calls); no scraper is named.
+    assert rule["ports"] == [{"protocol": "TCP", "port": 8000}, {"protocol": "TCP", "port": 8001}]
     front = _one(objects, "NetworkPolicy", "-activator")
     open_port, peer_port = front["spec"]["ingress"]
-    assert "from" not in open_port and peer_port["ports"] == [{"protocol": "TCP", "port": 8008}]
+    assert "from" not in open_port and open_port["ports"] == [
+        {"protocol": "TCP", "port": port} for port in (8000, 8001, 8002)
+    ]
+    assert peer_port["ports"] == [{"protocol": "TCP", "port": 8008}]
     assert not [o for o in render(VALUE_SETS["minimal"]) if o["kind"] == "NetworkPolicy"]
+
+
+def test_scrapers_named_in_metrics_from_reach_only_the_runtimes_metrics_port(
+    render: Render,
+) -> None:
+    scraper = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    objects = render({**VALUE_SETS["cpu-configmap"], "networkPolicy": {"metricsFrom": [scraper]}})
+    for obj in objects:
+        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+    activators, scrapers = _one(objects, "NetworkPolicy", "-runtime")["spec"]["ingress"]
+    assert scraper not in activators["from"]  # never the model-control API
+    assert scrapers == {"from": [scraper], "ports": [{"protocol": "TCP", "port": 8002}]}
 
 
 def test_the_models_configmap_is_what_the_activator_reads(render: Render, tmp_path: Path) -> None:
@@ -229,6 +303,8 @@ def read_model_settings_from(objects: list[dict[str, Any]], tmp_path: Path) -> d
         ),
         (["modelRepository.source=pvc"], "needs modelRepository.pvcName"),
         (["models[0].name=../etc"], "is not a model name"),
+        (["runtime.grpcPort=8000"], "= [8000 8000 8002], must be three different ports"),
+        (["runtime.metricsPort=0"], "each must be in [1, 65535]"),
     ],
 )
 def test_bad_values_fail_the_render_in_words(render: Render, sets: list[str], words: str) -> None:

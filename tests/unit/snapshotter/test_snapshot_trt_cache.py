@@ -16,9 +16,17 @@ from tritonclient.grpc import model_config_pb2
 
 from snapshotter import Arena, BuildError, RestoredImage, build_image, trt_session_options
 from snapshotter.artifact_archive import pack_dir
+from snapshotter.engine_key import engine_key, precision_of
 from snapshotter.manifest import ChunkEntry, Manifest
 from snapshotter.stores.dir_store import DirStore
-from snapshotter.trt_cache import ARTIFACT, build_engine_cache, cache_key, with_caches
+from snapshotter.trt_cache import (
+    ARTIFACT,
+    CONTEXT_MODEL,
+    build_engine_cache,
+    cache_key,
+    context_model,
+    with_caches,
+)
 from tests.fixtures.models import make_onnx_add
 from tritonconfig import ModelConfigError, tensorrt_parameters, tensorrt_provider_options
 
@@ -72,13 +80,41 @@ def test_malformed_parameters_are_named(params: dict[str, str], message: str) ->
         tensorrt_provider_options(params, device_id=0)
 
 
+MODEL = "ab" * 32
+
+
+def _key(target: str, options: dict[str, str], model: str = MODEL) -> dict[str, str]:
+    return cache_key(target, options, model_digest=model)
+
+
 def test_cache_key_follows_what_shapes_an_engine_not_where_it_lives(tmp_path: Path) -> None:
     fp16 = tensorrt_provider_options({"precision_mode": "FP16"}, device_id=0)
-    key = cache_key("cuda:sm_90", fp16)
+    key = _key("cuda:sm_90", fp16)
     assert key["target"] == "cuda:sm_90" and key["onnxruntime"] and key["tensorrt"]
-    assert cache_key("cuda:sm_90", {**with_caches(fp16, tmp_path), "device_id": "3"}) == key
-    assert cache_key("cuda:sm_90", tensorrt_provider_options({}, device_id=0)) != key
-    assert cache_key("cuda:sm_80", fp16)["target"] == "cuda:sm_80"
+    assert key["precision"] == "fp16" and key["model"] == MODEL
+    moved = {**with_caches(fp16, tmp_path), "device_id": "3", "trt_dump_ep_context_model": "1"}
+    assert _key("cuda:sm_90", moved) == key
+    assert _key("cuda:sm_90", tensorrt_provider_options({}, device_id=0)) != key
+    assert _key("cuda:sm_80", fp16)["target"] == "cuda:sm_80"
+    assert _key("cuda:sm_90", fp16, model="cd" * 32) != key  # another model's engine
+
+
+def test_engine_key_names_every_field_an_engine_depends_on() -> None:
+    key = engine_key(
+        target="cuda:sm_90", tensorrt="10.9.0", onnxruntime=None, model_digest="ff" * 32,
+        options={"trt_int8_enable": "True", "trt_fp16_enable": "True"},
+    )  # fmt: skip
+    assert set(key) == {"target", "tensorrt", "onnxruntime", "precision", "model", "options"}
+    assert key["onnxruntime"] == "none" and key["precision"] == "int8"
+    assert precision_of({}) == "fp32" and precision_of({"trt_bf16_enable": "1"}) == "bf16"
+    assert precision_of({"trt_fp16_enable": "False"}) == "fp32"
+
+
+def test_context_model_is_found_only_beside_the_image_engines(tmp_path: Path) -> None:
+    assert context_model({"trt_fp16_enable": "True"}) is None
+    assert context_model(with_caches({}, tmp_path)) is None
+    (tmp_path / CONTEXT_MODEL).write_bytes(b"onnx")
+    assert context_model(with_caches({}, tmp_path)) == tmp_path / CONTEXT_MODEL
 
 
 def _image(tmp_path: Path, archive: bytes, key: dict[str, str]) -> RestoredImage:
@@ -87,7 +123,7 @@ def _image(tmp_path: Path, archive: bytes, key: dict[str, str]) -> RestoredImage
         model="onnx_add",
         version="1",
         target="cuda:sm_90",
-        source_digest="ab" * 32,
+        source_digest=MODEL,
         framework="onnx",
         framework_versions={},
         chunks=(),
@@ -113,7 +149,7 @@ def _engines(tmp_path: Path) -> bytes:
 
 def test_matching_image_points_the_session_at_its_unpacked_caches(tmp_path: Path) -> None:
     params = {"precision_mode": "FP16"}
-    key = cache_key("cuda:sm_90", tensorrt_provider_options(params, device_id=0))
+    key = _key("cuda:sm_90", tensorrt_provider_options(params, device_id=0))
     img = _image(tmp_path, _engines(tmp_path), key)
     options = trt_session_options(params, device_id=0, image=img, target="cuda:sm_90")
     cache = Path(options["trt_engine_cache_path"])
@@ -127,7 +163,7 @@ def test_image_for_another_gpu_or_tensorrt_is_not_used_and_says_why(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     params = {"precision_mode": "FP16"}
-    key = cache_key("cuda:sm_90", tensorrt_provider_options(params, device_id=0))
+    key = _key("cuda:sm_90", tensorrt_provider_options(params, device_id=0))
     img = _image(tmp_path, _engines(tmp_path), {**key, "tensorrt": "10.0.0"})
     with caplog.at_level(logging.INFO):
         other_trt = trt_session_options(params, device_id=0, image=img, target="cuda:sm_90")
@@ -148,7 +184,7 @@ def test_hostile_engine_archive_falls_back_to_building(
         info.size = 1
         tar.addfile(info, io.BytesIO(b"x"))
     params: dict[str, str] = {}
-    key = cache_key("cuda:sm_90", tensorrt_provider_options(params, device_id=0))
+    key = _key("cuda:sm_90", tensorrt_provider_options(params, device_id=0))
     img = _image(tmp_path, buffer.getvalue(), key)
     with caplog.at_level(logging.WARNING):
         options = trt_session_options(params, device_id=0, image=img, target="cuda:sm_90")

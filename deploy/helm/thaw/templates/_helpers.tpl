@@ -72,6 +72,15 @@ prometheus.io/path: /metrics
 {{- if or (lt $lease 1) (gt $lease 3600) -}}
 {{- fail (printf "activator.leaseDurationSeconds = %v, must be in [1, 3600]" .Values.activator.leaseDurationSeconds) -}}
 {{- end -}}
+{{- $ports := list (int .Values.runtime.port) (int .Values.runtime.grpcPort) (int .Values.runtime.metricsPort) -}}
+{{- range $ports -}}
+{{- if or (lt . 1) (gt . 65535) -}}
+{{- fail (printf "runtime ports (port, grpcPort, metricsPort) = %v, each must be in [1, 65535]" $ports) -}}
+{{- end -}}
+{{- end -}}
+{{- if ne (len (uniq $ports)) 3 -}}
+{{- fail (printf "runtime ports (port, grpcPort, metricsPort) = %v, must be three different ports" $ports) -}}
+{{- end -}}
 {{- range .Values.models -}}
 {{- if not (regexMatch "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$" (toString .name)) -}}
 {{- fail (printf "models: %q is not a model name ([A-Za-z0-9_][A-Za-z0-9_.-]*, at most 128)" (toString .name)) -}}

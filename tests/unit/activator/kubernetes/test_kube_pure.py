@@ -23,7 +23,13 @@ from activator.scaler.peer_load import LeaderTotals, PeerTable
 from activator.scaler.peer_reports import parse_report
 from activator.scaler.pod_claim import candidates, claim_patch, model_pod, utc_now_text
 from activator.scaler.pod_collector import Collect, PodCollector
-from activator.scaler.pod_state import PodState, cannot_start, runtime_url, state_of
+from activator.scaler.pod_state import (
+    PodState,
+    cannot_start,
+    grpc_address,
+    runtime_url,
+    state_of,
+)
 
 
 def _pod(name: str, *, ready: bool = True, ip: str | None = "127.0.0.9", **meta: object) -> dict:
@@ -108,6 +114,20 @@ def test_a_model_pod_is_the_pool_template_without_the_pool_labels() -> None:
     assert pod["metadata"]["annotations"]["x"] == "1"
     assert runtime_url({**pod, "status": {"podIP": "10.0.0.1"}}) == "http://10.0.0.1:9000"
     assert template["metadata"]["labels"]["thaw.dev/pool"] == "p"  # not mutated
+
+
+def test_a_pods_grpc_address_is_its_ip_and_grpc_port_as_its_http_url_is_made() -> None:
+    ports = [{"name": "http", "containerPort": 9000}, {"name": "grpc", "containerPort": 9001}]
+    pod = {"spec": {"containers": [{"name": "runtime", "ports": ports}]},
+           "status": {"podIP": "10.0.0.1"}}  # fmt: skip
+    assert grpc_address(pod) == "10.0.0.1:9001"  # the container port named `grpc`
+    assert grpc_address(pod, 7001) == "10.0.0.1:7001"  # a port given wins (--runtime-grpc-port)
+    http_only = {**pod, "spec": {"containers": [{"ports": ports[:1]}]}}
+    assert grpc_address(http_only) == "10.0.0.1:8001"  # `thaw serve --port 8000`'s gRPC port
+    assert runtime_url(http_only) == "http://10.0.0.1:9000"
+    v6 = {**pod, "status": {"podIP": "fd00::7"}}
+    assert grpc_address(v6) == "[fd00::7]:9001" and runtime_url(v6) == "http://[fd00::7]:9000"
+    assert grpc_address({**pod, "status": {}}) is None  # no IP yet: no address
 
 
 def test_a_container_stuck_waiting_cannot_start() -> None:

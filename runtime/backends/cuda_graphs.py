@@ -1,0 +1,133 @@
+"""CUDA graphs captured at load for a torch model on a GPU, where its config asks and allows.
+
+The config knob is Triton's own (its TensorRT backend reads the same field):
+
+    optimization { cuda { graphs: true
+                          graph_spec [ { batch_size: 4 }, { batch_size: 8 input { key: "x"
+                                         value: { dim: [ 16 ] } } } ] } }
+
+Each graph spec is one shape to capture: `batch_size` (with `max_batch_size > 0`) plus each
+input's dims from the spec, else from the config (which must then be fixed: a -1 without a
+spec'd shape cannot be captured, and the model runs eagerly, logged why). Without any spec, one
+graph at `max_batch_size`. At execution a request whose input shapes match a captured graph
+copies its inputs into the graph's static buffers and replays it (no per-kernel launch cost);
+any other shape runs the module eagerly, as without graphs. Only the torch backend captures
+(TorchScript and torch.export modules); onnxruntime's CUDA EP has its own `enable_cuda_graph`
+(it needs IOBinding, which Thaw does not use) and TensorRT plans run as built.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from runtime.datatypes import config_to_v2, v2_to_numpy
+from tritonconfig.schema import mc
+
+__all__ = ["GraphShape", "GraphedModule", "capture_graphs", "graph_shapes"]
+
+logger = logging.getLogger(__name__)
+
+# BYTES are Python objects; BF16 travels as uint16 words the backend reinterprets per request.
+_NOT_CAPTURED = frozenset({"BYTES", "BF16"})
+# Warm-up iterations on a side stream before a capture (what torch's CUDA graph docs do).
+_WARMUP_ITERS = 3
+
+
+@dataclass(frozen=True)
+class GraphShape:
+    """One graph to capture: every input's full shape and numpy dtype, in config order."""
+
+    inputs: tuple[tuple[str, tuple[int, ...], np.dtype[Any]], ...]
+
+
+def graph_shapes(config: mc.ModelConfig) -> tuple[list[GraphShape], str | None]:
+    """The graphs the config asks for, and why none can be captured (None: no reason; an
+    empty list with no reason means graphs are not asked for)."""
+    cuda = config.optimization.cuda
+    if not cuda.graphs:
+        return [], None
+    specs = list(cuda.graph_spec)
+    batches = [s.batch_size for s in specs] or [config.max_batch_size]
+    shapes = []
+    for index, batch in enumerate(batches):
+        spec = specs[index] if specs else None
+        inputs = []
+        for io in config.input:
+            given = spec is not None and io.name in spec.input
+            dims = list(spec.input[io.name].dim) if spec is not None and given else list(io.dims)
+            if any(d < 0 for d in dims):
+                return [], (
+                    f"input '{io.name}' has a variable dimension {dims} and no graph_spec shape"
+                )
+            if config.max_batch_size > 0:
+                if batch < 1:
+                    return [], f"graph_spec batch_size = {batch}, must be >= 1"
+                dims = [batch, *dims]
+            datatype = config_to_v2(mc.DataType.Name(io.data_type))
+            if datatype in _NOT_CAPTURED:
+                return [], f"input '{io.name}' is {datatype}, which a captured graph cannot hold"
+            inputs.append((io.name, tuple(dims), v2_to_numpy(datatype)))
+        shapes.append(GraphShape(tuple(inputs)))
+    return shapes, None
+
+
+class GraphedModule:
+    """Calls the module through a captured graph when the argument shapes match one, else
+    eagerly; same results either way (outputs are copied out of the graph's static buffers)."""
+
+    def __init__(self, module: Any, graphs: dict[tuple[tuple[int, ...], ...], Any]) -> None:
+        self.module = module
+        self._graphs = graphs  # shapes of the positional args -> (graph, static in, static out)
+
+    @property
+    def captured(self) -> int:
+        return len(self._graphs)
+
+    def __call__(self, *args: Any) -> Any:
+        key = tuple(tuple(a.shape) for a in args)
+        found = self._graphs.get(key)
+        if found is None:
+            return self.module(*args)
+        graph, static_in, static_out = found
+        for buffer, arg in zip(static_in, args, strict=True):
+            buffer.copy_(arg, non_blocking=True)
+        graph.replay()
+        return _clone(static_out)
+
+
+def capture_graphs(
+    module: Any, shapes: list[GraphShape], positions: dict[str, int], device: str
+) -> GraphedModule:
+    """Capture one CUDA graph per shape (torch.cuda.CUDAGraph); needs a GPU."""
+    import torch
+
+    graphs: dict[tuple[tuple[int, ...], ...], Any] = {}
+    with torch.inference_mode():
+        for shape in shapes:
+            static: list[Any] = [None] * len(positions)
+            for name, dims, dtype in shape.inputs:
+                tensor = torch.from_numpy(np.zeros(dims, dtype=dtype)).to(device)
+                static[positions[name]] = tensor
+            side = torch.cuda.Stream(device=device)
+            side.wait_stream(torch.cuda.current_stream(device))
+            with torch.cuda.stream(side):
+                for _ in range(_WARMUP_ITERS):
+                    module(*static)
+            torch.cuda.current_stream(device).wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                out = module(*static)
+            graphs[tuple(tuple(t.shape) for t in static)] = (graph, static, out)
+    return GraphedModule(module, graphs)
+
+
+def _clone(value: Any) -> Any:
+    if isinstance(value, tuple | list):
+        return type(value)(_clone(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _clone(v) for k, v in value.items()}
+    return value.clone()

@@ -1,0 +1,196 @@
+"""Where each instance of a model runs and where its weights are restored: a pure decision.
+
+    config.instance_group ─┬─ KIND_CPU ───────────────────────────────▶ cpu
+      (completed: KIND_AUTO │                                          restore on the host
+       resolved, gpus filled)├─ KIND_GPU, gpus: [i, ...] ─ no CUDA ────▶ cpu     (fallback, logged,
+                            │   `count` instances on each gpu           counted: `no_cuda`)
+                            │    ├─ gpu id not on this machine ────────▶ refused (as Triton does)
+                            │    ├─ onnxruntime without the CUDA EP ───▶ cpu
+                            │    │                                    (`no_onnxruntime_cuda`)
+                            │    ├─ tensorrt accelerator, no TRT EP ───▶ cuda:i on the CUDA EP
+                            │    │                                          (`no_tensorrt`)
+                            │    └─ otherwise ──────────────────────────▶ cuda:i
+                            └─ python backend: as configured (its stubs place themselves)
+
+Restore targets (`Placement.restore_device`): torch instances on a GPU get their weights restored
+into that GPU (parameters become views of device memory); onnxruntime on the CUDA EP likewise
+when this onnxruntime takes initializers from device memory (DLPack), else on the host (pinned,
+onnxruntime copies once); the TensorRT EP and `tensorrt_plan` read host memory (engines carry
+their own weights). A version is restored once per distinct restore device.
+
+`Capabilities` is what the machine offers, read by `device_inventory` (or given by a test).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from tritonconfig import tensorrt_parameters
+from tritonconfig.schema import mc
+
+__all__ = [
+    "Capabilities",
+    "DevicePlan",
+    "DevicePlanError",
+    "Fallback",
+    "FallbackReason",
+    "Placement",
+    "needs_gpu",
+    "plan_devices",
+]
+
+CUDA_EP = "CUDAExecutionProvider"
+TRT_EP = "TensorrtExecutionProvider"
+
+
+class DevicePlanError(ValueError):
+    """The model's instance groups ask for a device this machine cannot give."""
+
+
+class FallbackReason(StrEnum):
+    """Why an instance runs somewhere else than its config asked (a metric label)."""
+
+    NO_CUDA = "no_cuda"
+    NO_ONNXRUNTIME_CUDA = "no_onnxruntime_cuda"
+    NO_TENSORRT = "no_tensorrt"
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """One fallback: its reason and a sentence for the log line."""
+
+    reason: FallbackReason
+    message: str
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What this machine offers the backends. `cuda_devices` 0 means no CUDA (`no_cuda_reason`
+    says why); `ort_providers` onnxruntime's execution providers; `ort_device_initializers`
+    whether onnxruntime takes initializers from device memory (`OrtValue.from_dlpack`);
+    `tensorrt` whether the `tensorrt` package imports."""
+
+    cuda_devices: int = 0
+    no_cuda_reason: str = "no CUDA device"
+    ort_providers: frozenset[str] = frozenset({"CPUExecutionProvider"})
+    ort_device_initializers: bool = False
+    tensorrt: bool = False
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One instance: its group and index, the kind and device it runs on, where its image is
+    restored, and the fallback that moved it, if any."""
+
+    group: str
+    index: int
+    kind: str  # "KIND_CPU" | "KIND_GPU" | "KIND_MODEL" (what the backend is told)
+    device_id: int
+    restore_device: str  # "cpu" | "cuda:N"
+    fallback: Fallback | None = None
+
+    @property
+    def device(self) -> str:
+        return f"cuda:{self.device_id}" if self.kind == "KIND_GPU" else "cpu"
+
+
+@dataclass(frozen=True)
+class DevicePlan:
+    """Every instance of one model version, in instance-group order."""
+
+    placements: tuple[Placement, ...] = field(default_factory=tuple)
+
+    @property
+    def restore_devices(self) -> tuple[str, ...]:
+        """Distinct restore devices, in first-use order: one restore each."""
+        return tuple(dict.fromkeys(p.restore_device for p in self.placements))
+
+    @property
+    def fallbacks(self) -> tuple[Fallback, ...]:
+        return tuple(dict.fromkeys(p.fallback for p in self.placements if p.fallback))
+
+
+def needs_gpu(config: mc.ModelConfig) -> bool:
+    """Whether any instance group asks for a GPU (only then is the machine inspected)."""
+    return any(g.kind == mc.ModelInstanceGroup.KIND_GPU for g in config.instance_group)
+
+
+def plan_devices(config: mc.ModelConfig, caps: Capabilities) -> DevicePlan:
+    """The placement of every instance (see the module docstring); DevicePlanError when a group
+    names a GPU this machine does not have, or a TensorRT plan finds no CUDA or TensorRT."""
+    placements = []
+    for group in config.instance_group:
+        if group.kind == mc.ModelInstanceGroup.KIND_GPU:
+            # Triton's rule: `count` instances on EACH of the group's GPUs; the index counts
+            # through the group (instance names `<group>_<n>`).
+            gpus = [gpu for gpu in (list(group.gpus) or [0]) for _ in range(group.count)]
+            placements += [_gpu(config, group.name, i, gpu, caps) for i, gpu in enumerate(gpus)]
+            continue
+        kind = mc.ModelInstanceGroup.Kind.Name(group.kind)  # KIND_CPU, or a python KIND_MODEL
+        placements += [Placement(group.name, i, kind, 0, "cpu") for i in range(group.count)]
+    return DevicePlan(tuple(placements))
+
+
+def _gpu(config: mc.ModelConfig, group: str, index: int, gpu: int, caps: Capabilities) -> Placement:
+    backend = config.backend
+    if backend == "python":  # its stub processes read the device from the config themselves
+        return Placement(group, index, "KIND_GPU", gpu, "cpu")
+    if backend == "tensorrt":
+        return _plan_instance(config, group, index, gpu, caps)
+    if caps.cuda_devices == 0:
+        fallback = Fallback(
+            FallbackReason.NO_CUDA,
+            f"instance group '{group}' asks for GPU {gpu}: {caps.no_cuda_reason}; running on CPU",
+        )
+        return Placement(group, index, "KIND_CPU", 0, "cpu", fallback)
+    _check_gpu_id(group, gpu, caps)
+    device = f"cuda:{gpu}"
+    if backend != "onnxruntime":
+        return Placement(group, index, "KIND_GPU", gpu, device)
+    if CUDA_EP not in caps.ort_providers:
+        fallback = Fallback(
+            FallbackReason.NO_ONNXRUNTIME_CUDA,
+            f"instance group '{group}' asks for GPU {gpu}, but this onnxruntime has no "
+            f"{CUDA_EP} (onnxruntime-gpu is not installed); running on CPU",
+        )
+        return Placement(group, index, "KIND_CPU", 0, "cpu", fallback)
+    wants_trt = tensorrt_parameters(config) is not None
+    if wants_trt and TRT_EP in caps.ort_providers:
+        return Placement(group, index, "KIND_GPU", gpu, "cpu")  # TensorRT builds from the host
+    no_trt = (
+        Fallback(
+            FallbackReason.NO_TENSORRT,
+            f"instance group '{group}' asks for the tensorrt accelerator, but this onnxruntime "
+            f"has no {TRT_EP}; running on the CUDA EP",
+        )
+        if wants_trt
+        else None
+    )
+    restore = device if caps.ort_device_initializers else "cpu"
+    return Placement(group, index, "KIND_GPU", gpu, restore, no_trt)
+
+
+def _plan_instance(
+    config: mc.ModelConfig, group: str, index: int, gpu: int, caps: Capabilities
+) -> Placement:
+    """A TensorRT plan runs on TensorRT on a GPU or nowhere: no fallback, a clear refusal."""
+    if caps.cuda_devices == 0:
+        raise DevicePlanError(
+            f"model '{config.name}' is a TensorRT plan and needs a GPU: {caps.no_cuda_reason}"
+        )
+    if not caps.tensorrt:
+        raise DevicePlanError(
+            f"model '{config.name}' is a TensorRT plan but the `tensorrt` package is not "
+            "installed (install the gpu extra: pip install 'thaw-serve[gpu]')"
+        )
+    _check_gpu_id(group, gpu, caps)
+    return Placement(group, index, "KIND_GPU", gpu, "cpu")
+
+
+def _check_gpu_id(group: str, gpu: int, caps: Capabilities) -> None:
+    if not 0 <= gpu < caps.cuda_devices:
+        raise DevicePlanError(
+            f"instance group '{group}' asks for GPU {gpu}, and this machine has "
+            f"{caps.cuda_devices} (ids 0-{caps.cuda_devices - 1})"
+        )

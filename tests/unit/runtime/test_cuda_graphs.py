@@ -1,0 +1,77 @@
+"""CUDA graphs from Triton's `optimization.cuda` config: which shapes, and replay vs eager."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from runtime.backends.cuda_graphs import GraphedModule, graph_shapes
+from tritonconfig import parse_config
+
+BASE = """
+name: "m" backend: "pytorch" max_batch_size: 8
+input [ { name: "x" data_type: TYPE_FP32 dims: [ 4 ] },
+        { name: "ids" data_type: TYPE_INT64 dims: [ -1 ] } ]
+output [ { name: "y" data_type: TYPE_FP32 dims: [ 4 ] } ]
+"""
+
+
+def test_no_graphs_unless_the_config_asks() -> None:
+    assert graph_shapes(parse_config(BASE, "c")) == ([], None)
+
+
+def test_graph_specs_give_the_shapes_to_capture() -> None:
+    config = parse_config(
+        BASE
+        + """optimization { cuda { graphs: true graph_spec [
+            { batch_size: 2 input { key: "ids" value: { dim: [ 16 ] } } },
+            { batch_size: 8 input { key: "ids" value: { dim: [ 3 ] } } } ] } }""",
+        "c",
+    )
+    shapes, why_not = graph_shapes(config)
+    assert why_not is None
+    assert [[(n, s) for n, s, _ in g.inputs] for g in shapes] == [
+        [("x", (2, 4)), ("ids", (2, 16))],
+        [("x", (8, 4)), ("ids", (8, 3))],
+    ]
+    assert shapes[0].inputs[1][2] == np.dtype(np.int64)
+
+
+def test_a_variable_dimension_without_a_spec_is_not_captured_and_says_why() -> None:
+    config = parse_config(BASE + "optimization { cuda { graphs: true } }", "c")
+    shapes, why_not = graph_shapes(config)
+    assert (
+        shapes == [] and why_not is not None and "input 'ids' has a variable dimension" in why_not
+    )
+
+
+class _ReplayOnly:
+    """Stands in for torch.cuda.CUDAGraph: replay recomputes into the static output buffer."""
+
+    def __init__(self, module: Any, static_in: list[Any], static_out: Any) -> None:
+        self.module, self.static_in, self.static_out = module, static_in, static_out
+        self.replays = 0
+
+    def replay(self) -> None:
+        self.replays += 1
+        self.static_out.copy_(self.module(*self.static_in))
+
+
+def test_matching_shapes_replay_the_graph_and_others_run_eagerly() -> None:
+    def module(x: Any) -> Any:
+        return x * 2 + 1
+
+    static_in = [torch.zeros(2, 4)]
+    static_out = torch.zeros(2, 4)
+    graph = _ReplayOnly(module, static_in, static_out)
+    graphed = GraphedModule(module, {((2, 4),): (graph, static_in, static_out)})
+    x = torch.arange(8, dtype=torch.float32).reshape(2, 4)
+    first = graphed(x)
+    assert graph.replays == 1 and torch.equal(first, x * 2 + 1)
+    second = graphed(x + 1)
+    assert torch.equal(first, x * 2 + 1)  # outputs are copies: the next replay cannot change them
+    assert torch.equal(second, (x + 1) * 2 + 1)
+    other = torch.ones(3, 4)
+    assert torch.equal(graphed(other), other * 2 + 1) and graph.replays == 2  # eager, no replay

@@ -1,0 +1,52 @@
+"""Triton's GPU metrics: present with Triton's names where a GPU reader answers, absent without."""
+
+from __future__ import annotations
+
+import re
+
+from runtime.gpu_metrics import GpuSample, NvmlReader
+from runtime.metrics import Metrics
+
+H200 = GpuSample(
+    uuid="GPU-0f1e2d3c-0000-1111-2222-333344445555", utilization=0.42,
+    memory_total_bytes=150_000_000_000, memory_used_bytes=20_000_000_000,
+    power_watts=312.5, power_limit_watts=700.0, energy_joules=1234.5,
+)  # fmt: skip
+
+
+class FakeGpus:
+    def __init__(self, samples: list[GpuSample]) -> None:
+        self._samples = samples
+
+    def samples(self) -> list[GpuSample]:
+        return self._samples
+
+
+def test_gpu_families_carry_tritons_names_help_and_labels() -> None:
+    text = Metrics(gpu=FakeGpus([H200])).exposition().decode()
+    label = f'{{gpu_uuid="{H200.uuid}"}}'
+    assert f"nv_gpu_utilization{label} 0.42" in text
+    assert f"nv_gpu_memory_total_bytes{label} 1.5e+11" in text
+    assert f"nv_gpu_memory_used_bytes{label} 2e+10" in text
+    assert f"nv_gpu_power_usage{label} 312.5" in text
+    assert f"nv_gpu_power_limit{label} 700.0" in text
+    assert f"nv_energy_consumption{label} 1234.5" in text
+    assert "# HELP nv_gpu_memory_used_bytes GPU used memory, in bytes" in text
+    assert "# TYPE nv_energy_consumption counter" in text  # Triton's bare counter name
+    assert "nv_energy_consumption_total" not in text
+
+
+def test_without_a_gpu_reader_answering_the_families_are_absent() -> None:
+    text = Metrics(gpu=FakeGpus([])).exposition().decode()
+    assert not re.search(r"^(# \w+ )?nv_(gpu|energy)_", text, re.M)
+    assert "nv_cpu_utilization" in text  # the rest of Triton's page is unchanged
+
+
+def test_nvml_on_a_machine_without_it_reads_nothing() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        return  # a GPU machine has NVML: tests/gpu checks the real readings
+    reader = NvmlReader()
+    assert reader.samples() == [] and reader.samples() == []  # tried once, then quiet
+    assert "nv_gpu_" not in Metrics().exposition().decode()

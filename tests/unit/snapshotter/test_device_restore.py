@@ -1,0 +1,170 @@
+"""`ImageLoader.restore(..., device=...)` on a fake GPU: bytes, VRAM budget, OOM, host tier."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from snapshotter import Arena, ImageLoader, build_image
+from snapshotter.cuda_restore import DeviceConfig
+from snapshotter.errors import DeviceMemoryError
+from snapshotter.image_ref import ImageRef
+from snapshotter.staging_ring import DeviceJob, pread_piece
+from snapshotter.stores.dir_store import DirStore
+from tests.fakes.fake_device import FakeDevice
+from tests.fixtures.models import make_torchscript_linear
+
+REF = ImageRef("torch_linear", "1", "cpu")
+SMALL = DeviceConfig(slot_bytes=256, ring_slots=2, read_threads=2, headroom_bytes=0)
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> Path:
+    model = make_torchscript_linear(tmp_path / "repo", features=64)
+    build_image(model / "1", DirStore(tmp_path / "cache"), max_chunk_bytes=4096)
+    return tmp_path / "cache"
+
+
+@pytest.fixture
+def device() -> Iterator[FakeDevice]:
+    dev = FakeDevice(copy_delay_s=0.001)
+    yield dev
+    dev.close()
+
+
+def _loader(cache: Path, device: FakeDevice, **kwargs: object) -> ImageLoader:
+    return ImageLoader(
+        None, cache, "cpu", device=SMALL, copier_factory=lambda _: device,
+        device_memory=device, **kwargs,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def test_device_views_hold_the_same_weights_as_a_host_restore(
+    cache: Path, device: FakeDevice
+) -> None:
+    host = ImageLoader(None, cache, "cpu").restore(REF).torch_tensors()
+    image = _loader(cache, device).restore(REF, device="cuda:0")
+    assert image.device == "cuda:0" and image.tensors == {} and image.source == "cache"
+    views = image.torch_tensors()
+    assert set(views) == set(host)
+    for name, tensor in host.items():
+        assert torch.equal(views[name], tensor), name
+    assert device.copies > len(host)  # pieces of 256 bytes: through the ring, not one copy
+    assert device.max_in_flight <= SMALL.ring_slots
+
+
+def test_the_budget_refuses_before_allocating(cache: Path, device: FakeDevice) -> None:
+    device.free_bytes_reading = 1024  # the driver says almost nothing is free
+    with pytest.raises(DeviceMemoryError, match="not enough free device memory"):
+        _loader(cache, device).restore(REF, device="cuda:0")
+    assert device.allocated_bytes == 0 and device.copies == 0
+
+
+def test_out_of_memory_during_allocation_is_a_device_memory_error(cache: Path) -> None:
+    device = FakeDevice(capacity_bytes=1024)
+    try:
+        loader = ImageLoader(None, cache, "cpu", device=SMALL, copier_factory=lambda _: device)
+        with pytest.raises(DeviceMemoryError, match="ran out of memory"):
+            loader.restore(REF, device="cuda:0")  # no budget source: the allocator refuses
+    finally:
+        device.close()
+
+
+def _kept(loader: ImageLoader, timeout_s: float = 20.0) -> None:
+    """Wait until the host tier has published an image (it does in the background)."""
+    deadline = time.monotonic() + timeout_s
+    while not loader.host.entries():
+        assert time.monotonic() < deadline, "the host tier never kept the image"
+        time.sleep(0.02)
+
+
+def _tiered(cache: Path, device: FakeDevice, tier: Path, **kwargs: object) -> ImageLoader:
+    return _loader(
+        cache, device, host_cache_dir=tier, host_max_bytes=1 << 30, host_publish_delay_s=0.0,
+        **kwargs,
+    )  # fmt: skip
+
+
+def test_a_wake_from_the_host_tier_copies_each_byte_once_from_pinned_memory(
+    cache: Path, device: FakeDevice, tmp_path: Path
+) -> None:
+    tier = tmp_path / "tier"
+    first = _tiered(cache, device, tier).restore(REF, device="cuda:0")
+    assert first.source == "cache"
+    _kept(_tiered(cache, device, tier))  # published from the cache's verified chunk files
+    reads: list[str] = []
+
+    def read(job: DeviceJob, offset: int, view: memoryview) -> None:
+        reads.append(job.tag)
+        pread_piece(job, offset, view)
+
+    before = len(device.copy_log)
+    # Another process's loader on the same tier: it maps the kept image.
+    second = _tiered(cache, device, tier, device_read=read).restore(REF, device="cuda:0")
+    assert second.source == "host"
+    wake = device.copy_log[before:]
+    assert sum(c.nbytes for c in wake) == first.manifest.arena_bytes  # one pass over the image
+    assert all(c.from_pinned for c in wake)  # through the pinned ring; the mapping is not pinned
+    assert reads == []  # no chunk file read, no hash: the bytes come from the mapping
+    for name, view in first.torch_tensors().items():
+        assert torch.equal(second.torch_tensors()[name], view), name
+
+
+def test_an_image_a_host_restore_kept_wakes_a_gpu_from_the_tier(
+    tmp_path: Path, device: FakeDevice
+) -> None:
+    # A cuda target's image restored on the host (an execution provider that copies host
+    # weights itself) is kept too; a later restore of it into a GPU reads it from the tier.
+    model = make_torchscript_linear(tmp_path / "repo", features=16)
+    build_image(model / "1", DirStore(tmp_path / "cache"), target="cuda:sm_90")
+    ref = ImageRef("torch_linear", "1", "cuda:sm_90")
+
+    def loader() -> ImageLoader:
+        return ImageLoader(
+            None, tmp_path / "cache", "cuda:sm_90", host_cache_dir=tmp_path / "tier",
+            host_max_bytes=1 << 30, host_publish_delay_s=0.0, device=SMALL,
+            copier_factory=lambda _: device, device_memory=device,
+        )  # fmt: skip
+
+    host = loader().restore(ref)
+    assert host.source == "cache" and device.copies == 0
+    _kept(loader())
+    image = loader().restore(ref, device="cuda:0")
+    assert image.source == "host" and all(c.from_pinned for c in device.copy_log)
+    for name, tensor in host.torch_tensors().items():
+        assert torch.equal(image.torch_tensors()[name], tensor), name
+
+
+def test_chunks_with_a_stale_marker_are_checked_through_the_given_arena(
+    cache: Path, device: FakeDevice
+) -> None:
+    store = DirStore(cache)
+    manifest = ImageLoader(None, cache, "cpu").manifest(REF)
+    chunk = manifest.chunks[0]
+    later = time.time() + 5
+    os.utime(store.chunk_file(chunk.digest), (later, later))  # its verified marker is stale now
+    arena = Arena(manifest.arena_bytes)
+    image = _loader(cache, device).restore(REF, arena=arena, device="cuda:0")
+    assert image.source == "cache"
+    assert bytes(arena.array[: chunk.size]) == store.chunk_file(chunk.digest).read_bytes()
+    assert store.is_verified(chunk.digest, chunk.size)  # hashed once, marked again
+
+
+def test_a_directory_store_streams_to_the_gpu_in_place(tmp_path: Path, device: FakeDevice) -> None:
+    model = make_torchscript_linear(tmp_path / "repo", features=64)
+    build_image(model / "1", DirStore(tmp_path / "store"), max_chunk_bytes=4096)
+    loader = ImageLoader(
+        str(tmp_path / "store"), tmp_path / "cache", "cpu", device=SMALL,
+        copier_factory=lambda _: device, device_memory=device,
+    )  # fmt: skip
+    image = loader.restore(REF, device="cuda:0")
+    host = ImageLoader(str(tmp_path / "store"), None, "cpu").restore(REF).torch_tensors()
+    for name, tensor in host.items():
+        assert torch.equal(image.torch_tensors()[name], tensor), name
+    cache = DirStore(tmp_path / "cache")
+    assert all(cache.chunk_size(c.digest) is None for c in image.manifest.chunks)  # in place
