@@ -1,11 +1,12 @@
 """The stub process of one Python model instance: `python -m runtime.pystub.stub_main FD`.
 
-    reader thread: channel ─▶ execute/finalize ─▶ work queue ─▶ main thread (the model)
-                          └▶ bls_response/reply ─▶ StubHost waiters (BLS, metrics calls)
-    main thread:   init ─▶ ModelRunner.initialize ─▶ ready; then execute ... finalize ─▶ exit
+    main thread: inbox.get(WORK) ─▶ init ─▶ ModelRunner.initialize ─▶ ready
+                                 ─▶ execute ─▶ the model ─▶ done      ... finalize ─▶ exit
+    any thread waiting (the main thread for work, a BLS call, a metrics call) reads the channel
+    for everyone (runtime.pystub.inbox): no reader thread, no hand-off per message
 
 A decoupled model's sends, from any of its threads, go straight to the channel. When the
-server goes away the reader sees the end of the stream and the process exits.
+server goes away the inbox sees the end of the stream and the process exits.
 """
 
 from __future__ import annotations
@@ -13,14 +14,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import queue
 import socket
 import sys
-import threading
+import time
 from pathlib import Path
 from typing import Any
 
 from runtime import triton_python_backend_utils as pb_utils
+from runtime.pystub.inbox import WORK, Inbox
 from runtime.pystub.model_runner import ModelError, ModelRunner, close_open_senders
 from runtime.pystub.protocol import pb_tensors, response_fields, split
 from runtime.pystub.stub_host import StubHost
@@ -28,32 +29,27 @@ from runtime.pystub.wire import Channel, ChannelClosed, Message
 
 logger = logging.getLogger("runtime.pystub")
 
+# The longest an answer waits for the next one to travel with it (only while that next execute
+# is already here): a slow model's answers are never held, a tiny model's go out in bundles.
+_HOLD_NS = 200_000
+
 
 class Stub:
     """One model instance served over one channel."""
 
     def __init__(self, channel: Channel) -> None:
         self.channel = channel
-        self.host = StubHost(channel)
-        self.work: queue.SimpleQueue[Message | None] = queue.SimpleQueue()
+        self.inbox = Inbox(channel)
+        self.host = StubHost(channel, self.inbox)
         self.runner: ModelRunner | None = None
-
-    def read(self) -> None:
-        """The reader thread: replies to their waiters, the rest to the main thread."""
-        try:
-            while True:
-                message = self.channel.recv()
-                if not self.host.deliver(message):
-                    self.work.put(message)
-        except ChannelClosed:
-            pass  # the server is gone: wake everyone below
-        finally:
-            self.host.close()
-            self.work.put(None)
+        self._held_since = 0
 
     def serve(self) -> int:
         while True:
-            message = self.work.get()
+            if self.channel.holding and not self.inbox.ready(WORK):
+                with contextlib.suppress(ChannelClosed):
+                    self.channel.flush()  # no more work here: answer now, before waiting
+            message = self.inbox.get(WORK)
             if message is None:
                 return 0  # the server is gone
             op = message.fields.get("op")
@@ -66,6 +62,17 @@ class Stub:
                     self.runner.finalize()
                 self._send({"op": "finalized"})
                 return 0
+
+    def _answer(self, fields: dict[str, Any], tensors: list[Any]) -> None:
+        """Send an execute's answer; held back (up to `_HOLD_NS` for the oldest held) while the
+        next execute is already here, so that a run of tiny executes is answered in one
+        bundle: one send, one wake-up of the server, for all of them."""
+        now = time.perf_counter_ns()
+        if not self.channel.holding:
+            self._held_since = now
+        hold = now - self._held_since < _HOLD_NS and self.inbox.ready(WORK)
+        with contextlib.suppress(ChannelClosed):
+            self.channel.send(Message(fields, tensors), hold=hold)
 
     def _send(self, fields: dict[str, Any], tensors: list[Any] | None = None) -> None:
         with contextlib.suppress(ChannelClosed):
@@ -111,7 +118,7 @@ class Stub:
             fields, outs = response_fields(chosen)
             rows.append(fields)
             tensors.extend(outs)
-        self._send({"op": "done", "id": exec_id, "responses": rows}, tensors)
+        self._answer({"op": "done", "id": exec_id, "responses": rows}, tensors)
 
     def _request(
         self, exec_id: int, index: int, spec: dict[str, Any], group: list[Any], sent: list[Any]
@@ -160,7 +167,6 @@ def main(argv: list[str]) -> int:
     sock = socket.socket(fileno=int(argv[1]))
     stub = Stub(Channel(sock))
     pb_utils.install_host(stub.host)
-    threading.Thread(target=stub.read, name="stub-reader", daemon=True).start()
     status = stub.serve()
     sys.stdout.flush()
     # Model threads (daemon or not) must not keep a finalized instance alive.
