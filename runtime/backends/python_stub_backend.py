@@ -216,8 +216,13 @@ class StubPython:
         scheduler pipelines single requests); the stub runs them one at a time, in order."""
         t0 = time.perf_counter_ns()
         while True:
-            stub = self._stub
+            stub, restart = self._stub, self._restart
             if stub is None or stub.channel is None:
+                if restart is not None and not restart.done():
+                    # A new stub is starting: wait for it, as Triton's queue waits for its
+                    # instance (only the requests the dead stub held fail).
+                    await asyncio.shield(restart)
+                    continue
                 return self._unhealthy(requests)
             exec_id, future = self._register(requests)
             message = _execute_message(exec_id, requests)
@@ -233,10 +238,8 @@ class StubPython:
             reply = await future
             if reply is not _RETRY:
                 break
-            # The stub died before it started this one: run it on the stub started next.
-            restart = self._restart
-            if restart is not None:
-                await asyncio.shield(restart)
+            # The stub died before it started this one: run it on the stub started next (the
+            # loop above waits for it).
         t2 = time.perf_counter_ns()
         results = self._results(exec_id, requests, reply)
         self.timings = ExecTimings(t1 - t0, t2 - t1, time.perf_counter_ns() - t2)

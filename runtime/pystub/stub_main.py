@@ -16,7 +16,6 @@ import logging
 import os
 import socket
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +28,6 @@ from runtime.pystub.wire import Channel, ChannelClosed, Message
 
 logger = logging.getLogger("runtime.pystub")
 
-# The longest an answer waits for the next one to travel with it (only while that next execute
-# is already here): a slow model's answers are never held, a tiny model's go out in bundles.
-_HOLD_NS = 200_000
-
 
 class Stub:
     """One model instance served over one channel."""
@@ -42,13 +37,9 @@ class Stub:
         self.inbox = Inbox(channel)
         self.host = StubHost(channel, self.inbox)
         self.runner: ModelRunner | None = None
-        self._held_since = 0
 
     def serve(self) -> int:
         while True:
-            if self.channel.holding and not self.inbox.ready(WORK):
-                with contextlib.suppress(ChannelClosed):
-                    self.channel.flush()  # no more work here: answer now, before waiting
             message = self.inbox.get(WORK)
             if message is None:
                 return 0  # the server is gone
@@ -62,17 +53,6 @@ class Stub:
                     self.runner.finalize()
                 self._send({"op": "finalized"})
                 return 0
-
-    def _answer(self, fields: dict[str, Any], tensors: list[Any]) -> None:
-        """Send an execute's answer; held back (up to `_HOLD_NS` for the oldest held) while the
-        next execute is already here, so that a run of tiny executes is answered in one
-        bundle: one send, one wake-up of the server, for all of them."""
-        now = time.perf_counter_ns()
-        if not self.channel.holding:
-            self._held_since = now
-        hold = now - self._held_since < _HOLD_NS and self.inbox.ready(WORK)
-        with contextlib.suppress(ChannelClosed):
-            self.channel.send(Message(fields, tensors), hold=hold)
 
     def _send(self, fields: dict[str, Any], tensors: list[Any] | None = None) -> None:
         with contextlib.suppress(ChannelClosed):
@@ -118,7 +98,9 @@ class Stub:
             fields, outs = response_fields(chosen)
             rows.append(fields)
             tensors.extend(outs)
-        self._answer({"op": "done", "id": exec_id, "responses": rows}, tensors)
+        # Sent at once, never held for company: if the next execute kills the process, this
+        # answer must already be with the server.
+        self._send({"op": "done", "id": exec_id, "responses": rows}, tensors)
 
     def _request(
         self, exec_id: int, index: int, spec: dict[str, Any], group: list[Any], sent: list[Any]

@@ -20,15 +20,15 @@ The table is packed, not JSON: a tiny model's messages are mostly tensor descrip
 struct packs them several times faster than json.
 
 A bundle (kind b"B") carries several small messages that were ready at once in one datagram:
-one send and one wake-up of the reader for all of them (a stub answering a run of tiny
-executes, the server sending the requests that came in one turn of its loop). Messages with
-descriptors are never bundled; order is kept.
+one send and one wake-up of the reader for all of them (the executes the server sends in one
+turn of its loop). Messages with descriptors are never bundled; order is kept. A stub sends
+each answer at once, never held for company: if its next execute kills the process, the
+answers before it must already be with the server.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import mmap
 import os
 import socket
@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from runtime import fast_json  # stdlib json, or orjson where the environment has it
 from runtime import triton_python_backend_utils as pb_utils
 
 __all__ = [
@@ -204,7 +205,7 @@ def encode(message: Message) -> Encoded:
                 inline += raw
         if len(descriptors) > _MAX_FDS:
             raise ValueError(f"a message can carry at most {_MAX_FDS} large tensors")
-        header = json.dumps(message.fields, separators=(",", ":")).encode()
+        header = fast_json.dumps(message.fields)
         body = b"".join([_LENGTH.pack(len(header)), header, *table, inline])
         if len(body) + 1 > MESSAGE_MAX_BYTES:
             descriptors.insert(0, _memfd_with(body, "thaw-message"))
@@ -274,7 +275,7 @@ def _parse(payload: bytes, fds: list[int]) -> Message:
     else:
         raise ValueError(f"unknown message kind {kind!r}")
     (length,) = _LENGTH.unpack_from(body, 0)
-    header = json.loads(bytes(body[4 : 4 + length]))
+    header = fast_json.loads(bytes(body[4 : 4 + length]))
     at = 4 + length
     (count,) = _COUNT.unpack_from(body, at)
     at += _COUNT.size
@@ -338,17 +339,11 @@ def transmit(sock: socket.socket, encoded: Encoded) -> None:
 
 class Channel:
     """One blocking end of the control channel; `send` is thread-safe, `recv` belongs to one
-    reader at a time.
-
-    `send(..., hold=True)` may keep a small message back, to go out with the next one sent (or
-    at `flush`) in one bundle; any other send goes after what is held, in order.
-    """
+    reader at a time."""
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
-        self._send_lock = threading.Lock()  # guards the held messages and the socket's sends
-        self._held: list[Encoded] = []
-        self._held_bytes = 0
+        self._send_lock = threading.Lock()
         self._received: deque[Message] = deque()  # the rest of the last bundle (one reader)
 
     def fileno(self) -> int:
@@ -359,39 +354,14 @@ class Channel:
             self._sock.shutdown(socket.SHUT_RDWR)
         self._sock.close()
 
-    @property
-    def holding(self) -> bool:
-        """Whether a held message waits for company."""
-        return bool(self._held)
-
-    def send(self, message: Message, *, hold: bool = False) -> None:
+    def send(self, message: Message) -> None:
         """Send one message (large tensors through memfds); ChannelClosed if the peer is gone."""
         encoded = encode(message)
-        with self._send_lock:
-            together = bundleable(encoded)
-            if together and self._held_bytes + len(encoded.payload) > MESSAGE_MAX_BYTES - 64:
-                self._flush_held()
-            if together:
-                self._held.append(encoded)
-                self._held_bytes += len(encoded.payload) + 4
-                if not hold:
-                    self._flush_held()
-                return
-            try:
-                self._flush_held()
+        try:
+            with self._send_lock:
                 transmit(self._sock, encoded)
-            finally:
-                encoded.close()
-
-    def flush(self) -> None:
-        """Send what is held (ChannelClosed if the peer is gone)."""
-        with self._send_lock:
-            self._flush_held()
-
-    def _flush_held(self) -> None:
-        held, self._held, self._held_bytes = self._held, [], 0
-        if held:
-            transmit(self._sock, bundle(held))
+        finally:
+            encoded.close()
 
     def recv(self) -> Message:
         """The next message (blocking); ChannelClosed at the end of the stream."""
