@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 from runtime.backends.base import AsyncExecute, Backend
@@ -64,17 +64,25 @@ class BatchExecutor:
         return self._account(backend, batch, results, start, inline)
 
     async def run_async(
-        self, backend: Backend, execute: AsyncExecute, batch: Sequence[QueuedRequest]
+        self,
+        backend: Backend,
+        execute: AsyncExecute,
+        batch: Sequence[QueuedRequest],
+        started: Callable[[], int],
     ) -> list[Outcome]:
-        """`run` for a backend whose execute is awaited on the loop (`Backend.execute_async`)."""
-        start = time.perf_counter_ns()
+        """`run` for a backend whose execute is awaited on the loop (`Backend.execute_async`).
+        `started()`: when the backend began it (a pipelined batch waits for the ones ahead of
+        it; that wait is queue time, not compute)."""
+        sent = time.perf_counter_ns()
         try:
             results = await execute([item.request for item in batch])
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # a backend bug must never take the loop instance down
-            return self._account(backend, batch, self._failed(exc, len(batch)), start, False, True)
-        return self._account(backend, batch, results, start, False)
+            failed = self._failed(exc, len(batch))
+            return self._account(backend, batch, failed, max(sent, started()), False, True)
+        start = max(sent, started())
+        return self._account(backend, batch, results, start, False, waited_ns=start - sent)
 
     def _failed(self, exc: BaseException, count: int) -> list[InferResponse | ServingError]:
         logger.warning("model=%s execute failed: %r", self.model, exc)
@@ -93,6 +101,8 @@ class BatchExecutor:
         start: int,
         inline: bool,
         raised: bool = False,
+        *,
+        waited_ns: int = 0,
     ) -> list[Outcome]:
         """Pair results with requests, record the statistics, tell the inline policy. The
         backend's own timings count unless its execute raised or miscounted."""
@@ -104,7 +114,8 @@ class BatchExecutor:
             )
         elif not raised:
             t = backend.timings
-            measured = (t.compute_input_ns, t.compute_infer_ns, t.compute_output_ns)
+            infer_ns = max(0, t.compute_infer_ns - waited_ns)  # not the wait behind others
+            measured = (t.compute_input_ns, infer_ns, t.compute_output_ns)
         end = time.perf_counter_ns()
         if measured is None or sum(measured) == 0:
             measured = (0, end - start, 0)

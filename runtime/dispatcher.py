@@ -88,8 +88,10 @@ class Dispatcher:
             worker.start(self._finished if worker.on_loop else self._done_in_worker, self._pool)
 
     def pending(self) -> int:
-        """Requests not yet executing: pending here, or in a batch waiting for an instance."""
-        return len(self._pending) + self._pool.waiting_requests
+        """Requests not yet executing: pending here, in a batch waiting for an instance, or on
+        their way to a pipelined instance behind the batch it runs."""
+        queued = sum(worker.queued_requests for worker in self._workers)
+        return len(self._pending) + self._pool.waiting_requests + queued
 
     def enqueue(
         self,

@@ -35,6 +35,7 @@ class Instance(Protocol):
     name: str
     on_loop: bool
     slots: int
+    queued_requests: int  # requests it holds that have not started (a pipeline's tail)
 
     def start(self, on_done: DoneFn, pool: NextBatch) -> None: ...
     def submit(self, batch: Batch) -> None: ...
@@ -54,6 +55,7 @@ class InstanceWorker:
 
     on_loop = False
     slots = 1
+    queued_requests = 0
 
     def __init__(self, name: str, execute: ExecuteFn) -> None:
         self.name = name

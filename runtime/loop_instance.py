@@ -14,21 +14,38 @@ thread, per slot: after each batch, the oldest batch waiting in the pool, else t
 so the stub starts it the moment the previous one is done instead of waiting for the loop to
 read that answer and send more (on a busy loop that wait was most of a round trip). The stub
 still runs them one at a time, in order. Only for a batch that cannot grow by waiting (one
-request at a time): a dynamic batch formed early would be a smaller batch.
+request at a time): a dynamic batch formed early would be a smaller batch. A batch on its way
+still counts as queued, as in Triton: `queued_requests` (the pending count) holds every batch in
+flight but the oldest, and a batch's queue time runs until the one ahead of it is answered
+(`started` tells the executor when that was).
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
+from collections import deque
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from runtime.batch_execution import Outcome
 from runtime.instance_worker import Batch, DoneFn, NextBatch
 
 __all__ = ["AsyncExecuteFn", "LoopInstance"]
 
-AsyncExecuteFn = Callable[[Batch], Awaitable[list[Outcome]]]
+# (batch, started) -> outcomes; `started()` is when the batch began to run (perf_counter_ns):
+# when the batch ahead of it in this instance was answered, or when it was sent.
+AsyncExecuteFn = Callable[[Batch, Callable[[], int]], Awaitable[list[Outcome]]]
+
+
+@dataclass(slots=True, eq=False)
+class _InFlight:
+    batch: Batch
+    started_ns: int = 0  # 0 while a batch ahead of it runs
+
+    def started(self) -> int:
+        return self.started_ns
 
 
 class LoopInstance:
@@ -46,6 +63,9 @@ class LoopInstance:
         self._tasks: set[asyncio.Task[None]] = set()  # held: the loop keeps weak references
         self._stops = 0
         self._stopped = threading.Event()
+        self._in_flight: deque[_InFlight] = deque()  # in the order sent: the stub's order
+        # Requests in batches behind the running one; written on the loop, read by anyone.
+        self.queued_requests = 0
 
     def start(self, on_done: DoneFn, pool: NextBatch) -> None:
         """Outcomes go to `on_done` (on the loop); after each batch, ask `pool`."""
@@ -53,9 +73,30 @@ class LoopInstance:
 
     def submit(self, batch: Batch) -> None:
         """Run `batch` in a free slot."""
-        task = asyncio.get_running_loop().create_task(self._work(batch))
+        task = asyncio.get_running_loop().create_task(self._work(self._sent(batch)))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def _sent(self, batch: Batch) -> _InFlight:
+        item = _InFlight(batch)
+        if self._in_flight:
+            self.queued_requests += len(batch)
+        else:
+            item.started_ns = time.perf_counter_ns()
+        self._in_flight.append(item)
+        return item
+
+    def _answered(self, item: _InFlight) -> None:
+        in_flight = self._in_flight
+        if in_flight[0] is item:
+            in_flight.popleft()
+            if in_flight:  # the next one starts now
+                head = in_flight[0]
+                head.started_ns = time.perf_counter_ns()
+                self.queued_requests -= len(head.batch)
+        else:  # answered out of order (its stub was restarted): it was never the running one
+            in_flight.remove(item)
+            self.queued_requests -= len(item.batch)
 
     def stop(self) -> None:
         """Nothing more will come to one free slot; stopped once every slot was."""
@@ -67,11 +108,13 @@ class LoopInstance:
         """Wait until stopped (blocking: never call it on the loop); whether it was in time."""
         return self._stopped.wait(timeout_s)
 
-    async def _work(self, batch: Batch | None) -> None:
+    async def _work(self, item: _InFlight | None) -> None:
         on_done, pool = self._on_done, self._pool
         if on_done is None or pool is None:
             return
-        while batch is not None:
-            outcomes = await self._execute(batch)
-            batch = pool.next_or_free(self)  # before reporting: never idle for the loop
+        while item is not None:
+            outcomes = await self._execute(item.batch, item.started)
+            self._answered(item)
+            following = pool.next_or_free(self)  # before reporting: never idle for the loop
+            item = self._sent(following) if following is not None else None
             on_done(self, outcomes)

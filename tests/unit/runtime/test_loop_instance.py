@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from runtime.backends.base import ExecTimings
 from runtime.batch_execution import Outcome, QueuedRequest
@@ -25,7 +25,9 @@ class _HeldRoundTrips:
         self.running: list[tuple[list[str], asyncio.Future[None]]] = []
         self.threads: set[int] = set()
 
-    async def __call__(self, batch: Sequence[QueuedRequest]) -> list[Outcome]:
+    async def __call__(
+        self, batch: Sequence[QueuedRequest], started: Callable[[], int]
+    ) -> list[Outcome]:
         self.threads.add(threading.get_ident())
         answered = asyncio.get_running_loop().create_future()
         self.running.append(([str(item.request.id) for item in batch], answered))
@@ -56,10 +58,11 @@ async def test_two_slots_hold_two_batches_and_the_third_waits_for_one() -> None:
     ]
     await _turns()
     assert [ids for ids, _ in execute.running] == [["a"], ["b"]]  # both in flight at once
-    assert dispatcher.pending() == 1
+    assert dispatcher.pending() == 2  # c waits for a slot, b behind a: neither has started
     assert execute.answer_oldest() == ["a"]
     await _turns()
     assert [ids for ids, _ in execute.running] == [["b"], ["c"]]  # c took a's slot at once
+    assert dispatcher.pending() == 1  # b runs now; c is behind it
     execute.answer_oldest()
     execute.answer_oldest()
     responses = await asyncio.gather(*futures)
