@@ -2,7 +2,11 @@
 
     python benchmarks/serve_throughput.py [--repo model_repository] [--duration-s 4]
         [--concurrency 1 8 32] [--peers thaw,triton,kserve,mlserver] [--models add_sub,resnet50]
-        [--protocols http,grpc]
+        [--protocols http,grpc] [--thaw-python-runtime process,in_process]
+
+`--thaw-python-runtime` runs one thaw server per mode given (`thaw[process]`, `thaw[in_process]`,
+`thaw[auto]`), each with its Python models' `thaw.python_runtime` parameter set so, beside the
+other peers in the same run.
 
 `--protocols grpc` measures the KServe v2 gRPC endpoint (`ModelInfer`, raw_input_contents as
 tritonclient.grpc sends) of the servers that have one (thaw, Triton), with the same closed-loop
@@ -139,11 +143,43 @@ class Server:
     grpc_notes: dict[str, str] = field(default_factory=dict)
 
 
+def is_thaw(server: str) -> bool:
+    """Whether a row's server is thaw (`thaw`, or `thaw[<python runtime>]`)."""
+    return server == "thaw" or server.startswith("thaw[")
+
+
+def peer_kind(server: str) -> str:
+    """The PEERS key of a server name: `thaw[process]` -> `thaw`."""
+    return "thaw" if is_thaw(server) else server
+
+
+def server_names(peers: list[str], thaw_python_runtimes: list[str]) -> list[str]:
+    """The servers of a run: `thaw` expands to one server per Python runtime mode, if any."""
+    names: list[str] = []
+    for peer in peers:
+        if peer == "thaw" and thaw_python_runtimes:
+            names += [f"thaw[{mode}]" for mode in thaw_python_runtimes]
+        else:
+            names.append(peer)
+    return names
+
+
+_PYTHON_RUNTIME = 'parameters {{ key: "thaw.python_runtime" value {{ string_value: "{mode}" }} }}\n'
+
+
+def set_python_runtime(config_path: Path, mode: str) -> None:
+    """Give a Python model's config.pbtxt a `thaw.python_runtime` parameter (a new file, not
+    the hard link the repository shares with the other servers)."""
+    text = config_path.read_text()
+    config_path.unlink()
+    config_path.write_text(text.rstrip("\n") + "\n" + _PYTHON_RUNTIME.format(mode=mode))
+
+
 def start_server(
     name: str, workloads: list[Workload], sources: dict[str, Path], args: argparse.Namespace
 ) -> Server:
     """Install and start one peer with every model it can serve; check each model's answer."""
-    server, peer = Server(name), PEERS[name]()
+    server, peer = Server(name), PEERS[peer_kind(name)]()
     try:
         if hasattr(peer, "prepare"):
             peer.prepare()
@@ -156,6 +192,11 @@ def start_server(
     if not served:
         return server
     repo = build_repo(args.run_dir, name, {w.model: sources[w.model] for w in served})
+    if name.startswith("thaw["):
+        mode = name[len("thaw[") : -1]
+        for workload in served:
+            if workload.kind == "python":
+                set_python_runtime(repo / workload.model / "config.pbtxt", mode)
     grpc_port = free_port() if "grpc" in args.protocols else None
     try:
         server.handle = peer.start(
@@ -279,7 +320,7 @@ def render_table(cells: list[Cell]) -> str:
     for cell in cells:
         groups.setdefault((cell.protocol, cell.model, cell.concurrency), []).append(cell)
     for (protocol, model, concurrency), group in groups.items():
-        peers = [c.result.rps for c in group if c.result and c.server != "thaw"]
+        peers = [c.result.rps for c in group if c.result and not is_thaw(c.server)]
         best = max(peers, default=0.0)
         for cell in group:
             if cell.result is None:
@@ -339,12 +380,20 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--protocols", default="http", help="http, grpc or both (comma list; default http)"
     )
+    parser.add_argument(
+        "--thaw-python-runtime",
+        default="",
+        help="comma list of process, in_process, auto: one thaw server per mode, its Python "
+        "models' `thaw.python_runtime` parameter set so (default: one thaw, models as written)",
+    )
     parser.add_argument("--start-timeout-s", type=float, default=180.0)
     parser.add_argument("--json", type=Path, help="also write the cells here as JSON")
     parser.add_argument("--no-netns", action="store_true", help="do not enter `unshare -n`")
     args = parser.parse_args(argv)
     args.protocols = [p for p in args.protocols.split(",") if p]
+    args.thaw_python_runtime = [m for m in args.thaw_python_runtime.split(",") if m]
     unknown = set(args.peers.split(",")) - set(PEERS)
+    unknown |= set(args.thaw_python_runtime) - {"process", "in_process", "auto"}
     unknown |= set(args.protocols) - {"http", "grpc"}
     if (
         unknown
@@ -353,7 +402,8 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
         or args.rounds < 1
     ):
         parser.error(
-            f"peers must be among {sorted(PEERS)}, protocols http or grpc; concurrency in "
+            f"peers must be among {sorted(PEERS)}, protocols http or grpc, thaw python "
+            "runtimes process, in_process or auto; concurrency in "
             "[1, 1024]; "
             "duration > 0; rounds >= 1"
         )
@@ -394,7 +444,7 @@ def main(argv: list[str] | None = None) -> int:
     workloads, sources = _workloads(args)
     servers: list[Server] = []
     try:
-        for name in args.peers.split(","):
+        for name in server_names(args.peers.split(","), args.thaw_python_runtime):
             servers.append(start_server(name, workloads, sources, args))
         cells = measure(servers, workloads, args)
     finally:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
-from runtime.backends.base import Backend
+from runtime.backends.base import AsyncExecute, Backend
 from runtime.errors import ServingError
 from runtime.inference import InferRequest, InferResponse
 from runtime.inline_policy import InlinePolicy
@@ -57,21 +57,65 @@ class BatchExecutor:
     ) -> list[Outcome]:
         """Execute one batch, record its statistics; a model error becomes a ServingError."""
         start = time.perf_counter_ns()
-        measured: tuple[int, int, int] | None = None
         try:
             results = backend.execute([item.request for item in batch])
-            if len(results) != len(batch):
-                raise ServingError(f"backend returned {len(results)} results for {len(batch)}")
-            t = backend.timings
-            measured = (t.compute_input_ns, t.compute_infer_ns, t.compute_output_ns)
         except BaseException as exc:  # a model must never take its worker down
-            logger.warning("model=%s execute failed: %r", self.model, exc)
-            error = (
-                exc
-                if isinstance(exc, ServingError)
-                else ServingError(f"model '{self.model}' failed: {exc!r}")
+            return self._account(backend, batch, self._failed(exc, len(batch)), start, inline, True)
+        return self._account(backend, batch, results, start, inline)
+
+    async def run_async(
+        self,
+        backend: Backend,
+        execute: AsyncExecute,
+        batch: Sequence[QueuedRequest],
+        started: Callable[[], int],
+    ) -> list[Outcome]:
+        """`run` for a backend whose execute is awaited on the loop (`Backend.execute_async`).
+        `started()`: when the backend began it (a pipelined batch waits for the ones ahead of
+        it; that wait is queue time, not compute)."""
+        sent = time.perf_counter_ns()
+        try:
+            results = await execute([item.request for item in batch])
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # a backend bug must never take the loop instance down
+            failed = self._failed(exc, len(batch))
+            return self._account(backend, batch, failed, max(sent, started()), False, True)
+        start = max(sent, started())
+        return self._account(backend, batch, results, start, False, waited_ns=start - sent)
+
+    def _failed(self, exc: BaseException, count: int) -> list[InferResponse | ServingError]:
+        logger.warning("model=%s execute failed: %r", self.model, exc)
+        error = (
+            exc
+            if isinstance(exc, ServingError)
+            else ServingError(f"model '{self.model}' failed: {exc!r}")
+        )
+        return [error] * count
+
+    def _account(
+        self,
+        backend: Backend,
+        batch: Sequence[QueuedRequest],
+        results: list[InferResponse | ServingError],
+        start: int,
+        inline: bool,
+        raised: bool = False,
+        *,
+        waited_ns: int = 0,
+    ) -> list[Outcome]:
+        """Pair results with requests, record the statistics, tell the inline policy. The
+        backend's own timings count unless its execute raised or miscounted."""
+        measured: tuple[int, int, int] | None = None
+        if len(results) != len(batch):
+            results = self._failed(
+                ServingError(f"backend returned {len(results)} results for {len(batch)}"),
+                len(batch),
             )
-            results = [error] * len(batch)
+        elif not raised:
+            t = backend.timings
+            infer_ns = max(0, t.compute_infer_ns - waited_ns)  # not the wait behind others
+            measured = (t.compute_input_ns, infer_ns, t.compute_output_ns)
         end = time.perf_counter_ns()
         if measured is None or sum(measured) == 0:
             measured = (0, end - start, 0)

@@ -4,6 +4,7 @@
                                         │                            └─ none free: waits for
                                     WaitUntil ─▶ timer ─▶ plan again    the first to finish
     futures resolved, plan again (loop) ◀── outcomes, call_soon_threadsafe ◀── worker (thread)
+                                        ◀── outcomes, directly ◀── loop instance (a task)
 
 Every decision is made in one place, on the loop, from the whole pending queue: the planner
 (runtime.batch_planner) decides what runs and when, the dispatcher carries its decisions out.
@@ -34,7 +35,7 @@ from runtime.clock import Clock, Timer
 from runtime.errors import ModelUnavailable, ServingError
 from runtime.inference import InferRequest, InferResponse
 from runtime.instance_pool import InstancePool
-from runtime.instance_worker import InstanceWorker
+from runtime.instance_worker import Instance
 from runtime.queue_policy import TIMED_OUT, QueuePolicies, Refused, admit, expire
 
 __all__ = ["Dispatcher", "Planner", "Rejected"]
@@ -57,7 +58,7 @@ class Dispatcher:
     def __init__(
         self,
         model: str,
-        workers: Sequence[InstanceWorker],
+        workers: Sequence[Instance],
         *,
         clock: Clock,
         planner: Planner,
@@ -84,11 +85,13 @@ class Dispatcher:
         # Requests pending, waiting or executing; 0 means every instance is idle.
         self.outstanding = 0
         for worker in self._workers:
-            worker.start(self._done_in_worker, self._pool)
+            worker.start(self._finished if worker.on_loop else self._done_in_worker, self._pool)
 
     def pending(self) -> int:
-        """Requests not yet executing: pending here, or in a batch waiting for an instance."""
-        return len(self._pending) + self._pool.waiting_requests
+        """Requests not yet executing: pending here, in a batch waiting for an instance, or on
+        their way to a pipelined instance behind the batch it runs."""
+        queued = sum(worker.queued_requests for worker in self._workers)
+        return len(self._pending) + self._pool.waiting_requests + queued
 
     def enqueue(
         self,
@@ -203,14 +206,14 @@ class Dispatcher:
 
     # -- results ------------------------------------------------------------------------------
 
-    def _done_in_worker(self, worker: InstanceWorker, outcomes: list[Outcome]) -> None:
+    def _done_in_worker(self, worker: Instance, outcomes: list[Outcome]) -> None:
         """A worker thread's batch is done: the rest happens on the loop, in one wake-up per batch
         (`_loop` is set: the enqueue that led to this batch set it)."""
         loop = self._loop
         if loop is not None:
             loop.call_soon_threadsafe(self._finished, worker, outcomes)
 
-    def _finished(self, worker: InstanceWorker, outcomes: list[Outcome]) -> None:
+    def _finished(self, worker: Instance, outcomes: list[Outcome]) -> None:
         """On the loop: deliver a batch's results (the worker already went on, or is free)."""
         self.outstanding -= len(outcomes)
         self._dispatch()  # first: an instance may have freed up for what is pending

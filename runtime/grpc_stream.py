@@ -182,6 +182,10 @@ class _Stream:
     async def _answer(self, request: InferRequest, turn: asyncio.Future[None] | None) -> None:
         final = False
         async for response in self._manager.stream(request):
+            if response.flag_only:
+                # The model's bare final flag (no response): like Triton, only a client that
+                # asked for empty final responses gets one (below); it has no outputs to send.
+                continue
             if sum(t.data.nbytes for t in response.outputs) > THREAD_THRESHOLD_BYTES:
                 encoded = await asyncio.to_thread(_encoded, response, request)
             else:

@@ -14,17 +14,22 @@ import threading
 from collections import deque
 from collections.abc import Sequence
 
-from runtime.instance_worker import Batch, InstanceWorker
+from runtime.instance_worker import Batch, Instance
 
 __all__ = ["InstancePool"]
 
 
 class InstancePool:
-    """Free workers (longest-free first, so work spreads) and batches waiting for one."""
+    """Free workers' slots (longest-free first, so work spreads) and batches waiting for one."""
 
-    def __init__(self, workers: Sequence[InstanceWorker]) -> None:
+    def __init__(self, workers: Sequence[Instance]) -> None:
         self._lock = threading.Lock()
-        self._free: deque[InstanceWorker] = deque(workers)
+        # One entry per free slot, every instance's first slot before anyone's second (work
+        # spreads over instances before it queues behind one).
+        depth = max((w.slots for w in workers), default=0)
+        self._free: deque[Instance] = deque(
+            w for level in range(depth) for w in workers if w.slots > level
+        )
         self._waiting: deque[Batch] = deque()
         # Requests in waiting batches; written under the lock, read by anyone (an int).
         self.waiting_requests = 0
@@ -45,7 +50,7 @@ class InstancePool:
         if worker is not None:
             worker.submit(batch)
 
-    def next_or_free(self, worker: InstanceWorker) -> Batch | None:
+    def next_or_free(self, worker: Instance) -> Batch | None:
         """For a worker that finished a batch (its thread): the oldest waiting batch, or None
         after marking it free."""
         with self._lock:
@@ -56,8 +61,9 @@ class InstancePool:
             self._free.append(worker)
             return None
 
-    def take_free(self) -> list[InstanceWorker]:
-        """Every free worker, no longer free (to stop them)."""
+    def take_free(self) -> list[Instance]:
+        """Every free slot's worker (a worker once per free slot), no longer free (to stop
+        them)."""
         with self._lock:
             workers = list(self._free)
             self._free.clear()

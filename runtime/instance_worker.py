@@ -1,4 +1,8 @@
-"""One model instance's thread: runs the batches the dispatcher hands it, one at a time."""
+"""One model instance's thread: runs the batches the dispatcher hands it, one at a time.
+
+Also the `Instance` Protocol the dispatcher and the instance pool see: this thread, or an
+instance driven from the event loop (runtime.loop_instance).
+"""
 
 from __future__ import annotations
 
@@ -9,17 +13,34 @@ from typing import Protocol
 
 from runtime.batch_execution import Outcome, QueuedRequest
 
-__all__ = ["Batch", "DoneFn", "ExecuteFn", "InstanceWorker", "NextBatch"]
+__all__ = ["Batch", "DoneFn", "ExecuteFn", "Instance", "InstanceWorker", "NextBatch"]
 
 Batch = Sequence[QueuedRequest]
 ExecuteFn = Callable[[Batch], list[Outcome]]
-DoneFn = Callable[["InstanceWorker", list[Outcome]], None]
+DoneFn = Callable[["Instance", list[Outcome]], None]
 
 
 class NextBatch(Protocol):
     """Where a worker that finished a batch finds its next one (runtime.instance_pool)."""
 
-    def next_or_free(self, worker: InstanceWorker) -> Batch | None: ...
+    def next_or_free(self, worker: Instance) -> Batch | None: ...
+
+
+class Instance(Protocol):
+    """One model instance as the dispatcher drives it: up to `slots` batches at a time (each
+    slot is free or holds one batch), then the next waiting one from `pool`, or free again.
+    `on_loop` says where it reports a batch's outcomes to `on_done`: on the event loop itself
+    (True), or from its own thread (False). `stop` comes once per slot, each while free."""
+
+    name: str
+    on_loop: bool
+    slots: int
+    queued_requests: int  # requests it holds that have not started (a pipeline's tail)
+
+    def start(self, on_done: DoneFn, pool: NextBatch) -> None: ...
+    def submit(self, batch: Batch) -> None: ...
+    def stop(self) -> None: ...
+    def join(self, timeout_s: float) -> bool: ...
 
 
 class InstanceWorker:
@@ -31,6 +52,10 @@ class InstanceWorker:
     called in this worker's thread (the dispatcher passes them on to the event loop with
     `call_soon_threadsafe`).
     """
+
+    on_loop = False
+    slots = 1
+    queued_requests = 0
 
     def __init__(self, name: str, execute: ExecuteFn) -> None:
         self.name = name

@@ -1,15 +1,17 @@
-"""Where a Python model's instances run: in the server process, or one stub process each.
+"""Where a Python model's instances run: one stub process each, or in the server process.
 
     `thaw.python_runtime` parameter    process | in_process | auto (the default)
-    auto ─▶ in_process  ⇔ one instance in all, and no EXECUTION_ENV_PATH
-         └▶ process     otherwise (N instances: N processes, as Triton's stubs)
+    auto, process ─▶ process     every instance its own stub process, as Triton runs them
+    in_process    ─▶ in_process  the instances in the server (opt-in; no EXECUTION_ENV_PATH)
 
-Why: a stub process buys parallelism (its own GIL) and isolation (a segfault or `os._exit`
-fails only that instance's requests; it restarts). A single instance gains no parallelism from
-it, and for a tiny model the two IPC hops and two context switches are most of the request's
-server time, where in-process it may even run on the event loop once proven tiny
-(runtime.inline_policy). `EXECUTION_ENV_PATH` needs another interpreter, hence a process.
-`process` gives a single instance Triton's isolation back. Pure: reads only the config.
+Why process by default: it is Triton's model, and what a model written for Triton expects. A
+stub buys isolation (a segfault or `os._exit` in model code fails only that instance's in-flight
+requests; the stub restarts and the server keeps serving) and parallelism (its own GIL). Since
+the stub is driven from the event loop with pipelined, bundled round trips
+(runtime.backends.python_stub_backend), a tiny model in a stub keeps up with Triton's own.
+`in_process` trades that isolation for the last bit of speed: a single instance proven tiny runs
+on the event loop itself (runtime.inline_policy), no IPC at all. `EXECUTION_ENV_PATH` needs
+another interpreter, hence a process. Pure: reads only the config.
 """
 
 from __future__ import annotations
@@ -57,9 +59,6 @@ def placement(config: mc.ModelConfig) -> PythonRuntime:
             f"model '{config.name}': `{PARAMETER}` = 'in_process' cannot use "
             f"{_ENV_PARAMETER} (another Python environment needs its own process)"
         )
-    if wanted != PythonRuntime.AUTO:
-        return wanted
-    instances = sum(group.count for group in config.instance_group)
-    if instances <= 1 and env is None:
+    if wanted == PythonRuntime.IN_PROCESS:
         return PythonRuntime.IN_PROCESS
     return PythonRuntime.PROCESS

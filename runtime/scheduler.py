@@ -1,7 +1,10 @@
 """Run a model version's requests: inline when proven tiny and idle, else through the dispatcher.
 
     submit ─▶ idle and proven tiny (runtime.inline_policy)? ─▶ execute on the loop, instance 0
-           └▶ Dispatcher (runtime.dispatcher): pending ─▶ plan ─▶ a free InstanceWorker thread
+           └▶ Dispatcher (runtime.dispatcher): pending ─▶ plan ─▶ a free instance: its worker
+              thread (runtime.instance_worker), or, for a backend whose execute is an I/O
+              round trip (`Backend.execute_async`, a stub process), a task on the loop
+              (runtime.loop_instance)
 
 The statistics and the inline policy see every execution alike (runtime.batch_execution).
 A model with `dynamic_batching` never runs inline: its requests wait for company in the
@@ -22,15 +25,37 @@ from runtime.dispatcher import Dispatcher, Planner
 from runtime.errors import ModelUnavailable, ServingError
 from runtime.inference import InferRequest, InferResponse
 from runtime.inline_policy import InlinePolicy
-from runtime.instance_worker import InstanceWorker
+from runtime.instance_worker import Instance, InstanceWorker
+from runtime.loop_instance import LoopInstance
 from runtime.queue_policy import QueuePolicies
 from runtime.request_parameters import NONE, SchedulingParameters
 from runtime.stats import FailureReason, ModelStats
 
-__all__ = ["Scheduler"]
+__all__ = ["Scheduler", "instance_driver"]
 
 # How long `join` waits for a worker to finish its current execution before giving up on it.
 _JOIN_TIMEOUT_S = 30.0
+
+
+# Requests a loop-driven instance holds at once when batches are single requests (one running
+# in the stub, the rest on their way, runtime.loop_instance). With one instance every request
+# waits for it anyway, in order, so a deep pipeline only saves round trips (a tiny model's
+# answers come back in bundles); with several, a request handed early could wait behind a slow
+# run on one instance while another is free, so only one more is on its way.
+_PIPELINE_ALONE = 8
+_PIPELINE_SHARED = 2
+
+
+def instance_driver(
+    name: str, backend: Backend, executor: BatchExecutor, *, slots: int = 1
+) -> Instance:
+    """What runs `backend`'s batches: tasks on the loop when its execute is an awaitable I/O
+    round trip (up to `slots` batches in flight), else a worker thread of its own."""
+    execute_async = backend.execute_async
+    if execute_async is not None:
+        run = functools.partial(executor.run_async, backend, execute_async)
+        return LoopInstance(name, run, slots=slots)
+    return InstanceWorker(name, functools.partial(executor.run, backend, inline=False))
 
 
 class Scheduler:
@@ -70,11 +95,12 @@ class Scheduler:
         # Observed from the workers and the loop; a race can only lose one observation.
         self._policy = InlinePolicy(max_inline_ns=inline_max_us * 1000 if gil_bound else 0)
         self._executor = BatchExecutor(model, stats, self._policy)
+        # A batch of one cannot grow by waiting: pipelining it changes nothing but the wait.
+        slots = 1
+        if isinstance(policy, OneRequest):
+            slots = _PIPELINE_ALONE if len(instances) == 1 else _PIPELINE_SHARED
         workers = [
-            InstanceWorker(
-                f"{model}-v{version}-{i}",
-                functools.partial(self._executor.run, backend, inline=False),
-            )
+            instance_driver(f"{model}-v{version}-{i}", backend, self._executor, slots=slots)
             for i, backend in enumerate(instances)
         ]
         planner: Planner = functools.partial(plan, policy=policy)

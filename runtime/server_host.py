@@ -121,6 +121,15 @@ class ServerHost:
         self.metrics = metrics
         self._front_door = front_door
 
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The server's event loop (stub processes are driven from it)."""
+        return self._loop
+
+    def in_loop_thread(self) -> bool:
+        """Whether the caller runs on the server's event loop thread."""
+        return threading.get_ident() == self._loop_thread
+
     def submit(self, coroutine: Any) -> Any:
         """Run `coroutine` on the server's loop from another thread (a concurrent Future)."""
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop)

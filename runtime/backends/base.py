@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -11,7 +12,7 @@ from runtime.errors import ServingError
 from runtime.inference import InferRequest, InferResponse
 from tritonconfig.schema import mc
 
-__all__ = ["Backend", "ExecTimings", "LoadContext", "SnapshotImage"]
+__all__ = ["AsyncExecute", "Backend", "ExecTimings", "LoadContext", "SnapshotImage"]
 
 
 @dataclass(frozen=True)
@@ -47,8 +48,18 @@ class ExecTimings:
         self.compute_output_ns += t3 - t2
 
 
+# An execute that is an I/O round trip (to a stub process), awaited on the event loop.
+AsyncExecute = Callable[[list[InferRequest]], Awaitable[list[InferResponse | ServingError]]]
+
+
 class Backend(Protocol):
     """One model instance; `execute` runs in that instance's worker thread only.
+
+    `execute_async` is None for a backend that computes in this process; a backend whose
+    execute is an I/O round trip (a Python model's stub process) gives it after `load`, and
+    the scheduler then awaits it on the event loop instead of lending the instance a thread
+    (runtime.loop_instance): no thread hand-off on either side of the round trip. `execute`
+    still works from any other thread (warm-up).
 
     `timings` is refreshed by every `execute` (the scheduler reads it right after, on the
     same thread, so it needs no lock). `gil_bound` (a class attribute) is True when `execute`
@@ -60,6 +71,9 @@ class Backend(Protocol):
     gil_bound: bool
     used_image: bool
     timings: ExecTimings
+
+    @property
+    def execute_async(self) -> AsyncExecute | None: ...
 
     def load(self, ctx: LoadContext) -> None: ...
 

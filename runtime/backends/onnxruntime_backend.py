@@ -73,6 +73,7 @@ class OnnxRuntimeBackend:
     """One onnxruntime InferenceSession."""
 
     gil_bound = False  # onnxruntime releases the GIL while it runs
+    execute_async = None  # computes in this process: a worker thread runs `execute`
 
     def __init__(self) -> None:
         self.timings = ExecTimings()

@@ -21,7 +21,7 @@ import numpy as np
 from google.protobuf import json_format
 
 from runtime import triton_python_backend_utils as pb_utils
-from runtime.backends.base import Backend, ExecTimings, LoadContext
+from runtime.backends.base import AsyncExecute, Backend, ExecTimings, LoadContext
 from runtime.datatypes import config_to_v2, numpy_to_v2
 from runtime.errors import (
     FeatureDisabled,
@@ -44,6 +44,7 @@ from runtime.python_placement import PythonRuntime, placement
 from tritonconfig.schema import mc
 
 __all__ = [
+    "ERROR_CLASSES",
     "PythonBackend",
     "auto_complete_config",
     "execute_failure",
@@ -55,7 +56,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_ERROR_CLASSES: dict[int, type[ServingError]] = {
+ERROR_CLASSES: dict[int, type[ServingError]] = {
     pb_utils.TritonError.INVALID_ARG: InvalidInput,
     pb_utils.TritonError.NOT_FOUND: ModelNotFound,
     pb_utils.TritonError.UNAVAILABLE: ModelUnavailable,
@@ -124,7 +125,7 @@ def pb_response_result(
     if response.has_error():
         err = response.error()
         code = err.code() if hasattr(err, "code") else pb_utils.TritonError.INTERNAL
-        cls = _ERROR_CLASSES.get(code, ServingError)
+        cls = ERROR_CLASSES.get(code, ServingError)
         return cls(str(err.message() if hasattr(err, "message") else err))
     outputs = []
     for tensor in response.output_tensors():
@@ -160,6 +161,7 @@ class InProcessPython:
     """One instance of a Triton python model, in this process."""
 
     used_image = False  # a python model has no snapshot image
+    execute_async = None  # runs in this process: a worker thread (or the loop) runs `execute`
 
     def __init__(self) -> None:
         # Python code holds the GIL: a worker thread gives the loop nothing back, so a model
@@ -296,6 +298,10 @@ class PythonBackend:
     @property
     def timings(self) -> ExecTimings:
         return self._impl.timings
+
+    @property
+    def execute_async(self) -> AsyncExecute | None:
+        return self._impl.execute_async
 
     def load(self, ctx: LoadContext) -> None:
         if placement(ctx.config) == PythonRuntime.PROCESS:

@@ -41,6 +41,7 @@ class TensorRTBackend:
     """One TensorRT execution context on one GPU, with its own CUDA stream."""
 
     gil_bound = False  # TensorRT releases the GIL while it runs
+    execute_async = None  # computes in this process: a worker thread runs `execute`
 
     def __init__(self) -> None:
         self.timings = ExecTimings()

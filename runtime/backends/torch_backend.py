@@ -56,6 +56,7 @@ class TorchBackend:
     """One TorchScript module or exported program, on CPU or one CUDA device."""
 
     gil_bound = False  # torch releases the GIL in its kernels
+    execute_async = None  # computes in this process: a worker thread runs `execute`
 
     def __init__(self) -> None:
         self.timings = ExecTimings()

@@ -50,7 +50,10 @@ def response_fields(response: Any) -> tuple[dict[str, Any], list[Tensor]]:
         message = err.message() if hasattr(err, "message") else str(err)
         return {"error": str(message), "code": int(code)}, []
     tensors = wire_tensors(response.output_tensors())
-    return {"params": json.loads(response.parameters()), "n": len(tensors)}, tensors
+    params = response._parameters or {}  # a dict as the model gave it, or JSON text
+    if not isinstance(params, dict):
+        params = json.loads(response.parameters())
+    return {"params": params, "n": len(tensors)}, tensors
 
 
 def pb_response(fields: dict[str, Any] | None, tensors: list[Tensor]) -> Any:

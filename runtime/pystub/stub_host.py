@@ -1,7 +1,7 @@
 """pb_utils' ModelHost inside a stub process: every call goes to the server over the channel.
 
-BLS requests and calls (metrics, the model loading API) wait for their replies, which the
-stub's reader thread routes back here by id; logs are sent and not waited for.
+BLS requests and calls (metrics, the model loading API) wait for their replies in the stub's
+inbox (runtime.pystub.inbox), by id; logs are sent and not waited for.
 """
 
 from __future__ import annotations
@@ -9,12 +9,11 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
-import queue
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 from runtime import triton_python_backend_utils as pb_utils
+from runtime.pystub.inbox import Inbox
 from runtime.pystub.protocol import pb_response, wire_tensors
 from runtime.pystub.wire import Channel, ChannelClosed, Message
 
@@ -24,56 +23,27 @@ _GONE = "the server closed the stub's channel"
 
 
 class StubHost:
-    """The ModelHost of a stub process; `deliver` is called by its reader thread."""
+    """The ModelHost of a stub process."""
 
-    def __init__(self, channel: Channel) -> None:
+    def __init__(self, channel: Channel, inbox: Inbox) -> None:
         self._channel = channel
+        self._inbox = inbox
         self._ids = itertools.count(1)
-        self._lock = threading.Lock()
-        self._waiting: dict[tuple[str, int], queue.SimpleQueue[Message | None]] = {}
 
-    def deliver(self, message: Message) -> bool:
-        """Route a reply (bls_response, reply) to its waiter; False if it is not one."""
-        op = message.fields.get("op")
-        if op == "bls_response":
-            key = ("bls", int(message.fields["bls"]))
-        elif op == "reply":
-            key = ("call", int(message.fields["call"]))
-        else:
-            return False
-        with self._lock:
-            waiter = self._waiting.get(key)
-        if waiter is not None:
-            waiter.put(message)
-        return True
-
-    def close(self) -> None:
-        """The channel is gone: wake every waiter."""
-        with self._lock:
-            waiters = list(self._waiting.values())
-        for waiter in waiters:
-            waiter.put(None)
-
-    def _open(self, kind: str) -> tuple[int, queue.SimpleQueue[Message | None]]:
-        ident = next(self._ids)
-        waiter: queue.SimpleQueue[Message | None] = queue.SimpleQueue()
-        with self._lock:
-            self._waiting[(kind, ident)] = waiter
-        return ident, waiter
-
-    def _done(self, kind: str, ident: int) -> None:
-        with self._lock:
-            self._waiting.pop((kind, ident), None)
+    def _open(self, kind: str) -> tuple[str, int]:
+        key = (kind, next(self._ids))
+        self._inbox.open(key)
+        return key
 
     # -- BLS ----------------------------------------------------------------------------------
 
     def _bls(self, request: Any, *, decoupled: bool) -> Iterator[Any]:
-        ident, waiter = self._open("bls")
+        key = self._open("bls")
         try:
             tensors = wire_tensors(request.inputs())
             fields = {
                 "op": "bls",
-                "bls": ident,
+                "bls": key[1],
                 "decoupled": decoupled,
                 "timeout_us": int(request.timeout() or 0),
                 "request": {
@@ -92,7 +62,7 @@ class StubHost:
                 yield _error(_GONE)
                 return
             while True:
-                reply = waiter.get()
+                reply = self._inbox.get(key)
                 if reply is None:
                     yield _error(_GONE)
                     return
@@ -100,7 +70,7 @@ class StubHost:
                 if reply.fields.get("final", True):
                     return
         finally:
-            self._done("bls", ident)
+            self._inbox.discard(key)
 
     def infer(self, request: Any) -> Any:
         return next(iter(self._bls(request, decoupled=False)))
@@ -111,17 +81,17 @@ class StubHost:
     # -- calls --------------------------------------------------------------------------------
 
     def _call(self, fn: str, *args: Any) -> Any:
-        ident, waiter = self._open("call")
+        key = self._open("call")
         try:
             try:
                 self._channel.send(
-                    Message({"op": "call", "call": ident, "fn": fn, "args": list(args)})
+                    Message({"op": "call", "call": key[1], "fn": fn, "args": list(args)})
                 )
             except ChannelClosed:
                 raise pb_utils.TritonModelException(_GONE) from None
-            reply = waiter.get()
+            reply = self._inbox.get(key)
         finally:
-            self._done("call", ident)
+            self._inbox.discard(key)
         if reply is None:
             raise pb_utils.TritonModelException(_GONE)
         if "error" in reply.fields:

@@ -1,11 +1,12 @@
 """The stub process of one Python model instance: `python -m runtime.pystub.stub_main FD`.
 
-    reader thread: channel ─▶ execute/finalize ─▶ work queue ─▶ main thread (the model)
-                          └▶ bls_response/reply ─▶ StubHost waiters (BLS, metrics calls)
-    main thread:   init ─▶ ModelRunner.initialize ─▶ ready; then execute ... finalize ─▶ exit
+    main thread: inbox.get(WORK) ─▶ init ─▶ ModelRunner.initialize ─▶ ready
+                                 ─▶ execute ─▶ the model ─▶ done      ... finalize ─▶ exit
+    any thread waiting (the main thread for work, a BLS call, a metrics call) reads the channel
+    for everyone (runtime.pystub.inbox): no reader thread, no hand-off per message
 
 A decoupled model's sends, from any of its threads, go straight to the channel. When the
-server goes away the reader sees the end of the stream and the process exits.
+server goes away the inbox sees the end of the stream and the process exits.
 """
 
 from __future__ import annotations
@@ -13,14 +14,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import queue
 import socket
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
 from runtime import triton_python_backend_utils as pb_utils
+from runtime.pystub.inbox import WORK, Inbox
 from runtime.pystub.model_runner import ModelError, ModelRunner, close_open_senders
 from runtime.pystub.protocol import pb_tensors, response_fields, split
 from runtime.pystub.stub_host import StubHost
@@ -34,26 +34,13 @@ class Stub:
 
     def __init__(self, channel: Channel) -> None:
         self.channel = channel
-        self.host = StubHost(channel)
-        self.work: queue.SimpleQueue[Message | None] = queue.SimpleQueue()
+        self.inbox = Inbox(channel)
+        self.host = StubHost(channel, self.inbox)
         self.runner: ModelRunner | None = None
-
-    def read(self) -> None:
-        """The reader thread: replies to their waiters, the rest to the main thread."""
-        try:
-            while True:
-                message = self.channel.recv()
-                if not self.host.deliver(message):
-                    self.work.put(message)
-        except ChannelClosed:
-            pass  # the server is gone: wake everyone below
-        finally:
-            self.host.close()
-            self.work.put(None)
 
     def serve(self) -> int:
         while True:
-            message = self.work.get()
+            message = self.inbox.get(WORK)
             if message is None:
                 return 0  # the server is gone
             op = message.fields.get("op")
@@ -111,6 +98,8 @@ class Stub:
             fields, outs = response_fields(chosen)
             rows.append(fields)
             tensors.extend(outs)
+        # Sent at once, never held for company: if the next execute kills the process, this
+        # answer must already be with the server.
         self._send({"op": "done", "id": exec_id, "responses": rows}, tensors)
 
     def _request(
@@ -160,7 +149,6 @@ def main(argv: list[str]) -> int:
     sock = socket.socket(fileno=int(argv[1]))
     stub = Stub(Channel(sock))
     pb_utils.install_host(stub.host)
-    threading.Thread(target=stub.read, name="stub-reader", daemon=True).start()
     status = stub.serve()
     sys.stdout.flush()
     # Model threads (daemon or not) must not keep a finalized instance alive.

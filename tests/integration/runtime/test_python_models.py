@@ -186,6 +186,28 @@ MODELS: dict[str, tuple[str, str]] = {
                         for _ in requests]
     """,
     ),
+    # The default config (no thaw.python_runtime): X = 1 exits the process mid-execute, X = 2
+    # takes 0.6 s, otherwise it answers its pid at once.
+    "default_crasher": (
+        """
+        input [ { name: "X" data_type: TYPE_INT32 dims: [ 1 ] } ]
+        output [ { name: "PID" data_type: TYPE_INT64 dims: [ 1 ] } ]
+    """,
+        """
+        import os, time
+        import numpy as np
+        import triton_python_backend_utils as pb_utils
+        class TritonPythonModel:
+            def execute(self, requests):
+                x = int(pb_utils.get_input_tensor_by_name(requests[0], "X").as_numpy()[0])
+                if x == 1:
+                    os._exit(1)
+                if x == 2:
+                    time.sleep(0.6)
+                return [pb_utils.InferenceResponse([pb_utils.Tensor("PID", np.array([os.getpid()]))])
+                        for _ in requests]
+    """,
+    ),
     # Big tensors through shared memory: answers the input back, and whether it was mapped.
     "big_echo": (
         """
@@ -377,6 +399,55 @@ def test_a_crashing_stub_fails_its_request_and_restarts(server: ServeProcess) ->
                 time.sleep(0.2)
         assert second != first and second != server.proc.pid
         assert client.is_server_live() and client.infer("adder", _vector_inputs()[0])
+
+
+def _infer_x(server: ServeProcess, model: str, x: int) -> tuple[int, dict[str, object]]:
+    """(status, JSON body) of a plain JSON infer with X = x."""
+    doc = {"inputs": [{"name": "X", "datatype": "INT32", "shape": [1], "data": [x]}]}
+    status, _, body = _post(server.url + f"/v2/models/{model}/infer", doc)
+    return status, json.loads(body)
+
+
+def _pid_once_restarted(server: ServeProcess, model: str) -> int:
+    """The pid answering X = 0: a request that comes while the stub restarts waits for it."""
+    status, doc = _infer_x(server, model, 0)
+    assert status == 200, doc
+    return int(doc["outputs"][0]["data"][0])  # type: ignore[index]
+
+
+def test_by_default_a_model_that_exits_fails_only_its_request_and_restarts(
+    server: ServeProcess,
+) -> None:
+    status, doc = _infer_x(server, "default_crasher", 0)
+    first = int(doc["outputs"][0]["data"][0])  # type: ignore[index]
+    assert status == 200 and first != server.proc.pid  # a stub process, as Triton's
+    status, doc = _infer_x(server, "default_crasher", 1)
+    assert status == 500
+    assert doc == {
+        "error": "Failed to process the request(s) for model 'default_crasher_0', message: "
+        "Stub process 'default_crasher_0' is not healthy."
+    }
+    with _client(server) as client:  # the server keeps serving everything else
+        assert client.is_server_live() and client.infer("adder", _vector_inputs()[0])
+    second = _pid_once_restarted(server, "default_crasher")
+    assert second not in (first, server.proc.pid)  # a new stub: initialize ran again
+
+
+def test_requests_queued_behind_a_crash_run_on_the_restarted_stub(server: ServeProcess) -> None:
+    before = _pid_once_restarted(server, "default_crasher")
+    with ThreadPoolExecutor(4) as pool:
+        slow = pool.submit(_infer_x, server, "default_crasher", 2)  # runs 0.6 s in the stub
+        time.sleep(0.2)
+        crash = pool.submit(_infer_x, server, "default_crasher", 1)  # next in line: exits
+        time.sleep(0.1)
+        after = [pool.submit(_infer_x, server, "default_crasher", 0) for _ in range(2)]
+        assert slow.result(30)[0] == 200, slow.result()
+        assert crash.result(30)[0] == 500
+        answers = [future.result(60) for future in after]
+    # The two behind the crash never started there: they ran on the next stub, and succeeded.
+    assert [status for status, _ in answers] == [200, 200]
+    pids = {int(doc["outputs"][0]["data"][0]) for _, doc in answers}  # type: ignore[index]
+    assert len(pids) == 1 and before not in pids
 
 
 def test_large_tensors_cross_through_shared_memory(server: ServeProcess) -> None:

@@ -116,6 +116,33 @@ async def test_many_responses_carry_the_final_flag_and_an_empty_final_on_request
     assert empty.infer_response.model_name == "dec"
 
 
+class _FlagOnlyEnd(_Models):
+    """A decoupled model that sends one response, then the final flag alone (as Triton's
+    `sender.send(flags=FINAL)`), for a client that asked for output OUT."""
+
+    async def stream(self, request: InferRequest) -> AsyncIterator[InferResponse]:
+        out = InferTensor("OUT", "INT32", (1,), np.array([7], np.int32))
+        yield InferResponse(request.model_name, "1", [out], id=request.id, final=False)
+        end = InferResponse(request.model_name, "1", [], id=request.id, final=True)
+        end.flag_only = True
+        yield end
+
+
+async def test_a_bare_final_flag_is_not_an_answer_unless_empty_finals_are_asked_for() -> None:
+    def asking_for_out(request_id: str, **bools: bool) -> bytes:
+        message = pb.ModelInferRequest.FromString(_request("dec", request_id, **bools))
+        message.outputs.add(name="OUT")
+        return message.SerializeToString()
+
+    context = _Context()
+    requests = _requests(
+        asking_for_out("a"), asking_for_out("b", triton_enable_empty_final_response=True)
+    )
+    await serve_stream(_FlagOnlyEnd({"dec": []}, {"dec"}), requests, context)  # type: ignore[arg-type]
+    seen = _seen(context)
+    assert sorted(seen) == [("a", False, ""), ("b", False, ""), ("b", True, "")]  # no errors
+
+
 async def test_non_decoupled_answers_keep_request_order_decoupled_ones_do_not() -> None:
     models = _Models(
         {"slow": [(0.2, True)], "fast": [(0, True)], "dec": [(0, True)]}, decoupled={"dec"}

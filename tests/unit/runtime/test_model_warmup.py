@@ -43,6 +43,7 @@ def test_a_sample_is_batch_size_requests_run_count_times(tmp_path: Path) -> None
 class _Recorder:
     gil_bound = True
     used_image = False
+    execute_async = None
 
     def __init__(self, fail: bool = False) -> None:
         self.timings = ExecTimings()

@@ -117,14 +117,16 @@ def test_response_sender_closes_after_final_and_checks_default_mode() -> None:
         one.send(pb_utils.InferenceResponse())
 
 
-def test_placement_follows_instances_env_and_parameter() -> None:
+def test_placement_is_a_stub_process_unless_in_process_is_asked_for() -> None:
     from runtime.errors import RepositoryError
     from runtime.python_placement import PythonRuntime, placement
     from tritonconfig.schema import mc
 
     config = mc.ModelConfig(name="m", backend="python")
     config.instance_group.add(count=1)
-    assert placement(config) == PythonRuntime.IN_PROCESS
+    assert placement(config) == PythonRuntime.PROCESS  # as Triton: one stub per instance
+    config.parameters["thaw.python_runtime"].string_value = "auto"
+    assert placement(config) == PythonRuntime.PROCESS
     config.instance_group[0].count = 3
     assert placement(config) == PythonRuntime.PROCESS
     config.parameters["thaw.python_runtime"].string_value = "in_process"

@@ -20,6 +20,7 @@ class _SleepyBackend:
 
     gil_bound = False
     used_image = False
+    execute_async = None
 
     def __init__(self, delay_s: float) -> None:
         self.timings = ExecTimings()

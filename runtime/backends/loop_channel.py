@@ -1,0 +1,170 @@
+"""The server's end of a stub process's channel, driven by the event loop (no thread).
+
+    loop.add_reader(socket) ─▶ receive every waiting message ─▶ on_message(message)   (loop)
+    send(message) ─▶ small: gathered until the end of this turn of the loop ─┐
+                  └▶ with memfds: after what was gathered ─▶ non-blocking sendmsg ─┬▶ sent
+                                             buffer full: queued, flushed by add_writer ◀┘
+
+What is sent in one turn of the loop (the requests that arrived together) goes as one bundle
+(runtime.pystub.wire): one send, one wake-up of the stub.
+
+Reading on the loop saves the two thread hand-offs a reader thread costs per message (a woken
+thread waits for the GIL while the loop is busy, for up to its switch interval, 5 ms), which
+for a tiny model were most of a request's time. Sends never block the loop: a message that
+does not fit in the socket's buffer waits, in order, until the stub has read enough. Use every
+method on the loop's thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import struct
+from collections import deque
+from collections.abc import Callable
+
+from runtime.pystub.wire import (
+    MESSAGE_MAX_BYTES,
+    ChannelClosed,
+    Encoded,
+    Message,
+    bundle,
+    bundleable,
+    decode_all,
+    encode,
+    receive,
+    transmit,
+)
+
+__all__ = ["LoopChannel"]
+
+logger = logging.getLogger(__name__)
+
+# Messages read per wake-up before giving the loop back to other work (a stub streaming many
+# decoupled responses must not starve the HTTP side).
+_READ_BURST = 64
+
+
+class LoopChannel:
+    """One stub's channel on the event loop: messages go to `on_message`; when the stub is gone
+    (end of stream, reset, or a message that cannot be parsed) `on_closed` runs once."""
+
+    def __init__(
+        self,
+        sock: socket.socket,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        on_message: Callable[[Message], None],
+        on_closed: Callable[[], None],
+    ) -> None:
+        sock.setblocking(False)
+        self._sock = sock
+        self._fd = sock.fileno()
+        self._loop = loop
+        self._on_message = on_message
+        self._on_closed = on_closed
+        self._backlog: deque[Encoded] = deque()  # in order, waiting for room in the buffer
+        self._gathered: list[Encoded] = []  # small messages of this turn, sent at its end
+        self._gathered_bytes = 0
+        self.closed = False
+        loop.add_reader(self._fd, self._readable)
+
+    def send(self, message: Message) -> None:
+        """Send (or queue) one message; ChannelClosed if the stub is gone."""
+        self.send_encoded(encode(message))
+
+    def send_encoded(self, encoded: Encoded) -> None:
+        """Send one message already encoded (e.g. off the loop, for large tensors); owns it."""
+        if self.closed:
+            encoded.close()
+            raise ChannelClosed("the stub's channel is closed")
+        if bundleable(encoded):
+            if self._gathered_bytes + len(encoded.payload) > MESSAGE_MAX_BYTES - 64:
+                self._flush_gathered()
+            if not self._gathered:
+                self._loop.call_soon(self._end_of_turn)
+            self._gathered.append(encoded)
+            self._gathered_bytes += len(encoded.payload) + 4
+            return
+        self._flush_gathered()
+        self._transmit(encoded)
+
+    def _end_of_turn(self) -> None:
+        if not self.closed:
+            with contextlib.suppress(ChannelClosed):  # on_closed has run: senders learn it
+                self._flush_gathered()
+
+    def _flush_gathered(self) -> None:
+        gathered, self._gathered, self._gathered_bytes = self._gathered, [], 0
+        if gathered:
+            self._transmit(bundle(gathered))
+
+    def _transmit(self, encoded: Encoded) -> None:
+        if self._backlog:
+            self._backlog.append(encoded)
+            return
+        try:
+            transmit(self._sock, encoded)
+        except BlockingIOError:
+            self._backlog.append(encoded)
+            self._loop.add_writer(self._fd, self._writable)
+            return
+        except ChannelClosed:
+            encoded.close()
+            self._close()
+            raise
+        encoded.close()
+
+    def close(self) -> None:
+        """Stop reading and close the socket (`on_closed` is not called)."""
+        if self.closed:
+            return
+        self.closed = True
+        self._loop.remove_reader(self._fd)
+        self._loop.remove_writer(self._fd)
+        while self._backlog:
+            self._backlog.popleft().close()
+        self._gathered.clear()
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
+        self._sock.close()
+
+    def _close(self) -> None:
+        if not self.closed:
+            self.close()
+            self._on_closed()
+
+    def _writable(self) -> None:
+        while self._backlog:
+            encoded = self._backlog[0]
+            try:
+                transmit(self._sock, encoded)
+            except BlockingIOError:
+                return  # still full: called again when there is room
+            except ChannelClosed:
+                self._close()
+                return
+            self._backlog.popleft().close()
+        self._loop.remove_writer(self._fd)
+
+    def _readable(self) -> None:
+        for _ in range(_READ_BURST):
+            if self.closed:
+                return
+            try:
+                payload, fds = receive(self._sock)
+            except (BlockingIOError, InterruptedError):
+                return
+            except ChannelClosed:
+                self._close()
+                return
+            try:
+                messages = decode_all(payload, fds)
+            except (ValueError, KeyError, TypeError, struct.error) as exc:
+                logger.error("a stub sent a malformed message: %r", exc)
+                self._close()
+                return
+            for message in messages:
+                self._on_message(message)

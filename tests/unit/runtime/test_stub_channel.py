@@ -1,0 +1,145 @@
+"""The stub channel: packed tensor tables, bundles of small messages, the stub's inbox (whoever
+waits reads), and the server's end on the event loop (never blocking it)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+
+import numpy as np
+import pytest
+
+from runtime.backends.loop_channel import LoopChannel
+from runtime.pystub.inbox import WORK, Inbox
+from runtime.pystub.wire import (
+    MESSAGE_MAX_BYTES,
+    Channel,
+    ChannelClosed,
+    Message,
+    Tensor,
+    bundle,
+    bundleable,
+    channel_pair,
+    decode_all,
+    encode,
+    receive,
+    transmit,
+)
+
+_DATATYPES = {
+    "BOOL": np.bool_, "UINT8": np.uint8, "UINT16": np.uint16, "UINT32": np.uint32,
+    "UINT64": np.uint64, "INT8": np.int8, "INT16": np.int16, "INT32": np.int32,
+    "INT64": np.int64, "FP16": np.float16, "FP32": np.float32, "FP64": np.float64,
+    "BF16": np.uint16,
+}  # fmt: skip
+
+
+def test_every_datatype_and_shape_survives_the_packed_table() -> None:
+    tensors = [
+        Tensor(f"t_{name}", name, (2, 3), np.arange(6).astype(dtype).reshape(2, 3))
+        for name, dtype in _DATATYPES.items()
+    ]
+    tensors.append(Tensor("text", "BYTES", (2,), np.array([b"a", "é".encode()], np.object_)))
+    tensors.append(Tensor("scalar", "FP32", (), np.array(1.5, np.float32)))
+    encoded = encode(Message({"op": "t", "n": 3}, tensors))
+    [got] = decode_all(encoded.payload, [])
+    assert got.fields == {"op": "t", "n": 3}
+    for sent, received in zip(tensors, got.tensors, strict=True):
+        assert (received.name, received.datatype, received.shape) == (
+            sent.name, sent.datatype, sent.shape,
+        )  # fmt: skip
+        np.testing.assert_array_equal(received.data, sent.data)
+
+
+def test_a_table_that_points_past_its_message_is_refused() -> None:
+    encoded = encode(Message({"op": "t"}, [Tensor("x", "FP32", (4,), np.zeros(4, np.float32))]))
+    with pytest.raises(ValueError, match="past the end"):
+        decode_all(encoded.payload[:-4], [])
+
+
+def test_a_bundle_carries_several_messages_in_order_in_one_datagram() -> None:
+    left, right = channel_pair()
+    small = np.arange(4, dtype=np.float32)
+    parts = [encode(Message({"op": "x", "id": 1}, [Tensor("y", "FP32", (4,), small)])),
+             encode(Message({"op": "x", "id": 2}))]  # fmt: skip
+    assert all(bundleable(part) for part in parts)
+    transmit(left, bundle(parts))
+    receiver = Channel(right)
+    messages = receiver.recv_all()
+    assert [m.fields["id"] for m in messages] == [1, 2]
+    np.testing.assert_array_equal(messages[0].tensors[0].data, small)
+    large = np.arange(100_000, dtype=np.int64)
+    assert not bundleable(encode(Message({"op": "x"}, [Tensor("x", "INT64", large.shape, large)])))
+    left.close()
+    receiver.close()
+
+
+def test_a_malformed_bundle_is_refused() -> None:
+    whole = bundle([encode(Message({"op": "a"})), encode(Message({"op": "b"}))])
+    with pytest.raises(ValueError, match="truncated"):
+        decode_all(whole.payload[:-3], [])
+
+
+def test_the_inbox_routes_replies_to_their_waiter_without_a_reader_thread() -> None:
+    server_sock, stub_sock = channel_pair()
+    server, inbox = Channel(server_sock), Inbox(Channel(stub_sock))
+    inbox.open(("call", 7))
+    got: list[Message | None] = []
+    waiter = threading.Thread(target=lambda: got.append(inbox.get(("call", 7))))
+    waiter.start()
+    # The execute arrives first: whoever reads it keeps it for the main thread's box.
+    server.send(Message({"op": "execute", "id": 1}))
+    server.send(Message({"op": "reply", "call": 7, "value": 3}))
+    work = inbox.get(WORK)
+    waiter.join(10)
+    assert work is not None and work.fields["id"] == 1
+    assert got and got[0] is not None and got[0].fields["value"] == 3
+    assert not inbox.ready(WORK)
+    server.close()
+    assert inbox.get(WORK) is None  # the server is gone: every waiter learns it
+
+
+async def test_the_loop_end_reads_bundles_and_gathers_a_turns_sends() -> None:
+    server_sock, stub_sock = channel_pair()
+    stub = Channel(stub_sock)
+    received: list[Message] = []
+    closed = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    channel = LoopChannel(server_sock, loop, on_message=received.append, on_closed=closed.set)
+    channel.send(Message({"op": "execute", "id": 1}))
+    channel.send(Message({"op": "execute", "id": 2}))
+    await asyncio.sleep(0)  # the end of this turn: both leave in one datagram
+    payload, fds = await asyncio.to_thread(receive, stub_sock)
+    assert [m.fields["id"] for m in decode_all(payload, fds)] == [1, 2]
+
+    def answer() -> None:  # the stub's side, blocking, in its own thread
+        stub.send(Message({"op": "done", "id": 1}))
+        stub.send(Message({"op": "done", "id": 2}))
+
+    await asyncio.to_thread(answer)
+    for _ in range(100):
+        if len(received) == 2:
+            break
+        await asyncio.sleep(0.01)
+    assert [m.fields["id"] for m in received] == [1, 2]
+    await asyncio.to_thread(stub.close)
+    await asyncio.wait_for(closed.wait(), 5)
+    with pytest.raises(ChannelClosed):
+        channel.send(Message({"op": "execute", "id": 3}))
+
+
+async def test_the_loop_end_never_blocks_when_the_stub_does_not_read() -> None:
+    server_sock, stub_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    loop = asyncio.get_running_loop()
+    channel = LoopChannel(server_sock, loop, on_message=lambda m: None, on_closed=lambda: None)
+    blob = np.zeros(60_000, np.uint8)  # inline, one per datagram: the buffer fills quickly
+    for index in range(40):
+        channel.send(Message({"op": "x", "id": index}, [Tensor("b", "UINT8", blob.shape, blob)]))
+        await asyncio.sleep(0)  # returns at once each time, full buffer or not
+    reader = Channel(stub_sock)
+    ids = [(await asyncio.to_thread(reader.recv)).fields["id"] for _ in range(40)]
+    assert ids == list(range(40))  # all of them, in order, once the stub read
+    assert 40 * blob.nbytes > MESSAGE_MAX_BYTES * 2  # more than the socket could hold
+    channel.close()
+    await asyncio.to_thread(reader.close)
