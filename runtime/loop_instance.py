@@ -1,4 +1,4 @@
-"""A model instance driven from the event loop: its batches are awaited there, one at a time.
+"""A model instance driven from the event loop: its batches are awaited there, one per slot.
 
     pool.hand(batch) ─▶ submit ─▶ task: await execute(batch) ─▶ pool.next_or_free ─▶ on_done
                                         (an I/O round trip, e.g.      (the next waiting batch
