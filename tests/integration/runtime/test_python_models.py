@@ -5,6 +5,7 @@ memory tensors, EXECUTION_ENV_PATH), with real `thaw serve` processes and triton
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -245,11 +246,14 @@ _CPU_BOUND = """
     import triton_python_backend_utils as pb_utils
     class TritonPythonModel:
         def execute(self, requests):
+            started = time.time()
             deadline = time.process_time() + 0.25  # 0.25 s of this process's CPU time
             x = 0
             while time.process_time() < deadline:
                 x += 1
-            return [pb_utils.InferenceResponse([pb_utils.Tensor("PID", np.array([os.getpid()]))])
+            span = np.array([started, time.time()])
+            return [pb_utils.InferenceResponse([pb_utils.Tensor("PID", np.array([os.getpid()])),
+                                                pb_utils.Tensor("SPAN", span)])
                     for _ in requests]
 """
 
@@ -257,7 +261,8 @@ _CPU_BOUND = """
 def _cpu_config(count: int) -> str:
     return f"""
         input [ {{ name: "X" data_type: TYPE_INT32 dims: [ 1 ] }} ]
-        output [ {{ name: "PID" data_type: TYPE_INT64 dims: [ 1 ] }} ]
+        output [ {{ name: "PID" data_type: TYPE_INT64 dims: [ 1 ] }},
+                 {{ name: "SPAN" data_type: TYPE_FP64 dims: [ 2 ] }} ]
         instance_group [ {{ count: {count} kind: KIND_CPU }} ]
     """
 
@@ -460,7 +465,8 @@ def test_large_tensors_cross_through_shared_memory(server: ServeProcess) -> None
     assert bool(result.as_numpy("MAPPED")[0])  # the stub read it in place, from a memfd
 
 
-def _burn(repo_root: Path, count: int, requests: int) -> tuple[float, set[int]]:
+def _burn(repo_root: Path, count: int, requests: int) -> list[tuple[int, float, float]]:
+    """(pid, wall-clock start, end) of each of `requests` concurrent executions."""
     repo = repo_root / f"burn{count}"
     _write(repo, "burner", _cpu_config(count), _CPU_BOUND)
     proc = ServeProcess(repo)
@@ -468,20 +474,31 @@ def _burn(repo_root: Path, count: int, requests: int) -> tuple[float, set[int]]:
         proc.wait_ready(timeout_s=120)
         with httpclient.InferenceServerClient(proc.hostport, concurrency=requests) as client:
             client.infer("burner", [_int_input("X", 0)])  # warm
-            started = time.perf_counter()
             pending = [client.async_infer("burner", [_int_input("X", 0)]) for _ in range(requests)]
-            pids = {int(p.get_result().as_numpy("PID")[0]) for p in pending}
-            return time.perf_counter() - started, pids
+            results = [p.get_result() for p in pending]
     finally:
         proc.stop()
+    spans = []
+    for result in results:
+        start, end = result.as_numpy("SPAN")
+        spans.append((int(result.as_numpy("PID")[0]), float(start), float(end)))
+    return spans
+
+
+def _overlap(spans: list[tuple[int, float, float]]) -> bool:
+    """Whether any two executions ran at the same time."""
+    ordered = sorted(spans, key=lambda span: span[1])
+    return any(nxt[1] < cur[2] for cur, nxt in itertools.pairwise(ordered))
 
 
 def test_two_instances_are_two_processes_running_in_parallel(tmp_path: Path) -> None:
-    one, pids_one = _burn(tmp_path, 1, 4)
-    two, pids_two = _burn(tmp_path, 2, 4)
-    assert len(pids_one) == 1 and len(pids_two) == 2
-    # 4 x 0.25 s of CPU: ~1 s on one instance, ~0.5 s on two (the machine has two cores).
-    assert two < 0.8 * one, f"1 instance: {one:.2f} s, 2 instances: {two:.2f} s"
+    # Wall-clock spans, not durations: whether executions overlap does not depend on how loaded
+    # the machine is (each burns 0.25 s of its own CPU time, so it spans at least 0.25 s).
+    one = _burn(tmp_path, 1, 2)
+    two = _burn(tmp_path, 2, 2)
+    assert len({pid for pid, _, _ in one}) == 1 and len({pid for pid, _, _ in two}) == 2
+    assert not _overlap(one), f"one instance ran two executions at once: {one}"
+    assert _overlap(two), f"two instances ran one after the other: {two}"
 
 
 def test_execution_env_path_runs_the_stub_with_that_python(tmp_path: Path) -> None:
