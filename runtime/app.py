@@ -16,9 +16,11 @@ from runtime.errors import ServingError
 from runtime.front_door_client import FrontDoorClient
 from runtime.handlers import MetricsSource, ModelService, V2Handlers, json_response
 from runtime.lifecycle import ServerState, lifecycle_context
+from thawwire.connection_guard import ConnectionGuard
 from thawwire.paths import MODEL, MODEL_VERSION
 
 __all__ = [
+    "CONNECTIONS",
     "HANDLERS",
     "RUNNER_OPTIONS",
     "SERVER_STATE",
@@ -32,6 +34,8 @@ logger = logging.getLogger(__name__)
 SERVER_STATE: web.AppKey[ServerState] = web.AppKey("server_state", ServerState)
 # The app's handlers: the metrics port's app serves its `/metrics` (build_metrics_app).
 HANDLERS: web.AppKey[V2Handlers] = web.AppKey("handlers", V2Handlers)
+# The deadlines and connection cap of the listener that serves the app (its first middleware).
+CONNECTIONS: web.AppKey[ConnectionGuard] = web.AppKey("connections", ConnectionGuard)
 
 # How the app must be run (AppRunner keyword arguments): aiohttp must not decompress request
 # bodies itself, or the body cap in runtime.body would only see the compressed size.
@@ -107,7 +111,9 @@ def _error_response(status: int, message: str) -> web.Response:
 
 def build_metrics_app(config: ServeConfig, handlers: V2Handlers) -> web.Application:
     """The metrics port's application (`--metrics-port`); same errors as the v2 app."""
-    app = web.Application(middlewares=[error_middleware], client_max_size=1024)
+    guard = ConnectionGuard(config.connections)
+    app = web.Application(middlewares=[guard.middleware, error_middleware], client_max_size=1024)
+    app[CONNECTIONS] = guard
     add_metrics_routes(app, handlers)
     return app
 
@@ -124,7 +130,11 @@ def build_app(
     `warmups` are blocking calls (e.g. pre-faulting a restore arena) run in a thread, after
     `--preload-frameworks` imports and before the manager starts and readiness turns on.
     """
-    app = web.Application(middlewares=[error_middleware], client_max_size=config.max_body_bytes)
+    guard = ConnectionGuard(config.connections)
+    app = web.Application(
+        middlewares=[guard.middleware, error_middleware], client_max_size=config.max_body_bytes
+    )
+    app[CONNECTIONS] = guard
     state = ServerState()
     app[SERVER_STATE] = state
     handlers = V2Handlers(config, manager, metrics, state)

@@ -69,6 +69,11 @@ def replica_argv(
         if handoff_state is not None:
             argv += ["--handoff-state", str(handoff_state)]
         argv += ["--max-body-bytes", str(max(1024, config.max_body_bytes))]
+        # Handed-off clients meet the replica's deadlines: the same as the activator's.
+        limits = config.connections
+        argv += ["--head-timeout-secs", f"{limits.head_timeout_s:g}"]
+        argv += ["--idle-timeout-secs", f"{limits.idle_timeout_s:g}"]
+        argv += ["--body-timeout-secs", f"{config.body_timeout_s:g}"]
     if config.cache_dir is not None:
         argv += ["--cache", str(config.cache_dir)]
     if config.store is not None:
