@@ -32,7 +32,9 @@ from activator.status_page import CSP, StatusPage
 from activator.upstream import UpstreamPool
 from thawwire import server_info
 from thawwire.connection_guard import ConnectionGuard
+from thawwire.model_control import CONTROL_DISABLED
 from thawwire.paths import MODEL, MODEL_VERSION
+from thawwire.redaction import Redactor
 
 __all__ = ["CONNECTIONS", "FLEET", "build_app", "metrics_app"]
 
@@ -43,6 +45,7 @@ UPSTREAM = web.AppKey("upstream", UpstreamPool)  # keep-alive connections for pr
 PAGE = web.AppKey("status_page", StatusPage)  # the /ui/ files, read once at start-up
 # The deadlines and connection cap of the listener that serves the app (its first middleware).
 CONNECTIONS = web.AppKey("connections", ConnectionGuard)
+REDACT = web.AppKey("redact", Redactor)  # what error bodies must not show
 _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -80,11 +83,13 @@ def routes() -> list[web.RouteDef]:
 
 @web.middleware
 async def errors_as_json(request: web.Request, handler: _Handler) -> web.StreamResponse:
-    """Every error leaves as `{"error": ...}` with its status."""
+    """Every error leaves as `{"error": ...}` with its status, without the repository's or
+    the cache's directory in it (thawwire.redaction)."""
     try:
         return await handler(request)
     except ActivatorError as exc:
-        return json_response({"error": exc.message}, status=exc.status, headers=exc.headers())
+        message = request.app[REDACT](exc.message)
+        return json_response({"error": message}, status=exc.status, headers=exc.headers())
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
@@ -123,6 +128,7 @@ def build_app(
         middlewares=[guard.middleware, errors_as_json], client_max_size=config.max_body_bytes
     )
     app[CONNECTIONS] = guard
+    app[REDACT] = Redactor([config.repository, config.cache_dir])
     app.add_routes(routes())
 
     async def fleet_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -278,8 +284,15 @@ async def _json_object(request: web.Request) -> dict[str, Any]:
     return doc
 
 
+def _require_model_control(fleet: Fleet) -> None:
+    """Load/unload only with `--model-control-mode explicit` (Triton's rule and message)."""
+    if not fleet.config.model_control:
+        raise NotSupported(CONTROL_DISABLED)
+
+
 async def load(request: web.Request) -> web.Response:
     """Warm the model now: returns once one replica is ready (or the wake-up failed)."""
+    _require_model_control(request.app[FLEET])
     endpoint = request.app[FLEET].endpoint(request.match_info["model"])
     params = (await _json_object(request)).get("parameters") or {}
     if not isinstance(params, dict):
@@ -296,6 +309,7 @@ async def load(request: web.Request) -> web.Response:
 
 async def unload(request: web.Request) -> web.Response:
     """Scale the model to zero now (draining in-flight requests)."""
+    _require_model_control(request.app[FLEET])
     endpoint = request.app[FLEET].endpoint(request.match_info["model"])
     await _json_object(request)
     await endpoint.scale_to_zero()
@@ -315,6 +329,7 @@ def metrics_app(fleet: Fleet) -> web.Application:
     guard = ConnectionGuard(fleet.config.connections)
     app = web.Application(middlewares=[guard.middleware, errors_as_json], client_max_size=1024)
     app[CONNECTIONS] = guard
+    app[REDACT] = Redactor([fleet.config.repository, fleet.config.cache_dir])
     app[FLEET] = fleet
     app.add_routes([web.get("/metrics", metrics)])
     return app

@@ -147,6 +147,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="scale-down/shutdown wait for in-flight requests",
     )
     p.add_argument("--max-body-bytes", type=int, default=64 * 1024 * 1024)
+    p.add_argument(
+        "--model-control-mode", choices=["none", "explicit"], default="none",
+        help="explicit: serve the repository load/unload API (load warms a model now, unload "
+        "scales it to zero now); none: refuse it as Triton does (default none)",
+    )  # fmt: skip
     _add_connection_arguments(p)
     p.add_argument(
         "--direct-connections",
@@ -267,6 +272,7 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
         max_body_bytes=args.max_body_bytes,
         request_timeout_s=args.request_timeout_s,
         body_timeout_s=args.body_timeout_s,
+        model_control=args.model_control_mode == "explicit",
         connections=_connection_limits(args),
         drain_timeout_s=args.drain_timeout_s,
         scaler=_scaler_config(args),

@@ -170,6 +170,9 @@ class ActivatorConfig:
     # Head deadline, idle keep-alive timeout and connection cap of each listener
     # (thawwire.connection_limits; 0 turns one off).
     connections: ConnectionLimits = field(default_factory=ConnectionLimits)
+    # `--model-control-mode explicit`: the repository load/unload API (warm a model now,
+    # scale it to zero now) is served; off by default, as Triton's `none` mode.
+    model_control: bool = False
     drain_timeout_s: float = 30.0  # scale-down waits this long for in-flight requests
     tick_s: float = 0.5  # autoscaler evaluation period
     scaler: LocalConfig | KubernetesConfig = field(default_factory=LocalConfig)

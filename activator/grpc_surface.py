@@ -37,6 +37,7 @@ from thawwire.grpc_messages import (
 )
 from thawwire.grpc_service import SERVICE, UNSUPPORTED, Method, pb, unsupported_text
 from thawwire.grpc_status import grpc_status
+from thawwire.model_control import CONTROL_DISABLED
 
 __all__ = ["GrpcSurface", "start_grpc_server"]
 
@@ -174,8 +175,13 @@ class GrpcSurface:
             raise NotSupported(_NO_REPOSITORY_NAME)
         return index_response(index_rows(self._fleet, ready_only=request.ready))
 
+    def _require_model_control(self) -> None:
+        if not self._fleet.config.model_control:
+            raise NotSupported(CONTROL_DISABLED)
+
     async def load(self, request: Any, context: Context) -> Any:
         """Warm the model now: returns once one replica is ready (or the wake-up failed)."""
+        self._require_model_control()
         if request.repository_name:
             raise NotSupported(_NO_REPOSITORY_NAME)
         endpoint = self._fleet.endpoint(request.model_name)
@@ -190,6 +196,7 @@ class GrpcSurface:
 
     async def unload(self, request: Any, context: Context) -> Any:
         """Scale the model to zero now (draining in-flight requests)."""
+        self._require_model_control()
         if request.repository_name:
             raise NotSupported(_NO_REPOSITORY_NAME)
         await self._fleet.endpoint(request.model_name).scale_to_zero()

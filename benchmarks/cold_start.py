@@ -178,7 +178,7 @@ class Up:
 
     def __init__(self, repo: Path, cache: Path, log: Path, *, images: bool = True) -> None:
         argv = [sys.executable, "-m", "thaw.cli", "up", str(repo), "--port", "0",
-                "--cache", str(cache), "--warm-pool", "1",
+                "--cache", str(cache), "--warm-pool", "1", "--model-control-mode", "explicit",
                 "--log-level", os.environ.get("THAW_BENCH_LOG", "warning")]  # fmt: skip
         if not images:
             argv.append("--no-image-build")
