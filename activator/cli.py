@@ -389,10 +389,11 @@ def _fd_bounded(limits: ConnectionLimits, *, explicit: bool) -> ConnectionLimits
     """The limits once the open-file limit is raised to its hard limit (replicas inherit
     it): a connection cap the limit cannot hold is lowered to what it can, so the cap answers
     503 before accept runs out of files. Each connection the activator serves may hold a
-    second descriptor (its request's upstream connection, or the copy of a handed-off one)."""
+    second descriptor (its request's upstream connection, or the copy of a handed-off one);
+    the metrics port, which holds few, is not counted against it."""
     from thawwire.fd_limit import connection_room, raise_fd_limit
 
-    room = connection_room(raise_fd_limit(), listeners=2) // 2
+    room = connection_room(raise_fd_limit()) // 2
     cap = limits.max_connections
     if not cap or cap <= room:
         return limits

@@ -40,6 +40,10 @@ _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 REFUSAL_LINGER_S = 1.0
 # Past this many refused connections lingering at once, the next ones are closed at once.
 MAX_LINGERING_REFUSALS = 256
+# Connections closed by deadline in one event-loop iteration; the rest wait for the next, so
+# that thousands of slow clients opened together and expiring together never stall the loop
+# (and the requests of everyone else) for the time it takes to close them all.
+CLOSES_PER_ITERATION = 64
 
 
 class Phase(StrEnum):
@@ -93,6 +97,7 @@ class ConnectionGuard:
         self.closed: dict[CloseReason, int] = dict.fromkeys(CloseReason, 0)
         self._by_transport: dict[asyncio.BaseTransport, _Guarded] = {}
         self._lingering = 0
+        self._closes_this_iteration = 0
         secs = f"{limits.head_timeout_s:g} s"
         self._head_answer = _answer(408, "Request Timeout", f"request head not received in {secs}")
         self._full_answer = _answer(
@@ -141,6 +146,16 @@ class ConnectionGuard:
             conn.request_ended()
 
     # ---- bookkeeping of _Guarded and _Refusal ------------------------------------------
+
+    def _may_close_now(self) -> bool:
+        """Whether one more deadline close fits in this loop iteration (CLOSES_PER_ITERATION)."""
+        if self._closes_this_iteration == 0:
+            asyncio.get_running_loop().call_soon(self._next_iteration)
+        self._closes_this_iteration += 1
+        return self._closes_this_iteration <= CLOSES_PER_ITERATION
+
+    def _next_iteration(self) -> None:
+        self._closes_this_iteration = 0
 
     def _opened(self, conn: _Guarded, transport: asyncio.BaseTransport) -> None:
         self.open += 1
@@ -207,6 +222,9 @@ class _Guarded(asyncio.Protocol):
             # The last answer is still on its way to a slow reader: not idle yet.
             self._since = loop.time()
             self._arm()
+            return
+        if not self._guard._may_close_now():
+            self._timer = loop.call_at(loop.time(), self._expire)  # the next iteration
             return
         if self._phase is Phase.HEAD:
             self._guard.closed[CloseReason.HEAD_TIMEOUT] += 1
