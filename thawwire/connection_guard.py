@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import deque
 from collections.abc import Awaitable, Callable
 from enum import StrEnum
 from typing import cast
@@ -98,6 +99,7 @@ class ConnectionGuard:
         self._by_transport: dict[asyncio.BaseTransport, _Guarded] = {}
         self._lingering = 0
         self._closes_this_iteration = 0
+        self._deferred: deque[_Guarded] = deque()  # expired, waiting for a later iteration
         secs = f"{limits.head_timeout_s:g} s"
         self._head_answer = _answer(408, "Request Timeout", f"request head not received in {secs}")
         self._full_answer = _answer(
@@ -156,6 +158,19 @@ class ConnectionGuard:
 
     def _next_iteration(self) -> None:
         self._closes_this_iteration = 0
+
+    def _defer(self, conn: _Guarded) -> None:
+        """Close `conn` in a later iteration (a queue, not a timer each: no heap churn)."""
+        self._deferred.append(conn)
+        if len(self._deferred) == 1:
+            asyncio.get_running_loop().call_soon(self._drain)
+
+    def _drain(self) -> None:
+        self._closes_this_iteration = 0
+        for _ in range(min(CLOSES_PER_ITERATION, len(self._deferred))):
+            self._deferred.popleft()._expire()
+        if self._deferred:
+            asyncio.get_running_loop().call_soon(self._drain)
 
     def _opened(self, conn: _Guarded, transport: asyncio.BaseTransport) -> None:
         self.open += 1
@@ -224,7 +239,7 @@ class _Guarded(asyncio.Protocol):
             self._arm()
             return
         if not self._guard._may_close_now():
-            self._timer = loop.call_at(loop.time(), self._expire)  # the next iteration
+            self._guard._defer(self)
             return
         if self._phase is Phase.HEAD:
             self._guard.closed[CloseReason.HEAD_TIMEOUT] += 1
