@@ -19,15 +19,16 @@ _TRACEBACK = "Traceback (most recent call last)"
 
 
 class Redactor:
-    """`redactor(message)`: `message` without the directories `roots` (as given and
-    resolved) or anything from a traceback's first line on."""
+    """`redactor(message)`: `message` without the directories `roots` (as given, normalized;
+    pure string work, so it is built on the event loop without touching the filesystem) or
+    anything from a traceback's first line on."""
 
     def __init__(self, roots: Iterable[Path | None]) -> None:
         forms: set[str] = set()
         for root in roots:
             if root is None:
                 continue
-            for form in (str(root), os.path.abspath(root), str(Path(root).resolve())):
+            for form in (str(root), os.path.normpath(root)):
                 if form not in ("", "/", "."):
                     forms.add(form.rstrip("/"))
         self._roots = sorted(forms, key=len, reverse=True)  # a nested form before its parent

@@ -16,12 +16,10 @@ def test_paths_under_a_root_are_shown_relative_and_the_root_as_dot(tmp_path: Pat
     assert redact("nothing to hide") == "nothing to hide"
 
 
-def test_a_root_given_through_a_symlink_is_cut_in_both_forms(tmp_path: Path) -> None:
-    real = tmp_path / "real"
-    real.mkdir()
-    (tmp_path / "link").symlink_to(real)
-    redact = Redactor([tmp_path / "link"])
-    assert redact(f"{real}/m: x and {tmp_path}/link/n: y") == "m: x and n: y"
+def test_a_root_given_unnormalized_is_cut_in_its_normal_form(tmp_path: Path) -> None:
+    redact = Redactor([Path(f"{tmp_path}/models/")])
+    assert redact(f"{tmp_path}/models/m: x") == "m: x"
+    assert redact(str(tmp_path)) == str(tmp_path)  # its parent is not hidden
 
 
 def test_a_traceback_is_cut_off() -> None:
