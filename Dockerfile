@@ -34,5 +34,7 @@ ENV PATH=/opt/thaw/bin:$PATH \
 USER 10001:10001
 # 8000: KServe v2 HTTP (activator and runtime); 8008: the activators' peer reports.
 EXPOSE 8000 8008
+# `thaw up` and `thaw serve` bind 127.0.0.1 unless given `--host 0.0.0.0` (the Helm chart
+# passes it, or the pod IP): a container run by hand needs it too.
 ENTRYPOINT ["thaw"]
 CMD ["--help"]

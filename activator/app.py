@@ -31,15 +31,21 @@ from activator.sequence_routes import SequenceKey, sequence_key
 from activator.status_page import CSP, StatusPage
 from activator.upstream import UpstreamPool
 from thawwire import server_info
+from thawwire.connection_guard import ConnectionGuard
+from thawwire.model_control import CONTROL_DISABLED
 from thawwire.paths import MODEL, MODEL_VERSION
+from thawwire.redaction import Redactor
 
-__all__ = ["FLEET", "build_app", "metrics_app"]
+__all__ = ["CONNECTIONS", "FLEET", "build_app", "metrics_app"]
 
 logger = logging.getLogger(__name__)
 
 FLEET = web.AppKey("fleet", Fleet)
 UPSTREAM = web.AppKey("upstream", UpstreamPool)  # keep-alive connections for proxying
 PAGE = web.AppKey("status_page", StatusPage)  # the /ui/ files, read once at start-up
+# The deadlines and connection cap of the listener that serves the app (its first middleware).
+CONNECTIONS = web.AppKey("connections", ConnectionGuard)
+REDACT = web.AppKey("redact", Redactor)  # what error bodies must not show
 _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -77,11 +83,13 @@ def routes() -> list[web.RouteDef]:
 
 @web.middleware
 async def errors_as_json(request: web.Request, handler: _Handler) -> web.StreamResponse:
-    """Every error leaves as `{"error": ...}` with its status."""
+    """Every error leaves as `{"error": ...}` with its status, without the repository's or
+    the cache's directory in it (thawwire.redaction)."""
     try:
         return await handler(request)
     except ActivatorError as exc:
-        return json_response({"error": exc.message}, status=exc.status, headers=exc.headers())
+        message = request.app[REDACT](exc.message)
+        return json_response({"error": message}, status=exc.status, headers=exc.headers())
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
@@ -115,7 +123,12 @@ def build_app(
 ) -> web.Application:
     """The `thaw up` application; the fleet starts and stops with it (cleanup_ctx)."""
     repo = repository or Repository.scan(config.repository, config.defaults)
-    app = web.Application(middlewares=[errors_as_json], client_max_size=config.max_body_bytes)
+    guard = ConnectionGuard(config.connections)
+    app = web.Application(
+        middlewares=[guard.middleware, errors_as_json], client_max_size=config.max_body_bytes
+    )
+    app[CONNECTIONS] = guard
+    app[REDACT] = Redactor([config.repository, config.cache_dir])
     app.add_routes(routes())
 
     async def fleet_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -205,7 +218,7 @@ async def infer(request: web.Request) -> web.StreamResponse:
             # Chunked or small: read it all before holding, so a slow client never occupies
             # a replica slot and a chunked body counts against the cap and the held bytes.
             # A stateful model's request is read to find its sequence (its JSON header).
-            body = await read_body(request, limit=limit, timeout_s=fleet.config.request_timeout_s)
+            body = await read_body(request, limit=limit, timeout_s=_body_deadline_s(fleet))
             size = len(body)
         sequence: SequenceKey | None = None
         if endpoint.stateful and body is not None:
@@ -217,6 +230,7 @@ async def infer(request: web.Request) -> web.StreamResponse:
                     replica.url,
                     request.app[UPSTREAM],
                     timeout_s=fleet.config.request_timeout_s,
+                    body_timeout_s=fleet.config.body_timeout_s,
                     body=body,
                 )
             except UpstreamFailed as exc:
@@ -251,11 +265,15 @@ async def repository_index(request: web.Request) -> web.Response:
     return json_response(index_rows(request.app[FLEET], ready_only=ready_only))
 
 
+def _body_deadline_s(fleet: Fleet) -> float:
+    """How long a request body may take to arrive: `--body-timeout-s`, never past the
+    request's own deadline."""
+    return min(fleet.config.body_timeout_s, fleet.config.request_timeout_s)
+
+
 async def _json_object(request: web.Request) -> dict[str, Any]:
     """An optional JSON object body ({} when empty); BadRequest otherwise."""
-    raw = await read_body(
-        request, limit=1 << 20, timeout_s=request.app[FLEET].config.request_timeout_s
-    )
+    raw = await read_body(request, limit=1 << 20, timeout_s=_body_deadline_s(request.app[FLEET]))
     if not raw.strip():
         return {}
     try:
@@ -267,8 +285,15 @@ async def _json_object(request: web.Request) -> dict[str, Any]:
     return doc
 
 
+def _require_model_control(fleet: Fleet) -> None:
+    """Load/unload only with `--model-control-mode explicit` (Triton's rule and message)."""
+    if not fleet.config.model_control:
+        raise NotSupported(CONTROL_DISABLED)
+
+
 async def load(request: web.Request) -> web.Response:
     """Warm the model now: returns once one replica is ready (or the wake-up failed)."""
+    _require_model_control(request.app[FLEET])
     endpoint = request.app[FLEET].endpoint(request.match_info["model"])
     params = (await _json_object(request)).get("parameters") or {}
     if not isinstance(params, dict):
@@ -285,6 +310,7 @@ async def load(request: web.Request) -> web.Response:
 
 async def unload(request: web.Request) -> web.Response:
     """Scale the model to zero now (draining in-flight requests)."""
+    _require_model_control(request.app[FLEET])
     endpoint = request.app[FLEET].endpoint(request.match_info["model"])
     await _json_object(request)
     await endpoint.scale_to_zero()
@@ -301,7 +327,10 @@ async def metrics(request: web.Request) -> web.Response:
 
 def metrics_app(fleet: Fleet) -> web.Application:
     """The metrics port's application (`--metrics-port`, Triton's 8002): `/metrics` alone."""
-    app = web.Application(middlewares=[errors_as_json], client_max_size=1024)
+    guard = ConnectionGuard(fleet.config.connections)
+    app = web.Application(middlewares=[guard.middleware, errors_as_json], client_max_size=1024)
+    app[CONNECTIONS] = guard
+    app[REDACT] = Redactor([fleet.config.repository, fleet.config.cache_dir])
     app[FLEET] = fleet
     app.add_routes([web.get("/metrics", metrics)])
     return app

@@ -25,6 +25,7 @@ from activator.pool_policy import PoolSettings
 from activator.scaler.backend import ScalerKind
 from activator.scaler.kube_config import KubernetesConfig
 from activator.scaler.local_config import LocalConfig
+from thawwire.connection_limits import LIMIT_RANGES, ConnectionLimits, out_of_range
 
 __all__ = ["register", "run"]
 
@@ -191,6 +192,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.add_argument("--max-body-bytes", type=int, default=64 * 1024 * 1024)
     p.add_argument(
+        "--model-control-mode", choices=["none", "explicit"], default="none",
+        help="explicit: serve the repository load/unload API (load warms a model now, unload "
+        "scales it to zero now); none: refuse it as Triton does (default none)",
+    )  # fmt: skip
+    _add_connection_arguments(p)
+    p.add_argument(
         "--direct-connections",
         choices=["on", "off"],
         default="on",
@@ -230,6 +237,46 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.set_defaults(func=run)
 
 
+def _add_connection_arguments(p: argparse.ArgumentParser) -> None:
+    limits = ConnectionLimits()
+    group = p.add_argument_group("slow and idle clients (every port; 0 turns a limit off)")
+    group.add_argument(
+        "--head-timeout-s", type=float, default=limits.head_timeout_s, metavar="S",
+        help="a request's head (request line and headers) must be complete this long after "
+        "the connection's accept or the request's first byte, else 408 and close; gRPC's "
+        "HTTP/2 handshake likewise (default %(default)g)",
+    )  # fmt: skip
+    group.add_argument(
+        "--idle-timeout-s", type=float, default=limits.idle_timeout_s, metavar="S",
+        help="a kept-alive connection without a request is closed after this long; a gRPC "
+        "connection without calls is sent GOAWAY (default %(default)g)",
+    )  # fmt: skip
+    group.add_argument(
+        "--body-timeout-s", type=float, default=60.0, metavar="S",
+        help="a request body must have arrived this long after its head, else 408 "
+        "(default %(default)g)",
+    )  # fmt: skip
+    group.add_argument(
+        "--max-connections", type=int, default=None, metavar="N",
+        help="open connections per port; past it a new one is answered 503 and closed, gRPC "
+        f"calls past it RESOURCE_EXHAUSTED (default {limits.max_connections}, or what the "
+        "open-file limit leaves when less)",
+    )  # fmt: skip
+
+
+def _connection_limits(args: argparse.Namespace) -> ConnectionLimits:
+    cap = args.max_connections
+    limits = ConnectionLimits(
+        head_timeout_s=args.head_timeout_s,
+        idle_timeout_s=args.idle_timeout_s,
+        max_connections=ConnectionLimits().max_connections if cap is None else cap,
+    )
+    problem = out_of_range(limits, {name: "--" + name.replace("_", "-") for name in LIMIT_RANGES})
+    if problem is not None:
+        raise ConfigError(problem)
+    return limits
+
+
 def build_config(args: argparse.Namespace) -> ActivatorConfig:
     """Flags -> ActivatorConfig; raises ConfigError with the flag, value and range."""
     given = {
@@ -248,6 +295,7 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
     _check_range("--warm-pool", args.warm_pool, 0, 64)
     _check_range("--max-body-bytes", args.max_body_bytes, 1, 1 << 40)
     _check_range("--request-timeout-s", args.request_timeout_s, 0.1, 86_400)
+    _check_range("--body-timeout-s", args.body_timeout_s, 0.1, 3600)
     _check_range("--drain-timeout-s", args.drain_timeout_s, 0, 3600)
     _check_range("--direct-max-age-s", args.direct_max_age_s, 0, 86_400)
     _check_range("--arena-bytes", args.arena_bytes, 0, 1 << 44)
@@ -273,6 +321,9 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
         defaults=settings,
         max_body_bytes=args.max_body_bytes,
         request_timeout_s=args.request_timeout_s,
+        body_timeout_s=args.body_timeout_s,
+        model_control=args.model_control_mode == "explicit",
+        connections=_connection_limits(args),
         drain_timeout_s=args.drain_timeout_s,
         scaler=_scaler_config(args),
         grpc_port=grpc_port,
@@ -352,6 +403,10 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         config = build_config(args)
+        config = dataclasses.replace(
+            config,
+            connections=_fd_bounded(config.connections, explicit=args.max_connections is not None),
+        )
         repository = Repository.scan(config.repository, config.defaults)
         repository = _with_model_settings(repository, args.model_settings)
     except ConfigError as exc:
@@ -398,6 +453,23 @@ def _with_model_settings(repository: Any, path: Path | None) -> Any:
     return repository
 
 
+def _fd_bounded(limits: ConnectionLimits, *, explicit: bool) -> ConnectionLimits:
+    """The limits once the open-file limit is raised to its hard limit (replicas inherit
+    it): a connection cap the limit cannot hold is lowered to what it can, so the cap answers
+    503 before accept runs out of files. Each connection the activator serves may hold a
+    second descriptor (its request's upstream connection, or the copy of a handed-off one);
+    the metrics port, which holds few, is not counted against it."""
+    from thawwire.fd_limit import connection_room, raise_fd_limit
+
+    room = connection_room(raise_fd_limit()) // 2
+    cap = limits.max_connections
+    if not cap or cap <= room:
+        return limits
+    log = logger.warning if explicit else logger.info
+    log("connection cap %d per port: what the open-file limit leaves (not %d)", room, cap)
+    return dataclasses.replace(limits, max_connections=room)
+
+
 class _ListenError(Exception):
     """The activator could not bind its listen address."""
 
@@ -413,7 +485,7 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
 
 async def serve(config: ActivatorConfig, repository: Any = None) -> None:
     """Serve until SIGTERM/SIGINT, then stop accepting, drain and stop every replica."""
-    from activator.app import FLEET, build_app
+    from activator.app import CONNECTIONS, FLEET, build_app
     from activator.front_door import FrontDoor
     from thawwire.aiohttp_compat import JsonErrorRunner
     from thawwire.handoff_protocol import listening_line
@@ -453,7 +525,10 @@ async def serve(config: ActivatorConfig, repository: Any = None) -> None:
     except OSError as exc:
         await runner.cleanup()
         raise _ListenError(str(exc)) from None
-    door = FrontDoor(listener, runner.server, app[FLEET].endpoints, app[FLEET].metrics)
+    door = FrontDoor(
+        listener, runner.server, app[FLEET].endpoints, app[FLEET].metrics,
+        guard=app[CONNECTIONS],
+    )  # fmt: skip
     door.start()
     for line in extra.lines:
         print(line, flush=True)
@@ -481,12 +556,15 @@ class _TritonPorts:
     grpc: Any = None  # grpc.aio.Server
     surface: Any = None  # activator.grpc_surface.GrpcSurface
     metrics: Any = None  # aiohttp AppRunner
+    metrics_listener: Any = None  # asyncio.Server
 
     async def close(self, grace_s: float) -> None:
         """Stop the gRPC server (calls in flight get `grace_s`), then the metrics port."""
         if self.grpc is not None:
             await self.grpc.stop(grace_s)
             await self.surface.forwarder.close()
+        if self.metrics_listener is not None:
+            self.metrics_listener.close()
         if self.metrics is not None:
             await self.metrics.cleanup()
 
@@ -495,7 +573,7 @@ async def _start_triton_ports(config: ActivatorConfig, app: Any) -> _TritonPorts
     """Bind the gRPC and metrics ports the config asks for; OSError names one that failed."""
     from aiohttp import web
 
-    from activator.app import FLEET, metrics_app
+    from activator.app import CONNECTIONS, FLEET, metrics_app
     from thawwire.handoff_protocol import Surface, surface_line
 
     ports = _TritonPorts(lines=[])
@@ -506,21 +584,24 @@ async def _start_triton_ports(config: ActivatorConfig, app: Any) -> _TritonPorts
             ports.surface = GrpcSurface(app[FLEET])
             ports.grpc, address = await start_grpc_server(
                 ports.surface, config.host, config.grpc_port,
-                max_message_bytes=config.max_body_bytes,
+                max_message_bytes=config.max_body_bytes, limits=config.connections,
             )  # fmt: skip
             ports.lines.append(surface_line(Surface.GRPC, address))
             logger.info("thaw up: gRPC on %s", address)
         if config.metrics_port is not None:
-            ports.metrics = web.AppRunner(metrics_app(app[FLEET]), access_log=None)
+            metrics = metrics_app(app[FLEET])
+            ports.metrics = web.AppRunner(metrics, access_log=None)
             await ports.metrics.setup()
-            site = web.TCPSite(ports.metrics, config.host, config.metrics_port)
+            factory = metrics[CONNECTIONS].protocol_factory(ports.metrics.server)
             try:
-                await site.start()
+                ports.metrics_listener = await asyncio.get_running_loop().create_server(
+                    factory, config.host, config.metrics_port
+                )
             except OSError as exc:
                 raise OSError(
                     f"cannot listen on {config.host}:{config.metrics_port}: {exc.strerror or exc}"
                 ) from exc
-            bound = ports.metrics.addresses[0][1]
+            bound = ports.metrics_listener.sockets[0].getsockname()[1]
             ports.lines.append(surface_line(Surface.METRICS, f"http://{config.host}:{bound}"))
     except BaseException:
         await ports.close(0)

@@ -18,6 +18,7 @@ from pathlib import Path
 from activator.errors import ConfigError
 from activator.scaler.kube_config import KubernetesConfig
 from activator.scaler.local_config import LocalConfig
+from thawwire.connection_limits import ConnectionLimits
 
 __all__ = ["BOOL_SETTINGS", "SETTING_RANGES", "ActivatorConfig", "ScaleSettings", "validated"]
 
@@ -170,6 +171,13 @@ class ActivatorConfig:
     defaults: ScaleSettings = field(default_factory=ScaleSettings)
     max_body_bytes: int = 64 * 1024 * 1024  # declared request bodies above this get 413
     request_timeout_s: float = 300.0  # a forwarded request with no response by then gets 504
+    body_timeout_s: float = 60.0  # a request body not fully received by then gets 408
+    # Head deadline, idle keep-alive timeout and connection cap of each listener
+    # (thawwire.connection_limits; 0 turns one off).
+    connections: ConnectionLimits = field(default_factory=ConnectionLimits)
+    # `--model-control-mode explicit`: the repository load/unload API (warm a model now,
+    # scale it to zero now) is served; off by default, as Triton's `none` mode.
+    model_control: bool = False
     drain_timeout_s: float = 30.0  # scale-down waits this long for in-flight requests
     tick_s: float = 0.5  # autoscaler evaluation period
     scaler: LocalConfig | KubernetesConfig = field(default_factory=LocalConfig)

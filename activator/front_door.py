@@ -6,6 +6,10 @@ directly. Everything else (cold models, held requests, server paths, statistics,
 unclear: timeouts, EOF, TLS, garbage) is served by the activator's own aiohttp server exactly
 as before. Peeking (MSG_PEEK) consumes nothing, so either server reads the request from its
 first byte. `route` is the pure decision; `FrontDoor` does the I/O, one task per connection.
+
+The listener's ConnectionGuard (thawwire.connection_guard) holds from the accept on: past
+its cap a new connection is answered 503 and closed before it is peeked at; the head deadline
+of a connection served here counts from its accept (handed-off ones get the replica's).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from activator.config import ScaleSettings
 from activator.handoff import HandoffLink
 from activator.metrics import Metrics
 from activator.orphans import Outcome
+from thawwire.connection_guard import ConnectionGuard
 from thawwire.paths import model_of
 
 __all__ = ["FrontDoor", "Reason", "RequestLine", "Route", "parse_request_line", "route"]
@@ -33,6 +38,9 @@ __all__ = ["FrontDoor", "Reason", "RequestLine", "Route", "parse_request_line", 
 logger = logging.getLogger(__name__)
 
 PEEK_BYTES = 4096
+# Peeks at an incomplete request line back off from 1 ms, doubling, to this: a client that
+# sends its line in pieces costs a few peeks, not one per millisecond.
+_MAX_PEEK_INTERVAL_S = 0.016
 _REQUEST_LINE = re.compile(rb"([A-Z]{1,16}) (/[\x21-\x7e]*) HTTP/1\.([01])")
 _HANDOFF_METHODS = frozenset({"GET", "HEAD", "POST"})
 
@@ -143,11 +151,13 @@ class FrontDoor:
         endpoints: Mapping[str, DirectEndpoint],
         metrics: Metrics,
         *,
+        guard: ConnectionGuard,
         first_byte_timeout_s: float = 1.0,
         line_wait_s: float = 0.05,
     ) -> None:
         self._listener = listener
         self._server = server
+        self._guard = guard
         self._endpoints = endpoints
         self._metrics = metrics
         self._first_byte_timeout_s = first_byte_timeout_s
@@ -169,11 +179,23 @@ class FrontDoor:
                 await asyncio.sleep(0.05)
                 continue
             conn.setblocking(False)
-            task = loop.create_task(self._route(conn))
+            accepted_at = loop.time()
+            if self._guard.full(pending=len(self._routing)):
+                task = loop.create_task(self._refuse(conn))
+            else:
+                task = loop.create_task(self._route(conn, accepted_at))
             self._routing.add(task)
             task.add_done_callback(self._routing.discard)
 
-    async def _route(self, conn: socket.socket) -> None:
+    async def _refuse(self, conn: socket.socket) -> None:
+        """Over the connection cap: 503 and close, without peeking."""
+        try:
+            await asyncio.get_running_loop().connect_accepted_socket(self._guard.refusal, sock=conn)
+        except OSError as exc:
+            conn.close()
+            logger.debug("refused connection dropped: %s", exc)
+
+    async def _route(self, conn: socket.socket, accepted_at: float) -> None:
         try:
             decision = await self._decide(conn)
             if decision.reason is Reason.HANDED_OFF:
@@ -193,12 +215,15 @@ class FrontDoor:
         except BaseException:
             conn.close()
             raise
-        await self._serve_here(conn)
+        await self._serve_here(conn, accepted_at)
 
-    async def _serve_here(self, conn: socket.socket) -> None:
-        """The activator's own server takes the connection from its first byte."""
+    async def _serve_here(self, conn: socket.socket, accepted_at: float | None = None) -> None:
+        """The activator's own server takes the connection from its first byte, under the
+        guard's deadlines (its head due `head_timeout_s` after `accepted_at`)."""
         try:
-            await asyncio.get_running_loop().connect_accepted_socket(self._server, sock=conn)
+            await asyncio.get_running_loop().connect_accepted_socket(
+                lambda: self._guard.wrap(self._server(), since=accepted_at), sock=conn
+            )
         except BaseException as exc:
             conn.close()
             if not isinstance(exc, OSError):
@@ -222,6 +247,7 @@ class FrontDoor:
             return Route(Reason.TIMEOUT)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._line_wait_s
+        interval = 0.001
         while True:
             try:
                 data = conn.recv(PEEK_BYTES, socket.MSG_PEEK)
@@ -233,7 +259,8 @@ class FrontDoor:
             decision = route(data or b"", view=self._view, final=final)
             if decision.reason is not Reason.INCOMPLETE:
                 return decision
-            await asyncio.sleep(0.001)
+            await asyncio.sleep(min(interval, max(0.0, deadline - loop.time())))
+            interval = min(2 * interval, _MAX_PEEK_INTERVAL_S)
 
     def _view(self, model: str) -> DirectView | None:
         endpoint = self._endpoints.get(model)

@@ -23,6 +23,11 @@ from activator.errors import ActivatorError, NotSupported
 from activator.fleet import Fleet
 from activator.grpc_forward import GrpcForwarder
 from thawwire import server_info
+from thawwire.connection_limits import (
+    ConnectionLimits,
+    grpc_max_concurrent_rpcs,
+    grpc_server_options,
+)
 from thawwire.grpc_messages import (
     config_response,
     index_response,
@@ -32,6 +37,7 @@ from thawwire.grpc_messages import (
 )
 from thawwire.grpc_service import SERVICE, UNSUPPORTED, Method, pb, unsupported_text
 from thawwire.grpc_status import grpc_status
+from thawwire.model_control import CONTROL_DISABLED
 
 __all__ = ["GrpcSurface", "start_grpc_server"]
 
@@ -169,8 +175,13 @@ class GrpcSurface:
             raise NotSupported(_NO_REPOSITORY_NAME)
         return index_response(index_rows(self._fleet, ready_only=request.ready))
 
+    def _require_model_control(self) -> None:
+        if not self._fleet.config.model_control:
+            raise NotSupported(CONTROL_DISABLED)
+
     async def load(self, request: Any, context: Context) -> Any:
         """Warm the model now: returns once one replica is ready (or the wake-up failed)."""
+        self._require_model_control()
         if request.repository_name:
             raise NotSupported(_NO_REPOSITORY_NAME)
         endpoint = self._fleet.endpoint(request.model_name)
@@ -185,6 +196,7 @@ class GrpcSurface:
 
     async def unload(self, request: Any, context: Context) -> Any:
         """Scale the model to zero now (draining in-flight requests)."""
+        self._require_model_control()
         if request.repository_name:
             raise NotSupported(_NO_REPOSITORY_NAME)
         await self._fleet.endpoint(request.model_name).scale_to_zero()
@@ -202,18 +214,27 @@ async def _unimplemented(method: Method, request: bytes, context: Context) -> by
 
 
 async def start_grpc_server(
-    surface: GrpcSurface, host: str, port: int, *, max_message_bytes: int
+    surface: GrpcSurface,
+    host: str,
+    port: int,
+    *,
+    max_message_bytes: int,
+    limits: ConnectionLimits | None = None,
 ) -> tuple[grpc.aio.Server, str]:
     """A started gRPC server for `surface` and its bound `host:port`; OSError when the
     address cannot be bound. Messages over `max_message_bytes` are RESOURCE_EXHAUSTED; no
-    SO_REUSEPORT (a port in use is an error, never silently shared)."""
+    SO_REUSEPORT (a port in use is an error, never silently shared); the connection
+    `limits` as grpc options (handshake deadline, idle GOAWAY, connection and call caps)."""
+    limits = limits if limits is not None else ConnectionLimits()
     server = grpc.aio.server(
         options=[
             ("grpc.max_receive_message_length", min(max_message_bytes, (1 << 31) - 1)),
             ("grpc.max_send_message_length", -1),
             ("grpc.so_reuseport", 0),
             ("grpc.max_concurrent_streams", 1024),  # calls at once on one client connection
-        ]
+            *grpc_server_options(limits),
+        ],
+        maximum_concurrent_rpcs=grpc_max_concurrent_rpcs(limits),
     )
     server.add_generic_rpc_handlers((surface.routes(),))
     target_host = f"[{host}]" if ":" in host else host

@@ -101,10 +101,12 @@ async def forward(
     pool: UpstreamPool,
     *,
     timeout_s: float,
+    body_timeout_s: float | None = None,
     body: bytes | None = None,
 ) -> web.StreamResponse:
     """Send `request` (with `body` when it was read already) to the replica at `base_url`
-    and stream its answer back."""
+    and stream its answer back; a body streamed from the client must be through within
+    `body_timeout_s` (and never past `timeout_s`)."""
     streamed = body is None and request.body_exists
     if streamed:
         length = request.content_length
@@ -123,14 +125,15 @@ async def forward(
             conn.send(head)
             # The exchange's own deadline aborts the replica side only; a client that stops
             # sending its body mid-way is bounded here, or it would hold its slot for good.
+            within_s = min(timeout_s, body_timeout_s or timeout_s)
             try:
-                async with asyncio.timeout(timeout_s):
+                async with asyncio.timeout(within_s):
                     async for chunk in request.content.iter_chunked(_CHUNK):
                         conn.send(chunk)
                         await conn.drain()
             except TimeoutError:
                 raise UpstreamTimeout(
-                    f"request body not sent to the replica within {timeout_s:g} s"
+                    f"request body not sent to the replica within {within_s:g} s"
                 ) from None
         else:
             conn.send(head + body if body else head)

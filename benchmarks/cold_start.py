@@ -191,7 +191,7 @@ class Up:
         extra: tuple[str, ...] = (),
     ) -> None:
         argv = [sys.executable, "-m", "thaw.cli", "up", str(repo), "--port", "0",
-                "--cache", str(cache), "--warm-pool", "1",
+                "--cache", str(cache), "--warm-pool", "1", "--model-control-mode", "explicit",
                 "--log-level", os.environ.get("THAW_BENCH_LOG", "warning"), *extra]  # fmt: skip
         if not images:
             argv.append("--no-image-build")

@@ -136,6 +136,7 @@ async def cold_starts(fleet: Fleet, repo: Path, cache: Path, rounds: int) -> dic
     local = await asyncio.to_thread(
         UpProcess, repo, "--scaler", "local", "--warm-pool", "1", "--cache", str(cache),
         "--preload-frameworks", "onnxruntime", "--no-image-build", "--log-level", "warning",
+        "--model-control-mode", "explicit",  # the rounds scale it to zero with unload
     )  # fmt: skip
     kube = await asyncio.to_thread(fleet.activator, repo, "bench-0", "--leader-election", "off")
     times: dict[str, list[float]] = {"local": [], "kubernetes": []}

@@ -16,9 +16,12 @@ from runtime.errors import ServingError
 from runtime.front_door_client import FrontDoorClient
 from runtime.handlers import MetricsSource, ModelService, V2Handlers, json_response
 from runtime.lifecycle import ServerState, lifecycle_context
+from thawwire.connection_guard import ConnectionGuard
 from thawwire.paths import MODEL, MODEL_VERSION
+from thawwire.redaction import Redactor
 
 __all__ = [
+    "CONNECTIONS",
     "HANDLERS",
     "RUNNER_OPTIONS",
     "SERVER_STATE",
@@ -32,6 +35,10 @@ logger = logging.getLogger(__name__)
 SERVER_STATE: web.AppKey[ServerState] = web.AppKey("server_state", ServerState)
 # The app's handlers: the metrics port's app serves its `/metrics` (build_metrics_app).
 HANDLERS: web.AppKey[V2Handlers] = web.AppKey("handlers", V2Handlers)
+# The deadlines and connection cap of the listener that serves the app (its first middleware).
+CONNECTIONS: web.AppKey[ConnectionGuard] = web.AppKey("connections", ConnectionGuard)
+# What error bodies must not show (the server's directories; thawwire.redaction).
+REDACT: web.AppKey[Redactor] = web.AppKey("redact", Redactor)
 
 # How the app must be run (AppRunner keyword arguments): aiohttp must not decompress request
 # bodies itself, or the body cap in runtime.body would only see the compressed size.
@@ -74,19 +81,20 @@ def add_metrics_routes(app: web.Application, h: V2Handlers) -> None:
 @web.middleware
 async def error_middleware(request: web.Request, handler: _Handler) -> web.StreamResponse:
     """Every error leaves as `{"error": message}` with its status, aiohttp's own included."""
+    redact = request.app.get(REDACT)
     try:
         return await handler(request)
     except ServingError as exc:
         if exc.status >= 500:
             logger.warning("%s %s -> %d: %s", request.method, request.path, exc.status, exc)
-        return _error_response(exc.status, exc.message)
+        return _error_response(exc.status, exc.message, redact)
     except web.RequestPayloadError as exc:
         # Malformed chunked framing, or a body cut short by the client.
-        return _error_response(400, f"request body could not be read: {exc}")
+        return _error_response(400, f"request body could not be read: {exc}", redact)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        response = _error_response(exc.status, exc.reason)
+        response = _error_response(exc.status, exc.reason, redact)
         if "Allow" in exc.headers:
             response.headers["Allow"] = exc.headers["Allow"]
         return response
@@ -97,8 +105,10 @@ async def error_middleware(request: web.Request, handler: _Handler) -> web.Strea
         return _error_response(500, "internal server error")
 
 
-def _error_response(status: int, message: str) -> web.Response:
-    response = json_response({"error": message}, status=status)
+def _error_response(status: int, message: str, redact: Redactor | None = None) -> web.Response:
+    # The repository and cache directories never reach a client (thawwire.redaction).
+    text = redact(message) if redact is not None else message
+    response = json_response({"error": text}, status=status)
     if status == 413:
         # The rest of an oversized body is never read; closing beats draining it.
         response.force_close()
@@ -107,7 +117,10 @@ def _error_response(status: int, message: str) -> web.Response:
 
 def build_metrics_app(config: ServeConfig, handlers: V2Handlers) -> web.Application:
     """The metrics port's application (`--metrics-port`); same errors as the v2 app."""
-    app = web.Application(middlewares=[error_middleware], client_max_size=1024)
+    guard = ConnectionGuard(config.connections)
+    app = web.Application(middlewares=[guard.middleware, error_middleware], client_max_size=1024)
+    app[CONNECTIONS] = guard
+    app[REDACT] = Redactor([*config.repositories, config.cache])
     add_metrics_routes(app, handlers)
     return app
 
@@ -124,7 +137,12 @@ def build_app(
     `warmups` are blocking calls (e.g. pre-faulting a restore arena) run in a thread, after
     `--preload-frameworks` imports and before the manager starts and readiness turns on.
     """
-    app = web.Application(middlewares=[error_middleware], client_max_size=config.max_body_bytes)
+    guard = ConnectionGuard(config.connections)
+    app = web.Application(
+        middlewares=[guard.middleware, error_middleware], client_max_size=config.max_body_bytes
+    )
+    app[CONNECTIONS] = guard
+    app[REDACT] = Redactor([*config.repositories, config.cache])
     state = ServerState()
     app[SERVER_STATE] = state
     handlers = V2Handlers(config, manager, metrics, state)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
+
+from thawwire.connection_limits import ConnectionLimits, out_of_range
 
 __all__ = ["ConfigError", "ModelControlMode", "ServeConfig", "parse_cuda_pool"]
 
@@ -54,6 +56,9 @@ class ServeConfig:
     log_level: str = "info"
     exit_timeout_s: float = 30.0
     body_timeout_s: float = 60.0
+    # Head deadline, idle keep-alive timeout and open-connection cap of each listener
+    # (thawwire.connection_limits; 0 turns one off).
+    connections: ConnectionLimits = field(default_factory=ConnectionLimits)
     event_loop: str = "auto"
     # A pure-Python model whose executions have all taken at most this long may run on the
     # event loop instead of its worker thread (runtime.inline_policy); 0 turns that off.
@@ -126,6 +131,9 @@ class ServeConfig:
             _in_range("fork_server_fd", self.fork_server_fd, 3, 1 << 20)
         _in_range("exit_timeout_s", self.exit_timeout_s, 0, 3600)
         _in_range("body_timeout_s", self.body_timeout_s, 0.1, 3600)
+        problem = out_of_range(self.connections)
+        if problem is not None:
+            raise ConfigError(problem)
         _in_range("inline_exec_max_us", self.inline_exec_max_us, 0, 10_000)
         _in_range("handoff_max_age_s", self.handoff_max_age_s, 0, 86400)
         _in_range("grpc_port", self.grpc_port, 0, 65535)

@@ -42,13 +42,13 @@ from thawwire.grpc_messages import (
 )
 from thawwire.grpc_service import SERVICE, UNSUPPORTED, Method, pb, unsupported_text
 from thawwire.grpc_status import grpc_status
+from thawwire.model_control import CONTROL_DISABLED
 from thawwire.server_info import server_metadata
 
 __all__ = ["GrpcHandlers", "StreamingModelService", "abort_with"]
 
 logger = logging.getLogger(__name__)
 
-_CONTROL_DISABLED = "explicit model load / unload is not allowed if polling is enabled"
 _NO_REPOSITORY_NAME = "'repository_name' specification is not supported"
 
 _Req = TypeVar("_Req")
@@ -234,7 +234,7 @@ class GrpcHandlers:
         if repository_name:
             raise FeatureDisabled(_NO_REPOSITORY_NAME)
         if self._config.model_control_mode is not ModelControlMode.EXPLICIT:
-            raise FeatureDisabled(_CONTROL_DISABLED)
+            raise FeatureDisabled(CONTROL_DISABLED)
 
 
 def _decode(data: bytes) -> tuple[str, str, InferRequest | InvalidInput]:

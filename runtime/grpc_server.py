@@ -4,7 +4,8 @@ Its limits: a message over `grpc_max_message` bytes is refused by grpc itself wi
 RESOURCE_EXHAUSTED before any of it is parsed; `SO_REUSEPORT` is off, so a port already in use
 is an error instead of a port silently shared with another server (tritonserver's
 `--reuse-grpc-port` default); at most `MAX_STREAMS_PER_CONNECTION` calls at once on one
-client connection.
+client connection; and the connection limits of `--head-timeout-secs`, `--idle-timeout-secs`
+and `--max-connections` (thawwire.connection_limits.grpc_server_options).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import grpc
 
 from runtime.config import ServeConfig
 from runtime.errors import ServingError
+from thawwire.connection_limits import grpc_max_concurrent_rpcs, grpc_server_options
 
 __all__ = ["MAX_STREAMS_PER_CONNECTION", "GrpcServer"]
 
@@ -42,7 +44,9 @@ class GrpcServer:
                 ("grpc.max_send_message_length", _MAX_SEND_BYTES),
                 ("grpc.so_reuseport", 0),
                 ("grpc.max_concurrent_streams", MAX_STREAMS_PER_CONNECTION),
-            ]
+                *grpc_server_options(config.connections),
+            ],
+            maximum_concurrent_rpcs=grpc_max_concurrent_rpcs(config.connections),
         )
         self._server.add_generic_rpc_handlers((routes,))
         self.address = ""

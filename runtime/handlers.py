@@ -31,6 +31,7 @@ from runtime.lifecycle import ServerState
 from runtime.load_overrides import check_config, check_load_path, load_overrides
 from runtime.response_encoding import MIN_COMPRESS_BYTES, compress_body, pick_encoding
 from thawwire.load_answer import warmup_header
+from thawwire.model_control import CONTROL_DISABLED
 from thawwire.names import is_model_name, is_version
 from thawwire.server_info import server_metadata
 
@@ -46,7 +47,6 @@ __all__ = [
 # Bodies above this are decoded and encoded in a worker thread, so the event loop keeps serving.
 _THREAD_THRESHOLD_BYTES = 256 * 1024
 _JSON = "application/json"
-_CONTROL_DISABLED = "explicit model load / unload is not allowed if polling is enabled"
 _JSON_BODY = "request JSON"
 # Triton's text when /generate gets other than one response (2.51).
 _GENERATE_ONE = (
@@ -331,7 +331,7 @@ class V2Handlers:
         Its message (observed on 2.51, for none and poll alike); its 503 is our 501 (DESIGN).
         """
         if self._config.model_control_mode is not ModelControlMode.EXPLICIT:
-            raise FeatureDisabled(_CONTROL_DISABLED)
+            raise FeatureDisabled(CONTROL_DISABLED)
 
 
 async def _within(reading: Coroutine[Any, Any, bytes], timeout_s: float) -> bytes:

@@ -55,12 +55,14 @@ class HandoffReceiver:
         *,
         states: ConnectionStates | None = None,
         accepting: Callable[[], bool] = lambda: True,
+        wrap: Callable[[asyncio.Protocol], asyncio.Protocol] = lambda protocol: protocol,
     ) -> None:
         self.path = path
         self._server = server
         self._routing = routing
         self.states = states if states is not None else ConnectionStates(None)
         self._accepting = accepting
+        self._wrap = wrap  # e.g. a ConnectionGuard's: deadlines for each connection
         self._clock = routing.clock
         self.load = routing.load
         self._received = 0  # handoff messages taken, acknowledged in every report
@@ -184,7 +186,9 @@ class HandoffReceiver:
 
     async def _serve(self, direct: DirectConnection, conn: socket.socket) -> None:
         try:
-            await self._loop.connect_accepted_socket(lambda: self._protocol(direct), sock=conn)
+            await self._loop.connect_accepted_socket(
+                lambda: self._wrap(self._protocol(direct)), sock=conn
+            )
         except OSError as exc:
             logger.debug("handed-off connection could not be served: %s", exc)
             conn.close()

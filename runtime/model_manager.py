@@ -48,6 +48,7 @@ from runtime.snapshot_restore import ImageSource
 from runtime.stats import StatsBook
 from runtime.version_loader import LoadedVersion, VersionLoader
 from thawwire.metadata import model_metadata
+from thawwire.model_control import CONTROL_DISABLED
 from tritonconfig import composing_models, ensemble_steps, is_ensemble
 
 if TYPE_CHECKING:
@@ -58,7 +59,6 @@ __all__ = ["ModelManager", "ModelState"]
 logger = logging.getLogger(__name__)
 
 # Triton's message for load/unload outside explicit mode (it uses one text for none and poll).
-_CONTROL_DISABLED = "explicit model load / unload is not allowed if polling is enabled"
 # Triton's answer to /infer for a decoupled model (2.51, UNSUPPORTED: HTTP 501).
 DECOUPLED_INFER = "HTTP end point doesn't support models with decoupled transaction policy"
 
@@ -221,7 +221,7 @@ class ModelManager:
         """Load (or reload) a model; returns when READY (with the seconds its warm-up samples
         took), raises the reason otherwise."""
         if self._config.model_control_mode != ModelControlMode.EXPLICIT:
-            raise FeatureDisabled(_CONTROL_DISABLED)
+            raise FeatureDisabled(CONTROL_DISABLED)
         validate_model_name(name)
         if files and config_json is None:
             raise InvalidInput("load with 'file:' parameters also needs the 'config' parameter")
@@ -231,7 +231,7 @@ class ModelManager:
     async def unload(self, name: str, *, unload_dependents: bool = False) -> None:
         """Unload every version; queued requests finish first, new ones get 503."""
         if self._config.model_control_mode != ModelControlMode.EXPLICIT:
-            raise FeatureDisabled(_CONTROL_DISABLED)
+            raise FeatureDisabled(CONTROL_DISABLED)
         validate_model_name(name)
         if name not in self._models and not await asyncio.to_thread(
             _is_model_dir, self._repo, name

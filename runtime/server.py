@@ -14,7 +14,7 @@ from typing import Any
 
 from aiohttp import web
 
-from runtime.app import HANDLERS, RUNNER_OPTIONS, SERVER_STATE, build_metrics_app
+from runtime.app import CONNECTIONS, HANDLERS, RUNNER_OPTIONS, SERVER_STATE, build_metrics_app
 from runtime.config import ServeConfig
 from runtime.direct_routing import DIRECT_ROUTING
 from runtime.direct_state import ConnectionStates
@@ -32,15 +32,19 @@ def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-async def _start_site(runner: web.AppRunner, host: str, port: int) -> str:
-    """Bind `runner` to host:port; its URL (the port chosen when 0). OSError says why not."""
-    site = web.TCPSite(runner, host, port, backlog=1024)
+async def _listen(
+    runner: web.AppRunner, app: web.Application, host: str, port: int
+) -> tuple[asyncio.Server, str]:
+    """Serve `runner`'s app on host:port, each connection under the app's ConnectionGuard;
+    the listener and its URL (the port chosen when 0). OSError says why not."""
+    assert runner.server is not None  # set up
+    factory = app[CONNECTIONS].protocol_factory(runner.server)
     try:
-        await site.start()
+        listener = await asyncio.get_running_loop().create_server(factory, host, port, backlog=1024)
     except OSError as exc:
         raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
-    bound = runner.addresses[0][1]  # each runner here has this one site
-    return f"http://{_url_host(host)}:{bound}"
+    bound = listener.sockets[0].getsockname()[1]
+    return listener, f"http://{_url_host(host)}:{bound}"
 
 
 async def serve_app(
@@ -70,6 +74,7 @@ async def serve_app(
     receiver: HandoffReceiver | None = None
     grpc_server = None
     metrics_runner: web.AppRunner | None = None
+    listeners: list[asyncio.Server] = []
     try:
         announcements: list[str] = []
         try:
@@ -79,17 +84,19 @@ async def serve_app(
                 grpc_server = GrpcServer(config, grpc_routes)
                 announcements.append(surface_line(Surface.GRPC, await grpc_server.start()))
             if config.allow_metrics:
-                metrics_runner = web.AppRunner(
-                    build_metrics_app(config, app[HANDLERS]), access_log=None
-                )
+                metrics_app = build_metrics_app(config, app[HANDLERS])
+                metrics_runner = web.AppRunner(metrics_app, access_log=None)
                 await metrics_runner.setup()
-                url = await _start_site(
-                    metrics_runner, config.metrics_host or config.host, config.metrics_port
-                )
+                listener, url = await _listen(
+                    metrics_runner, metrics_app, config.metrics_host or config.host,
+                    config.metrics_port,
+                )  # fmt: skip
+                listeners.append(listener)
                 announcements.append(surface_line(Surface.METRICS, url))
             http_url = None
             if config.allow_http:
-                http_url = await _start_site(runner, config.host, config.port)
+                listener, http_url = await _listen(runner, app, config.host, config.port)
+                listeners.append(listener)
         except (OSError, ServingError) as exc:
             # A port in use, an address not local: say which, exit 1 (no traceback).
             logger.error("%s", exc)
@@ -103,6 +110,7 @@ async def serve_app(
                 routing,
                 states=ConnectionStates(config.handoff_state),
                 accepting=lambda: state.accepting,
+                wrap=app[CONNECTIONS].wrap,  # the HTTP port's deadlines hold for them too
             )
             receiver.start()
         # The activator reads these lines from a replica's stdout to learn its addresses.
@@ -121,6 +129,8 @@ async def serve_app(
         logger.info("shutting down (in-flight requests get %.1fs)", config.exit_timeout_s)
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
+        for listener in listeners:
+            listener.close()  # stop accepting; the runners below drain their connections
         if grpc_server is not None:
             await grpc_server.stop(config.exit_timeout_s)
         if metrics_runner is not None:

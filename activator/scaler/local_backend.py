@@ -70,6 +70,11 @@ def serve_args(
         if handoff_state is not None:
             argv += ["--handoff-state", str(handoff_state)]
         argv += ["--max-body-bytes", str(max(1024, config.max_body_bytes))]
+        # Handed-off clients meet the replica's deadlines: the same as the activator's.
+        limits = config.connections
+        argv += ["--head-timeout-secs", f"{limits.head_timeout_s:g}"]
+        argv += ["--idle-timeout-secs", f"{limits.idle_timeout_s:g}"]
+        argv += ["--body-timeout-secs", f"{config.body_timeout_s:g}"]
     argv += _image_args(config)
     if local.preload_frameworks:
         argv += ["--preload-frameworks", ",".join(local.preload_frameworks)]

@@ -49,6 +49,7 @@ def up(up_repo: Path) -> Iterator[UpProcess]:
         "--cache", str(up_repo.parent / "cache"),
         "--log-level", "info",
         "--max-body-bytes", str(MAX_BODY_BYTES),
+        "--model-control-mode", "explicit",  # the load/unload tests' own
     )  # fmt: skip
     yield server
     server.stop()

@@ -43,6 +43,7 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpProcess]:
         "--no-image-build",
         "--cache", str(repo.parent / "cache"),
         "--max-body-bytes", str(MAX_BODY_BYTES),
+        "--model-control-mode", "explicit",
     )  # fmt: skip
     assert server.grpc_address and server.metrics_url, server.log()
     yield server

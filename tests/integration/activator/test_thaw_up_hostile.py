@@ -379,7 +379,10 @@ def test_sigkill_of_thaw_up_leaves_no_replica_behind(tmp_path: Path) -> None:
     from tests.fixtures.models import make_add_sub
 
     make_add_sub(tmp_path)
-    up = UpProcess(tmp_path, "--warm-pool", "1", "--preload-frameworks", "", "--no-image-build")
+    up = UpProcess(
+        tmp_path, "--warm-pool", "1", "--preload-frameworks", "", "--no-image-build",
+        "--model-control-mode", "explicit",
+    )  # fmt: skip
     try:
         r = requests.post(f"{up.url}/v2/repository/models/add_sub/load", timeout=60)
         assert r.status_code == 200

@@ -33,6 +33,7 @@ async def activator(tmp_path: Path, upstream: TestServer) -> AsyncIterator[tuple
         (tmp_path / name / "1").mkdir(parents=True)
         (tmp_path / name / "config.pbtxt").write_text(MODEL_CONFIG.format(name=name))
     config = ActivatorConfig(
+        model_control=True,
         repository=tmp_path,
         build_images=False,
         max_body_bytes=2_000_000,

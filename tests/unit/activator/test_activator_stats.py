@@ -89,6 +89,7 @@ async def up(tmp_path: Path) -> AsyncIterator[tuple[str, ReplicaServers, web.App
     (tmp_path / "m" / "2").mkdir(parents=True)
     (tmp_path / "m" / "config.pbtxt").write_text(CONFIG.format(name="m"))
     config = ActivatorConfig(
+        model_control=True,
         repository=tmp_path,
         build_images=False,
         defaults=ScaleSettings(activation_timeout_s=0.5, max_replicas=2),

@@ -128,6 +128,9 @@ def test_the_activators_serve_grpc_and_metrics_behind_the_service(render: Render
     config = build_config(_command_line("up", container["args"]))
     assert (config.port, config.grpc_port, config.metrics_port) == (8000, 8001, 8002)
     assert config.scaler.runtime_port == 8000 and config.scaler.runtime_grpc_port == 8001
+    # `thaw up` binds loopback unless told: the chart says 0.0.0.0 outright, and leaves the
+    # load/unload API off (Triton's `none`) at the activators the Service exposes.
+    assert config.host == "0.0.0.0" and not config.model_control
     service = _one(objects, "Service")
     assert service["spec"]["ports"] == [
         {"name": "http", "port": 8000, "targetPort": "http", "protocol": "TCP"},

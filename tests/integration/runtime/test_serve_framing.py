@@ -1,0 +1,58 @@
+"""`thaw serve` and ambiguous request framing (raw sockets): CL+TE, duplicate or conflicting
+Content-Length, obsolete line folding, bare LF, bad chunk sizes and extensions are each
+answered 400 in JSON and the connection closed, and the request hidden in them never runs."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import pytest
+
+from tests.fixtures.serve_process import ServeProcess
+from tests.integration.framing_cases import bad_framing, infer_request, read_answers
+
+pytestmark = pytest.mark.integration
+
+PATH = "/v2/models/add_sub/infer"
+BODY = json.dumps(
+    {
+        "inputs": [
+            {"name": n, "shape": [4], "datatype": "FP32", "data": [1, 2, 3, 4]}
+            for n in ("INPUT0", "INPUT1")
+        ]
+    }
+).encode()
+SMUGGLED = infer_request(PATH, BODY)
+CASES = bad_framing(PATH, SMUGGLED)
+
+
+def _executed(server: ServeProcess) -> int:
+    """Requests add_sub has run, successful or not."""
+    with urllib.request.urlopen(server.url + "/v2/models/add_sub/stats", timeout=10) as r:
+        stats = json.loads(r.read())["model_stats"][0]["inference_stats"]
+    return int(stats["success"]["count"]) + int(stats["fail"]["count"])
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_ambiguous_framing_is_400_closed_and_runs_nothing(
+    runtime_server: ServeProcess, name: str
+) -> None:
+    host, port = runtime_server.hostport.rsplit(":", 1)
+    before = _executed(runtime_server)
+    statuses, data = read_answers(host, int(port), CASES[name])
+    assert statuses == ["400"], data[:300]
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert b"application/json" in head
+    assert set(json.loads(body)) == {"error"}
+    assert _executed(runtime_server) == before  # neither the request nor the smuggled one ran
+
+
+def test_pipelined_requests_are_each_answered_once(runtime_server: ServeProcess) -> None:
+    host, port = runtime_server.hostport.rsplit(":", 1)
+    before = _executed(runtime_server)
+    raw = infer_request(PATH, BODY) + infer_request(PATH, BODY, chunked=True)
+    raw += infer_request(PATH, BODY, close=True)
+    statuses, _ = read_answers(host, int(port), raw)
+    assert statuses == ["200", "200", "200"]
+    assert _executed(runtime_server) == before + 3

@@ -1,0 +1,115 @@
+"""Checks shared by the slow-client tests of `thaw serve` and `thaw up`: the same raw-socket
+behaviour is asserted against both servers' HTTP ports (and their gRPC ports)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+
+from tests.fixtures.slow_clients import LatencyProbe, hold_slow_connections, percentile
+
+__all__ = [
+    "assert_body_deadline",
+    "assert_cap_refuses",
+    "assert_grpc_handshake_deadline",
+    "assert_idle_close",
+    "assert_slow_heads_closed",
+]
+
+# Slack over a deadline before a close counts as late: the machine running the tests is shared.
+SLACK_S = 3.0
+
+
+def _read_until_close(sock: socket.socket, within_s: float) -> bytes:
+    sock.settimeout(within_s)
+    data = b""
+    try:
+        while chunk := sock.recv(65536):
+            data += chunk
+    except ConnectionResetError:
+        pass
+    return data
+
+
+def assert_slow_heads_closed(host: str, port: int, count: int, head_timeout_s: float) -> None:
+    """`count` connections trickling a head one byte a second are all answered 408 and closed
+    within the head deadline (plus slack), while a normal request keeps being answered."""
+    with LatencyProbe(host, port, "/v2/health/live", interval_s=0.05) as probe:
+        result = asyncio.run(
+            hold_slow_connections(host, port, count, hold_s=head_timeout_s + 2 * SLACK_S)
+        )
+    assert result.failed_to_open == 0
+    assert result.opened == count
+    assert result.still_open == 0, f"{result.still_open} of {count} slow connections stayed open"
+    assert result.closed_within(head_timeout_s + SLACK_S) == count, sorted(result.closed_after_s)
+    assert min(result.closed_after_s) >= head_timeout_s - 0.2  # not before the deadline
+    assert result.statuses == {"408": count}
+    assert set(probe.statuses) == {"200"}, probe.statuses
+    assert len(probe.latencies_ms) >= 5
+    # Generous: the 50 ms goal is benchmarks/slow_clients.py's, on a quiet machine.
+    assert percentile(probe.latencies_ms, 99) < 1000, sorted(probe.latencies_ms)[-5:]
+
+
+def assert_body_deadline(host: str, port: int, path: str, body_timeout_s: float) -> None:
+    """A body that stops arriving is answered with an error status and closed, in time."""
+    with socket.create_connection((host, port), timeout=30) as sock:
+        sock.sendall(
+            f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 500\r\n\r\n{{".encode()
+        )
+        started = time.monotonic()
+        data = _read_until_close(sock, body_timeout_s + SLACK_S + 5)
+    elapsed = time.monotonic() - started
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert head.split(b" ")[1] in (b"400", b"408"), data[:200]
+    assert "error" in json.loads(body)
+    assert body_timeout_s - 0.2 <= elapsed < body_timeout_s + SLACK_S
+
+
+def assert_idle_close(host: str, port: int, idle_timeout_s: float) -> None:
+    """A kept-alive connection is closed by the server `idle_timeout_s` after its answer."""
+    with socket.create_connection((host, port), timeout=30) as sock:
+        sock.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+        sock.settimeout(10)
+        answer = sock.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 200"), answer
+        assert b"Connection: close" not in answer  # kept alive
+        answered = time.monotonic()
+        rest = _read_until_close(sock, idle_timeout_s + SLACK_S + 5)
+    assert rest == b""
+    assert idle_timeout_s - 0.2 <= time.monotonic() - answered < idle_timeout_s + SLACK_S
+
+
+def assert_cap_refuses(host: str, port: int, cap: int) -> None:
+    """With `cap` connections open, the next is answered 503 + close; one freed is reusable."""
+    held = [socket.create_connection((host, port), timeout=30) for _ in range(cap)]
+    try:
+        time.sleep(0.5)  # all accepted and counted
+        with socket.create_connection((host, port), timeout=30) as sock:
+            sock.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+            data = _read_until_close(sock, 10)
+        head, _, body = data.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 503"), data[:200]
+        assert b"Connection: close" in head
+        assert "retry later" in json.loads(body)["error"]
+        held.pop().close()
+        time.sleep(0.5)
+        with socket.create_connection((host, port), timeout=30) as sock:
+            sock.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            assert _read_until_close(sock, 10).startswith(b"HTTP/1.1 200")
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def assert_grpc_handshake_deadline(address: str, head_timeout_s: float) -> None:
+    """A gRPC connection that never completes its HTTP/2 preface is closed at the deadline."""
+    host, port = address.rsplit(":", 1)
+    for partial in (b"", b"PRI * HTTP/2.0\r\n"):
+        with socket.create_connection((host, int(port)), timeout=30) as sock:
+            sock.sendall(partial)
+            started = time.monotonic()
+            _read_until_close(sock, head_timeout_s + SLACK_S + 5)
+            elapsed = time.monotonic() - started
+        assert head_timeout_s - 0.2 <= elapsed < head_timeout_s + SLACK_S, elapsed

@@ -1,0 +1,203 @@
+"""thawwire.connection_guard around a real aiohttp server on loopback: the head deadline (408
+and close, or a silent close before any byte), the idle keep-alive timeout, a long handler
+never cut off, the connection cap's 503; and the pure pieces (`expiry`, the limits' ranges,
+the gRPC options)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+from aiohttp import web
+
+from thawwire.aiohttp_compat import JsonErrorRunner
+from thawwire.connection_guard import CloseReason, ConnectionGuard, Phase, expiry
+from thawwire.connection_limits import (
+    ConnectionLimits,
+    grpc_max_concurrent_rpcs,
+    grpc_server_options,
+    out_of_range,
+)
+
+Serve = Callable[[ConnectionLimits], Awaitable[tuple[int, ConnectionGuard]]]
+GET = b"GET /hello HTTP/1.1\r\nHost: t\r\n\r\n"
+
+
+@pytest.fixture
+async def serve() -> AsyncIterator[Serve]:
+    cleanups: list[Callable[[], Awaitable[None]]] = []
+
+    async def start(limits: ConnectionLimits) -> tuple[int, ConnectionGuard]:
+        async def hello(request: web.Request) -> web.Response:
+            return web.Response(text="hello")
+
+        async def slow(request: web.Request) -> web.Response:
+            await asyncio.sleep(float(request.query["s"]))
+            return web.Response(text="slow")
+
+        guard = ConnectionGuard(limits)
+        app = web.Application(middlewares=[guard.middleware])
+        app.router.add_get("/hello", hello)
+        app.router.add_get("/slow", slow)
+        runner = JsonErrorRunner(app, access_log=None)
+        await runner.setup()
+        assert runner.server is not None
+        listener = await asyncio.get_running_loop().create_server(
+            guard.protocol_factory(runner.server), "127.0.0.1", 0
+        )
+
+        async def stop() -> None:
+            listener.close()
+            await runner.cleanup()
+
+        cleanups.append(stop)
+        return listener.sockets[0].getsockname()[1], guard
+
+    yield start
+    for stop in cleanups:
+        await stop()
+
+
+async def _read_all(reader: asyncio.StreamReader, within_s: float) -> bytes:
+    """Everything the server sends until it closes; TimeoutError if it does not close."""
+    data = b""
+    async with asyncio.timeout(within_s):
+        while chunk := await reader.read(65536):
+            data += chunk
+    return data
+
+
+async def test_a_head_trickled_past_the_deadline_is_408_and_closed(serve: Serve) -> None:
+    port, guard = await serve(ConnectionLimits(head_timeout_s=0.5))
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    started = time.monotonic()
+    reading = asyncio.ensure_future(_read_all(reader, 5))
+    for byte in GET[:20]:  # 1 s for 20 bytes: past the 0.5 s deadline
+        if reading.done():
+            break
+        writer.write(bytes([byte]))
+        await asyncio.sleep(0.05)
+    data = await reading
+    elapsed = time.monotonic() - started
+    writer.close()
+    assert data.startswith(b"HTTP/1.1 408"), data
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert b"Connection: close" in head
+    assert "request head not received in 0.5 s" in json.loads(body)["error"]
+    assert 0.4 < elapsed < 2.0
+    assert guard.closed[CloseReason.HEAD_TIMEOUT] == 1
+
+
+async def test_a_connection_that_never_sends_is_closed_silently(serve: Serve) -> None:
+    port, guard = await serve(ConnectionLimits(head_timeout_s=0.3))
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    assert await _read_all(reader, 3) == b""
+    writer.close()
+    assert guard.closed[CloseReason.HEAD_TIMEOUT] == 1
+
+
+async def test_without_a_head_deadline_a_trickling_client_stays_connected(serve: Serve) -> None:
+    port, guard = await serve(ConnectionLimits(head_timeout_s=0))
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(GET[:5])
+    with pytest.raises(TimeoutError):
+        await _read_all(reader, 1.0)
+    writer.close()
+    assert guard.closed[CloseReason.HEAD_TIMEOUT] == 0
+
+
+async def test_a_handler_longer_than_the_head_deadline_is_not_cut_off(serve: Serve) -> None:
+    port, _ = await serve(ConnectionLimits(head_timeout_s=0.3, idle_timeout_s=5))
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"GET /slow?s=1 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    data = await _read_all(reader, 5)
+    writer.close()
+    assert data.startswith(b"HTTP/1.1 200") and data.endswith(b"slow")
+
+
+async def test_keep_alive_requests_each_get_a_fresh_head_deadline(serve: Serve) -> None:
+    port, _ = await serve(ConnectionLimits(head_timeout_s=0.4, idle_timeout_s=5))
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    for _ in range(3):  # 3 x 0.3 s idle between requests: longer than one head deadline
+        writer.write(GET)
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 3)
+        assert head.startswith(b"HTTP/1.1 200")
+        await reader.readexactly(5)
+        await asyncio.sleep(0.3)
+    writer.close()
+
+
+async def test_an_idle_keep_alive_connection_is_closed_after_the_idle_timeout(
+    serve: Serve,
+) -> None:
+    port, guard = await serve(ConnectionLimits(head_timeout_s=10, idle_timeout_s=0.5))
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(GET)
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 3)
+    assert head.startswith(b"HTTP/1.1 200")
+    answered = time.monotonic()
+    assert await _read_all(reader, 3) == b"hello"  # then EOF: the server closed it
+    assert 0.4 < time.monotonic() - answered < 2.0
+    writer.close()
+    assert guard.closed[CloseReason.IDLE_TIMEOUT] == 1
+
+
+async def test_past_the_cap_a_new_connection_is_503_and_closed(serve: Serve) -> None:
+    port, guard = await serve(ConnectionLimits(head_timeout_s=10, max_connections=2))
+    held = [await asyncio.open_connection("127.0.0.1", port) for _ in range(2)]
+    await asyncio.sleep(0.1)
+    assert guard.open == 2
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(GET)
+    data = await _read_all(reader, 3)
+    writer.close()
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 503")
+    assert b"Connection: close" in head and b"Retry-After: 1" in head
+    assert "2 connections" in json.loads(body)["error"]
+    assert guard.closed[CloseReason.OVER_LIMIT] == 1
+    # A held connection still serves, and one closed frees its place.
+    r0, w0 = held[0]
+    w0.write(GET)
+    assert (await asyncio.wait_for(r0.readuntil(b"\r\n\r\n"), 3)).startswith(b"HTTP/1.1 200")
+    for _, w in held:
+        w.close()
+    await asyncio.sleep(0.2)
+    assert guard.open == 0
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"GET /hello HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    assert (await _read_all(reader, 3)).startswith(b"HTTP/1.1 200")
+    writer.close()
+
+
+def test_expiry_is_per_phase_and_zero_is_off() -> None:
+    limits = ConnectionLimits(head_timeout_s=10, idle_timeout_s=75)
+    assert expiry(Phase.HEAD, 100.0, limits) == 110.0
+    assert expiry(Phase.IDLE, 100.0, limits) == 175.0
+    assert expiry(Phase.REQUEST, 100.0, limits) is None
+    off = ConnectionLimits(head_timeout_s=0, idle_timeout_s=0)
+    assert expiry(Phase.HEAD, 1.0, off) is None and expiry(Phase.IDLE, 1.0, off) is None
+
+
+def test_limits_out_of_range_name_the_flag_value_and_range() -> None:
+    assert out_of_range(ConnectionLimits()) is None
+    assert out_of_range(ConnectionLimits(0, 0, 0)) is None  # each off
+    problem = out_of_range(ConnectionLimits(head_timeout_s=0.01), {"head_timeout_s": "--h"})
+    assert problem == "`--h` = 0.01, must be 0 (off) or in [0.1, 3600]"
+    assert out_of_range(ConnectionLimits(idle_timeout_s=float("nan"))) is not None
+    assert out_of_range(ConnectionLimits(max_connections=-1)) is not None
+
+
+def test_grpc_options_carry_the_same_limits() -> None:
+    options = dict(grpc_server_options(ConnectionLimits(2.5, 75, 100)))
+    assert options == {
+        "grpc.server_handshake_timeout_ms": 2500,
+        "grpc.max_connection_idle_ms": 75_000,
+        "grpc.max_allowed_incoming_connections": 100,
+    }
+    assert grpc_max_concurrent_rpcs(ConnectionLimits(max_connections=100)) == 100
+    off = ConnectionLimits(0, 0, 0)
+    assert grpc_server_options(off) == [] and grpc_max_concurrent_rpcs(off) is None

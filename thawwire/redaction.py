@@ -1,0 +1,42 @@
+"""What an error body may say about the server's own files: the server's directories (model
+repositories, cache) are cut out of every message a client reads, and a Python traceback with
+them.
+
+A model's load error is useful to its client ("badcfg/config.pbtxt:3: Expected string"), where
+the machine's layout ("/srv/models/...") is not: a path under a known directory is shown
+relative to it, the directory itself as ".".
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+__all__ = ["Redactor"]
+
+_TRACEBACK = "Traceback (most recent call last)"
+
+
+class Redactor:
+    """`redactor(message)`: `message` without the directories `roots` (as given, normalized;
+    pure string work, so it is built on the event loop without touching the filesystem) or
+    anything from a traceback's first line on."""
+
+    def __init__(self, roots: Iterable[Path | None]) -> None:
+        forms: set[str] = set()
+        for root in roots:
+            if root is None:
+                continue
+            for form in (str(root), os.path.normpath(root)):
+                if form not in ("", "/", "."):
+                    forms.add(form.rstrip("/"))
+        self._roots = sorted(forms, key=len, reverse=True)  # a nested form before its parent
+
+    def __call__(self, message: str) -> str:
+        cut = message.find(_TRACEBACK)
+        if cut >= 0:
+            message = message[:cut].rstrip() or "internal server error"
+        for root in self._roots:
+            message = message.replace(root + "/", "").replace(root, ".")
+        return message
