@@ -77,7 +77,9 @@ def test_the_metrics_port_has_the_same_head_deadline(up: UpProcess) -> None:
 
 
 def test_a_replica_gets_the_activators_connection_limits(up: UpProcess) -> None:
-    """Handed-off connections meet the replica's deadlines: the activator passes its own."""
+    """Handed-off connections meet the replica's deadlines: the activator passes its own (a
+    pool process forked by the fork server shows the fork server's command line, so this
+    asks the replica itself, on its own port)."""
     client = grpcclient.InferenceServerClient(up.grpc_address)
     try:
         a = np.ones(4, dtype=np.float32)
@@ -89,12 +91,11 @@ def test_a_replica_gets_the_activators_connection_limits(up: UpProcess) -> None:
         client.infer("add_sub", inputs)
     finally:
         client.close()
-    pid = int(up.model("add_sub")["replicas"][0]["pid"])
-    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    flags = {argv[i]: argv[i + 1] for i in range(len(argv) - 1)}
-    assert float(flags[b"--head-timeout-secs"]) == HEAD_S
-    assert float(flags[b"--idle-timeout-secs"]) == IDLE_S
-    assert float(flags[b"--body-timeout-secs"]) == BODY_S
+    url = str(up.model("add_sub")["replicas"][0]["url"])
+    host, port = url.removeprefix("http://").rstrip("/").rsplit(":", 1)
+    checks.assert_slow_heads_closed(host, int(port), 20, HEAD_S)
+    checks.assert_idle_close(host, int(port), IDLE_S)
+    checks.assert_body_deadline(host, int(port), "/v2/models/add_sub/infer", BODY_S)
 
 
 def test_past_max_connections_http_is_503_and_grpc_calls_are_resource_exhausted(
