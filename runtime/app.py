@@ -120,7 +120,7 @@ def build_metrics_app(config: ServeConfig, handlers: V2Handlers) -> web.Applicat
     guard = ConnectionGuard(config.connections)
     app = web.Application(middlewares=[guard.middleware, error_middleware], client_max_size=1024)
     app[CONNECTIONS] = guard
-    app[REDACT] = Redactor([*config.repositories, config.cache])
+    app[REDACT] = Redactor(config.private_dirs)
     add_metrics_routes(app, handlers)
     return app
 
@@ -142,7 +142,7 @@ def build_app(
         middlewares=[guard.middleware, error_middleware], client_max_size=config.max_body_bytes
     )
     app[CONNECTIONS] = guard
-    app[REDACT] = Redactor([*config.repositories, config.cache])
+    app[REDACT] = Redactor(config.private_dirs)
     state = ServerState()
     app[SERVER_STATE] = state
     handlers = V2Handlers(config, manager, metrics, state)

@@ -93,6 +93,12 @@ class ServeConfig:
         return (self.repository, *self.more_repositories)
 
     @property
+    def private_dirs(self) -> tuple[Path, ...]:
+        """The directories no answer to a client may show (thawwire.redaction): the model
+        repositories and the image cache."""
+        return (*self.repositories, *((self.cache,) if self.cache is not None else ()))
+
+    @property
     def grpc_max_message(self) -> int:
         """The largest gRPC message accepted, in bytes."""
         return self.grpc_max_message_bytes or self.max_body_bytes

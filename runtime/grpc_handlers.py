@@ -43,6 +43,7 @@ from thawwire.grpc_messages import (
 from thawwire.grpc_service import SERVICE, UNSUPPORTED, Method, pb, unsupported_text
 from thawwire.grpc_status import grpc_status
 from thawwire.model_control import CONTROL_DISABLED
+from thawwire.redaction import Redactor
 from thawwire.server_info import server_metadata
 
 __all__ = ["GrpcHandlers", "StreamingModelService", "abort_with"]
@@ -63,11 +64,13 @@ class StreamingModelService(ModelService, Protocol):
     def stream(self, request: InferRequest) -> AsyncIterator[InferResponse]: ...
 
 
-async def abort_with(context: Context, exc: ServingError) -> None:
-    """End the call with the gRPC code of `exc`'s HTTP status and its message (never returns)."""
+async def abort_with(context: Context, exc: ServingError, redact: Redactor | None = None) -> None:
+    """End the call with the gRPC code of `exc`'s HTTP status and its message, without the
+    server's directories or a traceback when `redact` is given (never returns)."""
     if exc.status >= 500:
         logger.warning("gRPC %s: %s", grpc_status(exc.status).name, exc.message)
-    await context.abort(grpc_status(exc.status), exc.message)
+    message = redact(exc.message) if redact is not None else exc.message
+    await context.abort(grpc_status(exc.status), message)
 
 
 def _parsed(
@@ -85,7 +88,7 @@ def _parsed(
 
 
 def _answering(
-    handler: Callable[[_Req, Context], Awaitable[_Resp]],
+    handler: Callable[[_Req, Context], Awaitable[_Resp]], redact: Redactor
 ) -> Callable[[_Req, Context], Awaitable[_Resp]]:
     """A unary handler whose ServingError leaves as its gRPC status, and whose bug leaves as
     INTERNAL (logged) instead of grpc's bare "Unexpected error"."""
@@ -95,9 +98,10 @@ def _answering(
         try:
             return await handler(request, context)
         except ServingError as exc:
-            await abort_with(context, exc)
+            await abort_with(context, exc, redact)
         except DecodeError as exc:
-            await abort_with(context, InvalidInput(f"the request could not be parsed: {exc}"))
+            bad = InvalidInput(f"the request could not be parsed: {exc}")
+            await abort_with(context, bad, redact)
         except (asyncio.CancelledError, grpc.aio.AbortError):
             raise
         except Exception:
@@ -118,6 +122,8 @@ class GrpcHandlers:
         self._manager = manager
         self._state = state
         self._server_metadata = server_metadata_response(server_metadata())
+        # What error messages must not show (thawwire.redaction), as on the REST surface.
+        self._redact = Redactor(config.private_dirs)
 
     def routes(self) -> grpc.GenericRpcHandler:
         """THE route table of the gRPC surface: every method of the service."""
@@ -135,14 +141,14 @@ class GrpcHandlers:
         }
         handlers: dict[str, grpc.RpcMethodHandler] = {
             method.value: grpc.unary_unary_rpc_method_handler(
-                _answering(_parsed(message, fn)),
+                _answering(_parsed(message, fn), self._redact),
                 response_serializer=_serialize,
             )
             for method, (fn, message) in unary.items()
         }
         # Raw bytes both ways: parsed and built here, in a thread when large.
         handlers[Method.MODEL_INFER.value] = grpc.unary_unary_rpc_method_handler(
-            _answering(self.model_infer)
+            _answering(self.model_infer, self._redact)
         )
         handlers[Method.MODEL_STREAM_INFER.value] = grpc.stream_stream_rpc_method_handler(
             self.model_stream_infer
@@ -203,14 +209,15 @@ class GrpcHandlers:
         return _encode(response, request)
 
     async def model_stream_infer(self, requests: AsyncIterator[bytes], context: Context) -> None:
-        await serve_stream(self._manager, requests, context)
+        await serve_stream(self._manager, requests, context, self._redact)
 
     # -- model repository extension ------------------------------------------------------
 
     async def repository_index(self, request: Any, context: Context) -> Any:
         if request.repository_name:
             raise FeatureDisabled(_NO_REPOSITORY_NAME)
-        return index_response(await self._manager.index(ready_only=request.ready))
+        rows = await self._manager.index(ready_only=request.ready)
+        return index_response(self._redact.index(rows))
 
     async def load(self, request: Any, context: Context) -> Any:
         self._control_allowed(request.repository_name)

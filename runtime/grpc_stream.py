@@ -35,6 +35,7 @@ from runtime.inference import InferRequest
 from thawwire.grpc_messages import FINAL_RESPONSE, stream_error
 from thawwire.grpc_service import pb
 from thawwire.grpc_status import grpc_status
+from thawwire.redaction import Redactor
 
 if TYPE_CHECKING:
     from runtime.grpc_handlers import StreamingModelService
@@ -54,13 +55,15 @@ async def serve_stream(
     manager: StreamingModelService,
     requests: AsyncIterator[bytes],
     context: grpc.aio.ServicerContext,
+    redact: Redactor | None = None,
 ) -> None:
-    """Serve one stream until the client half-closes it and every answer is written."""
+    """Serve one stream until the client half-closes it and every answer is written; error
+    messages go out through `redact` (thawwire.redaction) when given."""
     metadata = context.invocation_metadata() or ()
     grpc_errors = any(
         key == _GRPC_ERROR_HEADER and str(value).lower() == "true" for key, value in metadata
     )
-    await _Stream(manager, context, grpc_errors=grpc_errors).run(requests)
+    await _Stream(manager, context, grpc_errors=grpc_errors, redact=redact).run(requests)
 
 
 class _Stream:
@@ -70,9 +73,11 @@ class _Stream:
         context: grpc.aio.ServicerContext,
         *,
         grpc_errors: bool,
+        redact: Redactor | None = None,
     ) -> None:
         self._manager = manager
         self._context = context
+        self._redact = redact
         self._grpc_errors = grpc_errors
         self._slots = asyncio.Semaphore(MAX_IN_FLIGHT)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -94,7 +99,7 @@ class _Stream:
                     await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
             if self._failed.done():
                 exc = self._failed.result()
-                await self._context.abort(grpc_status(exc.status), exc.message)
+                await self._context.abort(grpc_status(exc.status), self._message(exc))
         finally:
             # Client gone, stream aborted, or done: nothing of this stream runs on.
             pending = [reading, *self._tasks]
@@ -211,12 +216,15 @@ class _Stream:
         if exc.status >= 500:
             logger.warning("gRPC stream request failed: %s", exc.message)
         answer = stream_error(
-            exc.message,
+            self._message(exc),
             request_id=message.id,
             model_name=message.model_name,
             model_version=message.model_version,
         )
         await self._write(answer.SerializeToString(), turn)
+
+    def _message(self, exc: ServingError) -> str:
+        return self._redact(exc.message) if self._redact is not None else exc.message
 
     async def _write(self, data: bytes, turn: asyncio.Future[None] | None) -> None:
         if turn is not None:

@@ -33,6 +33,7 @@ from runtime.response_encoding import MIN_COMPRESS_BYTES, compress_body, pick_en
 from thawwire.load_answer import warmup_header
 from thawwire.model_control import CONTROL_DISABLED
 from thawwire.names import is_model_name, is_version
+from thawwire.redaction import Redactor
 from thawwire.server_info import server_metadata
 
 __all__ = [
@@ -121,6 +122,8 @@ class V2Handlers:
     ) -> None:
         self._config = config
         self._manager = manager
+        # A failed load's reason in the index, as every error body (thawwire.redaction).
+        self._redact = Redactor(config.private_dirs)
         self._metrics = metrics
         self._state = state
         self._server_metadata = json.dumps(server_metadata()).encode()
@@ -305,7 +308,8 @@ class V2Handlers:
         ready = doc.get("ready", False)
         if not isinstance(ready, bool):
             raise InvalidInput(_READY_NOT_BOOL)
-        return json_response(await self._manager.index(ready_only=ready))
+        rows = await self._manager.index(ready_only=ready)
+        return json_response(self._redact.index(rows))
 
     async def load(self, request: web.Request) -> web.Response:
         name, _ = model_ref(request)

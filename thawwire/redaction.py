@@ -12,8 +12,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 __all__ = ["Redactor"]
+
+# Any of a repository index's rows (`{"name", "version", "state", "reason"}`).
+IndexRow = dict[str, Any]
 
 _TRACEBACK = "Traceback (most recent call last)"
 
@@ -40,3 +44,11 @@ class Redactor:
         for root in self._roots:
             message = message.replace(root + "/", "").replace(root, ".")
         return message
+
+    def index(self, rows: Iterable[IndexRow]) -> list[IndexRow]:
+        """A repository index as a client reads it: each row's `reason` (a failed load's error)
+        redacted."""
+        return [
+            {**row, "reason": self(row["reason"])} if isinstance(row.get("reason"), str) else row
+            for row in rows
+        ]

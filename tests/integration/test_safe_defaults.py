@@ -10,6 +10,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
@@ -110,8 +111,14 @@ def test_thaw_serve_error_bodies_show_no_directory_or_traceback(repo: Path) -> N
     try:
         serve.wait_ready()
         _assert_clean(repo, serve.url)
+        # A failed load's reason in the repository index (a 200 answer) is redacted too.
+        status, answer = _call(serve.url, "POST", "/v2/repository/index", b"{}")
     finally:
         serve.stop()
+    reasons = {row["name"]: row.get("reason", "") for row in json.loads(answer)}
+    assert status == 200 and "badcfg/config.pbtxt:3" in reasons["badcfg"], reasons
+    roots = {str(repo), str(repo.resolve()), str(repo.parent)}
+    assert not any(root in reason for reason in reasons.values() for root in roots), reasons
 
 
 def test_thaw_up_error_bodies_show_no_directory_or_traceback(repo: Path) -> None:
@@ -120,3 +127,47 @@ def test_thaw_up_error_bodies_show_no_directory_or_traceback(repo: Path) -> None
         _assert_clean(repo, up.url)
     finally:
         up.stop()
+
+
+def _grpc_errors(address: str) -> dict[str, str]:
+    """The message of each failing gRPC call about the broken models."""
+    client = grpcclient.InferenceServerClient(address)
+    x = grpcclient.InferInput("INPUT0", [4], "FP32")
+    x.set_data_from_numpy(np.arange(4, dtype=np.float32))
+    calls = {
+        "metadata badcfg": lambda: client.get_model_metadata("badcfg"),
+        "infer nofile": lambda: client.infer("nofile", [x]),
+        "infer badpy": lambda: client.infer("badpy", [x]),
+        "load badcfg": lambda: client.load_model("badcfg"),
+        "load nofile": lambda: client.load_model("nofile"),
+        "load badpy": lambda: client.load_model("badpy"),
+    }
+    messages: dict[str, str] = {}
+    try:
+        for name, call in calls.items():
+            with pytest.raises(InferenceServerException) as info:
+                call()
+            messages[name] = str(info.value.message())
+    finally:
+        client.close()
+    return messages
+
+
+def test_thaw_serve_grpc_errors_show_no_directory_or_traceback(repo: Path) -> None:
+    serve = ServeProcess(repo, "--model-control-mode", "explicit")
+    try:
+        serve.wait_ready()
+        messages = _grpc_errors(serve.grpc_address)
+        client = grpcclient.InferenceServerClient(serve.grpc_address)
+        try:
+            index = client.get_model_repository_index(as_json=True)["models"]
+        finally:
+            client.close()
+    finally:
+        serve.stop()
+    messages |= {f"index {row['name']}": row.get("reason", "") for row in index}
+    roots = {str(repo), str(repo.resolve()), str(repo.parent)}
+    for name, text in messages.items():
+        assert not any(root in text for root in roots), (name, text)
+        assert "Traceback" not in text, (name, text)
+    assert "badcfg/config.pbtxt:3" in messages["load badcfg"]  # still says which file and where

@@ -26,3 +26,15 @@ def test_a_traceback_is_cut_off() -> None:
     message = 'load failed\nTraceback (most recent call last):\n  File "/srv/x.py", line 1'
     assert Redactor([]).__call__(message) == "load failed"
     assert Redactor([])("Traceback (most recent call last): ...") == "internal server error"
+
+
+def test_index_rows_have_their_reason_redacted() -> None:
+    redact = Redactor([Path("/srv/models")])
+    rows = [
+        {"name": "ok", "version": "1", "state": "READY"},
+        {"name": "bad", "state": "UNAVAILABLE", "reason": "/srv/models/bad/config.pbtxt:3: x"},
+    ]
+    assert redact.index(rows) == [
+        {"name": "ok", "version": "1", "state": "READY"},
+        {"name": "bad", "state": "UNAVAILABLE", "reason": "bad/config.pbtxt:3: x"},
+    ]
