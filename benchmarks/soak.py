@@ -76,6 +76,7 @@ from thawwire.handoff_protocol import Surface, listening_url, surface_address  #
 
 WARM = [m for m in MODELS if m.warm]
 WAKE = [m for m in MODELS if not m.warm]
+JUDGED_ROLES = frozenset({"activator", "fork_server", *(f"replica:{m.name}" for m in WARM)})
 
 
 @dataclass(frozen=True)
@@ -545,6 +546,7 @@ def run(cfg: SoakConfig) -> dict[str, Any]:
         wakes=sum(wakes[m.name] for m in WAKE if m.name in wakes),
         exit_code=exit_code,
         left_running=left,
+        judged_roles=JUDGED_ROLES,
     )
     return {
         "command": " ".join(sys.argv),
@@ -588,7 +590,7 @@ def _latency_table(outcomes: list[Outcome]) -> list[dict[str, Any]]:
     rows = []
     groups: dict[tuple[str, str], list[float]] = {}
     for o in outcomes:
-        if o.result == "ok" or o.kind == "hostile":
+        if o.result in ("ok", "refused"):  # answered (abandoned ones linger on purpose)
             groups.setdefault((o.kind, o.phase), []).append(o.latency_s)
     for (kind, phase), values in sorted(groups.items()):
         rows.append(
@@ -613,6 +615,7 @@ def _process_table(
         if s.pid not in lived:
             continue
         rss, fds, n = soak_stats.slopes(s, window)
+        rss_se, fds_se = soak_stats.slope_errors(s, window)
         inside = [x for x in s.samples if window[0] <= x.t_s <= window[1]]
         rows.append(
             {
@@ -622,9 +625,12 @@ def _process_table(
                 "rss_first_mib": inside[0].rss_bytes / 2**20,
                 "rss_last_mib": inside[-1].rss_bytes / 2**20,
                 "rss_slope_mib_per_min": rss / 2**20,
+                "rss_slope_se_mib_per_min": rss_se / 2**20,
+                "judged": s.role in JUDGED_ROLES,
                 "fds_min": min(x.fds for x in inside),
                 "fds_max": max(x.fds for x in inside),
                 "fd_slope_per_min": fds,
+                "fd_slope_se_per_min": fds_se,
             }
         )
     short = [s for s in series if s.pid not in lived]
@@ -655,7 +661,8 @@ def markdown(report: dict[str, Any]) -> str:
         )
     out += [
         "",
-        "| process | pid | samples | RSS first → last | RSS slope | fds min-max | fd slope |",
+        "| process (judged?) | pid | samples | RSS first → last | RSS slope ± s.e. | fds min-max "
+        "| fd slope ± s.e. |",
         "|---|---|---|---|---|---|---|",
     ]
     for p in report["processes"]:
@@ -663,9 +670,11 @@ def markdown(report: dict[str, Any]) -> str:
             out.append(f"| {p['role']} | | | | | | |")
             continue
         out.append(
-            f"| {p['role']} | {p['pid']} | {p['samples']} | {p['rss_first_mib']:.1f} → "
-            f"{p['rss_last_mib']:.1f} MiB | {p['rss_slope_mib_per_min']:+.3f} MiB/min | "
-            f"{p['fds_min']}-{p['fds_max']} | {p['fd_slope_per_min']:+.2f} /min |"
+            f"| {p['role']} ({'yes' if p['judged'] else 'no'}) | {p['pid']} | {p['samples']} | "
+            f"{p['rss_first_mib']:.1f} → {p['rss_last_mib']:.1f} MiB | "
+            f"{p['rss_slope_mib_per_min']:+.3f} ± {p['rss_slope_se_mib_per_min']:.3f} MiB/min | "
+            f"{p['fds_min']}-{p['fds_max']} | "
+            f"{p['fd_slope_per_min']:+.2f} ± {p['fd_slope_se_per_min']:.2f} /min |"
         )
     wake_counts = ", ".join(f"{k} {v}" for k, v in sorted(report["cold_starts"].items()))
     out += [

@@ -24,6 +24,7 @@ __all__ = [
     "least_squares_slope",
     "percentile",
     "series_by_process",
+    "slope_stderr",
 ]
 
 # Results of a good (well-formed) request; anything but "ok" fails the soak.
@@ -86,7 +87,7 @@ class Targets:
     rss_slope_bytes_per_min: float  # |slope| of every long-lived process's RSS
     fd_slope_per_min: float  # |slope| of its open fds
     fd_checkpoint_delta: int  # activator fds, quiet end - quiet start
-    long_lived_fraction: float = 0.5  # a process sampled over this much of the steady window
+    long_lived_fraction: float = 0.9  # a process sampled over this much of the steady window
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,22 @@ def least_squares_slope(points: Sequence[tuple[float, float]]) -> float:
     return sum((x - mean_x) * (y - mean_y) for x, y in points) / sxx
 
 
+def slope_stderr(points: Sequence[tuple[float, float]]) -> float:
+    """Standard error of the least-squares slope (how much noise alone moves it); 0 for
+    fewer than three points."""
+    n = len(points)
+    if n < 3:
+        return 0.0
+    slope = least_squares_slope(points)
+    mean_x = sum(x for x, _ in points) / n
+    mean_y = sum(y for _, y in points) / n
+    sxx = sum((x - mean_x) ** 2 for x, _ in points)
+    if sxx == 0:
+        return 0.0
+    residual = sum((y - mean_y - slope * (x - mean_x)) ** 2 for x, y in points)
+    return math.sqrt(residual / (n - 2) / sxx)
+
+
 def series_by_process(samples: Iterable[ProcSample]) -> list[Series]:
     """Samples grouped per pid (a replica's role is the last one seen: its model)."""
     grouped: dict[int, list[ProcSample]] = defaultdict(list)
@@ -158,10 +175,24 @@ def latencies(outcomes: Iterable[Outcome], *, kind: str, phase: str | None = Non
 
 def slopes(series: Series, window: tuple[float, float]) -> tuple[float, float, int]:
     """RSS bytes/min and fds/min over the samples inside `window`, and how many there were."""
+    rss, fds = _points(series, window)
+    return least_squares_slope(rss), least_squares_slope(fds), len(rss)
+
+
+def slope_errors(series: Series, window: tuple[float, float]) -> tuple[float, float]:
+    """Standard errors of `slopes()` (bytes/min, fds/min)."""
+    rss, fds = _points(series, window)
+    return slope_stderr(rss), slope_stderr(fds)
+
+
+def _points(
+    series: Series, window: tuple[float, float]
+) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
     inside = [s for s in series.samples if window[0] <= s.t_s <= window[1]]
-    rss = least_squares_slope([(s.t_s / 60, float(s.rss_bytes)) for s in inside])
-    fds = least_squares_slope([(s.t_s / 60, float(s.fds)) for s in inside])
-    return rss, fds, len(inside)
+    return (
+        [(s.t_s / 60, float(s.rss_bytes)) for s in inside],
+        [(s.t_s / 60, float(s.fds)) for s in inside],
+    )
 
 
 def long_lived(
@@ -193,8 +224,12 @@ def judge(
     wakes: int,
     exit_code: int | None,
     left_running: Sequence[int],
+    judged_roles: frozenset[str],
 ) -> list[Check]:
-    """Every invariant of the soak as a Check."""
+    """Every invariant of the soak as a Check. RSS and fd slopes are judged for the
+    long-lived processes whose role is in `judged_roles` (the activator, the fork server, the
+    replicas of the models kept warm); a replica of a woken model that happened to stay up is
+    reported, not judged (its first minutes are its model's load)."""
     checks: list[Check] = []
     good = [o for o in outcomes if o.kind != "hostile"]
     hostile = [o for o in outcomes if o.kind == "hostile"]
@@ -252,7 +287,9 @@ def judge(
             f"<= {_ms(targets.waking_p99_s)}",
         )
     )
-    lived = long_lived(series, window, targets.long_lived_fraction)
+    lived = [
+        s for s in long_lived(series, window, targets.long_lived_fraction) if s.role in judged_roles
+    ]
     roles = {s.role for s in lived}
     checks.append(
         Check(
