@@ -289,10 +289,23 @@ class ForkServer:
             await self._stderr_task
 
 
+class _PipeProtocol(asyncio.StreamReaderProtocol):
+    """A StreamReaderProtocol for a pipe: at EOF the transport closes, and the fd with it.
+
+    StreamReaderProtocol.eof_received() asks to keep the transport open (a socket's other half
+    may still write); uvloop honours that for pipes too, so without this every forked child
+    left its two pipe fds open in the activator until the garbage collector found them."""
+
+    def eof_received(self) -> bool:
+        super().eof_received()
+        return False
+
+
 async def _reader(fd: int) -> asyncio.StreamReader:
-    """An asyncio reader over the read end `fd` of a pipe (owned by it from now on)."""
+    """An asyncio reader over the read end `fd` of a pipe (owned by it from now on; closed
+    at EOF)."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=1 << 20)
     pipe = os.fdopen(fd, "rb", buffering=0)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+    await loop.connect_read_pipe(lambda: _PipeProtocol(reader), pipe)
     return reader
