@@ -5,9 +5,10 @@ handler a `web.Server` makes (runtime.direct_protocol), middlewares and `on_resp
 (runtime.direct_routing). Two needs have no public hook:
 
 - A request aiohttp cannot parse (request line, header, chunk framing, length) is answered by
-  `RequestHandler.handle_error` in text/plain, before any middleware runs; Thaw's error bodies
-  are JSON. `JsonErrorRunner` is an `AppRunner` whose server makes handlers of a subclass that
-  answers those (and the 500 of an exception that escaped every middleware) with
+  `RequestHandler.handle_error` in text/plain, before any middleware runs, and logged with its
+  traceback at ERROR; Thaw's error bodies are JSON, and such a request (the client's fault) is
+  one line at DEBUG. `JsonErrorRunner` is an `AppRunner` whose server makes handlers of a
+  subclass that answers those (and the 500 of an exception that escaped every middleware) with
   thawwire.bad_http's JSON. It relies on: `BaseRunner._make_server` (awaited by `setup()`),
   the keyword arguments a `Server` keeps for its handlers (`Server._kwargs`), and
   `RequestHandler(manager, loop=..., **kwargs)` calling `handle_error(request, status, exc,
@@ -44,8 +45,17 @@ class _JsonErrorHandler(RequestHandler):
         exc: BaseException | None = None,
         message: str | None = None,
     ) -> web.StreamResponse:
-        plain = super().handle_error(request, status, exc, message)
-        text = plain.text if isinstance(plain, web.Response) else None
+        if status < 500:
+            # A request that is not HTTP enough is the client's fault, and a hostile client
+            # can send one per connection: one line at debug, not aiohttp's traceback at error
+            # per request (a log an attacker could fill). The check below is aiohttp's own.
+            self.logger.debug("unparsable request from %s: %s", request.remote, exc)
+            if request.writer.output_size > 0:
+                raise ConnectionError("the answer has started: no error answer can follow")
+            text = message
+        else:
+            plain = super().handle_error(request, status, exc, message)
+            text = plain.text if isinstance(plain, web.Response) else None
         response = web.Response(
             body=error_body(status, text), status=status, content_type="application/json"
         )

@@ -12,6 +12,7 @@ import asyncio
 import gzip
 import inspect
 import json
+import logging
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -84,6 +85,21 @@ async def test_unparsable_requests_are_answered_in_json(port: int, data: bytes) 
     assert headers["content-type"] == "application/json"  # the connection ended: see _raw
     error = json.loads(body)["error"]
     assert isinstance(error, str) and error and "\n" not in error
+
+
+async def test_unparsable_requests_log_no_traceback_above_debug(
+    port: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="aiohttp")
+    for data in (
+        b"GET / HTTP/1.1\r\nBad Header\r\n\r\n",
+        b"GET /" + b"a" * 300 + b" HTTP/1.1\r\n\r\n",
+        b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
+    ):
+        assert (await _raw(port, data))[0] == 400
+    loud = [r for r in caplog.records if r.levelno > logging.DEBUG or r.exc_info]
+    assert not loud, [r.getMessage() for r in loud]
+    assert any("unparsable request" in r.getMessage() for r in caplog.records)
 
 
 async def test_an_exception_past_every_middleware_is_a_json_500(port: int) -> None:
