@@ -23,6 +23,11 @@ def _digest(i: int) -> str:
     return hashlib.sha256(str(i).encode()).hexdigest()
 
 
+def _tensor(name: str, dtype: str, shape: list[int], *, chunk: int, nbytes: int) -> dict[str, Any]:
+    return {"name": name, "dtype": dtype, "shape": shape, "chunk": chunk, "offset": 0,
+            "nbytes": nbytes}  # fmt: skip
+
+
 def _valid() -> dict[str, Any]:
     return {
         "format": "thaw-image",
@@ -35,11 +40,9 @@ def _valid() -> dict[str, Any]:
         "framework_versions": {"onnxruntime": "1.20"},
         "chunks": [{"digest": _digest(1), "size": 8192}, {"digest": _digest(2), "size": 16}],
         "tensors": [
-            {"name": "w", "dtype": "float32", "shape": [2, 512], "chunk": 0, "offset": 0,
-             "nbytes": 4096},
-            {"name": "b", "dtype": "bfloat16", "shape": [8], "chunk": 1, "offset": 0,
-             "nbytes": 16},
-        ],  # fmt: skip
+            _tensor("w", "float32", [2, 512], chunk=0, nbytes=4096),
+            _tensor("b", "bfloat16", [8], chunk=1, nbytes=16),
+        ],
         "artifacts": {"engine": {"digest": _digest(3), "size": 10}},
         "artifact_keys": {"engine": {"target": "cpu", "torch": "2.5"}},
     }

@@ -46,7 +46,7 @@ def _text(depth: int) -> st.SearchStrategy[str]:
     if depth == 0:
         return st.lists(field, max_size=4).map(" ".join)
     block = st.builds(
-        lambda name, body, list_form: f"{name} [ {{ {body} }} ]" if list_form else f"{name} {{ {body} }}",
+        lambda name, body, many: f"{name} [ {{ {body} }} ]" if many else f"{name} {{ {body} }}",
         _BLOCKS, _text(depth - 1), st.booleans(),
     )  # fmt: skip
     return st.lists(field | block, max_size=5).map("\n".join)
@@ -86,7 +86,7 @@ def _model(draw: st.DrawFn) -> tuple[bytes, dict[str, bytes]]:
     text = draw(_PLAUSIBLE | _text(3) | st.text(max_size=200))
     if draw(st.integers(0, 4)) == 0:  # damaged: cut short, or a byte changed
         cut = draw(st.integers(0, len(text)))
-        text = text[:cut] + draw(st.sampled_from(["", "{", "}", "\"", "\\", "\x00", "ÿ"]))
+        text = text[:cut] + draw(st.sampled_from(["", "{", "}", '"', "\\", "\x00", "ÿ"]))
     raw = text.encode("utf-8", "surrogatepass")
     if draw(st.integers(0, 9)) == 0:
         raw = draw(st.binary(max_size=64))  # not UTF-8 at all
