@@ -63,22 +63,30 @@ _SPECIAL = st.sampled_from(
 )  # fmt: skip
 
 
+_MISSING = object()
+
+
+def _step(parent: Any, key: str | int) -> Any:
+    """`parent[key]`, or _MISSING when `parent` has no such key or index."""
+    if isinstance(parent, dict) and isinstance(key, str):
+        return parent.get(key, _MISSING)
+    if isinstance(parent, list) and isinstance(key, int) and key < len(parent):
+        return parent[key]
+    return _MISSING
+
+
 @st.composite
 def _documents(draw: st.DrawFn) -> bytes:
     doc = _valid()
     for _ in range(draw(st.integers(1, 3))):
-        path = draw(_PATHS)
+        *walk, last = draw(_PATHS)
         parent: Any = doc
-        for key in path[:-1]:
-            parent = parent[key] if isinstance(parent, dict | list) else None
-        if not isinstance(parent, dict | list):
-            continue
+        for key in walk:  # an earlier change may have replaced or dropped a step of the path
+            parent = _step(parent, key)
         if isinstance(parent, dict) and draw(st.integers(0, 4)) == 0:
-            parent.pop(path[-1], None)
-        elif isinstance(parent, list) and path[-1] >= len(parent):
-            continue
-        else:
-            parent[path[-1]] = draw(_SPECIAL | json_values)
+            parent.pop(last, None)
+        elif _step(parent, last) is not _MISSING:
+            parent[last] = draw(_SPECIAL | json_values)
     data = json.dumps(doc).encode()
     if draw(st.integers(0, 5)) == 0:
         at = draw(st.integers(0, len(data) - 1))
