@@ -18,10 +18,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-__all__ = ["CI_EXAMPLES", "DEADLINE_MS", "LONG_EXAMPLES", "fuzz_target", "json_values"]
+__all__ = [
+    "CI_EXAMPLES",
+    "DEADLINE_MS",
+    "LONG_EXAMPLES",
+    "LONG_TIMEOUT_S",
+    "fuzz_target",
+    "json_values",
+]
 
 CI_EXAMPLES = 150
-LONG_EXAMPLES = 20_000
+LONG_EXAMPLES = 5_000
+LONG_TIMEOUT_S = 1_800  # pytest-timeout's 120 s is for one ordinary test, not 5,000 examples
 DEADLINE_MS = 2_000
 
 _CI = settings(
@@ -44,7 +52,9 @@ def fuzz_target(
 
     def pair(body: Callable[..., None]) -> tuple[Callable[..., None], Callable[..., None]]:
         ci = _CI(given(*strategies)(body))
-        long = pytest.mark.slow(_LONG(given(*strategies)(body)))
+        long = pytest.mark.slow(
+            pytest.mark.timeout(LONG_TIMEOUT_S)(_LONG(given(*strategies)(body)))
+        )
         return ci, long
 
     return pair
