@@ -185,7 +185,25 @@ def checked_shape(name: str, datatype: str, shape: Sequence[Any]) -> int:
             f"byte size overflow for input '{name}': element count ({count}) * data type "
             f"size ({item}) exceeds maximum allowed size ({_MAX_SIZE})"
         )
+    if count == 0 and not _holdable_empty(shape, datatype):
+        raise InvalidInput(
+            f"invalid shape for input '{name}': shape {_shape_text(shape)} holds no elements "
+            "but its other dimensions are too large for an array"
+        )
     return count
+
+
+def _holdable_empty(shape: Sequence[int], datatype: str) -> bool:
+    """Whether an array of this empty shape can exist: numpy multiplies the non-zero dims and
+    the item size (an object pointer for BYTES) and refuses past INT64_MAX, where Triton's
+    running product has long been 0 (found by tests/fuzz/test_fuzz_v2_codec.py)."""
+    nbytes = max(element_size(datatype), 8)
+    for dim in shape:
+        if dim:
+            nbytes *= dim
+            if nbytes > _MAX_SIZE:
+                return False
+    return True
 
 
 def _shape_text(shape: Sequence[Any]) -> str:

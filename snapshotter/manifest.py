@@ -232,7 +232,10 @@ def _tensor(value: Any, chunks: tuple[ChunkEntry, ...]) -> TensorEntry:
     _require(isinstance(value, dict), "a tensor must be an object")
     name = _name(value.get("name"), "tensor name")
     dtype = value.get("dtype")
-    _require(dtype in DTYPES, f"tensor {name!r}: unknown dtype {dtype!r}")
+    # A str first: a list or object is unhashable, and `in` on a dict would raise TypeError.
+    _require(
+        isinstance(dtype, str) and dtype in DTYPES, f"tensor {name!r}: unknown dtype {dtype!r}"
+    )
     raw_shape = value.get("shape")
     _require(isinstance(raw_shape, list) and len(raw_shape) <= 32, f"tensor {name!r}: bad shape")
     shape = tuple(_int(d, f"tensor {name!r} dimension", MAX_CHUNK_BYTES) for d in raw_shape)

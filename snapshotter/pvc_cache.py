@@ -74,17 +74,30 @@ class ChunkFill:
             os.ftruncate(self._fd, size)
             if direct:
                 self._direct = open_direct(self._temp, os.O_WRONLY)
+        except OSError as exc:
+            self.abort()
+            raise self._write_failed(exc) from exc
         except BaseException:
             self.abort()
             raise
 
     def write(self, offset: int, data: memoryview) -> None:
-        """Write `data` at `offset` (any order, from any thread)."""
+        """Write `data` at `offset` (any order, from any thread). A full disk (ENOSPC, EDQUOT)
+        or any other write failure is a SnapshotStoreError; the caller aborts the fill."""
         done = 0
-        if self._direct is not None:
-            done = self._write_direct(offset, data, aligned_prefix(data, offset))
-        while done < len(data):
-            done += os.pwrite(self._fd, data[done:], offset + done)
+        try:
+            if self._direct is not None:
+                done = self._write_direct(offset, data, aligned_prefix(data, offset))
+            while done < len(data):
+                done += os.pwrite(self._fd, data[done:], offset + done)
+        except OSError as exc:
+            raise self._write_failed(exc) from exc
+
+    def _write_failed(self, exc: OSError) -> SnapshotStoreError:
+        return SnapshotStoreError(
+            f"cannot write chunk {self.digest} into the cache at {self._cache.root}: "
+            f"{exc.strerror or exc}"
+        )
 
     def _write_direct(self, offset: int, data: memoryview, until: int) -> int:
         assert self._direct is not None
@@ -103,8 +116,15 @@ class ChunkFill:
     def commit(self) -> None:
         """Publish the chunk; call only after its bytes matched the digest."""
         self._close_direct()
-        self._cache.store.commit(self._fd, self._temp, self._final)
-        self._cache.store.mark_verified(self.digest)
+        store = self._cache.store
+        store.commit(self._fd, self._temp, self._final)
+        try:
+            store.mark_verified(self.digest)
+        except SnapshotStoreError:
+            # No room for the marker (a full disk): drop the chunk too, so the cache never
+            # holds an entry that is only half recorded.
+            store.delete_chunk(self.digest)
+            raise
 
     def abort(self) -> None:
         self._close_direct()

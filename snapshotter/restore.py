@@ -530,8 +530,15 @@ class ImageLoader:
         # Two chunks in flight: one chunk's digest check overlaps the next one's download.
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="thaw-fetch") as ex:
             futures = [ex.submit(self._fetch_one, c, dests[c.digest], tee) for c in chunks]
-            for future in futures:
-                future.result()
+            try:
+                for future in futures:
+                    future.result()
+            except BaseException:
+                # The restore has failed: chunks not started yet are never fetched (a store
+                # that refuses every GET is not asked again for each remaining chunk).
+                for future in futures:
+                    future.cancel()
+                raise
 
     def _fetch_one(self, chunk: ChunkEntry, dest: memoryview, tee: bool = True) -> None:
         """Ranged GETs straight into `dest`, teed into the cache file (unless `tee` is off);

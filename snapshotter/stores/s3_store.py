@@ -115,13 +115,31 @@ class S3Store:
 
     # -- manifests -------------------------------------------------------------------------
     def read_manifest(self, ref: ImageRef) -> bytes:
+        from botocore.exceptions import (
+            IncompleteReadError,
+            ReadTimeoutError,
+            ResponseStreamingError,
+        )
+
         key = self._key(ref.key, "manifest.json")
-        with _translated(
-            f"reading s3://{self.bucket}/{key}",
-            missing=ImageNotFound(f"no image {ref} in {self.uri}"),
-        ):
-            body = self.client.get_object(Bucket=self.bucket, Key=key)["Body"]
-            return bytes(body.read())
+        what = f"reading s3://{self.bucket}/{key}"
+        # As for chunks: botocore retries requests, not bodies; a reset or stall mid-body is
+        # retried here (the manifest is small: it is read again whole).
+        for attempt in range(1, self.config.stream_retries + 1):
+            try:
+                with _translated(what, missing=ImageNotFound(f"no image {ref} in {self.uri}")):
+                    body = self.client.get_object(Bucket=self.bucket, Key=key)["Body"]
+                    try:
+                        return bytes(body.read())
+                    finally:
+                        body.close()
+            except SnapshotStoreError as exc:
+                cause = exc.__cause__
+                streaming = (ResponseStreamingError, ReadTimeoutError, IncompleteReadError)
+                if attempt == self.config.stream_retries or not isinstance(cause, streaming):
+                    raise
+                logger.debug("retrying the manifest read of %s after %s", ref, cause)
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def write_manifest(self, ref: ImageRef, data: bytes) -> None:
         self._put(self._key(ref.key, "manifest.json"), data)
@@ -162,8 +180,13 @@ class S3Store:
             futures = [
                 pool.submit(self._get_range, key, digest, dest, o, n, on_bytes) for o, n in ranges
             ]
-            for future in futures:
-                future.result()
+            try:
+                for future in futures:
+                    future.result()
+            except BaseException:
+                for future in futures:  # the chunk is lost: ranges not started never start
+                    future.cancel()
+                raise
 
     def _get_range(
         self,

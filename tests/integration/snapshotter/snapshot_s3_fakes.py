@@ -30,24 +30,31 @@ class Faults:
 
     mode: str = "none"  # none | slowdown | reset | stall | truncate
     remaining: int = 0  # requests still to fault; -1: every one
+    where: str = "/chunks/"  # which objects' GETs are faulted (a key fragment: "/images/")
     stall_s: float = 30.0
     chunk_gets: int = 0
     faulted: int = 0
+    log: list[str] = field(default_factory=list)  # the paths faulted, in order
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def set(self, mode: str, count: int = -1) -> None:
+    def set(self, mode: str, count: int = -1, *, where: str = "/chunks/") -> None:
         with self.lock:
-            self.mode, self.remaining, self.faulted = mode, count, 0
+            self.mode, self.remaining, self.faulted, self.where = mode, count, 0, where
+            self.log = []
 
     def take(self, path: str, method: str) -> str:
         with self.lock:
-            if "/chunks/" not in path or method != "GET":
+            if method != "GET":
                 return "none"
-            self.chunk_gets += 1
+            if "/chunks/" in path:
+                self.chunk_gets += 1
+            if self.where not in path:
+                return "none"
             if self.mode == "none" or self.remaining == 0:
                 return "none"
             self.remaining -= 1 if self.remaining > 0 else 0
             self.faulted += 1
+            self.log.append(path)
             return self.mode
 
 

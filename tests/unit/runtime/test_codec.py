@@ -381,3 +381,15 @@ def test_a_long_bad_shape_is_shortened_in_the_message() -> None:
         _decode({"inputs": [_input("x", "FP32", [1] * 10_000 + [-1], [1.0])]})
     assert len(err.value.message) < 300
     assert "..." in err.value.message
+
+
+@pytest.mark.parametrize("datatype", ["FP32", "BYTES", "BOOL"])
+def test_an_empty_shape_too_large_for_an_array_is_invalid_input(datatype: str) -> None:
+    """Found by tests/fuzz/test_fuzz_v2_codec.py: a 0 dim keeps Triton's running element count
+    at 0, but numpy refuses the other dims' product (`ValueError: array is too big`, a 500)."""
+    shape = [808415646, 0, 51173656, 140265873881903056]
+    with pytest.raises(InvalidInput, match="too large for an array"):
+        _decode({"inputs": [_input("x", datatype, shape, [])]})
+    assert _decode({"inputs": [_input("x", datatype, [3, 0, 5], [])]}).inputs[0].data.shape == (
+        3, 0, 5,
+    )  # fmt: skip

@@ -105,6 +105,8 @@ def test_typed_contents(
         (lambda m: m.inputs[0].shape.__setitem__(0, -3), "Unable to parse 'shape'"),
         (lambda m: m.inputs[0].shape.__setitem__(0, 1 << 62), "byte size overflow"),
         (lambda m: m.inputs[0].shape.__setitem__(0, 4), "needs 16 bytes of binary data, got 12"),
+        # found by tests/fuzz: an empty shape whose other dims overflow was numpy's ValueError
+        (lambda m: m.inputs[0].shape.extend([0, 1 << 62]), "too large for an array"),
         (lambda m: m.inputs[0].parameters["shared_memory_region"].string_param, None),
     ],
 )  # fmt: skip

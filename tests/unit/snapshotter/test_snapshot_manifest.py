@@ -61,6 +61,9 @@ def test_round_trip_keeps_every_field() -> None:
         (lambda d: d["tensors"][0].update(chunk=5), "chunk"),
         (lambda d: d["tensors"][0].update(chunk=True), "must be an integer"),
         (lambda d: d["tensors"][0].update(dtype="object"), "unknown dtype"),
+        # found by tests/fuzz/test_fuzz_manifest.py: an unhashable dtype was a TypeError
+        (lambda d: d["tensors"][0].update(dtype=[]), "unknown dtype"),
+        (lambda d: d["tensors"][0].update(dtype={"a": 1}), "unknown dtype"),
         (lambda d: d["tensors"][0].update(shape=[2, "3"]), "must be an integer"),
         (lambda d: d["chunks"][0].update(size=1 << 60), "must be an integer in"),
         (lambda d: d["tensors"].append(dict(d["tensors"][0])), "duplicate tensor"),

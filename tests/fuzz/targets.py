@@ -1,0 +1,77 @@
+"""How the fuzz targets run: one property, two budgets (a bounded CI run, a `slow` long run).
+
+`fuzz_target(*strategies)` turns a property into a pair of pytest tests sharing its body: the
+CI one runs `CI_EXAMPLES` examples, the `slow`-marked one `LONG_EXAMPLES` (`make test-slow`).
+Each example has a deadline (`DEADLINE_MS`, generous for a loaded two-core machine): a decoder
+that spins on some input fails the test instead of hanging the suite. The CI run keeps no
+example database (nothing written into the tree); the long run keeps hypothesis's default one,
+so a failure found there is replayed first on the next long run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+__all__ = [
+    "CI_EXAMPLES",
+    "DEADLINE_MS",
+    "LONG_EXAMPLES",
+    "LONG_TIMEOUT_S",
+    "fuzz_target",
+    "json_values",
+]
+
+CI_EXAMPLES = 150
+LONG_EXAMPLES = 5_000
+LONG_TIMEOUT_S = 1_800  # pytest-timeout's 120 s is for one ordinary test, not 5,000 examples
+DEADLINE_MS = 2_000
+
+_CI = settings(
+    max_examples=CI_EXAMPLES,
+    deadline=timedelta(milliseconds=DEADLINE_MS),
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+_LONG = settings(
+    max_examples=LONG_EXAMPLES,
+    deadline=timedelta(milliseconds=DEADLINE_MS),
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+def fuzz_target(
+    *strategies: st.SearchStrategy[Any],
+) -> Callable[[Callable[..., None]], tuple[Callable[..., None], Callable[..., None]]]:
+    """(the CI test, the long `slow` test) of one property over `strategies`."""
+
+    def pair(body: Callable[..., None]) -> tuple[Callable[..., None], Callable[..., None]]:
+        ci = _CI(given(*strategies)(body))
+        long = pytest.mark.slow(
+            pytest.mark.timeout(LONG_TIMEOUT_S)(_LONG(given(*strategies)(body)))
+        )
+        return ci, long
+
+    return pair
+
+
+# Any JSON value, nested a few levels: what a hostile client can put in any field.
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(1 << 70), max_value=1 << 70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=12)
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: (
+        st.lists(inner, max_size=6) | st.dictionaries(st.text(max_size=8), inner, max_size=5)
+    ),
+    max_leaves=20,
+)

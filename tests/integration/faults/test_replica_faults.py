@@ -1,0 +1,139 @@
+"""Replica faults behind a real `thaw up`: a replica SIGKILLed mid-request, one that hangs, a
+warm pool process that dies, a model raising MemoryError. Models record every execution in a
+file (`make_execution_recorder`), so "not replayed" is read from what the models really ran."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.integration.activator.up_process import UpProcess, pid_alive
+from tests.integration.faults.conftest import REQUEST_TIMEOUT_S
+from tests.integration.faults.process_tree import children, wait_all_gone
+
+pytestmark = pytest.mark.integration
+
+
+def _body(delay_s: float) -> dict[str, object]:
+    return {"inputs": [{"name": "DELAY_S", "datatype": "FP32", "shape": [1], "data": [delay_s]}]}
+
+
+def _infer(up: UpProcess, model: str, delay_s: float) -> requests.Response:
+    return requests.post(f"{up.url}/v2/models/{model}/infer", json=_body(delay_s), timeout=60)
+
+
+def _in_background(up: UpProcess, model: str, delay_s: float) -> Future[requests.Response]:
+    pool = ThreadPoolExecutor(max_workers=1)
+    future = pool.submit(_infer, up, model, delay_s)
+    pool.shutdown(wait=False)
+    return future
+
+
+def _executions(repo: Path, model: str) -> list[tuple[int, float]]:
+    path = repo / model / "executions"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [(int(pid), float(delay)) for pid, delay in (line.split() for line in lines)]
+
+
+def _wait_executions(repo: Path, model: str, count: int, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while len(_executions(repo, model)) < count:
+        assert time.monotonic() < deadline, f"model {model} never ran {count} requests"
+        time.sleep(0.02)
+
+
+def test_a_replica_killed_mid_request_is_a_json_502_and_never_replayed(
+    up: UpProcess, faults_repo: Path
+) -> None:
+    answer = _in_background(up, "victim", 2.0)
+    _wait_executions(faults_repo, "victim", 1)
+    [(pid, _)] = _executions(faults_repo, "victim")
+    assert [r["pid"] for r in up.model("victim")["replicas"]] == [pid]
+    killed = time.monotonic()
+    os.kill(pid, signal.SIGKILL)
+    r = answer.result(30)
+    took = time.monotonic() - killed
+    assert r.status_code == 502, r.text
+    assert "error" in r.json() and "replica" in r.json()["error"]
+    assert took < 1.0, f"the 502 took {took:.2f} s after the kill"
+    time.sleep(1.0)  # a replay would reach the model on a new replica by now
+    assert len(_executions(faults_repo, "victim")) == 1, "the failed request was replayed"
+    # The next request wakes a new replica and succeeds; it is the model's second execution.
+    ok = _infer(up, "victim", 0.0)
+    assert ok.status_code == 200, ok.text
+    runs = _executions(faults_repo, "victim")
+    assert len(runs) == 2 and runs[1][0] != pid
+
+
+def test_a_hung_replica_is_a_json_504_at_the_request_deadline(
+    up: UpProcess, faults_repo: Path
+) -> None:
+    _infer(up, "hang", 0.0).raise_for_status()  # warm: the deadline is the request's alone
+    started = time.monotonic()
+    r = _infer(up, "hang", 60.0)
+    took = time.monotonic() - started
+    assert r.status_code == 504, r.text
+    assert "did not answer" in r.json()["error"] or "timed out" in r.json()["error"]
+    assert REQUEST_TIMEOUT_S <= took < REQUEST_TIMEOUT_S + 1.5, f"504 after {took:.2f} s"
+    assert len(_executions(faults_repo, "hang")) == 2  # ran once, never retried elsewhere
+
+
+def test_a_models_memory_error_fails_only_its_request(up: UpProcess, faults_repo: Path) -> None:
+    _infer(up, "oom", 0.0).raise_for_status()
+    [(pid, _)] = _executions(faults_repo, "oom")
+    r = _infer(up, "oom", -1.0)
+    assert r.status_code == 500, r.text
+    assert "MemoryError" in r.json()["error"] and "ran out of memory" in r.json()["error"]
+    again = _infer(up, "oom", 0.0)
+    assert again.status_code == 200, again.text
+    assert [p for p, _ in _executions(faults_repo, "oom")] == [pid, pid, pid]  # same replica
+    assert pid_alive(pid)
+
+
+def _pool_pids(up: UpProcess) -> list[int]:
+    """Idle warm-pool processes: the fork server's children that serve no model."""
+    replicas = {r["pid"] for m in up.get("/thaw/status")["models"] for r in m["replicas"]}
+    [fork_server] = children(up.proc.pid)
+    return [p for p in children(fork_server) if p not in replicas]
+
+
+def test_dead_pool_processes_are_replaced_and_wake_ups_still_succeed(up: UpProcess) -> None:
+    up.wait_for(lambda: up.get("/thaw/status")["warm_pool"]["ready"] >= 1, 30, "a ready pool")
+    before = up.get("/thaw/status")["warm_pool"]
+    idle = _pool_pids(up)
+    for pid in idle:  # every idle process at once: the pool is dry until it refills
+        os.kill(pid, signal.SIGKILL)
+    assert not wait_all_gone(idle, 10)
+    started = time.monotonic()
+    up.wait_for(
+        lambda: (
+            (pool := up.get("/thaw/status")["warm_pool"])["ready"] >= 1
+            and pool["starts"] >= before["starts"] + 1
+            and not set(_pool_pids(up)) & set(idle)
+        ),
+        30,
+        "the pool to replace its dead processes",
+    )
+    replaced_s = time.monotonic() - started
+    fresh = _pool_pids(up)
+    r = _infer(up, "pooled", 0.0)  # a wake-up claims a replacement
+    assert r.status_code == 200, r.text
+    [replica] = [x["pid"] for x in up.model("pooled")["replicas"]]
+    assert replica in fresh and replica not in idle
+    print(f"{len(idle)} pool processes killed, replaced in {replaced_s:.2f} s")
+
+
+def test_killing_the_dead_pool_process_left_no_zombie(up: UpProcess) -> None:
+    """Every child the fork server has is a process someone uses (no unreaped zombies)."""
+    [fork_server] = children(up.proc.pid)
+    for pid in children(fork_server):
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        assert state != "Z", f"pid {pid} is a zombie"
+    assert threading.active_count() >= 1
