@@ -6,7 +6,10 @@
     for everyone (runtime.pystub.inbox): no reader thread, no hand-off per message
 
 A decoupled model's sends, from any of its threads, go straight to the channel. When the
-server goes away the inbox sees the end of the stream and the process exits.
+server goes away the inbox sees the end of the stream and the process exits; a stub busy in
+the model's code when that happens (a long `execute`) would only see it after, so a watch
+thread exits it as soon as its server is gone (as Triton's stubs watch their server's health):
+a SIGKILLed server leaves no stub behind.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import logging
 import os
 import socket
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +32,24 @@ from runtime.pystub.stub_host import StubHost
 from runtime.pystub.wire import Channel, ChannelClosed, Message
 
 logger = logging.getLogger("runtime.pystub")
+
+PARENT_POLL_S = 0.5
+"""How often the stub checks that the server that started it is still its parent."""
+
+
+def exit_with_parent(poll_s: float = PARENT_POLL_S) -> threading.Thread:
+    """Start a daemon thread that exits this process once its parent (the server) is gone."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_s)
+        logger.warning("the server (pid %d) is gone: the stub exits", parent)
+        os._exit(1)
+
+    thread = threading.Thread(target=watch, name="thaw-stub-parent-watch", daemon=True)
+    thread.start()
+    return thread
 
 
 class Stub:
@@ -146,6 +169,7 @@ def main(argv: list[str]) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    exit_with_parent()
     sock = socket.socket(fileno=int(argv[1]))
     stub = Stub(Channel(sock))
     pb_utils.install_host(stub.host)
