@@ -31,6 +31,7 @@ def up(faults_repo: Path) -> Iterator[UpProcess]:
         "--no-image-build",
         "--cache", str(faults_repo.parent / "cache"),
         "--request-timeout-s", str(REQUEST_TIMEOUT_S),
+        "--drain-timeout-s", "2",  # the hung model's replica is still sleeping at the end
         "--log-level", "info",
     )  # fmt: skip
     yield server
