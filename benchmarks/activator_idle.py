@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 import psutil  # noqa: E402
 
 from benchmarks.cold_start import Up, timed_infer  # noqa: E402
+from benchmarks.machine import machine_line  # noqa: E402
 from benchmarks.multi_model_wake import EXAMPLE, prepare, settle  # noqa: E402
 
 MiB = 2**20
@@ -87,10 +88,7 @@ def report(results: dict[str, Any]) -> str:
         f"\nactivator at idle: {a['cpu_percent']:.2f}% CPU, {a['rss_bytes'] / MiB:.0f} MiB RSS "
         f"(goal < 1% and < 100 MB: {ok}); sampled over {results['seconds']:g} s"
     )
-    lines.append(
-        f"machine: {os.cpu_count()} CPUs, 1-min load average {results['load'][0]:.1f} at start, "
-        f"{results['load'][1]:.1f} at end (other work shares these CPUs)"
-    )
+    lines.append(machine_line(*results["load"][:2]))
     return "\n".join(lines)
 
 

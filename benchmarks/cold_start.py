@@ -35,6 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.machine import machine_line
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -532,10 +534,7 @@ def report(results: dict[str, Any]) -> str:
         f"req/s ({100 * o['activator']['rps'] / o['direct']['rps']:.0f}%)"
     )
     lines.append(f"\nimage builds: {results.get('image_builds')}")
-    lines.append(
-        f"machine: {os.cpu_count()} CPUs, 1-min load average {results['loadavg_start']:.1f} at "
-        f"start, {results['loadavg_end']:.1f} at end (other work shares these CPUs)"
-    )
+    lines.append(machine_line(results["loadavg_start"], results["loadavg_end"]))
     return "\n".join(lines)
 
 

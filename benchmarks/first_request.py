@@ -47,6 +47,7 @@ from benchmarks.cold_start import (  # noqa: E402
     thaw_cold_starts,
     timed_infer,
 )
+from benchmarks.machine import machine_line  # noqa: E402
 
 
 def build_store(repo: Path, models: list[Model], store: Path) -> None:
@@ -151,10 +152,7 @@ def report(results: dict[str, Any]) -> str:
             f"{statistics.median(r['since_start_at_ready']):.2f} s (median); image states "
             f"{r.get('image_states')}"
         )
-    lines.append(
-        f"\nmachine: {os.cpu_count()} CPUs, 1-min load average {results['load'][0]:.1f} at "
-        f"start, {results['load'][1]:.1f} at end (other work shares these CPUs)"
-    )
+    lines.append("\n" + machine_line(*results["load"][:2]))
     return "\n".join(lines)
 
 

@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.cold_start import Model, Up, timed_infer  # noqa: E402
+from benchmarks.machine import machine_line  # noqa: E402
 
 EXAMPLE = [
     Model("resnet50", "model.onnx", "input", (1, 3, 224, 224), "onnxruntime"),
@@ -203,10 +204,7 @@ def report(results: dict[str, Any]) -> str:
                     f"| {name} | {isolated:.3f} s | {old['first'][name]:.3f} s | {again:.3f} s "
                     f"| {again / isolated:.1f}x |"
                 )
-    lines.append(
-        f"\nmachine: {os.cpu_count()} CPUs, 1-min load average {results['load'][0]:.1f} at "
-        f"start, {results['load'][1]:.1f} at end (other work shares these CPUs)"
-    )
+    lines.append("\n" + machine_line(*results["load"][:2]))
     return "\n".join(lines)
 
 

@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.machine import machine_line
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -152,10 +154,7 @@ def report(r: dict[str, Any]) -> str:
         "all (PSS sums to what the processes use together): "
         + ", ".join(f"{c} idle: {_pool_total(m) / MiB:.0f} MiB" for c, m in f["idle"].items())
     )
-    lines.append(
-        f"machine: {os.cpu_count()} CPUs, 1-min load average {r['load'][0]:.1f} at start, "
-        f"{r['load'][1]:.1f} at end (other work shares these CPUs)"
-    )
+    lines.append(machine_line(*r["load"][:2]))
     return "\n".join(lines)
 
 

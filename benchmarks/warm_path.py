@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.cold_start import Model, Up, _latency_and_throughput, timed_infer
+from benchmarks.machine import machine_line
 
 SIDES = ("replica", "in_path", "direct")
 
@@ -119,8 +120,7 @@ def report(results: dict[str, Any]) -> str:
     start, end = results["loadavg"]
     lines.append(
         f"\nconnections of `tiny` at the front door: {results['handoffs']}\n"
-        f"machine: {os.cpu_count()} CPUs, 1-min load average {start:.1f} at start, {end:.1f} "
-        "at end (other work shares these CPUs)"
+        + machine_line(start, end)
     )
     return "\n".join(lines)
 
