@@ -5,15 +5,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import math
 import os
-import signal
-import socket
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +21,7 @@ from activator.pool_policy import PoolSettings
 from activator.scaler.backend import ScalerKind
 from activator.scaler.kube_config import KubernetesConfig
 from activator.scaler.local_config import LocalConfig
+from activator.serving import ListenError, loop_factory, serve
 from thawwire.connection_limits import LIMIT_RANGES, ConnectionLimits, out_of_range
 
 __all__ = ["register", "run"]
@@ -426,9 +423,9 @@ def run(args: argparse.Namespace) -> int:
     if config.host_cache_bytes > 0:
         config = dataclasses.replace(config, host_cache_dir=make_tier_dir())
     try:
-        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        with asyncio.Runner(loop_factory=loop_factory()) as runner:
             runner.run(serve(config, repository))
-    except _ListenError as exc:
+    except ListenError as exc:
         print(f"thaw up: error: {exc}", file=sys.stderr)
         return 1
     except ScalerUnavailable as exc:
@@ -468,160 +465,3 @@ def _fd_bounded(limits: ConnectionLimits, *, explicit: bool) -> ConnectionLimits
     log = logger.warning if explicit else logger.info
     log("connection cap %d per port: what the open-file limit leaves (not %d)", room, cap)
     return dataclasses.replace(limits, max_connections=room)
-
-
-class _ListenError(Exception):
-    """The activator could not bind its listen address."""
-
-
-def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """uvloop when installed (the proxy's per-request cost roughly halves), else asyncio's."""
-    try:
-        import uvloop
-    except ImportError:
-        return None
-    return uvloop.new_event_loop
-
-
-async def serve(config: ActivatorConfig, repository: Any = None) -> None:
-    """Serve until SIGTERM/SIGINT, then stop accepting, drain and stop every replica."""
-    from activator.app import CONNECTIONS, FLEET, build_app
-    from activator.front_door import FrontDoor
-    from thawwire.aiohttp_compat import JsonErrorRunner
-    from thawwire.handoff_protocol import listening_line
-
-    # Bound before the app starts: replicas (the warm pool starts with the app) are told
-    # the front door's address, which --port 0 only fixes here.
-    try:
-        listener = _listen(config.host, config.port)
-    except OSError as exc:  # port taken, address not local or not resolvable
-        reason = exc.strerror or str(exc)
-        raise _ListenError(f"cannot listen on {config.host}:{config.port}: {reason}") from None
-    port = listener.getsockname()[1]
-    config = dataclasses.replace(config, port=port)
-    if isinstance(config.scaler, LocalConfig):
-        local = dataclasses.replace(config.scaler, front_door_url=_front_door_url(listener))
-        config = dataclasses.replace(config, scaler=local)
-    app = build_app(config, repository=repository)
-    # auto_decompress off: compressed bodies pass through to the replica untouched. Requests
-    # aiohttp cannot parse are answered in JSON, as every other error.
-    runner = JsonErrorRunner(
-        app,
-        handler_cancellation=True,
-        access_log=None,
-        shutdown_timeout=30,
-        auto_decompress=False,
-    )
-    try:
-        await runner.setup()
-    except ScalerUnavailable:
-        listener.close()
-        with contextlib.suppress(Exception):
-            await runner.cleanup()
-        raise
-    assert runner.server is not None  # set by setup()
-    try:
-        extra = await _start_triton_ports(config, app)
-    except OSError as exc:
-        await runner.cleanup()
-        raise _ListenError(str(exc)) from None
-    door = FrontDoor(
-        listener, runner.server, app[FLEET].endpoints, app[FLEET].metrics,
-        guard=app[CONNECTIONS],
-    )  # fmt: skip
-    door.start()
-    for line in extra.lines:
-        print(line, flush=True)
-    print(listening_line(f"http://{config.host}:{port}"), flush=True)
-    logger.info("thaw up: %d models at http://%s:%d", len(repository.names()), config.host, port)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        await stop.wait()
-    finally:
-        logger.info("thaw up: stopping (draining requests and replicas)")
-        await door.close()
-        await extra.close(config.drain_timeout_s)
-        with contextlib.suppress(Exception):
-            await runner.cleanup()
-
-
-@dataclasses.dataclass
-class _TritonPorts:
-    """The gRPC server and the metrics port of one `thaw up`, and their announcement lines."""
-
-    lines: list[str]
-    grpc: Any = None  # grpc.aio.Server
-    surface: Any = None  # activator.grpc_surface.GrpcSurface
-    metrics: Any = None  # aiohttp AppRunner
-    metrics_listener: Any = None  # asyncio.Server
-
-    async def close(self, grace_s: float) -> None:
-        """Stop the gRPC server (calls in flight get `grace_s`), then the metrics port."""
-        if self.grpc is not None:
-            await self.grpc.stop(grace_s)
-            await self.surface.forwarder.close()
-        if self.metrics_listener is not None:
-            self.metrics_listener.close()
-        if self.metrics is not None:
-            await self.metrics.cleanup()
-
-
-async def _start_triton_ports(config: ActivatorConfig, app: Any) -> _TritonPorts:
-    """Bind the gRPC and metrics ports the config asks for; OSError names one that failed."""
-    from aiohttp import web
-
-    from activator.app import CONNECTIONS, FLEET, metrics_app
-    from thawwire.handoff_protocol import Surface, surface_line
-
-    ports = _TritonPorts(lines=[])
-    try:
-        if config.grpc_port is not None:
-            from activator.grpc_surface import GrpcSurface, start_grpc_server
-
-            ports.surface = GrpcSurface(app[FLEET])
-            ports.grpc, address = await start_grpc_server(
-                ports.surface, config.host, config.grpc_port,
-                max_message_bytes=config.max_body_bytes, limits=config.connections,
-            )  # fmt: skip
-            ports.lines.append(surface_line(Surface.GRPC, address))
-            logger.info("thaw up: gRPC on %s", address)
-        if config.metrics_port is not None:
-            metrics = metrics_app(app[FLEET])
-            ports.metrics = web.AppRunner(metrics, access_log=None)
-            await ports.metrics.setup()
-            factory = metrics[CONNECTIONS].protocol_factory(ports.metrics.server)
-            try:
-                ports.metrics_listener = await asyncio.get_running_loop().create_server(
-                    factory, config.host, config.metrics_port
-                )
-            except OSError as exc:
-                raise OSError(
-                    f"cannot listen on {config.host}:{config.metrics_port}: {exc.strerror or exc}"
-                ) from exc
-            bound = ports.metrics_listener.sockets[0].getsockname()[1]
-            ports.lines.append(surface_line(Surface.METRICS, f"http://{config.host}:{bound}"))
-    except BaseException:
-        await ports.close(0)
-        raise
-    return ports
-
-
-def _listen(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on the first address `host` resolves to."""
-    family, _, _, _, address = socket.getaddrinfo(
-        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-    )[0]
-    return socket.create_server(address[:2], family=family, backlog=1024)
-
-
-def _front_door_url(listener: socket.socket) -> str:
-    """How a local replica reaches the listener (a wildcard address means loopback)."""
-    host, port = listener.getsockname()[:2]
-    if host in ("0.0.0.0", ""):
-        host = "127.0.0.1"
-    elif host == "::":
-        host = "::1"
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
