@@ -40,14 +40,10 @@ import json
 import os
 import random
 import shutil
-import signal
-import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -61,7 +57,7 @@ sys.path.insert(0, str(ROOT))
 import tritonclient.grpc as grpcclient  # noqa: E402
 import tritonclient.http as httpclient  # noqa: E402
 
-from benchmarks import soak_stats  # noqa: E402
+from benchmarks import soak_report, soak_stats  # noqa: E402
 from benchmarks.soak_stats import Outcome, ProcSample, Targets  # noqa: E402
 from benchmarks.soak_traffic import (  # noqa: E402
     HOSTILE_CASES,
@@ -72,7 +68,7 @@ from benchmarks.soak_traffic import (  # noqa: E402
     hostile,
     http_infer,
 )
-from thawwire.handoff_protocol import Surface, listening_url, surface_address  # noqa: E402
+from benchmarks.soak_up import Up, build_repository, cold_starts, wait  # noqa: E402
 
 WARM = [m for m in MODELS if m.warm]
 WAKE = [m for m in MODELS if not m.warm]
@@ -97,107 +93,6 @@ class SoakConfig:
     @property
     def baseline_s(self) -> float:
         return min(30.0, 0.1 * self.duration_s)
-
-
-def build_repository(repo: Path) -> None:
-    """The soak's models (tests/fixtures/models.py builders), written once."""
-    from tests.fixtures import models
-
-    repo.mkdir(parents=True, exist_ok=True)
-    for spec in MODELS:
-        if not (repo / spec.name / "config.pbtxt").is_file():
-            getattr(models, spec.builder)(repo, spec.name)
-
-
-# ---- thaw up ------------------------------------------------------------------------------------
-
-
-class Up:
-    """`thaw up` on loopback with the soak's flags; `url`, `grpc_address`, `get()`, `stop()`."""
-
-    def __init__(self, cfg: SoakConfig, repo: Path) -> None:
-        self.log_path = cfg.out / "thaw-up.log"
-        argv = [
-            sys.executable,
-            "-m",
-            "thaw.cli",
-            "up",
-            str(repo),
-            "--port",
-            "0",
-            "--cache",
-            str(cfg.work / "cache"),
-            "--warm-pool",
-            "1",
-            "--pool-window-s",
-            str(cfg.pool_window_s),
-            "--scale-to-zero-grace-s",
-            str(cfg.grace_s),
-            "--stable-window-s",
-            "6",
-            "--activation-timeout-s",
-            str(cfg.client_timeout_s),
-            "--max-body-bytes",
-            str(4 << 20),
-            "--log-level",
-            "warning",
-        ]
-        self.argv = argv
-        self._log = self.log_path.open("wb")
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self._log, cwd=ROOT)
-        self.url = ""
-        self.grpc_address = ""
-        assert self.proc.stdout is not None
-        deadline = time.monotonic() + 120
-        while not self.url and time.monotonic() < deadline:
-            line = self.proc.stdout.readline().decode()
-            if not line:
-                break
-            surface = surface_address(line.strip())
-            if surface is not None and surface[0] is Surface.GRPC:
-                self.grpc_address = surface[1]
-            self.url = listening_url(line.strip()) or ""
-        if not self.url or not self.grpc_address:
-            self.stop()
-            raise RuntimeError(f"thaw up did not start; see {self.log_path}")
-        self.host, port = self.url.removeprefix("http://").rsplit(":", 1)
-        self.port = int(port)
-        self.grpc_port = int(self.grpc_address.rsplit(":", 1)[1])
-
-    @property
-    def hostport(self) -> str:
-        return self.url.removeprefix("http://")
-
-    def get(self, path: str) -> Any:
-        with urllib.request.urlopen(self.url + path, timeout=30) as resp:
-            body = resp.read()
-        return json.loads(body) if path != "/metrics" else body.decode()
-
-    def ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(self.url + "/v2/health/ready", timeout=30) as resp:
-                return bool(resp.status == 200)
-        except urllib.error.HTTPError:
-            return False
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(90)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        code = self.proc.wait()
-        self._log.close()
-        return code
-
-
-def wait(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 # ---- the run ------------------------------------------------------------------------------------
@@ -437,24 +332,16 @@ def reference_wakes(soak: Soak) -> list[float]:
     return times
 
 
-def cold_starts(metrics_text: str) -> dict[str, int]:
-    from prometheus_client.parser import text_string_to_metric_families
-
-    counts: dict[str, int] = {}
-    for family in text_string_to_metric_families(metrics_text):
-        for s in family.samples:
-            if s.name == "thaw_cold_start_seconds_count" and s.labels.get("phase") == "total":
-                counts[s.labels["model"]] = int(s.value)
-    return counts
-
-
 def run(cfg: SoakConfig) -> dict[str, Any]:
     cfg.out.mkdir(parents=True, exist_ok=True)
     repo = cfg.work / "repo"
     build_repository(repo)
     shutil.rmtree(cfg.work / "cache", ignore_errors=True)
     load = [os.getloadavg()[0]]
-    up = Up(cfg, repo)
+    up = Up(
+        repo, out=cfg.out, cache=cfg.work / "cache", pool_window_s=cfg.pool_window_s,
+        grace_s=cfg.grace_s, activation_timeout_s=cfg.client_timeout_s,
+    )  # fmt: skip
     soak = Soak(cfg, up)
     sampler = threading.Thread(target=soak.sampler, daemon=True)
     exit_code: int | None = None
@@ -564,8 +451,8 @@ def run(cfg: SoakConfig) -> dict[str, Any]:
         "cold_starts": wakes,
         "max_held_seen": soak.max_held,
         "tallies": soak_stats.tallies(soak.outcomes),
-        "latency": _latency_table(soak.outcomes),
-        "processes": _process_table(series, window, targets),
+        "latency": soak_report.latency_table(soak.outcomes),
+        "processes": soak_report.process_table(series, window, targets, JUDGED_ROLES),
         "targets": asdict(targets),
         "processes_seen": len(soak.pids_seen),
         "checks": [asdict(c) for c in checks],
@@ -584,113 +471,6 @@ def _alive(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
-
-
-def _latency_table(outcomes: list[Outcome]) -> list[dict[str, Any]]:
-    rows = []
-    groups: dict[tuple[str, str], list[float]] = {}
-    for o in outcomes:
-        if o.result in ("ok", "refused"):  # answered (abandoned ones linger on purpose)
-            groups.setdefault((o.kind, o.phase), []).append(o.latency_s)
-    for (kind, phase), values in sorted(groups.items()):
-        rows.append(
-            {
-                "kind": kind,
-                "phase": phase,
-                "n": len(values),
-                "p50_ms": 1000 * soak_stats.percentile(values, 50),
-                "p99_ms": 1000 * soak_stats.percentile(values, 99),
-                "max_ms": 1000 * max(values),
-            }
-        )
-    return rows
-
-
-def _process_table(
-    series: list[soak_stats.Series], window: tuple[float, float], targets: Targets
-) -> list[dict[str, Any]]:
-    lived = {s.pid for s in soak_stats.long_lived(series, window, targets.long_lived_fraction)}
-    rows = []
-    for s in series:
-        if s.pid not in lived:
-            continue
-        rss, fds, n = soak_stats.slopes(s, window)
-        rss_se, fds_se = soak_stats.slope_errors(s, window)
-        inside = [x for x in s.samples if window[0] <= x.t_s <= window[1]]
-        rows.append(
-            {
-                "role": s.role,
-                "pid": s.pid,
-                "samples": n,
-                "rss_first_mib": inside[0].rss_bytes / 2**20,
-                "rss_last_mib": inside[-1].rss_bytes / 2**20,
-                "rss_slope_mib_per_min": rss / 2**20,
-                "rss_slope_se_mib_per_min": rss_se / 2**20,
-                "judged": s.role in JUDGED_ROLES,
-                "fds_min": min(x.fds for x in inside),
-                "fds_max": max(x.fds for x in inside),
-                "fd_slope_per_min": fds,
-                "fd_slope_se_per_min": fds_se,
-            }
-        )
-    short = [s for s in series if s.pid not in lived]
-    rows.append(
-        {
-            "role": f"short-lived (pool processes, replicas of woken models): {len(short)}",
-            "pid": None,
-        }
-    )
-    return rows
-
-
-def markdown(report: dict[str, Any]) -> str:
-    out = ["| check | held | measured | limit |", "|---|---|---|---|"]
-    out += [
-        f"| {c['name']} | {'yes' if c['held'] else '**NO**'} | {c['measured']} | {c['limit']} |"
-        for c in report["checks"]
-    ]
-    out += ["", "| class | sent | results |", "|---|---|---|"]
-    for klass, row in report["tallies"].items():
-        results = ", ".join(f"{k} {v}" for k, v in row.items() if k != "sent")
-        out.append(f"| {klass} | {row['sent']} | {results} |")
-    out += ["", "| kind | phase | n | p50 | p99 | max |", "|---|---|---|---|---|---|"]
-    for r in report["latency"]:
-        out.append(
-            f"| {r['kind']} | {r['phase']} | {r['n']} | {r['p50_ms']:.1f} ms | "
-            f"{r['p99_ms']:.1f} ms | {r['max_ms']:.1f} ms |"
-        )
-    out += [
-        "",
-        "| process (judged?) | pid | samples | RSS first → last | RSS slope ± s.e. | fds min-max "
-        "| fd slope ± s.e. |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for p in report["processes"]:
-        if p["pid"] is None:
-            out.append(f"| {p['role']} | | | | | | |")
-            continue
-        out.append(
-            f"| {p['role']} ({'yes' if p['judged'] else 'no'}) | {p['pid']} | {p['samples']} | "
-            f"{p['rss_first_mib']:.1f} → {p['rss_last_mib']:.1f} MiB | "
-            f"{p['rss_slope_mib_per_min']:+.3f} ± {p['rss_slope_se_mib_per_min']:.3f} MiB/min | "
-            f"{p['fds_min']}-{p['fds_max']} | "
-            f"{p['fd_slope_per_min']:+.2f} ± {p['fd_slope_se_per_min']:.2f} /min |"
-        )
-    wake_counts = ", ".join(f"{k} {v}" for k, v in sorted(report["cold_starts"].items()))
-    out += [
-        "",
-        f"cold starts (thaw_cold_start_seconds_count): {wake_counts}; most requests seen "
-        f"held at once (status every {report['config']['sample_s']:g} s): "
-        f"{report['max_held_seen']}; reference wakes (isolated, each model): "
-        + ", ".join(f"{1000 * t:.0f} ms" for t in report["reference_wakes_s"]),
-        f"machine: {report['cpus']} CPUs, 1-min load average {report['load_average'][0]:.1f} at "
-        f"start, {report['load_average'][1]:.1f} at end; processes seen: "
-        f"{report['processes_seen']}",
-    ]
-    if report["notes"]:
-        out += ["", "notes: " + "; ".join(report["notes"][:20])]
-    out.append("\nverdict: " + ("PASSED" if report["passed"] else "FAILED"))
-    return "\n".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -756,7 +536,7 @@ def main(argv: list[str] | None = None) -> int:
         ),
     )
     report = run(cfg)
-    text = markdown(report)
+    text = soak_report.markdown(report)
     (cfg.out / "soak-report.json").write_text(json.dumps(report, indent=2))
     (cfg.out / "soak-report.md").write_text(text + "\n")
     print(text)
