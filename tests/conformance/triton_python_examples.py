@@ -1,6 +1,9 @@
-"""Run Triton python_backend's own `examples/`, unchanged, against `thaw serve`; report each.
+"""Run Triton python_backend's own `examples/`, unchanged, against `thaw serve` (or, with
+`--server up`, through `thaw up`: every model at zero, woken by the example's first request);
+report each.
 
     .venv/bin/python -m tests.conformance.triton_python_examples [--mirror GIT_DIR] [--ref HEAD]
+        [--server serve|up]
 
 Triton's examples are never part of this project: they are read at run time from a local git
 mirror of triton-inference-server/python_backend (`--mirror`, default
@@ -25,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.fixtures.serve_process import ServeProcess
+from tests.integration.activator.up_process import UpProcess
 
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PORTS = (8000, 8001, 8002)
@@ -120,7 +124,9 @@ def _serve_flags() -> set[str]:
     return {word.rstrip(",=") for word in out.split() if word.startswith("--")}
 
 
-def run_example(example: Example, mirror: Path, ref: str, flags: set[str]) -> tuple[str, str]:
+def run_example(
+    example: Example, mirror: Path, ref: str, flags: set[str], server_kind: str = "serve"
+) -> tuple[str, str]:
     """(outcome, detail) for one example: passed | failed | skipped."""
     if example.grpc and "--grpc-port" not in flags:
         return "skipped", "its client uses gRPC; `thaw serve` has no --grpc-port yet"
@@ -145,9 +151,11 @@ def run_example(example: Example, mirror: Path, ref: str, flags: set[str]) -> tu
         if "--metrics-port" in flags:
             args += ["--metrics-port", "8002"]
         try:
-            server = _serve_on_8000(repo, args)
+            server: ServeProcess | UpProcess = (
+                _up_on_8000(repo, args) if server_kind == "up" else _serve_on_8000(repo, args)
+            )
         except RuntimeError as exc:
-            return "failed", f"thaw serve did not become ready: {str(exc)[-300:]}"
+            return "failed", f"thaw {server_kind} did not become ready: {str(exc)[-300:]}"
         try:
             proc = subprocess.run(
                 [sys.executable, str(root / "client.py")],
@@ -170,6 +178,12 @@ def _serve_on_8000(repo: Path, args: list[str]) -> ServeProcess:
     return server
 
 
+def _up_on_8000(repo: Path, args: list[str]) -> UpProcess:
+    # The examples' own clients load nothing: every model starts at zero and wakes on its
+    # first request (a BLS call to another model wakes that one too).
+    return UpProcess(repo, *args, "--port", "8000", "--warm-pool", "1", "--no-image-build")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
@@ -178,6 +192,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ref", default="HEAD")
     parser.add_argument("--only", nargs="*", default=None, help="example names to run")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
+    parser.add_argument(
+        "--server", choices=("serve", "up"), default="serve",
+        help="serve each example with `thaw serve` (default) or through `thaw up`",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.mirror is None or not Path(args.mirror).exists():
         print("no python_backend mirror (--mirror / $TRITON_PYTHON_BACKEND_MIRROR): skipped")
@@ -187,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     for example in EXAMPLES:
         if args.only and example.name not in args.only:
             continue
-        outcome, detail = run_example(example, Path(args.mirror), args.ref, flags)
+        outcome, detail = run_example(example, Path(args.mirror), args.ref, flags, args.server)
         results.append({"example": example.name, "outcome": outcome, "detail": detail})
         print(f"{example.name:22} {outcome:8} {detail[:300]}", flush=True)
     if args.json is not None:
