@@ -51,8 +51,16 @@ async def serve(config: ActivatorConfig, repository: Any = None) -> None:
         raise ListenError(f"cannot listen on {config.host}:{config.port}: {reason}") from None
     port = listener.getsockname()[1]
     config = dataclasses.replace(config, port=port)
+    if config.grpc_port == 0:
+        # Replicas start before the gRPC server binds (the fleet starts with the app): they
+        # are told its address (BLS streams), so `--grpc-port 0` picks the free port here.
+        config = dataclasses.replace(config, grpc_port=_free_port(config.host))
     if isinstance(config.scaler, LocalConfig):
-        local = dataclasses.replace(config.scaler, front_door_url=_front_door_url(listener))
+        local = dataclasses.replace(
+            config.scaler,
+            front_door_url=_front_door_url(listener),
+            front_door_grpc=_front_door_grpc(config.host, config.grpc_port),
+        )
         config = dataclasses.replace(config, scaler=local)
     app = build_app(config, repository=repository)
     # auto_decompress off: compressed bodies pass through to the replica untouched. Requests
@@ -167,6 +175,27 @@ def _listen(host: str, port: int) -> socket.socket:
         host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
     )[0]
     return socket.create_server(address[:2], family=family, backlog=1024)
+
+
+def _free_port(host: str) -> int:
+    """A port free on `host` now (the gRPC server binds it moments later, without
+    SO_REUSEPORT: were it taken meanwhile, `thaw up` fails to start, it never shares it)."""
+    probe = _listen(host, 0)
+    try:
+        return int(probe.getsockname()[1])
+    finally:
+        probe.close()
+
+
+def _front_door_grpc(host: str, port: int | None) -> str | None:
+    """How a local replica reaches the gRPC front door (HOST:PORT); None when it is off."""
+    if port is None:
+        return None
+    if host in ("0.0.0.0", ""):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _front_door_url(listener: socket.socket) -> str:

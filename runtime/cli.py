@@ -201,6 +201,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="where requests on handed-off connections go when this replica cannot answer them",
     )
     internal.add_argument(
+        "--front-door-grpc",
+        default=None,
+        metavar="HOST:PORT",
+        help="the front door's gRPC service, where BLS streams to models this replica does "
+        "not serve go (a decoupled model's every response comes back)",
+    )
+    internal.add_argument(
         "--handoff-state",
         type=Path,
         default=None,
@@ -317,6 +324,7 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
         inline_exec_max_us=args.inline_exec_max_us,
         handoff_socket=args.handoff_socket,
         front_door=args.front_door,
+        front_door_grpc=args.front_door_grpc,
         handoff_max_age_s=args.handoff_max_age_s,
         handoff_state=args.handoff_state,
         response_cache_bytes=_cache_bytes(args.cache_config, args.response_cache_byte_size),

@@ -68,6 +68,8 @@ class ServeConfig:
     # and how long a handed-off connection lives before its next response closes it.
     handoff_socket: Path | None = None
     front_door: str | None = None
+    # The front door's gRPC service (HOST:PORT), where BLS streams to other models go.
+    front_door_grpc: str | None = None
     # The activator's per-connection state file for handed-off connections (one byte a slot).
     handoff_state: Path | None = None
     handoff_max_age_s: float = 10.0
@@ -173,6 +175,14 @@ class ServeConfig:
             raise ConfigError("`handoff_state` needs `handoff_socket`")
         if self.front_door is not None and not self.front_door.startswith("http://"):
             raise ConfigError(f"`front_door` = {self.front_door!r}, must be an http:// URL")
+        if self.front_door_grpc is not None:
+            if self.front_door is None:
+                raise ConfigError("`front_door_grpc` needs `front_door`")
+            host, sep, port = self.front_door_grpc.rpartition(":")
+            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ConfigError(
+                    f"`front_door_grpc` = {self.front_door_grpc!r}, must be HOST:PORT"
+                )
         _one_of("log_level", self.log_level, _LOG_LEVELS)
         _one_of("event_loop", self.event_loop, _EVENT_LOOPS)
         _one_of("target", self.target.split(":", 1)[0], _TARGETS)

@@ -10,6 +10,11 @@ in input order) or in the typed `contents` of the input (never both in one reque
 Triton refuses). Outputs always leave in `raw_output_contents`, one entry per output, as
 Triton writes them. Request parameters become the plain values HTTP's JSON parameters are
 (`sequence_id`, `priority`, `timeout`, ...), type-checked the way Triton's gRPC frontend does.
+
+The client's direction too, for BLS streams sent to `thaw up`'s gRPC front door
+(runtime.front_door_bls): `model_infer_request` (an InferRequest as a `ModelInferRequest`,
+inputs in `raw_input_contents`) and `model_infer_response` (a `ModelInferResponse` as an
+InferResponse, `triton_final_response` read into `final`).
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ __all__ = [
     "decode_model_infer",
     "encode_model_infer",
     "message_ref",
+    "model_infer_request",
+    "model_infer_response",
     "request_parameters",
 ]
 
@@ -259,3 +266,58 @@ def _set_parameters(target: Any, values: Mapping[str, Any]) -> None:
     for key, value in values.items():
         if key != "binary_data_size":  # the REST codec's, never a gRPC one
             set_parameter(target[key], value)
+
+
+def model_infer_request(request: InferRequest) -> Any:
+    """An InferRequest as the `ModelInferRequest` a client sends: inputs' bytes in
+    `raw_input_contents`, the requested outputs by name, parameters typed (set_parameter)."""
+    message = pb.ModelInferRequest(
+        model_name=request.model_name, model_version=request.model_version, id=request.id or ""
+    )
+    _set_parameters(message.parameters, request.parameters)
+    for tensor in request.inputs:
+        io = message.inputs.add(name=tensor.name, datatype=tensor.datatype)
+        io.shape.extend(tensor.shape)
+        _set_parameters(io.parameters, tensor.parameters)
+        message.raw_input_contents.append(tensor_bytes(tensor))
+    for out in request.requested_outputs:
+        message.outputs.add(name=out.name)
+    return message
+
+
+def model_infer_response(message: Any) -> InferResponse:
+    """A `ModelInferResponse` (outputs in `raw_output_contents`) as an InferResponse; its
+    `triton_final_response` parameter becomes `final` (absent: final), and a final response
+    without outputs is `flag_only`. InvalidInput for outputs whose bytes do not fit."""
+    raw = message.raw_output_contents
+    if len(raw) != len(message.outputs):
+        raise InvalidInput(
+            f"raw_output_contents holds {len(raw)} entries but the response has "
+            f"{len(message.outputs)} outputs"
+        )
+    outputs = []
+    for io, data in zip(message.outputs, raw, strict=True):
+        shape = tuple(io.shape)
+        if io.datatype not in V2_DATATYPES:
+            raise InvalidInput(f"output '{io.name}' has unknown datatype {io.datatype!r}")
+        checked_shape(io.name, io.datatype, shape)
+        outputs.append(
+            InferTensor(io.name, io.datatype, shape, from_wire(data, io.name, io.datatype, shape))
+        )
+    parameters = {
+        key: parameter_value(param)
+        for key, param in message.parameters.items()
+        if key != FINAL_RESPONSE
+    }
+    final = True
+    if FINAL_RESPONSE in message.parameters:
+        final = bool(parameter_value(message.parameters[FINAL_RESPONSE]))
+    return InferResponse(
+        message.model_name,
+        message.model_version,
+        outputs,
+        id=message.id or None,
+        parameters=parameters,
+        final=final,
+        flag_only=final and not outputs,
+    )

@@ -142,7 +142,11 @@ class ModelManager:
         """Initial loads per control mode (failures are recorded, not raised); start polling."""
         # Before any model loads: Python models reach BLS and custom metrics through it.
         self._python_host = PythonModelsHost.install(
-            self, self._metrics.custom, self._config.front_door, self._config.exit_timeout_s + 300
+            self,
+            self._metrics.custom,
+            self._config.front_door,
+            self._config.exit_timeout_s + 300,
+            self._config.front_door_grpc,
         )
         mode = self._config.model_control_mode
         if mode == ModelControlMode.EXPLICIT:

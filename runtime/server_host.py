@@ -6,7 +6,9 @@
     stub reader (loop) ─▶ ServerHost.infer_async / stream_async (the same, for stub processes)
 
 A BLS call to a model this server does not have goes to the front door when `thaw up` gave
-one (runtime.front_door_bls): the activator holds it and wakes that model. Failures come back to
+one (runtime.front_door_bls): the activator holds it and wakes that model; a streaming call
+(`exec(decoupled=True)`) goes to its gRPC front door, so a decoupled model's every response
+comes back. Failures come back to
 the model as responses with a TritonError, never raised, as Triton's do.
 """
 
@@ -163,7 +165,8 @@ class ServerHost:
         """Every response of the call (a decoupled model's stream); raises ServingError."""
         if self._routed_away(request):
             assert self._front_door is not None
-            yield await self._front_door.infer(request)
+            async for response in self._front_door.stream(request):
+                yield response
             return
         self._require_ready(request)
         async for response in self._target.stream(request):
@@ -296,10 +299,19 @@ class PythonModelsHost:
 
     @classmethod
     def install(
-        cls, target: BlsTarget, metrics: CustomMetrics, front_door_url: str | None, timeout_s: float
+        cls,
+        target: BlsTarget,
+        metrics: CustomMetrics,
+        front_door_url: str | None,
+        timeout_s: float,
+        front_door_grpc: str | None = None,
     ) -> PythonModelsHost:
         """Call on the server's event loop, before any Python model loads."""
-        front_door = FrontDoorBls(front_door_url, timeout_s=timeout_s) if front_door_url else None
+        front_door = (
+            FrontDoorBls(front_door_url, timeout_s=timeout_s, grpc_address=front_door_grpc)
+            if front_door_url
+            else None
+        )
         host = ServerHost(target, metrics, front_door=front_door)
         return cls(host, pb_utils.install_host(host), front_door)
 

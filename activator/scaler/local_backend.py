@@ -66,6 +66,9 @@ def serve_args(
         argv += ["--ensemble-steps-url", local.front_door_url]
     if handoff_socket is not None and local.front_door_url is not None:
         argv += ["--handoff-socket", str(handoff_socket), "--front-door", local.front_door_url]
+        if local.front_door_grpc is not None:
+            # BLS streams (exec(decoupled=True)) to other models: every response of a stream.
+            argv += ["--front-door-grpc", local.front_door_grpc]
         argv += ["--handoff-max-age-s", f"{local.direct_max_age_s:g}"]
         if handoff_state is not None:
             argv += ["--handoff-state", str(handoff_state)]

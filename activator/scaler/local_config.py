@@ -35,4 +35,7 @@ class LocalConfig:
     # Where replicas send requests they cannot answer on a handed-off connection (the
     # activator's own listen address; set by cli.py once bound). None: no connection handoff.
     front_door_url: str | None = None
+    # The activator's gRPC address (HOST:PORT) for replicas' BLS streams (set by serving.py
+    # when the port is known before replicas start). None: BLS streams go over HTTP.
+    front_door_grpc: str | None = None
     direct_max_age_s: float = 10.0  # a direct connection's next response after this closes it

@@ -71,6 +71,8 @@ class StubServices:
             async with asyncio.timeout(timeout_us / 1e6 if timeout_us else None):
                 if fields.get("decoupled"):
                     async for response in self._host.stream_async(request):
+                        if response.flag_only:
+                            continue  # the end, sent once below (the stub's empty final)
                         _reply(send, {**reply, "final": False}, response)
                     _reply(send, {**reply, "final": True, "flag_only": True}, None)
                 else:

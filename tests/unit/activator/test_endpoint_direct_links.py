@@ -176,3 +176,14 @@ def test_spawned_and_forked_replicas_get_the_same_serve_flags(tmp_path: Path) ->
     assert flags["--cache"] == str(tmp_path / "cache") and flags["--store"] == "s3://b/p"
     assert flags["--host-cache"] == str(tmp_path / "tier")
     assert flags["--preload-frameworks"] == "torch"
+
+
+def test_replicas_get_the_gRPC_front_door_for_BLS_streams_when_known(tmp_path: Path) -> None:
+    config = ActivatorConfig(repository=tmp_path, cache_dir=tmp_path / "cache")
+    kwargs = {"handoff_socket": tmp_path / "r.sock", "handoff_state": tmp_path / "r.state"}
+    local = LocalConfig(front_door_url="http://127.0.0.1:8000", front_door_grpc="127.0.0.1:8001")
+    flags = dict(itertools.pairwise(serve_args(config, local, **kwargs)))
+    assert flags["--front-door"] == "http://127.0.0.1:8000"
+    assert flags["--front-door-grpc"] == "127.0.0.1:8001"
+    without = serve_args(config, LocalConfig(front_door_url="http://127.0.0.1:8000"), **kwargs)
+    assert "--front-door-grpc" not in without

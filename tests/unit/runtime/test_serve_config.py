@@ -107,3 +107,14 @@ def test_compressed_bodies_are_standard_gzip_and_zlib() -> None:
     body = b'{"outputs": []}' * 100
     assert gzip.decompress(compress_body(body, "gzip")) == body
     assert zlib.decompress(compress_body(body, "deflate")) == body
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1", "127.0.0.1:0", "host:99999", ":8001", "h:x"])
+def test_front_door_grpc_must_be_host_and_port(address: str) -> None:
+    door = {"handoff_socket": Path("s"), "front_door": "http://127.0.0.1:8000"}
+    with pytest.raises(ConfigError, match="front_door_grpc"):
+        ServeConfig(repository=Path("."), front_door_grpc=address, **door)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="needs `front_door`"):
+        ServeConfig(repository=Path("."), front_door_grpc="127.0.0.1:8001")
+    ok = ServeConfig(repository=Path("."), front_door_grpc="[::1]:8001", **door)  # type: ignore[arg-type]
+    assert ok.front_door_grpc == "[::1]:8001"
