@@ -1,8 +1,11 @@
 """What the activator answers itself about its models, for either protocol (REST or gRPC).
 
 Readiness, the repository index and statistics never wake a model: they come from the
-repository, the endpoints' state and the statistics ledger. Both surfaces (activator.app,
-activator.grpc_surface) encode these same answers, so they cannot disagree.
+repository, the endpoints' state and the statistics ledger. Config and metadata neither,
+except for a python model whose own `auto_complete_config` completes its config: the first
+asks a replica (activator.replica_config), later ones are answered from what it said. Both
+surfaces (activator.app, activator.grpc_surface) encode these same answers, so they cannot
+disagree.
 """
 
 from __future__ import annotations
@@ -14,7 +17,21 @@ from activator.errors import ModelUnavailable
 from activator.fleet import Fleet
 from activator.replica_stats import rows_for_versions
 
-__all__ = ["check_ready", "index_rows", "stats_rows"]
+__all__ = ["check_ready", "index_rows", "model_config", "model_metadata", "stats_rows"]
+
+
+async def model_config(fleet: Fleet, name: str, version: str | None) -> dict[str, Any]:
+    """The model's config JSON, a replica's (`GET /v2/models/{m}[/versions/{v}]/config`)."""
+    entry = fleet.repository.get(name, version)
+    config = await fleet.replica_configs.completed(entry, fleet.endpoint(name), version)
+    return entry.config_json(config)
+
+
+async def model_metadata(fleet: Fleet, name: str, version: str | None) -> dict[str, Any]:
+    """The model's KServe v2 metadata JSON, rendered from the config a replica serves."""
+    entry = fleet.repository.get(name, version)
+    config = await fleet.replica_configs.completed(entry, fleet.endpoint(name), version)
+    return entry.metadata(version, config=config)
 
 
 def check_ready(fleet: Fleet, name: str, version: str | None) -> None:

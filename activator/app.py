@@ -12,6 +12,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from activator import answers
 from activator.answers import check_ready, index_rows, stats_rows
 from activator.config import ActivatorConfig
 from activator.errors import (
@@ -181,14 +182,13 @@ def _version(request: web.Request) -> str | None:
 
 
 async def model_metadata(request: web.Request) -> web.Response:
-    version = _version(request)
-    entry = request.app[FLEET].repository.get(request.match_info["model"], version)
-    return json_response(entry.metadata(version))
+    fleet, name = request.app[FLEET], request.match_info["model"]
+    return json_response(await answers.model_metadata(fleet, name, _version(request)))
 
 
 async def model_config(request: web.Request) -> web.Response:
-    entry = request.app[FLEET].repository.get(request.match_info["model"], _version(request))
-    return json_response(entry.config_json())
+    fleet, name = request.app[FLEET], request.match_info["model"]
+    return json_response(await answers.model_config(fleet, name, _version(request)))
 
 
 async def model_ready(request: web.Request) -> web.Response:

@@ -23,6 +23,7 @@ from activator.image_builder import ImageJobs
 from activator.metrics import Metrics
 from activator.metrics_text import render
 from activator.model_endpoint import ModelEndpoint
+from activator.replica_config import ReplicaConfigs
 from activator.replica_metrics import ModelMetrics, merge_families
 from activator.replica_stats import ModelStatistics
 from activator.repository import Repository
@@ -117,6 +118,8 @@ class Fleet:
                 command, dirs, config.cache_dir, store=config.store, timeout_s=600.0,
                 host_tier=host,
             )  # fmt: skip
+        # Configs a python model's own auto_complete_config completes, asked of a replica.
+        self.replica_configs = ReplicaConfigs(session, timeout_s=config.request_timeout_s)
         self._tasks: list[asyncio.Task[None]] = []
         metrics.watch_caches(config.cache_dir, config.host_cache_dir)
 

@@ -2,8 +2,10 @@
 
 As on its REST surface, health, metadata, config, readiness, the index and statistics are
 answered here from the repository and the endpoints (activator.answers), without waking a
-model; only inference reaches replicas (activator.grpc_forward), as opaque bytes. The
-repository load call warms a model, unload scales it to zero, as REST's do. Every
+model (but the first config or metadata of a python model whose own `auto_complete_config`
+completes its config: activator.replica_config); only inference reaches replicas
+(activator.grpc_forward), as opaque bytes. The repository load call warms a model, unload
+scales it to zero, as REST's do. Every
 `ActivatorError` leaves with the gRPC code of its HTTP status (thawwire.grpc_status).
 """
 
@@ -18,6 +20,7 @@ from typing import Any, TypeVar
 import grpc
 from google.protobuf.message import DecodeError
 
+from activator import answers
 from activator.answers import check_ready, index_rows, stats_rows
 from activator.errors import ActivatorError, NotSupported
 from activator.fleet import Fleet
@@ -158,12 +161,11 @@ class GrpcSurface:
 
     async def model_metadata(self, request: Any, context: Context) -> Any:
         version = _version(request.version)
-        entry = self._fleet.repository.get(request.name, version)
-        return metadata_response(entry.metadata(version))
+        return metadata_response(await answers.model_metadata(self._fleet, request.name, version))
 
     async def model_config(self, request: Any, context: Context) -> Any:
-        entry = self._fleet.repository.get(request.name, _version(request.version))
-        return config_response(entry.config_json())
+        version = _version(request.version)
+        return config_response(await answers.model_config(self._fleet, request.name, version))
 
     async def model_statistics(self, request: Any, context: Context) -> Any:
         name = request.name or None

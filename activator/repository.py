@@ -3,12 +3,14 @@
 It answers model metadata, config and readiness without waking a model, and supplies each
 model's `thaw.*` parameters. Configs are parsed, completed and checked by `tritonconfig`, the
 code a replica runs too, so the answers at zero replicas are a replica's. Not done here: a
-python model's own `auto_complete_config` (it runs the model's code, which only a replica does);
-for such a model the answers at zero replicas are the config.pbtxt's.
+python model's own `auto_complete_config` (it runs the model's code, which only a replica does).
+Such a model is only detected, from its model.py's text (`ModelEntry.replica_completes`):
+its config is asked of a replica (activator.replica_config).
 """
 
 from __future__ import annotations
 
+import ast
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +25,7 @@ from tritonconfig import (
     complete_config,
     composing_models,
     config_to_json,
+    default_model_filename,
     is_ensemble,
     parse_config,
 )
@@ -42,14 +45,22 @@ class ModelEntry:
     config: mc.ModelConfig
     versions: tuple[str, ...]  # served versions, per the version policy, ascending
     settings: ScaleSettings
+    # A python model whose model.py defines `auto_complete_config`: a replica completes its
+    # config by running that code, so `config` (the config.pbtxt's completion) is not what it
+    # serves (activator.replica_config asks a replica).
+    replica_completes: bool = False
 
-    def metadata(self, version: str | None = None) -> dict[str, Any]:
-        """KServe v2 model metadata JSON; asked for one version, it lists only that one."""
-        return model_metadata(self.config, self.versions, version)
+    def metadata(
+        self, version: str | None = None, *, config: mc.ModelConfig | None = None
+    ) -> dict[str, Any]:
+        """KServe v2 model metadata JSON, of `config` if given (the one a replica completed)
+        else this entry's; asked for one version, it lists only that one."""
+        return model_metadata(self.config if config is None else config, self.versions, version)
 
-    def config_json(self) -> dict[str, Any]:
-        """The ModelConfig as Triton's JSON: proto field names, int64 fields as numbers."""
-        return config_to_json(self.config)
+    def config_json(self, config: mc.ModelConfig | None = None) -> dict[str, Any]:
+        """The ModelConfig (`config` if given, else this entry's) as Triton's JSON: proto
+        field names, int64 fields as numbers."""
+        return config_to_json(self.config if config is None else config)
 
     @property
     def gpus_per_replica(self) -> int:
@@ -88,7 +99,49 @@ def _load_entry(directory: Path, defaults: ScaleSettings) -> ModelEntry:
         raise ConfigError(exc.message) from exc
     params = {k: v.string_value for k, v in config.parameters.items()}
     settings = validated(defaults, params, model=name)
-    return ModelEntry(name, directory, config, tuple(str(v) for v in versions), settings)
+    served = tuple(str(v) for v in versions)
+    hooked = (
+        config.backend == "python"
+        and bool(served)
+        and defines_auto_complete(directory / served[-1] / default_model_filename(config))
+    )
+    return ModelEntry(name, directory, config, served, settings, replica_completes=hooked)
+
+
+def defines_auto_complete(model_file: Path) -> bool:
+    """Whether a python model file defines `TritonPythonModel.auto_complete_config`, read
+    from its text, never run. A file that does not parse is read for the `def` (a replica
+    refuses it, and asking one gives its error); one that cannot be read defines nothing."""
+    try:
+        text = model_file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    try:
+        tree = ast.parse(text, str(model_file))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return "def auto_complete_config" in text
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == "TritonPythonModel":
+            if any(_names_hook(member) for member in node.body):
+                return True
+        elif isinstance(node, ast.Assign) and any(  # TritonPythonModel.auto_complete_config = f
+            isinstance(t, ast.Attribute) and t.attr == _HOOK for t in node.targets
+        ):
+            return True
+    return False
+
+
+_HOOK = "auto_complete_config"
+
+
+def _names_hook(member: ast.stmt) -> bool:
+    if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return member.name == _HOOK
+    if isinstance(member, ast.Assign):
+        return any(isinstance(t, ast.Name) and t.id == _HOOK for t in member.targets)
+    if isinstance(member, ast.AnnAssign):
+        return isinstance(member.target, ast.Name) and member.target.id == _HOOK
+    return False
 
 
 def _read_config(path: Path) -> mc.ModelConfig:

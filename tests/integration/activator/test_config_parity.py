@@ -4,7 +4,8 @@ code a replica runs too) on its own path (its repository scan, completion flags,
 mapping), which is what can still drift. For every model of the test fixture
 repositories, some configs that lean on completion, and the example repository, those answers
 must be a `thaw serve` replica's, byte for byte, and a model a replica refuses must be one the
-activator refuses too.
+activator refuses too. A python model with its own `auto_complete_config` is the exception that
+asks a replica once (activator.replica_config): its answers must be that replica's too.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[3]
 
-UNMIRRORED = "python_hook"
+HOOKED = "python_hook"  # completed by its own code: asks a replica once
 _AUTO_COMPLETE_HOOK = """
     @staticmethod
     def auto_complete_config(auto_complete_model_config):
@@ -123,8 +124,8 @@ def _completion_cases(repo: Path) -> None:
         + "sequence_batching { max_sequence_idle_microseconds: 5000000 }\n"
         + 'instance_group [ { kind: KIND_CPU count: 1 name: "group" } ]\n',
     )
-    # A python model's own auto_complete_config() (not mirrored: see the xfail test).
-    hooked = models.make_python_identity(repo, UNMIRRORED)
+    # A python model's own auto_complete_config(): asked of a replica (the last test).
+    hooked = models.make_python_identity(repo, HOOKED)
     source = (hooked / "1" / "model.py").read_text()
     hook = textwrap.indent(textwrap.dedent(_AUTO_COMPLETE_HOOK), "    ")
     (hooked / "1" / "model.py").write_text(
@@ -209,12 +210,14 @@ async def _get(s: aiohttp.ClientSession, url: str) -> tuple[int, bytes]:
         return r.status, await r.read()
 
 
-async def _compare(repo: Path, names: list[str], replica: ServeProcess) -> list[str]:
-    """Every metadata and config answer of both, per model and per served version."""
+async def _compare(
+    repo: Path, names: list[str], replica: ServeProcess, backend: FakeScalerBackend | None = None
+) -> list[str]:
+    """Every metadata and config answer of both, per model and per served version. Without
+    `backend`, answered at zero replicas: any start fails the test."""
     config = ActivatorConfig(repository=repo, build_images=False)
-    # Answers at zero replicas: any start fails the test.
     never_starts = FakeScalerBackend(open_gate=True, fail_with="the parity test must not wake")
-    app = build_app(config, backend=never_starts)
+    app = build_app(config, backend=backend or never_starts)
     server = TestServer(app, host="127.0.0.1")
     await server.start_server()
     diffs: list[str] = []
@@ -264,7 +267,7 @@ def fixture_replica(fixture_repo: Path) -> Iterator[ServeProcess]:
 async def test_fixture_models_answer_as_a_replica_does(
     fixture_repo: Path, fixture_replica: ServeProcess
 ) -> None:
-    names = [n for n in _model_names(fixture_repo) if n != UNMIRRORED]
+    names = [n for n in _model_names(fixture_repo) if n != HOOKED]
     diffs = await _compare(fixture_repo, names, fixture_replica)
     assert not diffs, "\n".join(diffs)
 
@@ -277,15 +280,15 @@ def test_each_compared_model_really_was_served_or_refused(
     assert refused == {n for n in _model_names(fixture_repo) if n.startswith("refused_")}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a python model's own auto_complete_config runs its code, which only a replica does",
-)
-async def test_python_auto_complete_config_is_not_mirrored(
+async def test_python_auto_complete_config_is_a_replicas(
     fixture_repo: Path, fixture_replica: ServeProcess
 ) -> None:
-    diffs = await _compare(fixture_repo, [UNMIRRORED], fixture_replica)
+    """Its config runs its code: the activator wakes it once (a replica that is the running
+    `thaw serve`) and answers every later config and metadata from what that replica said."""
+    wakes_to_replica = FakeScalerBackend(url=fixture_replica.url, open_gate=True)
+    diffs = await _compare(fixture_repo, [HOOKED], fixture_replica, wakes_to_replica)
     assert not diffs, "\n".join(diffs)
+    assert wakes_to_replica.starts == 1
 
 
 @pytest.fixture(scope="module")

@@ -123,3 +123,41 @@ def test_the_activator_serves_every_name_a_replica_serves(tmp_path: Path) -> Non
     repo = _scan(tmp_path)
     assert repo.names() == [long_name] == list_models(tmp_path)
     assert repo.get(long_name).metadata()["name"] == long_name
+
+
+_HOOKED_PY = {
+    "method": "class TritonPythonModel:\n"
+    "    @staticmethod\n"
+    "    def auto_complete_config(c):\n"
+    "        return c\n",
+    "assigned": "def hook(c):\n    return c\n\n"
+    "class TritonPythonModel:\n    auto_complete_config = staticmethod(hook)\n",
+    "unparsable": "class TritonPythonModel:\n    def auto_complete_config(c):\n  return(\n",
+}
+_PLAIN_PY = {
+    "none": "class TritonPythonModel:\n    def execute(self, requests):\n        return []\n",
+    "other class": "class Helper:\n    def auto_complete_config(c):\n        return c\n"
+    "class TritonPythonModel:\n    pass\n",
+    "in a string": 'DOC = "auto_complete_config"\nclass TritonPythonModel:\n    pass\n',
+}
+
+
+@pytest.mark.parametrize("source", _HOOKED_PY.values(), ids=list(_HOOKED_PY))
+def test_a_python_models_own_auto_complete_config_is_found_without_running_it(
+    tmp_path: Path, source: str
+) -> None:
+    model = make_python_identity(tmp_path, "hooked")
+    (model / "1" / "model.py").write_text("raise SystemExit('never run')\n" + source)
+    assert _scan(tmp_path).get("hooked").replica_completes
+
+
+@pytest.mark.parametrize("source", _PLAIN_PY.values(), ids=list(_PLAIN_PY))
+def test_a_python_model_without_the_hook_is_completed_here(tmp_path: Path, source: str) -> None:
+    model = make_python_identity(tmp_path, "plain")
+    (model / "1" / "model.py").write_text(source)
+    assert not _scan(tmp_path).get("plain").replica_completes
+
+
+def test_only_python_models_are_completed_by_a_replica(tmp_path: Path) -> None:
+    make_onnx_identity(tmp_path, "onnx")
+    assert not _scan(tmp_path).get("onnx").replica_completes
