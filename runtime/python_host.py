@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from runtime.custom_metrics import CustomMetrics
 
-__all__ = ["LOG_LEVELS", "LocalHost", "ModelHost"]
+__all__ = ["LOG_LEVELS", "InProcessHost", "LocalHost", "ModelHost"]
 
 # pb_utils.LogLevel (INFO, WARNING, ERROR, VERBOSE) -> logging levels.
 LOG_LEVELS = {0: logging.INFO, 1: logging.WARNING, 2: logging.ERROR, 3: logging.DEBUG}
@@ -54,20 +54,11 @@ class ModelHost(Protocol):
     def is_model_ready(self, name: str, version: str) -> bool: ...
 
 
-class LocalHost:
-    """The host before any server installed one (a model imported outside a server, tests):
-    metrics are kept in this process, logs go to Python logging, BLS answers an error."""
+class InProcessHost:
+    """The part of a ModelHost every host in the server's own process shares: custom metrics
+    straight into `metrics` (a CustomMetrics), logs into the server's log."""
 
-    def __init__(self) -> None:
-        self.metrics = CustomMetrics()
-
-    def infer(self, request: Any) -> Any:
-        from runtime import triton_python_backend_utils as pb_utils
-
-        return pb_utils.InferenceResponse(error=pb_utils.TritonError(_NO_SERVER))
-
-    def stream(self, request: Any) -> Iterator[Any]:
-        yield self.infer(request)
+    metrics: CustomMetrics
 
     def metric_family(self, name: str, description: str, kind: int) -> None:
         self.metrics.family(name, description, kind)
@@ -85,6 +76,22 @@ class LocalHost:
 
     def log(self, level: int, message: str) -> None:
         _model_log.log(LOG_LEVELS.get(level, logging.INFO), "%s", message)
+
+
+class LocalHost(InProcessHost):
+    """The host before any server installed one (a model imported outside a server, tests):
+    metrics are kept in this process, logs go to Python logging, BLS answers an error."""
+
+    def __init__(self) -> None:
+        self.metrics = CustomMetrics()
+
+    def infer(self, request: Any) -> Any:
+        from runtime import triton_python_backend_utils as pb_utils
+
+        return pb_utils.InferenceResponse(error=pb_utils.TritonError(_NO_SERVER))
+
+    def stream(self, request: Any) -> Iterator[Any]:
+        yield self.infer(request)
 
     def load_model(self, name: str, config: str, files: dict[str, bytes] | None) -> None:
         raise _model_exception(_NO_SERVER)

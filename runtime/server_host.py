@@ -37,7 +37,7 @@ from runtime.errors import (
 )
 from runtime.front_door_bls import FrontDoorBls
 from runtime.inference import InferRequest, InferResponse, InferTensor, RequestedOutput
-from runtime.python_host import LOG_LEVELS
+from runtime.python_host import InProcessHost
 
 __all__ = [
     "BlsTarget",
@@ -49,7 +49,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-_model_log = logging.getLogger("triton_python_backend_utils")
 
 _CODES: dict[type[ServingError], int] = {
     InvalidInput: pb_utils.TritonError.INVALID_ARG,
@@ -106,7 +105,7 @@ def to_pb_response(result: InferResponse | Exception) -> Any:
     return pb_utils.InferenceResponse(tensors, parameters=dict(result.parameters))
 
 
-class ServerHost:
+class ServerHost(InProcessHost):
     """pb_utils' ModelHost in the server process; create it on the server's event loop."""
 
     def __init__(
@@ -243,23 +242,6 @@ class ServerHost:
             raise pb_utils.TritonModelException(
                 "BLS cannot be called from a model executing on the server's event loop"
             )
-
-    def metric_family(self, name: str, description: str, kind: int) -> None:
-        self.metrics.family(name, description, kind)
-
-    def metric_create(
-        self, family: str, labels: dict[str, str], buckets: list[float] | None
-    ) -> int:
-        return self.metrics.create(family, labels, buckets)
-
-    def metric_update(self, key: int, op: str, value: float) -> None:
-        self.metrics.update(key, op, value)
-
-    def metric_value(self, key: int) -> float:
-        return self.metrics.value(key)
-
-    def log(self, level: int, message: str) -> None:
-        _model_log.log(LOG_LEVELS.get(level, logging.INFO), "%s", message)
 
     def load_model(self, name: str, config: str, files: dict[str, bytes] | None) -> None:
         self._call(self._target.load(name, config_json=config or None, files=_files(files)))
