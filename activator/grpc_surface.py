@@ -38,7 +38,8 @@ from thawwire.grpc_messages import (
     server_metadata_response,
     statistics_response,
 )
-from thawwire.grpc_service import SERVICE, UNSUPPORTED, Method, pb, unsupported_text
+from thawwire.grpc_routes import parsed, service_handler
+from thawwire.grpc_service import Method, pb
 from thawwire.grpc_status import grpc_status
 from thawwire.model_control import CONTROL_DISABLED
 
@@ -51,19 +52,6 @@ Context = Any
 _Req = TypeVar("_Req")
 _Resp = TypeVar("_Resp")
 _NO_REPOSITORY_NAME = "'repository_name' specification is not supported"
-
-
-def _parsed(
-    message: Any, handler: Callable[[Any, Context], Awaitable[_Resp]]
-) -> Callable[[bytes, Context], Awaitable[_Resp]]:
-    """`handler` of a parsed `message`, from raw bytes: bytes that are not the message are
-    INVALID_ARGUMENT (grpc's own deserializer would make them UNKNOWN)."""
-
-    @functools.wraps(handler)
-    async def parsed(data: bytes, context: Context) -> _Resp:
-        return await handler(message.FromString(data), context)
-
-    return parsed
 
 
 def _answering(
@@ -106,36 +94,23 @@ class GrpcSurface:
     def routes(self) -> grpc.GenericRpcHandler:
         """THE route table of `thaw up`'s gRPC surface."""
         unary = {
-            Method.SERVER_LIVE: (self.server_live, pb.ServerLiveRequest),
-            Method.SERVER_READY: (self.server_ready, pb.ServerReadyRequest),
-            Method.MODEL_READY: (self.model_ready, pb.ModelReadyRequest),
-            Method.SERVER_METADATA: (self.server_metadata, pb.ServerMetadataRequest),
-            Method.MODEL_METADATA: (self.model_metadata, pb.ModelMetadataRequest),
-            Method.MODEL_CONFIG: (self.model_config, pb.ModelConfigRequest),
-            Method.MODEL_STATISTICS: (self.model_statistics, pb.ModelStatisticsRequest),
-            Method.REPOSITORY_INDEX: (self.repository_index, pb.RepositoryIndexRequest),
-            Method.REPOSITORY_MODEL_LOAD: (self.load, pb.RepositoryModelLoadRequest),
-            Method.REPOSITORY_MODEL_UNLOAD: (self.unload, pb.RepositoryModelUnloadRequest),
-        }
-        handlers: dict[str, grpc.RpcMethodHandler] = {
-            method.value: grpc.unary_unary_rpc_method_handler(
-                _answering(_parsed(message, fn)),
-                response_serializer=lambda m: m.SerializeToString(),
-            )
-            for method, (fn, message) in unary.items()
+            Method.SERVER_LIVE: self.server_live,
+            Method.SERVER_READY: self.server_ready,
+            Method.MODEL_READY: self.model_ready,
+            Method.SERVER_METADATA: self.server_metadata,
+            Method.MODEL_METADATA: self.model_metadata,
+            Method.MODEL_CONFIG: self.model_config,
+            Method.MODEL_STATISTICS: self.model_statistics,
+            Method.REPOSITORY_INDEX: self.repository_index,
+            Method.REPOSITORY_MODEL_LOAD: self.load,
+            Method.REPOSITORY_MODEL_UNLOAD: self.unload,
         }
         # Inference travels as bytes: the activator never parses a tensor.
-        handlers[Method.MODEL_INFER.value] = grpc.unary_unary_rpc_method_handler(
-            _answering(self.forwarder.infer)
+        return service_handler(
+            {method: _answering(parsed(method, fn)) for method, fn in unary.items()},
+            _answering(self.forwarder.infer),
+            self.model_stream_infer,
         )
-        handlers[Method.MODEL_STREAM_INFER.value] = grpc.stream_stream_rpc_method_handler(
-            self.model_stream_infer
-        )
-        for method in UNSUPPORTED:
-            handlers[method.value] = grpc.unary_unary_rpc_method_handler(
-                functools.partial(_unimplemented, method)
-            )
-        return grpc.method_handlers_generic_handler(SERVICE, handlers)
 
     # ---- answered here ----------------------------------------------------------------------
 
@@ -208,11 +183,6 @@ class GrpcSurface:
 
     async def model_stream_infer(self, requests: AsyncIterator[bytes], context: Context) -> None:
         await self.forwarder.stream(requests, context)
-
-
-async def _unimplemented(method: Method, request: bytes, context: Context) -> bytes:
-    await context.abort(grpc.StatusCode.UNIMPLEMENTED, unsupported_text(method))
-    raise AssertionError("context.abort returned")
 
 
 async def start_grpc_server(

@@ -40,7 +40,8 @@ from thawwire.grpc_messages import (
     server_metadata_response,
     statistics_response,
 )
-from thawwire.grpc_service import SERVICE, UNSUPPORTED, Method, pb, unsupported_text
+from thawwire.grpc_routes import parsed, service_handler
+from thawwire.grpc_service import Method, pb
 from thawwire.grpc_status import grpc_status
 from thawwire.model_control import CONTROL_DISABLED
 from thawwire.redaction import Redactor
@@ -71,20 +72,6 @@ async def abort_with(context: Context, exc: ServingError, redact: Redactor | Non
         logger.warning("gRPC %s: %s", grpc_status(exc.status).name, exc.message)
     message = redact(exc.message) if redact is not None else exc.message
     await context.abort(grpc_status(exc.status), message)
-
-
-def _parsed(
-    message: Any, handler: Callable[[Any, Context], Awaitable[_Resp]]
-) -> Callable[[bytes, Context], Awaitable[_Resp]]:
-    """`handler` of a parsed `message`, from raw bytes: parsed in the handler, so that bytes
-    that are not the message are INVALID_ARGUMENT (grpc's own deserializer would make them
-    UNKNOWN)."""
-
-    @functools.wraps(handler)
-    async def parsed(data: bytes, context: Context) -> _Resp:
-        return await handler(message.FromString(data), context)
-
-    return parsed
 
 
 def _answering(
@@ -128,36 +115,23 @@ class GrpcHandlers:
     def routes(self) -> grpc.GenericRpcHandler:
         """THE route table of the gRPC surface: every method of the service."""
         unary = {
-            Method.SERVER_LIVE: (self.server_live, pb.ServerLiveRequest),
-            Method.SERVER_READY: (self.server_ready, pb.ServerReadyRequest),
-            Method.MODEL_READY: (self.model_ready, pb.ModelReadyRequest),
-            Method.SERVER_METADATA: (self.server_metadata, pb.ServerMetadataRequest),
-            Method.MODEL_METADATA: (self.model_metadata, pb.ModelMetadataRequest),
-            Method.MODEL_CONFIG: (self.model_config, pb.ModelConfigRequest),
-            Method.MODEL_STATISTICS: (self.model_statistics, pb.ModelStatisticsRequest),
-            Method.REPOSITORY_INDEX: (self.repository_index, pb.RepositoryIndexRequest),
-            Method.REPOSITORY_MODEL_LOAD: (self.load, pb.RepositoryModelLoadRequest),
-            Method.REPOSITORY_MODEL_UNLOAD: (self.unload, pb.RepositoryModelUnloadRequest),
+            Method.SERVER_LIVE: self.server_live,
+            Method.SERVER_READY: self.server_ready,
+            Method.MODEL_READY: self.model_ready,
+            Method.SERVER_METADATA: self.server_metadata,
+            Method.MODEL_METADATA: self.model_metadata,
+            Method.MODEL_CONFIG: self.model_config,
+            Method.MODEL_STATISTICS: self.model_statistics,
+            Method.REPOSITORY_INDEX: self.repository_index,
+            Method.REPOSITORY_MODEL_LOAD: self.load,
+            Method.REPOSITORY_MODEL_UNLOAD: self.unload,
         }
-        handlers: dict[str, grpc.RpcMethodHandler] = {
-            method.value: grpc.unary_unary_rpc_method_handler(
-                _answering(_parsed(message, fn), self._redact),
-                response_serializer=_serialize,
-            )
-            for method, (fn, message) in unary.items()
-        }
-        # Raw bytes both ways: parsed and built here, in a thread when large.
-        handlers[Method.MODEL_INFER.value] = grpc.unary_unary_rpc_method_handler(
-            _answering(self.model_infer, self._redact)
+        # Raw bytes both ways for inference: parsed and built here, in a thread when large.
+        return service_handler(
+            {method: _answering(parsed(method, fn), self._redact) for method, fn in unary.items()},
+            _answering(self.model_infer, self._redact),
+            self.model_stream_infer,
         )
-        handlers[Method.MODEL_STREAM_INFER.value] = grpc.stream_stream_rpc_method_handler(
-            self.model_stream_infer
-        )
-        for method in UNSUPPORTED:
-            handlers[method.value] = grpc.unary_unary_rpc_method_handler(
-                functools.partial(_unimplemented, method)
-            )
-        return grpc.method_handlers_generic_handler(SERVICE, handlers)
 
     # -- health and metadata -------------------------------------------------------------
 
@@ -257,10 +231,6 @@ def _encode(response: InferResponse, request: InferRequest) -> bytes:
     return bytes(encode_model_infer(response, request).SerializeToString())
 
 
-def _serialize(message: Any) -> bytes:
-    return bytes(message.SerializeToString())
-
-
 def _load_parameters(parameters: Any) -> tuple[str | None, dict[str, bytes] | None]:
     """A load request's `config` (string_param) and `file:<path>` (bytes_param) overrides,
     typed as Triton's gRPC frontend requires, checked as REST's are."""
@@ -283,8 +253,3 @@ def _load_parameters(parameters: Any) -> tuple[str | None, dict[str, bytes] | No
             check_load_path(path)
             files[path] = bytes(param.bytes_param)
     return load_overrides(config, files)
-
-
-async def _unimplemented(method: Method, request: bytes, context: Context) -> bytes:
-    await context.abort(grpc.StatusCode.UNIMPLEMENTED, unsupported_text(method))
-    raise AssertionError("context.abort returned")
