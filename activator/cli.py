@@ -23,6 +23,8 @@ from activator.scaler.kube_config import KubernetesConfig
 from activator.scaler.local_config import LocalConfig
 from activator.serving import ListenError, loop_factory, serve
 from thawwire.connection_limits import LIMIT_RANGES, ConnectionLimits, out_of_range
+from thawwire.fd_limit import bounded_by_fd_limit
+from thawwire.limit_flags import add_limit_arguments, limits_from_args
 
 __all__ = ["register", "run"]
 
@@ -235,39 +237,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _add_connection_arguments(p: argparse.ArgumentParser) -> None:
-    limits = ConnectionLimits()
     group = p.add_argument_group("slow and idle clients (every port; 0 turns a limit off)")
-    group.add_argument(
-        "--head-timeout-s", type=float, default=limits.head_timeout_s, metavar="S",
-        help="a request's head (request line and headers) must be complete this long after "
-        "the connection's accept or the request's first byte, else 408 and close; gRPC's "
-        "HTTP/2 handshake likewise (default %(default)g)",
-    )  # fmt: skip
-    group.add_argument(
-        "--idle-timeout-s", type=float, default=limits.idle_timeout_s, metavar="S",
-        help="a kept-alive connection without a request is closed after this long; a gRPC "
-        "connection without calls is sent GOAWAY (default %(default)g)",
-    )  # fmt: skip
+    add_limit_arguments(group, "s")
     group.add_argument(
         "--body-timeout-s", type=float, default=60.0, metavar="S",
         help="a request body must have arrived this long after its head, else 408 "
         "(default %(default)g)",
     )  # fmt: skip
-    group.add_argument(
-        "--max-connections", type=int, default=None, metavar="N",
-        help="open connections per port; past it a new one is answered 503 and closed, gRPC "
-        f"calls past it RESOURCE_EXHAUSTED (default {limits.max_connections}, or what the "
-        "open-file limit leaves when less)",
-    )  # fmt: skip
 
 
 def _connection_limits(args: argparse.Namespace) -> ConnectionLimits:
-    cap = args.max_connections
-    limits = ConnectionLimits(
-        head_timeout_s=args.head_timeout_s,
-        idle_timeout_s=args.idle_timeout_s,
-        max_connections=ConnectionLimits().max_connections if cap is None else cap,
-    )
+    limits = limits_from_args(args, "s")
     problem = out_of_range(limits, {name: "--" + name.replace("_", "-") for name in LIMIT_RANGES})
     if problem is not None:
         raise ConfigError(problem)
@@ -402,7 +382,14 @@ def run(args: argparse.Namespace) -> int:
         config = build_config(args)
         config = dataclasses.replace(
             config,
-            connections=_fd_bounded(config.connections, explicit=args.max_connections is not None),
+            # Each connection the activator serves may hold a second descriptor (its request's
+            # upstream connection, or the copy of a handed-off one); the metrics port, which
+            # holds few, is not counted against it.
+            connections=bounded_by_fd_limit(
+                config.connections,
+                explicit=args.max_connections is not None,
+                per_connection=2,
+            ),
         )
         repository = Repository.scan(config.repository, config.defaults)
         repository = _with_model_settings(repository, args.model_settings)
@@ -448,20 +435,3 @@ def _with_model_settings(repository: Any, path: Path | None) -> Any:
             f"thaw up: warning: {path} names model '{name}', not in the repository", file=sys.stderr
         )
     return repository
-
-
-def _fd_bounded(limits: ConnectionLimits, *, explicit: bool) -> ConnectionLimits:
-    """The limits once the open-file limit is raised to its hard limit (replicas inherit
-    it): a connection cap the limit cannot hold is lowered to what it can, so the cap answers
-    503 before accept runs out of files. Each connection the activator serves may hold a
-    second descriptor (its request's upstream connection, or the copy of a handed-off one);
-    the metrics port, which holds few, is not counted against it."""
-    from thawwire.fd_limit import connection_room, raise_fd_limit
-
-    room = connection_room(raise_fd_limit()) // 2
-    cap = limits.max_connections
-    if not cap or cap <= room:
-        return limits
-    log = logger.warning if explicit else logger.info
-    log("connection cap %d per port: what the open-file limit leaves (not %d)", room, cap)
-    return dataclasses.replace(limits, max_connections=room)

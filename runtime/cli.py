@@ -19,8 +19,8 @@ from runtime.triton_flags import (
     backend_settings,
     log_ignored,
 )
-from thawwire.connection_limits import ConnectionLimits
-from thawwire.fd_limit import connection_room, raise_fd_limit
+from thawwire.fd_limit import bounded_by_fd_limit
+from thawwire.limit_flags import add_limit_arguments, limits_from_args
 
 __all__ = ["build_config", "main", "register", "run"]
 
@@ -139,24 +139,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=60.0,
         help="a request body must arrive within this many seconds, else 400 (default 60)",
     )
-    limits = ConnectionLimits()
-    p.add_argument(
-        "--head-timeout-secs", type=float, default=limits.head_timeout_s, metavar="SECS",
-        help="a request's head (request line and headers) must be complete this many seconds "
-        "after its first byte, else 408 and the connection is closed; the gRPC port's HTTP/2 "
-        "handshake likewise (0: no deadline; default %(default)g)",
-    )  # fmt: skip
-    p.add_argument(
-        "--idle-timeout-secs", type=float, default=limits.idle_timeout_s, metavar="SECS",
-        help="a kept-alive connection without a request is closed after this many seconds; "
-        "a gRPC connection without calls is sent GOAWAY (0: never; default %(default)g)",
-    )  # fmt: skip
-    p.add_argument(
-        "--max-connections", type=int, default=None, metavar="N",
-        help="open connections per port; past it a new one is answered 503 and closed, and "
-        "gRPC calls in flight past it are RESOURCE_EXHAUSTED (0: no cap; default "
-        f"{limits.max_connections}, or what the open-file limit leaves when less)",
-    )  # fmt: skip
+    add_limit_arguments(p, "secs")
     p.add_argument(
         "--event-loop",
         choices=["auto", "asyncio", "uvloop"],
@@ -312,15 +295,7 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
         exit_timeout_s=args.exit_timeout_secs,
         event_loop=args.event_loop,
         body_timeout_s=args.body_timeout_secs,
-        connections=ConnectionLimits(
-            head_timeout_s=args.head_timeout_secs,
-            idle_timeout_s=args.idle_timeout_secs,
-            max_connections=(
-                args.max_connections
-                if args.max_connections is not None
-                else ConnectionLimits().max_connections
-            ),
-        ),
+        connections=limits_from_args(args, "secs"),
         inline_exec_max_us=args.inline_exec_max_us,
         handoff_socket=args.handoff_socket,
         front_door=args.front_door,
@@ -333,20 +308,6 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
         pinned_memory_pool_bytes=args.pinned_memory_pool_byte_size,
         vram_headroom_bytes=args.vram_headroom_bytes,
     )
-
-
-def fd_bounded(limits: ConnectionLimits, *, explicit: bool) -> ConnectionLimits:
-    """The limits once the open-file limit is raised to its hard limit: a connection cap
-    that the limit cannot hold (the HTTP and gRPC ports at their caps at once) is lowered to
-    what it can, so that the cap answers 503 before accept runs out of files. Logged as a
-    warning when the cap was `explicit` (a flag), else as what the default became."""
-    room = connection_room(raise_fd_limit(), listeners=2)
-    cap = limits.max_connections
-    if not cap or cap <= room:
-        return limits
-    log = logger.warning if explicit else logger.info
-    log("connection cap %d per port: what the open-file limit leaves (not %d)", room, cap)
-    return dataclasses.replace(limits, max_connections=room)
 
 
 def wants_cuda_warmup(config: ServeConfig) -> bool:
@@ -425,7 +386,10 @@ def run(args: argparse.Namespace) -> int:
         stream=sys.stderr,
     )
     log_ignored(args, config.backend_config)
-    limits = fd_bounded(config.connections, explicit=args.max_connections is not None)
+    # The HTTP and gRPC ports at their caps at once.
+    limits = bounded_by_fd_limit(
+        config.connections, explicit=args.max_connections is not None, listeners=2
+    )
     config = dataclasses.replace(config, connections=limits)
     # Before grpc is imported: this process starts children by fork+exec only, and a fork
     # server forks before grpc is ever initialised (it only imports grpc), so grpc's fork

@@ -9,11 +9,14 @@ connections that leaves once the server's other files are set aside.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import resource
 from dataclasses import dataclass
 
-__all__ = ["FD_RESERVE", "FdLimit", "connection_room", "raise_fd_limit"]
+from thawwire.connection_limits import ConnectionLimits
+
+__all__ = ["FD_RESERVE", "FdLimit", "bounded_by_fd_limit", "connection_room", "raise_fd_limit"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,3 +57,20 @@ def connection_room(limit: FdLimit, listeners: int = 1) -> int:
     if limit.soft == resource.RLIM_INFINITY:
         return 1 << 30
     return max(1, (limit.soft - FD_RESERVE) // max(1, listeners))
+
+
+def bounded_by_fd_limit(
+    limits: ConnectionLimits, *, explicit: bool, listeners: int = 1, per_connection: int = 1
+) -> ConnectionLimits:
+    """`limits` once the open-file limit is raised to its hard limit (children inherit it): a
+    connection cap the limit cannot hold, with `listeners` ports at their caps at once and
+    `per_connection` descriptors each, is lowered to what it can hold, so that the cap answers
+    503 before accept runs out of files. Logged as a warning when the cap was `explicit` (a
+    flag), else as what the default became."""
+    room = connection_room(raise_fd_limit(), listeners=listeners) // max(1, per_connection)
+    cap = limits.max_connections
+    if not cap or cap <= room:
+        return limits
+    log = logger.warning if explicit else logger.info
+    log("connection cap %d per port: what the open-file limit leaves (not %d)", room, cap)
+    return dataclasses.replace(limits, max_connections=room)
