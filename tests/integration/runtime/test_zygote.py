@@ -299,14 +299,15 @@ time.sleep(600)
     )
 
 
-@pytest.mark.parametrize("framework", ["torch", "onnxruntime"])
-def test_which_frameworks_start_threads_at_import(framework: str) -> None:
-    # The zygote imports only frameworks that start no thread at import (rule 2).
+@pytest.mark.parametrize("framework", sorted(FORK_SAFE_AT_IMPORT))
+def test_the_frameworks_the_zygote_imports_start_no_thread_at_import(framework: str) -> None:
+    # The zygote imports only frameworks that start no thread at import (rule 2). Others (e.g.
+    # onnxruntime, which starts a thread at import on some machines and not on others) are
+    # imported after the fork, so whether they start one does not matter and is not pinned.
     code = f"import os, {framework}; print(len(os.listdir('/proc/self/task')))"
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    threads = int(out.stdout)
-    assert (threads == 1) == (framework in FORK_SAFE_AT_IMPORT), f"{framework}: {threads} threads"
+    assert int(out.stdout) == 1, f"{framework} started {int(out.stdout) - 1} thread(s) at import"
 
 
 def test_the_fork_guard_refuses_with_a_second_thread() -> None:
