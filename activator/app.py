@@ -36,6 +36,7 @@ from thawwire.connection_guard import ConnectionGuard
 from thawwire.model_control import CONTROL_DISABLED
 from thawwire.paths import MODEL, MODEL_VERSION
 from thawwire.redaction import Redactor
+from thawwire.transfer_coding import refuse_unknown_codings
 
 __all__ = ["CONNECTIONS", "FLEET", "build_app", "metrics_app"]
 
@@ -126,7 +127,8 @@ def build_app(
     repo = repository or Repository.scan(config.repository, config.defaults)
     guard = ConnectionGuard(config.connections)
     app = web.Application(
-        middlewares=[guard.middleware, errors_as_json], client_max_size=config.max_body_bytes
+        middlewares=[guard.middleware, refuse_unknown_codings, errors_as_json],
+        client_max_size=config.max_body_bytes,
     )
     app[CONNECTIONS] = guard
     app[REDACT] = Redactor([config.repository, config.cache_dir])
@@ -328,7 +330,9 @@ async def metrics(request: web.Request) -> web.Response:
 def metrics_app(fleet: Fleet) -> web.Application:
     """The metrics port's application (`--metrics-port`, Triton's 8002): `/metrics` alone."""
     guard = ConnectionGuard(fleet.config.connections)
-    app = web.Application(middlewares=[guard.middleware, errors_as_json], client_max_size=1024)
+    app = web.Application(
+        middlewares=[guard.middleware, refuse_unknown_codings, errors_as_json], client_max_size=1024
+    )
     app[CONNECTIONS] = guard
     app[REDACT] = Redactor([fleet.config.repository, fleet.config.cache_dir])
     app[FLEET] = fleet

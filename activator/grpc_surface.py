@@ -43,7 +43,7 @@ from thawwire.grpc_service import Method, pb
 from thawwire.grpc_status import grpc_status
 from thawwire.model_control import CONTROL_DISABLED
 
-__all__ = ["GrpcSurface", "start_grpc_server"]
+__all__ = ["GrpcSurface", "bind_grpc_server", "start_grpc_server"]
 
 logger = logging.getLogger(__name__)
 
@@ -185,18 +185,19 @@ class GrpcSurface:
         await self.forwarder.stream(requests, context)
 
 
-async def start_grpc_server(
-    surface: GrpcSurface,
+def bind_grpc_server(
     host: str,
     port: int,
     *,
     max_message_bytes: int,
     limits: ConnectionLimits | None = None,
 ) -> tuple[grpc.aio.Server, str]:
-    """A started gRPC server for `surface` and its bound `host:port`; OSError when the
-    address cannot be bound. Messages over `max_message_bytes` are RESOURCE_EXHAUSTED; no
-    SO_REUSEPORT (a port in use is an error, never silently shared); the connection
-    `limits` as grpc options (handshake deadline, idle GOAWAY, connection and call caps)."""
+    """A gRPC server bound to `host:port` (0: a free port, bound here, so nothing can take it
+    before it starts) and that bound `host:port`; not started (`start_grpc_server`). OSError
+    when the address cannot be bound. Messages over `max_message_bytes` are
+    RESOURCE_EXHAUSTED; no SO_REUSEPORT (a port in use is an error, never silently shared); the
+    connection `limits` as grpc options (handshake deadline, idle GOAWAY, connection and call
+    caps)."""
     limits = limits if limits is not None else ConnectionLimits()
     server = grpc.aio.server(
         options=[
@@ -208,7 +209,6 @@ async def start_grpc_server(
         ],
         maximum_concurrent_rpcs=grpc_max_concurrent_rpcs(limits),
     )
-    server.add_generic_rpc_handlers((surface.routes(),))
     target_host = f"[{host}]" if ":" in host else host
     target = f"{target_host}:{port}"
     try:
@@ -217,5 +217,10 @@ async def start_grpc_server(
         raise OSError(f"cannot listen for gRPC on {target}: {exc}") from exc
     if bound == 0:
         raise OSError(f"cannot listen for gRPC on {target}: address unavailable")
-    await server.start()
     return server, f"{target_host}:{bound}"
+
+
+async def start_grpc_server(server: grpc.aio.Server, surface: GrpcSurface) -> None:
+    """Serve `surface` on a server `bind_grpc_server` made."""
+    server.add_generic_rpc_handlers((surface.routes(),))
+    await server.start()

@@ -51,10 +51,16 @@ async def serve(config: ActivatorConfig, repository: Any = None) -> None:
         raise ListenError(f"cannot listen on {config.host}:{config.port}: {reason}") from None
     port = listener.getsockname()[1]
     config = dataclasses.replace(config, port=port)
-    if config.grpc_port == 0:
-        # Replicas start before the gRPC server binds (the fleet starts with the app): they
-        # are told its address (BLS streams), so `--grpc-port 0` picks the free port here.
-        config = dataclasses.replace(config, grpc_port=_free_port(config.host))
+    # Bound before the app starts too: replicas are told its address (BLS streams), which
+    # `--grpc-port 0` only fixes here. It starts serving once the fleet exists.
+    grpc_bound: tuple[Any, str] | None = None
+    if config.grpc_port is not None:
+        try:
+            grpc_bound = _bind_grpc(config)
+        except OSError as exc:
+            listener.close()
+            raise ListenError(str(exc)) from None
+        config = dataclasses.replace(config, grpc_port=int(grpc_bound[1].rsplit(":", 1)[1]))
     if isinstance(config.scaler, LocalConfig):
         local = dataclasses.replace(
             config.scaler,
@@ -76,12 +82,14 @@ async def serve(config: ActivatorConfig, repository: Any = None) -> None:
         await runner.setup()
     except ScalerUnavailable:
         listener.close()
+        if grpc_bound is not None:
+            await grpc_bound[0].stop(0)
         with contextlib.suppress(Exception):
             await runner.cleanup()
         raise
     assert runner.server is not None  # set by setup()
     try:
-        extra = await _start_triton_ports(config, app)
+        extra = await _start_triton_ports(config, app, grpc_bound)
     except OSError as exc:
         await runner.cleanup()
         raise ListenError(str(exc)) from None
@@ -122,6 +130,7 @@ class _TritonPorts:
         """Stop the gRPC server (calls in flight get `grace_s`), then the metrics port."""
         if self.grpc is not None:
             await self.grpc.stop(grace_s)
+        if self.surface is not None:
             await self.surface.forwarder.close()
         if self.metrics_listener is not None:
             self.metrics_listener.close()
@@ -129,8 +138,11 @@ class _TritonPorts:
             await self.metrics.cleanup()
 
 
-async def _start_triton_ports(config: ActivatorConfig, app: Any) -> _TritonPorts:
-    """Bind the gRPC and metrics ports the config asks for; OSError names one that failed."""
+async def _start_triton_ports(
+    config: ActivatorConfig, app: Any, grpc_bound: tuple[Any, str] | None
+) -> _TritonPorts:
+    """Start the bound gRPC server and bind the metrics port the config asks for; OSError
+    names one that failed."""
     from aiohttp import web
 
     from activator.app import CONNECTIONS, FLEET, metrics_app
@@ -138,14 +150,12 @@ async def _start_triton_ports(config: ActivatorConfig, app: Any) -> _TritonPorts
 
     ports = _TritonPorts(lines=[])
     try:
-        if config.grpc_port is not None:
+        if grpc_bound is not None:
             from activator.grpc_surface import GrpcSurface, start_grpc_server
 
+            ports.grpc, address = grpc_bound
             ports.surface = GrpcSurface(app[FLEET])
-            ports.grpc, address = await start_grpc_server(
-                ports.surface, config.host, config.grpc_port,
-                max_message_bytes=config.max_body_bytes, limits=config.connections,
-            )  # fmt: skip
+            await start_grpc_server(ports.grpc, ports.surface)
             ports.lines.append(surface_line(Surface.GRPC, address))
             logger.info("thaw up: gRPC on %s", address)
         if config.metrics_port is not None:
@@ -177,14 +187,14 @@ def _listen(host: str, port: int) -> socket.socket:
     return socket.create_server(address[:2], family=family, backlog=1024)
 
 
-def _free_port(host: str) -> int:
-    """A port free on `host` now (the gRPC server binds it moments later, without
-    SO_REUSEPORT: were it taken meanwhile, `thaw up` fails to start, it never shares it)."""
-    probe = _listen(host, 0)
-    try:
-        return int(probe.getsockname()[1])
-    finally:
-        probe.close()
+def _bind_grpc(config: ActivatorConfig) -> tuple[Any, str]:
+    from activator.grpc_surface import bind_grpc_server
+
+    assert config.grpc_port is not None
+    return bind_grpc_server(
+        config.host, config.grpc_port,
+        max_message_bytes=config.max_body_bytes, limits=config.connections,
+    )  # fmt: skip
 
 
 def _front_door_grpc(host: str, port: int | None) -> str | None:

@@ -19,6 +19,7 @@ from runtime.lifecycle import ServerState, lifecycle_context
 from thawwire.connection_guard import ConnectionGuard
 from thawwire.paths import MODEL, MODEL_VERSION
 from thawwire.redaction import Redactor
+from thawwire.transfer_coding import refuse_unknown_codings
 
 __all__ = [
     "CONNECTIONS",
@@ -118,7 +119,10 @@ def _error_response(status: int, message: str, redact: Redactor | None = None) -
 def build_metrics_app(config: ServeConfig, handlers: V2Handlers) -> web.Application:
     """The metrics port's application (`--metrics-port`); same errors as the v2 app."""
     guard = ConnectionGuard(config.connections)
-    app = web.Application(middlewares=[guard.middleware, error_middleware], client_max_size=1024)
+    app = web.Application(
+        middlewares=[guard.middleware, refuse_unknown_codings, error_middleware],
+        client_max_size=1024,
+    )
     app[CONNECTIONS] = guard
     app[REDACT] = Redactor(config.private_dirs)
     add_metrics_routes(app, handlers)
@@ -139,7 +143,8 @@ def build_app(
     """
     guard = ConnectionGuard(config.connections)
     app = web.Application(
-        middlewares=[guard.middleware, error_middleware], client_max_size=config.max_body_bytes
+        middlewares=[guard.middleware, refuse_unknown_codings, error_middleware],
+        client_max_size=config.max_body_bytes,
     )
     app[CONNECTIONS] = guard
     app[REDACT] = Redactor(config.private_dirs)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import socket
 
-__all__ = ["bad_framing", "infer_request", "read_answers"]
+__all__ = ["bad_framing", "coded_request", "infer_request", "read_answers"]
 
 
 def infer_request(path: str, body: bytes, *, chunked: bool = False, close: bool = False) -> bytes:
@@ -23,6 +23,14 @@ def infer_request(path: str, body: bytes, *, chunked: bool = False, close: bool 
             f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n"
         )
     return (head + f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+
+
+def coded_request(path: str, body: bytes, codings: str) -> bytes:
+    """A POST of `body` to `path` declared `Transfer-Encoding: <codings>, chunked`, sent as one
+    chunk: well framed (chunked is last), in a coding the servers do not implement."""
+    head = f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    head += f"Transfer-Encoding: {codings}, chunked\r\n\r\n"
+    return head.encode() + f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n"
 
 
 def bad_framing(path: str, smuggled: bytes) -> dict[str, bytes]:

@@ -16,7 +16,12 @@ import pytest
 
 from tests.fixtures.models import make_add_sub
 from tests.integration.activator.up_process import UpProcess, with_params
-from tests.integration.framing_cases import bad_framing, infer_request, read_answers
+from tests.integration.framing_cases import (
+    bad_framing,
+    coded_request,
+    infer_request,
+    read_answers,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -113,3 +118,16 @@ def test_a_handed_off_connection_frames_requests_it_sends_back_through_the_activ
     assert statuses == ["200"] * 4
     assert _handoffs(up, DIRECT, "handed_off") == handed_off + 1
     assert (_executed(up, DIRECT), _executed(up, INPATH)) == (direct + 2, inpath + 2)
+
+
+@pytest.mark.parametrize("model", [DIRECT, INPATH])
+def test_an_unimplemented_transfer_coding_is_501_and_never_reaches_the_replica_compressed(
+    up: UpProcess, model: str
+) -> None:
+    executed = _executed(up, model)
+    raw = coded_request(_path(model), BODY, "gzip") + infer_request(_path(model), BODY, close=True)
+    statuses, data = read_answers(*_hostport(up), raw)
+    assert statuses == ["501", "200"], data[:300]
+    body = data.partition(b"\r\n\r\n")[2].split(b"HTTP/1.1", 1)[0]
+    assert "not implemented" in json.loads(body)["error"]
+    assert _executed(up, model) == executed + 1

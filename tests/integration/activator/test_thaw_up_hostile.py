@@ -361,6 +361,17 @@ def test_a_port_in_use_is_one_clear_line_and_exit_1(up: UpProcess, up_repo: Path
     assert "Traceback" not in result.stderr
 
 
+def test_a_grpc_port_in_use_fails_before_any_replica_starts(up: UpProcess, up_repo: Path) -> None:
+    # The gRPC port is bound before the fleet starts (replicas are told it), so a taken one is
+    # refused at once, with a warm pool asked for and never started.
+    port = up.grpc_address.rsplit(":", 1)[1]
+    result = _up(str(up_repo), "--port", "0", "--grpc-port", port, "--warm-pool", "2")
+    assert result.returncode == 1
+    assert f"cannot listen for gRPC on 127.0.0.1:{port}" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert "fork_server" not in result.stderr  # the warm pool's fork server never started
+
+
 def test_empty_repository_starts_and_serves_the_server_routes(tmp_path: Path) -> None:
     up = UpProcess(tmp_path, "--warm-pool", "0", "--no-image-build")
     try:

@@ -10,7 +10,12 @@ import urllib.request
 import pytest
 
 from tests.fixtures.serve_process import ServeProcess
-from tests.integration.framing_cases import bad_framing, infer_request, read_answers
+from tests.integration.framing_cases import (
+    bad_framing,
+    coded_request,
+    infer_request,
+    read_answers,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -56,3 +61,17 @@ def test_pipelined_requests_are_each_answered_once(runtime_server: ServeProcess)
     statuses, _ = read_answers(host, int(port), raw)
     assert statuses == ["200", "200", "200"]
     assert _executed(runtime_server) == before + 3
+
+
+@pytest.mark.parametrize("codings", ["gzip", "deflate", "x-unknown;q=1"])
+def test_an_unimplemented_transfer_coding_is_501_and_the_connection_goes_on(
+    runtime_server: ServeProcess, codings: str
+) -> None:
+    host, port = runtime_server.hostport.rsplit(":", 1)
+    before = _executed(runtime_server)
+    raw = coded_request(PATH, BODY, codings) + infer_request(PATH, BODY, close=True)
+    statuses, data = read_answers(host, int(port), raw)
+    assert statuses == ["501", "200"], data[:300]
+    body = data.partition(b"\r\n\r\n")[2].split(b"HTTP/1.1", 1)[0]
+    assert "not implemented" in json.loads(body)["error"]
+    assert _executed(runtime_server) == before + 1  # only the well-coded request ran
