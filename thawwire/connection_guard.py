@@ -17,7 +17,9 @@ only, bytes arriving (`data_received`) and a request's handler running (`middlew
 `expiry` is the pure decision. One timer per connection is armed lazily: a request's start and
 end move no timer; a timer that fires re-reads the phase and re-arms for the real expiry.
 Past `max_connections` open connections a new one is answered 503 and closed, lingering a
-moment so that the client reads the answer rather than a reset.
+moment so that the client reads the answer rather than a reset. The first bytes of each
+request's head pass through `chunked_over_length.prefer_chunked` (the one place a connection's
+bytes are seen at a request's start).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import cast
 
 from aiohttp import web
 
+from thawwire.chunked_over_length import prefer_chunked
 from thawwire.connection_limits import ConnectionLimits
 
 __all__ = ["CloseReason", "ConnectionGuard", "Phase", "expiry"]
@@ -264,8 +267,12 @@ class _Guarded(asyncio.Protocol):
             self._phase = Phase.HEAD
             self._since = asyncio.get_running_loop().time()
             self._arm()
+        elif self._bytes or self._phase is Phase.REQUEST:
+            self.inner.data_received(data)  # bytes within a request: passed on as they are
+            return
+        # The first bytes since the connection opened or its last request ended.
         self._bytes = True
-        self.inner.data_received(data)
+        self.inner.data_received(prefer_chunked(data) or data)
 
     def eof_received(self) -> bool | None:
         return self.inner.eof_received()

@@ -10,7 +10,13 @@ from __future__ import annotations
 import re
 import socket
 
-__all__ = ["bad_framing", "coded_request", "infer_request", "read_answers"]
+__all__ = [
+    "bad_framing",
+    "coded_request",
+    "infer_request",
+    "length_beside_chunked",
+    "read_answers",
+]
 
 
 def infer_request(path: str, body: bytes, *, chunked: bool = False, close: bool = False) -> bytes:
@@ -31,6 +37,14 @@ def coded_request(path: str, body: bytes, codings: str) -> bytes:
     head = f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
     head += f"Transfer-Encoding: {codings}, chunked\r\n\r\n"
     return head.encode() + f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n"
+
+
+def length_beside_chunked(path: str, body: bytes) -> bytes:
+    """What `requests` sends for a body its caller chunked by hand and declared
+    `Transfer-Encoding: chunked`: a `Content-Length` of the chunked bytes beside it."""
+    chunked = f"{len(body):X}\r\n".encode() + body + b"\r\n0\r\n\r\n"
+    head = f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(chunked)}\r\n"
+    return (head + "Transfer-Encoding: chunked\r\n\r\n").encode() + chunked
 
 
 def bad_framing(path: str, smuggled: bytes) -> dict[str, bytes]:

@@ -20,6 +20,7 @@ from tests.integration.framing_cases import (
     bad_framing,
     coded_request,
     infer_request,
+    length_beside_chunked,
     read_answers,
 )
 
@@ -130,4 +131,16 @@ def test_an_unimplemented_transfer_coding_is_501_and_never_reaches_the_replica_c
     assert statuses == ["501", "200"], data[:300]
     body = data.partition(b"\r\n\r\n")[2].split(b"HTTP/1.1", 1)[0]
     assert "not implemented" in json.loads(body)["error"]
+    assert _executed(up, model) == executed + 1
+
+
+@pytest.mark.parametrize("model", [DIRECT, INPATH])
+def test_a_length_beside_chunked_is_framed_by_chunked_and_the_connection_closed(
+    up: UpProcess, model: str
+) -> None:
+    executed = _executed(up, model)
+    raw = length_beside_chunked(_path(model), BODY)
+    statuses, data = read_answers(*_hostport(up), raw)
+    assert statuses == ["200"], data[:300]  # then closed (read_answers reads to the close)
+    assert b"Connection: close" in data.partition(b"\r\n\r\n")[0]
     assert _executed(up, model) == executed + 1

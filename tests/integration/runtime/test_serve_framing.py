@@ -14,6 +14,7 @@ from tests.integration.framing_cases import (
     bad_framing,
     coded_request,
     infer_request,
+    length_beside_chunked,
     read_answers,
 )
 
@@ -75,3 +76,17 @@ def test_an_unimplemented_transfer_coding_is_501_and_the_connection_goes_on(
     body = data.partition(b"\r\n\r\n")[2].split(b"HTTP/1.1", 1)[0]
     assert "not implemented" in json.loads(body)["error"]
     assert _executed(runtime_server) == before + 1  # only the well-coded request ran
+
+
+def test_a_length_beside_chunked_is_framed_by_chunked_and_the_connection_closed(
+    runtime_server: ServeProcess,
+) -> None:
+    # As Triton answers it (L0_http test_content_encoding_chunked_manually). Bytes after it on
+    # the connection are refused with it (the cl-and-te case above).
+    host, port = runtime_server.hostport.rsplit(":", 1)
+    before = _executed(runtime_server)
+    raw = length_beside_chunked(PATH, BODY)
+    statuses, data = read_answers(host, int(port), raw)
+    assert statuses == ["200"], data[:300]  # then closed (read_answers reads to the close)
+    assert b"Connection: close" in data.partition(b"\r\n\r\n")[0]
+    assert _executed(runtime_server) == before + 1
