@@ -181,7 +181,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--front-door",
         default=None,
         metavar="URL",
-        help="where requests on handed-off connections go when this replica cannot answer them",
+        help="the platform's front door (http://HOST:PORT): where requests on handed-off "
+        "connections go when this replica cannot answer them, and BLS calls to models it "
+        "does not serve (woken there from zero)",
     )
     internal.add_argument(
         "--front-door-grpc",

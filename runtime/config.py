@@ -63,9 +63,11 @@ class ServeConfig:
     # A pure-Python model whose executions have all taken at most this long may run on the
     # event loop instead of its worker thread (runtime.inline_policy); 0 turns that off.
     inline_exec_max_us: int = 200
-    # Internal, set by `thaw up` (runtime.handoff): the Unix socket on which the activator
-    # hands over client connections, the front door that answers what this replica cannot,
-    # and how long a handed-off connection lives before its next response closes it.
+    # Internal, set by `thaw up` (runtime.handoff) and the Helm chart: the Unix socket on which
+    # the activator hands over client connections, the front door that answers what this
+    # replica cannot (requests on handed-off connections, BLS calls to other models; on
+    # Kubernetes, the activators' Service), and how long a handed-off connection lives before
+    # its next response closes it.
     handoff_socket: Path | None = None
     front_door: str | None = None
     # The front door's gRPC service (HOST:PORT), where BLS streams to other models go.
@@ -169,8 +171,8 @@ class ServeConfig:
         for gpu, nbytes in self.cuda_memory_pools:
             _in_range("cuda_memory_pools gpu", gpu, 0, 1023)
             _in_range("cuda_memory_pools bytes", nbytes, 0, 1 << 44)
-        if (self.handoff_socket is None) != (self.front_door is None):
-            raise ConfigError("`handoff_socket` and `front_door` go together: give both or neither")
+        if self.handoff_socket is not None and self.front_door is None:
+            raise ConfigError("`handoff_socket` needs `front_door` (where it sends back requests)")
         if self.handoff_state is not None and self.handoff_socket is None:
             raise ConfigError("`handoff_state` needs `handoff_socket`")
         if self.front_door is not None and not self.front_door.startswith("http://"):

@@ -152,6 +152,15 @@ def test_runtime_pods_serve_http_grpc_and_metrics_on_named_ports(render: Render)
     assert (config.port, config.grpc_port, config.metrics_port) == (8000, 8001, 8002)
     assert config.allow_grpc and config.allow_metrics and config.host == "$(POD_IP)"
     assert (config.grpc_host, config.metrics_host) == (None, None)  # on --host: the pod IP
+    # BLS calls and ensemble steps to other models go to the activators' Service.
+    service = _one(objects, "Service")
+    address = f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc"
+    service_ports = {p["name"]: p["port"] for p in service["spec"]["ports"]}
+    assert config.front_door == config.ensemble_steps_url == (
+        f"http://{address}:{service_ports['http']}"
+    )
+    assert config.front_door_grpc == f"{address}:{service_ports['grpc']}"
+    assert config.handoff_socket is None
     annotations = pool["metadata"]["annotations"]
     assert annotations["prometheus.io/port"] == "8002" and annotations["prometheus.io/path"] == (
         "/metrics"

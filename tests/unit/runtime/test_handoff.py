@@ -316,11 +316,19 @@ def test_the_internal_flags_reach_the_config(tmp_path: Path) -> None:
     assert build_config(parser.parse_args(["serve", str(tmp_path)])).handoff_socket is None
 
 
+def test_a_front_door_alone_is_for_bls_calls() -> None:
+    # Kubernetes' runtime pods (no handoff socket) send BLS calls to the activators' Service.
+    config = ServeConfig(
+        repository=Path("/tmp"), front_door="http://thaw.ns.svc:8000", front_door_grpc="thaw:8001"
+    )
+    assert config.handoff_socket is None and config.front_door == "http://thaw.ns.svc:8000"
+
+
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"handoff_socket": Path("/tmp/x.sock")}, "go together"),
-        ({"front_door": "http://127.0.0.1:1"}, "go together"),
+        ({"handoff_socket": Path("/tmp/x.sock")}, "needs `front_door`"),
+        ({"front_door": "unix:/x"}, "http:// URL"),
         ({"handoff_socket": Path("/tmp/x.sock"), "front_door": "unix:/x"}, "http:// URL"),
         ({"handoff_max_age_s": -1.0}, "`handoff_max_age_s` = -1.0"),
         ({"handoff_state": Path("/tmp/x.state")}, "needs `handoff_socket`"),
