@@ -30,11 +30,13 @@ from runtime.inference import InferRequest, InferResponse
 from runtime.lifecycle import ServerState
 from runtime.load_overrides import check_config, check_load_path, load_overrides
 from runtime.response_encoding import MIN_COMPRESS_BYTES, compress_body, pick_encoding
+from runtime.shm_tensors import ShmBinding
 from thawwire.load_answer import warmup_header
 from thawwire.model_control import CONTROL_DISABLED
 from thawwire.names import is_model_name, is_version
 from thawwire.redaction import Redactor
 from thawwire.server_info import server_metadata
+from thawwire.shm_registry import SystemSharedMemory
 
 __all__ = [
     "MetricsSource",
@@ -119,14 +121,23 @@ class V2Handlers:
         manager: ModelService,
         metrics: MetricsSource,
         state: ServerState,
+        *,
+        shared_memory: SystemSharedMemory | None = None,
     ) -> None:
         self._config = config
+        # The system shared-memory regions of this server's clients (runtime.shm_api).
+        self._shm = shared_memory if shared_memory is not None else SystemSharedMemory()
         self._manager = manager
         # A failed load's reason in the index, as every error body (thawwire.redaction).
         self._redact = Redactor(config.private_dirs)
         self._metrics = metrics
         self._state = state
         self._server_metadata = json.dumps(server_metadata()).encode()
+
+    @property
+    def shared_memory(self) -> SystemSharedMemory:
+        """The registry this server's inference reads and writes regions through."""
+        return self._shm
 
     @property
     def metrics_enabled(self) -> bool:
@@ -209,6 +220,22 @@ class V2Handlers:
         header_length = _header_length(request)
         # Triton names a JSON body "request JSON" in its size errors, and the rest "request".
         body = await self._body(request, what=_JSON_BODY if header_length is None else "request")
+        # Regions the request names are leased until its response is encoded (in use).
+        shm = ShmBinding(self._shm)
+        try:
+            encoded = await self._infer(body, header_length, name, version, shm)
+        finally:
+            shm.release()
+        return await _infer_http_response(encoded, request.headers.get("Accept-Encoding"))
+
+    async def _infer(
+        self,
+        body: bytes,
+        header_length: int | None,
+        name: str,
+        version: str | None,
+        shm: ShmBinding,
+    ) -> EncodedResponse:
         decode = functools.partial(
             decode_infer_request,
             body,
@@ -216,6 +243,7 @@ class V2Handlers:
             model_name=name,
             model_version=version or "",
             max_json_depth=self._config.max_json_depth,
+            shm=shm,
         )
         try:
             # Small bodies (nearly all) are decoded inline: a thread hop costs more than that.
@@ -232,11 +260,10 @@ class V2Handlers:
         output_bytes = 0
         for tensor in infer_response.outputs:
             output_bytes += tensor.data.nbytes
+        encode = functools.partial(encode_infer_response, infer_response, infer_request, shm)
         if output_bytes > _THREAD_THRESHOLD_BYTES:
-            encoded = await asyncio.to_thread(encode_infer_response, infer_response, infer_request)
-        else:
-            encoded = encode_infer_response(infer_response, infer_request)
-        return await _infer_http_response(encoded, request.headers.get("Accept-Encoding"))
+            return await asyncio.to_thread(encode)
+        return encode()
 
     # -- generate extension (decoupled models over HTTP) --------------------------------
 
