@@ -133,7 +133,7 @@ async def _start_triton_ports(config: ActivatorConfig, app: Any) -> _TritonPorts
     """Bind the gRPC and metrics ports the config asks for; OSError names one that failed."""
     from aiohttp import web
 
-    from activator.app import CONNECTIONS, FLEET, metrics_app
+    from activator.app import CONNECTIONS, FLEET, SHARED_MEMORY, metrics_app
     from thawwire.handoff_protocol import Surface, surface_line
 
     ports = _TritonPorts(lines=[])
@@ -141,7 +141,7 @@ async def _start_triton_ports(config: ActivatorConfig, app: Any) -> _TritonPorts
         if config.grpc_port is not None:
             from activator.grpc_surface import GrpcSurface, start_grpc_server
 
-            ports.surface = GrpcSurface(app[FLEET])
+            ports.surface = GrpcSurface(app[FLEET], app[SHARED_MEMORY])
             ports.grpc, address = await start_grpc_server(
                 ports.surface, config.host, config.grpc_port,
                 max_message_bytes=config.max_body_bytes, limits=config.connections,

@@ -30,7 +30,13 @@ from runtime.inference import InferRequest, InferResponse, InferTensor, Requeste
 from runtime.shm_tensors import ShmBinding
 from runtime.tensor_json import json_to_array
 from thawwire.errors import SharedMemoryError
-from thawwire.shm_params import SHM_PARAMETERS, ShmRef, json_ref
+from thawwire.shm_params import (
+    SHM_PARAMETERS,
+    ShmRef,
+    check_json_input,
+    check_json_output,
+    json_ref,
+)
 
 __all__ = [
     "EncodedResponse",
@@ -147,7 +153,10 @@ def _decode_inputs(
         size = params.get("binary_data_size")
         ref = _shm_ref(params, name) if params and not SHM_PARAMETERS.isdisjoint(params) else None
         if ref is not None:
-            _only_shm(raw, size, name)
+            try:
+                check_json_input(raw, params, name)
+            except SharedMemoryError as exc:
+                raise InvalidInput(exc.message) from None
             data = _binding(shm).read_input(ref, name, datatype, shape, model)
         elif size is None:
             data = _json_input(raw, name, datatype, shape, count, max_json_bytes)
@@ -176,18 +185,6 @@ def _binding(shm: ShmBinding | None) -> ShmBinding:
     if shm is None:
         raise InvalidInput("shared memory is not available for this request")
     return shm
-
-
-def _only_shm(raw: dict[str, Any], size: Any, name: str) -> None:
-    """An input in shared memory carries no data of its own (Triton's text)."""
-    if "data" in raw or size is not None:
-        also = " 'data'" if "data" in raw else ""
-        also += " 'binary_data_size'" if size is not None else ""
-        raise InvalidInput(
-            "Input must set only one of the following fields: 'data', 'binary_data_size' in "
-            f"'parameters', 'shared_memory_region' in 'parameters'. But set{also} "
-            f"'shared_memory_region' (input '{name}')"
-        )
 
 
 def _tensor_header(raw: dict[str, Any]) -> tuple[str, str, tuple[int, ...], int]:
@@ -328,10 +325,10 @@ def _shm_output(params: dict[str, Any], name: str, shm: ShmBinding | None) -> di
     ref = _shm_ref(params, name)
     if ref is None:
         return params
-    if "classification" in params:
-        raise InvalidInput("Output can't set both 'shared_memory_region' and 'classification'")
-    if params.get("binary_data") is True:
-        raise InvalidInput("Output can't set both 'shared_memory_region' and 'binary_data'")
+    try:
+        check_json_output(params)
+    except SharedMemoryError as exc:
+        raise InvalidInput(exc.message) from None
     _binding(shm).bind_output(ref, name)
     rest = {k: v for k, v in params.items() if k not in SHM_PARAMETERS}
     rest["binary_data"] = False

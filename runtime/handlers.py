@@ -30,12 +30,14 @@ from runtime.inference import InferRequest, InferResponse
 from runtime.lifecycle import ServerState
 from runtime.load_overrides import check_config, check_load_path, load_overrides
 from runtime.response_encoding import MIN_COMPRESS_BYTES, compress_body, pick_encoding
+from runtime.send_back import SEND_BACK, SendBack
 from runtime.shm_tensors import ShmBinding
 from thawwire.load_answer import warmup_header
 from thawwire.model_control import CONTROL_DISABLED
 from thawwire.names import is_model_name, is_version
 from thawwire.redaction import Redactor
 from thawwire.server_info import server_metadata
+from thawwire.shm_params import names_shared_memory
 from thawwire.shm_registry import SystemSharedMemory
 
 __all__ = [
@@ -215,11 +217,14 @@ class V2Handlers:
 
     # -- inference -----------------------------------------------------------------------
 
-    async def infer(self, request: web.Request) -> web.Response:
+    async def infer(self, request: web.Request) -> web.StreamResponse:
         name, version = model_ref(request)
         header_length = _header_length(request)
         # Triton names a JSON body "request JSON" in its size errors, and the rest "request".
         body = await self._body(request, what=_JSON_BODY if header_length is None else "request")
+        send_back: SendBack | None = request.get(SEND_BACK)
+        if send_back is not None and _names_client_shm(request, body, header_length):
+            return await send_back(body)  # the regions are `thaw up`'s (runtime.send_back)
         # Regions the request names are leased until its response is encoded (in use).
         shm = ShmBinding(self._shm)
         try:
@@ -363,6 +368,14 @@ class V2Handlers:
         """
         if self._config.model_control_mode is not ModelControlMode.EXPLICIT:
             raise FeatureDisabled(CONTROL_DISABLED)
+
+
+def _names_client_shm(request: web.Request, body: bytes, header_length: int | None) -> bool:
+    """Whether a handed-off request may name shared-memory regions (a byte search of its
+    JSON header; a compressed body is answered here, as it came)."""
+    if header_length == 0 or "Content-Encoding" in request.headers:
+        return False
+    return names_shared_memory(body, header_length)
 
 
 async def _within(reading: Coroutine[Any, Any, bytes], timeout_s: float) -> bytes:

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.datatypes import element_size, from_wire
+from runtime.datatypes import from_wire
 from runtime.errors import InvalidInput
 from thawwire.errors import SharedMemoryError
-from thawwire.shm_params import ShmRef
+from thawwire.shm_params import ShmRef, check_input_size
 from thawwire.shm_registry import Lease, SystemSharedMemory
 
 __all__ = ["ShmBinding", "refused"]
@@ -51,17 +51,8 @@ class ShmBinding:
     ) -> np.ndarray:
         """Input `name`'s array from its region; its size must be what the shape needs."""
         lease = self._lease(ref)
-        if datatype != "BYTES":
-            count = 1
-            for dim in shape:
-                count *= dim
-            expected = count * element_size(datatype)
-            if expected != ref.byte_size:
-                raise InvalidInput(
-                    f"input byte size mismatch for input '{name}' for model '{model}'. "
-                    f"Expected {expected}, got {ref.byte_size}"
-                )
         try:
+            check_input_size(ref, name, datatype, shape, model)
             data = lease.read()
         except SharedMemoryError as exc:
             raise refused(exc) from None

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from thawwire.datatype_names import ELEMENT_BYTES
 from thawwire.errors import ErrorKind, SharedMemoryError
 from thawwire.grpc_messages import parameter_kind
 
@@ -23,6 +24,9 @@ __all__ = [
     "REGION",
     "SHM_PARAMETERS",
     "ShmRef",
+    "check_input_size",
+    "check_json_input",
+    "check_json_output",
     "grpc_ref",
     "json_ref",
     "names_shared_memory",
@@ -48,10 +52,10 @@ class ShmRef:
     byte_size: int
 
 
-def names_shared_memory(data: bytes | memoryview) -> bool:
-    """Whether `data` (a JSON header or a serialized message) may name a region: a byte
-    search, no parse, so the requests that do not pay nothing for the extension."""
-    return _MARKER in data
+def names_shared_memory(data: bytes, end: int | None = None) -> bool:
+    """Whether `data[:end]` (a JSON header or a serialized message) may name a region: a
+    byte search, no parse, so the requests that do not pay nothing for the extension."""
+    return data.find(_MARKER, 0, len(data) if end is None else end) >= 0
 
 
 def json_ref(params: Mapping[str, Any], tensor: str) -> ShmRef | None:
@@ -85,6 +89,44 @@ def grpc_ref(parameters: Mapping[str, Any], tensor: str) -> ShmRef | None:
     if BYTE_SIZE not in parameters:
         raise _invalid(_size_required(tensor))
     return ShmRef(region.string_param, offset, _grpc_int(parameters[BYTE_SIZE], BYTE_SIZE, tensor))
+
+
+def check_input_size(
+    ref: ShmRef, name: str, datatype: str, shape: tuple[int, ...] | list[int], model: str
+) -> None:
+    """An input's region bytes must be what its shape needs (Triton's text; BYTES elements
+    carry their own lengths, so any size goes)."""
+    item = ELEMENT_BYTES.get(datatype, 0)
+    if not item:
+        return
+    expected = item
+    for dim in shape:
+        expected *= dim
+    if expected != ref.byte_size:
+        raise _invalid(
+            f"input byte size mismatch for input '{name}' for model '{model}'. "
+            f"Expected {expected}, got {ref.byte_size}"
+        )
+
+
+def check_json_input(entry: Mapping[str, Any], params: Mapping[str, Any], name: str) -> None:
+    """A REST input in shared memory carries no data of its own (Triton's text)."""
+    has_data, has_binary = "data" in entry, "binary_data_size" in params
+    if has_data or has_binary:
+        also = (" 'data'" if has_data else "") + (" 'binary_data_size'" if has_binary else "")
+        raise _invalid(
+            "Input must set only one of the following fields: 'data', 'binary_data_size' in "
+            f"'parameters', 'shared_memory_region' in 'parameters'. But set{also} "
+            f"'shared_memory_region' (input '{name}')"
+        )
+
+
+def check_json_output(params: Mapping[str, Any]) -> None:
+    """A REST output in shared memory is neither classified nor binary (Triton's texts)."""
+    if "classification" in params:
+        raise _invalid("Output can't set both 'shared_memory_region' and 'classification'")
+    if params.get("binary_data") is True:
+        raise _invalid("Output can't set both 'shared_memory_region' and 'binary_data'")
 
 
 def _no_region(params: Mapping[str, Any], tensor: str) -> None:
