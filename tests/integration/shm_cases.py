@@ -123,43 +123,35 @@ def case_output_offset(http: Any, grpc: Any, model: str) -> None:
         np.testing.assert_array_equal(whole[4:], a + b)
 
 
-def _refused(call: Any, *words: str) -> str:
+def _refused(text: str, call: Any, *args: Any, **kwargs: Any) -> None:
+    """`call(*args, **kwargs)` is refused with `text` in its error."""
     with pytest.raises(InferenceServerException) as info:
-        call()
-    text = str(info.value)
-    for word in words:
-        assert word in text, text
-    return text
+        call(*args, **kwargs)
+    assert text in str(info.value), str(info.value)
 
 
 def case_hostile_registrations(http: Any, grpc: Any, model: str) -> None:
     """Bad keys, escaping keys, bounds, duplicates: each a clear error, the server serves on."""
+    missing = f"/missing{uuid.uuid4().hex[:8]}"
     for client in (http, grpc):
-        for key in ("/../etc/passwd", "/a/b", "..", "/", f"/missing{uuid.uuid4().hex[:8]}"):
-            _refused(
-                lambda k=key: client.register_system_shared_memory("bad", k, 8),
-                "Unable to open shared memory region",
-            )
+        register = client.register_system_shared_memory
+        for key in ("/../etc/passwd", "/a/b", "..", "/", missing):
+            _refused("Unable to open shared memory region", register, "bad", key, 8)
         with _regions(client, 64) as regions:
             name = regions[0][0]
             key = "/" + name
-            _refused(
-                lambda: client.register_system_shared_memory(name, key, 8),
-                f"shared memory region '{name}' already in manager",
-            )
+            _refused(f"shared memory region '{name}' already in manager", register, name, key, 8)
             for offset, size in ((0, 65), (1, 64), (64, 1), (2**40, 1)):
                 _refused(
-                    lambda o=offset, s=size: client.register_system_shared_memory(
-                        "oob", key, s, offset=o
-                    ),
                     "failed to register shared memory region 'oob': invalid args",
-                )
+                    register, "oob", key, size, offset=offset,
+                )  # fmt: skip
         _refused(
-            lambda: client.get_system_shared_memory_status("never"),
             "Unable to find system shared memory region: 'never'",
-        )
-    _refused(lambda: http.register_system_shared_memory("neg", "/x", -1), "byte_size")
-    _refused(lambda: http.register_cuda_shared_memory("gpu", b"\0" * 64, 0, 8), "GPUs not supported")
+            client.get_system_shared_memory_status, "never",
+        )  # fmt: skip
+    _refused("byte_size", http.register_system_shared_memory, "neg", "/x", -1)
+    _refused("GPUs not supported", http.register_cuda_shared_memory, "gpu", b"\0" * 64, 0, 8)
     assert http.get_cuda_shared_memory_status() == []
     assert http.is_server_live()
 
@@ -170,32 +162,33 @@ def case_hostile_inference(http: Any, grpc: Any, model: str) -> None:
     with _regions(http, *[_BYTES] * 4) as regions:
         _fill_inputs(regions)
         names = [n for n, _ in regions]
-        inputs, outputs = _http_io(["nowhere", *names[1:]])
-        _refused(lambda: http.infer(model, inputs, outputs=outputs), "Unable to find shared memory region: 'nowhere'")
-        inputs, outputs = _http_io(names, out_offset=2**64 - 32)
-        _refused(lambda: http.infer(model, inputs, outputs=outputs), "Invalid offset for shared memory region")
-        inputs, outputs = _http_io(names, out_offset=8)
-        _refused(lambda: http.infer(model, inputs, outputs=outputs), "Invalid offset + byte size")
-        inputs, outputs = _http_io(names, out_sizes=(8, _BYTES))
-        _refused(
-            lambda: http.infer(model, inputs, outputs=outputs),
-            "shared memory size specified with the request for output 'OUTPUT0' (8 bytes) "
-            "should be at least 16 bytes to hold the results",
-        )
+        cases: list[tuple[str, tuple[list[Any], list[Any]]]] = [
+            ("Unable to find shared memory region: 'nowhere'", _http_io(["nowhere", *names[1:]])),
+            ("Invalid offset for shared memory region", _http_io(names, out_offset=2**64 - 32)),
+            ("Invalid offset + byte size", _http_io(names, out_offset=8)),
+            (
+                "shared memory size specified with the request for output 'OUTPUT0' (8 bytes) "
+                "should be at least 16 bytes to hold the results",
+                _http_io(names, out_sizes=(8, _BYTES)),
+            ),
+        ]
+        for text, (inputs, outputs) in cases:
+            _refused(text, http.infer, model, inputs, outputs=outputs)
         inputs, outputs = _http_io(names)
         inputs[1].set_shared_memory(names[1], 8)
         _refused(
-            lambda: http.infer(model, inputs, outputs=outputs),
             f"input byte size mismatch for input 'INPUT1' for model '{model}'. Expected 16, got 8",
-        )
+            http.infer, model, inputs, outputs=outputs,
+        )  # fmt: skip
         g_inputs, g_outputs = _grpc_io(["nowhere", *names[1:]])
-        _refused(lambda: grpc.infer(model, g_inputs, outputs=g_outputs), "Unable to find shared memory region")
-        # The regions are all free again, and a good request still works.
+        _refused(
+            "Unable to find shared memory region", grpc.infer, model, g_inputs, outputs=g_outputs
+        )
+        # The regions are all free again (nothing left in use), and a good request works.
         inputs, outputs = _http_io(names)
         http.infer(model, inputs, outputs=outputs)
-    assert http.get_system_shared_memory_status() == [] or all(
-        row["name"] not in names for row in http.get_system_shared_memory_status()
-    )
+    left = {row["name"] for row in http.get_system_shared_memory_status()}
+    assert not left & set(names)
 
 
 def case_truncated_object(http: Any, grpc: Any, model: str) -> None:
@@ -204,7 +197,7 @@ def case_truncated_object(http: Any, grpc: Any, model: str) -> None:
         _fill_inputs(regions)
         os.truncate("/dev/shm/" + regions[0][0], 4)
         inputs, outputs = _http_io([n for n, _ in regions])
-        _refused(lambda: http.infer(model, inputs, outputs=outputs), "truncated")
+        _refused("truncated", http.infer, model, inputs, outputs=outputs)
         assert http.is_server_live()
 
 

@@ -130,7 +130,7 @@ def test_a_region_in_use_is_not_unregistered(registry: SystemSharedMemory, tmp_p
     held = [registry.lease(ShmRef("a", 0, 8)), registry.lease(ShmRef("c", 0, 8))]
     with pytest.raises(
         SharedMemoryError,
-        match="Cannot unregister shared memory region 'a', it is currently in use.",
+        match=r"Cannot unregister shared memory region 'a', it is currently in use\.",
     ):
         registry.unregister("a")
     with pytest.raises(
@@ -176,15 +176,17 @@ def test_json_parameters() -> None:
     ref = json_ref({"shared_memory_region": "r", "shared_memory_byte_size": 8}, "I")
     assert ref == ShmRef("r", 0, 8)
     assert json_ref({"binary_data_size": 3}, "I") is None
-    assert json_ref({"shared_memory_region": "r", "shared_memory_byte_size": 8,
-                     "shared_memory_offset": 2**64 - 32}, "I") == ShmRef("r", 2**64 - 32, 8)  # fmt: skip
+    far = {"shared_memory_region": "r", "shared_memory_byte_size": 8}
+    far["shared_memory_offset"] = 2**64 - 32
+    assert json_ref(far, "I") == ShmRef("r", 2**64 - 32, 8)
+    region = {"shared_memory_region": "r"}
     bad = [
-        ({"shared_memory_region": 3, "shared_memory_byte_size": 8}, "Unable to parse 'shared_memory_region'"),
-        ({"shared_memory_region": "r", "shared_memory_byte_size": -1}, "Unable to parse 'shared_memory_byte_size'"),
-        ({"shared_memory_region": "r", "shared_memory_byte_size": 8, "shared_memory_offset": 1.5}, "Unable to parse 'shared_memory_offset'"),
-        ({"shared_memory_region": "r"}, "'shared_memory_byte_size' must be specified along with"),
+        ({"shared_memory_region": 3, "shared_memory_byte_size": 8}, "parse 'shared_memory_region'"),
+        (region | {"shared_memory_byte_size": -1}, "Unable to parse 'shared_memory_byte_size'"),
+        (far | {"shared_memory_offset": 1.5}, "Unable to parse 'shared_memory_offset'"),
+        (region, "'shared_memory_byte_size' must be specified along with"),
         ({"shared_memory_byte_size": 8}, "can not be specified without 'shared_memory_region'"),
-    ]  # fmt: skip
+    ]
     for params, text in bad:
         with pytest.raises(SharedMemoryError, match=text):
             json_ref(params, "I")
