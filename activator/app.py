@@ -139,7 +139,8 @@ def build_app(
     app[REDACT] = Redactor([config.repository, config.cache_dir])
     app.add_routes(routes())
     app[SHARED_MEMORY] = shared_memory = SystemSharedMemory()
-    RestSharedMemory(shared_memory).add_routes(app.router)
+    deadline_s = min(config.body_timeout_s, config.request_timeout_s)
+    RestSharedMemory(shared_memory, body_timeout_s=deadline_s).add_routes(app.router)
 
     async def fleet_ctx(app: web.Application) -> AsyncIterator[None]:
         session = new_session()

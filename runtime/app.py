@@ -74,7 +74,7 @@ def add_routes(app: web.Application, h: V2Handlers) -> None:
     r.add_post("/v2/repository/index", h.repository_index)
     r.add_post("/v2/repository/models/{model}/load", h.load)
     r.add_post("/v2/repository/models/{model}/unload", h.unload)
-    RestSharedMemory(h.shared_memory).add_routes(r)
+    RestSharedMemory(h.shared_memory, body_timeout_s=h.body_timeout_s).add_routes(r)
     if h.metrics_enabled:  # tritonserver's --allow-metrics=false: no metrics anywhere
         r.add_get("/metrics", h.metrics)
 

@@ -142,6 +142,11 @@ class V2Handlers:
         return self._shm
 
     @property
+    def body_timeout_s(self) -> float:
+        """How long a request body may take to arrive (`--body-timeout-secs`)."""
+        return self._config.body_timeout_s
+
+    @property
     def metrics_enabled(self) -> bool:
         return self._config.allow_metrics
 

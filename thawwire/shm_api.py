@@ -14,6 +14,7 @@ neither server keeps a copy of them.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
@@ -83,8 +84,9 @@ def _uint(doc: dict[str, Any], key: str, *, required: bool) -> int:
 class RestSharedMemory:
     """`/v2/systemsharedmemory[/region/{name}]/{status|register|unregister}` and CUDA's."""
 
-    def __init__(self, registry: SystemSharedMemory) -> None:
+    def __init__(self, registry: SystemSharedMemory, *, body_timeout_s: float) -> None:
         self._registry = registry
+        self._body_timeout_s = body_timeout_s  # a register body must arrive within it
 
     def add_routes(self, router: web.UrlDispatcher) -> None:
         """The extension's routes (any method: a wrong one is Triton's 405 text)."""
@@ -116,7 +118,13 @@ class RestSharedMemory:
                     raise _Refused(
                         "'region name' is necessary to register system shared memory region"
                     )
-                doc = await _register_body(request)
+                try:
+                    async with asyncio.timeout(self._body_timeout_s):
+                        doc = await _register_body(request)
+                except TimeoutError:
+                    raise _Refused(
+                        f"request body did not arrive within {self._body_timeout_s:g} s"
+                    ) from None
                 key = doc.get("key")
                 if "key" not in doc:
                     raise _Refused("Shared memory register request has no 'key' field")

@@ -23,6 +23,7 @@ Thread-safe: a lock guards the table; reads and writes of one lease happen outsi
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import stat
 import threading
@@ -34,6 +35,8 @@ from thawwire.errors import ErrorKind, SharedMemoryError
 from thawwire.shm_params import ShmRef
 
 __all__ = ["DEFAULT_MAX_REGIONS", "SHM_DIR", "Lease", "SystemSharedMemory"]
+
+logger = logging.getLogger(__name__)
 
 SHM_DIR = Path("/dev/shm")
 DEFAULT_MAX_REGIONS = 1024
@@ -141,6 +144,10 @@ class SystemSharedMemory:
                 os.close(fd)
                 raise
             self._regions[name] = _Region(name, key, offset, byte_size, fd)
+        logger.info(
+            "shared memory region %r registered: key=%r offset=%d byte_size=%d",
+            name, key, offset, byte_size,
+        )  # fmt: skip
 
     def unregister(self, name: str) -> None:
         """Unregister region `name`; nothing to do when there is none (Triton's rule)."""
@@ -252,6 +259,7 @@ class SystemSharedMemory:
         # Called with the lock held.
         del self._regions[region.name]
         os.close(region.fd)
+        logger.info("shared memory region %r unregistered", region.name)
 
 
 def _pread_all(fd: int, size: int, offset: int) -> bytes:
