@@ -213,6 +213,10 @@ def test_grpc_parameters() -> None:
     tensor.parameters["shared_memory_byte_size"].int64_param = 8
     tensor.parameters["shared_memory_offset"].int64_param = 4
     assert grpc_ref(tensor.parameters, "I") == ShmRef("r", 4, 8)
+    tensor.parameters["shared_memory_offset"].int64_param = -1
+    with pytest.raises(SharedMemoryError, match="'shared_memory_offset' parameter for tensor 'I'"):
+        grpc_ref(tensor.parameters, "I")
+    tensor.parameters["shared_memory_offset"].int64_param = 0
     tensor.parameters["shared_memory_region"].int64_param = 1
     with pytest.raises(SharedMemoryError, match="expected string_param"):
         grpc_ref(tensor.parameters, "I")
