@@ -29,6 +29,7 @@ from activator.proxy import SMALL_BODY, forward, new_pool, new_session, read_bod
 from activator.repository import Repository
 from activator.scaler.backend import ScalerBackend
 from activator.sequence_routes import SequenceKey, sequence_key
+from activator.shm_requests import Rewritten, forward_rewritten, rest_request
 from activator.status_page import CSP, StatusPage
 from activator.upstream import UpstreamPool
 from thawwire import server_info
@@ -36,9 +37,12 @@ from thawwire.connection_guard import ConnectionGuard
 from thawwire.model_control import CONTROL_DISABLED
 from thawwire.paths import MODEL, MODEL_VERSION
 from thawwire.redaction import Redactor
+from thawwire.shm_api import RestSharedMemory
+from thawwire.shm_params import names_shared_memory
+from thawwire.shm_registry import SystemSharedMemory
 from thawwire.transfer_coding import refuse_unknown_codings
 
-__all__ = ["CONNECTIONS", "FLEET", "build_app", "metrics_app"]
+__all__ = ["CONNECTIONS", "FLEET", "SHARED_MEMORY", "build_app", "metrics_app"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +52,9 @@ PAGE = web.AppKey("status_page", StatusPage)  # the /ui/ files, read once at sta
 # The deadlines and connection cap of the listener that serves the app (its first middleware).
 CONNECTIONS = web.AppKey("connections", ConnectionGuard)
 REDACT = web.AppKey("redact", Redactor)  # what error bodies must not show
+# The system shared-memory regions of `thaw up`'s clients: the activator owns them, since
+# replicas come and go (thawwire.shm_registry, activator.shm_requests).
+SHARED_MEMORY = web.AppKey("shared_memory", SystemSharedMemory)
 _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -133,6 +140,9 @@ def build_app(
     app[CONNECTIONS] = guard
     app[REDACT] = Redactor([config.repository, config.cache_dir])
     app.add_routes(routes())
+    app[SHARED_MEMORY] = shared_memory = SystemSharedMemory()
+    deadline_s = min(config.body_timeout_s, config.request_timeout_s)
+    RestSharedMemory(shared_memory, body_timeout_s=deadline_s).add_routes(app.router)
 
     async def fleet_ctx(app: web.Application) -> AsyncIterator[None]:
         session = new_session()
@@ -156,8 +166,13 @@ def build_app(
         app[PAGE] = await asyncio.to_thread(StatusPage.load)
         yield
 
+    async def shm_ctx(app: web.Application) -> AsyncIterator[None]:
+        yield
+        shared_memory.close()  # every region's descriptor
+
     app.cleanup_ctx.append(fleet_ctx)
     app.cleanup_ctx.append(page_ctx)
+    app.cleanup_ctx.append(shm_ctx)
     return app
 
 
@@ -225,21 +240,35 @@ async def infer(request: web.Request) -> web.StreamResponse:
         sequence: SequenceKey | None = None
         if endpoint.stateful and body is not None:
             sequence = sequence_key(body, request.headers.get("Inference-Header-Content-Length"))
-        async with endpoint.acquire(size or 0, sequence=sequence) as replica:
-            try:
-                response = await forward(
-                    request,
-                    replica.url,
-                    request.app[UPSTREAM],
-                    timeout_s=fleet.config.request_timeout_s,
-                    body_timeout_s=fleet.config.body_timeout_s,
-                    body=body,
-                )
-            except UpstreamFailed as exc:
-                endpoint.replica_failed(replica, exc.message)
-                if isinstance(exc.partial, web.StreamResponse):
-                    return exc.partial
-                raise
+        # Tensors in the client's shared memory: read here, sent as binary data (leased
+        # until the answer is written back). Other bodies are never parsed.
+        shm = _shm_request(request, body, name) if body else None
+        try:
+            async with endpoint.acquire(size or 0, sequence=sequence) as replica:
+                try:
+                    response: web.StreamResponse
+                    if shm is not None:
+                        response = await forward_rewritten(
+                            request, replica.url, request.app[UPSTREAM], shm,
+                            timeout_s=fleet.config.request_timeout_s,
+                        )  # fmt: skip
+                    else:
+                        response = await forward(
+                            request,
+                            replica.url,
+                            request.app[UPSTREAM],
+                            timeout_s=fleet.config.request_timeout_s,
+                            body_timeout_s=fleet.config.body_timeout_s,
+                            body=body,
+                        )
+                except UpstreamFailed as exc:
+                    endpoint.replica_failed(replica, exc.message)
+                    if isinstance(exc.partial, web.StreamResponse):
+                        return exc.partial
+                    raise
+        finally:
+            if shm is not None:
+                shm.release()
         code = str(response.status)
         return response
     except ActivatorError as exc:
@@ -248,6 +277,18 @@ async def infer(request: web.Request) -> web.StreamResponse:
         raise
     finally:
         fleet.metrics.observe_request(name, code, time.monotonic() - start)
+
+
+def _shm_request(request: web.Request, body: bytes, model: str) -> Rewritten | None:
+    """The rewritten request when the body names shared-memory regions (a byte search of its
+    JSON header first; a compressed body is forwarded as it came)."""
+    if "Content-Encoding" in request.headers:
+        return None
+    length = request.headers.get("Inference-Header-Content-Length")
+    header_length = int(length) if length is not None and length.isdigit() else None
+    if header_length == 0 or not names_shared_memory(body, header_length):
+        return None
+    return rest_request(body, header_length, request.app[SHARED_MEMORY], model)
 
 
 async def model_stats(request: web.Request) -> web.Response:

@@ -31,7 +31,7 @@ from activator.handoff import HandoffLink
 from activator.metrics import Metrics
 from activator.orphans import Outcome
 from thawwire.connection_guard import ConnectionGuard
-from thawwire.paths import model_of
+from thawwire.paths import model_of, sent_back
 
 __all__ = ["FrontDoor", "Reason", "RequestLine", "Route", "parse_request_line", "route"]
 
@@ -60,12 +60,14 @@ class Reason(StrEnum):
     HELD = "held_requests"  # requests wait for it: keep the order, serve here
     NO_REPLICA = "no_direct_replica"  # cold, waking, or no replica's socket is connected
     SEND_FAILED = "send_failed"
+    SENT_BACK = "sent_back"  # a replica sent the request back (runtime.send_back): serve here
 
 
 @dataclass(frozen=True)
 class RequestLine:
     method: str
     path: str  # without the query
+    sent_back: bool = False  # the query marks a request a replica sent back
 
 
 @dataclass(frozen=True)
@@ -100,7 +102,7 @@ def parse_request_line(data: bytes) -> RequestLine | Reason:
     path = target.split("?", 1)[0]
     if "%" in path or "#" in target or "//" in path or "\\" in path:
         return Reason.NOT_HTTP  # what the servers would decode or normalize: theirs to answer
-    return RequestLine(match.group(1).decode("ascii"), path)
+    return RequestLine(match.group(1).decode("ascii"), path, "?" in target and sent_back(target))
 
 
 def route(data: bytes, *, view: Callable[[str], DirectView | None], final: bool = False) -> Route:
@@ -114,6 +116,8 @@ def route(data: bytes, *, view: Callable[[str], DirectView | None], final: bool 
         return Route(Reason.TIMEOUT if final else Reason.INCOMPLETE)
     if isinstance(line, Reason):
         return Route(line)
+    if line.sent_back:
+        return Route(Reason.SENT_BACK)
     model = model_of(line.path)
     if model is None or line.method not in _HANDOFF_METHODS:
         return Route(Reason.NOT_MODEL_PATH)

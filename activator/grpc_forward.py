@@ -34,9 +34,12 @@ from activator.errors import ActivatorError, BadRequest, UpstreamFailed
 from activator.fleet import Fleet
 from activator.grpc_envelope import Envelope, EnvelopeError, envelope
 from activator.replica import Replica
+from activator.shm_requests import Rewritten, grpc_answer, grpc_request
 from thawwire.grpc_messages import stream_error
 from thawwire.grpc_service import Method, method_path
 from thawwire.grpc_status import http_status
+from thawwire.shm_params import names_shared_memory
+from thawwire.shm_registry import SystemSharedMemory
 
 __all__ = ["GrpcForwarder", "forwarded_metadata"]
 
@@ -67,9 +70,12 @@ def forwarded_metadata(context: Context) -> tuple[tuple[str, Any], ...]:
 class GrpcForwarder:
     """Forwards `ModelInfer` and `ModelStreamInfer` to replicas; one channel per replica."""
 
-    def __init__(self, fleet: Fleet) -> None:
+    def __init__(self, fleet: Fleet, shared_memory: SystemSharedMemory | None = None) -> None:
         self._fleet = fleet
         self._channels: dict[str, grpc.aio.Channel] = {}
+        # The clients' shared-memory regions (the REST surface's registry): a message that
+        # names them is rewritten for the replica and its answer written back.
+        self._shm = shared_memory
 
     async def close(self) -> None:
         channels, self._channels = list(self._channels.values()), {}
@@ -118,16 +124,23 @@ class GrpcForwarder:
         endpoint = fleet.endpoint(head.model_name)
         started = time.monotonic()
         code = 500
+        shm: Rewritten | None = None
         try:
+            if self._shm is not None and names_shared_memory(data):
+                shm = grpc_request(data, self._shm)
             async with endpoint.acquire(len(data)) as replica:
                 call = self.channel(_address(replica)).unary_unary(_INFER)
                 try:
                     answer: bytes = await call(
-                        data, timeout=self._timeout(context), metadata=forwarded_metadata(context)
+                        data if shm is None else shm.body,
+                        timeout=self._timeout(context),
+                        metadata=forwarded_metadata(context),
                     )
                 except grpc.aio.AioRpcError as exc:
                     code = http_status(exc.code())
                     await context.abort(exc.code(), exc.details() or "")
+            if shm is not None:
+                answer = grpc_answer(answer, shm)
             code = 200
             return answer
         except ActivatorError as exc:
@@ -135,6 +148,8 @@ class GrpcForwarder:
             fleet.metrics.rejections.labels(head.model_name, type(exc).__name__).inc()
             raise
         finally:
+            if shm is not None:
+                shm.release()
             fleet.metrics.observe_request(head.model_name, str(code), time.monotonic() - started)
 
     # ---- ModelStreamInfer -------------------------------------------------------------------

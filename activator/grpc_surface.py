@@ -42,6 +42,8 @@ from thawwire.grpc_routes import parsed, service_handler
 from thawwire.grpc_service import Method, pb
 from thawwire.grpc_status import grpc_status
 from thawwire.model_control import CONTROL_DISABLED
+from thawwire.shm_api import grpc_shm_methods
+from thawwire.shm_registry import SystemSharedMemory
 
 __all__ = ["GrpcSurface", "bind_grpc_server", "start_grpc_server"]
 
@@ -86,9 +88,11 @@ def _version(version: str) -> str | None:
 class GrpcSurface:
     """The service's methods over one `thaw up`'s fleet."""
 
-    def __init__(self, fleet: Fleet) -> None:
+    def __init__(self, fleet: Fleet, shared_memory: SystemSharedMemory | None = None) -> None:
         self._fleet = fleet
-        self.forwarder = GrpcForwarder(fleet)
+        # The clients' regions, shared with the REST surface (activator.app.SHARED_MEMORY).
+        self._shm = shared_memory if shared_memory is not None else SystemSharedMemory()
+        self.forwarder = GrpcForwarder(fleet, self._shm)
         self._server_metadata = server_metadata_response(server_info.server_metadata())
 
     def routes(self) -> grpc.GenericRpcHandler:
@@ -105,7 +109,8 @@ class GrpcSurface:
             Method.REPOSITORY_MODEL_LOAD: self.load,
             Method.REPOSITORY_MODEL_UNLOAD: self.unload,
         }
-        # Inference travels as bytes: the activator never parses a tensor.
+        unary.update(grpc_shm_methods(self._shm))  # registered here: the activator owns them
+        # Inference travels as bytes: the activator parses no tensor (but shared memory's).
         return service_handler(
             {method: _answering(parsed(method, fn)) for method, fn in unary.items()},
             _answering(self.forwarder.infer),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -19,7 +20,7 @@ from activator.errors import BodyTimeout, PayloadTooLarge, UpstreamFailed, Upstr
 from activator.upstream import UpstreamPool
 from thawwire.hop_by_hop import HOP_BY_HOP, connection_tokens
 
-__all__ = ["SMALL_BODY", "forward", "new_pool", "new_session", "read_body"]
+__all__ = ["SMALL_BODY", "Answer", "exchange", "forward", "new_pool", "new_session", "read_body"]
 
 logger = logging.getLogger(__name__)
 
@@ -74,15 +75,25 @@ async def read_body(request: web.Request, *, limit: int, timeout_s: float) -> by
     return b"".join(parts)
 
 
-def request_head(request: web.Request, host: str, length: int | None) -> bytes:
+# Dropped from a request whose body the activator rewrote (activator.shm_requests): the
+# replica gets plain bytes with their own header length, and answers uncompressed.
+_REWRITTEN = frozenset(
+    {b"inference-header-content-length", b"content-encoding", b"accept-encoding"}
+)
+
+
+def request_head(
+    request: web.Request, host: str, length: int | None, *, rewritten: bool = False
+) -> bytes:
     """The request line and end-to-end headers for the replica, as sent by the client
-    (byte-exact), with the replica's Host and the body's Content-Length."""
+    (byte-exact), with the replica's Host and the body's Content-Length (`rewritten`: without
+    the client's framing and encoding headers, which the caller writes itself)."""
     parts = [
         f"{request.method} {request.raw_path} HTTP/1.1\r\nHost: {host}\r\n".encode(
             "utf-8", "surrogateescape"
         )
     ]
-    drop = _NOT_FORWARDED
+    drop = _NOT_FORWARDED | _REWRITTEN if rewritten else _NOT_FORWARDED
     named = connection_tokens(request.headers.getall("Connection", ()))
     if named:  # the client names more hop-by-hop headers
         drop = drop | {token.encode("ascii", "ignore") for token in named}
@@ -91,8 +102,51 @@ def request_head(request: web.Request, host: str, length: int | None) -> bytes:
             parts += (name, b": ", value, b"\r\n")
     if length is not None:
         parts.append(b"Content-Length: %d\r\n" % length)
-    parts.append(b"\r\n")
+    if not rewritten:
+        parts.append(b"\r\n")
     return b"".join(parts)
+
+
+class Answer:
+    """A replica's whole answer to an `exchange`."""
+
+    __slots__ = ("body", "headers", "reason", "status")
+
+    def __init__(self, status: int, reason: str, headers: Any, body: bytes) -> None:
+        self.status = status
+        self.reason = reason
+        self.headers = headers
+        self.body = body
+
+
+async def exchange(
+    request: web.Request,
+    base_url: str,
+    pool: UpstreamPool,
+    *,
+    body: bytes,
+    header_length: int | None,
+    timeout_s: float,
+) -> Answer:
+    """Send `request` with a body the activator wrote (`header_length`: its JSON header's) to
+    the replica at `base_url` and read its whole, uncompressed answer."""
+    conn = await pool.connect(base_url, timeout_s=timeout_s)
+    try:
+        conn.begin(timeout_s=timeout_s)
+        head = request_head(request, pool.address(base_url)[2], len(body), rewritten=True)
+        if header_length is not None:
+            head += b"Inference-Header-Content-Length: %d\r\n" % header_length
+        conn.send(head + b"\r\n" + body)
+        answer = await conn.response()
+        data = answer.body
+        if data is None:
+            parts = []
+            while chunk := await conn.read():
+                parts.append(chunk)
+            data = b"".join(parts)
+        return Answer(answer.status, answer.reason, answer.headers, data)
+    finally:
+        pool.release(conn)
 
 
 async def forward(

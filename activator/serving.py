@@ -145,7 +145,7 @@ async def _start_triton_ports(
     names one that failed."""
     from aiohttp import web
 
-    from activator.app import CONNECTIONS, FLEET, metrics_app
+    from activator.app import CONNECTIONS, FLEET, SHARED_MEMORY, metrics_app
     from thawwire.handoff_protocol import Surface, surface_line
 
     ports = _TritonPorts(lines=[])
@@ -154,7 +154,7 @@ async def _start_triton_ports(
             from activator.grpc_surface import GrpcSurface, start_grpc_server
 
             ports.grpc, address = grpc_bound
-            ports.surface = GrpcSurface(app[FLEET])
+            ports.surface = GrpcSurface(app[FLEET], app[SHARED_MEMORY])
             await start_grpc_server(ports.grpc, ports.surface)
             ports.lines.append(surface_line(Surface.GRPC, address))
             logger.info("thaw up: gRPC on %s", address)

@@ -19,6 +19,8 @@ from runtime.lifecycle import ServerState, lifecycle_context
 from thawwire.connection_guard import ConnectionGuard
 from thawwire.paths import MODEL, MODEL_VERSION
 from thawwire.redaction import Redactor
+from thawwire.shm_api import RestSharedMemory
+from thawwire.shm_registry import SystemSharedMemory
 from thawwire.transfer_coding import refuse_unknown_codings
 
 __all__ = [
@@ -26,6 +28,7 @@ __all__ = [
     "HANDLERS",
     "RUNNER_OPTIONS",
     "SERVER_STATE",
+    "SHARED_MEMORY",
     "build_app",
     "build_metrics_app",
     "error_middleware",
@@ -38,6 +41,8 @@ SERVER_STATE: web.AppKey[ServerState] = web.AppKey("server_state", ServerState)
 HANDLERS: web.AppKey[V2Handlers] = web.AppKey("handlers", V2Handlers)
 # The deadlines and connection cap of the listener that serves the app (its first middleware).
 CONNECTIONS: web.AppKey[ConnectionGuard] = web.AppKey("connections", ConnectionGuard)
+# The system shared-memory regions of this server's clients (thawwire.shm_registry).
+SHARED_MEMORY: web.AppKey[SystemSharedMemory] = web.AppKey("shared_memory", SystemSharedMemory)
 # What error bodies must not show (the server's directories; thawwire.redaction).
 REDACT: web.AppKey[Redactor] = web.AppKey("redact", Redactor)
 
@@ -70,6 +75,7 @@ def add_routes(app: web.Application, h: V2Handlers) -> None:
     r.add_post("/v2/repository/index", h.repository_index)
     r.add_post("/v2/repository/models/{model}/load", h.load)
     r.add_post("/v2/repository/models/{model}/unload", h.unload)
+    RestSharedMemory(h.shared_memory, body_timeout_s=h.body_timeout_s).add_routes(r)
     if h.metrics_enabled:  # tritonserver's --allow-metrics=false: no metrics anywhere
         r.add_get("/metrics", h.metrics)
 
@@ -150,7 +156,8 @@ def build_app(
     app[REDACT] = Redactor(config.private_dirs)
     state = ServerState()
     app[SERVER_STATE] = state
-    handlers = V2Handlers(config, manager, metrics, state)
+    app[SHARED_MEMORY] = shared_memory = SystemSharedMemory()
+    handlers = V2Handlers(config, manager, metrics, state, shared_memory=shared_memory)
     app[HANDLERS] = handlers
     add_routes(app, handlers)
     if config.handoff_socket is not None and config.front_door is not None:
@@ -162,6 +169,7 @@ def build_app(
             max_age_s=config.handoff_max_age_s,
         )
         routing.install(app)
+    app.on_cleanup.append(lambda _: _close(shared_memory))
     start = manager.start
     if config.exit_on_error:
         start = functools.partial(_start_all_or_fail, manager)
@@ -176,6 +184,10 @@ def build_app(
         )
     )
     return app
+
+
+async def _close(shared_memory: SystemSharedMemory) -> None:
+    shared_memory.close()  # every region's descriptor
 
 
 async def _start_all_or_fail(manager: ModelService) -> None:

@@ -435,7 +435,7 @@ def _run_loop(main: Coroutine[Any, Any, int], event_loop: str) -> int:
 
 async def _serve(config: ServeConfig) -> int:
     # Imported here so `thaw serve --help` stays fast.
-    from runtime.app import SERVER_STATE, build_app
+    from runtime.app import SERVER_STATE, SHARED_MEMORY, build_app
     from runtime.metrics import Metrics
     from runtime.model_manager import ModelManager
     from runtime.server import serve_app
@@ -468,7 +468,9 @@ async def _serve(config: ServeConfig) -> int:
     if config.allow_grpc:
         from runtime.grpc_handlers import GrpcHandlers  # grpc only where it is served
 
-        grpc_routes = GrpcHandlers(config, manager, app[SERVER_STATE]).routes()
+        grpc_routes = GrpcHandlers(
+            config, manager, app[SERVER_STATE], shared_memory=app[SHARED_MEMORY]
+        ).routes()
     status = await serve_app(app, config, grpc_routes=grpc_routes)
     if not app[SERVER_STATE].stopped_cleanly:
         # A model thread is stuck; asyncio.run would wait for it forever. Leave now.

@@ -9,6 +9,10 @@ before anything is allocated, so a lying body costs a 400, never a MemoryError.
 `Inference-Header-Content-Length: 0` makes the whole body the raw bytes of the model's one
 input (Triton's raw binary request, `curl --data-binary @file`); the model signature deduces
 its name, datatype and shape (runtime.model_signature), and every output is sent binary.
+
+A tensor with `shared_memory_*` parameters (Triton's system shared-memory extension) has its
+bytes in a registered region instead: an input is read from it, an output written to it and
+sent as its name, datatype and shape alone (runtime.shm_tensors, with the request's binding).
 """
 
 from __future__ import annotations
@@ -23,7 +27,16 @@ from runtime.body import parse_json
 from runtime.datatypes import V2_DATATYPES, element_size, from_wire, serialize_bytes, wire_dtype
 from runtime.errors import InvalidInput
 from runtime.inference import InferRequest, InferResponse, InferTensor, RequestedOutput
+from runtime.shm_tensors import ShmBinding
 from runtime.tensor_json import json_to_array
+from thawwire.errors import SharedMemoryError
+from thawwire.shm_params import (
+    SHM_PARAMETERS,
+    ShmRef,
+    check_json_input,
+    check_json_output,
+    json_ref,
+)
 
 __all__ = [
     "EncodedResponse",
@@ -39,7 +52,7 @@ __all__ = [
 _MAX_SIZE = (1 << 63) - 1
 
 # Input parameters consumed by the codec, not passed on to the model.
-_CODEC_PARAMETERS = frozenset({"binary_data_size"})
+_CODEC_PARAMETERS = frozenset({"binary_data_size"}) | SHM_PARAMETERS
 
 
 def decode_infer_request(
@@ -49,8 +62,11 @@ def decode_infer_request(
     model_name: str,
     model_version: str,
     max_json_depth: int,
+    shm: ShmBinding | None = None,
 ) -> InferRequest:
-    """Decode one v2 infer body (JSON, JSON header + binary sections, or raw) to an InferRequest."""
+    """Decode one v2 infer body (JSON, JSON header + binary sections, or raw) to an InferRequest.
+
+    `shm` resolves tensors in shared memory (without it, naming a region is an error)."""
     if header_length == 0:
         return InferRequest(
             model_name=model_name,
@@ -68,7 +84,9 @@ def decode_infer_request(
         raise InvalidInput("infer request needs a non-empty 'inputs' list")
     parameters = _parameters(doc.get("parameters"), "request")
     binary_default = _flag(parameters.get("binary_data_output", False), "binary_data_output")
-    inputs = _decode_inputs(raw_inputs, binary, max_json_bytes=len(header))
+    inputs = _decode_inputs(
+        raw_inputs, binary, max_json_bytes=len(header), shm=shm, model=model_name
+    )
     request_id = doc.get("id")
     if request_id is not None and not isinstance(request_id, str):
         raise InvalidInput("'id' must be a string")
@@ -76,7 +94,7 @@ def decode_infer_request(
         model_name=model_name,
         model_version=model_version,
         inputs=inputs,
-        requested_outputs=_decode_outputs(doc.get("outputs"), binary_default),
+        requested_outputs=_decode_outputs(doc.get("outputs"), binary_default, shm),
         id=request_id,
         parameters=parameters,
         binary_output_default=binary_default,
@@ -113,7 +131,12 @@ def _flag(value: Any, name: str) -> bool:
 
 
 def _decode_inputs(
-    raw_inputs: list[Any], binary: memoryview | None, *, max_json_bytes: int
+    raw_inputs: list[Any],
+    binary: memoryview | None,
+    *,
+    max_json_bytes: int,
+    shm: ShmBinding | None,
+    model: str,
 ) -> list[InferTensor]:
     """Decode every input; binary sections are consumed in input order and must all be used."""
     offset = 0
@@ -128,7 +151,14 @@ def _decode_inputs(
         seen.add(name)
         params = _parameters(raw.get("parameters"), f"input '{name}'")
         size = params.get("binary_data_size")
-        if size is None:
+        ref = _shm_ref(params, name) if params and not SHM_PARAMETERS.isdisjoint(params) else None
+        if ref is not None:
+            try:
+                check_json_input(raw, params, name)
+            except SharedMemoryError as exc:
+                raise InvalidInput(exc.message) from None
+            data = _binding(shm).read_input(ref, name, datatype, shape, model)
+        elif size is None:
             data = _json_input(raw, name, datatype, shape, count, max_json_bytes)
         else:
             section = _section(binary, offset, size, name)
@@ -142,6 +172,19 @@ def _decode_inputs(
             f"binary tensor data is {len(binary)} bytes but the inputs declare {offset}"
         )
     return inputs
+
+
+def _shm_ref(params: dict[str, Any], name: str) -> ShmRef | None:
+    try:
+        return json_ref(params, name)
+    except SharedMemoryError as exc:
+        raise InvalidInput(exc.message) from None
+
+
+def _binding(shm: ShmBinding | None) -> ShmBinding:
+    if shm is None:
+        raise InvalidInput("shared memory is not available for this request")
+    return shm
 
 
 def _tensor_header(raw: dict[str, Any]) -> tuple[str, str, tuple[int, ...], int]:
@@ -249,7 +292,9 @@ def _json_input(
     return json_to_array(raw["data"], name, datatype, shape, count)
 
 
-def _decode_outputs(raw: Any, binary_default: bool) -> list[RequestedOutput]:
+def _decode_outputs(
+    raw: Any, binary_default: bool, shm: ShmBinding | None = None
+) -> list[RequestedOutput]:
     """Requested outputs with their binary flag and classification count."""
     if raw is None:
         return []
@@ -265,12 +310,29 @@ def _decode_outputs(raw: Any, binary_default: bool) -> list[RequestedOutput]:
             raise InvalidInput(f"output '{name}' already exists in request")
         seen.add(name)
         params = _parameters(entry.get("parameters"), f"output '{name}'")
+        if params and not SHM_PARAMETERS.isdisjoint(params):
+            params = _shm_output(params, name, shm)
         binary = _flag(params.get("binary_data", binary_default), "binary_data")
         classes = params.get("classification", 0)
         if type(classes) is not int or classes < 0:
             raise InvalidInput(f"output '{name}' has invalid classification {classes!r}")
         outputs.append(RequestedOutput(name, binary, classes, params))
     return outputs
+
+
+def _shm_output(params: dict[str, Any], name: str, shm: ShmBinding | None) -> dict[str, Any]:
+    """Bind output `name` to its region (Triton's rules); the parameters left for the rest."""
+    ref = _shm_ref(params, name)
+    if ref is None:
+        return params
+    try:
+        check_json_output(params)
+    except SharedMemoryError as exc:
+        raise InvalidInput(exc.message) from None
+    _binding(shm).bind_output(ref, name)
+    rest = {k: v for k, v in params.items() if k not in SHM_PARAMETERS}
+    rest["binary_data"] = False
+    return rest
 
 
 class EncodedResponse:
@@ -283,11 +345,21 @@ class EncodedResponse:
         self.header_length = header_length
 
 
-def encode_infer_response(response: InferResponse, request: InferRequest) -> EncodedResponse:
-    """Encode the outputs the request asked for (all, by default), JSON or binary per output."""
+def encode_infer_response(
+    response: InferResponse, request: InferRequest, shm: ShmBinding | None = None
+) -> EncodedResponse:
+    """Encode the outputs the request asked for (all, by default), JSON or binary per output;
+    those bound to shared memory (`shm`) are written there and sent without data."""
     outputs_json: list[dict[str, Any]] = []
     buffers: list[bytes] = []
     for tensor, binary, class_count in selected_outputs(response, request):
+        if shm is not None and tensor.name in shm.outputs:
+            shm.write_output(tensor.name, tensor_bytes(tensor))
+            # Triton sends a shared-memory output as its name, datatype and shape alone.
+            outputs_json.append(
+                {"name": tensor.name, "datatype": tensor.datatype, "shape": list(tensor.shape)}
+            )
+            continue
         if class_count:
             tensor = classify(tensor, class_count)
         entry: dict[str, Any] = {

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from runtime.errors import InvalidInput
-from thawwire.datatype_names import config_to_v2, v2_to_config
+from thawwire.datatype_names import ELEMENT_BYTES, config_to_v2, v2_to_config
 
 __all__ = [
     "V2_DATATYPES",
@@ -50,10 +50,8 @@ _V2_TO_NUMPY: dict[str, np.dtype] = {
 
 V2_DATATYPES: frozenset[str] = frozenset(_V2_TO_NUMPY)
 
-_ELEMENT_SIZE: dict[str, int] = {
-    name: (0 if name == "BYTES" else (2 if name == "BF16" else dt.itemsize))
-    for name, dt in _V2_TO_NUMPY.items()
-}
+# Bytes per element on the wire: thawwire's table, the one `thaw up` checks sizes with too.
+_ELEMENT_SIZE: dict[str, int] = {name: ELEMENT_BYTES[name] for name in _V2_TO_NUMPY}
 
 # Little-endian wire dtypes of the fixed-size datatypes (BF16 travels as uint16 words).
 _WIRE: dict[str, np.dtype] = {

@@ -18,6 +18,7 @@ knows when the response has gone to the transport.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
@@ -27,6 +28,7 @@ from aiohttp import web
 from runtime.direct_load import DirectLoad
 from runtime.direct_state import DirectConnection
 from runtime.front_door_client import FrontDoorClient
+from runtime.send_back import SEND_BACK
 from thawwire.paths import model_of
 
 if TYPE_CHECKING:
@@ -99,6 +101,8 @@ class DirectRouting:
         load.change(now, +1)
         try:
             if model is not None and self._is_loaded(model):
+                # A request naming the client's shared memory goes back (runtime.send_back).
+                request[SEND_BACK] = functools.partial(self._send_back, request, close=close)
                 response = await handler(request)
             else:
                 response = await self._front_door.forward(request, close=close)
@@ -108,6 +112,11 @@ class DirectRouting:
             response.force_close()  # max age: `Connection: close`, reconnect via the door
         await _write_whole(request, response, direct)
         return response
+
+    async def _send_back(
+        self, request: web.Request, body: bytes, *, close: bool
+    ) -> web.StreamResponse:
+        return await self._front_door.forward(request, close=close, body=body)
 
     async def _on_response_prepare(
         self, request: web.Request, response: web.StreamResponse

@@ -12,6 +12,7 @@ that the front door had handed to another replica could otherwise bounce request
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -19,6 +20,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 
 from runtime.handlers import json_response
 from thawwire.hop_by_hop import HOP_BY_HOP, connection_tokens
+from thawwire.paths import SENT_BACK_QUERY
 
 __all__ = ["FrontDoorClient"]
 
@@ -53,18 +55,27 @@ class FrontDoorClient:
             )
         return self._session
 
-    async def forward(self, request: web.BaseRequest, *, close: bool) -> web.StreamResponse:
-        """The front door's answer to `request`; `close` ends the client connection after it."""
+    async def forward(
+        self, request: web.BaseRequest, *, close: bool, body: bytes | None = None
+    ) -> web.StreamResponse:
+        """The front door's answer to `request`; `close` ends the client connection after it.
+        `body`: the request's body, when a handler read it already (runtime.send_back)."""
         headers = _end_to_end(request.headers)
-        data = None
-        if request.body_exists:
+        data: Any = None
+        if body is not None:
+            headers["Content-Length"] = str(len(body))
+            data = body
+        elif request.body_exists:
             if request.content_length is not None:
                 headers["Content-Length"] = str(request.content_length)
             data = request.content.iter_chunked(_CHUNK)
         try:
+            target = request.raw_path
+            if body is not None:  # sent back: the front door must serve it, not hand it off
+                target += ("&" if "?" in target else "?") + SENT_BACK_QUERY
             upstream = await self._client().request(
                 request.method,
-                self._url + request.raw_path,
+                self._url + target,
                 headers=headers,
                 data=data,
                 allow_redirects=False,

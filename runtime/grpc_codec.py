@@ -7,9 +7,12 @@ through `codec.checked_shape`, before anything is allocated.
 
 Inputs carry their data in `raw_input_contents` (what tritonclient sends: one entry per input,
 in input order) or in the typed `contents` of the input (never both in one request, as
-Triton refuses). Outputs always leave in `raw_output_contents`, one entry per output, as
-Triton writes them. Request parameters become the plain values HTTP's JSON parameters are
-(`sequence_id`, `priority`, `timeout`, ...), type-checked the way Triton's gRPC frontend does.
+Triton refuses), or in a registered shared-memory region (`shared_memory_*` parameters, read
+through the request's runtime.shm_tensors binding; such inputs take no raw entry). Outputs
+always leave in `raw_output_contents`, one entry per output, as Triton writes them: empty for
+an output written to shared memory. Request parameters become the plain values HTTP's JSON
+parameters are (`sequence_id`, `priority`, `timeout`, ...), type-checked the way Triton's gRPC
+frontend does.
 
 The client's direction too, for BLS streams sent to `thaw up`'s gRPC front door
 (runtime.front_door_bls): `model_infer_request` (an InferRequest as a `ModelInferRequest`,
@@ -28,9 +31,12 @@ from runtime.codec import checked_shape, classify, selected_outputs, tensor_byte
 from runtime.datatypes import V2_DATATYPES, from_wire, v2_to_numpy
 from runtime.errors import InvalidInput, ModelNotFound
 from runtime.inference import InferRequest, InferResponse, InferTensor, RequestedOutput
+from runtime.shm_tensors import ShmBinding
+from thawwire.errors import SharedMemoryError
 from thawwire.grpc_messages import FINAL_RESPONSE, parameter_kind, parameter_value, set_parameter
 from thawwire.grpc_service import pb
 from thawwire.names import is_model_name, is_version
+from thawwire.shm_params import REGION, SHM_PARAMETERS, ShmRef, grpc_ref
 
 __all__ = [
     "THREAD_THRESHOLD_BYTES",
@@ -77,19 +83,28 @@ _CONTENTS_FIELD: dict[str, str] = {
 _CONTENTS_FIELDS = tuple(sorted(set(_CONTENTS_FIELD.values())))
 
 
-def decode_model_infer(message: Any) -> InferRequest:
-    """One `ModelInferRequest` as an InferRequest (shape and size checks before any array)."""
+def decode_model_infer(message: Any, *, shm: ShmBinding | None = None) -> InferRequest:
+    """One `ModelInferRequest` as an InferRequest (shape and size checks before any array);
+    `shm` resolves tensors in shared memory (without it, naming a region is an error)."""
     model = message.model_name
     raw = message.raw_input_contents
-    if raw and len(raw) != len(message.inputs):
+    in_shm = sum(1 for io in message.inputs if REGION in io.parameters)
+    if raw and len(raw) != len(message.inputs) - in_shm:
         raise InvalidInput(
             f"raw_input_contents holds {len(raw)} entries but the request has "
-            f"{len(message.inputs)} inputs for model '{model}'"
+            f"{len(message.inputs) - in_shm} inputs for model '{model}'"
+            + (f" (besides {in_shm} in shared memory)" if in_shm else "")
         )
     inputs: list[InferTensor] = []
     seen: set[str] = set()
-    for index, io in enumerate(message.inputs):
-        tensor = _input(io, raw[index] if raw else None, model)
+    index = 0
+    for io in message.inputs:
+        ref = _shm_ref(io.parameters, io.name) if in_shm else None
+        if ref is not None:
+            tensor = _shm_input(io, ref, model, shm)
+        else:
+            tensor = _input(io, raw[index] if raw else None, model)
+            index += 1
         if tensor.name in seen:
             raise InvalidInput(f"input '{tensor.name}' already exists in request")
         seen.add(tensor.name)
@@ -100,7 +115,7 @@ def decode_model_infer(message: Any) -> InferRequest:
         model_name=model,
         model_version=message.model_version,
         inputs=inputs,
-        requested_outputs=_outputs(message.outputs),
+        requested_outputs=_outputs(message.outputs, shm),
         id=message.id or None,
         parameters=request_parameters(message.parameters),
         binary_output_default=True,
@@ -165,6 +180,34 @@ def _input(io: Any, raw: bytes | None, model: str) -> InferTensor:
     return InferTensor(name, datatype, shape, data, params)
 
 
+def _shm_ref(parameters: Mapping[str, Any], name: str) -> ShmRef | None:
+    try:
+        return grpc_ref(parameters, name)
+    except SharedMemoryError as exc:
+        raise InvalidInput(exc.message) from None
+
+
+def _shm_input(io: Any, ref: ShmRef, model: str, shm: ShmBinding | None) -> InferTensor:
+    """An input whose bytes are in a registered region (Triton's checks and texts)."""
+    name, datatype = io.name, io.datatype
+    if not name:
+        raise InvalidInput("every input needs a non-empty 'name'")
+    if datatype not in V2_DATATYPES:
+        raise InvalidInput(f"input '{name}' has unknown datatype {datatype!r}")
+    if io.HasField("contents"):
+        raise InvalidInput(
+            f"unexpected 'content' provided when using shared memory for input tensor '{name}' "
+            f"for model '{model}'"
+        )
+    if shm is None:
+        raise InvalidInput("shared memory is not available for this request")
+    shape = tuple(io.shape)
+    checked_shape(name, datatype, shape)
+    params = _tensor_parameters(io.parameters, f"input '{name}'")
+    data = shm.read_input(ref, name, datatype, shape, model)
+    return InferTensor(name, datatype, shape, data, params)
+
+
 def _typed_contents(
     contents: Any, name: str, datatype: str, shape: tuple[int, ...], count: int, model: str
 ) -> np.ndarray:
@@ -201,16 +244,12 @@ def _typed_contents(
 def _tensor_parameters(parameters: Mapping[str, Any], where: str) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for key, param in parameters.items():
-        if key.startswith("shared_memory_"):
-            raise InvalidInput(
-                f"{where} uses shared memory ('{key}'), which thaw does not implement: send "
-                "its data in the request"
-            )
-        values[key] = parameter_value(param)
+        if key not in SHM_PARAMETERS:  # the server's, never a model's
+            values[key] = parameter_value(param)
     return values
 
 
-def _outputs(outputs: Any) -> list[RequestedOutput]:
+def _outputs(outputs: Any, shm: ShmBinding | None = None) -> list[RequestedOutput]:
     requested: list[RequestedOutput] = []
     seen: set[str] = set()
     for out in outputs:
@@ -230,6 +269,15 @@ def _outputs(outputs: Any) -> list[RequestedOutput]:
             if classes <= 0:
                 raise InvalidInput("invalid value for 'classification' parameter, expected >= 0")
         params.pop("binary_data", None)  # gRPC outputs are always raw bytes
+        ref = _shm_ref(out.parameters, out.name) if REGION in out.parameters else None
+        if ref is not None:
+            if classes:
+                raise InvalidInput(
+                    "output can't set both 'shared_memory_region' and 'classification'"
+                )
+            if shm is None:
+                raise InvalidInput("shared memory is not available for this request")
+            shm.bind_output(ref, out.name)
         requested.append(RequestedOutput(out.name, True, classes, params))
     return requested
 
@@ -240,6 +288,7 @@ def encode_model_infer(
     *,
     final: bool | None = None,
     into: Any = None,
+    shm: ShmBinding | None = None,
 ) -> Any:
     """The `ModelInferResponse` of the outputs the request asked for (all, by default), each in
     `raw_output_contents`; `final` (streams only) sets Triton's `triton_final_response`.
@@ -258,7 +307,11 @@ def encode_model_infer(
         out = message.outputs.add(name=tensor.name, datatype=tensor.datatype)
         out.shape.extend(tensor.shape)
         _set_parameters(out.parameters, tensor.parameters)
-        raw.append(tensor_bytes(tensor))
+        if shm is not None and tensor.name in shm.outputs:
+            shm.write_output(tensor.name, tensor_bytes(tensor))
+            raw.append(b"")  # Triton's entry for an output written to shared memory
+        else:
+            raw.append(tensor_bytes(tensor))
     return message
 
 

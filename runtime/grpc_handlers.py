@@ -32,6 +32,7 @@ from runtime.handlers import ModelService, server_ready
 from runtime.inference import InferRequest, InferResponse
 from runtime.lifecycle import ServerState
 from runtime.load_overrides import check_config, check_load_path, load_overrides
+from runtime.shm_tensors import ShmBinding
 from thawwire.grpc_messages import (
     config_response,
     index_response,
@@ -46,6 +47,8 @@ from thawwire.grpc_status import grpc_status
 from thawwire.model_control import CONTROL_DISABLED
 from thawwire.redaction import Redactor
 from thawwire.server_info import server_metadata
+from thawwire.shm_api import grpc_shm_methods
+from thawwire.shm_registry import SystemSharedMemory
 
 __all__ = ["GrpcHandlers", "StreamingModelService", "abort_with"]
 
@@ -103,9 +106,16 @@ class GrpcHandlers:
     """The service's methods, bound to one server's config, model service and state."""
 
     def __init__(
-        self, config: ServeConfig, manager: StreamingModelService, state: ServerState
+        self,
+        config: ServeConfig,
+        manager: StreamingModelService,
+        state: ServerState,
+        *,
+        shared_memory: SystemSharedMemory | None = None,
     ) -> None:
         self._config = config
+        # The regions of this server's clients: the REST surface's registry (runtime.app).
+        self._shm = shared_memory if shared_memory is not None else SystemSharedMemory()
         self._manager = manager
         self._state = state
         self._server_metadata = server_metadata_response(server_metadata())
@@ -126,6 +136,7 @@ class GrpcHandlers:
             Method.REPOSITORY_MODEL_LOAD: self.load,
             Method.REPOSITORY_MODEL_UNLOAD: self.unload,
         }
+        unary.update(grpc_shm_methods(self._shm))
         # Raw bytes both ways for inference: parsed and built here, in a thread when large.
         return service_handler(
             {method: _answering(parsed(method, fn), self._redact) for method, fn in unary.items()},
@@ -168,10 +179,18 @@ class GrpcHandlers:
     # -- inference -----------------------------------------------------------------------
 
     async def model_infer(self, data: bytes, context: Context) -> bytes:
+        # Regions the request names are leased until its response is encoded (in use).
+        shm = ShmBinding(self._shm)
+        try:
+            return await self._model_infer(data, shm)
+        finally:
+            shm.release()
+
+    async def _model_infer(self, data: bytes, shm: ShmBinding) -> bytes:
         if len(data) > THREAD_THRESHOLD_BYTES:
-            name, version, decoded = await asyncio.to_thread(_decode, data)
+            name, version, decoded = await asyncio.to_thread(_decode, data, shm)
         else:
-            name, version, decoded = _decode(data)
+            name, version, decoded = _decode(data, shm)
         if isinstance(decoded, InvalidInput):
             # A bad request for a model that does not exist is a NOT_FOUND first (as on REST).
             self._manager.model_ready(*message_ref(name, version))
@@ -179,8 +198,8 @@ class GrpcHandlers:
         request = decoded
         response = await self._manager.infer(request)
         if sum(t.data.nbytes for t in response.outputs) > THREAD_THRESHOLD_BYTES:
-            return await asyncio.to_thread(_encode, response, request)
-        return _encode(response, request)
+            return await asyncio.to_thread(_encode, response, request, shm)
+        return _encode(response, request, shm)
 
     async def model_stream_infer(self, requests: AsyncIterator[bytes], context: Context) -> None:
         await serve_stream(self._manager, requests, context, self._redact)
@@ -218,17 +237,17 @@ class GrpcHandlers:
             raise FeatureDisabled(CONTROL_DISABLED)
 
 
-def _decode(data: bytes) -> tuple[str, str, InferRequest | InvalidInput]:
+def _decode(data: bytes, shm: ShmBinding) -> tuple[str, str, InferRequest | InvalidInput]:
     """Parse and decode a ModelInferRequest: (model, version, request or why it is bad)."""
     message = pb.ModelInferRequest.FromString(data)
     try:
-        return message.model_name, message.model_version, decode_model_infer(message)
+        return message.model_name, message.model_version, decode_model_infer(message, shm=shm)
     except InvalidInput as exc:
         return message.model_name, message.model_version, exc
 
 
-def _encode(response: InferResponse, request: InferRequest) -> bytes:
-    return bytes(encode_model_infer(response, request).SerializeToString())
+def _encode(response: InferResponse, request: InferRequest, shm: ShmBinding) -> bytes:
+    return bytes(encode_model_infer(response, request, shm=shm).SerializeToString())
 
 
 def _load_parameters(parameters: Any) -> tuple[str | None, dict[str, bytes] | None]:

@@ -30,11 +30,15 @@ from runtime.inference import InferRequest, InferResponse
 from runtime.lifecycle import ServerState
 from runtime.load_overrides import check_config, check_load_path, load_overrides
 from runtime.response_encoding import MIN_COMPRESS_BYTES, compress_body, pick_encoding
+from runtime.send_back import SEND_BACK, SendBack
+from runtime.shm_tensors import ShmBinding
 from thawwire.load_answer import warmup_header
 from thawwire.model_control import CONTROL_DISABLED
 from thawwire.names import is_model_name, is_version
 from thawwire.redaction import Redactor
 from thawwire.server_info import server_metadata
+from thawwire.shm_params import names_shared_memory
+from thawwire.shm_registry import SystemSharedMemory
 
 __all__ = [
     "MetricsSource",
@@ -119,14 +123,28 @@ class V2Handlers:
         manager: ModelService,
         metrics: MetricsSource,
         state: ServerState,
+        *,
+        shared_memory: SystemSharedMemory | None = None,
     ) -> None:
         self._config = config
+        # The system shared-memory regions of this server's clients (runtime.shm_api).
+        self._shm = shared_memory if shared_memory is not None else SystemSharedMemory()
         self._manager = manager
         # A failed load's reason in the index, as every error body (thawwire.redaction).
         self._redact = Redactor(config.private_dirs)
         self._metrics = metrics
         self._state = state
         self._server_metadata = json.dumps(server_metadata()).encode()
+
+    @property
+    def shared_memory(self) -> SystemSharedMemory:
+        """The registry this server's inference reads and writes regions through."""
+        return self._shm
+
+    @property
+    def body_timeout_s(self) -> float:
+        """How long a request body may take to arrive (`--body-timeout-secs`)."""
+        return self._config.body_timeout_s
 
     @property
     def metrics_enabled(self) -> bool:
@@ -204,11 +222,30 @@ class V2Handlers:
 
     # -- inference -----------------------------------------------------------------------
 
-    async def infer(self, request: web.Request) -> web.Response:
+    async def infer(self, request: web.Request) -> web.StreamResponse:
         name, version = model_ref(request)
         header_length = _header_length(request)
         # Triton names a JSON body "request JSON" in its size errors, and the rest "request".
         body = await self._body(request, what=_JSON_BODY if header_length is None else "request")
+        send_back: SendBack | None = request.get(SEND_BACK)
+        if send_back is not None and _names_client_shm(request, body, header_length):
+            return await send_back(body)  # the regions are `thaw up`'s (runtime.send_back)
+        # Regions the request names are leased until its response is encoded (in use).
+        shm = ShmBinding(self._shm)
+        try:
+            encoded = await self._infer(body, header_length, name, version, shm)
+        finally:
+            shm.release()
+        return await _infer_http_response(encoded, request.headers.get("Accept-Encoding"))
+
+    async def _infer(
+        self,
+        body: bytes,
+        header_length: int | None,
+        name: str,
+        version: str | None,
+        shm: ShmBinding,
+    ) -> EncodedResponse:
         decode = functools.partial(
             decode_infer_request,
             body,
@@ -216,6 +253,7 @@ class V2Handlers:
             model_name=name,
             model_version=version or "",
             max_json_depth=self._config.max_json_depth,
+            shm=shm,
         )
         try:
             # Small bodies (nearly all) are decoded inline: a thread hop costs more than that.
@@ -232,11 +270,10 @@ class V2Handlers:
         output_bytes = 0
         for tensor in infer_response.outputs:
             output_bytes += tensor.data.nbytes
+        encode = functools.partial(encode_infer_response, infer_response, infer_request, shm)
         if output_bytes > _THREAD_THRESHOLD_BYTES:
-            encoded = await asyncio.to_thread(encode_infer_response, infer_response, infer_request)
-        else:
-            encoded = encode_infer_response(infer_response, infer_request)
-        return await _infer_http_response(encoded, request.headers.get("Accept-Encoding"))
+            return await asyncio.to_thread(encode)
+        return encode()
 
     # -- generate extension (decoupled models over HTTP) --------------------------------
 
@@ -336,6 +373,14 @@ class V2Handlers:
         """
         if self._config.model_control_mode is not ModelControlMode.EXPLICIT:
             raise FeatureDisabled(CONTROL_DISABLED)
+
+
+def _names_client_shm(request: web.Request, body: bytes, header_length: int | None) -> bool:
+    """Whether a handed-off request may name shared-memory regions (a byte search of its
+    JSON header; a compressed body is answered here, as it came)."""
+    if header_length == 0 or "Content-Encoding" in request.headers:
+        return False
+    return names_shared_memory(body, header_length)
 
 
 async def _within(reading: Coroutine[Any, Any, bytes], timeout_s: float) -> bytes:

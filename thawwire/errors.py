@@ -1,16 +1,22 @@
-"""The one error this package raises: bytes from the other side that break a Thaw wire protocol.
+"""The errors this package raises: bytes from the other side that break a Thaw wire protocol,
+and a client's shared-memory call that Triton would refuse.
 
     WireError       a handoff message or load report that is not the protocol (too long, not
                     JSON, a field missing, of the wrong type or out of range)
       PoolProtocolError  a fork-server frame that is not the protocol (thawwire.pool_protocol)
+    SharedMemoryError    a system shared-memory registration or tensor reference that cannot
+                         be served (thawwire.shm_registry, thawwire.shm_params); `kind` is
+                         Triton's error code for it, each server maps it to its own error
 
-It is a `ValueError`: callers that read from a peer treat it as one bad message, log it and
-go on; nothing the peer sends can crash the reader.
+A `WireError` is a `ValueError`: callers that read from a peer treat it as one bad message, log
+it and go on; nothing the peer sends can crash the reader.
 """
 
 from __future__ import annotations
 
-__all__ = ["WireError"]
+from enum import StrEnum
+
+__all__ = ["ErrorKind", "SharedMemoryError", "WireError"]
 
 
 class WireError(ValueError):
@@ -19,3 +25,21 @@ class WireError(ValueError):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+class ErrorKind(StrEnum):
+    """Triton's error code of a shared-memory refusal (its gRPC status follows from it)."""
+
+    INVALID_ARG = "INVALID_ARG"
+    NOT_FOUND = "NOT_FOUND"
+    ALREADY_EXISTS = "ALREADY_EXISTS"
+    INTERNAL = "INTERNAL"
+
+
+class SharedMemoryError(Exception):
+    """A shared-memory call or reference refused in Triton's words; `kind` is its error code."""
+
+    def __init__(self, message: str, kind: ErrorKind) -> None:
+        super().__init__(message)
+        self.message = message
+        self.kind = kind

@@ -15,4 +15,5 @@ EXTENSIONS: tuple[str, ...] = (
     "binary_tensor_data",
     "parameters",
     "statistics",
+    "system_shared_memory",
 )

@@ -35,6 +35,12 @@ UNARY_REQUESTS: dict[Method, Any] = {
     Method.REPOSITORY_INDEX: pb.RepositoryIndexRequest,
     Method.REPOSITORY_MODEL_LOAD: pb.RepositoryModelLoadRequest,
     Method.REPOSITORY_MODEL_UNLOAD: pb.RepositoryModelUnloadRequest,
+    Method.SYSTEM_SHARED_MEMORY_STATUS: pb.SystemSharedMemoryStatusRequest,
+    Method.SYSTEM_SHARED_MEMORY_REGISTER: pb.SystemSharedMemoryRegisterRequest,
+    Method.SYSTEM_SHARED_MEMORY_UNREGISTER: pb.SystemSharedMemoryUnregisterRequest,
+    Method.CUDA_SHARED_MEMORY_STATUS: pb.CudaSharedMemoryStatusRequest,
+    Method.CUDA_SHARED_MEMORY_REGISTER: pb.CudaSharedMemoryRegisterRequest,
+    Method.CUDA_SHARED_MEMORY_UNREGISTER: pb.CudaSharedMemoryUnregisterRequest,
 }
 
 

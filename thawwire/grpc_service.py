@@ -43,15 +43,9 @@ class Method(StrEnum):
     LOG_SETTINGS = "LogSettings"
 
 
-# Methods Thaw does not implement (the shared-memory, trace and log extensions): both sides
-# answer them UNIMPLEMENTED with a sentence that names the feature.
+# Methods Thaw does not implement (the trace and log extensions): both sides answer them
+# UNIMPLEMENTED with a sentence that names the feature. (Shared memory: thawwire.shm_api.)
 UNSUPPORTED: dict[Method, str] = {
-    Method.SYSTEM_SHARED_MEMORY_STATUS: "system shared memory",
-    Method.SYSTEM_SHARED_MEMORY_REGISTER: "system shared memory",
-    Method.SYSTEM_SHARED_MEMORY_UNREGISTER: "system shared memory",
-    Method.CUDA_SHARED_MEMORY_STATUS: "CUDA shared memory",
-    Method.CUDA_SHARED_MEMORY_REGISTER: "CUDA shared memory",
-    Method.CUDA_SHARED_MEMORY_UNREGISTER: "CUDA shared memory",
     Method.TRACE_SETTING: "trace settings",
     Method.LOG_SETTINGS: "log settings",
 }

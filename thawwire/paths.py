@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from thawwire.names import is_model_name, is_version
 
-__all__ = ["MODEL", "MODEL_VERSION", "REPLICA_LEAVES", "model_of"]
+__all__ = ["MODEL", "MODEL_VERSION", "REPLICA_LEAVES", "SENT_BACK_QUERY", "model_of", "sent_back"]
 
 MODEL = "/v2/models/{model}"
 MODEL_VERSION = "/v2/models/{model}/versions/{version}"
@@ -19,7 +19,17 @@ REPLICA_LEAVES = frozenset({"", "ready", "config", "infer"})
 """What follows a model (or model version) path in the requests a replica answers itself:
 metadata (nothing), `/ready`, `/config`, `/infer`."""
 
+SENT_BACK_QUERY = "thaw-sent-back=1"
+"""The query a replica adds to a request it sends back to the front door (runtime.send_back):
+the front door then serves it itself instead of handing its connection to a replica again."""
+
 _PREFIX = "/v2/models/"
+
+
+def sent_back(target: str) -> bool:
+    """Whether a request target (path and query) is one a replica sent back."""
+    _, _, query = target.partition("?")
+    return SENT_BACK_QUERY in query.split("&")
 
 
 def model_of(path: str) -> str | None:

@@ -55,9 +55,7 @@ def assert_slow_heads_closed(host: str, port: int, count: int, head_timeout_s: f
 def assert_body_deadline(host: str, port: int, path: str, body_timeout_s: float) -> None:
     """A body that stops arriving is answered with an error status and closed, in time."""
     with socket.create_connection((host, port), timeout=30) as sock:
-        sock.sendall(
-            f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 500\r\n\r\n{{".encode()
-        )
+        sock.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 500\r\n\r\n{{".encode())
         started = time.monotonic()
         data = _read_until_close(sock, body_timeout_s + SLACK_S + 5)
     elapsed = time.monotonic() - started

@@ -233,9 +233,12 @@ def test_hostile_grpc_input_leaves_the_activator_serving(
             message.raw_input_contents.append(b"\x00" * 4)
             await abandoned.write(message)
             abandoned.cancel()  # gone while the model it asked for is waking
-            with pytest.raises(grpc.aio.AioRpcError) as shm:
-                await stub.CudaSharedMemoryStatus(service_pb2.CudaSharedMemoryStatusRequest())
-            assert shm.value.code() is grpc.StatusCode.UNIMPLEMENTED
+            with pytest.raises(grpc.aio.AioRpcError) as trace:
+                await stub.TraceSetting(service_pb2.TraceSettingRequest())
+            assert trace.value.code() is grpc.StatusCode.UNIMPLEMENTED
+            # CUDA shared memory is answered as by a Triton without GPUs: an empty status.
+            cuda = await stub.CudaSharedMemoryStatus(service_pb2.CudaSharedMemoryStatusRequest())
+            assert not cuda.regions
 
     asyncio.run(run())
     inputs, a = _inputs()

@@ -141,9 +141,9 @@ def test_load_is_refused_outside_explicit_mode(start_serve: Any, tmp_path: Any) 
         assert _status(info) == "StatusCode.UNIMPLEMENTED"
         assert "explicit model load / unload is not allowed" in info.value.message()
         with pytest.raises(InferenceServerException) as info:
-            c.get_system_shared_memory_status()
+            c.get_trace_settings()
         assert _status(info) == "StatusCode.UNIMPLEMENTED"
-        assert "system shared memory" in info.value.message()
+        assert "trace settings" in info.value.message()
 
 
 # ---- inference ----------------------------------------------------------------------------

@@ -213,3 +213,15 @@ async def test_a_link_sends_sockets_and_reads_load_reports(tmp_path: Path) -> No
     assert not link.send(returned, door)
     for sock in (server, returned, ended_peer, returned_peer):
         sock.close()
+
+
+@pytest.mark.parametrize(
+    "target",
+    ["/v2/models/add_sub/infer?thaw-sent-back=1", "/v2/models/add_sub/infer?a=b&thaw-sent-back=1"],
+)
+def test_a_request_a_replica_sent_back_is_served_here(target: str) -> None:
+    """A replica sends back what it cannot answer (runtime.send_back): handing its connection
+    off again would bounce it between the two for good."""
+    assert _route(f"POST {target} HTTP/1.1\r\n".encode()).reason is Reason.SENT_BACK
+    lookalike = f"POST {target.replace('=1', '=0')} HTTP/1.1\r\n".encode()
+    assert _route(lookalike).reason is Reason.HANDED_OFF

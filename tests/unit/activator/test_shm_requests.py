@@ -1,0 +1,129 @@
+"""`thaw up`'s rewrites of requests naming shared-memory regions: inputs become binary tensor
+data (REST) or raw contents (gRPC) in input order, shm outputs are asked for as binary data,
+and the replica's answer is written into the regions and left out of the client's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from activator.errors import BadRequest
+from activator.shm_requests import grpc_answer, grpc_request, rest_answer, rest_request
+from thawwire.grpc_service import pb
+from thawwire.shm_registry import SystemSharedMemory
+
+A = np.arange(4, dtype=np.float32)
+B = np.full(4, 0.5, dtype=np.float32)
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> SystemSharedMemory:
+    registry = SystemSharedMemory(shm_dir=tmp_path)
+    (tmp_path / "in0").write_bytes(A.tobytes())
+    (tmp_path / "out").write_bytes(b"\0" * 32)
+    registry.register("in0", "/in0", 0, 16)
+    registry.register("out", "/out", 0, 32)
+    return registry
+
+
+def _shm(region: str, size: int, offset: int = 0) -> dict[str, object]:
+    params: dict[str, object] = {"shared_memory_region": region, "shared_memory_byte_size": size}
+    if offset:
+        params["shared_memory_offset"] = offset
+    return params
+
+
+def test_rest_inputs_keep_their_order_and_outputs_come_back_in_regions(
+    registry: SystemSharedMemory, tmp_path: Path
+) -> None:
+    header = {
+        "inputs": [
+            {"name": "INPUT0", "datatype": "FP32", "shape": [4], "parameters": _shm("in0", 16)},
+            {"name": "INPUT1", "datatype": "FP32", "shape": [4],
+             "parameters": {"binary_data_size": 16}},
+        ],
+        "outputs": [
+            {"name": "OUTPUT0", "parameters": _shm("out", 16, offset=16)},
+            {"name": "OUTPUT1", "parameters": {"binary_data": True}},
+        ],
+    }  # fmt: skip
+    head = json.dumps(header).encode()
+    out = rest_request(head + B.tobytes(), len(head), registry, "add_sub")
+    assert out is not None and out.header_length is not None
+    sent = json.loads(out.body[: out.header_length])
+    assert out.body[out.header_length :] == A.tobytes() + B.tobytes()
+    assert sent["inputs"][0]["parameters"] == {"binary_data_size": 16}
+    assert sent["outputs"][0]["parameters"] == {"binary_data": True}
+    with pytest.raises(Exception, match="in use"):
+        registry.unregister("out")
+    replica = {
+        "model_name": "add_sub",
+        "outputs": [
+            {"name": "OUTPUT0", "datatype": "FP32", "shape": [4],
+             "parameters": {"binary_data_size": 16}},
+            {"name": "OUTPUT1", "datatype": "FP32", "shape": [4],
+             "parameters": {"binary_data_size": 16}},
+        ],
+    }  # fmt: skip
+    rhead = json.dumps(replica).encode()
+    body, length = rest_answer(rhead + (A + B).tobytes() + (A - B).tobytes(), len(rhead), out)
+    out.release()
+    assert length is not None and body[length:] == (A - B).tobytes()
+    answer = json.loads(body[:length])
+    assert answer["outputs"][0] == {"name": "OUTPUT0", "datatype": "FP32", "shape": [4]}
+    assert (tmp_path / "out").read_bytes() == b"\0" * 16 + (A + B).tobytes()
+    registry.unregister("out")  # released: free again
+
+
+def test_a_body_that_names_no_region_after_all_is_forwarded_as_it_came(
+    registry: SystemSharedMemory,
+) -> None:
+    body = json.dumps({"inputs": [{"name": "shared_memory_region", "data": [1]}]}).encode()
+    assert rest_request(body, None, registry, "m") is None
+    assert rest_request(b"not json shared_memory_region", None, registry, "m") is None
+
+
+def test_rest_refusals_release_what_they_leased(registry: SystemSharedMemory) -> None:
+    header = {
+        "inputs": [
+            {"name": "I", "datatype": "FP32", "shape": [4], "parameters": _shm("in0", 16)},
+            {"name": "J", "datatype": "FP32", "shape": [2], "parameters": _shm("in0", 16)},
+        ]
+    }
+    with pytest.raises(BadRequest, match="input byte size mismatch for input 'J' for model 'm'"):
+        rest_request(json.dumps(header).encode(), None, registry, "m")
+    header["inputs"][1] = {"name": "J", "shape": [4], "parameters": _shm("gone", 16)}
+    with pytest.raises(BadRequest, match="Unable to find shared memory region: 'gone'"):
+        rest_request(json.dumps(header).encode(), None, registry, "m")
+    registry.unregister_all()  # nothing left in use
+
+
+def test_grpc_inputs_become_raw_contents_and_outputs_regions(
+    registry: SystemSharedMemory, tmp_path: Path
+) -> None:
+    message = pb.ModelInferRequest(model_name="add_sub")
+    first = message.inputs.add(name="INPUT0", datatype="FP32", shape=[4])
+    first.parameters["shared_memory_region"].string_param = "in0"
+    first.parameters["shared_memory_byte_size"].int64_param = 16
+    message.inputs.add(name="INPUT1", datatype="FP32", shape=[4])
+    message.raw_input_contents.append(B.tobytes())
+    wanted = message.outputs.add(name="OUTPUT0")
+    wanted.parameters["shared_memory_region"].string_param = "out"
+    wanted.parameters["shared_memory_byte_size"].int64_param = 16
+    out = grpc_request(message.SerializeToString(), registry)
+    assert out is not None
+    sent = pb.ModelInferRequest.FromString(out.body)
+    assert list(sent.raw_input_contents) == [A.tobytes(), B.tobytes()]
+    assert not sent.inputs[0].parameters and not sent.outputs[0].parameters
+    response = pb.ModelInferResponse(model_name="add_sub")
+    response.outputs.add(name="OUTPUT0", datatype="FP32", shape=[4])
+    response.raw_output_contents.append((A + B).tobytes())
+    answer = pb.ModelInferResponse.FromString(grpc_answer(response.SerializeToString(), out))
+    out.release()
+    assert list(answer.raw_output_contents) == [b""]
+    assert (tmp_path / "out").read_bytes()[:16] == (A + B).tobytes()
+    plain = pb.ModelInferRequest(model_name="m", id="shared_memory_region")
+    assert grpc_request(plain.SerializeToString(), registry) is None

@@ -1,0 +1,87 @@
+"""The shared-memory extension's REST calls over a real aiohttp server: Triton's shapes and
+texts, wrong methods, bad bodies, a register body that never finishes, CUDA's answers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+
+from thawwire.shm_api import RestSharedMemory
+from thawwire.shm_registry import SystemSharedMemory
+
+
+@pytest.fixture
+async def client(tmp_path: Path) -> AsyncIterator[TestClient]:
+    (tmp_path / "obj").write_bytes(b"\0" * 64)
+    app = web.Application()
+    RestSharedMemory(SystemSharedMemory(shm_dir=tmp_path), body_timeout_s=0.3).add_routes(
+        app.router
+    )
+    async with TestClient(TestServer(app)) as c:
+        yield c
+
+
+async def test_register_status_unregister(client: TestClient) -> None:
+    base = "/v2/systemsharedmemory"
+    answer = await client.post(f"{base}/region/r/register", json={"key": "/obj", "byte_size": 8})
+    assert answer.status == 200
+    status = await client.get(f"{base}/status")
+    assert await status.json() == [{"name": "r", "key": "/obj", "offset": 0, "byte_size": 8}]
+    assert (await client.get(f"{base}/region/r/status")).status == 200
+    assert (await client.post(f"{base}/region/r/unregister")).status == 200
+    missing = await client.get(f"{base}/region/r/status")
+    assert missing.status == 400
+    assert await missing.json() == {"error": "Unable to find system shared memory region: 'r'"}
+    assert await (await client.get(f"{base}/status")).json() == []
+
+
+@pytest.mark.parametrize(
+    ("body", "text"),
+    [
+        (b"", "must be a JSON object"),
+        (b"[1]", "must be a JSON object"),
+        (b"{bad", "failed to parse the request JSON"),
+        (b'{"byte_size": 8}', "Shared memory register request has no 'key' field"),
+        (b'{"key": "/obj"}', "Shared memory register request has no 'byte_size' field"),
+        (b'{"key": 7, "byte_size": 8}', "Unable to parse 'key'"),
+        (b'{"key": "/obj", "byte_size": 8, "offset": -1}', "Unable to parse 'offset'"),
+        (b'{"key": "/obj", "byte_size": 8.5}', "Unable to parse 'byte_size'"),
+    ],
+)
+async def test_bad_register_bodies(client: TestClient, body: bytes, text: str) -> None:
+    answer = await client.post("/v2/systemsharedmemory/region/r/register", data=body)
+    assert answer.status == 400
+    assert text in (await answer.json())["error"]
+
+
+async def test_methods_names_and_slow_bodies(client: TestClient) -> None:
+    wrong = await client.post("/v2/systemsharedmemory/status")
+    assert wrong.status == 405 and await wrong.json() == {"error": "Method Not Allowed"}
+    assert (await client.get("/v2/systemsharedmemory/region/r/register")).status == 405
+    nameless = await client.post("/v2/systemsharedmemory/register", json={})
+    assert "'region name' is necessary" in (await nameless.json())["error"]
+
+    async def trickle() -> AsyncIterator[bytes]:
+        yield b'{"key": '
+        await asyncio.sleep(2)
+        yield b'"/obj", "byte_size": 8}'
+
+    slow = await client.post("/v2/systemsharedmemory/region/r/register", data=trickle())
+    assert slow.status == 400
+    assert "did not arrive within 0.3 s" in (await slow.json())["error"]
+
+
+async def test_cuda_is_answered_as_by_a_triton_without_gpus(client: TestClient) -> None:
+    base = "/v2/cudasharedmemory"
+    assert await (await client.get(f"{base}/status")).json() == []
+    assert (await client.post(f"{base}/unregister")).status == 200
+    refused = await client.post(f"{base}/region/g/register", json={"byte_size": 8})
+    assert refused.status == 400
+    assert await refused.json() == {
+        "error": "failed to register CUDA shared memory region: 'g', GPUs not supported"
+    }
