@@ -70,7 +70,7 @@ def prepare_repo(source: Path, work: Path, big_gib: float) -> tuple[Path, list[M
         _write_big_mlp(repo / "mlp_big", big_gib)
         models.append(Model("mlp_big", "model.pt", "INPUT__0", (1, 4096), "torch"))
     if not (repo / "tiny").is_dir():
-        from tests.fixtures.models import make_identity_fp32
+        from tests.fixtures.onnx_models import make_identity_fp32
 
         make_identity_fp32(repo, "tiny")
     return repo, models

@@ -49,7 +49,7 @@ from tests.fixtures.kube_fleet import (  # noqa: E402
     pool_deployment,
     up_args,
 )
-from tests.fixtures.models import make_onnx_add  # noqa: E402
+from tests.fixtures.onnx_models import make_onnx_add  # noqa: E402
 from tests.integration.activator.up_process import UpProcess, with_params  # noqa: E402
 
 MODEL = "onnx_add"

@@ -67,7 +67,7 @@ def prepare(source: Path, work: Path, count: int) -> tuple[Path, list[Model]]:
     for i in range(count - len(models)):
         name = f"tiny_{i}"
         if not (repo / name).is_dir():
-            from tests.fixtures.models import make_identity_fp32
+            from tests.fixtures.onnx_models import make_identity_fp32
 
             make_identity_fp32(repo, name)
         models.append(Model(name, "model.onnx", "INPUT0", (1, 16), "onnxruntime"))

@@ -30,7 +30,7 @@ SIDES = ("replica", "in_path", "direct")
 
 
 def prepare_repo(work: Path) -> Path:
-    from tests.fixtures.models import make_identity_fp32
+    from tests.fixtures.onnx_models import make_identity_fp32
 
     repo = work / "repo"
     shutil.rmtree(repo, ignore_errors=True)

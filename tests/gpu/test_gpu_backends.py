@@ -15,7 +15,8 @@ from runtime.metrics import Metrics
 from runtime.model_manager import ModelManager
 from snapshotter import ImageLoader, ImageRef, build_image
 from snapshotter.stores.dir_store import DirStore
-from tests.fixtures.models import make_onnx_add, make_torchscript_linear
+from tests.fixtures.onnx_models import make_onnx_add
+from tests.fixtures.torch_models import make_torchscript_linear
 
 GPU = "instance_group [ { kind: KIND_GPU count: 1 } ]\n"
 

@@ -12,7 +12,7 @@ from runtime.cuda_warmup import CudaWarmup
 from runtime.metrics import Metrics
 from snapshotter import DeviceConfig, DeviceMemoryError, ImageLoader, ImageRef, build_image
 from snapshotter.stores.dir_store import DirStore
-from tests.fixtures.models import make_torchscript_linear
+from tests.fixtures.torch_models import make_torchscript_linear
 
 REF = ImageRef("torch_linear", "1", "cpu")
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.models import make_add_sub, make_onnx_add, make_slow_execute, make_slow_init
+from tests.fixtures.models import make_add_sub, make_slow_execute, make_slow_init
+from tests.fixtures.onnx_models import make_onnx_add
 from tests.integration.activator.up_process import UpProcess, make_broken, with_params
 
 MAX_BODY_BYTES = 4 * 1024 * 1024  # the session `thaw up`'s --max-body-bytes

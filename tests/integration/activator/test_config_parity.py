@@ -30,7 +30,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 from activator.app import build_app
 from activator.config import ActivatorConfig
 from tests.fakes.scaler_backend import FakeScalerBackend
-from tests.fixtures import models
+from tests.fixtures import models, onnx_models, torch_models
 from tests.fixtures.serve_process import ServeProcess
 
 pytestmark = pytest.mark.integration
@@ -70,37 +70,37 @@ def _fixture_models(repo: Path) -> None:
     models.make_execute_error(repo)
     models.make_slow_init(repo, delay_s=0.0)
     models.make_slow_execute(repo)
-    models.make_onnx_identity(repo)
-    models.make_identity_fp32(repo)
-    models.make_onnx_add(repo)
-    models.make_torchscript_add(repo)
-    models.make_torchscript_linear(repo)
+    onnx_models.make_onnx_identity(repo)
+    onnx_models.make_identity_fp32(repo)
+    onnx_models.make_onnx_add(repo)
+    torch_models.make_torchscript_add(repo)
+    torch_models.make_torchscript_linear(repo)
     # One torch.export model: `thaw serve` loading two at once can fail in torch's
     # deserializer (`_CURRENT_DESERIALIZER is already set`, seen once), a runtime matter.
-    models.make_torch_export_add(repo)
+    torch_models.make_torch_export_add(repo)
     models.make_slow_request(repo)
     models.make_always_raises(repo)
-    models.make_onnx_a_plus_b(repo)
-    models.make_torchscript_scale(repo)
+    onnx_models.make_onnx_a_plus_b(repo)
+    torch_models.make_torchscript_scale(repo)
 
 
 def _completion_cases(repo: Path) -> None:
     """Configs whose answers come mostly from completion, and configs a replica refuses."""
     # No config.pbtxt at all: ONNX auto-complete (batchable -> max_batch_size 4, batcher).
-    models.make_onnx_identity(repo, "onnx_no_config", with_config=False)
+    onnx_models.make_onnx_identity(repo, "onnx_no_config", with_config=False)
     # Backend only, no tensors; a platform with max_batch_size and no tensors.
-    _config(models.make_onnx_identity(repo, "onnx_backend_only"), 'backend: "onnxruntime"\n')
+    _config(onnx_models.make_onnx_identity(repo, "onnx_backend_only"), 'backend: "onnxruntime"\n')
     _config(
-        models.make_onnx_identity(repo, "onnx_batch_no_io"),
+        onnx_models.make_onnx_identity(repo, "onnx_batch_no_io"),
         'platform: "onnxruntime_onnx"\nmax_batch_size: 16\n',
     )
     # Neither platform nor backend: from the file; batcher without preferred sizes; KIND_AUTO.
     _config(
-        models.make_onnx_identity(repo, "onnx_from_file"),
+        onnx_models.make_onnx_identity(repo, "onnx_from_file"),
         "max_batch_size: 8\n" + _io() + "dynamic_batching { }\ninstance_group [ { count: 2 } ]\n",
     )
     # Several versions: latest 2 of 3; specific 1 and 3 of 3.
-    latest = models.make_onnx_identity(repo, "onnx_latest_two")
+    latest = onnx_models.make_onnx_identity(repo, "onnx_latest_two")
     for version in ("2", "3"):
         shutil.copytree(latest / "1", latest / version)
     with (latest / "config.pbtxt").open("a") as f:
@@ -135,7 +135,7 @@ def _completion_cases(repo: Path) -> None:
     # Refused by a replica, so unavailable at the activator too.
     _config(models.make_python_identity(repo, "refused_dims"), 'backend: "python"\n' + _io("0"))
     _config(
-        models.make_onnx_identity(repo, "refused_mismatch"),
+        onnx_models.make_onnx_identity(repo, "refused_mismatch"),
         'platform: "onnxruntime_onnx"\nbackend: "pytorch"\n' + _io("-1, -1"),
     )
     _config(models.make_python_identity(repo, "refused_backend"), 'backend: "tensorflow"\n' + _io())

@@ -25,12 +25,8 @@ import pytest
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tests.fixtures.models import (
-    make_add_sub,
-    make_onnx_add,
-    make_python_identity,
-    make_slow_execute,
-)
+from tests.fixtures.models import make_add_sub, make_python_identity, make_slow_execute
+from tests.fixtures.onnx_models import make_onnx_add
 from tests.integration.activator.up_process import UpProcess, with_params
 
 pytestmark = pytest.mark.integration

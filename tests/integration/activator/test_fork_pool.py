@@ -11,7 +11,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from tests.fixtures.models import make_add_sub, make_onnx_add
+from tests.fixtures.models import make_add_sub
+from tests.fixtures.onnx_models import make_onnx_add
 from tests.integration.activator.up_process import UpProcess
 
 pytestmark = pytest.mark.integration

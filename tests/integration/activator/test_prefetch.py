@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.kube_fleet import build_image
-from tests.fixtures.models import make_onnx_add
+from tests.fixtures.onnx_models import make_onnx_add
 from tests.integration.activator.up_process import with_params
 
 pytestmark = pytest.mark.integration

@@ -226,7 +226,8 @@ def test_invalid_setting_refused_at_start_up(tmp_path: Path, up_repo: Path) -> N
 async def test_sigterm_drains_in_flight_requests_and_stops_every_replica(
     tmp_path: Path,
 ) -> None:
-    from tests.fixtures.models import make_onnx_add, make_slow_execute
+    from tests.fixtures.models import make_slow_execute
+    from tests.fixtures.onnx_models import make_onnx_add
 
     make_slow_execute(tmp_path, "slow", delay_s=1.5)
     make_onnx_add(tmp_path)

@@ -16,7 +16,8 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from tests.fixtures.models import make_add_sub, make_onnx_identity
+from tests.fixtures.models import make_add_sub
+from tests.fixtures.onnx_models import make_onnx_identity
 from tests.integration.activator.up_process import UpProcess, with_params
 
 pytestmark = pytest.mark.integration

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
-from tests.fixtures import models
+from tests.fixtures import models, onnx_models
 from tests.integration.activator.up_process import UpProcess, with_params
 from tests.integration.runtime.scheduling_client import Later, fp32, infer
 
@@ -43,7 +43,7 @@ BROKEN = PIPELINE.replace('"pipeline"', '"broken_pipeline"').replace('"plus_w"',
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     repo = tmp_path_factory.mktemp("up_scheduling")
     models.make_add_sub(repo, "add_sub", max_batch_size=8)
-    models.make_onnx_add(repo, "plus_w")
+    onnx_models.make_onnx_add(repo, "plus_w")
     models.make_ensemble(repo, "pipeline", PIPELINE)
     models.make_ensemble(repo, "broken_pipeline", BROKEN)
     stateful = models.make_sequence_accumulator(repo, "accumulator", instance_count=1)

@@ -10,7 +10,7 @@ import psutil
 import pytest
 import requests
 
-from tests.fixtures.models import make_onnx_add
+from tests.fixtures.onnx_models import make_onnx_add
 from tests.integration.activator.up_process import UpProcess
 
 pytestmark = pytest.mark.integration

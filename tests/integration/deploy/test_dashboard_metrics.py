@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.fixtures.models import make_onnx_add
+from tests.fixtures.onnx_models import make_onnx_add
 from tests.fixtures.promql import exposed_names, metric_names
 from tests.integration.activator.up_process import UpProcess
 

@@ -26,7 +26,7 @@ from tests.fixtures.kube_fleet import (
     pool_deployment,
     up_args,
 )
-from tests.fixtures.models import make_onnx_add
+from tests.fixtures.onnx_models import make_onnx_add
 from tests.integration.activator.up_process import UpProcess, with_params
 
 pytestmark = pytest.mark.integration

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import tritonclient.http as httpclient
 
-from tests.fixtures import models
+from tests.fixtures import models, onnx_models, torch_models
 from tests.fixtures.serve_process import ServeProcess
 from tests.integration.runtime.server_limits import BODY_TIMEOUT_S, MAX_BODY_BYTES
 
@@ -29,8 +29,8 @@ def runtime_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     models.make_add_sub(repo)
     models.make_add_sub(repo, "add_sub_spare")
     models.make_add_sub(repo, "grpc_spare")  # unloaded: the gRPC load/unload tests' own
-    models.make_onnx_a_plus_b(repo, "add_onnx")
-    models.make_torchscript_scale(repo, "scale_torch")
+    onnx_models.make_onnx_a_plus_b(repo, "add_onnx")
+    torch_models.make_torchscript_scale(repo, "scale_torch")
     models.make_slow_request(repo, "slow")
     models.make_always_raises(repo, "execute_error")
     for datatype, config_type in models.IDENTITY_DATATYPES.items():

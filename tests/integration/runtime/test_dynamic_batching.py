@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
-from tests.fixtures import models
+from tests.fixtures import models, onnx_models
 from tests.fixtures.serve_process import ServeProcess
 from tests.integration.runtime.scheduling_client import Later, fp32, infer, metric
 
@@ -58,7 +58,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
     rec(repo, "two_instances", delay_s=0.6, instance_count=2, scheduling="")
     rec(repo, "on_gpus", delay_s=0.6, scheduling="",
         instance_group="{ count: 2 kind: KIND_GPU gpus: [ 0, 1 ] }")  # fmt: skip
-    models.make_onnx_batched_add(
+    onnx_models.make_onnx_batched_add(
         repo, "onnx_batched", scheduling=_policy("max_queue_delay_microseconds: 300000")
     )
     proc = ServeProcess(repo)

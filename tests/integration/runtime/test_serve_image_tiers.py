@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from snapshotter import build_image, open_store
-from tests.fixtures.models import make_onnx_add
+from tests.fixtures.onnx_models import make_onnx_add
 from tests.fixtures.serve_process import ServeProcess
 
 pytestmark = pytest.mark.integration

@@ -23,7 +23,8 @@ import numpy as np
 import pytest
 
 from runtime.zygote import FORK_SAFE_AT_IMPORT, ForkRefused, check_single_threaded
-from tests.fixtures.models import make_add_sub, make_onnx_add
+from tests.fixtures.models import make_add_sub
+from tests.fixtures.onnx_models import make_onnx_add
 from thawwire.handoff_protocol import listening_url, surface_address
 from thawwire.pool_protocol import FrameDecoder, Op, encode_frame
 

@@ -16,7 +16,7 @@ import pytest
 
 from snapshotter import ImageLoader
 from snapshotter.image_ref import ImageRef
-from tests.fixtures.models import make_torch_export_linear
+from tests.fixtures.torch_models import make_torch_export_linear
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -17,7 +17,7 @@ from snapshotter import ImageLoader, build_image
 from snapshotter.image_ref import ImageRef, resolve_target
 from snapshotter.stores.dir_store import DirStore
 from snapshotter.trt_cache import ARTIFACT, PROVIDER
-from tests.fixtures.models import make_onnx_add
+from tests.fixtures.onnx_models import make_onnx_add
 
 ort = pytest.importorskip("onnxruntime")
 torch = pytest.importorskip("torch")

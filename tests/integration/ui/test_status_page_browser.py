@@ -23,7 +23,8 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.models import make_add_sub, make_onnx_add, make_slow_init
+from tests.fixtures.models import make_add_sub, make_slow_init
+from tests.fixtures.onnx_models import make_onnx_add
 from tests.integration.activator.up_process import UpProcess
 
 pytestmark = pytest.mark.integration

@@ -14,7 +14,8 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from activator.config import ScaleSettings
 from activator.repository import Repository
-from tests.fixtures.models import make_onnx_identity, make_python_identity
+from tests.fixtures.models import make_python_identity
+from tests.fixtures.onnx_models import make_onnx_identity
 
 IO = (
     'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'

@@ -22,7 +22,8 @@ from runtime.version_loader import _load_instance
 from snapshotter import DeviceConfig, ImageLoader, ImageRef, build_image
 from snapshotter.stores.dir_store import DirStore
 from tests.fakes.fake_device import FakeDevice
-from tests.fixtures.models import make_onnx_add, make_torchscript_linear
+from tests.fixtures.onnx_models import make_onnx_add
+from tests.fixtures.torch_models import make_torchscript_linear
 
 GPU_GROUP = "instance_group [ { kind: KIND_GPU count: 1 } ]\n"
 

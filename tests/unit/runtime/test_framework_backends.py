@@ -15,12 +15,12 @@ from runtime.errors import RepositoryError, ServingError
 from runtime.inference import InferRequest, InferTensor, RequestedOutput
 from runtime.metrics import Metrics
 from runtime.model_manager import ModelManager
-from tests.fixtures.models import (
-    make_onnx_add,
+from tests.fixtures.models import write_config
+from tests.fixtures.onnx_models import make_onnx_add
+from tests.fixtures.torch_models import (
     make_torch_export_add,
     make_torchscript_add,
     make_torchscript_linear,
-    write_config,
 )
 
 

@@ -25,11 +25,11 @@ from runtime.model_manager import ModelManager
 from runtime.repository import list_models
 from tests.fixtures.models import (
     make_add_sub,
-    make_onnx_identity,
     make_python_identity,
     make_slow_execute,
     make_slow_init,
 )
+from tests.fixtures.onnx_models import make_onnx_identity
 
 
 def _manager(repo: Path, mode: ModelControlMode, *load: str, poll_s: float = 15.0) -> ModelManager:

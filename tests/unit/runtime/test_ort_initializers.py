@@ -13,7 +13,7 @@ from snapshotter import DeviceConfig, ImageLoader, build_image
 from snapshotter.image_ref import ImageRef
 from snapshotter.stores.dir_store import DirStore
 from tests.fakes.fake_device import FakeDevice
-from tests.fixtures.models import make_onnx_add
+from tests.fixtures.onnx_models import make_onnx_add
 
 
 def _session(image: object, values: tuple[list[str], list[object]]) -> ort.InferenceSession:

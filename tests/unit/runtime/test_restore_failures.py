@@ -17,7 +17,8 @@ from runtime.config import ServeConfig
 from runtime.inference import InferRequest, InferTensor
 from runtime.metrics import Metrics
 from runtime.model_manager import ModelManager
-from tests.fixtures.models import make_add_sub, make_onnx_add
+from tests.fixtures.models import make_add_sub
+from tests.fixtures.onnx_models import make_onnx_add
 
 snapshotter = pytest.importorskip("snapshotter")
 

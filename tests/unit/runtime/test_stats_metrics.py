@@ -19,7 +19,8 @@ from runtime.inference import InferRequest, InferTensor
 from runtime.metrics import Metrics
 from runtime.model_manager import ModelManager
 from runtime.stats import FailureReason, StatsBook
-from tests.fixtures.models import make_execute_error, make_onnx_identity, make_slow_execute
+from tests.fixtures.models import make_execute_error, make_slow_execute
+from tests.fixtures.onnx_models import make_onnx_identity
 
 
 def _sample(text: str, name: str, **labels: str) -> float:

@@ -16,7 +16,7 @@ from runtime.backends.torch_backend import TorchBackend
 from runtime.errors import RepositoryError
 from runtime.inference import InferRequest, InferTensor
 from runtime.model_config import parse_config
-from tests.fixtures.models import make_torch_export_linear, make_torchscript_linear
+from tests.fixtures.torch_models import make_torch_export_linear, make_torchscript_linear
 
 PARAM = "TORCH_COMPILE_OPTIONAL_PARAMETERS"
 

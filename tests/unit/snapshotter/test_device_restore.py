@@ -17,7 +17,7 @@ from snapshotter.image_ref import ImageRef
 from snapshotter.staging_ring import DeviceJob, pread_piece
 from snapshotter.stores.dir_store import DirStore
 from tests.fakes.fake_device import FakeDevice
-from tests.fixtures.models import make_torchscript_linear
+from tests.fixtures.torch_models import make_torchscript_linear
 
 REF = ImageRef("torch_linear", "1", "cpu")
 SMALL = DeviceConfig(slot_bytes=256, ring_slots=2, read_threads=2, headroom_bytes=0)

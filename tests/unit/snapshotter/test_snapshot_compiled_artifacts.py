@@ -25,7 +25,7 @@ from snapshotter.artifact_archive import pack_dir, unpack_archive
 from snapshotter.artifact_key import key_mismatch, settings_digest
 from snapshotter.manifest import ChunkEntry, Manifest
 from snapshotter.stores.dir_store import DirStore
-from tests.fixtures.models import make_torch_export_linear, make_torchscript_linear
+from tests.fixtures.torch_models import make_torch_export_linear, make_torchscript_linear
 
 DIGEST = "ab" * 32
 

@@ -27,7 +27,7 @@ from snapshotter.trt_cache import (
     context_model,
     with_caches,
 )
-from tests.fixtures.models import make_onnx_add
+from tests.fixtures.onnx_models import make_onnx_add
 from tritonconfig import ModelConfigError, tensorrt_parameters, tensorrt_provider_options
 
 TRT_ACCELERATOR = """

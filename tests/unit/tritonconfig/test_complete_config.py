@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.models import make_onnx_identity, make_python_identity
+from tests.fixtures.models import make_python_identity
+from tests.fixtures.onnx_models import make_onnx_identity
 from tritonconfig import ModelConfigError, complete_config, parse_config
 from tritonconfig.schema import mc
 
