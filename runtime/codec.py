@@ -64,11 +64,14 @@ def decode_infer_request(
     if not isinstance(doc, dict):
         raise InvalidInput("infer request must be a JSON object")
     raw_inputs = doc.get("inputs")
-    if not isinstance(raw_inputs, list) or not raw_inputs:
-        raise InvalidInput("infer request needs a non-empty 'inputs' list")
+    # An empty list is the model's business, as in Triton: all its inputs may be optional.
+    if not isinstance(raw_inputs, list):
+        raise InvalidInput("Unable to parse 'inputs': infer request needs an 'inputs' list")
     parameters = _parameters(doc.get("parameters"), "request")
     binary_default = _flag(parameters.get("binary_data_output", False), "binary_data_output")
-    inputs = _decode_inputs(raw_inputs, binary, max_json_bytes=len(header))
+    if "binary_data_output" in parameters:  # the codec's, as in Triton: the model never sees it
+        parameters = {k: v for k, v in parameters.items() if k != "binary_data_output"}
+    inputs = _decode_inputs(raw_inputs, binary, model=model_name, max_json_bytes=len(header))
     request_id = doc.get("id")
     if request_id is not None and not isinstance(request_id, str):
         raise InvalidInput("'id' must be a string")
@@ -113,11 +116,12 @@ def _flag(value: Any, name: str) -> bool:
 
 
 def _decode_inputs(
-    raw_inputs: list[Any], binary: memoryview | None, *, max_json_bytes: int
+    raw_inputs: list[Any], binary: memoryview | None, *, model: str, max_json_bytes: int
 ) -> list[InferTensor]:
     """Decode every input; binary sections are consumed in input order and must all be used."""
     offset = 0
-    inputs: list[InferTensor] = []
+    headers: list[tuple[dict[str, Any], str, str, tuple[int, ...], int, memoryview | None]] = []
+    params_of: list[dict[str, Any]] = []
     seen: set[str] = set()
     for raw in raw_inputs:
         if not isinstance(raw, dict):
@@ -128,20 +132,28 @@ def _decode_inputs(
         seen.add(name)
         params = _parameters(raw.get("parameters"), f"input '{name}'")
         size = params.get("binary_data_size")
-        if size is None:
-            data = _json_input(raw, name, datatype, shape, count, max_json_bytes)
-        else:
+        section = None
+        if size is not None:
             section = _section(binary, offset, size, name)
             offset += len(section)
-            data = from_wire(section, name, datatype, shape)
         if params and not _CODEC_PARAMETERS.isdisjoint(params):
             params = {k: v for k, v in params.items() if k not in _CODEC_PARAMETERS}
-        inputs.append(InferTensor(name, datatype, shape, data, params))
+        headers.append((raw, name, datatype, shape, count, section))
+        params_of.append(params)
     if binary is not None and offset != len(binary):
         raise InvalidInput(
             f"binary tensor data is {len(binary)} bytes but the inputs declare {offset}"
         )
-    return inputs
+    # The data back to front, as Triton's core checks it (see grpc_codec.decode_model_infer).
+    inputs: list[InferTensor] = []
+    for index in reversed(range(len(headers))):
+        raw, name, datatype, shape, count, section = headers[index]
+        if section is None:
+            data = _json_input(raw, name, datatype, shape, count, max_json_bytes)
+        else:
+            data = from_wire(section, name, datatype, shape, model=model)
+        inputs.append(InferTensor(name, datatype, shape, data, params_of[index]))
+    return inputs[::-1]
 
 
 def _tensor_header(raw: dict[str, Any]) -> tuple[str, str, tuple[int, ...], int]:

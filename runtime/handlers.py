@@ -26,6 +26,7 @@ from runtime.errors import (
     ServingError,
 )
 from runtime.generate_codec import decode_generate, encode_generate, sse_event
+from runtime.header_forward import compile_pattern, forwarded_headers
 from runtime.inference import InferRequest, InferResponse
 from runtime.lifecycle import ServerState
 from runtime.load_overrides import check_config, check_load_path, load_overrides
@@ -127,6 +128,13 @@ class V2Handlers:
         self._metrics = metrics
         self._state = state
         self._server_metadata = json.dumps(server_metadata()).encode()
+        pattern = config.http_header_forward_pattern
+        self._forward = compile_pattern(pattern) if pattern else None
+
+    def _forward_headers(self, request: web.Request, infer_request: InferRequest) -> None:
+        """`--http-header-forward-pattern`: matching headers become request parameters."""
+        if self._forward is not None:
+            infer_request.parameters.update(forwarded_headers(self._forward, request.raw_headers))
 
     @property
     def metrics_enabled(self) -> bool:
@@ -228,6 +236,7 @@ class V2Handlers:
             # so the hot path pays nothing for it).
             self._manager.model_ready(name, version)
             raise
+        self._forward_headers(request, infer_request)
         infer_response = await self._manager.infer(infer_request)
         output_bytes = 0
         for tensor in infer_response.outputs:
@@ -244,13 +253,15 @@ class V2Handlers:
         name, version = model_ref(request)
         body = await self._body(request)
         metadata = self._manager.metadata(name, version)  # 404 / 503 before the body matters
-        return decode_generate(
+        infer_request = decode_generate(
             body,
             model=name,
             version=version or "",
             metadata=metadata,
             max_depth=self._config.max_json_depth,
         )
+        self._forward_headers(request, infer_request)
+        return infer_request
 
     async def generate(self, request: web.Request) -> web.Response:
         """POST .../generate: exactly one response, as a flat JSON object."""
