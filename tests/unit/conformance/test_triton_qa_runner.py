@@ -53,3 +53,11 @@ def test_rows_read_as_results_named_by_test_and_run() -> None:
             "AssertionError: one two",
         )
     ]
+
+
+def test_large_payload_runs_only_when_asked() -> None:
+    ids = ["large_payload_test.LargePayLoadTest.test_onnx"]
+    suite = SUITES["L0_large_payload"]
+    selected, dropped = select(ids, suite)
+    assert selected == [] and "--with-large" in dropped[ids[0]]
+    assert select(ids, suite, with_large=True) == (ids, {})
