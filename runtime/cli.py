@@ -278,6 +278,7 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
         http_header_forward_pattern=args.http_header_forward_pattern,
         grpc_header_forward_pattern=args.grpc_header_forward_pattern,
         grpc_restricted_protocols=tuple(args.grpc_restricted_protocol),
+        http_restricted_apis=tuple(args.http_restricted_api),
         host=args.host,
         port=args.port,
         model_control_mode=ModelControlMode(args.model_control_mode),

@@ -8,7 +8,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from runtime.header_forward import compile_pattern
-from runtime.restricted_protocols import parse_restrictions
+from runtime.restricted_protocols import parse_http_restrictions, parse_restrictions
 from thawwire.connection_limits import ConnectionLimits, out_of_range
 
 __all__ = ["ConfigError", "ModelControlMode", "ServeConfig", "parse_cuda_pool"]
@@ -97,6 +97,7 @@ class ServeConfig:
     # `--grpc-restricted-protocol` values, `<protocols>:<key>=<value>`
     # (runtime.restricted_protocols)
     grpc_restricted_protocols: tuple[str, ...] = ()
+    http_restricted_apis: tuple[str, ...] = ()  # `--http-restricted-api`, the same form
 
     @property
     def repositories(self) -> tuple[Path, ...]:
@@ -172,6 +173,7 @@ class ServeConfig:
                 raise ConfigError(str(exc)) from None
         try:
             parse_restrictions(self.grpc_restricted_protocols)
+            parse_http_restrictions(self.http_restricted_apis)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         if not (self.allow_http or self.allow_grpc):

@@ -7,7 +7,7 @@ import base64
 import binascii
 import functools
 import json
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, Protocol
 
 from aiohttp import web
@@ -23,6 +23,7 @@ from runtime.errors import (
     JsonTooDeep,
     ModelNotFound,
     ModelUnavailable,
+    Restricted,
     ServingError,
 )
 from runtime.generate_codec import decode_generate, encode_generate, sse_event
@@ -31,6 +32,7 @@ from runtime.inference import InferRequest, InferResponse
 from runtime.lifecycle import ServerState
 from runtime.load_overrides import check_config, check_load_path, load_overrides
 from runtime.response_encoding import MIN_COMPRESS_BYTES, compress_body, pick_encoding
+from runtime.restricted_protocols import Category, parse_http_restrictions
 from thawwire.load_answer import warmup_header
 from thawwire.model_control import CONTROL_DISABLED
 from thawwire.names import is_model_name, is_version
@@ -48,6 +50,7 @@ __all__ = [
 
 # Bodies above this are decoded and encoded in a worker thread, so the event loop keeps serving.
 _THREAD_THRESHOLD_BYTES = 256 * 1024
+_Route = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _JSON = "application/json"
 _JSON_BODY = "request JSON"
 # Triton's text when /generate gets other than one response (2.51).
@@ -130,6 +133,21 @@ class V2Handlers:
         self._server_metadata = json.dumps(server_metadata()).encode()
         pattern = config.http_header_forward_pattern
         self._forward = compile_pattern(pattern) if pattern else None
+        self._restrictions = parse_http_restrictions(config.http_restricted_apis)
+
+    def restricted(self, category: Category, handler: _Route) -> _Route:
+        """`handler`, or, when `--http-restricted-api` restricts its category, a handler that
+        first answers a request without the header 403, in Triton's words."""
+        restriction = self._restrictions.get(category)
+        if restriction is None:
+            return handler
+
+        async def restricted(request: web.Request) -> web.StreamResponse:
+            if not restriction.allows(request.headers.items(), fold_case=True):
+                raise Restricted(restriction.refusal)
+            return await handler(request)
+
+        return restricted
 
     def _forward_headers(self, request: web.Request, infer_request: InferRequest) -> None:
         """`--http-header-forward-pattern`: matching headers become request parameters."""

@@ -1,12 +1,14 @@
-"""tritonserver's `--grpc-restricted-protocol=<protocols>:<key>=<value>`: the gRPC methods a
-client may call only with the header `triton-grpc-protocol-<key>: <value>`.
+"""tritonserver's `--grpc-restricted-protocol=<protocols>:<key>=<value>` and
+`--http-restricted-api=<apis>:<key>=<value>`: the gRPC methods a client may call only with the
+metadata `triton-grpc-protocol-<key>: <value>`, the HTTP endpoints only with the header
+`<key>: <value>`.
 
-As Triton 2.51 (src/command_line_parser.cc ParseRestrictedFeatureOption, src/grpc/): the
-protocols are Triton's category names, each in one flag at most; a call of a restricted method
-without the header and value is UNAVAILABLE "This protocol is restricted, expecting header
-'triton-grpc-protocol-<key>'", and a stream is ended so before it reads a request. Categories
-Thaw has no method for (shared memory, trace, logging) are accepted: those methods are
-UNIMPLEMENTED anyway.
+As Triton 2.51 (src/command_line_parser.cc ParseRestrictedFeatureOption, src/grpc/,
+src/http_server.cc): the names are Triton's categories, each in one flag at most; a restricted
+gRPC call without the header and value is UNAVAILABLE "This protocol is restricted, expecting
+header 'triton-grpc-protocol-<key>'" (a stream is ended so before it reads a request), an HTTP
+one 403 "This API is restricted, expecting header '<key>'". Categories Thaw has no method for
+(shared memory, trace, logging) are accepted: those methods are UNIMPLEMENTED anyway.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ __all__ = [
     "Category",
     "Restriction",
     "grpc_category",
+    "parse_http_restrictions",
     "parse_restrictions",
 ]
 
@@ -66,18 +69,25 @@ def grpc_category(method: Method) -> Category | None:
 
 @dataclass(frozen=True)
 class Restriction:
-    """The header (its full name) and value a restricted category's calls must carry."""
+    """The header (its full name) and value a restricted category's calls must carry; `noun`
+    names the surface in the refusal ("protocol" for gRPC, "API" for HTTP)."""
 
     header: str
     value: str
+    noun: str = "protocol"
 
-    def allows(self, metadata: Iterable[tuple[str, Any]]) -> bool:
-        """Whether the call's metadata carries the header with exactly the value."""
-        return any(key == self.header and value == self.value for key, value in metadata)
+    def allows(self, headers: Iterable[tuple[str, Any]], *, fold_case: bool = False) -> bool:
+        """Whether the call carries the header with exactly the value (`fold_case`: header
+        names compared case-insensitively, as HTTP's are)."""
+        want = self.header.lower() if fold_case else self.header
+        return any(
+            (key.lower() if fold_case else key) == want and value == self.value
+            for key, value in headers
+        )
 
     @property
     def refusal(self) -> str:
-        return f"This protocol is restricted, expecting header '{self.header}'"
+        return f"This {self.noun} is restricted, expecting header '{self.header}'"
 
 
 def parse_restrictions(
@@ -106,5 +116,11 @@ def parse_restrictions(
                 raise ValueError(
                     f"restricted {kind} '{name}' can not be specified in multiple config groups"
                 )
-            restrictions[category] = Restriction(prefix + key, value)
+            noun = "API" if kind == "api" else kind
+            restrictions[category] = Restriction(prefix + key, value, noun)
     return restrictions
+
+
+def parse_http_restrictions(values: Sequence[str]) -> dict[Category, Restriction]:
+    """`--http-restricted-api` values: the header is the key itself, the texts say "api"."""
+    return parse_restrictions(values, flag="http-restricted-api", prefix="", kind="api")

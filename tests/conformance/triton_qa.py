@@ -41,6 +41,7 @@ from tests.conformance.qa_checkout import (
     run_unittest,
 )
 from tests.fixtures.serve_process import ServeProcess
+from tests.fixtures.triton_qa_models import build_aio_repo
 from tests.fixtures.triton_qa_suite_repos import (
     Mirror,
     build_grpc_repo,
@@ -188,6 +189,40 @@ SUITES: dict[str, Suite] = {
             deselect=(
                 ("shared_memory", SHM),
                 ("trace_settings", "out of scope: Thaw has no trace extension"),
+            ),
+        ),
+        Suite(
+            # The rest of L0_http is tests/conformance/triton_l0_http.py's.
+            "L0_http",
+            ("http_restricted_api_test.py",),
+            {"models": lambda repo, _m: build_aio_repo(repo)},
+            (
+                Run(
+                    "repeated restricted api",
+                    "models",
+                    (
+                        "--http-restricted-api=model-repository,health:k1=v1",
+                        "--http-restricted-api=metadata,health:k2=v2",
+                    ),
+                    refusal="api 'health' can not be specified in multiple config groups",
+                ),
+                Run(
+                    "unknown restricted api",
+                    "models",
+                    (
+                        "--http-restricted-api=model-reposit,health:k1=v1",
+                        "--http-restricted-api=metadata,health:k2=v2",
+                    ),
+                    refusal="unknown restricted api 'model-reposit'",
+                ),
+                Run(
+                    "http_restricted_api_test.RestrictedAPITest",
+                    "models",
+                    (
+                        "--http-restricted-api=model-repository:admin-key=admin-value",
+                        "--http-restricted-api=inference,metadata:infer-key=infer-value",
+                    ),
+                ),
             ),
         ),
         Suite(

@@ -146,6 +146,8 @@ def restricted(repo: Path) -> Iterator[ServeProcess]:
         repo,
         "--grpc-restricted-protocol=model-repository:admin-key=admin-value",
         "--grpc-restricted-protocol=inference,health:infer-key=infer-value",
+        "--http-restricted-api=model-repository:admin-key=admin-value",
+        "--http-restricted-api=inference,metadata:infer-key=infer-value",
     )  # fmt: skip
 
 
@@ -279,7 +281,7 @@ def test_grpc_metadata_matching_the_pattern_reaches_the_model_in_calls_and_strea
         client.stop_stream()
 
 
-# ---- L0_grpc: --grpc-restricted-protocol -----------------------------------------------
+# ---- L0_grpc / L0_http: --grpc-restricted-protocol, --http-restricted-api --------------
 
 INFER_KEY = {"triton-grpc-protocol-infer-key": "infer-value"}
 ADMIN_KEY = {"triton-grpc-protocol-admin-key": "admin-value"}
@@ -322,11 +324,42 @@ def test_a_restricted_stream_ends_before_its_first_request(restricted: ServeProc
         client.stop_stream()
 
 
-def test_an_unknown_restricted_protocol_stops_the_server_in_tritons_words(repo: Path) -> None:
-    proc = ServeProcess(repo, "--grpc-restricted-protocol=model-reposit,health:k1=v1")
+def test_restricted_http_apis_are_403_without_their_header(restricted: ServeProcess) -> None:
+    client = httpclient.InferenceServerClient(restricted.hostport)
+    with pytest.raises(InferenceServerException) as info:
+        client.get_server_metadata()
+    assert info.value.status() == "403"
+    assert info.value.message() == "This API is restricted, expecting header 'infer-key'"
+    assert client.get_server_metadata(headers={"Infer-Key": "infer-value"})["name"] == "triton"
+    assert client.is_server_live()  # health: restricted on gRPC only
+    client.get_inference_statistics("all_optional")  # statistics: not restricted
+    with pytest.raises(InferenceServerException, match="This API is restricted"):
+        client.unload_model("all_optional", headers={"infer-key": "infer-value"})
+    with pytest.raises(InferenceServerException, match="explicit model load / unload"):
+        client.unload_model("all_optional", headers={"admin-key": "admin-value"})
+    with pytest.raises(InferenceServerException, match="This API is restricted"):
+        client.infer("all_optional", inputs=[], headers={"infer-key": "wrong"})
+    result = client.infer("all_optional", inputs=[], headers={"infer-key": "infer-value"})
+    assert result.as_numpy("OUT").tolist() == [0.0]
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--grpc-restricted-protocol=model-reposit,health:k1=v1"],
+         "unknown restricted protocol 'model-reposit'"),
+        (["--http-restricted-api=model-repository,health:k1=v1",
+          "--http-restricted-api=metadata,health:k2=v2"],
+         "restricted api 'health' can not be specified in multiple config groups"),
+    ],
+)  # fmt: skip
+def test_a_bad_restriction_stops_the_server_in_tritons_words(
+    repo: Path, flags: list[str], message: str
+) -> None:
+    proc = ServeProcess(repo, *flags)
     deadline = time.monotonic() + 60
     while proc.proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     rc = proc.stop()
     assert rc != 0
-    assert "unknown restricted protocol 'model-reposit'" in proc.log_path.read_text()
+    assert message in proc.log_path.read_text()

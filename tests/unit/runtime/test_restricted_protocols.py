@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.restricted_protocols import Category, Restriction, grpc_category, parse_restrictions
+from runtime.restricted_protocols import (
+    Category,
+    Restriction,
+    grpc_category,
+    parse_http_restrictions,
+    parse_restrictions,
+)
 from thawwire.grpc_service import Method
 
 
@@ -57,3 +63,16 @@ def test_methods_fall_in_tritons_categories() -> None:
     assert grpc_category(Method.REPOSITORY_INDEX) is Category.MODEL_REPOSITORY
     assert grpc_category(Method.MODEL_STATISTICS) is Category.STATISTICS
     assert grpc_category(Method.TRACE_SETTING) is None  # UNIMPLEMENTED in Thaw either way
+
+
+def test_http_restrictions_take_the_key_as_the_header_and_fold_its_case() -> None:
+    found = parse_http_restrictions(["inference,metadata:infer-key=infer-value"])
+    restriction = found[Category.METADATA]
+    assert restriction.header == "infer-key"
+    assert restriction.allows([("Infer-Key", "infer-value")], fold_case=True)
+    assert not restriction.allows([("Infer-Key", "infer-value")])  # gRPC: names as sent
+    assert restriction.refusal == "This API is restricted, expecting header 'infer-key'"
+    with pytest.raises(ValueError, match="unknown restricted api 'model-reposit'"):
+        parse_http_restrictions(["model-reposit:k=v"])
+    with pytest.raises(ValueError, match="--http-restricted-api option format is"):
+        parse_http_restrictions(["health"])
