@@ -18,8 +18,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from thawwire.grpc_service import Method
-
 __all__ = [
     "GRPC_HEADER_PREFIX",
     "Category",
@@ -46,23 +44,26 @@ class Category(StrEnum):
     LOGGING = "logging"
 
 
-_GRPC_METHODS: dict[Method, Category] = {
-    Method.SERVER_LIVE: Category.HEALTH,
-    Method.SERVER_READY: Category.HEALTH,
-    Method.MODEL_READY: Category.HEALTH,
-    Method.SERVER_METADATA: Category.METADATA,
-    Method.MODEL_METADATA: Category.METADATA,
-    Method.MODEL_INFER: Category.INFERENCE,
-    Method.MODEL_STREAM_INFER: Category.INFERENCE,
-    Method.MODEL_CONFIG: Category.MODEL_CONFIG,
-    Method.MODEL_STATISTICS: Category.STATISTICS,
-    Method.REPOSITORY_INDEX: Category.MODEL_REPOSITORY,
-    Method.REPOSITORY_MODEL_LOAD: Category.MODEL_REPOSITORY,
-    Method.REPOSITORY_MODEL_UNLOAD: Category.MODEL_REPOSITORY,
+# gRPC method name (thawwire.grpc_service.Method's values: a Method looks up as its name) ->
+# its category. Names, not the enum: this module is imported by runtime.config, before any
+# fork, and must not import grpc or protobuf (runtime/zygote.py forks with one thread).
+_GRPC_METHODS: dict[str, Category] = {
+    "ServerLive": Category.HEALTH,
+    "ServerReady": Category.HEALTH,
+    "ModelReady": Category.HEALTH,
+    "ServerMetadata": Category.METADATA,
+    "ModelMetadata": Category.METADATA,
+    "ModelInfer": Category.INFERENCE,
+    "ModelStreamInfer": Category.INFERENCE,
+    "ModelConfig": Category.MODEL_CONFIG,
+    "ModelStatistics": Category.STATISTICS,
+    "RepositoryIndex": Category.MODEL_REPOSITORY,
+    "RepositoryModelLoad": Category.MODEL_REPOSITORY,
+    "RepositoryModelUnload": Category.MODEL_REPOSITORY,
 }
 
 
-def grpc_category(method: Method) -> Category | None:
+def grpc_category(method: str) -> Category | None:
     """The category a gRPC method belongs to (None: one Thaw answers UNIMPLEMENTED)."""
     return _GRPC_METHODS.get(method)
 

@@ -11,7 +11,7 @@ from runtime.restricted_protocols import (
     parse_http_restrictions,
     parse_restrictions,
 )
-from thawwire.grpc_service import Method
+from thawwire.grpc_service import UNSUPPORTED, Method
 
 
 def test_each_category_of_a_flag_gets_the_prefixed_header_and_value() -> None:
@@ -76,3 +76,9 @@ def test_http_restrictions_take_the_key_as_the_header_and_fold_its_case() -> Non
         parse_http_restrictions(["model-reposit:k=v"])
     with pytest.raises(ValueError, match="--http-restricted-api option format is"):
         parse_http_restrictions(["health"])
+
+
+def test_every_method_thaw_implements_has_a_category() -> None:
+    """The categories are keyed by method name (no grpc import before the zygote forks)."""
+    for method in Method:
+        assert (grpc_category(method) is None) == (method in UNSUPPORTED), method
