@@ -71,6 +71,7 @@ def decode_infer_request(
     binary_default = _flag(parameters.get("binary_data_output", False), "binary_data_output")
     if "binary_data_output" in parameters:  # the codec's, as in Triton: the model never sees it
         parameters = {k: v for k, v in parameters.items() if k != "binary_data_output"}
+    _check_reserved(parameters)
     inputs = _decode_inputs(raw_inputs, binary, model=model_name, max_json_bytes=len(header))
     request_id = doc.get("id")
     if request_id is not None and not isinstance(request_id, str):
@@ -106,6 +107,22 @@ def _parameters(value: Any, where: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise InvalidInput(f"{where} 'parameters' must be a JSON object")
     return value
+
+
+# Triton's HTTP front end refuses request parameters named `triton_*` (v2.51 http_server.cc).
+# The one its gRPC front end allows is let through: Thaw's own HTTP hops (an ensemble's steps,
+# BLS through the front door) carry a gRPC stream request's parameters on.
+_RESERVED_PREFIX = "triton_"
+_RESERVED_ALLOWED = frozenset({"triton_enable_empty_final_response"})
+
+
+def _check_reserved(parameters: dict[str, Any]) -> None:
+    for key in parameters:
+        if key.startswith(_RESERVED_PREFIX) and key not in _RESERVED_ALLOWED:
+            raise InvalidInput(
+                "parameter keys starting with 'triton_' are reserved for Triton usage and "
+                "should not be specified."
+            )
 
 
 def _flag(value: Any, name: str) -> bool:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import requests
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
@@ -259,6 +260,19 @@ def test_http_headers_matching_the_pattern_reach_the_model_and_binary_data_outpu
     assert _parameters(result) == {
         "key1": 1, "my_header_1": "my_value_1", "MY_HEADER_2": "my_value_2",
     }  # fmt: skip
+
+
+def test_http_parameters_named_triton_are_refused_in_tritons_words(server: ServeProcess) -> None:
+    body = {
+        "parameters": {"triton_": True},
+        "inputs": [{"name": "IN", "datatype": "FP32", "shape": [1], "data": [1.0]}],
+    }
+    response = requests.post(f"{server.url}/v2/models/echo_parameters/infer", json=body)
+    assert response.status_code == 400
+    assert response.json() == {
+        "error": "parameter keys starting with 'triton_' are reserved for Triton usage and "
+        "should not be specified."
+    }
 
 
 def test_grpc_metadata_matching_the_pattern_reaches_the_model_in_calls_and_streams(

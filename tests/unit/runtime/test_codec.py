@@ -119,6 +119,19 @@ def test_ids_parameters_and_requested_outputs_pass_through() -> None:
     ]
 
 
+def test_reserved_triton_parameters_are_refused_in_tritons_words() -> None:
+    doc = {"parameters": {"triton_": True}, "inputs": [_input("x", "FP32", [1], [1.0])]}
+    with pytest.raises(InvalidInput) as info:
+        _decode(doc)
+    assert str(info.value) == (
+        "parameter keys starting with 'triton_' are reserved for Triton usage and should not "
+        "be specified."
+    )
+    # The one gRPC allows passes, as Thaw's own HTTP hops carry it on.
+    doc["parameters"] = {"triton_enable_empty_final_response": True}
+    assert _decode(doc).parameters == {"triton_enable_empty_final_response": True}
+
+
 def test_an_empty_inputs_list_is_the_models_business() -> None:
     """A model whose inputs are all optional takes a request without any (Triton's HTTP
     front end only needs `inputs` to be a list)."""
