@@ -10,7 +10,7 @@ CHECKOV_VENV ?= .venv-checkov
 TOOLS        ?= .tools
 
 .PHONY: install up serve test test-slow lint bench examples clean checkov terraform-docs tools \
-	system-deps screenshot
+	system-deps screenshot conformance
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -84,6 +84,19 @@ screenshot: install system-deps
 		tests/integration/ui/test_status_page_browser.py
 	mkdir -p docs/img && cp .screenshots/status-page.png docs/img/status-page.png
 	rm -rf .screenshots
+
+# Triton's own QA suites, unchanged, against `thaw serve` (docs/triton-http-parity.md,
+# docs/triton-qa-parity.md). Not part of `make test`: they read Triton's tests from a local git
+# mirror of triton-inference-server/server (TRITON_SERVER_MIRROR; without one each runner says
+# so and exits 0) and need Triton's ports 8000/8001, so they run in a network namespace of
+# their own (`unshare -n`, root) when they can.
+TRITON_SERVER_MIRROR ?=
+CONFORMANCE_NETNS := $(shell unshare -n true 2>/dev/null && echo "unshare -n")
+conformance: install
+	$(CONFORMANCE_NETNS) sh -c '{ [ -z "$(CONFORMANCE_NETNS)" ] || ip link set lo up; } && \
+		export TRITON_SERVER_MIRROR="$(TRITON_SERVER_MIRROR)"; \
+		$(PY) -m tests.conformance.triton_l0_http; http=$$?; \
+		$(PY) -m tests.conformance.triton_qa; qa=$$?; exit $$((http | qa))'
 
 test-slow: install $(TOOLS)/.installed
 	$(VENV)/bin/pytest -q -m slow

@@ -16,6 +16,7 @@ from runtime.errors import ServingError
 from runtime.front_door_client import FrontDoorClient
 from runtime.handlers import MetricsSource, ModelService, V2Handlers, json_response
 from runtime.lifecycle import ServerState, lifecycle_context
+from runtime.restricted_protocols import Category
 from thawwire.connection_guard import ConnectionGuard
 from thawwire.paths import MODEL, MODEL_VERSION
 from thawwire.redaction import Redactor
@@ -54,28 +55,31 @@ _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def add_routes(app: web.Application, h: V2Handlers) -> None:
-    """THE route table of the v2 surface (GET routes also answer HEAD)."""
+    """THE route table of the v2 surface (GET routes also answer HEAD); `g` wraps the routes
+    of a category `--http-restricted-api` restricts (Triton's grouping)."""
     model, versioned = MODEL, MODEL_VERSION
-    r = app.router
+    r, g = app.router, h.restricted
     # The router tries routes in this order: the hot one first.
     for prefix in (model, versioned):
-        r.add_post(prefix + "/infer", h.infer)
+        r.add_post(prefix + "/infer", g(Category.INFERENCE, h.infer))
     for prefix in (model, versioned):
-        r.add_post(prefix + "/generate", h.generate)
-        r.add_post(prefix + "/generate_stream", h.generate_stream)
-    r.add_get("/v2/health/live", h.live)
-    r.add_get("/v2/health/ready", h.ready)
-    r.add_get("/v2", h.server_metadata)
-    r.add_get("/v2/models/stats", h.model_stats)  # before {model}, which would also match
+        r.add_post(prefix + "/generate", g(Category.INFERENCE, h.generate))
+        r.add_post(prefix + "/generate_stream", g(Category.INFERENCE, h.generate_stream))
+    r.add_get("/v2/health/live", g(Category.HEALTH, h.live))
+    r.add_get("/v2/health/ready", g(Category.HEALTH, h.ready))
+    r.add_get("/v2", g(Category.METADATA, h.server_metadata))
+    # before {model}, which would also match
+    r.add_get("/v2/models/stats", g(Category.STATISTICS, h.model_stats))
     for prefix in (model, versioned):
-        r.add_get(prefix, h.model_metadata)
-        r.add_get(prefix + "/ready", h.model_ready)
-        r.add_get(prefix + "/config", h.model_config)
-        r.add_get(prefix + "/stats", h.model_stats)
-    r.add_post("/v2/repository/index", h.repository_index)
-    r.add_post("/v2/repository/models/{model}/load", h.load)
-    r.add_post("/v2/repository/models/{model}/unload", h.unload)
-    RestSharedMemory(h.shared_memory, body_timeout_s=h.body_timeout_s).add_routes(r)
+        r.add_get(prefix, g(Category.METADATA, h.model_metadata))
+        r.add_get(prefix + "/ready", g(Category.HEALTH, h.model_ready))
+        r.add_get(prefix + "/config", g(Category.MODEL_CONFIG, h.model_config))
+        r.add_get(prefix + "/stats", g(Category.STATISTICS, h.model_stats))
+    r.add_post("/v2/repository/index", g(Category.MODEL_REPOSITORY, h.repository_index))
+    r.add_post("/v2/repository/models/{model}/load", g(Category.MODEL_REPOSITORY, h.load))
+    r.add_post("/v2/repository/models/{model}/unload", g(Category.MODEL_REPOSITORY, h.unload))
+    shm = RestSharedMemory(h.shared_memory, body_timeout_s=h.body_timeout_s)
+    shm.add_routes(r, lambda handler: g(Category.SHARED_MEMORY, handler))
     if h.metrics_enabled:  # tritonserver's --allow-metrics=false: no metrics anywhere
         r.add_get("/metrics", h.metrics)
 

@@ -80,10 +80,14 @@ def decode_infer_request(
     if not isinstance(doc, dict):
         raise InvalidInput("infer request must be a JSON object")
     raw_inputs = doc.get("inputs")
-    if not isinstance(raw_inputs, list) or not raw_inputs:
-        raise InvalidInput("infer request needs a non-empty 'inputs' list")
+    # An empty list is the model's business, as in Triton: all its inputs may be optional.
+    if not isinstance(raw_inputs, list):
+        raise InvalidInput("Unable to parse 'inputs': infer request needs an 'inputs' list")
     parameters = _parameters(doc.get("parameters"), "request")
     binary_default = _flag(parameters.get("binary_data_output", False), "binary_data_output")
+    if "binary_data_output" in parameters:  # the codec's, as in Triton: the model never sees it
+        parameters = {k: v for k, v in parameters.items() if k != "binary_data_output"}
+    _check_reserved(parameters)
     inputs = _decode_inputs(
         raw_inputs, binary, max_json_bytes=len(header), shm=shm, model=model_name
     )
@@ -123,6 +127,22 @@ def _parameters(value: Any, where: str) -> dict[str, Any]:
     return value
 
 
+# Triton's HTTP front end refuses request parameters named `triton_*` (v2.51 http_server.cc).
+# The one its gRPC front end allows is let through: Thaw's own HTTP hops (an ensemble's steps,
+# BLS through the front door) carry a gRPC stream request's parameters on.
+_RESERVED_PREFIX = "triton_"
+_RESERVED_ALLOWED = frozenset({"triton_enable_empty_final_response"})
+
+
+def _check_reserved(parameters: dict[str, Any]) -> None:
+    for key in parameters:
+        if key.startswith(_RESERVED_PREFIX) and key not in _RESERVED_ALLOWED:
+            raise InvalidInput(
+                "parameter keys starting with 'triton_' are reserved for Triton usage and "
+                "should not be specified."
+            )
+
+
 def _flag(value: Any, name: str) -> bool:
     """A JSON boolean parameter."""
     if not isinstance(value, bool):
@@ -140,7 +160,10 @@ def _decode_inputs(
 ) -> list[InferTensor]:
     """Decode every input; binary sections are consumed in input order and must all be used."""
     offset = 0
-    inputs: list[InferTensor] = []
+    headers: list[
+        tuple[dict[str, Any], str, str, tuple[int, ...], int, memoryview | None, ShmRef | None]
+    ] = []
+    params_of: list[dict[str, Any]] = []
     seen: set[str] = set()
     for raw in raw_inputs:
         if not isinstance(raw, dict):
@@ -152,26 +175,35 @@ def _decode_inputs(
         params = _parameters(raw.get("parameters"), f"input '{name}'")
         size = params.get("binary_data_size")
         ref = _shm_ref(params, name) if params and not SHM_PARAMETERS.isdisjoint(params) else None
+        section = None
         if ref is not None:
             try:
                 check_json_input(raw, params, name)
             except SharedMemoryError as exc:
                 raise InvalidInput(exc.message) from None
-            data = _binding(shm).read_input(ref, name, datatype, shape, model)
-        elif size is None:
-            data = _json_input(raw, name, datatype, shape, count, max_json_bytes)
-        else:
+        elif size is not None:
             section = _section(binary, offset, size, name)
             offset += len(section)
-            data = from_wire(section, name, datatype, shape)
         if params and not _CODEC_PARAMETERS.isdisjoint(params):
             params = {k: v for k, v in params.items() if k not in _CODEC_PARAMETERS}
-        inputs.append(InferTensor(name, datatype, shape, data, params))
+        headers.append((raw, name, datatype, shape, count, section, ref))
+        params_of.append(params)
     if binary is not None and offset != len(binary):
         raise InvalidInput(
             f"binary tensor data is {len(binary)} bytes but the inputs declare {offset}"
         )
-    return inputs
+    # The data back to front, as Triton's core checks it (see grpc_codec.decode_model_infer).
+    inputs: list[InferTensor] = []
+    for index in reversed(range(len(headers))):
+        raw, name, datatype, shape, count, section, ref = headers[index]
+        if ref is not None:
+            data = _binding(shm).read_input(ref, name, datatype, shape, model)
+        elif section is None:
+            data = _json_input(raw, name, datatype, shape, count, max_json_bytes)
+        else:
+            data = from_wire(section, name, datatype, shape, model=model)
+        inputs.append(InferTensor(name, datatype, shape, data, params_of[index]))
+    return inputs[::-1]
 
 
 def _shm_ref(params: dict[str, Any], name: str) -> ShmRef | None:

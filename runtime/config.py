@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
+from runtime.header_forward import compile_pattern
+from runtime.restricted_protocols import parse_http_restrictions, parse_restrictions
 from thawwire.connection_limits import ConnectionLimits, out_of_range
 
 __all__ = ["ConfigError", "ModelControlMode", "ServeConfig", "parse_cuda_pool"]
@@ -90,6 +92,14 @@ class ServeConfig:
     auto_complete_config: bool = True  # complete configs from model files / model.py
     model_load_threads: int = 4  # models loaded at once
     backend_config: tuple[tuple[str, str, str], ...] = ()  # (backend, setting, value)
+    # Request headers (gRPC metadata) whose name matches become string parameters of the
+    # infer request ("": none), runtime.header_forward.
+    http_header_forward_pattern: str = ""
+    grpc_header_forward_pattern: str = ""
+    # `--grpc-restricted-protocol` values, `<protocols>:<key>=<value>`
+    # (runtime.restricted_protocols)
+    grpc_restricted_protocols: tuple[str, ...] = ()
+    http_restricted_apis: tuple[str, ...] = ()  # `--http-restricted-api`, the same form
 
     @property
     def repositories(self) -> tuple[Path, ...]:
@@ -157,6 +167,17 @@ class ServeConfig:
                 f"`max_body_bytes` = {self.max_body_bytes} is over gRPC's 2 GiB message limit: "
                 "set `grpc_max_message_bytes`"
             )
+        for surface in ("http", "grpc"):
+            setting = f"{surface}_header_forward_pattern"
+            try:
+                compile_pattern(getattr(self, setting), setting=setting)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
+        try:
+            parse_restrictions(self.grpc_restricted_protocols)
+            parse_http_restrictions(self.http_restricted_apis)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         if not (self.allow_http or self.allow_grpc):
             raise ConfigError("`allow_http` and `allow_grpc` are both false: nothing to serve")
         _in_range("response_cache_bytes", self.response_cache_bytes, 0, 1 << 44)

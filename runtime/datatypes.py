@@ -88,27 +88,37 @@ def wire_dtype(datatype: str) -> np.dtype:
 
 
 def from_wire(
-    buffer: bytes | memoryview, name: str, datatype: str, shape: tuple[int, ...]
+    buffer: bytes | memoryview,
+    name: str,
+    datatype: str,
+    shape: tuple[int, ...],
+    *,
+    model: str = "",
 ) -> np.ndarray:
-    """A zero-copy (read-only) array of `shape` over a tensor's wire bytes; sizes must match.
+    """A zero-copy (read-only) array of `shape` over a tensor's wire bytes; sizes must match
+    (Triton's texts, naming `model` when given).
 
     `shape` must already be checked (non-negative, element count in range).
     """
     if datatype == "BYTES":
-        return deserialize_bytes(buffer, shape)
+        return deserialize_bytes(buffer, shape, name=name, model=model)
     count = 1
     for dim in shape:
         count *= dim
     expected = count * element_size(datatype)
     if len(buffer) != expected:
         raise InvalidInput(
-            f"input '{name}' of shape {list(shape)} and datatype {datatype} needs "
-            f"{expected} bytes of binary data, got {len(buffer)}"
+            f"input byte size mismatch for input '{name}'{_for_model(model)}. Expected "
+            f"{expected}, got {len(buffer)}"
         )
     array = np.frombuffer(buffer, dtype=wire_dtype(datatype)).reshape(shape)
     if datatype == "BOOL" and bytes(buffer).translate(None, b"\x00\x01"):
         raise InvalidInput(f"input '{name}' holds BOOL bytes other than 0 and 1")
     return array
+
+
+def _for_model(model: str) -> str:
+    return f" for model '{model}'" if model else ""
 
 
 def numpy_to_v2(dtype: np.dtype) -> str:
@@ -138,29 +148,41 @@ def serialize_bytes(array: np.ndarray) -> bytes:
     return b"".join(parts)
 
 
-def deserialize_bytes(buffer: bytes | memoryview, shape: Sequence[int]) -> np.ndarray:
-    """Parse a BYTES wire buffer into an object array of `shape`; lies about lengths -> 400."""
+def deserialize_bytes(
+    buffer: bytes | memoryview, shape: Sequence[int], *, name: str = "", model: str = ""
+) -> np.ndarray:
+    """Parse a BYTES wire buffer into an object array of `shape`; lies about lengths -> 400.
+
+    The element count is checked as Triton's core does (`ValidateBytesInputs`): one element
+    too many stops the walk, too few is counted at the end; its texts, naming input `name`
+    and `model`.
+    """
     count = 1
     for dim in shape:
         count *= dim
+    what = f"inference input '{name}'{_for_model(model)}"
     view = memoryview(buffer)
     items: list[bytes] = []
     offset = 0
     while offset < len(view):
         if offset + 4 > len(view):
-            raise InvalidInput("BYTES tensor data ends inside an element length prefix")
+            raise InvalidInput(
+                f"incomplete string length indicator for {what}, expecting 4 bytes but only "
+                f"{len(view) - offset} bytes available. Please make sure the string length "
+                "indicator is in one buffer."
+            )
         (length,) = struct.unpack_from("<I", view, offset)
         offset += 4
+        if len(items) == count:
+            raise InvalidInput(
+                f"unexpected number of string elements {count + 1} for {what}, expecting {count}"
+            )
         if offset + length > len(view):
-            raise InvalidInput("BYTES tensor element length runs past the end of its data")
+            raise InvalidInput(f"BYTES element length runs past the end of the data of {what}")
         items.append(bytes(view[offset : offset + length]))
         offset += length
-        if len(items) > count:
-            break
     if len(items) != count:
-        raise InvalidInput(
-            f"BYTES tensor holds {len(items)} elements, shape {list(shape)} needs {count}"
-        )
+        raise InvalidInput(f"expected {count} string elements for {what}, got {len(items)}")
     out = np.empty(count, dtype=np.object_)
     out[:] = items
     return out.reshape(tuple(shape))

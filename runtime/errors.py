@@ -3,6 +3,7 @@
     ServingError (500)                 backend failure, anything unexpected
     ├── InvalidInput (400)             malformed body, shape/datatype mismatch, bad parameter
     │   └── JsonTooDeep                JSON nested deeper than the cap; names the member
+    ├── Restricted (403)               an API `--http-restricted-api` restricts, without its header
     ├── ModelNotFound (404)            unknown model or version; model names that are not names
     ├── RouteNotFound (404)            no such route
     ├── MethodNotAllowed (405)
@@ -29,6 +30,7 @@ __all__ = [
     "ModelUnavailable",
     "PayloadTooLarge",
     "RepositoryError",
+    "Restricted",
     "RouteNotFound",
     "ServingError",
 ]
@@ -58,6 +60,10 @@ class JsonTooDeep(InvalidInput):
     def __init__(self, max_depth: int, member: str | None) -> None:
         super().__init__(f"JSON nesting depth exceeds maximum allowed limit ({max_depth})")
         self.member = member
+
+
+class Restricted(ServingError):
+    status = 403
 
 
 class ModelNotFound(ServingError):

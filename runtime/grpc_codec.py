@@ -97,24 +97,30 @@ def decode_model_infer(message: Any, *, shm: ShmBinding | None = None) -> InferR
         )
     inputs: list[InferTensor] = []
     seen: set[str] = set()
-    index = 0
-    for io in message.inputs:
-        ref = _shm_ref(io.parameters, io.name) if in_shm else None
+    # Back to front: Triton checks the inputs' data walking its request's input map, a
+    # std::unordered_map that iterates newest first, so of two wrong inputs it names the last
+    # one sent (qa/L0_input_validation pins it). No inputs at all is the model's business:
+    # a model whose inputs are all optional takes such a request. `raw_input_contents` holds
+    # the inputs not in shared memory, in order.
+    refs = [_shm_ref(io.parameters, io.name) if in_shm else None for io in message.inputs]
+    raw_index, next_raw = [], 0
+    for ref in refs:
+        raw_index.append(next_raw)
+        next_raw += ref is None
+    for index in reversed(range(len(message.inputs))):
+        io, ref = message.inputs[index], refs[index]
         if ref is not None:
             tensor = _shm_input(io, ref, model, shm)
         else:
-            tensor = _input(io, raw[index] if raw else None, model)
-            index += 1
+            tensor = _input(io, raw[raw_index[index]] if raw else None, model)
         if tensor.name in seen:
             raise InvalidInput(f"input '{tensor.name}' already exists in request")
         seen.add(tensor.name)
         inputs.append(tensor)
-    if not inputs:
-        raise InvalidInput(f"inference request for model '{model}' has no inputs")
     return InferRequest(
         model_name=model,
         model_version=message.model_version,
-        inputs=inputs,
+        inputs=inputs[::-1],
         requested_outputs=_outputs(message.outputs, shm),
         id=message.id or None,
         parameters=request_parameters(message.parameters),
@@ -170,7 +176,7 @@ def _input(io: Any, raw: bytes | None, model: str) -> InferTensor:
                 f"contents field must not be specified when using raw_input_contents for "
                 f"'{name}' for model '{model}'"
             )
-        data = from_wire(raw, name, datatype, shape)
+        data = from_wire(raw, name, datatype, shape, model=model)
     elif has_contents:
         data = _typed_contents(io.contents, name, datatype, shape, count, model)
     else:

@@ -29,9 +29,11 @@ from runtime.grpc_codec import (
 )
 from runtime.grpc_stream import serve_stream
 from runtime.handlers import ModelService, server_ready
+from runtime.header_forward import compile_pattern, forwarded_headers
 from runtime.inference import InferRequest, InferResponse
 from runtime.lifecycle import ServerState
 from runtime.load_overrides import check_config, check_load_path, load_overrides
+from runtime.restricted_protocols import grpc_category, parse_restrictions
 from runtime.shm_tensors import ShmBinding
 from thawwire.grpc_messages import (
     config_response,
@@ -60,6 +62,7 @@ _Req = TypeVar("_Req")
 _Resp = TypeVar("_Resp")
 # grpc.aio.ServicerContext (grpcio ships no type information).
 Context = Any
+_Handler = Callable[[Any, Context], Awaitable[Any]]
 
 
 class StreamingModelService(ModelService, Protocol):
@@ -121,6 +124,9 @@ class GrpcHandlers:
         self._server_metadata = server_metadata_response(server_metadata())
         # What error messages must not show (thawwire.redaction), as on the REST surface.
         self._redact = Redactor(config.private_dirs)
+        pattern = config.grpc_header_forward_pattern
+        self._forward = compile_pattern(pattern) if pattern else None
+        self._restrictions = parse_restrictions(config.grpc_restricted_protocols)
 
     def routes(self) -> grpc.GenericRpcHandler:
         """THE route table of the gRPC surface: every method of the service."""
@@ -138,11 +144,30 @@ class GrpcHandlers:
         }
         unary.update(grpc_shm_methods(self._shm))
         # Raw bytes both ways for inference: parsed and built here, in a thread when large.
+        guard = self._restricted
         return service_handler(
-            {method: _answering(parsed(method, fn), self._redact) for method, fn in unary.items()},
-            _answering(self.model_infer, self._redact),
-            self.model_stream_infer,
+            {
+                method: guard(method, _answering(parsed(method, fn), self._redact))
+                for method, fn in unary.items()
+            },
+            guard(Method.MODEL_INFER, _answering(self.model_infer, self._redact)),
+            guard(Method.MODEL_STREAM_INFER, self.model_stream_infer),
         )
+
+    def _restricted(self, method: Method, handler: _Handler) -> _Handler:
+        """`handler`, or, when `--grpc-restricted-protocol` restricts its category, a handler
+        that first ends a call without the header UNAVAILABLE (a stream before any read)."""
+        category = grpc_category(method)
+        restriction = self._restrictions.get(category) if category is not None else None
+        if restriction is None:
+            return handler
+
+        async def restricted(request: Any, context: Context) -> Any:
+            if not restriction.allows(context.invocation_metadata() or ()):
+                await context.abort(grpc.StatusCode.UNAVAILABLE, restriction.refusal)
+            return await handler(request, context)
+
+        return restricted
 
     # -- health and metadata -------------------------------------------------------------
 
@@ -182,11 +207,11 @@ class GrpcHandlers:
         # Regions the request names are leased until its response is encoded (in use).
         shm = ShmBinding(self._shm)
         try:
-            return await self._model_infer(data, shm)
+            return await self._model_infer(data, context, shm)
         finally:
             shm.release()
 
-    async def _model_infer(self, data: bytes, shm: ShmBinding) -> bytes:
+    async def _model_infer(self, data: bytes, context: Context, shm: ShmBinding) -> bytes:
         if len(data) > THREAD_THRESHOLD_BYTES:
             name, version, decoded = await asyncio.to_thread(_decode, data, shm)
         else:
@@ -196,13 +221,16 @@ class GrpcHandlers:
             self._manager.model_ready(*message_ref(name, version))
             raise decoded
         request = decoded
+        if self._forward is not None:  # `--grpc-header-forward-pattern`
+            metadata = context.invocation_metadata() or ()
+            request.parameters.update(forwarded_headers(self._forward, metadata))
         response = await self._manager.infer(request)
         if sum(t.data.nbytes for t in response.outputs) > THREAD_THRESHOLD_BYTES:
             return await asyncio.to_thread(_encode, response, request, shm)
         return _encode(response, request, shm)
 
     async def model_stream_infer(self, requests: AsyncIterator[bytes], context: Context) -> None:
-        await serve_stream(self._manager, requests, context, self._redact)
+        await serve_stream(self._manager, requests, context, self._redact, forward=self._forward)
 
     # -- model repository extension ------------------------------------------------------
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,7 @@ from runtime.grpc_codec import (
     encode_model_infer,
     message_ref,
 )
+from runtime.header_forward import forwarded_headers
 from runtime.inference import InferRequest
 from thawwire.grpc_messages import FINAL_RESPONSE, stream_error
 from thawwire.grpc_service import pb
@@ -56,14 +58,21 @@ async def serve_stream(
     requests: AsyncIterator[bytes],
     context: grpc.aio.ServicerContext,
     redact: Redactor | None = None,
+    *,
+    forward: re.Pattern[str] | None = None,
 ) -> None:
     """Serve one stream until the client half-closes it and every answer is written; error
-    messages go out through `redact` (thawwire.redaction) when given."""
+    messages go out through `redact` (thawwire.redaction) when given. The stream's metadata
+    matching `forward` (`--grpc-header-forward-pattern`) becomes parameters of each request."""
     metadata = context.invocation_metadata() or ()
     grpc_errors = any(
         key == _GRPC_ERROR_HEADER and str(value).lower() == "true" for key, value in metadata
     )
-    await _Stream(manager, context, grpc_errors=grpc_errors, redact=redact).run(requests)
+    stream = _Stream(
+        manager, context, grpc_errors=grpc_errors, redact=redact,
+        headers=forwarded_headers(forward, metadata),
+    )  # fmt: skip
+    await stream.run(requests)
 
 
 class _Stream:
@@ -74,8 +83,10 @@ class _Stream:
         *,
         grpc_errors: bool,
         redact: Redactor | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         self._manager = manager
+        self._headers = headers or {}  # forwarded into every request's parameters
         self._context = context
         self._redact = redact
         self._grpc_errors = grpc_errors
@@ -177,8 +188,11 @@ class _Stream:
     async def _decoded(self, message: Any) -> InferRequest:
         try:
             if message.ByteSize() > THREAD_THRESHOLD_BYTES:
-                return await asyncio.to_thread(decode_model_infer, message)
-            return decode_model_infer(message)
+                request = await asyncio.to_thread(decode_model_infer, message)
+            else:
+                request = decode_model_infer(message)
+            request.parameters.update(self._headers)
+            return request
         except InvalidInput:
             # A bad request for a model that does not exist is a NOT_FOUND first.
             self._manager.model_ready(*message_ref(message.model_name, message.model_version))

@@ -7,7 +7,7 @@ import base64
 import binascii
 import functools
 import json
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, Protocol
 
 from aiohttp import web
@@ -23,13 +23,16 @@ from runtime.errors import (
     JsonTooDeep,
     ModelNotFound,
     ModelUnavailable,
+    Restricted,
     ServingError,
 )
 from runtime.generate_codec import decode_generate, encode_generate, sse_event
+from runtime.header_forward import compile_pattern, forwarded_headers
 from runtime.inference import InferRequest, InferResponse
 from runtime.lifecycle import ServerState
 from runtime.load_overrides import check_config, check_load_path, load_overrides
 from runtime.response_encoding import MIN_COMPRESS_BYTES, compress_body, pick_encoding
+from runtime.restricted_protocols import Category, parse_http_restrictions
 from runtime.send_back import SEND_BACK, SendBack
 from runtime.shm_tensors import ShmBinding
 from thawwire.load_answer import warmup_header
@@ -51,6 +54,7 @@ __all__ = [
 
 # Bodies above this are decoded and encoded in a worker thread, so the event loop keeps serving.
 _THREAD_THRESHOLD_BYTES = 256 * 1024
+_Route = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _JSON = "application/json"
 _JSON_BODY = "request JSON"
 # Triton's text when /generate gets other than one response (2.51).
@@ -135,6 +139,28 @@ class V2Handlers:
         self._metrics = metrics
         self._state = state
         self._server_metadata = json.dumps(server_metadata()).encode()
+        pattern = config.http_header_forward_pattern
+        self._forward = compile_pattern(pattern) if pattern else None
+        self._restrictions = parse_http_restrictions(config.http_restricted_apis)
+
+    def restricted(self, category: Category, handler: _Route) -> _Route:
+        """`handler`, or, when `--http-restricted-api` restricts its category, a handler that
+        first answers a request without the header 403, in Triton's words."""
+        restriction = self._restrictions.get(category)
+        if restriction is None:
+            return handler
+
+        async def restricted(request: web.Request) -> web.StreamResponse:
+            if not restriction.allows(request.headers.items(), fold_case=True):
+                raise Restricted(restriction.refusal)
+            return await handler(request)
+
+        return restricted
+
+    def _forward_headers(self, request: web.Request, infer_request: InferRequest) -> None:
+        """`--http-header-forward-pattern`: matching headers become request parameters."""
+        if self._forward is not None:
+            infer_request.parameters.update(forwarded_headers(self._forward, request.raw_headers))
 
     @property
     def shared_memory(self) -> SystemSharedMemory:
@@ -233,13 +259,14 @@ class V2Handlers:
         # Regions the request names are leased until its response is encoded (in use).
         shm = ShmBinding(self._shm)
         try:
-            encoded = await self._infer(body, header_length, name, version, shm)
+            encoded = await self._infer(request, body, header_length, name, version, shm)
         finally:
             shm.release()
         return await _infer_http_response(encoded, request.headers.get("Accept-Encoding"))
 
     async def _infer(
         self,
+        request: web.Request,
         body: bytes,
         header_length: int | None,
         name: str,
@@ -266,6 +293,7 @@ class V2Handlers:
             # so the hot path pays nothing for it).
             self._manager.model_ready(name, version)
             raise
+        self._forward_headers(request, infer_request)
         infer_response = await self._manager.infer(infer_request)
         output_bytes = 0
         for tensor in infer_response.outputs:
@@ -281,13 +309,15 @@ class V2Handlers:
         name, version = model_ref(request)
         body = await self._body(request)
         metadata = self._manager.metadata(name, version)  # 404 / 503 before the body matters
-        return decode_generate(
+        infer_request = decode_generate(
             body,
             model=name,
             version=version or "",
             metadata=metadata,
             max_depth=self._config.max_json_depth,
         )
+        self._forward_headers(request, infer_request)
+        return infer_request
 
     async def generate(self, request: web.Request) -> web.Response:
         """POST .../generate: exactly one response, as a flat JSON object."""

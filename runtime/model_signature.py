@@ -138,14 +138,7 @@ class ModelSignature:
                 request.inputs[index] = self._shaped(spec, tensor, size)
         missing = [] if len(seen) == len(self.inputs) else self._missing(seen)
         if missing:
-            # Triton's text (observed on 2.51), without its "[request id: ...]" prefix.
-            got = ",".join(f"'{t.name}'" for t in request.inputs)
-            need = ",".join(f"'{name}'" for name in missing)
-            raise InvalidInput(
-                f"expected {len(self.inputs)} inputs but got {len(request.inputs)} inputs for "
-                f"model '{self.model}'. Got input(s) [{got}], but missing required input(s) "
-                f"[{need}]. Please provide all required input(s)."
-            )
+            raise InvalidInput(self._missing_text(request, missing))
         if self.outputs:
             for out in request.requested_outputs:
                 if out.name not in self.outputs:
@@ -204,6 +197,23 @@ class ModelSignature:
 
     def _missing(self, seen: set[str]) -> list[str]:
         return [s.name for s in self.inputs.values() if s.name not in seen and not s.optional]
+
+    def _missing_text(self, request: InferRequest, missing: list[str]) -> str:
+        """Triton's text (core's ValidateRequestInputs), without its "[request id: ...]"
+        prefix: a range of input counts when the model has optional inputs."""
+        got = ",".join(f"'{t.name}'" for t in request.inputs)
+        need = ",".join(f"'{name}'" for name in missing)
+        required = sum(not spec.optional for spec in self.inputs.values())
+        expected = (
+            f"{len(self.inputs)} inputs"
+            if required == len(self.inputs)
+            else f"number of inputs between {required} and {len(self.inputs)}"
+        )
+        return (
+            f"expected {expected} but got {len(request.inputs)} inputs for model "
+            f"'{self.model}'. Got input(s) [{got}], but missing required input(s) [{need}]. "
+            "Please provide all required input(s)."
+        )
 
     def _check_tensor(self, spec: IOSpec, tensor: InferTensor) -> int:
         if tensor.datatype != spec.datatype:

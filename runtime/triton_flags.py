@@ -5,12 +5,13 @@ A launch script written for `tritonserver` runs unchanged when it uses what Thaw
 `--model-repository=DIR` (repeatable; `--model-store` too), `--http-port`, `--grpc-port`,
 `--metrics-port` and their `--*-address`, `--allow-http|grpc|metrics`, `--strict-readiness`,
 `--exit-on-error`, `--disable-auto-complete-config`, `--strict-model-config`, `--log-verbose`
-(and `--log-info|warning|error`), `--backend-config`, `--model-load-thread-count`; Triton's
-booleans take `true|false|1|0|on|off` as `--flag=VALUE` or `--flag VALUE`. Performance knobs
-with no meaning here (thread counts of Triton's C++ frontends, its memory pools, the backend
-directory) are accepted and logged as ignored. Every other flag of tritonserver 2.51
-(`src/command_line_parser.cc`) exits 2 with "tritonserver flag --X is not supported by thaw
-serve", never argparse's generic "unrecognized arguments".
+(and `--log-info|warning|error`), `--backend-config`, `--model-load-thread-count`,
+`--http-header-forward-pattern`, `--grpc-header-forward-pattern`, `--grpc-restricted-protocol`,
+`--http-restricted-api`; Triton's booleans take `true|false|1|0|on|off` as `--flag=VALUE` or
+`--flag VALUE`. Performance knobs with no meaning here (thread counts of Triton's C++ frontends,
+its memory pools, the backend directory) are accepted and logged as ignored. Every other flag of
+tritonserver 2.51 (`src/command_line_parser.cc`) exits 2 with "tritonserver flag --X is not
+supported by thaw serve", never argparse's generic "unrecognized arguments".
 """
 
 from __future__ import annotations
@@ -153,6 +154,24 @@ def add_triton_flags(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     g.add_argument("--model-load-thread-count", type=int, default=4, metavar="N",
                    help="models loaded at once (default 4)")  # fmt: skip
+    g.add_argument(
+        "--grpc-restricted-protocol", action="append", default=[],
+        metavar="PROTOCOLS:KEY=VALUE",
+        help="gRPC methods of these categories (health, metadata, inference, model-config, "
+        "model-repository, statistics, ...) need the header triton-grpc-protocol-KEY: VALUE "
+        "(repeatable)",
+    )  # fmt: skip
+    g.add_argument(
+        "--http-restricted-api", action="append", default=[], metavar="APIS:KEY=VALUE",
+        help="HTTP endpoints of these categories (as --grpc-restricted-protocol's) need the "
+        "header KEY: VALUE (repeatable)",
+    )  # fmt: skip
+    for surface, what in (("http", "HTTP headers"), ("grpc", "gRPC metadata")):
+        g.add_argument(
+            f"--{surface}-header-forward-pattern", default="", metavar="REGEX",
+            help=f"{what} whose name matches (case-insensitive, anywhere in the name; a leading "
+            "(?-i) makes it case-sensitive) reach the model as string request parameters",
+        )  # fmt: skip
     quiet = p.add_argument_group("tritonserver flags accepted without effect (logged)")
     for flag, why in IGNORED_FLAGS.items():
         quiet.add_argument(f"--{flag}", dest=_ignored_dest(flag), default=None, metavar="VALUE",

@@ -88,12 +88,18 @@ class RestSharedMemory:
         self._registry = registry
         self._body_timeout_s = body_timeout_s  # a register body must arrive within it
 
-    def add_routes(self, router: web.UrlDispatcher) -> None:
-        """The extension's routes (any method: a wrong one is Triton's 405 text)."""
+    def add_routes(
+        self,
+        router: web.UrlDispatcher,
+        wrap: Callable[[_Handler], _Handler] = lambda handler: handler,
+    ) -> None:
+        """The extension's routes (any method: a wrong one is Triton's 405 text), each handler
+        passed through `wrap` (e.g. a restricted category's header check)."""
         for base, handler in ((SYSTEM, self.system), (CUDA, self.cuda)):
-            router.add_route("*", base + "/{action:status|register|unregister}", handler)
+            route = wrap(handler)
+            router.add_route("*", base + "/{action:status|register|unregister}", route)
             router.add_route(
-                "*", base + "/region/{region:[^/]+}/{action:status|register|unregister}", handler
+                "*", base + "/region/{region:[^/]+}/{action:status|register|unregister}", route
             )
 
     async def system(self, request: web.Request) -> web.Response:

@@ -23,18 +23,23 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.conformance.qa_checkout import (
+    Result,
+    extract,
+    git_show,
+    port_in_use,
+    print_results,
+    run_unittest,
+)
 from tests.fixtures.serve_process import ServeProcess
 from tests.fixtures.triton_qa_models import build_aio_repo, build_http_test_repo
 
 PORT = 8000
-_PROJECT_ROOT = Path(__file__).resolve().parents[2]
 _FILES = ("qa/L0_http/http_test.py", "qa/L0_http/python_http_aio_test.py", "qa/common/test_util.py")
 # Tests for extensions Thaw does not have (tracing). Shared memory: system shared memory is
 # implemented and CUDA's answered as a Triton without GPUs answers it (docs/shared-memory.md).
@@ -49,27 +54,6 @@ class Suite:
     file: str
     repo: str
     serve_args: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Result:
-    ref: str
-    file: str
-    test: str
-    outcome: str  # passed | failed | error | skipped | deselected
-    detail: str
-
-
-def _git_show(mirror: Path, ref: str, path: str) -> bytes | None:
-    proc = subprocess.run(
-        ["git", "-C", str(mirror), "show", f"{ref}:{path}"], capture_output=True, check=False
-    )
-    return proc.stdout if proc.returncode == 0 else None
-
-
-def _port_in_use(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 def _suites(test_sh: str) -> list[Suite]:
@@ -91,20 +75,11 @@ def _deselected(test_id: str, *, with_large: bool) -> str | None:
     return None
 
 
-def _unittest(qa_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """tests.conformance.unittest_json, run in Triton's QA dir (its tests import ../common)."""
-    env = {**os.environ, "PYTHONPATH": str(_PROJECT_ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "tests.conformance.unittest_json", *args],
-        cwd=qa_dir, env=env, capture_output=True, text=True, check=False, timeout=1800,
-    )  # fmt: skip
-
-
 def _run_suite(
     ref: str, qa_dir: Path, suite: Suite, repo: Path, *, with_large: bool
 ) -> list[Result]:
     module = suite.file.removesuffix(".py")
-    listing = _unittest(qa_dir, "--list", module)
+    listing = run_unittest(qa_dir, "--list", module)
     if listing.returncode != 0:
         raise SystemExit(f"cannot load {ref}:{suite.file}:\n{listing.stderr}")
     results: list[Result] = []
@@ -119,13 +94,13 @@ def _run_suite(
             )
     if not selected:
         return results
-    if _port_in_use(PORT):
+    if port_in_use(PORT):
         raise SystemExit(f"port {PORT} is in use; Triton's tests need it (localhost:{PORT})")
     server = ServeProcess(repo, "--port", str(PORT), *suite.serve_args)
     report = qa_dir / f"{module}.json"
     try:
         server.wait_ready()
-        run = _unittest(qa_dir, "--out", str(report), *selected)
+        run = run_unittest(qa_dir, "--out", str(report), *selected)
         if not report.is_file():
             raise SystemExit(f"{ref}:{suite.file} did not report:\n{run.stderr[-4000:]}")
     finally:
@@ -145,13 +120,8 @@ def run(mirror: Path, refs: list[str], *, with_large: bool) -> list[Result]:
         root = Path(tmp)
         for ref in refs:
             base = root / ref.replace("/", "_")
-            for path in _FILES:
-                content = _git_show(mirror, ref, path)
-                if content is None:
-                    raise SystemExit(f"{ref}:{path} is not in {mirror}")
-                (base / path).parent.mkdir(parents=True, exist_ok=True)
-                (base / path).write_bytes(content)
-            test_sh = (_git_show(mirror, ref, "qa/L0_http/test.sh") or b"").decode()
+            extract(mirror, ref, _FILES, base)
+            test_sh = (git_show(mirror, ref, "qa/L0_http/test.sh") or b"").decode()
             qa_dir = base / "qa" / "L0_http"
             build_aio_repo(qa_dir / "models")
             build_http_test_repo(
@@ -162,17 +132,6 @@ def run(mirror: Path, refs: list[str], *, with_large: bool) -> list[Result]:
                 repo = qa_dir / suite.repo
                 results += _run_suite(ref, qa_dir, suite, repo, with_large=with_large)
     return results
-
-
-def _print(results: list[Result]) -> None:
-    print("| ref | file | test | result | detail |")
-    print("|---|---|---|---|---|")
-    for r in results:
-        print(f"| {r.ref} | {r.file} | {r.test} | {r.outcome} | {r.detail} |")
-    for ref in dict.fromkeys(r.ref for r in results):
-        mine = [r for r in results if r.ref == ref and r.outcome != "deselected"]
-        passed = sum(r.outcome == "passed" for r in mine)
-        print(f"{ref}: {passed}/{len(mine)} selected tests passed", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -187,11 +146,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--with-large", action="store_true", help=f"also run {_LARGE}")
     args = parser.parse_args(argv)
     mirror: Path = args.mirror
-    if not str(mirror) or _git_show(mirror, args.refs[0], _FILES[0]) is None:
+    if not str(mirror) or git_show(mirror, args.refs[0], _FILES[0]) is None:
         print(f"skipped: no Triton server mirror at {str(mirror)!r}", file=sys.stderr)
         return 0
     results = run(mirror, args.refs, with_large=args.with_large)
-    _print(results)
+    print_results(results)
     failed = [r for r in results if r.outcome in ("failed", "error")]
     return 1 if failed else 0
 

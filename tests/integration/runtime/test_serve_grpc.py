@@ -357,7 +357,9 @@ def test_triton_grpc_error_header_ends_the_stream_with_the_status(
                 async for _ in call:
                     pass
             assert info.value.code() is grpc.StatusCode.INVALID_ARGUMENT
-            assert "has no inputs" in (info.value.details() or "")
+            assert "expected 2 inputs but got 0 inputs for model 'add_sub'" in (
+                info.value.details() or ""
+            )
 
     asyncio.run(run())
 

@@ -110,13 +110,48 @@ def test_ids_parameters_and_requested_outputs_pass_through() -> None:
         }
     )
     assert request.id == "req-7"
-    assert request.parameters["priority"] == 2
+    assert request.parameters == {"priority": 2}  # binary_data_output is the codec's (Triton)
     assert request.binary_output_default is True
     assert request.inputs[0].parameters == {"custom": "yes"}
     assert [(o.name, o.binary, o.class_count) for o in request.requested_outputs] == [
         ("a", True, 0),
         ("b", False, 3),
     ]
+
+
+def test_reserved_triton_parameters_are_refused_in_tritons_words() -> None:
+    doc = {"parameters": {"triton_": True}, "inputs": [_input("x", "FP32", [1], [1.0])]}
+    with pytest.raises(InvalidInput) as info:
+        _decode(doc)
+    assert str(info.value) == (
+        "parameter keys starting with 'triton_' are reserved for Triton usage and should not "
+        "be specified."
+    )
+    # The one gRPC allows passes, as Thaw's own HTTP hops carry it on.
+    doc["parameters"] = {"triton_enable_empty_final_response": True}
+    assert _decode(doc).parameters == {"triton_enable_empty_final_response": True}
+
+
+def test_an_empty_inputs_list_is_the_models_business() -> None:
+    """A model whose inputs are all optional takes a request without any (Triton's HTTP
+    front end only needs `inputs` to be a list)."""
+    assert _decode({"inputs": []}).inputs == []
+
+
+def test_of_two_inputs_with_wrong_data_the_last_is_named_as_triton_does() -> None:
+    """Triton's core checks the data walking an unordered_map that iterates newest first."""
+    short = np.arange(2, dtype=np.float32).tobytes()
+    request = {
+        "inputs": [
+            _input("a", "FP32", [4], binary_data_size=len(short)),
+            _input("b", "FP32", [4], binary_data_size=len(short)),
+        ]
+    }
+    with pytest.raises(
+        InvalidInput,
+        match=r"input byte size mismatch for input 'b' for model 'm'\. Expected 16, got 8",
+    ):
+        _decode(request, short + short)
 
 
 def test_two_binary_inputs_take_consecutive_sections() -> None:
@@ -139,7 +174,7 @@ def test_two_binary_inputs_take_consecutive_sections() -> None:
 
 LIES = [
     ({"inputs": [_input("x", "FP32", [4], binary_data_size=16)]}, bytes(12), "only 12 remain"),
-    ({"inputs": [_input("x", "FP32", [4], binary_data_size=12)]}, bytes(12), "needs 16 bytes"),
+    ({"inputs": [_input("x", "FP32", [4], binary_data_size=12)]}, bytes(12), "Expected 16, got 12"),
     ({"inputs": [_input("x", "FP32", [2], binary_data_size=8)]}, bytes(12), "declare 8"),
     ({"inputs": [_input("x", "FP32", [2], [1, 2])]}, bytes(4), "declare 0"),
     ({"inputs": [_input("x", "FP32", [2], binary_data_size=-8)]}, bytes(8), "binary_data_size"),
@@ -153,7 +188,7 @@ LIES = [
     (
         {"inputs": [_input("s", "BYTES", [2], binary_data_size=9)]},
         serialize_bytes(np.array([b"abcde"], dtype=object)),
-        "needs 2",
+        "expected 2 string elements for inference input 's' for model 'm', got 1",
     ),
 ]
 
@@ -218,7 +253,7 @@ def test_bad_json_tensors_are_refused(entry: dict, message: str) -> None:
     ("doc", "message"),
     [
         ([], "must be a JSON object"),
-        ({"inputs": []}, "non-empty 'inputs'"),
+        ({"inputs": {}}, "Unable to parse 'inputs'"),
         ({"inputs": [1]}, "must be a JSON object"),
         ({"inputs": [_input("x", "FP32", [1], [1])] * 2}, "input 'x' already exists in request"),
         ({"id": 5, "inputs": [_input("x", "FP32", [1], [1])]}, "'id' must be a string"),

@@ -69,8 +69,44 @@ def test_bytes_travel_length_prefixed_and_typed() -> None:
     typed.inputs.add(name="S", datatype="BYTES", shape=[2, 2]).contents.bytes_contents.extend(items)
     data = decode_model_infer(typed).inputs[0].data
     assert data.shape == (2, 2) and list(data.reshape(-1)) == items
-    with pytest.raises(InvalidInput, match="BYTES tensor holds 4 elements"):
+    with pytest.raises(
+        InvalidInput,
+        match="expected 5 string elements for inference input 'S' for model 'm', got 4",
+    ):
         decode_model_infer(_raw("S", "BYTES", [5], raw))
+
+
+def test_bytes_element_counts_are_checked_in_tritons_words() -> None:
+    one = (1).to_bytes(4, "little") + b"x"
+    with pytest.raises(InvalidInput) as info:
+        decode_model_infer(_raw("S", "BYTES", [2], one * 3))
+    assert str(info.value) == (
+        "unexpected number of string elements 3 for inference input 'S' for model 'm', expecting 2"
+    )
+    with pytest.raises(InvalidInput, match="incomplete string length indicator for inference"):
+        decode_model_infer(_raw("S", "BYTES", [2], one + b"\x01\x00"))
+
+
+def test_of_two_inputs_with_wrong_data_the_last_is_named_as_triton_does() -> None:
+    message = pb.ModelInferRequest(model_name="m")
+    for name in ("A", "B"):
+        message.inputs.add(name=name, datatype="FP32", shape=[4])
+        message.raw_input_contents.append(b"\x00" * 8)
+    with pytest.raises(InvalidInput, match="mismatch for input 'B' for model 'm'"):
+        decode_model_infer(message)
+    message.raw_input_contents[1] = b"\x00" * 16
+    with pytest.raises(InvalidInput, match="mismatch for input 'A' for model 'm'"):
+        decode_model_infer(message)
+
+
+def test_a_request_without_inputs_decodes_and_keeps_the_order_of_its_inputs() -> None:
+    """No inputs is the model's business (all may be optional); several keep their order."""
+    assert decode_model_infer(pb.ModelInferRequest(model_name="m")).inputs == []
+    message = pb.ModelInferRequest(model_name="m")
+    for name in ("A", "B", "C"):
+        message.inputs.add(name=name, datatype="FP32", shape=[1])
+        message.raw_input_contents.append(b"\x00" * 4)
+    assert [t.name for t in decode_model_infer(message).inputs] == ["A", "B", "C"]
 
 
 @pytest.mark.parametrize(
@@ -104,7 +140,8 @@ def test_typed_contents(
         (lambda m: setattr(m.inputs[0], "datatype", "FP8"), "unknown datatype"),
         (lambda m: m.inputs[0].shape.__setitem__(0, -3), "Unable to parse 'shape'"),
         (lambda m: m.inputs[0].shape.__setitem__(0, 1 << 62), "byte size overflow"),
-        (lambda m: m.inputs[0].shape.__setitem__(0, 4), "needs 16 bytes of binary data, got 12"),
+        (lambda m: m.inputs[0].shape.__setitem__(0, 4),
+         "input byte size mismatch for input 'I' for model 'm'. Expected 16, got 12"),
         # found by tests/fuzz: an empty shape whose other dims overflow was numpy's ValueError
         (lambda m: m.inputs[0].shape.extend([0, 1 << 62]), "too large for an array"),
         (lambda m: m.inputs[0].parameters["shared_memory_region"].string_param, None),

@@ -66,6 +66,22 @@ def test_bad_inputs_are_400_naming_the_input(inputs: list[InferTensor], fragment
     assert fragment in info.value.message
 
 
+def test_missing_inputs_of_a_model_with_optional_ones_name_the_range_as_triton_does() -> None:
+    with pytest.raises(InvalidInput) as info:
+        _signature().validate(_request())
+    assert info.value.message == (
+        "expected number of inputs between 1 and 3 but got 0 inputs for model 'm'. Got "
+        "input(s) [], but missing required input(s) ['A']. Please provide all required input(s)."
+    )
+
+
+def test_a_model_whose_inputs_are_all_optional_takes_a_request_without_any() -> None:
+    sig = _signature(
+        'name: "m"\ninput [ { name: "A" data_type: TYPE_FP32 dims: [ -1 ] optional: true } ]\n'
+    )
+    assert sig.validate(_request()) == 1
+
+
 def test_data_that_disagrees_with_shape_is_refused() -> None:
     tensor = InferTensor("A", "FP32", (1, 2, 3), np.zeros(5, dtype=np.float32))
     with pytest.raises(InvalidInput, match="holds 5 elements"):
