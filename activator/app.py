@@ -18,6 +18,7 @@ from activator.config import ActivatorConfig
 from activator.errors import (
     ActivatorError,
     BadRequest,
+    ControlDisabled,
     NotSupported,
     PayloadTooLarge,
     RouteNotFound,
@@ -331,7 +332,7 @@ async def _json_object(request: web.Request) -> dict[str, Any]:
 def _require_model_control(fleet: Fleet) -> None:
     """Load/unload only with `--model-control-mode explicit` (Triton's rule and message)."""
     if not fleet.config.model_control:
-        raise NotSupported(CONTROL_DISABLED)
+        raise ControlDisabled(CONTROL_DISABLED)
 
 
 async def load(request: web.Request) -> web.Response:

@@ -7,6 +7,8 @@
     ├── RouteNotFound (404)
     ├── BodyTimeout (408)                 the request body did not arrive in time (slow client)
     ├── NotSupported (501)                a feature `thaw up` does not offer (load overrides)
+    ├── ControlDisabled (503)             load/unload without `--model-control-mode explicit`
+    │                                     (Triton's UNAVAILABLE)
     ├── PayloadTooLarge (413)             body size (declared or chunked) over the limit
     ├── ModelUnavailable (503)            the model's config.pbtxt could not be used (reason)
     ├── Overloaded (503)                  held-request buffer full (count or bytes); Retry-After
@@ -28,6 +30,7 @@ __all__ = [
     "BadRequest",
     "BodyTimeout",
     "ConfigError",
+    "ControlDisabled",
     "HeldTimeout",
     "ModelUnavailable",
     "NotSupported",
@@ -77,6 +80,10 @@ class BodyTimeout(ActivatorError):
 
 class NotSupported(ActivatorError):
     status = 501
+
+
+class ControlDisabled(ActivatorError):
+    status = 503
 
 
 class PayloadTooLarge(ActivatorError):

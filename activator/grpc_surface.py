@@ -22,7 +22,7 @@ from google.protobuf.message import DecodeError
 
 from activator import answers
 from activator.answers import check_ready, index_rows, stats_rows
-from activator.errors import ActivatorError, NotSupported
+from activator.errors import ActivatorError, ControlDisabled, NotSupported
 from activator.fleet import Fleet
 from activator.grpc_forward import GrpcForwarder
 from thawwire import server_info
@@ -159,7 +159,7 @@ class GrpcSurface:
 
     def _require_model_control(self) -> None:
         if not self._fleet.config.model_control:
-            raise NotSupported(CONTROL_DISABLED)
+            raise ControlDisabled(CONTROL_DISABLED)
 
     async def load(self, request: Any, context: Context) -> Any:
         """Warm the model now: returns once one replica is ready (or the wake-up failed)."""

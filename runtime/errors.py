@@ -11,7 +11,10 @@
     ├── ModelUnavailable (503)         known but not ready / not loaded / queue full
     ├── DeviceOutOfMemory (503)        the GPU has no room for this load or this request
     ├── DeadlineExceeded (504)         request timed out inside the server
-    ├── FeatureDisabled (501)          e.g. load/unload when model control mode is `none`
+    ├── ControlDisabled (503)          load/unload outside explicit model control (Triton's
+    │                                  UNAVAILABLE, its code on both protocols)
+    ├── FeatureDisabled (501)          a feature this server does not offer (e.g. a repository
+    │                                  name in a repository call)
     └── RepositoryError (400)          config.pbtxt or model files are wrong; names file and field
 
 One aiohttp middleware turns any of these into `{"error": message}` with `status`.
@@ -20,6 +23,7 @@ One aiohttp middleware turns any of these into `{"error": message}` with `status
 from __future__ import annotations
 
 __all__ = [
+    "ControlDisabled",
     "DeadlineExceeded",
     "DeviceOutOfMemory",
     "FeatureDisabled",
@@ -99,6 +103,13 @@ class DeadlineExceeded(ServingError):
 
 class FeatureDisabled(ServingError):
     status = 501
+
+
+class ControlDisabled(ServingError):
+    """Triton answers load/unload outside explicit mode UNAVAILABLE: 503 on REST, UNAVAILABLE
+    on gRPC (its python_grpc_aio_test pins the code)."""
+
+    status = 503
 
 
 class RepositoryError(ServingError):

@@ -20,7 +20,7 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from runtime.config import ModelControlMode, ServeConfig
-from runtime.errors import FeatureDisabled, InvalidInput, ServingError
+from runtime.errors import ControlDisabled, FeatureDisabled, InvalidInput, ServingError
 from runtime.grpc_codec import (
     THREAD_THRESHOLD_BYTES,
     decode_model_infer,
@@ -258,11 +258,11 @@ class GrpcHandlers:
         return pb.RepositoryModelUnloadResponse()
 
     def _control_allowed(self, repository_name: str) -> None:
-        """As on REST: load/unload only in explicit model control mode (501 there)."""
+        """As on REST: load/unload only in explicit model control mode (Triton's UNAVAILABLE)."""
         if repository_name:
             raise FeatureDisabled(_NO_REPOSITORY_NAME)
         if self._config.model_control_mode is not ModelControlMode.EXPLICIT:
-            raise FeatureDisabled(CONTROL_DISABLED)
+            raise ControlDisabled(CONTROL_DISABLED)
 
 
 def _decode(data: bytes, shm: ShmBinding) -> tuple[str, str, InferRequest | InvalidInput]:

@@ -18,7 +18,7 @@ from runtime.body import decode_content, parse_json, read_capped, too_large
 from runtime.codec import EncodedResponse, decode_infer_request, encode_infer_response
 from runtime.config import ModelControlMode, ServeConfig
 from runtime.errors import (
-    FeatureDisabled,
+    ControlDisabled,
     InvalidInput,
     JsonTooDeep,
     ModelNotFound,
@@ -399,10 +399,10 @@ class V2Handlers:
     def _require_explicit(self) -> None:
         """Triton allows load/unload requests only in explicit model control mode.
 
-        Its message (observed on 2.51, for none and poll alike); its 503 is our 501 (DESIGN).
+        Its message and its code (observed on 2.51, for none and poll alike): 503, UNAVAILABLE.
         """
         if self._config.model_control_mode is not ModelControlMode.EXPLICIT:
-            raise FeatureDisabled(CONTROL_DISABLED)
+            raise ControlDisabled(CONTROL_DISABLED)
 
 
 def _names_client_shm(request: web.Request, body: bytes, header_length: int | None) -> bool:

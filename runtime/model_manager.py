@@ -20,6 +20,7 @@ from runtime.config import ModelControlMode, ServeConfig
 from runtime.device_inventory import DeviceInventory
 from runtime.ensemble_scheduler import StepRunner
 from runtime.errors import (
+    ControlDisabled,
     FeatureDisabled,
     InvalidInput,
     ModelNotFound,
@@ -225,7 +226,7 @@ class ModelManager:
         """Load (or reload) a model; returns when READY (with the seconds its warm-up samples
         took), raises the reason otherwise."""
         if self._config.model_control_mode != ModelControlMode.EXPLICIT:
-            raise FeatureDisabled(CONTROL_DISABLED)
+            raise ControlDisabled(CONTROL_DISABLED)
         validate_model_name(name)
         if files and config_json is None:
             raise InvalidInput("load with 'file:' parameters also needs the 'config' parameter")
@@ -235,7 +236,7 @@ class ModelManager:
     async def unload(self, name: str, *, unload_dependents: bool = False) -> None:
         """Unload every version; queued requests finish first, new ones get 503."""
         if self._config.model_control_mode != ModelControlMode.EXPLICIT:
-            raise FeatureDisabled(CONTROL_DISABLED)
+            raise ControlDisabled(CONTROL_DISABLED)
         validate_model_name(name)
         if name not in self._models and not await asyncio.to_thread(
             _is_model_dir, self._repo, name

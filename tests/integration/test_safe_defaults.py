@@ -60,7 +60,7 @@ def _call(url: str, method: str, path: str, body: bytes | None = None) -> tuple[
 def test_thaw_up_refuses_load_and_unload_by_default(up: UpProcess) -> None:
     for action in ("load", "unload"):
         status, body = _call(up.url, "POST", f"/v2/repository/models/add_sub/{action}", b"")
-        assert (status, json.loads(body)) == (501, {"error": CONTROL_DISABLED})
+        assert (status, json.loads(body)) == (503, {"error": CONTROL_DISABLED})  # Triton's
     assert up.model("add_sub")["replicas"] == []  # nothing was woken
     client = grpcclient.InferenceServerClient(up.grpc_address)
     try:
@@ -68,6 +68,7 @@ def test_thaw_up_refuses_load_and_unload_by_default(up: UpProcess) -> None:
             with pytest.raises(InferenceServerException) as info:
                 call("add_sub")
             assert CONTROL_DISABLED in info.value.message()
+            assert info.value.status() == "StatusCode.UNAVAILABLE"  # Triton's code
     finally:
         client.close()
 

@@ -421,8 +421,7 @@ def test_load_outside_explicit_mode_has_tritons_message(tmp_path: Path) -> None:
         server.wait_ready()
         for action in ("load", "unload"):
             response = _post(server.url, f"/v2/repository/models/m/{action}")
-            # Triton 2.51 answers 503; DESIGN's code for a disabled feature is 501.
-            assert response.status_code == 501
+            assert response.status_code == 503  # Triton 2.51's (UNAVAILABLE)
             expected = "explicit model load / unload is not allowed if polling is enabled"
             assert response.json() == {"error": expected}
     finally:

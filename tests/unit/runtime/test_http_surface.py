@@ -341,8 +341,8 @@ async def test_load_and_unload_are_disabled_outside_explicit_mode() -> None:
     service = FakeModelService()
     c = await _client(_config(model_control_mode=ModelControlMode.NONE), service)
     try:
-        await _error(await c.post("/v2/repository/models/add_sub/load"), 501)
-        await _error(await c.post("/v2/repository/models/add_sub/unload"), 501)
+        await _error(await c.post("/v2/repository/models/add_sub/load"), 503)  # Triton's
+        await _error(await c.post("/v2/repository/models/add_sub/unload"), 503)
         assert service.load_calls == []
     finally:
         await c.close()

@@ -13,7 +13,7 @@ import pytest
 
 from runtime.config import ModelControlMode, ServeConfig
 from runtime.errors import (
-    FeatureDisabled,
+    ControlDisabled,
     InvalidInput,
     ModelNotFound,
     ModelUnavailable,
@@ -69,9 +69,9 @@ async def test_none_mode_loads_all_and_broken_models_do_not_hurt_others(tmp_path
         assert response.outputs[0].data.tolist() == [2.5]
         with pytest.raises(ModelUnavailable, match=r"config\.pbtxt:2"):
             await manager.infer(_identity_request("broken"))
-        with pytest.raises(FeatureDisabled, match="not allowed"):
+        with pytest.raises(ControlDisabled, match="not allowed"):
             await manager.load("good")
-        with pytest.raises(FeatureDisabled):
+        with pytest.raises(ControlDisabled):
             await manager.unload("good")
     finally:
         await manager.stop()
@@ -231,7 +231,7 @@ async def test_poll_mode_loads_new_reloads_changed_unloads_removed(tmp_path: Pat
         os.rmdir(tmp_path / "b")
         await manager.poll_once()
         assert (await _states(manager)) == {"a": "READY", "b": "UNAVAILABLE"}
-        with pytest.raises(FeatureDisabled):
+        with pytest.raises(ControlDisabled):
             await manager.load("a")
     finally:
         await manager.stop()
