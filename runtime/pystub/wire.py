@@ -144,13 +144,6 @@ def _raw(tensor: Tensor) -> memoryview | bytes:
     return memoryview(array.reshape(-1).view(np.uint8).data)
 
 
-def _wire_nbytes(tensor: Tensor) -> int:
-    """A numeric tensor's size on the wire, before any copy (BYTES: -1, known once serialized)."""
-    if tensor.datatype == "BYTES":
-        return -1
-    return int(tensor.data.size) * _WIRE[tensor.datatype].itemsize
-
-
 def _memfd_with(data: memoryview | bytes, label: str) -> int:
     fd = os.memfd_create(label, os.MFD_CLOEXEC)
     try:
@@ -208,31 +201,29 @@ def encode(message: Message) -> Encoded:
         parts: list[bytes | memoryview] = []
         inline = 0
         for tensor in message.tensors:
-            size = _wire_nbytes(tensor)
-            if size >= 0 and inline + size <= INLINE_MAX_BYTES:  # the common case: one copy
-                raw: bytes | memoryview = np.asarray(
-                    tensor.data, dtype=_WIRE[tensor.datatype]
-                ).tobytes()
-            else:
+            datatype = tensor.datatype
+            if datatype == "BYTES":
                 raw = _raw(tensor)
+            else:  # no copy yet: the array itself, if it already is in its wire dtype
+                array = np.asarray(tensor.data, dtype=_WIRE[datatype])
+                if inline + array.nbytes <= INLINE_MAX_BYTES:
+                    raw = array.tobytes()  # the one copy, in C order
+                else:
+                    raw = memoryview(np.ascontiguousarray(array).reshape(-1).view(np.uint8).data)
             if inline + len(raw) <= INLINE_MAX_BYTES:
-                table.append([tensor.name, tensor.datatype, tensor.shape, 0, inline, len(raw)])
+                table.append([tensor.name, datatype, tensor.shape, 0, inline, len(raw)])
                 parts.append(raw)
                 inline += len(raw)
             else:
-                table.append(
-                    [tensor.name, tensor.datatype, tensor.shape, 1, len(descriptors), len(raw)]
-                )
+                table.append([tensor.name, datatype, tensor.shape, 1, len(descriptors), len(raw)])
                 descriptors.append(_memfd_with(raw, "thaw-tensor"))
         if len(descriptors) > _MAX_FDS:
             raise ValueError(f"a message can carry at most {_MAX_FDS} large tensors")
         header = _header(message.fields, table)
-        body = b"".join([_LENGTH.pack(len(header)), header, *parts])
-        if len(body) + 1 > MESSAGE_MAX_BYTES:
-            descriptors.insert(0, _memfd_with(body, "thaw-message"))
-            payload = b"F" + _LENGTH.pack(len(body))
-        else:
-            payload = b"I" + body
+        payload = b"".join([b"I", _LENGTH.pack(len(header)), header, *parts])
+        if len(payload) > MESSAGE_MAX_BYTES:
+            descriptors.insert(0, _memfd_with(memoryview(payload)[1:], "thaw-message"))
+            payload = b"F" + _LENGTH.pack(len(payload) - 1)
     except BaseException:
         for fd in descriptors:
             os.close(fd)
