@@ -134,14 +134,10 @@ class Message:
     tensors: list[Tensor] = field(default_factory=list)
 
 
-def _raw(tensor: Tensor) -> memoryview | bytes:
-    """A tensor's bytes on the wire: a view of its array (copied once, into its memfd), BYTES
-    serialized as Triton's length-prefixed items."""
-    if tensor.datatype == "BYTES":
-        encoded = pb_utils.serialize_byte_tensor(np.asarray(tensor.data, dtype=np.object_))
-        return b"" if encoded is None else encoded.tobytes()
-    array = np.ascontiguousarray(tensor.data, dtype=_WIRE[tensor.datatype])
-    return memoryview(array.reshape(-1).view(np.uint8).data)
+def _bytes_items(tensor: Tensor) -> bytes:
+    """A BYTES tensor serialized as Triton's length-prefixed items."""
+    encoded = pb_utils.serialize_byte_tensor(np.asarray(tensor.data, dtype=np.object_))
+    return b"" if encoded is None else encoded.tobytes()
 
 
 def _memfd_with(data: memoryview | bytes, label: str) -> int:
@@ -203,13 +199,13 @@ def encode(message: Message) -> Encoded:
         for tensor in message.tensors:
             datatype = tensor.datatype
             if datatype == "BYTES":
-                raw = _raw(tensor)
+                raw: bytes | memoryview = _bytes_items(tensor)
             else:  # no copy yet: the array itself, if it already is in its wire dtype
-                array = np.asarray(tensor.data, dtype=_WIRE[datatype])
-                if inline + array.nbytes <= INLINE_MAX_BYTES:
-                    raw = array.tobytes()  # the one copy, in C order
+                values = np.asarray(tensor.data, dtype=_WIRE[datatype])
+                if inline + values.nbytes <= INLINE_MAX_BYTES:
+                    raw = values.tobytes()  # the one copy, in C order
                 else:
-                    raw = memoryview(np.ascontiguousarray(array).reshape(-1).view(np.uint8).data)
+                    raw = memoryview(np.ascontiguousarray(values).reshape(-1).view(np.uint8).data)
             if inline + len(raw) <= INLINE_MAX_BYTES:
                 table.append([tensor.name, datatype, tensor.shape, 0, inline, len(raw)])
                 parts.append(raw)

@@ -77,6 +77,18 @@ def test_a_table_naming_a_memfd_the_message_lacks_is_refused() -> None:
     np.testing.assert_array_equal(got.tensors[0].data, large)  # read in place, from the memfd
 
 
+def test_a_message_past_the_datagram_limit_travels_in_a_memfd_with_its_tensors() -> None:
+    small, large = np.arange(4, dtype=np.float32), np.arange(INLINE_MAX_BYTES, dtype=np.int32)
+    fields = {"op": "t", "params": {"text": "x" * MESSAGE_MAX_BYTES}}  # a header too big alone
+    tensors = [Tensor("s", "FP32", (4,), small), Tensor("l", "INT32", large.shape, large)]
+    encoded = encode(Message(fields, tensors))
+    assert encoded.payload[:1] == b"F" and len(encoded.fds) == 2  # the message, the large one
+    [got] = decode_all(encoded.payload, list(encoded.fds))
+    assert got.fields == fields
+    np.testing.assert_array_equal(got.tensors[0].data, small)
+    np.testing.assert_array_equal(got.tensors[1].data, large)
+
+
 def test_a_shape_of_numpy_integers_travels_as_plain_ints() -> None:
     array = np.ones((2, 3), np.float32)
     shape = tuple(np.int64(d) for d in array.shape)  # as some backends hand shapes over
