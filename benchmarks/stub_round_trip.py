@@ -126,26 +126,30 @@ async def _round(scheduler: Scheduler, stubs: list[int], args: argparse.Namespac
 
 
 async def measure(args: argparse.Namespace) -> dict[str, list[Round]]:
-    pb_utils.install_host(ServerHost(None, CustomMetrics()))  # type: ignore[arg-type]
+    """Every mode's rounds; the server's host is installed for the run, then the previous one
+    is put back (and every stub is unloaded), whatever happens."""
+    previous = pb_utils.install_host(ServerHost(None, CustomMetrics()))  # type: ignore[arg-type]
     rounds: dict[str, list[Round]] = {mode: [] for mode in args.modes}
-    with tempfile.TemporaryDirectory(prefix="thaw-stub-rt-") as scratch:
-        repo = Path(scratch)
-        write_add_sub(repo)
-        loaded, stubs = {}, {}
-        for mode in args.modes:
-            before = set(_children())
-            loaded[mode] = await _load(repo, mode)
-            stubs[mode] = sorted(set(_children()) - before)
-            await _drive(loaded[mode][1], 800, args.concurrency)  # warm up (and prove tiny)
-        try:
+    loaded: dict[str, tuple[PythonBackend, Scheduler]] = {}
+    try:
+        with tempfile.TemporaryDirectory(prefix="thaw-stub-rt-") as scratch:
+            repo = Path(scratch)
+            write_add_sub(repo)
+            stubs = {}
+            for mode in args.modes:
+                before = set(_children())
+                loaded[mode] = await _load(repo, mode)
+                stubs[mode] = sorted(set(_children()) - before)
+                await _drive(loaded[mode][1], 800, args.concurrency)  # warm up (and prove tiny)
             for index in range(args.rounds):
                 shift = index % len(args.modes)
                 for mode in args.modes[shift:] + args.modes[:shift]:
                     rounds[mode].append(await _round(loaded[mode][1], stubs[mode], args))
-        finally:
-            for backend, scheduler in loaded.values():
-                scheduler.close()
-                await asyncio.to_thread(backend.unload)
+    finally:
+        for backend, scheduler in loaded.values():
+            scheduler.close()
+            await asyncio.to_thread(backend.unload)
+        pb_utils.install_host(previous)
     return rounds
 
 

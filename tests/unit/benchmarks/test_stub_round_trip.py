@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from benchmarks import stub_round_trip
+from runtime import triton_python_backend_utils as pb_utils
+from runtime.server_host import ServerHost
 
 
 def test_one_run_reports_the_stub_and_its_in_process_baseline(
@@ -19,6 +21,7 @@ def test_one_run_reports_the_stub_and_its_in_process_baseline(
     assert in_process[3] == "-"  # no stub: the baseline runs on the loop
     assert all(float(row[1].split()[0]) > 0 for row in (process, in_process))
     assert "load average" in report.splitlines()[-1]
+    assert not isinstance(pb_utils.current_host(), ServerHost)  # the run's host is gone again
 
 
 def test_an_unknown_mode_is_refused() -> None:
