@@ -35,6 +35,7 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.load_client import LoadResult, run_grpc_load, run_load
+from benchmarks.machine import machine_line
 from benchmarks.peers import (
     BENCH_DIR,
     ROOT,
@@ -442,6 +443,7 @@ def main(argv: list[str] | None = None) -> int:
     args.run_dir = BENCH_DIR / "runs" / str(os.getpid())
     shutil.rmtree(args.run_dir, ignore_errors=True)
     workloads, sources = _workloads(args)
+    load_start = os.getloadavg()[0]
     servers: list[Server] = []
     try:
         for name in server_names(args.peers.split(","), args.thaw_python_runtime):
@@ -453,6 +455,7 @@ def main(argv: list[str] | None = None) -> int:
                 server.handle.stop()
         shutil.rmtree(args.run_dir, ignore_errors=True)
     print(render_table(cells))
+    print(machine_line(load_start, os.getloadavg()[0]))
     if args.json:
         args.json.write_text(
             json.dumps(

@@ -68,6 +68,7 @@ class LoopChannel:
         self._backlog: deque[Encoded] = deque()  # in order, waiting for room in the buffer
         self._gathered: list[Encoded] = []  # small messages of this turn, sent at its end
         self._gathered_bytes = 0
+        self._buffer = bytearray(MESSAGE_MAX_BYTES)  # every read goes through it
         self.closed = False
         loop.add_reader(self._fd, self._readable)
 
@@ -154,7 +155,7 @@ class LoopChannel:
             if self.closed:
                 return
             try:
-                payload, fds = receive(self._sock)
+                payload, fds = receive(self._sock, self._buffer)
             except (BlockingIOError, InterruptedError):
                 return
             except ChannelClosed:

@@ -38,7 +38,6 @@ from runtime.backends.stub_process import SpawnedStub, spawn, stub_python
 from runtime.backends.stub_services import StubServices
 from runtime.errors import RepositoryError, ServingError
 from runtime.inference import InferRequest, InferResponse, InferTensor
-from runtime.pystub.protocol import split
 from runtime.pystub.wire import ChannelClosed, Message, Tensor, encode, transmit
 from runtime.python_placement import execution_env_path
 from runtime.server_host import ServerHost, current_server_host
@@ -225,9 +224,9 @@ class StubPython:
                     continue
                 return self._unhealthy(requests)
             exec_id, future = self._register(requests)
-            message = _execute_message(exec_id, requests)
+            message, input_bytes = _execute_message(exec_id, requests)
             try:
-                if _input_bytes(requests) > _ENCODE_OFF_LOOP_BYTES:
+                if input_bytes > _ENCODE_OFF_LOOP_BYTES:
                     stub.channel.send_encoded(await asyncio.to_thread(encode, message))
                 else:
                     stub.channel.send(message)
@@ -285,10 +284,12 @@ class StubPython:
                 for r in requests
             ]
         rows = reply.fields.get("responses", [])
-        groups = split(reply.tensors, [int(row.get("n", 0)) for row in rows])
         out: list[InferResponse | ServingError] = []
-        for request, row, tensors in zip(requests, rows, groups, strict=True):
-            out.append(self._response(request.id, row, tensors))
+        tensors, at = reply.tensors, 0
+        for request, row in zip(requests, rows, strict=True):
+            count = int(row.get("n", 0))
+            out.append(self._response(request.id, row, tensors[at : at + count]))
+            at += count
         return out
 
     def _response(
@@ -300,12 +301,11 @@ class StubPython:
             cls = ERROR_CLASSES.get(int(row.get("code", 1)), ServingError)
             return cls(str(row["error"]))
         outputs = []
+        declared = self._declared
         for t in tensors:
-            datatype = (
-                "BF16"
-                if self._declared.get(t.name) == "BF16" and t.datatype == "UINT16"
-                else t.datatype
-            )
+            datatype = t.datatype
+            if datatype == "UINT16" and declared.get(t.name) == "BF16":
+                datatype = "BF16"
             outputs.append(InferTensor(t.name, datatype, t.shape, t.data))
         return InferResponse(
             self._name, self._version, outputs, id=request_id, parameters=row.get("params") or {}
@@ -413,12 +413,9 @@ def _finalize_directly(stub: _Stub) -> None:
         encoded.close()
 
 
-def _input_bytes(requests: list[InferRequest]) -> int:
-    return sum(int(t.data.nbytes) for r in requests for t in r.inputs)
-
-
-def _execute_message(exec_id: int, requests: list[InferRequest]) -> Message:
-    specs, tensors = [], []
+def _execute_message(exec_id: int, requests: list[InferRequest]) -> tuple[Message, int]:
+    """The execute message of a batch, and the bytes its input tensors hold."""
+    specs, tensors, nbytes = [], [], 0
     for request in requests:
         specs.append(
             {
@@ -431,6 +428,9 @@ def _execute_message(exec_id: int, requests: list[InferRequest]) -> Message:
             }
         )
         for t in request.inputs:
-            data = t.data if t.data.shape == tuple(t.shape) else np.asarray(t.data).reshape(t.shape)
-            tensors.append(Tensor(t.name, t.datatype, tuple(t.shape), data))
-    return Message({"op": "execute", "id": exec_id, "requests": specs}, tensors)
+            data, shape = t.data, tuple(t.shape)
+            if data.shape != shape:
+                data = np.asarray(data).reshape(shape)
+            nbytes += data.nbytes
+            tensors.append(Tensor(t.name, t.datatype, shape, data))
+    return Message({"op": "execute", "id": exec_id, "requests": specs}, tensors), nbytes

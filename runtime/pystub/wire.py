@@ -1,23 +1,26 @@
 """The control channel between the server and a stub process, and how tensors cross it.
 
 One `AF_UNIX` `SOCK_SEQPACKET` socket pair per stub: each send is one message, delivered whole
-and in order, with any file descriptors it carries. A message is a JSON header (the op and its
-fields), a packed table of its tensors, then the small tensors' bytes. A tensor that would take
-the inline bytes past `INLINE_MAX_BYTES` never crosses the socket: it is written once into its
-own memfd (shared memory), whose descriptor rides with the message; the receiver maps it and
-reads the array in place (zero-copy; the mapping lives as long as the array). Nothing is
-pickled. A message whose header and inline bytes would exceed `MESSAGE_MAX_BYTES` is itself
-sent through a memfd.
+and in order, with any file descriptors it carries. A message is a JSON header (the op's fields
+and a table of its tensors), then the small tensors' bytes. A tensor that would take the inline
+bytes past `INLINE_MAX_BYTES` never crosses the socket: it is written once into its own memfd
+(shared memory), whose descriptor rides with the message; the receiver maps it and reads the
+array in place (zero-copy; the mapping lives as long as the array). Inline tensors are read in
+place too, from the datagram's bytes. Nothing is pickled. A message whose header and inline
+bytes would exceed `MESSAGE_MAX_BYTES` is itself sent through a memfd.
 
-    message := kind(1) ‖ json_length(u32 LE) ‖ json ‖ table ‖ inline bytes   kind b"I"
-             | kind(1)   and fd[0] holds the rest                            kind b"F"
-             | kind(1) ‖ (length(u32 LE) ‖ message of kind b"I")*            kind b"B"
-    table   := count(u16 LE) ‖ tensor*
-    tensor  := datatype(u8) ‖ ndim(u8) ‖ in_fd(u8) ‖ name_length(u16) ‖ name ‖ dims(i64 * ndim)
-               ‖ at(u64: the inline offset, or the index of its fd) ‖ nbytes(u64)
+    message := kind(1) ‖ json_length(u32 LE) ‖ json ‖ inline bytes                 kind b"I"
+             | kind(1)   and fd[0] holds the rest                                  kind b"F"
+             | kind(1) ‖ (length(u32 LE) ‖ message of kind b"I")*                  kind b"B"
+    json    := [fields, [tensor*]]
+    tensor  := [name, datatype, [dims], in_fd (0|1), at (the inline offset, or the index of
+               its fd), nbytes]
 
-The table is packed, not JSON: a tiny model's messages are mostly tensor descriptions, and
-struct packs them several times faster than json.
+The tensor table rides in the same JSON as the fields: one orjson call writes (or reads) the
+whole header, several times faster than packing each tensor's description with struct (a tiny
+model's messages are mostly those descriptions), and each array is one `np.ndarray` over the
+received bytes. (Without orjson, as in a stub under an `EXECUTION_ENV_PATH` that lacks it, the
+stdlib's json reads the same text, only slower.)
 
 A bundle (kind b"B") carries several small messages that were ready at once in one datagram:
 one send and one wake-up of the reader for all of them (the executes the server sends in one
@@ -28,7 +31,9 @@ answers before it must already be with the server.
 
 from __future__ import annotations
 
+import array
 import contextlib
+import math
 import mmap
 import os
 import socket
@@ -100,12 +105,11 @@ INLINE_MAX_BYTES = 64 * 1024
 MESSAGE_MAX_BYTES = 160 * 1024  # under the kernel's default socket buffer (208 KiB)
 _MAX_FDS = 250  # SCM_MAX_FD is 253
 _LENGTH = struct.Struct("<I")
-_COUNT = struct.Struct("<H")
-_TENSOR = struct.Struct("<BBBH")  # datatype, ndim, in_fd, name length
-_PLACE = struct.Struct("<QQ")  # at, nbytes
-_DATATYPES = ("BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
-              "FP16", "FP32", "FP64", "BF16", "BYTES")  # fmt: skip
-_DATATYPE_CODES = {name: code for code, name in enumerate(_DATATYPES)}
+_INLINE = ord("I")
+_ANCILLARY_BYTES = socket.CMSG_SPACE(4 * (_MAX_FDS + 1))  # room for every descriptor sent
+
+# What tensors are read from in place: a datagram's bytes, or a memfd's mapping.
+Buffer = bytes | memoryview
 
 
 class ChannelClosed(Exception):
@@ -130,12 +134,10 @@ class Message:
     tensors: list[Tensor] = field(default_factory=list)
 
 
-def _raw(tensor: Tensor) -> memoryview | bytes:
-    if tensor.datatype == "BYTES":
-        encoded = pb_utils.serialize_byte_tensor(np.asarray(tensor.data, dtype=np.object_))
-        return b"" if encoded is None else encoded.tobytes()
-    array = np.ascontiguousarray(tensor.data, dtype=_WIRE[tensor.datatype])
-    return memoryview(array.reshape(-1).view(np.uint8).data)
+def _bytes_items(tensor: Tensor) -> bytes:
+    """A BYTES tensor serialized as Triton's length-prefixed items."""
+    encoded = pb_utils.serialize_byte_tensor(np.asarray(tensor.data, dtype=np.object_))
+    return b"" if encoded is None else encoded.tobytes()
 
 
 def _memfd_with(data: memoryview | bytes, label: str) -> int:
@@ -162,10 +164,14 @@ def _map(fd: int, nbytes: int) -> memoryview:
         os.close(fd)
 
 
-def _array(datatype: str, shape: tuple[int, ...], raw: memoryview) -> np.ndarray:
+def _array(datatype: str, shape: tuple[int, ...], buf: Buffer, at: int, nbytes: int) -> np.ndarray:
+    """The array `nbytes` at `at` of `buf` hold, in place (read-only when `buf` is bytes)."""
     if datatype == "BYTES":
-        return _deserialize_bytes(raw, shape)
-    return np.frombuffer(raw, dtype=_WIRE[datatype]).reshape(shape)
+        return _deserialize_bytes(memoryview(buf)[at : at + nbytes], shape)
+    dtype = _WIRE[datatype]
+    if math.prod(shape) * dtype.itemsize != nbytes:
+        raise ValueError(f"{nbytes} bytes do not hold a {datatype} tensor of shape {list(shape)}")
+    return np.ndarray(shape, dtype, buf, at)
 
 
 @dataclass(slots=True)
@@ -187,31 +193,33 @@ def encode(message: Message) -> Encoded:
     """A message as one datagram (large tensors written into memfds)."""
     descriptors: list[int] = []
     try:
-        table = [_COUNT.pack(len(message.tensors))]
-        inline = bytearray()
+        table: list[list[Any]] = []
+        parts: list[bytes | memoryview] = []
+        inline = 0
         for tensor in message.tensors:
-            raw = _raw(tensor)
-            name = tensor.name.encode()
-            in_fd = not (len(inline) + len(raw) <= INLINE_MAX_BYTES)
-            table += [
-                _TENSOR.pack(_DATATYPE_CODES[tensor.datatype], len(tensor.shape), in_fd, len(name)),
-                name,
-                struct.pack(f"<{len(tensor.shape)}q", *tensor.shape),
-                _PLACE.pack(len(descriptors) if in_fd else len(inline), len(raw)),
-            ]
-            if in_fd:
-                descriptors.append(_memfd_with(raw, "thaw-tensor"))
+            datatype = tensor.datatype
+            if datatype == "BYTES":
+                raw: bytes | memoryview = _bytes_items(tensor)
+            else:  # no copy yet: the array itself, if it already is in its wire dtype
+                values = np.asarray(tensor.data, dtype=_WIRE[datatype])
+                if inline + values.nbytes <= INLINE_MAX_BYTES:
+                    raw = values.tobytes()  # the one copy, in C order
+                else:
+                    raw = memoryview(np.ascontiguousarray(values).reshape(-1).view(np.uint8).data)
+            if inline + len(raw) <= INLINE_MAX_BYTES:
+                table.append([tensor.name, datatype, tensor.shape, 0, inline, len(raw)])
+                parts.append(raw)
+                inline += len(raw)
             else:
-                inline += raw
+                table.append([tensor.name, datatype, tensor.shape, 1, len(descriptors), len(raw)])
+                descriptors.append(_memfd_with(raw, "thaw-tensor"))
         if len(descriptors) > _MAX_FDS:
             raise ValueError(f"a message can carry at most {_MAX_FDS} large tensors")
-        header = fast_json.dumps(message.fields)
-        body = b"".join([_LENGTH.pack(len(header)), header, *table, inline])
-        if len(body) + 1 > MESSAGE_MAX_BYTES:
-            descriptors.insert(0, _memfd_with(body, "thaw-message"))
-            payload = b"F" + _LENGTH.pack(len(body))
-        else:
-            payload = b"I" + body
+        header = _header(message.fields, table)
+        payload = b"".join([b"I", _LENGTH.pack(len(header)), header, *parts])
+        if len(payload) > MESSAGE_MAX_BYTES:
+            descriptors.insert(0, _memfd_with(memoryview(payload)[1:], "thaw-message"))
+            payload = b"F" + _LENGTH.pack(len(payload) - 1)
     except BaseException:
         for fd in descriptors:
             os.close(fd)
@@ -219,16 +227,36 @@ def encode(message: Message) -> Encoded:
     return Encoded(payload, descriptors)
 
 
+def _header(fields: dict[str, Any], table: list[list[Any]]) -> bytes:
+    try:
+        return fast_json.dumps([fields, table])
+    except TypeError:  # maybe a shape of numpy integers (a backend's): plain ints, and again
+        for entry in table:
+            entry[2] = [int(dim) for dim in entry[2]]
+        return fast_json.dumps([fields, table])
+
+
 def decode(payload: bytes, fds: list[int]) -> Message:
     """The message of one datagram; takes ownership of `fds` (each is mapped or closed)."""
     try:
-        return _parse(payload, fds)
-    except BaseException:
+        kind = payload[:1]
+        if kind == b"F":
+            if not fds:
+                raise ValueError("a message in a memfd came without its memfd")
+            (size,) = _LENGTH.unpack_from(payload, 1)
+            fd, fds[0] = fds[0], -1
+            body = _map(fd, size)
+            message = _parse(body, 0, len(body), fds, 1)
+        elif kind == b"I":
+            message = _parse(payload, 1, len(payload), fds, 0)
+        else:
+            raise ValueError(f"unknown message kind {kind!r}")
+    finally:  # mapped ones are -1; the rest (unclaimed, or after an error) are closed
         for fd in fds:
             if fd >= 0:
                 with contextlib.suppress(OSError):
                     os.close(fd)
-        raise
+    return message
 
 
 def bundleable(encoded: Encoded) -> bool:
@@ -252,75 +280,63 @@ def decode_all(payload: bytes, fds: list[int]) -> list[Message]:
         return [decode(payload, fds)]
     for fd in fds:  # a bundle carries none
         os.close(fd)
-    view, at, out = memoryview(payload), 1, []
-    while at < len(view):
-        (length,) = _LENGTH.unpack_from(view, at)
+    at, out = 1, []
+    while at < len(payload):
+        (length,) = _LENGTH.unpack_from(payload, at)
         at += 4
-        if length < 1 or at + length > len(view) or view[at : at + 1] != b"I":
+        if length < 1 or at + length > len(payload) or payload[at] != _INLINE:
             raise ValueError("a bundle holds a truncated or non-inline message")
-        out.append(_parse(bytes(view[at : at + length]), []))
+        out.append(_parse(payload, at + 1, at + length, [], 0))  # read in place
         at += length
     return out
 
 
-def _parse(payload: bytes, fds: list[int]) -> Message:
-    kind = payload[:1]
-    if kind == b"F":
-        (size,) = _LENGTH.unpack_from(payload, 1)
-        fd, fds[0] = fds[0], -1
-        body: memoryview = _map(fd, size)
-        fds = fds[1:]
-    elif kind == b"I":
-        body = memoryview(payload)[1:]
-    else:
-        raise ValueError(f"unknown message kind {kind!r}")
-    (length,) = _LENGTH.unpack_from(body, 0)
-    header = fast_json.loads(bytes(body[4 : 4 + length]))
-    at = 4 + length
-    (count,) = _COUNT.unpack_from(body, at)
-    at += _COUNT.size
-    places = []
-    for _ in range(count):
-        code, ndim, in_fd, name_length = _TENSOR.unpack_from(body, at)
-        at += _TENSOR.size
-        name = bytes(body[at : at + name_length]).decode()
-        at += name_length
-        shape = struct.unpack_from(f"<{ndim}q", body, at)
-        at += 8 * ndim
-        offset, nbytes = _PLACE.unpack_from(body, at)
-        at += _PLACE.size
-        places.append((name, _DATATYPES[code], shape, bool(in_fd), offset, nbytes))
-    inline = body[at:]
+def _parse(buf: Buffer, start: int, end: int, fds: list[int], first_fd: int) -> Message:
+    """The message whose body is `buf[start:end]`; its tensor `i` in a memfd is
+    `fds[first_fd + i]`, taken (set to -1) once mapped."""
+    (length,) = _LENGTH.unpack_from(buf, start)
+    at = start + 4 + length
+    if at > end:
+        raise ValueError("a message's header runs past its end")
+    fields, table = fast_json.loads(bytes(buf[start + 4 : at]))
     tensors = []
-    for name, datatype, shape, in_fd, offset, nbytes in places:
+    for name, datatype, dims, in_fd, place, nbytes in table:
+        shape = tuple(dims)
         if in_fd:
-            fd, fds[offset] = fds[offset], -1
-            raw = _map(fd, nbytes)
+            index = first_fd + place
+            if not 0 <= index < len(fds) or fds[index] < 0:
+                raise ValueError(f"tensor {name!r} names a memfd the message does not carry")
+            fd, fds[index] = fds[index], -1
+            data = _array(datatype, shape, _map(fd, nbytes), 0, nbytes)
         else:
-            if offset + nbytes > len(inline):
+            if place < 0 or nbytes < 0 or at + place + nbytes > end:
                 raise ValueError(f"tensor {name!r} runs past the end of its message")
-            raw = inline[offset : offset + nbytes]
-        tensors.append(Tensor(name, datatype, shape, _array(datatype, shape, raw)))
-    for fd in fds:
-        if fd >= 0:
-            os.close(fd)
-    return Message(header, tensors)
+            data = _array(datatype, shape, buf, at + place, nbytes)
+        tensors.append(Tensor(name, datatype, shape, data))
+    return Message(fields, tensors)
 
 
-def receive(sock: socket.socket) -> tuple[bytes, list[int]]:
-    """One datagram and its descriptors; ChannelClosed at the end of the stream (or a reset).
-    On a non-blocking socket with nothing to read: BlockingIOError."""
+def receive(sock: socket.socket, buffer: bytearray | None = None) -> tuple[bytes, list[int]]:
+    """One datagram and its descriptors, read through `buffer` (`MESSAGE_MAX_BYTES` long, the
+    caller's, reused: no allocation of a full-size buffer per read); ChannelClosed at the end
+    of the stream (or a reset). On a non-blocking socket with nothing to read: BlockingIOError."""
+    if buffer is None:
+        buffer = bytearray(MESSAGE_MAX_BYTES)
     try:
-        payload, fds, _flags, _addr = socket.recv_fds(sock, MESSAGE_MAX_BYTES, _MAX_FDS + 1)
+        size, ancillary, _flags, _addr = sock.recvmsg_into([buffer], _ANCILLARY_BYTES)
     except (BlockingIOError, InterruptedError):
         raise
     except (ConnectionResetError, OSError) as exc:
         raise ChannelClosed(str(exc)) from exc
-    if not payload:
+    fds = array.array("i")
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
+    if not size:
         for fd in fds:
             os.close(fd)
         raise ChannelClosed("end of stream")
-    return payload, list(fds)
+    return bytes(memoryview(buffer)[:size]), fds.tolist()
 
 
 def transmit(sock: socket.socket, encoded: Encoded) -> None:
@@ -345,6 +361,7 @@ class Channel:
         self._sock = sock
         self._send_lock = threading.Lock()
         self._received: deque[Message] = deque()  # the rest of the last bundle (one reader)
+        self._buffer = bytearray(MESSAGE_MAX_BYTES)  # the reader's (one at a time)
 
     def fileno(self) -> int:
         return self._sock.fileno()
@@ -375,7 +392,7 @@ class Channel:
             out = list(self._received)
             self._received.clear()
             return out
-        payload, fds = receive(self._sock)
+        payload, fds = receive(self._sock, self._buffer)
         return decode_all(payload, fds)
 
 

@@ -13,6 +13,7 @@ import pytest
 from runtime.backends.loop_channel import LoopChannel
 from runtime.pystub.inbox import WORK, Inbox
 from runtime.pystub.wire import (
+    INLINE_MAX_BYTES,
     MESSAGE_MAX_BYTES,
     Channel,
     ChannelClosed,
@@ -56,6 +57,58 @@ def test_a_table_that_points_past_its_message_is_refused() -> None:
     encoded = encode(Message({"op": "t"}, [Tensor("x", "FP32", (4,), np.zeros(4, np.float32))]))
     with pytest.raises(ValueError, match="past the end"):
         decode_all(encoded.payload[:-4], [])
+
+
+def test_a_table_whose_bytes_do_not_fill_its_shape_is_refused() -> None:
+    encoded = encode(Message({"op": "t"}, [Tensor("x", "FP32", (4,), np.zeros(4, np.float32))]))
+    lying = encoded.payload.replace(b'"x","FP32",[4]', b'"x","FP32",[5]')
+    assert lying != encoded.payload
+    with pytest.raises(ValueError, match="do not hold"):
+        decode_all(lying, [])
+
+
+def test_a_table_naming_a_memfd_the_message_lacks_is_refused() -> None:
+    large = np.arange(INLINE_MAX_BYTES, dtype=np.int32)  # past the inline limit: a memfd
+    encoded = encode(Message({"op": "t"}, [Tensor("x", "INT32", large.shape, large)]))
+    assert len(encoded.fds) == 1
+    with pytest.raises(ValueError, match="memfd"):
+        decode_all(encoded.payload, [])  # sent without its descriptor
+    [got] = decode_all(encoded.payload, list(encoded.fds))
+    np.testing.assert_array_equal(got.tensors[0].data, large)  # read in place, from the memfd
+
+
+def test_a_message_past_the_datagram_limit_travels_in_a_memfd_with_its_tensors() -> None:
+    small, large = np.arange(4, dtype=np.float32), np.arange(INLINE_MAX_BYTES, dtype=np.int32)
+    fields = {"op": "t", "params": {"text": "x" * MESSAGE_MAX_BYTES}}  # a header too big alone
+    tensors = [Tensor("s", "FP32", (4,), small), Tensor("l", "INT32", large.shape, large)]
+    encoded = encode(Message(fields, tensors))
+    assert encoded.payload[:1] == b"F" and len(encoded.fds) == 2  # the message, the large one
+    [got] = decode_all(encoded.payload, list(encoded.fds))
+    assert got.fields == fields
+    np.testing.assert_array_equal(got.tensors[0].data, small)
+    np.testing.assert_array_equal(got.tensors[1].data, large)
+
+
+def test_a_shape_of_numpy_integers_travels_as_plain_ints() -> None:
+    array = np.ones((2, 3), np.float32)
+    shape = tuple(np.int64(d) for d in array.shape)  # as some backends hand shapes over
+    encoded = encode(Message({"op": "t"}, [Tensor("x", "FP32", shape, array)]))
+    [got] = decode_all(encoded.payload, [])
+    assert got.tensors[0].shape == (2, 3)
+    np.testing.assert_array_equal(got.tensors[0].data, array)
+
+
+def test_a_reused_receive_buffer_never_changes_a_message_already_read() -> None:
+    left, right = channel_pair()
+    receiver = Channel(right)
+    first = np.arange(8, dtype=np.float32)
+    Channel(left).send(Message({"op": "x", "id": 1}, [Tensor("y", "FP32", (8,), first)]))
+    Channel(left).send(Message({"op": "x", "id": 2}, [Tensor("y", "FP32", (8,), -first)]))
+    one, two = receiver.recv(), receiver.recv()  # both through the channel's one buffer
+    np.testing.assert_array_equal(one.tensors[0].data, first)
+    np.testing.assert_array_equal(two.tensors[0].data, -first)
+    left.close()
+    receiver.close()
 
 
 def test_a_bundle_carries_several_messages_in_order_in_one_datagram() -> None:
