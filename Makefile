@@ -96,7 +96,8 @@ conformance: install
 	$(CONFORMANCE_NETNS) sh -c '{ [ -z "$(CONFORMANCE_NETNS)" ] || ip link set lo up; } && \
 		export TRITON_SERVER_MIRROR="$(TRITON_SERVER_MIRROR)"; \
 		$(PY) -m tests.conformance.triton_l0_http; http=$$?; \
-		$(PY) -m tests.conformance.triton_qa; qa=$$?; exit $$((http | qa))'
+		$(PY) -m tests.conformance.triton_qa; qa=$$?; \
+		$(PY) -m tests.conformance.triton_l0_shared_memory; shm=$$?; exit $$((http | qa | shm))'
 
 test-slow: install $(TOOLS)/.installed
 	$(VENV)/bin/pytest -q -m slow

@@ -28,7 +28,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tests.conformance.triton_l0_http import PORT, Result, _git_show, _port_in_use, _print
+from tests.conformance.qa_checkout import Result, git_show, port_in_use, print_results
+from tests.conformance.triton_l0_http import PORT
 from tests.fixtures.serve_process import ServeProcess
 from tests.fixtures.triton_qa_models import build_aio_repo
 
@@ -65,7 +66,7 @@ def _unittest(qa_dir: Path, client: str, *args: str) -> subprocess.CompletedProc
 
 def _run_one(ref: str, qa_dir: Path, repo: Path, test_id: str, client: str) -> Result:
     """One test on a fresh server (test.sh restarts tritonserver for each)."""
-    if _port_in_use(PORT) or _port_in_use(GRPC_PORT):
+    if port_in_use(PORT) or port_in_use(GRPC_PORT):
         raise SystemExit(f"ports {PORT}/{GRPC_PORT} are in use; Triton's tests need them")
     server = ServeProcess(repo, "--port", str(PORT), "--grpc-port", str(GRPC_PORT))
     report = qa_dir / "report.json"
@@ -101,7 +102,7 @@ def run(mirror: Path, refs: list[str], *, only: list[str] | None = None) -> list
         for ref in refs:
             base = Path(tmp) / ref.replace("/", "_")
             for path in _FILES:
-                content = _git_show(mirror, ref, path)
+                content = git_show(mirror, ref, path)
                 if content is None:
                     raise SystemExit(f"{ref}:{path} is not in {mirror}")
                 (base / path).parent.mkdir(parents=True, exist_ok=True)
@@ -141,11 +142,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", help="run only tests whose id contains a word")
     args = parser.parse_args(argv)
     mirror: Path = args.mirror
-    if not str(mirror) or _git_show(mirror, args.refs[0], _TEST) is None:
+    if not str(mirror) or git_show(mirror, args.refs[0], _TEST) is None:
         print(f"skipped: no Triton server mirror at {str(mirror)!r}", file=sys.stderr)
         return 0
     results = run(mirror, args.refs, only=args.only)
-    _print(results)
+    print_results(results)
     failed = [r for r in results if r.outcome in ("failed", "error")]
     return 1 if failed else 0
 
