@@ -1,20 +1,24 @@
-"""A request head with both `Content-Length` and `Transfer-Encoding: chunked`, taken as chunked
-and its connection closed after it, the way nginx and Triton take it.
+"""A request whose `Content-Length` and `Transfer-Encoding: chunked` agree on where it ends,
+taken as chunked and its connection closed after it, the way Triton takes it.
 
-aiohttp's parser refuses such a head (400), as request smuggling might hide behind it. But
-plain clients send it too: Python's `requests` adds a `Content-Length` to a body whose caller
-set `Transfer-Encoding: chunked` and chunked it by hand, and Triton answers that (its own
-L0_http `test_content_encoding_chunked_manually`). RFC 9112 §6.3: "the Transfer-Encoding
-overrides the Content-Length"; a server that goes on must use chunked. So `prefer_chunked`
-rewrites the head before the parser reads it: the `Content-Length` line becomes
-`Connection: close`, padded with whitespace to the same length, so no byte after it moves.
-The body is framed by chunked alone, and nothing after it on the connection is ever served: the
-parser refuses data after `Connection: close`, so a request hidden where a length-framing proxy
-saw body never runs.
+aiohttp's parser refuses every head with both (400), as request smuggling hides behind them: a
+length-framing proxy and a chunk-framing server disagree on where the request ends, and what
+one takes for body the other takes for the next request. But plain clients send both where they
+agree: Python's `requests` adds a `Content-Length` of the chunked bytes to a body whose caller
+chunked it by hand and said `Transfer-Encoding: chunked`, and Triton answers that (its own
+L0_http `test_content_encoding_chunked_manually`). So `prefer_chunked` takes such a request
+only when both framings end it at the same byte, with nothing after it in the bytes at hand;
+any disagreement, a body not all there yet, or bytes after it are left to the parser, which
+answers 400 and closes (the smuggling cases of docs/hardening.md stay refused).
+
+The rewrite happens before the parser reads the head: the `Content-Length` line becomes
+`Connection: close`, padded with whitespace to the same length, so no byte moves (RFC 9112
+§6.3: "the Transfer-Encoding overrides the Content-Length"). The connection closes after the
+answer, so nothing later on it is read as a request.
 
 Only a head the parser would otherwise take is rewritten: a whole HTTP/1.1 head at the start of
-`data`, CRLF line ends, no obsolete folding, exactly one `Content-Length` of digits, and
-`chunked` the last transfer coding. Everything else is left for the parser to judge.
+`data`, CRLF line ends, no obsolete folding, exactly one `Content-Length` of digits, `chunked`
+the only transfer coding, and plain chunks (hex sizes, no extensions, no trailers).
 """
 
 from __future__ import annotations
@@ -60,10 +64,33 @@ def prefer_chunked(data: bytes) -> bytes | None:
             lengths.append(index)
         elif lowered == b"transfer-encoding":
             codings += [c.strip().lower() for c in value.split(b",") if c.strip()]
-    if len(lengths) != 1 or not codings or codings[-1] != b"chunked":
+    if len(lengths) != 1 or codings != [b"chunked"]:
         return None
     old = lines[lengths[0]]
+    declared = int(old.partition(b":")[2].strip())
+    if _chunked_length(data, end + 4) != declared or end + 4 + declared != len(data):
+        return None  # the framings disagree, or the body is not all here, or more follows
     lines[lengths[0]] = _CLOSE + b" " * (len(old) - len(_CLOSE) - len(_CLOSE_VALUE)) + _CLOSE_VALUE
     rewritten = b"\r\n".join([request_line, *lines])
     assert len(rewritten) == end
     return rewritten + data[end:]
+
+
+_CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,8}\r\n")
+
+
+def _chunked_length(data: bytes, start: int) -> int | None:
+    """How many bytes from `start` a plain chunked body takes (its last chunk and the empty
+    trailer section included); None when `data` does not hold one, plain, from `start`."""
+    at = start
+    while True:
+        size_line = _CHUNK_SIZE.match(data, at)
+        if size_line is None:
+            return None
+        size = int(size_line.group()[:-2], 16)
+        at = size_line.end() + size
+        if data[at : at + 2] != b"\r\n":
+            return None
+        at += 2
+        if size == 0:
+            return at - start
