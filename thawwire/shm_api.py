@@ -59,8 +59,18 @@ def _json(payload: Any, status: int = 200) -> web.Response:
     return web.Response(body=body, status=status, content_type="application/json")
 
 
-def cuda_unsupported(name: str) -> SharedMemoryError:
-    """Triton's answer to a CUDA registration when it has no GPU support."""
+# sizeof(cudaIpcMemHandle_t): what a CUDA IPC handle of any GPU is.
+CUDA_IPC_HANDLE_BYTES = 64
+
+
+def cuda_unsupported(name: str, raw_handle: bytes | None = None) -> SharedMemoryError:
+    """Triton's answer to a CUDA registration when it has no GPU support; a handle that no
+    GPU could open (not a CUDA IPC handle's size) gets the answer of a Triton with GPUs to it,
+    "invalid args" (what Triton's L0_grpc pins for an empty handle)."""
+    if raw_handle is not None and len(raw_handle) != CUDA_IPC_HANDLE_BYTES:
+        return SharedMemoryError(
+            "failed to register shared memory region: invalid args", ErrorKind.INVALID_ARG
+        )
     return SharedMemoryError(
         f"failed to register CUDA shared memory region: '{name}', GPUs not supported",
         ErrorKind.INVALID_ARG,
@@ -223,7 +233,7 @@ def grpc_shm_methods(
         return pb.CudaSharedMemoryStatusResponse()
 
     def cuda_register(request: Any) -> Any:
-        raise cuda_unsupported(request.name)
+        raise cuda_unsupported(request.name, request.raw_handle)
 
     def cuda_unregister(request: Any) -> Any:
         return pb.CudaSharedMemoryUnregisterResponse()

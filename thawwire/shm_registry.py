@@ -116,6 +116,7 @@ class SystemSharedMemory:
     def register(self, name: str, key: str, offset: int, byte_size: int) -> None:
         """Register `byte_size` bytes at `offset` of the object `key` as region `name`."""
         if not name or len(name) > _MAX_NAME or "\0" in name:
+            os.close(self._open(key))  # Triton opens the key first: its error comes first
             raise SharedMemoryError(
                 f"invalid shared memory region name {name[:80]!r}: 1 to {_MAX_NAME} characters",
                 ErrorKind.INVALID_ARG,
@@ -237,7 +238,7 @@ class SystemSharedMemory:
             raise SharedMemoryError(
                 f"Unable to open shared memory region: '{key[:300]}' (a key names one object "
                 f"in {self._dir}: '/name')",
-                ErrorKind.INVALID_ARG,
+                ErrorKind.INTERNAL,  # Triton's code when shm_open fails, whatever the reason
             )
         flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
         try:
