@@ -36,7 +36,7 @@ class ModelSpec:
     """A soak model: its inputs (name, shape), outputs and the expected answer."""
 
     name: str
-    builder: str  # tests.fixtures.models function
+    builder: str  # a builder of tests.fixtures.models, onnx_models or torch_models
     inputs: tuple[tuple[str, tuple[int, ...]], ...]
     outputs: tuple[str, ...]
     answer: Callable[[list[np.ndarray]], list[np.ndarray]]

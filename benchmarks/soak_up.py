@@ -23,13 +23,18 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def build_repository(repo: Path) -> None:
-    """The soak's models (tests/fixtures/models.py builders), written once."""
-    from tests.fixtures import models
+    """The soak's models (builders of tests/fixtures' model modules), written once."""
+    from tests.fixtures import models, onnx_models, torch_models
 
+    builders = {
+        name: getattr(module, name)
+        for module in (models, onnx_models, torch_models)
+        for name in module.__all__
+    }
     repo.mkdir(parents=True, exist_ok=True)
     for spec in MODELS:
         if not (repo / spec.name / "config.pbtxt").is_file():
-            getattr(models, spec.builder)(repo, spec.name)
+            builders[spec.builder](repo, spec.name)
 
 
 class Up:
