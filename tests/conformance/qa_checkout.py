@@ -3,11 +3,13 @@
 The runners of tests/conformance share these: `git_show` reads one file of a ref, `extract`
 writes a list of them under a temporary root as `qa/...` (Triton's tests import `../common`),
 `run_unittest` runs test ids with tests.conformance.unittest_json in a QA directory, and
-`Result` is one reported row.
+`Result` is one reported row. `mirror_parser` and `have_mirror` are every runner's `--mirror`
+flag and its skip when there is none.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import socket
 import subprocess
@@ -16,7 +18,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Result", "extract", "git_show", "port_in_use", "print_results", "run_unittest"]
+__all__ = [
+    "Result",
+    "extract",
+    "git_show",
+    "have_mirror",
+    "mirror_parser",
+    "port_in_use",
+    "print_results",
+    "run_unittest",
+]
 
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,6 +39,26 @@ class Result:
     test: str
     outcome: str  # passed | failed | error | skipped | deselected
     detail: str
+
+
+def mirror_parser(description: str) -> argparse.ArgumentParser:
+    """A runner's argument parser, with `--mirror` (default `$TRITON_SERVER_MIRROR`)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument(
+        "--mirror",
+        type=Path,
+        default=os.environ.get("TRITON_SERVER_MIRROR", ""),
+        help="bare git dir of triton-inference-server/server (default $TRITON_SERVER_MIRROR)",
+    )
+    return parser
+
+
+def have_mirror(mirror: Path, ref: str, path: str) -> bool:
+    """Whether `mirror` holds `path` at `ref`; when not, says the run is skipped (exit 0)."""
+    if str(mirror) and git_show(mirror, ref, path) is not None:
+        return True
+    print(f"skipped: no Triton server mirror at {str(mirror)!r}", file=sys.stderr)
+    return False
 
 
 def git_show(mirror: Path, ref: str, path: str) -> bytes | None:

@@ -20,9 +20,7 @@ Exit status: 0 when every selected test passed (or no mirror), 1 otherwise.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -32,6 +30,8 @@ from tests.conformance.qa_checkout import (
     Result,
     extract,
     git_show,
+    have_mirror,
+    mirror_parser,
     port_in_use,
     print_results,
     run_unittest,
@@ -135,19 +135,12 @@ def run(mirror: Path, refs: list[str], *, with_large: bool) -> list[Result]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--mirror",
-        type=Path,
-        default=os.environ.get("TRITON_SERVER_MIRROR", ""),
-        help="bare git dir of triton-inference-server/server (default $TRITON_SERVER_MIRROR)",
-    )
+    parser = mirror_parser(__doc__.split("\n\n")[0])
     parser.add_argument("--refs", nargs="+", default=["v2.51.0", "HEAD"])
     parser.add_argument("--with-large", action="store_true", help=f"also run {_LARGE}")
     args = parser.parse_args(argv)
     mirror: Path = args.mirror
-    if not str(mirror) or git_show(mirror, args.refs[0], _FILES[0]) is None:
-        print(f"skipped: no Triton server mirror at {str(mirror)!r}", file=sys.stderr)
+    if not have_mirror(mirror, args.refs[0], _FILES[0]):
         return 0
     results = run(mirror, args.refs, with_large=args.with_large)
     print_results(results)

@@ -20,7 +20,6 @@ needs a GPU and is not run. Exit status: 0 when every test passed (or no mirror)
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -28,7 +27,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tests.conformance.qa_checkout import Result, git_show, port_in_use, print_results
+from tests.conformance.qa_checkout import (
+    Result,
+    git_show,
+    have_mirror,
+    mirror_parser,
+    port_in_use,
+    print_results,
+)
 from tests.conformance.triton_l0_http import PORT
 from tests.fixtures.serve_process import ServeProcess
 from tests.fixtures.triton_qa_models import build_aio_repo
@@ -131,19 +137,12 @@ def run(mirror: Path, refs: list[str], *, only: list[str] | None = None) -> list
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--mirror",
-        type=Path,
-        default=os.environ.get("TRITON_SERVER_MIRROR", ""),
-        help="bare git dir of triton-inference-server/server (default $TRITON_SERVER_MIRROR)",
-    )
+    parser = mirror_parser(__doc__.split("\n\n")[0])
     parser.add_argument("--refs", nargs="+", default=["v2.51.0"])
     parser.add_argument("--only", nargs="*", help="run only tests whose id contains a word")
     args = parser.parse_args(argv)
     mirror: Path = args.mirror
-    if not str(mirror) or git_show(mirror, args.refs[0], _TEST) is None:
-        print(f"skipped: no Triton server mirror at {str(mirror)!r}", file=sys.stderr)
+    if not have_mirror(mirror, args.refs[0], _TEST):
         return 0
     results = run(mirror, args.refs, only=args.only)
     print_results(results)

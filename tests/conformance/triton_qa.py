@@ -21,9 +21,7 @@ no mirror), 1 otherwise.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -36,6 +34,8 @@ from tests.conformance.qa_checkout import (
     Result,
     extract,
     git_show,
+    have_mirror,
+    mirror_parser,
     port_in_use,
     print_results,
     run_unittest,
@@ -392,20 +392,13 @@ def run_suites(mirror: Path, ref: str, names: list[str], *, with_large: bool) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--mirror",
-        type=Path,
-        default=os.environ.get("TRITON_SERVER_MIRROR", ""),
-        help="bare git dir of triton-inference-server/server (default $TRITON_SERVER_MIRROR)",
-    )
+    parser = mirror_parser(__doc__.split("\n\n")[0])
     parser.add_argument("--ref", default="v2.51.0")
     parser.add_argument("--suites", nargs="+", default=list(SUITES), choices=list(SUITES))
     parser.add_argument("--with-large", action="store_true", help="also run L0_large_payload")
     args = parser.parse_args(argv)
     mirror: Path = args.mirror
-    if not str(mirror) or git_show(mirror, args.ref, _COMMON[0]) is None:
-        print(f"skipped: no Triton server mirror at {str(mirror)!r}", file=sys.stderr)
+    if not have_mirror(mirror, args.ref, _COMMON[0]):
         return 0
     results = run_suites(mirror, args.ref, args.suites, with_large=args.with_large)
     print_results(results)
