@@ -24,6 +24,7 @@ from snapshotter.errors import (
     SnapshotStoreError,
     StoreTimeout,
 )
+from snapshotter.gpu_probe import GpuInfo, GpuScan, cuda_target, local_gpus
 from snapshotter.image_builder import build_image
 from snapshotter.image_ref import ImageRef
 from snapshotter.manifest import Manifest
@@ -44,6 +45,8 @@ __all__ = [
     "DeviceConfig",
     "DeviceCopyError",
     "DeviceMemoryError",
+    "GpuInfo",
+    "GpuScan",
     "ImageLoader",
     "ImageNotFound",
     "ImageRef",
@@ -62,6 +65,8 @@ __all__ = [
     "build_image",
     "compile_for_serving",
     "cuda_available",
+    "cuda_target",
+    "local_gpus",
     "open_store",
     "ort_host_key",
     "source_digest",
