@@ -8,6 +8,7 @@ plan devices (device_plan: which device each instance runs on; fallbacks logged 
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from dataclasses import dataclass
@@ -239,6 +240,11 @@ class VersionLoader:
             self._metrics.record_device_fallback(name, fallback.reason.value)
         return plan
 
+    def _instance_fallback(self, name: str, reason: str, message: str) -> None:
+        """An instance that runs differently than planned and still serves: logged, counted."""
+        logger.warning("model=%s %s", name, message)
+        self._metrics.record_device_fallback(name, reason)
+
     def _instances(
         self,
         spec: ModelSpec,
@@ -264,6 +270,7 @@ class VersionLoader:
                     instance_name=f"{placement.group}_{placement.index}",
                     instance_count=len(plan.placements),
                     model_file=spec.model_file(version),
+                    on_fallback=functools.partial(self._instance_fallback, spec.name),
                 )
                 try:
                     _load_instance(backend, ctx)
