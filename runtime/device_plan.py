@@ -60,6 +60,10 @@ class FallbackReason(StrEnum):
     NO_CUDA = "no_cuda"
     NO_ONNXRUNTIME_CUDA = "no_onnxruntime_cuda"
     NO_TENSORRT = "no_tensorrt"
+    # Reported by a backend at load (LoadContext.fallback): it serves, differently than planned.
+    TENSORRT_EP_FAILED = "tensorrt_ep_failed"  # the session came up on the CUDA EP
+    CUDA_GRAPH_CAPTURE = "cuda_graph_capture"  # those shapes run eagerly
+    CPU_PLACED_OPS = "cpu_placed_ops"  # an exported program computes part of its graph on the CPU
 
 
 @dataclass(frozen=True)

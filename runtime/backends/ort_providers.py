@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runtime.backends.base import LoadContext
+from runtime.device_plan import FallbackReason
 from runtime.errors import RepositoryError
 from tritonconfig import ModelConfigError, tensorrt_parameters
 
@@ -120,7 +121,7 @@ def check_providers(model: str, wanted: list[Any], actual: list[str]) -> Provide
         raise RepositoryError(f"model '{model}': onnxruntime runs it on {actual}, not the CPU")
     if planned == TRT_EP and actual and actual[0] == CUDA_EP:
         return ProviderCheck(
-            "tensorrt_ep_failed",
+            FallbackReason.TENSORRT_EP_FAILED.value,
             f"onnxruntime did not enable {TRT_EP} (it failed when the session was created; "
             f"see onnxruntime's log); running on {CUDA_EP}",
         )

@@ -21,6 +21,7 @@ from runtime.backends.batch_tensors import BatchLayout, run_batched
 from runtime.backends.cuda_graphs import capture_graphs, graph_shapes
 from runtime.datatypes import numpy_to_v2
 from runtime.device_errors import device_failure
+from runtime.device_plan import FallbackReason
 from runtime.errors import RepositoryError, ServingError
 from runtime.inference import InferRequest, InferResponse, InferTensor
 from snapshotter import arg_positions
@@ -117,7 +118,13 @@ class TorchBackend:
         graphed = capture_graphs(module, shapes, self._inputs, self._device)
         logger.info("model=%s %d CUDA graph(s) captured in %.2f s", ctx.model_name,
                     graphed.captured, time.perf_counter() - start)  # fmt: skip
-        return graphed
+        if graphed.failures:
+            ctx.fallback(
+                FallbackReason.CUDA_GRAPH_CAPTURE.value,
+                f"CUDA graph capture failed for {len(graphed.failures)} of {len(shapes)} "
+                f"shape(s), which run eagerly: {graphed.failures[0]}",
+            )
+        return graphed if graphed.captured else module
 
     def _compile(self, ctx: LoadContext, settings: Any) -> Any:
         """torch.compile + warm-up, from the image's compile caches when they fit this host."""
