@@ -7,6 +7,7 @@ captured at load where the config asks (`optimization.cuda.graphs`: backends/cud
 
 from __future__ import annotations
 
+import gc
 import io
 import logging
 import threading
@@ -19,6 +20,7 @@ import numpy as np
 from runtime.backends.base import ExecTimings, LoadContext
 from runtime.backends.batch_tensors import BatchLayout, run_batched
 from runtime.backends.cuda_graphs import capture_graphs, graph_shapes
+from runtime.backends.export_placement import place_program
 from runtime.datatypes import numpy_to_v2
 from runtime.device_errors import device_failure
 from runtime.device_plan import FallbackReason
@@ -32,7 +34,7 @@ from tritonconfig import (
     compile_settings,
 )
 
-__all__ = ["TorchBackend", "positions"]
+__all__ = ["TorchBackend", "positions", "release_device_cache"]
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +86,8 @@ class TorchBackend:
         path = ctx.model_file or ctx.version_dir / "model.pt"
         if path.suffix == ".pt2":
             program = self._load_program(ctx, torch, path)
+            if self._device != "cpu":
+                program = self._placed(ctx, program)
             self._module = program.module()
             forward_args = [str(name) for name in program.graph_signature.user_inputs]
         else:
@@ -106,6 +110,19 @@ class TorchBackend:
             self._module = self._compile(ctx, settings)
         if self._device != "cpu":
             self._module = self._graphs(ctx, self._module)
+
+    def _placed(self, ctx: LoadContext, program: Any) -> Any:
+        """The program with the devices written into its graph moved to this GPU; ops that
+        stay elsewhere are a counted fallback (backends/export_placement.py)."""
+        program, left = place_program(program, self._device)
+        if left:
+            ctx.fallback(
+                FallbackReason.CPU_PLACED_OPS.value,
+                f"the exported program computes {len(left)} op(s) on another device than "
+                f"{self._device} ({', '.join(left[:5])}): host-device copies on every request; "
+                "export it without fixed devices",
+            )
+        return program
 
     def _graphs(self, ctx: LoadContext, module: Any) -> Any:
         """The module behind captured CUDA graphs when the config asks and allows, else itself."""
@@ -266,6 +283,24 @@ class TorchBackend:
 
     def unload(self) -> None:
         self._module = None
+        if self._device != "cpu":
+            import torch
+
+            release_device_cache(torch, self._device)
+
+
+def release_device_cache(torch: Any, device: str) -> bool:
+    """Give the memory torch's caching allocator keeps for `device`, unused, back to the driver
+    (after the unloaded module's tensors are collected). Without this, VRAM a torch model freed
+    stays reserved by this process: an onnxruntime or TensorRT load (their own allocators)
+    after it can run out of memory although the device budget, which counts torch's reserved
+    memory as reusable, said it fits. False when CUDA was never initialized here."""
+    if not torch.cuda.is_initialized():
+        return False
+    gc.collect()  # reference cycles may still hold device tensors of the unloaded module
+    with torch.cuda.device(device):
+        torch.cuda.empty_cache()
+    return True
 
 
 def _compile_settings(ctx: LoadContext) -> CompileSettings | None:
