@@ -178,7 +178,7 @@ def _loaded_cudart_last_error() -> Callable[[], int] | None:
         return None
     for path in sorted(paths):
         try:
-            return ctypes.CDLL(path).cudaGetLastError  # type: ignore[no-any-return]
+            return ctypes.CDLL(path).cudaGetLastError
         except (OSError, AttributeError):
             continue
     return None
