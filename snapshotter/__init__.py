@@ -24,7 +24,7 @@ from snapshotter.errors import (
     SnapshotStoreError,
     StoreTimeout,
 )
-from snapshotter.gpu_probe import GpuInfo, GpuScan, cuda_target, local_gpus
+from snapshotter.gpu_probe import GpuInfo, GpuScan, cuda_target, local_gpus, visible_devices
 from snapshotter.image_builder import build_image
 from snapshotter.image_ref import ImageRef
 from snapshotter.manifest import Manifest
@@ -73,5 +73,6 @@ __all__ = [
     "tensorrt_plan_from_image",
     "trt_context_model",
     "trt_session_options",
+    "visible_devices",
     "warmup_inputs",
 ]
