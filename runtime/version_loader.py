@@ -26,7 +26,7 @@ from runtime.metrics import Metrics
 from runtime.model_config import config_to_json, fill_defaults, validate_config
 from runtime.model_scheduler import ModelScheduler
 from runtime.model_signature import ModelSignature
-from runtime.model_warmup import run_warmup, warmup_samples
+from runtime.model_warmup import first_contact_sample, run_warmup, warmup_samples
 from runtime.queue_policy import QueuePolicies
 from runtime.repository import ModelSpec
 from runtime.scheduler import Scheduler
@@ -142,6 +142,8 @@ class VersionLoader:
             for instance in instances:
                 instance.unload()
             raise
+        if not samples:
+            self._first_contact(spec.name, config, plan, instances)
         if samples:
             self._metrics.record_warmup(spec.name, str(version), warmup_s)
         logger.debug(
@@ -239,6 +241,24 @@ class VersionLoader:
             logger.warning("model=%s %s", name, fallback.message)
             self._metrics.record_device_fallback(name, fallback.reason.value)
         return plan
+
+    def _first_contact(
+        self, name: str, config: mc.ModelConfig, plan: DevicePlan, instances: list[Backend]
+    ) -> None:
+        """One zero request on each GPU instance before the version reports ready (cuDNN and
+        cuBLAS handles, the framework's arena, algorithm choices: model_warmup.py). A failure
+        is logged, not fatal: zeros are not every model's valid input."""
+        gpu = [i for i, p in zip(instances, plan.placements, strict=True) if p.kind == "KIND_GPU"]
+        sample = first_contact_sample(config) if gpu and config.backend != "python" else None
+        if sample is None:
+            return
+        try:
+            seconds = run_warmup(name, gpu, [sample])
+        except RepositoryError as exc:
+            logger.warning("model=%s first GPU run at load failed (the first request will "
+                           "pay for CUDA's first contact): %s", name, exc)  # fmt: skip
+            return
+        logger.info("model=%s first GPU run at load: %.3f s", name, seconds)
 
     def _instance_fallback(self, name: str, reason: str, message: str) -> None:
         """An instance that runs differently than planned and still serves: logged, counted."""
