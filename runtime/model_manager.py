@@ -133,6 +133,7 @@ class ModelManager:
             auto_complete=config.auto_complete_config,
             steps=steps,
             inventory=inventory,
+            vram_headroom_bytes=config.vram_headroom_bytes,
         )
         # tritonserver's --model-load-thread-count: versions loaded at once.
         self._load_slots = asyncio.Semaphore(config.model_load_threads)

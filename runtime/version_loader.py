@@ -12,6 +12,7 @@ import functools
 import logging
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runtime.backends.base import Backend, LoadContext, SnapshotImage
@@ -33,6 +34,7 @@ from runtime.scheduler import Scheduler
 from runtime.sequence_scheduler import SequenceScheduler
 from runtime.snapshot_restore import ImageSource, SnapshotRestorer
 from runtime.stats import ModelStats, StatsBook
+from runtime.vram_budget import check_framework_vram, framework_vram
 from tritonconfig import is_ensemble
 from tritonconfig.schema import mc
 
@@ -73,8 +75,10 @@ class VersionLoader:
         auto_complete: bool = True,
         steps: StepRunner | None = None,
         inventory: DeviceInventory | None = None,
+        vram_headroom_bytes: int = 512 << 20,
     ) -> None:
         self._book = book
+        self._vram_headroom = vram_headroom_bytes  # beside the frameworks' own weight copies
         self._auto_complete = auto_complete  # False: no model.py `auto_complete_config`
         self._steps = steps  # where ensembles run their steps
         self._inventory = inventory or LocalInventory()
@@ -135,6 +139,7 @@ class VersionLoader:
             else {}
         )
         restored_at = time.perf_counter()
+        self._check_vram(spec, config, version, plan, images)
         instances = self._instances(spec, config, version, plan, images)
         try:
             warmup_s = run_warmup(spec.name, instances, samples) if samples else 0.0
@@ -242,6 +247,28 @@ class VersionLoader:
             self._metrics.record_device_fallback(name, fallback.reason.value)
         return plan
 
+    def _check_vram(
+        self,
+        spec: ModelSpec,
+        config: mc.ModelConfig,
+        version: int,
+        plan: DevicePlan,
+        images: dict[str, SnapshotImage],
+    ) -> None:
+        """The frameworks' own weight copies fit on their GPUs (runtime.vram_budget)."""
+        if config.backend == "python" or not any(p.kind == "KIND_GPU" for p in plan.placements):
+            return
+        host = images.get("cpu")
+        weights = host.manifest.weight_bytes if host is not None else 0
+        weights = weights or _files_bytes(spec.version_dir(version))
+        needs = framework_vram(plan, weights, frozenset(d for d in images if d != "cpu"))
+        try:
+            check_framework_vram(spec.name, needs, _nvml_reader, headroom_bytes=self._vram_headroom)
+        except DeviceOutOfMemory:
+            for gpu in needs:
+                self._metrics.record_device_oom(spec.name, f"cuda:{gpu}")
+            raise
+
     def _first_contact(
         self, name: str, config: mc.ModelConfig, plan: DevicePlan, instances: list[Backend]
     ) -> None:
@@ -326,3 +353,18 @@ def _load_instance(backend: Backend, ctx: LoadContext) -> None:
         raise RepositoryError(
             f"failed to load model '{ctx.model_name}' version {ctx.version}: {exc!r}"
         ) from exc
+
+
+def _nvml_reader(gpu: int) -> object:
+    """GPU `gpu`'s memory as the driver reports it (snapshotter.nvml_memory), or None."""
+    from snapshotter import nvml_memory
+
+    return nvml_memory(gpu)
+
+
+def _files_bytes(version_dir: Path) -> int:
+    """Bytes of a version's files (the weights a framework will copy, near enough)."""
+    try:
+        return sum(p.stat().st_size for p in version_dir.rglob("*") if p.is_file())
+    except OSError:
+        return 0

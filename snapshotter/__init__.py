@@ -9,6 +9,7 @@ from snapshotter.arena import Arena
 from snapshotter.compile_cache import arg_positions, compile_for_serving, warmup_inputs
 from snapshotter.cuda_copier import cuda_available
 from snapshotter.cuda_restore import DeviceConfig
+from snapshotter.device_budget import DeviceMemory, vram_shortfall
 from snapshotter.errors import (
     ArtifactError,
     BuildError,
@@ -24,7 +25,14 @@ from snapshotter.errors import (
     SnapshotStoreError,
     StoreTimeout,
 )
-from snapshotter.gpu_probe import GpuInfo, GpuScan, cuda_target, local_gpus, visible_devices
+from snapshotter.gpu_probe import (
+    GpuInfo,
+    GpuScan,
+    cuda_target,
+    local_gpus,
+    nvml_memory,
+    visible_devices,
+)
 from snapshotter.image_builder import build_image
 from snapshotter.image_ref import ImageRef
 from snapshotter.manifest import Manifest
@@ -44,6 +52,7 @@ __all__ = [
     "BuildError",
     "DeviceConfig",
     "DeviceCopyError",
+    "DeviceMemory",
     "DeviceMemoryError",
     "GpuInfo",
     "GpuScan",
@@ -67,6 +76,7 @@ __all__ = [
     "cuda_available",
     "cuda_target",
     "local_gpus",
+    "nvml_memory",
     "open_store",
     "ort_host_key",
     "source_digest",
@@ -74,5 +84,6 @@ __all__ = [
     "trt_context_model",
     "trt_session_options",
     "visible_devices",
+    "vram_shortfall",
     "warmup_inputs",
 ]

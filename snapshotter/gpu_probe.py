@@ -29,7 +29,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["GpuInfo", "GpuScan", "cuda_target", "local_gpus", "scan_gpus", "visible_devices"]
+__all__ = [
+    "GpuInfo",
+    "GpuScan",
+    "cuda_target",
+    "local_gpus",
+    "nvml_memory",
+    "scan_gpus",
+    "visible_devices",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -185,3 +193,33 @@ def cuda_target(device_id: int = 0, scan: GpuScan | None = None) -> str:
 
     major, minor = torch.cuda.get_device_capability(device_id)
     return f"cuda:sm_{major}{minor}"
+
+
+def nvml_memory(index: int, scan: GpuScan | None = None, *, nvml: Any | None = None) -> Any:
+    """`DeviceMemory` of CUDA ordinal `index` as the driver reports it (free to any framework;
+    what torch's allocator keeps cached counts as used), through NVML, without a CUDA
+    context; None when NVML cannot say."""
+    from snapshotter.device_budget import DeviceMemory
+
+    scan = scan if scan is not None else local_gpus()
+    if index >= scan.count or not scan.gpus[index].uuid:
+        return None
+    if nvml is None:
+        try:
+            import pynvml
+        except ImportError:
+            return None
+        nvml = pynvml
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError:
+        return None
+    try:
+        handle = nvml.nvmlDeviceGetHandleByUUID(scan.gpus[index].uuid)
+        info = nvml.nvmlDeviceGetMemoryInfo(handle)
+        return DeviceMemory(free_bytes=int(info.free), total_bytes=int(info.total))
+    except nvml.NVMLError:
+        return None
+    finally:
+        with contextlib.suppress(nvml.NVMLError):
+            nvml.nvmlShutdown()
