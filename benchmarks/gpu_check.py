@@ -253,7 +253,7 @@ def _host_tier_row(torch: Any, cache: Path, gib: float, pool: Any, state: dict[s
     tier, no_room = _host_tier_dir(nbytes)
     try:
         if no_room is not None:
-            return Row(label, f"skipped: {no_room}")
+            return Row(label, f"skipped: {no_room}", skipped=no_room, hardware=True)
 
         def loader() -> Any:
             return ring_loader(cache, "cpu", pool, host_cache_dir=tier, host_max_bytes=1 << 40)
@@ -402,13 +402,8 @@ def ort_rows(torch: Any, work: Path) -> list[Row]:
 
     providers = ort.get_available_providers()
     if CUDA_EP not in providers:
-        return [
-            Row(
-                "onnxruntime CUDA / TensorRT EP",
-                "skipped: onnxruntime-gpu not installed "
-                f"(onnxruntime {ort.__version__} has {', '.join(providers)})",
-            )
-        ]
+        why = f"onnxruntime {ort.__version__} has {', '.join(providers)}: not the GPU build"
+        raise Skipped(why, missing="onnxruntime-gpu")
     repo = work / "models"
     model = gpu_models.onnx_mlp(repo, "ort_mlp")
     path = str(model / "1" / "model.onnx")
@@ -418,10 +413,8 @@ def ort_rows(torch: Any, work: Path) -> list[Row]:
         ort, "ORT-CUDA", path, [(CUDA_EP, {"device_id": "0"}), CPU_EP], x, want, 1e-3
     )
     if TRT_EP not in providers:
-        return [
-            *rows,
-            Row("TensorRT EP", "skipped: this onnxruntime has no TensorrtExecutionProvider"),
-        ]
+        why = "this onnxruntime has no TensorrtExecutionProvider"
+        return [*rows, Row("TensorRT EP", f"skipped: {why}", skipped=why, missing="tensorrt")]
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="gpu-check-trt-") as tmp:
@@ -536,7 +529,7 @@ def plan_rows(torch: Any, work: Path) -> list[Row]:
     try:
         import tensorrt  # noqa: F401
     except ImportError:
-        return [Row("tensorrt_plan from its image", "skipped: tensorrt not installed")]
+        raise Skipped("tensorrt not installed", missing="tensorrt") from None
     repo, cache = work / "plan-models", work / "plan-cache"
     onnx_dir = gpu_models.onnx_mlp(work / "models", "ort_mlp")
     model = gpu_models.tensorrt_plan(onnx_dir / "1" / "model.onnx", repo, "plan_mlp")

@@ -46,7 +46,7 @@ def cuda_available() -> tuple[bool, str]:
 
 
 class _Pinned:
-    """A pinned torch CPU tensor and its bytes."""
+    """A torch CPU tensor a copy reads, and its bytes (pinned when `pinned()` made it)."""
 
     def __init__(self, tensor: Any) -> None:
         self.tensor = tensor
@@ -94,6 +94,8 @@ class TorchCudaCopier:
             raise DeviceMemoryError(f"cannot pin {nbytes} bytes of host memory: {exc}") from exc
 
     def wrap_host(self, view: memoryview) -> _Pinned:
+        """Host memory as a copy source, as it is: page-locked only if it was registered
+        beforehand (`pin_arena`); otherwise the driver stages the copy (pageable speed)."""
         return _Pinned(self._torch.frombuffer(view, dtype=self._torch.uint8))
 
     def copy(self, src: Any, src_offset: int, nbytes: int, dst: Any, dst_offset: int) -> _Done:
