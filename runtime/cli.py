@@ -410,7 +410,10 @@ def run(args: argparse.Namespace) -> int:
 
         images = config.cache is not None or config.store is not None
         settings = ZygoteSettings(
-            frameworks=config.preload_frameworks, images=images, grpc=config.allow_grpc
+            frameworks=config.preload_frameworks,
+            images=images,
+            grpc=config.allow_grpc,
+            gpu_scan=config.target != "cpu",
         )
         return serve_fork_server(config.fork_server_fd, settings)
     return _run_loop(_serve(config), config.event_loop)

@@ -82,3 +82,22 @@ async def test_a_model_manager_on_an_auto_target_places_kind_auto_on_the_gpus(
         assert 'reason="no_onnxruntime_cuda"' in text  # then runs on the CPU, counted
     finally:
         await manager.stop()
+
+
+def test_the_gpu_scan_modules_a_fork_server_imports_start_no_thread() -> None:
+    # The zygote imports them for children with a non-cpu `--target` (its rule 2: nothing that
+    # starts a thread at import); the scan itself (nvmlInit) runs only in the children.
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import importlib, os\n"
+        "from runtime.zygote import _WITH_GPU_SCAN\n"
+        "for name in _WITH_GPU_SCAN: importlib.import_module(name)\n"
+        "print(len(os.listdir('/proc/self/task')))"
+    )
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout) == 1
