@@ -665,19 +665,26 @@ def _forked_on_gpu(proc: subprocess.Popen[bytes], psutil: Any, pynvml: Any) -> l
 
 
 def _listening(proc: subprocess.Popen[bytes], timeout_s: float) -> str:
-    """The URL `thaw up` announces on stdout; a deadline even if it prints nothing."""
-    import select
+    """The URL `thaw up` announces on stdout, within `timeout_s` even if it prints nothing
+    (a reader thread: a buffered pipe cannot be waited on line by line with select)."""
+    import queue
+    import threading
 
     assert proc.stdout is not None
+    lines: queue.Queue[str] = queue.Queue()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            lines.put(raw.decode(errors="replace").strip())
+
+    threading.Thread(target=read, daemon=True).start()
     deadline = time.monotonic() + timeout_s
     while (left := deadline - time.monotonic()) > 0:
-        ready, _, _ = select.select([proc.stdout], [], [], left)
-        if not ready:
+        try:
+            line = lines.get(timeout=left)
+        except queue.Empty:
             break
-        raw = proc.stdout.readline()
-        if not raw:
-            break  # it exited
-        line = raw.decode(errors="replace").strip()
         if line.startswith("THAW_LISTENING "):
             return line.removeprefix("THAW_LISTENING ")
     raise RuntimeError("thaw up did not report where it listens")
