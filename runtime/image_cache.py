@@ -46,9 +46,9 @@ def make_image_loader(
     image_target = resolved.image_target
     if image_target == "cuda":
         scan = local_gpus()
-        if scan.count == 0:
+        if scan.count == 0 and not _torch_sees_cuda():  # no NVML, no /dev/nvidia*: ask CUDA
             raise ServingError(f"`target` = {config.target!r}, but {scan.reason}")
-        image_target = cuda_target(0, scan)  # NVML: no CUDA context just to read it
+        image_target = cuda_target(0, scan)  # NVML when it knows: no CUDA context for this
     host_dir = None
     if config.host_cache_bytes > 0:
         host_dir = config.host_cache or default_host_cache_dir()
@@ -67,6 +67,14 @@ def make_image_loader(
         raise ServingError(
             f"cannot open snapshot store {config.store!r} / cache {config.cache}: {exc}"
         ) from exc
+
+
+def _torch_sees_cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
 
 
 class ImageCacheCollector(Collector):
