@@ -46,7 +46,7 @@ if str(ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 
 from benchmarks import gpu_models, gpu_proofs  # noqa: E402
-from benchmarks.gpu_proofs import Row, Skipped  # noqa: E402
+from benchmarks.gpu_proofs import Row, Skipped, fallbacks  # noqa: E402
 
 DEVICE = "cuda:0"
 CPU_EP, CUDA_EP, TRT_EP = (
@@ -285,9 +285,10 @@ async def _manager_cold_start(
     cache: Path,
     input_name: str,
     pool: Any,
-) -> tuple[float, float, np.ndarray, str]:
-    """(load s, first inference s, output, restored?) through a ModelManager on cuda, with
-    `pool` as a CUDA-ready warm process's pinned staging (`--pinned-memory-pool-byte-size`)."""
+) -> tuple[float, float, np.ndarray, tuple[bool, float]]:
+    """(load s, first inference s, output, (restored?, fallbacks)) through a ModelManager on
+    cuda, with `pool` as a CUDA-ready warm process's pinned staging
+    (`--pinned-memory-pool-byte-size`)."""
     from runtime.config import ModelControlMode, ServeConfig
     from runtime.inference import InferRequest, InferTensor
     from runtime.metrics import Metrics
@@ -319,13 +320,9 @@ async def _manager_cold_start(
         t1 = time.perf_counter()
         response = await manager.infer(request)
         t2 = time.perf_counter()
-        restored = f'thaw_model_restored_from_snapshot{{model="{name}",version="1"}} 1.0'
-        return (
-            t1 - t0,
-            t2 - t1,
-            response.outputs[0].data,
-            str(restored in metrics.exposition().decode()),
-        )
+        text = metrics.exposition().decode()
+        restored = f'thaw_model_restored_from_snapshot{{model="{name}",version="1"}} 1.0' in text
+        return t1 - t0, t2 - t1, response.outputs[0].data, (restored, fallbacks(text, name))
     finally:
         await manager.stop()
         if tier is not None:
@@ -374,7 +371,8 @@ def cold_start_rows(torch: Any, work: Path, gib: float) -> list[Row]:
                 f"cold start {gib:g} GiB TorchScript, thaw from the {where}",
                 f"{load_s + first_s:.2f} s (load {load_s:.2f} + 1st {first_s:.3f})",
                 f"{classic / (load_s + first_s):.1f}x faster than classic",
-                f"restored={restored}",
+                f"restored={restored[0]}, fallbacks={restored[1]:g}",
+                ok=restored[0] and restored[1] == 0,
             )
         )
         same = bool(np.allclose(got, want, rtol=1e-3, atol=1e-3))
@@ -507,7 +505,8 @@ def _image_model_rows(
             f"{label}: load + 1st inference",
             f"{load_s:.2f} s + {first_s * 1e3:.1f} ms",
             "the builder never runs",
-            f"restored={restored}",
+            f"restored={restored[0]}, fallbacks={restored[1]:g}",
+            ok=restored[0] and restored[1] == 0,
         ),
         Row(
             f"{label} outputs == CPU",
