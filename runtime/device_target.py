@@ -40,15 +40,26 @@ class DeviceTarget:
         return self.image_target.startswith("cuda")
 
 
+# Triton's default `--min-supported-compute-capability`: older GPUs are not "supported GPUs".
+MIN_COMPUTE_CAPABILITY = (6, 0)
+
+
 def resolve_target(requested: str, scan: GpuScan) -> DeviceTarget:
-    """The target for flag value `requested` given `scan` (see the module docstring)."""
+    """The target for flag value `requested` given `scan` (see the module docstring). GPUs of a
+    known compute capability below 6.0 are left out, as Triton leaves them out."""
+    usable = tuple(
+        g.index
+        for g in scan.gpus
+        if g.compute_capability is None or g.compute_capability >= MIN_COMPUTE_CAPABILITY
+    )
     if requested == "auto":
-        if scan.count:
-            found = f"{scan.count} GPU(s) found via {scan.source}"
-            return DeviceTarget(requested, scan.ids, "cuda", found)
-        return DeviceTarget(requested, (), "cpu", scan.reason)
+        if usable:
+            found = f"{len(usable)} GPU(s) found via {scan.source}"
+            return DeviceTarget(requested, usable, "cuda", found)
+        reason = scan.reason if not scan.count else "no GPU of compute capability >= 6.0"
+        return DeviceTarget(requested, (), "cpu", reason)
     if requested.startswith("cuda"):
-        return DeviceTarget(requested, scan.ids or (0,), requested, f"--target {requested}")
+        return DeviceTarget(requested, usable or (0,), requested, f"--target {requested}")
     return DeviceTarget(requested, (), "cpu", f"--target {requested}")
 
 

@@ -26,6 +26,15 @@ def test_auto_is_cuda_on_every_gpu_found_and_cpu_without_one() -> None:
     assert cpu.gpus == () and not cpu.cuda and "no /dev/nvidia*" in cpu.reason
 
 
+def test_gpus_triton_would_not_support_are_left_out() -> None:
+    old = GpuScan((GpuInfo(0, "GPU-k80", (3, 7)), GpuInfo(1, "GPU-h200", (9, 0))), "nvml", "")
+    assert resolve_target("auto", old).gpus == (1,)
+    only_old = GpuScan((GpuInfo(0, "GPU-k80", (3, 7)),), "nvml", "")
+    assert resolve_target("auto", only_old).image_target == "cpu"
+    unknown = GpuScan((GpuInfo(0),), "/dev", "")  # a device node only: taken
+    assert resolve_target("auto", unknown).gpus == (0,)
+
+
 def test_cpu_and_cuda_are_taken_as_asked() -> None:
     assert resolve_target("cpu", TWO).gpus == () and not resolve_target("cpu", TWO).cuda
     assert resolve_target("cuda:sm_90", NONE) == DeviceTarget(
