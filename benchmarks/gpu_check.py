@@ -17,8 +17,9 @@ the check cannot pass by skipping), except what `--allow-missing` names (e.g.
 `onnxruntime-gpu,tensorrt` on a machine known to have only CPU onnxruntime) and rows whose
 hardware is not there. Without CUDA, `--strict` prints every row it would run on a GPU and
 exits 1 with "no CUDA device" as its only reason; without `--strict` it prints one line and
-exits 0. `--quick` runs the steps marked quick, with 1 GiB sizes (about 2-3 minutes); the full
-check fits one 10-minute device call on an H200 (`--budget-s` 480 skips steps started later).
+exits 0. `--quick` runs the steps marked quick, with 1 GiB sizes (sized for about 3 minutes);
+the full check is sized for one 10-minute device call on an H200 (`--budget-s` 480 skips steps
+started later). Neither has been timed on a GPU yet.
 Inputs are generated under `--work` and reused by later runs.
 """
 
