@@ -89,10 +89,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--cache", type=Path, default=None, metavar="DIR", help="local image cache")
     p.add_argument(
         "--target",
-        default="cpu",
-        help="where KIND_AUTO runs and which images are looked up: auto (GPUs if this machine "
-        "has them, found without creating a CUDA context, as Triton resolves KIND_AUTO), cpu, "
-        "or cuda[:sm_XX] (default cpu)",
+        default="auto",
+        help="where KIND_AUTO runs and which images are looked up: auto (default: GPUs if this "
+        "machine has them, found without creating a CUDA context, as Triton resolves "
+        "KIND_AUTO), cpu, or cuda[:sm_XX]",
     )
     p.add_argument(
         "--preload-frameworks",
