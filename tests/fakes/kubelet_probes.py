@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,15 +95,9 @@ class ProbeTracker:
         return self._failures >= self.spec.failure_threshold
 
 
-async def run_probe(
-    spec: ProbeSpec,
-    *,
-    pod_ip: str,
-    session: aiohttp.ClientSession,
-    exec_argv: Sequence[str] = (),
-    exec_env: Mapping[str, str] | None = None,
-) -> bool:
-    """One probe attempt: HTTP 200-399, a TCP connect, or exit status 0 within timeoutSeconds."""
+async def run_probe(spec: ProbeSpec, *, pod_ip: str, session: aiohttp.ClientSession) -> bool:
+    """One httpGet (status 200-399) or tcpSocket (a connect) attempt within timeoutSeconds;
+    exec probes run inside the container (`kubelet_runtime.Container.exec`)."""
     host = spec.host or pod_ip
     try:
         if spec.action == "httpGet":
@@ -114,26 +107,10 @@ async def run_probe(
                 url, headers=dict(spec.headers), timeout=timeout, allow_redirects=False
             ) as response:
                 return 200 <= response.status < 400
-        if spec.action == "tcpSocket":
-            _, writer = await asyncio.wait_for(
-                asyncio.open_connection(host, spec.port), spec.timeout_s
-            )
-            writer.close()
-            with contextlib.suppress(OSError):
-                await writer.wait_closed()
-            return True
-        proc = await asyncio.create_subprocess_exec(
-            *exec_argv,
-            env=dict(exec_env or os.environ),
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        try:
-            return await asyncio.wait_for(proc.wait(), spec.timeout_s) == 0
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
-            return False
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, spec.port), spec.timeout_s)
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+        return True
     except (aiohttp.ClientError, OSError, TimeoutError):
         return False
