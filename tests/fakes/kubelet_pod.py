@@ -289,7 +289,12 @@ class PodWorker:
     async def _probe(self, failed: asyncio.Event) -> None:
         period = self.kubelet.config.probe_period_s
         specs = {
-            kind: ProbeSpec.parse(self.container[kind], self.container, period_s=period)
+            kind: ProbeSpec.parse(
+                self.container[kind],
+                self.container,
+                period_s=period,
+                keep_failure_window=kind != "readinessProbe",
+            )
             for kind in ("startupProbe", "readinessProbe", "livenessProbe")
             if isinstance(self.container.get(kind), dict)
         }

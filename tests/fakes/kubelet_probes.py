@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -35,9 +36,17 @@ class ProbeSpec:
 
     @classmethod
     def parse(
-        cls, probe: Mapping[str, Any], container: Mapping[str, Any], *, period_s: float | None
+        cls,
+        probe: Mapping[str, Any],
+        container: Mapping[str, Any],
+        *,
+        period_s: float | None,
+        keep_failure_window: bool = False,
     ) -> ProbeSpec:
-        """`period_s` overrides periodSeconds (tests use a fast kubelet)."""
+        """`period_s` overrides periodSeconds (tests use a fast kubelet). With
+        `keep_failure_window` (liveness and startup probes) failureThreshold grows to match, so
+        a container still has periodSeconds x failureThreshold to come up before it is killed:
+        probing faster must not kill a container a real kubelet would leave alone."""
         named = {p.get("name"): p["containerPort"] for p in container.get("ports") or []}
         action = next((a for a in ("httpGet", "tcpSocket", "exec") if a in probe), None)
         if action is None:
@@ -51,6 +60,11 @@ class ProbeSpec:
             if port not in named:
                 raise ContainerConfigError(f"probe port {port!r} names no container port")
             port = named[port]
+        manifest_period_s = float(probe.get("periodSeconds", 10))
+        failure_threshold = int(probe.get("failureThreshold", 3))
+        if keep_failure_window and period_s:
+            window_s = manifest_period_s * failure_threshold
+            failure_threshold = max(failure_threshold, math.ceil(window_s / period_s))
         if action == "httpGet" and handler.get("scheme", "HTTP") != "HTTP":
             raise ContainerConfigError("the test kubelet probes over plain HTTP only")
         return cls(
@@ -61,10 +75,10 @@ class ProbeSpec:
             headers=tuple((h["name"], h["value"]) for h in handler.get("httpHeaders") or []),
             command=tuple(handler.get("command") or ()),
             initial_delay_s=float(probe.get("initialDelaySeconds", 0)),
-            period_s=period_s if period_s is not None else float(probe.get("periodSeconds", 10)),
+            period_s=period_s if period_s is not None else manifest_period_s,
             timeout_s=float(probe.get("timeoutSeconds", 1)),
             success_threshold=int(probe.get("successThreshold", 1)),
-            failure_threshold=int(probe.get("failureThreshold", 3)),
+            failure_threshold=failure_threshold,
         )
 
 
