@@ -56,6 +56,8 @@ def s3_url() -> Iterator[str]:
 @pytest.fixture(scope="module")
 def helm() -> Path:
     found = find_helm()
+    if found is None and os.environ.get("CI"):
+        pytest.fail("helm is missing: `make tools` installs it")
     if found is None:
         pytest.skip("helm is not installed here: run `make tools`")
     return found
