@@ -10,12 +10,19 @@ import asyncio
 import base64
 import contextlib
 import logging
+from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from tests.fakes.kube_resources import now_time
 from tests.fakes.kubelet_container import ContainerConfigError
-from tests.fakes.kubelet_probes import ProbeSpec, ProbeTracker, run_probe
+from tests.fakes.kubelet_probes import ContainerProber
 from tests.fakes.kubelet_runtime import Container, PodSandbox
+from tests.fakes.kubelet_status import (
+    Conditions,
+    addresses,
+    container_status,
+    init_container_statuses,
+)
 from tests.fakes.kubelet_volumes import container_ports
 
 if TYPE_CHECKING:
@@ -24,8 +31,6 @@ if TYPE_CHECKING:
 __all__ = ["PodWorker"]
 
 logger = logging.getLogger(__name__)
-
-HOST_IP = "127.0.0.1"
 
 
 class PodWorker:
@@ -59,7 +64,7 @@ class PodWorker:
         self._stop_grace_s: float | None = None  # set by shutdown(): no API calls
         self._report_lock = asyncio.Lock()
         self._last_sent: dict[str, Any] | None = None
-        self._transitions: dict[str, tuple[str, str]] = {}
+        self._conditions = Conditions()
         self._task: asyncio.Task[None] | None = None
 
     # --- control from the kubelet ----------------------------------------------------------
@@ -198,12 +203,14 @@ class PodWorker:
         if waiting.done():
             return waiting.result()
         waiting.cancel()
-        await container.stop(self._stop_grace_s if self._stop_grace_s is not None else 0.0)
+        await container.stop(
+            self._stop_grace_s if self._stop_grace_s is not None else self._grace_s()
+        )
         return None
 
     async def _prepare(self) -> PodSandbox:
         self.ip = self.kubelet.allocate_ip(container_ports(self.container))
-        pod = {**self.pod, "status": {**(self.pod.get("status") or {}), **self._addresses()}}
+        pod = {**self.pod, "status": {**(self.pod.get("status") or {}), **addresses(self.ip)}}
         return PodSandbox(
             pod=pod,
             pod_dir=self.pod_dir,
@@ -287,68 +294,26 @@ class PodWorker:
         return waits[next(iter(done))]
 
     async def _probe(self, failed: asyncio.Event) -> None:
-        period = self.kubelet.config.probe_period_s
-        specs = {
-            kind: ProbeSpec.parse(
-                self.container[kind],
-                self.container,
-                period_s=period,
-                keep_failure_window=kind != "readinessProbe",
-            )
-            for kind in ("startupProbe", "readinessProbe", "livenessProbe")
-            if isinstance(self.container.get(kind), dict)
-        }
-        startup = specs.get("startupProbe")
-        if startup is not None and not await self._probe_until(startup, "startupProbe"):
-            failed.set()
-            return
-        self.started = True
-        self.ready = "readinessProbe" not in specs
-        await self._report()
-        loops = [
-            self._probe_loop(specs[k], k, failed)
-            for k in ("readinessProbe", "livenessProbe")
-            if k in specs
-        ]
-        await asyncio.gather(*loops)
-
-    async def _attempt(self, spec: ProbeSpec) -> bool:
         assert self.kubelet.probe_session is not None and self.ip is not None
-        if spec.action == "exec":  # inside the container (podman exec, or a local process)
-            container = self._container
-            if container is None or not spec.command:
-                return False
-            return await container.exec(spec.command, spec.timeout_s)
-        return await run_probe(spec, pod_ip=self.ip, session=self.kubelet.probe_session)
+        container = self._container
 
-    async def _probe_until(self, spec: ProbeSpec, kind: str) -> bool:
-        tracker = ProbeTracker(spec, initial=False)
-        await asyncio.sleep(spec.initial_delay_s)
-        while True:
-            tracker.observe(await self._attempt(spec))
-            if tracker.passing:
-                return True
-            if tracker.failed_out:
-                self._note_kill(f"{kind} failed")
-                return False
-            await asyncio.sleep(spec.period_s)
+        async def exec_in(argv: Sequence[str], timeout_s: float) -> bool:
+            return container is not None and await container.exec(argv, timeout_s)
 
-    async def _probe_loop(self, spec: ProbeSpec, kind: str, failed: asyncio.Event) -> None:
-        tracker = ProbeTracker(spec, initial=kind == "livenessProbe")
-        await asyncio.sleep(spec.initial_delay_s)
-        while True:
-            changed = tracker.observe(await self._attempt(spec))
-            if kind == "readinessProbe" and changed:
-                self.ready = tracker.passing
-                await self._report()
-            if kind == "livenessProbe" and tracker.failed_out:
-                self._note_kill("livenessProbe failed")
-                failed.set()
-                return
-            await asyncio.sleep(spec.period_s)
+        async def changed(started: bool, ready: bool) -> None:
+            self.started, self.ready = started, ready
+            await self._report()
 
-    def _note_kill(self, why: str) -> None:
-        logger.info("pod %s/%s: %s, killing its container", self.namespace, self.name, why)
+        prober = ContainerProber(
+            self.container,
+            period_s=self.kubelet.config.probe_period_s,
+            pod_ip=self.ip,
+            session=self.kubelet.probe_session,
+            exec_in=exec_in,
+            on_change=changed,
+            who=f"pod {self.namespace}/{self.name}",
+        )
+        await prober.run(failed)
 
     async def _stop_container(self) -> int | None:
         """SIGTERM, SIGKILL after the grace period; the exit code."""
@@ -403,71 +368,35 @@ class PodWorker:
 
     # --- status ----------------------------------------------------------------------------
 
-    def _addresses(self) -> dict[str, Any]:
-        return {
-            "podIP": self.ip,
-            "podIPs": [{"ip": self.ip}],
-            "hostIP": HOST_IP,
-            "hostIPs": [{"ip": HOST_IP}],
-        }
-
-    def _condition(self, kind: str, value: bool) -> dict[str, Any]:
-        status = "True" if value else "False"
-        previous = self._transitions.get(kind)
-        if previous is None or previous[0] != status:
-            self._transitions[kind] = (status, now_time())
-        return {
-            "type": kind,
-            "status": status,
-            "lastProbeTime": None,
-            "lastTransitionTime": self._transitions[kind][1],
-        }
-
     def _status(self) -> dict[str, Any]:
-        image = self.container.get("image", "")
-        container = {
-            "name": self.container.get("name"),
-            "image": image,
-            "imageID": f"{self.runtime.scheme}://{image}",
-            "ready": self.ready,
-            "started": self.started,
-            "restartCount": self.restarts,
-            "state": self.state,
-            "lastState": self.last_state,
-        }
-        if self._container is not None and self._container.container_id and self.initialized:
-            container["containerID"] = self._container.container_id
-        inits = [
-            {
-                "name": spec.get("name"),
-                "image": spec.get("image", ""),
-                "imageID": f"{self.runtime.scheme}://{spec.get('image', '')}",
-                "ready": "terminated" in state and state["terminated"]["exitCode"] == 0,
-                "restartCount": restarts,
-                "state": state,
-                "lastState": {},
-            }
-            for spec, state, restarts in zip(
-                self.init_specs, self.init_states, self.init_restarts, strict=True
-            )
-        ]
+        running = self._container
+        container = container_status(
+            self.container,
+            scheme=self.runtime.scheme,
+            ready=self.ready,
+            started=self.started,
+            restarts=self.restarts,
+            state=self.state,
+            last_state=self.last_state,
+            container_id=running.container_id if running and self.initialized else None,
+        )
+        inits = init_container_statuses(
+            self.init_specs, self.init_states, self.init_restarts, scheme=self.runtime.scheme
+        )
+        shown = inits and self.runtime.runs_init_containers
         return {
             "phase": self.phase,
             "conditions": [
                 {"type": "PodScheduled", "status": "True", "lastProbeTime": None},
-                self._condition("Initialized", self.initialized),
-                self._condition("ContainersReady", self.ready),
-                self._condition("Ready", self.ready),
+                self._conditions.condition("Initialized", self.initialized),
+                self._conditions.condition("ContainersReady", self.ready),
+                self._conditions.condition("Ready", self.ready),
             ],
             "containerStatuses": [container],
-            **(
-                {"initContainerStatuses": inits}
-                if inits and self.runtime.runs_init_containers
-                else {}
-            ),
+            **({"initContainerStatuses": inits} if shown else {}),
             "startTime": self.start_time,
             "qosClass": "BestEffort",
-            **(self._addresses() if self.ip else {}),
+            **(addresses(self.ip) if self.ip else {}),
         }
 
     async def _report(self) -> None:

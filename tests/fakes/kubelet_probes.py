@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +16,11 @@ import aiohttp
 
 from tests.fakes.kubelet_container import ContainerConfigError
 
-__all__ = ["ProbeSpec", "ProbeTracker", "run_probe"]
+__all__ = ["ContainerProber", "ProbeSpec", "ProbeTracker", "run_probe"]
+
+logger = logging.getLogger(__name__)
+
+ExecIn = Callable[[Sequence[str], float], Awaitable[bool]]  # argv, timeout_s -> exit 0
 
 
 @dataclass(frozen=True)
@@ -128,3 +133,77 @@ async def run_probe(spec: ProbeSpec, *, pod_ip: str, session: aiohttp.ClientSess
         return True
     except (aiohttp.ClientError, OSError, TimeoutError):
         return False
+
+
+class ContainerProber:
+    """A running container's probes, as the kubelet runs them: the startup probe until it
+    passes (then `started`), then readiness and liveness side by side. `on_change(started,
+    ready)` is awaited on each change; `failed` is set when liveness or startup fails out (the
+    kubelet then kills the container). Exec probes run through `exec_in` (inside the container)."""
+
+    def __init__(
+        self,
+        container: Mapping[str, Any],
+        *,
+        period_s: float | None,
+        pod_ip: str,
+        session: aiohttp.ClientSession,
+        exec_in: ExecIn,
+        on_change: Callable[[bool, bool], Awaitable[None]],
+        who: str,
+    ) -> None:
+        self.specs = {
+            kind: ProbeSpec.parse(
+                container[kind],
+                container,
+                period_s=period_s,
+                keep_failure_window=kind != "readinessProbe",
+            )
+            for kind in ("startupProbe", "readinessProbe", "livenessProbe")
+            if isinstance(container.get(kind), dict)
+        }
+        self._pod_ip, self._session = pod_ip, session
+        self._exec_in, self._on_change, self._who = exec_in, on_change, who
+
+    async def run(self, failed: asyncio.Event) -> None:
+        startup = self.specs.get("startupProbe")
+        if startup is not None and not await self._until_passing(startup, "startupProbe"):
+            failed.set()
+            return
+        await self._on_change(True, "readinessProbe" not in self.specs)
+        loops = [
+            self._loop(self.specs[kind], kind, failed)
+            for kind in ("readinessProbe", "livenessProbe")
+            if kind in self.specs
+        ]
+        await asyncio.gather(*loops)
+
+    async def _attempt(self, spec: ProbeSpec) -> bool:
+        if spec.action == "exec":
+            return bool(spec.command) and await self._exec_in(spec.command, spec.timeout_s)
+        return await run_probe(spec, pod_ip=self._pod_ip, session=self._session)
+
+    async def _until_passing(self, spec: ProbeSpec, kind: str) -> bool:
+        tracker = ProbeTracker(spec, initial=False)
+        await asyncio.sleep(spec.initial_delay_s)
+        while True:
+            tracker.observe(await self._attempt(spec))
+            if tracker.passing:
+                return True
+            if tracker.failed_out:
+                logger.info("%s: %s failed, killing its container", self._who, kind)
+                return False
+            await asyncio.sleep(spec.period_s)
+
+    async def _loop(self, spec: ProbeSpec, kind: str, failed: asyncio.Event) -> None:
+        tracker = ProbeTracker(spec, initial=kind == "livenessProbe")
+        await asyncio.sleep(spec.initial_delay_s)
+        while True:
+            changed = tracker.observe(await self._attempt(spec))
+            if kind == "readinessProbe" and changed:
+                await self._on_change(True, tracker.passing)
+            if kind == "livenessProbe" and tracker.failed_out:
+                logger.info("%s: livenessProbe failed, killing its container", self._who)
+                failed.set()
+                return
+            await asyncio.sleep(spec.period_s)
