@@ -43,7 +43,7 @@ from tests.fakes.kubelet_container import ContainerConfigError, declared_env, ex
 from tests.fakes.kubelet_runtime import Container, PodSandbox, exit_code
 from tests.fakes.kubelet_volumes import referenced_configmaps, write_configmap_volume
 
-__all__ = ["PodmanConfig", "PodmanRuntime", "podman_missing"]
+__all__ = ["PodmanConfig", "PodmanRuntime", "SecurityOptions", "podman_missing", "security_options"]
 
 logger = logging.getLogger(__name__)
 
@@ -80,15 +80,20 @@ class _Volume:
 
 
 @dataclass(frozen=True)
-class _Security:
+class SecurityOptions:
+    """What `podman run` gets for a security context."""
+
     user: str | None  # --user uid[:gid]; None: the image's USER
     groups: tuple[int, ...]
     flags: tuple[str, ...]
 
 
-def _security(
+def security_options(
     pod_security: Mapping[str, Any], container: Mapping[str, Any], image_user: str
-) -> _Security:
+) -> SecurityOptions:
+    """The podman flags for a container's effective security context (the pod's, overridden
+    by the container's); `image_user` is the image's USER. ContainerConfigError when
+    `runAsNonRoot` forbids the user, as the kubelet refuses it."""
     ctx = {**pod_security, **(container.get("securityContext") or {})}
     uid, gid = ctx.get("runAsUser"), ctx.get("runAsGroup")
     user = None
@@ -119,7 +124,7 @@ def _security(
         flags += ["--privileged"]
     if (ctx.get("seccompProfile") or {}).get("type") == "Unconfined":
         flags += ["--security-opt=seccomp=unconfined"]
-    return _Security(user, tuple(int(g) for g in groups), tuple(flags))
+    return SecurityOptions(user, tuple(int(g) for g in groups), tuple(flags))
 
 
 class PodmanContainer:
@@ -321,7 +326,8 @@ class PodmanRuntime:
         volumes = await self._volumes(sandbox)
         configmaps = await referenced_configmaps(container, sandbox.read_configmap)
         declared = declared_env(pod, container, configmaps.get)
-        security = _security(spec.get("securityContext") or {}, container, await self.image_user())
+        pod_security = spec.get("securityContext") or {}
+        security = security_options(pod_security, container, await self.image_user())
         name = f"thaw-{self.run_id}-{meta['name']}-{container['name']}-{restart}"
         argv = [
             self.config.podman, "run", "--rm", "--pull=never", f"--name={name}",
