@@ -156,7 +156,11 @@ class PodmanContainer:
 
     async def wait(self) -> int:
         assert self._proc is not None
-        return exit_code(await self._proc.wait())
+        code = exit_code(await self._proc.wait())
+        # The client may die without its container (killed by a test): remove it, so no
+        # container outlives its run and a restart never meets its predecessor on the pod IP.
+        await self._runtime.podman("rm", "--force", "--time=0", "--ignore", self.name)
+        return code
 
     async def stop(self, grace_s: float) -> int:
         proc = self._proc

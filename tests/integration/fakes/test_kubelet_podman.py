@@ -7,6 +7,8 @@ and no container left behind. Needs podman and `THAW_TEST_IMAGE` (`make test-ima
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -64,6 +66,18 @@ def _containers(kubelet: LocalKubelet) -> list[str]:
     run_id = kubelet.runtime.run_id  # type: ignore[attr-defined]
     listed = subprocess.run(
         ["podman", "ps", "--all", "--quiet", f"--filter=label={RUN_LABEL}={run_id}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return listed.stdout.split()
+
+
+def _container_names(kubelet: LocalKubelet) -> list[str]:
+    run_id = kubelet.runtime.run_id  # type: ignore[attr-defined]
+    listed = subprocess.run(
+        ["podman", "ps", "--all", "--format", "{{.Names}}", f"--filter=label={RUN_LABEL}={run_id}"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -234,3 +248,26 @@ async def test_two_pods_binding_the_wildcard_each_get_their_own_ip_and_leave_not
         timeout_s=30,
     )
     assert _containers(podman_kubelet) == []
+
+
+async def test_a_container_whose_podman_client_dies_is_restarted_and_only_one_runs(
+    kube_apiserver: FakeKubeApiServer, kube_api: client.ApiClient, podman_kubelet: LocalKubelet
+) -> None:
+    container = {"name": "main", "image": "thaw", "command": ["sleep", "120"]}
+    await client.CoreV1Api(kube_api).create_namespaced_pod(NS, pod("orphan", container))
+
+    def running() -> int | None:
+        (status,) = _status(kube_apiserver, "orphan").get("containerStatuses") or [{}]
+        return podman_kubelet.pid(NS, "orphan") if "running" in status.get("state", {}) else None
+
+    client_pid = await eventually(running, timeout_s=60)
+    os.kill(client_pid, signal.SIGKILL)
+
+    def restarted() -> bool:
+        (status,) = _status(kube_apiserver, "orphan")["containerStatuses"]
+        return status["restartCount"] >= 1 and "running" in status["state"]
+
+    await eventually(restarted, timeout_s=60)
+    # Only the restart's container runs (once podman has made it), never two on one pod IP.
+    names = await eventually(lambda: _container_names(podman_kubelet), timeout_s=30)
+    assert len(names) == 1 and names[0].endswith("-orphan-main-1"), names

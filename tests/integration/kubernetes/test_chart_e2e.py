@@ -43,6 +43,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 RELEASE, NS = "e2e", "thaw"
 FULLNAME = "e2e-thaw"
 CACHE_HOST_PATH = "/mnt/thaw-cache"
+REPOSITORY = "e2e-test-repository"  # the test's own ConfigMap, never one the chart makes
 MODELS = ("onnx_add", "onnx_hot")
 _W = np.random.default_rng(0).standard_normal(4).astype(np.float32)  # make_onnx_add's weight
 
@@ -123,7 +124,7 @@ def _repository_configmap(repo: Path) -> tuple[dict[str, Any], list[dict[str, st
         else:
             binary[key] = base64.b64encode(path.read_bytes()).decode()
         items.append({"key": key, "path": relative})
-    body = {"metadata": {"name": f"{RELEASE}-repository"}, "data": data, "binaryData": binary}
+    body = {"metadata": {"name": REPOSITORY}, "data": data, "binaryData": binary}
     return body, items
 
 
@@ -146,7 +147,7 @@ def _values(mode: KubeletMode, items: list[dict[str, str]], store: str) -> dict[
         },
         "modelRepository": {
             "source": "configMap",
-            "configMapName": f"{RELEASE}-repository",
+            "configMapName": REPOSITORY,
             "configMapItems": items,
         },
         "images": {"storeUri": store, "region": "us-east-1"},
