@@ -1,5 +1,6 @@
 """A test kubelet: schedules the fake API server's pods onto itself and runs each pod's first
-container as a real local process, reporting status through the API as a kubelet does.
+container as a real local process (or, with `KubeletConfig.podman`, from the built image with
+podman), reporting status through the API as a kubelet does.
 
 It talks to the server only through kubernetes-asyncio (list + watch with re-list on 410, the
 `binding` subresource, `pods/status` patches, a final delete with grace 0), on its own thread.
@@ -31,6 +32,8 @@ import aiohttp
 
 from tests.fakes.kubelet_container import ContainerConfigError
 from tests.fakes.kubelet_pod import PodWorker
+from tests.fakes.kubelet_podman import PodmanConfig, PodmanRuntime
+from tests.fakes.kubelet_runtime import ContainerRuntime, ProcessRuntime
 
 if TYPE_CHECKING:
     from kubernetes_asyncio.client import Configuration, CoreV1Api
@@ -53,7 +56,9 @@ def default_entrypoints() -> dict[str, tuple[str, ...]]:
 class KubeletConfig:
     """`root` holds pod directories, logs and unmapped hostPaths; `host_paths` maps a hostPath
     (or a prefix of one) to a local directory; `probe_period_s` overrides every probe's
-    periodSeconds; `restart_backoff_s` is (first, max) of the doubling restart back-off."""
+    periodSeconds; `restart_backoff_s` is (first, max) of the doubling restart back-off.
+    `podman`: run containers from that image with podman (`kubelet_podman`) instead of as
+    local processes (`entrypoints`, `image_entrypoint` and `passthrough_env` are then unused)."""
 
     root: Path
     node_name: str = "thaw-node-1"
@@ -78,6 +83,7 @@ class KubeletConfig:
     scheduler_name: str = "default-scheduler"
     schedule: bool = True
     start_timeout_s: float = 10.0
+    podman: PodmanConfig | None = None
 
 
 class LocalKubelet:
@@ -101,6 +107,15 @@ class LocalKubelet:
         self.probe_session: aiohttp.ClientSession | None = None
         self.base_env = {k: os.environ[k] for k in config.passthrough_env if k in os.environ}
         self.base_env.update(config.extra_env)
+        self.runtime: ContainerRuntime = (
+            PodmanRuntime(config.podman, extra_env=config.extra_env)
+            if config.podman is not None
+            else ProcessRuntime(
+                base_env=self.base_env,
+                entrypoints=config.entrypoints,
+                image_entrypoint=config.image_entrypoint,
+            )
+        )
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -120,6 +135,7 @@ class LocalKubelet:
             self._thread.join(self.config.stop_grace_s + 15)
         for worker in list(self._workers.values()):
             worker.kill_now()
+        self.runtime.cleanup()
         self._thread = None
         if self.errors:
             raise RuntimeError(f"the test kubelet hit bugs of its own: {self.errors}")
@@ -200,7 +216,8 @@ class LocalKubelet:
         self._ips.discard(ip or "")
 
     def host_path(self, path: str) -> Path:
-        """The local directory standing for hostPath `path` (created if missing)."""
+        """The local directory (or file) standing for hostPath `path` (a directory created if
+        missing, as `DirectoryOrCreate`: 0755, owned by this kubelet's user)."""
         path = "/" + path.strip("/")
         for prefix in sorted(self.config.host_paths, key=len, reverse=True):
             norm = "/" + prefix.strip("/")
@@ -209,7 +226,8 @@ class LocalKubelet:
                 break
         else:
             local = self.config.root / "hostpath" / path.lstrip("/")
-        local.mkdir(parents=True, exist_ok=True)
+        if not local.is_file():
+            local.mkdir(mode=0o755, parents=True, exist_ok=True)
         return local
 
     def forget(self, worker: PodWorker) -> None:

@@ -9,6 +9,7 @@ machine.
 - `command` + `args` with `$(VAR)` expansion (`$$` escapes); no `command` runs the image's
   entrypoint (`image_entrypoint`, default `thaw`); the executable is mapped through
   `entrypoints` (`thaw` -> this interpreter's `-m thaw.cli`, `python` -> this interpreter).
+- A wildcard `0.0.0.0` argument or env value is the pod's IP (`own_address`).
 - Volumes cannot be mounted, so each `volumeMounts[].mountPath` (with `subPath`) maps to a local
   directory, and a path argument that starts with a mountPath (`/models`, `/models/x`,
   `--repo=/models`) is rewritten to it; env values are rewritten likewise (each `:`-separated
@@ -23,7 +24,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ContainerConfigError", "Launch", "expand", "resolve_launch"]
+__all__ = [
+    "WILDCARD",
+    "ContainerConfigError",
+    "Launch",
+    "declared_env",
+    "expand",
+    "own_address",
+    "resolve_launch",
+]
+
+WILDCARD = "0.0.0.0"
 
 _FIELD_KEY = re.compile(r"^metadata\.(labels|annotations)\['([^']+)'\]$")
 
@@ -60,6 +71,19 @@ def expand(text: str, lookup: Callable[[str], str | None]) -> str:
         out.append(text[i])
         i += 1
     return "".join(out)
+
+
+def own_address(text: str, pod_ip: str) -> str:
+    """The wildcard address as an argument (`0.0.0.0`, `--host=0.0.0.0`) or env value is the
+    pod's IP: every pod here shares the host's network namespace, where two pods binding
+    0.0.0.0:8000 would collide; in a cluster each pod has its own."""
+    if not pod_ip:
+        return text
+    if text == WILDCARD:
+        return pod_ip
+    if text.startswith("-") and text.endswith("=" + WILDCARD):
+        return text[: -len(WILDCARD)] + pod_ip
+    return text
 
 
 def _field(pod: Mapping[str, Any], path: str) -> str:
@@ -109,11 +133,12 @@ class _Mounts:
         return ":".join(self.path(part) for part in text.split(":"))
 
 
-def _env(
+def declared_env(
     pod: Mapping[str, Any],
     container: Mapping[str, Any],
     configmap: Callable[[str], Mapping[str, str] | None],
 ) -> dict[str, str]:
+    """The container's `envFrom` + `env`, resolved in order (ContainerConfigError if not)."""
     env: dict[str, str] = {}
     for source in container.get("envFrom") or []:
         ref = source.get("configMapRef")
@@ -160,17 +185,20 @@ def resolve_launch(
 ) -> Launch:
     """The process for `container` of `pod` (whose status already carries its podIP)."""
     rewrite = _Mounts(mounts)
-    declared = _env(pod, container, configmap)
+    declared = declared_env(pod, container, configmap)
+    pod_ip = str((pod.get("status") or {}).get("podIP") or "")
     command = [str(c) for c in container.get("command") or image_entrypoint]
     args = [str(a) for a in container.get("args") or []]
-    argv = [rewrite.argument(expand(part, declared.get)) for part in command + args]
+    argv = [
+        own_address(rewrite.argument(expand(part, declared.get)), pod_ip) for part in command + args
+    ]
     if not argv:
         raise ContainerConfigError("the container has no command and the image no entrypoint")
     mapped = entrypoints.get(argv[0])
     if mapped is not None:
         argv = [*mapped, *argv[1:]]
     env = {**base_env, "HOSTNAME": pod["metadata"]["name"]}
-    env.update({k: rewrite.env_value(v) for k, v in declared.items()})
+    env.update({k: own_address(rewrite.env_value(v), pod_ip) for k, v in declared.items()})
     working_dir = container.get("workingDir")
     cwd = Path(rewrite.path(working_dir)) if working_dir else default_cwd
     if working_dir and cwd == Path(working_dir):

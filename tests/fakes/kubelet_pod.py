@@ -1,22 +1,29 @@
-"""One pod on the test kubelet: prepare its volumes and IP, run its first container as a local
-process, probe it, restart it per `restartPolicy` with a doubling back-off, report
-`status` (phase, conditions, containerStatuses, podIP) through the API, and on deletion
-SIGTERM it, wait up to the grace period, SIGKILL, then delete the pod object with grace 0."""
+"""One pod on the test kubelet: take its IP, run its init containers to completion (when the
+runtime runs them) and then its first container through the kubelet's runtime (a local process,
+or podman), probe it, restart it per `restartPolicy` with a doubling back-off, report `status`
+(phase, conditions, init/containerStatuses, podIP) through the API, and on deletion SIGTERM it,
+wait up to the grace period, SIGKILL, then delete the pod object with grace 0."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import logging
-import signal
-import subprocess
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import IO, TYPE_CHECKING, Any
 
 from tests.fakes.kube_resources import now_time
-from tests.fakes.kubelet_container import ContainerConfigError, Launch, resolve_launch
-from tests.fakes.kubelet_probes import ProbeSpec, ProbeTracker, run_probe
-from tests.fakes.kubelet_process import die_with_parent, kill_group, track_group
-from tests.fakes.kubelet_volumes import container_ports, mount_volumes, referenced_configmaps
+from tests.fakes.kubelet_container import ContainerConfigError
+from tests.fakes.kubelet_probes import ContainerProber
+from tests.fakes.kubelet_runtime import Container, PodSandbox
+from tests.fakes.kubelet_status import (
+    Conditions,
+    addresses,
+    container_status,
+    init_container_statuses,
+)
+from tests.fakes.kubelet_volumes import container_ports
 
 if TYPE_CHECKING:
     from tests.fakes.kubelet import LocalKubelet
@@ -24,8 +31,6 @@ if TYPE_CHECKING:
 __all__ = ["PodWorker"]
 
 logger = logging.getLogger(__name__)
-
-HOST_IP = "127.0.0.1"
 
 
 class PodWorker:
@@ -37,23 +42,29 @@ class PodWorker:
         meta = pod["metadata"]
         self.uid, self.namespace, self.name = meta["uid"], meta["namespace"], meta["name"]
         self.container: dict[str, Any] = (pod["spec"].get("containers") or [{}])[0]
+        self.runtime = kubelet.runtime
+        self.init_specs: list[dict[str, Any]] = list(pod["spec"].get("initContainers") or [])
+        self.init_states: list[dict[str, Any]] = [
+            {"waiting": {"reason": "PodInitializing"}} for _ in self.init_specs
+        ]
+        self.init_restarts = [0 for _ in self.init_specs]
+        self.initialized = not (self.runtime.runs_init_containers and self.init_specs)
         self.pod_dir = kubelet.config.root / "pods" / self.uid
         self.ip: str | None = None
-        self.pid: int | None = None
         self.phase = "Pending"
         self.ready = self.started = False
         self.restarts = 0
         self.state: dict[str, Any] = {"waiting": {"reason": "ContainerCreating"}}
         self.last_state: dict[str, Any] = {}
         self.start_time: str | None = None
-        self._proc: asyncio.subprocess.Process | None = None
-        self._launch: Launch | None = None
+        self._container: Container | None = None
+        self._sandbox: PodSandbox | None = None
         self._terminate = asyncio.Event()
         self._gone = False  # the object is deleted: nothing to report or delete any more
         self._stop_grace_s: float | None = None  # set by shutdown(): no API calls
         self._report_lock = asyncio.Lock()
         self._last_sent: dict[str, Any] | None = None
-        self._transitions: dict[str, tuple[str, str]] = {}
+        self._conditions = Conditions()
         self._task: asyncio.Task[None] | None = None
 
     # --- control from the kubelet ----------------------------------------------------------
@@ -81,8 +92,13 @@ class PodWorker:
             await asyncio.gather(self._task, return_exceptions=True)
 
     def kill_now(self) -> None:
-        if self.pid is not None:
-            kill_group(self.pid, signal.SIGKILL)
+        if self._container is not None:
+            self._container.kill_now()
+
+    @property
+    def pid(self) -> int | None:
+        """The local process of the running container (podman: its client), or None."""
+        return self._container.pid if self._container is not None else None
 
     # --- the pod's life --------------------------------------------------------------------
 
@@ -95,17 +111,23 @@ class PodWorker:
             await self._report()
             await self._terminate.wait()
         finally:
-            await self._stop_process()
+            await self._stop_container()
             await self._finish()
 
     async def _live(self) -> None:
+        self._sandbox = await self._prepare()
+        if not self.initialized and not await self._initialize():
+            return
+        self.initialized = True
+        await self._run_main()
+
+    async def _run_main(self) -> None:
         backoff, max_backoff = self.kubelet.config.restart_backoff_s
-        self._launch = await self._prepare()
         while not self._terminate.is_set():
-            await self._start_process()
+            await self._start_container()
             if await self._supervise() == "terminate":
                 return
-            code = await self._stop_process()
+            code = await self._stop_container()
             policy = self.pod["spec"].get("restartPolicy", "Always")
             if policy == "Never" or (policy == "OnFailure" and code == 0):
                 self.phase = "Succeeded" if code == 0 else "Failed"
@@ -127,62 +149,116 @@ class PodWorker:
                 await asyncio.wait_for(self._terminate.wait(), backoff)
             backoff = min(backoff * 2, max_backoff)
 
-    async def _prepare(self) -> Launch:
+    async def _initialize(self) -> bool:
+        """Run the init containers in order, each to a zero exit (retried with back-off, as
+        `Init:CrashLoopBackOff`; `restartPolicy: Never` fails the pod). False: stop here."""
+        assert self._sandbox is not None
+        backoff, max_backoff = self.kubelet.config.restart_backoff_s
+        self.state = {"waiting": {"reason": "PodInitializing"}}
+        for index, spec in enumerate(self.init_specs):
+            restarts = 0
+            while not self._terminate.is_set():
+                self.init_states[index] = {"running": {"startedAt": now_time()}}
+                self.phase = "Pending"
+                await self._report()
+                container = await self.runtime.create(self._sandbox, spec, restart=restarts)
+                self._container = container
+                code = await self._run_to_exit(container)
+                self._container = None
+                if code is None:  # terminated while it ran
+                    return False
+                finished = {"exitCode": code, "reason": "Completed" if code == 0 else "Error"}
+                self.init_states[index] = {"terminated": {**finished, "finishedAt": now_time()}}
+                if code == 0:
+                    break
+                if self.pod["spec"].get("restartPolicy", "Always") == "Never":
+                    self.phase = "Failed"
+                    await self._report()
+                    await self._terminate.wait()
+                    return False
+                restarts += 1
+                self.init_restarts[index] = restarts
+                await self._report()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._terminate.wait(), backoff)
+                backoff = min(backoff * 2, max_backoff)
+            if self._terminate.is_set():
+                return False
+        return True
+
+    async def _run_to_exit(self, container: Container) -> int | None:
+        """Start `container` and wait for its exit code (None: the pod was deleted first)."""
+        with self._log() as log:
+            try:
+                await container.start(log)
+            except OSError as exc:
+                log.write(f"test kubelet: cannot start an init container: {exc}\n".encode())
+                return 128
+        waiting = asyncio.create_task(container.wait())
+        ending = asyncio.create_task(self._terminate.wait())
+        try:
+            await asyncio.wait({waiting, ending}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            ending.cancel()
+        if waiting.done():
+            return waiting.result()
+        waiting.cancel()
+        await container.stop(
+            self._stop_grace_s if self._stop_grace_s is not None else self._grace_s()
+        )
+        return None
+
+    async def _prepare(self) -> PodSandbox:
         self.ip = self.kubelet.allocate_ip(container_ports(self.container))
-        mounts = await mount_volumes(
-            self.pod,
-            self.container,
+        pod = {**self.pod, "status": {**(self.pod.get("status") or {}), **addresses(self.ip)}}
+        return PodSandbox(
+            pod=pod,
             pod_dir=self.pod_dir,
             host_path=self.kubelet.host_path,
             read_configmap=self._read_configmap,
-        )
-        configmaps = await referenced_configmaps(self.container, self._read_configmap)
-        rootfs = self.pod_dir / "rootfs"
-        rootfs.mkdir(parents=True, exist_ok=True)
-        pod = {**self.pod, "status": {**(self.pod.get("status") or {}), **self._addresses()}}
-        return resolve_launch(
-            pod,
-            container=self.container,
-            mounts=mounts,
-            base_env=self.kubelet.base_env,
-            entrypoints=self.kubelet.config.entrypoints,
-            image_entrypoint=self.kubelet.config.image_entrypoint,
-            configmap=configmaps.get,
-            default_cwd=rootfs,
+            read_configmap_files=self._read_configmap_files,
         )
 
     async def _read_configmap(self, name: str) -> dict[str, str] | None:
+        found = await self._get_configmap(name)
+        return None if found is None else dict(found.data or {})
+
+    async def _read_configmap_files(self, name: str) -> dict[str, bytes] | None:
+        """A configMap volume's files: `data` as UTF-8 and `binaryData` decoded."""
+        found = await self._get_configmap(name)
+        if found is None:
+            return None
+        files = {k: v.encode() for k, v in (found.data or {}).items()}
+        files.update({k: base64.b64decode(v) for k, v in (found.binary_data or {}).items()})
+        return files
+
+    async def _get_configmap(self, name: str) -> Any:
         from kubernetes_asyncio.client import ApiException
 
         assert self.kubelet.core is not None
         try:
-            configmap = await self.kubelet.core.read_namespaced_config_map(name, self.namespace)
+            return await self.kubelet.core.read_namespaced_config_map(name, self.namespace)
         except ApiException as exc:
             if exc.status == 404:
                 return None
             raise ContainerConfigError(f"reading configmap {name!r}: HTTP {exc.status}") from exc
-        return dict(configmap.data or {})
 
-    async def _start_process(self) -> None:
-        assert self._launch is not None
+    def _log(self) -> IO[bytes]:
         log_path = self.kubelet.log_path(self.namespace, self.name)
         log_path.parent.mkdir(parents=True, exist_ok=True)
+        return log_path.open("ab")
+
+    async def _start_container(self) -> None:
+        assert self._sandbox is not None
         self.ready = self.started = False
-        with log_path.open("ab") as log:
+        container = await self.runtime.create(self._sandbox, self.container, restart=self.restarts)
+        with self._log() as log:
             try:
-                self._proc = await asyncio.create_subprocess_exec(
-                    *self._launch.argv,
-                    env=self._launch.env,
-                    cwd=self._launch.cwd,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                    preexec_fn=die_with_parent,
-                )
+                await container.start(log)
             except OSError as exc:
-                log.write(f"test kubelet: cannot start {self._launch.argv}: {exc}\n".encode())
-                self._proc = None
+                why = f"test kubelet: cannot start {self.container.get('name')}: {exc}\n"
+                log.write(why.encode())
+                self._container = None
                 self.state = {
                     "terminated": {
                         "exitCode": 128,
@@ -192,21 +268,20 @@ class PodWorker:
                     }
                 }
                 return
-        self.pid = self._proc.pid
-        track_group(self.pid, alive=True)
+        self._container = container
         self.start_time = self.start_time or now_time()
         self.phase = "Running"
         self.state = {"running": {"startedAt": now_time()}}
         await self._report()
 
     async def _supervise(self) -> str:
-        """Wait for the process to exit, a liveness/startup failure, or deletion."""
-        if self._proc is None:
+        """Wait for the container to exit, a liveness/startup failure, or deletion."""
+        if self._container is None:
             return "exited"
         failed = asyncio.Event()
         probes = asyncio.create_task(self._probe(failed))
         waits = {
-            asyncio.create_task(self._proc.wait()): "exited",
+            asyncio.create_task(self._container.wait()): "exited",
             asyncio.create_task(failed.wait()): "unhealthy",
             asyncio.create_task(self._terminate.wait()): "terminate",
         }
@@ -219,94 +294,46 @@ class PodWorker:
         return waits[next(iter(done))]
 
     async def _probe(self, failed: asyncio.Event) -> None:
-        period = self.kubelet.config.probe_period_s
-        specs = {
-            kind: ProbeSpec.parse(self.container[kind], self.container, period_s=period)
-            for kind in ("startupProbe", "readinessProbe", "livenessProbe")
-            if isinstance(self.container.get(kind), dict)
-        }
-        startup = specs.get("startupProbe")
-        if startup is not None and not await self._probe_until(startup, "startupProbe"):
-            failed.set()
-            return
-        self.started = True
-        self.ready = "readinessProbe" not in specs
-        await self._report()
-        loops = [
-            self._probe_loop(specs[k], k, failed)
-            for k in ("readinessProbe", "livenessProbe")
-            if k in specs
-        ]
-        await asyncio.gather(*loops)
-
-    async def _attempt(self, spec: ProbeSpec) -> bool:
         assert self.kubelet.probe_session is not None and self.ip is not None
-        argv: tuple[str, ...] = ()
-        if spec.action == "exec" and spec.command:
-            mapped = self.kubelet.config.entrypoints.get(spec.command[0])
-            argv = (*mapped, *spec.command[1:]) if mapped else spec.command
-        env = self._launch.env if self._launch is not None else None
-        return await run_probe(
-            spec, pod_ip=self.ip, session=self.kubelet.probe_session, exec_argv=argv, exec_env=env
+        container = self._container
+
+        async def exec_in(argv: Sequence[str], timeout_s: float) -> bool:
+            return container is not None and await container.exec(argv, timeout_s)
+
+        async def changed(started: bool, ready: bool) -> None:
+            self.started, self.ready = started, ready
+            await self._report()
+
+        prober = ContainerProber(
+            self.container,
+            period_s=self.kubelet.config.probe_period_s,
+            pod_ip=self.ip,
+            session=self.kubelet.probe_session,
+            exec_in=exec_in,
+            on_change=changed,
+            who=f"pod {self.namespace}/{self.name}",
         )
+        await prober.run(failed)
 
-    async def _probe_until(self, spec: ProbeSpec, kind: str) -> bool:
-        tracker = ProbeTracker(spec, initial=False)
-        await asyncio.sleep(spec.initial_delay_s)
-        while True:
-            tracker.observe(await self._attempt(spec))
-            if tracker.passing:
-                return True
-            if tracker.failed_out:
-                self._note_kill(f"{kind} failed")
-                return False
-            await asyncio.sleep(spec.period_s)
-
-    async def _probe_loop(self, spec: ProbeSpec, kind: str, failed: asyncio.Event) -> None:
-        tracker = ProbeTracker(spec, initial=kind == "livenessProbe")
-        await asyncio.sleep(spec.initial_delay_s)
-        while True:
-            changed = tracker.observe(await self._attempt(spec))
-            if kind == "readinessProbe" and changed:
-                self.ready = tracker.passing
-                await self._report()
-            if kind == "livenessProbe" and tracker.failed_out:
-                self._note_kill("livenessProbe failed")
-                failed.set()
-                return
-            await asyncio.sleep(spec.period_s)
-
-    def _note_kill(self, why: str) -> None:
-        logger.info("pod %s/%s: %s, killing its container", self.namespace, self.name, why)
-
-    async def _stop_process(self) -> int | None:
-        """SIGTERM the process group, SIGKILL after the grace period; the exit code."""
-        proc = self._proc
-        if proc is None:
+    async def _stop_container(self) -> int | None:
+        """SIGTERM, SIGKILL after the grace period; the exit code."""
+        container = self._container
+        if container is None:
             return None
-        if proc.returncode is None:
-            grace = self._stop_grace_s if self._stop_grace_s is not None else self._grace_s()
-            kill_group(proc.pid, signal.SIGTERM)
-            try:
-                await asyncio.wait_for(proc.wait(), grace)
-            except TimeoutError:
-                kill_group(proc.pid, signal.SIGKILL)
-                await proc.wait()
-        kill_group(proc.pid, signal.SIGKILL)  # anything the process left in its group
-        track_group(proc.pid, alive=False)
-        code = proc.returncode if proc.returncode is not None else 137
-        code = 128 - code if code < 0 else code  # killed by signal N -> 128 + N
+        grace = self._stop_grace_s if self._stop_grace_s is not None else self._grace_s()
+        code = await container.stop(grace)
         self.last_state = {
             "terminated": {
                 "exitCode": code,
                 "reason": "Completed" if code == 0 else "Error",
                 "startedAt": (self.state.get("running") or {}).get("startedAt"),
                 "finishedAt": now_time(),
+                **({"containerID": container.container_id} if container.container_id else {}),
             }
         }
         self.state = {"terminated": self.last_state["terminated"]}
         self.ready = False
-        self._proc, self.pid = None, None
+        self._container = None
         return code
 
     def _grace_s(self) -> float:
@@ -334,57 +361,42 @@ class PodWorker:
                         ),
                     )
         finally:
+            if self._sandbox is not None:
+                self.runtime.release(self._sandbox)
             self.kubelet.release_ip(self.ip)
             self.kubelet.forget(self)
 
     # --- status ----------------------------------------------------------------------------
 
-    def _addresses(self) -> dict[str, Any]:
-        return {
-            "podIP": self.ip,
-            "podIPs": [{"ip": self.ip}],
-            "hostIP": HOST_IP,
-            "hostIPs": [{"ip": HOST_IP}],
-        }
-
-    def _condition(self, kind: str, value: bool) -> dict[str, Any]:
-        status = "True" if value else "False"
-        previous = self._transitions.get(kind)
-        if previous is None or previous[0] != status:
-            self._transitions[kind] = (status, now_time())
-        return {
-            "type": kind,
-            "status": status,
-            "lastProbeTime": None,
-            "lastTransitionTime": self._transitions[kind][1],
-        }
-
     def _status(self) -> dict[str, Any]:
-        image = self.container.get("image", "")
-        container = {
-            "name": self.container.get("name"),
-            "image": image,
-            "imageID": f"thaw-local://{image}",
-            "ready": self.ready,
-            "started": self.started,
-            "restartCount": self.restarts,
-            "state": self.state,
-            "lastState": self.last_state,
-        }
-        if self.pid is not None:
-            container["containerID"] = f"thaw-local://{self.pid}"
+        running = self._container
+        container = container_status(
+            self.container,
+            scheme=self.runtime.scheme,
+            ready=self.ready,
+            started=self.started,
+            restarts=self.restarts,
+            state=self.state,
+            last_state=self.last_state,
+            container_id=running.container_id if running and self.initialized else None,
+        )
+        inits = init_container_statuses(
+            self.init_specs, self.init_states, self.init_restarts, scheme=self.runtime.scheme
+        )
+        shown = inits and self.runtime.runs_init_containers
         return {
             "phase": self.phase,
             "conditions": [
                 {"type": "PodScheduled", "status": "True", "lastProbeTime": None},
-                self._condition("Initialized", True),
-                self._condition("ContainersReady", self.ready),
-                self._condition("Ready", self.ready),
+                self._conditions.condition("Initialized", self.initialized),
+                self._conditions.condition("ContainersReady", self.ready),
+                self._conditions.condition("Ready", self.ready),
             ],
             "containerStatuses": [container],
+            **({"initContainerStatuses": inits} if shown else {}),
             "startTime": self.start_time,
             "qosClass": "BestEffort",
-            **(self._addresses() if self.ip else {}),
+            **(addresses(self.ip) if self.ip else {}),
         }
 
     async def _report(self) -> None:

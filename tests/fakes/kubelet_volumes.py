@@ -11,9 +11,35 @@ from typing import Any
 
 from tests.fakes.kubelet_container import ContainerConfigError
 
-__all__ = ["ConfigMapReader", "container_ports", "mount_volumes", "referenced_configmaps"]
+__all__ = [
+    "ConfigMapFilesReader",
+    "ConfigMapReader",
+    "container_ports",
+    "mount_volumes",
+    "referenced_configmaps",
+    "write_configmap_volume",
+]
 
 ConfigMapReader = Callable[[str], Awaitable[dict[str, str] | None]]
+# a configMap volume's files: `data` as UTF-8, `binaryData` decoded
+ConfigMapFilesReader = Callable[[str], Awaitable[dict[str, bytes] | None]]
+
+
+def write_configmap_volume(
+    directory: Path, source: Mapping[str, Any], files: Mapping[str, bytes]
+) -> None:
+    """A configMap volume's files (`items` paths, nested directories, `defaultMode`/`mode`)."""
+    mode = int(source.get("defaultMode", 0o644))
+    items = source.get("items") or [{"key": k, "path": k} for k in files]
+    for item in items:
+        if item["key"] not in files:
+            if source.get("optional"):
+                continue
+            raise ContainerConfigError(f"configmap references non-existent key {item['key']}")
+        path = directory / item["path"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(files[item["key"]])
+        path.chmod(int(item.get("mode", mode)))
 
 
 def container_ports(container: Mapping[str, Any]) -> set[int]:
@@ -31,7 +57,7 @@ async def _volume_dirs(
     *,
     pod_dir: Path,
     host_path: Callable[[str], Path],
-    read_configmap: ConfigMapReader,
+    read_configmap: ConfigMapFilesReader,
 ) -> dict[str, Path]:
     local: dict[str, Path] = {}
     for volume in volumes:
@@ -49,12 +75,10 @@ async def _volume_dirs(
             )
         if "configMap" in volume:
             source = volume["configMap"]
-            data = await read_configmap(source["name"])
-            if data is None:
+            files = await read_configmap(source["name"])
+            if files is None and not source.get("optional"):
                 raise ContainerConfigError(f'configmap "{source["name"]}" not found')
-            items = source.get("items") or [{"key": k, "path": k} for k in data]
-            for item in items:
-                (local[name] / item["path"]).write_text(data[item["key"]])
+            write_configmap_volume(local[name], source, files or {})
     return local
 
 
@@ -64,7 +88,7 @@ async def mount_volumes(
     *,
     pod_dir: Path,
     host_path: Callable[[str], Path],
-    read_configmap: ConfigMapReader,
+    read_configmap: ConfigMapFilesReader,
 ) -> dict[str, Path]:
     """mountPath -> the local directory standing for it (created)."""
     volumes = await _volume_dirs(

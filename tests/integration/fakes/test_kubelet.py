@@ -224,7 +224,12 @@ async def test_liveness_failure_restarts_the_container(
 ) -> None:
     core = client.CoreV1Api(kube_api)
     container = python_container(SLEEP)
-    container["livenessProbe"] = {"tcpSocket": {"port": 9}, "failureThreshold": 2}
+    # 2 x 1 s: a fast kubelet probes more often, but still allows those 2 s before a kill.
+    container["livenessProbe"] = {
+        "tcpSocket": {"port": 9},
+        "periodSeconds": 1,
+        "failureThreshold": 2,
+    }
     await core.create_namespaced_pod(NS, pod("unhealthy", container, grace_s=1))
     restarted = await _status(
         core,

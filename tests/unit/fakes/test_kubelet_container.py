@@ -1,16 +1,23 @@
 """How the test kubelet resolves a container into a local process: `$(VAR)` expansion, the
-downward API, ConfigMap env, the `thaw` entrypoint and mountPath rewriting; and the probe
-verdict rule."""
+downward API, ConfigMap env, the `thaw` entrypoint, mountPath rewriting and the pod IP for a
+wildcard bind; the probe verdict rule; and podman mode's security-context flags."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
 import pytest
 
 from tests.fakes.kubelet import default_entrypoints
-from tests.fakes.kubelet_container import ContainerConfigError, expand, resolve_launch
+from tests.fakes.kubelet_container import (
+    ContainerConfigError,
+    expand,
+    own_address,
+    resolve_launch,
+)
+from tests.fakes.kubelet_podman import security_options
 from tests.fakes.kubelet_probes import ProbeSpec, ProbeTracker
 
 POD = {
@@ -142,3 +149,69 @@ def test_probe_verdict_flips_after_the_thresholds() -> None:
 def test_probe_on_an_unknown_named_port_refuses() -> None:
     with pytest.raises(ContainerConfigError):
         ProbeSpec.parse({"tcpSocket": {"port": "grpc"}}, {"ports": []}, period_s=None)
+
+
+@pytest.mark.parametrize(
+    ("text", "bound"),
+    [
+        ("0.0.0.0", "127.9.9.2"),
+        ("--host=0.0.0.0", "--host=127.9.9.2"),
+        ("--peer-host=0.0.0.0", "--peer-host=127.9.9.2"),
+        ("10.0.0.0", "10.0.0.0"),
+        ("--cidr=10.0.0.0/8", "--cidr=10.0.0.0/8"),
+        ("x0.0.0.0", "x0.0.0.0"),
+    ],
+)
+def test_a_wildcard_bind_is_the_pods_own_ip(text: str, bound: str) -> None:
+    assert own_address(text, "127.9.9.2") == bound
+
+
+def test_resolve_launch_binds_a_wildcard_host_to_the_pod_ip() -> None:
+    launch = _resolve({"args": ["up", "--host=0.0.0.0", "--peer-host", "0.0.0.0"]})
+    assert launch.argv[-3:] == ("--host=127.9.9.2", "--peer-host", "127.9.9.2")  # type: ignore[attr-defined]
+
+
+CHART_SECURITY = {"runAsNonRoot": True, "runAsUser": 10001, "runAsGroup": 10001, "fsGroup": 10001}
+LOCKED_DOWN = {
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "capabilities": {"drop": ["ALL"]},
+}
+
+
+def test_the_charts_security_context_becomes_podmans_flags() -> None:
+    options = security_options(CHART_SECURITY, {"securityContext": LOCKED_DOWN}, "10001:10001")
+    assert options.user == "10001:10001"
+    assert options.groups == (10001,)
+    assert options.flags == (
+        "--read-only",
+        "--read-only-tmpfs=false",
+        "--cap-drop=ALL",
+        "--security-opt=no-new-privileges",
+    )
+
+
+def test_a_container_may_run_as_root_with_named_capabilities_when_it_says_so() -> None:
+    root = {
+        "runAsUser": 0,
+        "runAsNonRoot": False,
+        "capabilities": {"drop": ["ALL"], "add": ["CHOWN", "FOWNER"]},
+    }
+    options = security_options(CHART_SECURITY, {"securityContext": root}, "10001:10001")
+    assert options.user == "0:10001"  # the pod's runAsGroup still applies
+    assert "--cap-add=CHOWN" in options.flags and "--cap-add=FOWNER" in options.flags
+
+
+@pytest.mark.parametrize(
+    ("pod", "image_user", "message"),
+    [
+        ({"runAsNonRoot": True, "runAsUser": 0}, "10001", "image will run as root"),
+        ({"runAsNonRoot": True}, "", "image will run as root"),
+        ({"runAsNonRoot": True}, "thaw", "non-numeric user (thaw)"),
+    ],
+)
+def test_run_as_non_root_is_checked_against_the_effective_user(
+    pod: dict[str, object], image_user: str, message: str
+) -> None:
+    with pytest.raises(ContainerConfigError, match=re.escape(message)):
+        security_options(pod, {}, image_user)
