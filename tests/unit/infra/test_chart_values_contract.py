@@ -169,9 +169,12 @@ def test_example_models_map_to_their_settings(rendered: dict[str, Any]) -> None:
         assert entry["gpu"] == model.get("gpu", 0)
         assert entry["hot"] == model.get("hot", False)
         expected_class = (
-            (f"gpu{model['gpu']}" if model.get("gpu", 0) else "cpu" if model.get("instance_type") else "default")
-            + (f"-{model['instance_type'].replace('.', '-')}" if model.get("instance_type") else "")
-        )
+            f"gpu{model['gpu']}"
+            if model.get("gpu", 0)
+            else "cpu"
+            if model.get("instance_type")
+            else "default"
+        ) + (f"-{model['instance_type'].replace('.', '-')}" if model.get("instance_type") else "")
         assert entry["placementClass"] == expected_class
         if "max_replicas" in model:
             assert entry["maxReplicas"] == model["max_replicas"]
@@ -206,8 +209,9 @@ def test_the_chart_renders_one_pool_per_class_from_terraforms_values(
         pytest.skip("helm is not installed here: run `make tools`")
     values = tmp_path / "values.yaml"
     values.write_text(rendered["values_yaml"])
+    chart = str(CHART_VALUES_YAML.parent)
     done = subprocess.run(
-        [str(helm), "template", "thaw", str(CHART_VALUES_YAML.parent), "-n", "thaw", "-f", str(values)],
+        [str(helm), "template", "thaw", chart, "-n", "thaw", "-f", str(values)],
         capture_output=True, text=True, timeout=60, check=False,
         env={**os.environ, "HELM_CACHE_HOME": str(tmp_path), "HELM_CONFIG_HOME": str(tmp_path)},
     )  # fmt: skip
@@ -220,7 +224,9 @@ def test_the_chart_renders_one_pool_per_class_from_terraforms_values(
     }
     assert set(pools) == set(rendered["values"]["runtime"]["pools"])
     (activator,) = [
-        o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == "thaw-activator"
+        o
+        for o in objects
+        if o["kind"] == "Deployment" and o["metadata"]["name"] == "thaw-activator"
     ]
     args = activator["spec"]["template"]["spec"]["containers"][0]["args"]
     for name, pool in pools.items():

@@ -141,7 +141,15 @@ def test_forwarded_rules_are_checked_somewhere() -> None:
         "modules/model_endpoints": ["models", "defaults", "gpu_instance_types"],
         "modules/gpu_nodes": ["ami_type", "node_cache_host_path"],
         "modules/platform": ["models", "model_repository", "images_store_uri", "release_name"],
-        "modules/cluster": ["name", "subnet_ids", "enabled_log_types", "gpu_node_pool", "cpu_node_pool", "consolidate_after", "kubernetes_version"],
+        "modules/cluster": [
+            "name",
+            "subnet_ids",
+            "enabled_log_types",
+            "gpu_node_pool",
+            "cpu_node_pool",
+            "consolidate_after",
+            "kubernetes_version",
+        ],
         "modules/node_pools": ["gpu", "cpu", "consolidate_after", "subnet_ids"],
         "modules/identity": ["namespace", "images_bucket_arn", "service_accounts"],
         "modules/images_bucket": ["bucket_name", "repository_prefix"],
@@ -456,7 +464,9 @@ def test_gpu_taint_label_and_toleration_match_the_charts_documented_gpu_pool() -
     assert nodes["gpu_label"] == "nvidia.com/gpu.present"
     # values.yaml's commented gpu class and docs/kubernetes.md use the same spelling.
     values_text = (TERRAFORM_ROOT.parents[1] / "deploy/helm/thaw/values.yaml").read_text()
-    assert "tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]" in values_text
+    assert (
+        "tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]" in values_text
+    )
     assert 'nodeSelector: {nvidia.com/gpu.present: "true"}' in values_text
 
 
@@ -493,7 +503,10 @@ def test_contract_copy_is_versioned_with_the_platform_module() -> None:
     text = CONTRACT_PATH.read_text()
     assert "deploy/helm/thaw/values.yaml" in text
     values = contract_values()
-    assert (values["image"]["registry"], values["image"]["repository"]) == ("ghcr.io", "thaw-serve/thaw")
+    assert (values["image"]["registry"], values["image"]["repository"]) == (
+        "ghcr.io",
+        "thaw-serve/thaw",
+    )
     assert values["imageGpu"]["repository"] == "thaw-serve/thaw-cuda"
     assert set(values["image"]) == set(values["imageGpu"]) == {
         "registry", "repository", "tag", "digest", "pullPolicy", "pullSecrets"
