@@ -183,10 +183,13 @@ resource "helm_release" "nvidia_device_plugin" {
   version    = var.nvidia_device_plugin_chart_version
   namespace  = "kube-system"
 
-  values = [yamlencode({
+  values = [yamlencode(merge({
     nodeSelector = module.node_pools.gpu_pod_node_selector
     tolerations  = module.node_pools.gpu_pod_tolerations
-  })]
+    }, var.nvidia_device_plugin_image_repository == null ? {} : {
+    # A mirror (no NAT): the chart's image from your registry, at the chart's own tag.
+    image = { repository = var.nvidia_device_plugin_image_repository }
+  }))]
 
   wait            = true
   timeout         = 300

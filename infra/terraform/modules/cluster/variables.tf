@@ -164,6 +164,12 @@ variable "karpenter_chart_repository" {
   }
 }
 
+variable "nvidia_device_plugin_image_repository" {
+  description = "Repository of the device plugin's image when it is mirrored (a VPC without NAT: e.g. <account>.dkr.ecr.<region>.amazonaws.com/nvidia/k8s-device-plugin); null = the chart's own (nvcr.io)."
+  type        = string
+  default     = null
+}
+
 variable "nvidia_device_plugin_chart_repository" {
   description = "Where NVIDIA's device plugin chart comes from (a mirror when the VPC has no NAT). Must be an oci:// or https:// URL."
   type        = string

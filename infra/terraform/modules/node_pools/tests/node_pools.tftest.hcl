@@ -92,13 +92,13 @@ run "bottlerocket_gpu_nodes_bind_the_cache_themselves" {
   }
 
   assert {
-    condition = (
-      !can(output.node_classes.gpu.spec.instanceStorePolicy)
-      && strcontains(output.node_classes.gpu.spec.userData, "ephemeral-storage")
-      && output.node_classes.gpu.spec.amiSelectorTerms[0].alias == "bottlerocket@latest"
-      && output.node_classes.gpu.spec.blockDeviceMappings[0].deviceName == "/dev/xvdb"
-      && !output.needs_nvidia_device_plugin
-    )
+    condition = alltrue([
+      !can(output.node_classes.gpu.spec.instanceStorePolicy),
+      strcontains(output.node_classes.gpu.spec.userData, "ephemeral-storage"),
+      output.node_classes.gpu.spec.amiSelectorTerms[0].alias == "bottlerocket@latest",
+      output.node_classes.gpu.spec.blockDeviceMappings[0].deviceName == "/dev/xvdb",
+      !output.needs_nvidia_device_plugin,
+    ])
     error_message = "Bottlerocket: its own RAID0 bootstrap command, its data volume, its own device plugin"
   }
 }
