@@ -533,3 +533,57 @@ def test_example_orders_the_platform_after_identity_and_the_cluster() -> None:
     call = module("examples/complete").module_calls["platform"]
     assert call["depends_on"] == ["${module.identity}", "${module.cluster}"]
     assert expression(call["namespace"]) == "module.identity.namespace"
+
+
+# --- least privilege and small fixes ------------------------------------------------------------
+
+
+def test_the_kms_alias_of_a_dotted_bucket_is_a_valid_alias() -> None:
+    alias = module("modules/images_bucket").resources()[("aws_kms_alias", "images")]
+    # Alias names allow [A-Za-z0-9/_-]; S3 names may hold dots.
+    assert 'replace(var.bucket_name, ".", "-")' in str(alias["name"])
+    assert "${var.bucket_name}" not in str(alias["name"])
+
+
+def test_the_image_builder_lives_outside_the_activators_namespace() -> None:
+    identity = module("modules/identity")
+    sa_namespace = identity.locals["sa_namespace"]
+    assert (
+        expression(sa_namespace["activator"]) == expression(sa_namespace["runtime"]) == "local.ns"
+    )
+    assert "image_builder" in expression(sa_namespace["image_builder"])
+    assert "local.ns" not in expression(sa_namespace["image_builder"])
+    association = identity.resources()[("aws_eks_pod_identity_association", "thaw")]
+    assert expression(association["namespace"]) == "local.sa_namespace[each.key]"
+    builder = identity.resources()[("kubernetes_service_account_v1", "image_builder")]
+    assert expression(builder["metadata"][0]["namespace"]) == "local.sa_namespace.image_builder"
+    rule = identity.variables["image_builder_namespace"]["validation"][0]["condition"]
+    assert "var.image_builder_namespace != var.namespace" in rule
+
+
+def test_the_namespaces_carry_pod_security_labels() -> None:
+    resources = module("modules/identity").resources()
+    platform = resources[("kubernetes_namespace_v1", "thaw")]["metadata"][0]["labels"]
+    # privileged because of the node cache's hostPath (docs/kubernetes.md, "Pod Security"); the
+    # chart's admission policy enforces the rest of baseline.
+    assert platform["pod-security.kubernetes.io/enforce"] == "privileged"
+    assert platform["pod-security.kubernetes.io/warn"] == "baseline"
+    assert platform["pod-security.kubernetes.io/audit"] == "baseline"
+    builder = resources[("kubernetes_namespace_v1", "image_builder")]["metadata"][0]["labels"]
+    assert builder["pod-security.kubernetes.io/enforce"] == "restricted"
+    for labels in (platform, builder):
+        assert expression(labels["pod-security.kubernetes.io/enforce-version"]) == (
+            "local.pod_security_version"
+        )
+
+
+def test_versions_are_current() -> None:
+    cluster = module("modules/cluster").variables
+    minor = int(str(cluster["kubernetes_version"]["default"]).split(".")[1])
+    assert minor >= 35, "EKS 1.33 and 1.34 leave standard support by 2026-12"
+    plugin = tuple(
+        int(x) for x in str(cluster["nvidia_device_plugin_chart_version"]["default"]).split(".")
+    )
+    assert plugin >= (0, 19, 0)
+    karpenter = tuple(int(x) for x in str(cluster["karpenter_chart_version"]["default"]).split("."))
+    assert karpenter >= (1, 14, 0)
