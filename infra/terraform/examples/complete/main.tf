@@ -58,6 +58,7 @@ module "cluster" {
   cpu_node_group               = var.cpu_node_group
   gpu_node_pool                = var.gpu_node_pool
   cpu_node_pool                = var.cpu_node_pool
+  node_cache_host_path         = var.node_cache.host_path
   tags                         = local.tags
 }
 
