@@ -1,8 +1,10 @@
 """The Helm chart (deploy/helm/thaw): `helm lint` clean; rendered for CPU, GPU, and a ConfigMap,
-PVC or S3 model repository, every object valid against the Kubernetes 1.33 schemas
-(kubernetes-validate, strict); and what each object must say: active-active activators with a
-PDB and health probes, the GPU pool's requests and toleration, RBAC with exactly the verbs the
-backend uses, NetworkPolicies, scrape annotations, the models ConfigMap the activator reads."""
+PVC or S3 model repository, and for every values file the docs show (deploy/helm/thaw/examples),
+every object valid against the Kubernetes 1.33 and 1.35 schemas (kubernetes-validate, strict);
+and what each object must say: active-active activators with a PDB, health probes and zone
+spread, the GPU pool's requests and toleration, RBAC with exactly the verbs the backend uses,
+NetworkPolicies, scrape annotations, the models ConfigMap the activator reads. Placement, the
+schema, exposure and the admission policies have their own modules (test_chart_*.py)."""
 
 from __future__ import annotations
 
@@ -23,14 +25,31 @@ from activator.scaler.kube_api import REQUIRED_ACCESS
 from tests.fixtures.models import make_add_sub
 from tests.unit.deploy.conftest import CHART, Render
 
-K8S_VERSION = "1.33.0"
+K8S_VERSIONS = ("1.33.0", "1.35.0")  # the oldest the chart supports, the cluster's default
+K8S_VERSION = K8S_VERSIONS[0]
+# Prometheus Operator kinds: no schema in kubernetes-validate (CRDs); test_chart_monitoring.py
+# checks what they say.
+CRD_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
+EXAMPLES = sorted((CHART / "examples").glob("*.yaml"))
+STORE = {"images": {"storeUri": "s3://bucket/images/", "region": "us-east-1"}}
+GPU_POOL = {
+    "replicas": 0,
+    "gpu": 2,
+    "nodeSelector": {"nvidia.com/gpu.present": "true"},
+    "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+}
 
 VALUE_SETS: dict[str, dict[str, Any]] = {
-    "cpu-configmap": {"modelRepository": {"source": "configMap", "configMapName": "repo"}},
+    "cpu-configmap": {
+        "modelRepository": {"source": "configMap", "configMapName": "repo"},
+        **STORE,
+        "models": [{"name": "resnet50"}],
+    },
     "gpu-pvc": {
         "modelRepository": {"source": "pvc", "pvcName": "models"},
-        "runtime": {"gpu": {"enabled": True, "count": 2}, "arenaBytes": 1 << 30},
-        "images": {"storeUri": "s3://bucket/images/", "region": "us-east-1"},
+        "runtime": {"pools": {"default": {"replicas": 1}, "gpu": GPU_POOL}, "arenaBytes": 1 << 30},
+        **STORE,
+        "models": [{"name": "resnet50", "gpu": 2, "placementClass": "gpu"}, {"name": "bert"}],
     },
     "s3": {
         "modelRepository": {"source": "s3", "s3Uri": "s3://bucket/repository/"},
@@ -41,11 +60,13 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
         ],
     },
     "minimal": {
+        "modelRepository": {"source": "pvc", "pvcName": "models"},
         "rbac": {"create": False},
         "networkPolicy": {"enabled": False},
         "nodeCache": {"prefetch": {"enabled": False}},
         "metrics": {"podAnnotations": False},
         "serviceAccount": {"create": False},
+        "admissionPolicy": {"enabled": False},
     },
 }
 
@@ -60,24 +81,44 @@ def _one(objects: list[dict[str, Any]], kind: str, suffix: str = "") -> dict[str
 
 
 def test_helm_lint_is_clean(helm: Path) -> None:
-    for extra in ([], ["--set", "runtime.gpu.enabled=true"]):
+    for example in EXAMPLES:
         done = subprocess.run(
-            [str(helm), "lint", str(CHART), "--strict", *extra],
+            [str(helm), "lint", str(CHART), "--strict", "-f", str(example)],
             capture_output=True, text=True, timeout=60, env={**os.environ, "HOME": "/tmp"},
         )  # fmt: skip
         assert done.returncode == 0, done.stdout + done.stderr
         assert "[WARNING]" not in done.stdout and "[ERROR]" not in done.stdout, done.stdout
 
 
-@pytest.mark.parametrize("name", sorted(VALUE_SETS))
-def test_every_rendered_object_is_valid_kubernetes_1_33(render: Render, name: str) -> None:
-    objects = render(VALUE_SETS[name])
+def _valid(objects: list[dict[str, Any]]) -> None:
     assert objects
     for obj in objects:
-        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+        if obj["kind"] in CRD_KINDS:
+            continue
+        for version in K8S_VERSIONS:
+            kubernetes_validate.validate(obj, version, strict=True)
         assert obj["metadata"].get("namespace", "thaw") == "thaw"
     kinds = {o["kind"] for o in objects}
-    assert not kinds & {"ClusterRole", "ClusterRoleBinding", "Namespace"}, "nothing cluster-wide"
+    assert not kinds & {"ClusterRole", "ClusterRoleBinding", "Namespace"}, "no cluster-wide rights"
+    # The only cluster-scoped objects: the admission policies, bound to this namespace alone.
+    for obj in objects:
+        if obj["kind"] == "ValidatingAdmissionPolicyBinding":
+            selector = obj["spec"]["matchResources"]["namespaceSelector"]["matchLabels"]
+            assert selector == {"kubernetes.io/metadata.name": "thaw"}
+
+
+@pytest.mark.parametrize("name", sorted(VALUE_SETS))
+def test_every_rendered_object_is_valid_kubernetes(render: Render, name: str) -> None:
+    _valid(render(VALUE_SETS[name]))
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[e.stem for e in EXAMPLES])
+def test_every_values_file_in_the_docs_renders_valid_kubernetes(
+    render: Render, example: Path
+) -> None:
+    _valid(render(yaml.safe_load(example.read_text())))
+    docs = (CHART.parents[2] / "docs" / "kubernetes.md").read_text()
+    assert f"deploy/helm/thaw/examples/{example.name}" in docs, "the docs show every example"
 
 
 def test_the_activators_are_active_active_behind_a_pdb_with_health_probes(render: Render) -> None:
@@ -104,6 +145,10 @@ def test_the_activators_are_active_active_behind_a_pdb_with_health_probes(render
         and annotations["prometheus.io/port"] == "8002"  # Triton's metrics port
     )
     assert deployment["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
+    # Spread over zones (a zone lost keeps the others serving) and nodes.
+    (spread,) = deployment["spec"]["template"]["spec"]["topologySpreadConstraints"]
+    assert spread["topologyKey"] == "topology.kubernetes.io/zone" and spread["maxSkew"] == 1
+    assert spread["labelSelector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
 
 
 def _ports(container: dict[str, Any]) -> dict[str, int]:
@@ -156,8 +201,10 @@ def test_runtime_pods_serve_http_grpc_and_metrics_on_named_ports(render: Render)
     service = _one(objects, "Service")
     address = f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc"
     service_ports = {p["name"]: p["port"] for p in service["spec"]["ports"]}
-    assert config.front_door == config.ensemble_steps_url == (
-        f"http://{address}:{service_ports['http']}"
+    assert (
+        config.front_door
+        == config.ensemble_steps_url
+        == (f"http://{address}:{service_ports['http']}")
     )
     assert config.front_door_grpc == f"{address}:{service_ports['grpc']}"
     assert config.handoff_socket is None
@@ -178,7 +225,7 @@ def test_runtime_pods_serve_http_grpc_and_metrics_on_named_ports(render: Render)
 
 def test_gpu_pods_request_gpus_and_tolerate_the_gpu_taint(render: Render) -> None:
     objects = render(VALUE_SETS["gpu-pvc"])
-    pool = _one(objects, "Deployment", "-pool")["spec"]["template"]["spec"]
+    pool = _one(objects, "Deployment", "-pool-gpu")["spec"]["template"]["spec"]
     (runtime,) = pool["containers"]
     assert runtime["resources"]["requests"]["nvidia.com/gpu"] == 2
     assert runtime["resources"]["limits"]["nvidia.com/gpu"] == 2
@@ -192,8 +239,9 @@ def test_gpu_pods_request_gpus_and_tolerate_the_gpu_taint(render: Render) -> Non
     assert models == [
         {"name": "models", "persistentVolumeClaim": {"claimName": "models", "readOnly": True}}
     ]
-    cpu_pool = _one(render(VALUE_SETS["cpu-configmap"]), "Deployment", "-pool")["spec"]["template"]
+    cpu_pool = _one(objects, "Deployment", "-pool")["spec"]["template"]
     assert "nvidia.com/gpu" not in json.dumps(cpu_pool)
+    assert _one(objects, "Deployment", "-pool-gpu")["spec"]["replicas"] == 0
 
 
 def test_the_role_grants_exactly_what_the_backend_uses_in_its_namespace(render: Render) -> None:
@@ -267,16 +315,9 @@ def test_the_models_configmap_is_what_the_activator_reads(render: Render, tmp_pa
         },
         "bert": {"thaw.min_replicas": "1"},
     }
-    defaults = read_model_settings_from(render(VALUE_SETS["cpu-configmap"]), tmp_path)
-    assert defaults == {
-        "resnet50": {
-            "thaw.min_replicas": "0",
-            "thaw.max_replicas": "4",
-            "thaw.target_concurrency": "8",
-            "thaw.container_concurrency": "0",
-            "thaw.scale_to_zero_grace_s": "30",
-            "thaw.hot": "false",
-        }
+    # An entry with a name only overrides nothing: its config.pbtxt decides.
+    assert read_model_settings_from(render(VALUE_SETS["cpu-configmap"]), tmp_path) == {
+        "resnet50": {}
     }
     repo = tmp_path / "repo"
     make_add_sub(repo, "resnet50")
@@ -287,10 +328,11 @@ def test_the_models_configmap_is_what_the_activator_reads(render: Render, tmp_pa
     # The s3 repository is copied in by an init container; the cache DaemonSet prefetches.
     activator = _one(objects, "Deployment", "-activator")["spec"]["template"]["spec"]
     (init,) = activator["initContainers"]
-    assert (
-        init["command"][:3] == ["aws", "s3", "sync"]
-        and "s3://bucket/repository/" in init["command"]
-    )
+    # Bounded: in time (timeout), and in size (the emptyDir's sizeLimit).
+    assert init["command"][:5] == ["timeout", "600s", "aws", "s3", "sync"]
+    assert "s3://bucket/repository/" in init["command"]
+    (models_volume,) = [v for v in activator["volumes"] if v["name"] == "models"]
+    assert models_volume == {"name": "models", "emptyDir": {"sizeLimit": "4Gi"}}
     daemon = _one(objects, "DaemonSet")["spec"]["template"]["spec"]["containers"][0]
     assert (
         daemon["args"][:2] == ["prefetch", "/models"]
@@ -307,20 +349,27 @@ def read_model_settings_from(objects: list[dict[str, Any]], tmp_path: Path) -> d
 @pytest.mark.parametrize(
     ("sets", "words"),
     [
-        (["activator.replicas=1"], "activator.replicas = 1, must be >= 2"),
-        (["modelRepository.source=nfs"], 'modelRepository.source = "nfs"'),
+        # values.schema.json catches types and ranges first, naming the value.
+        (["activator.replicas=1"], "at '/activator/replicas': minimum: got 1, want 2"),
         (
             ["modelRepository.source=s3", "modelRepository.s3Uri=http://x"],
             "must be s3://bucket/prefix",
         ),
-        (["modelRepository.source=pvc"], "needs modelRepository.pvcName"),
+        (
+            ["modelRepository.source=pvc", "modelRepository.pvcName="],
+            "needs modelRepository.pvcName",
+        ),
         (["models[0].name=../etc"], "is not a model name"),
         (["runtime.grpcPort=8000"], "= [8000 8000 8002], must be three different ports"),
-        (["runtime.metricsPort=0"], "each must be in [1, 65535]"),
+        (["runtime.metricsPort=8001"], "= [8000 8001 8001], must be three different ports"),
+        (["images.storeUri=http://bucket/x"], "must be s3://bucket/prefix"),
+        (["image.digest=latest"], "at '/image/digest': 'latest' does not match pattern"),
+        (["imageGpu.digest=sha256:abc"], "at '/imageGpu/digest'"),
+        (["image.tag=bad tag"], 'image.tag = "bad tag", must be an image tag'),
     ],
 )
 def test_bad_values_fail_the_render_in_words(render: Render, sets: list[str], words: str) -> None:
-    done = render({}, *sets, check=False)
+    done = render(VALUE_SETS["cpu-configmap"], *sets, check=False)
     assert done.returncode != 0 and words in done.stderr, done.stderr
 
 
@@ -328,3 +377,6 @@ def test_values_yaml_documents_the_contract_sections() -> None:
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     assert {"image", "imageGpu", "serviceAccount", "activator", "runtime", "modelRepository",
             "images", "nodeCache", "models", "metrics", "networkPolicy"} <= set(values)  # fmt: skip
+    # The cost of a warm GPU pod is said where the value is set.
+    text = (CHART / "values.yaml").read_text()
+    assert "a warm GPU pod is a GPU-hour per hour" in text

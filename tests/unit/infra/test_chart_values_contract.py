@@ -1,12 +1,16 @@
 """The chart values the platform module gives the Helm chart follow the contract
 (modules/platform/CHART_VALUES.md): rendered by `terraform plan` of the provider-free
 chart_values module with the example's models, every emitted key exists in the contract with the
-contract's type. Once deploy/helm/thaw exists, its values.yaml is checked the same way."""
+contract's type. Once deploy/helm/thaw exists, its values.yaml is checked the same way; and the
+emitted values render with the chart into pools that place each model where it can run."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import hcl2
@@ -41,14 +45,23 @@ def _kind(value: object) -> str:
     raise TypeError(type(value))
 
 
+# Maps keyed by a name of the user's choosing: every entry is checked against the contract's one
+# example entry (`runtime.pools.default`).
+KEYED_MAPS = {"runtime.pools": "default"}
+
+
 def mismatches(emitted: object, contract: object, path: str = "") -> Iterator[str]:
     """Every place where `emitted` has a key the contract lacks, or a value of another type.
     Maps the contract leaves empty (`nodeSelector: {}`, `annotations: {}`) take any string
-    keys; lists are checked element by element against the contract's first element."""
+    keys; lists are checked element by element against the contract's first element; the maps
+    of KEYED_MAPS entry by entry against their example entry."""
     if _kind(emitted) != _kind(contract):
         yield f"{path or '.'}: {_kind(emitted)} where the contract has {_kind(contract)}"
         return
-    if isinstance(emitted, dict) and isinstance(contract, dict):
+    if isinstance(emitted, dict) and isinstance(contract, dict) and path in KEYED_MAPS:
+        for key, value in emitted.items():
+            yield from mismatches(value, contract[KEYED_MAPS[path]], f"{path}.{key}")
+    elif isinstance(emitted, dict) and isinstance(contract, dict):
         for key, value in emitted.items():
             where = f"{path}.{key}" if path else key
             if not contract:
@@ -90,6 +103,10 @@ def rendered(module_terraform: Callable[[str], TerraformCli]) -> dict[str, Any]:
                 "image": {"tag": "0.1.0"},
                 "gpu_instance_types": ["g6.xlarge", "g6e.xlarge"],
                 "cpu_instance_types": ["m6i.large"],
+                "node_class_selectors": {
+                    "cpu": {"thaw.dev/node-class": "cpu"},
+                    "gpu": {"thaw.dev/node-class": "gpu"},
+                },
             }
         )
     )
@@ -151,7 +168,14 @@ def test_example_models_map_to_their_settings(rendered: dict[str, Any]) -> None:
         entry = by_name[model["name"]]
         assert entry["gpu"] == model.get("gpu", 0)
         assert entry["hot"] == model.get("hot", False)
-        assert entry["instanceType"] == model.get("instance_type", "")
+        expected_class = (
+            f"gpu{model['gpu']}"
+            if model.get("gpu", 0)
+            else "cpu"
+            if model.get("instance_type")
+            else "default"
+        ) + (f"-{model['instance_type'].replace('.', '-')}" if model.get("instance_type") else "")
+        assert entry["placementClass"] == expected_class
         if "max_replicas" in model:
             assert entry["maxReplicas"] == model["max_replicas"]
         params = rendered["thaw_parameters"][model["name"]]
@@ -159,23 +183,71 @@ def test_example_models_map_to_their_settings(rendered: dict[str, Any]) -> None:
         assert params["thaw.target_concurrency"] == str(entry["targetConcurrency"])
 
 
-def test_gpu_scheduling_is_the_contracts(rendered: dict[str, Any]) -> None:
-    gpu = rendered["values"]["runtime"]["gpu"]
-    contract_gpu = contract_values()["runtime"]["gpu"]
-    assert gpu["tolerations"] == contract_gpu["tolerations"]
-    assert gpu["nodeSelector"] == contract_gpu["nodeSelector"]
-    assert gpu["enabled"] is True, "the example has GPU models"
-    for name, endpoint in rendered["endpoints"].items():
-        if endpoint["gpu"] > 0:
-            assert endpoint["tolerations"] == contract_gpu["tolerations"], name
+def test_every_model_has_a_pool_that_fits_it(rendered: dict[str, Any]) -> None:
+    pools = rendered["values"]["runtime"]["pools"]
+    gpu_toleration = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+    assert "default" in pools and pools["default"]["gpu"] == 0
+    for model in rendered["values"]["models"]:
+        pool = pools[model["placementClass"]]
+        if model["gpu"] == 0:  # a CPU model never takes a GPU pod
+            assert pool["gpu"] == 0 and gpu_toleration not in pool["tolerations"], model["name"]
+            assert "nvidia.com/gpu.present" not in pool["nodeSelector"], model["name"]
         else:
-            assert endpoint["tolerations"] == [], name
+            assert pool["gpu"] >= model["gpu"] and gpu_toleration in pool["tolerations"]
+            assert pool["nodeSelector"]["nvidia.com/gpu.present"] == "true", model["name"]
+    llama = pools["gpu1-g6e-xlarge"]
+    assert llama["nodeSelector"]["node.kubernetes.io/instance-type"] == "g6e.xlarge"
+    # A warm GPU pod is a GPU-hour per hour: none unless asked for.
+    assert all(p["replicas"] == 0 for p in pools.values() if p["gpu"] > 0)
+
+
+def test_the_chart_renders_one_pool_per_class_from_terraforms_values(
+    rendered: dict[str, Any], tmp_path: Path
+) -> None:
+    helm = REPO_ROOT / ".tools" / "bin" / "helm"
+    if not helm.is_file():
+        pytest.skip("helm is not installed here: run `make tools`")
+    values = tmp_path / "values.yaml"
+    values.write_text(rendered["values_yaml"])
+    chart = str(CHART_VALUES_YAML.parent)
+    done = subprocess.run(
+        [str(helm), "template", "thaw", chart, "-n", "thaw", "-f", str(values)],
+        capture_output=True, text=True, timeout=60, check=False,
+        env={**os.environ, "HELM_CACHE_HOME": str(tmp_path), "HELM_CONFIG_HOME": str(tmp_path)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    objects = [o for o in yaml.safe_load_all(done.stdout) if o]
+    pools = {
+        o["metadata"]["labels"]["thaw.dev/placement-class"]: o
+        for o in objects
+        if o["kind"] == "Deployment" and o["metadata"]["name"].startswith("thaw-pool")
+    }
+    assert set(pools) == set(rendered["values"]["runtime"]["pools"])
+    (activator,) = [
+        o
+        for o in objects
+        if o["kind"] == "Deployment" and o["metadata"]["name"] == "thaw-activator"
+    ]
+    args = activator["spec"]["template"]["spec"]["containers"][0]["args"]
+    for name, pool in pools.items():
+        flag = f"--pool-class={name}={pool['metadata']['name']}"
+        assert (flag in args) == (name != "default"), flag
+        (container,) = pool["spec"]["template"]["spec"]["containers"]
+        gpus = container["resources"].get("limits", {}).get("nvidia.com/gpu", 0)
+        assert gpus == rendered["values"]["runtime"]["pools"][name]["gpu"], name
+        assert ("thaw-cuda" in container["image"]) == (gpus > 0), name
+    settings = json.loads(
+        next(o for o in objects if o["metadata"]["name"] == "thaw-models")["data"]["models.json"]
+    )["models"]
+    for model in rendered["values"]["models"]:
+        assert settings[model["name"]]["thaw.placement_class"] == model["placementClass"]
 
 
 def test_images_are_the_contracts_repositories(rendered: dict[str, Any]) -> None:
     contract = contract_values()
-    assert rendered["values"]["image"]["repository"] == contract["image"]["repository"]
-    assert rendered["values"]["imageGpu"]["repository"] == contract["imageGpu"]["repository"]
+    for key in ("image", "imageGpu"):
+        for field in ("registry", "repository", "tag", "digest", "pullPolicy", "pullSecrets"):
+            assert rendered["values"][key][field] == contract[key][field], (key, field)
 
 
 def test_chart_values_yaml_accepts_what_terraform_emits(rendered: dict[str, Any]) -> None:

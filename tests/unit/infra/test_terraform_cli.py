@@ -18,7 +18,13 @@ from tests.fixtures.terraform_tree import (
     provider_plugin_dirs,
 )
 
-PROVIDER_FREE = ["modules/gpu_nodes", "modules/model_endpoints", "modules/chart_values"]
+PROVIDER_FREE = [
+    "modules/gpu_nodes",
+    "modules/model_endpoints",
+    "modules/chart_values",
+    "modules/node_pools",
+    "modules/cluster_addons",
+]
 WITH_PROVIDERS = [
     "modules/cluster",
     "modules/images_bucket",
@@ -91,17 +97,16 @@ def test_module_with_providers_validates(terraform: TerraformCli, name: str) -> 
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_al2023_node_cache_script_is_valid_bash(terraform: TerraformCli, tmp_path: Path) -> None:
+def test_al2023_node_cache_scripts_are_valid_bash(terraform: TerraformCli, tmp_path: Path) -> None:
     bash = shutil.which("bash")
     if bash is None:
         pytest.skip("no bash to check the script with")
     var_file = tmp_path / "gpu.tfvars"
     var_file.write_text('node_cache_host_path = "/mnt/thaw-cache"\n')
     outputs = terraform.planned_outputs(TERRAFORM_ROOT / "modules/gpu_nodes", var_file)
-    (config, script) = outputs["cloudinit_pre_nodeadm"]
-    assert config["content_type"] == "application/node.eks.aws"
-    path = tmp_path / "node-cache.sh"
-    path.write_text(script["content"])
-    proc = subprocess.run([bash, "-n", str(path)], capture_output=True, text=True, check=False)
-    assert proc.returncode == 0, proc.stderr
-    assert script["content"].startswith("#!/usr/bin/env bash\n")
+    for name in ("user_data_script", "node_cache_script"):
+        path = tmp_path / f"{name}.sh"
+        path.write_text(outputs[name])
+        proc = subprocess.run([bash, "-n", str(path)], capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, f"{name}: {proc.stderr}"
+        assert outputs[name].startswith("#!/usr/bin/env bash\n"), name

@@ -24,7 +24,13 @@ from tests.fixtures.terraform_tree import (
 
 MODULES = all_modules()
 MODULE_IDS = [m.name for m in MODULES]
-PROVIDER_FREE = ["modules/gpu_nodes", "modules/model_endpoints", "modules/chart_values"]
+PROVIDER_FREE = [
+    "modules/gpu_nodes",
+    "modules/model_endpoints",
+    "modules/chart_values",
+    "modules/node_pools",
+    "modules/cluster_addons",
+]
 VARIABLES = [(m, name) for m in MODULES for name in m.variables]
 VARIABLE_IDS = [f"{m.name}:{name}" for m, name in VARIABLES]
 # A description that states a rule ("must be ...", "one of ...") promises a validation block.
@@ -135,7 +141,16 @@ def test_forwarded_rules_are_checked_somewhere() -> None:
         "modules/model_endpoints": ["models", "defaults", "gpu_instance_types"],
         "modules/gpu_nodes": ["ami_type", "node_cache_host_path"],
         "modules/platform": ["models", "model_repository", "images_store_uri", "release_name"],
-        "modules/cluster": ["name", "subnet_ids", "enabled_log_types", "gpu_node_group"],
+        "modules/cluster": [
+            "name",
+            "subnet_ids",
+            "enabled_log_types",
+            "gpu_node_pool",
+            "cpu_node_pool",
+            "consolidate_after",
+            "kubernetes_version",
+        ],
+        "modules/node_pools": ["gpu", "cpu", "consolidate_after", "subnet_ids"],
         "modules/identity": ["namespace", "images_bucket_arn", "service_accounts"],
         "modules/images_bucket": ["bucket_name", "repository_prefix"],
         "examples/complete": ["region", "name", "models", "vpc_id"],
@@ -375,7 +390,14 @@ def test_cluster_follows_eks_v21_conventions() -> None:
         "cluster_encryption_config",
     }
     assert not renamed & set(eks), f"v20 input names: {renamed & set(eks)}"
-    assert "eks-pod-identity-agent" in eks["addons"]
+    assert expression(eks["addons"]) == "module.addons.addons"
+    assert "eks-pod-identity-agent" in module("modules/cluster_addons").locals["addons"]
+    karpenter = module("modules/cluster").module_calls["karpenter"]
+    assert karpenter["source"] == "terraform-aws-modules/eks/aws//modules/karpenter"
+    assert karpenter["version"] == "~> 21.0"
+    # v21 names (the submodule's README): Pod Identity, not IRSA.
+    assert karpenter["create_pod_identity_association"] is True
+    assert not {"enable_irsa", "irsa_oidc_provider_arn", "enable_pod_identity"} & set(karpenter)
 
 
 def test_cluster_api_is_private_by_default_and_logs_everything() -> None:
@@ -393,46 +415,59 @@ def test_cluster_api_is_private_by_default_and_logs_everything() -> None:
     assert expression(eks["enabled_log_types"]) == "var.enabled_log_types"
 
 
-def test_gpu_node_group_takes_labels_taints_and_storage_from_gpu_nodes() -> None:
-    mod = module("modules/cluster")
-    assert mod.module_calls["gpu_nodes"]["source"] == "../gpu_nodes"
-    gpu = _eks_call()["eks_managed_node_groups"]["gpu"]
-    assert expression(gpu["ami_type"]) == "module.gpu_nodes.ami_type"
-    assert expression(gpu["labels"]) == "module.gpu_nodes.node_labels"
-    assert expression(gpu["taints"]) == "module.gpu_nodes.node_taints"
-    assert expression(gpu["cloudinit_pre_nodeadm"]) == "module.gpu_nodes.cloudinit_pre_nodeadm"
-    assert expression(gpu["bootstrap_extra_args"]) == "module.gpu_nodes.bootstrap_extra_args"
-    system = _eks_call()["eks_managed_node_groups"]["system"]
-    assert "taints" not in system, "the CPU group runs the activator and system pods untainted"
+def test_gpu_nodes_are_karpenters_with_gpu_nodes_labels_taints_and_storage() -> None:
+    cluster = module("modules/cluster")
+    groups = _eks_call()["eks_managed_node_groups"]
+    assert set(groups) == {"system"}, "GPU nodes come from Karpenter, not a fixed node group"
+    assert "taints" not in groups["system"], "the system group runs the activators untainted"
+    pools = module("modules/node_pools")
+    assert pools.module_calls["gpu_nodes"]["source"] == "../gpu_nodes"
+    gpu_pool = pools.locals["node_pools"]["gpu"]["spec"]["template"]
+    assert "module.gpu_nodes.node_labels" in expression(gpu_pool["metadata"]["labels"])
+    assert expression(gpu_pool["spec"]["taints"]) == "module.gpu_nodes.node_taints"
+    gpu_class = expression(pools.locals["node_classes"]["gpu"]["spec"])
+    assert "module.gpu_nodes.user_data" in gpu_class
+    assert "module.gpu_nodes.instance_store_policy" in gpu_class
+    call = cluster.module_calls["node_pools"]
+    assert expression(call["node_role_name"]) == "module.karpenter.node_iam_role_name"
+    karpenter = cluster.resources()[("helm_release", "karpenter")]
+    assert karpenter["chart"] == "karpenter" and karpenter["wait"] is True
+    assert "local.system_labels" in expression(karpenter["values"][0]), (
+        "Karpenter runs on the system group, never on a node it manages"
+    )
 
 
 def test_device_plugin_only_where_the_ami_needs_it_and_tolerates_the_taint() -> None:
     plugin = module("modules/cluster").resources()[("helm_release", "nvidia_device_plugin")]
-    assert "module.gpu_nodes.needs_nvidia_device_plugin" in expression(plugin["count"])
+    assert "module.node_pools.needs_nvidia_device_plugin" in expression(plugin["count"])
     values = expression(plugin["values"][0])
-    assert "module.gpu_nodes.pod_tolerations" in values
-    assert "module.gpu_nodes.pod_node_selector" in values
+    assert "module.node_pools.gpu_pod_tolerations" in values
+    assert "module.node_pools.gpu_pod_node_selector" in values
+    assert plugin["wait"] is True
 
 
 def test_chart_values_take_gpu_scheduling_from_gpu_nodes() -> None:
     mod = module("modules/chart_values")
     assert mod.module_calls["gpu_nodes"]["source"] == "../gpu_nodes"
-    gpu = mod.locals["values"]["runtime"]["gpu"]
-    assert expression(gpu["tolerations"]) == "module.gpu_nodes.pod_tolerations"
-    assert expression(gpu["nodeSelector"]) == "module.gpu_nodes.pod_node_selector"
+    pools = mod.locals["pools"]
+    assert "module.gpu_nodes.pod_tolerations" in expression(pools)
+    assert "module.gpu_nodes.pod_node_selector" in expression(pools)
     hostpath = mod.locals["values"]["nodeCache"]["hostPath"]
     assert expression(hostpath) == "module.gpu_nodes.node_cache_host_path"
 
 
-def test_gpu_taint_label_and_toleration_match_the_chart_contract() -> None:
+def test_gpu_taint_label_and_toleration_match_the_charts_documented_gpu_pool() -> None:
     nodes = module("modules/gpu_nodes").locals
-    contract_gpu = contract_values()["runtime"]["gpu"]
-    taint = nodes["node_taints"]["gpu"]
-    (toleration,) = contract_gpu["tolerations"]
-    assert expression(taint["key"]) == "local.gpu_taint" and nodes["gpu_taint"] == toleration["key"]
-    assert nodes["kubernetes_effect"][taint["effect"]] == toleration["effect"] == "NoSchedule"
-    assert toleration["operator"] == "Exists"
-    assert list(contract_gpu["nodeSelector"]) == [nodes["gpu_label"]] == ["nvidia.com/gpu.present"]
+    (taint,) = nodes["node_taints"]
+    assert expression(taint["key"]) == "local.gpu_taint" and nodes["gpu_taint"] == "nvidia.com/gpu"
+    assert taint["effect"] == "NoSchedule"
+    assert nodes["gpu_label"] == "nvidia.com/gpu.present"
+    # values.yaml's commented gpu class and docs/kubernetes.md use the same spelling.
+    values_text = (TERRAFORM_ROOT.parents[1] / "deploy/helm/thaw/values.yaml").read_text()
+    assert (
+        "tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]" in values_text
+    )
+    assert 'nodeSelector: {nvidia.com/gpu.present: "true"}' in values_text
 
 
 def test_gpu_ami_choice_is_the_two_nvidia_amis() -> None:
@@ -468,8 +503,14 @@ def test_contract_copy_is_versioned_with_the_platform_module() -> None:
     text = CONTRACT_PATH.read_text()
     assert "deploy/helm/thaw/values.yaml" in text
     values = contract_values()
-    assert values["image"]["repository"] == "ghcr.io/thaw-serve/thaw"
-    assert values["imageGpu"]["repository"] == "ghcr.io/thaw-serve/thaw-cuda"
+    assert (values["image"]["registry"], values["image"]["repository"]) == (
+        "ghcr.io",
+        "thaw-serve/thaw",
+    )
+    assert values["imageGpu"]["repository"] == "thaw-serve/thaw-cuda"
+    assert set(values["image"]) == set(values["imageGpu"]) == {
+        "registry", "repository", "tag", "digest", "pullPolicy", "pullSecrets"
+    }  # fmt: skip
 
 
 def test_example_tfvars_set_declared_variables_and_all_required_ones() -> None:
@@ -488,7 +529,61 @@ def test_example_tfvars_set_declared_variables_and_all_required_ones() -> None:
     assert any(m.get("gpu", 0) == 0 for m in tfvars["models"])
 
 
-def test_example_orders_the_platform_after_identity() -> None:
+def test_example_orders_the_platform_after_identity_and_the_cluster() -> None:
     call = module("examples/complete").module_calls["platform"]
-    assert call["depends_on"] == ["${module.identity}"]
+    assert call["depends_on"] == ["${module.identity}", "${module.cluster}"]
     assert expression(call["namespace"]) == "module.identity.namespace"
+
+
+# --- least privilege and small fixes ------------------------------------------------------------
+
+
+def test_the_kms_alias_of_a_dotted_bucket_is_a_valid_alias() -> None:
+    alias = module("modules/images_bucket").resources()[("aws_kms_alias", "images")]
+    # Alias names allow [A-Za-z0-9/_-]; S3 names may hold dots.
+    assert 'replace(var.bucket_name, ".", "-")' in str(alias["name"])
+    assert "${var.bucket_name}" not in str(alias["name"])
+
+
+def test_the_image_builder_lives_outside_the_activators_namespace() -> None:
+    identity = module("modules/identity")
+    sa_namespace = identity.locals["sa_namespace"]
+    assert (
+        expression(sa_namespace["activator"]) == expression(sa_namespace["runtime"]) == "local.ns"
+    )
+    assert "image_builder" in expression(sa_namespace["image_builder"])
+    assert "local.ns" not in expression(sa_namespace["image_builder"])
+    association = identity.resources()[("aws_eks_pod_identity_association", "thaw")]
+    assert expression(association["namespace"]) == "local.sa_namespace[each.key]"
+    builder = identity.resources()[("kubernetes_service_account_v1", "image_builder")]
+    assert expression(builder["metadata"][0]["namespace"]) == "local.sa_namespace.image_builder"
+    rule = identity.variables["image_builder_namespace"]["validation"][0]["condition"]
+    assert "var.image_builder_namespace != var.namespace" in rule
+
+
+def test_the_namespaces_carry_pod_security_labels() -> None:
+    resources = module("modules/identity").resources()
+    platform = resources[("kubernetes_namespace_v1", "thaw")]["metadata"][0]["labels"]
+    # privileged because of the node cache's hostPath (docs/kubernetes.md, "Pod Security"); the
+    # chart's admission policy enforces the rest of baseline.
+    assert platform["pod-security.kubernetes.io/enforce"] == "privileged"
+    assert platform["pod-security.kubernetes.io/warn"] == "baseline"
+    assert platform["pod-security.kubernetes.io/audit"] == "baseline"
+    builder = resources[("kubernetes_namespace_v1", "image_builder")]["metadata"][0]["labels"]
+    assert builder["pod-security.kubernetes.io/enforce"] == "restricted"
+    for labels in (platform, builder):
+        assert expression(labels["pod-security.kubernetes.io/enforce-version"]) == (
+            "local.pod_security_version"
+        )
+
+
+def test_versions_are_current() -> None:
+    cluster = module("modules/cluster").variables
+    minor = int(str(cluster["kubernetes_version"]["default"]).split(".")[1])
+    assert minor >= 35, "EKS 1.33 and 1.34 leave standard support by 2026-12"
+    plugin = tuple(
+        int(x) for x in str(cluster["nvidia_device_plugin_chart_version"]["default"]).split(".")
+    )
+    assert plugin >= (0, 19, 0)
+    karpenter = tuple(int(x) for x in str(cluster["karpenter_chart_version"]["default"]).split("."))
+    assert karpenter >= (1, 14, 0)

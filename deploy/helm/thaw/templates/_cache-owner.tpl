@@ -9,19 +9,13 @@ escalation, a read-only root, and only the cache mounted. Idempotent (`install -
 pod on the node may run it; only the cache directory itself changes, never what is in it.
 */}}
 {{- define "thaw.cacheOwner" -}}
+{{- $v := .root.Values -}}
+{{- $image := include "thaw.poolImageValues" (dict "root" .root "pool" .pool) | fromJson -}}
 - name: cache-owner
-  image: {{ include "thaw.runtimeImage" . }}
-  imagePullPolicy: {{ .Values.image.pullPolicy }}
+  image: {{ include "thaw.imageRef" $image }}
+  imagePullPolicy: {{ $image.pullPolicy }}
   command:
-    - install
-    - -d
-    - -o
-    - {{ .Values.podSecurityContext.runAsUser | default 10001 | quote }}
-    - -g
-    - {{ .Values.podSecurityContext.runAsGroup | default 10001 | quote }}
-    - -m
-    - "2775"
-    - /var/cache/thaw
+    {{- include "thaw.cacheOwnerCommand" .root | nindent 4 }}
   securityContext:
     runAsUser: 0
     runAsGroup: 0
@@ -34,4 +28,18 @@ pod on the node may run it; only the cache directory itself changes, never what 
     limits: {memory: 64Mi}
   volumeMounts:
     - {name: cache, mountPath: /var/cache/thaw}
+{{- end -}}
+
+{{/* The cache owner's command, as a YAML list (the admission policy pins the root container to
+  exactly this command: admission-policy.yaml). */}}
+{{- define "thaw.cacheOwnerCommand" -}}
+- install
+- -d
+- -o
+- {{ .Values.podSecurityContext.runAsUser | default 10001 | quote }}
+- -g
+- {{ .Values.podSecurityContext.runAsGroup | default 10001 | quote }}
+- -m
+- "2775"
+- /var/cache/thaw
 {{- end -}}

@@ -1,5 +1,7 @@
-# A complete Thaw installation in an existing VPC: the images bucket, the EKS cluster with CPU and
-# GPU node groups, the workload identities, and the platform with one endpoint per model.
+# A complete Thaw installation in an existing VPC: the images bucket, the EKS cluster (a system
+# node group; Karpenter GPU and CPU node pools that scale to zero), the workload identities, and
+# the platform with one endpoint per model. Order and duration of a first apply:
+# infra/terraform/README.md, "What a first apply does, in order, and how long it takes".
 # `terraform init && terraform apply` with a terraform.tfvars (see terraform.tfvars.example).
 
 provider "aws" {
@@ -54,7 +56,9 @@ module "cluster" {
   endpoint_public_access       = var.endpoint_public_access
   endpoint_public_access_cidrs = var.endpoint_public_access_cidrs
   cpu_node_group               = var.cpu_node_group
-  gpu_node_group               = var.gpu_node_group
+  gpu_node_pool                = var.gpu_node_pool
+  cpu_node_pool                = var.cpu_node_pool
+  node_cache_host_path         = var.node_cache.host_path
   tags                         = local.tags
 }
 
@@ -73,13 +77,21 @@ module "identity" {
 module "platform" {
   source = "../../modules/platform"
 
-  namespace        = module.identity.namespace
-  image            = { tag = var.image_tag }
-  service_account  = { name = module.identity.service_accounts.activator, runtime_name = module.identity.service_accounts.runtime }
+  namespace       = module.identity.namespace
+  image           = var.image
+  image_gpu       = var.image_gpu
+  service_account = { name = module.identity.service_accounts.activator, runtime_name = module.identity.service_accounts.runtime }
+  # The activators on the fixed-size system node group; warm pools on Karpenter's nodes.
+  activator = { node_selector = module.cluster.system_node_selector }
+  runtime   = var.runtime
+  node_class_selectors = {
+    cpu = module.cluster.cpu_pod_node_selector
+    gpu = module.cluster.gpu_pod_node_selector
+  }
   model_repository = { source = "s3", s3_uri = module.images_bucket.model_repository_uri }
   images_store_uri = module.images_bucket.images_store_uri
   images_region    = module.images_bucket.region
-  node_cache       = { host_path = module.cluster.node_cache_host_path }
+  node_cache       = var.node_cache
   gpu_ami_type     = module.cluster.gpu_ami_type
 
   models             = var.models
@@ -87,7 +99,10 @@ module "platform" {
   gpu_instance_types = module.cluster.gpu_instance_types
   cpu_instance_types = module.cluster.cpu_instance_types
 
-  # Pods get their AWS credentials from Pod Identity only if the association exists when they
-  # start, and the activator needs its Role from the first minute.
-  depends_on = [module.identity]
+  # The release waits for its pods, so everything they need must exist first: the identity
+  # module's Pod Identity associations and Role (pods get AWS credentials only if the association
+  # exists when they start), and the whole cluster module: the system node group, Karpenter and
+  # its NodePools (the warm pools' nodes are launched on demand), the device plugin (a GPU node
+  # advertises nvidia.com/gpu only through it).
+  depends_on = [module.identity, module.cluster]
 }

@@ -38,6 +38,11 @@ output "image_builder_service_account" {
   value       = module.identity.service_accounts.image_builder
 }
 
+output "image_builder_namespace" {
+  description = "Namespace of the image builder's service account (not the platform's: the activators cannot run pods as it)."
+  value       = module.identity.image_builder_namespace
+}
+
 output "models" {
   description = "Map of model name to its endpoint: effective scaling settings, GPUs, scheduling, and the KServe v2 `infer_path` on the activator Service."
   value       = module.platform.models

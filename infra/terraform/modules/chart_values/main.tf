@@ -22,21 +22,39 @@ module "model_endpoints" {
 }
 
 locals {
-  any_gpu_model = module.model_endpoints.max_gpus_per_replica > 0
-  runtime_gpu   = coalesce(var.runtime.gpu_enabled, local.any_gpu_model)
-  # A warm pod must fit the largest model it may be handed.
-  runtime_gpu_count = coalesce(var.runtime.gpu_count, max(1, module.model_endpoints.max_gpus_per_replica))
+  classes = module.model_endpoints.placement_classes
+
+  # One warm pool per placement class. `replicas` is the class's count of IDLE warm pods: on a
+  # GPU class each is a GPU node's hour per hour, so GPU classes default to 0 (scale to zero; a
+  # cold start then waits for a node) unless `runtime.gpu_pool_replicas` or
+  # `runtime.class_pool_replicas` say otherwise.
+  pools = {
+    for class, need in local.classes : class => {
+      replicas = lookup(var.runtime.class_pool_replicas, class, need.gpu > 0 ? var.runtime.gpu_pool_replicas : var.runtime.pool_replicas)
+      gpu      = need.gpu
+      nodeSelector = merge(
+        need.gpu > 0 ? merge(module.gpu_nodes.pod_node_selector, var.node_class_selectors.gpu) : merge(var.node_class_selectors.cpu, var.runtime.node_selector),
+        need.instance_type != "" ? { "node.kubernetes.io/instance-type" = need.instance_type } : {},
+      )
+      tolerations = need.gpu > 0 ? module.gpu_nodes.pod_tolerations : var.runtime.tolerations
+      resources   = need.gpu > 0 ? var.runtime.gpu_resources : var.runtime.resources
+    }
+  }
+
+  image_values = {
+    for key, img in { image = var.image, imageGpu = var.image_gpu } : key => {
+      registry              = img.registry
+      repository            = img.repository
+      tag                   = img.tag
+      digest                = img.digest
+      pullPolicy            = img.pull_policy
+      pullSecrets           = img.pull_secrets
+    }
+  }
 
   values = {
-    image = {
-      repository = var.image.repository
-      tag        = var.image.tag
-      pullPolicy = var.image.pull_policy
-    }
-    imageGpu = {
-      repository = var.image.gpu_repository
-      tag        = var.image.tag
-    }
+    image    = local.image_values.image
+    imageGpu = local.image_values.imageGpu
     serviceAccount = {
       create      = true
       name        = var.service_account.name
@@ -46,24 +64,15 @@ locals {
       replicas             = var.activator.replicas
       resources            = var.activator.resources
       nodeSelector         = var.activator.node_selector
-      tolerations          = []
+      tolerations          = var.activator.tolerations
       leaseDurationSeconds = var.activator.lease_duration_seconds
       extraArgs            = var.activator.extra_args
     }
     runtime = {
       serviceAccountName = var.service_account.runtime_name
-      pool               = { replicas = var.runtime.pool_replicas }
-      gpu = {
-        enabled      = local.runtime_gpu
-        count        = local.runtime_gpu_count
-        nodeSelector = module.gpu_nodes.pod_node_selector
-        tolerations  = module.gpu_nodes.pod_tolerations
-      }
-      arenaBytes        = var.runtime.arena_bytes
-      preloadFrameworks = var.runtime.preload_frameworks
-      resources         = var.runtime.resources
-      nodeSelector      = var.runtime.node_selector
-      tolerations       = var.runtime.tolerations
+      pools              = local.pools
+      arenaBytes         = var.runtime.arena_bytes
+      preloadFrameworks  = var.runtime.preload_frameworks
     }
     modelRepository = {
       source        = var.model_repository.source

@@ -1,10 +1,12 @@
 variable "image" {
-  description = "Container images: `repository` (CPU), `gpu_repository` (CUDA variant), `tag` (both), `pull_policy` (must be one of Always, IfNotPresent, Never)."
+  description = "The CPU image (activators, CPU warm pools): `registry` (e.g. <account>.dkr.ecr.<region>.amazonaws.com; empty = none), `repository`, `tag`, `digest` (sha256:...; wins over the tag), `pull_policy` (must be one of Always, IfNotPresent, Never), `pull_secrets` (names of docker-registry Secrets in the namespace)."
   type = object({
-    repository     = optional(string, "ghcr.io/thaw-serve/thaw")
-    gpu_repository = optional(string, "ghcr.io/thaw-serve/thaw-cuda")
-    tag            = optional(string, "0.1.0")
-    pull_policy    = optional(string, "IfNotPresent")
+    registry     = optional(string, "ghcr.io")
+    repository   = optional(string, "thaw-serve/thaw")
+    tag          = optional(string, "0.1.0")
+    digest       = optional(string, "")
+    pull_policy  = optional(string, "IfNotPresent")
+    pull_secrets = optional(list(string), [])
   })
   default = {}
 
@@ -14,8 +16,31 @@ variable "image" {
   }
 
   validation {
-    condition     = can(regex("^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$", var.image.tag))
-    error_message = "`image.tag` = \"${var.image.tag}\", must be a container image tag ([A-Za-z0-9_.-], at most 128 characters)."
+    condition     = can(regex("^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$", var.image.tag)) && can(regex("^(sha256:[0-9a-f]{64})?$", var.image.digest))
+    error_message = "`image.tag` = \"${var.image.tag}\" must be a container image tag ([A-Za-z0-9_.-], at most 128 characters) and `image.digest` empty or sha256:<64 hex digits>."
+  }
+}
+
+variable "image_gpu" {
+  description = "The CUDA image (GPU warm pools), the same fields as `image`; `pull_policy` must be one of Always, IfNotPresent, Never."
+  type = object({
+    registry     = optional(string, "ghcr.io")
+    repository   = optional(string, "thaw-serve/thaw-cuda")
+    tag          = optional(string, "0.1.0")
+    digest       = optional(string, "")
+    pull_policy  = optional(string, "IfNotPresent")
+    pull_secrets = optional(list(string), [])
+  })
+  default = {}
+
+  validation {
+    condition     = contains(["Always", "IfNotPresent", "Never"], var.image_gpu.pull_policy)
+    error_message = "`image_gpu.pull_policy` = \"${var.image_gpu.pull_policy}\", must be one of Always, IfNotPresent, Never."
+  }
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$", var.image_gpu.tag)) && can(regex("^(sha256:[0-9a-f]{64})?$", var.image_gpu.digest))
+    error_message = "`image_gpu.tag` = \"${var.image_gpu.tag}\" must be a container image tag and `image_gpu.digest` empty or sha256:<64 hex digits>."
   }
 }
 
@@ -37,12 +62,17 @@ variable "service_account" {
 }
 
 variable "activator" {
-  description = "Activator deployment: `replicas` (must be >= 2: active-active behind a PodDisruptionBudget), `lease_duration_seconds` of the scaling leader's Lease (must be in [5, 300]), `node_selector`, `extra_args`, and `resources` (requests/limits maps)."
+  description = "Activator deployment: `replicas` (must be >= 2: active-active behind a PodDisruptionBudget), `lease_duration_seconds` of the scaling leader's Lease (must be in [5, 300]), `node_selector` and `tolerations` (e.g. the system node group), `extra_args`, and `resources` (requests/limits maps)."
   type = object({
     replicas               = optional(number, 2)
     lease_duration_seconds = optional(number, 15)
     node_selector          = optional(map(string), {})
-    extra_args             = optional(list(string), [])
+    tolerations = optional(list(object({
+      key      = string
+      operator = string
+      effect   = string
+    })), [])
+    extra_args = optional(list(string), [])
     resources = optional(object({
       requests = optional(map(string), { cpu = "500m", memory = "256Mi" })
       limits   = optional(map(string), { memory = "1Gi" })
@@ -62,14 +92,14 @@ variable "activator" {
 }
 
 variable "runtime" {
-  description = "Runtime warm pool: `pool_replicas` idle warm pods (must be an integer in [0, 100]); `gpu_enabled` (null = on when any model asks for GPUs) and `gpu_count` GPUs per warm pod (null = the largest `gpu` of any model; must be in [1, 8] when set); `arena_bytes` (0 = sized per model), `preload_frameworks`, `node_selector`, `tolerations` (added to the GPU ones) and `resources`."
+  description = "Runtime warm pools, one per placement class (models' `gpu` and `instance_type`). `pool_replicas`: idle warm pods of each CPU class (must be an integer in [0, 100]); `gpu_pool_replicas`: of each GPU class (must be an integer in [0, 100]; default 0, because a warm GPU pod is a GPU-hour per hour, paid for idle; 0 = scale to zero, a cold start waits for a node); `class_pool_replicas`: per-class overrides (each must be an integer in [0, 100]). `arena_bytes`, `preload_frameworks`; CPU pools' `node_selector`, `tolerations` and `resources`; GPU pools' `gpu_resources` (nvidia.com/gpu is added per class)."
   type = object({
-    pool_replicas      = optional(number, 1)
-    gpu_enabled        = optional(bool)
-    gpu_count          = optional(number)
-    arena_bytes        = optional(number, 0)
-    preload_frameworks = optional(list(string), ["onnxruntime", "torch"])
-    node_selector      = optional(map(string), {})
+    pool_replicas       = optional(number, 1)
+    gpu_pool_replicas   = optional(number, 0)
+    class_pool_replicas = optional(map(number), {})
+    arena_bytes         = optional(number, 0)
+    preload_frameworks  = optional(list(string), ["onnxruntime", "torch"])
+    node_selector       = optional(map(string), {})
     tolerations = optional(list(object({
       key      = string
       operator = string
@@ -79,23 +109,33 @@ variable "runtime" {
       requests = optional(map(string), { cpu = "1", memory = "2Gi" })
       limits   = optional(map(string), { memory = "8Gi" })
     }), {})
+    gpu_resources = optional(object({
+      requests = optional(map(string), { cpu = "2", memory = "8Gi" })
+      limits   = optional(map(string), { memory = "24Gi" })
+    }), {})
   })
   default = {}
 
   validation {
-    condition     = var.runtime.pool_replicas >= 0 && var.runtime.pool_replicas <= 100 && floor(var.runtime.pool_replicas) == var.runtime.pool_replicas
-    error_message = "`runtime.pool_replicas` = ${var.runtime.pool_replicas}, must be an integer in [0, 100]."
-  }
-
-  validation {
-    condition     = var.runtime.gpu_count == null || try(var.runtime.gpu_count >= 1 && var.runtime.gpu_count <= 8 && floor(var.runtime.gpu_count) == var.runtime.gpu_count, false)
-    error_message = "`runtime.gpu_count` must be null (the largest model's ask) or an integer in [1, 8]."
+    condition = alltrue([
+      for n in concat([var.runtime.pool_replicas, var.runtime.gpu_pool_replicas], values(var.runtime.class_pool_replicas)) : n >= 0 && n <= 100 && floor(n) == n
+    ])
+    error_message = "`runtime.pool_replicas`, `gpu_pool_replicas` and each `class_pool_replicas` must be an integer in [0, 100]."
   }
 
   validation {
     condition     = var.runtime.arena_bytes >= 0 && floor(var.runtime.arena_bytes) == var.runtime.arena_bytes
     error_message = "`runtime.arena_bytes` = ${var.runtime.arena_bytes}, must be a whole number of bytes >= 0."
   }
+}
+
+variable "node_class_selectors" {
+  description = "Extra nodeSelector labels of the node pools: `cpu` (added to CPU warm pools) and `gpu` (added to GPU warm pools, beside the GPU label), e.g. the cluster module's `cpu_pod_node_selector` / `gpu_pod_node_selector` (Karpenter's thaw.dev/node-class)."
+  type = object({
+    cpu = optional(map(string), {})
+    gpu = optional(map(string), {})
+  })
+  default = {}
 }
 
 variable "model_repository" {
@@ -143,7 +183,7 @@ variable "images_region" {
 }
 
 variable "node_cache" {
-  description = "Node-local image cache: `host_path` (on the GPU nodes' instance-store NVMe; the gpu_nodes module validates it), `max_bytes` (must be >= 0; 0 = unbounded), `prefetch` (DaemonSet prefetching hot models' images)."
+  description = "Node-local image cache: `host_path` (on the GPU nodes' instance-store NVMe; the gpu_nodes module validates it), `max_bytes` (the byte budget of each node's cache, `thaw serve --cache-max-bytes`: least recently used chunks are evicted to fit; must be >= 0; 0 = unbounded), `prefetch` (DaemonSet prefetching hot models' images)."
   type = object({
     host_path = optional(string, "/mnt/thaw-cache")
     max_bytes = optional(number, 0)
@@ -175,6 +215,7 @@ variable "models" {
     target_concurrency    = optional(number)
     container_concurrency = optional(number)
     scale_to_zero_grace_s = optional(number)
+    activation_timeout_s  = optional(number)
     hot                   = optional(bool, false)
   }))
   default = []
@@ -188,18 +229,19 @@ variable "model_defaults" {
     target_concurrency    = optional(number, 8)
     container_concurrency = optional(number, 0)
     scale_to_zero_grace_s = optional(number, 30)
+    activation_timeout_s  = optional(number, 300)
   })
   default = {}
 }
 
 variable "gpu_instance_types" {
-  description = "Instance types of the GPU node group; a GPU model's `instance_type` must be one of them when this is non-empty."
+  description = "Instance types the GPU node pool may launch; a GPU model's `instance_type` must be one of them when this is non-empty."
   type        = list(string)
   default     = []
 }
 
 variable "cpu_instance_types" {
-  description = "Instance types of the CPU node group; a CPU model's `instance_type` must be one of them when this is non-empty."
+  description = "Instance types the CPU node pool may launch; a CPU model's `instance_type` must be one of them when this is non-empty."
   type        = list(string)
   default     = []
 }

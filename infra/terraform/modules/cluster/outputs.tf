@@ -38,34 +38,54 @@ output "node_security_group_id" {
   value       = module.eks.node_security_group_id
 }
 
+output "system_node_selector" {
+  description = "nodeSelector of the `system` managed node group (the activators run there)."
+  value       = local.system_labels
+}
+
 output "cpu_instance_types" {
-  description = "Instance types of the CPU node group (for model instance-type checks)."
-  value       = var.cpu_node_group.instance_types
+  description = "Instance types Karpenter's CPU NodePool may launch (for model instance-type checks)."
+  value       = module.node_pools.cpu_instance_types
 }
 
 output "gpu_instance_types" {
-  description = "Instance types of the GPU node group (for model instance-type checks)."
-  value       = var.gpu_node_group.instance_types
+  description = "Instance types Karpenter's GPU NodePool may launch (for model instance-type checks)."
+  value       = module.node_pools.gpu_instance_types
 }
 
 output "gpu_ami_type" {
-  description = "AMI type of the GPU node group."
-  value       = module.gpu_nodes.ami_type
+  description = "AMI type of the GPU nodes."
+  value       = var.gpu_node_pool.ami_type
 }
 
-output "gpu_node_labels" {
-  description = "Labels on every GPU node."
-  value       = module.gpu_nodes.node_labels
+output "gpu_pod_node_selector" {
+  description = "nodeSelector that puts a pod on a Karpenter GPU node (the GPU warm pools)."
+  value       = module.node_pools.gpu_pod_node_selector
 }
 
-output "gpu_node_taints" {
-  description = "Taints on every GPU node (EKS shape)."
-  value       = module.gpu_nodes.node_taints
+output "gpu_pod_tolerations" {
+  description = "Tolerations of the GPU nodes' taint."
+  value       = module.node_pools.gpu_pod_tolerations
+}
+
+output "cpu_pod_node_selector" {
+  description = "nodeSelector that puts a pod on a Karpenter CPU node (the CPU warm pools)."
+  value       = module.node_pools.cpu_pod_node_selector
+}
+
+output "karpenter_node_role_name" {
+  description = "IAM role of the nodes Karpenter launches."
+  value       = module.karpenter.node_iam_role_name
+}
+
+output "vpc_cni_configuration" {
+  description = "vpc-cni's add-on configuration (enableNetworkPolicy: NetworkPolicies are enforced)."
+  value       = module.addons.vpc_cni_configuration
 }
 
 output "node_cache_host_path" {
   description = "Host path of the node-local image cache on GPU nodes; give it to the platform module."
-  value       = module.gpu_nodes.node_cache_host_path
+  value       = var.node_cache_host_path
 }
 
 output "nvidia_device_plugin_installed" {

@@ -9,13 +9,13 @@ variable "name" {
 }
 
 variable "kubernetes_version" {
-  description = "Kubernetes `<major>.<minor>` version of the control plane and nodes; must look like 1.33."
+  description = "Kubernetes `<major>.<minor>` version of the control plane and nodes; must look like 1.35 and be 1.33 or later (ValidatingAdmissionPolicy, Karpenter v1). Pick one in EKS standard support (`aws eks describe-cluster-versions`): past it, EKS bills extended support."
   type        = string
-  default     = "1.33"
+  default     = "1.35"
 
   validation {
-    condition     = can(regex("^1\\.[0-9]{2}$", var.kubernetes_version))
-    error_message = "`kubernetes_version` = \"${var.kubernetes_version}\", must be <major>.<minor> such as 1.33."
+    condition     = can(regex("^1\\.[0-9]{2}$", var.kubernetes_version)) && try(tonumber(split(".", var.kubernetes_version)[1]) >= 33, false)
+    error_message = "`kubernetes_version` = \"${var.kubernetes_version}\", must be <major>.<minor>, 1.33 or later, such as 1.35."
   }
 }
 
@@ -83,7 +83,7 @@ variable "log_retention_days" {
 }
 
 variable "cpu_node_group" {
-  description = "CPU node group for the activator and system pods: `instance_types`, `min_size` <= `desired_size` <= `max_size` (min_size must be >= 2: the activator runs active-active), `disk_size_gib` (must be >= 20)."
+  description = "The `system` managed node group (activators, Karpenter, cluster add-ons; fixed size, never Karpenter's): `instance_types`, `min_size` <= `desired_size` <= `max_size` (min_size must be >= 2: the activator runs active-active), `disk_size_gib` (must be >= 20)."
   type = object({
     instance_types = optional(list(string), ["m6i.large"])
     min_size       = optional(number, 2)
@@ -105,29 +105,79 @@ variable "cpu_node_group" {
   }
 }
 
-variable "gpu_node_group" {
-  description = "GPU node group for runtime replicas: `ami_type` (must be AL2023_x86_64_NVIDIA or BOTTLEROCKET_x86_64_NVIDIA), `instance_types` (NVIDIA GPU types; ones with instance-store NVMe, such as g6, g5, p4d, p5, put the node cache on it), `capacity_type` (ON_DEMAND or SPOT), `min_size` <= `desired_size` <= `max_size` (min_size >= 0), `disk_size_gib` (must be >= 50: CUDA images are large)."
+variable "gpu_node_pool" {
+  description = "Karpenter's GPU NodePool (the node_pools module validates it): `ami_type` (AL2023_x86_64_NVIDIA or BOTTLEROCKET_x86_64_NVIDIA), `ami_version`, `instance_types` (NVIDIA GPU types; ones with instance-store NVMe, such as g6, g6e, p5, put the node cache on it), `capacity_types` (ON_DEMAND, SPOT), `max_gpus` (ceiling of the pool), `disk_size_gib`. No minimum: GPU nodes exist only while pods need them."
   type = object({
     ami_type       = optional(string, "AL2023_x86_64_NVIDIA")
+    ami_version    = optional(string, "latest")
     instance_types = optional(list(string), ["g6.xlarge"])
-    capacity_type  = optional(string, "ON_DEMAND")
-    min_size       = optional(number, 1)
-    max_size       = optional(number, 2)
-    desired_size   = optional(number, 1)
+    capacity_types = optional(list(string), ["ON_DEMAND"])
+    max_gpus       = optional(number, 8)
     disk_size_gib  = optional(number, 100)
   })
   default = {}
+}
+
+variable "cpu_node_pool" {
+  description = "Karpenter's CPU NodePool for the CPU warm pools (the node_pools module validates it): `ami_version`, `instance_types`, `capacity_types`, `max_vcpus`, `disk_size_gib`."
+  type = object({
+    ami_version    = optional(string, "latest")
+    instance_types = optional(list(string), ["m6i.xlarge", "m6i.2xlarge"])
+    capacity_types = optional(list(string), ["ON_DEMAND"])
+    max_vcpus      = optional(number, 64)
+    disk_size_gib  = optional(number, 50)
+  })
+  default = {}
+}
+
+variable "consolidate_after" {
+  description = "How long a Karpenter node must be empty before it is removed (the node_pools module validates it), e.g. 5m."
+  type        = string
+  default     = "5m"
+}
+
+variable "network_policy" {
+  description = "Enforce NetworkPolicies (vpc-cni's network-policy agent). Off leaves the chart's NetworkPolicies unenforced."
+  type        = bool
+  default     = true
+}
+
+variable "karpenter_chart_version" {
+  description = "Version of the Karpenter Helm chart (oci://public.ecr.aws/karpenter/karpenter). Must be a semantic version such as 1.14.1; keep it within Karpenter's compatibility matrix for `kubernetes_version`."
+  type        = string
+  default     = "1.14.1"
 
   validation {
-    condition = (
-      length(var.gpu_node_group.instance_types) > 0
-      && contains(["ON_DEMAND", "SPOT"], var.gpu_node_group.capacity_type)
-      && var.gpu_node_group.min_size >= 0
-      && var.gpu_node_group.min_size <= var.gpu_node_group.desired_size
-      && var.gpu_node_group.desired_size <= var.gpu_node_group.max_size
-      && var.gpu_node_group.disk_size_gib >= 50
-    )
-    error_message = "`gpu_node_group` must have instance types, capacity_type ON_DEMAND or SPOT, 0 <= min_size <= desired_size <= max_size, and disk_size_gib >= 50."
+    condition     = can(regex("^[0-9]+\\.[0-9]+\\.[0-9]+$", var.karpenter_chart_version))
+    error_message = "`karpenter_chart_version` = \"${var.karpenter_chart_version}\", must be a semantic version such as 1.14.1."
+  }
+}
+
+variable "karpenter_chart_repository" {
+  description = "Where the Karpenter chart comes from: its public OCI registry, or a mirror (an ECR repository of your own when the VPC has no NAT). Must be an oci:// or https:// URL."
+  type        = string
+  default     = "oci://public.ecr.aws/karpenter"
+
+  validation {
+    condition     = can(regex("^(oci|https)://", var.karpenter_chart_repository))
+    error_message = "`karpenter_chart_repository` = \"${var.karpenter_chart_repository}\", must be an oci:// or https:// URL."
+  }
+}
+
+variable "nvidia_device_plugin_image_repository" {
+  description = "Repository of the device plugin's image when it is mirrored (a VPC without NAT: e.g. <account>.dkr.ecr.<region>.amazonaws.com/nvidia/k8s-device-plugin); null = the chart's own (nvcr.io)."
+  type        = string
+  default     = null
+}
+
+variable "nvidia_device_plugin_chart_repository" {
+  description = "Where NVIDIA's device plugin chart comes from (a mirror when the VPC has no NAT). Must be an oci:// or https:// URL."
+  type        = string
+  default     = "https://nvidia.github.io/k8s-device-plugin"
+
+  validation {
+    condition     = can(regex("^(oci|https)://", var.nvidia_device_plugin_chart_repository))
+    error_message = "`nvidia_device_plugin_chart_repository` = \"${var.nvidia_device_plugin_chart_repository}\", must be an oci:// or https:// URL."
   }
 }
 
@@ -138,13 +188,13 @@ variable "node_cache_host_path" {
 }
 
 variable "nvidia_device_plugin_chart_version" {
-  description = "Version of NVIDIA's `nvidia-device-plugin` Helm chart, installed when the GPU AMI needs it (AL2023). Must be a semantic version such as 0.17.1."
+  description = "Version of NVIDIA's `nvidia-device-plugin` Helm chart, installed when the GPU AMI needs it (AL2023). Must be a semantic version such as 0.19.0."
   type        = string
-  default     = "0.17.1"
+  default     = "0.19.0"
 
   validation {
     condition     = can(regex("^[0-9]+\\.[0-9]+\\.[0-9]+$", var.nvidia_device_plugin_chart_version))
-    error_message = "`nvidia_device_plugin_chart_version` = \"${var.nvidia_device_plugin_chart_version}\", must be a semantic version such as 0.17.1."
+    error_message = "`nvidia_device_plugin_chart_version` = \"${var.nvidia_device_plugin_chart_version}\", must be a semantic version such as 0.19.0."
   }
 }
 

@@ -1,8 +1,9 @@
-# What a GPU node looks like to Kubernetes and how pods land on it: the node group's labels and
-# taints, the matching pod nodeSelector and tolerations, whether the AMI needs the NVIDIA device
-# plugin, and the boot configuration that puts the node cache on instance-store NVMe. The cluster
-# module (node group) and the chart_values module (runtime pods) both read these outputs, so the
-# taint and its toleration cannot drift apart.
+# What a GPU node looks like to Kubernetes and how pods land on it: the node labels and taints
+# (Karpenter's GPU NodePool puts them on every node it launches), the matching pod nodeSelector
+# and tolerations, whether the AMI needs the NVIDIA device plugin, the Karpenter AMI alias, and
+# the boot configuration that puts the node cache on instance-store NVMe. The node_pools module
+# (NodePool, EC2NodeClass) and the chart_values module (runtime pods) both read these outputs,
+# so the taint and its toleration cannot drift apart.
 
 locals {
   gpu_label = "nvidia.com/gpu.present"
@@ -10,25 +11,12 @@ locals {
 
   node_labels = { (local.gpu_label) = "true" }
 
-  # EKS managed node group taints (terraform-aws-modules/eks v21 shape: a map of objects).
-  node_taints = {
-    gpu = { key = local.gpu_taint, value = "true", effect = "NO_SCHEDULE" }
-  }
-
-  # The EKS API spells taint effects in SCREAMING_CASE; pods tolerate them in Kubernetes' spelling.
-  kubernetes_effect = {
-    NO_SCHEDULE        = "NoSchedule"
-    NO_EXECUTE         = "NoExecute"
-    PREFER_NO_SCHEDULE = "PreferNoSchedule"
-  }
+  # Kubernetes spelling (Karpenter NodePool `spec.template.spec.taints`).
+  node_taints = [{ key = local.gpu_taint, value = "true", effect = "NoSchedule" }]
 
   pod_node_selector = local.node_labels
   pod_tolerations = [
-    for taint in values(local.node_taints) : {
-      key      = taint.key
-      operator = "Exists"
-      effect   = local.kubernetes_effect[taint.effect]
-    }
+    for taint in local.node_taints : { key = taint.key, operator = "Exists", effect = taint.effect }
   ]
 
   is_bottlerocket = startswith(var.ami_type, "BOTTLEROCKET_")
@@ -37,30 +25,44 @@ locals {
   # ships the driver and container toolkit only, so the plugin must be installed in the cluster.
   needs_nvidia_device_plugin = !local.is_bottlerocket
 
-  # AL2023 keeps the OS and the data on one root volume; Bottlerocket has a small OS volume
-  # (/dev/xvda) and a separate data volume (/dev/xvdb) where images and pod data live.
-  data_volume_device_name = local.is_bottlerocket ? "/dev/xvdb" : "/dev/xvda"
+  # Karpenter picks the NVIDIA variant of the family for GPU instance types by itself.
+  ami_alias = "${local.is_bottlerocket ? "bottlerocket" : "al2023"}@${var.ami_version}"
 
-  # nodeadm assembles the instance-store disks into one RAID0 array mounted at
-  # <mountPath>/0 and moves kubelet, containerd and pod logs onto it (its `RAID0` strategy);
-  # the script then bind-mounts a directory of that array at the cache path.
+  # AL2023: the EC2NodeClass's `instanceStorePolicy: RAID0` makes Karpenter hand nodeadm a
+  # NodeConfig with the RAID0 local-storage strategy; nodeadm writes it into
+  # setup-local-disks.service, which stripes the instance-store disks, mounts the array at
+  # <mountPath>/0 and moves kubelet, containerd and pod logs onto it, before kubelet starts.
+  # thaw-node-cache.service then binds a directory of the array at the cache path (ordered after
+  # setup-local-disks, before kubelet; tests/unit/infra check the order on the unit files).
   al2023_array_mount_point = "/mnt/k8s-disks/0"
-  al2023_node_config       = <<-EOT
-    ---
-    apiVersion: node.eks.aws/v1alpha1
-    kind: NodeConfig
-    spec:
-      instance:
-        localStorage:
-          strategy: RAID0
-  EOT
-  al2023_cache_script = templatefile("${path.module}/templates/al2023-node-cache.sh.tftpl", {
+  node_cache_script = templatefile("${path.module}/templates/thaw-node-cache.sh.tftpl", {
     array_mount_point = local.al2023_array_mount_point
     cache_path        = var.node_cache_host_path
+    uid               = var.runtime_uid
+    gid               = var.runtime_gid
   })
+  node_cache_unit = file("${path.module}/templates/thaw-node-cache.service.tftpl")
+  al2023_user_data_script = templatefile("${path.module}/templates/al2023-user-data.sh.tftpl", {
+    script = local.node_cache_script
+    unit   = local.node_cache_unit
+  })
+  # Karpenter merges its own NodeConfig part into a MIME multi-part user data on AL2023.
+  al2023_user_data = join("\r\n", [
+    "MIME-Version: 1.0",
+    "Content-Type: multipart/mixed; boundary=\"THAW\"",
+    "",
+    "--THAW",
+    "Content-Type: text/x-shellscript; charset=\"us-ascii\"",
+    "",
+    local.al2023_user_data_script,
+    "--THAW--",
+    "",
+  ])
 
   # Bottlerocket: `ephemeral-storage init` builds the RAID0 and `bind` mounts directories of it
-  # over the given paths (paths under /mnt/ are allowed), on every boot (`mode = "always"`).
+  # over the given paths (paths under /mnt/ are allowed), on every boot (`mode = "always"`),
+  # before kubelet starts. Bottlerocket has no shell to chown with: the chart's runtime pods own
+  # the directory through their init container (fsGroup).
   bottlerocket_storage_commands = [
     ["apiclient", "ephemeral-storage", "init"],
     ["apiclient", "ephemeral-storage", "bind", "--dirs",

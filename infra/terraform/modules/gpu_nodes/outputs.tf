@@ -1,6 +1,16 @@
 output "ami_type" {
-  description = "The GPU node group's AMI type, as given."
+  description = "The GPU nodes' AMI type, as given."
   value       = var.ami_type
+}
+
+output "ami_alias" {
+  description = "Karpenter EC2NodeClass `amiSelectorTerms` alias (`al2023@<version>` or `bottlerocket@<version>`)."
+  value       = local.ami_alias
+}
+
+output "is_bottlerocket" {
+  description = "True for the Bottlerocket NVIDIA AMI."
+  value       = local.is_bottlerocket
 }
 
 output "node_labels" {
@@ -9,7 +19,7 @@ output "node_labels" {
 }
 
 output "node_taints" {
-  description = "Taints of the GPU node group, in the EKS managed node group shape (map of `{key, value, effect}` with EKS effect names such as `NO_SCHEDULE`)."
+  description = "Taints of every GPU node, in Kubernetes spelling (`[{key, value, effect}]`, effect `NoSchedule`), as a Karpenter NodePool takes them."
   value       = local.node_taints
 }
 
@@ -33,20 +43,27 @@ output "node_cache_host_path" {
   value       = var.node_cache_host_path
 }
 
-output "data_volume_device_name" {
-  description = "Block device that holds container images and pod data for this AMI: `/dev/xvda` on AL2023, `/dev/xvdb` on Bottlerocket."
-  value       = local.data_volume_device_name
+output "instance_store_policy" {
+  description = "EC2NodeClass `instanceStorePolicy`: `RAID0` on AL2023 (nodeadm's local-disk setup), null on Bottlerocket (its bootstrap command builds the array)."
+  value       = local.is_bottlerocket ? null : "RAID0"
 }
 
-output "cloudinit_pre_nodeadm" {
-  description = "AL2023 only (empty on Bottlerocket): cloud-init parts for the node group's `cloudinit_pre_nodeadm`: a nodeadm NodeConfig with the `RAID0` local-storage strategy, and a script that bind-mounts the cache path onto the array."
-  value = local.is_bottlerocket ? [] : [
-    { content_type = "application/node.eks.aws", content = local.al2023_node_config },
-    { content_type = "text/x-shellscript; charset=\"us-ascii\"", content = local.al2023_cache_script },
-  ]
+output "user_data" {
+  description = "EC2NodeClass `userData`: on AL2023 a MIME multi-part document whose shell part installs thaw-node-cache.service; on Bottlerocket TOML settings whose bootstrap command builds the instance-store RAID0 and binds kubelet, containerd, pod logs and the cache path onto it."
+  value       = local.is_bottlerocket ? local.bottlerocket_settings : local.al2023_user_data
 }
 
-output "bootstrap_extra_args" {
-  description = "Bottlerocket only (empty on AL2023): TOML settings for the node group's `bootstrap_extra_args` that build the instance-store RAID0 and bind kubelet, containerd, pod logs and the cache path onto it."
-  value       = local.is_bottlerocket ? local.bottlerocket_settings : ""
+output "node_cache_unit" {
+  description = "AL2023: the systemd unit `thaw-node-cache.service` the user data installs (ordered after setup-local-disks.service, before kubelet.service); empty on Bottlerocket."
+  value       = local.is_bottlerocket ? "" : local.node_cache_unit
+}
+
+output "node_cache_script" {
+  description = "AL2023: the script thaw-node-cache.service runs (bind the cache onto the array, chown it to the runtime's user); empty on Bottlerocket."
+  value       = local.is_bottlerocket ? "" : local.node_cache_script
+}
+
+output "user_data_script" {
+  description = "AL2023: the shell part of `user_data` (cloud-init), which installs and enables the unit; empty on Bottlerocket."
+  value       = local.is_bottlerocket ? "" : local.al2023_user_data_script
 }

@@ -24,3 +24,36 @@ variable "node_cache_host_path" {
     error_message = "`node_cache_host_path` = \"${var.node_cache_host_path}\", must be an absolute path under /mnt/ without `..`, outside /mnt/k8s-disks and /mnt/.ephemeral."
   }
 }
+
+variable "ami_version" {
+  description = "Version part of the Karpenter AMI alias (`al2023@<version>`, `bottlerocket@<version>`). Must be `latest` or a version such as v20251120 (AL2023) or v1.50.0 (Bottlerocket); pin one in production so nodes do not change AMI under you."
+  type        = string
+  default     = "latest"
+
+  validation {
+    condition     = can(regex("^(latest|v[0-9][0-9.]*)$", var.ami_version))
+    error_message = "`ami_version` = \"${var.ami_version}\", must be latest or a version such as v20251120."
+  }
+}
+
+variable "runtime_uid" {
+  description = "User id the runtime pods run as (the chart's podSecurityContext.runAsUser); the node cache directory is owned by it. Must be an integer in [1, 2147483647]."
+  type        = number
+  default     = 10001
+
+  validation {
+    condition     = var.runtime_uid >= 1 && var.runtime_uid <= 2147483647 && floor(var.runtime_uid) == var.runtime_uid
+    error_message = "`runtime_uid` = ${var.runtime_uid}, must be an integer in [1, 2147483647]."
+  }
+}
+
+variable "runtime_gid" {
+  description = "Group id of the runtime pods (the chart's fsGroup); the node cache directory is in it. Must be an integer in [1, 2147483647]."
+  type        = number
+  default     = 10001
+
+  validation {
+    condition     = var.runtime_gid >= 1 && var.runtime_gid <= 2147483647 && floor(var.runtime_gid) == var.runtime_gid
+    error_message = "`runtime_gid` = ${var.runtime_gid}, must be an integer in [1, 2147483647]."
+  }
+}

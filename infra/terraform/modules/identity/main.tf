@@ -3,7 +3,16 @@
 #   image builder  reads the model repository and writes images;
 #   activator      reads the model repository (it answers metadata at zero replicas).
 # Kubernetes (RBAC): the activator manages pods and leases in its own namespace, nothing else.
-# Pod Identity needs no service account annotation, so the chart's accounts work unchanged.
+# The image builder's account lives in a namespace of its own (`image_builder_namespace`), so a
+# compromised activator, which may create pods in the platform's namespace, can never start one
+# as the only identity allowed to write images. Pod Identity needs no service account annotation,
+# so the chart's accounts work unchanged.
+#
+# Pod Security (namespace labels): the platform's namespace enforces `privileged`, warns and
+# audits at `baseline`: its runtime pods mount the node cache as a hostPath, which baseline
+# forbids and which PSA cannot exempt one volume of. The chart's ValidatingAdmissionPolicies
+# enforce the rest of baseline there (and hostPath only at the cache path). The image builder's
+# namespace enforces `restricted`.
 
 locals {
   bucket = var.images_bucket_arn
@@ -11,6 +20,13 @@ locals {
   repo   = "${var.images_bucket_arn}/${var.repository_prefix}*"
   sa     = var.service_accounts
   ns     = var.create_namespace ? kubernetes_namespace_v1.thaw[0].metadata[0].name : var.namespace
+  # Where each account lives: the image builder outside the activators' namespace.
+  sa_namespace = {
+    activator     = local.ns
+    runtime       = local.ns
+    image_builder = var.create_namespace ? kubernetes_namespace_v1.image_builder[0].metadata[0].name : var.image_builder_namespace
+  }
+  pod_security_version = "v${var.pod_security_version}"
   policies = {
     activator     = data.aws_iam_policy_document.activator.json
     runtime       = data.aws_iam_policy_document.runtime.json
@@ -121,7 +137,7 @@ resource "aws_iam_role" "thaw" {
   for_each = local.role_suffix
 
   name                 = "${var.name}-${each.value}"
-  description          = "Thaw ${each.value} pods (${var.cluster_name}/${var.namespace}/${local.sa[each.key]})"
+  description          = "Thaw ${each.value} pods (${var.cluster_name}/${local.sa_namespace[each.key]}/${local.sa[each.key]})"
   assume_role_policy   = data.aws_iam_policy_document.pod_identity_trust.json
   permissions_boundary = var.permissions_boundary_arn
   tags                 = var.tags
@@ -139,7 +155,7 @@ resource "aws_eks_pod_identity_association" "thaw" {
   for_each = local.role_suffix
 
   cluster_name    = var.cluster_name
-  namespace       = local.ns
+  namespace       = local.sa_namespace[each.key]
   service_account = local.sa[each.key]
   role_arn        = aws_iam_role.thaw[each.key].arn
   tags            = var.tags
@@ -153,8 +169,30 @@ resource "kubernetes_namespace_v1" "thaw" {
   count = var.create_namespace ? 1 : 0
 
   metadata {
-    name   = var.namespace
-    labels = { "app.kubernetes.io/part-of" = "thaw" }
+    name = var.namespace
+    labels = {
+      "app.kubernetes.io/part-of" = "thaw"
+      # privileged: the node cache's hostPath (see the top of this file and docs/kubernetes.md).
+      "pod-security.kubernetes.io/enforce"         = "privileged"
+      "pod-security.kubernetes.io/enforce-version" = local.pod_security_version
+      "pod-security.kubernetes.io/warn"            = "baseline"
+      "pod-security.kubernetes.io/warn-version"    = local.pod_security_version
+      "pod-security.kubernetes.io/audit"           = "baseline"
+      "pod-security.kubernetes.io/audit-version"   = local.pod_security_version
+    }
+  }
+}
+
+resource "kubernetes_namespace_v1" "image_builder" {
+  count = var.create_namespace ? 1 : 0
+
+  metadata {
+    name = var.image_builder_namespace
+    labels = {
+      "app.kubernetes.io/part-of"                  = "thaw"
+      "pod-security.kubernetes.io/enforce"         = "restricted"
+      "pod-security.kubernetes.io/enforce-version" = local.pod_security_version
+    }
   }
 }
 
@@ -215,7 +253,7 @@ resource "kubernetes_service_account_v1" "image_builder" {
 
   metadata {
     name      = local.sa.image_builder
-    namespace = local.ns
+    namespace = local.sa_namespace.image_builder
     labels    = { "app.kubernetes.io/part-of" = "thaw" }
   }
   # It talks to S3 only; no Kubernetes API token in its pods.

@@ -22,3 +22,8 @@ output "activator_role_name" {
   description = "Name of the activator's Kubernetes Role (pods and leases in `namespace`), or null when not created here."
   value       = var.create_activator_rbac ? kubernetes_role_v1.activator[0].metadata[0].name : null
 }
+
+output "image_builder_namespace" {
+  description = "Namespace of the image builder's service account (run image-building Jobs there)."
+  value       = local.sa_namespace.image_builder
+}

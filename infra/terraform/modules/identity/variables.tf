@@ -27,8 +27,30 @@ variable "namespace" {
   }
 }
 
+variable "image_builder_namespace" {
+  description = "Namespace of the image builder's service account: not the platform's, so the activators (which may create pods there) cannot run as it. Must be a DNS-1123 label, different from `namespace`."
+  type        = string
+  default     = "thaw-build"
+
+  validation {
+    condition     = can(regex("^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", var.image_builder_namespace)) && var.image_builder_namespace != var.namespace
+    error_message = "`image_builder_namespace` = \"${var.image_builder_namespace}\", must be a DNS-1123 label different from `namespace`."
+  }
+}
+
+variable "pod_security_version" {
+  description = "Kubernetes minor version the Pod Security labels pin (`v<version>`), so a cluster upgrade does not change what the namespaces admit. Must look like 1.35."
+  type        = string
+  default     = "1.35"
+
+  validation {
+    condition     = can(regex("^1\\.[0-9]{2}$", var.pod_security_version))
+    error_message = "`pod_security_version` = \"${var.pod_security_version}\", must be <major>.<minor> such as 1.35."
+  }
+}
+
 variable "create_namespace" {
-  description = "Create the namespace here (the platform module then installs into it). False when it already exists."
+  description = "Create the namespace and the image builder's namespace here, with their Pod Security labels (the platform module then installs into the first). False when they already exist."
   type        = bool
   default     = true
 }

@@ -44,7 +44,8 @@ resource "aws_kms_key" "images" {
 }
 
 resource "aws_kms_alias" "images" {
-  name          = "alias/${var.bucket_name}"
+  # Alias names allow [A-Za-z0-9/_-] only; S3 names may hold dots (my.bucket -> alias/my-bucket).
+  name          = "alias/${replace(var.bucket_name, ".", "-")}"
   target_key_id = aws_kms_key.images.key_id
 }
 

@@ -1,5 +1,5 @@
 output "endpoints" {
-  description = "Map of model name to its effective endpoint: scaling settings with defaults filled in, `gpu`, `instance_type`, `hot`, `image_uri`, its pods' `label_value`, and its pods' `node_selector` and `tolerations`."
+  description = "Map of model name to its effective endpoint: scaling settings with defaults filled in, `gpu`, `instance_type`, `placement_class`, `hot`, its pods' `label_value`, and its pods' `node_selector` and `tolerations`."
   value = {
     for name, e in local.endpoints : name => merge(e, local.scheduling[name])
   }
@@ -21,7 +21,7 @@ output "endpoints" {
 }
 
 output "chart_models" {
-  description = "The chart's `models` list (contract keys: name, minReplicas, maxReplicas, targetConcurrency, containerConcurrency, scaleToZeroGraceSeconds, gpu, hot, imageUri, instanceType), in `var.models` order."
+  description = "The chart's `models` list (contract keys: name, minReplicas, maxReplicas, targetConcurrency, containerConcurrency, scaleToZeroGraceSeconds, activationTimeoutSeconds, gpu, hot, placementClass), in `var.models` order."
   value       = local.chart_models
 }
 
@@ -38,4 +38,12 @@ output "hot_models" {
 output "max_gpus_per_replica" {
   description = "The most GPUs any one model asks per replica (0 when every model runs on CPU)."
   value       = max(0, [for m in var.models : m.gpu]...)
+}
+
+output "placement_classes" {
+  description = "Map of placement class to what its pods need: `gpu` (GPUs per pod) and `instance_type` (\"\" = any of the node pool's). One warm pool per class; `default` (CPU, any type) is always there."
+  value = merge(
+    { default = { gpu = 0, instance_type = "" } },
+    { for name, needs in local.classes : name => needs[0] },
+  )
 }

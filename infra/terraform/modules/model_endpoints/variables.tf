@@ -2,13 +2,15 @@ variable "models" {
   description = <<-EOT
     One endpoint per model. `name` must be a Thaw/Triton model name that is also a Kubernetes
     label value: 1-63 characters of `[A-Za-z0-9._-]`, starting and ending with a letter or digit,
-    unique. `image_uri` (optional) must be an `s3://bucket/prefix` snapshot image store for this
-    model (default: the platform's store). `gpu` = GPUs per replica, an integer in [0, 8] (0 = CPU).
-    `instance_type` (optional) pins replicas to one EC2 instance type. Unset scaling fields take
+    unique. `image_uri` must be empty: per-model image stores are not supported (every model's
+    image comes from the platform's `images_store_uri`; refused rather than dropped). `gpu` =
+    GPUs per replica, an integer in [0, 8] (0 = CPU). `instance_type` (optional) pins replicas to
+    one EC2 instance type. `gpu` and `instance_type` together pick the model's placement class. Unset scaling fields take
     `defaults`; set ones must be in the activator's ranges: `min_replicas` in [0, 100],
     `max_replicas` in [1, 100], `target_concurrency` in [0.01, 100000], `container_concurrency`
-    an integer in [0, 100000], `scale_to_zero_grace_s` in [0, 86400]. `hot` prefetches the image
-    to every node cache.
+    an integer in [0, 100000], `scale_to_zero_grace_s` in [0, 86400], `activation_timeout_s` in [0.5, 3600] (how long
+    a request waits for a cold start; with nodes that scale to zero it must cover a node's launch,
+    minutes on GPU). `hot` prefetches the image to every node cache.
   EOT
   type = list(object({
     name                  = string
@@ -20,6 +22,7 @@ variable "models" {
     target_concurrency    = optional(number)
     container_concurrency = optional(number)
     scale_to_zero_grace_s = optional(number)
+    activation_timeout_s  = optional(number)
     hot                   = optional(bool, false)
   }))
   default = []
@@ -38,9 +41,9 @@ variable "models" {
 
   validation {
     condition = alltrue([
-      for m in var.models : m.image_uri == "" || can(regex("^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$", m.image_uri))
+      for m in var.models : m.image_uri == ""
     ])
-    error_message = "`models[*].image_uri` must be empty or an s3://bucket/prefix URI."
+    error_message = "`models[*].image_uri` is not supported and must be empty (${jsonencode([for m in var.models : m.name if m.image_uri != ""])}): every model's image comes from the platform's images_store_uri (thaw serve --store)."
   }
 
   validation {
@@ -71,20 +74,22 @@ variable "models" {
         (m.target_concurrency == null || try(m.target_concurrency >= 0.01 && m.target_concurrency <= 100000, false))
         && (m.container_concurrency == null || try(m.container_concurrency >= 0 && m.container_concurrency <= 100000 && floor(m.container_concurrency) == m.container_concurrency, false))
         && (m.scale_to_zero_grace_s == null || try(m.scale_to_zero_grace_s >= 0 && m.scale_to_zero_grace_s <= 86400, false))
+        && (m.activation_timeout_s == null || try(m.activation_timeout_s >= 0.5 && m.activation_timeout_s <= 3600, false))
       )
     ])
-    error_message = "`models[*].target_concurrency` must be in [0.01, 100000], `container_concurrency` an integer in [0, 100000], `scale_to_zero_grace_s` in [0, 86400]."
+    error_message = "`models[*].target_concurrency` must be in [0.01, 100000], `container_concurrency` an integer in [0, 100000], `scale_to_zero_grace_s` in [0, 86400], `activation_timeout_s` in [0.5, 3600]."
   }
 }
 
 variable "defaults" {
-  description = "Scaling settings for models that leave them unset; same ranges as in `models`: `min_replicas` in [0, 100], `max_replicas` in [1, 100], `target_concurrency` in [0.01, 100000], `container_concurrency` in [0, 100000] (0 = unlimited), `scale_to_zero_grace_s` in [0, 86400]."
+  description = "Scaling settings for models that leave them unset; same ranges as in `models`: `min_replicas` in [0, 100], `max_replicas` in [1, 100], `target_concurrency` in [0.01, 100000], `container_concurrency` in [0, 100000] (0 = unlimited), `scale_to_zero_grace_s` in [0, 86400], `activation_timeout_s` in [0.5, 3600] (default 300: a GPU node's launch and image pull fit)."
   type = object({
     min_replicas          = optional(number, 0)
     max_replicas          = optional(number, 4)
     target_concurrency    = optional(number, 8)
     container_concurrency = optional(number, 0)
     scale_to_zero_grace_s = optional(number, 30)
+    activation_timeout_s  = optional(number, 300)
   })
   default = {}
 
@@ -96,8 +101,9 @@ variable "defaults" {
       && var.defaults.target_concurrency >= 0.01 && var.defaults.target_concurrency <= 100000
       && var.defaults.container_concurrency >= 0 && var.defaults.container_concurrency <= 100000 && floor(var.defaults.container_concurrency) == var.defaults.container_concurrency
       && var.defaults.scale_to_zero_grace_s >= 0 && var.defaults.scale_to_zero_grace_s <= 86400
+      && var.defaults.activation_timeout_s >= 0.5 && var.defaults.activation_timeout_s <= 3600
     )
-    error_message = "`defaults` out of range: min_replicas must be an integer in [0, 100] and <= max_replicas (an integer in [1, 100]), target_concurrency in [0.01, 100000], container_concurrency an integer in [0, 100000], scale_to_zero_grace_s in [0, 86400]."
+    error_message = "`defaults` out of range: min_replicas must be an integer in [0, 100] and <= max_replicas (an integer in [1, 100]), target_concurrency in [0.01, 100000], container_concurrency an integer in [0, 100000], scale_to_zero_grace_s in [0, 86400], activation_timeout_s in [0.5, 3600]."
   }
 }
 

@@ -6,9 +6,11 @@ module "chart_values" {
   source = "../chart_values"
 
   image                   = var.image
+  image_gpu               = var.image_gpu
   service_account         = var.service_account
   activator               = var.activator
   runtime                 = var.runtime
+  node_class_selectors    = var.node_class_selectors
   model_repository        = var.model_repository
   images_store_uri        = var.images_store_uri
   images_region           = var.images_region
@@ -36,7 +38,10 @@ resource "helm_release" "thaw" {
 
   values = concat([module.chart_values.values_yaml], var.extra_values)
 
-  # A failed install or upgrade rolls back instead of leaving half a platform.
+  # A failed install or upgrade rolls back instead of leaving half a platform. `wait` covers the
+  # activators and the warm pools that keep pods (CPU by default); the example orders this
+  # release after the whole cluster module (Karpenter and its NodePools, the device plugin), so
+  # the nodes those pods need can be launched from the first second (README: first apply).
   atomic          = true
   cleanup_on_fail = true
   wait            = true

@@ -10,46 +10,87 @@ variables {
   ]
 }
 
-run "gpu_models_turn_on_gpu_warm_pods_sized_for_the_largest" {
+run "one_warm_pool_per_placement_class" {
   command = plan
 
+  variables {
+    models = [
+      { name = "resnet50", gpu = 2, hot = true },
+      { name = "bert", min_replicas = 1 },
+      { name = "llama", gpu = 1, instance_type = "g6e.xlarge" },
+    ]
+    node_class_selectors = { cpu = { "thaw.dev/node-class" = "cpu" }, gpu = { "thaw.dev/node-class" = "gpu" } }
+  }
+
   assert {
-    condition     = output.values.runtime.gpu.enabled && output.values.runtime.gpu.count == 2
-    error_message = "a model with gpu = 2 must enable GPU warm pods with 2 GPUs each"
+    condition     = keys(output.values.runtime.pools) == ["default", "gpu1-g6e-xlarge", "gpu2"]
+    error_message = "one pool per distinct need, plus default"
   }
 
   assert {
     condition = (
-      jsonencode(output.values.runtime.gpu.tolerations) == jsonencode([{ key = "nvidia.com/gpu", operator = "Exists", effect = "NoSchedule" }])
-      && jsonencode(output.values.runtime.gpu.nodeSelector) == jsonencode({ "nvidia.com/gpu.present" = "true" })
+      output.values.runtime.pools.gpu2.gpu == 2
+      && jsonencode(output.values.runtime.pools.gpu2.tolerations) == jsonencode([{ key = "nvidia.com/gpu", operator = "Exists", effect = "NoSchedule" }])
+      && output.values.runtime.pools.gpu2.nodeSelector == tomap({ "nvidia.com/gpu.present" = "true", "thaw.dev/node-class" = "gpu" })
     )
-    error_message = "GPU warm pods must select GPU nodes and tolerate the nvidia.com/gpu:NoSchedule taint"
-  }
-}
-
-run "cpu_only_models_keep_gpu_off" {
-  command = plan
-
-  variables {
-    models = [{ name = "bert" }]
+    error_message = "a GPU pool asks its GPUs, selects GPU nodes and tolerates their taint"
   }
 
   assert {
-    condition     = !output.values.runtime.gpu.enabled && output.values.runtime.gpu.count == 1
-    error_message = "without GPU models the warm pool must stay on CPU (count stays at the contract's 1)"
-  }
-}
-
-run "explicit_gpu_settings_win" {
-  command = plan
-
-  variables {
-    runtime = { gpu_enabled = false, gpu_count = 4 }
+    condition     = output.values.runtime.pools["gpu1-g6e-xlarge"].nodeSelector["node.kubernetes.io/instance-type"] == "g6e.xlarge"
+    error_message = "a pinned model's class selects its instance type"
   }
 
   assert {
-    condition     = !output.values.runtime.gpu.enabled && output.values.runtime.gpu.count == 4
-    error_message = "runtime.gpu_enabled / gpu_count given by the caller must override the derived ones"
+    condition = (
+      output.values.runtime.pools.default.gpu == 0
+      && length(output.values.runtime.pools.default.tolerations) == 0
+      && output.values.runtime.pools.default.nodeSelector == tomap({ "thaw.dev/node-class" = "cpu" })
+    )
+    error_message = "the default pool is CPU-only, on CPU nodes, and tolerates no GPU taint"
+  }
+
+  assert {
+    condition = (
+      output.values.runtime.pools.default.replicas == 1
+      && output.values.runtime.pools.gpu2.replicas == 0
+      && output.values.runtime.pools["gpu1-g6e-xlarge"].replicas == 0
+    )
+    error_message = "GPU classes keep no idle warm pod unless asked (a warm GPU pod is a GPU-hour per hour)"
+  }
+
+  assert {
+    condition = alltrue([
+      for m in output.values.models : (m.gpu == 0) == (output.values.runtime.pools[m.placementClass].gpu == 0)
+      && m.gpu <= output.values.runtime.pools[m.placementClass].gpu
+    ])
+    error_message = "every model's class exists and fits it; a CPU model never names a GPU pool"
+  }
+}
+
+run "warm_gpu_pods_are_a_choice" {
+  command = plan
+
+  variables {
+    runtime = { gpu_pool_replicas = 1, class_pool_replicas = { default = 3 } }
+  }
+
+  assert {
+    condition     = output.values.runtime.pools.gpu2.replicas == 1 && output.values.runtime.pools.default.replicas == 3
+    error_message = "gpu_pool_replicas and class_pool_replicas set the warm pods per class"
+  }
+}
+
+run "the_cache_budget_reaches_the_chart" {
+  command = plan
+
+  variables {
+    node_cache = { max_bytes = 500000000000 }
+  }
+
+  assert {
+    condition     = output.values.nodeCache.maxBytes == 500000000000
+    error_message = "node_cache.max_bytes becomes nodeCache.maxBytes (thaw serve --cache-max-bytes)"
   }
 }
 
@@ -57,7 +98,8 @@ run "values_carry_the_inputs" {
   command = plan
 
   variables {
-    image      = { tag = "1.2.3" }
+    image      = { tag = "1.2.3", registry = "123456789012.dkr.ecr.us-east-1.amazonaws.com", pull_secrets = ["ecr"] }
+    image_gpu  = { tag = "1.2.3", digest = "sha256:${join("", [for i in range(64) : "a"])}" }
     node_cache = { host_path = "/mnt/nvme-cache", max_bytes = 500000000000 }
     activator  = { replicas = 3 }
   }
@@ -65,10 +107,11 @@ run "values_carry_the_inputs" {
   assert {
     condition = (
       output.values.image.tag == "1.2.3" && output.values.imageGpu.tag == "1.2.3"
-      && output.values.image.repository == "ghcr.io/thaw-serve/thaw"
-      && output.values.imageGpu.repository == "ghcr.io/thaw-serve/thaw-cuda"
+      && output.values.image.registry == "123456789012.dkr.ecr.us-east-1.amazonaws.com"
+      && output.values.image.repository == "thaw-serve/thaw" && output.values.image.pullSecrets == tolist(["ecr"])
+      && output.values.imageGpu.repository == "thaw-serve/thaw-cuda" && startswith(output.values.imageGpu.digest, "sha256:aaaa")
     )
-    error_message = "one tag for both images; the contract's repositories by default"
+    error_message = "registry, repository, tag, digest and pull secrets reach both images"
   }
 
   assert {
@@ -165,11 +208,11 @@ run "refuses_a_malformed_region" {
   expect_failures = [var.images_region]
 }
 
-run "refuses_too_many_warm_pod_gpus" {
+run "refuses_a_negative_warm_pool" {
   command = plan
 
   variables {
-    runtime = { gpu_count = 9 }
+    runtime = { class_pool_replicas = { gpu2 = -1 } }
   }
 
   expect_failures = [var.runtime]
@@ -193,4 +236,14 @@ run "refuses_an_uppercase_service_account" {
   }
 
   expect_failures = [var.service_account]
+}
+
+run "refuses_a_malformed_digest" {
+  command = plan
+
+  variables {
+    image_gpu = { digest = "latest" }
+  }
+
+  expect_failures = [var.image_gpu]
 }

@@ -5,17 +5,16 @@ run "al2023_taint_is_tolerated_and_device_plugin_needed" {
 
   assert {
     condition = alltrue([
-      for taint in values(output.node_taints) : anytrue([
+      for taint in output.node_taints : anytrue([
         for toleration in output.pod_tolerations :
-        toleration.key == taint.key && toleration.operator == "Exists" && toleration.effect == "NoSchedule"
-        if taint.effect == "NO_SCHEDULE"
+        toleration.key == taint.key && toleration.operator == "Exists" && toleration.effect == taint.effect
       ])
     ])
     error_message = "every GPU node taint must have a matching pod toleration"
   }
 
   assert {
-    condition     = output.node_taints.gpu.key == "nvidia.com/gpu" && output.node_taints.gpu.effect == "NO_SCHEDULE"
+    condition     = output.node_taints[0].key == "nvidia.com/gpu" && output.node_taints[0].effect == "NoSchedule"
     error_message = "GPU nodes must carry the nvidia.com/gpu:NoSchedule taint"
   }
 
@@ -32,45 +31,48 @@ run "al2023_taint_is_tolerated_and_device_plugin_needed" {
   }
 
   assert {
-    condition     = output.needs_nvidia_device_plugin
-    error_message = "the AL2023 NVIDIA AMI needs the device plugin installed"
+    condition     = output.needs_nvidia_device_plugin && output.ami_alias == "al2023@latest"
+    error_message = "the AL2023 NVIDIA AMI needs the device plugin installed and the al2023 alias"
   }
 
   assert {
-    condition     = output.data_volume_device_name == "/dev/xvda"
-    error_message = "AL2023 keeps images and pod data on /dev/xvda"
-  }
-
-  assert {
-    condition     = output.bootstrap_extra_args == ""
-    error_message = "Bottlerocket settings must not be rendered for AL2023"
+    condition     = output.instance_store_policy == "RAID0"
+    error_message = "AL2023 nodes get nodeadm's RAID0 local-disk setup through the EC2NodeClass"
   }
 }
 
-run "al2023_puts_the_cache_on_the_raid0_array" {
+run "al2023_user_data_installs_the_unit_and_the_script" {
   command = plan
 
+  variables {
+    node_cache_host_path = "/mnt/models"
+    runtime_uid          = 4242
+  }
+
   assert {
-    condition     = length(output.cloudinit_pre_nodeadm) == 2
-    error_message = "AL2023 gets a NodeConfig part and a cache script part"
+    condition     = startswith(output.user_data, "MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=\"THAW\"")
+    error_message = "Karpenter merges its NodeConfig into a MIME multi-part user data"
+  }
+
+  assert {
+    condition     = strcontains(output.user_data, output.user_data_script)
+    error_message = "the user data carries the installer script"
   }
 
   assert {
     condition = (
-      output.cloudinit_pre_nodeadm[0].content_type == "application/node.eks.aws"
-      && strcontains(output.cloudinit_pre_nodeadm[0].content, "strategy: RAID0")
+      strcontains(output.user_data_script, output.node_cache_unit)
+      && strcontains(output.user_data_script, output.node_cache_script)
     )
-    error_message = "the first part must be a nodeadm NodeConfig with the RAID0 local-storage strategy"
+    error_message = "the installer writes the unit and the script verbatim"
   }
 
   assert {
     condition = (
-      startswith(output.cloudinit_pre_nodeadm[1].content_type, "text/x-shellscript")
-      && strcontains(output.cloudinit_pre_nodeadm[1].content, "cache=\"/mnt/thaw-cache\"")
-      && strcontains(output.cloudinit_pre_nodeadm[1].content, "array=\"/mnt/k8s-disks/0\"")
-      && strcontains(output.cloudinit_pre_nodeadm[1].content, "Options=bind")
+      strcontains(output.node_cache_script, "cache=\"/mnt/models\"")
+      && strcontains(output.node_cache_script, "chown \"4242:10001\"")
     )
-    error_message = "the script must bind /mnt/thaw-cache onto the nodeadm array at /mnt/k8s-disks/0"
+    error_message = "the script binds the configured path and gives it to the runtime's user"
   }
 }
 
@@ -80,35 +82,31 @@ run "bottlerocket_binds_the_cache_and_runs_its_own_device_plugin" {
   variables {
     ami_type             = "BOTTLEROCKET_x86_64_NVIDIA"
     node_cache_host_path = "/mnt/models-cache"
+    ami_version          = "v1.50.0"
   }
 
   assert {
-    condition     = !output.needs_nvidia_device_plugin
+    condition     = !output.needs_nvidia_device_plugin && output.ami_alias == "bottlerocket@v1.50.0"
     error_message = "Bottlerocket NVIDIA variants run the device plugin themselves"
   }
 
   assert {
-    condition     = length(output.cloudinit_pre_nodeadm) == 0
+    condition     = output.node_cache_unit == "" && output.instance_store_policy == null
     error_message = "nodeadm parts must not be rendered for Bottlerocket"
   }
 
   assert {
     condition = (
-      strcontains(output.bootstrap_extra_args, "[settings.bootstrap-commands.thaw-ephemeral-storage]")
-      && strcontains(output.bootstrap_extra_args, "[\"apiclient\",\"ephemeral-storage\",\"init\"]")
-      && strcontains(output.bootstrap_extra_args, "\"/var/lib/kubelet\",\"/var/log/pods\",\"/mnt/models-cache\"]")
-      && strcontains(output.bootstrap_extra_args, "mode = \"always\"")
+      strcontains(output.user_data, "[settings.bootstrap-commands.thaw-ephemeral-storage]")
+      && strcontains(output.user_data, "[\"apiclient\",\"ephemeral-storage\",\"init\"]")
+      && strcontains(output.user_data, "\"/var/lib/kubelet\",\"/var/log/pods\",\"/mnt/models-cache\"]")
+      && strcontains(output.user_data, "mode = \"always\"")
     )
     error_message = "Bottlerocket must init ephemeral storage and bind kubelet, pod logs and the cache path on every boot"
   }
 
   assert {
-    condition     = output.data_volume_device_name == "/dev/xvdb"
-    error_message = "Bottlerocket keeps images and pod data on its data volume /dev/xvdb"
-  }
-
-  assert {
-    condition     = output.node_taints.gpu.key == "nvidia.com/gpu" && output.pod_tolerations[0].key == "nvidia.com/gpu"
+    condition     = output.node_taints[0].key == "nvidia.com/gpu" && output.pod_tolerations[0].key == "nvidia.com/gpu"
     error_message = "the taint and its toleration do not depend on the AMI"
   }
 }

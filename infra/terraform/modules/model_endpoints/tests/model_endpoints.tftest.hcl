@@ -3,7 +3,9 @@
 variables {
   models = [
     { name = "resnet50", gpu = 1, hot = true, min_replicas = 1, target_concurrency = 16 },
-    { name = "bert-base_v2.1", instance_type = "m6i.xlarge", image_uri = "s3://thaw-images/bert/" },
+    { name = "bert-base_v2.1", instance_type = "m6i.xlarge" },
+    { name = "llama-3-8b", gpu = 1, instance_type = "g6e.xlarge", activation_timeout_s = 600 },
+    { name = "tiny" },
   ]
 }
 
@@ -17,8 +19,9 @@ run "defaults_fill_unset_settings" {
       && output.endpoints["bert-base_v2.1"].target_concurrency == 8
       && output.endpoints["bert-base_v2.1"].container_concurrency == 0
       && output.endpoints["bert-base_v2.1"].scale_to_zero_grace_s == 30
+      && output.endpoints["bert-base_v2.1"].activation_timeout_s == 300
     )
-    error_message = "unset scaling settings must take the module defaults (0, 4, 8, 0, 30)"
+    error_message = "unset scaling settings must take the module defaults (0, 4, 8, 0, 30, 300)"
   }
 
   assert {
@@ -52,29 +55,60 @@ run "chart_entries_use_the_contract_keys" {
   command = plan
 
   assert {
-    condition     = [for m in output.chart_models : m.name] == ["resnet50", "bert-base_v2.1"]
+    condition     = [for m in output.chart_models : m.name] == ["resnet50", "bert-base_v2.1", "llama-3-8b", "tiny"]
     error_message = "chart entries must keep var.models order"
   }
 
   assert {
     condition = output.chart_models[0] == {
-      name                    = "resnet50"
-      minReplicas             = 1
-      maxReplicas             = 4
-      targetConcurrency       = 16
-      containerConcurrency    = 0
-      scaleToZeroGraceSeconds = 30
-      gpu                     = 1
-      hot                     = true
-      imageUri                = ""
-      instanceType            = ""
+      name                     = "resnet50"
+      minReplicas              = 1
+      maxReplicas              = 4
+      targetConcurrency        = 16
+      containerConcurrency     = 0
+      scaleToZeroGraceSeconds  = 30
+      activationTimeoutSeconds = 300
+      gpu                      = 1
+      hot                      = true
+      placementClass           = "gpu1"
     }
     error_message = "a chart entry must carry exactly the contract's models keys with effective values"
   }
 
   assert {
-    condition     = output.chart_models[1].imageUri == "s3://thaw-images/bert/" && output.chart_models[1].instanceType == "m6i.xlarge"
-    error_message = "imageUri and instanceType must reach the chart entry"
+    condition     = output.chart_models[1].placementClass == "cpu-m6i-xlarge" && output.chart_models[2].activationTimeoutSeconds == 600
+    error_message = "instance_type must reach the chart entry as its placement class"
+  }
+}
+
+run "gpu_and_instance_type_pick_the_placement_class" {
+  command = plan
+
+  assert {
+    condition = (
+      output.endpoints["resnet50"].placement_class == "gpu1"
+      && output.endpoints["llama-3-8b"].placement_class == "gpu1-g6e-xlarge"
+      && output.endpoints["bert-base_v2.1"].placement_class == "cpu-m6i-xlarge"
+      && output.endpoints["tiny"].placement_class == "default"
+    )
+    error_message = "a class names what a model's pods need: GPUs and the pinned instance type"
+  }
+
+  assert {
+    condition = output.placement_classes == {
+      default           = { gpu = 0, instance_type = "" }
+      gpu1              = { gpu = 1, instance_type = "" }
+      "gpu1-g6e-xlarge" = { gpu = 1, instance_type = "g6e.xlarge" }
+      "cpu-m6i-xlarge"  = { gpu = 0, instance_type = "m6i.xlarge" }
+    }
+    error_message = "one class per distinct need, and `default` always"
+  }
+
+  assert {
+    condition = alltrue([
+      for name, e in output.endpoints : (e.gpu == 0) == (output.placement_classes[e.placement_class].gpu == 0)
+    ])
+    error_message = "a CPU model's class has no GPU and a GPU model's class has GPUs"
   }
 }
 
@@ -88,6 +122,8 @@ run "thaw_parameters_are_config_pbtxt_strings" {
       "thaw.target_concurrency"    = "16"
       "thaw.container_concurrency" = "0"
       "thaw.scale_to_zero_grace_s" = "30"
+      "thaw.activation_timeout_s"  = "300"
+      "thaw.placement_class"       = "gpu1"
     })
     error_message = "each model's thaw.* parameters must be its effective settings as strings"
   }
@@ -219,11 +255,11 @@ run "refuses_too_many_gpus" {
   expect_failures = [var.models]
 }
 
-run "refuses_a_non_s3_image_uri" {
+run "refuses_an_image_uri_rather_than_dropping_it" {
   command = plan
 
   variables {
-    models = [{ name = "resnet50", image_uri = "https://example.com/images" }]
+    models = [{ name = "resnet50", image_uri = "s3://thaw-images/resnet50/" }]
   }
 
   expect_failures = [var.models]
