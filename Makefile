@@ -108,8 +108,11 @@ IMAGE_ENV  := CONTAINERS_CONF=$(CURDIR)/deploy/image/containers.conf
 image:
 	deploy/image/build.sh $(IMAGE) Dockerfile
 
+# CUDA_BUILD_ARGS: podman build flags, e.g. where pypi.nvidia.com (TensorRT's wheels) is out
+# of reach: --build-arg NVIDIA_INDEX_URL= --build-arg OMIT=tensorrt-cu12 (docs/image.md).
+CUDA_BUILD_ARGS ?=
 image-cuda:
-	deploy/image/build.sh $(IMAGE_CUDA) Dockerfile.cuda
+	deploy/image/build.sh $(IMAGE_CUDA) Dockerfile.cuda $(CUDA_BUILD_ARGS)
 
 # The image as the chart runs it (uid 10001, read-only root): deploy/image/smoke.py's four
 # checks, then the tests marked `image` (the chart on pods from this image); pytest's exit 5

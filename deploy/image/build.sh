@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make image`: build Dockerfile (or Dockerfile.cuda) with podman on a machine with no Docker
 # engine and no reachable container registry (docs/image.md).
-#   deploy/image/build.sh TAG [Dockerfile]
+#   deploy/image/build.sh TAG [DOCKERFILE [podman build flags, e.g. --build-arg OMIT=...]]
 # - installs podman, runc, debootstrap with apt-get when missing (root, Debian);
 # - BASE_IMAGE (default localhost/base:py311) is made when missing: Debian bookworm minbase +
 #   python3.11 by debootstrap, imported into podman (~40 s);
@@ -12,6 +12,7 @@ set -euo pipefail
 source "$(dirname "$0")/podman_env.sh"
 TAG="${1:?usage: build.sh TAG [DOCKERFILE]}"
 DOCKERFILE="${2:-Dockerfile}"
+shift $(( $# < 2 ? $# : 2 ))
 BASE_IMAGE="${BASE_IMAGE:-localhost/base:py311}"
 CA_BUNDLE="${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}"
 ROOT="$(cd "$IMAGE_DIR/../.." && pwd)"
@@ -61,5 +62,5 @@ podman build --layers --pull=never --network host \
   -v "$CA_BUNDLE:/host-ca.crt:ro" \
   -v "$IMAGE_DIR/pip.conf:/etc/pip.conf:ro" \
   -v "$wheels:/wheels:ro" \
-  "$ROOT"
+  "$@" "$ROOT"
 echo "image: built $TAG in $(( $(date +%s) - start )) s, $(podman image inspect --format '{{.Size}}' "$TAG" | awk '{printf "%.2f GiB", $1/2^30}')"

@@ -251,7 +251,7 @@ def test_the_base_is_overridable_and_pinned_and_thaw_runs_as_10001(name: str) ->
 def _installed_extras(name: str) -> list[str]:
     steps = instructions((REPO_ROOT / name).read_text(), name)
     for word, rest in steps:
-        match = re.search(r"requirements\.py \S+ ([\w ]+?) >", rest)
+        match = re.search(r"requirements\.py \S+ ([\w ]+?)(?: \$\{| >)", rest)
         if word == "RUN" and match:
             return match.group(1).split()
     raise AssertionError(f"{name}: no requirements.py step")

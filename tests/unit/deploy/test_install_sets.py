@@ -80,7 +80,7 @@ def _named_extra_sets() -> list[tuple[str, str]]:
             found.append((path.name, match.group(1)))
     for name in ("Dockerfile", "Dockerfile.cuda"):
         text = (REPO_ROOT / name).read_text()
-        for match in re.finditer(r"requirements\.py \S+ ([\w ]+?) >", text):
+        for match in re.finditer(r"requirements\.py \S+ ([\w ]+?)(?: \$\{| >)", text):
             found.append((name, ",".join(match.group(1).split())))
     return found
 
