@@ -22,14 +22,21 @@ FROM ${BASE_IMAGE} AS requirements
 COPY pyproject.toml deploy/image/requirements.py /src/
 RUN python3 /src/requirements.py /src/pyproject.toml cpu kubernetes > /requirements.txt
 
-# The user, and a venv with the dependencies, bytecode compiled (unchecked-hash: valid
+# A C++ compiler and Python's headers: torch.compile (inductor) builds its CPU kernels at run
+# time (official python images carry the headers; Debian's python3 needs python3-dev).
+# Then the user, and a venv with the dependencies, bytecode compiled (unchecked-hash: valid
 # whatever a copy does to mtimes; a read-only root never needs to write it). The interpreter's
 # own modules are compiled too (official python images ship them without .pyc); a file for
 # newer Pythons (torch's py312 test fixtures) is left as it is.
 FROM ${BASE_IMAGE} AS deps
 ARG TORCH_INDEX_URL
-ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
-RUN groupadd --gid 10001 thaw \
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 DEBIAN_FRONTEND=noninteractive
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends g++ libc6-dev \
+ && { python3 -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+      || apt-get install -y --no-install-recommends python3-dev; } \
+ && rm -rf /var/lib/apt/lists/* \
+ && groupadd --gid 10001 thaw \
  && useradd --uid 10001 --gid thaw --no-create-home --home-dir /tmp --shell /usr/sbin/nologin thaw \
  && mkdir -p /var/cache/thaw /models \
  && chown thaw:thaw /var/cache/thaw \

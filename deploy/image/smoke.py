@@ -14,7 +14,9 @@ the repository read-only at /models, emptyDirs (world-writable host folders) at 
    outputs as onnxruntime on the host gives for the same model file;
 3. `thaw snapshot build /models/resnet50 --store /store` writes an image into a mounted folder;
 4. `thaw up /models` answers a cold request (the model at zero replicas), counted as a cold
-   start in its /metrics.
+   start in its /metrics;
+5. `torch.compile` (inductor: C++ kernels compiled at run time, caches under /tmp) gives the
+   eager result.
 
 A failing check prints the container's logs; containers are always removed. Exit 1 if any
 check failed. Needs root (rootful podman) and CONTAINERS_CONF (deploy/image/containers.conf).
@@ -50,6 +52,7 @@ USER = "10001:10001"
 MODEL = "resnet50"
 START_TIMEOUT_S = 120.0
 REQUEST_TIMEOUT_S = 120.0
+COMPILE_TIMEOUT_S = 300.0
 
 
 class CheckFailed(Exception):
@@ -58,6 +61,8 @@ class CheckFailed(Exception):
 
 @dataclass(frozen=True)
 class Volume:
+    """A bind mount: a host folder at a path in the container, as a pod's volumeMount."""
+
     host: Path
     path: str
     read_only: bool = False
@@ -102,10 +107,13 @@ class Container:
         self.name = name
         done = podman("run", "-d", *run_flags(image, volumes, name=name, entrypoint=None), *args)
         if done.returncode != 0:
+            self.remove()  # podman may have created it before failing to start it
             raise CheckFailed(f"podman run failed: {done.stderr.strip()}")
 
     def logs(self) -> str:
-        return podman("logs", self.name).stdout + podman("logs", self.name).stderr
+        """stdout, then stderr (podman keeps them apart)."""
+        done = podman("logs", self.name)
+        return done.stdout + done.stderr
 
     def running(self) -> bool:
         state = podman("inspect", "--format", "{{.State.Running}}", self.name)
@@ -288,11 +296,32 @@ def cold_starts(url: str) -> float:
     return total
 
 
+TORCH_COMPILE = """
+import torch
+def f(x):
+    return torch.relu(x) * 2 + torch.sin(x)
+x = torch.linspace(-3, 3, 64)
+compiled = torch.compile(f)(x)
+assert torch.allclose(compiled, f(x)), "compiled differs from eager"
+print("compiled ok")
+"""
+
+
+def check_torch_compile(image: str, work: Path, repo: Path, name: str) -> str:
+    volumes = [Volume(emptydir(work, "compile-tmp"), "/tmp")]
+    flags = run_flags(image, volumes, name=name, entrypoint="python")
+    done = podman("run", "--rm", *flags, "-c", TORCH_COMPILE, timeout_s=COMPILE_TIMEOUT_S)
+    if done.returncode != 0 or "compiled ok" not in done.stdout:
+        raise CheckFailed(f"torch.compile exited {done.returncode}: {done.stderr.strip()[-3000:]}")
+    return "inductor's C++ kernels built and equal to eager"
+
+
 CHECKS = [
     ("thaw --help, read-only, no volumes", check_help),
     ("thaw serve answers an infer", check_serve),
     ("thaw snapshot build into a mounted store", check_snapshot_build),
     ("thaw up answers a cold request", check_up_cold),
+    ("torch.compile as uid 10001, /tmp only", check_torch_compile),
 ]
 
 
