@@ -3,8 +3,8 @@
 # engine and no reachable container registry (docs/image.md).
 #   deploy/image/build.sh TAG [DOCKERFILE [podman build flags, e.g. --build-arg OMIT=...]]
 # - installs podman, runc, debootstrap with apt-get when missing (root, Debian);
-# - BASE_IMAGE (default localhost/base:py311) is made when missing: Debian bookworm minbase +
-#   python3.11 by debootstrap, imported into podman (~40 s);
+# - BASE_IMAGE (default localhost/base:py311) is made when missing and named localhost/...:
+#   Debian bookworm minbase + python3.11 by debootstrap, imported into podman (~40 s);
 # - RUN steps get the host network, the host's CA bundle and a pip.conf naming the host's
 #   find-links folder (`pip config get global.find-links`), where the CPU torch wheel lies;
 # - layers are cached (`--layers`): a second build with nothing changed takes seconds.
@@ -20,7 +20,7 @@ ROOT="$(cd "$IMAGE_DIR/../.." && pwd)"
 need_tools podman runc debootstrap
 
 if ! podman image exists "$BASE_IMAGE"; then
-  if [ "$BASE_IMAGE" != localhost/base:py311 ]; then
+  if [[ "$BASE_IMAGE" != localhost/* ]]; then
     echo "image: base $BASE_IMAGE not in podman's store (pull or import it first)" >&2
     exit 1
   fi
