@@ -171,6 +171,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="frameworks warm-pool processes import before ready ('' for none)",
     )
     local.add_argument(
+        "--target",
+        choices=["auto", "cpu", "cuda"],
+        default="auto",
+        help="where pool processes run KIND_AUTO models and which images they look up: auto "
+        "(default: each pool process finds this machine's GPUs without creating a CUDA "
+        "context, as Triton resolves KIND_AUTO, and becomes CUDA-ready when there are any), "
+        "cpu, or cuda",
+    )
+    local.add_argument(
         "--arena-bytes",
         type=int,
         default=0,
@@ -359,6 +368,7 @@ def _scaler_config(args: argparse.Namespace) -> LocalConfig | KubernetesConfig:
         pool=pool,
         preload_frameworks=frameworks,
         fork_server=args.fork_server == "on",
+        target=args.target,
         arena_bytes=args.arena_bytes,
         direct_max_age_s=args.direct_max_age_s,
     )

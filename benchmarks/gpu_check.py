@@ -1,30 +1,26 @@
 """The GPU path's device check: one command, one table, every number beside its same-run baseline.
 
-    python benchmarks/gpu_check.py [--sizes 1,4,16] [--model-gib 4] [--work .bench/gpu]
-                                   [--budget-s 270] [--json FILE]
+    python benchmarks/gpu_check.py [--strict] [--quick] [--allow-missing PKG,...]
+                                   [--sizes 1,4,16] [--model-gib 4] [--work .bench/gpu]
+                                   [--budget-s 480] [--json FILE]
 
-On a machine without CUDA it prints one line, `gpu_check: no CUDA device (...)`, and exits 0.
-With a GPU, in one process (a CUDA-ready warm process, as `thaw serve --cuda-memory-pool-byte-size`
-makes one), it measures and prints one Markdown table:
+Every step of `PLAN` writes rows: measurements beside their baselines (pinned H2D, restore GB/s,
+cold starts, first vs warm inference) and proofs that each GPU path really ran on the GPU
+(parameters inside the restored device arena, the planned execution provider first in the
+session's `get_providers()`, zero `thaw_device_fallbacks_total`, a fork-server child among
+NVML's GPU processes, outputs against the CPU). The table ends with a summary: rows exercised,
+skipped (and why), failed.
 
-  baseline     pinned host-to-device copy of 1 GiB (best of 5); pageable for reference
-  restore      `ImageLoader.restore(ref, device="cuda:0")` of 1, 4, 16 GB images, page cache
-               warm, through a pre-pinned staging ring: GB/s and % of pinned H2D (goal >= 80%);
-               the largest again from the host tier (a tmpfs file under /dev/shm, mapped,
-               copied through the same ring; goal 16 GB < 0.5 s)
-  correctness  restored device bytes == a CPU restore's (sampled); model outputs on the GPU
-               == CPU outputs (torch, onnxruntime CUDA, TensorRT), within float tolerance
-  cold start   a `--model-gib` TorchScript model through `ModelManager.load` + first inference:
-               from the page cache and from the host tier, vs `torch.jit.load(map_location=cuda)`
-  engines      ORT-CUDA first inference vs warm; TensorRT EP first inference without a cache
-               (the builder runs) vs with the image's engines (goal <= 2x warm); a
-               `tensorrt_plan` from its image. Rows say "skipped: ..." where onnxruntime-gpu or
-               TensorRT is not installed.
-  metrics      Triton's `nv_gpu_*` families through NVML
-
-Rows past `--budget-s` are skipped (the check must end well inside 5 minutes); a row that
-raises says FAILED with the error, and the exit status is 1 if any row failed or any
-correctness check did not hold. Inputs are generated under `--work` and reused by later runs.
+`--strict` (what a device session runs) exits non-zero unless every row ran and held: a row
+skipped for the time budget or for a package or tool this machine lacks is a failure too (so
+the check cannot pass by skipping), except what `--allow-missing` names (e.g.
+`onnxruntime-gpu,tensorrt` on a machine known to have only CPU onnxruntime) and rows whose
+hardware is not there. Without CUDA, `--strict` prints every row it would run on a GPU and
+exits 1 with "no CUDA device" as its only reason; without `--strict` it prints one line and
+exits 0. `--quick` runs the steps marked quick, with 1 GiB sizes (sized for about 3 minutes);
+the full check is sized for one 10-minute device call on an H200 (`--budget-s` 480 skips steps
+started later). Neither has been timed on a GPU yet.
+Inputs are generated under `--work` and reused by later runs.
 """
 
 from __future__ import annotations
@@ -50,7 +46,8 @@ if str(ROOT) not in sys.path:
 
 import numpy as np  # noqa: E402
 
-from benchmarks import gpu_models  # noqa: E402
+from benchmarks import gpu_models, gpu_proofs  # noqa: E402
+from benchmarks.gpu_proofs import Row, Skipped, fallbacks  # noqa: E402
 
 DEVICE = "cuda:0"
 CPU_EP, CUDA_EP, TRT_EP = (
@@ -60,19 +57,9 @@ CPU_EP, CUDA_EP, TRT_EP = (
 )
 
 
-@dataclass
-class Row:
-    """One line of the table; `ok` False fails the check (a mismatch or an error)."""
-
-    check: str
-    result: str
-    baseline: str = ""
-    verdict: str = ""
-    ok: bool = True
-
-
 class Check:
-    """Collects rows; runs each step unless the time budget is spent."""
+    """Collects rows; runs each step unless the time budget is spent. A step's `Skipped`
+    (or ImportError: a package is missing) becomes a skipped row, anything else a FAILED row."""
 
     def __init__(self, budget_s: float) -> None:
         self.rows: list[Row] = []
@@ -82,14 +69,18 @@ class Check:
     def step(self, name: str, fn: Callable[[], list[Row]]) -> None:
         elapsed = time.perf_counter() - self.started
         if elapsed > self.budget_s:
-            self.rows.append(
-                Row(name, f"skipped: time budget ({elapsed:.0f} s of {self.budget_s:.0f})")
-            )
+            reason = f"time budget ({elapsed:.0f} s of {self.budget_s:.0f})"
+            self.rows.append(Row(name, f"skipped: {reason}", skipped=reason))
             return
         try:
             self.rows.extend(fn())
+        except Skipped as exc:
+            self.rows.append(Row(name, f"skipped: {exc}", skipped=str(exc), missing=exc.missing,
+                                 hardware=exc.hardware))  # fmt: skip
         except ImportError as exc:
-            self.rows.append(Row(name, f"skipped: {exc.name or exc} not installed"))
+            missing = exc.name or str(exc)
+            self.rows.append(Row(name, f"skipped: {missing} not installed",
+                                 skipped=f"{missing} not installed", missing=missing))  # fmt: skip
         except Exception as exc:  # a check script reports every failure as a row and goes on
             self.rows.append(Row(name, f"FAILED: {exc!r}"[:300], ok=False))
         print(f"  {name}: done at {time.perf_counter() - self.started:.0f} s", file=sys.stderr)
@@ -104,6 +95,33 @@ class Check:
         lines += [f"| {r.check} | {r.result} | {r.baseline} | {r.verdict} |" for r in self.rows]
         lines.append(f"\ntotal {time.perf_counter() - self.started:.0f} s")
         return "\n".join(lines)
+
+
+def strict_reasons(rows: list[Row], allowed_missing: frozenset[str]) -> list[str]:
+    """Why `--strict` fails: every failed row, and every skip this machine could have run
+    (the time budget, a package not named in `allowed_missing`); hardware skips are allowed."""
+    reasons = []
+    for row in rows:
+        if not row.ok:
+            reasons.append(f"failed: {row.check}")
+        elif (
+            row.skipped is not None
+            and not row.hardware
+            and (row.missing is None or row.missing not in allowed_missing)
+        ):
+            reasons.append(f"skipped: {row.check} ({row.skipped})")
+    return reasons
+
+
+def summary(rows: list[Row]) -> str:
+    """Rows exercised, skipped (with why) and failed."""
+    ran = [r for r in rows if r.skipped is None and r.ok]
+    skipped = [r for r in rows if r.skipped is not None]
+    failed = [r for r in rows if not r.ok]
+    lines = [f"exercised {len(ran)}, skipped {len(skipped)}, failed {len(failed)}"]
+    lines += [f"  skipped: {r.check}: {r.skipped}" for r in skipped]
+    lines += [f"  FAILED: {r.check}: {r.result}" for r in failed]
+    return "\n".join(lines)
 
 
 def _timed(torch: Any, fn: Callable[[], Any]) -> tuple[float, Any]:
@@ -139,6 +157,21 @@ def _warm_pool() -> Any:
     return pool
 
 
+READ_THREADS = 8  # reader threads of every restore the check times
+
+
+def ring_loader(cache: Path, target: str, pool: Any, **host_tier: Any) -> Any:
+    """An ImageLoader whose restores into a GPU read with `READ_THREADS` threads into `pool`'s
+    ring: a restore to a device takes its reader count from `DeviceConfig.read_threads`, not
+    from the loader's `read_threads` (that one is for the store's reads)."""
+    from snapshotter import DeviceConfig, ImageLoader
+
+    return ImageLoader(
+        None, cache, target, staging=pool, read_threads=READ_THREADS,
+        device=DeviceConfig(read_threads=READ_THREADS), **host_tier,
+    )  # fmt: skip
+
+
 def _warm_page_cache(cache: Path) -> None:
     for path in (cache / "chunks").rglob("*"):
         if path.is_file():
@@ -148,7 +181,7 @@ def _warm_page_cache(cache: Path) -> None:
 
 
 def restore_rows(torch: Any, state: dict[str, Any], work: Path, sizes: list[float]) -> list[Row]:
-    from snapshotter import ImageLoader, ImageRef
+    from snapshotter import ImageRef
 
     cache = work / "cache"
     for gib in sizes:
@@ -163,7 +196,7 @@ def restore_rows(torch: Any, state: dict[str, Any], work: Path, sizes: list[floa
     rows = []
     for gib in sizes:
         ref = ImageRef(f"w{gib:g}g", "1", "cpu")
-        loader = ImageLoader(None, cache, "cpu", staging=pool, read_threads=8)
+        loader = ring_loader(cache, "cpu", pool)
         seconds, image = _timed(torch, lambda: loader.restore(ref, device=DEVICE))  # noqa: B023
         gbps = image.manifest.arena_bytes / seconds / 1e9
         share = gbps / state["h2d"]
@@ -221,13 +254,10 @@ def _host_tier_row(torch: Any, cache: Path, gib: float, pool: Any, state: dict[s
     tier, no_room = _host_tier_dir(nbytes)
     try:
         if no_room is not None:
-            return Row(label, f"skipped: {no_room}")
+            return Row(label, f"skipped: {no_room}", skipped=no_room, hardware=True)
 
         def loader() -> Any:
-            return ImageLoader(
-                None, cache, "cpu", staging=pool, read_threads=8, host_cache_dir=tier,
-                host_max_bytes=1 << 40,
-            )  # fmt: skip
+            return ring_loader(cache, "cpu", pool, host_cache_dir=tier, host_max_bytes=1 << 40)
 
         if not loader().keep_in_host_tier(ref):  # what a restore publishes in the background
             return Row(label, "FAILED: the host tier did not keep the image", ok=False)
@@ -256,14 +286,15 @@ async def _manager_cold_start(
     cache: Path,
     input_name: str,
     pool: Any,
-) -> tuple[float, float, np.ndarray, str]:
-    """(load s, first inference s, output, restored?) through a ModelManager on cuda, with
-    `pool` as a CUDA-ready warm process's pinned staging (`--pinned-memory-pool-byte-size`)."""
+) -> tuple[float, float, np.ndarray, tuple[bool, float]]:
+    """(load s, first inference s, output, (restored?, fallbacks)) through a ModelManager on
+    cuda, with `pool` as a CUDA-ready warm process's pinned staging
+    (`--pinned-memory-pool-byte-size`)."""
     from runtime.config import ModelControlMode, ServeConfig
     from runtime.inference import InferRequest, InferTensor
     from runtime.metrics import Metrics
     from runtime.model_manager import ModelManager
-    from snapshotter import ImageLoader, ImageRef
+    from snapshotter import ImageRef
     from snapshotter.image_ref import resolve_target
 
     config = ServeConfig(
@@ -271,10 +302,9 @@ async def _manager_cold_start(
     )
     target = resolve_target("cuda")
     tier = Path("/dev/shm") / f"thaw-gpu-check-{os.getpid()}" if host_tier else None
-    loader = ImageLoader(
-        None, cache, target, staging=pool, read_threads=8, host_cache_dir=tier,
-        host_max_bytes=1 << 40 if host_tier else 0,
-    )  # fmt: skip
+    loader = ring_loader(
+        cache, target, pool, host_cache_dir=tier, host_max_bytes=1 << 40 if host_tier else 0
+    )
     metrics = Metrics()
     manager = ModelManager(config, metrics=metrics, image_loader=loader)
     await manager.start()
@@ -291,13 +321,9 @@ async def _manager_cold_start(
         t1 = time.perf_counter()
         response = await manager.infer(request)
         t2 = time.perf_counter()
-        restored = f'thaw_model_restored_from_snapshot{{model="{name}",version="1"}} 1.0'
-        return (
-            t1 - t0,
-            t2 - t1,
-            response.outputs[0].data,
-            str(restored in metrics.exposition().decode()),
-        )
+        text = metrics.exposition().decode()
+        restored = f'thaw_model_restored_from_snapshot{{model="{name}",version="1"}} 1.0' in text
+        return t1 - t0, t2 - t1, response.outputs[0].data, (restored, fallbacks(text, name))
     finally:
         await manager.stop()
         if tier is not None:
@@ -346,7 +372,8 @@ def cold_start_rows(torch: Any, work: Path, gib: float) -> list[Row]:
                 f"cold start {gib:g} GiB TorchScript, thaw from the {where}",
                 f"{load_s + first_s:.2f} s (load {load_s:.2f} + 1st {first_s:.3f})",
                 f"{classic / (load_s + first_s):.1f}x faster than classic",
-                f"restored={restored}",
+                f"restored={restored[0]}, fallbacks={restored[1]:g}",
+                ok=restored[0] and restored[1] == 0,
             )
         )
         same = bool(np.allclose(got, want, rtol=1e-3, atol=1e-3))
@@ -374,13 +401,8 @@ def ort_rows(torch: Any, work: Path) -> list[Row]:
 
     providers = ort.get_available_providers()
     if CUDA_EP not in providers:
-        return [
-            Row(
-                "onnxruntime CUDA / TensorRT EP",
-                "skipped: onnxruntime-gpu not installed "
-                f"(onnxruntime {ort.__version__} has {', '.join(providers)})",
-            )
-        ]
+        why = f"onnxruntime {ort.__version__} has {', '.join(providers)}: not the GPU build"
+        raise Skipped(why, missing="onnxruntime-gpu")
     repo = work / "models"
     model = gpu_models.onnx_mlp(repo, "ort_mlp")
     path = str(model / "1" / "model.onnx")
@@ -390,10 +412,8 @@ def ort_rows(torch: Any, work: Path) -> list[Row]:
         ort, "ORT-CUDA", path, [(CUDA_EP, {"device_id": "0"}), CPU_EP], x, want, 1e-3
     )
     if TRT_EP not in providers:
-        return [
-            *rows,
-            Row("TensorRT EP", "skipped: this onnxruntime has no TensorrtExecutionProvider"),
-        ]
+        why = "this onnxruntime has no TensorrtExecutionProvider"
+        return [*rows, Row("TensorRT EP", f"skipped: {why}", skipped=why, missing="tensorrt")]
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="gpu-check-trt-") as tmp:
@@ -486,7 +506,8 @@ def _image_model_rows(
             f"{label}: load + 1st inference",
             f"{load_s:.2f} s + {first_s * 1e3:.1f} ms",
             "the builder never runs",
-            f"restored={restored}",
+            f"restored={restored[0]}, fallbacks={restored[1]:g}",
+            ok=restored[0] and restored[1] == 0,
         ),
         Row(
             f"{label} outputs == CPU",
@@ -508,7 +529,7 @@ def plan_rows(torch: Any, work: Path) -> list[Row]:
     try:
         import tensorrt  # noqa: F401
     except ImportError:
-        return [Row("tensorrt_plan from its image", "skipped: tensorrt not installed")]
+        raise Skipped("tensorrt not installed", missing="tensorrt") from None
     repo, cache = work / "plan-models", work / "plan-cache"
     onnx_dir = gpu_models.onnx_mlp(work / "models", "ort_mlp")
     model = gpu_models.tensorrt_plan(onnx_dir / "1" / "model.onnx", repo, "plan_mlp")
@@ -540,17 +561,172 @@ def metrics_rows() -> list[Row]:
     ]
 
 
+@dataclass(frozen=True)
+class Step:
+    """One step of the check: its name, the rows it writes (as the plan lists them), whether
+    `--quick` runs it, and how it runs (`Context` in, rows out)."""
+
+    name: str
+    proves: tuple[str, ...]
+    run: Callable[[Context], list[Row]]
+    quick: bool = True
+
+
+@dataclass
+class Context:
+    """What every step gets: torch, the work folder, sizes, and numbers steps share."""
+
+    torch: Any
+    work: Path
+    sizes: list[float]
+    model_gib: float
+    quick: bool
+    state: dict[str, Any]
+
+
+PLAN = (
+    Step(
+        "environment",
+        ("onnxruntime wheel (CPU or GPU build, never both), torch, CUDA, cuDNN, TensorRT, driver",),
+        lambda c: gpu_proofs.environment_rows(c.torch),
+    ),
+    Step(
+        "pinned H2D",
+        ("pinned H2D, 1 GiB (best of 5)", "pageable H2D, 1 GiB (best of 2)"),
+        lambda c: h2d_rows(c.torch, c.state),
+    ),
+    Step(
+        "restore to VRAM",
+        (
+            "restore <N> GiB image -> VRAM, each size, vs pinned H2D",
+            "restored VRAM bytes == CPU restore",
+            "restore from the host tier, through the ring",
+        ),
+        lambda c: restore_rows(c.torch, c.state, c.work, c.sizes),
+    ),
+    Step(
+        "torch in the device arena",
+        (
+            "torch: parameters inside the restored device arena",
+            "torch on the GPU: outputs == CPU, zero fallbacks",
+        ),
+        lambda c: gpu_proofs.torch_arena_rows(c.torch, c.work),
+    ),
+    Step(
+        "onnxruntime CUDA EP",
+        ("onnxruntime: planned EP first in get_providers(), zero fallbacks, == CPU",),
+        lambda c: gpu_proofs.ort_ep_rows(c.work),
+    ),
+    Step(
+        "onnxruntime device initializers",
+        (
+            "onnxruntime add_initializer, device OrtValues: VRAM the session adds",
+            "onnxruntime add_external_initializers, host OrtValues: VRAM the session adds",
+        ),
+        lambda c: gpu_proofs.ort_device_initializer_rows(c.torch, c.work),
+    ),
+    Step(
+        "CUDA warm-up",
+        ("CUDA warm-up: pool reserved, pinned staging allocated",),
+        lambda c: gpu_proofs.warmup_rows(c.torch, c.work),
+    ),
+    Step(
+        "CUDA graphs",
+        ("CUDA graphs: captured at load, replay == CPU, no capture fallback",),
+        lambda c: gpu_proofs.graph_rows(c.work),
+    ),
+    Step(
+        "KIND_AUTO",
+        ("KIND_AUTO with --target auto: on every GPU, as Triton places it",),
+        lambda c: gpu_proofs.kind_auto_rows(c.torch, c.work),
+    ),
+    Step(
+        "out of memory",
+        ("out of memory -> 503, then the next load works",),
+        lambda c: gpu_proofs.oom_rows(c.torch, c.work),
+    ),
+    Step(
+        "fork-server child",
+        ("fork-server child on the GPU (thaw up --target auto, KIND_AUTO model)",),
+        lambda c: gpu_proofs.fork_child_rows(ROOT, c.work),
+    ),
+    Step(
+        "GPU metrics",
+        ("Triton GPU metrics (NVML) for every visible GPU",),
+        lambda c: metrics_rows(),
+    ),
+    Step(
+        "cold start",
+        (
+            "cold start <N> GiB TorchScript, classic / thaw from the page cache / "
+            "from the host tier",
+            "outputs on the GPU == CPU",
+        ),
+        lambda c: cold_start_rows(c.torch, c.work, c.model_gib),
+        quick=False,
+    ),
+    Step(
+        "onnxruntime CUDA / TensorRT EP",
+        (
+            "ORT-CUDA: session + 1st inference vs warm",
+            "TensorRT EP, no engine cache (builder runs)",
+            "TensorRT EP, engines from the image",
+        ),
+        lambda c: ort_rows(c.torch, c.work),
+        quick=False,
+    ),
+    Step(
+        "TensorRT EP-context moved",
+        ("TensorRT EP-context model, folder moved: loads and runs",),
+        lambda c: gpu_proofs.trt_moved_context_rows(c.work),
+        quick=False,
+    ),
+    Step(
+        "tensorrt_plan",
+        ("tensorrt_plan, engine from the image: load + 1st inference, == CPU",),
+        lambda c: plan_rows(c.torch, c.work),
+        quick=False,
+    ),
+    Step(
+        "torch.compile",
+        ("torch.compile (.pt2) on the GPU: == CPU, zero fallbacks",),
+        lambda c: gpu_proofs.compile_rows(c.work),
+        quick=False,
+    ),
+)
+
+
+def plan_listing(steps: tuple[Step, ...], *, quick: bool) -> str:
+    """Every row the check would run on a GPU, step by step."""
+    lines = [f"rows gpu_check{' --quick' if quick else ''} runs on a GPU:"]
+    for step in steps:
+        if quick and not step.quick:
+            continue
+        lines.append(f"- {step.name}{'' if step.quick else ' (full check only)'}")
+        lines += [f"    - {row}" for row in step.proves]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--strict", action="store_true", help="fail unless every row ran and held")
+    parser.add_argument("--quick", action="store_true", help="the quick steps, 1 GiB sizes")
     parser.add_argument(
-        "--sizes", default="1,4,16", help="restore image sizes in GiB (default 1,4,16)"
+        "--allow-missing",
+        default="",
+        metavar="PKG,...",
+        help="packages whose absence --strict accepts (e.g. onnxruntime-gpu)",
     )
-    parser.add_argument("--model-gib", type=float, default=4.0, help="cold-start model size (4-16)")
+    parser.add_argument("--sizes", default=None, help="restore sizes in GiB (default 1,4,16)")
+    parser.add_argument("--model-gib", type=float, default=None, help="cold-start model (4-16)")
     parser.add_argument("--work", type=Path, default=ROOT / ".bench" / "gpu")
     parser.add_argument(
-        "--budget-s", type=float, default=270.0, help="skip steps started after this"
+        "--budget-s",
+        type=float,
+        default=None,
+        help="skip steps started after this (default 480, --quick 200)",
     )
     parser.add_argument("--json", type=Path, default=None, help="also write the rows as JSON")
     args = parser.parse_args(argv)
@@ -558,27 +734,51 @@ def main(argv: list[str] | None = None) -> int:
 
     ok, why = cuda_available()
     if not ok:
-        print(f"gpu_check: no CUDA device ({why}): nothing to check")
-        return 0
+        if not args.strict:
+            print(f"gpu_check: no CUDA device ({why}): nothing to check")
+            return 0
+        print(plan_listing(PLAN, quick=args.quick))
+        print(f"\ngpu_check --strict: FAILED, 1 reason:\n  no CUDA device ({why})")
+        return 1
     import torch
 
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
-    sizes = [float(s) for s in args.sizes.split(",") if s.strip()]
-    check, state = Check(args.budget_s), {}
-    check.step("pinned H2D", lambda: h2d_rows(torch, state))
-    check.step("restore to VRAM", lambda: restore_rows(torch, state, work, sizes))
-    check.step("cold start", lambda: cold_start_rows(torch, work, args.model_gib))
-    check.step("onnxruntime CUDA / TensorRT EP", lambda: ort_rows(torch, work))
-    check.step("tensorrt_plan", lambda: plan_rows(torch, work))
-    check.step("GPU metrics", metrics_rows)
+    sizes_text = args.sizes or ("1" if args.quick else "1,4,16")
+    context = Context(
+        torch=torch,
+        work=work,
+        sizes=[float(s) for s in sizes_text.split(",") if s.strip()],
+        model_gib=args.model_gib or (1.0 if args.quick else 4.0),
+        quick=args.quick,
+        state={},
+    )
+    budget = args.budget_s if args.budget_s is not None else (200.0 if args.quick else 480.0)
+    check = Check(budget)
+    for step in PLAN:
+        if args.quick and not step.quick:
+            continue
+        check.step(step.name, functools.partial(step.run, context))
     header = (
         f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}, "
         f"{os.cpu_count()} CPUs; page cache warm; one process, CUDA context ready"
+        f"{'; --quick' if args.quick else ''}"
     )
     print(check.table(header))
+    print("\n" + summary(check.rows))
+    if args.quick:
+        left = [step.name for step in PLAN if not step.quick]
+        print(f"--quick: {len(left)} step(s) left for the full check: {', '.join(left)}")
     if args.json is not None:
         args.json.write_text(json.dumps([asdict(r) for r in check.rows], indent=1))
+    if args.strict:
+        allowed = frozenset(p.strip() for p in args.allow_missing.split(",") if p.strip())
+        reasons = strict_reasons(check.rows, allowed)
+        if reasons:
+            print(f"\ngpu_check --strict: FAILED, {len(reasons)} reason(s):")
+            print("\n".join(f"  {r}" for r in reasons))
+            return 1
+        print("\ngpu_check --strict: every row ran and held")
     return 0 if all(r.ok for r in check.rows) else 1
 
 

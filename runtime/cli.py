@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.config import ConfigError, ModelControlMode, ServeConfig, parse_cuda_pool
+from runtime.device_target import DeviceTarget, local_target
 from runtime.triton_flags import (
     add_triton_flags,
     add_unsupported_flags,
@@ -86,7 +87,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--store", default=None, metavar="URI", help="snapshot image store (s3://...)")
     p.add_argument("--cache", type=Path, default=None, metavar="DIR", help="local image cache")
-    p.add_argument("--target", default="cpu", help="image target: cpu or cuda[:sm_XX]")
+    p.add_argument(
+        "--target",
+        default="auto",
+        help="where KIND_AUTO runs and which images are looked up: auto (default: GPUs if this "
+        "machine has them, found without creating a CUDA context, as Triton resolves "
+        "KIND_AUTO), cpu, or cuda[:sm_XX]",
+    )
     p.add_argument(
         "--preload-frameworks",
         default="",
@@ -316,13 +323,10 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
     )
 
 
-def wants_cuda_warmup(config: ServeConfig) -> bool:
-    """A CUDA target or a GPU flag: warm up CUDA before reporting ready."""
-    return (
-        config.target.startswith("cuda")
-        or bool(config.cuda_memory_pools)
-        or config.pinned_memory_pool_bytes > 0
-    )
+def wants_cuda_warmup(config: ServeConfig, target: DeviceTarget) -> bool:
+    """A CUDA target (`auto` that found a GPU included) or a GPU flag: warm up CUDA before
+    reporting ready."""
+    return target.cuda or bool(config.cuda_memory_pools) or config.pinned_memory_pool_bytes > 0
 
 
 def _surfaces(args: argparse.Namespace) -> dict[str, Any]:
@@ -406,7 +410,10 @@ def run(args: argparse.Namespace) -> int:
 
         images = config.cache is not None or config.store is not None
         settings = ZygoteSettings(
-            frameworks=config.preload_frameworks, images=images, grpc=config.allow_grpc
+            frameworks=config.preload_frameworks,
+            images=images,
+            grpc=config.allow_grpc,
+            gpu_scan=config.target != "cpu",
         )
         return serve_fork_server(config.fork_server_fd, settings)
     return _run_loop(_serve(config), config.event_loop)
@@ -437,6 +444,13 @@ def _run_loop(main: Coroutine[Any, Any, int], event_loop: str) -> int:
     return asyncio.run(main)
 
 
+def _device_target(config: ServeConfig) -> DeviceTarget:
+    """`--target` on this machine, resolved once (an `auto` scan creates no CUDA context)."""
+    target = local_target(config.target)
+    logger.info("target %s: %s (%s)", config.target, target.image_target, target.reason)
+    return target
+
+
 async def _serve(config: ServeConfig) -> int:
     # Imported here so `thaw serve --help` stays fast.
     from runtime.app import SERVER_STATE, SHARED_MEMORY, build_app
@@ -452,11 +466,12 @@ async def _serve(config: ServeConfig) -> int:
         arena = Arena(config.arena_bytes)
         warmups = (arena.prefault,)
     metrics = Metrics()
+    target = _device_target(config)
     cuda = None
-    if wants_cuda_warmup(config):
+    if wants_cuda_warmup(config, target):
         from runtime.cuda_warmup import CudaWarmup
 
-        cuda = CudaWarmup(config, metrics=metrics, arena=arena)
+        cuda = CudaWarmup(config, metrics=metrics, arena=arena, gpus=target.gpus)
         warmups = (*warmups, cuda.run)  # after the arena is pre-faulted: it pins that arena
     image_loader = None
     if config.store or config.cache:
@@ -464,9 +479,13 @@ async def _serve(config: ServeConfig) -> int:
 
         # After CudaWarmup: its pinned staging pool (allocated when the warm-up runs) is the
         # ring every restore into a GPU copies through.
-        image_loader = make_image_loader(config, staging=cuda.staging if cuda else None)
+        image_loader = make_image_loader(
+            config, staging=cuda.staging if cuda else None, target=target
+        )
         metrics.registry.register(ImageCacheCollector(image_loader))
-    manager = ModelManager(config, metrics=metrics, image_loader=image_loader, arena=arena)
+    manager = ModelManager(
+        config, metrics=metrics, image_loader=image_loader, arena=arena, device_target=target
+    )
     app = build_app(config, manager, metrics, warmups=warmups)
     grpc_routes = None
     if config.allow_grpc:

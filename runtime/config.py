@@ -15,7 +15,7 @@ __all__ = ["ConfigError", "ModelControlMode", "ServeConfig", "parse_cuda_pool"]
 
 _LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 _FRAMEWORKS = ("onnxruntime", "torch", "tensorrt")
-_TARGETS = ("cpu", "cuda")
+_TARGETS = ("auto", "cpu", "cuda")
 _EVENT_LOOPS = ("auto", "asyncio", "uvloop")
 
 

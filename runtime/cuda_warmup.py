@@ -3,10 +3,11 @@
 Run as one of `thaw serve`'s warm-ups (runtime.lifecycle), in a thread, before `/v2/health/ready`
 answers 200 — so a model assigned to this process later pays none of it:
 
-- the CUDA context of every GPU named by `--cuda-memory-pool-byte-size <gpu>:<bytes>` (GPU 0
-  when none is named), created by reserving that much device memory through torch's caching
-  allocator: allocated once, then freed back to the allocator, which keeps it reserved, so a
-  restore's device arena of up to that size is carved out of it with no `cudaMalloc`;
+- the CUDA context of every GPU named by `--cuda-memory-pool-byte-size <gpu>:<bytes>` (when
+  none is named, of every GPU `--target` found: runtime.device_target), created by reserving
+  that much device memory through torch's caching allocator: allocated once, then freed back
+  to the allocator, which keeps it reserved, so a restore's device arena of up to that size
+  is carved out of it with no `cudaMalloc`;
 - the pinned host staging ring (`--pinned-memory-pool-byte-size`) every restore to a GPU copies
   through (`snapshotter.StagingPool`), instead of pinning its own on the critical path;
 - the pre-faulted restore arena (`--arena-bytes`) page-locked, so weights restored into it on
@@ -50,8 +51,17 @@ def staging_shape(pinned_bytes: int, slot_bytes: int = SLOT_BYTES) -> tuple[int,
 class CudaWarmup:
     """The warm-up above; `staging` is the pool restores use (None without the flag)."""
 
-    def __init__(self, config: ServeConfig, *, metrics: Metrics, arena: Arena | None) -> None:
-        self._pools = config.cuda_memory_pools or ((0, 0),)
+    def __init__(
+        self,
+        config: ServeConfig,
+        *,
+        metrics: Metrics,
+        arena: Arena | None,
+        gpus: tuple[int, ...] = (0,),
+    ) -> None:
+        # Without pools named, a context on each GPU the target found (Triton creates one per
+        # GPU too), reserving nothing.
+        self._pools = config.cuda_memory_pools or tuple((gpu, 0) for gpu in gpus or (0,))
         self._metrics = metrics
         self._arena = arena
         self.staging: StagingPool | None = None

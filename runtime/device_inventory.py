@@ -3,6 +3,15 @@
 Read lazily and only for a model whose instance groups ask for a GPU: a CPU-only server never
 imports torch's CUDA parts, onnxruntime's provider list or TensorRT for this. Each answer is
 read once per process and kept (devices do not come and go under a running server).
+
+How many GPUs there are is asked of the framework that will use them, never of torch alone:
+
+- onnxruntime instances: the GPU scan (`snapshotter.local_gpus`: NVML or /dev/nvidia*, with
+  CUDA_VISIBLE_DEVICES applied), so onnxruntime-gpu beside a CPU build of torch (or no torch)
+  still runs on the GPU, and no torch CUDA context is created for an onnxruntime-only model.
+  Whether its CUDA EP really starts is checked on the session itself
+  (backends/ort_providers.py);
+- torch and TensorRT-plan instances (the plan backend's buffers are torch's): torch's count.
 """
 
 from __future__ import annotations
@@ -13,7 +22,7 @@ import logging
 import threading
 from typing import Protocol
 
-from runtime.device_plan import CUDA_EP, Capabilities
+from runtime.device_plan import Capabilities
 
 __all__ = ["DeviceInventory", "LocalInventory"]
 
@@ -34,22 +43,27 @@ class LocalInventory:
 
     def capabilities(self, *, onnxruntime: bool, tensorrt: bool) -> Capabilities:
         with self._lock:
-            count, reason = _cuda()
-            providers: frozenset[str] = frozenset({"CPUExecutionProvider"})
-            device_initializers = False
             if onnxruntime:
-                providers, device_initializers = _onnxruntime()
+                count, reason = _scanned()
+                return Capabilities(
+                    cuda_devices=count, no_cuda_reason=reason, ort_providers=_onnxruntime()
+                )
+            count, reason = _torch_cuda()
             return Capabilities(
-                cuda_devices=count,
-                no_cuda_reason=reason,
-                ort_providers=providers,
-                ort_device_initializers=device_initializers and CUDA_EP in providers,
-                tensorrt=tensorrt and _tensorrt(),
+                cuda_devices=count, no_cuda_reason=reason, tensorrt=tensorrt and _tensorrt()
             )
 
 
 @functools.cache
-def _cuda() -> tuple[int, str]:
+def _scanned() -> tuple[int, str]:
+    from snapshotter import local_gpus
+
+    scan = local_gpus()
+    return scan.count, scan.reason
+
+
+@functools.cache
+def _torch_cuda() -> tuple[int, str]:
     from snapshotter import cuda_available
 
     ok, why = cuda_available()
@@ -61,20 +75,10 @@ def _cuda() -> tuple[int, str]:
 
 
 @functools.cache
-def _onnxruntime() -> tuple[frozenset[str], bool]:
-    import numpy as np
+def _onnxruntime() -> frozenset[str]:
     import onnxruntime as ort
 
-    # `OrtValue.from_dlpack` (zero-copy from a torch CUDA tensor) is not in every onnxruntime
-    # build or version; without it, initializers go through the host. Probed, not looked up:
-    # the Python wrapper can have the method while the native module lacks it.
-    try:
-        ort.OrtValue.from_dlpack(np.zeros(1, dtype=np.float32))
-    except (AttributeError, RuntimeError, TypeError) as exc:
-        logger.info("onnxruntime takes no DLPack initializers (%s): GPU models restore on the "
-                    "host", exc)  # fmt: skip
-        return frozenset(ort.get_available_providers()), False
-    return frozenset(ort.get_available_providers()), True
+    return frozenset(ort.get_available_providers())
 
 
 @functools.cache

@@ -13,10 +13,16 @@
                             └─ python backend: as configured (its stubs place themselves)
 
 Restore targets (`Placement.restore_device`): torch instances on a GPU get their weights restored
-into that GPU (parameters become views of device memory); onnxruntime on the CUDA EP likewise
-when this onnxruntime takes initializers from device memory (DLPack), else on the host (pinned,
-onnxruntime copies once); the TensorRT EP and `tensorrt_plan` read host memory (engines carry
-their own weights). A version is restored once per distinct restore device.
+into that GPU (parameters become views of device memory: one copy, held once). onnxruntime
+instances are restored on the host whatever their provider: `add_external_initializers` with
+device OrtValues is copied to the host when they are added and back to the device when the
+session is created (onnxruntime#29009), so a device restore would hold the weights twice in VRAM
+and copy them three times; the CUDA EP copies host initializers to the device once (from
+page-locked memory only when the restore used the warm process's pinned `--arena-bytes` arena).
+Until a zero-copy device path (`SessionOptions.add_initializer` with device OrtValues, the
+candidate) is proven on a GPU by `benchmarks/gpu_check.py`, that is the plan. The TensorRT EP
+and `tensorrt_plan` read host memory (engines carry their own weights). A version is restored
+once per distinct restore device.
 
 `Capabilities` is what the machine offers, read by `device_inventory` (or given by a test).
 """
@@ -54,6 +60,10 @@ class FallbackReason(StrEnum):
     NO_CUDA = "no_cuda"
     NO_ONNXRUNTIME_CUDA = "no_onnxruntime_cuda"
     NO_TENSORRT = "no_tensorrt"
+    # Reported by a backend at load (LoadContext.fallback): it serves, differently than planned.
+    TENSORRT_EP_FAILED = "tensorrt_ep_failed"  # the session came up on the CUDA EP
+    CUDA_GRAPH_CAPTURE = "cuda_graph_capture"  # those shapes run eagerly
+    CPU_PLACED_OPS = "cpu_placed_ops"  # an exported program computes part of its graph on the CPU
 
 
 @dataclass(frozen=True)
@@ -67,14 +77,12 @@ class Fallback:
 @dataclass(frozen=True)
 class Capabilities:
     """What this machine offers the backends. `cuda_devices` 0 means no CUDA (`no_cuda_reason`
-    says why); `ort_providers` onnxruntime's execution providers; `ort_device_initializers`
-    whether onnxruntime takes initializers from device memory (`OrtValue.from_dlpack`);
-    `tensorrt` whether the `tensorrt` package imports."""
+    says why); `ort_providers` onnxruntime's execution providers; `tensorrt` whether the
+    `tensorrt` package imports."""
 
     cuda_devices: int = 0
     no_cuda_reason: str = "no CUDA device"
     ort_providers: frozenset[str] = frozenset({"CPUExecutionProvider"})
-    ort_device_initializers: bool = False
     tensorrt: bool = False
 
 
@@ -167,8 +175,7 @@ def _gpu(config: mc.ModelConfig, group: str, index: int, gpu: int, caps: Capabil
         if wants_trt
         else None
     )
-    restore = device if caps.ort_device_initializers else "cpu"
-    return Placement(group, index, "KIND_GPU", gpu, restore, no_trt)
+    return Placement(group, index, "KIND_GPU", gpu, "cpu", no_trt)  # host: see the docstring
 
 
 def _plan_instance(

@@ -5,11 +5,19 @@ the first scrape. Where it is not installed, or its library (`libnvidia-ml.so`) 
 machine, or no GPU is there, the families are simply absent from `/metrics`, as with Triton's
 `--allow-gpu-metrics=false`; the reason is logged once. Values and names follow Triton's:
 utilization in [0, 1], bytes, watts, and joules since the server started, labelled `gpu_uuid`.
+
+Per device, as far as NVML allows: only the GPUs this process can use (CUDA_VISIBLE_DEVICES
+applied as CUDA applies it, as Triton reports the GPUs it uses, not every GPU of the node), and
+beside Triton's device-wide `nv_gpu_memory_used_bytes` what this process itself holds on each
+(`thaw_gpu_process_memory_bytes`, from NVML's running compute processes; absent where NVML
+cannot see this process: inside a PID namespace NVML reports host PIDs). Utilization and power
+stay device-wide: NVML has no per-process reading of them.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -34,6 +42,7 @@ class GpuSample:
     power_watts: float
     power_limit_watts: float
     energy_joules: float
+    process_memory_bytes: int | None = None  # what this process holds on it (None: unseen)
 
 
 class GpuReader(Protocol):
@@ -54,6 +63,10 @@ ENERGY = (
     "nv_energy_consumption",
     "GPU energy consumption in joules since the Triton server started",
 )
+PROCESS_MEMORY = (
+    "thaw_gpu_process_memory_bytes",
+    "GPU memory this server process holds on the GPU, in bytes (NVML's compute processes)",
+)
 
 
 def gpu_families(samples: list[GpuSample]) -> Iterator[Metric]:
@@ -69,13 +82,28 @@ def gpu_families(samples: list[GpuSample]) -> Iterator[Metric]:
     for sample in samples:
         energy.add_sample(ENERGY[0], {"gpu_uuid": sample.uuid}, sample.energy_joules)
     yield energy
+    seen = [s for s in samples if s.process_memory_bytes is not None]
+    if seen:
+        mine = GaugeMetricFamily(*PROCESS_MEMORY, labels=["gpu_uuid"])
+        for sample in seen:
+            mine.add_metric([sample.uuid], float(sample.process_memory_bytes or 0))
+        yield mine
+
+
+_FROM_ENV = object()  # NvmlReader's default: CUDA_VISIBLE_DEVICES as the process has it
 
 
 class NvmlReader:
     """`GpuReader` over NVML (`pynvml`), initialized on first use; [] when NVML is not here."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, *, nvml: Any | None = None, visible: str | object | None = _FROM_ENV
+    ) -> None:
         self._lock = threading.Lock()  # scrapes may run concurrently
+        self._given = nvml  # a test's NVML module (None: import pynvml)
+        # CUDA_VISIBLE_DEVICES: read where CUDA reads it, at the first scrape (it is CUDA's).
+        self._visible = visible
+        self._pid = os.getpid()
         self._nvml: Any = None
         self._handles: list[Any] = []
         self._energy_start: dict[int, float] = {}
@@ -96,18 +124,29 @@ class NvmlReader:
             return out
 
     def _start(self) -> None:
-        try:
-            import pynvml
-        except ImportError:
-            logger.info("GPU metrics off: nvidia-ml-py (pynvml) is not installed")
-            return
+        pynvml: Any = self._given
+        if pynvml is None:
+            try:
+                import pynvml as module
+            except ImportError:
+                logger.info("GPU metrics off: nvidia-ml-py (pynvml) is not installed")
+                return
+            pynvml = module
         try:
             pynvml.nvmlInit()
-            count = pynvml.nvmlDeviceGetCount()
-            self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+            every = [
+                pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())
+            ]
+            uuids = [_text(pynvml.nvmlDeviceGetUUID(h)) for h in every]
         except pynvml.NVMLError as exc:
             logger.info("GPU metrics off: NVML is not usable here (%s)", exc)
             return
+        from snapshotter import visible_devices
+
+        visible = self._visible
+        spec = os.environ.get("CUDA_VISIBLE_DEVICES") if visible is _FROM_ENV else visible
+        self._handles = [every[i] for i in visible_devices(spec, uuids)]  # type: ignore[arg-type]
+        count = len(self._handles)
         self._nvml = pynvml
         for index, handle in enumerate(self._handles):
             self._energy_start[index] = self._energy_mj(handle) or 0.0
@@ -126,22 +165,36 @@ class NvmlReader:
             return None
         energy = (self._energy_mj(handle) or 0.0) - self._energy_start.get(index, 0.0)
         return GpuSample(
-            uuid=uuid.decode() if isinstance(uuid, bytes) else str(uuid),
+            uuid=_text(uuid),
             utilization=utilization,
             memory_total_bytes=int(memory.total),
             memory_used_bytes=int(memory.used),
             power_watts=power,
             power_limit_watts=limit,
             energy_joules=max(0.0, energy) / 1000.0,
+            process_memory_bytes=self._process_memory(handle),
         )
 
-    def _energy_mj(self, handle: Any) -> float | None:
+    def _process_memory(self, handle: Any) -> int | None:
+        """Bytes this process uses on the GPU per NVML, None when NVML does not list it."""
+        nvml = self._nvml
         try:
-            return float(self._nvml_module().nvmlDeviceGetTotalEnergyConsumption(handle))
-        except self._nvml_module().NVMLError:  # pre-Volta GPUs have no energy counter
+            processes = nvml.nvmlDeviceGetComputeRunningProcesses(handle)
+        except nvml.NVMLError:
+            return None
+        mine = [p for p in processes if int(p.pid) == self._pid]
+        if not mine:
+            return None
+        used = getattr(mine[0], "usedGpuMemory", None)
+        return int(used) if isinstance(used, int) else None
+
+    def _energy_mj(self, handle: Any) -> float | None:
+        nvml = self._nvml
+        try:
+            return float(nvml.nvmlDeviceGetTotalEnergyConsumption(handle))
+        except nvml.NVMLError:  # pre-Volta GPUs have no energy counter
             return None
 
-    def _nvml_module(self) -> Any:
-        import pynvml
 
-        return pynvml
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -20,6 +20,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from runtime.config import ServeConfig
+from runtime.device_target import DeviceTarget, resolve_target
 from runtime.errors import ServingError
 
 if TYPE_CHECKING:
@@ -33,20 +34,21 @@ def default_host_cache_dir() -> Path:
     return Path("/dev/shm") / f"thaw-host-{os.getuid()}"
 
 
-def make_image_loader(config: ServeConfig, *, staging: StagingPool | None = None) -> ImageLoader:
+def make_image_loader(
+    config: ServeConfig, *, staging: StagingPool | None = None, target: DeviceTarget | None = None
+) -> ImageLoader:
     """The snapshotter's ImageLoader, imported only when a store or cache is configured;
     `staging`: a CUDA-ready warm process's pinned ring (runtime.cuda_warmup), lent to each
-    restore into a GPU."""
-    from snapshotter import DeviceConfig, ImageLoader
+    restore into a GPU; `target`: what `--target` resolved to (default: resolved here)."""
+    from snapshotter import DeviceConfig, ImageLoader, cuda_target, local_gpus
 
-    target = config.target
-    if target == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
-            raise ServingError("`target` = 'cuda', but no CUDA device is available")
-        major, minor = torch.cuda.get_device_capability()
-        target = f"cuda:sm_{major}{minor}"
+    resolved = target or resolve_target(config.target, local_gpus())
+    image_target = resolved.image_target
+    if image_target == "cuda":
+        scan = local_gpus()
+        if scan.count == 0 and not _torch_sees_cuda():  # no NVML, no /dev/nvidia*: ask CUDA
+            raise ServingError(f"`target` = {config.target!r}, but {scan.reason}")
+        image_target = cuda_target(0, scan)  # NVML when it knows: no CUDA context for this
     host_dir = None
     if config.host_cache_bytes > 0:
         host_dir = config.host_cache or default_host_cache_dir()
@@ -54,7 +56,7 @@ def make_image_loader(config: ServeConfig, *, staging: StagingPool | None = None
         return ImageLoader(
             store_uri=config.store,
             cache_dir=config.cache,
-            target=target,
+            target=image_target,
             max_cache_bytes=config.cache_max_bytes,
             host_cache_dir=host_dir,
             host_max_bytes=config.host_cache_bytes,
@@ -65,6 +67,14 @@ def make_image_loader(config: ServeConfig, *, staging: StagingPool | None = None
         raise ServingError(
             f"cannot open snapshot store {config.store!r} / cache {config.cache}: {exc}"
         ) from exc
+
+
+def _torch_sees_cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
 
 
 class ImageCacheCollector(Collector):

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from runtime.config import ModelControlMode, ServeConfig
 from runtime.device_inventory import DeviceInventory
+from runtime.device_target import DeviceTarget, local_target
 from runtime.ensemble_scheduler import StepRunner
 from runtime.errors import (
     ControlDisabled,
@@ -101,14 +102,17 @@ class ModelManager:
         arena: Arena | None = None,
         staging: StagingPool | None = None,
         inventory: DeviceInventory | None = None,
+        device_target: DeviceTarget | None = None,
     ) -> None:
         self._config = config
+        # Where KIND_AUTO goes and which images are looked up (`--target`, resolved once).
+        self._target = device_target or local_target(config.target)
         self._repo = Repositories(config.repositories)
         self._metrics = metrics
         self._book = StatsBook()
         metrics.bind(self._book, self.pending_counts)
         if image_loader is None and (config.store or config.cache):
-            image_loader = make_image_loader(config, staging=staging)
+            image_loader = make_image_loader(config, staging=staging, target=self._target)
         # Ensemble steps run here, on the composing models loaded beside the ensemble, or
         # (under `thaw up`) on the models behind the front door.
         self._remote: RemoteModels | None = None
@@ -129,6 +133,7 @@ class ModelManager:
             auto_complete=config.auto_complete_config,
             steps=steps,
             inventory=inventory,
+            vram_headroom_bytes=config.vram_headroom_bytes,
         )
         # tritonserver's --model-load-thread-count: versions loaded at once.
         self._load_slots = asyncio.Semaphore(config.model_load_threads)
@@ -397,7 +402,7 @@ class ModelManager:
                     repo = override
                 spec = await asyncio.to_thread(
                     read_model, repo, name, config_json=config_json,
-                    gpu_available=self._config.target.startswith("cuda"),
+                    gpu_available=bool(self._target.gpus), gpus=self._target.gpus,
                     auto_complete=self._config.auto_complete_config,
                 )  # fmt: skip
                 model.fingerprint = spec.fingerprint

@@ -66,6 +66,25 @@ def warmup_samples(config: mc.ModelConfig, model_dir: Path) -> list[WarmupSample
     return samples
 
 
+def first_contact_sample(config: mc.ModelConfig) -> WarmupSample | None:
+    """One request of zeros shaped by the config (batch 1, variable dims 1), run on a GPU
+    instance at load when the config has no `model_warmup` of its own: the first inference on
+    a GPU creates cuDNN/cuBLAS handles, grows the framework's device arena and picks
+    convolution algorithms, and that belongs before the replica reports ready, not in the
+    first request's latency. None when an input has no sample form (strings)."""
+    tensors = []
+    for spec in config.input:
+        datatype = config_to_v2(mc.DataType.Name(spec.data_type))
+        if datatype == "BYTES":
+            return None
+        dims = tuple(d if d > 0 else 1 for d in spec.dims)
+        shape = ((1,) if config.max_batch_size > 0 else ()) + dims
+        data = np.zeros(shape, dtype=v2_to_numpy(datatype))
+        tensors.append(InferTensor(spec.name, datatype, shape, data))
+    request = InferRequest(config.name, "", tensors, id="warmup:first-contact")
+    return WarmupSample("first-contact", [request], 1)
+
+
 def run_warmup(model: str, instances: list[Backend], samples: list[WarmupSample]) -> float:
     """Run every sample on every instance (blocking: the loader's thread); seconds taken."""
     start = time.perf_counter()

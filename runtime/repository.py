@@ -146,6 +146,7 @@ def read_model(
     config_json: str | None = None,
     gpu_available: bool = False,
     auto_complete: bool = True,
+    gpus: tuple[int, ...] = (0,),
 ) -> ModelSpec:
     """Read, normalise, auto-complete and validate one model; RepositoryError says what is wrong."""
     validate_model_name(name)
@@ -177,6 +178,7 @@ def read_model(
         gpu_available=gpu_available,
         require_model_files=True,
         auto_complete=auto_complete,
+        gpus=gpus,
     )
     return ModelSpec(
         name=name,

@@ -8,9 +8,11 @@ plan devices (device_plan: which device each instance runs on; fallbacks logged 
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runtime.backends.base import Backend, LoadContext, SnapshotImage
@@ -25,13 +27,14 @@ from runtime.metrics import Metrics
 from runtime.model_config import config_to_json, fill_defaults, validate_config
 from runtime.model_scheduler import ModelScheduler
 from runtime.model_signature import ModelSignature
-from runtime.model_warmup import run_warmup, warmup_samples
+from runtime.model_warmup import first_contact_sample, run_warmup, warmup_samples
 from runtime.queue_policy import QueuePolicies
 from runtime.repository import ModelSpec
 from runtime.scheduler import Scheduler
 from runtime.sequence_scheduler import SequenceScheduler
 from runtime.snapshot_restore import ImageSource, SnapshotRestorer
 from runtime.stats import ModelStats, StatsBook
+from runtime.vram_budget import check_framework_vram, framework_vram
 from tritonconfig import is_ensemble
 from tritonconfig.schema import mc
 
@@ -72,8 +75,10 @@ class VersionLoader:
         auto_complete: bool = True,
         steps: StepRunner | None = None,
         inventory: DeviceInventory | None = None,
+        vram_headroom_bytes: int = 512 << 20,
     ) -> None:
         self._book = book
+        self._vram_headroom = vram_headroom_bytes  # beside the frameworks' own weight copies
         self._auto_complete = auto_complete  # False: no model.py `auto_complete_config`
         self._steps = steps  # where ensembles run their steps
         self._inventory = inventory or LocalInventory()
@@ -134,6 +139,7 @@ class VersionLoader:
             else {}
         )
         restored_at = time.perf_counter()
+        self._check_vram(spec, config, version, plan, images)
         instances = self._instances(spec, config, version, plan, images)
         try:
             warmup_s = run_warmup(spec.name, instances, samples) if samples else 0.0
@@ -141,6 +147,8 @@ class VersionLoader:
             for instance in instances:
                 instance.unload()
             raise
+        if not samples:
+            self._first_contact(spec.name, config, plan, instances)
         if samples:
             self._metrics.record_warmup(spec.name, str(version), warmup_s)
         logger.debug(
@@ -239,6 +247,51 @@ class VersionLoader:
             self._metrics.record_device_fallback(name, fallback.reason.value)
         return plan
 
+    def _check_vram(
+        self,
+        spec: ModelSpec,
+        config: mc.ModelConfig,
+        version: int,
+        plan: DevicePlan,
+        images: dict[str, SnapshotImage],
+    ) -> None:
+        """The frameworks' own weight copies fit on their GPUs (runtime.vram_budget)."""
+        if config.backend == "python" or not any(p.kind == "KIND_GPU" for p in plan.placements):
+            return
+        host = images.get("cpu")
+        weights = host.manifest.weight_bytes if host is not None else 0
+        weights = weights or _files_bytes(spec.version_dir(version))
+        needs = framework_vram(plan, weights, frozenset(d for d in images if d != "cpu"))
+        try:
+            check_framework_vram(spec.name, needs, _nvml_reader, headroom_bytes=self._vram_headroom)
+        except DeviceOutOfMemory:
+            for gpu in needs:
+                self._metrics.record_device_oom(spec.name, f"cuda:{gpu}")
+            raise
+
+    def _first_contact(
+        self, name: str, config: mc.ModelConfig, plan: DevicePlan, instances: list[Backend]
+    ) -> None:
+        """One zero request on each GPU instance before the version reports ready (cuDNN and
+        cuBLAS handles, the framework's arena, algorithm choices: model_warmup.py). A failure
+        is logged, not fatal: zeros are not every model's valid input."""
+        gpu = [i for i, p in zip(instances, plan.placements, strict=True) if p.kind == "KIND_GPU"]
+        sample = first_contact_sample(config) if gpu and config.backend != "python" else None
+        if sample is None:
+            return
+        try:
+            seconds = run_warmup(name, gpu, [sample])
+        except RepositoryError as exc:
+            logger.warning("model=%s first GPU run at load failed (the first request will "
+                           "pay for CUDA's first contact): %s", name, exc)  # fmt: skip
+            return
+        logger.info("model=%s first GPU run at load: %.3f s", name, seconds)
+
+    def _instance_fallback(self, name: str, reason: str, message: str) -> None:
+        """An instance that runs differently than planned and still serves: logged, counted."""
+        logger.warning("model=%s %s", name, message)
+        self._metrics.record_device_fallback(name, reason)
+
     def _instances(
         self,
         spec: ModelSpec,
@@ -264,6 +317,7 @@ class VersionLoader:
                     instance_name=f"{placement.group}_{placement.index}",
                     instance_count=len(plan.placements),
                     model_file=spec.model_file(version),
+                    on_fallback=functools.partial(self._instance_fallback, spec.name),
                 )
                 try:
                     _load_instance(backend, ctx)
@@ -299,3 +353,18 @@ def _load_instance(backend: Backend, ctx: LoadContext) -> None:
         raise RepositoryError(
             f"failed to load model '{ctx.model_name}' version {ctx.version}: {exc!r}"
         ) from exc
+
+
+def _nvml_reader(gpu: int) -> object:
+    """GPU `gpu`'s memory as the driver reports it (snapshotter.nvml_memory), or None."""
+    from snapshotter import nvml_memory
+
+    return nvml_memory(gpu)
+
+
+def _files_bytes(version_dir: Path) -> int:
+    """Bytes of a version's files (the weights a framework will copy, near enough)."""
+    try:
+        return sum(p.stat().st_size for p in version_dir.rglob("*") if p.is_file())
+    except OSError:
+        return 0

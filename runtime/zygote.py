@@ -86,6 +86,10 @@ _WARM_MODULES = (
     "runtime.backends.python_backend",
 )
 _WARM_OPTIONAL = ("uvloop",)  # imported when installed, as `thaw serve` would
+# A child whose `--target` is not cpu finds its GPUs without CUDA (snapshotter.gpu_probe, NVML):
+# imported here, it costs the child nothing; importing starts no thread and touches no driver
+# (nvmlInit runs in the child, never in the zygote).
+_WITH_GPU_SCAN = ("snapshotter", "pynvml")
 _WITH_TORCH = ("runtime.backends.torch_backend",)
 _WITH_IMAGES = ("snapshotter", "runtime.image_cache")
 # A child serving gRPC (`thaw up` gives each `--grpc-port 0`) imports grpc, protobuf's
@@ -111,11 +115,13 @@ class ForkRefused(Exception):
 class ZygoteSettings:
     """What the zygote imports: `frameworks` as `--preload-frameworks`; `images`: the
     snapshotter too (`--cache`/`--store` given); `grpc`: the gRPC server's modules (children
-    serve gRPC: `--allow-grpc`, the default)."""
+    serve gRPC: `--allow-grpc`, the default); `gpu_scan`: the GPU scan's modules (children's
+    `--target` is not cpu; the zygote itself never scans)."""
 
     frameworks: tuple[str, ...]
     images: bool
     grpc: bool = True
+    gpu_scan: bool = False
 
 
 def thread_count() -> int:
@@ -186,7 +192,8 @@ def _import_all(settings: ZygoteSettings) -> tuple[list[str], list[str]]:
         modules += _WITH_GRPC
     for name in [*frameworks, *modules]:
         importlib.import_module(name)
-    for name in _WARM_OPTIONAL:
+    optional = [*_WARM_OPTIONAL, *(_WITH_GPU_SCAN if settings.gpu_scan else ())]
+    for name in optional:
         try:
             importlib.import_module(name)
         except ImportError:

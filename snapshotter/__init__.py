@@ -9,6 +9,7 @@ from snapshotter.arena import Arena
 from snapshotter.compile_cache import arg_positions, compile_for_serving, warmup_inputs
 from snapshotter.cuda_copier import cuda_available
 from snapshotter.cuda_restore import DeviceConfig
+from snapshotter.device_budget import DeviceMemory, vram_shortfall
 from snapshotter.errors import (
     ArtifactError,
     BuildError,
@@ -23,6 +24,14 @@ from snapshotter.errors import (
     SnapshotError,
     SnapshotStoreError,
     StoreTimeout,
+)
+from snapshotter.gpu_probe import (
+    GpuInfo,
+    GpuScan,
+    cuda_target,
+    local_gpus,
+    nvml_memory,
+    visible_devices,
 )
 from snapshotter.image_builder import build_image
 from snapshotter.image_ref import ImageRef
@@ -43,7 +52,10 @@ __all__ = [
     "BuildError",
     "DeviceConfig",
     "DeviceCopyError",
+    "DeviceMemory",
     "DeviceMemoryError",
+    "GpuInfo",
+    "GpuScan",
     "ImageLoader",
     "ImageNotFound",
     "ImageRef",
@@ -62,11 +74,16 @@ __all__ = [
     "build_image",
     "compile_for_serving",
     "cuda_available",
+    "cuda_target",
+    "local_gpus",
+    "nvml_memory",
     "open_store",
     "ort_host_key",
     "source_digest",
     "tensorrt_plan_from_image",
     "trt_context_model",
     "trt_session_options",
+    "visible_devices",
+    "vram_shortfall",
     "warmup_inputs",
 ]

@@ -200,10 +200,10 @@ def device_target(device: str) -> str:
     """The image target a torch device compiles for: `cpu`, or `cuda:sm_NN` of that GPU."""
     if device == "cpu":
         return "cpu"
-    import torch
+    from snapshotter.gpu_probe import cuda_target
 
-    major, minor = torch.cuda.get_device_capability(torch.device(device))
-    return f"cuda:sm_{major}{minor}"
+    _, _, index = device.partition(":")
+    return cuda_target(int(index or 0))  # NVML first: no CUDA context just for this
 
 
 def compile_for_serving(

@@ -9,15 +9,20 @@ DeviceCopyError. Runs only where a GPU exists (tests/gpu, benchmarks/gpu_check.p
 
 from __future__ import annotations
 
+import ctypes
+import logging
 import threading
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from snapshotter.arena import Arena
 from snapshotter.device_budget import DeviceMemory
 from snapshotter.errors import DeviceCopyError, DeviceMemoryError, SnapshotError
 
-__all__ = ["TorchCudaCopier", "cuda_available", "pin_arena"]
+__all__ = ["TorchCudaCopier", "cuda_available", "pin_arena", "register_arena"]
+
+logger = logging.getLogger(__name__)
 
 # cudaHostRegisterPortable: pinned for every CUDA context of the process, not just this one's.
 _REGISTER_PORTABLE = 1
@@ -41,7 +46,7 @@ def cuda_available() -> tuple[bool, str]:
 
 
 class _Pinned:
-    """A pinned torch CPU tensor and its bytes."""
+    """A torch CPU tensor a copy reads, and its bytes (pinned when `pinned()` made it)."""
 
     def __init__(self, tensor: Any) -> None:
         self.tensor = tensor
@@ -89,6 +94,8 @@ class TorchCudaCopier:
             raise DeviceMemoryError(f"cannot pin {nbytes} bytes of host memory: {exc}") from exc
 
     def wrap_host(self, view: memoryview) -> _Pinned:
+        """Host memory as a copy source, as it is: page-locked only if it was registered
+        beforehand (`pin_arena`); otherwise the driver stages the copy (pageable speed)."""
         return _Pinned(self._torch.frombuffer(view, dtype=self._torch.uint8))
 
     def copy(self, src: Any, src_offset: int, nbytes: int, dst: Any, dst_offset: int) -> _Done:
@@ -127,13 +134,53 @@ def pin_arena(arena: Arena) -> bool:
         return False
     import torch
 
+    return register_arena(arena, torch.cuda.cudart())
+
+
+def register_arena(
+    arena: Arena, cudart: Any, *, last_error: Callable[[], int] | None = None
+) -> bool:
+    """`pin_arena` through `cudart` (torch's binding, or a test's). A failed registration also
+    clears CUDA's last error (`cudaGetLastError`, through `last_error` or the process's loaded
+    libcudart): left set, the next kernel launch that checks it (torch checks after every
+    launch) would fail with this unrelated error."""
     with _PIN_LOCK:
         if arena in _PINNED:
             return True
-        cudart = torch.cuda.cudart()
         ptr = int(arena.array.ctypes.data)
-        if int(cudart.cudaHostRegister(ptr, arena.nbytes, _REGISTER_PORTABLE)) != 0:
+        code = int(cudart.cudaHostRegister(ptr, arena.nbytes, _REGISTER_PORTABLE))
+        if code != 0:
+            cleared = _clear_last_error(cudart, last_error)
+            note = "" if cleared else "; CUDA's last error could not be cleared"
+            logger.warning("cudaHostRegister of %d bytes failed (CUDA error %d%s); copies "
+                           "out of this arena run at pageable speed", arena.nbytes, code,
+                           note)  # fmt: skip
             return False
         _PINNED.add(arena)
         weakref.finalize(arena, cudart.cudaHostUnregister, ptr)
     return True
+
+
+def _clear_last_error(cudart: Any, last_error: Callable[[], int] | None) -> bool:
+    """Reset this thread's CUDA last error; False when no `cudaGetLastError` could be found."""
+    fn = last_error or getattr(cudart, "cudaGetLastError", None) or _loaded_cudart_last_error()
+    if fn is None:
+        return False
+    fn()
+    return True
+
+
+def _loaded_cudart_last_error() -> Callable[[], int] | None:
+    """`cudaGetLastError` of the libcudart this process has already loaded (torch's), found in
+    /proc/self/maps: the same library, so the same per-thread error state."""
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split()[-1] for line in maps if "libcudart.so" in line}
+    except OSError:
+        return None
+    for path in sorted(paths):
+        try:
+            return ctypes.CDLL(path).cudaGetLastError
+        except (OSError, AttributeError):
+            continue
+    return None

@@ -66,12 +66,16 @@ def parse_ref(text: str) -> tuple[str, str | None]:
 
 
 def resolve_target(text: str) -> str:
-    """`cpu`, `cuda:sm_NN`, or `cuda` (this machine's GPU, via torch) as a checked target."""
+    """`cpu`, `cuda:sm_NN`, or `cuda` (this machine's GPU 0: its compute capability from NVML,
+    else torch) as a checked target."""
     if text != "cuda":
         return check_target(text)
-    import torch
+    from snapshotter.gpu_probe import cuda_target, local_gpus
 
-    if not torch.cuda.is_available():
-        raise ImageRefError("target `cuda`: no CUDA device here; pass --target cuda:sm_NN")
-    major, minor = torch.cuda.get_device_capability()
-    return check_target(f"cuda:sm_{major}{minor}")
+    scan = local_gpus()
+    if scan.count == 0:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ImageRefError(f"target `cuda`: {scan.reason}; pass --target cuda:sm_NN")
+    return check_target(cuda_target(0, scan))

@@ -89,8 +89,10 @@ def _read_piece(fds: _Fds, job: ReadJob, offset: int, nbytes: int, on_piece: OnP
     view = job.dest[offset : offset + nbytes]
     at = job.file_offset + offset
     done = 0
-    if fds.direct is not None and _cold(fds.plain, at, nbytes):
-        done = _pread(fds.direct, job, view, at, aligned_prefix(view, at), direct=True)
+    # Unaligned memory or offset: no O_DIRECT at all (and no cachestat call to decide it).
+    aligned = aligned_prefix(view, at) if fds.direct is not None else 0
+    if fds.direct is not None and aligned and _cold(fds.plain, at, nbytes):
+        done = _pread(fds.direct, job, view, at, aligned, direct=True)
     _pread(fds.plain, job, view, at, nbytes, done=done)
     if on_piece is not None:
         on_piece(job, offset, nbytes)

@@ -34,6 +34,7 @@ import numpy as np
 from snapshotter.artifact_archive import pack_dir
 from snapshotter.artifact_key import short
 from snapshotter.engine_key import engine_key
+from snapshotter.ep_context import check_moved_copy, make_relocatable
 from snapshotter.errors import ArtifactError, BuildError
 from snapshotter.sources.ort_optimize import sample_feed
 from tritonconfig.tensorrt_accelerator import tensorrt_provider_options
@@ -69,9 +70,9 @@ def session_options(
     if image is None:
         return options
     if target is None:
-        from snapshotter.compile_cache import device_target
+        from snapshotter.gpu_probe import cuda_target
 
-        target = device_target(f"cuda:{device_id}")
+        target = cuda_target(device_id)  # NVML: no torch CUDA context for an onnxruntime model
     key = cache_key(target, options, model_digest=image.manifest.source_digest)
     if image.keyed_artifact(ARTIFACT, key) is None:
         return options
@@ -167,7 +168,7 @@ def build_engine_cache(
             if feed is None:
                 logger.warning("inputs have no sample form; no TensorRT engine cache built")
                 return None
-            got, want = session.run(None, feed), reference.run(None, feed)
+            got, want = list(session.run(None, feed)), list(reference.run(None, feed))
             del session, reference, keep, keep_ref
         except BuildError:
             raise
@@ -179,14 +180,46 @@ def build_engine_cache(
         if not any(p.suffix == ".engine" for p in Path(tmp).rglob("*")):
             logger.warning("TensorRT built no engine (no subgraph assigned to it); nothing stored")
             return None
+        _check_context_model(ort, Path(tmp), options, feed, want)
         return pack_dir(Path(tmp))
+
+
+def _check_context_model(
+    ort: Any, directory: Path, options: Mapping[str, str], feed: Any, want: list[Any]
+) -> None:
+    """The EP-context model beside the engines names them relatively and loads, runs and agrees
+    with the CPU from a moved copy of the folder, as it will from an unpacked image."""
+    context = directory / CONTEXT_MODEL
+    if not context.is_file():
+        return  # caches only: the runtime points the cache options at the unpacked folder
+    make_relocatable(context)
+    fp16 = options.get("trt_fp16_enable") == "True"
+    device = {"device_id": options.get("device_id", "0")}
+
+    def load_and_run(model: Path, moved: Path) -> list[Any]:
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        providers = [(PROVIDER, with_caches(options, moved)), ("CUDAExecutionProvider", device)]
+        session = ort.InferenceSession(str(model), so, providers=providers)
+        if session.get_providers()[0] != PROVIDER:
+            raise BuildError(f"the moved EP-context model did not start on {PROVIDER}")
+        return list(session.run(None, feed))
+
+    check_moved_copy(
+        directory, CONTEXT_MODEL, load_and_run, lambda got: _close(got, want, fp16=fp16)
+    )
 
 
 def _dump_options(options: Mapping[str, str], directory: Path) -> dict[str, str]:
     """Cache options, plus the EP-context model dumped beside the engines (embed mode 0: the
-    model names the engine files, so engines over protobuf's 2 GB limit still work)."""
+    model names the engine files, so engines over protobuf's 2 GB limit still work). The engine
+    cache path is relative ("."): while dumping, onnxruntime takes it relative to the context
+    model's folder and writes `ep_cache_context` relative too; an absolute one would be copied
+    into the attribute, and onnxruntime refuses to load an absolute `ep_cache_context`
+    (snapshotter/ep_context.py)."""
     return {
         **with_caches(options, directory),
+        "trt_engine_cache_path": ".",
         "trt_dump_ep_context_model": "True",
         "trt_ep_context_file_path": str(directory / CONTEXT_MODEL),
         "trt_ep_context_embed_mode": "0",

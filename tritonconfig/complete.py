@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from tritonconfig.defaults import fill_defaults
@@ -24,6 +25,7 @@ def complete_config(
     gpu_available: bool,
     require_model_files: bool,
     auto_complete: bool = True,
+    gpus: Sequence[int] = (0,),
 ) -> list[int]:
     """Complete `config` (of the model in `model_dir`) in place and check it; return the
     versions its policy serves, ascending. ModelConfigError where Triton would refuse it.
@@ -52,6 +54,6 @@ def complete_config(
     if auto_complete and config.backend == "onnxruntime":
         onnx_file = model_dir / str(versions[-1]) / default_model_filename(config)
         autocomplete_from_onnx(config, onnx_file, source)
-    fill_defaults(config, gpu_available=gpu_available)
+    fill_defaults(config, gpu_available=gpu_available, gpus=gpus)
     validate_config(config, source)
     return versions

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from tritonconfig.ensemble import is_ensemble
 from tritonconfig.schema import mc
 from tritonconfig.sequence import SEQUENCE_IDLE_DEFAULT_US
@@ -9,11 +11,15 @@ from tritonconfig.sequence import SEQUENCE_IDLE_DEFAULT_US
 __all__ = ["fill_defaults"]
 
 
-def fill_defaults(config: mc.ModelConfig, *, gpu_available: bool) -> None:
+def fill_defaults(
+    config: mc.ModelConfig, *, gpu_available: bool, gpus: Sequence[int] = (0,)
+) -> None:
     """Version policy, instance groups (named, counted, placed), default python file name,
     pinned memory, the preferred batch sizes and the sequence idle time, where the config
-    leaves them unset. An ensemble gets only its version policy: it has no instances and no
-    optimization of its own (Triton refuses either there)."""
+    leaves them unset. `gpus`: the GPUs the server found (Triton's rule: a `KIND_AUTO` group
+    is `KIND_GPU` when there is one, and a GPU group that names none gets all of them). An
+    ensemble gets only its version policy: it has no instances and no optimization of its own
+    (Triton refuses either there)."""
     if not config.HasField("version_policy"):
         config.version_policy.latest.num_versions = 1
     if is_ensemble(config):
@@ -46,4 +52,4 @@ def fill_defaults(config: mc.ModelConfig, *, gpu_available: bool) -> None:
             kind = mc.ModelInstanceGroup.KIND_GPU if use_gpu else mc.ModelInstanceGroup.KIND_CPU
             group.kind = kind
         if group.kind == mc.ModelInstanceGroup.KIND_GPU and len(group.gpus) == 0:
-            group.gpus.append(0)
+            group.gpus.extend(list(gpus) if gpu_available and gpus else [0])

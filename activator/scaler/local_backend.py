@@ -79,6 +79,7 @@ def serve_args(
         argv += ["--idle-timeout-secs", f"{limits.idle_timeout_s:g}"]
         argv += ["--body-timeout-secs", f"{config.body_timeout_s:g}"]
     argv += _image_args(config)
+    argv += ["--target", local.target]
     if local.preload_frameworks:
         argv += ["--preload-frameworks", ",".join(local.preload_frameworks)]
     if local.arena_bytes > 0:
@@ -114,9 +115,12 @@ def replica_argv(
 
 def fork_server_argv(config: ActivatorConfig, local: LocalConfig) -> list[str]:
     """The fork server's command line, less its `--fork-server-fd` (fork_server.py adds it):
-    it imports what its children preload, and the snapshotter when images are configured."""
+    it imports what its children preload, and the snapshotter when images are configured.
+    It gets the children's `--target` too, and never resolves it: a fork server must not
+    create a CUDA context (CUDA does not survive a fork); each child resolves `auto` itself."""
     argv = [*local.fork_server_command, str(config.repository)]
     argv += ["--log-level", local.replica_log_level, *_image_args(config)]
+    argv += ["--target", local.target]
     if local.preload_frameworks:
         argv += ["--preload-frameworks", ",".join(local.preload_frameworks)]
     return argv

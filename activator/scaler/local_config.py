@@ -27,6 +27,9 @@ class LocalConfig:
     # Pool processes are forked by a fork server that imported the frameworks once
     # (runtime/zygote.py); off: each is a fresh interpreter.
     fork_server: bool = True
+    # `thaw serve --target` of every pool process and the fork server: auto (GPUs found
+    # without a CUDA context, runtime.device_target), cpu, or cuda.
+    target: str = "auto"
     arena_bytes: int = 0  # restore arena pre-faulted per pool process (0: sized at restore)
     replica_start_timeout_s: float = 120.0  # process start -> ready (not counting the load)
     serve_command: tuple[str, ...] = field(default_factory=lambda: serve_command())

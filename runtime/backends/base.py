@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,8 @@ from runtime.inference import InferRequest, InferResponse
 from tritonconfig.schema import mc
 
 __all__ = ["AsyncExecute", "Backend", "ExecTimings", "LoadContext", "SnapshotImage"]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,17 @@ class LoadContext:
     instance_name: str = ""  # Triton's `<group>_<index>`, e.g. "add_sub_0_0"
     instance_count: int = 1  # instances of this model in total (thread budgeting)
     model_file: Path | None = None  # the model file (default_model_filename applied)
+    # Where a backend reports that it runs differently than planned and still serves (a
+    # failed CUDA graph capture, a TensorRT EP that did not start): (reason, message), logged
+    # and counted in `thaw_device_fallbacks_total` by the loader. None: logged only.
+    on_fallback: Callable[[str, str], None] | None = None
+
+    def fallback(self, reason: str, message: str) -> None:
+        """Report one fallback of this instance (see `on_fallback`)."""
+        if self.on_fallback is not None:
+            self.on_fallback(reason, message)
+        else:
+            logger.warning("model=%s %s", self.model_name, message)
 
 
 @dataclass(slots=True)

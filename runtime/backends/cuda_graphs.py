@@ -11,7 +11,11 @@ input's dims from the spec, else from the config (which must then be fixed: a -1
 spec'd shape cannot be captured, and the model runs eagerly, logged why). Without any spec, one
 graph at `max_batch_size`. At execution a request whose input shapes match a captured graph
 copies its inputs into the graph's static buffers and replays it (no per-kernel launch cost);
-any other shape runs the module eagerly, as without graphs. Only the torch backend captures
+any other shape runs the module eagerly, as without graphs. A shape whose capture fails (an op
+that cannot be captured: a host sync, a CPU tensor, dynamic control flow; `cudaErrorStream
+CaptureUnsupported` and kin) is not captured: that shape runs eagerly, the failure is logged and
+the backend counts it (`thaw_device_fallbacks_total{reason="cuda_graph_capture"}`), and the
+load goes on. Only the torch backend captures
 (TorchScript and torch.export modules); onnxruntime's CUDA EP has its own `enable_cuda_graph`
 (it needs IOBinding, which Thaw does not use) and TensorRT plans run as built.
 """
@@ -19,6 +23,7 @@ any other shape runs the module eagerly, as without graphs. Only the torch backe
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,11 +82,18 @@ def graph_shapes(config: mc.ModelConfig) -> tuple[list[GraphShape], str | None]:
 
 class GraphedModule:
     """Calls the module through a captured graph when the argument shapes match one, else
-    eagerly; same results either way (outputs are copied out of the graph's static buffers)."""
+    eagerly; same results either way (outputs are copied out of the graph's static buffers).
+    `failures`: why each shape that was asked for could not be captured."""
 
-    def __init__(self, module: Any, graphs: dict[tuple[tuple[int, ...], ...], Any]) -> None:
+    def __init__(
+        self,
+        module: Any,
+        graphs: dict[tuple[tuple[int, ...], ...], Any],
+        failures: tuple[str, ...] = (),
+    ) -> None:
         self.module = module
         self._graphs = graphs  # shapes of the positional args -> (graph, static in, static out)
+        self.failures = failures
 
     @property
     def captured(self) -> int:
@@ -99,30 +111,70 @@ class GraphedModule:
         return _clone(static_out)
 
 
+Capture = Callable[[Any, GraphShape, dict[str, int], str], tuple[Any, list[Any], Any]]
+"""(module, shape, positions, device) -> (graph, static inputs, static output), or raise."""
+
+
 def capture_graphs(
-    module: Any, shapes: list[GraphShape], positions: dict[str, int], device: str
+    module: Any,
+    shapes: list[GraphShape],
+    positions: dict[str, int],
+    device: str,
+    *,
+    capture: Capture | None = None,
 ) -> GraphedModule:
-    """Capture one CUDA graph per shape (torch.cuda.CUDAGraph); needs a GPU."""
+    """One CUDA graph per shape (`capture`, default torch.cuda.CUDAGraph; needs a GPU); a shape
+    whose capture fails runs eagerly and is named in `failures`."""
     import torch
 
+    run = capture or _capture_one
     graphs: dict[tuple[tuple[int, ...], ...], Any] = {}
+    failures: list[str] = []
     with torch.inference_mode():
         for shape in shapes:
-            static: list[Any] = [None] * len(positions)
-            for name, dims, dtype in shape.inputs:
-                tensor = torch.from_numpy(np.zeros(dims, dtype=dtype)).to(device)
-                static[positions[name]] = tensor
-            side = torch.cuda.Stream(device=device)
-            side.wait_stream(torch.cuda.current_stream(device))
-            with torch.cuda.stream(side):
-                for _ in range(_WARMUP_ITERS):
-                    module(*static)
-            torch.cuda.current_stream(device).wait_stream(side)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                out = module(*static)
+            dims = [d for _, d, _ in shape.inputs]
+            try:
+                graph, static, out = run(module, shape, positions, device)
+            except RuntimeError as exc:  # torch raises CUDA and capture errors as RuntimeError
+                failures.append(f"{dims}: {exc}")
+                logger.warning("CUDA graph capture of shape %s failed, it runs eagerly: %s",
+                               dims, exc)  # fmt: skip
+                _settle(torch, device)
+                continue
             graphs[tuple(tuple(t.shape) for t in static)] = (graph, static, out)
-    return GraphedModule(module, graphs)
+    return GraphedModule(module, graphs, tuple(failures))
+
+
+def _capture_one(
+    module: Any, shape: GraphShape, positions: dict[str, int], device: str
+) -> tuple[Any, list[Any], Any]:
+    import torch
+
+    static: list[Any] = [None] * len(positions)
+    for name, dims, dtype in shape.inputs:
+        static[positions[name]] = torch.from_numpy(np.zeros(dims, dtype=dtype)).to(device)
+    side = torch.cuda.Stream(device=device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):
+        for _ in range(_WARMUP_ITERS):
+            module(*static)
+    torch.cuda.current_stream(device).wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):  # ends the capture on the way out, also on an error
+        out = module(*static)
+    return graph, static, out
+
+
+def _settle(torch: Any, device: str) -> None:
+    """After a failed capture: let the device finish what was queued, so the error stays with
+    the capture and the next shape (or the first request) starts clean."""
+    if not torch.cuda.is_available():
+        return
+    try:
+        torch.cuda.synchronize(device)
+    except RuntimeError as exc:  # a failure that poisoned the context: the load will say so
+        logger.warning("after a failed CUDA graph capture, %s did not synchronize: %s",
+                       device, exc)  # fmt: skip
 
 
 def _clone(value: Any) -> Any:

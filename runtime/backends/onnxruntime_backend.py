@@ -12,11 +12,11 @@ import numpy as np
 from runtime.backends.base import ExecTimings, LoadContext, SnapshotImage
 from runtime.backends.batch_tensors import BatchLayout, run_batched
 from runtime.backends.ort_initializers import initializer_values
+from runtime.backends.ort_providers import check_providers, wanted_providers
 from runtime.datatypes import numpy_to_v2
 from runtime.device_errors import device_failure
 from runtime.errors import RepositoryError, ServingError
 from runtime.inference import InferRequest, InferResponse, InferTensor
-from tritonconfig import ModelConfigError, tensorrt_parameters
 
 __all__ = ["OnnxRuntimeBackend", "intra_op_threads"]
 
@@ -37,38 +37,6 @@ def intra_op_threads(config_value: str | None, instance_count: int) -> int:
     return max(1, (os.cpu_count() or 1) // max(1, instance_count))
 
 
-def _providers(ctx: LoadContext, available: list[str]) -> list[Any]:
-    if ctx.instance_kind != "KIND_GPU":
-        return ["CPUExecutionProvider"]
-    options = {"device_id": ctx.device_id}
-    wanted: list[Any] = []
-    params = tensorrt_parameters(ctx.config)
-    if params is not None and "TensorrtExecutionProvider" in available:
-        wanted.append(("TensorrtExecutionProvider", _tensorrt_options(ctx, params)))
-    elif params is not None:
-        logger.warning("model=%s asks for the tensorrt accelerator but onnxruntime has no "
-                       "TensorrtExecutionProvider; running on CUDA", ctx.model_name)  # fmt: skip
-    if "CUDAExecutionProvider" not in available:
-        raise RepositoryError(
-            f"model '{ctx.model_name}' asks for KIND_GPU but onnxruntime has no "
-            "CUDAExecutionProvider (install onnxruntime-gpu)"
-        )
-    wanted.append(("CUDAExecutionProvider", options))
-    wanted.append("CPUExecutionProvider")
-    return wanted
-
-
-def _tensorrt_options(ctx: LoadContext, params: dict[str, str]) -> dict[str, str]:
-    """TensorRT EP options from the accelerator's Triton parameters (with the image's engine
-    and timing caches when they were built for this GPU, TensorRT and onnxruntime)."""
-    from snapshotter import trt_session_options
-
-    try:
-        return trt_session_options(params, device_id=ctx.device_id, image=ctx.image)
-    except ModelConfigError as exc:
-        raise RepositoryError(f"model '{ctx.model_name}': {exc}") from None
-
-
 class OnnxRuntimeBackend:
     """One onnxruntime InferenceSession."""
 
@@ -86,6 +54,7 @@ class OnnxRuntimeBackend:
         self._layout: BatchLayout | None = None  # how a dynamic batch runs as one session run
         self.used_image = False  # True when the weights came from a snapshot image
         self._keepalive: list[Any] = []  # OrtValues over snapshot memory must outlive the session
+        self.providers: list[str] = []  # the session's, after load (the planned one first)
 
     def load(self, ctx: LoadContext) -> None:
         import onnxruntime as ort
@@ -101,7 +70,7 @@ class OnnxRuntimeBackend:
         )
         options.intra_op_num_threads = intra_op_threads(raw, ctx.instance_count)
         options.inter_op_num_threads = 1
-        providers = _providers(ctx, ort.get_available_providers())
+        providers = wanted_providers(ctx, ort.get_available_providers())
         self._device = f"cuda:{ctx.device_id}" if ctx.instance_kind == "KIND_GPU" else "cpu"
         source: Any = str(ctx.model_file or ctx.version_dir / "model.onnx")
         image = ctx.image
@@ -128,6 +97,13 @@ class OnnxRuntimeBackend:
             raise RepositoryError(
                 f"model '{ctx.model_name}': onnxruntime cannot load: {exc}"
             ) from exc
+        # An EP error at `run` must fail that request, not move the session to the CPU for
+        # good; and a session that came up on other providers than planned says so.
+        self._session.disable_fallback()
+        self.providers = list(self._session.get_providers())
+        check = check_providers(ctx.model_name, providers, self.providers)
+        if check.fallback is not None:
+            ctx.fallback(check.fallback, check.message)
         self._outputs = [o.name for o in self._session.get_outputs()]
         self._string_inputs = {
             i.name for i in self._session.get_inputs() if i.type == "tensor(string)"

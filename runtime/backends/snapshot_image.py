@@ -43,6 +43,11 @@ class ImageManifest(ImageIdentity, Protocol):
         """Framework and host versions the image was built with (`onnxruntime`, `torch`, ...)."""
         ...
 
+    @property
+    def weight_bytes(self) -> int:
+        """Bytes of the image's tensors (what a framework copies onto a GPU from a host image)."""
+        ...
+
 
 class SnapshotImage(Protocol):
     """One restored image: weights as views into one arena, plus its artifacts."""

@@ -12,11 +12,9 @@ import logging
 import time
 from typing import Any
 
-import numpy as np
-
 from runtime.backends.base import ExecTimings, LoadContext
 from runtime.backends.batch_tensors import BatchLayout, run_batched
-from runtime.datatypes import numpy_to_v2
+from runtime.backends.tensorrt_dtypes import IoType, from_wire, io_type, to_wire
 from runtime.device_errors import device_failure
 from runtime.errors import RepositoryError, ServingError
 from runtime.inference import InferRequest, InferResponse, InferTensor
@@ -54,7 +52,7 @@ class TensorRTBackend:
         self._version = ""
         self._inputs: list[str] = []
         self._outputs: list[str] = []
-        self._dtypes: dict[str, Any] = {}
+        self._types: dict[str, IoType] = {}
         self._layout: BatchLayout | None = None  # how a dynamic batch runs as one execution
 
     def load(self, ctx: LoadContext) -> None:
@@ -84,7 +82,10 @@ class TensorRTBackend:
         self._stream = torch.cuda.Stream(device=self._device)
         for i in range(self._engine.num_io_tensors):
             name = self._engine.get_tensor_name(i)
-            self._dtypes[name] = np.dtype(trt.nptype(self._engine.get_tensor_dtype(name)))
+            try:  # not trt.nptype: it has no numpy type for BF16/FP8 (tensorrt_dtypes.py)
+                self._types[name] = io_type(self._engine.get_tensor_dtype(name), name)
+            except ValueError as exc:
+                raise RepositoryError(f"model '{ctx.model_name}': {exc}") from None
             if self._engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT:
                 self._inputs.append(name)
             else:
@@ -115,16 +116,16 @@ class TensorRTBackend:
         keep: list[Any] = []  # device buffers must live until the stream finishes
         with torch.cuda.stream(self._stream):
             for tensor in request.inputs:
-                data = np.ascontiguousarray(tensor.data, dtype=self._dtypes[tensor.name])
-                device_tensor = torch.from_numpy(data).to(self._device, non_blocking=True)
+                host = from_wire(torch, tensor.data, self._types[tensor.name])
+                device_tensor = host.to(self._device, non_blocking=True)
                 keep.append(device_tensor)
-                self._context.set_input_shape(tensor.name, tuple(data.shape))
+                self._context.set_input_shape(tensor.name, tuple(host.shape))
                 self._context.set_tensor_address(tensor.name, device_tensor.data_ptr())
             wanted = [o.name for o in request.requested_outputs] or self._outputs
             buffers: dict[str, Any] = {}
             for name in self._outputs:
                 shape = tuple(self._context.get_tensor_shape(name))
-                dtype = torch.from_numpy(np.empty(0, self._dtypes[name])).dtype
+                dtype = getattr(torch, self._types[name].torch)
                 buffers[name] = torch.empty(shape, dtype=dtype, device=self._device)
                 self._context.set_tensor_address(name, buffers[name].data_ptr())
             t1 = time.perf_counter_ns()
@@ -134,8 +135,8 @@ class TensorRTBackend:
             t2 = time.perf_counter_ns()
         outputs = []
         for name in wanted:
-            array = buffers[name].cpu().numpy()
-            outputs.append(InferTensor(name, numpy_to_v2(array.dtype), tuple(array.shape), array))
+            array = to_wire(torch, buffers[name], self._types[name])
+            outputs.append(InferTensor(name, self._types[name].v2, tuple(array.shape), array))
         t3 = time.perf_counter_ns()
         total.add(t0, t1, t2, t3)
         return InferResponse(self._name, self._version, outputs, id=request.id)

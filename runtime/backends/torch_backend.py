@@ -7,6 +7,7 @@ captured at load where the config asks (`optimization.cuda.graphs`: backends/cud
 
 from __future__ import annotations
 
+import gc
 import io
 import logging
 import threading
@@ -19,8 +20,10 @@ import numpy as np
 from runtime.backends.base import ExecTimings, LoadContext
 from runtime.backends.batch_tensors import BatchLayout, run_batched
 from runtime.backends.cuda_graphs import capture_graphs, graph_shapes
+from runtime.backends.export_placement import place_program
 from runtime.datatypes import numpy_to_v2
 from runtime.device_errors import device_failure
+from runtime.device_plan import FallbackReason
 from runtime.errors import RepositoryError, ServingError
 from runtime.inference import InferRequest, InferResponse, InferTensor
 from snapshotter import arg_positions
@@ -31,7 +34,7 @@ from tritonconfig import (
     compile_settings,
 )
 
-__all__ = ["TorchBackend", "positions"]
+__all__ = ["TorchBackend", "positions", "release_device_cache"]
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +86,8 @@ class TorchBackend:
         path = ctx.model_file or ctx.version_dir / "model.pt"
         if path.suffix == ".pt2":
             program = self._load_program(ctx, torch, path)
+            if self._device != "cpu":
+                program = self._placed(ctx, program)
             self._module = program.module()
             forward_args = [str(name) for name in program.graph_signature.user_inputs]
         else:
@@ -106,6 +111,19 @@ class TorchBackend:
         if self._device != "cpu":
             self._module = self._graphs(ctx, self._module)
 
+    def _placed(self, ctx: LoadContext, program: Any) -> Any:
+        """The program with the devices written into its graph moved to this GPU; ops that
+        stay elsewhere are a counted fallback (backends/export_placement.py)."""
+        program, left = place_program(program, self._device)
+        if left:
+            ctx.fallback(
+                FallbackReason.CPU_PLACED_OPS.value,
+                f"the exported program computes {len(left)} op(s) on another device than "
+                f"{self._device} ({', '.join(left[:5])}): host-device copies on every request; "
+                "export it without fixed devices",
+            )
+        return program
+
     def _graphs(self, ctx: LoadContext, module: Any) -> Any:
         """The module behind captured CUDA graphs when the config asks and allows, else itself."""
         shapes, why_not = graph_shapes(ctx.config)
@@ -117,7 +135,13 @@ class TorchBackend:
         graphed = capture_graphs(module, shapes, self._inputs, self._device)
         logger.info("model=%s %d CUDA graph(s) captured in %.2f s", ctx.model_name,
                     graphed.captured, time.perf_counter() - start)  # fmt: skip
-        return graphed
+        if graphed.failures:
+            ctx.fallback(
+                FallbackReason.CUDA_GRAPH_CAPTURE.value,
+                f"CUDA graph capture failed for {len(graphed.failures)} of {len(shapes)} "
+                f"shape(s), which run eagerly: {graphed.failures[0]}",
+            )
+        return graphed if graphed.captured else module
 
     def _compile(self, ctx: LoadContext, settings: Any) -> Any:
         """torch.compile + warm-up, from the image's compile caches when they fit this host."""
@@ -259,6 +283,24 @@ class TorchBackend:
 
     def unload(self) -> None:
         self._module = None
+        if self._device != "cpu":
+            import torch
+
+            release_device_cache(torch, self._device)
+
+
+def release_device_cache(torch: Any, device: str) -> bool:
+    """Give the memory torch's caching allocator keeps for `device`, unused, back to the driver
+    (after the unloaded module's tensors are collected). Without this, VRAM a torch model freed
+    stays reserved by this process: an onnxruntime or TensorRT load (their own allocators)
+    after it can run out of memory although the device budget, which counts torch's reserved
+    memory as reusable, said it fits. False when CUDA was never initialized here."""
+    if not torch.cuda.is_initialized():
+        return False
+    gc.collect()  # reference cycles may still hold device tensors of the unloaded module
+    with torch.cuda.device(device):
+        torch.cuda.empty_cache()
+    return True
 
 
 def _compile_settings(ctx: LoadContext) -> CompileSettings | None:

@@ -1,4 +1,4 @@
-"""benchmarks/gpu_check.py off a GPU: the no-CUDA exit, the table's rows, the generated inputs."""
+"""benchmarks/gpu_check.py off a GPU: the no-CUDA exits, strict's rules, the rows, the inputs."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from benchmarks import gpu_models
-from benchmarks.gpu_check import Check, Row
+from benchmarks import gpu_check, gpu_models
+from benchmarks.gpu_check import PLAN, Check, Row, strict_reasons
+from benchmarks.gpu_proofs import Skipped
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -38,15 +39,21 @@ def test_every_step_becomes_rows_a_skip_or_a_failure() -> None:
     def broken() -> list[Row]:
         raise RuntimeError("CUDA error: an illegal memory access")
 
+    def no_second_gpu() -> list[Row]:
+        raise Skipped("needs 2 GPUs, this machine has 1", hardware=True)
+
     check.step("needs ort-gpu", missing)
     check.step("broken", broken)
+    check.step("two gpus", no_second_gpu)
     late = Check(budget_s=-1)
     late.step("late", lambda: [Row("never", "")])
     assert [r.result for r in check.rows[1:]] == [
         "skipped: onnxruntime_gpu not installed",
         "FAILED: RuntimeError('CUDA error: an illegal memory access')",
+        "skipped: needs 2 GPUs, this machine has 1",
     ]
-    assert [r.ok for r in check.rows] == [True, True, False]
+    assert [r.ok for r in check.rows] == [True, True, False, True]
+    assert check.rows[1].missing == "onnxruntime_gpu" and check.rows[3].hardware
     assert late.rows[0].result.startswith("skipped: time budget")
     table = check.table("H200").splitlines()
     assert table[2] == "| check | result | baseline (same run) | verdict |"
@@ -82,3 +89,81 @@ def test_the_generated_models_run_and_their_configs_ask_for_a_gpu(tmp_path: Path
     config = parse_config((onnx_dir / "config.pbtxt").read_text(), "config.pbtxt")
     assert config.instance_group[0].kind == config.instance_group[0].KIND_GPU
     assert tensorrt_parameters(config) is not None
+
+
+def test_strict_without_cuda_fails_for_that_reason_only_and_lists_every_row() -> None:
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: the check would run for real")
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "gpu_check.py"), "--strict", "--work",
+         "/nonexistent"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode != 0, done.stdout
+    out = done.stdout
+    reasons = out.split("gpu_check --strict: FAILED, 1 reason:\n", 1)[1].strip().splitlines()
+    assert len(reasons) == 1 and reasons[0].strip().startswith("no CUDA device (")
+    for step in PLAN:  # every row it would run on a GPU is listed
+        assert f"- {step.name}" in out
+        for row in step.proves:
+            assert f"    - {row}" in out
+    quick = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "gpu_check.py"), "--strict", "--quick"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert quick.returncode != 0 and "(full check only)" not in quick.stdout
+    assert "- fork-server child" in quick.stdout and "- torch.compile" not in quick.stdout
+
+
+def test_strict_fails_on_any_skip_the_machine_could_have_run() -> None:
+    rows = [
+        Row("ran", "1 GB/s"),
+        Row("late", "skipped: time budget", skipped="time budget (500 s of 480)"),
+        Row("ort", "skipped: ...", skipped="no CUDA EP", missing="onnxruntime-gpu"),
+        Row("two gpus", "skipped: ...", skipped="needs 2 GPUs", hardware=True),
+        Row("broken", "FAILED: ...", ok=False),
+    ]
+    assert strict_reasons(rows, frozenset()) == [
+        "skipped: late (time budget (500 s of 480))",
+        "skipped: ort (no CUDA EP)",
+        "failed: broken",
+    ]
+    # Declared absent on purpose: accepted; the budget and the failure never are.
+    assert strict_reasons(rows, frozenset({"onnxruntime-gpu"})) == [
+        "skipped: late (time budget (500 s of 480))",
+        "failed: broken",
+    ]
+    assert strict_reasons(rows[:1] + rows[3:4], frozenset()) == []
+
+
+def test_the_quick_check_covers_the_gpu_proofs_and_the_full_one_everything() -> None:
+    quick = {step.name for step in PLAN if step.quick}
+    assert {"environment", "torch in the device arena", "onnxruntime CUDA EP",
+            "onnxruntime device initializers", "CUDA warm-up", "CUDA graphs", "KIND_AUTO",
+            "out of memory", "fork-server child"} <= quick  # fmt: skip
+    assert {"TensorRT EP-context moved", "torch.compile"} <= {s.name for s in PLAN} - quick
+
+
+def test_restores_the_check_times_read_with_its_threads_into_the_ring(tmp_path: Path) -> None:
+    from snapshotter import DeviceConfig, StagingPool
+
+    pool = StagingPool(slot_bytes=1 << 20, slots=2)
+    loader = gpu_check.ring_loader(tmp_path, "cpu", pool)
+    # A restore into a GPU takes its readers from DeviceConfig, not the loader's read_threads.
+    assert loader.device_config.read_threads == gpu_check.READ_THREADS > DeviceConfig().read_threads
+    assert loader.staging is pool
+
+
+def test_the_proofs_models_run_and_fallbacks_are_summed_per_model(tmp_path: Path) -> None:
+    from benchmarks import gpu_proofs
+
+    model = gpu_proofs.torch_linear_model(tmp_path, "m", width=8, export=True)
+    x = np.ones((2, 8), np.float32)
+    assert gpu_proofs.cpu_reference(model, x).shape == (2, 8)
+    assert "model.pt2" in (model / "config.pbtxt").read_text()
+    text = (
+        'thaw_device_fallbacks_total{model="m",reason="no_cuda"} 1.0\n'
+        'thaw_device_fallbacks_total{model="m",reason="cuda_graph_capture"} 2.0\n'
+        'thaw_device_fallbacks_total{model="other",reason="no_cuda"} 5.0\n'
+    )
+    assert gpu_proofs.fallbacks(text, "m") == 3.0

@@ -75,3 +75,35 @@ def test_matching_shapes_replay_the_graph_and_others_run_eagerly() -> None:
     assert torch.equal(second, (x + 1) * 2 + 1)
     other = torch.ones(3, 4)
     assert torch.equal(graphed(other), other * 2 + 1) and graph.replays == 2  # eager, no replay
+
+
+def test_a_shape_whose_capture_fails_runs_eagerly_and_is_named() -> None:
+    from runtime.backends.cuda_graphs import capture_graphs
+
+    def module(x: Any) -> Any:
+        return x * 2 + 1
+
+    config = parse_config(
+        """name: "m" backend: "pytorch" max_batch_size: 8
+        input [ { name: "x" data_type: TYPE_FP32 dims: [ 4 ] } ]
+        output [ { name: "y" data_type: TYPE_FP32 dims: [ 4 ] } ]
+        optimization { cuda { graphs: true graph_spec [ { batch_size: 2 }, { batch_size: 8 } ] } }
+        """,
+        "c",
+    )
+    shapes, why_not = graph_shapes(config)
+    assert why_not is None and len(shapes) == 2
+
+    def capture(mod: Any, shape: Any, positions: dict[str, int], device: str) -> Any:
+        ((_, dims, _),) = shape.inputs
+        if dims[0] == 8:  # what torch raises for an op that cannot be captured
+            raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
+        static_in = [torch.zeros(dims)]
+        static_out = torch.zeros(dims)
+        return _ReplayOnly(mod, static_in, static_out), static_in, static_out
+
+    graphed = capture_graphs(module, shapes, {"x": 0}, "cuda:0", capture=capture)
+    assert graphed.captured == 1 and len(graphed.failures) == 1
+    assert "[(8, 4)]" in graphed.failures[0] and "stream is capturing" in graphed.failures[0]
+    x8 = torch.ones(8, 4)
+    assert torch.equal(graphed(x8), x8 * 2 + 1)  # the failed shape runs eagerly, same result

@@ -13,6 +13,7 @@ import torch
 from runtime import cli
 from runtime.config import ConfigError, ServeConfig, parse_cuda_pool
 from runtime.cuda_warmup import CudaWarmup, staging_shape
+from runtime.device_target import DeviceTarget, local_target
 from runtime.metrics import Metrics
 from tests.fixtures.serve_process import ServeProcess
 
@@ -30,9 +31,14 @@ def test_gpu_flags_in_tritons_form_become_the_config() -> None:
     )  # fmt: skip
     assert config.cuda_memory_pools == ((0, 268435456), (1, 1024))
     assert config.pinned_memory_pool_bytes == 64 << 20 and config.vram_headroom_bytes == 0
-    assert cli.wants_cuda_warmup(config)
-    assert not cli.wants_cuda_warmup(_parse("repo"))
-    assert cli.wants_cuda_warmup(_parse("repo", "--target", "cuda"))
+    cpu, cuda = local_target("cpu"), DeviceTarget("cuda", (0,), "cuda", "")
+    assert cli.wants_cuda_warmup(config, cpu)
+    assert not cli.wants_cuda_warmup(_parse("repo"), cpu)
+    assert cli.wants_cuda_warmup(_parse("repo", "--target", "cuda"), cuda)
+    # `auto` that found a GPU warms CUDA up; one that found none does not.
+    auto = _parse("repo", "--target", "auto")
+    assert cli.wants_cuda_warmup(auto, DeviceTarget("auto", (0, 1), "cuda", "2 GPU(s)"))
+    assert not cli.wants_cuda_warmup(auto, DeviceTarget("auto", (), "cpu", "no CUDA device"))
 
 
 @pytest.mark.parametrize("text", ["0", "a:1", "0:-5", ":12", "0:1.5"])

@@ -21,7 +21,6 @@ NO_CUDA = Capabilities(cuda_devices=0, no_cuda_reason="no CUDA device visible")
 TWO_GPUS_ORT_GPU = Capabilities(
     cuda_devices=2,
     ort_providers=frozenset({CUDA_EP, "CPUExecutionProvider"}),
-    ort_device_initializers=True,
     tensorrt=True,
 )
 TRT_ACCELERATOR = """
@@ -85,12 +84,14 @@ def test_onnxruntime_without_the_cuda_ep_falls_back_to_cpu() -> None:
     assert "onnxruntime-gpu is not installed" in plan.fallbacks[0].message
 
 
-def test_onnxruntime_restores_into_the_gpu_only_when_it_takes_device_initializers() -> None:
+def test_onnxruntime_on_a_gpu_restores_on_the_host_so_vram_holds_its_weights_once() -> None:
+    # add_external_initializers copies device OrtValues to the host and back (onnxruntime#29009):
+    # a device restore would hold the weights twice. Until a zero-copy path is proven, host.
     config = _config("onnxruntime", "{ kind: KIND_GPU gpus: [ 1 ] }")
-    assert plan_devices(config, TWO_GPUS_ORT_GPU).restore_devices == ("cuda:1",)
-    old_ort = Capabilities(cuda_devices=2, ort_providers=frozenset({CUDA_EP}))
-    placement = plan_devices(config, old_ort).placements[0]
+    placement = plan_devices(config, TWO_GPUS_ORT_GPU).placements[0]
     assert placement.device == "cuda:1" and placement.restore_device == "cpu"
+    torch_config = _config("pytorch", "{ kind: KIND_GPU gpus: [ 1 ] }")
+    assert plan_devices(torch_config, TWO_GPUS_ORT_GPU).restore_devices == ("cuda:1",)
 
 
 def test_the_tensorrt_accelerator_without_the_trt_ep_runs_on_cuda_and_says_so() -> None:
@@ -128,6 +129,18 @@ def test_the_local_inventory_reads_this_machine() -> None:
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
     caps = LocalInventory().capabilities(onnxruntime=True, tensorrt=True)
-    assert caps.cuda_devices == 0 and "CUDA" in caps.no_cuda_reason
+    assert caps.cuda_devices == 0 and "CUDA device" in caps.no_cuda_reason
     assert "CPUExecutionProvider" in caps.ort_providers
-    assert not caps.ort_device_initializers  # no CUDA EP: nothing to hand device memory to
+    torch_caps = LocalInventory().capabilities(onnxruntime=False, tensorrt=False)
+    assert torch_caps.cuda_devices == 0 and "CUDA" in torch_caps.no_cuda_reason
+
+
+def test_onnxruntime_gpus_are_counted_without_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """onnxruntime-gpu beside a CPU build of torch: the GPU scan, not torch, says how many."""
+    from runtime import device_inventory
+
+    monkeypatch.setattr(device_inventory, "_scanned", lambda: (2, ""))
+    monkeypatch.setattr(device_inventory, "_torch_cuda", lambda: (0, "torch is built without CUDA"))
+    inventory = device_inventory.LocalInventory()
+    assert inventory.capabilities(onnxruntime=True, tensorrt=False).cuda_devices == 2
+    assert inventory.capabilities(onnxruntime=False, tensorrt=False).cuda_devices == 0

@@ -50,3 +50,70 @@ def test_nvml_on_a_machine_without_it_reads_nothing() -> None:
     reader = NvmlReader()
     assert reader.samples() == [] and reader.samples() == []  # tried once, then quiet
     assert "nv_gpu_" not in Metrics().exposition().decode()
+
+
+class _Memory:
+    def __init__(self, total: int, used: int) -> None:
+        self.total, self.used = total, used
+
+
+class _Rates:
+    gpu = 50
+
+
+class _Process:
+    def __init__(self, pid: int, used: int) -> None:
+        self.pid, self.usedGpuMemory = pid, used
+
+
+class FakeNvml:
+    """pynvml over three GPUs; this process holds 1 GiB on the second."""
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self, pid: int) -> None:
+        self.uuids = ["GPU-a", "GPU-b", "GPU-c"]
+        self.pid = pid
+
+    def nvmlInit(self) -> None: ...
+
+    def nvmlDeviceGetCount(self) -> int:
+        return len(self.uuids)
+
+    def nvmlDeviceGetHandleByIndex(self, i: int) -> int:
+        return i
+
+    def nvmlDeviceGetUUID(self, h: int) -> str:
+        return self.uuids[h]
+
+    def nvmlDeviceGetMemoryInfo(self, h: int) -> _Memory:
+        return _Memory(100 << 30, (h + 1) << 30)
+
+    def nvmlDeviceGetUtilizationRates(self, h: int) -> _Rates:
+        return _Rates()
+
+    def nvmlDeviceGetPowerUsage(self, h: int) -> int:
+        return 300_000
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, h: int) -> int:
+        return 700_000
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h: int) -> int:
+        return 5_000
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h: int) -> list[_Process]:
+        return [_Process(1, 5 << 30), _Process(self.pid, 1 << 30)] if h == 1 else []
+
+
+def test_only_the_gpus_this_process_can_use_are_reported_with_its_own_memory() -> None:
+    import os
+
+    reader = NvmlReader(nvml=FakeNvml(os.getpid()), visible="1,2")
+    samples = reader.samples()
+    assert [s.uuid for s in samples] == ["GPU-b", "GPU-c"]  # not GPU-a: CUDA cannot see it
+    assert samples[0].memory_used_bytes == 2 << 30  # device-wide, as Triton's
+    assert samples[0].process_memory_bytes == 1 << 30 and samples[1].process_memory_bytes is None
+    text = Metrics(gpu=reader).exposition().decode()
+    assert 'thaw_gpu_process_memory_bytes{gpu_uuid="GPU-b"} 1.073741824e+09' in text
+    assert 'thaw_gpu_process_memory_bytes{gpu_uuid="GPU-c"}' not in text

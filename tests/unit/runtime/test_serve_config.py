@@ -62,7 +62,7 @@ def test_defaults_match_the_documented_interface() -> None:
         ({"repository_poll_secs": float("nan")}, "`repository_poll_secs` = nan, must be in"),
         ({"exit_timeout_s": -1.0}, "`exit_timeout_s` = -1.0, must be in"),
         ({"max_json_depth": 1}, "`max_json_depth` = 1, must be in"),
-        ({"target": "tpu"}, "`target` = 'tpu', must be one of cpu, cuda"),
+        ({"target": "tpu"}, "`target` = 'tpu', must be one of auto, cpu, cuda"),
         ({"preload_frameworks": ("jax",)}, "`preload_frameworks` = 'jax'"),
         ({"event_loop": "trio"}, "`event_loop` = 'trio'"),
         ({"cache_max_bytes": 0}, "`cache_max_bytes` = 0, must be in [1, "),
