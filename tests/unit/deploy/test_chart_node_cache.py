@@ -24,7 +24,10 @@ def _pods_mounting_the_cache(objects: list[dict[str, Any]]) -> dict[str, dict[st
 
 @pytest.mark.parametrize(
     "sets",
-    [[], ["modelRepository.source=s3", "modelRepository.s3Uri=s3://bucket/repo"]],
+    [
+        ["modelRepository.source=configMap", "modelRepository.configMapName=my-models"],
+        ["modelRepository.source=s3", "modelRepository.s3Uri=s3://bucket/repo"],
+    ],
     ids=["configMap", "s3"],
 )
 def test_every_pod_mounting_the_node_cache_first_gives_it_to_the_runtime_user(
@@ -46,7 +49,8 @@ def test_every_pod_mounting_the_node_cache_first_gives_it_to_the_runtime_user(
         assert security["allowPrivilegeEscalation"] is False
         assert security["readOnlyRootFilesystem"] is True
         # The s3 repository's sync still runs (after it); nothing else runs as root.
-        assert [c["name"] for c in rest] == (["repository"] if sets else [])
+        s3 = "modelRepository.source=s3" in sets
+        assert [c["name"] for c in rest] == (["repository"] if s3 else [])
         for container in [*rest, *spec["containers"]]:
             assert (container.get("securityContext") or {}).get("runAsUser") is None, name
         assert spec["securityContext"]["runAsUser"] == 10001
@@ -54,7 +58,9 @@ def test_every_pod_mounting_the_node_cache_first_gives_it_to_the_runtime_user(
 
 def test_the_cache_owner_follows_the_pods_user(render: Render) -> None:
     values = {"podSecurityContext": {"runAsNonRoot": True, "runAsUser": 20002,
-                                     "runAsGroup": 30003, "fsGroup": 30003}}  # fmt: skip
+                                     "runAsGroup": 30003, "fsGroup": 30003},
+              "modelRepository": {"source": "pvc", "pvcName": "models"},
+              "nodeCache": {"prefetch": {"enabled": False}}}  # fmt: skip
     pods = _pods_mounting_the_cache(render(values))
     for spec in pods.values():
         command = spec["initContainers"][0]["command"]
