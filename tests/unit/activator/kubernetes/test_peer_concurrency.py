@@ -55,6 +55,27 @@ async def test_demand_held_on_another_activator_wakes_this_one_and_starts_a_repl
     await endpoint.close()
 
 
+async def test_peer_demand_keeps_the_model_through_the_idle_grace() -> None:
+    # Issue 21, defect 3: a request held only on another activator wakes this one (the
+    # scaling leader); that request is served 0.2 s later. The model must then stay up for
+    # its idle grace, as after a request of its own, not go back to zero at the next tick.
+    backend, clock = PeeredBackend(), FakeClock()
+    endpoint = _endpoint(backend, clock)
+    backend.others = PeerLoad(mean=0.0, current=1)
+    (wake,) = backend.wakers
+    wake()
+    await turns()
+    assert endpoint.ready_count == 1
+    clock.advance(0.2)
+    backend.others = PeerLoad()  # served there: its report now says nothing held
+    assert endpoint.tick().desired == 1
+    await turns()
+    assert endpoint.ready_count == 1 and backend.stopped == []
+    clock.advance(SETTINGS.scale_to_zero_grace_s)
+    assert endpoint.tick().desired == 0  # the grace, counted from the peer's demand, ran out
+    await endpoint.close()
+
+
 async def test_the_total_over_activators_sets_the_replica_count() -> None:
     backend, clock = PeeredBackend(), FakeClock()
     endpoint = _endpoint(backend, clock)
