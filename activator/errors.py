@@ -13,6 +13,9 @@
     ├── ModelUnavailable (503)            the model's config.pbtxt could not be used (reason)
     ├── Overloaded (503)                  held-request buffer full (count or bytes); Retry-After
     ├── ActivationFailed (503)            the model could not be brought up (load error, crash)
+    ├── StartWithdrawn (503)              a replica start the backend gave up without failing
+    │                                     (a follower's start nobody needs); never reaches a
+    │                                     client: the endpoint decides again
     ├── ScalerUnavailable (503)           the scaler backend cannot run (API unreachable or
     │                                     forbidden, no warm pool): `thaw up` stops at start
     ├── HeldTimeout (504)                 held past its deadline without a ready replica
@@ -38,6 +41,7 @@ __all__ = [
     "PayloadTooLarge",
     "RouteNotFound",
     "ScalerUnavailable",
+    "StartWithdrawn",
     "UnknownModel",
     "UpstreamFailed",
     "UpstreamTimeout",
@@ -113,6 +117,14 @@ class ActivationFailed(ActivatorError):
 
 
 class ScalerUnavailable(ActivatorError):
+    status = 503
+
+
+class StartWithdrawn(ActivatorError):
+    """`ScalerBackend.start_replica` ended without a replica and without a failure: nothing
+    needs the start any more (no request waits for it, or this activator's role changed).
+    Held requests are not failed by it; the endpoint decides again."""
+
     status = 503
 
 

@@ -61,7 +61,8 @@ class Metrics:
         )
         self.replica_starts = Counter(
             "thaw_replica_starts_total",
-            "Replica start attempts by result (ok, failed)",
+            "Replica start attempts by result (ok, failed, withdrawn: a follower's start "
+            "nobody needed any more)",
             ["model", "result"],
             registry=r,
         )

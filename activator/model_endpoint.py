@@ -141,6 +141,7 @@ class ModelEndpoint:
             on_ready=self._replica_ready,
             on_start_failed=self._start_failed,
             on_lost=self._replica_lost,
+            on_start_withdrawn=self._start_withdrawn,
         )
         self._held: HeldQueue[Replica] = HeldQueue(
             max_count=settings.max_held_requests, max_bytes=settings.max_held_bytes, model=name
@@ -287,6 +288,11 @@ class ModelEndpoint:
             self._cold.abandon(message)
             error = ActivationFailed(f"model '{self._name}' could not be activated: {message}")
             self._admission.fail_held(error)
+
+    def _start_withdrawn(self) -> None:
+        # A start nobody needed ended (activator.scaler.follower_start): held requests stay
+        # held; decide again now, so that requests still waiting start the model at once.
+        self._reconciler.poke()
 
     def _replica_lost(self, replica: Replica) -> None:
         if self._sequences is not None:

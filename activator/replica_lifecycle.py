@@ -18,7 +18,7 @@ from typing import Any
 
 from activator.breaker import Breaker
 from activator.config import ScaleSettings
-from activator.errors import ActivationFailed
+from activator.errors import ActivationFailed, StartWithdrawn
 from activator.metrics import Metrics
 from activator.replica import Replica
 from activator.replica_stats import ModelStatistics
@@ -49,6 +49,7 @@ class ReplicaSet:
         on_ready: Callable[[Replica, bool], None],
         on_start_failed: Callable[[str], None],
         on_lost: Callable[[Replica], None],
+        on_start_withdrawn: Callable[[], None] = lambda: None,
     ) -> None:
         self._model = model
         self._settings = settings
@@ -60,6 +61,7 @@ class ReplicaSet:
         self._on_ready = on_ready  # (replica, first ready of the model)
         self._on_start_failed = on_start_failed  # (message), after last_error is set
         self._on_lost = on_lost  # a replica died and is gone
+        self._on_start_withdrawn = on_start_withdrawn  # a start ended with nothing, no failure
         self._replicas: list[Replica] = []
         self._starting = 0
         self.last_error: str | None = None
@@ -116,6 +118,10 @@ class ReplicaSet:
             handle = await self._backend.start_replica(
                 self._model, timeout_s=self._settings.activation_timeout_s
             )
+        except StartWithdrawn as exc:
+            self._starting -= 1
+            self._start_withdrawn(exc.message)
+            return
         except ActivationFailed as exc:
             self._starting -= 1
             self._start_failed(exc.message)
@@ -148,6 +154,14 @@ class ReplicaSet:
         self.last_error = message
         self._retry_needs_request = True
         self._on_start_failed(message)
+
+    def _start_withdrawn(self, message: str) -> None:
+        self._metrics.replica_starts.labels(self._model, "withdrawn").inc()
+        logger.info("model=%s replica start withdrawn: %s", self._model, message)
+        # Nothing needed it: only waiting requests (here or elsewhere) start another, so a
+        # model nobody asks for is not started again at every tick.
+        self._retry_needs_request = True
+        self._on_start_withdrawn()
 
     def adopt(self, handles: Iterable[ReplicaHandle]) -> None:
         """Take over replicas that already run (`ScalerBackend.running_replicas`)."""

@@ -5,7 +5,9 @@
                     its resourceVersion; 409 → the next pod) or, with none ready, create a
                     model pod from the pool's template; load the model (RuntimeControl), mark
                     it serving, attach it
-                 └▶ (follower) wait for the leader's pod to appear, then attach it
+                 └▶ (follower) a request to the leader: wait for a pod it claims for the
+                    model, then attach it; withdrawn (no failure) when no request waits any
+                    more or this activator's role changes (follower_start)
     wait_lost    ─▶ the pod watch (pod_informer): deleted, deleting, finished, restarted,
                     unready too long, or drained by the leader
     stop_replica ─▶ detach; the leader also marks it draining, lets peers see that, deletes it
@@ -36,10 +38,12 @@ from typing import Any
 
 import aiohttp
 
-from activator.errors import ActivationFailed, ScalerUnavailable
+from activator.errors import ActivationFailed, ScalerUnavailable, StartWithdrawn
 from activator.metrics import Metrics
 from activator.scaler.backend import PeerLoad, PoolStatus, ReplicaHandle
 from activator.scaler.backoff import Backoff
+from activator.scaler.follower_start import FollowAction
+from activator.scaler.follower_start import step as follow_step
 from activator.scaler.kube_api import KubeApi, KubeApiError, open_api_client
 from activator.scaler.kube_config import KubernetesConfig
 from activator.scaler.leader_election import LeaderElection
@@ -118,6 +122,7 @@ class KubernetesBackend:
         self._pods: PodInformer | None = None
         self._starter: PodStarter | None = None
         self._released = False  # after release(): no longer owns pods, only lets go
+        self._role_changes = 0  # bumped on every change of scaling role (follower starts end)
 
     # ---- set-up (StartsAsync) -----------------------------------------------------------
 
@@ -258,6 +263,7 @@ class KubernetesBackend:
         return self._election.leading if self._election is not None else True
 
     def _role_changed(self, leading: bool) -> None:
+        self._role_changes += 1
         self._metrics.scaling_leader.set(1 if leading else 0)
         role = "the scaling leader" if leading else "a follower"
         logger.info("activator %s is %s now", self._kube.activator_id, role)
@@ -265,24 +271,55 @@ class KubernetesBackend:
     # ---- ScalerBackend --------------------------------------------------------------------
 
     async def start_replica(self, model: str, *, timeout_s: float) -> ReplicaHandle:
-        pods = self._started_informer()
+        self._started_informer()
         start = self._clock()
         deadline = start + timeout_s
+        handle = await self._attach_serving(model, start)
+        if handle is not None:
+            return handle
+        if self.leading:
+            return await self._bring_up(model, start, deadline)
+        return await self._follow(model, start, deadline)
+
+    async def _follow(self, model: str, start: float, deadline: float) -> ReplicaHandle:
+        """A follower's start: a request to the scaling leader, satisfied by a pod it claims
+        for `model` (attached once serving); withdrawn or failed as `follower_start` says."""
+        pods = self._started_informer()
+        began = self._role_changes
         while True:
             seen = pods.version
             handle = await self._attach_serving(model, start)
             if handle is not None:
                 return handle
-            if self.leading:
-                return await self._bring_up(model, start, deadline)
-            remaining = deadline - self._clock()
-            if remaining <= 0:
+            now = self._clock()
+            look = follow_step(
+                role_changed=self._role_changes != began,
+                claimed=self._claimed_elsewhere(model),
+                demand=self._reports.demand(model) if self._reports is not None else 1,
+                attached=sum(1 for a in self._attached.values() if a.model == model),
+                now=now,
+                deadline=deadline,
+            )
+            if look.action is FollowAction.WITHDRAW:
+                raise StartWithdrawn(f"start of model '{model}' withdrawn: {look.reason}")
+            if look.action is FollowAction.FAIL:
                 holder = self._election.holder if self._election is not None else None
                 raise ActivationFailed(
-                    f"no replica of model '{model}' appeared within {timeout_s:g} s: the "
-                    f"scaling leader ({holder or 'none now'}) did not start one"
+                    f"no replica of model '{model}' appeared within {deadline - start:g} s: "
+                    f"the scaling leader ({holder or 'none now'}) did not start one"
                 )
-            await pods.wait_change(seen, min(remaining, _FOLLOW_POLL_S))
+            await pods.wait_change(seen, _FOLLOW_POLL_S)
+
+    def _claimed_elsewhere(self, model: str) -> int:
+        """Pods of `model` the leader claimed or created that are still loading."""
+        return sum(
+            1
+            for p in self._started_informer().pods()
+            if annotation(p, ANNOTATION_MODEL) == model
+            and state_of(p) is PodState.LOADING
+            and not is_deleting(p)
+            and not is_finished(p)
+        )
 
     async def running_replicas(self, model: str) -> list[ReplicaHandle]:
         self._started_informer()

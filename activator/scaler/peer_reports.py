@@ -132,6 +132,15 @@ class PeerReports:
     def watch_demand(self, model: str, wake: Callable[[], object]) -> None:
         self._wakers.setdefault(model, []).append(wake)
 
+    def demand(self, model: str) -> int:
+        """Requests for `model` held or in flight: here (as last exchanged) and on the other
+        activators (their reports, or the leader's last totals)."""
+        now = self._clock()
+        own = self._own.get(model, PeerLoad()).current
+        if self._is_leader():
+            return own + self._table.others(model, now, exclude=self.identity).current
+        return own + self._totals.others(model, now).current
+
     def live_peers(self) -> int:
         """Other activators that reported to this one (as leader) within the TTL."""
         return self._table.live_peers(self._clock())

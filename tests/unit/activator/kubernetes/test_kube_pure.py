@@ -4,12 +4,15 @@ collection pass, and the pool selector flag."""
 
 from __future__ import annotations
 
+import functools
 import random
 
 import pytest
 
 from activator.scaler.backend import PeerLoad
 from activator.scaler.backoff import Backoff, retryable
+from activator.scaler.follower_start import FollowAction
+from activator.scaler.follower_start import step as follow_step
 from activator.scaler.kube_config import parse_selector
 from activator.scaler.leader_lease import (
     LeaseAction,
@@ -272,3 +275,20 @@ def test_the_pool_selector_is_equality_terms_only() -> None:
     for bad in ("", "a", "a!=b", "a in (b)", "=b"):
         with pytest.raises(ValueError):
             parse_selector(bad)
+
+
+def test_a_followers_start_waits_withdraws_or_fails_as_the_rules_say() -> None:
+    look = functools.partial(
+        follow_step, role_changed=False, claimed=0, demand=1, attached=0, now=0.0, deadline=60.0
+    )
+    assert look().action is FollowAction.WAIT  # a request waits; the leader is starting one
+    assert look(role_changed=True).action is FollowAction.WITHDRAW
+    assert look(role_changed=True, claimed=1).action is FollowAction.WITHDRAW
+    assert look(demand=0).action is FollowAction.WITHDRAW  # an orphan: nothing asks for it
+    # A pod the leader claimed satisfies it, past the deadline and whatever the demand.
+    assert look(claimed=1, now=61.0).action is FollowAction.WAIT
+    assert look(claimed=1, demand=0).action is FollowAction.WAIT
+    # Past the deadline: already routing to the model's pods is enough; else a real failure.
+    assert look(attached=1, now=60.0).action is FollowAction.WITHDRAW
+    failed = look(now=60.0)
+    assert failed.action is FollowAction.FAIL and "did not start one" in failed.reason
