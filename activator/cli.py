@@ -16,7 +16,7 @@ from typing import Any
 from activator.config import SETTING_RANGES, ActivatorConfig, ScaleSettings, validated
 from activator.errors import ConfigError, ScalerUnavailable
 from activator.host_tier import default_budget_bytes, make_tier_dir, remove_tier_dir
-from activator.kube_cli import add_kubernetes_arguments, kubernetes_config
+from activator.kube_cli import add_kubernetes_arguments, kubernetes_config, placement
 from activator.pool_policy import PoolSettings
 from activator.scaler.backend import ScalerKind
 from activator.scaler.kube_config import KubernetesConfig
@@ -397,10 +397,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"thaw up: error: {exc.message}", file=sys.stderr)
         return 2
     if isinstance(config.scaler, KubernetesConfig):
+        classes = {m: repository.get(m).settings.placement_class for m in repository.names()}
+        scaler, refused = placement(config.scaler, classes)
+        if refused:  # as every invalid `thaw.*` setting: the operator's mistake, refused
+            for reason in refused.values():
+                print(f"thaw up: error: {reason}", file=sys.stderr)
+            return 2
         models = tuple(repository.names())
-        config = dataclasses.replace(
-            config, scaler=dataclasses.replace(config.scaler, models=models)
-        )
+        config = dataclasses.replace(config, scaler=dataclasses.replace(scaler, models=models))
     for name, reason in sorted(repository.unavailable.items()):
         print(f"thaw up: warning: model '{name}' is unavailable: {reason}", file=sys.stderr)
     if not repository.names():

@@ -355,7 +355,8 @@ class ModelEndpoint:
         if self.ready_count:
             return ModelState.WARM
         if self._replicas.starting:
-            return ModelState.WAKING
+            waiting = self._replicas.waiting_for_node
+            return ModelState.WAITING_FOR_NODE if waiting else ModelState.WAKING
         return ModelState.DRAINING if self._replicas.replicas else ModelState.COLD
 
     def status(self) -> ModelStatus:
@@ -373,6 +374,7 @@ class ModelEndpoint:
             last_cold_start_s=self.last_cold_start_s,
             last_error=self.last_error,
             replicas=replicas,
+            placement_class=self._settings.placement_class,
         )
 
     def _replica_status(self, replica: Replica) -> ReplicaStatus:

@@ -22,7 +22,7 @@ from activator.errors import ActivationFailed, StartWithdrawn
 from activator.metrics import Metrics
 from activator.replica import Replica
 from activator.replica_stats import ModelStatistics
-from activator.scaler.backend import ReplicaHandle, ScalerBackend
+from activator.scaler.backend import NodeWait, ReplicaHandle, ScalerBackend
 
 __all__ = ["CRASH_LOOP_S", "ReplicaSet"]
 
@@ -101,6 +101,18 @@ class ReplicaSet:
     def retry_needs_request(self) -> bool:
         """A start failed or a replica crash-looped: only a request may start another."""
         return self._retry_needs_request
+
+    @property
+    def waiting_for_node(self) -> bool:
+        """A start waits for a node to be provisioned (a backend with `NodeWait`)."""
+        backend = self._backend
+        return isinstance(backend, NodeWait) and backend.waiting_for_node(self._model)
+
+    def hold_until(self) -> float | None:
+        """Until when held requests may wait past their activation timeout, for a start that
+        waits or waited for a node (None: no such start)."""
+        backend = self._backend
+        return backend.hold_until(self._model) if isinstance(backend, NodeWait) else None
 
     def request_arrived(self) -> None:
         """A request came in: after a failed start, it may start another."""

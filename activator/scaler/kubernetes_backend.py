@@ -45,7 +45,7 @@ from activator.scaler.backoff import Backoff
 from activator.scaler.follower_start import FollowAction
 from activator.scaler.follower_start import step as follow_step
 from activator.scaler.kube_api import KubeApi, KubeApiError, open_api_client
-from activator.scaler.kube_config import KubernetesConfig
+from activator.scaler.kube_config import DEFAULT_CLASS, KubernetesConfig
 from activator.scaler.leader_election import LeaderElection
 from activator.scaler.peer_reports import PeerReports
 from activator.scaler.pod_claim import state_patch
@@ -67,6 +67,7 @@ from activator.scaler.pod_state import (
     restart_count,
     runtime_url,
     state_of,
+    unschedulable,
 )
 from activator.scaler.runtime_control import RuntimeControl
 
@@ -75,6 +76,7 @@ __all__ = ["KubernetesBackend"]
 logger = logging.getLogger(__name__)
 
 _FOLLOW_POLL_S = 0.1  # a follower waiting for the leader's pod also looks at its role this often
+_FOLLOWER_HOLD_S = 1.0  # a follower's held requests look again this often while a pod loads
 _LOST_POLL_S = 0.5  # wait_lost re-checks readiness this often between pod events
 
 
@@ -89,7 +91,8 @@ class _Attached:
 
 
 class KubernetesBackend:
-    """Runs replicas as pods; implements ScalerBackend, StartsAsync and PeerConcurrency."""
+    """Runs replicas as pods; implements ScalerBackend, AsyncLifecycle, PeerConcurrency and
+    NodeWait."""
 
     def __init__(
         self,
@@ -118,9 +121,9 @@ class KubernetesBackend:
         self._reports: PeerReports | None = None
         self._collector = PodCollector(kube.models, orphan_grace_s=kube.orphan_grace_s)
         self._api: KubeApi | None = None
-        self._pool: PodInformer | None = None
+        self._pools: dict[str, PodInformer] = {}  # placement class -> its pool's pods
         self._pods: PodInformer | None = None
-        self._starter: PodStarter | None = None
+        self._starters: dict[str, PodStarter] = {}  # placement class -> its pod starter
         self._released = False  # after release(): no longer owns pods, only lets go
         self._role_changes = 0  # bumped on every change of scaling role (follower starts end)
 
@@ -131,7 +134,8 @@ class KubernetesBackend:
             await self._start()
         except BaseException:
             await self.close()  # nothing of a failed start stays open, or usable
-            self._pool = self._pods = self._starter = None
+            self._pods = None
+            self._pools, self._starters = {}, {}
             raise
 
     async def _start(self) -> None:
@@ -150,27 +154,30 @@ class KubernetesBackend:
                 self._api_client, kube.namespace, timeout_s=kube.api_timeout_s
             )
             await self._check_access(api)
-            pool_selector = ",".join(f"{k}={v}" for k, v in kube.pool_selector)
-            self._pool = self._informer(pool_selector, "pool pods")
             self._pods = self._informer(f"{LABEL_FLEET}={kube.fleet},{LABEL_MODEL}", "model pods")
-            self._starter = starter = PodStarter(
-                kube,
-                api,
-                self._session,
-                self._metrics,
-                pool=self._pool,
-                pods=self._pods,
-                backoff=self._backoff,
-                rng=self._rng,
-                clock=self._clock,
-            )
-            await starter.fetch_pool()
-            self._check_pool(starter.deployment)
+            for pool_class in kube.classes().values():
+                pool = self._informer(pool_class.selector_text, f"{pool_class.name} pool pods")
+                self._pools[pool_class.name] = pool
+                self._starters[pool_class.name] = starter = PodStarter(
+                    kube,
+                    api,
+                    self._session,
+                    self._metrics,
+                    pool=pool,
+                    pods=self._pods,
+                    pool_class=pool_class,
+                    backoff=self._backoff,
+                    rng=self._rng,
+                    clock=self._clock,
+                )
+                await starter.fetch_pool()
+                self._check_pool(starter)
         except KubeApiError as exc:
             raise ScalerUnavailable(f"kubernetes scaler: {exc.message}") from exc
         try:
             async with asyncio.timeout(kube.api_timeout_s):
-                await asyncio.gather(self._pool.synced.wait(), self._pods.synced.wait())
+                informers = [self._pods, *self._pools.values()]
+                await asyncio.gather(*(i.synced.wait() for i in informers))
         except TimeoutError:
             raise ScalerUnavailable(
                 f"kubernetes scaler: pods in namespace {kube.namespace!r} could not be listed "
@@ -197,13 +204,14 @@ class KubernetesBackend:
                 "(deploy/helm/thaw, rbac.create) to its service account"
             )
 
-    def _check_pool(self, deployment: dict[str, Any]) -> None:
-        kube = self._kube
+    def _check_pool(self, starter: PodStarter) -> None:
+        pool_class, deployment = starter.pool_class, starter.deployment
         labels = (deployment.get("spec") or {}).get("selector", {}).get("matchLabels")
-        if labels != dict(kube.pool_selector):
+        if labels != dict(pool_class.selector):
             raise ScalerUnavailable(
-                f"kubernetes scaler: Deployment {kube.pool_deployment!r} selects {labels}, "
-                f"but the pool selector is {dict(kube.pool_selector)}: they must be equal"
+                f"kubernetes scaler: Deployment {pool_class.deployment!r} (placement class "
+                f"{pool_class.name!r}) selects {labels}, but the pool selector is "
+                f"{dict(pool_class.selector)}: they must be equal"
             )
 
     def _informer(self, selector: str, what: str) -> PodInformer:
@@ -294,7 +302,7 @@ class KubernetesBackend:
             now = self._clock()
             look = follow_step(
                 role_changed=self._role_changes != began,
-                claimed=self._claimed_elsewhere(model),
+                claimed=len(self._loading_pods(model)),
                 demand=self._reports.demand(model) if self._reports is not None else 1,
                 attached=sum(1 for a in self._attached.values() if a.model == model),
                 now=now,
@@ -310,16 +318,16 @@ class KubernetesBackend:
                 )
             await pods.wait_change(seen, _FOLLOW_POLL_S)
 
-    def _claimed_elsewhere(self, model: str) -> int:
-        """Pods of `model` the leader claimed or created that are still loading."""
-        return sum(
-            1
+    def _loading_pods(self, model: str) -> list[Pod]:
+        """Pods of `model` claimed or created (by the leader) that are still loading."""
+        return [
+            p
             for p in self._started_informer().pods()
             if annotation(p, ANNOTATION_MODEL) == model
             and state_of(p) is PodState.LOADING
             and not is_deleting(p)
             and not is_finished(p)
-        )
+        ]
 
     async def running_replicas(self, model: str) -> list[ReplicaHandle]:
         self._started_informer()
@@ -347,10 +355,11 @@ class KubernetesBackend:
         await self._retire_pod(replica_id, attached.model, timeout_s)
 
     def pool_status(self) -> PoolStatus:
-        deployment = self._starter.deployment if self._starter is not None else {}
-        size = int((deployment.get("spec") or {}).get("replicas") or 0)
-        pool = self._pool.pods() if self._pool is not None else []
-        ready = sum(1 for p in pool if is_ready(p) and not is_deleting(p))
+        size = ready = 0
+        for name, starter in self._starters.items():  # every class's pool together
+            size += int((starter.deployment.get("spec") or {}).get("replicas") or 0)
+            pool = self._pools[name].pods()
+            ready += sum(1 for p in pool if is_ready(p) and not is_deleting(p))
         return PoolStatus(size=size, ready=ready)
 
     async def release(self) -> None:
@@ -381,6 +390,26 @@ class KubernetesBackend:
     def watch_demand(self, model: str, wake: Callable[[], object]) -> None:
         if self._reports is not None:
             self._reports.watch_demand(model, wake)
+
+    # ---- NodeWait ---------------------------------------------------------------------------
+
+    def waiting_for_node(self, model: str) -> bool:
+        if any(model in s.node_waits.values() for s in self._starters.values()):
+            return True  # a start of ours waits for a node
+        if self.leading or self._pods is None:
+            return False
+        return any(unschedulable(p) is not None for p in self._loading_pods(model))
+
+    def hold_until(self, model: str) -> float | None:
+        holds = [
+            until for s in self._starters.values() for m, until in s.holds.values() if m == model
+        ]
+        if not self.leading and self._pods is not None and self._loading_pods(model):
+            # A follower holds while the leader's pod for the model is on its way (a node
+            # being provisioned, an image pulled): the leader's start has its own deadline,
+            # and deletes the pod when it fails.
+            holds.append(self._clock() + _FOLLOWER_HOLD_S)
+        return max(holds, default=None)
 
     # ---- attaching, claiming, loading -------------------------------------------------------
 
@@ -421,11 +450,17 @@ class KubernetesBackend:
 
     async def _bring_up(self, model: str, start: float, deadline: float) -> ReplicaHandle:
         """Claim a pool pod (or create one), load `model` into it, attach it."""
-        if self._starter is None:
+        if not self._starters:
             raise ActivationFailed("the kubernetes scaler is not started")
-        pod, url, claimed_s = await self._starter.bring_up(
-            model, start, deadline, loading=self._loading
-        )
+        pool_class = self._kube.class_of(model)
+        starter = self._starters.get(pool_class)
+        if starter is None:  # refused at start-up (cli); a config built elsewhere
+            known = ", ".join(self._starters)
+            raise ActivationFailed(
+                f"model '{model}': no placement class {pool_class!r} (classes: {known}; "
+                "--pool-class NAME=DEPLOYMENT)"
+            )
+        pod, url, claimed_s = await starter.bring_up(model, start, deadline, loading=self._loading)
         restore_s = self._clock() - start - claimed_s
         return self._attach(pod, model, url, claim_s=claimed_s, restore_s=restore_s)
 
@@ -483,7 +518,8 @@ class KubernetesBackend:
                 grace_s = max(1, math.ceil(self._drain_timeout_s))
                 await self._started().delete(collect.pod, grace_s=grace_s)
             with contextlib.suppress(KubeApiError):
-                await self._started().fetch_pool()
+                for starter in self._starters.values():
+                    await starter.fetch_pool()
 
     def _api_retry(self, exc: KubeApiError) -> None:
         self._metrics.api_retries.labels(str(exc.status)).inc()
@@ -494,9 +530,10 @@ class KubernetesBackend:
         return self._api
 
     def _started(self) -> PodStarter:
-        if self._starter is None:
+        starter = self._starters.get(DEFAULT_CLASS)
+        if starter is None:
             raise ActivationFailed("the kubernetes scaler is not started")
-        return self._starter
+        return starter  # API calls and deletes, whatever the pod's class
 
     def _started_informer(self) -> PodInformer:
         if self._pods is None:

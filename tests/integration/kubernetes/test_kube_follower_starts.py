@@ -168,7 +168,7 @@ async def test_a_pod_the_leader_claimed_satisfies_a_followers_start_past_its_dea
     backend, _, clock = follower
     core = client.CoreV1Api(kube_api)
     await _claimed_pod(core, "model-pod")
-    await eventually(lambda: backend._claimed_elsewhere(MODEL) == 1, timeout_s=5)
+    await eventually(lambda: len(backend._loading_pods(MODEL)) == 1, timeout_s=5)
     backend.exchange(MODEL, mean=0.0, current=1)
     start = asyncio.ensure_future(backend.start_replica(MODEL, timeout_s=60))
     clock.advance(61)  # past the start's deadline while the leader's pod still loads
