@@ -210,3 +210,7 @@ class ActivatorConfig:
     history_interval_s: float = 1.0
     history_samples: int = 1800
     gpu_hour_price: float | None = None
+    # Triton's `--http-restricted-api` / `--grpc-restricted-protocol` values, as `thaw serve`
+    # takes them (thawwire.restricted_protocols), applied at the front doors (HTTP, gRPC).
+    http_restricted_apis: tuple[str, ...] = ()
+    grpc_restricted_protocols: tuple[str, ...] = ()

@@ -5,6 +5,8 @@
     ├── ConfigError (400)                 a `thaw.*` setting or flag out of range (start-up)
     ├── UnknownModel (404)                no such model in the repository (or not a name)
     ├── RouteNotFound (404)
+    ├── Restricted (403)                  an API `--http-restricted-api` restricts, without
+    │                                     its header (Triton's words)
     ├── BodyTimeout (408)                 the request body did not arrive in time (slow client)
     ├── NotSupported (501)                a feature `thaw up` does not offer (load overrides)
     ├── ControlDisabled (503)             load/unload without `--model-control-mode explicit`
@@ -39,6 +41,7 @@ __all__ = [
     "NotSupported",
     "Overloaded",
     "PayloadTooLarge",
+    "Restricted",
     "RouteNotFound",
     "ScalerUnavailable",
     "StartWithdrawn",
@@ -76,6 +79,10 @@ class UnknownModel(ActivatorError):
 
 class RouteNotFound(ActivatorError):
     status = 404
+
+
+class Restricted(ActivatorError):
+    status = 403
 
 
 class BodyTimeout(ActivatorError):
