@@ -236,15 +236,27 @@ async def _settle(session: aiohttp.ClientSession, fleet: Fleet, ups: list[UpProc
             doc = await _status(session, up.url)
             pool = doc["warm_pool"]
             model = next(m for m in doc["models"] if m["model"] == MODEL)
-            if (
-                model["replicas_ready"]
-                or model["replicas_starting"]
-                or pool["ready"] < pool["size"]
-            ):
+            if model["replicas_ready"] and not model["replicas_starting"]:
+                # Woken again by a report of the request just served (sent before its end
+                # was): to zero once more.
+                async with session.post(f"{up.url}/v2/repository/models/{MODEL}/unload"):
+                    pass
+                return False
+            if model["replicas_starting"] or pool["ready"] < pool["size"]:
                 return False
         return _ready_pool(fleet.server) == fleet.pool and not _model_pods(fleet.server)
 
-    await _until(quiet, 120, "every activator at zero with full pools")
+    try:
+        await _until(quiet, 120, "every activator at zero with full pools")
+    except TimeoutError:
+        for up in ups:
+            doc = await _status(session, up.url)
+            model = next(m for m in doc["models"] if m["model"] == MODEL)
+            print(f"{up.url}: {model} pool {doc['warm_pool']}", file=sys.stderr)
+        for pod in fleet.server.objects("pods", NAMESPACE):
+            meta = pod["metadata"]
+            print(meta["name"], meta.get("labels"), meta.get("annotations"), file=sys.stderr)
+        raise
     await asyncio.sleep(1.5)  # the local pool's refill delay and the kubelet's probes settle
 
 

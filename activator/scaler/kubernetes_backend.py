@@ -126,6 +126,7 @@ class KubernetesBackend:
         self._starters: dict[str, PodStarter] = {}  # placement class -> its pod starter
         self._released = False  # after release(): no longer owns pods, only lets go
         self._role_changes = 0  # bumped on every change of scaling role (follower starts end)
+        self._demand_wakers: list[tuple[str, Callable[[], object]]] = []
 
     # ---- set-up (StartsAsync) -----------------------------------------------------------
 
@@ -243,6 +244,8 @@ class KubernetesBackend:
             leader=lambda: self._election.holder if self._election else None,
             leader_url=lambda: self._election.leader_url if self._election else None,
         )
+        for model, wake in self._demand_wakers:
+            self._reports.watch_demand(model, wake)
         try:
             await self._reports.start()
         except OSError as exc:
@@ -388,6 +391,10 @@ class KubernetesBackend:
         return self._reports.exchange(model, mean=mean, current=current)
 
     def watch_demand(self, model: str, wake: Callable[[], object]) -> None:
+        # The endpoints register before `start()` makes the report server: kept here and
+        # handed over then (dropping them left the leader to notice a follower's demand at
+        # its next tick, up to a tick late: issue 21, defect 4).
+        self._demand_wakers.append((model, wake))
         if self._reports is not None:
             self._reports.watch_demand(model, wake)
 
