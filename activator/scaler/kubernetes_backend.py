@@ -362,7 +362,11 @@ class KubernetesBackend:
         for name, starter in self._starters.items():  # every class's pool together
             size += int((starter.deployment.get("spec") or {}).get("replicas") or 0)
             pool = self._pools[name].pods()
-            ready += sum(1 for p in pool if is_ready(p) and not is_deleting(p))
+            ready += sum(
+                1
+                for p in pool
+                if is_ready(p) and not is_deleting(p) and not annotation(p, ANNOTATION_MODEL)
+            )
         return PoolStatus(size=size, ready=ready)
 
     async def release(self) -> None:

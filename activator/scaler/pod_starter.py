@@ -38,7 +38,14 @@ from activator.scaler.backoff import Backoff
 from activator.scaler.kube_api import KubeApi, KubeApiError, with_retries
 from activator.scaler.kube_config import DEFAULT_CLASS, KubernetesConfig, PoolClass
 from activator.scaler.model_labels import label_value
-from activator.scaler.pod_claim import candidates, claim_patch, model_pod, state_patch, utc_now_text
+from activator.scaler.pod_claim import (
+    candidates,
+    claim_patch,
+    model_pod,
+    serving_patch,
+    state_patch,
+    utc_now_text,
+)
 from activator.scaler.pod_informer import PodInformer
 from activator.scaler.pod_state import (
     Pod,
@@ -114,9 +121,15 @@ class PodStarter:
             if created:
                 deadline = await self._scheduled(name, model, start, deadline)
             pod, url, claimed_s = await self._loaded(pod, model, created, start, deadline)
-            await self.call(
-                lambda: self._api.patch_pod(name, state_patch(PodState.SERVING)), deadline
+            serving = (
+                state_patch(PodState.SERVING)
+                if created
+                else serving_patch(
+                    pool_keys=[k for k, _ in self.pool_class.selector],
+                    owners=self.owner_references(),
+                )
             )
+            await self.call(lambda: self._api.patch_pod(name, serving), deadline)
         except BaseException as exc:
             await asyncio.shield(self.delete(name, grace_s=_FAILED_DELETE_GRACE_S))
             if isinstance(exc, KubeApiError):
@@ -199,10 +212,8 @@ class PodStarter:
             label=label,
             fleet=kube.fleet,
             activator=kube.activator_id,
-            pool_keys=[k for k, _ in self.pool_class.selector],
             now=utc_now_text(),
         )
-        patch["metadata"]["ownerReferences"] = self.owner_references()
         try:
             claimed = await self.call(lambda: self._api.patch_pod(name_of(pod), patch), deadline)
         except KubeApiError as exc:
