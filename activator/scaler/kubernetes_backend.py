@@ -377,6 +377,8 @@ class KubernetesBackend:
             await self._election.release()
 
     async def close(self) -> None:
+        for starter in self._starters.values():
+            starter.close()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -500,6 +502,8 @@ class KubernetesBackend:
     async def _retire_pod(self, name: str, model: str, timeout_s: float) -> None:
         """Mark draining (peers stop routing), give them time to see it, delete gracefully."""
         starter = self._started()
+        for each in self._starters.values():  # the serving mark must land before this one
+            await each.marked(name)
         deadline = self._clock() + timeout_s
         try:
             await starter.call(

@@ -106,6 +106,7 @@ class PodStarter:
         self._backoff = backoff
         self._rng = rng
         self._clock = clock
+        self._marks: dict[str, asyncio.Task[None]] = {}  # pod -> its `serving` mark, in flight
 
     async def bring_up(
         self, model: str, start: float, deadline: float, *, loading: set[str]
@@ -113,7 +114,9 @@ class PodStarter:
         """A pod serving `model`: (the pod, its runtime URL, seconds until its runtime was up);
         the pod as last seen, with the IP the URL was made of. Its name is in `loading` while
         it loads; a pod whose bring-up fails or is cancelled is deleted before the error
-        (ActivationFailed) or the cancellation goes on."""
+        (ActivationFailed) or the cancellation goes on. It is returned as soon as the model
+        is loaded: its `serving` mark (what lets the other activators attach it, and takes it
+        out of the pool) is written meanwhile, off the cold start's path (`marked`)."""
         pod, created = await self._claim_any(model, label_value(model), deadline)
         name = name_of(pod)
         loading.add(name)
@@ -121,15 +124,6 @@ class PodStarter:
             if created:
                 deadline = await self._scheduled(name, model, start, deadline)
             pod, url, claimed_s = await self._loaded(pod, model, created, start, deadline)
-            serving = (
-                state_patch(PodState.SERVING)
-                if created
-                else serving_patch(
-                    pool_keys=[k for k, _ in self.pool_class.selector],
-                    owners=self.owner_references(),
-                )
-            )
-            await self.call(lambda: self._api.patch_pod(name, serving), deadline)
         except BaseException as exc:
             await asyncio.shield(self.delete(name, grace_s=_FAILED_DELETE_GRACE_S))
             if isinstance(exc, KubeApiError):
@@ -138,7 +132,47 @@ class PodStarter:
         finally:
             loading.discard(name)
             self.holds.pop(name, None)
+        mark = asyncio.ensure_future(self._mark_serving(name, model, created))
+        self._marks[name] = mark
+        mark.add_done_callback(
+            lambda _: self._marks.pop(name, None) if self._marks.get(name) is mark else None
+        )
         return self._pods.get(name) or pod, url, claimed_s
+
+    async def _mark_serving(self, name: str, model: str, created: bool) -> None:
+        """Write the `serving` mark (retried within an API timeout); a failure is logged: this
+        activator routes to the pod all the same, the others cannot attach it."""
+        serving = (
+            state_patch(PodState.SERVING)
+            if created
+            else serving_patch(
+                pool_keys=[k for k, _ in self.pool_class.selector],
+                owners=self.owner_references(),
+            )
+        )
+        deadline = self._clock() + self._kube.api_timeout_s
+        try:
+            await self.call(lambda: self._api.patch_pod(name, serving), deadline)
+        except KubeApiError as exc:
+            logger.warning(
+                "pod %s model=%s: serving mark failed (%s): other activators cannot attach it",
+                name,
+                model,
+                exc.message,
+            )
+
+    async def marked(self, name: str) -> None:
+        """Wait for the pod's `serving` mark to be written (or to fail), if one is in flight:
+        a later mark (draining) must not be overtaken by it."""
+        task = self._marks.pop(name, None)
+        if task is not None:
+            await asyncio.shield(task)
+
+    def close(self) -> None:
+        """Stop writing marks (the activator is shutting down)."""
+        for task in self._marks.values():
+            task.cancel()
+        self._marks.clear()
 
     async def delete(self, name: str, *, grace_s: int) -> None:
         """Delete a pod gracefully (SIGTERM, SIGKILL after `grace_s`); failures are logged:

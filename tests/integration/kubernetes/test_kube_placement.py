@@ -43,6 +43,21 @@ def _owner(pod: dict[str, Any]) -> str:
     return str(ref["name"])
 
 
+async def _serving(server: FakeKubeApiServer) -> dict[str, dict[str, Any]]:
+    """Every model pod, once each is marked serving (the mark follows the start's return)."""
+
+    def marked() -> bool:
+        pods = [p for p in server.objects("pods", NAMESPACE) if _is_model_pod(p)]
+        return all(p["metadata"]["annotations"]["thaw.dev/state"] == "serving" for p in pods)
+
+    await eventually(marked, timeout_s=10)
+    return {p["metadata"]["name"]: p for p in server.objects("pods", NAMESPACE)}
+
+
+def _is_model_pod(pod: dict[str, Any]) -> bool:
+    return LABEL_MODEL in (pod["metadata"].get("labels") or {})
+
+
 def _sample(metrics: Metrics, name: str, **labels: str) -> float:
     return metrics.registry.get_sample_value(name, labels) or 0.0
 
@@ -95,7 +110,7 @@ async def test_each_model_claims_only_its_classes_pool_and_misses_into_its_own_t
     scaler, metrics = backend
     gpu_pod = (await scaler.start_replica(GPU_MODEL, timeout_s=60)).id
     cpu_pod = (await scaler.start_replica(CPU_MODEL, timeout_s=60)).id
-    pods = {p["metadata"]["name"]: p for p in kube_apiserver.objects("pods", NAMESPACE)}
+    pods = await _serving(kube_apiserver)
     assert _owner(pods[gpu_pod]) == GPU_POOL and _owner(pods[cpu_pod]) == POOL
     for model, cls in ((GPU_MODEL, "gpu"), (CPU_MODEL, "default")):
         claimed = _sample(
@@ -108,7 +123,7 @@ async def test_each_model_claims_only_its_classes_pool_and_misses_into_its_own_t
     # replacement or makes a model pod from the GPU pool's template.
     await eventually(lambda: any(is_ready(p) for p in _pods(kube_apiserver, POOL_SELECTOR)))
     second = (await scaler.start_replica(GPU_MODEL, timeout_s=60)).id
-    pods = {p["metadata"]["name"]: p for p in kube_apiserver.objects("pods", NAMESPACE)}
+    pods = await _serving(kube_apiserver)
     assert _owner(pods[second]) == GPU_POOL
     gpu_model_pods = _pods(kube_apiserver, {LABEL_MODEL: GPU_MODEL})
     assert len(gpu_model_pods) == 2 and all(_owner(p) == GPU_POOL for p in gpu_model_pods)

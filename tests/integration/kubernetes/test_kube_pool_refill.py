@@ -75,9 +75,14 @@ async def test_the_pool_replaces_a_claimed_pod_once_it_serves_not_while_it_loads
                 await asyncio.sleep(0.05)
             handle = await asyncio.wait_for(start, 30)
             assert handle.id == name
-            model_pod = kube_apiserver.get("pods", NAMESPACE, name)
-            assert model_pod is not None
-            assert [r["name"] for r in model_pod["metadata"]["ownerReferences"]] == [POOL]
+
+            def owners() -> list[str]:
+                pod = kube_apiserver.get("pods", NAMESPACE, name) or {"metadata": {}}
+                return [r["name"] for r in pod["metadata"].get("ownerReferences") or []]
+
+            # The serving mark (written beside the first request) makes the pool Deployment
+            # its owner and takes it out of the pool.
+            await eventually(lambda: owners() == [POOL] and state() == "serving", timeout_s=10)
             await eventually(  # now the pool refills
                 lambda: [p for p in _pool_pods(kube_apiserver) if p["metadata"]["name"] != name],
                 timeout_s=10,
