@@ -300,12 +300,15 @@ class KubernetesBackend:
         while True:
             seen = pods.version
             handle = await self._attach_serving(model, start)
+            if handle is None:
+                handle = await self._attach_serving(model, start, state=PodState.LOADING)
             if handle is not None:
                 return handle
             now = self._clock()
+            loading = len(self._loading_pods(model))
             look = follow_step(
                 role_changed=self._role_changes != began,
-                claimed=len(self._loading_pods(model)),
+                claimed=loading,
                 demand=self._reports.demand(model) if self._reports is not None else 1,
                 attached=sum(1 for a in self._attached.values() if a.model == model),
                 now=now,
@@ -319,7 +322,10 @@ class KubernetesBackend:
                     f"no replica of model '{model}' appeared within {deadline - start:g} s: "
                     f"the scaling leader ({holder or 'none now'}) did not start one"
                 )
-            await pods.wait_change(seen, _FOLLOW_POLL_S)
+            # While the leader's pod loads, probe it often at first (a small model loads in
+            # tens of ms), then less (a big one takes seconds): at most every 0.25 s.
+            poll_s = min(_FOLLOW_POLL_S * 2.5, max(0.01, (now - start) / 8))
+            await pods.wait_change(seen, poll_s if loading else _FOLLOW_POLL_S)
 
     def _loading_pods(self, model: str) -> list[Pod]:
         """Pods of `model` claimed or created (by the leader) that are still loading."""
@@ -426,14 +432,18 @@ class KubernetesBackend:
 
     # ---- attaching, claiming, loading -------------------------------------------------------
 
-    async def _attach_serving(self, model: str, start: float) -> ReplicaHandle | None:
-        """Attach a serving pod of `model` that answers its model-ready probe, if any."""
+    async def _attach_serving(
+        self, model: str, start: float, *, state: PodState = PodState.SERVING
+    ) -> ReplicaHandle | None:
+        """Attach a pod of `model` in `state` that answers its model-ready probe, if any (a
+        follower also probes the leader's loading pods: one serves as soon as it answers,
+        before its `serving` mark has come through the watch)."""
         pods = self._started_informer()
         found = [
             p
             for p in pods.pods()
             if annotation(p, ANNOTATION_MODEL) == model
-            and state_of(p) is PodState.SERVING
+            and state_of(p) is state
             and not is_deleting(p)
             and not is_finished(p)
             and name_of(p) not in self._attached

@@ -199,3 +199,29 @@ async def test_a_follower_that_becomes_leader_withdraws_its_start_and_creates_no
         await asyncio.wait_for(start, 10)
     assert backend.leading
     assert _pod_writes(kube_apiserver) == []
+
+
+async def test_a_follower_attaches_the_leaders_pod_as_soon_as_it_answers_before_its_mark(
+    kube_apiserver: FakeKubeApiServer,
+    kube_api: client.ApiClient,
+    follower: tuple[KubernetesBackend, KubeApi, FakeClock],
+) -> None:
+    # Issue 21, defect 4: the leader's load returned (the runtime answers the model ready)
+    # but its `serving` mark has not come through the watch yet. Readiness is probed on the
+    # pod itself: the follower serves from it now instead of a watch event later.
+    backend, _, _ = follower
+    core = client.CoreV1Api(kube_api)
+    await _claimed_pod(core, "loaded-pod")
+    status = {
+        "status": {
+            "phase": "Running",
+            "podIP": "127.0.0.1",
+            "conditions": [{"type": "Ready", "status": "True"}],
+        }
+    }
+    await core.patch_namespaced_pod_status("loaded-pod", NAMESPACE, status)
+    backend.exchange(MODEL, mean=0.0, current=1)
+    handle = await asyncio.wait_for(backend.start_replica(MODEL, timeout_s=60), 5)
+    assert handle.id == "loaded-pod"
+    pod = kube_apiserver.get("pods", NAMESPACE, "loaded-pod")
+    assert pod is not None and pod["metadata"]["annotations"][ANNOTATION_STATE] == "loading"
