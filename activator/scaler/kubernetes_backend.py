@@ -3,11 +3,12 @@
     start_replica ─▶ a serving pod of the model this activator has not attached?  attach it
                  └▶ (scaling leader, pod_starter) claim a ready warm-pool pod (a patch carrying
                     its resourceVersion; 409 → the next pod) or, with none ready, create a
-                    model pod from the pool's template; load the model (RuntimeControl), mark
-                    it serving, attach it
+                    model pod from the pool's placement class's template; load the model
+                    (RuntimeControl), attach it (its serving mark is written meanwhile)
                  └▶ (follower) a request to the leader: wait for a pod it claims for the
-                    model, then attach it; withdrawn (no failure) when no request waits any
-                    more or this activator's role changes (follower_start)
+                    model, attach it once it answers the model ready; withdrawn (no failure)
+                    when no request waits any more or this activator's role changes
+                    (follower_start)
     wait_lost    ─▶ the pod watch (pod_informer): deleted, deleting, finished, restarted,
                     unready too long, or drained by the leader
     stop_replica ─▶ detach; the leader also marks it draining, lets peers see that, deletes it
