@@ -163,7 +163,7 @@ class Admission:
         self._demand.wake()
         self.dispatch()
         try:
-            await asyncio.wait({future}, timeout=self._settings.activation_timeout_s)
+            await self._wait_held(future, now + self._settings.activation_timeout_s)
         except asyncio.CancelledError:
             # The client went away while held: never forward it; give back a granted slot.
             self._held.remove(item)
@@ -179,6 +179,19 @@ class Admission:
             future.cancel()
             raise self._held_timeout()
         return future.result()
+
+    async def _wait_held(self, future: asyncio.Future[Replica], deadline: float) -> None:
+        """Wait for a slot until `deadline`, or later while a start waits or waited for a node
+        to be provisioned (the backend's `hold_until`): a cluster that is adding a node for
+        the model is no reason to fail its requests at the activation timeout."""
+        while True:
+            await asyncio.wait({future}, timeout=max(0.0, deadline - self._clock()))
+            if future.done():
+                return
+            later = self._replicas.hold_until()
+            if later is None or later <= self._clock():
+                return
+            deadline = later
 
     def _held_timeout(self) -> HeldTimeout:
         waited = f"{self._settings.activation_timeout_s:g} s"

@@ -28,6 +28,7 @@ from activator.fleet import Fleet
 from activator.metrics import Metrics
 from activator.proxy import SMALL_BODY, forward, new_pool, new_session, read_body
 from activator.repository import Repository
+from activator.restricted_apis import http_guard
 from activator.scaler.backend import ScalerBackend
 from activator.sequence_routes import SequenceKey, sequence_key
 from activator.shm_requests import Rewritten, forward_rewritten, rest_request
@@ -38,6 +39,7 @@ from thawwire.connection_guard import ConnectionGuard
 from thawwire.model_control import CONTROL_DISABLED
 from thawwire.paths import MODEL, MODEL_VERSION
 from thawwire.redaction import Redactor
+from thawwire.restricted_protocols import Category, parse_http_restrictions
 from thawwire.shm_api import RestSharedMemory
 from thawwire.shm_params import names_shared_memory
 from thawwire.shm_registry import SystemSharedMemory
@@ -59,29 +61,32 @@ SHARED_MEMORY = web.AppKey("shared_memory", SystemSharedMemory)
 _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def routes() -> list[web.RouteDef]:
-    """THE route table of `thaw up`."""
-    m, mv = MODEL, MODEL_VERSION
+def routes(
+    guard: Callable[[Category, _Handler], _Handler] = lambda category, handler: handler,
+) -> list[web.RouteDef]:
+    """THE route table of `thaw up`; each v2 route passed through `guard` with its Triton
+    category (activator.restricted_apis: `--http-restricted-api`)."""
+    m, mv, g = MODEL, MODEL_VERSION, guard
     return [
         # Inference first: routes under one prefix are tried in this order, and it is the hot
         # path (no other route's pattern can match an infer path, so order changes nothing).
-        web.post(f"{m}/infer", infer),
-        web.post(f"{mv}/infer", infer),
-        web.get("/v2/health/live", live),
-        web.get("/v2/health/ready", ready),
-        web.get("/v2", server_metadata),
-        web.get("/v2/models/stats", all_stats),
-        web.get(m, model_metadata),
-        web.get(mv, model_metadata),
-        web.get(f"{m}/ready", model_ready),
-        web.get(f"{mv}/ready", model_ready),
-        web.get(f"{m}/config", model_config),
-        web.get(f"{mv}/config", model_config),
-        web.get(f"{m}/stats", model_stats),
-        web.get(f"{mv}/stats", model_stats),
-        web.post("/v2/repository/index", repository_index),
-        web.post("/v2/repository/models/{model}/load", load),
-        web.post("/v2/repository/models/{model}/unload", unload),
+        web.post(f"{m}/infer", g(Category.INFERENCE, infer)),
+        web.post(f"{mv}/infer", g(Category.INFERENCE, infer)),
+        web.get("/v2/health/live", g(Category.HEALTH, live)),
+        web.get("/v2/health/ready", g(Category.HEALTH, ready)),
+        web.get("/v2", g(Category.METADATA, server_metadata)),
+        web.get("/v2/models/stats", g(Category.STATISTICS, all_stats)),
+        web.get(m, g(Category.METADATA, model_metadata)),
+        web.get(mv, g(Category.METADATA, model_metadata)),
+        web.get(f"{m}/ready", g(Category.HEALTH, model_ready)),
+        web.get(f"{mv}/ready", g(Category.HEALTH, model_ready)),
+        web.get(f"{m}/config", g(Category.MODEL_CONFIG, model_config)),
+        web.get(f"{mv}/config", g(Category.MODEL_CONFIG, model_config)),
+        web.get(f"{m}/stats", g(Category.STATISTICS, model_stats)),
+        web.get(f"{mv}/stats", g(Category.STATISTICS, model_stats)),
+        web.post("/v2/repository/index", g(Category.MODEL_REPOSITORY, repository_index)),
+        web.post("/v2/repository/models/{model}/load", g(Category.MODEL_REPOSITORY, load)),
+        web.post("/v2/repository/models/{model}/unload", g(Category.MODEL_REPOSITORY, unload)),
         web.get("/metrics", metrics),
         web.get("/thaw/status", status),
         web.get("/thaw/history", history),
@@ -140,10 +145,13 @@ def build_app(
     )
     app[CONNECTIONS] = guard
     app[REDACT] = Redactor([config.repository, config.cache_dir])
-    app.add_routes(routes())
+    restrict = http_guard(parse_http_restrictions(config.http_restricted_apis))
+    app.add_routes(routes(restrict))
     app[SHARED_MEMORY] = shared_memory = SystemSharedMemory()
     deadline_s = min(config.body_timeout_s, config.request_timeout_s)
-    RestSharedMemory(shared_memory, body_timeout_s=deadline_s).add_routes(app.router)
+    RestSharedMemory(shared_memory, body_timeout_s=deadline_s).add_routes(
+        app.router, lambda handler: restrict(Category.SHARED_MEMORY, handler)
+    )
 
     async def fleet_ctx(app: web.Application) -> AsyncIterator[None]:
         session = new_session()

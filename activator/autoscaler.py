@@ -74,8 +74,14 @@ class Autoscaler:
         self._recent.clear()
 
     def decide(self, now: float, ready: int, *, current: int = 0) -> Decision:
-        """Desired replicas now, given `ready` replicas serving and `current` requests."""
+        """Desired replicas now, given `ready` replicas serving and `current` requests (held
+        or in flight, here or on the other activators)."""
         s = self.settings
+        if current > 0:
+            # Requests waiting or running are traffic now, wherever they arrived: a request
+            # held only on another activator never calls `note_request` here, and without
+            # this the model would count as "never used" the moment it is woken for it.
+            self._last_active = now
         stable = self._window.mean(now, s.stable_window_s)
         panic_avg = self._window.mean(now, s.panic_window_s)
         desired = math.ceil(stable / s.target_concurrency - 1e-9)

@@ -16,7 +16,7 @@ from typing import Any
 from activator.config import SETTING_RANGES, ActivatorConfig, ScaleSettings, validated
 from activator.errors import ConfigError, ScalerUnavailable
 from activator.host_tier import default_budget_bytes, make_tier_dir, remove_tier_dir
-from activator.kube_cli import add_kubernetes_arguments, kubernetes_config
+from activator.kube_cli import add_kubernetes_arguments, kubernetes_config, placement
 from activator.pool_policy import PoolSettings
 from activator.scaler.backend import ScalerKind
 from activator.scaler.kube_config import KubernetesConfig
@@ -25,6 +25,11 @@ from activator.serving import ListenError, loop_factory, serve
 from thawwire.connection_limits import LIMIT_RANGES, ConnectionLimits, out_of_range
 from thawwire.fd_limit import bounded_by_fd_limit
 from thawwire.limit_flags import add_limit_arguments, limits_from_args
+from thawwire.restricted_protocols import (
+    add_restriction_arguments,
+    parse_http_restrictions,
+    parse_restrictions,
+)
 
 __all__ = ["register", "run"]
 
@@ -230,6 +235,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "/thaw/status then show GPU-seconds used and saved as money too",
     )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    restricted = p.add_argument_group(
+        "restricted APIs (as thaw serve and tritonserver; applied at the front doors, HTTP and "
+        "gRPC, before a request is held or forwarded; direct connections are off with an HTTP one)"
+    )
+    add_restriction_arguments(restricted)
     add_kubernetes_arguments(p)
     scale = p.add_argument_group("scale settings (defaults for every model; thaw.<name> overrides)")
     defaults = ScaleSettings()
@@ -291,6 +301,11 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
         _check_range("--cache-max-bytes", args.cache_max_bytes, 1, 1 << 50)
     if args.gpu_hour_price is not None:
         _check_range("--gpu-hour-price", args.gpu_hour_price, 0, 1_000_000)
+    try:  # thaw serve's check, in tritonserver's words
+        parse_restrictions(args.grpc_restricted_protocol)
+        parse_http_restrictions(args.http_restricted_api)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     kubernetes = args.scaler == ScalerKind.KUBERNETES.value
     host_bytes = _host_cache_bytes(args.host_cache_bytes, kubernetes=kubernetes)
     cache = args.cache or (None if kubernetes else Path(os.path.expanduser("~/.cache/thaw/images")))
@@ -315,6 +330,8 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
         grpc_port=grpc_port,
         metrics_port=metrics_port,
         gpu_hour_price=args.gpu_hour_price,
+        http_restricted_apis=tuple(args.http_restricted_api),
+        grpc_restricted_protocols=tuple(args.grpc_restricted_protocol),
     )
 
 
@@ -407,10 +424,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"thaw up: error: {exc.message}", file=sys.stderr)
         return 2
     if isinstance(config.scaler, KubernetesConfig):
+        classes = {m: repository.get(m).settings.placement_class for m in repository.names()}
+        scaler, refused = placement(config.scaler, classes)
+        if refused:  # as every invalid `thaw.*` setting: the operator's mistake, refused
+            for reason in refused.values():
+                print(f"thaw up: error: {reason}", file=sys.stderr)
+            return 2
         models = tuple(repository.names())
-        config = dataclasses.replace(
-            config, scaler=dataclasses.replace(config.scaler, models=models)
-        )
+        config = dataclasses.replace(config, scaler=dataclasses.replace(scaler, models=models))
     for name, reason in sorted(repository.unavailable.items()):
         print(f"thaw up: warning: model '{name}' is unavailable: {reason}", file=sys.stderr)
     if not repository.names():

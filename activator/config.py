@@ -16,11 +16,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from activator.errors import ConfigError
-from activator.scaler.kube_config import KubernetesConfig
+from activator.scaler.kube_config import KubernetesConfig, is_class_name
 from activator.scaler.local_config import LocalConfig
 from thawwire.connection_limits import ConnectionLimits
 
-__all__ = ["BOOL_SETTINGS", "SETTING_RANGES", "ActivatorConfig", "ScaleSettings", "validated"]
+__all__ = [
+    "BOOL_SETTINGS",
+    "NAME_SETTINGS",
+    "SETTING_RANGES",
+    "ActivatorConfig",
+    "ScaleSettings",
+    "validated",
+]
 
 PARAMETER_PREFIX = "thaw."
 
@@ -47,6 +54,9 @@ class ScaleSettings:
     # Keep the model's image in every node's cache (Kubernetes: the prefetch DaemonSet pulls
     # hot models' images onto each node, so a cold start there reads local disk, not S3).
     hot: bool = False
+    # Kubernetes: which warm pool the model's pods come from (`thaw up --pool-class
+    # NAME=DEPLOYMENT`; `default` is `--pool-deployment`), e.g. a GPU class and a CPU one.
+    placement_class: str = "default"
 
 
 # field -> (inclusive low, inclusive high); the type is the dataclass field's type.
@@ -65,6 +75,8 @@ SETTING_RANGES: dict[str, tuple[float, float]] = {
     "container_concurrency": (0, 100_000),
 }
 
+# Settings that are names (a DNS label each): set in config.pbtxt or the model-settings file.
+NAME_SETTINGS = frozenset({"placement_class"})
 _INT_FIELDS = frozenset(f.name for f in dataclasses.fields(ScaleSettings) if f.type == "int")
 # Settings that are switches: "true"/"false" in config.pbtxt, on/off as `thaw up` flags.
 BOOL_SETTINGS = frozenset(f.name for f in dataclasses.fields(ScaleSettings) if f.type == "bool")
@@ -82,6 +94,13 @@ def _parse_bool(raw: object, label: str, suffix: str, words: str) -> bool:
     if value is None:
         raise ConfigError(f"{label} = {raw!r}{suffix}, must be {words}")
     return value
+
+
+def _parse_name(raw: object, label: str, suffix: str) -> str:
+    text = str(raw).strip()
+    if not is_class_name(text):
+        raise ConfigError(f"{label} = {raw!r}{suffix}, must be a DNS label (a-z, 0-9, '-')")
+    return text
 
 
 def _parse_one(name: str, raw: object, label: str, suffix: str) -> float | int:
@@ -111,22 +130,24 @@ def validated(
     Keys are `thaw.<field>` when `model` is given (config.pbtxt parameters; other keys are
     ignored, unknown `thaw.` keys refused) and bare field names otherwise (flags).
     """
-    changes: dict[str, float | int | bool] = {}
+    changes: dict[str, float | int | bool | str] = {}
     for key, raw in overrides.items():
         if model is not None:
             if not key.startswith(PARAMETER_PREFIX):
                 continue
             name, label, suffix = key[len(PARAMETER_PREFIX) :], f"`{key}`", f" (model {model})"
             words = "true or false"
-            if name not in SETTING_RANGES and name not in BOOL_SETTINGS:
+            if name not in SETTING_RANGES.keys() | BOOL_SETTINGS | NAME_SETTINGS:
                 raise ConfigError(f"unknown setting `{key}`{suffix}")
         else:
             name, label, suffix = key, f"`--{key.replace('_', '-')}`", ""
             words = "on or off"
-            if name not in SETTING_RANGES and name not in BOOL_SETTINGS:
+            if name not in SETTING_RANGES.keys() | BOOL_SETTINGS | NAME_SETTINGS:
                 raise ConfigError(f"unknown setting `{key}`")
         if name in BOOL_SETTINGS:
             changes[name] = _parse_bool(raw, label, suffix, words)
+        elif name in NAME_SETTINGS:
+            changes[name] = _parse_name(raw, label, suffix)
         else:
             changes[name] = _parse_one(name, raw, label, suffix)
     result = dataclasses.replace(settings, **changes)  # type: ignore[arg-type]
@@ -189,3 +210,7 @@ class ActivatorConfig:
     history_interval_s: float = 1.0
     history_samples: int = 1800
     gpu_hour_price: float | None = None
+    # Triton's `--http-restricted-api` / `--grpc-restricted-protocol` values, as `thaw serve`
+    # takes them (thawwire.restricted_protocols), applied at the front doors (HTTP, gRPC).
+    http_restricted_apis: tuple[str, ...] = ()
+    grpc_restricted_protocols: tuple[str, ...] = ()

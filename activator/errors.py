@@ -5,6 +5,8 @@
     ├── ConfigError (400)                 a `thaw.*` setting or flag out of range (start-up)
     ├── UnknownModel (404)                no such model in the repository (or not a name)
     ├── RouteNotFound (404)
+    ├── Restricted (403)                  an API `--http-restricted-api` restricts, without
+    │                                     its header (Triton's words)
     ├── BodyTimeout (408)                 the request body did not arrive in time (slow client)
     ├── NotSupported (501)                a feature `thaw up` does not offer (load overrides)
     ├── ControlDisabled (503)             load/unload without `--model-control-mode explicit`
@@ -13,6 +15,9 @@
     ├── ModelUnavailable (503)            the model's config.pbtxt could not be used (reason)
     ├── Overloaded (503)                  held-request buffer full (count or bytes); Retry-After
     ├── ActivationFailed (503)            the model could not be brought up (load error, crash)
+    ├── StartWithdrawn (503)              a replica start the backend gave up without failing
+    │                                     (a follower's start nobody needs); never reaches a
+    │                                     client: the endpoint decides again
     ├── ScalerUnavailable (503)           the scaler backend cannot run (API unreachable or
     │                                     forbidden, no warm pool): `thaw up` stops at start
     ├── HeldTimeout (504)                 held past its deadline without a ready replica
@@ -36,8 +41,10 @@ __all__ = [
     "NotSupported",
     "Overloaded",
     "PayloadTooLarge",
+    "Restricted",
     "RouteNotFound",
     "ScalerUnavailable",
+    "StartWithdrawn",
     "UnknownModel",
     "UpstreamFailed",
     "UpstreamTimeout",
@@ -72,6 +79,10 @@ class UnknownModel(ActivatorError):
 
 class RouteNotFound(ActivatorError):
     status = 404
+
+
+class Restricted(ActivatorError):
+    status = 403
 
 
 class BodyTimeout(ActivatorError):
@@ -113,6 +124,14 @@ class ActivationFailed(ActivatorError):
 
 
 class ScalerUnavailable(ActivatorError):
+    status = 503
+
+
+class StartWithdrawn(ActivatorError):
+    """`ScalerBackend.start_replica` ended without a replica and without a failure: nothing
+    needs the start any more (no request waits for it, or this activator's role changed).
+    Held requests are not failed by it; the endpoint decides again."""
+
     status = 503
 
 

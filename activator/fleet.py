@@ -47,6 +47,7 @@ RECENT_COLD_STARTS = 20
 """Cold starts the status document lists (newest first, all models)."""
 
 _CACHE_METRICS_EVERY_S = 15.0
+_STARTING = (ModelState.WAKING, ModelState.WAITING_FOR_NODE)
 
 
 class Fleet:
@@ -159,7 +160,7 @@ class Fleet:
                     endpoint.tick()
                 except Exception:
                     logger.exception("model=%s autoscaler tick failed", endpoint.name)
-                if self.images is not None and endpoint.state is ModelState.WAKING:
+                if self.images is not None and endpoint.state in _STARTING:
                     self.images.wanted(endpoint.name)
             try:
                 self.metrics.observe_pool(self.backend.pool_status())

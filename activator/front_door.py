@@ -158,6 +158,7 @@ class FrontDoor:
         guard: ConnectionGuard,
         first_byte_timeout_s: float = 1.0,
         line_wait_s: float = 0.05,
+        handoff: bool = True,
     ) -> None:
         self._listener = listener
         self._server = server
@@ -166,6 +167,9 @@ class FrontDoor:
         self._metrics = metrics
         self._first_byte_timeout_s = first_byte_timeout_s
         self._line_wait_s = line_wait_s
+        # Off under `--http-restricted-api`: a handed-off connection's later requests would
+        # reach the replica without the activator's header check.
+        self._handoff = handoff
         self._accepting: asyncio.Task[None] | None = None
         self._routing: set[asyncio.Task[None]] = set()
 
@@ -272,7 +276,7 @@ class FrontDoor:
             return None
         settings = endpoint.settings
         return DirectView(
-            enabled=settings.direct_connections,
+            enabled=settings.direct_connections and self._handoff,
             held=endpoint.held_count,
             limited=settings.container_concurrency > 0,
         )

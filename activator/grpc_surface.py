@@ -42,6 +42,7 @@ from thawwire.grpc_routes import parsed, service_handler
 from thawwire.grpc_service import Method, pb
 from thawwire.grpc_status import grpc_status
 from thawwire.model_control import CONTROL_DISABLED
+from thawwire.restricted_protocols import grpc_category, parse_restrictions
 from thawwire.shm_api import grpc_shm_methods
 from thawwire.shm_registry import SystemSharedMemory
 
@@ -51,6 +52,7 @@ logger = logging.getLogger(__name__)
 
 # grpc.aio.ServicerContext (grpcio ships no type information).
 Context = Any
+_Call = Callable[[Any, Context], Awaitable[Any]]
 _Req = TypeVar("_Req")
 _Resp = TypeVar("_Resp")
 _NO_REPOSITORY_NAME = "'repository_name' specification is not supported"
@@ -94,6 +96,7 @@ class GrpcSurface:
         self._shm = shared_memory if shared_memory is not None else SystemSharedMemory()
         self.forwarder = GrpcForwarder(fleet, self._shm)
         self._server_metadata = server_metadata_response(server_info.server_metadata())
+        self._restrictions = parse_restrictions(fleet.config.grpc_restricted_protocols)
 
     def routes(self) -> grpc.GenericRpcHandler:
         """THE route table of `thaw up`'s gRPC surface."""
@@ -111,11 +114,29 @@ class GrpcSurface:
         }
         unary.update(grpc_shm_methods(self._shm))  # registered here: the activator owns them
         # Inference travels as bytes: the activator parses no tensor (but shared memory's).
+        # Every method first passes `--grpc-restricted-protocol`'s check.
+        guard = self._restricted
         return service_handler(
-            {method: _answering(parsed(method, fn)) for method, fn in unary.items()},
-            _answering(self.forwarder.infer),
-            self.model_stream_infer,
+            {method: guard(method, _answering(parsed(method, fn))) for method, fn in unary.items()},
+            guard(Method.MODEL_INFER, _answering(self.forwarder.infer)),
+            guard(Method.MODEL_STREAM_INFER, self.model_stream_infer),
         )
+
+    def _restricted(self, method: Method, handler: _Call) -> _Call:
+        """`handler`, or, when `--grpc-restricted-protocol` restricts its category, one that
+        first ends a call without the metadata UNAVAILABLE (a stream before any read), in
+        Triton's words, as `thaw serve` does."""
+        category = grpc_category(method)
+        restriction = self._restrictions.get(category) if category is not None else None
+        if restriction is None:
+            return handler
+
+        async def restricted(request: Any, context: Context) -> Any:
+            if not restriction.allows(context.invocation_metadata() or ()):
+                await context.abort(grpc.StatusCode.UNAVAILABLE, restriction.refusal)
+            return await handler(request, context)
+
+        return restricted
 
     # ---- answered here ----------------------------------------------------------------------
 

@@ -12,13 +12,19 @@ import argparse
 import math
 import socket
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from activator.errors import ConfigError
-from activator.scaler.kube_config import KubernetesConfig, parse_selector
+from activator.scaler.kube_config import (
+    DEFAULT_CLASS,
+    KubernetesConfig,
+    parse_pool_class,
+    parse_selector,
+)
 from activator.scaler.model_labels import is_label_value
 
-__all__ = ["add_kubernetes_arguments", "kubernetes_config"]
+__all__ = ["add_kubernetes_arguments", "kubernetes_config", "placement"]
 
 
 def add_kubernetes_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,6 +40,16 @@ def add_kubernetes_arguments(parser: argparse.ArgumentParser) -> None:
         default="thaw.dev/pool=thaw-pool",
         help="its selector, key=value[,key=value]; a claim removes these labels from a pod "
         "(default thaw.dev/pool=thaw-pool)",
+    )
+    k.add_argument(
+        "--pool-class",
+        action="append",
+        default=[],
+        metavar="NAME=DEPLOYMENT",
+        help="a placement class and its warm pool, the Deployment DEPLOYMENT selecting "
+        "thaw.dev/pool=DEPLOYMENT (repeatable); a model with `thaw.placement_class` = NAME "
+        "claims only that pool's pods. --pool-deployment/--pool-selector are the class "
+        "`default`",
     )
     k.add_argument(
         "--fleet",
@@ -80,6 +96,14 @@ def add_kubernetes_arguments(parser: argparse.ArgumentParser) -> None:
         default=60.0,
         help="a model pod no activator owns is deleted after this long (default 60)",
     )
+    k.add_argument(
+        "--node-provisioning-timeout-s",
+        type=float,
+        default=600.0,
+        help="how long a model pod no node can take (Pending, Unschedulable) waits for a node "
+        "autoscaler (Karpenter) to add one, its requests held meanwhile; the activation "
+        "timeout then starts again when it is scheduled (default 600)",
+    )
 
 
 def kubernetes_config(
@@ -93,11 +117,13 @@ def kubernetes_config(
     for _key, value in selector:
         if not is_label_value(value):
             raise ConfigError(f"`--pool-selector` = {args.pool_selector!r}: bad value {value!r}")
+    classes = _pool_classes(args.pool_class, args.pool_deployment)
     if not args.fleet or not is_label_value(args.fleet):
         raise ConfigError(f"`--fleet` = {args.fleet!r}, must be a label value")
     _check("--lease-duration-s", args.lease_duration_s, 1, 3600)
     _check("--peer-port", args.peer_port, 0, 65535)
     _check("--orphan-grace-s", args.orphan_grace_s, 0, 86_400)
+    _check("--node-provisioning-timeout-s", args.node_provisioning_timeout_s, 0, 86_400)
     if args.runtime_port is not None:
         _check("--runtime-port", args.runtime_port, 1, 65535)
     if args.runtime_grpc_port is not None:
@@ -111,6 +137,7 @@ def kubernetes_config(
         namespace=args.namespace or env.get("POD_NAMESPACE") or "default",
         pool_deployment=args.pool_deployment,
         pool_selector=selector,
+        pool_classes=classes,
         fleet=args.fleet,
         kubeconfig=args.kubeconfig,
         kube_context=args.kube_context,
@@ -126,7 +153,49 @@ def kubernetes_config(
         peer_port=args.peer_port,
         advertise_host=args.advertise_address or env.get("POD_IP") or None,
         orphan_grace_s=args.orphan_grace_s,
+        node_provisioning_timeout_s=args.node_provisioning_timeout_s,
     )
+
+
+def _pool_classes(given: list[str], default_deployment: str) -> tuple[tuple[str, str], ...]:
+    classes: dict[str, str] = {}
+    for text in given:
+        try:
+            name, deployment = parse_pool_class(text)
+        except ValueError as exc:
+            raise ConfigError(f"`--pool-class` = {text!r}: {exc}") from None
+        if name in classes:
+            raise ConfigError(f"`--pool-class` = {text!r}: class {name!r} is given twice")
+        if deployment == default_deployment or deployment in classes.values():
+            raise ConfigError(
+                f"`--pool-class` = {text!r}: Deployment {deployment!r} is another class's "
+                "pool already (each class has its own)"
+            )
+        classes[name] = deployment
+    return tuple(classes.items())
+
+
+def placement(
+    config: KubernetesConfig, classes_of: Mapping[str, str]
+) -> tuple[KubernetesConfig, dict[str, str]]:
+    """`config` with each model's placement class (`classes_of`: model -> its
+    `thaw.placement_class`), and the models refused (model -> why) for naming a class that
+    no `--pool-class` gives."""
+    known = config.classes()
+    refused = {
+        model: (
+            f"`thaw.placement_class` = {name!r} (model {model}): no such placement class; "
+            f"the classes are {', '.join(known)} (thaw up --pool-class NAME=DEPLOYMENT)"
+        )
+        for model, name in sorted(classes_of.items())
+        if name not in known
+    }
+    chosen = tuple(
+        (model, name)
+        for model, name in sorted(classes_of.items())
+        if name != DEFAULT_CLASS and model not in refused
+    )
+    return replace(config, model_classes=chosen), refused
 
 
 def _check(flag: str, value: float, low: float, high: float) -> None:

@@ -61,7 +61,8 @@ class Metrics:
         )
         self.replica_starts = Counter(
             "thaw_replica_starts_total",
-            "Replica start attempts by result (ok, failed)",
+            "Replica start attempts by result (ok, failed, withdrawn: a follower's start "
+            "nobody needed any more)",
             ["model", "result"],
             registry=r,
         )
@@ -103,16 +104,30 @@ class Metrics:
         # The Kubernetes scaler backend (`--scaler kubernetes`).
         self.pod_claims = Counter(
             "thaw_kube_pod_claims_total",
-            "Warm-pool pod claims by result: claimed, conflict (409: another activator won "
-            "it), gone (404: deleted meanwhile)",
-            ["model", "result"],
+            "Warm-pool pod claims by placement class and result: claimed, conflict (409: "
+            "another activator won it), gone (404: deleted meanwhile)",
+            ["model", "placement_class", "result"],
             registry=r,
         )
         self.pool_misses = Counter(
             "thaw_kube_pool_misses_total",
             "Replica starts that found no ready warm-pool pod and created a model pod "
-            "directly (a slower, classic pod start)",
+            "directly (a slower, classic pod start), by the model's placement class",
+            ["model", "placement_class"],
+            registry=r,
+        )
+        self.waiting_for_node = Gauge(
+            "thaw_kube_pods_waiting_for_node",
+            "Model pods this activator started that no node can take yet (Pending, "
+            "Unschedulable): their requests are held while a node is provisioned",
             ["model"],
+            registry=r,
+        )
+        self.node_waits = Counter(
+            "thaw_kube_node_waits_total",
+            "Model pods that had to wait for a node, by how the wait ended: scheduled, "
+            "timed_out (--node-provisioning-timeout-s)",
+            ["model", "outcome"],
             registry=r,
         )
         self.api_retries = Counter(

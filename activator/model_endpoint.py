@@ -141,6 +141,7 @@ class ModelEndpoint:
             on_ready=self._replica_ready,
             on_start_failed=self._start_failed,
             on_lost=self._replica_lost,
+            on_start_withdrawn=self._start_withdrawn,
         )
         self._held: HeldQueue[Replica] = HeldQueue(
             max_count=settings.max_held_requests, max_bytes=settings.max_held_bytes, model=name
@@ -288,6 +289,11 @@ class ModelEndpoint:
             error = ActivationFailed(f"model '{self._name}' could not be activated: {message}")
             self._admission.fail_held(error)
 
+    def _start_withdrawn(self) -> None:
+        # A start nobody needed ended (activator.scaler.follower_start): held requests stay
+        # held; decide again now, so that requests still waiting start the model at once.
+        self._reconciler.poke()
+
     def _replica_lost(self, replica: Replica) -> None:
         if self._sequences is not None:
             self._sequences.forget_replica(replica.id)
@@ -349,7 +355,8 @@ class ModelEndpoint:
         if self.ready_count:
             return ModelState.WARM
         if self._replicas.starting:
-            return ModelState.WAKING
+            waiting = self._replicas.waiting_for_node
+            return ModelState.WAITING_FOR_NODE if waiting else ModelState.WAKING
         return ModelState.DRAINING if self._replicas.replicas else ModelState.COLD
 
     def status(self) -> ModelStatus:
@@ -367,6 +374,7 @@ class ModelEndpoint:
             last_cold_start_s=self.last_cold_start_s,
             last_error=self.last_error,
             replicas=replicas,
+            placement_class=self._settings.placement_class,
         )
 
     def _replica_status(self, replica: Replica) -> ReplicaStatus:

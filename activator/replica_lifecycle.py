@@ -18,11 +18,11 @@ from typing import Any
 
 from activator.breaker import Breaker
 from activator.config import ScaleSettings
-from activator.errors import ActivationFailed
+from activator.errors import ActivationFailed, StartWithdrawn
 from activator.metrics import Metrics
 from activator.replica import Replica
 from activator.replica_stats import ModelStatistics
-from activator.scaler.backend import ReplicaHandle, ScalerBackend
+from activator.scaler.backend import NodeWait, ReplicaHandle, ScalerBackend
 
 __all__ = ["CRASH_LOOP_S", "ReplicaSet"]
 
@@ -49,6 +49,7 @@ class ReplicaSet:
         on_ready: Callable[[Replica, bool], None],
         on_start_failed: Callable[[str], None],
         on_lost: Callable[[Replica], None],
+        on_start_withdrawn: Callable[[], None] = lambda: None,
     ) -> None:
         self._model = model
         self._settings = settings
@@ -60,6 +61,7 @@ class ReplicaSet:
         self._on_ready = on_ready  # (replica, first ready of the model)
         self._on_start_failed = on_start_failed  # (message), after last_error is set
         self._on_lost = on_lost  # a replica died and is gone
+        self._on_start_withdrawn = on_start_withdrawn  # a start ended with nothing, no failure
         self._replicas: list[Replica] = []
         self._starting = 0
         self.last_error: str | None = None
@@ -100,6 +102,18 @@ class ReplicaSet:
         """A start failed or a replica crash-looped: only a request may start another."""
         return self._retry_needs_request
 
+    @property
+    def waiting_for_node(self) -> bool:
+        """A start waits for a node to be provisioned (a backend with `NodeWait`)."""
+        backend = self._backend
+        return isinstance(backend, NodeWait) and backend.waiting_for_node(self._model)
+
+    def hold_until(self) -> float | None:
+        """Until when held requests may wait past their activation timeout, for a start that
+        waits or waited for a node (None: no such start)."""
+        backend = self._backend
+        return backend.hold_until(self._model) if isinstance(backend, NodeWait) else None
+
     def request_arrived(self) -> None:
         """A request came in: after a failed start, it may start another."""
         self._retry_needs_request = False
@@ -116,6 +130,10 @@ class ReplicaSet:
             handle = await self._backend.start_replica(
                 self._model, timeout_s=self._settings.activation_timeout_s
             )
+        except StartWithdrawn as exc:
+            self._starting -= 1
+            self._start_withdrawn(exc.message)
+            return
         except ActivationFailed as exc:
             self._starting -= 1
             self._start_failed(exc.message)
@@ -148,6 +166,14 @@ class ReplicaSet:
         self.last_error = message
         self._retry_needs_request = True
         self._on_start_failed(message)
+
+    def _start_withdrawn(self, message: str) -> None:
+        self._metrics.replica_starts.labels(self._model, "withdrawn").inc()
+        logger.info("model=%s replica start withdrawn: %s", self._model, message)
+        # Nothing needed it: only waiting requests (here or elsewhere) start another, so a
+        # model nobody asks for is not started again at every tick.
+        self._retry_needs_request = True
+        self._on_start_withdrawn()
 
     def adopt(self, handles: Iterable[ReplicaHandle]) -> None:
         """Take over replicas that already run (`ScalerBackend.running_replicas`)."""

@@ -95,7 +95,7 @@ async def serve(config: ActivatorConfig, repository: Any = None) -> None:
         raise ListenError(str(exc)) from None
     door = FrontDoor(
         listener, runner.server, app[FLEET].endpoints, app[FLEET].metrics,
-        guard=app[CONNECTIONS],
+        guard=app[CONNECTIONS], handoff=not config.http_restricted_apis,
     )  # fmt: skip
     door.start()
     for line in extra.lines:

@@ -7,7 +7,7 @@ refuses anything of another shape. JSON keys are the field names, in field order
     {"models": [{"model", "state", "replicas_ready", "replicas_desired", "replicas_starting",
                  "held_requests", "in_flight", "direct_connections", "last_cold_start_s",
                  "last_error", "replicas": [{"id", "url", "pid", "in_flight",
-                 "direct_connections", "direct_in_flight", "state"}]}],
+                 "direct_connections", "direct_in_flight", "state"}], "placement_class"}],
      "warm_pool": {"size", "ready", "starting", "source", "idle_pss_bytes", "server_pss_bytes",
                    "budget_bytes", "demand", "limit", "last_start_s", "starts", "failures"},
      "image_builds": {model: an ImageState value, or "failed: <why>"},
@@ -55,6 +55,7 @@ class ModelState(StrEnum):
     WARM = "warm"  # at least one replica routable
     DRAINING = "draining"  # only replicas on their way out
     UNAVAILABLE = "unavailable"  # its config.pbtxt could not be used (last_error says why)
+    WAITING_FOR_NODE = "waiting for a node"  # starting, none ready: its pod awaits a new node
 
 
 class ImageState(StrEnum):
@@ -96,7 +97,8 @@ class ReplicaStatus:
 @dataclass(frozen=True)
 class ModelStatus:
     """One model: its state, replicas ready/desired/starting, held and in-flight requests,
-    open direct connections, its last cold start (seconds) and last error."""
+    open direct connections, its last cold start (seconds) and last error; on Kubernetes,
+    the placement class whose pool its pods come from (optional when parsing)."""
 
     model: str
     state: ModelState
@@ -109,6 +111,7 @@ class ModelStatus:
     last_cold_start_s: float | None
     last_error: str | None
     replicas: tuple[ReplicaStatus, ...] = ()
+    placement_class: str | None = None
 
     @classmethod
     def unavailable(cls, model: str, reason: str) -> ModelStatus:
@@ -294,6 +297,9 @@ def _model(value: object, where: str) -> ModelStatus:
         replicas=tuple(
             _replica(r, f"{where}.replicas[{i}]")
             for i, r in enumerate(_list(doc, "replicas", where))
+        ),
+        placement_class=(
+            _maybe(doc, "placement_class", str, where) if "placement_class" in doc else None
         ),
     )
 

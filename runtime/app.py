@@ -16,10 +16,10 @@ from runtime.errors import ServingError
 from runtime.front_door_client import FrontDoorClient
 from runtime.handlers import MetricsSource, ModelService, V2Handlers, json_response
 from runtime.lifecycle import ServerState, lifecycle_context
-from runtime.restricted_protocols import Category
 from thawwire.connection_guard import ConnectionGuard
 from thawwire.paths import MODEL, MODEL_VERSION
 from thawwire.redaction import Redactor
+from thawwire.restricted_protocols import Category
 from thawwire.shm_api import RestSharedMemory
 from thawwire.shm_registry import SystemSharedMemory
 from thawwire.transfer_coding import refuse_unknown_codings

@@ -8,8 +8,8 @@ from enum import StrEnum
 from pathlib import Path
 
 from runtime.header_forward import compile_pattern
-from runtime.restricted_protocols import parse_http_restrictions, parse_restrictions
 from thawwire.connection_limits import ConnectionLimits, out_of_range
+from thawwire.restricted_protocols import parse_http_restrictions, parse_restrictions
 
 __all__ = ["ConfigError", "ModelControlMode", "ServeConfig", "parse_cuda_pool"]
 
@@ -97,7 +97,7 @@ class ServeConfig:
     http_header_forward_pattern: str = ""
     grpc_header_forward_pattern: str = ""
     # `--grpc-restricted-protocol` values, `<protocols>:<key>=<value>`
-    # (runtime.restricted_protocols)
+    # (thawwire.restricted_protocols)
     grpc_restricted_protocols: tuple[str, ...] = ()
     http_restricted_apis: tuple[str, ...] = ()  # `--http-restricted-api`, the same form
 

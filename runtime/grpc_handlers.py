@@ -33,7 +33,6 @@ from runtime.header_forward import compile_pattern, forwarded_headers
 from runtime.inference import InferRequest, InferResponse
 from runtime.lifecycle import ServerState
 from runtime.load_overrides import check_config, check_load_path, load_overrides
-from runtime.restricted_protocols import grpc_category, parse_restrictions
 from runtime.shm_tensors import ShmBinding
 from thawwire.grpc_messages import (
     config_response,
@@ -48,6 +47,7 @@ from thawwire.grpc_service import Method, pb
 from thawwire.grpc_status import grpc_status
 from thawwire.model_control import CONTROL_DISABLED
 from thawwire.redaction import Redactor
+from thawwire.restricted_protocols import grpc_category, parse_restrictions
 from thawwire.server_info import server_metadata
 from thawwire.shm_api import grpc_shm_methods
 from thawwire.shm_registry import SystemSharedMemory

@@ -32,13 +32,13 @@ from runtime.inference import InferRequest, InferResponse
 from runtime.lifecycle import ServerState
 from runtime.load_overrides import check_config, check_load_path, load_overrides
 from runtime.response_encoding import MIN_COMPRESS_BYTES, compress_body, pick_encoding
-from runtime.restricted_protocols import Category, parse_http_restrictions
 from runtime.send_back import SEND_BACK, SendBack
 from runtime.shm_tensors import ShmBinding
 from thawwire.load_answer import warmup_header
 from thawwire.model_control import CONTROL_DISABLED
 from thawwire.names import is_model_name, is_version
 from thawwire.redaction import Redactor
+from thawwire.restricted_protocols import Category, parse_http_restrictions
 from thawwire.server_info import server_metadata
 from thawwire.shm_params import names_shared_memory
 from thawwire.shm_registry import SystemSharedMemory

@@ -21,6 +21,8 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from thawwire.restricted_protocols import add_restriction_arguments
+
 __all__ = [
     "IGNORED_FLAGS",
     "TRITON_FLAGS",
@@ -154,18 +156,7 @@ def add_triton_flags(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     g.add_argument("--model-load-thread-count", type=int, default=4, metavar="N",
                    help="models loaded at once (default 4)")  # fmt: skip
-    g.add_argument(
-        "--grpc-restricted-protocol", action="append", default=[],
-        metavar="PROTOCOLS:KEY=VALUE",
-        help="gRPC methods of these categories (health, metadata, inference, model-config, "
-        "model-repository, statistics, ...) need the header triton-grpc-protocol-KEY: VALUE "
-        "(repeatable)",
-    )  # fmt: skip
-    g.add_argument(
-        "--http-restricted-api", action="append", default=[], metavar="APIS:KEY=VALUE",
-        help="HTTP endpoints of these categories (as --grpc-restricted-protocol's) need the "
-        "header KEY: VALUE (repeatable)",
-    )  # fmt: skip
+    add_restriction_arguments(g)
     for surface, what in (("http", "HTTP headers"), ("grpc", "gRPC metadata")):
         g.add_argument(
             f"--{surface}-header-forward-pattern", default="", metavar="REGEX",

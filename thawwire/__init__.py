@@ -17,6 +17,8 @@ configuration lives in `tritonconfig` (the one Thaw package this one may import)
     aiohttp_compat  the only private aiohttp access (import it by its module name)
     pool_protocol   the fork server's control frames between `thaw up` and a zygote
     cache_counters  an image cache directory's eviction counters (replicas add, `thaw up` reads)
+    restricted_protocols  Triton's `--http-restricted-api` / `--grpc-restricted-protocol`:
+                    the flag grammar, the categories and the header a restricted call carries
 
 The last three are imported by their module names. It raises only `WireError`
 (thawwire.errors) and its subclass `PoolProtocolError` (thawwire.pool_protocol).

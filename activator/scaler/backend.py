@@ -14,8 +14,9 @@ the model over the runtime's HTTP API. All methods run on the event loop of `tha
 
 Optional capabilities a backend may add (checked with `isinstance`): `AsyncLifecycle` (async
 set-up before the first call, and letting go of replicas that outlive the activator before
-the endpoints drain) and `PeerConcurrency` (the same model's concurrency on the other
-activators, for active-active activators).
+the endpoints drain), `PeerConcurrency` (the same model's concurrency on the other
+activators, for active-active activators) and `NodeWait` (a start that waits for a node to be
+provisioned holds requests past the activation timeout, and says so).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Protocol, runtime_checkable
 
 __all__ = [
     "AsyncLifecycle",
+    "NodeWait",
     "PeerConcurrency",
     "PeerLoad",
     "PoolReport",
@@ -206,4 +208,21 @@ class PeerConcurrency(Protocol):
     def watch_demand(self, model: str, wake: Callable[[], object]) -> None:
         """Call `wake()` when demand for `model` appears on another activator (a request held
         there while this one scales), so the scaling leader decides at once, not next tick."""
+        ...
+
+
+@runtime_checkable
+class NodeWait(Protocol):
+    """A backend whose replica start may wait for a node to be provisioned (Kubernetes: the
+    pod is Pending, Unschedulable, until a node autoscaler such as Karpenter adds a node).
+    Such a start may outlast the activation timeout; held requests wait for it."""
+
+    def waiting_for_node(self, model: str) -> bool:
+        """A start of `model` waits for a node now (the status says "waiting for a node")."""
+        ...
+
+    def hold_until(self, model: str) -> float | None:
+        """Until when (the backend's clock, `time.monotonic` in `thaw up`) requests held for
+        `model` may wait, past their activation timeout, for a start that waited or waits for
+        a node; None when no such start is in progress. Cheap and synchronous."""
         ...

@@ -3,9 +3,12 @@
     start_replica ─▶ a serving pod of the model this activator has not attached?  attach it
                  └▶ (scaling leader, pod_starter) claim a ready warm-pool pod (a patch carrying
                     its resourceVersion; 409 → the next pod) or, with none ready, create a
-                    model pod from the pool's template; load the model (RuntimeControl), mark
-                    it serving, attach it
-                 └▶ (follower) wait for the leader's pod to appear, then attach it
+                    model pod from the pool's placement class's template; load the model
+                    (RuntimeControl), attach it (its serving mark is written meanwhile)
+                 └▶ (follower) a request to the leader: wait for a pod it claims for the
+                    model, attach it once it answers the model ready; withdrawn (no failure)
+                    when no request waits any more or this activator's role changes
+                    (follower_start)
     wait_lost    ─▶ the pod watch (pod_informer): deleted, deleting, finished, restarted,
                     unready too long, or drained by the leader
     stop_replica ─▶ detach; the leader also marks it draining, lets peers see that, deletes it
@@ -36,12 +39,14 @@ from typing import Any
 
 import aiohttp
 
-from activator.errors import ActivationFailed, ScalerUnavailable
+from activator.errors import ActivationFailed, ScalerUnavailable, StartWithdrawn
 from activator.metrics import Metrics
 from activator.scaler.backend import PeerLoad, PoolStatus, ReplicaHandle
 from activator.scaler.backoff import Backoff
+from activator.scaler.follower_start import FollowAction
+from activator.scaler.follower_start import step as follow_step
 from activator.scaler.kube_api import KubeApi, KubeApiError, open_api_client
-from activator.scaler.kube_config import KubernetesConfig
+from activator.scaler.kube_config import DEFAULT_CLASS, KubernetesConfig
 from activator.scaler.leader_election import LeaderElection
 from activator.scaler.peer_reports import PeerReports
 from activator.scaler.pod_claim import state_patch
@@ -63,6 +68,7 @@ from activator.scaler.pod_state import (
     restart_count,
     runtime_url,
     state_of,
+    unschedulable,
 )
 from activator.scaler.runtime_control import RuntimeControl
 
@@ -71,6 +77,7 @@ __all__ = ["KubernetesBackend"]
 logger = logging.getLogger(__name__)
 
 _FOLLOW_POLL_S = 0.1  # a follower waiting for the leader's pod also looks at its role this often
+_FOLLOWER_HOLD_S = 1.0  # a follower's held requests look again this often while a pod loads
 _LOST_POLL_S = 0.5  # wait_lost re-checks readiness this often between pod events
 
 
@@ -85,7 +92,8 @@ class _Attached:
 
 
 class KubernetesBackend:
-    """Runs replicas as pods; implements ScalerBackend, StartsAsync and PeerConcurrency."""
+    """Runs replicas as pods; implements ScalerBackend, AsyncLifecycle, PeerConcurrency and
+    NodeWait."""
 
     def __init__(
         self,
@@ -114,10 +122,12 @@ class KubernetesBackend:
         self._reports: PeerReports | None = None
         self._collector = PodCollector(kube.models, orphan_grace_s=kube.orphan_grace_s)
         self._api: KubeApi | None = None
-        self._pool: PodInformer | None = None
+        self._pools: dict[str, PodInformer] = {}  # placement class -> its pool's pods
         self._pods: PodInformer | None = None
-        self._starter: PodStarter | None = None
+        self._starters: dict[str, PodStarter] = {}  # placement class -> its pod starter
         self._released = False  # after release(): no longer owns pods, only lets go
+        self._role_changes = 0  # bumped on every change of scaling role (follower starts end)
+        self._demand_wakers: list[tuple[str, Callable[[], object]]] = []
 
     # ---- set-up (StartsAsync) -----------------------------------------------------------
 
@@ -126,7 +136,8 @@ class KubernetesBackend:
             await self._start()
         except BaseException:
             await self.close()  # nothing of a failed start stays open, or usable
-            self._pool = self._pods = self._starter = None
+            self._pods = None
+            self._pools, self._starters = {}, {}
             raise
 
     async def _start(self) -> None:
@@ -145,27 +156,30 @@ class KubernetesBackend:
                 self._api_client, kube.namespace, timeout_s=kube.api_timeout_s
             )
             await self._check_access(api)
-            pool_selector = ",".join(f"{k}={v}" for k, v in kube.pool_selector)
-            self._pool = self._informer(pool_selector, "pool pods")
             self._pods = self._informer(f"{LABEL_FLEET}={kube.fleet},{LABEL_MODEL}", "model pods")
-            self._starter = starter = PodStarter(
-                kube,
-                api,
-                self._session,
-                self._metrics,
-                pool=self._pool,
-                pods=self._pods,
-                backoff=self._backoff,
-                rng=self._rng,
-                clock=self._clock,
-            )
-            await starter.fetch_pool()
-            self._check_pool(starter.deployment)
+            for pool_class in kube.classes().values():
+                pool = self._informer(pool_class.selector_text, f"{pool_class.name} pool pods")
+                self._pools[pool_class.name] = pool
+                self._starters[pool_class.name] = starter = PodStarter(
+                    kube,
+                    api,
+                    self._session,
+                    self._metrics,
+                    pool=pool,
+                    pods=self._pods,
+                    pool_class=pool_class,
+                    backoff=self._backoff,
+                    rng=self._rng,
+                    clock=self._clock,
+                )
+                await starter.fetch_pool()
+                self._check_pool(starter)
         except KubeApiError as exc:
             raise ScalerUnavailable(f"kubernetes scaler: {exc.message}") from exc
         try:
             async with asyncio.timeout(kube.api_timeout_s):
-                await asyncio.gather(self._pool.synced.wait(), self._pods.synced.wait())
+                informers = [self._pods, *self._pools.values()]
+                await asyncio.gather(*(i.synced.wait() for i in informers))
         except TimeoutError:
             raise ScalerUnavailable(
                 f"kubernetes scaler: pods in namespace {kube.namespace!r} could not be listed "
@@ -192,13 +206,14 @@ class KubernetesBackend:
                 "(deploy/helm/thaw, rbac.create) to its service account"
             )
 
-    def _check_pool(self, deployment: dict[str, Any]) -> None:
-        kube = self._kube
+    def _check_pool(self, starter: PodStarter) -> None:
+        pool_class, deployment = starter.pool_class, starter.deployment
         labels = (deployment.get("spec") or {}).get("selector", {}).get("matchLabels")
-        if labels != dict(kube.pool_selector):
+        if labels != dict(pool_class.selector):
             raise ScalerUnavailable(
-                f"kubernetes scaler: Deployment {kube.pool_deployment!r} selects {labels}, "
-                f"but the pool selector is {dict(kube.pool_selector)}: they must be equal"
+                f"kubernetes scaler: Deployment {pool_class.deployment!r} (placement class "
+                f"{pool_class.name!r}) selects {labels}, but the pool selector is "
+                f"{dict(pool_class.selector)}: they must be equal"
             )
 
     def _informer(self, selector: str, what: str) -> PodInformer:
@@ -230,6 +245,8 @@ class KubernetesBackend:
             leader=lambda: self._election.holder if self._election else None,
             leader_url=lambda: self._election.leader_url if self._election else None,
         )
+        for model, wake in self._demand_wakers:
+            self._reports.watch_demand(model, wake)
         try:
             await self._reports.start()
         except OSError as exc:
@@ -258,6 +275,7 @@ class KubernetesBackend:
         return self._election.leading if self._election is not None else True
 
     def _role_changed(self, leading: bool) -> None:
+        self._role_changes += 1
         self._metrics.scaling_leader.set(1 if leading else 0)
         role = "the scaling leader" if leading else "a follower"
         logger.info("activator %s is %s now", self._kube.activator_id, role)
@@ -265,24 +283,61 @@ class KubernetesBackend:
     # ---- ScalerBackend --------------------------------------------------------------------
 
     async def start_replica(self, model: str, *, timeout_s: float) -> ReplicaHandle:
-        pods = self._started_informer()
+        self._started_informer()
         start = self._clock()
         deadline = start + timeout_s
+        handle = await self._attach_serving(model, start)
+        if handle is not None:
+            return handle
+        if self.leading:
+            return await self._bring_up(model, start, deadline)
+        return await self._follow(model, start, deadline)
+
+    async def _follow(self, model: str, start: float, deadline: float) -> ReplicaHandle:
+        """A follower's start: a request to the scaling leader, satisfied by a pod it claims
+        for `model` (attached once serving); withdrawn or failed as `follower_start` says."""
+        pods = self._started_informer()
+        began = self._role_changes
         while True:
             seen = pods.version
             handle = await self._attach_serving(model, start)
+            if handle is None:
+                handle = await self._attach_serving(model, start, state=PodState.LOADING)
             if handle is not None:
                 return handle
-            if self.leading:
-                return await self._bring_up(model, start, deadline)
-            remaining = deadline - self._clock()
-            if remaining <= 0:
+            now = self._clock()
+            loading = len(self._loading_pods(model))
+            look = follow_step(
+                role_changed=self._role_changes != began,
+                claimed=loading,
+                demand=self._reports.demand(model) if self._reports is not None else 1,
+                attached=sum(1 for a in self._attached.values() if a.model == model),
+                now=now,
+                deadline=deadline,
+            )
+            if look.action is FollowAction.WITHDRAW:
+                raise StartWithdrawn(f"start of model '{model}' withdrawn: {look.reason}")
+            if look.action is FollowAction.FAIL:
                 holder = self._election.holder if self._election is not None else None
                 raise ActivationFailed(
-                    f"no replica of model '{model}' appeared within {timeout_s:g} s: the "
-                    f"scaling leader ({holder or 'none now'}) did not start one"
+                    f"no replica of model '{model}' appeared within {deadline - start:g} s: "
+                    f"the scaling leader ({holder or 'none now'}) did not start one"
                 )
-            await pods.wait_change(seen, min(remaining, _FOLLOW_POLL_S))
+            # While the leader's pod loads, probe it often at first (a small model loads in
+            # tens of ms), then less (a big one takes seconds): at most every 0.25 s.
+            poll_s = min(_FOLLOW_POLL_S * 2.5, max(0.01, (now - start) / 8))
+            await pods.wait_change(seen, poll_s if loading else _FOLLOW_POLL_S)
+
+    def _loading_pods(self, model: str) -> list[Pod]:
+        """Pods of `model` claimed or created (by the leader) that are still loading."""
+        return [
+            p
+            for p in self._started_informer().pods()
+            if annotation(p, ANNOTATION_MODEL) == model
+            and state_of(p) is PodState.LOADING
+            and not is_deleting(p)
+            and not is_finished(p)
+        ]
 
     async def running_replicas(self, model: str) -> list[ReplicaHandle]:
         self._started_informer()
@@ -310,10 +365,15 @@ class KubernetesBackend:
         await self._retire_pod(replica_id, attached.model, timeout_s)
 
     def pool_status(self) -> PoolStatus:
-        deployment = self._starter.deployment if self._starter is not None else {}
-        size = int((deployment.get("spec") or {}).get("replicas") or 0)
-        pool = self._pool.pods() if self._pool is not None else []
-        ready = sum(1 for p in pool if is_ready(p) and not is_deleting(p))
+        size = ready = 0
+        for name, starter in self._starters.items():  # every class's pool together
+            size += int((starter.deployment.get("spec") or {}).get("replicas") or 0)
+            pool = self._pools[name].pods()
+            ready += sum(
+                1
+                for p in pool
+                if is_ready(p) and not is_deleting(p) and not annotation(p, ANNOTATION_MODEL)
+            )
         return PoolStatus(size=size, ready=ready)
 
     async def release(self) -> None:
@@ -324,6 +384,8 @@ class KubernetesBackend:
             await self._election.release()
 
     async def close(self) -> None:
+        for starter in self._starters.values():
+            starter.close()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -342,19 +404,47 @@ class KubernetesBackend:
         return self._reports.exchange(model, mean=mean, current=current)
 
     def watch_demand(self, model: str, wake: Callable[[], object]) -> None:
+        # The endpoints register before `start()` makes the report server: kept here and
+        # handed over then (dropping them left the leader to notice a follower's demand at
+        # its next tick, up to a tick late: issue 21, defect 4).
+        self._demand_wakers.append((model, wake))
         if self._reports is not None:
             self._reports.watch_demand(model, wake)
 
+    # ---- NodeWait ---------------------------------------------------------------------------
+
+    def waiting_for_node(self, model: str) -> bool:
+        if any(model in s.node_waits.values() for s in self._starters.values()):
+            return True  # a start of ours waits for a node
+        if self.leading or self._pods is None:
+            return False
+        return any(unschedulable(p) is not None for p in self._loading_pods(model))
+
+    def hold_until(self, model: str) -> float | None:
+        holds = [
+            until for s in self._starters.values() for m, until in s.holds.values() if m == model
+        ]
+        if not self.leading and self._pods is not None and self._loading_pods(model):
+            # A follower holds while the leader's pod for the model is on its way (a node
+            # being provisioned, an image pulled): the leader's start has its own deadline,
+            # and deletes the pod when it fails.
+            holds.append(self._clock() + _FOLLOWER_HOLD_S)
+        return max(holds, default=None)
+
     # ---- attaching, claiming, loading -------------------------------------------------------
 
-    async def _attach_serving(self, model: str, start: float) -> ReplicaHandle | None:
-        """Attach a serving pod of `model` that answers its model-ready probe, if any."""
+    async def _attach_serving(
+        self, model: str, start: float, *, state: PodState = PodState.SERVING
+    ) -> ReplicaHandle | None:
+        """Attach a pod of `model` in `state` that answers its model-ready probe, if any (a
+        follower also probes the leader's loading pods: one serves as soon as it answers,
+        before its `serving` mark has come through the watch)."""
         pods = self._started_informer()
         found = [
             p
             for p in pods.pods()
             if annotation(p, ANNOTATION_MODEL) == model
-            and state_of(p) is PodState.SERVING
+            and state_of(p) is state
             and not is_deleting(p)
             and not is_finished(p)
             and name_of(p) not in self._attached
@@ -384,11 +474,17 @@ class KubernetesBackend:
 
     async def _bring_up(self, model: str, start: float, deadline: float) -> ReplicaHandle:
         """Claim a pool pod (or create one), load `model` into it, attach it."""
-        if self._starter is None:
+        if not self._starters:
             raise ActivationFailed("the kubernetes scaler is not started")
-        pod, url, claimed_s = await self._starter.bring_up(
-            model, start, deadline, loading=self._loading
-        )
+        pool_class = self._kube.class_of(model)
+        starter = self._starters.get(pool_class)
+        if starter is None:  # refused at start-up (cli); a config built elsewhere
+            known = ", ".join(self._starters)
+            raise ActivationFailed(
+                f"model '{model}': no placement class {pool_class!r} (classes: {known}; "
+                "--pool-class NAME=DEPLOYMENT)"
+            )
+        pod, url, claimed_s = await starter.bring_up(model, start, deadline, loading=self._loading)
         restore_s = self._clock() - start - claimed_s
         return self._attach(pod, model, url, claim_s=claimed_s, restore_s=restore_s)
 
@@ -417,6 +513,8 @@ class KubernetesBackend:
     async def _retire_pod(self, name: str, model: str, timeout_s: float) -> None:
         """Mark draining (peers stop routing), give them time to see it, delete gracefully."""
         starter = self._started()
+        for each in self._starters.values():  # the serving mark must land before this one
+            await each.marked(name)
         deadline = self._clock() + timeout_s
         try:
             await starter.call(
@@ -446,7 +544,8 @@ class KubernetesBackend:
                 grace_s = max(1, math.ceil(self._drain_timeout_s))
                 await self._started().delete(collect.pod, grace_s=grace_s)
             with contextlib.suppress(KubeApiError):
-                await self._started().fetch_pool()
+                for starter in self._starters.values():
+                    await starter.fetch_pool()
 
     def _api_retry(self, exc: KubeApiError) -> None:
         self._metrics.api_retries.labels(str(exc.status)).inc()
@@ -457,9 +556,10 @@ class KubernetesBackend:
         return self._api
 
     def _started(self) -> PodStarter:
-        if self._starter is None:
+        starter = self._starters.get(DEFAULT_CLASS)
+        if starter is None:
             raise ActivationFailed("the kubernetes scaler is not started")
-        return self._starter
+        return starter  # API calls and deletes, whatever the pod's class
 
     def _started_informer(self) -> PodInformer:
         if self._pods is None:

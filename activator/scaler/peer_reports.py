@@ -5,8 +5,9 @@
              ◀─ 409 {"error": "not the scaling leader", "leader": holder}   (it no longer leads)
 
 A follower reports every `interval_s`, and at once when a model's demand appears on it (a
-request held while it has no replica), so the leader scales a cold model without waiting for a
-period. The leader stores each report (`peer_load.PeerTable`), scales on its own load plus the
+request held while it has no replica) or goes, so the leader scales a cold model without
+waiting for a period, and does not wake it again on a report of requests already served.
+The leader stores each report (`peer_load.PeerTable`), scales on its own load plus the
 others', and wakes a model's reconciler when demand for it appears elsewhere. The totals it
 answers let every follower attach to as many replicas as the whole fleet needs. The port is
 separate from the public one: the NetworkPolicy lets only activator pods reach it. Reports
@@ -125,12 +126,23 @@ class PeerReports:
         now = self._clock()
         if self._is_leader():
             return self._table.others(model, now, exclude=self.identity)
-        if current > 0 and previous.current == 0:
-            self._urgent.set()  # demand appeared here: tell the leader now, not next period
+        if (current > 0) != (previous.current > 0):
+            # Demand appeared here, or went: tell the leader now, not next period (a stale
+            # "held here" would wake the model again after it scaled it to zero).
+            self._urgent.set()
         return self._totals.others(model, now)
 
     def watch_demand(self, model: str, wake: Callable[[], object]) -> None:
         self._wakers.setdefault(model, []).append(wake)
+
+    def demand(self, model: str) -> int:
+        """Requests for `model` held or in flight: here (as last exchanged) and on the other
+        activators (their reports, or the leader's last totals)."""
+        now = self._clock()
+        own = self._own.get(model, PeerLoad()).current
+        if self._is_leader():
+            return own + self._table.others(model, now, exclude=self.identity).current
+        return own + self._totals.others(model, now).current
 
     def live_peers(self) -> int:
         """Other activators that reported to this one (as leader) within the TTL."""

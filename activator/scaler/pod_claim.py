@@ -3,10 +3,14 @@
 A claim is one JSON merge patch on a ready pool pod that carries the `resourceVersion` the
 claimer saw. The API server applies it only if the pod has not changed since, so of two
 activators racing for one pod exactly one wins; the other gets 409 Conflict and tries its next
-candidate. The patch removes the pool selector's labels, so the pool's ReplicaSet releases the
-pod (drops its ownerReference) and starts a replacement, and adds the model's labels and
-annotations (pod_state). When no pool pod is ready, a model pod is created from the pool
-Deployment's own pod template (`model_pod`): one definition of a runtime pod.
+candidate. The patch adds the model's labels and annotations (pod_state); a pod with them is
+no candidate any more. It keeps the pool selector's labels while the model loads, so the
+pool's ReplicaSet starts no replacement then (as the local pool defers its refill: a pod
+starting beside a restore would take the CPU, the disk and the page cache the cold start
+needs). The `serving` mark (`serving_patch`) removes them: the ReplicaSet releases the pod and
+starts its replacement, and the pool Deployment becomes the pod's owner. When no pool pod is
+ready, a model pod is created from the pool Deployment's own pod template (`model_pod`): one
+definition of a runtime pod.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from activator.scaler.pod_state import (
     LABEL_MODEL,
     Pod,
     PodState,
+    annotation,
     is_deleting,
     is_finished,
     is_ready,
@@ -36,9 +41,14 @@ __all__ = [
     "candidates",
     "claim_patch",
     "model_pod",
+    "serving_patch",
     "state_patch",
     "utc_now_text",
 ]
+
+
+DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+_LOADING_DELETION_COST = 1_000_000
 
 
 def utc_now_text(now: datetime | None = None) -> str:
@@ -50,12 +60,14 @@ def utc_now_text(now: datetime | None = None) -> str:
 def candidates(pool_pods: Iterable[Pod], rng: random.Random) -> tuple[list[Pod], list[Pod]]:
     """The pool pods worth a claim: (Ready ones, shuffled; running ones with an IP that are
     not Ready yet, to probe directly). Shuffled so racing activators rarely pick the same pod
-    first; deleting or finished pods are never candidates."""
+    first; deleting, finished or claimed pods are never candidates."""
     ready: list[Pod] = []
     maybe: list[Pod] = []
     for pod in pool_pods:
         if is_deleting(pod) or is_finished(pod) or pod_ip(pod) is None:
             continue
+        if annotation(pod, ANNOTATION_MODEL) is not None:
+            continue  # claimed, still loading in the pool (claim_patch)
         (ready if is_ready(pod) else maybe).append(pod)
     rng.shuffle(ready)
     rng.shuffle(maybe)
@@ -69,17 +81,19 @@ def claim_patch(
     label: str,
     fleet: str,
     activator: str,
-    pool_keys: Iterable[str],
     now: str,
 ) -> dict[str, Any]:
-    """The merge patch that claims `pod` for `model`, valid only at the resourceVersion seen."""
-    labels: dict[str, str | None] = dict.fromkeys(pool_keys)
-    labels.update({LABEL_FLEET: fleet, LABEL_MODEL: label})
+    """The merge patch that claims `pod` for `model`, valid only at the resourceVersion seen
+    (the pool's labels stay until `serving_patch`)."""
+    labels = {LABEL_FLEET: fleet, LABEL_MODEL: label}
+    annotations = _claim_annotations(model, activator, now)
+    # While it loads in the pool, a scale-down of the pool takes any other pod first.
+    annotations[DELETION_COST] = str(_LOADING_DELETION_COST)
     return {
         "metadata": {
             "resourceVersion": pod["metadata"]["resourceVersion"],
             "labels": labels,
-            "annotations": _claim_annotations(model, activator, now),
+            "annotations": annotations,
         }
     }
 
@@ -88,6 +102,16 @@ def state_patch(state: PodState) -> dict[str, Any]:
     """The merge patch that moves a model pod to `state` (no precondition: only the pod's
     owner writes it)."""
     return {"metadata": {"annotations": {ANNOTATION_STATE: state.value}}}
+
+
+def serving_patch(*, pool_keys: Iterable[str], owners: list[dict[str, Any]]) -> dict[str, Any]:
+    """The merge patch that marks a claimed pool pod `serving` and takes it out of its pool:
+    the pool's labels go (its ReplicaSet releases it and starts a replacement) and the pool
+    Deployment (`owners`) owns it from now on."""
+    patch = state_patch(PodState.SERVING)
+    patch["metadata"]["labels"] = dict.fromkeys(pool_keys)
+    patch["metadata"]["ownerReferences"] = owners
+    return patch
 
 
 def model_pod(

@@ -4,8 +4,15 @@ pool's template), wait for its address and its runtime, load the model, mark it 
     candidates (pod_claim) ─▶ claim: merge patch carrying the pod's resourceVersion
         │ 409 Conflict / 404: the next candidate          │ none left: create a model pod
         ▼                                                   ▼
-    address (the pod watch's copy, or the claim's answer) ─▶ runtime ready (probed directly,
-    only for a created pod) ─▶ load (RuntimeControl) ─▶ thaw.dev/state=serving
+    (a created pod) bound to a node ─▶ address (the pod watch's copy, or the claim's answer)
+    ─▶ runtime ready (probed directly, only for a created pod) ─▶ load (RuntimeControl)
+    ─▶ thaw.dev/state=serving
+
+A created pod no node can take (PodScheduled=False, Unschedulable: a node autoscaler is to add
+one) waits up to `node_provisioning_timeout_s` for a node instead of the start's deadline; the
+rest then gets the activation timeout again from the moment it was bound. While such a start
+is in progress, `holds` says until when requests held for its model may wait, and
+`node_waits` which of its pods wait for a node now.
 
 Every wait races the pod going away (`_gone`: deleted, restarted, stuck waiting on an image or
 its config) and the start's deadline; what failed is named in the ActivationFailed. API calls
@@ -29,9 +36,16 @@ from activator.errors import ActivationFailed
 from activator.metrics import Metrics
 from activator.scaler.backoff import Backoff
 from activator.scaler.kube_api import KubeApi, KubeApiError, with_retries
-from activator.scaler.kube_config import KubernetesConfig
+from activator.scaler.kube_config import DEFAULT_CLASS, KubernetesConfig, PoolClass
 from activator.scaler.model_labels import label_value
-from activator.scaler.pod_claim import candidates, claim_patch, model_pod, state_patch, utc_now_text
+from activator.scaler.pod_claim import (
+    candidates,
+    claim_patch,
+    model_pod,
+    serving_patch,
+    state_patch,
+    utc_now_text,
+)
 from activator.scaler.pod_informer import PodInformer
 from activator.scaler.pod_state import (
     Pod,
@@ -39,9 +53,11 @@ from activator.scaler.pod_state import (
     cannot_start,
     is_deleting,
     is_finished,
+    is_scheduled,
     name_of,
     restart_count,
     runtime_url,
+    unschedulable,
 )
 from activator.scaler.runtime_control import RuntimeControl
 
@@ -55,10 +71,12 @@ _FAILED_DELETE_GRACE_S = 1  # a pod whose start failed holds nothing worth drain
 
 
 class PodStarter:
-    """Claims or creates runtime pods and loads models into them (the scaling leader's job).
+    """Claims or creates runtime pods of one placement class and loads models into them (the
+    scaling leader's job).
 
-    `pool` and `pods` are the watch caches of the warm pool and of the fleet's model pods;
-    `deployment` is the pool Deployment as last read (its template, size and uid).
+    `pool_class` names the class's warm-pool Deployment and selector; `pool` and `pods` are
+    the watch caches of that pool and of the fleet's model pods; `deployment` is the pool
+    Deployment as last read (its template, size and uid).
     """
 
     def __init__(
@@ -70,20 +88,25 @@ class PodStarter:
         *,
         pool: PodInformer,
         pods: PodInformer,
+        pool_class: PoolClass,
         backoff: Backoff,
         rng: random.Random,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.deployment: dict[str, Any] = {}
+        self.holds: dict[str, tuple[str, float]] = {}  # pod -> (model, its start's deadline)
+        self.node_waits: dict[str, str] = {}  # pod -> model, while no node can take it
         self._kube = kube
         self._api = api
         self._session = session
         self._metrics = metrics
         self._pool = pool
         self._pods = pods
+        self.pool_class = pool_class
         self._backoff = backoff
         self._rng = rng
         self._clock = clock
+        self._marks: dict[str, asyncio.Task[None]] = {}  # pod -> its `serving` mark, in flight
 
     async def bring_up(
         self, model: str, start: float, deadline: float, *, loading: set[str]
@@ -91,15 +114,16 @@ class PodStarter:
         """A pod serving `model`: (the pod, its runtime URL, seconds until its runtime was up);
         the pod as last seen, with the IP the URL was made of. Its name is in `loading` while
         it loads; a pod whose bring-up fails or is cancelled is deleted before the error
-        (ActivationFailed) or the cancellation goes on."""
+        (ActivationFailed) or the cancellation goes on. It is returned as soon as the model
+        is loaded: its `serving` mark (what lets the other activators attach it, and takes it
+        out of the pool) is written meanwhile, off the cold start's path (`marked`)."""
         pod, created = await self._claim_any(model, label_value(model), deadline)
         name = name_of(pod)
         loading.add(name)
         try:
+            if created:
+                deadline = await self._scheduled(name, model, start, deadline)
             pod, url, claimed_s = await self._loaded(pod, model, created, start, deadline)
-            await self.call(
-                lambda: self._api.patch_pod(name, state_patch(PodState.SERVING)), deadline
-            )
         except BaseException as exc:
             await asyncio.shield(self.delete(name, grace_s=_FAILED_DELETE_GRACE_S))
             if isinstance(exc, KubeApiError):
@@ -107,7 +131,48 @@ class PodStarter:
             raise
         finally:
             loading.discard(name)
+            self.holds.pop(name, None)
+        mark = asyncio.ensure_future(self._mark_serving(name, model, created))
+        self._marks[name] = mark
+        mark.add_done_callback(
+            lambda _: self._marks.pop(name, None) if self._marks.get(name) is mark else None
+        )
         return self._pods.get(name) or pod, url, claimed_s
+
+    async def _mark_serving(self, name: str, model: str, created: bool) -> None:
+        """Write the `serving` mark (retried within an API timeout); a failure is logged: this
+        activator routes to the pod all the same, the others cannot attach it."""
+        serving = (
+            state_patch(PodState.SERVING)
+            if created
+            else serving_patch(
+                pool_keys=[k for k, _ in self.pool_class.selector],
+                owners=self.owner_references(),
+            )
+        )
+        deadline = self._clock() + self._kube.api_timeout_s
+        try:
+            await self.call(lambda: self._api.patch_pod(name, serving), deadline)
+        except KubeApiError as exc:
+            logger.warning(
+                "pod %s model=%s: serving mark failed (%s): other activators cannot attach it",
+                name,
+                model,
+                exc.message,
+            )
+
+    async def marked(self, name: str) -> None:
+        """Wait for the pod's `serving` mark to be written (or to fail), if one is in flight:
+        a later mark (draining) must not be overtaken by it."""
+        task = self._marks.pop(name, None)
+        if task is not None:
+            await asyncio.shield(task)
+
+    def close(self) -> None:
+        """Stop writing marks (the activator is shutting down)."""
+        for task in self._marks.values():
+            task.cancel()
+        self._marks.clear()
 
     async def delete(self, name: str, *, grace_s: int) -> None:
         """Delete a pod gracefully (SIGTERM, SIGKILL after `grace_s`); failures are logged:
@@ -122,16 +187,18 @@ class PodStarter:
 
     async def fetch_pool(self) -> None:
         """Read the pool Deployment (its pod template, replicas and uid)."""
-        kube = self._kube
+        name = self.pool_class.deployment
         try:
-            self.deployment = await self._api.read_deployment(kube.pool_deployment)
+            self.deployment = await self._api.read_deployment(name)
         except KubeApiError as exc:
             if exc.status != 404:
                 raise
+            cls = self.pool_class.name
+            of_class = "" if cls == DEFAULT_CLASS else f" (placement class {cls!r})"
             raise KubeApiError(
                 404,
                 "NotFound",
-                f"no warm-pool Deployment {kube.pool_deployment!r} in namespace {kube.namespace!r}",
+                f"no warm-pool Deployment {name!r}{of_class} in namespace {self._kube.namespace!r}",
             ) from exc
 
     async def call(self, op: Callable[[], Awaitable[T]], deadline: float) -> T:
@@ -156,8 +223,12 @@ class PodStarter:
             claimed = await self._claim(pod, model, label, deadline)
             if claimed is not None:
                 return claimed, False
-        self._metrics.pool_misses.labels(model).inc()
-        logger.info("model=%s no warm-pool pod ready: creating a model pod", model)
+        self._metrics.pool_misses.labels(model, self.pool_class.name).inc()
+        logger.info(
+            "model=%s no warm-pool pod of class %s ready: creating a model pod",
+            model,
+            self.pool_class.name,
+        )
         return await self._create(model, label, deadline), True
 
     async def _answers(self, pod: Pod) -> bool:
@@ -175,22 +246,20 @@ class PodStarter:
             label=label,
             fleet=kube.fleet,
             activator=kube.activator_id,
-            pool_keys=[k for k, _ in kube.pool_selector],
             now=utc_now_text(),
         )
-        patch["metadata"]["ownerReferences"] = self.owner_references()
         try:
             claimed = await self.call(lambda: self._api.patch_pod(name_of(pod), patch), deadline)
         except KubeApiError as exc:
             if exc.status in (404, 409):
                 result = "conflict" if exc.status == 409 else "gone"
-                self._metrics.pod_claims.labels(model, result).inc()
+                self._metrics.pod_claims.labels(model, self.pool_class.name, result).inc()
                 logger.info("model=%s claim of pod %s: %s", model, name_of(pod), result)
                 return None
             raise ActivationFailed(
                 f"model '{model}': claiming a pool pod failed: {exc.message}"
             ) from exc
-        self._metrics.pod_claims.labels(model, "claimed").inc()
+        self._metrics.pod_claims.labels(model, self.pool_class.name, "claimed").inc()
         logger.info("model=%s claimed pool pod %s", model, name_of(pod))
         return claimed
 
@@ -204,7 +273,7 @@ class PodStarter:
                 label=label,
                 fleet=kube.fleet,
                 activator=kube.activator_id,
-                pool_keys=[k for k, _ in kube.pool_selector],
+                pool_keys=[k for k, _ in self.pool_class.selector],
                 now=utc_now_text(),
             )
             manifest["metadata"]["ownerReferences"] = self.owner_references()
@@ -213,6 +282,55 @@ class PodStarter:
             raise ActivationFailed(
                 f"model '{model}': creating a pod failed: {exc.message}"
             ) from exc
+
+    async def _scheduled(self, name: str, model: str, start: float, deadline: float) -> float:
+        """Wait for a created pod to be bound to a node; the deadline for the rest of the
+        start. Not judged (or no scheduler says anything) by `deadline`: the rest decides.
+        Unschedulable: wait for a node up to the node-provisioning timeout (ActivationFailed
+        after it), then the activation timeout starts again."""
+        pods, node_timeout_s = self._pods, self._kube.node_provisioning_timeout_s
+        waited_since: float | None = None
+        why = ""
+        try:
+            while True:
+                seen, now = pods.version, self._clock()
+                pod = pods.get(name)
+                if pod is not None and is_scheduled(pod):
+                    break
+                if pod is not None and (is_deleting(pod) or is_finished(pod)):
+                    raise ActivationFailed(f"pod {name} went away before a node took it")
+                reason = unschedulable(pod) if pod is not None else None
+                if reason is not None and waited_since is None:
+                    waited_since, why = now, reason
+                    until = now + node_timeout_s + (deadline - start)
+                    self._node_wait_began(name, model, reason, until)
+                if waited_since is None and now >= deadline:
+                    return deadline
+                if waited_since is not None and now >= waited_since + node_timeout_s:
+                    self._metrics.node_waits.labels(model, "timed_out").inc()
+                    raise ActivationFailed(
+                        f"model '{model}': no node took pod {name} within "
+                        f"{node_timeout_s:g} s (--node-provisioning-timeout-s): {why}"
+                    )
+                limit = deadline if waited_since is None else waited_since + node_timeout_s
+                await pods.wait_change(seen, min(_POLL_S, max(0.01, limit - now)))
+        finally:
+            if self.node_waits.pop(name, None) is not None:
+                self._metrics.waiting_for_node.labels(model).dec()
+        if waited_since is None:
+            return deadline
+        now = self._clock()
+        self._metrics.node_waits.labels(model, "scheduled").inc()
+        logger.info("model=%s pod %s got a node after %.1f s", model, name, now - waited_since)
+        rest = max(deadline, now + (deadline - start))
+        self.holds[name] = (model, rest)
+        return rest
+
+    def _node_wait_began(self, name: str, model: str, why: str, until: float) -> None:
+        logger.info("model=%s pod %s waits for a node: %s", model, name, why)
+        self.node_waits[name] = model
+        self.holds[name] = (model, until)
+        self._metrics.waiting_for_node.labels(model).inc()
 
     async def _loaded(
         self, pod: Pod, model: str, created: bool, start: float, deadline: float
@@ -300,7 +418,7 @@ class PodStarter:
             {
                 "apiVersion": "apps/v1",
                 "kind": "Deployment",
-                "name": meta.get("name", self._kube.pool_deployment),
+                "name": meta.get("name", self.pool_class.deployment),
                 "uid": meta["uid"],
             }
         ]

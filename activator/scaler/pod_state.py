@@ -31,11 +31,13 @@ __all__ = [
     "is_deleting",
     "is_finished",
     "is_ready",
+    "is_scheduled",
     "name_of",
     "pod_ip",
     "restart_count",
     "runtime_url",
     "state_of",
+    "unschedulable",
 ]
 
 Pod = dict[str, Any]
@@ -113,6 +115,26 @@ def cannot_start(pod: Pod) -> str | None:
         if waiting.get("reason") in _STUCK:
             message = str(waiting.get("message") or "")[:300]
             return f"{waiting['reason']}: {message}" if message else str(waiting["reason"])
+    return None
+
+
+def is_scheduled(pod: Pod) -> bool:
+    """The pod is bound to a node (`spec.nodeName`)."""
+    return bool(pod.get("spec", {}).get("nodeName"))
+
+
+def unschedulable(pod: Pod) -> str | None:
+    """Why no node can take the pod now (the scheduler's PodScheduled=False condition with
+    reason Unschedulable: its message), or None: bound, or not judged yet."""
+    if is_scheduled(pod):
+        return None
+    for condition in pod.get("status", {}).get("conditions") or []:
+        if (
+            condition.get("type") == "PodScheduled"
+            and condition.get("status") == "False"
+            and condition.get("reason") == "Unschedulable"
+        ):
+            return str(condition.get("message") or "Unschedulable")[:300]
     return None
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +26,7 @@ from tests.fakes.kube_controllers import Controllers
 from tests.fakes.kube_faults import Faults
 from tests.fakes.kube_http import ApiState, RecordedRequest, build_app
 from tests.fakes.kube_resources import BUILTIN_TYPES, ResourceType
+from tests.fakes.kube_scheduler import FakeNode, Scheduler
 from tests.fakes.kube_store import Store
 from tests.fakes.kube_watch import WatchOptions
 
@@ -48,6 +49,9 @@ class FakeApiServerConfig:
     user: str = "system:serviceaccount:thaw:activator"
     custom_resources: tuple[ResourceType, ...] = ()
     controllers: bool = True
+    # The server binds pods itself (kube_scheduler) to the nodes a test adds with
+    # `add_node`; run the kubelets with `schedule=False` then. Off: each kubelet binds.
+    scheduler: bool = False
     start_timeout_s: float = 10.0
 
 
@@ -69,6 +73,7 @@ class FakeKubeApiServer:
             watch_options=WatchOptions(self.config.bookmark_interval_s, self.config.max_watch_s),
             token=self.config.token,
         )
+        self.scheduler = Scheduler(self.store, bugs=self._state.internal_errors)
         self.url = ""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -128,11 +133,15 @@ class FakeKubeApiServer:
             controllers = asyncio.create_task(
                 Controllers(self.store, self.types, bugs=self._state.internal_errors).run()
             )
+        scheduler = asyncio.create_task(self.scheduler.run()) if self.config.scheduler else None
         self._started.set_result(f"http://{host}:{port}")
         try:
             await self._stop.wait()
         finally:
             self._state.hub.end_all()
+            if scheduler is not None:
+                scheduler.cancel()
+                await asyncio.gather(scheduler, return_exceptions=True)
             if controllers is not None:
                 controllers.cancel()
                 await asyncio.gather(controllers, return_exceptions=True)
@@ -149,6 +158,17 @@ class FakeKubeApiServer:
         return asyncio.run_coroutine_threadsafe(call(), self._loop).result(10)
 
     # --- test hooks ------------------------------------------------------------------------
+
+    def add_node(
+        self, name: str, *, labels: Mapping[str, str] | None = None, max_pods: int = 110
+    ) -> None:
+        """A node joins the cluster (`scheduler=True`): Pending pods that fit it are bound."""
+        node = FakeNode(name, dict(labels or {}), max_pods)
+        self._on_loop(lambda: self.scheduler.add_node(node))
+
+    def remove_node(self, name: str) -> None:
+        """A node leaves the scheduler's choice (its bound pods stay as they are)."""
+        self._on_loop(lambda: self.scheduler.remove_node(name))
 
     @property
     def requests(self) -> list[RecordedRequest]:

@@ -13,6 +13,7 @@ import functools
 import json
 import logging
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,7 +50,8 @@ logger = logging.getLogger(__name__)
 @dataclass
 class RecordedRequest:
     """One request as the server understood it, for tests that assert what a client sent;
-    `status` is the HTTP status it was answered with (None while unanswered, or dropped)."""
+    `status` is the HTTP status it was answered with (None while unanswered, or dropped);
+    `at` is when it arrived (`time.monotonic()`, for a benchmark's timeline)."""
 
     method: str
     path: str
@@ -61,6 +63,7 @@ class RecordedRequest:
     name: str | None
     body: Any
     status: int | None = None
+    at: float = field(default_factory=time.monotonic)
 
 
 @dataclass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from activator.errors import ActivationFailed
+from activator.errors import ActivationFailed, StartWithdrawn
 from activator.scaler.backend import PoolStatus, ReplicaHandle
 
 __all__ = ["FakeScalerBackend"]
@@ -14,7 +14,9 @@ class FakeScalerBackend:
     """Implements `activator.scaler.backend.ScalerBackend`; the test drives it:
 
     - every start waits for `gate` (open it with `gate.set()`, or `open_gate=True`), up to
-      its timeout (then `ActivationFailed`), then fails with `fail_with` when that is set;
+      its timeout (then `ActivationFailed`), then fails with `fail_with` when that is set,
+      or the next start is withdrawn (`StartWithdrawn`, once) with `withdraw_with` when that
+      is set;
     - the n-th start call's replica is `<model>-<n>` at `url` (`{id}` is replaced by the id);
     - `lose(id, reason)` makes the replica die (its `wait_lost` returns `reason`);
     - `running` is what `running_replicas` reports (replicas found running at start);
@@ -38,6 +40,7 @@ class FakeScalerBackend:
         if open_gate:
             self.gate.set()
         self.fail_with = fail_with
+        self.withdraw_with: str | None = None
         self.claim_s = claim_s
         self.restore_s = restore_s
         self.starts = 0
@@ -57,6 +60,9 @@ class FakeScalerBackend:
             raise ActivationFailed("replica did not start in time") from None
         if self.fail_with:
             raise ActivationFailed(self.fail_with)
+        if self.withdraw_with:
+            reason, self.withdraw_with = self.withdraw_with, None
+            raise StartWithdrawn(reason)
         self.lost[replica_id] = asyncio.get_running_loop().create_future()
         url = await self.serve(replica_id)
         return ReplicaHandle(replica_id, model, url, self.claim_s, self.restore_s)

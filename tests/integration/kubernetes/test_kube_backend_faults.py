@@ -125,14 +125,23 @@ async def test_two_activators_racing_for_one_pool_pod_never_share_it(
             a.start_replica("add_sub", timeout_s=60), b.start_replica("add_sub", timeout_s=60)
         )
         assert one.id != two.id
-        claimed = sum(_sample(m, "thaw_kube_pod_claims_total", model="add_sub", result="claimed")
-                      for m in (metrics_a, metrics_b))  # fmt: skip
+        claimed = sum(
+            _sample(m, "thaw_kube_pod_claims_total", model="add_sub", placement_class="default",
+                    result="claimed")
+            for m in (metrics_a, metrics_b)
+        )  # fmt: skip
         conflicts = sum(
-            _sample(m, "thaw_kube_pod_claims_total", model="add_sub", result="conflict")
+            _sample(
+                m,
+                "thaw_kube_pod_claims_total",
+                model="add_sub",
+                placement_class="default",
+                result="conflict",
+            )
             for m in (metrics_a, metrics_b)
         )
         misses = sum(
-            _sample(m, "thaw_kube_pool_misses_total", model="add_sub")
+            _sample(m, "thaw_kube_pool_misses_total", model="add_sub", placement_class="default")
             for m in (metrics_a, metrics_b)
         )
         # One won the pool pod; the loser was refused (409) and made a model pod itself.

@@ -102,7 +102,10 @@ async def test_a_cold_request_claims_a_pool_pod_restores_its_image_and_scales_to
             assert 'thaw_model_restored_from_snapshot{model="onnx_add",version="1"} 1.0' in metrics
             async with session.get(f"{up.url}/metrics") as resp:
                 text = await resp.text()
-            assert 'thaw_kube_pod_claims_total{model="onnx_add",result="claimed"} 1.0' in text
+            assert (
+                'thaw_kube_pod_claims_total{model="onnx_add",placement_class="default",'
+                'result="claimed"} 1.0' in text
+            )
             assert "thaw_scaling_leader 1.0" in text
 
             # Idle past its grace: drained and deleted; the pool is untouched.
@@ -135,7 +138,7 @@ async def test_no_ready_pool_pod_creates_a_model_pod_from_the_pools_template(
             assert status == 200, answer
             async with session.get(f"{up.url}/metrics") as resp:
                 text = await resp.text()
-        assert 'thaw_kube_pool_misses_total{model="onnx_add"} 1.0' in text
+        assert 'thaw_kube_pool_misses_total{model="onnx_add",placement_class="default"} 1.0' in text
         (pod,) = _pods(kube_apiserver, **{LABEL_MODEL: "onnx_add"})
         assert pod["metadata"]["name"].startswith("thaw-onnx-add-")
         assert pod["metadata"]["labels"]["app.kubernetes.io/component"] == "runtime"

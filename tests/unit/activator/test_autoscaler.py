@@ -127,6 +127,20 @@ def test_scale_to_zero_only_after_grace() -> None:
     assert idle[30:] == [0] * 10
 
 
+def test_requests_waiting_elsewhere_restart_the_idle_grace() -> None:
+    # The scaling leader's view of a request held only on a follower: it never calls
+    # `note_request` here, it only shows as `current`. Woken for it at t=0, the follower's
+    # request done by t=0.2: the model keeps its replica through the grace, not 0.2 s.
+    scaler = Autoscaler(BASE)
+    assert scaler.decide(0.0, ready=0, current=1).desired == 1
+    scaler.observe(0.2, 0.0, peak=0)
+    assert scaler.decide(0.2, ready=1, current=0).desired == 1
+    scaler.observe(29.9, 0.0, peak=0)
+    assert scaler.decide(29.9, ready=1, current=0).desired == 1
+    scaler.observe(30.0, 0.0, peak=0)
+    assert scaler.decide(30.0, ready=1, current=0).desired == 0
+
+
 def test_scale_down_delay_avoids_flapping() -> None:
     settings = dataclasses.replace(BASE, stable_window_s=6, scale_down_delay_s=10)
     story = Story(settings)

@@ -4,12 +4,15 @@ collection pass, and the pool selector flag."""
 
 from __future__ import annotations
 
+import functools
 import random
 
 import pytest
 
 from activator.scaler.backend import PeerLoad
 from activator.scaler.backoff import Backoff, retryable
+from activator.scaler.follower_start import FollowAction
+from activator.scaler.follower_start import step as follow_step
 from activator.scaler.kube_config import parse_selector
 from activator.scaler.leader_lease import (
     LeaseAction,
@@ -21,7 +24,13 @@ from activator.scaler.leader_lease import (
 from activator.scaler.model_labels import is_label_value, label_value
 from activator.scaler.peer_load import LeaderTotals, PeerTable
 from activator.scaler.peer_reports import parse_report
-from activator.scaler.pod_claim import candidates, claim_patch, model_pod, utc_now_text
+from activator.scaler.pod_claim import (
+    candidates,
+    claim_patch,
+    model_pod,
+    serving_patch,
+    utc_now_text,
+)
 from activator.scaler.pod_collector import Collect, PodCollector
 from activator.scaler.pod_state import (
     PodState,
@@ -65,7 +74,7 @@ def test_names_differing_only_in_mapped_characters_do_not_share_a_label() -> Non
 # ---- the claim ----------------------------------------------------------------------------
 
 
-def test_the_claim_patch_carries_the_seen_version_and_leaves_the_pool_selector() -> None:
+def test_the_claim_patch_carries_the_seen_version_and_the_serving_mark_leaves_the_pool() -> None:
     pod = _pod("pool-abc", labels={"thaw.dev/pool": "p", "keep": "1"})
     patch = claim_patch(
         pod,
@@ -73,15 +82,22 @@ def test_the_claim_patch_carries_the_seen_version_and_leaves_the_pool_selector()
         label=label_value("_m"),
         fleet="thaw",
         activator="a-1",
-        pool_keys=["thaw.dev/pool"],
         now="2026-01-01T00:00:00.000001Z",
     )
     meta = patch["metadata"]
     assert meta["resourceVersion"] == "7"
-    assert meta["labels"] == {"thaw.dev/pool": None, "thaw.dev/fleet": "thaw",
-                              "thaw.dev/model": label_value("_m")}  # fmt: skip
+    # The pool's labels stay while it loads: its ReplicaSet starts no replacement yet.
+    assert meta["labels"] == {"thaw.dev/fleet": "thaw", "thaw.dev/model": label_value("_m")}
     assert meta["annotations"]["thaw.dev/model"] == "_m"
     assert meta["annotations"]["thaw.dev/state"] == PodState.LOADING
+    assert meta["annotations"]["controller.kubernetes.io/pod-deletion-cost"] == "1000000"
+    owners = [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "p", "uid": "u"}]
+    serving = serving_patch(pool_keys=["thaw.dev/pool"], owners=owners)["metadata"]
+    assert serving == {
+        "annotations": {"thaw.dev/state": "serving"},
+        "labels": {"thaw.dev/pool": None},
+        "ownerReferences": owners,
+    }
 
 
 def test_candidates_are_ready_pods_first_never_deleting_or_addressless() -> None:
@@ -91,6 +107,7 @@ def test_candidates_are_ready_pods_first_never_deleting_or_addressless() -> None
         _pod("starting", ready=False),
         _pod("no-ip", ip=None),
         _pod("going", deletionTimestamp="2026-01-01T00:00:00Z"),
+        _pod("claimed", annotations={"thaw.dev/model": "m"}),  # loading, still in the pool
     ]
     ready, maybe = candidates(pods, random.Random(1))
     assert sorted(p["metadata"]["name"] for p in ready) == ["ready-1", "ready-2"]
@@ -272,3 +289,20 @@ def test_the_pool_selector_is_equality_terms_only() -> None:
     for bad in ("", "a", "a!=b", "a in (b)", "=b"):
         with pytest.raises(ValueError):
             parse_selector(bad)
+
+
+def test_a_followers_start_waits_withdraws_or_fails_as_the_rules_say() -> None:
+    look = functools.partial(
+        follow_step, role_changed=False, claimed=0, demand=1, attached=0, now=0.0, deadline=60.0
+    )
+    assert look().action is FollowAction.WAIT  # a request waits; the leader is starting one
+    assert look(role_changed=True).action is FollowAction.WITHDRAW
+    assert look(role_changed=True, claimed=1).action is FollowAction.WITHDRAW
+    assert look(demand=0).action is FollowAction.WITHDRAW  # an orphan: nothing asks for it
+    # A pod the leader claimed satisfies it, past the deadline and whatever the demand.
+    assert look(claimed=1, now=61.0).action is FollowAction.WAIT
+    assert look(claimed=1, demand=0).action is FollowAction.WAIT
+    # Past the deadline: already routing to the model's pods is enough; else a real failure.
+    assert look(attached=1, now=60.0).action is FollowAction.WITHDRAW
+    failed = look(now=60.0)
+    assert failed.action is FollowAction.FAIL and "did not start one" in failed.reason

@@ -4,6 +4,7 @@ stepped clock)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 from activator.autoscaler import Autoscaler
@@ -55,6 +56,27 @@ async def test_demand_held_on_another_activator_wakes_this_one_and_starts_a_repl
     await endpoint.close()
 
 
+async def test_peer_demand_keeps_the_model_through_the_idle_grace() -> None:
+    # Issue 21, defect 3: a request held only on another activator wakes this one (the
+    # scaling leader); that request is served 0.2 s later. The model must then stay up for
+    # its idle grace, as after a request of its own, not go back to zero at the next tick.
+    backend, clock = PeeredBackend(), FakeClock()
+    endpoint = _endpoint(backend, clock)
+    backend.others = PeerLoad(mean=0.0, current=1)
+    (wake,) = backend.wakers
+    wake()
+    await turns()
+    assert endpoint.ready_count == 1
+    clock.advance(0.2)
+    backend.others = PeerLoad()  # served there: its report now says nothing held
+    assert endpoint.tick().desired == 1
+    await turns()
+    assert endpoint.ready_count == 1 and backend.stopped == []
+    clock.advance(SETTINGS.scale_to_zero_grace_s)
+    assert endpoint.tick().desired == 0  # the grace, counted from the peer's demand, ran out
+    await endpoint.close()
+
+
 async def test_the_total_over_activators_sets_the_replica_count() -> None:
     backend, clock = PeeredBackend(), FakeClock()
     endpoint = _endpoint(backend, clock)
@@ -69,6 +91,45 @@ async def test_the_total_over_activators_sets_the_replica_count() -> None:
     assert decision.desired == 4  # ceil(35 / 10): others' load alone, none here
     assert backend.reported[-1] == (0.0, 0)  # this activator reported its own (idle) load
     backend.others = PeerLoad()
+    await endpoint.close()
+
+
+async def test_a_withdrawn_start_fails_no_held_request_and_waiting_ones_start_again() -> None:
+    # Issue 21, defect 2, the endpoint's side: a follower's start that its backend withdrew
+    # (this activator just became the scaling leader) must not fail the request held here:
+    # the endpoint decides again at once and, the request still waiting, starts anew.
+    backend, clock = PeeredBackend(), FakeClock()
+    endpoint = _endpoint(backend, clock)
+    backend.withdraw_with = "this activator's scaling role changed"
+
+    async def request() -> str:
+        async with endpoint.acquire(0) as replica:
+            return replica.id
+
+    held = asyncio.ensure_future(request())
+    await turns()
+    assert await asyncio.wait_for(held, 5) == "m-2"  # the second start served it
+    assert backend.starts == 2 and endpoint.last_error is None
+    await endpoint.close()
+
+
+async def test_a_withdrawn_start_with_nobody_waiting_is_not_started_again() -> None:
+    backend, clock = PeeredBackend(), FakeClock()
+    endpoint = _endpoint(backend, clock)
+    backend.withdraw_with = "no request waits for the model any more"
+    endpoint.expect_request()  # traffic announced: one start, then nobody waits
+    await turns()
+    assert backend.starts == 1 and endpoint.ready_count == 0
+    for _ in range(5):  # within the idle grace the decision still says 1; nothing starts
+        clock.advance(1.0)
+        assert endpoint.tick().desired == 1
+        await turns()
+    assert backend.starts == 1
+    backend.others = PeerLoad(mean=0.0, current=1)  # then a request waits elsewhere
+    clock.advance(1.0)
+    endpoint.tick()
+    await turns()
+    assert backend.starts == 2 and endpoint.ready_count == 1
     await endpoint.close()
 
 

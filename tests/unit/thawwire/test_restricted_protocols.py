@@ -1,17 +1,17 @@
-"""runtime.restricted_protocols: `--grpc-restricted-protocol` parsed and checked as Triton does."""
+"""thawwire.restricted_protocols: `--grpc-restricted-protocol` parsed and checked as Triton does."""
 
 from __future__ import annotations
 
 import pytest
 
-from runtime.restricted_protocols import (
+from thawwire.grpc_service import UNSUPPORTED, Method
+from thawwire.restricted_protocols import (
     Category,
     Restriction,
     grpc_category,
     parse_http_restrictions,
     parse_restrictions,
 )
-from thawwire.grpc_service import UNSUPPORTED, Method
 
 
 def test_each_category_of_a_flag_gets_the_prefixed_header_and_value() -> None:

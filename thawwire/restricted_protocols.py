@@ -9,10 +9,14 @@ gRPC call without the header and value is UNAVAILABLE "This protocol is restrict
 header 'triton-grpc-protocol-<key>'" (a stream is ended so before it reads a request), an HTTP
 one 403 "This API is restricted, expecting header '<key>'". Categories Thaw has no method for
 (shared memory, trace, logging) are accepted: those methods are UNIMPLEMENTED anyway.
+
+Both front doors apply them, `thaw serve`'s and `thaw up`'s (the activator, where a cluster
+puts authentication in front of the models), with the same spelling and the same answers.
 """
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -22,6 +26,7 @@ __all__ = [
     "GRPC_HEADER_PREFIX",
     "Category",
     "Restriction",
+    "add_restriction_arguments",
     "grpc_category",
     "parse_http_restrictions",
     "parse_restrictions",
@@ -126,6 +131,23 @@ def parse_restrictions(
             noun = "API" if kind == "api" else kind
             restrictions[category] = Restriction(prefix + key, value, noun)
     return restrictions
+
+
+def add_restriction_arguments(group: argparse._ActionsContainer) -> None:
+    """`--grpc-restricted-protocol` and `--http-restricted-api` (repeatable), spelt as
+    tritonserver spells them: one definition for `thaw serve` and `thaw up`."""
+    group.add_argument(
+        "--grpc-restricted-protocol", action="append", default=[],
+        metavar="PROTOCOLS:KEY=VALUE",
+        help="gRPC methods of these categories (health, metadata, inference, model-config, "
+        "model-repository, statistics, ...) need the header triton-grpc-protocol-KEY: VALUE "
+        "(repeatable)",
+    )  # fmt: skip
+    group.add_argument(
+        "--http-restricted-api", action="append", default=[], metavar="APIS:KEY=VALUE",
+        help="HTTP endpoints of these categories (as --grpc-restricted-protocol's) need the "
+        "header KEY: VALUE (repeatable)",
+    )  # fmt: skip
 
 
 def parse_http_restrictions(values: Sequence[str]) -> dict[Category, Restriction]:
