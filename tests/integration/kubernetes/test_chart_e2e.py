@@ -141,7 +141,7 @@ def _values(mode: KubeletMode, items: list[dict[str, str]], store: str) -> dict[
             "extraArgs": ["--orphan-grace-s=5"],
         },
         "runtime": {
-            "pool": {"replicas": 1},
+            "pools": {"default": {"replicas": 1, "gpu": 0}},
             "preloadFrameworks": ["onnxruntime"],
             "terminationGracePeriodSeconds": 5,
         },
@@ -152,6 +152,9 @@ def _values(mode: KubeletMode, items: list[dict[str, str]], store: str) -> dict[
         },
         "images": {"storeUri": store, "region": "us-east-1"},
         "nodeCache": {"hostPath": CACHE_HOST_PATH, "prefetch": {"enabled": True}},
+        # The fake API server serves no admissionregistration.k8s.io: the policies' CEL is
+        # evaluated against these pods in tests/unit/deploy instead.
+        "admissionPolicy": {"enabled": False},
         "models": [
             {"name": "onnx_add", "maxReplicas": 2, "targetConcurrency": 100,
              "scaleToZeroGraceSeconds": 3},

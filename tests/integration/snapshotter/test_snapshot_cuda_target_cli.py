@@ -31,7 +31,7 @@ def test_cli_build_for_cuda_without_cuda_fails_clearly(tmp_path: Path) -> None:
     config = model_dir / "config.pbtxt"
     config.write_text(config.read_text() + TRT_ACCELERATOR)
     for target, message in [
-        ("cuda", "no CUDA device here"),
+        ("cuda", "target `cuda`: no CUDA device"),
         ("cuda:sm_90", "needs a CUDA device, and this machine has none"),
     ]:
         done = subprocess.run(

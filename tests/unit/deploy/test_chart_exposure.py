@@ -79,7 +79,7 @@ def test_the_activators_check_the_key_from_the_secret(render: Render) -> None:
     )
     assert key_value == "x-thaw-api-key=$(THAW_API_KEY)"  # expanded by the kubelet, not stored
     # Triton's spelling, as thaw serve parses it.
-    from runtime.restricted_protocols import parse_http_restrictions, parse_restrictions
+    from thawwire.restricted_protocols import parse_http_restrictions, parse_restrictions
 
     parse_http_restrictions([spec.replace("$(THAW_API_KEY)", "secret")])
     parse_restrictions([spec.replace("$(THAW_API_KEY)", "secret")])
@@ -88,10 +88,8 @@ def test_the_activators_check_the_key_from_the_secret(render: Render) -> None:
 def test_thaw_up_parses_the_restricted_api_flags(render: Render) -> None:
     from thaw.cli import build_parser
 
-    parser = build_parser("up")
-    if "--http-restricted-api" not in parser.format_help():
-        pytest.skip("this `thaw up` has no --http-restricted-api yet (it lands separately)")
-    parser.parse_args(_activator(render(PUBLIC))["args"])
+    args = build_parser("up").parse_args(_activator(render(PUBLIC))["args"])
+    assert args.http_restricted_api and args.grpc_restricted_protocol
 
 
 def test_private_by_default(render: Render) -> None:
