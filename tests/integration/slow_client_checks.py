@@ -80,25 +80,41 @@ def assert_idle_close(host: str, port: int, idle_timeout_s: float) -> None:
 
 
 def assert_cap_refuses(host: str, port: int, cap: int) -> None:
-    """With `cap` connections open, the next is answered 503 + close; one freed is reusable."""
+    """With `cap` connections open, the next is answered 503 + close; one freed is reusable.
+
+    The server counts a connection when its loop accepts it, and frees it when its loop sees
+    the close: neither is observable from here, so each side is polled (a bounded number of
+    probes) instead of assumed after a fixed sleep, which a loaded machine outlasts."""
     held = [socket.create_connection((host, port), timeout=30) for _ in range(cap)]
     try:
-        time.sleep(0.5)  # all accepted and counted
-        with socket.create_connection((host, port), timeout=30) as sock:
-            sock.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
-            data = _read_until_close(sock, 10)
-        head, _, body = data.partition(b"\r\n\r\n")
-        assert head.startswith(b"HTTP/1.1 503"), data[:200]
+        # A request that asks to keep the connection: the refusal itself must close it.
+        head, body = _probe_until(host, port, b"HTTP/1.1 503", within_s=20, close=False)
+        assert head.startswith(b"HTTP/1.1 503"), head[:200]
         assert b"Connection: close" in head
         assert "retry later" in json.loads(body)["error"]
         held.pop().close()
-        time.sleep(0.5)
-        with socket.create_connection((host, port), timeout=30) as sock:
-            sock.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            assert _read_until_close(sock, 10).startswith(b"HTTP/1.1 200")
+        head, _ = _probe_until(host, port, b"HTTP/1.1 200", within_s=20, close=True)
+        assert head.startswith(b"HTTP/1.1 200"), head[:200]
     finally:
         for sock in held:
             sock.close()
+
+
+def _probe_until(
+    host: str, port: int, status: bytes, *, within_s: float, close: bool
+) -> tuple[bytes, bytes]:
+    """GET /v2/health/live on fresh connections until the answer starts with `status` or
+    `within_s` passes; the last answer's head and body (read until the server closes)."""
+    request = b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n"
+    request += b"Connection: close\r\n\r\n" if close else b"\r\n"
+    deadline = time.monotonic() + within_s
+    while True:
+        with socket.create_connection((host, port), timeout=30) as sock:
+            sock.sendall(request)
+            head, _, body = _read_until_close(sock, 10).partition(b"\r\n\r\n")
+        if head.startswith(status) or time.monotonic() > deadline:
+            return head, body
+        time.sleep(0.05)
 
 
 def assert_grpc_handshake_deadline(address: str, head_timeout_s: float) -> None:
