@@ -276,6 +276,8 @@ class KubernetesBackend:
 
     def _role_changed(self, leading: bool) -> None:
         self._role_changes += 1
+        if leading and self._pods is not None:
+            self._adopt_loading()  # a lost leader's pods that this activator serves already
         self._metrics.scaling_leader.set(1 if leading else 0)
         role = "the scaling leader" if leading else "a follower"
         logger.info("activator %s is %s now", self._kube.activator_id, role)
@@ -537,6 +539,7 @@ class KubernetesBackend:
             if not self.leading:
                 continue
             pods = self._started_informer()
+            self._adopt_loading()
             owned = set(self._attached) | self._loading
             for collect in self._collector.sweep(pods.pods(), owned=owned, now=self._clock()):
                 logger.info("collecting pod %s (%s)", collect.pod, collect.reason)
@@ -546,6 +549,19 @@ class KubernetesBackend:
             with contextlib.suppress(KubeApiError):
                 for starter in self._starters.values():
                     await starter.fetch_pool()
+
+    def _adopt_loading(self) -> None:
+        """(Leader) the serving mark of each attached pod still marked `loading` by nobody
+        here: one a follower attached while the leader that claimed it loaded it, and that
+        leader died before its mark was written."""
+        pods = self._started_informer()
+        for name, attached in self._attached.items():
+            pod = pods.get(name)
+            if pod is None or name in self._loading or state_of(pod) is not PodState.LOADING:
+                continue
+            starter = self._starters.get(self._kube.class_of(attached.model))
+            if starter is not None and not is_deleting(pod):
+                starter.adopt(pod, attached.model)
 
     def _api_retry(self, exc: KubeApiError) -> None:
         self._metrics.api_retries.labels(str(exc.status)).inc()

@@ -132,12 +132,28 @@ class PodStarter:
         finally:
             loading.discard(name)
             self.holds.pop(name, None)
+        self._start_mark(name, model, created)
+        return self._pods.get(name) or pod, url, claimed_s
+
+    def adopt(self, pod: Pod, model: str) -> None:
+        """Write the `serving` mark of a pod this activator attached while another activator
+        (a scaling leader that died since) was loading it. Without it the pod stays `loading`:
+        still counted by its pool's ReplicaSet (the pool one warm pod short), and attachable by
+        no activator that did not probe it while it loaded."""
+        name = name_of(pod)
+        if name in self._marks:
+            return
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        created = not any(key in labels for key, _ in self.pool_class.selector)
+        logger.info("pod %s model=%s: adopted from a lost leader, marked serving", name, model)
+        self._start_mark(name, model, created)
+
+    def _start_mark(self, name: str, model: str, created: bool) -> None:
         mark = asyncio.ensure_future(self._mark_serving(name, model, created))
         self._marks[name] = mark
         mark.add_done_callback(
             lambda _: self._marks.pop(name, None) if self._marks.get(name) is mark else None
         )
-        return self._pods.get(name) or pod, url, claimed_s
 
     async def _mark_serving(self, name: str, model: str, created: bool) -> None:
         """Write the `serving` mark (retried within an API timeout); a failure is logged: this

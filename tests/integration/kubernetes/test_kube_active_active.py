@@ -175,7 +175,9 @@ async def test_the_leader_killed_mid_burst_hands_over_and_the_survivor_serves_al
                 for p in _model_pods(kube_apiserver)
                 if not p["metadata"].get("deletionTimestamp")
             ),
-            timeout_s=20,
+            # A dead leader's pod nobody attached: unowned at the new leader's first
+            # collection pass (every 10 s), collected one orphan grace (5 s) after that one.
+            timeout_s=45,
         )
     finally:
         leader.stop(signal.SIGKILL)

@@ -88,10 +88,15 @@ async def test_a_cold_request_claims_a_pool_pod_restores_its_image_and_scales_to
             expected = np.array([1, 2, 3, 4], np.float32) + _W
             np.testing.assert_allclose(answer["outputs"][0]["data"], expected, rtol=1e-6)
 
-            (claimed,) = _pods(kube_apiserver, **{LABEL_MODEL: "onnx_add"})
-            labels = claimed["metadata"]["labels"]
-            assert "thaw.dev/pool" not in labels, "relabelled out of the pool's selector"
-            assert state_of(claimed) is PodState.SERVING
+            # The serving mark (out of the pool's selector, owned by the Deployment) is written
+            # beside the first request, not before its answer: it lands shortly after.
+            def marked_serving() -> dict[str, Any] | None:
+                (pod,) = _pods(kube_apiserver, **{LABEL_MODEL: "onnx_add"})
+                serving = state_of(pod) is PodState.SERVING
+                return pod if serving and "thaw.dev/pool" not in pod["metadata"]["labels"] else None
+
+            claimed = await eventually(marked_serving, timeout_s=30)
+            assert claimed is not None, "relabelled out of the pool's selector, marked serving"
             # The pool's ReplicaSet let it go and made a replacement: two idle pods again.
             refs = claimed["metadata"].get("ownerReferences") or []
             assert [r["kind"] for r in refs] == ["Deployment"]

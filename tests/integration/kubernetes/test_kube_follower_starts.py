@@ -35,7 +35,7 @@ from tests.fakes.clock import FakeClock
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.fakes.kube_fixtures import eventually
 from tests.fakes.kube_manifests import pod, python_container
-from tests.fixtures.kube_fleet import NAMESPACE, fast_config, pool_deployment
+from tests.fixtures.kube_fleet import NAMESPACE, POOL_SELECTOR, fast_config, pool_deployment
 
 pytestmark = pytest.mark.integration
 
@@ -225,3 +225,42 @@ async def test_a_follower_attaches_the_leaders_pod_as_soon_as_it_answers_before_
     assert handle.id == "loaded-pod"
     pod = kube_apiserver.get("pods", NAMESPACE, "loaded-pod")
     assert pod is not None and pod["metadata"]["annotations"][ANNOTATION_STATE] == "loading"
+
+
+async def test_a_follower_that_becomes_leader_marks_the_lost_leaders_pod_it_serves(
+    kube_apiserver: FakeKubeApiServer,
+    kube_api: client.ApiClient,
+    follower: tuple[KubernetesBackend, KubeApi, FakeClock],
+) -> None:
+    # The leader claimed a pool pod and loaded the model; this follower attached the pod as
+    # soon as it answered; the leader died before writing its `serving` mark. Before the fix
+    # nobody ever wrote it: the pod served this activator's requests while marked `loading`
+    # and still in its pool (the ReplicaSet one warm pod short, no other activator attaching).
+    backend, api, _ = follower
+    core = client.CoreV1Api(kube_api)
+    await _claimed_pod(core, "lost-pod")
+    await core.patch_namespaced_pod(
+        "lost-pod", NAMESPACE, {"metadata": {"labels": dict(POOL_SELECTOR)}}
+    )
+    status = {
+        "status": {
+            "phase": "Running",
+            "podIP": "127.0.0.1",
+            "conditions": [{"type": "Ready", "status": "True"}],
+        }
+    }
+    await core.patch_namespaced_pod_status("lost-pod", NAMESPACE, status)
+    backend.exchange(MODEL, mean=0.0, current=1)
+    handle = await asyncio.wait_for(backend.start_replica(MODEL, timeout_s=60), 5)
+    assert handle.id == "lost-pod"
+    await _release_lease(api)  # the leader is gone: this activator leads now
+
+    def marked() -> bool:
+        pod = kube_apiserver.get("pods", NAMESPACE, "lost-pod")
+        assert pod is not None
+        labels = pod["metadata"].get("labels") or {}
+        state = pod["metadata"]["annotations"][ANNOTATION_STATE]
+        return state == "serving" and not set(POOL_SELECTOR) & set(labels)
+
+    await eventually(marked, timeout_s=10)
+    assert backend.leading
