@@ -4,45 +4,20 @@ and tiny real models (ONNX, TorchScript) in a Triton-style repository."""
 from __future__ import annotations
 
 import contextlib
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from snapshot_s3_fakes import BUCKET, FaultProxy, free_port
+from snapshot_s3_fakes import BUCKET, FaultProxy
+
+from tests.fixtures.moto_s3 import moto_server
 
 
 @pytest.fixture(scope="session")
 def moto_url() -> Iterator[str]:
     """A real moto S3 server subprocess on 127.0.0.1 (killed at the end of the session)."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(url + "/moto-api/", timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("moto server did not start") from None
-                time.sleep(0.1)
+    with moto_server() as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.fixture(scope="session")
