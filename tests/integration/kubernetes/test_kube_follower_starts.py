@@ -92,8 +92,8 @@ async def _claimed_pod(core: client.CoreV1Api, name: str) -> None:
     await core.create_namespaced_pod(NAMESPACE, manifest)
 
 
-async def _serving(core: client.CoreV1Api, name: str) -> None:
-    """The leader's load returned: the pod is ready at 127.0.0.1 and marked serving."""
+async def _ready(core: client.CoreV1Api, name: str) -> None:
+    """The pod runs and is Ready at 127.0.0.1 (where the test's runtime answers)."""
     status = {
         "status": {
             "phase": "Running",
@@ -102,6 +102,11 @@ async def _serving(core: client.CoreV1Api, name: str) -> None:
         }
     }
     await core.patch_namespaced_pod_status(name, NAMESPACE, status)
+
+
+async def _serving(core: client.CoreV1Api, name: str) -> None:
+    """The leader's load returned: the pod is ready at 127.0.0.1 and marked serving."""
+    await _ready(core, name)
     state = {"metadata": {"annotations": {ANNOTATION_STATE: "serving"}}}
     await core.patch_namespaced_pod(name, NAMESPACE, state)
 
@@ -212,14 +217,7 @@ async def test_a_follower_attaches_the_leaders_pod_as_soon_as_it_answers_before_
     backend, _, _ = follower
     core = client.CoreV1Api(kube_api)
     await _claimed_pod(core, "loaded-pod")
-    status = {
-        "status": {
-            "phase": "Running",
-            "podIP": "127.0.0.1",
-            "conditions": [{"type": "Ready", "status": "True"}],
-        }
-    }
-    await core.patch_namespaced_pod_status("loaded-pod", NAMESPACE, status)
+    await _ready(core, "loaded-pod")
     backend.exchange(MODEL, mean=0.0, current=1)
     handle = await asyncio.wait_for(backend.start_replica(MODEL, timeout_s=60), 5)
     assert handle.id == "loaded-pod"
@@ -242,14 +240,7 @@ async def test_a_follower_that_becomes_leader_marks_the_lost_leaders_pod_it_serv
     await core.patch_namespaced_pod(
         "lost-pod", NAMESPACE, {"metadata": {"labels": dict(POOL_SELECTOR)}}
     )
-    status = {
-        "status": {
-            "phase": "Running",
-            "podIP": "127.0.0.1",
-            "conditions": [{"type": "Ready", "status": "True"}],
-        }
-    }
-    await core.patch_namespaced_pod_status("lost-pod", NAMESPACE, status)
+    await _ready(core, "lost-pod")
     backend.exchange(MODEL, mean=0.0, current=1)
     handle = await asyncio.wait_for(backend.start_replica(MODEL, timeout_s=60), 5)
     assert handle.id == "lost-pod"
