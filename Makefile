@@ -85,11 +85,12 @@ screenshot: install system-deps
 	mkdir -p docs/img && cp .screenshots/status-page.png docs/img/status-page.png
 	rm -rf .screenshots
 
-# Triton's own QA suites, unchanged, against `thaw serve` (docs/triton-http-parity.md,
-# docs/triton-qa-parity.md). Not part of `make test`: they read Triton's tests from a local git
-# mirror of triton-inference-server/server (TRITON_SERVER_MIRROR; without one each runner says
-# so and exits 0) and need Triton's ports 8000/8001, so they run in a network namespace of
-# their own (`unshare -n`, root) when they can.
+# Triton's own QA suites, unchanged, against `thaw serve` and through `thaw up` with every model
+# at zero (docs/triton-http-parity.md, docs/triton-qa-parity.md). Not part of `make test`: they
+# read Triton's tests from a local git mirror of triton-inference-server/server
+# (TRITON_SERVER_MIRROR; without one each runner says so and exits 0) and need Triton's ports
+# 8000/8001/8002, so they run in a network namespace of their own (`unshare -n`, root) when
+# they can.
 TRITON_SERVER_MIRROR ?=
 CONFORMANCE_NETNS := $(shell unshare -n true 2>/dev/null && echo "unshare -n")
 conformance: install
@@ -97,7 +98,12 @@ conformance: install
 		export TRITON_SERVER_MIRROR="$(TRITON_SERVER_MIRROR)"; \
 		$(PY) -m tests.conformance.triton_l0_http; http=$$?; \
 		$(PY) -m tests.conformance.triton_qa; qa=$$?; \
-		$(PY) -m tests.conformance.triton_l0_shared_memory; shm=$$?; exit $$((http | qa | shm))'
+		$(PY) -m tests.conformance.triton_l0_shared_memory; shm=$$?; \
+		$(PY) -m tests.conformance.triton_l0_http --server up --refs v2.51.0; uhttp=$$?; \
+		$(PY) -m tests.conformance.triton_qa --server up; uqa=$$?; \
+		$(PY) -m tests.conformance.triton_l0_shared_memory --server up; ushm=$$?; \
+		$(PY) -m tests.conformance.triton_openai; oa=$$?; \
+		exit $$((http | qa | shm | uhttp | uqa | ushm | oa))'
 
 # The container images with podman (docs/image.md): deploy/image/build.sh installs podman, runc
 # and debootstrap when missing (root, Debian), makes the Debian base image when missing, and
@@ -127,7 +133,7 @@ test-slow: install $(TOOLS)/.installed
 
 lint: install
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check activator runtime snapshotter thaw thawwire tritonconfig
+	$(VENV)/bin/ruff format --check activator runtime snapshotter thaw thawserver thawwire tritonconfig
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 

@@ -10,26 +10,44 @@ backend's own settings are its config, `ActivatorConfig.scaler` (activator.scale
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
+from functools import cached_property
 from pathlib import Path
 
 from activator.errors import ConfigError
 from activator.scaler.kube_config import KubernetesConfig, is_class_name
 from activator.scaler.local_config import LocalConfig
-from thawwire.connection_limits import ConnectionLimits
+from thawserver.connection_limits import ConnectionLimits
+from thawserver.ranges import number, out_of_range
+from thawserver.redaction import Redactor
+from thawserver.restricted_protocols import Category, Restriction
+from thawwire.log_settings import LogSettings
+from thawwire.runtime_parameters import RUNTIME_PARAMETERS, runtime_parameter_error
+from thawwire.trace_settings import TraceSetting
 
 __all__ = [
     "BOOL_SETTINGS",
+    "CHOICE_SETTINGS",
     "NAME_SETTINGS",
     "SETTING_RANGES",
     "ActivatorConfig",
+    "BoundAddresses",
+    "Placement",
     "ScaleSettings",
     "validated",
 ]
 
 PARAMETER_PREFIX = "thaw."
+
+
+class Placement(StrEnum):
+    """A model's `thaw.placement`: replicas of its own, or room in replicas it shares with
+    other models (activator.scaler.placement; docs/density.md)."""
+
+    DEDICATED = "dedicated"  # one runtime per replica of the model: Thaw's behaviour before it
+    SHARED = "shared"  # loaded into a running runtime with room, evicting idle models
 
 
 @dataclass(frozen=True)
@@ -48,8 +66,9 @@ class ScaleSettings:
     max_held_requests: int = 1000
     max_held_bytes: int = 256 * 1024 * 1024  # sum of held requests' declared Content-Length
     container_concurrency: int = 0  # per-replica in-flight limit; 0 = unlimited (Knative's default)
-    # Hand a warm model's new client connections straight to a replica (activator.front_door):
-    # the activator leaves the data path, so its per-request limits and 502s do not apply there.
+    # Hand a warm model's new client connections straight to a replica
+    # (activator.direct.front_door): the activator leaves the data path, so its per-request
+    # limits and 502s do not apply there.
     direct_connections: bool = True
     # Keep the model's image in every node's cache (Kubernetes: the prefetch DaemonSet pulls
     # hot models' images onto each node, so a cold start there reads local disk, not S3).
@@ -57,6 +76,9 @@ class ScaleSettings:
     # Kubernetes: which warm pool the model's pods come from (`thaw up --pool-class
     # NAME=DEPLOYMENT`; `default` is `--pool-deployment`), e.g. a GPU class and a CPU one.
     placement_class: str = "default"
+    # Where its replicas run: runtimes of its own (the default), or room in runtimes shared with
+    # other `shared` models, within a budget, evicting idle ones (`thaw up --scaler local`).
+    placement: Placement = Placement.DEDICATED
 
 
 # field -> (inclusive low, inclusive high); the type is the dataclass field's type.
@@ -77,14 +99,19 @@ SETTING_RANGES: dict[str, tuple[float, float]] = {
 
 # Settings that are names (a DNS label each): set in config.pbtxt or the model-settings file.
 NAME_SETTINGS = frozenset({"placement_class"})
+# Settings that take one of a closed set of words: field -> the StrEnum of its words.
+CHOICE_SETTINGS: dict[str, type[StrEnum]] = {"placement": Placement}
 _INT_FIELDS = frozenset(f.name for f in dataclasses.fields(ScaleSettings) if f.type == "int")
 # Settings that are switches: "true"/"false" in config.pbtxt, on/off as `thaw up` flags.
 BOOL_SETTINGS = frozenset(f.name for f in dataclasses.fields(ScaleSettings) if f.type == "bool")
 _BOOL_WORDS = {"true": True, "false": False, "on": True, "off": False}
 
 
-def _fmt(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else str(value)
+def _from(problem: str, origin: str) -> str:
+    """thawserver.ranges' message with where the value came from after the value:
+    "`thaw.x` = 3 (model bert), must be in [6, 3600]"."""
+    head, sep, tail = problem.partition(", must")
+    return f"{head}{origin}{sep}{tail}"
 
 
 def _parse_bool(raw: object, label: str, suffix: str, words: str) -> bool:
@@ -92,30 +119,41 @@ def _parse_bool(raw: object, label: str, suffix: str, words: str) -> bool:
         return raw
     value = _BOOL_WORDS.get(str(raw).strip().lower())
     if value is None:
-        raise ConfigError(f"{label} = {raw!r}{suffix}, must be {words}")
+        raise ConfigError(f"`{label}` = {raw!r}{suffix}, must be {words}")
     return value
+
+
+def _parse_choice(name: str, raw: object, label: str, suffix: str) -> StrEnum:
+    words = CHOICE_SETTINGS[name]
+    try:
+        return words(str(raw).strip().lower())
+    except ValueError:
+        choices = " or ".join(w.value for w in words)
+        raise ConfigError(f"`{label}` = {raw!r}{suffix}, must be {choices}") from None
 
 
 def _parse_name(raw: object, label: str, suffix: str) -> str:
     text = str(raw).strip()
     if not is_class_name(text):
-        raise ConfigError(f"{label} = {raw!r}{suffix}, must be a DNS label (a-z, 0-9, '-')")
+        raise ConfigError(f"`{label}` = {raw!r}{suffix}, must be a DNS label (a-z, 0-9, '-')")
     return text
 
 
 def _parse_one(name: str, raw: object, label: str, suffix: str) -> float | int:
-    """Convert and range-check one setting; `label` and `suffix` name its origin."""
+    """Convert and range-check one setting; `label` (without its backticks) and `suffix`
+    name its origin."""
     low, high = SETTING_RANGES[name]
-    range_text = f"[{_fmt(low)}, {_fmt(high)}]"
     is_int = name in _INT_FIELDS
     try:
         text = str(raw).strip()
         value: float | int = int(text) if is_int else float(text)
     except ValueError:
         kind = "an integer" if is_int else "a number"
-        raise ConfigError(f"{label} = {raw!r}{suffix}, must be {kind} in {range_text}") from None
-    if not math.isfinite(value) or not low <= value <= high:
-        raise ConfigError(f"{label} = {_fmt(value)}{suffix}, must be in {range_text}")
+        range_text = f"[{number(low)}, {number(high)}]"
+        raise ConfigError(f"`{label}` = {raw!r}{suffix}, must be {kind} in {range_text}") from None
+    problem = out_of_range(label, value, low, high)
+    if problem is not None:
+        raise ConfigError(_from(problem, suffix))
     return value
 
 
@@ -128,26 +166,35 @@ def validated(
     """Return `settings` with `overrides` applied and checked.
 
     Keys are `thaw.<field>` when `model` is given (config.pbtxt parameters; other keys are
-    ignored, unknown `thaw.` keys refused) and bare field names otherwise (flags).
+    ignored, the runtime's own `thaw.` keys checked and left to it, unknown `thaw.` keys
+    refused) and bare field names otherwise (flags).
     """
     changes: dict[str, float | int | bool | str] = {}
+    known = SETTING_RANGES.keys() | BOOL_SETTINGS | NAME_SETTINGS | CHOICE_SETTINGS.keys()
     for key, raw in overrides.items():
         if model is not None:
             if not key.startswith(PARAMETER_PREFIX):
                 continue
-            name, label, suffix = key[len(PARAMETER_PREFIX) :], f"`{key}`", f" (model {model})"
+            name, label, suffix = key[len(PARAMETER_PREFIX) :], key, f" (model {model})"
             words = "true or false"
-            if name not in SETTING_RANGES.keys() | BOOL_SETTINGS | NAME_SETTINGS:
+            if key in RUNTIME_PARAMETERS:  # the replica's to read; its value checked here
+                problem = runtime_parameter_error(key, raw)
+                if problem is not None:
+                    raise ConfigError(problem + suffix)
+                continue
+            if name not in known:
                 raise ConfigError(f"unknown setting `{key}`{suffix}")
         else:
-            name, label, suffix = key, f"`--{key.replace('_', '-')}`", ""
+            name, label, suffix = key, f"--{key.replace('_', '-')}", ""
             words = "on or off"
-            if name not in SETTING_RANGES.keys() | BOOL_SETTINGS | NAME_SETTINGS:
+            if name not in known:
                 raise ConfigError(f"unknown setting `{key}`")
         if name in BOOL_SETTINGS:
             changes[name] = _parse_bool(raw, label, suffix, words)
         elif name in NAME_SETTINGS:
             changes[name] = _parse_name(raw, label, suffix)
+        elif name in CHOICE_SETTINGS:
+            changes[name] = _parse_choice(name, raw, label, suffix)
         else:
             changes[name] = _parse_one(name, raw, label, suffix)
     result = dataclasses.replace(settings, **changes)  # type: ignore[arg-type]
@@ -156,18 +203,16 @@ def validated(
 
 
 def _check_relations(s: ScaleSettings, model: str | None) -> None:
+    """The bounds one setting sets another's: each message names the bounding setting."""
     suffix = f" (model {model})" if model else ""
     prefix = PARAMETER_PREFIX if model else ""
-    if s.min_replicas > s.max_replicas:
-        raise ConfigError(
-            f"`{prefix}min_replicas` = {s.min_replicas}{suffix}, "
-            f"must be in [0, {s.max_replicas}] (max_replicas)"
-        )
-    if s.panic_window_s > s.stable_window_s:
-        raise ConfigError(
-            f"`{prefix}panic_window_s` = {_fmt(s.panic_window_s)}{suffix}, "
-            f"must be in [1, {_fmt(s.stable_window_s)}] (stable_window_s)"
-        )
+    for name, value, low, bound in (
+        ("min_replicas", s.min_replicas, 0, "max_replicas"),
+        ("panic_window_s", s.panic_window_s, 1, "stable_window_s"),
+    ):
+        problem = out_of_range(f"{prefix}{name}", value, low, getattr(s, bound))
+        if problem is not None:  # below `low`: refused by SETTING_RANGES already
+            raise ConfigError(f"{_from(problem, suffix)} ({bound})")
 
 
 @dataclass(frozen=True)
@@ -194,23 +239,66 @@ class ActivatorConfig:
     request_timeout_s: float = 300.0  # a forwarded request with no response by then gets 504
     body_timeout_s: float = 60.0  # a request body not fully received by then gets 408
     # Head deadline, idle keep-alive timeout and connection cap of each listener
-    # (thawwire.connection_limits; 0 turns one off).
+    # (thawserver.connection_limits; 0 turns one off).
     connections: ConnectionLimits = field(default_factory=ConnectionLimits)
     # `--model-control-mode explicit`: the repository load/unload API (warm a model now,
     # scale it to zero now) is served; off by default, as Triton's `none` mode.
     model_control: bool = False
+    # `--load-model` (explicit mode): woken at start, as the `load` call wakes a model; one
+    # that fails refuses the start, as tritonserver's does.
+    load_models: tuple[str, ...] = ()
     drain_timeout_s: float = 30.0  # scale-down waits this long for in-flight requests
+    # In-flight requests of all models on one shared replica (`thaw.placement` shared), at
+    # most (`--shared-replica-concurrency`); 0: unlimited (each model's own limit still holds).
+    shared_replica_concurrency: int = 0
     tick_s: float = 0.5  # autoscaler evaluation period
     scaler: LocalConfig | KubernetesConfig = field(default_factory=LocalConfig)
-    # The gRPC front door (activator.grpc_surface) and Triton's metrics port; None: not served.
+    # The gRPC front door (activator.surfaces.grpc_surface) and Triton's metrics port; None:
+    # not served. The ports asked for: what binding made of them is `BoundAddresses`.
     grpc_port: int | None = 8001
     metrics_port: int | None = 8002
-    # The status page and cost view (activator.history, activator.cost): a sample of every
-    # model per interval, the last `history_samples` kept; money = GPU-seconds x this price.
+    # The status page and cost view (activator.observe.history, activator.observe.cost): a
+    # sample of every model per interval, the last `history_samples` kept; money =
+    # GPU-seconds x this price.
     history_interval_s: float = 1.0
     history_samples: int = 1800
     gpu_hour_price: float | None = None
-    # Triton's `--http-restricted-api` / `--grpc-restricted-protocol` values, as `thaw serve`
-    # takes them (thawwire.restricted_protocols), applied at the front doors (HTTP, gRPC).
-    http_restricted_apis: tuple[str, ...] = ()
-    grpc_restricted_protocols: tuple[str, ...] = ()
+    # Triton's `--http-restricted-api` / `--grpc-restricted-protocol`, parsed once by cli.py as
+    # `thaw serve` parses them (thawserver.restricted_protocols): the header each restricted
+    # category needs, applied at the front doors (HTTP, gRPC). Empty: nothing restricted.
+    http_restrictions: Mapping[Category, Restriction] = field(default_factory=dict)
+    grpc_restrictions: Mapping[Category, Restriction] = field(default_factory=dict)
+    # The logging extension's start settings (tritonserver's --log-* flags), the lowest
+    # severity logged at verbose level 0 (`--log-level`), and the trace extension's operator
+    # setting (--trace-config): thawwire.log_settings, thawwire.trace_settings.
+    log_settings: LogSettings = field(default_factory=LogSettings)
+    log_floor: str = "info"
+    trace_defaults: TraceSetting = field(default_factory=TraceSetting)
+
+    @property
+    def body_deadline_s(self) -> float:
+        """How long a request body the activator reads may take to arrive: `--body-timeout-s`,
+        never past the request's own deadline (`--request-timeout-s`)."""
+        return min(self.body_timeout_s, self.request_timeout_s)
+
+    @cached_property
+    def redactor(self) -> Redactor:
+        """What error bodies must not show (the repository's and the cache's directories):
+        one for every surface of this config (thawserver.redaction)."""
+        return Redactor([self.repository, self.cache_dir])
+
+
+@dataclass(frozen=True)
+class BoundAddresses:
+    """Where one `thaw up` listens, as binding its sockets returned it (`--port 0` and
+    `--grpc-port 0` resolved to real ports): made once by activator.process.serving before
+    the app starts and handed to what needs a real address (the local backend's replicas
+    reach the front door here), never written back into the `ActivatorConfig`."""
+
+    http_port: int
+    grpc_port: int | None  # None: no gRPC port (`--allow-grpc false`)
+    # How a local replica reaches the HTTP listener (a wildcard address means loopback): the
+    # URL it sends what it cannot answer on a handed-off connection to, and ensemble steps.
+    front_door_url: str
+    # How a local replica reaches the gRPC front door (HOST:PORT) for BLS streams; None: off.
+    front_door_grpc: str | None = None

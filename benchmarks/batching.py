@@ -48,7 +48,8 @@ from benchmarks.peers import (
     TritonPeer,
     free_port,
 )
-from benchmarks.serve_throughput import build_repo, median_round
+from benchmarks.serve_report import median_round
+from benchmarks.serve_throughput import build_repo
 from benchmarks.workloads import Workload, resnet50_workload
 
 logger = logging.getLogger("batching")

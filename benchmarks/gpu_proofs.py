@@ -87,8 +87,8 @@ async def with_manager(
     """A started ModelManager over `repo` (explicit mode, `target`), `name` loaded, then
     `fn(manager, metrics)`; stopped afterwards."""
     from runtime.config import ModelControlMode, ServeConfig
-    from runtime.metrics import Metrics
-    from runtime.model_manager import ModelManager
+    from runtime.models.manager import ModelManager
+    from runtime.observe.metrics import Metrics
 
     config = ServeConfig(
         repository=repo, model_control_mode=ModelControlMode.EXPLICIT, cache=cache, target=target
@@ -439,8 +439,8 @@ def warmup_rows(torch: Any, work: Path) -> list[Row]:
     """What `thaw serve --cuda-memory-pool-byte-size 0:256MiB --pinned-memory-pool-byte-size
     128MiB` does before ready: pool reserved, staging pinned."""
     from runtime.config import ServeConfig
-    from runtime.cuda_warmup import CudaWarmup
-    from runtime.metrics import Metrics
+    from runtime.observe.metrics import Metrics
+    from runtime.process.cuda_warmup import CudaWarmup
 
     pool = 256 << 20
     config = ServeConfig(

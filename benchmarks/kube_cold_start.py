@@ -55,7 +55,7 @@ from tests.fixtures.kube_fleet import (  # noqa: E402
     up_args,
 )
 from tests.fixtures.onnx_models import make_onnx_add  # noqa: E402
-from tests.integration.activator.up_process import UpProcess, with_params  # noqa: E402
+from tests.fixtures.up_process import UpProcess, with_params  # noqa: E402
 
 MODEL = "onnx_add"
 BODY = {"inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}

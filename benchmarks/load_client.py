@@ -11,7 +11,11 @@ from dataclasses import dataclass
 import aiohttp
 import grpc
 
-__all__ = ["GrpcPayload", "LoadResult", "Payload", "run_grpc_load", "run_load"]
+# Reads the server's CPU seconds so far (user+sys of its whole process tree): sampled at the
+# start and the end of the measured window.
+CpuProbe = Callable[[], float]
+
+__all__ = ["CpuProbe", "GrpcPayload", "LoadResult", "Payload", "run_grpc_load", "run_load"]
 
 
 @dataclass(frozen=True)
@@ -40,10 +44,18 @@ class LoadResult:
     ok: int
     errors: int
     latencies_ms: tuple[float, ...]
+    server_cpu_s: float | None = None  # the server's CPU (user+sys) over the window, if probed
 
     @property
     def rps(self) -> float:
         return self.ok / self.duration_s if self.duration_s > 0 else 0.0
+
+    @property
+    def cpu_us_per_request(self) -> float | None:
+        """The server's CPU per successful request over the window (µs), if it was probed."""
+        if self.server_cpu_s is None or self.ok == 0:
+            return None
+        return self.server_cpu_s / self.ok * 1e6
 
     def percentile_ms(self, q: float) -> float:
         """Nearest-rank percentile, `q` in [0, 100]; NaN when nothing succeeded."""
@@ -82,6 +94,16 @@ async def _worker(
             await asyncio.sleep(0.01)  # a failing server must not turn this into a busy loop
 
 
+async def _measured_window(
+    warmup_s: float, duration_s: float, cpu_probe: CpuProbe | None
+) -> float | None:
+    """Sleep through the warm-up and the window; the server CPU the window took, if probed."""
+    await asyncio.sleep(warmup_s)
+    before = cpu_probe() if cpu_probe is not None else 0.0
+    await asyncio.sleep(duration_s)
+    return cpu_probe() - before if cpu_probe is not None else None
+
+
 async def run_load(
     base_url: str,
     payload: Payload,
@@ -90,8 +112,10 @@ async def run_load(
     duration_s: float,
     warmup_s: float,
     request_timeout_s: float = 30.0,
+    cpu_probe: CpuProbe | None = None,
 ) -> LoadResult:
-    """Keep `concurrency` requests in flight for `warmup_s + duration_s`; measure the last part."""
+    """Keep `concurrency` requests in flight for `warmup_s + duration_s`; measure the last part
+    (and the server's CPU over it, given `cpu_probe`)."""
     timeout = aiohttp.ClientTimeout(total=request_timeout_s)
     connector = aiohttp.TCPConnector(limit=concurrency, force_close=False)
     latencies: list[float] = []
@@ -106,7 +130,7 @@ async def run_load(
             for _ in range(concurrency)
         ]
         try:
-            await asyncio.sleep(warmup_s + duration_s)
+            cpu_s = await _measured_window(warmup_s, duration_s, cpu_probe)
         finally:
             # Requests still in flight at the end of the window are abandoned, not awaited, so
             # a cell never outlasts its duration however slow the server is.
@@ -119,6 +143,7 @@ async def run_load(
         ok=len(latencies),
         errors=len(errors),
         latencies_ms=tuple(sorted(latencies)),
+        server_cpu_s=cpu_s,
     )
 
 
@@ -157,6 +182,7 @@ async def run_grpc_load(
     duration_s: float,
     warmup_s: float,
     request_timeout_s: float = 30.0,
+    cpu_probe: CpuProbe | None = None,
 ) -> LoadResult:
     """`run_load` over gRPC: `concurrency` workers, each with its own channel to `address`
     (as many independent tritonclient.grpc clients would have), one call in flight each."""
@@ -175,7 +201,7 @@ async def run_grpc_load(
             for call in calls
         ]
         try:
-            await asyncio.sleep(warmup_s + duration_s)
+            cpu_s = await _measured_window(warmup_s, duration_s, cpu_probe)
         finally:
             for task in workers:
                 task.cancel()
@@ -188,4 +214,5 @@ async def run_grpc_load(
         ok=len(latencies),
         errors=len(errors),
         latencies_ms=tuple(sorted(latencies)),
+        server_cpu_s=cpu_s,
     )

@@ -183,9 +183,18 @@ class ThawPeer:
     name = "thaw"
     backends = frozenset({"python", "onnxruntime"})
 
-    def __init__(self, python: Path | None = None, *, extra_args: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        python: Path | None = None,
+        *,
+        extra_args: tuple[str, ...] = (),
+        tree: Path | None = None,
+    ) -> None:
         self.python = python or Path(sys.executable)
         self.extra_args = extra_args
+        # Another checkout of this repository to run instead of this one (a base revision, for
+        # a before/after in one run): its directory comes first on PYTHONPATH and is the cwd.
+        self.tree = tree
 
     def start(
         self, model_repo: Path, port: int, *, timeout_s: float = 120.0, grpc_port: int | None = None
@@ -205,9 +214,13 @@ class ThawPeer:
             *self.extra_args,
         ]
         argv += ["--grpc-port", str(grpc_port)] if grpc_port else ["--allow-grpc=false"]
-        handle = _spawn(
-            self.name, argv, env=dict(os.environ), cwd=ROOT, url=f"http://127.0.0.1:{port}"
-        )
+        env, cwd = dict(os.environ), ROOT
+        if self.tree is not None:
+            cwd = self.tree.resolve()
+            env["PYTHONPATH"] = os.pathsep.join(
+                p for p in (str(cwd), env.get("PYTHONPATH", "")) if p
+            )
+        handle = _spawn(self.name, argv, env=env, cwd=cwd, url=f"http://127.0.0.1:{port}")
         if grpc_port:
             handle.grpc_address = f"127.0.0.1:{grpc_port}"
         wait_ready(handle, model_names(model_repo), timeout_s=timeout_s)

@@ -36,9 +36,9 @@ sys.path.insert(0, str(ROOT))
 
 import aiohttp  # noqa: E402
 
-from activator.scaler.fork_server import ForkServer  # noqa: E402
 from activator.scaler.launcher import fork_server_command, serve_command  # noqa: E402
-from activator.scaler.replica_process import ReplicaProcess  # noqa: E402
+from activator.scaler.local.fork_server import ForkServer  # noqa: E402
+from activator.scaler.local.replica_process import ReplicaProcess  # noqa: E402
 
 FRAMEWORKS = "onnxruntime,torch"
 MiB = 2**20

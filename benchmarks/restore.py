@@ -1,7 +1,8 @@
 """Restore benchmark: time from "start loading" to a model's first output, Thaw vs the usual paths.
 
     python benchmarks/restore.py [--gib 1.0] [--work .bench/restore] [--repeats 2] [--skip-s3]
-                                 [--only warm,cold,s3] [--pick best|median]
+                                 [--only warm,cold,s3,shards] [--pick best|median]
+                                 [--shards-gib 4] [--shards 32]
 
 Workloads: a synthetic transformer (TorchScript + safetensors + torch.save, `--gib` of fp32
 weights) and a ResNet-50 ONNX (~100 MB; `examples/resnet.py`). Each method runs in a fresh
@@ -32,6 +33,11 @@ Methods
   s3-boto3          boto3 download_file to disk, then the safetensors path
   s3-thaw           ImageLoader.restore from S3 (ranged GETs into the arena, teed to the cache)
   s3-thaw-prefaulted  the same into a pre-faulted arena (a warm-pool process)
+
+LLM-shaped rows (`shards`, see `restore_sharded`): a synthetic checkpoint of `--shards-gib` GiB in
+`--shards` numbered safetensors shards with its index and tokenizer files, restored by thaw and by
+`safetensors.torch.load_file` over the same shards, beside a 1 GiB single-file checkpoint's
+bandwidth measured the same way in the same run; prints the sharded/single ratio (goal: within 10%).
 
 The peers (runai-streamer, tensorizer) come with the optional extra `pip install -e '.[bench]'`;
 without it their rows say "not installed".
@@ -533,14 +539,30 @@ def main() -> int:
         help="which of the repeats a row shows (median: the lower middle one)",
     )
     parser.add_argument("--skip-s3", action="store_true", help="no nginx / S3 rows")
-    parser.add_argument("--only", help="comma list of groups to run: warm,cold,s3")
+    parser.add_argument("--only", help="comma list of groups to run: warm,cold,s3,shards")
+    parser.add_argument("--shards-gib", type=float, default=4.0, help="sharded checkpoint GiB")
+    parser.add_argument("--shards", type=int, default=32, help="shards of that checkpoint")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--shards-worker", help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:  # the driver passes the prepared directory itself
         print(json.dumps(worker(args.worker, args.model, args.work.resolve(), args.port)))
         return 0
+    from benchmarks import restore_sharded
+
+    if args.shards_worker:
+        print(json.dumps(restore_sharded.worker(args.shards_worker, args.work.resolve())))
+        return 0
+    groups = set(args.only.split(",")) if args.only else {"warm", "cold", "s3", "shards"}
+    shards_ok = True
+    if "shards" in groups:
+        code = restore_sharded.main(__file__, args.work.resolve() / "shards", args)
+        shards_ok = code == 0
+        if groups == {"shards"}:
+            return code
+        print()
     work = args.work.resolve() / f"{args.gib}gib"
     started, load_before = time.perf_counter(), os.getloadavg()[0]
     prepare(work, args.gib)
@@ -566,7 +588,7 @@ def main() -> int:
         + f"; {os.cpu_count()} CPUs; {time.perf_counter() - started:.0f}s in all; load average"
         + f" {load_before:.2f} before, {os.getloadavg()[0]:.2f} after"
     )
-    return 0 if models_ok else 1
+    return 0 if models_ok and shards_ok else 1
 
 
 if __name__ == "__main__":

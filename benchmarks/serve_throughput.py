@@ -2,11 +2,20 @@
 
     python benchmarks/serve_throughput.py [--repo model_repository] [--duration-s 4]
         [--concurrency 1 8 32] [--peers thaw,triton,kserve,mlserver] [--models add_sub,resnet50]
-        [--protocols http,grpc] [--thaw-python-runtime process,in_process]
+        [--protocols http,http-binary,grpc] [--thaw-python-runtime process,in_process]
+        [--thaw-base-tree DIR]
 
 `--thaw-python-runtime` runs one thaw server per mode given (`thaw[process]`, `thaw[in_process]`,
 `thaw[auto]`), each with its Python models' `thaw.python_runtime` parameter set so, beside the
 other peers in the same run.
+
+`--protocols http-binary` sends the same tensors in Triton's binary tensor extension (inputs and
+outputs as raw bytes after a JSON header, as tritonclient.http with `binary_data=True`).
+
+Every cell also reports the server's CPU per request: user+sys of its whole process tree (the
+server and its Python stubs, Thaw's or Triton's) over the measured window, divided by the
+requests it answered. On a machine where client, server and stubs share a few cores, that is
+what decides throughput, and it holds up better than req/s when other work shares the machine.
 
 `--protocols grpc` measures the KServe v2 gRPC endpoint (`ModelInfer`, raw_input_contents as
 tritonclient.grpc sends) of the servers that have one (thaw, Triton), with the same closed-loop
@@ -28,13 +37,14 @@ import shutil
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.load_client import LoadResult, run_grpc_load, run_load
+from benchmarks.load_client import LoadResult, Payload, run_grpc_load, run_load
 from benchmarks.machine import machine_line
 from benchmarks.peers import (
     BENCH_DIR,
@@ -48,6 +58,8 @@ from benchmarks.peers import (
     free_port,
     in_private_netns,
 )
+from benchmarks.proc_cpu import tree_cpu_s
+from benchmarks.serve_report import BASE, Cell, is_thaw, median_round, render_spread, render_table
 from benchmarks.workloads import (
     Workload,
     add_sub_workload,
@@ -63,18 +75,6 @@ PEERS = {
     "kserve": KServePeer,
     "mlserver": MLServerPeer,
 }
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One measurement: a server, a model, a concurrency, and what it got (or why not)."""
-
-    server: str
-    model: str
-    concurrency: int
-    result: LoadResult | None
-    note: str = ""
-    protocol: str = "http"
 
 
 def _link_tree(src: Path, dst: Path) -> None:
@@ -121,15 +121,29 @@ def _first_grpc_answer(address: str, workload: Workload) -> str | None:
         return f"gRPC request failed: {exc}"
 
 
-def _first_answer(url: str, workload: Workload) -> str | None:
-    request = urllib.request.Request(
-        url + workload.payload.path, data=workload.payload.body, headers=workload.payload.headers
-    )
+def _first_answer(url: str, payload: Payload, check: Callable[[bytes], str | None]) -> str | None:
+    request = urllib.request.Request(url + payload.path, data=payload.body, headers=payload.headers)
     try:
         with urllib.request.urlopen(request, timeout=60) as response:
-            return workload.check(response.read())
+            return check(response.read())
     except OSError as exc:
         return f"request failed: {exc}"
+
+
+def _check_binary(server: Server, workload: Workload) -> None:
+    """Whether `server` answers `workload` right with binary tensors (HTTP)."""
+    assert server.handle is not None
+    if workload.binary is None or workload.binary_check is None:
+        server.binary_notes[workload.model] = "no binary request"
+        return
+    wrong = _first_answer(server.handle.url, workload.binary, workload.binary_check)
+    if wrong is None:
+        server.serves_binary.add(workload.model)
+    else:
+        logger.error(
+            "%s answers %s wrongly with binary tensors: %s", server.name, workload.model, wrong
+        )
+        server.binary_notes[workload.model] = "wrong answer"
 
 
 @dataclass
@@ -142,11 +156,8 @@ class Server:
     notes: dict[str, str] = field(default_factory=dict)  # model -> why it is not measured
     serves_grpc: set[str] = field(default_factory=set)
     grpc_notes: dict[str, str] = field(default_factory=dict)
-
-
-def is_thaw(server: str) -> bool:
-    """Whether a row's server is thaw (`thaw`, or `thaw[<python runtime>]`)."""
-    return server == "thaw" or server.startswith("thaw[")
+    serves_binary: set[str] = field(default_factory=set)  # HTTP with binary tensors
+    binary_notes: dict[str, str] = field(default_factory=dict)
 
 
 def peer_kind(server: str) -> str:
@@ -154,14 +165,27 @@ def peer_kind(server: str) -> str:
     return "thaw" if is_thaw(server) else server
 
 
-def server_names(peers: list[str], thaw_python_runtimes: list[str]) -> list[str]:
-    """The servers of a run: `thaw` expands to one server per Python runtime mode, if any."""
+def python_runtime(server: str) -> str | None:
+    """The Python runtime mode a thaw server name carries: `thaw[process]` -> `process`."""
+    head, bracket, rest = server.partition("[")
+    return rest[:-1] if bracket and head in ("thaw", BASE) else None
+
+
+def server_names(
+    peers: list[str], thaw_python_runtimes: list[str], *, with_base: bool = False
+) -> list[str]:
+    """The servers of a run: `thaw` expands to one server per Python runtime mode, if any (and
+    each has a `thaw-base` twin, run from the base tree, `with_base`)."""
     names: list[str] = []
     for peer in peers:
-        if peer == "thaw" and thaw_python_runtimes:
-            names += [f"thaw[{mode}]" for mode in thaw_python_runtimes]
-        else:
+        if peer != "thaw":
             names.append(peer)
+            continue
+        thaws = [BASE, "thaw"] if with_base else ["thaw"]
+        if thaw_python_runtimes:
+            names += [f"{t}[{mode}]" for mode in thaw_python_runtimes for t in thaws]
+        else:
+            names += thaws
     return names
 
 
@@ -180,7 +204,12 @@ def start_server(
     name: str, workloads: list[Workload], sources: dict[str, Path], args: argparse.Namespace
 ) -> Server:
     """Install and start one peer with every model it can serve; check each model's answer."""
-    server, peer = Server(name), PEERS[peer_kind(name)]()
+    server = Server(name)
+    peer = (
+        ThawPeer(tree=args.thaw_base_tree)
+        if name.partition("[")[0] == BASE
+        else PEERS[peer_kind(name)]()
+    )
     try:
         if hasattr(peer, "prepare"):
             peer.prepare()
@@ -193,8 +222,8 @@ def start_server(
     if not served:
         return server
     repo = build_repo(args.run_dir, name, {w.model: sources[w.model] for w in served})
-    if name.startswith("thaw["):
-        mode = name[len("thaw[") : -1]
+    mode = python_runtime(name)
+    if mode is not None:
         for workload in served:
             if workload.kind == "python":
                 set_python_runtime(repo / workload.model / "config.pbtxt", mode)
@@ -208,13 +237,16 @@ def start_server(
         server.notes.update({w.model: "did not start" for w in served})
         return server
     server.grpc_notes = dict(server.notes)
+    server.binary_notes = dict(server.notes)
     for workload in served:
-        wrong = _first_answer(server.handle.url, workload)
+        wrong = _first_answer(server.handle.url, workload.payload, workload.check)
         if wrong is None:
             server.serves.add(workload.model)
         else:
             logger.error("%s answers %s wrongly: %s", name, workload.model, wrong)
             server.notes[workload.model] = "wrong answer"
+        if "http-binary" in args.protocols:
+            _check_binary(server, workload)
         if grpc_port is None:
             continue
         if server.handle.grpc_address is None or workload.grpc is None:
@@ -259,27 +291,31 @@ def _measure_group(
     for round_index in range(args.rounds):
         shift = round_index % max(1, len(servers))
         for server in servers[shift:] + servers[:shift]:
-            serves = server.serves_grpc if grpc else server.serves
+            serves = _served(server, protocol)
             if server.handle is None or workload.model not in serves:
                 continue
             target = server.handle.grpc_address if grpc else server.handle.url
             assert target is not None  # serves_grpc holds only servers with an address
-            result = _run_cell(server.name, target, workload, concurrency, args, protocol)
+            pid = server.handle.process.pid
+            result = _run_cell(server.name, target, workload, concurrency, args, protocol, pid)
             rounds.setdefault(server.name, []).append(result)
     cells = []
     for server in servers:
-        note = (server.grpc_notes if grpc else server.notes).get(workload.model, "")
-        median = median_round(rounds.get(server.name, []))
-        cells.append(Cell(server.name, workload.model, concurrency, median, note, protocol))
+        notes = {"grpc": server.grpc_notes, "http-binary": server.binary_notes}
+        note = notes.get(protocol, server.notes).get(workload.model, "")
+        ran = rounds.get(server.name, [])
+        median = median_round(ran)
+        cells.append(
+            Cell(server.name, workload.model, concurrency, median, note, protocol, tuple(ran))
+        )
     return cells
 
 
-def median_round(results: list[LoadResult]) -> LoadResult | None:
-    """The round with the median req/s (lower middle for an even count); None without rounds."""
-    if not results:
-        return None
-    ordered = sorted(results, key=lambda r: r.rps)
-    return ordered[(len(ordered) - 1) // 2]
+def _served(server: Server, protocol: str) -> set[str]:
+    """The models `server` answers right over `protocol`."""
+    if protocol == "grpc":
+        return server.serves_grpc
+    return server.serves_binary if protocol == "http-binary" else server.serves
 
 
 def _run_cell(
@@ -289,15 +325,21 @@ def _run_cell(
     concurrency: int,
     args: argparse.Namespace,
     protocol: str = "http",
+    pid: int | None = None,
 ) -> LoadResult:
+    """One cell; with the server's `pid`, also its process tree's CPU per request."""
+    probe = (lambda: tree_cpu_s(pid)) if pid is not None else None
     window = {"concurrency": concurrency, "duration_s": args.duration_s, "warmup_s": args.warmup_s}
     if protocol == "grpc":
         assert workload.grpc is not None
-        result = asyncio.run(run_grpc_load(target, workload.grpc, **window))
+        result = asyncio.run(run_grpc_load(target, workload.grpc, **window, cpu_probe=probe))
     else:
-        result = asyncio.run(run_load(target, workload.payload, **window))
+        payload = workload.binary if protocol == "http-binary" else workload.payload
+        assert payload is not None  # a server serves http-binary only with a binary request
+        result = asyncio.run(run_load(target, payload, **window, cpu_probe=probe))
+    cpu = result.cpu_us_per_request
     logger.info(
-        "%-8s %-4s %-9s c=%-3d %8.1f req/s p50 %7.2f ms p99 %7.2f ms errors %d",
+        "%-8s %-4s %-9s c=%-3d %8.1f req/s p50 %7.2f ms p99 %7.2f ms cpu %s µs/req errors %d",
         name,
         protocol,
         workload.model,
@@ -305,40 +347,10 @@ def _run_cell(
         result.rps,
         result.percentile_ms(50),
         result.percentile_ms(99),
+        "-" if cpu is None else f"{cpu:.0f}",
         result.errors,
     )
     return result
-
-
-def render_table(cells: list[Cell]) -> str:
-    """Markdown table; the last column is req/s over the best non-thaw server's, per row group."""
-    lines = [
-        "| protocol | model | concurrency | server | req/s | p50 ms | p99 ms | errors "
-        "| vs best peer |",
-        "|---|---|---:|---|---:|---:|---:|---:|---:|",
-    ]
-    groups: dict[tuple[str, str, int], list[Cell]] = {}
-    for cell in cells:
-        groups.setdefault((cell.protocol, cell.model, cell.concurrency), []).append(cell)
-    for (protocol, model, concurrency), group in groups.items():
-        peers = [c.result.rps for c in group if c.result and not is_thaw(c.server)]
-        best = max(peers, default=0.0)
-        for cell in group:
-            if cell.result is None:
-                lines.append(
-                    f"| {protocol} | {model} | {concurrency} | {cell.server} | - | - | - | - "
-                    f"| {cell.note} |"
-                )
-                continue
-            r = cell.result
-            ratio = f"{r.rps / best:.2f}x" if best > 0 else "-"
-            if r.ok == 0:  # slower than the window: say so rather than print 0 and NaN
-                ratio = "nothing completed in the window; raise --duration-s"
-            lines.append(
-                f"| {protocol} | {model} | {concurrency} | {cell.server} | {r.rps:.1f} | "
-                f"{r.percentile_ms(50):.2f} | {r.percentile_ms(99):.2f} | {r.errors} | {ratio} |"
-            )
-    return "\n".join(lines)
 
 
 def _reexec_in_netns(argv: list[str]) -> int | None:
@@ -379,13 +391,23 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--peers", default="thaw,triton,kserve,mlserver")
     parser.add_argument("--models", default="add_sub,resnet50")
     parser.add_argument(
-        "--protocols", default="http", help="http, grpc or both (comma list; default http)"
+        "--protocols",
+        default="http",
+        help="comma list of http (JSON tensors), http-binary (the binary tensor extension) and "
+        "grpc (default http)",
     )
     parser.add_argument(
         "--thaw-python-runtime",
         default="",
         help="comma list of process, in_process, auto: one thaw server per mode, its Python "
         "models' `thaw.python_runtime` parameter set so (default: one thaw, models as written)",
+    )
+    parser.add_argument(
+        "--thaw-base-tree",
+        type=Path,
+        help="another checkout of this repository (e.g. `git worktree add /tmp/base 81a6383`): "
+        "each thaw server gets a `thaw-base` twin run from it, in the same run (before/after "
+        "with the server's CPU per request, which before_after.py's base script may lack)",
     )
     parser.add_argument("--start-timeout-s", type=float, default=180.0)
     parser.add_argument("--json", type=Path, help="also write the cells here as JSON")
@@ -395,7 +417,7 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
     args.thaw_python_runtime = [m for m in args.thaw_python_runtime.split(",") if m]
     unknown = set(args.peers.split(",")) - set(PEERS)
     unknown |= set(args.thaw_python_runtime) - {"process", "in_process", "auto"}
-    unknown |= set(args.protocols) - {"http", "grpc"}
+    unknown |= set(args.protocols) - {"http", "http-binary", "grpc"}
     if (
         unknown
         or not all(0 < c <= 1024 for c in args.concurrency)
@@ -403,8 +425,8 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
         or args.rounds < 1
     ):
         parser.error(
-            f"peers must be among {sorted(PEERS)}, protocols http or grpc, thaw python "
-            "runtimes process, in_process or auto; concurrency in "
+            f"peers must be among {sorted(PEERS)}, protocols http, http-binary or grpc, thaw "
+            "python runtimes process, in_process or auto; concurrency in "
             "[1, 1024]; "
             "duration > 0; rounds >= 1"
         )
@@ -446,7 +468,10 @@ def main(argv: list[str] | None = None) -> int:
     load_start = os.getloadavg()[0]
     servers: list[Server] = []
     try:
-        for name in server_names(args.peers.split(","), args.thaw_python_runtime):
+        names = server_names(
+            args.peers.split(","), args.thaw_python_runtime, with_base=bool(args.thaw_base_tree)
+        )
+        for name in names:
             servers.append(start_server(name, workloads, sources, args))
         cells = measure(servers, workloads, args)
     finally:
@@ -455,6 +480,9 @@ def main(argv: list[str] | None = None) -> int:
                 server.handle.stop()
         shutil.rmtree(args.run_dir, ignore_errors=True)
     print(render_table(cells))
+    if args.rounds > 1:
+        print()
+        print(render_spread(cells))
     print(machine_line(load_start, os.getloadavg()[0]))
     if args.json:
         args.json.write_text(
@@ -470,6 +498,7 @@ def main(argv: list[str] | None = None) -> int:
                         "p50_ms": c.result.percentile_ms(50) if c.result else None,
                         "p99_ms": c.result.percentile_ms(99) if c.result else None,
                         "errors": c.result.errors if c.result else None,
+                        "cpu_us_per_request": c.result.cpu_us_per_request if c.result else None,
                     }
                     for c in cells
                 ],

@@ -28,19 +28,17 @@ sys.path.insert(0, str(ROOT))
 from tests.fixtures.models import make_add_sub  # noqa: E402
 from tests.fixtures.serve_process import ServeProcess  # noqa: E402
 from tests.fixtures.slow_clients import LatencyProbe, hold_slow_connections, percentile  # noqa: E402
-from tests.integration.activator.up_process import UpProcess  # noqa: E402
-from thawwire.fd_limit import raise_fd_limit  # noqa: E402
-
-# Flag names per server (thaw serve keeps tritonserver's `-secs` spelling).
-_FLAGS = {
-    "up": ("--head-timeout-s", "--idle-timeout-s"),
-    "serve": ("--head-timeout-secs", "--idle-timeout-secs"),
-}
+from tests.fixtures.up_process import UpProcess  # noqa: E402
+from thawserver.fd_limit import raise_fd_limit  # noqa: E402
 
 
 def _start(kind: str, repo: Path, head_s: float, *, on: bool) -> UpProcess | ServeProcess:
-    head_flag, idle_flag = _FLAGS[kind]
-    args = [head_flag, f"{head_s:g}"] if on else [head_flag, "0", idle_flag, "0"]
+    # One spelling on both servers (thawserver.limit_flags).
+    args = (
+        ["--head-timeout-s", f"{head_s:g}"]
+        if on
+        else ["--head-timeout-s", "0", "--idle-timeout-s", "0"]
+    )
     if not on:
         args += ["--max-connections", "0"]
     if kind == "up":

@@ -32,14 +32,14 @@ import uvloop
 
 from benchmarks.machine import machine_line
 from benchmarks.workloads import ADD_SUB_CONFIG, ADD_SUB_ELEMENTS, write_add_sub
-from runtime import triton_python_backend_utils as pb_utils
 from runtime.backends.base import LoadContext
-from runtime.backends.python_backend import PythonBackend
-from runtime.custom_metrics import CustomMetrics
 from runtime.inference import InferRequest, InferTensor
-from runtime.scheduler import Scheduler
-from runtime.server_host import ServerHost
-from runtime.stats import ModelStats
+from runtime.observe.custom_metrics import CustomMetrics
+from runtime.observe.stats import ModelStats
+from runtime.python import pb_utils
+from runtime.python.backend import PythonBackend
+from runtime.python.server_host import ServerHost
+from runtime.scheduling.scheduler import Scheduler
 from tritonconfig import parse_config
 
 MODES = ("process", "in_process")

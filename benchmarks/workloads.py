@@ -74,6 +74,8 @@ class Workload:
     check: Callable[[bytes], str | None]  # None when the answer is right, else why not
     grpc: GrpcPayload | None = None
     grpc_check: Callable[[bytes], str | None] | None = None
+    binary: Payload | None = None  # the same request in the binary tensor extension (HTTP)
+    binary_check: Callable[[bytes], str | None] | None = None
 
 
 def _grpc_request(model: str, tensors: list[tuple[str, np.ndarray]]) -> GrpcPayload:
@@ -142,7 +144,57 @@ def add_sub_workload() -> Workload:
             return f"unreadable answer: {exc}: {answer[:200]!r}"
 
     grpc = _grpc_request("add_sub", tensors)
-    return Workload("add_sub", "python", payload, check, grpc, grpc_check)
+    binary = _binary_request("add_sub", tensors, ["OUTPUT0", "OUTPUT1"])
+
+    def binary_check(body: bytes) -> str | None:
+        try:
+            return outputs_right(_binary_outputs(body))
+        except (ValueError, KeyError, TypeError) as exc:
+            return f"unreadable answer: {exc}: {body[:200]!r}"
+
+    return Workload("add_sub", "python", payload, check, grpc, grpc_check, binary, binary_check)
+
+
+def _binary_request(
+    model: str, tensors: list[tuple[str, np.ndarray]], outputs: list[str]
+) -> Payload:
+    """Inputs and outputs in Triton's binary tensor extension, as tritonclient.http sends
+    them with `binary_data=True`."""
+    header = json.dumps(
+        {
+            "inputs": [
+                {
+                    "name": name,
+                    "shape": list(array.shape),
+                    "datatype": "FP32",
+                    "parameters": {"binary_data_size": array.nbytes},
+                }
+                for name, array in tensors
+            ],
+            "outputs": [{"name": name, "parameters": {"binary_data": True}} for name in outputs],
+        }
+    ).encode()
+    headers = {
+        "Content-Type": "application/octet-stream",
+        "Inference-Header-Content-Length": str(len(header)),
+        **_COMMON_HEADERS,
+    }
+    body = header + b"".join(array.tobytes() for _, array in tensors)
+    return Payload(f"/v2/models/{model}/infer", body, headers)
+
+
+def _binary_outputs(body: bytes) -> dict[str, np.ndarray]:
+    """FP32 outputs of an answer in the binary tensor extension (its JSON header, then each
+    output's bytes in order; the header's end is where its JSON ends)."""
+    doc, at = json.JSONDecoder().raw_decode(body.decode("latin-1"))
+    out = {}
+    for o in doc["outputs"]:
+        size = int(o["parameters"]["binary_data_size"])
+        out[o["name"]] = np.frombuffer(body[at : at + size], dtype=np.float32).reshape(o["shape"])
+        at += size
+    if at != len(body):
+        raise ValueError(f"{len(body) - at} bytes after the last output")
+    return out
 
 
 def resnet50_workload(model_file: Path) -> Workload:

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
-import math
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
 from runtime.header_forward import compile_pattern
-from thawwire.connection_limits import ConnectionLimits, out_of_range
-from thawwire.restricted_protocols import parse_http_restrictions, parse_restrictions
+from thawserver import connection_limits, ranges
+from thawserver.connection_limits import ConnectionLimits
+from thawserver.redaction import Redactor
+from thawserver.restricted_protocols import (
+    Category,
+    Restriction,
+    parse_http_restrictions,
+    parse_restrictions,
+)
+from thawwire.log_settings import LogSettings
+from thawwire.trace_settings import TraceSetting
 
 __all__ = ["ConfigError", "ModelControlMode", "ServeConfig", "parse_cuda_pool"]
 
@@ -33,7 +43,12 @@ class ModelControlMode(StrEnum):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ServeConfig:
-    """Settings of one model server; sizes in bytes, durations in seconds."""
+    """Settings of one model server; sizes in bytes, durations in seconds.
+
+    The settings given as text (header-forward patterns, restrictions, the private
+    directories) are validated and parsed once, here; the surfaces read the parsed values
+    (`http_header_forward`, `http_restrictions`, `redactor`, ...), never the text again.
+    """
 
     repository: Path
     host: str = "127.0.0.1"
@@ -56,17 +71,23 @@ class ServeConfig:
     # Internal, set by `thaw up`: run as its warm pool's fork server on this inherited socket.
     fork_server_fd: int | None = None
     log_level: str = "info"
+    # The logging extension's start settings (tritonserver's --log-* flags; thawwire.log_settings)
+    # and the lowest severity logged at verbose level 0 (`--log-level`).
+    log_settings: LogSettings = field(default_factory=LogSettings)
+    log_floor: str = "info"
+    # The trace extension's operator setting (--trace-config; thawwire.trace_settings).
+    trace_defaults: TraceSetting = field(default_factory=TraceSetting)
     exit_timeout_s: float = 30.0
     body_timeout_s: float = 60.0
     # Head deadline, idle keep-alive timeout and open-connection cap of each listener
-    # (thawwire.connection_limits; 0 turns one off).
+    # (thawserver.connection_limits; 0 turns one off).
     connections: ConnectionLimits = field(default_factory=ConnectionLimits)
     event_loop: str = "auto"
     # A pure-Python model whose executions have all taken at most this long may run on the
-    # event loop instead of its worker thread (runtime.inline_policy); 0 turns that off.
+    # event loop instead of its worker thread (runtime.scheduling.inline_policy); 0 turns that off.
     inline_exec_max_us: int = 200
-    # Internal, set by `thaw up` (runtime.handoff) and the Helm chart: the Unix socket on which
-    # the activator hands over client connections, the front door that answers what this
+    # Internal, set by `thaw up` (runtime.direct.handoff) and the Helm chart: the Unix socket on
+    # which the activator hands over client connections, the front door that answers what this
     # replica cannot (requests on handed-off connections, BLS calls to other models; on
     # Kubernetes, the activators' Service), and how long a handed-off connection lives before
     # its next response closes it.
@@ -77,7 +98,7 @@ class ServeConfig:
     # The activator's per-connection state file for handed-off connections (one byte a slot).
     handoff_state: Path | None = None
     handoff_max_age_s: float = 10.0
-    # -- tritonserver's surfaces and model-repository behaviour (runtime.triton_flags) --
+    # -- tritonserver's surfaces and model-repository behaviour (runtime.process.triton_flags) --
     more_repositories: tuple[Path, ...] = ()  # served besides `repository`
     allow_http: bool = True
     allow_grpc: bool = True
@@ -97,9 +118,18 @@ class ServeConfig:
     http_header_forward_pattern: str = ""
     grpc_header_forward_pattern: str = ""
     # `--grpc-restricted-protocol` values, `<protocols>:<key>=<value>`
-    # (thawwire.restricted_protocols)
+    # (thawserver.restricted_protocols)
     grpc_restricted_protocols: tuple[str, ...] = ()
     http_restricted_apis: tuple[str, ...] = ()  # `--http-restricted-api`, the same form
+    # -- parsed from the settings above when the config is built (__post_init__) --
+    # The compiled `*_header_forward_pattern`s (None: "", nothing forwarded).
+    http_header_forward: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+    grpc_header_forward: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+    # The restricted categories of each surface and the header each needs.
+    http_restrictions: Mapping[Category, Restriction] = field(init=False, repr=False, compare=False)
+    grpc_restrictions: Mapping[Category, Restriction] = field(init=False, repr=False, compare=False)
+    # What every answer to a client leaves out: `private_dirs` (thawserver.redaction).
+    redactor: Redactor = field(init=False, repr=False, compare=False)
 
     @property
     def repositories(self) -> tuple[Path, ...]:
@@ -108,7 +138,7 @@ class ServeConfig:
 
     @property
     def private_dirs(self) -> tuple[Path, ...]:
-        """The directories no answer to a client may show (thawwire.redaction): the model
+        """The directories no answer to a client may show (thawserver.redaction): the model
         repositories and the image cache."""
         return (*self.repositories, *((self.cache,) if self.cache is not None else ()))
 
@@ -151,7 +181,7 @@ class ServeConfig:
             _in_range("fork_server_fd", self.fork_server_fd, 3, 1 << 20)
         _in_range("exit_timeout_s", self.exit_timeout_s, 0, 3600)
         _in_range("body_timeout_s", self.body_timeout_s, 0.1, 3600)
-        problem = out_of_range(self.connections)
+        problem = connection_limits.out_of_range(self.connections)
         if problem is not None:
             raise ConfigError(problem)
         _in_range("inline_exec_max_us", self.inline_exec_max_us, 0, 10_000)
@@ -167,17 +197,7 @@ class ServeConfig:
                 f"`max_body_bytes` = {self.max_body_bytes} is over gRPC's 2 GiB message limit: "
                 "set `grpc_max_message_bytes`"
             )
-        for surface in ("http", "grpc"):
-            setting = f"{surface}_header_forward_pattern"
-            try:
-                compile_pattern(getattr(self, setting), setting=setting)
-            except ValueError as exc:
-                raise ConfigError(str(exc)) from None
-        try:
-            parse_restrictions(self.grpc_restricted_protocols)
-            parse_http_restrictions(self.http_restricted_apis)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
+        self._parse_texts()
         if not (self.allow_http or self.allow_grpc):
             raise ConfigError("`allow_http` and `allow_grpc` are both false: nothing to serve")
         _in_range("response_cache_bytes", self.response_cache_bytes, 0, 1 << 44)
@@ -207,12 +227,36 @@ class ServeConfig:
                     f"`front_door_grpc` = {self.front_door_grpc!r}, must be HOST:PORT"
                 )
         _one_of("log_level", self.log_level, _LOG_LEVELS)
+        _one_of("log_floor", self.log_floor, _LOG_LEVELS)
         _one_of("event_loop", self.event_loop, _EVENT_LOOPS)
         _one_of("target", self.target.split(":", 1)[0], _TARGETS)
         for framework in self.preload_frameworks:
             _one_of("preload_frameworks", framework, _FRAMEWORKS)
         if not self.host:
             raise ConfigError("`host` = '', must be a host name or address")
+
+    def _parse_texts(self) -> None:
+        """Parse the settings given as text into their derived fields (the one parse):
+        ConfigError for a pattern that does not compile or a restriction not of Triton's
+        form. `object.__setattr__`: the dataclass is frozen, and these are part of building it."""
+        derived: dict[str, object] = {}
+        for surface in ("http", "grpc"):
+            setting = f"{surface}_header_forward_pattern"
+            text = getattr(self, setting)
+            try:
+                derived[f"{surface}_header_forward"] = (
+                    compile_pattern(text, setting=setting) if text else None
+                )
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
+        try:
+            derived["grpc_restrictions"] = parse_restrictions(self.grpc_restricted_protocols)
+            derived["http_restrictions"] = parse_http_restrictions(self.http_restricted_apis)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        derived["redactor"] = Redactor(self.private_dirs)
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)
 
 
 def parse_cuda_pool(text: str) -> tuple[int, int]:
@@ -226,11 +270,11 @@ def parse_cuda_pool(text: str) -> tuple[int, int]:
 
 
 def _in_range(name: str, value: float, low: float, high: float) -> None:
-    """Raise ConfigError in the one shared phrasing unless low <= value <= high."""
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ConfigError(f"`{name}` = {value}, must be in [{low}, {high}]")
-    if not low <= value <= high:
-        raise ConfigError(f"`{name}` = {value}, must be in [{low}, {high}]")
+    """Raise ConfigError in the one shared phrasing (thawserver.ranges) unless
+    low <= value <= high."""
+    problem = ranges.out_of_range(name, value, low, high)
+    if problem is not None:
+        raise ConfigError(problem)
 
 
 def _one_of(name: str, value: str, allowed: tuple[str, ...]) -> None:

@@ -7,6 +7,7 @@
     ├── ModelNotFound (404)            unknown model or version; model names that are not names
     ├── RouteNotFound (404)            no such route
     ├── MethodNotAllowed (405)
+    ├── BodyTimeout (408)              the request body did not arrive within `--body-timeout-s`
     ├── PayloadTooLarge (413)          body over the configured cap (also after decompression)
     ├── ModelUnavailable (503)         known but not ready / not loaded / queue full
     ├── DeviceOutOfMemory (503)        the GPU has no room for this load or this request
@@ -15,14 +16,21 @@
     │                                  UNAVAILABLE, its code on both protocols)
     ├── FeatureDisabled (501)          a feature this server does not offer (e.g. a repository
     │                                  name in a repository call)
-    └── RepositoryError (400)          config.pbtxt or model files are wrong; names file and field
+    ├── RepositoryError (400)          config.pbtxt or model files are wrong; names file and field
+    └── ModelCodedError (400)          a model's own error with a Triton code REST has no status
+        ├── ModelErrorUnknown          for (Triton's HttpCodeFromError: 400); over gRPC the
+        ├── ModelErrorAlreadyExists    code's own status, `grpc_code` (UNKNOWN, ALREADY_EXISTS,
+        └── ModelErrorCancelled        CANCELLED), as Triton's GrpcStatusUtil::CodeToStatus
 
 One aiohttp middleware turns any of these into `{"error": message}` with `status`.
 """
 
 from __future__ import annotations
 
+from thawserver.body_deadline import BODY_TIMEOUT_STATUS
+
 __all__ = [
+    "BodyTimeout",
     "ControlDisabled",
     "DeadlineExceeded",
     "DeviceOutOfMemory",
@@ -30,6 +38,10 @@ __all__ = [
     "InvalidInput",
     "JsonTooDeep",
     "MethodNotAllowed",
+    "ModelCodedError",
+    "ModelErrorAlreadyExists",
+    "ModelErrorCancelled",
+    "ModelErrorUnknown",
     "ModelNotFound",
     "ModelUnavailable",
     "PayloadTooLarge",
@@ -44,6 +56,7 @@ class ServingError(Exception):
     """Base of every runtime error; `status` is the HTTP status it maps to."""
 
     status: int = 500
+    grpc_code: str = ""  # a gRPC status name; empty: the one of `status` (thawserver.grpc_status)
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -82,6 +95,13 @@ class MethodNotAllowed(ServingError):
     status = 405
 
 
+class BodyTimeout(ServingError):
+    """A slow or stalled client: its body not fully received in time (thawserver.body_deadline,
+    the status `thaw up` answers too)."""
+
+    status = BODY_TIMEOUT_STATUS
+
+
 class PayloadTooLarge(ServingError):
     status = 413
 
@@ -114,3 +134,19 @@ class ControlDisabled(ServingError):
 
 class RepositoryError(ServingError):
     status = 400
+
+
+class ModelCodedError(ServingError):
+    status = 400
+
+
+class ModelErrorUnknown(ModelCodedError):
+    grpc_code = "UNKNOWN"
+
+
+class ModelErrorAlreadyExists(ModelCodedError):
+    grpc_code = "ALREADY_EXISTS"
+
+
+class ModelErrorCancelled(ModelCodedError):
+    grpc_code = "CANCELLED"

@@ -7,6 +7,7 @@ object arrays of `bytes`; BF16: uint16 carriers). The HTTP layer decodes JSON/bi
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -37,7 +38,7 @@ class RequestedOutput:
 
 
 class ResponseSink(Protocol):
-    """Where a decoupled model's responses to one request go (runtime.response_stream).
+    """Where a decoupled model's responses to one request go (runtime.scheduling.response_stream).
 
     `send` may be called from any thread: a response, an error (an Exception, normally a
     ServingError), or None for Triton's flag-only final; `final` ends the request.
@@ -68,6 +69,11 @@ class InferRequest:
     raw_input: bytes | None = None
     # Set for a request to a decoupled model (ModelManager.stream): its responses go here.
     response_sink: ResponseSink | None = None
+    # The future its scheduler resolves with its response (set at enqueue; None when run
+    # inline). Cancelled when the client went away (a Python model's `is_cancelled()`); a
+    # backend on the event loop may resolve it before its execute returns (a Python model's
+    # response sender answering at once, as Triton sends it).
+    completion: asyncio.Future[InferResponse] | None = None
 
 
 @dataclass(slots=True)

@@ -1,6 +1,42 @@
 """Thaw's snapshotter: build, store and restore model images (weights laid out for the runtime).
 
-Public names the runtime may import (see docs/ARCHITECTURE.md); everything else is internal.
+    cli                 `thaw snapshot build|push|pull|ls|verify|gc`: the command line
+    image_builder       build an image from a model version directory: extract, lay out, hash, store
+    sources/            readers of the model formats (ONNX, TorchScript, torch.export, safetensors)
+    compiled_artifacts  the compiled artifacts an image carries, chosen, built and verified
+    compile_cache       `torch.compile` of torch.export programs, its caches as artifacts
+    trt_cache           onnxruntime's TensorRT EP: its engine and timing caches as an artifact
+    plan_engine         `tensorrt_plan` models: the plan as an artifact keyed by GPU and TensorRT
+    ep_context          onnxruntime's EP-context model made relocatable
+    artifact_archive    directory trees as artifacts: a deterministic tar, a checked unpack
+    artifact_key        what a compiled artifact was built for, and why it does not fit (pure)
+    engine_key          what a compiled GPU engine is valid for: its cache key (pure)
+    model_files         a checkpoint's small files (tokenizer, configs, index) as blobs
+    published_dir       a directory that appears whole or not at all (temp, then rename)
+    manifest            the versioned image manifest: tensors, chunks, artifacts; strict parsing
+    image_ref           image references (`MODEL[:VERSION]`) and the names that key an image
+    source_digest       the content digest of a model version directory
+    digest_index        a persistent memo of model-file hashes
+    content_address     sha256 digests -> store paths
+    ordered_digest      sha256 of a buffer whose pieces land out of order
+    stores/             image stores: a directory, S3; `open_store` from a URI
+    transfer            copy, verify and garbage-collect images between stores
+    pvc_cache           the node-local image cache: verified fills, locks, LRU budget
+    host_cache          the host-memory tier: restored images in a shared tmpfs
+    restore             ImageLoader: find an image, restore it into an arena
+    restored_image      RestoredImage: one image's weights as views into an arena
+    arena               one preallocated, page-aligned host memory arena
+    parallel_read       read file ranges into caller memory with several threads
+    direct_io           O_DIRECT file I/O into page-aligned memory, page-cache probes
+    staging_ring        stream file pieces into a device arena through pinned staging
+    cuda_restore        restore an image into one device arena
+    cuda_copier         the CUDA DeviceCopier: device buffers, pinned memory, async copies
+    device_budget       whether a restore fits a device's free memory (pure)
+    gpu_probe           which GPUs this process can use, read without a CUDA context
+    errors              the snapshotter's one error tree
+
+Exports the public names the runtime may import (docs/ARCHITECTURE.md); everything else is
+internal.
 """
 
 from __future__ import annotations

@@ -13,17 +13,12 @@ outside `root`.
 from __future__ import annotations
 
 import io
-import logging
-import os
-import shutil
 import tarfile
-import tempfile
 from pathlib import Path, PurePosixPath
 
 from snapshotter.content_address import check_digest
 from snapshotter.errors import ArtifactError, ManifestError
-
-logger = logging.getLogger(__name__)
+from snapshotter.published_dir import publish_dir
 
 UNPACKED_DIR = "unpacked"  # under a node cache: <cache>/unpacked/<archive sha256>/
 MAX_MEMBERS = 100_000
@@ -94,12 +89,8 @@ def unpack_archive(data: bytes, root: Path, digest: str) -> Path:
         name = check_digest(digest)
     except ManifestError as exc:
         raise ArtifactError(str(exc)) from exc
-    root.mkdir(parents=True, exist_ok=True)
-    dest = root / name
-    if dest.is_dir():
-        return dest
-    tmp = Path(tempfile.mkdtemp(prefix=f".{name[:16]}-", dir=root))
-    try:
+
+    def fill(tmp: Path) -> None:
         try:
             with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
                 members = _checked_members(tar)
@@ -107,13 +98,5 @@ def unpack_archive(data: bytes, root: Path, digest: str) -> Path:
                 tar.extractall(tmp, members=members, filter="data")
         except (tarfile.TarError, OSError, EOFError) as exc:
             raise ArtifactError(f"archive {name} cannot be unpacked: {exc}") from exc
-        try:
-            os.rename(tmp, dest)  # atomic: readers see all of it or none
-        except OSError:
-            if not dest.is_dir():
-                raise
-            logger.debug("archive %s was unpacked concurrently; using that copy", name)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return dest
+
+    return publish_dir(root, name, fill, what="archive")

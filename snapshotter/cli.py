@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from snapshotter.errors import BuildError, NothingToImage, SnapshotError
 from snapshotter.image_ref import ImageRef, parse_ref, resolve_target
 from snapshotter.transfer import DEFAULT_GC_GRACE_S
+from thawserver.ranges import out_of_range
 
 if TYPE_CHECKING:
     from snapshotter.stores.base import ImageStore
@@ -217,8 +218,9 @@ def _build(args: argparse.Namespace) -> int:
     version_dir = _version_dir(args.model_dir, args.version)
     if args.host_cache is not None and "://" in args.store:
         raise SnapshotError("`--host-cache` needs a directory `--store` (the node cache)")
-    if not 1 <= args.chunk_mib <= 4096:
-        raise BuildError(f"`--chunk-mib` = {args.chunk_mib}, must be in [1, 4096]")
+    problem = out_of_range("--chunk-mib", args.chunk_mib, 1, 4096)
+    if problem is not None:
+        raise BuildError(problem)
     from tqdm import tqdm
 
     # delay=1: the bar appears only when the build takes more than a second.
@@ -240,7 +242,13 @@ def _build(args: argparse.Namespace) -> int:
             ort_optimize=_ort_optimize(args.ort_optimize, args.store),
         )
     size = _size(manifest.weight_bytes)
-    print(f"built {manifest.ref}: {len(manifest.tensors)} tensors, {size} -> {args.store}")
+    checkpoint = (
+        f" from {len(manifest.shards)} shards + {len(manifest.files)} files"
+        if manifest.shards or manifest.files
+        else ""
+    )
+    print(f"built {manifest.ref}: {len(manifest.tensors)} tensors, {size}{checkpoint} -> "
+          f"{args.store}")  # fmt: skip
     _keep_in_host_tier(args, Path(args.store), manifest.ref)
     return 0
 
@@ -291,7 +299,8 @@ def _ls(args: argparse.Namespace) -> int:
                 continue
             rows.append({"model": ref.model, "version": ref.version, "target": ref.target,
                          "framework": m.framework, "tensors": len(m.tensors),
-                         "weight_bytes": m.weight_bytes})  # fmt: skip
+                         "weight_bytes": m.weight_bytes, "shards": len(m.shards),
+                         "files": sorted(m.files)})  # fmt: skip
         print(json.dumps(rows))
         return 0
     print(f"{'MODEL':<24} {'VERSION':>7}  {'TARGET':<12} {'FRAMEWORK':<12} {'TENSORS':>7} SIZE")

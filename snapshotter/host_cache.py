@@ -10,7 +10,7 @@ under a temporary name and linked into place only when complete, so a reader nev
 an image. The directory holds at most `max_bytes`: before an entry is added, the least
 recently used ones are removed (`plan_expiry`, pure). Removing the file of an image a live
 process maps frees its memory only when that process unmaps it. Evictions are counted in the
-directory (thawwire.cache_counters) and in this object.
+directory (thawserver.cache_counters) and in this object.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 
 from snapshotter.arena import Arena
 from snapshotter.errors import SnapshotError
-from thawwire.cache_counters import record_evictions
+from thawserver.cache_counters import record_evictions
 
 logger = logging.getLogger(__name__)
 

@@ -14,11 +14,20 @@ import numpy as np
 
 from snapshotter.compiled_artifacts import build_compiled
 from snapshotter.digest_index import DigestIndex, index_for_store
-from snapshotter.errors import NothingToImage
+from snapshotter.errors import BuildError, NothingToImage
 from snapshotter.image_ref import check_model_name, check_target, check_version
-from snapshotter.manifest import ALIGNMENT, ChunkEntry, Manifest, TensorEntry, align_up
-from snapshotter.source_digest import source_digest
+from snapshotter.manifest import (
+    ALIGNMENT,
+    ChunkEntry,
+    Manifest,
+    ShardEntry,
+    TensorEntry,
+    align_up,
+)
+from snapshotter.model_files import MAX_FILE_BYTES
+from snapshotter.source_digest import file_digest, source_digest
 from snapshotter.sources import ExtractedModel, SourceTensor
+from snapshotter.sources.checkpoint_dir import has_shards, scan_checkpoint
 from snapshotter.stores.base import ImageStore
 
 logger = logging.getLogger(__name__)
@@ -71,11 +80,11 @@ def pick_source(version_dir: Path, *, ort_optimize: bool = False) -> Callable[[]
     if (version_dir / "model.plan").is_file():
         # No weights to lay out: the engine itself becomes a keyed artifact (plan_engine).
         return lambda: ExtractedModel(framework="tensorrt_plan", tensors=[])
-    safetensors = sorted(version_dir.glob("*.safetensors"))
-    if safetensors:
-        from snapshotter.sources.safetensors_source import extract_safetensors
+    if has_shards(version_dir):
+        from snapshotter.sources.safetensors_source import extract_checkpoint
 
-        return lambda: extract_safetensors(safetensors)
+        checkpoint = scan_checkpoint(version_dir)  # now: a hostile directory is refused first
+        return lambda: extract_checkpoint(checkpoint)
     raise NothingToImage(
         f"{version_dir}: no model.onnx, model.pt, model.pt2, model.plan or *.safetensors to "
         "build from"
@@ -117,8 +126,10 @@ def build_image(
                     "optimized one is for its CPU provider)", model, target)  # fmt: skip
         ort_optimize = False
     start = time.perf_counter()
-    digest = source_digest(version_dir, index=digest_index or index_for_store(store))
-    extracted = pick_source(version_dir, ort_optimize=ort_optimize)()
+    read_source = pick_source(version_dir, ort_optimize=ort_optimize)
+    index = digest_index or index_for_store(store)
+    digest = source_digest(version_dir, index=index)
+    extracted = read_source()
     compiled = build_compiled(version_dir, extracted, target, source_digest=digest)
     chunks, tensors = _write_weights(
         extracted.tensors, store, max_chunk_bytes, hash_threads, progress
@@ -136,6 +147,8 @@ def build_image(
         tensors=tuple(tensors),
         artifacts=artifacts,
         artifact_keys=compiled.keys,
+        shards=_shard_entries(extracted, index),
+        files={p.name: _put_blob(store, _small_file(p)) for p in extracted.files},
     )
     Manifest.from_json(manifest.to_json())  # what we write must pass our own reader
     store.write_manifest(manifest.ref, manifest.to_json())
@@ -173,6 +186,26 @@ def _write_weights(
         for t, p in zip(source, placements, strict=True)
     ]
     return chunks, tensors
+
+
+def _shard_entries(extracted: ExtractedModel, index: DigestIndex | None) -> tuple[ShardEntry, ...]:
+    """The checkpoint's shards with their digests (free: `source_digest` just hashed them).
+    A lone `model.safetensors` with no other file records none, so its manifest stays at
+    format version 1, readable by older runtimes; its `source_digest` names the file anyway."""
+    if len(extracted.shards) <= 1 and not extracted.files:
+        return ()
+    return tuple(
+        ShardEntry(p.name, file_digest(p, index=index), p.stat().st_size) for p in extracted.shards
+    )
+
+
+def _small_file(path: Path) -> bytes:
+    """A model file's bytes (a tokenizer or config file: bounded, read whole)."""
+    with path.open("rb") as f:
+        data = f.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise BuildError(f"{path} grew over {MAX_FILE_BYTES} bytes during the build")
+    return data
 
 
 def _pack(items: list[tuple[SourceTensor, Placement]], size: int) -> np.ndarray:

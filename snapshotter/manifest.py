@@ -1,9 +1,12 @@
 """The versioned image manifest: tensor index, content-addressed chunks, artifacts; strict parsing.
 
 Format versions: 1 is weights + artifacts; 2 adds `artifact_keys`, what each compiled artifact
-(torch compile cache, TensorRT engine cache) was built for: target and framework versions. A
-manifest is written as version 1 whenever it has no keyed artifact, so images without compiled
-caches stay readable by older runtimes, and every version-1 image still loads.
+(torch compile cache, TensorRT engine cache) was built for: target and framework versions; 3
+adds a checkpoint's file list (`shards`: the safetensors files the weights came from, each with
+its sha256; `files`: the tokenizer and config files stored beside the weights, restored to
+disk; see `model_files`). A manifest is written with the lowest version that holds what it
+carries, so images without compiled caches or model files stay readable by older runtimes, and
+every older image still loads.
 
 A manifest read from a store is untrusted. `Manifest.from_json` refuses anything malformed,
 any size or offset out of range, any tensor outside its chunk, and any value that could become a
@@ -20,12 +23,13 @@ from typing import Any
 from snapshotter.content_address import check_digest
 from snapshotter.errors import ImageRefError, ManifestError
 from snapshotter.image_ref import ImageRef
+from snapshotter.model_files import MAX_FILES, check_file_name, set_digest
 
 FORMAT = "thaw-image"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 """The newest manifest version this code writes and reads; it reads every version in
 `READABLE_VERSIONS`."""
-READABLE_VERSIONS = (1, 2)
+READABLE_VERSIONS = (1, 2, 3)
 MAX_KEY_FIELDS = 32
 ALIGNMENT = 4096
 MAX_MANIFEST_BYTES = 64 << 20
@@ -78,6 +82,16 @@ class TensorEntry:
 
 
 @dataclass(frozen=True)
+class ShardEntry:
+    """One safetensors file of the checkpoint the image was built from: its file name, size in
+    bytes and sha256. Its tensors live in the chunks; the entry records where they came from."""
+
+    name: str
+    digest: str
+    size: int
+
+
+@dataclass(frozen=True)
 class Manifest:
     """Everything needed to restore one image, and nothing that names a filesystem path."""
 
@@ -93,11 +107,18 @@ class Manifest:
     artifact_keys: dict[str, dict[str, str]] = field(default_factory=dict)
     """Per compiled artifact: the fields it was built for (`target`, `torch`, `tensorrt`, ...),
     compared with the restoring host's before the artifact is used (`artifact_key`)."""
+    shards: tuple[ShardEntry, ...] = ()
+    files: dict[str, ChunkEntry] = field(default_factory=dict)
+    """The checkpoint's other files (tokenizer, configs, the shard index) by file name: blobs in
+    the store, written back to disk by a restore (`model_files`)."""
 
     @property
     def format_version(self) -> int:
-        """2 when the manifest carries keyed artifacts, else 1 (readable by older runtimes)."""
-        return FORMAT_VERSION if self.artifact_keys else 1
+        """3 with a checkpoint's file list, 2 with keyed artifacts, else 1 (the lowest version
+        that holds it, so older runtimes still read what they can)."""
+        if self.shards or self.files:
+            return 3
+        return 2 if self.artifact_keys else 1
 
     @property
     def ref(self) -> ImageRef:
@@ -122,8 +143,26 @@ class Manifest:
         return sum(t.nbytes for t in self.tensors)
 
     def all_digests(self) -> set[str]:
-        """Every chunk and artifact digest this manifest references."""
-        return {c.digest for c in self.chunks} | {a.digest for a in self.artifacts.values()}
+        """Every chunk, artifact and model-file digest this manifest references (the store's
+        blobs; shard digests name source files, not blobs)."""
+        return (
+            {c.digest for c in self.chunks}
+            | {a.digest for a in self.artifacts.values()}
+            | {f.digest for f in self.files.values()}
+        )
+
+    @property
+    def files_dir_name(self) -> str | None:
+        """The directory a restore writes `files` into (under the cache's unpack root), named
+        for the set; None when there are none."""
+        return set_digest(self.files) if self.files else None
+
+    def blobs(self) -> list[ChunkEntry]:
+        """Every blob of the image, each digest once: chunks, artifacts, model files."""
+        seen: dict[str, ChunkEntry] = {}
+        for entry in (*self.chunks, *self.artifacts.values(), *self.files.values()):
+            seen.setdefault(entry.digest, entry)
+        return list(seen.values())
 
     def to_json(self) -> bytes:
         doc = asdict(self)
@@ -131,6 +170,8 @@ class Manifest:
         doc["format_version"] = self.format_version
         if not self.artifact_keys:
             del doc["artifact_keys"]  # a version-1 manifest, byte for byte
+        if self.format_version < 3:
+            del doc["shards"], doc["files"]
         return json.dumps(doc, indent=1, sort_keys=True).encode()
 
     @classmethod
@@ -167,6 +208,10 @@ def _parse(doc: Any) -> Manifest:
     versions = doc.get("framework_versions", {})
     _require(isinstance(versions, dict), "`framework_versions` must be an object")
     keys = _artifact_keys(doc.get("artifact_keys", {}) if version >= 2 else {}, artifacts)
+    shards = tuple(_shard(s) for s in _list(doc, "shards", MAX_FILES)) if version >= 3 else ()
+    _require(len({s.name for s in shards}) == len(shards), "duplicate shard names")
+    files = _files(doc.get("files", {}) if version >= 3 else {})
+    _require(not {s.name for s in shards} & set(files), "a name is both a shard and a file")
     return Manifest(
         model=ref.model,
         version=ref.version,
@@ -178,7 +223,29 @@ def _parse(doc: Any) -> Manifest:
         tensors=tensors,
         artifacts=artifacts,
         artifact_keys=keys,
+        shards=shards,
+        files=files,
     )
+
+
+def _file_name(value: Any, what: str) -> str:
+    try:
+        return check_file_name(value)
+    except ValueError as exc:
+        raise ManifestError(f"invalid manifest: {what}: {exc}") from exc
+
+
+def _shard(value: Any) -> ShardEntry:
+    _require(isinstance(value, dict), "a shard must be an object")
+    name = _file_name(value.get("name"), "shard name")
+    entry = _chunk({"digest": value.get("digest"), "size": value.get("size")})
+    return ShardEntry(name=name, digest=entry.digest, size=entry.size)
+
+
+def _files(value: Any) -> dict[str, ChunkEntry]:
+    ok = isinstance(value, dict) and len(value) <= MAX_FILES
+    _require(ok, f"`files` must be an object of at most {MAX_FILES} entries")
+    return {_file_name(k, "file name"): _chunk(v) for k, v in value.items()}
 
 
 def _artifact_keys(value: Any, artifacts: dict[str, ChunkEntry]) -> dict[str, dict[str, str]]:

@@ -16,7 +16,7 @@ from snapshotter.direct_io import ALIGN, aligned_prefix, open_direct
 from snapshotter.errors import SnapshotStoreError, StoreTimeout
 from snapshotter.image_ref import ImageRef
 from snapshotter.stores.dir_store import DirStore
-from thawwire.cache_counters import record_evictions
+from thawserver.cache_counters import record_evictions
 
 logger = logging.getLogger(__name__)
 

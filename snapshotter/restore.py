@@ -33,10 +33,11 @@ from snapshotter.errors import ImageNotFound, IntegrityError, SnapshotError
 from snapshotter.host_cache import Clock, HostCache, Piece
 from snapshotter.image_ref import ImageRef, resolve_target
 from snapshotter.manifest import ChunkEntry, Manifest, align_up
+from snapshotter.model_files import write_files
 from snapshotter.ordered_digest import OrderedDigest
 from snapshotter.parallel_read import ReadJob, read_into
 from snapshotter.pvc_cache import NodeCache
-from snapshotter.restored_image import RestoredImage
+from snapshotter.restored_image import RestoredImage, process_unpack_root
 from snapshotter.source_digest import source_digest
 from snapshotter.staging_ring import DeviceCopier, DeviceJob, ReadFn, StagingPool, read_from_host
 from snapshotter.stores import ImageStore, open_store
@@ -199,11 +200,9 @@ class ImageLoader:
                 arena.nbytes, ref, manifest.arena_bytes,
             )  # fmt: skip
         timings: dict[str, float] = {"fetch": 0.0, "read": 0.0, "verify": 0.0}
-        # Artifacts travel with the chunks (same read, verify, fetch and lock path), so a
-        # concurrent cold start never downloads them a second time.
-        blobs = {name: bytearray(c.size) for name, c in manifest.artifacts.items()}
-        dests = {c.digest: memoryview(blobs[n]) for n, c in manifest.artifacts.items()}
-        entries = list(manifest.artifacts.values())
+        # Artifacts and model files travel with the chunks (same read, verify, fetch and lock
+        # path), so a concurrent cold start never downloads them a second time.
+        dests, entries = _side_blobs(manifest)
         t0 = time.perf_counter()
         kept = self.host.get(mdigest, manifest.arena_bytes)
         if kept is not None:  # mapped, shared with every process that keeps it mapped
@@ -217,9 +216,10 @@ class ImageLoader:
                 dests[chunk.digest] = arena.memoryview(base, chunk.size)
         fetched = self._restore_entries(manifest, entries, dests, timings)
         source = "host" if kept is not None else ("store" if fetched else "cache")
-        # Read from `dests`, not `blobs`: an artifact whose bytes equal a chunk's shares its
+        # Read from `dests` by digest: an artifact whose bytes equal a chunk's shares its
         # digest, and then the chunk's destination is the one that was filled.
         artifacts = {name: bytes(dests[c.digest]) for name, c in manifest.artifacts.items()}
+        files_dir = self._write_model_files(manifest, dests)
         if self.cache is not None and source != "cache":
             self.cache.store.write_manifest(ref, manifest.to_json())
         if kept is None:
@@ -231,8 +231,16 @@ class ImageLoader:
         )  # fmt: skip
         return RestoredImage(
             ref, manifest, arena, _views(manifest, arena), artifacts, timings, source,
-            unpack_root=self._unpack_root,
+            unpack_root=self._unpack_root, files_dir=files_dir,
         )  # fmt: skip
+
+    def _write_model_files(self, manifest: Manifest, dests: dict[str, memoryview]) -> Path | None:
+        """Write the image's verified model files (tokenizer, configs) to their directory."""
+        if manifest.files_dir_name is None:
+            return None
+        data = {name: dests[c.digest] for name, c in manifest.files.items()}
+        root = self._unpack_root or process_unpack_root()
+        return write_files(data, root, manifest.files_dir_name)
 
     def _keep_in_host_tier(self, manifest: Manifest, mdigest: str) -> None:
         """Have the host tier copy this image from the cache's verified chunk files (in the
@@ -309,7 +317,7 @@ class ImageLoader:
         # Chunks with no verified file here go through host memory once (fetch or hash);
         # after that every chunk streams from its file (or the tier's mapping) to the device.
         todo = [] if kept is not None else [c for c in manifest.chunks if not self._on_disk(c)]
-        artifacts, fetched = self._read_through_host(manifest, todo, arena, timings)
+        artifacts, files_dir, fetched = self._read_through_host(manifest, todo, arena, timings)
         read: ReadFn | None
         if kept is not None:
             jobs = [DeviceJob(self.host.path_of(mdigest), 0, manifest.arena_bytes, 0, mdigest)]
@@ -340,7 +348,7 @@ class ImageLoader:
         )  # fmt: skip
         return RestoredImage(
             ref, manifest, Arena(0), {}, artifacts, timings, source, copier.device, views,
-            unpack_root=self._unpack_root,
+            unpack_root=self._unpack_root, files_dir=files_dir,
         )  # fmt: skip
 
     def _on_disk(self, chunk: ChunkEntry) -> bool:
@@ -354,21 +362,20 @@ class ImageLoader:
         todo: list[ChunkEntry],
         arena: Arena | None,
         timings: dict[str, float],
-    ) -> tuple[dict[str, bytes], bool]:
-        """Read the artifacts and the `todo` chunks (fetched, or hashed, then marked) through
-        host memory: `arena` when it is big enough, else fresh memory. Returns the artifacts
-        and whether anything came from the store."""
-        blobs = {name: bytearray(c.size) for name, c in manifest.artifacts.items()}
-        dests = {c.digest: memoryview(blobs[n]) for n, c in manifest.artifacts.items()}
+    ) -> tuple[dict[str, bytes], Path | None, bool]:
+        """Read the artifacts, the model files and the `todo` chunks (fetched, or hashed, then
+        marked) through host memory: `arena` when it is big enough, else fresh memory. Returns
+        the artifacts, the model files' directory and whether anything came from the store."""
+        dests, entries = _side_blobs(manifest)
         need = sum(align_up(c.size) for c in todo)
         staging = arena if arena is not None and arena.nbytes >= need else Arena(need)
         pos = 0
         for chunk in todo:
             dests[chunk.digest] = staging.memoryview(pos, chunk.size)
             pos += align_up(chunk.size)
-        entries = [*manifest.artifacts.values(), *todo]
-        fetched = self._restore_entries(manifest, entries, dests, timings)
-        return {name: bytes(dests[c.digest]) for name, c in manifest.artifacts.items()}, fetched
+        fetched = self._restore_entries(manifest, [*entries, *todo], dests, timings)
+        artifacts = {name: bytes(dests[c.digest]) for name, c in manifest.artifacts.items()}
+        return artifacts, self._write_model_files(manifest, dests), fetched
 
     def _device_jobs(self, manifest: Manifest) -> list[DeviceJob]:
         """One job per chunk, from the file a restore has just read or verified it in."""
@@ -568,6 +575,15 @@ class ImageLoader:
             raise
         if fill is not None:
             fill.commit()
+
+
+def _side_blobs(manifest: Manifest) -> tuple[dict[str, memoryview], list[ChunkEntry]]:
+    """Fresh host memory for the image's artifacts and model files, each digest once."""
+    dests: dict[str, memoryview] = {}
+    for entry in (*manifest.artifacts.values(), *manifest.files.values()):
+        dests.setdefault(entry.digest, memoryview(bytearray(entry.size)))
+    entries = {e.digest: e for e in (*manifest.artifacts.values(), *manifest.files.values())}
+    return dests, list(entries.values())
 
 
 def _views(manifest: Manifest, arena: Arena) -> dict[str, np.ndarray]:

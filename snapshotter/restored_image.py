@@ -23,7 +23,7 @@ logger = logging.getLogger(__name__)
 
 
 @functools.cache
-def _process_unpack_root() -> Path:
+def process_unpack_root() -> Path:
     """Where archives unpack when the loader gave no root: one private directory per process."""
     return Path(tempfile.mkdtemp(prefix="thaw-artifacts-"))
 
@@ -37,7 +37,9 @@ class RestoredImage:
     into one device arena (`arena` is then an empty host arena).
 
     `unpack_root` is where `unpack` puts archive artifacts (compile and engine caches): the
-    loader sets it under the node cache; without one, a private temporary directory."""
+    loader sets it under the node cache; without one, a private temporary directory.
+    `files_dir` is where the restore wrote the checkpoint's model files (tokenizer, configs,
+    shard index: `Manifest.files`), each checked against its digest; None when it has none."""
 
     ref: ImageRef
     manifest: Manifest
@@ -49,6 +51,7 @@ class RestoredImage:
     device: str = "cpu"
     _torch: dict[str, Any] | None = field(default=None, repr=False)
     unpack_root: Path | None = None
+    files_dir: Path | None = None
 
     def artifact(self, name: str) -> bytes | None:
         """An artifact's bytes (`onnx_graph`, `onnx_graph_ort`, `torchscript_weightless`,
@@ -82,7 +85,7 @@ class RestoredImage:
         data = self.artifacts[name]
         entry = self.manifest.artifacts.get(name)
         digest = entry.digest if entry is not None else hashlib.sha256(data).hexdigest()
-        return unpack_archive(data, self.unpack_root or _process_unpack_root(), digest)
+        return unpack_archive(data, self.unpack_root or process_unpack_root(), digest)
 
     def onnx_graph(self) -> tuple[bytes | None, bool]:
         """The weightless ONNX graph for onnxruntime on this host, and whether it is already

@@ -43,6 +43,16 @@ def source_digest(version_dir: Path, *, index: DigestIndex | None = None) -> str
     return outer.hexdigest()
 
 
+def file_digest(path: Path, *, index: DigestIndex | None = None) -> str:
+    """sha256 of one file, from the same memo and index as `source_digest` (free right after
+    it); raises BuildError if the file cannot be read or changes while it is hashed."""
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise BuildError(f"cannot read {path}: {exc.strerror}") from exc
+    return _file_digest(path, st, index)
+
+
 def _file_digest(path: Path, st: os.stat_result, index: DigestIndex | None) -> str:
     fp = fingerprint(st)
     key = (str(path.resolve()), fp)

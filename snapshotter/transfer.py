@@ -39,8 +39,8 @@ def latest_ref(store: ImageStore, model: str, version: str | None, target: str) 
 
 
 def entries(manifest: Manifest) -> list[ChunkEntry]:
-    """Every chunk and artifact blob of an image."""
-    return list(manifest.chunks) + list(manifest.artifacts.values())
+    """Every blob of an image (chunks, artifacts, model files), each digest once."""
+    return manifest.blobs()
 
 
 def read_verified(
@@ -139,7 +139,10 @@ def plan_gc(store: ImageStore, *, grace_s: float = DEFAULT_GC_GRACE_S, now: floa
     chunks = store.chunk_stats()
     referenced: set[str] = set()
     for ref in store.list_images():
-        referenced |= load_manifest(store, ref).all_digests()
+        manifest = load_manifest(store, ref)
+        referenced |= manifest.all_digests()
+        if manifest.files_dir_name is not None:  # the restored model files' directory
+            referenced.add(manifest.files_dir_name)
     plan = select_garbage(chunks, referenced, grace_s=grace_s, now=now)
     return replace(plan, referenced=frozenset(referenced))
 

@@ -12,11 +12,11 @@ import sys
 
 # command -> module that defines `register(subparsers)` and whose parser sets `func`.
 _COMMANDS: dict[str, str] = {
-    "serve": "runtime.cli",
-    "up": "activator.cli",
-    "status": "activator.status_cli",
+    "serve": "runtime.process.cli",
+    "up": "activator.process.cli",
+    "status": "activator.process.status_cli",
     "snapshot": "snapshotter.cli",
-    "prefetch": "activator.prefetch_cli",
+    "prefetch": "activator.process.prefetch_cli",
 }
 
 _DESCRIPTION = """\

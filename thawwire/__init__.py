@@ -2,26 +2,35 @@
 
 The activator talks to replicas over HTTP and a handoff socket and imports no runtime code, so
 everything both sides must say the same way lives here, one concept per module, as model
-configuration lives in `tritonconfig` (the one Thaw package this one may import):
+configuration lives in `tritonconfig` (the one Thaw package this one may import). Agreements
+only: no aiohttp, grpc, argparse or fcntl (import-linter contract); the server code both servers
+run is `thawserver`'s.
 
-    paths           the v2 paths about one model; which of them a replica answers itself
-    names           the model-name and version rules
-    extensions      the v2 extensions `/v2` lists
-    server_info     the server's name and version (`/v2`)
-    metadata        v2 model metadata from a completed ModelConfig
-    datatype_names  `FP32` <-> `TYPE_FP32`
-    hop_by_hop      the headers no proxy forwards
-    bad_http        the JSON answer to unparsable HTTP
+    paths             the v2 paths about one model; which of them a replica answers itself
+    names             the model-name and version rules
+    extensions        the v2 extensions `/v2` lists
+    server_info       the server's name and version (`/v2`)
+    metadata          v2 model metadata from a completed ModelConfig
+    datatype_names    `FP32` <-> `TYPE_FP32`, and each datatype's bytes per element
+    hop_by_hop        the headers no proxy forwards
+    bad_http          the JSON answer to unparsable HTTP
+    model_control     the answer to load/unload while the model-control API is off
+    shm_params        a tensor's `shared_memory_*` parameters, as Triton reads them
     handoff_protocol  the listening line, slots and their states, load reports
-    load_answer     what a load call's answer reports beside its status (warm-up time)
-    aiohttp_compat  the only private aiohttp access (import it by its module name)
-    pool_protocol   the fork server's control frames between `thaw up` and a zygote
-    cache_counters  an image cache directory's eviction counters (replicas add, `thaw up` reads)
-    restricted_protocols  Triton's `--http-restricted-api` / `--grpc-restricted-protocol`:
-                    the flag grammar, the categories and the header a restricted call carries
+    load_answer       what a load call's answer reports beside its status (warm-up time)
+    pool_protocol     the fork server's control frames between `thaw up` and a zygote
+    grpc_service      Triton's `GRPCInferenceService`: its protobuf module, its method names
+    grpc_messages     the v2 JSON documents both sides build, as gRPC messages
+    openai_api        the OpenAI-compatible paths both servers answer, its model and error entries
+    runtime_parameters  the `thaw.*` model parameters only the runtime reads, and their values
+    log_settings      the logging extension's settings and a client's update of them
+    trace_settings    the trace extension's settings, global and per model, and their merge
+    trace_flags       tritonserver's trace flags read into the operator's trace setting
+    errors            the errors it raises: WireError (a broken protocol), SharedMemoryError
 
-The last three are imported by their module names. It raises only `WireError`
-(thawwire.errors) and its subclass `PoolProtocolError` (thawwire.pool_protocol).
+Exports the names below; `model_control`, `shm_params`, `load_answer`, `pool_protocol`,
+`openai_api`, `runtime_parameters`, the settings modules and the gRPC modules are imported
+by their module names.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ and a client's shared-memory call that Triton would refuse.
                     JSON, a field missing, of the wrong type or out of range)
       PoolProtocolError  a fork-server frame that is not the protocol (thawwire.pool_protocol)
     SharedMemoryError    a system shared-memory registration or tensor reference that cannot
-                         be served (thawwire.shm_registry, thawwire.shm_params); `kind` is
+                         be served (thawserver.shm_registry, thawwire.shm_params); `kind` is
                          Triton's error code for it, each server maps it to its own error
 
 A `WireError` is a `ValueError`: callers that read from a peer treat it as one bad message, log

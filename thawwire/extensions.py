@@ -6,7 +6,7 @@ __all__ = ["EXTENSIONS"]
 
 # Only what `thaw serve` implements; `thaw up` lists the same, since everything past its door
 # is a replica's. (`schedule_policy` joins it when the scheduler implements dynamic-batching
-# queue policies.)
+# queue policies.) `trace`: settings and TIMESTAMPS records (docs/logging-and-tracing.md).
 EXTENSIONS: tuple[str, ...] = (
     "classification",
     "model_repository",
@@ -16,4 +16,6 @@ EXTENSIONS: tuple[str, ...] = (
     "parameters",
     "statistics",
     "system_shared_memory",
+    "logging",
+    "trace",
 )

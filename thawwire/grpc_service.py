@@ -43,12 +43,10 @@ class Method(StrEnum):
     LOG_SETTINGS = "LogSettings"
 
 
-# Methods Thaw does not implement (the trace and log extensions): both sides answer them
-# UNIMPLEMENTED with a sentence that names the feature. (Shared memory: thawwire.shm_api.)
-UNSUPPORTED: dict[Method, str] = {
-    Method.TRACE_SETTING: "trace settings",
-    Method.LOG_SETTINGS: "log settings",
-}
+# Methods Thaw does not implement: both sides answer them UNIMPLEMENTED with a sentence that
+# names the feature. None today: shared memory is thawserver.shm_api's, the trace and log
+# settings thawserver.settings_api's.
+UNSUPPORTED: dict[Method, str] = {}
 
 
 def method_path(method: Method) -> str:

@@ -20,7 +20,7 @@ REPLICA_LEAVES = frozenset({"", "ready", "config", "infer"})
 metadata (nothing), `/ready`, `/config`, `/infer`."""
 
 SENT_BACK_QUERY = "thaw-sent-back=1"
-"""The query a replica adds to a request it sends back to the front door (runtime.send_back):
+"""The query a replica adds to a request it sends back to the front door (runtime.direct.send_back):
 the front door then serves it itself instead of handing its connection to a replica again."""
 
 _PREFIX = "/v2/models/"

@@ -5,7 +5,7 @@ string), `shared_memory_byte_size` (required with it) and `shared_memory_offset`
 0). REST carries them as JSON values (unsigned integers, as Triton's `AsUInt` reads them:
 2**64 - 32 is an offset, -1 is not), gRPC as typed `InferParameter`s (`string_param`,
 `int64_param`), each checked with the texts of Triton 2.51's frontends. Both servers read
-references here; what a reference points at is thawwire.shm_registry's.
+references here; what a reference points at is thawserver.shm_registry's.
 """
 
 from __future__ import annotations

@@ -7,6 +7,23 @@ the snapshotter's too for the model parameters backends read (the TensorRT accel
 generated `model_config_pb2`, loaded without grpc), the model directory's file names, and an
 ONNX graph's signature (onnx, imported lazily). It raises only `ModelConfigError`, which each
 caller maps into its own error tree.
+
+    schema                Triton's ModelConfig protobuf module, without tritonclient.grpc
+    parse                 a ModelConfig from `config.pbtxt` text or JSON
+    render                a ModelConfig as Triton's `/config` JSON
+    defaults              the fields Triton fills in before it reports or serves a config
+    complete              complete a parsed config the way Triton does, in Triton's order
+    onnx_autocomplete     Triton's ONNX auto-complete from the graph
+    platform              the `platform`/`backend` pair and the model file name
+    validate              refuse the configs Triton refuses
+    ensemble              an ensemble's steps and data flow, checked Triton's way
+    sequence              a stateful model's `sequence_batching`: controls, idle timeout
+    versions              a model's version directories and those its policy serves
+    tensorrt_accelerator  the `tensorrt` GPU accelerator of an ONNX config
+    torch_compile         `TORCH_COMPILE_OPTIONAL_PARAMETERS`, parsed strictly
+    errors                ModelConfigError, the one error it raises
+
+Exports the functions and names below.
 """
 
 from __future__ import annotations
@@ -17,6 +34,8 @@ from tritonconfig.ensemble import (
     ENSEMBLE_PLATFORM,
     EnsembleStep,
     composing_models,
+    cycle_error,
+    ensemble_cycle,
     ensemble_steps,
     is_ensemble,
 )
@@ -67,7 +86,9 @@ __all__ = [
     "composing_models",
     "config_from_json",
     "config_to_json",
+    "cycle_error",
     "default_model_filename",
+    "ensemble_cycle",
     "ensemble_steps",
     "fill_defaults",
     "is_ensemble",

@@ -10,6 +10,7 @@ Triton only says that a tensor "is not connected".
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tritonconfig.errors import ModelConfigError
@@ -72,6 +73,32 @@ def composing_models(config: mc.ModelConfig) -> list[str]:
     if not is_ensemble(config):
         return []
     return list(dict.fromkeys(step.model_name for step in config.ensemble_scheduling.step))
+
+
+def ensemble_cycle(name: str, steps_of: Callable[[str], list[str]]) -> list[str]:
+    """The models along a path of ensemble steps from `name` back to itself, or [].
+
+    `steps_of(model)` is the models `model` runs ([] for a model that is no ensemble, or whose
+    config cannot be read): `thaw serve` reads configs from disk, `thaw up` from its scan."""
+    seen: set[str] = set()
+
+    def walk(model: str, chain: list[str]) -> list[str]:
+        for dep in steps_of(model):
+            if dep == name:
+                return [*chain, dep]
+            if dep not in seen:
+                seen.add(dep)
+                found = walk(dep, [*chain, dep])
+                if found:
+                    return found
+        return []
+
+    return walk(name, [name])
+
+
+def cycle_error(cycle: list[str]) -> str:
+    """The message for a cycle `ensemble_cycle` found, the same from both servers."""
+    return f"circular dependency between ensembles: {' -> '.join(cycle)}"
 
 
 def validate_ensemble(config: mc.ModelConfig, source: str) -> None:

@@ -16,18 +16,21 @@ Optional capabilities a backend may add (checked with `isinstance`): `AsyncLifec
 set-up before the first call, and letting go of replicas that outlive the activator before
 the endpoints drain), `PeerConcurrency` (the same model's concurrency on the other
 activators, for active-active activators) and `NodeWait` (a start that waits for a node to be
-provisioned holds requests past the activation timeout, and says so).
+provisioned holds requests past the activation timeout, and says so) and `SharedPlacement`
+(models whose `thaw.placement` is `shared` get room in runtimes they share with other models,
+and idle ones are evicted to make room: activator.scaler.placement).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
 __all__ = [
     "AsyncLifecycle",
+    "ModelActivity",
     "NodeWait",
     "PeerConcurrency",
     "PeerLoad",
@@ -36,6 +39,9 @@ __all__ = [
     "ReplicaHandle",
     "ScalerBackend",
     "ScalerKind",
+    "SharedCounts",
+    "SharedPlacement",
+    "SharedReplicaStatus",
 ]
 
 
@@ -63,7 +69,8 @@ class ReplicaHandle:
     (`host:port`, gRPC's target form), where the activator forwards gRPC calls; None when the
     replica serves no gRPC (gRPC calls for the model then fail UNAVAILABLE, saying so).
     `warmup_s` is the part of `restore_s` the model's
-    `model_warmup` samples took (the runtime reports it in its load answer).
+    `model_warmup` samples took (the runtime reports it in its load answer). `host` names the
+    shared runtime when the replica is one model's room in it (several handles, one process).
     """
 
     id: str
@@ -74,6 +81,9 @@ class ReplicaHandle:
     pid: int | None = None
     grpc_address: str | None = None
     warmup_s: float = 0.0
+    # A shared replica (`thaw.placement` shared): the id of the runtime it shares with other
+    # models (`url` and `pid` are that runtime's); None for a replica of its own.
+    host: str | None = None
 
 
 @dataclass(frozen=True)
@@ -86,8 +96,8 @@ class PoolStatus:
     size of each idle process (shared framework pages divided among the processes sharing
     them); `server_pss_bytes`, the fork server's; `budget_bytes`, the memory budget
     (`--pool-memory-bytes`); `demand`, models woken within the policy's window; `limit`, what
-    set `size` (activator.pool_policy.Limit); `last_start_s`, the last process's start ->
-    ready (with a fork server: fork -> ready); `starts`, processes started so far;
+    set `size` (activator.scaler.local.pool_policy.Limit); `last_start_s`, the last process's start
+    -> ready (with a fork server: fork -> ready); `starts`, processes started so far;
     `failures`, starts that failed in a row.
     """
 
@@ -117,8 +127,8 @@ class PoolReport(Protocol):
 class ScalerBackend(PoolReport, Protocol):
     """Runs replicas. The model endpoint decides how many; the backend makes them exist.
 
-    Callers: only `activator.replica_lifecycle.ReplicaSet` (one per model) calls these, from
-    the event loop, never concurrently for the same replica id; `close` is called once, by the
+    Callers: only `activator.endpoint.replica_lifecycle.ReplicaSet` (one per model) calls these,
+    from the event loop, never concurrently for the same replica id; `close` is called once, by the
     fleet, after every endpoint closed.
 
     Errors: a replica that cannot be brought up is `ActivationFailed` with a message a user
@@ -225,4 +235,71 @@ class NodeWait(Protocol):
         """Until when (the backend's clock, `time.monotonic` in `thaw up`) requests held for
         `model` may wait, past their activation timeout, for a start that waited or waits for
         a node; None when no such start is in progress. Cheap and synchronous."""
+        ...
+
+
+@dataclass(frozen=True)
+class ModelActivity:
+    """One model's load now, as its endpoint sees it: requests `in_flight` on its replicas,
+    `held` waiting for a slot, and `last_request_at` (the endpoint's clock; None: none yet);
+    `pinned` when it never goes to zero (`thaw.min_replicas` > 0). What decides whether a
+    shared model is idle enough to be evicted."""
+
+    in_flight: int = 0
+    held: int = 0
+    last_request_at: float | None = None
+    pinned: bool = False
+
+
+@dataclass(frozen=True)
+class SharedReplicaStatus:
+    """One runtime shared by several models (`thaw status`): `id` (its process or pod name),
+    where it is (`pid` when local, `url`), `budget_bytes` and `used_bytes` of it (the models it
+    holds and the loads in progress), and the `models` it holds now."""
+
+    id: str
+    url: str
+    budget_bytes: int
+    used_bytes: int
+    models: tuple[str, ...] = ()
+    pid: int | None = None
+
+
+@dataclass(frozen=True)
+class SharedCounts:
+    """What shared placement did to one model so far: `evictions` (unloaded to make room for
+    another model; its image stays in the host tier) and `loads` by where the weights came
+    from (`host`: the host-memory tier, `cache`: the node cache, `store`, `files`: no image)."""
+
+    evictions: int = 0
+    loads: Mapping[str, int] = field(default_factory=dict)
+
+
+@runtime_checkable
+class SharedPlacement(Protocol):
+    """A backend that can put several models' replicas in one runtime (`thaw.placement`
+    shared): a replica of a shared model is room in a running runtime with budget for it,
+    else a new one; the least recently used idle model there is evicted when room is needed."""
+
+    def share(
+        self,
+        model: str,
+        *,
+        image_bytes: int,
+        activity: Callable[[], ModelActivity],
+        evict: Callable[[], Awaitable[None]],
+    ) -> None:
+        """Place `model`'s replicas in shared runtimes from now on (called by the fleet at
+        start, before the model's first replica). `image_bytes`: its weights as restored
+        (the backend adds its per-model overhead); `activity()`: its load now, read when
+        choosing what to evict; `evict()`: take the model to zero now (its replicas drained
+        through the endpoint, so no request is cut), awaited before its room is reused."""
+        ...
+
+    def shared_status(self) -> tuple[SharedReplicaStatus, ...]:
+        """Every shared runtime now (cheap and synchronous: read by `GET /thaw/status`)."""
+        ...
+
+    def shared_counts(self) -> Mapping[str, SharedCounts]:
+        """Each shared model's evictions and loads by source so far."""
         ...

@@ -8,8 +8,11 @@ once in cli.py; times in seconds. Importing it does not import kubernetes-asynci
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
+
+from activator.scaler.shared_settings import SharedSettings
 
 __all__ = [
     "DEFAULT_CLASS",
@@ -138,6 +141,8 @@ class KubernetesConfig:
     api_timeout_s: float = 10.0  # one API call
     watch_timeout_s: int = 240  # one watch request (server-side timeoutSeconds)
     backoff_s: tuple[float, float] = (0.1, 5.0)  # API error back-off (first, max)
+    # Shared placement's budgets and graces (`--shared-*`, `--evict-grace-s`): decision 0022.
+    shared: SharedSettings = field(default_factory=SharedSettings)
 
     def classes(self) -> dict[str, PoolClass]:
         """Every placement class by name, `default` first."""
@@ -148,4 +153,9 @@ class KubernetesConfig:
 
     def class_of(self, model: str) -> str:
         """The placement class of `model` (`default` unless its settings name another)."""
-        return dict(self.model_classes).get(model, DEFAULT_CLASS)
+        return self._class_by_model.get(model, DEFAULT_CLASS)
+
+    @cached_property
+    def _class_by_model(self) -> dict[str, str]:
+        """`model_classes` as a table, made once per config."""
+        return dict(self.model_classes)

@@ -10,10 +10,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from activator.pool_policy import PoolSettings
 from activator.scaler.launcher import fork_server_command, serve_command
+from activator.scaler.shared_settings import SharedSettings
 
-__all__ = ["LocalConfig"]
+__all__ = ["LocalConfig", "PoolSettings", "SharedSettings"]
+
+
+@dataclass(frozen=True)
+class PoolSettings:
+    """The pool's bounds; sizes in bytes, times in seconds."""
+
+    min_idle: int = 1  # `thaw up --warm-pool`
+    max_idle: int = 32
+    window_s: float = 60.0  # how long a wake keeps asking for an idle process
+    budget_bytes: int = 2 << 30  # `--pool-memory-bytes`: idle processes + the fork server
+    default_process_bytes: int = 160 << 20  # one idle process, until one was measured
 
 
 @dataclass(frozen=True)
@@ -21,24 +32,27 @@ class LocalConfig:
     """The local backend's settings; times in seconds."""
 
     # How many idle processes the pool keeps (at least `pool.min_idle`, more on demand,
-    # within `pool.budget_bytes`): activator.pool_policy.
+    # within `pool.budget_bytes`): activator.scaler.local.pool_policy.
     pool: PoolSettings = field(default_factory=PoolSettings)
     preload_frameworks: tuple[str, ...] = ("onnxruntime", "torch")  # imported by pool processes
     # Pool processes are forked by a fork server that imported the frameworks once
-    # (runtime/zygote.py); off: each is a fresh interpreter.
+    # (runtime/process/zygote.py); off: each is a fresh interpreter.
     fork_server: bool = True
     # `thaw serve --target` of every pool process and the fork server: auto (GPUs found
-    # without a CUDA context, runtime.device_target), cpu, or cuda.
+    # without a CUDA context, runtime.devices.target), cpu, or cuda.
     target: str = "auto"
     arena_bytes: int = 0  # restore arena pre-faulted per pool process (0: sized at restore)
     replica_start_timeout_s: float = 120.0  # process start -> ready (not counting the load)
     serve_command: tuple[str, ...] = field(default_factory=lambda: serve_command())
     fork_server_command: tuple[str, ...] = field(default_factory=fork_server_command)
     replica_log_level: str = "warning"
-    # Where replicas send requests they cannot answer on a handed-off connection (the
-    # activator's own listen address; set by cli.py once bound). None: no connection handoff.
-    front_door_url: str | None = None
-    # The activator's gRPC address (HOST:PORT) for replicas' BLS streams (set by serving.py
-    # when the port is known before replicas start). None: BLS streams go over HTTP.
-    front_door_grpc: str | None = None
+    # Where replicas reach the activator (connection handoff, ensemble steps, BLS streams) is
+    # not config: binding returns it (activator.config.BoundAddresses, given to the backend).
     direct_max_age_s: float = 10.0  # a direct connection's next response after this closes it
+    shared: SharedSettings = field(default_factory=SharedSettings)
+    # `thaw up --http-header-forward-pattern` / `--grpc-header-forward-pattern`, given to every
+    # replica: the front doors pass headers and metadata on, the replica makes them parameters.
+    http_header_forward_pattern: str = ""
+    grpc_header_forward_pattern: str = ""
+    # `thaw up --cache-config local,size=N`: each replica's own response cache (0: none).
+    response_cache_bytes: int = 0

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import time
 from collections.abc import Callable
 
@@ -22,11 +23,14 @@ import aiohttp
 from activator.errors import ActivationFailed
 from thawwire.load_answer import WARMUP_SECONDS_HEADER, warmup_seconds
 
-__all__ = ["RuntimeControl", "error_text"]
+__all__ = ["RuntimeControl", "error_text", "grown_sources", "load_counts"]
 
 _POLL_S = 0.05  # readiness poll period while a runtime starts
 _PROBE_TIMEOUT = aiohttp.ClientTimeout(total=2)  # one readiness probe
 _MAX_ERROR_BODY = 2000  # characters of an error answer kept for the message
+_METRICS_TIMEOUT = aiohttp.ClientTimeout(total=2)  # one read of the runtime's /metrics
+_LOADS = re.compile(r"^thaw_model_loads_total\{([^}]*)\}\s+([0-9.eE+]+)", re.MULTILINE)
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
 class RuntimeControl:
@@ -81,6 +85,18 @@ class RuntimeControl:
         """Unload `model` (a pod going back to the pool); `ActivationFailed` when refused."""
         await self._post(model, "unload", timeout_s)
 
+    async def load_counts(self, model: str) -> dict[str, float] | None:
+        """`model`'s loads so far by where their weights came from (`host`, `cache`, `store`,
+        `files`), read off the runtime's `thaw_model_loads_total`; None when it did not
+        answer. A backend compares two reads to learn the source of the load between them."""
+        try:
+            url = f"{self.url}/metrics"
+            async with self._session.get(url, timeout=_METRICS_TIMEOUT) as resp:
+                text = await resp.text()
+        except (aiohttp.ClientError, TimeoutError):
+            return None
+        return load_counts(text, model)
+
     async def _post(self, model: str, action: str, timeout_s: float) -> float:
         url = f"{self.url}/v2/repository/models/{model}/{action}"
         try:
@@ -96,6 +112,21 @@ class RuntimeControl:
         except aiohttp.ClientError as exc:
             raise ActivationFailed(f"model '{model}' {action} call failed: {exc}") from exc
         raise ActivationFailed(f"model '{model}' failed to {action}: {error_text(text)}")
+
+
+def load_counts(metrics_text: str, model: str) -> dict[str, float]:
+    """source -> count of `model`'s `thaw_model_loads_total` samples in a /metrics text."""
+    found: dict[str, float] = {}
+    for match in _LOADS.finditer(metrics_text):
+        labels = dict(_LABEL.findall(match.group(1)))
+        if labels.get("model") == model and "source" in labels:
+            found[labels["source"]] = found.get(labels["source"], 0.0) + float(match.group(2))
+    return found
+
+
+def grown_sources(before: dict[str, float], after: dict[str, float]) -> list[str]:
+    """The sources whose load count grew between two reads (one load: one of them)."""
+    return sorted(source for source, n in after.items() if n > before.get(source, 0.0))
 
 
 def error_text(body: str) -> str:

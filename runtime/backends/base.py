@@ -72,14 +72,14 @@ class Backend(Protocol):
     `execute_async` is None for a backend that computes in this process; a backend whose
     execute is an I/O round trip (a Python model's stub process) gives it after `load`, and
     the scheduler then awaits it on the event loop instead of lending the instance a thread
-    (runtime.loop_instance): no thread hand-off on either side of the round trip. `execute`
-    still works from any other thread (warm-up).
+    (runtime.scheduling.loop_instance): no thread hand-off on either side of the round trip.
+    `execute` still works from any other thread (warm-up).
 
     `timings` is refreshed by every `execute` (the scheduler reads it right after, on the
     same thread, so it needs no lock). `gil_bound` (a class attribute) is True when `execute`
     holds the GIL throughout (pure Python): then the scheduler may run it on the event loop
-    once it has proven tiny (runtime.inline_policy). `used_image` is True once `load` built
-    the model from `ctx.image` (its weights came from the snapshot, not the model files).
+    once it has proven tiny (runtime.scheduling.inline_policy). `used_image` is True once `load`
+    built the model from `ctx.image` (its weights came from the snapshot, not the model files).
     """
 
     gil_bound: bool

@@ -11,7 +11,7 @@ Triton's do:
                        request's batch size; each request keeps the outputs it asked for
 
 The dispatcher only batches requests whose variable, non-ragged input shapes are equal
-(runtime.model_signature.batch_key), so a concatenation always lines up.
+(runtime.models.signature.batch_key), so a concatenation always lines up.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from runtime.backends.batch_tensors import BatchLayout, run_batched
 from runtime.backends.ort_initializers import initializer_values
 from runtime.backends.ort_providers import check_providers, wanted_providers
 from runtime.datatypes import numpy_to_v2
-from runtime.device_errors import device_failure
+from runtime.devices.errors import device_failure
 from runtime.errors import RepositoryError, ServingError
 from runtime.inference import InferRequest, InferResponse, InferTensor
 

@@ -8,7 +8,7 @@ page-locked `--arena-bytes` arena, else pageable).
 An image restored into a GPU is refused here, by design: `add_external_initializers` with device
 OrtValues is copied to the host when added and back when the session is created
 (onnxruntime#29009), so it would cost two extra copies and keep the weights twice in VRAM while
-the device budget counted them once. `runtime.device_plan` therefore restores onnxruntime
+the device budget counted them once. `runtime.devices.plan` therefore restores onnxruntime
 instances on the host; the candidate zero-copy path (`SessionOptions.add_initializer` with device
 OrtValues) is measured by `benchmarks/gpu_check.py` (VRAM before and after) before it may be used.
 """

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runtime.backends.base import LoadContext
-from runtime.device_plan import FallbackReason
+from runtime.devices.plan import FallbackReason
 from runtime.errors import RepositoryError
 from tritonconfig import ModelConfigError, tensorrt_parameters
 

@@ -16,7 +16,7 @@ __all__ = ["BACKEND_MODULES", "backend_class"]
 BACKEND_MODULES: dict[str, tuple[str, str]] = {
     "onnxruntime": ("runtime.backends.onnxruntime_backend", "OnnxRuntimeBackend"),
     "pytorch": ("runtime.backends.torch_backend", "TorchBackend"),
-    "python": ("runtime.backends.python_backend", "PythonBackend"),
+    "python": ("runtime.python.backend", "PythonBackend"),
     "tensorrt": ("runtime.backends.tensorrt_backend", "TensorRTBackend"),
 }
 

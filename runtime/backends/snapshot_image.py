@@ -1,7 +1,7 @@
 """What a backend reads from the snapshot image it loads from: the seam to snapshotter's restore.
 
-`snapshotter.RestoredImage` implements these Protocols: mypy checks it where runtime.model_manager
-returns the snapshotter's `ImageLoader` as a `runtime.snapshot_restore.ImageSource`, whose
+`snapshotter.RestoredImage` implements these Protocols: mypy checks it where runtime.models.manager
+returns the snapshotter's `ImageLoader` as a `runtime.models.snapshot_restore.ImageSource`, whose
 `restore` returns a `SnapshotImage`. Backends depend on this surface only, never on the
 snapshotter's classes.
 """

@@ -15,7 +15,7 @@ from typing import Any
 from runtime.backends.base import ExecTimings, LoadContext
 from runtime.backends.batch_tensors import BatchLayout, run_batched
 from runtime.backends.tensorrt_dtypes import IoType, from_wire, io_type, to_wire
-from runtime.device_errors import device_failure
+from runtime.devices.errors import device_failure
 from runtime.errors import RepositoryError, ServingError
 from runtime.inference import InferRequest, InferResponse, InferTensor
 

@@ -1,6 +1,6 @@
 """PyTorch models: TorchScript `model.pt` and `torch.export` `model.pt2`, or a snapshot.
 
-On a GPU instance whose image was restored into that GPU (runtime.device_plan), every parameter
+On a GPU instance whose image was restored into that GPU (runtime.devices.plan), every parameter
 and buffer becomes a view of the device arena: no host copy, no `.to()`. CUDA graphs are
 captured at load where the config asks (`optimization.cuda.graphs`: backends/cuda_graphs.py).
 """
@@ -22,8 +22,8 @@ from runtime.backends.batch_tensors import BatchLayout, run_batched
 from runtime.backends.cuda_graphs import capture_graphs, graph_shapes
 from runtime.backends.export_placement import place_program
 from runtime.datatypes import numpy_to_v2
-from runtime.device_errors import device_failure
-from runtime.device_plan import FallbackReason
+from runtime.devices.errors import device_failure
+from runtime.devices.plan import FallbackReason
 from runtime.errors import RepositoryError, ServingError
 from runtime.inference import InferRequest, InferResponse, InferTensor
 from snapshotter import arg_positions
@@ -102,9 +102,13 @@ class TorchBackend:
             forward_args = [a.name for a in self._module.forward.schema.arguments][1:]
         if self._device != "cpu":
             self._module.to(self._device)  # a no-op for weights restored into this device
-        # Batch inputs (ragged batching) are inputs too, after the declared ones, as in Triton.
+        # Batch inputs (ragged batching) and a sequence model's control inputs are inputs too,
+        # after the declared ones, placed by the same rule (`START__1`), as in Triton.
         batch_inputs = [t for b in ctx.config.batch_input for t in b.target_name]
-        self._inputs = positions([i.name for i in ctx.config.input] + batch_inputs, forward_args)
+        controls = [c.name for c in ctx.config.sequence_batching.control_input]
+        self._inputs = positions(
+            [i.name for i in ctx.config.input] + batch_inputs + controls, forward_args
+        )
         self._outputs = positions([o.name for o in ctx.config.output], [])
         if settings is not None:
             self._module = self._compile(ctx, settings)

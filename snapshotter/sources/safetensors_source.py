@@ -1,4 +1,4 @@
-"""safetensors files: every tensor of every `*.safetensors` file moves into the image.
+"""safetensors files: every tensor of a checkpoint's `*.safetensors` shards moves into the image.
 
 The header is parsed here (8-byte little-endian length + JSON) so bf16 needs no torch and a
 hostile file is refused with a clear error instead of an out-of-range read.
@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import struct
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ import numpy as np
 from snapshotter.errors import BuildError
 from snapshotter.manifest import DTYPES
 from snapshotter.sources import ExtractedModel, SourceTensor
+from snapshotter.sources.checkpoint_dir import CheckpointDir, check_weight_map
 
 _DTYPES = {
     "F64": "float64",
@@ -35,17 +37,40 @@ _DTYPES = {
 _MAX_HEADER = 100 << 20
 
 
-def extract_safetensors(paths: list[Path]) -> ExtractedModel:
+def extract_checkpoint(checkpoint: CheckpointDir) -> ExtractedModel:
+    """Every tensor of a checkpoint's shards (checked against its index when it has one), with
+    the shards and the other files for the manifest."""
+    extracted = _extract_shards(list(checkpoint.shards))
+    if checkpoint.weight_map is not None:
+        check_weight_map(checkpoint.weight_map, extracted.holders)
+    return ExtractedModel(
+        framework="safetensors",
+        tensors=extracted.model.tensors,
+        shards=checkpoint.shards,
+        files=checkpoint.files,
+    )
+
+
+@dataclass(frozen=True)
+class _Extracted:
+    model: ExtractedModel
+    holders: dict[str, str]
+    """Tensor name -> the file name of the shard that holds it."""
+
+
+def _extract_shards(paths: list[Path]) -> _Extracted:
     """Map every tensor of `paths` (read-only memmaps; the builder copies them once)."""
     tensors: list[SourceTensor] = []
-    seen: set[str] = set()
+    holders: dict[str, str] = {}
     for path in sorted(paths):
         for tensor in _read_file(path):
-            if tensor.name in seen:
-                raise BuildError(f"{path}: tensor {tensor.name!r} appears in two files")
-            seen.add(tensor.name)
+            if tensor.name in holders:
+                raise BuildError(
+                    f"{path}: tensor {tensor.name!r} is also in {holders[tensor.name]}"
+                )
+            holders[tensor.name] = path.name
             tensors.append(tensor)
-    return ExtractedModel(framework="safetensors", tensors=tensors)
+    return _Extracted(ExtractedModel(framework="safetensors", tensors=tensors), holders)
 
 
 def _read_file(path: Path) -> list[SourceTensor]:
@@ -81,6 +106,11 @@ def _tensor(path: Path, name: str, info: object, data: np.ndarray | None) -> Sou
         raise BuildError(f"{path}: tensor {name!r} has a bad header entry") from exc
     np_dtype, itemsize = DTYPES[dtype]
     total = 0 if data is None else len(data)
+    if 0 <= begin <= total < end:
+        raise BuildError(
+            f"{path}: tensor {name!r} ends at data byte {end}, past the file's {total}: "
+            "the file is truncated"
+        )
     if not (0 <= begin <= end <= total) or end - begin != math.prod(shape) * itemsize:
         raise BuildError(f"{path}: tensor {name!r} offsets do not match its shape")
     raw = np.empty(0, np.uint8) if data is None else data[begin:end]

@@ -1,4 +1,12 @@
-"""Image store adapters and the one function that turns a store URI into one."""
+"""Image store adapters and the one function that turns a store URI into one.
+
+    base            the ImageStore Protocol the restore path and the CLI use
+    dir_store       a directory store: atomic writes, verified-chunk markers
+    s3_store        S3 (boto3): parallel ranged GETs into the caller's buffer
+    s3_body         an S3 GET body read straight into caller memory
+
+Exports `open_store` (defined here), `ImageStore`, `DirStore`, `OnBytes` and `StoredChunk`.
+"""
 
 from __future__ import annotations
 

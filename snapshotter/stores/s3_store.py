@@ -27,6 +27,7 @@ from snapshotter.errors import (
 from snapshotter.image_ref import ImageRef
 from snapshotter.stores.base import OnBytes, StoredChunk
 from snapshotter.stores.s3_body import read_body_into
+from thawserver.ranges import out_of_range
 
 logger = logging.getLogger(__name__)
 
@@ -57,8 +58,9 @@ class S3Config:
             raise SnapshotStoreError(
                 f"`retry_mode` = {self.retry_mode!r}, must be standard|adaptive"
             )
-        if not 1 <= self.max_parallel <= 256:
-            raise SnapshotStoreError(f"`max_parallel` = {self.max_parallel}, must be in [1, 256]")
+        problem = out_of_range("max_parallel", self.max_parallel, 1, 256)
+        if problem is not None:
+            raise SnapshotStoreError(problem)
         if self.land_bytes < 1 << 12 or self.land_bytes % (1 << 12):
             raise SnapshotStoreError(
                 f"`land_bytes` = {self.land_bytes}, must be a multiple of 4096"

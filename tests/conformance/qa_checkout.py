@@ -30,6 +30,7 @@ __all__ = [
 ]
 
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
+_STANDINS = Path(__file__).resolve().parent / "standins"
 
 
 @dataclass(frozen=True)
@@ -87,8 +88,10 @@ def port_in_use(port: int) -> bool:
 def run_unittest(
     qa_dir: Path, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """tests.conformance.unittest_json, run in Triton's QA dir (its tests import ../common)."""
-    full_env = {**os.environ, **(env or {}), "PYTHONPATH": str(_PROJECT_ROOT)}
+    """tests.conformance.unittest_json, run in Triton's QA dir (its tests import ../common),
+    with tests/conformance/standins (Triton's `triton_shm_monitor`) on the path."""
+    path = os.pathsep.join((str(_PROJECT_ROOT), str(_STANDINS)))
+    full_env = {**os.environ, **(env or {}), "PYTHONPATH": path}
     return subprocess.run(
         [sys.executable, "-m", "tests.conformance.unittest_json", *args],
         cwd=qa_dir, env=full_env, capture_output=True, text=True, check=False, timeout=1800,

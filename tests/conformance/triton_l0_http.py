@@ -11,9 +11,8 @@ extracts `qa/L0_http/http_test.py`, `qa/L0_http/python_http_aio_test.py` and the
 gives tritonserver (the tests hard-code localhost:8000, so suites run one after another), and
 runs each file with plain unittest, as test.sh does (tests/conformance/unittest_json.py).
 
-Deselected: tracing tests (Thaw has no trace extension), and
-`test_loading_large_invalid_model`, which builds ~12 GiB of request in the client (`--with-large`
-runs it; tests/integration/runtime/test_triton_http_parity.py pins the same answer).
+Deselected: `test_loading_large_invalid_model`, which builds ~12 GiB of request in the client
+(`--with-large` runs it; tests/integration/runtime/test_triton_http_parity.py pins the same answer).
 docs/triton-http-parity.md lists the tests that fail on purpose, and why.
 Exit status: 0 when every selected test passed (or no mirror), 1 otherwise.
 """
@@ -32,18 +31,17 @@ from tests.conformance.qa_checkout import (
     git_show,
     have_mirror,
     mirror_parser,
-    port_in_use,
     print_results,
     run_unittest,
 )
-from tests.fixtures.serve_process import ServeProcess
+from tests.conformance.qa_servers import KINDS, start, unsupported
 from tests.fixtures.triton_qa_models import build_aio_repo, build_http_test_repo
 
-PORT = 8000
 _FILES = ("qa/L0_http/http_test.py", "qa/L0_http/python_http_aio_test.py", "qa/common/test_util.py")
-# Tests for extensions Thaw does not have (tracing). Shared memory: system shared memory is
-# implemented and CUDA's answered as a Triton without GPUs answers it (docs/shared-memory.md).
-_OUT_OF_SCOPE = ("trace",)
+# Tests for extensions Thaw does not have: none since the trace extension's settings
+# (thawserver.settings_api). Shared memory: system shared memory is implemented and CUDA's
+# answered as a Triton without GPUs answers it (docs/shared-memory.md).
+_OUT_OF_SCOPE: tuple[str, ...] = ()
 _LARGE = "test_loading_large_invalid_model"
 
 
@@ -76,7 +74,7 @@ def _deselected(test_id: str, *, with_large: bool) -> str | None:
 
 
 def _run_suite(
-    ref: str, qa_dir: Path, suite: Suite, repo: Path, *, with_large: bool
+    ref: str, qa_dir: Path, suite: Suite, repo: Path, *, with_large: bool, kind: str
 ) -> list[Result]:
     module = suite.file.removesuffix(".py")
     listing = run_unittest(qa_dir, "--list", module)
@@ -94,19 +92,22 @@ def _run_suite(
             )
     if not selected:
         return results
-    if port_in_use(PORT):
-        raise SystemExit(f"port {PORT} is in use; Triton's tests need it (localhost:{PORT})")
-    server = ServeProcess(repo, "--port", str(PORT), *suite.serve_args)
+    flag = unsupported(kind, suite.serve_args)
+    if flag is not None:  # a difference between the targets, reported as such
+        return results + [
+            Result(ref, suite.file, t.rsplit(".", 1)[-1], "error", f"thaw {kind} has no {flag}")
+            for t in selected
+        ]
+    server = start(kind, repo, suite.serve_args)
     report = qa_dir / f"{module}.json"
     try:
-        server.wait_ready()
         run = run_unittest(qa_dir, "--out", str(report), *selected)
         if not report.is_file():
             raise SystemExit(f"{ref}:{suite.file} did not report:\n{run.stderr[-4000:]}")
     finally:
         rc = server.stop()
         if rc != 0:
-            print(f"warning: thaw serve exited {rc}; log: {server.log_path}", file=sys.stderr)
+            print(f"warning: thaw {kind} exited {rc}; log: {server.log_path}", file=sys.stderr)
     for test_id, row in json.loads(report.read_text()).items():
         detail = " ".join(row["detail"].split())[:240]
         name = test_id.rsplit(".", 1)[-1]
@@ -114,7 +115,7 @@ def _run_suite(
     return results
 
 
-def run(mirror: Path, refs: list[str], *, with_large: bool) -> list[Result]:
+def run(mirror: Path, refs: list[str], *, with_large: bool, kind: str = "serve") -> list[Result]:
     results: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="thaw-triton-qa-") as tmp:
         root = Path(tmp)
@@ -130,7 +131,8 @@ def run(mirror: Path, refs: list[str], *, with_large: bool) -> list[Result]:
             )
             for suite in _suites(test_sh):
                 repo = qa_dir / suite.repo
-                results += _run_suite(ref, qa_dir, suite, repo, with_large=with_large)
+                label = ref if kind == "serve" else f"{ref} (thaw up)"
+                results += _run_suite(label, qa_dir, suite, repo, with_large=with_large, kind=kind)
     return results
 
 
@@ -138,11 +140,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = mirror_parser(__doc__.split("\n\n")[0])
     parser.add_argument("--refs", nargs="+", default=["v2.51.0", "HEAD"])
     parser.add_argument("--with-large", action="store_true", help=f"also run {_LARGE}")
+    parser.add_argument(
+        "--server", choices=KINDS, default="serve",
+        help="run against `thaw serve` (default) or through `thaw up`, models at zero",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     mirror: Path = args.mirror
     if not have_mirror(mirror, args.refs[0], _FILES[0]):
         return 0
-    results = run(mirror, args.refs, with_large=args.with_large)
+    results = run(mirror, args.refs, with_large=args.with_large, kind=args.server)
     print_results(results)
     failed = [r for r in results if r.outcome in ("failed", "error")]
     return 1 if failed else 0

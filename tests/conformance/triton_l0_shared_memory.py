@@ -32,11 +32,9 @@ from tests.conformance.qa_checkout import (
     git_show,
     have_mirror,
     mirror_parser,
-    port_in_use,
     print_results,
 )
-from tests.conformance.triton_l0_http import PORT
-from tests.fixtures.serve_process import ServeProcess
+from tests.conformance.qa_servers import KINDS, start
 from tests.fixtures.triton_qa_models import build_aio_repo
 
 GRPC_PORT = 8001
@@ -70,22 +68,19 @@ def _unittest(qa_dir: Path, client: str, *args: str) -> subprocess.CompletedProc
     )  # fmt: skip
 
 
-def _run_one(ref: str, qa_dir: Path, repo: Path, test_id: str, client: str) -> Result:
+def _run_one(ref: str, qa_dir: Path, repo: Path, test_id: str, client: str, kind: str) -> Result:
     """One test on a fresh server (test.sh restarts tritonserver for each)."""
-    if port_in_use(PORT) or port_in_use(GRPC_PORT):
-        raise SystemExit(f"ports {PORT}/{GRPC_PORT} are in use; Triton's tests need them")
-    server = ServeProcess(repo, "--port", str(PORT), "--grpc-port", str(GRPC_PORT))
+    server = start(kind, repo, ("--grpc-port", str(GRPC_PORT)))
     report = qa_dir / "report.json"
     report.unlink(missing_ok=True)
     try:
-        server.wait_ready()
         run = _unittest(qa_dir, client, "--out", str(report), test_id)
         if not report.is_file():
             raise SystemExit(f"{ref}:{test_id} did not report:\n{run.stderr[-4000:]}")
     finally:
         rc = server.stop()
         if rc != 0:
-            print(f"warning: thaw serve exited {rc}; log: {server.log_path}", file=sys.stderr)
+            print(f"warning: thaw {kind} exited {rc}; log: {server.log_path}", file=sys.stderr)
     row = json.loads(report.read_text())[test_id]
     detail = " ".join(row["detail"].split())[:240]
     name = f"{test_id.rsplit('.', 1)[-1]} [{client}]"
@@ -102,13 +97,16 @@ def _delayed_repo(qa_dir: Path) -> Path:
     return qa_dir / "python_models"
 
 
-def run(mirror: Path, refs: list[str], *, only: list[str] | None = None) -> list[Result]:
+def run(
+    mirror: Path, refs: list[str], *, only: list[str] | None = None, kind: str = "serve"
+) -> list[Result]:
     results: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="thaw-triton-shm-") as tmp:
-        for ref in refs:
-            base = Path(tmp) / ref.replace("/", "_")
+        for git_ref in refs:
+            ref = git_ref if kind == "serve" else f"{git_ref} (thaw up)"
+            base = Path(tmp) / git_ref.replace("/", "_")
             for path in _FILES:
-                content = git_show(mirror, ref, path)
+                content = git_show(mirror, git_ref, path)
                 if content is None:
                     raise SystemExit(f"{ref}:{path} is not in {mirror}")
                 (base / path).parent.mkdir(parents=True, exist_ok=True)
@@ -129,10 +127,10 @@ def run(mirror: Path, refs: list[str], *, only: list[str] | None = None) -> list
                     continue
                 if _UNREGISTER in test_id:
                     client = test_id.rsplit("_", 1)[-1]
-                    results.append(_run_one(ref, qa_dir, delayed, test_id, client))
+                    results.append(_run_one(ref, qa_dir, delayed, test_id, client, kind))
                     continue
                 for client in _CLIENTS:
-                    results.append(_run_one(ref, qa_dir, models, test_id, client))
+                    results.append(_run_one(ref, qa_dir, models, test_id, client, kind))
     return results
 
 
@@ -140,11 +138,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = mirror_parser(__doc__.split("\n\n")[0])
     parser.add_argument("--refs", nargs="+", default=["v2.51.0"])
     parser.add_argument("--only", nargs="*", help="run only tests whose id contains a word")
+    parser.add_argument(
+        "--server", choices=KINDS, default="serve",
+        help="run against `thaw serve` (default) or through `thaw up`, models at zero",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     mirror: Path = args.mirror
     if not have_mirror(mirror, args.refs[0], _TEST):
         return 0
-    results = run(mirror, args.refs, only=args.only)
+    results = run(mirror, args.refs, only=args.only, kind=args.server)
     print_results(results)
     failed = [r for r in results if r.outcome in ("failed", "error")]
     return 1 if failed else 0

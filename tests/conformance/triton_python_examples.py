@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.fixtures.serve_process import ServeProcess
-from tests.integration.activator.up_process import UpProcess
+from tests.fixtures.up_process import UpProcess
 
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PORTS = (8000, 8001, 8002)

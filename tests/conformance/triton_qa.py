@@ -1,15 +1,17 @@
-"""Run more of Triton's own QA suites, unchanged, against `thaw serve`; report each test.
+"""Run more of Triton's own QA suites, unchanged, against `thaw serve` (or, with `--server up`,
+through `thaw up`, every model at zero); report each test.
 
     .venv/bin/python -m tests.conformance.triton_qa [--mirror GIT_DIR] [--ref v2.51.0]
-        [--suites L0_input_validation L0_parameters ...]
+        [--suites L0_input_validation L0_parameters ...] [--server serve|up]
 
 As tests/conformance/triton_l0_http.py does for L0_http: Triton's test files (and the model
 files their directories hold) are read at run time from a local git mirror of
 triton-inference-server/server (`--mirror`, default `$TRITON_SERVER_MIRROR`) into a temporary
 directory, never kept in this project, and the run is skipped (exit 0) without a mirror. Each
 suite's models are built as its test.sh builds them (tests/fixtures/triton_qa_suite_repos.py),
-`thaw serve` starts on Triton's ports (8000 HTTP, 8001 gRPC: the tests hard-code them, so runs
-go one after another) with the flags test.sh gives tritonserver, and the tests run under plain
+`thaw serve` (or `thaw up`: tests/conformance/qa_servers.py) starts on Triton's ports (8000 HTTP,
+8001 gRPC: the tests hard-code them, so runs go one after another) with the flags test.sh gives
+tritonserver, and the tests run under plain
 unittest (tests/conformance/unittest_json.py). A script test.sh runs as a client
 (`nullchar_string_client.py -m MODEL`) is one row, passed when it exits 0.
 
@@ -25,22 +27,26 @@ import json
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
 
+from tests.conformance.pytest_junit import run_pytest
+from tests.conformance.qa_backend_python import BACKEND_PYTHON_SUITES
 from tests.conformance.qa_checkout import (
     Result,
     extract,
     git_show,
     have_mirror,
     mirror_parser,
-    port_in_use,
     print_results,
     run_unittest,
 )
-from tests.fixtures.serve_process import ServeProcess
+from tests.conformance.qa_gen_suites import GEN_SUITES
+from tests.conformance.qa_lifecycle_suites import LIFECYCLE_SUITES
+from tests.conformance.qa_servers import KINDS, refusal, start, unsupported
+from tests.conformance.qa_suite import Run, Suite
+from tests.conformance.qa_trace_logging import TRACE_LOGGING_SUITES
 from tests.fixtures.triton_qa_models import build_aio_repo
 from tests.fixtures.triton_qa_suite_repos import (
     Mirror,
@@ -53,39 +59,7 @@ from tests.fixtures.triton_qa_suite_repos import (
     build_string_io_repo,
 )
 
-PORTS = (8000, 8001)
 _COMMON = ("qa/common/test_util.py", "qa/common/infer_util.py", "qa/common/shm_util.py")
-
-RepoBuilder = Callable[[Path, Mirror], Path]
-
-
-@dataclass(frozen=True)
-class Run:
-    """One server start: `target` (a unittest name, or a script and its arguments) against
-    the `repo` built for it, with the flags and environment test.sh uses."""
-
-    target: str
-    repo: str
-    serve_args: tuple[str, ...] = ()
-    env: tuple[tuple[str, str], ...] = ()
-    label: str = ""  # names the run in the report when a suite runs one file several times
-    script_args: tuple[str, ...] | None = None  # set: `target` is a script, one row
-    refusal: str = ""  # set: one row, passed when the server refuses to start saying this
-
-    @property
-    def file(self) -> str:
-        return self.target.split(".", 1)[0] + ".py"
-
-
-@dataclass(frozen=True)
-class Suite:
-    name: str  # qa/<name>
-    files: tuple[str, ...]  # under qa/<name>
-    repos: dict[str, RepoBuilder]
-    runs: tuple[Run, ...]
-    # (a test-id substring, the reason it is not run)
-    deselect: tuple[tuple[str, str], ...] = field(default=())
-    large: bool = False  # needs more memory than a small machine has: run with --with-large
 
 
 def _headers_runs() -> tuple[Run, ...]:
@@ -185,7 +159,6 @@ SUITES: dict[str, Suite] = {
                     ),
                 ),
             ),
-            deselect=(("trace_settings", "out of scope: Thaw has no trace extension"),),
         ),
         Suite(
             # The rest of L0_http is tests/conformance/triton_l0_http.py's.
@@ -254,6 +227,10 @@ SUITES: dict[str, Suite] = {
             {"models": lambda repo, _m: build_nullchar_repo(repo)},
             _nullchar_runs(),
         ),
+        *BACKEND_PYTHON_SUITES,
+        *TRACE_LOGGING_SUITES,
+        *GEN_SUITES,
+        *LIFECYCLE_SUITES,
     )
 }
 
@@ -263,7 +240,9 @@ def deselected(test_id: str, suite: Suite, *, with_large: bool = False) -> str |
     if suite.large and not with_large:
         return LARGE
     for needle, reason in suite.deselect:
-        if needle in test_id:
+        # A needle ending in `$` matches the end of the id only (a test whose name begins
+        # another's: test_decoupled_bls, test_decoupled_bls_stream).
+        if test_id.endswith(needle[:-1]) if needle.endswith("$") else needle in test_id:
             return reason
     return None
 
@@ -295,15 +274,6 @@ def rows_to_results(ref: str, run: Run, rows: dict[str, dict[str, str]]) -> list
     return results
 
 
-def _serve(repo: Path, run: Run) -> ServeProcess:
-    busy = [port for port in PORTS if port_in_use(port)]
-    if busy:
-        raise SystemExit(f"port(s) {busy} in use; Triton's tests need them (run under unshare -n)")
-    server = ServeProcess(repo, "--port", str(PORTS[0]), *run.serve_args)
-    server.wait_ready()
-    return server
-
-
 def _script(qa_dir: Path, run: Run) -> dict[str, dict[str, str]]:
     proc = subprocess.run(
         [sys.executable, run.file, *(run.script_args or ())],
@@ -314,26 +284,25 @@ def _script(qa_dir: Path, run: Run) -> dict[str, dict[str, str]]:
     return {run.target: {"outcome": outcome, "detail": "" if outcome == "passed" else tail[0]}}
 
 
-def _refused(ref: str, qa_dir: Path, run: Run) -> list[Result]:
+def _refused(ref: str, qa_dir: Path, run: Run, kind: str) -> list[Result]:
     """test.sh's check that the server does not start, and its log says why."""
-    server = ServeProcess(qa_dir / run.repo, "--port", str(PORTS[0]), *run.serve_args)
-    try:
-        server.wait_ready(timeout_s=60)
-        outcome, detail = "failed", "thaw serve started"
-    except RuntimeError:
-        found = run.refusal in server.logs()
+    started, log = refusal(kind, qa_dir / run.repo, run.serve_args)
+    if started:
+        outcome, detail = "failed", f"thaw {kind} started"
+    else:
+        found = run.refusal in log
         outcome = "passed" if found else "failed"
-        detail = "" if found else f"log lacks {run.refusal!r}: {server.logs()[-200:]}"
-    finally:
-        server.stop()
+        detail = "" if found else f"log lacks {run.refusal!r}: {log[-200:]}"
     return [Result(ref, "test.sh", run.target, outcome, " ".join(detail.split()))]
 
 
-def _run_one(ref: str, qa_dir: Path, suite: Suite, run: Run, *, with_large: bool) -> list[Result]:
+def _run_one(
+    ref: str, qa_dir: Path, suite: Suite, run: Run, *, with_large: bool, kind: str
+) -> list[Result]:
     if run.refusal:
-        return _refused(ref, qa_dir, run)
+        return _refused(ref, qa_dir, run, kind)
     env = dict(run.env)
-    if run.script_args is None:
+    if run.script_args is None and not run.pytest:
         listing = run_unittest(qa_dir, "--list", run.target, env=env)
         if listing.returncode != 0:
             raise SystemExit(f"cannot load {ref}:{suite.name}/{run.target}:\n{listing.stderr}")
@@ -345,16 +314,25 @@ def _run_one(ref: str, qa_dir: Path, suite: Suite, run: Run, *, with_large: bool
     )
     if not selected:
         return results
+    flag = unsupported(kind, run.serve_args)
+    if flag is not None:  # a difference between the targets, reported as such
+        rows = {t: {"outcome": "error", "detail": f"thaw {kind} has no {flag}"} for t in selected}
+        return results + rows_to_results(ref, run, rows)
     try:
-        server = _serve(qa_dir / run.repo, run)
-    except RuntimeError as exc:  # thaw serve refused the flags or never became ready
+        server = start(kind, qa_dir / run.repo, run.serve_args)
+    except RuntimeError as exc:  # the server refused the flags or never became ready
         last = str(exc).strip().splitlines()[-1][:200]
-        rows = {t: {"outcome": "error", "detail": f"thaw serve did not start: {last}"}
+        rows = {t: {"outcome": "error", "detail": f"thaw {kind} did not start: {last}"}
                 for t in selected}  # fmt: skip
         return results + rows_to_results(ref, run, rows)
+    if run.server_log:  # the tests read it by test.sh's name, in their own directory
+        (qa_dir / run.server_log).unlink(missing_ok=True)
+        (qa_dir / run.server_log).symlink_to(server.log_path)
     try:
         if run.script_args is not None:
             rows = _script(qa_dir, run)
+        elif run.pytest:
+            rows = run_pytest(qa_dir, run.file, env)
         else:
             report = qa_dir / f"{run.target}.{run.label or 'all'}.json"
             proc = run_unittest(qa_dir, "--out", str(report), *selected, env=env)
@@ -364,11 +342,13 @@ def _run_one(ref: str, qa_dir: Path, suite: Suite, run: Run, *, with_large: bool
     finally:
         rc = server.stop()
         if rc != 0:
-            print(f"warning: thaw serve exited {rc}; log: {server.log_path}", file=sys.stderr)
+            print(f"warning: thaw {kind} exited {rc}; log: {server.log_path}", file=sys.stderr)
     return results + rows_to_results(ref, run, rows)
 
 
-def run_suites(mirror: Path, ref: str, names: list[str], *, with_large: bool) -> list[Result]:
+def run_suites(
+    mirror: Path, ref: str, names: list[str], *, with_large: bool, kind: str = "serve"
+) -> list[Result]:
     results: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="thaw-triton-qa-") as tmp:
         base = Path(tmp)
@@ -384,10 +364,14 @@ def run_suites(mirror: Path, ref: str, names: list[str], *, with_large: bool) ->
             suite = SUITES[name]
             extract(mirror, ref, [f"qa/{name}/{f}" for f in suite.files], base)
             qa_dir = base / "qa" / name
+            qa_dir.mkdir(parents=True, exist_ok=True)  # a suite may have no files of its own
+            for path in suite.beside:
+                (qa_dir / Path(path).name).write_bytes(read(path))
             for repo_name, build in suite.repos.items():
                 build(qa_dir / repo_name, Mirror(read))
             for run in suite.runs:
-                results += _run_one(ref, qa_dir, suite, run, with_large=with_large)
+                label = ref if kind == "serve" else f"{ref} (thaw up)"
+                results += _run_one(label, qa_dir, suite, run, with_large=with_large, kind=kind)
     return results
 
 
@@ -396,11 +380,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ref", default="v2.51.0")
     parser.add_argument("--suites", nargs="+", default=list(SUITES), choices=list(SUITES))
     parser.add_argument("--with-large", action="store_true", help="also run L0_large_payload")
+    parser.add_argument(
+        "--server", choices=KINDS, default="serve",
+        help="run against `thaw serve` (default) or through `thaw up`, models at zero",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     mirror: Path = args.mirror
     if not have_mirror(mirror, args.ref, _COMMON[0]):
         return 0
-    results = run_suites(mirror, args.ref, args.suites, with_large=args.with_large)
+    results = run_suites(
+        mirror, args.ref, args.suites, with_large=args.with_large, kind=args.server
+    )
     print_results(results)
     return 1 if any(r.outcome in ("failed", "error") for r in results) else 0
 

@@ -6,7 +6,7 @@ depends on a sibling's private helpers:
 
 - `model_service`: an in-memory `ModelService` for the runtime's HTTP surface;
 - `clock.FakeClock`: a stepped clock (seconds) for any pure policy;
-- `stepped_clock.SteppedClock`: a `runtime.clock.Clock` (ns, timers) for the dispatcher;
+- `stepped_clock.SteppedClock`: a `runtime.scheduling.clock.Clock` (ns, timers) for the dispatcher;
 - `scaler_backend.FakeScalerBackend`: a ScalerBackend whose starts wait on a gate, fail or lose
   replicas on command;
 - `upstream`: a tiny replica app the activator proxies to;

@@ -1,10 +1,10 @@
-"""A handoff link's fallback (activator.handoff.Fallback) that records what it was given."""
+"""A handoff link's fallback (activator.direct.handoff.Fallback) that records what it was given."""
 
 from __future__ import annotations
 
 import socket
 
-from activator.orphans import Outcome
+from activator.direct.orphans import Outcome
 
 __all__ = ["FakeDoor"]
 

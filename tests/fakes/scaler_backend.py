@@ -20,7 +20,8 @@ class FakeScalerBackend:
     - the n-th start call's replica is `<model>-<n>` at `url` (`{id}` is replaced by the id);
     - `lose(id, reason)` makes the replica die (its `wait_lost` returns `reason`);
     - `running` is what `running_replicas` reports (replicas found running at start);
-    - `pool` is what `pool_status` answers.
+    - `pool` is what `pool_status` answers;
+    - with `host`, every replica is room in that shared runtime (`ReplicaHandle.host`).
 
     It records `starts` (start calls so far) and `stopped` (ids, in order), and sets
     `start_called` on every start call.
@@ -34,8 +35,10 @@ class FakeScalerBackend:
         fail_with: str | None = None,
         claim_s: float = 0.01,
         restore_s: float = 0.02,
+        host: str | None = None,
     ) -> None:
         self.url = url
+        self.host = host
         self.gate = asyncio.Event()
         if open_gate:
             self.gate.set()
@@ -65,7 +68,7 @@ class FakeScalerBackend:
             raise StartWithdrawn(reason)
         self.lost[replica_id] = asyncio.get_running_loop().create_future()
         url = await self.serve(replica_id)
-        return ReplicaHandle(replica_id, model, url, self.claim_s, self.restore_s)
+        return ReplicaHandle(replica_id, model, url, self.claim_s, self.restore_s, host=self.host)
 
     async def serve(self, replica_id: str) -> str:
         """Where the new replica answers (a subclass may start a server here)."""

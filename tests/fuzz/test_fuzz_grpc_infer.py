@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from runtime.config import ModelControlMode, ServeConfig
 from runtime.datatypes import V2_DATATYPES
 from runtime.errors import ServingError
-from runtime.grpc_handlers import GrpcHandlers
-from runtime.lifecycle import ServerState
+from runtime.grpc.handlers import GrpcHandlers
+from runtime.models.lifecycle import ServerState
 from tests.fakes.model_service import FakeModelService
 from tests.fuzz.targets import fuzz_target
 from thawwire.grpc_service import pb

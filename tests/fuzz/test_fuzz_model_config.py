@@ -1,5 +1,5 @@
 """Fuzz `config.pbtxt`: text → parse → defaults → auto-complete → validate, as `thaw serve`
-reads a model (`runtime.repository.read_model`).
+reads a model (`runtime.models.repository.read_model`).
 
 Property: a model whose config.pbtxt holds anything either reads into a ModelSpec or is
 refused with the runtime's `ServingError` (a `RepositoryError` naming the file), which the
@@ -17,7 +17,7 @@ from pathlib import Path
 from hypothesis import strategies as st
 
 from runtime.errors import ServingError
-from runtime.repository import read_model
+from runtime.models.repository import read_model
 from tests.fuzz.targets import fuzz_target
 
 _NAME = "fuzzed"

@@ -15,8 +15,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from runtime.body import decode_content, parse_json
-from runtime.codec import decode_infer_request, encode_infer_response
+from runtime.codecs.body import decode_content, parse_json
+from runtime.codecs.rest import decode_infer_request, encode_infer_response
 from runtime.datatypes import V2_DATATYPES, element_size
 from runtime.errors import ServingError
 from runtime.inference import InferResponse, InferTensor

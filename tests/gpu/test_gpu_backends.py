@@ -11,8 +11,8 @@ import torch
 
 from runtime.config import ModelControlMode, ServeConfig
 from runtime.inference import InferRequest, InferTensor
-from runtime.metrics import Metrics
-from runtime.model_manager import ModelManager
+from runtime.models.manager import ModelManager
+from runtime.observe.metrics import Metrics
 from snapshotter import ImageLoader, ImageRef, build_image
 from snapshotter.stores.dir_store import DirStore
 from tests.fixtures.onnx_models import make_onnx_add
@@ -86,7 +86,7 @@ def test_onnxruntime_cuda_from_the_image(tmp_path: Path) -> None:
 
 def test_nvml_reads_this_gpu() -> None:
     pytest.importorskip("pynvml")
-    from runtime.gpu_metrics import NvmlReader
+    from runtime.observe.gpu_metrics import NvmlReader
 
     samples = NvmlReader().samples()
     assert samples and samples[0].uuid.startswith("GPU-") and samples[0].memory_total_bytes > 0

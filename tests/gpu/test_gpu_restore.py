@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from runtime.config import ServeConfig
-from runtime.cuda_warmup import CudaWarmup
-from runtime.metrics import Metrics
+from runtime.observe.metrics import Metrics
+from runtime.process.cuda_warmup import CudaWarmup
 from snapshotter import DeviceConfig, DeviceMemoryError, ImageLoader, ImageRef, build_image
 from snapshotter.stores.dir_store import DirStore
 from tests.fixtures.torch_models import make_torchscript_linear

@@ -17,7 +17,7 @@ from tritonclient.utils import InferenceServerException
 
 from tests.fixtures.models import make_add_sub
 from tests.fixtures.serve_process import ServeProcess
-from tests.integration.activator.up_process import UpProcess
+from tests.fixtures.up_process import UpProcess
 from thawwire.model_control import CONTROL_DISABLED
 
 pytestmark = pytest.mark.integration

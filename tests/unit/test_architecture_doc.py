@@ -1,31 +1,42 @@
-"""docs/ARCHITECTURE.md lists every module of Thaw's packages, and names no module that is gone.
+"""docs/ARCHITECTURE.md names every package and subpackage of Thaw, and nothing that is gone.
 
-The "Layout: every module" section holds one fenced block: a heading line per package
-(`runtime/`), then one entry per module, indented two spaces, its path relative to the package
-(`backends/onnxruntime_backend.py`), its description beside it or on the lines below. These
-tests read that block and the tree on disk (not git's index, so a new file fails here before it
-is committed), relative to this file, so they need no import of the packages.
+The "Packages" section holds one fenced block: a line per package (`runtime/`) and, indented two
+spaces a level, one per subpackage (`  python/`, `    stub/`), its description beside it; a
+`(root)` line sums up a package's root modules. The modules themselves are listed in each
+package's `__init__.py` (tests/unit/test_public_api.py). Elsewhere the doc may name modules, by
+path (`runtime/codecs/rest.py`) or dotted (`runtime.models.service.ModelService`): each must
+exist. These tests read the doc and the tree on disk (not git's index, so a new package fails
+here before it is committed), relative to this file, so they import no product package.
 """
 
 from __future__ import annotations
 
 import re
+import tomllib
 from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "ARCHITECTURE.md"
-PACKAGES = ("activator", "runtime", "snapshotter", "thaw", "thawwire", "tritonconfig")
-LAYOUT_HEADING = "## Layout: every module"
+PACKAGES = tuple(
+    tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"][
+        "root_packages"
+    ]
+)
+PACKAGES_HEADING = "## Packages"
 
 # `.py` names the doc may use that are no module of the tree: the Python model file a Triton
 # repository holds.
 NOT_MODULES = frozenset({"model.py"})
 
-_PACKAGE_HEADING = re.compile(r"^([\w.-]+)/$")
-_ENTRY = re.compile(r"^  (\S+)")
+_ENTRY = re.compile(r"^((?:  )*)(\w+)/(?:\s|$)")
 # A `.py` path anywhere in the doc: not part of a longer path or a glob (`kube_*.py`).
 _PY_PATH = re.compile(r"(?<![\w/.*-])(\w[\w/]*\.py)\b")
+_TOPS = "|".join(PACKAGES)
+# A product package's folder by path (`activator/scaler/kubernetes/`), or a dotted name
+# (`runtime.models.manager.ModelManager`) of at least two parts.
+_DIR_PATH = re.compile(rf"(?<![\w/.-])((?:{_TOPS})(?:/\w+)+)/(?![\w.])")
+_DOTTED = re.compile(rf"(?<![\w/.-])((?:{_TOPS})(?:\.\w+)+)")
 
 
 @cache
@@ -34,35 +45,34 @@ def _doc() -> str:
 
 
 @cache
-def _layout() -> dict[str, tuple[str, ...]]:
-    """Package heading -> the entries under it, as the Layout block writes them."""
+def _listed() -> tuple[str, ...]:
+    """The dotted names of the packages the Packages block lists, in its order."""
     text = _doc()
-    start = text.find(LAYOUT_HEADING)
-    assert start >= 0, f"{DOC}: no {LAYOUT_HEADING!r} section"
+    start = text.find(f"\n{PACKAGES_HEADING}\n")
+    assert start >= 0, f"{DOC}: no {PACKAGES_HEADING!r} section"
     opening = text.find("\n```", start)
     closing = text.find("\n```", opening + 4)
-    assert 0 <= opening < closing, f"{DOC}: the {LAYOUT_HEADING!r} section has no fenced block"
-    listed: dict[str, list[str]] = {}
-    package: str | None = None
+    assert 0 <= opening < closing, f"{DOC}: the {PACKAGES_HEADING!r} section has no fenced block"
+    names: list[str] = []
+    parents: list[str] = []
     for line in text[opening + 4 : closing].splitlines()[1:]:
-        heading = _PACKAGE_HEADING.match(line)
-        if heading:
-            package = heading.group(1)
-            listed.setdefault(package, [])
-            continue
         entry = _ENTRY.match(line)
-        if entry and package is not None:
-            listed[package].append(entry.group(1))
-    return {name: tuple(entries) for name, entries in listed.items()}
+        if not entry:
+            continue
+        depth = len(entry.group(1)) // 2
+        assert depth <= len(parents), f"{DOC}: {line.strip()!r} is indented below no package"
+        parents[depth:] = [entry.group(2)]
+        names.append(".".join(parents))
+    return tuple(names)
 
 
-def _modules(package: str) -> list[str]:
-    """Every module file of `package` on disk, relative to it (no `__init__.py`, no caches)."""
-    base = ROOT / package
+def _on_disk() -> list[str]:
+    """Every package and subpackage of the product packages (a folder with `__init__.py`)."""
     return sorted(
-        path.relative_to(base).as_posix()
-        for path in base.rglob("*.py")
-        if path.name != "__init__.py" and "__pycache__" not in path.parts
+        ".".join(init.parent.relative_to(ROOT).parts)
+        for top in PACKAGES
+        for init in (ROOT / top).rglob("__init__.py")
+        if "__pycache__" not in init.parts
     )
 
 
@@ -83,47 +93,30 @@ def _tree_py_files() -> tuple[str, ...]:
     return tuple(found)
 
 
-def test_layout_has_a_heading_for_each_package() -> None:
-    layout = _layout()
-    absent = [f"{name}/" for name in PACKAGES if not layout.get(name)]
-    assert not absent, (
-        f"{DOC.relative_to(ROOT)}: the {LAYOUT_HEADING!r} block has no entries under "
-        f"{', '.join(absent)}"
-    )
-
-
-def test_every_module_is_listed_under_its_package() -> None:
-    layout = _layout()
-    missing = [
-        f"{package}/{module}"
-        for package in PACKAGES
-        for module in _modules(package)
-        if module not in layout.get(package, ())
-    ]
+def test_every_package_and_subpackage_is_listed() -> None:
+    listed = set(_listed())
+    missing = [name for name in _on_disk() if name not in listed]
     assert not missing, (
-        f"{DOC.relative_to(ROOT)} does not list these modules in its {LAYOUT_HEADING!r} block "
-        "(add an entry under the package's heading, its path relative to the package, with the "
-        "one concept of the module from its docstring):\n  " + "\n  ".join(missing)
+        f"{DOC.relative_to(ROOT)}'s {PACKAGES_HEADING!r} block does not name these packages "
+        "(add a line under the parent's, indented two spaces more, `name/` and what it is):\n  "
+        + "\n  ".join(missing)
     )
 
 
-def test_every_listed_entry_exists() -> None:
-    layout = _layout()
-    gone = [
-        f"{package}/{entry}"
-        for package in PACKAGES
-        for entry in layout.get(package, ())
-        if not (ROOT / package / entry).exists()
-    ]
-    assert not gone, (
-        f"{DOC.relative_to(ROOT)} lists entries in its {LAYOUT_HEADING!r} block that do not "
-        "exist (remove or rename them):\n  " + "\n  ".join(gone)
+def test_every_listed_package_exists_once() -> None:
+    listed = _listed()
+    on_disk = set(_on_disk())
+    gone = [name for name in listed if name not in on_disk]
+    twice = sorted({name for name in listed if listed.count(name) > 1})
+    assert not (gone or twice), (
+        f"{DOC.relative_to(ROOT)}'s {PACKAGES_HEADING!r} block names packages that are not "
+        f"there: {gone}; more than once: {twice}"
     )
 
 
 def test_every_py_path_the_doc_names_exists() -> None:
-    """A path with a package prefix (`runtime/codec.py`) must exist as written; a shorter one
-    (`scaler/kube_api.py`, `direct_load.py`) must end some `.py` file of the tree."""
+    """A path with a package prefix (`runtime/codecs/rest.py`) must exist as written; a shorter one
+    (`scaler/local/backend.py`, `direct_load.py`) must end some `.py` file of the tree."""
     files = _tree_py_files()
     tails = {
         "/".join(parts[i:])
@@ -142,4 +135,32 @@ def test_every_py_path_the_doc_names_exists() -> None:
     assert not gone, (
         f"{DOC.relative_to(ROOT)} names `.py` paths that do not exist in the tree (a module "
         "renamed or removed?):\n  " + "\n  ".join(sorted(gone))
+    )
+
+
+def test_every_package_folder_the_doc_names_exists() -> None:
+    gone = sorted({path for path in _DIR_PATH.findall(_doc()) if not (ROOT / path).is_dir()})
+    assert not gone, f"{DOC.relative_to(ROOT)} names folders that are not there: {gone}"
+
+
+def _resolves(dotted: str) -> bool:
+    """`a.b.c.Name.attr`: its longest prefix that is a package or module is a module (the rest
+    its attributes), or the whole name is a package."""
+    parts = dotted.split(".")
+    for end in range(len(parts), 0, -1):
+        path = ROOT.joinpath(*parts[:end])
+        if path.with_suffix(".py").is_file():
+            return True
+        if (path / "__init__.py").is_file():
+            return end == len(parts) or parts[end][:1].isupper() or parts[end].isupper()
+    return False
+
+
+def test_every_dotted_module_the_doc_names_exists() -> None:
+    """`runtime.models.service.ModelService` passes; `runtime.grpc_handlers` (gone: it is
+    `runtime.grpc.handlers`) fails. A package's export (`snapshotter.RestoredImage`) passes."""
+    gone = sorted({name for name in _DOTTED.findall(_doc()) if not _resolves(name)})
+    assert not gone, (
+        f"{DOC.relative_to(ROOT)} names modules that are not there (moved into a subpackage?): "
+        + ", ".join(gone)
     )

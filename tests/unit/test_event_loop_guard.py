@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from blockbuster import BlockingError
 
-from runtime.repository import list_models
+from runtime.models.repository import list_models
 
 
 async def test_product_code_blocking_the_loop_fails_the_test(tmp_path: Path) -> None:

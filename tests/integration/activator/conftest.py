@@ -9,9 +9,8 @@ import pytest
 
 from tests.fixtures.models import make_add_sub, make_slow_execute, make_slow_init
 from tests.fixtures.onnx_models import make_onnx_add
-from tests.integration.activator.up_process import UpProcess, make_broken, with_params
-
-MAX_BODY_BYTES = 4 * 1024 * 1024  # the session `thaw up`'s --max-body-bytes
+from tests.fixtures.up_process import UpProcess, make_broken, with_params
+from tests.integration.activator.up_limits import MAX_BODY_BYTES
 
 
 @pytest.fixture(scope="session")

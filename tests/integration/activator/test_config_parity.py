@@ -5,7 +5,7 @@ mapping), which is what can still drift. For every model of the test fixture
 repositories, some configs that lean on completion, and the example repository, those answers
 must be a `thaw serve` replica's, byte for byte, and a model a replica refuses must be one the
 activator refuses too. A python model with its own `auto_complete_config` is the exception that
-asks a replica once (activator.replica_config): its answers must be that replica's too.
+asks a replica once (activator.fleet.replica_config): its answers must be that replica's too.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ import pytest
 from aiohttp.test_utils import TestServer
 from tritonclient.grpc import model_config_pb2 as mc
 
-from activator.app import build_app
 from activator.config import ActivatorConfig
+from activator.surfaces.app import build_app
 from tests.fakes.scaler_backend import FakeScalerBackend
 from tests.fixtures import models, onnx_models, torch_models
 from tests.fixtures.serve_process import ServeProcess

@@ -27,7 +27,7 @@ from tritonclient.utils import InferenceServerException
 
 from tests.fixtures.models import make_add_sub, make_python_identity, make_slow_execute
 from tests.fixtures.onnx_models import make_onnx_add
-from tests.integration.activator.up_process import UpProcess, with_params
+from tests.fixtures.up_process import UpProcess, with_params
 
 pytestmark = pytest.mark.integration
 
@@ -442,7 +442,8 @@ def test_ended_direct_connections_reach_the_client_and_free_the_activators_copie
             assert b"connection: close" in exchange(s).lower()  # max age
             started = time.monotonic()
             assert s.recv(65536) == b""  # EOF, though the activator still had a copy
-            assert time.monotonic() - started < 1.0
+            # ...at once, not at the socket's 10 s timeout (a loaded machine's margin)
+            assert time.monotonic() - started < 3.0
         # The replica reported them ended: the activator closed its copies.
         up.wait_for(lambda: _activator_copies(up, clients) == 0, 5, "copies closed")
         assert up.model("add_sub")["direct_connections"] == 0

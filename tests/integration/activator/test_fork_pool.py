@@ -13,7 +13,7 @@ import pytest
 
 from tests.fixtures.models import make_add_sub
 from tests.fixtures.onnx_models import make_onnx_add
-from tests.integration.activator.up_process import UpProcess
+from tests.fixtures.up_process import UpProcess
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from activator.scaler.local_backend import arena_with_headroom
+from activator.scaler.local.backend import arena_with_headroom
 from snapshotter import build_image, open_store
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from tests.fixtures.kube_fleet import build_image
 from tests.fixtures.onnx_models import make_onnx_add
-from tests.integration.activator.up_process import with_params
+from tests.fixtures.up_process import with_params
 
 pytestmark = pytest.mark.integration
 

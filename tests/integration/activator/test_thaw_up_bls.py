@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.activator.up_process import UpProcess, with_params
+from tests.fixtures.up_process import UpProcess, with_params
 
 pytestmark = pytest.mark.integration
 

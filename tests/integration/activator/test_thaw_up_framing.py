@@ -15,8 +15,8 @@ from collections.abc import Iterator
 import pytest
 
 from tests.fixtures.models import make_add_sub
-from tests.integration.activator.up_process import UpProcess, with_params
-from tests.integration.framing_cases import (
+from tests.fixtures.up_process import UpProcess, with_params
+from tests.support.framing_cases import (
     bad_framing,
     coded_request,
     infer_request,

@@ -19,8 +19,8 @@ import pytest
 import requests
 import tritonclient.http as httpclient
 
-from tests.integration.activator.conftest import MAX_BODY_BYTES
-from tests.integration.activator.up_process import UpProcess, pid_alive
+from tests.fixtures.up_process import UpProcess, pid_alive
+from tests.integration.activator.up_limits import MAX_BODY_BYTES
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,7 @@ import pytest
 
 from tests.fixtures.models import make_add_sub
 from tests.fixtures.onnx_models import make_onnx_identity
-from tests.integration.activator.up_process import UpProcess, with_params
+from tests.fixtures.up_process import UpProcess, with_params
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,7 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from tests.fixtures.models import make_add_sub
-from tests.integration.activator.up_process import UpProcess, with_params
+from tests.fixtures.up_process import UpProcess, with_params
 
 pytestmark = pytest.mark.integration
 

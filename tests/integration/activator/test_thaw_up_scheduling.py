@@ -14,8 +14,8 @@ import pytest
 import tritonclient.http as httpclient
 
 from tests.fixtures import models, onnx_models
-from tests.integration.activator.up_process import UpProcess, with_params
-from tests.integration.runtime.scheduling_client import Later, fp32, infer
+from tests.fixtures.up_process import UpProcess, with_params
+from tests.support.scheduling_client import Later, fp32, infer
 
 pytestmark = pytest.mark.integration
 

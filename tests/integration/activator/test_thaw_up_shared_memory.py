@@ -17,8 +17,8 @@ import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
 
 from tests.fixtures.models import make_add_sub
-from tests.integration.activator.up_process import UpProcess, with_params
-from tests.integration.shm_cases import SHM_CASES
+from tests.fixtures.up_process import UpProcess, with_params
+from tests.support.shm_cases import SHM_CASES
 
 pytestmark = pytest.mark.integration
 

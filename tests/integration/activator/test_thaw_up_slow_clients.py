@@ -17,8 +17,8 @@ from tritonclient.utils import InferenceServerException
 
 from tests.fixtures.models import make_add_sub, make_slow_request
 from tests.fixtures.slow_clients import hold_slow_connections
-from tests.integration import slow_client_checks as checks
-from tests.integration.activator.up_process import UpProcess
+from tests.fixtures.up_process import UpProcess
+from tests.support import slow_client_checks as checks
 
 pytestmark = pytest.mark.integration
 
@@ -60,6 +60,10 @@ def test_200_slow_heads_are_all_closed_at_the_head_deadline(up: UpProcess) -> No
 
 def test_a_stalled_body_is_cut_off_at_the_body_deadline(up: UpProcess) -> None:
     checks.assert_body_deadline(*_hostport(up), "/v2/models/add_sub/infer", BODY_S)
+
+
+def test_a_stalled_shared_memory_register_body_gets_the_same_answer(up: UpProcess) -> None:
+    checks.assert_body_deadline(*_hostport(up), "/v2/systemsharedmemory/region/r/register", BODY_S)
 
 
 def test_an_idle_keep_alive_connection_is_closed(up: UpProcess) -> None:

@@ -11,7 +11,7 @@ import pytest
 import tritonclient.http as httpclient
 
 from tests.fixtures.models import make_add_sub
-from tests.integration.activator.up_process import UpProcess, pid_alive, with_params
+from tests.fixtures.up_process import UpProcess, pid_alive, with_params
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ import pytest
 import requests
 
 from tests.fixtures.onnx_models import make_onnx_add
-from tests.integration.activator.up_process import UpProcess
+from tests.fixtures.up_process import UpProcess
 
 pytestmark = pytest.mark.integration
 

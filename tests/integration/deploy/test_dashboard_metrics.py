@@ -20,7 +20,7 @@ import yaml
 
 from tests.fixtures.onnx_models import make_onnx_add
 from tests.fixtures.promql import exposed_names, metric_names
-from tests.integration.activator.up_process import UpProcess
+from tests.fixtures.up_process import UpProcess
 
 pytestmark = pytest.mark.integration
 

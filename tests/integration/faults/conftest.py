@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.models import make_execution_recorder
-from tests.integration.activator.up_process import UpProcess, with_params
-
-REQUEST_TIMEOUT_S = 3.0  # the session `thaw up`'s --request-timeout-s
+from tests.fixtures.up_process import UpProcess, with_params
+from tests.integration.faults.up_limits import REQUEST_TIMEOUT_S
 
 
 @pytest.fixture(scope="module")

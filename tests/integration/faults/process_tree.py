@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from tests.integration.activator.up_process import pid_alive
+from tests.fixtures.up_process import pid_alive
 
 __all__ = ["children", "descendants", "wait_all_gone"]
 

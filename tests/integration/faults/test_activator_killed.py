@@ -14,7 +14,7 @@ import pytest
 import requests
 
 from tests.fixtures.models import make_execution_recorder, make_slow_init
-from tests.integration.activator.up_process import UpProcess, with_params
+from tests.fixtures.up_process import UpProcess, with_params
 from tests.integration.faults.process_tree import descendants, wait_all_gone
 
 pytestmark = pytest.mark.integration

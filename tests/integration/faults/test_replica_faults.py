@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.integration.activator.up_process import UpProcess, pid_alive
-from tests.integration.faults.conftest import REQUEST_TIMEOUT_S
+from tests.fixtures.up_process import UpProcess, pid_alive
 from tests.integration.faults.process_tree import children, wait_all_gone
+from tests.integration.faults.up_limits import REQUEST_TIMEOUT_S
 
 pytestmark = pytest.mark.integration
 
@@ -68,10 +68,10 @@ def test_a_replica_killed_mid_request_is_a_json_502_and_never_replayed(
     took = time.monotonic() - killed
     assert r.status_code == 502, r.text
     assert "error" in r.json() and "replica" in r.json()["error"]
-    assert took < 1.0, f"the 502 took {took:.2f} s after the kill"
-    time.sleep(1.0)  # a replay would reach the model on a new replica by now
-    assert len(_executions(faults_repo, "victim")) == 1, "the failed request was replayed"
-    # The next request wakes a new replica and succeeds; it is the model's second execution.
+    # On the death, not at the request deadline (the only timer that could end it otherwise).
+    assert took < REQUEST_TIMEOUT_S, f"the 502 took {took:.2f} s after the kill"
+    # The next request wakes a new replica and succeeds; it is the model's second execution
+    # (a replay of the failed one, issued on the failure, would have been the second).
     ok = _infer(up, "victim", 0.0)
     assert ok.status_code == 200, ok.text
     runs = _executions(faults_repo, "victim")
@@ -87,7 +87,9 @@ def test_a_hung_replica_is_a_json_504_at_the_request_deadline(
     took = time.monotonic() - started
     assert r.status_code == 504, r.text
     assert "did not answer" in r.json()["error"] or "timed out" in r.json()["error"]
-    assert REQUEST_TIMEOUT_S <= took < REQUEST_TIMEOUT_S + 1.5, f"504 after {took:.2f} s"
+    # At one deadline: not before it, and not a second one (a retry elsewhere) or the 60 s
+    # execute.
+    assert REQUEST_TIMEOUT_S <= took < 2 * REQUEST_TIMEOUT_S, f"504 after {took:.2f} s"
     assert len(_executions(faults_repo, "hang")) == 2  # ran once, never retried elsewhere
 
 

@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 from kubernetes_asyncio import client
 
-from activator.scaler.pod_state import LABEL_MODEL, is_ready
+from activator.scaler.kubernetes.pod_state import LABEL_MODEL, is_ready
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.fakes.kube_fixtures import eventually
 from tests.fakes.kubelet import LocalKubelet

@@ -17,13 +17,13 @@ import aiohttp
 import pytest
 from kubernetes_asyncio import client
 
-from activator.scaler.pod_state import LABEL_MODEL, is_ready
+from activator.scaler.kubernetes.pod_state import LABEL_MODEL, is_ready
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.fakes.kube_fixtures import eventually
 from tests.fakes.kubelet import LocalKubelet
 from tests.fixtures.kube_fleet import NAMESPACE, pool_deployment, up_args
 from tests.fixtures.models import make_add_sub
-from tests.integration.activator.up_process import UpProcess, with_params
+from tests.fixtures.up_process import UpProcess, with_params
 
 pytestmark = pytest.mark.integration
 
@@ -152,7 +152,13 @@ async def test_the_leader_killed_mid_burst_hands_over_and_the_survivor_serves_al
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
             to_survivor = [asyncio.ensure_future(_infer(session, survivor.url)) for _ in range(100)]
             to_leader = [asyncio.ensure_future(_infer(session, leader.url)) for _ in range(100)]
-            await asyncio.sleep(0.3)  # requests held on both; the leader is claiming a pod
+            for up in (survivor, leader):  # requests held on both; the leader claims a pod
+                await asyncio.to_thread(
+                    up.wait_for,
+                    lambda up=up: up.model("add_sub")["held_requests"] > 0,
+                    30,
+                    "requests held",
+                )
             leader.proc.send_signal(signal.SIGKILL)
             killed_at = time.monotonic()
             new_leader = await eventually(

@@ -18,10 +18,10 @@ import pytest
 from kubernetes_asyncio import client
 
 from activator.errors import ActivationFailed
-from activator.metrics import Metrics
-from activator.scaler.kubernetes_backend import KubernetesBackend
-from activator.scaler.model_labels import label_value
-from activator.scaler.pod_state import LABEL_MODEL, is_ready
+from activator.observe.metrics import Metrics
+from activator.scaler.kubernetes.backend import KubernetesBackend
+from activator.scaler.kubernetes.model_labels import label_value
+from activator.scaler.kubernetes.pod_state import LABEL_MODEL, is_ready
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.fakes.kube_authz import PolicyRule
 from tests.fakes.kube_fixtures import eventually
@@ -35,7 +35,7 @@ from tests.fixtures.kube_fleet import (
     up_args,
 )
 from tests.fixtures.models import make_add_sub, make_slow_execute
-from tests.integration.activator.up_process import UpProcess, with_params
+from tests.fixtures.up_process import UpProcess, with_params
 
 pytestmark = pytest.mark.integration
 
@@ -255,7 +255,9 @@ async def test_a_pod_killed_mid_request_answers_502_and_is_not_replayed(
             assert resp.status == 200
         (pod,) = _model_pods(kube_apiserver, "slow")
         request = asyncio.ensure_future(session.post(url, json=body))
-        await asyncio.sleep(1.0)  # in the model's 3 s execute
+        await asyncio.to_thread(  # proxied to the pod: in the model's 3 s execute
+            up.wait_for, lambda: up.model("slow")["in_flight"] == 1, 30, "the request in flight"
+        )
         pid = kubelet.pid(NAMESPACE, pod["metadata"]["name"])
         assert pid is not None
         os.killpg(pid, signal.SIGKILL)

@@ -15,13 +15,13 @@ import numpy as np
 import pytest
 from kubernetes_asyncio import client
 
-from activator.scaler.pod_state import LABEL_MODEL, is_ready
+from activator.scaler.kubernetes.pod_state import LABEL_MODEL, is_ready
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.fakes.kube_fixtures import eventually
 from tests.fakes.kubelet import LocalKubelet
 from tests.fixtures.kube_fleet import NAMESPACE, POOL, POOL_SELECTOR, pool_deployment, up_args
 from tests.fixtures.models import make_add_sub, make_ensemble
-from tests.integration.activator.up_process import UpProcess, with_params
+from tests.fixtures.up_process import UpProcess, with_params
 
 pytestmark = pytest.mark.integration
 
@@ -151,24 +151,32 @@ async def test_bls_calls_and_ensemble_steps_wake_the_called_model_in_its_own_pod
         assert not _pods_of(kube_apiserver, "add_sub")
         x = np.arange(4, dtype=np.float32)
         timeout = aiohttp.ClientTimeout(total=180)
-        async with aiohttp.ClientSession(timeout=timeout) as session:
-            # BLS: `caller` wakes in one pod, its call to `add_sub` wakes `add_sub` in another.
-            got = await _infer(session, up.url, "caller", _fp32("INPUT0", x))
-            np.testing.assert_allclose(got["OUTPUT0"], x + x)
-            (caller_pod,) = _pods_of(kube_apiserver, "caller")
-            (adder_pod,) = _pods_of(kube_apiserver, "add_sub")
-            assert caller_pod["metadata"]["name"] != adder_pod["metadata"]["name"]
-            assert await _successes(session, up.url, "add_sub") == 1
+        try:
+            async with aiohttp.ClientSession(timeout=timeout) as session:
+                # BLS: `caller` wakes in one pod, its call to `add_sub` wakes `add_sub` in another.
+                got = await _infer(session, up.url, "caller", _fp32("INPUT0", x))
+                np.testing.assert_allclose(got["OUTPUT0"], x + x)
+                (caller_pod,) = _pods_of(kube_apiserver, "caller")
+                (adder_pod,) = _pods_of(kube_apiserver, "add_sub")
+                assert caller_pod["metadata"]["name"] != adder_pod["metadata"]["name"]
+                assert await _successes(session, up.url, "add_sub") == 1
 
-            # Ensemble: its step runs on the `add_sub` pod, not in the ensemble's own.
-            b = np.full(4, 10, dtype=np.float32)
-            got = await _infer(session, up.url, "pipeline", _fp32("A", x), _fp32("B", b))
-            np.testing.assert_allclose(got["DIFF"], x - b)
-            assert len(_pods_of(kube_apiserver, "pipeline")) == 1
-            assert [p["metadata"]["name"] for p in _pods_of(kube_apiserver, "add_sub")] == [
-                adder_pod["metadata"]["name"]
-            ]
-            assert await _successes(session, up.url, "add_sub") == 2
+                # Ensemble: its step runs on the `add_sub` pod, not in the ensemble's own.
+                b = np.full(4, 10, dtype=np.float32)
+                got = await _infer(session, up.url, "pipeline", _fp32("A", x), _fp32("B", b))
+                np.testing.assert_allclose(got["DIFF"], x - b)
+                assert len(_pods_of(kube_apiserver, "pipeline")) == 1
+                assert [p["metadata"]["name"] for p in _pods_of(kube_apiserver, "add_sub")] == [
+                    adder_pod["metadata"]["name"]
+                ]
+                assert await _successes(session, up.url, "add_sub") == 2
+        except AssertionError as exc:  # a failure seen once (a stub died): keep the pods' logs
+            logs = "\n".join(
+                f"--- pod {name}\n{fleet.logs(NAMESPACE, name)[-6000:]}"
+                for model in ("caller", "add_sub", "pipeline")
+                for name in (p["metadata"]["name"] for p in _pods_of(kube_apiserver, model))
+            )
+            raise AssertionError(f"{exc}\n{logs}") from exc
     finally:
         up.stop()
     assert "Traceback" not in up.log(), up.log()

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from kubernetes_asyncio import client
 
-from activator.scaler.pod_state import LABEL_MODEL, PodState, is_ready, state_of
+from activator.scaler.kubernetes.pod_state import LABEL_MODEL, PodState, is_ready, state_of
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.fakes.kube_fixtures import eventually
 from tests.fakes.kubelet import LocalKubelet
@@ -27,7 +27,7 @@ from tests.fixtures.kube_fleet import (
     up_args,
 )
 from tests.fixtures.onnx_models import make_onnx_add
-from tests.integration.activator.up_process import UpProcess, with_params
+from tests.fixtures.up_process import UpProcess, with_params
 
 pytestmark = pytest.mark.integration
 
@@ -57,7 +57,7 @@ async def _infer(session: aiohttp.ClientSession, url: str, values: list[float]) 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     repo = tmp_path / "repo"
-    with_params(make_onnx_add(repo), scale_to_zero_grace_s=2, activation_timeout_s=60)
+    with_params(make_onnx_add(repo), scale_to_zero_grace_s=5, activation_timeout_s=60)
     return repo
 
 
@@ -100,11 +100,15 @@ async def test_a_cold_request_claims_a_pool_pod_restores_its_image_and_scales_to
             # The pool's ReplicaSet let it go and made a replacement: two idle pods again.
             refs = claimed["metadata"].get("ownerReferences") or []
             assert [r["kind"] for r in refs] == ["Deployment"]
-            await eventually(lambda: len(_ready_pool(kube_apiserver)) == 2, timeout_s=60)
+            # The pod's own account of the restore, read while it serves: a request first, so
+            # the idle grace cannot run out under a slow machine before the read.
+            status, answer = await _infer(session, up.url, [1, 2, 3, 4])
+            assert status == 200, answer
             pod_url = f"http://{claimed['status']['podIP']}:8000"
             async with session.get(f"{pod_url}/metrics") as resp:
                 metrics = await resp.text()
             assert 'thaw_model_restored_from_snapshot{model="onnx_add",version="1"} 1.0' in metrics
+            await eventually(lambda: len(_ready_pool(kube_apiserver)) == 2, timeout_s=60)
             async with session.get(f"{up.url}/metrics") as resp:
                 text = await resp.text()
             assert (

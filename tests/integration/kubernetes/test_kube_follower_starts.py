@@ -20,11 +20,11 @@ from aiohttp import web
 from kubernetes_asyncio import client
 
 from activator.errors import StartWithdrawn
-from activator.metrics import Metrics
-from activator.scaler.kube_api import KubeApi
-from activator.scaler.kubernetes_backend import KubernetesBackend
-from activator.scaler.leader_lease import lease_body
-from activator.scaler.pod_state import (
+from activator.observe.metrics import Metrics
+from activator.scaler.kubernetes.api import KubeApi
+from activator.scaler.kubernetes.backend import KubernetesBackend
+from activator.scaler.kubernetes.leader_lease import lease_body
+from activator.scaler.kubernetes.pod_state import (
     ANNOTATION_CLAIMED_BY,
     ANNOTATION_MODEL,
     ANNOTATION_STATE,

@@ -20,13 +20,13 @@ import pytest
 import tritonclient.grpc as grpcclient
 from kubernetes_asyncio import client
 
-from activator.scaler.pod_state import LABEL_MODEL, PodState, is_ready, state_of
+from activator.scaler.kubernetes.pod_state import LABEL_MODEL, PodState, is_ready, state_of
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.fakes.kube_fixtures import eventually
 from tests.fakes.kubelet import LocalKubelet
 from tests.fixtures.kube_fleet import NAMESPACE, POOL_SELECTOR, pool_deployment, up_args
 from tests.fixtures.onnx_models import make_onnx_add
-from tests.integration.activator.up_process import UpProcess, with_params
+from tests.fixtures.up_process import UpProcess, with_params
 
 pytestmark = pytest.mark.integration
 
@@ -134,10 +134,16 @@ async def test_a_grpc_inference_at_zero_is_held_and_served_by_a_claimed_pool_pod
         assert result.get_response().id == "cold"
         assert up.model("onnx_add")["last_cold_start_s"] > 0
 
-        # It was held while a pool pod was claimed, and that pod answered it.
-        (claimed,) = _model_pods(kube_apiserver)
-        assert "thaw.dev/pool" not in claimed["metadata"]["labels"]
-        assert state_of(claimed) is PodState.SERVING
+        # It was held while a pool pod was claimed, and that pod answered it. The serving mark
+        # (out of the pool's selector) is written beside the first request, not before its
+        # answer: it lands shortly after (seen late beside a second make test).
+        def marked_serving() -> dict[str, Any] | None:
+            (pod,) = _model_pods(kube_apiserver)
+            serving = state_of(pod) is PodState.SERVING
+            return pod if serving and "thaw.dev/pool" not in pod["metadata"]["labels"] else None
+
+        claimed = await eventually(marked_serving, timeout_s=30)
+        assert claimed is not None, "relabelled out of the pool's selector, marked serving"
         ip = claimed["status"]["podIP"]
         assert f"(gRPC {ip}:9001)" in up.log()
 

@@ -16,13 +16,14 @@ import aiohttp
 import pytest
 from kubernetes_asyncio import client
 
-from activator.metrics import Metrics
+from activator.observe.metrics import Metrics
 from activator.scaler.backend import PeerLoad
-from activator.scaler.backoff import Backoff
-from activator.scaler.kube_api import KubeApi
-from activator.scaler.leader_election import LeaderElection
-from activator.scaler.peer_reports import REPORT_PATH, PeerReports
-from activator.scaler.pod_informer import PodInformer
+from activator.scaler.kubernetes.api import KubeApi
+from activator.scaler.kubernetes.backoff import Backoff
+from activator.scaler.kubernetes.leader_election import LeaderElection
+from activator.scaler.kubernetes.leader_lease import retry_period_s
+from activator.scaler.kubernetes.peer_reports import REPORT_PATH, PeerReports
+from activator.scaler.kubernetes.pod_informer import PodInformer
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.fakes.kube_fixtures import eventually
 from tests.fakes.kube_manifests import pod, python_container
@@ -66,7 +67,10 @@ async def test_one_leader_hand_over_on_expiry_and_on_release(
             task_a.cancel()  # a dies without a word
             died = time.monotonic()
             await eventually(lambda: b.leading, timeout_s=5)
-            assert time.monotonic() - died <= 1 + 0.5  # within the lease (+ one retry period)
+            # Not before a's lease could expire (its last renewal was at most a retry period
+            # before it died), and at that expiry, not a second lease later.
+            took = time.monotonic() - died
+            assert 1 - retry_period_s(1) <= took < 2 * 1, took
             assert kube_apiserver.get("leases", NS, "lease")["spec"]["leaseTransitions"] == 1
             c = _election(api, "c", seen)
             async with _running(c.run()):
@@ -75,8 +79,29 @@ async def test_one_leader_hand_over_on_expiry_and_on_release(
                 await b.release()  # a graceful stop: the next one takes over at once
                 released = time.monotonic()
                 await eventually(lambda: c.leading, timeout_s=5)
-                assert time.monotonic() - released < 0.5
+                # At once: before b's lease could have expired (its last renewal, at most a
+                # retry period before the release, plus the 1 s lease).
+                assert time.monotonic() - released < 1 - retry_period_s(1)
     assert ("b", False) in seen and seen.count(("a", True)) == 1
+
+
+async def test_a_release_that_meets_its_own_renewal_in_flight_still_gives_the_lease_up(
+    kube_apiserver: FakeKubeApiServer, kube_api: client.ApiClient
+) -> None:
+    # Seen under load: the release's write carried the record of the last renewal seen, a
+    # renewal still in flight wrote after it, and the release failed 409, so the next
+    # activator waited for the lease to expire instead of taking over at once.
+    api = KubeApi(kube_api, NS, timeout_s=5)
+    a = _election(api, "a", [])
+    async with _running(a.run()):
+        await eventually(lambda: a.leading, timeout_s=5)
+    lease = await api.read_lease("lease")
+    assert lease is not None and lease["spec"]["holderIdentity"] == "a"
+    lease["spec"]["leaseDurationSeconds"] = 2  # a's renewal, landing late: a new version
+    await api.replace_lease("lease", lease)
+    await a.release()
+    released = await api.read_lease("lease")
+    assert released is not None and released["spec"].get("holderIdentity") in ("", None)
 
 
 async def test_the_pod_cache_relists_on_410_and_dropped_watches_and_misses_nothing(

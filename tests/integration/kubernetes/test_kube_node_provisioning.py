@@ -21,9 +21,9 @@ import pytest
 from kubernetes_asyncio import client
 
 from activator.errors import ActivationFailed
-from activator.metrics import Metrics
-from activator.scaler.kubernetes_backend import KubernetesBackend
-from activator.scaler.pod_state import LABEL_MODEL, unschedulable
+from activator.observe.metrics import Metrics
+from activator.scaler.kubernetes.backend import KubernetesBackend
+from activator.scaler.kubernetes.pod_state import LABEL_MODEL, unschedulable
 from tests.fakes.clock import FakeClock
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.fakes.kube_fixtures import eventually

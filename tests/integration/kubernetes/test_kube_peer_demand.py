@@ -18,11 +18,11 @@ import pytest
 from kubernetes_asyncio import client
 
 from activator.config import ScaleSettings
-from activator.metrics import Metrics
-from activator.model_endpoint import ModelEndpoint
+from activator.endpoint.model_endpoint import ModelEndpoint
+from activator.observe.metrics import Metrics
 from activator.scaler.backend import PeerLoad
-from activator.scaler.kubernetes_backend import KubernetesBackend
-from activator.scaler.peer_reports import PeerReports
+from activator.scaler.kubernetes.backend import KubernetesBackend
+from activator.scaler.kubernetes.peer_reports import PeerReports
 from tests.fakes.clock import FakeClock
 from tests.fakes.kube_fixtures import eventually
 from tests.fakes.kubelet import LocalKubelet

@@ -14,9 +14,9 @@ import pytest
 from kubernetes_asyncio import client
 
 from activator.errors import ScalerUnavailable
-from activator.metrics import Metrics
-from activator.scaler.kubernetes_backend import KubernetesBackend
-from activator.scaler.pod_state import LABEL_MODEL, is_ready
+from activator.observe.metrics import Metrics
+from activator.scaler.kubernetes.backend import KubernetesBackend
+from activator.scaler.kubernetes.pod_state import LABEL_MODEL, is_ready
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.fakes.kube_fixtures import eventually
 from tests.fakes.kubelet import LocalKubelet

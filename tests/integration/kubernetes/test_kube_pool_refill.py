@@ -16,9 +16,9 @@ import aiohttp
 import pytest
 from kubernetes_asyncio import client
 
-from activator.metrics import Metrics
-from activator.scaler.kubernetes_backend import KubernetesBackend
-from activator.scaler.pod_state import ANNOTATION_STATE, is_ready
+from activator.observe.metrics import Metrics
+from activator.scaler.kubernetes.backend import KubernetesBackend
+from activator.scaler.kubernetes.pod_state import ANNOTATION_STATE, is_ready
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.fakes.kube_fixtures import eventually
 from tests.fakes.kubelet import LocalKubelet
@@ -67,6 +67,9 @@ async def test_the_pool_replaces_a_claimed_pod_once_it_serves_not_while_it_loads
                 return (pod.get("metadata", {}).get("annotations") or {}).get(ANNOTATION_STATE)
 
             await eventually(lambda: state() == "loading", timeout_s=10)
+            # the backend sees its claim through its informer's watch, a moment after the API
+            # server has it (a loaded machine: longer); from then on it stays claimed
+            await eventually(lambda: backend.pool_status().ready == 0, timeout_s=10)
             while state() == "loading":  # the whole load (initialize sleeps 2 s)
                 # Before the fix: the claim took the pod out of the pool at once, and the
                 # ReplicaSet's replacement started beside the restore.

@@ -41,6 +41,8 @@ def runtime_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def runtime_server(runtime_repo: Path) -> Iterator[ServeProcess]:
     args = ["--model-control-mode", "explicit", "--max-body-bytes", str(MAX_BODY_BYTES)]
+    # The former spelling of `--body-timeout-s`, still accepted (triton_flags.SECS_ALIASES):
+    # test_serve_hostile's body deadline test fails if the alias is not applied.
     args += ["--body-timeout-secs", str(BODY_TIMEOUT_S)]
     for name in PRELOADED:
         args += ["--load-model", name]

@@ -10,7 +10,7 @@ most of its delay.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
@@ -18,7 +18,7 @@ import tritonclient.http as httpclient
 
 from tests.fixtures import models, onnx_models
 from tests.fixtures.serve_process import ServeProcess
-from tests.integration.runtime.scheduling_client import Later, fp32, infer, metric
+from tests.support.scheduling_client import Later, fp32, infer, metric
 
 pytestmark = pytest.mark.integration
 
@@ -32,17 +32,20 @@ def _policy(text: str) -> str:
 # Models with one request per execution (max_batch_size 1): what these test is the queue.
 _QUEUES = {
     "bounded": (0.8, "default_queue_policy { max_queue_size: 1 }"),
-    "reject": (0.8, "default_queue_policy { default_timeout_microseconds: 150000 }"),
+    "reject": (1.2, "default_queue_policy { default_timeout_microseconds: 150000 }"),
     "override": (
         0.6,
         "default_queue_policy { default_timeout_microseconds: 3000000 "
         "allow_timeout_override: true }",
     ),
+    # Wide windows (executes 2 s, queue deadline 1 s): the late one is queued well inside the
+    # first execution, the punctual one a deadline later and still under a deadline before
+    # the instance frees, even on a loaded machine.
     "delayed": (
-        0.7,
-        "default_queue_policy { default_timeout_microseconds: 400000 timeout_action: DELAY }",
+        2.0,
+        "default_queue_policy { default_timeout_microseconds: 1000000 timeout_action: DELAY }",
     ),
-    "prioritized": (0.5, "priority_levels: 2 default_priority_level: 2"),
+    "prioritized": (1.0, "priority_levels: 2 default_priority_level: 2"),
 }
 
 
@@ -72,6 +75,19 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
 
 def _rejected(server: ServeProcess, model: str) -> float:
     return metric(server.url, "nv_inference_request_failure", model=model, reason="REJECTED")
+
+
+def _until(condition: Callable[[], bool], what: str, within_s: float = 30.0) -> None:
+    deadline = time.monotonic() + within_s
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: not within {within_s} s"
+        time.sleep(0.01)
+
+
+def _queued(server: ServeProcess, model: str, count: int) -> None:
+    """Until `count` requests of `model` wait in its queue (not yet executing)."""
+    _until(lambda: metric(server.url, "nv_inference_pending_request_count", model=model) == count,
+           f"{count} requests of {model} queued")  # fmt: skip
 
 
 def _all_at_once(server: ServeProcess, model: str, count: int, inputs: list) -> list:  # type: ignore[type-arg]
@@ -120,37 +136,44 @@ def test_requests_of_different_shapes_do_not_share_an_execution(server: ServePro
 def test_a_full_queue_refuses_at_once_with_503_and_counts_as_rejected(
     server: ServeProcess,
 ) -> None:
+    begun = models.begun(server.repo / "bounded")
     running = Later(server.url, "bounded", ONE)
-    time.sleep(0.2)  # it executes (0.8 s)
+    models.wait_begun(server.repo / "bounded", begun)  # for 0.8 s
     queued = Later(server.url, "bounded", ONE)  # the one place in the queue
-    time.sleep(0.1)
+    _queued(server, "bounded", 1)
     refused = infer(server.url, "bounded", ONE)
     assert refused.status == 503, refused.doc
     assert "Exceeds maximum queue size" in refused.error
-    assert refused.elapsed_s < 0.5  # at once, not when an instance frees up
     assert running.result().status == 200 and queued.result().status == 200
+    # At once, not when the instance freed up: answered while the first still executed.
+    assert refused.finished_at < running.result().output("FINISHED")[0]
     assert _rejected(server, "bounded") == 1
 
 
 def test_a_reject_timeout_answers_503_at_its_deadline(server: ServeProcess) -> None:
+    begun = models.begun(server.repo / "reject")
     running = Later(server.url, "reject", ONE)
-    time.sleep(0.15)
-    timed_out = infer(server.url, "reject", ONE)  # queued behind 0.8 s, deadline 0.15 s
+    models.wait_begun(server.repo / "reject", begun)  # for 1.2 s
+    timed_out = infer(server.url, "reject", ONE)  # queued behind it, deadline 0.15 s
     assert timed_out.status == 503, timed_out.doc
     assert "Request timeout expired" in timed_out.error
-    assert 0.1 <= timed_out.elapsed_s < 0.55, timed_out.elapsed_s  # before the instance frees
-    assert not running.done() or running.result().finished_at > timed_out.finished_at
+    assert timed_out.elapsed_s >= 0.15, timed_out.elapsed_s  # not before its deadline
     assert running.result().status == 200
+    # At its deadline, not when the instance freed up.
+    assert timed_out.finished_at < running.result().output("FINISHED")[0]
     assert _rejected(server, "reject") == 1
 
 
 def test_a_request_timeout_can_shorten_the_default_but_never_lengthen_it(
     server: ServeProcess,
 ) -> None:
+    begun = models.begun(server.repo / "override")
     running = Later(server.url, "override", ONE)
-    time.sleep(0.15)
+    models.wait_begun(server.repo / "override", begun)  # for 0.6 s
     hasty = infer(server.url, "override", ONE, parameters={"timeout": 100_000})
-    assert hasty.status == 503 and hasty.elapsed_s < 0.45, (hasty.doc, hasty.elapsed_s)
+    assert hasty.status == 503, hasty.doc
+    # Its own 0.1 s, not the 3 s default: answered while the first still executed.
+    assert hasty.finished_at < running.result().output("FINISHED")[0]
     # A huge timeout does not lengthen the 3 s default: it waits for the instance and runs.
     patient = infer(server.url, "override", ONE, parameters={"timeout": 2**64 - 1})
     assert patient.status == 200
@@ -160,10 +183,12 @@ def test_a_request_timeout_can_shorten_the_default_but_never_lengthen_it(
 def test_a_delay_timeout_moves_a_request_behind_the_ones_still_in_time(
     server: ServeProcess,
 ) -> None:
-    running = Later(server.url, "delayed", ONE)  # executes 0.7 s
-    time.sleep(0.05)
-    late = Later(server.url, "delayed", ONE)  # times out in the queue after 0.4 s: DELAY
-    time.sleep(0.45)
+    begun = models.begun(server.repo / "delayed")
+    running = Later(server.url, "delayed", ONE)  # executes 2 s
+    models.wait_begun(server.repo / "delayed", begun)
+    late = Later(server.url, "delayed", ONE)  # times out in the queue after 1 s: DELAY
+    _queued(server, "delayed", 1)
+    time.sleep(1.1)  # the subject: late's 1 s queue deadline passes
     punctual = Later(server.url, "delayed", ONE)  # still in time when the instance frees
     answers = [running.result(), late.result(), punctual.result()]
     assert all(a.status == 200 for a in answers)  # DELAY never rejects
@@ -172,10 +197,11 @@ def test_a_delay_timeout_moves_a_request_behind_the_ones_still_in_time(
 
 
 def test_a_higher_priority_request_overtakes_a_queued_lower_one(server: ServeProcess) -> None:
+    begun = models.begun(server.repo / "prioritized")
     running = Later(server.url, "prioritized", ONE)
-    time.sleep(0.15)
+    models.wait_begun(server.repo / "prioritized", begun)  # for 1 s
     low = Later(server.url, "prioritized", ONE, parameters={"priority": 2})
-    time.sleep(0.1)
+    _queued(server, "prioritized", 1)
     high = Later(server.url, "prioritized", ONE, parameters={"priority": 1})
     answers = [running.result(), low.result(), high.result()]
     assert all(a.status == 200 for a in answers)
@@ -209,25 +235,28 @@ def test_a_priority_past_the_levels_queues_at_the_default_level(server: ServePro
     assert answer.status == 200  # Triton: out of range means the default level
 
 
+def _overlapped(answers: list) -> bool:  # type: ignore[type-arg]
+    """Every execution began before any of them ended: all were in flight at once."""
+    return max(a.output("STARTED")[0] for a in answers) < min(
+        a.output("FINISHED")[0] for a in answers
+    )
+
+
 def test_instances_of_one_model_execute_concurrently(server: ServeProcess) -> None:
-    start = time.monotonic()
     answers = _all_at_once(server, "two_instances", 2, ONE)
-    elapsed = time.monotonic() - start
     assert all(a.status == 200 for a in answers)
     assert {a.output("INSTANCE")[0] for a in answers} == {"two_instances_0_0", "two_instances_0_1"}
-    assert elapsed < 1.1, elapsed  # 2 x 0.6 s side by side, not one after the other
+    assert _overlapped(answers)  # side by side (each sleeps 0.6 s), not one after the other
 
 
 def test_a_gpu_group_places_count_instances_on_each_of_its_gpus(server: ServeProcess) -> None:
     """Triton's placement: `count: 2, gpus: [0, 1]` is four instances, two per GPU (a Python
     model needs no CUDA to be given its device id)."""
-    start = time.monotonic()
     answers = _all_at_once(server, "on_gpus", 4, ONE)
-    elapsed = time.monotonic() - start
     assert all(a.status == 200 for a in answers)
     assert len({a.output("INSTANCE")[0] for a in answers}) == 4
     assert sorted(a.output("DEVICE")[0] for a in answers) == [0, 0, 1, 1]
-    assert elapsed < 2.0, elapsed  # four at once, not one after another (2.4 s)
+    assert _overlapped(answers)  # four at once, not one after another
 
 
 def test_an_onnx_model_runs_a_dynamic_batch_and_answers_each_request_its_rows(

@@ -21,7 +21,9 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
+from tests.fixtures import models
 from tests.fixtures.serve_process import ServeProcess
+from tests.support.scheduling_client import metric
 
 pytestmark = pytest.mark.integration
 
@@ -188,7 +190,7 @@ MODELS: dict[str, tuple[str, str]] = {
     """,
     ),
     # The default config (no thaw.python_runtime): X = 1 exits the process mid-execute, X = 2
-    # takes 0.6 s, otherwise it answers its pid at once.
+    # takes 1.5 s (a line in <model>/started as it begins), otherwise it answers its pid at once.
     "default_crasher": (
         """
         input [ { name: "X" data_type: TYPE_INT32 dims: [ 1 ] } ]
@@ -199,12 +201,17 @@ MODELS: dict[str, tuple[str, str]] = {
         import numpy as np
         import triton_python_backend_utils as pb_utils
         class TritonPythonModel:
+            def initialize(self, args):
+                self.started_log = os.path.join(args["model_repository"], "started")
+
             def execute(self, requests):
                 x = int(pb_utils.get_input_tensor_by_name(requests[0], "X").as_numpy()[0])
                 if x == 1:
                     os._exit(1)
                 if x == 2:
-                    time.sleep(0.6)
+                    with open(self.started_log, "a") as log:
+                        log.write("1\\n")
+                    time.sleep(1.5)
                 return [pb_utils.InferenceResponse([pb_utils.Tensor("PID", np.array([os.getpid()]))])
                         for _ in requests]
     """,
@@ -383,8 +390,9 @@ def test_custom_metrics_of_each_kind_are_exported(server: ServeProcess) -> None:
     assert "# TYPE test_requests counter" in text
     assert 'test_requests{model="metered"} 3.0' in text
     assert 'test_last_x{model="metered"} 50.0' in text
-    assert 'test_x_bucket{le="1.0",model="metered"} 1.0' in text
-    assert 'test_x_bucket{le="10.0",model="metered"} 2.0' in text
+    # Bounds as Triton writes them (`le="1"`, not "1.0"; its qa custom_metrics compares text).
+    assert 'test_x_bucket{le="1",model="metered"} 1.0' in text
+    assert 'test_x_bucket{le="10",model="metered"} 2.0' in text
     assert 'test_x_count{model="metered"} 3.0' in text
 
 
@@ -438,13 +446,22 @@ def test_by_default_a_model_that_exits_fails_only_its_request_and_restarts(
     assert second not in (first, server.proc.pid)  # a new stub: initialize ran again
 
 
+def _until_queued(server: ServeProcess, model: str, count: int) -> None:
+    deadline = time.monotonic() + 30
+    while metric(server.url, "nv_inference_pending_request_count", model=model) < count:
+        assert time.monotonic() < deadline, f"{count} requests of {model} never queued"
+        time.sleep(0.01)
+
+
 def test_requests_queued_behind_a_crash_run_on_the_restarted_stub(server: ServeProcess) -> None:
     before = _pid_once_restarted(server, "default_crasher")
+    model_dir = server.repo / "default_crasher"
+    begun = models.begun(model_dir)
     with ThreadPoolExecutor(4) as pool:
-        slow = pool.submit(_infer_x, server, "default_crasher", 2)  # runs 0.6 s in the stub
-        time.sleep(0.2)
+        slow = pool.submit(_infer_x, server, "default_crasher", 2)  # runs 1.5 s in the stub
+        models.wait_begun(model_dir, begun)
         crash = pool.submit(_infer_x, server, "default_crasher", 1)  # next in line: exits
-        time.sleep(0.1)
+        _until_queued(server, "default_crasher", 1)
         after = [pool.submit(_infer_x, server, "default_crasher", 0) for _ in range(2)]
         assert slow.result(30)[0] == 200, slow.result()
         assert crash.result(30)[0] == 500

@@ -16,7 +16,7 @@ import pytest
 
 from tests.fixtures import models
 from tests.fixtures.serve_process import ServeProcess
-from tests.integration.runtime.scheduling_client import Answer, Later, fp32, infer
+from tests.support.scheduling_client import Answer, Later, fp32, infer
 
 pytestmark = pytest.mark.integration
 

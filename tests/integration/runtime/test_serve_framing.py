@@ -10,7 +10,7 @@ import urllib.request
 import pytest
 
 from tests.fixtures.serve_process import ServeProcess
-from tests.integration.framing_cases import (
+from tests.support.framing_cases import (
     bad_framing,
     coded_request,
     infer_request,

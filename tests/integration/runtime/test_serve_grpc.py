@@ -22,7 +22,7 @@ from tritonclient.utils import InferenceServerException
 
 from tests.fixtures.serve_process import ServeProcess
 from tests.integration.runtime.server_limits import MAX_BODY_BYTES
-from tests.integration.runtime.test_serve_protocol import SAMPLES
+from tests.support.datatype_samples import SAMPLES
 from thawwire.extensions import EXTENSIONS
 
 pytestmark = pytest.mark.integration
@@ -140,10 +140,6 @@ def test_load_is_refused_outside_explicit_mode(start_serve: Any, tmp_path: Any) 
             c.load_model("add_sub")
         assert _status(info) == "StatusCode.UNAVAILABLE"  # Triton's code
         assert "explicit model load / unload is not allowed" in info.value.message()
-        with pytest.raises(InferenceServerException) as info:
-            c.get_trace_settings()
-        assert _status(info) == "StatusCode.UNIMPLEMENTED"
-        assert "trace settings" in info.value.message()
 
 
 # ---- inference ----------------------------------------------------------------------------
@@ -256,7 +252,8 @@ def test_deadline_is_honoured_and_the_server_goes_on(
     with pytest.raises(InferenceServerException) as info:
         grpc_client.infer("slow", _slow_input(2.0), client_timeout=0.3)
     assert _status(info) == "StatusCode.DEADLINE_EXCEEDED"
-    assert time.monotonic() - started < 1.5
+    # Before the 2 s execution could have answered: the deadline ended the call, not the model.
+    assert time.monotonic() - started < 2.0
     inputs, a, b = _add_sub_inputs()
     np.testing.assert_array_equal(grpc_client.infer("add_sub", inputs).as_numpy("OUTPUT0"), a + b)
 

@@ -202,7 +202,8 @@ def test_bad_content_encoding_is_400(runtime_server: ServeProcess) -> None:
     )
 
 
-def test_body_that_never_arrives_times_out_with_400(runtime_server: ServeProcess) -> None:
+def test_body_that_never_arrives_times_out_with_408(runtime_server: ServeProcess) -> None:
+    """408 Request Timeout, as `thaw up` answers (docs/decisions/0017-body-deadline-status.md)."""
     host, port = runtime_server.hostport.split(":")
     started = time.monotonic()
     with socket.create_connection((host, int(port)), timeout=30) as sock:
@@ -217,7 +218,7 @@ def test_body_that_never_arrives_times_out_with_400(runtime_server: ServeProcess
                 break
             reply += chunk
     elapsed = time.monotonic() - started
-    assert reply.startswith(b"HTTP/1.1 400"), reply[:200]
+    assert reply.startswith(b"HTTP/1.1 408"), reply[:200]
     assert b"did not arrive within" in reply
     assert BODY_TIMEOUT_S <= elapsed < BODY_TIMEOUT_S + 10
 

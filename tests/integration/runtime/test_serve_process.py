@@ -127,8 +127,9 @@ def test_signal_lets_in_flight_requests_finish_then_exits_0(
 ) -> None:
     server = start_serve(slow_repo)
     results: list[tuple[int, dict]] = []  # type: ignore[type-arg]
+    begun = models.begun(slow_repo / "slow")
     thread = _slow_request(server.url, 1.5, results)
-    time.sleep(0.5)  # the request is now inside the model
+    models.wait_begun(slow_repo / "slow", begun)  # the request is now inside the model
     started = time.monotonic()
     server.proc.send_signal(signum)
     thread.join(30)
@@ -145,8 +146,9 @@ def test_exit_timeout_bounds_a_stuck_request(
 ) -> None:
     server = start_serve(slow_repo, "--exit-timeout-secs", "1")
     results: list[tuple[int, dict]] = []  # type: ignore[type-arg]
+    begun = models.begun(slow_repo / "slow")
     thread = _slow_request(server.url, 8.0, results)
-    time.sleep(0.5)
+    models.wait_begun(slow_repo / "slow", begun)
     started = time.monotonic()
     server.proc.send_signal(signal.SIGTERM)
     assert server.proc.wait(30) == 0

@@ -11,7 +11,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
 from tests.fixtures.serve_process import ServeProcess
-from tests.integration.shm_cases import SHM_CASES
+from tests.support.shm_cases import SHM_CASES
 
 pytestmark = pytest.mark.integration
 

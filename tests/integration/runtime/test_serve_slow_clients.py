@@ -1,6 +1,6 @@
 """`thaw serve` against slow and idle clients (real process, raw sockets): a head trickled one
-byte a second is cut off at `--head-timeout-secs`, a stalled body at `--body-timeout-secs`, a
-kept-alive connection at `--idle-timeout-secs`; past `--max-connections` a new connection is
+byte a second is cut off at `--head-timeout-s`, a stalled body at `--body-timeout-s`, a
+kept-alive connection at `--idle-timeout-s`; past `--max-connections` a new connection is
 503; the gRPC port holds the same deadlines and caps its calls in flight."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from tritonclient.utils import InferenceServerException
 
 from tests.fixtures.models import make_add_sub, make_slow_request
 from tests.fixtures.serve_process import ServeProcess
-from tests.integration import slow_client_checks as checks
+from tests.support import slow_client_checks as checks
 
 pytestmark = pytest.mark.integration
 
@@ -35,9 +35,9 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def server(repo: Path) -> Iterator[ServeProcess]:
     proc = ServeProcess(
         repo,
-        "--head-timeout-secs", str(HEAD_S),
-        "--body-timeout-secs", str(BODY_S),
-        "--idle-timeout-secs", str(IDLE_S),
+        "--head-timeout-s", str(HEAD_S),
+        "--body-timeout-s", str(BODY_S),
+        "--idle-timeout-s", str(IDLE_S),
     )  # fmt: skip
     try:
         proc.wait_ready()
@@ -59,6 +59,12 @@ def test_a_stalled_body_is_cut_off_at_the_body_deadline(server: ServeProcess) ->
     checks.assert_body_deadline(*_hostport(server), "/v2/models/add_sub/infer", BODY_S)
 
 
+def test_a_stalled_shared_memory_register_body_gets_the_same_answer(server: ServeProcess) -> None:
+    checks.assert_body_deadline(
+        *_hostport(server), "/v2/systemsharedmemory/region/r/register", BODY_S
+    )
+
+
 def test_an_idle_keep_alive_connection_is_closed(server: ServeProcess) -> None:
     checks.assert_idle_close(*_hostport(server), IDLE_S)
 
@@ -72,7 +78,7 @@ def test_the_grpc_port_closes_connections_that_never_finish_their_preface(
 def test_past_max_connections_http_is_503_and_grpc_calls_are_resource_exhausted(
     repo: Path,
 ) -> None:
-    proc = ServeProcess(repo, "--max-connections", "2", "--head-timeout-secs", "30")
+    proc = ServeProcess(repo, "--max-connections", "2", "--head-timeout-s", "30")
     try:
         proc.wait_ready()
         checks.assert_cap_refuses(*_hostport(proc), 2)
@@ -105,7 +111,7 @@ def test_without_the_head_deadline_slow_heads_stay_open(repo: Path) -> None:
 
     from tests.fixtures.slow_clients import hold_slow_connections
 
-    proc = ServeProcess(repo, "--head-timeout-secs", "0")
+    proc = ServeProcess(repo, "--head-timeout-s", "0")
     try:
         proc.wait_ready()
         result = asyncio.run(hold_slow_connections(*_hostport(proc), 50, hold_s=HEAD_S + 2))

@@ -15,6 +15,7 @@ import gzip
 import json
 import socket
 import struct
+import time
 from collections.abc import Iterator
 
 import numpy as np
@@ -139,9 +140,14 @@ def test_a_raw_body_for_an_unknown_model_is_404(server: ServeProcess) -> None:
     _error(response, 404)
 
 
-def test_content_length_beside_transfer_encoding_is_framed_by_chunked(server: ServeProcess) -> None:
+@pytest.mark.parametrize("cuts", [(), ("head",), ("head", 20), (40,), ("head", "body")])
+def test_content_length_beside_transfer_encoding_is_framed_by_chunked(
+    server: ServeProcess, cuts: tuple[str | int, ...]
+) -> None:
     """As Triton frames it (L0_http test_content_encoding_chunked_manually): by
-    Transfer-Encoding; the connection is closed after the answer."""
+    Transfer-Encoding; the connection is closed after the answer. However the bytes arrive:
+    `requests` writes the head and the body apart, so a loaded server reads them apart
+    (here each piece is sent on its own, a pause between: the subject of the test)."""
     payload = np.arange(8, dtype=np.float32).tobytes()
     body = f"{len(payload):X}\r\n".encode() + payload + b"\r\n0\r\n\r\n"
     host, port = server.hostport.split(":")
@@ -150,8 +156,16 @@ def test_content_length_beside_transfer_encoding_is_framed_by_chunked(server: Se
         f"Host: {host}\r\nInference-Header-Content-Length: 0\r\n"
         f"Transfer-Encoding: chunked\r\nContent-Length: {len(body)}\r\n\r\n"
     )
+    data = head.encode() + body
+    at = {"head": len(head), "body": len(head) + len(body) - 5}
+    points = sorted(c if isinstance(c, int) else at[c] for c in cuts)
+    pieces = [data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True)]
     with socket.create_connection((host, int(port)), timeout=10) as sock:
-        sock.sendall(head.encode() + body)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for index, piece in enumerate(pieces):
+            if index:
+                time.sleep(0.05)
+            sock.sendall(piece)
         answer = b""
         while chunk := sock.recv(65536):  # to the server's close
             answer += chunk
@@ -282,21 +296,28 @@ def test_a_load_body_over_the_cap_is_413_in_tritons_words(server: ServeProcess) 
 
 def test_a_second_request_to_a_one_place_queue_is_503_as_in_triton(server: ServeProcess) -> None:
     """`test_descriptive_status_code`: the queue model holds a request up to 1 s for company
-    and queues one at most, so a second request, 0.5 s later, is refused at once."""
+    and queues one at most, so a second request, while the first waits, is refused at once."""
     import threading
     import time
 
+    from tests.support.scheduling_client import metric
+
     url = _infer_url(server, "onnx_zero_1_float32_queue")
     body = np.arange(8, dtype=np.float32).tobytes()
-    first: list[requests.Response] = []
+    first: list[tuple[requests.Response, float]] = []
     thread = threading.Thread(
-        target=lambda: first.append(requests.post(url, data=body, headers=RAW))
+        target=lambda: first.append((requests.post(url, data=body, headers=RAW), time.monotonic()))
     )
     thread.start()
-    time.sleep(0.5)
-    started = time.monotonic()
+    deadline = time.monotonic() + 30
+    model = "onnx_zero_1_float32_queue"
+    while metric(server.url, "nv_inference_pending_request_count", model=model) < 1:
+        assert time.monotonic() < deadline and thread.is_alive(), "the first never queued"
+        time.sleep(0.01)
     second = requests.post(url, data=body, headers=RAW)
+    refused_at = time.monotonic()
     assert "Exceeds maximum queue size" in _error(second, 503)
-    assert time.monotonic() - started < 0.4  # at once, not after the first one's delay
     thread.join(10)
-    assert _raw_output(first[0])[1] == body
+    answer, answered_at = first[0]
+    assert _raw_output(answer)[1] == body
+    assert refused_at < answered_at  # at once, not after the first one's delay

@@ -18,7 +18,7 @@ import requests
 
 from tests.fixtures import models
 from tests.fixtures.serve_process import ServeProcess
-from tests.integration.runtime.scheduling_client import fp32, infer, metric
+from tests.support.scheduling_client import fp32, infer, metric
 
 pytestmark = pytest.mark.integration
 

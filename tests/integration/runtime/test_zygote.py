@@ -1,4 +1,5 @@
-"""The warm pool's fork server (runtime/zygote.py): one thread when it forks, children that serve.
+"""The warm pool's fork server (runtime/process/zygote.py): one thread when it forks, children that
+serve.
 
 A real zygote (`thaw serve REPO --fork-server-fd FD`) driven over its socket with the
 protocol of thawwire.pool_protocol, as `thaw up` drives it.
@@ -22,7 +23,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from runtime.zygote import FORK_SAFE_AT_IMPORT, ForkRefused, check_single_threaded
+from runtime.process.zygote import FORK_SAFE_AT_IMPORT, ForkRefused, check_single_threaded
 from tests.fixtures.models import make_add_sub
 from tests.fixtures.onnx_models import make_onnx_add
 from thawwire.handoff_protocol import listening_url, surface_address
@@ -182,7 +183,7 @@ def test_a_forked_child_serves_grpc_and_metrics_on_the_ports_it_announces(
     maps = Path(f"/proc/{zygote.proc.pid}/maps").read_text()
     assert "cygrpc" in maps
     assert zygote.ready["threads"] == 1
-    # `thaw up`'s replicas get `--grpc-port 0` (activator.scaler.local_backend.serve_args).
+    # `thaw up`'s replicas get `--grpc-port 0` (activator.scaler.local.backend.serve_args).
     pid, out, _err = zygote.fork([*_child_argv(repo), "--grpc-port", "0"])
     addresses = _announced(out)
     assert set(addresses) == {"GRPC", "METRICS", "HTTP"}
@@ -211,7 +212,7 @@ def test_importing_the_grpc_stack_starts_no_thread() -> None:
     # server or channel. OpenBLAS is held to one thread, as the zygote holds it.
     code = (
         "import os\n"
-        "from runtime.zygote import _WITH_GRPC\n"
+        "from runtime.process.zygote import _WITH_GRPC\n"
         "import importlib\n"
         "for name in _WITH_GRPC: importlib.import_module(name)\n"
         "print(len(os.listdir('/proc/self/task')))"
@@ -315,7 +316,11 @@ def test_the_fork_guard_refuses_with_a_second_thread() -> None:
     import threading
 
     check_single_threaded_in = subprocess.run(
-        [sys.executable, "-c", "from runtime.zygote import check_single_threaded as c; c()"],
+        [
+            sys.executable,
+            "-c",
+            "from runtime.process.zygote import check_single_threaded as c; c()",
+        ],
         capture_output=True,
     )
     assert check_single_threaded_in.returncode == 0

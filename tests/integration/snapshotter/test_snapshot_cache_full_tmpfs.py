@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_snapshot_s3 import publish
+from s3_images import publish
 
 from snapshotter import ImageLoader, SnapshotStoreError
 from snapshotter.image_ref import ImageRef

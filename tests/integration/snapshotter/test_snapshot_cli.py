@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -104,4 +105,56 @@ def test_a_model_without_weight_files_exits_3_with_nothing_to_image(tmp_path: Pa
     result = thaw("build", str(version.parent), "--store", str(tmp_path / "store"))
     assert result.returncode == 3
     assert "nothing to image" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "store" / "images").exists()
+
+
+def test_a_sharded_checkpoint_builds_pushes_and_restores_from_s3_with_its_tokenizer(
+    tmp_path: Path, s3_env: dict[str, str]
+) -> None:
+    import numpy as np
+    from s3_images import s3_store
+
+    from snapshotter import ImageLoader
+    from snapshotter.image_ref import ImageRef
+    from tests.fixtures.sharded_checkpoint import make_sharded_checkpoint
+
+    version = tmp_path / "repo" / "llm" / "1"
+    tensors = make_sharded_checkpoint(version, shards=12)
+    local, s3 = tmp_path / "store", f"s3://{BUCKET}/sharded"
+    built = thaw("build", str(version.parent), "--store", str(local), "--chunk-mib", "1")
+    assert built.returncode == 0, built.stderr
+    assert f"built llm:1 (cpu): {len(tensors)} tensors" in built.stdout
+    assert "from 12 shards + 5 files ->" in built.stdout
+    listed = thaw("ls", "--store", str(local), "--json")
+    (row,) = json.loads(listed.stdout)
+    assert row["shards"] == 12 and "tokenizer.json" in row["files"]
+    pushed = thaw("push", "llm", "--from", str(local), "--store", s3, env=s3_env)
+    assert pushed.returncode == 0, pushed.stderr
+
+    loader = ImageLoader(None, tmp_path / "cache", "cpu", store=s3_store("sharded"))
+    image = loader.restore(ImageRef("llm", "1", "cpu"))
+    assert image.source == "store"
+    for name, array in tensors.items():
+        assert np.array_equal(image.tensors[name], array), name
+    assert image.files_dir is not None
+    for name in ("tokenizer.json", "tokenizer_config.json", "model.safetensors.index.json"):
+        assert (image.files_dir / name).read_bytes() == (version / name).read_bytes()
+    ok = thaw("verify", "llm", "--cache", str(tmp_path / "cache"))
+    assert ok.returncode == 0 and ok.stdout.startswith("ok llm:1"), ok.stderr
+
+
+def test_a_checkpoint_with_a_symlink_out_of_its_directory_is_one_line_exit_1(
+    tmp_path: Path,
+) -> None:
+    from tests.fixtures.sharded_checkpoint import make_sharded_checkpoint
+
+    version = tmp_path / "repo" / "llm" / "1"
+    make_sharded_checkpoint(version, shards=2)
+    secret = tmp_path / "secret.json"
+    secret.write_text("{}")
+    (version / "tokenizer.json").unlink()
+    (version / "tokenizer.json").symlink_to(secret)
+    result = thaw("build", str(version.parent), "--store", str(tmp_path / "store"))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert f"is a symlink to {secret}, outside the model directory" in result.stderr
     assert not (tmp_path / "store" / "images").exists()

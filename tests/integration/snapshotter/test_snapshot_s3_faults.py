@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
+from s3_images import RANGE_BYTES, publish, s3_store
 from snapshot_s3_fakes import BUCKET, FaultProxy
-from test_snapshot_s3 import RANGE_BYTES, publish, s3_store
 
 from snapshotter import ImageLoader, ManifestError, SnapshotStoreError, StoreTimeout
 from snapshotter.image_ref import ImageRef

@@ -25,7 +25,7 @@ import pytest
 
 from tests.fixtures.models import make_add_sub, make_slow_init
 from tests.fixtures.onnx_models import make_onnx_add
-from tests.integration.activator.up_process import UpProcess
+from tests.fixtures.up_process import UpProcess
 
 pytestmark = pytest.mark.integration
 
@@ -181,6 +181,7 @@ def test_the_page_shows_a_model_waking_then_warm(up: UpProcess, browser: Any) ->
     assert page.inner_text("#card-saved").endswith("replica-s")
     assert "live" in page.inner_text("#live-text")
     assert page.locator("#plot-cost path[data-series=used]").count() == 1
+    assert page.is_hidden("#shared-panel")  # no model here shares a replica
     assert page.locator("#plot-cold rect").count() >= 3 * 2  # phases of both cold starts
 
     # Only thaw up itself was asked for anything (no CDN, no font, no library).

@@ -12,11 +12,11 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from activator.app import build_app
 from activator.config import ActivatorConfig, ScaleSettings
+from activator.surfaces.app import build_app
 from tests.fakes.scaler_backend import FakeScalerBackend
 from tests.fakes.upstream import HITS, MODEL_CONFIG, start_upstream
-from thawwire.aiohttp_compat import JsonErrorRunner
+from thawserver.aiohttp_compat import JsonErrorRunner
 
 
 @pytest.fixture

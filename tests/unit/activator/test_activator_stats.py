@@ -15,9 +15,9 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from activator.app import FLEET, build_app
 from activator.config import ActivatorConfig, ScaleSettings
-from activator.replica_stats import zero_stats
+from activator.endpoint.replica_stats import zero_stats
+from activator.surfaces.app import FLEET, build_app
 from tests.fakes.loop import eventually
 from tests.fakes.scaler_backend import FakeScalerBackend
 

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from activator.balancer import pick
-from activator.breaker import Breaker
+from activator.endpoint.balancer import pick
+from activator.endpoint.breaker import Breaker
+from activator.endpoint.held_queue import HeldQueue, HeldRequest
 from activator.errors import ActivatorError, Overloaded
-from activator.held_queue import HeldQueue, HeldRequest
 
 
 def _item(size: int = 0, deadline: float = 10.0) -> HeldRequest[int]:

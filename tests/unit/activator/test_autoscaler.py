@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from activator.autoscaler import Autoscaler
 from activator.config import ScaleSettings
+from activator.endpoint.autoscaler import Autoscaler
 
 BASE = ScaleSettings(
     min_replicas=0,

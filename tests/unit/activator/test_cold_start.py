@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from activator.breaker import Breaker
-from activator.cold_start import KEEP_RECENT, ColdStartTimer, replicas_to_start
-from activator.metrics import Metrics
-from activator.replica import Replica
+from activator.endpoint.breaker import Breaker
+from activator.endpoint.cold_start import KEEP_RECENT, ColdStartTimer, replicas_to_start
+from activator.endpoint.replica import Replica
+from activator.observe.metrics import Metrics
 from activator.scaler.backend import ReplicaHandle
 from tests.fakes.clock import FakeClock
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import asyncio
 
 from activator.config import ScaleSettings
-from activator.metrics import Metrics
-from activator.model_endpoint import ModelEndpoint, ModelState
+from activator.endpoint.model_endpoint import ModelEndpoint, ModelState
+from activator.observe.metrics import Metrics
 from tests.fakes.clock import FakeClock
 from tests.fakes.loop import settle, turns
 from tests.fakes.scaler_backend import FakeScalerBackend

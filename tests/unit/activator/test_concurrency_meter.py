@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from activator.concurrency import ConcurrencyMeter
+from activator.endpoint.concurrency import ConcurrencyMeter
 
 
 def test_mean_is_time_weighted() -> None:

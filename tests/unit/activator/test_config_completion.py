@@ -13,7 +13,7 @@ import pytest
 from tritonclient.grpc import model_config_pb2 as mc
 
 from activator.config import ScaleSettings
-from activator.repository import Repository
+from activator.fleet.repository import Repository
 from tests.fixtures.models import make_python_identity
 from tests.fixtures.onnx_models import make_onnx_identity
 
@@ -115,7 +115,7 @@ def test_a_missing_model_file_is_left_to_the_wake_up(tmp_path: Path) -> None:
 def test_the_activator_serves_every_name_a_replica_serves(tmp_path: Path) -> None:
     """One name rule (thawwire.names): a 200-character model is `thaw serve`'s and `thaw up`'s
     alike; `a..b`, which no replica loads, is skipped by both."""
-    from runtime.repository import list_models
+    from runtime.models.repository import list_models
 
     long_name = "m" * 200
     for name in (long_name, "a..b"):

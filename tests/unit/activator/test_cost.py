@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from activator.cost import CostLedger, priced
+from activator.observe.cost import CostLedger, priced
 from tests.fakes.clock import FakeClock
 
 

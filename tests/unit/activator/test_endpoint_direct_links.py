@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from activator.config import ActivatorConfig, ScaleSettings, validated
+from activator.config import ActivatorConfig, BoundAddresses, ScaleSettings, validated
+from activator.endpoint.model_endpoint import ModelEndpoint
 from activator.errors import ConfigError
-from activator.metrics import Metrics
-from activator.model_endpoint import ModelEndpoint
-from activator.scaler.local_backend import replica_argv, serve_args
+from activator.observe.metrics import Metrics
+from activator.scaler.local.backend import replica_argv, serve_args
 from activator.scaler.local_config import LocalConfig
 from tests.fakes.clock import FakeClock
 from tests.fakes.loop import settle
@@ -141,10 +141,12 @@ def test_direct_connections_is_a_true_false_setting() -> None:
 
 def test_replicas_take_connections_only_when_there_is_a_front_door(tmp_path: Path) -> None:
     config = ActivatorConfig(repository=tmp_path, max_body_bytes=10)
-    local = LocalConfig(front_door_url="http://127.0.0.1:8000")
+    local = LocalConfig()
+    bound = BoundAddresses(8000, None, front_door_url="http://127.0.0.1:8000")
     argv = replica_argv(
         config,
         local,
+        bound,
         handoff_socket=tmp_path / "r.sock",
         handoff_state=tmp_path / "r.state",
     )
@@ -154,10 +156,7 @@ def test_replicas_take_connections_only_when_there_is_a_front_door(tmp_path: Pat
     assert flags["--front-door"] == "http://127.0.0.1:8000"
     assert flags["--handoff-max-age-s"] == "10"
     assert flags["--max-body-bytes"] == "1024"  # the activator's cap, within the runtime's range
-    without = dataclasses.replace(local, front_door_url=None)
-    assert "--handoff-socket" not in replica_argv(
-        config, without, handoff_socket=tmp_path / "r.sock"
-    )
+    assert "--handoff-socket" not in replica_argv(config, local, handoff_socket=tmp_path / "r.sock")
 
 
 def test_spawned_and_forked_replicas_get_the_same_serve_flags(tmp_path: Path) -> None:
@@ -166,10 +165,11 @@ def test_spawned_and_forked_replicas_get_the_same_serve_flags(tmp_path: Path) ->
     config = ActivatorConfig(repository=tmp_path, cache_dir=tmp_path / "cache", store="s3://b/p",
                              cache_max_bytes=1 << 30, host_cache_bytes=1 << 20,
                              host_cache_dir=tmp_path / "tier")  # fmt: skip
-    local = LocalConfig(front_door_url="http://127.0.0.1:8000", preload_frameworks=("torch",))
+    local = LocalConfig(preload_frameworks=("torch",))
+    bound = BoundAddresses(8000, None, front_door_url="http://127.0.0.1:8000")
     kwargs = {"handoff_socket": tmp_path / "r.sock", "handoff_state": tmp_path / "r.state"}
-    forked = serve_args(config, local, **kwargs)
-    assert replica_argv(config, local, **kwargs) == [*local.serve_command, *forked]
+    forked = serve_args(config, local, bound, **kwargs)
+    assert replica_argv(config, local, bound, **kwargs) == [*local.serve_command, *forked]
     flags = dict(itertools.pairwise(forked))
     assert flags["--port"] == "0" and flags["--grpc-port"] == "0"  # announced on stdout
     assert flags["--ensemble-steps-url"] == "http://127.0.0.1:8000"
@@ -181,9 +181,11 @@ def test_spawned_and_forked_replicas_get_the_same_serve_flags(tmp_path: Path) ->
 def test_replicas_get_the_gRPC_front_door_for_BLS_streams_when_known(tmp_path: Path) -> None:
     config = ActivatorConfig(repository=tmp_path, cache_dir=tmp_path / "cache")
     kwargs = {"handoff_socket": tmp_path / "r.sock", "handoff_state": tmp_path / "r.state"}
-    local = LocalConfig(front_door_url="http://127.0.0.1:8000", front_door_grpc="127.0.0.1:8001")
-    flags = dict(itertools.pairwise(serve_args(config, local, **kwargs)))
+    url = "http://127.0.0.1:8000"
+    bound = BoundAddresses(8000, 8001, front_door_url=url, front_door_grpc="127.0.0.1:8001")
+    flags = dict(itertools.pairwise(serve_args(config, LocalConfig(), bound, **kwargs)))
     assert flags["--front-door"] == "http://127.0.0.1:8000"
     assert flags["--front-door-grpc"] == "127.0.0.1:8001"
-    without = serve_args(config, LocalConfig(front_door_url="http://127.0.0.1:8000"), **kwargs)
+    no_grpc = BoundAddresses(8000, None, front_door_url=url)
+    without = serve_args(config, LocalConfig(), no_grpc, **kwargs)
     assert "--front-door-grpc" not in without

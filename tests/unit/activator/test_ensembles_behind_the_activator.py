@@ -9,9 +9,9 @@ import aiohttp
 import pytest
 
 from activator.config import ActivatorConfig, ScaleSettings
-from activator.fleet import Fleet
-from activator.metrics import Metrics
-from activator.repository import Repository
+from activator.fleet.fleet import Fleet
+from activator.fleet.repository import Repository
+from activator.observe.metrics import Metrics
 from tests.fakes.loop import settle
 from tests.fakes.scaler_backend import FakeScalerBackend
 
@@ -63,7 +63,7 @@ async def test_asking_an_ensemble_wakes_the_models_of_its_steps(repo: Path) -> N
     async with aiohttp.ClientSession() as session:
         fleet = Fleet(config, Repository.scan(repo, ScaleSettings()), Metrics(), session,
                       backend=backend)  # fmt: skip
-        assert fleet.composing["outer"] == ("inner", "leaf")
+        assert fleet.models["outer"].composing == ("inner", "leaf")
         fleet.wake_composing("outer")
         ready = lambda: {e.name for e in fleet.endpoints.values() if e.ready_count}  # noqa: E731
         await settle(lambda: ready() == {"inner", "leaf"})

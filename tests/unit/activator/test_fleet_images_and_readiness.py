@@ -9,13 +9,13 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 
-from activator.app import build_app
 from activator.config import ActivatorConfig, ScaleSettings
-from activator.fleet import Fleet
-from activator.metrics import Metrics
-from activator.repository import Repository
+from activator.fleet.fleet import Fleet
+from activator.fleet.repository import Repository
+from activator.observe.metrics import Metrics
+from activator.observe.status_document import ImageState
 from activator.scaler.backend import PoolStatus
-from activator.status_document import ImageState
+from activator.surfaces.app import build_app
 from tests.fakes.scaler_backend import FakeScalerBackend
 
 MODEL = """

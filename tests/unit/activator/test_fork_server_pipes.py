@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 import uvloop
 
-from activator.scaler.fork_server import _reader
+from activator.scaler.local.fork_server import _reader
 
 
 def _same_pipe_open(fd: int, inode: int) -> bool:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from activator.front_door import (
+from activator.direct.front_door import (
     PEEK_BYTES,
     DirectView,
     Reason,
@@ -19,8 +19,8 @@ from activator.front_door import (
     parse_request_line,
     route,
 )
-from activator.handoff import HandoffLink
-from activator.orphans import Outcome
+from activator.direct.handoff import HandoffLink
+from activator.direct.orphans import Outcome
 from tests.fakes.fallback import FakeDoor
 from tests.fakes.loop import eventually
 from thawwire.errors import WireError
@@ -220,7 +220,7 @@ async def test_a_link_sends_sockets_and_reads_load_reports(tmp_path: Path) -> No
     ["/v2/models/add_sub/infer?thaw-sent-back=1", "/v2/models/add_sub/infer?a=b&thaw-sent-back=1"],
 )
 def test_a_request_a_replica_sent_back_is_served_here(target: str) -> None:
-    """A replica sends back what it cannot answer (runtime.send_back): handing its connection
+    """A replica sends back what it cannot answer (runtime.direct.send_back): handing its connection
     off again would bounce it between the two for good."""
     assert _route(f"POST {target} HTTP/1.1\r\n".encode()).reason is Reason.SENT_BACK
     lookalike = f"POST {target.replace('=1', '=0')} HTTP/1.1\r\n".encode()

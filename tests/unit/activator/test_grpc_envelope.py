@@ -1,4 +1,4 @@
-"""activator.grpc_envelope: the model, version and id of an inference message, read without
+"""activator.surfaces.grpc_envelope: the model, version and id of an inference message, read without
 parsing tensors, are what protobuf itself reads; hostile bytes are an EnvelopeError."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import random
 import pytest
 from google.protobuf.message import DecodeError
 
-from activator.grpc_envelope import Envelope, EnvelopeError, envelope
+from activator.surfaces.grpc_envelope import Envelope, EnvelopeError, envelope
 from thawwire.grpc_service import pb
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from activator.history import FIELDS, History, Sample
+from activator.observe.history import FIELDS, History, Sample
 
 
 def _sample(ready: int, held: int = 0, replica_s: float = 0.0) -> Sample:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from activator.image_builder import ImageJobs
+from activator.fleet.image_builder import ImageJobs
 
 # Stands in for `thaw snapshot build MODEL_DIR --store CACHE`: argv[3] is the model directory;
 # a model named "py*" has nothing to image (exit 3), "bad*" fails, others build.
@@ -28,7 +28,7 @@ async def test_each_build_reports_its_state_and_the_log_shows_progress(
 ) -> None:
     dirs = [tmp_path / n for n in ("onnx", "python", "bad")]
     states: list[tuple[str, str]] = []
-    caplog.set_level(logging.INFO, logger="activator.image_builder")
+    caplog.set_level(logging.INFO, logger="activator.fleet.image_builder")
     jobs = ImageJobs(
         [sys.executable, "-c", _FAKE_BUILD],
         dirs,

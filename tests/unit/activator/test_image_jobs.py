@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from activator.image_builder import ImageJobs
-from activator.status_document import ImageState
+from activator.fleet.image_builder import ImageJobs
+from activator.observe.status_document import ImageState
 
 # A stand-in for `thaw`: records its scheduling policy and thread settings, then answers as
 # `thaw snapshot build|ls|pull` would for the models the test names.

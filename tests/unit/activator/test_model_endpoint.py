@@ -11,11 +11,11 @@ import dataclasses
 
 import pytest
 
-from activator.autoscaler import Autoscaler
 from activator.config import ScaleSettings
+from activator.endpoint.autoscaler import Autoscaler
+from activator.endpoint.model_endpoint import ModelEndpoint, ModelState
 from activator.errors import ActivationFailed, HeldTimeout, Overloaded
-from activator.metrics import Metrics
-from activator.model_endpoint import ModelEndpoint, ModelState
+from activator.observe.metrics import Metrics
 from activator.scaler.backend import ReplicaHandle
 from tests.fakes.clock import FakeClock
 from tests.fakes.loop import settle, turns

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from activator import cli
 from activator.config import ScaleSettings
 from activator.errors import ConfigError
-from activator.model_settings import apply_model_settings, read_model_settings
-from activator.repository import Repository
+from activator.fleet.model_settings import apply_model_settings, read_model_settings
+from activator.fleet.repository import Repository
+from activator.process import cli
 from activator.scaler.kube_config import KubernetesConfig
 from tests.fixtures.models import make_add_sub
-from tests.integration.activator.up_process import with_params
+from tests.fixtures.up_process import with_params
 
 
 @pytest.fixture
@@ -101,7 +101,7 @@ def test_kubernetes_flags_and_the_pods_environment_build_its_config() -> None:
     config = cli.build_config(args)
     assert isinstance(config.scaler, KubernetesConfig)
     assert config.build_images is False and config.cache_dir is None
-    from activator.kube_cli import kubernetes_config
+    from activator.process.kube_cli import kubernetes_config
 
     kube = kubernetes_config(args, env)
     assert (kube.in_cluster, kube.activator_id, kube.advertise_host, kube.namespace) == (

@@ -10,11 +10,11 @@ import time
 import pytest
 
 from activator.config import ScaleSettings
+from activator.endpoint.model_endpoint import ModelEndpoint
 from activator.errors import HeldTimeout
-from activator.metrics import Metrics
-from activator.model_endpoint import ModelEndpoint
+from activator.observe.metrics import Metrics
+from activator.observe.status_document import ModelState
 from activator.scaler.backend import NodeWait, ReplicaHandle
-from activator.status_document import ModelState
 from tests.fakes.loop import turns
 from tests.fakes.scaler_backend import FakeScalerBackend
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from activator.handoff import HandoffLink, SlotTable
-from activator.orphans import Outcome, bad_gateway, outcome, settle
+from activator.direct.handoff import HandoffLink, SlotTable
+from activator.direct.orphans import Outcome, bad_gateway, outcome, settle
 from tests.fakes.fallback import FakeDoor
 from tests.fakes.loop import eventually
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from activator.pool_policy import Limit, PoolPolicy, PoolSettings
+from activator.scaler.local.pool_policy import Limit, PoolPolicy
+from activator.scaler.local_config import PoolSettings
 
 MiB = 1 << 20
 BASE = PoolSettings(

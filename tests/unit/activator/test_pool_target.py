@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from activator import cli as up_cli
 from activator.config import ActivatorConfig
-from activator.scaler.local_backend import fork_server_argv, replica_argv, serve_args
+from activator.process import cli as up_cli
+from activator.scaler.local.backend import fork_server_argv, replica_argv, serve_args
 from activator.scaler.local_config import LocalConfig
-from runtime import cli as serve_cli
+from runtime.process import cli as serve_cli
 
 
 def _up(*argv: str) -> argparse.Namespace:

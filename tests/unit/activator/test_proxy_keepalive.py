@@ -13,8 +13,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from activator.app import build_app
 from activator.config import ActivatorConfig, ScaleSettings
+from activator.surfaces.app import build_app
 from tests.fakes.scaler_backend import FakeScalerBackend
 from tests.fakes.upstream import MODEL_CONFIG
 

@@ -1,5 +1,5 @@
 """Configs a python model's own `auto_complete_config` completes are asked of a replica once
-(activator.replica_config), against a tiny replica that answers its config."""
+(activator.fleet.replica_config), against a tiny replica that answers its config."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from activator.app import build_app
 from activator.config import ActivatorConfig, ScaleSettings
+from activator.surfaces.app import build_app
 from tests.fakes.scaler_backend import FakeScalerBackend
 from tests.fixtures.models import make_python_identity
 

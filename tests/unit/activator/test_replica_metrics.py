@@ -3,8 +3,8 @@ summed and monotonic as replicas come and go, gauges from live replicas only."""
 
 from __future__ import annotations
 
-from activator.metrics_text import Family, parse, render
-from activator.replica_metrics import MetricsLedger, merge_families
+from activator.endpoint.replica_metrics import MetricsLedger, merge_families
+from activator.observe.metrics_text import Family, parse, render
 
 _PAGE = """\
 # HELP nv_inference_count Number of inferences performed

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from activator.replica_stats import merge_stats, zero_stats
+from activator.endpoint.replica_stats import merge_stats, zero_stats
 
 
 def _row(count: int, ns: int, last: int, batch: int = 1) -> dict[str, object]:

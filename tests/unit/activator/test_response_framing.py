@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from activator.errors import UpstreamFailed
-from activator.response_framing import (
+from activator.surfaces.response_framing import (
     ChunkedDecoder,
     Frame,
     Framing,

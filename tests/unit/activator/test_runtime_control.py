@@ -12,7 +12,12 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from activator.errors import ActivationFailed
-from activator.scaler.runtime_control import RuntimeControl, error_text
+from activator.scaler.runtime_control import (
+    RuntimeControl,
+    error_text,
+    grown_sources,
+    load_counts,
+)
 
 CALLS = web.AppKey("calls", list[str])
 LOADED = web.AppKey("loaded", set[str])
@@ -136,3 +141,18 @@ def test_error_text_prefers_the_json_error() -> None:
 async def test_a_load_reports_the_models_warm_up_time(control: RuntimeControl) -> None:
     assert await control.load("warmed", timeout_s=5) == 1.25
     assert await control.load("add_sub", timeout_s=5) == 0.0  # no warm-up, no header
+
+
+def test_load_counts_by_source_are_read_off_the_runtimes_metrics() -> None:
+    text = (
+        "# TYPE thaw_model_loads_total counter\n"
+        'thaw_model_loads_total{model="a",source="host",version="1"} 2.0\n'
+        'thaw_model_loads_total{model="a",source="host",version="2"} 1.0\n'
+        'thaw_model_loads_total{model="a",source="store",version="1"} 1.0\n'
+        'thaw_model_loads_total{model="ab",source="cache",version="1"} 5.0\n'
+        'thaw_model_loads_created{model="a",source="host",version="1"} 1.7e9\n'
+    )
+    assert load_counts(text, "a") == {"host": 3.0, "store": 1.0}  # versions summed
+    assert load_counts(text, "zz") == {}
+    assert grown_sources({"host": 3.0, "store": 1.0}, {"host": 4.0, "store": 1.0}) == ["host"]
+    assert grown_sources({}, {"files": 1.0}) == ["files"]

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from activator.config import ScaleSettings, validated
+from activator.config import Placement, ScaleSettings, validated
 from activator.errors import ConfigError, ModelUnavailable, UnknownModel
-from activator.repository import Repository
+from activator.fleet.repository import Repository
 
 CONFIG = """
 name: "bert"
@@ -49,6 +49,17 @@ def test_invalid_parameter_refused_with_key_value_model_and_range(tmp_path: Path
         ("thaw.target_concurrency", "inf", "must be in [0.01, 100000]"),
         ("thaw.scale_to_zero_grace_s", "-1", "must be in [0, 86400]"),
         ("thaw.bogus", "1", "unknown setting `thaw.bogus` (model bert)"),
+        (
+            "thaw.placement",
+            "sharde",
+            "`thaw.placement` = 'sharde' (model bert), must be dedicated or shared",
+        ),
+        (
+            "thaw.python_runtime",
+            "inprocess",
+            "`thaw.python_runtime` = 'inprocess', must be one of process, in_process, auto "
+            "(model bert)",
+        ),
     ],
 )
 def test_bad_values_name_the_problem(tmp_path: Path, key: str, value: str, expected: str) -> None:
@@ -64,6 +75,20 @@ def test_parameters_override_flag_defaults(tmp_path: Path) -> None:
     settings = Repository.scan(root, defaults).get("bert").settings
     assert settings.max_replicas == 2
     assert settings.target_concurrency == 3.0
+
+
+@pytest.mark.parametrize("value", ["process", "in_process", " auto ", ""])
+def test_the_runtimes_own_parameters_pass_through(tmp_path: Path, value: str) -> None:
+    # thaw.python_runtime is read by the replica from the same config.pbtxt: `thaw up` must not
+    # refuse it as an unknown setting (it did), and it changes none of the activator's settings.
+    root = _repo(tmp_path, _param("thaw.python_runtime", value))
+    assert Repository.scan(root, ScaleSettings()).get("bert").settings == ScaleSettings()
+
+
+def test_placement_is_dedicated_unless_a_model_asks_to_share(tmp_path: Path) -> None:
+    assert ScaleSettings().placement is Placement.DEDICATED
+    shared = Repository.scan(_repo(tmp_path, _param("thaw.placement", " Shared ")), ScaleSettings())
+    assert shared.get("bert").settings.placement is Placement.SHARED
 
 
 def test_flag_errors_name_the_flag() -> None:

@@ -8,11 +8,11 @@ import json
 
 import pytest
 
-from activator.autoscaler import Autoscaler
 from activator.config import ScaleSettings
-from activator.metrics import Metrics
-from activator.model_endpoint import ModelEndpoint
-from activator.sequence_routes import SequenceKey, SequenceRoutes, sequence_key
+from activator.endpoint.autoscaler import Autoscaler
+from activator.endpoint.model_endpoint import ModelEndpoint
+from activator.endpoint.sequence_routes import SequenceKey, SequenceRoutes, sequence_key
+from activator.observe.metrics import Metrics
 from tests.fakes.clock import FakeClock
 from tests.fakes.loop import settle
 from tests.fakes.scaler_backend import FakeScalerBackend

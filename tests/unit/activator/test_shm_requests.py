@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from activator.errors import BadRequest
-from activator.shm_requests import grpc_answer, grpc_request, rest_answer, rest_request
+from activator.surfaces.shm_requests import grpc_answer, grpc_request, rest_answer, rest_request
+from thawserver.shm_registry import SystemSharedMemory
 from thawwire.grpc_service import pb
-from thawwire.shm_registry import SystemSharedMemory
 
 A = np.arange(4, dtype=np.float32)
 B = np.full(4, 0.5, dtype=np.float32)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from activator.replica_stats import StatsLedger, merge_stats, rows_for_versions, zero_stats
+from activator.endpoint.replica_stats import StatsLedger, merge_stats, rows_for_versions, zero_stats
 
 
 def _row(

@@ -15,12 +15,9 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 
-from activator import status_cli
-from activator.app import build_app
 from activator.config import ActivatorConfig, ScaleSettings
-from activator.cost import CostFigures
-from activator.scaler.backend import PoolStatus, ReplicaHandle
-from activator.status_document import (
+from activator.observe.cost import CostFigures
+from activator.observe.status_document import (
     ColdStartReport,
     CostReport,
     ModelState,
@@ -29,6 +26,9 @@ from activator.status_document import (
     ReplicaStatus,
     StatusDocument,
 )
+from activator.process import status_cli
+from activator.scaler.backend import PoolStatus, ReplicaHandle
+from activator.surfaces.app import build_app
 from tests.fakes.scaler_backend import FakeScalerBackend
 from tests.fakes.upstream import MODEL_CONFIG
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from activator import cli
 from activator.errors import ConfigError
+from activator.process import cli
 
 
 def _config(tmp_path: Path, *argv: str) -> tuple[int | None, int | None]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from activator.errors import UpstreamFailed, UpstreamTimeout
-from activator.upstream import Connection, ResponseHead, UpstreamPool
+from activator.surfaces.upstream import Connection, ResponseHead, UpstreamPool
 from tests.fakes.loop import eventually
 
 Reply = Callable[[asyncio.StreamWriter], Awaitable[None]]

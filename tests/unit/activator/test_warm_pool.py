@@ -7,8 +7,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from activator.errors import ActivationFailed
-from activator.pool_policy import PoolPolicy, PoolSettings
-from activator.warm_pool import WarmPool
+from activator.scaler.local.pool_policy import PoolPolicy
+from activator.scaler.local.warm_pool import WarmPool
+from activator.scaler.local_config import PoolSettings
 from tests.fakes.clock import FakeClock
 
 

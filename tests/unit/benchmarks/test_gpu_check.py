@@ -167,3 +167,33 @@ def test_the_proofs_models_run_and_fallbacks_are_summed_per_model(tmp_path: Path
         'thaw_device_fallbacks_total{model="other",reason="no_cuda"} 5.0\n'
     )
     assert gpu_proofs.fallbacks(text, "m") == 3.0
+
+
+def test_the_sharded_rows_restore_through_the_ring_on_a_fake_device(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from snapshotter import DeviceConfig, ImageLoader, StagingPool
+    from tests.fakes.fake_device import FakeDevice
+
+    device = FakeDevice()
+    pool = StagingPool(slot_bytes=1 << 20, slots=3)
+    pool.allocate(device)
+
+    def fake_ring_loader(cache: Path, target: str, pool: object, **kwargs: object) -> object:
+        return ImageLoader(
+            None, cache, target, staging=pool, device=DeviceConfig(read_threads=2),
+            copier_factory=lambda _: device, device_memory=device, **kwargs,  # type: ignore[arg-type]
+        )  # fmt: skip
+
+    monkeypatch.setattr(gpu_models, "TENSOR_BYTES", 1 << 20)
+    monkeypatch.setattr(gpu_check, "_warm_pool", lambda: pool)
+    monkeypatch.setattr(gpu_check, "ring_loader", fake_ring_loader)
+    monkeypatch.setattr(gpu_check, "_timed", lambda torch, fn: (0.01, fn()))
+    try:
+        rows = gpu_check.sharded_rows(torch, tmp_path, [8 / 1024], single_gib=4 / 1024)
+    finally:
+        device.close()
+    assert rows[0].check.startswith("restore 0.0078125 GiB sharded checkpoint (8 shards + tok")
+    assert rows[1].ok and rows[1].verdict == "ok", rows[1]
+    assert "bytes match: True; files: True" in rows[1].result
+    assert device.copies > 8 and all(c.from_pinned for c in device.copy_log)

@@ -12,7 +12,7 @@ import pytest
 from aiohttp import web
 
 from benchmarks.load_client import GrpcPayload, LoadResult, Payload, run_grpc_load, run_load
-from benchmarks.serve_throughput import Cell, median_round, render_table
+from benchmarks.serve_report import Cell, median_round, render_spread, render_table
 
 
 async def _ok(request: web.Request) -> web.Response:
@@ -55,6 +55,27 @@ async def test_counts_successes_in_the_window(server: str) -> None:
     assert 0 < result.percentile_ms(50) <= result.percentile_ms(99)
 
 
+async def test_server_cpu_is_probed_at_the_window_edges_not_over_the_warmup(server: str) -> None:
+    readings = iter([10.0, 10.25])  # the server's CPU seconds at the window's start, then end
+    probed: list[float] = []
+
+    def probe() -> float:
+        probed.append(time.perf_counter())
+        return next(readings)
+
+    started = time.perf_counter()
+    result = await run_load(
+        server, _payload("/ok"), concurrency=2, duration_s=0.4, warmup_s=0.3, cpu_probe=probe
+    )
+    assert len(probed) == 2
+    assert probed[0] - started >= 0.3  # after the warm-up
+    assert probed[1] - probed[0] >= 0.4  # across the window
+    assert result.server_cpu_s == pytest.approx(0.25)
+    assert result.cpu_us_per_request == pytest.approx(0.25 / result.ok * 1e6)
+    unprobed = await run_load(server, _payload("/ok"), concurrency=1, duration_s=0.1, warmup_s=0)
+    assert unprobed.server_cpu_s is None and unprobed.cpu_us_per_request is None
+
+
 async def test_server_errors_are_counted_not_timed(server: str) -> None:
     result = await run_load(server, _payload("/fail"), concurrency=2, duration_s=0.5, warmup_s=0.1)
     assert result.ok == 0 and result.errors > 0
@@ -82,9 +103,10 @@ def test_table_compares_thaw_with_the_best_peer() -> None:
 
     missing = Cell("triton", "resnet50", 8, None, "no onnxruntime backend")
     table = render_table([cell("thaw", 300), cell("triton", 200), cell("kserve", 100), missing])
-    rows = {line.split("|")[4].strip(): line for line in table.splitlines()[2:]}
-    assert rows["thaw"].endswith("| 1.50x |")
-    assert rows["kserve"].endswith("| 0.50x |")
+    vs_peer = [c.strip() for c in table.splitlines()[0].split("|")].index("vs best peer")
+    rows = {line.split("|")[4].strip(): line.split("|") for line in table.splitlines()[2:]}
+    assert rows["thaw"][vs_peer].strip() == "1.50x"
+    assert rows["kserve"][vs_peer].strip() == "0.50x"
     assert "no onnxruntime backend" in table
 
 
@@ -95,6 +117,21 @@ def test_a_cell_reports_its_median_round_not_an_outlier() -> None:
     assert median_round([result(900), result(100), result(5000)]) == result(900)
     assert median_round([result(300), result(200)]) == result(200)  # lower middle
     assert median_round([]) is None
+
+
+def test_the_spread_gives_each_cells_median_and_range_over_its_rounds() -> None:
+    def result(ok: int, cpu_s: float | None) -> LoadResult:
+        return LoadResult(8, 1.0, ok, 0, (1.0,) * ok, cpu_s)
+
+    ran = (result(100, 0.03), result(300, 0.06), result(200, None))
+    cells = [
+        Cell("thaw", "add_sub", 8, median_round(list(ran)), rounds=ran),
+        Cell("kserve", "add_sub", 8, None, "not installed"),
+    ]
+    lines = render_spread(cells).splitlines()[2:]
+    assert len(lines) == 1  # a cell that never ran has no spread
+    # req/s 100, 300, 200; CPU 300 µs and 200 µs per request (the third round was not probed)
+    assert lines[0] == "| http | add_sub | 8 | thaw | 3 | 200 (100 to 300) | 250 (200 to 300) |"
 
 
 def test_a_cell_where_nothing_completed_says_so() -> None:
@@ -152,6 +189,6 @@ def test_grpc_rows_are_their_own_group() -> None:
     ]
     lines = render_table(cells).splitlines()[2:]
     assert lines[0].startswith("| grpc | add_sub | 8 | thaw | 100.0 |")
-    assert lines[0].endswith("| 2.00x |")  # against Triton's gRPC, not anyone's HTTP
+    assert lines[0].endswith("| 2.00x | - |")  # against Triton's gRPC, not anyone's HTTP
     assert "| grpc | add_sub | 8 | kserve | - |" in lines[2] and "no gRPC endpoint" in lines[2]
     assert lines[3].startswith("| http | add_sub | 8 | thaw | 400.0 |")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from benchmarks import stub_round_trip
-from runtime import triton_python_backend_utils as pb_utils
-from runtime.server_host import ServerHost
+from runtime.python import pb_utils
+from runtime.python.server_host import ServerHost
 
 
 def test_one_run_reports_the_stub_and_its_in_process_baseline(

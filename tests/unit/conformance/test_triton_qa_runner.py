@@ -2,19 +2,30 @@
 
 from __future__ import annotations
 
+from tests.conformance.pytest_junit import junit_rows
 from tests.conformance.qa_checkout import Result
+from tests.conformance.qa_servers import first_unknown
 from tests.conformance.triton_qa import SUITES, Run, rows_to_results, select
 
 
-def test_trace_tests_are_deselected_with_their_reason() -> None:
+def test_trace_and_shared_memory_tests_of_l0_grpc_run() -> None:
     ids = [
         "python_grpc_aio_test.TestGrpcAioClient.test_is_server_live",
         "python_grpc_aio_test.TestGrpcAioClient.test_register_system_shared_memory",
         "python_grpc_aio_test.TestGrpcAioClient.test_get_trace_settings",
     ]
-    selected, dropped = select(ids, SUITES["L0_grpc"])
-    assert selected == ids[:2]  # shared memory runs (docs/shared-memory.md)
-    assert "trace" in dropped[ids[2]]
+    # Shared memory (docs/shared-memory.md) and trace settings (docs/logging-and-tracing.md).
+    assert select(ids, SUITES["L0_grpc"]) == (ids, {})
+
+
+def test_a_needle_ending_in_dollar_deselects_only_the_test_of_that_exact_name() -> None:
+    ids = [
+        "decoupled_test.DecoupledTest.test_decoupled_bls",
+        "decoupled_test.DecoupledTest.test_decoupled_bls_stream",
+    ]
+    selected, dropped = select(ids, SUITES["L0_backend_python/decoupled"])
+    assert selected == ids[1:]
+    assert "CUDA" in dropped[ids[0]]
 
 
 def test_a_suite_without_deselections_runs_every_listed_test() -> None:
@@ -60,3 +71,27 @@ def test_large_payload_runs_only_when_asked() -> None:
     selected, dropped = select(ids, suite)
     assert selected == [] and "--with-large" in dropped[ids[0]]
     assert select(ids, suite, with_large=True) == (ids, {})
+
+
+def test_a_flag_the_target_lacks_is_named_never_dropped() -> None:
+    known = frozenset({"--port", "--grpc-restricted-protocol"})
+    assert first_unknown(("--grpc-restricted-protocol=health:k=v",), known) is None
+    assert first_unknown(("--port", "8000"), known) is None  # values are not flags
+    args = ("--port", "8000", "--http-header-forward-pattern", "my_header.*")
+    assert first_unknown(args, known) == "--http-header-forward-pattern"
+
+
+def test_a_junit_report_reads_as_one_row_per_test_with_its_reason() -> None:
+    report = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">
+      <testcase classname="test_infer_shm_leak.TestInferShmLeak" name="test_shm_leak"/>
+      <testcase classname="m.C" name="test_fails">
+        <failure message="assert 0 == 1">tb</failure></testcase>
+      <testcase classname="m.C" name="test_errs"><error message="boom">tb</error></testcase>
+      <testcase classname="m.C" name="test_skips"><skipped message="not here"/></testcase>
+    </testsuite></testsuites>"""
+    assert junit_rows(report) == {
+        "test_infer_shm_leak.TestInferShmLeak.test_shm_leak": {"outcome": "passed", "detail": ""},
+        "m.C.test_fails": {"outcome": "failed", "detail": "assert 0 == 1"},
+        "m.C.test_errs": {"outcome": "error", "detail": "boom"},
+        "m.C.test_skips": {"outcome": "skipped", "detail": "not here"},
+    }

@@ -5,16 +5,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-CHART = REPO_ROOT / "deploy" / "helm" / "thaw"
-TOOLS = REPO_ROOT / ".tools" / "bin"
+from tests.unit.deploy.chart_paths import CHART, TOOLS, Render
 
 
 @pytest.fixture(scope="session")
@@ -28,9 +25,6 @@ def helm() -> Path:
     if os.environ.get("CI"):
         pytest.fail("helm is missing: `make test` installs it (make tools)")
     pytest.skip("helm is not installed here: run `make tools`")
-
-
-Render = Callable[..., list[dict[str, Any]]]
 
 
 @pytest.fixture(scope="session")

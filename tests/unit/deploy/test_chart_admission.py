@@ -14,7 +14,7 @@ import celpy
 import pytest
 import yaml
 
-from tests.unit.deploy.conftest import CHART, Render
+from tests.unit.deploy.chart_paths import CHART, Render
 
 VALUES: dict[str, Any] = yaml.safe_load((CHART / "examples" / "gpu-karpenter.yaml").read_text())
 ACTIVATOR = "system:serviceaccount:thaw:thaw"

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.unit.deploy.conftest import CHART, Render
+from tests.unit.deploy.chart_paths import CHART, Render
 
 PUBLIC: dict[str, Any] = yaml.safe_load((CHART / "examples" / "public-with-auth.yaml").read_text())
 PRIVATE = {
@@ -79,7 +79,7 @@ def test_the_activators_check_the_key_from_the_secret(render: Render) -> None:
     )
     assert key_value == "x-thaw-api-key=$(THAW_API_KEY)"  # expanded by the kubelet, not stored
     # Triton's spelling, as thaw serve parses it.
-    from thawwire.restricted_protocols import parse_http_restrictions, parse_restrictions
+    from thawserver.restricted_protocols import parse_http_restrictions, parse_restrictions
 
     parse_http_restrictions([spec.replace("$(THAW_API_KEY)", "secret")])
     parse_restrictions([spec.replace("$(THAW_API_KEY)", "secret")])

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from tests.unit.deploy.conftest import CHART, Render
+from tests.unit.deploy.chart_paths import CHART, Render
 
 VALUES: dict[str, Any] = yaml.safe_load((CHART / "examples" / "gpu-karpenter.yaml").read_text())
 RULES = Path(__file__).resolve().parents[3] / "deploy" / "prometheus" / "thaw-alerts.yaml"

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.deploy.conftest import Render
+from tests.unit.deploy.chart_paths import Render
 
 
 def _pods_mounting_the_cache(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

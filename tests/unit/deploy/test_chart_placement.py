@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.unit.deploy.conftest import CHART, Render
+from tests.unit.deploy.chart_paths import CHART, Render
 
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 VALUES: dict[str, Any] = yaml.safe_load((CHART / "examples" / "gpu-karpenter.yaml").read_text())
@@ -92,7 +92,7 @@ def test_each_model_carries_its_class_to_the_activator(render: Render, tmp_path:
         assert settings[model["name"]].get("thaw.activation_timeout_s") == (
             str(model["activationTimeoutSeconds"]) if "activationTimeoutSeconds" in model else None
         )
-    from activator.model_settings import read_model_settings
+    from activator.fleet.model_settings import read_model_settings
 
     path = tmp_path / "models.json"
     path.write_text(config_map["data"]["models.json"])
@@ -157,7 +157,7 @@ def test_the_node_cache_budget_reaches_every_runtime_pod(render: Render) -> None
 
 
 def test_runtime_pods_parse_their_args_with_thaw_serve(render: Render) -> None:
-    from runtime.cli import build_config
+    from runtime.process.cli import build_config
     from thaw.cli import build_parser
 
     for name, pool in _pools(render(VALUES)).items():

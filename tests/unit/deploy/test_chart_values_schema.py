@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.deploy.conftest import CHART, Render
+from tests.unit.deploy.chart_paths import CHART, Render
 
 REPO = {"modelRepository": {"source": "pvc", "pvcName": "models"}}
 STORE = {"images": {"storeUri": "s3://bucket/images/"}}

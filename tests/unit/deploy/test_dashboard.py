@@ -17,7 +17,8 @@ DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
 DASHBOARD = DEPLOY / "grafana" / "thaw.json"
 RULES = DEPLOY / "prometheus" / "thaw-alerts.yaml"
 
-# An activator's view of the whole fleet (activator/metrics.py; nv_* relayed from every pod).
+# An activator's view of the whole fleet (activator/observe/metrics.py; nv_* relayed from every
+# pod).
 FLEET_VIEW = re.compile(
     r"\b(thaw_model_state|thaw_model_replicas|thaw_saved_replica_seconds|thaw_saved_gpu_seconds"
     r"|thaw_peak_replicas|thaw_gpus_per_replica|thaw_replica_seconds_total|thaw_gpu_seconds_total"

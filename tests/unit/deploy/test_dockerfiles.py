@@ -18,7 +18,7 @@ from pathlib import Path, PurePosixPath
 import pytest
 from setuptools import find_packages
 
-from tests.unit.deploy.conftest import REPO_ROOT
+from tests.unit.deploy.chart_paths import REPO_ROOT
 
 DOCKERFILES = ["Dockerfile", "Dockerfile.cuda"]
 
@@ -101,7 +101,7 @@ def test_the_ignore_matcher_reads_patterns_as_docker_does() -> None:
     assert ignored("deploy/helm/thaw/values.yaml", rules)
     assert not ignored("deploy/image/requirements.py", rules)
     assert ignored("build.log", rules) and not ignored("runtime/build.log", rules)
-    assert not ignored("runtime/server.py", rules)
+    assert not ignored("runtime/process/server.py", rules)
 
 
 # --- the build, simulated -------------------------------------------------------------------
@@ -162,7 +162,7 @@ def files_in_install_stage(dockerfile: str, dockerignore: str, wanted: list[str]
 @pytest.mark.parametrize("name", DOCKERFILES)
 def test_every_file_of_every_shipped_package_reaches_the_install(name: str) -> None:
     wanted = shipped_files()
-    assert "thawwire/__init__.py" in wanted and "activator/ui/index.html" in wanted
+    assert "thawwire/__init__.py" in wanted and "activator/surfaces/ui/index.html" in wanted
     got = files_in_install_stage(
         (REPO_ROOT / name).read_text(), (REPO_ROOT / ".dockerignore").read_text(), wanted
     )
@@ -188,8 +188,9 @@ def test_the_check_catches_a_forgotten_package() -> None:
     wanted = shipped_files()
     got = files_in_install_stage(LISTED_COPIES, "", wanted)
     missing = set(wanted) - got
-    assert missing and all(path.startswith("thawwire/") for path in missing)
-    assert "thawwire/__init__.py" in missing
+    # the old Dockerfile forgot thawwire, and a listing would forget every new package too
+    assert missing and all(path.startswith(("thawwire/", "thawserver/")) for path in missing)
+    assert {"thawwire/__init__.py", "thawserver/__init__.py"} <= missing
     whole_context = "FROM b\nWORKDIR /src\nCOPY . .\nRUN pip install --no-deps .\n"
     assert files_in_install_stage(whole_context, "", wanted) == set(wanted)
     assert not files_in_install_stage(whole_context, "*", wanted)

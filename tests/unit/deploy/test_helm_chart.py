@@ -19,11 +19,11 @@ import pytest
 import yaml
 
 from activator.config import ScaleSettings
-from activator.model_settings import apply_model_settings, read_model_settings
-from activator.repository import Repository
-from activator.scaler.kube_api import REQUIRED_ACCESS
+from activator.fleet.model_settings import apply_model_settings, read_model_settings
+from activator.fleet.repository import Repository
+from activator.scaler.kubernetes.api import REQUIRED_ACCESS
 from tests.fixtures.models import make_add_sub
-from tests.unit.deploy.conftest import CHART, Render
+from tests.unit.deploy.chart_paths import CHART, Render
 
 K8S_VERSIONS = ("1.33.0", "1.35.0")  # the oldest the chart supports, the cluster's default
 K8S_VERSION = K8S_VERSIONS[0]
@@ -163,7 +163,7 @@ def _command_line(command: str, args: list[str]) -> Any:
 
 
 def test_the_activators_serve_grpc_and_metrics_behind_the_service(render: Render) -> None:
-    from activator.cli import build_config
+    from activator.process.cli import build_config
 
     objects = render(VALUE_SETS["cpu-configmap"], "activator.service.grpcPort=9001")
     deployment = _one(objects, "Deployment", "-activator")
@@ -187,7 +187,7 @@ def test_the_activators_serve_grpc_and_metrics_behind_the_service(render: Render
 
 
 def test_runtime_pods_serve_http_grpc_and_metrics_on_named_ports(render: Render) -> None:
-    from runtime.cli import build_config
+    from runtime.process.cli import build_config
 
     objects = render(VALUE_SETS["cpu-configmap"])
     pool = _one(objects, "Deployment", "-pool")["spec"]["template"]

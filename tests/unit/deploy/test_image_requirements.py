@@ -8,7 +8,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-from tests.unit.deploy.conftest import REPO_ROOT
+from tests.unit.deploy.chart_paths import REPO_ROOT
 
 SCRIPT = REPO_ROOT / "deploy" / "image" / "requirements.py"
 

@@ -14,7 +14,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from tests.unit.deploy.conftest import REPO_ROOT
+from tests.unit.deploy.chart_paths import REPO_ROOT
 
 ORT_CPU, ORT_GPU = "onnxruntime", "onnxruntime-gpu"
 PYPROJECT = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from runtime.batch_planner import DynamicBatching, OneRequest, Take, WaitUntil, plan
+from runtime.scheduling.batch_planner import DynamicBatching, OneRequest, Take, WaitUntil, plan
 from tests.fakes.stepped_clock import SteppedClock
 
 US = 1_000

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from runtime import cli
 from runtime.config import ConfigError, ServeConfig, parse_cuda_pool
-from runtime.cuda_warmup import CudaWarmup, staging_shape
-from runtime.device_target import DeviceTarget, local_target
-from runtime.metrics import Metrics
+from runtime.devices.target import DeviceTarget, local_target
+from runtime.observe.metrics import Metrics
+from runtime.process import cli
+from runtime.process.cuda_warmup import CudaWarmup, staging_shape
 from tests.fixtures.serve_process import ServeProcess
 
 

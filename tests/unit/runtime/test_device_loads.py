@@ -13,12 +13,12 @@ import torch
 
 from runtime.backends.base import ExecTimings, LoadContext
 from runtime.config import ServeConfig
-from runtime.device_plan import CUDA_EP, Capabilities
+from runtime.devices.plan import CUDA_EP, Capabilities
 from runtime.errors import DeviceOutOfMemory, RepositoryError, ServingError
 from runtime.inference import InferRequest, InferTensor
-from runtime.metrics import Metrics
-from runtime.model_manager import ModelManager
-from runtime.version_loader import _load_instance
+from runtime.models.manager import ModelManager
+from runtime.models.version_loader import _load_instance
+from runtime.observe.metrics import Metrics
 from snapshotter import DeviceConfig, ImageLoader, ImageRef, build_image
 from snapshotter.stores.dir_store import DirStore
 from tests.fakes.fake_device import FakeDevice
@@ -230,7 +230,7 @@ def test_cuda_oom_while_loading_an_instance_is_that_loads_503(tmp_path: Path) ->
 
 
 def test_a_request_that_runs_the_gpu_out_of_memory_fails_alone() -> None:
-    from runtime.device_errors import device_failure, is_device_oom
+    from runtime.devices.errors import device_failure, is_device_oom
 
     oom = torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 MiB")
     error = device_failure("m", oom, device="cuda:0")

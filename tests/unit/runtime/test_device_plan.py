@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.device_plan import (
+from runtime.devices.plan import (
     CUDA_EP,
     TRT_EP,
     Capabilities,
@@ -124,7 +124,7 @@ def test_a_tensorrt_plan_has_no_cpu_fallback() -> None:
 def test_the_local_inventory_reads_this_machine() -> None:
     import torch
 
-    from runtime.device_inventory import LocalInventory
+    from runtime.devices.inventory import LocalInventory
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
@@ -137,7 +137,7 @@ def test_the_local_inventory_reads_this_machine() -> None:
 
 def test_onnxruntime_gpus_are_counted_without_torch(monkeypatch: pytest.MonkeyPatch) -> None:
     """onnxruntime-gpu beside a CPU build of torch: the GPU scan, not torch, says how many."""
-    from runtime import device_inventory
+    from runtime.devices import inventory as device_inventory
 
     monkeypatch.setattr(device_inventory, "_scanned", lambda: (2, ""))
     monkeypatch.setattr(device_inventory, "_torch_cuda", lambda: (0, "torch is built without CUDA"))

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from runtime.config import ServeConfig
-from runtime.device_plan import Capabilities
-from runtime.device_target import DeviceTarget, local_target, resolve_target
-from runtime.metrics import Metrics
-from runtime.model_manager import ModelManager
-from runtime.repository import read_model
+from runtime.devices.plan import Capabilities
+from runtime.devices.target import DeviceTarget, local_target, resolve_target
+from runtime.models.manager import ModelManager
+from runtime.models.repository import read_model
+from runtime.observe.metrics import Metrics
 from snapshotter import GpuInfo, GpuScan
 from tests.fixtures.onnx_models import make_onnx_add
 from tritonconfig.schema import mc
@@ -102,7 +102,7 @@ def test_the_gpu_scan_modules_a_fork_server_imports_start_no_thread() -> None:
 
     code = (
         "import importlib, os\n"
-        "from runtime.zygote import _WITH_GPU_SCAN\n"
+        "from runtime.process.zygote import _WITH_GPU_SCAN\n"
         "for name in _WITH_GPU_SCAN: importlib.import_module(name)\n"
         "print(len(os.listdir('/proc/self/task')))"
     )

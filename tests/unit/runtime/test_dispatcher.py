@@ -7,11 +7,11 @@ import functools
 import threading
 from collections.abc import Sequence
 
-from runtime.batch_execution import Outcome, QueuedRequest
-from runtime.batch_planner import OneRequest, Take, WaitUntil, plan
-from runtime.dispatcher import Dispatcher, Planner
 from runtime.inference import InferRequest, InferResponse
-from runtime.instance_worker import InstanceWorker
+from runtime.scheduling.batch_execution import Outcome, QueuedRequest
+from runtime.scheduling.batch_planner import OneRequest, Take, WaitUntil, plan
+from runtime.scheduling.dispatcher import Dispatcher, Planner
+from runtime.scheduling.instance_worker import InstanceWorker
 from tests.fakes.stepped_clock import SteppedClock
 
 FIFO = functools.partial(plan, policy=OneRequest())
@@ -260,8 +260,8 @@ async def test_many_requests_on_three_instances_each_run_once_and_never_overlap(
 def _queued_dispatcher(
     instance: _GatedInstance, clock: SteppedClock, policy_text: str, rejected: list[str]
 ) -> Dispatcher:
-    from runtime.batch_planner import DynamicBatching
-    from runtime.queue_policy import QueuePolicies
+    from runtime.scheduling.batch_planner import DynamicBatching
+    from runtime.scheduling.queue_policy import QueuePolicies
     from tritonconfig import parse_config
 
     config = parse_config(

@@ -7,11 +7,11 @@ import asyncio
 import numpy as np
 import pytest
 
-from runtime.ensemble_scheduler import EnsembleScheduler
 from runtime.errors import InvalidInput, ServingError
 from runtime.inference import InferRequest, InferResponse, InferTensor
-from runtime.request_parameters import SchedulingParameters
-from runtime.stats import ModelStats
+from runtime.observe.stats import ModelStats
+from runtime.scheduling.ensemble_scheduler import EnsembleScheduler
+from runtime.scheduling.request_parameters import SchedulingParameters
 from tritonconfig import parse_config
 
 CONFIG = """

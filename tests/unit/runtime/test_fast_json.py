@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from runtime import fast_json
+from thawserver import fast_json
 
 ACCEPTED = [
     b'{"inputs":[{"name":"A","shape":[2],"datatype":"FP32","data":[1.5,-2e-7]}]}',

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from runtime.backends.base import LoadContext
 from runtime.backends.onnxruntime_backend import OnnxRuntimeBackend
-from runtime.model_warmup import first_contact_sample, run_warmup
+from runtime.models.warmup import first_contact_sample, run_warmup
 from tests.fixtures.onnx_models import make_onnx_add
 from tritonconfig import complete_config, parse_config
 

@@ -13,8 +13,8 @@ from runtime.backends.torch_backend import positions
 from runtime.config import ModelControlMode, ServeConfig
 from runtime.errors import RepositoryError, ServingError
 from runtime.inference import InferRequest, InferTensor, RequestedOutput
-from runtime.metrics import Metrics
-from runtime.model_manager import ModelManager
+from runtime.models.manager import ModelManager
+from runtime.observe.metrics import Metrics
 from tests.fixtures.models import write_config
 from tests.fixtures.onnx_models import make_onnx_add
 from tests.fixtures.torch_models import (

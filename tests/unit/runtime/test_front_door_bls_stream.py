@@ -1,22 +1,20 @@
-"""runtime.front_door_bls's gRPC half: a BLS stream's request and responses as the messages of
-`ModelStreamInfer` (runtime.grpc_codec's client direction), in-stream errors as ServingError,
-and a decoupled model refused over HTTP when no gRPC front door was given."""
+"""runtime.direct.infer_wire's gRPC half: a BLS stream's request and responses as the messages
+of `ModelStreamInfer` (runtime.codecs.protobuf's client direction), in-stream errors as
+ServingError. (The HTTP half and the client itself: test_front_door_client.py.)"""
 
 from __future__ import annotations
-
-import asyncio
 
 import numpy as np
 import pytest
 
-from runtime.errors import InvalidInput, ServingError
-from runtime.front_door_bls import FrontDoorBls, stream_request, stream_response
-from runtime.grpc_codec import (
+from runtime.codecs.protobuf import (
     decode_model_infer,
     encode_model_infer,
     model_infer_request,
     model_infer_response,
 )
+from runtime.direct.infer_wire import stream_request, stream_response
+from runtime.errors import InvalidInput, ServingError
 from runtime.inference import InferRequest, InferResponse, InferTensor, RequestedOutput
 from thawwire.grpc_messages import FINAL_RESPONSE, stream_error
 from thawwire.grpc_service import pb
@@ -91,22 +89,3 @@ def test_an_in_stream_error_is_a_serving_error() -> None:
     error = stream_error("boom at step 2", request_id="r1", model_name="m", model_version="")
     with pytest.raises(ServingError, match="boom at step 2"):
         stream_response(error.SerializeToString(), "m")
-
-
-class _Refusing(FrontDoorBls):
-    """The HTTP front door answering a decoupled model's plain infer as Triton's does."""
-
-    async def infer(self, request: InferRequest) -> InferResponse:
-        raise InvalidInput(
-            "HTTP end point doesn't support models with decoupled transaction policy"
-        )
-
-
-def test_without_a_grpc_front_door_a_decoupled_target_says_what_is_missing() -> None:
-    async def run() -> None:
-        door = _Refusing("http://127.0.0.1:1", timeout_s=1)
-        with pytest.raises(InvalidInput, match="needs thaw up's gRPC front door"):
-            async for _ in door.stream(_request()):
-                pass
-
-    asyncio.run(run())

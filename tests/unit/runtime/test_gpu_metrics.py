@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from runtime.gpu_metrics import GpuSample, NvmlReader
-from runtime.metrics import Metrics
+from runtime.observe.gpu_metrics import GpuSample, NvmlReader
+from runtime.observe.metrics import Metrics
 
 H200 = GpuSample(
     uuid="GPU-0f1e2d3c-0000-1111-2222-333344445555", utilization=0.42,

@@ -1,4 +1,4 @@
-"""runtime.grpc_codec: ModelInferRequest -> the InferRequest HTTP builds, every datatype (BYTES
+"""runtime.codecs.protobuf: ModelInferRequest -> the InferRequest HTTP builds, every datatype (BYTES
 and BF16 too), typed contents, parameters checked as Triton's gRPC frontend checks them, and
 raw_output_contents back."""
 
@@ -7,14 +7,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime.codec import decode_infer_request
-from runtime.errors import InvalidInput, ModelNotFound
-from runtime.grpc_codec import (
+from runtime.codecs.protobuf import (
     decode_model_infer,
     encode_model_infer,
     message_ref,
     request_parameters,
 )
+from runtime.codecs.rest import decode_infer_request
+from runtime.errors import InvalidInput, ModelNotFound
 from runtime.inference import InferResponse, InferTensor
 from thawwire.grpc_messages import FINAL_RESPONSE
 from thawwire.grpc_service import pb

@@ -1,4 +1,4 @@
-"""runtime.grpc_stream over a fake model service: many responses per request with Triton's
+"""runtime.grpc.stream over a fake model service: many responses per request with Triton's
 final flag, the empty final response on request, request order for non-decoupled models only,
 in-stream errors, and a bounded number of requests in flight."""
 
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from runtime.errors import InvalidInput, ServingError
-from runtime.grpc_stream import MAX_IN_FLIGHT, serve_stream
+from runtime.grpc.stream import MAX_IN_FLIGHT, serve_stream
 from runtime.inference import InferRequest, InferResponse, InferTensor
 from thawwire.grpc_service import pb
 
@@ -53,6 +53,9 @@ class _Models:
         if name not in self.scripts:
             raise ServingError("unknown")
         return {"model_transaction_policy": {"decoupled": name in self.decoupled}}
+
+    def answers_as_they_come(self, name: str, version: str | None) -> bool:
+        return name in self.decoupled
 
     def model_ready(self, name: str, version: str | None) -> bool:
         return True

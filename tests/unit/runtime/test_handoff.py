@@ -1,4 +1,4 @@
-"""runtime.handoff: serving client connections handed over a Unix socket (SCM_RIGHTS).
+"""runtime.direct.handoff: serving client connections handed over a Unix socket (SCM_RIGHTS).
 
 Real sockets throughout: a client TCP connection whose server end the test passes as the
 activator would, a real aiohttp server as the replica, and a real aiohttp app as the front
@@ -22,14 +22,14 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from runtime.cli import build_config, register
 from runtime.config import ConfigError, ServeConfig
-from runtime.direct_load import DirectLoad
-from runtime.direct_routing import DirectRouting
-from runtime.direct_state import ConnectionStates
-from runtime.front_door_client import FrontDoorClient
-from runtime.handoff import HandoffReceiver
-from thawwire.aiohttp_compat import JsonErrorRunner
+from runtime.direct.front_door import FrontDoor
+from runtime.direct.handoff import HandoffReceiver
+from runtime.direct.load import DirectLoad
+from runtime.direct.routing import DirectRouting
+from runtime.direct.state import ConnectionStates
+from runtime.process.cli import build_config, register
+from thawserver.aiohttp_compat import JsonErrorRunner
 from thawwire.handoff_protocol import SlotState
 from thawwire.paths import model_of
 
@@ -116,7 +116,7 @@ async def setup(tmp_path: Path) -> AsyncIterator[_Setup]:
     front_url = f"http://127.0.0.1:{front.addresses[0][1]}"
     release = asyncio.Event()
     skew_s = [0.0]
-    front_door = FrontDoorClient(front_url, timeout_s=10)
+    front_door = FrontDoor(url=front_url, timeout_s=10)
     routing = DirectRouting(
         is_loaded=lambda model: model == "m",
         front_door=front_door,
@@ -124,7 +124,7 @@ async def setup(tmp_path: Path) -> AsyncIterator[_Setup]:
         clock=lambda: time.monotonic() + skew_s[0],
     )
     app = await _replica_app(release)
-    routing.install(app)  # as runtime.app.build_app does for a replica of `thaw up`
+    routing.install(app)  # as runtime.http.app.build_app does for a replica of `thaw up`
     replica = JsonErrorRunner(app)
     await replica.setup()
     assert replica.server is not None
@@ -241,9 +241,12 @@ async def test_own_models_are_answered_here_and_the_rest_by_the_front_door(
 
 async def test_load_reports_count_connections_and_busy_time(setup: _Setup) -> None:
     reader, writer = await _hand_off(setup)
+    sent = time.monotonic()
     await _request(reader, writer, "POST", "/v2/models/m/infer?sleep=0.3")
+    answered_s = time.monotonic() - sent  # the request's whole life, as this client saw it
     reports = await _reports(setup.link, until=1)
-    assert 0.3 <= reports[-1]["busy_s"] < 1.0
+    # Its 0.3 s of work, and no more than it lasted (not the connection's age).
+    assert 0.3 <= reports[-1]["busy_s"] <= answered_s + 0.001
     writer.close()
     final = await _reports(setup.link, until=0)  # the last connection going is reported
     assert final[-1]["busy_s"] >= reports[-1]["busy_s"]
@@ -330,7 +333,7 @@ def test_a_front_door_alone_is_for_bls_calls() -> None:
         ({"handoff_socket": Path("/tmp/x.sock")}, "needs `front_door`"),
         ({"front_door": "unix:/x"}, "http:// URL"),
         ({"handoff_socket": Path("/tmp/x.sock"), "front_door": "unix:/x"}, "http:// URL"),
-        ({"handoff_max_age_s": -1.0}, "`handoff_max_age_s` = -1.0"),
+        ({"handoff_max_age_s": -1.0}, r"`handoff_max_age_s` = -1, must be in \[0, 86400\]"),
         ({"handoff_state": Path("/tmp/x.state")}, "needs `handoff_socket`"),
     ],
 )
@@ -402,7 +405,9 @@ async def test_a_client_closing_is_reported_before_the_next_periodic_report(
     writer.close()
     closed_at = time.monotonic()
     reports = await _reports_until(setup.link, lambda r: r["closed"] == [1])
-    assert time.monotonic() - closed_at < 0.5
+    # reported in the loop iteration that saw the close (call_soon), not held for a periodic
+    # report; the bound only catches "never" on a machine a second `make test` loads
+    assert time.monotonic() - closed_at < 2.0
     assert reports[-1]["connections"] == 0
     # The client's FIN reached the replica; it shut its side down: the copy reads EOF.
     copy = setup.copies[1]

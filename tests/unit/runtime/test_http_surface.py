@@ -15,9 +15,9 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 
-from runtime.app import RUNNER_OPTIONS, build_app
 from runtime.config import ModelControlMode, ServeConfig
-from runtime.response_encoding import MIN_COMPRESS_BYTES
+from runtime.http.app import RUNNER_OPTIONS, build_app
+from runtime.http.response_encoding import MIN_COMPRESS_BYTES
 from tests.fakes.model_service import FakeModelService
 from thawwire.extensions import EXTENSIONS
 

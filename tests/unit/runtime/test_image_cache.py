@@ -8,7 +8,7 @@ import pytest
 
 from runtime.config import ServeConfig
 from runtime.errors import ServingError
-from runtime.image_cache import make_image_loader
+from runtime.models.image_cache import make_image_loader
 from snapshotter import StagingPool
 
 

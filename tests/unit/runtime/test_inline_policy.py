@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runtime.inline_policy import InlinePolicy
+from runtime.scheduling.inline_policy import InlinePolicy
 
 US = 1_000
 MS = 1_000_000

@@ -8,13 +8,13 @@ import threading
 from collections.abc import Callable, Sequence
 
 from runtime.backends.base import ExecTimings
-from runtime.batch_execution import Outcome, QueuedRequest
-from runtime.batch_planner import OneRequest, plan
-from runtime.dispatcher import Dispatcher
 from runtime.inference import InferRequest, InferResponse
-from runtime.loop_instance import LoopInstance
-from runtime.scheduler import Scheduler
-from runtime.stats import ModelStats
+from runtime.observe.stats import ModelStats
+from runtime.scheduling.batch_execution import Outcome, QueuedRequest
+from runtime.scheduling.batch_planner import OneRequest, plan
+from runtime.scheduling.dispatcher import Dispatcher
+from runtime.scheduling.loop_instance import LoopInstance
+from runtime.scheduling.scheduler import Scheduler
 from tests.fakes.stepped_clock import SteppedClock
 
 

@@ -12,7 +12,7 @@ import pytest
 import tritonconfig
 from runtime.errors import RepositoryError
 from runtime.model_config import config_from_json, parse_config, select_versions, validate_config
-from runtime.repository import read_model
+from runtime.models.repository import read_model
 from tests.fixtures.models import write_config
 from tests.fixtures.onnx_models import make_onnx_add, make_onnx_identity
 from tritonconfig.schema import mc

@@ -20,9 +20,9 @@ from runtime.errors import (
     RepositoryError,
 )
 from runtime.inference import InferRequest, InferTensor
-from runtime.metrics import Metrics
-from runtime.model_manager import ModelManager
-from runtime.repository import list_models
+from runtime.models.manager import ModelManager
+from runtime.models.repository import list_models
+from runtime.observe.metrics import Metrics
 from tests.fixtures.models import (
     make_add_sub,
     make_python_identity,
@@ -278,7 +278,7 @@ async def test_index_lists_a_slow_repository_off_the_event_loop(
     make_python_identity(tmp_path, "a")
     manager = _manager(tmp_path, ModelControlMode.EXPLICIT)
     await manager.start()
-    from runtime import model_manager
+    from runtime.models import manager as model_manager
 
     listing, release = threading.Event(), threading.Event()
     listed_in: list[threading.Thread] = []

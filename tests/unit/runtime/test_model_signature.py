@@ -9,7 +9,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from runtime.errors import InvalidInput
 from runtime.inference import InferRequest, InferResponse, InferTensor, RequestedOutput
-from runtime.model_signature import ModelSignature
+from runtime.models.signature import ModelSignature
 
 CONFIG = """
 name: "m"

@@ -10,7 +10,7 @@ import pytest
 from runtime.backends.base import ExecTimings
 from runtime.errors import RepositoryError, ServingError
 from runtime.inference import InferRequest, InferResponse
-from runtime.model_warmup import run_warmup, warmup_samples
+from runtime.models.warmup import run_warmup, warmup_samples
 from tritonconfig import parse_config
 
 

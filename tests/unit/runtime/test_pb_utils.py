@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from runtime import triton_python_backend_utils as pb_utils
+from runtime.python import pb_utils
 
 
 @pytest.mark.parametrize(
@@ -80,7 +80,7 @@ def test_model_config_helper_for_auto_complete() -> None:
 
 
 def test_custom_metrics_share_families_and_series_and_refuse_misuse() -> None:
-    from runtime.custom_metrics import CustomMetrics
+    from runtime.observe.custom_metrics import CustomMetrics
 
     metrics = CustomMetrics()
     metrics.family("reqs", "requests", 0)
@@ -117,9 +117,54 @@ def test_response_sender_closes_after_final_and_checks_default_mode() -> None:
         one.send(pb_utils.InferenceResponse())
 
 
+def test_a_returned_response_is_the_final_send_and_refused_after_a_sent_one() -> None:
+    answered = pb_utils.InferenceResponseSender(lambda r, f: None, decoupled=False)
+    answered.send(pb_utils.InferenceResponse(), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+    with pytest.raises(
+        pb_utils.TritonModelException,
+        match=r"^Unable to send response\. Non-decoupled model cannot send more than one "
+        r"response\.$",
+    ):
+        answered._returned(pb_utils.InferenceResponse())
+    unused = pb_utils.InferenceResponseSender(lambda r, f: None, decoupled=False)
+    unused._returned(pb_utils.InferenceResponse())
+    assert unused.is_closed()  # a send after the return raises, as in Triton
+    with pytest.raises(pb_utils.TritonModelException, match="more than one response"):
+        unused.send(pb_utils.InferenceResponse())
+
+
+def test_is_cancelled_asks_until_true_then_keeps_it() -> None:
+    answers = iter([False, True, False])
+    asked = []
+
+    def probe() -> bool:
+        asked.append(1)
+        return next(answers)
+
+    request = pb_utils.InferenceRequest()
+    request._cancel_probe = probe
+    assert [request.is_cancelled() for _ in range(4)] == [False, True, True, True]
+    assert len(asked) == 2
+    assert pb_utils.InferenceRequest().is_cancelled() is False  # a BLS request: never asked
+
+
+def test_a_sender_dropped_without_its_response_says_so_once() -> None:
+    dropped = []
+    sender = pb_utils.InferenceResponseSender(
+        lambda r, f: None, decoupled=False, abandoned=lambda: dropped.append(1)
+    )
+    del sender
+    answered = pb_utils.InferenceResponseSender(
+        lambda r, f: None, decoupled=False, abandoned=lambda: dropped.append(2)
+    )
+    answered.send(pb_utils.InferenceResponse())
+    del answered
+    assert dropped == [1]
+
+
 def test_placement_is_a_stub_process_unless_in_process_is_asked_for() -> None:
     from runtime.errors import RepositoryError
-    from runtime.python_placement import PythonRuntime, placement
+    from runtime.python.placement import PythonRuntime, placement
     from tritonconfig.schema import mc
 
     config = mc.ModelConfig(name="m", backend="python")
@@ -140,7 +185,7 @@ def test_placement_is_a_stub_process_unless_in_process_is_asked_for() -> None:
 
 
 def test_wire_carries_small_tensors_inline_and_large_ones_in_memfds() -> None:
-    from runtime.pystub.wire import Channel, Message, Tensor, channel_pair
+    from runtime.python.stub.wire import Channel, Message, Tensor, channel_pair
 
     left, right = channel_pair()
     a, b = Channel(left), Channel(right)
@@ -160,8 +205,8 @@ def test_wire_carries_small_tensors_inline_and_large_ones_in_memfds() -> None:
 
 
 def test_generate_body_maps_inputs_parameters_and_id() -> None:
+    from runtime.codecs.generate import decode_generate, encode_generate
     from runtime.errors import InvalidInput
-    from runtime.generate_codec import decode_generate, encode_generate
     from runtime.inference import InferResponse, InferTensor
 
     meta = {"inputs": [{"name": "PROMPT", "datatype": "BYTES", "shape": [1, 1]},
@@ -179,3 +224,38 @@ def test_generate_body_maps_inputs_parameters_and_id() -> None:
     out = InferTensor("TEXT", "BYTES", (1,), np.array([b"yo"], dtype=np.object_))
     doc = encode_generate(InferResponse("m", "1", [out], id="7"))
     assert doc == {"id": "7", "model_name": "m", "model_version": "1", "TEXT": "yo"}
+
+
+def test_the_python_runtime_values_are_the_ones_thaw_up_checks() -> None:
+    # thaw up checks `thaw.python_runtime` against thawwire's list at scan time; the runtime
+    # reads it with its own enum: the two must not drift apart.
+    from runtime.python.placement import PARAMETER, PythonRuntime
+    from thawwire.runtime_parameters import PYTHON_RUNTIME, PYTHON_RUNTIMES
+
+    assert PARAMETER == PYTHON_RUNTIME
+    assert {r.value for r in PythonRuntime} == set(PYTHON_RUNTIMES)
+
+
+@pytest.mark.parametrize("buckets", [[2.5, 0.1, 1.0, 10.0, 5.0], [1, 1, 2, 5, 5]])
+def test_histogram_buckets_out_of_order_or_repeated_are_refused_as_triton_does(
+    monkeypatch: pytest.MonkeyPatch, buckets: list[float]
+) -> None:
+    """Triton's qa custom_metrics model (test_histogram_args): TritonModelException."""
+    created: list[object] = []
+
+    class Host:
+        def metric_family(self, name: str, description: str, kind: int) -> None:
+            pass
+
+        def metric_create(self, name: str, labels: object, bounds: object) -> int:
+            created.append(bounds)
+            return 0
+
+    monkeypatch.setattr(pb_utils, "_host", Host())
+    family = pb_utils.MetricFamily("h", "a histogram", pb_utils.MetricFamily.HISTOGRAM)
+    with pytest.raises(pb_utils.TritonModelException, match="strictly increasing"):
+        family.Metric(labels={}, buckets=buckets)
+    assert created == []
+    family.Metric(labels={}, buckets=[0.1, 1.0, 2.5])  # ascending: created
+    family.Metric(labels={}, buckets=[])  # empty: created (Triton allows it)
+    assert created == [[0.1, 1.0, 2.5], None]

@@ -14,8 +14,8 @@ import pytest
 from runtime.config import ModelControlMode, ServeConfig
 from runtime.errors import InvalidInput, ServingError
 from runtime.inference import InferRequest, InferTensor, RequestedOutput
-from runtime.metrics import Metrics
-from runtime.model_manager import ModelManager
+from runtime.models.manager import ModelManager
+from runtime.observe.metrics import Metrics
 from tests.fixtures.models import make_add_sub, make_execute_error, write_config
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runtime.queue_policy import (
+from runtime.scheduling.queue_policy import (
     QUEUE_FULL,
     Admitted,
     LevelPolicy,

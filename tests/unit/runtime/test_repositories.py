@@ -14,9 +14,9 @@ import pytest
 from runtime.config import ModelControlMode, ServeConfig
 from runtime.errors import ModelUnavailable
 from runtime.inference import InferRequest, InferTensor
-from runtime.metrics import Metrics
-from runtime.model_manager import ModelManager
-from runtime.repository import Repositories, list_models
+from runtime.models.manager import ModelManager
+from runtime.models.repository import Repositories, list_models
+from runtime.observe.metrics import Metrics
 from tests.fixtures.models import make_python_identity
 
 

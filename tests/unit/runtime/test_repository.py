@@ -8,7 +8,7 @@ import pytest
 from tritonclient.grpc import model_config_pb2 as mc
 
 from runtime.errors import ModelNotFound, RepositoryError
-from runtime.repository import list_models, read_model, select_versions, validate_model_name
+from runtime.models.repository import list_models, read_model, select_versions, validate_model_name
 from tests.fixtures.models import make_add_sub, write_config
 from tests.fixtures.onnx_models import make_onnx_identity
 

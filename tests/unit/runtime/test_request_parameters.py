@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from runtime.errors import InvalidInput
-from runtime.request_parameters import SchedulingParameters, scheduling_parameters
+from runtime.scheduling.request_parameters import SchedulingParameters, scheduling_parameters
 
 
 def test_absent_parameters_ask_nothing() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from runtime.inference import InferRequest, InferResponse, InferTensor, RequestedOutput
-from runtime.response_cache import ResponseCache
+from runtime.models.response_cache import ResponseCache
 
 
 def _request(

@@ -15,8 +15,8 @@ import pytest
 
 from runtime.config import ServeConfig
 from runtime.inference import InferRequest, InferTensor
-from runtime.metrics import Metrics
-from runtime.model_manager import ModelManager
+from runtime.models.manager import ModelManager
+from runtime.observe.metrics import Metrics
 from tests.fixtures.models import make_add_sub
 from tests.fixtures.onnx_models import make_onnx_add
 

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from runtime.sequence_table import Assigned, Backlogged, Placement, Refused, SequenceTable
+from runtime.scheduling.sequence_table import (
+    Assigned,
+    Backlogged,
+    Placement,
+    Refused,
+    SequenceTable,
+)
 from tests.fakes.stepped_clock import SteppedClock
 
 MS = 1_000_000

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from runtime import cli
 from runtime.config import ConfigError, ModelControlMode, ServeConfig
-from runtime.response_encoding import compress_body, pick_encoding
+from runtime.http.response_encoding import compress_body, pick_encoding
+from runtime.process import cli
+from thawserver.redaction import Redactor
+from thawserver.restricted_protocols import Category, Restriction
 
 
 def _parse(*argv: str) -> ServeConfig:
@@ -60,7 +63,7 @@ def test_defaults_match_the_documented_interface() -> None:
         ({"port": -1}, "`port` = -1, must be in [0, 65535]"),
         ({"max_body_bytes": 0}, "`max_body_bytes` = 0, must be in"),
         ({"repository_poll_secs": float("nan")}, "`repository_poll_secs` = nan, must be in"),
-        ({"exit_timeout_s": -1.0}, "`exit_timeout_s` = -1.0, must be in"),
+        ({"exit_timeout_s": -1.0}, "`exit_timeout_s` = -1, must be in [0, 3600]"),
         ({"max_json_depth": 1}, "`max_json_depth` = 1, must be in"),
         ({"target": "tpu"}, "`target` = 'tpu', must be one of auto, cpu, cuda"),
         ({"preload_frameworks": ("jax",)}, "`preload_frameworks` = 'jax'"),
@@ -118,3 +121,76 @@ def test_front_door_grpc_must_be_host_and_port(address: str) -> None:
         ServeConfig(repository=Path("."), front_door_grpc="127.0.0.1:8001")
     ok = ServeConfig(repository=Path("."), front_door_grpc="[::1]:8001", **door)  # type: ignore[arg-type]
     assert ok.front_door_grpc == "[::1]:8001"
+
+
+def test_text_settings_are_parsed_once_when_the_config_is_built() -> None:
+    config = ServeConfig(
+        repository=Path("/srv/models"),
+        cache=Path("/var/cache/thaw"),
+        http_header_forward_pattern="^x-",
+        grpc_header_forward_pattern="(?-i)^Y-",
+        http_restricted_apis=("inference,health:x-key=1",),
+        grpc_restricted_protocols=("metadata:k=v",),
+    )
+    assert config.http_header_forward is not None and config.grpc_header_forward is not None
+    assert config.http_header_forward.search("X-Trace")  # case-insensitive, as Triton's
+    assert config.grpc_header_forward.search("y-a") is None  # (?-i): case-sensitive
+    assert config.http_restrictions == {
+        Category.INFERENCE: Restriction("x-key", "1", "API"),
+        Category.HEALTH: Restriction("x-key", "1", "API"),
+    }
+    assert config.grpc_restrictions == {
+        Category.METADATA: Restriction("triton-grpc-protocol-k", "v")
+    }
+    assert config.redactor("/srv/models/a/config.pbtxt: bad") == "a/config.pbtxt: bad"
+    assert config.redactor("/var/cache/thaw/x: gone") == "x: gone"
+    plain = ServeConfig(repository=Path("."))
+    assert plain.http_header_forward is None and plain.grpc_header_forward is None
+    assert plain.http_restrictions == {} and plain.grpc_restrictions == {}
+    # Derived again from the new settings when a config is rewritten (dataclasses.replace).
+    moved = replace(config, repository=Path("/other"), http_restricted_apis=())
+    assert moved.http_restrictions == {} and moved.redactor("/other/m") == "m"
+    assert moved.redactor("/srv/models/m") == "/srv/models/m"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"http_restricted_apis": ("inference",)}, "--http-restricted-api option format is"),
+        ({"grpc_restricted_protocols": ("bogus:k=v",)}, "unknown restricted protocol 'bogus'"),
+        ({"http_header_forward_pattern": "["}, "`http_header_forward_pattern` = '['"),
+    ],
+)
+def test_text_settings_that_do_not_parse_fail_the_config(
+    overrides: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        ServeConfig(repository=Path("."), **overrides)  # type: ignore[arg-type]
+    assert str(info.value).startswith(message)
+
+
+def test_every_surface_reads_the_parsed_values_and_builds_no_redactor(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The HTTP app, its metrics app and the gRPC handlers take the config's one Redactor
+    (and its parsed patterns and restrictions): none of them builds another."""
+    from runtime.grpc.handlers import GrpcHandlers
+    from runtime.http.app import HANDLERS, REDACT, build_app, build_metrics_app
+    from runtime.models.lifecycle import ServerState
+    from tests.fakes.model_service import FakeModelService
+
+    config = ServeConfig(repository=Path("."), http_restricted_apis=("health:k=v",))
+
+    def no_second(self: Redactor, roots: object) -> None:
+        raise AssertionError("a surface built its own Redactor")
+
+    monkeypatch.setattr(Redactor, "__init__", no_second)
+    app = build_app(config, FakeModelService(), _NoMetrics())  # type: ignore[arg-type]
+    metrics_app = build_metrics_app(config, app[HANDLERS])
+    GrpcHandlers(config, FakeModelService(), ServerState())  # type: ignore[arg-type]
+    assert app[REDACT] is config.redactor and metrics_app[REDACT] is config.redactor
+
+
+class _NoMetrics:
+    def exposition(self) -> bytes:
+        return b""

@@ -12,8 +12,8 @@ import pytest
 
 from runtime.config import ServeConfig
 from runtime.inference import InferRequest, InferTensor
-from runtime.metrics import Metrics
-from runtime.model_manager import ModelManager
+from runtime.models.manager import ModelManager
+from runtime.observe.metrics import Metrics
 from tests.fixtures.onnx_models import make_onnx_add
 from tests.fixtures.torch_models import make_torch_export_linear, make_torchscript_linear
 from thaw.cli import main as thaw_main

@@ -16,9 +16,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from runtime.config import ModelControlMode, ServeConfig
 from runtime.errors import InvalidInput, ServingError
 from runtime.inference import InferRequest, InferTensor
-from runtime.metrics import Metrics
-from runtime.model_manager import ModelManager
-from runtime.stats import FailureReason, StatsBook
+from runtime.models.manager import ModelManager
+from runtime.observe.metrics import Metrics
+from runtime.observe.stats import FailureReason, StatsBook
 from tests.fixtures.models import make_execute_error, make_slow_execute
 from tests.fixtures.onnx_models import make_onnx_identity
 

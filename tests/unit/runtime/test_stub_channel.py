@@ -10,9 +10,9 @@ import threading
 import numpy as np
 import pytest
 
-from runtime.backends.loop_channel import LoopChannel
-from runtime.pystub.inbox import WORK, Inbox
-from runtime.pystub.wire import (
+from runtime.python.loop_channel import LoopChannel
+from runtime.python.stub.inbox import WORK, Inbox
+from runtime.python.stub.wire import (
     INLINE_MAX_BYTES,
     MESSAGE_MAX_BYTES,
     Channel,
@@ -26,6 +26,7 @@ from runtime.pystub.wire import (
     encode,
     receive,
     transmit,
+    v2_datatype,
 )
 
 _DATATYPES = {
@@ -51,6 +52,30 @@ def test_every_datatype_and_shape_survives_the_packed_table() -> None:
             sent.name, sent.datatype, sent.shape,
         )  # fmt: skip
         np.testing.assert_array_equal(received.data, sent.data)
+
+
+def test_arrays_not_in_their_wire_form_are_converted_once_on_the_way() -> None:
+    # Big-endian, a list, a non-contiguous view, a dtype wider than the datatype's: each
+    # arrives as the datatype's little-endian array with the values sent.
+    values = np.arange(6, dtype=np.float64).reshape(2, 3)
+    tensors = [
+        Tensor("big_endian", "FP32", (2, 3), values.astype(">f4")),
+        Tensor("a_list", "INT32", (3,), [1, 2, 3]),  # type: ignore[arg-type]
+        Tensor("strided", "FP64", (2, 2), values[:, ::2]),
+        Tensor("wider", "FP16", (2, 3), values),
+    ]
+    [got] = decode_all(encode(Message({}, tensors)).payload, [])
+    wanted = {"big_endian": "<f4", "a_list": "<i4", "strided": "<f8", "wider": "<f2"}
+    for sent, received in zip(tensors, got.tensors, strict=True):
+        assert received.data.dtype == np.dtype(wanted[sent.name])
+        np.testing.assert_array_equal(received.data, np.asarray(sent.data))
+
+
+def test_v2_datatypes_of_dtypes_and_of_what_names_them() -> None:
+    assert v2_datatype(np.dtype(np.float32)) == v2_datatype(np.dtype("<f4")) == "FP32"
+    assert v2_datatype(np.dtype(np.object_)) == v2_datatype(np.dtype("S3")) == "BYTES"
+    with pytest.raises(ValueError, match="no v2 datatype"):
+        v2_datatype(np.dtype(np.complex64))
 
 
 def test_a_table_that_points_past_its_message_is_refused() -> None:
@@ -196,3 +221,61 @@ async def test_the_loop_end_never_blocks_when_the_stub_does_not_read() -> None:
     assert 40 * blob.nbytes > MESSAGE_MAX_BYTES * 2  # more than the socket could hold
     channel.close()
     await asyncio.to_thread(reader.close)
+
+
+async def test_what_a_stub_wrote_before_it_died_is_delivered_before_its_death() -> None:
+    # The stub answers an execute and exits; the loop sends to it before it reads that answer
+    # (the order events come in on a busy loop). The answer must still arrive, then the close:
+    # else the execute it finished fails as if the stub had died running it.
+    server_sock, stub_sock = channel_pair()
+    loop = asyncio.get_running_loop()
+    events: list[object] = []
+    channel = LoopChannel(
+        server_sock,
+        loop,
+        on_message=lambda m: events.append(m.fields["id"]),
+        on_closed=lambda: events.append("closed"),
+    )
+    loop.remove_reader(server_sock.fileno())  # the reader has not had its turn yet
+    stub = Channel(stub_sock)
+
+    def answer_and_die() -> None:  # the stub's side, blocking, in its own thread
+        stub.send(Message({"op": "done", "id": 1}))
+        stub.send(Message({"op": "done", "id": 2}))
+        stub.close()
+
+    await asyncio.to_thread(answer_and_die)
+    channel.send(Message({"op": "execute", "id": 3}))
+    await asyncio.sleep(0)  # the end of the turn: the gathered send finds the stub gone
+    assert events == [1, 2, "closed"]
+    with pytest.raises(ChannelClosed):
+        channel.send(Message({"op": "execute", "id": 4}))
+
+
+async def test_a_stub_that_died_with_our_messages_unread_still_has_its_answers_read() -> None:
+    # Requests queued behind the one that killed the stub were never read by it: Linux then
+    # reports a reset (ECONNRESET) before the answers it wrote before it died. Those answers
+    # must still arrive, then the close (seen beside a second make test: a finished execute
+    # failed as 'Stub process ... is not healthy').
+    server_sock, stub_sock = channel_pair()
+    loop = asyncio.get_running_loop()
+    events: list[object] = []
+    channel = LoopChannel(
+        server_sock,
+        loop,
+        on_message=lambda m: events.append(m.fields["id"]),
+        on_closed=lambda: events.append("closed"),
+    )
+    loop.remove_reader(server_sock.fileno())  # the reader has not had its turn yet
+    channel.send(Message({"op": "execute", "id": 9}))  # queued behind: the stub never reads it
+    await asyncio.sleep(0)
+    stub = Channel(stub_sock)
+
+    def answer_and_die() -> None:
+        stub.send(Message({"op": "done", "id": 1}))
+        stub.send(Message({"op": "done", "id": 2}))
+        stub.close()
+
+    await asyncio.to_thread(answer_and_die)
+    channel._readable()  # the loop's turn: the reset comes first, then what the stub wrote
+    assert events == [1, 2, "closed"]

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from runtime import cli
 from runtime.config import ConfigError, ServeConfig
-from runtime.triton_flags import (
+from runtime.process import cli
+from runtime.process.triton_flags import (
     IGNORED_FLAGS,
     TRITON_FLAGS,
     add_unsupported_flags,
@@ -92,7 +92,7 @@ def test_log_flags_lower_the_level() -> None:
 
 @pytest.mark.parametrize(
     "flag",
-    ["--grpc-use-ssl=true", "--rate-limit=execution_count", "--trace-file=/tmp/t",
+    ["--grpc-use-ssl=true", "--rate-limit=execution_count", "--vertex-ai-port=1",
      "--model-namespacing", "--reuse-grpc-port=true", "--id=x"],
 )  # fmt: skip
 def test_an_unsupported_tritonserver_flag_is_refused_by_name(
@@ -151,7 +151,7 @@ def test_ignored_flags_and_settings_are_logged(caplog: pytest.LogCaptureFixture)
          "--backend-config=tensorflow,version=2"]
     )  # fmt: skip
     config = cli.build_config(args)
-    with caplog.at_level(logging.INFO, logger="runtime.triton_flags"):
+    with caplog.at_level(logging.INFO, logger="runtime.process.triton_flags"):
         log_ignored(args, config.backend_config)
     text = caplog.text
     assert "ignoring tritonserver flag --backend-directory=/opt/tritonserver/backends" in text
@@ -173,3 +173,33 @@ def test_ignored_flags_and_settings_are_logged(caplog: pytest.LogCaptureFixture)
 def test_bad_settings_name_themselves(argv: list[str], message: str) -> None:
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
         _parse(*argv)
+
+
+def test_log_and_trace_flags_become_the_extensions_start_settings() -> None:
+    config = _parse(
+        "repo", "--log-file=server.log", "--log-format=ISO8601", "--log-verbose=2",
+        "--log-warning=false", "--trace-config", "triton,file=t.log", "--trace-config",
+        "level=TIMESTAMPS", "--trace-rate=5", "--trace-count", "7",
+    )  # fmt: skip
+    logs = config.log_settings
+    assert (logs.file, logs.format, logs.verbose_level, logs.warning) == (
+        "server.log",
+        "ISO8601",
+        2,
+        False,
+    )
+    trace = config.trace_defaults
+    assert (trace.file, trace.level, trace.rate, trace.count) == ("t.log", {"TIMESTAMPS"}, 5, 7)
+
+
+@pytest.mark.parametrize(
+    ("flag", "message"),
+    [
+        ("--log-format=JSON", "invalid argument for log_format, got: JSON"),
+        ("--trace-config=opentelemetry,url=x", "'opentelemetry' is not supported"),
+        ("--trace-level=LOUD", "invalid value for trace level option: LOUD"),
+    ],
+)
+def test_bad_log_and_trace_flags_are_config_errors(flag: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        _parse("repo", flag)

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from runtime.config import ServeConfig
-from runtime.device_plan import CUDA_EP, Capabilities, DevicePlan, Placement
+from runtime.devices.plan import CUDA_EP, Capabilities, DevicePlan, Placement
+from runtime.devices.vram_budget import check_framework_vram, framework_vram
 from runtime.errors import DeviceOutOfMemory
-from runtime.metrics import Metrics
-from runtime.model_manager import ModelManager
-from runtime.vram_budget import check_framework_vram, framework_vram
+from runtime.models.manager import ModelManager
+from runtime.observe.metrics import Metrics
 from snapshotter import DeviceMemory
 from tests.fixtures.onnx_models import make_onnx_add
 
@@ -52,7 +52,7 @@ class _Machine:
 async def test_a_load_whose_copies_do_not_fit_is_503_and_counted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from runtime import version_loader
+    from runtime.models import version_loader
 
     tiny = DeviceMemory(free_bytes=1 << 20, total_bytes=80 * GIB)
     monkeypatch.setattr(version_loader, "_nvml_reader", lambda gpu: tiny)

@@ -14,8 +14,8 @@ import pytest
 from snapshotter import ImageLoader, SnapshotStoreError, build_image
 from snapshotter.image_ref import ImageRef
 from tests.fakes.full_disk import FullDisk
-from tests.unit.snapshotter.test_snapshot_node_budget import RemoteStore
-from tests.unit.snapshotter.test_snapshot_restore_local import write_safetensors
+from tests.fakes.remote_store import RemoteStore
+from tests.fixtures.safetensors_files import write_safetensors
 
 REF = ImageRef("big", "1", "cpu")
 

@@ -168,7 +168,7 @@ def test_malformed_artifact_keys_are_refused(keys: object, message: str) -> None
 
 def test_unknown_future_format_version_is_refused() -> None:
     doc = json.loads(_manifest().to_json())
-    doc["format_version"] = 3
+    doc["format_version"] = 4
     with pytest.raises(ManifestError, match="format_version"):
         Manifest.from_json(json.dumps(doc).encode())
 

@@ -14,8 +14,8 @@ from snapshotter import ImageLoader, build_image
 from snapshotter.host_cache import HostCache, HostEntry, Piece, plan_expiry
 from snapshotter.image_ref import ImageRef
 from snapshotter.stores.dir_store import DirStore
-from tests.unit.snapshotter.test_snapshot_restore_local import write_safetensors
-from thawwire.cache_counters import read_counts
+from tests.fixtures.safetensors_files import write_safetensors
+from thawserver.cache_counters import read_counts
 
 REF = ImageRef("llm", "1", "cpu")
 

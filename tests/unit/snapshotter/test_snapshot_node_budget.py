@@ -6,26 +6,15 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from snapshotter import ImageLoader, build_image
 from snapshotter.image_ref import ImageRef
 from snapshotter.stores.dir_store import DirStore
-from tests.unit.snapshotter.test_snapshot_restore_local import write_safetensors
-from thawwire.cache_counters import read_counts
-
-
-class RemoteStore:
-    """A directory store seen as a remote one (not a DirStore): restores copy from it into the
-    node cache, as from S3."""
-
-    def __init__(self, root: Path) -> None:
-        self._dir = DirStore(root)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._dir, name)
+from tests.fakes.remote_store import RemoteStore
+from tests.fixtures.safetensors_files import write_safetensors
+from thawserver.cache_counters import read_counts
 
 
 def _model(repo: Path, name: str, seed: int) -> Path:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import json
 import struct
 import threading
 from pathlib import Path
@@ -22,16 +21,7 @@ from snapshotter import (
 from snapshotter.image_ref import ImageRef
 from snapshotter.pvc_cache import CacheEntry, NodeCache, plan_eviction
 from snapshotter.stores.dir_store import DirStore
-
-
-def write_safetensors(path: Path, tensors: dict[str, tuple[str, tuple[int, ...], bytes]]) -> None:
-    header, blobs, pos = {}, [], 0
-    for name, (dtype, shape, raw) in tensors.items():
-        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [pos, pos + len(raw)]}
-        blobs.append(raw)
-        pos += len(raw)
-    head = json.dumps(header).encode()
-    path.write_bytes(struct.pack("<Q", len(head)) + head + b"".join(blobs))
+from tests.fixtures.safetensors_files import write_safetensors
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Pins the aiohttp behaviour thawwire.aiohttp_compat relies on, against the installed aiohttp.
+"""Pins the aiohttp behaviour thawserver.aiohttp_compat relies on, against the installed aiohttp.
 
 If an aiohttp release changes any of it, these fail, naming what moved: a request aiohttp
 cannot parse must still reach `RequestHandler.handle_error` (answered in JSON by
@@ -19,8 +19,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from thawwire import aiohttp_compat
-from thawwire.aiohttp_compat import JsonErrorRunner, has_queued_requests
+from thawserver import aiohttp_compat
+from thawserver.aiohttp_compat import JsonErrorRunner, has_queued_requests
 
 RAN = web.AppKey("ran", list)
 

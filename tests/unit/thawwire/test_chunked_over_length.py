@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from thawwire.chunked_over_length import prefer_chunked
+from thawserver.chunked_over_length import MAX_HELD_BODY_BYTES, awaits_more, prefer_chunked
 
 BODY = b"4\r\nabcd\r\n0\r\n\r\n"
 
@@ -102,3 +102,38 @@ def test_a_rewrite_never_moves_a_byte(lines: list[str], tail: bytes) -> None:
 def test_arbitrary_bytes_are_left_or_rewritten_in_place(data: bytes) -> None:
     rewritten = prefer_chunked(data)
     assert rewritten is None or len(rewritten) == len(data)
+
+
+_BOTH = _head("Content-Length: 14", "Transfer-Encoding: chunked")
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        _BOTH,  # the head alone: `requests` writes the body apart
+        _BOTH + BODY[:9],  # the body cut
+        _BOTH[: _BOTH.index(b"chunked")],  # the head cut in its coding
+        _BOTH[:20],  # the head cut before it names a framing
+        b"GET / HTTP/1.1\r\nHost: x\r\n",  # any head not whole yet
+    ],
+)
+def test_a_candidate_not_all_here_is_held(data: bytes) -> None:
+    assert awaits_more(data) and prefer_chunked(data) is None
+    rest = (_BOTH + BODY)[len(data) :] if (_BOTH + BODY).startswith(data) else None
+    if rest is not None:  # once the rest arrives, the rewrite is decided
+        assert not awaits_more(data + rest) and prefer_chunked(data + rest) is not None
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        _BOTH + BODY,  # all here: rewritten at once
+        _head("Transfer-Encoding: chunked") + b"4\r\nab",  # a plain chunked stream: no length
+        _head("Content-Length: 14") + b"4\r\n",  # no transfer coding
+        _head("Content-Length: 14", "Transfer-Encoding: gzip, chunked"),  # not a candidate
+        _head(f"Content-Length: {MAX_HELD_BODY_BYTES + 1}", "Transfer-Encoding: chunked"),
+        b"POST / HTTP/1.1\r\nX: " + b"a" * 17_000,  # a head past the limit: the parser's
+    ],
+)
+def test_anything_else_is_not_held(data: bytes) -> None:
+    assert not awaits_more(data)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import grpc
 import pytest
 
+from thawserver.grpc_status import grpc_status, http_status
 from thawwire.grpc_messages import (
     FINAL_RESPONSE,
     config_response,
@@ -17,7 +18,6 @@ from thawwire.grpc_messages import (
     stream_error,
 )
 from thawwire.grpc_service import SERVICE, UNSUPPORTED, Method, method_path, pb
-from thawwire.grpc_status import grpc_status, http_status
 from thawwire.handoff_protocol import (
     Surface,
     listening_line,
@@ -58,7 +58,7 @@ def test_every_method_of_the_proto_is_named_once() -> None:
     assert {m.name for m in service.methods} == {m.value for m in Method}
     assert service.full_name == SERVICE
     assert method_path(Method.MODEL_INFER) == "/inference.GRPCInferenceService/ModelInfer"
-    assert Method.MODEL_INFER not in UNSUPPORTED and Method.LOG_SETTINGS in UNSUPPORTED
+    assert Method.MODEL_INFER not in UNSUPPORTED and Method.LOG_SETTINGS not in UNSUPPORTED
 
 
 def test_v2_documents_become_their_messages() -> None:

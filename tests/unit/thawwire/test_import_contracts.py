@@ -1,12 +1,17 @@
 """tests/import_contracts.py: the import-linter contract that keeps `aiohttp.web_protocol`
-inside thawwire.aiohttp_compat finds every spelling of such an import, and only those."""
+inside thawserver.aiohttp_compat finds every spelling of such an import, and only those; the
+one that keeps a stub process to its allowed imports finds what it reaches through others."""
 
 from __future__ import annotations
 
 import grimp
 import pytest
 
-from tests.import_contracts import ForbiddenSubmodulesContract, imported_names
+from tests.import_contracts import (
+    AllowedImportsContract,
+    ForbiddenSubmodulesContract,
+    imported_names,
+)
 
 FORBIDDEN = "aiohttp.web_protocol"
 
@@ -67,3 +72,44 @@ def test_only_the_allowed_module_may_import_the_private_module() -> None:
 
 def test_a_graph_without_such_imports_keeps_the_contract() -> None:
     assert _check({"pkg.d": "from aiohttp import web", "pkg.compat": "import aiohttp"}) == []
+
+
+def _allowed_check(imports: dict[str, set[str]]) -> list[tuple[str, str, tuple[str, ...]]]:
+    graph = grimp.ImportGraph()
+    for module in ("os", "numpy", "aiohttp"):
+        graph.add_module(module, is_squashed=True)
+    for importer, imported in imports.items():
+        graph.add_module(importer)
+        for name in imported:
+            if name not in graph.modules:
+                graph.add_module(name)
+            graph.add_import(importer=importer, imported=name)
+    contract = AllowedImportsContract(
+        name="stub",
+        session_options={"root_packages": ["pkg"], "include_external_packages": "True"},
+        contract_options={"source_modules": ["pkg.stub"], "allowed_modules": ["pkg.ok", "numpy"]},
+    )
+    check = contract.check(graph, verbose=False)
+    found = [(v.importer, v.imported, v.chain) for v in check.metadata["violations"]]
+    assert check.kept == (not found)
+    return found
+
+
+def test_allowed_imports_refuses_what_an_allowed_module_reaches() -> None:
+    found = _allowed_check(
+        {
+            "pkg.stub": {"pkg.stub.main"},
+            "pkg.stub.main": {"os", "numpy", "pkg.ok"},
+            "pkg.ok": {"pkg.heavy"},
+            "pkg.heavy": {"aiohttp"},
+        }
+    )
+    assert found == [
+        ("pkg.stub", "aiohttp", ("pkg.stub", "pkg.stub.main", "pkg.ok", "pkg.heavy", "aiohttp")),
+        ("pkg.stub", "pkg.heavy", ("pkg.stub", "pkg.stub.main", "pkg.ok", "pkg.heavy")),
+    ]
+
+
+def test_allowed_imports_keeps_stdlib_numpy_and_the_allowed() -> None:
+    imports = {"pkg.stub": {"pkg.stub.main"}, "pkg.stub.main": {"os", "numpy", "pkg.ok"}}
+    assert _allowed_check({**imports, "pkg.ok": {"os"}}) == []

@@ -1,10 +1,10 @@
-"""thawwire.redaction: the server's directories and tracebacks never reach an error body."""
+"""thawserver.redaction: the server's directories and tracebacks never reach an error body."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from thawwire.redaction import Redactor
+from thawserver.redaction import Redactor
 
 
 def test_paths_under_a_root_are_shown_relative_and_the_root_as_dot(tmp_path: Path) -> None:

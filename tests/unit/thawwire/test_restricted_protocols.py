@@ -1,17 +1,17 @@
-"""thawwire.restricted_protocols: `--grpc-restricted-protocol` parsed and checked as Triton does."""
+"""thawserver.restricted_protocols: `--grpc-restricted-protocol` parsed, checked as Triton does."""
 
 from __future__ import annotations
 
 import pytest
 
-from thawwire.grpc_service import UNSUPPORTED, Method
-from thawwire.restricted_protocols import (
+from thawserver.restricted_protocols import (
     Category,
     Restriction,
     grpc_category,
     parse_http_restrictions,
     parse_restrictions,
 )
+from thawwire.grpc_service import UNSUPPORTED, Method
 
 
 def test_each_category_of_a_flag_gets_the_prefixed_header_and_value() -> None:
@@ -62,7 +62,8 @@ def test_methods_fall_in_tritons_categories() -> None:
     assert grpc_category(Method.MODEL_STREAM_INFER) is Category.INFERENCE
     assert grpc_category(Method.REPOSITORY_INDEX) is Category.MODEL_REPOSITORY
     assert grpc_category(Method.MODEL_STATISTICS) is Category.STATISTICS
-    assert grpc_category(Method.TRACE_SETTING) is None  # UNIMPLEMENTED in Thaw either way
+    assert grpc_category(Method.TRACE_SETTING) is Category.TRACE
+    assert grpc_category(Method.LOG_SETTINGS) is Category.LOGGING
 
 
 def test_http_restrictions_take_the_key_as_the_header_and_fold_its_case() -> None:

@@ -11,8 +11,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from thawwire.shm_api import RestSharedMemory
-from thawwire.shm_registry import SystemSharedMemory
+from thawserver.shm_api import RestSharedMemory
+from thawserver.shm_registry import SystemSharedMemory
 
 
 @pytest.fixture
@@ -72,7 +72,7 @@ async def test_methods_names_and_slow_bodies(client: TestClient) -> None:
         yield b'"/obj", "byte_size": 8}'
 
     slow = await client.post("/v2/systemsharedmemory/region/r/register", data=trickle())
-    assert slow.status == 400
+    assert slow.status == 408  # the one body-deadline status (thawserver.body_deadline)
     assert "did not arrive within 0.3 s" in (await slow.json())["error"]
 
 

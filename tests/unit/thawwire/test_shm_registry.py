@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from thawserver.shm_registry import SystemSharedMemory
 from thawwire.errors import ErrorKind, SharedMemoryError
 from thawwire.grpc_service import pb
 from thawwire.shm_params import (
@@ -19,7 +20,6 @@ from thawwire.shm_params import (
     json_ref,
     names_shared_memory,
 )
-from thawwire.shm_registry import SystemSharedMemory
 
 
 def _object(tmp_path: Path, name: str, size: int) -> str:

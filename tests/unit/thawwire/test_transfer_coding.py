@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from thawwire.transfer_coding import unsupported_codings
+from thawserver.transfer_coding import unsupported_codings
 
 
 @pytest.mark.parametrize(

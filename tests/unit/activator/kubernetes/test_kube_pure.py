@@ -10,29 +10,29 @@ import random
 import pytest
 
 from activator.scaler.backend import PeerLoad
-from activator.scaler.backoff import Backoff, retryable
-from activator.scaler.follower_start import FollowAction
-from activator.scaler.follower_start import step as follow_step
 from activator.scaler.kube_config import parse_selector
-from activator.scaler.leader_lease import (
+from activator.scaler.kubernetes.backoff import Backoff, retryable
+from activator.scaler.kubernetes.follower_start import FollowAction
+from activator.scaler.kubernetes.follower_start import step as follow_step
+from activator.scaler.kubernetes.leader_lease import (
     LeaseAction,
     LeaseObserver,
     LeaseRecord,
     lease_body,
     renew_deadline_s,
 )
-from activator.scaler.model_labels import is_label_value, label_value
-from activator.scaler.peer_load import LeaderTotals, PeerTable
-from activator.scaler.peer_reports import parse_report
-from activator.scaler.pod_claim import (
+from activator.scaler.kubernetes.model_labels import is_label_value, label_value
+from activator.scaler.kubernetes.peer_load import LeaderTotals, PeerTable
+from activator.scaler.kubernetes.peer_reports import parse_report
+from activator.scaler.kubernetes.pod_claim import (
     candidates,
     claim_patch,
     model_pod,
     serving_patch,
     utc_now_text,
 )
-from activator.scaler.pod_collector import Collect, PodCollector
-from activator.scaler.pod_state import (
+from activator.scaler.kubernetes.pod_collector import Collect, PodCollector
+from activator.scaler.kubernetes.pod_state import (
     PodState,
     cannot_start,
     grpc_address,

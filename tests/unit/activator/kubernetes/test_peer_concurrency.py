@@ -7,10 +7,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from activator.autoscaler import Autoscaler
 from activator.config import ScaleSettings
-from activator.metrics import Metrics
-from activator.model_endpoint import ModelEndpoint
+from activator.endpoint.autoscaler import Autoscaler
+from activator.endpoint.model_endpoint import ModelEndpoint
+from activator.observe.metrics import Metrics
 from activator.scaler.backend import PeerConcurrency, PeerLoad
 from tests.fakes.clock import FakeClock
 from tests.fakes.loop import turns

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from activator import cli
 from activator.config import ScaleSettings, validated
 from activator.errors import ConfigError
-from activator.kube_cli import kubernetes_config, placement
-from activator.model_settings import apply_model_settings, read_model_settings
-from activator.repository import Repository
+from activator.fleet.model_settings import apply_model_settings, read_model_settings
+from activator.fleet.repository import Repository
+from activator.process import cli
+from activator.process.kube_cli import kubernetes_config, placement
 from activator.scaler.kube_config import PoolClass
 from tests.fixtures.models import make_add_sub
-from tests.integration.activator.up_process import with_params
+from tests.fixtures.up_process import with_params
 
 
 def _up(*argv: str) -> argparse.Namespace:

@@ -1,0 +1,277 @@
+"""The replicas of one model: start them through the scaler backend, watch, drain and stop them.
+
+`ReplicaSet` owns the model's replica list and every task that changes it. A start ends in a
+ready `Replica` (routable at once) or a failed start; a replica leaves by being drained
+(`retire`: stop routing, let in-flight requests finish, fold its statistics, stop it) or by
+dying (the backend's `wait_lost` returns). What the rest of the endpoint does about each
+change (dispatch held requests, fail them, decide again) is its callbacks': `on_ready`,
+`on_start_failed`, `on_lost`. Nothing here decides how many replicas there should be.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Coroutine, Iterable, Sequence
+from typing import Any
+
+from activator.config import ScaleSettings
+from activator.endpoint.breaker import Breaker
+from activator.endpoint.replica import Replica
+from activator.endpoint.replica_stats import ModelStatistics
+from activator.endpoint.shared_limit import SharedLimits
+from activator.errors import ActivationFailed, StartWithdrawn
+from activator.observe.metrics import Metrics
+from activator.scaler.backend import NodeWait, ReplicaHandle, ScalerBackend
+
+__all__ = ["CRASH_LOOP_S", "ReplicaSet"]
+
+logger = logging.getLogger(__name__)
+
+CRASH_LOOP_S = 10.0
+"""A replica that dies sooner than this after it was ready counts as a failed start."""
+_FAILED_STOP_S = 1.0  # stopping a replica that failed or died: nothing to drain
+
+
+class ReplicaSet:
+    """One model's replicas and the starts in progress."""
+
+    def __init__(
+        self,
+        model: str,
+        settings: ScaleSettings,
+        backend: ScalerBackend,
+        metrics: Metrics,
+        stats: ModelStatistics,
+        *,
+        drain_timeout_s: float,
+        clock: Callable[[], float],
+        on_ready: Callable[[Replica, bool], None],
+        on_start_failed: Callable[[str], None],
+        on_lost: Callable[[Replica], None],
+        on_start_withdrawn: Callable[[], None] = lambda: None,
+        shared_limits: SharedLimits | None = None,
+    ) -> None:
+        self._model = model
+        self._settings = settings
+        self._backend = backend
+        self._metrics = metrics
+        self._stats = stats
+        self._drain_timeout_s = drain_timeout_s
+        self._clock = clock
+        self._on_ready = on_ready  # (replica, first ready of the model)
+        self._on_start_failed = on_start_failed  # (message), after last_error is set
+        self._on_lost = on_lost  # a replica died and is gone
+        self._on_start_withdrawn = on_start_withdrawn  # a start ended with nothing, no failure
+        # A replica shared with other models (`handle.host`) takes slots of the host's limit too.
+        self._shared_limits = shared_limits
+        self._replicas: list[Replica] = []
+        self._starting = 0
+        self.last_error: str | None = None
+        # After a failed start or a crash loop, only a request starts another (no restart
+        # loop of an idle broken model); cleared by `request_arrived`.
+        self._retry_needs_request = False
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._watchers: set[asyncio.Task[None]] = set()
+        self._closed = False
+        self._publish()
+
+    # ---- what the rest of the endpoint reads ----------------------------------------------
+
+    @property
+    def replicas(self) -> Sequence[Replica]:
+        """Every replica still known: routable, draining, or dead and not yet removed (a
+        live, read-only view: the request path reads it for every request)."""
+        return self._replicas
+
+    @property
+    def starting(self) -> int:
+        """Starts in progress."""
+        return self._starting
+
+    @property
+    def ready_count(self) -> int:
+        return sum(1 for r in self._replicas if r.routable)
+
+    def routable(self) -> list[Replica]:
+        return [r for r in self._replicas if r.routable]
+
+    def serving(self) -> bool:
+        """Some replica takes requests or still has some in flight."""
+        return any(r.can_take() or r.in_flight for r in self._replicas)
+
+    @property
+    def retry_needs_request(self) -> bool:
+        """A start failed or a replica crash-looped: only a request may start another."""
+        return self._retry_needs_request
+
+    @property
+    def waiting_for_node(self) -> bool:
+        """A start waits for a node to be provisioned (a backend with `NodeWait`)."""
+        backend = self._backend
+        return isinstance(backend, NodeWait) and backend.waiting_for_node(self._model)
+
+    def hold_until(self) -> float | None:
+        """Until when held requests may wait past their activation timeout, for a start that
+        waits or waited for a node (None: no such start)."""
+        backend = self._backend
+        return backend.hold_until(self._model) if isinstance(backend, NodeWait) else None
+
+    def request_arrived(self) -> None:
+        """A request came in: after a failed start, it may start another."""
+        self._retry_needs_request = False
+
+    # ---- starting ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Begin one replica start (returns at once; `on_ready` or `on_start_failed` follows)."""
+        self._starting += 1
+        self._spawn(self._start())
+
+    async def _start(self) -> None:
+        try:
+            handle = await self._backend.start_replica(
+                self._model, timeout_s=self._settings.activation_timeout_s
+            )
+        except StartWithdrawn as exc:
+            self._starting -= 1
+            self._start_withdrawn(exc.message)
+            return
+        except ActivationFailed as exc:
+            self._starting -= 1
+            self._start_failed(exc.message)
+            return
+        except Exception as exc:  # a backend bug must still fail the waiters, not hang them
+            logger.exception("model=%s replica start crashed", self._model)
+            self._starting -= 1
+            self._start_failed(f"internal error starting a replica: {exc!r}")
+            return
+        except BaseException:
+            self._starting -= 1
+            raise
+        self._starting -= 1
+        self._metrics.replica_starts.labels(self._model, "ok").inc()
+        self._add(handle, first=self.ready_count == 0)
+
+    def _add(self, handle: ReplicaHandle, *, first: bool) -> None:
+        shared = None
+        if handle.host is not None and self._shared_limits is not None:
+            shared = self._shared_limits.for_host(handle.host)
+        breaker = Breaker(self._settings.container_concurrency, shared)
+        replica = Replica(handle, breaker, self._clock())
+        self._replicas.append(replica)
+        self.last_error = None
+        self._publish()
+        self._spawn(self._watch(replica), into=self._watchers)
+        if self._closed:
+            self._spawn(self._retire(replica, timeout_s=self._drain_timeout_s))
+        self._on_ready(replica, first)
+
+    def _start_failed(self, message: str) -> None:
+        self._metrics.replica_starts.labels(self._model, "failed").inc()
+        logger.warning("model=%s replica start failed: %s", self._model, message)
+        self.last_error = message
+        self._retry_needs_request = True
+        self._on_start_failed(message)
+
+    def _start_withdrawn(self, message: str) -> None:
+        self._metrics.replica_starts.labels(self._model, "withdrawn").inc()
+        logger.info("model=%s replica start withdrawn: %s", self._model, message)
+        # Nothing needed it: only waiting requests (here or elsewhere) start another, so a
+        # model nobody asks for is not started again at every tick.
+        self._retry_needs_request = True
+        self._on_start_withdrawn()
+
+    def adopt(self, handles: Iterable[ReplicaHandle]) -> None:
+        """Take over replicas that already run (`ScalerBackend.running_replicas`)."""
+        for handle in handles:
+            url = handle.url
+            logger.info("replica %s model=%s found running at %s", handle.id, self._model, url)
+            self._add(handle, first=self.ready_count == 0)
+
+    # ---- leaving ------------------------------------------------------------------------------
+
+    def retire(self, replica: Replica, *, timeout_s: float | None = None) -> None:
+        """Drain `replica` in the background (default: the drain timeout)."""
+        drain_s = self._drain_timeout_s if timeout_s is None else timeout_s
+        self._spawn(self._retire(replica, timeout_s=drain_s))
+
+    async def drain(self) -> None:
+        """Drain every routable replica now and wait until they are stopped."""
+        live = self.routable()
+        await asyncio.gather(*(self._retire(r, timeout_s=self._drain_timeout_s) for r in live))
+
+    def fail(self, replica: Replica, reason: str) -> None:
+        """A request saw the replica reset or die: take it out of rotation now."""
+        if replica.dead or replica not in self._replicas:
+            return
+        logger.warning("replica %s model=%s out of rotation: %s", replica.id, self._model, reason)
+        replica.dead = True
+        self.last_error = f"replica {replica.id} failed: {reason}"
+        self._publish()
+        self._spawn(self._retire(replica, timeout_s=_FAILED_STOP_S))
+
+    async def _watch(self, replica: Replica) -> None:
+        reason = await self._backend.wait_lost(replica.id)
+        if replica not in self._replicas or replica.draining:
+            return
+        logger.warning("replica %s model=%s died: %s", replica.id, self._model, reason)
+        if self._clock() - replica.ready_at < CRASH_LOOP_S:
+            # Died right after starting: a crash loop. Only waiting requests (or the next
+            # request) start another, so an idle broken model does not restart forever.
+            self._retry_needs_request = True
+        replica.dead = True
+        self.last_error = f"replica {replica.id} died: {reason}"
+        self._replicas.remove(replica)
+        self._publish()
+        await self._backend.stop_replica(replica.id, timeout_s=_FAILED_STOP_S)
+        self._on_lost(replica)
+
+    async def _retire(self, replica: Replica, *, timeout_s: float) -> None:
+        """Drain: stop routing, let in-flight requests finish (bounded), stop the replica."""
+        replica.draining = True
+        self._publish()
+        if replica.in_flight:
+            replica.idle.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout_s):
+                    await replica.idle.wait()
+        if not self._closed:
+            await self._stats.retire(replica)  # its counts outlive it (no await until removed)
+        if replica in self._replicas:
+            self._replicas.remove(replica)
+        await self._backend.stop_replica(replica.id, timeout_s=self._drain_timeout_s)
+        self._publish()
+
+    async def close(self) -> None:
+        """Drain every replica, let starts in progress finish (they retire themselves), and
+        stop watching."""
+        self._closed = True
+        for replica in list(self._replicas):
+            if not replica.draining:
+                self.retire(replica)
+        while self._tasks:
+            await asyncio.wait(list(self._tasks))
+        for task in list(self._watchers):
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(*self._watchers, return_exceptions=True)
+
+    # ---- background tasks and the gauge -------------------------------------------------------
+
+    def _spawn(
+        self, coro: Coroutine[Any, Any, None], *, into: set[asyncio.Task[None]] | None = None
+    ) -> None:
+        tasks = self._tasks if into is None else into
+        task = asyncio.get_running_loop().create_task(coro)
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("model=%s background task failed", self._model, exc_info=task.exception())
+
+    def _publish(self) -> None:
+        self._metrics.replicas.labels(self._model, "ready").set(self.ready_count)

@@ -1,0 +1,129 @@
+"""A model's replicas' Prometheus series (Triton's `nv_*`, models' own) as one, behind `thaw up`.
+
+Each replica exposes its own counts on `/metrics`, from zero when it starts. Through the
+activator a model's series are summed over its replicas per label set, and a replica that goes
+away (scaled down, scaled to zero, died) leaves its last counts in a ledger, so counters never go
+back, as they never do on one Triton server. Gauges (pending requests, a model's own gauges)
+are the live replicas' only. Not aggregated: the replicas' host-wide gauges (`nv_cpu_*`,
+`nv_gpu_*`, `nv_energy_*`: one host's, not a model's) and their `thaw_*` load metrics (the
+activator has its own `thaw_*` series).
+
+`MetricsLedger` is the pure bookkeeping (the pattern of
+activator.endpoint.replica_stats.StatsLedger); `ModelMetrics` adds the HTTP reads of replicas.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from collections.abc import Callable, Iterable, Sequence
+
+import aiohttp
+
+from activator.endpoint.replica import Replica
+from activator.observe.metrics_text import Family, parse
+
+__all__ = ["MAX_PAGE_BYTES", "MetricsLedger", "ModelMetrics", "merge_families"]
+
+MAX_PAGE_BYTES = 8 * 1024 * 1024  # a replica's page larger than this is not read
+_SKIPPED_PREFIXES = ("thaw_", "nv_cpu_", "nv_gpu_", "nv_energy_")
+_CUMULATIVE = frozenset({"counter", "histogram", "summary"})  # never go back: kept when gone
+_READ_TIMEOUT = aiohttp.ClientTimeout(total=5)
+_FINAL_READ_TIMEOUT = aiohttp.ClientTimeout(total=2)  # holds up a retiring replica's stop
+
+Families = dict[str, Family]
+
+
+def kept(families: Families) -> Families:
+    """The families the activator aggregates (module docstring)."""
+    return {n: f for n, f in families.items() if not n.startswith(_SKIPPED_PREFIXES)}
+
+
+def merge_families(pages: Iterable[Families]) -> Families:
+    """Families by name, each sample summed over the pages (HELP and TYPE: the first page's)."""
+    merged: Families = {}
+    for page in pages:
+        for name, family in page.items():
+            into = merged.get(name)
+            if into is None:
+                merged[name] = Family(name, family.kind, family.help, dict(family.samples))
+                continue
+            for key, value in family.samples.items():
+                into.samples[key] = into.samples.get(key, 0.0) + value
+    return merged
+
+
+class MetricsLedger:
+    """One model's series: each live replica's latest page, and the cumulative series of every
+    replica gone, folded for good. Pure: the caller does the reading."""
+
+    def __init__(self) -> None:
+        self._gone: Families = {}
+        self._latest: dict[str, tuple[int, Families]] = {}  # replica id -> (ticket, families)
+        self._folded: set[str] = set()
+        self._tickets = itertools.count(1)
+
+    def ticket(self) -> int:
+        """Taken before a read: an answer never replaces one from a read begun later."""
+        return next(self._tickets)
+
+    def record(self, replica: str, ticket: int, families: Families) -> None:
+        if replica in self._folded:
+            return
+        held = self._latest.get(replica)
+        if held is None or held[0] < ticket:
+            self._latest[replica] = (ticket, kept(families))
+
+    def fold(self, replica: str, final: Families | None = None) -> None:
+        """The replica is gone: its cumulative series (`final`, else the last page seen) stay."""
+        if replica in self._folded:
+            return
+        self._folded.add(replica)
+        held = self._latest.pop(replica, None)
+        page = kept(final) if final is not None else held[1] if held is not None else {}
+        cumulative = {n: f for n, f in page.items() if f.kind in _CUMULATIVE}
+        if cumulative:
+            self._gone = merge_families([self._gone, cumulative])
+
+    def total(self, live: Iterable[str]) -> Families:
+        """The model's series now: replicas not in `live` (died) are folded first."""
+        still = set(live)
+        for replica in [r for r in self._latest if r not in still]:
+            self.fold(replica)
+        return merge_families([*(page for _, page in self._latest.values()), self._gone])
+
+
+class ModelMetrics:
+    """One model's series for the life of `thaw up`: reads its replicas' `/metrics`."""
+
+    def __init__(self, session: aiohttp.ClientSession | None) -> None:
+        self.ledger = MetricsLedger()
+        self._session = session  # None: nothing is read (tests of scaling alone)
+
+    async def read(self, replicas: Callable[[], Sequence[Replica]]) -> Families:
+        """Ask every live replica (none is woken), then total the ledger."""
+        ticket = self.ledger.ticket()
+        asked = [r for r in replicas() if not r.dead]
+        pages = await asyncio.gather(*(self._fetch(r.url, _READ_TIMEOUT) for r in asked))
+        for replica, page in zip(asked, pages, strict=True):
+            if page is not None:
+                self.ledger.record(replica.id, ticket, page)
+        return self.ledger.total(r.id for r in replicas())
+
+    async def retire(self, replica: Replica) -> None:
+        """Before a replica stops: fold its final page (the last one seen if it has none)."""
+        self.ledger.fold(replica.id, await self._fetch(replica.url, _FINAL_READ_TIMEOUT))
+
+    async def _fetch(self, url: str, limit: aiohttp.ClientTimeout) -> Families | None:
+        if self._session is None:
+            return None
+        with contextlib.suppress(aiohttp.ClientError, TimeoutError, UnicodeDecodeError):
+            async with self._session.get(url + "/metrics", timeout=limit) as resp:
+                if resp.status != 200:
+                    return None
+                body = await resp.content.read(MAX_PAGE_BYTES + 1)
+                if len(body) > MAX_PAGE_BYTES:
+                    return None
+                return parse(body.decode("utf-8"))
+        return None

@@ -1,0 +1,38 @@
+"""The fleet: every model of one `thaw up`, from its repository, and their images.
+
+    fleet           all model endpoints: their scaler backend, autoscaling tick, shutdown
+    repository      the read-only view of the model repository: names, configs, metadata
+    model_settings  per-model `thaw.*` overrides from `--model-settings FILE`
+    replica_config  configs only a replica can complete (`auto_complete_config`)
+    image_builder   each model's snapshot image at start-up, built or pulled
+    sharing         which models share replicas (`thaw.placement`), handed to the backend
+    log_push        the log settings: the activator's own log, and every replica told them
+    trace_push      the trace settings, told to every replica once a client changes them
+    replica_push    settings posted to replicas in the background
+
+Exports `Fleet` and `Repository`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from activator.fleet.fleet import Fleet
+    from activator.fleet.repository import Repository
+
+__all__ = ["Fleet", "Repository"]
+
+# Each export and the module that defines it, imported on first use (PEP 562), so that importing
+# one module of this package does not import the others.
+_EXPORTS = {
+    "Fleet": "activator.fleet.fleet",
+    "Repository": "activator.fleet.repository",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

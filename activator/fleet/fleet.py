@@ -1,0 +1,355 @@
+"""All model endpoints of one `thaw up`: their scaler backend, autoscaling tick and shutdown.
+
+One record per served model (`FleetModel`: its endpoint, cost ledger, ensemble steps and last
+published state). Each tick also feeds what the status page shows over time: every model's
+cost ledger (activator.observe.cost) and, once per history interval, a sample of every model
+(activator.observe.history).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+import aiohttp
+
+from activator.config import ActivatorConfig, BoundAddresses
+from activator.endpoint.model_endpoint import ModelEndpoint
+from activator.endpoint.replica_metrics import ModelMetrics, merge_families
+from activator.endpoint.replica_stats import ModelStatistics
+from activator.endpoint.shared_limit import SharedLimits
+from activator.errors import UnknownModel
+from activator.fleet.image_builder import ImageJobs
+from activator.fleet.replica_config import ReplicaConfigs
+from activator.fleet.repository import ModelEntry, Repository
+from activator.fleet.sharing import share_models
+from activator.observe.cost import CostFigures, CostLedger
+from activator.observe.history import History, HistorySlice, Sample
+from activator.observe.metrics import Metrics
+from activator.observe.metrics_text import render
+from activator.observe.shared_report import SharedReport
+from activator.observe.status_document import (
+    ColdStartReport,
+    CostReport,
+    ImageState,
+    ModelState,
+    ModelStatus,
+    StatusDocument,
+)
+from activator.scaler.backend import AsyncLifecycle, ScalerBackend, SharedPlacement
+from activator.scaler.factory import open_backend
+from tritonconfig import sequence_idle_us
+
+__all__ = ["RECENT_COLD_STARTS", "Fleet", "FleetModel", "running_share"]
+
+logger = logging.getLogger(__name__)
+
+RECENT_COLD_STARTS = 20
+"""Cold starts the status document lists (newest first, all models)."""
+
+_CACHE_METRICS_EVERY_S = 15.0
+_STARTING = (ModelState.WAKING, ModelState.WAITING_FOR_NODE)
+
+
+@dataclass
+class FleetModel:
+    """One served model in the fleet: everything the fleet keeps of it, in one place."""
+
+    entry: ModelEntry  # the repository's (config, settings, directory, ensemble steps)
+    endpoint: ModelEndpoint
+    ledger: CostLedger  # its GPU-seconds, used and saved (the status page's cost view)
+    # Every model its ensemble's steps run, nested ensembles expanded (() for a model).
+    composing: tuple[str, ...] = ()
+    published: ModelState | None = None  # the state last set on `thaw_model_state`
+
+
+class Fleet:
+    """Owns one ModelEndpoint per repository model and ticks their autoscalers.
+
+    `backend` runs the replicas: the one given (tests), else the one `config.scaler` names,
+    whose replicas reach this `thaw up` at `bound` (where it listens).
+    `clock` is the endpoints' monotonic clock; `wall` (Unix time) dates the history samples.
+    """
+
+    def __init__(
+        self,
+        config: ActivatorConfig,
+        repository: Repository,
+        metrics: Metrics,
+        session: aiohttp.ClientSession,
+        *,
+        backend: ScalerBackend | None = None,
+        bound: BoundAddresses | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config
+        self.repository = repository
+        self.metrics = metrics
+        self.session = session
+        self._clock = clock
+        self._wall = wall
+        self.backend: ScalerBackend = backend or open_backend(config, session, metrics, bound)
+        names = repository.names()
+        entries = {name: repository.get(name) for name in names}
+        now = clock()
+        shared_limits = SharedLimits(config.shared_replica_concurrency)
+        # One record per served model, by name (the one per-model table of the fleet).
+        self.models: dict[str, FleetModel] = {
+            name: FleetModel(
+                entry,
+                ModelEndpoint(
+                    name,
+                    entry.settings,
+                    self.backend,
+                    metrics,
+                    drain_timeout_s=config.drain_timeout_s,
+                    stats=ModelStatistics(name, session, metrics=ModelMetrics(session)),
+                    clock=clock,
+                    sequence_idle_s=_sequence_idle_s(entry),
+                    shared_limits=shared_limits,
+                ),
+                CostLedger(name, gpus_per_replica=entry.gpus_per_replica, now=now),
+                composing=_composing(entries, name),
+            )
+            for name, entry in entries.items()
+        }
+        # The endpoints alone, read-only (activator.direct.front_door routes on it).
+        self.endpoints: Mapping[str, ModelEndpoint] = MappingProxyType(
+            {name: model.endpoint for name, model in self.models.items()}
+        )
+        self.history = History(
+            names,
+            capacity=config.history_samples,
+            interval_s=config.history_interval_s,
+        )
+        metrics.report_cost(self.cost_figures)
+        share_models(((m.entry, m.endpoint) for m in self.models.values()), self.backend)
+        if isinstance(self.backend, SharedPlacement):
+            metrics.report_shared(self.backend.shared_status)
+        for name in repository.unavailable:  # unavailable for the life of this `thaw up`
+            self._publish_state(name, ModelState.UNAVAILABLE)
+        self.images: ImageJobs | None = None
+        if config.build_images and config.cache_dir is not None:
+            # An ensemble has no files of its own: nothing to build or pull an image of.
+            dirs = [m.entry.directory for m in self.models.values() if not m.entry.ensemble]
+            command = [sys.executable, "-m", "thaw.cli"]
+            host = None
+            if config.host_cache_dir is not None and config.host_cache_bytes > 0:
+                host = (config.host_cache_dir, config.host_cache_bytes)
+            self.images = ImageJobs(
+                command, dirs, config.cache_dir, store=config.store, timeout_s=600.0,
+                host_tier=host,
+            )  # fmt: skip
+        # Configs a python model's own auto_complete_config completes, asked of a replica.
+        self.replica_configs = ReplicaConfigs(session, timeout_s=config.request_timeout_s)
+        self._tasks: list[asyncio.Task[None]] = []
+        metrics.watch_caches(config.cache_dir, config.host_cache_dir)
+
+    def wake_composing(self, name: str) -> None:
+        """An ensemble was asked: wake every model its steps will call, all at once."""
+        record = self.models.get(name)
+        for model in record.composing if record is not None else ():
+            self.models[model].endpoint.expect_request()
+
+    def endpoint(self, name: str) -> ModelEndpoint:
+        """The served model's endpoint; else the repository's error for `name` (UnknownModel,
+        or ModelUnavailable with its reason)."""
+        model = self.models.get(name)
+        if model is None:
+            self.repository.get(name)  # raises: every model it serves has a record
+            raise UnknownModel(f"unknown model: '{name}'")
+        return model.endpoint
+
+    async def start(self) -> None:
+        """Adopt replicas that already run; start ticking; bring min_replicas up; kick off
+        background image builds."""
+        if isinstance(self.backend, AsyncLifecycle):
+            await self.backend.start()
+        await asyncio.gather(*(e.adopt_running() for e in self.endpoints.values()))
+        self._tasks.append(asyncio.create_task(self._tick_loop()))
+        self._tasks.append(asyncio.create_task(self._cache_loop()))
+        if self.images is not None:
+            self._tasks.append(asyncio.create_task(self._run_images(self.images)))
+        for endpoint in self.endpoints.values():
+            endpoint.tick()
+        self.observe()
+
+    async def _tick_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.tick_s)
+            for endpoint in self.endpoints.values():
+                try:
+                    endpoint.tick()
+                except Exception:
+                    logger.exception("model=%s autoscaler tick failed", endpoint.name)
+                if self.images is not None and endpoint.state in _STARTING:
+                    self.images.wanted(endpoint.name)
+            try:
+                self.metrics.observe_pool(self.backend.pool_status())
+                self.observe()
+            except Exception:  # a bug here must not stop the ticks that scale the models
+                logger.exception("status page sampling failed")
+
+    def observe(self) -> None:
+        """Bring every cost ledger up to now; record a history sample when one is due."""
+        now = self._clock()
+        sharing = self._models_per_shared_replica()
+        for name, model in self.models.items():
+            endpoint = model.endpoint
+            running = running_share(endpoint, sharing)
+            model.ledger.observe(now, running=running, ready=endpoint.ready_count)
+            if model.published != endpoint.state:
+                self._publish_state(name, endpoint.state)
+                model.published = endpoint.state
+        wall = self._wall()
+        if not self.history.due(wall):
+            return
+        samples = {
+            name: Sample(
+                ready=m.endpoint.ready_count,
+                running=m.endpoint.running_count,
+                held=m.endpoint.held_count,
+                in_flight=sum(r.in_flight for r in m.endpoint.replicas),
+                replica_seconds=m.ledger.figures(now).replica_seconds,
+            )
+            for name, m in self.models.items()
+        }
+        self.history.record(wall, samples)
+
+    async def _cache_loop(self) -> None:
+        """The image caches' metrics, re-read in a thread now and then (files on disk)."""
+        while True:
+            await asyncio.to_thread(self.metrics.refresh_caches)
+            await asyncio.sleep(_CACHE_METRICS_EVERY_S)
+
+    @staticmethod
+    async def _run_images(images: ImageJobs) -> None:
+        await images.run()
+
+    @property
+    def image_states(self) -> dict[str, str]:
+        """Each model's image state (activator.observe.status_document.ImageState); an
+        ensemble's is always "no weights" (it has no files to image)."""
+        if self.images is not None:
+            states = dict(self.images.states)
+        else:
+            states = dict.fromkeys(self.models, ImageState.UNKNOWN.value)
+        ensembles = [name for name, model in self.models.items() if model.entry.ensemble]
+        states.update(dict.fromkeys(ensembles, ImageState.NO_WEIGHTS.value))
+        return dict(sorted(states.items()))
+
+    def ready(self) -> bool:
+        """Whether `thaw up` can wake a model at full speed: its warm pool has produced its
+        first idle process (or it keeps none, or its processes fail to start: then waiting
+        helps nobody). A pool that does not start processes itself (no `source`: Kubernetes,
+        where the cluster brings pool pods up and every activator must stay in its Service
+        while they come and go) never holds readiness back."""
+        pool = self.backend.pool_status()
+        if not pool.source:
+            return True
+        return pool.ready > 0 or pool.size == 0 or pool.starts > 0 or pool.failures > 0
+
+    async def close(self) -> None:
+        """Graceful stop: fail held requests, drain every replica, stop the pool."""
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if isinstance(self.backend, AsyncLifecycle):
+            await self.backend.release()  # its replicas outlive this activator
+        await asyncio.gather(*(e.close() for e in self.endpoints.values()))
+        await self.backend.close()
+
+    async def replica_metrics(self) -> str:
+        """Every model's replicas' series (activator.endpoint.replica_metrics), as exposition
+        text."""
+        pages = await asyncio.gather(*(e.metric_families() for e in self.endpoints.values()))
+        return render(merge_families(pages).values())
+
+    def _publish_state(self, model: str, state: ModelState) -> None:
+        for each in ModelState:
+            self.metrics.model_state.labels(model, each.value).set(1 if each is state else 0)
+
+    def cost_figures(self) -> list[CostFigures]:
+        """Every served model's cost accounting up to now (by name)."""
+        now = self._clock()
+        return [self.models[name].ledger.figures(now) for name in sorted(self.models)]
+
+    def cold_starts(self) -> tuple[ColdStartReport, ...]:
+        """The last RECENT_COLD_STARTS cold starts of all models, newest first."""
+        every = [c for e in self.endpoints.values() for c in e.cold_starts]
+        every.sort(key=lambda c: c.began_unix, reverse=True)
+        return tuple(every[:RECENT_COLD_STARTS])
+
+    def history_since(self, seq: int) -> HistorySlice:
+        """The history samples after number `seq` (`GET /thaw/history?since=`)."""
+        return self.history.since(seq)
+
+    def status(self) -> StatusDocument:
+        """The status document (`GET /thaw/status`): every repository model, those it
+        cannot serve included, by name; the warm pool; the start-up image builds; the last
+        cold starts; every model's cost."""
+        models = [e.status() for e in self.endpoints.values()]
+        for name, reason in self.repository.unavailable.items():
+            models.append(ModelStatus.unavailable(name, reason))
+        return StatusDocument(
+            models=tuple(sorted(models, key=lambda m: m.model)),
+            warm_pool=self.backend.pool_status(),
+            image_builds=self.image_states,
+            cold_starts=self.cold_starts(),
+            cost=CostReport(self.config.gpu_hour_price, tuple(self.cost_figures())),
+            shared=self._shared_report(),
+        )
+
+    def _models_per_shared_replica(self) -> dict[str, int]:
+        """Shared replica id -> how many models it holds now (none without sharing)."""
+        if not isinstance(self.backend, SharedPlacement):
+            return {}
+        return {r.id: len(r.models) for r in self.backend.shared_status()}
+
+    def _shared_report(self) -> SharedReport:
+        """The shared replicas and what shared placement did to each model (empty when the
+        backend does not share)."""
+        if not isinstance(self.backend, SharedPlacement):
+            return SharedReport()
+        return SharedReport(self.backend.shared_status(), self.backend.shared_counts())
+
+
+def running_share(endpoint: ModelEndpoint, sharing: Mapping[str, int]) -> float:
+    """The model's running replicas for the cost view: a replica shared by k models counts
+    1/k (its replica-seconds are shared out among them), any other one 1."""
+    live = [r for r in endpoint.replicas if not r.dead]
+    if not sharing:
+        return float(endpoint.running_count)
+    share = float(endpoint.running_count - len(live))  # starts in progress count whole
+    for replica in live:
+        host = replica.handle.host
+        share += 1.0 / max(1, sharing.get(host, 1)) if host is not None else 1.0
+    return share
+
+
+def _sequence_idle_s(entry: ModelEntry) -> float | None:
+    idle_us = sequence_idle_us(entry.config)
+    return idle_us / 1e6 if idle_us is not None else None
+
+
+def _composing(entries: Mapping[str, ModelEntry], name: str) -> tuple[str, ...]:
+    """The models an ensemble's steps run, nested ensembles expanded (() for a model); only
+    served ones (`entries`)."""
+    found: dict[str, None] = {}
+    pending = list(entries[name].steps)
+    while pending:
+        model = pending.pop(0)
+        if model in found or model == name or model not in entries:
+            continue
+        found[model] = None
+        pending += entries[model].steps
+    return tuple(found)

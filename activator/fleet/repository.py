@@ -1,0 +1,272 @@
+"""The activator's read-only view of a Triton model repository: names, configs, metadata.
+
+It answers model metadata, config and readiness without waking a model, and supplies each
+model's `thaw.*` parameters. Configs are parsed, completed and checked by `tritonconfig`, the
+code a replica runs too, so the answers at zero replicas are a replica's. Not done here: a
+python model's own `auto_complete_config` (it runs the model's code, which only a replica does).
+Such a model is only detected, from its model.py's text (`ModelEntry.replica_completes`):
+its config is asked of a replica (activator.fleet.replica_config).
+"""
+
+from __future__ import annotations
+
+import ast
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from activator.config import ScaleSettings, validated
+from activator.errors import ConfigError, ModelUnavailable, UnknownModel
+from thawwire.metadata import model_metadata
+from thawwire.names import is_model_name
+from tritonconfig import (
+    ModelConfigError,
+    complete_config,
+    composing_models,
+    config_to_json,
+    cycle_error,
+    default_model_filename,
+    ensemble_cycle,
+    is_ensemble,
+    parse_config,
+)
+from tritonconfig.schema import mc
+
+__all__ = ["ModelEntry", "Repository"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One model of the repository as the activator sees it."""
+
+    name: str
+    directory: Path
+    config: mc.ModelConfig
+    versions: tuple[str, ...]  # served versions, per the version policy, ascending
+    settings: ScaleSettings
+    # A python model whose model.py defines `auto_complete_config`: a replica completes its
+    # config by running that code, so `config` (the config.pbtxt's completion) is not what it
+    # serves (activator.fleet.replica_config asks a replica).
+    replica_completes: bool = False
+    # Derived from `config` once, at the scan: whether it is an ensemble, and the models its
+    # steps run, each once, in step order (() for any other model).
+    ensemble: bool = False
+    steps: tuple[str, ...] = ()
+
+    def metadata(
+        self, version: str | None = None, *, config: mc.ModelConfig | None = None
+    ) -> dict[str, Any]:
+        """KServe v2 model metadata JSON, of `config` if given (the one a replica completed)
+        else this entry's; asked for one version, it lists only that one."""
+        return model_metadata(self.config if config is None else config, self.versions, version)
+
+    def config_json(self, config: mc.ModelConfig | None = None) -> dict[str, Any]:
+        """The ModelConfig (`config` if given, else this entry's) as Triton's JSON: proto
+        field names, int64 fields as numbers."""
+        return config_to_json(self.config if config is None else config)
+
+    @property
+    def gpus_per_replica(self) -> int:
+        """GPUs one replica holds: the distinct device ids of the completed config's KIND_GPU
+        instance groups (completion puts a group that lists none on GPU 0); 0 on CPUs only.
+        The activator completes configs as for a CPU target, so a KIND_AUTO group counts as
+        CPU: name KIND_GPU for GPU-seconds to be counted (activator.observe.cost)."""
+        kind_gpu = mc.ModelInstanceGroup.KIND_GPU
+        return len({g for group in self.config.instance_group if group.kind == kind_gpu
+                    for g in (group.gpus or [0])})  # fmt: skip
+
+    def version_dir_bytes(self) -> int:
+        """Size in bytes of the newest served version's files (sizes a restore arena)."""
+        if not self.versions:
+            return 0
+        root = self.directory / self.versions[-1]
+        return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+
+
+def _load_entry(directory: Path, defaults: ScaleSettings) -> ModelEntry:
+    """One model; ConfigError when its config is unreadable or a replica would refuse it."""
+    name = directory.name
+    path = directory / "config.pbtxt"
+    try:
+        config = _read_config(path)
+        if config.name and config.name != name:
+            raise ConfigError(f"{path}: name {config.name!r} does not match directory {name!r}")
+        config.name = name
+        # A missing model file is left to the wake-up (whose error names it), unlike a
+        # replica: `thaw up` reads its repository once, and a file copied in later must serve.
+        # As a replica on its default target (`thaw serve --target cpu`) completes it.
+        versions = complete_config(
+            config, directory, str(path), gpu_available=False, require_model_files=False
+        )
+    except ModelConfigError as exc:
+        raise ConfigError(exc.message) from exc
+    params = {k: v.string_value for k, v in config.parameters.items()}
+    settings = validated(defaults, params, model=name)
+    served = tuple(str(v) for v in versions)
+    hooked = (
+        config.backend == "python"
+        and bool(served)
+        and defines_auto_complete(directory / served[-1] / default_model_filename(config))
+    )
+    return ModelEntry(
+        name, directory, config, served, settings, replica_completes=hooked,
+        ensemble=is_ensemble(config), steps=tuple(composing_models(config)),
+    )  # fmt: skip
+
+
+def defines_auto_complete(model_file: Path) -> bool:
+    """Whether a python model file defines `TritonPythonModel.auto_complete_config`, read
+    from its text, never run. A file that does not parse is read for the `def` (a replica
+    refuses it, and asking one gives its error); one that cannot be read defines nothing."""
+    try:
+        text = model_file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    try:
+        tree = ast.parse(text, str(model_file))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return "def auto_complete_config" in text
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == "TritonPythonModel":
+            if any(_names_hook(member) for member in node.body):
+                return True
+        elif isinstance(node, ast.Assign) and any(  # TritonPythonModel.auto_complete_config = f
+            isinstance(t, ast.Attribute) and t.attr == _HOOK for t in node.targets
+        ):
+            return True
+    return False
+
+
+_HOOK = "auto_complete_config"
+
+
+def _names_hook(member: ast.stmt) -> bool:
+    if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return member.name == _HOOK
+    if isinstance(member, ast.Assign):
+        return any(isinstance(t, ast.Name) and t.id == _HOOK for t in member.targets)
+    if isinstance(member, ast.AnnAssign):
+        return isinstance(member.target, ast.Name) and member.target.id == _HOOK
+    return False
+
+
+def _read_config(path: Path) -> mc.ModelConfig:
+    """The parsed config.pbtxt; without one, an empty config (auto-completed, as Triton does)."""
+    if not path.is_file():
+        return mc.ModelConfig()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+    return parse_config(text, str(path))
+
+
+class Repository:
+    """Models of one repository directory, scanned once at start-up.
+
+    A model whose config cannot be used is *unavailable*: it is listed (index, status) with
+    the reason, its routes answer 503 with that reason, and every other model is served.
+    """
+
+    def __init__(
+        self, root: Path, entries: dict[str, ModelEntry], unavailable: dict[str, str] | None = None
+    ) -> None:
+        self.root = root
+        self._entries = entries
+        self._names = tuple(sorted(entries))
+        self.unavailable: dict[str, str] = dict(unavailable or {})
+
+    @classmethod
+    def scan(cls, root: Path, defaults: ScaleSettings, *, strict: bool = False) -> Repository:
+        """Read every `<root>/<model>/config.pbtxt`. An invalid model is recorded as
+        unavailable, or raises ConfigError when `strict`. Invalid `thaw.*` settings always
+        raise: they are the operator's mistake, refused at start-up."""
+        if not root.is_dir():
+            raise ConfigError(f"model repository {str(root)!r} is not a directory")
+        entries: dict[str, ModelEntry] = {}
+        unavailable: dict[str, str] = {}
+        for directory in sorted(root.iterdir()):
+            if not directory.is_dir() or directory.name.startswith("."):
+                continue
+            if not is_model_name(directory.name):
+                logger.warning("skipping %r: not a model name", directory.name)
+                continue
+            try:
+                entries[directory.name] = _load_entry(directory, defaults)
+            except ConfigError as exc:
+                if strict or exc.message.startswith(("`thaw.", "unknown setting `thaw.")):
+                    raise
+                logger.warning("model=%s unavailable: %s", directory.name, exc.message)
+                unavailable[directory.name] = exc.message
+        _check_ensembles(entries, unavailable, strict=strict)
+        return cls(root, entries, unavailable)
+
+    def names(self) -> list[str]:
+        """Models that can be served, by name (unavailable ones are in `unavailable`); sorted
+        once, at construction."""
+        return list(self._names)
+
+    def get(self, name: str, version: str | None = None) -> ModelEntry:
+        """The model called `name` (serving `version` if given); UnknownModel otherwise,
+        ModelUnavailable (503) when its config could not be used."""
+        entry = self._entries.get(name) if is_model_name(name) else None
+        if entry is None:
+            if name in self.unavailable:
+                reason = self.unavailable[name]
+                raise ModelUnavailable(f"model '{name}' is not ready: {reason}")
+            raise UnknownModel(f"Request for unknown model: '{name[:200]}' is not found")
+        if version is not None and version not in entry.versions:
+            raise UnknownModel(
+                f"Request for unknown model: '{name}' version {version[:50]} is not found"
+            )
+        return entry
+
+
+def _check_ensembles(
+    entries: dict[str, ModelEntry], unavailable: dict[str, str], *, strict: bool
+) -> None:
+    """Ensembles whose steps cannot run become unavailable, with a replica's reason: a step
+    model missing or unavailable, or ensembles that call each other in a cycle."""
+    changed = True
+    while changed:  # an ensemble of an ensemble that just became unavailable, and so on
+        changed = False
+        for name in [n for n, e in entries.items() if e.ensemble]:
+            problem = _ensemble_problem(name, entries, unavailable)
+            if problem is None:
+                continue
+            if strict:
+                raise ConfigError(problem)
+            logger.warning("model=%s unavailable: %s", name, problem)
+            unavailable[name] = problem
+            del entries[name]
+            changed = True
+
+
+def _ensemble_problem(
+    name: str, entries: dict[str, ModelEntry], unavailable: dict[str, str]
+) -> str | None:
+    for dep in entries[name].steps:
+        if dep in unavailable:
+            return (
+                f"ensemble '{name}' depends on '{dep}' which has no loaded version. Model "
+                f"'{dep}' loading failed with error: {unavailable[dep]}"
+            )
+        if dep not in entries:
+            return f"ensemble '{name}' depends on '{dep}' which is not in the model repository"
+    cycle = _cycle(name, entries)
+    if cycle:
+        return cycle_error(cycle)
+    return None
+
+
+def _cycle(name: str, entries: dict[str, ModelEntry]) -> list[str]:
+    """The ensembles along a path from `name` back to itself, or []."""
+
+    def steps_of(model: str) -> list[str]:
+        entry = entries.get(model)
+        return list(entry.steps) if entry is not None else []
+
+    return ensemble_cycle(name, steps_of)

@@ -1,0 +1,68 @@
+"""Which models share replicas (`thaw.placement` shared), handed to a backend that can share.
+
+Each shared model is registered with the backend (activator.scaler.backend.SharedPlacement)
+with what it costs (its weights: the files of its served versions, which its image lays out
+as they are) and two hooks into its endpoint: its activity now, read before evicting it, and
+its scale to zero, which is how an eviction drains it without cutting a request.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from pathlib import Path
+
+from activator.config import Placement
+from activator.endpoint.model_endpoint import ModelEndpoint
+from activator.fleet.repository import ModelEntry
+from activator.scaler.backend import ScalerBackend, SharedPlacement
+
+__all__ = ["share_models", "weights_bytes"]
+
+logger = logging.getLogger(__name__)
+
+
+def weights_bytes(entry: ModelEntry) -> int:
+    """The bytes of the model's served versions' files (its image's weights, within the
+    image layout's alignment); 0 for an ensemble, which has none."""
+    total = 0
+    for version in entry.versions:
+        total += _tree_bytes(entry.directory / version)
+    return total
+
+
+def _tree_bytes(root: Path) -> int:
+    total = 0
+    try:
+        for path in root.rglob("*"):
+            if path.is_file() and not path.is_symlink():
+                total += path.stat().st_size
+    except OSError as exc:  # a version directory that vanished: the wake-up will say so
+        logger.warning("cannot size %s: %s", root, exc)
+    return total
+
+
+def share_models(
+    models: Iterable[tuple[ModelEntry, ModelEndpoint]], backend: ScalerBackend
+) -> list[str]:
+    """Register every shared model with `backend`; returns the shared models it cannot share
+    (a backend without shared placement: they keep replicas of their own, with a warning)."""
+    refused: list[str] = []
+    for entry, endpoint in models:
+        if entry.settings.placement is not Placement.SHARED:
+            continue
+        if not isinstance(backend, SharedPlacement):
+            refused.append(entry.name)
+            continue
+        backend.share(
+            entry.name,
+            image_bytes=weights_bytes(entry),
+            activity=endpoint.activity,
+            evict=endpoint.scale_to_zero,
+        )
+    if refused:
+        logger.warning(
+            "`thaw.placement` shared is not supported by this scaler; dedicated replicas for: %s",
+            ", ".join(refused),
+        )
+    return refused

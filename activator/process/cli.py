@@ -1,0 +1,582 @@
+"""`thaw up REPO`: the activator with its scaler: local processes (+ warm pool, image cache) or
+Kubernetes pods (`--scaler kubernetes`, kube_cli's flags)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import logging
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from activator.config import SETTING_RANGES, ActivatorConfig, ScaleSettings, validated
+from activator.errors import ConfigError, ScalerUnavailable
+from activator.process.kube_cli import add_kubernetes_arguments, kubernetes_config, placement
+from activator.process.serving import ListenError, LoadAtStartError, loop_factory, serve
+from activator.process.shared_cli import (
+    add_shared_arguments,
+    shared_replica_concurrency,
+    shared_settings,
+)
+from activator.scaler.backend import ScalerKind
+from activator.scaler.kube_config import KubernetesConfig
+from activator.scaler.local.host_tier import default_budget_bytes, make_tier_dir, remove_tier_dir
+from activator.scaler.local_config import LocalConfig, PoolSettings
+from thawserver import ranges
+from thawserver.cache_flags import add_cache_arguments, cache_bytes
+from thawserver.connection_limits import LIMIT_RANGES, ConnectionLimits, out_of_range
+from thawserver.fd_limit import bounded_by_fd_limit
+from thawserver.limit_flags import add_body_timeout_argument, add_limit_arguments, limits_from_args
+from thawserver.log_control import LogControl
+from thawserver.restricted_protocols import (
+    add_restriction_arguments,
+    parse_http_restrictions,
+    parse_restrictions,
+)
+from thawserver.settings_flags import (
+    add_log_output_flags,
+    add_trace_flags,
+    log_settings,
+    trace_setting,
+)
+
+__all__ = ["register", "run"]
+
+logger = logging.getLogger(__name__)
+
+_DESCRIPTION = """\
+Run the whole platform on this machine. Every model of the Triton model repository REPO gets
+the KServe v2 endpoints at http://HOST:PORT/v2/models/<name>/... and starts at zero replicas.
+Metadata, config and readiness are answered without waking a model; the first inference
+request holds while a replica is claimed from the warm pool and the model restored into it,
+then replicas follow load (Knative-style stable/panic windows) and go back to zero after the
+idle grace period. Each scale setting below is the default for every model; a model overrides
+it in its config.pbtxt, e.g.
+
+  parameters { key: "thaw.max_replicas" value { string_value: "2" } }
+
+Prometheus metrics are on /metrics; the status page (models, cold starts, plots, the cost
+of scale to zero against always-on replicas) on /ui/; `thaw status` prints a table of the models.
+SIGTERM/SIGINT stop accepting, drain in-flight requests and stop every replica.
+"""
+
+_SETTING_HELP = {
+    "min_replicas": "replicas kept even when idle",
+    "max_replicas": "upper bound of replicas per model",
+    "target_concurrency": "in-flight requests per replica the autoscaler aims for",
+    "scale_to_zero_grace_s": "seconds without requests before the last replica goes",
+    "stable_window_s": "seconds of history behind normal scaling decisions",
+    "panic_window_s": "seconds of history that detect a burst",
+    "panic_threshold": "burst = panic-window demand >= this x ready replicas",
+    "scale_down_delay_s": "keep the highest replica count of the last N seconds",
+    "activation_timeout_s": "seconds a request may be held; a wake-up slower than this fails",
+    "max_held_requests": "held requests per model before 503 + Retry-After",
+    "max_held_bytes": "sum of held request bodies (declared) per model before 503",
+    "container_concurrency": "in-flight requests per replica (0 = unlimited)",
+}
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser(
+        "up",
+        help="run the platform (activator + warm pool + cache) on this machine",
+        description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("repository", metavar="REPO", type=Path, help="Triton model repository")
+    p.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="listen port; 0 picks a free one")
+    triton = p.add_argument_group("Triton's other ports")
+    triton.add_argument(
+        "--grpc-port", type=int, default=None, metavar="PORT",
+        help="KServe v2 gRPC port (default 8001; with --port 0 a free one); models at zero "
+        "are held and woken as over HTTP",
+    )  # fmt: skip
+    triton.add_argument(
+        "--metrics-port", type=int, default=None, metavar="PORT",
+        help="Prometheus /metrics port, as Triton's (default 8002; with --port 0 a free one); "
+        "/metrics is on --port too",
+    )  # fmt: skip
+    for name in ("grpc", "metrics"):
+        triton.add_argument(
+            f"--allow-{name}", type=_triton_bool, default=True, metavar="BOOL",
+            help=f"serve the {name} port (default true)",
+        )  # fmt: skip
+    p.add_argument(
+        "--cache",
+        type=Path,
+        default=None,
+        help="snapshot image cache directory (default ~/.cache/thaw/images)",
+    )
+    p.add_argument(
+        "--store",
+        default=None,
+        help="image store URI (e.g. s3://bucket/prefix or a directory); with it, the local "
+        "scaler pulls each model's image into the cache at start-up, without it images are "
+        "built there",
+    )
+    p.add_argument("--no-image-build", action="store_true", help="do not build images at start")
+    p.add_argument(
+        "--cache-max-bytes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="byte budget of the image cache: least recently used chunks are evicted to fit "
+        "(default: unbounded)",
+    )
+    p.add_argument(
+        "--host-cache-bytes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="keep images of models scaled to zero in shared memory up to N bytes, so their "
+        "next wake maps the image instead of reading it (0: off; default 1/8 of this "
+        "machine's memory; local scaler only: off with --scaler kubernetes)",
+    )
+    p.add_argument(
+        "--scaler",
+        choices=[kind.value for kind in ScalerKind],
+        default=ScalerKind.LOCAL.value,
+        help="where replicas run: local = `thaw serve` processes on this machine (default); "
+        "kubernetes = warm-pool pods claimed on demand (needs the `kubernetes` extra)",
+    )
+    p.add_argument(
+        "--model-settings",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help='per-model `thaw.*` overrides, JSON {"models": {name: {"thaw.<setting>": value}}} '
+        "(the Helm chart's models ConfigMap)",
+    )
+    local = p.add_argument_group("local scaler (--scaler local)")
+    local.add_argument(
+        "--warm-pool",
+        type=int,
+        default=1,
+        metavar="N",
+        help="idle runtime processes kept ready at least (default 1); the pool keeps one per "
+        "model woken within --pool-window-s, within --pool-memory-bytes",
+    )
+    local.add_argument(
+        "--pool-memory-bytes",
+        type=int,
+        default=PoolSettings().budget_bytes,
+        metavar="N",
+        help="memory (PSS) the idle pool processes and the fork server may use together "
+        f"(default {PoolSettings().budget_bytes >> 20} MiB; 0: no idle processes)",
+    )
+    local.add_argument(
+        "--pool-window-s",
+        type=float,
+        default=PoolSettings().window_s,
+        metavar="S",
+        help="a model's wake keeps an idle process for it this long (default %(default)g)",
+    )
+    local.add_argument(
+        "--fork-server",
+        choices=["on", "off"],
+        default="on",
+        help="fork pool processes from one process that imported the frameworks (default "
+        "on); off: start each as a fresh interpreter",
+    )
+    local.add_argument(
+        "--preload-frameworks",
+        default="onnxruntime,torch",
+        help="frameworks warm-pool processes import before ready ('' for none)",
+    )
+    local.add_argument(
+        "--target",
+        choices=["auto", "cpu", "cuda"],
+        default="auto",
+        help="where pool processes run KIND_AUTO models and which images they look up: auto "
+        "(default: each pool process finds this machine's GPUs without creating a CUDA "
+        "context, as Triton resolves KIND_AUTO, and becomes CUDA-ready when there are any), "
+        "cpu, or cuda",
+    )
+    local.add_argument(
+        "--arena-bytes",
+        type=int,
+        default=0,
+        help="restore arena pre-faulted in every idle pool process (default 0: a restore "
+        "allocates an arena the size of the model that claimed the process)",
+    )
+    add_shared_arguments(local)
+    p.add_argument(
+        "--request-timeout-s",
+        type=float,
+        default=300.0,
+        help="a proxied request with no answer by then gets 504",
+    )
+    p.add_argument(
+        "--drain-timeout-s",
+        type=float,
+        default=30.0,
+        help="scale-down/shutdown wait for in-flight requests",
+    )
+    p.add_argument(
+        "--exit-timeout-secs",
+        dest="drain_timeout_s",
+        type=float,
+        metavar="EXIT_TIMEOUT_SECS",
+        help="tritonserver's name for --drain-timeout-s (the last one given wins)",
+    )
+    p.add_argument("--max-body-bytes", type=int, default=64 * 1024 * 1024)
+    p.add_argument(
+        "--model-control-mode", choices=["none", "explicit"], default="none",
+        help="explicit: serve the repository load/unload API (load warms a model now, unload "
+        "scales it to zero now); none: refuse it as Triton does (default none)",
+    )  # fmt: skip
+    p.add_argument(
+        "--load-model", action="append", default=[], metavar="NAME",
+        help="with --model-control-mode explicit: wake this model at start, as the load call "
+        "does (repeatable); one that cannot be woken refuses the start, as in tritonserver",
+    )  # fmt: skip
+    _add_connection_arguments(p)
+    p.add_argument(
+        "--direct-connections",
+        choices=["on", "off"],
+        default="on",
+        help="hand a warm model's new client connections straight to a replica, taking the "
+        "activator out of their data path (default on; per model: thaw.direct_connections "
+        '"true"/"false"). Direct connections skip the activator\'s queue, breaker and '
+        "timeouts, and a replica that dies resets them instead of answering 502",
+    )
+    local.add_argument(
+        "--direct-max-age-s",
+        type=float,
+        default=10.0,
+        help="a direct connection older than this is closed after its next response, so "
+        "clients reconnect through the activator and load rebalances (default 10)",
+    )
+    p.add_argument(
+        "--gpu-hour-price",
+        type=float,
+        default=None,
+        metavar="PRICE",
+        help="price of one GPU-hour: the status page, `thaw status --cost` and "
+        "/thaw/status then show GPU-seconds used and saved as money too",
+    )
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    _add_log_and_trace_arguments(p)
+    restricted = p.add_argument_group(
+        "restricted APIs (as thaw serve and tritonserver; applied at the front doors, HTTP and "
+        "gRPC, before a request is held or forwarded; direct connections are off with an HTTP one)"
+    )
+    add_restriction_arguments(restricted)
+    _add_header_forward_arguments(p)
+    add_cache_arguments(
+        p.add_argument_group(
+            "response cache (as thaw serve and tritonserver; each replica keeps its own, "
+            "--scaler local)"
+        )
+    )
+    add_kubernetes_arguments(p)
+    scale = p.add_argument_group("scale settings (defaults for every model; thaw.<name> overrides)")
+    defaults = ScaleSettings()
+    for name, (low, high) in SETTING_RANGES.items():
+        default = getattr(defaults, name)
+        scale.add_argument(
+            f"--{name.replace('_', '-')}",
+            dest=f"scale_{name}",
+            default=None,
+            metavar="N",
+            help=f"{_SETTING_HELP[name]} (default {default}, range [{low:g}, {high:g}])",
+        )
+    p.set_defaults(func=run)
+
+
+def _add_log_and_trace_arguments(p: argparse.ArgumentParser) -> None:
+    """tritonserver's logging and trace flags, as on `thaw serve` (thawserver.settings_flags);
+    clients change these settings through /v2/logging and /v2/trace/setting, never a file."""
+    g = p.add_argument_group("logging and tracing (tritonserver's flags, as on thaw serve)")
+    g.add_argument("--log-verbose", type=int, default=0, metavar="N",
+                   help="verbose logging level; above 0 logs at debug")  # fmt: skip
+    for level in ("info", "warning", "error"):
+        g.add_argument(f"--log-{level}", type=_triton_bool, default=True, metavar="BOOL",
+                       help=f"log {level} messages (default true)")  # fmt: skip
+    add_log_output_flags(g)
+    add_trace_flags(g)
+
+
+def _log_and_trace(args: argparse.Namespace) -> dict[str, Any]:
+    """The ActivatorConfig fields of the logging and trace flags; ConfigError names a bad one."""
+    try:
+        verbose = max(args.log_verbose, 1 if args.log_level == "debug" else 0)
+        logs = log_settings(
+            args, info=args.log_info, warning=args.log_warning, error=args.log_error,
+            verbose_level=verbose,
+        )  # fmt: skip
+        trace = trace_setting(args)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    return {"log_settings": logs, "log_floor": args.log_level, "trace_defaults": trace}
+
+
+def _add_header_forward_arguments(p: argparse.ArgumentParser) -> None:
+    group = p.add_argument_group(
+        "request headers as parameters (as thaw serve and tritonserver; given to every replica, "
+        "--scaler local)"
+    )
+    for surface, what in (("http", "HTTP headers"), ("grpc", "gRPC metadata")):
+        group.add_argument(
+            f"--{surface}-header-forward-pattern", default="", metavar="REGEX",
+            help=f"{what} whose name matches (case-insensitive, anywhere in the name; a leading "
+            "(?-i) makes it case-sensitive) reach the model as string request parameters",
+        )  # fmt: skip
+
+
+def _header_forward_pattern(flag: str, text: str) -> str:
+    """`text`, once it compiles as the replica compiles it (runtime.header_forward: a leading
+    `(?-i)` is RE2's case-sensitive switch, not Python's); ConfigError naming the flag if not."""
+    try:
+        re.compile(text.removeprefix("(?-i)"))
+    except re.error as exc:
+        raise ConfigError(f"{flag} {text!r} is not a regular expression: {exc}") from None
+    return text
+
+
+def _add_connection_arguments(p: argparse.ArgumentParser) -> None:
+    group = p.add_argument_group("slow and idle clients (every port; 0 turns a limit off)")
+    add_limit_arguments(group)
+    add_body_timeout_argument(group, also=", never past --request-timeout-s")
+
+
+def _connection_limits(args: argparse.Namespace) -> ConnectionLimits:
+    limits = limits_from_args(args)
+    problem = out_of_range(limits, {name: "--" + name.replace("_", "-") for name in LIMIT_RANGES})
+    if problem is not None:
+        raise ConfigError(problem)
+    return limits
+
+
+def build_config(args: argparse.Namespace) -> ActivatorConfig:
+    """Flags -> ActivatorConfig; raises ConfigError with the flag, value and range."""
+    given = {
+        name: getattr(args, f"scale_{name}")
+        for name in SETTING_RANGES
+        if getattr(args, f"scale_{name}") is not None
+    }
+    given["direct_connections"] = args.direct_connections
+    settings = validated(ScaleSettings(), given)
+    _check_range("--port", args.port, 0, 65535)
+    grpc_port = _extra_port("--grpc-port", args.grpc_port, args.allow_grpc, 8001, args.port)
+    metrics_port = _extra_port(
+        "--metrics-port", args.metrics_port, args.allow_metrics, 8002, args.port
+    )
+    _check_range("--warm-pool", args.warm_pool, 0, 64)
+    _check_range("--max-body-bytes", args.max_body_bytes, 1, 1 << 40)
+    _check_range("--request-timeout-s", args.request_timeout_s, 0.1, 86_400)
+    _check_range("--body-timeout-s", args.body_timeout_s, 0.1, 3600)
+    _check_range("--drain-timeout-s", args.drain_timeout_s, 0, 3600)
+    _check_range("--direct-max-age-s", args.direct_max_age_s, 0, 86_400)
+    _check_range("--arena-bytes", args.arena_bytes, 0, 1 << 44)
+    _check_range("--pool-memory-bytes", args.pool_memory_bytes, 0, 1 << 44)
+    _check_range("--pool-window-s", args.pool_window_s, 0, 86_400)
+    if args.cache_max_bytes is not None:
+        _check_range("--cache-max-bytes", args.cache_max_bytes, 1, 1 << 50)
+    if args.gpu_hour_price is not None:
+        _check_range("--gpu-hour-price", args.gpu_hour_price, 0, 1_000_000)
+    try:  # thaw serve's parse and check, in tritonserver's words
+        grpc_restrictions = parse_restrictions(args.grpc_restricted_protocol)
+        http_restrictions = parse_http_restrictions(args.http_restricted_api)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    kubernetes = args.scaler == ScalerKind.KUBERNETES.value
+    host_bytes = _host_cache_bytes(args.host_cache_bytes, kubernetes=kubernetes)
+    cache = args.cache or (None if kubernetes else Path(os.path.expanduser("~/.cache/thaw/images")))
+    return ActivatorConfig(
+        repository=args.repository,
+        host=args.host,
+        port=args.port,
+        cache_dir=cache,
+        cache_max_bytes=args.cache_max_bytes,
+        host_cache_bytes=host_bytes,
+        store=args.store,
+        # On a cluster images are built into the store by an image-builder job, not here.
+        build_images=not args.no_image_build and not kubernetes,
+        defaults=settings,
+        max_body_bytes=args.max_body_bytes,
+        request_timeout_s=args.request_timeout_s,
+        body_timeout_s=args.body_timeout_s,
+        model_control=args.model_control_mode == "explicit",
+        load_models=_load_models(args),
+        connections=_connection_limits(args),
+        drain_timeout_s=args.drain_timeout_s,
+        shared_replica_concurrency=shared_replica_concurrency(args),
+        scaler=_scaler_config(args),
+        grpc_port=grpc_port,
+        metrics_port=metrics_port,
+        gpu_hour_price=args.gpu_hour_price,
+        http_restrictions=http_restrictions,
+        grpc_restrictions=grpc_restrictions,
+        **_log_and_trace(args),
+    )
+
+
+def _host_cache_bytes(given: int | None, *, kubernetes: bool) -> int:
+    """The host-memory tier's budget. Off on Kubernetes: the tier is a tmpfs directory of this
+    machine that local replicas map, and pods run on other nodes (their node cache is theirs)."""
+    if kubernetes:
+        if given:
+            raise ConfigError(
+                f"`--host-cache-bytes` = {given}, must be 0 with --scaler kubernetes "
+                "(the host-memory tier is local replicas' shared memory)"
+            )
+        return 0
+    budget = default_budget_bytes() if given is None else given
+    _check_range("--host-cache-bytes", budget, 0, 1 << 44)
+    return budget
+
+
+def _extra_port(flag: str, given: int | None, allowed: bool, default: int, http: int) -> int | None:
+    """A Triton port of `thaw up`: None when not allowed; with `--port 0`, a free one unless
+    given (processes side by side never collide)."""
+    if not allowed:
+        return None
+    port = given if given is not None else (0 if http == 0 else default)
+    _check_range(flag, port, 0, 65535)
+    return port
+
+
+def _triton_bool(text: str) -> bool:
+    """A tritonserver boolean flag value."""
+    lowered = text.strip().lower()
+    if lowered in ("true", "1", "on", "yes"):
+        return True
+    if lowered in ("false", "0", "off", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"{text!r} is not a boolean (true or false)")
+
+
+def _scaler_config(args: argparse.Namespace) -> LocalConfig | KubernetesConfig:
+    """The chosen scaler backend's config, from its flags (`--scaler`)."""
+    if args.scaler == ScalerKind.KUBERNETES.value:
+        if args.http_header_forward_pattern or args.grpc_header_forward_pattern:
+            raise ConfigError("--http/--grpc-header-forward-pattern need --scaler local")
+        if _response_cache_bytes(args):
+            raise ConfigError("--cache-config / --response-cache-byte-size need --scaler local")
+        return kubernetes_config(args, os.environ)
+    frameworks = tuple(f for f in args.preload_frameworks.split(",") if f.strip())
+    pool = PoolSettings(
+        min_idle=args.warm_pool,
+        window_s=args.pool_window_s,
+        budget_bytes=args.pool_memory_bytes,
+    )
+    return LocalConfig(
+        pool=pool,
+        preload_frameworks=frameworks,
+        fork_server=args.fork_server == "on",
+        target=args.target,
+        arena_bytes=args.arena_bytes,
+        direct_max_age_s=args.direct_max_age_s,
+        shared=shared_settings(args),
+        http_header_forward_pattern=_header_forward_pattern(
+            "--http-header-forward-pattern", args.http_header_forward_pattern
+        ),
+        grpc_header_forward_pattern=_header_forward_pattern(
+            "--grpc-header-forward-pattern", args.grpc_header_forward_pattern
+        ),
+        response_cache_bytes=_response_cache_bytes(args),
+    )
+
+
+def _load_models(args: argparse.Namespace) -> tuple[str, ...]:
+    if args.load_model and args.model_control_mode != "explicit":
+        raise ConfigError("--load-model needs --model-control-mode explicit")
+    return tuple(dict.fromkeys(args.load_model))
+
+
+def _response_cache_bytes(args: argparse.Namespace) -> int:
+    """The replicas' response cache (thawserver.cache_flags); ConfigError as thaw serve's."""
+    try:
+        return cache_bytes(args.cache_config, args.response_cache_byte_size)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _check_range(flag: str, value: float, low: float, high: float) -> None:
+    problem = ranges.out_of_range(flag, value, low, high)
+    if problem is not None:
+        raise ConfigError(problem)
+
+
+def run(args: argparse.Namespace) -> int:
+    # Before grpc is imported: replicas are started by fork+exec only, so grpc's fork handlers
+    # (and their "skipping fork() handlers" log line per replica) are not needed.
+    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )  # until the config is read (then LogControl below)
+    from activator.fleet.repository import Repository
+
+    try:
+        config = build_config(args)
+        config = dataclasses.replace(
+            config,
+            # Each connection the activator serves may hold a second descriptor (its request's
+            # upstream connection, or the copy of a handed-off one); the metrics port, which
+            # holds few, is not counted against it.
+            connections=bounded_by_fd_limit(
+                config.connections,
+                explicit=args.max_connections is not None,
+                per_connection=2,
+            ),
+        )
+        repository = Repository.scan(config.repository, config.defaults)
+        repository = _with_model_settings(repository, args.model_settings)
+    except ConfigError as exc:
+        print(f"thaw up: error: {exc.message}", file=sys.stderr)
+        return 2
+    log = LogControl(config.log_settings, quietest=logging.getLevelName(config.log_floor.upper()))
+    try:
+        log.install()
+    except OSError as exc:
+        print(f"thaw up: error: cannot open --log-file: {exc}", file=sys.stderr)
+        return 2
+    if isinstance(config.scaler, KubernetesConfig):
+        classes = {m: repository.get(m).settings.placement_class for m in repository.names()}
+        scaler, refused = placement(config.scaler, classes)
+        if refused:  # as every invalid `thaw.*` setting: the operator's mistake, refused
+            for reason in refused.values():
+                print(f"thaw up: error: {reason}", file=sys.stderr)
+            return 2
+        models = tuple(repository.names())
+        config = dataclasses.replace(config, scaler=dataclasses.replace(scaler, models=models))
+    for name, reason in sorted(repository.unavailable.items()):
+        print(f"thaw up: warning: model '{name}' is unavailable: {reason}", file=sys.stderr)
+    if not repository.names():
+        print(f"thaw up: warning: no servable model in {config.repository}", file=sys.stderr)
+    if config.cache_dir is not None:
+        config.cache_dir.mkdir(parents=True, exist_ok=True)
+    if config.host_cache_bytes > 0:
+        config = dataclasses.replace(config, host_cache_dir=make_tier_dir())
+    try:
+        with asyncio.Runner(loop_factory=loop_factory()) as runner:
+            runner.run(serve(config, repository, log))
+    except (ListenError, LoadAtStartError) as exc:
+        print(f"thaw up: error: {exc}", file=sys.stderr)
+        return 1
+    except ScalerUnavailable as exc:
+        print(f"thaw up: error: {exc.message}", file=sys.stderr)
+        return 1
+    finally:
+        remove_tier_dir(config.host_cache_dir)
+    return 0
+
+
+def _with_model_settings(repository: Any, path: Path | None) -> Any:
+    """The repository with `--model-settings` applied (warnings for models it lacks)."""
+    if path is None:
+        return repository
+    from activator.fleet.model_settings import apply_model_settings, read_model_settings
+
+    repository, unknown = apply_model_settings(repository, read_model_settings(path), source=path)
+    for name in unknown:
+        print(
+            f"thaw up: warning: {path} names model '{name}', not in the repository", file=sys.stderr
+        )
+    return repository

@@ -1,0 +1,243 @@
+"""`thaw up`'s serving: bind the listen address and the Triton ports (gRPC, metrics), start
+the app, the front door and the scaler, print the listening lines, and serve until SIGTERM or
+SIGINT, then drain. activator.process.cli turns flags into the config this runs with."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import signal
+import socket
+from collections.abc import Callable
+from typing import Any
+
+from activator.config import ActivatorConfig, BoundAddresses
+from activator.errors import ScalerUnavailable
+from thawserver.log_control import LogControl
+
+__all__ = ["ListenError", "LoadAtStartError", "loop_factory", "serve"]
+
+logger = logging.getLogger(__name__)
+
+
+class ListenError(Exception):
+    """The activator could not bind its listen address."""
+
+
+class LoadAtStartError(Exception):
+    """A model `--load-model` names could not be woken at start (tritonserver, whose
+    `--exit-on-error` defaults to true, does not start either)."""
+
+
+async def _load_at_start(fleet: Any, names: tuple[str, ...]) -> None:
+    """Wake each `--load-model` model now, as the repository `load` call does; the first that
+    fails refuses the start, its error named."""
+    for name in names:
+        try:
+            await fleet.endpoint(name).warm()
+        except Exception as exc:
+            reason = getattr(exc, "message", None) or str(exc) or repr(exc)
+            raise LoadAtStartError(f"failed to load '{name}': {reason}") from None
+
+
+def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop when installed (the proxy's per-request cost roughly halves), else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
+async def serve(
+    config: ActivatorConfig, repository: Any = None, log: LogControl | None = None
+) -> None:
+    """Serve until SIGTERM/SIGINT, then stop accepting, drain and stop every replica."""
+    from activator.direct.front_door import FrontDoor
+    from activator.surfaces.app import CONNECTIONS, FLEET, build_app
+    from thawserver.aiohttp_compat import JsonErrorRunner
+    from thawwire.handoff_protocol import listening_line
+
+    listener, grpc_bound, bound = _bind(config)
+    port = bound.http_port
+    app = build_app(config, repository=repository, bound=bound, log=log)
+    # auto_decompress off: compressed bodies pass through to the replica untouched. Requests
+    # aiohttp cannot parse are answered in JSON, as every other error.
+    runner = JsonErrorRunner(
+        app,
+        handler_cancellation=True,
+        access_log=None,
+        shutdown_timeout=30,
+        auto_decompress=False,
+    )
+    try:
+        await runner.setup()
+    except ScalerUnavailable:
+        listener.close()
+        if grpc_bound is not None:
+            await grpc_bound[0].stop(0)
+        with contextlib.suppress(Exception):
+            await runner.cleanup()
+        raise
+    assert runner.server is not None  # set by setup()
+    try:
+        extra = await _start_triton_ports(config, app, grpc_bound)
+    except OSError as exc:
+        await runner.cleanup()
+        raise ListenError(str(exc)) from None
+    door = FrontDoor(
+        listener, runner.server, app[FLEET].endpoints, app[FLEET].metrics,
+        guard=app[CONNECTIONS], handoff=not config.http_restrictions,
+    )  # fmt: skip
+    door.start()
+    stop = asyncio.Event()
+    try:
+        await _load_at_start(app[FLEET], config.load_models)
+        for line in extra.lines:
+            print(line, flush=True)
+        print(listening_line(f"http://{config.host}:{port}"), flush=True)
+        logger.info(
+            "thaw up: %d models at http://%s:%d", len(repository.names()), config.host, port
+        )
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+    finally:
+        logger.info("thaw up: stopping (draining requests and replicas)")
+        await door.close()
+        await extra.close(config.drain_timeout_s)
+        with contextlib.suppress(Exception):
+            await runner.cleanup()
+
+
+@dataclasses.dataclass
+class _TritonPorts:
+    """The gRPC server and the metrics port of one `thaw up`, and their announcement lines."""
+
+    lines: list[str]
+    grpc: Any = None  # grpc.aio.Server
+    surface: Any = None  # activator.surfaces.grpc_surface.GrpcSurface
+    metrics: Any = None  # aiohttp AppRunner
+    metrics_listener: Any = None  # asyncio.Server
+
+    async def close(self, grace_s: float) -> None:
+        """Stop the gRPC server (calls in flight get `grace_s`), then the metrics port."""
+        if self.grpc is not None:
+            await self.grpc.stop(grace_s)
+        if self.surface is not None:
+            await self.surface.forwarder.close()
+        if self.metrics_listener is not None:
+            self.metrics_listener.close()
+        if self.metrics is not None:
+            await self.metrics.cleanup()
+
+
+async def _start_triton_ports(
+    config: ActivatorConfig, app: Any, grpc_bound: tuple[Any, str] | None
+) -> _TritonPorts:
+    """Start the bound gRPC server and bind the metrics port the config asks for; OSError
+    names one that failed."""
+    from aiohttp import web
+
+    from activator.surfaces.app import CONNECTIONS, FLEET, SETTINGS, SHARED_MEMORY, metrics_app
+    from thawwire.handoff_protocol import Surface, surface_line
+
+    ports = _TritonPorts(lines=[])
+    try:
+        if grpc_bound is not None:
+            from activator.surfaces.grpc_surface import GrpcSurface, start_grpc_server
+
+            ports.grpc, address = grpc_bound
+            ports.surface = GrpcSurface(app[FLEET], app[SHARED_MEMORY], settings=app[SETTINGS])
+            await start_grpc_server(ports.grpc, ports.surface)
+            ports.lines.append(surface_line(Surface.GRPC, address))
+            logger.info("thaw up: gRPC on %s", address)
+        if config.metrics_port is not None:
+            metrics = metrics_app(app[FLEET])
+            ports.metrics = web.AppRunner(metrics, access_log=None)
+            await ports.metrics.setup()
+            factory = metrics[CONNECTIONS].protocol_factory(ports.metrics.server)
+            try:
+                ports.metrics_listener = await asyncio.get_running_loop().create_server(
+                    factory, config.host, config.metrics_port
+                )
+            except OSError as exc:
+                raise OSError(
+                    f"cannot listen on {config.host}:{config.metrics_port}: {exc.strerror or exc}"
+                ) from exc
+            bound = ports.metrics_listener.sockets[0].getsockname()[1]
+            ports.lines.append(surface_line(Surface.METRICS, f"http://{config.host}:{bound}"))
+    except BaseException:
+        await ports.close(0)
+        raise
+    return ports
+
+
+def _bind(config: ActivatorConfig) -> tuple[socket.socket, tuple[Any, str] | None, BoundAddresses]:
+    """Bind the listen address and the gRPC port (not yet serving) before the app starts:
+    replicas (the warm pool starts with the app) are told where the front doors are, which
+    `--port 0` / `--grpc-port 0` only fix here. Returns the listener, the bound gRPC server
+    and its address (None: no gRPC port) and the addresses; ListenError names a failure."""
+    try:
+        listener = _listen(config.host, config.port)
+    except OSError as exc:  # port taken, address not local or not resolvable
+        reason = exc.strerror or str(exc)
+        raise ListenError(f"cannot listen on {config.host}:{config.port}: {reason}") from None
+    grpc_bound: tuple[Any, str] | None = None
+    grpc_port: int | None = None
+    if config.grpc_port is not None:
+        try:
+            grpc_bound = _bind_grpc(config)
+        except OSError as exc:
+            listener.close()
+            raise ListenError(str(exc)) from None
+        grpc_port = int(grpc_bound[1].rsplit(":", 1)[1])
+    bound = BoundAddresses(
+        http_port=listener.getsockname()[1],
+        grpc_port=grpc_port,
+        front_door_url=_front_door_url(listener),
+        front_door_grpc=_front_door_grpc(config.host, grpc_port),
+    )
+    return listener, grpc_bound, bound
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on the first address `host` resolves to."""
+    family, _, _, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    return socket.create_server(address[:2], family=family, backlog=1024)
+
+
+def _bind_grpc(config: ActivatorConfig) -> tuple[Any, str]:
+    from activator.surfaces.grpc_surface import bind_grpc_server
+
+    assert config.grpc_port is not None
+    return bind_grpc_server(
+        config.host, config.grpc_port,
+        max_message_bytes=config.max_body_bytes, limits=config.connections,
+    )  # fmt: skip
+
+
+def _front_door_grpc(host: str, port: int | None) -> str | None:
+    """How a local replica reaches the gRPC front door (HOST:PORT); None when it is off."""
+    if port is None:
+        return None
+    if host in ("0.0.0.0", ""):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _front_door_url(listener: socket.socket) -> str:
+    """How a local replica reaches the listener (a wildcard address means loopback)."""
+    host, port = listener.getsockname()[:2]
+    if host in ("0.0.0.0", ""):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"

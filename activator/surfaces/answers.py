@@ -1,0 +1,76 @@
+"""What the activator answers itself about its models, for either protocol (REST or gRPC).
+
+Readiness, the repository index and statistics never wake a model: they come from the
+repository, the endpoints' state and the statistics ledger. Config and metadata neither,
+except for a python model whose own `auto_complete_config` completes its config: the first
+asks a replica (activator.fleet.replica_config), later ones are answered from what it said. Both
+surfaces (activator.surfaces.app, activator.surfaces.grpc_surface) encode these same answers, so
+they cannot disagree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from activator.endpoint.replica_stats import rows_for_versions
+from activator.errors import ModelUnavailable
+from activator.fleet.fleet import Fleet
+
+__all__ = ["check_ready", "index_rows", "model_config", "model_metadata", "stats_rows"]
+
+
+async def model_config(fleet: Fleet, name: str, version: str | None) -> dict[str, Any]:
+    """The model's config JSON, a replica's (`GET /v2/models/{m}[/versions/{v}]/config`)."""
+    entry = fleet.repository.get(name, version)
+    config = await fleet.replica_configs.completed(entry, fleet.endpoint(name), version)
+    return entry.config_json(config)
+
+
+async def model_metadata(fleet: Fleet, name: str, version: str | None) -> dict[str, Any]:
+    """The model's KServe v2 metadata JSON, rendered from the config a replica serves."""
+    entry = fleet.repository.get(name, version)
+    config = await fleet.replica_configs.completed(entry, fleet.endpoint(name), version)
+    return entry.metadata(version, config=config)
+
+
+def check_ready(fleet: Fleet, name: str, version: str | None) -> None:
+    """Ready = servable: at zero replicas too, unless the last wake-up failed (then
+    ModelUnavailable with the reason); UnknownModel for a model or version not served."""
+    fleet.repository.get(name, version)
+    endpoint = fleet.endpoint(name)
+    if endpoint.ready_count == 0 and endpoint.last_error is not None:
+        raise ModelUnavailable(f"model '{name}' is not ready: {endpoint.last_error}")
+
+
+def index_rows(fleet: Fleet, *, ready_only: bool) -> list[dict[str, Any]]:
+    """Triton's index: a row per served version; `reason` only when there is one."""
+    rows: list[dict[str, Any]] = []
+    for name in fleet.repository.names():
+        endpoint = fleet.endpoint(name)
+        failed = endpoint.ready_count == 0 and endpoint.last_error is not None
+        for version in fleet.repository.get(name).versions:
+            row = {"name": name, "version": version, "state": "READY"}
+            if failed:
+                row.update(state="UNAVAILABLE", reason=endpoint.last_error or "")
+            rows.append(row)
+    for name, reason in fleet.repository.unavailable.items():
+        rows.append({"name": name, "state": "UNAVAILABLE", "reason": reason})
+    if ready_only:
+        rows = [r for r in rows if r["state"] == "READY"]
+    return sorted(rows, key=lambda r: (r["name"], r.get("version", "")))
+
+
+async def stats_rows(fleet: Fleet, name: str | None, version: str | None) -> list[dict[str, Any]]:
+    """The statistics of one model (every model when `name` is None) for the life of
+    `thaw up` (live and retired replicas); a model never served reads as zeros."""
+    if name is None:
+        per_model = await asyncio.gather(*(_rows(fleet, n, None) for n in fleet.repository.names()))
+        return [row for rows in per_model for row in rows]
+    return await _rows(fleet, name, version)
+
+
+async def _rows(fleet: Fleet, name: str, version: str | None) -> list[dict[str, Any]]:
+    entry = fleet.repository.get(name, version)
+    merged = await fleet.endpoint(name).statistics()
+    return rows_for_versions(name, [version] if version else entry.versions, merged)

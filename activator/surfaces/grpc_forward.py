@@ -1,0 +1,331 @@
+"""Forward gRPC inference calls to a model's replicas as opaque bytes, holding them while it wakes.
+
+The gRPC twin of activator.surfaces.proxy: a `ModelInfer` message is routed on the model its
+envelope names (activator.surfaces.grpc_envelope reads it without parsing a tensor), takes a slot
+through the model's `ModelEndpoint.acquire` — the same held queue, activation timeout, breaker and
+autoscaler input as a REST request — and goes to the replica's gRPC service unchanged; the
+replica's answer (or its status) comes back unchanged.
+
+A `ModelStreamInfer` stream may carry requests for several models: each model gets its own
+stream to one of its replicas, opened at its first message (held while the model wakes), and
+holding one slot on that replica until the client's stream ends — as Knative counts a stream,
+one request for its whole life. Messages for a model that cannot be served (at zero and not
+waking in time, a full held queue, an unknown model) are answered in-stream with Triton's
+error form and the stream goes on; a replica stream that fails ends the client's stream with
+its status.
+
+Errors the activator makes itself leave with the gRPC code of their HTTP status
+(thawserver.grpc_status): 503 -> UNAVAILABLE, 504 -> DEADLINE_EXCEEDED, 404 -> NOT_FOUND.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+
+from activator.endpoint.replica import Replica
+from activator.errors import ActivatorError, BadRequest, UpstreamFailed
+from activator.fleet.fleet import Fleet
+from activator.surfaces.grpc_envelope import Envelope, EnvelopeError, envelope
+from activator.surfaces.shm_requests import Rewritten, grpc_answer, grpc_request
+from thawserver.grpc_status import http_status
+from thawserver.shm_registry import SystemSharedMemory
+from thawwire.grpc_messages import stream_error
+from thawwire.grpc_service import Method, method_path
+from thawwire.shm_params import names_shared_memory
+
+__all__ = ["GrpcForwarder", "forwarded_metadata"]
+
+logger = logging.getLogger(__name__)
+
+# grpc.aio.ServicerContext (grpcio ships no type information).
+Context = Any
+
+_INFER = method_path(Method.MODEL_INFER)
+_STREAM = method_path(Method.MODEL_STREAM_INFER)
+# Messages of one model queued on a client stream while its replica stream opens; beyond it
+# the client's stream is not read (gRPC flow control holds the client back).
+STREAM_QUEUE = 256
+# Headers that belong to one HTTP/2 hop or to grpc itself, never forwarded.
+_HOP_KEYS = ("grpc-", ":")
+_HOP_NAMES = frozenset({"user-agent", "content-type", "te", "host", "authority"})
+
+
+def forwarded_metadata(context: Context) -> tuple[tuple[str, Any], ...]:
+    """The client's metadata that goes on to the replica (not grpc's own or one hop's)."""
+    return tuple(
+        (key, value)
+        for key, value in context.invocation_metadata() or ()
+        if not key.startswith(_HOP_KEYS) and key not in _HOP_NAMES
+    )
+
+
+class GrpcForwarder:
+    """Forwards `ModelInfer` and `ModelStreamInfer` to replicas; one channel per replica."""
+
+    def __init__(self, fleet: Fleet, shared_memory: SystemSharedMemory | None = None) -> None:
+        self._fleet = fleet
+        self._channels: dict[str, grpc.aio.Channel] = {}
+        # The clients' shared-memory regions (the REST surface's registry): a message that
+        # names them is rewritten for the replica and its answer written back.
+        self._shm = shared_memory
+
+    async def close(self) -> None:
+        channels, self._channels = list(self._channels.values()), {}
+        await asyncio.gather(*(channel.close() for channel in channels), return_exceptions=True)
+
+    def channel(self, address: str) -> grpc.aio.Channel:
+        """The channel to a replica's gRPC service (made on first use; gone replicas' closed)."""
+        channel = self._channels.get(address)
+        if channel is None:
+            self._prune()
+            channel = self._channels[address] = grpc.aio.insecure_channel(
+                address,
+                options=[
+                    # The activator caps what it accepts; replicas' answers are not capped.
+                    ("grpc.max_receive_message_length", -1),
+                    ("grpc.max_send_message_length", -1),
+                ],
+            )
+        return channel
+
+    def _prune(self) -> None:
+        """Close the channels of replicas that no endpoint has any more."""
+        live = {
+            replica.handle.grpc_address
+            for endpoint in self._fleet.endpoints.values()
+            for replica in endpoint.replicas
+        }
+        for address in [a for a in self._channels if a not in live]:
+            channel = self._channels.pop(address)
+            task = asyncio.get_running_loop().create_task(channel.close())
+            task.add_done_callback(lambda t: t.exception())
+
+    def _timeout(self, context: Context) -> float:
+        """A forwarded call's deadline: the client's, at most the activator's request timeout."""
+        remaining = context.time_remaining()
+        limit = self._fleet.config.request_timeout_s
+        return limit if remaining is None or not math.isfinite(remaining) else min(remaining, limit)
+
+    # ---- ModelInfer -------------------------------------------------------------------------
+
+    async def infer(self, data: bytes, context: Context) -> bytes:
+        """Hold if no replica slot is free (waking the model), then forward to a replica."""
+        head = _envelope(data)
+        fleet = self._fleet
+        fleet.repository.get(head.model_name, head.model_version or None)
+        endpoint = fleet.endpoint(head.model_name)
+        started = time.monotonic()
+        code = 500
+        shm: Rewritten | None = None
+        try:
+            if self._shm is not None and names_shared_memory(data):
+                shm = grpc_request(data, self._shm)
+            async with endpoint.acquire(len(data)) as replica:
+                call = self.channel(_address(replica)).unary_unary(_INFER)
+                try:
+                    answer: bytes = await call(
+                        data if shm is None else shm.body,
+                        timeout=self._timeout(context),
+                        metadata=forwarded_metadata(context),
+                    )
+                except grpc.aio.AioRpcError as exc:
+                    code = http_status(exc.code())
+                    await context.abort(exc.code(), exc.details() or "")
+            if shm is not None:
+                answer = grpc_answer(answer, shm)
+            code = 200
+            return answer
+        except ActivatorError as exc:
+            code = exc.status
+            fleet.metrics.rejections.labels(head.model_name, type(exc).__name__).inc()
+            raise
+        finally:
+            if shm is not None:
+                shm.release()
+            fleet.metrics.observe_request(head.model_name, str(code), time.monotonic() - started)
+
+    # ---- ModelStreamInfer -------------------------------------------------------------------
+
+    async def stream(self, requests: AsyncIterator[bytes], context: Context) -> None:
+        """Relay one client stream to per-model replica streams until it ends."""
+        await _StreamRelay(self, context).run(requests)
+
+
+def _envelope(data: bytes) -> Envelope:
+    try:
+        return envelope(data)
+    except EnvelopeError as exc:
+        raise BadRequest(f"the request could not be parsed: {exc}") from None
+
+
+def _address(replica: Replica) -> str:
+    address = replica.handle.grpc_address
+    if not address:
+        raise UpstreamFailed(f"replica {replica.id} serves no gRPC")
+    return address
+
+
+class _StreamRelay:
+    """One client stream: its messages to per-model replica streams, their answers back."""
+
+    def __init__(self, forwarder: GrpcForwarder, context: Context) -> None:
+        self._forwarder = forwarder
+        self._fleet = forwarder._fleet
+        self._context = context
+        self._upstreams: dict[str, _Upstream] = {}
+        self._write_lock = asyncio.Lock()
+        self._failed: asyncio.Future[grpc.aio.AioRpcError] = (
+            asyncio.get_running_loop().create_future()
+        )
+
+    async def run(self, requests: AsyncIterator[bytes]) -> None:
+        reading = asyncio.ensure_future(self._read(requests))
+        try:
+            waits: set[asyncio.Future[Any]] = {reading, self._failed}
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            if not self._failed.done():
+                reading.result()  # the client half-closed: let every replica stream finish
+                for upstream in list(self._upstreams.values()):
+                    await upstream.end()
+                tasks: set[asyncio.Future[Any]] = {u.task for u in self._upstreams.values()}
+                while tasks and not self._failed.done():
+                    _, tasks = await asyncio.wait(
+                        {*tasks, self._failed}, return_when=asyncio.FIRST_COMPLETED
+                    )
+                    tasks.discard(self._failed)
+            if self._failed.done():
+                exc = self._failed.result()
+                await self._context.abort(exc.code(), exc.details() or "")
+        finally:
+            pending = [reading, *(u.task for u in self._upstreams.values())]
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    async def _read(self, requests: AsyncIterator[bytes]) -> None:
+        async for data in requests:
+            head = Envelope("", "", "")
+            try:
+                head = _envelope(data)
+                self._fleet.repository.get(head.model_name, head.model_version or None)
+            except ActivatorError as exc:
+                await self.answer_error(head, exc, count=1)  # with its id, when it has one
+                continue
+            upstream = self._upstreams.get(head.model_name)
+            if upstream is None or upstream.closed:
+                upstream = self._upstreams[head.model_name] = _Upstream(self, head.model_name)
+            await upstream.send(data, head)
+
+    async def write(self, data: bytes) -> None:
+        async with self._write_lock:
+            with contextlib.suppress(asyncio.InvalidStateError):  # the call already ended
+                await self._context.write(data)
+
+    async def answer_error(self, head: Envelope, exc: ActivatorError, *, count: int) -> None:
+        """Answer `count` requests in-stream with `exc` (Triton's form; the stream goes on)."""
+        answer = stream_error(
+            exc.message,
+            request_id=head.id,
+            model_name=head.model_name,
+            model_version=head.model_version,
+        ).SerializeToString()
+        for _ in range(count):
+            await self.write(answer)
+
+    def fail(self, exc: grpc.aio.AioRpcError) -> None:
+        if not self._failed.done():
+            self._failed.set_result(exc)
+
+    def timeout(self) -> float:
+        return self._forwarder._timeout(self._context)
+
+    def channel(self, address: str) -> grpc.aio.Channel:
+        return self._forwarder.channel(address)
+
+    @property
+    def metadata(self) -> tuple[tuple[str, Any], ...]:
+        return forwarded_metadata(self._context)
+
+
+class _Upstream:
+    """One model's stream to one of its replicas, for one client stream."""
+
+    def __init__(self, relay: _StreamRelay, model: str) -> None:
+        self._relay = relay
+        self._model = model
+        self._queue: asyncio.Queue[tuple[bytes, Envelope] | None] = asyncio.Queue(STREAM_QUEUE)
+        self.closed = False  # the model refused this stream: a new message needs a new one
+        self._refusal: ActivatorError | None = None
+        self.task = asyncio.create_task(self._run())
+
+    async def send(self, data: bytes, head: Envelope) -> None:
+        """Queue a message (waits while STREAM_QUEUE messages wait for the replica stream)."""
+        await self._queue.put((data, head))
+        if self._refusal is not None:  # refused while we waited: answer what is left
+            await self._refuse_queued(self._refusal)
+
+    async def end(self) -> None:
+        """The client half-closed: finish the replica stream after what is queued."""
+        if not self.closed:
+            await self._queue.put(None)
+
+    async def _run(self) -> None:
+        fleet = self._relay._fleet
+        endpoint = fleet.endpoint(self._model)
+        started = time.monotonic()
+        code = 500
+        try:
+            async with endpoint.acquire(0) as replica:
+                call = self._relay.channel(_address(replica)).stream_stream(_STREAM)(
+                    timeout=self._relay.timeout(), metadata=self._relay.metadata
+                )
+                code = await self._relay_call(call)
+        except ActivatorError as exc:
+            code = exc.status
+            fleet.metrics.rejections.labels(self._model, type(exc).__name__).inc()
+            await self._refuse_queued(exc)
+        finally:
+            fleet.metrics.observe_request(self._model, str(code), time.monotonic() - started)
+
+    async def _relay_call(self, call: Any) -> int:
+        """Writes queued messages and relays answers until both sides are done; the HTTP
+        status the stream counts as."""
+        writer = asyncio.ensure_future(self._write_all(call))
+        try:
+            async for answer in call:
+                await self._relay.write(answer)
+            await writer
+        except grpc.aio.AioRpcError as exc:
+            self._relay.fail(exc)
+            return http_status(exc.code())
+        finally:
+            call.cancel()  # a no-op once the call is done; else the client went away
+            writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError, grpc.aio.AioRpcError):
+                await writer
+        return 200
+
+    async def _write_all(self, call: Any) -> None:
+        while (item := await self._queue.get()) is not None:
+            await call.write(item[0])
+        await call.done_writing()
+
+    async def _refuse_queued(self, exc: ActivatorError) -> None:
+        """The model cannot take this stream now: answer what waits for it, and let a later
+        message try again with a new replica stream."""
+        self.closed, self._refusal = True, exc
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            if item is not None:
+                await self._relay.answer_error(item[1], exc, count=1)

@@ -1,0 +1,263 @@
+"""The activator's gRPC surface: THE route table of `GRPCInferenceService` in `thaw up`.
+
+As on its REST surface, health, metadata, config, readiness, the index and statistics are
+answered here from the repository and the endpoints (activator.surfaces.answers), without waking a
+model (but the first config or metadata of a python model whose own `auto_complete_config`
+completes its config: activator.fleet.replica_config); only inference reaches replicas
+(activator.surfaces.grpc_forward), as opaque bytes. The repository load call warms a model, unload
+scales it to zero, as REST's do. Every
+`ActivatorError` leaves with the gRPC code of its HTTP status (thawserver.grpc_status).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf.message import DecodeError
+
+from activator.errors import ActivatorError, ControlDisabled, NotSupported
+from activator.fleet.fleet import Fleet
+from activator.surfaces import answers
+from activator.surfaces.answers import check_ready, index_rows, stats_rows
+from activator.surfaces.grpc_forward import GrpcForwarder
+from thawserver.connection_limits import (
+    ConnectionLimits,
+    grpc_max_concurrent_rpcs,
+    grpc_server_options,
+)
+from thawserver.grpc_routes import parsed, service_handler
+from thawserver.grpc_status import grpc_status
+from thawserver.restricted_protocols import grpc_category
+from thawserver.settings_api import SettingsApi
+from thawserver.shm_api import grpc_shm_methods
+from thawserver.shm_registry import SystemSharedMemory
+from thawwire import server_info
+from thawwire.grpc_messages import (
+    config_response,
+    index_response,
+    metadata_response,
+    server_metadata_response,
+    statistics_response,
+)
+from thawwire.grpc_service import Method, pb
+from thawwire.model_control import CONTROL_DISABLED
+
+__all__ = ["GrpcSurface", "bind_grpc_server", "start_grpc_server"]
+
+logger = logging.getLogger(__name__)
+
+# grpc.aio.ServicerContext (grpcio ships no type information).
+Context = Any
+_Call = Callable[[Any, Context], Awaitable[Any]]
+_Req = TypeVar("_Req")
+_Resp = TypeVar("_Resp")
+_NO_REPOSITORY_NAME = "'repository_name' specification is not supported"
+
+
+def _answering(
+    handler: Callable[[_Req, Context], Awaitable[_Resp]],
+) -> Callable[[_Req, Context], Awaitable[_Resp]]:
+    """A handler whose ActivatorError leaves as its gRPC status; a bug as INTERNAL (logged)."""
+
+    @functools.wraps(handler)
+    async def answering(request: _Req, context: Context) -> _Resp:
+        try:
+            return await handler(request, context)
+        except ActivatorError as exc:
+            await context.abort(grpc_status(exc.status), exc.message)
+        except DecodeError as exc:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"the request could not be parsed: {exc}"
+            )
+        except (asyncio.CancelledError, grpc.aio.AbortError):
+            raise
+        except Exception:
+            logger.exception("unhandled error in gRPC %s", handler.__name__)
+            await context.abort(grpc.StatusCode.INTERNAL, "internal error in the activator")
+        raise AssertionError("context.abort returned")  # abort always raises
+
+    return answering
+
+
+def _version(version: str) -> str | None:
+    return version or None
+
+
+class GrpcSurface:
+    """The service's methods over one `thaw up`'s fleet."""
+
+    def __init__(
+        self,
+        fleet: Fleet,
+        shared_memory: SystemSharedMemory | None = None,
+        *,
+        settings: SettingsApi | None = None,
+    ) -> None:
+        self._fleet = fleet
+        # The logging and trace extensions, shared with the REST surface (activator.surfaces.app).
+        self._settings = settings
+        # The clients' regions, shared with the REST surface (activator.surfaces.app.SHARED_MEMORY).
+        self._shm = shared_memory if shared_memory is not None else SystemSharedMemory()
+        self.forwarder = GrpcForwarder(fleet, self._shm)
+        self._server_metadata = server_metadata_response(server_info.server_metadata())
+        self._restrictions = fleet.config.grpc_restrictions
+
+    def routes(self) -> grpc.GenericRpcHandler:
+        """THE route table of `thaw up`'s gRPC surface."""
+        unary = {
+            Method.SERVER_LIVE: self.server_live,
+            Method.SERVER_READY: self.server_ready,
+            Method.MODEL_READY: self.model_ready,
+            Method.SERVER_METADATA: self.server_metadata,
+            Method.MODEL_METADATA: self.model_metadata,
+            Method.MODEL_CONFIG: self.model_config,
+            Method.MODEL_STATISTICS: self.model_statistics,
+            Method.REPOSITORY_INDEX: self.repository_index,
+            Method.REPOSITORY_MODEL_LOAD: self.load,
+            Method.REPOSITORY_MODEL_UNLOAD: self.unload,
+        }
+        unary.update(grpc_shm_methods(self._shm))  # registered here: the activator owns them
+        if self._settings is not None:
+            unary.update(self._settings.grpc_methods())  # the activator keeps the settings
+        # Inference travels as bytes: the activator parses no tensor (but shared memory's).
+        # Every method first passes `--grpc-restricted-protocol`'s check.
+        guard = self._restricted
+        return service_handler(
+            {method: guard(method, _answering(parsed(method, fn))) for method, fn in unary.items()},
+            guard(Method.MODEL_INFER, _answering(self.forwarder.infer)),
+            guard(Method.MODEL_STREAM_INFER, self.model_stream_infer),
+        )
+
+    def _restricted(self, method: Method, handler: _Call) -> _Call:
+        """`handler`, or, when `--grpc-restricted-protocol` restricts its category, one that
+        first ends a call without the metadata UNAVAILABLE (a stream before any read), in
+        Triton's words, as `thaw serve` does."""
+        category = grpc_category(method)
+        restriction = self._restrictions.get(category) if category is not None else None
+        if restriction is None:
+            return handler
+
+        async def restricted(request: Any, context: Context) -> Any:
+            if not restriction.allows(context.invocation_metadata() or ()):
+                await context.abort(grpc.StatusCode.UNAVAILABLE, restriction.refusal)
+            return await handler(request, context)
+
+        return restricted
+
+    # ---- answered here ----------------------------------------------------------------------
+
+    async def server_live(self, request: Any, context: Context) -> Any:
+        return pb.ServerLiveResponse(live=True)
+
+    async def server_ready(self, request: Any, context: Context) -> Any:
+        return pb.ServerReadyResponse(ready=True)  # models at zero wake on demand
+
+    async def model_ready(self, request: Any, context: Context) -> Any:
+        """Ready = servable (at zero too); a failed wake-up reads ready=false, as a replica's
+        model that is not ready does; an unknown model is NOT_FOUND."""
+        try:
+            check_ready(self._fleet, request.name, _version(request.version))
+        except ActivatorError as exc:
+            if exc.status != 503:
+                raise
+            return pb.ModelReadyResponse(ready=False)
+        return pb.ModelReadyResponse(ready=True)
+
+    async def server_metadata(self, request: Any, context: Context) -> Any:
+        return self._server_metadata
+
+    async def model_metadata(self, request: Any, context: Context) -> Any:
+        version = _version(request.version)
+        return metadata_response(await answers.model_metadata(self._fleet, request.name, version))
+
+    async def model_config(self, request: Any, context: Context) -> Any:
+        version = _version(request.version)
+        return config_response(await answers.model_config(self._fleet, request.name, version))
+
+    async def model_statistics(self, request: Any, context: Context) -> Any:
+        name = request.name or None
+        rows = await stats_rows(self._fleet, name, _version(request.version) if name else None)
+        return statistics_response(rows)
+
+    async def repository_index(self, request: Any, context: Context) -> Any:
+        if request.repository_name:
+            raise NotSupported(_NO_REPOSITORY_NAME)
+        return index_response(index_rows(self._fleet, ready_only=request.ready))
+
+    def _require_model_control(self) -> None:
+        if not self._fleet.config.model_control:
+            raise ControlDisabled(CONTROL_DISABLED)
+
+    async def load(self, request: Any, context: Context) -> Any:
+        """Warm the model now: returns once one replica is ready (or the wake-up failed)."""
+        self._require_model_control()
+        if request.repository_name:
+            raise NotSupported(_NO_REPOSITORY_NAME)
+        endpoint = self._fleet.endpoint(request.model_name)
+        overrides = sorted(k for k in request.parameters if k == "config" or k.startswith("file:"))
+        if overrides:
+            raise NotSupported(
+                f"thaw up serves the repository's own config and files; load parameters "
+                f"{overrides} are not supported (use `thaw serve --model-control-mode explicit`)"
+            )
+        await endpoint.warm()
+        return pb.RepositoryModelLoadResponse()
+
+    async def unload(self, request: Any, context: Context) -> Any:
+        """Scale the model to zero now (draining in-flight requests)."""
+        self._require_model_control()
+        if request.repository_name:
+            raise NotSupported(_NO_REPOSITORY_NAME)
+        await self._fleet.endpoint(request.model_name).scale_to_zero()
+        return pb.RepositoryModelUnloadResponse()
+
+    # ---- forwarded --------------------------------------------------------------------------
+
+    async def model_stream_infer(self, requests: AsyncIterator[bytes], context: Context) -> None:
+        await self.forwarder.stream(requests, context)
+
+
+def bind_grpc_server(
+    host: str,
+    port: int,
+    *,
+    max_message_bytes: int,
+    limits: ConnectionLimits | None = None,
+) -> tuple[grpc.aio.Server, str]:
+    """A gRPC server bound to `host:port` (0: a free port, bound here, so nothing can take it
+    before it starts) and that bound `host:port`; not started (`start_grpc_server`). OSError
+    when the address cannot be bound. Messages over `max_message_bytes` are
+    RESOURCE_EXHAUSTED; no SO_REUSEPORT (a port in use is an error, never silently shared); the
+    connection `limits` as grpc options (handshake deadline, idle GOAWAY, connection and call
+    caps)."""
+    limits = limits if limits is not None else ConnectionLimits()
+    server = grpc.aio.server(
+        options=[
+            ("grpc.max_receive_message_length", min(max_message_bytes, (1 << 31) - 1)),
+            ("grpc.max_send_message_length", -1),
+            ("grpc.so_reuseport", 0),
+            ("grpc.max_concurrent_streams", 1024),  # calls at once on one client connection
+            *grpc_server_options(limits),
+        ],
+        maximum_concurrent_rpcs=grpc_max_concurrent_rpcs(limits),
+    )
+    target_host = f"[{host}]" if ":" in host else host
+    target = f"{target_host}:{port}"
+    try:
+        bound = server.add_insecure_port(target)
+    except RuntimeError as exc:
+        raise OSError(f"cannot listen for gRPC on {target}: {exc}") from exc
+    if bound == 0:
+        raise OSError(f"cannot listen for gRPC on {target}: address unavailable")
+    return server, f"{target_host}:{bound}"
+
+
+async def start_grpc_server(server: grpc.aio.Server, surface: GrpcSurface) -> None:
+    """Serve `surface` on a server `bind_grpc_server` made."""
+    server.add_generic_rpc_handlers((surface.routes(),))
+    await server.start()

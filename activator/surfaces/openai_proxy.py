@@ -1,0 +1,165 @@
+"""The OpenAI-compatible routes at `thaw up`: the model list from the repository, and each
+completion, chat or embeddings request held, woken and forwarded like an infer request.
+
+    GET  /v1/models, /v1/models/{model}   answered here, from the repository: nothing wakes
+    POST /v1/completions | /v1/chat/completions | /v1/embeddings
+         body read whole (small JSON), only its "model" looked at
+         ─▶ the model's endpoint: hold, wake from zero, take a replica slot
+         ─▶ forwarded unchanged to the replica's own route; its answer (JSON, or Server-Sent
+            Events token by token) streamed back as it comes
+         ─▶ thaw_time_to_first_token_seconds{model, cold}: arrival -> the answer's head
+
+The replica (runtime.openai) does every translation; errors here and there have one shape
+(thawwire.openai_api).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from activator.errors import ActivatorError, BadRequest, UnknownModel, UpstreamFailed
+from activator.fleet.fleet import Fleet
+from activator.surfaces.proxy import forward, read_body
+from activator.surfaces.upstream import UpstreamPool
+from thawserver.json_response import json_response
+from thawserver.redaction import Redactor
+from thawserver.restricted_protocols import Category
+from thawwire import openai_api as api
+
+__all__ = ["OpenAIProxy"]
+
+_Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+# Repository names are short; a longer "model" is refused before any lookup.
+_MAX_NAME = 512
+# Request key: (model, cold on arrival, arrival time) of a request being forwarded.
+_ARRIVED = "thaw.openai_arrived"
+
+
+class OpenAIProxy:
+    """The `/v1` routes of one `thaw up` app, reading its fleet, upstream pool and redactor
+    through the app's keys (activator.surfaces.app owns them)."""
+
+    def __init__(
+        self,
+        fleet: web.AppKey[Fleet],
+        upstream: web.AppKey[UpstreamPool],
+        redact: web.AppKey[Redactor],
+    ) -> None:
+        self._fleet = fleet
+        self._upstream = upstream
+        self._redact = redact
+        self._created = int(time.time())  # every model's `created`: when this app was built
+
+    def install(
+        self, app: web.Application, guard: Callable[[Category, _Handler], _Handler]
+    ) -> None:
+        """Add the routes to `app`, and the time to first token to its responses' start."""
+        app.add_routes(self.routes(guard))
+        app.on_response_prepare.append(self._first_bytes)
+
+    def routes(self, guard: Callable[[Category, _Handler], _Handler]) -> list[web.RouteDef]:
+        """THE `/v1` routes (each passed through `guard`: `--http-restricted-api`)."""
+        generate = guard(Category.INFERENCE, self._errors(self.generate))
+        return [
+            *(web.post(path, generate) for path in api.GENERATION_PATHS),
+            web.get(api.MODELS, guard(Category.MODEL_REPOSITORY, self._errors(self.models))),
+            web.get(api.MODEL, guard(Category.MODEL_REPOSITORY, self._errors(self.model))),
+        ]
+
+    def _errors(self, handler: _Handler) -> _Handler:
+        async def wrapped(request: web.Request) -> web.StreamResponse:
+            try:
+                return await handler(request)
+            except ActivatorError as exc:
+                message = request.app[self._redact](exc.message)
+                code = "model_not_found" if isinstance(exc, UnknownModel) else None
+                doc = api.error_body(message, status=exc.status, code=code)
+                return json_response(doc, status=exc.status, headers=exc.headers())
+
+        return wrapped
+
+    def _names(self, fleet: Fleet) -> list[str]:
+        """Every model of the repository (Triton's frontend's rule; those whose config could
+        not be used too: a request to one says why)."""
+        repository = fleet.repository
+        return sorted({*repository.names(), *repository.unavailable})
+
+    async def models(self, request: web.Request) -> web.Response:
+        fleet = request.app[self._fleet]
+        data = [api.model_object(name, self._created) for name in self._names(fleet)]
+        return json_response({"object": "list", "data": data})
+
+    async def model(self, request: web.Request) -> web.Response:
+        fleet, name = request.app[self._fleet], request.match_info["model"]
+        if name not in self._names(fleet):
+            raise UnknownModel(f"The model '{name[:200]}' does not exist")
+        return json_response(api.model_object(name, self._created))
+
+    async def generate(self, request: web.Request) -> web.StreamResponse:
+        """Hold until a replica slot of the body's model is free (waking it), then forward."""
+        fleet = request.app[self._fleet]
+        config = fleet.config
+        body = await read_body(
+            request, limit=config.max_body_bytes, timeout_s=config.body_deadline_s
+        )
+        name = _model_of(body)
+        fleet.repository.get(name)  # 404 (OpenAI's model_not_found) or 503 before holding
+        endpoint = fleet.endpoint(name)
+        fleet.wake_composing(name)
+        start, code = time.monotonic(), "500"
+        # The replica starts its answer at the first token (runtime.openai streams only then):
+        # its head, passed on here, is the time to first token (_first_bytes).
+        request[_ARRIVED] = (name, endpoint.ready_count == 0, start)
+        try:
+            async with endpoint.acquire(len(body)) as replica:
+                try:
+                    response = await forward(
+                        request,
+                        replica.url,
+                        request.app[self._upstream],
+                        timeout_s=config.request_timeout_s,
+                        body_timeout_s=config.body_timeout_s,
+                        body=body,
+                    )
+                except UpstreamFailed as exc:
+                    endpoint.replica_failed(replica, exc.message)
+                    if isinstance(exc.partial, web.StreamResponse):
+                        return exc.partial
+                    raise
+            code = str(response.status)
+            return response
+        except ActivatorError as exc:
+            code = str(exc.status)
+            fleet.metrics.rejections.labels(name, type(exc).__name__).inc()
+            raise
+        finally:
+            fleet.metrics.observe_request(name, code, time.monotonic() - start)
+
+    async def _first_bytes(self, request: web.Request, response: web.StreamResponse) -> None:
+        """on_response_prepare: a forwarded OpenAI answer starts (status 200 only: a refusal
+        is no token)."""
+        arrived = request.get(_ARRIVED)
+        if arrived is None or response.status != 200:
+            return
+        name, cold, start = arrived
+        cold_label = "true" if cold else "false"
+        metrics = request.app[self._fleet].metrics
+        metrics.first_token.labels(name, cold_label).observe(time.monotonic() - start)
+
+
+def _model_of(body: bytes) -> str:
+    """The `model` an OpenAI request body names; BadRequest in OpenAI's words otherwise."""
+    try:
+        doc = json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise BadRequest(f"request body is not valid JSON: {str(exc)[:200]}") from None
+    if not isinstance(doc, dict):
+        raise BadRequest("request body must be a JSON object")
+    name = doc.get("model")
+    if not isinstance(name, str) or not name or len(name) > _MAX_NAME:
+        raise BadRequest("'model' must be a non-empty string")
+    return name

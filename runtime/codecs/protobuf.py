@@ -1,0 +1,382 @@
+"""`ModelInferRequest` / `ModelInferResponse` <-> InferRequest / InferResponse (gRPC's codec).
+
+The gRPC twin of runtime.codecs.rest: the same InferRequest the HTTP path builds, so the model
+manager, signature checks, statistics and errors are one for both protocols. Tensor bytes go
+through runtime.datatypes (`from_wire`, BYTES length prefixes, BF16 as uint16 words) and shapes
+through `codec.checked_shape`, before anything is allocated.
+
+Inputs carry their data in `raw_input_contents` (what tritonclient sends: one entry per input,
+in input order) or in the typed `contents` of the input (never both in one request, as
+Triton refuses), or in a registered shared-memory region (`shared_memory_*` parameters, read
+through the request's runtime.codecs.shm_tensors binding; such inputs take no raw entry). Outputs
+always leave in `raw_output_contents`, one entry per output, as Triton writes them: empty for
+an output written to shared memory. Request parameters become the plain values HTTP's JSON
+parameters are (`sequence_id`, `priority`, `timeout`, ...), type-checked the way Triton's gRPC
+frontend does.
+
+The client's direction too, for BLS streams sent to `thaw up`'s gRPC front door
+(runtime.direct.front_door): `model_infer_request` (an InferRequest as a `ModelInferRequest`,
+inputs in `raw_input_contents`) and `model_infer_response` (a `ModelInferResponse` as an
+InferResponse, `triton_final_response` read into `final`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from runtime.codecs.rest import checked_shape, classify, selected_outputs, tensor_bytes
+from runtime.codecs.shm_tensors import ShmBinding
+from runtime.datatypes import V2_DATATYPES, from_wire, v2_to_numpy
+from runtime.errors import InvalidInput, ModelNotFound
+from runtime.inference import InferRequest, InferResponse, InferTensor, RequestedOutput
+from thawwire.errors import SharedMemoryError
+from thawwire.grpc_messages import FINAL_RESPONSE, parameter_kind, parameter_value, set_parameter
+from thawwire.grpc_service import pb
+from thawwire.names import is_model_name, is_version
+from thawwire.shm_params import REGION, SHM_PARAMETERS, ShmRef, grpc_ref
+
+__all__ = [
+    "THREAD_THRESHOLD_BYTES",
+    "decode_model_infer",
+    "encode_model_infer",
+    "message_ref",
+    "model_infer_request",
+    "model_infer_response",
+    "request_parameters",
+]
+
+# Messages above this are parsed, decoded and encoded in a worker thread (as HTTP bodies are).
+THREAD_THRESHOLD_BYTES = 256 * 1024
+
+# Request parameters Triton reserves; the one a client may send (Triton 2.51's common.h).
+_RESERVED_PREFIX = "triton_"
+_RESERVED_ALLOWED = frozenset({"triton_enable_empty_final_response"})
+
+# parameter -> (allowed InferParameter kinds, Triton's text for any other kind).
+_TYPED_PARAMETERS: dict[str, tuple[frozenset[str], str]] = {
+    "sequence_id": (frozenset({"int64_param", "string_param"}), "int64_param or string_param"),
+    "sequence_start": (frozenset({"bool_param"}), "bool_param"),
+    "sequence_end": (frozenset({"bool_param"}), "bool_param"),
+    "priority": (frozenset({"int64_param", "uint64_param"}), "int64_param or uint64_param"),
+    "timeout": (frozenset({"int64_param"}), "int64_param"),
+    "triton_enable_empty_final_response": (frozenset({"bool_param"}), "bool_param"),
+}
+
+# The typed `contents` field each datatype's elements travel in, and its carrier dtype.
+_CONTENTS_FIELD: dict[str, str] = {
+    "BOOL": "bool_contents",
+    "INT8": "int_contents",
+    "INT16": "int_contents",
+    "INT32": "int_contents",
+    "INT64": "int64_contents",
+    "UINT8": "uint_contents",
+    "UINT16": "uint_contents",
+    "UINT32": "uint_contents",
+    "UINT64": "uint64_contents",
+    "FP32": "fp32_contents",
+    "FP64": "fp64_contents",
+    "BYTES": "bytes_contents",
+}
+_CONTENTS_FIELDS = tuple(sorted(set(_CONTENTS_FIELD.values())))
+
+
+def decode_model_infer(message: Any, *, shm: ShmBinding | None = None) -> InferRequest:
+    """One `ModelInferRequest` as an InferRequest (shape and size checks before any array);
+    `shm` resolves tensors in shared memory (without it, naming a region is an error)."""
+    model = message.model_name
+    raw = message.raw_input_contents
+    in_shm = sum(1 for io in message.inputs if REGION in io.parameters)
+    if raw and len(raw) != len(message.inputs) - in_shm:
+        raise InvalidInput(
+            f"raw_input_contents holds {len(raw)} entries but the request has "
+            f"{len(message.inputs) - in_shm} inputs for model '{model}'"
+            + (f" (besides {in_shm} in shared memory)" if in_shm else "")
+        )
+    inputs: list[InferTensor] = []
+    seen: set[str] = set()
+    # Back to front: Triton checks the inputs' data walking its request's input map, a
+    # std::unordered_map that iterates newest first, so of two wrong inputs it names the last
+    # one sent (qa/L0_input_validation pins it). No inputs at all is the model's business:
+    # a model whose inputs are all optional takes such a request. `raw_input_contents` holds
+    # the inputs not in shared memory, in order.
+    refs = [_shm_ref(io.parameters, io.name) if in_shm else None for io in message.inputs]
+    raw_index, next_raw = [], 0
+    for ref in refs:
+        raw_index.append(next_raw)
+        next_raw += ref is None
+    for index in reversed(range(len(message.inputs))):
+        io, ref = message.inputs[index], refs[index]
+        if ref is not None:
+            tensor = _shm_input(io, ref, model, shm)
+        else:
+            tensor = _input(io, raw[raw_index[index]] if raw else None, model)
+        if tensor.name in seen:
+            raise InvalidInput(f"input '{tensor.name}' already exists in request")
+        seen.add(tensor.name)
+        inputs.append(tensor)
+    return InferRequest(
+        model_name=model,
+        model_version=message.model_version,
+        inputs=inputs[::-1],
+        requested_outputs=_outputs(message.outputs, shm),
+        id=message.id or None,
+        parameters=request_parameters(message.parameters),
+        binary_output_default=True,
+    )
+
+
+def message_ref(name: str, version: str) -> tuple[str, str | None]:
+    """A message's model name and optional version; NOT_FOUND for what is not a name."""
+    if not is_model_name(name):
+        raise ModelNotFound(f"invalid model name {name[:80]!r}")
+    if version and not is_version(version):
+        raise ModelNotFound(f"invalid version {version[:40]!r} for model '{name}'")
+    return name, version or None
+
+
+def request_parameters(parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """A request's `parameters` map as plain values, checked as Triton's gRPC frontend does."""
+    values: dict[str, Any] = {}
+    for key, param in parameters.items():
+        kind = parameter_kind(param)
+        if key.startswith(_RESERVED_PREFIX) and key not in _RESERVED_ALLOWED:
+            raise InvalidInput(
+                "parameter keys starting with 'triton_' are reserved for Triton usage. Only "
+                "the following keys starting with 'triton_' are allowed: "
+                + " ".join(sorted(_RESERVED_ALLOWED))
+            )
+        typed = _TYPED_PARAMETERS.get(key)
+        if typed is not None and kind not in typed[0]:
+            raise InvalidInput(f"invalid value type for '{key}' parameter, expected {typed[1]}.")
+        if kind is None:
+            raise InvalidInput(f"parameter '{key}' has no value")
+        value = parameter_value(param)
+        if key == "priority" and isinstance(value, int) and value < 0:
+            raise InvalidInput("invalid value for 'priority', expected value >= 0.")
+        values[key] = value
+    return values
+
+
+def _input(io: Any, raw: bytes | None, model: str) -> InferTensor:
+    name, datatype = io.name, io.datatype
+    if not name:
+        raise InvalidInput("every input needs a non-empty 'name'")
+    if datatype not in V2_DATATYPES:
+        raise InvalidInput(f"input '{name}' has unknown datatype {datatype!r}")
+    shape = tuple(io.shape)
+    count = checked_shape(name, datatype, shape)
+    params = _tensor_parameters(io.parameters, f"input '{name}'")
+    has_contents = io.HasField("contents")
+    if raw is not None:
+        if has_contents:
+            raise InvalidInput(
+                f"contents field must not be specified when using raw_input_contents for "
+                f"'{name}' for model '{model}'"
+            )
+        data = from_wire(raw, name, datatype, shape, model=model)
+    elif has_contents:
+        data = _typed_contents(io.contents, name, datatype, shape, count, model)
+    else:
+        raise InvalidInput(
+            f"unable to find data for input tensor '{name}' for model '{model}' in request."
+        )
+    return InferTensor(name, datatype, shape, data, params)
+
+
+def _shm_ref(parameters: Mapping[str, Any], name: str) -> ShmRef | None:
+    try:
+        return grpc_ref(parameters, name)
+    except SharedMemoryError as exc:
+        raise InvalidInput(exc.message) from None
+
+
+def _shm_input(io: Any, ref: ShmRef, model: str, shm: ShmBinding | None) -> InferTensor:
+    """An input whose bytes are in a registered region (Triton's checks and texts)."""
+    name, datatype = io.name, io.datatype
+    if not name:
+        raise InvalidInput("every input needs a non-empty 'name'")
+    if datatype not in V2_DATATYPES:
+        raise InvalidInput(f"input '{name}' has unknown datatype {datatype!r}")
+    if io.HasField("contents"):
+        raise InvalidInput(
+            f"unexpected 'content' provided when using shared memory for input tensor '{name}' "
+            f"for model '{model}'"
+        )
+    if shm is None:
+        raise InvalidInput("shared memory is not available for this request")
+    shape = tuple(io.shape)
+    checked_shape(name, datatype, shape)
+    params = _tensor_parameters(io.parameters, f"input '{name}'")
+    data = shm.read_input(ref, name, datatype, shape, model)
+    return InferTensor(name, datatype, shape, data, params)
+
+
+def _typed_contents(
+    contents: Any, name: str, datatype: str, shape: tuple[int, ...], count: int, model: str
+) -> np.ndarray:
+    """An input sent in `InferTensorContents` (one typed repeated field) as an array."""
+    present = [field for field in _CONTENTS_FIELDS if len(getattr(contents, field))]
+    expected = _CONTENTS_FIELD.get(datatype)
+    if count == 0 and not present:
+        return np.empty(shape, dtype=v2_to_numpy(datatype))
+    if expected is None:
+        raise InvalidInput(
+            f"input '{name}' of datatype {datatype} has no typed contents field: send it in "
+            "raw_input_contents"
+        )
+    if len(present) != 1 or present[0] != expected:
+        got = ", ".join(present) or "none"
+        raise InvalidInput(
+            f"unexpected explicit tensor data for input tensor '{name}' for model '{model}': "
+            f"datatype '{datatype}' takes {expected}, got {got}"
+        )
+    values = getattr(contents, expected)
+    if len(values) != count:
+        raise InvalidInput(
+            f"input '{name}' of shape {list(shape)} needs {count} elements, its {expected} "
+            f"holds {len(values)}"
+        )
+    if datatype == "BYTES":
+        data = np.empty(count, dtype=np.object_)
+        data[:] = list(values)
+        return data.reshape(shape)
+    # Narrow integer types travel in 32-bit fields; Triton keeps their low bytes (astype does).
+    return np.asarray(values).astype(v2_to_numpy(datatype), copy=False).reshape(shape)
+
+
+def _tensor_parameters(parameters: Mapping[str, Any], where: str) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for key, param in parameters.items():
+        if key not in SHM_PARAMETERS:  # the server's, never a model's
+            values[key] = parameter_value(param)
+    return values
+
+
+def _outputs(outputs: Any, shm: ShmBinding | None = None) -> list[RequestedOutput]:
+    requested: list[RequestedOutput] = []
+    seen: set[str] = set()
+    for out in outputs:
+        if not out.name:
+            raise InvalidInput("every requested output needs a non-empty 'name'")
+        if out.name in seen:
+            raise InvalidInput(f"output '{out.name}' already exists in request")
+        seen.add(out.name)
+        params = _tensor_parameters(out.parameters, f"output '{out.name}'")
+        classes = 0
+        if "classification" in out.parameters:
+            if parameter_kind(out.parameters["classification"]) != "int64_param":
+                raise InvalidInput(
+                    "invalid value type for 'classification' parameter, expected int64_param"
+                )
+            classes = int(params["classification"])
+            if classes <= 0:
+                raise InvalidInput("invalid value for 'classification' parameter, expected >= 0")
+        params.pop("binary_data", None)  # gRPC outputs are always raw bytes
+        ref = _shm_ref(out.parameters, out.name) if REGION in out.parameters else None
+        if ref is not None:
+            if classes:
+                raise InvalidInput(
+                    "output can't set both 'shared_memory_region' and 'classification'"
+                )
+            if shm is None:
+                raise InvalidInput("shared memory is not available for this request")
+            shm.bind_output(ref, out.name)
+        requested.append(RequestedOutput(out.name, True, classes, params))
+    return requested
+
+
+def encode_model_infer(
+    response: InferResponse,
+    request: InferRequest,
+    *,
+    final: bool | None = None,
+    into: Any = None,
+    shm: ShmBinding | None = None,
+) -> Any:
+    """The `ModelInferResponse` of the outputs the request asked for (all, by default), each in
+    `raw_output_contents`; `final` (streams only) sets Triton's `triton_final_response`.
+    `into`: an empty ModelInferResponse to fill (a stream response's, saving a copy)."""
+    message = pb.ModelInferResponse() if into is None else into
+    message.model_name = response.model_name
+    message.model_version = response.model_version
+    message.id = response.id if response.id is not None else (request.id or "")
+    _set_parameters(message.parameters, response.parameters)
+    if final is not None:
+        message.parameters[FINAL_RESPONSE].bool_param = final
+    raw = message.raw_output_contents
+    for tensor, _, class_count in selected_outputs(response, request):
+        if class_count:
+            tensor = classify(tensor, class_count)
+        out = message.outputs.add(name=tensor.name, datatype=tensor.datatype)
+        out.shape.extend(tensor.shape)
+        _set_parameters(out.parameters, tensor.parameters)
+        if shm is not None and tensor.name in shm.outputs:
+            shm.write_output(tensor.name, tensor_bytes(tensor))
+            raw.append(b"")  # Triton's entry for an output written to shared memory
+        else:
+            raw.append(tensor_bytes(tensor))
+    return message
+
+
+def _set_parameters(target: Any, values: Mapping[str, Any]) -> None:
+    for key, value in values.items():
+        if key != "binary_data_size":  # the REST codec's, never a gRPC one
+            set_parameter(target[key], value)
+
+
+def model_infer_request(request: InferRequest) -> Any:
+    """An InferRequest as the `ModelInferRequest` a client sends: inputs' bytes in
+    `raw_input_contents`, the requested outputs by name, parameters typed (set_parameter)."""
+    message = pb.ModelInferRequest(
+        model_name=request.model_name, model_version=request.model_version, id=request.id or ""
+    )
+    _set_parameters(message.parameters, request.parameters)
+    for tensor in request.inputs:
+        io = message.inputs.add(name=tensor.name, datatype=tensor.datatype)
+        io.shape.extend(tensor.shape)
+        _set_parameters(io.parameters, tensor.parameters)
+        message.raw_input_contents.append(tensor_bytes(tensor))
+    for out in request.requested_outputs:
+        message.outputs.add(name=out.name)
+    return message
+
+
+def model_infer_response(message: Any) -> InferResponse:
+    """A `ModelInferResponse` (outputs in `raw_output_contents`) as an InferResponse; its
+    `triton_final_response` parameter becomes `final` (absent: final), and a final response
+    without outputs is `flag_only`. InvalidInput for outputs whose bytes do not fit."""
+    raw = message.raw_output_contents
+    if len(raw) != len(message.outputs):
+        raise InvalidInput(
+            f"raw_output_contents holds {len(raw)} entries but the response has "
+            f"{len(message.outputs)} outputs"
+        )
+    outputs = []
+    for io, data in zip(message.outputs, raw, strict=True):
+        shape = tuple(io.shape)
+        if io.datatype not in V2_DATATYPES:
+            raise InvalidInput(f"output '{io.name}' has unknown datatype {io.datatype!r}")
+        checked_shape(io.name, io.datatype, shape)
+        outputs.append(
+            InferTensor(io.name, io.datatype, shape, from_wire(data, io.name, io.datatype, shape))
+        )
+    parameters = {
+        key: parameter_value(param)
+        for key, param in message.parameters.items()
+        if key != FINAL_RESPONSE
+    }
+    final = True
+    if FINAL_RESPONSE in message.parameters:
+        final = bool(parameter_value(message.parameters[FINAL_RESPONSE]))
+    return InferResponse(
+        message.model_name,
+        message.model_version,
+        outputs,
+        id=message.id or None,
+        parameters=parameters,
+        final=final,
+        flag_only=final and not outputs,
+    )

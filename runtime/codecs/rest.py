@@ -1,0 +1,499 @@
+"""KServe v2 infer bodies <-> InferRequest / InferResponse, JSON and Triton's binary tensor data.
+
+A request body is a JSON header, optionally followed by binary sections (its length then comes
+in `Inference-Header-Content-Length`); each input with `parameters.binary_data_size` takes the
+next section, in input order, and the sections must add up to the body exactly. Every shape is
+checked (non-negative ints, `prod(shape) * element size` against the bytes actually present)
+before anything is allocated, so a lying body costs a 400, never a MemoryError.
+
+`Inference-Header-Content-Length: 0` makes the whole body the raw bytes of the model's one
+input (Triton's raw binary request, `curl --data-binary @file`); the model signature deduces
+its name, datatype and shape (runtime.models.signature), and every output is sent binary.
+
+A tensor with `shared_memory_*` parameters (Triton's system shared-memory extension) has its
+bytes in a registered region instead: an input is read from it, an output written to it and
+sent as its name, datatype and shape alone (runtime.codecs.shm_tensors, with the request's binding).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from runtime.codecs.body import parse_json
+from runtime.codecs.shm_tensors import ShmBinding
+from runtime.codecs.tensor_json import json_to_array
+from runtime.datatypes import V2_DATATYPES, element_size, from_wire, serialize_bytes, wire_dtype
+from runtime.errors import InvalidInput
+from runtime.inference import InferRequest, InferResponse, InferTensor, RequestedOutput
+from thawserver import fast_json
+from thawwire.errors import SharedMemoryError
+from thawwire.shm_params import (
+    SHM_PARAMETERS,
+    ShmRef,
+    check_json_input,
+    check_json_output,
+    json_ref,
+)
+
+__all__ = [
+    "EncodedResponse",
+    "checked_shape",
+    "classify",
+    "decode_infer_request",
+    "encode_infer_response",
+    "selected_outputs",
+    "tensor_bytes",
+]
+
+# Triton's bound on an element count or byte size (INT64_MAX).
+_MAX_SIZE = (1 << 63) - 1
+
+# Input parameters consumed by the codec, not passed on to the model.
+_CODEC_PARAMETERS = frozenset({"binary_data_size"}) | SHM_PARAMETERS
+
+
+def decode_infer_request(
+    body: bytes,
+    *,
+    header_length: int | None,
+    model_name: str,
+    model_version: str,
+    max_json_depth: int,
+    shm: ShmBinding | None = None,
+) -> InferRequest:
+    """Decode one v2 infer body (JSON, JSON header + binary sections, or raw) to an InferRequest.
+
+    `shm` resolves tensors in shared memory (without it, naming a region is an error)."""
+    if header_length == 0:
+        return InferRequest(
+            model_name=model_name,
+            model_version=model_version,
+            inputs=[],
+            raw_input=body,
+            binary_output_default=True,
+        )
+    header, binary = _split_body(body, header_length)
+    doc = parse_json(header, max_depth=max_json_depth)
+    if not isinstance(doc, dict):
+        raise InvalidInput("infer request must be a JSON object")
+    raw_inputs = doc.get("inputs")
+    # An empty list is the model's business, as in Triton: all its inputs may be optional.
+    if not isinstance(raw_inputs, list):
+        raise InvalidInput("Unable to parse 'inputs': infer request needs an 'inputs' list")
+    parameters = _parameters(doc.get("parameters"), "request")
+    binary_default = _flag(parameters.get("binary_data_output", False), "binary_data_output")
+    if "binary_data_output" in parameters:  # the codec's, as in Triton: the model never sees it
+        parameters = {k: v for k, v in parameters.items() if k != "binary_data_output"}
+    _check_reserved(parameters)
+    inputs = _decode_inputs(
+        raw_inputs, binary, max_json_bytes=len(header), shm=shm, model=model_name
+    )
+    request_id = doc.get("id")
+    if request_id is not None and not isinstance(request_id, str):
+        raise InvalidInput("'id' must be a string")
+    return InferRequest(
+        model_name=model_name,
+        model_version=model_version,
+        inputs=inputs,
+        requested_outputs=_decode_outputs(doc.get("outputs"), binary_default, shm),
+        id=request_id,
+        parameters=parameters,
+        binary_output_default=binary_default,
+    )
+
+
+def _split_body(body: bytes, header_length: int | None) -> tuple[bytes, memoryview | None]:
+    """Split the JSON header from the binary sections that follow it, if any."""
+    if header_length is None:
+        return body, None
+    if not 0 < header_length <= len(body):
+        raise InvalidInput(
+            f"Inference-Header-Content-Length {header_length} does not fit a body of "
+            f"{len(body)} bytes"
+        )
+    view = memoryview(body)
+    return body[:header_length], view[header_length:]
+
+
+def _parameters(value: Any, where: str) -> dict[str, Any]:
+    """A `parameters` object, or {} when absent."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidInput(f"{where} 'parameters' must be a JSON object")
+    return value
+
+
+# Triton's HTTP front end refuses request parameters named `triton_*` (v2.51 http_server.cc).
+# The one its gRPC front end allows is let through: Thaw's own HTTP hops (an ensemble's steps,
+# BLS through the front door) carry a gRPC stream request's parameters on.
+_RESERVED_PREFIX = "triton_"
+_RESERVED_ALLOWED = frozenset({"triton_enable_empty_final_response"})
+
+
+def _check_reserved(parameters: dict[str, Any]) -> None:
+    for key in parameters:
+        if key.startswith(_RESERVED_PREFIX) and key not in _RESERVED_ALLOWED:
+            raise InvalidInput(
+                "parameter keys starting with 'triton_' are reserved for Triton usage and "
+                "should not be specified."
+            )
+
+
+def _flag(value: Any, name: str) -> bool:
+    """A JSON boolean parameter."""
+    if not isinstance(value, bool):
+        raise InvalidInput(f"parameter '{name}' must be true or false")
+    return value
+
+
+def _decode_inputs(
+    raw_inputs: list[Any],
+    binary: memoryview | None,
+    *,
+    max_json_bytes: int,
+    shm: ShmBinding | None,
+    model: str,
+) -> list[InferTensor]:
+    """Decode every input; binary sections are consumed in input order and must all be used."""
+    offset = 0
+    headers: list[
+        tuple[dict[str, Any], str, str, tuple[int, ...], int, memoryview | None, ShmRef | None]
+    ] = []
+    params_of: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for raw in raw_inputs:
+        if not isinstance(raw, dict):
+            raise InvalidInput("each entry of 'inputs' must be a JSON object")
+        name, datatype, shape, count = _tensor_header(raw)
+        if name in seen:
+            raise InvalidInput(f"input '{name}' already exists in request")
+        seen.add(name)
+        params = _parameters(raw.get("parameters"), f"input '{name}'")
+        size = params.get("binary_data_size")
+        ref = _shm_ref(params, name) if params and not SHM_PARAMETERS.isdisjoint(params) else None
+        section = None
+        if ref is not None:
+            try:
+                check_json_input(raw, params, name)
+            except SharedMemoryError as exc:
+                raise InvalidInput(exc.message) from None
+        elif size is not None:
+            section = _section(binary, offset, size, name)
+            offset += len(section)
+        if params and not _CODEC_PARAMETERS.isdisjoint(params):
+            params = {k: v for k, v in params.items() if k not in _CODEC_PARAMETERS}
+        headers.append((raw, name, datatype, shape, count, section, ref))
+        params_of.append(params)
+    if binary is not None and offset != len(binary):
+        raise InvalidInput(
+            f"binary tensor data is {len(binary)} bytes but the inputs declare {offset}"
+        )
+    # The data back to front, as Triton's core checks it (see grpc_codec.decode_model_infer).
+    inputs: list[InferTensor] = []
+    for index in reversed(range(len(headers))):
+        raw, name, datatype, shape, count, section, ref = headers[index]
+        if ref is not None:
+            data = _binding(shm).read_input(ref, name, datatype, shape, model)
+        elif section is None:
+            data = _json_input(raw, name, datatype, shape, count, max_json_bytes)
+        else:
+            data = from_wire(section, name, datatype, shape, model=model)
+        inputs.append(InferTensor(name, datatype, shape, data, params_of[index]))
+    return inputs[::-1]
+
+
+def _shm_ref(params: dict[str, Any], name: str) -> ShmRef | None:
+    try:
+        return json_ref(params, name)
+    except SharedMemoryError as exc:
+        raise InvalidInput(exc.message) from None
+
+
+def _binding(shm: ShmBinding | None) -> ShmBinding:
+    if shm is None:
+        raise InvalidInput("shared memory is not available for this request")
+    return shm
+
+
+def _tensor_header(raw: dict[str, Any]) -> tuple[str, str, tuple[int, ...], int]:
+    """Name, datatype, shape and element count of one input, all validated (Triton's texts)."""
+    name = raw.get("name")
+    if not isinstance(name, str) or not name:
+        raise InvalidInput("every input needs a non-empty string 'name'")
+    datatype = raw.get("datatype")
+    if datatype not in V2_DATATYPES:
+        raise InvalidInput(f"input '{name}' has unknown datatype {datatype!r}")
+    shape = raw.get("shape")
+    if not isinstance(shape, list):
+        raise InvalidInput(f"input '{name}' needs a 'shape' list")
+    return name, datatype, tuple(shape), checked_shape(name, datatype, shape)
+
+
+def checked_shape(name: str, datatype: str, shape: Sequence[Any]) -> int:
+    """The element count of input `name`'s `shape`, every dim a non-negative int and the byte
+    size in range (Triton's texts); the check both protocols' decoders run before allocating."""
+    count = 1
+    for dim in shape:
+        if type(dim) is not int or dim < 0:
+            raise InvalidInput(
+                "Unable to parse 'shape': attempt to access JSON non-unsigned-integer as "
+                f"unsigned-integer (input '{name}', shape {_shape_text(shape)})"
+            )
+        if dim > _MAX_SIZE:
+            raise InvalidInput(
+                f"invalid shape for input '{name}': shape {_shape_text(shape)} contains one "
+                "or more invalid dimensions"
+            )
+        count *= dim
+        if count > _MAX_SIZE:  # checked per dim, as Triton does: a later 0 does not undo it
+            raise InvalidInput(
+                f"invalid shape for input '{name}': shape {_shape_text(shape)} causes total "
+                f"element count to exceed maximum size of {_MAX_SIZE}"
+            )
+    item = element_size(datatype)
+    if item > 1 and count > _MAX_SIZE // item:
+        raise InvalidInput(
+            f"byte size overflow for input '{name}': element count ({count}) * data type "
+            f"size ({item}) exceeds maximum allowed size ({_MAX_SIZE})"
+        )
+    if count == 0 and not _holdable_empty(shape, datatype):
+        raise InvalidInput(
+            f"invalid shape for input '{name}': shape {_shape_text(shape)} holds no elements "
+            "but its other dimensions are too large for an array"
+        )
+    return count
+
+
+def _holdable_empty(shape: Sequence[int], datatype: str) -> bool:
+    """Whether an array of this empty shape can exist: numpy multiplies the non-zero dims and
+    the item size (an object pointer for BYTES) and refuses past INT64_MAX, where Triton's
+    running product has long been 0 (found by tests/fuzz/test_fuzz_v2_codec.py)."""
+    nbytes = max(element_size(datatype), 8)
+    for dim in shape:
+        if dim:
+            nbytes *= dim
+            if nbytes > _MAX_SIZE:
+                return False
+    return True
+
+
+def _shape_text(shape: Sequence[Any]) -> str:
+    """A shape as Triton writes it, `[2,-5]` (the first 16 dims of a longer one)."""
+    dims = [str(d)[:40] for d in shape[:16]] + (["..."] if len(shape) > 16 else [])
+    return "[" + ",".join(dims) + "]"
+
+
+def _section(binary: memoryview | None, offset: int, size: Any, name: str) -> memoryview:
+    """The next `size` bytes of binary data for input `name`."""
+    if binary is None:
+        raise InvalidInput(
+            f"input '{name}' declares binary_data_size but the request has no "
+            "Inference-Header-Content-Length header"
+        )
+    if type(size) is not int or size < 0:
+        raise InvalidInput(f"input '{name}' has invalid binary_data_size {size!r}")
+    if offset + size > len(binary):
+        raise InvalidInput(
+            f"input '{name}' declares {size} bytes of binary data but only "
+            f"{len(binary) - offset} remain"
+        )
+    return binary[offset : offset + size]
+
+
+def _json_input(
+    raw: dict[str, Any],
+    name: str,
+    datatype: str,
+    shape: tuple[int, ...],
+    count: int,
+    max_json_bytes: int,
+) -> np.ndarray:
+    """Convert an input's JSON `data` (flat or nested) into an array of `shape`."""
+    if "data" not in raw:
+        raise InvalidInput(f"input '{name}' has neither 'data' nor binary_data_size")
+    # Every JSON element takes at least one byte, so this bounds `count` before allocating.
+    if count > max_json_bytes:
+        raise InvalidInput(
+            f"input '{name}' shape {list(shape)} holds {count} elements, more than its JSON "
+            "data can carry"
+        )
+    return json_to_array(raw["data"], name, datatype, shape, count)
+
+
+def _decode_outputs(
+    raw: Any, binary_default: bool, shm: ShmBinding | None = None
+) -> list[RequestedOutput]:
+    """Requested outputs with their binary flag and classification count."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise InvalidInput("'outputs' must be a list")
+    outputs: list[RequestedOutput] = []
+    seen: set[str] = set()
+    for entry in raw:
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise InvalidInput("each entry of 'outputs' must be an object with a string 'name'")
+        name = entry["name"]
+        if name in seen:
+            raise InvalidInput(f"output '{name}' already exists in request")
+        seen.add(name)
+        params = _parameters(entry.get("parameters"), f"output '{name}'")
+        if params and not SHM_PARAMETERS.isdisjoint(params):
+            params = _shm_output(params, name, shm)
+        binary = _flag(params.get("binary_data", binary_default), "binary_data")
+        classes = params.get("classification", 0)
+        if type(classes) is not int or classes < 0:
+            raise InvalidInput(f"output '{name}' has invalid classification {classes!r}")
+        outputs.append(RequestedOutput(name, binary, classes, params))
+    return outputs
+
+
+def _shm_output(params: dict[str, Any], name: str, shm: ShmBinding | None) -> dict[str, Any]:
+    """Bind output `name` to its region (Triton's rules); the parameters left for the rest."""
+    ref = _shm_ref(params, name)
+    if ref is None:
+        return params
+    try:
+        check_json_output(params)
+    except SharedMemoryError as exc:
+        raise InvalidInput(exc.message) from None
+    _binding(shm).bind_output(ref, name)
+    rest = {k: v for k, v in params.items() if k not in SHM_PARAMETERS}
+    rest["binary_data"] = False
+    return rest
+
+
+class EncodedResponse:
+    """An encoded infer response: body bytes, and the JSON header length when binary follows."""
+
+    __slots__ = ("body", "header_length")
+
+    def __init__(self, body: bytes, header_length: int | None) -> None:
+        self.body = body
+        self.header_length = header_length
+
+
+def encode_infer_response(
+    response: InferResponse, request: InferRequest, shm: ShmBinding | None = None
+) -> EncodedResponse:
+    """Encode the outputs the request asked for (all, by default), JSON or binary per output;
+    those bound to shared memory (`shm`) are written there and sent without data."""
+    outputs_json: list[dict[str, Any]] = []
+    buffers: list[bytes] = []
+    for tensor, binary, class_count in selected_outputs(response, request):
+        if shm is not None and tensor.name in shm.outputs:
+            shm.write_output(tensor.name, tensor_bytes(tensor))
+            # Triton sends a shared-memory output as its name, datatype and shape alone.
+            outputs_json.append(
+                {"name": tensor.name, "datatype": tensor.datatype, "shape": list(tensor.shape)}
+            )
+            continue
+        if class_count:
+            tensor = classify(tensor, class_count)
+        entry: dict[str, Any] = {
+            "name": tensor.name,
+            "datatype": tensor.datatype,
+            "shape": list(tensor.shape),
+        }
+        if tensor.parameters:
+            entry["parameters"] = dict(tensor.parameters)
+        if binary:
+            raw = tensor_bytes(tensor)
+            entry.setdefault("parameters", {})["binary_data_size"] = len(raw)
+            buffers.append(raw)
+        else:
+            entry["data"] = _json_data(tensor)
+        outputs_json.append(entry)
+    # Triton's key order (observed on 2.51): id, model_name, model_version, parameters, outputs.
+    doc: dict[str, Any] = {}
+    if response.id is not None:
+        doc["id"] = response.id
+    elif request.id is not None:
+        doc["id"] = request.id
+    doc["model_name"] = response.model_name
+    doc["model_version"] = response.model_version
+    if response.parameters:
+        doc["parameters"] = response.parameters
+    doc["outputs"] = outputs_json
+    header = fast_json.dumps(doc)
+    if not buffers:
+        return EncodedResponse(header, None)
+    return EncodedResponse(b"".join([header, *buffers]), len(header))
+
+
+def selected_outputs(
+    response: InferResponse, request: InferRequest
+) -> list[tuple[InferTensor, bool, int]]:
+    """(tensor, binary?, class_count) for every output to send, in the model's order.
+
+    Requested outputs select what is sent but, as in Triton (observed on 2.51), not its order.
+    """
+    if not request.requested_outputs:
+        default = request.binary_output_default
+        return [(tensor, default, 0) for tensor in response.outputs]
+    wanted = {output.name: output for output in request.requested_outputs}
+    selected = []
+    for tensor in response.outputs:
+        output = wanted.get(tensor.name)
+        if output is not None:
+            selected.append((tensor, output.binary, output.class_count))
+    if len(selected) != len(wanted):
+        sent = {tensor.name for tensor, _, _ in selected}
+        missing = next(name for name in wanted if name not in sent)
+        raise InvalidInput(f"unexpected inference output '{missing}' for this model")
+    return selected
+
+
+def tensor_bytes(tensor: InferTensor) -> bytes:
+    """Little-endian, C-order raw bytes of a tensor (BYTES: length-prefixed elements)."""
+    if tensor.datatype == "BYTES":
+        return serialize_bytes(tensor.data)
+    return np.ascontiguousarray(tensor.data, dtype=wire_dtype(tensor.datatype)).tobytes()
+
+
+def _json_data(tensor: InferTensor) -> list[Any]:
+    """A flat JSON list of a tensor's elements (BYTES as UTF-8 strings, BF16 as floats)."""
+    data = tensor.data
+    if tensor.datatype == "BYTES":
+        return [_utf8(item, tensor.name) for item in data.reshape(-1)]
+    if tensor.datatype == "BF16":
+        widened = np.asarray(data, dtype=np.uint16).astype(np.uint32) << 16
+        return widened.view(np.float32).reshape(-1).tolist()
+    result: list[Any] = np.asarray(data).reshape(-1).tolist()
+    return result
+
+
+def _utf8(item: Any, name: str) -> str:
+    """One BYTES element as text for JSON; binary that is not UTF-8 must travel as binary."""
+    if isinstance(item, str):
+        return item
+    if isinstance(item, bytes | bytearray | np.bytes_):
+        try:
+            return bytes(item).decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidInput(
+                f"output '{name}' holds bytes that are not UTF-8; request it with binary_data"
+            ) from None
+    return str(item)
+
+
+def classify(tensor: InferTensor, class_count: int) -> InferTensor:
+    """Triton's classification extension: top-k "value:index" strings, per batch row if 2-D+."""
+    if tensor.datatype in ("BYTES", "BF16"):
+        raise InvalidInput(f"output '{tensor.name}' of {tensor.datatype} cannot be classified")
+    data = np.asarray(tensor.data)
+    rows = data.reshape(data.shape[0], -1) if data.ndim >= 2 else data.reshape(1, -1)
+    k = min(class_count, rows.shape[1])
+    order = np.argsort(-rows.astype(np.float64), axis=1, kind="stable")[:, :k]
+    labels = [
+        [f"{float(row[i]):f}:{int(i)}".encode() for i in top]
+        for row, top in zip(rows, order, strict=True)
+    ]
+    out = np.empty((rows.shape[0], k), dtype=np.object_)
+    out[:] = labels
+    shape: tuple[int, ...] = (rows.shape[0], k) if data.ndim >= 2 else (k,)
+    return InferTensor(tensor.name, "BYTES", shape, out.reshape(shape), dict(tensor.parameters))

@@ -1,0 +1,301 @@
+"""Thin `GRPCInferenceService` handlers: decode the message, call the ModelManager, encode it.
+
+The gRPC twin of runtime.http.handlers, over the same ModelService: every answer is built from the
+documents the REST surface sends (thawwire.grpc_messages), every error is the same
+ServingError, leaving with the gRPC code of its HTTP status (thawserver.grpc_status). `routes()`
+is THE route table of this surface. ModelInfer takes and returns raw bytes (identity
+(de)serializers) so that a large message is parsed and built in a worker thread, not on the
+event loop; ModelStreamInfer is runtime.grpc.stream's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf.message import DecodeError
+
+from runtime.codecs.protobuf import (
+    THREAD_THRESHOLD_BYTES,
+    decode_model_infer,
+    encode_model_infer,
+    message_ref,
+)
+from runtime.codecs.shm_tensors import ShmBinding
+from runtime.config import ModelControlMode, ServeConfig
+from runtime.errors import ControlDisabled, FeatureDisabled, InvalidInput, ServingError
+from runtime.grpc.stream import serve_stream
+from runtime.header_forward import forwarded_headers
+from runtime.inference import InferRequest, InferResponse
+from runtime.models.lifecycle import ServerState
+from runtime.models.load_overrides import check_config, check_load_path, load_overrides
+from runtime.models.service import StreamingModelService, server_ready
+from thawserver.grpc_routes import parsed, service_handler
+from thawserver.grpc_status import error_status, grpc_status
+from thawserver.redaction import Redactor
+from thawserver.restricted_protocols import grpc_category
+from thawserver.settings_api import SettingsApi
+from thawserver.shm_api import grpc_shm_methods
+from thawserver.shm_registry import SystemSharedMemory
+from thawwire.grpc_messages import (
+    config_response,
+    index_response,
+    metadata_response,
+    parameter_kind,
+    server_metadata_response,
+    statistics_response,
+)
+from thawwire.grpc_service import Method, pb
+from thawwire.model_control import CONTROL_DISABLED
+from thawwire.server_info import server_metadata
+
+__all__ = ["GrpcHandlers", "StreamingModelService", "abort_with"]
+
+logger = logging.getLogger(__name__)
+
+_NO_REPOSITORY_NAME = "'repository_name' specification is not supported"
+
+_Req = TypeVar("_Req")
+_Resp = TypeVar("_Resp")
+# grpc.aio.ServicerContext (grpcio ships no type information).
+Context = Any
+_Handler = Callable[[Any, Context], Awaitable[Any]]
+
+
+async def abort_with(context: Context, exc: ServingError, redact: Redactor | None = None) -> None:
+    """End the call with the gRPC code of `exc`'s HTTP status and its message, without the
+    server's directories or a traceback when `redact` is given (never returns)."""
+    if exc.status >= 500:
+        logger.warning("gRPC %s: %s", grpc_status(exc.status).name, exc.message)
+    message = redact(exc.message) if redact is not None else exc.message
+    await context.abort(error_status(exc.status, exc.grpc_code), message)
+
+
+def _answering(
+    handler: Callable[[_Req, Context], Awaitable[_Resp]], redact: Redactor
+) -> Callable[[_Req, Context], Awaitable[_Resp]]:
+    """A unary handler whose ServingError leaves as its gRPC status, and whose bug leaves as
+    INTERNAL (logged) instead of grpc's bare "Unexpected error"."""
+
+    @functools.wraps(handler)
+    async def answering(request: _Req, context: Context) -> _Resp:
+        try:
+            return await handler(request, context)
+        except ServingError as exc:
+            await abort_with(context, exc, redact)
+        except DecodeError as exc:
+            bad = InvalidInput(f"the request could not be parsed: {exc}")
+            await abort_with(context, bad, redact)
+        except (asyncio.CancelledError, grpc.aio.AbortError):
+            raise
+        except Exception:
+            logger.exception("unexpected error in gRPC %s", handler.__name__)
+            await context.abort(grpc.StatusCode.INTERNAL, "internal server error")
+        raise AssertionError("context.abort returned")  # abort always raises
+
+    return answering
+
+
+class GrpcHandlers:
+    """The service's methods, bound to one server's config, model service and state."""
+
+    def __init__(
+        self,
+        config: ServeConfig,
+        manager: StreamingModelService,
+        state: ServerState,
+        *,
+        shared_memory: SystemSharedMemory | None = None,
+        settings: SettingsApi | None = None,
+    ) -> None:
+        self._config = config
+        # The logging and trace extensions, shared with the REST surface (runtime.http.app).
+        self._settings = settings
+        # The regions of this server's clients: the REST surface's registry (runtime.http.app).
+        self._shm = shared_memory if shared_memory is not None else SystemSharedMemory()
+        self._manager = manager
+        self._state = state
+        self._server_metadata = server_metadata_response(server_metadata())
+        # What error messages must not show (thawserver.redaction), as on the REST surface.
+        self._redact = config.redactor
+        self._forward = config.grpc_header_forward
+        self._restrictions = config.grpc_restrictions
+
+    def routes(self) -> grpc.GenericRpcHandler:
+        """THE route table of the gRPC surface: every method of the service."""
+        unary = {
+            Method.SERVER_LIVE: self.server_live,
+            Method.SERVER_READY: self.server_ready,
+            Method.MODEL_READY: self.model_ready,
+            Method.SERVER_METADATA: self.server_metadata,
+            Method.MODEL_METADATA: self.model_metadata,
+            Method.MODEL_CONFIG: self.model_config,
+            Method.MODEL_STATISTICS: self.model_statistics,
+            Method.REPOSITORY_INDEX: self.repository_index,
+            Method.REPOSITORY_MODEL_LOAD: self.load,
+            Method.REPOSITORY_MODEL_UNLOAD: self.unload,
+        }
+        unary.update(grpc_shm_methods(self._shm))
+        if self._settings is not None:
+            unary.update(self._settings.grpc_methods())
+        # Raw bytes both ways for inference: parsed and built here, in a thread when large.
+        guard = self._restricted
+        return service_handler(
+            {
+                method: guard(method, _answering(parsed(method, fn), self._redact))
+                for method, fn in unary.items()
+            },
+            guard(Method.MODEL_INFER, _answering(self.model_infer, self._redact)),
+            guard(Method.MODEL_STREAM_INFER, self.model_stream_infer),
+        )
+
+    def _restricted(self, method: Method, handler: _Handler) -> _Handler:
+        """`handler`, or, when `--grpc-restricted-protocol` restricts its category, a handler
+        that first ends a call without the header UNAVAILABLE (a stream before any read)."""
+        category = grpc_category(method)
+        restriction = self._restrictions.get(category) if category is not None else None
+        if restriction is None:
+            return handler
+
+        async def restricted(request: Any, context: Context) -> Any:
+            if not restriction.allows(context.invocation_metadata() or ()):
+                await context.abort(grpc.StatusCode.UNAVAILABLE, restriction.refusal)
+            return await handler(request, context)
+
+        return restricted
+
+    # -- health and metadata -------------------------------------------------------------
+
+    async def server_live(self, request: Any, context: Context) -> Any:
+        return pb.ServerLiveResponse(live=True)
+
+    async def server_ready(self, request: Any, context: Context) -> Any:
+        return pb.ServerReadyResponse(ready=server_ready(self._config, self._manager, self._state))
+
+    async def model_ready(self, request: Any, context: Context) -> Any:
+        # Triton answers ready=false for a known model that is not ready, NOT_FOUND otherwise.
+        name, version = message_ref(request.name, request.version)
+        return pb.ModelReadyResponse(ready=self._manager.model_ready(name, version))
+
+    async def server_metadata(self, request: Any, context: Context) -> Any:
+        return self._server_metadata
+
+    async def model_metadata(self, request: Any, context: Context) -> Any:
+        name, version = message_ref(request.name, request.version)
+        return metadata_response(self._manager.metadata(name, version))
+
+    async def model_config(self, request: Any, context: Context) -> Any:
+        name, version = message_ref(request.name, request.version)
+        return config_response(self._manager.config(name, version))
+
+    async def model_statistics(self, request: Any, context: Context) -> Any:
+        if not request.name:
+            doc = self._manager.statistics(None, None)
+        else:
+            name, version = message_ref(request.name, request.version)
+            doc = self._manager.statistics(name, version)
+        return statistics_response(doc["model_stats"])
+
+    # -- inference -----------------------------------------------------------------------
+
+    async def model_infer(self, data: bytes, context: Context) -> bytes:
+        # Regions the request names are leased until its response is encoded (in use).
+        shm = ShmBinding(self._shm)
+        try:
+            return await self._model_infer(data, context, shm)
+        finally:
+            shm.release()
+
+    async def _model_infer(self, data: bytes, context: Context, shm: ShmBinding) -> bytes:
+        if len(data) > THREAD_THRESHOLD_BYTES:
+            name, version, decoded = await asyncio.to_thread(_decode, data, shm)
+        else:
+            name, version, decoded = _decode(data, shm)
+        if isinstance(decoded, InvalidInput):
+            # A bad request for a model that does not exist is a NOT_FOUND first (as on REST).
+            self._manager.model_ready(*message_ref(name, version))
+            raise decoded
+        request = decoded
+        if self._forward is not None:  # `--grpc-header-forward-pattern`
+            metadata = context.invocation_metadata() or ()
+            request.parameters.update(forwarded_headers(self._forward, metadata))
+        response = await self._manager.infer(request)
+        if sum(t.data.nbytes for t in response.outputs) > THREAD_THRESHOLD_BYTES:
+            return await asyncio.to_thread(_encode, response, request, shm)
+        return _encode(response, request, shm)
+
+    async def model_stream_infer(self, requests: AsyncIterator[bytes], context: Context) -> None:
+        await serve_stream(self._manager, requests, context, self._redact, forward=self._forward)
+
+    # -- model repository extension ------------------------------------------------------
+
+    async def repository_index(self, request: Any, context: Context) -> Any:
+        if request.repository_name:
+            raise FeatureDisabled(_NO_REPOSITORY_NAME)
+        rows = await self._manager.index(ready_only=request.ready)
+        return index_response(self._redact.index(rows))
+
+    async def load(self, request: Any, context: Context) -> Any:
+        self._control_allowed(request.repository_name)
+        name, _ = message_ref(request.model_name, "")
+        config, files = _load_parameters(request.parameters)
+        await self._manager.load(name, config_json=config, files=files)
+        return pb.RepositoryModelLoadResponse()
+
+    async def unload(self, request: Any, context: Context) -> Any:
+        self._control_allowed(request.repository_name)
+        name, _ = message_ref(request.model_name, "")
+        dependents = request.parameters.get("unload_dependents")
+        if dependents is not None and parameter_kind(dependents) != "bool_param":
+            raise InvalidInput("parameter 'unload_dependents' must be a bool_param")
+        unload_dependents = bool(dependents.bool_param) if dependents is not None else False
+        await self._manager.unload(name, unload_dependents=unload_dependents)
+        return pb.RepositoryModelUnloadResponse()
+
+    def _control_allowed(self, repository_name: str) -> None:
+        """As on REST: load/unload only in explicit model control mode (Triton's UNAVAILABLE)."""
+        if repository_name:
+            raise FeatureDisabled(_NO_REPOSITORY_NAME)
+        if self._config.model_control_mode is not ModelControlMode.EXPLICIT:
+            raise ControlDisabled(CONTROL_DISABLED)
+
+
+def _decode(data: bytes, shm: ShmBinding) -> tuple[str, str, InferRequest | InvalidInput]:
+    """Parse and decode a ModelInferRequest: (model, version, request or why it is bad)."""
+    message = pb.ModelInferRequest.FromString(data)
+    try:
+        return message.model_name, message.model_version, decode_model_infer(message, shm=shm)
+    except InvalidInput as exc:
+        return message.model_name, message.model_version, exc
+
+
+def _encode(response: InferResponse, request: InferRequest, shm: ShmBinding) -> bytes:
+    return bytes(encode_model_infer(response, request, shm=shm).SerializeToString())
+
+
+def _load_parameters(parameters: Any) -> tuple[str | None, dict[str, bytes] | None]:
+    """A load request's `config` (string_param) and `file:<path>` (bytes_param) overrides,
+    typed as Triton's gRPC frontend requires, checked as REST's are."""
+    config = None
+    files: dict[str, bytes] = {}
+    for key, param in parameters.items():
+        kind = parameter_kind(param)
+        if key == "config":
+            if kind != "string_param":
+                raise InvalidInput(
+                    "invalid value type for load parameter 'config', expected string_param."
+                )
+            config = check_config(param.string_param)
+        elif key.startswith("file:"):
+            if kind != "bytes_param":
+                raise InvalidInput(
+                    f"invalid value type for load parameter '{key[:80]}', expected bytes_param."
+                )
+            path = key.removeprefix("file:")
+            check_load_path(path)
+            files[path] = bytes(param.bytes_param)
+    return load_overrides(config, files)

@@ -1,0 +1,71 @@
+"""The runtime's gRPC listener: a grpc.aio server for runtime.grpc.handlers, bound, capped, stopped.
+
+Its limits: a message over `grpc_max_message` bytes is refused by grpc itself with
+RESOURCE_EXHAUSTED before any of it is parsed; `SO_REUSEPORT` is off, so a port already in use
+is an error instead of a port silently shared with another server (tritonserver's
+`--reuse-grpc-port` default); at most `MAX_STREAMS_PER_CONNECTION` calls at once on one
+client connection; and the connection limits of `--head-timeout-s`, `--idle-timeout-s`
+and `--max-connections` (thawserver.connection_limits.grpc_server_options).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import grpc
+
+from runtime.config import ServeConfig
+from runtime.errors import ServingError
+from thawserver.connection_limits import grpc_max_concurrent_rpcs, grpc_server_options
+
+__all__ = ["MAX_STREAMS_PER_CONNECTION", "GrpcServer"]
+
+logger = logging.getLogger(__name__)
+
+MAX_STREAMS_PER_CONNECTION = 1024
+# Responses are ours: Triton's limit (INT32_MAX), the most a gRPC message can be.
+_MAX_SEND_BYTES = (1 << 31) - 1
+
+
+def _target_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+class GrpcServer:
+    """One gRPC server for `routes` (a generic handler), bound to the config's address."""
+
+    def __init__(self, config: ServeConfig, routes: Any) -> None:
+        self._host = config.grpc_host or config.host
+        self._port = config.grpc_port
+        self._server = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", config.grpc_max_message),
+                ("grpc.max_send_message_length", _MAX_SEND_BYTES),
+                ("grpc.so_reuseport", 0),
+                ("grpc.max_concurrent_streams", MAX_STREAMS_PER_CONNECTION),
+                *grpc_server_options(config.connections),
+            ],
+            maximum_concurrent_rpcs=grpc_max_concurrent_rpcs(config.connections),
+        )
+        self._server.add_generic_rpc_handlers((routes,))
+        self.address = ""
+
+    async def start(self) -> str:
+        """Bind and start serving; the bound address (`HOST:PORT`, the port chosen when 0).
+        ServingError when the address cannot be bound."""
+        target = f"{_target_host(self._host)}:{self._port}"
+        try:
+            port = self._server.add_insecure_port(target)
+        except RuntimeError as exc:  # grpcio >= 1.50: "Failed to bind to address ..."
+            raise ServingError(f"cannot listen for gRPC on {target}: {exc}") from exc
+        if port == 0:  # older grpcio report a failed bind this way
+            raise ServingError(f"cannot listen for gRPC on {target}: address unavailable")
+        await self._server.start()
+        self.address = f"{_target_host(self._host)}:{port}"
+        logger.info("gRPC listening on %s", self.address)
+        return self.address
+
+    async def stop(self, grace_s: float) -> None:
+        """Stop accepting calls; calls in flight get `grace_s` seconds, then are cancelled."""
+        await self._server.stop(grace_s)

@@ -1,0 +1,252 @@
+"""One `ModelStreamInfer` call: requests in, each request's responses out, errors in-stream.
+
+Requests on a stream are served concurrently (up to `MAX_IN_FLIGHT` at once; beyond it the
+stream is not read, so gRPC's flow control holds the client back). Responses are written one
+at a time; a non-decoupled model's responses leave in request order, as Triton writes them,
+while a decoupled model's leave as they come. Every response carries Triton's
+`triton_final_response`; a request that ends with no final response gets an empty final one
+when it asked for it (`triton_enable_empty_final_response`).
+
+A failed request is answered in-stream (`error_message`) and the stream goes on, unless the
+client sent the `triton_grpc_error: true` header: then the first error ends the stream with
+its gRPC status, as Triton does. A client that goes away cancels its requests; the server goes
+on serving everyone else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+import grpc
+from google.protobuf.message import DecodeError
+
+from runtime.codecs.protobuf import (
+    THREAD_THRESHOLD_BYTES,
+    decode_model_infer,
+    encode_model_infer,
+    message_ref,
+)
+from runtime.errors import InvalidInput, ServingError
+from runtime.header_forward import forwarded_headers
+from runtime.inference import InferRequest
+from thawserver.grpc_status import error_status
+from thawserver.redaction import Redactor
+from thawwire.grpc_messages import FINAL_RESPONSE, stream_error
+from thawwire.grpc_service import pb
+
+if TYPE_CHECKING:
+    from runtime.models.service import StreamingModelService
+
+__all__ = ["MAX_IN_FLIGHT", "serve_stream"]
+
+logger = logging.getLogger(__name__)
+
+MAX_IN_FLIGHT = 256
+"""Requests of one stream served at once; the stream is not read further until one is done."""
+
+_GRPC_ERROR_HEADER = "triton_grpc_error"
+_EMPTY_FINAL = "triton_enable_empty_final_response"
+
+
+async def serve_stream(
+    manager: StreamingModelService,
+    requests: AsyncIterator[bytes],
+    context: grpc.aio.ServicerContext,
+    redact: Redactor | None = None,
+    *,
+    forward: re.Pattern[str] | None = None,
+) -> None:
+    """Serve one stream until the client half-closes it and every answer is written; error
+    messages go out through `redact` (thawserver.redaction) when given. The stream's metadata
+    matching `forward` (`--grpc-header-forward-pattern`) becomes parameters of each request."""
+    metadata = context.invocation_metadata() or ()
+    grpc_errors = any(
+        key == _GRPC_ERROR_HEADER and str(value).lower() == "true" for key, value in metadata
+    )
+    stream = _Stream(
+        manager, context, grpc_errors=grpc_errors, redact=redact,
+        headers=forwarded_headers(forward, metadata),
+    )  # fmt: skip
+    await stream.run(requests)
+
+
+class _Stream:
+    def __init__(
+        self,
+        manager: StreamingModelService,
+        context: grpc.aio.ServicerContext,
+        *,
+        grpc_errors: bool,
+        redact: Redactor | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        self._manager = manager
+        self._headers = headers or {}  # forwarded into every request's parameters
+        self._context = context
+        self._redact = redact
+        self._grpc_errors = grpc_errors
+        self._slots = asyncio.Semaphore(MAX_IN_FLIGHT)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._write_lock = asyncio.Lock()  # grpc.aio allows one write at a time
+        # The "written" future of the last request whose answers keep request order.
+        self._tail: asyncio.Future[None] | None = None
+        self._decoupled: dict[tuple[str, str], bool] = {}
+        self._failed: asyncio.Future[ServingError] = asyncio.get_running_loop().create_future()
+
+    async def run(self, requests: AsyncIterator[bytes]) -> None:
+        reading = asyncio.ensure_future(self._read(requests))
+        try:
+            first: set[asyncio.Future[Any]] = {reading, self._failed}
+            await asyncio.wait(first, return_when=asyncio.FIRST_COMPLETED)
+            if not self._failed.done():
+                reading.result()  # the client half-closed (or the read failed: raise it)
+                while self._tasks and not self._failed.done():
+                    waits: set[asyncio.Future[Any]] = {*self._tasks, self._failed}
+                    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            if self._failed.done():
+                exc = self._failed.result()
+                await self._context.abort(
+                    error_status(exc.status, exc.grpc_code), self._message(exc)
+                )
+        finally:
+            # Client gone, stream aborted, or done: nothing of this stream runs on.
+            pending = [reading, *self._tasks]
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    async def _read(self, requests: AsyncIterator[bytes]) -> None:
+        async for data in requests:
+            await self._slots.acquire()  # released when the request is answered
+            try:
+                message, bad = await self._parse(data)
+            except BaseException:
+                self._slots.release()
+                raise
+            self._start(message, bad)
+
+    async def _parse(self, data: bytes) -> tuple[Any, ServingError | None]:
+        try:
+            if len(data) > THREAD_THRESHOLD_BYTES:
+                return await asyncio.to_thread(pb.ModelInferRequest.FromString, data), None
+            return pb.ModelInferRequest.FromString(data), None
+        except DecodeError as exc:
+            return pb.ModelInferRequest(), InvalidInput(f"the request could not be parsed: {exc}")
+
+    def _start(self, message: Any, bad: ServingError | None) -> None:
+        turn: asyncio.Future[None] | None = None
+        written: asyncio.Future[None] | None = None
+        if bad is not None or not self._is_decoupled(message.model_name, message.model_version):
+            turn, written = self._tail, asyncio.get_running_loop().create_future()
+            self._tail = written
+        task = asyncio.create_task(self._serve(message, bad, turn, written))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _is_decoupled(self, model: str, version: str) -> bool:
+        """Whether a model's answers may leave out of request order (asked once per stream):
+        a decoupled model's, and an ensemble's with a decoupled step (its many responses)."""
+        key = (model, version)
+        found = self._decoupled.get(key)
+        if found is None:
+            found = self._manager.answers_as_they_come(model, version or None)
+            self._decoupled[key] = found
+        return found
+
+    async def _serve(
+        self,
+        message: Any,
+        bad: ServingError | None,
+        turn: asyncio.Future[None] | None,
+        written: asyncio.Future[None] | None,
+    ) -> None:
+        try:
+            try:
+                if bad is not None:
+                    raise bad
+                request = await self._decoded(message)
+                await self._answer(request, turn)
+            except ServingError as exc:
+                await self._error(message, exc, turn)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("unexpected error serving a gRPC stream request")
+                await self._error(message, ServingError("internal server error"), turn)
+        finally:
+            if written is not None and not written.done():
+                written.set_result(None)
+            self._slots.release()
+
+    async def _decoded(self, message: Any) -> InferRequest:
+        try:
+            if message.ByteSize() > THREAD_THRESHOLD_BYTES:
+                request = await asyncio.to_thread(decode_model_infer, message)
+            else:
+                request = decode_model_infer(message)
+            request.parameters.update(self._headers)
+            return request
+        except InvalidInput:
+            # A bad request for a model that does not exist is a NOT_FOUND first.
+            self._manager.model_ready(*message_ref(message.model_name, message.model_version))
+            raise
+
+    async def _answer(self, request: InferRequest, turn: asyncio.Future[None] | None) -> None:
+        final = False
+        async for response in self._manager.stream(request):
+            if response.flag_only:
+                # The model's bare final flag (no response): like Triton, only a client that
+                # asked for empty final responses gets one (below); it has no outputs to send.
+                continue
+            if sum(t.data.nbytes for t in response.outputs) > THREAD_THRESHOLD_BYTES:
+                encoded = await asyncio.to_thread(_encoded, response, request)
+            else:
+                encoded = _encoded(response, request)
+            await self._write(encoded, turn)
+            turn, final = None, response.final
+        if not final and request.parameters.get(_EMPTY_FINAL) is True:
+            empty = pb.ModelStreamInferResponse()
+            answer = empty.infer_response
+            answer.id = request.id or ""
+            answer.model_name = request.model_name
+            answer.model_version = request.model_version
+            answer.parameters[FINAL_RESPONSE].bool_param = True
+            await self._write(empty.SerializeToString(), turn)
+
+    async def _error(
+        self, message: Any, exc: ServingError, turn: asyncio.Future[None] | None
+    ) -> None:
+        if self._grpc_errors:
+            if not self._failed.done():
+                self._failed.set_result(exc)
+            return
+        if exc.status >= 500:
+            logger.warning("gRPC stream request failed: %s", exc.message)
+        answer = stream_error(
+            self._message(exc),
+            request_id=message.id,
+            model_name=message.model_name,
+            model_version=message.model_version,
+        )
+        await self._write(answer.SerializeToString(), turn)
+
+    def _message(self, exc: ServingError) -> str:
+        return self._redact(exc.message) if self._redact is not None else exc.message
+
+    async def _write(self, data: bytes, turn: asyncio.Future[None] | None) -> None:
+        if turn is not None:
+            await asyncio.shield(turn)  # the earlier ordered request's answer goes first
+        async with self._write_lock:
+            with contextlib.suppress(asyncio.InvalidStateError):  # the call already ended
+                await self._context.write(data)
+
+
+def _encoded(response: Any, request: InferRequest) -> bytes:
+    answer = pb.ModelStreamInferResponse()
+    encode_model_infer(response, request, final=response.final, into=answer.infer_response)
+    return bytes(answer.SerializeToString())

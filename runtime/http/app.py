@@ -1,0 +1,247 @@
+"""The runtime's aiohttp application: THE v2 route table, the JSON error middleware, lifecycle."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from runtime.config import ServeConfig
+from runtime.direct.front_door import FrontDoor
+from runtime.direct.routing import DirectRouting
+from runtime.errors import ServingError
+from runtime.http.handlers import MetricsSource, V2Handlers
+from runtime.models.lifecycle import ServerState, lifecycle_context
+from runtime.models.service import ModelService
+from runtime.observe.tracing import RequestTracer
+from runtime.openai.handlers import OpenAIHandlers
+from runtime.openai.handlers import add_routes as add_openai_routes
+from thawserver.connection_guard import ConnectionGuard
+from thawserver.json_response import json_response
+from thawserver.log_control import LogControl
+from thawserver.redaction import Redactor
+from thawserver.restricted_protocols import Category
+from thawserver.settings_api import LogTarget, SettingsApi
+from thawserver.shm_api import RestSharedMemory
+from thawserver.shm_registry import SystemSharedMemory
+from thawserver.transfer_coding import refuse_unknown_codings
+from thawwire.paths import MODEL, MODEL_VERSION
+from thawwire.trace_settings import TraceSettings
+
+__all__ = [
+    "CONNECTIONS",
+    "HANDLERS",
+    "RUNNER_OPTIONS",
+    "SERVER_STATE",
+    "SETTINGS",
+    "SHARED_MEMORY",
+    "build_app",
+    "build_metrics_app",
+    "error_middleware",
+]
+
+logger = logging.getLogger(__name__)
+
+SERVER_STATE: web.AppKey[ServerState] = web.AppKey("server_state", ServerState)
+# The app's handlers: the metrics port's app serves its `/metrics` (build_metrics_app).
+HANDLERS: web.AppKey[V2Handlers] = web.AppKey("handlers", V2Handlers)
+# The deadlines and connection cap of the listener that serves the app (its first middleware).
+CONNECTIONS: web.AppKey[ConnectionGuard] = web.AppKey("connections", ConnectionGuard)
+# The system shared-memory regions of this server's clients (thawserver.shm_registry).
+SHARED_MEMORY: web.AppKey[SystemSharedMemory] = web.AppKey("shared_memory", SystemSharedMemory)
+# The logging and trace extensions of this server (both surfaces: thawserver.settings_api).
+SETTINGS: web.AppKey[SettingsApi] = web.AppKey("settings", SettingsApi)
+# What error bodies must not show (the server's directories; thawserver.redaction).
+REDACT: web.AppKey[Redactor] = web.AppKey("redact", Redactor)
+
+# How the app must be run (AppRunner keyword arguments): aiohttp must not decompress request
+# bodies itself, or the body cap in runtime.codecs.body would only see the compressed size.
+RUNNER_OPTIONS: dict[str, Any] = {"auto_decompress": False, "access_log": None}
+
+_Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def add_routes(app: web.Application, h: V2Handlers) -> None:
+    """THE route table of the v2 surface (GET routes also answer HEAD); `g` wraps the routes
+    of a category `--http-restricted-api` restricts (Triton's grouping)."""
+    model, versioned = MODEL, MODEL_VERSION
+    r, g = app.router, h.restricted
+    # The router tries routes in this order: the hot one first.
+    for prefix in (model, versioned):
+        r.add_post(prefix + "/infer", g(Category.INFERENCE, h.infer))
+    for prefix in (model, versioned):
+        r.add_post(prefix + "/generate", g(Category.INFERENCE, h.generate))
+        r.add_post(prefix + "/generate_stream", g(Category.INFERENCE, h.generate_stream))
+    r.add_get("/v2/health/live", g(Category.HEALTH, h.live))
+    r.add_get("/v2/health/ready", g(Category.HEALTH, h.ready))
+    r.add_get("/v2", g(Category.METADATA, h.server_metadata))
+    # before {model}, which would also match
+    r.add_get("/v2/models/stats", g(Category.STATISTICS, h.model_stats))
+    for prefix in (model, versioned):
+        r.add_get(prefix, g(Category.METADATA, h.model_metadata))
+        r.add_get(prefix + "/ready", g(Category.HEALTH, h.model_ready))
+        r.add_get(prefix + "/config", g(Category.MODEL_CONFIG, h.model_config))
+        r.add_get(prefix + "/stats", g(Category.STATISTICS, h.model_stats))
+    r.add_post("/v2/repository/index", g(Category.MODEL_REPOSITORY, h.repository_index))
+    r.add_post("/v2/repository/models/{model}/load", g(Category.MODEL_REPOSITORY, h.load))
+    r.add_post("/v2/repository/models/{model}/unload", g(Category.MODEL_REPOSITORY, h.unload))
+    shm = RestSharedMemory(h.shared_memory, body_timeout_s=h.body_timeout_s)
+    shm.add_routes(r, lambda handler: g(Category.SHARED_MEMORY, handler))
+    if h.metrics_enabled:  # tritonserver's --allow-metrics=false: no metrics anywhere
+        r.add_get("/metrics", h.metrics)
+
+
+def add_metrics_routes(app: web.Application, h: V2Handlers) -> None:
+    """The route table of the metrics port (Triton's 8002): `/metrics` alone."""
+    app.router.add_get("/metrics", h.metrics)
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: _Handler) -> web.StreamResponse:
+    """Every error leaves as `{"error": message}` with its status, aiohttp's own included."""
+    redact = request.app.get(REDACT)
+    try:
+        return await handler(request)
+    except ServingError as exc:
+        if exc.status >= 500:
+            logger.warning("%s %s -> %d: %s", request.method, request.path, exc.status, exc)
+        return _error_response(exc.status, exc.message, redact)
+    except web.RequestPayloadError as exc:
+        # Malformed chunked framing, or a body cut short by the client.
+        return _error_response(400, f"request body could not be read: {exc}", redact)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        response = _error_response(exc.status, exc.reason, redact)
+        if "Allow" in exc.headers:
+            response.headers["Allow"] = exc.headers["Allow"]
+        return response
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        logger.exception("unexpected error in %s %s", request.method, request.path)
+        return _error_response(500, "internal server error")
+
+
+def _error_response(status: int, message: str, redact: Redactor | None = None) -> web.Response:
+    # The repository and cache directories never reach a client (thawserver.redaction).
+    text = redact(message) if redact is not None else message
+    response = json_response({"error": text}, status=status)
+    if status == 413:
+        # The rest of an oversized body is never read; closing beats draining it.
+        response.force_close()
+    return response
+
+
+def build_metrics_app(config: ServeConfig, handlers: V2Handlers) -> web.Application:
+    """The metrics port's application (`--metrics-port`); same errors as the v2 app."""
+    guard = ConnectionGuard(config.connections)
+    app = web.Application(
+        middlewares=[guard.middleware, refuse_unknown_codings, error_middleware],
+        client_max_size=1024,
+    )
+    app[CONNECTIONS] = guard
+    app[REDACT] = config.redactor
+    add_metrics_routes(app, handlers)
+    return app
+
+
+def build_app(
+    config: ServeConfig,
+    manager: ModelService,
+    metrics: MetricsSource,
+    *,
+    warmups: tuple[Callable[[], object], ...] = (),
+    front_door: FrontDoor | None = None,
+    log: LogTarget | None = None,
+    tracer: RequestTracer | None = None,
+) -> web.Application:
+    """The v2 application for one server; the manager starts and stops with the app.
+
+    `warmups` are blocking calls (e.g. pre-faulting a restore arena) run in a thread, after
+    `--preload-frameworks` imports and before the manager starts and readiness turns on.
+    `front_door`: the replica's one client of `thaw up`'s front door (FrontDoor.from_config),
+    which the manager shares; requests on handed-off connections go back through it, and the
+    app closes it at cleanup, after the manager has stopped and those connections drained.
+    """
+    guard = ConnectionGuard(config.connections)
+    app = web.Application(
+        middlewares=[guard.middleware, refuse_unknown_codings, error_middleware],
+        client_max_size=config.max_body_bytes,
+    )
+    app[CONNECTIONS] = guard
+    app[REDACT] = config.redactor
+    state = ServerState()
+    app[SERVER_STATE] = state
+    app[SHARED_MEMORY] = shared_memory = SystemSharedMemory()
+    handlers = V2Handlers(config, manager, metrics, state, shared_memory=shared_memory)
+    app[HANDLERS] = handlers
+    add_routes(app, handlers)
+    # `log`: the process's installed logging (runtime.process.cli); without one (an app built
+    # in a test) the settings govern the root logger's level and filters only.
+    # `tracer`: the manager's, whose settings the trace calls change (runtime.observe.tracing).
+    app[SETTINGS] = settings = SettingsApi(
+        log if log is not None else LogControl(config.log_settings),
+        tracer.settings if tracer is not None else TraceSettings(config.trace_defaults),
+        _loaded(manager),
+        body_timeout_s=config.body_timeout_s,
+    )
+    settings.add_routes(app.router, handlers.restricted)
+    add_openai_routes(app.router, OpenAIHandlers(config, manager), handlers.restricted)
+    if config.handoff_socket is not None and front_door is not None:
+        # `thaw up` hands this replica client connections: route their requests.
+        routing = DirectRouting(
+            is_loaded=_loaded(manager),
+            front_door=front_door,
+            max_age_s=config.handoff_max_age_s,
+        )
+        routing.install(app)
+    app.on_cleanup.append(lambda _: _close(shared_memory))
+    if tracer is not None:
+        # After the manager has stopped (cleanup_ctx runs first): every record is in.
+        app.on_cleanup.append(lambda _: asyncio.to_thread(tracer.close))
+    if front_door is not None:
+        # on_cleanup runs after cleanup_ctx (the manager's stop) and after the runner's drain.
+        app.on_cleanup.append(lambda _: front_door.close())
+    start = manager.start
+    if config.exit_on_error:
+        start = functools.partial(_start_all_or_fail, manager)
+    app.cleanup_ctx.append(
+        lifecycle_context(
+            state,
+            frameworks=config.preload_frameworks,
+            warmups=warmups,
+            start=start,
+            stop=manager.stop,
+            stop_timeout_s=config.exit_timeout_s,
+        )
+    )
+    return app
+
+
+async def _close(shared_memory: SystemSharedMemory) -> None:
+    shared_memory.close()  # every region's descriptor
+
+
+async def _start_all_or_fail(manager: ModelService) -> None:
+    """tritonserver's `--exit-on-error=true`: a model that fails to load at start fails the
+    start (the server then exits 1), with Triton's words and every model's reason."""
+    await manager.start()
+    failed = [row for row in await manager.index() if row.get("state") == "UNAVAILABLE"]
+    if failed:
+        reasons = "; ".join(f"{row['name']}: {row.get('reason', '')}" for row in failed)
+        raise ServingError(f"failed to load all models: {reasons}")
+
+
+def _loaded(manager: ModelService) -> Callable[[str], bool]:
+    def is_loaded(model: str) -> bool:
+        try:
+            return manager.model_ready(model, None)
+        except ServingError:
+            return False
+
+    return is_loaded

@@ -1,0 +1,36 @@
+"""Whether a model's answers on a gRPC stream may leave out of request order: a decoupled
+model's, and an ensemble's with a decoupled step anywhere below it (its many responses,
+runtime.scheduling.ensemble_flows), as Triton streams them.
+
+A step model's config is the one this server loaded, else the one in the model repository:
+under `thaw up` an ensemble's replica serves only the ensemble, its steps run in other
+replicas, and the repository it was started from says what they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tritonconfig import composing_models
+from tritonconfig.schema import mc
+
+__all__ = ["answers_as_they_come"]
+
+
+def answers_as_they_come(name: str, config_of: Callable[[str], mc.ModelConfig | None]) -> bool:
+    """Whether `name` is decoupled or an ensemble with a decoupled step (`config_of(model)`:
+    its config, None when unknown: an unknown step keeps request order)."""
+    seen: set[str] = set()
+    todo = [name]
+    while todo:
+        model = todo.pop()
+        if model in seen:
+            continue
+        seen.add(model)
+        config = config_of(model)
+        if config is None:
+            continue
+        if config.model_transaction_policy.decoupled:
+            return True
+        todo.extend(composing_models(config))
+    return False

@@ -1,0 +1,642 @@
+"""The ModelManager service: model states, control modes, load/unload, reads and infer."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import errno
+import logging
+import shutil
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any
+
+from runtime.config import ModelControlMode, ServeConfig
+from runtime.devices.inventory import DeviceInventory
+from runtime.devices.target import DeviceTarget, local_target
+from runtime.direct.front_door import FrontDoor
+from runtime.errors import (
+    ControlDisabled,
+    FeatureDisabled,
+    InvalidInput,
+    ModelNotFound,
+    ModelUnavailable,
+    RepositoryError,
+    ServingError,
+)
+from runtime.inference import InferRequest, InferResponse
+from runtime.models.answer_order import answers_as_they_come
+from runtime.models.cache_policy import decoupled_cache_error
+from runtime.models.image_cache import make_image_loader
+from runtime.models.repository import (
+    ModelSpec,
+    Repositories,
+    ensemble_cycle,
+    fingerprint,
+    list_models,
+    read_model,
+    stored_config,
+    validate_model_name,
+)
+from runtime.models.response_cache import ResponseCache
+from runtime.models.snapshot_restore import ImageSource
+from runtime.models.version_loader import LoadedVersion, VersionLoader
+from runtime.observe.metrics import Metrics
+from runtime.observe.stats import StatsBook
+from runtime.observe.tracing import RequestTracer
+from runtime.python.server_host import PythonModelsHost
+from runtime.scheduling.ensemble_scheduler import EnsembleScheduler, StepRunner
+from runtime.scheduling.request_parameters import scheduling_parameters
+from runtime.scheduling.response_stream import ResponseStream
+from thawwire.metadata import model_metadata
+from thawwire.model_control import CONTROL_DISABLED
+from tritonconfig import composing_models, cycle_error, ensemble_steps, is_ensemble
+from tritonconfig.schema import mc
+
+if TYPE_CHECKING:
+    from snapshotter import Arena, StagingPool
+
+__all__ = ["ModelManager", "ModelState"]
+
+logger = logging.getLogger(__name__)
+
+# Triton's message for load/unload outside explicit mode (it uses one text for none and poll).
+# Triton's answer to /infer for a decoupled model (2.51, UNSUPPORTED: HTTP 501).
+DECOUPLED_INFER = "HTTP end point doesn't support models with decoupled transaction policy"
+
+
+class ModelState(StrEnum):
+    """Where a model is in its life; the index reports these strings."""
+
+    READY = "READY"
+    UNAVAILABLE = "UNAVAILABLE"
+    LOADING = "LOADING"
+    UNLOADING = "UNLOADING"
+
+
+@dataclass
+class _Model:
+    """One model name the manager has seen; `versions` holds what currently serves."""
+
+    name: str
+    state: ModelState | None = None  # None: never asked to load
+    reason: str = ""
+    versions: dict[str, LoadedVersion] = field(default_factory=dict)
+    latest: str = ""  # the version unversioned requests go to
+    known_versions: list[str] = field(default_factory=list)  # last versions loaded or tried
+    wanted: bool = False  # should be loaded (counts for server readiness)
+    fingerprint: tuple[tuple[str, int, int], ...] = ()
+    override_dir: Path | None = None  # temp repository for a load with `files`
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+class ModelManager:
+    """Loads models per the control mode and serves index, metadata, config, stats and infer."""
+
+    def __init__(
+        self,
+        config: ServeConfig,
+        *,
+        metrics: Metrics,
+        image_loader: ImageSource | None = None,
+        arena: Arena | None = None,
+        staging: StagingPool | None = None,
+        inventory: DeviceInventory | None = None,
+        device_target: DeviceTarget | None = None,
+        front_door: FrontDoor | None = None,
+        tracer: RequestTracer | None = None,
+    ) -> None:
+        """`front_door`: the replica's client of `thaw up`'s front door (its owner closes
+        it), where BLS calls to other models and, with its steps URL, ensemble steps go.
+        `tracer`: where executed requests are sampled for trace records (the trace
+        extension; runtime.observe.tracing)."""
+        self._config = config
+        # Where KIND_AUTO goes and which images are looked up (`--target`, resolved once).
+        self._target = device_target or local_target(config.target)
+        self._repo = Repositories(config.repositories)
+        self._metrics = metrics
+        self._book = StatsBook()
+        metrics.bind(self._book, self.pending_counts)
+        if image_loader is None and (config.store or config.cache):
+            image_loader = make_image_loader(config, staging=staging, target=self._target)
+        # Ensemble steps run here, on the composing models loaded beside the ensemble, or
+        # (under `thaw up`) on the models behind the front door.
+        self._front_door = front_door
+        remote = front_door.steps if front_door is not None else None
+        self._remote_steps = remote is not None
+        steps: StepRunner = remote if remote is not None else self
+        self._cache = (
+            ResponseCache(config.response_cache_bytes) if config.response_cache_bytes else None
+        )
+        self._loader = VersionLoader(
+            book=self._book,
+            metrics=metrics,
+            image_loader=image_loader,
+            arena=arena,
+            inline_exec_max_us=config.inline_exec_max_us,
+            auto_complete=config.auto_complete_config,
+            steps=steps,
+            inventory=inventory,
+            vram_headroom_bytes=config.vram_headroom_bytes,
+            tracer=tracer,
+        )
+        # tritonserver's --model-load-thread-count: versions loaded at once.
+        self._load_slots = asyncio.Semaphore(config.model_load_threads)
+        self._models: dict[str, _Model] = {}
+        self._started = False
+        self._poller: asyncio.Task[None] | None = None
+        self._python_host: PythonModelsHost | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Initial loads per control mode (failures are recorded, not raised); start polling."""
+        # Before any model loads: Python models reach BLS and custom metrics through it.
+        front_door = self._front_door
+        self._python_host = PythonModelsHost.install(
+            self,
+            self._metrics.custom,
+            front_door if front_door is not None and front_door.takes_bls else None,
+        )
+        mode = self._config.model_control_mode
+        if mode == ModelControlMode.EXPLICIT:
+            names = list(self._config.load_models)
+            if "*" in names:
+                names = await asyncio.to_thread(list_models, self._repo)
+        else:
+            names = await asyncio.to_thread(list_models, self._repo)
+        await asyncio.gather(*(self._load_quietly(name) for name in names))
+        if mode == ModelControlMode.POLL:
+            self._poller = asyncio.create_task(self._poll_forever(), name="repository-poller")
+        self._started = True
+
+    async def stop(self) -> None:
+        """Stop polling, then unload every model (python models get `finalize()`)."""
+        if self._poller is not None:
+            self._poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._poller
+        await asyncio.gather(*(self._unload(name) for name in list(self._models)))
+        self._started = False
+        if self._python_host is not None:
+            await self._python_host.uninstall()
+            self._python_host = None
+
+    def is_ready(self) -> bool:
+        """Started, and every model that should be loaded is READY (Triton's strict readiness)."""
+        return self._started and all(
+            m.state == ModelState.READY for m in self._models.values() if m.wanted
+        )
+
+    def pending_counts(self) -> dict[tuple[str, str], int]:
+        """Queued requests per (model, version), for `nv_inference_pending_request_count`."""
+        return {
+            (m.name, v.version): v.scheduler.pending()
+            for m in list(self._models.values())
+            for v in list(m.versions.values())
+        }
+
+    # -- model repository extension -------------------------------------------------------
+
+    async def index(self, *, ready_only: bool = False) -> list[dict[str, Any]]:
+        """Triton's repository index: every model in the repository, one row per version."""
+        try:
+            # Rescanned on each call, as Triton does; in a thread, since a repository on a
+            # network volume can take its time to list.
+            names = set(await asyncio.to_thread(list_models, self._repo))
+        except ServingError:
+            names = set()
+        rows: list[dict[str, Any]] = []
+        for name in sorted(names | set(self._models)):
+            model = self._models.get(name)
+            if model is None or model.state is None:
+                if not ready_only:
+                    rows.append({"name": name})
+                continue
+            # Triton's rows (observed on 2.51): a version on every row of a model it tried to
+            # load, and `reason` only when there is one.
+            for version in list(model.versions) or model.known_versions or [""]:
+                row: dict[str, Any] = {"name": name}
+                if version:
+                    row["version"] = version
+                row["state"] = model.state.value
+                if model.reason:
+                    row["reason"] = model.reason
+                rows.append(row)
+        if ready_only:
+            rows = [row for row in rows if row.get("state") == ModelState.READY]
+        return rows
+
+    async def load(
+        self, name: str, *, config_json: str | None = None, files: dict[str, bytes] | None = None
+    ) -> float:
+        """Load (or reload) a model; returns when READY (with the seconds its warm-up samples
+        took), raises the reason otherwise."""
+        if self._config.model_control_mode != ModelControlMode.EXPLICIT:
+            raise ControlDisabled(CONTROL_DISABLED)
+        validate_model_name(name)
+        if files and config_json is None:
+            raise InvalidInput("load with 'file:' parameters also needs the 'config' parameter")
+        await self._load(name, config_json=config_json, files=files)
+        return sum(v.warmup_s for v in self._models[name].versions.values())
+
+    async def unload(self, name: str, *, unload_dependents: bool = False) -> None:
+        """Unload every version; queued requests finish first, new ones get 503."""
+        if self._config.model_control_mode != ModelControlMode.EXPLICIT:
+            raise ControlDisabled(CONTROL_DISABLED)
+        validate_model_name(name)
+        if name not in self._models and not await asyncio.to_thread(
+            _is_model_dir, self._repo, name
+        ):
+            raise ModelNotFound(f"failed to unload '{name}', model is not in the repository")
+        await self._unload(name)
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def model_ready(self, name: str, version: str | None) -> bool:
+        model = self._known(name)
+        if model.state != ModelState.READY:
+            return False
+        return not version or version in model.versions
+
+    def metadata(self, name: str, version: str | None) -> dict[str, Any]:
+        model, loaded = self._serving(name, version)
+        asked = loaded.version if version else None  # Triton lists only the one asked for
+        return model_metadata(loaded.config, list(model.versions), asked)
+
+    def config(self, name: str, version: str | None) -> dict[str, Any]:
+        _, loaded = self._serving(name, version)
+        return copy.deepcopy(loaded.config_json)  # callers may edit; ours stays intact
+
+    def answers_as_they_come(self, name: str, version: str | None) -> bool:
+        """Whether a stream's answers for this model may leave out of request order
+        (runtime.models.answer_order); False for a model not served (it fails in order)."""
+        try:
+            _, loaded = self._serving(name, version)
+        except ServingError:
+            return False
+
+        def config_of(model: str) -> mc.ModelConfig | None:
+            if model == name:
+                return loaded.config
+            try:
+                return self._serving(model, None)[1].config
+            except ServingError:  # a step served elsewhere (thaw up): as the repository says
+                return stored_config(self._repo, model)
+
+        return answers_as_they_come(name, config_of)
+
+    def statistics(self, name: str | None, version: str | None) -> dict[str, Any]:
+        """Triton's statistics extension: `{"model_stats": [...]}` for loaded versions."""
+        if name is None:
+            rows = [stats.to_json(m, v) for (m, v), stats in self._book.items()]
+            return {"model_stats": rows}
+        model, _ = self._serving(name, version)
+        wanted = [version] if version else list(model.versions)
+        rows = [s.to_json(m, v) for (m, v), s in self._book.items() if m == name and v in wanted]
+        return {"model_stats": rows}
+
+    # -- inference ------------------------------------------------------------------------
+
+    async def infer(self, request: InferRequest) -> InferResponse:
+        """Validate against the config, queue on the model's scheduler, return its response."""
+        received = time.perf_counter_ns()
+        _, loaded = self._serving(request.model_name, request.model_version or None)
+        if loaded.config.model_transaction_policy.decoupled:
+            raise FeatureDisabled(DECOUPLED_INFER)
+        # A request refused here never reached the model: like Triton (observed on 2.51) it
+        # counts in neither the statistics nor `nv_inference_request_failure`.
+        batch = loaded.signature.validate(request)
+        params = scheduling_parameters(request.parameters)
+        cache = self._cache if loaded.stats.cache_enabled else None
+        if cache is not None:
+            lookup = time.perf_counter_ns()
+            key = cache.key(request.model_name, loaded.version, request)
+            hit = cache.get(key, request.model_name, loaded.version)
+            looked = time.perf_counter_ns()
+            if hit is not None:
+                loaded.stats.record_cache_hit(looked - received, looked - lookup)
+                return loaded.signature.finish(request, hit, batch)
+        response = await loaded.scheduler.submit(
+            request, batch_size=batch, received_ns=received, params=params
+        )
+        response.model_version = loaded.version
+        if cache is not None:
+            insert = time.perf_counter_ns()
+            cache.put(key, response)
+            loaded.stats.record_cache_miss(looked - lookup + time.perf_counter_ns() - insert)
+        return loaded.signature.finish(request, response, batch)
+
+    async def stream(self, request: InferRequest) -> AsyncIterator[InferResponse]:
+        """Every response to `request`: the one of a default model, or a decoupled model's
+        zero or more, the last with `final` (a flag-only end has `flag_only`). An error
+        response from the model, or a failed execute, raises its ServingError."""
+        received = time.perf_counter_ns()
+        _, loaded = self._serving(request.model_name, request.model_version or None)
+        if isinstance(loaded.scheduler, EnsembleScheduler) and not loaded.stats.cache_enabled:
+            # Its steps are streamed: a decoupled step's responses each go on through the
+            # steps after it, and out as a response of the ensemble (ensemble_flows).
+            batch = loaded.signature.validate(request)
+            params = scheduling_parameters(request.parameters)
+            async for answer in loaded.scheduler.stream(
+                request, batch_size=batch, received_ns=received, params=params
+            ):
+                if not answer.flag_only:
+                    answer = loaded.signature.finish(request, answer, batch)
+                yield answer
+            return
+        if not loaded.config.model_transaction_policy.decoupled:
+            yield await self.infer(request)
+            return
+        batch = loaded.signature.validate(request)
+        sink = ResponseStream()
+        request.response_sink = sink
+        params = scheduling_parameters(request.parameters)
+        submitted = asyncio.ensure_future(
+            loaded.scheduler.submit(request, batch_size=batch, received_ns=received, params=params)
+        )
+        # A request refused before its execute never reaches the model's sender: end it here.
+        submitted.add_done_callback(lambda done: _end_if_failed(done, sink))
+        try:
+            async for item, final in sink.items():
+                if isinstance(item, Exception):
+                    raise item
+                if item is None:
+                    item = InferResponse(request.model_name, loaded.version, [], id=request.id)
+                    item.flag_only = True
+                else:
+                    item.model_version = loaded.version
+                    item = loaded.signature.finish(request, item, batch)
+                item.final = final
+                yield item
+        finally:
+            sink.close()
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _known(self, name: str) -> _Model:
+        model = self._models.get(name)
+        if model is None:
+            validate_model_name(name)
+            if not (self._repo / name).is_dir():
+                raise ModelNotFound(f"Request for unknown model: '{name}' is not found")
+            model = self._models[name] = _Model(name)
+        return model
+
+    def _serving(self, name: str, version: str | None) -> tuple[_Model, LoadedVersion]:
+        """The model and the version a request for (name, version) goes to."""
+        model = self._models.get(name)
+        if model is None:
+            model = self._known(name)
+        if model.state != ModelState.READY or not model.versions:
+            reason = f": {model.reason}" if model.reason else ""
+            raise ModelUnavailable(f"model '{name}' is not ready{reason}")
+        loaded = model.versions.get(version or model.latest)
+        if loaded is None:
+            raise ModelNotFound(
+                f"Request for unknown model: '{name}' version {version} is not found"
+            )
+        return model, loaded
+
+    async def _load_quietly(self, name: str) -> None:
+        with contextlib.suppress(ServingError):
+            await self._load(name, config_json=None, files=None)
+
+    async def _load(
+        self,
+        name: str,
+        *,
+        config_json: str | None,
+        files: dict[str, bytes] | None,
+        if_needed: bool = False,
+    ) -> None:
+        """Load `name`; `if_needed`: unless it is READY by the time its lock is ours (a
+        composing model an ensemble needs, which another load may just have brought up)."""
+        model = self._models.get(name)
+        if model is None:
+            # A name that is not in the repository (a typo) must leave no index entry and never
+            # count for readiness, not even while the load is in flight: check before recording.
+            if not files and not await asyncio.to_thread(_is_model_dir, self._repo, name):
+                raise ModelNotFound(f"failed to load '{name}': no such model in the repository")
+            model = self._models.setdefault(name, _Model(name))
+        async with model.lock:  # one load/unload of a model at a time
+            if if_needed and model.state == ModelState.READY:
+                model.wanted = True
+                return
+            model.wanted = True
+            previous_state = model.state
+            model.state = ModelState.LOADING if not model.versions else model.state
+            repo: Path | Repositories = self._repo
+            override = None
+            try:
+                if files:
+                    override = await asyncio.to_thread(_write_override, name, files)
+                    repo = override
+                spec = await asyncio.to_thread(
+                    read_model, repo, name, config_json=config_json,
+                    gpu_available=bool(self._target.gpus), gpus=self._target.gpus,
+                    auto_complete=self._config.auto_complete_config,
+                )  # fmt: skip
+                model.fingerprint = spec.fingerprint
+                if not model.versions:
+                    model.known_versions = [str(v) for v in spec.versions]
+                if is_ensemble(spec.config) and not self._remote_steps:
+                    # Before taking a load slot: the composing loads take their own.
+                    await self._load_composing(spec)
+                if self._cache is not None:
+                    await asyncio.to_thread(self._refuse_decoupled_cache, spec)
+                async with self._load_slots:
+                    versions = await asyncio.to_thread(self._loader.load, spec)
+                for loaded in versions.values():
+                    enabled = loaded.config.response_cache.enable
+                    loaded.stats.cache_enabled = self._cache is not None and enabled
+            except BaseException as exc:
+                if override is not None:
+                    shutil.rmtree(override, ignore_errors=True)
+                if isinstance(exc, ModelNotFound) and not model.versions:
+                    # Removed from disk since the check above: leave no trace in the index.
+                    model.wanted = False
+                    if self._models.get(name) is model:
+                        del self._models[name]
+                    raise
+                if override is None and await asyncio.to_thread(_is_model_dir, self._repo, name):
+                    # Remember what failed, so polling retries only once the files change.
+                    model.fingerprint = await asyncio.to_thread(_fingerprint, self._repo, name)
+                self._load_failed(model, previous_state, exc)
+                raise
+            old, old_override = model.versions, model.override_dir
+            model.versions, model.override_dir = versions, override
+            model.known_versions = list(versions)
+            model.latest = max(versions, key=int)
+            model.state, model.reason = ModelState.READY, ""
+            await self._retire(name, old, old_override)
+
+    async def _load_composing(self, spec: ModelSpec) -> None:
+        """Load the models an ensemble runs, before it (Triton loads them with it); a load
+        error names the model that failed and why."""
+        name = spec.name
+        cycle = await asyncio.to_thread(ensemble_cycle, self._repo, name)
+        if cycle:
+            raise RepositoryError(cycle_error(cycle))
+        for dep in composing_models(spec.config):
+            if not await asyncio.to_thread((self._repo / dep).is_dir):
+                raise RepositoryError(
+                    f"ensemble '{name}' depends on '{dep}' which is not in the model repository"
+                )
+            try:
+                await self._load(dep, config_json=None, files=None, if_needed=True)
+            except ServingError as exc:
+                raise RepositoryError(
+                    f"ensemble '{name}' depends on '{dep}' which has no loaded version. Model "
+                    f"'{dep}' loading failed with error: {exc.message}"
+                ) from exc
+        for step in ensemble_steps(spec.config):
+            loaded = self._models[step.model_name].versions
+            if step.model_version > 0 and str(step.model_version) not in loaded:
+                raise RepositoryError(
+                    f"ensemble '{name}' depends on '{step.model_name}' whose required version "
+                    f"{step.model_version} is not loaded."
+                )
+
+    def _refuse_decoupled_cache(self, spec: ModelSpec) -> None:
+        """RepositoryError when `spec` has the cache on and is, or steps into, a decoupled model
+        (runtime/models/cache_policy.py); an ensemble's steps as loaded here, else as their
+        configs in the repository say (`thaw up`'s replicas load no step of theirs)."""
+        if not spec.config.response_cache.enable:
+            return
+        steps = []
+        if is_ensemble(spec.config):
+            for dep in composing_models(spec.config):
+                model = self._models.get(dep)
+                if model is not None and model.versions:  # loaded here: its completed config
+                    steps += [v.config for v in model.versions.values()]
+                    continue
+                with contextlib.suppress(RepositoryError):  # its own load says what is wrong
+                    steps.append(read_model(self._repo, dep, auto_complete=False).config)
+        reason = decoupled_cache_error(spec.config, steps)
+        if reason is not None:
+            raise RepositoryError(reason)
+
+    def _load_failed(self, model: _Model, previous: ModelState | None, exc: BaseException) -> None:
+        reason = exc.message if isinstance(exc, ServingError) else repr(exc)
+        logger.warning("model=%s load failed: %s", model.name, reason)
+        self._metrics.record_load_failure(model.name)
+        if model.versions:  # a failed reload leaves the old versions serving
+            model.state = previous or ModelState.READY
+            model.reason = f"reload failed: {reason}"
+        else:
+            model.state, model.reason = ModelState.UNAVAILABLE, reason
+
+    async def _retire(
+        self, name: str, versions: dict[str, LoadedVersion], override: Path | None
+    ) -> None:
+        for version in versions.values():
+            version.scheduler.close()  # on the loop: no submit can race behind it
+        if versions:
+            await asyncio.to_thread(self._loader.unload, name, versions)
+        if override is not None:
+            await asyncio.to_thread(shutil.rmtree, override, True)
+
+    async def _unload(self, name: str) -> None:
+        model = self._models.get(name) or self._models.setdefault(name, _Model(name))
+        async with model.lock:
+            model.wanted = False
+            if not model.versions and model.state is None:
+                model.state, model.reason = ModelState.UNAVAILABLE, "unloaded"
+                return
+            model.state = ModelState.UNLOADING
+            old, override = model.versions, model.override_dir
+            model.versions, model.override_dir = {}, None
+            await self._retire(name, old, override)
+            model.state, model.reason = ModelState.UNAVAILABLE, "unloaded"
+            logger.info("model=%s unloaded", name)
+
+    async def _poll_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self._config.repository_poll_secs)
+            try:
+                await self.poll_once()
+            except Exception:  # a bad poll must not stop future polls
+                logger.exception("repository poll failed")
+
+    async def poll_once(self) -> None:
+        """Load new and changed models, unload removed ones (poll mode's one step)."""
+        names = set(await asyncio.to_thread(list_models, self._repo))
+        loaded = {n for n, m in self._models.items() if m.wanted}
+        for name in sorted(loaded - names):
+            await self._unload(name)
+        for name in sorted(names):
+            model = self._models.get(name)
+            if model is not None and model.wanted:
+                current = await asyncio.to_thread(_fingerprint, self._repo, name)
+                if current == model.fingerprint:
+                    continue
+                logger.info("model=%s changed on disk, reloading", name)
+            await self._load_quietly(name)
+
+
+def _end_if_failed(submitted: asyncio.Future[InferResponse], sink: ResponseStream) -> None:
+    """A decoupled request whose submit failed (queue closed, execute error): end its stream."""
+    if submitted.cancelled():
+        return
+    exc = submitted.exception()
+    if isinstance(exc, Exception):
+        sink.send(exc, final=True)
+
+
+def _is_model_dir(repo: Repositories, name: str) -> bool:
+    """Whether the repositories hold a model directory `name` (blocking: in a thread)."""
+    return (repo / name).is_dir()
+
+
+def _fingerprint(repo: Repositories, name: str) -> tuple[tuple[str, int, int], ...]:
+    """The fingerprint of model `name`'s directory (blocking: in a thread)."""
+    return fingerprint(repo / name)
+
+
+def _write_override(name: str, files: dict[str, bytes]) -> Path:
+    """A private repository holding a load request's `file:<version>/<path>` contents.
+
+    The paths come from the request: one that cannot be written (too long a name, a file where
+    another path needs a directory) is the client's 400; a full or read-only disk is ours.
+    """
+    try:
+        root = Path(tempfile.mkdtemp(prefix="thaw-load-"))
+    except OSError as exc:
+        raise ServingError(f"cannot make a directory for the load's files: {exc}") from exc
+    model_dir = root / name
+    model_dir.mkdir()
+    for rel, content in files.items():
+        path = PurePosixPath(rel)
+        if path.is_absolute() or not path.parts or any(p in ("", ".", "..") for p in path.parts):
+            shutil.rmtree(root, ignore_errors=True)
+            raise InvalidInput(f"load parameter 'file:{rel}' is not a relative path in the model")
+        target = model_dir.joinpath(*path.parts)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content)
+        except (OSError, UnicodeEncodeError) as exc:
+            shutil.rmtree(root, ignore_errors=True)
+            raise _write_error(rel, exc) from exc
+    return root
+
+
+# Write failures that say nothing about the request: the server's disk is the problem.
+_SERVER_SIDE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.EMFILE})
+
+
+def _write_error(rel: str, exc: OSError | UnicodeEncodeError) -> ServingError:
+    """The error for a `file:` path that could not be written (Triton's text first)."""
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    message = (
+        f"failed to poll from model repository: load parameter 'file:{rel[:80]}' cannot be "
+        f"written: {reason}"
+    )
+    if isinstance(exc, OSError) and exc.errno in _SERVER_SIDE_ERRNOS:
+        return ServingError(message)
+    return InvalidInput(message)

@@ -1,0 +1,217 @@
+"""The model repository on disk: model names, scanning, reading one model into a `ModelSpec`."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from runtime.errors import ModelNotFound, RepositoryError
+from runtime.model_config import (
+    complete_config,
+    config_from_json,
+    default_model_filename,
+    parse_config,
+    select_versions,
+)
+from thawwire.names import is_model_name
+from tritonconfig import composing_models, is_ensemble
+from tritonconfig import ensemble_cycle as tritonconfig_cycle
+from tritonconfig.schema import mc
+
+__all__ = [
+    "MAX_CONFIG_BYTES",
+    "ModelSpec",
+    "Repositories",
+    "ensemble_cycle",
+    "fingerprint",
+    "list_models",
+    "read_model",
+    "select_versions",
+    "stored_config",
+    "validate_model_name",
+]
+
+logger = logging.getLogger(__name__)
+
+# A config.pbtxt larger than this is refused rather than parsed (hostile repositories).
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+
+
+def validate_model_name(name: str) -> str:
+    """Return `name` if it is a plain model name (thawwire.names); ModelNotFound otherwise."""
+    if not is_model_name(name):
+        raise ModelNotFound(f"invalid model name {name!r}")
+    return name
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model as the repository describes it: normalised, validated config and its versions."""
+
+    name: str
+    model_dir: Path
+    config: mc.ModelConfig
+    versions: tuple[int, ...]  # the versions the policy selects, ascending
+    fingerprint: tuple[tuple[str, int, int], ...]
+
+    def version_dir(self, version: int) -> Path:
+        return self.model_dir / str(version)
+
+    def model_file(self, version: int) -> Path:
+        return self.version_dir(version) / default_model_filename(self.config)
+
+
+class Repositories:
+    """Every model repository one server serves (tritonserver's repeatable
+    `--model-repository`), as one: the model names of all, each model's directory in the
+    repository that holds it. A name in two repositories is no model (`read_model` refuses it,
+    as Triton makes such a model unavailable).
+
+    `repositories / name` is the model's directory, as `Path / name` is for one repository, so
+    code written for one reads the same for several. With several it looks at the disk: call it
+    where blocking is allowed.
+    """
+
+    def __init__(self, roots: Sequence[Path]) -> None:
+        if not roots:
+            raise ValueError("Repositories needs at least one repository")
+        self.roots = tuple(Path(r) for r in roots)
+
+    def holders(self, name: str) -> list[Path]:
+        """The repositories that have a directory `name`."""
+        return [root for root in self.roots if (root / name).is_dir()]
+
+    def __truediv__(self, name: str) -> Path:
+        if len(self.roots) == 1:
+            return self.roots[0] / name
+        found = self.holders(name)
+        return (found[0] if found else self.roots[0]) / name
+
+    def __str__(self) -> str:
+        return ", ".join(str(root) for root in self.roots)
+
+
+def list_models(repo: Path | Repositories) -> list[str]:
+    """Model directory names in `repo` (hidden entries and non-names are skipped); of several
+    repositories, every name any of them has, once."""
+    if isinstance(repo, Repositories):
+        return sorted({name for root in repo.roots for name in list_models(root)})
+    try:
+        entries = sorted(os.scandir(repo), key=lambda e: e.name)
+    except OSError as exc:
+        raise RepositoryError(f"cannot read model repository {repo}: {exc}") from exc
+    names = []
+    for entry in entries:
+        if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=True):
+            continue
+        if is_model_name(entry.name):
+            names.append(entry.name)
+        else:
+            logger.warning("skipping repository entry %r: not a valid model name", entry.name)
+    return names
+
+
+def fingerprint(model_dir: Path) -> tuple[tuple[str, int, int], ...]:
+    """(relative path, mtime_ns, size) of every file under a model, for change detection."""
+    rows = []
+    for root, dirs, files in os.walk(model_dir):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            path = Path(root) / name
+            try:
+                stat = path.stat()
+            except OSError:
+                continue
+            rows.append((str(path.relative_to(model_dir)), stat.st_mtime_ns, stat.st_size))
+    return tuple(rows)
+
+
+def stored_config(repo: Path | Repositories, name: str) -> mc.ModelConfig | None:
+    """The config.pbtxt of model `name` as stored (not auto-completed), None when there is no
+    such model or its config cannot be read."""
+    try:
+        validate_model_name(name)
+        path = repo / name / "config.pbtxt"
+        return parse_config(_read_config_text(path), str(path)) if path.is_file() else None
+    except (RepositoryError, ModelNotFound):
+        return None
+
+
+def _read_config_text(path: Path) -> str:
+    try:
+        size = path.stat().st_size
+        if size > MAX_CONFIG_BYTES:
+            raise RepositoryError(f"{path}: {size} bytes, over the {MAX_CONFIG_BYTES} byte limit")
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RepositoryError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    except OSError as exc:
+        raise RepositoryError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+
+
+def read_model(
+    repo: Path | Repositories,
+    name: str,
+    *,
+    config_json: str | None = None,
+    gpu_available: bool = False,
+    auto_complete: bool = True,
+    gpus: tuple[int, ...] = (0,),
+) -> ModelSpec:
+    """Read, normalise, auto-complete and validate one model; RepositoryError says what is wrong."""
+    validate_model_name(name)
+    if isinstance(repo, Repositories) and len(holders := repo.holders(name)) > 1:
+        where = ", ".join(str(root) for root in holders)
+        raise RepositoryError(
+            f"model '{name}' is in more than one model repository ({where}): a model name must "
+            "be unique across all model repositories"
+        )
+    model_dir = repo / name
+    if not model_dir.is_dir():
+        raise ModelNotFound(f"model '{name}' is not in the model repository")
+    config_path = model_dir / "config.pbtxt"
+    source = str(config_path)
+    if config_json is not None:
+        source = f"config override for '{name}'"
+        config = config_from_json(config_json, source)
+    elif config_path.is_file():
+        config = parse_config(_read_config_text(config_path), source)
+    else:
+        config = mc.ModelConfig()
+    if config.name and config.name != name:
+        raise RepositoryError(f"{source}: name '{config.name}' does not match directory '{name}'")
+    config.name = name
+    versions = complete_config(
+        config,
+        model_dir,
+        source,
+        gpu_available=gpu_available,
+        require_model_files=True,
+        auto_complete=auto_complete,
+        gpus=gpus,
+    )
+    return ModelSpec(
+        name=name,
+        model_dir=model_dir,
+        config=config,
+        versions=tuple(versions),
+        fingerprint=fingerprint(model_dir),
+    )
+
+
+def ensemble_cycle(repo: Path | Repositories, name: str) -> list[str]:
+    """The names along a cycle of ensembles that reach `name` again, or [] (reads only the
+    ensembles' own config.pbtxt; a config that cannot be read ends its path)."""
+
+    def steps_of(model: str) -> list[str]:
+        path = repo / model / "config.pbtxt"
+        try:
+            config = parse_config(path.read_text(encoding="utf-8"), str(path))
+        except (OSError, UnicodeDecodeError, RepositoryError):
+            return []
+        return composing_models(config) if is_ensemble(config) else []
+
+    return tritonconfig_cycle(name, steps_of)

@@ -1,0 +1,377 @@
+"""Bring a model's versions up in a thread: device plan, restore, backend instances, scheduler.
+
+plan devices (device_plan: which device each instance runs on; fallbacks logged + counted)
+  ─▶ restore once per distinct device (snapshot_restore)
+  ─▶ one backend instance per placement, given its device's image
+  ─▶ the version's Scheduler
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from runtime.backends.base import Backend, LoadContext, SnapshotImage
+from runtime.backends.registry import backend_class
+from runtime.devices.errors import is_device_oom
+from runtime.devices.inventory import DeviceInventory, LocalInventory
+from runtime.devices.plan import Capabilities, DevicePlan, DevicePlanError, needs_gpu, plan_devices
+from runtime.devices.vram_budget import check_framework_vram, framework_vram
+from runtime.errors import DeviceOutOfMemory, RepositoryError, ServingError
+from runtime.model_config import config_to_json, fill_defaults, validate_config
+from runtime.models.repository import ModelSpec
+from runtime.models.signature import ModelSignature
+from runtime.models.snapshot_restore import ImageSource, SnapshotRestorer
+from runtime.models.warmup import first_contact_sample, run_warmup, warmup_samples
+from runtime.observe.metrics import Metrics
+from runtime.observe.stats import ModelStats, StatsBook
+from runtime.observe.tracing import RequestTracer
+from runtime.scheduling.batch_planner import DynamicBatching
+from runtime.scheduling.ensemble_scheduler import EnsembleScheduler, StepRunner
+from runtime.scheduling.model_scheduler import ModelScheduler
+from runtime.scheduling.queue_policy import QueuePolicies
+from runtime.scheduling.scheduler import Scheduler
+from runtime.scheduling.sequence_scheduler import SequenceScheduler
+from tritonconfig import is_ensemble
+from tritonconfig.schema import mc
+
+if TYPE_CHECKING:
+    from snapshotter import Arena
+
+__all__ = ["LoadedVersion", "VersionLoader"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class LoadedVersion:
+    """One version that is up: its config, signature, instances and scheduler."""
+
+    version: str
+    config: mc.ModelConfig
+    config_json: dict[str, Any]
+    signature: ModelSignature
+    scheduler: ModelScheduler
+    instances: list[Backend]
+    restored: bool
+    stats: ModelStats
+    warmup_s: float = 0.0  # the config's `model_warmup` samples, run at load
+
+
+class VersionLoader:
+    """Loads and unloads model versions; every method blocks and belongs in a worker thread."""
+
+    def __init__(
+        self,
+        *,
+        book: StatsBook,
+        metrics: Metrics,
+        image_loader: ImageSource | None,
+        arena: Arena | None,
+        inline_exec_max_us: int = 0,
+        auto_complete: bool = True,
+        steps: StepRunner | None = None,
+        inventory: DeviceInventory | None = None,
+        vram_headroom_bytes: int = 512 << 20,
+        tracer: RequestTracer | None = None,
+    ) -> None:
+        self._book = book
+        self._tracer = tracer  # the trace extension's records (runtime.observe.tracing)
+        self._vram_headroom = vram_headroom_bytes  # beside the frameworks' own weight copies
+        self._auto_complete = auto_complete  # False: no model.py `auto_complete_config`
+        self._steps = steps  # where ensembles run their steps
+        self._inventory = inventory or LocalInventory()
+        self._metrics = metrics
+        self._restorer = (
+            SnapshotRestorer(image_loader, arena=arena, metrics=metrics)
+            if image_loader is not None
+            else None
+        )
+        self._inline_exec_max_us = inline_exec_max_us
+
+    def load(self, spec: ModelSpec) -> dict[str, LoadedVersion]:
+        """Every version the policy selects; all or nothing (a failure unloads the rest)."""
+        config = self._complete(spec)
+        loaded: dict[str, LoadedVersion] = {}
+        try:
+            for version in spec.versions:
+                loaded[str(version)] = self._load_version(spec, config, version)
+        except BaseException:
+            self.unload(spec.name, loaded)
+            raise
+        return loaded
+
+    def unload(self, name: str, versions: dict[str, LoadedVersion]) -> None:
+        """Drain each version's queue, stop its workers, finalize its instances."""
+        for version in versions.values():
+            version.scheduler.join()
+            for instance in version.instances:
+                try:
+                    instance.unload()
+                except Exception as exc:
+                    logger.warning("model=%s unload raised %r", name, exc)
+            if self._book.close(name, version.version, version.stats):
+                self._metrics.forget(name, version.version)  # not a reload's new gauges
+
+    def _complete(self, spec: ModelSpec) -> mc.ModelConfig:
+        config = spec.config
+        if config.backend != "python" or not self._auto_complete:
+            return config
+        from runtime.python.backend import auto_complete_config
+
+        config = auto_complete_config(config, spec.model_file(spec.versions[-1]))
+        config.name = spec.name
+        config.backend = "python"
+        fill_defaults(config, gpu_available=False)
+        validate_config(config, f"{spec.model_dir}/config.pbtxt (after auto_complete_config)")
+        return config
+
+    def _load_version(self, spec: ModelSpec, config: mc.ModelConfig, version: int) -> LoadedVersion:
+        if is_ensemble(config):
+            return self._load_ensemble(spec, config, version)
+        started = time.perf_counter()
+        samples = warmup_samples(config, spec.model_dir)  # a bad sample fails before loading
+        plan = self._plan(spec.name, config)
+        images = (
+            self._restorer.restore(spec, version, plan.restore_devices)
+            if self._restorer is not None
+            else {}
+        )
+        restored_at = time.perf_counter()
+        self._check_vram(spec, config, version, plan, images)
+        instances = self._instances(spec, config, version, plan, images)
+        try:
+            warmup_s = run_warmup(spec.name, instances, samples) if samples else 0.0
+        except BaseException:
+            for instance in instances:
+                instance.unload()
+            raise
+        if not samples:
+            self._first_contact(spec.name, config, plan, instances)
+        if samples:
+            self._metrics.record_warmup(spec.name, str(version), warmup_s)
+        logger.debug(
+            "model=%s version=%s restore+digest %.3f s, instances %.3f s",
+            spec.name, version, restored_at - started, time.perf_counter() - restored_at,
+        )  # fmt: skip
+        # Restored only if the backend really built the model from the image's weights.
+        restored = bool(images) and all(instance.used_image for instance in instances)
+        stats = self._book.open(spec.name, str(version))
+        signature = ModelSignature.from_config(config)
+        scheduler = self._scheduler(spec.name, str(version), config, signature, instances, stats)
+        seconds = time.perf_counter() - started
+        # Where the weights came from (host tier, node cache, store): the first device's image.
+        source = next(iter(images.values())).source if restored else "files"
+        self._metrics.record_load(
+            spec.name, str(version), seconds, restored=restored, source=source
+        )
+        logger.info(
+            "model=%s version=%s loaded in %.3f s (%d instance(s), restored=%s)",
+            spec.name, version, seconds, len(instances), restored,
+        )  # fmt: skip
+        return LoadedVersion(
+            version=str(version),
+            config=config,
+            config_json=config_to_json(config),
+            signature=signature,
+            scheduler=scheduler,
+            instances=instances,
+            restored=restored,
+            stats=stats,
+            warmup_s=warmup_s,
+        )
+
+    def _load_ensemble(
+        self, spec: ModelSpec, config: mc.ModelConfig, version: int
+    ) -> LoadedVersion:
+        """An ensemble has no instances: its scheduler runs the steps on other models."""
+        if self._steps is None:
+            raise RepositoryError(f"model '{spec.name}': this server cannot run ensembles")
+        stats = self._book.open(spec.name, str(version))
+        scheduler = EnsembleScheduler(spec.name, str(version), config, self._steps, stats)
+        self._metrics.record_load(spec.name, str(version), 0.0, restored=False)
+        logger.info("model=%s version=%s ensemble of %d steps loaded", spec.name, version,
+                    len(config.ensemble_scheduling.step))  # fmt: skip
+        return LoadedVersion(
+            version=str(version),
+            config=config,
+            config_json=config_to_json(config),
+            signature=ModelSignature.from_config(config),
+            scheduler=scheduler,
+            instances=[],
+            restored=False,
+            stats=stats,
+        )
+
+    def _scheduler(
+        self,
+        name: str,
+        version: str,
+        config: mc.ModelConfig,
+        signature: ModelSignature,
+        instances: list[Backend],
+        stats: ModelStats,
+    ) -> ModelScheduler:
+        """The scheduler the config asks for: Triton's sequence batcher, its dynamic batcher,
+        or one request at a time (which may run inline, on the event loop, once proven tiny)."""
+        trace = self._tracer.version(name, version) if self._tracer is not None else None
+        if config.HasField("sequence_batching"):
+            return SequenceScheduler(name, version, instances, stats, config, trace=trace)
+        if config.HasField("dynamic_batching"):
+            return Scheduler(
+                name,
+                version,
+                instances,
+                stats,
+                policy=DynamicBatching.from_config(config),
+                queue=QueuePolicies.from_config(config.dynamic_batching),
+                batch_key=signature.batch_key,
+                trace=trace,
+            )
+        return Scheduler(
+            name, version, instances, stats, inline_max_us=self._inline_exec_max_us, trace=trace
+        )
+
+    def _plan(self, name: str, config: mc.ModelConfig) -> DevicePlan:
+        """Where each instance runs; every fallback is logged and counted once per load."""
+        caps = (
+            self._inventory.capabilities(
+                onnxruntime=config.backend == "onnxruntime", tensorrt=config.backend == "tensorrt"
+            )
+            if needs_gpu(config) and config.backend != "python"  # python stubs place themselves
+            else Capabilities()
+        )
+        try:
+            plan = plan_devices(config, caps)
+        except DevicePlanError as exc:
+            raise RepositoryError(f"failed to load model '{name}': {exc}") from exc
+        for fallback in plan.fallbacks:
+            logger.warning("model=%s %s", name, fallback.message)
+            self._metrics.record_device_fallback(name, fallback.reason.value)
+        return plan
+
+    def _check_vram(
+        self,
+        spec: ModelSpec,
+        config: mc.ModelConfig,
+        version: int,
+        plan: DevicePlan,
+        images: dict[str, SnapshotImage],
+    ) -> None:
+        """The frameworks' own weight copies fit on their GPUs (runtime.devices.vram_budget)."""
+        if config.backend == "python" or not any(p.kind == "KIND_GPU" for p in plan.placements):
+            return
+        host = images.get("cpu")
+        weights = host.manifest.weight_bytes if host is not None else 0
+        weights = weights or _files_bytes(spec.version_dir(version))
+        needs = framework_vram(plan, weights, frozenset(d for d in images if d != "cpu"))
+        try:
+            check_framework_vram(spec.name, needs, _nvml_reader, headroom_bytes=self._vram_headroom)
+        except DeviceOutOfMemory:
+            for gpu in needs:
+                self._metrics.record_device_oom(spec.name, f"cuda:{gpu}")
+            raise
+
+    def _first_contact(
+        self, name: str, config: mc.ModelConfig, plan: DevicePlan, instances: list[Backend]
+    ) -> None:
+        """One zero request on each GPU instance before the version reports ready (cuDNN and
+        cuBLAS handles, the framework's arena, algorithm choices: model_warmup.py). A failure
+        is logged, not fatal: zeros are not every model's valid input."""
+        gpu = [i for i, p in zip(instances, plan.placements, strict=True) if p.kind == "KIND_GPU"]
+        sample = first_contact_sample(config) if gpu and config.backend != "python" else None
+        if sample is None:
+            return
+        try:
+            seconds = run_warmup(name, gpu, [sample])
+        except RepositoryError as exc:
+            logger.warning("model=%s first GPU run at load failed (the first request will "
+                           "pay for CUDA's first contact): %s", name, exc)  # fmt: skip
+            return
+        logger.info("model=%s first GPU run at load: %.3f s", name, seconds)
+
+    def _instance_fallback(self, name: str, reason: str, message: str) -> None:
+        """An instance that runs differently than planned and still serves: logged, counted."""
+        logger.warning("model=%s %s", name, message)
+        self._metrics.record_device_fallback(name, reason)
+
+    def _instances(
+        self,
+        spec: ModelSpec,
+        config: mc.ModelConfig,
+        version: int,
+        plan: DevicePlan,
+        images: dict[str, SnapshotImage],
+    ) -> list[Backend]:
+        """One loaded backend per placement (instance of every instance group); all or none."""
+        instances: list[Backend] = []
+        try:
+            for placement in plan.placements:
+                backend = backend_class(config.backend)()
+                ctx = LoadContext(
+                    model_name=spec.name,
+                    version=str(version),
+                    version_dir=spec.version_dir(version),
+                    model_dir=spec.model_dir,
+                    config=config,
+                    instance_kind=placement.kind,
+                    device_id=placement.device_id,
+                    image=images.get(placement.restore_device),
+                    instance_name=f"{placement.group}_{placement.index}",
+                    instance_count=len(plan.placements),
+                    model_file=spec.model_file(version),
+                    on_fallback=functools.partial(self._instance_fallback, spec.name),
+                )
+                try:
+                    _load_instance(backend, ctx)
+                except DeviceOutOfMemory:
+                    self._metrics.record_device_oom(spec.name, placement.device)
+                    raise
+                instances.append(backend)
+        except BaseException:
+            for instance in instances:
+                instance.unload()
+            raise
+        return instances
+
+
+def _load_instance(backend: Backend, ctx: LoadContext) -> None:
+    """Load one instance; framework exceptions become errors that name the model."""
+    try:
+        backend.load(ctx)
+    except ServingError:
+        raise
+    except MemoryError as exc:
+        raise ServingError(f"model '{ctx.model_name}' ran out of memory while loading") from exc
+    except Exception as exc:
+        if ctx.instance_kind == "KIND_GPU" and is_device_oom(exc):
+            raise DeviceOutOfMemory(
+                f"model '{ctx.model_name}' version {ctx.version}: cuda:{ctx.device_id} ran out "
+                f"of memory while loading instance {ctx.instance_name}"
+            ) from exc
+        raise RepositoryError(
+            f"failed to load model '{ctx.model_name}' version {ctx.version}: {exc!r}"
+        ) from exc
+    except BaseException as exc:  # a model file's sys.exit() must not stop the server
+        raise RepositoryError(
+            f"failed to load model '{ctx.model_name}' version {ctx.version}: {exc!r}"
+        ) from exc
+
+
+def _nvml_reader(gpu: int) -> object:
+    """GPU `gpu`'s memory as the driver reports it (snapshotter.nvml_memory), or None."""
+    from snapshotter import nvml_memory
+
+    return nvml_memory(gpu)
+
+
+def _files_bytes(version_dir: Path) -> int:
+    """Bytes of a version's files (the weights a framework will copy, near enough)."""
+    try:
+        return sum(p.stat().st_size for p in version_dir.rglob("*") if p.is_file())
+    except OSError:
+        return 0

@@ -1,0 +1,235 @@
+"""Triton's trace records (`--trace-config`, `/v2/trace/setting`): the requests a setting
+samples, written as Triton 2.51's `triton` mode writes them.
+
+    RequestTimes    the timestamps of one executed request (perf_counter_ns: CLOCK_MONOTONIC,
+                    the steady clock Triton's records use)
+    RequestTracer   samples each executed request by its model's effective setting
+                    (thawwire.trace_settings: rate, count, level), keeps the records, and writes
+                    them to the setting's file: `<file>.<n>` every `log_frequency` traces (and
+                    when `count` is reached), else the file itself when the setting is replaced
+                    and at shutdown
+    VersionTrace    the tracer bound to one model version (what a scheduler holds)
+
+A record is Triton's: `{"id": N, "model_name": ..., "model_version": V[, "request_id": ...]}`
+then one `{"id": N, "timestamps": [{"name": ACTIVITY, "ns": T}]}` per activity: REQUEST_START,
+QUEUE_START, COMPUTE_START, COMPUTE_INPUT_END, COMPUTE_OUTPUT_START, COMPUTE_END, REQUEST_END.
+Not recorded: the frontends' HTTP_*/GRPC_* activities, tensors (`TENSORS`), an ensemble's or a
+BLS call's child traces. Each setting counts its own samples, as a Triton TraceSetting object
+does: a change to a setting starts its counts again. The files are the operator's only.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from thawwire.trace_settings import TraceSetting, TraceSettings
+
+__all__ = ["RequestTimes", "RequestTracer", "VersionTrace"]
+
+logger = logging.getLogger(__name__)
+
+# Traces a setting keeps in memory before it appends them to its file (Triton keeps them all
+# until shutdown when `log_frequency` is 0; a long run would grow without bound).
+_MAX_BUFFERED = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class RequestTimes:
+    """One executed request's timestamps, in ns of the monotonic clock."""
+
+    received_ns: int
+    enqueued_ns: int
+    compute_start_ns: int
+    input_end_ns: int
+    output_start_ns: int
+    compute_end_ns: int
+    request_end_ns: int
+
+    def activities(self) -> tuple[tuple[str, int], ...]:
+        return (
+            ("REQUEST_START", self.received_ns),
+            ("QUEUE_START", self.enqueued_ns),
+            ("COMPUTE_START", self.compute_start_ns),
+            ("COMPUTE_INPUT_END", self.input_end_ns),
+            ("COMPUTE_OUTPUT_START", self.output_start_ns),
+            ("COMPUTE_END", self.compute_end_ns),
+            ("REQUEST_END", self.request_end_ns),
+        )
+
+
+class _TraceFile:
+    """One trace file: traces appended to `[...]` in the file itself, or whole to `<file>.<n>`."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._opened = False
+        self._index = 0
+
+    def append(self, traces: list[str]) -> None:
+        if not traces:
+            return
+        try:
+            # The first write starts the file afresh, as Triton's does.
+            with Path(self.name).open("a" if self._opened else "w") as out:
+                out.write(("," if self._opened else "[") + ",".join(traces))
+            self._opened = True
+        except OSError as exc:
+            logger.error("failed writing trace file %s: %s", self.name, exc)
+
+    def indexed(self, traces: list[str]) -> None:
+        name = f"{self.name}.{self._index}"
+        self._index += 1
+        try:
+            Path(name).write_text("[" + ",".join(traces) + "]")
+        except OSError as exc:
+            logger.error("failed writing trace file %s: %s", name, exc)
+
+    def close(self) -> None:
+        if self._opened:
+            try:
+                with Path(self.name).open("a") as out:
+                    out.write("]")
+            except OSError as exc:
+                logger.error("failed closing trace file %s: %s", self.name, exc)
+            self._opened = False
+
+
+class _Sampler:
+    """The counts and kept records of one effective setting (Triton's TraceSetting object)."""
+
+    def __init__(self, setting: TraceSetting, file: _TraceFile | None) -> None:
+        self.setting = setting
+        self.file = file
+        self._count = setting.count  # traces left to take; -1: no limit
+        self._sampled = 0  # every request seen
+        self._collected = 0  # traces taken
+        self._buffer: list[str] = []
+
+    def sample(self) -> bool:
+        s = self.setting
+        if self.file is None or "TIMESTAMPS" not in s.level or s.rate == 0 or self._count == 0:
+            return False
+        self._sampled += 1
+        if self._sampled % s.rate != 0:
+            return False
+        if self._count > 0:
+            self._count -= 1
+        return True
+
+    def add(self, trace: str) -> None:
+        assert self.file is not None  # sampled
+        self._buffer.append(trace)
+        self._collected += 1
+        frequency = self.setting.log_frequency
+        done = self._count == 0 and self._collected == self._sampled
+        if done or (frequency and len(self._buffer) >= frequency):
+            self.file.indexed(self._buffer)
+            self._buffer = []
+        elif not frequency and len(self._buffer) >= _MAX_BUFFERED:
+            self.file.append(self._buffer)
+            self._buffer = []
+
+    def flush(self) -> None:
+        """Write what is kept (the setting is replaced, or the server stops)."""
+        if self._buffer and self.file is not None:
+            if self.setting.log_frequency:
+                self.file.indexed(self._buffer)
+            else:
+                self.file.append(self._buffer)
+        self._buffer = []
+
+
+class RequestTracer:
+    """Samples executed requests by the server's trace settings and writes their records."""
+
+    def __init__(self, settings: TraceSettings) -> None:
+        self.settings = settings
+        self._lock = threading.Lock()  # records come from worker threads and the loop
+        self._ids = itertools.count(1)
+        self._files: dict[str, _TraceFile] = {}
+        self._samplers: dict[str | None, _Sampler] = {}  # by model with its own setting; None
+        # Each model's sampler as of a settings generation: the hot path's one lookup.
+        self._by_model: dict[str, tuple[int, _Sampler]] = {}
+
+    def version(self, model: str, version: str) -> VersionTrace:
+        return VersionTrace(self, model, version)
+
+    def record(self, model: str, version: str, request_id: str, times: RequestTimes) -> None:
+        """Count one executed request against its setting; keep its record when sampled."""
+        with self._lock:
+            generation = self.settings.generation
+            cached = self._by_model.get(model)
+            if cached is not None and cached[0] == generation:
+                sampler = cached[1]
+            else:
+                sampler = self._sampler(model)
+                self._by_model[model] = (generation, sampler)
+            if not sampler.sample():
+                return
+            trace_id = next(self._ids)
+            sampler.add(_record(trace_id, model, version, request_id, times))
+
+    def close(self) -> None:
+        """Write every kept record and close the files (the server stops)."""
+        with self._lock:
+            for sampler in self._samplers.values():
+                sampler.flush()
+            self._samplers.clear()
+            self._by_model.clear()
+            for file in self._files.values():
+                file.close()
+
+    def _sampler(self, model: str) -> _Sampler:
+        scope = model if self.settings.has_own(model) else None
+        setting = self.settings.setting(model)
+        sampler = self._samplers.get(scope)
+        if sampler is None or sampler.setting != setting:
+            if sampler is not None:
+                sampler.flush()  # Triton writes a replaced setting's traces
+            sampler = _Sampler(setting, self._file(setting.file))
+            self._samplers[scope] = sampler
+        return sampler
+
+    def _file(self, name: str) -> _TraceFile | None:
+        if not name:
+            return None
+        if name not in self._files:
+            self._files[name] = _TraceFile(name)
+        return self._files[name]
+
+
+def _record(trace_id: int, model: str, version: str, request_id: str, t: RequestTimes) -> str:
+    head: dict[str, object] = {"id": trace_id, "model_name": model}
+    head["model_version"] = int(version) if version.isdigit() else version
+    if request_id:
+        head["request_id"] = request_id
+    parts = [json.dumps(head, separators=(",", ":"))]
+    parts += [
+        json.dumps(
+            {"id": trace_id, "timestamps": [{"name": name, "ns": ns}]}, separators=(",", ":")
+        )
+        for name, ns in t.activities()
+    ]
+    return ",".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class VersionTrace:
+    """The tracer bound to one model version."""
+
+    tracer: RequestTracer
+    model: str
+    version: str
+
+    @property
+    def active(self) -> bool:
+        """Whether any setting may trace now (else a request need not be described at all)."""
+        return self.tracer.settings.maybe_tracing
+
+    def record(self, request_id: str, times: RequestTimes) -> None:
+        self.tracer.record(self.model, self.version, request_id, times)

@@ -1,0 +1,35 @@
+"""The OpenAI-compatible `/v1` routes of `thaw serve` (docs/openai.md), over the ModelService.
+
+    handlers        THE `/v1` route table and thin handlers: JSON answers and SSE streams
+    generation      one generation request's choices on the models: text deltas, stops, usage
+    chat_template   a chat's messages as one prompt: the model's chat template, or a fallback
+    triton_mapping  OpenAI requests as Triton tensors (vLLM and TRT-LLM/Python conventions)
+    answers         the OpenAI response documents and the Server-Sent Events carrying them
+    schema          OpenAI request bodies parsed strictly into value objects
+    errors          OpenAI's error shape, and the runtime's errors in it
+
+Exports `OpenAIHandlers` and `add_routes`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from runtime.openai.handlers import OpenAIHandlers, add_routes
+
+__all__ = ["OpenAIHandlers", "add_routes"]
+
+# Each export and the module that defines it, imported on first use (PEP 562), so that importing
+# one module of this package does not import the others.
+_EXPORTS = {
+    "OpenAIHandlers": "runtime.openai.handlers",
+    "add_routes": "runtime.openai.handlers",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,121 @@
+"""The OpenAI response documents (pure): models, completions, chat, their stream chunks,
+embeddings, and the Server-Sent Events that carry the chunks (the model list's entries are
+thawwire.openai_api's, which `thaw up` writes too).
+
+    completion   {"id": "cmpl-…", "object": "text_completion", "choices": [{"text", …}], "usage"}
+    chat         {"id": "chatcmpl-…", "object": "chat.completion",
+                  "choices": [{"message": {"role": "assistant", "content"}, …}], "usage"}
+    chunks       "text_completion" / "chat.completion.chunk", one choice each; a chat choice's
+                 first chunk carries the role; the usage chunk (stream_options.include_usage)
+                 has no choices; the stream ends with `data: [DONE]`
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["DONE", "Answer", "embeddings", "sse"]
+
+DONE = b"data: [DONE]\n\n"
+
+
+def sse(doc: dict[str, Any]) -> bytes:
+    """One Server-Sent Event carrying `doc`."""
+    return b"data: " + json.dumps(doc, separators=(",", ":")).encode() + b"\n\n"
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """The documents of one generation request: `chat` or completions, one id, one time."""
+
+    model: str
+    created: int
+    chat: bool
+    id: str = ""
+
+    @classmethod
+    def new(cls, model: str, created: int, *, chat: bool) -> Answer:
+        prefix = "chatcmpl-" if chat else "cmpl-"
+        return cls(model, created, chat, prefix + uuid.uuid4().hex)
+
+    def _head(self, kind: str) -> dict[str, Any]:
+        return {"id": self.id, "object": kind, "created": self.created, "model": self.model}
+
+    def whole(
+        self, texts: list[str], finish: list[str], usage: dict[str, int] | None
+    ) -> dict[str, Any]:
+        """The non-streamed answer: every choice's whole text."""
+        if self.chat:
+            choices = [
+                {
+                    "index": i,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": finish[i],
+                    "logprobs": None,
+                }
+                for i, text in enumerate(texts)
+            ]
+            return {**self._head("chat.completion"), "choices": choices, "usage": usage}
+        choices = [
+            {"index": i, "text": text, "finish_reason": finish[i], "logprobs": None}
+            for i, text in enumerate(texts)
+        ]
+        return {**self._head("text_completion"), "choices": choices, "usage": usage}
+
+    def chunk(
+        self,
+        index: int,
+        text: str | None,
+        *,
+        finish_reason: str | None = None,
+        role: bool = False,
+        usage: bool = False,
+    ) -> dict[str, Any]:
+        """One streamed chunk of choice `index` (`usage`: the stream carries a usage chunk,
+        so every other chunk says `"usage": null`)."""
+        if self.chat:
+            delta: dict[str, Any] = {"role": "assistant"} if role else {}
+            if text is not None:
+                delta["content"] = text
+            choice = {
+                "index": index,
+                "delta": delta,
+                "finish_reason": finish_reason,
+                "logprobs": None,
+            }
+            doc = {**self._head("chat.completion.chunk"), "choices": [choice]}
+        else:
+            choice = {
+                "index": index,
+                "text": text or "",
+                "finish_reason": finish_reason,
+                "logprobs": None,
+            }
+            doc = {**self._head("text_completion"), "choices": [choice]}
+        if usage:
+            doc["usage"] = None
+        return doc
+
+    def usage_chunk(self, usage: dict[str, int] | None) -> dict[str, Any]:
+        kind = "chat.completion.chunk" if self.chat else "text_completion"
+        return {**self._head(kind), "choices": [], "usage": usage}
+
+
+def embeddings(
+    model: str, vectors: list[list[float]], *, as_base64: bool, prompt_tokens: int
+) -> dict[str, Any]:
+    """The embeddings answer; base64 is the float32 vector's little-endian bytes (OpenAI's)."""
+    data = []
+    for index, vector in enumerate(vectors):
+        value: list[float] | str = vector
+        if as_base64:
+            value = base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
+        data.append({"object": "embedding", "index": index, "embedding": value})
+    usage = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens}
+    return {"object": "list", "data": data, "model": model, "usage": usage}

@@ -1,0 +1,255 @@
+"""The OpenAI-compatible routes of `thaw serve`: THE `/v1` route table and thin handlers.
+
+    GET  /v1/models             every model in the repository (Triton's frontend's rule)
+    GET  /v1/models/{model}
+    POST /v1/completions        ─▶ schema ─▶ Generation (triton_mapping, the ModelService)
+    POST /v1/chat/completions      ─▶ one JSON answer, or Server-Sent Events then [DONE]
+    POST /v1/embeddings         ─▶ one request per input string
+
+Every refusal is OpenAI's error shape (runtime.openai.errors), with the runtime's status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from runtime.config import ServeConfig
+from runtime.errors import ServingError
+from runtime.models.service import ModelService
+from runtime.openai import answers
+from runtime.openai.chat_template import ChatTemplates
+from runtime.openai.errors import OpenAIError, from_serving
+from runtime.openai.generation import Delta, Generation
+from runtime.openai.schema import (
+    GenerationRequest,
+    parse_body,
+    parse_chat,
+    parse_completion,
+    parse_embedding,
+)
+from runtime.openai.triton_mapping import ModelFace, embedding_of, embedding_request, token_counts
+from thawserver.json_response import json_response
+from thawserver.restricted_protocols import Category
+from thawwire import openai_api as api
+from thawwire.names import is_model_name
+
+__all__ = ["OpenAIHandlers", "add_routes"]
+
+_Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+_SSE = "text/event-stream; charset=utf-8"
+# How many of one embeddings request's inputs are in the model's queue at once.
+_EMBEDDING_CONCURRENCY = 16
+
+
+def add_routes(
+    router: web.UrlDispatcher, h: OpenAIHandlers, guard: Callable[[Category, _Handler], _Handler]
+) -> None:
+    """THE route table of the OpenAI surface (`guard`: `--http-restricted-api`)."""
+    router.add_post(api.CHAT_COMPLETIONS, guard(Category.INFERENCE, h.chat_completions))
+    router.add_post(api.COMPLETIONS, guard(Category.INFERENCE, h.completions))
+    router.add_post(api.EMBEDDINGS, guard(Category.INFERENCE, h.embeddings))
+    router.add_get(api.MODELS, guard(Category.MODEL_REPOSITORY, h.models))
+    router.add_get(api.MODEL, guard(Category.MODEL_REPOSITORY, h.model))
+
+
+def _openai_errors(handler: _Handler) -> _Handler:
+    """Refusals leave in OpenAI's shape (the runtime's middleware would write its own)."""
+
+    @functools.wraps(handler)
+    async def wrapped(request: web.Request) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except OpenAIError as exc:
+            return json_response(exc.body(), status=exc.status)
+        except ServingError as exc:
+            error = from_serving(exc)
+            return json_response(error.body(), status=error.status)
+
+    return wrapped
+
+
+class OpenAIHandlers:
+    """The `/v1` endpoints over one server's ModelService."""
+
+    def __init__(self, config: ServeConfig, manager: ModelService) -> None:
+        self._config = config
+        self._manager = manager
+        self._templates = ChatTemplates(config.repositories)
+        self._created = int(time.time())  # every model's `created`: when this server started
+        self.completions = _openai_errors(self._completions)
+        self.chat_completions = _openai_errors(self._chat_completions)
+        self.embeddings = _openai_errors(self._embeddings)
+        self.models = _openai_errors(self._models)
+        self.model = _openai_errors(self._model)
+
+    # -- models ----------------------------------------------------------------------------
+
+    async def _names(self) -> list[str]:
+        return sorted({row["name"] for row in await self._manager.index()})
+
+    async def _models(self, request: web.Request) -> web.Response:
+        data = [api.model_object(name, self._created) for name in await self._names()]
+        return json_response({"object": "list", "data": data})
+
+    async def _model(self, request: web.Request) -> web.Response:
+        name = request.match_info["model"]
+        if name not in await self._names():
+            raise OpenAIError(
+                f"The model '{name[:200]}' does not exist", status=404, code="model_not_found"
+            )
+        return json_response(api.model_object(name, self._created))
+
+    # -- generation ------------------------------------------------------------------------
+
+    async def _body(self, request: web.Request) -> dict[str, Any]:
+        if request.headers.get("Content-Encoding", "identity") != "identity":
+            raise OpenAIError("a compressed request body is not supported here", status=415)
+        try:
+            async with asyncio.timeout(self._config.body_timeout_s):
+                raw = await request.read()
+        except TimeoutError:
+            raise OpenAIError("request body did not arrive in time", status=408) from None
+        except web.HTTPRequestEntityTooLarge:
+            limit = self._config.max_body_bytes
+            raise OpenAIError(
+                f"request body is over the limit of {limit} bytes", status=413
+            ) from None
+        return parse_body(raw)
+
+    def _face(self, name: str) -> ModelFace:
+        if not is_model_name(name):
+            raise OpenAIError(
+                f"The model '{name[:200]}' does not exist", status=404, code="model_not_found"
+            )
+        return ModelFace.of(
+            name, self._manager.metadata(name, None), self._manager.config(name, None)
+        )
+
+    async def _completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, parse_completion(await self._body(request)))
+
+    async def _chat_completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, parse_chat(await self._body(request)))
+
+    async def _generate(self, request: web.Request, asked: GenerationRequest) -> web.StreamResponse:
+        face = self._face(asked.model)
+        prompts = asked.prompts
+        if asked.is_chat:
+            prompts = (await self._templates.prompt(face.name, face.version, asked.messages),)
+        generation = Generation(self._manager, face, asked, prompts)
+        answer = answers.Answer.new(asked.model, int(time.time()), chat=asked.is_chat)
+        if asked.stream:
+            return await self._stream(request, generation, answer, asked.include_usage)
+        texts = [""] * generation.choices
+        finish = ["stop"] * generation.choices
+        events = generation.events()
+        try:
+            async for event in events:
+                if isinstance(event, Delta):
+                    texts[event.index] += event.text
+                else:
+                    finish[event.index] = event.finish_reason
+        finally:
+            await events.aclose()  # type: ignore[attr-defined]
+        return json_response(answer.whole(texts, finish, generation.usage.to_json()))
+
+    async def _stream(
+        self,
+        request: web.Request,
+        generation: Generation,
+        answer: answers.Answer,
+        include_usage: bool,
+    ) -> web.StreamResponse:
+        """Each text delta as a chunk, as it comes; the headers wait for the first one, so a
+        refusal before the model answered is a plain JSON error. Once streaming, an error is
+        an event `{"error": {...}}`, then `[DONE]`."""
+        response: web.StreamResponse | None = None
+        events = generation.events()
+        try:
+            async for event in events:
+                if response is None:
+                    response = await self._start(request, generation, answer, include_usage)
+                if isinstance(event, Delta):
+                    chunk = answer.chunk(event.index, event.text, usage=include_usage)
+                else:
+                    text = None if answer.chat else ""
+                    chunk = answer.chunk(
+                        event.index, text, finish_reason=event.finish_reason, usage=include_usage
+                    )
+                await response.write(answers.sse(chunk))
+            if response is None:
+                response = await self._start(request, generation, answer, include_usage)
+            if include_usage:
+                await response.write(answers.sse(answer.usage_chunk(generation.usage.to_json())))
+        except (OpenAIError, ServingError) as exc:
+            if response is None:
+                raise
+            error = exc if isinstance(exc, OpenAIError) else from_serving(exc)
+            await response.write(answers.sse(error.body()))
+        except ConnectionResetError:
+            return response or web.Response(status=499)
+        finally:
+            await events.aclose()  # type: ignore[attr-defined]
+        await response.write(answers.DONE)
+        await response.write_eof()
+        return response
+
+    async def _start(
+        self,
+        request: web.Request,
+        generation: Generation,
+        answer: answers.Answer,
+        include_usage: bool,
+    ) -> web.StreamResponse:
+        response = web.StreamResponse(status=200)
+        response.headers["Content-Type"] = _SSE
+        response.headers["Cache-Control"] = "no-cache"
+        await response.prepare(request)
+        if answer.chat:  # each choice's first chunk names the role
+            for index in range(generation.choices):
+                chunk = answer.chunk(index, "", role=True, usage=include_usage)
+                await response.write(answers.sse(chunk))
+        return response
+
+    # -- embeddings ------------------------------------------------------------------------
+
+    async def _embeddings(self, request: web.Request) -> web.Response:
+        asked = parse_embedding(await self._body(request))
+        face = self._face(asked.model)
+        infers = [
+            embedding_request(face, text, dimensions=asked.dimensions) for text in asked.inputs
+        ]
+        gate = asyncio.Semaphore(_EMBEDDING_CONCURRENCY)
+
+        async def one(index: int) -> tuple[list[float], int]:
+            async with gate:
+                last = None
+                stream = self._manager.stream(infers[index])
+                try:
+                    async for response in stream:
+                        if not response.flag_only:
+                            last = response
+                finally:
+                    await stream.aclose()  # type: ignore[attr-defined]
+            if last is None:
+                raise OpenAIError(f"model '{face.name}' answered no embedding", status=500)
+            counts = token_counts(last)
+            return embedding_of(last), counts[0] if counts else 0
+
+        tasks = [asyncio.ensure_future(one(i)) for i in range(len(infers))]
+        try:
+            results = await asyncio.gather(*tasks)
+        except BaseException:
+            for task in tasks:  # one failed (or the client left): the rest are not wanted
+                task.cancel()
+            raise
+        vectors = [vector for vector, _ in results]
+        tokens = sum(count for _, count in results)
+        doc = answers.embeddings(asked.model, vectors, as_base64=asked.base64, prompt_tokens=tokens)
+        return json_response(doc)

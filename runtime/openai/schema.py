@@ -1,0 +1,303 @@
+"""OpenAI request bodies, parsed strictly into value objects (pure; untrusted input).
+
+    completions       {"model", "prompt": str | [str], "max_tokens", "n", "stop", ...}
+    chat/completions  {"model", "messages": [{"role", "content"}], "max_completion_tokens", ...}
+    embeddings        {"model", "input": str | [str], "encoding_format", "dimensions"}
+
+Every field is type- and range-checked; a refusal is an OpenAIError naming the field (`param`).
+Fields this server does not honour (`logprobs`, `logit_bias`, `tools`, token-id prompts) are
+refused rather than ignored; fields that change nothing here (`user`, `metadata`) are accepted.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from runtime.openai.errors import OpenAIError
+
+__all__ = [
+    "MAX_CHOICES",
+    "MAX_INPUTS",
+    "ChatMessage",
+    "EmbeddingRequest",
+    "GenerationRequest",
+    "Sampling",
+    "parse_body",
+    "parse_chat",
+    "parse_completion",
+    "parse_embedding",
+]
+
+# The most choices one request may ask for (prompts x n): each is one request to the model.
+MAX_CHOICES = 16
+# The most strings one embeddings request may carry (each is one request to the model).
+MAX_INPUTS = 256
+_MAX_TOKENS = 1 << 20
+_MAX_STOP = 4
+_MAX_MESSAGES = 1024
+_MAX_DEPTH = 32
+_ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
+_SEED_RANGE = (-(1 << 63), (1 << 64) - 1)
+
+
+@dataclass(frozen=True, slots=True)
+class Sampling:
+    """What shapes the generated text; None where the client left the model's default."""
+
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMessage:
+    role: str
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationRequest:
+    """A completions request (`prompts`) or a chat one (`messages`), `n` choices each."""
+
+    model: str
+    sampling: Sampling
+    prompts: tuple[str, ...] = ()
+    messages: tuple[ChatMessage, ...] = ()
+    n: int = 1
+    stream: bool = False
+    include_usage: bool = False
+    echo: bool = False
+
+    @property
+    def is_chat(self) -> bool:
+        return bool(self.messages)
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingRequest:
+    model: str
+    inputs: tuple[str, ...]
+    base64: bool = False
+    dimensions: int | None = None
+
+
+def parse_body(raw: bytes) -> dict[str, Any]:
+    """The body as a JSON object, nested no deeper than a chat request needs."""
+    try:
+        doc = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise OpenAIError(f"request body is not valid JSON: {str(exc)[:200]}") from None
+    if not isinstance(doc, dict):
+        raise OpenAIError("request body must be a JSON object")
+    _check_depth(doc, 0)
+    return doc
+
+
+def _check_depth(value: Any, depth: int) -> None:
+    if depth > _MAX_DEPTH:
+        raise OpenAIError(f"request body is nested deeper than {_MAX_DEPTH} levels")
+    children = (
+        value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    )
+    for child in children:
+        _check_depth(child, depth + 1)
+
+
+def parse_completion(doc: dict[str, Any]) -> GenerationRequest:
+    """POST /v1/completions."""
+    prompt = doc.get("prompt")
+    prompts = (prompt,) if isinstance(prompt, str) else prompt
+    if not isinstance(prompts, list | tuple) or not prompts:
+        raise OpenAIError(
+            "'prompt' must be a string or a non-empty list of strings", param="prompt"
+        )
+    if not all(isinstance(p, str) for p in prompts):
+        raise OpenAIError("'prompt' as token ids is not supported: send text", param="prompt")
+    echo = _optional(doc, "echo", bool, False)
+    if _optional(doc, "logprobs", int, None):
+        raise OpenAIError("'logprobs' is not supported", param="logprobs")
+    if doc.get("suffix"):
+        raise OpenAIError("'suffix' is not supported", param="suffix")
+    best_of = _optional(doc, "best_of", int, None)
+    if best_of is not None and best_of != 1:
+        raise OpenAIError("'best_of' other than 1 is not supported", param="best_of")
+    sampling = _sampling(doc, max_tokens=_optional(doc, "max_tokens", int, None))
+    return _generation(doc, sampling, prompts=tuple(prompts), echo=echo)
+
+
+def parse_chat(doc: dict[str, Any]) -> GenerationRequest:
+    """POST /v1/chat/completions."""
+    raw = doc.get("messages")
+    if not isinstance(raw, list) or not raw:
+        raise OpenAIError("'messages' must be a non-empty list", param="messages")
+    if len(raw) > _MAX_MESSAGES:
+        raise OpenAIError(f"'messages' holds more than {_MAX_MESSAGES} messages", param="messages")
+    messages = tuple(_message(m, i) for i, m in enumerate(raw))
+    if doc.get("logprobs") or doc.get("top_logprobs") is not None:
+        raise OpenAIError("'logprobs' is not supported", param="logprobs")
+    for name in ("tools", "functions"):
+        if doc.get(name):
+            raise OpenAIError(f"'{name}' (tool calling) is not supported", param=name)
+    limit = _optional(doc, "max_completion_tokens", int, None)
+    if limit is None:
+        limit = _optional(doc, "max_tokens", int, None)
+    return _generation(doc, _sampling(doc, max_tokens=limit), messages=messages)
+
+
+def _generation(
+    doc: dict[str, Any],
+    sampling: Sampling,
+    *,
+    prompts: tuple[str, ...] = (),
+    messages: tuple[ChatMessage, ...] = (),
+    echo: bool = False,
+) -> GenerationRequest:
+    n = _optional(doc, "n", int, 1)
+    count = n * max(len(prompts), 1)
+    if n < 1 or count > MAX_CHOICES:
+        raise OpenAIError(
+            f"`n` = {n} with {max(len(prompts), 1)} prompt(s), must give 1 to {MAX_CHOICES} "
+            "choices",
+            param="n",
+        )
+    if doc.get("logit_bias"):
+        raise OpenAIError("'logit_bias' is not supported", param="logit_bias")
+    stream = _optional(doc, "stream", bool, False)
+    options = doc.get("stream_options")
+    if options is not None and not stream:
+        # Triton's frontend's words (its tests match them)
+        message = "`stream_options` can only be used when `stream` is True"
+        raise OpenAIError(message, param="stream_options")
+    if options is not None and not isinstance(options, dict):
+        raise OpenAIError("'stream_options' must be an object", param="stream_options")
+    include_usage = _optional(options or {}, "include_usage", bool, False, param="stream_options")
+    return GenerationRequest(
+        model=_model(doc),
+        sampling=sampling,
+        prompts=prompts,
+        messages=messages,
+        n=n,
+        stream=stream,
+        include_usage=include_usage,
+        echo=echo,
+    )
+
+
+def _sampling(doc: dict[str, Any], *, max_tokens: int | None) -> Sampling:
+    if max_tokens is not None and not 1 <= max_tokens <= _MAX_TOKENS:
+        raise OpenAIError(
+            f"'max_tokens' = {max_tokens}, must be in [1, {_MAX_TOKENS}]", param="max_tokens"
+        )
+    seed = _optional(doc, "seed", int, None)
+    if seed is not None and not _SEED_RANGE[0] <= seed <= _SEED_RANGE[1]:
+        raise OpenAIError("'seed' is out of the 64-bit range", param="seed")
+    return Sampling(
+        max_tokens=max_tokens,
+        temperature=_number(doc, "temperature", 0.0, 2.0),
+        top_p=_number(doc, "top_p", 0.0, 1.0),
+        seed=seed,
+        stop=_stop(doc.get("stop")),
+        frequency_penalty=_number(doc, "frequency_penalty", -2.0, 2.0),
+        presence_penalty=_number(doc, "presence_penalty", -2.0, 2.0),
+    )
+
+
+def _stop(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    words = [value] if isinstance(value, str) else value
+    if not isinstance(words, list) or not all(isinstance(w, str) and w for w in words):
+        raise OpenAIError("'stop' must be a string or a list of non-empty strings", param="stop")
+    if len(words) > _MAX_STOP:
+        raise OpenAIError(f"'stop' holds more than {_MAX_STOP} sequences", param="stop")
+    return tuple(words)
+
+
+def _message(value: Any, index: int) -> ChatMessage:
+    param = f"messages[{index}]"
+    if not isinstance(value, dict):
+        raise OpenAIError(f"{param} must be an object", param=param)
+    role = value.get("role")
+    if role not in _ROLES:
+        raise OpenAIError(f"{param}.role must be one of {sorted(_ROLES)}", param=f"{param}.role")
+    content = value.get("content")
+    if content is None:
+        return ChatMessage(role, "")
+    if isinstance(content, str):
+        return ChatMessage(role, content)
+    if isinstance(content, list):
+        texts = []
+        for part in content:
+            if not isinstance(part, dict) or part.get("type") != "text":
+                raise OpenAIError(
+                    f"{param}.content: only text parts are supported", param=f"{param}.content"
+                )
+            text = part.get("text")
+            if not isinstance(text, str):
+                raise OpenAIError(
+                    f"{param}.content: a text part needs 'text'", param=f"{param}.content"
+                )
+            texts.append(text)
+        return ChatMessage(role, "".join(texts))
+    raise OpenAIError(
+        f"{param}.content must be a string or a list of parts", param=f"{param}.content"
+    )
+
+
+def parse_embedding(doc: dict[str, Any]) -> EmbeddingRequest:
+    """POST /v1/embeddings."""
+    value = doc.get("input")
+    inputs = [value] if isinstance(value, str) else value
+    if not isinstance(inputs, list) or not inputs:
+        raise OpenAIError("'input' must be a string or a non-empty list of strings", param="input")
+    if not all(isinstance(i, str) for i in inputs):
+        raise OpenAIError("'input' as token ids is not supported: send text", param="input")
+    if len(inputs) > MAX_INPUTS:
+        raise OpenAIError(f"'input' holds more than {MAX_INPUTS} strings", param="input")
+    if any(not i for i in inputs):
+        raise OpenAIError("'input' must not hold an empty string", param="input")
+    encoding = doc.get("encoding_format", "float")
+    if encoding not in ("float", "base64"):
+        raise OpenAIError("'encoding_format' must be 'float' or 'base64'", param="encoding_format")
+    dimensions = _optional(doc, "dimensions", int, None)
+    if dimensions is not None and dimensions < 1:
+        raise OpenAIError("'dimensions' must be at least 1", param="dimensions")
+    return EmbeddingRequest(
+        model=_model(doc), inputs=tuple(inputs), base64=encoding == "base64", dimensions=dimensions
+    )
+
+
+def _model(doc: dict[str, Any]) -> str:
+    model = doc.get("model")
+    if not isinstance(model, str) or not model:
+        raise OpenAIError("'model' must be a non-empty string", param="model")
+    return model
+
+
+def _optional(
+    doc: dict[str, Any], key: str, kind: type, default: Any, *, param: str | None = None
+) -> Any:
+    value = doc.get(key)
+    if value is None:
+        return default
+    # bool is an int in Python; a JSON `true` is never a count.
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise OpenAIError(f"'{key}' must be of type {kind.__name__}", param=param or key)
+    return value
+
+
+def _number(doc: dict[str, Any], key: str, low: float, high: float) -> float | None:
+    value = doc.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise OpenAIError(f"'{key}' must be a number", param=key)
+    if not low <= value <= high:
+        raise OpenAIError(f"'{key}' = {value}, must be in [{low:g}, {high:g}]", param=key)
+    return float(value)

@@ -1,0 +1,505 @@
+"""`thaw serve REPO`: flags -> ServeConfig -> ModelManager + v2 app -> a serving process."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import logging
+import os
+import sys
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+from runtime.config import ConfigError, ModelControlMode, ServeConfig, parse_cuda_pool
+from runtime.devices.target import DeviceTarget, local_target
+from runtime.process.triton_flags import (
+    add_secs_aliases,
+    add_triton_flags,
+    add_unsupported_flags,
+    backend_settings,
+    log_ignored,
+)
+from thawserver.cache_flags import add_cache_arguments, cache_bytes
+from thawserver.fd_limit import bounded_by_fd_limit
+from thawserver.limit_flags import add_body_timeout_argument, add_limit_arguments, limits_from_args
+from thawserver.log_control import LogControl
+from thawserver.settings_flags import log_settings, trace_setting
+
+__all__ = ["build_config", "main", "register", "run"]
+
+logger = logging.getLogger(__name__)
+
+_DESCRIPTION = """\
+Serve a Triton model repository (<repo>/<model>/config.pbtxt, <repo>/<model>/<version>/model.*)
+over the KServe v2 HTTP (8000) and gRPC (8001) protocols, like `tritonserver
+--model-repository REPO`; tritonserver's own flags work too (below). /metrics is served on the
+HTTP port and on the metrics port (8002). With --port 0 free ports are chosen (for gRPC and
+metrics too, unless given); the server prints `THAW_LISTENING_GRPC HOST:PORT`,
+`THAW_LISTENING_METRICS http://HOST:PORT` and last `THAW_LISTENING http://HOST:PORT` on stdout
+once it accepts connections.
+"""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add `serve` to the `thaw` command line."""
+    p = subparsers.add_parser(
+        "serve",
+        help="serve model repositories (KServe v2 / Triton HTTP and gRPC)",
+        description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        # A flag defined twice keeps its last definition: the catch of tritonserver flags Thaw
+        # lacks (triton_flags.add_unsupported_flags) never shadows one defined after it.
+        conflict_handler="resolve",
+    )
+    p.add_argument(
+        "repository", metavar="REPO", type=Path, nargs="?", default=None,
+        help="model repository directory (or --model-repository=DIR, repeatable)",
+    )  # fmt: skip
+    p.add_argument(
+        "--host", "--http-address", dest="host", default="127.0.0.1",
+        help="address to bind (default %(default)s)",
+    )  # fmt: skip
+    p.add_argument(
+        "--port", "--http-port", dest="port", type=int, default=8000,
+        help="HTTP port; 0 picks a free one (default 8000)",
+    )  # fmt: skip
+    p.add_argument(
+        "--model-control-mode",
+        choices=[m.value for m in ModelControlMode],
+        default="none",
+        help="none: load every model at start; poll: also reload on repository changes; "
+        "explicit: load only --load-model and what the load API asks for (default none)",
+    )
+    p.add_argument(
+        "--load-model",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="in explicit mode, a model to load at start (repeatable; '*' loads all)",
+    )
+    p.add_argument("--repository-poll-secs", type=float, default=15.0, help="poll interval")
+    p.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=64 * 1024 * 1024,
+        help="request body cap, also after gzip/deflate decoding; over it -> 413 (default 64 MiB)",
+    )
+    p.add_argument(
+        "--max-json-depth", type=int, default=100, help="JSON nesting cap (400 above; Triton's 100)"
+    )
+    p.add_argument("--store", default=None, metavar="URI", help="snapshot image store (s3://...)")
+    p.add_argument("--cache", type=Path, default=None, metavar="DIR", help="local image cache")
+    p.add_argument(
+        "--target",
+        default="auto",
+        help="where KIND_AUTO runs and which images are looked up: auto (default: GPUs if this "
+        "machine has them, found without creating a CUDA context, as Triton resolves "
+        "KIND_AUTO), cpu, or cuda[:sm_XX]",
+    )
+    p.add_argument(
+        "--preload-frameworks",
+        default="",
+        metavar="LIST",
+        help="comma list of onnxruntime,torch,tensorrt to import before reporting ready",
+    )
+    p.add_argument(
+        "--arena-bytes",
+        type=int,
+        default=0,
+        help="pre-fault a restore arena of this many bytes before ready (default 0: each "
+        "restore allocates an arena the size of its image)",
+    )
+    p.add_argument(
+        "--cache-max-bytes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="byte budget of the --cache directory: least recently used chunks are evicted "
+        "to fit (default: unbounded)",
+    )
+    p.add_argument(
+        "--host-cache-bytes",
+        type=int,
+        default=0,
+        metavar="N",
+        help="keep restored images in shared memory up to N bytes, so the next load of the "
+        "same image (by any process using the same --host-cache directory) maps it instead "
+        "of reading it (default 0: off)",
+    )
+    p.add_argument(
+        "--host-cache",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="directory of the shared host-memory tier, on a tmpfs (default "
+        "/dev/shm/thaw-host-<uid>)",
+    )
+    p.add_argument("--log-level", default="info", help="debug|info|warning|error")
+    p.add_argument(
+        "--exit-timeout-secs",
+        type=float,
+        default=30.0,
+        help="on SIGTERM, how long in-flight requests may take to finish, then how long "
+        "unloading may take (default 30)",
+    )
+    add_body_timeout_argument(p)
+    add_limit_arguments(p)
+    p.add_argument(
+        "--event-loop",
+        choices=["auto", "asyncio", "uvloop"],
+        default="auto",
+        help="auto uses uvloop when it is installed (faster HTTP), else asyncio",
+    )
+    p.add_argument(
+        "--inline-exec-max-us",
+        type=int,
+        default=200,
+        help="a Python-backend model whose executions all took at most this many microseconds "
+        "runs on the event loop instead of a worker thread (0: never; default %(default)s)",
+    )
+    add_cache_arguments(p)
+    _add_gpu_flags(p)
+    internal = p.add_argument_group("internal (set by `thaw up` for its replicas)")
+    internal.add_argument(
+        "--handoff-socket",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="Unix socket (created 0600) on which `thaw up` hands over client connections",
+    )
+    internal.add_argument(
+        "--front-door",
+        default=None,
+        metavar="URL",
+        help="the platform's front door (http://HOST:PORT): where requests on handed-off "
+        "connections go when this replica cannot answer them, and BLS calls to models it "
+        "does not serve (woken there from zero)",
+    )
+    internal.add_argument(
+        "--front-door-grpc",
+        default=None,
+        metavar="HOST:PORT",
+        help="the front door's gRPC service, where BLS streams to models this replica does "
+        "not serve go (a decoupled model's every response comes back)",
+    )
+    internal.add_argument(
+        "--handoff-state",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="file of per-connection state bytes shared with `thaw up` for handed-off "
+        "connections (it answers them if this process dies)",
+    )
+    internal.add_argument(
+        "--fork-server-fd",
+        type=int,
+        default=None,
+        metavar="FD",
+        help="run as the fork server of `thaw up`'s warm pool on this inherited socket: "
+        "import the frameworks once, then fork ready-to-serve children on request",
+    )
+    internal.add_argument(
+        "--ensemble-steps-url",
+        default=None,
+        metavar="URL",
+        help="run ensemble steps on the models behind this URL instead of in this process",
+    )
+    internal.add_argument(
+        "--handoff-max-age-s",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="a handed-off connection's next response after this long closes it "
+        "(default %(default)s)",
+    )
+    add_triton_flags(p)
+    add_secs_aliases(p)
+    add_unsupported_flags(p)  # after every definition (see conflict_handler above)
+    p.set_defaults(func=run)
+
+
+def _add_gpu_flags(p: argparse.ArgumentParser) -> None:
+    """The GPU flags (docs/gpu.md): a CUDA-ready warm process before it reports ready."""
+    gpu = p.add_argument_group("GPU (CUDA-ready warm processes; docs/gpu.md)")
+    gpu.add_argument(
+        "--cuda-memory-pool-byte-size",
+        action="append",
+        default=[],
+        metavar="<gpu>:<bytes>",
+        help="before reporting ready, create the CUDA context on this GPU and reserve this much "
+        "device memory for restores and models (repeatable, one per GPU; Triton's flag)",
+    )
+    gpu.add_argument(
+        "--pinned-memory-pool-byte-size",
+        type=int,
+        default=0,
+        metavar="BYTES",
+        help="pin a host staging buffer of this size before reporting ready; restores to a GPU "
+        "copy through it (default 0: each restore pins its own ring of 384 MiB)",
+    )
+    gpu.add_argument(
+        "--vram-headroom-bytes",
+        type=int,
+        default=512 << 20,
+        metavar="BYTES",
+        help="a restore to a GPU needs the image plus this much free device memory, else the "
+        "load fails with 503 (default 512 MiB)",
+    )
+
+
+def build_config(args: argparse.Namespace) -> ServeConfig:
+    """The one ServeConfig of this process; ConfigError names a bad flag."""
+    frameworks = tuple(f.strip() for f in args.preload_frameworks.split(",") if f.strip())
+    repositories = ([args.repository] if args.repository is not None else []) + [
+        Path(r) for r in args.model_repositories
+    ]
+    if not repositories:
+        raise ConfigError("no model repository: give REPO or --model-repository=DIR")
+    try:
+        backend_config = backend_settings(args.backend_config)
+        trace_defaults = trace_setting(args)
+        logs = log_settings(
+            args, info=args.log_info, warning=args.log_warning, error=args.log_error,
+            verbose_level=max(args.log_verbose, 1 if args.log_level.lower() == "debug" else 0),
+        )  # fmt: skip
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    return ServeConfig(
+        repository=repositories[0],
+        more_repositories=tuple(repositories[1:]),
+        **_surfaces(args),
+        strict_readiness=args.strict_readiness,
+        exit_on_error=args.exit_on_error,
+        auto_complete_config=not (args.disable_auto_complete_config or args.strict_model_config),
+        model_load_threads=args.model_load_thread_count,
+        backend_config=backend_config,
+        http_header_forward_pattern=args.http_header_forward_pattern,
+        grpc_header_forward_pattern=args.grpc_header_forward_pattern,
+        grpc_restricted_protocols=tuple(args.grpc_restricted_protocol),
+        http_restricted_apis=tuple(args.http_restricted_api),
+        host=args.host,
+        port=args.port,
+        model_control_mode=ModelControlMode(args.model_control_mode),
+        load_models=tuple(args.load_model),
+        repository_poll_secs=args.repository_poll_secs,
+        max_body_bytes=args.max_body_bytes,
+        max_json_depth=args.max_json_depth,
+        store=args.store,
+        cache=args.cache,
+        target=args.target,
+        preload_frameworks=frameworks,
+        arena_bytes=args.arena_bytes,
+        cache_max_bytes=args.cache_max_bytes,
+        host_cache_bytes=args.host_cache_bytes,
+        host_cache=args.host_cache,
+        fork_server_fd=args.fork_server_fd,
+        log_level=_log_level(args),
+        log_settings=logs,
+        log_floor=args.log_level.lower(),
+        trace_defaults=trace_defaults,
+        exit_timeout_s=args.exit_timeout_secs,
+        event_loop=args.event_loop,
+        body_timeout_s=args.body_timeout_s,
+        connections=limits_from_args(args),
+        inline_exec_max_us=args.inline_exec_max_us,
+        handoff_socket=args.handoff_socket,
+        front_door=args.front_door,
+        front_door_grpc=args.front_door_grpc,
+        handoff_max_age_s=args.handoff_max_age_s,
+        handoff_state=args.handoff_state,
+        response_cache_bytes=_cache_bytes(args.cache_config, args.response_cache_byte_size),
+        ensemble_steps_url=args.ensemble_steps_url,
+        cuda_memory_pools=tuple(parse_cuda_pool(t) for t in args.cuda_memory_pool_byte_size),
+        pinned_memory_pool_bytes=args.pinned_memory_pool_byte_size,
+        vram_headroom_bytes=args.vram_headroom_bytes,
+    )
+
+
+def wants_cuda_warmup(config: ServeConfig, target: DeviceTarget) -> bool:
+    """A CUDA target (`auto` that found a GPU included) or a GPU flag: warm up CUDA before
+    reporting ready."""
+    return target.cuda or bool(config.cuda_memory_pools) or config.pinned_memory_pool_bytes > 0
+
+
+def _surfaces(args: argparse.Namespace) -> dict[str, Any]:
+    """The listeners' settings. With `--port 0` (tests, `thaw up`'s replicas) the gRPC and
+    metrics ports not given are free ones too, so that processes side by side never collide."""
+    free = args.port == 0
+    return {
+        "allow_http": args.allow_http,
+        "allow_grpc": args.allow_grpc,
+        "grpc_host": args.grpc_address,
+        "grpc_port": args.grpc_port if args.grpc_port is not None else (0 if free else 8001),
+        "grpc_max_message_bytes": args.grpc_max_message_bytes,
+        "allow_metrics": args.allow_metrics,
+        "metrics_host": args.metrics_address,
+        "metrics_port": args.metrics_port
+        if args.metrics_port is not None
+        else (0 if free else 8002),
+    }
+
+
+def _log_level(args: argparse.Namespace) -> str:
+    """`--log-level`, or what tritonserver's `--log-verbose`/`--log-info|warning|error` ask."""
+    if args.log_verbose > 0:
+        return "debug"
+    level = args.log_level.lower()
+    if level not in _LEVELS:
+        return level  # ServeConfig refuses it, naming the setting
+    for flag, quieter in (("log_info", "warning"), ("log_warning", "error"),
+                          ("log_error", "critical")):  # fmt: skip
+        if not getattr(args, flag) and _LEVELS.index(level) < _LEVELS.index(quieter):
+            level = quieter
+    return level
+
+
+_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
+def _cache_bytes(specs: list[str], legacy_bytes: int | None) -> int:
+    try:
+        return cache_bytes(specs, legacy_bytes)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point of `thaw serve`; returns the process exit status."""
+    try:
+        config = build_config(args)
+    except ConfigError as exc:
+        print(f"thaw serve: error: {exc}", file=sys.stderr)
+        return 2
+    for repository in config.repositories:
+        if not repository.is_dir():
+            print(f"thaw serve: error: repository {repository} is not a directory", file=sys.stderr)
+            return 2
+    log = LogControl(config.log_settings, quietest=logging.getLevelName(config.log_floor.upper()))
+    try:
+        log.install()
+    except OSError as exc:
+        print(f"thaw serve: error: cannot open --log-file: {exc}", file=sys.stderr)
+        return 2
+    log_ignored(args, config.backend_config)
+    # The HTTP and gRPC ports at their caps at once.
+    limits = bounded_by_fd_limit(
+        config.connections, explicit=args.max_connections is not None, listeners=2
+    )
+    config = dataclasses.replace(config, connections=limits)
+    # Before grpc is imported: this process starts children by fork+exec only, and a fork
+    # server forks before grpc is ever initialised (it only imports grpc), so grpc's fork
+    # handlers (and their "skipping fork() handlers" log line per child) are not needed.
+    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+    if config.fork_server_fd is not None:
+        from runtime.process.zygote import ZygoteSettings, serve_fork_server
+
+        images = config.cache is not None or config.store is not None
+        settings = ZygoteSettings(
+            frameworks=config.preload_frameworks,
+            images=images,
+            grpc=config.allow_grpc,
+            gpu_scan=config.target != "cpu",
+        )
+        return serve_fork_server(config.fork_server_fd, settings, main)
+    return _run_loop(_serve(config, log), config.event_loop)
+
+
+def main(argv: list[str]) -> int:
+    """`thaw serve ARGV` in this process (how a forked warm-pool child becomes a server)."""
+    parser = argparse.ArgumentParser(prog="thaw")
+    register(parser.add_subparsers(dest="command"))
+    return run(parser.parse_args(["serve", *argv]))
+
+
+def _run_loop(main: Coroutine[Any, Any, int], event_loop: str) -> int:
+    """Run `main` on uvloop when asked (or, for `auto`, when installed), else on asyncio."""
+    if event_loop != "asyncio":
+        try:
+            import uvloop
+        except ImportError:
+            if event_loop == "uvloop":
+                main.close()
+                print(
+                    "thaw serve: error: --event-loop uvloop, but uvloop is not installed",
+                    file=sys.stderr,
+                )
+                return 2
+        else:
+            return uvloop.run(main)
+    return asyncio.run(main)
+
+
+def _device_target(config: ServeConfig) -> DeviceTarget:
+    """`--target` on this machine, resolved once (an `auto` scan creates no CUDA context)."""
+    target = local_target(config.target)
+    logger.info("target %s: %s (%s)", config.target, target.image_target, target.reason)
+    return target
+
+
+async def _serve(config: ServeConfig, log: LogControl) -> int:
+    # Imported here so `thaw serve --help` stays fast.
+    from runtime.direct.front_door import FrontDoor
+    from runtime.http.app import SERVER_STATE, SETTINGS, SHARED_MEMORY, build_app
+    from runtime.models.manager import ModelManager
+    from runtime.observe.metrics import Metrics
+    from runtime.observe.tracing import RequestTracer
+    from runtime.process.server import serve_app
+    from thawwire.trace_settings import TraceSettings
+
+    arena = None
+    warmups: tuple[Callable[[], object], ...] = ()
+    if config.arena_bytes:
+        from snapshotter import Arena
+
+        arena = Arena(config.arena_bytes)
+        warmups = (arena.prefault,)
+    metrics = Metrics()
+    target = _device_target(config)
+    cuda = None
+    if wants_cuda_warmup(config, target):
+        from runtime.process.cuda_warmup import CudaWarmup
+
+        cuda = CudaWarmup(config, metrics=metrics, arena=arena, gpus=target.gpus)
+        warmups = (*warmups, cuda.run)  # after the arena is pre-faulted: it pins that arena
+    image_loader = None
+    if config.store or config.cache:
+        from runtime.models.image_cache import ImageCacheCollector, make_image_loader
+
+        # After CudaWarmup: its pinned staging pool (allocated when the warm-up runs) is the
+        # ring every restore into a GPU copies through.
+        image_loader = make_image_loader(
+            config, staging=cuda.staging if cuda else None, target=target
+        )
+        metrics.registry.register(ImageCacheCollector(image_loader))
+    # Under `thaw up`: the one client back to its front door (forwarded requests, BLS, steps).
+    front_door = FrontDoor.from_config(config)
+    tracer = RequestTracer(TraceSettings(config.trace_defaults))
+    manager = ModelManager(
+        config,
+        metrics=metrics,
+        image_loader=image_loader,
+        arena=arena,
+        device_target=target,
+        front_door=front_door,
+        tracer=tracer,
+    )
+    app = build_app(
+        config, manager, metrics, warmups=warmups, front_door=front_door, log=log, tracer=tracer
+    )
+    grpc_routes = None
+    if config.allow_grpc:
+        from runtime.grpc.handlers import GrpcHandlers  # grpc only where it is served
+
+        grpc_routes = GrpcHandlers(
+            config, manager, app[SERVER_STATE], shared_memory=app[SHARED_MEMORY],
+            settings=app[SETTINGS],
+        ).routes()  # fmt: skip
+    status = await serve_app(app, config, grpc_routes=grpc_routes)
+    if not app[SERVER_STATE].stopped_cleanly:
+        # A model thread is stuck; asyncio.run would wait for it forever. Leave now.
+        logging.shutdown()
+        sys.stdout.flush()
+        os._exit(status)
+    return status

@@ -1,0 +1,141 @@
+"""Run one v2 server as a process: bind its listeners, announce them, drain on SIGTERM.
+
+Listeners: the v2 HTTP application, the gRPC service (runtime.grpc.server) and Triton's metrics
+port, each as its `--allow-*` flag says. Their `THAW_LISTENING*` lines are printed once all
+accept connections, the HTTP one last (thawwire.handoff_protocol).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from typing import Any
+
+from aiohttp import web
+
+from runtime.config import ServeConfig
+from runtime.direct.handoff import HandoffReceiver
+from runtime.direct.routing import DIRECT_ROUTING
+from runtime.direct.state import ConnectionStates
+from runtime.errors import ServingError
+from runtime.http.app import CONNECTIONS, HANDLERS, RUNNER_OPTIONS, SERVER_STATE, build_metrics_app
+from thawserver.aiohttp_compat import JsonErrorRunner
+from thawwire.handoff_protocol import Surface, listening_line, surface_line
+
+__all__ = ["serve_app"]
+
+logger = logging.getLogger(__name__)
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+async def _listen(
+    runner: web.AppRunner, app: web.Application, host: str, port: int
+) -> tuple[asyncio.Server, str]:
+    """Serve `runner`'s app on host:port, each connection under the app's ConnectionGuard;
+    the listener and its URL (the port chosen when 0). OSError says why not."""
+    assert runner.server is not None  # set up
+    factory = app[CONNECTIONS].protocol_factory(runner.server)
+    try:
+        listener = await asyncio.get_running_loop().create_server(factory, host, port, backlog=1024)
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    bound = listener.sockets[0].getsockname()[1]
+    return listener, f"http://{_url_host(host)}:{bound}"
+
+
+async def serve_app(
+    app: web.Application, config: ServeConfig, *, grpc_routes: Any | None = None
+) -> int:
+    """Serve until SIGTERM/SIGINT (exit 0) or a failed start (exit 1), then shut down gracefully.
+
+    `grpc_routes` is the gRPC surface's generic handler (runtime.grpc.handlers), served when
+    `allow_grpc`. Shutdown stops accepting, lets in-flight requests (gRPC's, then HTTP's) finish
+    within `exit_timeout_s` each, then stops the model manager (the app's cleanup context).
+    """
+    state = app[SERVER_STATE]
+    options = dict(RUNNER_OPTIONS)
+    if config.log_level == "debug":
+        # One log line per request costs more than the rest of a small request: debug only.
+        options["access_log"] = logging.getLogger("aiohttp.access")
+    # Requests aiohttp cannot parse are answered in JSON, as every other error.
+    runner = JsonErrorRunner(
+        app, **options, shutdown_timeout=config.exit_timeout_s, handle_signals=False
+    )
+    await runner.setup()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    routing = app.get(DIRECT_ROUTING)  # installed when `thaw up` hands connections over
+    receiver: HandoffReceiver | None = None
+    grpc_server = None
+    metrics_runner: web.AppRunner | None = None
+    listeners: list[asyncio.Server] = []
+    try:
+        announcements: list[str] = []
+        try:
+            if config.allow_grpc and grpc_routes is not None:
+                from runtime.grpc.server import GrpcServer  # grpc only where it is served
+
+                grpc_server = GrpcServer(config, grpc_routes)
+                announcements.append(surface_line(Surface.GRPC, await grpc_server.start()))
+            if config.allow_metrics:
+                metrics_app = build_metrics_app(config, app[HANDLERS])
+                metrics_runner = web.AppRunner(metrics_app, access_log=None)
+                await metrics_runner.setup()
+                listener, url = await _listen(
+                    metrics_runner, metrics_app, config.metrics_host or config.host,
+                    config.metrics_port,
+                )  # fmt: skip
+                listeners.append(listener)
+                announcements.append(surface_line(Surface.METRICS, url))
+            http_url = None
+            if config.allow_http:
+                listener, http_url = await _listen(runner, app, config.host, config.port)
+                listeners.append(listener)
+        except (OSError, ServingError) as exc:
+            # A port in use, an address not local: say which, exit 1 (no traceback).
+            logger.error("%s", exc)
+            state.start_error = exc
+            return 1
+        if config.handoff_socket is not None and routing is not None:
+            assert runner.server is not None  # set up above
+            receiver = HandoffReceiver(
+                config.handoff_socket,
+                runner.server,  # handed-off connections share the server: one drain for all
+                routing,
+                states=ConnectionStates(config.handoff_state),
+                accepting=lambda: state.accepting,
+                wrap=app[CONNECTIONS].wrap,  # the HTTP port's deadlines hold for them too
+            )
+            receiver.start()
+        # The activator reads these lines from a replica's stdout to learn its addresses.
+        for line in announcements:
+            print(line, flush=True)
+        if http_url is not None:
+            print(listening_line(http_url), flush=True)
+            logger.info("listening on %s", http_url)
+        stopper = asyncio.create_task(stop.wait())
+        failer = asyncio.create_task(state.failed.wait())
+        await asyncio.wait({stopper, failer}, return_when=asyncio.FIRST_COMPLETED)
+        stopper.cancel()
+        failer.cancel()
+    finally:
+        state.accepting = False
+        logger.info("shutting down (in-flight requests get %.1fs)", config.exit_timeout_s)
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+        for listener in listeners:
+            listener.close()  # stop accepting; the runners below drain their connections
+        if grpc_server is not None:
+            await grpc_server.stop(config.exit_timeout_s)
+        if metrics_runner is not None:
+            await metrics_runner.cleanup()
+        await runner.cleanup()  # drains handed-off connections too: they share the server
+        if receiver is not None:
+            await receiver.close()  # after the drain: it reports every connection ended
+    return 1 if state.start_error is not None else 0

@@ -1,0 +1,270 @@
+"""tritonserver's command line on `thaw serve`: the flags Thaw applies, those it accepts without
+effect, and a refusal naming any other tritonserver flag.
+
+A launch script written for `tritonserver` runs unchanged when it uses what Thaw has:
+`--model-repository=DIR` (repeatable; `--model-store` too), `--http-port`, `--grpc-port`,
+`--metrics-port` and their `--*-address`, `--allow-http|grpc|metrics`, `--strict-readiness`,
+`--exit-on-error`, `--disable-auto-complete-config`, `--strict-model-config`, `--log-verbose`
+(and `--log-info|warning|error`, `--log-file`, `--log-format`), `--trace-config` (and the
+deprecated `--trace-file|level|rate|count|log-frequency`), `--backend-config`,
+`--model-load-thread-count`,
+`--http-header-forward-pattern`, `--grpc-header-forward-pattern`, `--grpc-restricted-protocol`,
+`--http-restricted-api`; Triton's booleans take `true|false|1|0|on|off` as `--flag=VALUE` or
+`--flag VALUE`. Performance knobs with no meaning here (thread counts of Triton's C++ frontends,
+its memory pools, the backend directory) are accepted and logged as ignored. Every other flag of
+tritonserver 2.51 (`src/command_line_parser.cc`) exits 2 with "tritonserver flag --X is not
+supported by thaw serve", never argparse's generic "unrecognized arguments".
+
+Thaw's own durations are spelled as on `thaw up`, `-s` (`--head-timeout-s`); the
+tritonserver-style `-secs` spellings `thaw serve` had for them stay accepted as aliases that
+`--help` does not show (`SECS_ALIASES`). tritonserver's own flags keep tritonserver's names
+(`--exit-timeout-secs`, `--repository-poll-secs`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from thawserver.restricted_protocols import add_restriction_arguments
+from thawserver.settings_flags import add_log_output_flags, add_trace_flags
+
+__all__ = [
+    "IGNORED_FLAGS",
+    "SECS_ALIASES",
+    "TRITON_FLAGS",
+    "BackendSetting",
+    "add_secs_aliases",
+    "add_triton_flags",
+    "add_unsupported_flags",
+    "applied",
+    "backend_settings",
+    "log_ignored",
+    "triton_bool",
+]
+
+logger = logging.getLogger(__name__)
+
+# Every long option of tritonserver 2.51 (src/command_line_parser.cc, v2.51.0).
+_TRITON_FLAG_NAMES = """
+allow-cpu-metrics allow-gpu-metrics allow-grpc allow-http allow-metrics allow-sagemaker
+allow-vertex-ai backend-config backend-directory buffer-manager-thread-count cache-config
+cache-directory cuda-memory-pool-byte-size cuda-virtual-address-size
+disable-auto-complete-config enable-peer-access exit-on-error exit-timeout-secs grpc-address
+grpc-header-forward-pattern grpc-http2-max-ping-strikes grpc-http2-max-pings-without-data
+grpc-http2-min-recv-ping-interval-without-data grpc-infer-allocation-pool-size
+grpc-infer-response-compression-level grpc-keepalive-permit-without-calls grpc-keepalive-time
+grpc-keepalive-timeout grpc-max-connection-age grpc-max-connection-age-grace grpc-port
+grpc-restricted-protocol grpc-root-cert grpc-server-cert grpc-server-key grpc-use-ssl
+grpc-use-ssl-mutual help host-policy http-address http-header-forward-pattern http-port
+http-restricted-api http-thread-count id load-model log-error log-file log-format log-info
+log-verbose log-warning metrics-address metrics-config metrics-interval-ms metrics-port
+min-supported-compute-capability model-config-name model-control-mode model-load-gpu-limit
+model-load-retry-count model-load-thread-count model-namespacing model-repository model-store
+pinned-memory-pool-byte-size rate-limit rate-limit-resource repoagent-directory
+repository-poll-secs response-cache-byte-size reuse-grpc-port reuse-http-port sagemaker-port
+sagemaker-safe-port-range sagemaker-thread-count strict-model-config strict-readiness
+trace-config trace-count trace-file trace-level trace-log-frequency trace-rate
+vertex-ai-default-model vertex-ai-port vertex-ai-thread-count
+"""
+TRITON_FLAGS: frozenset[str] = frozenset(_TRITON_FLAG_NAMES.split())
+
+# Accepted and ignored (logged): tuning of Triton's own machinery that Thaw does not have.
+IGNORED_FLAGS: dict[str, str] = {
+    "backend-directory": "thaw's backends are built in",
+    "http-thread-count": "thaw's HTTP server runs on one event loop",
+    "buffer-manager-thread-count": "thaw has no buffer manager threads",
+    "metrics-interval-ms": "thaw computes metrics when scraped",
+}
+
+# Thaw's durations (thawserver.limit_flags) by the tritonserver-style spelling `thaw serve` had
+# for them -> the primary flag, the one both CLIs show.
+SECS_ALIASES: dict[str, str] = {
+    "--head-timeout-secs": "--head-timeout-s",
+    "--idle-timeout-secs": "--idle-timeout-s",
+    "--body-timeout-secs": "--body-timeout-s",
+}
+
+_TRUE = frozenset({"true", "1", "on", "yes"})
+_FALSE = frozenset({"false", "0", "off", "no"})
+
+# (backend, setting, value); backend "" for a global setting (`--backend-config=KEY=VALUE`).
+BackendSetting = tuple[str, str, str]
+
+# Backend settings Thaw accepts, by (backend, setting); every other one is logged as ignored.
+# The python backend's shared-memory and stub settings are kept in ServeConfig.backend_config
+# for its instances (`ServeConfig.backend_setting("python", KEY)`).
+_PYTHON_SETTINGS = frozenset(
+    {
+        "shm-default-byte-size",
+        "shm-growth-byte-size",
+        "shm-region-prefix-name",
+        "shm_message_queue_size",
+        "stub-timeout-seconds",
+        "thread-pool-size",
+    }
+)
+
+
+def triton_bool(text: str) -> bool:
+    """A tritonserver boolean option value (`true|false|1|0|on|off|yes|no`, any case)."""
+    lowered = text.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise argparse.ArgumentTypeError(f"{text!r} is not a boolean (true or false)")
+
+
+def add_triton_flags(p: argparse.ArgumentParser) -> None:
+    """The tritonserver flags Thaw applies, as one group of `thaw serve`'s options.
+
+    `--http-port`/`--http-address` are `--port`/`--host`'s Triton names (added with those).
+    """
+    g = p.add_argument_group("tritonserver-compatible flags")
+    g.add_argument(
+        "--model-repository", "--model-store", dest="model_repositories", action="append",
+        default=[], metavar="DIR",
+        help="a model repository (repeatable, as tritonserver's; with REPO, models of all of "
+        "them are served; a model name in two repositories is unavailable)",
+    )  # fmt: skip
+    g.add_argument("--grpc-port", type=int, default=None, metavar="PORT",
+                   help="KServe v2 gRPC port (default 8001; 0 with --port 0)")  # fmt: skip
+    g.add_argument("--grpc-address", default=None, metavar="HOST",
+                   help="gRPC bind address (default: --host)")  # fmt: skip
+    g.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                   help="Prometheus /metrics port (default 8002; 0 with --port 0); /metrics "
+                   "is also served on the HTTP port")  # fmt: skip
+    g.add_argument("--metrics-address", default=None, metavar="HOST",
+                   help="metrics bind address (default: --host)")  # fmt: skip
+    for name, what in (("http", "the KServe v2 HTTP"), ("grpc", "the gRPC"),
+                       ("metrics", "the metrics")):  # fmt: skip
+        g.add_argument(f"--allow-{name}", type=triton_bool, default=True, metavar="BOOL",
+                       help=f"serve {what} endpoint (default true)")  # fmt: skip
+    g.add_argument(
+        "--grpc-max-message-bytes", type=int, default=None, metavar="N",
+        help="largest gRPC message accepted (RESOURCE_EXHAUSTED above; default --max-body-bytes)",
+    )  # fmt: skip
+    g.add_argument("--strict-readiness", type=triton_bool, default=True, metavar="BOOL",
+                   help="ready only when every model to load is READY (default true); false: "
+                   "ready once the server runs")  # fmt: skip
+    g.add_argument("--exit-on-error", type=triton_bool, default=False, metavar="BOOL",
+                   help="exit 1 when a model fails to load at start (default false: serve the "
+                   "others; tritonserver's default is true)")  # fmt: skip
+    g.add_argument("--disable-auto-complete-config", action="store_true",
+                   help="do not complete configs from model files or model.py")  # fmt: skip
+    g.add_argument(
+        "--strict-model-config",
+        type=triton_bool,
+        default=None,
+        metavar="BOOL",
+        help="true = --disable-auto-complete-config (tritonserver's older name)",
+    )
+    g.add_argument("--log-verbose", type=int, default=0, metavar="N",
+                   help="verbose logging level; above 0 logs at debug")  # fmt: skip
+    for level in ("info", "warning", "error"):
+        g.add_argument(f"--log-{level}", type=triton_bool, default=True, metavar="BOOL",
+                       help=f"log {level} messages (default true)")  # fmt: skip
+    add_log_output_flags(g)
+    add_trace_flags(g)
+    g.add_argument(
+        "--backend-config", action="append", default=[], metavar="BACKEND,KEY=VALUE",
+        help="a backend setting (repeatable); python's shm and stub settings are accepted, "
+        "others are logged as ignored",
+    )  # fmt: skip
+    g.add_argument("--model-load-thread-count", type=int, default=4, metavar="N",
+                   help="models loaded at once (default 4)")  # fmt: skip
+    add_restriction_arguments(g)
+    for surface, what in (("http", "HTTP headers"), ("grpc", "gRPC metadata")):
+        g.add_argument(
+            f"--{surface}-header-forward-pattern", default="", metavar="REGEX",
+            help=f"{what} whose name matches (case-insensitive, anywhere in the name; a leading "
+            "(?-i) makes it case-sensitive) reach the model as string request parameters",
+        )  # fmt: skip
+    quiet = p.add_argument_group("tritonserver flags accepted without effect (logged)")
+    for flag, why in IGNORED_FLAGS.items():
+        quiet.add_argument(f"--{flag}", dest=_ignored_dest(flag), default=None, metavar="VALUE",
+                           help=why)  # fmt: skip
+
+
+def _ignored_dest(flag: str) -> str:
+    return "ignored_" + flag.replace("-", "_")
+
+
+class _Unsupported(argparse.Action):
+    """A tritonserver flag Thaw does not have: exit 2 naming it."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        parser.error(f"tritonserver flag {option_string} is not supported by thaw serve")
+
+
+def add_secs_aliases(p: argparse.ArgumentParser) -> None:
+    """Accept each `SECS_ALIASES` spelling (seconds) as its primary flag: the same setting,
+    hidden from `--help` and the usage line. After the primaries are defined."""
+    defined: dict[str, argparse.Action] = p._option_string_actions  # see add_unsupported_flags
+    for alias, primary in SECS_ALIASES.items():
+        p.add_argument(
+            alias, dest=defined[primary].dest, type=float, metavar="S",
+            default=argparse.SUPPRESS, help=argparse.SUPPRESS,
+        )  # fmt: skip
+
+
+def add_unsupported_flags(p: argparse.ArgumentParser) -> None:
+    """Catch every tritonserver flag the parser does not define. The parser must be made with
+    `conflict_handler="resolve"`: a flag another part of `thaw serve` defines later replaces
+    the catch, so the order of the definitions does not matter."""
+    # argparse has no public view of the defined options; `_option_string_actions` (a dict,
+    # option string -> action, in every argparse since 2.7) is read here only, and a test pins it.
+    defined: dict[str, argparse.Action] = p._option_string_actions
+    for flag in sorted(TRITON_FLAGS):
+        if f"--{flag}" in defined:
+            continue  # Thaw has it
+        p.add_argument(
+            f"--{flag}", action=_Unsupported, nargs="?", dest=f"unsupported_{flag}",
+            default=argparse.SUPPRESS, help=argparse.SUPPRESS,
+        )  # fmt: skip
+
+
+def backend_settings(values: Sequence[str]) -> tuple[BackendSetting, ...]:
+    """`--backend-config` values as (backend, setting, value); ValueError names a bad one."""
+    settings: list[BackendSetting] = []
+    for text in values:
+        head, _, rest = text.partition(",")
+        backend, pair = ("", text) if "=" in head or not rest else (head.strip(), rest)
+        key, eq, value = pair.partition("=")
+        if not eq or not key.strip():
+            raise ValueError(
+                f"`backend_config` = {text!r}, must be BACKEND,SETTING=VALUE or SETTING=VALUE"
+            )
+        settings.append((backend, key.strip(), value.strip()))
+    return tuple(settings)
+
+
+def applied(setting: BackendSetting) -> bool:
+    """Whether Thaw uses a backend setting (else it is accepted and logged as ignored)."""
+    backend, key, _ = setting
+    return backend == "python" and key in _PYTHON_SETTINGS
+
+
+def log_ignored(args: argparse.Namespace, settings: Sequence[BackendSetting]) -> None:
+    """One log line per accepted flag or backend setting that has no effect in Thaw."""
+    for flag, why in IGNORED_FLAGS.items():
+        value = getattr(args, _ignored_dest(flag), None)
+        if value is not None:
+            logger.warning("ignoring tritonserver flag --%s=%s: %s", flag, value, why)
+    for setting in settings:
+        backend, key, value = setting
+        where = f"{backend}," if backend else ""
+        if applied(setting):
+            logger.info("backend config %s%s=%s accepted", where, key, value)
+        else:
+            logger.warning("ignoring backend config %s%s=%s: thaw does not use it", where, key,
+                           value)  # fmt: skip

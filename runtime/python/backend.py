@@ -1,0 +1,300 @@
+"""Run Triton python_backend `model.py` files unchanged: in the server process, or one stub
+process per instance (runtime.python.placement decides, runtime.python.stub_backend
+runs the processes).
+
+In-process, the model runs in its instance's worker thread (or on the event loop once proven
+tiny: runtime.scheduling.inline_policy), through the same runner a stub process uses
+(runtime.python.stub.model_runner), so both keep Triton's contract alike.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from google.protobuf import json_format
+
+from runtime.backends.base import AsyncExecute, Backend, ExecTimings, LoadContext
+from runtime.errors import (
+    RepositoryError,
+    ServingError,
+)
+from runtime.inference import InferRequest, InferResponse
+from runtime.model_config import config_to_json
+from runtime.python import pb_utils
+from runtime.python.model_io import (
+    complete_early,
+    execute_failure,
+    model_args,
+    output_types,
+    pb_response_result,
+    request_cancelled,
+)
+from runtime.python.placement import PythonRuntime, placement
+from runtime.python.stub.model_runner import (
+    ModelError,
+    ModelRunner,
+    close_open_senders,
+    import_model_file,
+    install_pb_utils,
+)
+from runtime.python.stub.protocol import SENDER_DROPPED
+from tritonconfig.schema import mc
+
+__all__ = ["PythonBackend", "auto_complete_config", "install_pb_utils"]
+
+logger = logging.getLogger(__name__)
+
+
+def auto_complete_config(config: mc.ModelConfig, model_file: Path) -> mc.ModelConfig:
+    """Call the model's optional `auto_complete_config` staticmethod and apply what it returns."""
+    try:
+        module = import_model_file(model_file)
+    except ModelError as exc:
+        raise RepositoryError(f"model '{config.name}': {exc.message}") from exc
+    sys.modules.pop(module.__name__, None)  # only this call uses it
+    hook = getattr(module.TritonPythonModel, "auto_complete_config", None)
+    if hook is None:
+        return config
+    wrapper = pb_utils.ModelConfig(config_to_json(config))
+    try:
+        result = hook(wrapper)
+    except BaseException as exc:
+        raise RepositoryError(
+            f"model '{config.name}': auto_complete_config raised {exc!r}"
+        ) from exc
+    updated = mc.ModelConfig()
+    try:
+        json_format.ParseDict(result.as_dict(), updated)
+    except (json_format.ParseError, AttributeError, TypeError) as exc:
+        raise RepositoryError(
+            f"model '{config.name}': auto_complete_config returned an invalid config: {exc}"
+        ) from exc
+    return updated
+
+
+# A non-decoupled request's answer when the model let go of its sender without a response.
+_DROPPED = object()
+
+# Calls that wait on the server (BLS) or send from other threads: such a model's execute must
+# never run on the event loop (a BLS call from there would wait on the loop it blocks).
+_LOOP_UNSAFE = ("exec(", "get_response_sender", "load_model(", "unload_model(")
+
+
+class InProcessPython:
+    """One instance of a Triton python model, in this process."""
+
+    used_image = False  # a python model has no snapshot image
+    execute_async = None  # runs in this process: a worker thread (or the loop) runs `execute`
+
+    def __init__(self) -> None:
+        # Python code holds the GIL: a worker thread gives the loop nothing back, so a model
+        # proven tiny may run inline (runtime.scheduling.inline_policy), unless load() finds it
+        # unsafe.
+        self.gil_bound = True
+        self.timings = ExecTimings()
+        self._runner: ModelRunner | None = None
+        self._name = ""
+        self._version = ""
+        self._instance_name = ""
+        self._decoupled = False
+        self._declared: dict[str, str] = {}
+
+    def load(self, ctx: LoadContext) -> None:
+        label = f"model '{ctx.model_name}' version {ctx.version}"
+        self._name, self._version = ctx.model_name, ctx.version
+        self._instance_name = ctx.instance_name or f"{ctx.model_name}_0_0"
+        self._declared = output_types(ctx.config)
+        self._decoupled = ctx.config.model_transaction_policy.decoupled
+        model_file = ctx.model_file or ctx.version_dir / "model.py"
+        runner = ModelRunner(model_file, decoupled=self._decoupled)
+        try:
+            runner.initialize(model_args(ctx))
+        except ModelError as exc:
+            raise RepositoryError(f"{label}: {exc.message}") from exc
+        self._runner = runner
+        try:
+            source = model_file.read_text(errors="replace")
+        except OSError:
+            source = _LOOP_UNSAFE[0]
+        self.gil_bound = not self._decoupled and not any(c in source for c in _LOOP_UNSAFE)
+
+    def execute(self, requests: list[InferRequest]) -> list[InferResponse | ServingError]:
+        runner = self._runner
+        if runner is None:
+            raise ServingError(f"model '{self._name}' is not loaded")
+        t0 = time.perf_counter_ns()
+        sent: list[Any] = [None] * len(requests)
+        # Set when a non-decoupled request's sender is made: its answer (or its drop) is here.
+        waits: dict[int, threading.Event] = {}
+        pb_requests = [
+            self._to_pb(request, index, sent, waits) for index, request in enumerate(requests)
+        ]
+        t1 = time.perf_counter_ns()
+        try:
+            responses = runner.execute(pb_requests)
+        except ModelError as exc:
+            t2 = time.perf_counter_ns()
+            self.timings = ExecTimings(t1 - t0, t2 - t1, 0)
+            logger.warning("model=%s execute failed: %s", self._name, exc.message)
+            if self._decoupled:
+                close_open_senders(pb_requests, exc.message)
+            else:  # answered with the error below: later sends raise, as in a stub
+                for pb in pb_requests:
+                    if pb._sender is not None:
+                        pb._sender.close()
+            error = execute_failure(self._instance_name, exc.message)
+            # A request its sender already answered keeps that answer (Triton's first wins).
+            return [
+                error if sent[index] is None else self._result(request, sent[index])
+                for index, request in enumerate(requests)
+            ]
+        t2 = time.perf_counter_ns()
+        if responses is None and not self._decoupled:
+            # Triton: a non-decoupled execute may return None, every response going through
+            # the requests' senders (before or after the return).
+            responses = [None] * len(requests)
+        if responses is None:  # decoupled: what it sends goes to each request's sink
+            results: list[InferResponse | ServingError] = [
+                InferResponse(self._name, self._version, [], id=r.id, flag_only=True)
+                for r in requests
+            ]
+        else:
+            if waits:
+                # Responses its senders send after the return: wait for them, as the stub
+                # does. The pb requests go first: a sender the model let go of must be able
+                # to die, which is what ends its wait.
+                late = [
+                    event
+                    for index, event in waits.items()
+                    if sent[index] is None and responses[index] is None
+                ]
+                del pb_requests
+                for event in late:
+                    event.wait()
+                t2 = time.perf_counter_ns()  # the late responses are the model's time
+            results = [
+                self._result(request, response if response is not None else sent[index])
+                for index, (request, response) in enumerate(zip(requests, responses, strict=True))
+            ]
+        self.timings = ExecTimings(t1 - t0, t2 - t1, time.perf_counter_ns() - t2)
+        return results
+
+    def unload(self) -> None:
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            runner.finalize()
+
+    def _result(self, request: InferRequest, response: Any) -> InferResponse | ServingError:
+        if response is None:
+            return ServingError(f"model '{self._name}' sent no response for a request")
+        if response is _DROPPED:
+            return ServingError(SENDER_DROPPED)
+        return pb_response_result(self._name, self._version, request.id, response, self._declared)
+
+    def _to_pb(
+        self, request: InferRequest, index: int, sent: list[Any], waits: dict[int, threading.Event]
+    ) -> pb_utils.InferenceRequest:
+        inputs = [pb_utils.Tensor(t.name, t.data) for t in request.inputs]
+        pb = pb_utils.InferenceRequest(
+            inputs=inputs,
+            request_id=request.id or "",
+            correlation_id=request.parameters.get("sequence_id", 0),
+            requested_output_names=[o.name for o in request.requested_outputs],
+            model_name=self._name,
+            parameters=request.parameters,
+        )
+        pb._make_sender = functools.partial(self._sender, request, index, sent, waits)
+        pb._cancel_probe = functools.partial(request_cancelled, request)
+        return pb
+
+    def _sender(
+        self, request: InferRequest, index: int, sent: list[Any], waits: dict[int, threading.Event]
+    ) -> pb_utils.InferenceResponseSender:
+        sink = request.response_sink
+        if self._decoupled and sink is not None:
+            return pb_utils.InferenceResponseSender(
+                lambda response, flags: self._deliver(request, response, flags),
+                decoupled=True,
+                cancelled=functools.partial(request_cancelled, request),
+            )
+
+        answered = waits[index] = threading.Event()
+
+        def keep(response: Any, flags: int) -> None:
+            """The request's one response (pb_utils refuses a second): to its client now."""
+            if response is None or sent[index] is not None:
+                return
+            sent[index] = response
+            answered.set()
+            completion = request.completion
+            if completion is not None:
+                result = self._result(request, response)
+                with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                    completion.get_loop().call_soon_threadsafe(complete_early, request, result)
+
+        def dropped() -> None:
+            if sent[index] is None:
+                sent[index] = _DROPPED
+                answered.set()
+
+        return pb_utils.InferenceResponseSender(
+            keep,
+            decoupled=False,
+            cancelled=functools.partial(request_cancelled, request),
+            abandoned=dropped,
+        )
+
+    def _deliver(self, request: InferRequest, response: Any, flags: int) -> None:
+        """A decoupled send, from whichever model thread made it."""
+        sink = request.response_sink
+        if sink is None:
+            return
+        final = bool(flags & pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        if response is None:
+            sink.send(None, final=final)
+            return
+        sink.send(
+            pb_response_result(self._name, self._version, request.id, response, self._declared),
+            final=final,
+        )
+
+
+class PythonBackend:
+    """A Python model instance, in this process or in a stub process (see the module doc)."""
+
+    used_image = False
+
+    def __init__(self) -> None:
+        self._impl: Backend = InProcessPython()
+
+    @property
+    def gil_bound(self) -> bool:
+        return self._impl.gil_bound
+
+    @property
+    def timings(self) -> ExecTimings:
+        return self._impl.timings
+
+    @property
+    def execute_async(self) -> AsyncExecute | None:
+        return self._impl.execute_async
+
+    def load(self, ctx: LoadContext) -> None:
+        if placement(ctx.config) == PythonRuntime.PROCESS:
+            from runtime.python.stub_backend import StubPython
+
+            self._impl = StubPython()
+        self._impl.load(ctx)
+
+    def execute(self, requests: list[InferRequest]) -> list[InferResponse | ServingError]:
+        return self._impl.execute(requests)
+
+    def unload(self) -> None:
+        self._impl.unload()

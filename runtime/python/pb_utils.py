@@ -1,0 +1,569 @@
+"""The `triton_python_backend_utils` module Triton python models import (server or stub process).
+
+Everything a model calls that needs the server (BLS `exec`, custom metrics, logging, the model
+loading API) goes through one `ModelHost` (runtime.python.host): in the server process the
+server's own, in a stub process one that talks over the stub's control channel. Triton's own
+module is a process-wide singleton too (its `Stub::GetOrCreateInstance`), and a model reaches it
+only through module-level names, so the host is a module global here, set once per process by
+`install_host`. This module imports nothing of Thaw but `runtime.python.host`, so a stub process
+under another Python environment (`EXECUTION_ENV_PATH`) can import it with only numpy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import functools
+import itertools
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+from runtime.observe.custom_metrics import CustomMetrics, MetricKind
+from runtime.python.host import InProcessHost, ModelHost
+from runtime.python.pb_tensors import (
+    TRITON_STRING_TO_NUMPY,
+    TRITONSERVER_MEMORY_CPU,
+    TRITONSERVER_MEMORY_GPU,
+    PreferredMemory,
+    Tensor,
+    TritonError,
+    TritonModelException,
+    deserialize_bytes_tensor,
+    numpy_to_triton_type,
+    serialize_byte_tensor,
+    triton_string_to_numpy,
+    triton_to_numpy_type,
+)
+
+__all__ = [
+    "TRITONSERVER_MEMORY_CPU",
+    "TRITONSERVER_MEMORY_GPU",
+    "TRITONSERVER_REQUEST_FLAG_SEQUENCE_END",
+    "TRITONSERVER_REQUEST_FLAG_SEQUENCE_START",
+    "TRITONSERVER_REQUEST_RELEASE_ALL",
+    "TRITONSERVER_REQUEST_RELEASE_RESCHEDULE",
+    "TRITONSERVER_RESPONSE_COMPLETE_FINAL",
+    "TRITON_STRING_TO_NUMPY",
+    "InferenceRequest",
+    "InferenceResponse",
+    "InferenceResponseSender",
+    "LogLevel",
+    "Logger",
+    "Metric",
+    "MetricFamily",
+    "ModelConfig",
+    "PreferredMemory",
+    "ResponseIterator",
+    "Tensor",
+    "TritonError",
+    "TritonModelException",
+    "deserialize_bytes_tensor",
+    "get_input_config_by_name",
+    "get_input_tensor_by_name",
+    "get_output_config_by_name",
+    "get_output_tensor_by_name",
+    "install_host",
+    "is_model_ready",
+    "load_model",
+    "numpy_to_triton_type",
+    "serialize_byte_tensor",
+    "triton_string_to_numpy",
+    "triton_to_numpy_type",
+    "unload_model",
+    "using_decoupled_model_transaction_policy",
+]
+
+_log = logging.getLogger("triton_python_backend_utils")
+
+TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
+TRITONSERVER_REQUEST_FLAG_SEQUENCE_START = 1
+TRITONSERVER_REQUEST_FLAG_SEQUENCE_END = 2
+TRITONSERVER_REQUEST_RELEASE_ALL = 1
+TRITONSERVER_REQUEST_RELEASE_RESCHEDULE = 2
+
+
+class LocalHost(InProcessHost):
+    """The host before any server installed one (a model imported outside a server, tests):
+    metrics are kept in this process, logs go to Python logging, BLS answers an error."""
+
+    def __init__(self) -> None:
+        self.metrics = CustomMetrics()
+
+    def infer(self, request: Any) -> Any:
+        return InferenceResponse(error=TritonError(_NO_SERVER))
+
+    def stream(self, request: Any) -> Iterator[Any]:
+        yield self.infer(request)
+
+    def load_model(self, name: str, config: str, files: dict[str, bytes] | None) -> None:
+        raise TritonModelException(_NO_SERVER)
+
+    def unload_model(self, name: str, unload_dependents: bool) -> None:
+        raise TritonModelException(_NO_SERVER)
+
+    def is_model_ready(self, name: str, version: str) -> bool:
+        return False
+
+
+_NO_SERVER = "no server is running this model: BLS and the model loading API are unavailable"
+
+
+_host: ModelHost = LocalHost()
+
+
+def install_host(host):
+    """Route this process's BLS calls, metrics and logs to `host`; returns the previous one."""
+    global _host
+    previous, _host = _host, host
+    return previous
+
+
+def current_host():
+    """The host this process's models talk to."""
+    return _host
+
+
+class InferenceRequest:
+    """A request as a python model sees it, or one it builds for BLS (`exec`, `async_exec`)."""
+
+    def __init__(
+        self,
+        inputs=None,
+        request_id="",
+        correlation_id=0,
+        requested_output_names=None,
+        model_name="",
+        model_version=-1,
+        flags=0,
+        timeout=0,
+        preferred_memory=None,
+        trace=None,
+        parameters=None,
+    ):
+        if not isinstance(correlation_id, int | str):
+            raise TritonModelException("Correlation ID must be integer or string")
+        self._inputs = list(inputs or [])
+        self._request_id = request_id or ""
+        self._correlation_id = correlation_id
+        self._requested_output_names = list(requested_output_names or [])
+        # A model may pass the bytes it read from a BYTES tensor (Triton's binding takes both).
+        self._model_name = model_name.decode() if isinstance(model_name, bytes) else model_name
+        self._model_version = model_version
+        self._flags = flags
+        self._timeout = timeout  # microseconds; 0: none
+        self._preferred_memory = preferred_memory
+        # Kept as given; serialized only if the model asks (most never do).
+        self._parameters = parameters
+        self._sender = None
+        # Set by the runner for requests handed to `execute`: makes the sender on first use
+        # (most models never ask for one, and a request should cost them nothing).
+        self._make_sender = None
+        # Set by the runner too: asks the server whether the client went away (True is kept).
+        self._cancel_probe = None
+        self._cancel_seen = False
+        self._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
+
+    def inputs(self):
+        return self._inputs
+
+    def request_id(self):
+        return self._request_id
+
+    def correlation_id(self):
+        return self._correlation_id
+
+    def requested_output_names(self):
+        return self._requested_output_names
+
+    def flags(self):
+        return self._flags
+
+    def set_flags(self, flags):
+        self._flags = flags
+
+    def timeout(self):
+        return self._timeout
+
+    def parameters(self):
+        if not isinstance(self._parameters, str):
+            self._parameters = json.dumps(self._parameters or {})
+        return self._parameters
+
+    def model_name(self):
+        return self._model_name
+
+    def model_version(self):
+        return self._model_version
+
+    def is_cancelled(self):
+        probe = self._cancel_probe
+        if not self._cancel_seen and probe is not None:
+            self._cancel_seen = bool(probe())
+        return self._cancel_seen
+
+    def set_release_flags(self, flags):
+        self._release_flags = flags
+
+    def get_response_sender(self):
+        if self._sender is None and self._make_sender is not None:
+            self._sender = self._make_sender()
+        if self._sender is None:
+            raise TritonModelException(
+                "get_response_sender() is only available for requests passed to execute()"
+            )
+        return self._sender
+
+    def exec(self, decoupled=False):
+        """Run this request on another model and wait: a response (or, with `decoupled`, an
+        iterator of them); failures come back as a response with an error, never raised."""
+        if decoupled:
+            return ResponseIterator(_host.stream(self))
+        return _host.infer(self)
+
+    def async_exec(self, decoupled=False):
+        """`exec` on the running event loop's default executor, as Triton does; await it."""
+        loop = asyncio.get_running_loop()
+        return loop.run_in_executor(None, functools.partial(self.exec, decoupled))
+
+
+class InferenceResponse:
+    """The response for one request: output tensors, or an error."""
+
+    __slots__ = ("_err", "_output_tensors", "_parameters")
+
+    def __init__(self, output_tensors=None, error=None, parameters=None):
+        if output_tensors is None:
+            output_tensors = []
+        if not isinstance(output_tensors, list):
+            raise TritonModelException('"output_tensors" must be a list.')
+        self._output_tensors = output_tensors
+        self._err = error
+        self._parameters = parameters
+
+    def output_tensors(self):
+        return self._output_tensors
+
+    def has_error(self):
+        return self._err is not None
+
+    def error(self):
+        return self._err
+
+    def parameters(self):
+        if not isinstance(self._parameters, str):
+            self._parameters = json.dumps(self._parameters or {})
+        return self._parameters
+
+
+class InferenceResponseSender:
+    """Sends a request's responses (decoupled models: any number, then the final flag).
+
+    `deliver(response_or_None, flags)` is the runner's: it passes each send on to the server at
+    once. After the final flag the sender is closed and further sends raise, as Triton's do; a
+    non-decoupled model may send one response (Triton's texts and order of checks).
+    `cancelled()` asks whether the client went away; once it has, the answer is kept (Triton's
+    PbCancel asks its server each time until then).
+    """
+
+    def __init__(self, deliver, *, decoupled, cancelled=None, abandoned=None):
+        self._deliver = deliver
+        self._decoupled = decoupled
+        self._cancelled = cancelled
+        self._seen_cancelled = False
+        self._closed = False
+        self._sent = 0
+        # Called if a non-decoupled sender is dropped without its response (the model let go
+        # of the request): nothing else would ever answer it.
+        self._abandoned = abandoned
+
+    def __del__(self):
+        abandoned = self._abandoned
+        if abandoned is not None and self._sent == 0 and not self._closed:
+            abandoned()
+
+    def send(self, response=None, flags=0):
+        if response is not None and not isinstance(response, InferenceResponse):
+            raise TritonModelException(
+                f"Expected an 'InferenceResponse' object, found type '{type(response).__name__}'."
+            )
+        self._count(response, flags)
+        self._deliver(response, flags)
+
+    def _count(self, response, flags):
+        """Triton's ResponseSender::UpdateStateAndCounters: refuse what the mode forbids."""
+        final = bool(flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        if not self._decoupled:
+            if response is not None and self._sent > 0:
+                raise TritonModelException(
+                    "Unable to send response. Non-decoupled model cannot send more than one "
+                    "response."
+                )
+            if final and response is None and self._sent == 0:
+                raise TritonModelException(
+                    "Unable to send response. Non-decoupled model cannot send complete final "
+                    "before sending a response."
+                )
+        if self._closed:
+            raise TritonModelException("Unable to send response. Response sender has been closed.")
+        if final:
+            self._closed = True
+        self._sent += 1
+
+    def _returned(self, response):
+        """A non-decoupled `execute` returned `response` for this request: it counts as the
+        final send (raises, as Triton's stub does, if the sender already answered)."""
+        self._count(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+
+    def answered(self):
+        """Whether something went out through this sender (non-decoupled: its response)."""
+        return self._sent > 0
+
+    def is_cancelled(self):
+        if not self._seen_cancelled and self._cancelled is not None:
+            self._seen_cancelled = bool(self._cancelled())
+        return self._seen_cancelled
+
+    def is_closed(self):
+        return self._closed
+
+    def close(self):
+        self._closed = True
+
+
+class ResponseIterator:
+    """The responses of a decoupled BLS call, in order; the final flag ends the iteration."""
+
+    def __init__(self, responses):
+        self._responses = iter(responses)
+        self._cancelled = False
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._cancelled:
+            raise StopIteration
+        return next(self._responses)
+
+    def cancel(self):
+        self._cancelled = True
+        close = getattr(self._responses, "close", None)
+        if close is not None:
+            close()
+
+
+def get_input_tensor_by_name(inference_request, name):
+    for tensor in inference_request.inputs():
+        if tensor.name() == name:
+            return tensor
+    return None
+
+
+def get_output_tensor_by_name(inference_response, name):
+    for tensor in inference_response.output_tensors():
+        if tensor.name() == name:
+            return tensor
+    return None
+
+
+def get_input_config_by_name(model_config, name):
+    for props in model_config.get("input", []):
+        if props["name"] == name:
+            return props
+    return None
+
+
+def get_output_config_by_name(model_config, name):
+    for props in model_config.get("output", []):
+        if props["name"] == name:
+            return props
+    return None
+
+
+def using_decoupled_model_transaction_policy(model_config):
+    """Whether the model's config sets `model_transaction_policy { decoupled: true }`."""
+    if "model_transaction_policy" in model_config:
+        return bool(model_config["model_transaction_policy"].get("decoupled", False))
+    return False
+
+
+class LogLevel(enum.IntEnum):
+    INFO = 0
+    WARNING = 1
+    ERROR = 2
+    VERBOSE = 3
+
+
+class Logger:
+    """Triton's model logger: lines go to the server's log (from a stub process too)."""
+
+    INFO = LogLevel.INFO
+    WARNING = LogLevel.WARNING
+    ERROR = LogLevel.ERROR
+    VERBOSE = LogLevel.VERBOSE
+
+    @staticmethod
+    def log(message, level=LogLevel.INFO):
+        _host.log(int(level), str(message))
+
+    @staticmethod
+    def log_info(message):
+        Logger.log(message, LogLevel.INFO)
+
+    @staticmethod
+    def log_warn(message):
+        Logger.log(message, LogLevel.WARNING)
+
+    @staticmethod
+    def log_error(message):
+        Logger.log(message, LogLevel.ERROR)
+
+    @staticmethod
+    def log_verbose(message):
+        Logger.log(message, LogLevel.VERBOSE)
+
+
+class MetricFamily:
+    """A custom metric family, exported on the server's `/metrics` with its `nv_*` series.
+
+    Families are server-wide and named: every instance (every stub process) that creates
+    `name` with the same kind shares it, and a `Metric` with the same labels is the same series.
+    """
+
+    COUNTER = MetricKind.COUNTER
+    GAUGE = MetricKind.GAUGE
+    HISTOGRAM = MetricKind.HISTOGRAM
+
+    def __init__(self, name, description, kind):
+        if kind not in (MetricKind.COUNTER, MetricKind.GAUGE, MetricKind.HISTOGRAM):
+            raise TritonModelException("Unknown metric kind")
+        try:
+            _host.metric_family(str(name), str(description), int(kind))
+        except ValueError as exc:
+            raise TritonModelException(f"Error when creating MetricFamily: {exc}") from None
+        self._name = str(name)
+        self._kind = MetricKind(kind)
+
+    def Metric(self, labels=None, buckets=None):
+        if labels is None:
+            labels = {}
+        if not isinstance(labels, dict):
+            raise TritonModelException("Failed to create metric. Labels must be a dictionary.")
+        if self._kind == MetricKind.HISTOGRAM:
+            if buckets is None:
+                raise TritonModelException("Failed to create metric. Missing required buckets.")
+            if not isinstance(buckets, list):
+                raise TritonModelException("Failed to create metric. Buckets must be a list.")
+            if any(not low < high for low, high in itertools.pairwise(buckets)):  # as Triton
+                raise TritonModelException(
+                    "Failed to create metric. Buckets must be in strictly increasing order."
+                )
+        elif buckets is not None:
+            raise TritonModelException("Failed to create metric. Unexpected buckets found.")
+        text_labels = {str(k): str(v) for k, v in labels.items()}
+        try:
+            key = _host.metric_create(
+                self._name, text_labels, [float(b) for b in buckets] if buckets else None
+            )
+        except ValueError as exc:
+            raise TritonModelException(f"Error when creating Metric: {exc}") from None
+        return Metric(key, self._kind)
+
+
+class Metric:
+    """One labelled series of a MetricFamily."""
+
+    def __init__(self, key, kind):
+        self._key = key
+        self._kind = kind
+
+    def increment(self, value):
+        self._update("increment", value, "Failed to increment metric value")
+
+    def set(self, value):
+        self._update("set", value, "Failed to set metric value")
+
+    def observe(self, value):
+        self._update("observe", value, "Failed to observe metric value")
+
+    def value(self):
+        try:
+            return _host.metric_value(self._key)
+        except ValueError as exc:
+            raise TritonModelException(f"Failed to get metric value: {exc}") from None
+
+    def _update(self, op, value, what):
+        try:
+            _host.metric_update(self._key, op, float(value))
+        except (ValueError, TypeError) as exc:
+            raise TritonModelException(f"{what}: {exc}") from None
+
+
+def load_model(model_name, config="", files=None):
+    """Triton's model loading API (explicit model control mode only)."""
+    _host.load_model(model_name, config, files)
+
+
+def unload_model(model_name, unload_dependents=False):
+    _host.unload_model(model_name, unload_dependents)
+
+
+def is_model_ready(model_name, model_version=""):
+    return _host.is_model_ready(model_name, str(model_version))
+
+
+class ModelConfig:
+    """The wrapper `auto_complete_config(auto_complete_model_config)` receives and returns."""
+
+    def __init__(self, model_config):
+        self._model_config = (
+            model_config if isinstance(model_config, dict) else json.loads(model_config)
+        )
+
+    def as_dict(self):
+        return self._model_config
+
+    def max_batch_size(self):
+        return int(self._model_config.get("max_batch_size", 0))
+
+    def set_max_batch_size(self, max_batch_size):
+        current = self.max_batch_size()
+        if current not in (0, max_batch_size) and current != max_batch_size:
+            raise ValueError(
+                f"configuration specified max_batch_size {current}, but in auto-complete-config "
+                f"function for model '{self._model_config.get('name')}' specified "
+                f"max_batch_size {max_batch_size}"
+            )
+        self._model_config["max_batch_size"] = int(max_batch_size)
+
+    def set_dynamic_batching(self):
+        self._model_config.setdefault("dynamic_batching", {})
+
+    def set_model_transaction_policy(self, transaction_policy_dict):
+        self._model_config["model_transaction_policy"] = dict(transaction_policy_dict)
+
+    def add_input(self, input):
+        self._add_io("input", input)
+
+    def add_output(self, output):
+        self._add_io("output", output)
+
+    def _add_io(self, kind, io):
+        if not isinstance(io, dict):
+            raise ValueError(f"{kind} must be a dict, got {type(io).__name__}")
+        for key in ("name", "data_type", "dims"):
+            if key not in io:
+                raise ValueError(f"{kind} for model '{self._model_config.get('name')}' lacks {key}")
+        existing = self._model_config.setdefault(kind, [])
+        for item in existing:
+            if item.get("name") == io["name"]:
+                if list(item.get("dims", [])) and list(item["dims"]) != list(io["dims"]):
+                    raise ValueError(
+                        f"model '{self._model_config.get('name')}': {kind} '{io['name']}' "
+                        f"dims {item['dims']} conflict with {io['dims']}"
+                    )
+                item.update(io)
+                return
+        existing.append(dict(io))

@@ -1,0 +1,303 @@
+"""The server as Python models' `pb_utils` reaches it: BLS on the event loop, custom metrics, logs.
+
+    model thread ── InferenceRequest.exec() ─▶ ServerHost.infer ─▶ run_coroutine_threadsafe
+                                                   └▶ ServerHost.infer_async (loop) ─▶ local model
+                                                                      └▶ not served here: front door
+    stub reader (loop) ─▶ ServerHost.infer_async / stream_async (the same, for stub processes)
+
+A BLS call to a model this server does not have goes to the front door when `thaw up` gave
+one (runtime.direct.front_door): the activator holds it and wakes that model; a streaming call
+(`exec(decoupled=True)`) goes to its gRPC front door, so a decoupled model's every response
+comes back. Failures come back to
+the model as responses with a TritonError, never raised, as Triton's do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import queue
+import threading
+from collections.abc import AsyncIterator, Iterator
+from typing import Any, Protocol
+
+import numpy as np
+
+from runtime.datatypes import numpy_to_v2
+from runtime.direct.front_door import FrontDoor
+from runtime.errors import (
+    DeadlineExceeded,
+    FeatureDisabled,
+    InvalidInput,
+    ModelNotFound,
+    ModelUnavailable,
+    ServingError,
+)
+from runtime.inference import InferRequest, InferResponse, InferTensor, RequestedOutput
+from runtime.observe.custom_metrics import CustomMetrics
+from runtime.python import pb_utils
+from runtime.python.host import InProcessHost
+
+__all__ = [
+    "BlsTarget",
+    "PythonModelsHost",
+    "ServerHost",
+    "current_server_host",
+    "from_pb_request",
+    "to_pb_response",
+]
+
+logger = logging.getLogger(__name__)
+
+_CODES: dict[type[ServingError], int] = {
+    InvalidInput: pb_utils.TritonError.INVALID_ARG,
+    ModelNotFound: pb_utils.TritonError.NOT_FOUND,
+    ModelUnavailable: pb_utils.TritonError.UNAVAILABLE,
+    FeatureDisabled: pb_utils.TritonError.UNSUPPORTED,
+}
+_END = object()
+
+
+class BlsTarget(Protocol):
+    """The part of the ModelManager BLS and the model loading API use."""
+
+    async def infer(self, request: InferRequest) -> InferResponse: ...
+    def stream(self, request: InferRequest) -> AsyncIterator[InferResponse]: ...
+    def model_ready(self, name: str, version: str | None) -> bool: ...
+    async def load(
+        self, name: str, *, config_json: str | None = None, files: dict[str, bytes] | None = None
+    ) -> float | None: ...
+    async def unload(self, name: str, *, unload_dependents: bool = False) -> None: ...
+
+
+def from_pb_request(pb: Any) -> InferRequest:
+    """A BLS pb_utils.InferenceRequest as the server's request."""
+    inputs = []
+    for tensor in pb.inputs():
+        data = tensor.as_numpy()
+        datatype = numpy_to_v2(data.dtype)
+        if datatype == "BYTES" and data.dtype != np.object_:
+            data = data.astype(np.object_)
+        inputs.append(InferTensor(tensor.name(), datatype, tuple(data.shape), data))
+    version = pb.model_version()
+    params = json.loads(pb.parameters())
+    if pb.correlation_id():
+        params.setdefault("sequence_id", pb.correlation_id())
+    return InferRequest(
+        model_name=pb.model_name(),
+        model_version="" if version in (-1, None, "") else str(version),
+        inputs=inputs,
+        requested_outputs=[RequestedOutput(name) for name in pb.requested_output_names()],
+        id=pb.request_id() or None,
+        parameters=params,
+    )
+
+
+def to_pb_response(result: InferResponse | Exception) -> Any:
+    """The server's response (or error) as the pb_utils.InferenceResponse a model gets back."""
+    if isinstance(result, Exception):
+        message = result.message if isinstance(result, ServingError) else repr(result)
+        kind = type(result)
+        code = _CODES.get(kind, 1) if issubclass(kind, ServingError) else 1  # 1: INTERNAL
+        return pb_utils.InferenceResponse(error=pb_utils.TritonError(message, code))
+    tensors = [pb_utils.Tensor(t.name, t.data) for t in result.outputs]
+    return pb_utils.InferenceResponse(tensors, parameters=dict(result.parameters))
+
+
+class ServerHost(InProcessHost):
+    """pb_utils' ModelHost in the server process; create it on the server's event loop."""
+
+    def __init__(
+        self,
+        target: BlsTarget,
+        metrics: CustomMetrics,
+        *,
+        front_door: FrontDoor | None = None,
+    ) -> None:
+        """`front_door`: where BLS calls to models this server does not serve go (`thaw up`)."""
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+        self._target = target
+        self.metrics = metrics
+        self._front_door = front_door
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The server's event loop (stub processes are driven from it)."""
+        return self._loop
+
+    def in_loop_thread(self) -> bool:
+        """Whether the caller runs on the server's event loop thread."""
+        return threading.get_ident() == self._loop_thread
+
+    def submit(self, coroutine: Any) -> Any:
+        """Run `coroutine` on the server's loop from another thread (a concurrent Future)."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+
+    # -- BLS, on the loop (stub processes' requests come here directly) ----------------------
+
+    def _routed_away(self, request: InferRequest) -> bool:
+        if self._front_door is None:
+            return False
+        try:
+            return not self._target.model_ready(request.model_name, request.model_version or None)
+        except ServingError:  # not even in this replica's repository view: ask the platform
+            return True
+
+    async def infer_async(self, request: InferRequest) -> InferResponse:
+        """One response (the first of a decoupled model's); raises ServingError."""
+        if self._routed_away(request):
+            assert self._front_door is not None
+            return await self._front_door.infer(request)
+        self._require_ready(request)
+        try:
+            return await self._target.infer(request)
+        except FeatureDisabled:
+            # A decoupled model through plain exec(): its first response, as Triton's.
+            async for response in self._target.stream(request):
+                if not response.flag_only:
+                    return response
+            raise ServingError(f"model '{request.model_name}' sent no response") from None
+
+    async def stream_async(self, request: InferRequest) -> AsyncIterator[InferResponse]:
+        """Every response of the call (a decoupled model's stream); raises ServingError."""
+        if self._routed_away(request):
+            assert self._front_door is not None
+            async for response in self._front_door.stream(request):
+                yield response
+            return
+        self._require_ready(request)
+        async for response in self._target.stream(request):
+            yield response
+
+    def _require_ready(self, request: InferRequest) -> None:
+        try:
+            ready = self._target.model_ready(request.model_name, request.model_version or None)
+        except ModelNotFound:
+            ready = False
+        if not ready:
+            raise ModelUnavailable(
+                f"Failed for execute the inference request. Model '{request.model_name}' is "
+                "not ready."
+            )
+
+    # -- ModelHost, from model threads --------------------------------------------------------
+
+    def infer(self, pb_request: Any) -> Any:
+        self._not_on_loop()
+        try:
+            request = from_pb_request(pb_request)
+        except (ServingError, ValueError, TypeError) as exc:
+            return to_pb_response(InvalidInput(f"BLS request is invalid: {exc}"))
+        future = asyncio.run_coroutine_threadsafe(self.infer_async(request), self._loop)
+        timeout_s = pb_request.timeout() / 1e6 if pb_request.timeout() else None
+        try:
+            return to_pb_response(future.result(timeout_s))
+        except TimeoutError:
+            future.cancel()
+            return to_pb_response(DeadlineExceeded("Request timeout expired"))
+        except ServingError as exc:
+            return to_pb_response(exc)
+
+    def stream(self, pb_request: Any) -> Iterator[Any]:
+        self._not_on_loop()
+        try:
+            request = from_pb_request(pb_request)
+        except (ServingError, ValueError, TypeError) as exc:
+            yield to_pb_response(InvalidInput(f"BLS request is invalid: {exc}"))
+            return
+        items: queue.SimpleQueue[Any] = queue.SimpleQueue()
+
+        async def pump() -> None:
+            try:
+                async for response in self.stream_async(request):
+                    items.put(response)
+            except ServingError as exc:
+                items.put(exc)
+            finally:
+                items.put(_END)
+
+        future = asyncio.run_coroutine_threadsafe(pump(), self._loop)
+        timeout_s = pb_request.timeout() / 1e6 if pb_request.timeout() else None
+        try:
+            while True:
+                try:
+                    item = items.get(timeout=timeout_s)
+                except queue.Empty:
+                    yield to_pb_response(DeadlineExceeded("Request timeout expired"))
+                    return
+                if item is _END:
+                    return
+                if isinstance(item, InferResponse) and item.flag_only:
+                    # Triton's iterator ends with the flag-only final as an empty response.
+                    yield pb_utils.InferenceResponse()
+                    continue
+                yield to_pb_response(item)
+        finally:
+            future.cancel()
+
+    def _not_on_loop(self) -> None:
+        if threading.get_ident() == self._loop_thread:
+            raise pb_utils.TritonModelException(
+                "BLS cannot be called from a model executing on the server's event loop"
+            )
+
+    def load_model(self, name: str, config: str, files: dict[str, bytes] | None) -> None:
+        self._call(self._target.load(name, config_json=config or None, files=_files(files)))
+
+    def unload_model(self, name: str, unload_dependents: bool) -> None:
+        self._call(self._target.unload(name, unload_dependents=unload_dependents))
+
+    def is_model_ready(self, name: str, version: str) -> bool:
+        try:
+            return self._target.model_ready(name, version or None)
+        except ServingError:
+            return False
+
+    def _call(self, coroutine: Any) -> None:
+        self._not_on_loop()
+        try:
+            asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+        except ServingError as exc:
+            raise pb_utils.TritonModelException(exc.message) from None
+
+
+def _files(files: dict[str, bytes] | None) -> dict[str, bytes] | None:
+    """pb_utils' `{"file:1/model.onnx": bytes}` as the load API's `{"1/model.onnx": bytes}`."""
+    if not files:
+        return None
+    return {key.removeprefix("file:"): value for key, value in files.items()}
+
+
+class PythonModelsHost:
+    """The ServerHost of one ModelManager, installed as this process's pb_utils host while it
+    runs (a process runs one server; the previous host comes back at `uninstall`)."""
+
+    def __init__(self, host: ServerHost, previous: Any) -> None:
+        self.host = host
+        self._previous = previous
+
+    @classmethod
+    def install(
+        cls,
+        target: BlsTarget,
+        metrics: CustomMetrics,
+        front_door: FrontDoor | None = None,
+    ) -> PythonModelsHost:
+        """Call on the server's event loop, before any Python model loads. `front_door`:
+        where BLS calls to models this server does not serve go (its owner closes it)."""
+        host = ServerHost(target, metrics, front_door=front_door)
+        return cls(host, pb_utils.install_host(host))
+
+    async def uninstall(self) -> None:
+        if pb_utils.current_host() is self.host:
+            pb_utils.install_host(self._previous)
+
+
+def current_server_host() -> ServerHost:
+    """The server's host, for stub processes' requests; ServingError outside a server."""
+    host = pb_utils.current_host()
+    if not isinstance(host, ServerHost):
+        raise ServingError("Python stub processes need a running server (no ServerHost installed)")
+    return host

@@ -1,0 +1,245 @@
+"""Load a Triton `model.py` and run its `initialize` / `execute` / `finalize`, as Triton's stub.
+
+The same runner serves a model in the server process and inside a stub process; its callers
+convert requests into pb_utils objects (with their response senders) and the returned responses
+back. What it owns is Triton's contract with the model:
+
+    execute(requests) ─▶ a list (one InferenceResponse or None per request)   default mode
+                     └▶ None; responses go through each request's sender       decoupled mode
+    `async def execute` ─▶ run on this instance's own event loop thread: awaited for a default
+                          model, left running in the background for a decoupled one (so the
+                          next requests can start while it waits), as Triton's stub does.
+
+Violations raise ModelError with Triton's texts; anything the model raises becomes one too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import inspect
+import logging
+import sys
+import threading
+import traceback
+from concurrent.futures import Future
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from runtime.python import pb_utils
+
+__all__ = [
+    "ModelError",
+    "ModelRunner",
+    "close_open_senders",
+    "import_model_file",
+    "install_pb_utils",
+]
+
+logger = logging.getLogger(__name__)
+
+# sys.path edits and module imports are process-global: one model import at a time.
+_IMPORT_LOCK = threading.Lock()
+_module_counter = 0
+
+
+class ModelError(Exception):
+    """A model broke Triton's contract or raised; `message` is what clients see after
+    "Failed to process the request(s) for model '<instance>', message: "."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def install_pb_utils() -> None:
+    """Make `import triton_python_backend_utils` give models Thaw's module."""
+    sys.modules.setdefault("triton_python_backend_utils", pb_utils)
+
+
+def import_model_file(path: Path) -> ModuleType:
+    """Import a model.py as a fresh module (its own globals, like Triton's per-instance stub).
+
+    Raises ModelError naming what failed (SyntaxError, ImportError, even sys.exit()).
+    """
+    global _module_counter
+    install_pb_utils()
+    with _IMPORT_LOCK:
+        _module_counter += 1
+        module_name = f"_thaw_python_model_{_module_counter}"
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        if spec is None or spec.loader is None:
+            raise ModelError(f"{path}: cannot be imported as a Python module")
+        module = importlib.util.module_from_spec(spec)
+        # Registered like any imported module (pickle, dataclasses and typing look it up).
+        sys.modules[module_name] = module
+        sys.path.insert(0, str(path.parent))
+        try:
+            spec.loader.exec_module(module)
+        except BaseException as exc:  # a model file's sys.exit() must not stop the server
+            sys.modules.pop(module_name, None)
+            raise ModelError(f"importing {path} failed: {type(exc).__name__}: {exc}") from exc
+        finally:
+            sys.path.remove(str(path.parent))
+    if not hasattr(module, "TritonPythonModel"):
+        sys.modules.pop(module_name, None)
+        raise ModelError(f"{path}: defines no class TritonPythonModel")
+    return module
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, pb_utils.TritonModelException):
+        return f"TritonModelException: {exc.message()}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+class ModelRunner:
+    """One instance of one Triton python model: its module, its object, its event loop."""
+
+    def __init__(self, model_file: Path, *, decoupled: bool) -> None:
+        self.model_file = model_file
+        # Triton's texts name the instance (`<model>_0_0`); the file until `initialize`.
+        self.instance_name = str(model_file)
+        self.decoupled = decoupled
+        self._module: ModuleType | None = None
+        self._model: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._background: set[Future[Any]] = set()
+
+    @property
+    def module(self) -> ModuleType | None:
+        """The imported model file, once `initialize` imported it."""
+        return self._module
+
+    def initialize(self, args: dict[str, str]) -> None:
+        """Import the file, create TritonPythonModel, call `initialize(args)` if it has one."""
+        self.instance_name = args.get("model_instance_name") or self.instance_name
+        module = import_model_file(self.model_file)
+        self._module = module
+        try:
+            model = module.TritonPythonModel()
+            if hasattr(model, "initialize"):
+                result = model.initialize(args)
+                if inspect.iscoroutine(result):
+                    self._run(result)
+        except BaseException as exc:  # a model calling sys.exit() must not stop the server
+            sys.modules.pop(module.__name__, None)
+            raise ModelError(f"initialize() failed: {_describe(exc)}") from exc
+        if not hasattr(model, "execute"):
+            sys.modules.pop(module.__name__, None)
+            raise ModelError(f"Python model {self.model_file} does not implement `execute` method.")
+        self._model = model
+
+    def execute(self, requests: list[pb_utils.InferenceRequest]) -> list[Any] | None:
+        """The model's responses (default mode: one per request, None where it used the
+        sender), or None for a decoupled model. Raises ModelError."""
+        try:
+            returned = self._model.execute(requests)
+            if inspect.iscoroutine(returned):
+                if self.decoupled:
+                    self._run_in_background(returned, requests)
+                    returned = None
+                else:
+                    returned = self._run(returned)
+        except ModelError:
+            raise
+        except BaseException as exc:  # MemoryError, TritonModelException, even SystemExit
+            raise ModelError(_describe(exc)) from exc
+        return self._check(requests, returned)
+
+    def finalize(self) -> None:
+        """Stop the event loop, call `finalize()`; what it raises is logged, not raised."""
+        model, self._model = self._model, None
+        loop, self._loop = self._loop, None
+        if loop is not None:
+            loop.call_soon_threadsafe(loop.stop)
+        if model is not None and hasattr(model, "finalize"):
+            try:
+                model.finalize()
+            except Exception as exc:
+                logger.warning("finalize() of %s raised %r", self.model_file, exc)
+        if self._module is not None:
+            sys.modules.pop(self._module.__name__, None)
+
+    def _check(self, requests: list[Any], returned: Any) -> list[Any] | None:
+        if returned is None:
+            return None
+        if self.decoupled:
+            raise ModelError(
+                f"Python model '{self.instance_name}' is using the decoupled mode and the execute "
+                "function must return None."
+            )
+        if not isinstance(returned, list):
+            raise ModelError(
+                f"Expected a list in the execute return, found type '{type(returned)}'."
+            )
+        if len(returned) != len(requests):
+            raise ModelError(
+                "Number of InferenceResponse objects do not match the number of "
+                f"InferenceRequest objects. InferenceRequest(s) size is:{len(requests)}, and "
+                f"InferenceResponse(s) size is:{len(returned)}\n"
+            )
+        for request, response in zip(requests, returned, strict=True):
+            if response is None:
+                continue
+            if not isinstance(response, pb_utils.InferenceResponse):
+                raise ModelError(
+                    "Expected an 'InferenceResponse' object in the execute function return "
+                    f"list, found type '{type(response)}'."
+                )
+            sender = request._sender
+            if sender is not None:
+                # A returned response is the request's final send, as in Triton's stub: one
+                # the sender already answered fails the execute (its client keeps the answer
+                # it got), and the sender is closed for later sends.
+                try:
+                    sender._returned(response)
+                except pb_utils.TritonModelException as exc:
+                    raise ModelError(exc.message()) from None
+        return returned
+
+    # -- the instance's event loop (for `async def execute`) ---------------------------------
+
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            loop = asyncio.new_event_loop()
+            thread = threading.Thread(target=loop.run_forever, name="model-asyncio", daemon=True)
+            thread.start()
+            self._loop = loop
+        return self._loop
+
+    def _run(self, coroutine: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._event_loop()).result()
+
+    def _run_in_background(self, coroutine: Any, requests: list[Any]) -> None:
+        future = asyncio.run_coroutine_threadsafe(coroutine, self._event_loop())
+        self._background.add(future)
+        future.add_done_callback(lambda done: self._background_done(done, requests))
+
+    def _background_done(self, future: Future[Any], requests: list[Any]) -> None:
+        self._background.discard(future)
+        exc = None if future.cancelled() else future.exception()
+        if exc is None:
+            return
+        logger.error(
+            "async execute of %s raised:\n%s",
+            self.model_file,
+            "".join(traceback.format_exception(exc)),
+        )
+        # Nothing else will end these requests: their clients would wait forever.
+        close_open_senders(requests, _describe(exc))
+
+
+def close_open_senders(requests: list[Any], message: str) -> None:
+    """End every request whose sender is still open with an error response (final)."""
+    for request in requests:
+        if request._sender is None and request._make_sender is not None:
+            request.get_response_sender()
+        sender = request._sender
+        if sender is not None and not sender.is_closed():
+            error = pb_utils.TritonError(message)
+            sender.send(
+                pb_utils.InferenceResponse(error=error),
+                flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+            )

@@ -1,0 +1,209 @@
+"""The stub process of one Python model instance: `python -m runtime.python.stub.stub_main FD`.
+
+    main thread: inbox.get(WORK) ─▶ init ─▶ ModelRunner.initialize ─▶ ready
+                                 ─▶ execute ─▶ the model ─▶ done      ... finalize ─▶ exit
+    any thread waiting (the main thread for work, a BLS call, a metrics call) reads the channel
+    for everyone (runtime.python.stub.inbox): no reader thread, no hand-off per message
+
+A response sender's sends, from any of the model's threads, go straight to the channel (a
+non-decoupled request's too: Triton sends it at once); `is_cancelled()` asks the server, and
+only when a model asks. When the server goes away the inbox sees the end of the stream and the
+process exits; a stub busy in the model's code when that happens (a long `execute`) would only
+see it after, so a watch thread exits it as soon as its server is gone (as Triton's stubs watch
+their server's health): a SIGKILLed server leaves no stub behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from runtime.python import pb_utils
+from runtime.python.stub.inbox import WORK, Inbox
+from runtime.python.stub.model_runner import ModelError, ModelRunner, close_open_senders
+from runtime.python.stub.protocol import SENDER_DROPPED, pb_tensors, response_fields, split
+from runtime.python.stub.stub_host import StubHost
+from runtime.python.stub.wire import Channel, ChannelClosed, Message
+
+logger = logging.getLogger("runtime.python.stub")
+
+PARENT_POLL_S = 0.5
+"""How often the stub checks that the server that started it is still its parent."""
+
+
+def exit_with_parent(poll_s: float = PARENT_POLL_S) -> threading.Thread:
+    """Start a daemon thread that exits this process once its parent (the server) is gone."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_s)
+        logger.warning("the server (pid %d) is gone: the stub exits", parent)
+        os._exit(1)
+
+    thread = threading.Thread(target=watch, name="thaw-stub-parent-watch", daemon=True)
+    thread.start()
+    return thread
+
+
+class Stub:
+    """One model instance served over one channel."""
+
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
+        self.inbox = Inbox(channel)
+        self.host = StubHost(channel, self.inbox)
+        self.runner: ModelRunner | None = None
+
+    def serve(self) -> int:
+        while True:
+            message = self.inbox.get(WORK)
+            if message is None:
+                return 0  # the server is gone
+            op = message.fields.get("op")
+            if op == "init":
+                self._init(message.fields)
+            elif op == "execute":
+                self._execute(message)
+            elif op == "finalize":
+                if self.runner is not None:
+                    self.runner.finalize()
+                self._send({"op": "finalized"})
+                return 0
+
+    def _send(self, fields: dict[str, Any], tensors: list[Any] | None = None) -> None:
+        with contextlib.suppress(ChannelClosed):
+            self.channel.send(Message(fields, tensors or []))
+
+    def _init(self, fields: dict[str, Any]) -> None:
+        runner = ModelRunner(Path(fields["model_file"]), decoupled=bool(fields["decoupled"]))
+        try:
+            runner.initialize(dict(fields["args"]))
+        except ModelError as exc:
+            self._send({"op": "failed", "error": exc.message})
+            return
+        self.runner = runner
+        # As in Triton's stub, the model file is the module `model` of its process (Triton's
+        # qa custom_metrics model runs `unittest.main("model")` inside execute).
+        if runner.module is not None:
+            sys.modules.setdefault("model", runner.module)
+        self._send({"op": "ready"})
+
+    def _execute(self, message: Message) -> None:
+        runner = self.runner
+        exec_id = message.fields["id"]
+        specs = message.fields["requests"]
+        groups = split(message.tensors, [int(r["n"]) for r in specs])
+        requests = [
+            self._request(exec_id, i, spec, group)
+            for i, (spec, group) in enumerate(zip(specs, groups, strict=True))
+        ]
+        if runner is None:
+            self._send({"op": "done", "id": exec_id, "error": "the model is not initialized"})
+            return
+        try:
+            responses = runner.execute(requests)
+        except ModelError as exc:
+            if runner.decoupled:
+                close_open_senders(requests, exc.message)
+            else:  # the server answers them with the error (those not answered yet)
+                for request in requests:
+                    if request._sender is not None:
+                        request._sender.close()
+            self._send({"op": "done", "id": exec_id, "error": exc.message})
+            return
+        rows: list[dict[str, Any]] = []
+        tensors: list[Any] = []
+        if not runner.decoupled:
+            # Triton: a non-decoupled execute may return None (or None for a request), its
+            # response sent through the request's sender, before or after the return.
+            for index, request in enumerate(requests):
+                response = responses[index] if responses is not None else None
+                if response is not None:
+                    fields, outs = response_fields(response)
+                    rows.append(fields)
+                    tensors.extend(outs)
+                elif request._sender is None:
+                    rows.append({"none": True})
+                else:  # its response came through the sender, or will
+                    rows.append({"sender": True})
+        # Sent at once, never held for company: if the next execute kills the process, this
+        # answer must already be with the server.
+        self._send({"op": "done", "id": exec_id, "responses": rows}, tensors)
+
+    def _request(self, exec_id: int, index: int, spec: dict[str, Any], group: list[Any]) -> Any:
+        request = pb_utils.InferenceRequest(
+            inputs=pb_tensors(group),
+            request_id=spec.get("id") or "",
+            correlation_id=spec.get("correlation_id", 0),
+            requested_output_names=spec.get("outputs", []),
+            model_name=spec.get("model", ""),
+            flags=spec.get("flags", 0),
+            parameters=spec.get("params") or {},
+        )
+        runner = self.runner
+        decoupled = runner is not None and runner.decoupled
+        key = [exec_id, index]
+        cancelled = functools.partial(self.host.is_cancelled, exec_id, index)
+
+        def deliver(response: Any, flags: int) -> None:
+            """Each send goes to the server at once (Triton's ResponseSender::Send)."""
+            final = bool(flags & pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            if response is None:
+                if decoupled:  # a non-decoupled final after its response tells nothing new
+                    self._send({"op": "send", "key": key, "final": final, "response": None})
+                return
+            fields, outs = response_fields(response)
+            self._send({"op": "send", "key": key, "final": final, "response": fields}, outs)
+
+        def abandoned() -> None:
+            # Called from the sender's __del__, which may run inside a garbage collection on a
+            # thread that holds the channel's send lock: the send goes from a thread of its own
+            # (a model bug's path, never the normal one).
+            error = {"error": SENDER_DROPPED, "code": pb_utils.TritonError.INTERNAL}
+            fields = {"op": "send", "key": key, "final": True, "response": error}
+            threading.Thread(target=self._send, args=(fields,), daemon=True).start()
+
+        request._make_sender = lambda: pb_utils.InferenceResponseSender(
+            deliver,
+            decoupled=decoupled,
+            cancelled=cancelled,
+            abandoned=None if decoupled else abandoned,
+        )
+        request._cancel_probe = cancelled
+        return request
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2 or not argv[1].isdigit():
+        print("usage: python -m runtime.python.stub.stub_main FD", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=os.environ.get("THAW_STUB_LOG_LEVEL", "INFO").upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    exit_with_parent()
+    sock = socket.socket(fileno=int(argv[1]))
+    # The channel's fd is the stub's argument, not the model's: `unittest.main("model")` in a
+    # model (Triton's qa custom_metrics) reads sys.argv, which Triton's embedded stub leaves
+    # without arguments.
+    sys.argv[1:] = []
+    stub = Stub(Channel(sock))
+    pb_utils.install_host(stub.host)
+    status = stub.serve()
+    sys.stdout.flush()
+    # Model threads (daemon or not) must not keep a finalized instance alive.
+    os._exit(status)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,156 @@
+"""What a stub process asks of the server: BLS requests, calls (custom metrics, the model
+loading API) and logs, answered on the event loop over the stub's channel.
+
+    bls {bls, decoupled, timeout_us, request} + inputs ─▶ ServerHost.infer_async | stream_async
+                                                       ─▶ bls_response {bls, final, response?}
+    call {call, fn, args} ─▶ metrics / is_model_ready (on the loop), load / unload (a thread)
+                          ─▶ reply {call, value? | error?}
+    log {level, message}  ─▶ the `triton_python_backend_utils` logger
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from runtime.errors import ServingError
+from runtime.inference import InferRequest, InferResponse, InferTensor, RequestedOutput
+from runtime.python import pb_utils
+from runtime.python.host import LOG_LEVELS
+from runtime.python.model_io import ERROR_CLASSES
+from runtime.python.server_host import ServerHost
+from runtime.python.stub.wire import ChannelClosed, Message, Tensor
+
+__all__ = ["Send", "StubServices"]
+
+_model_log = logging.getLogger("triton_python_backend_utils")
+_CODES = {cls: code for code, cls in ERROR_CLASSES.items()}
+
+# Sends one message to the stub (its current channel); raises ChannelClosed when it is gone.
+Send = Callable[[Message], None]
+
+
+class StubServices:
+    """The server's side of a stub's requests; every method runs on the event loop."""
+
+    def __init__(self, host: ServerHost) -> None:
+        self._host = host
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def log(self, message: Message) -> None:
+        level = LOG_LEVELS.get(int(message.fields.get("level", 0)), logging.INFO)
+        _model_log.log(level, "%s", message.fields.get("message", ""))
+
+    def bls(self, send: Send, message: Message) -> None:
+        """Start a BLS request on the loop; its responses go back through `send`."""
+        task = asyncio.get_running_loop().create_task(self._bls(send, message))
+        self._tasks.add(task)  # held until done: the loop keeps only weak references
+        task.add_done_callback(self._tasks.discard)
+
+    async def _bls(self, send: Send, message: Message) -> None:
+        fields = message.fields
+        spec = fields["request"]
+        version = spec.get("version", -1)
+        request = InferRequest(
+            model_name=str(spec["model"]),
+            model_version="" if version in (-1, None, "") else str(version),
+            inputs=[InferTensor(t.name, t.datatype, t.shape, t.data) for t in message.tensors],
+            requested_outputs=[RequestedOutput(name) for name in spec.get("outputs", [])],
+            id=spec.get("id") or None,
+            parameters=dict(spec.get("params") or {}),
+        )
+        if spec.get("correlation_id"):
+            request.parameters.setdefault("sequence_id", spec["correlation_id"])
+        timeout_us = int(fields.get("timeout_us") or 0)
+        reply = {"op": "bls_response", "bls": fields["bls"]}
+        try:
+            async with asyncio.timeout(timeout_us / 1e6 if timeout_us else None):
+                if fields.get("decoupled"):
+                    async for response in self._host.stream_async(request):
+                        if response.flag_only:
+                            continue  # the end, sent once below (the stub's empty final)
+                        _reply(send, {**reply, "final": False}, response)
+                    _reply(send, {**reply, "final": True, "flag_only": True}, None)
+                else:
+                    response = await self._host.infer_async(request)
+                    _reply(send, {**reply, "final": True}, response)
+        except TimeoutError:
+            _reply_error(send, reply, "Request timeout expired", pb_utils.TritonError.UNAVAILABLE)
+        except ServingError as exc:
+            code = _CODES.get(type(exc), pb_utils.TritonError.INTERNAL)
+            _reply_error(send, reply, exc.message, code)
+
+    def call(self, send: Send, message: Message) -> None:
+        """Answer a call: metrics and readiness at once; the model loading API in a thread (a
+        load waits for the loop, which must stay free)."""
+        host = self._host
+        fn, args, ident = (
+            message.fields["fn"],
+            message.fields.get("args", []),
+            message.fields["call"],
+        )
+        handlers: dict[str, Callable[..., Any]] = {
+            "metric_family": host.metric_family,
+            "metric_create": host.metric_create,
+            "metric_update": host.metric_update,
+            "metric_value": host.metric_value,
+            "is_model_ready": host.is_model_ready,
+        }
+        reply: dict[str, Any] = {"op": "reply", "call": ident}
+        if fn in ("load_model", "unload_model"):
+            loop = asyncio.get_running_loop()
+            threading.Thread(
+                target=self._model_call, args=(loop, send, reply, fn, args), daemon=True
+            ).start()
+            return
+        try:
+            reply["value"] = handlers[fn](*args)
+        except KeyError:
+            reply["error"] = f"unknown call {fn!r}"
+        except (ValueError, TypeError) as exc:
+            reply["error"] = str(exc)
+        with contextlib.suppress(ChannelClosed):
+            send(Message(reply))
+
+    def _model_call(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        send: Send,
+        reply: dict[str, Any],
+        fn: str,
+        args: list[Any],
+    ) -> None:
+        try:
+            if fn == "load_model":
+                self._host.load_model(str(args[0]), str(args[1]), None)
+            else:
+                self._host.unload_model(str(args[0]), bool(args[1]))
+            reply["value"] = None
+        except pb_utils.TritonModelException as exc:
+            reply["error"] = exc.message()
+        with contextlib.suppress(RuntimeError):  # the loop closed: the server is stopping
+            loop.call_soon_threadsafe(_send_quietly, send, Message(reply))
+
+
+def _send_quietly(send: Send, message: Message) -> None:
+    with contextlib.suppress(ChannelClosed):
+        send(message)
+
+
+def _reply(send: Send, fields: dict[str, Any], response: InferResponse | None) -> None:
+    tensors: list[Tensor] = []
+    if response is not None and not response.flag_only:
+        tensors = [Tensor(t.name, t.datatype, t.shape, t.data) for t in response.outputs]
+        fields = {**fields, "response": {"params": dict(response.parameters), "n": len(tensors)}}
+    elif response is not None:
+        fields = {**fields, "response": None}
+    _send_quietly(send, Message(fields, tensors))
+
+
+def _reply_error(send: Send, reply: dict[str, Any], message: str, code: int) -> None:
+    fields = {**reply, "final": True, "response": {"error": message, "code": code}}
+    _send_quietly(send, Message(fields))

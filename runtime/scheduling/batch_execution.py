@@ -1,0 +1,164 @@
+"""Execute one batch on one backend instance and account for it (statistics, inline policy)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+
+from runtime.backends.base import AsyncExecute, Backend
+from runtime.errors import ServingError
+from runtime.inference import InferRequest, InferResponse
+from runtime.observe.stats import ModelStats
+from runtime.observe.tracing import RequestTimes, VersionTrace
+from runtime.scheduling.inline_policy import InlinePolicy
+
+__all__ = ["BatchExecutor", "Outcome", "QueuedRequest"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(slots=True, eq=False)  # identity, not field equality: the dispatcher removes by it
+class QueuedRequest:
+    """One accepted request and where its result goes."""
+
+    request: InferRequest
+    future: asyncio.Future[InferResponse] | None  # None when run inline, on the loop
+    batch_size: int  # inferences in this request (its batch dim, or 1)
+    received_ns: int  # perf_counter_ns when the server accepted it
+    enqueued_ns: int  # when it was queued (the scheduler's clock: perf_counter_ns in a server)
+    level: int = 0  # priority level (runtime.scheduling.queue_policy); 0 without levels
+    deadline_ns: int = 0  # queue timeout on the scheduler's clock; 0: none
+    delay_on_timeout: bool = False  # at the deadline: moved back (DELAY), not rejected
+    shape_key: Hashable = None  # batched only with requests of an equal key
+    sequence: Hashable = None  # a stateful model's batch slot or sequence id
+    filler: bool = False  # a placeholder in a sequence batch slot: no client, no statistics
+
+
+Outcome = tuple[QueuedRequest, InferResponse | ServingError]
+
+
+class BatchExecutor:
+    """Runs batches of one model version: on a worker thread, or inline on the event loop.
+
+    A model error or crash becomes a ServingError for the requests of that batch only. Every
+    execution is recorded in the version's statistics and observed by its inline policy (from
+    several threads: the policy tolerates losing an observation to a race).
+    """
+
+    def __init__(
+        self,
+        model: str,
+        stats: ModelStats,
+        policy: InlinePolicy,
+        trace: VersionTrace | None = None,
+    ) -> None:
+        self.model = model
+        self._stats = stats
+        self._policy = policy
+        self._trace = trace  # the trace extension's records (runtime.observe.tracing)
+
+    def run(
+        self, backend: Backend, batch: Sequence[QueuedRequest], *, inline: bool
+    ) -> list[Outcome]:
+        """Execute one batch, record its statistics; a model error becomes a ServingError."""
+        start = time.perf_counter_ns()
+        try:
+            results = backend.execute([item.request for item in batch])
+        except BaseException as exc:  # a model must never take its worker down
+            return self._account(backend, batch, self._failed(exc, len(batch)), start, inline, True)
+        return self._account(backend, batch, results, start, inline)
+
+    async def run_async(
+        self,
+        backend: Backend,
+        execute: AsyncExecute,
+        batch: Sequence[QueuedRequest],
+        started: Callable[[], int],
+    ) -> list[Outcome]:
+        """`run` for a backend whose execute is awaited on the loop (`Backend.execute_async`).
+        `started()`: when the backend began it (a pipelined batch waits for the ones ahead of
+        it; that wait is queue time, not compute)."""
+        sent = time.perf_counter_ns()
+        try:
+            results = await execute([item.request for item in batch])
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # a backend bug must never take the loop instance down
+            failed = self._failed(exc, len(batch))
+            return self._account(backend, batch, failed, max(sent, started()), False, True)
+        start = max(sent, started())
+        return self._account(backend, batch, results, start, False, waited_ns=start - sent)
+
+    def _failed(self, exc: BaseException, count: int) -> list[InferResponse | ServingError]:
+        logger.warning("model=%s execute failed: %r", self.model, exc)
+        error = (
+            exc
+            if isinstance(exc, ServingError)
+            else ServingError(f"model '{self.model}' failed: {exc!r}")
+        )
+        return [error] * count
+
+    def _account(
+        self,
+        backend: Backend,
+        batch: Sequence[QueuedRequest],
+        results: list[InferResponse | ServingError],
+        start: int,
+        inline: bool,
+        raised: bool = False,
+        *,
+        waited_ns: int = 0,
+    ) -> list[Outcome]:
+        """Pair results with requests, record the statistics, tell the inline policy. The
+        backend's own timings count unless its execute raised or miscounted."""
+        measured: tuple[int, int, int] | None = None
+        if len(results) != len(batch):
+            results = self._failed(
+                ServingError(f"backend returned {len(results)} results for {len(batch)}"),
+                len(batch),
+            )
+        elif not raised:
+            t = backend.timings
+            infer_ns = max(0, t.compute_infer_ns - waited_ns)  # not the wait behind others
+            measured = (t.compute_input_ns, infer_ns, t.compute_output_ns)
+        end = time.perf_counter_ns()
+        if measured is None or sum(measured) == 0:
+            measured = (0, end - start, 0)
+        done = [(item, result) for item, result in zip(batch, results, strict=True)]
+        if any(item.filler for item in batch):
+            done = [(item, result) for item, result in done if not item.filler]
+        outcomes = [
+            (
+                not isinstance(result, ServingError),
+                item.batch_size,
+                start - item.enqueued_ns,
+                end - item.received_ns,
+            )
+            for item, result in done
+        ]
+        self._stats.record_execution(sum(i.batch_size for i, _ in done), outcomes, measured)
+        self._policy.observe(end - start, ran_inline=inline)
+        if self._trace is not None and self._trace.active:
+            self._record_traces(done, start, end, measured)
+        return done
+
+    def _record_traces(
+        self, done: list[Outcome], start: int, end: int, measured: tuple[int, int, int]
+    ) -> None:
+        input_ns, _, output_ns = measured
+        finished = time.perf_counter_ns()
+        assert self._trace is not None
+        for item, _ in done:
+            times = RequestTimes(
+                received_ns=item.received_ns,
+                enqueued_ns=item.enqueued_ns,
+                compute_start_ns=start,
+                input_end_ns=start + input_ns,
+                output_start_ns=end - output_ns,
+                compute_end_ns=end,
+                request_end_ns=finished,
+            )
+            self._trace.record(item.request.id or "", times)

@@ -1,0 +1,182 @@
+"""Run an ensemble's requests: each step as soon as the tensors it reads exist.
+
+    submit ─▶ ensemble tensors = the request's inputs
+              every step whose inputs exist ─▶ StepRunner.infer (concurrently: fan-out)
+              its outputs become ensemble tensors ─▶ the steps they complete (fan-in)
+              ─▶ the ensemble's outputs, once no step is left to run
+
+Steps run on other models through a `StepRunner`: the ModelManager of this server (in
+`thaw serve`, the composing models are loaded beside the ensemble, as Triton loads them), or,
+under `thaw up`, the platform's front door (runtime.direct.front_door), so each composing model
+keeps its own replicas. The first step that fails fails the request, once, with Triton's
+"in ensemble 'E', ..." text and that step's status; steps still running are cancelled. Each
+step counts in its own model's statistics; the ensemble's own row counts its requests, one
+execution each, with the pipeline's wall time as compute time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Protocol
+
+from runtime.errors import ModelUnavailable, ServingError
+from runtime.inference import InferRequest, InferResponse, InferTensor, RequestedOutput
+from runtime.observe.stats import FailureReason, ModelStats
+from runtime.scheduling.ensemble_flows import EnsembleFlows, MissingStepOutput
+from runtime.scheduling.request_parameters import SchedulingParameters
+from tritonconfig import EnsembleStep, ensemble_steps
+from tritonconfig.schema import mc
+
+__all__ = ["EnsembleScheduler", "StepRunner"]
+
+
+class StepRunner(Protocol):
+    """Where an ensemble's steps run: validates and runs one request on a model."""
+
+    async def infer(self, request: InferRequest) -> InferResponse: ...
+
+    def stream(self, request: InferRequest) -> AsyncIterator[InferResponse]:
+        """Every response of the step's model (a decoupled model's many; one otherwise)."""
+        ...
+
+
+class EnsembleScheduler:
+    """One ensemble version: its steps and where they run."""
+
+    def __init__(
+        self,
+        model: str,
+        version: str,
+        config: mc.ModelConfig,
+        runner: StepRunner,
+        stats: ModelStats,
+    ) -> None:
+        self.model = model
+        self.version = version
+        self._steps = ensemble_steps(config)
+        self._outputs = [io.name for io in config.output]
+        self._runner = runner
+        self._stats = stats
+        self._closed = False
+
+    def pending(self) -> int:
+        return 0  # an ensemble queues nothing itself: its steps queue in their models
+
+    async def submit(
+        self,
+        request: InferRequest,
+        *,
+        batch_size: int,
+        received_ns: int,
+        params: SchedulingParameters,
+    ) -> InferResponse:
+        if self._closed:
+            raise ModelUnavailable(f"model '{self.model}' is unloading")
+        start = time.perf_counter_ns()
+        try:
+            tensors = await self._run_steps(request)
+        except ServingError as exc:
+            self._stats.record_failure(FailureReason.BACKEND, time.perf_counter_ns() - received_ns)
+            error = ServingError(f"in ensemble '{self.model}', {exc.message}")
+            error.status = exc.status  # the failed step's status: 400 stays 400
+            raise error from exc
+        end = time.perf_counter_ns()
+        outcome = (True, batch_size, start - received_ns, end - received_ns)
+        self._stats.record_execution(batch_size, [outcome], (0, end - start, 0))
+        outputs = [tensors[name] for name in self._outputs if name in tensors]
+        return InferResponse(self.model, self.version, outputs, id=request.id)
+
+    async def stream(
+        self,
+        request: InferRequest,
+        *,
+        batch_size: int,
+        received_ns: int,
+        params: SchedulingParameters,
+    ) -> AsyncIterator[InferResponse]:
+        """The ensemble's responses when its steps are streamed (runtime.scheduling.
+        ensemble_flows): one final response without a decoupled step, else one per flow
+        and a flag-only final."""
+        if self._closed:
+            raise ModelUnavailable(f"model '{self.model}' is unloading")
+        start = time.perf_counter_ns()
+        flows = EnsembleFlows(
+            self.model,
+            self._steps,
+            self._outputs,
+            self._runner,
+            lambda step, tensors: self._step_request(step, tensors, request),
+        )
+        try:
+            async for response in flows.responses(request):
+                response.model_version = self.version
+                yield response
+        except ServingError as exc:
+            self._stats.record_failure(FailureReason.BACKEND, time.perf_counter_ns() - received_ns)
+            error = ServingError(f"in ensemble '{self.model}', {exc.message}")
+            error.status = exc.status
+            raise error from exc
+        except MissingStepOutput as exc:
+            self._stats.record_failure(FailureReason.BACKEND, time.perf_counter_ns() - received_ns)
+            raise ServingError(f"in ensemble '{self.model}', {exc}") from exc
+        end = time.perf_counter_ns()
+        outcome = (True, batch_size, start - received_ns, end - received_ns)
+        self._stats.record_execution(batch_size, [outcome], (0, end - start, 0))
+
+    async def _run_steps(self, request: InferRequest) -> dict[str, InferTensor]:
+        tensors: dict[str, InferTensor] = {t.name: t for t in request.inputs}
+        waiting = list(self._steps)
+        running: dict[asyncio.Task[InferResponse], EnsembleStep] = {}
+        try:
+            while waiting or running:
+                for step in [s for s in waiting if s.reads <= tensors.keys()]:
+                    waiting.remove(step)
+                    step_request = self._step_request(step, tensors, request)
+                    running[asyncio.ensure_future(self._runner.infer(step_request))] = step
+                if not running:
+                    break  # what is left can never run (validation makes this unreachable)
+                done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    step = running.pop(task)
+                    response = task.result()  # a failed step raises its error here
+                    produced = {t.name: t for t in response.outputs}
+                    for model_output, tensor_name in step.output_map.items():
+                        if model_output not in produced:
+                            raise ServingError(
+                                f"step {step.index} ('{step.model_name}') returned no output "
+                                f"'{model_output}'"
+                            )
+                        out = produced[model_output]
+                        tensors[tensor_name] = InferTensor(
+                            tensor_name, out.datatype, out.shape, out.data
+                        )
+        finally:
+            for task in running:  # an error: the steps still running are of no use now
+                task.cancel()
+        return tensors
+
+    def _step_request(
+        self, step: EnsembleStep, tensors: dict[str, InferTensor], request: InferRequest
+    ) -> InferRequest:
+        inputs = []
+        for model_input, tensor_name in step.input_map.items():
+            t = tensors[tensor_name]
+            inputs.append(InferTensor(model_input, t.datatype, t.shape, t.data))
+        return InferRequest(
+            model_name=step.model_name,
+            model_version=str(step.model_version) if step.model_version > 0 else "",
+            inputs=inputs,
+            requested_outputs=[RequestedOutput(name) for name in step.output_map],
+            id=request.id,
+            # Sequence ids, priorities and timeouts apply to the steps, as in Triton.
+            parameters={k: v for k, v in request.parameters.items() if k != "binary_data_output"},
+        )
+
+    def close(self) -> None:
+        self._closed = True
+
+    def join(self) -> None:
+        """Nothing to wait for: the steps run in their own models' schedulers."""
+        self.close()

@@ -1,0 +1,261 @@
+"""Run a stateful model's requests: each sequence on one instance, in order, with its controls.
+
+    submit ─▶ sequence id? START? (runtime.scheduling.sequence_table) ─▶ its instance's Dispatcher
+            │    no slot free: wait in the backlog until one frees       (one worker each)
+            └─ control tensors START/END/READY/CORRID added (runtime.scheduling.sequence_controls)
+
+Triton's sequence batcher: a request must name a sequence (`sequence_id`, non-zero or
+non-empty) and be of batch size 1; the first request of a sequence carries `sequence_start`.
+A sequence keeps its instance and batch slot until its `sequence_end` request has executed,
+or until it has been idle (no request in flight) for `max_sequence_idle_microseconds`. Each
+instance has its own dispatcher, so requests of one sequence run one after another, in
+arrival order. The direct strategy runs one request per slot and fills the empty slots below
+the highest ready one with READY-false placeholders, as Triton does; the oldest strategy
+batches the oldest requests of its instance's sequences dynamically.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from runtime.backends.base import Backend
+from runtime.errors import InvalidInput, ModelUnavailable, RepositoryError
+from runtime.inference import InferRequest, InferResponse, InferTensor
+from runtime.observe.stats import ModelStats
+from runtime.observe.tracing import VersionTrace
+from runtime.scheduling.batch_execution import BatchExecutor, Outcome, QueuedRequest
+from runtime.scheduling.batch_planner import DynamicBatching, OldestSequences, SequenceSlots, plan
+from runtime.scheduling.clock import Clock, LoopClock, Timer
+from runtime.scheduling.dispatcher import Dispatcher, Planner
+from runtime.scheduling.inline_policy import InlinePolicy
+from runtime.scheduling.instance_worker import InstanceWorker
+from runtime.scheduling.request_parameters import SchedulingParameters
+from runtime.scheduling.sequence_controls import SequenceControls
+from runtime.scheduling.sequence_table import (
+    Assigned,
+    Backlogged,
+    Refused,
+    SequenceId,
+    SequenceTable,
+)
+from tritonconfig import sequence_idle_us
+from tritonconfig.schema import mc
+
+__all__ = ["SequenceScheduler"]
+
+logger = logging.getLogger(__name__)
+
+_JOIN_TIMEOUT_S = 30.0
+
+
+class SequenceScheduler:
+    """One stateful model version: its sequence table, and a dispatcher per instance."""
+
+    def __init__(
+        self,
+        model: str,
+        version: str,
+        instances: list[Backend],
+        stats: ModelStats,
+        config: mc.ModelConfig,
+        *,
+        clock: Clock | None = None,
+        trace: VersionTrace | None = None,
+    ) -> None:
+        self.model = model
+        self.version = version
+        self._clock = clock or LoopClock()
+        self._closed = False
+        batching = config.sequence_batching
+        if len(batching.state) or batching.iterative_sequence:
+            # Refused rather than served wrongly: the model would never see its state.
+            raise RepositoryError(
+                f"model '{model}': sequence_batching `state` (implicit state) and "
+                "`iterative_sequence` are not supported by Thaw"
+            )
+        self._oldest = batching.HasField("oldest")
+        slots = max(1, config.max_batch_size)
+        if self._oldest and batching.oldest.max_candidate_sequences > 0:
+            slots = batching.oldest.max_candidate_sequences
+        idle_us = sequence_idle_us(config) or 0
+        self._table = SequenceTable(
+            model=model, instances=len(instances), slots=slots, idle_ns=idle_us * 1000
+        )
+        self._controls = SequenceControls(config)
+        self._executor = BatchExecutor(model, stats, InlinePolicy(max_inline_ns=0), trace)
+        self._pad = not self._oldest and config.max_batch_size > 0
+        self._dispatchers = [
+            self._dispatcher(i, backend, config, slots) for i, backend in enumerate(instances)
+        ]
+        self._backlog: dict[SequenceId, asyncio.Future[Assigned]] = {}
+        self._timer: Timer | None = None
+        self._timer_at = 0
+
+    def _dispatcher(
+        self, index: int, backend: Backend, config: mc.ModelConfig, slots: int
+    ) -> Dispatcher:
+        batching = config.sequence_batching
+        policy: OldestSequences | SequenceSlots
+        if self._oldest:
+            oldest = batching.oldest
+            policy = OldestSequences(
+                DynamicBatching(
+                    max_batch_size=max(1, config.max_batch_size),
+                    preferred=frozenset(oldest.preferred_batch_size),
+                    max_queue_delay_ns=oldest.max_queue_delay_microseconds * 1000,
+                )
+            )
+        else:
+            direct = batching.direct
+            policy = SequenceSlots(
+                slots=slots,
+                max_queue_delay_ns=direct.max_queue_delay_microseconds * 1000,
+                min_utilization=direct.minimum_slot_utilization,
+            )
+        run = functools.partial(self._run, backend)
+        worker = InstanceWorker(f"{self.model}-v{self.version}-{index}", run)
+        planner: Planner = functools.partial(plan, policy=policy)
+        return Dispatcher(self.model, [worker], clock=self._clock, planner=planner, lookahead=0)
+
+    @property
+    def live_sequences(self) -> int:
+        """Sequences holding a slot or waiting for one."""
+        return self._table.live
+
+    def pending(self) -> int:
+        return sum(d.pending() for d in self._dispatchers)
+
+    async def submit(
+        self,
+        request: InferRequest,
+        *,
+        batch_size: int,
+        received_ns: int,
+        params: SchedulingParameters,
+    ) -> InferResponse:
+        """Route a request to its sequence's instance and wait for its response."""
+        if self._closed:
+            raise ModelUnavailable(f"model '{self.model}' is unloading")
+        sequence = self._check(params, batch_size)
+        now = self._clock.now_ns()
+        route = self._table.route(sequence, start=params.sequence_start, now_ns=now)
+        if isinstance(route, Refused):
+            raise InvalidInput(route.message)
+        try:
+            if isinstance(route, Backlogged):
+                route = await self._placed(sequence)
+            self._controls.add(request, params, ready=True)
+            slot = route.slot if not self._oldest else sequence
+            future = self._dispatchers[route.instance].enqueue(
+                request, batch_size=batch_size, received_ns=received_ns, sequence=slot
+            )
+            return await future
+        finally:
+            self._finished(sequence, end=params.sequence_end)
+
+    def _check(self, params: SchedulingParameters, batch_size: int) -> SequenceId:
+        if not params.in_sequence or params.sequence_id is None:
+            raise InvalidInput(
+                f"inference request to model '{self.model}' must specify a non-zero or "
+                "non-empty correlation ID"
+            )
+        if batch_size > 1:
+            raise InvalidInput(
+                f"inference request to model '{self.model}' must specify batch-size 1 due to "
+                "requirements of sequence batcher"
+            )
+        self._controls.check_id(params.sequence_id)
+        return params.sequence_id
+
+    def _placed(self, sequence: SequenceId) -> asyncio.Future[Assigned]:
+        """A future that resolves when the backlogged `sequence` gets its slot (shared by all
+        its waiting requests, which then go on in the order they arrived)."""
+        future = self._backlog.get(sequence)
+        if future is None:
+            future = self._backlog[sequence] = asyncio.get_running_loop().create_future()
+        return future
+
+    def _finished(self, sequence: SequenceId, *, end: bool) -> None:
+        now = self._clock.now_ns()
+        for placement in self._table.finished(sequence, end=end, now_ns=now):
+            self._place(placement.sequence, Assigned(placement.instance, placement.slot))
+        self._arm_reaper()
+
+    def _place(self, sequence: SequenceId, route: Assigned) -> None:
+        future = self._backlog.pop(sequence, None)
+        if future is not None and not future.done():
+            future.set_result(route)
+
+    def _arm_reaper(self) -> None:
+        """A timer at the next idle deadline (one at a time, the earliest)."""
+        deadline = self._table.next_expiry()
+        if deadline is None or (self._timer is not None and self._timer_at <= deadline):
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = deadline
+        self._timer = self._clock.call_at(deadline, self._reap)
+
+    def _reap(self) -> None:
+        self._timer = None
+        released, placed = self._table.expire(self._clock.now_ns())
+        for sequence in released:
+            logger.info("model=%s sequence %s idle too long: released", self.model, sequence)
+        for placement in placed:
+            self._place(placement.sequence, Assigned(placement.instance, placement.slot))
+        self._arm_reaper()
+
+    def _run(self, backend: Backend, batch: Sequence[QueuedRequest]) -> list[Outcome]:
+        """Execute one batch on `backend` (its worker thread); direct: empty slots padded."""
+        if self._pad:
+            batch = self._padded(batch)
+        return self._executor.run(backend, batch, inline=False)
+
+    def _padded(self, batch: Sequence[QueuedRequest]) -> Sequence[QueuedRequest]:
+        """Slots 0..highest ready, with a READY-false placeholder in each empty one."""
+        by_slot = {item.sequence: item for item in batch}
+        if all(slot in by_slot for slot in range(len(batch))):
+            return batch  # slots 0..n-1, in order (the planner sorts them): nothing to fill
+        model = batch[0]
+        out = []
+        highest = max(int(item.sequence) for item in batch)  # type: ignore[call-overload]
+        for slot in range(highest + 1):
+            item = by_slot.get(slot)
+            out.append(item if item is not None else self._filler(model, slot))
+        return out
+
+    def _filler(self, model: QueuedRequest, slot: int) -> QueuedRequest:
+        """A placeholder for an empty slot: zeros shaped like a real request, READY false."""
+        inputs = [
+            InferTensor(t.name, t.datatype, t.shape, np.zeros_like(t.data))
+            for t in model.request.inputs
+            if t.name not in self._controls.names
+        ]
+        request = InferRequest(model.request.model_name, model.request.model_version, inputs)
+        params = SchedulingParameters(sequence_id=0)
+        self._controls.add(request, params, ready=False)
+        now = time.perf_counter_ns()
+        return QueuedRequest(request, None, 1, now, now, sequence=slot, filler=True)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+        for future in self._backlog.values():
+            if not future.done():
+                future.set_exception(ModelUnavailable(f"model '{self.model}' is unloading"))
+        for dispatcher in self._dispatchers:
+            dispatcher.close()
+
+    def join(self) -> None:
+        self.close()
+        for dispatcher in self._dispatchers:
+            dispatcher.join(_JOIN_TIMEOUT_S)

@@ -1,0 +1,53 @@
+"""One QA suite of Triton's and the server starts its test.sh makes (tests.conformance.triton_qa).
+
+Suite   qa/<name>: its test files, the repositories built for it, its runs, what is deselected
+Run     one server start: a unittest target (or a script, or a refusal check) and its flags
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.fixtures.triton_qa_suite_repos import Mirror
+
+__all__ = ["RepoBuilder", "Run", "Suite"]
+
+RepoBuilder = Callable[[Path, Mirror], Path]
+
+
+@dataclass(frozen=True)
+class Run:
+    """One server start: `target` (a unittest name, or a script and its arguments) against
+    the `repo` built for it, with the flags and environment test.sh uses."""
+
+    target: str
+    repo: str
+    serve_args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    label: str = ""  # names the run in the report when a suite runs one file several times
+    script_args: tuple[str, ...] | None = None  # set: `target` is a script, one row
+    refusal: str = ""  # set: one row, passed when the server refuses to start saying this
+    # test.sh's SERVER_LOG, for tests that read the server's log: the server's log, linked
+    # there in the test's directory for the run
+    server_log: str = ""
+    pytest: bool = False  # `target` is a pytest-style file (no TestCase): run under pytest
+
+    @property
+    def file(self) -> str:
+        return self.target.split(".", 1)[0] + ".py"
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str  # qa/<name>
+    files: tuple[str, ...]  # under qa/<name>
+    repos: dict[str, RepoBuilder]
+    runs: tuple[Run, ...]
+    # (a test-id substring, the reason it is not run)
+    deselect: tuple[tuple[str, str], ...] = field(default=())
+    large: bool = False  # needs more memory than a small machine has: run with --with-large
+    # Files under qa/ that test.sh runs from another directory (`../test_infer_shm_leak.py`),
+    # copied into qa/<name> so that they run there (their paths are cwd-relative).
+    beside: tuple[str, ...] = ()

@@ -1,0 +1,192 @@
+"""Shared placement under a real `thaw up --scaler kubernetes` (one activator: leader election
+off) on the fake API server with `thaw serve` pool pods under the test kubelet: two shared
+models share one claimed pod within its budget, booked in its `thaw.dev/shared-load`
+annotation; the least recently used idle one is evicted (unloaded from the pod) when a third
+needs room, and re-woken in the same pod later."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from kubernetes_asyncio import client
+
+from activator.scaler.kubernetes.pod_budget import load_of
+from activator.scaler.kubernetes.pod_state import is_ready
+from tests.fakes.kube_apiserver import FakeKubeApiServer
+from tests.fakes.kube_fixtures import eventually
+from tests.fakes.kubelet import LocalKubelet
+from tests.fixtures.kube_fleet import NAMESPACE, POOL_SELECTOR, pool_deployment, up_args
+from tests.fixtures.onnx_models import make_onnx_add
+from tests.fixtures.up_process import UpProcess, with_params
+
+pytestmark = pytest.mark.integration
+
+MiB = 1 << 20
+SIZE = MiB  # floats per ONNX model: 4 MiB of weights each
+EVICT_GRACE_S = 0.5
+MODELS = ("onnx_a", "onnx_b", "onnx_c")
+
+
+async def _infer(session: aiohttp.ClientSession, up: UpProcess, model: str) -> int:
+    body: dict[str, Any] = {
+        "inputs": [{"name": "INPUT0", "shape": [1, SIZE], "datatype": "FP32",
+                    "data": [1.0] * SIZE}]
+    }  # fmt: skip
+    async with session.post(f"{up.url}/v2/models/{model}/infer", json=body) as resp:
+        await resp.read()
+        return resp.status
+
+
+def _hosts(up: UpProcess) -> dict[str, list[str]]:
+    return {r["id"]: r["models"] for r in up.get("/thaw/status")["shared"]["replicas"]}
+
+
+def _booked(server: FakeKubeApiServer, pod: str) -> dict[str, int]:
+    load = load_of(server.get("pods", NAMESPACE, pod) or {})
+    assert load is not None
+    return dict(load.models)
+
+
+def _idle_past_grace() -> None:
+    """Let the eviction grace pass (a setting of this test's `thaw up`, not a measurement)."""
+    time.sleep(EVICT_GRACE_S + 0.3)
+
+
+async def _fleet(
+    server: FakeKubeApiServer,
+    api: client.ApiClient,
+    kubelet_factory: Callable[..., LocalKubelet],
+    tmp_path: Path,
+) -> tuple[Path, Callable[[], int]]:
+    """Three shared 4 MiB models and a pool of two ready `thaw serve` pods."""
+    repo = tmp_path / "repo"
+    for name in MODELS:
+        # A long scale-to-zero grace: the only way off the shared pod is eviction.
+        with_params(make_onnx_add(repo, name, size=SIZE), placement="shared",
+                    scale_to_zero_grace_s=600, activation_timeout_s=60)  # fmt: skip
+    kubelet_factory(host_paths={"/models": repo, "/cache": tmp_path / "cache"})
+    await client.AppsV1Api(api).create_namespaced_deployment(NAMESPACE, pool_deployment(2))
+
+    def ready_pool() -> int:
+        pods = server.objects("pods", NAMESPACE)
+        selected = [p for p in pods if POOL_SELECTOR.items() <= p["metadata"]["labels"].items()]
+        return sum(is_ready(p) for p in selected)
+
+    await eventually(lambda: ready_pool() == 2, timeout_s=90)
+    return repo, ready_pool
+
+
+# Room for two of the three 4 MiB models (plus their graphs' few bytes).
+SHARED_FLAGS = [
+    "--shared-replica-bytes", str(9 * MiB), "--shared-model-overhead-bytes", "0",
+    "--evict-grace-s", str(EVICT_GRACE_S),
+]  # fmt: skip
+
+
+async def test_shared_models_share_a_pod_and_the_idle_one_is_evicted_and_rewoken(
+    kube_apiserver: FakeKubeApiServer,
+    kube_api: client.ApiClient,
+    kubeconfig_path: Path,
+    kubelet_factory: Callable[..., LocalKubelet],
+    tmp_path: Path,
+) -> None:
+    repo, ready_pool = await _fleet(kube_apiserver, kube_api, kubelet_factory, tmp_path)
+    extra = ["--leader-election", "off", *SHARED_FLAGS]
+    up = await asyncio.to_thread(
+        UpProcess, repo, *up_args(kubeconfig_path, activator_id="activator-0", extra=extra)
+    )
+    try:
+        async with aiohttp.ClientSession() as session:
+            assert await _infer(session, up, "onnx_a") == 200
+            assert await _infer(session, up, "onnx_b") == 200
+            hosts = _hosts(up)
+            assert list(hosts.values()) == [["onnx_a", "onnx_b"]], hosts
+            (pod,) = hosts
+            assert set(_booked(kube_apiserver, pod)) == {"onnx_a", "onnx_b"}
+            replicas = {m: up.model(m)["replicas"] for m in ("onnx_a", "onnx_b")}
+            assert len({r[0]["url"] for r in replicas.values()}) == 1  # one pod serves both
+
+            await asyncio.to_thread(_idle_past_grace)
+            assert await _infer(session, up, "onnx_c") == 200
+            # onnx_a, the least recently used idle one, made room in the same pod.
+            assert _hosts(up) == {pod: ["onnx_b", "onnx_c"]}
+            assert set(_booked(kube_apiserver, pod)) == {"onnx_b", "onnx_c"}
+            assert up.model("onnx_a")["replicas_ready"] == 0
+            assert up.get("/thaw/status")["shared"]["models"]["onnx_a"]["evictions"] == 1
+
+            await asyncio.to_thread(_idle_past_grace)
+            assert await _infer(session, up, "onnx_a") == 200  # re-woken: onnx_b goes
+            assert _hosts(up) == {pod: ["onnx_a", "onnx_c"]}
+            # Only the one pod was claimed: the other pool pod is still idle in the pool.
+            assert ready_pool() >= 1
+            counts = up.get("/thaw/status")["shared"]["models"]
+            # Each load counted by where its weights came from (no image built here: the
+            # model's files), read off the pod's own load counters.
+            assert counts["onnx_a"] == {"evictions": 1, "loads": {"files": 2}}, counts
+            assert counts["onnx_b"]["evictions"] == 1 and counts["onnx_c"]["evictions"] == 0
+            metrics = up.metrics()
+            assert 'thaw_shared_evictions_total{model="onnx_a"} 1.0' in metrics
+            assert 'thaw_shared_loads_total{model="onnx_a",source="files"} 2.0' in metrics
+    finally:
+        up.stop()
+    assert "Traceback" not in up.log(), up.log()
+
+
+LEASE = "thaw-activator-leader"
+
+
+async def test_a_follower_routes_to_the_leaders_shared_pod_and_sees_its_evictions(
+    kube_apiserver: FakeKubeApiServer,
+    kube_api: client.ApiClient,
+    kubeconfig_path: Path,
+    kubelet_factory: Callable[..., LocalKubelet],
+    tmp_path: Path,
+) -> None:
+    repo, _ready_pool = await _fleet(kube_apiserver, kube_api, kubelet_factory, tmp_path)
+
+    def start(name: str) -> UpProcess:
+        return UpProcess(repo, *up_args(kubeconfig_path, activator_id=name, extra=SHARED_FLAGS))
+
+    ups = {name: await asyncio.to_thread(start, name) for name in ("act-0", "act-1")}
+    try:
+
+        def holder() -> str | None:
+            lease = kube_apiserver.get("leases", NAMESPACE, LEASE) or {}
+            return lease.get("spec", {}).get("holderIdentity") or None
+
+        leader_id = await eventually(holder, timeout_s=30)
+        follower = next(up for name, up in ups.items() if name != leader_id)
+        leader = ups[str(leader_id)]
+        async with aiohttp.ClientSession() as session:
+            # Every request through the follower: the leader places, the follower attaches.
+            assert await _infer(session, follower, "onnx_a") == 200
+            assert await _infer(session, follower, "onnx_b") == 200
+            hosts = _hosts(follower)
+            assert list(hosts.values()) == [["onnx_a", "onnx_b"]], hosts
+            (pod,) = hosts
+            assert _hosts(leader) == hosts
+            urls = {follower.model(m)["replicas"][0]["url"] for m in ("onnx_a", "onnx_b")}
+            assert len(urls) == 1  # the follower routes both models to the one shared pod
+
+            # Idle past the grace and past the follower's last report of them.
+            await asyncio.sleep(EVICT_GRACE_S + 1.5)
+            assert await _infer(session, follower, "onnx_c") == 200
+            assert _hosts(leader) == {pod: ["onnx_b", "onnx_c"]}
+            # The follower stops routing onnx_a to the pod it was unloaded from.
+            await eventually(lambda: follower.model("onnx_a")["replicas_ready"] == 0, timeout_s=10)
+            await asyncio.sleep(EVICT_GRACE_S + 1.5)
+            assert await _infer(session, follower, "onnx_a") == 200  # woken again, onnx_b goes
+            assert _hosts(leader) == {pod: ["onnx_a", "onnx_c"]}
+            counts = leader.get("/thaw/status")["shared"]["models"]
+            assert counts["onnx_a"]["evictions"] == 1 and counts["onnx_b"]["evictions"] == 1
+    finally:
+        for up in ups.values():
+            up.stop()
+    for up in ups.values():
+        assert "Traceback" not in up.log(), up.log()

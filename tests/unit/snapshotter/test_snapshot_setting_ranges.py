@@ -1,0 +1,33 @@
+"""The snapshotter's bounded settings are refused in the one phrasing of thawserver.ranges."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from snapshotter import cli
+from snapshotter.errors import SnapshotStoreError
+from snapshotter.stores.s3_store import S3Config
+
+
+@pytest.mark.parametrize("value", [0, 257])
+def test_s3_parallelism_out_of_its_range(value: int) -> None:
+    with pytest.raises(SnapshotStoreError) as info:
+        S3Config(max_parallel=value)
+    assert str(info.value) == f"`max_parallel` = {value}, must be in [1, 256]"
+
+
+def test_build_chunk_size_out_of_its_range(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "model" / "1").mkdir(parents=True)
+    parser = argparse.ArgumentParser()
+    cli.register(parser.add_subparsers())
+    args = parser.parse_args(
+        ["snapshot", "build", str(tmp_path / "model"), "--store", str(tmp_path / "store"),
+         "--chunk-mib", "0"]
+    )  # fmt: skip
+    assert args.func(args) == 1
+    assert "`--chunk-mib` = 0, must be in [1, 4096]" in capsys.readouterr().err

@@ -1,0 +1,35 @@
+"""The server parts both servers mount: `thaw serve` (runtime) and `thaw up` (activator).
+
+Code both servers run the same way, as opposed to thawwire's agreements between processes; it
+imports no Thaw package but the leaves `thawwire` and `tritonconfig`. Import each part by its
+module name (several import aiohttp or grpc); this `__init__` imports nothing, because
+`runtime.python.stub` reaches `fast_json` under an interpreter that may hold only numpy.
+
+    aiohttp_compat        the only private aiohttp access, each part pinned by a test
+    connection_guard      deadlines for slow and idle clients, a cap on connections
+    connection_limits     one set of connection limits for both servers
+    limit_flags           the connection limits' command-line flags, for both CLIs
+    fd_limit              the open-file limit: raised at start-up, what it leaves
+    transfer_coding       refusing a transfer coding the server does not implement
+    chunked_over_length   a request with both `Content-Length` and chunked
+    grpc_routes           the route table of a `GRPCInferenceService` surface
+    grpc_status           the gRPC status code of each v2 error
+    shm_api               the shared-memory extension's calls: register, status, unregister
+    shm_registry          the system shared-memory regions clients registered
+    settings_api          the logging and trace extensions' calls, REST and gRPC
+    settings_flags        the logging and trace extensions' command-line flags, for both CLIs
+    log_control           this process's logging, governed by the log settings
+    redaction             the server's own paths cut out of every error message
+    restricted_protocols  Triton's restricted-API flags: grammar, categories, header
+    restricted_routes     the one HTTP route guard of a restricted category (each server its error)
+    body_deadline         a request body that did not arrive in time: its status (408), its text
+    cache_counters        an image cache directory's eviction counters
+    cache_flags           tritonserver's response-cache flags, for both CLIs
+    json_response         the one JSON response both servers write
+    fast_json             orjson's speed with the stdlib `json` module's results
+    ranges                the one range check and its one phrasing
+"""
+
+from __future__ import annotations
+
+__all__: list[str] = []

@@ -1,0 +1,92 @@
+"""The only code of Thaw that reaches into aiohttp's private parts, each pinned by a test.
+
+Thaw composes aiohttp through its public interfaces: an `asyncio.Protocol` that wraps the
+handler a `web.Server` makes (runtime.direct.protocol), middlewares and `on_response_prepare`
+(runtime.direct.routing). Two needs have no public hook:
+
+- A request aiohttp cannot parse (request line, header, chunk framing, length) is answered by
+  `RequestHandler.handle_error` in text/plain, before any middleware runs, and logged with its
+  traceback at ERROR; Thaw's error bodies are JSON, and such a request (the client's fault) is
+  one line at DEBUG. `JsonErrorRunner` is an `AppRunner` whose server makes handlers of a
+  subclass that answers those (and the 500 of an exception that escaped every middleware) with
+  thawwire.bad_http's JSON. It relies on: `BaseRunner._make_server` (awaited by `setup()`),
+  the keyword arguments a `Server` keeps for its handlers (`Server._kwargs`), and
+  `RequestHandler(manager, loop=..., **kwargs)` calling `handle_error(request, status, exc,
+  message)` for an unparsable request.
+- Requests aiohttp has parsed but not yet handled on a connection (a pipelining client):
+  `has_queued_requests` reads `RequestHandler._messages`.
+
+tests/unit/thawwire/test_aiohttp_compat.py pins each of these against the installed aiohttp;
+an import-linter contract keeps `aiohttp.web_protocol` out of every other module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+
+from aiohttp import web
+from aiohttp.web_protocol import RequestHandler
+
+from thawwire.bad_http import error_body
+
+__all__ = ["JsonErrorRunner", "has_queued_requests"]
+
+
+class _JsonErrorHandler(RequestHandler):
+    """aiohttp's handler, answering what it cannot parse as `{"error": ...}`."""
+
+    __slots__ = ()
+
+    def handle_error(
+        self,
+        request: web.BaseRequest,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
+        if status < 500:
+            # A request that is not HTTP enough is the client's fault, and a hostile client
+            # can send one per connection: one line at debug, not aiohttp's traceback at error
+            # per request (a log an attacker could fill). The check below is aiohttp's own.
+            self.logger.debug("unparsable request from %s: %s", request.remote, exc)
+            if request.writer.output_size > 0:
+                raise ConnectionError("the answer has started: no error answer can follow")
+            text = message
+        else:
+            plain = super().handle_error(request, status, exc, message)
+            text = plain.text if isinstance(plain, web.Response) else None
+        response = web.Response(
+            body=error_body(status, text), status=status, content_type="application/json"
+        )
+        # The stream is in an unknown state after a framing error: never reuse it.
+        response.force_close()
+        return response
+
+
+class _JsonErrorServer(web.Server):
+    """A `web.Server` whose connections get `_JsonErrorHandler`s."""
+
+    def __call__(self) -> RequestHandler:
+        return _JsonErrorHandler(self, loop=asyncio.get_running_loop(), **self._kwargs)
+
+
+class JsonErrorRunner(web.AppRunner):
+    """An `AppRunner` (same arguments) whose server answers unparsable requests in JSON;
+    `runner.server` is the protocol factory for every connection of the app, as usual."""
+
+    async def _make_server(self) -> web.Server:
+        made = await super()._make_server()
+        return _JsonErrorServer(
+            made.request_handler,
+            request_factory=made.request_factory,
+            handler_cancellation=made.handler_cancellation,
+            **made._kwargs,
+        )
+
+
+def has_queued_requests(handler: asyncio.BaseProtocol) -> bool:
+    """Whether aiohttp's `handler` holds parsed requests it has not started handling yet.
+    False for a handler without that queue (another aiohttp or another protocol)."""
+    queue = getattr(handler, "_messages", None)
+    return isinstance(queue, deque) and len(queue) > 0

@@ -1,0 +1,89 @@
+"""The route table of a `GRPCInferenceService` surface, for `thaw serve` and `thaw up` alike.
+
+Each side brings its own handlers, already wrapped in its own error mapping (a ServingError or
+an ActivatorError leaves as its gRPC status); this module puts them on the service's methods:
+the unary methods parsed from raw bytes here (bytes that are not the method's message are then
+INVALID_ARGUMENT, where grpc's own deserializer would make them UNKNOWN), `ModelInfer` and
+`ModelStreamInfer` as raw bytes both ways, and the methods Thaw lacks answered UNIMPLEMENTED.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any, TypeVar
+
+import grpc
+
+from thawwire.grpc_service import SERVICE, UNSUPPORTED, Method, pb, unsupported_text
+
+__all__ = ["UNARY_REQUESTS", "parsed", "service_handler"]
+
+_Resp = TypeVar("_Resp")
+# grpc.aio.ServicerContext (grpcio ships no type information).
+Context = Any
+
+# The request message of each unary method a surface answers from parsed messages.
+UNARY_REQUESTS: dict[Method, Any] = {
+    Method.SERVER_LIVE: pb.ServerLiveRequest,
+    Method.SERVER_READY: pb.ServerReadyRequest,
+    Method.MODEL_READY: pb.ModelReadyRequest,
+    Method.SERVER_METADATA: pb.ServerMetadataRequest,
+    Method.MODEL_METADATA: pb.ModelMetadataRequest,
+    Method.MODEL_CONFIG: pb.ModelConfigRequest,
+    Method.MODEL_STATISTICS: pb.ModelStatisticsRequest,
+    Method.REPOSITORY_INDEX: pb.RepositoryIndexRequest,
+    Method.REPOSITORY_MODEL_LOAD: pb.RepositoryModelLoadRequest,
+    Method.REPOSITORY_MODEL_UNLOAD: pb.RepositoryModelUnloadRequest,
+    Method.SYSTEM_SHARED_MEMORY_STATUS: pb.SystemSharedMemoryStatusRequest,
+    Method.SYSTEM_SHARED_MEMORY_REGISTER: pb.SystemSharedMemoryRegisterRequest,
+    Method.SYSTEM_SHARED_MEMORY_UNREGISTER: pb.SystemSharedMemoryUnregisterRequest,
+    Method.CUDA_SHARED_MEMORY_STATUS: pb.CudaSharedMemoryStatusRequest,
+    Method.CUDA_SHARED_MEMORY_REGISTER: pb.CudaSharedMemoryRegisterRequest,
+    Method.CUDA_SHARED_MEMORY_UNREGISTER: pb.CudaSharedMemoryUnregisterRequest,
+    Method.TRACE_SETTING: pb.TraceSettingRequest,
+    Method.LOG_SETTINGS: pb.LogSettingsRequest,
+}
+
+
+def parsed(
+    method: Method, handler: Callable[[Any, Context], Awaitable[_Resp]]
+) -> Callable[[bytes, Context], Awaitable[_Resp]]:
+    """`handler` of `method`'s parsed request message, from raw bytes (parsed in the handler,
+    so that a parse error goes through the surface's own error mapping)."""
+    message = UNARY_REQUESTS[method]
+
+    @functools.wraps(handler)
+    async def from_bytes(data: bytes, context: Context) -> _Resp:
+        return await handler(message.FromString(data), context)
+
+    return from_bytes
+
+
+def service_handler(
+    unary: Mapping[Method, Callable[[bytes, Context], Awaitable[Any]]],
+    infer: Callable[[bytes, Context], Awaitable[bytes]],
+    stream: Callable[[AsyncIterator[bytes], Context], Awaitable[None]],
+) -> grpc.GenericRpcHandler:
+    """Every method of the service: `unary` (raw bytes in, a message out), `infer` and
+    `stream` (raw bytes both ways), the rest UNIMPLEMENTED naming the feature."""
+    handlers: dict[str, grpc.RpcMethodHandler] = {
+        method.value: grpc.unary_unary_rpc_method_handler(fn, response_serializer=_serialize)
+        for method, fn in unary.items()
+    }
+    handlers[Method.MODEL_INFER.value] = grpc.unary_unary_rpc_method_handler(infer)
+    handlers[Method.MODEL_STREAM_INFER.value] = grpc.stream_stream_rpc_method_handler(stream)
+    for method in UNSUPPORTED:
+        handlers[method.value] = grpc.unary_unary_rpc_method_handler(
+            functools.partial(_unimplemented, method)
+        )
+    return grpc.method_handlers_generic_handler(SERVICE, handlers)
+
+
+def _serialize(message: Any) -> bytes:
+    return bytes(message.SerializeToString())
+
+
+async def _unimplemented(method: Method, request: bytes, context: Context) -> bytes:
+    await context.abort(grpc.StatusCode.UNIMPLEMENTED, unsupported_text(method))
+    raise AssertionError("context.abort returned")

@@ -1,0 +1,57 @@
+"""The OpenAI-compatible API both servers answer: its paths, its model and error documents.
+
+`thaw serve` answers these paths itself (runtime.openai); `thaw up` answers the model list from
+its repository and forwards the rest to a replica of the body's `model`, so both write errors in
+the one shape the `openai` client parses: `{"error": {"message", "type", "param", "code"}}`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "CHAT_COMPLETIONS",
+    "COMPLETIONS",
+    "EMBEDDINGS",
+    "GENERATION_PATHS",
+    "MODEL",
+    "MODELS",
+    "error_body",
+    "error_type",
+    "model_object",
+]
+
+MODELS = "/v1/models"
+MODEL = "/v1/models/{model}"
+COMPLETIONS = "/v1/completions"
+CHAT_COMPLETIONS = "/v1/chat/completions"
+EMBEDDINGS = "/v1/embeddings"
+# The paths whose JSON body names the model that answers (`"model": ...`).
+GENERATION_PATHS = (CHAT_COMPLETIONS, COMPLETIONS, EMBEDDINGS)
+
+# OpenAI's `type` for each refusal status both servers answer.
+_TYPES = {
+    401: "authentication_error",
+    403: "permission_error",
+    408: "timeout_error",
+    429: "rate_limit_error",
+}
+
+
+def error_type(status: int) -> str:
+    """OpenAI's `type` for an error answered with `status`."""
+    if status >= 500:
+        return "server_error"
+    return _TYPES.get(status, "invalid_request_error")
+
+
+def error_body(
+    message: str, *, status: int, param: str | None = None, code: str | None = None
+) -> dict[str, Any]:
+    """The JSON document of one error answered with `status`."""
+    return {"error": {"message": message, "type": error_type(status), "param": param, "code": code}}
+
+
+def model_object(name: str, created: int) -> dict[str, Any]:
+    """One entry of `/v1/models` (`created`: when the server started, seconds since the epoch)."""
+    return {"id": name, "object": "model", "created": created, "owned_by": "thaw"}

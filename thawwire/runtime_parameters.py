@@ -1,0 +1,31 @@
+"""The `thaw.*` model parameters (config.pbtxt) that the runtime reads and the activator does not.
+
+`thaw up` refuses a `thaw.*` key it does not know (a typo must not pass silently), so each key a
+replica reads is named here once: the activator lets it through to the replica (which reads the
+same config.pbtxt) after checking its value, so a bad value is refused when the repository is
+scanned rather than when the model is first woken.
+
+    thaw.python_runtime   process | in_process | auto   where a Python model's instances run
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+__all__ = ["PYTHON_RUNTIME", "PYTHON_RUNTIMES", "RUNTIME_PARAMETERS", "runtime_parameter_error"]
+
+PYTHON_RUNTIME = "thaw.python_runtime"
+PYTHON_RUNTIMES = ("process", "in_process", "auto")
+
+RUNTIME_PARAMETERS: Mapping[str, tuple[str, ...]] = {PYTHON_RUNTIME: PYTHON_RUNTIMES}
+"""Each runtime-read key and the values it takes (as written, surrounding blanks aside; empty is
+the default)."""
+
+
+def runtime_parameter_error(key: str, raw: object) -> str | None:
+    """Why `raw` is not a value of the runtime parameter `key`, or None when it is."""
+    text = str(raw).strip()
+    choices = RUNTIME_PARAMETERS[key]
+    if not text or text in choices:
+        return None
+    return f"`{key}` = {text[:40]!r}, must be one of {', '.join(choices)}"
