@@ -1,4 +1,5 @@
-"""Shared test fixtures: free ports, real `thaw serve` processes, no blocking in the event loop.
+"""Shared test fixtures: free ports, real `thaw serve` processes, no blocking in the event loop,
+the root logger as each test found it.
 
 Builders live in `tests/fixtures/` (`models.py`, `serve_process.py`) and fakes with behaviour in
 `tests/fakes/`, so any package's tests can import them; the fixtures here wire them to pytest and
@@ -7,6 +8,8 @@ kill every process they start.
 
 from __future__ import annotations
 
+import logging
+import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -25,8 +28,11 @@ from tests.fixtures.serve_process import ServeProcess, free_port
 
 # Blocking calls are looked for only where a frame of Thaw's own packages is on the stack: the
 # event loop must never block in product code. Test bodies may do blocking set-up (writing a
-# model repository) before they start the code under test.
-_PRODUCT_PACKAGES = ["activator", "runtime", "snapshotter", "thaw", "tritonconfig"]
+# model repository) before they start the code under test. Every product package: those
+# import-linter's contracts cover (pyproject's `root_packages`), so a new one is guarded too.
+_PRODUCT_PACKAGES = tomllib.loads(
+    (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(encoding="utf-8")
+)["tool"]["importlinter"]["root_packages"]
 
 
 def _allow(bb: BlockBuster, calls: tuple[str, ...], filename: str, functions: set[str]) -> None:
@@ -48,26 +54,26 @@ def _allow_known_blocking(bb: BlockBuster) -> None:
     # Start-up and shutdown: the handoff socket file is made once, under a umask (process-
     # global, so not in a thread), before `thaw up` connects, after removing a stale file of a
     # killed predecessor; `close` removes it once at exit.
-    _allow(bb, ("os.unlink", "os.stat"), "runtime/handoff.py", {"start", "close"})
-    # Start-up: `thaw up` scans the repository before its loop starts (activator/cli.py); tests
-    # that build the app inside a running loop let `build_app` scan it there.
-    _allow(bb, _FILES, "activator/repository.py", {"scan"})
+    _allow(bb, ("os.unlink", "os.stat"), "runtime/direct/handoff.py", {"start", "close"})
+    # Start-up: `thaw up` scans the repository before its loop starts (activator/process/cli.py);
+    # tests that build the app inside a running loop let `build_app` scan it there.
+    _allow(bb, _FILES, "activator/fleet/repository.py", {"scan"})
     # known: a request naming a model the manager has not seen yet stats `<repo>/<name>` on the
     # loop (ModelManager's metadata/config/ready lookups are synchronous; moving the check off
     # the loop means making that service interface async).
-    _allow(bb, _STAT, "runtime/model_manager.py", {"_known"})
+    _allow(bb, _STAT, "runtime/models/manager.py", {"_known"})
     # Locks held by worker threads for a few bookkeeping statements (no I/O under them): the
     # loop waits nanoseconds at most. Statistics counters and prometheus_client's values.
     _allow(
         bb,
         ("threading.Lock.acquire",),
-        "runtime/stats.py",
+        "runtime/observe/stats.py",
         {"record_execution", "record_failure", "to_json", "open", "close", "items"},
     )
     _allow(bb, ("threading.Lock.acquire",), "prometheus_client/values.py", {"inc", "set", "get"})
     # Scrape time: the runtime's `thaw_server_resident_memory_bytes` reads /proc for the
     # server and its child processes (psutil); /proc is answered from kernel memory, no disk.
-    _allow(bb, (*_STAT, "io.BufferedReader.read"), "runtime/metrics.py", {"collect"})
+    _allow(bb, (*_STAT, "io.BufferedReader.read"), "runtime/observe/metrics.py", {"collect"})
     # By design a Python model proven tiny runs on the loop (docs/decisions/
     # 0004-inline-tiny-python-models.md); the scheduler tests' fake model sleeps there to turn
     # slow, which is what sends it back to its thread.
@@ -82,6 +88,25 @@ def no_blocking_in_event_loop() -> Iterator[BlockBuster]:
     with blockbuster_ctx(_PRODUCT_PACKAGES) as bb:
         _allow_known_blocking(bb)
         yield bb
+
+
+@pytest.fixture(autouse=True)
+def root_logger_restored() -> Iterator[None]:
+    """Put the root logger's handlers and level back after each test: a CLI run in-process
+    (`thaw up`'s `run` calls `logging.basicConfig`, then `LogControl.install`) leaves a handler on
+    the stream pytest captured for that test, closed once it ends; every later log line then
+    fails in that handler ("--- Logging error ---" on standard error)."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for handler in list(root.handlers):
+        if handler not in handlers:
+            root.removeHandler(handler)
+            handler.close()
+    for handler in handlers:
+        if handler not in root.handlers:
+            root.addHandler(handler)
+    root.setLevel(level)
 
 
 @pytest.fixture
