@@ -7,7 +7,13 @@ import asyncio
 from activator.errors import ActivationFailed, StartWithdrawn
 from activator.scaler.backend import PoolStatus, ReplicaHandle
 
-__all__ = ["FakeScalerBackend"]
+__all__ = ["WAKE_DEADLINE_S", "FakeScalerBackend"]
+
+# The activation deadline of tests that wake a model and expect it to serve: a fake start takes
+# milliseconds, but a machine loaded by a second test run beside this one can stall the loop
+# for seconds, and a short deadline then answers 504 where the test expects 200. Tests of the
+# deadline itself set their own short one.
+WAKE_DEADLINE_S = 30.0
 
 
 class FakeScalerBackend:

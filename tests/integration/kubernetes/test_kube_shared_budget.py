@@ -97,9 +97,7 @@ def _conflicts(server: FakeKubeApiServer) -> int:
     )
 
 
-async def _race(
-    server: FakeKubeApiServer, need: Mapping[str, int]
-) -> list[Booked | NewHost]:
+async def _race(server: FakeKubeApiServer, need: Mapping[str, int]) -> list[Booked | NewHost]:
     """Two activators, each with its own API client, place one model each from one read."""
     barrier = asyncio.Barrier(2)
     async with (

@@ -17,7 +17,7 @@ from aiohttp.test_utils import TestServer
 from activator.config import ActivatorConfig, ScaleSettings
 from activator.surfaces.app import build_app
 from tests.fakes.loop import eventually
-from tests.fakes.scaler_backend import FakeScalerBackend
+from tests.fakes.scaler_backend import WAKE_DEADLINE_S, FakeScalerBackend
 from tests.fakes.upstream import HITS, MODEL_CONFIG, start_upstream
 
 
@@ -28,9 +28,6 @@ async def upstream() -> AsyncIterator[TestServer]:
     await server.close()
 
 
-# Every test here but the deadline test wakes a model and expects it to serve: its deadline is
-# generous, so a machine loaded by a second test run beside this one cannot time the wake out.
-_WAKE_DEADLINE_S = 30.0
 _SHORT_DEADLINE_S = 1.0
 
 
@@ -58,7 +55,7 @@ async def _start_activator(
 
 @pytest.fixture
 async def activator(tmp_path: Path, upstream: TestServer) -> AsyncIterator[tuple[str, Any]]:
-    server, backend = await _start_activator(tmp_path, upstream, _WAKE_DEADLINE_S)
+    server, backend = await _start_activator(tmp_path, upstream, WAKE_DEADLINE_S)
     yield str(server.make_url("")).rstrip("/"), backend
     await server.close()
 
@@ -237,7 +234,7 @@ async def test_client_gone_while_held_is_dropped_and_never_forwarded(
                 held = {m["model"]: m["held_requests"] for m in (await r.json())["models"]}
             if held["m"] == 0:
                 break
-            assert time.monotonic() < sent + _WAKE_DEADLINE_S, "still held at the deadline"
+            assert time.monotonic() < sent + WAKE_DEADLINE_S, "still held at the deadline"
             await asyncio.sleep(0.01)
         backend.gate.set()
         async with s.post(f"{url}/v2/models/m/infer", data=b"stays") as r:
@@ -254,7 +251,7 @@ async def test_held_past_the_activation_timeout_gets_a_json_error(
     loop = asyncio.get_running_loop()
     start = loop.time()
     async with (
-        asyncio.timeout(_WAKE_DEADLINE_S),  # answered, never hung
+        asyncio.timeout(WAKE_DEADLINE_S),  # answered, never hung
         aiohttp.ClientSession() as s,
         s.post(f"{url}/v2/models/m/infer", data=b"x") as r,
     ):

@@ -14,7 +14,7 @@ from aiohttp import web
 
 from activator.config import ActivatorConfig, ScaleSettings
 from activator.surfaces.app import build_app
-from tests.fakes.scaler_backend import FakeScalerBackend
+from tests.fakes.scaler_backend import WAKE_DEADLINE_S, FakeScalerBackend
 from tests.fakes.upstream import HITS, MODEL_CONFIG, start_upstream
 from thawserver.aiohttp_compat import JsonErrorRunner
 
@@ -30,7 +30,7 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[str, int, FakeScalerBack
         build_images=False,
         max_body_bytes=100_000,
         request_timeout_s=0.5,
-        defaults=ScaleSettings(activation_timeout_s=1),
+        defaults=ScaleSettings(activation_timeout_s=WAKE_DEADLINE_S),
     )
     url = str(upstream.make_url("")).rstrip("/")
     backend = FakeScalerBackend(url=url, open_gate=True, claim_s=0.0, restore_s=0.01)

@@ -19,7 +19,7 @@ from activator.config import ActivatorConfig, ScaleSettings
 from activator.endpoint.replica_stats import zero_stats
 from activator.surfaces.app import FLEET, build_app
 from tests.fakes.loop import eventually
-from tests.fakes.scaler_backend import FakeScalerBackend
+from tests.fakes.scaler_backend import WAKE_DEADLINE_S, FakeScalerBackend
 
 CONFIG = """
 name: "{name}"
@@ -84,7 +84,11 @@ class ReplicaServers(FakeScalerBackend):
 
 
 @pytest.fixture
-async def up(tmp_path: Path) -> AsyncIterator[tuple[str, ReplicaServers, web.Application]]:
+async def up(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> AsyncIterator[tuple[str, ReplicaServers, web.Application]]:
+    """The activator over `ReplicaServers`; its activation deadline is `WAKE_DEADLINE_S`, or
+    the test's own (`@pytest.mark.parametrize("up", [seconds], indirect=True)`)."""
     (tmp_path / "m" / "1").mkdir(parents=True)
     (tmp_path / "m" / "2").mkdir(parents=True)
     (tmp_path / "m" / "config.pbtxt").write_text(CONFIG.format(name="m"))
@@ -92,7 +96,9 @@ async def up(tmp_path: Path) -> AsyncIterator[tuple[str, ReplicaServers, web.App
         model_control=True,
         repository=tmp_path,
         build_images=False,
-        defaults=ScaleSettings(activation_timeout_s=0.5, max_replicas=2),
+        defaults=ScaleSettings(
+            activation_timeout_s=getattr(request, "param", WAKE_DEADLINE_S), max_replicas=2
+        ),
     )
     backend = ReplicaServers()
     app = build_app(config, backend=backend)
@@ -172,6 +178,7 @@ async def test_a_replica_that_dies_keeps_the_counts_last_seen(
         assert _count(await _stats(s, url)) == 6
 
 
+@pytest.mark.parametrize("up", [0.5], indirect=True)  # the wake that never finishes: 504 soon
 async def test_requests_the_activator_failed_are_not_inference_failures(
     up: tuple[str, ReplicaServers, web.Application],
 ) -> None:

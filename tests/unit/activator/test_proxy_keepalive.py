@@ -15,7 +15,7 @@ from aiohttp.test_utils import TestServer
 
 from activator.config import ActivatorConfig, ScaleSettings
 from activator.surfaces.app import build_app
-from tests.fakes.scaler_backend import FakeScalerBackend
+from tests.fakes.scaler_backend import WAKE_DEADLINE_S, FakeScalerBackend
 from tests.fakes.upstream import MODEL_CONFIG
 
 PEERS = web.AppKey("peers", set[int])
@@ -56,7 +56,7 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[str, FakeScalerBackend, 
         build_images=False,
         request_timeout_s=0.5,
         # One slot: a request that never gave its slot back would hold up the next one.
-        defaults=ScaleSettings(activation_timeout_s=1, container_concurrency=1),
+        defaults=ScaleSettings(activation_timeout_s=WAKE_DEADLINE_S, container_concurrency=1),
     )
     url = str(upstream.make_url("")).rstrip("/")
     backend = FakeScalerBackend(url=url, open_gate=True, claim_s=0.0, restore_s=0.01)

@@ -21,7 +21,7 @@ from activator.config import ActivatorConfig, ScaleSettings
 from activator.observe.status_document import StatusDocument
 from activator.surfaces.app import build_app
 from activator.surfaces.status_page import ASSETS
-from tests.fakes.scaler_backend import FakeScalerBackend
+from tests.fakes.scaler_backend import WAKE_DEADLINE_S, FakeScalerBackend
 from tests.fakes.upstream import MODEL_CONFIG, start_upstream
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -40,7 +40,7 @@ async def activator(tmp_path: Path) -> AsyncIterator[tuple[str, FakeScalerBacken
     config = ActivatorConfig(
         repository=tmp_path,
         build_images=False,
-        defaults=ScaleSettings(activation_timeout_s=2),
+        defaults=ScaleSettings(activation_timeout_s=WAKE_DEADLINE_S),
         tick_s=0.05,
         history_interval_s=0.05,
         gpu_hour_price=2.5,
