@@ -1,6 +1,7 @@
 """The Kubernetes scaler backend (`--scaler kubernetes`): replicas as runtime pods.
 
     backend          the ScalerBackend whose replicas are runtime pods
+    attachments      the pods this activator routes to, and when one of them is lost
     api              the Kubernetes API as the backend uses it, errors translated
     pod_starter      bring one pod up: claim a warm pod or create one, load, mark
     pod_informer     a cache of the pods a selector matches (list + watch)
@@ -13,6 +14,7 @@
     leader_election  the scaling leader's Lease, kept
     leader_lease     the Lease record and the pure election policy
     follower_start   a follower's replica start with no pod to attach (pure)
+    follower_wait    a follower's replica start as one loop: look, decide, wait
     peer_reports     followers tell the scaling leader their load
     peer_load        the other activators' concurrency (pure bookkeeping)
     model_labels     a model's name as a Kubernetes label value

@@ -35,12 +35,11 @@ import math
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 
-from activator.errors import ActivationFailed, ScalerUnavailable, StartWithdrawn
+from activator.errors import ActivationFailed, ScalerUnavailable
 from activator.observe.metrics import Metrics
 from activator.scaler.backend import (
     ModelActivity,
@@ -52,9 +51,9 @@ from activator.scaler.backend import (
 )
 from activator.scaler.kube_config import DEFAULT_CLASS, KubernetesConfig
 from activator.scaler.kubernetes.api import KubeApi, KubeApiError, open_api_client
+from activator.scaler.kubernetes.attachments import Attachments, pod_of, pods_of_model
 from activator.scaler.kubernetes.backoff import Backoff
-from activator.scaler.kubernetes.follower_start import FollowAction
-from activator.scaler.kubernetes.follower_start import step as follow_step
+from activator.scaler.kubernetes.follower_wait import FollowerLook, follow
 from activator.scaler.kubernetes.leader_election import LeaderElection
 from activator.scaler.kubernetes.peer_reports import PeerReports
 from activator.scaler.kubernetes.pod_budget import booked_models, shared_status
@@ -69,22 +68,15 @@ from activator.scaler.kubernetes.pod_state import (
     Pod,
     PodState,
     annotation,
-    grpc_address,
     is_deleting,
-    is_finished,
     is_ready,
     name_of,
-    restart_count,
     runtime_url,
     state_of,
     unschedulable,
 )
 from activator.scaler.kubernetes.shared_pods import SharedPods
-from activator.scaler.kubernetes.shared_replicas import (
-    SharedReplicas,
-    is_shared_replica,
-    split_replica_id,
-)
+from activator.scaler.kubernetes.shared_replicas import SharedReplicas, is_shared_replica
 from activator.scaler.runtime_control import RuntimeControl
 from activator.scaler.shared_settings import SharedSettings
 
@@ -95,16 +87,6 @@ logger = logging.getLogger(__name__)
 _FOLLOW_POLL_S = 0.1  # a follower waiting for the leader's pod also looks at its role this often
 _FOLLOWER_HOLD_S = 1.0  # a follower's held requests look again this often while a pod loads
 _LOST_POLL_S = 0.5  # wait_lost re-checks readiness this often between pod events
-
-
-@dataclass
-class _Attached:
-    """A pod this activator routes to: its runtime's address and restarts when attached."""
-
-    model: str
-    url: str
-    restarts: int
-    unready_since: float | None = None
 
 
 class KubernetesBackend:
@@ -132,7 +114,7 @@ class KubernetesBackend:
         self._clock = clock
         self._rng = rng or random.Random()
         self._backoff = Backoff(*kube.backoff_s)
-        self._attached: dict[str, _Attached] = {}
+        self._attached = Attachments(kube, session, rng=self._rng, clock=clock)
         self._loading: set[str] = set()  # pods this activator is claiming or loading now
         self._tasks: list[asyncio.Task[None]] = []
         self._election: LeaderElection | None = None
@@ -195,7 +177,8 @@ class KubernetesBackend:
                     clock=self._clock,
                 )
                 await starter.fetch_pool()
-                self._check_pool(starter)
+                if (mismatch := starter.selector_mismatch()) is not None:
+                    raise ScalerUnavailable(f"kubernetes scaler: {mismatch}")
         except KubeApiError as exc:
             raise ScalerUnavailable(f"kubernetes scaler: {exc.message}") from exc
         try:
@@ -251,16 +234,6 @@ class KubernetesBackend:
             return False
         load = self._reports.totals().get(model)
         return load is not None and (load.current > 0 or load.mean > 0)
-
-    def _check_pool(self, starter: PodStarter) -> None:
-        pool_class, deployment = starter.pool_class, starter.deployment
-        labels = (deployment.get("spec") or {}).get("selector", {}).get("matchLabels")
-        if labels != dict(pool_class.selector):
-            raise ScalerUnavailable(
-                f"kubernetes scaler: Deployment {pool_class.deployment!r} (placement class "
-                f"{pool_class.name!r}) selects {labels}, but the pool selector is "
-                f"{dict(pool_class.selector)}: they must be equal"
-            )
 
     def _informer(self, selector: str, what: str) -> PodInformer:
         assert self._api is not None  # set by start()
@@ -348,48 +321,59 @@ class KubernetesBackend:
     async def _follow(self, model: str, start: float, deadline: float) -> ReplicaHandle:
         """A follower's start: a request to the scaling leader, satisfied by a pod it claims
         for `model` (attached once serving); withdrawn or failed as `follower_start` says."""
-        pods = self._started_informer()
-        began = self._role_changes
-        while True:
-            seen = pods.version
+
+        async def find() -> ReplicaHandle | None:
             handle = await self._attach_serving(model, start)
-            if handle is None:
-                handle = await self._attach_serving(model, start, state=PodState.LOADING)
-            if handle is not None:
-                return handle
-            now = self._clock()
-            loading = len(self._loading_pods(model))
-            look = follow_step(
-                role_changed=self._role_changes != began,
-                claimed=loading,
-                demand=self._reports.demand(model) if self._reports is not None else 1,
-                attached=sum(1 for a in self._attached.values() if a.model == model),
-                now=now,
-                deadline=deadline,
+            return handle or await self._attach_serving(model, start, state=PodState.LOADING)
+
+        def failure() -> str:
+            holder = self._election.holder if self._election is not None else None
+            return (
+                f"no replica of model '{model}' appeared within {deadline - start:g} s: "
+                f"the scaling leader ({holder or 'none now'}) did not start one"
             )
-            if look.action is FollowAction.WITHDRAW:
-                raise StartWithdrawn(f"start of model '{model}' withdrawn: {look.reason}")
-            if look.action is FollowAction.FAIL:
-                holder = self._election.holder if self._election is not None else None
-                raise ActivationFailed(
-                    f"no replica of model '{model}' appeared within {deadline - start:g} s: "
-                    f"the scaling leader ({holder or 'none now'}) did not start one"
-                )
+
+        def poll_s(elapsed: float, loading: int) -> float:
             # While the leader's pod loads, probe it often at first (a small model loads in
             # tens of ms), then less (a big one takes seconds): at most every 0.25 s.
-            poll_s = min(_FOLLOW_POLL_S * 2.5, max(0.01, (now - start) / 8))
-            await pods.wait_change(seen, poll_s if loading else _FOLLOW_POLL_S)
+            if not loading:
+                return _FOLLOW_POLL_S
+            return min(_FOLLOW_POLL_S * 2.5, max(0.01, elapsed / 8))
+
+        claimed = lambda: len(self._loading_pods(model))  # noqa: E731
+        look = self._follower_look(model, find, claimed, poll_s=poll_s, failure=failure)
+        return await follow(
+            self._started_informer(), look, model=model, start=start, deadline=deadline,
+            clock=self._clock,
+        )  # fmt: skip
+
+    def _follower_look(
+        self,
+        model: str,
+        find: Callable[[], Awaitable[ReplicaHandle | None]],
+        claimed: Callable[[], int],
+        *,
+        poll_s: Callable[[float, int], float],
+        failure: Callable[[], str],
+        hard_deadline: bool = False,
+    ) -> FollowerLook:
+        """A follower start's look at `model`: this activator's demand, attachments and role
+        (a change of role since now withdraws it) with the kind of start's own parts."""
+        began = self._role_changes
+        return FollowerLook(
+            find=find,
+            claimed=claimed,
+            demand=lambda: self._reports.demand(model) if self._reports is not None else 1,
+            attached=lambda: self._attached.count(model),
+            role_changed=lambda: self._role_changes != began,
+            poll_s=poll_s,
+            failure=failure,
+            hard_deadline=hard_deadline,
+        )
 
     def _loading_pods(self, model: str) -> list[Pod]:
         """Pods of `model` claimed or created (by the leader) that are still loading."""
-        return [
-            p
-            for p in self._started_informer().pods()
-            if annotation(p, ANNOTATION_MODEL) == model
-            and state_of(p) is PodState.LOADING
-            and not is_deleting(p)
-            and not is_finished(p)
-        ]
+        return pods_of_model(self._started_informer().pods(), model, PodState.LOADING)
 
     async def running_replicas(self, model: str) -> list[ReplicaHandle]:
         self._started_informer()
@@ -403,17 +387,15 @@ class KubernetesBackend:
     async def wait_lost(self, replica_id: str) -> str:
         pods = self._started_informer()
         while True:
-            attached = self._attached.get(replica_id)
-            if attached is None:
-                return "stopped"
             seen = pods.version
-            reason = self._lost_reason(replica_id, attached, pods.get(_pod_of(replica_id)))
+            pod = pods.get(pod_of(replica_id))
+            reason = self._attached.lost_reason(replica_id, pod, leading=self.leading)
             if reason is not None:
                 return reason
             await pods.wait_change(seen, _LOST_POLL_S)
 
     async def stop_replica(self, replica_id: str, *, timeout_s: float) -> None:
-        attached = self._attached.pop(replica_id, None)
+        attached = self._attached.pop(replica_id)
         if attached is None or not self.leading:
             return  # a follower only stops routing to it: the pod is the leader's to delete
         if is_shared_replica(replica_id) and self._sharing is not None:
@@ -525,38 +507,8 @@ class KubernetesBackend:
         """Attach a pod of `model` in `state` that answers its model-ready probe, if any (a
         follower also probes the leader's loading pods: one serves as soon as it answers,
         before its `serving` mark has come through the watch)."""
-        pods = self._started_informer()
-        found = [
-            p
-            for p in pods.pods()
-            if annotation(p, ANNOTATION_MODEL) == model
-            and state_of(p) is state
-            and not is_deleting(p)
-            and not is_finished(p)
-            and name_of(p) not in self._attached
-            and name_of(p) not in self._loading
-        ]
-        self._rng.shuffle(found)
-        for pod in found:
-            url = runtime_url(pod, self._kube.runtime_port)
-            if url is None:
-                continue
-            if await RuntimeControl(self._session, url, name=name_of(pod)).model_ready(model):
-                if name_of(pod) in self._attached:  # attached by a concurrent start meanwhile
-                    continue
-                return self._attach(pod, model, url, claim_s=self._clock() - start, restore_s=0)
-        return None
-
-    def _attach(
-        self, pod: Pod, model: str, url: str, *, claim_s: float, restore_s: float
-    ) -> ReplicaHandle:
-        name = name_of(pod)
-        grpc = grpc_address(pod, self._kube.runtime_grpc_port)
-        self._attached[name] = _Attached(model, url, restart_count(pod))
-        logger.info("replica %s model=%s attached at %s (gRPC %s)", name, model, url, grpc)
-        return ReplicaHandle(
-            name, model, url, claim_s=claim_s, restore_s=restore_s, grpc_address=grpc
-        )
+        candidates = pods_of_model(self._started_informer().pods(), model, state)
+        return await self._attached.attach_ready(candidates, model, start=start, skip=self._loading)
 
     async def _bring_up(self, model: str, start: float, deadline: float) -> ReplicaHandle:
         """Claim a pool pod (or create one), load `model` into it, attach it."""
@@ -572,36 +524,7 @@ class KubernetesBackend:
             )
         pod, url, claimed_s = await starter.bring_up(model, start, deadline, loading=self._loading)
         restore_s = self._clock() - start - claimed_s
-        return self._attach(pod, model, url, claim_s=claimed_s, restore_s=restore_s)
-
-    def _lost_reason(self, name: str, attached: _Attached, pod: Pod | None) -> str | None:
-        if pod is None:
-            return "pod deleted"
-        if is_deleting(pod):
-            return "pod is being deleted"
-        if is_finished(pod):
-            return f"pod {pod.get('status', {}).get('phase', '').lower()}"
-        if restart_count(pod) > attached.restarts:
-            return "its runtime container restarted (the model is no longer loaded)"
-        if state_of(pod) is PodState.DRAINING:
-            return "drained by the scaling leader"
-        # A follower learns of an eviction from the booking; the leader, which evicts through
-        # the model's endpoint (its scale to zero), must not also see it as a loss: the
-        # endpoint would start a replica again at once, evicting another (thrashing).
-        if (
-            is_shared_replica(name)
-            and not self.leading
-            and attached.model not in booked_models(pod)
-        ):
-            return "unloaded from its shared pod (evicted, or scaled to zero by the leader)"
-        if is_ready(pod):
-            attached.unready_since = None
-            return None
-        now = self._clock()
-        attached.unready_since = attached.unready_since or now
-        if now - attached.unready_since >= self._kube.unready_lost_s:
-            return f"pod not ready for {self._kube.unready_lost_s:g} s"
-        return None
+        return self._attached.attach(pod, model, url, claim_s=claimed_s, restore_s=restore_s)
 
     # ---- scale-down, collection, API helpers ------------------------------------------------
 
@@ -633,7 +556,7 @@ class KubernetesBackend:
                 continue
             pods = self._started_informer()
             self._adopt_loading()
-            owned = {_pod_of(r) for r in self._attached} | self._loading
+            owned = self._attached.pods() | self._loading
             if self._sharing is not None:
                 owned |= self._sharing.loading
                 owned |= {name_of(p) for p in pods.pods() if booked_models(p)}
@@ -687,71 +610,49 @@ class KubernetesBackend:
         """A follower's replica of a shared model: a shared pod whose booking lists the model
         and whose runtime answers it ready; the leader places one on this activator's demand
         (peer_reports), as for a dedicated model (follower_start decides when to give up)."""
-        assert self._sharing is not None  # the caller checked
-        pods = self._started_informer()
+        sharing = self._sharing
+        assert sharing is not None  # the caller checked
         start = self._clock()
-        deadline = start + timeout_s
-        began = self._role_changes
-        while True:
-            seen = pods.version
-            booked = self._booked_pods(model)
-            for pod in booked:
+
+        async def find() -> ReplicaHandle | None:
+            for pod in self._booked_pods(model):
                 url = runtime_url(pod, self._kube.runtime_port)
                 if url is None:
                     continue
                 if await RuntimeControl(self._session, url, name=name_of(pod)).model_ready(model):
-                    return self._attach_shared(pod, model, url, claim_s=self._clock() - start)
-            now = self._clock()
-            look = follow_step(
-                role_changed=self._role_changes != began,
-                claimed=len(booked),
-                demand=self._reports.demand(model) if self._reports is not None else 1,
-                attached=sum(1 for a in self._attached.values() if a.model == model),
-                now=now,
-                deadline=deadline,
-            )
-            if look.action is FollowAction.WITHDRAW:
-                raise StartWithdrawn(f"start of model '{model}' withdrawn: {look.reason}")
-            if look.action is FollowAction.FAIL or now >= deadline:
-                raise ActivationFailed(
-                    f"no shared pod of model '{model}' appeared within {timeout_s:g} s"
-                )
-            await pods.wait_change(seen, _FOLLOW_POLL_S * 2.5)
+                    replica = sharing.attach(name_of(pod), model, url)
+                    grpc = self._attached.attach_shared(replica, pod, model, url)
+                    return ReplicaHandle(
+                        replica, model, url, claim_s=self._clock() - start, restore_s=0.0,
+                        grpc_address=grpc, host=name_of(pod),
+                    )  # fmt: skip
+            return None
+
+        look = self._follower_look(
+            model, find, lambda: len(self._booked_pods(model)),
+            poll_s=lambda _elapsed, _booked: _FOLLOW_POLL_S * 2.5,
+            failure=lambda: f"no shared pod of model '{model}' appeared within {timeout_s:g} s",
+            hard_deadline=True,
+        )  # fmt: skip
+        return await follow(
+            self._started_informer(), look, model=model, start=start,
+            deadline=start + timeout_s, clock=self._clock,
+        )  # fmt: skip
 
     def _booked_pods(self, model: str) -> list[Pod]:
         """Live shared pods whose booking lists `model` and that this activator does not
         route `model` to yet."""
-        mine = {_pod_of(r) for r, a in self._attached.items() if a.model == model}
+        mine = self._attached.pods(model)
         return [
             p
             for p in self._started_informer().pods()
             if model in booked_models(p) and name_of(p) not in mine
         ]
 
-    def _attach_shared(self, pod: Pod, model: str, url: str, *, claim_s: float) -> ReplicaHandle:
-        assert self._sharing is not None
-        replica = self._sharing.attach(name_of(pod), model, url)
-        self._attached[replica] = _Attached(model, url, restart_count(pod))
-        logger.info("replica %s model=%s attached (shared pod %s)", replica, model, name_of(pod))
-        grpc = grpc_address(pod, self._kube.runtime_grpc_port)
-        return ReplicaHandle(
-            replica, model, url, claim_s=claim_s, restore_s=0.0, grpc_address=grpc,
-            host=name_of(pod),
-        )  # fmt: skip
-
     async def _start_shared(self, model: str, timeout_s: float) -> ReplicaHandle:
         """A shared model's replica: its room on a shared pod (decision 0022)."""
         assert self._sharing is not None  # the caller checked
         shared = await self._sharing.start(model, timeout_s=timeout_s)
-        pod = self._started_informer().get(_pod_of(shared.id))
-        restarts = restart_count(pod) if pod is not None else 0
-        self._attached[shared.id] = _Attached(model, shared.url, restarts)
-        grpc = grpc_address(pod, self._kube.runtime_grpc_port) if pod is not None else None
-        logger.info("replica %s model=%s attached (shared pod %s)", shared.id, model,
-                    shared.host)  # fmt: skip
+        pod = self._started_informer().get(pod_of(shared.id))
+        grpc = self._attached.attach_shared(shared.id, pod, model, shared.url)
         return dataclasses.replace(shared, grpc_address=grpc)
-
-
-def _pod_of(replica_id: str) -> str:
-    """The pod a replica is: its id, or for a shared replica the pod in its id."""
-    return split_replica_id(replica_id)[0] if is_shared_replica(replica_id) else replica_id

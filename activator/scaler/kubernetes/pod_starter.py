@@ -217,6 +217,19 @@ class PodStarter:
                 f"no warm-pool Deployment {name!r}{of_class} in namespace {self._kube.namespace!r}",
             ) from exc
 
+    def selector_mismatch(self) -> str | None:
+        """Why the pool Deployment read by `fetch_pool` cannot be this class's pool (its
+        selector is not the class's pool selector), or None when it can."""
+        pool_class = self.pool_class
+        labels = (self.deployment.get("spec") or {}).get("selector", {}).get("matchLabels")
+        if labels == dict(pool_class.selector):
+            return None
+        return (
+            f"Deployment {pool_class.deployment!r} (placement class {pool_class.name!r}) "
+            f"selects {labels}, but the pool selector is {dict(pool_class.selector)}: "
+            "they must be equal"
+        )
+
     async def call(self, op: Callable[[], Awaitable[T]], deadline: float) -> T:
         """`op()` with retries of 429 / 5xx / no answer until `deadline`."""
         return await with_retries(
