@@ -5,15 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import errno
 import logging
 import shutil
-import tempfile
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from enum import StrEnum
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runtime.config import ModelControlMode, ServeConfig
@@ -33,6 +31,7 @@ from runtime.inference import InferRequest, InferResponse
 from runtime.models.answer_order import answers_as_they_come
 from runtime.models.cache_policy import decoupled_cache_error
 from runtime.models.image_cache import make_image_loader
+from runtime.models.load_files import write_load_files
 from runtime.models.repository import (
     ModelSpec,
     Repositories,
@@ -435,7 +434,7 @@ class ModelManager:
             override = None
             try:
                 if files:
-                    override = await asyncio.to_thread(_write_override, name, files)
+                    override = await asyncio.to_thread(write_load_files, name, files)
                     repo = override
                 spec = await asyncio.to_thread(
                     read_model, repo, name, config_json=config_json,
@@ -597,46 +596,3 @@ def _is_model_dir(repo: Repositories, name: str) -> bool:
 def _fingerprint(repo: Repositories, name: str) -> tuple[tuple[str, int, int], ...]:
     """The fingerprint of model `name`'s directory (blocking: in a thread)."""
     return fingerprint(repo / name)
-
-
-def _write_override(name: str, files: dict[str, bytes]) -> Path:
-    """A private repository holding a load request's `file:<version>/<path>` contents.
-
-    The paths come from the request: one that cannot be written (too long a name, a file where
-    another path needs a directory) is the client's 400; a full or read-only disk is ours.
-    """
-    try:
-        root = Path(tempfile.mkdtemp(prefix="thaw-load-"))
-    except OSError as exc:
-        raise ServingError(f"cannot make a directory for the load's files: {exc}") from exc
-    model_dir = root / name
-    model_dir.mkdir()
-    for rel, content in files.items():
-        path = PurePosixPath(rel)
-        if path.is_absolute() or not path.parts or any(p in ("", ".", "..") for p in path.parts):
-            shutil.rmtree(root, ignore_errors=True)
-            raise InvalidInput(f"load parameter 'file:{rel}' is not a relative path in the model")
-        target = model_dir.joinpath(*path.parts)
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(content)
-        except (OSError, UnicodeEncodeError) as exc:
-            shutil.rmtree(root, ignore_errors=True)
-            raise _write_error(rel, exc) from exc
-    return root
-
-
-# Write failures that say nothing about the request: the server's disk is the problem.
-_SERVER_SIDE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.EMFILE})
-
-
-def _write_error(rel: str, exc: OSError | UnicodeEncodeError) -> ServingError:
-    """The error for a `file:` path that could not be written (Triton's text first)."""
-    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-    message = (
-        f"failed to poll from model repository: load parameter 'file:{rel[:80]}' cannot be "
-        f"written: {reason}"
-    )
-    if isinstance(exc, OSError) and exc.errno in _SERVER_SIDE_ERRNOS:
-        return ServingError(message)
-    return InvalidInput(message)
