@@ -223,12 +223,10 @@ async def test_the_loop_end_never_blocks_when_the_stub_does_not_read() -> None:
     await asyncio.to_thread(reader.close)
 
 
-async def test_what_a_stub_wrote_before_it_died_is_delivered_before_its_death() -> None:
-    # The stub answers an execute and exits; the loop sends to it before it reads that answer
-    # (the order events come in on a busy loop). The answer must still arrive, then the close:
-    # else the execute it finished fails as if the stub had died running it.
+def _recorded_channel(loop: asyncio.AbstractEventLoop) -> tuple[LoopChannel, Channel, list[object]]:
+    """The loop's end, recording the ids it receives and its close in order, before its reader
+    has had a turn; and the stub's end."""
     server_sock, stub_sock = channel_pair()
-    loop = asyncio.get_running_loop()
     events: list[object] = []
     channel = LoopChannel(
         server_sock,
@@ -237,14 +235,26 @@ async def test_what_a_stub_wrote_before_it_died_is_delivered_before_its_death() 
         on_closed=lambda: events.append("closed"),
     )
     loop.remove_reader(server_sock.fileno())  # the reader has not had its turn yet
-    stub = Channel(stub_sock)
+    return channel, Channel(stub_sock), events
 
-    def answer_and_die() -> None:  # the stub's side, blocking, in its own thread
+
+async def _answer_and_die(stub: Channel) -> None:
+    """The stub's side, blocking, in its own thread: two answers, then it is gone."""
+
+    def answer_and_die() -> None:
         stub.send(Message({"op": "done", "id": 1}))
         stub.send(Message({"op": "done", "id": 2}))
         stub.close()
 
     await asyncio.to_thread(answer_and_die)
+
+
+async def test_what_a_stub_wrote_before_it_died_is_delivered_before_its_death() -> None:
+    # The stub answers an execute and exits; the loop sends to it before it reads that answer
+    # (the order events come in on a busy loop). The answer must still arrive, then the close:
+    # else the execute it finished fails as if the stub had died running it.
+    channel, stub, events = _recorded_channel(asyncio.get_running_loop())
+    await _answer_and_die(stub)
     channel.send(Message({"op": "execute", "id": 3}))
     await asyncio.sleep(0)  # the end of the turn: the gathered send finds the stub gone
     assert events == [1, 2, "closed"]
@@ -257,25 +267,9 @@ async def test_a_stub_that_died_with_our_messages_unread_still_has_its_answers_r
     # reports a reset (ECONNRESET) before the answers it wrote before it died. Those answers
     # must still arrive, then the close (seen beside a second make test: a finished execute
     # failed as 'Stub process ... is not healthy').
-    server_sock, stub_sock = channel_pair()
-    loop = asyncio.get_running_loop()
-    events: list[object] = []
-    channel = LoopChannel(
-        server_sock,
-        loop,
-        on_message=lambda m: events.append(m.fields["id"]),
-        on_closed=lambda: events.append("closed"),
-    )
-    loop.remove_reader(server_sock.fileno())  # the reader has not had its turn yet
+    channel, stub, events = _recorded_channel(asyncio.get_running_loop())
     channel.send(Message({"op": "execute", "id": 9}))  # queued behind: the stub never reads it
     await asyncio.sleep(0)
-    stub = Channel(stub_sock)
-
-    def answer_and_die() -> None:
-        stub.send(Message({"op": "done", "id": 1}))
-        stub.send(Message({"op": "done", "id": 2}))
-        stub.close()
-
-    await asyncio.to_thread(answer_and_die)
+    await _answer_and_die(stub)
     channel._readable()  # the loop's turn: the reset comes first, then what the stub wrote
     assert events == [1, 2, "closed"]
