@@ -6,7 +6,9 @@ the start to its first response and reports the phases (`thaw_cold_start_seconds
 restore, model_warmup (the config's `model_warmup` samples, run inside the load), warmup (ready
 to first response), total) and keeps the model's last few as `ColdStartReport`s (`recent`, for
 the status page), failed ones included. Starts by the autoscaler alone, with nobody waiting, are
-not timed.
+not timed. For generative models it also keeps the time to first token of the last request
+that found the model at zero and of the last that found it warm (`first_token`,
+`thaw_time_to_first_token_seconds`): the cold start users of a chat model feel.
 """
 
 from __future__ import annotations
@@ -64,6 +66,8 @@ class ColdStartTimer:
         self._claimed = False  # its first replica is up (later ones are not timed)
         self.last_s: float | None = None
         self.recent: deque[ColdStartReport] = deque(maxlen=KEEP_RECENT)
+        self.first_token_cold_s: float | None = None
+        self.first_token_warm_s: float | None = None
 
     def begin(self, *, requests_waiting: bool) -> None:
         """The first start from zero begins: a cold start when requests wait for it."""
@@ -93,6 +97,15 @@ class ColdStartTimer:
         phases.labels(self._model, "restore").observe(max(0.0, handle.restore_s - handle.warmup_s))
         if handle.warmup_s > 0:
             phases.labels(self._model, "model_warmup").observe(handle.warmup_s)
+
+    def first_token(self, seconds: float, *, cold: bool) -> None:
+        """A generative request's answer started `seconds` after it arrived, which found no
+        replica ready (`cold`) or one ready."""
+        self._metrics.first_token.labels(self._model, "true" if cold else "false").observe(seconds)
+        if cold:
+            self.first_token_cold_s = seconds
+        else:
+            self.first_token_warm_s = seconds
 
     def served(self, replica: Replica) -> None:
         """The cold start's replica answered its first request: the cold start is over."""

@@ -362,6 +362,10 @@ class ModelEndpoint:
         """Seconds from the start of the last cold start to its first response."""
         return self._cold.last_s
 
+    def first_token(self, seconds: float, *, cold: bool) -> None:
+        """A generative request's time to first token (`cold`: it found no replica ready)."""
+        self._cold.first_token(seconds, cold=cold)
+
     @property
     def cold_starts(self) -> tuple[ColdStartReport, ...]:
         """The model's last cold starts (failed ones included), oldest first."""
@@ -403,6 +407,8 @@ class ModelEndpoint:
             last_error=self.last_error,
             replicas=replicas,
             placement_class=self._settings.placement_class,
+            first_token_cold_s=self._cold.first_token_cold_s,
+            first_token_warm_s=self._cold.first_token_warm_s,
         )
 
     def _replica_status(self, replica: Replica) -> ReplicaStatus:

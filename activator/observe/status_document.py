@@ -7,7 +7,8 @@ refuses anything of another shape. JSON keys are the field names, in field order
     {"models": [{"model", "state", "replicas_ready", "replicas_desired", "replicas_starting",
                  "held_requests", "in_flight", "direct_connections", "last_cold_start_s",
                  "last_error", "replicas": [{"id", "url", "pid", "in_flight",
-                 "direct_connections", "direct_in_flight", "state"}], "placement_class"}],
+                 "direct_connections", "direct_in_flight", "state"}], "placement_class",
+                 "first_token_cold_s", "first_token_warm_s"}],
      "warm_pool": {"size", "ready", "starting", "source", "idle_pss_bytes", "server_pss_bytes",
                    "budget_bytes", "demand", "limit", "last_start_s", "starts", "failures"},
      "image_builds": {model: an ImageState value, or "failed: <why>"},
@@ -100,7 +101,10 @@ class ReplicaStatus:
 class ModelStatus:
     """One model: its state, replicas ready/desired/starting, held and in-flight requests,
     open direct connections, its last cold start (seconds) and last error; on Kubernetes,
-    the placement class whose pool its pods come from (optional when parsing)."""
+    the placement class whose pool its pods come from; for a model served through the OpenAI
+    API, the time to first token of its last request that found it at zero (`cold`) and of
+    its last one that found a replica ready (`warm`). The last three are optional when
+    parsing."""
 
     model: str
     state: ModelState
@@ -114,6 +118,8 @@ class ModelStatus:
     last_error: str | None
     replicas: tuple[ReplicaStatus, ...] = ()
     placement_class: str | None = None
+    first_token_cold_s: float | None = None
+    first_token_warm_s: float | None = None
 
     @classmethod
     def unavailable(cls, model: str, reason: str) -> ModelStatus:
@@ -262,6 +268,11 @@ def _maybe(doc: dict[str, Any], key: str, kind: type, where: str) -> Any:
     return value
 
 
+def _optional(doc: dict[str, Any], key: str, kind: type, where: str) -> Any:
+    """A field a document of an older `thaw up` may lack: as `_maybe`, None when absent."""
+    return _maybe(doc, key, kind, where) if key in doc else None
+
+
 def _pool(doc: dict[str, Any]) -> PoolStatus:
     where = "warm_pool"
     pss = doc.get("idle_pss_bytes", [])
@@ -303,9 +314,9 @@ def _model(value: object, where: str) -> ModelStatus:
             _replica(r, f"{where}.replicas[{i}]")
             for i, r in enumerate(_list(doc, "replicas", where))
         ),
-        placement_class=(
-            _maybe(doc, "placement_class", str, where) if "placement_class" in doc else None
-        ),
+        placement_class=_optional(doc, "placement_class", str, where),
+        first_token_cold_s=_optional(doc, "first_token_cold_s", float, where),
+        first_token_warm_s=_optional(doc, "first_token_warm_s", float, where),
     )
 
 

@@ -21,7 +21,7 @@ from typing import Any, TextIO
 
 from activator.observe.cost import CostFigures, priced
 from activator.observe.shared_report import SharedReport
-from activator.observe.status_document import StatusDocument
+from activator.observe.status_document import ModelStatus, StatusDocument
 from activator.scaler.backend import PoolStatus
 from thawserver.ranges import out_of_range
 
@@ -34,6 +34,7 @@ _COLUMNS = (
     "HELD",
     "IN FLIGHT",
     "LAST COLD START",
+    "FIRST TOKEN COLD/WARM",  # OpenAI API: arrival -> first token, at zero / with a replica
     "DIRECT",  # client connections handed to the model's replicas
     "IMAGE",  # its snapshot image: built, cached, building, not in store, ...
     "ERROR",
@@ -103,6 +104,7 @@ def format_table(status: StatusDocument) -> str:
                 str(m.held_requests),
                 str(m.in_flight),
                 "-" if cold is None else f"{cold:.3f} s",
+                _first_token(m),
                 str(m.direct_connections),
                 status.image_builds.get(m.model, "-")[:40],
                 (m.last_error or "")[:60],
@@ -112,6 +114,14 @@ def format_table(status: StatusDocument) -> str:
     lines += _pool_lines(status.warm_pool)
     lines += _shared_lines(status.shared)
     return "\n".join(lines)
+
+
+def _first_token(model: ModelStatus) -> str:
+    """`cold/warm s` for a model served through the OpenAI API, `-` for one never asked."""
+    cold, warm = model.first_token_cold_s, model.first_token_warm_s
+    if cold is None and warm is None:
+        return "-"
+    return "/".join("-" if s is None else f"{s:.3f}" for s in (cold, warm)) + " s"
 
 
 def _shared_lines(shared: SharedReport) -> list[str]:

@@ -146,9 +146,7 @@ class OpenAIProxy:
         if arrived is None or response.status != 200:
             return
         name, cold, start = arrived
-        cold_label = "true" if cold else "false"
-        metrics = request.app[self._fleet].metrics
-        metrics.first_token.labels(name, cold_label).observe(time.monotonic() - start)
+        request.app[self._fleet].endpoint(name).first_token(time.monotonic() - start, cold=cold)
 
 
 def _model_of(body: bytes) -> str:

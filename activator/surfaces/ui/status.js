@@ -113,6 +113,15 @@ function imageCell(text) {
   return td;
 }
 
+function firstToken(m) {
+  // generative models (the OpenAI API): time to first token, at zero / with a replica ready;
+  // optional fields (an older thaw up's document lacks them)
+  const cold = m.first_token_cold_s ?? null;
+  const warm = m.first_token_warm_s ?? null;
+  if (cold === null && warm === null) return "–";
+  return `${seconds(cold)} / ${seconds(warm)}`;
+}
+
 function inFlight(m) {
   // through the activator, plus on connections handed straight to replicas
   return m.in_flight + m.replicas.reduce((a, r) => a + r.direct_in_flight, 0);
@@ -140,6 +149,7 @@ function renderModels(doc) {
     tr.appendChild(el("td", { class: "num" }, String(inFlight(m))));
     tr.appendChild(imageCell(doc.image_builds[m.model]));
     tr.appendChild(el("td", { class: "num" }, seconds(m.last_cold_start_s)));
+    tr.appendChild(el("td", { class: "num first-token" }, firstToken(m)));
     const c = cost[m.model];
     const used = c ? (gpu ? c.gpu_seconds : c.replica_seconds) : null;
     const saved = c ? (gpu ? c.saved_gpu_seconds : c.saved_replica_seconds) : null;

@@ -97,6 +97,8 @@ def test_a_completion_wakes_its_model_from_zero(up: UpProcess, client: openai.Op
     client.completions.create(model="echo_llm", prompt="again", max_tokens=1)
     assert _first_token_count(up, "echo_llm", "true") == 1
     assert _first_token_count(up, "echo_llm", "false") == 1
+    status = up.model("echo_llm")  # the status page's figures, beside the metric's
+    assert status["first_token_cold_s"] > 0 and status["first_token_warm_s"] > 0
 
 
 def test_a_streamed_chat_wakes_its_model_and_streams(up: UpProcess, client: openai.OpenAI) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import shutil
 import threading
 import time
 import urllib.request
@@ -29,13 +28,6 @@ from tests.fixtures.up_process import UpProcess
 
 pytestmark = pytest.mark.integration
 
-CHROMIUM = os.environ.get("THAW_CHROMIUM") or shutil.which("chromium")
-sync_api = pytest.importorskip("playwright.sync_api", reason="the `playwright` package is missing")
-if CHROMIUM is None:
-    pytest.skip(
-        "no chromium to drive (Debian package `chromium`: make system-deps)",
-        allow_module_level=True,
-    )
 
 WAKE_S = 3.0  # slow_init's initialize() sleeps this long: the page has time to show it waking
 
@@ -104,15 +96,6 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpProcess]:
         yield server
     finally:
         server.stop()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    args = ["--no-sandbox"] if os.geteuid() == 0 else []  # chromium refuses its sandbox as root
-    with sync_api.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=args)
-        yield chromium
-        chromium.close()
 
 
 def _check_screenshot(browser: Any, png: bytes) -> dict[str, float]:

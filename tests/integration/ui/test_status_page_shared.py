@@ -6,8 +6,6 @@ after an eviction). Skips like test_status_page_browser.py without chromium or `
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -21,27 +19,11 @@ from tests.fixtures.up_process import UpProcess, with_params
 
 pytestmark = pytest.mark.integration
 
-CHROMIUM = os.environ.get("THAW_CHROMIUM") or shutil.which("chromium")
-sync_api = pytest.importorskip("playwright.sync_api", reason="the `playwright` package is missing")
-if CHROMIUM is None:
-    pytest.skip(
-        "no chromium to drive (Debian package `chromium`: make system-deps)",
-        allow_module_level=True,
-    )
 
 MiB = 1 << 20
 SIZE = MiB  # floats per ONNX model: 4 MiB of weights each
 EVICT_GRACE_S = 0.5
 MODELS = ("onnx_a", "onnx_b", "onnx_c")
-
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    args = ["--no-sandbox"] if os.geteuid() == 0 else []  # chromium refuses its sandbox as root
-    with sync_api.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=args)
-        yield chromium
-        chromium.close()
 
 
 @pytest.fixture

@@ -124,15 +124,21 @@ def test_status_table_lists_every_model() -> None:
         "resnet50", ModelState.WARM, replicas_ready=2, replicas_desired=3, held_requests=4,
         in_flight=7, last_cold_start_s=0.2412, last_error=None,
     )  # fmt: skip
+    llm = _model(
+        "llm", ModelState.WARM, last_cold_start_s=2.5, last_error=None, first_token_cold_s=2.61,
+        first_token_warm_s=0.034,
+    )  # fmt: skip
     bert = _model(
         "bert", ModelState.COLD, last_cold_start_s=None, last_error="failed to load: boom"
     )
-    doc = StatusDocument(models=(resnet, bert), warm_pool=PoolStatus(size=1, ready=1))
+    doc = StatusDocument(models=(resnet, bert, llm), warm_pool=PoolStatus(size=1, ready=1))
     table = status_cli.format_table(doc)
     lines = table.splitlines()
     assert lines[0].split()[:3] == ["MODEL", "STATE", "READY/DESIRED"]
-    assert lines[1].split()[:6] == ["resnet50", "warm", "2/3", "4", "7", "0.241"]
+    assert "FIRST TOKEN COLD/WARM" in lines[0]
+    assert lines[1].split()[:8] == ["resnet50", "warm", "2/3", "4", "7", "0.241", "s", "-"]
     assert lines[2].split()[:6] == ["bert", "cold", "0/0", "0", "0", "-"]
+    assert lines[3].split()[5:8] == ["2.500", "s", "2.610/0.034"]  # cold start, first token
     assert "failed to load: boom" in lines[2]
     assert lines[-1] == "warm pool: 1/1 ready"
 

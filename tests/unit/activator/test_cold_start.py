@@ -135,3 +135,20 @@ def test_a_models_warm_up_is_a_phase_of_its_own_outside_restore() -> None:
     timer.begin(requests_waiting=True)
     timer.replica_up(_replica(clock))
     assert _count(metrics, "model_warmup") == 1
+
+
+def test_time_to_first_token_keeps_the_last_cold_and_warm_ones_and_counts_each() -> None:
+    clock, metrics = FakeClock(), Metrics()
+    timer = ColdStartTimer("m", metrics, clock)
+    assert (timer.first_token_cold_s, timer.first_token_warm_s) == (None, None)
+    timer.first_token(2.5, cold=True)
+    timer.first_token(0.04, cold=False)
+    timer.first_token(0.03, cold=False)
+    assert (timer.first_token_cold_s, timer.first_token_warm_s) == (2.5, 0.03)
+    counts = [
+        metrics.registry.get_sample_value(
+            "thaw_time_to_first_token_seconds_count", {"model": "m", "cold": cold}
+        )
+        for cold in ("true", "false")
+    ]
+    assert counts == [1, 2]

@@ -33,7 +33,10 @@ from tests.fakes.scaler_backend import FakeScalerBackend
 from tests.fakes.upstream import MODEL_CONFIG
 
 _REPLICA = ReplicaStatus("m-1", "http://127.0.0.1:9", 4242, 2, 3, 1, ReplicaState.READY)
-_WARM = ModelStatus("m", ModelState.WARM, 1, 1, 0, 0, 2, 3, 0.25, None, (_REPLICA,))
+_WARM = ModelStatus(
+    "m", ModelState.WARM, 1, 1, 0, 0, 2, 3, 0.25, None, (_REPLICA,),
+    first_token_cold_s=1.5, first_token_warm_s=0.03,
+)  # fmt: skip
 DOC = StatusDocument(
     models=(_WARM, ModelStatus.unavailable("broken", "config.pbtxt:1: no backend")),
     warm_pool=PoolStatus(size=1, ready=0),
@@ -63,6 +66,16 @@ def test_a_pool_that_reports_only_its_size_still_parses() -> None:
     assert StatusDocument.from_json(doc).warm_pool == PoolStatus(size=2, ready=1)
 
 
+def test_a_document_of_an_older_thaw_up_without_the_optional_model_fields_parses() -> None:
+    doc = DOC.to_json()
+    for key in ("placement_class", "first_token_cold_s", "first_token_warm_s"):
+        doc["models"][0].pop(key)
+    (model, _) = StatusDocument.from_json(doc).models
+    assert (model.first_token_cold_s, model.first_token_warm_s, model.placement_class) == (
+        None, None, None,
+    )  # fmt: skip
+
+
 def test_the_cost_section_carries_derived_figures_for_other_readers() -> None:
     (row,) = DOC.to_json()["cost"]["models"]
     assert row["saved_replica_seconds"] == 510.0 and row["gpu_seconds"] == 90.0
@@ -76,7 +89,8 @@ def test_an_unavailable_model_has_the_same_fields_as_a_served_one() -> None:
     assert list(served) == list(unavailable) == [
         "model", "state", "replicas_ready", "replicas_desired", "replicas_starting",
         "held_requests", "in_flight", "direct_connections", "last_cold_start_s",
-        "last_error", "replicas", "placement_class",
+        "last_error", "replicas", "placement_class", "first_token_cold_s",
+        "first_token_warm_s",
     ]  # fmt: skip
     assert unavailable["state"] == "unavailable" and unavailable["replicas"] == []
     assert served["replicas"][0] == {
@@ -108,6 +122,10 @@ def _broken(change: Any) -> dict[str, Any]:
         (
             _broken(lambda d: d["models"][0]["replicas"][0].update(pid="4242")),
             "models[0].replicas[0]: 'pid' must be int or null",
+        ),
+        (
+            _broken(lambda d: d["models"][0].update(first_token_cold_s="fast")),
+            "models[0]: 'first_token_cold_s' must be float or null",
         ),
         (_broken(lambda d: d.pop("warm_pool")), "warm_pool must be a JSON object"),
         (
