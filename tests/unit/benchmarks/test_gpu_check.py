@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from benchmarks import gpu_check, gpu_models
+from benchmarks import gpu_models, gpu_restore, gpu_warm_process
 from benchmarks.gpu_check import PLAN, Check, Row, strict_reasons
-from benchmarks.gpu_proofs import Skipped
+from benchmarks.gpu_row import Skipped
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -148,25 +148,27 @@ def test_restores_the_check_times_read_with_its_threads_into_the_ring(tmp_path: 
     from snapshotter import DeviceConfig, StagingPool
 
     pool = StagingPool(slot_bytes=1 << 20, slots=2)
-    loader = gpu_check.ring_loader(tmp_path, "cpu", pool)
+    loader = gpu_warm_process.ring_loader(tmp_path, "cpu", pool)
     # A restore into a GPU takes its readers from DeviceConfig, not the loader's read_threads.
-    assert loader.device_config.read_threads == gpu_check.READ_THREADS > DeviceConfig().read_threads
+    threads = gpu_warm_process.READ_THREADS
+    assert loader.device_config.read_threads == threads > DeviceConfig().read_threads
     assert loader.staging is pool
 
 
 def test_the_proofs_models_run_and_fallbacks_are_summed_per_model(tmp_path: Path) -> None:
-    from benchmarks import gpu_proofs
+    from benchmarks.gpu_manager import fallbacks
+    from benchmarks.gpu_torch_model import cpu_reference, torch_linear_model
 
-    model = gpu_proofs.torch_linear_model(tmp_path, "m", width=8, export=True)
+    model = torch_linear_model(tmp_path, "m", width=8, export=True)
     x = np.ones((2, 8), np.float32)
-    assert gpu_proofs.cpu_reference(model, x).shape == (2, 8)
+    assert cpu_reference(model, x).shape == (2, 8)
     assert "model.pt2" in (model / "config.pbtxt").read_text()
     text = (
         'thaw_device_fallbacks_total{model="m",reason="no_cuda"} 1.0\n'
         'thaw_device_fallbacks_total{model="m",reason="cuda_graph_capture"} 2.0\n'
         'thaw_device_fallbacks_total{model="other",reason="no_cuda"} 5.0\n'
     )
-    assert gpu_proofs.fallbacks(text, "m") == 3.0
+    assert fallbacks(text, "m") == 3.0
 
 
 def test_the_sharded_rows_restore_through_the_ring_on_a_fake_device(
@@ -186,11 +188,11 @@ def test_the_sharded_rows_restore_through_the_ring_on_a_fake_device(
         )  # fmt: skip
 
     monkeypatch.setattr(gpu_models, "TENSOR_BYTES", 1 << 20)
-    monkeypatch.setattr(gpu_check, "_warm_pool", lambda: pool)
-    monkeypatch.setattr(gpu_check, "ring_loader", fake_ring_loader)
-    monkeypatch.setattr(gpu_check, "_timed", lambda torch, fn: (0.01, fn()))
+    monkeypatch.setattr(gpu_restore, "warm_pool", lambda: pool)
+    monkeypatch.setattr(gpu_restore, "ring_loader", fake_ring_loader)
+    monkeypatch.setattr(gpu_restore, "timed", lambda torch, fn: (0.01, fn()))
     try:
-        rows = gpu_check.sharded_rows(torch, tmp_path, [8 / 1024], single_gib=4 / 1024)
+        rows = gpu_restore.sharded_rows(torch, tmp_path, [8 / 1024], single_gib=4 / 1024)
     finally:
         device.close()
     assert rows[0].check.startswith("restore 0.0078125 GiB sharded checkpoint (8 shards + tok")
