@@ -147,7 +147,8 @@ def _pool_lines(pool: PoolStatus) -> list[str]:
         head += f", {pool.starting} starting"
     details = [d for d in (pool.source, pool.limit and f"size set by {pool.limit}") if d]
     if pool.demand:
-        details.append(f"{pool.demand} models woke recently")
+        models = "model" if pool.demand == 1 else "models"
+        details.append(f"{pool.demand} {models} woke recently")
     if pool.last_start_s is not None:
         details.append(f"last start -> ready {pool.last_start_s:.3f} s")
     lines = [head + (f" ({'; '.join(details)})" if details else "")]
