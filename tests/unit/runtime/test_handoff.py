@@ -29,6 +29,7 @@ from runtime.direct.load import DirectLoad
 from runtime.direct.routing import DirectRouting
 from runtime.direct.state import ConnectionStates
 from runtime.process.cli import build_config, register
+from tests.fakes.loop import HUNG_AFTER_S
 from thawserver.aiohttp_compat import JsonErrorRunner
 from thawwire.handoff_protocol import SlotState
 from thawwire.paths import model_of
@@ -403,11 +404,12 @@ async def test_a_client_closing_is_reported_before_the_next_periodic_report(
     await _request(reader, writer, "POST", "/v2/models/m/infer")
     await _reports(setup.link, until=1)
     writer.close()
-    closed_at = time.monotonic()
-    reports = await _reports_until(setup.link, lambda r: r["closed"] == [1])
     # reported in the loop iteration that saw the close (call_soon), not held for a periodic
-    # report; the bound only catches "never" on a machine a second `make test` loads
-    assert time.monotonic() - closed_at < 2.0
+    # report; the bound only catches "never" (periodic reports keep coming meanwhile), and is
+    # generous: a machine a second `make test` loads stalls the loop for seconds
+    reports = await asyncio.wait_for(
+        _reports_until(setup.link, lambda r: r["closed"] == [1]), HUNG_AFTER_S
+    )
     assert reports[-1]["connections"] == 0
     # The client's FIN reached the replica; it shut its side down: the copy reads EOF.
     copy = setup.copies[1]
