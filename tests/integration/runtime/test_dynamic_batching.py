@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
+from tests.fakes.loop import HUNG_AFTER_S
 from tests.fixtures import models, onnx_models
 from tests.fixtures.serve_process import ServeProcess
 from tests.support.scheduling_client import Later, fp32, infer, metric
@@ -116,7 +117,9 @@ def test_a_lone_request_waits_the_queue_delay_and_no_longer(server: ServeProcess
     answer = infer(server.url, "lone", ONE)
     assert answer.status == 200
     assert answer.output("BATCH") == [1]
-    assert 0.25 <= answer.elapsed_s < 2.0, answer.elapsed_s  # 0.3 s delay, then it goes alone
+    # The 0.3 s delay, then it goes alone. A loaded machine only adds to it: the upper bound
+    # catches a wait for a batch that never fills (or a delay read in the wrong unit), not speed.
+    assert 0.25 <= answer.elapsed_s < HUNG_AFTER_S, answer.elapsed_s
     queued_us = metric(server.url, "nv_inference_queue_duration_us", model="lone")
     assert queued_us >= 250_000
 
