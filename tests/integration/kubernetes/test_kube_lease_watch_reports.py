@@ -27,6 +27,7 @@ from activator.scaler.kubernetes.pod_informer import PodInformer
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.fakes.kube_fixtures import eventually
 from tests.fakes.kube_manifests import pod, python_container
+from tests.fakes.loop import HUNG_AFTER_S
 
 pytestmark = pytest.mark.integration
 
@@ -151,7 +152,9 @@ async def test_followers_report_to_the_leader_which_sums_refuses_and_wakes() -> 
         def reports(me: str, url: list[str]) -> PeerReports:
             return PeerReports(
                 me, session, Metrics(), models=frozenset({"m"}), host="127.0.0.1", port=0,
-                interval_s=0.05, ttl_s=2, is_leader=lambda: leading[me],
+                # Reports live HUNG_AFTER_S: none expires here (a 2 s one could, between
+                # reports, on a loaded machine's stalled loop).
+                interval_s=0.05, ttl_s=HUNG_AFTER_S, is_leader=lambda: leading[me],
                 leader=lambda: "a", leader_url=lambda: url[0] if url else None,
             )  # fmt: skip
 
@@ -164,7 +167,7 @@ async def test_followers_report_to_the_leader_which_sums_refuses_and_wakes() -> 
         async with _running(a.run(), b.run()):
             assert a.exchange("m", mean=1.0, current=1) == PeerLoad()
             b.exchange("m", mean=2.0, current=4)  # held requests on b: reported at once
-            await eventually(lambda: woken == ["m"], timeout_s=2)
+            await eventually(lambda: woken == ["m"])
             assert a.exchange("m", mean=1.0, current=1) == PeerLoad(2.0, 4)
             await eventually(lambda: b.exchange("m", mean=2.0, current=4) == PeerLoad(1.0, 1))
             bad = [b"[", b'{"activator": "x", "models": {"m": {"mean": NaN, "current": 1}}}']
