@@ -10,7 +10,7 @@ import pytest
 from tests.fixtures.models import make_add_sub, make_slow_execute, make_slow_init
 from tests.fixtures.onnx_models import make_onnx_add
 from tests.fixtures.up_process import UpProcess, make_broken, with_params
-from tests.integration.activator.up_limits import MAX_BODY_BYTES, slow_delay_file
+from tests.integration.activator.up_limits import MAX_BODY_BYTES, hold_file
 
 
 @pytest.fixture(scope="session")
@@ -19,7 +19,7 @@ def up_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with_params(make_add_sub(repo), target_concurrency=100, max_replicas=1)
     with_params(make_onnx_add(repo), scale_to_zero_grace_s=1)
     with_params(
-        make_slow_execute(repo, "overflow", delay_s=2.0),
+        make_slow_execute(repo, "overflow", delay_s=2.0, hold_file=hold_file(repo, "overflow")),
         max_held_requests=2,
         container_concurrency=1,
         max_replicas=1,
@@ -28,7 +28,7 @@ def up_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
         direct_connections="false",
     )
     with_params(
-        make_slow_execute(repo, "slow", delay_s=3.0, delay_file=slow_delay_file(repo)),
+        make_slow_execute(repo, "slow", delay_s=3.0, hold_file=hold_file(repo, "slow")),
         max_replicas=1,
     )
     with_params(make_broken(repo), activation_timeout_s=20)

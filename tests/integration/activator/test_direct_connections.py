@@ -36,14 +36,14 @@ MAX_AGE_S = 1.0
 
 
 @pytest.fixture(scope="module")
-def slow_delay_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """While this file exists, the `slow` model's execute sleeps the seconds written in it,
-    not 3 s: the test makes the one call a replica dies in outlast any bound it asserts."""
-    return tmp_path_factory.mktemp("direct_slow") / "delay_s"
+def slow_hold_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """While this file exists, calls of the `slow` model execute until it is removed (for at
+    most the seconds written in it), not 3 s: the test holds the call a replica dies in."""
+    return tmp_path_factory.mktemp("direct_slow") / "hold"
 
 
 @pytest.fixture(scope="module")
-def up(tmp_path_factory: pytest.TempPathFactory, slow_delay_file: Path) -> Iterator[UpProcess]:
+def up(tmp_path_factory: pytest.TempPathFactory, slow_hold_file: Path) -> Iterator[UpProcess]:
     repo = tmp_path_factory.mktemp("direct_repo")
     make_add_sub(repo)
     with_params(make_onnx_add(repo, "idle"), scale_to_zero_grace_s=1)
@@ -54,7 +54,7 @@ def up(tmp_path_factory: pytest.TempPathFactory, slow_delay_file: Path) -> Itera
         max_replicas=2,
         container_concurrency=0,
     )
-    make_slow_execute(repo, "slow", delay_s=3.0, delay_file=slow_delay_file)
+    make_slow_execute(repo, "slow", delay_s=3.0, hold_file=slow_hold_file)
     make_python_identity(repo, "victim")
     make_python_identity(repo, "big")
     server = UpProcess(
@@ -292,7 +292,7 @@ def _slow_input(value: float) -> list[httpclient.InferInput]:
 
 
 def test_a_replica_killed_mid_request_answers_502_on_its_direct_connection(
-    up: UpProcess, slow_delay_file: Path
+    up: UpProcess, slow_hold_file: Path
 ) -> None:
     """The activator keeps its copy of the handed-off socket and the request's state byte:
     the client gets the activator's 502 JSON at once (not replayed), then carries on."""
@@ -316,10 +316,11 @@ def test_a_replica_killed_mid_request_answers_502_on_its_direct_connection(
         finally:
             client.close()
 
-    # The request the replica dies in would execute for twice HUNG_AFTER_S: failed within
-    # HUNG_AFTER_S of the kill, it failed on the death, promptly, not at the execute's end (a
-    # wall-clock bound just past a short execute is one a loaded machine outlasts).
-    slow_delay_file.write_text(str(2 * HUNG_AFTER_S))
+    # The request the replica dies in is held until after the kill, for up to twice
+    # HUNG_AFTER_S: failed within HUNG_AFTER_S of the kill, it failed on the death, promptly,
+    # not at the execute's end (a wall-clock bound just past a short execute is one a loaded
+    # machine outlasts).
+    slow_hold_file.write_text(str(2 * HUNG_AFTER_S))
     thread = threading.Thread(target=client_thread)
     try:
         thread.start()
@@ -334,7 +335,7 @@ def test_a_replica_killed_mid_request_answers_502_on_its_direct_connection(
         os.kill(pid, signal.SIGKILL)
         killed_at = time.monotonic()
     finally:
-        slow_delay_file.unlink()  # the next replica's executes take 3 s again
+        slow_hold_file.unlink()  # the next replica's executes take 3 s again
     thread.join(60)
     [(failed_at, error)] = failures
     assert failed_at - killed_at < HUNG_AFTER_S

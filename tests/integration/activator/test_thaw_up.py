@@ -18,7 +18,7 @@ import tritonclient.http.aio as aioclient
 
 from tests.fakes.loop import HUNG_AFTER_S
 from tests.fixtures.up_process import UpProcess, pid_alive
-from tests.integration.activator.up_limits import slow_delay_file
+from tests.integration.activator.up_limits import hold_file
 
 pytestmark = pytest.mark.integration
 
@@ -151,13 +151,14 @@ async def test_replica_killed_mid_request_gives_502_then_recovers(
     up: UpProcess, up_repo: Path
 ) -> None:
     url = f"{up.url}/v2/models/slow/infer"
-    stuck = slow_delay_file(up_repo)
+    stuck = hold_file(up_repo, "slow")
     async with aiohttp.ClientSession() as session:
         async with session.post(url, json=_identity_body([5.0])) as r:  # wake it (3 s execute)
             assert r.status == 200
-        # The request the replica dies in would execute for twice the wait below: a 502
-        # within that wait came from the death, promptly, not from the execute's end (a
-        # wall-clock bound just past a short execute is one a loaded machine outlasts).
+        # The request the replica dies in is held until after the kill, for up to twice the
+        # wait below: a 502 within that wait came from the death, promptly, not from the
+        # execute's end (a wall-clock bound just past a short execute is one a loaded machine
+        # outlasts).
         stuck.write_text(str(2 * HUNG_AFTER_S))
         try:
             request = asyncio.create_task(session.post(url, json=_identity_body([6.0])))

@@ -7,7 +7,8 @@ from pathlib import Path
 MAX_BODY_BYTES = 4 * 1024 * 1024  # --max-body-bytes
 
 
-def slow_delay_file(repo: Path) -> Path:
-    """While this file exists, the `slow` model's execute sleeps the seconds written in it, not
-    3 s: a test makes the one call a replica dies in outlast any bound it asserts."""
-    return repo.parent / f"{repo.name}.slow_delay_s"
+def hold_file(repo: Path, model: str) -> Path:
+    """While this file exists, calls of `model` (`slow`, `overflow`) execute until it is removed,
+    for at most the seconds written in it, not their usual seconds: a test holds a call as long
+    as it needs (make_slow_execute's `hold_file`)."""
+    return repo.parent / f"{repo.name}.{model}.hold"
