@@ -229,7 +229,9 @@ def test_a_wake_up_slower_than_the_activation_timeout_is_a_json_504(up: UpProces
     r = requests.post(f"{up.url}/v2/models/slow_init/infer", json=body, timeout=60)
     assert r.status_code == 504, r.text
     assert "did not become ready within 1 s" in _error(r)
-    assert time.monotonic() - start < 5
+    # Held until its 1 s deadline, not refused at once; the 504 (not the 3 s wake's 200) says
+    # the deadline ended it, where a wall-clock upper bound is one a loaded machine outlasts.
+    assert time.monotonic() - start >= 1.0
     r = requests.post(f"{up.url}/v2/models/add_sub/infer", json=_ADD_SUB_JSON, timeout=60)
     assert r.status_code == 200
 
