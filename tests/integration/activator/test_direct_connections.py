@@ -363,7 +363,7 @@ def test_an_idle_direct_connection_outlives_its_replica(up: UpProcess) -> None:
         os.kill(_replica_pid(up, "victim"), signal.SIGKILL)
         up.wait_for(
             lambda: _fallbacks(up, "victim", "taken_back") == taken_back + 1,
-            5,
+            HUNG_AFTER_S,
             "the activator to take the idle connection back",
         )
         conn.request("POST", "/v2/models/victim/infer", body)  # the same connection
