@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -39,15 +40,20 @@ _QUEUES = {
         "default_queue_policy { default_timeout_microseconds: 3000000 "
         "allow_timeout_override: true }",
     ),
-    # Wide windows (executes 2 s, queue deadline 1 s): the late one is queued well inside the
-    # first execution, the punctual one a deadline later and still under a deadline before
-    # the instance frees, even on a loaded machine.
+    # Its first execution is held (its hold file) until the late request's 2 s queue deadline
+    # has passed and the punctual one is queued, by events, not within a 2 s execution that a
+    # loaded machine could let end first; the punctual one then has 2 s to be taken.
     "delayed": (
-        2.0,
-        "default_queue_policy { default_timeout_microseconds: 1000000 timeout_action: DELAY }",
+        0.2,
+        "default_queue_policy { default_timeout_microseconds: 2000000 timeout_action: DELAY }",
     ),
     "prioritized": (1.0, "priority_levels: 2 default_priority_level: 2"),
 }
+
+
+def _delayed_hold(repo: Path) -> Path:
+    """While this file exists, `delayed`'s executions wait (make_batch_recorder's hold_file)."""
+    return repo.parent / f"{repo.name}.delayed.hold"
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +64,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
     rec(repo, "lone", scheduling=_policy("max_queue_delay_microseconds: 300000"))
     rec(repo, "shapes", delay_s=0.2, scheduling=_policy("max_queue_delay_microseconds: 150000"))
     for name, (delay_s, policy) in _QUEUES.items():
-        rec(repo, name, delay_s=delay_s, max_batch_size=1, scheduling=_policy(policy))
+        hold_file = _delayed_hold(repo) if name == "delayed" else None
+        rec(repo, name, delay_s=delay_s, max_batch_size=1, scheduling=_policy(policy),
+            hold_file=hold_file)  # fmt: skip
     rec(repo, "two_instances", delay_s=0.6, instance_count=2, scheduling="")
     rec(repo, "on_gpus", delay_s=0.6, scheduling="",
         instance_group="{ count: 2 kind: KIND_GPU gpus: [ 0, 1 ] }")  # fmt: skip
@@ -186,13 +194,19 @@ def test_a_request_timeout_can_shorten_the_default_but_never_lengthen_it(
 def test_a_delay_timeout_moves_a_request_behind_the_ones_still_in_time(
     server: ServeProcess,
 ) -> None:
-    begun = models.begun(server.repo / "delayed")
-    running = Later(server.url, "delayed", ONE)  # executes 2 s
-    models.wait_begun(server.repo / "delayed", begun)
-    late = Later(server.url, "delayed", ONE)  # times out in the queue after 1 s: DELAY
-    _queued(server, "delayed", 1)
-    time.sleep(1.1)  # the subject: late's 1 s queue deadline passes
-    punctual = Later(server.url, "delayed", ONE)  # still in time when the instance frees
+    hold = _delayed_hold(server.repo)
+    hold.write_text(str(HUNG_AFTER_S))
+    try:
+        begun = models.begun(server.repo / "delayed")
+        running = Later(server.url, "delayed", ONE)  # executes until the hold is lifted
+        models.wait_begun(server.repo / "delayed", begun)
+        late = Later(server.url, "delayed", ONE)  # times out in the queue after 2 s: DELAY
+        _queued(server, "delayed", 1)
+        time.sleep(2.1)  # the subject: late's 2 s queue deadline passes
+        punctual = Later(server.url, "delayed", ONE)  # still in time when the instance frees
+        _queued(server, "delayed", 2)
+    finally:
+        hold.unlink()  # the instance frees now
     answers = [running.result(), late.result(), punctual.result()]
     assert all(a.status == 200 for a in answers)  # DELAY never rejects
     first, late_run, punctual_run = (a.output("EXECUTION")[0] for a in answers)
