@@ -2,7 +2,7 @@
 
 `settle` and `turns` count event-loop turns, not seconds, so a story over in-memory fakes is
 as fast and as deterministic on a loaded machine as on an idle one. `eventually` is for waits
-on real I/O (sockets), bounded by wall-clock time.
+on real I/O (sockets), bounded by wall-clock time: by `HUNG_AFTER_S` unless told otherwise.
 """
 
 from __future__ import annotations
@@ -11,7 +11,13 @@ import asyncio
 import time
 from collections.abc import Callable
 
-__all__ = ["eventually", "settle", "turns"]
+__all__ = ["HUNG_AFTER_S", "eventually", "settle", "turns"]
+
+# The bound of a wait the test expects to end (a reply, a close, a state it polls for): it ends
+# in milliseconds on an idle machine, but a machine loaded by a second test run beside this one
+# can stall the loop or a process for seconds. Reaching the bound means hung, not slow. Tests of
+# a deadline that should fire keep their own short one.
+HUNG_AFTER_S = 30.0
 
 
 async def turns(count: int = 50) -> None:
@@ -30,7 +36,7 @@ async def settle(predicate: Callable[[], bool], *, max_turns: int = 10_000) -> N
     raise AssertionError(f"not settled after {max_turns} event-loop turns")
 
 
-async def eventually(predicate: Callable[[], bool], *, timeout_s: float = 2.0) -> None:
+async def eventually(predicate: Callable[[], bool], *, timeout_s: float = HUNG_AFTER_S) -> None:
     """Wait (polling every 10 ms) until `predicate()` holds; AssertionError after `timeout_s`."""
     deadline = time.monotonic() + timeout_s
     while not predicate():

@@ -10,7 +10,7 @@ import pytest
 from tests.fixtures.models import make_add_sub, make_slow_execute, make_slow_init
 from tests.fixtures.onnx_models import make_onnx_add
 from tests.fixtures.up_process import UpProcess, make_broken, with_params
-from tests.integration.activator.up_limits import MAX_BODY_BYTES
+from tests.integration.activator.up_limits import MAX_BODY_BYTES, hold_file
 
 
 @pytest.fixture(scope="session")
@@ -19,7 +19,7 @@ def up_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with_params(make_add_sub(repo), target_concurrency=100, max_replicas=1)
     with_params(make_onnx_add(repo), scale_to_zero_grace_s=1)
     with_params(
-        make_slow_execute(repo, "overflow", delay_s=2.0),
+        make_slow_execute(repo, "overflow", delay_s=2.0, hold_file=hold_file(repo, "overflow")),
         max_held_requests=2,
         container_concurrency=1,
         max_replicas=1,
@@ -27,7 +27,10 @@ def up_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
         # requests in the activator's data path meet (not handed-off direct connections).
         direct_connections="false",
     )
-    with_params(make_slow_execute(repo, "slow", delay_s=3.0), max_replicas=1)
+    with_params(
+        make_slow_execute(repo, "slow", delay_s=3.0, hold_file=hold_file(repo, "slow")),
+        max_replicas=1,
+    )
     with_params(make_broken(repo), activation_timeout_s=20)
     with_params(make_slow_init(repo, "slow_init", delay_s=3.0), activation_timeout_s=1)
     # A model whose config.pbtxt does not parse (reported unavailable, the rest served), and

@@ -25,6 +25,7 @@ import pytest
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
+from tests.fakes.loop import HUNG_AFTER_S
 from tests.fixtures.models import make_add_sub, make_python_identity, make_slow_execute
 from tests.fixtures.onnx_models import make_onnx_add
 from tests.fixtures.up_process import UpProcess, with_params
@@ -35,7 +36,14 @@ MAX_AGE_S = 1.0
 
 
 @pytest.fixture(scope="module")
-def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpProcess]:
+def slow_hold_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """While this file exists, calls of the `slow` model execute until it is removed (for at
+    most the seconds written in it), not 3 s: the test holds the call a replica dies in."""
+    return tmp_path_factory.mktemp("direct_slow") / "hold"
+
+
+@pytest.fixture(scope="module")
+def up(tmp_path_factory: pytest.TempPathFactory, slow_hold_file: Path) -> Iterator[UpProcess]:
     repo = tmp_path_factory.mktemp("direct_repo")
     make_add_sub(repo)
     with_params(make_onnx_add(repo, "idle"), scale_to_zero_grace_s=1)
@@ -46,7 +54,7 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpProcess]:
         max_replicas=2,
         container_concurrency=0,
     )
-    make_slow_execute(repo, "slow", delay_s=3.0)
+    make_slow_execute(repo, "slow", delay_s=3.0, hold_file=slow_hold_file)
     make_python_identity(repo, "victim")
     make_python_identity(repo, "big")
     server = UpProcess(
@@ -137,7 +145,9 @@ def test_a_warm_models_new_connection_is_handed_off_and_answers(up: UpProcess) -
             _add_sub(client, rng)
         assert client.is_model_ready("add_sub")
         up.wait_for(
-            lambda: up.model("add_sub")["direct_connections"] >= 1, 5, "a direct connection"
+            lambda: up.model("add_sub")["direct_connections"] >= 1,
+            HUNG_AFTER_S,
+            "a direct connection",
         )
         replica = up.model("add_sub")["replicas"][0]
         assert replica["direct_connections"] >= 1
@@ -201,16 +211,17 @@ def test_max_age_closes_direct_connections_and_clients_reconnect(up: UpProcess) 
     client = httpclient.InferenceServerClient(up.hostport)
     rng = np.random.default_rng(1)
     try:
-        deadline = time.monotonic() + 3 * MAX_AGE_S + 0.5
+        # Until three max-age closes were reconnected through the front door (by count, not
+        # in a 3.5 s window, which a loaded machine fills with fewer requests and closes).
+        deadline = time.monotonic() + HUNG_AFTER_S
         count = 0
-        while time.monotonic() < deadline:
+        while count <= 20 or _handoffs(up, "add_sub") < before + 3:
+            assert time.monotonic() < deadline, (count, _handoffs(up, "add_sub") - before)
             _add_sub(client, rng)  # never an error across the closes
             count += 1
             time.sleep(0.01)
     finally:
         client.close()
-    assert count > 20
-    assert _handoffs(up, "add_sub") >= before + 3  # reconnected through the front door
 
 
 async def test_aiohttp_reconnects_after_a_max_age_close(up: UpProcess) -> None:
@@ -218,14 +229,14 @@ async def test_aiohttp_reconnects_after_a_max_age_close(up: UpProcess) -> None:
     url = f"{up.url}/v2/models/add_sub/infer"
     closes = 0
     async with aiohttp.ClientSession() as session:
-        deadline = time.monotonic() + 2 * MAX_AGE_S + 0.5
-        while time.monotonic() < deadline:
+        deadline = time.monotonic() + HUNG_AFTER_S  # by count of closes, not a 2.5 s window
+        while closes < 2:
+            assert time.monotonic() < deadline, f"{closes} max-age closes"
             async with session.post(url, json=_identity_body("add_sub", [3.0] * 4)) as r:
                 assert r.status == 200
                 closes += r.headers.get("Connection", "").lower() == "close"
                 await r.read()
             await asyncio.sleep(0.01)
-    assert closes >= 2
 
 
 def test_scale_to_zero_closes_an_idle_direct_connection(up: UpProcess) -> None:
@@ -281,7 +292,7 @@ def _slow_input(value: float) -> list[httpclient.InferInput]:
 
 
 def test_a_replica_killed_mid_request_answers_502_on_its_direct_connection(
-    up: UpProcess,
+    up: UpProcess, slow_hold_file: Path
 ) -> None:
     """The activator keeps its copy of the handed-off socket and the request's state byte:
     the client gets the activator's 502 JSON at once (not replayed), then carries on."""
@@ -305,21 +316,29 @@ def test_a_replica_killed_mid_request_answers_502_on_its_direct_connection(
         finally:
             client.close()
 
+    # The request the replica dies in is held until after the kill, for up to twice
+    # HUNG_AFTER_S: failed within HUNG_AFTER_S of the kill, it failed on the death, promptly,
+    # not at the execute's end (a wall-clock bound just past a short execute is one a loaded
+    # machine outlasts).
+    slow_hold_file.write_text(str(2 * HUNG_AFTER_S))
     thread = threading.Thread(target=client_thread)
-    thread.start()
-    assert connected.wait(30)
-    assert _handoffs(up, "slow") == before + 1
-    up.wait_for(
-        lambda: up.model("slow")["replicas"][0]["direct_in_flight"] == 1,
-        10,
-        "the request in flight on a direct connection",
-    )
-    pid = _replica_pid(up, "slow")
-    os.kill(pid, signal.SIGKILL)
-    killed_at = time.monotonic()
+    try:
+        thread.start()
+        assert connected.wait(30)
+        assert _handoffs(up, "slow") == before + 1
+        up.wait_for(
+            lambda: up.model("slow")["replicas"][0]["direct_in_flight"] == 1,
+            HUNG_AFTER_S,
+            "the request in flight on a direct connection",
+        )
+        pid = _replica_pid(up, "slow")
+        os.kill(pid, signal.SIGKILL)
+        killed_at = time.monotonic()
+    finally:
+        slow_hold_file.unlink()  # the next replica's executes take 3 s again
     thread.join(60)
     [(failed_at, error)] = failures
-    assert failed_at - killed_at < 2.0  # prompt, not after the 3 s execute
+    assert failed_at - killed_at < HUNG_AFTER_S
     assert error.status() == "502"
     assert re.fullmatch(
         r"replica slow-\d+ of model 'slow' died while handling the request", error.message()
@@ -344,7 +363,7 @@ def test_an_idle_direct_connection_outlives_its_replica(up: UpProcess) -> None:
         os.kill(_replica_pid(up, "victim"), signal.SIGKILL)
         up.wait_for(
             lambda: _fallbacks(up, "victim", "taken_back") == taken_back + 1,
-            5,
+            HUNG_AFTER_S,
             "the activator to take the idle connection back",
         )
         conn.request("POST", "/v2/models/victim/infer", body)  # the same connection
@@ -401,7 +420,9 @@ def test_a_replica_killed_mid_response_aborts_its_direct_connection(up: UpProces
         except ConnectionResetError:
             reset = True
         assert reset or received < length, f"{received} of {length} bytes and EOF"
-    up.wait_for(lambda: _fallbacks(up, "big", "aborted") == aborted + 1, 5, "the abort count")
+    up.wait_for(
+        lambda: _fallbacks(up, "big", "aborted") == aborted + 1, HUNG_AFTER_S, "the abort count"
+    )
 
 
 def test_ended_direct_connections_reach_the_client_and_free_the_activators_copies(
@@ -435,17 +456,18 @@ def test_ended_direct_connections_reach_the_client_and_free_the_activators_copie
     try:
         for s in clients:
             assert b"connection: close" not in exchange(s).lower()
-        up.wait_for(lambda: up.model("add_sub")["direct_connections"] == 4, 5, "4 direct")
+        up.wait_for(
+            lambda: up.model("add_sub")["direct_connections"] == 4, HUNG_AFTER_S, "4 direct"
+        )
         assert _activator_copies(up, clients) == 4  # handed off, and still held
         time.sleep(MAX_AGE_S + 0.1)
         for s in clients:
             assert b"connection: close" in exchange(s).lower()  # max age
-            started = time.monotonic()
-            assert s.recv(65536) == b""  # EOF, though the activator still had a copy
-            # ...at once, not at the socket's 10 s timeout (a loaded machine's margin)
-            assert time.monotonic() - started < 3.0
+            # EOF, though the activator still had a copy; before the socket's 10 s timeout
+            # (recv raises TimeoutError then): that is the bound, with a loaded machine's margin
+            assert s.recv(65536) == b""
         # The replica reported them ended: the activator closed its copies.
-        up.wait_for(lambda: _activator_copies(up, clients) == 0, 5, "copies closed")
+        up.wait_for(lambda: _activator_copies(up, clients) == 0, HUNG_AFTER_S, "copies closed")
         assert up.model("add_sub")["direct_connections"] == 0
     finally:
         for s in clients:

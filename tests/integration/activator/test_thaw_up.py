@@ -16,7 +16,9 @@ import pytest
 import tritonclient.http as httpclient
 import tritonclient.http.aio as aioclient
 
+from tests.fakes.loop import HUNG_AFTER_S
 from tests.fixtures.up_process import UpProcess, pid_alive
+from tests.integration.activator.up_limits import hold_file
 
 pytestmark = pytest.mark.integration
 
@@ -104,25 +106,21 @@ async def test_overflow_is_refused_at_once_with_503_and_retry_after(up: UpProces
     async with aiohttp.ClientSession() as session:
 
         async def one() -> tuple[int, dict[str, object], str | None, float]:
-            start = time.monotonic()
             async with session.post(url, json=_identity_body([1.0])) as r:
-                return (
-                    r.status,
-                    await r.json(),
-                    r.headers.get("Retry-After"),
-                    time.monotonic() - start,
-                )
+                return r.status, await r.json(), r.headers.get("Retry-After"), time.monotonic()
 
         results = await asyncio.wait_for(asyncio.gather(*(one() for _ in range(6))), 60)
     statuses = sorted(r[0] for r in results)
     refused = [r for r in results if r[0] == 503]
     assert statuses.count(200) >= 2  # the two held ones are served
     assert refused, statuses
-    for _, body, retry_after, elapsed in refused:
+    first_served_at = min(r[3] for r in results if r[0] == 200)
+    for _, body, retry_after, answered_at in refused:
         assert "max_held_requests" in str(body["error"])
         assert retry_after == "1"
-        # Immediate: a refusal after a held one's execute could not come before its 2 s.
-        assert elapsed < 2.0
+        # Immediate: before any held one was served (a wake, then its 2 s execute), in this
+        # run's own order of events, not by a wall-clock bound that a loaded machine outlasts.
+        assert answered_at < first_served_at
 
 
 async def test_model_that_cannot_load_gets_a_clear_error_and_recovers_once_fixed(
@@ -149,26 +147,34 @@ async def test_model_that_cannot_load_gets_a_clear_error_and_recovers_once_fixed
     assert 'thaw_replica_starts_total{model="broken",result="failed"} 1.0' in up.metrics()
 
 
-async def test_replica_killed_mid_request_gives_502_then_recovers(up: UpProcess) -> None:
+async def test_replica_killed_mid_request_gives_502_then_recovers(
+    up: UpProcess, up_repo: Path
+) -> None:
     url = f"{up.url}/v2/models/slow/infer"
+    stuck = hold_file(up_repo, "slow")
     async with aiohttp.ClientSession() as session:
         async with session.post(url, json=_identity_body([5.0])) as r:  # wake it (3 s execute)
             assert r.status == 200
-        request = asyncio.create_task(session.post(url, json=_identity_body([6.0])))
-        await asyncio.to_thread(
-            up.wait_for,
-            lambda: up.model("slow")["in_flight"] == 1,
-            10,
-            "the request to be in flight",
-        )
-        pid = up.model("slow")["replicas"][0]["pid"]
-        os.kill(pid, signal.SIGKILL)
-        killed_at = time.monotonic()
-        response = await asyncio.wait_for(request, 10)
+        # The request the replica dies in is held until after the kill, for up to twice the
+        # wait below: a 502 within that wait came from the death, promptly, not from the
+        # execute's end (a wall-clock bound just past a short execute is one a loaded machine
+        # outlasts).
+        stuck.write_text(str(2 * HUNG_AFTER_S))
+        try:
+            request = asyncio.create_task(session.post(url, json=_identity_body([6.0])))
+            await asyncio.to_thread(
+                up.wait_for,
+                lambda: up.model("slow")["in_flight"] == 1,
+                HUNG_AFTER_S,
+                "the request to be in flight",
+            )
+            pid = up.model("slow")["replicas"][0]["pid"]
+            os.kill(pid, signal.SIGKILL)
+        finally:
+            stuck.unlink()  # the next replica's executes take 3 s again
+        response = await asyncio.wait_for(request, HUNG_AFTER_S)
         assert response.status == 502
         assert "replica" in (await response.json())["error"]
-        # Prompt: on the replica's death, not at the end of the 3 s execute it was in.
-        assert time.monotonic() - killed_at < 3.0
         response.release()
         async with session.post(url, json=_identity_body([7.0])) as r:
             assert r.status == 200

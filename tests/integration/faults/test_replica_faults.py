@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from tests.fakes.loop import HUNG_AFTER_S
 from tests.fixtures.up_process import UpProcess, pid_alive
 from tests.integration.faults.process_tree import children, wait_all_gone
 from tests.integration.faults.up_limits import REQUEST_TIMEOUT_S
@@ -62,14 +63,13 @@ def test_a_replica_killed_mid_request_is_a_json_502_and_never_replayed(
     [(procs, _)] = _executions(faults_repo, "victim")
     [pid] = [r["pid"] for r in up.model("victim")["replicas"]]
     assert pid in procs
-    killed = time.monotonic()
     os.kill(pid, signal.SIGKILL)
     r = answer.result(30)
-    took = time.monotonic() - killed
+    # On the death: the request deadline, the only timer that could end it otherwise, answers
+    # 504 (the status says which, where a wall-clock bound of the deadline's 3 s after the
+    # kill is one a loaded machine outlasts).
     assert r.status_code == 502, r.text
     assert "error" in r.json() and "replica" in r.json()["error"]
-    # On the death, not at the request deadline (the only timer that could end it otherwise).
-    assert took < REQUEST_TIMEOUT_S, f"the 502 took {took:.2f} s after the kill"
     # The next request wakes a new replica and succeeds; it is the model's second execution
     # (a replay of the failed one, issued on the failure, would have been the second).
     ok = _infer(up, "victim", 0.0)
@@ -87,9 +87,10 @@ def test_a_hung_replica_is_a_json_504_at_the_request_deadline(
     took = time.monotonic() - started
     assert r.status_code == 504, r.text
     assert "did not answer" in r.json()["error"] or "timed out" in r.json()["error"]
-    # At one deadline: not before it, and not a second one (a retry elsewhere) or the 60 s
-    # execute.
-    assert REQUEST_TIMEOUT_S <= took < 2 * REQUEST_TIMEOUT_S, f"504 after {took:.2f} s"
+    # At the deadline: not before it, and not at the 60 s execute's end (a second deadline,
+    # a retry elsewhere, would show as another execution below; an upper bound of two
+    # deadlines was one a loaded machine outlasts).
+    assert REQUEST_TIMEOUT_S <= took < HUNG_AFTER_S, f"504 after {took:.2f} s"
     assert len(_executions(faults_repo, "hang")) == 2  # ran once, never retried elsewhere
 
 

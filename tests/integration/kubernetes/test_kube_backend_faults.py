@@ -27,6 +27,7 @@ from tests.fakes.kube_authz import PolicyRule
 from tests.fakes.kube_fixtures import eventually
 from tests.fakes.kube_manifests import python_container
 from tests.fakes.kubelet import LocalKubelet
+from tests.fakes.loop import HUNG_AFTER_S
 from tests.fixtures.kube_fleet import (
     NAMESPACE,
     POOL_SELECTOR,
@@ -63,8 +64,17 @@ def repo(tmp_path: Path) -> Path:
     repo = tmp_path / "repo"
     make_add_sub(repo)
     make_add_sub(repo, ODD_NAME)
-    with_params(make_slow_execute(repo, "slow", delay_s=3.0), direct_connections="false")
+    with_params(
+        make_slow_execute(repo, "slow", delay_s=3.0, hold_file=_slow_hold(tmp_path)),
+        direct_connections="false",
+    )
     return repo
+
+
+def _slow_hold(tmp_path: Path) -> Path:
+    """While this file exists, the `slow` model's calls execute until it is removed (for at
+    most the seconds written in it), not 3 s: a test holds the call it kills a pod in."""
+    return tmp_path / "slow.hold"
 
 
 @pytest.fixture
@@ -221,7 +231,9 @@ async def test_a_pod_that_never_becomes_ready_fails_held_requests_and_is_deleted
     status: int,
     words: str,
 ) -> None:
-    with_params(repo / "add_sub", activation_timeout_s=4)
+    # The hang's 504 is the 4 s deadline's; the crash must be told without waiting a deadline
+    # out, so it has one a loaded machine's slow restart report cannot reach.
+    with_params(repo / "add_sub", activation_timeout_s=4 if status == 504 else HUNG_AFTER_S)
     container = _runtime_that(runtime)
     await _pool(kube_api, kube_apiserver, kubelet_factory, repo, tmp_path, 0, container=container)
     up = await asyncio.to_thread(UpProcess, repo, *up_args(kubeconfig_path, activator_id="a"))
@@ -254,13 +266,23 @@ async def test_a_pod_killed_mid_request_answers_502_and_is_not_replayed(
         async with session.post(f"{up.url}/v2/repository/models/slow/load", json={}) as resp:
             assert resp.status == 200
         (pod,) = _model_pods(kube_apiserver, "slow")
-        request = asyncio.ensure_future(session.post(url, json=body))
-        await asyncio.to_thread(  # proxied to the pod: in the model's 3 s execute
-            up.wait_for, lambda: up.model("slow")["in_flight"] == 1, 30, "the request in flight"
-        )
-        pid = kubelet.pid(NAMESPACE, pod["metadata"]["name"])
-        assert pid is not None
-        os.killpg(pid, signal.SIGKILL)
+        # Held in the model until the pod is killed (not a 3 s execute that a loaded machine
+        # could let end first, answering 200).
+        hold = _slow_hold(tmp_path)
+        hold.write_text(str(HUNG_AFTER_S))
+        try:
+            request = asyncio.ensure_future(session.post(url, json=body))
+            await asyncio.to_thread(  # proxied to the pod: in the model's execute
+                up.wait_for,
+                lambda: up.model("slow")["in_flight"] == 1,
+                30,
+                "the request in flight",
+            )
+            pid = kubelet.pid(NAMESPACE, pod["metadata"]["name"])
+            assert pid is not None
+            os.killpg(pid, signal.SIGKILL)
+        finally:
+            hold.unlink()  # the next replica's executes take 3 s again
         async with await request as resp:
             assert resp.status == 502, await resp.text()
             assert "error" in await resp.json()

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
+from tests.fakes.loop import HUNG_AFTER_S
 from tests.fixtures import models, onnx_models
 from tests.fixtures.serve_process import ServeProcess
 from tests.support.scheduling_client import Later, fp32, infer, metric
@@ -29,7 +32,9 @@ def _policy(text: str) -> str:
     return f"dynamic_batching {{ {text} }}"
 
 
-# Models with one request per execution (max_batch_size 1): what these test is the queue.
+# Models with one request per execution (max_batch_size 1): what these test is the queue. Each
+# test holds its first execution (`_held`) while it queues the others, by events, not inside
+# that execution's seconds, which a loaded machine could let pass first.
 _QUEUES = {
     "bounded": (0.8, "default_queue_policy { max_queue_size: 1 }"),
     "reject": (1.2, "default_queue_policy { default_timeout_microseconds: 150000 }"),
@@ -38,15 +43,30 @@ _QUEUES = {
         "default_queue_policy { default_timeout_microseconds: 3000000 "
         "allow_timeout_override: true }",
     ),
-    # Wide windows (executes 2 s, queue deadline 1 s): the late one is queued well inside the
-    # first execution, the punctual one a deadline later and still under a deadline before
-    # the instance frees, even on a loaded machine.
+    # The first execution is held until the late request's 2 s queue deadline passed and the
+    # punctual one is queued; the punctual one then has 2 s to be taken.
     "delayed": (
-        2.0,
-        "default_queue_policy { default_timeout_microseconds: 1000000 timeout_action: DELAY }",
+        0.2,
+        "default_queue_policy { default_timeout_microseconds: 2000000 timeout_action: DELAY }",
     ),
     "prioritized": (1.0, "priority_levels: 2 default_priority_level: 2"),
 }
+
+
+def _hold_file(repo: Path, model: str) -> Path:
+    """While this file exists, `model`'s executions wait (make_batch_recorder's hold_file)."""
+    return repo.parent / f"{repo.name}.{model}.hold"
+
+
+@contextmanager
+def _held(server: ServeProcess, model: str) -> Iterator[None]:
+    """`model`'s executions wait while the block runs (at most HUNG_AFTER_S)."""
+    hold = _hold_file(server.repo, model)
+    hold.write_text(str(HUNG_AFTER_S))
+    try:
+        yield
+    finally:
+        hold.unlink()
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +77,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
     rec(repo, "lone", scheduling=_policy("max_queue_delay_microseconds: 300000"))
     rec(repo, "shapes", delay_s=0.2, scheduling=_policy("max_queue_delay_microseconds: 150000"))
     for name, (delay_s, policy) in _QUEUES.items():
-        rec(repo, name, delay_s=delay_s, max_batch_size=1, scheduling=_policy(policy))
+        rec(repo, name, delay_s=delay_s, max_batch_size=1, scheduling=_policy(policy),
+            hold_file=_hold_file(repo, name))  # fmt: skip
     rec(repo, "two_instances", delay_s=0.6, instance_count=2, scheduling="")
     rec(repo, "on_gpus", delay_s=0.6, scheduling="",
         instance_group="{ count: 2 kind: KIND_GPU gpus: [ 0, 1 ] }")  # fmt: skip
@@ -116,7 +137,9 @@ def test_a_lone_request_waits_the_queue_delay_and_no_longer(server: ServeProcess
     answer = infer(server.url, "lone", ONE)
     assert answer.status == 200
     assert answer.output("BATCH") == [1]
-    assert 0.25 <= answer.elapsed_s < 2.0, answer.elapsed_s  # 0.3 s delay, then it goes alone
+    # The 0.3 s delay, then it goes alone. A loaded machine only adds to it: the upper bound
+    # catches a wait for a batch that never fills (or a delay read in the wrong unit), not speed.
+    assert 0.25 <= answer.elapsed_s < HUNG_AFTER_S, answer.elapsed_s
     queued_us = metric(server.url, "nv_inference_queue_duration_us", model="lone")
     assert queued_us >= 250_000
 
@@ -136,12 +159,13 @@ def test_requests_of_different_shapes_do_not_share_an_execution(server: ServePro
 def test_a_full_queue_refuses_at_once_with_503_and_counts_as_rejected(
     server: ServeProcess,
 ) -> None:
-    begun = models.begun(server.repo / "bounded")
-    running = Later(server.url, "bounded", ONE)
-    models.wait_begun(server.repo / "bounded", begun)  # for 0.8 s
-    queued = Later(server.url, "bounded", ONE)  # the one place in the queue
-    _queued(server, "bounded", 1)
-    refused = infer(server.url, "bounded", ONE)
+    with _held(server, "bounded"):
+        begun = models.begun(server.repo / "bounded")
+        running = Later(server.url, "bounded", ONE)
+        models.wait_begun(server.repo / "bounded", begun)
+        queued = Later(server.url, "bounded", ONE)  # the one place in the queue
+        _queued(server, "bounded", 1)
+        refused = infer(server.url, "bounded", ONE)
     assert refused.status == 503, refused.doc
     assert "Exceeds maximum queue size" in refused.error
     assert running.result().status == 200 and queued.result().status == 200
@@ -151,10 +175,11 @@ def test_a_full_queue_refuses_at_once_with_503_and_counts_as_rejected(
 
 
 def test_a_reject_timeout_answers_503_at_its_deadline(server: ServeProcess) -> None:
-    begun = models.begun(server.repo / "reject")
-    running = Later(server.url, "reject", ONE)
-    models.wait_begun(server.repo / "reject", begun)  # for 1.2 s
-    timed_out = infer(server.url, "reject", ONE)  # queued behind it, deadline 0.15 s
+    with _held(server, "reject"):
+        begun = models.begun(server.repo / "reject")
+        running = Later(server.url, "reject", ONE)
+        models.wait_begun(server.repo / "reject", begun)
+        timed_out = infer(server.url, "reject", ONE)  # queued behind it, deadline 0.15 s
     assert timed_out.status == 503, timed_out.doc
     assert "Request timeout expired" in timed_out.error
     assert timed_out.elapsed_s >= 0.15, timed_out.elapsed_s  # not before its deadline
@@ -167,10 +192,11 @@ def test_a_reject_timeout_answers_503_at_its_deadline(server: ServeProcess) -> N
 def test_a_request_timeout_can_shorten_the_default_but_never_lengthen_it(
     server: ServeProcess,
 ) -> None:
-    begun = models.begun(server.repo / "override")
-    running = Later(server.url, "override", ONE)
-    models.wait_begun(server.repo / "override", begun)  # for 0.6 s
-    hasty = infer(server.url, "override", ONE, parameters={"timeout": 100_000})
+    with _held(server, "override"):
+        begun = models.begun(server.repo / "override")
+        running = Later(server.url, "override", ONE)
+        models.wait_begun(server.repo / "override", begun)
+        hasty = infer(server.url, "override", ONE, parameters={"timeout": 100_000})
     assert hasty.status == 503, hasty.doc
     # Its own 0.1 s, not the 3 s default: answered while the first still executed.
     assert hasty.finished_at < running.result().output("FINISHED")[0]
@@ -183,13 +209,15 @@ def test_a_request_timeout_can_shorten_the_default_but_never_lengthen_it(
 def test_a_delay_timeout_moves_a_request_behind_the_ones_still_in_time(
     server: ServeProcess,
 ) -> None:
-    begun = models.begun(server.repo / "delayed")
-    running = Later(server.url, "delayed", ONE)  # executes 2 s
-    models.wait_begun(server.repo / "delayed", begun)
-    late = Later(server.url, "delayed", ONE)  # times out in the queue after 1 s: DELAY
-    _queued(server, "delayed", 1)
-    time.sleep(1.1)  # the subject: late's 1 s queue deadline passes
-    punctual = Later(server.url, "delayed", ONE)  # still in time when the instance frees
+    with _held(server, "delayed"):
+        begun = models.begun(server.repo / "delayed")
+        running = Later(server.url, "delayed", ONE)
+        models.wait_begun(server.repo / "delayed", begun)
+        late = Later(server.url, "delayed", ONE)  # times out in the queue after 2 s: DELAY
+        _queued(server, "delayed", 1)
+        time.sleep(2.1)  # the subject: late's 2 s queue deadline passes
+        punctual = Later(server.url, "delayed", ONE)  # still in time when the instance frees
+        _queued(server, "delayed", 2)
     answers = [running.result(), late.result(), punctual.result()]
     assert all(a.status == 200 for a in answers)  # DELAY never rejects
     first, late_run, punctual_run = (a.output("EXECUTION")[0] for a in answers)
@@ -197,12 +225,14 @@ def test_a_delay_timeout_moves_a_request_behind_the_ones_still_in_time(
 
 
 def test_a_higher_priority_request_overtakes_a_queued_lower_one(server: ServeProcess) -> None:
-    begun = models.begun(server.repo / "prioritized")
-    running = Later(server.url, "prioritized", ONE)
-    models.wait_begun(server.repo / "prioritized", begun)  # for 1 s
-    low = Later(server.url, "prioritized", ONE, parameters={"priority": 2})
-    _queued(server, "prioritized", 1)
-    high = Later(server.url, "prioritized", ONE, parameters={"priority": 1})
+    with _held(server, "prioritized"):
+        begun = models.begun(server.repo / "prioritized")
+        running = Later(server.url, "prioritized", ONE)
+        models.wait_begun(server.repo / "prioritized", begun)
+        low = Later(server.url, "prioritized", ONE, parameters={"priority": 2})
+        _queued(server, "prioritized", 1)
+        high = Later(server.url, "prioritized", ONE, parameters={"priority": 1})
+        _queued(server, "prioritized", 2)
     answers = [running.result(), low.result(), high.result()]
     assert all(a.status == 200 for a in answers)
     assert answers[2].output("EXECUTION")[0] < answers[1].output("EXECUTION")[0]

@@ -82,11 +82,13 @@ def test_warm_up_runs_before_ready_so_the_first_request_pays_nothing(
 ) -> None:
     first = infer(server.url, "warmed", ROW)
     assert first.status == 200
-    assert first.elapsed_s < LAZY_S / 2, first.elapsed_s  # the lazy second was paid at load
     assert first.output("EXECUTIONS") == [4]  # count 3 executions of the sample, then this
     assert first.output("ROWS") == [7]  # each of batch_size 2, then this one request
     cold = infer(server.url, "cold", ROW)  # the same model without warm-up pays it now
     assert cold.elapsed_s >= LAZY_S * 0.9 and cold.output("EXECUTIONS") == [1]
+    # The lazy second was paid at load: measured against the cold one of this run, not a
+    # wall-clock bound (LAZY_S / 2 before) that a loaded machine's stall outlasts.
+    assert first.elapsed_s < cold.elapsed_s, (first.elapsed_s, cold.elapsed_s)
     seconds = metric(server.url, "thaw_model_warmup_duration_seconds", model="warmed")
     assert seconds >= LAZY_S * 0.9
     # Warm-up executions are not requests: Triton's statistics do not count them.

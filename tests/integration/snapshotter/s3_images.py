@@ -12,12 +12,15 @@ from snapshotter.image_ref import ImageRef
 from snapshotter.stores.dir_store import DirStore
 from snapshotter.stores.s3_store import S3Config, S3Store
 from snapshotter.transfer import copy_image
+from tests.fakes.loop import HUNG_AFTER_S
 
 CHUNK_BYTES = 256 << 10  # several chunks per image
 RANGE_BYTES = 64 << 10  # several ranged GETs per chunk
 
 
-def s3_store(prefix: str, *, read_timeout: float = 5, **overrides: Any) -> S3Store:
+def s3_store(prefix: str, *, read_timeout: float = HUNG_AFTER_S, **overrides: Any) -> S3Store:
+    """A store of the test bucket under `prefix`. Its reads wait HUNG_AFTER_S: the moto server
+    is a process a loaded machine can stall for seconds; stall tests pass their own short one."""
     config = S3Config(
         max_parallel=4,
         range_bytes=RANGE_BYTES,

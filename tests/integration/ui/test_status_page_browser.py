@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests.fakes.loop import HUNG_AFTER_S
 from tests.fixtures.models import make_add_sub, make_slow_init
 from tests.fixtures.onnx_models import make_onnx_add
 from tests.fixtures.up_process import UpProcess
@@ -29,7 +30,9 @@ from tests.fixtures.up_process import UpProcess
 pytestmark = pytest.mark.integration
 
 
-WAKE_S = 3.0  # slow_init's initialize() sleeps this long: the page has time to show it waking
+# slow_init's initialize() lasts at least this long, and until the test has seen it waking on
+# the page (its hold file): a loaded machine slows the page, never past the wake.
+WAKE_S = 3.0
 
 # Decodes a PNG in the browser and counts its colours (every 7th pixel) and how many pixels
 # differ from the background.
@@ -72,10 +75,16 @@ _ONNX_BODY = {
 
 
 @pytest.fixture(scope="module")
-def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpProcess]:
+def slow_init_hold(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """While this file exists, slow_init's initialize() waits (make_slow_init's `hold_file`)."""
+    return tmp_path_factory.mktemp("ui_hold") / "slow_init"
+
+
+@pytest.fixture(scope="module")
+def up(tmp_path_factory: pytest.TempPathFactory, slow_init_hold: Path) -> Iterator[UpProcess]:
     repo = tmp_path_factory.mktemp("ui_repo")
     make_onnx_add(repo, "resnet_tiny")
-    make_slow_init(repo, "slow_init", delay_s=WAKE_S)
+    make_slow_init(repo, "slow_init", delay_s=WAKE_S, hold_file=slow_init_hold)
     make_add_sub(repo)
     (repo / "badcfg" / "1").mkdir(parents=True)
     (repo / "badcfg" / "config.pbtxt").write_text('name: "badcfg"\nbackend: "tensorflow"\n')
@@ -114,7 +123,9 @@ def _keep(name: str, png: bytes) -> None:
         (Path(where) / name).write_bytes(png)
 
 
-def test_the_page_shows_a_model_waking_then_warm(up: UpProcess, browser: Any) -> None:
+def test_the_page_shows_a_model_waking_then_warm(
+    up: UpProcess, browser: Any, slow_init_hold: Path
+) -> None:
     page = browser.new_page(viewport={"width": 1440, "height": 1100})
     requested: list[str] = []
     page.on("request", lambda r: requested.append(r.url))
@@ -132,16 +143,23 @@ def test_the_page_shows_a_model_waking_then_warm(up: UpProcess, browser: Any) ->
         _infer(up.url, "resnet_tiny", _ONNX_BODY)
         time.sleep(0.25)
 
-    # Wake slow_init: its request is held while a replica starts (WAKE_S in initialize()).
+    # Wake slow_init: its request is held while a replica starts, its initialize() held until
+    # the page showed it waking (and WAKE_S at least).
     answered: list[int] = []
     waker = threading.Thread(
         target=lambda: answered.append(_infer(up.url, "slow_init", _vector(4)))
     )
+    slow_init_hold.write_text(str(HUNG_AFTER_S))
+    woken_at = time.monotonic()
     waker.start()
     try:
-        page.wait_for_selector(row.format("slow_init", "waking"), timeout=WAKE_S * 1000)
-        held = page.inner_text('tr[data-model="slow_init"] td:nth-child(5)')
-        waking_png = page.screenshot(full_page=True)
+        try:
+            page.wait_for_selector(row.format("slow_init", "waking"), timeout=HUNG_AFTER_S * 1000)
+            held = page.inner_text('tr[data-model="slow_init"] td:nth-child(5)')
+            waking_png = page.screenshot(full_page=True)
+            time.sleep(max(0.0, woken_at + WAKE_S - time.monotonic()))
+        finally:
+            slow_init_hold.unlink()
         page.wait_for_selector(row.format("slow_init", "warm"), timeout=60_000)
     finally:
         waker.join(60)

@@ -223,7 +223,7 @@ async def test_client_gone_while_held_is_dropped_and_never_forwarded(
     async with aiohttp.ClientSession() as s:
         sent = time.monotonic()  # the hold, and its activation deadline, start after this
         request = asyncio.create_task(s.post(f"{url}/v2/models/m/infer", data=b"gone"))
-        await asyncio.wait_for(backend.start_called.wait(), 2)  # held: it woke the model
+        await asyncio.wait_for(backend.start_called.wait(), WAKE_DEADLINE_S)  # held: woke it
         async with s.get(f"{url}/thaw/status") as r:
             held = {m["model"]: m["held_requests"] for m in (await r.json())["models"]}
         assert held["m"] == 1

@@ -14,13 +14,19 @@ from aiohttp import web
 
 from activator.config import ActivatorConfig, ScaleSettings
 from activator.surfaces.app import build_app
+from tests.fakes.loop import HUNG_AFTER_S
 from tests.fakes.scaler_backend import WAKE_DEADLINE_S, FakeScalerBackend
 from tests.fakes.upstream import HITS, MODEL_CONFIG, start_upstream
 from thawserver.aiohttp_compat import JsonErrorRunner
 
 
 @pytest.fixture
-async def served(tmp_path: Path) -> AsyncIterator[tuple[str, int, FakeScalerBackend, list[str]]]:
+async def served(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> AsyncIterator[tuple[str, int, FakeScalerBackend, list[str]]]:
+    """The activator over a fake upstream; its request deadline (which bounds reading a body
+    too) is `HUNG_AFTER_S`, which a loaded machine cannot outlast, or the test's own
+    (`@pytest.mark.parametrize("served", [seconds], indirect=True)`)."""
     upstream = await start_upstream()
     assert upstream.app is not None
     (tmp_path / "m" / "1").mkdir(parents=True)
@@ -29,7 +35,7 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[str, int, FakeScalerBack
         repository=tmp_path,
         build_images=False,
         max_body_bytes=100_000,
-        request_timeout_s=0.5,
+        request_timeout_s=getattr(request, "param", HUNG_AFTER_S),
         defaults=ScaleSettings(activation_timeout_s=WAKE_DEADLINE_S),
     )
     url = str(upstream.make_url("")).rstrip("/")
@@ -44,7 +50,9 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[str, int, FakeScalerBack
     await upstream.close()
 
 
-async def _raw(port: int, data: bytes, *, wait_s: float = 5.0) -> tuple[int, dict[str, Any]]:
+async def _raw(
+    port: int, data: bytes, *, wait_s: float = HUNG_AFTER_S
+) -> tuple[int, dict[str, Any]]:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(data)
     await writer.drain()
@@ -86,6 +94,7 @@ async def test_chunked_body_under_the_cap_is_forwarded_whole(served: Any) -> Non
     assert hits == ["/v2/models/m/infer"]
 
 
+@pytest.mark.parametrize("served", [0.5], indirect=True)  # the body never ends: 408 soon
 async def test_a_slow_body_gets_408_without_taking_a_replica_slot(served: Any) -> None:
     _, port, backend, hits = served
     request = b"POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\n{"

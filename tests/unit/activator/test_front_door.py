@@ -22,7 +22,7 @@ from activator.direct.front_door import (
 from activator.direct.handoff import HandoffLink
 from activator.direct.orphans import Outcome
 from tests.fakes.fallback import FakeDoor
-from tests.fakes.loop import eventually
+from tests.fakes.loop import HUNG_AFTER_S, eventually
 from thawwire.errors import WireError
 from thawwire.handoff_protocol import LoadReport
 from thawwire.paths import model_of
@@ -179,7 +179,7 @@ async def test_a_link_sends_sockets_and_reads_load_reports(tmp_path: Path) -> No
     server.bind(str(tmp_path / "replica.sock"))
     server.listen()
     link = HandoffLink(tmp_path / "replica.sock", "m-1", model="m")
-    await link.connect(timeout_s=2)
+    await link.connect(timeout_s=HUNG_AFTER_S)
     replica_end, _ = server.accept()
     door = FakeDoor()
     ended, ended_peer = socket.socketpair()

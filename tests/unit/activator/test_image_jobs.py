@@ -11,20 +11,24 @@ import pytest
 
 from activator.fleet.image_builder import ImageJobs
 from activator.observe.status_document import ImageState
+from tests.fakes.loop import HUNG_AFTER_S, eventually
 
-# A stand-in for `thaw`: records its scheduling policy and thread settings, then answers as
-# `thaw snapshot build|ls|pull` would for the models the test names.
+# A stand-in for `thaw`: records its process id, scheduling policy and thread settings, then
+# answers as `thaw snapshot build|ls|pull` would for the models the test names. The pull of
+# `slow_model` lasts until the test creates the file FAKE_THAW_GO (a minute at most).
 _FAKE_THAW = """
 import json, os, sys
 args = sys.argv[1:]
 log = os.environ["FAKE_THAW_LOG"]
 with open(log, "a") as f:
-    f.write(json.dumps({"args": args, "policy": os.sched_getscheduler(0),
+    f.write(json.dumps({"args": args, "pid": os.getpid(), "policy": os.sched_getscheduler(0),
                         "omp": os.environ.get("OMP_NUM_THREADS")}) + "\\n")
 verb = args[1]
 if verb == "pull" and args[2] == "slow_model":
     import time
-    time.sleep(1.0)
+    deadline = time.monotonic() + 60
+    while not os.path.exists(os.environ["FAKE_THAW_GO"]) and time.monotonic() < deadline:
+        time.sleep(0.01)
     with open(log, "a") as f:
         f.write(json.dumps({"args": ["done"], "policy": os.sched_getscheduler(0)}) + "\\n")
 if verb == "ls":
@@ -46,6 +50,14 @@ sys.exit(0)
 """
 
 
+def _policy(pid: int) -> int | None:
+    """The scheduling policy of process `pid`; None once it has ended."""
+    try:
+        return os.sched_getscheduler(pid)
+    except OSError:
+        return None
+
+
 def _jobs(
     tmp_path: Path, names: list[str], store: str | None, monkeypatch: pytest.MonkeyPatch
 ) -> tuple[ImageJobs, Path]:
@@ -53,6 +65,7 @@ def _jobs(
     script.write_text(_FAKE_THAW)
     log = tmp_path / "log.jsonl"
     monkeypatch.setenv("FAKE_THAW_LOG", str(log))
+    monkeypatch.setenv("FAKE_THAW_GO", str(tmp_path / "go"))
     dirs = [tmp_path / "repo" / n for n in names]
     jobs = ImageJobs([sys.executable, str(script)], dirs, tmp_path / "cache", store=store,
                      timeout_s=30)  # fmt: skip
@@ -108,13 +121,21 @@ async def test_a_waking_models_pull_goes_first_and_runs_at_normal_priority(
     jobs, log = _jobs(tmp_path, ["other", "in_store", "slow_model"], "s3://b", monkeypatch)
     jobs.wanted("slow_model")  # queued third: it goes first
     running = asyncio.create_task(jobs.run())
-    for _ in range(1000):  # until its pull has started (the fake sleeps 1 s in it)
-        if jobs.states["slow_model"] == ImageState.PULLING:
-            break
-        await asyncio.sleep(0.01)
-    await asyncio.sleep(0.3)  # the pull started at idle priority
+
+    def pull_pid() -> int | None:
+        for line in log.read_text().splitlines() if log.exists() else []:
+            call = json.loads(line)
+            if call["args"][1:3] == ["pull", "slow_model"]:
+                return int(call["pid"])
+        return None
+
+    # Until its pull runs at idle priority (the fake waits for the go file), by events, not a
+    # sleep that a loaded machine outlasts: the job set that priority as it took the pull on.
+    await eventually(lambda: (pid := pull_pid()) is not None and _policy(pid) == os.SCHED_IDLE)
+    assert jobs.states["slow_model"] == ImageState.PULLING
     jobs.wanted("slow_model")  # its replica is waking: the pull it waits for is boosted
-    await running
+    (tmp_path / "go").touch()
+    await asyncio.wait_for(running, HUNG_AFTER_S)
     calls = [json.loads(line) for line in log.read_text().splitlines()]
     pulled = [c["args"][2] for c in calls if c["args"][:2] == ["snapshot", "pull"]]
     assert pulled == ["slow_model", "other", "in_store"]

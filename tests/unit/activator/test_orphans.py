@@ -15,7 +15,7 @@ import pytest
 from activator.direct.handoff import HandoffLink, SlotTable
 from activator.direct.orphans import Outcome, bad_gateway, outcome, settle
 from tests.fakes.fallback import FakeDoor
-from tests.fakes.loop import eventually
+from tests.fakes.loop import HUNG_AFTER_S, eventually
 
 
 def test_slots_go_round_robin_and_never_to_an_open_connection() -> None:
@@ -69,7 +69,7 @@ def _write_states(path: Path, states: bytes) -> None:
 
 async def _read_all(client: socket.socket) -> bytes:
     def read() -> bytes:
-        client.settimeout(5)
+        client.settimeout(HUNG_AFTER_S)  # until the activator closes: after its linger
         data = b""
         while chunk := client.recv(65536):
             data += chunk
@@ -85,7 +85,7 @@ async def test_a_dead_replicas_connections_are_settled_by_their_state(tmp_path: 
     state_file = tmp_path / "replica.state"
     state_file.write_bytes(bytes(16))
     link = HandoffLink(tmp_path / "replica.sock", "m-1", model="m", state_path=state_file)
-    await link.connect(timeout_s=2)
+    await link.connect(timeout_s=HUNG_AFTER_S)
     replica_end, _ = server.accept()
     listener = socket.create_server(("127.0.0.1", 0))
     door = FakeDoor()
@@ -117,7 +117,7 @@ async def test_a_dead_replicas_connections_are_settled_by_their_state(tmp_path: 
     )
     for client, _ in pairs:
         client.close()  # the lingering 502 connections see the clients go, and close
-    await asyncio.wait_for(link.close(), 1)
+    await asyncio.wait_for(link.close(), HUNG_AFTER_S)
     idle_copy.close()
     listener.close()
 
@@ -128,6 +128,6 @@ async def test_a_502_to_a_client_that_is_gone_is_just_closed() -> None:
     client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
     client.close()  # reset
     await asyncio.sleep(0.05)
-    await asyncio.wait_for(settle(copy, bad_gateway("m-1", "m"), linger_s=1), 3)
+    await asyncio.wait_for(settle(copy, bad_gateway("m-1", "m"), linger_s=1), HUNG_AFTER_S)
     assert copy.fileno() == -1
     listener.close()

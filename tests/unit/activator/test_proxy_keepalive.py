@@ -15,6 +15,7 @@ from aiohttp.test_utils import TestServer
 
 from activator.config import ActivatorConfig, ScaleSettings
 from activator.surfaces.app import build_app
+from tests.fakes.loop import HUNG_AFTER_S
 from tests.fakes.scaler_backend import WAKE_DEADLINE_S, FakeScalerBackend
 from tests.fakes.upstream import MODEL_CONFIG
 
@@ -42,8 +43,19 @@ async def replica_infer(request: web.Request) -> web.StreamResponse:
     return web.json_response(seen)
 
 
+# The request deadline of the tests about it: a replica that answers late is cut off soon.
+# Every other test expects its answer, and runs under HUNG_AFTER_S, which a loaded machine
+# cannot outlast.
+_SHORT_DEADLINE_S = 0.5
+short_deadline = pytest.mark.parametrize("served", [_SHORT_DEADLINE_S], indirect=True)
+
+
 @pytest.fixture
-async def served(tmp_path: Path) -> AsyncIterator[tuple[str, FakeScalerBackend, set[int]]]:
+async def served(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> AsyncIterator[tuple[str, FakeScalerBackend, set[int]]]:
+    """The activator over one replica app; its request deadline is `HUNG_AFTER_S`, or the
+    test's own (`@short_deadline`)."""
     replica = web.Application()
     replica[PEERS] = set()
     replica.router.add_post("/v2/models/{model}/infer", replica_infer)
@@ -54,7 +66,7 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[str, FakeScalerBackend, 
     config = ActivatorConfig(
         repository=tmp_path,
         build_images=False,
-        request_timeout_s=0.5,
+        request_timeout_s=getattr(request, "param", HUNG_AFTER_S),
         # One slot: a request that never gave its slot back would hold up the next one.
         defaults=ScaleSettings(activation_timeout_s=WAKE_DEADLINE_S, container_concurrency=1),
     )
@@ -104,6 +116,7 @@ async def test_no_content_passes_through_without_a_body(
             assert r.status == 200  # the connection after a 204 still frames correctly
 
 
+@short_deadline
 async def test_a_silent_replica_is_a_json_504_and_stays_in_rotation(
     served: tuple[str, FakeScalerBackend, set[int]],
 ) -> None:
@@ -118,6 +131,7 @@ async def test_a_silent_replica_is_a_json_504_and_stays_in_rotation(
     assert backend.stopped == []
 
 
+@short_deadline
 async def test_a_stall_past_the_deadline_mid_response_never_looks_complete(
     served: tuple[str, FakeScalerBackend, set[int]],
 ) -> None:
@@ -150,6 +164,7 @@ async def test_a_client_leaving_mid_response_does_not_fail_the_replica(
     assert len(peers) == 2  # the unfinished exchange's connection was not reused
 
 
+@short_deadline
 async def test_a_big_body_that_stops_arriving_times_out_and_frees_its_slot(
     served: tuple[str, FakeScalerBackend, set[int]],
 ) -> None:
@@ -162,7 +177,7 @@ async def test_a_big_body_that_stops_arriving_times_out_and_frees_its_slot(
         + b"x" * 1000
     )
     await writer.drain()
-    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 3)
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HUNG_AFTER_S)
     assert head.startswith(b"HTTP/1.1 504")
     writer.close()
     async with (

@@ -13,6 +13,7 @@ from aiohttp import web
 
 from benchmarks.load_client import GrpcPayload, LoadResult, Payload, run_grpc_load, run_load
 from benchmarks.serve_report import Cell, median_round, render_spread, render_table
+from tests.fakes.loop import HUNG_AFTER_S
 
 
 async def _ok(request: web.Request) -> web.Response:
@@ -50,7 +51,8 @@ def _payload(path: str) -> Payload:
 
 async def test_counts_successes_in_the_window(server: str) -> None:
     result = await run_load(server, _payload("/ok"), concurrency=4, duration_s=0.6, warmup_s=0.2)
-    assert result.ok > 10 and result.errors == 0
+    # Some: how many a 0.6 s window holds is the machine's (a loaded one's loop may manage few).
+    assert result.ok > 0 and result.errors == 0
     assert result.rps == pytest.approx(result.ok / 0.6)
     assert 0 < result.percentile_ms(50) <= result.percentile_ms(99)
 
@@ -86,7 +88,8 @@ async def test_server_errors_are_counted_not_timed(server: str) -> None:
 async def test_a_hanging_server_cannot_stretch_the_run(server: str) -> None:
     started = time.perf_counter()
     result = await run_load(server, _payload("/hang"), concurrency=8, duration_s=0.5, warmup_s=0.2)
-    assert time.perf_counter() - started < 5.0
+    # Ended with its window, not by the 60 s hang (a loaded machine only adds to the 0.7 s).
+    assert time.perf_counter() - started < HUNG_AFTER_S
     assert result.ok == 0
 
 
@@ -166,7 +169,7 @@ async def test_grpc_load_counts_successes_failures_and_never_outlasts_its_window
     ok = await run_grpc_load(
         grpc_server, GrpcPayload(b"x"), concurrency=4, duration_s=0.6, warmup_s=0.2
     )
-    assert ok.ok > 10 and ok.errors == 0
+    assert ok.ok > 0 and ok.errors == 0  # some: how many fit in 0.6 s is the machine's
     assert 0 < ok.percentile_ms(50) <= ok.percentile_ms(99)
     failing = await run_grpc_load(
         grpc_server, GrpcPayload(b"fail"), concurrency=2, duration_s=0.5, warmup_s=0.1
@@ -176,7 +179,7 @@ async def test_grpc_load_counts_successes_failures_and_never_outlasts_its_window
     hanging = await run_grpc_load(
         grpc_server, GrpcPayload(b"hang"), concurrency=4, duration_s=0.4, warmup_s=0.1
     )
-    assert time.perf_counter() - started < 5.0 and hanging.ok == 0
+    assert time.perf_counter() - started < HUNG_AFTER_S and hanging.ok == 0  # not the 60 s hang
 
 
 def test_grpc_rows_are_their_own_group() -> None:

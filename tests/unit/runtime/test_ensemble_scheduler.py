@@ -30,25 +30,41 @@ ensemble_scheduling { step [
 
 
 class _Runner:
-    """left doubles, right adds 10, join adds a and b; each step takes `delay_s`; a step
-    named in `failing` raises InvalidInput; `cancelled` records steps cut short."""
+    """left doubles, right adds 10, join adds a and b; each step takes `delay_s` (right three
+    times that), a step named in `endless` until it is cancelled; a step named in `failing`
+    raises InvalidInput; `cancelled` records steps cut short, `peak` the most steps running at
+    once."""
 
-    def __init__(self, delay_s: float = 0.0, failing: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self,
+        delay_s: float = 0.0,
+        failing: frozenset[str] = frozenset(),
+        endless: frozenset[str] = frozenset(),
+    ) -> None:
         self.delay_s = delay_s
         self.failing = failing
+        self.endless = endless
         self.started: list[str] = []
         self.cancelled: list[str] = []
         self.versions: dict[str, str] = {}
+        self.running = 0
+        self.peak = 0
 
     async def infer(self, request: InferRequest) -> InferResponse:
         name = request.model_name
         self.started.append(name)
         self.versions[name] = request.model_version
+        self.running += 1
+        self.peak = max(self.peak, self.running)
         try:
+            if name in self.endless:
+                await asyncio.Event().wait()
             await asyncio.sleep(self.delay_s if name != "right" else self.delay_s * 3)
         except asyncio.CancelledError:
             self.cancelled.append(name)
             raise
+        finally:
+            self.running -= 1
         if name in self.failing:
             raise InvalidInput(f"{name} refused its input")
         data = {t.name: t.data for t in request.inputs}
@@ -89,15 +105,17 @@ async def test_fan_out_then_fan_in_once_both_branches_are_done() -> None:
 
 async def test_independent_steps_run_at_the_same_time() -> None:
     runner = _Runner(delay_s=0.1)
-    loop = asyncio.get_running_loop()
-    start = loop.time()
     await _submit(_scheduler(runner), 1.0)
-    # left 0.1 s beside right 0.3 s, then join 0.1 s: ~0.4 s, not 0.5 s.
-    assert loop.time() - start < 0.48
+    # left (0.1 s) ran beside right (0.3 s), by count, not by a wall-clock bound (which a
+    # loaded machine outlasts); join waited for both.
+    assert runner.peak == 2
+    assert runner.started[2] == "join"
 
 
 async def test_a_failing_step_fails_once_keeps_its_status_and_cancels_the_rest() -> None:
-    runner = _Runner(delay_s=0.05, failing=frozenset({"left"}))
+    # right runs until cancelled: a loaded machine that stalls the loop past a finite right's
+    # end would otherwise let it finish in the same turn as left fails
+    runner = _Runner(delay_s=0.05, failing=frozenset({"left"}), endless=frozenset({"right"}))
     stats = ModelStats()
     with pytest.raises(ServingError) as raised:
         await _submit(_scheduler(runner, stats), 1.0)

@@ -23,6 +23,7 @@ from runtime.inference import InferRequest, InferTensor
 from runtime.models.manager import ModelManager
 from runtime.models.repository import list_models
 from runtime.observe.metrics import Metrics
+from tests.fakes.loop import HUNG_AFTER_S, eventually
 from tests.fixtures.models import (
     make_add_sub,
     make_python_identity,
@@ -300,7 +301,10 @@ async def test_index_lists_a_slow_repository_off_the_event_loop(
 
 
 async def test_load_runs_off_the_event_loop(tmp_path: Path) -> None:
-    make_slow_init(tmp_path, "slow", delay_s=0.5)
+    # initialize() lasts until the test has seen the loop tick on (the hold file), not 0.5 s:
+    # a loaded machine could give the loop fewer than 10 ticks in 0.5 s, though it ran.
+    hold = tmp_path / "slow" / "hold"
+    make_slow_init(tmp_path, "slow", delay_s=0.5, hold_file=hold)
     manager = _manager(tmp_path, ModelControlMode.EXPLICIT)
     await manager.start()
     ticks = 0
@@ -312,15 +316,21 @@ async def test_load_runs_off_the_event_loop(tmp_path: Path) -> None:
             ticks += 1
 
     task = asyncio.create_task(ticker())
-    load = asyncio.create_task(manager.load("slow"))
-    for _ in range(500):  # until the load has begun (bounded: 5 s)
-        if (await _states(manager)).get("slow") == "LOADING":
-            break
-        await asyncio.sleep(0.01)
-    assert (await _states(manager))["slow"] == "LOADING"
+    hold.write_text(str(HUNG_AFTER_S))
+    try:
+        load = asyncio.create_task(manager.load("slow"))
+        for _ in range(500):  # until the load has begun (bounded: 5 s)
+            if (await _states(manager)).get("slow") == "LOADING":
+                break
+            await asyncio.sleep(0.01)
+        assert (await _states(manager))["slow"] == "LOADING"
+        begun = ticks
+        await eventually(lambda: ticks >= begun + 10)
+        assert not load.done()  # the loop kept running while initialize() waited
+    finally:
+        hold.unlink()
     await load
     task.cancel()
-    assert ticks >= 10  # the loop kept running while initialize() slept
     assert manager.model_ready("slow", None)
     await manager.stop()
 

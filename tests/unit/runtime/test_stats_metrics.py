@@ -19,6 +19,7 @@ from runtime.inference import InferRequest, InferTensor
 from runtime.models.manager import ModelManager
 from runtime.observe.metrics import Metrics
 from runtime.observe.stats import FailureReason, StatsBook
+from tests.fakes.loop import HUNG_AFTER_S, eventually
 from tests.fixtures.models import make_execute_error, make_slow_execute
 from tests.fixtures.onnx_models import make_onnx_identity
 
@@ -102,22 +103,27 @@ async def test_statistics_and_metrics_after_known_traffic(tmp_path: Path) -> Non
 
 
 async def test_pending_count_shows_queued_requests(tmp_path: Path) -> None:
-    make_slow_execute(tmp_path, "slow", delay_s=0.3)
+    # The first execution lasts until the test has seen the two others wait (the hold file),
+    # not 0.3 s, which a loaded machine's stalled loop could let pass unseen.
+    hold = tmp_path / "slow" / "hold"
+    make_slow_execute(tmp_path, "slow", delay_s=0.3, hold_file=hold)
     metrics = Metrics()
     config = ServeConfig(repository=tmp_path, model_control_mode=ModelControlMode.NONE)
     manager = ModelManager(config, metrics=metrics)
     await manager.start()
     try:
+        hold.write_text(str(HUNG_AFTER_S))
         tasks = [asyncio.create_task(manager.infer(_req("slow", np.ones(1, np.float32))))
                  for _ in range(3)]  # fmt: skip
-        pending = -1.0
-        for _ in range(150):  # bounded: until the first runs and two wait (<= 3 s)
+
+        def pending() -> float:
             text = metrics.exposition().decode()
-            pending = _sample(text, "nv_inference_pending_request_count", model="slow", version="1")
-            if pending == 2:
-                break
-            await asyncio.sleep(0.02)
-        assert pending == 2
+            return _sample(text, "nv_inference_pending_request_count", model="slow", version="1")
+
+        try:
+            await eventually(lambda: pending() == 2)  # the first runs, two wait
+        finally:
+            hold.unlink()
         await asyncio.gather(*tasks)
         queue_ns = manager.statistics("slow", None)["model_stats"][0]["inference_stats"]["queue"]
         assert queue_ns["ns"] >= 0.3e9  # the later two waited at least one execution

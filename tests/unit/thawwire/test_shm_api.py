@@ -11,17 +11,21 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from tests.fakes.loop import HUNG_AFTER_S
 from thawserver.shm_api import RestSharedMemory
 from thawserver.shm_registry import SystemSharedMemory
 
 
 @pytest.fixture
-async def client(tmp_path: Path) -> AsyncIterator[TestClient]:
+async def client(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[TestClient]:
+    """The shared-memory routes; a body is due within `HUNG_AFTER_S`, which a loaded machine
+    cannot outlast, or the test's own (`@pytest.mark.parametrize("client", [s], indirect=True)`)."""
     (tmp_path / "obj").write_bytes(b"\0" * 64)
     app = web.Application()
-    RestSharedMemory(SystemSharedMemory(shm_dir=tmp_path), body_timeout_s=0.3).add_routes(
-        app.router
-    )
+    body_timeout_s = getattr(request, "param", HUNG_AFTER_S)
+    RestSharedMemory(
+        SystemSharedMemory(shm_dir=tmp_path), body_timeout_s=body_timeout_s
+    ).add_routes(app.router)
     async with TestClient(TestServer(app)) as c:
         yield c
 
@@ -59,6 +63,7 @@ async def test_bad_register_bodies(client: TestClient, body: bytes, text: str) -
     assert text in (await answer.json())["error"]
 
 
+@pytest.mark.parametrize("client", [0.3], indirect=True)  # the body that stalls: 408 soon
 async def test_methods_names_and_slow_bodies(client: TestClient) -> None:
     wrong = await client.post("/v2/systemsharedmemory/status")
     assert wrong.status == 405 and await wrong.json() == {"error": "Method Not Allowed"}
