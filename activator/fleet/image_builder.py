@@ -23,6 +23,7 @@ import contextlib
 import json
 import logging
 import os
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -44,6 +45,25 @@ _ONE_THREAD = {
     "OPENBLAS_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
 }
+# Run as `python -c _AT_IDLE_PRIORITY COMMAND...`: the job is at idle CPU priority (else the
+# lowest nice) from its first instruction, then becomes COMMAND (exec keeps the policy). Set
+# from the parent after the start instead, its first moments would run at normal priority;
+# `preexec_fn` could do it before exec, but is not safe beside the activator's threads.
+_AT_IDLE_PRIORITY = """
+import os, sys
+try:
+    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+except (OSError, AttributeError):
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, 19)
+    except OSError:
+        pass
+try:
+    os.execvp(sys.argv[1], sys.argv[1:])
+except OSError as exc:
+    print(f"could not start: {exc}", file=sys.stderr)
+    sys.exit(127)
+"""
 
 
 class ImageJobs:
@@ -186,6 +206,9 @@ class ImageJobs:
         start = time.monotonic()
         try:
             proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-c",
+                _AT_IDLE_PRIORITY,
                 *self._command,
                 *argv,
                 stdin=asyncio.subprocess.DEVNULL,
@@ -196,7 +219,6 @@ class ImageJobs:
         except OSError as exc:
             logger.warning("model=%s image job could not start: %s", what, exc)
             return None, f"could not start: {exc}"
-        _idle_priority(proc.pid)
         if argv[1] == "pull":
             self._running = (what, proc.pid)
         try:
@@ -224,12 +246,3 @@ class ImageJobs:
 def _failed(code: int | None, tail: str) -> str:
     reason = tail or ("timed out" if code is None else f"exit code {code}")
     return f"{ImageState.FAILED}: {reason}"
-
-
-def _idle_priority(pid: int) -> None:
-    """SCHED_IDLE for `pid` (it runs only when a CPU has nothing else), else the lowest nice."""
-    try:
-        os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))
-    except (OSError, AttributeError):
-        with contextlib.suppress(OSError):
-            os.setpriority(os.PRIO_PROCESS, pid, 19)
