@@ -13,7 +13,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from activator.config import SETTING_RANGES, ActivatorConfig, ScaleSettings, validated
+from activator.config import (
+    SETTING_RANGES,
+    ActivatorConfig,
+    Placement,
+    ScaleSettings,
+    validated,
+)
 from activator.errors import ConfigError, ScalerUnavailable
 from activator.process.kube_cli import add_kubernetes_arguments, kubernetes_config, placement
 from activator.process.serving import ListenError, LoadAtStartError, loop_factory, serve
@@ -538,8 +544,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"thaw up: error: cannot open --log-file: {exc}", file=sys.stderr)
         return 2
     if isinstance(config.scaler, KubernetesConfig):
-        classes = {m: repository.get(m).settings.placement_class for m in repository.names()}
-        scaler, refused = placement(config.scaler, classes)
+        settings = {m: repository.get(m).settings for m in repository.names()}
+        classes = {m: s.placement_class for m, s in settings.items()}
+        shared = {m for m, s in settings.items() if s.placement is Placement.SHARED}
+        scaler, refused = placement(config.scaler, classes, shared)
         if refused:  # as every invalid `thaw.*` setting: the operator's mistake, refused
             for reason in refused.values():
                 print(f"thaw up: error: {reason}", file=sys.stderr)

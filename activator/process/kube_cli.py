@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import socket
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from dataclasses import replace
 from pathlib import Path
 
@@ -178,11 +178,13 @@ def _pool_classes(given: list[str], default_deployment: str) -> tuple[tuple[str,
 
 
 def placement(
-    config: KubernetesConfig, classes_of: Mapping[str, str]
+    config: KubernetesConfig, classes_of: Mapping[str, str], shared: Set[str] = frozenset()
 ) -> tuple[KubernetesConfig, dict[str, str]]:
     """`config` with each model's placement class (`classes_of`: model -> its
     `thaw.placement_class`), and the models refused (model -> why) for naming a class that
-    no `--pool-class` gives."""
+    no `--pool-class` gives, or another class than the default for a `shared` model: shared
+    pods come from the default pool only (decision 0022), and placing a GPU-class model on
+    one would put it where its class says it must not run."""
     known = config.classes()
     refused = {
         model: (
@@ -192,6 +194,13 @@ def placement(
         for model, name in sorted(classes_of.items())
         if name not in known
     }
+    for model, name in sorted(classes_of.items()):
+        if model in shared and name != DEFAULT_CLASS and model not in refused:
+            refused[model] = (
+                f"`thaw.placement_class` = {name!r} with `thaw.placement` = 'shared' (model "
+                f"{model}): on Kubernetes, shared pods come from the {DEFAULT_CLASS!r} pool "
+                "only; make the model dedicated, or leave its class the default"
+            )
     chosen = tuple(
         (model, name)
         for model, name in sorted(classes_of.items())
