@@ -23,7 +23,6 @@ import contextlib
 import json
 import logging
 import os
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -45,25 +44,6 @@ _ONE_THREAD = {
     "OPENBLAS_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
 }
-# Run as `python -c _AT_IDLE_PRIORITY COMMAND...`: the job is at idle CPU priority (else the
-# lowest nice) from its first instruction, then becomes COMMAND (exec keeps the policy). Set
-# from the parent after the start instead, its first moments would run at normal priority;
-# `preexec_fn` could do it before exec, but is not safe beside the activator's threads.
-_AT_IDLE_PRIORITY = """
-import os, sys
-try:
-    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-except (OSError, AttributeError):
-    try:
-        os.setpriority(os.PRIO_PROCESS, 0, 19)
-    except OSError:
-        pass
-try:
-    os.execvp(sys.argv[1], sys.argv[1:])
-except OSError as exc:
-    print(f"could not start: {exc}", file=sys.stderr)
-    sys.exit(127)
-"""
 
 
 class ImageJobs:
@@ -95,7 +75,9 @@ class ImageJobs:
         self.states: dict[str, str] = {d.name: ImageState.QUEUED.value for d in self._dirs}
         self._queue = list(self._dirs)
         self._done = 0  # jobs finished, for the progress lines
-        self._running: tuple[str, int] | None = None  # the pull in progress: model, pid
+        self._pulling: str | None = None  # the model whose pull is starting or running
+        self._pull_pid: int | None = None  # its process, once started
+        self._boosted = False  # its pull was asked for at normal priority (once per pull)
 
     def wanted(self, model: str) -> None:
         """A replica of `model` is starting. Its restore waits for a pull of its image in
@@ -104,16 +86,29 @@ class ImageJobs:
         image is not built yet loads the model files without waiting for the build."""
         if self._store is None:
             return
-        if self._running is not None and self._running[0] == model:
-            with contextlib.suppress(OSError):
-                os.sched_setscheduler(self._running[1], os.SCHED_OTHER, os.sched_param(0))
-                logger.info("model=%s is waking: its image pull runs at normal priority", model)
-            self._running = (model, -1)  # once
+        if self._pulling == model:
+            if not self._boosted:
+                self._boosted = True
+                self._boost()  # now, or `_job` leaves it at normal priority as it starts
             return
         for i, model_dir in enumerate(self._queue):
             if model_dir.name == model and i > 0:
                 self._queue.insert(0, self._queue.pop(i))
                 return
+
+    def _boost(self) -> None:
+        """The running pull back at normal CPU priority (a replica waits for it). Leaving
+        SCHED_IDLE needs CAP_SYS_NICE or an RLIMIT_NICE that allows nice 0: without either (a
+        non-root pod), the kernel refuses and the pull stays idle."""
+        if self._pull_pid is None:
+            return
+        try:
+            os.sched_setscheduler(self._pull_pid, os.SCHED_OTHER, os.sched_param(0))
+        except OSError as exc:
+            logger.info("model=%s is waking; its image pull stays at idle priority: %s",
+                        self._pulling, exc.strerror)  # fmt: skip
+        else:
+            logger.info("model=%s is waking: its image pull runs at normal priority", self._pulling)
 
     async def run(self) -> dict[str, str]:
         """Build or pull every image, one at a time; returns `states`."""
@@ -134,8 +129,12 @@ class ImageJobs:
             elif name not in in_store:
                 self._set(name, ImageState.NOT_IN_STORE.value)
             else:
+                self._pulling, self._boosted = name, False
                 self._begin(name, ImageState.PULLING, "pull")
-                self._set(name, await self._pull(model_dir))
+                try:
+                    self._set(name, await self._pull(model_dir))
+                finally:
+                    self._pulling = None
         self._summary("pulls", start)
         return self.states
 
@@ -206,9 +205,6 @@ class ImageJobs:
         start = time.monotonic()
         try:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-c",
-                _AT_IDLE_PRIORITY,
                 *self._command,
                 *argv,
                 stdin=asyncio.subprocess.DEVNULL,
@@ -220,7 +216,9 @@ class ImageJobs:
             logger.warning("model=%s image job could not start: %s", what, exc)
             return None, f"could not start: {exc}"
         if argv[1] == "pull":
-            self._running = (what, proc.pid)
+            self._pull_pid = proc.pid
+        if not (argv[1] == "pull" and self._boosted):  # a wake asked for it while it started
+            _idle_priority(proc.pid)
         try:
             out, err = await asyncio.wait_for(proc.communicate(), self._timeout_s)
         except (TimeoutError, asyncio.CancelledError) as exc:
@@ -232,7 +230,7 @@ class ImageJobs:
             logger.warning("model=%s image job timed out after %g s", what, self._timeout_s)
             return None, "timed out"
         finally:
-            self._running = None
+            self._pull_pid = None
         if want_stdout:
             return proc.returncode, out.decode(errors="replace")
         tail = " | ".join(err.decode(errors="replace").strip().splitlines()[-3:])
@@ -246,3 +244,12 @@ class ImageJobs:
 def _failed(code: int | None, tail: str) -> str:
     reason = tail or ("timed out" if code is None else f"exit code {code}")
     return f"{ImageState.FAILED}: {reason}"
+
+
+def _idle_priority(pid: int) -> None:
+    """SCHED_IDLE for `pid` (it runs only when a CPU has nothing else), else the lowest nice."""
+    try:
+        os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))
+    except (OSError, AttributeError):
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, pid, 19)

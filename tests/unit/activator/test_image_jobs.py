@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -59,7 +61,11 @@ def _policy(pid: int) -> int | None:
 
 
 def _jobs(
-    tmp_path: Path, names: list[str], store: str | None, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    names: list[str],
+    store: str | None,
+    monkeypatch: pytest.MonkeyPatch,
+    on_state: Callable[[str, str], None] | None = None,
 ) -> tuple[ImageJobs, Path]:
     script = tmp_path / "fake_thaw.py"
     script.write_text(_FAKE_THAW)
@@ -68,7 +74,7 @@ def _jobs(
     monkeypatch.setenv("FAKE_THAW_GO", str(tmp_path / "go"))
     dirs = [tmp_path / "repo" / n for n in names]
     jobs = ImageJobs([sys.executable, str(script)], dirs, tmp_path / "cache", store=store,
-                     timeout_s=30)  # fmt: skip
+                     timeout_s=30, on_state=on_state)  # fmt: skip
     return jobs, log
 
 
@@ -123,8 +129,6 @@ async def test_an_unlistable_store_fails_every_model_clearly(tmp_path: Path) -> 
 async def test_a_waking_models_pull_goes_first_and_runs_at_normal_priority(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import asyncio
-
     jobs, log = _jobs(tmp_path, ["other", "in_store", "slow_model"], "s3://b", monkeypatch)
     jobs.wanted("slow_model")  # queued third: it goes first
     running = asyncio.create_task(jobs.run())
@@ -147,4 +151,30 @@ async def test_a_waking_models_pull_goes_first_and_runs_at_normal_priority(
     pulled = [c["args"][2] for c in calls if c["args"][:2] == ["snapshot", "pull"]]
     assert pulled == ["slow_model", "other", "in_store"]
     done = next(c for c in calls if c["args"] == ["done"])
+    assert done["policy"] == os.SCHED_OTHER
+
+
+async def test_a_wake_while_its_pull_is_starting_still_boosts_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The replica wakes the moment the pull is announced, before its process exists: the
+    # boost must not be lost in that window (it was: nothing recorded a pull not yet started).
+    def on_state(model: str, state: str) -> None:
+        if model == "slow_model" and state == ImageState.PULLING:
+            jobs.wanted(model)
+
+    jobs, log = _jobs(tmp_path, ["slow_model"], "s3://b", monkeypatch, on_state)
+    running = asyncio.create_task(jobs.run())
+
+    def pull_pid() -> int | None:
+        for line in log.read_text().splitlines() if log.exists() else []:
+            call = json.loads(line)
+            if call["args"][1:3] == ["pull", "slow_model"]:
+                return int(call["pid"])
+        return None
+
+    await eventually(lambda: (pid := pull_pid()) is not None and _policy(pid) == os.SCHED_OTHER)
+    (tmp_path / "go").touch()
+    await asyncio.wait_for(running, HUNG_AFTER_S)
+    done = next(json.loads(line) for line in log.read_text().splitlines() if '"done"' in line)
     assert done["policy"] == os.SCHED_OTHER
