@@ -42,6 +42,9 @@ from tests.fixtures.triton_qa_suite_repos import Mirror
 __all__ = ["BACKEND_PYTHON_SUITES"]
 
 CUDA = "its model puts tensors on a CUDA device (torch .cuda()): no GPU on this machine"
+# test.sh's `--log-verbose=1` (lifecycle, response_sender, decoupled): their tests read the
+# model's info lines in the server's log.
+_VERBOSE = ("--log-verbose", "1")
 PYTHON_BACKEND_REF = "r24.10"  # python_backend's branch of Triton 2.51.0
 
 
@@ -76,7 +79,7 @@ BACKEND_PYTHON_SUITES = (
         "L0_backend_python/lifecycle",
         ("lifecycle_test.py",),
         {"models": build_lifecycle_repo},
-        (Run("lifecycle_test", "models", server_log="lifecycle_server.log"),),
+        (Run("lifecycle_test", "models", _VERBOSE, server_log="lifecycle_server.log"),),
     ),
     Suite(
         "L0_backend_python/ensemble",
@@ -105,7 +108,7 @@ BACKEND_PYTHON_SUITES = (
             "models_complete_final": build_response_sender_complete_final_repo,
         },
         tuple(
-            Run(test, repo, env=(("SERVER_LOG", log),), server_log=log)
+            Run(test, repo, _VERBOSE, env=(("SERVER_LOG", log),), server_log=log)
             for test, repo, log in (
                 ("response_sender_test", "models", "response_sender_test.server.log"),
                 (
@@ -134,7 +137,7 @@ BACKEND_PYTHON_SUITES = (
         "L0_backend_python/decoupled",
         ("decoupled_test.py",),
         {"models": _decoupled_repo},
-        (Run("decoupled_test", "models", server_log="decoupled_server.log"),),
+        (Run("decoupled_test", "models", _VERBOSE, server_log="decoupled_server.log"),),
         deselect=(("test_decoupled_bls$", CUDA),),
     ),
 )

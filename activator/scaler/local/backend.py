@@ -39,6 +39,7 @@ from activator.scaler.local.shared_hosts import SharedHosts
 from activator.scaler.local.warm_pool import WarmPool
 from activator.scaler.local_config import LocalConfig
 from thawwire.handoff_protocol import SLOTS
+from thawwire.log_settings import LogSettings
 from thawwire.trace_flags import as_flags
 
 __all__ = ["LocalBackend", "arena_with_headroom", "fork_server_argv", "replica_argv", "serve_args"]
@@ -81,7 +82,7 @@ def serve_args(
     """
     argv = [str(config.repository), "--host", "127.0.0.1"]
     argv += ["--port", "0", "--grpc-port", "0", "--model-control-mode", "explicit"]
-    argv += ["--log-level", local.replica_log_level]
+    argv += ["--log-level", local.replica_log_level, *_log_args(config.log_settings)]
     if bound is not None:
         # An ensemble's steps go to the front door: each composing model has its replicas.
         argv += ["--ensemble-steps-url", bound.front_door_url]
@@ -144,6 +145,17 @@ def replica_argv(
         config, local, bound, handoff_socket=handoff_socket, handoff_state=handoff_state
     )
     return [*local.serve_command, *args]
+
+
+def _log_args(settings: LogSettings) -> list[str]:
+    """`thaw up`'s log settings at start as tritonserver's flags (its `--log-verbose 1` makes
+    its replicas verbose too: their lines reach its log, replica_log). The file is not passed:
+    a replica writes standard error, which `thaw up` reads."""
+    bools = {"info": settings.info, "warning": settings.warning, "error": settings.error}
+    argv = ["--log-verbose", str(settings.verbose_level), "--log-format", settings.format.value]
+    for level, on in bools.items():
+        argv += [f"--log-{level}", "true" if on else "false"]
+    return argv
 
 
 def fork_server_argv(config: ActivatorConfig, local: LocalConfig) -> list[str]:

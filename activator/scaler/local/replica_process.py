@@ -23,12 +23,15 @@ from typing import Protocol
 import aiohttp
 
 from activator.errors import ActivationFailed
+from activator.scaler.local import replica_log
 from activator.scaler.runtime_control import RuntimeControl
 from thawwire.handoff_protocol import Surface, listening_url, surface_address
 
 __all__ = ["LocalProcess", "ReplicaProcess", "SpawnedChild"]
 
 logger = logging.getLogger(__name__)
+# A replica's log lines, logged again in `thaw up`'s log (replica_log).
+_replica_logger = logging.getLogger("thaw.replica")
 
 HANDOFF_FLAG = "--handoff-socket"
 _STDERR_LINES = 40
@@ -151,7 +154,11 @@ class ReplicaProcess:
 
     async def _read_stderr(self, stream: asyncio.StreamReader) -> None:
         while line := await stream.readline():
-            self._stderr.append(line.decode(errors="replace").rstrip())
+            text = line.decode(errors="replace").rstrip()
+            self._stderr.append(text)
+            if text:
+                level, message = replica_log.parse(text)
+                _replica_logger.log(level, "%s %s", self.name, message)
 
     def stderr_tail(self, lines: int = 8) -> str:
         return " | ".join(list(self._stderr)[-lines:])

@@ -1,0 +1,69 @@
+"""A replica's log lines in `thaw up`'s own log (activator/scaler/local/replica_log.py): a
+Python model's `pb_utils.Logger` lines reach the operator's `--log-file` at their severity,
+named for the replica, under the log settings `thaw up` keeps and pushes to its replicas."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.http as httpclient
+
+from tests.fixtures.models import make_python_logger
+from tests.fixtures.up_process import UpProcess
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def up(tmp_path: Path) -> Iterator[tuple[UpProcess, Path]]:
+    repo = tmp_path / "repo"
+    make_python_logger(repo)
+    log_file = tmp_path / "up.log"
+    server = UpProcess(
+        repo, "--warm-pool", "1", "--preload-frameworks", "", "--no-image-build",
+        "--log-file", str(log_file),
+    )  # fmt: skip
+    yield server, log_file
+    server.stop()
+
+
+def _infer(server: UpProcess) -> None:
+    client = httpclient.InferenceServerClient(server.hostport)
+    x = httpclient.InferInput("INPUT0", [2], "FP32")
+    x.set_data_from_numpy(np.ones(2, np.float32))
+    assert client.infer("logging_model", [x]).as_numpy("OUTPUT0").tolist() == [1.0, 1.0]
+
+
+def _lines(log_file: Path, text: str) -> list[str]:
+    return [line for line in log_file.read_text().splitlines() if text in line]
+
+
+def test_a_python_models_log_lines_reach_thaw_ups_log_under_its_settings(
+    up: tuple[UpProcess, Path],
+) -> None:
+    server, log_file = up
+    _infer(server)  # wakes it; by default only warnings pass
+    server.wait_for(lambda: _lines(log_file, "a warning line"), 30, "the model's warning")
+    (warning,) = _lines(log_file, "a warning line")
+    assert " WARNING thaw.replica: logging_model-" in warning, warning
+    assert not _lines(log_file, "an info line")  # info is off on a replica by default
+    http = httpclient.InferenceServerClient(server.hostport)
+    http.update_log_settings({"log_verbose_level": 1})  # reaches the warm replica too
+    replica = server.model("logging_model")["replicas"][0]["url"]
+    server.wait_for(
+        lambda: (
+            httpclient.InferenceServerClient(replica.split("//")[1]).get_log_settings()[
+                "log_verbose_level"
+            ]
+            == 1
+        ),
+        30,
+        "the pushed settings",
+    )
+    _infer(server)
+    server.wait_for(lambda: _lines(log_file, "an info line"), 30, "the model's info line")
+    (info,) = _lines(log_file, "an info line")
+    assert " INFO thaw.replica: logging_model-" in info, info
