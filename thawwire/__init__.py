@@ -23,14 +23,15 @@ run is `thawserver`'s.
     grpc_messages     the v2 JSON documents both sides build, as gRPC messages
     openai_api        the OpenAI-compatible paths both servers answer, its model and error entries
     runtime_parameters  the `thaw.*` model parameters only the runtime reads, and their values
+    model_metrics     Triton's per-model `nv_*` families: names, help texts, labels
     log_settings      the logging extension's settings and a client's update of them
     trace_settings    the trace extension's settings, global and per model, and their merge
     trace_flags       tritonserver's trace flags read into the operator's trace setting
     errors            the errors it raises: WireError (a broken protocol), SharedMemoryError
 
 Exports the names below; `model_control`, `shm_params`, `load_answer`, `pool_protocol`,
-`openai_api`, `runtime_parameters`, the settings modules and the gRPC modules are imported
-by their module names.
+`openai_api`, `runtime_parameters`, `model_metrics`, the settings modules and the gRPC modules
+are imported by their module names.
 """
 
 from __future__ import annotations

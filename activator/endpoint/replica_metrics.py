@@ -8,6 +8,10 @@ are the live replicas' only. Not aggregated: the replicas' host-wide gauges (`nv
 `nv_gpu_*`, `nv_energy_*`: one host's, not a model's) and their `thaw_*` load metrics (the
 activator has its own `thaw_*` series).
 
+Every model of the repository has Triton's per-model families from `thaw up`'s start, as
+from a Triton server's load (`with_zeros`): a model at zero, never woken, reads 0, so a client
+that reads a counter before its first request finds it (L0_backend_python/lifecycle does).
+
 `MetricsLedger` is the pure bookkeeping (the pattern of
 activator.endpoint.replica_stats.StatsLedger); `ModelMetrics` adds the HTTP reads of replicas.
 """
@@ -17,14 +21,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import aiohttp
 
 from activator.endpoint.replica import Replica
-from activator.observe.metrics_text import Family, parse
+from activator.observe.metrics_text import Family, Labels, parse
+from thawwire import model_metrics
 
-__all__ = ["MAX_PAGE_BYTES", "MetricsLedger", "ModelMetrics", "merge_families"]
+__all__ = ["MAX_PAGE_BYTES", "MetricsLedger", "ModelMetrics", "merge_families", "with_zeros"]
 
 MAX_PAGE_BYTES = 8 * 1024 * 1024  # a replica's page larger than this is not read
 _SKIPPED_PREFIXES = ("thaw_", "nv_cpu_", "nv_gpu_", "nv_energy_")
@@ -52,6 +57,34 @@ def merge_families(pages: Iterable[Families]) -> Families:
             for key, value in family.samples.items():
                 into.samples[key] = into.samples.get(key, 0.0) + value
     return merged
+
+
+def with_zeros(families: Families, served: Mapping[str, Sequence[str]]) -> Families:
+    """`families` with Triton's per-model families (thawwire.model_metrics) at 0 for every
+    served (model, versions) none of whose replicas has reported them yet; samples already
+    there are kept as they are."""
+    wanted: list[tuple[str, str, str, list[Labels]]] = []
+    for name, help_text in model_metrics.COUNTERS:
+        wanted.append((name, "counter", help_text, _model_labels(served)))
+    failure, failure_help = model_metrics.FAILURE
+    reasons: list[Labels] = [
+        (("model", m), ("reason", r), ("version", v))
+        for m, versions in served.items()
+        for v in versions
+        for r in model_metrics.FAILURE_REASONS
+    ]
+    wanted.append((failure, "counter", failure_help, reasons))
+    pending, pending_help = model_metrics.PENDING
+    wanted.append((pending, "gauge", pending_help, _model_labels(served)))
+    for name, kind, help_text, label_sets in wanted:
+        family = families.setdefault(name, Family(name, kind, help_text))
+        for labels in label_sets:
+            family.samples.setdefault((name, labels), 0.0)
+    return families
+
+
+def _model_labels(served: Mapping[str, Sequence[str]]) -> list[Labels]:
+    return [(("model", m), ("version", v)) for m, versions in served.items() for v in versions]
 
 
 class MetricsLedger:

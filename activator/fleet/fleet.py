@@ -21,7 +21,7 @@ import aiohttp
 
 from activator.config import ActivatorConfig, BoundAddresses
 from activator.endpoint.model_endpoint import ModelEndpoint
-from activator.endpoint.replica_metrics import ModelMetrics, merge_families
+from activator.endpoint.replica_metrics import ModelMetrics, merge_families, with_zeros
 from activator.endpoint.replica_stats import ModelStatistics
 from activator.endpoint.shared_limit import SharedLimits
 from activator.errors import UnknownModel
@@ -272,7 +272,8 @@ class Fleet:
         """Every model's replicas' series (activator.endpoint.replica_metrics), as exposition
         text."""
         pages = await asyncio.gather(*(e.metric_families() for e in self.endpoints.values()))
-        return render(merge_families(pages).values())
+        served = {name: self.repository.get(name).versions for name in self.endpoints}
+        return render(with_zeros(merge_families(pages), served).values())
 
     def _publish_state(self, model: str, state: ModelState) -> None:
         for each in ModelState:

@@ -23,6 +23,7 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from runtime.observe.custom_metrics import CustomMetrics, MetricKind
 from runtime.observe.gpu_metrics import ENERGY, GpuReader, NvmlReader, gpu_families
 from runtime.observe.stats import FailureReason, ModelStats, StatsBook
+from thawwire import model_metrics
 
 __all__ = ["CONTENT_TYPE", "Metrics"]
 
@@ -30,30 +31,20 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 PendingFn = Callable[[], dict[tuple[str, str], int]]
 
-# (name, help, value of a ModelStats) for Triton's per-model counters.
-_COUNTERS: tuple[tuple[str, str, Callable[[ModelStats], float]], ...] = (
-    ("nv_inference_request_success", "Number of successful inference requests, all batch sizes",
-     lambda s: s.success.count),
-    ("nv_inference_count", "Number of inferences performed (does not include cached requests)",
-     lambda s: s.inference_count),
-    ("nv_inference_exec_count", "Number of model executions performed",
-     lambda s: s.execution_count),
-    ("nv_inference_request_duration_us", "Cumulative inference request duration in microseconds",
-     lambda s: s.success.ns // 1000),
-    ("nv_inference_queue_duration_us", "Cumulative inference queuing duration in microseconds",
-     lambda s: s.queue.ns // 1000),
-    ("nv_inference_compute_input_duration_us",
-     "Cumulative compute input duration in microseconds", lambda s: s.compute_input.ns // 1000),
-    ("nv_inference_compute_infer_duration_us",
-     "Cumulative compute inference duration in microseconds",
-     lambda s: s.compute_infer.ns // 1000),
-    ("nv_inference_compute_output_duration_us",
-     "Cumulative inference compute output duration in microseconds",
-     lambda s: s.compute_output.ns // 1000),
-)  # fmt: skip
+# Triton's per-model counters (thawwire.model_metrics) and the value of a ModelStats of each.
+_VALUES: dict[str, Callable[[ModelStats], float]] = {
+    "nv_inference_request_success": lambda s: s.success.count,
+    "nv_inference_count": lambda s: s.inference_count,
+    "nv_inference_exec_count": lambda s: s.execution_count,
+    "nv_inference_request_duration_us": lambda s: s.success.ns // 1000,
+    "nv_inference_queue_duration_us": lambda s: s.queue.ns // 1000,
+    "nv_inference_compute_input_duration_us": lambda s: s.compute_input.ns // 1000,
+    "nv_inference_compute_infer_duration_us": lambda s: s.compute_infer.ns // 1000,
+    "nv_inference_compute_output_duration_us": lambda s: s.compute_output.ns // 1000,
+}
+_COUNTERS = tuple((name, help_text, _VALUES[name]) for name, help_text in model_metrics.COUNTERS)
+_FAILURE = model_metrics.FAILURE
 
-
-_FAILURE = ("nv_inference_request_failure", "Number of failed inference requests")
 
 # Triton's per-model response cache counters, reported only for models that use the cache.
 _CACHE_COUNTERS: tuple[tuple[str, str, Callable[[ModelStats], float]], ...] = (
@@ -125,11 +116,7 @@ class TritonCollector:
 
     def _pending_family(self) -> GaugeMetricFamily:
         pending = self._pending() if self._pending is not None else {}
-        family = GaugeMetricFamily(
-            "nv_inference_pending_request_count",
-            "Instantaneous number of pending requests",
-            labels=["model", "version"],
-        )
+        family = GaugeMetricFamily(*model_metrics.PENDING, labels=["model", "version"])
         for (model, version), count in sorted(pending.items()):
             family.add_metric([model, version], count)
         return family

@@ -141,7 +141,8 @@ def test_a_cold_model_is_held_and_served_then_counted_monotonically(
     up.wait_for(lambda: not up.model("counted")["replicas"], 30, "scale to zero")
     text = up.metrics()
     assert _series(text, "nv_inference_count", "counted") == 5
-    assert 'nv_inference_pending_request_count{model="counted"' not in text  # gauges: live only
+    # Gauges are the live replicas' only: none live, the model reads 0 as a model at zero.
+    assert 'nv_inference_pending_request_count{model="counted",version="1"} 0' in text
     client.infer("counted", inputs)
     assert _series(up.metrics(), "nv_inference_count", "counted") == 6
     (row,) = client.get_inference_statistics("counted").model_stats

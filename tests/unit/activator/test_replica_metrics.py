@@ -3,7 +3,7 @@ summed and monotonic as replicas come and go, gauges from live replicas only."""
 
 from __future__ import annotations
 
-from activator.endpoint.replica_metrics import MetricsLedger, merge_families
+from activator.endpoint.replica_metrics import MetricsLedger, merge_families, with_zeros
 from activator.observe.metrics_text import Family, parse, render
 
 _PAGE = """\
@@ -101,3 +101,16 @@ def test_models_merge_by_label_set() -> None:
     b = parse('# TYPE c counter\nc{model="b"} 2\nc{model="a"} 3\n')
     merged = merge_families([a, b])
     assert merged["c"].samples == {("c", (("model", "a"),)): 4.0, ("c", (("model", "b"),)): 2.0}
+
+
+def test_every_served_model_has_tritons_families_at_zero_until_a_replica_counts() -> None:
+    merged = merge_families([_page(5)])  # model m version 1 reported by a replica
+    families = with_zeros(merged, {"m": ["1"], "cold": ["1", "2"]})
+    text = render(families.values())
+    assert 'nv_inference_request_failure{model="cold",reason="REJECTED",version="2"} 0' in text
+    assert 'nv_inference_request_failure{model="m",reason="BACKEND",version="1"} 0' in text
+    assert 'nv_inference_request_success{model="cold",version="1"} 0' in text
+    assert 'nv_inference_pending_request_count{model="cold",version="2"} 0' in text
+    assert _value(families, "nv_inference_count") == 5  # what a replica reported is kept
+    assert "# TYPE nv_inference_request_failure counter" in text
+    assert "nv_inference_request_failure_total" not in text  # Triton's bare counter names

@@ -22,6 +22,7 @@ from runtime.observe.stats import FailureReason, StatsBook
 from tests.fakes.loop import HUNG_AFTER_S, eventually
 from tests.fixtures.models import make_execute_error, make_slow_execute
 from tests.fixtures.onnx_models import make_onnx_identity
+from thawwire import model_metrics
 
 
 def _sample(text: str, name: str, **labels: str) -> float:
@@ -242,3 +243,9 @@ def test_server_memory_counts_this_process_and_its_children() -> None:
         assert _server_memory() > alone + (48 << 20)
     finally:
         child.communicate(b"")
+
+
+def test_the_failure_reasons_are_the_ones_thaw_up_reports_at_zero() -> None:
+    # thaw up writes zeroed series for a model at zero from thawwire.model_metrics: the same
+    # reasons, so a model's series do not change shape at its first replica.
+    assert tuple(r.value for r in FailureReason) == model_metrics.FAILURE_REASONS
