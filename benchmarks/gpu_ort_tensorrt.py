@@ -87,13 +87,7 @@ def _first_vs_warm(
             f"warm inference {warm * 1e3:.2f} ms",
             f"1st = {first / warm:.1f}x warm",
         ),
-        Row(
-            f"{label} outputs == CPU",
-            f"max |diff| {np.abs(got - want).max():.2e}",
-            "CPU EP",
-            "ok" if same else "MISMATCH",
-            ok=same,
-        ),
+        _matches_cpu(label, got, want, same),
     ]
 
 
@@ -140,13 +134,7 @@ def _image_model_rows(
             f"restored={restored[0]}, fallbacks={restored[1]:g}",
             ok=restored[0] and restored[1] == 0,
         ),
-        Row(
-            f"{label} outputs == CPU",
-            f"max |diff| {np.abs(got - want).max():.2e}",
-            "CPU EP",
-            "ok" if same else "MISMATCH",
-            ok=same,
-        ),
+        _matches_cpu(label, got, want, same),
     ]
 
 
@@ -332,3 +320,14 @@ def trt_moved_context_rows(work: Path) -> list[Row]:
             ok=ok,
         )
     ]
+
+
+def _matches_cpu(label: str, got: np.ndarray, want: np.ndarray, same: bool) -> Row:
+    """The row comparing an execution provider's outputs with the CPU EP's."""
+    return Row(
+        f"{label} outputs == CPU",
+        f"max |diff| {np.abs(got - want).max():.2e}",
+        "CPU EP",
+        "ok" if same else "MISMATCH",
+        ok=same,
+    )

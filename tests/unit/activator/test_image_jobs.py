@@ -60,6 +60,15 @@ def _policy(pid: int) -> int | None:
         return None
 
 
+def _pull_pid(log: Path) -> int | None:
+    """The process id the fake recorded for the pull of `slow_model`, once it has started."""
+    for line in log.read_text().splitlines() if log.exists() else []:
+        call = json.loads(line)
+        if call["args"][1:3] == ["pull", "slow_model"]:
+            return int(call["pid"])
+    return None
+
+
 def _jobs(
     tmp_path: Path,
     names: list[str],
@@ -133,16 +142,9 @@ async def test_a_waking_models_pull_goes_first_and_runs_at_normal_priority(
     jobs.wanted("slow_model")  # queued third: it goes first
     running = asyncio.create_task(jobs.run())
 
-    def pull_pid() -> int | None:
-        for line in log.read_text().splitlines() if log.exists() else []:
-            call = json.loads(line)
-            if call["args"][1:3] == ["pull", "slow_model"]:
-                return int(call["pid"])
-        return None
-
     # Until its pull runs at idle priority (the fake waits for the go file), by events, not a
     # sleep that a loaded machine outlasts: the job set that priority as it took the pull on.
-    await eventually(lambda: (pid := pull_pid()) is not None and _policy(pid) == os.SCHED_IDLE)
+    await eventually(lambda: (pid := _pull_pid(log)) is not None and _policy(pid) == os.SCHED_IDLE)
     assert jobs.states["slow_model"] == ImageState.PULLING
     jobs.wanted("slow_model")  # its replica is waking: the pull it waits for is boosted
     (tmp_path / "go").touch()
@@ -166,14 +168,7 @@ async def test_a_wake_while_its_pull_is_starting_still_boosts_it(
     jobs, log = _jobs(tmp_path, ["slow_model"], "s3://b", monkeypatch, on_state)
     running = asyncio.create_task(jobs.run())
 
-    def pull_pid() -> int | None:
-        for line in log.read_text().splitlines() if log.exists() else []:
-            call = json.loads(line)
-            if call["args"][1:3] == ["pull", "slow_model"]:
-                return int(call["pid"])
-        return None
-
-    await eventually(lambda: (pid := pull_pid()) is not None and _policy(pid) == os.SCHED_OTHER)
+    await eventually(lambda: (pid := _pull_pid(log)) is not None and _policy(pid) == os.SCHED_OTHER)
     (tmp_path / "go").touch()
     await asyncio.wait_for(running, HUNG_AFTER_S)
     done = next(json.loads(line) for line in log.read_text().splitlines() if '"done"' in line)
