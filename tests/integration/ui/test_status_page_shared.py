@@ -92,6 +92,11 @@ def test_the_page_draws_shared_replicas_their_budget_evictions_and_rewakes(
     _idle_past_grace()
     assert _infer(up, "onnx_a") == 200  # re-woken from the host tier: onnx_b goes
     page.wait_for_selector('#shared-models tr[data-model="onnx_b"] td.evictions:text-is("1")')
+    # The page shows what it last polled: a document read mid-wake already counts onnx_b's
+    # eviction while onnx_b is still being unloaded. Wait for the settled one (the wake above
+    # has answered, so the next poll has it), not for the first render with the count.
+    page.wait_for_selector(f'{row} .chip[data-model="onnx_b"]', state="detached")
+    page.wait_for_selector('#shared-models tr[data-model="onnx_a"] td.loads-host:text-is("2")')
 
     # What a person reads on it.
     chips = page.locator(f"{row} .chip").all_inner_texts()
