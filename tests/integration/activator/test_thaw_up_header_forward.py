@@ -13,7 +13,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
-from tests.fixtures.models import _python_model
+from tests.fixtures.models import python_model
 from tests.fixtures.up_process import UpProcess, with_params
 
 pytestmark = pytest.mark.integration
@@ -38,7 +38,7 @@ class TritonPythonModel:
 @pytest.fixture(scope="module")
 def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpProcess]:
     repo = tmp_path_factory.mktemp("header_forward_repo")
-    model = _python_model(
+    model = python_model(
         repo,
         "echo_parameters",
         'name: "echo_parameters"\nbackend: "python"\n'

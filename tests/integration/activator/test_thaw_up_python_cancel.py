@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import tritonclient.grpc as grpcclient
 
-from tests.fixtures.models import _python_model
+from tests.fixtures.models import python_model
 from tests.fixtures.python_cancel_model import (
     cancel_model_config,
     cancel_model_source,
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("up_python_cancel")
-    _python_model(
+    python_model(
         root, "cancel_stub", cancel_model_config("cancel_stub", "process", decoupled=False),
         cancel_model_source(decoupled=False),
     )  # fmt: skip

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
-from tests.fixtures import models, onnx_models
+from tests.fixtures import models, onnx_models, sequence_models
 from tests.fixtures.up_process import UpProcess, with_params
 from tests.support.scheduling_client import Later, fp32, infer
 
@@ -46,7 +46,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     onnx_models.make_onnx_add(repo, "plus_w")
     models.make_ensemble(repo, "pipeline", PIPELINE)
     models.make_ensemble(repo, "broken_pipeline", BROKEN)
-    stateful = models.make_sequence_accumulator(repo, "accumulator", instance_count=1)
+    stateful = sequence_models.make_sequence_accumulator(repo, "accumulator", instance_count=1)
     with_params(stateful, min_replicas=2, max_replicas=2)
     return repo
 

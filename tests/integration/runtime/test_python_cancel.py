@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import tritonclient.grpc as grpcclient
 
-from tests.fixtures.models import _python_model
+from tests.fixtures.models import python_model
 from tests.fixtures.python_cancel_model import (
     WAIT_S,
     cancel_model_config,
@@ -39,7 +39,7 @@ MODELS = {
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("python_cancel")
     for name, (runtime, decoupled) in MODELS.items():
-        _python_model(
+        python_model(
             root,
             name,
             cancel_model_config(name, runtime, decoupled=decoupled),

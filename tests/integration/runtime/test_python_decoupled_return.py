@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 
-from tests.fixtures.models import _python_model
+from tests.fixtures.models import python_model
 from tests.fixtures.serve_process import ServeProcess
 
 pytestmark = pytest.mark.integration
@@ -32,7 +32,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
     repo = tmp_path_factory.mktemp("decoupled_return")
     for runtime in ("process", "in_process"):
         name = f"decoupled_returns_{runtime}"
-        _python_model(
+        python_model(
             repo,
             name,
             f'name: "{name}"\nbackend: "python"\nmax_batch_size: 0\n'

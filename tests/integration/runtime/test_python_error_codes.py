@@ -15,7 +15,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tests.fixtures.models import _python_model
+from tests.fixtures.models import python_model
 from tests.fixtures.serve_process import ServeProcess
 
 pytestmark = pytest.mark.integration
@@ -55,7 +55,7 @@ CODES = [
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
     repo = tmp_path_factory.mktemp("error_codes")
-    _python_model(
+    python_model(
         repo,
         "error_code",
         'name: "error_code"\nbackend: "python"\n'

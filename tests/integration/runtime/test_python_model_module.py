@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 import tritonclient.http as httpclient
 
-from tests.fixtures.models import _python_model
+from tests.fixtures.models import python_model
 from tests.fixtures.serve_process import ServeProcess
 
 pytestmark = pytest.mark.integration
@@ -44,7 +44,7 @@ class TritonPythonModel:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
     repo = tmp_path_factory.mktemp("model_module")
-    _python_model(
+    python_model(
         repo,
         "unittest_in_execute",
         'name: "unittest_in_execute"\nbackend: "python"\n'

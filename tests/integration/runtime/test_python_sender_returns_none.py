@@ -11,7 +11,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
-from tests.fixtures.models import _python_model
+from tests.fixtures.models import python_model
 from tests.fixtures.serve_process import ServeProcess
 
 pytestmark = pytest.mark.integration
@@ -35,7 +35,7 @@ class TritonPythonModel:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
     repo = tmp_path_factory.mktemp("sender_returns_none")
-    _python_model(
+    python_model(
         repo,
         "sender_returns_none",
         'name: "sender_returns_none"\nbackend: "python"\nmax_batch_size: 8\n'

@@ -19,7 +19,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tests.fixtures.models import _python_model
+from tests.fixtures.models import python_model
 from tests.fixtures.serve_process import ServeProcess
 
 pytestmark = pytest.mark.integration
@@ -113,7 +113,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("python_sender_timing")
     for name, body in _BEHAVIOURS.items():
         for runtime, model in (("process", name), ("in_process", f"{name}_in_process")):
-            _python_model(root, model, _config(model, runtime), _COMMON_PY + body)
+            python_model(root, model, _config(model, runtime), _COMMON_PY + body)
     return root
 
 

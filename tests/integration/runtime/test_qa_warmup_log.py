@@ -11,7 +11,7 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from tests.fixtures import models
-from tests.fixtures.models import _python_model
+from tests.fixtures.models import python_model
 from tests.fixtures.serve_process import ServeProcess
 
 pytestmark = pytest.mark.integration
@@ -37,7 +37,7 @@ def test_each_warmup_iteration_and_a_failing_sample_are_logged(tmp_path: Path) -
     models.make_lazy_init(
         tmp_path, "warmed", lazy_s=0.0, warmup=_SAMPLE.format(name="regular sample", count=2)
     )
-    _python_model(
+    python_model(
         tmp_path, "failing",
         'name: "failing"\nbackend: "python"\n'
         'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'

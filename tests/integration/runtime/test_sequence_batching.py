@@ -1,7 +1,7 @@
 """Triton's sequence batcher in a real `thaw serve`: routing, order, controls, idle release.
 
 The model keeps a running sum per sequence in the instance that holds it
-(tests/fixtures/models.py `make_sequence_accumulator`): a sum that comes out right proves
+(tests/fixtures/sequence_models.py `make_sequence_accumulator`): a sum that comes out right proves
 that every request of a sequence reached the same instance, in order, with the START control
 on its first request.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures import models
+from tests.fixtures import sequence_models
 from tests.fixtures.serve_process import ServeProcess
 from tests.support.scheduling_client import Answer, Later, fp32, infer
 
@@ -29,13 +29,15 @@ _FORGETFUL_IDLE_S = 2.0
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
     repo = tmp_path_factory.mktemp("sequence_batching")
-    models.make_sequence_accumulator(repo, "direct")
-    models.make_sequence_accumulator(
+    sequence_models.make_sequence_accumulator(repo, "direct")
+    sequence_models.make_sequence_accumulator(
         repo, "oldest", strategy="oldest { max_candidate_sequences: 4 }"
     )
-    models.make_sequence_accumulator(repo, "one_slot", instance_count=1, max_batch_size=0)
-    models.make_sequence_accumulator(repo, "forgetful", idle_us=int(_FORGETFUL_IDLE_S * 1e6))
-    models.make_sequence_accumulator(repo, "named", corrid_type="TYPE_STRING")
+    sequence_models.make_sequence_accumulator(repo, "one_slot", instance_count=1, max_batch_size=0)
+    sequence_models.make_sequence_accumulator(
+        repo, "forgetful", idle_us=int(_FORGETFUL_IDLE_S * 1e6)
+    )
+    sequence_models.make_sequence_accumulator(repo, "named", corrid_type="TYPE_STRING")
     proc = ServeProcess(repo)
     try:
         proc.wait_ready()
@@ -186,7 +188,7 @@ def test_implicit_state_is_refused_at_load_not_served_wrongly(
     import requests
 
     repo = tmp_path_factory.mktemp("implicit_state")
-    model = models.make_sequence_accumulator(repo, "stateful")
+    model = sequence_models.make_sequence_accumulator(repo, "stateful")
     config = model / "config.pbtxt"
     config.write_text(
         config.read_text().replace(

@@ -23,7 +23,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tests.fixtures.models import _python_model
+from tests.fixtures.models import python_model
 from tests.fixtures.serve_process import ServeProcess
 from tests.fixtures.triton_qa_models import add_onnx_zero
 
@@ -91,11 +91,11 @@ def _optional_config(name: str, optional: tuple[bool, ...]) -> str:
 
 
 def _repo(root: Path) -> Path:
-    _python_model(root, "all_optional", _optional_config("all_optional", (True, True)),
+    python_model(root, "all_optional", _optional_config("all_optional", (True, True)),
                   _COUNT_INPUTS_PY)  # fmt: skip
-    _python_model(root, "some_optional", _optional_config("some_optional", (False, False, True)),
+    python_model(root, "some_optional", _optional_config("some_optional", (False, False, True)),
                   _COUNT_INPUTS_PY)  # fmt: skip
-    _python_model(
+    python_model(
         root, "string_pair",
         'name: "string_pair"\nbackend: "python"\nmax_batch_size: 8\n'
         'input [ { name: "IN0" data_type: TYPE_STRING dims: [ 16 ] },\n'
@@ -103,7 +103,7 @@ def _repo(root: Path) -> Path:
         'output [ { name: "OUT" data_type: TYPE_STRING dims: [ 16 ] } ]\n',
         _STRING_PAIR_PY,
     )  # fmt: skip
-    _python_model(
+    python_model(
         root, "echo_parameters",
         'name: "echo_parameters"\nbackend: "python"\n'
         'input [ { name: "IN" data_type: TYPE_FP32 dims: [ 1 ] } ]\n'

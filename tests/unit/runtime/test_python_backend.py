@@ -19,7 +19,7 @@ from runtime.observe.metrics import Metrics
 from tests.fixtures.models import make_add_sub, make_execute_error, write_config
 
 
-def _python_model(repo: Path, name: str, config: str, source: str) -> Path:
+def python_model(repo: Path, name: str, config: str, source: str) -> Path:
     model_dir = repo / name
     (model_dir / "1").mkdir(parents=True)
     if config:
@@ -106,9 +106,9 @@ output [ { name: "OUT" data_type: TYPE_FP64 dims: [ 1 ] } ]
 async def manager(tmp_path: Path) -> AsyncIterator[ModelManager]:
     make_add_sub(tmp_path)
     make_execute_error(tmp_path)
-    _python_model(tmp_path, "args_echo", ARGS_CONFIG, ARGS_ECHO)
-    _python_model(tmp_path, "auto", "", AUTO_COMPLETE)
-    _python_model(tmp_path, "misbehaving", MISBEHAVING_CONFIG, MISBEHAVING)
+    python_model(tmp_path, "args_echo", ARGS_CONFIG, ARGS_ECHO)
+    python_model(tmp_path, "auto", "", AUTO_COMPLETE)
+    python_model(tmp_path, "misbehaving", MISBEHAVING_CONFIG, MISBEHAVING)
     config = ServeConfig(repository=tmp_path, model_control_mode=ModelControlMode.EXPLICIT,
                          load_models=("*",))  # fmt: skip
     mgr = ModelManager(config, metrics=Metrics())
@@ -222,9 +222,9 @@ output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 1 ] } ]
 
 
 async def test_sys_exit_in_a_model_never_stops_the_server(tmp_path: Path) -> None:
-    _python_model(tmp_path, "exit_init", EXIT_CONFIG, EXITING)
-    _python_model(tmp_path, "exit_execute", EXIT_CONFIG, EXITING)
-    _python_model(tmp_path, "exit_import", EXIT_CONFIG, "import sys\nsys.exit(5)\n")
+    python_model(tmp_path, "exit_init", EXIT_CONFIG, EXITING)
+    python_model(tmp_path, "exit_execute", EXIT_CONFIG, EXITING)
+    python_model(tmp_path, "exit_import", EXIT_CONFIG, "import sys\nsys.exit(5)\n")
     manager = ModelManager(ServeConfig(repository=tmp_path), metrics=Metrics())
     await manager.start()
     try:
@@ -266,7 +266,7 @@ class TritonPythonModel:
 
 
 async def test_model_files_using_dataclasses_and_pickle_work(tmp_path: Path) -> None:
-    _python_model(tmp_path, "dc", MISBEHAVING_CONFIG.replace("FP64", "FP32"), DATACLASS_MODEL)
+    python_model(tmp_path, "dc", MISBEHAVING_CONFIG.replace("FP64", "FP32"), DATACLASS_MODEL)
     manager = ModelManager(ServeConfig(repository=tmp_path), metrics=Metrics())
     await manager.start()
     try:
