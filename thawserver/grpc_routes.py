@@ -5,6 +5,9 @@ an ActivatorError leaves as its gRPC status); this module puts them on the servi
 the unary methods parsed from raw bytes here (bytes that are not the method's message are then
 INVALID_ARGUMENT, where grpc's own deserializer would make them UNKNOWN), `ModelInfer` and
 `ModelStreamInfer` as raw bytes both ways, and the methods Thaw lacks answered UNIMPLEMENTED.
+Every method first passes `--grpc-restricted-protocol`'s check (thawserver.restricted_protocols):
+a call without its category's metadata ends UNAVAILABLE in Triton's words (a stream before it
+reads a request), on both servers alike.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any, TypeVar
 
 import grpc
 
+from thawserver.restricted_protocols import Category, Restriction, grpc_category
 from thawwire.grpc_service import SERVICE, UNSUPPORTED, Method, pb, unsupported_text
 
 __all__ = ["UNARY_REQUESTS", "parsed", "service_handler"]
@@ -22,6 +26,7 @@ __all__ = ["UNARY_REQUESTS", "parsed", "service_handler"]
 _Resp = TypeVar("_Resp")
 # grpc.aio.ServicerContext (grpcio ships no type information).
 Context = Any
+_Handler = Callable[[Any, Context], Awaitable[Any]]
 
 # The request message of each unary method a surface answers from parsed messages.
 UNARY_REQUESTS: dict[Method, Any] = {
@@ -64,20 +69,50 @@ def service_handler(
     unary: Mapping[Method, Callable[[bytes, Context], Awaitable[Any]]],
     infer: Callable[[bytes, Context], Awaitable[bytes]],
     stream: Callable[[AsyncIterator[bytes], Context], Awaitable[None]],
+    restrictions: Mapping[Category, Restriction],
 ) -> grpc.GenericRpcHandler:
     """Every method of the service: `unary` (raw bytes in, a message out), `infer` and
-    `stream` (raw bytes both ways), the rest UNIMPLEMENTED naming the feature."""
+    `stream` (raw bytes both ways), each behind `restrictions`; the rest UNIMPLEMENTED naming
+    the feature."""
+
+    def guard(method: Method, handler: _Handler) -> _Handler:
+        return _restricted(restrictions, method, handler)
+
     handlers: dict[str, grpc.RpcMethodHandler] = {
-        method.value: grpc.unary_unary_rpc_method_handler(fn, response_serializer=_serialize)
+        method.value: grpc.unary_unary_rpc_method_handler(
+            guard(method, fn), response_serializer=_serialize
+        )
         for method, fn in unary.items()
     }
-    handlers[Method.MODEL_INFER.value] = grpc.unary_unary_rpc_method_handler(infer)
-    handlers[Method.MODEL_STREAM_INFER.value] = grpc.stream_stream_rpc_method_handler(stream)
+    handlers[Method.MODEL_INFER.value] = grpc.unary_unary_rpc_method_handler(
+        guard(Method.MODEL_INFER, infer)
+    )
+    handlers[Method.MODEL_STREAM_INFER.value] = grpc.stream_stream_rpc_method_handler(
+        guard(Method.MODEL_STREAM_INFER, stream)
+    )
     for method in UNSUPPORTED:
         handlers[method.value] = grpc.unary_unary_rpc_method_handler(
             functools.partial(_unimplemented, method)
         )
     return grpc.method_handlers_generic_handler(SERVICE, handlers)
+
+
+def _restricted(
+    restrictions: Mapping[Category, Restriction], method: Method, handler: _Handler
+) -> _Handler:
+    """`handler`, or, when its method's category is restricted, one that first ends a call
+    without the metadata UNAVAILABLE (a stream before any read)."""
+    category = grpc_category(method)
+    restriction = restrictions.get(category) if category is not None else None
+    if restriction is None:
+        return handler
+
+    async def restricted(request: Any, context: Context) -> Any:
+        if not restriction.allows(context.invocation_metadata() or ()):
+            await context.abort(grpc.StatusCode.UNAVAILABLE, restriction.refusal)
+        return await handler(request, context)
+
+    return restricted
 
 
 def _serialize(message: Any) -> bytes:

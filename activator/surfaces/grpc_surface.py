@@ -32,7 +32,6 @@ from thawserver.connection_limits import (
 )
 from thawserver.grpc_routes import parsed, service_handler
 from thawserver.grpc_status import grpc_status
-from thawserver.restricted_protocols import grpc_category
 from thawserver.settings_api import SettingsApi
 from thawserver.shm_api import grpc_shm_methods
 from thawserver.shm_registry import SystemSharedMemory
@@ -53,7 +52,6 @@ logger = logging.getLogger(__name__)
 
 # grpc.aio.ServicerContext (grpcio ships no type information).
 Context = Any
-_Call = Callable[[Any, Context], Awaitable[Any]]
 _Req = TypeVar("_Req")
 _Resp = TypeVar("_Resp")
 _NO_REPOSITORY_NAME = "'repository_name' specification is not supported"
@@ -125,29 +123,12 @@ class GrpcSurface:
         if self._settings is not None:
             unary.update(self._settings.grpc_methods())  # the activator keeps the settings
         # Inference travels as bytes: the activator parses no tensor (but shared memory's).
-        # Every method first passes `--grpc-restricted-protocol`'s check.
-        guard = self._restricted
         return service_handler(
-            {method: guard(method, _answering(parsed(method, fn))) for method, fn in unary.items()},
-            guard(Method.MODEL_INFER, _answering(self.forwarder.infer)),
-            guard(Method.MODEL_STREAM_INFER, self.model_stream_infer),
+            {method: _answering(parsed(method, fn)) for method, fn in unary.items()},
+            _answering(self.forwarder.infer),
+            self.model_stream_infer,
+            self._restrictions,
         )
-
-    def _restricted(self, method: Method, handler: _Call) -> _Call:
-        """`handler`, or, when `--grpc-restricted-protocol` restricts its category, one that
-        first ends a call without the metadata UNAVAILABLE (a stream before any read), in
-        Triton's words, as `thaw serve` does."""
-        category = grpc_category(method)
-        restriction = self._restrictions.get(category) if category is not None else None
-        if restriction is None:
-            return handler
-
-        async def restricted(request: Any, context: Context) -> Any:
-            if not restriction.allows(context.invocation_metadata() or ()):
-                await context.abort(grpc.StatusCode.UNAVAILABLE, restriction.refusal)
-            return await handler(request, context)
-
-        return restricted
 
     # ---- answered here ----------------------------------------------------------------------
 

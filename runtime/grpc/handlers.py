@@ -37,7 +37,6 @@ from runtime.models.service import StreamingModelService, server_ready
 from thawserver.grpc_routes import parsed, service_handler
 from thawserver.grpc_status import error_status, grpc_status
 from thawserver.redaction import Redactor
-from thawserver.restricted_protocols import grpc_category
 from thawserver.settings_api import SettingsApi
 from thawserver.shm_api import grpc_shm_methods
 from thawserver.shm_registry import SystemSharedMemory
@@ -63,7 +62,6 @@ _Req = TypeVar("_Req")
 _Resp = TypeVar("_Resp")
 # grpc.aio.ServicerContext (grpcio ships no type information).
 Context = Any
-_Handler = Callable[[Any, Context], Awaitable[Any]]
 
 
 async def abort_with(context: Context, exc: ServingError, redact: Redactor | None = None) -> None:
@@ -143,30 +141,12 @@ class GrpcHandlers:
         if self._settings is not None:
             unary.update(self._settings.grpc_methods())
         # Raw bytes both ways for inference: parsed and built here, in a thread when large.
-        guard = self._restricted
         return service_handler(
-            {
-                method: guard(method, _answering(parsed(method, fn), self._redact))
-                for method, fn in unary.items()
-            },
-            guard(Method.MODEL_INFER, _answering(self.model_infer, self._redact)),
-            guard(Method.MODEL_STREAM_INFER, self.model_stream_infer),
+            {method: _answering(parsed(method, fn), self._redact) for method, fn in unary.items()},
+            _answering(self.model_infer, self._redact),
+            self.model_stream_infer,
+            self._restrictions,
         )
-
-    def _restricted(self, method: Method, handler: _Handler) -> _Handler:
-        """`handler`, or, when `--grpc-restricted-protocol` restricts its category, a handler
-        that first ends a call without the header UNAVAILABLE (a stream before any read)."""
-        category = grpc_category(method)
-        restriction = self._restrictions.get(category) if category is not None else None
-        if restriction is None:
-            return handler
-
-        async def restricted(request: Any, context: Context) -> Any:
-            if not restriction.allows(context.invocation_metadata() or ()):
-                await context.abort(grpc.StatusCode.UNAVAILABLE, restriction.refusal)
-            return await handler(request, context)
-
-        return restricted
 
     # -- health and metadata -------------------------------------------------------------
 
