@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -10,13 +12,14 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from activator.errors import ActivatorError
 from activator.scaler.backend import PoolStatus, SharedReplicaStatus
 from thawserver.cache_counters import EvictionCounts, read_counts
 
 if TYPE_CHECKING:
     from activator.observe.cost import CostFigures
 
-__all__ = ["Metrics"]
+__all__ = ["Metrics", "RequestCount"]
 
 _COLD_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 30, 60)
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
@@ -258,6 +261,35 @@ class Metrics:
         if child is None:
             child = self._latency[model, code] = self.request_latency.labels(model, code)
         child.observe(seconds)
+
+    @contextmanager
+    def counting(self, model: str) -> Iterator[RequestCount]:
+        """Count the inference request handled inside: its latency and status when it leaves
+        (500 unless the handler sets `code`), and an ActivatorError raised through it as a
+        refusal of that status."""
+        count = RequestCount(self, model)
+        started = time.monotonic()
+        try:
+            yield count
+        except ActivatorError as exc:
+            count.refused(exc)
+            raise
+        finally:
+            self.observe_request(model, str(count.code), time.monotonic() - started)
+
+
+class RequestCount:
+    """The HTTP status one inference request leaves the activator with (Metrics.counting)."""
+
+    def __init__(self, metrics: Metrics, model: str) -> None:
+        self._metrics = metrics
+        self._model = model
+        self.code = 500  # until the handler says otherwise: a bug leaves as 500
+
+    def refused(self, exc: ActivatorError) -> None:
+        """The request was refused with `exc` (counted by its kind)."""
+        self.code = exc.status
+        self._metrics.rejections.labels(self._model, type(exc).__name__).inc()
 
 
 class _CacheCollector(Collector):

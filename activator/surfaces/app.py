@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -21,7 +20,6 @@ from activator.errors import (
     NotSupported,
     PayloadTooLarge,
     RouteNotFound,
-    UpstreamFailed,
 )
 from activator.fleet.fleet import Fleet
 from activator.fleet.log_push import FleetLogSettings
@@ -34,7 +32,14 @@ from activator.scaler.local_config import LocalConfig
 from activator.surfaces import answers
 from activator.surfaces.answers import check_ready, index_rows, stats_rows
 from activator.surfaces.openai_proxy import OpenAIProxy
-from activator.surfaces.proxy import SMALL_BODY, forward, new_pool, new_session, read_body
+from activator.surfaces.proxy import (
+    SMALL_BODY,
+    forward,
+    new_pool,
+    new_session,
+    read_body,
+    to_replica,
+)
 from activator.surfaces.restricted_apis import http_guard
 from activator.surfaces.shm_requests import Rewritten, forward_rewritten, rest_request
 from activator.surfaces.status_page import CSP, StatusPage
@@ -260,9 +265,7 @@ async def infer(request: web.Request) -> web.StreamResponse:
     fleet.repository.get(name, _version(request))
     endpoint = fleet.endpoint(name)
     fleet.wake_composing(name)  # an ensemble: its steps' models wake while it does
-    start = time.monotonic()
-    code = "500"
-    try:
+    with fleet.metrics.counting(name) as count:
         size = request.content_length
         limit = fleet.config.max_body_bytes
         if size is not None and size > limit:
@@ -282,40 +285,29 @@ async def infer(request: web.Request) -> web.StreamResponse:
         # Tensors in the client's shared memory: read here, sent as binary data (leased
         # until the answer is written back). Other bodies are never parsed.
         shm = _shm_request(request, body, name) if body else None
+
+        async def send(url: str) -> web.StreamResponse:
+            if shm is not None:
+                return await forward_rewritten(
+                    request, url, request.app[UPSTREAM], shm,
+                    timeout_s=fleet.config.request_timeout_s,
+                )  # fmt: skip
+            return await forward(
+                request,
+                url,
+                request.app[UPSTREAM],
+                timeout_s=fleet.config.request_timeout_s,
+                body_timeout_s=fleet.config.body_timeout_s,
+                body=body,
+            )
+
         try:
-            async with endpoint.acquire(size or 0, sequence=sequence) as replica:
-                try:
-                    response: web.StreamResponse
-                    if shm is not None:
-                        response = await forward_rewritten(
-                            request, replica.url, request.app[UPSTREAM], shm,
-                            timeout_s=fleet.config.request_timeout_s,
-                        )  # fmt: skip
-                    else:
-                        response = await forward(
-                            request,
-                            replica.url,
-                            request.app[UPSTREAM],
-                            timeout_s=fleet.config.request_timeout_s,
-                            body_timeout_s=fleet.config.body_timeout_s,
-                            body=body,
-                        )
-                except UpstreamFailed as exc:
-                    endpoint.replica_failed(replica, exc.message)
-                    if isinstance(exc.partial, web.StreamResponse):
-                        return exc.partial
-                    raise
+            response = await to_replica(endpoint, size or 0, send, sequence=sequence)
         finally:
             if shm is not None:
                 shm.release()
-        code = str(response.status)
+        count.code = response.status
         return response
-    except ActivatorError as exc:
-        code = str(exc.status)
-        fleet.metrics.rejections.labels(name, type(exc).__name__).inc()
-        raise
-    finally:
-        fleet.metrics.observe_request(name, code, time.monotonic() - start)
 
 
 def _shm_request(request: web.Request, body: bytes, model: str) -> Rewritten | None:

@@ -24,7 +24,6 @@ import asyncio
 import contextlib
 import logging
 import math
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -122,35 +121,29 @@ class GrpcForwarder:
         fleet = self._fleet
         fleet.repository.get(head.model_name, head.model_version or None)
         endpoint = fleet.endpoint(head.model_name)
-        started = time.monotonic()
-        code = 500
         shm: Rewritten | None = None
-        try:
-            if self._shm is not None and names_shared_memory(data):
-                shm = grpc_request(data, self._shm)
-            async with endpoint.acquire(len(data)) as replica:
-                call = self.channel(_address(replica)).unary_unary(_INFER)
-                try:
-                    answer: bytes = await call(
-                        data if shm is None else shm.body,
-                        timeout=self._timeout(context),
-                        metadata=forwarded_metadata(context),
-                    )
-                except grpc.aio.AioRpcError as exc:
-                    code = http_status(exc.code())
-                    await context.abort(exc.code(), exc.details() or "")
-            if shm is not None:
-                answer = grpc_answer(answer, shm)
-            code = 200
+        with fleet.metrics.counting(head.model_name) as count:
+            try:
+                if self._shm is not None and names_shared_memory(data):
+                    shm = grpc_request(data, self._shm)
+                async with endpoint.acquire(len(data)) as replica:
+                    call = self.channel(_address(replica)).unary_unary(_INFER)
+                    try:
+                        answer: bytes = await call(
+                            data if shm is None else shm.body,
+                            timeout=self._timeout(context),
+                            metadata=forwarded_metadata(context),
+                        )
+                    except grpc.aio.AioRpcError as exc:
+                        count.code = http_status(exc.code())
+                        await context.abort(exc.code(), exc.details() or "")
+                if shm is not None:
+                    answer = grpc_answer(answer, shm)
+            finally:
+                if shm is not None:
+                    shm.release()
+            count.code = 200
             return answer
-        except ActivatorError as exc:
-            code = exc.status
-            fleet.metrics.rejections.labels(head.model_name, type(exc).__name__).inc()
-            raise
-        finally:
-            if shm is not None:
-                shm.release()
-            fleet.metrics.observe_request(head.model_name, str(code), time.monotonic() - started)
 
     # ---- ModelStreamInfer -------------------------------------------------------------------
 
@@ -280,20 +273,16 @@ class _Upstream:
     async def _run(self) -> None:
         fleet = self._relay._fleet
         endpoint = fleet.endpoint(self._model)
-        started = time.monotonic()
-        code = 500
-        try:
-            async with endpoint.acquire(0) as replica:
-                call = self._relay.channel(_address(replica)).stream_stream(_STREAM)(
-                    timeout=self._relay.timeout(), metadata=self._relay.metadata
-                )
-                code = await self._relay_call(call)
-        except ActivatorError as exc:
-            code = exc.status
-            fleet.metrics.rejections.labels(self._model, type(exc).__name__).inc()
-            await self._refuse_queued(exc)
-        finally:
-            fleet.metrics.observe_request(self._model, str(code), time.monotonic() - started)
+        with fleet.metrics.counting(self._model) as count:
+            try:
+                async with endpoint.acquire(0) as replica:
+                    call = self._relay.channel(_address(replica)).stream_stream(_STREAM)(
+                        timeout=self._relay.timeout(), metadata=self._relay.metadata
+                    )
+                    count.code = await self._relay_call(call)
+            except ActivatorError as exc:
+                count.refused(exc)
+                await self._refuse_queued(exc)
 
     async def _relay_call(self, call: Any) -> int:
         """Writes queued messages and relays answers until both sides are done; the HTTP

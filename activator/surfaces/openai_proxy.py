@@ -21,9 +21,9 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from activator.errors import ActivatorError, BadRequest, UnknownModel, UpstreamFailed
+from activator.errors import ActivatorError, BadRequest, UnknownModel
 from activator.fleet.fleet import Fleet
-from activator.surfaces.proxy import forward, read_body
+from activator.surfaces.proxy import forward, read_body, to_replica
 from activator.surfaces.upstream import UpstreamPool
 from thawserver.json_response import json_response
 from thawserver.redaction import Redactor
@@ -110,34 +110,24 @@ class OpenAIProxy:
         fleet.repository.get(name)  # 404 (OpenAI's model_not_found) or 503 before holding
         endpoint = fleet.endpoint(name)
         fleet.wake_composing(name)
-        start, code = time.monotonic(), "500"
         # The replica starts its answer at the first token (runtime.openai streams only then):
         # its head, passed on here, is the time to first token (_first_bytes).
-        request[_ARRIVED] = (name, endpoint.ready_count == 0, start)
-        try:
-            async with endpoint.acquire(len(body)) as replica:
-                try:
-                    response = await forward(
-                        request,
-                        replica.url,
-                        request.app[self._upstream],
-                        timeout_s=config.request_timeout_s,
-                        body_timeout_s=config.body_timeout_s,
-                        body=body,
-                    )
-                except UpstreamFailed as exc:
-                    endpoint.replica_failed(replica, exc.message)
-                    if isinstance(exc.partial, web.StreamResponse):
-                        return exc.partial
-                    raise
-            code = str(response.status)
+        request[_ARRIVED] = (name, endpoint.ready_count == 0, time.monotonic())
+        with fleet.metrics.counting(name) as count:
+
+            async def send(url: str) -> web.StreamResponse:
+                return await forward(
+                    request,
+                    url,
+                    request.app[self._upstream],
+                    timeout_s=config.request_timeout_s,
+                    body_timeout_s=config.body_timeout_s,
+                    body=body,
+                )
+
+            response = await to_replica(endpoint, len(body), send)
+            count.code = response.status
             return response
-        except ActivatorError as exc:
-            code = str(exc.status)
-            fleet.metrics.rejections.labels(name, type(exc).__name__).inc()
-            raise
-        finally:
-            fleet.metrics.observe_request(name, code, time.monotonic() - start)
 
     async def _first_bytes(self, request: web.Request, response: web.StreamResponse) -> None:
         """on_response_prepare: a forwarded OpenAI answer starts (status 200 only: a refusal

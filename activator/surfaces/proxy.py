@@ -11,16 +11,28 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
 from aiohttp import web
 
+from activator.endpoint.model_endpoint import ModelEndpoint
+from activator.endpoint.sequence_routes import SequenceKey
 from activator.errors import BodyTimeout, PayloadTooLarge, UpstreamFailed, UpstreamTimeout
 from activator.surfaces.upstream import UpstreamPool
 from thawwire.hop_by_hop import HOP_BY_HOP, connection_tokens
 
-__all__ = ["SMALL_BODY", "Answer", "exchange", "forward", "new_pool", "new_session", "read_body"]
+__all__ = [
+    "SMALL_BODY",
+    "Answer",
+    "exchange",
+    "forward",
+    "new_pool",
+    "new_session",
+    "read_body",
+    "to_replica",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +92,27 @@ async def read_body(request: web.Request, *, limit: int, timeout_s: float) -> by
 _REWRITTEN = frozenset(
     {b"inference-header-content-length", b"content-encoding", b"accept-encoding"}
 )
+
+
+async def to_replica(
+    endpoint: ModelEndpoint,
+    size: int,
+    send: Callable[[str], Awaitable[web.StreamResponse]],
+    *,
+    sequence: SequenceKey | None = None,
+) -> web.StreamResponse:
+    """Hold for a replica slot of `endpoint` (its model woken if at zero), then `send` the
+    request to that replica's URL. A replica that fails the exchange is reported to the
+    endpoint; an answer it had already started is returned as it stands (its client has the
+    head), else the UpstreamFailed is raised."""
+    async with endpoint.acquire(size, sequence=sequence) as replica:
+        try:
+            return await send(replica.url)
+        except UpstreamFailed as exc:
+            endpoint.replica_failed(replica, exc.message)
+            if isinstance(exc.partial, web.StreamResponse):
+                return exc.partial
+            raise
 
 
 def request_head(
