@@ -27,7 +27,7 @@ pool. Infer bodies and error answers are runtime.direct.infer_wire's.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import aiohttp
@@ -64,6 +64,35 @@ _DECOUPLED_REFUSAL = "decoupled transaction policy"
 def _end_to_end(headers: CIMultiDictProxy[str]) -> CIMultiDict[str]:
     drop = _NOT_FORWARDED | connection_tokens(headers.getall("Connection", []))
     return CIMultiDict((k, v) for k, v in headers.items() if k.lower() not in drop)
+
+
+async def _post_infer(
+    session: aiohttp.ClientSession,
+    url: str,
+    request: InferRequest,
+    client_timeout: aiohttp.ClientTimeout,
+    unexplained: Callable[[int], str],
+) -> tuple[bytes, int | None]:
+    """POST `request` to the infer route under `url`: the answer's bytes and its JSON header's
+    length (binary data follows it); a non-200 answer raises the ServingError of its status,
+    with the answer's message or `unexplained(status)`."""
+    body, header_length = infer_wire.encode_request(request)
+    async with session.post(
+        url + infer_wire.infer_path(request),
+        data=body,
+        headers=_infer_headers(header_length),
+        timeout=client_timeout,
+    ) as response:
+        payload = await response.read()
+        if response.status != 200:
+            message = infer_wire.message_of(payload)
+            raise infer_wire.error_of_status(
+                response.status, message or unexplained(response.status)
+            )
+        length = response.headers.get(infer_wire.HEADER_LENGTH)
+    if length is not None and not length.isdigit():
+        raise ServingError(f"{infer_wire.HEADER_LENGTH} of the answer is not a length: {length!r}")
+    return payload, int(length) if length else None
 
 
 def _infer_headers(header_length: int) -> dict[str, str]:
@@ -200,24 +229,11 @@ class FrontDoor:
         """The front door's answer to a BLS request; its error as the ServingError of its
         status, ModelUnavailable when it does not answer."""
         url = self._address(self.url, "BLS calls")
-        body, header_length = infer_wire.encode_request(request)
         try:
-            async with self._pooled_session().post(
-                url + infer_wire.infer_path(request),
-                data=body,
-                headers=_infer_headers(header_length),
-                timeout=self._timeout,
-            ) as response:
-                payload = await response.read()
-                if response.status != 200:
-                    message = infer_wire.message_of(payload)
-                    raise infer_wire.error_of_status(
-                        response.status, message or f"HTTP {response.status}"
-                    )
-                length = response.headers.get(infer_wire.HEADER_LENGTH)
-                return infer_wire.decode_response(
-                    payload, int(length) if length is not None else None, request.model_name
-                )
+            payload, length = await _post_infer(
+                self._pooled_session(), url, request, self._timeout, lambda status: f"HTTP {status}"
+            )
+            return infer_wire.decode_response(payload, length, request.model_name)
         except (aiohttp.ClientError, TimeoutError) as exc:
             logger.warning(
                 "model=%s BLS through the front door failed: %r", request.model_name, exc
@@ -282,28 +298,21 @@ class FrontDoor:
         status it answered, 502 when it did not answer."""
         url = self._address(self.steps_url, "ensemble steps")
         model = request.model_name
-        body, header_length = infer_wire.encode_request(request)
         try:
-            async with self._fresh_session().post(
-                url + infer_wire.infer_path(request),
-                data=body,
-                headers=_infer_headers(header_length),
-                timeout=self._timeout,
-            ) as resp:
-                payload = await resp.read()
-                if resp.status != 200:
-                    message = infer_wire.message_of(payload)
-                    raise infer_wire.error_of_status(
-                        resp.status, message or f"model '{model}' answered {resp.status}"
-                    )
-                length = resp.headers.get(infer_wire.HEADER_LENGTH)
+            payload, length = await _post_infer(
+                self._fresh_session(),
+                url,
+                request,
+                self._timeout,
+                lambda status: f"model '{model}' answered {status}",
+            )
         except (aiohttp.ClientError, TimeoutError) as exc:
             logger.warning("model=%s remote step failed: %r", model, exc)
             error = ServingError(f"model '{model}' did not answer: {exc!r}")
             error.status = 502
             raise error from exc
         try:
-            response = infer_wire.decode_response(payload, int(length) if length else None, model)
+            response = infer_wire.decode_response(payload, length, model)
         except (ValueError, KeyError, TypeError) as exc:
             raise ServingError(f"model '{model}' answered unreadable JSON") from exc
         response.model_name = model

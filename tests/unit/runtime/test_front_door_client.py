@@ -43,6 +43,7 @@ class _Door:
     seen: list[dict[str, object]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
     answer: tuple[int, bytes] | None = None  # an error answer instead of the doubled tensor
+    answer_headers: dict[str, str] = field(default_factory=dict)  # with `answer`
 
 
 async def _doubling_front_door(door: _Door, request: web.Request) -> web.Response:
@@ -56,7 +57,7 @@ async def _doubling_front_door(door: _Door, request: web.Request) -> web.Respons
     door.seen.append({"path": request.path, **header})
     if door.answer is not None:
         status, payload = door.answer
-        return web.Response(status=status, body=payload)
+        return web.Response(status=status, body=payload, headers=door.answer_headers)
     (tensor,) = header["inputs"]
     values = np.frombuffer(body[length:], dtype="<i4") * 2
     raw = values.astype("<i4").tobytes()
@@ -207,6 +208,19 @@ async def test_an_unreadable_answer_is_a_serving_error_in_each_uses_words(
         await client.infer(_request())
     with pytest.raises(ServingError, match="model 'double' answered unreadable JSON"):
         await steps.infer(_request())
+
+
+async def test_an_answer_whose_header_length_is_not_a_number_is_a_serving_error(
+    door: _Door, client: FrontDoor
+) -> None:
+    steps = client.steps
+    assert steps is not None
+    door.answer = (200, b'{"outputs": []}')
+    door.answer_headers = {"Inference-Header-Content-Length": "12x"}
+    for use in (client, steps):
+        with pytest.raises(ServingError, match="is not a length: '12x'") as raised:
+            await use.infer(_request())
+        assert raised.value.status == 500
 
 
 async def test_a_front_door_that_does_not_answer_is_unavailable_to_bls_and_502_to_steps(
