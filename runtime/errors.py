@@ -110,6 +110,16 @@ class ModelUnavailable(ServingError):
     status = 503
 
 
+class ModelNotLoaded(ModelUnavailable):
+    """The model is not loaded in this server (never loaded, unloaded, being unloaded, or
+    its load failed): the request never reached it. Its answer carries the model's name
+    (thawwire.model_control.NOT_LOADED)."""
+
+    def __init__(self, model: str, message: str) -> None:
+        super().__init__(message)
+        self.model = model
+
+
 class DeviceOutOfMemory(ServingError):
     """CUDA out of memory (or too little free VRAM for a restore): fails that load or that
     request only; the server and its other models go on. 503: another replica may have room."""

@@ -1,13 +1,24 @@
-"""The answer to a repository load or unload call when the model-control API is off.
+"""Model control's answers both servers agree on.
 
-Triton serves load/unload only in `--model-control-mode explicit` and answers every other mode
-with this message (observed on 2.51, for `none` and `poll` alike); `thaw serve` and `thaw up`
-both keep the API off unless started with `--model-control-mode explicit`, and say so.
+CONTROL_DISABLED: the answer to a repository load or unload call when the model-control API is
+off. Triton serves load/unload only in `--model-control-mode explicit` and answers every other
+mode with this message (observed on 2.51, for `none` and `poll` alike); `thaw serve` and
+`thaw up` both keep the API off unless started with `--model-control-mode explicit`, and say
+so.
+
+NOT_LOADED: the mark a replica (`thaw serve`) puts on its 503 for a model it does not have
+loaded — never loaded there, unloaded, or being unloaded — naming that model: an HTTP header,
+and gRPC trailing metadata, of this name. The request never reached the model, so `thaw up`
+may send it once more to another replica (activator.surfaces.proxy.to_replica): a model
+evicted from a shared replica while a request to it was on its way loses no request.
 """
 
 from __future__ import annotations
 
-__all__ = ["CONTROL_DISABLED"]
+__all__ = ["CONTROL_DISABLED", "NOT_LOADED"]
 
 # Word for word Triton's, so that clients matching on it keep working.
 CONTROL_DISABLED = "explicit model load / unload is not allowed if polling is enabled"
+
+# Lower case: gRPC metadata keys must be.
+NOT_LOADED = "thaw-model-not-loaded"

@@ -302,7 +302,14 @@ async def infer(request: web.Request) -> web.StreamResponse:
             )
 
         try:
-            response = await to_replica(endpoint, size or 0, send, sequence=sequence)
+            response = await to_replica(
+                endpoint,
+                size or 0,
+                send,
+                model=name,
+                replayable=body is not None or not request.body_exists,
+                sequence=sequence,
+            )
         finally:
             if shm is not None:
                 shm.release()

@@ -29,15 +29,18 @@ from typing import Any
 
 import grpc
 
+from activator.endpoint.model_endpoint import ModelEndpoint
 from activator.endpoint.replica import Replica
 from activator.errors import ActivatorError, BadRequest, UpstreamFailed
 from activator.fleet.fleet import Fleet
+from activator.observe.metrics import RequestCount
 from activator.surfaces.grpc_envelope import Envelope, EnvelopeError, envelope
 from activator.surfaces.shm_requests import Rewritten, grpc_answer, grpc_request
 from thawserver.grpc_status import http_status
 from thawserver.shm_registry import SystemSharedMemory
 from thawwire.grpc_messages import stream_error
 from thawwire.grpc_service import Method, method_path
+from thawwire.model_control import NOT_LOADED
 from thawwire.shm_params import names_shared_memory
 
 __all__ = ["GrpcForwarder", "forwarded_metadata"]
@@ -126,17 +129,9 @@ class GrpcForwarder:
             try:
                 if self._shm is not None and names_shared_memory(data):
                     shm = grpc_request(data, self._shm)
-                async with endpoint.acquire(len(data)) as replica:
-                    call = self.channel(_address(replica)).unary_unary(_INFER)
-                    try:
-                        answer: bytes = await call(
-                            data if shm is None else shm.body,
-                            timeout=self._timeout(context),
-                            metadata=forwarded_metadata(context),
-                        )
-                    except grpc.aio.AioRpcError as exc:
-                        count.code = http_status(exc.code())
-                        await context.abort(exc.code(), exc.details() or "")
+                answer = await self._to_replica(
+                    endpoint, head.model_name, data, shm, context, count
+                )
                 if shm is not None:
                     answer = grpc_answer(answer, shm)
             finally:
@@ -144,6 +139,41 @@ class GrpcForwarder:
                     shm.release()
             count.code = 200
             return answer
+
+    async def _to_replica(
+        self,
+        endpoint: ModelEndpoint,
+        model: str,
+        data: bytes,
+        shm: Rewritten | None,
+        context: Context,
+        count: RequestCount,
+    ) -> bytes:
+        """The answer of a replica of `endpoint`, held for; a replica's error ends the call
+        with it. A replica that says it does not have `model` loaded (NOT_LOADED: evicted or
+        unloaded after this activator last heard) leaves rotation and the request goes once
+        more to another, as over HTTP (activator.surfaces.proxy.to_replica)."""
+        retry = True
+        while True:
+            async with endpoint.acquire(len(data)) as replica:
+                call = self.channel(_address(replica)).unary_unary(_INFER)
+                try:
+                    answer: bytes = await call(
+                        data if shm is None else shm.body,
+                        timeout=self._timeout(context),
+                        metadata=forwarded_metadata(context),
+                    )
+                    return answer
+                except grpc.aio.AioRpcError as exc:
+                    if _not_loaded(exc, model):
+                        endpoint.replica_failed(replica, f"model '{model}' is not loaded there")
+                        if retry:
+                            logger.info("model=%s not on replica %s: sent again", model, replica.id)
+                            retry = False
+                            continue
+                    count.code = http_status(exc.code())
+                    await context.abort(exc.code(), exc.details() or "")
+                    raise AssertionError("context.abort returned") from None
 
     # ---- ModelStreamInfer -------------------------------------------------------------------
 
@@ -318,3 +348,10 @@ class _Upstream:
                 return
             if item is not None:
                 await self._relay.answer_error(item[1], exc, count=1)
+
+
+def _not_loaded(exc: grpc.aio.AioRpcError, model: str) -> bool:
+    """The replica's error says it does not have `model` loaded (thawwire.model_control)."""
+    if exc.code() != grpc.StatusCode.UNAVAILABLE:
+        return False
+    return any(key == NOT_LOADED and value == model for key, value in exc.trailing_metadata() or ())

@@ -125,7 +125,7 @@ class OpenAIProxy:
                     body=body,
                 )
 
-            response = await to_replica(endpoint, len(body), send)
+            response = await to_replica(endpoint, len(body), send, model=name, replayable=True)
             count.code = response.status
             return response
 

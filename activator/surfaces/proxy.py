@@ -22,6 +22,7 @@ from activator.endpoint.sequence_routes import SequenceKey
 from activator.errors import BodyTimeout, PayloadTooLarge, UpstreamFailed, UpstreamTimeout
 from activator.surfaces.upstream import UpstreamPool
 from thawwire.hop_by_hop import HOP_BY_HOP, connection_tokens
+from thawwire.model_control import NOT_LOADED
 
 __all__ = [
     "SMALL_BODY",
@@ -99,20 +100,46 @@ async def to_replica(
     size: int,
     send: Callable[[str], Awaitable[web.StreamResponse]],
     *,
+    model: str,
+    replayable: bool,
     sequence: SequenceKey | None = None,
 ) -> web.StreamResponse:
     """Hold for a replica slot of `endpoint` (its model woken if at zero), then `send` the
     request to that replica's URL. A replica that fails the exchange is reported to the
     endpoint; an answer it had already started is returned as it stands (its client has the
-    head), else the UpstreamFailed is raised."""
-    async with endpoint.acquire(size, sequence=sequence) as replica:
-        try:
-            return await send(replica.url)
-        except UpstreamFailed as exc:
-            endpoint.replica_failed(replica, exc.message)
-            if isinstance(exc.partial, web.StreamResponse):
-                return exc.partial
-            raise
+    head), else the UpstreamFailed is raised.
+
+    A replica that answers it does not have `model` loaded (a 503 marked NOT_LOADED: evicted
+    from a shared replica, or unloaded by another activator, after this one last heard) is
+    taken out of rotation, and a `replayable` request (its body in memory; no sequence bound
+    to that replica) is sent once more, to a replica that has it: the model never saw it. A
+    second such answer, or one to a request that cannot be sent again, goes to the client."""
+    retry = replayable and sequence is None
+    while True:
+        async with endpoint.acquire(size, sequence=sequence) as replica:
+            try:
+                response = await send(replica.url)
+            except UpstreamFailed as exc:
+                endpoint.replica_failed(replica, exc.message)
+                if isinstance(exc.partial, web.StreamResponse):
+                    return exc.partial
+                raise
+            if not _not_loaded(response, model):
+                return response
+            endpoint.replica_failed(replica, f"model '{model}' is not loaded there")
+            if not retry:
+                return response
+            logger.info("model=%s not loaded on replica %s: sent again", model, replica.id)
+            retry = False
+
+
+def _not_loaded(response: web.StreamResponse, model: str) -> bool:
+    """The replica's answer says it does not have `model` loaded (and it was not sent yet)."""
+    return (
+        response.status == 503
+        and not response.prepared
+        and response.headers.get(NOT_LOADED) == model
+    )
 
 
 def request_head(

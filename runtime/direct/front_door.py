@@ -43,7 +43,7 @@ from runtime.inference import InferRequest, InferResponse
 from thawserver.json_response import json_response
 from thawwire.grpc_service import Method, method_path
 from thawwire.hop_by_hop import HOP_BY_HOP, connection_tokens
-from thawwire.paths import SENT_BACK_QUERY
+from thawwire.paths import SENT_BACK_QUERY, model_of
 
 __all__ = ["FrontDoor", "FrontDoorSteps"]
 
@@ -172,7 +172,13 @@ class FrontDoor:
     ) -> web.StreamResponse:
         """The front door's answer to `request`, streamed to its client; `close` ends the
         client connection after it. `body`: the request's body, when a handler read it
-        already (runtime.direct.send_back): the front door must then serve it, not hand it off."""
+        already (runtime.direct.send_back).
+
+        A model's request is marked sent back (thawwire.paths.SENT_BACK_QUERY), so the front
+        door serves it itself (it hands off only model paths): a request this replica cannot
+        answer (another model's, or its own model's after an unload behind the activator's
+        back) handed to a replica again could come straight back here, and each new
+        connection of that loop would be handed off in turn."""
         url = self._address(self.url, "forwarded requests")
         headers = _end_to_end(request.headers)
         data: Any = None
@@ -185,7 +191,7 @@ class FrontDoor:
             data = request.content.iter_chunked(_CHUNK)
         try:
             target = request.raw_path
-            if body is not None:
+            if body is not None or model_of(request.path) is not None:
                 target += ("&" if "?" in target else "?") + SENT_BACK_QUERY
             upstream = await self._fresh_session().request(
                 request.method,

@@ -27,7 +27,13 @@ from runtime.codecs.protobuf import (
 )
 from runtime.codecs.shm_tensors import ShmBinding
 from runtime.config import ModelControlMode, ServeConfig
-from runtime.errors import ControlDisabled, FeatureDisabled, InvalidInput, ServingError
+from runtime.errors import (
+    ControlDisabled,
+    FeatureDisabled,
+    InvalidInput,
+    ModelNotLoaded,
+    ServingError,
+)
 from runtime.grpc.stream import serve_stream
 from runtime.header_forward import forwarded_headers
 from runtime.inference import InferRequest, InferResponse
@@ -49,7 +55,7 @@ from thawwire.grpc_messages import (
     statistics_response,
 )
 from thawwire.grpc_service import Method, pb
-from thawwire.model_control import CONTROL_DISABLED
+from thawwire.model_control import CONTROL_DISABLED, NOT_LOADED
 from thawwire.server_info import server_metadata
 
 __all__ = ["GrpcHandlers", "StreamingModelService", "abort_with"]
@@ -70,7 +76,8 @@ async def abort_with(context: Context, exc: ServingError, redact: Redactor | Non
     if exc.status >= 500:
         logger.warning("gRPC %s: %s", grpc_status(exc.status).name, exc.message)
     message = redact(exc.message) if redact is not None else exc.message
-    await context.abort(error_status(exc.status, exc.grpc_code), message)
+    trailing = ((NOT_LOADED, exc.model),) if isinstance(exc, ModelNotLoaded) else None
+    await context.abort(error_status(exc.status, exc.grpc_code), message, trailing)
 
 
 def _answering(

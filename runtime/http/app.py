@@ -13,7 +13,7 @@ from aiohttp import web
 from runtime.config import ServeConfig
 from runtime.direct.front_door import FrontDoor
 from runtime.direct.routing import DirectRouting
-from runtime.errors import ServingError
+from runtime.errors import ModelNotLoaded, ServingError
 from runtime.http.handlers import MetricsSource, V2Handlers
 from runtime.models.lifecycle import ServerState, lifecycle_context
 from runtime.models.service import ModelService
@@ -29,6 +29,7 @@ from thawserver.settings_api import LogTarget, SettingsApi
 from thawserver.shm_api import RestSharedMemory
 from thawserver.shm_registry import SystemSharedMemory
 from thawserver.transfer_coding import refuse_unknown_codings
+from thawwire.model_control import NOT_LOADED
 from thawwire.paths import MODEL, MODEL_VERSION
 from thawwire.trace_settings import TraceSettings
 
@@ -109,7 +110,10 @@ async def error_middleware(request: web.Request, handler: _Handler) -> web.Strea
     except ServingError as exc:
         if exc.status >= 500:
             logger.warning("%s %s -> %d: %s", request.method, request.path, exc.status, exc)
-        return _error_response(exc.status, exc.message, redact)
+        response = _error_response(exc.status, exc.message, redact)
+        if isinstance(exc, ModelNotLoaded):
+            response.headers[NOT_LOADED] = exc.model
+        return response
     except web.RequestPayloadError as exc:
         # Malformed chunked framing, or a body cut short by the client.
         return _error_response(400, f"request body could not be read: {exc}", redact)

@@ -23,7 +23,7 @@ from runtime.errors import (
     FeatureDisabled,
     InvalidInput,
     ModelNotFound,
-    ModelUnavailable,
+    ModelNotLoaded,
     RepositoryError,
     ServingError,
 )
@@ -394,7 +394,7 @@ class ModelManager:
             model = self._known(name)
         if model.state != ModelState.READY or not model.versions:
             reason = f": {model.reason}" if model.reason else ""
-            raise ModelUnavailable(f"model '{name}' is not ready{reason}")
+            raise ModelNotLoaded(name, f"model '{name}' is not ready{reason}")
         loaded = model.versions.get(version or model.latest)
         if loaded is None:
             raise ModelNotFound(

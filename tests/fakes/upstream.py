@@ -3,8 +3,10 @@
 `POST /v2/models/{model}/infer` records the path in `app[HITS]` and, by the `X-Behave`
 header: echoes the body back in pieces with the headers it saw (`X-Seen`, JSON) by default;
 `reset` aborts the connection; `die-mid-response` promises 10 MB and dies after 64 KiB;
-`gzip` answers the body gzip-compressed. `MODEL_CONFIG` is the config.pbtxt of the models
-put in front of it.
+`gzip` answers the body gzip-compressed; `not-loaded` answers a replica's 503 for a model it
+does not have loaded (thawwire.model_control.NOT_LOADED naming the path's model),
+`not-loaded-once` does so to the first such request only, `not-loaded-other` names another
+model. `MODEL_CONFIG` is the config.pbtxt of the models put in front of it.
 """
 
 from __future__ import annotations
@@ -16,9 +18,12 @@ import json
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from thawwire.model_control import NOT_LOADED
+
 __all__ = ["HITS", "MODEL_CONFIG", "start_upstream", "upstream_infer"]
 
 HITS = web.AppKey("hits", list[str])
+_NOT_LOADED_ONCE = web.AppKey("not_loaded_once", set[str])
 
 MODEL_CONFIG = """
 name: "{name}"
@@ -38,6 +43,18 @@ async def upstream_infer(request: web.Request) -> web.StreamResponse:
         request.transport.abort()
         return web.Response()
     body = await request.read()
+    model = request.match_info["model"]
+    once = request.app[_NOT_LOADED_ONCE]
+    if behave in ("not-loaded", "not-loaded-other") or (
+        behave == "not-loaded-once" and model not in once
+    ):
+        once.add(model)
+        named = "another" if behave == "not-loaded-other" else model
+        return web.json_response(
+            {"error": f"model '{model}' is not ready: unloaded"},
+            status=503,
+            headers={NOT_LOADED: named},
+        )
     if behave == "die-mid-response":
         resp = web.StreamResponse(headers={"Content-Length": str(10_000_000)})
         await resp.prepare(request)
@@ -62,6 +79,7 @@ async def start_upstream(*, client_max_size: int = 1024**2) -> TestServer:
     """The upstream app, listening on 127.0.0.1 (close it with `await server.close()`)."""
     app = web.Application(client_max_size=client_max_size)
     app[HITS] = []
+    app[_NOT_LOADED_ONCE] = set()
     app.router.add_post("/v2/models/{model}/infer", upstream_infer)
     server = TestServer(app, host="127.0.0.1")
     await server.start_server()

@@ -16,6 +16,7 @@ from aiohttp.test_utils import TestServer
 
 from activator.config import ActivatorConfig, ScaleSettings
 from activator.surfaces.app import build_app
+from activator.surfaces.proxy import SMALL_BODY
 from tests.fakes.loop import eventually
 from tests.fakes.scaler_backend import WAKE_DEADLINE_S, FakeScalerBackend
 from tests.fakes.upstream import HITS, MODEL_CONFIG, start_upstream
@@ -281,3 +282,52 @@ async def test_hostile_bytes_do_not_hurt_the_activator(
     async with aiohttp.ClientSession() as s, s.post(f"{url}/v2/models/m/infer", data=b"ok") as r:
         assert r.status == 200
         assert await r.read() == b"ok"
+
+
+@pytest.mark.parametrize("size", [100, 1_000_000])  # read whole; streamed (over SMALL_BODY)
+async def test_a_replica_without_the_model_loaded_is_left_and_the_request_sent_again(
+    activator: tuple[str, FakeScalerBackend], upstream: TestServer, size: int
+) -> None:
+    """A replica that says it does not have the model loaded (evicted from a shared replica,
+    or unloaded by another activator, after this one last heard): the request never reached
+    the model, so a body in memory goes once more, to a new replica; a streamed one cannot."""
+    url, backend = activator
+    async with (
+        aiohttp.ClientSession() as s,
+        s.post(
+            f"{url}/v2/models/m/infer",
+            data=b"x" * size,
+            headers={"X-Behave": "not-loaded-once"},
+        ) as r,
+    ):
+        body = await r.read()
+        status = r.status
+    if size < SMALL_BODY:
+        assert status == 200 and body == b"x" * size
+        assert backend.starts == 2 and backend.stopped == ["m-1"]
+        assert len(upstream.app[HITS]) == 2
+    else:
+        assert status == 503 and b"not ready: unloaded" in body
+        assert len(upstream.app[HITS]) == 1  # never replayed
+        await eventually(lambda: backend.stopped == ["m-1"])  # but left all the same
+
+
+@pytest.mark.parametrize(
+    ("behave", "tries"),
+    [("not-loaded", 2), ("not-loaded-other", 1)],  # sent again once at most; only for `m`
+)
+async def test_a_not_loaded_answer_is_retried_once_and_only_for_the_model_asked(
+    activator: tuple[str, FakeScalerBackend], upstream: TestServer, behave: str, tries: int
+) -> None:
+    url, backend = activator
+    async with (
+        aiohttp.ClientSession() as s,
+        s.post(f"{url}/v2/models/m/infer", data=b"x", headers={"X-Behave": behave}) as r,
+    ):
+        assert r.status == 503
+        assert "not ready: unloaded" in (await r.json())["error"]
+    assert len(upstream.app[HITS]) == tries
+    assert backend.starts == tries
+    # Every replica that said so left rotation; one that named another model stays.
+    left = ["m-1", "m-2"] if behave == "not-loaded" else []
+    await eventually(lambda: backend.stopped == left)

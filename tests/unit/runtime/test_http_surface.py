@@ -20,6 +20,7 @@ from runtime.http.app import RUNNER_OPTIONS, build_app
 from runtime.http.response_encoding import MIN_COMPRESS_BYTES
 from tests.fakes.model_service import FakeModelService
 from thawwire.extensions import EXTENSIONS
+from thawwire.model_control import NOT_LOADED
 
 ADD_SUB = {
     "inputs": [
@@ -246,7 +247,10 @@ async def test_repository_index_load_and_unload(
 
     assert (await client.post("/v2/repository/models/add_sub/unload")).status == 200
     await _error(await client.get("/v2/models/add_sub/ready"), 503)
-    await _error(await client.post("/v2/models/add_sub/infer", json=ADD_SUB), 503)
+    unloaded = await client.post("/v2/models/add_sub/infer", json=ADD_SUB)
+    await _error(unloaded, 503)
+    # Marked for `thaw up`: the request never reached the model (thawwire.model_control).
+    assert unloaded.headers[NOT_LOADED] == "add_sub"
     body = {
         "parameters": {
             "config": '{"max_batch_size": 4}',

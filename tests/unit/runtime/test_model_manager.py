@@ -16,6 +16,7 @@ from runtime.errors import (
     ControlDisabled,
     InvalidInput,
     ModelNotFound,
+    ModelNotLoaded,
     ModelUnavailable,
     RepositoryError,
 )
@@ -90,16 +91,18 @@ async def test_explicit_mode_load_unload_and_index(tmp_path: Path) -> None:
             {"name": "b"},
         ]
         assert not manager.model_ready("b", None)
-        with pytest.raises(ModelUnavailable):
+        with pytest.raises(ModelNotLoaded) as never_loaded:
             await manager.infer(_identity_request("b"))
+        assert never_loaded.value.model == "b" and never_loaded.value.status == 503
         await manager.load("b")
         assert manager.model_ready("b", None) and manager.model_ready("b", "1")
         assert not manager.model_ready("b", "2")
         await manager.unload("a")
         assert (await _states(manager))["a"] == "UNAVAILABLE"
         assert (await manager.index())[0]["reason"] == "unloaded"
-        with pytest.raises(ModelUnavailable):
+        with pytest.raises(ModelNotLoaded, match="is not ready: unloaded") as unloaded:
             await manager.infer(_identity_request("a"))
+        assert unloaded.value.model == "a"
         with pytest.raises(ModelNotFound):
             await manager.load("missing")
         assert "missing" not in (await _states(manager))
@@ -346,7 +349,7 @@ async def test_unload_finishes_queued_requests_then_refuses(tmp_path: Path) -> N
     assert [r.outputs[0].data.tolist() for r in results if not isinstance(r, Exception)] == [
         [float(i)] for i in range(4)
     ]
-    with pytest.raises(ModelUnavailable):
+    with pytest.raises(ModelNotLoaded):
         await manager.infer(_identity_request("slow"))
     await manager.stop()
 
