@@ -69,11 +69,16 @@ class RuntimeControl:
     async def model_ready(self, model: str) -> bool:
         """Whether the runtime serves `model` now (`/v2/models/{model}/ready` is 200): how a
         runtime found running reports which model it holds."""
+        return await self.model_answer(model) is True
+
+    async def model_answer(self, model: str) -> bool | None:
+        """The runtime's own word on `model`: True ready, False not (it answered otherwise);
+        None when it did not answer (unreachable, timed out)."""
         with contextlib.suppress(aiohttp.ClientError, TimeoutError):
             url = f"{self.url}/v2/models/{model}/ready"
             async with self._session.get(url, timeout=_PROBE_TIMEOUT) as resp:
                 return resp.status == 200
-        return False
+        return None
 
     async def load(self, model: str, *, timeout_s: float) -> float:
         """Load `model`; returns when the runtime says it is READY (with the seconds the

@@ -378,7 +378,7 @@ class KubernetesBackend:
     async def running_replicas(self, model: str) -> list[ReplicaHandle]:
         self._started_informer()
         if self._sharing is not None and self._sharing.shares(model):
-            return []  # a shared model's room is booked anew (decision 0022)
+            return await self._adopt_shared(model)
         handles = []
         while (handle := await self._attach_serving(model, self._clock())) is not None:
             handles.append(handle)
@@ -615,18 +615,7 @@ class KubernetesBackend:
         start = self._clock()
 
         async def find() -> ReplicaHandle | None:
-            for pod in self._booked_pods(model):
-                url = runtime_url(pod, self._kube.runtime_port)
-                if url is None:
-                    continue
-                if await RuntimeControl(self._session, url, name=name_of(pod)).model_ready(model):
-                    replica = sharing.attach(name_of(pod), model, url)
-                    grpc = self._attached.attach_shared(replica, pod, model, url)
-                    return ReplicaHandle(
-                        replica, model, url, claim_s=self._clock() - start, restore_s=0.0,
-                        grpc_address=grpc, host=name_of(pod),
-                    )  # fmt: skip
-            return None
+            return await self._attach_booked(model, start)
 
         look = self._follower_look(
             model, find, lambda: len(self._booked_pods(model)),
@@ -638,6 +627,49 @@ class KubernetesBackend:
             self._started_informer(), look, model=model, start=start,
             deadline=start + timeout_s, clock=self._clock,
         )  # fmt: skip
+
+    async def _attach_booked(self, model: str, start: float) -> ReplicaHandle | None:
+        """Route to one more shared pod whose booking lists `model` and whose runtime answers
+        it ready; None when there is none."""
+        sharing = self._sharing
+        assert sharing is not None  # the caller checked
+        for pod in self._booked_pods(model):
+            url = runtime_url(pod, self._kube.runtime_port)
+            if url is None:
+                continue
+            if await RuntimeControl(self._session, url, name=name_of(pod)).model_ready(model):
+                replica = sharing.attach(name_of(pod), model, url)
+                grpc = self._attached.attach_shared(replica, pod, model, url)
+                return ReplicaHandle(
+                    replica, model, url, claim_s=self._clock() - start, restore_s=0.0,
+                    grpc_address=grpc, host=name_of(pod),
+                )  # fmt: skip
+        return None
+
+    async def _adopt_shared(self, model: str) -> list[ReplicaHandle]:
+        """At start: the rooms of `model` booked on shared pods before this activator started
+        (a restart, a rolling update: `release` leaves them booked and loaded), each routed to
+        where its pod's runtime has the model loaded. The leader also frees the rooms of
+        bookings whose pod's runtime answers that it does not have the model (restarted):
+        nothing else would ever unbook them. A runtime that does not answer keeps its
+        booking (the model may be loaded there)."""
+        sharing = self._sharing
+        assert sharing is not None  # the caller checked
+        handles = []
+        while (handle := await self._attach_booked(model, self._clock())) is not None:
+            sharing.adopted(model)
+            handles.append(handle)
+            logger.info("model=%s: adopted its room on shared pod %s", model, handle.host)
+        if not self.leading:
+            return handles
+        for pod in self._booked_pods(model):  # booked, not routed to: is it loaded there?
+            url = runtime_url(pod, self._kube.runtime_port)
+            control = RuntimeControl(self._session, url, name=name_of(pod)) if url else None
+            if control is not None and await control.model_answer(model) is False:
+                logger.warning("shared pod %s model=%s: booked but not loaded; unbooked",
+                               name_of(pod), model)  # fmt: skip
+                await sharing.unbook(name_of(pod), model)
+        return handles
 
     def _booked_pods(self, model: str) -> list[Pod]:
         """Live shared pods whose booking lists `model` and that this activator does not

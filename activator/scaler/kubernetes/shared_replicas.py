@@ -219,6 +219,15 @@ class SharedReplicas:
         timeout_s = max(0.01, deadline - self._clock())
         await self._pods.evict(booked, self._session, timeout_s=timeout_s)
 
+    def adopted(self, model: str) -> None:
+        """A room of `model` booked before this activator started is routed to now: it
+        counts as loaded now (for least-recently-used eviction)."""
+        self._shared[model].loaded_at = self._clock()
+
+    async def unbook(self, pod: str, model: str) -> None:
+        """Free `model`'s room on `pod` without unloading anything (it is not loaded there)."""
+        await self._pods.unbook(pod, model)
+
     def attach(self, pod: str, model: str, url: str) -> str:
         """A new replica id for `model` on `pod` (a follower routing to a pod the leader
         booked; the leader's own loads too)."""

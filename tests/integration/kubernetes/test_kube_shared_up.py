@@ -2,7 +2,8 @@
 off) on the fake API server with `thaw serve` pool pods under the test kubelet: two shared
 models share one claimed pod within its budget, booked in its `thaw.dev/shared-load`
 annotation; the least recently used idle one is evicted (unloaded from the pod) when a third
-needs room, and re-woken in the same pod later."""
+needs room, and re-woken in the same pod later; a restarted activator adopts the rooms booked
+before it started (and frees a booking whose pod no longer has its model)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import aiohttp
 import pytest
 from kubernetes_asyncio import client
 
-from activator.scaler.kubernetes.pod_budget import load_of
+from activator.scaler.kubernetes.pod_budget import booking_patch, load_of
 from activator.scaler.kubernetes.pod_state import is_ready
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.fakes.kube_fixtures import eventually
@@ -190,3 +191,59 @@ async def test_a_follower_routes_to_the_leaders_shared_pod_and_sees_its_eviction
             up.stop()
     for up in ups.values():
         assert "Traceback" not in up.log(), up.log()
+
+
+async def test_a_restarted_activator_adopts_the_booked_rooms_and_frees_a_stale_one(
+    kube_apiserver: FakeKubeApiServer,
+    kube_api: client.ApiClient,
+    kubeconfig_path: Path,
+    kubelet_factory: Callable[..., LocalKubelet],
+    tmp_path: Path,
+) -> None:
+    """A stopped activator leaves its shared pods booked and loaded (they serve the other
+    activators and the next one): the next one routes to them at start, without a request
+    and without booking them again; a booking of a model the pod does not have loaded (as
+    after its runtime restarted) is freed, else its room would count forever."""
+    repo, ready_pool = await _fleet(kube_apiserver, kube_api, kubelet_factory, tmp_path)
+    args = up_args(kubeconfig_path, activator_id="activator-0",
+                   extra=["--leader-election", "off", *SHARED_FLAGS])  # fmt: skip
+    first = await asyncio.to_thread(UpProcess, repo, *args)
+    try:
+        async with aiohttp.ClientSession() as session:
+            assert await _infer(session, first, "onnx_a") == 200
+            assert await _infer(session, first, "onnx_b") == 200
+        (pod,) = _hosts(first)
+    finally:
+        first.stop()
+    booked = _booked(kube_apiserver, pod)
+    assert set(booked) == {"onnx_a", "onnx_b"}  # left booked by the stop
+    # A stale entry: onnx_c booked on the pod but never loaded there.
+    stale = load_of(kube_apiserver.get("pods", NAMESPACE, pod) or {})
+    assert stale is not None
+    patch = booking_patch(
+        kube_apiserver.get("pods", NAMESPACE, pod) or {}, stale.booked("onnx_c", 1024)
+    )
+    await client.CoreV1Api(kube_api).patch_namespaced_pod(pod, NAMESPACE, patch)
+    idle_pool = ready_pool()
+
+    second = await asyncio.to_thread(UpProcess, repo, *args)
+    try:
+        # Adopted at start: no request has reached this activator yet.
+        for model in ("onnx_a", "onnx_b"):
+            replicas = await eventually(lambda m=model: second.model(m)["replicas"] or None)
+            assert [r["url"] for r in replicas] == [replicas[0]["url"]], replicas
+        await eventually(lambda: set(_booked(kube_apiserver, pod)) == {"onnx_a", "onnx_b"})
+        assert _booked(kube_apiserver, pod) == booked  # the same rooms, not booked twice
+        async with aiohttp.ClientSession() as session:
+            assert await _infer(session, second, "onnx_a") == 200
+        assert _hosts(second) == {pod: ["onnx_a", "onnx_b"]}
+        assert ready_pool() == idle_pool  # no pool pod claimed for it
+        assert up_cold_starts(second, "onnx_a") == 0
+    finally:
+        second.stop()
+    assert "Traceback" not in second.log(), second.log()
+
+
+def up_cold_starts(up: UpProcess, model: str) -> int:
+    """How many cold starts of `model` the activator's status lists."""
+    return sum(1 for c in up.get("/thaw/status")["cold_starts"] if c["model"] == model)
