@@ -125,6 +125,9 @@ def parse_completion(doc: dict[str, Any]) -> GenerationRequest:
         )
     if not all(isinstance(p, str) for p in prompts):
         raise OpenAIError("'prompt' as token ids is not supported: send text", param="prompt")
+    if not all(prompts):
+        # A vLLM model cannot start from nothing (Triton's frontend refuses it too).
+        raise OpenAIError("'prompt' must not hold an empty string", param="prompt")
     echo = _optional(doc, "echo", bool, False)
     logprobs = _bounded(doc, "logprobs", _MAX_COMPLETION_LOGPROBS)
     if doc.get("suffix"):

@@ -138,6 +138,8 @@ def test_responses_read_back_as_text_and_counts() -> None:
         ({"prompt": "x"}, "model"),
         ({"model": "m"}, "prompt"),
         ({"model": "m", "prompt": [1, 2]}, "prompt"),
+        ({"model": "m", "prompt": ""}, "prompt"),
+        ({"model": "m", "prompt": ["a", ""]}, "prompt"),
         ({"model": "m", "prompt": "x", "n": 0}, "n"),
         ({"model": "m", "prompt": "x", "n": True}, "n"),
         ({"model": "m", "prompt": ["a", "b"], "n": MAX_CHOICES}, "n"),
