@@ -20,7 +20,7 @@ from typing import Protocol
 
 from runtime.inference import InferRequest, InferResponse
 from runtime.openai.logprobs import TokenLogprob
-from runtime.openai.schema import GenerationRequest
+from runtime.openai.schema import GenerationRequest, Sampling
 from runtime.openai.triton_mapping import (
     DEFAULT_MAX_TOKENS,
     ModelFace,
@@ -157,20 +157,20 @@ class Generation:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
 
-    async def _choice(self, index: int) -> AsyncIterator[Delta | End]:
+    def _sampling(self, index: int) -> tuple[str, Sampling]:
+        """Choice `index`'s prompt and sampling (choice i of a prompt samples with seed + i)."""
         prompt_index, i = divmod(index, self._request.n)
-        prompt = self._prompts[prompt_index]
         sampling = self._request.sampling
         if sampling.seed is not None and i:
             sampling = replace(sampling, seed=sampling.seed + i)  # n choices, n samples
+        return self._prompts[prompt_index], sampling
+
+    async def _choice(self, index: int) -> AsyncIterator[Delta | End]:
+        prompt, sampling = self._sampling(index)
         top = self._request.logprobs
+        asked = self._request
         infer = generate_request(
-            self._face,
-            prompt,
-            sampling,
-            stream=self._request.stream,
-            echo=self._request.echo,
-            logprobs=top,
+            self._face, prompt, sampling, stream=asked.stream, echo=asked.echo, logprobs=top
         )
         if self._request.echo and not self._face.echoes:
             yield Delta(index, prompt)  # the prompt's tokens are not generated: no logprobs
@@ -179,7 +179,8 @@ class Generation:
         offset = len(prompt) if self._request.echo else 0
         scan = StopScan(sampling.stop) if self._cut_stops else None
         generated = 0
-        prompt_pending = i == 0  # prompt tokens count once per prompt, from its first choice
+        # prompt tokens count once per prompt, from its first choice
+        prompt_pending = index % self._request.n == 0
         stream = self._streams.stream(infer)
         try:
             async for response in stream:
