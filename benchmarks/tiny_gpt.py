@@ -4,7 +4,9 @@
                   a key/value cache, GELU MLP), a final LayerNorm, the LM head tied to the
                   token embeddings: GPT-2's architecture at a size a CPU runs
     TinyLM        load a folder (config.json + model.safetensors), stream a prompt's
-                  continuation as text deltas: bytes are tokens (vocabulary 256)
+                  continuation as text deltas (`stream`), or as steps that carry each token's
+                  log probability and the most likely tokens (`steps`, log_softmax of the
+                  logits): bytes are tokens (vocabulary 256)
     make_weights  write a folder of random weights (seeded): no hub download
     __main__      the same model served straight by this script, for benchmarks/openai_ttft.py:
                   prints FIRST at the first token of the first generation, then one JSON line
@@ -22,12 +24,13 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["TinyGPT", "TinyLM", "make_weights"]
+__all__ = ["Step", "TinyGPT", "TinyLM", "make_weights"]
 
 VOCAB = 256  # a token is a byte of the UTF-8 text
 
@@ -98,12 +101,27 @@ class TinyLM:
     def prompt_tokens(self, prompt: str) -> list[int]:
         return list(prompt.encode("utf-8"))
 
-    @torch.inference_mode()
     def stream(
         self, prompt: str, *, max_tokens: int, temperature: float = 0.0, seed: int = 0
     ) -> Iterator[str]:
         """The continuation of `prompt`, one text delta per generated token (a delta is ''
         while a multi-byte character is incomplete)."""
+        for step in self.steps(prompt, max_tokens=max_tokens, temperature=temperature, seed=seed):
+            yield step.text
+
+    @torch.inference_mode()
+    def steps(
+        self,
+        prompt: str,
+        *,
+        max_tokens: int,
+        temperature: float = 0.0,
+        seed: int = 0,
+        top: int = 0,
+    ) -> Iterator[Step]:
+        """The continuation of `prompt`, one Step per generated token, each with the `top`
+        most likely tokens at its position. Log probabilities are the model's own (before
+        temperature), as vLLM reports them."""
         room = self.model.context - max_tokens
         ids = self.prompt_tokens(prompt)[-max(room, 1) :] or [ord("\n")]
         generator = torch.Generator().manual_seed(seed)
@@ -116,11 +134,34 @@ class TinyLM:
                 token = int(torch.multinomial(probs, 1, generator=generator))
             else:
                 token = int(logits[0].argmax())
-            yield decoder.decode(bytes([token]))
+            yield _step(decoder.decode(bytes([token])), token, logits[0], top)
             if position >= self.model.context:
                 break
             logits, caches = self.model(torch.tensor([[token]]), position, caches)
             position += 1
+
+
+class Step(NamedTuple):
+    """One generated token (a NamedTuple, not a dataclass: the Python model loads this file
+    without registering it as a module, which a dataclass needs)."""
+
+    text: str  # the text it completes ('' while a multi-byte character is incomplete)
+    token: int  # the byte
+    logprob: float  # its log probability
+    rank: int  # 1 for the most likely token
+    top: tuple[tuple[int, float], ...]  # the most likely tokens (byte, log probability)
+
+
+def _step(text: str, token: int, logits: torch.Tensor, top: int) -> Step:
+    logprobs = F.log_softmax(logits.float(), dim=-1)
+    rank = 1 + int((logprobs > logprobs[token]).sum())
+    best = torch.topk(logprobs, top) if top else None
+    ranked = (
+        ()
+        if best is None
+        else tuple((int(i), float(v)) for v, i in zip(best.values, best.indices, strict=True))
+    )
+    return Step(text, token, float(logprobs[token]), rank, ranked)
 
 
 def make_weights(

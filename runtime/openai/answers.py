@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from runtime.openai.logprobs import TokenLogprob, chat_logprobs, completion_logprobs
+
 __all__ = ["DONE", "Answer", "embeddings", "sse"]
 
 DONE = b"data: [DONE]\n\n"
@@ -47,23 +49,37 @@ class Answer:
     def _head(self, kind: str) -> dict[str, Any]:
         return {"id": self.id, "object": kind, "created": self.created, "model": self.model}
 
+    def _logprobs(
+        self, tokens: tuple[TokenLogprob, ...] | None, offset: int
+    ) -> dict[str, Any] | None:
+        if tokens is None:
+            return None
+        return chat_logprobs(tokens) if self.chat else completion_logprobs(tokens, offset=offset)
+
     def whole(
-        self, texts: list[str], finish: list[str], usage: dict[str, int] | None
+        self,
+        texts: list[str],
+        finish: list[str],
+        usage: dict[str, int] | None,
+        logprobs: list[tuple[int, tuple[TokenLogprob, ...]] | None] | None = None,
     ) -> dict[str, Any]:
-        """The non-streamed answer: every choice's whole text."""
+        """The non-streamed answer: every choice's whole text (and with `logprobs`, each
+        choice's tokens after the character offset where the first starts)."""
+        per_choice = logprobs if logprobs is not None else [None] * len(texts)
+        lp = [None if c is None else self._logprobs(c[1], c[0]) for c in per_choice]
         if self.chat:
             choices = [
                 {
                     "index": i,
                     "message": {"role": "assistant", "content": text},
                     "finish_reason": finish[i],
-                    "logprobs": None,
+                    "logprobs": lp[i],
                 }
                 for i, text in enumerate(texts)
             ]
             return {**self._head("chat.completion"), "choices": choices, "usage": usage}
         choices = [
-            {"index": i, "text": text, "finish_reason": finish[i], "logprobs": None}
+            {"index": i, "text": text, "finish_reason": finish[i], "logprobs": lp[i]}
             for i, text in enumerate(texts)
         ]
         return {**self._head("text_completion"), "choices": choices, "usage": usage}
@@ -76,9 +92,13 @@ class Answer:
         finish_reason: str | None = None,
         role: bool = False,
         usage: bool = False,
+        logprobs: tuple[TokenLogprob, ...] | None = None,
+        offset: int = 0,
     ) -> dict[str, Any]:
         """One streamed chunk of choice `index` (`usage`: the stream carries a usage chunk,
-        so every other chunk says `"usage": null`)."""
+        so every other chunk says `"usage": null`; `logprobs`: the tokens of `text`, the
+        first at character `offset` of the choice's text)."""
+        lp = self._logprobs(logprobs, offset)
         if self.chat:
             delta: dict[str, Any] = {"role": "assistant"} if role else {}
             if text is not None:
@@ -87,7 +107,7 @@ class Answer:
                 "index": index,
                 "delta": delta,
                 "finish_reason": finish_reason,
-                "logprobs": None,
+                "logprobs": lp,
             }
             doc = {**self._head("chat.completion.chunk"), "choices": [choice]}
         else:
@@ -95,7 +115,7 @@ class Answer:
                 "index": index,
                 "text": text or "",
                 "finish_reason": finish_reason,
-                "logprobs": None,
+                "logprobs": lp,
             }
             doc = {**self._head("text_completion"), "choices": [choice]}
         if usage:

@@ -2,7 +2,7 @@
 
     GenerationRequest ─▶ a choice per (prompt, i < n): one infer request each (seed + i)
         each choice's responses ─▶ text deltas ─▶ StopScan (when the model takes no stop
-        words) ─▶ Delta(index, text) ... End(index, finish_reason)
+        words) ─▶ Delta(index, text[, logprobs]) ... End(index, finish_reason)
     choices run concurrently; their events interleave in the order they arrive
     usage: prompt tokens once per prompt, generated tokens summed over every response
 
@@ -19,11 +19,13 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from runtime.inference import InferRequest, InferResponse
-from runtime.openai.schema import GenerationRequest
+from runtime.openai.logprobs import TokenLogprob
+from runtime.openai.schema import GenerationRequest, Sampling
 from runtime.openai.triton_mapping import (
     DEFAULT_MAX_TOKENS,
     ModelFace,
     generate_request,
+    logprobs_of,
     text_of,
     token_counts,
 )
@@ -39,8 +41,13 @@ class Streams(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Delta:
+    """Choice `index`'s next text; with logprobs asked, the tokens it came from (`logprobs`,
+    the first starting at character `offset` of the choice's text; None when not asked)."""
+
     index: int
     text: str
+    logprobs: tuple[TokenLogprob, ...] | None = None
+    offset: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,20 +157,30 @@ class Generation:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
 
-    async def _choice(self, index: int) -> AsyncIterator[Delta | End]:
+    def _sampling(self, index: int) -> tuple[str, Sampling]:
+        """Choice `index`'s prompt and sampling (choice i of a prompt samples with seed + i)."""
         prompt_index, i = divmod(index, self._request.n)
-        prompt = self._prompts[prompt_index]
         sampling = self._request.sampling
         if sampling.seed is not None and i:
             sampling = replace(sampling, seed=sampling.seed + i)  # n choices, n samples
+        return self._prompts[prompt_index], sampling
+
+    async def _choice(self, index: int) -> AsyncIterator[Delta | End]:
+        prompt, sampling = self._sampling(index)
+        top = self._request.logprobs
+        asked = self._request
         infer = generate_request(
-            self._face, prompt, sampling, stream=self._request.stream, echo=self._request.echo
+            self._face, prompt, sampling, stream=asked.stream, echo=asked.echo, logprobs=top
         )
         if self._request.echo and not self._face.echoes:
-            yield Delta(index, prompt)
+            yield Delta(index, prompt)  # the prompt's tokens are not generated: no logprobs
+        # Where the next token starts in the choice's text: after the echoed prompt, then
+        # after each token's own text (so streamed and whole answers count alike).
+        offset = len(prompt) if self._request.echo else 0
         scan = StopScan(sampling.stop) if self._cut_stops else None
         generated = 0
-        prompt_pending = i == 0  # prompt tokens count once per prompt, from its first choice
+        # prompt tokens count once per prompt, from its first choice
+        prompt_pending = index % self._request.n == 0
         stream = self._streams.stream(infer)
         try:
             async for response in stream:
@@ -174,8 +191,10 @@ class Generation:
                 text = text_of(response)
                 if scan is not None:
                     text = scan.feed(text)
-                if text:
-                    yield Delta(index, text)
+                tokens = None if top is None else tuple(logprobs_of(response, top=top))
+                if text or tokens:
+                    yield Delta(index, text, tokens, offset)
+                    offset += sum(len(t.token) for t in tokens or ())
                 if scan is not None and scan.stopped:
                     break  # the rest is past the stop sequence: end the model's request
         finally:

@@ -26,6 +26,7 @@ from runtime.openai import answers
 from runtime.openai.chat_template import ChatTemplates
 from runtime.openai.errors import OpenAIError, from_serving
 from runtime.openai.generation import Delta, Generation
+from runtime.openai.logprobs import TokenLogprob
 from runtime.openai.schema import (
     GenerationRequest,
     parse_body,
@@ -148,16 +149,22 @@ class OpenAIHandlers:
             return await self._stream(request, generation, answer, asked.include_usage)
         texts = [""] * generation.choices
         finish = ["stop"] * generation.choices
+        # Each choice's logprobs: where its first token starts, and its tokens so far.
+        logprobs: list[tuple[int, tuple[TokenLogprob, ...]] | None] = [None] * generation.choices
         events = generation.events()
         try:
             async for event in events:
                 if isinstance(event, Delta):
                     texts[event.index] += event.text
+                    if event.logprobs is not None:
+                        start, tokens = logprobs[event.index] or (event.offset, ())
+                        logprobs[event.index] = (start, tokens + event.logprobs)
                 else:
                     finish[event.index] = event.finish_reason
         finally:
             await events.aclose()  # type: ignore[attr-defined]
-        return json_response(answer.whole(texts, finish, generation.usage.to_json()))
+        usage = generation.usage.to_json()
+        return json_response(answer.whole(texts, finish, usage, logprobs))
 
     async def _stream(
         self,
@@ -176,7 +183,13 @@ class OpenAIHandlers:
                 if response is None:
                     response = await self._start(request, generation, answer, include_usage)
                 if isinstance(event, Delta):
-                    chunk = answer.chunk(event.index, event.text, usage=include_usage)
+                    chunk = answer.chunk(
+                        event.index,
+                        event.text,
+                        usage=include_usage,
+                        logprobs=event.logprobs,
+                        offset=event.offset,
+                    )
                 else:
                     text = None if answer.chat else ""
                     chunk = answer.chunk(

@@ -5,7 +5,7 @@
     embeddings        {"model", "input": str | [str], "encoding_format", "dimensions"}
 
 Every field is type- and range-checked; a refusal is an OpenAIError naming the field (`param`).
-Fields this server does not honour (`logprobs`, `logit_bias`, `tools`, token-id prompts) are
+Fields this server does not honour (`logit_bias`, `tools`, token-id prompts) are
 refused rather than ignored; fields that change nothing here (`user`, `metadata`) are accepted.
 """
 
@@ -36,6 +36,9 @@ MAX_CHOICES = 16
 MAX_INPUTS = 256
 _MAX_TOKENS = 1 << 20
 _MAX_STOP = 4
+# OpenAI's bounds: completions' `logprobs`, chat's `top_logprobs` (tokens per position).
+_MAX_COMPLETION_LOGPROBS = 5
+_MAX_TOP_LOGPROBS = 20
 _MAX_MESSAGES = 1024
 _MAX_DEPTH = 32
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
@@ -73,6 +76,9 @@ class GenerationRequest:
     stream: bool = False
     include_usage: bool = False
     echo: bool = False
+    # How many of the most likely tokens to report at each generated position; None: no
+    # logprobs asked (completions' `logprobs` > 0, or chat's `logprobs: true`).
+    logprobs: int | None = None
 
     @property
     def is_chat(self) -> bool:
@@ -119,16 +125,19 @@ def parse_completion(doc: dict[str, Any]) -> GenerationRequest:
         )
     if not all(isinstance(p, str) for p in prompts):
         raise OpenAIError("'prompt' as token ids is not supported: send text", param="prompt")
+    if not all(prompts):
+        # A vLLM model cannot start from nothing (Triton's frontend refuses it too).
+        raise OpenAIError("'prompt' must not hold an empty string", param="prompt")
     echo = _optional(doc, "echo", bool, False)
-    if _optional(doc, "logprobs", int, None):
-        raise OpenAIError("'logprobs' is not supported", param="logprobs")
+    logprobs = _bounded(doc, "logprobs", _MAX_COMPLETION_LOGPROBS)
     if doc.get("suffix"):
         raise OpenAIError("'suffix' is not supported", param="suffix")
     best_of = _optional(doc, "best_of", int, None)
     if best_of is not None and best_of != 1:
         raise OpenAIError("'best_of' other than 1 is not supported", param="best_of")
     sampling = _sampling(doc, max_tokens=_optional(doc, "max_tokens", int, None))
-    return _generation(doc, sampling, prompts=tuple(prompts), echo=echo)
+    asked = logprobs if logprobs else None  # 0 asks for none (Triton's frontend's rule)
+    return _generation(doc, sampling, prompts=tuple(prompts), echo=echo, logprobs=asked)
 
 
 def parse_chat(doc: dict[str, Any]) -> GenerationRequest:
@@ -139,15 +148,21 @@ def parse_chat(doc: dict[str, Any]) -> GenerationRequest:
     if len(raw) > _MAX_MESSAGES:
         raise OpenAIError(f"'messages' holds more than {_MAX_MESSAGES} messages", param="messages")
     messages = tuple(_message(m, i) for i, m in enumerate(raw))
-    if doc.get("logprobs") or doc.get("top_logprobs") is not None:
-        raise OpenAIError("'logprobs' is not supported", param="logprobs")
+    logprobs = _optional(doc, "logprobs", bool, False)
+    top = _bounded(doc, "top_logprobs", _MAX_TOP_LOGPROBS)
+    if top is not None and not logprobs:
+        # Triton's frontend's words (its tests match them)
+        message = "`top_logprobs` can only be used when `logprobs` is True"
+        raise OpenAIError(message, param="top_logprobs")
     for name in ("tools", "functions"):
         if doc.get(name):
             raise OpenAIError(f"'{name}' (tool calling) is not supported", param=name)
     limit = _optional(doc, "max_completion_tokens", int, None)
     if limit is None:
         limit = _optional(doc, "max_tokens", int, None)
-    return _generation(doc, _sampling(doc, max_tokens=limit), messages=messages)
+    # Without `top_logprobs`, one per position, as Triton's frontend asks its vLLM model.
+    asked = (1 if top is None else top) if logprobs else None
+    return _generation(doc, _sampling(doc, max_tokens=limit), messages=messages, logprobs=asked)
 
 
 def _generation(
@@ -157,6 +172,7 @@ def _generation(
     prompts: tuple[str, ...] = (),
     messages: tuple[ChatMessage, ...] = (),
     echo: bool = False,
+    logprobs: int | None = None,
 ) -> GenerationRequest:
     n = _optional(doc, "n", int, 1)
     count = n * max(len(prompts), 1)
@@ -186,7 +202,15 @@ def _generation(
         stream=stream,
         include_usage=include_usage,
         echo=echo,
+        logprobs=logprobs,
     )
+
+
+def _bounded(doc: dict[str, Any], key: str, high: int) -> int | None:
+    value = _optional(doc, key, int, None)
+    if value is not None and not 0 <= value <= high:
+        raise OpenAIError(f"'{key}' = {value}, must be in [0, {high}]", param=key)
+    return value
 
 
 def _sampling(doc: dict[str, Any], *, max_tokens: int | None) -> Sampling:

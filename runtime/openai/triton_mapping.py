@@ -10,6 +10,9 @@ frontend's (python/openai in triton-inference-server/server), read from a model'
                           presence_penalty, exclude_input_in_output: each its own tensor
       both                return_num_input_tokens / return_num_output_tokens = true, read back
                           from outputs num_input_tokens / num_output_tokens (usage)
+      logprobs            vLLM style with a `logprobs` output only: return_logprobs = true and
+                          sampling_parameters' `logprobs` = tokens per position; the output
+                          read by runtime.openai.logprobs
     an embedding model    vLLM style: input embedding_request (JSON) -> text_output (a JSON
                           list); plain: text_input (BYTES) -> embedding (FP32/FP16/FP64)
 
@@ -29,6 +32,7 @@ import numpy as np
 from runtime.datatypes import v2_to_numpy
 from runtime.inference import InferRequest, InferResponse, InferTensor
 from runtime.openai.errors import OpenAIError
+from runtime.openai.logprobs import TokenLogprob, parse_logprobs
 from runtime.openai.schema import Sampling
 
 __all__ = [
@@ -37,6 +41,7 @@ __all__ = [
     "embedding_of",
     "embedding_request",
     "generate_request",
+    "logprobs_of",
     "text_of",
     "token_counts",
 ]
@@ -49,6 +54,7 @@ _EMBEDDING_REQUEST = "embedding_request"
 _EMBEDDING_OUT = "embedding"
 _ECHO = "exclude_input_in_output"
 _COUNTS = ("num_input_tokens", "num_output_tokens")
+_LOGPROBS = "logprobs"
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,16 +96,35 @@ class ModelFace:
         """The model itself can put the prompt before its output (exclude_input_in_output)."""
         return _ECHO in self.inputs
 
+    @property
+    def logprobs(self) -> bool:
+        """The model answers token log probabilities (a vLLM-style `logprobs` output)."""
+        return self.vllm and _LOGPROBS in self.outputs
+
 
 def generate_request(
-    face: ModelFace, prompt: str, sampling: Sampling, *, stream: bool, echo: bool
+    face: ModelFace,
+    prompt: str,
+    sampling: Sampling,
+    *,
+    stream: bool,
+    echo: bool,
+    logprobs: int | None = None,
 ) -> InferRequest:
-    """The infer request for one choice of one prompt."""
+    """The infer request for one choice of one prompt (`logprobs`: the most likely tokens to
+    report per position, None for no logprobs)."""
     if not face.generative:
         raise OpenAIError(
             f"model '{face.name}' is not a generative model (it needs a '{TEXT_IN}' input and "
             f"a '{TEXT_OUT}' output)",
             param="model",
+        )
+    if logprobs is not None and not face.logprobs:
+        # Triton's frontend's words first (its tests match them)
+        raise OpenAIError(
+            "logprobs are currently available only for the vLLM backend: model "
+            f"'{face.name}' declares no '{_LOGPROBS}' output beside 'sampling_parameters'",
+            param="logprobs",
         )
     max_tokens = sampling.max_tokens or DEFAULT_MAX_TOKENS
     values: dict[str, list[Any]] = {TEXT_IN: [prompt], "stream": [stream], _ECHO: [not echo]}
@@ -113,8 +138,11 @@ def generate_request(
             "frequency_penalty": sampling.frequency_penalty,
             "presence_penalty": sampling.presence_penalty,
         }
+        if logprobs is not None:
+            fields["logprobs"] = logprobs
         present = {k: v for k, v in fields.items() if v is not None}
         values[_VLLM_SAMPLING] = [json.dumps(present)]
+        values["return_logprobs"] = [logprobs is not None]
     else:
         values["max_tokens"] = [max_tokens]
         for key in ("temperature", "top_p", "seed", "frequency_penalty", "presence_penalty"):
@@ -214,6 +242,19 @@ def token_counts(response: InferResponse) -> tuple[int, int] | None:
         return None
     prompt, generated = (int(np.asarray(found[n].data).reshape(-1)[0]) for n in _COUNTS)
     return prompt, generated
+
+
+def logprobs_of(response: InferResponse, *, top: int) -> list[TokenLogprob]:
+    """The generated tokens' log probabilities a response carries ([] when none), keeping the
+    `top` most likely tokens per position."""
+    for tensor in response.outputs:
+        if tensor.name == _LOGPROBS:
+            return [
+                token
+                for raw in _strings(tensor)
+                for token in parse_logprobs(response.model_name, raw, top=top)
+            ]
+    return []
 
 
 def embedding_of(response: InferResponse) -> list[float]:

@@ -1,15 +1,15 @@
-"""Run Triton's OpenAI-frontend client tests, unchanged, against `thaw serve`; report each test.
+"""Run Triton's OpenAI-frontend tests, unchanged, against `thaw serve`; report each test.
 
     .venv/bin/python -m tests.conformance.triton_openai [--mirror GIT_DIR] [--ref HEAD]
 
-`python/openai/tests/test_openai_client.py` is read from a local git mirror of
-triton-inference-server/server (`--mirror`, default `$TRITON_SERVER_MIRROR`; the run is skipped,
-exit 0, without one) into a temporary directory, next to Thaw's harness as its `conftest.py`
+FILES (from `python/openai/tests/` of a local git mirror of triton-inference-server/server:
+`--mirror`, default `$TRITON_SERVER_MIRROR`; the run is skipped, exit 0, without one) are
+copied into a temporary directory next to Thaw's harness as their `conftest.py`
 (tests/conformance/triton_openai_harness.py: the fixtures of Triton's conftest over a real
-`thaw serve` of a causal LM on the CPU), and run by pytest. The other files of Triton's suite
-build their server in-process (`tritonserver`, Triton's FastAPI app) or need a hub tokenizer:
-docs/openai.md lists them and why. Deselected tests are printed with their reason. Exit status:
-0 when every selected test passed (or no mirror), 1 otherwise.
+`thaw serve` of a vLLM-style causal LM on the CPU), and run by pytest. LEFT_OUT are the files
+that cannot run unchanged, and why; DESELECTED the tests that assert a deliberate difference,
+each with its reason (both printed). Exit status: 0 when every selected test passed (or no
+mirror), 1 otherwise.
 """
 
 from __future__ import annotations
@@ -31,39 +31,76 @@ from tests.conformance.qa_checkout import (
 )
 
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
-TESTS = "python/openai/tests/test_openai_client.py"
-_FILE = "test_openai_client.py"
+_TESTS_DIR = "python/openai/tests"
+# The files run unchanged. The others, and why not, are LEFT_OUT.
+FILES = ("test_openai_client.py", "test_completions.py")
+TESTS = f"{_TESTS_DIR}/{FILES[0]}"
 DESELECT_ENV = "THAW_TRITON_OPENAI_DESELECT"
 
-# Test (node id within the file) -> why it is not run against Thaw.
+LEFT_OUT = {
+    "test_chat_completions.py": "imports `tritonserver` and Triton's `tests.utils` (in-process "
+    "Triton) at module level",
+    "test_embeddings.py": "serves its own `vllm_embedding_models` repository (all-MiniLM-L6-v2 "
+    "through vLLM's engine, a hub download) and compares that model's exact vectors",
+    "test_observability.py": "imports `fastapi.testclient` and Triton's `tests.utils` "
+    "(setup_server: an in-process Triton) at module level",
+    "test_model_management.py": "imports Triton's `tests.utils` (OpenAIServer: Triton's own "
+    "frontend process, its --model-control-mode flags and load/unload routes)",
+    "test_request_size.py": "imports `tritonserver` and Triton's frontend's middleware module",
+    "test_lora.py": "LoRA adapters through vLLM's engine; `huggingface_hub` downloads",
+    "test_tool_calling.py": "tool-call parsers over a vLLM or TRT-LLM engine",
+    "test_openai_restricted_apis.py": "imports Triton's frontend's `RestrictedFeatures` module",
+}
+
+_FINISH_LENGTH = (
+    "asserts finish_reason 'stop' at the default max_tokens; Thaw says 'length' when the model "
+    "generated max_tokens tokens (OpenAI's rule; Triton's frontend always says 'stop')"
+)
+_SCHEMA_422 = (
+    "expects FastAPI's 422 for a schema error; Thaw answers 400 invalid_request_error, as "
+    "OpenAI's API and vLLM's server do (the `openai` client raises BadRequestError)"
+)
+_DETAIL = (
+    "reads FastAPI's `detail` field; Thaw's errors are OpenAI's document "
+    '`{"error": {"message", "type", "param", "code"}}`, which the `openai` client parses'
+)
+_C, _A, _T = "TestOpenAIClient", "TestAsyncOpenAIClient", "TestCompletions"
+_COMP = "test_completions.py"
+# Test (node id; a parametrized one whole, or one case with its [id]) -> why it is not run.
 DESELECTED = {
-    "TestOpenAIClient::test_openai_client_completion": (
-        "asserts finish_reason 'stop' at the default max_tokens; Thaw says 'length' when the model "
-        "generated max_tokens tokens (OpenAI's rule; Triton's frontend always says 'stop')"
+    f"{FILES[0]}::{_C}::test_openai_client_completion": _FINISH_LENGTH,
+    f"{FILES[0]}::{_C}::test_openai_client_chat_completion": "same: finish_reason 'length'",
+    f"{FILES[0]}::{_A}::test_openai_client_completion": "same: finish_reason 'length'",
+    f"{FILES[0]}::{_A}::test_openai_client_chat_completion": "same: finish_reason 'length'",
+    f"{FILES[0]}::{_A}::test_chat_top_logprobs_exceeds_max": _SCHEMA_422,
+    f"{FILES[0]}::{_A}::test_completion_logprobs_exceeds_max": _SCHEMA_422,
+    f"{_COMP}::{_T}::test_completions_invalid_sampling_parameters": _SCHEMA_422,
+    f"{_COMP}::{_T}::test_completions_empty_request": _SCHEMA_422,
+    f"{_COMP}::{_T}::test_completions_no_model": _SCHEMA_422,
+    f"{_COMP}::{_T}::test_completions_no_prompt": _SCHEMA_422,
+    f"{_COMP}::{_T}::test_no_prompt": _SCHEMA_422,
+    f"{_COMP}::{_T}::test_completions_logprobs_validation": _SCHEMA_422,
+    f"{_COMP}::{_T}::test_completions_sampling_parameters[logit_bias-value7]": _DETAIL,
+    f"{_COMP}::{_T}::test_completions_max_tokens": (
+        "counts space-delimited words (1 at max_tokens 1, more at 100): the CPU LM's tokens are "
+        "bytes drawn from random weights, with no words to count"
     ),
-    "TestOpenAIClient::test_openai_client_chat_completion": "same: finish_reason 'length'",
-    "TestAsyncOpenAIClient::test_openai_client_completion": "same: finish_reason 'length'",
-    "TestAsyncOpenAIClient::test_openai_client_chat_completion": "same: finish_reason 'length'",
-    "TestAsyncOpenAIClient::test_chat_completion_logprobs": "logprobs: not supported (refused)",
-    "TestAsyncOpenAIClient::test_completion_logprobs": "logprobs: not supported (refused)",
-    "TestAsyncOpenAIClient::test_top_logprobs_requires_logprobs": "logprobs: not supported",
-    "TestAsyncOpenAIClient::test_chat_top_logprobs_exceeds_max": (
-        "logprobs: not supported (refused 400, not FastAPI's 422 schema error)"
-    ),
-    "TestAsyncOpenAIClient::test_completion_logprobs_exceeds_max": (
-        "logprobs: not supported (refused 400, not FastAPI's 422 schema error)"
+    f"{_COMP}::{_T}::test_completions_multiple_choices": (
+        "asserts `n` > 1 is refused ('only single choice'); Thaw serves n choices (each its "
+        "own request to the model); `best_of` > 1 is refused, in OpenAI's error document"
     ),
 }
 
 
 def run(mirror: Path, ref: str) -> list[Result]:
-    source = git_show(mirror, ref, TESTS)
-    assert source is not None
     results: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="thaw-triton-openai-") as tmp:
         root = Path(tmp) / "triton_openai_tests"
         root.mkdir()
-        (root / _FILE).write_bytes(source)
+        for name in FILES:
+            source = git_show(mirror, ref, f"{_TESTS_DIR}/{name}")
+            assert source is not None, name
+            (root / name).write_bytes(source)
         shutil.copy(Path(__file__).with_name("triton_openai_harness.py"), root / "conftest.py")
         # One event loop for the whole run: Triton's tests keep one async client per class.
         (root / "pytest.ini").write_text(
@@ -72,33 +109,37 @@ def run(mirror: Path, ref: str) -> list[Result]:
         )
         report = Path(tmp) / "report.xml"
         config = str(root / "pytest.ini")
-        args = [sys.executable, "-m", "pytest", _FILE, "-p", "no:cacheprovider", "-q",
+        args = [sys.executable, "-m", "pytest", *FILES, "-p", "no:cacheprovider", "-q",
                 f"--junitxml={report}", "--rootdir", str(root), "-c", config]  # fmt: skip
-        # Exact ids (parameters aside), which `--deselect`'s prefix match is not: the harness
-        # drops them at collection.
-        deselect = "\n".join(f"{_FILE}::{test}" for test in DESELECTED)
-        env = {**os.environ, "PYTHONPATH": str(_PROJECT_ROOT), DESELECT_ENV: deselect}
+        # Exact ids, which `--deselect`'s prefix match is not: the harness drops them at
+        # collection.
+        env = {**os.environ, "PYTHONPATH": str(_PROJECT_ROOT), DESELECT_ENV: "\n".join(DESELECTED)}
         proc = subprocess.run(args, cwd=root, env=env, capture_output=True, text=True, timeout=1800)
         if not report.exists():
             raise SystemExit(
                 f"pytest wrote no report:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
             )
         results += _read(report, ref)
-    results += [Result(ref, _FILE, test, "deselected", why) for test, why in DESELECTED.items()]
+    for test, why in DESELECTED.items():
+        name, _, rest = test.partition("::")
+        results.append(Result(ref, name, rest, "deselected", why))
+    for name, why in LEFT_OUT.items():
+        results.append(Result(ref, name, "(whole file)", "deselected", why))
     return results
 
 
 def _read(report: Path, ref: str) -> list[Result]:
     rows = []
     for case in ET.parse(report).getroot().iter("testcase"):
-        name = f"{case.get('classname', '').rsplit('.', 1)[-1]}::{case.get('name')}"
+        module, _, cls = case.get("classname", "").rpartition(".")
+        name = f"{cls}::{case.get('name')}"
         outcome, detail = "passed", ""
         for kind in ("failure", "error", "skipped"):
             node = case.find(kind)
             if node is not None:
                 outcome = {"failure": "failed"}.get(kind, kind)
                 detail = (node.get("message") or "").replace("\n", " ").replace("|", "/")[:160]
-        rows.append(Result(ref, _FILE, name, outcome, detail))
+        rows.append(Result(ref, f"{module.rpartition('.')[2]}.py", name, outcome, detail))
     return rows
 
 

@@ -4,8 +4,14 @@ Triton's own conftest and `tests/utils.py` start Triton (its frontend process, o
 `tritonserver`); this one gives the same fixtures over a real `thaw serve` on a free port:
 
     server          .get_client() / .get_async_client(): `openai` clients on `/v1`
+    fastapi_client_class_scope   an HTTP client on the same server (Triton's is FastAPI's
+                    TestClient, an `httpx.Client` around an in-process Triton; here the
+                    `openai` client's own httpx, `httpx2`: the same .get / .post(json=...) /
+                    .status_code / .json())
     backend         "vllm" (what Triton's tests branch on: one model in the repository)
-    model           tiny_gpt (benchmarks/tiny_gpt.py: a causal LM, random weights, CPU)
+    model           tiny_gpt (tests/fixtures/openai_models.py `tiny_gpt_vllm`: a causal LM,
+                    random weights, byte tokens, CPU, with vLLM's backend's inputs and outputs,
+                    logprobs included)
     model_repository, prompt, messages, input, tokenizer_model   as Triton's conftest
 
 Not a test module of this project: tests/conformance/triton_openai.py writes it next to
@@ -18,11 +24,14 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx2
 import openai
 import pytest
 
-from benchmarks.openai_ttft import MODEL, build_repo
+from tests.fixtures.openai_models import make_tiny_gpt_vllm
 from tests.fixtures.serve_process import ServeProcess
+
+MODEL = "tiny_gpt"
 
 
 class ThawOpenAIServer:
@@ -30,6 +39,10 @@ class ThawOpenAIServer:
 
     def __init__(self, serve: ServeProcess) -> None:
         self._serve = serve
+
+    @property
+    def url(self) -> str:
+        return self._serve.url
 
     def get_client(self) -> openai.OpenAI:
         return openai.OpenAI(base_url=self._serve.url + "/v1", api_key="EMPTY", max_retries=0)
@@ -44,10 +57,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Drop the tests the runner deselected (exact node ids, parameters aside)."""
+    """Drop the tests the runner deselected (exact node ids: a test with all its parameters,
+    or one parametrized case)."""
     names = set(os.environ.get("THAW_TRITON_OPENAI_DESELECT", "").split("\n")) - {""}
-    kept = [item for item in items if item.nodeid.split("[")[0] not in names]
-    dropped = [item for item in items if item.nodeid.split("[")[0] in names]
+
+    def deselected(item: pytest.Item) -> bool:
+        return item.nodeid in names or item.nodeid.split("[")[0] in names
+
+    kept = [item for item in items if not deselected(item)]
+    dropped = [item for item in items if deselected(item)]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
@@ -65,8 +83,9 @@ def model() -> str:
 
 @pytest.fixture(scope="session")
 def model_repository(tmp_path_factory: pytest.TempPathFactory) -> str:
-    work = tmp_path_factory.mktemp("thaw_openai")
-    return str(build_repo(work, layers=2, width=64, threads=1))
+    repo = tmp_path_factory.mktemp("thaw_openai")
+    make_tiny_gpt_vllm(repo, MODEL)
+    return str(repo)
 
 
 @pytest.fixture(scope="session")
@@ -97,3 +116,9 @@ def server(model_repository: str) -> Iterator[ThawOpenAIServer]:
         yield ThawOpenAIServer(serve)
     finally:
         serve.stop()
+
+
+@pytest.fixture(scope="class")
+def fastapi_client_class_scope(server: ThawOpenAIServer) -> Iterator[httpx2.Client]:
+    with httpx2.Client(base_url=server.url, timeout=120) as client:
+        yield client

@@ -138,6 +138,8 @@ def test_responses_read_back_as_text_and_counts() -> None:
         ({"prompt": "x"}, "model"),
         ({"model": "m"}, "prompt"),
         ({"model": "m", "prompt": [1, 2]}, "prompt"),
+        ({"model": "m", "prompt": ""}, "prompt"),
+        ({"model": "m", "prompt": ["a", ""]}, "prompt"),
         ({"model": "m", "prompt": "x", "n": 0}, "n"),
         ({"model": "m", "prompt": "x", "n": True}, "n"),
         ({"model": "m", "prompt": ["a", "b"], "n": MAX_CHOICES}, "n"),
@@ -145,7 +147,8 @@ def test_responses_read_back_as_text_and_counts() -> None:
         ({"model": "m", "prompt": "x", "top_p": 1.5}, "top_p"),
         ({"model": "m", "prompt": "x", "seed": 1 << 70}, "seed"),
         ({"model": "m", "prompt": "x", "stop": ["a", "b", "c", "d", "e"]}, "stop"),
-        ({"model": "m", "prompt": "x", "logprobs": 2}, "logprobs"),
+        ({"model": "m", "prompt": "x", "logprobs": 6}, "logprobs"),
+        ({"model": "m", "prompt": "x", "logprobs": True}, "logprobs"),
         (
             {"model": "m", "prompt": "x", "stream_options": {"include_usage": True}},
             "stream_options",
