@@ -17,6 +17,7 @@ import functools
 import itertools
 import json
 import logging
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -469,15 +470,26 @@ class MetricFamily:
             )
         except ValueError as exc:
             raise TritonModelException(f"Error when creating Metric: {exc}") from None
-        return Metric(key, self._kind)
+        return Metric(key, self._kind, self)
+
+
+# Triton's words for an operation on a Metric whose MetricFamily object is gone.
+_FAMILY_DELETED = "Invalid metric operation as the corresponding 'MetricFamily' has been deleted."
 
 
 class Metric:
-    """One labelled series of a MetricFamily."""
+    """One labelled series of a MetricFamily. As in Triton's stub, it does not keep its
+    family alive: once the model drops its MetricFamily object, every operation on the
+    Metric fails (TritonModelException) instead of writing to a family the model let go."""
 
-    def __init__(self, key, kind):
+    def __init__(self, key, kind, family=None):
         self._key = key
         self._kind = kind
+        self._family = weakref.ref(family) if family is not None else None
+
+    def _check_family(self):
+        if self._family is not None and self._family() is None:
+            raise TritonModelException(_FAMILY_DELETED)
 
     def increment(self, value):
         self._update("increment", value, "Failed to increment metric value")
@@ -489,12 +501,14 @@ class Metric:
         self._update("observe", value, "Failed to observe metric value")
 
     def value(self):
+        self._check_family()
         try:
             return _host.metric_value(self._key)
         except ValueError as exc:
             raise TritonModelException(f"Failed to get metric value: {exc}") from None
 
     def _update(self, op, value, what):
+        self._check_family()
         try:
             _host.metric_update(self._key, op, float(value))
         except (ValueError, TypeError) as exc:

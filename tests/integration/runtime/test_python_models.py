@@ -154,6 +154,9 @@ MODELS: dict[str, tuple[str, str]] = {
                                           kind=pb_utils.MetricFamily.GAUGE)
                 h = pb_utils.MetricFamily(name="test_x", description="x values",
                                           kind=pb_utils.MetricFamily.HISTOGRAM)
+                # The families are kept: as in Triton, a Metric whose family object is
+                # gone refuses every operation.
+                self.families = (c, g, h)
                 self.count = c.Metric(labels={"model": "metered"})
                 self.last = g.Metric(labels={"model": "metered"})
                 self.hist = h.Metric(labels={"model": "metered"}, buckets=[1.0, 10.0])

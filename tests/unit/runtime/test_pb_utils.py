@@ -259,3 +259,37 @@ def test_histogram_buckets_out_of_order_or_repeated_are_refused_as_triton_does(
     family.Metric(labels={}, buckets=[0.1, 1.0, 2.5])  # ascending: created
     family.Metric(labels={}, buckets=[])  # empty: created (Triton allows it)
     assert created == [[0.1, 1.0, 2.5], None]
+
+
+def test_a_metric_whose_family_object_is_gone_refuses_every_operation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Triton's qa custom_metrics model (test_metric_lifetime_error): once the model drops its
+    MetricFamily object, its Metric's set, increment and value raise, in Triton's words."""
+    updates: list[tuple[int, str, float]] = []
+
+    class Host:
+        def metric_family(self, name: str, description: str, kind: int) -> None:
+            pass
+
+        def metric_create(self, name: str, labels: object, bounds: object) -> int:
+            return 7
+
+        def metric_update(self, key: int, op: str, value: float) -> None:
+            updates.append((key, op, value))
+
+        def metric_value(self, key: int) -> float:
+            return 1.0
+
+    monkeypatch.setattr(pb_utils, "_host", Host())
+    family = pb_utils.MetricFamily("g", "a gauge", pb_utils.MetricFamily.GAUGE)
+    metric = family.Metric(labels={"a": "b"})
+    metric.set(3)
+    assert metric.value() == 1.0 and updates == [(7, "set", 3.0)]
+
+    del family  # the model's only reference
+    for operation in (lambda: metric.set(10), lambda: metric.increment(10), metric.value):
+        with pytest.raises(pb_utils.TritonModelException) as raised:
+            operation()
+        assert "the corresponding 'MetricFamily' has been deleted" in str(raised.value)
+    assert updates == [(7, "set", 3.0)]  # nothing reached the server after it
