@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import urllib.request
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -41,20 +42,12 @@ def _values() -> np.ndarray:
     return np.arange(4, dtype=np.float32)
 
 
-def _http_infer(up: UpProcess, model: str) -> np.ndarray:
-    with httpclient.InferenceServerClient(up.hostport) as client:
-        inputs = [httpclient.InferInput(n, [4], "FP32") for n in ("INPUT0", "INPUT1")]
-        for tensor in inputs:
-            tensor.set_data_from_numpy(_values())
-        result = client.infer(model, inputs)
-    out = result.as_numpy("OUTPUT0")
-    assert out is not None
-    return out
-
-
-def _grpc_infer(up: UpProcess, model: str) -> np.ndarray:
-    with grpcclient.InferenceServerClient(up.grpc_address) as client:
-        inputs = [grpcclient.InferInput(n, [4], "FP32") for n in ("INPUT0", "INPUT1")]
+def _infer(up: UpProcess, model: str, protocol: str) -> np.ndarray:
+    """`model`'s OUTPUT0 for INPUT0 = INPUT1 = 0..3, over a new connection of `protocol`."""
+    module: Any = httpclient if protocol == "http" else grpcclient
+    address = up.hostport if protocol == "http" else up.grpc_address
+    with module.InferenceServerClient(address) as client:
+        inputs = [module.InferInput(n, [4], "FP32") for n in ("INPUT0", "INPUT1")]
         for tensor in inputs:
             tensor.set_data_from_numpy(_values())
         result = client.infer(model, inputs)
@@ -75,18 +68,15 @@ def _unload_behind_the_activators_back(up: UpProcess, model: str) -> str:
     return str(replica["id"])
 
 
-@pytest.mark.parametrize(
-    ("model", "infer"), [("over_http", _http_infer), ("over_grpc", _grpc_infer)]
-)
+@pytest.mark.parametrize(("model", "protocol"), [("over_http", "http"), ("over_grpc", "grpc")])
 def test_a_request_to_a_replica_that_lost_its_model_goes_to_a_new_one(
-    up: UpProcess, model: str, infer: object
+    up: UpProcess, model: str, protocol: str
 ) -> None:
-    assert callable(infer)
     expected = _values() + _values()
-    np.testing.assert_array_equal(infer(up, model), expected)  # woken: one replica
+    np.testing.assert_array_equal(_infer(up, model, protocol), expected)  # woken: one replica
     lost = _unload_behind_the_activators_back(up, model)
 
-    np.testing.assert_array_equal(infer(up, model), expected)  # answered, not a 503
+    np.testing.assert_array_equal(_infer(up, model, protocol), expected)  # not a 503
 
     replicas = [r["id"] for r in up.model(model)["replicas"]]
     assert lost not in replicas, up.log()
