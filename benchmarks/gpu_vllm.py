@@ -1,4 +1,5 @@
-"""The device check's vLLM row: Triton vllm_backend's `model.py`, unchanged, served by
+"""The device check's vLLM row: Triton vllm_backend's `model.py`, unchanged, installed as the
+`vllm` Python-based backend (`--backend-directory`, as Triton's container) and served by
 `thaw serve` on a real vLLM engine, asked once over Triton's generate route and once over the
 OpenAI route (greedy: the same text both ways).
 
@@ -29,7 +30,7 @@ from benchmarks.gpu_row import Row, Skipped
 
 ROW = "vllm_backend model.py on vLLM (thaw serve): generate == OpenAI completion"
 _SRC = ("model.py", "utils/metrics.py", "utils/request.py", "utils/vllm_backend_utils.py")
-_CONFIG = 'backend: "python"\ninstance_group [ { count: 1 kind: KIND_MODEL } ]\n'
+_CONFIG = 'backend: "vllm"\ninstance_group [ { count: 1 kind: KIND_MODEL } ]\n'
 _PROMPT = "The capital of France is"
 
 
@@ -39,15 +40,18 @@ def vllm_rows(root: Path, work: Path) -> list[Row]:
         raise Skipped("vllm not installed (pip install vllm)", missing="vllm")
     sources = _backend_sources()
     model = os.environ.get("THAW_VLLM_MODEL", "facebook/opt-125m")
-    repo = Path(tempfile.mkdtemp(prefix="vllm-repo-", dir=work))
-    version = repo / "vllm_model" / "1"
-    (version / "utils").mkdir(parents=True)
+    root_dir = Path(tempfile.mkdtemp(prefix="vllm-", dir=work))
+    backend, repo = root_dir / "backends" / "vllm", root_dir / "models"
+    (backend / "utils").mkdir(parents=True)
     for name, text in sources.items():
-        (version / name).write_bytes(text)
+        (backend / name).write_bytes(text)  # Triton's layout: the `vllm` Python-based backend
+    version = repo / "vllm_model" / "1"
+    version.mkdir(parents=True)
     (repo / "vllm_model" / "config.pbtxt").write_text(_CONFIG)
     engine = {"model": model, "gpu_memory_utilization": 0.3, "enforce_eager": True}
     (version / "model.json").write_text(json.dumps(engine))
-    argv = [sys.executable, "-m", "thaw.cli", "serve", str(repo), "--port", "0"]
+    argv = [sys.executable, "-m", "thaw.cli", "serve", str(repo), "--port", "0",
+            f"--backend-directory={root_dir / 'backends'}"]  # fmt: skip
     started = time.perf_counter()
     with tempfile.TemporaryFile() as log:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, cwd=root)

@@ -8,11 +8,11 @@
 vllm_backend is never part of this project: its files are read at run time from a local git
 mirror of triton-inference-server/vllm_backend (`--mirror`, default
 `$TRITON_VLLM_BACKEND_MIRROR`; the run is skipped, exit 0, without one). The model repository
-is laid out as its CI's test.sh lays it out (samples/model_repository/vllm_model as `vllm_opt`
-and copies), with one change: Triton installs model.py as the `vllm` backend's
-(`backends/vllm/model.py`, a Python-based backend, `backend: "vllm"`), which Thaw does not have,
-so model.py and utils/ go into each model's version directory and the config says
-`backend: "python"` (Triton runs that layout the same way). `add_sub` for the load/unload test
+is laid out as its CI's test.sh lays it out: samples/model_repository/vllm_model (its
+config.pbtxt, `backend: "vllm"`, unchanged) as `vllm_opt` and copies, and model.py + utils/ as
+the `vllm` backend, `backends/vllm/`, as Triton's vLLM container installs them; `thaw serve`
+gets `--backend-directory` as test.sh gives tritonserver (a Python-based backend, which Thaw
+runs as a Python model of that model.py). `add_sub` for the load/unload test
 comes from a python_backend mirror (`--python-backend-mirror`, default
 `$TRITON_PYTHON_BACKEND_MIRROR`); without one that test is not run.
 
@@ -84,19 +84,25 @@ parameters: {
 """
 
 
-def _as_python_model(mirror: Path, ref: str, repo: Path, name: str, edit: Callable[[str], str]
-                     ) -> None:  # fmt: skip
-    """vllm_model as `name`: config with `backend: "python"`, model.py + utils/ + model.json
-    (through `edit`) in version 1."""
-    config = _show(mirror, ref, f"{SAMPLE}/config.pbtxt").replace(
-        'backend: "vllm"', 'backend: "python"'
-    )
-    version = repo / name / "1"
-    (version / "utils").mkdir(parents=True)
-    (repo / name / "config.pbtxt").write_text(config)
+def install_backend(mirror: Path, ref: str, root: Path) -> Path:
+    """`root/backends/vllm/` holding model.py and utils/ as they are (Triton's vllm container
+    layout); returns the backend directory."""
+    backend = root / "backends" / "vllm"
+    (backend / "utils").mkdir(parents=True)
     for src in SRC:
-        (version / src.removeprefix("src/")).write_bytes(_show(mirror, ref, src).encode())
-    (version / "model.json").write_text(edit(_show(mirror, ref, f"{SAMPLE}/1/model.json")))
+        (backend / src.removeprefix("src/")).write_bytes(_show(mirror, ref, src).encode())
+    return root / "backends"
+
+
+def _vllm_model(mirror: Path, ref: str, repo: Path, name: str, edit: Callable[[str], str]
+                ) -> None:  # fmt: skip
+    """samples/model_repository/vllm_model as `name` (its config, `backend: "vllm"`,
+    unchanged), with `edit` applied to its model.json."""
+    (repo / name / "1").mkdir(parents=True)
+    (repo / name / "config.pbtxt").write_text(_show(mirror, ref, f"{SAMPLE}/config.pbtxt"))
+    (repo / name / "1" / "model.json").write_text(
+        edit(_show(mirror, ref, f"{SAMPLE}/1/model.json"))
+    )
 
 
 def _show(mirror: Path, ref: str, path: str) -> str:
@@ -112,8 +118,10 @@ def _server(repo: Path, *args: str) -> ServeProcess:
         # Long enough that a 1500-token answer is still running when the cancel test cancels.
         "THAW_VLLM_STANDIN_STEP_S": "0.01",
     }
-    server = ServeProcess(repo, "--port", "8000", "--grpc-port", "8001", "--metrics-port",
-                          "8002", "--log-level", "info", *args, env=env)  # fmt: skip
+    backends = repo.parent / "backends"  # install_backend's, as test.sh's --backend-directory
+    ports = ("--port", "8000", "--grpc-port", "8001", "--metrics-port", "8002")
+    server = ServeProcess(repo, f"--backend-directory={backends}", *ports, "--log-level", "info",
+                          *args, env=env)  # fmt: skip
     server.wait_ready(timeout_s=180)
     return server
 
@@ -148,7 +156,7 @@ def session_backend(mirror: Path, ref: str, root: Path, add_sub: tuple[bytes, by
         ("vllm_invalid_1", lambda text: text.replace('"enforce_eager"', '"invalid_attribute"')),
         ("vllm_invalid_2", lambda text: text.replace('"facebook/opt-125m"', '"invalid_model"')),
     ):
-        _as_python_model(mirror, ref, repo, name, edit)
+        _vllm_model(mirror, ref, repo, name, edit)
     (repo / "ensemble_model" / "1").mkdir(parents=True)
     (repo / "ensemble_model" / "config.pbtxt").write_text(
         _show(mirror, ref, f"{CI}/vllm_backend/ensemble_config.pbtxt"))  # fmt: skip
@@ -176,7 +184,7 @@ def session_serving(mirror: Path, ref: str, root: Path) -> list[Result]:
     """vllm_opt with REPORT_CUSTOM_METRICS: streaming, cancellation and metrics tests, then
     Thaw's own checks (OpenAI routes, /metrics, finalize on shutdown)."""
     repo = root / "models_serving"
-    _as_python_model(mirror, ref, repo, "vllm_opt", lambda text: text)
+    _vllm_model(mirror, ref, repo, "vllm_opt", lambda text: text)
     with (repo / "vllm_opt" / "config.pbtxt").open("a") as config:
         config.write(_REPORT_METRICS)
     server = _server(repo)
@@ -286,6 +294,7 @@ def run(mirror: Path, ref: str, python_backend: Path | None) -> list[Result]:
                               f"{CI}/enabled_stream/enabled_stream_test.py",
                               f"{CI}/request_cancellation/request_cancellation_test.py",
                               f"{CI}/metrics_test/vllm_metrics_test.py"], root)  # fmt: skip
+        install_backend(mirror, ref, root)
         started = time.monotonic()
         results = session_backend(mirror, ref, root, add_sub)
         results += session_serving(mirror, ref, root)
