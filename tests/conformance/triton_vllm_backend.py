@@ -31,6 +31,7 @@ selected test and check passed (or no mirror), 1 otherwise.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import re
@@ -315,6 +316,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"skipped: no vllm_backend mirror at {str(args.mirror)!r} "
               "(--mirror / $TRITON_VLLM_BACKEND_MIRROR)", file=sys.stderr)  # fmt: skip
         return 0
+    if importlib.util.find_spec("PIL") is None:
+        # vllm_backend's utils/request.py imports it (vLLM installs it); not Thaw's to stand in.
+        raise SystemExit("vllm_backend's utils/request.py needs Pillow: pip install pillow")
     results = run(args.mirror, args.ref, args.python_backend_mirror)
     print_results(results)
     selected = [r for r in results if r.outcome not in ("deselected", "skipped")]
