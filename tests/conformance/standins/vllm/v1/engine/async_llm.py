@@ -91,6 +91,7 @@ class AsyncLLM(EngineClient):
         self._aborted: set[str] = set()
         self._running: set[str] = set()
         self._dead = False
+        self._health_checks = 0
 
     @classmethod
     def from_vllm_config(
@@ -122,6 +123,16 @@ class AsyncLLM(EngineClient):
         return self.vllm_config.model_config.supported_tasks
 
     async def check_health(self) -> None:
+        self._alive()
+        # vllm_backend's L0_check_health_vllm patches vLLM's AsyncLLM.check_health to fail from
+        # its 2nd call; `THAW_VLLM_STANDIN_HEALTHY_CHECKS=N` is that patch: N calls pass.
+        healthy = os.environ.get("THAW_VLLM_STANDIN_HEALTHY_CHECKS")
+        if healthy is not None:
+            self._health_checks += 1
+            if self._health_checks > int(healthy):
+                raise RuntimeError("Simulated vLLM check_health() failure")
+
+    def _alive(self) -> None:
         if self._dead:
             raise EngineDeadError(
                 "EngineCore encountered an issue. See stack trace for the root cause."
@@ -139,7 +150,7 @@ class AsyncLLM(EngineClient):
         lora_request: Any = None,
         **kwargs: Any,
     ) -> AsyncGenerator[RequestOutput, None]:
-        await self.check_health()
+        self._alive()
         text = prompt.get("prompt", "") if isinstance(prompt, dict) else str(prompt)
         prompt_ids = prompt_token_ids(text)
         limit = min(
@@ -176,7 +187,7 @@ class AsyncLLM(EngineClient):
     async def encode(
         self, prompt: Any, pooling_params: PoolingParams, request_id: str, **kwargs: Any
     ) -> AsyncGenerator[PoolingRequestOutput[Any], None]:
-        await self.check_health()
+        self._alive()
         text = prompt if isinstance(prompt, str) else " ".join(map(str, prompt["prompt_token_ids"]))
         size = pooling_params.dimensions or 8
         key = zlib.crc32(text.encode())
