@@ -13,7 +13,8 @@ What it does NOT do is run a model: the engine "generates" deterministic words c
 prompt's CRC32, one per step (`THAW_VLLM_STANDIN_STEP_S` seconds apart, default 0.01), with
 vLLM's cumulative outputs, `max_tokens` (default 16), `stop`, `n`, `seed` (only when
 `temperature` > 0, as sampling would) and finish reasons ("length" / "stop"); tokens are
-whitespace-separated words. A model's text is therefore never a real model's text: checks that
+whitespace-separated words. `THAW_VLLM_STANDIN_HEALTHY_CHECKS=N` makes `check_health` fail
+after N calls, as vllm_backend's L0_check_health_vllm patches vLLM's. A model's text is therefore never a real model's text: checks that
 compare against facebook/opt-125m's output cannot pass here and are left to a GPU run.
 
 It is never installed: only the conformance runner puts its parent directory on `PYTHONPATH`.
