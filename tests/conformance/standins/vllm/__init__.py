@@ -13,11 +13,14 @@ What it does NOT do is run a model: the engine "generates" deterministic words c
 prompt's CRC32, one per step (`THAW_VLLM_STANDIN_STEP_S` seconds apart, default 0.01), with
 vLLM's cumulative outputs, `max_tokens` (default 16), `stop`, `n`, `seed` (only when
 `temperature` > 0, as sampling would) and finish reasons ("length" / "stop"); tokens are
-whitespace-separated words. `THAW_VLLM_STANDIN_HEALTHY_CHECKS=N` makes `check_health` fail
-after N calls, as vllm_backend's L0_check_health_vllm patches vLLM's. A model's text is therefore never a real model's text: checks that
+whitespace-separated words. A model's text is therefore never a real model's text: checks that
 compare against facebook/opt-125m's output cannot pass here and are left to a GPU run.
+`THAW_VLLM_STANDIN_HEALTHY_CHECKS=N` makes `check_health` fail after N calls, as vllm_backend's
+L0_check_health_vllm patches vLLM's.
 
-It is never installed: only the conformance runner puts its parent directory on `PYTHONPATH`.
+It is never installed: its parent directory is on `PYTHONPATH` only where a conformance runner
+puts it (the vllm_backend runner's servers; the QA runners' test clients, for Triton's
+`triton_shm_monitor` beside it, import no `vllm`).
 """
 
 __version__ = "0.0.0+thaw.standin"
