@@ -358,12 +358,12 @@ def run(mirror: Path, ref: str, python_backend: Path | None) -> list[Result]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--mirror", type=Path,
-                        default=os.environ.get("TRITON_VLLM_BACKEND_MIRROR", ""))  # fmt: skip
+                        default=os.environ.get("TRITON_VLLM_BACKEND_MIRROR") or None)  # fmt: skip
     parser.add_argument("--ref", default="HEAD")
     parser.add_argument("--python-backend-mirror", type=Path,
                         default=os.environ.get("TRITON_PYTHON_BACKEND_MIRROR") or None)  # fmt: skip
     args = parser.parse_args(argv)
-    if not str(args.mirror) or git_show(args.mirror, args.ref, "src/model.py") is None:
+    if args.mirror is None or git_show(args.mirror, args.ref, "src/model.py") is None:
         print(f"skipped: no vllm_backend mirror at {str(args.mirror)!r} "
               "(--mirror / $TRITON_VLLM_BACKEND_MIRROR)", file=sys.stderr)  # fmt: skip
         return 0
