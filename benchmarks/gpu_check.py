@@ -47,6 +47,7 @@ from benchmarks import (  # noqa: E402
     gpu_ort_tensorrt,
     gpu_proofs,
     gpu_restore,
+    gpu_vllm,
 )
 from benchmarks.gpu_row import Row, Skipped  # noqa: E402
 
@@ -258,6 +259,7 @@ PLAN = (
         lambda c: gpu_proofs.compile_rows(c.work),
         quick=False,
     ),
+    Step("vLLM", (gpu_vllm.ROW,), lambda c: gpu_vllm.vllm_rows(ROOT, c.work), quick=False),
 )
 
 

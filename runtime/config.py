@@ -113,6 +113,9 @@ class ServeConfig:
     auto_complete_config: bool = True  # complete configs from model files / model.py
     model_load_threads: int = 4  # models loaded at once
     backend_config: tuple[tuple[str, str, str], ...] = ()  # (backend, setting, value)
+    # tritonserver's `--backend-directory`: where Python-based backends are found
+    # (`DIR/NAME/model.py`, runtime.models.python_based); None: none are.
+    backend_directory: Path | None = None
     # Request headers (gRPC metadata) whose name matches become string parameters of the
     # infer request ("": none), runtime.header_forward.
     http_header_forward_pattern: str = ""

@@ -440,6 +440,7 @@ class ModelManager:
                     read_model, repo, name, config_json=config_json,
                     gpu_available=bool(self._target.gpus), gpus=self._target.gpus,
                     auto_complete=self._config.auto_complete_config,
+                    backend_directory=self._config.backend_directory,
                 )  # fmt: skip
                 model.fingerprint = spec.fingerprint
                 if not model.versions:

@@ -16,6 +16,7 @@ from runtime.model_config import (
     parse_config,
     select_versions,
 )
+from runtime.models.python_based import python_based_model_file
 from thawwire.names import is_model_name
 from tritonconfig import composing_models, is_ensemble
 from tritonconfig import ensemble_cycle as tritonconfig_cycle
@@ -56,11 +57,16 @@ class ModelSpec:
     config: mc.ModelConfig
     versions: tuple[int, ...]  # the versions the policy selects, ascending
     fingerprint: tuple[tuple[str, int, int], ...]
+    # A Python-based backend's shared model.py (runtime.models.python_based), which every
+    # version runs; None: each version's own model file.
+    backend_model_file: Path | None = None
 
     def version_dir(self, version: int) -> Path:
         return self.model_dir / str(version)
 
     def model_file(self, version: int) -> Path:
+        if self.backend_model_file is not None:
+            return self.backend_model_file
         return self.version_dir(version) / default_model_filename(self.config)
 
 
@@ -160,8 +166,13 @@ def read_model(
     gpu_available: bool = False,
     auto_complete: bool = True,
     gpus: tuple[int, ...] = (0,),
+    backend_directory: Path | None = None,
 ) -> ModelSpec:
-    """Read, normalise, auto-complete and validate one model; RepositoryError says what is wrong."""
+    """Read, normalise, auto-complete and validate one model; RepositoryError says what is wrong.
+
+    `backend_directory` (tritonserver's `--backend-directory`): where a config's backend that
+    Thaw does not have is looked up as a Python-based backend (`NAME/model.py`); such a model
+    is served as a `backend: "python"` model running that file."""
     validate_model_name(name)
     if isinstance(repo, Repositories) and len(holders := repo.holders(name)) > 1:
         where = ", ".join(str(root) for root in holders)
@@ -184,12 +195,17 @@ def read_model(
     if config.name and config.name != name:
         raise RepositoryError(f"{source}: name '{config.name}' does not match directory '{name}'")
     config.name = name
+    backend_model_file = python_based_model_file(config.backend, backend_directory)
+    if backend_model_file is not None:
+        logger.info("model=%s backend '%s' is Python-based: %s", name, config.backend,
+                    backend_model_file)  # fmt: skip
+        config.backend = "python"
     versions = complete_config(
         config,
         model_dir,
         source,
         gpu_available=gpu_available,
-        require_model_files=True,
+        require_model_files=backend_model_file is None,
         auto_complete=auto_complete,
         gpus=gpus,
     )
@@ -199,6 +215,7 @@ def read_model(
         config=config,
         versions=tuple(versions),
         fingerprint=fingerprint(model_dir),
+        backend_model_file=backend_model_file,
     )
 
 

@@ -275,6 +275,7 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
         auto_complete_config=not (args.disable_auto_complete_config or args.strict_model_config),
         model_load_threads=args.model_load_thread_count,
         backend_config=backend_config,
+        backend_directory=args.backend_directory,
         http_header_forward_pattern=args.http_header_forward_pattern,
         grpc_header_forward_pattern=args.grpc_header_forward_pattern,
         grpc_restricted_protocols=tuple(args.grpc_restricted_protocol),

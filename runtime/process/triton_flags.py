@@ -10,10 +10,12 @@ deprecated `--trace-file|level|rate|count|log-frequency`), `--backend-config`,
 `--model-load-thread-count`,
 `--http-header-forward-pattern`, `--grpc-header-forward-pattern`, `--grpc-restricted-protocol`,
 `--http-restricted-api`; Triton's booleans take `true|false|1|0|on|off` as `--flag=VALUE` or
-`--flag VALUE`. Performance knobs with no meaning here (thread counts of Triton's C++ frontends,
-its memory pools, the backend directory) are accepted and logged as ignored. Every other flag of
-tritonserver 2.51 (`src/command_line_parser.cc`) exits 2 with "tritonserver flag --X is not
-supported by thaw serve", never argparse's generic "unrecognized arguments".
+`--flag VALUE`. `--backend-directory` is where Python-based backends are found
+(`DIR/NAME/model.py`, as Triton runs vllm_backend); Thaw's own backends are built in. Performance
+knobs with no meaning here (thread counts of Triton's C++ frontends, its memory pools) are
+accepted and logged as ignored. Every other flag of tritonserver 2.51
+(`src/command_line_parser.cc`) exits 2 with "tritonserver flag --X is not supported by thaw
+serve", never argparse's generic "unrecognized arguments".
 
 Thaw's own durations are spelled as on `thaw up`, `-s` (`--head-timeout-s`); the
 tritonserver-style `-secs` spellings `thaw serve` had for them stay accepted as aliases that
@@ -26,6 +28,7 @@ from __future__ import annotations
 import argparse
 import logging
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from thawserver.restricted_protocols import add_restriction_arguments
@@ -73,7 +76,6 @@ TRITON_FLAGS: frozenset[str] = frozenset(_TRITON_FLAG_NAMES.split())
 
 # Accepted and ignored (logged): tuning of Triton's own machinery that Thaw does not have.
 IGNORED_FLAGS: dict[str, str] = {
-    "backend-directory": "thaw's backends are built in",
     "http-thread-count": "thaw's HTTP server runs on one event loop",
     "buffer-manager-thread-count": "thaw has no buffer manager threads",
     "metrics-interval-ms": "thaw computes metrics when scraped",
@@ -173,6 +175,11 @@ def add_triton_flags(p: argparse.ArgumentParser) -> None:
         "--backend-config", action="append", default=[], metavar="BACKEND,KEY=VALUE",
         help="a backend setting (repeatable); python's shm and stub settings are accepted, "
         "others are logged as ignored",
+    )  # fmt: skip
+    g.add_argument(
+        "--backend-directory", type=Path, default=None, metavar="DIR",
+        help="where Python-based backends are found: a config's backend NAME that thaw does not "
+        "have runs DIR/NAME/model.py as a Python model (thaw's own backends are built in)",
     )  # fmt: skip
     g.add_argument("--model-load-thread-count", type=int, default=4, metavar="N",
                    help="models loaded at once (default 4)")  # fmt: skip

@@ -12,6 +12,8 @@ under another Python environment (`EXECUTION_ENV_PATH`) can import it with only 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import enum
 import functools
 import itertools
@@ -60,9 +62,11 @@ __all__ = [
     "Tensor",
     "TritonError",
     "TritonModelException",
+    "bind_model_dir",
     "deserialize_bytes_tensor",
     "get_input_config_by_name",
     "get_input_tensor_by_name",
+    "get_model_dir",
     "get_output_config_by_name",
     "get_output_tensor_by_name",
     "install_host",
@@ -513,6 +517,36 @@ class Metric:
             _host.metric_update(self._key, op, float(value))
         except (ValueError, TypeError) as exc:
             raise TritonModelException(f"{what}: {exc}") from None
+
+
+# The version directory of the model whose code runs (`<repository>/<model>/<version>`), which
+# Triton's stub gives `get_model_dir()`: the directory of the model's file path, also for a
+# python-based backend, whose model.py lives in the backend's directory. Set by the runner for
+# the thread that calls initialize/execute/finalize; `_last_model_dir` answers the model's own
+# threads (they do not inherit context), which is exact in a stub process (one model each).
+_model_dir: contextvars.ContextVar[str] = contextvars.ContextVar("thaw_pb_model_dir")
+_last_model_dir: list[str] = []
+
+
+@contextlib.contextmanager
+def bind_model_dir(path):
+    """`get_model_dir()` answers `path` inside the block (the runner's calls into the model)."""
+    _last_model_dir[:] = [str(path)]
+    token = _model_dir.set(str(path))
+    try:
+        yield
+    finally:
+        _model_dir.reset(token)
+
+
+def get_model_dir():
+    """The model's version directory, as Triton's `pb_utils.get_model_dir()`."""
+    found = _model_dir.get(None)
+    if found is not None:
+        return found
+    if _last_model_dir:
+        return _last_model_dir[0]
+    raise TritonModelException("get_model_dir(): no model has been initialized in this process")
 
 
 def load_model(model_name, config="", files=None):

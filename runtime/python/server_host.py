@@ -15,6 +15,7 @@ the model as responses with a TritonError, never raised, as Triton's do.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import queue
@@ -105,6 +106,11 @@ def to_pb_response(result: InferResponse | Exception) -> Any:
     return pb_utils.InferenceResponse(tensors, parameters=dict(result.parameters))
 
 
+# How long `unload_model` waits for the server to refuse the unload (or finish it) before it
+# returns with the unload under way, as Triton's does.
+_UNLOAD_REFUSAL_S = 0.5
+
+
 class ServerHost(InProcessHost):
     """pb_utils' ModelHost in the server process; create it on the server's event loop."""
 
@@ -121,6 +127,8 @@ class ServerHost(InProcessHost):
         self._target = target
         self.metrics = metrics
         self._front_door = front_door
+        # Unloads a model asked for and did not wait for (`unload_model`): kept until done.
+        self._unloads: set[asyncio.Task[None]] = set()
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -247,7 +255,27 @@ class ServerHost(InProcessHost):
         self._call(self._target.load(name, config_json=config or None, files=_files(files)))
 
     def unload_model(self, name: str, unload_dependents: bool) -> None:
-        self._call(self._target.unload(name, unload_dependents=unload_dependents))
+        """Triton's unload: starts it and returns, without waiting for the model to be gone
+        (TRITONSERVER_ServerUnloadModel does not wait). A model may unload itself from its own
+        `execute` (vllm_backend does, when its engine's health check fails): waiting for the
+        unload would wait for that execute, which waits here. The server's refusal (not
+        explicit mode, a bad name) is raised, as it comes before the unload waits for anything."""
+        self._call(self._start_unload(name, unload_dependents))
+
+    async def _start_unload(self, name: str, unload_dependents: bool) -> None:
+        task = asyncio.ensure_future(self._target.unload(name, unload_dependents=unload_dependents))
+        self._unloads.add(task)
+        task.add_done_callback(functools.partial(self._unload_done, name))
+        # A refusal comes at once (before the unload waits for the model's requests): give it
+        # _UNLOAD_REFUSAL_S to arrive and raise it; after that the unload is under way.
+        await asyncio.wait({task}, timeout=_UNLOAD_REFUSAL_S)
+        if task.done():
+            task.result()
+
+    def _unload_done(self, name: str, task: asyncio.Task[None]) -> None:
+        self._unloads.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.warning("model=%s unload asked by a model failed: %r", name, task.exception())
 
     def is_model_ready(self, name: str, version: str) -> bool:
         try:

@@ -19,6 +19,7 @@ import asyncio
 import importlib.util
 import inspect
 import logging
+import os
 import sys
 import threading
 import traceback
@@ -106,6 +107,8 @@ class ModelRunner:
         self._model: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._background: set[Future[Any]] = set()
+        # `pb_utils.get_model_dir()`: the version directory, known from `initialize`'s args.
+        self._model_dir = str(model_file.parent)
 
     @property
     def module(self) -> ModuleType | None:
@@ -115,14 +118,17 @@ class ModelRunner:
     def initialize(self, args: dict[str, str]) -> None:
         """Import the file, create TritonPythonModel, call `initialize(args)` if it has one."""
         self.instance_name = args.get("model_instance_name") or self.instance_name
+        if args.get("model_repository") and args.get("model_version"):
+            self._model_dir = os.path.join(args["model_repository"], args["model_version"])
         module = import_model_file(self.model_file)
         self._module = module
         try:
             model = module.TritonPythonModel()
             if hasattr(model, "initialize"):
-                result = model.initialize(args)
-                if inspect.iscoroutine(result):
-                    self._run(result)
+                with pb_utils.bind_model_dir(self._model_dir):
+                    result = model.initialize(args)
+                    if inspect.iscoroutine(result):
+                        self._run(result)
         except BaseException as exc:  # a model calling sys.exit() must not stop the server
             sys.modules.pop(module.__name__, None)
             raise ModelError(f"initialize() failed: {_describe(exc)}") from exc
@@ -135,7 +141,8 @@ class ModelRunner:
         """The model's responses (default mode: one per request, None where it used the
         sender), or None for a decoupled model. Raises ModelError."""
         try:
-            returned = self._model.execute(requests)
+            with pb_utils.bind_model_dir(self._model_dir):
+                returned = self._model.execute(requests)
             if inspect.iscoroutine(returned):
                 if self.decoupled:
                     self._run_in_background(returned, requests)
@@ -156,7 +163,8 @@ class ModelRunner:
             loop.call_soon_threadsafe(loop.stop)
         if model is not None and hasattr(model, "finalize"):
             try:
-                model.finalize()
+                with pb_utils.bind_model_dir(self._model_dir):
+                    model.finalize()
             except Exception as exc:
                 logger.warning("finalize() of %s raised %r", self.model_file, exc)
         if self._module is not None:

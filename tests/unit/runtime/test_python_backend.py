@@ -44,6 +44,7 @@ class TritonPythonModel:
             payload["request_id"] = request.request_id()
             payload["parameters"] = request.parameters()
             payload["requested"] = request.requested_output_names()
+            payload["model_dir"] = pb_utils.get_model_dir()
             data = np.array([json.dumps(payload).encode()], dtype=np.object_)
             out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", data)]))
         return out
@@ -150,6 +151,7 @@ async def test_initialize_gets_tritons_args(manager: ModelManager, tmp_path: Pat
     assert args["request_id"] == "abc"
     assert json.loads(args["parameters"]) == {"k": "v"}
     assert args["requested"] == ["OUT"]
+    assert args["model_dir"] == str(tmp_path / "args_echo" / "1")  # Triton's get_model_dir()
     assert response.outputs[0].datatype == "BYTES"
 
 

@@ -146,7 +146,7 @@ def test_backend_config_forms() -> None:
 
 def test_ignored_flags_and_settings_are_logged(caplog: pytest.LogCaptureFixture) -> None:
     args = _parser().parse_args(
-        ["serve", "repo", "--backend-directory=/opt/tritonserver/backends",
+        ["serve", "repo", "--http-thread-count=8",
          "--backend-config=python,shm-default-byte-size=1024",
          "--backend-config=tensorflow,version=2"]
     )  # fmt: skip
@@ -154,7 +154,7 @@ def test_ignored_flags_and_settings_are_logged(caplog: pytest.LogCaptureFixture)
     with caplog.at_level(logging.INFO, logger="runtime.process.triton_flags"):
         log_ignored(args, config.backend_config)
     text = caplog.text
-    assert "ignoring tritonserver flag --backend-directory=/opt/tritonserver/backends" in text
+    assert "ignoring tritonserver flag --http-thread-count=8" in text
     assert "backend config python,shm-default-byte-size=1024 accepted" in text
     assert "ignoring backend config tensorflow,version=2: thaw does not use it" in text
 

@@ -1,0 +1,28 @@
+"""Triton's Python-based backends: a config's `backend: "NAME"` that is none of Thaw's own
+backends runs as a Python model whose `model.py` is `<backend directory>/NAME/model.py`.
+
+This is how Triton runs vllm_backend (`backends/vllm/model.py`, every `backend: "vllm"` model
+sharing it): the model's own directory holds only its config and version directories (with the
+files the model reads, found through `pb_utils.get_model_dir()`). The stub imports the shared
+model.py with its directory on `sys.path`, so the backend's own modules beside it import.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from runtime.backends.registry import BACKEND_MODULES
+
+__all__ = ["python_based_model_file"]
+
+
+def python_based_model_file(backend: str, backend_directory: Path | None) -> Path | None:
+    """`<backend_directory>/<backend>/model.py` when `backend` is a Python-based backend there;
+    None for Thaw's own backends, an empty name, no directory, or no such file (then the
+    config's backend is refused as unsupported, as before)."""
+    if not backend or backend in BACKEND_MODULES or backend_directory is None:
+        return None
+    if "/" in backend or backend in (".", ".."):  # a name, never a path out of the directory
+        return None
+    model_file = backend_directory / backend / "model.py"
+    return model_file if model_file.is_file() else None

@@ -1,0 +1,1 @@
+"""Stand-in of `vllm.engine` (see the package docstring: a test double)."""

@@ -1,0 +1,1 @@
+"""Stand-in of `vllm.usage` (a test double)."""
