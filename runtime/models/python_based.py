@@ -22,7 +22,7 @@ def python_based_model_file(backend: str, backend_directory: Path | None) -> Pat
     config's backend is refused as unsupported, as before)."""
     if not backend or backend in BACKEND_MODULES or backend_directory is None:
         return None
-    if "/" in backend or backend in (".", ".."):  # a name, never a path out of the directory
+    if "/" in backend or "\0" in backend or backend in (".", ".."):  # a name, not a path
         return None
     model_file = backend_directory / backend / "model.py"
     return model_file if model_file.is_file() else None

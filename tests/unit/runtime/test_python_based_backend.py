@@ -53,4 +53,5 @@ def test_builtin_backends_and_non_names_are_never_looked_up(tmp_path: Path) -> N
     assert python_based_model_file(".", tmp_path) is None
     assert python_based_model_file("", tmp_path) is None
     assert python_based_model_file("a/b", tmp_path) is None
+    assert python_based_model_file("nul\0byte", tmp_path) is None  # never reaches the disk
     assert python_based_model_file("echo_py", None) is None
