@@ -44,6 +44,7 @@ from tests.conformance.qa_checkout import (
 )
 from tests.conformance.qa_gen_suites import GEN_SUITES
 from tests.conformance.qa_lifecycle_suites import LIFECYCLE_SUITES
+from tests.conformance.qa_sequence_suites import SEQUENCE_SUITES
 from tests.conformance.qa_servers import KINDS, refusal, start, unsupported
 from tests.conformance.qa_suite import Run, Suite
 from tests.conformance.qa_trace_logging import TRACE_LOGGING_SUITES
@@ -231,6 +232,7 @@ SUITES: dict[str, Suite] = {
         *TRACE_LOGGING_SUITES,
         *GEN_SUITES,
         *LIFECYCLE_SUITES,
+        *SEQUENCE_SUITES,
     )
 }
 

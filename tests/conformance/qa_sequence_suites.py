@@ -1,0 +1,97 @@
+"""Triton's sequence-batcher QA suites as suites of tests.conformance.triton_qa, on models of
+its own qa/common/gen_qa_sequence_models.py (repositories: tests/fixtures/
+triton_qa_sequence_repos.py).
+
+    L0_sequence_batcher  sequence_batcher_test.py: test.sh's NO_DELAY_TESTS (7) on each of
+                         its MODEL_TRIALS (models0, 1, 2, 4, v), BACKENDS=onnx libtorch python,
+                         ENSEMBLES=0, one server start per test and trial as test.sh; then
+                         SequenceBatcherPreserveOrderingTest on sequence_py. Left out:
+                         DELAY_TESTS and QUEUE_DELAY_TESTS (they need TRITONSERVER_DELAY_
+                         SCHEDULER / _BACKLOG_DELAY_SCHEDULER, Triton's scheduler test hooks),
+                         the ragged and request-timeout tests (Triton's C++ custom sequence
+                         backend), the ensemble trials (`nop_*` steps: Triton's identity test
+                         backend)
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+from tests.conformance.qa_suite import Run, Suite
+from tests.fixtures.triton_qa_sequence_repos import (
+    SEQUENCE_BACKENDS,
+    SEQUENCE_TRIALS,
+    build_preserve_ordering_repo,
+    build_sequence_repo,
+)
+
+__all__ = ["SEQUENCE_SUITES"]
+
+# test.sh's NO_DELAY_TESTS: the tests that assert TRITONSERVER_DELAY_SCHEDULER and
+# TRITONSERVER_BACKLOG_DELAY_SCHEDULER unset.
+_NO_DELAY_TESTS = (
+    "test_simple_sequence",
+    "test_length1_sequence",
+    "test_batch_size",
+    "test_no_sequence_start",
+    "test_no_sequence_start2",
+    "test_no_sequence_end",
+    "test_no_correlation_id",
+)
+# test.sh's SERVER_ARGS_EXTRA less `--backend-directory` and `--backend-config=tensorflow,...`
+# (Triton's install; TensorFlow).
+_SERVER_ARGS = ("--log-verbose=1",)
+_STATE_ENV = (("IMPLICIT_STATE", "0"), ("INITIAL_STATE_FILE", "0"), ("INITIAL_STATE_ZERO", "0"))
+
+
+def _trial_env(trial: str) -> tuple[tuple[str, str], ...]:
+    """test.sh's exports for one MODEL_TRIAL."""
+    instances = "1" if trial == "v" else ("4" if trial == "0" else trial)
+    return (
+        ("BACKENDS", " ".join(SEQUENCE_BACKENDS)),
+        ("ENSEMBLES", "0"),
+        *_STATE_ENV,
+        ("NO_BATCHING", "1" if trial == "0" else "0"),
+        ("MODEL_INSTANCES", instances),
+        ("BATCHER_TYPE", "VARIABLE" if trial == "v" else "FIXED"),
+    )
+
+
+def sequence_batcher_runs(trials: tuple[str, ...] = tuple(SEQUENCE_TRIALS)) -> tuple[Run, ...]:
+    runs = [
+        Run(
+            f"sequence_batcher_test.SequenceBatcherTest.{test}",
+            f"models{trial}",
+            _SERVER_ARGS,
+            env=_trial_env(trial),
+            label=f"models{trial}",
+        )
+        for trial in trials
+        for test in _NO_DELAY_TESTS
+    ]
+    runs.append(
+        Run(
+            "sequence_batcher_test.SequenceBatcherPreserveOrderingTest",
+            "preserve_ordering_models",
+            _SERVER_ARGS,
+            env=_trial_env("1"),
+        )
+    )
+    return tuple(runs)
+
+
+SEQUENCE_SUITES = (
+    Suite(
+        "L0_sequence_batcher",
+        ("sequence_batcher_test.py",),
+        {
+            **{
+                f"models{trial}": partial(build_sequence_repo, trial=trial)
+                for trial in SEQUENCE_TRIALS
+            },
+            "preserve_ordering_models": build_preserve_ordering_repo,
+        },
+        sequence_batcher_runs(),
+        beside=("qa/common/sequence_util.py",),
+    ),
+)
