@@ -19,8 +19,10 @@ from functools import partial
 
 from tests.conformance.qa_suite import Run, Suite
 from tests.fixtures.triton_qa_sequence_repos import (
+    IMPLICIT_BACKENDS,
     SEQUENCE_BACKENDS,
     SEQUENCE_TRIALS,
+    build_implicit_state_repo,
     build_preserve_ordering_repo,
     build_sequence_repo,
 )
@@ -41,57 +43,92 @@ _NO_DELAY_TESTS = (
 # test.sh's SERVER_ARGS_EXTRA less `--backend-directory` and `--backend-config=tensorflow,...`
 # (Triton's install; TensorFlow).
 _SERVER_ARGS = ("--log-verbose=1",)
-_STATE_ENV = (("IMPLICIT_STATE", "0"), ("INITIAL_STATE_FILE", "0"), ("INITIAL_STATE_ZERO", "0"))
 
 
-def _trial_env(trial: str) -> tuple[tuple[str, str], ...]:
-    """test.sh's exports for one MODEL_TRIAL."""
+def _trial_env(trial: str, *, implicit: bool = False) -> tuple[tuple[str, str], ...]:
+    """test.sh's exports for one MODEL_TRIAL (`implicit`: as L0_implicit_state runs it)."""
     instances = "1" if trial == "v" else ("4" if trial == "0" else trial)
     return (
-        ("BACKENDS", " ".join(SEQUENCE_BACKENDS)),
+        ("BACKENDS", " ".join(IMPLICIT_BACKENDS if implicit else SEQUENCE_BACKENDS)),
         ("ENSEMBLES", "0"),
-        *_STATE_ENV,
+        ("IMPLICIT_STATE", "1" if implicit else "0"),
+        ("INITIAL_STATE_FILE", "0"),
+        ("INITIAL_STATE_ZERO", "0"),
         ("NO_BATCHING", "1" if trial == "0" else "0"),
         ("MODEL_INSTANCES", instances),
         ("BATCHER_TYPE", "VARIABLE" if trial == "v" else "FIXED"),
     )
 
 
-def sequence_batcher_runs(trials: tuple[str, ...] = tuple(SEQUENCE_TRIALS)) -> tuple[Run, ...]:
-    runs = [
+def _no_delay_runs(*, implicit: bool = False) -> list[Run]:
+    return [
         Run(
             f"sequence_batcher_test.SequenceBatcherTest.{test}",
             f"models{trial}",
             _SERVER_ARGS,
-            env=_trial_env(trial),
+            env=_trial_env(trial, implicit=implicit),
             label=f"models{trial}",
         )
-        for trial in trials
+        for trial in SEQUENCE_TRIALS
         for test in _NO_DELAY_TESTS
     ]
-    runs.append(
-        Run(
-            "sequence_batcher_test.SequenceBatcherPreserveOrderingTest",
-            "preserve_ordering_models",
-            _SERVER_ARGS,
-            env=_trial_env("1"),
-        )
-    )
-    return tuple(runs)
 
+
+def _sequence_batcher_runs() -> tuple[Run, ...]:
+    ordering = Run(
+        "sequence_batcher_test.SequenceBatcherPreserveOrderingTest",
+        "preserve_ordering_models",
+        _SERVER_ARGS,
+        env=_trial_env("1"),
+    )
+    return (*_no_delay_runs(), ordering)
+
+
+def _implicit_state_runs() -> tuple[Run, ...]:
+    """implicit_state.py on `models`, then L0_sequence_batcher's test.sh with
+    IMPLICIT_STATE=1 (`cd ../L0_sequence_batcher && bash test.sh`), its preserve-ordering
+    test needing `python` in BACKENDS (not there)."""
+    # test.sh's --cuda-virtual-address-size is for growable_memory (a C++ test backend's).
+    state = Run("implicit_state.ImplicitStateTest", "models", env=(("BACKENDS", "libtorch onnx"),))
+    return (state, *_no_delay_runs(implicit=True))
+
+
+_TRIAL_REPOS = {
+    f"models{trial}": partial(build_sequence_repo, trial=trial) for trial in SEQUENCE_TRIALS
+}
+_CUSTOM_BACKEND = (
+    "its model runs Triton's C++ implicit-state test backend (libtriton_implicit_state.so)"
+)
 
 SEQUENCE_SUITES = (
     Suite(
         "L0_sequence_batcher",
         ("sequence_batcher_test.py",),
+        {**_TRIAL_REPOS, "preserve_ordering_models": build_preserve_ordering_repo},
+        _sequence_batcher_runs(),
+        beside=("qa/common/sequence_util.py",),
+    ),
+    Suite(
+        "L0_implicit_state",
+        ("implicit_state.py",),
         {
+            "models": build_implicit_state_repo,
             **{
-                f"models{trial}": partial(build_sequence_repo, trial=trial)
+                f"models{trial}": partial(build_sequence_repo, trial=trial, implicit=True)
                 for trial in SEQUENCE_TRIALS
             },
-            "preserve_ordering_models": build_preserve_ordering_repo,
         },
-        sequence_batcher_runs(),
-        beside=("qa/common/sequence_util.py",),
+        _implicit_state_runs(),
+        deselect=tuple(
+            (test, _CUSTOM_BACKEND)
+            for test in (
+                "test_no_implicit_state",
+                "test_wrong_implicit_state_name",
+                "test_implicit_state_single_buffer",
+                "test_implicit_state_growable_memory",
+                "test_no_update",
+            )
+        ),
+        beside=("qa/L0_sequence_batcher/sequence_batcher_test.py", "qa/common/sequence_util.py"),
     ),
 )
