@@ -22,6 +22,7 @@ from tests.fixtures.triton_qa_sequence_repos import (
     IMPLICIT_BACKENDS,
     SEQUENCE_BACKENDS,
     SEQUENCE_TRIALS,
+    build_dyna_sequence_repo,
     build_implicit_state_repo,
     build_preserve_ordering_repo,
     build_sequence_repo,
@@ -93,6 +94,34 @@ def _implicit_state_runs() -> tuple[Run, ...]:
     return (state, *_no_delay_runs(implicit=True))
 
 
+def _dyna_runs() -> tuple[Run, ...]:
+    """test.sh's two loops: NO_BATCHING=1 on `models`, then NO_BATCHING=0 on the edited ones;
+    one server start per test."""
+    env = (("BACKENDS", " ".join(IMPLICIT_BACKENDS)), ("IMPLICIT_STATE", "0"))
+    return (
+        *(
+            Run(f"dyna_sequence_batcher_test.DynaSequenceBatcherTest.{test}", "models",
+                env=(*env, ("NO_BATCHING", "1")))
+            for test in ("test_simple_sequence", "test_length1_sequence")
+        ),
+        *(
+            Run(f"dyna_sequence_batcher_test.DynaSequenceBatcherTest.{test}", "multi_models",
+                env=(*env, ("NO_BATCHING", "0")))
+            for test in _DYNA_MULTI_TESTS
+        ),
+    )  # fmt: skip
+
+
+_DYNA_MULTI_TESTS = (
+    "test_multi_sequence_different_shape",
+    "test_multi_sequence",
+    "test_multi_parallel_sequence",
+    "test_backlog",
+    "test_backlog_fill",
+    "test_backlog_fill_no_end",
+    "test_backlog_sequence_timeout",
+)
+
 _TRIAL_REPOS = {
     f"models{trial}": partial(build_sequence_repo, trial=trial) for trial in SEQUENCE_TRIALS
 }
@@ -130,5 +159,15 @@ SEQUENCE_SUITES = (
             )
         ),
         beside=("qa/L0_sequence_batcher/sequence_batcher_test.py", "qa/common/sequence_util.py"),
+    ),
+    Suite(
+        "L0_dyna_sequence_batcher",
+        ("dyna_sequence_batcher_test.py",),
+        {
+            "models": partial(build_dyna_sequence_repo, multi=False),
+            "multi_models": partial(build_dyna_sequence_repo, multi=True),
+        },
+        _dyna_runs(),
+        beside=("qa/common/sequence_util.py",),
     ),
 )
