@@ -1,6 +1,6 @@
 """Triton's sequence-batcher QA suites as suites of tests.conformance.triton_qa, on models of
-its own qa/common/gen_qa_sequence_models.py (repositories: tests/fixtures/
-triton_qa_sequence_repos.py).
+its own qa/common/gen_qa_sequence_models.py, gen_qa_implicit_models.py and
+gen_qa_dyna_sequence_models.py (repositories: tests/fixtures/triton_qa_sequence_repos.py).
 
     L0_sequence_batcher  sequence_batcher_test.py: test.sh's NO_DELAY_TESTS (7) on each of
                          its MODEL_TRIALS (models0, 1, 2, 4, v), BACKENDS=onnx libtorch python,
@@ -11,6 +11,14 @@ triton_qa_sequence_repos.py).
                          the ragged and request-timeout tests (Triton's C++ custom sequence
                          backend), the ensemble trials (`nop_*` steps: Triton's identity test
                          backend)
+    L0_implicit_state    implicit_state.py's two tests on onnx/libtorch models (its other five
+                         run Triton's C++ implicit-state test backend), then L0_sequence_batcher
+                         as its test.sh runs it: IMPLICIT_STATE=1, BACKENDS=libtorch onnx (no
+                         plan), ENSEMBLES=0, the NO_DELAY_TESTS on every MODEL_TRIAL
+    L0_dyna_sequence_batcher  dyna_sequence_batcher_test.py's 9 tests as test.sh runs them
+                         (NO_BATCHING=1 then 0, the repository edited between), BACKENDS=libtorch
+                         onnx; left out: the custom / custom_string trials and the ragged run
+                         (Triton's C++ custom_dyna_sequence_int32)
 """
 
 from __future__ import annotations
