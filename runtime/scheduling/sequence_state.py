@@ -94,18 +94,21 @@ class SequenceStates:
         asked: list[list[RequestedOutput]],
         done: list[Outcome],
     ) -> None:
-        """Store each sequence's new state (dropped after its END request); put back what
-        each request asked for, and take out of its response the state outputs it did not."""
+        """Store each sequence's new state (dropped after its END request, answered or
+        failed; a failed request leaves it as it was); put back what each request asked for,
+        and take out of its response the state outputs it did not."""
         for item, outputs in zip(batch, asked, strict=True):
             item.request.requested_outputs = outputs
         for item, result in done:
-            if not isinstance(result, InferResponse):
-                continue
-            wanted = {o.name for o in item.request.requested_outputs} or self._declared
-            new = {t.name: t.data for t in result.outputs if t.name in self._output_names}
-            result.outputs = [
-                t for t in result.outputs if t.name not in self._output_names or t.name in wanted
-            ]
+            new: dict[str, np.ndarray] = {}
+            if isinstance(result, InferResponse):
+                wanted = {o.name for o in item.request.requested_outputs} or self._declared
+                new = {t.name: t.data for t in result.outputs if t.name in self._output_names}
+                result.outputs = [
+                    t
+                    for t in result.outputs
+                    if t.name not in self._output_names or t.name in wanted
+                ]
             params = scheduling_parameters(item.request.parameters)
             if params.sequence_id is None:
                 continue

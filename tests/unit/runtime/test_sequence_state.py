@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from google.protobuf import text_format
 
-from runtime.errors import RepositoryError
+from runtime.errors import RepositoryError, ServingError
 from runtime.inference import InferRequest, InferResponse, InferTensor, RequestedOutput
 from runtime.scheduling.batch_execution import Outcome, QueuedRequest
 from runtime.scheduling.sequence_state import SequenceStates
@@ -130,3 +130,18 @@ def test_a_state_read_from_a_file_is_refused_at_load() -> None:
     ))  # fmt: skip
     with pytest.raises(RepositoryError, match="data_file"):
         SequenceStates(config)
+
+
+def test_a_failed_request_keeps_the_state_and_a_failed_end_drops_it() -> None:
+    states = SequenceStates(_config())
+    _run(states, _item(4, 7, sequence_start=True))
+    failing = _item(100, 7)
+    asked = states.feed([failing])
+    states.keep([failing], asked, [(failing, ServingError("model failed"))])
+    (kept,) = _run(states, _item(1, 7))
+    assert _sum(kept) == 5
+    end = _item(1, 7, sequence_end=True)
+    asked = states.feed([end])
+    states.keep([end], asked, [(end, ServingError("model failed"))])
+    (after,) = _run(states, _item(1, 7))
+    assert _sum(after) == 1
