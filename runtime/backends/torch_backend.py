@@ -102,14 +102,19 @@ class TorchBackend:
             forward_args = [a.name for a in self._module.forward.schema.arguments][1:]
         if self._device != "cpu":
             self._module.to(self._device)  # a no-op for weights restored into this device
-        # Batch inputs (ragged batching) and a sequence model's control inputs are inputs too,
-        # after the declared ones, placed by the same rule (`START__1`), as in Triton.
+        # Batch inputs (ragged batching), a sequence model's control inputs and its implicit
+        # state are inputs too, after the declared ones, placed by the same rule
+        # (`START__1`), as in Triton; a state's output is an output (`OUTPUT_STATE__1`).
         batch_inputs = [t for b in ctx.config.batch_input for t in b.target_name]
-        controls = [c.name for c in ctx.config.sequence_batching.control_input]
+        sequence = ctx.config.sequence_batching
+        controls = [c.name for c in sequence.control_input]
+        states = [s.input_name for s in sequence.state]
         self._inputs = positions(
-            [i.name for i in ctx.config.input] + batch_inputs + controls, forward_args
+            [i.name for i in ctx.config.input] + batch_inputs + controls + states, forward_args
         )
-        self._outputs = positions([o.name for o in ctx.config.output], [])
+        declared = [o.name for o in ctx.config.output]
+        state_outputs = [s.output_name for s in sequence.state if s.output_name not in declared]
+        self._outputs = positions(declared + state_outputs, [])
         if settings is not None:
             self._module = self._compile(ctx, settings)
         if self._device != "cpu":

@@ -35,6 +35,7 @@ from runtime.python.model_io import (
     output_types,
     pb_response_result,
     request_cancelled,
+    request_flags,
 )
 from runtime.python.placement import PythonRuntime, placement
 from runtime.python.stub.model_runner import (
@@ -208,6 +209,7 @@ class InProcessPython:
             correlation_id=request.parameters.get("sequence_id", 0),
             requested_output_names=[o.name for o in request.requested_outputs],
             model_name=self._name,
+            flags=request_flags(request),
             parameters=request.parameters,
         )
         pb._make_sender = functools.partial(self._sender, request, index, sent, waits)

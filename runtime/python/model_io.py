@@ -1,6 +1,6 @@
 """A Python model's I/O as both ways of running it see it: Triton's error classes, the `args`
-of `initialize`, the declared output types, a `pb_utils.InferenceResponse` as the server's, and
-whether a request was cancelled.
+of `initialize`, the declared output types, a `pb_utils.InferenceResponse` as the server's, a
+request's sequence flags, and whether a request was cancelled.
 
 runtime.python.backend (in the server process) and runtime.python.stub_backend (a stub
 process per instance) both import it, so neither imports the other for these.
@@ -38,6 +38,7 @@ __all__ = [
     "output_types",
     "pb_response_result",
     "request_cancelled",
+    "request_flags",
 ]
 
 ERROR_CLASSES: dict[int, type[ServingError]] = {
@@ -59,6 +60,15 @@ def request_cancelled(request: InferRequest) -> bool:
         return True
     sink = request.response_sink
     return sink is not None and sink.cancelled()
+
+
+def request_flags(request: InferRequest) -> int:
+    """Triton's request flags of a sequence request, as `flags()` of its pb_utils request:
+    SEQUENCE_START and SEQUENCE_END from its `sequence_start` / `sequence_end` parameters."""
+    params = request.parameters
+    start = pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_START if params.get("sequence_start") else 0
+    end = pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_END if params.get("sequence_end") else 0
+    return start | end
 
 
 def complete_early(request: InferRequest, result: InferResponse | ServingError) -> None:

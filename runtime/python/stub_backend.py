@@ -43,6 +43,7 @@ from runtime.python.model_io import (
     model_args,
     output_types,
     request_cancelled,
+    request_flags,
 )
 from runtime.python.placement import execution_env_path
 from runtime.python.server_host import ServerHost, current_server_host
@@ -537,6 +538,7 @@ def _execute_message(exec_id: int, requests: list[InferRequest]) -> tuple[Messag
                 "params": request.parameters,
                 "outputs": [o.name for o in request.requested_outputs],
                 "correlation_id": request.parameters.get("sequence_id", 0),
+                "flags": request_flags(request),
                 "n": len(request.inputs),
             }
         )

@@ -3,6 +3,7 @@
     submit ─▶ sequence id? START? (runtime.scheduling.sequence_table) ─▶ its instance's Dispatcher
             │    no slot free: wait in the backlog until one frees       (one worker each)
             └─ control tensors START/END/READY/CORRID added (runtime.scheduling.sequence_controls)
+               implicit state in and out at execution (runtime.scheduling.sequence_state)
 
 Triton's sequence batcher: a request must name a sequence (`sequence_id`, non-zero or
 non-empty) and be of batch size 1; the first request of a sequence carries `sequence_start`.
@@ -37,6 +38,7 @@ from runtime.scheduling.inline_policy import InlinePolicy
 from runtime.scheduling.instance_worker import InstanceWorker
 from runtime.scheduling.request_parameters import SchedulingParameters
 from runtime.scheduling.sequence_controls import SequenceControls
+from runtime.scheduling.sequence_state import SequenceStates
 from runtime.scheduling.sequence_table import (
     Assigned,
     Backlogged,
@@ -73,12 +75,12 @@ class SequenceScheduler:
         self._clock = clock or LoopClock()
         self._closed = False
         batching = config.sequence_batching
-        if len(batching.state) or batching.iterative_sequence:
-            # Refused rather than served wrongly: the model would never see its state.
+        if batching.iterative_sequence:
+            # Refused rather than served wrongly: the model could not reschedule a request.
             raise RepositoryError(
-                f"model '{model}': sequence_batching `state` (implicit state) and "
-                "`iterative_sequence` are not supported by Thaw"
+                f"model '{model}': sequence_batching `iterative_sequence` is not supported by Thaw"
             )
+        self._states = SequenceStates(config)
         self._oldest = batching.HasField("oldest")
         slots = max(1, config.max_batch_size)
         if self._oldest and batching.oldest.max_candidate_sequences > 0:
@@ -206,16 +208,23 @@ class SequenceScheduler:
         self._timer = None
         released, placed = self._table.expire(self._clock.now_ns())
         for sequence in released:
+            self._states.drop(sequence)
             logger.info("model=%s sequence %s idle too long: released", self.model, sequence)
         for placement in placed:
             self._place(placement.sequence, Assigned(placement.instance, placement.slot))
         self._arm_reaper()
 
     def _run(self, backend: Backend, batch: Sequence[QueuedRequest]) -> list[Outcome]:
-        """Execute one batch on `backend` (its worker thread); direct: empty slots padded."""
+        """Execute one batch on `backend` (its worker thread); direct: empty slots padded;
+        implicit state fed in and kept."""
         if self._pad:
             batch = self._padded(batch)
-        return self._executor.run(backend, batch, inline=False)
+        if not self._states:
+            return self._executor.run(backend, batch, inline=False)
+        asked = self._states.feed(batch)
+        done = self._executor.run(backend, batch, inline=False)
+        self._states.keep(batch, asked, done)
+        return done
 
     def _padded(self, batch: Sequence[QueuedRequest]) -> Sequence[QueuedRequest]:
         """Slots 0..highest ready, with a READY-false placeholder in each empty one."""

@@ -15,6 +15,12 @@ tritonserver, and the tests run under plain
 unittest (tests/conformance/unittest_json.py). A script test.sh runs as a client
 (`nullchar_string_client.py -m MODEL`) is one row, passed when it exits 0.
 
+Suites whose models Triton's data directory holds get them from Triton's own
+qa/common/gen_qa_*.py, run at the mirror's ref (tests/fixtures/triton_qa_gen.py):
+tests/conformance/qa_gen_suites.py (L0_client_nobatch, L0_decoupled, L0_batcher) and
+tests/conformance/qa_sequence_suites.py (L0_sequence_batcher, L0_implicit_state,
+L0_dyna_sequence_batcher: one server start per test and repository, as their test.sh).
+
 Tests that need what Thaw does not serve here (TensorFlow / TensorRT models, tracing) are
 deselected with their reason printed; docs/triton-qa-parity.md lists
 the results and the deliberate differences. Exit status: 0 when every selected test passed (or
@@ -44,6 +50,7 @@ from tests.conformance.qa_checkout import (
 )
 from tests.conformance.qa_gen_suites import GEN_SUITES
 from tests.conformance.qa_lifecycle_suites import LIFECYCLE_SUITES
+from tests.conformance.qa_sequence_suites import SEQUENCE_SUITES
 from tests.conformance.qa_servers import KINDS, refusal, start, unsupported
 from tests.conformance.qa_suite import Run, Suite
 from tests.conformance.qa_trace_logging import TRACE_LOGGING_SUITES
@@ -231,6 +238,7 @@ SUITES: dict[str, Suite] = {
         *TRACE_LOGGING_SUITES,
         *GEN_SUITES,
         *LIFECYCLE_SUITES,
+        *SEQUENCE_SUITES,
     )
 }
 
