@@ -24,6 +24,7 @@ from pathlib import Path
 
 from tests.conformance.qa_checkout import (
     Result,
+    extract,
     git_show,
     have_mirror,
     mirror_parser,
@@ -33,7 +34,16 @@ from tests.conformance.qa_checkout import (
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
 _TESTS_DIR = "python/openai/tests"
 # The files run unchanged. The others, and why not, are LEFT_OUT.
-FILES = ("test_openai_client.py", "test_completions.py")
+FILES = (
+    "test_openai_client.py",
+    "test_completions.py",
+    "test_observability.py",
+    "test_model_management.py",
+)
+# Triton's own test models (mock_llm, identity_py), copied unchanged beside the test files.
+_TEST_MODELS = tuple(
+    f"test_models/{m}/{f}" for m in ("mock_llm", "identity_py") for f in ("config.pbtxt", "1/model.py")
+)
 TESTS = f"{_TESTS_DIR}/{FILES[0]}"
 DESELECT_ENV = "THAW_TRITON_OPENAI_DESELECT"
 
@@ -42,11 +52,8 @@ LEFT_OUT = {
     "Triton) at module level",
     "test_embeddings.py": "serves its own `vllm_embedding_models` repository (all-MiniLM-L6-v2 "
     "through vLLM's engine, a hub download) and compares that model's exact vectors",
-    "test_observability.py": "imports `fastapi.testclient` and Triton's `tests.utils` "
-    "(setup_server: an in-process Triton) at module level",
-    "test_model_management.py": "imports Triton's `tests.utils` (OpenAIServer: Triton's own "
-    "frontend process, its --model-control-mode flags and load/unload routes)",
-    "test_request_size.py": "imports `tritonserver` and Triton's frontend's middleware module",
+    "test_request_size.py": "imports `tritonserver` and Triton's frontend's middleware module "
+    "(`RequestSizeLimitMiddleware`, whose messages it compares) at module level",
     "test_lora.py": "LoRA adapters through vLLM's engine; `huggingface_hub` downloads",
     "test_tool_calling.py": "tool-call parsers over a vLLM or TRT-LLM engine",
     "test_openai_restricted_apis.py": "imports Triton's frontend's `RestrictedFeatures` module",
@@ -101,6 +108,8 @@ def run(mirror: Path, ref: str) -> list[Result]:
             source = git_show(mirror, ref, f"{_TESTS_DIR}/{name}")
             assert source is not None, name
             (root / name).write_bytes(source)
+        extract(mirror, ref, (f"{_TESTS_DIR}/{path}" for path in _TEST_MODELS), Path(tmp))
+        shutil.copytree(Path(tmp) / _TESTS_DIR / "test_models", root / "test_models")
         shutil.copy(Path(__file__).with_name("triton_openai_harness.py"), root / "conftest.py")
         # One event loop for the whole run: Triton's tests keep one async client per class.
         (root / "pytest.ini").write_text(
