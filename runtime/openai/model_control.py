@@ -30,7 +30,7 @@ from thawserver.json_response import json_response
 from thawwire import openai_api as api
 from thawwire.names import is_model_name
 
-__all__ = ["ModelControl", "NOT_EXPLICIT", "POLL_FAILED"]
+__all__ = ["NOT_EXPLICIT", "POLL_FAILED", "ModelControl"]
 
 NOT_EXPLICIT = "Model load/unload requires --model-control-mode=explicit"
 # What tritonserver says of a load whose model is not in the repository.
@@ -84,7 +84,9 @@ class ModelControl:
             try:
                 await self._manager.unload(name)
             except ServingError as exc:
-                raise _Refused(f"Failed to unload model '{name}': {exc.message}", status=500) from exc
+                raise _Refused(
+                    f"Failed to unload model '{name}': {exc.message}", status=500
+                ) from exc
         return json_response({"status": "success", "model": name})
 
     def _name(self, request: web.Request) -> str:

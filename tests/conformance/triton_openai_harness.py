@@ -14,6 +14,8 @@ Triton's own conftest and `tests/utils.py` start Triton (its frontend process, o
                     logprobs included)
     model_repository, prompt, messages, input, tokenizer_model   as Triton's conftest
 
+and answers their `from tests.utils import ...` with tests/conformance/triton_openai_server.py.
+
 Not a test module of this project: tests/conformance/triton_openai.py writes it next to
 Triton's unchanged test files in a temporary directory.
 """

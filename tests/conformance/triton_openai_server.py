@@ -211,7 +211,9 @@ def setup_fastapi_app(
                         "type": "http.response.start",
                         "status": response.status_code,
                         "headers": [
-                            (k, v) for k, v in response.headers.raw if k.lower() not in _NOT_FORWARDED
+                            (k, v)
+                            for k, v in response.headers.raw
+                            if k.lower() not in _NOT_FORWARDED
                         ],
                     }
                 )
