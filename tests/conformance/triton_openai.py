@@ -78,8 +78,8 @@ _DETAIL = (
 )
 _NOT_LOADED = (
     'asserts Triton\'s frontend\'s 400 `{"detail": "Unknown model: ..."}` for a completion '
-    "to a model that is not loaded; Thaw answers 503 in OpenAI's error document, marked "
-    "not-loaded so that `thaw up` may send the request to another replica"
+    "to a model that is not loaded; Thaw answers it as its v2 routes do, 503 'model ... is not "
+    "ready' (the model is in the repository), in OpenAI's error document"
 )
 _C, _A, _T = "TestOpenAIClient", "TestAsyncOpenAIClient", "TestCompletions"
 _COMP, _MM = "test_completions.py", "test_model_management.py"
