@@ -11,8 +11,9 @@ Triton's extension, not OpenAI's API, whose error document the other `/v1` route
 
     400  not explicit; already loaded; unload of a model not loaded ("Unknown model: x");
          a name that is not a model name (Triton's InvalidArgument)
-    500  the load failed: no such model in the repository ("failed to poll from model
-         repository", Triton's words), or the model's own error
+    400  the load failed on a wrong config or model file (tritonserver's INVALID_ARG)
+    500  the load failed otherwise: no such model in the repository ("failed to poll from
+         model repository", Triton's words), or the server's own error
 """
 
 from __future__ import annotations
@@ -72,8 +73,13 @@ class ModelControl:
             try:
                 await self._manager.load(name)
             except ServingError as exc:
-                why = POLL_FAILED if exc.status == 404 else exc.message
-                raise _Refused(f"Failed to load model '{name}': {why}", status=500) from exc
+                # Triton's frontend: a model the repository lacks is tritonserver's INTERNAL
+                # poll failure (500); a wrong config or model file is INVALID_ARG (400).
+                if exc.status == 404:
+                    why, status = POLL_FAILED, 500
+                else:
+                    why, status = exc.message, 400 if exc.status < 500 else 500
+                raise _Refused(f"Failed to load model '{name}': {why}", status=status) from exc
         return json_response(api.model_object(name, self._created))
 
     async def _unload(self, request: web.Request) -> web.Response:

@@ -31,8 +31,15 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def explicit(repo: Path) -> Iterator[ServeProcess]:
-    serve = ServeProcess(repo, "--model-control-mode", "explicit", "--load-model", "other_llm")
+def explicit(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
+    # A second repository with a model whose config does not parse (only ever loaded on call).
+    broken = tmp_path_factory.mktemp("broken_repo")
+    (broken / "broken_config").mkdir()
+    (broken / "broken_config" / "config.pbtxt").write_text("this is { not a config")
+    serve = ServeProcess(
+        repo, f"--model-repository={broken}", "--model-control-mode", "explicit",
+        "--load-model", "other_llm",
+    )  # fmt: skip
     serve.wait_ready()
     yield serve
     serve.stop()
@@ -83,6 +90,13 @@ def test_a_load_of_a_model_not_in_the_repository_fails(explicit: ServeProcess) -
     status, doc = _call(explicit, "POST", "/v1/models/no_such_model/load")
     assert status == 500
     assert "failed to poll from model repository" in doc["detail"]
+
+
+def test_a_load_of_a_wrong_config_is_the_clients_error(explicit: ServeProcess) -> None:
+    status, doc = _call(explicit, "POST", "/v1/models/broken_config/load")
+    assert status == 400
+    assert doc["detail"].startswith("Failed to load model 'broken_config': ")
+    assert "broken_config" not in _listed(explicit)
 
 
 def test_concurrent_loads_one_succeeds_the_rest_are_refused(explicit: ServeProcess) -> None:
