@@ -53,8 +53,8 @@ TESTS = f"{_TESTS_DIR}/{FILES[0]}"
 DESELECT_ENV = "THAW_TRITON_OPENAI_DESELECT"
 
 LEFT_OUT = {
-    "test_chat_completions.py": "imports `tritonserver` and Triton's `tests.utils` (in-process "
-    "Triton) at module level",
+    "test_chat_completions.py": "imports `tritonserver` (Triton's Python bindings; its fixtures "
+    "are annotated `tritonserver.Server`) at module level; a hub tokenizer",
     "test_embeddings.py": "serves its own `vllm_embedding_models` repository (all-MiniLM-L6-v2 "
     "through vLLM's engine, a hub download) and compares that model's exact vectors",
     "test_request_size.py": "imports `tritonserver` and Triton's frontend's middleware module "
