@@ -14,8 +14,12 @@ __all__ = [
     "COMPLETIONS",
     "EMBEDDINGS",
     "GENERATION_PATHS",
+    "HEALTH_READY",
     "MODEL",
     "MODELS",
+    "MODEL_LOAD",
+    "MODEL_UNLOAD",
+    "OWNED_BY",
     "error_body",
     "error_type",
     "model_object",
@@ -26,6 +30,13 @@ MODEL = "/v1/models/{model}"
 COMPLETIONS = "/v1/completions"
 CHAT_COMPLETIONS = "/v1/chat/completions"
 EMBEDDINGS = "/v1/embeddings"
+# Triton's OpenAI frontend's own routes beside the API (`thaw serve` answers them).
+HEALTH_READY = "/health/ready"
+MODEL_LOAD = "/v1/models/{model}/load"
+MODEL_UNLOAD = "/v1/models/{model}/unload"
+# Every model's `owned_by`: Triton's frontend's words, so clients written against it (and
+# Triton's own tests) see the same list.
+OWNED_BY = "Triton Inference Server"
 # The paths whose JSON body names the model that answers (`"model": ...`).
 GENERATION_PATHS = (CHAT_COMPLETIONS, COMPLETIONS, EMBEDDINGS)
 
@@ -54,4 +65,4 @@ def error_body(
 
 def model_object(name: str, created: int) -> dict[str, Any]:
     """One entry of `/v1/models` (`created`: when the server started, seconds since the epoch)."""
-    return {"id": name, "object": "model", "created": created, "owned_by": "thaw"}
+    return {"id": name, "object": "model", "created": created, "owned_by": OWNED_BY}

@@ -195,7 +195,9 @@ def build_app(
         body_timeout_s=config.body_timeout_s,
     )
     settings.add_routes(app.router, handlers.restricted)
-    add_openai_routes(app.router, OpenAIHandlers(config, manager), handlers.restricted)
+    add_openai_routes(
+        app.router, OpenAIHandlers(config, manager), handlers.restricted, ready=handlers.ready
+    )
     if config.handoff_socket is not None and front_door is not None:
         # `thaw up` hands this replica client connections: route their requests.
         routing = DirectRouting(

@@ -1,7 +1,9 @@
 """The OpenAI-compatible routes of `thaw serve`: THE `/v1` route table and thin handlers.
 
-    GET  /v1/models             every model in the repository (Triton's frontend's rule)
+    GET  /health/ready          200 while the server is ready (the v2 route's rule)
+    GET  /v1/models             every model loaded and READY (Triton's frontend's rule)
     GET  /v1/models/{model}
+    POST /v1/models/{model}/load, /unload    Triton's frontend's model control (model_control)
     POST /v1/completions        ─▶ schema ─▶ Generation (triton_mapping, the ModelService)
     POST /v1/chat/completions      ─▶ one JSON answer, or Server-Sent Events then [DONE]
     POST /v1/embeddings         ─▶ one request per input string
@@ -27,6 +29,7 @@ from runtime.openai.chat_template import ChatTemplates
 from runtime.openai.errors import OpenAIError, from_serving
 from runtime.openai.generation import Delta, Generation
 from runtime.openai.logprobs import TokenLogprob
+from runtime.openai.model_control import ModelControl
 from runtime.openai.schema import (
     GenerationRequest,
     parse_body,
@@ -49,14 +52,22 @@ _EMBEDDING_CONCURRENCY = 16
 
 
 def add_routes(
-    router: web.UrlDispatcher, h: OpenAIHandlers, guard: Callable[[Category, _Handler], _Handler]
+    router: web.UrlDispatcher,
+    h: OpenAIHandlers,
+    guard: Callable[[Category, _Handler], _Handler],
+    *,
+    ready: _Handler,
 ) -> None:
-    """THE route table of the OpenAI surface (`guard`: `--http-restricted-api`)."""
+    """THE route table of the OpenAI surface (`guard`: `--http-restricted-api`; `ready`: the
+    server's readiness, which Triton's frontend serves at `/health/ready`)."""
+    router.add_get(api.HEALTH_READY, guard(Category.HEALTH, ready))
     router.add_post(api.CHAT_COMPLETIONS, guard(Category.INFERENCE, h.chat_completions))
     router.add_post(api.COMPLETIONS, guard(Category.INFERENCE, h.completions))
     router.add_post(api.EMBEDDINGS, guard(Category.INFERENCE, h.embeddings))
     router.add_get(api.MODELS, guard(Category.MODEL_REPOSITORY, h.models))
     router.add_get(api.MODEL, guard(Category.MODEL_REPOSITORY, h.model))
+    router.add_post(api.MODEL_LOAD, guard(Category.MODEL_REPOSITORY, h.control.load))
+    router.add_post(api.MODEL_UNLOAD, guard(Category.MODEL_REPOSITORY, h.control.unload))
 
 
 def _openai_errors(handler: _Handler) -> _Handler:
@@ -88,11 +99,14 @@ class OpenAIHandlers:
         self.embeddings = _openai_errors(self._embeddings)
         self.models = _openai_errors(self._models)
         self.model = _openai_errors(self._model)
+        self.control = ModelControl(config, manager, created=self._created)
 
     # -- models ----------------------------------------------------------------------------
 
     async def _names(self) -> list[str]:
-        return sorted({row["name"] for row in await self._manager.index()})
+        """The models loaded and READY: Triton's frontend lists no other (in explicit mode,
+        what --load-model and the load route brought up)."""
+        return sorted({row["name"] for row in await self._manager.index(ready_only=True)})
 
     async def _models(self, request: web.Request) -> web.Response:
         data = [api.model_object(name, self._created) for name in await self._names()]

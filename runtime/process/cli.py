@@ -14,6 +14,7 @@ from typing import Any
 
 from runtime.config import ConfigError, ModelControlMode, ServeConfig, parse_cuda_pool
 from runtime.devices.target import DeviceTarget, local_target
+from runtime.process.startup_models import startup_models_refusal
 from runtime.process.triton_flags import (
     add_secs_aliases,
     add_triton_flags,
@@ -377,6 +378,12 @@ def run(args: argparse.Namespace) -> int:
         if not repository.is_dir():
             print(f"thaw serve: error: repository {repository} is not a directory", file=sys.stderr)
             return 2
+    refusal = startup_models_refusal(
+        config.model_control_mode, config.load_models, config.repositories
+    )
+    if refusal is not None:
+        print(f"thaw serve: error: {refusal}", file=sys.stderr)
+        return 1
     log = LogControl(config.log_settings, quietest=logging.getLevelName(config.log_floor.upper()))
     try:
         log.install()

@@ -6,7 +6,10 @@ FILES (from `python/openai/tests/` of a local git mirror of triton-inference-ser
 `--mirror`, default `$TRITON_SERVER_MIRROR`; the run is skipped, exit 0, without one) are
 copied into a temporary directory next to Thaw's harness as their `conftest.py`
 (tests/conformance/triton_openai_harness.py: the fixtures of Triton's conftest over a real
-`thaw serve` of a vLLM-style causal LM on the CPU), and run by pytest. LEFT_OUT are the files
+`thaw serve` of a vLLM-style causal LM on the CPU), with Triton's own test models (`mock_llm`,
+`identity_py`, unchanged) beside them, and run by pytest; their `tests.utils` is Thaw's stand-in
+(tests/conformance/triton_openai_server.py: `OpenAIServer`, `setup_server`,
+`setup_fastapi_app` over a real `thaw serve` started with the same flags). LEFT_OUT are the files
 that cannot run unchanged, and why; DESELECTED the tests that assert a deliberate difference,
 each with its reason (both printed). Exit status: 0 when every selected test passed (or no
 mirror), 1 otherwise.
@@ -24,6 +27,7 @@ from pathlib import Path
 
 from tests.conformance.qa_checkout import (
     Result,
+    extract,
     git_show,
     have_mirror,
     mirror_parser,
@@ -33,20 +37,28 @@ from tests.conformance.qa_checkout import (
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
 _TESTS_DIR = "python/openai/tests"
 # The files run unchanged. The others, and why not, are LEFT_OUT.
-FILES = ("test_openai_client.py", "test_completions.py")
+FILES = (
+    "test_openai_client.py",
+    "test_completions.py",
+    "test_observability.py",
+    "test_model_management.py",
+)
+# Triton's own test models (mock_llm, identity_py), copied unchanged beside the test files.
+_TEST_MODELS = tuple(
+    f"test_models/{m}/{f}"
+    for m in ("mock_llm", "identity_py")
+    for f in ("config.pbtxt", "1/model.py")
+)
 TESTS = f"{_TESTS_DIR}/{FILES[0]}"
 DESELECT_ENV = "THAW_TRITON_OPENAI_DESELECT"
 
 LEFT_OUT = {
-    "test_chat_completions.py": "imports `tritonserver` and Triton's `tests.utils` (in-process "
-    "Triton) at module level",
+    "test_chat_completions.py": "imports `tritonserver` (Triton's Python bindings; its fixtures "
+    "are annotated `tritonserver.Server`) at module level; a hub tokenizer",
     "test_embeddings.py": "serves its own `vllm_embedding_models` repository (all-MiniLM-L6-v2 "
     "through vLLM's engine, a hub download) and compares that model's exact vectors",
-    "test_observability.py": "imports `fastapi.testclient` and Triton's `tests.utils` "
-    "(setup_server: an in-process Triton) at module level",
-    "test_model_management.py": "imports Triton's `tests.utils` (OpenAIServer: Triton's own "
-    "frontend process, its --model-control-mode flags and load/unload routes)",
-    "test_request_size.py": "imports `tritonserver` and Triton's frontend's middleware module",
+    "test_request_size.py": "imports `tritonserver` and Triton's frontend's middleware module "
+    "(`RequestSizeLimitMiddleware`, whose messages it compares) at module level",
     "test_lora.py": "LoRA adapters through vLLM's engine; `huggingface_hub` downloads",
     "test_tool_calling.py": "tool-call parsers over a vLLM or TRT-LLM engine",
     "test_openai_restricted_apis.py": "imports Triton's frontend's `RestrictedFeatures` module",
@@ -64,8 +76,13 @@ _DETAIL = (
     "reads FastAPI's `detail` field; Thaw's errors are OpenAI's document "
     '`{"error": {"message", "type", "param", "code"}}`, which the `openai` client parses'
 )
+_NOT_LOADED = (
+    'asserts Triton\'s frontend\'s 400 `{"detail": "Unknown model: ..."}` for a completion '
+    "to a model that is not loaded; Thaw answers it as its v2 routes do, 503 'model ... is not "
+    "ready' (the model is in the repository), in OpenAI's error document"
+)
 _C, _A, _T = "TestOpenAIClient", "TestAsyncOpenAIClient", "TestCompletions"
-_COMP = "test_completions.py"
+_COMP, _MM = "test_completions.py", "test_model_management.py"
 # Test (node id; a parametrized one whole, or one case with its [id]) -> why it is not run.
 DESELECTED = {
     f"{FILES[0]}::{_C}::test_openai_client_completion": _FINISH_LENGTH,
@@ -89,6 +106,17 @@ DESELECTED = {
         "asserts `n` > 1 is refused ('only single choice'); Thaw serves n choices (each its "
         "own request to the model); `best_of` > 1 is refused, in OpenAI's error document"
     ),
+    f"{_MM}::TestModelControlCLIOptions::test_explicit_mode_load_invalid_model_name_error": (
+        "expects what tritonserver reports on the directory a path-like `--load-model` name "
+        "(`../../etc`, `..`, `/etc/passwd`) resolves to; Thaw looks names up in its repository "
+        "only, never outside it, and refuses them as not found (`''`: Triton's 'Invalid model "
+        "name')"
+    ),
+    f"{_MM}::TestModelManagementInference::test_load_completions": (
+        f"{_NOT_LOADED}; and asserts finish_reason 'stop' at max_tokens (Thaw: 'length')"
+    ),
+    f"{_MM}::TestModelManagementInference::test_unload_rejects_inference": _NOT_LOADED,
+    f"{_MM}::TestModelManagementInference::test_reload_inference": _NOT_LOADED,
 }
 
 
@@ -101,6 +129,8 @@ def run(mirror: Path, ref: str) -> list[Result]:
             source = git_show(mirror, ref, f"{_TESTS_DIR}/{name}")
             assert source is not None, name
             (root / name).write_bytes(source)
+        extract(mirror, ref, (f"{_TESTS_DIR}/{path}" for path in _TEST_MODELS), Path(tmp))
+        shutil.copytree(Path(tmp) / _TESTS_DIR / "test_models", root / "test_models")
         shutil.copy(Path(__file__).with_name("triton_openai_harness.py"), root / "conftest.py")
         # One event loop for the whole run: Triton's tests keep one async client per class.
         (root / "pytest.ini").write_text(

@@ -14,6 +14,8 @@ Triton's own conftest and `tests/utils.py` start Triton (its frontend process, o
                     logprobs included)
     model_repository, prompt, messages, input, tokenizer_model   as Triton's conftest
 
+and answers their `from tests.utils import ...` with tests/conformance/triton_openai_server.py.
+
 Not a test module of this project: tests/conformance/triton_openai.py writes it next to
 Triton's unchanged test files in a temporary directory.
 """
@@ -21,6 +23,7 @@ Triton's unchanged test files in a temporary directory.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,8 +31,13 @@ import httpx2
 import openai
 import pytest
 
+from tests.conformance import triton_openai_server
 from tests.fixtures.openai_models import make_tiny_gpt_vllm
 from tests.fixtures.serve_process import ServeProcess
+
+# Triton's tests import `tests.utils` (their package's); `tests` here is Thaw's, so its stand-in
+# (tests/conformance/triton_openai_server.py) answers to that name.
+sys.modules["tests.utils"] = triton_openai_server
 
 MODEL = "tiny_gpt"
 

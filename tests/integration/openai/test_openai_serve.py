@@ -59,10 +59,10 @@ def _post(server: ServeProcess, path: str, body: bytes) -> tuple[int, dict[str, 
         return exc.code, json.loads(exc.read())
 
 
-def test_the_model_list_names_every_model_of_the_repository(client: openai.OpenAI) -> None:
+def test_the_model_list_names_every_loaded_model(client: openai.OpenAI) -> None:
     ids = sorted(m.id for m in client.models.list())
     assert ids == ["echo_llm", "embed_text", "not_generative", "params_vllm", "templated_llm"]
-    assert client.models.retrieve("echo_llm").owned_by == "thaw"
+    assert client.models.retrieve("echo_llm").owned_by == "Triton Inference Server"
     with pytest.raises(openai.NotFoundError):
         client.models.retrieve("no_such_model")
 
