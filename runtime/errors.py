@@ -115,9 +115,10 @@ class ModelNotLoaded(ModelUnavailable):
     its load failed): the request never reached it. Its answer carries the model's name
     (thawwire.model_control.NOT_LOADED)."""
 
-    def __init__(self, model: str, message: str) -> None:
+    def __init__(self, model: str, message: str, status: int = 503) -> None:
         super().__init__(message)
         self.model = model
+        self.status = status  # 404 (Triton's NOT_FOUND) for a model unloaded on request
 
 
 class DeviceOutOfMemory(ServingError):

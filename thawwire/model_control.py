@@ -6,8 +6,9 @@ mode with this message (observed on 2.51, for `none` and `poll` alike); `thaw se
 `thaw up` both keep the API off unless started with `--model-control-mode explicit`, and say
 so.
 
-NOT_LOADED: the mark a replica (`thaw serve`) puts on its 503 for a model it does not have
-loaded — never loaded there, unloaded, or being unloaded — naming that model: an HTTP header,
+NOT_LOADED: the mark a replica (`thaw serve`) puts on its refusal of a model it does not have
+loaded — never loaded there (503), unloaded (404: Triton's "Request for unknown model: 'm' has
+no available versions"), or being unloaded — naming that model: an HTTP header,
 and gRPC trailing metadata, of this name. The request never reached the model, so `thaw up`
 may send it once more to another replica (activator.surfaces.proxy.to_replica): a model
 evicted from a shared replica while a request to it was on its way loses no request.

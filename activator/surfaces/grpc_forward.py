@@ -352,6 +352,4 @@ class _Upstream:
 
 def _not_loaded(exc: grpc.aio.AioRpcError, model: str) -> bool:
     """The replica's error says it does not have `model` loaded (thawwire.model_control)."""
-    if exc.code() != grpc.StatusCode.UNAVAILABLE:
-        return False
     return any(key == NOT_LOADED and value == model for key, value in exc.trailing_metadata() or ())

@@ -109,7 +109,7 @@ async def to_replica(
     endpoint; an answer it had already started is returned as it stands (its client has the
     head), else the UpstreamFailed is raised.
 
-    A replica that answers it does not have `model` loaded (a 503 marked NOT_LOADED: evicted
+    A replica that answers it does not have `model` loaded (an error marked NOT_LOADED: evicted
     from a shared replica, or unloaded by another activator, after this one last heard) is
     taken out of rotation, and a `replayable` request (its body in memory; no sequence bound
     to that replica) is sent once more, to a replica that has it: the model never saw it. A
@@ -135,11 +135,7 @@ async def to_replica(
 
 def _not_loaded(response: web.StreamResponse, model: str) -> bool:
     """The replica's answer says it does not have `model` loaded (and it was not sent yet)."""
-    return (
-        response.status == 503
-        and not response.prepared
-        and response.headers.get(NOT_LOADED) == model
-    )
+    return not response.prepared and response.headers.get(NOT_LOADED) == model
 
 
 def request_head(

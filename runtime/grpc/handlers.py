@@ -76,7 +76,7 @@ async def abort_with(context: Context, exc: ServingError, redact: Redactor | Non
     if exc.status >= 500:
         logger.warning("gRPC %s: %s", grpc_status(exc.status).name, exc.message)
     message = redact(exc.message) if redact is not None else exc.message
-    trailing = ((NOT_LOADED, exc.model),) if isinstance(exc, ModelNotLoaded) else None
+    trailing = ((NOT_LOADED, exc.model),) if isinstance(exc, ModelNotLoaded) else ()
     await context.abort(error_status(exc.status, exc.grpc_code), message, trailing)
 
 

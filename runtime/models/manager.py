@@ -69,6 +69,10 @@ logger = logging.getLogger(__name__)
 DECOUPLED_INFER = "HTTP end point doesn't support models with decoupled transaction policy"
 
 
+# The reason a model unloaded on request is UNAVAILABLE for (the index shows it, as Triton's).
+_UNLOADED = "unloaded"
+
+
 class ModelState(StrEnum):
     """Where a model is in its life; the index reports these strings."""
 
@@ -393,6 +397,11 @@ class ModelManager:
         if model is None:
             model = self._known(name)
         if model.state != ModelState.READY or not model.versions:
+            if model.state == ModelState.UNLOADING or model.reason == _UNLOADED:
+                # Unloaded on request, or going: Triton's words and code (its NOT_FOUND).
+                raise ModelNotLoaded(
+                    name, f"Request for unknown model: '{name}' has no available versions", 404
+                )
             reason = f": {model.reason}" if model.reason else ""
             raise ModelNotLoaded(name, f"model '{name}' is not ready{reason}")
         loaded = model.versions.get(version or model.latest)
@@ -547,13 +556,13 @@ class ModelManager:
         async with model.lock:
             model.wanted = False
             if not model.versions and model.state is None:
-                model.state, model.reason = ModelState.UNAVAILABLE, "unloaded"
+                model.state, model.reason = ModelState.UNAVAILABLE, _UNLOADED
                 return
             model.state = ModelState.UNLOADING
             old, override = model.versions, model.override_dir
             model.versions, model.override_dir = {}, None
             await self._retire(name, old, override)
-            model.state, model.reason = ModelState.UNAVAILABLE, "unloaded"
+            model.state, model.reason = ModelState.UNAVAILABLE, _UNLOADED
             logger.info("model=%s unloaded", name)
 
     async def _poll_forever(self) -> None:

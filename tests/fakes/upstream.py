@@ -3,8 +3,8 @@
 `POST /v2/models/{model}/infer` records the path in `app[HITS]` and, by the `X-Behave`
 header: echoes the body back in pieces with the headers it saw (`X-Seen`, JSON) by default;
 `reset` aborts the connection; `die-mid-response` promises 10 MB and dies after 64 KiB;
-`gzip` answers the body gzip-compressed; `not-loaded` answers a replica's 503 for a model it
-does not have loaded (thawwire.model_control.NOT_LOADED naming the path's model),
+`gzip` answers the body gzip-compressed; `not-loaded` answers a replica's refusal (404) of a
+model it does not have loaded (thawwire.model_control.NOT_LOADED naming the path's model),
 `not-loaded-once` does so to the first such request only, `not-loaded-other` names another
 model. `MODEL_CONFIG` is the config.pbtxt of the models put in front of it.
 """
@@ -51,8 +51,8 @@ async def upstream_infer(request: web.Request) -> web.StreamResponse:
         once.add(model)
         named = "another" if behave == "not-loaded-other" else model
         return web.json_response(
-            {"error": f"model '{model}' is not ready: unloaded"},
-            status=503,
+            {"error": f"Request for unknown model: '{model}' has no available versions"},
+            status=404,
             headers={NOT_LOADED: named},
         )
     if behave == "die-mid-response":

@@ -307,7 +307,7 @@ async def test_a_replica_without_the_model_loaded_is_left_and_the_request_sent_a
         assert backend.starts == 2 and backend.stopped == ["m-1"]
         assert len(upstream.app[HITS]) == 2
     else:
-        assert status == 503 and b"not ready: unloaded" in body
+        assert status == 404 and b"has no available versions" in body
         assert len(upstream.app[HITS]) == 1  # never replayed
         await eventually(lambda: backend.stopped == ["m-1"])  # but left all the same
 
@@ -324,8 +324,8 @@ async def test_a_not_loaded_answer_is_retried_once_and_only_for_the_model_asked(
         aiohttp.ClientSession() as s,
         s.post(f"{url}/v2/models/m/infer", data=b"x", headers={"X-Behave": behave}) as r,
     ):
-        assert r.status == 503
-        assert "not ready: unloaded" in (await r.json())["error"]
+        assert r.status == 404
+        assert "has no available versions" in (await r.json())["error"]
     assert len(upstream.app[HITS]) == tries
     assert backend.starts == tries
     # Every replica that said so left rotation; one that named another model stays.

@@ -100,9 +100,12 @@ async def test_explicit_mode_load_unload_and_index(tmp_path: Path) -> None:
         await manager.unload("a")
         assert (await _states(manager))["a"] == "UNAVAILABLE"
         assert (await manager.index())[0]["reason"] == "unloaded"
-        with pytest.raises(ModelNotLoaded, match="is not ready: unloaded") as unloaded:
+        # Triton's words and code for a model unloaded on request (its NOT_FOUND).
+        with pytest.raises(
+            ModelNotLoaded, match=r"^Request for unknown model: 'a' has no available versions$"
+        ) as unloaded:
             await manager.infer(_identity_request("a"))
-        assert unloaded.value.model == "a"
+        assert unloaded.value.model == "a" and unloaded.value.status == 404
         with pytest.raises(ModelNotFound):
             await manager.load("missing")
         assert "missing" not in (await _states(manager))
@@ -344,7 +347,13 @@ async def test_unload_finishes_queued_requests_then_refuses(tmp_path: Path) -> N
     await manager.start()
     inflight = [asyncio.create_task(manager.infer(_identity_request("slow", i))) for i in range(4)]
     await asyncio.sleep(0.01)
-    await manager.unload("slow")
+    unloading = asyncio.create_task(manager.unload("slow"))
+    await eventually(lambda: not manager.model_ready("slow", None))  # UNLOADING, or gone
+    # Going (or gone): refused at once, in Triton's words and code for an unloaded model.
+    with pytest.raises(ModelNotLoaded, match="has no available versions") as going:
+        await manager.infer(_identity_request("slow"))
+    assert going.value.status == 404
+    await unloading
     results = await asyncio.gather(*inflight, return_exceptions=True)
     assert [r.outputs[0].data.tolist() for r in results if not isinstance(r, Exception)] == [
         [float(i)] for i in range(4)
