@@ -18,6 +18,7 @@ import numpy as np
 
 from benchmarks.gpu_row import Row
 from benchmarks.gpu_torch_model import torch_linear_model
+from benchmarks.listening import announced_url
 
 
 def fork_child_rows(root: Path, work: Path) -> list[Row]:
@@ -46,7 +47,7 @@ def fork_child_rows(root: Path, work: Path) -> list[Row]:
 def _forked_on_gpu(proc: subprocess.Popen[bytes], psutil: Any, pynvml: Any) -> list[Row]:
     """The answer of one inference through `thaw up`, and whether a process the fork server
     forked is among the processes NVML sees on a GPU."""
-    url = _listening(proc, 90)
+    url = announced_url(proc, 90, "thaw up")
     _until(lambda: _status(url + "/v2/health/ready") == 200, 120)
     x = np.random.default_rng(12).standard_normal(256).astype(np.float32).tolist()
     tensor = {"name": "INPUT__0", "shape": [1, 256], "datatype": "FP32", "data": x}
@@ -78,32 +79,6 @@ def _forked_on_gpu(proc: subprocess.Popen[bytes], psutil: Any, pynvml: Any) -> l
             ok=ok,
         )
     ]
-
-
-def _listening(proc: subprocess.Popen[bytes], timeout_s: float) -> str:
-    """The URL `thaw up` announces on stdout, within `timeout_s` even if it prints nothing
-    (a reader thread: a buffered pipe cannot be waited on line by line with select)."""
-    import queue
-    import threading
-
-    assert proc.stdout is not None
-    lines: queue.Queue[str] = queue.Queue()
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for raw in proc.stdout:
-            lines.put(raw.decode(errors="replace").strip())
-
-    threading.Thread(target=read, daemon=True).start()
-    deadline = time.monotonic() + timeout_s
-    while (left := deadline - time.monotonic()) > 0:
-        try:
-            line = lines.get(timeout=left)
-        except queue.Empty:
-            break
-        if line.startswith("THAW_LISTENING "):
-            return line.removeprefix("THAW_LISTENING ")
-    raise RuntimeError("thaw up did not report where it listens")
 
 
 def _status(url: str) -> int:

@@ -16,17 +16,16 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import queue
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 from benchmarks.gpu_row import Row, Skipped
+from benchmarks.listening import announced_url
 
 ROW = "vllm_backend model.py on vLLM (thaw serve): generate == OpenAI completion"
 _SRC = ("model.py", "utils/metrics.py", "utils/request.py", "utils/vllm_backend_utils.py")
@@ -56,7 +55,7 @@ def vllm_rows(root: Path, work: Path) -> list[Row]:
     with tempfile.TemporaryFile() as log:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, cwd=root)
         try:
-            url = _listening(proc, 600)
+            url = announced_url(proc, 600, "thaw serve")
             _ready(f"{url}/v2/models/vllm_model/ready", started + 600)
             loaded_s = time.perf_counter() - started
             return [_answers(url, model, loaded_s)]
@@ -127,25 +126,3 @@ def _ready(url: str, deadline: float) -> None:
             pass  # not ready yet (503), or still starting
         time.sleep(0.5)
     raise RuntimeError("vllm_model was not ready in time")
-
-
-def _listening(proc: subprocess.Popen[bytes], timeout_s: float) -> str:
-    """The URL `thaw serve` prints once ready (its models loaded), within `timeout_s`."""
-    assert proc.stdout is not None
-    lines: queue.Queue[str] = queue.Queue()
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for raw in proc.stdout:
-            lines.put(raw.decode(errors="replace").strip())
-
-    threading.Thread(target=read, daemon=True).start()
-    deadline = time.monotonic() + timeout_s
-    while (left := deadline - time.monotonic()) > 0:
-        try:
-            line = lines.get(timeout=left)
-        except queue.Empty:
-            break
-        if line.startswith("THAW_LISTENING "):
-            return line.removeprefix("THAW_LISTENING ")
-    raise RuntimeError(f"thaw serve was not ready within {timeout_s:.0f} s")
