@@ -16,10 +16,16 @@ evicted from a shared replica while a request to it was on its way loses no requ
 
 from __future__ import annotations
 
-__all__ = ["CONTROL_DISABLED", "NOT_LOADED"]
+__all__ = ["CONTROL_DISABLED", "LOAD_MODEL_NOT_EXPLICIT", "NOT_LOADED"]
 
 # Word for word Triton's, so that clients matching on it keep working.
 CONTROL_DISABLED = "explicit model load / unload is not allowed if polling is enabled"
+
+# tritonserver's refusal to start with `--load-model` outside explicit mode, word for word (both
+# servers refuse so).
+LOAD_MODEL_NOT_EXPLICIT = (
+    "Error: Use of '--load-model' requires setting '--model-control-mode=explicit' as well."
+)
 
 # Lower case: gRPC metadata keys must be.
 NOT_LOADED = "thaw-model-not-loaded"

@@ -49,6 +49,7 @@ from thawserver.settings_flags import (
     log_settings,
     trace_setting,
 )
+from thawwire.model_control import LOAD_MODEL_NOT_EXPLICIT
 
 __all__ = ["register", "run"]
 
@@ -492,7 +493,7 @@ def _scaler_config(args: argparse.Namespace) -> LocalConfig | KubernetesConfig:
 
 def _load_models(args: argparse.Namespace) -> tuple[str, ...]:
     if args.load_model and args.model_control_mode != "explicit":
-        raise ConfigError("--load-model needs --model-control-mode explicit")
+        raise ConfigError(LOAD_MODEL_NOT_EXPLICIT)  # tritonserver's words, as thaw serve
     return tuple(dict.fromkeys(args.load_model))
 
 

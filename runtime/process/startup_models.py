@@ -15,13 +15,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from runtime.config import ModelControlMode
+from thawwire.model_control import LOAD_MODEL_NOT_EXPLICIT
 from thawwire.names import is_model_name
 
 __all__ = ["startup_models_refusal"]
 
-NOT_EXPLICIT = (
-    "Error: Use of '--load-model' requires setting '--model-control-mode=explicit' as well."
-)
+NOT_EXPLICIT = LOAD_MODEL_NOT_EXPLICIT
 WILDCARD_NOT_ALONE = "Wildcard model name '*' must be the ONLY startup model if specified at all."
 INVALID_NAME = "Invalid model name"
 

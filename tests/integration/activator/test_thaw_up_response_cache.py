@@ -17,6 +17,7 @@ import tritonclient.http as httpclient
 
 from tests.fixtures import models
 from tests.fixtures.up_process import UpProcess, with_params
+from thawwire.model_control import LOAD_MODEL_NOT_EXPLICIT
 
 pytestmark = pytest.mark.integration
 
@@ -120,4 +121,5 @@ def test_load_model_wakes_the_model_at_start(repo: Path) -> None:
 def test_load_model_needs_explicit_mode(repo: Path) -> None:
     proc = _up(repo, "--load-model=cached")
     assert proc.returncode == 2
-    assert "--load-model needs --model-control-mode explicit" in proc.stderr
+    # tritonserver's words, as `thaw serve` says them.
+    assert LOAD_MODEL_NOT_EXPLICIT in proc.stderr
