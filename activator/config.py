@@ -247,6 +247,10 @@ class ActivatorConfig:
     # `--load-model` (explicit mode): woken at start, as the `load` call wakes a model; one
     # that fails refuses the start, as tritonserver's does.
     load_models: tuple[str, ...] = ()
+    # tritonserver's `--backend-directory`: a config's backend Thaw does not have runs
+    # `<dir>/<backend>/model.py` as a Python model (tritonconfig.python_based); the replicas
+    # get the same flag. None: no Python-based backends.
+    backend_directory: Path | None = None
     drain_timeout_s: float = 30.0  # scale-down waits this long for in-flight requests
     # In-flight requests of all models on one shared replica (`thaw.placement` shared), at
     # most (`--shared-replica-concurrency`); 0: unlimited (each model's own limit still holds).

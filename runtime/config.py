@@ -114,7 +114,7 @@ class ServeConfig:
     model_load_threads: int = 4  # models loaded at once
     backend_config: tuple[tuple[str, str, str], ...] = ()  # (backend, setting, value)
     # tritonserver's `--backend-directory`: where Python-based backends are found
-    # (`DIR/NAME/model.py`, runtime.models.python_based); None: none are.
+    # (`DIR/NAME/model.py`, tritonconfig.python_based); None: none are.
     backend_directory: Path | None = None
     # Request headers (gRPC metadata) whose name matches become string parameters of the
     # infer request ("": none), runtime.header_forward.

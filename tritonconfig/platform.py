@@ -8,7 +8,7 @@ from tritonconfig.ensemble import ENSEMBLE_PLATFORM
 from tritonconfig.errors import ModelConfigError
 from tritonconfig.schema import mc
 
-__all__ = ["PLATFORM_BACKENDS", "default_model_filename", "normalize_platform"]
+__all__ = ["PLATFORM_BACKENDS", "default_model_filename", "known_backends", "normalize_platform"]
 
 # platform -> backend name, both spellings Triton accepts.
 PLATFORM_BACKENDS: dict[str, str] = {
@@ -36,6 +36,12 @@ _FILE_BACKENDS: tuple[tuple[str, str], ...] = (
     ("model.plan", "tensorrt"),
     ("model.py", "python"),
 )
+
+
+def known_backends() -> frozenset[str]:
+    """The backends Thaw serves itself (a config naming another is unsupported, or a
+    Python-based backend: tritonconfig.python_based)."""
+    return frozenset(_DEFAULT_FILES)
 
 
 def normalize_platform(config: mc.ModelConfig, version_dir: Path | None, source: str) -> None:

@@ -31,6 +31,7 @@ from tritonconfig import (
     is_ensemble,
     parse_config,
 )
+from tritonconfig.python_based import python_based_model_file
 from tritonconfig.schema import mc
 
 __all__ = ["ModelEntry", "Repository"]
@@ -86,8 +87,12 @@ class ModelEntry:
         return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
 
 
-def _load_entry(directory: Path, defaults: ScaleSettings) -> ModelEntry:
-    """One model; ConfigError when its config is unreadable or a replica would refuse it."""
+def _load_entry(
+    directory: Path, defaults: ScaleSettings, backend_directory: Path | None = None
+) -> ModelEntry:
+    """One model; ConfigError when its config is unreadable or a replica would refuse it. A
+    backend found in `backend_directory` is a Python-based one: served as a Python model that
+    runs its model.py, as the replicas (given the same directory) serve it."""
     name = directory.name
     path = directory / "config.pbtxt"
     try:
@@ -95,6 +100,9 @@ def _load_entry(directory: Path, defaults: ScaleSettings) -> ModelEntry:
         if config.name and config.name != name:
             raise ConfigError(f"{path}: name {config.name!r} does not match directory {name!r}")
         config.name = name
+        backend_file = python_based_model_file(config.backend, backend_directory)
+        if backend_file is not None:
+            config.backend = "python"
         # A missing model file is left to the wake-up (whose error names it), unlike a
         # replica: `thaw up` reads its repository once, and a file copied in later must serve.
         # As a replica on its default target (`thaw serve --target cpu`) completes it.
@@ -109,7 +117,9 @@ def _load_entry(directory: Path, defaults: ScaleSettings) -> ModelEntry:
     hooked = (
         config.backend == "python"
         and bool(served)
-        and defines_auto_complete(directory / served[-1] / default_model_filename(config))
+        and defines_auto_complete(
+            backend_file or directory / served[-1] / default_model_filename(config)
+        )
     )
     return ModelEntry(
         name, directory, config, served, settings, replica_completes=hooked,
@@ -180,10 +190,18 @@ class Repository:
         self.unavailable: dict[str, str] = dict(unavailable or {})
 
     @classmethod
-    def scan(cls, root: Path, defaults: ScaleSettings, *, strict: bool = False) -> Repository:
+    def scan(
+        cls,
+        root: Path,
+        defaults: ScaleSettings,
+        *,
+        strict: bool = False,
+        backend_directory: Path | None = None,
+    ) -> Repository:
         """Read every `<root>/<model>/config.pbtxt`. An invalid model is recorded as
         unavailable, or raises ConfigError when `strict`. Invalid `thaw.*` settings always
-        raise: they are the operator's mistake, refused at start-up."""
+        raise: they are the operator's mistake, refused at start-up. `backend_directory`:
+        where Python-based backends are found (tritonconfig.python_based)."""
         if not root.is_dir():
             raise ConfigError(f"model repository {str(root)!r} is not a directory")
         entries: dict[str, ModelEntry] = {}
@@ -195,7 +213,7 @@ class Repository:
                 logger.warning("skipping %r: not a model name", directory.name)
                 continue
             try:
-                entries[directory.name] = _load_entry(directory, defaults)
+                entries[directory.name] = _load_entry(directory, defaults, backend_directory)
             except ConfigError as exc:
                 if strict or exc.message.startswith(("`thaw.", "unknown setting `thaw.")):
                     raise

@@ -242,6 +242,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="with --model-control-mode explicit: wake this model at start, as the load call "
         "does (repeatable); one that cannot be woken refuses the start, as in tritonserver",
     )  # fmt: skip
+    p.add_argument(
+        "--backend-directory", type=Path, metavar="DIR",
+        help="Python-based backends, as tritonserver's flag: a config's `backend: NAME` that "
+        "Thaw does not have runs DIR/NAME/model.py as a Python model (e.g. Triton's "
+        "vllm_backend in DIR/vllm/); given to every replica too. Local scaler only",
+    )  # fmt: skip
     _add_connection_arguments(p)
     p.add_argument(
         "--direct-connections",
@@ -411,6 +417,7 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
         body_timeout_s=args.body_timeout_s,
         model_control=args.model_control_mode == "explicit",
         load_models=_load_models(args),
+        backend_directory=_backend_directory(args, kubernetes=kubernetes),
         connections=_connection_limits(args),
         drain_timeout_s=args.drain_timeout_s,
         shared_replica_concurrency=shared_replica_concurrency(args),
@@ -491,6 +498,21 @@ def _scaler_config(args: argparse.Namespace) -> LocalConfig | KubernetesConfig:
     )
 
 
+def _backend_directory(args: argparse.Namespace, *, kubernetes: bool) -> Path | None:
+    directory: Path | None = args.backend_directory
+    if directory is None:
+        return None
+    if kubernetes:
+        raise ConfigError(
+            "--backend-directory is not supported with --scaler kubernetes yet (the pods would "
+            "need the directory too); put model.py in each model's version folder with "
+            'backend: "python" instead'
+        )
+    if not directory.is_dir():
+        raise ConfigError(f"--backend-directory {str(directory)!r} is not a directory")
+    return directory.resolve()
+
+
 def _load_models(args: argparse.Namespace) -> tuple[str, ...]:
     if args.load_model and args.model_control_mode != "explicit":
         raise ConfigError(LOAD_MODEL_NOT_EXPLICIT)  # tritonserver's words, as thaw serve
@@ -533,7 +555,9 @@ def run(args: argparse.Namespace) -> int:
                 per_connection=2,
             ),
         )
-        repository = Repository.scan(config.repository, config.defaults)
+        repository = Repository.scan(
+            config.repository, config.defaults, backend_directory=config.backend_directory
+        )
         repository = _with_model_settings(repository, args.model_settings)
     except ConfigError as exc:
         print(f"thaw up: error: {exc.message}", file=sys.stderr)

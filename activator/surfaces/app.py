@@ -151,7 +151,9 @@ def build_app(
     where this `thaw up` listens (activator.process.serving bound it), for its replicas.
     `log`: the process's installed logging (activator.process.cli); without one (an app built
     in a test) the log settings govern the root logger's level and filters only."""
-    repo = repository or Repository.scan(config.repository, config.defaults)
+    repo = repository or Repository.scan(
+        config.repository, config.defaults, backend_directory=config.backend_directory
+    )
     guard = ConnectionGuard(config.connections)
     app = web.Application(
         middlewares=[guard.middleware, refuse_unknown_codings, errors_as_json],

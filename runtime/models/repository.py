@@ -16,10 +16,10 @@ from runtime.model_config import (
     parse_config,
     select_versions,
 )
-from runtime.models.python_based import python_based_model_file
 from thawwire.names import is_model_name
 from tritonconfig import composing_models, is_ensemble
 from tritonconfig import ensemble_cycle as tritonconfig_cycle
+from tritonconfig.python_based import python_based_model_file
 from tritonconfig.schema import mc
 
 __all__ = [
@@ -57,7 +57,7 @@ class ModelSpec:
     config: mc.ModelConfig
     versions: tuple[int, ...]  # the versions the policy selects, ascending
     fingerprint: tuple[tuple[str, int, int], ...]
-    # A Python-based backend's shared model.py (runtime.models.python_based), which every
+    # A Python-based backend's shared model.py (tritonconfig.python_based), which every
     # version runs; None: each version's own model file.
     backend_model_file: Path | None = None
 

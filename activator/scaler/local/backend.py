@@ -83,6 +83,8 @@ def serve_args(
     argv = [str(config.repository), "--host", "127.0.0.1"]
     argv += ["--port", "0", "--grpc-port", "0", "--model-control-mode", "explicit"]
     argv += ["--log-level", local.replica_log_level, *_log_args(config.log_settings)]
+    if config.backend_directory is not None:  # Python-based backends, as the activator read
+        argv += ["--backend-directory", str(config.backend_directory)]
     if bound is not None:
         # An ensemble's steps go to the front door: each composing model has its replicas.
         argv += ["--ensemble-steps-url", bound.front_door_url]

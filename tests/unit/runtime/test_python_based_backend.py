@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from runtime.errors import RepositoryError
-from runtime.models.python_based import python_based_model_file
 from runtime.models.repository import read_model
+from tritonconfig.python_based import python_based_model_file
 
 
 def _layout(tmp_path: Path) -> tuple[Path, Path]:

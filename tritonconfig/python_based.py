@@ -1,4 +1,5 @@
-"""Triton's Python-based backends: a config's `backend: "NAME"` that is none of Thaw's own
+"""Triton's Python-based backends (both servers read them: `thaw serve` runs them, `thaw up`
+scans its repository with them): a config's `backend: "NAME"` that is none of Thaw's own
 backends runs as a Python model whose `model.py` is `<backend directory>/NAME/model.py`.
 
 This is how Triton runs vllm_backend (`backends/vllm/model.py`, every `backend: "vllm"` model
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runtime.backends.registry import BACKEND_MODULES
+from tritonconfig.platform import known_backends
 
 __all__ = ["python_based_model_file"]
 
@@ -20,7 +21,7 @@ def python_based_model_file(backend: str, backend_directory: Path | None) -> Pat
     """`<backend_directory>/<backend>/model.py` when `backend` is a Python-based backend there;
     None for Thaw's own backends, an empty name, no directory, or no such file (then the
     config's backend is refused as unsupported, as before)."""
-    if not backend or backend in BACKEND_MODULES or backend_directory is None:
+    if not backend or backend in known_backends() or backend_directory is None:
         return None
     if "/" in backend or "\0" in backend or backend in (".", ".."):  # a name, not a path
         return None
