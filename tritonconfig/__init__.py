@@ -15,6 +15,7 @@ caller maps into its own error tree.
     complete              complete a parsed config the way Triton does, in Triton's order
     onnx_autocomplete     Triton's ONNX auto-complete from the graph
     platform              the `platform`/`backend` pair and the model file name
+    python_based          Triton's Python-based backends (`--backend-directory`): their model.py
     validate              refuse the configs Triton refuses
     ensemble              an ensemble's steps and data flow, checked Triton's way
     sequence              a stateful model's `sequence_batching`: controls, idle timeout

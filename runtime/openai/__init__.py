@@ -7,6 +7,8 @@
     answers         the OpenAI response documents and the Server-Sent Events carrying them
     schema          OpenAI request bodies parsed strictly into value objects
     errors          OpenAI's error shape, and the runtime's errors in it
+    logprobs        a vLLM-style model's token log probabilities, in OpenAI's two shapes
+    model_control   Triton's OpenAI frontend's load/unload routes
 
 Exports `OpenAIHandlers` and `add_routes`.
 """

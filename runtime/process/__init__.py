@@ -2,6 +2,7 @@
 
     cli             `thaw serve REPO`: flags -> ServeConfig -> ModelManager + surfaces -> a process
     triton_flags    tritonserver's flags: applied, accepted without effect, or refused by name
+    startup_models  tritonserver's refusals of `--load-model`, word for word
     server          bind the listeners, announce them, drain on SIGTERM
     zygote          the fork server: a process with the frameworks imported forks `thaw serve`s
     cuda_warmup     a CUDA-ready warm process: contexts, memory pools, pinned staging

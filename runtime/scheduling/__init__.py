@@ -15,6 +15,7 @@ The pure parts (planner, policies, tables) take time as an argument; the rest dr
     sequence_scheduler  a stateful model: each sequence on one instance, in order
     sequence_table      which instance and slot each live sequence holds
     sequence_controls   the control tensors a sequence model receives (START, END, ...)
+    sequence_state      a stateful model's implicit state: fed as inputs, kept from outputs
     ensemble_scheduler  an ensemble: each step as soon as the tensors it reads exist
     ensemble_flows      an ensemble with decoupled steps: each streamed response flows on alone
     request_parameters  an infer request's scheduling parameters, read Triton's way
