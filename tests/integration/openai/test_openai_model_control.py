@@ -147,3 +147,20 @@ def test_a_refused_startup_model_stops_the_start(repo: Path, args: list[str], wo
     )  # fmt: skip
     assert proc.returncode == 1
     assert words in proc.stderr
+
+
+@pytest.mark.parametrize("name", ["..%2F..%2Fetc", "%2Fetc", "a" * 600, "%00nul", "bad%20name"])
+@pytest.mark.parametrize("action", ["load", "unload"])
+def test_hostile_model_names_are_refused_and_the_server_keeps_serving(
+    explicit: ServeProcess, repo: Path, name: str, action: str
+) -> None:
+    """A name that is no model name (a path, a NUL, 600 characters) never reaches the disk:
+    a client error (`{"detail": ...}`), nothing written outside the repository, and the
+    server goes on answering."""
+    before = sorted(p.name for p in repo.parent.iterdir())
+    status, doc = _call(explicit, "POST", f"/v1/models/{name}/{action}")
+    assert status == 400, (status, doc)
+    words = "invalid model name" if action == "load" else "Unknown model"
+    assert words in doc["detail"], doc
+    assert sorted(p.name for p in repo.parent.iterdir()) == before
+    assert "other_llm" in _listed(explicit)  # still serving
