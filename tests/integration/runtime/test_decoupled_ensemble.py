@@ -16,7 +16,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 
 from tests.fixtures.models import make_ensemble, make_python_identity, write_config
-from tests.fixtures.serve_process import ServeProcess
+from tests.fixtures.serve_process import ServeProcess, serving
 from tests.fixtures.up_process import UpProcess
 
 Server = ServeProcess | UpProcess
@@ -100,12 +100,8 @@ def server(
         finally:
             up.stop()
         return
-    proc = ServeProcess(repo)
-    try:
-        proc.wait_ready()
+    with serving(repo) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 def _stream(server: Server, values: list[int]) -> list[Any]:

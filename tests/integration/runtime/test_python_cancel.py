@@ -23,7 +23,7 @@ from tests.fixtures.python_cancel_model import (
     wait_for,
     wait_input,
 )
-from tests.fixtures.serve_process import ServeProcess
+from tests.fixtures.serve_process import ServeProcess, serving
 
 pytestmark = pytest.mark.integration
 
@@ -50,12 +50,8 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(repo: Path) -> Iterator[ServeProcess]:
-    proc = ServeProcess(repo)
-    try:
-        proc.wait_ready()
+    with serving(repo) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 @pytest.mark.parametrize("model", ["cancel_stub", "cancel_in_process"])

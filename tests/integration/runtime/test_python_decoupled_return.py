@@ -13,7 +13,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 
 from tests.fixtures.models import python_model
-from tests.fixtures.serve_process import ServeProcess
+from tests.fixtures.serve_process import ServeProcess, serving
 
 pytestmark = pytest.mark.integration
 
@@ -43,12 +43,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
             f'parameters {{ key: "thaw.python_runtime" value: {{ string_value: "{runtime}" }} }}\n',
             _RETURNS_PY,
         )
-    proc = ServeProcess(repo)
-    try:
-        proc.wait_ready()
+    with serving(repo) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 @pytest.mark.parametrize("runtime", ["process", "in_process"])

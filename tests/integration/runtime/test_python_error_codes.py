@@ -16,7 +16,7 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from tests.fixtures.models import python_model
-from tests.fixtures.serve_process import ServeProcess
+from tests.fixtures.serve_process import ServeProcess, serving
 
 pytestmark = pytest.mark.integration
 
@@ -63,12 +63,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
         'output [ { name: "OUT" data_type: TYPE_STRING dims: [ 1 ] } ]\n',
         _ERROR_CODE_PY,
     )
-    proc = ServeProcess(repo)
-    try:
-        proc.wait_ready()
+    with serving(repo) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 def _input(module, name: str):  # type: ignore[no-untyped-def]

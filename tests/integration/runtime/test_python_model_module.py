@@ -10,7 +10,7 @@ import pytest
 import tritonclient.http as httpclient
 
 from tests.fixtures.models import python_model
-from tests.fixtures.serve_process import ServeProcess
+from tests.fixtures.serve_process import ServeProcess, serving
 
 pytestmark = pytest.mark.integration
 
@@ -52,12 +52,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
         '         { name: "OK" data_type: TYPE_BOOL dims: [ 1 ] } ]\n',
         _UNITTEST_IN_EXECUTE_PY,
     )
-    proc = ServeProcess(repo)
-    try:
-        proc.wait_ready()
+    with serving(repo) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 def test_unittest_main_of_model_runs_the_models_own_tests(server: ServeProcess) -> None:

@@ -22,7 +22,7 @@ import pytest
 import tritonclient.http as httpclient
 
 from tests.fixtures import models
-from tests.fixtures.serve_process import ServeProcess
+from tests.fixtures.serve_process import ServeProcess, serving
 from tests.support.scheduling_client import metric
 
 pytestmark = pytest.mark.integration
@@ -290,12 +290,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
     repo = tmp_path_factory.mktemp("python-models")
     for name, (config, source) in MODELS.items():
         _write(repo, name, config, source)
-    proc = ServeProcess(repo)
-    try:
-        proc.wait_ready(timeout_s=120)
+    with serving(repo, timeout_s=120) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 def _client(server: ServeProcess) -> httpclient.InferenceServerClient:

@@ -12,7 +12,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
 from tests.fixtures.models import python_model
-from tests.fixtures.serve_process import ServeProcess
+from tests.fixtures.serve_process import ServeProcess, serving
 
 pytestmark = pytest.mark.integration
 
@@ -43,12 +43,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
         'output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 2 ] } ]\n',
         _SENDER_PY,
     )
-    proc = ServeProcess(repo)
-    try:
-        proc.wait_ready()
+    with serving(repo) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 def _input(module, values: np.ndarray):  # type: ignore[no-untyped-def]

@@ -20,7 +20,7 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from tests.fixtures.models import python_model
-from tests.fixtures.serve_process import ServeProcess
+from tests.fixtures.serve_process import ServeProcess, serving
 
 pytestmark = pytest.mark.integration
 
@@ -119,12 +119,8 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(repo: Path) -> Iterator[ServeProcess]:
-    proc = ServeProcess(repo)
-    try:
-        proc.wait_ready()
+    with serving(repo) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 def _infer_grpc(server: ServeProcess, model: str) -> list[int]:
