@@ -109,7 +109,9 @@ class ServeConfig:
     metrics_host: str | None = None  # None: `host`
     metrics_port: int = 8002
     strict_readiness: bool = True  # ready only when every model to load is READY
-    exit_on_error: bool = False  # exit 1 when a model fails to load at start
+    # True: exit 1 when a model fails to load at start; None (not given): serve the others;
+    # False (given): also keep serving, neither live nor ready, when the start itself fails
+    exit_on_error: bool | None = None
     auto_complete_config: bool = True  # complete configs from model files / model.py
     model_load_threads: int = 4  # models loaded at once
     backend_config: tuple[tuple[str, str, str], ...] = ()  # (backend, setting, value)

@@ -39,7 +39,7 @@ from runtime.header_forward import forwarded_headers
 from runtime.inference import InferRequest, InferResponse
 from runtime.models.lifecycle import ServerState
 from runtime.models.load_overrides import check_config, check_load_path, load_overrides
-from runtime.models.service import StreamingModelService, server_ready
+from runtime.models.service import StreamingModelService, server_live, server_ready
 from thawserver.grpc_routes import parsed, service_handler
 from thawserver.grpc_status import error_status, grpc_status
 from thawserver.redaction import Redactor
@@ -158,7 +158,7 @@ class GrpcHandlers:
     # -- health and metadata -------------------------------------------------------------
 
     async def server_live(self, request: Any, context: Context) -> Any:
-        return pb.ServerLiveResponse(live=True)
+        return pb.ServerLiveResponse(live=server_live(self._state))
 
     async def server_ready(self, request: Any, context: Context) -> Any:
         return pb.ServerReadyResponse(ready=server_ready(self._config, self._manager, self._state))

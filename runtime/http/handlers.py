@@ -34,7 +34,7 @@ from runtime.http.response_encoding import MIN_COMPRESS_BYTES, compress_body, pi
 from runtime.inference import InferRequest
 from runtime.models.lifecycle import ServerState
 from runtime.models.load_overrides import check_config, check_load_path, load_overrides
-from runtime.models.service import ModelService, server_ready
+from runtime.models.service import ModelService, server_live, server_ready
 from thawserver.body_deadline import body_timeout_message
 from thawserver.json_response import json_response
 from thawserver.restricted_protocols import Category
@@ -170,6 +170,8 @@ class V2Handlers:
     # -- health and metadata -------------------------------------------------------------
 
     async def live(self, request: web.Request) -> web.Response:
+        if not server_live(self._state):
+            raise ModelUnavailable("server is not live")
         return web.Response(status=200)
 
     async def ready(self, request: web.Request) -> web.Response:

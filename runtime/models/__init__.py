@@ -6,6 +6,7 @@
     repository        the model repository on disk: names, scanning, one model's ModelSpec
     signature         a loaded model's inputs/outputs: request validation and reshape
     load_overrides    a load request's overrides, checked: a config and model files
+    load_errors       the words of a failed load request (Triton's `load failed for model`)
     load_files        a load request's model files written out as a private repository
     warmup            Triton's model warm-up: `model_warmup` samples on every instance
     snapshot_restore  restore a version's snapshot image, or say why its files load

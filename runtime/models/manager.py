@@ -31,6 +31,7 @@ from runtime.inference import InferRequest, InferResponse
 from runtime.models.answer_order import answers_as_they_come
 from runtime.models.cache_policy import decoupled_cache_error
 from runtime.models.image_cache import make_image_loader
+from runtime.models.load_errors import name_load_failure
 from runtime.models.load_files import write_load_files
 from runtime.models.repository import (
     ModelSpec,
@@ -95,6 +96,7 @@ class _Model:
     wanted: bool = False  # should be loaded (counts for server readiness)
     fingerprint: tuple[tuple[str, int, int], ...] = ()
     override_dir: Path | None = None  # temp repository for a load with `files`
+    config_override: bool = False  # serving a load's `config`, read from the repository
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
@@ -245,7 +247,11 @@ class ModelManager:
         validate_model_name(name)
         if files and config_json is None:
             raise InvalidInput("load with 'file:' parameters also needs the 'config' parameter")
-        await self._load(name, config_json=config_json, files=files)
+        try:
+            await self._load(name, config_json=config_json, files=files)
+        except ServingError as exc:
+            name_load_failure(name, exc)
+            raise
         return sum(v.warmup_s for v in self._models[name].versions.values())
 
     async def unload(self, name: str, *, unload_dependents: bool = False) -> None:
@@ -437,6 +443,8 @@ class ModelManager:
                 model.wanted = True
                 return
             model.wanted = True
+            if await self._keeps_override(model, config_json=config_json, files=files):
+                return
             previous_state = model.state
             model.state = ModelState.LOADING if not model.versions else model.state
             repo: Path | Repositories = self._repo
@@ -480,10 +488,23 @@ class ModelManager:
                 raise
             old, old_override = model.versions, model.override_dir
             model.versions, model.override_dir = versions, override
+            model.config_override = config_json is not None and override is None
             model.known_versions = list(versions)
             model.latest = max(versions, key=int)
             model.state, model.reason = ModelState.READY, ""
             await self._retire(name, old, old_override)
+
+    async def _keeps_override(
+        self, model: _Model, *, config_json: str | None, files: dict[str, bytes] | None
+    ) -> bool:
+        """Triton's load without a `config` of a model serving one: while the model's files
+        are unchanged since, the model stays as it is (the override holds); a changed file
+        (a touched config.pbtxt) loads it from the repository again."""
+        if config_json is not None or files or not model.config_override:
+            return False
+        if model.state != ModelState.READY:
+            return False
+        return await asyncio.to_thread(_fingerprint, self._repo, model.name) == model.fingerprint
 
     async def _load_composing(self, spec: ModelSpec) -> None:
         """Load the models an ensemble runs, before it (Triton loads them with it); a load

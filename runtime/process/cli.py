@@ -253,9 +253,13 @@ def _add_gpu_flags(p: argparse.ArgumentParser) -> None:
 def build_config(args: argparse.Namespace) -> ServeConfig:
     """The one ServeConfig of this process; ConfigError names a bad flag."""
     frameworks = tuple(f.strip() for f in args.preload_frameworks.split(",") if f.strip())
-    repositories = ([args.repository] if args.repository is not None else []) + [
+    given = ([args.repository] if args.repository is not None else []) + [
         Path(r) for r in args.model_repositories
     ]
+    # One directory named twice is one repository (tritonserver keeps a set of them), not a
+    # second that makes each of its models a duplicate: the first naming is kept.
+    by_path = {os.path.abspath(r): r for r in reversed(given)}
+    repositories = [by_path[key] for key in dict.fromkeys(os.path.abspath(r) for r in given)]
     if not repositories:
         raise ConfigError("no model repository: give REPO or --model-repository=DIR")
     try:
@@ -375,7 +379,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"thaw serve: error: {exc}", file=sys.stderr)
         return 2
     for repository in config.repositories:
-        if not repository.is_dir():
+        # tritonserver's `--exit-on-error=false` keeps a server that failed to initialize
+        # answering, not live (runtime.http.app); without it a missing repository is refused.
+        if not repository.is_dir() and config.exit_on_error is not False:
             print(f"thaw serve: error: repository {repository} is not a directory", file=sys.stderr)
             return 2
     refusal = startup_models_refusal(

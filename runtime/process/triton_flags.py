@@ -152,9 +152,10 @@ def add_triton_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--strict-readiness", type=triton_bool, default=True, metavar="BOOL",
                    help="ready only when every model to load is READY (default true); false: "
                    "ready once the server runs")  # fmt: skip
-    g.add_argument("--exit-on-error", type=triton_bool, default=False, metavar="BOOL",
-                   help="exit 1 when a model fails to load at start (default false: serve the "
-                   "others; tritonserver's default is true)")  # fmt: skip
+    g.add_argument("--exit-on-error", type=triton_bool, default=None, metavar="BOOL",
+                   help="exit 1 when a model fails to load at start (default: serve the "
+                   "others; tritonserver's default is true); false, given: a server that fails "
+                   "to initialize (a missing repository) goes on answering, not live")  # fmt: skip
     g.add_argument("--disable-auto-complete-config", action="store_true",
                    help="do not complete configs from model files or model.py")  # fmt: skip
     g.add_argument(

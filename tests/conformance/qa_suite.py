@@ -20,7 +20,8 @@ RepoBuilder = Callable[[Path, Mirror], Path]
 @dataclass(frozen=True)
 class Run:
     """One server start: `target` (a unittest name, or a script and its arguments) against
-    the `repo` built for it, with the flags and environment test.sh uses."""
+    the `repo` built for it, with the flags and environment test.sh uses. `{qa_dir}` in a flag
+    is the suite's directory (test.sh's `pwd`: `--model-repository={qa_dir}/models_0`)."""
 
     target: str
     repo: str
@@ -33,6 +34,14 @@ class Run:
     # there in the test's directory for the run
     server_log: str = ""
     pytest: bool = False  # `target` is a pytest-style file (no TestCase): run under pytest
+    # False: test.sh's run_server_nowait (the test checks a server that is not live or not
+    # ready): the run goes on once the server listens, not once it is ready
+    ready: bool = True
+    # the test signals the server itself: its pid goes to the test as SERVER_PID
+    pass_pid: bool = False
+    # test.sh's name for the run's repository when the test reads or edits it by that name
+    # (`models/<model>/config.pbtxt`): linked to `repo` in the suite's directory for the run
+    link: str = ""
 
     @property
     def file(self) -> str:

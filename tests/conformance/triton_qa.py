@@ -19,7 +19,8 @@ Suites whose models Triton's data directory holds get them from Triton's own
 qa/common/gen_qa_*.py, run at the mirror's ref (tests/fixtures/triton_qa_gen.py):
 tests/conformance/qa_gen_suites.py (L0_client_nobatch, L0_decoupled, L0_batcher) and
 tests/conformance/qa_sequence_suites.py (L0_sequence_batcher, L0_implicit_state,
-L0_dyna_sequence_batcher: one server start per test and repository, as their test.sh).
+L0_dyna_sequence_batcher: one server start per test and repository, as their test.sh);
+tests/conformance/qa_l0_lifecycle.py runs L0_lifecycle's server starts whose models Thaw serves.
 
 Tests that need what Thaw does not serve here (TensorFlow / TensorRT models, tracing) are
 deselected with their reason printed; docs/triton-qa-parity.md lists
@@ -49,6 +50,7 @@ from tests.conformance.qa_checkout import (
     run_unittest,
 )
 from tests.conformance.qa_gen_suites import GEN_SUITES
+from tests.conformance.qa_l0_lifecycle import L0_LIFECYCLE
 from tests.conformance.qa_lifecycle_suites import LIFECYCLE_SUITES
 from tests.conformance.qa_sequence_suites import SEQUENCE_SUITES
 from tests.conformance.qa_servers import KINDS, refusal, start, unsupported
@@ -239,6 +241,7 @@ SUITES: dict[str, Suite] = {
         *GEN_SUITES,
         *LIFECYCLE_SUITES,
         *SEQUENCE_SUITES,
+        L0_LIFECYCLE,
     )
 }
 
@@ -322,17 +325,23 @@ def _run_one(
     )
     if not selected:
         return results
-    flag = unsupported(kind, run.serve_args)
+    serve_args = tuple(arg.replace("{qa_dir}", str(qa_dir)) for arg in run.serve_args)
+    flag = unsupported(kind, serve_args)
     if flag is not None:  # a difference between the targets, reported as such
         rows = {t: {"outcome": "error", "detail": f"thaw {kind} has no {flag}"} for t in selected}
         return results + rows_to_results(ref, run, rows)
     try:
-        server = start(kind, qa_dir / run.repo, run.serve_args)
+        server = start(kind, qa_dir / run.repo, serve_args, ready=run.ready)
     except RuntimeError as exc:  # the server refused the flags or never became ready
         last = str(exc).strip().splitlines()[-1][:200]
         rows = {t: {"outcome": "error", "detail": f"thaw {kind} did not start: {last}"}
                 for t in selected}  # fmt: skip
         return results + rows_to_results(ref, run, rows)
+    if run.link:
+        (qa_dir / run.link).unlink(missing_ok=True)
+        (qa_dir / run.link).symlink_to(qa_dir / run.repo, target_is_directory=True)
+    if run.pass_pid:
+        env["SERVER_PID"] = str(server.proc.pid)
     if run.server_log:  # the tests read it by test.sh's name, in their own directory
         (qa_dir / run.server_log).unlink(missing_ok=True)
         (qa_dir / run.server_log).symlink_to(server.log_path)

@@ -65,6 +65,22 @@ def test_the_positional_repository_goes_first_and_thaw_defaults_hold() -> None:
     assert config.grpc_max_message == config.max_body_bytes == 64 << 20
 
 
+def test_a_repository_named_twice_is_one_repository(tmp_path: Path) -> None:
+    """qa/L0_lifecycle's test_config_override gives tritonserver one directory twice: its
+    models are no duplicates of themselves."""
+    repo = str(tmp_path / "models")
+    config = _parse(
+        repo, f"--model-repository={repo}", "--model-repository=more", f"--model-repository={repo}/"
+    )
+    assert config.repositories == (Path(repo), Path("more"))
+
+
+def test_exit_on_error_not_given_differs_from_false_given() -> None:
+    """Only a given `--exit-on-error=false` keeps a server that failed to start answering."""
+    assert _parse("repo").exit_on_error is None
+    assert _parse("repo", "--exit-on-error=false").exit_on_error is False
+
+
 def test_port_zero_makes_every_port_a_free_one_unless_given() -> None:
     config = _parse("repo", "--port", "0")
     assert (config.port, config.grpc_port, config.metrics_port) == (0, 0, 0)
