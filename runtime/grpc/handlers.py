@@ -38,6 +38,7 @@ from runtime.grpc.stream import serve_stream
 from runtime.header_forward import forwarded_headers
 from runtime.inference import InferRequest, InferResponse
 from runtime.models.lifecycle import ServerState
+from runtime.models.load_errors import refused_overrides
 from runtime.models.load_overrides import check_config, check_load_path, load_overrides
 from runtime.models.service import StreamingModelService, server_live, server_ready
 from thawserver.grpc_routes import parsed, service_handler
@@ -229,7 +230,10 @@ class GrpcHandlers:
     async def load(self, request: Any, context: Context) -> Any:
         self._control_allowed(request.repository_name)
         name, _ = message_ref(request.model_name, "")
-        config, files = _load_parameters(request.parameters)
+        try:
+            config, files = _load_parameters(request.parameters)
+        except InvalidInput as exc:
+            raise refused_overrides(name, exc) from None
         await self._manager.load(name, config_json=config, files=files)
         return pb.RepositoryModelLoadResponse()
 

@@ -33,6 +33,7 @@ from runtime.header_forward import forwarded_headers
 from runtime.http.response_encoding import MIN_COMPRESS_BYTES, compress_body, pick_encoding
 from runtime.inference import InferRequest
 from runtime.models.lifecycle import ServerState
+from runtime.models.load_errors import refused_overrides
 from runtime.models.load_overrides import check_config, check_load_path, load_overrides
 from runtime.models.service import ModelService, server_live, server_ready
 from thawserver.body_deadline import body_timeout_message
@@ -343,7 +344,10 @@ class V2Handlers:
         name, _ = model_ref(request)
         self._require_explicit()
         params = _load_parameters(await self._json_body(request))
-        config_json, files = _load_overrides(params)
+        try:
+            config_json, files = _load_overrides(params)
+        except InvalidInput as exc:
+            raise refused_overrides(name, exc) from None
         warmup_s = await self._manager.load(name, config_json=config_json, files=files)
         return web.Response(status=200, headers=warmup_header(warmup_s or 0.0))
 

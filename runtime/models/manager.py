@@ -492,6 +492,7 @@ class ModelManager:
             model.known_versions = list(versions)
             model.latest = max(versions, key=int)
             model.state, model.reason = ModelState.READY, ""
+            logger.info("model=%s successfully loaded '%s'", name, name)  # Triton's words
             await self._retire(name, old, old_override)
 
     async def _keeps_override(

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from runtime.config import ModelControlMode, ServeConfig
-from runtime.errors import ModelNotFound, RepositoryError
-from runtime.models.load_errors import name_load_failure
+from runtime.errors import InvalidInput, ModelNotFound, RepositoryError
+from runtime.models.load_errors import name_load_failure, refused_overrides
+from runtime.models.load_overrides import load_overrides
 from runtime.models.manager import ModelManager
 from runtime.observe.metrics import Metrics
 from tests.fixtures.models import make_add_sub
@@ -71,4 +72,16 @@ def test_a_refusal_or_an_already_named_failure_keeps_its_words() -> None:
     name_load_failure("m", failed)
     assert failed.message == str(failed) == (
         "load failed for model 'm': model file m/1/model.py is missing"
+    )
+
+
+def test_refused_overrides_say_failed_to_load_and_the_model() -> None:
+    """Triton's `failed to load '<name>', failed to poll from model repository`."""
+    try:
+        load_overrides(None, {"1/model.onnx": b"x"})
+    except InvalidInput as exc:
+        refused = refused_overrides("m", exc)
+    assert refused.status == 400
+    assert refused.message.startswith(
+        "failed to load 'm', failed to poll from model repository: a load request with 'file:'"
     )
