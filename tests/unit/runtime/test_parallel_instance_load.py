@@ -33,12 +33,11 @@ class TritonPythonModel:
         raise RuntimeError("the other instance never began to load")
 
     def execute(self, requests):
-        return [
-            pb_utils.InferenceResponse(
-                [pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy())]
-            )
-            for r in requests
-        ]
+        responses = []
+        for r in requests:
+            data = pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy()
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", data)]))
+        return responses
 """
 
 _CONFIG = """
