@@ -70,8 +70,10 @@ def test_a_refusal_or_an_already_named_failure_keeps_its_words() -> None:
     assert str(named) == "failed to load 'm', failed to poll from model repository"
     failed = RepositoryError("model file m/1/model.py is missing")
     name_load_failure("m", failed)
-    assert failed.message == str(failed) == (
-        "load failed for model 'm': model file m/1/model.py is missing"
+    assert (
+        failed.message
+        == str(failed)
+        == ("load failed for model 'm': model file m/1/model.py is missing")
     )
 
 
