@@ -3,6 +3,7 @@
     service           the ModelService Protocol: what the surfaces (REST, gRPC) call
     manager           ModelManager: model states, control modes, load/unload, reads, infer
     version_loader    bring a model's versions up in a thread: plan, restore, instances
+    version_reuse     which loaded versions a reload keeps (unchanged files, same config)
     repository        the model repository on disk: names, scanning, one model's ModelSpec
     signature         a loaded model's inputs/outputs: request validation and reshape
     load_overrides    a load request's overrides, checked: a config and model files

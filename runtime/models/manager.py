@@ -46,6 +46,7 @@ from runtime.models.repository import (
 from runtime.models.response_cache import ResponseCache
 from runtime.models.snapshot_restore import ImageSource
 from runtime.models.version_loader import LoadedVersion, VersionLoader
+from runtime.models.version_reuse import Fingerprint, reusable_versions, same_but_versions
 from runtime.observe.metrics import Metrics
 from runtime.observe.stats import StatsBook
 from runtime.observe.tracing import RequestTracer
@@ -97,6 +98,9 @@ class _Model:
     fingerprint: tuple[tuple[str, int, int], ...] = ()
     override_dir: Path | None = None  # temp repository for a load with `files`
     config_override: bool = False  # serving a load's `config`, read from the repository
+    # What the versions up were loaded from: a reload keeps the unchanged (version_reuse)
+    served_fingerprint: Fingerprint = ()
+    served_config: mc.ModelConfig | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
@@ -467,8 +471,9 @@ class ModelManager:
                     await self._load_composing(spec)
                 if self._cache is not None:
                     await asyncio.to_thread(self._refuse_decoupled_cache, spec)
+                keep = _unchanged_versions(model, spec) if override is None else {}
                 async with self._load_slots:
-                    versions = await asyncio.to_thread(self._loader.load, spec)
+                    versions = await asyncio.to_thread(self._loader.load, spec, keep)
                 for loaded in versions.values():
                     enabled = loaded.config.response_cache.enable
                     loaded.stats.cache_enabled = self._cache is not None and enabled
@@ -489,6 +494,8 @@ class ModelManager:
             old, old_override = model.versions, model.override_dir
             model.versions, model.override_dir = versions, override
             model.config_override = config_json is not None and override is None
+            model.served_fingerprint, model.served_config = spec.fingerprint, spec.config
+            old = {v: up for v, up in old.items() if versions.get(v) is not up}  # not kept
             model.known_versions = list(versions)
             model.latest = max(versions, key=int)
             model.state, model.reason = ModelState.READY, ""
@@ -623,6 +630,18 @@ def _end_if_failed(submitted: asyncio.Future[InferResponse], sink: ResponseStrea
 def _is_model_dir(repo: Repositories, name: str) -> bool:
     """Whether the repositories hold a model directory `name` (blocking: in a thread)."""
     return (repo / name).is_dir()
+
+
+def _unchanged_versions(model: _Model, spec: ModelSpec) -> dict[str, LoadedVersion]:
+    """The versions up that a reload from the repository keeps (runtime.models.version_reuse);
+    none when they came from a load's own files."""
+    if model.override_dir is not None:
+        return {}
+    reuse = reusable_versions(
+        before=model.served_fingerprint, after=spec.fingerprint, loaded=model.versions,
+        selected=spec.versions, same_config=same_but_versions(model.served_config, spec.config),
+    )  # fmt: skip
+    return {version: model.versions[version] for version in reuse}
 
 
 def _fingerprint(repo: Repositories, name: str) -> tuple[tuple[str, int, int], ...]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,15 +98,23 @@ class VersionLoader:
         )
         self._inline_exec_max_us = inline_exec_max_us
 
-    def load(self, spec: ModelSpec) -> dict[str, LoadedVersion]:
-        """Every version the policy selects; all or nothing (a failure unloads the rest)."""
+    def load(
+        self, spec: ModelSpec, keep: Mapping[str, LoadedVersion] | None = None
+    ) -> dict[str, LoadedVersion]:
+        """Every version the policy selects; all or nothing (a failure unloads the rest).
+        `keep`: versions already up that a reload keeps as they are (version_reuse)."""
         config = self._complete(spec)
+        kept = keep or {}
         loaded: dict[str, LoadedVersion] = {}
         try:
             for version in spec.versions:
+                if str(version) in kept:
+                    loaded[str(version)] = kept[str(version)]
+                    logger.info("model=%s version=%s unchanged: kept", spec.name, version)
+                    continue
                 loaded[str(version)] = self._load_version(spec, config, version)
         except BaseException:
-            self.unload(spec.name, loaded)
+            self.unload(spec.name, {v: up for v, up in loaded.items() if v not in kept})
             raise
         return loaded
 
