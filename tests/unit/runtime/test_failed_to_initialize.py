@@ -16,7 +16,13 @@ from runtime.config import ModelControlMode, ServeConfig
 from runtime.http.app import SERVER_STATE, build_app
 from runtime.process import cli
 from tests.fakes.model_service import FakeModelService
-from tests.unit.runtime.test_http_surface import FakeMetrics
+
+
+class FakeMetrics:
+    """The metrics source build_app takes: an empty exposition."""
+
+    def exposition(self) -> bytes:
+        return b""
 
 
 def _config(tmp_path: Path, exit_on_error: bool | None) -> ServeConfig:
