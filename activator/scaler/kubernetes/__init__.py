@@ -11,6 +11,7 @@
     pod_budget       a shared pod's booking (`thaw.dev/shared-load`) and its patch (pure)
     shared_pods      the leader's shared placement: book with resourceVersion, evict, release
     shared_replicas  shared models' replicas on pods: claim or share, evict, stop, release
+    shared_routing   where this activator routes shared models: start, follow, adopt bookings
     leader_election  the scaling leader's Lease, kept
     leader_lease     the Lease record and the pure election policy
     follower_start   a follower's replica start with no pod to attach (pure)
