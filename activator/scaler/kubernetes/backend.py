@@ -280,6 +280,7 @@ class KubernetesBackend:
         self._role_changes += 1
         if leading and self._pods is not None:
             self._adopt_loading()  # a lost leader's pods that this activator serves already
+            self._spawn(self._take_over_shared())
         self._metrics.scaling_leader.set(1 if leading else 0)
         role = "the scaling leader" if leading else "a follower"
         logger.info("activator %s is %s now", self._kube.activator_id, role)
@@ -546,6 +547,14 @@ class KubernetesBackend:
             with contextlib.suppress(KubeApiError):
                 for starter in self._starters.values():
                     await starter.fetch_pool()
+
+    async def _take_over_shared(self) -> None:
+        """(Just promoted) the leader's look at the shared pods' bookings (SharedRouting)."""
+        try:
+            await self._shared.take_over()
+        except (TimeoutError, KubeApiError, aiohttp.ClientError) as exc:
+            # The next promotion or start looks again; the bookings stay as they were.
+            logger.warning("shared bookings not re-checked after promotion: %s", exc)
 
     def _adopt_loading(self) -> None:
         """(Leader) the serving mark of each attached pod still marked `loading` by nobody

@@ -115,6 +115,10 @@ class SharedReplicas:
     def shares(self, model: str) -> bool:
         return model in self._shared
 
+    def models(self) -> list[str]:
+        """The shared models, by name."""
+        return sorted(self._shared)
+
     async def start(self, model: str, *, timeout_s: float) -> ReplicaHandle:
         """A replica of `model`: room booked on a shared pod (evicting idle models there, or
         claiming a pool pod), the model loaded in it."""

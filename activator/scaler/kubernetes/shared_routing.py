@@ -6,6 +6,8 @@
                      answers it ready (follower_wait)
     adopt(model)  ─▶ at start: the rooms booked before this activator started, routed to;
                      the leader unbooks those whose runtime does not have the model
+    take_over()   ─▶ (a follower promoted to leader) the same leader's look at every shared
+                     model's bookings, which as a follower it never made
 
 The leader's placement (SharedPods, SharedReplicas) is made at start (`open`), once the API
 and the default pool's starter are there, with the models the backend was told to share.
@@ -183,8 +185,30 @@ class SharedRouting:
             sharing.adopted(model)
             handles.append(handle)
             logger.info("model=%s: adopted its room on shared pod %s", model, handle.host)
-        if not self._leading():
-            return handles
+        if self._leading():
+            await self._unbook_stale(model)
+        return handles
+
+    async def take_over(self) -> None:
+        """(A follower promoted to scaling leader) what the leader does at start, for every
+        shared model: the rooms this activator routes to count as loaded now (least recently
+        used eviction orders by it), and bookings whose pod's runtime answers that it does not
+        have the model are freed. As a follower it never looked; the leader it replaces may
+        have died between a booking and its load."""
+        sharing = self.replicas
+        if sharing is None:
+            return
+        for model in sharing.models():
+            if self._attached.pods(model):
+                sharing.adopted(model)
+            await self._unbook_stale(model)
+
+    async def _unbook_stale(self, model: str) -> None:
+        """(Leader) free `model`'s rooms booked on pods this activator does not route it to
+        whose runtime answers that it does not have the model; a runtime that does not answer
+        keeps its booking (the model may be loaded there)."""
+        sharing = self.replicas
+        assert sharing is not None  # the caller checked
         for pod in self.booked_pods(model):  # booked, not routed to: is it loaded there?
             url = runtime_url(pod, self._kube.runtime_port)
             control = RuntimeControl(self._session, url, name=name_of(pod)) if url else None
@@ -192,7 +216,6 @@ class SharedRouting:
                 logger.warning("shared pod %s model=%s: booked but not loaded; unbooked",
                                name_of(pod), model)  # fmt: skip
                 await sharing.unbook(name_of(pod), model)
-        return handles
 
     def booked_pods(self, model: str) -> list[Pod]:
         """Live shared pods whose booking lists `model` and that this activator does not

@@ -247,3 +247,48 @@ async def test_a_restarted_activator_adopts_the_booked_rooms_and_frees_a_stale_o
 def up_cold_starts(up: UpProcess, model: str) -> int:
     """How many cold starts of `model` the activator's status lists."""
     return sum(1 for c in up.get("/thaw/status")["cold_starts"] if c["model"] == model)
+
+
+async def test_a_follower_promoted_to_leader_frees_a_stale_booking(
+    kube_apiserver: FakeKubeApiServer,
+    kube_api: client.ApiClient,
+    kubeconfig_path: Path,
+    kubelet_factory: Callable[..., LocalKubelet],
+    tmp_path: Path,
+) -> None:
+    """A booking the leader made but never loaded (it died in between) is found by the
+    follower that takes over: as leader it looks at every shared model's bookings, as the
+    leader does at its start, and frees those whose pod's runtime does not have the model;
+    the rooms that are loaded stay booked."""
+    repo, _ready_pool = await _fleet(kube_apiserver, kube_api, kubelet_factory, tmp_path)
+
+    def start(name: str) -> UpProcess:
+        return UpProcess(repo, *up_args(kubeconfig_path, activator_id=name, extra=SHARED_FLAGS))
+
+    def holder() -> str | None:
+        lease = kube_apiserver.get("leases", NAMESPACE, LEASE) or {}
+        return lease.get("spec", {}).get("holderIdentity") or None
+
+    ups = {name: await asyncio.to_thread(start, name) for name in ("act-0", "act-1")}
+    try:
+        leader_id = str(await eventually(holder, timeout_s=30))
+        async with aiohttp.ClientSession() as session:
+            assert await _infer(session, ups[leader_id], "onnx_a") == 200
+        (pod,) = _hosts(ups[leader_id])
+        current = kube_apiserver.get("pods", NAMESPACE, pod) or {}
+        load = load_of(current)
+        assert load is not None
+        await client.CoreV1Api(kube_api).patch_namespaced_pod(
+            pod, NAMESPACE, booking_patch(current, load.booked("onnx_c", 1024))
+        )
+        assert set(_booked(kube_apiserver, pod)) == {"onnx_a", "onnx_c"}
+        ups.pop(leader_id).stop()  # the follower takes over within the lease
+        (follower_id,) = ups
+        await eventually(lambda: holder() == follower_id, timeout_s=30)
+        await eventually(lambda: set(_booked(kube_apiserver, pod)) == {"onnx_a"}, timeout_s=30)
+        assert "booked but not loaded; unbooked" in ups[follower_id].log()
+    finally:
+        for up in ups.values():
+            up.stop()
+    for up in ups.values():
+        assert "Traceback" not in up.log(), up.log()
