@@ -64,15 +64,22 @@ async def _fleet(
     api: client.ApiClient,
     kubelet_factory: Callable[..., LocalKubelet],
     tmp_path: Path,
+    *,
+    memory_limit: str | None = None,
 ) -> tuple[Path, Callable[[], int]]:
-    """Three shared 4 MiB models and a pool of two ready `thaw serve` pods."""
+    """Three shared 4 MiB models and a pool of two ready `thaw serve` pods (their runtime
+    container limited to `memory_limit` if given)."""
     repo = tmp_path / "repo"
     for name in MODELS:
         # A long scale-to-zero grace: the only way off the shared pod is eviction.
         with_params(make_onnx_add(repo, name, size=SIZE), placement="shared",
                     scale_to_zero_grace_s=600, activation_timeout_s=60)  # fmt: skip
     kubelet_factory(host_paths={"/models": repo, "/cache": tmp_path / "cache"})
-    await client.AppsV1Api(api).create_namespaced_deployment(NAMESPACE, pool_deployment(2))
+    pool = pool_deployment(2)
+    if memory_limit is not None:
+        (container,) = pool["spec"]["template"]["spec"]["containers"]
+        container["resources"] = {"limits": {"memory": memory_limit}}
+    await client.AppsV1Api(api).create_namespaced_deployment(NAMESPACE, pool)
 
     def ready_pool() -> int:
         pods = server.objects("pods", NAMESPACE)
@@ -292,3 +299,36 @@ async def test_a_follower_promoted_to_leader_frees_a_stale_booking(
             up.stop()
     for up in ups.values():
         assert "Traceback" not in up.log(), up.log()
+
+
+async def test_a_shared_pods_budget_is_capped_by_its_memory_limit(
+    kube_apiserver: FakeKubeApiServer,
+    kube_api: client.ApiClient,
+    kubeconfig_path: Path,
+    kubelet_factory: Callable[..., LocalKubelet],
+    tmp_path: Path,
+) -> None:
+    """A budget (the flag's 64 GiB) larger than the pod's runtime container may hold (its
+    `limits.memory`, 4 GiB) would have the kernel kill the pod with every model on it: the
+    pod's booked budget is its limit less what its runtime holds of its own."""
+    limit = 4 << 30
+    repo, _ready_pool = await _fleet(
+        kube_apiserver, kube_api, kubelet_factory, tmp_path, memory_limit="4Gi"
+    )
+    flags = ["--shared-replica-bytes", str(64 << 30), "--evict-grace-s", str(EVICT_GRACE_S)]
+    args = up_args(kubeconfig_path, activator_id="activator-0",
+                   extra=["--leader-election", "off", *flags])  # fmt: skip
+    up = await asyncio.to_thread(UpProcess, repo, *args)
+    try:
+        async with aiohttp.ClientSession() as session:
+            assert await _infer(session, up, "onnx_a") == 200
+        (pod,) = _hosts(up)
+        load = load_of(kube_apiserver.get("pods", NAMESPACE, pod) or {})
+        assert load is not None
+        # Less the runtime's own resident memory (a Python server with onnxruntime: well
+        # over 10 MiB, well under 2 GiB), not the flag's 64 GiB.
+        assert limit - (2 << 30) < load.budget_bytes < limit - (10 << 20), load
+        assert "its memory limit less the runtime's own" in up.log()
+    finally:
+        up.stop()
+    assert "Traceback" not in up.log(), up.log()
