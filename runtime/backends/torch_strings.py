@@ -5,7 +5,8 @@ model as a `List[str]` and serializes a `List[str]` the model returns as a BYTES
 
     load     a TYPE_STRING input or state has one dimension in all, the batch dimension
              included (`reshape: { shape: [ ] }` lets a batched model take `[ 1 ]`), else
-             "Triton only supports 1 dimensional List of String as input for 'X' ..."
+             "Triton only supports 1 dimensional List of String as input for 'X' ..." (Triton's
+             check of a state reads no dims and so refuses none; a state is an input here too)
     input    the tensor's elements in order, each decoded as UTF-8 (Triton's C++ hands over raw
              `std::string`s; Python's `str` must be text, so other bytes are a 400 here)
     output   a `List[str]` -> a 1-D BYTES tensor, one element per string, UTF-8 encoded; a
