@@ -49,6 +49,7 @@ from thawserver.settings_flags import (
     log_settings,
     trace_setting,
 )
+from thawserver.tool_call_flags import add_tool_call_arguments, replica_environment
 from thawwire.model_control import LOAD_MODEL_NOT_EXPLICIT
 
 __all__ = ["register", "run"]
@@ -249,6 +250,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "vllm_backend in DIR/vllm/); given to every replica too. Local scaler only",
     )  # fmt: skip
     _add_connection_arguments(p)
+    add_tool_call_arguments(p, {})  # given to each local replica (thawserver.tool_call_flags)
     p.add_argument(
         "--direct-connections",
         choices=["on", "off"],
@@ -384,6 +386,7 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
     _check_range("--max-body-bytes", args.max_body_bytes, 1, 1 << 40)
     _check_range("--request-timeout-s", args.request_timeout_s, 0.1, 86_400)
     _check_range("--body-timeout-s", args.body_timeout_s, 0.1, 3600)
+    _check_range("--max-tool-call-parse-bytes", args.max_tool_call_parse_bytes, 1, 1 << 30)
     _check_range("--drain-timeout-s", args.drain_timeout_s, 0, 3600)
     _check_range("--direct-max-age-s", args.direct_max_age_s, 0, 86_400)
     _check_range("--arena-bytes", args.arena_bytes, 0, 1 << 44)
@@ -537,6 +540,7 @@ def run(args: argparse.Namespace) -> int:
     # Before grpc is imported: replicas are started by fork+exec only, so grpc's fork handlers
     # (and their "skipping fork() handlers" log line per replica) are not needed.
     os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+    os.environ.update(replica_environment(args))  # the replicas' --tool-call-parser, ...
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )  # until the config is read (then LogControl below)
