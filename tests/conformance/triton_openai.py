@@ -7,8 +7,8 @@ FILES (from `python/openai/tests/` of a local git mirror of triton-inference-ser
 copied into a temporary directory next to Thaw's harness as their `conftest.py`
 (tests/conformance/triton_openai_harness.py: the fixtures of Triton's conftest over a real
 `thaw serve` of a vLLM-style causal LM on the CPU), with Triton's own test models (`mock_llm`,
-`identity_py`, `tool_stream_py`, unchanged) beside them, and run by pytest; their `tests.utils` is Thaw's stand-in
-(tests/conformance/triton_openai_server.py: `OpenAIServer`, `setup_server`,
+`identity_py`, `tool_stream_py`, unchanged) beside them, and run by pytest; their `tests.utils`
+is Thaw's stand-in (tests/conformance/triton_openai_server.py: `OpenAIServer`, `setup_server`,
 `setup_fastapi_app` over a real `thaw serve` started with the same flags). LEFT_OUT are the files
 that cannot run unchanged, and why; DESELECTED the tests that assert a deliberate difference,
 each with its reason (both printed). Exit status: 0 when every selected test passed (or no
