@@ -194,9 +194,12 @@ def _call(text: str, i: int) -> tuple[_Call, int]:
 
 def _arguments(raw: str) -> str:
     """A whole arguments value as the text of a JSON object (a model may quote it)."""
-    value = json.loads(raw)
-    if isinstance(value, str):
-        value, raw = json.loads(value), value
+    try:
+        value = json.loads(raw)
+        if isinstance(value, str):
+            value, raw = json.loads(value), value
+    except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
+        raise _Malformed from None
     if not isinstance(value, dict):
         raise _Malformed
     return raw
@@ -347,7 +350,8 @@ class ToolCallReader:
         text = self._text
         first = _skip(text, 0)
         if self._mistral:
-            at = text.find(_MISTRAL_TOKEN)
+            # only where the token may begin: what was sent as content holds none
+            at = text.find(_MISTRAL_TOKEN, max(0, self._content_sent - len(_MISTRAL_TOKEN)))
             if at >= 0:
                 self._token_at = at
                 return at + len(_MISTRAL_TOKEN)

@@ -207,7 +207,7 @@ def message_tool_calls(value: Any, param: str) -> tuple[MessageToolCall, ...]:
             )
         try:
             arguments = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             arguments = None
         if not isinstance(arguments, dict):
             raise OpenAIError(

@@ -240,3 +240,18 @@ def test_a_named_stream_sends_the_name_once_then_arguments() -> None:
     assert first.tool_calls[0]["id"].startswith("call_")
     assert second.tool_calls == [{"index": 0, "function": {"arguments": ": 1}"}}]
     assert stream.finish("stop") == (stream.finish("stop")[0], "stop")
+
+
+def test_arguments_nested_past_the_json_parsers_depth_are_content() -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    text = f'[TOOL_CALLS][{{"name": "a", "arguments": {{"x": {deep}}}}}]'
+    assert read_whole(text, "mistral").content == text
+    call = {"id": "1", "type": "function", "function": {"name": "a", "arguments": deep}}
+    with pytest.raises(OpenAIError, match="must be a JSON object"):
+        parse_chat({"model": "m", "messages": [{"role": "assistant", "tool_calls": [call]}]})
+
+
+def test_a_long_plain_answer_is_content_in_any_pieces() -> None:
+    text = "word [bracket] " * 2000 + "[TOOL"
+    content, calls, called = _fed("mistral", text, 7)
+    assert (content, calls, called) == (text, {}, False)
