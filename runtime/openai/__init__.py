@@ -10,6 +10,7 @@
     logprobs        a vLLM-style model's token log probabilities, in OpenAI's two shapes
     tool_schema     a chat request's tools and tool_choice, parsed; the mode they ask for
     tool_parsers    a model's tool-call text (Mistral's, Llama 3's), read as it grows
+    tool_call_scan  tool-call JSON text, perhaps still being written, as the calls so far
     tool_calls      one chat choice's text as OpenAI's answer with tool calls, whole or streamed
     model_control   Triton's OpenAI frontend's load/unload routes
 

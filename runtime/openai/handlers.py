@@ -6,6 +6,7 @@
     POST /v1/models/{model}/load, /unload    Triton's frontend's model control (model_control)
     POST /v1/completions        ─▶ schema ─▶ Generation (triton_mapping, the ModelService)
     POST /v1/chat/completions      ─▶ one JSON answer, or Server-Sent Events then [DONE]
+                                   (with tools: each choice through tool_calls)
     POST /v1/embeddings         ─▶ one request per input string
 
 Every refusal is OpenAI's error shape (runtime.openai.errors), with the runtime's status.

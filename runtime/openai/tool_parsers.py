@@ -15,12 +15,19 @@ never an error: `read_whole` then gives the whole text as content and no calls.
 
 from __future__ import annotations
 
-import json
 import random
 import string
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from runtime.openai.tool_call_scan import (
+    Call,
+    Malformed,
+    Read,
+    llama_calls,
+    mistral_calls,
+    skip_whitespace,
+)
 from thawwire.openai_api import TOOL_CALL_PARSERS
 
 __all__ = [
@@ -36,17 +43,7 @@ PARSERS = TOOL_CALL_PARSERS
 
 _MISTRAL_TOKEN = "[TOOL_CALLS]"
 _LLAMA_TOKEN = "<|python_tag|>"
-_ARGUMENT_KEYS = ("arguments", "parameters")
 _ALNUM = string.ascii_letters + string.digits
-_WHITESPACE = " \t\r\n"
-
-
-class _Partial(Exception):
-    """The text ends inside a JSON value: more is to come."""
-
-
-class _Malformed(Exception):
-    """The text is not JSON (of a tool call) and will not become it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,179 +80,10 @@ class ToolCallDelta:
 
 
 @dataclass(slots=True)
-class _Call:
-    """A call as far as its text goes: its name once whole, its arguments' text so far."""
-
-    name: str | None = None
-    arguments: str = ""
-    arguments_whole: bool = False
-    whole: bool = False
-
-
-@dataclass(slots=True)
 class _Sent:
     id: str
     named: bool = False
     arguments: int = 0  # characters of the arguments' text sent
-
-
-def _skip(text: str, i: int) -> int:
-    while i < len(text) and text[i] in _WHITESPACE:
-        i += 1
-    return i
-
-
-def _value_end(text: str, i: int) -> int:
-    """Where the JSON value starting at `text[i]` ends (an index past it)."""
-    c = text[i]
-    if c == '"':
-        j = i + 1
-        while j < len(text):
-            if text[j] == "\\":
-                j += 2
-            elif text[j] == '"':
-                return j + 1
-            else:
-                j += 1
-        raise _Partial
-    if c in "{[":
-        closers = []
-        j = i
-        while j < len(text):
-            c = text[j]
-            if c == '"':
-                j = _value_end(text, j)
-                continue
-            if c in "{[":
-                closers.append("}" if c == "{" else "]")
-            elif c in "}]":
-                if c != closers.pop():
-                    raise _Malformed
-                if not closers:
-                    return j + 1
-            j += 1
-        raise _Partial
-    j = i
-    while j < len(text) and text[j] not in ",}]" + _WHITESPACE:
-        j += 1
-    if j == len(text):
-        raise _Partial
-    try:
-        json.loads(text[i:j])
-    except ValueError:
-        raise _Malformed from None
-    return j
-
-
-def _call(text: str, i: int) -> tuple[_Call, int]:
-    """The call whose object starts at `text[i]` ("{"), and where its text ends so far."""
-    call = _Call()
-    j = i + 1
-    while True:
-        j = _skip(text, j)
-        if j == len(text):
-            return call, j
-        if text[j] == "}":
-            call.whole = True
-            return call, j + 1
-        if text[j] == ",":
-            j += 1
-            continue
-        if text[j] != '"':
-            raise _Malformed
-        try:
-            key_end = _value_end(text, j)
-        except _Partial:
-            return call, len(text)
-        key = json.loads(text[j:key_end])
-        j = _skip(text, key_end)
-        if j == len(text):
-            return call, j
-        if text[j] != ":":
-            raise _Malformed
-        j = _skip(text, j + 1)
-        if j == len(text):
-            return call, j
-        try:
-            end = _value_end(text, j)
-        except _Partial:
-            if key in _ARGUMENT_KEYS:
-                call.arguments = text[j:]
-            return call, len(text)
-        if key == "name":
-            name = json.loads(text[j:end])
-            if not isinstance(name, str) or not name:
-                raise _Malformed
-            call.name = name
-        elif key in _ARGUMENT_KEYS:
-            call.arguments, call.arguments_whole = _arguments(text[j:end]), True
-        j = end
-
-
-def _arguments(raw: str) -> str:
-    """A whole arguments value as the text of a JSON object (a model may quote it)."""
-    try:
-        value = json.loads(raw)
-        if isinstance(value, str):
-            value, raw = json.loads(value), value
-    except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
-        raise _Malformed from None
-    if not isinstance(value, dict):
-        raise _Malformed
-    return raw
-
-
-@dataclass(slots=True)
-class _Read:
-    calls: list[_Call] = field(default_factory=list)
-    end: int | None = None  # where the calls' text ended, once it has
-
-
-def _mistral_calls(text: str) -> _Read:
-    read = _Read()
-    j = _skip(text, 0)
-    if j == len(text):
-        return read
-    if text[j] != "[":
-        raise _Malformed
-    j += 1
-    while True:
-        j = _skip(text, j)
-        if j == len(text):
-            return read
-        if text[j] == "]":
-            read.end = j + 1
-            return read
-        if text[j] == ",":
-            j += 1
-            continue
-        if text[j] != "{":
-            raise _Malformed
-        call, j = _call(text, j)
-        read.calls.append(call)
-        if not call.whole:
-            return read
-
-
-def _llama_calls(text: str) -> _Read:
-    read = _Read()
-    j = 0
-    while True:
-        j = _skip(text, j)
-        if j == len(text):
-            return read
-        if text[j] == ";" and read.calls:
-            j += 1
-            continue
-        if text[j] != "{":
-            if read.calls:
-                read.end = j  # what follows the calls is content
-                return read
-            raise _Malformed
-        call, j = _call(text, j)
-        read.calls.append(call)
-        if not call.whole:
-            return read
 
 
 class ToolCallReader:
@@ -276,7 +104,7 @@ class ToolCallReader:
         self._start: int | None = None  # where the calls' text starts, once seen
         self._end: int | None = None  # where it ended, once it has
         self._failed = False  # the calls' text stopped being JSON: the rest is content
-        self._calls: list[_Call] = []
+        self._calls: list[Call] = []
         self._sent: list[_Sent] = []
 
     @property
@@ -309,7 +137,7 @@ class ToolCallReader:
             return content + self._content(len(self._text)), []
         try:
             read = self._read(self._text[self._start :])
-        except _Malformed:
+        except Malformed:
             self._failed = True
             if self.called:  # what was sent stands; what follows is content
                 self._content_sent = len(self._text)
@@ -336,19 +164,19 @@ class ToolCallReader:
         self._content_sent = len(self._text)
         return self._text[self._token_at :]
 
-    def _read(self, text: str) -> _Read:
+    def _read(self, text: str) -> Read:
         if not self._mistral and text.startswith(_LLAMA_TOKEN):
             text = text[len(_LLAMA_TOKEN) :]
-            read = _llama_calls(text)
+            read = llama_calls(text)
             if read.end is not None:
                 read.end += len(_LLAMA_TOKEN)
             return read
-        return _mistral_calls(text) if self._mistral else _llama_calls(text)
+        return mistral_calls(text) if self._mistral else llama_calls(text)
 
     def _find_start(self) -> int | None:
         """Where the calls' text starts (and `_token_at`, where the content before it ends)."""
         text = self._text
-        first = _skip(text, 0)
+        first = skip_whitespace(text, 0)
         if self._mistral:
             # only where the token may begin: what was sent as content holds none
             at = text.find(_MISTRAL_TOKEN, max(0, self._content_sent - len(_MISTRAL_TOKEN)))
@@ -386,7 +214,7 @@ class ToolCallReader:
         self._content_sent = upto
         return content
 
-    def _deltas(self, calls: list[_Call]) -> list[ToolCallDelta]:
+    def _deltas(self, calls: list[Call]) -> list[ToolCallDelta]:
         deltas = []
         for index, call in enumerate(calls if self._parallel else calls[:1]):
             if index == len(self._sent):
@@ -402,7 +230,7 @@ class ToolCallReader:
                 deltas.append(ToolCallDelta(index, more))
         return deltas
 
-    def _more(self, call: _Call, sent: _Sent) -> str:
+    def _more(self, call: Call, sent: _Sent) -> str:
         """The arguments' text not yet sent: streamed as it comes when it is an object's text,
         else (a quoted object) once it is whole; `{}` for a whole call without arguments."""
         text = call.arguments
