@@ -57,6 +57,7 @@ from thawserver.settings_flags import (
     log_settings,
     trace_setting,
 )
+from thawserver.tool_call_flags import add_tool_call_arguments, replica_environment
 
 __all__ = ["register", "run"]
 
@@ -256,6 +257,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "vllm_backend in DIR/vllm/); given to every replica too. Local scaler only",
     )  # fmt: skip
     _add_connection_arguments(p)
+    add_tool_call_arguments(p, {})  # given to each local replica (thawserver.tool_call_flags)
     p.add_argument(
         "--direct-connections",
         choices=["on", "off"],
@@ -373,6 +375,7 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
     check_range("--max-body-bytes", args.max_body_bytes, 1, 1 << 40)
     check_range("--request-timeout-s", args.request_timeout_s, 0.1, 86_400)
     check_range("--body-timeout-s", args.body_timeout_s, 0.1, 3600)
+    check_range("--max-tool-call-parse-bytes", args.max_tool_call_parse_bytes, 1, 1 << 30)
     check_range("--drain-timeout-s", args.drain_timeout_s, 0, 3600)
     check_range("--direct-max-age-s", args.direct_max_age_s, 0, 86_400)
     check_range("--arena-bytes", args.arena_bytes, 0, 1 << 44)
@@ -463,6 +466,7 @@ def run(args: argparse.Namespace) -> int:
     # Before grpc is imported: replicas are started by fork+exec only, so grpc's fork handlers
     # (and their "skipping fork() handlers" log line per replica) are not needed.
     os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+    os.environ.update(replica_environment(args))  # the replicas' --tool-call-parser, ...
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )  # until the config is read (then LogControl below)

@@ -27,6 +27,7 @@ from thawserver.fd_limit import bounded_by_fd_limit
 from thawserver.limit_flags import add_body_timeout_argument, add_limit_arguments, limits_from_args
 from thawserver.log_control import LogControl
 from thawserver.settings_flags import log_settings, trace_setting
+from thawserver.tool_call_flags import add_tool_call_arguments
 
 __all__ = ["build_config", "main", "register", "run"]
 
@@ -147,6 +148,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_body_timeout_argument(p)
     add_limit_arguments(p)
+    add_tool_call_arguments(p, os.environ)
     p.add_argument(
         "--event-loop",
         choices=["auto", "asyncio", "uvloop"],
@@ -281,6 +283,8 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
         grpc_header_forward_pattern=args.grpc_header_forward_pattern,
         grpc_restricted_protocols=tuple(args.grpc_restricted_protocol),
         http_restricted_apis=tuple(args.http_restricted_api),
+        tool_call_parser=args.tool_call_parser,
+        max_tool_call_parse_bytes=args.max_tool_call_parse_bytes,
         host=args.host,
         port=args.port,
         model_control_mode=ModelControlMode(args.model_control_mode),
