@@ -4,6 +4,7 @@
     manager           ModelManager: model states, control modes, load/unload, reads, infer
     version_loader    bring a model's versions up in a thread: plan, restore, instances
     repository        the model repository on disk: names, scanning, one model's ModelSpec
+    namespaces        `--model-namespacing`: which model a name means in several repositories
     signature         a loaded model's inputs/outputs: request validation and reshape
     load_overrides    a load request's overrides, checked: a config and model files
     load_files        a load request's model files written out as a private repository

@@ -50,6 +50,7 @@ from tests.conformance.qa_checkout import (
 )
 from tests.conformance.qa_gen_suites import GEN_SUITES
 from tests.conformance.qa_lifecycle_suites import LIFECYCLE_SUITES
+from tests.conformance.qa_namespacing import NAMESPACING_SUITES
 from tests.conformance.qa_sequence_suites import SEQUENCE_SUITES
 from tests.conformance.qa_servers import KINDS, refusal, start, unsupported
 from tests.conformance.qa_suite import Run, Suite
@@ -239,6 +240,7 @@ SUITES: dict[str, Suite] = {
         *GEN_SUITES,
         *LIFECYCLE_SUITES,
         *SEQUENCE_SUITES,
+        *NAMESPACING_SUITES,
     )
 }
 
@@ -307,6 +309,7 @@ def _refused(ref: str, qa_dir: Path, run: Run, kind: str) -> list[Result]:
 def _run_one(
     ref: str, qa_dir: Path, suite: Suite, run: Run, *, with_large: bool, kind: str
 ) -> list[Result]:
+    run = run.at(qa_dir)
     if run.refusal:
         return _refused(ref, qa_dir, run, kind)
     env = dict(run.env)
@@ -327,7 +330,7 @@ def _run_one(
         rows = {t: {"outcome": "error", "detail": f"thaw {kind} has no {flag}"} for t in selected}
         return results + rows_to_results(ref, run, rows)
     try:
-        server = start(kind, qa_dir / run.repo, run.serve_args)
+        server = start(kind, qa_dir / run.repo, run.serve_args, env=dict(run.server_env))
     except RuntimeError as exc:  # the server refused the flags or never became ready
         last = str(exc).strip().splitlines()[-1][:200]
         rows = {t: {"outcome": "error", "detail": f"thaw {kind} did not start: {last}"}
