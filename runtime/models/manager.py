@@ -9,8 +9,6 @@ import logging
 import shutil
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +30,7 @@ from runtime.models.answer_order import answers_as_they_come
 from runtime.models.cache_policy import decoupled_cache_error
 from runtime.models.image_cache import make_image_loader
 from runtime.models.load_files import write_load_files
+from runtime.models.model_entry import UNLOADED, ModelEntry, ModelState, index_rows
 from runtime.models.namespaces import ModelKey, Namespaces, ScopedSteps
 from runtime.models.repository import (
     ModelSpec,
@@ -67,36 +66,6 @@ logger = logging.getLogger(__name__)
 # Triton's message for load/unload outside explicit mode (it uses one text for none and poll).
 # Triton's answer to /infer for a decoupled model (2.51, UNSUPPORTED: HTTP 501).
 DECOUPLED_INFER = "HTTP end point doesn't support models with decoupled transaction policy"
-
-
-# The reason a model unloaded on request is UNAVAILABLE for (the index shows it, as Triton's).
-_UNLOADED = "unloaded"
-
-
-class ModelState(StrEnum):
-    """Where a model is in its life; the index reports these strings."""
-
-    READY = "READY"
-    UNAVAILABLE = "UNAVAILABLE"
-    LOADING = "LOADING"
-    UNLOADING = "UNLOADING"
-
-
-@dataclass
-class _Model:
-    """One model the manager has seen; `versions` holds what currently serves."""
-
-    name: str
-    key: ModelKey  # the name in its namespace (runtime.models.namespaces)
-    state: ModelState | None = None  # None: never asked to load
-    reason: str = ""
-    versions: dict[str, LoadedVersion] = field(default_factory=dict)
-    latest: str = ""  # the version unversioned requests go to
-    known_versions: list[str] = field(default_factory=list)  # last versions loaded or tried
-    wanted: bool = False  # should be loaded (counts for server readiness)
-    fingerprint: tuple[tuple[str, int, int], ...] = ()
-    override_dir: Path | None = None  # temp repository for a load with `files`
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 class ModelManager:
@@ -153,7 +122,7 @@ class ModelManager:
         )
         # tritonserver's --model-load-thread-count: versions loaded at once.
         self._load_slots = asyncio.Semaphore(config.model_load_threads)
-        self._models: dict[ModelKey, _Model] = {}
+        self._models: dict[ModelKey, ModelEntry] = {}
         self._started = False
         self._poller: asyncio.Task[None] | None = None
         self._python_host: PythonModelsHost | None = None
@@ -218,22 +187,7 @@ class ModelManager:
             keys = set()
         rows: list[dict[str, Any]] = []
         for key in sorted(keys | set(self._models), key=lambda k: (k.name, k.namespace)):
-            name = key.name
-            model = self._models.get(key)
-            if model is None or model.state is None:
-                if not ready_only:
-                    rows.append({"name": name})
-                continue
-            # Triton's rows (observed on 2.51): a version on every row of a model it tried to
-            # load, and `reason` only when there is one.
-            for version in list(model.versions) or model.known_versions or [""]:
-                row: dict[str, Any] = {"name": name}
-                if version:
-                    row["version"] = version
-                row["state"] = model.state.value
-                if model.reason:
-                    row["reason"] = model.reason
-                rows.append(row)
+            rows += index_rows(key.name, self._models.get(key))
         if ready_only:
             rows = [row for row in rows if row.get("state") == ModelState.READY]
         return rows
@@ -395,9 +349,9 @@ class ModelManager:
     def _live(self, key: ModelKey) -> bool | None:
         """Whether `key` serves or is to (None: a model this manager has not seen)."""
         model = self._models.get(key)
-        return None if model is None else bool(model.versions) or model.wanted
+        return None if model is None else model.live
 
-    def _known(self, name: str, home: str | None = None) -> _Model:
+    def _known(self, name: str, home: str | None = None) -> ModelEntry:
         """The model a request for `name` means (`home`: the asking ensemble's namespace)."""
         key = self._ns.serving_key(name, self._live, home=home)
         if key is None:
@@ -405,16 +359,16 @@ class ModelManager:
             key = self._ns.on_disk_key(name, self._ns.keys_on_disk(name))
         model = self._models.get(key)
         if model is None:
-            model = self._models[key] = _Model(name, key)
+            model = self._models[key] = ModelEntry(name, key)
         return model
 
     def _serving(
         self, name: str, version: str | None, home: str | None = None
-    ) -> tuple[_Model, LoadedVersion]:
+    ) -> tuple[ModelEntry, LoadedVersion]:
         """The model and the version a request for (name, version) goes to."""
         model = self._known(name, home)
         if model.state != ModelState.READY or not model.versions:
-            if model.state == ModelState.UNLOADING or model.reason == _UNLOADED:
+            if model.state == ModelState.UNLOADING or model.reason == UNLOADED:
                 # Unloaded on request, or going: Triton's words and code (its NOT_FOUND).
                 raise ModelNotLoaded(
                     name, f"Request for unknown model: '{name}' has no available versions", 404
@@ -455,7 +409,7 @@ class ModelManager:
             # count for readiness, not even while the load is in flight: check before recording.
             if not files and not await asyncio.to_thread(_is_model_dir, self._ns, key):
                 raise ModelNotFound(f"failed to load '{name}': no such model in the repository")
-            model = self._models.setdefault(key, _Model(name, key))
+            model = self._models.setdefault(key, ModelEntry(name, key))
         async with model.lock:  # one load/unload of a model at a time
             if if_needed and model.state == ModelState.READY:
                 model.wanted = True
@@ -558,7 +512,9 @@ class ModelManager:
         if reason is not None:
             raise RepositoryError(reason)
 
-    def _load_failed(self, model: _Model, previous: ModelState | None, exc: BaseException) -> None:
+    def _load_failed(
+        self, model: ModelEntry, previous: ModelState | None, exc: BaseException
+    ) -> None:
         reason = exc.message if isinstance(exc, ServingError) else repr(exc)
         logger.warning("model=%s load failed: %s", model.name, reason)
         self._metrics.record_load_failure(model.name)
@@ -580,17 +536,17 @@ class ModelManager:
 
     async def _unload(self, key: ModelKey) -> None:
         name = key.name
-        model = self._models.get(key) or self._models.setdefault(key, _Model(name, key))
+        model = self._models.get(key) or self._models.setdefault(key, ModelEntry(name, key))
         async with model.lock:
             model.wanted = False
             if not model.versions and model.state is None:
-                model.state, model.reason = ModelState.UNAVAILABLE, _UNLOADED
+                model.state, model.reason = ModelState.UNAVAILABLE, UNLOADED
                 return
             model.state = ModelState.UNLOADING
             old, override = model.versions, model.override_dir
             model.versions, model.override_dir = {}, None
             await self._retire(name, old, override)
-            model.state, model.reason = ModelState.UNAVAILABLE, _UNLOADED
+            model.state, model.reason = ModelState.UNAVAILABLE, UNLOADED
             logger.info("model=%s unloaded", name)
 
     async def _poll_forever(self) -> None:
