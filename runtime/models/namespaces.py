@@ -19,9 +19,8 @@ The decisions (`serving_key`) are pure over what the caller knows; the disk read
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from runtime.errors import InvalidInput, ModelNotFound, RepositoryError
 from runtime.inference import InferRequest, InferResponse
@@ -30,9 +29,9 @@ from runtime.models.repository import Repositories, list_models
 __all__ = ["ModelKey", "Namespaces", "ScopedSteps", "ambiguity_error"]
 
 
-@dataclass(frozen=True, order=True)
-class ModelKey:
-    """One model: its namespace ("" without namespacing) and its name."""
+class ModelKey(NamedTuple):
+    """One model: its namespace ("" without namespacing) and its name. A tuple: every request
+    looks one up, and a tuple's hash is the cheapest."""
 
     namespace: str
     name: str

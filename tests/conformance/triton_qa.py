@@ -20,6 +20,8 @@ qa/common/gen_qa_*.py, run at the mirror's ref (tests/fixtures/triton_qa_gen.py)
 tests/conformance/qa_gen_suites.py (L0_client_nobatch, L0_decoupled, L0_batcher) and
 tests/conformance/qa_sequence_suites.py (L0_sequence_batcher, L0_implicit_state,
 L0_dyna_sequence_batcher: one server start per test and repository, as their test.sh).
+tests/conformance/qa_namespacing.py runs L0_model_namespacing: two repositories with
+`--model-namespacing=true`, one server start per test and control mode, as its test.sh.
 
 Tests that need what Thaw does not serve here (TensorFlow / TensorRT models, tracing) are
 deselected with their reason printed; docs/triton-qa-parity.md lists
