@@ -101,6 +101,8 @@ class ServeConfig:
     handoff_max_age_s: float = 10.0
     # -- tritonserver's surfaces and model-repository behaviour (runtime.process.triton_flags) --
     more_repositories: tuple[Path, ...] = ()  # served besides `repository`
+    # tritonserver's `--model-namespacing`: each repository a namespace (runtime.models.namespaces)
+    model_namespacing: bool = False
     allow_http: bool = True
     allow_grpc: bool = True
     grpc_host: str | None = None  # None: `host`

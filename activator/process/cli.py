@@ -308,6 +308,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             metavar="N",
             help=f"{_SETTING_HELP[name]} (default {default}, range [{low:g}, {high:g}])",
         )
+    # tritonserver's flag, on `thaw serve`; refused in build_config, hidden from --help.
+    p.add_argument("--model-namespacing", default=None, help=argparse.SUPPRESS)
     p.set_defaults(func=run)
 
 
@@ -359,6 +361,8 @@ def _add_connection_arguments(p: argparse.ArgumentParser) -> None:
 
 def build_config(args: argparse.Namespace) -> ActivatorConfig:
     """Flags -> ActivatorConfig; raises ConfigError with the flag, value and range."""
+    if args.model_namespacing is not None:
+        raise ConfigError("--model-namespacing is not supported by thaw up yet (thaw serve has it)")
     given = {
         name: getattr(args, f"scale_{name}")
         for name in SETTING_RANGES

@@ -2,8 +2,10 @@
 
     service           the ModelService Protocol: what the surfaces (REST, gRPC) call
     manager           ModelManager: model states, control modes, load/unload, reads, infer
+    model_entry       one model the manager has seen: its state, versions, index rows
     version_loader    bring a model's versions up in a thread: plan, restore, instances
     repository        the model repository on disk: names, scanning, one model's ModelSpec
+    namespaces        `--model-namespacing`: which model a name means in several repositories
     signature         a loaded model's inputs/outputs: request validation and reshape
     load_overrides    a load request's overrides, checked: a config and model files
     load_files        a load request's model files written out as a private repository
@@ -24,7 +26,8 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from runtime.models.manager import ModelManager, ModelState
+    from runtime.models.manager import ModelManager
+    from runtime.models.model_entry import ModelState
     from runtime.models.repository import ModelSpec
     from runtime.models.service import ModelService
 
@@ -36,7 +39,7 @@ _EXPORTS = {
     "ModelManager": "runtime.models.manager",
     "ModelService": "runtime.models.service",
     "ModelSpec": "runtime.models.repository",
-    "ModelState": "runtime.models.manager",
+    "ModelState": "runtime.models.model_entry",
 }
 
 

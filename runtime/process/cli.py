@@ -69,6 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     p.add_argument(
         "--model-control-mode",
+        type=str.lower,  # tritonserver takes any case (`--model-control-mode=POLL`)
         choices=[m.value for m in ModelControlMode],
         default="none",
         help="none: load every model at start; poll: also reload on repository changes; "
@@ -260,6 +261,11 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
     ]
     if not repositories:
         raise ConfigError("no model repository: give REPO or --model-repository=DIR")
+    seen: set[Path] = set()
+    for repository in repositories:
+        if repository.resolve() in seen:
+            raise ConfigError(f"model repository {repository} is given twice")
+        seen.add(repository.resolve())
     try:
         backend_config = backend_settings(args.backend_config)
         trace_defaults = trace_setting(args)
@@ -273,6 +279,7 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
         repository=repositories[0],
         more_repositories=tuple(repositories[1:]),
         **_surfaces(args),
+        model_namespacing=args.model_namespacing,
         strict_readiness=args.strict_readiness,
         exit_on_error=args.exit_on_error,
         auto_complete_config=not (args.disable_auto_complete_config or args.strict_model_config),
