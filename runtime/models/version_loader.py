@@ -99,10 +99,15 @@ class VersionLoader:
         self._inline_exec_max_us = inline_exec_max_us
 
     def load(
-        self, spec: ModelSpec, keep: Mapping[str, LoadedVersion] | None = None
+        self,
+        spec: ModelSpec,
+        keep: Mapping[str, LoadedVersion] | None = None,
+        *,
+        steps: StepRunner | None = None,
     ) -> dict[str, LoadedVersion]:
         """Every version the policy selects; all or nothing (a failure unloads the rest).
-        `keep`: versions already up that a reload keeps as they are (version_reuse)."""
+        `keep`: versions already up that a reload keeps as they are (version_reuse).
+        `steps`: where this ensemble's steps run, if not where every ensemble's do."""
         config = self._complete(spec)
         kept = keep or {}
         loaded: dict[str, LoadedVersion] = {}
@@ -112,7 +117,7 @@ class VersionLoader:
                     loaded[str(version)] = kept[str(version)]
                     logger.info("model=%s version=%s unchanged: kept", spec.name, version)
                     continue
-                loaded[str(version)] = self._load_version(spec, config, version)
+                loaded[str(version)] = self._load_version(spec, config, version, steps)
         except BaseException:
             self.unload(spec.name, {v: up for v, up in loaded.items() if v not in kept})
             raise
@@ -143,9 +148,11 @@ class VersionLoader:
         validate_config(config, f"{spec.model_dir}/config.pbtxt (after auto_complete_config)")
         return config
 
-    def _load_version(self, spec: ModelSpec, config: mc.ModelConfig, version: int) -> LoadedVersion:
+    def _load_version(
+        self, spec: ModelSpec, config: mc.ModelConfig, version: int, steps: StepRunner | None
+    ) -> LoadedVersion:
         if is_ensemble(config):
-            return self._load_ensemble(spec, config, version)
+            return self._load_ensemble(spec, config, version, steps or self._steps)
         started = time.perf_counter()
         samples = warmup_samples(config, spec.model_dir)  # a bad sample fails before loading
         plan = self._plan(spec.name, config)
@@ -199,13 +206,13 @@ class VersionLoader:
         )
 
     def _load_ensemble(
-        self, spec: ModelSpec, config: mc.ModelConfig, version: int
+        self, spec: ModelSpec, config: mc.ModelConfig, version: int, steps: StepRunner | None
     ) -> LoadedVersion:
         """An ensemble has no instances: its scheduler runs the steps on other models."""
-        if self._steps is None:
+        if steps is None:
             raise RepositoryError(f"model '{spec.name}': this server cannot run ensembles")
         stats = self._book.open(spec.name, str(version))
-        scheduler = EnsembleScheduler(spec.name, str(version), config, self._steps, stats)
+        scheduler = EnsembleScheduler(spec.name, str(version), config, steps, stats)
         self._metrics.record_load(spec.name, str(version), 0.0, restored=False)
         logger.info("model=%s version=%s ensemble of %d steps loaded", spec.name, version,
                     len(config.ensemble_scheduling.step))  # fmt: skip

@@ -27,6 +27,7 @@ from thawserver.fd_limit import bounded_by_fd_limit
 from thawserver.limit_flags import add_body_timeout_argument, add_limit_arguments, limits_from_args
 from thawserver.log_control import LogControl
 from thawserver.settings_flags import log_settings, trace_setting
+from thawserver.tool_call_flags import add_tool_call_arguments
 
 __all__ = ["build_config", "main", "register", "run"]
 
@@ -68,6 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     p.add_argument(
         "--model-control-mode",
+        type=str.lower,  # tritonserver takes any case (`--model-control-mode=POLL`)
         choices=[m.value for m in ModelControlMode],
         default="none",
         help="none: load every model at start; poll: also reload on repository changes; "
@@ -147,6 +149,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_body_timeout_argument(p)
     add_limit_arguments(p)
+    add_tool_call_arguments(p, os.environ)
     p.add_argument(
         "--event-loop",
         choices=["auto", "asyncio", "uvloop"],
@@ -262,6 +265,11 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
     repositories = [by_path[key] for key in dict.fromkeys(os.path.abspath(r) for r in given)]
     if not repositories:
         raise ConfigError("no model repository: give REPO or --model-repository=DIR")
+    seen: set[Path] = set()
+    for repository in repositories:
+        if repository.resolve() in seen:
+            raise ConfigError(f"model repository {repository} is given twice")
+        seen.add(repository.resolve())
     try:
         backend_config = backend_settings(args.backend_config)
         trace_defaults = trace_setting(args)
@@ -275,6 +283,7 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
         repository=repositories[0],
         more_repositories=tuple(repositories[1:]),
         **_surfaces(args),
+        model_namespacing=args.model_namespacing,
         strict_readiness=args.strict_readiness,
         exit_on_error=args.exit_on_error,
         auto_complete_config=not (args.disable_auto_complete_config or args.strict_model_config),
@@ -285,6 +294,8 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
         grpc_header_forward_pattern=args.grpc_header_forward_pattern,
         grpc_restricted_protocols=tuple(args.grpc_restricted_protocol),
         http_restricted_apis=tuple(args.http_restricted_api),
+        tool_call_parser=args.tool_call_parser,
+        max_tool_call_parse_bytes=args.max_tool_call_parse_bytes,
         host=args.host,
         port=args.port,
         model_control_mode=ModelControlMode(args.model_control_mode),

@@ -7,7 +7,7 @@ Run     one server start: a unittest target (or a script, or a refusal check) an
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tests.fixtures.triton_qa_suite_repos import Mirror
@@ -42,6 +42,22 @@ class Run:
     # test.sh's name for the run's repository when the test reads or edits it by that name
     # (`models/<model>/config.pbtxt`): linked to `repo` in the suite's directory for the run
     link: str = ""
+    # What test.sh exports before it starts the server (a Python model reads it there).
+    # In `serve_args`, `env` and `server_env`, `{qa_dir}` is the suite's directory this run.
+    server_env: tuple[tuple[str, str], ...] = ()
+
+    def at(self, qa_dir: Path) -> Run:
+        """This run with `{qa_dir}` in its flags and environments made `qa_dir`."""
+
+        def sub(text: str) -> str:
+            return text.replace("{qa_dir}", str(qa_dir))
+
+        return replace(
+            self,
+            serve_args=tuple(sub(arg) for arg in self.serve_args),
+            env=tuple((k, sub(v)) for k, v in self.env),
+            server_env=tuple((k, sub(v)) for k, v in self.server_env),
+        )
 
     @property
     def file(self) -> str:

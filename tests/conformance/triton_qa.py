@@ -20,7 +20,9 @@ qa/common/gen_qa_*.py, run at the mirror's ref (tests/fixtures/triton_qa_gen.py)
 tests/conformance/qa_gen_suites.py (L0_client_nobatch, L0_decoupled, L0_batcher) and
 tests/conformance/qa_sequence_suites.py (L0_sequence_batcher, L0_implicit_state,
 L0_dyna_sequence_batcher: one server start per test and repository, as their test.sh);
-tests/conformance/qa_l0_lifecycle.py runs L0_lifecycle's server starts whose models Thaw serves.
+tests/conformance/qa_l0_lifecycle.py runs L0_lifecycle's server starts whose models Thaw serves;
+tests/conformance/qa_namespacing.py runs L0_model_namespacing: two repositories with
+`--model-namespacing=true`, one server start per test and control mode, as its test.sh.
 
 Tests that need what Thaw does not serve here (TensorFlow / TensorRT models, tracing) are
 deselected with their reason printed; docs/triton-qa-parity.md lists
@@ -52,6 +54,7 @@ from tests.conformance.qa_checkout import (
 from tests.conformance.qa_gen_suites import GEN_SUITES
 from tests.conformance.qa_l0_lifecycle import L0_LIFECYCLE
 from tests.conformance.qa_lifecycle_suites import LIFECYCLE_SUITES
+from tests.conformance.qa_namespacing import NAMESPACING_SUITES
 from tests.conformance.qa_sequence_suites import SEQUENCE_SUITES
 from tests.conformance.qa_servers import KINDS, refusal, start, unsupported
 from tests.conformance.qa_suite import Run, Suite
@@ -242,6 +245,7 @@ SUITES: dict[str, Suite] = {
         *LIFECYCLE_SUITES,
         *SEQUENCE_SUITES,
         L0_LIFECYCLE,
+        *NAMESPACING_SUITES,
     )
 }
 
@@ -310,6 +314,7 @@ def _refused(ref: str, qa_dir: Path, run: Run, kind: str) -> list[Result]:
 def _run_one(
     ref: str, qa_dir: Path, suite: Suite, run: Run, *, with_large: bool, kind: str
 ) -> list[Result]:
+    run = run.at(qa_dir)
     if run.refusal:
         return _refused(ref, qa_dir, run, kind)
     env = dict(run.env)
@@ -325,13 +330,14 @@ def _run_one(
     )
     if not selected:
         return results
-    serve_args = tuple(arg.replace("{qa_dir}", str(qa_dir)) for arg in run.serve_args)
-    flag = unsupported(kind, serve_args)
+    flag = unsupported(kind, run.serve_args)
     if flag is not None:  # a difference between the targets, reported as such
         rows = {t: {"outcome": "error", "detail": f"thaw {kind} has no {flag}"} for t in selected}
         return results + rows_to_results(ref, run, rows)
     try:
-        server = start(kind, qa_dir / run.repo, serve_args, ready=run.ready)
+        server = start(
+            kind, qa_dir / run.repo, run.serve_args, ready=run.ready, env=dict(run.server_env)
+        )
     except RuntimeError as exc:  # the server refused the flags or never became ready
         last = str(exc).strip().splitlines()[-1][:200]
         rows = {t: {"outcome": "error", "detail": f"thaw {kind} did not start: {last}"}

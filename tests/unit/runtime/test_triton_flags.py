@@ -100,6 +100,14 @@ def test_strict_model_config_is_the_older_name_of_no_auto_complete() -> None:
     assert _parse("repo", "--strict-model-config=false").auto_complete_config is True
 
 
+def test_model_namespacing_and_a_repository_given_twice() -> None:
+    assert _parse("repo").model_namespacing is False  # tritonserver's default
+    assert _parse("a", "--model-repository=b", "--model-namespacing=true").model_namespacing
+    assert _parse("repo", "--model-control-mode=POLL").model_control_mode == "poll"  # any case
+    with pytest.raises(cli.ConfigError, match="model repository a is given twice"):
+        _parse("a", "--model-repository=b", "--model-repository=./a")
+
+
 def test_log_flags_lower_the_level() -> None:
     assert _parse("repo", "--log-info=false").log_level == "warning"
     assert _parse("repo", "--log-info=false", "--log-warning=false").log_level == "error"
@@ -109,7 +117,7 @@ def test_log_flags_lower_the_level() -> None:
 @pytest.mark.parametrize(
     "flag",
     ["--grpc-use-ssl=true", "--rate-limit=execution_count", "--vertex-ai-port=1",
-     "--model-namespacing", "--reuse-grpc-port=true", "--id=x"],
+     "--model-config-name=x", "--reuse-grpc-port=true", "--id=x"],
 )  # fmt: skip
 def test_an_unsupported_tritonserver_flag_is_refused_by_name(
     flag: str, capsys: pytest.CaptureFixture[str]
