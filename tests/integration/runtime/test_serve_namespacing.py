@@ -143,9 +143,12 @@ def _serve(*argv: str) -> subprocess.CompletedProcess[str]:
 
 def test_hostile_command_lines_are_refused_clearly(repos: tuple[Path, Path]) -> None:
     a, b = repos
-    twice = _serve("serve", str(a), f"--model-repository={a}/", "--model-namespacing=true")
+    # The same directory under another name (a link) would make every model a duplicate.
+    link = a.parent / "a-link"
+    link.symlink_to(a, target_is_directory=True)
+    twice = _serve("serve", str(a), f"--model-repository={link}", "--model-namespacing=true")
     assert twice.returncode == 2
-    assert f"model repository {a} is given twice" in twice.stderr  # Path drops the /
+    assert f"model repository {link} is given twice" in twice.stderr
     missing = _serve("serve", str(a), f"--model-repository={b}-nope", "--model-namespacing=true")
     assert missing.returncode == 2
     assert f"repository {b}-nope is not a directory" in missing.stderr

@@ -104,8 +104,9 @@ def test_model_namespacing_and_a_repository_given_twice() -> None:
     assert _parse("repo").model_namespacing is False  # tritonserver's default
     assert _parse("a", "--model-repository=b", "--model-namespacing=true").model_namespacing
     assert _parse("repo", "--model-control-mode=POLL").model_control_mode == "poll"  # any case
-    with pytest.raises(cli.ConfigError, match="model repository a is given twice"):
-        _parse("a", "--model-repository=b", "--model-repository=./a")
+    # One directory named twice is one repository, as tritonserver keeps a set of them.
+    twice = _parse("a", "--model-repository=b", "--model-repository=./a")
+    assert [p.name for p in twice.repositories] == ["a", "b"]
 
 
 def test_log_flags_lower_the_level() -> None:
