@@ -2,6 +2,7 @@
 
     service           the ModelService Protocol: what the surfaces (REST, gRPC) call
     manager           ModelManager: model states, control modes, load/unload, reads, infer
+    model_loading     the manager's loads, reloads, unloads and polls, a lock per model
     model_entry       one model the manager has seen: its state, versions, index rows
     version_loader    bring a model's versions up in a thread: plan, restore, instances
     version_reuse     which loaded versions a reload keeps (unchanged files, same config)

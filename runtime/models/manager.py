@@ -6,10 +6,8 @@ import asyncio
 import contextlib
 import copy
 import logging
-import shutil
 import time
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runtime.config import ModelControlMode, ServeConfig
@@ -22,30 +20,23 @@ from runtime.errors import (
     InvalidInput,
     ModelNotFound,
     ModelNotLoaded,
-    RepositoryError,
     ServingError,
 )
 from runtime.inference import InferRequest, InferResponse
 from runtime.models.answer_order import answers_as_they_come
-from runtime.models.cache_policy import decoupled_cache_error
 from runtime.models.image_cache import make_image_loader
 from runtime.models.load_errors import name_load_failure
-from runtime.models.load_files import write_load_files
 from runtime.models.model_entry import UNLOADED, ModelEntry, ModelState, index_rows
-from runtime.models.namespaces import ModelKey, Namespaces, ScopedSteps
+from runtime.models.model_loading import ModelLoading
+from runtime.models.namespaces import ModelKey, Namespaces
 from runtime.models.repository import (
-    ModelSpec,
     Repositories,
-    ensemble_cycle,
-    fingerprint,
-    read_model,
     stored_config,
     validate_model_name,
 )
 from runtime.models.response_cache import ResponseCache
 from runtime.models.snapshot_restore import ImageSource
 from runtime.models.version_loader import LoadedVersion, VersionLoader
-from runtime.models.version_reuse import reusable_versions, same_but_versions
 from runtime.observe.metrics import Metrics
 from runtime.observe.stats import StatsBook
 from runtime.observe.tracing import RequestTracer
@@ -55,7 +46,6 @@ from runtime.scheduling.request_parameters import scheduling_parameters
 from runtime.scheduling.response_stream import ResponseStream
 from thawwire.metadata import model_metadata
 from thawwire.model_control import CONTROL_DISABLED
-from tritonconfig import composing_models, cycle_error, ensemble_steps, is_ensemble
 from tritonconfig.schema import mc
 
 if TYPE_CHECKING:
@@ -105,7 +95,6 @@ class ModelManager:
         # (under `thaw up`) on the models behind the front door.
         self._front_door = front_door
         remote = front_door.steps if front_door is not None else None
-        self._remote_steps = remote is not None
         steps: StepRunner = remote if remote is not None else self
         self._cache = (
             ResponseCache(config.response_cache_bytes) if config.response_cache_bytes else None
@@ -122,9 +111,12 @@ class ModelManager:
             vram_headroom_bytes=config.vram_headroom_bytes,
             tracer=tracer,
         )
-        # tritonserver's --model-load-thread-count: versions loaded at once.
-        self._load_slots = asyncio.Semaphore(config.model_load_threads)
         self._models: dict[ModelKey, ModelEntry] = {}
+        self._loading = ModelLoading(
+            config, namespaces=self._ns, models=self._models, loader=self._loader,
+            metrics=metrics, target=self._target, cache=self._cache, step_runner=self,
+            remote_steps=remote is not None,
+        )  # fmt: skip
         self._started = False
         self._poller: asyncio.Task[None] | None = None
         self._python_host: PythonModelsHost | None = None
@@ -145,10 +137,11 @@ class ModelManager:
         if mode != ModelControlMode.EXPLICIT or "*" in names:
             keys = await asyncio.to_thread(self._ns.scan)
         else:
-            keys = [key for name in names for key in await self._keys_to_load(name)]
-        await asyncio.gather(*(self._load_quietly(key) for key in keys))
+            keys = [key for name in names for key in await self._loading.keys_to_load(name)]
+        await asyncio.gather(*(self._loading.load_quietly(key) for key in keys))
         if mode == ModelControlMode.POLL:
-            self._poller = asyncio.create_task(self._poll_forever(), name="repository-poller")
+            polls = self._loading.poll_forever()
+            self._poller = asyncio.create_task(polls, name="repository-poller")
         self._started = True
 
     async def stop(self) -> None:
@@ -157,7 +150,7 @@ class ModelManager:
             self._poller.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._poller
-        await asyncio.gather(*(self._unload(key) for key in list(self._models)))
+        await asyncio.gather(*(self._loading.unload(key) for key in list(self._models)))
         self._started = False
         if self._python_host is not None:
             await self._python_host.uninstall()
@@ -205,10 +198,10 @@ class ModelManager:
         if files and config_json is None:
             raise InvalidInput("load with 'file:' parameters also needs the 'config' parameter")
         # With namespacing, in every namespace that has the name (as Triton applies a load).
-        keys = await self._keys_to_load(name)
+        keys = await self._loading.keys_to_load(name)
         try:
             for key in keys:
-                await self._load(key, config_json=config_json, files=files)
+                await self._loading.load(key, config_json=config_json, files=files)
         except ServingError as exc:
             name_load_failure(name, exc)
             raise
@@ -224,7 +217,7 @@ class ModelManager:
         if not keys:
             raise ModelNotFound(f"failed to unload '{name}', model is not in the repository")
         for key in keys:
-            await self._unload(key)
+            await self._loading.unload(key)
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -350,6 +343,10 @@ class ModelManager:
         finally:
             sink.close()
 
+    async def poll_once(self) -> None:
+        """Load new and changed models, unload removed ones (poll mode's one step)."""
+        await self._loading.poll_once()
+
     # -- internals ------------------------------------------------------------------------
 
     def _live(self, key: ModelKey) -> bool | None:
@@ -388,215 +385,6 @@ class ModelManager:
             )
         return model, loaded
 
-    async def _keys_to_load(self, name: str) -> list[ModelKey]:
-        """The models a load of `name` loads: one per namespace holding it (without
-        namespacing, or on no disk: `name` alone, whose load says what is wrong)."""
-        found = await asyncio.to_thread(self._ns.keys_on_disk, name)
-        return found or [self._ns.key(name)]
-
-    async def _load_quietly(self, key: ModelKey) -> None:
-        with contextlib.suppress(ServingError):
-            await self._load(key, config_json=None, files=None)
-
-    async def _load(
-        self,
-        key: ModelKey,
-        *,
-        config_json: str | None,
-        files: dict[str, bytes] | None,
-        if_needed: bool = False,
-    ) -> None:
-        """Load `name`; `if_needed`: unless it is READY by the time its lock is ours (a
-        composing model an ensemble needs, which another load may just have brought up)."""
-        name = key.name
-        model = self._models.get(key)
-        if model is None:
-            # A name that is not in the repository (a typo) must leave no index entry and never
-            # count for readiness, not even while the load is in flight: check before recording.
-            if not files and not await asyncio.to_thread(_is_model_dir, self._ns, key):
-                raise ModelNotFound(f"failed to load '{name}': no such model in the repository")
-            model = self._models.setdefault(key, ModelEntry(name, key))
-        async with model.lock:  # one load/unload of a model at a time
-            if if_needed and model.state == ModelState.READY:
-                model.wanted = True
-                return
-            model.wanted = True
-            if await self._keeps_override(model, config_json=config_json, files=files):
-                return
-            previous_state = model.state
-            model.state = ModelState.LOADING if not model.versions else model.state
-            repo: Path | Repositories = self._ns.repository(key)
-            override = None
-            try:
-                if files:
-                    override = await asyncio.to_thread(write_load_files, name, files)
-                    repo = override
-                spec = await asyncio.to_thread(
-                    read_model, repo, name, config_json=config_json,
-                    gpu_available=bool(self._target.gpus), gpus=self._target.gpus,
-                    auto_complete=self._config.auto_complete_config,
-                    backend_directory=self._config.backend_directory,
-                )  # fmt: skip
-                model.fingerprint = spec.fingerprint
-                if not model.versions:
-                    model.known_versions = [str(v) for v in spec.versions]
-                if is_ensemble(spec.config) and not self._remote_steps:
-                    # Before taking a load slot: the composing loads take their own.
-                    await self._load_composing(spec, key)
-                if self._cache is not None:
-                    await asyncio.to_thread(self._refuse_decoupled_cache, spec, key)
-                keep = _unchanged_versions(model, spec) if override is None else {}
-                # With namespacing an ensemble's steps resolve in its namespace first.
-                steps = ScopedSteps(self, key.namespace) if key.namespace else None
-                async with self._load_slots:
-                    versions = await asyncio.to_thread(self._loader.load, spec, keep, steps=steps)
-                for loaded in versions.values():
-                    enabled = loaded.config.response_cache.enable
-                    loaded.stats.cache_enabled = self._cache is not None and enabled
-            except BaseException as exc:
-                if override is not None:
-                    shutil.rmtree(override, ignore_errors=True)
-                if isinstance(exc, ModelNotFound) and not model.versions:
-                    # Removed from disk since the check above: leave no trace in the index.
-                    model.wanted = False
-                    if self._models.get(key) is model:
-                        del self._models[key]
-                    raise
-                if override is None and await asyncio.to_thread(_is_model_dir, self._ns, key):
-                    # Remember what failed, so polling retries only once the files change.
-                    model.fingerprint = await asyncio.to_thread(_fingerprint, self._ns, key)
-                self._load_failed(model, previous_state, exc)
-                raise
-            old, old_override = model.versions, model.override_dir
-            model.versions, model.override_dir = versions, override
-            model.config_override = config_json is not None and override is None
-            model.served_fingerprint, model.served_config = spec.fingerprint, spec.config
-            old = {v: up for v, up in old.items() if versions.get(v) is not up}  # not kept
-            model.known_versions = list(versions)
-            model.latest = max(versions, key=int)
-            model.state, model.reason = ModelState.READY, ""
-            logger.info("model=%s successfully loaded '%s'", name, name)  # Triton's words
-            await self._retire(name, old, old_override)
-
-    async def _keeps_override(
-        self, model: ModelEntry, *, config_json: str | None, files: dict[str, bytes] | None
-    ) -> bool:
-        """Triton's load without a `config` of a model serving one: while the model's files
-        are unchanged since, the model stays as it is (the override holds); a changed file
-        (a touched config.pbtxt) loads it from the repository again."""
-        if config_json is not None or files or not model.config_override:
-            return False
-        if model.state != ModelState.READY:
-            return False
-        return await asyncio.to_thread(_fingerprint, self._ns, model.key) == model.fingerprint
-
-    async def _load_composing(self, spec: ModelSpec, home: ModelKey) -> None:
-        """Load the models an ensemble runs, before it (Triton loads them with it); a load
-        error names the model that failed and why. With namespacing, each step's model is
-        the one of the ensemble's namespace, else the one other holder."""
-        name = spec.name
-        cycle = await asyncio.to_thread(ensemble_cycle, self._ns.repository(home), name)
-        if cycle:
-            raise RepositoryError(cycle_error(cycle))
-        keys: dict[str, ModelKey] = {}
-        for dep in composing_models(spec.config):
-            keys[dep] = await asyncio.to_thread(self._ns.step_key, home, dep)
-            try:
-                await self._load(keys[dep], config_json=None, files=None, if_needed=True)
-            except ServingError as exc:
-                raise RepositoryError(
-                    f"ensemble '{name}' depends on '{dep}' which has no loaded version. Model "
-                    f"'{dep}' loading failed with error: {exc.message}"
-                ) from exc
-        for step in ensemble_steps(spec.config):
-            loaded = self._models[keys[step.model_name]].versions
-            if step.model_version > 0 and str(step.model_version) not in loaded:
-                raise RepositoryError(
-                    f"ensemble '{name}' depends on '{step.model_name}' whose required version "
-                    f"{step.model_version} is not loaded."
-                )
-
-    def _refuse_decoupled_cache(self, spec: ModelSpec, key: ModelKey) -> None:
-        """RepositoryError when `spec` has the cache on and is, or steps into, a decoupled model
-        (runtime/models/cache_policy.py); an ensemble's steps as loaded here, else as their
-        configs in the repository say (`thaw up`'s replicas load no step of theirs)."""
-        if not spec.config.response_cache.enable:
-            return
-        steps = []
-        if is_ensemble(spec.config):
-            for dep in composing_models(spec.config):
-                model = self._models.get(self._ns.key(dep, key.namespace))
-                if model is not None and model.versions:  # loaded here: its completed config
-                    steps += [v.config for v in model.versions.values()]
-                    continue
-                with contextlib.suppress(RepositoryError):  # its own load says what is wrong
-                    steps.append(
-                        read_model(self._ns.repository(key), dep, auto_complete=False).config
-                    )
-        reason = decoupled_cache_error(spec.config, steps)
-        if reason is not None:
-            raise RepositoryError(reason)
-
-    def _load_failed(
-        self, model: ModelEntry, previous: ModelState | None, exc: BaseException
-    ) -> None:
-        reason = exc.message if isinstance(exc, ServingError) else repr(exc)
-        logger.warning("model=%s load failed: %s", model.name, reason)
-        self._metrics.record_load_failure(model.name)
-        if model.versions:  # a failed reload leaves the old versions serving
-            model.state = previous or ModelState.READY
-            model.reason = f"reload failed: {reason}"
-        else:
-            model.state, model.reason = ModelState.UNAVAILABLE, reason
-
-    async def _retire(
-        self, name: str, versions: dict[str, LoadedVersion], override: Path | None
-    ) -> None:
-        for version in versions.values():
-            version.scheduler.close()  # on the loop: no submit can race behind it
-        if versions:
-            await asyncio.to_thread(self._loader.unload, name, versions)
-        if override is not None:
-            await asyncio.to_thread(shutil.rmtree, override, True)
-
-    async def _unload(self, key: ModelKey) -> None:
-        name = key.name
-        model = self._models.get(key) or self._models.setdefault(key, ModelEntry(name, key))
-        async with model.lock:
-            model.wanted = False
-            if not model.versions and model.state is None:
-                model.state, model.reason = ModelState.UNAVAILABLE, UNLOADED
-                return
-            model.state = ModelState.UNLOADING
-            old, override = model.versions, model.override_dir
-            model.versions, model.override_dir = {}, None
-            await self._retire(name, old, override)
-            model.state, model.reason = ModelState.UNAVAILABLE, UNLOADED
-            logger.info("model=%s unloaded", name)
-
-    async def _poll_forever(self) -> None:
-        while True:
-            await asyncio.sleep(self._config.repository_poll_secs)
-            try:
-                await self.poll_once()
-            except Exception:  # a bad poll must not stop future polls
-                logger.exception("repository poll failed")
-
-    async def poll_once(self) -> None:
-        """Load new and changed models, unload removed ones (poll mode's one step)."""
-        keys = set(await asyncio.to_thread(self._ns.scan))
-        loaded = {k for k, m in self._models.items() if m.wanted}
-        for key in sorted(loaded - keys):
-            await self._unload(key)
-        for key in sorted(keys):
-            model = self._models.get(key)
-            if model is not None and model.wanted:
-                current = await asyncio.to_thread(_fingerprint, self._ns, key)
-                if current == model.fingerprint:
-                    continue
-                logger.info("model=%s changed on disk, reloading", key)
-            await self._load_quietly(key)
-
 
 def _end_if_failed(submitted: asyncio.Future[InferResponse], sink: ResponseStream) -> None:
     """A decoupled request whose submit failed (queue closed, execute error): end its stream."""
@@ -605,25 +393,3 @@ def _end_if_failed(submitted: asyncio.Future[InferResponse], sink: ResponseStrea
     exc = submitted.exception()
     if isinstance(exc, Exception):
         sink.send(exc, final=True)
-
-
-def _is_model_dir(ns: Namespaces, key: ModelKey) -> bool:
-    """Whether the repositories hold model `key`'s directory (blocking: in a thread)."""
-    return ns.model_dir(key).is_dir()
-
-
-def _unchanged_versions(model: ModelEntry, spec: ModelSpec) -> dict[str, LoadedVersion]:
-    """The versions up that a reload from the repository keeps (runtime.models.version_reuse);
-    none when they came from a load's own files."""
-    if model.override_dir is not None:
-        return {}
-    reuse = reusable_versions(
-        before=model.served_fingerprint, after=spec.fingerprint, loaded=model.versions,
-        selected=spec.versions, same_config=same_but_versions(model.served_config, spec.config),
-    )  # fmt: skip
-    return {version: model.versions[version] for version in reuse}
-
-
-def _fingerprint(ns: Namespaces, key: ModelKey) -> tuple[tuple[str, int, int], ...]:
-    """The fingerprint of model `key`'s directory (blocking: in a thread)."""
-    return fingerprint(ns.model_dir(key))
