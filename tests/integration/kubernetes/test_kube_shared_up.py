@@ -8,8 +8,9 @@ before it started (and frees a booking whose pod no longer has its model)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ MiB = 1 << 20
 SIZE = MiB  # floats per ONNX model: 4 MiB of weights each
 EVICT_GRACE_S = 0.5
 MODELS = ("onnx_a", "onnx_b", "onnx_c")
+LEASE = "thaw-activator-leader"
 
 
 async def _infer(session: aiohttp.ClientSession, up: UpProcess, model: str) -> int:
@@ -52,6 +54,43 @@ def _booked(server: FakeKubeApiServer, pod: str) -> dict[str, int]:
     load = load_of(server.get("pods", NAMESPACE, pod) or {})
     assert load is not None
     return dict(load.models)
+
+
+def _lease_holder(server: FakeKubeApiServer) -> str | None:
+    """The activator holding the scaling leader's Lease, if any."""
+    lease = server.get("leases", NAMESPACE, LEASE) or {}
+    return lease.get("spec", {}).get("holderIdentity") or None
+
+
+@contextlib.asynccontextmanager
+async def _two_activators(repo: Path, kubeconfig: Path) -> AsyncIterator[dict[str, UpProcess]]:
+    """`act-0` and `act-1` with shared placement, electing a leader; each is stopped after
+    (a test may stop one sooner), and neither may have logged a traceback."""
+
+    def start(name: str) -> UpProcess:
+        return UpProcess(repo, *up_args(kubeconfig, activator_id=name, extra=SHARED_FLAGS))
+
+    ups = {name: await asyncio.to_thread(start, name) for name in ("act-0", "act-1")}
+    everyone = list(ups.values())
+    try:
+        yield ups
+    finally:
+        for up in everyone:
+            up.stop()
+    for up in everyone:
+        assert "Traceback" not in up.log(), up.log()
+
+
+async def _book_unloaded(
+    server: FakeKubeApiServer, api: client.ApiClient, pod: str, model: str
+) -> None:
+    """Book `model` on `pod` without loading it there, as a leader that died in between
+    (or a pod whose runtime restarted) leaves it."""
+    current = server.get("pods", NAMESPACE, pod) or {}
+    load = load_of(current)
+    assert load is not None
+    patch = booking_patch(current, load.booked(model, 1024))
+    await client.CoreV1Api(api).patch_namespaced_pod(pod, NAMESPACE, patch)
 
 
 def _idle_past_grace() -> None:
@@ -146,9 +185,6 @@ async def test_shared_models_share_a_pod_and_the_idle_one_is_evicted_and_rewoken
     assert "Traceback" not in up.log(), up.log()
 
 
-LEASE = "thaw-activator-leader"
-
-
 async def test_a_follower_routes_to_the_leaders_shared_pod_and_sees_its_evictions(
     kube_apiserver: FakeKubeApiServer,
     kube_api: client.ApiClient,
@@ -157,18 +193,8 @@ async def test_a_follower_routes_to_the_leaders_shared_pod_and_sees_its_eviction
     tmp_path: Path,
 ) -> None:
     repo, _ready_pool = await _fleet(kube_apiserver, kube_api, kubelet_factory, tmp_path)
-
-    def start(name: str) -> UpProcess:
-        return UpProcess(repo, *up_args(kubeconfig_path, activator_id=name, extra=SHARED_FLAGS))
-
-    ups = {name: await asyncio.to_thread(start, name) for name in ("act-0", "act-1")}
-    try:
-
-        def holder() -> str | None:
-            lease = kube_apiserver.get("leases", NAMESPACE, LEASE) or {}
-            return lease.get("spec", {}).get("holderIdentity") or None
-
-        leader_id = await eventually(holder, timeout_s=30)
+    async with _two_activators(repo, kubeconfig_path) as ups:
+        leader_id = await eventually(lambda: _lease_holder(kube_apiserver), timeout_s=30)
         follower = next(up for name, up in ups.items() if name != leader_id)
         leader = ups[str(leader_id)]
         async with aiohttp.ClientSession() as session:
@@ -193,11 +219,6 @@ async def test_a_follower_routes_to_the_leaders_shared_pod_and_sees_its_eviction
             assert _hosts(leader) == {pod: ["onnx_a", "onnx_c"]}
             counts = leader.get("/thaw/status")["shared"]["models"]
             assert counts["onnx_a"]["evictions"] == 1 and counts["onnx_b"]["evictions"] == 1
-    finally:
-        for up in ups.values():
-            up.stop()
-    for up in ups.values():
-        assert "Traceback" not in up.log(), up.log()
 
 
 async def test_a_restarted_activator_adopts_the_booked_rooms_and_frees_a_stale_one(
@@ -224,13 +245,7 @@ async def test_a_restarted_activator_adopts_the_booked_rooms_and_frees_a_stale_o
         first.stop()
     booked = _booked(kube_apiserver, pod)
     assert set(booked) == {"onnx_a", "onnx_b"}  # left booked by the stop
-    # A stale entry: onnx_c booked on the pod but never loaded there.
-    stale = load_of(kube_apiserver.get("pods", NAMESPACE, pod) or {})
-    assert stale is not None
-    patch = booking_patch(
-        kube_apiserver.get("pods", NAMESPACE, pod) or {}, stale.booked("onnx_c", 1024)
-    )
-    await client.CoreV1Api(kube_api).patch_namespaced_pod(pod, NAMESPACE, patch)
+    await _book_unloaded(kube_apiserver, kube_api, pod, "onnx_c")  # a stale entry
     idle_pool = ready_pool()
 
     second = await asyncio.to_thread(UpProcess, repo, *args)
@@ -268,37 +283,22 @@ async def test_a_follower_promoted_to_leader_frees_a_stale_booking(
     leader does at its start, and frees those whose pod's runtime does not have the model;
     the rooms that are loaded stay booked."""
     repo, _ready_pool = await _fleet(kube_apiserver, kube_api, kubelet_factory, tmp_path)
-
-    def start(name: str) -> UpProcess:
-        return UpProcess(repo, *up_args(kubeconfig_path, activator_id=name, extra=SHARED_FLAGS))
-
-    def holder() -> str | None:
-        lease = kube_apiserver.get("leases", NAMESPACE, LEASE) or {}
-        return lease.get("spec", {}).get("holderIdentity") or None
-
-    ups = {name: await asyncio.to_thread(start, name) for name in ("act-0", "act-1")}
-    try:
-        leader_id = str(await eventually(holder, timeout_s=30))
+    async with _two_activators(repo, kubeconfig_path) as ups:
+        leader_id = str(await eventually(lambda: _lease_holder(kube_apiserver), timeout_s=30))
         async with aiohttp.ClientSession() as session:
             assert await _infer(session, ups[leader_id], "onnx_a") == 200
         (pod,) = _hosts(ups[leader_id])
-        current = kube_apiserver.get("pods", NAMESPACE, pod) or {}
-        load = load_of(current)
-        assert load is not None
-        await client.CoreV1Api(kube_api).patch_namespaced_pod(
-            pod, NAMESPACE, booking_patch(current, load.booked("onnx_c", 1024))
-        )
+        await _book_unloaded(kube_apiserver, kube_api, pod, "onnx_c")
         assert set(_booked(kube_apiserver, pod)) == {"onnx_a", "onnx_c"}
         ups.pop(leader_id).stop()  # the follower takes over within the lease
         (follower_id,) = ups
-        await eventually(lambda: holder() == follower_id, timeout_s=30)
+
+        def promoted() -> bool:
+            return _lease_holder(kube_apiserver) == follower_id
+
+        await eventually(promoted, timeout_s=30)
         await eventually(lambda: set(_booked(kube_apiserver, pod)) == {"onnx_a"}, timeout_s=30)
         assert "booked but not loaded; unbooked" in ups[follower_id].log()
-    finally:
-        for up in ups.values():
-            up.stop()
-    for up in ups.values():
-        assert "Traceback" not in up.log(), up.log()
 
 
 async def test_a_shared_pods_budget_is_capped_by_its_memory_limit(

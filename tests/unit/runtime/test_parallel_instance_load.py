@@ -8,11 +8,12 @@ from pathlib import Path
 from runtime.config import ModelControlMode, ServeConfig
 from runtime.models.manager import ModelManager
 from runtime.observe.metrics import Metrics
-from tests.fixtures.models import python_model
+from tests.fixtures.models import ECHO_EXECUTE, python_model
 
 # Each instance's initialize signs in, then waits (10 s at most) until both have: one
 # instance loaded after the other would never see the second and fail the load.
-_RENDEZVOUS_PY = """
+_RENDEZVOUS_PY = (
+    """
 import os
 import time
 
@@ -31,14 +32,9 @@ class TritonPythonModel:
                     return
             time.sleep(0.05)
         raise RuntimeError("the other instance never began to load")
-
-    def execute(self, requests):
-        responses = []
-        for r in requests:
-            data = pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy()
-            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", data)]))
-        return responses
 """
+    + ECHO_EXECUTE
+)
 
 _CONFIG = """
 name: "rendezvous"

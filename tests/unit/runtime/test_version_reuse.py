@@ -12,7 +12,7 @@ from runtime.config import ModelControlMode, ServeConfig
 from runtime.models.manager import ModelManager
 from runtime.models.version_reuse import reusable_versions, same_but_versions
 from runtime.observe.metrics import Metrics
-from tests.fixtures.models import python_model
+from tests.fixtures.models import ECHO_EXECUTE, python_model
 from tritonconfig.schema import mc
 
 _MODEL = (("config.pbtxt", 1, 10), ("1/model.py", 1, 5), ("2/model.py", 1, 5), ("3/model.py", 1, 5))
@@ -51,7 +51,8 @@ def test_a_config_changed_beyond_its_version_policy_reloads_all() -> None:
     )
 
 
-_SIGN_IN_PY = """
+_SIGN_IN_PY = (
+    """
 import os
 
 import triton_python_backend_utils as pb_utils
@@ -62,14 +63,9 @@ class TritonPythonModel:
         model_dir = os.path.dirname(os.path.dirname(__file__))
         with open(os.path.join(model_dir, "..", "inits"), "a") as f:
             f.write(args["model_version"] + "\\n")
-
-    def execute(self, requests):
-        responses = []
-        for r in requests:
-            data = pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy()
-            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", data)]))
-        return responses
 """
+    + ECHO_EXECUTE
+)
 
 _CONFIG = """
 name: "versions"
