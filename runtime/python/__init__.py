@@ -1,22 +1,24 @@
 """Triton's Python models (`model.py` files, unchanged): in the server, or a stub process each.
 
-`pb_utils`, `pb_tensors`, `pb_metrics`, `host` and `stub/` are imported by stub processes under
-the model's own interpreter (`EXECUTION_ENV_PATH`), which may hold only numpy: they import nothing
-else of the runtime's dependencies (an import-linter contract), and neither does this `__init__`.
+`pb_utils`, `pb_tensors`, `pb_metrics`, `pb_model_config`, `host` and `stub/` are imported by
+stub processes under the model's own interpreter (`EXECUTION_ENV_PATH`), which may hold only
+numpy: they import nothing else of the runtime's dependencies (an import-linter contract), and
+neither does this `__init__`.
 
-    pb_utils        the `triton_python_backend_utils` module models import
-    pb_tensors      pb_utils' tensors, errors and datatype tables (no host needed)
-    pb_metrics      pb_utils' custom metrics: MetricFamily and Metric
-    host            the ModelHost Protocol: what a model's `pb_utils` calls reach
-    server_host     the server as `pb_utils` reaches it: BLS on the loop, metrics, logs
-    backend         the python backend: a model in the server process or in stub processes
-    placement       where a Python model's instances run: stub processes or in the server
-    model_io        a model's I/O as both ways see it: errors, `args`, output types
-    stub_backend    a model instance in its own stub process
-    stub_process    start a stub process: its interpreter, its socket
-    stub_services   what a stub asks of the server (BLS, calls, logs), on the loop
-    loop_channel    the server's end of a stub's channel, driven by the event loop
-    stub/           the stub process itself (runs under the model's interpreter)
+    pb_utils         the `triton_python_backend_utils` module models import
+    pb_tensors       pb_utils' tensors, errors and datatype tables (no host needed)
+    pb_metrics       pb_utils' custom metrics: MetricFamily and Metric
+    pb_model_config  pb_utils' ModelConfig: what a model's auto_complete_config may set
+    host             the ModelHost Protocol: what a model's `pb_utils` calls reach
+    server_host      the server as `pb_utils` reaches it: BLS on the loop, metrics, logs
+    backend          the python backend: a model in the server process or in stub processes
+    placement        where a Python model's instances run: stub processes or in the server
+    model_io         a model's I/O as both ways see it: errors, `args`, output types
+    stub_backend     a model instance in its own stub process
+    stub_process     start a stub process: its interpreter, its socket
+    stub_services    what a stub asks of the server (BLS, calls, logs), on the loop
+    loop_channel     the server's end of a stub's channel, driven by the event loop
+    stub/            the stub process itself (runs under the model's interpreter)
 
 Exports `PythonBackend` (imported on first use).
 """

@@ -7,7 +7,8 @@ module is a process-wide singleton too (its `Stub::GetOrCreateInstance`), and a 
 only through module-level names, so the host is a module global here, set once per process by
 `install_host`. This module imports nothing of Thaw but `runtime.python.host`, so a stub process
 under another Python environment (`EXECUTION_ENV_PATH`) can import it with only numpy.
-`MetricFamily` and `Metric` live in `pb_metrics` and are re-exported here.
+`MetricFamily` and `Metric` live in `pb_metrics`, `ModelConfig` (auto-complete) in
+`pb_model_config`; both are re-exported here.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 from runtime.observe.custom_metrics import CustomMetrics
 from runtime.python.host import InProcessHost, ModelHost
 from runtime.python.pb_metrics import Metric, MetricFamily, bind_host
+from runtime.python.pb_model_config import ModelConfig
 from runtime.python.pb_tensors import (
     TRITON_STRING_TO_NUMPY,
     TRITONSERVER_MEMORY_CPU,
@@ -474,58 +476,3 @@ def unload_model(model_name, unload_dependents=False):
 
 def is_model_ready(model_name, model_version=""):
     return _host.is_model_ready(model_name, str(model_version))
-
-
-class ModelConfig:
-    """The wrapper `auto_complete_config(auto_complete_model_config)` receives and returns."""
-
-    def __init__(self, model_config):
-        self._model_config = (
-            model_config if isinstance(model_config, dict) else json.loads(model_config)
-        )
-
-    def as_dict(self):
-        return self._model_config
-
-    def max_batch_size(self):
-        return int(self._model_config.get("max_batch_size", 0))
-
-    def set_max_batch_size(self, max_batch_size):
-        current = self.max_batch_size()
-        if current not in (0, max_batch_size) and current != max_batch_size:
-            raise ValueError(
-                f"configuration specified max_batch_size {current}, but in auto-complete-config "
-                f"function for model '{self._model_config.get('name')}' specified "
-                f"max_batch_size {max_batch_size}"
-            )
-        self._model_config["max_batch_size"] = int(max_batch_size)
-
-    def set_dynamic_batching(self):
-        self._model_config.setdefault("dynamic_batching", {})
-
-    def set_model_transaction_policy(self, transaction_policy_dict):
-        self._model_config["model_transaction_policy"] = dict(transaction_policy_dict)
-
-    def add_input(self, input):
-        self._add_io("input", input)
-
-    def add_output(self, output):
-        self._add_io("output", output)
-
-    def _add_io(self, kind, io):
-        if not isinstance(io, dict):
-            raise ValueError(f"{kind} must be a dict, got {type(io).__name__}")
-        for key in ("name", "data_type", "dims"):
-            if key not in io:
-                raise ValueError(f"{kind} for model '{self._model_config.get('name')}' lacks {key}")
-        existing = self._model_config.setdefault(kind, [])
-        for item in existing:
-            if item.get("name") == io["name"]:
-                if list(item.get("dims", [])) and list(item["dims"]) != list(io["dims"]):
-                    raise ValueError(
-                        f"model '{self._model_config.get('name')}': {kind} '{io['name']}' "
-                        f"dims {item['dims']} conflict with {io['dims']}"
-                    )
-                item.update(io)
-                return
-        existing.append(dict(io))

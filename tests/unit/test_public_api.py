@@ -110,6 +110,7 @@ _STUB_MODULES = {
     "runtime.python",
     "runtime.python.host",
     "runtime.python.pb_metrics",
+    "runtime.python.pb_model_config",
     "runtime.python.pb_tensors",
     "runtime.python.pb_utils",
     "thawserver",
