@@ -20,6 +20,8 @@ qa/common/gen_qa_*.py, run at the mirror's ref (tests/fixtures/triton_qa_gen.py)
 tests/conformance/qa_gen_suites.py (L0_client_nobatch, L0_decoupled, L0_batcher) and
 tests/conformance/qa_sequence_suites.py (L0_sequence_batcher, L0_implicit_state,
 L0_dyna_sequence_batcher: one server start per test and repository, as their test.sh).
+L0_model_config (tests/conformance/qa_model_config_suite.py) reads its case directories from
+the mirror when it runs: one server start and one row per test.sh case.
 
 Tests that need what Thaw does not serve here (TensorFlow / TensorRT models, tracing) are
 deselected with their reason printed; docs/triton-qa-parity.md lists
@@ -50,9 +52,10 @@ from tests.conformance.qa_checkout import (
 )
 from tests.conformance.qa_gen_suites import GEN_SUITES
 from tests.conformance.qa_lifecycle_suites import LIFECYCLE_SUITES
+from tests.conformance.qa_model_config_suite import MODEL_CONFIG_SUITE
 from tests.conformance.qa_sequence_suites import SEQUENCE_SUITES
 from tests.conformance.qa_servers import KINDS, refusal, start, unsupported
-from tests.conformance.qa_suite import Run, Suite
+from tests.conformance.qa_suite import Run, Suite, SuiteRun
 from tests.conformance.qa_trace_logging import TRACE_LOGGING_SUITES
 from tests.fixtures.triton_qa_models import build_aio_repo
 from tests.fixtures.triton_qa_suite_repos import (
@@ -239,6 +242,7 @@ SUITES: dict[str, Suite] = {
         *GEN_SUITES,
         *LIFECYCLE_SUITES,
         *SEQUENCE_SUITES,
+        MODEL_CONFIG_SUITE,
     )
 }
 
@@ -377,8 +381,10 @@ def run_suites(
                 (qa_dir / Path(path).name).write_bytes(read(path))
             for repo_name, build in suite.repos.items():
                 build(qa_dir / repo_name, Mirror(read))
+            label = ref if kind == "serve" else f"{ref} (thaw up)"
+            if suite.runner is not None:
+                results += suite.runner(SuiteRun(mirror, ref, qa_dir, kind, label))
             for run in suite.runs:
-                label = ref if kind == "serve" else f"{ref} (thaw up)"
                 results += _run_one(label, qa_dir, suite, run, with_large=with_large, kind=kind)
     return results
 

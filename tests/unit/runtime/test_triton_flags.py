@@ -17,6 +17,7 @@ from runtime.process.triton_flags import (
     TRITON_FLAGS,
     add_unsupported_flags,
     backend_settings,
+    deprecation_warnings,
     log_ignored,
 )
 
@@ -82,6 +83,25 @@ def test_triton_booleans(yes: str, no: str) -> None:
 def test_strict_model_config_is_the_older_name_of_no_auto_complete() -> None:
     assert _parse("repo", "--strict-model-config=true").auto_complete_config is False
     assert _parse("repo", "--strict-model-config=false").auto_complete_config is True
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        ((), []),
+        (("--disable-auto-complete-config",), []),
+        (("--strict-model-config=true",), ["has been deprecated!"]),
+        (
+            ("--disable-auto-complete-config", "--strict-model-config=false"),
+            ["has been deprecated!", "from False to True in favor of"],
+        ),
+    ],
+)
+def test_strict_model_config_warns_as_tritonserver(argv: tuple[str, ...], said: list[str]) -> None:
+    warnings = deprecation_warnings(_parser().parse_args(["serve", "repo", *argv]))
+    assert len(warnings) == len(said)
+    for warning, fragment in zip(warnings, said, strict=True):
+        assert warning.startswith("Warning: ") and fragment in warning
 
 
 def test_log_flags_lower_the_level() -> None:

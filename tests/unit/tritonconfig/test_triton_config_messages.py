@@ -1,0 +1,153 @@
+"""The configs Triton's qa/L0_model_config refuses, refused in Triton's words (each message is
+the `expected` text of that suite's case, ending "for <model>")."""
+
+from __future__ import annotations
+
+import pytest
+
+from tritonconfig import (
+    ModelConfigError,
+    fill_defaults,
+    normalize_platform,
+    parse_config,
+    validate_config,
+)
+from tritonconfig.validate import io_shape_problem
+
+HEAD = 'name: "m"\nplatform: "onnxruntime_onnx"\n'
+
+
+def _refusal(text: str) -> str:
+    config = parse_config(text, "repo/m/config.pbtxt")
+    normalize_platform(config, None, "repo/m/config.pbtxt")
+    fill_defaults(config, gpu_available=False)
+    with pytest.raises(ModelConfigError) as info:
+        validate_config(config, "repo/m/config.pbtxt")
+    return info.value.message
+
+
+def _io(
+    field: str = "input", dims: str = "[ 4 ]", reshape: str = "", data_type: str = "TYPE_FP32"
+) -> str:
+    """The model's one input and one output, `field` the one with these dims and reshape."""
+    tensor = f'name: "{field}" data_type: {data_type} dims: {dims} {reshape}'
+    good = "data_type: TYPE_FP32 dims: [ 4 ]"
+    if field == "input":
+        return f'input [ {{ {tensor} }} ]\noutput [ {{ name: "output" {good} }} ]\n'
+    return f'input [ {{ name: "input" {good} }} ]\noutput [ {{ {tensor} }} ]\n'
+
+
+def test_negative_max_batch_size() -> None:
+    message = _refusal(HEAD + "max_batch_size: -1\n" + _io())
+    assert message.endswith("'max_batch_size' must be non-negative value for m")
+
+
+def test_missing_data_type() -> None:
+    message = _refusal(HEAD + "max_batch_size: 4\n" + _io(data_type="TYPE_INVALID"))
+    assert message.endswith("model input 'input' must specify 'data_type' for m")
+
+
+@pytest.mark.parametrize("field", ["input", "output"])
+def test_zero_dimension(field: str) -> None:
+    message = _refusal(HEAD + "max_batch_size: 4\n" + _io(field, dims="[ 2, 0 ]"))
+    assert message.endswith(
+        f"model {field} '{field}' dimension must be integer >= 1, or -1 to indicate a "
+        "variable-size dimension for m"
+    )
+
+
+@pytest.mark.parametrize(
+    ("dims", "reshape", "batching", "problem"),
+    [
+        ([4], [], False, "cannot have empty reshape for non-batching model"),
+        ([4], [2, 0], True, "reshape dimensions must be integer >= 1, or -1"),
+        ([4], [3], True, "has different size for dims and reshape"),
+        ([2, -1], [4], True, "has different size for dims and reshape"),
+        ([2, -1, 3], [2, -1, 3, -1], True, "has different number of variable-size dimensions"),
+        ([2, -1, 3], [2, -1, 4], True, "has different size for dims and reshape"),
+    ],
+)
+def test_reshape_problems(
+    dims: list[int], reshape: list[int], batching: bool, problem: str
+) -> None:
+    assert io_shape_problem(dims, reshape, batching=batching).startswith(problem)
+
+
+@pytest.mark.parametrize(
+    ("dims", "reshape", "batching"),
+    [
+        ([4], [2, 2], False),
+        ([1], [], True),  # a batching model's scalar reshape
+        ([2, -1, 6], [2, -1, 3, 2], True),
+        ([-1], [-1], False),
+        ([3, -1], None, True),
+    ],
+)
+def test_reshapes_triton_accepts(
+    dims: list[int], reshape: list[int] | None, batching: bool
+) -> None:
+    assert io_shape_problem(dims, reshape, batching=batching) == ""
+
+
+def test_reshape_message_names_the_tensor_and_model() -> None:
+    io = _io("output", dims="[ 4 ]", reshape="reshape: { shape: [ 5 ] }")
+    message = _refusal(HEAD + "max_batch_size: 4\n" + io)
+    assert message.endswith("model output 'output' has different size for dims and reshape for m")
+
+
+def test_cpu_group_with_gpus() -> None:
+    group = "instance_group [ { kind: KIND_CPU gpus: [ 0 ] } ]\n"
+    message = _refusal(HEAD + "max_batch_size: 4\n" + _io() + group)
+    assert message.endswith(
+        "instance group m_0 of model m has kind KIND_CPU but specifies one or more GPUs"
+    )
+
+
+def test_negative_gpu_id() -> None:
+    groups = "instance_group [ { count: 1 } ]\ninstance_group [ { kind: KIND_GPU gpus: [ -1 ] } ]\n"
+    message = _refusal(HEAD + "max_batch_size: 4\n" + _io() + groups)
+    assert "instance group m_1 of model m specifies invalid or unsupported gpu id -1." in message
+
+
+BATCH_IO = (
+    'name: "m"\nplatform: "pytorch_libtorch"\n'
+    'input [ { name: "INPUT" data_type: TYPE_INT32 dims: [ -1 ] } ]\n'
+    'output [ { name: "OUTPUT" data_type: TYPE_INT32 dims: [ -1 ] } ]\n'
+)
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        (
+            'batch_input [ { kind: BATCH_ELEMENT_COUNT target_name: "B" data_type: TYPE_FP32 } ]',
+            "batch input kind 'BATCH_ELEMENT_COUNT' expects 1 source input, got 0",
+        ),
+        (
+            'batch_input [ { kind: BATCH_ITEM_SHAPE target_name: "B" data_type: TYPE_FP32 '
+            'source_input: [ "INPUT", "INPUT" ] } ]',
+            "batch input kind 'BATCH_ITEM_SHAPE' expects 1 source input, got 2",
+        ),
+        (
+            'batch_input [ { kind: BATCH_ELEMENT_COUNT target_name: "B" data_type: TYPE_FP32 '
+            'source_input: "NOPE" } ]',
+            "unknown source input name 'NOPE'",
+        ),
+        (
+            'batch_output [ { target_name: [ "OUTPUT", "OUTPUT" ] '
+            'kind: BATCH_SCATTER_WITH_INPUT_SHAPE source_input: "INPUT" } ]',
+            "target output name 'OUTPUT' can only be specified once",
+        ),
+        (
+            'batch_output [ { target_name: "NOPE" kind: BATCH_SCATTER_WITH_INPUT_SHAPE '
+            'source_input: "INPUT" } ]',
+            "unknown target output name 'NOPE'",
+        ),
+        (
+            'batch_output [ { target_name: "OUTPUT" kind: BATCH_SCATTER_WITH_INPUT_SHAPE } ]',
+            "batch output kind 'BATCH_SCATTER_WITH_INPUT_SHAPE' expects 1 source input, got 0",
+        ),
+    ],
+)
+def test_batch_input_and_output_rules(entry: str, message: str) -> None:
+    assert _refusal(BATCH_IO + entry + "\n").endswith(message)
