@@ -77,7 +77,7 @@ DUPLICATE = IO.replace("OUTPUT0", "INPUT0").replace("output", "input")
 REFUSED = [
     ('platform: "onnxruntime_onnx"\nbackend: "pytorch"\n' + IO, "does not match backend"),
     ('backend: "tensorflow"\n' + IO, "unsupported backend 'tensorflow'"),
-    ('platform: "tensorflow_savedmodel"\n' + IO, "unknown platform"),
+    ('platform: "tensorflow_savedmodel"\n' + IO, "unexpected platform type"),
     (PY + IO.replace("-1", "0", 1), "dimension must be integer >= 1"),
     (PY + DUPLICATE, "duplicate input name 'INPUT0'"),
     (PY + IO + "version_policy: { specific { versions: [ 7 ] } }\n", r"versions \[7\] that do"),

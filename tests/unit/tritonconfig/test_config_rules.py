@@ -92,7 +92,10 @@ def test_hostile_config_errors_name_file_and_line(text: str, fragment: str) -> N
         ),
         (GOOD.replace("TYPE_INT64", "TYPE_INVALID"), "data_type"),
         (GOOD.replace('input [ { name: "IN"', 'input [ { name: ""'), "without a name"),
-        (GOOD.replace("onnxruntime_onnx", "caffe2_netdef"), "unknown platform"),
+        (
+            GOOD.replace("onnxruntime_onnx", "caffe2_netdef"),
+            "unexpected platform type 'caffe2_netdef' for m",
+        ),
     ],
 )
 def test_invalid_configs_are_refused_with_the_field(text: str, fragment: str) -> None:

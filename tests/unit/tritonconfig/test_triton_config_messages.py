@@ -151,3 +151,39 @@ BATCH_IO = (
 )
 def test_batch_input_and_output_rules(entry: str, message: str) -> None:
     assert _refusal(BATCH_IO + entry + "\n").endswith(message)
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        (
+            'name: "m"\nplatform: "tensorflo"\n',
+            "unexpected platform type 'tensorflo' for m",
+        ),
+        (
+            'name: "m"\n',
+            "Invalid model name: Could not determine backend for model 'm' with no backend in "
+            "model configuration. Expected model name of the form 'model.<backend_name>'.",
+        ),
+        (
+            'name: "m"\nbackend: "onnxruntime"\nruntime: "__invalid_runtime__"\n',
+            "unable to find backend library '__invalid_runtime__' for model 'm'",
+        ),
+        (
+            'name: "m"\nbackend: "onnxruntime"\nruntime: "../dummy/libtriton_identity.so"\n',
+            "backend library name '../dummy/libtriton_identity.so' escapes backend directory",
+        ),
+    ],
+)
+def test_platform_backend_and_runtime_refusals(config: str, message: str) -> None:
+    parsed = parse_config(config, "repo/m/config.pbtxt")
+    with pytest.raises(ModelConfigError) as info:
+        normalize_platform(parsed, None, "repo/m/config.pbtxt")
+    assert info.value.message.endswith(message)
+
+
+@pytest.mark.parametrize("runtime", ["", "libtriton_onnxruntime.so", "model.py"])
+def test_runtimes_thaw_has(runtime: str) -> None:
+    parsed = parse_config(f'name: "m"\nbackend: "onnxruntime"\nruntime: "{runtime}"\n', "c")
+    normalize_platform(parsed, None, "c")
+    assert parsed.platform == "onnxruntime_onnx"
