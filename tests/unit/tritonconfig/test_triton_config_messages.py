@@ -3,10 +3,13 @@ the `expected` text of that suite's case, ending "for <model>")."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tritonconfig import (
     ModelConfigError,
+    complete_config,
     fill_defaults,
     normalize_platform,
     parse_config,
@@ -187,3 +190,23 @@ def test_runtimes_thaw_has(runtime: str) -> None:
     parsed = parse_config(f'name: "m"\nbackend: "onnxruntime"\nruntime: "{runtime}"\n', "c")
     normalize_platform(parsed, None, "c")
     assert parsed.platform == "onnxruntime_onnx"
+
+
+def test_a_config_is_judged_before_its_versions(tmp_path: Path) -> None:
+    """Triton's order: a config it refuses is refused in its words even when the model has no
+    version directory (most of qa/L0_model_config's noautofill_platform cases have none)."""
+    config = parse_config(HEAD + "max_batch_size: -1\n" + _io(), "repo/m/config.pbtxt")
+    with pytest.raises(ModelConfigError, match="'max_batch_size' must be non-negative value"):
+        complete_config(
+            config, tmp_path, "repo/m/config.pbtxt",
+            gpu_available=False, require_model_files=True, auto_complete=False,
+        )  # fmt: skip
+
+
+def test_a_good_config_without_a_version_is_refused_for_that(tmp_path: Path) -> None:
+    config = parse_config(HEAD + "max_batch_size: 4\n" + _io(), "repo/m/config.pbtxt")
+    with pytest.raises(ModelConfigError, match="no version directory to serve"):
+        complete_config(
+            config, tmp_path, "repo/m/config.pbtxt",
+            gpu_available=False, require_model_files=True, auto_complete=False,
+        )  # fmt: skip
