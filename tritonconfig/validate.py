@@ -25,7 +25,11 @@ def validate_config(config: mc.ModelConfig, source: str) -> None:
         )
     _validate_ios(config.input, "input", config, source)
     _validate_ios(config.output, "output", config, source)
-    if config.backend != "python" and (len(config.input) == 0 or len(config.output) == 0):
+    if config.backend != "python" and len(config.output) == 0:
+        raise ModelConfigError(
+            f"{source}: model configuration must contain at least one output, none were specified"
+        )
+    if config.backend != "python" and len(config.input) == 0:
         raise ModelConfigError(f"{source}: model must declare at least one input and one output")
     _validate_instance_groups(config, source)
     _validate_batch_ios(config, source)

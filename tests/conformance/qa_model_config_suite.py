@@ -119,7 +119,7 @@ class _Context:
         return content
 
     def row(self, test: str, outcome: str, detail: str = "") -> None:
-        detail = " ".join(detail.split())[:240]
+        detail = " ".join(detail.split())[:1500]
         self.results.append(Result(self.run.label, "test.sh", test, outcome, detail))
 
     def build(self, case: str) -> Path:
@@ -166,7 +166,7 @@ class _Context:
         if proc.returncode == 0:
             self.row(test, "passed")
         else:
-            self.row(test, "failed", (proc.stdout + proc.stderr)[-240:])
+            self.row(test, "failed", (proc.stdout + proc.stderr)[-1500:])
 
 
 def _cli_messages(ctx: _Context) -> None:

@@ -210,3 +210,13 @@ def test_a_good_config_without_a_version_is_refused_for_that(tmp_path: Path) -> 
             config, tmp_path, "repo/m/config.pbtxt",
             gpu_available=False, require_model_files=True, auto_complete=False,
         )  # fmt: skip
+
+
+def test_a_model_without_outputs() -> None:
+    text = (
+        HEAD + 'max_batch_size: 4\ninput [ { name: "input" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
+    )
+    message = _refusal(text)
+    assert message.endswith(
+        "model configuration must contain at least one output, none were specified"
+    )
