@@ -8,6 +8,7 @@ runtime.python's).
     onnxruntime_backend  ONNX models on onnxruntime (CPU, CUDA/TensorRT providers)
     ort_providers        onnxruntime execution providers for one instance
     ort_initializers     onnxruntime initializers over a restored snapshot's memory
+    ort_io_check         the config's inputs and outputs against the ONNX session's
     torch_backend        PyTorch models: TorchScript `model.pt`, `torch.export` `model.pt2`
     export_placement     a `torch.export` program put on its instance's device
     cuda_graphs          CUDA graphs captured at load for a torch model on a GPU

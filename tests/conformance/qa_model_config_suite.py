@@ -23,8 +23,10 @@ Each case's repository is built as test.sh builds it (tests/fixtures/triton_qa_m
 
 Left out, as rows with the reason: the backends Thaw does not have (TensorFlow savedmodel /
 graphdef, TensorRT, OpenVINO, Triton's custom backends), the TensorFlow / TensorRT trials of
-noautofill_platform, and special_cases/noautofill_noconfig with noautofill_test.py (a graphdef
-model).
+noautofill_platform, special_cases/noautofill_noconfig with noautofill_test.py (a graphdef
+model), the ensemble cases whose composing models run on Triton's C++ test backends
+(`identity`, `repeat`), and the completed-config cases whose every `expected*` was written on a
+machine with a GPU (instances `KIND_GPU` on GPU 0) when this machine has none.
 """
 
 from __future__ import annotations
@@ -74,6 +76,12 @@ _CLI_FLAGS = {
 _GRAPHDEF = "left out: no backend (TensorFlow: a graphdef model)"
 # Triton refuses the start for a model that fails to load; Thaw's default serves the others.
 _EXIT_ON_ERROR = "--exit-on-error=true"
+# Triton's completed configs for a machine with a GPU: what it completes on this one differs.
+_HAVE_GPU = Path("/dev/nvidia0").exists()
+_GPU_EXPECTED = (
+    "left out: GPU (every expected config was written on a machine with one: instances "
+    "KIND_GPU on GPU 0)"
+)
 _PLATFORM_LINE = re.compile(r"^.*platform:.*\n?", re.MULTILINE)
 
 
@@ -148,6 +156,10 @@ class _Context:
 
     def completed(self, test: str, case_dir: Path, model: str, args: tuple[str, ...]) -> None:
         """test.sh's started server and `compare_status.py --expected_dir models/M --model M`."""
+        expected = [path.read_text() for path in case_dir.glob("expected*")]
+        if not _HAVE_GPU and expected and all("KIND_GPU" in text for text in expected):
+            self.row(test, "deselected", _GPU_EXPECTED)
+            return
         args = (*args, _EXIT_ON_ERROR)
         try:
             server = start(self.run.kind, self.models, args)
@@ -215,6 +227,10 @@ def _autofill(ctx: _Context, group: str) -> None:
                 ctx.row(case, "deselected", _NO_BACKEND.format(_MISSING_BACKENDS[backend]))
                 continue
             model_dir = ctx.build(case)
+            stand_in = _test_backend(ctx.models) if backend == "ensemble" else ""
+            if stand_in:
+                ctx.row(case, "deselected", _NO_BACKEND.format(stand_in))
+                continue
             args = ("--strict-model-config=false",)
             if group == "autofill_noplatform":
                 # EXPECTEDS: the model's own when the case is one model, else the repository's.
@@ -222,6 +238,19 @@ def _autofill(ctx: _Context, group: str) -> None:
             else:
                 name = case.rsplit("/", 1)[-1]
                 ctx.completed(case, ctx.models / name, name, args)
+
+
+_TEST_BACKEND = re.compile(r'^\s*backend:\s*"(identity|repeat)"', re.MULTILINE)
+
+
+def _test_backend(models: Path) -> str:
+    """What an ensemble case's composing models need that Thaw has not: Triton's C++ test
+    backends (`identity`, `repeat`), or ""."""
+    for config in sorted(models.glob("*/config.pbtxt")):
+        match = _TEST_BACKEND.search(config.read_text())
+        if match:
+            return f"its composing models run on Triton's C++ `{match.group(1)}` test backend"
+    return ""
 
 
 def run_model_config(run: SuiteRun) -> list[Result]:

@@ -15,6 +15,7 @@ from tritonconfig import (
     parse_config,
     validate_config,
 )
+from tritonconfig.onnx_autocomplete import autocomplete_from_onnx
 from tritonconfig.validate import io_shape_problem
 
 HEAD = 'name: "m"\nplatform: "onnxruntime_onnx"\n'
@@ -219,4 +220,27 @@ def test_a_model_without_outputs() -> None:
     message = _refusal(text)
     assert message.endswith(
         "model configuration must contain at least one output, none were specified"
+    )
+
+
+def test_autofill_refuses_batching_for_a_graph_without_a_batch_dimension(tmp_path: Path) -> None:
+    import onnx
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("INPUT0", TensorProto.INT32, [16])
+    y = helper.make_tensor_value_info("OUTPUT0", TensorProto.INT32, [16])
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["INPUT0"], ["OUTPUT0"])], "g", [x], [y]
+    )
+    onnx.save(helper.make_model(graph), str(tmp_path / "model.onnx"))
+    config = parse_config(
+        'name: "m"\nmax_batch_size: 1\n'
+        'input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 16 ] } ]',
+        "c",
+    )
+    with pytest.raises(ModelConfigError) as info:
+        autocomplete_from_onnx(config, tmp_path / "model.onnx", "c")
+    assert info.value.message.endswith(
+        "autofill failed for model 'm': model does not support batching while non-zero "
+        "max_batch_size is specified"
     )
