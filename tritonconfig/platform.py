@@ -51,8 +51,8 @@ def normalize_platform(config: mc.ModelConfig, version_dir: Path | None, source:
     if config.platform == ENSEMBLE_PLATFORM:
         if config.backend:
             raise ModelConfigError(
-                f"{source}: platform '{ENSEMBLE_PLATFORM}' does not match backend "
-                f"'{config.backend}'"
+                f"{source}: Ensemble model '{config.name}' must have platform type "
+                f"'{ENSEMBLE_PLATFORM}' and empty backend type"
             )
         return
     if not config.platform and not config.backend and version_dir is not None:

@@ -86,7 +86,17 @@ def _validate_dynamic_batching(config: mc.ModelConfig, source: str) -> None:
 
 
 def _validate_instance_groups(config: mc.ModelConfig, source: str) -> None:
-    """Triton's checks of each instance group that need no GPU list: count, kind, GPU ids."""
+    """Triton's checks of each instance group that need no GPU list: count, kind, GPU ids.
+    A negative GPU id is looked for in every group first: it is wrong on any machine, where a
+    `KIND_AUTO` group naming GPUs is `KIND_CPU` only on a machine without one."""
+    for group in config.instance_group:
+        negative = [gpu for gpu in group.gpus if gpu < 0]
+        if negative:
+            raise ModelConfigError(
+                f"{source}: instance group {group.name} of model {config.name} specifies invalid "
+                f"or unsupported gpu id {negative[0]}. GPUs with at least the minimum required "
+                "CUDA compute compatibility are: none"
+            )
     for group in config.instance_group:
         label = f"instance group {group.name} of model {config.name}"
         if group.count < 0:
@@ -98,12 +108,6 @@ def _validate_instance_groups(config: mc.ModelConfig, source: str) -> None:
         if group.kind == mc.ModelInstanceGroup.KIND_CPU and len(group.gpus):
             raise ModelConfigError(
                 f"{source}: {label} has kind KIND_CPU but specifies one or more GPUs"
-            )
-        negative = [gpu for gpu in group.gpus if gpu < 0]
-        if negative:  # no GPU has a negative id, whatever the machine has
-            raise ModelConfigError(
-                f"{source}: {label} specifies invalid or unsupported gpu id {negative[0]}. "
-                "GPUs with at least the minimum required CUDA compute compatibility are: none"
             )
 
 

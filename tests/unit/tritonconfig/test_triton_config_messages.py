@@ -15,6 +15,7 @@ from tritonconfig import (
     parse_config,
     validate_config,
 )
+from tritonconfig.ensemble import cycle_error
 from tritonconfig.onnx_autocomplete import autocomplete_from_onnx
 from tritonconfig.validate import io_shape_problem
 
@@ -244,3 +245,55 @@ def test_autofill_refuses_batching_for_a_graph_without_a_batch_dimension(tmp_pat
         "autofill failed for model 'm': model does not support batching while non-zero "
         "max_batch_size is specified"
     )
+
+
+def test_one_control_tensor_for_two_kinds_in_two_entries() -> None:
+    sequence = (
+        "sequence_batching { control_input [ "
+        '{ name: "START" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] },'
+        '{ name: "START" control [ { kind: CONTROL_SEQUENCE_READY int32_false_true: [ 0, 1 ] } ] }'
+        " ] }\n"
+    )
+    message = _refusal(HEAD + "max_batch_size: 4\n" + _io() + sequence)
+    assert message.endswith(
+        "sequence batching control tensor 'START' is specified for multiple control kinds for m"
+    )
+
+
+def test_a_negative_gpu_id_is_found_before_a_cpu_group_naming_gpus() -> None:
+    groups = (
+        "instance_group [ { gpus: [ 0 ] } ]\ninstance_group [ { kind: KIND_GPU gpus: [ -1 ] } ]\n"
+    )
+    message = _refusal(HEAD + "max_batch_size: 4\n" + _io() + groups)
+    assert "instance group m_1 of model m specifies invalid or unsupported gpu id -1." in message
+
+
+def test_cycle_message_is_tritons() -> None:
+    assert (
+        cycle_error(["a", "b", "a"]) == "circular dependency between ensembles: a -> ... -> b -> a"
+    )
+    assert cycle_error(["a", "a"]) == "circular dependency between ensembles: a -> ... -> a -> a"
+
+
+ENSEMBLE = (
+    'name: "e"\nplatform: "ensemble"\nmax_batch_size: 4\n'
+    'input [ { name: "IN" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
+    'output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
+    'ensemble_scheduling { step [ { model_name: "m" model_version: -1 '
+    'input_map { key: "input" value: "IN" } output_map { key: "output" value: "OUT" } } ] }\n'
+)
+
+
+def test_an_ensemble_with_a_backend() -> None:
+    parsed = parse_config(ENSEMBLE + 'backend: "onnxruntime"\n', "c")
+    with pytest.raises(ModelConfigError) as info:
+        normalize_platform(parsed, None, "c")
+    assert info.value.message.endswith(
+        "Ensemble model 'e' must have platform type 'ensemble' and empty backend type"
+    )
+
+
+def test_an_ensemble_with_an_optimization() -> None:
+    text = ENSEMBLE + "optimization { input_pinned_memory { enable: true } }\n"
+    message = _refusal(text)
+    assert message.endswith("optimization should not be specified for ensemble 'e'")
