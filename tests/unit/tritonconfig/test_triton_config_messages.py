@@ -297,3 +297,11 @@ def test_an_ensemble_with_an_optimization() -> None:
     text = ENSEMBLE + "optimization { input_pinned_memory { enable: true } }\n"
     message = _refusal(text)
     assert message.endswith("optimization should not be specified for ensemble 'e'")
+
+
+def test_an_ensembles_transaction_policy_is_reported_set_and_empty() -> None:
+    config = parse_config(ENSEMBLE, "c")
+    normalize_platform(config, None, "c")
+    fill_defaults(config, gpu_available=False)
+    assert config.HasField("model_transaction_policy")
+    assert not config.model_transaction_policy.decoupled
