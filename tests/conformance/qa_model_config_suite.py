@@ -127,7 +127,7 @@ class _Context:
         return content
 
     def row(self, test: str, outcome: str, detail: str = "") -> None:
-        detail = " ".join(detail.split())[:1500]
+        detail = " ".join(detail.split())[:600]
         self.results.append(Result(self.run.label, "test.sh", test, outcome, detail))
 
     def build(self, case: str) -> Path:
@@ -161,6 +161,10 @@ class _Context:
             self.row(test, "deselected", _GPU_EXPECTED)
             return
         args = (*args, _EXIT_ON_ERROR)
+        flag = unsupported(self.run.kind, args)
+        if flag is not None:
+            self.row(test, "error", f"thaw {self.run.kind} has no {flag}")
+            return
         try:
             server = start(self.run.kind, self.models, args)
         except RuntimeError as exc:
