@@ -19,6 +19,7 @@ from thawserver.restricted_protocols import (
     parse_restrictions,
 )
 from thawwire.log_settings import LogSettings
+from thawwire.openai_api import DEFAULT_MAX_TOOL_CALL_PARSE_BYTES, TOOL_CALL_PARSERS
 from thawwire.trace_settings import TraceSetting
 
 __all__ = ["ConfigError", "ModelControlMode", "ServeConfig", "parse_cuda_pool"]
@@ -100,6 +101,8 @@ class ServeConfig:
     handoff_max_age_s: float = 10.0
     # -- tritonserver's surfaces and model-repository behaviour (runtime.process.triton_flags) --
     more_repositories: tuple[Path, ...] = ()  # served besides `repository`
+    # tritonserver's `--model-namespacing`: each repository a namespace (runtime.models.namespaces)
+    model_namespacing: bool = False
     allow_http: bool = True
     allow_grpc: bool = True
     grpc_host: str | None = None  # None: `host`
@@ -109,7 +112,9 @@ class ServeConfig:
     metrics_host: str | None = None  # None: `host`
     metrics_port: int = 8002
     strict_readiness: bool = True  # ready only when every model to load is READY
-    exit_on_error: bool = False  # exit 1 when a model fails to load at start
+    # True: exit 1 when a model fails to load at start; None (not given): serve the others;
+    # False (given): also keep serving, neither live nor ready, when the start itself fails
+    exit_on_error: bool | None = None
     auto_complete_config: bool = True  # complete configs from model files / model.py
     model_load_threads: int = 4  # models loaded at once
     backend_config: tuple[tuple[str, str, str], ...] = ()  # (backend, setting, value)
@@ -124,6 +129,11 @@ class ServeConfig:
     # (thawserver.restricted_protocols)
     grpc_restricted_protocols: tuple[str, ...] = ()
     http_restricted_apis: tuple[str, ...] = ()  # `--http-restricted-api`, the same form
+    # The OpenAI routes' tool-call parser (`--tool-call-parser`, thawwire.openai_api's names;
+    # None: chat requests with tools are refused) and the most text, in bytes, it reads of one
+    # streamed answer (`--max-tool-call-parse-bytes`).
+    tool_call_parser: str | None = None
+    max_tool_call_parse_bytes: int = DEFAULT_MAX_TOOL_CALL_PARSE_BYTES
     # -- parsed from the settings above when the config is built (__post_init__) --
     # The compiled `*_header_forward_pattern`s (None: "", nothing forwarded).
     http_header_forward: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
@@ -183,6 +193,12 @@ class ServeConfig:
         if self.fork_server_fd is not None:
             _in_range("fork_server_fd", self.fork_server_fd, 3, 1 << 20)
         _in_range("exit_timeout_s", self.exit_timeout_s, 0, 3600)
+        _in_range("max_tool_call_parse_bytes", self.max_tool_call_parse_bytes, 1, 1 << 30)
+        if self.tool_call_parser is not None and self.tool_call_parser not in TOOL_CALL_PARSERS:
+            raise ConfigError(
+                f"`tool_call_parser` = {self.tool_call_parser}, must be one of "
+                f"{', '.join(TOOL_CALL_PARSERS)}"
+            )
         _in_range("body_timeout_s", self.body_timeout_s, 0.1, 3600)
         problem = connection_limits.out_of_range(self.connections)
         if problem is not None:

@@ -12,6 +12,7 @@ from typing import Any
 __all__ = [
     "CHAT_COMPLETIONS",
     "COMPLETIONS",
+    "DEFAULT_MAX_TOOL_CALL_PARSE_BYTES",
     "EMBEDDINGS",
     "GENERATION_PATHS",
     "HEALTH_READY",
@@ -20,6 +21,7 @@ __all__ = [
     "MODEL_LOAD",
     "MODEL_UNLOAD",
     "OWNED_BY",
+    "TOOL_CALL_PARSERS",
     "error_body",
     "error_type",
     "model_object",
@@ -34,6 +36,10 @@ EMBEDDINGS = "/v1/embeddings"
 HEALTH_READY = "/health/ready"
 MODEL_LOAD = "/v1/models/{model}/load"
 MODEL_UNLOAD = "/v1/models/{model}/unload"
+# The tool-call parsers `--tool-call-parser` names (Triton's frontend's names), and its default
+# bound on the text one streamed answer's parser reads (128 KiB).
+TOOL_CALL_PARSERS = ("llama3", "mistral")
+DEFAULT_MAX_TOOL_CALL_PARSE_BYTES = 128 * 1024
 # Every model's `owned_by`: Triton's frontend's words, so clients written against it (and
 # Triton's own tests) see the same list.
 OWNED_BY = "Triton Inference Server"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -9,6 +10,8 @@ from tritonconfig.errors import ModelConfigError
 from tritonconfig.schema import mc
 
 __all__ = ["available_versions", "select_versions"]
+
+logger = logging.getLogger(__name__)
 
 
 def available_versions(model_dir: Path) -> list[int]:
@@ -24,18 +27,26 @@ def available_versions(model_dir: Path) -> list[int]:
 
 
 def select_versions(policy: mc.ModelVersionPolicy, available: list[int], source: str) -> list[int]:
-    """Apply a version policy: latest N (default 1), all, or specific versions; ascending."""
+    """Apply a version policy: latest N (default 1), all, or specific versions; ascending.
+
+    A specific version with no directory is left out, logged as Triton logs it, and the others
+    are served (as tritonserver does); ModelConfigError when none of them is there."""
     choice = policy.WhichOneof("policy_choice")
     if choice == "all":
         chosen = list(available)
     elif choice == "specific":
         wanted = sorted(set(policy.specific.versions))
         missing = [v for v in wanted if v not in available]
-        if missing:
+        chosen = [v for v in wanted if v in available]
+        if missing and not chosen:
             raise ModelConfigError(
                 f"{source}: version_policy.specific names versions {missing} that do not exist"
             )
-        chosen = wanted
+        for version in missing:
+            logger.error(
+                "model=%s version %d is specified for model '%s', but the version directory "
+                "is not present", Path(source).name, version, Path(source).name,
+            )  # fmt: skip
     else:
         count = policy.latest.num_versions if choice == "latest" else 1
         chosen = available[-count:] if count > 0 else []

@@ -1,6 +1,7 @@
 """The activator's processes and commands: `thaw up`, `thaw status`, `thaw prefetch`.
 
     cli             `thaw up REPO`: flags -> ActivatorConfig, the scaler chosen
+    flag_checks     `thaw up`'s flag checks: a bad value or combination refused, by flag
     kube_cli        the `--scaler kubernetes` flags and the KubernetesConfig from them
     shared_cli      the shared-placement flags and the SharedSettings from them
     serving         bind the listeners, start app, front door and scaler, drain on SIGTERM

@@ -8,7 +8,6 @@ import asyncio
 import dataclasses
 import logging
 import os
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,17 @@ from activator.config import (
     validated,
 )
 from activator.errors import ConfigError, ScalerUnavailable
+from activator.process.flag_checks import (
+    backend_directory,
+    check_range,
+    connection_limits,
+    extra_port,
+    header_forward_pattern,
+    host_cache_bytes,
+    load_models,
+    refuse_local_only_flags,
+    response_cache_bytes,
+)
 from activator.process.kube_cli import add_kubernetes_arguments, kubernetes_config, placement
 from activator.process.serving import ListenError, LoadAtStartError, loop_factory, serve
 from activator.process.shared_cli import (
@@ -30,13 +40,11 @@ from activator.process.shared_cli import (
 )
 from activator.scaler.backend import ScalerKind
 from activator.scaler.kube_config import KubernetesConfig
-from activator.scaler.local.host_tier import default_budget_bytes, make_tier_dir, remove_tier_dir
+from activator.scaler.local.host_tier import make_tier_dir, remove_tier_dir
 from activator.scaler.local_config import LocalConfig, PoolSettings
-from thawserver import ranges
-from thawserver.cache_flags import add_cache_arguments, cache_bytes
-from thawserver.connection_limits import LIMIT_RANGES, ConnectionLimits, out_of_range
+from thawserver.cache_flags import add_cache_arguments
 from thawserver.fd_limit import bounded_by_fd_limit
-from thawserver.limit_flags import add_body_timeout_argument, add_limit_arguments, limits_from_args
+from thawserver.limit_flags import add_body_timeout_argument, add_limit_arguments
 from thawserver.log_control import LogControl
 from thawserver.restricted_protocols import (
     add_restriction_arguments,
@@ -49,7 +57,7 @@ from thawserver.settings_flags import (
     log_settings,
     trace_setting,
 )
-from thawwire.model_control import LOAD_MODEL_NOT_EXPLICIT
+from thawserver.tool_call_flags import add_tool_call_arguments, replica_environment
 
 __all__ = ["register", "run"]
 
@@ -249,6 +257,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "vllm_backend in DIR/vllm/); given to every replica too. Local scaler only",
     )  # fmt: skip
     _add_connection_arguments(p)
+    add_tool_call_arguments(p, {})  # given to each local replica (thawserver.tool_call_flags)
     p.add_argument(
         "--direct-connections",
         choices=["on", "off"],
@@ -299,6 +308,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             metavar="N",
             help=f"{_SETTING_HELP[name]} (default {default}, range [{low:g}, {high:g}])",
         )
+    # tritonserver's flag, on `thaw serve`; refused in build_config, hidden from --help.
+    p.add_argument("--model-namespacing", default=None, help=argparse.SUPPRESS)
     p.set_defaults(func=run)
 
 
@@ -342,32 +353,16 @@ def _add_header_forward_arguments(p: argparse.ArgumentParser) -> None:
         )  # fmt: skip
 
 
-def _header_forward_pattern(flag: str, text: str) -> str:
-    """`text`, once it compiles as the replica compiles it (runtime.header_forward: a leading
-    `(?-i)` is RE2's case-sensitive switch, not Python's); ConfigError naming the flag if not."""
-    try:
-        re.compile(text.removeprefix("(?-i)"))
-    except re.error as exc:
-        raise ConfigError(f"{flag} {text!r} is not a regular expression: {exc}") from None
-    return text
-
-
 def _add_connection_arguments(p: argparse.ArgumentParser) -> None:
     group = p.add_argument_group("slow and idle clients (every port; 0 turns a limit off)")
     add_limit_arguments(group)
     add_body_timeout_argument(group, also=", never past --request-timeout-s")
 
 
-def _connection_limits(args: argparse.Namespace) -> ConnectionLimits:
-    limits = limits_from_args(args)
-    problem = out_of_range(limits, {name: "--" + name.replace("_", "-") for name in LIMIT_RANGES})
-    if problem is not None:
-        raise ConfigError(problem)
-    return limits
-
-
 def build_config(args: argparse.Namespace) -> ActivatorConfig:
     """Flags -> ActivatorConfig; raises ConfigError with the flag, value and range."""
+    if args.model_namespacing is not None:
+        raise ConfigError("--model-namespacing is not supported by thaw up yet (thaw serve has it)")
     given = {
         name: getattr(args, f"scale_{name}")
         for name in SETTING_RANGES
@@ -375,31 +370,32 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
     }
     given["direct_connections"] = args.direct_connections
     settings = validated(ScaleSettings(), given)
-    _check_range("--port", args.port, 0, 65535)
-    grpc_port = _extra_port("--grpc-port", args.grpc_port, args.allow_grpc, 8001, args.port)
-    metrics_port = _extra_port(
+    check_range("--port", args.port, 0, 65535)
+    grpc_port = extra_port("--grpc-port", args.grpc_port, args.allow_grpc, 8001, args.port)
+    metrics_port = extra_port(
         "--metrics-port", args.metrics_port, args.allow_metrics, 8002, args.port
     )
-    _check_range("--warm-pool", args.warm_pool, 0, 64)
-    _check_range("--max-body-bytes", args.max_body_bytes, 1, 1 << 40)
-    _check_range("--request-timeout-s", args.request_timeout_s, 0.1, 86_400)
-    _check_range("--body-timeout-s", args.body_timeout_s, 0.1, 3600)
-    _check_range("--drain-timeout-s", args.drain_timeout_s, 0, 3600)
-    _check_range("--direct-max-age-s", args.direct_max_age_s, 0, 86_400)
-    _check_range("--arena-bytes", args.arena_bytes, 0, 1 << 44)
-    _check_range("--pool-memory-bytes", args.pool_memory_bytes, 0, 1 << 44)
-    _check_range("--pool-window-s", args.pool_window_s, 0, 86_400)
+    check_range("--warm-pool", args.warm_pool, 0, 64)
+    check_range("--max-body-bytes", args.max_body_bytes, 1, 1 << 40)
+    check_range("--request-timeout-s", args.request_timeout_s, 0.1, 86_400)
+    check_range("--body-timeout-s", args.body_timeout_s, 0.1, 3600)
+    check_range("--max-tool-call-parse-bytes", args.max_tool_call_parse_bytes, 1, 1 << 30)
+    check_range("--drain-timeout-s", args.drain_timeout_s, 0, 3600)
+    check_range("--direct-max-age-s", args.direct_max_age_s, 0, 86_400)
+    check_range("--arena-bytes", args.arena_bytes, 0, 1 << 44)
+    check_range("--pool-memory-bytes", args.pool_memory_bytes, 0, 1 << 44)
+    check_range("--pool-window-s", args.pool_window_s, 0, 86_400)
     if args.cache_max_bytes is not None:
-        _check_range("--cache-max-bytes", args.cache_max_bytes, 1, 1 << 50)
+        check_range("--cache-max-bytes", args.cache_max_bytes, 1, 1 << 50)
     if args.gpu_hour_price is not None:
-        _check_range("--gpu-hour-price", args.gpu_hour_price, 0, 1_000_000)
+        check_range("--gpu-hour-price", args.gpu_hour_price, 0, 1_000_000)
     try:  # thaw serve's parse and check, in tritonserver's words
         grpc_restrictions = parse_restrictions(args.grpc_restricted_protocol)
         http_restrictions = parse_http_restrictions(args.http_restricted_api)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     kubernetes = args.scaler == ScalerKind.KUBERNETES.value
-    host_bytes = _host_cache_bytes(args.host_cache_bytes, kubernetes=kubernetes)
+    host_bytes = host_cache_bytes(args.host_cache_bytes, kubernetes=kubernetes)
     cache = args.cache or (None if kubernetes else Path(os.path.expanduser("~/.cache/thaw/images")))
     return ActivatorConfig(
         repository=args.repository,
@@ -416,9 +412,9 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
         request_timeout_s=args.request_timeout_s,
         body_timeout_s=args.body_timeout_s,
         model_control=args.model_control_mode == "explicit",
-        load_models=_load_models(args),
-        backend_directory=_backend_directory(args, kubernetes=kubernetes),
-        connections=_connection_limits(args),
+        load_models=load_models(args),
+        backend_directory=backend_directory(args, kubernetes=kubernetes),
+        connections=connection_limits(args),
         drain_timeout_s=args.drain_timeout_s,
         shared_replica_concurrency=shared_replica_concurrency(args),
         scaler=_scaler_config(args),
@@ -429,31 +425,6 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
         grpc_restrictions=grpc_restrictions,
         **_log_and_trace(args),
     )
-
-
-def _host_cache_bytes(given: int | None, *, kubernetes: bool) -> int:
-    """The host-memory tier's budget. Off on Kubernetes: the tier is a tmpfs directory of this
-    machine that local replicas map, and pods run on other nodes (their node cache is theirs)."""
-    if kubernetes:
-        if given:
-            raise ConfigError(
-                f"`--host-cache-bytes` = {given}, must be 0 with --scaler kubernetes "
-                "(the host-memory tier is local replicas' shared memory)"
-            )
-        return 0
-    budget = default_budget_bytes() if given is None else given
-    _check_range("--host-cache-bytes", budget, 0, 1 << 44)
-    return budget
-
-
-def _extra_port(flag: str, given: int | None, allowed: bool, default: int, http: int) -> int | None:
-    """A Triton port of `thaw up`: None when not allowed; with `--port 0`, a free one unless
-    given (processes side by side never collide)."""
-    if not allowed:
-        return None
-    port = given if given is not None else (0 if http == 0 else default)
-    _check_range(flag, port, 0, 65535)
-    return port
 
 
 def _triton_bool(text: str) -> bool:
@@ -469,10 +440,7 @@ def _triton_bool(text: str) -> bool:
 def _scaler_config(args: argparse.Namespace) -> LocalConfig | KubernetesConfig:
     """The chosen scaler backend's config, from its flags (`--scaler`)."""
     if args.scaler == ScalerKind.KUBERNETES.value:
-        if args.http_header_forward_pattern or args.grpc_header_forward_pattern:
-            raise ConfigError("--http/--grpc-header-forward-pattern need --scaler local")
-        if _response_cache_bytes(args):
-            raise ConfigError("--cache-config / --response-cache-byte-size need --scaler local")
+        refuse_local_only_flags(args)
         return kubernetes_config(args, os.environ)
     frameworks = tuple(f for f in args.preload_frameworks.split(",") if f.strip())
     pool = PoolSettings(
@@ -488,55 +456,21 @@ def _scaler_config(args: argparse.Namespace) -> LocalConfig | KubernetesConfig:
         arena_bytes=args.arena_bytes,
         direct_max_age_s=args.direct_max_age_s,
         shared=shared_settings(args),
-        http_header_forward_pattern=_header_forward_pattern(
+        http_header_forward_pattern=header_forward_pattern(
             "--http-header-forward-pattern", args.http_header_forward_pattern
         ),
-        grpc_header_forward_pattern=_header_forward_pattern(
+        grpc_header_forward_pattern=header_forward_pattern(
             "--grpc-header-forward-pattern", args.grpc_header_forward_pattern
         ),
-        response_cache_bytes=_response_cache_bytes(args),
+        response_cache_bytes=response_cache_bytes(args),
     )
-
-
-def _backend_directory(args: argparse.Namespace, *, kubernetes: bool) -> Path | None:
-    directory: Path | None = args.backend_directory
-    if directory is None:
-        return None
-    if kubernetes:
-        raise ConfigError(
-            "--backend-directory is not supported with --scaler kubernetes yet (the pods would "
-            "need the directory too); put model.py in each model's version folder with "
-            'backend: "python" instead'
-        )
-    if not directory.is_dir():
-        raise ConfigError(f"--backend-directory {str(directory)!r} is not a directory")
-    return directory.resolve()
-
-
-def _load_models(args: argparse.Namespace) -> tuple[str, ...]:
-    if args.load_model and args.model_control_mode != "explicit":
-        raise ConfigError(LOAD_MODEL_NOT_EXPLICIT)  # tritonserver's words, as thaw serve
-    return tuple(dict.fromkeys(args.load_model))
-
-
-def _response_cache_bytes(args: argparse.Namespace) -> int:
-    """The replicas' response cache (thawserver.cache_flags); ConfigError as thaw serve's."""
-    try:
-        return cache_bytes(args.cache_config, args.response_cache_byte_size)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-
-
-def _check_range(flag: str, value: float, low: float, high: float) -> None:
-    problem = ranges.out_of_range(flag, value, low, high)
-    if problem is not None:
-        raise ConfigError(problem)
 
 
 def run(args: argparse.Namespace) -> int:
     # Before grpc is imported: replicas are started by fork+exec only, so grpc's fork handlers
     # (and their "skipping fork() handlers" log line per replica) are not needed.
     os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+    os.environ.update(replica_environment(args))  # the replicas' --tool-call-parser, ...
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )  # until the config is read (then LogControl below)

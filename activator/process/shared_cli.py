@@ -23,7 +23,8 @@ def add_shared_arguments(group: argparse._ArgumentGroup) -> None:
         metavar="N",
         help="memory budget of one replica shared by `thaw.placement` shared models: their "
         f"images plus --shared-model-overhead-bytes each (default {_DEFAULTS.budget_bytes >> 20}"
-        " MiB; a larger model gets a replica of its own size)",
+        " MiB; a larger model gets a replica of its own size; on Kubernetes capped by a pod's "
+        "memory limit less its runtime's own memory)",
     )
     group.add_argument(
         "--shared-model-overhead-bytes",

@@ -31,6 +31,7 @@ _MAX_ERROR_BODY = 2000  # characters of an error answer kept for the message
 _METRICS_TIMEOUT = aiohttp.ClientTimeout(total=2)  # one read of the runtime's /metrics
 _LOADS = re.compile(r"^thaw_model_loads_total\{([^}]*)\}\s+([0-9.eE+]+)", re.MULTILINE)
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+_RESIDENT = re.compile(r"^thaw_server_resident_memory_bytes\s+([0-9.eE+]+)", re.MULTILINE)
 
 
 class RuntimeControl:
@@ -101,6 +102,18 @@ class RuntimeControl:
         except (aiohttp.ClientError, TimeoutError):
             return None
         return load_counts(text, model)
+
+    async def resident_bytes(self) -> int | None:
+        """The runtime's resident memory with its child processes'
+        (`thaw_server_resident_memory_bytes`); None when it did not answer or has no such
+        series."""
+        try:
+            async with self._session.get(f"{self.url}/metrics", timeout=_METRICS_TIMEOUT) as resp:
+                text = await resp.text()
+        except (aiohttp.ClientError, TimeoutError):
+            return None
+        match = _RESIDENT.search(text)
+        return int(float(match.group(1))) if match is not None else None
 
     async def _post(self, model: str, action: str, timeout_s: float) -> float:
         url = f"{self.url}/v2/repository/models/{model}/{action}"

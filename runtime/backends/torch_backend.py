@@ -1,5 +1,8 @@
 """PyTorch models: TorchScript `model.pt` and `torch.export` `model.pt2`, or a snapshot.
 
+BYTES inputs and outputs travel as TorchScript's `List[str]`, as in Triton's libtorch backend
+(backends/torch_strings.py).
+
 On a GPU instance whose image was restored into that GPU (runtime.devices.plan), every parameter
 and buffer becomes a view of the device arena: no host copy, no `.to()`. CUDA graphs are
 captured at load where the config asks (`optimization.cuda.graphs`: backends/cuda_graphs.py).
@@ -21,10 +24,16 @@ from runtime.backends.base import ExecTimings, LoadContext
 from runtime.backends.batch_tensors import BatchLayout, run_batched
 from runtime.backends.cuda_graphs import capture_graphs, graph_shapes
 from runtime.backends.export_placement import place_program
+from runtime.backends.torch_strings import (
+    check_string_io,
+    string_list,
+    string_output,
+    string_outputs,
+)
 from runtime.datatypes import numpy_to_v2
 from runtime.devices.errors import device_failure
 from runtime.devices.plan import FallbackReason
-from runtime.errors import RepositoryError, ServingError
+from runtime.errors import InvalidInput, RepositoryError, ServingError
 from runtime.inference import InferRequest, InferResponse, InferTensor
 from snapshotter import arg_positions
 from tritonconfig import (
@@ -69,6 +78,7 @@ class TorchBackend:
         self._device = "cpu"
         self._inputs: dict[str, int] = {}
         self._outputs: dict[str, int] = {}
+        self._string_outputs: frozenset[str] = frozenset()  # TYPE_STRING outputs: List[str]
         self._layout: BatchLayout | None = None  # how a dynamic batch runs as one forward
         self.used_image = False  # True when the weights came from a snapshot image
 
@@ -76,6 +86,8 @@ class TorchBackend:
         import torch
 
         self._name, self._version = ctx.model_name, ctx.version
+        check_string_io(ctx.config)
+        self._string_outputs = string_outputs(ctx.config)
         self._layout = BatchLayout.from_config(ctx.config)
         self._device = f"cuda:{ctx.device_id}" if ctx.instance_kind == "KIND_GPU" else "cpu"
         if self._device != "cpu" and not torch.cuda.is_available():
@@ -260,6 +272,8 @@ class TorchBackend:
         try:
             for tensor in request.inputs:
                 args[self._inputs[tensor.name]] = _to_torch(torch, tensor, self._device)
+        except InvalidInput as exc:  # a BYTES element that is not text
+            return exc
         except (TypeError, ValueError) as exc:
             return ServingError(f"model '{self._name}': cannot pass inputs to torch: {exc}")
         t1 = time.perf_counter_ns()
@@ -279,16 +293,33 @@ class TorchBackend:
         return InferResponse(self._name, self._version, outputs, id=request.id)
 
     def _outputs_of(self, torch: Any, result: Any, request: InferRequest) -> list[InferTensor]:
-        if isinstance(result, torch.Tensor):
+        if isinstance(result, torch.Tensor) or _one_list(torch, result):
             result = (result,)
         wanted = [o.name for o in request.requested_outputs] or list(self._outputs)
         outputs = []
         for name in wanted:
             value = result[name] if isinstance(result, dict) else result[self._outputs[name]]
-            array = _to_numpy(torch, value)
-            datatype = "BF16" if value.dtype == torch.bfloat16 else numpy_to_v2(array.dtype)
-            outputs.append(InferTensor(name, datatype, tuple(array.shape), array))
+            outputs.append(self._output(torch, name, value))
         return outputs
+
+    def _output(self, torch: Any, name: str, value: Any) -> InferTensor:
+        """Output `name` of what the model returned for it; TypeError, in Triton's words, for
+        a value that cannot be that output."""
+        if isinstance(value, list):
+            return string_output(name, value)
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(
+                f"output '{name}' must be of type Tensor or List[str], received "
+                f"{type(value).__name__}"
+            )
+        array = _to_numpy(torch, value)
+        datatype = "BF16" if value.dtype == torch.bfloat16 else numpy_to_v2(array.dtype)
+        if name in self._string_outputs:
+            raise TypeError(
+                f"configuration expects datatype TYPE_BYTES for output '{name}', model provides "
+                f"TYPE_{datatype}"
+            )
+        return InferTensor(name, datatype, tuple(array.shape), array)
 
     def unload(self) -> None:
         self._module = None
@@ -323,11 +354,18 @@ def _compile_settings(ctx: LoadContext) -> CompileSettings | None:
 def _to_torch(torch: Any, tensor: InferTensor, device: str) -> Any:
     data = tensor.data
     if data.dtype == np.object_:
-        raise TypeError(f"input '{tensor.name}': BYTES tensors are not supported by torch models")
+        return string_list(tensor)  # a TorchScript `List[str]`, on the host
     value = torch.from_numpy(np.ascontiguousarray(data))
     if tensor.datatype == "BF16":
         value = value.view(torch.bfloat16)
     return value.to(device) if device != "cpu" else value
+
+
+def _one_list(torch: Any, result: Any) -> bool:
+    """Whether the model returned one list output (a `List[str]`), not a list of outputs."""
+    if not isinstance(result, list):
+        return False
+    return not result or not all(isinstance(value, torch.Tensor) for value in result)
 
 
 def _to_numpy(torch: Any, value: Any) -> np.ndarray:

@@ -38,8 +38,9 @@ from runtime.grpc.stream import serve_stream
 from runtime.header_forward import forwarded_headers
 from runtime.inference import InferRequest, InferResponse
 from runtime.models.lifecycle import ServerState
+from runtime.models.load_errors import refused_overrides
 from runtime.models.load_overrides import check_config, check_load_path, load_overrides
-from runtime.models.service import StreamingModelService, server_ready
+from runtime.models.service import StreamingModelService, server_live, server_ready
 from thawserver.grpc_routes import parsed, service_handler
 from thawserver.grpc_status import error_status, grpc_status
 from thawserver.redaction import Redactor
@@ -158,7 +159,7 @@ class GrpcHandlers:
     # -- health and metadata -------------------------------------------------------------
 
     async def server_live(self, request: Any, context: Context) -> Any:
-        return pb.ServerLiveResponse(live=True)
+        return pb.ServerLiveResponse(live=server_live(self._state))
 
     async def server_ready(self, request: Any, context: Context) -> Any:
         return pb.ServerReadyResponse(ready=server_ready(self._config, self._manager, self._state))
@@ -229,7 +230,10 @@ class GrpcHandlers:
     async def load(self, request: Any, context: Context) -> Any:
         self._control_allowed(request.repository_name)
         name, _ = message_ref(request.model_name, "")
-        config, files = _load_parameters(request.parameters)
+        try:
+            config, files = _load_parameters(request.parameters)
+        except InvalidInput as exc:
+            raise refused_overrides(name, exc) from None
         await self._manager.load(name, config_json=config, files=files)
         return pb.RepositoryModelLoadResponse()
 

@@ -6,6 +6,7 @@ import asyncio
 import functools
 import logging
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -13,7 +14,7 @@ from aiohttp import web
 from runtime.config import ServeConfig
 from runtime.direct.front_door import FrontDoor
 from runtime.direct.routing import DirectRouting
-from runtime.errors import ModelNotLoaded, ServingError
+from runtime.errors import ModelNotLoaded, RepositoryError, ServingError
 from runtime.http.handlers import MetricsSource, V2Handlers
 from runtime.models.lifecycle import ServerState, lifecycle_context
 from runtime.models.service import ModelService
@@ -216,6 +217,8 @@ def build_app(
     start = manager.start
     if config.exit_on_error:
         start = functools.partial(_start_all_or_fail, manager)
+    if config.exit_on_error is False:  # else runtime.process.cli refuses a missing repository
+        start = functools.partial(_refusing_missing, config.repositories, start)
     app.cleanup_ctx.append(
         lifecycle_context(
             state,
@@ -224,6 +227,7 @@ def build_app(
             start=start,
             stop=manager.stop,
             stop_timeout_s=config.exit_timeout_s,
+            exit_on_failure=config.exit_on_error is not False,
         )
     )
     return app
@@ -241,6 +245,16 @@ async def _start_all_or_fail(manager: ModelService) -> None:
     if failed:
         reasons = "; ".join(f"{row['name']}: {row.get('reason', '')}" for row in failed)
         raise ServingError(f"failed to load all models: {reasons}")
+
+
+async def _refusing_missing(
+    repositories: tuple[Path, ...], start: Callable[[], Awaitable[None]]
+) -> None:
+    """`start`, unless a repository is not there: then fail, in Triton's words."""
+    missing = await asyncio.to_thread(lambda: [r for r in repositories if not r.is_dir()])
+    if missing:
+        raise RepositoryError(f"failed to stat file {missing[0]}")
+    await start()
 
 
 def _loaded(manager: ModelService) -> Callable[[str], bool]:

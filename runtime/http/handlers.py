@@ -33,8 +33,9 @@ from runtime.header_forward import forwarded_headers
 from runtime.http.response_encoding import MIN_COMPRESS_BYTES, compress_body, pick_encoding
 from runtime.inference import InferRequest
 from runtime.models.lifecycle import ServerState
+from runtime.models.load_errors import refused_overrides
 from runtime.models.load_overrides import check_config, check_load_path, load_overrides
-from runtime.models.service import ModelService, server_ready
+from runtime.models.service import ModelService, server_live, server_ready
 from thawserver.body_deadline import body_timeout_message
 from thawserver.json_response import json_response
 from thawserver.restricted_protocols import Category
@@ -170,6 +171,8 @@ class V2Handlers:
     # -- health and metadata -------------------------------------------------------------
 
     async def live(self, request: web.Request) -> web.Response:
+        if not server_live(self._state):
+            raise ModelUnavailable("server is not live")
         return web.Response(status=200)
 
     async def ready(self, request: web.Request) -> web.Response:
@@ -341,7 +344,10 @@ class V2Handlers:
         name, _ = model_ref(request)
         self._require_explicit()
         params = _load_parameters(await self._json_body(request))
-        config_json, files = _load_overrides(params)
+        try:
+            config_json, files = _load_overrides(params)
+        except InvalidInput as exc:
+            raise refused_overrides(name, exc) from None
         warmup_s = await self._manager.load(name, config_json=config_json, files=files)
         return web.Response(status=200, headers=warmup_header(warmup_s or 0.0))
 

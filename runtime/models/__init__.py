@@ -2,10 +2,14 @@
 
     service           the ModelService Protocol: what the surfaces (REST, gRPC) call
     manager           ModelManager: model states, control modes, load/unload, reads, infer
+    model_entry       one model the manager has seen: its state, versions, index rows
     version_loader    bring a model's versions up in a thread: plan, restore, instances
+    version_reuse     which loaded versions a reload keeps (unchanged files, same config)
     repository        the model repository on disk: names, scanning, one model's ModelSpec
+    namespaces        `--model-namespacing`: which model a name means in several repositories
     signature         a loaded model's inputs/outputs: request validation and reshape
     load_overrides    a load request's overrides, checked: a config and model files
+    load_errors       the words of a failed load request (Triton's `load failed for model`)
     load_files        a load request's model files written out as a private repository
     warmup            Triton's model warm-up: `model_warmup` samples on every instance
     snapshot_restore  restore a version's snapshot image, or say why its files load
@@ -24,7 +28,8 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from runtime.models.manager import ModelManager, ModelState
+    from runtime.models.manager import ModelManager
+    from runtime.models.model_entry import ModelState
     from runtime.models.repository import ModelSpec
     from runtime.models.service import ModelService
 
@@ -36,7 +41,7 @@ _EXPORTS = {
     "ModelManager": "runtime.models.manager",
     "ModelService": "runtime.models.service",
     "ModelSpec": "runtime.models.repository",
-    "ModelState": "runtime.models.manager",
+    "ModelState": "runtime.models.model_entry",
 }
 
 

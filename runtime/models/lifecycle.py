@@ -52,11 +52,14 @@ def lifecycle_context(
     start: Callable[[], Awaitable[None]],
     stop: Callable[[], Awaitable[None]],
     stop_timeout_s: float,
+    exit_on_failure: bool = True,
 ) -> Callable[[web.Application], AsyncIterator[None]]:
     """A cleanup_ctx: warm up and start the manager in the background, stop it on cleanup.
 
     Starting in the background lets `/v2/health/live` answer while models load; readiness
-    waits for `state.accepting`. A failed start sets `state.failed` so the server exits 1.
+    waits for `state.accepting`. A failed start sets `state.failed` so the server exits 1;
+    without `exit_on_failure` (tritonserver's `--exit-on-error=false`) the server goes on
+    answering, neither live nor ready, as Triton's does when it fails to initialize.
     Stopping gets `stop_timeout_s`; a model stuck in `execute` cannot hold the process past it
     (`state.stopped_cleanly` turns False and the entry point exits without waiting).
     """
@@ -68,9 +71,12 @@ def lifecycle_context(
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            logger.exception("server start failed")
             state.start_error = exc
-            state.failed.set()
+            if exit_on_failure:
+                logger.exception("server start failed")
+                state.failed.set()
+            else:
+                logger.error("server failed to initialize: %s; serving, not live", exc)
             return
         state.accepting = True
         logger.info("server ready")

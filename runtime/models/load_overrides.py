@@ -39,7 +39,9 @@ def load_overrides(
 ) -> tuple[str | None, dict[str, bytes] | None]:
     """The (config, files) a load goes with: files only together with a config."""
     if files and config is None:
-        raise InvalidInput("a load request with 'file:' parameters must also carry 'config'")
+        raise InvalidInput(
+            f"{_LOAD_FAILED}: a load request with 'file:' parameters must also carry 'config'"
+        )
     return config, files or None
 
 

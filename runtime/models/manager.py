@@ -9,8 +9,6 @@ import logging
 import shutil
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,13 +29,15 @@ from runtime.inference import InferRequest, InferResponse
 from runtime.models.answer_order import answers_as_they_come
 from runtime.models.cache_policy import decoupled_cache_error
 from runtime.models.image_cache import make_image_loader
+from runtime.models.load_errors import name_load_failure
 from runtime.models.load_files import write_load_files
+from runtime.models.model_entry import UNLOADED, ModelEntry, ModelState, index_rows
+from runtime.models.namespaces import ModelKey, Namespaces, ScopedSteps
 from runtime.models.repository import (
     ModelSpec,
     Repositories,
     ensemble_cycle,
     fingerprint,
-    list_models,
     read_model,
     stored_config,
     validate_model_name,
@@ -45,6 +45,7 @@ from runtime.models.repository import (
 from runtime.models.response_cache import ResponseCache
 from runtime.models.snapshot_restore import ImageSource
 from runtime.models.version_loader import LoadedVersion, VersionLoader
+from runtime.models.version_reuse import reusable_versions, same_but_versions
 from runtime.observe.metrics import Metrics
 from runtime.observe.stats import StatsBook
 from runtime.observe.tracing import RequestTracer
@@ -67,35 +68,6 @@ logger = logging.getLogger(__name__)
 # Triton's message for load/unload outside explicit mode (it uses one text for none and poll).
 # Triton's answer to /infer for a decoupled model (2.51, UNSUPPORTED: HTTP 501).
 DECOUPLED_INFER = "HTTP end point doesn't support models with decoupled transaction policy"
-
-
-# The reason a model unloaded on request is UNAVAILABLE for (the index shows it, as Triton's).
-_UNLOADED = "unloaded"
-
-
-class ModelState(StrEnum):
-    """Where a model is in its life; the index reports these strings."""
-
-    READY = "READY"
-    UNAVAILABLE = "UNAVAILABLE"
-    LOADING = "LOADING"
-    UNLOADING = "UNLOADING"
-
-
-@dataclass
-class _Model:
-    """One model name the manager has seen; `versions` holds what currently serves."""
-
-    name: str
-    state: ModelState | None = None  # None: never asked to load
-    reason: str = ""
-    versions: dict[str, LoadedVersion] = field(default_factory=dict)
-    latest: str = ""  # the version unversioned requests go to
-    known_versions: list[str] = field(default_factory=list)  # last versions loaded or tried
-    wanted: bool = False  # should be loaded (counts for server readiness)
-    fingerprint: tuple[tuple[str, int, int], ...] = ()
-    override_dir: Path | None = None  # temp repository for a load with `files`
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 class ModelManager:
@@ -121,7 +93,9 @@ class ModelManager:
         self._config = config
         # Where KIND_AUTO goes and which images are looked up (`--target`, resolved once).
         self._target = device_target or local_target(config.target)
-        self._repo = Repositories(config.repositories)
+        # The repositories, and which model a name means in them (`--model-namespacing`).
+        self._ns = Namespaces(config.repositories, enabled=config.model_namespacing)
+        self._repo: Repositories = self._ns.repositories
         self._metrics = metrics
         self._book = StatsBook()
         metrics.bind(self._book, self.pending_counts)
@@ -150,7 +124,7 @@ class ModelManager:
         )
         # tritonserver's --model-load-thread-count: versions loaded at once.
         self._load_slots = asyncio.Semaphore(config.model_load_threads)
-        self._models: dict[str, _Model] = {}
+        self._models: dict[ModelKey, ModelEntry] = {}
         self._started = False
         self._poller: asyncio.Task[None] | None = None
         self._python_host: PythonModelsHost | None = None
@@ -167,13 +141,12 @@ class ModelManager:
             front_door if front_door is not None and front_door.takes_bls else None,
         )
         mode = self._config.model_control_mode
-        if mode == ModelControlMode.EXPLICIT:
-            names = list(self._config.load_models)
-            if "*" in names:
-                names = await asyncio.to_thread(list_models, self._repo)
+        names = list(self._config.load_models)
+        if mode != ModelControlMode.EXPLICIT or "*" in names:
+            keys = await asyncio.to_thread(self._ns.scan)
         else:
-            names = await asyncio.to_thread(list_models, self._repo)
-        await asyncio.gather(*(self._load_quietly(name) for name in names))
+            keys = [key for name in names for key in await self._keys_to_load(name)]
+        await asyncio.gather(*(self._load_quietly(key) for key in keys))
         if mode == ModelControlMode.POLL:
             self._poller = asyncio.create_task(self._poll_forever(), name="repository-poller")
         self._started = True
@@ -184,7 +157,7 @@ class ModelManager:
             self._poller.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._poller
-        await asyncio.gather(*(self._unload(name) for name in list(self._models)))
+        await asyncio.gather(*(self._unload(key) for key in list(self._models)))
         self._started = False
         if self._python_host is not None:
             await self._python_host.uninstall()
@@ -211,26 +184,12 @@ class ModelManager:
         try:
             # Rescanned on each call, as Triton does; in a thread, since a repository on a
             # network volume can take its time to list.
-            names = set(await asyncio.to_thread(list_models, self._repo))
+            keys = set(await asyncio.to_thread(self._ns.scan))
         except ServingError:
-            names = set()
+            keys = set()
         rows: list[dict[str, Any]] = []
-        for name in sorted(names | set(self._models)):
-            model = self._models.get(name)
-            if model is None or model.state is None:
-                if not ready_only:
-                    rows.append({"name": name})
-                continue
-            # Triton's rows (observed on 2.51): a version on every row of a model it tried to
-            # load, and `reason` only when there is one.
-            for version in list(model.versions) or model.known_versions or [""]:
-                row: dict[str, Any] = {"name": name}
-                if version:
-                    row["version"] = version
-                row["state"] = model.state.value
-                if model.reason:
-                    row["reason"] = model.reason
-                rows.append(row)
+        for key in sorted(keys | set(self._models), key=lambda k: (k.name, k.namespace)):
+            rows += index_rows(key.name, self._models.get(key))
         if ready_only:
             rows = [row for row in rows if row.get("state") == ModelState.READY]
         return rows
@@ -245,19 +204,27 @@ class ModelManager:
         validate_model_name(name)
         if files and config_json is None:
             raise InvalidInput("load with 'file:' parameters also needs the 'config' parameter")
-        await self._load(name, config_json=config_json, files=files)
-        return sum(v.warmup_s for v in self._models[name].versions.values())
+        # With namespacing, in every namespace that has the name (as Triton applies a load).
+        keys = await self._keys_to_load(name)
+        try:
+            for key in keys:
+                await self._load(key, config_json=config_json, files=files)
+        except ServingError as exc:
+            name_load_failure(name, exc)
+            raise
+        return sum(v.warmup_s for key in keys for v in self._models[key].versions.values())
 
     async def unload(self, name: str, *, unload_dependents: bool = False) -> None:
         """Unload every version; queued requests finish first, new ones get 503."""
         if self._config.model_control_mode != ModelControlMode.EXPLICIT:
             raise ControlDisabled(CONTROL_DISABLED)
         validate_model_name(name)
-        if name not in self._models and not await asyncio.to_thread(
-            _is_model_dir, self._repo, name
-        ):
+        on_disk = await asyncio.to_thread(self._ns.keys_on_disk, name)
+        keys = sorted({*on_disk, *(key for key in self._models if key.name == name)})
+        if not keys:
             raise ModelNotFound(f"failed to unload '{name}', model is not in the repository")
-        await self._unload(name)
+        for key in keys:
+            await self._unload(key)
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -306,10 +273,11 @@ class ModelManager:
 
     # -- inference ------------------------------------------------------------------------
 
-    async def infer(self, request: InferRequest) -> InferResponse:
-        """Validate against the config, queue on the model's scheduler, return its response."""
+    async def infer(self, request: InferRequest, *, namespace: str | None = None) -> InferResponse:
+        """Validate against the config, queue on the model's scheduler, return its response.
+        `namespace`: that of the ensemble whose step this is (runtime.models.namespaces)."""
         received = time.perf_counter_ns()
-        _, loaded = self._serving(request.model_name, request.model_version or None)
+        _, loaded = self._serving(request.model_name, request.model_version or None, namespace)
         if loaded.config.model_transaction_policy.decoupled:
             raise FeatureDisabled(DECOUPLED_INFER)
         # A request refused here never reached the model: like Triton (observed on 2.51) it
@@ -335,12 +303,14 @@ class ModelManager:
             loaded.stats.record_cache_miss(looked - lookup + time.perf_counter_ns() - insert)
         return loaded.signature.finish(request, response, batch)
 
-    async def stream(self, request: InferRequest) -> AsyncIterator[InferResponse]:
+    async def stream(
+        self, request: InferRequest, *, namespace: str | None = None
+    ) -> AsyncIterator[InferResponse]:
         """Every response to `request`: the one of a default model, or a decoupled model's
         zero or more, the last with `final` (a flag-only end has `flag_only`). An error
         response from the model, or a failed execute, raises its ServingError."""
         received = time.perf_counter_ns()
-        _, loaded = self._serving(request.model_name, request.model_version or None)
+        _, loaded = self._serving(request.model_name, request.model_version or None, namespace)
         if isinstance(loaded.scheduler, EnsembleScheduler) and not loaded.stats.cache_enabled:
             # Its steps are streamed: a decoupled step's responses each go on through the
             # steps after it, and out as a response of the ensemble (ensemble_flows).
@@ -354,7 +324,7 @@ class ModelManager:
                 yield answer
             return
         if not loaded.config.model_transaction_policy.decoupled:
-            yield await self.infer(request)
+            yield await self.infer(request, namespace=namespace)
             return
         batch = loaded.signature.validate(request)
         sink = ResponseStream()
@@ -382,22 +352,29 @@ class ModelManager:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _known(self, name: str) -> _Model:
-        model = self._models.get(name)
-        if model is None:
+    def _live(self, key: ModelKey) -> bool | None:
+        """Whether `key` serves or is to (None: a model this manager has not seen)."""
+        model = self._models.get(key)
+        return None if model is None else model.live
+
+    def _known(self, name: str, home: str | None = None) -> ModelEntry:
+        """The model a request for `name` means (`home`: the asking ensemble's namespace)."""
+        key = self._ns.serving_key(name, self._live, home=home)
+        if key is None:
             validate_model_name(name)
-            if not (self._repo / name).is_dir():
-                raise ModelNotFound(f"Request for unknown model: '{name}' is not found")
-            model = self._models[name] = _Model(name)
+            key = self._ns.on_disk_key(name, self._ns.keys_on_disk(name))
+        model = self._models.get(key)
+        if model is None:
+            model = self._models[key] = ModelEntry(name, key)
         return model
 
-    def _serving(self, name: str, version: str | None) -> tuple[_Model, LoadedVersion]:
+    def _serving(
+        self, name: str, version: str | None, home: str | None = None
+    ) -> tuple[ModelEntry, LoadedVersion]:
         """The model and the version a request for (name, version) goes to."""
-        model = self._models.get(name)
-        if model is None:
-            model = self._known(name)
+        model = self._known(name, home)
         if model.state != ModelState.READY or not model.versions:
-            if model.state == ModelState.UNLOADING or model.reason == _UNLOADED:
+            if model.state == ModelState.UNLOADING or model.reason == UNLOADED:
                 # Unloaded on request, or going: Triton's words and code (its NOT_FOUND).
                 raise ModelNotLoaded(
                     name, f"Request for unknown model: '{name}' has no available versions", 404
@@ -411,13 +388,19 @@ class ModelManager:
             )
         return model, loaded
 
-    async def _load_quietly(self, name: str) -> None:
+    async def _keys_to_load(self, name: str) -> list[ModelKey]:
+        """The models a load of `name` loads: one per namespace holding it (without
+        namespacing, or on no disk: `name` alone, whose load says what is wrong)."""
+        found = await asyncio.to_thread(self._ns.keys_on_disk, name)
+        return found or [self._ns.key(name)]
+
+    async def _load_quietly(self, key: ModelKey) -> None:
         with contextlib.suppress(ServingError):
-            await self._load(name, config_json=None, files=None)
+            await self._load(key, config_json=None, files=None)
 
     async def _load(
         self,
-        name: str,
+        key: ModelKey,
         *,
         config_json: str | None,
         files: dict[str, bytes] | None,
@@ -425,21 +408,24 @@ class ModelManager:
     ) -> None:
         """Load `name`; `if_needed`: unless it is READY by the time its lock is ours (a
         composing model an ensemble needs, which another load may just have brought up)."""
-        model = self._models.get(name)
+        name = key.name
+        model = self._models.get(key)
         if model is None:
             # A name that is not in the repository (a typo) must leave no index entry and never
             # count for readiness, not even while the load is in flight: check before recording.
-            if not files and not await asyncio.to_thread(_is_model_dir, self._repo, name):
+            if not files and not await asyncio.to_thread(_is_model_dir, self._ns, key):
                 raise ModelNotFound(f"failed to load '{name}': no such model in the repository")
-            model = self._models.setdefault(name, _Model(name))
+            model = self._models.setdefault(key, ModelEntry(name, key))
         async with model.lock:  # one load/unload of a model at a time
             if if_needed and model.state == ModelState.READY:
                 model.wanted = True
                 return
             model.wanted = True
+            if await self._keeps_override(model, config_json=config_json, files=files):
+                return
             previous_state = model.state
             model.state = ModelState.LOADING if not model.versions else model.state
-            repo: Path | Repositories = self._repo
+            repo: Path | Repositories = self._ns.repository(key)
             override = None
             try:
                 if files:
@@ -456,11 +442,14 @@ class ModelManager:
                     model.known_versions = [str(v) for v in spec.versions]
                 if is_ensemble(spec.config) and not self._remote_steps:
                     # Before taking a load slot: the composing loads take their own.
-                    await self._load_composing(spec)
+                    await self._load_composing(spec, key)
                 if self._cache is not None:
-                    await asyncio.to_thread(self._refuse_decoupled_cache, spec)
+                    await asyncio.to_thread(self._refuse_decoupled_cache, spec, key)
+                keep = _unchanged_versions(model, spec) if override is None else {}
+                # With namespacing an ensemble's steps resolve in its namespace first.
+                steps = ScopedSteps(self, key.namespace) if key.namespace else None
                 async with self._load_slots:
-                    versions = await asyncio.to_thread(self._loader.load, spec)
+                    versions = await asyncio.to_thread(self._loader.load, spec, keep, steps=steps)
                 for loaded in versions.values():
                     enabled = loaded.config.response_cache.enable
                     loaded.stats.cache_enabled = self._cache is not None and enabled
@@ -470,49 +459,64 @@ class ModelManager:
                 if isinstance(exc, ModelNotFound) and not model.versions:
                     # Removed from disk since the check above: leave no trace in the index.
                     model.wanted = False
-                    if self._models.get(name) is model:
-                        del self._models[name]
+                    if self._models.get(key) is model:
+                        del self._models[key]
                     raise
-                if override is None and await asyncio.to_thread(_is_model_dir, self._repo, name):
+                if override is None and await asyncio.to_thread(_is_model_dir, self._ns, key):
                     # Remember what failed, so polling retries only once the files change.
-                    model.fingerprint = await asyncio.to_thread(_fingerprint, self._repo, name)
+                    model.fingerprint = await asyncio.to_thread(_fingerprint, self._ns, key)
                 self._load_failed(model, previous_state, exc)
                 raise
             old, old_override = model.versions, model.override_dir
             model.versions, model.override_dir = versions, override
+            model.config_override = config_json is not None and override is None
+            model.served_fingerprint, model.served_config = spec.fingerprint, spec.config
+            old = {v: up for v, up in old.items() if versions.get(v) is not up}  # not kept
             model.known_versions = list(versions)
             model.latest = max(versions, key=int)
             model.state, model.reason = ModelState.READY, ""
+            logger.info("model=%s successfully loaded '%s'", name, name)  # Triton's words
             await self._retire(name, old, old_override)
 
-    async def _load_composing(self, spec: ModelSpec) -> None:
+    async def _keeps_override(
+        self, model: ModelEntry, *, config_json: str | None, files: dict[str, bytes] | None
+    ) -> bool:
+        """Triton's load without a `config` of a model serving one: while the model's files
+        are unchanged since, the model stays as it is (the override holds); a changed file
+        (a touched config.pbtxt) loads it from the repository again."""
+        if config_json is not None or files or not model.config_override:
+            return False
+        if model.state != ModelState.READY:
+            return False
+        return await asyncio.to_thread(_fingerprint, self._ns, model.key) == model.fingerprint
+
+    async def _load_composing(self, spec: ModelSpec, home: ModelKey) -> None:
         """Load the models an ensemble runs, before it (Triton loads them with it); a load
-        error names the model that failed and why."""
+        error names the model that failed and why. With namespacing, each step's model is
+        the one of the ensemble's namespace, else the one other holder."""
         name = spec.name
-        cycle = await asyncio.to_thread(ensemble_cycle, self._repo, name)
+        cycle = await asyncio.to_thread(ensemble_cycle, self._ns.repository(home), name)
         if cycle:
             raise RepositoryError(cycle_error(cycle))
+        keys: dict[str, ModelKey] = {}
         for dep in composing_models(spec.config):
-            if not await asyncio.to_thread((self._repo / dep).is_dir):
-                raise RepositoryError(
-                    f"ensemble '{name}' depends on '{dep}' which is not in the model repository"
-                )
+            keys[dep] = await asyncio.to_thread(self._ns.step_key, home, dep)
             try:
-                await self._load(dep, config_json=None, files=None, if_needed=True)
+                await self._load(keys[dep], config_json=None, files=None, if_needed=True)
             except ServingError as exc:
                 raise RepositoryError(
                     f"ensemble '{name}' depends on '{dep}' which has no loaded version. Model "
                     f"'{dep}' loading failed with error: {exc.message}"
                 ) from exc
         for step in ensemble_steps(spec.config):
-            loaded = self._models[step.model_name].versions
+            loaded = self._models[keys[step.model_name]].versions
             if step.model_version > 0 and str(step.model_version) not in loaded:
                 raise RepositoryError(
                     f"ensemble '{name}' depends on '{step.model_name}' whose required version "
                     f"{step.model_version} is not loaded."
                 )
 
-    def _refuse_decoupled_cache(self, spec: ModelSpec) -> None:
+    def _refuse_decoupled_cache(self, spec: ModelSpec, key: ModelKey) -> None:
         """RepositoryError when `spec` has the cache on and is, or steps into, a decoupled model
         (runtime/models/cache_policy.py); an ensemble's steps as loaded here, else as their
         configs in the repository say (`thaw up`'s replicas load no step of theirs)."""
@@ -521,17 +525,21 @@ class ModelManager:
         steps = []
         if is_ensemble(spec.config):
             for dep in composing_models(spec.config):
-                model = self._models.get(dep)
+                model = self._models.get(self._ns.key(dep, key.namespace))
                 if model is not None and model.versions:  # loaded here: its completed config
                     steps += [v.config for v in model.versions.values()]
                     continue
                 with contextlib.suppress(RepositoryError):  # its own load says what is wrong
-                    steps.append(read_model(self._repo, dep, auto_complete=False).config)
+                    steps.append(
+                        read_model(self._ns.repository(key), dep, auto_complete=False).config
+                    )
         reason = decoupled_cache_error(spec.config, steps)
         if reason is not None:
             raise RepositoryError(reason)
 
-    def _load_failed(self, model: _Model, previous: ModelState | None, exc: BaseException) -> None:
+    def _load_failed(
+        self, model: ModelEntry, previous: ModelState | None, exc: BaseException
+    ) -> None:
         reason = exc.message if isinstance(exc, ServingError) else repr(exc)
         logger.warning("model=%s load failed: %s", model.name, reason)
         self._metrics.record_load_failure(model.name)
@@ -551,18 +559,19 @@ class ModelManager:
         if override is not None:
             await asyncio.to_thread(shutil.rmtree, override, True)
 
-    async def _unload(self, name: str) -> None:
-        model = self._models.get(name) or self._models.setdefault(name, _Model(name))
+    async def _unload(self, key: ModelKey) -> None:
+        name = key.name
+        model = self._models.get(key) or self._models.setdefault(key, ModelEntry(name, key))
         async with model.lock:
             model.wanted = False
             if not model.versions and model.state is None:
-                model.state, model.reason = ModelState.UNAVAILABLE, _UNLOADED
+                model.state, model.reason = ModelState.UNAVAILABLE, UNLOADED
                 return
             model.state = ModelState.UNLOADING
             old, override = model.versions, model.override_dir
             model.versions, model.override_dir = {}, None
             await self._retire(name, old, override)
-            model.state, model.reason = ModelState.UNAVAILABLE, _UNLOADED
+            model.state, model.reason = ModelState.UNAVAILABLE, UNLOADED
             logger.info("model=%s unloaded", name)
 
     async def _poll_forever(self) -> None:
@@ -575,18 +584,18 @@ class ModelManager:
 
     async def poll_once(self) -> None:
         """Load new and changed models, unload removed ones (poll mode's one step)."""
-        names = set(await asyncio.to_thread(list_models, self._repo))
-        loaded = {n for n, m in self._models.items() if m.wanted}
-        for name in sorted(loaded - names):
-            await self._unload(name)
-        for name in sorted(names):
-            model = self._models.get(name)
+        keys = set(await asyncio.to_thread(self._ns.scan))
+        loaded = {k for k, m in self._models.items() if m.wanted}
+        for key in sorted(loaded - keys):
+            await self._unload(key)
+        for key in sorted(keys):
+            model = self._models.get(key)
             if model is not None and model.wanted:
-                current = await asyncio.to_thread(_fingerprint, self._repo, name)
+                current = await asyncio.to_thread(_fingerprint, self._ns, key)
                 if current == model.fingerprint:
                     continue
-                logger.info("model=%s changed on disk, reloading", name)
-            await self._load_quietly(name)
+                logger.info("model=%s changed on disk, reloading", key)
+            await self._load_quietly(key)
 
 
 def _end_if_failed(submitted: asyncio.Future[InferResponse], sink: ResponseStream) -> None:
@@ -598,11 +607,23 @@ def _end_if_failed(submitted: asyncio.Future[InferResponse], sink: ResponseStrea
         sink.send(exc, final=True)
 
 
-def _is_model_dir(repo: Repositories, name: str) -> bool:
-    """Whether the repositories hold a model directory `name` (blocking: in a thread)."""
-    return (repo / name).is_dir()
+def _is_model_dir(ns: Namespaces, key: ModelKey) -> bool:
+    """Whether the repositories hold model `key`'s directory (blocking: in a thread)."""
+    return ns.model_dir(key).is_dir()
 
 
-def _fingerprint(repo: Repositories, name: str) -> tuple[tuple[str, int, int], ...]:
-    """The fingerprint of model `name`'s directory (blocking: in a thread)."""
-    return fingerprint(repo / name)
+def _unchanged_versions(model: ModelEntry, spec: ModelSpec) -> dict[str, LoadedVersion]:
+    """The versions up that a reload from the repository keeps (runtime.models.version_reuse);
+    none when they came from a load's own files."""
+    if model.override_dir is not None:
+        return {}
+    reuse = reusable_versions(
+        before=model.served_fingerprint, after=spec.fingerprint, loaded=model.versions,
+        selected=spec.versions, same_config=same_but_versions(model.served_config, spec.config),
+    )  # fmt: skip
+    return {version: model.versions[version] for version in reuse}
+
+
+def _fingerprint(ns: Namespaces, key: ModelKey) -> tuple[tuple[str, int, int], ...]:
+    """The fingerprint of model `key`'s directory (blocking: in a thread)."""
+    return fingerprint(ns.model_dir(key))

@@ -13,7 +13,7 @@ from runtime.config import ServeConfig
 from runtime.inference import InferRequest, InferResponse
 from runtime.models.lifecycle import ServerState
 
-__all__ = ["ModelService", "StreamingModelService", "server_ready"]
+__all__ = ["ModelService", "StreamingModelService", "server_live", "server_ready"]
 
 
 class ModelService(Protocol):
@@ -50,6 +50,12 @@ class StreamingModelService(ModelService, Protocol):
     def answers_as_they_come(self, name: str, version: str | None) -> bool:
         """Whether a stream's answers for this model may leave out of request order."""
         ...
+
+
+def server_live(state: ServerState) -> bool:
+    """Triton's server liveness: false once the start has failed (a server kept serving by
+    `--exit-on-error=false` after it failed to initialize answers, neither live nor ready)."""
+    return state.start_error is None
 
 
 def server_ready(config: ServeConfig, manager: ModelService, state: ServerState) -> bool:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 import logging
 import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,6 +47,9 @@ if TYPE_CHECKING:
 __all__ = ["LoadedVersion", "VersionLoader"]
 
 logger = logging.getLogger(__name__)
+
+# The backends whose instances Triton loads in parallel (they declare it to Triton's core).
+_PARALLEL_LOAD_BACKENDS = frozenset({"python", "onnxruntime"})
 
 
 @dataclass
@@ -93,15 +98,28 @@ class VersionLoader:
         )
         self._inline_exec_max_us = inline_exec_max_us
 
-    def load(self, spec: ModelSpec) -> dict[str, LoadedVersion]:
-        """Every version the policy selects; all or nothing (a failure unloads the rest)."""
+    def load(
+        self,
+        spec: ModelSpec,
+        keep: Mapping[str, LoadedVersion] | None = None,
+        *,
+        steps: StepRunner | None = None,
+    ) -> dict[str, LoadedVersion]:
+        """Every version the policy selects; all or nothing (a failure unloads the rest).
+        `keep`: versions already up that a reload keeps as they are (version_reuse).
+        `steps`: where this ensemble's steps run, if not where every ensemble's do."""
         config = self._complete(spec)
+        kept = keep or {}
         loaded: dict[str, LoadedVersion] = {}
         try:
             for version in spec.versions:
-                loaded[str(version)] = self._load_version(spec, config, version)
+                if str(version) in kept:
+                    loaded[str(version)] = kept[str(version)]
+                    logger.info("model=%s version=%s unchanged: kept", spec.name, version)
+                    continue
+                loaded[str(version)] = self._load_version(spec, config, version, steps)
         except BaseException:
-            self.unload(spec.name, loaded)
+            self.unload(spec.name, {v: up for v, up in loaded.items() if v not in kept})
             raise
         return loaded
 
@@ -130,9 +148,11 @@ class VersionLoader:
         validate_config(config, f"{spec.model_dir}/config.pbtxt (after auto_complete_config)")
         return config
 
-    def _load_version(self, spec: ModelSpec, config: mc.ModelConfig, version: int) -> LoadedVersion:
+    def _load_version(
+        self, spec: ModelSpec, config: mc.ModelConfig, version: int, steps: StepRunner | None
+    ) -> LoadedVersion:
         if is_ensemble(config):
-            return self._load_ensemble(spec, config, version)
+            return self._load_ensemble(spec, config, version, steps or self._steps)
         started = time.perf_counter()
         samples = warmup_samples(config, spec.model_dir)  # a bad sample fails before loading
         plan = self._plan(spec.name, config)
@@ -186,13 +206,13 @@ class VersionLoader:
         )
 
     def _load_ensemble(
-        self, spec: ModelSpec, config: mc.ModelConfig, version: int
+        self, spec: ModelSpec, config: mc.ModelConfig, version: int, steps: StepRunner | None
     ) -> LoadedVersion:
         """An ensemble has no instances: its scheduler runs the steps on other models."""
-        if self._steps is None:
+        if steps is None:
             raise RepositoryError(f"model '{spec.name}': this server cannot run ensembles")
         stats = self._book.open(spec.name, str(version))
-        scheduler = EnsembleScheduler(spec.name, str(version), config, self._steps, stats)
+        scheduler = EnsembleScheduler(spec.name, str(version), config, steps, stats)
         self._metrics.record_load(spec.name, str(version), 0.0, restored=False)
         logger.info("model=%s version=%s ensemble of %d steps loaded", spec.name, version,
                     len(config.ensemble_scheduling.step))  # fmt: skip
@@ -307,12 +327,13 @@ class VersionLoader:
         plan: DevicePlan,
         images: dict[str, SnapshotImage],
     ) -> list[Backend]:
-        """One loaded backend per placement (instance of every instance group); all or none."""
-        instances: list[Backend] = []
-        try:
-            for placement in plan.placements:
-                backend = backend_class(config.backend)()
-                ctx = LoadContext(
+        """One loaded backend per placement (instance of every instance group); all or none.
+        Instances of the backends Triton loads in parallel (python, onnxruntime) load at once,
+        each in its own thread: two instances whose initialize takes 10 s take 10 s."""
+        contexts: list[LoadContext] = []
+        for placement in plan.placements:
+            contexts.append(
+                LoadContext(
                     model_name=spec.name,
                     version=str(version),
                     version_dir=spec.version_dir(version),
@@ -326,17 +347,34 @@ class VersionLoader:
                     model_file=spec.model_file(version),
                     on_fallback=functools.partial(self._instance_fallback, spec.name),
                 )
-                try:
-                    _load_instance(backend, ctx)
-                except DeviceOutOfMemory:
-                    self._metrics.record_device_oom(spec.name, placement.device)
-                    raise
-                instances.append(backend)
+            )
+        # In placement order (schedulers and the first contact pair them with placements);
+        # each thread fills its own slot.
+        loaded: list[Backend | None] = [None] * len(contexts)
+
+        def load(index: int) -> None:
+            backend = backend_class(config.backend)()
+            try:
+                _load_instance(backend, contexts[index])
+            except DeviceOutOfMemory:
+                self._metrics.record_device_oom(spec.name, plan.placements[index].device)
+                raise
+            loaded[index] = backend
+
+        try:
+            if config.backend in _PARALLEL_LOAD_BACKENDS and len(contexts) > 1:
+                with ThreadPoolExecutor(len(contexts), thread_name_prefix="thaw-load") as pool:
+                    for future in [pool.submit(load, i) for i in range(len(contexts))]:
+                        future.result()  # the first failure, once every load has ended
+            else:
+                for index in range(len(contexts)):
+                    load(index)
         except BaseException:
-            for instance in instances:
-                instance.unload()
+            for instance in loaded:
+                if instance is not None:
+                    instance.unload()
             raise
-        return instances
+        return [instance for instance in loaded if instance is not None]
 
 
 def _load_instance(backend: Backend, ctx: LoadContext) -> None:

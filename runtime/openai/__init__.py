@@ -8,6 +8,10 @@
     schema          OpenAI request bodies parsed strictly into value objects
     errors          OpenAI's error shape, and the runtime's errors in it
     logprobs        a vLLM-style model's token log probabilities, in OpenAI's two shapes
+    tool_schema     a chat request's tools and tool_choice, parsed; the mode they ask for
+    tool_parsers    a model's tool-call text (Mistral's, Llama 3's), read as it grows
+    tool_call_scan  tool-call JSON text, perhaps still being written, as the calls so far
+    tool_calls      one chat choice's text as OpenAI's answer with tool calls, whole or streamed
     model_control   Triton's OpenAI frontend's load/unload routes
 
 Exports `OpenAIHandlers` and `add_routes`.

@@ -4,7 +4,8 @@ thawwire.openai_api's, which `thaw up` writes too).
 
     completion   {"id": "cmpl-…", "object": "text_completion", "choices": [{"text", …}], "usage"}
     chat         {"id": "chatcmpl-…", "object": "chat.completion",
-                  "choices": [{"message": {"role": "assistant", "content"}, …}], "usage"}
+                  "choices": [{"message": {"role": "assistant", "content"[, "tool_calls"]},
+                  …}], "usage"}
     chunks       "text_completion" / "chat.completion.chunk", one choice each; a chat choice's
                  first chunk carries the role; the usage chunk (stream_options.include_usage)
                  has no choices; the stream ends with `data: [DONE]`
@@ -58,20 +59,23 @@ class Answer:
 
     def whole(
         self,
-        texts: list[str],
+        texts: list[str | None],
         finish: list[str],
         usage: dict[str, int] | None,
         logprobs: list[tuple[int, tuple[TokenLogprob, ...]] | None] | None = None,
+        tool_calls: list[list[dict[str, Any]] | None] | None = None,
     ) -> dict[str, Any]:
         """The non-streamed answer: every choice's whole text (and with `logprobs`, each
-        choice's tokens after the character offset where the first starts)."""
+        choice's tokens after the character offset where the first starts; a chat choice's
+        `tool_calls`, where it made calls)."""
         per_choice = logprobs if logprobs is not None else [None] * len(texts)
         lp = [None if c is None else self._logprobs(c[1], c[0]) for c in per_choice]
         if self.chat:
+            calls = tool_calls if tool_calls is not None else [None] * len(texts)
             choices = [
                 {
                     "index": i,
-                    "message": {"role": "assistant", "content": text},
+                    "message": _message(text, calls[i]),
                     "finish_reason": finish[i],
                     "logprobs": lp[i],
                 }
@@ -94,15 +98,18 @@ class Answer:
         usage: bool = False,
         logprobs: tuple[TokenLogprob, ...] | None = None,
         offset: int = 0,
+        tool_calls: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         """One streamed chunk of choice `index` (`usage`: the stream carries a usage chunk,
         so every other chunk says `"usage": null`; `logprobs`: the tokens of `text`, the
-        first at character `offset` of the choice's text)."""
+        first at character `offset` of the choice's text; `tool_calls`: call deltas)."""
         lp = self._logprobs(logprobs, offset)
         if self.chat:
             delta: dict[str, Any] = {"role": "assistant"} if role else {}
             if text is not None:
                 delta["content"] = text
+            if tool_calls:
+                delta["tool_calls"] = tool_calls
             choice = {
                 "index": index,
                 "delta": delta,
@@ -125,6 +132,13 @@ class Answer:
     def usage_chunk(self, usage: dict[str, int] | None) -> dict[str, Any]:
         kind = "chat.completion.chunk" if self.chat else "text_completion"
         return {**self._head(kind), "choices": [], "usage": usage}
+
+
+def _message(text: str | None, tool_calls: list[dict[str, Any]] | None) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    return message
 
 
 def embeddings(

@@ -2,9 +2,11 @@
 
     <repository>/<model>/<version>/tokenizer_config.json   first found wins: its
     <repository>/<model>/tokenizer_config.json             `chat_template` (Hugging Face's)
-      └─ rendered with jinja2 (sandboxed, as transformers renders it), `messages`,
+      └─ rendered with jinja2 (sandboxed, as transformers renders it), `messages` (with
+         their `tool_calls`, arguments as objects), `tools` (the request's, else none),
          `add_generation_prompt=True`, `bos_token` and `eos_token` from the same file
     neither (or jinja2 not installed)  ─▶ FALLBACK: "role: content" a line, then "assistant:"
+                                      (a line "tools: [...]" first when the request has tools)
 
 A template that fails to render is the model's fault: a 500 naming the model, not a fallback.
 """
@@ -29,9 +31,14 @@ TOKENIZER_CONFIG = "tokenizer_config.json"
 _MAX_CONFIG_BYTES = 16 << 20
 
 
-def fallback_prompt(messages: Sequence[ChatMessage]) -> str:
-    """The prompt for a model without a chat template: a line per message, then the cue."""
-    lines = [f"{m.role}: {m.content}" for m in messages]
+def fallback_prompt(messages: Sequence[ChatMessage], tools: Sequence[dict[str, Any]] = ()) -> str:
+    """The prompt for a model without a chat template: a line per message, then the cue (an
+    assistant's earlier calls as their JSON; the request's tools as a first line)."""
+    lines = [f"tools: {json.dumps(list(tools))}"] if tools else []
+    for m in messages:
+        calls = [c.to_template()["function"] for c in m.tool_calls]
+        content = m.content or (json.dumps(calls) if calls else "")
+        lines.append(f"{m.role}: {content}")
     return "\n".join([*lines, "assistant:"])
 
 
@@ -48,11 +55,18 @@ class _Template:
         self._tokens = {k: _token(config.get(k)) for k in ("bos_token", "eos_token")}
         self._error = jinja2.exceptions.TemplateError
 
-    def render(self, model: str, messages: Sequence[ChatMessage]) -> str:
-        docs = [{"role": m.role, "content": m.content} for m in messages]
+    def render(
+        self, model: str, messages: Sequence[ChatMessage], tools: Sequence[dict[str, Any]]
+    ) -> str:
+        docs = [m.to_template() for m in messages]
         try:
             return str(
-                self._template.render(messages=docs, add_generation_prompt=True, **self._tokens)
+                self._template.render(
+                    messages=docs,
+                    tools=list(tools) or None,
+                    add_generation_prompt=True,
+                    **self._tokens,
+                )
             )
         except self._error as exc:
             raise OpenAIError(
@@ -74,12 +88,19 @@ class ChatTemplates:
         self._cache: dict[Path, tuple[int, _Template | None]] = {}
         self._jinja = _has_jinja()
 
-    async def prompt(self, model: str, version: str, messages: Sequence[ChatMessage]) -> str:
-        """The prompt `messages` make for `model` (its template, or the fallback)."""
+    async def prompt(
+        self,
+        model: str,
+        version: str,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[dict[str, Any]] = (),
+    ) -> str:
+        """The prompt `messages` (and the request's `tools`) make for `model` (its template,
+        or the fallback)."""
         template = await asyncio.to_thread(self._load, model, version) if self._jinja else None
         if template is None:
-            return fallback_prompt(messages)
-        return template.render(model, messages)
+            return fallback_prompt(messages, tools)
+        return template.render(model, messages, tools)
 
     def _load(self, model: str, version: str) -> _Template | None:
         """The model's template (in a thread: it stats and reads files)."""

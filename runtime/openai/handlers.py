@@ -6,6 +6,7 @@
     POST /v1/models/{model}/load, /unload    Triton's frontend's model control (model_control)
     POST /v1/completions        ─▶ schema ─▶ Generation (triton_mapping, the ModelService)
     POST /v1/chat/completions      ─▶ one JSON answer, or Server-Sent Events then [DONE]
+                                   (with tools: each choice through tool_calls)
     POST /v1/embeddings         ─▶ one request per input string
 
 Every refusal is OpenAI's error shape (runtime.openai.errors), with the runtime's status.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -27,7 +29,7 @@ from runtime.models.service import ModelService
 from runtime.openai import answers
 from runtime.openai.chat_template import ChatTemplates
 from runtime.openai.errors import OpenAIError, from_serving
-from runtime.openai.generation import Delta, Generation
+from runtime.openai.generation import Delta, End, Generation
 from runtime.openai.logprobs import TokenLogprob
 from runtime.openai.model_control import ModelControl
 from runtime.openai.schema import (
@@ -37,6 +39,8 @@ from runtime.openai.schema import (
     parse_completion,
     parse_embedding,
 )
+from runtime.openai.tool_calls import ToolStream, whole_message
+from runtime.openai.tool_schema import ToolMode
 from runtime.openai.triton_mapping import ModelFace, embedding_of, embedding_request, token_counts
 from thawserver.json_response import json_response
 from thawserver.restricted_protocols import Category
@@ -44,6 +48,8 @@ from thawwire import openai_api as api
 from thawwire.names import is_model_name
 
 __all__ = ["OpenAIHandlers", "add_routes"]
+
+logger = logging.getLogger(__name__)
 
 _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _SSE = "text/event-stream; charset=utf-8"
@@ -156,11 +162,15 @@ class OpenAIHandlers:
         face = self._face(asked.model)
         prompts = asked.prompts
         if asked.is_chat:
-            prompts = (await self._templates.prompt(face.name, face.version, asked.messages),)
+            asked.tools.check_parser(self._config.tool_call_parser)
+            prompt = await self._templates.prompt(
+                face.name, face.version, asked.messages, asked.tools.tools
+            )
+            prompts = (prompt,)
         generation = Generation(self._manager, face, asked, prompts)
         answer = answers.Answer.new(asked.model, int(time.time()), chat=asked.is_chat)
         if asked.stream:
-            return await self._stream(request, generation, answer, asked.include_usage)
+            return await self._stream(request, generation, answer, asked)
         texts = [""] * generation.choices
         finish = ["stop"] * generation.choices
         # Each choice's logprobs: where its first token starts, and its tokens so far.
@@ -178,41 +188,38 @@ class OpenAIHandlers:
         finally:
             await events.aclose()  # type: ignore[attr-defined]
         usage = generation.usage.to_json()
-        return json_response(answer.whole(texts, finish, usage, logprobs))
+        if not asked.is_chat or asked.tools.mode is ToolMode.PLAIN:
+            return json_response(answer.whole(list(texts), finish, usage, logprobs))
+        messages = [whole_message(t, asked.tools, self._config.tool_call_parser) for t in texts]
+        contents = [m.content for m in messages]
+        calls = [m.tool_calls for m in messages]
+        finish = [m.finish_reason or f for m, f in zip(messages, finish, strict=True)]
+        return json_response(answer.whole(contents, finish, usage, logprobs, calls))
 
     async def _stream(
         self,
         request: web.Request,
         generation: Generation,
         answer: answers.Answer,
-        include_usage: bool,
+        asked: GenerationRequest,
     ) -> web.StreamResponse:
         """Each text delta as a chunk, as it comes; the headers wait for the first one, so a
         refusal before the model answered is a plain JSON error. Once streaming, an error is
         an event `{"error": {...}}`, then `[DONE]`."""
         response: web.StreamResponse | None = None
+        chunks = _Chunks(answer, asked, generation.choices, self._config)
         events = generation.events()
         try:
             async for event in events:
                 if response is None:
-                    response = await self._start(request, generation, answer, include_usage)
-                if isinstance(event, Delta):
-                    chunk = answer.chunk(
-                        event.index,
-                        event.text,
-                        usage=include_usage,
-                        logprobs=event.logprobs,
-                        offset=event.offset,
-                    )
-                else:
-                    text = None if answer.chat else ""
-                    chunk = answer.chunk(
-                        event.index, text, finish_reason=event.finish_reason, usage=include_usage
-                    )
-                await response.write(answers.sse(chunk))
+                    response = await self._start(request, generation, answer, chunks.usage)
+                for chunk in chunks.of(event):
+                    await response.write(answers.sse(chunk))
+                if chunks.all_cut:
+                    break  # every choice was cut: leaving ends the model's requests
             if response is None:
-                response = await self._start(request, generation, answer, include_usage)
-            if include_usage:
+                response = await self._start(request, generation, answer, chunks.usage)
+            if chunks.usage:
                 await response.write(answers.sse(answer.usage_chunk(generation.usage.to_json())))
         except (OpenAIError, ServingError) as exc:
             if response is None:
@@ -280,3 +287,64 @@ class OpenAIHandlers:
         tokens = sum(count for _, count in results)
         doc = answers.embeddings(asked.model, vectors, as_base64=asked.base64, prompt_tokens=tokens)
         return json_response(doc)
+
+
+class _Chunks:
+    """A streamed request's events as its chunks: text deltas as content, or through each
+    choice's ToolStream (runtime.openai.tool_calls) when tools are in play; a choice whose
+    parsed text passes the limit is cut there, with finish_reason "length"."""
+
+    def __init__(
+        self, answer: answers.Answer, asked: GenerationRequest, choices: int, config: ServeConfig
+    ) -> None:
+        self._answer = answer
+        self.usage = asked.include_usage
+        self._choices = choices
+        self._cut: set[int] = set()
+        self._ended: set[int] = set()
+        self._limit = config.max_tool_call_parse_bytes
+        tools_in_play = asked.is_chat and asked.tools.mode is not ToolMode.PLAIN
+        self._tools = (
+            [
+                ToolStream(asked.tools, config.tool_call_parser, max_parse_bytes=self._limit)
+                for _ in range(choices)
+            ]
+            if tools_in_play
+            else None
+        )
+
+    @property
+    def all_cut(self) -> bool:
+        return bool(self._cut) and len(self._cut | self._ended) == self._choices
+
+    def of(self, event: Delta | End) -> list[dict[str, Any]]:
+        index, answer, usage = event.index, self._answer, self.usage
+        if index in self._cut:
+            return []
+        tools = self._tools[index] if self._tools is not None else None
+        if isinstance(event, End):
+            self._ended.add(index)
+            reason, held = event.finish_reason, None
+            if tools is not None:
+                piece, reason = tools.finish(reason)
+                held = piece.content or None
+            text = held if answer.chat else ""
+            return [answer.chunk(index, text, finish_reason=reason, usage=usage)]
+        lp, offset = event.logprobs, event.offset
+        if tools is None:
+            return [answer.chunk(index, event.text, usage=usage, logprobs=lp, offset=offset)]
+        if tools.over_limit(event.text):
+            self._cut.add(index)
+            logger.warning(
+                "model=%s streamed tool-call text passed %d bytes: the answer is cut",
+                answer.model, self._limit,
+            )  # fmt: skip
+            return [answer.chunk(index, "", finish_reason="length", usage=usage)]
+        piece = tools.feed(event.text)
+        if not piece and lp is None:
+            return []
+        content = piece.content or None
+        calls = piece.tool_calls or None
+        return [
+            answer.chunk(index, content, usage=usage, logprobs=lp, offset=offset, tool_calls=calls)
+        ]

@@ -5,17 +5,24 @@
     embeddings        {"model", "input": str | [str], "encoding_format", "dimensions"}
 
 Every field is type- and range-checked; a refusal is an OpenAIError naming the field (`param`).
-Fields this server does not honour (`logit_bias`, `tools`, token-id prompts) are
-refused rather than ignored; fields that change nothing here (`user`, `metadata`) are accepted.
+Fields this server does not honour (`logit_bias`, token-id prompts) are refused rather than
+ignored; fields that change nothing here (`user`, `metadata`) are accepted. A chat's tools are
+parsed by tool_schema.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.openai.errors import OpenAIError
+from runtime.openai.tool_schema import (
+    MessageToolCall,
+    ToolRequest,
+    message_tool_calls,
+    parse_tools,
+)
 
 __all__ = [
     "MAX_CHOICES",
@@ -62,6 +69,21 @@ class Sampling:
 class ChatMessage:
     role: str
     content: str
+    # An assistant's calls (the conversation so far), a tool message's answer to one.
+    tool_calls: tuple[MessageToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+
+    def to_template(self) -> dict[str, Any]:
+        """The message as Hugging Face chat templates take it."""
+        doc: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            doc["tool_calls"] = [call.to_template() for call in self.tool_calls]
+        if self.tool_call_id is not None:
+            doc["tool_call_id"] = self.tool_call_id
+        if self.name is not None:
+            doc["name"] = self.name
+        return doc
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +101,7 @@ class GenerationRequest:
     # How many of the most likely tokens to report at each generated position; None: no
     # logprobs asked (completions' `logprobs` > 0, or chat's `logprobs: true`).
     logprobs: int | None = None
+    tools: ToolRequest = field(default_factory=ToolRequest)
 
     @property
     def is_chat(self) -> bool:
@@ -154,15 +177,14 @@ def parse_chat(doc: dict[str, Any]) -> GenerationRequest:
         # Triton's frontend's words (its tests match them)
         message = "`top_logprobs` can only be used when `logprobs` is True"
         raise OpenAIError(message, param="top_logprobs")
-    for name in ("tools", "functions"):
-        if doc.get(name):
-            raise OpenAIError(f"'{name}' (tool calling) is not supported", param=name)
+    tools = parse_tools(doc)
     limit = _optional(doc, "max_completion_tokens", int, None)
     if limit is None:
         limit = _optional(doc, "max_tokens", int, None)
     # Without `top_logprobs`, one per position, as Triton's frontend asks its vLLM model.
     asked = (1 if top is None else top) if logprobs else None
-    return _generation(doc, _sampling(doc, max_tokens=limit), messages=messages, logprobs=asked)
+    sampling = _sampling(doc, max_tokens=limit)
+    return _generation(doc, sampling, messages=messages, logprobs=asked, tools=tools)
 
 
 def _generation(
@@ -173,6 +195,7 @@ def _generation(
     messages: tuple[ChatMessage, ...] = (),
     echo: bool = False,
     logprobs: int | None = None,
+    tools: ToolRequest | None = None,
 ) -> GenerationRequest:
     n = _optional(doc, "n", int, 1)
     count = n * max(len(prompts), 1)
@@ -203,6 +226,7 @@ def _generation(
         include_usage=include_usage,
         echo=echo,
         logprobs=logprobs,
+        tools=tools or ToolRequest(),
     )
 
 
@@ -250,11 +274,26 @@ def _message(value: Any, index: int) -> ChatMessage:
     role = value.get("role")
     if role not in _ROLES:
         raise OpenAIError(f"{param}.role must be one of {sorted(_ROLES)}", param=f"{param}.role")
-    content = value.get("content")
+    calls = message_tool_calls(value.get("tool_calls"), f"{param}.tool_calls")
+    if calls and role != "assistant":
+        raise OpenAIError(f"{param}: only an assistant's message has 'tool_calls'", param=param)
+    call_id = value.get("tool_call_id")
+    if role == "tool" and not isinstance(call_id, str):
+        raise OpenAIError(f"{param}: a tool message needs 'tool_call_id'", param=param)
+    name = value.get("name")
+    if name is not None and not isinstance(name, str):
+        raise OpenAIError(f"{param}.name must be a string", param=f"{param}.name")
+    content = _content(value.get("content"), param)
+    return ChatMessage(
+        role, content, calls, call_id if role == "tool" else None, name if name else None
+    )
+
+
+def _content(content: Any, param: str) -> str:
     if content is None:
-        return ChatMessage(role, "")
+        return ""
     if isinstance(content, str):
-        return ChatMessage(role, content)
+        return content
     if isinstance(content, list):
         texts = []
         for part in content:
@@ -268,7 +307,7 @@ def _message(value: Any, index: int) -> ChatMessage:
                     f"{param}.content: a text part needs 'text'", param=f"{param}.content"
                 )
             texts.append(text)
-        return ChatMessage(role, "".join(texts))
+        return "".join(texts)
     raise OpenAIError(
         f"{param}.content must be a string or a list of parts", param=f"{param}.content"
     )

@@ -28,6 +28,7 @@ from thawserver.fd_limit import bounded_by_fd_limit
 from thawserver.limit_flags import add_body_timeout_argument, add_limit_arguments, limits_from_args
 from thawserver.log_control import LogControl
 from thawserver.settings_flags import log_settings, trace_setting
+from thawserver.tool_call_flags import add_tool_call_arguments
 
 __all__ = ["build_config", "main", "register", "run"]
 
@@ -69,6 +70,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     p.add_argument(
         "--model-control-mode",
+        type=str.lower,  # tritonserver takes any case (`--model-control-mode=POLL`)
         choices=[m.value for m in ModelControlMode],
         default="none",
         help="none: load every model at start; poll: also reload on repository changes; "
@@ -148,6 +150,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_body_timeout_argument(p)
     add_limit_arguments(p)
+    add_tool_call_arguments(p, os.environ)
     p.add_argument(
         "--event-loop",
         choices=["auto", "asyncio", "uvloop"],
@@ -254,11 +257,20 @@ def _add_gpu_flags(p: argparse.ArgumentParser) -> None:
 def build_config(args: argparse.Namespace) -> ServeConfig:
     """The one ServeConfig of this process; ConfigError names a bad flag."""
     frameworks = tuple(f.strip() for f in args.preload_frameworks.split(",") if f.strip())
-    repositories = ([args.repository] if args.repository is not None else []) + [
+    given = ([args.repository] if args.repository is not None else []) + [
         Path(r) for r in args.model_repositories
     ]
+    # One directory named twice is one repository (tritonserver keeps a set of them), not a
+    # second that makes each of its models a duplicate: the first naming is kept.
+    by_path = {os.path.abspath(r): r for r in reversed(given)}
+    repositories = [by_path[key] for key in dict.fromkeys(os.path.abspath(r) for r in given)]
     if not repositories:
         raise ConfigError("no model repository: give REPO or --model-repository=DIR")
+    seen: set[Path] = set()
+    for repository in repositories:
+        if repository.resolve() in seen:
+            raise ConfigError(f"model repository {repository} is given twice")
+        seen.add(repository.resolve())
     try:
         backend_config = backend_settings(args.backend_config)
         trace_defaults = trace_setting(args)
@@ -272,6 +284,7 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
         repository=repositories[0],
         more_repositories=tuple(repositories[1:]),
         **_surfaces(args),
+        model_namespacing=args.model_namespacing,
         strict_readiness=args.strict_readiness,
         exit_on_error=args.exit_on_error,
         auto_complete_config=not (args.disable_auto_complete_config or args.strict_model_config),
@@ -282,6 +295,8 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
         grpc_header_forward_pattern=args.grpc_header_forward_pattern,
         grpc_restricted_protocols=tuple(args.grpc_restricted_protocol),
         http_restricted_apis=tuple(args.http_restricted_api),
+        tool_call_parser=args.tool_call_parser,
+        max_tool_call_parse_bytes=args.max_tool_call_parse_bytes,
         host=args.host,
         port=args.port,
         model_control_mode=ModelControlMode(args.model_control_mode),
@@ -378,7 +393,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"thaw serve: error: {exc}", file=sys.stderr)
         return 2
     for repository in config.repositories:
-        if not repository.is_dir():
+        # tritonserver's `--exit-on-error=false` keeps a server that failed to initialize
+        # answering, not live (runtime.http.app); without it a missing repository is refused.
+        if not repository.is_dir() and config.exit_on_error is not False:
             print(f"thaw serve: error: repository {repository} is not a directory", file=sys.stderr)
             return 2
     refusal = startup_models_refusal(

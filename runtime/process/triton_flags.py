@@ -7,7 +7,7 @@ A launch script written for `tritonserver` runs unchanged when it uses what Thaw
 `--exit-on-error`, `--disable-auto-complete-config`, `--strict-model-config`, `--log-verbose`
 (and `--log-info|warning|error`, `--log-file`, `--log-format`), `--trace-config` (and the
 deprecated `--trace-file|level|rate|count|log-frequency`), `--backend-config`,
-`--model-load-thread-count`,
+`--model-load-thread-count`, `--model-namespacing`,
 `--http-header-forward-pattern`, `--grpc-header-forward-pattern`, `--grpc-restricted-protocol`,
 `--http-restricted-api`; Triton's booleans take `true|false|1|0|on|off` as `--flag=VALUE` or
 `--flag VALUE`. `--backend-directory` is where Python-based backends are found
@@ -131,8 +131,13 @@ def add_triton_flags(p: argparse.ArgumentParser) -> None:
         "--model-repository", "--model-store", dest="model_repositories", action="append",
         default=[], metavar="DIR",
         help="a model repository (repeatable, as tritonserver's; with REPO, models of all of "
-        "them are served; a model name in two repositories is unavailable)",
+        "them are served; a model name in two repositories is unavailable, unless "
+        "--model-namespacing)",
     )  # fmt: skip
+    g.add_argument("--model-namespacing", type=triton_bool, default=False, metavar="BOOL",
+                   help="each model repository is a namespace (default false): a name may be in "
+                   "several, an ensemble's steps resolve in its own, a request for a name in "
+                   "more than one is refused (runtime.models.namespaces)")  # fmt: skip
     g.add_argument("--grpc-port", type=int, default=None, metavar="PORT",
                    help="KServe v2 gRPC port (default 8001; 0 with --port 0)")  # fmt: skip
     g.add_argument("--grpc-address", default=None, metavar="HOST",
@@ -153,9 +158,10 @@ def add_triton_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--strict-readiness", type=triton_bool, default=True, metavar="BOOL",
                    help="ready only when every model to load is READY (default true); false: "
                    "ready once the server runs")  # fmt: skip
-    g.add_argument("--exit-on-error", type=triton_bool, default=False, metavar="BOOL",
-                   help="exit 1 when a model fails to load at start (default false: serve the "
-                   "others; tritonserver's default is true)")  # fmt: skip
+    g.add_argument("--exit-on-error", type=triton_bool, default=None, metavar="BOOL",
+                   help="exit 1 when a model fails to load at start (default: serve the "
+                   "others; tritonserver's default is true); false, given: a server that fails "
+                   "to initialize (a missing repository) goes on answering, not live")  # fmt: skip
     g.add_argument("--disable-auto-complete-config", action="store_true",
                    help="do not complete configs from model files or model.py")  # fmt: skip
     g.add_argument(

@@ -1,11 +1,12 @@
 """Triton's Python models (`model.py` files, unchanged): in the server, or a stub process each.
 
-`pb_utils`, `pb_tensors`, `host` and `stub/` are imported by stub processes under the model's
-own interpreter (`EXECUTION_ENV_PATH`), which may hold only numpy: they import nothing else of
-the runtime's dependencies (an import-linter contract), and neither does this `__init__`.
+`pb_utils`, `pb_tensors`, `pb_metrics`, `host` and `stub/` are imported by stub processes under
+the model's own interpreter (`EXECUTION_ENV_PATH`), which may hold only numpy: they import nothing
+else of the runtime's dependencies (an import-linter contract), and neither does this `__init__`.
 
     pb_utils        the `triton_python_backend_utils` module models import
     pb_tensors      pb_utils' tensors, errors and datatype tables (no host needed)
+    pb_metrics      pb_utils' custom metrics: MetricFamily and Metric
     host            the ModelHost Protocol: what a model's `pb_utils` calls reach
     server_host     the server as `pb_utils` reaches it: BLS on the loop, metrics, logs
     backend         the python backend: a model in the server process or in stub processes

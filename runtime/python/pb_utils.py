@@ -7,6 +7,7 @@ module is a process-wide singleton too (its `Stub::GetOrCreateInstance`), and a 
 only through module-level names, so the host is a module global here, set once per process by
 `install_host`. This module imports nothing of Thaw but `runtime.python.host`, so a stub process
 under another Python environment (`EXECUTION_ENV_PATH`) can import it with only numpy.
+`MetricFamily` and `Metric` live in `pb_metrics` and are re-exported here.
 """
 
 from __future__ import annotations
@@ -16,15 +17,14 @@ import contextlib
 import contextvars
 import enum
 import functools
-import itertools
 import json
 import logging
-import weakref
 from collections.abc import Iterator
 from typing import Any
 
-from runtime.observe.custom_metrics import CustomMetrics, MetricKind
+from runtime.observe.custom_metrics import CustomMetrics
 from runtime.python.host import InProcessHost, ModelHost
+from runtime.python.pb_metrics import Metric, MetricFamily, bind_host
 from runtime.python.pb_tensors import (
     TRITON_STRING_TO_NUMPY,
     TRITONSERVER_MEMORY_CPU,
@@ -128,6 +128,9 @@ def install_host(host):
 def current_host():
     """The host this process's models talk to."""
     return _host
+
+
+bind_host(current_host)  # MetricFamily and Metric (pb_metrics) reach the host through it
 
 
 class InferenceRequest:
@@ -428,95 +431,6 @@ class Logger:
     @staticmethod
     def log_verbose(message):
         Logger.log(message, LogLevel.VERBOSE)
-
-
-class MetricFamily:
-    """A custom metric family, exported on the server's `/metrics` with its `nv_*` series.
-
-    Families are server-wide and named: every instance (every stub process) that creates
-    `name` with the same kind shares it, and a `Metric` with the same labels is the same series.
-    """
-
-    COUNTER = MetricKind.COUNTER
-    GAUGE = MetricKind.GAUGE
-    HISTOGRAM = MetricKind.HISTOGRAM
-
-    def __init__(self, name, description, kind):
-        if kind not in (MetricKind.COUNTER, MetricKind.GAUGE, MetricKind.HISTOGRAM):
-            raise TritonModelException("Unknown metric kind")
-        try:
-            _host.metric_family(str(name), str(description), int(kind))
-        except ValueError as exc:
-            raise TritonModelException(f"Error when creating MetricFamily: {exc}") from None
-        self._name = str(name)
-        self._kind = MetricKind(kind)
-
-    def Metric(self, labels=None, buckets=None):
-        if labels is None:
-            labels = {}
-        if not isinstance(labels, dict):
-            raise TritonModelException("Failed to create metric. Labels must be a dictionary.")
-        if self._kind == MetricKind.HISTOGRAM:
-            if buckets is None:
-                raise TritonModelException("Failed to create metric. Missing required buckets.")
-            if not isinstance(buckets, list):
-                raise TritonModelException("Failed to create metric. Buckets must be a list.")
-            if any(not low < high for low, high in itertools.pairwise(buckets)):  # as Triton
-                raise TritonModelException(
-                    "Failed to create metric. Buckets must be in strictly increasing order."
-                )
-        elif buckets is not None:
-            raise TritonModelException("Failed to create metric. Unexpected buckets found.")
-        text_labels = {str(k): str(v) for k, v in labels.items()}
-        try:
-            key = _host.metric_create(
-                self._name, text_labels, [float(b) for b in buckets] if buckets else None
-            )
-        except ValueError as exc:
-            raise TritonModelException(f"Error when creating Metric: {exc}") from None
-        return Metric(key, self._kind, self)
-
-
-# Triton's words for an operation on a Metric whose MetricFamily object is gone.
-_FAMILY_DELETED = "Invalid metric operation as the corresponding 'MetricFamily' has been deleted."
-
-
-class Metric:
-    """One labelled series of a MetricFamily. As in Triton's stub, it does not keep its
-    family alive: once the model drops its MetricFamily object, every operation on the
-    Metric fails (TritonModelException) instead of writing to a family the model let go."""
-
-    def __init__(self, key, kind, family=None):
-        self._key = key
-        self._kind = kind
-        self._family = weakref.ref(family) if family is not None else None
-
-    def _check_family(self):
-        if self._family is not None and self._family() is None:
-            raise TritonModelException(_FAMILY_DELETED)
-
-    def increment(self, value):
-        self._update("increment", value, "Failed to increment metric value")
-
-    def set(self, value):
-        self._update("set", value, "Failed to set metric value")
-
-    def observe(self, value):
-        self._update("observe", value, "Failed to observe metric value")
-
-    def value(self):
-        self._check_family()
-        try:
-            return _host.metric_value(self._key)
-        except ValueError as exc:
-            raise TritonModelException(f"Failed to get metric value: {exc}") from None
-
-    def _update(self, op, value, what):
-        self._check_family()
-        try:
-            _host.metric_update(self._key, op, float(value))
-        except (ValueError, TypeError) as exc:
-            raise TritonModelException(f"{what}: {exc}") from None
 
 
 # The version directory of the model whose code runs (`<repository>/<model>/<version>`), which

@@ -63,16 +63,28 @@ def _argv(kind: str, args: tuple[str, ...]) -> tuple[str, ...]:
     return ("--port", str(PORTS[0]), "--warm-pool", "1", "--no-image-build", *args)
 
 
-def start(kind: str, repo: Path, args: tuple[str, ...]) -> Server:
-    """`thaw <kind>` on Triton's ports, ready; RuntimeError (with its log) when it is not."""
+def start(
+    kind: str,
+    repo: Path,
+    args: tuple[str, ...],
+    *,
+    ready: bool = True,
+    env: dict[str, str] | None = None,
+) -> Server:
+    """`thaw <kind>` on Triton's ports, ready (listening only, when not `ready`); RuntimeError
+    (with its log) when it is not. `env`: set in the server's environment besides this
+    process's."""
     busy = [port for port in PORTS if port_in_use(port)]
     if busy:
         raise SystemExit(f"port(s) {busy} in use; Triton's tests need them (run under unshare -n)")
     if kind == "up":
-        return UpProcess(repo, *_argv(kind, args))  # waits until ready, or raises
-    server = ServeProcess(repo, *_argv(kind, args))
+        return UpProcess(repo, *_argv(kind, args), env=env)  # waits until ready, or raises
+    server = ServeProcess(repo, *_argv(kind, args), env=env)
     try:
-        server.wait_ready()
+        if ready:
+            server.wait_ready()
+        else:
+            server.wait_listening(120.0)
     except RuntimeError:
         server.stop()
         raise

@@ -8,7 +8,7 @@ SuiteRun what a suite that runs itself (`Suite.runner`) is given: mirror, ref, i
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tests.conformance.qa_checkout import Result
@@ -33,7 +33,8 @@ class SuiteRun:
 @dataclass(frozen=True)
 class Run:
     """One server start: `target` (a unittest name, or a script and its arguments) against
-    the `repo` built for it, with the flags and environment test.sh uses."""
+    the `repo` built for it, with the flags and environment test.sh uses. `{qa_dir}` in a flag
+    is the suite's directory (test.sh's `pwd`: `--model-repository={qa_dir}/models_0`)."""
 
     target: str
     repo: str
@@ -46,6 +47,30 @@ class Run:
     # there in the test's directory for the run
     server_log: str = ""
     pytest: bool = False  # `target` is a pytest-style file (no TestCase): run under pytest
+    # False: test.sh's run_server_nowait (the test checks a server that is not live or not
+    # ready): the run goes on once the server listens, not once it is ready
+    ready: bool = True
+    # the test signals the server itself: its pid goes to the test as SERVER_PID
+    pass_pid: bool = False
+    # test.sh's name for the run's repository when the test reads or edits it by that name
+    # (`models/<model>/config.pbtxt`): linked to `repo` in the suite's directory for the run
+    link: str = ""
+    # What test.sh exports before it starts the server (a Python model reads it there).
+    # In `serve_args`, `env` and `server_env`, `{qa_dir}` is the suite's directory this run.
+    server_env: tuple[tuple[str, str], ...] = ()
+
+    def at(self, qa_dir: Path) -> Run:
+        """This run with `{qa_dir}` in its flags and environments made `qa_dir`."""
+
+        def sub(text: str) -> str:
+            return text.replace("{qa_dir}", str(qa_dir))
+
+        return replace(
+            self,
+            serve_args=tuple(sub(arg) for arg in self.serve_args),
+            env=tuple((k, sub(v)) for k, v in self.env),
+            server_env=tuple((k, sub(v)) for k, v in self.server_env),
+        )
 
     @property
     def file(self) -> str:

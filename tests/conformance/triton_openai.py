@@ -7,8 +7,8 @@ FILES (from `python/openai/tests/` of a local git mirror of triton-inference-ser
 copied into a temporary directory next to Thaw's harness as their `conftest.py`
 (tests/conformance/triton_openai_harness.py: the fixtures of Triton's conftest over a real
 `thaw serve` of a vLLM-style causal LM on the CPU), with Triton's own test models (`mock_llm`,
-`identity_py`, unchanged) beside them, and run by pytest; their `tests.utils` is Thaw's stand-in
-(tests/conformance/triton_openai_server.py: `OpenAIServer`, `setup_server`,
+`identity_py`, `tool_stream_py`, unchanged) beside them, and run by pytest; their `tests.utils`
+is Thaw's stand-in (tests/conformance/triton_openai_server.py: `OpenAIServer`, `setup_server`,
 `setup_fastapi_app` over a real `thaw serve` started with the same flags). LEFT_OUT are the files
 that cannot run unchanged, and why; DESELECTED the tests that assert a deliberate difference,
 each with its reason (both printed). Exit status: 0 when every selected test passed (or no
@@ -42,12 +42,14 @@ FILES = (
     "test_completions.py",
     "test_observability.py",
     "test_model_management.py",
+    "test_tool_calling.py",
 )
-# Triton's own test models (mock_llm, identity_py), copied unchanged beside the test files.
-_TEST_MODELS = tuple(
-    f"test_models/{m}/{f}"
-    for m in ("mock_llm", "identity_py")
-    for f in ("config.pbtxt", "1/model.py")
+# Triton's own test models (mock_llm, identity_py; tool_stream_py, a decoupled model that
+# streams a Mistral-format call), copied unchanged beside the test files.
+_MODEL_FILES = ("config.pbtxt", "1/model.py")
+_TEST_MODELS = (
+    *(f"test_models/{m}/{f}" for m in ("mock_llm", "identity_py") for f in _MODEL_FILES),
+    *(f"tool_parser_models/tool_stream_py/{f}" for f in _MODEL_FILES),
 )
 TESTS = f"{_TESTS_DIR}/{FILES[0]}"
 DESELECT_ENV = "THAW_TRITON_OPENAI_DESELECT"
@@ -60,7 +62,6 @@ LEFT_OUT = {
     "test_request_size.py": "imports `tritonserver` and Triton's frontend's middleware module "
     "(`RequestSizeLimitMiddleware`, whose messages it compares) at module level",
     "test_lora.py": "LoRA adapters through vLLM's engine; `huggingface_hub` downloads",
-    "test_tool_calling.py": "tool-call parsers over a vLLM or TRT-LLM engine",
     "test_openai_restricted_apis.py": "imports Triton's frontend's `RestrictedFeatures` module",
 }
 
@@ -117,6 +118,12 @@ DESELECTED = {
     ),
     f"{_MM}::TestModelManagementInference::test_unload_rejects_inference": _NOT_LOADED,
     f"{_MM}::TestModelManagementInference::test_reload_inference": _NOT_LOADED,
+    "test_tool_calling.py::TestAsyncClientToolCalling": (
+        "the whole class: a real Llama 3 or Mistral model (through vLLM or TRT-LLM) must decide "
+        "to call the weather tools for Dallas; the harness's CPU LM has random weights. Thaw's "
+        "own tests (tests/integration/openai/test_openai_tool_calls.py) ask the same questions "
+        "of mock models that answer in each format"
+    ),
 }
 
 
@@ -130,7 +137,8 @@ def run(mirror: Path, ref: str) -> list[Result]:
             assert source is not None, name
             (root / name).write_bytes(source)
         extract(mirror, ref, (f"{_TESTS_DIR}/{path}" for path in _TEST_MODELS), Path(tmp))
-        shutil.copytree(Path(tmp) / _TESTS_DIR / "test_models", root / "test_models")
+        for folder in ("test_models", "tool_parser_models"):
+            shutil.copytree(Path(tmp) / _TESTS_DIR / folder, root / folder)
         shutil.copy(Path(__file__).with_name("triton_openai_harness.py"), root / "conftest.py")
         # One event loop for the whole run: Triton's tests keep one async client per class.
         (root / "pytest.ini").write_text(

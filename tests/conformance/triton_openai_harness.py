@@ -66,11 +66,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Drop the tests the runner deselected (exact node ids: a test with all its parameters,
-    or one parametrized case)."""
+    one parametrized case, or a whole class)."""
     names = set(os.environ.get("THAW_TRITON_OPENAI_DESELECT", "").split("\n")) - {""}
 
     def deselected(item: pytest.Item) -> bool:
-        return item.nodeid in names or item.nodeid.split("[")[0] in names
+        test = item.nodeid.split("[")[0]
+        return item.nodeid in names or test in names or test.rpartition("::")[0] in names
 
     kept = [item for item in items if not deselected(item)]
     dropped = [item for item in items if deselected(item)]

@@ -12,6 +12,7 @@ FastAPI app); these start `thaw serve` with the same flags:
                                 takes them); .stop()
     setup_fastapi_app(...)      an ASGI app that forwards every request to that server over HTTP,
                                 so `fastapi.testclient.TestClient(app)` talks to the real server
+                                (the tool-calling options restart it with those flags)
 
 Not a test module of this project: tests/conformance/triton_openai.py copies it beside Triton's
 unchanged test files.
@@ -66,12 +67,24 @@ class OpenAIServer:
 
     def __init__(self, cli_args: list[str], *, env_dict: dict[str, str] | None = None) -> None:
         self.host = "127.0.0.1"
+        self._cli_args = list(cli_args)
+        self._env = {**os.environ, **(env_dict or {})}
+        self._start()
+
+    def restart(self, more_args: list[str]) -> None:
+        """Stopped, then started again with `more_args` added (the frontend options that
+        Triton gives its FastAPI app after its server started are `thaw serve` flags)."""
+        self.stop()
+        self._cli_args += more_args
+        self._start()
+
+    def _start(self) -> None:
         self.port = 0
         self.stderr_lines: list[str] = []
         self._listening = threading.Event()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "thaw.cli", "serve", *thaw_args(cli_args)],
-            env={**os.environ, **(env_dict or {})},
+            [sys.executable, "-m", "thaw.cli", "serve", *thaw_args(self._cli_args)],
+            env=self._env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -172,6 +185,11 @@ def setup_server(
     return OpenAIServer(args)
 
 
+# The frontend's options (setup_fastapi_app's keywords) that are `thaw serve` flags.
+_SERVE_OPTIONS = {
+    "tool_call_parser": "--tool-call-parser",
+    "max_tool_call_parse_bytes": "--max-tool-call-parse-bytes",
+}
 # Hop-by-hop headers, and the framing the forwarded body gets anew.
 _NOT_FORWARDED = (b"host", b"connection", b"keep-alive", b"transfer-encoding", b"content-length")
 _Scope = MutableMapping[str, Any]
@@ -184,7 +202,16 @@ def setup_fastapi_app(
 ) -> Callable[[_Scope, _Receive, _Send], Awaitable[None]]:
     """An ASGI app that forwards each HTTP request to `server`, as it came, and its answer
     back, as it comes (`tokenizer`, `backend` and the frontend's other options are the
-    frontend's own: Thaw reads them from each model)."""
+    frontend's own: Thaw reads them from each model; its tool-calling options are `thaw serve`
+    flags, so the server is restarted with them)."""
+    flags = [
+        arg
+        for option, flag in _SERVE_OPTIONS.items()
+        if _frontend.get(option) is not None
+        for arg in (flag, str(_frontend[option]))
+    ]
+    if flags:
+        server.restart(flags)
 
     async def app(scope: _Scope, receive: _Receive, send: _Send) -> None:
         if scope["type"] == "lifespan":

@@ -19,9 +19,12 @@ Suites whose models Triton's data directory holds get them from Triton's own
 qa/common/gen_qa_*.py, run at the mirror's ref (tests/fixtures/triton_qa_gen.py):
 tests/conformance/qa_gen_suites.py (L0_client_nobatch, L0_decoupled, L0_batcher) and
 tests/conformance/qa_sequence_suites.py (L0_sequence_batcher, L0_implicit_state,
-L0_dyna_sequence_batcher: one server start per test and repository, as their test.sh).
+L0_dyna_sequence_batcher: one server start per test and repository, as their test.sh);
 L0_model_config (tests/conformance/qa_model_config_suite.py) reads its case directories from
-the mirror when it runs: one server start and one row per test.sh case.
+the mirror when it runs: one server start and one row per test.sh case;
+tests/conformance/qa_l0_lifecycle.py runs L0_lifecycle's server starts whose models Thaw serves;
+tests/conformance/qa_namespacing.py runs L0_model_namespacing: two repositories with
+`--model-namespacing=true`, one server start per test and control mode, as its test.sh.
 
 Tests that need what Thaw does not serve here (TensorFlow / TensorRT models, tracing) are
 deselected with their reason printed; docs/triton-qa-parity.md lists
@@ -51,8 +54,10 @@ from tests.conformance.qa_checkout import (
     run_unittest,
 )
 from tests.conformance.qa_gen_suites import GEN_SUITES
+from tests.conformance.qa_l0_lifecycle import L0_LIFECYCLE
 from tests.conformance.qa_lifecycle_suites import LIFECYCLE_SUITES
 from tests.conformance.qa_model_config_suite import MODEL_CONFIG_SUITE
+from tests.conformance.qa_namespacing import NAMESPACING_SUITES
 from tests.conformance.qa_sequence_suites import SEQUENCE_SUITES
 from tests.conformance.qa_servers import KINDS, refusal, start, unsupported
 from tests.conformance.qa_suite import Run, Suite, SuiteRun
@@ -243,6 +248,8 @@ SUITES: dict[str, Suite] = {
         *LIFECYCLE_SUITES,
         *SEQUENCE_SUITES,
         MODEL_CONFIG_SUITE,
+        L0_LIFECYCLE,
+        *NAMESPACING_SUITES,
     )
 }
 
@@ -311,6 +318,7 @@ def _refused(ref: str, qa_dir: Path, run: Run, kind: str) -> list[Result]:
 def _run_one(
     ref: str, qa_dir: Path, suite: Suite, run: Run, *, with_large: bool, kind: str
 ) -> list[Result]:
+    run = run.at(qa_dir)
     if run.refusal:
         return _refused(ref, qa_dir, run, kind)
     env = dict(run.env)
@@ -331,12 +339,19 @@ def _run_one(
         rows = {t: {"outcome": "error", "detail": f"thaw {kind} has no {flag}"} for t in selected}
         return results + rows_to_results(ref, run, rows)
     try:
-        server = start(kind, qa_dir / run.repo, run.serve_args)
+        server = start(
+            kind, qa_dir / run.repo, run.serve_args, ready=run.ready, env=dict(run.server_env)
+        )
     except RuntimeError as exc:  # the server refused the flags or never became ready
         last = str(exc).strip().splitlines()[-1][:200]
         rows = {t: {"outcome": "error", "detail": f"thaw {kind} did not start: {last}"}
                 for t in selected}  # fmt: skip
         return results + rows_to_results(ref, run, rows)
+    if run.link:
+        (qa_dir / run.link).unlink(missing_ok=True)
+        (qa_dir / run.link).symlink_to(qa_dir / run.repo, target_is_directory=True)
+    if run.pass_pid:
+        env["SERVER_PID"] = str(server.proc.pid)
     if run.server_log:  # the tests read it by test.sh's name, in their own directory
         (qa_dir / run.server_log).unlink(missing_ok=True)
         (qa_dir / run.server_log).symlink_to(server.log_path)

@@ -109,6 +109,7 @@ _STUB_MODULES = {
     "runtime.observe.custom_metrics",
     "runtime.python",
     "runtime.python.host",
+    "runtime.python.pb_metrics",
     "runtime.python.pb_tensors",
     "runtime.python.pb_utils",
     "thawserver",

@@ -9,8 +9,10 @@
     pod_claim        the claim protocol's pure parts
     pod_collector    which claimed pods no model wants any more (pure)
     pod_budget       a shared pod's booking (`thaw.dev/shared-load`) and its patch (pure)
+    pod_memory       a shared pod's budget capped by its memory limit (pure)
     shared_pods      the leader's shared placement: book with resourceVersion, evict, release
     shared_replicas  shared models' replicas on pods: claim or share, evict, stop, release
+    shared_routing   where this activator routes shared models: start, follow, adopt bookings
     leader_election  the scaling leader's Lease, kept
     leader_lease     the Lease record and the pure election policy
     follower_start   a follower's replica start with no pod to attach (pure)

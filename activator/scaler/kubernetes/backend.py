@@ -22,14 +22,14 @@ used as soon as it answers. Pods outlive the activator: after a restart `running
 attaches the model's serving pods again, and at shutdown (`release`) this activator gives up
 the Lease and only lets go of its pods. The scaling leader (leader_election) also runs the
 collection pass (pod_collector). Concurrency of the other activators comes through
-`peer_reports` (the `PeerConcurrency` capability).
+`peer_reports` (the `PeerConcurrency` capability). Shared models' replicas (`SharedPlacement`,
+decision 0022) are routed by `shared_routing`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import math
 import random
@@ -71,13 +71,11 @@ from activator.scaler.kubernetes.pod_state import (
     is_deleting,
     is_ready,
     name_of,
-    runtime_url,
     state_of,
     unschedulable,
 )
-from activator.scaler.kubernetes.shared_pods import SharedPods
-from activator.scaler.kubernetes.shared_replicas import SharedReplicas, is_shared_replica
-from activator.scaler.runtime_control import RuntimeControl
+from activator.scaler.kubernetes.shared_replicas import is_shared_replica
+from activator.scaler.kubernetes.shared_routing import Share, SharedRouting
 from activator.scaler.shared_settings import SharedSettings
 
 __all__ = ["KubernetesBackend"]
@@ -127,11 +125,12 @@ class KubernetesBackend:
         self._released = False  # after release(): no longer owns pods, only lets go
         self._role_changes = 0  # bumped on every change of scaling role (follower starts end)
         self._demand_wakers: list[tuple[str, Callable[[], object]]] = []
-        self._shared_settings = shared or kube.shared
-        self._sharing: SharedReplicas | None = None  # made at start, with the default pool
-        self._shares: list[
-            tuple[str, int, Callable[[], ModelActivity], Callable[[], Awaitable[None]]]
-        ] = []
+        self._shared = SharedRouting(
+            kube, shared or kube.shared, session, self._attached, metrics=metrics, clock=clock,
+            pods=self._started_informer, leading=lambda: self.leading,
+            follower_look=self._follower_look,
+        )  # fmt: skip
+        self._shares: list[Share] = []  # SharedPlacement.share calls, handed over at start
 
     # ---- set-up (StartsAsync) -----------------------------------------------------------
 
@@ -190,7 +189,7 @@ class KubernetesBackend:
                 f"kubernetes scaler: pods in namespace {kube.namespace!r} could not be listed "
                 f"within {kube.api_timeout_s:g} s"
             ) from None
-        self._start_sharing(api)
+        self._shared.open(api, self._started(), peer_busy=self._peer_busy, shares=self._shares)
         if kube.leader_election:
             await self._start_peers(api)
         else:
@@ -211,22 +210,6 @@ class KubernetesBackend:
                 f"in namespace {self._kube.namespace!r}; grant the chart's Role "
                 "(deploy/helm/thaw, rbac.create) to its service account"
             )
-
-    def _start_sharing(self, api: KubeApi) -> None:
-        settings = self._shared_settings
-        selector = f"{LABEL_FLEET}={self._kube.fleet},{LABEL_MODEL}"
-        pods = SharedPods(
-            api, selector, budget_bytes=settings.budget_bytes, grace_s=settings.evict_grace_s,
-            release_grace_s=settings.release_grace_s, runtime_port=self._kube.runtime_port,
-            clock=self._clock,
-        )  # fmt: skip
-        self._sharing = SharedReplicas(
-            pods, self._started(), self._session,
-            overhead_bytes=settings.model_overhead_bytes, clock=self._clock,
-            metrics=self._metrics, peer_busy=self._peer_busy,
-        )  # fmt: skip
-        for model, image_bytes, activity, evict in self._shares:
-            self._sharing.share(model, image_bytes=image_bytes, activity=activity, evict=evict)
 
     def _peer_busy(self, model: str) -> bool:
         """(Leader) whether the activators' last reports had a request of `model`."""
@@ -297,6 +280,7 @@ class KubernetesBackend:
         self._role_changes += 1
         if leading and self._pods is not None:
             self._adopt_loading()  # a lost leader's pods that this activator serves already
+            self._spawn(self._take_over_shared())
         self._metrics.scaling_leader.set(1 if leading else 0)
         role = "the scaling leader" if leading else "a follower"
         logger.info("activator %s is %s now", self._kube.activator_id, role)
@@ -305,10 +289,10 @@ class KubernetesBackend:
 
     async def start_replica(self, model: str, *, timeout_s: float) -> ReplicaHandle:
         self._started_informer()
-        if self._sharing is not None and self._sharing.shares(model):
+        if self._shared.shares(model):
             if self.leading:
-                return await self._start_shared(model, timeout_s)
-            return await self._follow_shared(model, timeout_s)
+                return await self._shared.start(model, timeout_s)
+            return await self._shared.follow(model, timeout_s)
         start = self._clock()
         deadline = start + timeout_s
         handle = await self._attach_serving(model, start)
@@ -377,8 +361,8 @@ class KubernetesBackend:
 
     async def running_replicas(self, model: str) -> list[ReplicaHandle]:
         self._started_informer()
-        if self._sharing is not None and self._sharing.shares(model):
-            return await self._adopt_shared(model)
+        if self._shared.shares(model):
+            return await self._shared.adopt(model)
         handles = []
         while (handle := await self._attach_serving(model, self._clock())) is not None:
             handles.append(handle)
@@ -398,8 +382,8 @@ class KubernetesBackend:
         attached = self._attached.pop(replica_id)
         if attached is None or not self.leading:
             return  # a follower only stops routing to it: the pod is the leader's to delete
-        if is_shared_replica(replica_id) and self._sharing is not None:
-            await self._sharing.stop(replica_id, timeout_s=timeout_s)  # the pod stays
+        if is_shared_replica(replica_id) and (sharing := self._shared.replicas) is not None:
+            await sharing.stop(replica_id, timeout_s=timeout_s)  # the pod stays
             return
         await self._retire_pod(replica_id, attached.model, timeout_s)
 
@@ -461,8 +445,8 @@ class KubernetesBackend:
         evict: Callable[[], Awaitable[None]],
     ) -> None:
         self._shares.append((model, image_bytes, activity, evict))
-        if self._sharing is not None:
-            self._sharing.share(model, image_bytes=image_bytes, activity=activity, evict=evict)
+        if (sharing := self._shared.replicas) is not None:
+            sharing.share(model, image_bytes=image_bytes, activity=activity, evict=evict)
 
     def shared_status(self) -> tuple[SharedReplicaStatus, ...]:
         if self._pods is None:
@@ -470,14 +454,7 @@ class KubernetesBackend:
         return shared_status(self._pods.pods(), self._kube.runtime_port)
 
     def shared_counts(self) -> Mapping[str, SharedCounts]:
-        if self._sharing is None:
-            return {}
-        sharing = self._sharing
-        models = set(sharing.evictions) | set(sharing.loads)
-        return {
-            m: SharedCounts(evictions=sharing.evictions[m], loads=dict(sharing.loads.get(m, {})))
-            for m in sorted(models)
-        }
+        return self._shared.counts()
 
     # ---- NodeWait ---------------------------------------------------------------------------
 
@@ -557,11 +534,11 @@ class KubernetesBackend:
             pods = self._started_informer()
             self._adopt_loading()
             owned = self._attached.pods() | self._loading
-            if self._sharing is not None:
-                owned |= self._sharing.loading
+            if (sharing := self._shared.replicas) is not None:
+                owned |= sharing.loading
                 owned |= {name_of(p) for p in pods.pods() if booked_models(p)}
                 with contextlib.suppress(KubeApiError):
-                    await self._sharing.release(grace_s=self._drain_timeout_s)
+                    await sharing.release(grace_s=self._drain_timeout_s)
             for collect in self._collector.sweep(pods.pods(), owned=owned, now=self._clock()):
                 logger.info("collecting pod %s (%s)", collect.pod, collect.reason)
                 self._metrics.collected_pods.labels(collect.reason).inc()
@@ -570,6 +547,14 @@ class KubernetesBackend:
             with contextlib.suppress(KubeApiError):
                 for starter in self._starters.values():
                     await starter.fetch_pool()
+
+    async def _take_over_shared(self) -> None:
+        """(Just promoted) the leader's look at the shared pods' bookings (SharedRouting)."""
+        try:
+            await self._shared.take_over()
+        except (TimeoutError, KubeApiError, aiohttp.ClientError) as exc:
+            # The next promotion or start looks again; the bookings stay as they were.
+            logger.warning("shared bookings not re-checked after promotion: %s", exc)
 
     def _adopt_loading(self) -> None:
         """(Leader) the serving mark of each attached pod still marked `loading` by nobody
@@ -605,86 +590,3 @@ class KubernetesBackend:
 
     def _spawn(self, coro: Awaitable[None]) -> None:
         self._tasks.append(asyncio.ensure_future(coro))
-
-    async def _follow_shared(self, model: str, timeout_s: float) -> ReplicaHandle:
-        """A follower's replica of a shared model: a shared pod whose booking lists the model
-        and whose runtime answers it ready; the leader places one on this activator's demand
-        (peer_reports), as for a dedicated model (follower_start decides when to give up)."""
-        sharing = self._sharing
-        assert sharing is not None  # the caller checked
-        start = self._clock()
-
-        async def find() -> ReplicaHandle | None:
-            return await self._attach_booked(model, start)
-
-        look = self._follower_look(
-            model, find, lambda: len(self._booked_pods(model)),
-            poll_s=lambda _elapsed, _booked: _FOLLOW_POLL_S * 2.5,
-            failure=lambda: f"no shared pod of model '{model}' appeared within {timeout_s:g} s",
-            hard_deadline=True,
-        )  # fmt: skip
-        return await follow(
-            self._started_informer(), look, model=model, start=start,
-            deadline=start + timeout_s, clock=self._clock,
-        )  # fmt: skip
-
-    async def _attach_booked(self, model: str, start: float) -> ReplicaHandle | None:
-        """Route to one more shared pod whose booking lists `model` and whose runtime answers
-        it ready; None when there is none."""
-        sharing = self._sharing
-        assert sharing is not None  # the caller checked
-        for pod in self._booked_pods(model):
-            url = runtime_url(pod, self._kube.runtime_port)
-            if url is None:
-                continue
-            if await RuntimeControl(self._session, url, name=name_of(pod)).model_ready(model):
-                replica = sharing.attach(name_of(pod), model, url)
-                grpc = self._attached.attach_shared(replica, pod, model, url)
-                return ReplicaHandle(
-                    replica, model, url, claim_s=self._clock() - start, restore_s=0.0,
-                    grpc_address=grpc, host=name_of(pod),
-                )  # fmt: skip
-        return None
-
-    async def _adopt_shared(self, model: str) -> list[ReplicaHandle]:
-        """At start: the rooms of `model` booked on shared pods before this activator started
-        (a restart, a rolling update: `release` leaves them booked and loaded), each routed to
-        where its pod's runtime has the model loaded. The leader also frees the rooms of
-        bookings whose pod's runtime answers that it does not have the model (restarted):
-        nothing else would ever unbook them. A runtime that does not answer keeps its
-        booking (the model may be loaded there)."""
-        sharing = self._sharing
-        assert sharing is not None  # the caller checked
-        handles = []
-        while (handle := await self._attach_booked(model, self._clock())) is not None:
-            sharing.adopted(model)
-            handles.append(handle)
-            logger.info("model=%s: adopted its room on shared pod %s", model, handle.host)
-        if not self.leading:
-            return handles
-        for pod in self._booked_pods(model):  # booked, not routed to: is it loaded there?
-            url = runtime_url(pod, self._kube.runtime_port)
-            control = RuntimeControl(self._session, url, name=name_of(pod)) if url else None
-            if control is not None and await control.model_answer(model) is False:
-                logger.warning("shared pod %s model=%s: booked but not loaded; unbooked",
-                               name_of(pod), model)  # fmt: skip
-                await sharing.unbook(name_of(pod), model)
-        return handles
-
-    def _booked_pods(self, model: str) -> list[Pod]:
-        """Live shared pods whose booking lists `model` and that this activator does not
-        route `model` to yet."""
-        mine = self._attached.pods(model)
-        return [
-            p
-            for p in self._started_informer().pods()
-            if model in booked_models(p) and name_of(p) not in mine
-        ]
-
-    async def _start_shared(self, model: str, timeout_s: float) -> ReplicaHandle:
-        """A shared model's replica: its room on a shared pod (decision 0022)."""
-        assert self._sharing is not None  # the caller checked
-        shared = await self._sharing.start(model, timeout_s=timeout_s)
-        pod = self._started_informer().get(pod_of(shared.id))
-        grpc = self._attached.attach_shared(shared.id, pod, model, shared.url)
-        return dataclasses.replace(shared, grpc_address=grpc)

@@ -41,6 +41,7 @@ from activator.scaler.kubernetes.pod_budget import (
     node_of,
     place_spread,
 )
+from activator.scaler.kubernetes.pod_memory import memory_limit, shared_budget
 from activator.scaler.kubernetes.pod_state import (
     Pod,
     is_deleting,
@@ -133,13 +134,23 @@ class SharedPods:
             "times in a row"
         )
 
-    async def open(self, pod: Pod, model: str, need_bytes: int) -> Booked:
+    async def open(
+        self, pod: Pod, model: str, need_bytes: int, *, own_bytes: int | None = None
+    ) -> Booked:
         """The first booking on `pod`, a pool pod the caller claimed and loaded `model` into
-        after `place` said NewHost: its budget is the usual one, or the model's own size.
+        after `place` said NewHost: its budget is the usual one, capped by the runtime
+        container's memory limit less `own_bytes` (what the runtime holds of its own:
+        pod_memory), and never below the model's own size (it is loaded already).
         Its own writes (the `serving` mark) may move its resourceVersion meanwhile: a
         conflict re-reads it and books again."""
         name = name_of(pod)
-        load = PodLoad(max(self._budget_bytes, need_bytes)).booked(model, need_bytes)
+        budget = shared_budget(self._budget_bytes, memory_limit(pod), own_bytes)
+        if budget < self._budget_bytes:
+            logger.info(
+                "shared pod %s: budget %d MiB (its memory limit less the runtime's own %d MiB)",
+                name, budget >> 20, (own_bytes or 0) >> 20,
+            )  # fmt: skip
+        load = PodLoad(max(budget, need_bytes)).booked(model, need_bytes)
         for _ in range(self._max_attempts):
             try:
                 await self._book(pod, load)

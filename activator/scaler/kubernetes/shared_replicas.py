@@ -115,6 +115,10 @@ class SharedReplicas:
     def shares(self, model: str) -> bool:
         return model in self._shared
 
+    def models(self) -> list[str]:
+        """The shared models, by name."""
+        return sorted(self._shared)
+
     async def start(self, model: str, *, timeout_s: float) -> ReplicaHandle:
         """A replica of `model`: room booked on a shared pod (evicting idle models there, or
         claiming a pool pod), the model loaded in it."""
@@ -148,12 +152,15 @@ class SharedReplicas:
         pod, url, claim_s = await self._starter.bring_up(
             model, start, deadline, loading=self.loading
         )
+        control = RuntimeControl(self._session, url, name=name_of(pod))
         try:
-            booked = await self._pods.open(pod, model, nbytes)
+            resident = await control.resident_bytes()  # the runtime with the model in it
+            own = None if resident is None else max(0, resident - nbytes)
+            booked = await self._pods.open(pod, model, nbytes, own_bytes=own)
         except BaseException:
             await asyncio.shield(self._starter.delete(name_of(pod), grace_s=1))
             raise
-        await self._count_load(RuntimeControl(self._session, url, name=booked.pod), model, {})
+        await self._count_load(control, model, {})
         return self._handle(booked.pod, model, url, claim_s=claim_s, start=start)
 
     async def stop(self, replica: str, *, timeout_s: float) -> None:

@@ -64,15 +64,22 @@ async def _fleet(
     api: client.ApiClient,
     kubelet_factory: Callable[..., LocalKubelet],
     tmp_path: Path,
+    *,
+    memory_limit: str | None = None,
 ) -> tuple[Path, Callable[[], int]]:
-    """Three shared 4 MiB models and a pool of two ready `thaw serve` pods."""
+    """Three shared 4 MiB models and a pool of two ready `thaw serve` pods (their runtime
+    container limited to `memory_limit` if given)."""
     repo = tmp_path / "repo"
     for name in MODELS:
         # A long scale-to-zero grace: the only way off the shared pod is eviction.
         with_params(make_onnx_add(repo, name, size=SIZE), placement="shared",
                     scale_to_zero_grace_s=600, activation_timeout_s=60)  # fmt: skip
     kubelet_factory(host_paths={"/models": repo, "/cache": tmp_path / "cache"})
-    await client.AppsV1Api(api).create_namespaced_deployment(NAMESPACE, pool_deployment(2))
+    pool = pool_deployment(2)
+    if memory_limit is not None:
+        (container,) = pool["spec"]["template"]["spec"]["containers"]
+        container["resources"] = {"limits": {"memory": memory_limit}}
+    await client.AppsV1Api(api).create_namespaced_deployment(NAMESPACE, pool)
 
     def ready_pool() -> int:
         pods = server.objects("pods", NAMESPACE)
@@ -247,3 +254,81 @@ async def test_a_restarted_activator_adopts_the_booked_rooms_and_frees_a_stale_o
 def up_cold_starts(up: UpProcess, model: str) -> int:
     """How many cold starts of `model` the activator's status lists."""
     return sum(1 for c in up.get("/thaw/status")["cold_starts"] if c["model"] == model)
+
+
+async def test_a_follower_promoted_to_leader_frees_a_stale_booking(
+    kube_apiserver: FakeKubeApiServer,
+    kube_api: client.ApiClient,
+    kubeconfig_path: Path,
+    kubelet_factory: Callable[..., LocalKubelet],
+    tmp_path: Path,
+) -> None:
+    """A booking the leader made but never loaded (it died in between) is found by the
+    follower that takes over: as leader it looks at every shared model's bookings, as the
+    leader does at its start, and frees those whose pod's runtime does not have the model;
+    the rooms that are loaded stay booked."""
+    repo, _ready_pool = await _fleet(kube_apiserver, kube_api, kubelet_factory, tmp_path)
+
+    def start(name: str) -> UpProcess:
+        return UpProcess(repo, *up_args(kubeconfig_path, activator_id=name, extra=SHARED_FLAGS))
+
+    def holder() -> str | None:
+        lease = kube_apiserver.get("leases", NAMESPACE, LEASE) or {}
+        return lease.get("spec", {}).get("holderIdentity") or None
+
+    ups = {name: await asyncio.to_thread(start, name) for name in ("act-0", "act-1")}
+    try:
+        leader_id = str(await eventually(holder, timeout_s=30))
+        async with aiohttp.ClientSession() as session:
+            assert await _infer(session, ups[leader_id], "onnx_a") == 200
+        (pod,) = _hosts(ups[leader_id])
+        current = kube_apiserver.get("pods", NAMESPACE, pod) or {}
+        load = load_of(current)
+        assert load is not None
+        await client.CoreV1Api(kube_api).patch_namespaced_pod(
+            pod, NAMESPACE, booking_patch(current, load.booked("onnx_c", 1024))
+        )
+        assert set(_booked(kube_apiserver, pod)) == {"onnx_a", "onnx_c"}
+        ups.pop(leader_id).stop()  # the follower takes over within the lease
+        (follower_id,) = ups
+        await eventually(lambda: holder() == follower_id, timeout_s=30)
+        await eventually(lambda: set(_booked(kube_apiserver, pod)) == {"onnx_a"}, timeout_s=30)
+        assert "booked but not loaded; unbooked" in ups[follower_id].log()
+    finally:
+        for up in ups.values():
+            up.stop()
+    for up in ups.values():
+        assert "Traceback" not in up.log(), up.log()
+
+
+async def test_a_shared_pods_budget_is_capped_by_its_memory_limit(
+    kube_apiserver: FakeKubeApiServer,
+    kube_api: client.ApiClient,
+    kubeconfig_path: Path,
+    kubelet_factory: Callable[..., LocalKubelet],
+    tmp_path: Path,
+) -> None:
+    """A budget (the flag's 64 GiB) larger than the pod's runtime container may hold (its
+    `limits.memory`, 4 GiB) would have the kernel kill the pod with every model on it: the
+    pod's booked budget is its limit less what its runtime holds of its own."""
+    limit = 4 << 30
+    repo, _ready_pool = await _fleet(
+        kube_apiserver, kube_api, kubelet_factory, tmp_path, memory_limit="4Gi"
+    )
+    flags = ["--shared-replica-bytes", str(64 << 30), "--evict-grace-s", str(EVICT_GRACE_S)]
+    args = up_args(kubeconfig_path, activator_id="activator-0",
+                   extra=["--leader-election", "off", *flags])  # fmt: skip
+    up = await asyncio.to_thread(UpProcess, repo, *args)
+    try:
+        async with aiohttp.ClientSession() as session:
+            assert await _infer(session, up, "onnx_a") == 200
+        (pod,) = _hosts(up)
+        load = load_of(kube_apiserver.get("pods", NAMESPACE, pod) or {})
+        assert load is not None
+        # Less the runtime's own resident memory (a Python server with onnxruntime: well
+        # over 10 MiB, well under 2 GiB), not the flag's 64 GiB.
+        assert limit - (2 << 30) < load.budget_bytes < limit - (10 << 20), load
+        assert "its memory limit less the runtime's own" in up.log()
+    finally:
+        up.stop()
+    assert "Traceback" not in up.log(), up.log()

@@ -249,7 +249,9 @@ def test_load_files_that_cannot_be_written_are_400_and_the_model_keeps_serving(
     # A path component past NAME_MAX (Triton: 500, the same text, and the server survives).
     long_name = _load(server, "onnx_zero_1_float32", {"file:" + "A" * 256: "YQ==", "config": "{}"})
     message = _error(long_name, 400)
-    assert message.startswith("failed to poll from model repository")
+    assert message.startswith(
+        "failed to load 'onnx_zero_1_float32', failed to poll from model repository"
+    )
     assert "256 bytes" in message
     # A file where another path needs a directory: found only while writing.
     onnx = (server.repo / "onnx_zero_1_float32" / "1" / "model.onnx").read_bytes()

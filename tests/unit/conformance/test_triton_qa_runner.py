@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tests.conformance.pytest_junit import junit_rows
 from tests.conformance.qa_checkout import Result
+from tests.conformance.qa_l0_lifecycle import LEFT_OUT
 from tests.conformance.qa_servers import first_unknown
 from tests.conformance.triton_qa import SUITES, Run, rows_to_results, select
 
@@ -95,3 +96,14 @@ def test_a_junit_report_reads_as_one_row_per_test_with_its_reason() -> None:
         "m.C.test_errs": {"outcome": "error", "detail": "boom"},
         "m.C.test_skips": {"outcome": "skipped", "detail": "not here"},
     }
+
+
+def test_l0_lifecycle_runs_or_names_the_reason_for_each_of_its_46_tests() -> None:
+    run_tests = {run.target.rsplit(".", 1)[-1] for run in SUITES["L0_lifecycle"].runs}
+    left_out = {name for name in LEFT_OUT if name.startswith("test_")}
+    assert not run_tests & left_out
+    assert len(run_tests | left_out) == 46  # lifecycle_test.py's tests at v2.51.0
+    noexit = [run for run in SUITES["L0_lifecycle"].runs if "noexit" in run.target]
+    # test.sh's run_server_nowait: the server is neither live nor ready, so no wait for it
+    assert len(noexit) == 4 and not any(run.ready for run in noexit)
+    assert all("--exit-on-error=false" in run.serve_args for run in noexit)

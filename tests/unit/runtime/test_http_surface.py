@@ -301,7 +301,9 @@ async def test_load_file_paths_the_disk_cannot_hold_are_400_before_loading(
     response = await client.post("/v2/repository/models/add_sub/load", data=body)
     error = await _error(response, 400)
     # Triton's text (its status is 500), then what is wrong with the path.
-    assert error.startswith("failed to poll from model repository: load file path ")
+    assert error.startswith(
+        "failed to load 'add_sub', failed to poll from model repository: load file path "
+    )
     assert message in error
     assert service.load_calls == []
     assert (await client.get("/v2/health/ready")).status == 200

@@ -285,7 +285,7 @@ async def test_index_lists_a_slow_repository_off_the_event_loop(
     make_python_identity(tmp_path, "a")
     manager = _manager(tmp_path, ModelControlMode.EXPLICIT)
     await manager.start()
-    from runtime.models import manager as model_manager
+    from runtime.models import namespaces  # where the manager's listing is done
 
     listing, release = threading.Event(), threading.Event()
     listed_in: list[threading.Thread] = []
@@ -296,7 +296,7 @@ async def test_index_lists_a_slow_repository_off_the_event_loop(
         release.wait(10)  # hangs until the test has seen the loop run meanwhile
         return list_models(repo)
 
-    monkeypatch.setattr(model_manager, "list_models", slow_listing)
+    monkeypatch.setattr(namespaces, "list_models", slow_listing)
     index = asyncio.create_task(manager.index())
     assert await asyncio.to_thread(listing.wait, 10)  # the listing is under way...
     assert not index.done()  # ...and this line runs: the loop was not held by it

@@ -55,6 +55,17 @@ def test_specific_version_that_does_not_exist_is_named() -> None:
         select_versions(policy, [1, 3], "m")
 
 
+def test_specific_versions_present_are_served_the_missing_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """As tritonserver (qa/L0_lifecycle test_file_override: versions [1, 3], only 3 there)."""
+    policy = _policy("version_policy: { specific: { versions: [ 1, 4 ] } }")
+    assert select_versions(policy, [1, 3], "repo/m") == [1]
+    assert "version 4 is specified for model 'm', but the version directory is not present" in (
+        caplog.text
+    )
+
+
 def test_model_without_versions_is_an_error(tmp_path: Path) -> None:
     write_config(tmp_path / "empty", 'backend: "python"')
     with pytest.raises(RepositoryError, match="no version directory"):

@@ -66,6 +66,22 @@ def test_the_positional_repository_goes_first_and_thaw_defaults_hold() -> None:
     assert config.grpc_max_message == config.max_body_bytes == 64 << 20
 
 
+def test_a_repository_named_twice_is_one_repository(tmp_path: Path) -> None:
+    """qa/L0_lifecycle's test_config_override gives tritonserver one directory twice: its
+    models are no duplicates of themselves."""
+    repo = str(tmp_path / "models")
+    config = _parse(
+        repo, f"--model-repository={repo}", "--model-repository=more", f"--model-repository={repo}/"
+    )
+    assert config.repositories == (Path(repo), Path("more"))
+
+
+def test_exit_on_error_not_given_differs_from_false_given() -> None:
+    """Only a given `--exit-on-error=false` keeps a server that failed to start answering."""
+    assert _parse("repo").exit_on_error is None
+    assert _parse("repo", "--exit-on-error=false").exit_on_error is False
+
+
 def test_port_zero_makes_every_port_a_free_one_unless_given() -> None:
     config = _parse("repo", "--port", "0")
     assert (config.port, config.grpc_port, config.metrics_port) == (0, 0, 0)
@@ -102,6 +118,13 @@ def test_strict_model_config_warns_as_tritonserver(argv: tuple[str, ...], said: 
     assert len(warnings) == len(said)
     for warning, fragment in zip(warnings, said, strict=True):
         assert warning.startswith("Warning: ") and fragment in warning
+def test_model_namespacing_and_a_repository_given_twice() -> None:
+    assert _parse("repo").model_namespacing is False  # tritonserver's default
+    assert _parse("a", "--model-repository=b", "--model-namespacing=true").model_namespacing
+    assert _parse("repo", "--model-control-mode=POLL").model_control_mode == "poll"  # any case
+    # One directory named twice is one repository, as tritonserver keeps a set of them.
+    twice = _parse("a", "--model-repository=b", "--model-repository=./a")
+    assert [p.name for p in twice.repositories] == ["a", "b"]
 
 
 def test_log_flags_lower_the_level() -> None:
@@ -113,7 +136,7 @@ def test_log_flags_lower_the_level() -> None:
 @pytest.mark.parametrize(
     "flag",
     ["--grpc-use-ssl=true", "--rate-limit=execution_count", "--vertex-ai-port=1",
-     "--model-namespacing", "--reuse-grpc-port=true", "--id=x"],
+     "--model-config-name=x", "--reuse-grpc-port=true", "--id=x"],
 )  # fmt: skip
 def test_an_unsupported_tritonserver_flag_is_refused_by_name(
     flag: str, capsys: pytest.CaptureFixture[str]

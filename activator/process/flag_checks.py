@@ -1,0 +1,117 @@
+"""`thaw up`'s flag checks: a parsed flag's value, or a combination of flags, refused with a
+ConfigError that names the flag, else the value the config takes.
+
+cli calls them while it builds the ActivatorConfig from the parsed flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+from activator.errors import ConfigError
+from activator.scaler.local.host_tier import default_budget_bytes
+from thawserver import ranges
+from thawserver.cache_flags import cache_bytes
+from thawserver.connection_limits import LIMIT_RANGES, ConnectionLimits, out_of_range
+from thawserver.limit_flags import limits_from_args
+from thawwire.model_control import LOAD_MODEL_NOT_EXPLICIT
+
+__all__ = [
+    "backend_directory",
+    "check_range",
+    "connection_limits",
+    "extra_port",
+    "header_forward_pattern",
+    "host_cache_bytes",
+    "load_models",
+    "refuse_local_only_flags",
+    "response_cache_bytes",
+]
+
+
+def check_range(flag: str, value: float, low: float, high: float) -> None:
+    problem = ranges.out_of_range(flag, value, low, high)
+    if problem is not None:
+        raise ConfigError(problem)
+
+
+def extra_port(flag: str, given: int | None, allowed: bool, default: int, http: int) -> int | None:
+    """A Triton port of `thaw up`: None when not allowed; with `--port 0`, a free one unless
+    given (processes side by side never collide)."""
+    if not allowed:
+        return None
+    port = given if given is not None else (0 if http == 0 else default)
+    check_range(flag, port, 0, 65535)
+    return port
+
+
+def connection_limits(args: argparse.Namespace) -> ConnectionLimits:
+    limits = limits_from_args(args)
+    problem = out_of_range(limits, {name: "--" + name.replace("_", "-") for name in LIMIT_RANGES})
+    if problem is not None:
+        raise ConfigError(problem)
+    return limits
+
+
+def host_cache_bytes(given: int | None, *, kubernetes: bool) -> int:
+    """The host-memory tier's budget. Off on Kubernetes: the tier is a tmpfs directory of this
+    machine that local replicas map, and pods run on other nodes (their node cache is theirs)."""
+    if kubernetes:
+        if given:
+            raise ConfigError(
+                f"`--host-cache-bytes` = {given}, must be 0 with --scaler kubernetes "
+                "(the host-memory tier is local replicas' shared memory)"
+            )
+        return 0
+    budget = default_budget_bytes() if given is None else given
+    check_range("--host-cache-bytes", budget, 0, 1 << 44)
+    return budget
+
+
+def header_forward_pattern(flag: str, text: str) -> str:
+    """`text`, once it compiles as the replica compiles it (runtime.header_forward: a leading
+    `(?-i)` is RE2's case-sensitive switch, not Python's); ConfigError naming the flag if not."""
+    try:
+        re.compile(text.removeprefix("(?-i)"))
+    except re.error as exc:
+        raise ConfigError(f"{flag} {text!r} is not a regular expression: {exc}") from None
+    return text
+
+
+def response_cache_bytes(args: argparse.Namespace) -> int:
+    """The replicas' response cache (thawserver.cache_flags); ConfigError as thaw serve's."""
+    try:
+        return cache_bytes(args.cache_config, args.response_cache_byte_size)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def backend_directory(args: argparse.Namespace, *, kubernetes: bool) -> Path | None:
+    directory: Path | None = args.backend_directory
+    if directory is None:
+        return None
+    if kubernetes:
+        raise ConfigError(
+            "--backend-directory is not supported with --scaler kubernetes yet (the pods would "
+            "need the directory too); put model.py in each model's version folder with "
+            'backend: "python" instead'
+        )
+    if not directory.is_dir():
+        raise ConfigError(f"--backend-directory {str(directory)!r} is not a directory")
+    return directory.resolve()
+
+
+def load_models(args: argparse.Namespace) -> tuple[str, ...]:
+    if args.load_model and args.model_control_mode != "explicit":
+        raise ConfigError(LOAD_MODEL_NOT_EXPLICIT)  # tritonserver's words, as thaw serve
+    return tuple(dict.fromkeys(args.load_model))
+
+
+def refuse_local_only_flags(args: argparse.Namespace) -> None:
+    """ConfigError for a flag only `--scaler local` takes (given with `--scaler kubernetes`)."""
+    if args.http_header_forward_pattern or args.grpc_header_forward_pattern:
+        raise ConfigError("--http/--grpc-header-forward-pattern need --scaler local")
+    if response_cache_bytes(args):
+        raise ConfigError("--cache-config / --response-cache-byte-size need --scaler local")

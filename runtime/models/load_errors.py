@@ -1,0 +1,27 @@
+"""The words of a failed load request: Triton's `load failed for model '<name>': <why>`, and
+`failed to load '<name>', <why>` for refused overrides."""
+
+from __future__ import annotations
+
+from runtime.errors import ControlDisabled, InvalidInput, ModelNotFound, ServingError
+
+__all__ = ["name_load_failure", "refused_overrides"]
+
+# Refusals of the request itself, which Triton words on their own (no model was tried).
+_REFUSALS = (ControlDisabled, InvalidInput, ModelNotFound)
+_NAMED = ("load failed for model", "failed to load")
+
+
+def name_load_failure(name: str, exc: ServingError) -> None:
+    """Prefix the reason a load of `name` failed as tritonserver words it (qa/L0_lifecycle
+    `test_config_override` asserts it); the error keeps its type, so its status holds."""
+    if isinstance(exc, _REFUSALS) or exc.message.startswith(_NAMED):
+        return
+    exc.message = f"load failed for model '{name}': {exc.message}"
+    exc.args = (exc.message,)
+
+
+def refused_overrides(name: str, exc: InvalidInput) -> InvalidInput:
+    """A load request's refused `config` or `file:` overrides, worded as Triton's
+    `failed to load '<name>', <why>` (qa/L0_lifecycle test_file_override and _security)."""
+    return InvalidInput(f"failed to load '{name}', {exc.message}")

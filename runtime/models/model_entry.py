@@ -1,0 +1,72 @@
+"""One model the ModelManager has seen: its state, what serves, and its repository-index rows."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from runtime.models.namespaces import ModelKey
+from runtime.models.version_loader import LoadedVersion
+from runtime.models.version_reuse import Fingerprint
+from tritonconfig.schema import mc
+
+__all__ = ["UNLOADED", "ModelEntry", "ModelState", "index_rows"]
+
+# The reason a model unloaded on request is UNAVAILABLE for (the index shows it, as Triton's).
+UNLOADED = "unloaded"
+
+
+class ModelState(StrEnum):
+    """Where a model is in its life; the index reports these strings."""
+
+    READY = "READY"
+    UNAVAILABLE = "UNAVAILABLE"
+    LOADING = "LOADING"
+    UNLOADING = "UNLOADING"
+
+
+@dataclass
+class ModelEntry:
+    """One model the manager has seen; `versions` holds what currently serves."""
+
+    name: str
+    key: ModelKey  # the name in its namespace (runtime.models.namespaces)
+    state: ModelState | None = None  # None: never asked to load
+    reason: str = ""
+    versions: dict[str, LoadedVersion] = field(default_factory=dict)
+    latest: str = ""  # the version unversioned requests go to
+    known_versions: list[str] = field(default_factory=list)  # last versions loaded or tried
+    wanted: bool = False  # should be loaded (counts for server readiness)
+    fingerprint: tuple[tuple[str, int, int], ...] = ()
+    override_dir: Path | None = None  # temp repository for a load with `files`
+    config_override: bool = False  # serving a load's `config`, read from the repository
+    # What the versions up were loaded from: a reload keeps the unchanged (version_reuse)
+    served_fingerprint: Fingerprint = ()
+    served_config: mc.ModelConfig | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    @property
+    def live(self) -> bool:
+        """Serving, or to be (a request for its name may mean it: runtime.models.namespaces)."""
+        return bool(self.versions) or self.wanted
+
+
+def index_rows(name: str, model: ModelEntry | None) -> list[dict[str, Any]]:
+    """Triton's repository-index rows of one model (observed on 2.51): the name alone for a
+    model never asked to load; else a version on every row of a model it tried to load, and
+    `reason` only when there is one."""
+    if model is None or model.state is None:
+        return [{"name": name}]
+    rows = []
+    for version in list(model.versions) or model.known_versions or [""]:
+        row: dict[str, Any] = {"name": name}
+        if version:
+            row["version"] = version
+        row["state"] = model.state.value
+        if model.reason:
+            row["reason"] = model.reason
+        rows.append(row)
+    return rows

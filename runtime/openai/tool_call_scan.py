@@ -1,0 +1,197 @@
+"""A model's tool-call text, perhaps still being written, read as the calls so far (pure).
+
+    mistral_calls   [{"name": ..., "arguments": {...}}, ...]        the array after the token
+    llama_calls     {"name": ..., "arguments"|"parameters": {...}} [; {...}]...
+
+A small scanner of JSON values, tolerant of a text that ends mid-value (`Read.end` stays None
+until the calls' text has ended), strict about anything that will never be JSON (`Malformed`).
+It keeps no stack of Python frames per nesting level, so deep nesting cannot overflow it; a
+whole arguments value is checked with the json module, whose RecursionError is Malformed too.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+__all__ = ["Call", "Malformed", "Read", "llama_calls", "mistral_calls", "skip_whitespace"]
+
+_ARGUMENT_KEYS = ("arguments", "parameters")
+_WHITESPACE = " \t\r\n"
+
+
+class _Partial(Exception):
+    """The text ends inside a JSON value: more is to come."""
+
+
+class Malformed(Exception):
+    """The text is not JSON (of a tool call) and will not become it."""
+
+
+@dataclass(slots=True)
+class Call:
+    """A call as far as its text goes: its name once whole, its arguments' text so far."""
+
+    name: str | None = None
+    arguments: str = ""
+    arguments_whole: bool = False
+    whole: bool = False
+
+
+def skip_whitespace(text: str, i: int) -> int:
+    while i < len(text) and text[i] in _WHITESPACE:
+        i += 1
+    return i
+
+
+def _value_end(text: str, i: int) -> int:
+    """Where the JSON value starting at `text[i]` ends (an index past it)."""
+    c = text[i]
+    if c == '"':
+        j = i + 1
+        while j < len(text):
+            if text[j] == "\\":
+                j += 2
+            elif text[j] == '"':
+                return j + 1
+            else:
+                j += 1
+        raise _Partial
+    if c in "{[":
+        closers = []
+        j = i
+        while j < len(text):
+            c = text[j]
+            if c == '"':
+                j = _value_end(text, j)
+                continue
+            if c in "{[":
+                closers.append("}" if c == "{" else "]")
+            elif c in "}]":
+                if c != closers.pop():
+                    raise Malformed
+                if not closers:
+                    return j + 1
+            j += 1
+        raise _Partial
+    j = i
+    while j < len(text) and text[j] not in ",}]" + _WHITESPACE:
+        j += 1
+    if j == len(text):
+        raise _Partial
+    try:
+        json.loads(text[i:j])
+    except ValueError:
+        raise Malformed from None
+    return j
+
+
+def _call(text: str, i: int) -> tuple[Call, int]:
+    """The call whose object starts at `text[i]` ("{"), and where its text ends so far."""
+    call = Call()
+    j = i + 1
+    while True:
+        j = skip_whitespace(text, j)
+        if j == len(text):
+            return call, j
+        if text[j] == "}":
+            call.whole = True
+            return call, j + 1
+        if text[j] == ",":
+            j += 1
+            continue
+        if text[j] != '"':
+            raise Malformed
+        try:
+            key_end = _value_end(text, j)
+        except _Partial:
+            return call, len(text)
+        key = json.loads(text[j:key_end])
+        j = skip_whitespace(text, key_end)
+        if j == len(text):
+            return call, j
+        if text[j] != ":":
+            raise Malformed
+        j = skip_whitespace(text, j + 1)
+        if j == len(text):
+            return call, j
+        try:
+            end = _value_end(text, j)
+        except _Partial:
+            if key in _ARGUMENT_KEYS:
+                call.arguments = text[j:]
+            return call, len(text)
+        if key == "name":
+            name = json.loads(text[j:end])
+            if not isinstance(name, str) or not name:
+                raise Malformed
+            call.name = name
+        elif key in _ARGUMENT_KEYS:
+            call.arguments, call.arguments_whole = _arguments(text[j:end]), True
+        j = end
+
+
+def _arguments(raw: str) -> str:
+    """A whole arguments value as the text of a JSON object (a model may quote it)."""
+    try:
+        value = json.loads(raw)
+        if isinstance(value, str):
+            value, raw = json.loads(value), value
+    except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
+        raise Malformed from None
+    if not isinstance(value, dict):
+        raise Malformed
+    return raw
+
+
+@dataclass(slots=True)
+class Read:
+    calls: list[Call] = field(default_factory=list)
+    end: int | None = None  # where the calls' text ended, once it has
+
+
+def mistral_calls(text: str) -> Read:
+    read = Read()
+    j = skip_whitespace(text, 0)
+    if j == len(text):
+        return read
+    if text[j] != "[":
+        raise Malformed
+    j += 1
+    while True:
+        j = skip_whitespace(text, j)
+        if j == len(text):
+            return read
+        if text[j] == "]":
+            read.end = j + 1
+            return read
+        if text[j] == ",":
+            j += 1
+            continue
+        if text[j] != "{":
+            raise Malformed
+        call, j = _call(text, j)
+        read.calls.append(call)
+        if not call.whole:
+            return read
+
+
+def llama_calls(text: str) -> Read:
+    read = Read()
+    j = 0
+    while True:
+        j = skip_whitespace(text, j)
+        if j == len(text):
+            return read
+        if text[j] == ";" and read.calls:
+            j += 1
+            continue
+        if text[j] != "{":
+            if read.calls:
+                read.end = j  # what follows the calls is content
+                return read
+            raise Malformed
+        call, j = _call(text, j)
+        read.calls.append(call)
+        if not call.whole:
+            return read
