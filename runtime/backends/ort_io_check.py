@@ -5,7 +5,8 @@
 
 `inputs` / `outputs` are the session's (name, shape) pairs, a symbolic or unknown dimension
 as -1. Triton's order: the number of inputs, each config input and output known to the
-model, then each one's shape (the batch dimension first when `max_batch_size` > 0).
+model, then each one's shape (the batch dimension first when `max_batch_size` > 0). A
+sequence model's control and state inputs count as Triton counts them.
 """
 
 from __future__ import annotations
@@ -30,9 +31,10 @@ def io_mismatch(
     made = {target for entry in config.batch_input for target in entry.target_name}
     model_inputs = {key: shape for key, shape in inputs if key not in made}
     model_outputs = dict(outputs)
-    if len(config.input) != len(model_inputs):
+    expected = len(config.input) + _sequence_inputs(config)
+    if expected != len(model_inputs):
         return (
-            f"unable to load model '{name}', configuration expects {len(config.input)} inputs, "
+            f"unable to load model '{name}', configuration expects {expected} inputs, "
             f"model provides {len(model_inputs)}"
         )
     for field, declared, given in (
@@ -52,6 +54,16 @@ def io_mismatch(
             if problem:
                 return problem
     return ""
+
+
+def _sequence_inputs(config: mc.ModelConfig) -> int:
+    """The model inputs a sequence batcher fills, as Triton counts them: one per control kind
+    the config names (start, end, ready, correlation id) and one per implicit state."""
+    if not config.HasField("sequence_batching"):
+        return 0
+    batching = config.sequence_batching
+    kinds = {control.kind for entry in batching.control_input for control in entry.control}
+    return len(kinds) + len(batching.state)
 
 
 def _shape_problem(

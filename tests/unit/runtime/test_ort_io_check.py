@@ -85,3 +85,25 @@ def test_batch_input_targets_are_the_servers_not_the_configs() -> None:
     )
     inputs = [("INPUT0", [-1, 16]), ("COUNT", [-1, 1])]
     assert io_mismatch(parse_config(text, "c"), inputs, OUTPUTS) == ""
+
+
+def test_a_sequence_models_control_and_state_inputs_count_as_triton_counts_them() -> None:
+    """One model input per control kind (START's two controls name one tensor) and one per
+    implicit state, beside the config's own inputs (qa/L0_implicit_state's ONNX models)."""
+    text = (
+        'name: "m"\nmax_batch_size: 1\ninput [ '
+        + _io("INPUT0")
+        + " ]\noutput [ "
+        + _io("OUTPUT0")
+        + ' ]\nsequence_batching { control_input [ { name: "START" '
+        "control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] } ] "
+        'state [ { input_name: "STATE_IN" output_name: "STATE_OUT" data_type: TYPE_INT32 '
+        "dims: [ 1 ] } ] }\n"
+    )
+    config = parse_config(text, "c")
+    session = [("INPUT0", [-1, 16]), ("START", [-1, 1]), ("STATE_IN", [-1, 1])]
+    outputs = [("OUTPUT0", [-1, 16]), ("STATE_OUT", [-1, 1])]
+    assert io_mismatch(config, session, outputs) == ""
+    assert io_mismatch(config, session[:2], outputs) == (
+        "unable to load model 'm', configuration expects 3 inputs, model provides 2"
+    )
