@@ -18,11 +18,14 @@ def fill_defaults(
     pinned memory, the preferred batch sizes and the sequence idle time, where the config
     leaves them unset. `gpus`: the GPUs the server found (Triton's rule: a `KIND_AUTO` group
     is `KIND_GPU` when there is one, and a GPU group that names none gets all of them). An
-    ensemble gets only its version policy: it has no instances and no optimization of its own
-    (Triton refuses either there)."""
+    ensemble gets only its version policy (and its empty transaction policy): it has no
+    instances and no optimization of its own (Triton refuses either there)."""
     if not config.HasField("version_policy"):
         config.version_policy.latest.num_versions = 1
     if is_ensemble(config):
+        # Triton reports an ensemble's transaction policy, empty, as set (qa/L0_model_config's
+        # completed ensemble config holds `model_transaction_policy { }`).
+        config.model_transaction_policy.SetInParent()
         return
     if config.HasField("sequence_batching"):
         sequence = config.sequence_batching

@@ -98,7 +98,7 @@ def ensemble_cycle(name: str, steps_of: Callable[[str], list[str]]) -> list[str]
 
 def cycle_error(cycle: list[str]) -> str:
     """The message for a cycle `ensemble_cycle` found, the same from both servers."""
-    return f"circular dependency between ensembles: {' -> '.join(cycle)}"
+    return f"circular dependency between ensembles: {cycle[0]} -> ... -> {cycle[-2]} -> {cycle[-1]}"
 
 
 def validate_ensemble(config: mc.ModelConfig, source: str) -> None:
@@ -121,6 +121,10 @@ def validate_ensemble(config: mc.ModelConfig, source: str) -> None:
     if len(config.instance_group):
         raise ModelConfigError(
             f"{source}: instance group should not be specified for ensemble '{name}'"
+        )
+    if config.HasField("optimization"):
+        raise ModelConfigError(
+            f"{source}: optimization should not be specified for ensemble '{name}'"
         )
     if len(config.model_warmup):
         raise ModelConfigError(f"{source}: model_warmup can not be specified for ensemble '{name}'")

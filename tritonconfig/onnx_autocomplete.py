@@ -48,7 +48,12 @@ def autocomplete_from_onnx(config: mc.ModelConfig, model_path: Path, source: str
         if not config.HasField("sequence_batching"):
             config.dynamic_batching.SetInParent()
     elif config.max_batch_size > 0:
-        strip = batchable
+        if not batchable:
+            raise ModelConfigError(
+                f"{source}: autofill failed for model '{config.name}': model does not support "
+                "batching while non-zero max_batch_size is specified"
+            )
+        strip = True
     if len(config.input) == 0:
         for name, dtype, dims in inputs:
             config.input.add(name=name, data_type=dtype, dims=dims[1:] if strip else dims)

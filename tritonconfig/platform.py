@@ -51,15 +51,17 @@ def normalize_platform(config: mc.ModelConfig, version_dir: Path | None, source:
     if config.platform == ENSEMBLE_PLATFORM:
         if config.backend:
             raise ModelConfigError(
-                f"{source}: platform '{ENSEMBLE_PLATFORM}' does not match backend "
-                f"'{config.backend}'"
+                f"{source}: Ensemble model '{config.name}' must have platform type "
+                f"'{ENSEMBLE_PLATFORM}' and empty backend type"
             )
         return
     if not config.platform and not config.backend and version_dir is not None:
         _infer_from_files(config, version_dir)
     if config.platform and not config.backend:
         if config.platform not in PLATFORM_BACKENDS:
-            raise ModelConfigError(f"{source}: unknown platform '{config.platform}'")
+            raise ModelConfigError(
+                f"{source}: unexpected platform type '{config.platform}' for {config.name}"
+            )
         config.backend = PLATFORM_BACKENDS[config.platform]
     elif config.backend and not config.platform and config.backend in _BACKEND_PLATFORMS:
         export = config.backend == "pytorch" and _has_pt2(config, version_dir)
@@ -72,10 +74,30 @@ def normalize_platform(config: mc.ModelConfig, version_dir: Path | None, source:
             )
     if not config.backend:
         raise ModelConfigError(
-            f"{source}: no 'platform' or 'backend' set and no model file to infer it from"
+            f"{source}: Invalid model name: Could not determine backend for model "
+            f"'{config.name}' with no backend in model configuration. Expected model name of "
+            "the form 'model.<backend_name>'."
         )
+    _check_runtime(config, source)
     if config.backend not in _DEFAULT_FILES:
         raise ModelConfigError(f"{source}: unsupported backend '{config.backend}'")
+
+
+def _check_runtime(config: mc.ModelConfig, source: str) -> None:
+    """Triton's `runtime` (the backend library to load): Thaw's backends are built in, so only
+    their own library names (`libtriton_<backend>.so`) and a Python-based backend's `model.py`
+    name one; a name that leaves the backend directory is refused first, as Triton does."""
+    runtime = config.runtime
+    if not runtime:
+        return
+    if Path(runtime).is_absolute() or ".." in Path(runtime).parts:
+        raise ModelConfigError(
+            f"{source}: backend library name '{runtime}' escapes backend directory"
+        )
+    if runtime not in ("model.py", f"libtriton_{config.backend}.so"):
+        raise ModelConfigError(
+            f"{source}: unable to find backend library '{runtime}' for model '{config.name}'"
+        )
 
 
 def _infer_from_files(config: mc.ModelConfig, version_dir: Path) -> None:

@@ -100,16 +100,18 @@ def validate_sequence_batching(config: mc.ModelConfig, source: str) -> None:
         )
     batching = config.sequence_batching
     seen: set[str] = set()
+    tensors: set[str] = set()
     for control_input in batching.control_input:
         if not control_input.name:
             raise ModelConfigError(
                 f"{source}: sequence batching control tensor must have a name for {name}"
             )
-        if len(control_input.control) > 1:
+        if len(control_input.control) > 1 or control_input.name in tensors:
             raise ModelConfigError(
                 f"{source}: sequence batching control tensor '{control_input.name}' is "
                 f"specified for multiple control kinds for {name}"
             )
+        tensors.add(control_input.name)
         for control in control_input.control:
             kind = mc.ModelSequenceBatching.Control.Kind.Name(control.kind)
             if kind in seen:

@@ -12,6 +12,7 @@ import numpy as np
 from runtime.backends.base import ExecTimings, LoadContext, SnapshotImage
 from runtime.backends.batch_tensors import BatchLayout, run_batched
 from runtime.backends.ort_initializers import initializer_values
+from runtime.backends.ort_io_check import io_mismatch
 from runtime.backends.ort_providers import check_providers, wanted_providers
 from runtime.datatypes import numpy_to_v2
 from runtime.devices.errors import device_failure
@@ -104,6 +105,11 @@ class OnnxRuntimeBackend:
         check = check_providers(ctx.model_name, providers, self.providers)
         if check.fallback is not None:
             ctx.fallback(check.fallback, check.message)
+        mismatch = io_mismatch(
+            ctx.config, _ios(self._session.get_inputs()), _ios(self._session.get_outputs())
+        )
+        if mismatch:
+            raise RepositoryError(mismatch)
         self._outputs = [o.name for o in self._session.get_outputs()]
         self._string_inputs = {
             i.name for i in self._session.get_inputs() if i.type == "tensor(string)"
@@ -176,6 +182,11 @@ def _image_graph(
             ctx.model_name, image.manifest.framework_versions,
         )  # fmt: skip
     return graph, optimized
+
+
+def _ios(args: list[Any]) -> list[tuple[str, list[int]]]:
+    """onnxruntime's NodeArgs as (name, shape), a symbolic or unknown dimension as -1."""
+    return [(arg.name, [d if isinstance(d, int) else -1 for d in arg.shape or []]) for arg in args]
 
 
 def _to_str(item: Any) -> str:

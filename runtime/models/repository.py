@@ -192,9 +192,10 @@ def read_model(
         config = parse_config(_read_config_text(config_path), source)
     else:
         config = mc.ModelConfig()
-    if config.name and config.name != name:
-        raise RepositoryError(f"{source}: name '{config.name}' does not match directory '{name}'")
-    config.name = name
+    # Triton judges the config (in messages naming the model as the config does) before it
+    # compares the name with the directory's.
+    declared = config.name
+    config.name = declared or name
     backend_model_file = python_based_model_file(config.backend, backend_directory)
     if backend_model_file is not None:
         logger.info("model=%s backend '%s' is Python-based: %s", name, config.backend,
@@ -209,6 +210,8 @@ def read_model(
         auto_complete=auto_complete,
         gpus=gpus,
     )
+    if declared and declared != name:
+        raise RepositoryError(f"{source}: name '{declared}' does not match directory '{name}'")
     return ModelSpec(
         name=name,
         model_dir=model_dir,

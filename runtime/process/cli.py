@@ -20,6 +20,7 @@ from runtime.process.triton_flags import (
     add_triton_flags,
     add_unsupported_flags,
     backend_settings,
+    deprecation_warnings,
     log_ignored,
 )
 from thawserver.cache_flags import add_cache_arguments, cache_bytes
@@ -384,6 +385,8 @@ def _cache_bytes(specs: list[str], legacy_bytes: int | None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of `thaw serve`; returns the process exit status."""
+    for warning in deprecation_warnings(args):
+        print(warning, file=sys.stderr)
     try:
         config = build_config(args)
     except ConfigError as exc:

@@ -70,6 +70,12 @@ def auto_complete_config(config: mc.ModelConfig, model_file: Path) -> mc.ModelCo
         raise RepositoryError(
             f"model '{config.name}': auto_complete_config raised {exc!r}"
         ) from exc
+    if not isinstance(result, pb_utils.ModelConfig):
+        raise RepositoryError(
+            f"auto_complete_config function in model '{config.name}' must return a valid "
+            "pb.ModelConfig object."
+        )
+    _check_scheduling_choice(config, result.as_dict())
     updated = mc.ModelConfig()
     try:
         json_format.ParseDict(result.as_dict(), updated)
@@ -78,6 +84,21 @@ def auto_complete_config(config: mc.ModelConfig, model_file: Path) -> mc.ModelCo
             f"model '{config.name}': auto_complete_config returned an invalid config: {exc}"
         ) from exc
     return updated
+
+
+def _check_scheduling_choice(config: mc.ModelConfig, completed: dict[str, Any]) -> None:
+    """Triton's refusal of an `auto_complete_config` that sets another scheduler than the
+    config's own (`dynamic_batching` beside a configured `sequence_batching`)."""
+    given = config.WhichOneof("scheduling_choice")
+    if given is None:
+        return
+    for choice in ("dynamic_batching", "sequence_batching", "ensemble_scheduling"):
+        if choice != given and choice in completed:
+            raise RepositoryError(
+                f"Configuration specified scheduling_choice as '{given}', but "
+                f"auto-complete-config function for model '{config.name}' tries to set "
+                f"scheduling_choice as '{choice}'"
+            )
 
 
 # A non-decoupled request's answer when the model let go of its sender without a response.

@@ -2,6 +2,7 @@
 
 Suite   qa/<name>: its test files, the repositories built for it, its runs, what is deselected
 Run     one server start: a unittest target (or a script, or a refusal check) and its flags
+SuiteRun what a suite that runs itself (`Suite.runner`) is given: mirror, ref, its directory
 """
 
 from __future__ import annotations
@@ -10,11 +11,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from tests.conformance.qa_checkout import Result
 from tests.fixtures.triton_qa_suite_repos import Mirror
 
-__all__ = ["RepoBuilder", "Run", "Suite"]
+__all__ = ["RepoBuilder", "Run", "Suite", "SuiteRun"]
 
 RepoBuilder = Callable[[Path, Mirror], Path]
+
+
+@dataclass(frozen=True)
+class SuiteRun:
+    """A suite whose cases are read from the mirror at run time runs itself with this."""
+
+    mirror: Path  # the bare git mirror of triton-inference-server/server
+    ref: str
+    qa_dir: Path  # its qa/<name>, its `files` extracted there
+    kind: str  # serve | up
+    label: str  # the report's ref column
 
 
 @dataclass(frozen=True)
@@ -76,3 +89,6 @@ class Suite:
     # Files under qa/ that test.sh runs from another directory (`../test_infer_shm_leak.py`),
     # copied into qa/<name> so that they run there (their paths are cwd-relative).
     beside: tuple[str, ...] = ()
+    # Set: the suite's cases are read from the mirror when it runs (L0_model_config's case
+    # directories); `runner` starts each server and returns every row, `runs` is empty.
+    runner: Callable[[SuiteRun], list[Result]] | None = None

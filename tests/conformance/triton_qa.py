@@ -20,6 +20,8 @@ qa/common/gen_qa_*.py, run at the mirror's ref (tests/fixtures/triton_qa_gen.py)
 tests/conformance/qa_gen_suites.py (L0_client_nobatch, L0_decoupled, L0_batcher) and
 tests/conformance/qa_sequence_suites.py (L0_sequence_batcher, L0_implicit_state,
 L0_dyna_sequence_batcher: one server start per test and repository, as their test.sh);
+L0_model_config (tests/conformance/qa_model_config_suite.py) reads its case directories from
+the mirror when it runs: one server start and one row per test.sh case;
 tests/conformance/qa_l0_lifecycle.py runs L0_lifecycle's server starts whose models Thaw serves;
 tests/conformance/qa_namespacing.py runs L0_model_namespacing: two repositories with
 `--model-namespacing=true`, one server start per test and control mode, as its test.sh.
@@ -54,10 +56,11 @@ from tests.conformance.qa_checkout import (
 from tests.conformance.qa_gen_suites import GEN_SUITES
 from tests.conformance.qa_l0_lifecycle import L0_LIFECYCLE
 from tests.conformance.qa_lifecycle_suites import LIFECYCLE_SUITES
+from tests.conformance.qa_model_config_suite import MODEL_CONFIG_SUITE
 from tests.conformance.qa_namespacing import NAMESPACING_SUITES
 from tests.conformance.qa_sequence_suites import SEQUENCE_SUITES
 from tests.conformance.qa_servers import KINDS, refusal, start, unsupported
-from tests.conformance.qa_suite import Run, Suite
+from tests.conformance.qa_suite import Run, Suite, SuiteRun
 from tests.conformance.qa_trace_logging import TRACE_LOGGING_SUITES
 from tests.fixtures.triton_qa_models import build_aio_repo
 from tests.fixtures.triton_qa_suite_repos import (
@@ -244,6 +247,7 @@ SUITES: dict[str, Suite] = {
         *GEN_SUITES,
         *LIFECYCLE_SUITES,
         *SEQUENCE_SUITES,
+        MODEL_CONFIG_SUITE,
         L0_LIFECYCLE,
         *NAMESPACING_SUITES,
     )
@@ -392,8 +396,10 @@ def run_suites(
                 (qa_dir / Path(path).name).write_bytes(read(path))
             for repo_name, build in suite.repos.items():
                 build(qa_dir / repo_name, Mirror(read))
+            label = ref if kind == "serve" else f"{ref} (thaw up)"
+            if suite.runner is not None:
+                results += suite.runner(SuiteRun(mirror, ref, qa_dir, kind, label))
             for run in suite.runs:
-                label = ref if kind == "serve" else f"{ref} (thaw up)"
                 results += _run_one(label, qa_dir, suite, run, with_large=with_large, kind=kind)
     return results
 

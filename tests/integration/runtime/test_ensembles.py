@@ -197,7 +197,7 @@ def test_concurrent_ensemble_requests_all_get_their_own_answers(server: ServePro
     [
         ("cycle", "its steps form a cycle"),
         ("missing", "depends on 'nope' which is not in the model repository"),
-        ("loop_a", "circular dependency between ensembles: loop_a -> loop_b -> loop_a"),
+        ("loop_a", "circular dependency between ensembles: loop_a -> ... -> loop_b -> loop_a"),
     ],
 )
 def test_ensembles_that_cannot_run_fail_to_load_with_a_clear_error(

@@ -77,12 +77,12 @@ DUPLICATE = IO.replace("OUTPUT0", "INPUT0").replace("output", "input")
 REFUSED = [
     ('platform: "onnxruntime_onnx"\nbackend: "pytorch"\n' + IO, "does not match backend"),
     ('backend: "tensorflow"\n' + IO, "unsupported backend 'tensorflow'"),
-    ('platform: "tensorflow_savedmodel"\n' + IO, "unknown platform"),
-    (PY + IO.replace("-1", "0", 1), r"dims = \[0\]"),
+    ('platform: "tensorflow_savedmodel"\n' + IO, "unexpected platform type"),
+    (PY + IO.replace("-1", "0", 1), "dimension must be integer >= 1"),
     (PY + DUPLICATE, "duplicate input name 'INPUT0'"),
     (PY + IO + "version_policy: { specific { versions: [ 7 ] } }\n", r"versions \[7\] that do"),
-    (PY + IO.replace("TYPE_FP32", "TYPE_INVALID", 1), "data_type must be set"),
-    (PY + "max_batch_size: -1\n" + IO, "max_batch_size = -1"),
+    (PY + IO.replace("TYPE_FP32", "TYPE_INVALID", 1), "must specify 'data_type'"),
+    (PY + "max_batch_size: -1\n" + IO, "'max_batch_size' must be non-negative value"),
 ]
 
 

@@ -128,11 +128,23 @@ async def test_corrupt_onnx_file_makes_only_that_model_unavailable(tmp_path: Pat
         await manager.stop()
 
 
+def _widen_add(path: Path) -> None:
+    """make_onnx_add's graph with its input's width symbolic."""
+    import onnx
+
+    model = onnx.load(str(path))
+    model.graph.input[0].type.tensor_type.shape.dim[1].dim_param = "n"
+    onnx.save(model, str(path))
+
+
 async def test_onnx_runtime_error_fails_only_that_request(tmp_path: Path) -> None:
-    # Config claims dims [-1] but the graph needs 4: onnxruntime raises inside run().
+    # Config and graph both take INPUT0 [-1, -1], but the graph adds a weight of 4:
+    # onnxruntime raises inside run() for any other width. (A config of [-1] over the graph's
+    # fixed 4 is refused at load, as Triton refuses it.)
     model_dir = make_onnx_add(tmp_path, "liar")
-    text = (model_dir / "config.pbtxt").read_text().replace("dims: [ 4 ]", "dims: [ -1 ]")
+    text = (model_dir / "config.pbtxt").read_text().replace("dims: [ 4 ]", "dims: [ -1 ]", 1)
     (model_dir / "config.pbtxt").write_text(text)
+    _widen_add(model_dir / "1" / "model.onnx")
     manager = ModelManager(ServeConfig(repository=tmp_path), metrics=Metrics())
     await manager.start()
     try:

@@ -88,6 +88,18 @@ def test_config_name_must_match_directory(tmp_path: Path) -> None:
         read_model(tmp_path, "add_sub")
 
 
+def test_a_refused_config_is_refused_for_that_before_its_name_is_compared(tmp_path: Path) -> None:
+    """Triton's order (qa/L0_model_config's ensemble_scheduling_no_set): the config's own
+    refusal, naming the model as the config does, before the directory's name is checked."""
+    model_dir = make_add_sub(tmp_path)
+    text = (model_dir / "config.pbtxt").read_text().replace('"add_sub"', '"other"')
+    (model_dir / "config.pbtxt").write_text(text + "\nmax_batch_size: -1\n")
+    with pytest.raises(
+        RepositoryError, match="'max_batch_size' must be non-negative value for other"
+    ):
+        read_model(tmp_path, "add_sub")
+
+
 def test_non_utf8_config_is_a_clear_error(tmp_path: Path) -> None:
     model_dir = make_add_sub(tmp_path)
     (model_dir / "config.pbtxt").write_bytes(b'name: "add_sub"\n\xff\xfe\xfd')

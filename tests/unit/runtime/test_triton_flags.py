@@ -17,6 +17,7 @@ from runtime.process.triton_flags import (
     TRITON_FLAGS,
     add_unsupported_flags,
     backend_settings,
+    deprecation_warnings,
     log_ignored,
 )
 
@@ -100,6 +101,23 @@ def test_strict_model_config_is_the_older_name_of_no_auto_complete() -> None:
     assert _parse("repo", "--strict-model-config=false").auto_complete_config is True
 
 
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        ((), []),
+        (("--disable-auto-complete-config",), []),
+        (("--strict-model-config=true",), ["has been deprecated!"]),
+        (
+            ("--disable-auto-complete-config", "--strict-model-config=false"),
+            ["has been deprecated!", "from False to True in favor of"],
+        ),
+    ],
+)
+def test_strict_model_config_warns_as_tritonserver(argv: tuple[str, ...], said: list[str]) -> None:
+    warnings = deprecation_warnings(_parser().parse_args(["serve", "repo", *argv]))
+    assert len(warnings) == len(said)
+    for warning, fragment in zip(warnings, said, strict=True):
+        assert warning.startswith("Warning: ") and fragment in warning
 def test_model_namespacing_and_a_repository_given_twice() -> None:
     assert _parse("repo").model_namespacing is False  # tritonserver's default
     assert _parse("a", "--model-repository=b", "--model-namespacing=true").model_namespacing

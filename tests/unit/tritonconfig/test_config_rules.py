@@ -78,12 +78,24 @@ def test_hostile_config_errors_name_file_and_line(text: str, fragment: str) -> N
 @pytest.mark.parametrize(
     ("text", "fragment"),
     [
-        (GOOD.replace("max_batch_size: 8", "max_batch_size: -1"), "max_batch_size = -1"),
-        (GOOD.replace("dims: [ 3 ]", "dims: [ 0 ]"), "output 'OUT' dims"),
-        (GOOD.replace("dims: [ 3, -1 ]", "dims: [ -7 ]"), "input 'IN' dims"),
+        (
+            GOOD.replace("max_batch_size: 8", "max_batch_size: -1"),
+            "'max_batch_size' must be non-negative value",
+        ),
+        (
+            GOOD.replace("dims: [ 3 ]", "dims: [ 0 ]"),
+            "model output 'OUT' dimension must be integer >= 1",
+        ),
+        (
+            GOOD.replace("dims: [ 3, -1 ]", "dims: [ -7 ]"),
+            "model input 'IN' dimension must be integer >= 1",
+        ),
         (GOOD.replace("TYPE_INT64", "TYPE_INVALID"), "data_type"),
         (GOOD.replace('input [ { name: "IN"', 'input [ { name: ""'), "without a name"),
-        (GOOD.replace("onnxruntime_onnx", "caffe2_netdef"), "unknown platform"),
+        (
+            GOOD.replace("onnxruntime_onnx", "caffe2_netdef"),
+            "unexpected platform type 'caffe2_netdef' for m",
+        ),
     ],
 )
 def test_invalid_configs_are_refused_with_the_field(text: str, fragment: str) -> None:

@@ -1,0 +1,91 @@
+"""The config's inputs and outputs against the ONNX session's, refused in Triton's words.
+
+    io_mismatch(config, inputs, outputs) -> the first thing Triton's onnxruntime backend
+                                            refuses at load, or ""
+
+`inputs` / `outputs` are the session's (name, shape) pairs, a symbolic or unknown dimension
+as -1. Triton's order: the number of inputs, each config input and output known to the
+model, then each one's shape (the batch dimension first when `max_batch_size` > 0). A
+sequence model's control and state inputs count as Triton counts them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tritonconfig.schema import mc
+
+__all__ = ["io_mismatch"]
+
+Shape = Sequence[int]
+
+
+def io_mismatch(
+    config: mc.ModelConfig,
+    inputs: Sequence[tuple[str, Shape]],
+    outputs: Sequence[tuple[str, Shape]],
+) -> str:
+    """What Triton says is wrong with `config` for a session with these inputs and outputs."""
+    name = config.name
+    # A batch input's targets are the model's inputs the server makes, not the client.
+    made = {target for entry in config.batch_input for target in entry.target_name}
+    model_inputs = {key: shape for key, shape in inputs if key not in made}
+    model_outputs = dict(outputs)
+    expected = len(config.input) + _sequence_inputs(config)
+    if expected != len(model_inputs):
+        return (
+            f"unable to load model '{name}', configuration expects {expected} inputs, "
+            f"model provides {len(model_inputs)}"
+        )
+    for field, declared, given in (
+        ("input", config.input, model_inputs),
+        ("output", config.output, model_outputs),
+    ):
+        for io in declared:
+            if io.name not in given:
+                allowed = ", ".join(given)
+                return f"unexpected inference {field} '{io.name}', allowed {field}s are: {allowed}"
+    for declared, given in ((config.input, model_inputs), (config.output, model_outputs)):
+        for io in declared:
+            if getattr(io, "allow_ragged_batch", False):  # its shape is the batch's
+                continue
+            dims = list(io.reshape.shape) if io.HasField("reshape") else list(io.dims)
+            problem = _shape_problem(name, io.name, list(given[io.name]), dims, config)
+            if problem:
+                return problem
+    return ""
+
+
+def _sequence_inputs(config: mc.ModelConfig) -> int:
+    """The model inputs a sequence batcher fills, as Triton counts them: one per control kind
+    the config names (start, end, ready, correlation id) and one per implicit state."""
+    if not config.HasField("sequence_batching"):
+        return 0
+    batching = config.sequence_batching
+    kinds = {control.kind for entry in batching.control_input for control in entry.control}
+    return len(kinds) + len(batching.state)
+
+
+def _shape_problem(
+    model: str, tensor: str, shape: list[int], dims: list[int], config: mc.ModelConfig
+) -> str:
+    batching = config.max_batch_size > 0
+    full = [-1, *dims] if batching else dims
+    fits = len(shape) == len(full) and all(m in (-1, c) for m, c in zip(shape, full, strict=True))
+    if fits:
+        return ""
+    how = (
+        "an initial batch dimension because max_batch_size > 0 followed by the explicit tensor "
+        "shape, making complete shape "
+        if batching
+        else "shape "
+    )
+    return (
+        f"model '{model}', tensor '{tensor}': the model expects {len(shape)} dimensions (shape "
+        f"{_text(shape)}) but the model configuration specifies {len(full)} dimensions "
+        f"({how}{_text(full)})"
+    )
+
+
+def _text(shape: Sequence[int]) -> str:
+    return "[" + ",".join(str(d) for d in shape) + "]"
