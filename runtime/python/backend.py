@@ -66,6 +66,8 @@ def auto_complete_config(config: mc.ModelConfig, model_file: Path) -> mc.ModelCo
     wrapper = pb_utils.ModelConfig(config_to_json(config))
     try:
         result = hook(wrapper)
+    except ValueError as exc:  # pb_utils.ModelConfig's refusals are Triton's words, whole
+        raise RepositoryError(str(exc) or f"model '{config.name}': {exc!r}") from exc
     except BaseException as exc:
         raise RepositoryError(
             f"model '{config.name}': auto_complete_config raised {exc!r}"

@@ -57,3 +57,16 @@ def test_a_hook_that_keeps_the_scheduler(tmp_path: Path) -> None:
     )
     config = 'name: "m"\nbackend: "python"\nmax_batch_size: 4\ndynamic_batching { }\n'
     _completed(tmp_path, body, config)
+
+
+def test_a_refusal_of_pb_utils_model_config_is_the_loads_reason_whole(tmp_path: Path) -> None:
+    body = (
+        'auto_complete_model_config.add_input({"data_type": "TYPE_FP32", "dims": [4]})\n'
+        "        return auto_complete_model_config"
+    )
+    with pytest.raises(RepositoryError) as info:
+        _completed(tmp_path, body, 'name: "input_missing_name"\nbackend: "python"\n')
+    assert info.value.message == (
+        "input in auto-complete-config function for model 'input_missing_name' is missing "
+        "'name' property."
+    )
