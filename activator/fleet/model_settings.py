@@ -71,4 +71,4 @@ def apply_model_settings(
             entry = dataclasses.replace(entry, settings=settings)
         entries[name] = entry
     unknown = sorted(set(overrides) - set(entries) - set(repository.unavailable))
-    return Repository(repository.root, entries, repository.unavailable), unknown
+    return Repository(repository.roots, entries, repository.unavailable), unknown

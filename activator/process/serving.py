@@ -34,12 +34,14 @@ class LoadAtStartError(Exception):
 async def _load_at_start(fleet: Any, names: tuple[str, ...]) -> None:
     """Wake each `--load-model` model now, as the repository `load` call does; the first that
     fails refuses the start, its error named."""
+    fleet.loading_at_start = True  # not ready meanwhile (`--strict-readiness`)
     for name in names:
         try:
             await fleet.endpoint(name).warm()
         except Exception as exc:
             reason = getattr(exc, "message", None) or str(exc) or repr(exc)
             raise LoadAtStartError(f"failed to load '{name}': {reason}") from None
+    fleet.loading_at_start = False
 
 
 def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
