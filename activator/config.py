@@ -231,6 +231,9 @@ class ActivatorConfig:
     # tritonserver's `--strict-readiness`: ready only once the start is done (the warm pool
     # primed, every `--load-model` woken); False: ready once the server answers.
     strict_readiness: bool = True
+    # tritonserver's `--exit-on-error`; False, given: a repository that cannot be read leaves
+    # `thaw up` answering, neither live nor ready (activator.surfaces.answers.server_live).
+    exit_on_error: bool | None = None
     # False: tritonserver's `--disable-auto-complete-config` (or `--strict-model-config=true`),
     # for the activator's own reading of the configs and every replica's.
     auto_complete_config: bool = True

@@ -200,6 +200,10 @@ class Repository:
         self._entries = entries
         self._names = tuple(sorted(entries))
         self.unavailable: dict[str, str] = dict(unavailable or {})
+        # Why the repositories could not all be read, when `scan(missing_ok=True)` went on
+        # without one (tritonserver's `--exit-on-error=false`): `thaw up` then answers, neither
+        # live nor ready, as a tritonserver that failed to initialize. None: all were read.
+        self.start_error: str | None = None
 
     @property
     def root(self) -> Path:
@@ -215,14 +219,19 @@ class Repository:
         strict: bool = False,
         backend_directory: Path | None = None,
         auto_complete: bool = True,
+        missing_ok: bool = False,
     ) -> Repository:
         """Read every `<root>/<model>/config.pbtxt` of each repository. An invalid model is
         recorded as unavailable, or raises ConfigError when `strict`. Invalid `thaw.*` settings
         always raise: they are the operator's mistake, refused at start-up.
         `backend_directory`: where Python-based backends are found (tritonconfig.python_based);
-        `auto_complete=False`: tritonserver's `--disable-auto-complete-config`."""
+        `auto_complete=False`: tritonserver's `--disable-auto-complete-config`. A repository
+        that is not a directory raises ConfigError, or with `missing_ok` is passed over, the
+        reason kept as `start_error`."""
         roots = (root,) if isinstance(root, Path) else tuple(root)
-        found = _model_directories(roots)
+        found, missing = _model_directories(roots)
+        if missing is not None and not missing_ok:
+            raise ConfigError(missing)
         entries: dict[str, ModelEntry] = {}
         unavailable: dict[str, str] = {}
         for name, directories in sorted(found.items()):
@@ -238,7 +247,9 @@ class Repository:
                 logger.warning("model=%s unavailable: %s", name, exc.message)
                 unavailable[name] = exc.message
         _check_ensembles(entries, unavailable, strict=strict)
-        return cls(roots, entries, unavailable)
+        repository = cls(roots, entries, unavailable)
+        repository.start_error = missing
+        return repository
 
     def names(self) -> list[str]:
         """Models that can be served, by name (unavailable ones are in `unavailable`); sorted
@@ -261,13 +272,15 @@ class Repository:
         return entry
 
 
-def _model_directories(roots: Sequence[Path]) -> dict[str, list[Path]]:
+def _model_directories(roots: Sequence[Path]) -> tuple[dict[str, list[Path]], str | None]:
     """Each model name of the repositories -> its directories, one per repository holding it;
-    ConfigError for a repository that is not a directory."""
+    and why the first repository that is not a directory was passed over (None: none was)."""
     found: dict[str, list[Path]] = {}
+    missing: str | None = None
     for root in roots:
         if not root.is_dir():
-            raise ConfigError(f"model repository {str(root)!r} is not a directory")
+            missing = missing or f"model repository {str(root)!r} is not a directory"
+            continue
         for directory in sorted(root.iterdir()):
             if not directory.is_dir() or directory.name.startswith("."):
                 continue
@@ -275,7 +288,7 @@ def _model_directories(roots: Sequence[Path]) -> dict[str, list[Path]]:
                 logger.warning("skipping %r: not a model name", directory.name)
                 continue
             found.setdefault(directory.name, []).append(directory)
-    return found
+    return found, missing
 
 
 def _check_ensembles(

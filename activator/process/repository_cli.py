@@ -58,6 +58,12 @@ def add_repository_arguments(p: argparse.ArgumentParser) -> None:
         "ready as soon as the server answers. A model at zero counts as ready",
     )  # fmt: skip
     g.add_argument(
+        "--exit-on-error", type=triton_bool, default=None, metavar="BOOL",
+        help="false, given: a model repository that is not a directory leaves thaw up "
+        "answering (metadata, index) but neither live nor ready, as tritonserver that failed "
+        "to initialize; otherwise (default, or true) it refuses the start",
+    )  # fmt: skip
+    g.add_argument(
         "--disable-auto-complete-config", action="store_true",
         help="do not complete configs from model files (ONNX inputs and outputs) in the "
         "activator or in any replica: each config.pbtxt must declare them",
@@ -91,6 +97,7 @@ def repository_settings(args: argparse.Namespace, *, kubernetes: bool) -> dict[s
         "repository": repositories[0],
         "more_repositories": repositories[1:],
         "strict_readiness": args.strict_readiness,
+        "exit_on_error": args.exit_on_error,
         "auto_complete_config": not (args.disable_auto_complete_config or args.strict_model_config),
     }
 

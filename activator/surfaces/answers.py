@@ -22,6 +22,7 @@ __all__ = [
     "index_rows",
     "model_config",
     "model_metadata",
+    "server_live",
     "server_ready",
     "stats_rows",
 ]
@@ -46,9 +47,17 @@ def server_ready(fleet: Fleet) -> bool:
     (the default): the start is done, i.e. the warm pool primed (Fleet.ready) and every
     `--load-model` woken; a model at zero counts as ready, it wakes on demand. Without it:
     ready as soon as the server answers, as tritonserver's."""
+    if not server_live(fleet):
+        return False  # regardless of --strict-readiness, as tritonserver
     if not fleet.config.strict_readiness:
         return True
     return fleet.ready() and not fleet.loading_at_start
+
+
+def server_live(fleet: Fleet) -> bool:
+    """Triton's server liveness: false when a repository could not be read and
+    `--exit-on-error=false` kept `thaw up` answering (a server that failed to initialize)."""
+    return fleet.repository.start_error is None
 
 
 def check_ready(fleet: Fleet, name: str, version: str | None) -> None:

@@ -227,7 +227,8 @@ def build_app(
 
 
 async def live(request: web.Request) -> web.Response:
-    return web.Response(status=200)  # Triton's health answers carry no body
+    # Triton's health answers carry no body
+    return web.Response(status=200 if answers.server_live(request.app[FLEET]) else 503)
 
 
 async def ready(request: web.Request) -> web.Response:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
 from tests.fixtures.models import make_add_sub, make_slow_init
@@ -120,3 +121,30 @@ def test_strict_readiness_waits_for_the_models_loaded_at_start(
 ) -> None:
     make_slow_init(tmp_path / "repo", "slow", delay_s=4.0)
     assert _ready_while_loading(tmp_path / "repo", strict) == (early, True)
+
+
+def test_exit_on_error_false_answers_neither_live_nor_ready(tmp_path: Path) -> None:
+    """A repository that is not a directory: refused at start, or with `--exit-on-error=false`
+    (tritonserver's test_parse_error_noexit) answering, neither live nor ready on HTTP and
+    gRPC, whatever `--strict-readiness` says; metadata and the readable repository answer."""
+    make_add_sub(tmp_path / "repo", "m")
+    missing = tmp_path / "missing"
+    with pytest.raises(RuntimeError, match="is not a directory"):
+        UpProcess(tmp_path / "repo", f"--model-repository={missing}", *_QUIET)
+    server = UpProcess(
+        tmp_path / "repo", f"--model-repository={missing}", *_QUIET, "--exit-on-error=false",
+        "--strict-readiness=false", ready=False,
+    )  # fmt: skip
+    try:
+        with httpclient.InferenceServerClient(server.hostport) as client:
+            assert not client.is_server_live()
+            assert not client.is_server_ready()
+            assert client.get_server_metadata()["name"] == "triton"
+            assert [row["name"] for row in client.get_model_repository_index()] == ["m"]
+        with grpcclient.InferenceServerClient(server.grpc_address) as grpc:
+            assert not grpc.is_server_live()
+            assert not grpc.is_server_ready()
+            assert grpc.get_server_metadata().name == "triton"
+        assert "is not a directory" in server.log_path.read_text()
+    finally:
+        server.stop()
