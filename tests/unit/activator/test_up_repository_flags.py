@@ -21,7 +21,7 @@ from activator.process import cli as up_cli
 from activator.process.repository_cli import start_warnings, startup_models
 from activator.scaler.local.backend import fork_server_argv, replica_argv, serve_args
 from activator.scaler.local_config import LocalConfig
-from activator.surfaces.answers import server_ready
+from activator.surfaces.answers import server_live, server_ready
 from runtime.process import cli as serve_cli
 from tests.fixtures.models import make_add_sub
 
@@ -170,13 +170,18 @@ def test_a_missing_repository_among_several_is_refused(tmp_path: Path) -> None:
 
 
 @dataclass
+class _Repository:
+    start_error: str | None = None
+
+
+@dataclass
 class _Fleet:
-    """What server_ready reads of a Fleet."""
+    """What server_ready and server_live read of a Fleet."""
 
     config: ActivatorConfig
     primed: bool = True
     loading_at_start: bool = False
-    log: list[Any] = field(default_factory=list)
+    repository: _Repository = field(default_factory=_Repository)
 
     def ready(self) -> bool:
         return self.primed
@@ -197,6 +202,16 @@ def test_server_readiness_follows_strict_readiness(
     config = ActivatorConfig(repository=tmp_path, strict_readiness=strict)
     fleet: Any = _Fleet(config, primed=primed, loading_at_start=loading)
     assert server_ready(fleet) is ready
+    assert server_live(fleet) is True
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_a_server_that_failed_to_initialize_is_neither_live_nor_ready(
+    tmp_path: Path, strict: bool
+) -> None:
+    config = ActivatorConfig(repository=tmp_path, strict_readiness=strict)
+    fleet: Any = _Fleet(config, repository=_Repository("model repository '/x' is not a directory"))
+    assert (server_live(fleet), server_ready(fleet)) == (False, False)
 
 
 def test_each_flag_has_a_line_in_help() -> None:
@@ -215,3 +230,18 @@ def test_each_flag_has_a_line_in_help() -> None:
         helps = [after[:300] for after in text.split(flag)[1:]]  # the usage line's, its own
         assert any(words in h for h in helps), flag
     assert "--model-namespacing" not in text  # refused, so not offered
+
+
+def test_exit_on_error_is_a_triton_boolean_left_unset_by_default(tmp_path: Path) -> None:
+    assert _config(str(tmp_path)).exit_on_error is None
+    assert _config(str(tmp_path), "--exit-on-error=false").exit_on_error is False
+    assert _config(str(tmp_path), "--exit-on-error", "true").exit_on_error is True
+
+
+def test_a_missing_repository_may_be_passed_over_keeping_why(tmp_path: Path) -> None:
+    make_add_sub(tmp_path / "a", "m")
+    missing = tmp_path / "missing"
+    repository = Repository.scan((missing, tmp_path / "a"), ScaleSettings(), missing_ok=True)
+    assert repository.names() == ["m"]
+    assert repository.start_error == f"model repository {str(missing)!r} is not a directory"
+    assert Repository.scan(tmp_path / "a", ScaleSettings()).start_error is None
