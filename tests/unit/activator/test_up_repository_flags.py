@@ -23,7 +23,8 @@ from activator.scaler.local.backend import fork_server_argv, replica_argv, serve
 from activator.scaler.local_config import LocalConfig
 from activator.surfaces.answers import server_live, server_ready
 from runtime.process import cli as serve_cli
-from tests.fixtures.models import make_add_sub
+from tests.fixtures.models import make_add_sub, write_config
+from tests.fixtures.onnx_models import make_onnx_add
 
 _ROOT = Path(__file__).resolve().parents[3]
 
@@ -245,3 +246,13 @@ def test_a_missing_repository_may_be_passed_over_keeping_why(tmp_path: Path) -> 
     assert repository.names() == ["m"]
     assert repository.start_error == f"model repository {str(missing)!r} is not a directory"
     assert Repository.scan(tmp_path / "a", ScaleSettings()).start_error is None
+
+
+def test_without_auto_complete_a_config_must_declare_its_tensors(tmp_path: Path) -> None:
+    """`--disable-auto-complete-config` (`--strict-model-config=true`): the activator does not
+    read an ONNX model's inputs and outputs into its config, as its replicas do not."""
+    write_config(make_onnx_add(tmp_path), 'backend: "onnxruntime"\n')
+    completed = Repository.scan(tmp_path, ScaleSettings())
+    assert [t.name for t in completed.get("onnx_add").config.input] == ["INPUT0"]
+    strict = Repository.scan(tmp_path, ScaleSettings(), auto_complete=False)
+    assert "must declare at least one input and one output" in strict.unavailable["onnx_add"]
