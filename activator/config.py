@@ -257,7 +257,7 @@ class ActivatorConfig:
     # scale it to zero now) is served; off by default, as Triton's `none` mode.
     model_control: bool = False
     # `--load-model` (explicit mode): woken at start, as the `load` call wakes a model; one
-    # that fails refuses the start, as tritonserver's does.
+    # that fails refuses the start, as tritonserver's does. `*`: every servable model.
     load_models: tuple[str, ...] = ()
     # tritonserver's `--backend-directory`: a config's backend Thaw does not have runs
     # `<dir>/<backend>/model.py` as a Python model (tritonconfig.python_based); the replicas

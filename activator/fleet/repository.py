@@ -195,6 +195,8 @@ class Repository:
         root: Path | Sequence[Path],
         entries: dict[str, ModelEntry],
         unavailable: dict[str, str] | None = None,
+        *,
+        start_error: str | None = None,
     ) -> None:
         self.roots: tuple[Path, ...] = (root,) if isinstance(root, Path) else tuple(root)
         self._entries = entries
@@ -203,7 +205,7 @@ class Repository:
         # Why the repositories could not all be read, when `scan(missing_ok=True)` went on
         # without one (tritonserver's `--exit-on-error=false`): `thaw up` then answers, neither
         # live nor ready, as a tritonserver that failed to initialize. None: all were read.
-        self.start_error: str | None = None
+        self.start_error = start_error
 
     @property
     def root(self) -> Path:
@@ -247,9 +249,7 @@ class Repository:
                 logger.warning("model=%s unavailable: %s", name, exc.message)
                 unavailable[name] = exc.message
         _check_ensembles(entries, unavailable, strict=strict)
-        repository = cls(roots, entries, unavailable)
-        repository.start_error = missing
-        return repository
+        return cls(roots, entries, unavailable, start_error=missing)
 
     def names(self) -> list[str]:
         """Models that can be served, by name (unavailable ones are in `unavailable`); sorted

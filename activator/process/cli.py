@@ -34,9 +34,9 @@ from activator.process.flag_checks import (
 from activator.process.kube_cli import add_kubernetes_arguments, kubernetes_config, placement
 from activator.process.repository_cli import (
     add_repository_arguments,
+    check_startup_models,
     repository_settings,
     start_warnings,
-    startup_models,
     triton_bool,
 )
 from activator.process.serving import ListenError, LoadAtStartError, loop_factory, serve
@@ -496,15 +496,14 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"thaw up: error: {exc.message}", file=sys.stderr)
         return 2
-    try:  # `--load-model`: refused as thaw serve refuses it, exit 1; `*` is every model
-        wake = startup_models(
+    try:  # `--load-model`: refused as thaw serve refuses it, exit 1
+        check_startup_models(
             config.load_models, explicit=config.model_control,
             servable=repository.names(), unavailable=set(repository.unavailable),
         )  # fmt: skip
     except ConfigError as exc:
         print(f"thaw up: error: {exc.message}", file=sys.stderr)
         return 1
-    config = dataclasses.replace(config, load_models=wake)
     log = LogControl(config.log_settings, quietest=logging.getLevelName(config.log_floor.upper()))
     try:
         log.install()

@@ -7,6 +7,7 @@ refused `--model-namespacing`. Parsed by thawserver.repository_flags, `thaw serv
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence, Set
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +21,10 @@ from thawserver.repository_flags import (
 
 __all__ = [
     "add_repository_arguments",
+    "check_startup_models",
+    "models_to_wake",
     "repository_settings",
     "start_warnings",
-    "startup_models",
     "triton_bool",
 ]
 
@@ -109,16 +111,20 @@ def start_warnings(args: argparse.Namespace) -> list[str]:
     )
 
 
-def startup_models(
-    names: tuple[str, ...], *, explicit: bool, servable: list[str], unavailable: set[str]
-) -> tuple[str, ...]:
-    """The models `--load-model` wakes at start (`*`: every servable one), once the
-    repositories are read; ConfigError with tritonserver's words for a refused start."""
+def check_startup_models(
+    names: Sequence[str], *, explicit: bool, servable: Sequence[str], unavailable: Set[str]
+) -> None:
+    """ConfigError, in tritonserver's words, when `--load-model` must refuse the start, once
+    the repositories are read (`servable` and `unavailable` model names)."""
     refusal = startup_models_refusal(
         names, explicit=explicit, has_model=lambda n: n in servable or n in unavailable
     )
     if refusal is not None:
         raise ConfigError(refusal)
+
+
+def models_to_wake(names: Sequence[str], servable: Sequence[str]) -> tuple[str, ...]:
+    """The models `--load-model` wakes at start, each once: `*` is every servable one."""
     if ALL_MODELS in names:
         return tuple(servable)
     return tuple(dict.fromkeys(names))

@@ -15,6 +15,7 @@ from typing import Any
 
 from activator.config import ActivatorConfig, BoundAddresses
 from activator.errors import ScalerUnavailable
+from activator.process.repository_cli import models_to_wake
 from thawserver.log_control import LogControl
 
 __all__ = ["ListenError", "LoadAtStartError", "loop_factory", "serve"]
@@ -96,7 +97,7 @@ async def serve(
     door.start()
     stop = asyncio.Event()
     try:
-        await _load_at_start(app[FLEET], config.load_models)
+        await _load_at_start(app[FLEET], models_to_wake(config.load_models, repository.names()))
         for line in extra.lines:
             print(line, flush=True)
         print(listening_line(f"http://{config.host}:{port}"), flush=True)

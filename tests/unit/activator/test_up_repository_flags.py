@@ -16,9 +16,14 @@ import pytest
 
 from activator.config import ActivatorConfig, ScaleSettings
 from activator.errors import ConfigError
+from activator.fleet.model_settings import apply_model_settings
 from activator.fleet.repository import Repository
 from activator.process import cli as up_cli
-from activator.process.repository_cli import start_warnings, startup_models
+from activator.process.repository_cli import (
+    check_startup_models,
+    models_to_wake,
+    start_warnings,
+)
 from activator.scaler.local.backend import fork_server_argv, replica_argv, serve_args
 from activator.scaler.local_config import LocalConfig
 from activator.surfaces.answers import server_live, server_ready
@@ -104,11 +109,11 @@ def test_strict_model_config_warns_as_thaw_serve(
 
 
 def test_load_model_star_is_every_servable_model() -> None:
-    servable = ["a", "b"]
-    assert startup_models(("*",), explicit=True, servable=servable, unavailable={"c"}) == ("a", "b")
-    assert startup_models(("b", "b"), explicit=True, servable=servable, unavailable=set()) == ("b",)
-    # an unavailable model is woken (and its failure refuses the start), as tritonserver's
-    assert startup_models(("c",), explicit=True, servable=servable, unavailable={"c"}) == ("c",)
+    assert models_to_wake(("*",), ["a", "b"]) == ("a", "b")
+    assert models_to_wake(("b", "b"), ["a", "b"]) == ("b",)
+    # an unavailable model may be named (its wake fails, refusing the start, as tritonserver's)
+    check_startup_models(("c",), explicit=True, servable=["a"], unavailable={"c"})
+    check_startup_models(("*",), explicit=True, servable=["a"], unavailable=set())
 
 
 @pytest.mark.parametrize(
@@ -122,7 +127,7 @@ def test_load_model_star_is_every_servable_model() -> None:
 )
 def test_load_model_refusals_are_tritonservers(names: tuple[str, ...], words: str) -> None:
     with pytest.raises(ConfigError) as caught:
-        startup_models(names, explicit=True, servable=["a"], unavailable=set())
+        check_startup_models(names, explicit=True, servable=["a"], unavailable=set())
     assert caught.value.message == words
 
 
@@ -246,6 +251,9 @@ def test_a_missing_repository_may_be_passed_over_keeping_why(tmp_path: Path) -> 
     assert repository.names() == ["m"]
     assert repository.start_error == f"model repository {str(missing)!r} is not a directory"
     assert Repository.scan(tmp_path / "a", ScaleSettings()).start_error is None
+    # `--model-settings` applied over it keeps it (still neither live nor ready)
+    applied, _ = apply_model_settings(repository, {"m": {"thaw.max_replicas": "2"}}, source=missing)
+    assert applied.start_error == repository.start_error
 
 
 def test_without_auto_complete_a_config_must_declare_its_tensors(tmp_path: Path) -> None:
