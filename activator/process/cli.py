@@ -249,6 +249,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--max-body-bytes", type=int, default=64 * 1024 * 1024)
     p.add_argument(
         "--model-control-mode", choices=["none", "explicit"], default="none",
+        type=str.lower,  # tritonserver (and thaw serve) take any case: `=EXPLICIT`
         help="explicit: serve the repository load/unload API (load warms a model now, unload "
         "scales it to zero now); none: refuse it as Triton does (default none)",
     )  # fmt: skip

@@ -1,7 +1,8 @@
 """`thaw up`'s model-repository flags, tritonserver's spellings as `thaw serve` takes them:
 the repositories (REPO, `--model-repository`), `--load-model` (`*`: every model),
-`--strict-readiness`, `--disable-auto-complete-config` / `--strict-model-config`, and the
-refused `--model-namespacing`. Parsed by thawserver.repository_flags, `thaw serve`'s code.
+`--strict-readiness`, `--exit-on-error`, `--disable-auto-complete-config` /
+`--strict-model-config`, and `--model-namespacing` (true refused). Parsed by
+thawserver.repository_flags, `thaw serve`'s code.
 """
 
 from __future__ import annotations
@@ -75,13 +76,16 @@ def add_repository_arguments(p: argparse.ArgumentParser) -> None:
         help="true = --disable-auto-complete-config (tritonserver's deprecated name; warns as "
         "tritonserver does)",
     )  # fmt: skip
-    # tritonserver's flag, on `thaw serve`; refused in repository_settings, hidden from --help.
-    g.add_argument("--model-namespacing", default=None, help=argparse.SUPPRESS)
+    g.add_argument(
+        "--model-namespacing", type=triton_bool, default=False, metavar="BOOL",
+        help="only false (the default) yet: true, each repository a namespace, is refused "
+        "(thaw serve has it); without it a name in two repositories is unavailable",
+    )  # fmt: skip
 
 
 def repository_settings(args: argparse.Namespace, *, kubernetes: bool) -> dict[str, Any]:
     """The ActivatorConfig fields of these flags; ConfigError names a refused one."""
-    if args.model_namespacing is not None:
+    if args.model_namespacing:
         raise ConfigError(
             "--model-namespacing is not supported by thaw up yet (thaw serve has it): the "
             "models of several --model-repository are one index there, a name in two unavailable"

@@ -70,6 +70,7 @@ def test_several_repositories_need_the_local_scaler(tmp_path: Path) -> None:
 def test_model_namespacing_is_refused_saying_what_thaw_up_does(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="--model-namespacing is not supported by thaw up yet"):
         _config(str(tmp_path), "--model-namespacing=true")
+    _config(str(tmp_path), "--model-namespacing=false")  # tritonserver's default, as given
 
 
 def test_strict_readiness_is_a_triton_boolean(tmp_path: Path) -> None:
@@ -129,6 +130,11 @@ def test_load_model_refusals_are_tritonservers(names: tuple[str, ...], words: st
     with pytest.raises(ConfigError) as caught:
         check_startup_models(names, explicit=True, servable=["a"], unavailable=set())
     assert caught.value.message == words
+
+
+def test_model_control_mode_takes_any_case_as_tritonserver(tmp_path: Path) -> None:
+    assert _config(str(tmp_path), "--model-control-mode=EXPLICIT").model_control is True
+    assert _config(str(tmp_path), "--model-control-mode", "None").model_control is False
 
 
 def test_load_model_outside_explicit_mode_is_refused(tmp_path: Path) -> None:
@@ -232,10 +238,11 @@ def test_each_flag_has_a_line_in_help() -> None:
         "--strict-model-config BOOL": "tritonserver's deprecated name",
         "--disable-auto-complete-config": "do not complete configs from model files",
         "--load-model NAME": "'*' wakes every model",
+        "--exit-on-error BOOL": "neither live nor ready",
+        "--model-namespacing BOOL": "only false (the default) yet",
     }.items():
         helps = [after[:300] for after in text.split(flag)[1:]]  # the usage line's, its own
         assert any(words in h for h in helps), flag
-    assert "--model-namespacing" not in text  # refused, so not offered
 
 
 def test_exit_on_error_is_a_triton_boolean_left_unset_by_default(tmp_path: Path) -> None:
