@@ -225,6 +225,18 @@ class ActivatorConfig:
 
     repository: Path
     host: str = "127.0.0.1"
+    # tritonserver's repeatable `--model-repository`: the repositories after `repository`,
+    # whose models are served beside its own (one index; a name in two is unavailable).
+    more_repositories: tuple[Path, ...] = ()
+    # tritonserver's `--strict-readiness`: ready only once the start is done (the warm pool
+    # primed, every `--load-model` woken); False: ready once the server answers.
+    strict_readiness: bool = True
+    # tritonserver's `--exit-on-error`; False, given: a repository that cannot be read leaves
+    # `thaw up` answering, neither live nor ready (activator.surfaces.answers.server_live).
+    exit_on_error: bool | None = None
+    # False: tritonserver's `--disable-auto-complete-config` (or `--strict-model-config=true`),
+    # for the activator's own reading of the configs and every replica's.
+    auto_complete_config: bool = True
     port: int = 8000
     cache_dir: Path | None = None
     cache_max_bytes: int | None = None  # node-cache budget (`--cache-max-bytes`), None: unbounded
@@ -245,7 +257,7 @@ class ActivatorConfig:
     # scale it to zero now) is served; off by default, as Triton's `none` mode.
     model_control: bool = False
     # `--load-model` (explicit mode): woken at start, as the `load` call wakes a model; one
-    # that fails refuses the start, as tritonserver's does.
+    # that fails refuses the start, as tritonserver's does. `*`: every servable model.
     load_models: tuple[str, ...] = ()
     # tritonserver's `--backend-directory`: a config's backend Thaw does not have runs
     # `<dir>/<backend>/model.py` as a Python model (tritonconfig.python_based); the replicas
@@ -289,7 +301,12 @@ class ActivatorConfig:
     def redactor(self) -> Redactor:
         """What error bodies must not show (the repository's and the cache's directories):
         one for every surface of this config (thawserver.redaction)."""
-        return Redactor([self.repository, self.cache_dir])
+        return Redactor([*self.repositories, self.cache_dir])
+
+    @property
+    def repositories(self) -> tuple[Path, ...]:
+        """Every model repository served, REPO first."""
+        return (self.repository, *self.more_repositories)
 
 
 @dataclass(frozen=True)

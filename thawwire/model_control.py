@@ -12,11 +12,17 @@ no available versions"), or being unloaded — naming that model: an HTTP header
 and gRPC trailing metadata, of this name. The request never reached the model, so `thaw up`
 may send it once more to another replica (activator.surfaces.proxy.to_replica): a model
 evicted from a shared replica while a request to it was on its way loses no request.
+
+not_unique(name, where): why a model name found in more than one model repository (several
+`--model-repository`, no namespacing) is no model, on both servers: it is unavailable, with
+this reason, and every other model is served.
 """
 
 from __future__ import annotations
 
-__all__ = ["CONTROL_DISABLED", "LOAD_MODEL_NOT_EXPLICIT", "NOT_LOADED"]
+from collections.abc import Sequence
+
+__all__ = ["CONTROL_DISABLED", "LOAD_MODEL_NOT_EXPLICIT", "NOT_LOADED", "not_unique"]
 
 # Word for word Triton's, so that clients matching on it keep working.
 CONTROL_DISABLED = "explicit model load / unload is not allowed if polling is enabled"
@@ -29,3 +35,11 @@ LOAD_MODEL_NOT_EXPLICIT = (
 
 # Lower case: gRPC metadata keys must be.
 NOT_LOADED = "thaw-model-not-loaded"
+
+
+def not_unique(name: str, where: Sequence[str]) -> str:
+    """The reason a model named in several repositories (`where`) is unavailable."""
+    return (
+        f"model '{name}' is in more than one model repository ({', '.join(where)}): a model "
+        "name must be unique across all model repositories"
+    )

@@ -91,6 +91,9 @@ class Fleet:
     ) -> None:
         self.config = config
         self.repository = repository
+        # While `thaw up` wakes its `--load-model` models at start (activator.process.serving):
+        # not ready then, with `--strict-readiness`.
+        self.loading_at_start = False
         self.metrics = metrics
         self.session = session
         self._clock = clock

@@ -71,4 +71,7 @@ def apply_model_settings(
             entry = dataclasses.replace(entry, settings=settings)
         entries[name] = entry
     unknown = sorted(set(overrides) - set(entries) - set(repository.unavailable))
-    return Repository(repository.root, entries, repository.unavailable), unknown
+    kept = Repository(
+        repository.roots, entries, repository.unavailable, start_error=repository.start_error
+    )
+    return kept, unknown

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 from activator.config import ScaleSettings, validated
 from activator.errors import ConfigError, ModelUnavailable, UnknownModel
 from thawwire.metadata import model_metadata
+from thawwire.model_control import not_unique
 from thawwire.names import is_model_name
 from tritonconfig import (
     ModelConfigError,
@@ -88,7 +90,11 @@ class ModelEntry:
 
 
 def _load_entry(
-    directory: Path, defaults: ScaleSettings, backend_directory: Path | None = None
+    directory: Path,
+    defaults: ScaleSettings,
+    backend_directory: Path | None = None,
+    *,
+    auto_complete: bool = True,
 ) -> ModelEntry:
     """One model; ConfigError when its config is unreadable or a replica would refuse it. A
     backend found in `backend_directory` is a Python-based one: served as a Python model that
@@ -107,8 +113,9 @@ def _load_entry(
         # replica: `thaw up` reads its repository once, and a file copied in later must serve.
         # As a replica on its default target (`thaw serve --target cpu`) completes it.
         versions = complete_config(
-            config, directory, str(path), gpu_available=False, require_model_files=False
-        )
+            config, directory, str(path), gpu_available=False, require_model_files=False,
+            auto_complete=auto_complete,
+        )  # fmt: skip
     except ModelConfigError as exc:
         raise ConfigError(exc.message) from exc
     params = {k: v.string_value for k, v in config.parameters.items()}
@@ -175,52 +182,74 @@ def _read_config(path: Path) -> mc.ModelConfig:
 
 
 class Repository:
-    """Models of one repository directory, scanned once at start-up.
+    """Models of one or more repository directories (tritonserver's repeatable
+    `--model-repository`), as one index, scanned once at start-up.
 
     A model whose config cannot be used is *unavailable*: it is listed (index, status) with
-    the reason, its routes answer 503 with that reason, and every other model is served.
+    the reason, its routes answer 503 with that reason, and every other model is served. A
+    name found in more than one repository is unavailable too, as on `thaw serve`.
     """
 
     def __init__(
-        self, root: Path, entries: dict[str, ModelEntry], unavailable: dict[str, str] | None = None
+        self,
+        root: Path | Sequence[Path],
+        entries: dict[str, ModelEntry],
+        unavailable: dict[str, str] | None = None,
+        *,
+        start_error: str | None = None,
     ) -> None:
-        self.root = root
+        self.roots: tuple[Path, ...] = (root,) if isinstance(root, Path) else tuple(root)
         self._entries = entries
         self._names = tuple(sorted(entries))
         self.unavailable: dict[str, str] = dict(unavailable or {})
+        # Why the repositories could not all be read, when `scan(missing_ok=True)` went on
+        # without one (tritonserver's `--exit-on-error=false`): `thaw up` then answers, neither
+        # live nor ready, as a tritonserver that failed to initialize. None: all were read.
+        self.start_error = start_error
+
+    @property
+    def root(self) -> Path:
+        """The first repository (REPO)."""
+        return self.roots[0]
 
     @classmethod
     def scan(
         cls,
-        root: Path,
+        root: Path | Sequence[Path],
         defaults: ScaleSettings,
         *,
         strict: bool = False,
         backend_directory: Path | None = None,
+        auto_complete: bool = True,
+        missing_ok: bool = False,
     ) -> Repository:
-        """Read every `<root>/<model>/config.pbtxt`. An invalid model is recorded as
-        unavailable, or raises ConfigError when `strict`. Invalid `thaw.*` settings always
-        raise: they are the operator's mistake, refused at start-up. `backend_directory`:
-        where Python-based backends are found (tritonconfig.python_based)."""
-        if not root.is_dir():
-            raise ConfigError(f"model repository {str(root)!r} is not a directory")
+        """Read every `<root>/<model>/config.pbtxt` of each repository. An invalid model is
+        recorded as unavailable, or raises ConfigError when `strict`. Invalid `thaw.*` settings
+        always raise: they are the operator's mistake, refused at start-up.
+        `backend_directory`: where Python-based backends are found (tritonconfig.python_based);
+        `auto_complete=False`: tritonserver's `--disable-auto-complete-config`. A repository
+        that is not a directory raises ConfigError, or with `missing_ok` is passed over, the
+        reason kept as `start_error`."""
+        roots = (root,) if isinstance(root, Path) else tuple(root)
+        found, missing = _model_directories(roots)
+        if missing is not None and not missing_ok:
+            raise ConfigError(missing)
         entries: dict[str, ModelEntry] = {}
         unavailable: dict[str, str] = {}
-        for directory in sorted(root.iterdir()):
-            if not directory.is_dir() or directory.name.startswith("."):
-                continue
-            if not is_model_name(directory.name):
-                logger.warning("skipping %r: not a model name", directory.name)
-                continue
+        for name, directories in sorted(found.items()):
             try:
-                entries[directory.name] = _load_entry(directory, defaults, backend_directory)
+                if len(directories) > 1:
+                    raise ConfigError(not_unique(name, [str(d.parent) for d in directories]))
+                entries[name] = _load_entry(
+                    directories[0], defaults, backend_directory, auto_complete=auto_complete
+                )
             except ConfigError as exc:
                 if strict or exc.message.startswith(("`thaw.", "unknown setting `thaw.")):
                     raise
-                logger.warning("model=%s unavailable: %s", directory.name, exc.message)
-                unavailable[directory.name] = exc.message
+                logger.warning("model=%s unavailable: %s", name, exc.message)
+                unavailable[name] = exc.message
         _check_ensembles(entries, unavailable, strict=strict)
-        return cls(root, entries, unavailable)
+        return cls(roots, entries, unavailable, start_error=missing)
 
     def names(self) -> list[str]:
         """Models that can be served, by name (unavailable ones are in `unavailable`); sorted
@@ -241,6 +270,25 @@ class Repository:
                 f"Request for unknown model: '{name}' version {version[:50]} is not found"
             )
         return entry
+
+
+def _model_directories(roots: Sequence[Path]) -> tuple[dict[str, list[Path]], str | None]:
+    """Each model name of the repositories -> its directories, one per repository holding it;
+    and why the first repository that is not a directory was passed over (None: none was)."""
+    found: dict[str, list[Path]] = {}
+    missing: str | None = None
+    for root in roots:
+        if not root.is_dir():
+            missing = missing or f"model repository {str(root)!r} is not a directory"
+            continue
+        for directory in sorted(root.iterdir()):
+            if not directory.is_dir() or directory.name.startswith("."):
+                continue
+            if not is_model_name(directory.name):
+                logger.warning("skipping %r: not a model name", directory.name)
+                continue
+            found.setdefault(directory.name, []).append(directory)
+    return found, missing
 
 
 def _check_ensembles(

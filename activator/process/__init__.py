@@ -3,6 +3,7 @@
     cli             `thaw up REPO`: flags -> ActivatorConfig, the scaler chosen
     flag_checks     `thaw up`'s flag checks: a bad value or combination refused, by flag
     kube_cli        the `--scaler kubernetes` flags and the KubernetesConfig from them
+    repository_cli  tritonserver's repository and readiness flags, parsed as thaw serve's
     shared_cli      the shared-placement flags and the SharedSettings from them
     serving         bind the listeners, start app, front door and scaler, drain on SIGTERM
     status_cli      `thaw status`: a table of every model behind a `thaw up`

@@ -32,6 +32,13 @@ from activator.process.flag_checks import (
     response_cache_bytes,
 )
 from activator.process.kube_cli import add_kubernetes_arguments, kubernetes_config, placement
+from activator.process.repository_cli import (
+    add_repository_arguments,
+    check_startup_models,
+    repository_settings,
+    start_warnings,
+    triton_bool,
+)
 from activator.process.serving import ListenError, LoadAtStartError, loop_factory, serve
 from activator.process.shared_cli import (
     add_shared_arguments,
@@ -102,7 +109,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description=_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("repository", metavar="REPO", type=Path, help="Triton model repository")
+    add_repository_arguments(p)
     p.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="listen port; 0 picks a free one")
     triton = p.add_argument_group("Triton's other ports")
@@ -118,7 +125,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )  # fmt: skip
     for name in ("grpc", "metrics"):
         triton.add_argument(
-            f"--allow-{name}", type=_triton_bool, default=True, metavar="BOOL",
+            f"--allow-{name}", type=triton_bool, default=True, metavar="BOOL",
             help=f"serve the {name} port (default true)",
         )  # fmt: skip
     p.add_argument(
@@ -242,13 +249,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--max-body-bytes", type=int, default=64 * 1024 * 1024)
     p.add_argument(
         "--model-control-mode", choices=["none", "explicit"], default="none",
+        type=str.lower,  # tritonserver (and thaw serve) take any case: `=EXPLICIT`
         help="explicit: serve the repository load/unload API (load warms a model now, unload "
         "scales it to zero now); none: refuse it as Triton does (default none)",
     )  # fmt: skip
     p.add_argument(
         "--load-model", action="append", default=[], metavar="NAME",
         help="with --model-control-mode explicit: wake this model at start, as the load call "
-        "does (repeatable); one that cannot be woken refuses the start, as in tritonserver",
+        "does (repeatable; '*' wakes every model, as tritonserver's); one that cannot be woken "
+        "refuses the start, as in tritonserver",
     )  # fmt: skip
     p.add_argument(
         "--backend-directory", type=Path, metavar="DIR",
@@ -308,8 +317,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             metavar="N",
             help=f"{_SETTING_HELP[name]} (default {default}, range [{low:g}, {high:g}])",
         )
-    # tritonserver's flag, on `thaw serve`; refused in build_config, hidden from --help.
-    p.add_argument("--model-namespacing", default=None, help=argparse.SUPPRESS)
     p.set_defaults(func=run)
 
 
@@ -320,7 +327,7 @@ def _add_log_and_trace_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--log-verbose", type=int, default=0, metavar="N",
                    help="verbose logging level; above 0 logs at debug")  # fmt: skip
     for level in ("info", "warning", "error"):
-        g.add_argument(f"--log-{level}", type=_triton_bool, default=True, metavar="BOOL",
+        g.add_argument(f"--log-{level}", type=triton_bool, default=True, metavar="BOOL",
                        help=f"log {level} messages (default true)")  # fmt: skip
     add_log_output_flags(g)
     add_trace_flags(g)
@@ -361,14 +368,14 @@ def _add_connection_arguments(p: argparse.ArgumentParser) -> None:
 
 def build_config(args: argparse.Namespace) -> ActivatorConfig:
     """Flags -> ActivatorConfig; raises ConfigError with the flag, value and range."""
-    if args.model_namespacing is not None:
-        raise ConfigError("--model-namespacing is not supported by thaw up yet (thaw serve has it)")
     given = {
         name: getattr(args, f"scale_{name}")
         for name in SETTING_RANGES
         if getattr(args, f"scale_{name}") is not None
     }
     given["direct_connections"] = args.direct_connections
+    kubernetes = args.scaler == ScalerKind.KUBERNETES.value
+    repositories = repository_settings(args, kubernetes=kubernetes)
     settings = validated(ScaleSettings(), given)
     check_range("--port", args.port, 0, 65535)
     grpc_port = extra_port("--grpc-port", args.grpc_port, args.allow_grpc, 8001, args.port)
@@ -394,11 +401,10 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
         http_restrictions = parse_http_restrictions(args.http_restricted_api)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    kubernetes = args.scaler == ScalerKind.KUBERNETES.value
     host_bytes = host_cache_bytes(args.host_cache_bytes, kubernetes=kubernetes)
     cache = args.cache or (None if kubernetes else Path(os.path.expanduser("~/.cache/thaw/images")))
     return ActivatorConfig(
-        repository=args.repository,
+        **repositories,
         host=args.host,
         port=args.port,
         cache_dir=cache,
@@ -425,16 +431,6 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
         grpc_restrictions=grpc_restrictions,
         **_log_and_trace(args),
     )
-
-
-def _triton_bool(text: str) -> bool:
-    """A tritonserver boolean flag value."""
-    lowered = text.strip().lower()
-    if lowered in ("true", "1", "on", "yes"):
-        return True
-    if lowered in ("false", "0", "off", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"{text!r} is not a boolean (true or false)")
 
 
 def _scaler_config(args: argparse.Namespace) -> LocalConfig | KubernetesConfig:
@@ -476,6 +472,8 @@ def run(args: argparse.Namespace) -> int:
     )  # until the config is read (then LogControl below)
     from activator.fleet.repository import Repository
 
+    for warning in start_warnings(args):
+        print(warning, file=sys.stderr)  # as tritonserver, before its log starts
     try:
         config = build_config(args)
         config = dataclasses.replace(
@@ -490,12 +488,23 @@ def run(args: argparse.Namespace) -> int:
             ),
         )
         repository = Repository.scan(
-            config.repository, config.defaults, backend_directory=config.backend_directory
-        )
+            config.repositories, config.defaults, backend_directory=config.backend_directory,
+            auto_complete=config.auto_complete_config, missing_ok=config.exit_on_error is False,
+        )  # fmt: skip
+        if repository.start_error is not None:  # --exit-on-error=false: answer, not live
+            print(f"thaw up: error: {repository.start_error}", file=sys.stderr)
         repository = _with_model_settings(repository, args.model_settings)
     except ConfigError as exc:
         print(f"thaw up: error: {exc.message}", file=sys.stderr)
         return 2
+    try:  # `--load-model`: refused as thaw serve refuses it, exit 1
+        check_startup_models(
+            config.load_models, explicit=config.model_control,
+            servable=repository.names(), unavailable=set(repository.unavailable),
+        )  # fmt: skip
+    except ConfigError as exc:
+        print(f"thaw up: error: {exc.message}", file=sys.stderr)
+        return 1
     log = LogControl(config.log_settings, quietest=logging.getLevelName(config.log_floor.upper()))
     try:
         log.install()
@@ -516,7 +525,8 @@ def run(args: argparse.Namespace) -> int:
     for name, reason in sorted(repository.unavailable.items()):
         print(f"thaw up: warning: model '{name}' is unavailable: {reason}", file=sys.stderr)
     if not repository.names():
-        print(f"thaw up: warning: no servable model in {config.repository}", file=sys.stderr)
+        where = ", ".join(str(r) for r in config.repositories)
+        print(f"thaw up: warning: no servable model in {where}", file=sys.stderr)
     if config.cache_dir is not None:
         config.cache_dir.mkdir(parents=True, exist_ok=True)
     if config.host_cache_bytes > 0:

@@ -15,6 +15,7 @@ from typing import Any
 
 from activator.config import ActivatorConfig, BoundAddresses
 from activator.errors import ScalerUnavailable
+from activator.process.repository_cli import models_to_wake
 from thawserver.log_control import LogControl
 
 __all__ = ["ListenError", "LoadAtStartError", "loop_factory", "serve"]
@@ -34,12 +35,14 @@ class LoadAtStartError(Exception):
 async def _load_at_start(fleet: Any, names: tuple[str, ...]) -> None:
     """Wake each `--load-model` model now, as the repository `load` call does; the first that
     fails refuses the start, its error named."""
+    fleet.loading_at_start = True  # not ready meanwhile (`--strict-readiness`)
     for name in names:
         try:
             await fleet.endpoint(name).warm()
         except Exception as exc:
             reason = getattr(exc, "message", None) or str(exc) or repr(exc)
             raise LoadAtStartError(f"failed to load '{name}': {reason}") from None
+    fleet.loading_at_start = False
 
 
 def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
@@ -94,7 +97,7 @@ async def serve(
     door.start()
     stop = asyncio.Event()
     try:
-        await _load_at_start(app[FLEET], config.load_models)
+        await _load_at_start(app[FLEET], models_to_wake(config.load_models, repository.names()))
         for line in extra.lines:
             print(line, flush=True)
         print(listening_line(f"http://{config.host}:{port}"), flush=True)

@@ -17,7 +17,15 @@ from activator.endpoint.replica_stats import rows_for_versions
 from activator.errors import ModelUnavailable
 from activator.fleet.fleet import Fleet
 
-__all__ = ["check_ready", "index_rows", "model_config", "model_metadata", "stats_rows"]
+__all__ = [
+    "check_ready",
+    "index_rows",
+    "model_config",
+    "model_metadata",
+    "server_live",
+    "server_ready",
+    "stats_rows",
+]
 
 
 async def model_config(fleet: Fleet, name: str, version: str | None) -> dict[str, Any]:
@@ -32,6 +40,24 @@ async def model_metadata(fleet: Fleet, name: str, version: str | None) -> dict[s
     entry = fleet.repository.get(name, version)
     config = await fleet.replica_configs.completed(entry, fleet.endpoint(name), version)
     return entry.metadata(version, config=config)
+
+
+def server_ready(fleet: Fleet) -> bool:
+    """Triton's server readiness through `thaw up`, on both protocols. `--strict-readiness`
+    (the default): the start is done, i.e. the warm pool primed (Fleet.ready) and every
+    `--load-model` woken; a model at zero counts as ready, it wakes on demand. Without it:
+    ready as soon as the server answers, as tritonserver's."""
+    if not server_live(fleet):
+        return False  # regardless of --strict-readiness, as tritonserver
+    if not fleet.config.strict_readiness:
+        return True
+    return fleet.ready() and not fleet.loading_at_start
+
+
+def server_live(fleet: Fleet) -> bool:
+    """Triton's server liveness: false when a repository could not be read and
+    `--exit-on-error=false` kept `thaw up` answering (a server that failed to initialize)."""
+    return fleet.repository.start_error is None
 
 
 def check_ready(fleet: Fleet, name: str, version: str | None) -> None:

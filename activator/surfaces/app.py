@@ -152,8 +152,9 @@ def build_app(
     `log`: the process's installed logging (activator.process.cli); without one (an app built
     in a test) the log settings govern the root logger's level and filters only."""
     repo = repository or Repository.scan(
-        config.repository, config.defaults, backend_directory=config.backend_directory
-    )
+        config.repositories, config.defaults, backend_directory=config.backend_directory,
+        auto_complete=config.auto_complete_config,
+    )  # fmt: skip
     guard = ConnectionGuard(config.connections)
     app = web.Application(
         middlewares=[guard.middleware, refuse_unknown_codings, errors_as_json],
@@ -226,13 +227,13 @@ def build_app(
 
 
 async def live(request: web.Request) -> web.Response:
-    return web.Response(status=200)  # Triton's health answers carry no body
+    # Triton's health answers carry no body
+    return web.Response(status=200 if answers.server_live(request.app[FLEET]) else 503)
 
 
 async def ready(request: web.Request) -> web.Response:
-    """The activator can wake models at full speed: its warm pool produced its first process
-    (models at zero replicas wake on demand; before that, a wake waits for the pool)."""
-    return web.Response(status=200 if request.app[FLEET].ready() else 503)
+    """The activator can wake models at full speed (answers.server_ready)."""
+    return web.Response(status=200 if answers.server_ready(request.app[FLEET]) else 503)
 
 
 async def server_metadata(request: web.Request) -> web.Response:

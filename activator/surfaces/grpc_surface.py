@@ -23,7 +23,13 @@ from google.protobuf.message import DecodeError
 from activator.errors import ActivatorError, ControlDisabled, NotSupported
 from activator.fleet.fleet import Fleet
 from activator.surfaces import answers
-from activator.surfaces.answers import check_ready, index_rows, stats_rows
+from activator.surfaces.answers import (
+    check_ready,
+    index_rows,
+    server_live,
+    server_ready,
+    stats_rows,
+)
 from activator.surfaces.grpc_forward import GrpcForwarder
 from thawserver.connection_limits import (
     ConnectionLimits,
@@ -133,10 +139,10 @@ class GrpcSurface:
     # ---- answered here ----------------------------------------------------------------------
 
     async def server_live(self, request: Any, context: Context) -> Any:
-        return pb.ServerLiveResponse(live=True)
+        return pb.ServerLiveResponse(live=server_live(self._fleet))
 
     async def server_ready(self, request: Any, context: Context) -> Any:
-        return pb.ServerReadyResponse(ready=True)  # models at zero wake on demand
+        return pb.ServerReadyResponse(ready=server_ready(self._fleet))
 
     async def model_ready(self, request: Any, context: Context) -> Any:
         """Ready = servable (at zero too); a failed wake-up reads ready=false, as a replica's

@@ -16,6 +16,7 @@ from runtime.model_config import (
     parse_config,
     select_versions,
 )
+from thawwire.model_control import not_unique
 from thawwire.names import is_model_name
 from tritonconfig import composing_models, is_ensemble
 from tritonconfig import ensemble_cycle as tritonconfig_cycle
@@ -175,11 +176,7 @@ def read_model(
     is served as a `backend: "python"` model running that file."""
     validate_model_name(name)
     if isinstance(repo, Repositories) and len(holders := repo.holders(name)) > 1:
-        where = ", ".join(str(root) for root in holders)
-        raise RepositoryError(
-            f"model '{name}' is in more than one model repository ({where}): a model name must "
-            "be unique across all model repositories"
-        )
+        raise RepositoryError(not_unique(name, [str(root) for root in holders]))
     model_dir = repo / name
     if not model_dir.is_dir():
         raise ModelNotFound(f"model '{name}' is not in the model repository")

@@ -20,13 +20,13 @@ from runtime.process.triton_flags import (
     add_triton_flags,
     add_unsupported_flags,
     backend_settings,
-    deprecation_warnings,
     log_ignored,
 )
 from thawserver.cache_flags import add_cache_arguments, cache_bytes
 from thawserver.fd_limit import bounded_by_fd_limit
 from thawserver.limit_flags import add_body_timeout_argument, add_limit_arguments, limits_from_args
 from thawserver.log_control import LogControl
+from thawserver.repository_flags import model_repositories, strict_model_config_warnings
 from thawserver.settings_flags import log_settings, trace_setting
 from thawserver.tool_call_flags import add_tool_call_arguments
 
@@ -257,20 +257,10 @@ def _add_gpu_flags(p: argparse.ArgumentParser) -> None:
 def build_config(args: argparse.Namespace) -> ServeConfig:
     """The one ServeConfig of this process; ConfigError names a bad flag."""
     frameworks = tuple(f.strip() for f in args.preload_frameworks.split(",") if f.strip())
-    given = ([args.repository] if args.repository is not None else []) + [
-        Path(r) for r in args.model_repositories
-    ]
-    # One directory named twice is one repository (tritonserver keeps a set of them), not a
-    # second that makes each of its models a duplicate: the first naming is kept.
-    by_path = {os.path.abspath(r): r for r in reversed(given)}
-    repositories = [by_path[key] for key in dict.fromkeys(os.path.abspath(r) for r in given)]
-    if not repositories:
-        raise ConfigError("no model repository: give REPO or --model-repository=DIR")
-    seen: set[Path] = set()
-    for repository in repositories:
-        if repository.resolve() in seen:
-            raise ConfigError(f"model repository {repository} is given twice")
-        seen.add(repository.resolve())
+    try:
+        repositories = model_repositories(args.repository, args.model_repositories)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     try:
         backend_config = backend_settings(args.backend_config)
         trace_defaults = trace_setting(args)
@@ -385,8 +375,10 @@ def _cache_bytes(specs: list[str], legacy_bytes: int | None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of `thaw serve`; returns the process exit status."""
-    for warning in deprecation_warnings(args):
-        print(warning, file=sys.stderr)
+    for warning in strict_model_config_warnings(
+        args.strict_model_config, disable_auto_complete=args.disable_auto_complete_config
+    ):
+        print(warning, file=sys.stderr)  # as tritonserver, before its log starts
     try:
         config = build_config(args)
     except ConfigError as exc:

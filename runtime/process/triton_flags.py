@@ -44,7 +44,6 @@ __all__ = [
     "add_unsupported_flags",
     "applied",
     "backend_settings",
-    "deprecation_warnings",
     "log_ignored",
     "triton_bool",
 ]
@@ -245,24 +244,6 @@ def add_unsupported_flags(p: argparse.ArgumentParser) -> None:
             f"--{flag}", action=_Unsupported, nargs="?", dest=f"unsupported_{flag}",
             default=argparse.SUPPRESS, help=argparse.SUPPRESS,
         )  # fmt: skip
-
-
-def deprecation_warnings(args: argparse.Namespace) -> list[str]:
-    """tritonserver's warnings (on stderr, before its log starts) for `--strict-model-config`:
-    deprecated whenever given, and overridden when false beside
-    `--disable-auto-complete-config`; in tritonserver's words."""
-    if args.strict_model_config is None:
-        return []
-    warnings = [
-        "Warning: '--strict-model-config' has been deprecated! Please use "
-        "'--disable-auto-complete-config' instead."
-    ]
-    if args.disable_auto_complete_config and not args.strict_model_config:
-        warnings.append(
-            "Warning: Overriding deprecated '--strict-model-config' from False to True in favor "
-            "of '--disable-auto-complete-config'!"
-        )
-    return warnings
 
 
 def backend_settings(values: Sequence[str]) -> tuple[BackendSetting, ...]:

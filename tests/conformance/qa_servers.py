@@ -78,7 +78,8 @@ def start(
     if busy:
         raise SystemExit(f"port(s) {busy} in use; Triton's tests need them (run under unshare -n)")
     if kind == "up":
-        return UpProcess(repo, *_argv(kind, args), env=env)  # waits until ready, or raises
+        # Waits until ready (listening, when not `ready`), or raises.
+        return UpProcess(repo, *_argv(kind, args), env=env, ready=ready)
     server = ServeProcess(repo, *_argv(kind, args), env=env)
     try:
         if ready:

@@ -80,7 +80,7 @@ def serve_args(
     (activator.direct.front_door), keeping their state bytes in `handoff_state`; it then also
     enforces the body limit.
     """
-    argv = [str(config.repository), "--host", "127.0.0.1"]
+    argv = [*_repository_args(config), "--host", "127.0.0.1"]
     argv += ["--port", "0", "--grpc-port", "0", "--model-control-mode", "explicit"]
     argv += ["--log-level", local.replica_log_level, *_log_args(config.log_settings)]
     if config.backend_directory is not None:  # Python-based backends, as the activator read
@@ -160,12 +160,24 @@ def _log_args(settings: LogSettings) -> list[str]:
     return argv
 
 
+def _repository_args(config: ActivatorConfig) -> list[str]:
+    """REPO, every other repository (`--model-repository`) and whether configs are
+    auto-completed, as `thaw up` was given them: a replica reads the models the activator
+    read."""
+    argv = [str(config.repository)]
+    for more in config.more_repositories:
+        argv.append(f"--model-repository={more}")
+    if not config.auto_complete_config:
+        argv.append("--disable-auto-complete-config")
+    return argv
+
+
 def fork_server_argv(config: ActivatorConfig, local: LocalConfig) -> list[str]:
     """The fork server's command line, less its `--fork-server-fd` (fork_server.py adds it):
     it imports what its children preload, and the snapshotter when images are configured.
     It gets the children's `--target` too, and never resolves it: a fork server must not
     create a CUDA context (CUDA does not survive a fork); each child resolves `auto` itself."""
-    argv = [*local.fork_server_command, str(config.repository)]
+    argv = [*local.fork_server_command, *_repository_args(config)]
     argv += ["--log-level", local.replica_log_level, *_image_args(config)]
     argv += ["--target", local.target]
     if local.preload_frameworks:

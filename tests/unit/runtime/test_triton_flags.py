@@ -17,9 +17,9 @@ from runtime.process.triton_flags import (
     TRITON_FLAGS,
     add_unsupported_flags,
     backend_settings,
-    deprecation_warnings,
     log_ignored,
 )
+from thawserver.repository_flags import strict_model_config_warnings
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -114,10 +114,15 @@ def test_strict_model_config_is_the_older_name_of_no_auto_complete() -> None:
     ],
 )
 def test_strict_model_config_warns_as_tritonserver(argv: tuple[str, ...], said: list[str]) -> None:
-    warnings = deprecation_warnings(_parser().parse_args(["serve", "repo", *argv]))
+    args = _parser().parse_args(["serve", "repo", *argv])
+    warnings = strict_model_config_warnings(
+        args.strict_model_config, disable_auto_complete=args.disable_auto_complete_config
+    )
     assert len(warnings) == len(said)
     for warning, fragment in zip(warnings, said, strict=True):
         assert warning.startswith("Warning: ") and fragment in warning
+
+
 def test_model_namespacing_and_a_repository_given_twice() -> None:
     assert _parse("repo").model_namespacing is False  # tritonserver's default
     assert _parse("a", "--model-repository=b", "--model-namespacing=true").model_namespacing

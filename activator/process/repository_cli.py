@@ -1,0 +1,134 @@
+"""`thaw up`'s model-repository flags, tritonserver's spellings as `thaw serve` takes them:
+the repositories (REPO, `--model-repository`), `--load-model` (`*`: every model),
+`--strict-readiness`, `--exit-on-error`, `--disable-auto-complete-config` /
+`--strict-model-config`, and `--model-namespacing` (true refused). Parsed by
+thawserver.repository_flags, `thaw serve`'s code.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence, Set
+from pathlib import Path
+from typing import Any
+
+from activator.errors import ConfigError
+from thawserver.repository_flags import (
+    ALL_MODELS,
+    model_repositories,
+    startup_models_refusal,
+    strict_model_config_warnings,
+)
+
+__all__ = [
+    "add_repository_arguments",
+    "check_startup_models",
+    "models_to_wake",
+    "repository_settings",
+    "start_warnings",
+    "triton_bool",
+]
+
+
+def triton_bool(text: str) -> bool:
+    """A tritonserver boolean flag value (`true|false|1|0|on|off|yes|no`, any case)."""
+    lowered = text.strip().lower()
+    if lowered in ("true", "1", "on", "yes"):
+        return True
+    if lowered in ("false", "0", "off", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"{text!r} is not a boolean (true or false)")
+
+
+def add_repository_arguments(p: argparse.ArgumentParser) -> None:
+    """REPO (optional beside `--model-repository`) and the flags of the group below."""
+    p.add_argument(
+        "repository", metavar="REPO", type=Path, nargs="?", default=None,
+        help="Triton model repository (or --model-repository=DIR, repeatable)",
+    )  # fmt: skip
+    g = p.add_argument_group("model repositories and readiness (tritonserver's flags)")
+    g.add_argument(
+        "--model-repository", "--model-store", dest="model_repositories", action="append",
+        default=[], metavar="DIR",
+        help="a model repository (repeatable, as tritonserver's; with REPO, the models of all "
+        "of them are served as one index; a model name in two repositories is unavailable, "
+        "as on thaw serve). --scaler local only",
+    )  # fmt: skip
+    g.add_argument(
+        "--strict-readiness", type=triton_bool, default=True, metavar="BOOL",
+        help="/v2/health/ready (and gRPC ServerReady) answer ready only once the start is "
+        "done: the warm pool primed and every --load-model woken (default true); false: "
+        "ready as soon as the server answers. A model at zero counts as ready",
+    )  # fmt: skip
+    g.add_argument(
+        "--exit-on-error", type=triton_bool, default=None, metavar="BOOL",
+        help="false, given: a model repository that is not a directory leaves thaw up "
+        "answering (metadata, index) but neither live nor ready, as tritonserver that failed "
+        "to initialize; otherwise (default, or true) it refuses the start",
+    )  # fmt: skip
+    g.add_argument(
+        "--disable-auto-complete-config", action="store_true",
+        help="do not complete configs from model files (ONNX inputs and outputs) in the "
+        "activator or in any replica: each config.pbtxt must declare them",
+    )  # fmt: skip
+    g.add_argument(
+        "--strict-model-config", type=triton_bool, default=None, metavar="BOOL",
+        help="true = --disable-auto-complete-config (tritonserver's deprecated name; warns as "
+        "tritonserver does)",
+    )  # fmt: skip
+    g.add_argument(
+        "--model-namespacing", type=triton_bool, default=False, metavar="BOOL",
+        help="only false (the default) yet: true, each repository a namespace, is refused "
+        "(thaw serve has it); without it a name in two repositories is unavailable",
+    )  # fmt: skip
+
+
+def repository_settings(args: argparse.Namespace, *, kubernetes: bool) -> dict[str, Any]:
+    """The ActivatorConfig fields of these flags; ConfigError names a refused one."""
+    if args.model_namespacing:
+        raise ConfigError(
+            "--model-namespacing is not supported by thaw up yet (thaw serve has it): the "
+            "models of several --model-repository are one index there, a name in two unavailable"
+        )
+    try:
+        repositories = model_repositories(args.repository, args.model_repositories)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if kubernetes and len(repositories) > 1:
+        raise ConfigError(
+            "several model repositories need --scaler local: pods serve the one repository "
+            "of their image or volume (give one REPO with --scaler kubernetes)"
+        )
+    return {
+        "repository": repositories[0],
+        "more_repositories": repositories[1:],
+        "strict_readiness": args.strict_readiness,
+        "exit_on_error": args.exit_on_error,
+        "auto_complete_config": not (args.disable_auto_complete_config or args.strict_model_config),
+    }
+
+
+def start_warnings(args: argparse.Namespace) -> list[str]:
+    """What tritonserver prints on stderr for these flags before its log starts."""
+    return strict_model_config_warnings(
+        args.strict_model_config, disable_auto_complete=args.disable_auto_complete_config
+    )
+
+
+def check_startup_models(
+    names: Sequence[str], *, explicit: bool, servable: Sequence[str], unavailable: Set[str]
+) -> None:
+    """ConfigError, in tritonserver's words, when `--load-model` must refuse the start, once
+    the repositories are read (`servable` and `unavailable` model names)."""
+    refusal = startup_models_refusal(
+        names, explicit=explicit, has_model=lambda n: n in servable or n in unavailable
+    )
+    if refusal is not None:
+        raise ConfigError(refusal)
+
+
+def models_to_wake(names: Sequence[str], servable: Sequence[str]) -> tuple[str, ...]:
+    """The models `--load-model` wakes at start, each once: `*` is every servable one."""
+    if ALL_MODELS in names:
+        return tuple(servable)
+    return tuple(dict.fromkeys(names))

@@ -1,0 +1,94 @@
+"""tritonserver's model-repository flags as `thaw serve` and `thaw up` both read them: the
+repositories (REPO and `--model-repository`, repeatable), `--load-model`'s refusals and
+`--strict-model-config`'s deprecation warnings, in tritonserver's words.
+
+    model_repositories(REPO, [DIR, ...])  -> the repositories, each once (ValueError: none)
+    startup_models_refusal(...)           -> why `--load-model` refuses the start, or None
+    strict_model_config_warnings(...)     -> the lines tritonserver prints on stderr
+
+`--load-model`'s refusals, word for word tritonserver's:
+
+    --load-model outside explicit mode   "Error: Use of '--load-model' requires setting ..."
+    '*' beside other names               "Wildcard model name '*' must be the ONLY startup ..."
+    ''                                   "Invalid model name"
+    a name no repository has             "failed to poll model 'x': model not found in any ..."
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from thawwire.model_control import LOAD_MODEL_NOT_EXPLICIT
+from thawwire.names import is_model_name
+
+__all__ = [
+    "ALL_MODELS",
+    "INVALID_NAME",
+    "WILDCARD_NOT_ALONE",
+    "model_repositories",
+    "startup_models_refusal",
+    "strict_model_config_warnings",
+]
+
+ALL_MODELS = "*"  # `--load-model=*`: every model of the repositories
+WILDCARD_NOT_ALONE = "Wildcard model name '*' must be the ONLY startup model if specified at all."
+INVALID_NAME = "Invalid model name"
+
+
+def model_repositories(positional: Path | None, given: Sequence[str | Path]) -> tuple[Path, ...]:
+    """REPO then each `--model-repository`, in order; ValueError when there is none, or when
+    two name one directory through a link.
+
+    One directory named twice is one repository (tritonserver keeps a set of them), not a
+    second that makes each of its models a duplicate: the first naming is kept."""
+    named = ([positional] if positional is not None else []) + [Path(r) for r in given]
+    by_path = {os.path.abspath(r): r for r in reversed(named)}
+    repositories = tuple(by_path[key] for key in dict.fromkeys(os.path.abspath(r) for r in named))
+    if not repositories:
+        raise ValueError("no model repository: give REPO or --model-repository=DIR")
+    seen: set[Path] = set()
+    for repository in repositories:
+        if repository.resolve() in seen:
+            raise ValueError(f"model repository {repository} is given twice")
+        seen.add(repository.resolve())
+    return repositories
+
+
+def startup_models_refusal(
+    names: Sequence[str], *, explicit: bool, has_model: Callable[[str], bool]
+) -> str | None:
+    """Why the start must fail for these `--load-model` names, or None when it may go on.
+    `explicit`: `--model-control-mode explicit`; `has_model(name)`: whether a repository has
+    a model directory of that (valid) name."""
+    if names and not explicit:
+        return LOAD_MODEL_NOT_EXPLICIT
+    if ALL_MODELS in names:
+        return WILDCARD_NOT_ALONE if len(names) > 1 else None
+    for name in names:
+        if not name:
+            return INVALID_NAME
+        if not (is_model_name(name) and has_model(name)):
+            return f"failed to poll model '{name}': model not found in any model repository"
+    return None
+
+
+def strict_model_config_warnings(
+    strict_model_config: bool | None, *, disable_auto_complete: bool
+) -> list[str]:
+    """tritonserver's warnings (on stderr, before its log starts) for `--strict-model-config`:
+    deprecated whenever given, and overridden when false beside
+    `--disable-auto-complete-config`."""
+    if strict_model_config is None:
+        return []
+    warnings = [
+        "Warning: '--strict-model-config' has been deprecated! Please use "
+        "'--disable-auto-complete-config' instead."
+    ]
+    if disable_auto_complete and not strict_model_config:
+        warnings.append(
+            "Warning: Overriding deprecated '--strict-model-config' from False to True in favor "
+            "of '--disable-auto-complete-config'!"
+        )
+    return warnings
