@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from runtime.errors import ServingError
+
 __all__ = ["ServerState", "lifecycle_context"]
 
 logger = logging.getLogger(__name__)
@@ -73,7 +75,10 @@ def lifecycle_context(
         except Exception as exc:
             state.start_error = exc
             if exit_on_failure:
-                logger.exception("server start failed")
+                if isinstance(exc, ServingError):  # a model's fault, said in its words
+                    logger.error("server start failed: %s", exc.message)
+                else:
+                    logger.exception("server start failed")
                 state.failed.set()
             else:
                 logger.error("server failed to initialize: %s; serving, not live", exc)
