@@ -17,6 +17,7 @@ from thawserver.cache_flags import cache_bytes
 from thawserver.connection_limits import LIMIT_RANGES, ConnectionLimits, out_of_range
 from thawserver.limit_flags import limits_from_args
 from thawwire.model_control import LOAD_MODEL_NOT_EXPLICIT
+from thawwire.openai_api import DEFAULT_MAX_TOOL_CALL_PARSE_BYTES
 
 __all__ = [
     "backend_directory",
@@ -115,3 +116,17 @@ def refuse_local_only_flags(args: argparse.Namespace) -> None:
         raise ConfigError("--http/--grpc-header-forward-pattern need --scaler local")
     if response_cache_bytes(args):
         raise ConfigError("--cache-config / --response-cache-byte-size need --scaler local")
+    # The runtime pods' command line is the Helm chart's pool template, not thaw up's: say where
+    # these go instead of letting them do nothing.
+    if args.tool_call_parser:
+        raise ConfigError(
+            f"--tool-call-parser {args.tool_call_parser} reaches replicas with --scaler local "
+            "only: on Kubernetes the runtime pods' flags are the Helm chart's; set its value "
+            f"runtime.toolCallParser={args.tool_call_parser} instead"
+        )
+    if args.max_tool_call_parse_bytes != DEFAULT_MAX_TOOL_CALL_PARSE_BYTES:
+        raise ConfigError(
+            f"--max-tool-call-parse-bytes {args.max_tool_call_parse_bytes} reaches replicas with "
+            "--scaler local only: on Kubernetes the runtime pods' flags are the Helm chart's; "
+            f"set its value runtime.maxToolCallParseBytes={args.max_tool_call_parse_bytes} instead"
+        )

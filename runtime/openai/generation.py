@@ -170,7 +170,13 @@ class Generation:
         top = self._request.logprobs
         asked = self._request
         infer = generate_request(
-            self._face, prompt, sampling, stream=asked.stream, echo=asked.echo, logprobs=top
+            self._face,
+            prompt,
+            sampling,
+            stream=asked.stream,
+            echo=asked.echo,
+            logprobs=top,
+            guide=asked.tools.guide,
         )
         if self._request.echo and not self._face.echoes:
             yield Delta(index, prompt)  # the prompt's tokens are not generated: no logprobs

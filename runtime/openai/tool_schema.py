@@ -11,6 +11,10 @@ The mode each request gets, as Triton's OpenAI frontend decides it (`ToolRequest
 no tools or "none" ─▶ PLAIN text; a named tool, or "required" (the first tool) ─▶ NAMED: the
 model's text is that tool's arguments; "auto" or unset with tools ─▶ PARSED by the server's
 `--tool-call-parser` (without one, refused in Triton's words: `check_parser`).
+
+A NAMED answer is guided (`ToolRequest.guide`, Triton's frontend's `_get_guided_json_from_tool`):
+the tool's `parameters` JSON schema, as compact JSON text, for the model to constrain its text to
+(runtime.openai.triton_mapping says how each kind of model is given it).
 """
 
 from __future__ import annotations
@@ -58,6 +62,19 @@ class ToolRequest:
     def name(self) -> str:
         """The function a NAMED answer calls: the named one, or (required) the first tool."""
         return self.named or str(self.tools[0]["function"]["name"])
+
+    @property
+    def guide(self) -> str | None:
+        """The JSON schema a NAMED answer is guided by: its tool's `parameters` as compact JSON
+        text (pydantic's `model_dump_json`, as Triton's frontend writes it); None for any other
+        mode, or a tool that declares no `parameters` (nothing to guide by)."""
+        if self.mode is not ToolMode.NAMED or not self.tools:
+            return None
+        functions = {t["function"]["name"]: t["function"] for t in self.tools}
+        schema = functions.get(self.name, {}).get("parameters")
+        if schema is None:
+            return None
+        return json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
 
     def check_parser(self, parser: str | None) -> None:
         """Refuses a request that needs a tool-call parser when the server has none."""

@@ -13,6 +13,11 @@ frontend's (python/openai in triton-inference-server/server), read from a model'
       logprobs            vLLM style with a `logprobs` output only: return_logprobs = true and
                           sampling_parameters' `logprobs` = tokens per position; the output
                           read by runtime.openai.logprobs
+      a guide             a JSON schema the text must follow (a named tool's parameters):
+                          vLLM style, sampling_parameters' `structured_outputs` = the JSON text
+                          of vLLM's StructuredOutputsParams {"json": schema text}, as
+                          vllm_backend reads it; TRT-LLM / Python, guided_decoding_guide_type =
+                          "json_schema" and guided_decoding_guide = the schema text
     an embedding model    vLLM style: input embedding_request (JSON) -> text_output (a JSON
                           list); plain: text_input (BYTES) -> embedding (FP32/FP16/FP64)
 
@@ -55,6 +60,7 @@ _EMBEDDING_OUT = "embedding"
 _ECHO = "exclude_input_in_output"
 _COUNTS = ("num_input_tokens", "num_output_tokens")
 _LOGPROBS = "logprobs"
+_GUIDE_TYPE, _GUIDE = "guided_decoding_guide_type", "guided_decoding_guide"
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,9 +116,11 @@ def generate_request(
     stream: bool,
     echo: bool,
     logprobs: int | None = None,
+    guide: str | None = None,
 ) -> InferRequest:
     """The infer request for one choice of one prompt (`logprobs`: the most likely tokens to
-    report per position, None for no logprobs)."""
+    report per position, None for no logprobs; `guide`: the JSON schema, as text, the text must
+    follow, None for none)."""
     if not face.generative:
         raise OpenAIError(
             f"model '{face.name}' is not a generative model (it needs a '{TEXT_IN}' input and "
@@ -129,7 +137,7 @@ def generate_request(
     max_tokens = sampling.max_tokens or DEFAULT_MAX_TOKENS
     values: dict[str, list[Any]] = {TEXT_IN: [prompt], "stream": [stream], _ECHO: [not echo]}
     if face.vllm:
-        fields = {
+        fields: dict[str, Any] = {
             "max_tokens": max_tokens,
             "temperature": sampling.temperature,
             "top_p": sampling.top_p,
@@ -140,6 +148,8 @@ def generate_request(
         }
         if logprobs is not None:
             fields["logprobs"] = logprobs
+        if guide is not None:  # vllm_backend: StructuredOutputsParams(**json.loads(value))
+            fields["structured_outputs"] = json.dumps({"json": guide})
         present = {k: v for k, v in fields.items() if v is not None}
         values[_VLLM_SAMPLING] = [json.dumps(present)]
         values["return_logprobs"] = [logprobs is not None]
@@ -151,6 +161,9 @@ def generate_request(
                 values[key] = [value]
         if sampling.stop:
             values["stop_words"] = list(sampling.stop)
+        if guide is not None:  # a model without these inputs gets no guide (see _request)
+            values[_GUIDE_TYPE] = ["json_schema"]
+            values[_GUIDE] = [guide]
     values["return_num_input_tokens"] = [True]
     values["return_num_output_tokens"] = [True]
     return _request(face, values)

@@ -300,6 +300,27 @@ def check_openai_chat_stream() -> None:
         raise AssertionError(f"deltas {deltas!r} vs {whole.choices[0].message.content!r}")
 
 
+def check_openai_named_tool_guided() -> None:
+    """A named tool_choice's schema reaches the engine through vllm_backend's own parsing of
+    `sampling_parameters` (TritonSamplingParams.from_dict: `structured_outputs` as
+    StructuredOutputsParams); the stand-in answers the schema it was given."""
+    import openai
+
+    client = openai.OpenAI(base_url="http://127.0.0.1:8000/v1", api_key="unused")
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    tool = {"type": "function", "function": {"name": "get_weather", "parameters": schema}}
+    answer = client.chat.completions.create(
+        model="vllm_opt",
+        messages=[{"role": "user", "content": "weather in Dallas?"}],
+        tools=[tool],
+        tool_choice={"type": "function", "function": {"name": "get_weather"}},
+    )
+    (call,) = answer.choices[0].message.tool_calls or []
+    expected = json.dumps(schema, separators=(",", ":"))
+    if call.function.name != "get_weather" or call.function.arguments != expected:
+        raise AssertionError(f"call {call!r}, expected the arguments {expected!r}")
+
+
 def check_custom_metrics() -> None:
     with urllib.request.urlopen("http://127.0.0.1:8002/metrics", timeout=10) as reply:
         text = reply.read().decode()
@@ -312,6 +333,7 @@ def check_custom_metrics() -> None:
 _OWN_CHECKS: tuple[tuple[str, Callable[[], None]], ...] = (
     ("openai_completion", check_openai_completion),
     ("openai_chat_stream", check_openai_chat_stream),
+    ("openai_named_tool_guided", check_openai_named_tool_guided),
     ("custom_metrics_on_metrics_port", check_custom_metrics),
 )
 

@@ -1,7 +1,8 @@
 """Tool calling through the `openai` client, unchanged, against a real `thaw serve` with
 `--tool-call-parser`: a streamed Mistral-format call and a Llama 3 JSON call become OpenAI's
 `tool_calls`, streamed and whole alike; a tool's answer goes back into the conversation; named
-and required tool choices; the streamed parse limit; refusals in Triton's words."""
+and required tool choices, and the tool's JSON schema they send the model (guided decoding, a
+TRT-LLM-style and a vLLM-style model); the streamed parse limit; refusals in Triton's words."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 import openai
 import pytest
 
-from tests.fixtures import tool_call_models
+from tests.fixtures import openai_models, tool_call_models
 from tests.fixtures.serve_process import ServeProcess
 
 pytestmark = pytest.mark.integration
@@ -60,6 +61,7 @@ def _server(repo_factory: pytest.TempPathFactory, parser: str, *args: str) -> Se
     repo = repo_factory.mktemp(f"tools_{parser}")
     tool_call_models.make_tool_stream_mistral(repo)
     tool_call_models.make_tool_answer_llama(repo)
+    openai_models.make_params_vllm(repo)
     serve = ServeProcess(repo, "--tool-call-parser", parser, *args)
     serve.wait_ready()
     return serve
@@ -203,6 +205,52 @@ def test_named_and_required_tool_choices(mistral: ServeProcess) -> None:
             assert len(calls) == 1 and calls[0]["name"] == name and calls[0]["id"]
             assert calls[0]["arguments"] == call.function.arguments
             assert content == "" and len(reasons) == 1 and reasons[0] != "tool_calls"
+
+
+def _compact(schema: dict[str, Any]) -> str:
+    return json.dumps(schema, separators=(",", ":"))  # as Triton's frontend writes it
+
+
+def test_a_named_or_required_choice_sends_the_tools_schema_as_the_guide(
+    mistral: ServeProcess,
+) -> None:
+    asking = [{"role": "user", "content": "show-guide"}]
+    named = {"type": "function", "function": {"name": "get_n_day_weather_forecast"}}
+    tools = [WEATHER_TOOL, FORECAST_TOOL]
+    with _client(mistral) as client:
+        cases = ((named, FORECAST_TOOL), ("required", WEATHER_TOOL))
+        for choice, tool in cases:
+            whole = client.chat.completions.create(
+                model="tool_stream_mistral", messages=asking, tools=tools, tool_choice=choice
+            )
+            (call,) = whole.choices[0].message.tool_calls or []
+            # the model answers what it was given: the guide is the call's arguments
+            guide = {"guide_type": "json_schema", "guide": _compact(tool["function"]["parameters"])}
+            assert json.loads(call.function.arguments) == guide
+            stream = client.chat.completions.create(
+                model="tool_stream_mistral",
+                messages=asking,
+                tools=tools,
+                tool_choice=choice,
+                stream=True,
+            )
+            _, calls, _, _ = _streamed(stream)
+            assert calls[0]["arguments"] == call.function.arguments
+        # "auto" (the parser reads the text) and "none" are not guided
+        for choice in ("auto", "none"):
+            text = client.chat.completions.create(
+                model="tool_stream_mistral", messages=asking, tools=tools, tool_choice=choice
+            )
+            message = text.choices[0].message
+            assert not message.tool_calls
+            assert json.loads(message.content or "") == {"guide_type": None, "guide": None}
+        # a vLLM-style model: sampling_parameters' structured_outputs, as vllm_backend reads it
+        vllm = client.chat.completions.create(
+            model="params_vllm", messages=asking, tools=tools, tool_choice=named
+        )
+    (call,) = vllm.choices[0].message.tool_calls or []
+    sampling = json.loads(call.function.arguments)["sampling_parameters"]
+    assert json.loads(sampling["structured_outputs"]) == {"json": '{"type":"object"}'}
 
 
 def test_malformed_tool_json_is_content(mistral: ServeProcess) -> None:

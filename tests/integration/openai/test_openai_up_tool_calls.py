@@ -1,7 +1,7 @@
 """Tool calling through a real `thaw up --tool-call-parser mistral` with its model at zero: a
 chat with tools wakes the model, and the replica, given the parser and the parse limit by
 `thaw up`, answers with tool calls, streamed and whole, and cuts a streamed call past the
-limit."""
+limit, and a named tool choice reaches the model with its guided decoding."""
 
 from __future__ import annotations
 
@@ -70,3 +70,21 @@ def test_a_chat_with_tools_wakes_the_model_and_gets_calls(up: UpProcess) -> None
             max_completion_tokens=4096,
         )
         assert [ch.choices[0].finish_reason for ch in big][-1] == "length"
+
+
+def test_a_named_choice_reaches_the_replica_with_its_guide(up: UpProcess) -> None:
+    named = {"type": "function", "function": {"name": "get_current_weather"}}
+    with openai.OpenAI(base_url=up.url + "/v1", api_key="none", max_retries=0, timeout=120) as c:
+        whole = c.chat.completions.create(
+            model="tool_stream_mistral",
+            messages=[{"role": "user", "content": "show-guide"}],
+            tools=[WEATHER_TOOL],
+            tool_choice=named,
+        )
+    (call,) = whole.choices[0].message.tool_calls or []
+    assert call.function.name == "get_current_weather"
+    # the model answers the guided decoding it was given: the tool's schema, compact
+    assert json.loads(call.function.arguments) == {
+        "guide_type": "json_schema",
+        "guide": '{"type":"object"}',
+    }

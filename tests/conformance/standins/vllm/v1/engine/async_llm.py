@@ -4,11 +4,15 @@ deterministic words (see the package docstring: a test double, no model runs).
     generate(prompt, params, id) ─▶ one step per `THAW_VLLM_STANDIN_STEP_S`: every running
         sequence gets one word; a RequestOutput (cumulative, as vLLM's default) per step;
         stat loggers get the step's IterationStats; `abort(id)` ends it with "abort"
+    guided (params.structured_outputs.json set) ─▶ the stand-in constrains nothing: its whole
+        text, in one step, is the JSON schema it was given, so a check sees what reached the
+        engine through vllm_backend's parsing
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 import zlib
@@ -20,7 +24,7 @@ from vllm.engine.protocol import EngineClient
 from vllm.logprobs import Logprob
 from vllm.outputs import CompletionOutput, PoolingOutput, PoolingRequestOutput, RequestOutput
 from vllm.pooling_params import PoolingParams
-from vllm.sampling_params import SamplingParams
+from vllm.sampling_params import SamplingParams, StructuredOutputsParams
 from vllm.usage.usage_lib import UsageContext
 from vllm.v1.metrics.loggers import StatLoggerBase, StatLoggerFactory
 from vllm.v1.metrics.stats import FinishedRequestStats, IterationStats, SchedulerStats
@@ -55,6 +59,18 @@ def next_token(prompt: str, sequence: int, step: int, params: SamplingParams) ->
     if params.temperature > 0:
         key += 104_729 * sequence + 15_485_863 * (params.seed or 0)
     return (key + 7_919 * step) % len(WORDS)
+
+
+def guided_text(params: SamplingParams) -> str | None:
+    """A guided request's whole text: the JSON schema of its `structured_outputs` (None when
+    not guided by a schema)."""
+    structured = params.structured_outputs
+    if structured is None:
+        return None
+    if not isinstance(structured, StructuredOutputsParams):
+        raise TypeError(f"structured_outputs must be StructuredOutputsParams, not {structured!r}")
+    schema = structured.json
+    return None if schema is None else schema if isinstance(schema, str) else json.dumps(schema)
 
 
 class _Sequence:
@@ -199,6 +215,11 @@ class AsyncLLM(EngineClient):
     def _step(seq: _Sequence, prompt: str, step: int, params: SamplingParams, limit: int) -> None:
         token = next_token(prompt, seq.index, step, params)
         seq.tokens.append(token)
+        guided = guided_text(params)
+        if guided is not None:
+            seq.text, seq.finish_reason = guided, "stop"
+            seq.logprobs.append({token: Logprob(-0.1, 1, guided)})
+            return
         seq.text += piece(token)
         seq.logprobs.append({token: Logprob(-0.1 * (1 + token % 5), 1, piece(token))})
         for stop in params.stop_strings():

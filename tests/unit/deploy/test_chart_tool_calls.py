@@ -1,0 +1,72 @@
+"""The OpenAI routes' tool-calling flags on Kubernetes: `runtime.toolCallParser` and
+`runtime.maxToolCallParseBytes` become every warm pool's `thaw serve --tool-call-parser` /
+`--max-tool-call-parse-bytes` (only when set), which `thaw serve` parses into its config; the
+schema takes exactly the parsers Thaw has. (`thaw up --scaler kubernetes` refuses the flags,
+naming these values: tests/unit/activator/test_flag_checks_tool_calls.py.)"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.unit.deploy.chart_paths import CHART, Render
+from thawwire.openai_api import DEFAULT_MAX_TOOL_CALL_PARSE_BYTES, TOOL_CALL_PARSERS
+
+VALUES: dict[str, Any] = yaml.safe_load((CHART / "examples" / "gpu-karpenter.yaml").read_text())
+
+
+def _runtime_args(objects: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Each warm pool's runtime container args, by placement class."""
+    pools = {}
+    for o in objects:
+        labels = o["metadata"]["labels"]
+        if o["kind"] == "Deployment" and labels.get("app.kubernetes.io/component") == "runtime":
+            (container,) = o["spec"]["template"]["spec"]["containers"]
+            pools[labels["thaw.dev/placement-class"]] = list(container["args"])
+    assert pools
+    return pools
+
+
+def test_set_values_reach_every_pools_thaw_serve(render: Render) -> None:
+    from runtime.process.cli import build_config
+    from thaw.cli import build_parser
+
+    values = {**VALUES, "runtime": {**VALUES["runtime"], "toolCallParser": "mistral",
+                                    "maxToolCallParseBytes": 65536}}  # fmt: skip
+    pools = _runtime_args(render(values))
+    assert len(pools) > 1  # the GPU class's pods too
+    for name, args in pools.items():
+        assert {"--tool-call-parser=mistral", "--max-tool-call-parse-bytes=65536"} <= set(args)
+        config = build_config(build_parser("serve").parse_args(args))
+        assert config.tool_call_parser == "mistral", name
+        assert config.max_tool_call_parse_bytes == 65536, name
+
+
+def test_unset_values_leave_thaw_serves_defaults(render: Render) -> None:
+    from runtime.process.cli import build_config
+    from thaw.cli import build_parser
+
+    for name, args in _runtime_args(render(VALUES)).items():
+        assert not [a for a in args if a.startswith(("--tool-call", "--max-tool-call"))], name
+        config = build_config(build_parser("serve").parse_args(args))
+        assert config.tool_call_parser is None
+        assert config.max_tool_call_parse_bytes == DEFAULT_MAX_TOOL_CALL_PARSE_BYTES
+
+
+def test_the_schema_takes_thaws_parsers_and_refuses_others(render: Render) -> None:
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    runtime = schema["properties"]["runtime"]["properties"]
+    assert runtime["toolCallParser"]["enum"] == ["", *TOOL_CALL_PARSERS]
+    for bad in ("runtime.toolCallParser=hermes", "runtime.maxToolCallParseBytes=-1"):
+        done = render(VALUES, bad, check=False)
+        assert done.returncode != 0, bad
+        assert "values don't meet the specifications of the schema" in done.stderr, bad
+
+
+@pytest.mark.parametrize("key", ["runtime.toolCallParser", "runtime.maxToolCallParseBytes"])
+def test_the_values_are_documented(key: str) -> None:
+    docs = (CHART.parents[2] / "docs" / "kubernetes.md").read_text()
+    assert f"`{key}`" in docs
