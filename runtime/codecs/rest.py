@@ -87,7 +87,8 @@ def decode_infer_request(
     binary_default = _flag(parameters.get("binary_data_output", False), "binary_data_output")
     if "binary_data_output" in parameters:  # the codec's, as in Triton: the model never sees it
         parameters = {k: v for k, v in parameters.items() if k != "binary_data_output"}
-    _check_reserved(parameters)
+    if parameters:
+        _check_reserved(parameters)
     inputs = _decode_inputs(
         raw_inputs, binary, max_json_bytes=len(header), shm=shm, model=model_name
     )
@@ -118,12 +119,14 @@ def _split_body(body: bytes, header_length: int | None) -> tuple[bytes, memoryvi
     return body[:header_length], view[header_length:]
 
 
-def _parameters(value: Any, where: str) -> dict[str, Any]:
-    """A `parameters` object, or {} when absent."""
+def _parameters(value: Any, where: str, name: str | None = None) -> dict[str, Any]:
+    """A `parameters` object, or {} when absent; `where` names its owner in the error (with
+    `name`: `where 'name'`, formatted only then)."""
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise InvalidInput(f"{where} 'parameters' must be a JSON object")
+        owner = where if name is None else f"{where} '{name}'"
+        raise InvalidInput(f"{owner} 'parameters' must be a JSON object")
     return value
 
 
@@ -172,7 +175,7 @@ def _decode_inputs(
         if name in seen:
             raise InvalidInput(f"input '{name}' already exists in request")
         seen.add(name)
-        params = _parameters(raw.get("parameters"), f"input '{name}'")
+        params = _parameters(raw.get("parameters"), "input", name)
         size = params.get("binary_data_size")
         ref = _shm_ref(params, name) if params and not SHM_PARAMETERS.isdisjoint(params) else None
         section = None
@@ -341,7 +344,7 @@ def _decode_outputs(
         if name in seen:
             raise InvalidInput(f"output '{name}' already exists in request")
         seen.add(name)
-        params = _parameters(entry.get("parameters"), f"output '{name}'")
+        params = _parameters(entry.get("parameters"), "output", name)
         if params and not SHM_PARAMETERS.isdisjoint(params):
             params = _shm_output(params, name, shm)
         binary = _flag(params.get("binary_data", binary_default), "binary_data")
