@@ -153,6 +153,20 @@ def _flag(value: Any, name: str) -> bool:
     return value
 
 
+# One input's header, checked, before any data is read: (its JSON object, name, datatype,
+# shape, element count, binary section, shared-memory reference, parameters for the model).
+_InputHeader = tuple[
+    dict[str, Any],
+    str,
+    str,
+    tuple[int, ...],
+    int,
+    memoryview | None,
+    ShmRef | None,
+    dict[str, Any],
+]
+
+
 def _decode_inputs(
     raw_inputs: list[Any],
     binary: memoryview | None,
@@ -163,10 +177,7 @@ def _decode_inputs(
 ) -> list[InferTensor]:
     """Decode every input; binary sections are consumed in input order and must all be used."""
     offset = 0
-    headers: list[
-        tuple[dict[str, Any], str, str, tuple[int, ...], int, memoryview | None, ShmRef | None]
-    ] = []
-    params_of: list[dict[str, Any]] = []
+    headers: list[_InputHeader] = []
     seen: set[str] = set()
     for raw in raw_inputs:
         if not isinstance(raw, dict):
@@ -176,37 +187,38 @@ def _decode_inputs(
             raise InvalidInput(f"input '{name}' already exists in request")
         seen.add(name)
         params = _parameters(raw.get("parameters"), "input", name)
-        size = params.get("binary_data_size")
-        ref = _shm_ref(params, name) if params and not SHM_PARAMETERS.isdisjoint(params) else None
-        section = None
-        if ref is not None:
-            try:
-                check_json_input(raw, params, name)
-            except SharedMemoryError as exc:
-                raise InvalidInput(exc.message) from None
-        elif size is not None:
-            section = _section(binary, offset, size, name)
-            offset += len(section)
-        if params and not _CODEC_PARAMETERS.isdisjoint(params):
-            params = {k: v for k, v in params.items() if k not in _CODEC_PARAMETERS}
-        headers.append((raw, name, datatype, shape, count, section, ref))
-        params_of.append(params)
+        ref = section = None
+        if params:  # (most JSON inputs have none: nothing below applies to them)
+            if not SHM_PARAMETERS.isdisjoint(params):
+                ref = _shm_ref(params, name)
+            size = params.get("binary_data_size")
+            if ref is not None:
+                try:
+                    check_json_input(raw, params, name)
+                except SharedMemoryError as exc:
+                    raise InvalidInput(exc.message) from None
+            elif size is not None:
+                section = _section(binary, offset, size, name)
+                offset += len(section)
+            if not _CODEC_PARAMETERS.isdisjoint(params):
+                params = {k: v for k, v in params.items() if k not in _CODEC_PARAMETERS}
+        headers.append((raw, name, datatype, shape, count, section, ref, params))
     if binary is not None and offset != len(binary):
         raise InvalidInput(
             f"binary tensor data is {len(binary)} bytes but the inputs declare {offset}"
         )
     # The data back to front, as Triton's core checks it (see grpc_codec.decode_model_infer).
     inputs: list[InferTensor] = []
-    for index in reversed(range(len(headers))):
-        raw, name, datatype, shape, count, section, ref = headers[index]
+    for raw, name, datatype, shape, count, section, ref, params in reversed(headers):
         if ref is not None:
             data = _binding(shm).read_input(ref, name, datatype, shape, model)
         elif section is None:
             data = _json_input(raw, name, datatype, shape, count, max_json_bytes)
         else:
             data = from_wire(section, name, datatype, shape, model=model)
-        inputs.append(InferTensor(name, datatype, shape, data, params_of[index]))
-    return inputs[::-1]
+        inputs.append(InferTensor(name, datatype, shape, data, params))
+    inputs.reverse()
+    return inputs
 
 
 def _shm_ref(params: dict[str, Any], name: str) -> ShmRef | None:
