@@ -111,7 +111,9 @@ def from_wire(
             f"input byte size mismatch for input '{name}'{_for_model(model)}. Expected "
             f"{expected}, got {len(buffer)}"
         )
-    array = np.frombuffer(buffer, dtype=wire_dtype(datatype)).reshape(shape)
+    array = np.frombuffer(buffer, dtype=wire_dtype(datatype))
+    if len(shape) != 1:  # a 1-D shape is (count,): what frombuffer made
+        array = array.reshape(shape)
     if datatype == "BOOL" and bytes(buffer).translate(None, b"\x00\x01"):
         raise InvalidInput(f"input '{name}' holds BOOL bytes other than 0 and 1")
     return array

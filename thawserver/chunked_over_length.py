@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["MAX_HEAD_BYTES", "MAX_HELD_BODY_BYTES", "awaits_more", "prefer_chunked"]
+__all__ = ["MAX_HEAD_BYTES", "MAX_HELD_BODY_BYTES", "awaits_more", "prefer_chunked", "settle"]
 
 MAX_HEAD_BYTES = 16 * 1024  # a longer head is never rewritten (the parser judges it)
 # A candidate's body is held until all here up to this size; a longer one is the parser's (400).
@@ -71,6 +71,18 @@ def awaits_more(data: bytes) -> bool:
         return False
     end, _, _, _, declared = found
     return declared <= MAX_HELD_BODY_BYTES and len(data) < end + 4 + declared
+
+
+def settle(data: bytes) -> bytes | None:
+    """A request's first bytes as the parser should get them: `prefer_chunked`'s rewrite, or
+    `data` as it is; None while `awaits_more(data)`. The usual request, which names no
+    transfer coding, costs two substring searches and a search for the head's end."""
+    if b"ransfer-" not in data and b"RANSFER-" not in data:  # as _candidate: nothing to rewrite
+        whole = data.find(b"\r\n\r\n", 0, MAX_HEAD_BYTES) >= 0
+        return data if whole or len(data) >= MAX_HEAD_BYTES else None
+    if awaits_more(data):
+        return None
+    return prefer_chunked(data) or data
 
 
 def _candidate(data: bytes) -> tuple[int, bytes, list[bytes], int, int] | None:

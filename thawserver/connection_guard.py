@@ -36,8 +36,7 @@ from aiohttp import web
 from thawserver.chunked_over_length import (
     MAX_HEAD_BYTES,
     MAX_HELD_BODY_BYTES,
-    awaits_more,
-    prefer_chunked,
+    settle,
 )
 from thawserver.connection_limits import ConnectionLimits
 
@@ -148,7 +147,8 @@ class ConnectionGuard:
     @web.middleware
     async def middleware(self, request: web.Request, handler: _Handler) -> web.StreamResponse:
         """Marks the request's connection busy while its handler runs."""
-        conn = self._by_transport.get(request.transport) if request.transport else None
+        transport = request.transport
+        conn = self._by_transport.get(transport) if transport is not None else None
         if conn is None:  # a connection this guard does not know (tests' own servers)
             return await handler(request)
         conn.request_started()
@@ -293,10 +293,11 @@ class _Guarded(asyncio.Protocol):
         self._first_bytes(data)
 
     def _first_bytes(self, data: bytes) -> None:
-        if awaits_more(data):
+        settled = settle(data)
+        if settled is None:
             self._held = bytearray(data)  # head and body in separate reads: wait for the rest
             return
-        self.inner.data_received(prefer_chunked(data) or data)
+        self.inner.data_received(settled)
 
     def eof_received(self) -> bool | None:
         if self._held:  # the client is done sending: what it sent is the parser's

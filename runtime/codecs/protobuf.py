@@ -88,11 +88,12 @@ def decode_model_infer(message: Any, *, shm: ShmBinding | None = None) -> InferR
     `shm` resolves tensors in shared memory (without it, naming a region is an error)."""
     model = message.model_name
     raw = message.raw_input_contents
-    in_shm = sum(1 for io in message.inputs if REGION in io.parameters)
-    if raw and len(raw) != len(message.inputs) - in_shm:
+    ios = list(message.inputs)  # each input's wrapper made once
+    in_shm = sum(1 for io in ios if io.parameters and REGION in io.parameters)
+    if raw and len(raw) != len(ios) - in_shm:
         raise InvalidInput(
             f"raw_input_contents holds {len(raw)} entries but the request has "
-            f"{len(message.inputs) - in_shm} inputs for model '{model}'"
+            f"{len(ios) - in_shm} inputs for model '{model}'"
             + (f" (besides {in_shm} in shared memory)" if in_shm else "")
         )
     inputs: list[InferTensor] = []
@@ -102,13 +103,17 @@ def decode_model_infer(message: Any, *, shm: ShmBinding | None = None) -> InferR
     # one sent (qa/L0_input_validation pins it). No inputs at all is the model's business:
     # a model whose inputs are all optional takes such a request. `raw_input_contents` holds
     # the inputs not in shared memory, in order.
-    refs = [_shm_ref(io.parameters, io.name) if in_shm else None for io in message.inputs]
-    raw_index, next_raw = [], 0
-    for ref in refs:
-        raw_index.append(next_raw)
-        next_raw += ref is None
-    for index in reversed(range(len(message.inputs))):
-        io, ref = message.inputs[index], refs[index]
+    if in_shm:
+        refs = [_shm_ref(io.parameters, io.name) for io in ios]
+        raw_index, next_raw = [], 0
+        for ref in refs:
+            raw_index.append(next_raw)
+            next_raw += ref is None
+    else:  # the usual request: input i is raw_input_contents[i], if any
+        refs = [None] * len(ios)
+        raw_index = range(len(ios))  # type: ignore[assignment]
+    for index in reversed(range(len(ios))):
+        io, ref = ios[index], refs[index]
         if ref is not None:
             tensor = _shm_input(io, ref, model, shm)
         else:
@@ -140,6 +145,8 @@ def message_ref(name: str, version: str) -> tuple[str, str | None]:
 def request_parameters(parameters: Mapping[str, Any]) -> dict[str, Any]:
     """A request's `parameters` map as plain values, checked as Triton's gRPC frontend does."""
     values: dict[str, Any] = {}
+    if not parameters:
+        return values
     for key, param in parameters.items():
         kind = parameter_kind(param)
         if key.startswith(_RESERVED_PREFIX) and key not in _RESERVED_ALLOWED:
@@ -168,7 +175,7 @@ def _input(io: Any, raw: bytes | None, model: str) -> InferTensor:
         raise InvalidInput(f"input '{name}' has unknown datatype {datatype!r}")
     shape = tuple(io.shape)
     count = checked_shape(name, datatype, shape)
-    params = _tensor_parameters(io.parameters, f"input '{name}'")
+    params = _tensor_parameters(io.parameters)
     has_contents = io.HasField("contents")
     if raw is not None:
         if has_contents:
@@ -209,7 +216,7 @@ def _shm_input(io: Any, ref: ShmRef, model: str, shm: ShmBinding | None) -> Infe
         raise InvalidInput("shared memory is not available for this request")
     shape = tuple(io.shape)
     checked_shape(name, datatype, shape)
-    params = _tensor_parameters(io.parameters, f"input '{name}'")
+    params = _tensor_parameters(io.parameters)
     data = shm.read_input(ref, name, datatype, shape, model)
     return InferTensor(name, datatype, shape, data, params)
 
@@ -247,8 +254,10 @@ def _typed_contents(
     return np.asarray(values).astype(v2_to_numpy(datatype), copy=False).reshape(shape)
 
 
-def _tensor_parameters(parameters: Mapping[str, Any], where: str) -> dict[str, Any]:
+def _tensor_parameters(parameters: Mapping[str, Any]) -> dict[str, Any]:
     values: dict[str, Any] = {}
+    if not parameters:
+        return values
     for key, param in parameters.items():
         if key not in SHM_PARAMETERS:  # the server's, never a model's
             values[key] = parameter_value(param)
@@ -257,6 +266,8 @@ def _tensor_parameters(parameters: Mapping[str, Any], where: str) -> dict[str, A
 
 def _outputs(outputs: Any, shm: ShmBinding | None = None) -> list[RequestedOutput]:
     requested: list[RequestedOutput] = []
+    if not outputs:
+        return requested
     seen: set[str] = set()
     for out in outputs:
         if not out.name:
@@ -264,7 +275,7 @@ def _outputs(outputs: Any, shm: ShmBinding | None = None) -> list[RequestedOutpu
         if out.name in seen:
             raise InvalidInput(f"output '{out.name}' already exists in request")
         seen.add(out.name)
-        params = _tensor_parameters(out.parameters, f"output '{out.name}'")
+        params = _tensor_parameters(out.parameters)
         classes = 0
         if "classification" in out.parameters:
             if parameter_kind(out.parameters["classification"]) != "int64_param":
@@ -303,16 +314,17 @@ def encode_model_infer(
     message.model_name = response.model_name
     message.model_version = response.model_version
     message.id = response.id if response.id is not None else (request.id or "")
-    _set_parameters(message.parameters, response.parameters)
+    if response.parameters:  # (a map's wrapper costs even when nothing goes in it)
+        _set_parameters(message.parameters, response.parameters)
     if final is not None:
         message.parameters[FINAL_RESPONSE].bool_param = final
     raw = message.raw_output_contents
     for tensor, _, class_count in selected_outputs(response, request):
         if class_count:
             tensor = classify(tensor, class_count)
-        out = message.outputs.add(name=tensor.name, datatype=tensor.datatype)
-        out.shape.extend(tensor.shape)
-        _set_parameters(out.parameters, tensor.parameters)
+        out = message.outputs.add(name=tensor.name, datatype=tensor.datatype, shape=tensor.shape)
+        if tensor.parameters:
+            _set_parameters(out.parameters, tensor.parameters)
         if shm is not None and tensor.name in shm.outputs:
             shm.write_output(tensor.name, tensor_bytes(tensor))
             raw.append(b"")  # Triton's entry for an output written to shared memory

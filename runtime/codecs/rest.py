@@ -87,7 +87,8 @@ def decode_infer_request(
     binary_default = _flag(parameters.get("binary_data_output", False), "binary_data_output")
     if "binary_data_output" in parameters:  # the codec's, as in Triton: the model never sees it
         parameters = {k: v for k, v in parameters.items() if k != "binary_data_output"}
-    _check_reserved(parameters)
+    if parameters:
+        _check_reserved(parameters)
     inputs = _decode_inputs(
         raw_inputs, binary, max_json_bytes=len(header), shm=shm, model=model_name
     )
@@ -118,12 +119,14 @@ def _split_body(body: bytes, header_length: int | None) -> tuple[bytes, memoryvi
     return body[:header_length], view[header_length:]
 
 
-def _parameters(value: Any, where: str) -> dict[str, Any]:
-    """A `parameters` object, or {} when absent."""
+def _parameters(value: Any, where: str, name: str | None = None) -> dict[str, Any]:
+    """A `parameters` object, or {} when absent; `where` names its owner in the error (with
+    `name`: `where 'name'`, formatted only then)."""
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise InvalidInput(f"{where} 'parameters' must be a JSON object")
+        owner = where if name is None else f"{where} '{name}'"
+        raise InvalidInput(f"{owner} 'parameters' must be a JSON object")
     return value
 
 
@@ -150,6 +153,20 @@ def _flag(value: Any, name: str) -> bool:
     return value
 
 
+# One input's header, checked, before any data is read: (its JSON object, name, datatype,
+# shape, element count, binary section, shared-memory reference, parameters for the model).
+_InputHeader = tuple[
+    dict[str, Any],
+    str,
+    str,
+    tuple[int, ...],
+    int,
+    memoryview | None,
+    ShmRef | None,
+    dict[str, Any],
+]
+
+
 def _decode_inputs(
     raw_inputs: list[Any],
     binary: memoryview | None,
@@ -160,10 +177,7 @@ def _decode_inputs(
 ) -> list[InferTensor]:
     """Decode every input; binary sections are consumed in input order and must all be used."""
     offset = 0
-    headers: list[
-        tuple[dict[str, Any], str, str, tuple[int, ...], int, memoryview | None, ShmRef | None]
-    ] = []
-    params_of: list[dict[str, Any]] = []
+    headers: list[_InputHeader] = []
     seen: set[str] = set()
     for raw in raw_inputs:
         if not isinstance(raw, dict):
@@ -172,38 +186,39 @@ def _decode_inputs(
         if name in seen:
             raise InvalidInput(f"input '{name}' already exists in request")
         seen.add(name)
-        params = _parameters(raw.get("parameters"), f"input '{name}'")
-        size = params.get("binary_data_size")
-        ref = _shm_ref(params, name) if params and not SHM_PARAMETERS.isdisjoint(params) else None
-        section = None
-        if ref is not None:
-            try:
-                check_json_input(raw, params, name)
-            except SharedMemoryError as exc:
-                raise InvalidInput(exc.message) from None
-        elif size is not None:
-            section = _section(binary, offset, size, name)
-            offset += len(section)
-        if params and not _CODEC_PARAMETERS.isdisjoint(params):
-            params = {k: v for k, v in params.items() if k not in _CODEC_PARAMETERS}
-        headers.append((raw, name, datatype, shape, count, section, ref))
-        params_of.append(params)
+        params = _parameters(raw.get("parameters"), "input", name)
+        ref = section = None
+        if params:  # (most JSON inputs have none: nothing below applies to them)
+            if not SHM_PARAMETERS.isdisjoint(params):
+                ref = _shm_ref(params, name)
+            size = params.get("binary_data_size")
+            if ref is not None:
+                try:
+                    check_json_input(raw, params, name)
+                except SharedMemoryError as exc:
+                    raise InvalidInput(exc.message) from None
+            elif size is not None:
+                section = _section(binary, offset, size, name)
+                offset += len(section)
+            if not _CODEC_PARAMETERS.isdisjoint(params):
+                params = {k: v for k, v in params.items() if k not in _CODEC_PARAMETERS}
+        headers.append((raw, name, datatype, shape, count, section, ref, params))
     if binary is not None and offset != len(binary):
         raise InvalidInput(
             f"binary tensor data is {len(binary)} bytes but the inputs declare {offset}"
         )
     # The data back to front, as Triton's core checks it (see grpc_codec.decode_model_infer).
     inputs: list[InferTensor] = []
-    for index in reversed(range(len(headers))):
-        raw, name, datatype, shape, count, section, ref = headers[index]
+    for raw, name, datatype, shape, count, section, ref, params in reversed(headers):
         if ref is not None:
             data = _binding(shm).read_input(ref, name, datatype, shape, model)
         elif section is None:
             data = _json_input(raw, name, datatype, shape, count, max_json_bytes)
         else:
             data = from_wire(section, name, datatype, shape, model=model)
-        inputs.append(InferTensor(name, datatype, shape, data, params_of[index]))
-    return inputs[::-1]
+        inputs.append(InferTensor(name, datatype, shape, data, params))
+    inputs.reverse()
+    return inputs
 
 
 def _shm_ref(params: dict[str, Any], name: str) -> ShmRef | None:
@@ -341,7 +356,7 @@ def _decode_outputs(
         if name in seen:
             raise InvalidInput(f"output '{name}' already exists in request")
         seen.add(name)
-        params = _parameters(entry.get("parameters"), f"output '{name}'")
+        params = _parameters(entry.get("parameters"), "output", name)
         if params and not SHM_PARAMETERS.isdisjoint(params):
             params = _shm_output(params, name, shm)
         binary = _flag(params.get("binary_data", binary_default), "binary_data")

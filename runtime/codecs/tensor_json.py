@@ -33,6 +33,8 @@ def json_to_array(
             f"input '{name}' has {array.size} elements of data but shape {list(shape)} "
             f"needs {count}"
         )
+    if array.ndim == 1 and len(shape) == 1:
+        return array  # flat data for a 1-D shape: already (count,), which is `shape`
     return array.reshape(shape)
 
 

@@ -29,7 +29,7 @@ from thawserver.restricted_protocols import Category
 from thawserver.settings_api import LogTarget, SettingsApi
 from thawserver.shm_api import RestSharedMemory
 from thawserver.shm_registry import SystemSharedMemory
-from thawserver.transfer_coding import refuse_unknown_codings
+from thawserver.transfer_coding import coding_refusal
 from thawwire.model_control import NOT_LOADED
 from thawwire.paths import MODEL, MODEL_VERSION
 from thawwire.trace_settings import TraceSettings
@@ -104,24 +104,30 @@ def add_metrics_routes(app: web.Application, h: V2Handlers) -> None:
 
 @web.middleware
 async def error_middleware(request: web.Request, handler: _Handler) -> web.StreamResponse:
-    """Every error leaves as `{"error": message}` with its status, aiohttp's own included."""
-    redact = request.app.get(REDACT)
+    """Every error leaves as `{"error": message}` with its status, aiohttp's own included;
+    a request framed with a transfer coding other than `chunked` is refused first, with 501
+    (thawserver.transfer_coding: checked here rather than in a middleware of its own, which
+    every request would pay for)."""
+    refusal = coding_refusal(request)
+    if refusal is not None:
+        return refusal
     try:
         return await handler(request)
     except ServingError as exc:
         if exc.status >= 500:
             logger.warning("%s %s -> %d: %s", request.method, request.path, exc.status, exc)
-        response = _error_response(exc.status, exc.message, redact)
+        response = _error_response(exc.status, exc.message, request.app.get(REDACT))
         if isinstance(exc, ModelNotLoaded):
             response.headers[NOT_LOADED] = exc.model
         return response
     except web.RequestPayloadError as exc:
         # Malformed chunked framing, or a body cut short by the client.
-        return _error_response(400, f"request body could not be read: {exc}", redact)
+        message = f"request body could not be read: {exc}"
+        return _error_response(400, message, request.app.get(REDACT))
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        response = _error_response(exc.status, exc.reason, redact)
+        response = _error_response(exc.status, exc.reason, request.app.get(REDACT))
         if "Allow" in exc.headers:
             response.headers["Allow"] = exc.headers["Allow"]
         return response
@@ -146,7 +152,7 @@ def build_metrics_app(config: ServeConfig, handlers: V2Handlers) -> web.Applicat
     """The metrics port's application (`--metrics-port`); same errors as the v2 app."""
     guard = ConnectionGuard(config.connections)
     app = web.Application(
-        middlewares=[guard.middleware, refuse_unknown_codings, error_middleware],
+        middlewares=[guard.middleware, error_middleware],
         client_max_size=1024,
     )
     app[CONNECTIONS] = guard
@@ -175,7 +181,7 @@ def build_app(
     """
     guard = ConnectionGuard(config.connections)
     app = web.Application(
-        middlewares=[guard.middleware, refuse_unknown_codings, error_middleware],
+        middlewares=[guard.middleware, error_middleware],
         client_max_size=config.max_body_bytes,
     )
     app[CONNECTIONS] = guard

@@ -110,6 +110,9 @@ class V2Handlers:
         self._server_metadata = json.dumps(server_metadata()).encode()
         self._forward = config.http_header_forward
         self._guard = route_guard(config.http_restrictions, Restricted)
+        # Only a replica `thaw up` hands connections to has requests to send back
+        # (runtime.direct.routing sets SEND_BACK on those): the rest skip the lookup.
+        self._sends_back = config.handoff_socket is not None
 
     def restricted(self, category: Category, handler: Route) -> Route:
         """`handler`, or, when `--http-restricted-api` restricts its category, a handler that
@@ -215,16 +218,21 @@ class V2Handlers:
         header_length = _header_length(request)
         # Triton names a JSON body "request JSON" in its size errors, and the rest "request".
         body = await self._body(request, what=_JSON_BODY if header_length is None else "request")
-        send_back: SendBack | None = request.get(SEND_BACK)
-        if send_back is not None and _names_client_shm(request, body, header_length):
-            return await send_back(body)  # the regions are `thaw up`'s (runtime.direct.send_back)
+        if self._sends_back:
+            send_back: SendBack | None = request.get(SEND_BACK)
+            if send_back is not None and _names_client_shm(request, body, header_length):
+                # The regions are `thaw up`'s (runtime.direct.send_back).
+                return await send_back(body)
         # Regions the request names are leased until its response is encoded (in use).
         shm = ShmBinding(self._shm)
         try:
             encoded = await self._infer(request, body, header_length, name, version, shm)
         finally:
             shm.release()
-        return await _infer_http_response(encoded, request.headers.get("Accept-Encoding"))
+        accept = request.headers.get("Accept-Encoding")
+        if accept and len(encoded.body) >= MIN_COMPRESS_BYTES:
+            return await _compressed_response(encoded, accept)
+        return _infer_http_response(encoded.body, encoded.header_length)
 
     async def _infer(
         self,
@@ -398,22 +406,28 @@ def _header_length(request: web.Request) -> int | None:
     return int(value)
 
 
-async def _infer_http_response(encoded: EncodedResponse, accept: str | None) -> web.Response:
-    """Wrap an encoded infer response, compressing it when the client accepts gzip/deflate."""
+async def _compressed_response(encoded: EncodedResponse, accept: str) -> web.Response:
+    """An encoded infer response large enough to compress, compressed when the client accepts
+    gzip/deflate (`accept`: its Accept-Encoding)."""
     body = encoded.body
-    coding = pick_encoding(accept) if accept and len(body) >= MIN_COMPRESS_BYTES else None
-    if coding is not None:
-        if len(body) > _THREAD_THRESHOLD_BYTES:
-            body = await asyncio.to_thread(compress_body, body, coding)
-        else:
-            body = compress_body(body, coding)
-    if encoded.header_length is None:
-        response = web.Response(body=body, content_type=_JSON)
+    coding = pick_encoding(accept)
+    if coding is None:
+        return _infer_http_response(body, encoded.header_length)
+    if len(body) > _THREAD_THRESHOLD_BYTES:
+        body = await asyncio.to_thread(compress_body, body, coding)
     else:
-        response = web.Response(body=body, content_type="application/octet-stream")
-        response.headers["Inference-Header-Content-Length"] = str(encoded.header_length)
-    if coding is not None:
-        response.headers["Content-Encoding"] = coding
+        body = compress_body(body, coding)
+    response = _infer_http_response(body, encoded.header_length)
+    response.headers["Content-Encoding"] = coding
+    return response
+
+
+def _infer_http_response(body: bytes, header_length: int | None) -> web.Response:
+    """An infer response's body as it goes out: JSON, or a JSON header and binary tensors."""
+    if header_length is None:
+        return web.Response(body=body, content_type=_JSON)
+    response = web.Response(body=body, content_type="application/octet-stream")
+    response.headers["Inference-Header-Content-Length"] = str(header_length)
     return response
 
 

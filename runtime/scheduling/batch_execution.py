@@ -127,6 +127,32 @@ class BatchExecutor:
         end = time.perf_counter_ns()
         if measured is None or sum(measured) == 0:
             measured = (0, end - start, 0)
+        if len(batch) == 1 and not batch[0].filler:  # the usual batch: one request
+            item, result = batch[0], results[0]
+            done = [(item, result)]
+            outcome = (
+                not isinstance(result, ServingError),
+                item.batch_size,
+                start - item.enqueued_ns,
+                end - item.received_ns,
+            )
+            self._stats.record_execution(item.batch_size, [outcome], measured)
+        else:
+            done = self._record(batch, results, start, end, measured)
+        self._policy.observe(end - start, ran_inline=inline)
+        if self._trace is not None and self._trace.active:
+            self._record_traces(done, start, end, measured)
+        return done
+
+    def _record(
+        self,
+        batch: Sequence[QueuedRequest],
+        results: list[InferResponse | ServingError],
+        start: int,
+        end: int,
+        measured: tuple[int, int, int],
+    ) -> list[Outcome]:
+        """Record a batch of several requests (fillers have no client: not counted)."""
         done = [(item, result) for item, result in zip(batch, results, strict=True)]
         if any(item.filler for item in batch):
             done = [(item, result) for item, result in done if not item.filler]
@@ -140,9 +166,6 @@ class BatchExecutor:
             for item, result in done
         ]
         self._stats.record_execution(sum(i.batch_size for i, _ in done), outcomes, measured)
-        self._policy.observe(end - start, ran_inline=inline)
-        if self._trace is not None and self._trace.active:
-            self._record_traces(done, start, end, measured)
         return done
 
     def _record_traces(

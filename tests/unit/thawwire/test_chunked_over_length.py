@@ -4,7 +4,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from thawserver.chunked_over_length import MAX_HELD_BODY_BYTES, awaits_more, prefer_chunked
+from thawserver.chunked_over_length import (
+    MAX_HELD_BODY_BYTES,
+    awaits_more,
+    prefer_chunked,
+    settle,
+)
 
 BODY = b"4\r\nabcd\r\n0\r\n\r\n"
 
@@ -137,3 +142,31 @@ def test_a_candidate_not_all_here_is_held(data: bytes) -> None:
 )
 def test_anything_else_is_not_held(data: bytes) -> None:
     assert not awaits_more(data)
+
+
+def _settled_the_old_way(data: bytes) -> bytes | None:
+    """What the guard did before `settle`: hold while awaits_more, else the rewrite or as is."""
+    return None if awaits_more(data) else (prefer_chunked(data) or data)
+
+
+_SETTLE_CASES = [
+    _BOTH + BODY,
+    _BOTH,
+    _BOTH + BODY[:9],
+    _BOTH[:20],
+    _head("Content-Length: 14") + b"4\r\n",
+    _head("transfer-encoding: chunked", "content-length: 14") + BODY,
+    _head("TRANSFER-ENCODING: chunked", "CONTENT-LENGTH: 14") + BODY,
+    b"GET / HTTP/1.1\r\nHost: x\r\n",
+    b"POST / HTTP/1.1\r\nX: " + b"a" * 17_000,
+]
+
+
+@pytest.mark.parametrize("data", _SETTLE_CASES)
+def test_settle_is_awaits_more_then_prefer_chunked(data: bytes) -> None:
+    assert settle(data) == _settled_the_old_way(data)
+
+
+@given(st.binary(max_size=512))
+def test_settle_agrees_on_arbitrary_bytes(data: bytes) -> None:
+    assert settle(data) == _settled_the_old_way(data)
