@@ -27,6 +27,7 @@ module name (several import aiohttp or grpc); this `__init__` imports nothing, b
     cache_counters        an image cache directory's eviction counters
     cache_flags           tritonserver's response-cache flags, for both CLIs
     repository_flags      tritonserver's repository flags (and their refusals), for both CLIs
+    bool_flag             tritonserver's boolean flag values, for both CLIs
     json_response         the one JSON response both servers write
     fast_json             orjson's speed with the stdlib `json` module's results
     ranges                the one range check and its one phrasing

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from activator.errors import ConfigError
+from thawserver.bool_flag import triton_bool
 from thawserver.repository_flags import (
     ALL_MODELS,
     model_repositories,
@@ -28,16 +29,6 @@ __all__ = [
     "start_warnings",
     "triton_bool",
 ]
-
-
-def triton_bool(text: str) -> bool:
-    """A tritonserver boolean flag value (`true|false|1|0|on|off|yes|no`, any case)."""
-    lowered = text.strip().lower()
-    if lowered in ("true", "1", "on", "yes"):
-        return True
-    if lowered in ("false", "0", "off", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"{text!r} is not a boolean (true or false)")
 
 
 def add_repository_arguments(p: argparse.ArgumentParser) -> None:

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from thawserver.bool_flag import triton_bool
 from thawserver.restricted_protocols import add_restriction_arguments
 from thawserver.settings_flags import add_log_output_flags, add_trace_flags
 
@@ -89,8 +90,6 @@ SECS_ALIASES: dict[str, str] = {
     "--body-timeout-secs": "--body-timeout-s",
 }
 
-_TRUE = frozenset({"true", "1", "on", "yes"})
-_FALSE = frozenset({"false", "0", "off", "no"})
 
 # (backend, setting, value); backend "" for a global setting (`--backend-config=KEY=VALUE`).
 BackendSetting = tuple[str, str, str]
@@ -108,16 +107,6 @@ _PYTHON_SETTINGS = frozenset(
         "thread-pool-size",
     }
 )
-
-
-def triton_bool(text: str) -> bool:
-    """A tritonserver boolean option value (`true|false|1|0|on|off|yes|no`, any case)."""
-    lowered = text.strip().lower()
-    if lowered in _TRUE:
-        return True
-    if lowered in _FALSE:
-        return False
-    raise argparse.ArgumentTypeError(f"{text!r} is not a boolean (true or false)")
 
 
 def add_triton_flags(p: argparse.ArgumentParser) -> None:

@@ -19,7 +19,6 @@ from runtime.process.triton_flags import (
     backend_settings,
     log_ignored,
 )
-from thawserver.repository_flags import strict_model_config_warnings
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -99,28 +98,6 @@ def test_triton_booleans(yes: str, no: str) -> None:
 def test_strict_model_config_is_the_older_name_of_no_auto_complete() -> None:
     assert _parse("repo", "--strict-model-config=true").auto_complete_config is False
     assert _parse("repo", "--strict-model-config=false").auto_complete_config is True
-
-
-@pytest.mark.parametrize(
-    ("argv", "said"),
-    [
-        ((), []),
-        (("--disable-auto-complete-config",), []),
-        (("--strict-model-config=true",), ["has been deprecated!"]),
-        (
-            ("--disable-auto-complete-config", "--strict-model-config=false"),
-            ["has been deprecated!", "from False to True in favor of"],
-        ),
-    ],
-)
-def test_strict_model_config_warns_as_tritonserver(argv: tuple[str, ...], said: list[str]) -> None:
-    args = _parser().parse_args(["serve", "repo", *argv])
-    warnings = strict_model_config_warnings(
-        args.strict_model_config, disable_auto_complete=args.disable_auto_complete_config
-    )
-    assert len(warnings) == len(said)
-    for warning, fragment in zip(warnings, said, strict=True):
-        assert warning.startswith("Warning: ") and fragment in warning
 
 
 def test_model_namespacing_and_a_repository_given_twice() -> None:
