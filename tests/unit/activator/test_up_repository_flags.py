@@ -22,6 +22,7 @@ from activator.process import cli as up_cli
 from activator.process.repository_cli import (
     check_startup_models,
     models_to_wake,
+    start_refusal,
     start_warnings,
 )
 from activator.scaler.local.backend import fork_server_argv, replica_argv, serve_args
@@ -115,6 +116,27 @@ def test_load_model_star_is_every_servable_model() -> None:
     # an unavailable model may be named (its wake fails, refusing the start, as tritonserver's)
     check_startup_models(("c",), explicit=True, servable=["a"], unavailable={"c"})
     check_startup_models(("*",), explicit=True, servable=["a"], unavailable=set())
+
+
+def test_exit_on_error_true_refuses_the_start_for_each_model_the_start_loads() -> None:
+    """`thaw serve --exit-on-error=true`'s words: every refused model, with its reason."""
+    refused = {"b": "b/config.pbtxt: why b", "a": "a/config.pbtxt: why a"}
+    words = "failed to load all models: a: a/config.pbtxt: why a; b: b/config.pbtxt: why b"
+    assert start_refusal(refused, exit_on_error=True, explicit=False, load_models=()) == words
+    assert start_refusal(refused, exit_on_error=True, explicit=True, load_models=("*",)) == words
+    # Explicit mode: only the models `--load-model` names are loaded at start.
+    assert (
+        start_refusal(refused, exit_on_error=True, explicit=True, load_models=("b",))
+        == "failed to load all models: b: b/config.pbtxt: why b"
+    )
+    assert start_refusal(refused, exit_on_error=True, explicit=True, load_models=()) is None
+    # Thaw's default (not given) and false: the model is unavailable, the others are served.
+    for exit_on_error in (None, False):
+        assert (
+            start_refusal(refused, exit_on_error=exit_on_error, explicit=False, load_models=())
+            is None
+        )
+    assert start_refusal({}, exit_on_error=True, explicit=False, load_models=()) is None
 
 
 @pytest.mark.parametrize(
@@ -270,4 +292,4 @@ def test_without_auto_complete_a_config_must_declare_its_tensors(tmp_path: Path)
     completed = Repository.scan(tmp_path, ScaleSettings())
     assert [t.name for t in completed.get("onnx_add").config.input] == ["INPUT0"]
     strict = Repository.scan(tmp_path, ScaleSettings(), auto_complete=False)
-    assert "must declare at least one input and one output" in strict.unavailable["onnx_add"]
+    assert "must contain at least one output, none were specified" in strict.unavailable["onnx_add"]
