@@ -30,6 +30,7 @@ from tritonconfig import (
     cycle_error,
     default_model_filename,
     ensemble_cycle,
+    ensemble_steps,
     is_ensemble,
     parse_config,
 )
@@ -326,6 +327,13 @@ def _ensemble_problem(
             )
         if dep not in entries:
             return f"ensemble '{name}' depends on '{dep}' which is not in the model repository"
+    for step in ensemble_steps(entries[name].config):
+        served = entries[step.model_name].versions
+        if step.model_version > 0 and str(step.model_version) not in served:
+            return (
+                f"ensemble '{name}' depends on '{step.model_name}' whose required version "
+                f"{step.model_version} is not loaded."
+            )
     cycle = _cycle(name, entries)
     if cycle:
         return cycle_error(cycle)
