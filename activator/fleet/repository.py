@@ -30,6 +30,7 @@ from tritonconfig import (
     cycle_error,
     default_model_filename,
     ensemble_cycle,
+    ensemble_steps,
     is_ensemble,
     parse_config,
 )
@@ -103,9 +104,10 @@ def _load_entry(
     path = directory / "config.pbtxt"
     try:
         config = _read_config(path)
-        if config.name and config.name != name:
-            raise ConfigError(f"{path}: name {config.name!r} does not match directory {name!r}")
-        config.name = name
+        # Triton judges the config (in messages naming the model as the config does) before
+        # it compares the name with the directory's, as a replica (runtime.models.repository).
+        declared = config.name
+        config.name = declared or name
         backend_file = python_based_model_file(config.backend, backend_directory)
         if backend_file is not None:
             config.backend = "python"
@@ -116,6 +118,9 @@ def _load_entry(
             config, directory, str(path), gpu_available=False, require_model_files=False,
             auto_complete=auto_complete,
         )  # fmt: skip
+        if declared and declared != name:
+            raise ConfigError(f"{path}: name '{declared}' does not match directory '{name}'")
+        config.name = name
     except ModelConfigError as exc:
         raise ConfigError(exc.message) from exc
     params = {k: v.string_value for k, v in config.parameters.items()}
@@ -322,6 +327,13 @@ def _ensemble_problem(
             )
         if dep not in entries:
             return f"ensemble '{name}' depends on '{dep}' which is not in the model repository"
+    for step in ensemble_steps(entries[name].config):
+        served = entries[step.model_name].versions
+        if step.model_version > 0 and str(step.model_version) not in served:
+            return (
+                f"ensemble '{name}' depends on '{step.model_name}' whose required version "
+                f"{step.model_version} is not loaded."
+            )
     cycle = _cycle(name, entries)
     if cycle:
         return cycle_error(cycle)

@@ -36,6 +36,7 @@ from activator.process.repository_cli import (
     add_repository_arguments,
     check_startup_models,
     repository_settings,
+    start_refusal,
     start_warnings,
     triton_bool,
 )
@@ -504,6 +505,13 @@ def run(args: argparse.Namespace) -> int:
         )  # fmt: skip
     except ConfigError as exc:
         print(f"thaw up: error: {exc.message}", file=sys.stderr)
+        return 1
+    refusal = start_refusal(
+        repository.unavailable, exit_on_error=config.exit_on_error,
+        explicit=config.model_control, load_models=config.load_models,
+    )  # fmt: skip
+    if refusal is not None:  # as `thaw serve --exit-on-error=true` refuses it, exit 1
+        print(f"thaw up: error: {refusal}", file=sys.stderr)
         return 1
     log = LogControl(config.log_settings, quietest=logging.getLevelName(config.log_floor.upper()))
     try:

@@ -8,7 +8,7 @@ thawserver.repository_flags, `thaw serve`'s code.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence, Set
+from collections.abc import Mapping, Sequence, Set
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +24,10 @@ from thawserver.repository_flags import (
 __all__ = [
     "add_repository_arguments",
     "check_startup_models",
+    "models_loaded_at_start",
     "models_to_wake",
     "repository_settings",
+    "start_refusal",
     "start_warnings",
     "triton_bool",
 ]
@@ -55,7 +57,11 @@ def add_repository_arguments(p: argparse.ArgumentParser) -> None:
         "--exit-on-error", type=triton_bool, default=None, metavar="BOOL",
         help="false, given: a model repository that is not a directory leaves thaw up "
         "answering (metadata, index) but neither live nor ready, as tritonserver that failed "
-        "to initialize; otherwise (default, or true) it refuses the start",
+        "to initialize; otherwise (default, or true) it refuses the start. true, given "
+        "(tritonserver's default): a model whose config the repository's read refuses "
+        "refuses the start too, as thaw serve --exit-on-error=true, and a python model's own "
+        "auto_complete_config is run at start (the model woken once); by default such a model "
+        "is unavailable and the others are served",
     )  # fmt: skip
     g.add_argument(
         "--disable-auto-complete-config", action="store_true",
@@ -116,6 +122,40 @@ def check_startup_models(
     )
     if refusal is not None:
         raise ConfigError(refusal)
+
+
+def start_refusal(
+    unavailable: Mapping[str, str],
+    *,
+    exit_on_error: bool | None,
+    explicit: bool,
+    load_models: Sequence[str],
+) -> str | None:
+    """Why `--exit-on-error=true` (tritonserver's default, given) refuses the start, in
+    `thaw serve`'s words (each model and its reason), or None. A model counts when the start
+    would load it: every model, or in explicit mode those `--load-model` names (`*`: all).
+    Only what the repository's read judges counts here; a python model's own
+    `auto_complete_config` is run at start by a replica (activator.process.serving), and what
+    only a replica's load checks (its model file, an ONNX session's inputs and outputs) is
+    refused at the model's first wake: a model at zero is not loaded at start."""
+    if exit_on_error is not True:
+        return None
+    if explicit and ALL_MODELS not in load_models:
+        unavailable = {n: r for n, r in unavailable.items() if n in load_models}
+    if not unavailable:
+        return None
+    reasons = "; ".join(f"{name}: {reason}" for name, reason in sorted(unavailable.items()))
+    return f"failed to load all models: {reasons}"
+
+
+def models_loaded_at_start(
+    load_models: Sequence[str], *, explicit: bool, servable: Sequence[str]
+) -> tuple[str, ...]:
+    """The servable models tritonserver loads at its start: every one, or in explicit mode
+    those `--load-model` names (`*`: all)."""
+    if not explicit or ALL_MODELS in load_models:
+        return tuple(servable)
+    return tuple(n for n in servable if n in load_models)
 
 
 def models_to_wake(names: Sequence[str], servable: Sequence[str]) -> tuple[str, ...]:

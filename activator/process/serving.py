@@ -10,12 +10,12 @@ import dataclasses
 import logging
 import signal
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from activator.config import ActivatorConfig, BoundAddresses
-from activator.errors import ScalerUnavailable
-from activator.process.repository_cli import models_to_wake
+from activator.errors import ActivatorError, ScalerUnavailable
+from activator.process.repository_cli import models_loaded_at_start, models_to_wake
 from thawserver.log_control import LogControl
 
 __all__ = ["ListenError", "LoadAtStartError", "loop_factory", "serve"]
@@ -42,6 +42,24 @@ async def _load_at_start(fleet: Any, names: tuple[str, ...]) -> None:
         except Exception as exc:
             reason = getattr(exc, "message", None) or str(exc) or repr(exc)
             raise LoadAtStartError(f"failed to load '{name}': {reason}") from None
+    fleet.loading_at_start = False
+
+
+async def _complete_at_start(fleet: Any, repository: Any, names: Sequence[str]) -> None:
+    """`--exit-on-error=true`: each of `names` whose config only a replica completes (a
+    python model's own `auto_complete_config`, which tritonserver runs at its start) is woken
+    and its config asked now, as its first config request would; the first refused one
+    refuses the start, in `thaw serve --exit-on-error=true`'s words. The model then goes back
+    to zero as any woken one does; its completed config is kept (activator.fleet.replica_config)."""
+    hooked = [n for n in names if repository.get(n).replica_completes]
+    if not hooked:
+        return
+    fleet.loading_at_start = True  # not ready meanwhile (`--strict-readiness`)
+    for name in hooked:
+        try:
+            await fleet.replica_configs.completed(repository.get(name), fleet.endpoint(name), None)
+        except ActivatorError as exc:
+            raise LoadAtStartError(f"failed to load all models: {name}: {exc.message}") from None
     fleet.loading_at_start = False
 
 
@@ -98,6 +116,11 @@ async def serve(
     stop = asyncio.Event()
     try:
         await _load_at_start(app[FLEET], models_to_wake(config.load_models, repository.names()))
+        if config.exit_on_error:
+            loaded = models_loaded_at_start(
+                config.load_models, explicit=config.model_control, servable=repository.names()
+            )
+            await _complete_at_start(app[FLEET], repository, loaded)
         for line in extra.lines:
             print(line, flush=True)
         print(listening_line(f"http://{config.host}:{port}"), flush=True)

@@ -16,7 +16,9 @@ Each case's repository is built as test.sh builds it (tests/fixtures/triton_qa_m
 
 - "refused": tritonserver's `--exit-on-error` is true by default and Thaw's is false (Thaw
   serves the models that load), so every run passes `--exit-on-error=true`, the flag that makes
-  `thaw serve` refuse its start for a model that fails to load, as tritonserver does.
+  `thaw serve` refuse its start for a model that fails to load, as tritonserver does, and
+  `thaw up` for a model whose config its repository's read (or, for a Python model's own
+  `auto_complete_config`, a replica at start) refuses.
 - test.sh greps `^E[0-9][0-9][0-9][0-9].*"$EX"` (an error line in glog's form); Thaw's log lines
   have its own form, so the expected text (a grep basic regular expression, each of its lines a
   pattern, as grep reads it) is searched on any line of the log.

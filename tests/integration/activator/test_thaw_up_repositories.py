@@ -1,11 +1,13 @@
 """`thaw up` started with tritonserver's repository flags, for real on loopback: REPO plus
 `--model-repository` serve one index (a model of the second repository wakes and answers; a
 name in both is unavailable, the others served), `--load-model=*` wakes every model at start,
-`--strict-model-config` warns as tritonserver does, and `--strict-readiness` decides whether
-the server reads ready while its `--load-model` wakes are still under way."""
+`--strict-model-config` warns as tritonserver does, `--strict-readiness` decides whether
+the server reads ready while its `--load-model` wakes are still under way, and
+`--exit-on-error=true` refuses the start for a model whose config is refused, in Triton's words."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import threading
@@ -146,5 +148,77 @@ def test_exit_on_error_false_answers_neither_live_nor_ready(tmp_path: Path) -> N
             assert not grpc.is_server_ready()
             assert grpc.get_server_metadata().name == "triton"
         assert "is not a directory" in server.log_path.read_text()
+    finally:
+        server.stop()
+
+
+def test_exit_on_error_true_refuses_the_start_for_a_refused_config(tmp_path: Path) -> None:
+    """tritonserver's default, given: a model whose config is refused refuses the start (exit
+    1), the model and Triton's reason in the log, as `thaw serve --exit-on-error=true`; by
+    default the model is unavailable and the others are served."""
+    repo = tmp_path / "repo"
+    make_add_sub(repo, "good")
+    bad = make_add_sub(repo, "bad")
+    config = bad / "config.pbtxt"
+    config.write_text(config.read_text() + "max_batch_size: -1\n")
+    argv = [sys.executable, "-m", "thaw.cli", "up", str(repo), "--port", "0", *_QUIET]
+    proc = subprocess.run(
+        [*argv, "--exit-on-error=true"], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.returncode == 1
+    assert "failed to load all models: bad: " in proc.stderr
+    assert "'max_batch_size' must be non-negative value for bad" in proc.stderr
+    server = UpProcess(repo, *_QUIET)
+    try:
+        with httpclient.InferenceServerClient(server.hostport) as client:
+            rows = {row["name"]: row for row in client.get_model_repository_index()}
+            assert rows["bad"]["state"] == "UNAVAILABLE"
+            assert client.is_model_ready("good")
+    finally:
+        server.stop()
+
+
+_HOOKED = """
+class TritonPythonModel:
+    @staticmethod
+    def auto_complete_config(auto_complete_model_config):
+        auto_complete_model_config.add_input({{"name": "INPUT0", "data_type": "TYPE_FP32"{dims}}})
+        auto_complete_model_config.add_output(
+            {{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [1]}}
+        )
+        return auto_complete_model_config
+
+    def execute(self, requests):
+        return []
+"""
+
+
+def _hooked(repo: Path, name: str, dims: str) -> None:
+    (repo / name / "1").mkdir(parents=True)
+    (repo / name / "1" / "model.py").write_text(_HOOKED.format(dims=dims))
+    (repo / name / "config.pbtxt").write_text('backend: "python"\n')
+
+
+def test_exit_on_error_true_runs_python_auto_complete_at_start(tmp_path: Path) -> None:
+    """A python model's own `auto_complete_config` (which only a replica runs): with
+    `--exit-on-error=true` it runs at start, a refusal refusing the start in its words; a
+    completed config is then what /config answers."""
+    repo = tmp_path / "repo"
+    _hooked(repo, "good", ', "dims": [1]')
+    _hooked(repo, "bad", "")
+    argv = [sys.executable, "-m", "thaw.cli", "up", str(repo), "--port", "0", *_QUIET]
+    proc = subprocess.run(
+        [*argv, "--exit-on-error=true"], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.returncode == 1
+    assert "failed to load all models: bad: " in proc.stderr
+    assert "input 'INPUT0' in auto-complete-config function for model 'bad' is missing 'dims'" in (
+        proc.stderr
+    )
+    shutil.rmtree(repo / "bad")
+    server = UpProcess(repo, *_QUIET, "--exit-on-error=true")
+    try:
+        config = server.get("/v2/models/good/config")
+        assert [(t["name"], t["dims"]) for t in config["input"]] == [("INPUT0", [1])]
     finally:
         server.stop()

@@ -98,6 +98,21 @@ def test_a_config_a_replica_refuses_makes_the_model_unavailable(
     assert re.search(reason, repo.unavailable["m"]), repo.unavailable["m"]
 
 
+def test_a_config_is_judged_before_its_name_is_compared_with_the_directory(
+    tmp_path: Path,
+) -> None:
+    """Triton's order, and a replica's words (runtime.models.repository.read_model)."""
+    model = make_python_identity(tmp_path, "m")
+    config = model / "config.pbtxt"
+    config.write_text('name: "other"\n' + PY + "max_batch_size: -1\n" + IO)
+    reason = _scan(tmp_path).unavailable["m"]
+    assert reason == f"{config}: 'max_batch_size' must be non-negative value for other"
+    config.write_text('name: "other"\n' + PY + IO)
+    assert (
+        _scan(tmp_path).unavailable["m"] == f"{config}: name 'other' does not match directory 'm'"
+    )
+
+
 def test_a_model_without_version_directories_is_unavailable(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "config.pbtxt").write_text('backend: "python"\n' + IO)

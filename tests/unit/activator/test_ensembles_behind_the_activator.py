@@ -45,6 +45,10 @@ def repo(tmp_path: Path) -> Path:
     _write(tmp_path, "on_dangling", ENSEMBLE.format(name="on_dangling", step="dangling"))
     _write(tmp_path, "ping", ENSEMBLE.format(name="ping", step="pong"))
     _write(tmp_path, "pong", ENSEMBLE.format(name="pong", step="ping"))
+    on_v2 = ENSEMBLE.format(name="on_v2", step="leaf").replace(
+        "model_version: -1", "model_version: 2"
+    )
+    _write(tmp_path, "on_v2", on_v2)
     return tmp_path
 
 
@@ -55,6 +59,10 @@ def test_ensembles_that_cannot_run_are_unavailable_with_the_reason(repo: Path) -
     assert "depends on 'nope' which is not in the model repository" in why["dangling"]
     assert "depends on 'dangling' which has no loaded version" in why["on_dangling"]
     assert "circular dependency between ensembles: ping -> ... -> pong -> ping" in why["ping"]
+    # leaf serves version 1 only: a replica's words for a step's required version
+    assert (
+        why["on_v2"] == "ensemble 'on_v2' depends on 'leaf' whose required version 2 is not loaded."
+    )
 
 
 async def test_asking_an_ensemble_wakes_the_models_of_its_steps(repo: Path) -> None:

@@ -15,15 +15,18 @@ from typing import Any
 import pytest
 
 from activator.config import ActivatorConfig, ScaleSettings
-from activator.errors import ConfigError
+from activator.errors import ActivationFailed, ConfigError
 from activator.fleet.model_settings import apply_model_settings
 from activator.fleet.repository import Repository
 from activator.process import cli as up_cli
 from activator.process.repository_cli import (
     check_startup_models,
+    models_loaded_at_start,
     models_to_wake,
+    start_refusal,
     start_warnings,
 )
+from activator.process.serving import LoadAtStartError, _complete_at_start
 from activator.scaler.local.backend import fork_server_argv, replica_argv, serve_args
 from activator.scaler.local_config import LocalConfig
 from activator.surfaces.answers import server_live, server_ready
@@ -115,6 +118,78 @@ def test_load_model_star_is_every_servable_model() -> None:
     # an unavailable model may be named (its wake fails, refusing the start, as tritonserver's)
     check_startup_models(("c",), explicit=True, servable=["a"], unavailable={"c"})
     check_startup_models(("*",), explicit=True, servable=["a"], unavailable=set())
+
+
+def test_exit_on_error_true_refuses_the_start_for_each_model_the_start_loads() -> None:
+    """`thaw serve --exit-on-error=true`'s words: every refused model, with its reason."""
+    refused = {"b": "b/config.pbtxt: why b", "a": "a/config.pbtxt: why a"}
+    words = "failed to load all models: a: a/config.pbtxt: why a; b: b/config.pbtxt: why b"
+    assert start_refusal(refused, exit_on_error=True, explicit=False, load_models=()) == words
+    assert start_refusal(refused, exit_on_error=True, explicit=True, load_models=("*",)) == words
+    # Explicit mode: only the models `--load-model` names are loaded at start.
+    assert (
+        start_refusal(refused, exit_on_error=True, explicit=True, load_models=("b",))
+        == "failed to load all models: b: b/config.pbtxt: why b"
+    )
+    assert start_refusal(refused, exit_on_error=True, explicit=True, load_models=()) is None
+    # Thaw's default (not given) and false: the model is unavailable, the others are served.
+    for exit_on_error in (None, False):
+        assert (
+            start_refusal(refused, exit_on_error=exit_on_error, explicit=False, load_models=())
+            is None
+        )
+    assert start_refusal({}, exit_on_error=True, explicit=False, load_models=()) is None
+
+
+def test_the_models_loaded_at_start_are_every_one_or_the_load_model_ones() -> None:
+    servable = ["a", "b", "c"]
+    assert models_loaded_at_start((), explicit=False, servable=servable) == ("a", "b", "c")
+    assert models_loaded_at_start(("*",), explicit=True, servable=servable) == ("a", "b", "c")
+    assert models_loaded_at_start(("c", "a"), explicit=True, servable=servable) == ("a", "c")
+    assert models_loaded_at_start((), explicit=True, servable=servable) == ()
+
+
+class _Configs:
+    """A fleet's ReplicaConfigs whose replicas refuse the models in `refused`."""
+
+    def __init__(self, refused: dict[str, str]) -> None:
+        self.refused = refused
+        self.asked: list[str] = []
+
+    async def completed(self, entry: Any, endpoint: Any, version: str | None) -> None:
+        self.asked.append(entry.name)
+        if entry.name in self.refused:
+            raise ActivationFailed(self.refused[entry.name])
+
+
+@dataclass
+class _ConfigFleet:
+    replica_configs: _Configs
+    loading_at_start: bool = False
+
+    def endpoint(self, name: str) -> str:
+        return name
+
+
+async def test_exit_on_error_true_asks_a_replica_for_python_completed_configs(
+    tmp_path: Path,
+) -> None:
+    """Only the configs a replica completes (a model.py with `auto_complete_config`) are
+    asked at start; the first refused one refuses the start, its reason in thaw serve's
+    words; the others stay at zero."""
+    hooked = "class TritonPythonModel:\n    def auto_complete_config(c):\n        return c\n"
+    for name in ("hook_a", "hook_b"):
+        write_config(make_add_sub(tmp_path, name), 'backend: "python"\n')
+        (tmp_path / name / "1" / "model.py").write_text(hooked)
+    make_add_sub(tmp_path, "plain")
+    repository = Repository.scan(tmp_path, ScaleSettings())
+    fleet = _ConfigFleet(_Configs({"hook_b": "why b"}))
+    with pytest.raises(LoadAtStartError, match=r"^failed to load all models: hook_b: why b$"):
+        await _complete_at_start(fleet, repository, repository.names())
+    assert fleet.replica_configs.asked == ["hook_a", "hook_b"]
+    ok = _ConfigFleet(_Configs({}))
+    await _complete_at_start(ok, repository, ["plain", "hook_a"])
+    assert ok.replica_configs.asked == ["hook_a"] and not ok.loading_at_start
 
 
 @pytest.mark.parametrize(
