@@ -14,6 +14,7 @@ caller maps into its own error tree.
     defaults              the fields Triton fills in before it reports or serves a config
     complete              complete a parsed config the way Triton does, in Triton's order
     onnx_autocomplete     Triton's ONNX auto-complete from the graph
+    onnx_io_check         a config's inputs and outputs against the ONNX model's, Triton's words
     platform              the `platform`/`backend` pair and the model file name
     python_based          Triton's Python-based backends (`--backend-directory`): their model.py
     validate              refuse the configs Triton refuses
@@ -42,6 +43,7 @@ from tritonconfig.ensemble import (
 )
 from tritonconfig.errors import ModelConfigError
 from tritonconfig.onnx_autocomplete import DEFAULT_MAX_BATCH_SIZE, autocomplete_from_onnx
+from tritonconfig.onnx_io_check import graph_mismatch, io_mismatch
 from tritonconfig.parse import config_from_json, parse_config
 from tritonconfig.platform import PLATFORM_BACKENDS, default_model_filename, normalize_platform
 from tritonconfig.render import config_to_json
@@ -92,6 +94,8 @@ __all__ = [
     "ensemble_cycle",
     "ensemble_steps",
     "fill_defaults",
+    "graph_mismatch",
+    "io_mismatch",
     "is_ensemble",
     "is_sequence_model",
     "mc",

@@ -7,7 +7,7 @@ from pathlib import Path
 from tritonconfig.errors import ModelConfigError
 from tritonconfig.schema import mc
 
-__all__ = ["DEFAULT_MAX_BATCH_SIZE", "autocomplete_from_onnx"]
+__all__ = ["DEFAULT_MAX_BATCH_SIZE", "autocomplete_from_onnx", "onnx_ios"]
 
 # Triton's `--backend-config=default-max-batch-size` default for auto-completed models.
 DEFAULT_MAX_BATCH_SIZE = 4
@@ -38,7 +38,7 @@ def autocomplete_from_onnx(config: mc.ModelConfig, model_path: Path, source: str
     graph in a config without `max_batch_size`, Triton's default one and the dynamic batcher."""
     if len(config.input) > 0 and len(config.output) > 0:
         return
-    inputs, outputs = _onnx_ios(model_path, source)
+    inputs, outputs = onnx_ios(model_path, source)
     everything = inputs + outputs
     batchable = bool(everything) and all(dims and dims[0] == -1 for _, _, dims in everything)
     strip = False
@@ -62,7 +62,9 @@ def autocomplete_from_onnx(config: mc.ModelConfig, model_path: Path, source: str
             config.output.add(name=name, data_type=dtype, dims=dims[1:] if strip else dims)
 
 
-def _onnx_ios(path: Path, source: str) -> tuple[list[_Io], list[_Io]]:
+def onnx_ios(path: Path, source: str) -> tuple[list[_Io], list[_Io]]:
+    """The graph's inputs (initializers left out) and outputs: (name, config DataType, dims,
+    -1 where variable); ModelConfigError names a file that cannot be read."""
     import onnx  # lazily: only configs that need auto-completion pay for it
 
     try:

@@ -35,6 +35,8 @@ from activator.process.kube_cli import add_kubernetes_arguments, kubernetes_conf
 from activator.process.repository_cli import (
     add_repository_arguments,
     check_startup_models,
+    models_loaded_at_start,
+    onnx_graph_refusals,
     repository_settings,
     start_refusal,
     start_warnings,
@@ -506,8 +508,14 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"thaw up: error: {exc.message}", file=sys.stderr)
         return 1
+    unavailable = dict(repository.unavailable)
+    if config.exit_on_error:  # every model the start loads is checked, as tritonserver's load
+        loaded = models_loaded_at_start(
+            config.load_models, explicit=config.model_control, servable=repository.names()
+        )
+        unavailable.update(onnx_graph_refusals(repository, loaded))
     refusal = start_refusal(
-        repository.unavailable, exit_on_error=config.exit_on_error,
+        unavailable, exit_on_error=config.exit_on_error,
         explicit=config.model_control, load_models=config.load_models,
     )  # fmt: skip
     if refusal is not None:  # as `thaw serve --exit-on-error=true` refuses it, exit 1

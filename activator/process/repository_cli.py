@@ -20,12 +20,14 @@ from thawserver.repository_flags import (
     startup_models_refusal,
     strict_model_config_warnings,
 )
+from tritonconfig import graph_mismatch
 
 __all__ = [
     "add_repository_arguments",
     "check_startup_models",
     "models_loaded_at_start",
     "models_to_wake",
+    "onnx_graph_refusals",
     "repository_settings",
     "start_refusal",
     "start_warnings",
@@ -134,9 +136,9 @@ def start_refusal(
     """Why `--exit-on-error=true` (tritonserver's default, given) refuses the start, in
     `thaw serve`'s words (each model and its reason), or None. A model counts when the start
     would load it: every model, or in explicit mode those `--load-model` names (`*`: all).
-    Only what the repository's read judges counts here; a python model's own
-    `auto_complete_config` is run at start by a replica (activator.process.serving), and what
-    only a replica's load checks (its model file, an ONNX session's inputs and outputs) is
+    `unavailable` is what the repository's read judged, with an ONNX model's config against
+    its graph (`onnx_graph_refusals`); a python model's own `auto_complete_config` is run at
+    start by a replica (activator.process.serving); what else only a replica's load checks is
     refused at the model's first wake: a model at zero is not loaded at start."""
     if exit_on_error is not True:
         return None
@@ -146,6 +148,24 @@ def start_refusal(
         return None
     reasons = "; ".join(f"{name}: {reason}" for name, reason in sorted(unavailable.items()))
     return f"failed to load all models: {reasons}"
+
+
+def onnx_graph_refusals(repository: Any, names: Sequence[str]) -> dict[str, str]:
+    """With `--exit-on-error=true`: each ONNX model of `names` whose config its graph refutes
+    (input count and names, shapes: what its replica's session load would refuse, in Triton's
+    words), by name. Reads each served version's file whole: only for a start that asked to
+    be refused on any error, as tritonserver loads (and so checks) every model at its start."""
+    refused = {}
+    for name in names:
+        entry = repository.get(name)
+        if entry.config.backend != "onnxruntime":
+            continue
+        problem = graph_mismatch(
+            entry.config, entry.directory, entry.versions, str(entry.directory)
+        )
+        if problem:
+            refused[name] = problem
+    return refused
 
 
 def models_loaded_at_start(

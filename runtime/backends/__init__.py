@@ -8,7 +8,6 @@ runtime.python's).
     onnxruntime_backend  ONNX models on onnxruntime (CPU, CUDA/TensorRT providers)
     ort_providers        onnxruntime execution providers for one instance
     ort_initializers     onnxruntime initializers over a restored snapshot's memory
-    ort_io_check         the config's inputs and outputs against the ONNX session's
     torch_backend        PyTorch models: TorchScript `model.pt`, `torch.export` `model.pt2`
     torch_strings        BYTES tensors as TorchScript's `List[str]` and back (Triton's rules)
     export_placement     a `torch.export` program put on its instance's device

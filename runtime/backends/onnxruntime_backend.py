@@ -12,12 +12,12 @@ import numpy as np
 from runtime.backends.base import ExecTimings, LoadContext, SnapshotImage
 from runtime.backends.batch_tensors import BatchLayout, run_batched
 from runtime.backends.ort_initializers import initializer_values
-from runtime.backends.ort_io_check import io_mismatch
 from runtime.backends.ort_providers import check_providers, wanted_providers
 from runtime.datatypes import numpy_to_v2
 from runtime.devices.errors import device_failure
 from runtime.errors import RepositoryError, ServingError
 from runtime.inference import InferRequest, InferResponse, InferTensor
+from tritonconfig import io_mismatch
 
 __all__ = ["OnnxRuntimeBackend", "intra_op_threads"]
 

@@ -23,6 +23,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
 from tests.fixtures.models import make_add_sub, make_slow_init
+from tests.fixtures.onnx_models import make_onnx_add
 from tests.fixtures.serve_process import free_port
 from tests.fixtures.up_process import LISTENING, UpProcess
 
@@ -176,6 +177,30 @@ def test_exit_on_error_true_refuses_the_start_for_a_refused_config(tmp_path: Pat
             assert client.is_model_ready("good")
     finally:
         server.stop()
+
+
+def test_exit_on_error_true_checks_an_onnx_config_against_its_graph(tmp_path: Path) -> None:
+    """What only a session's load checked (the config's dims against the graph's) refuses a
+    start given `--exit-on-error=true`, in Triton's words, as tritonserver loads every model
+    at its start."""
+    repo = tmp_path / "repo"
+    bad = make_onnx_add(repo, "onnx_bad", size=4)
+    config = bad / "config.pbtxt"
+    config.write_text(
+        config.read_text().replace("dims: [ 4 ] } ]\noutput", "dims: [ 16 ] } ]\noutput")
+    )
+    make_onnx_add(repo, "onnx_good")
+    argv = [sys.executable, "-m", "thaw.cli", "up", str(repo), "--port", "0", *_QUIET]
+    proc = subprocess.run(
+        [*argv, "--exit-on-error=true"], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert (
+        "failed to load all models: onnx_bad: model 'onnx_bad', tensor 'INPUT0': the model "
+        "expects 2 dimensions (shape [-1,4]) but the model configuration specifies 2 "
+        "dimensions (an initial batch dimension" in proc.stderr
+    )
+    assert "onnx_good" not in proc.stderr.split("failed to load all models:")[1]
 
 
 _HOOKED = """

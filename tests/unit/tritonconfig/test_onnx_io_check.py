@@ -1,12 +1,14 @@
-"""A config's inputs and outputs against an ONNX session's, refused in Triton's words (the
-expected texts of Triton's qa/L0_model_config autofill_noplatform/onnx cases)."""
+"""A config's inputs and outputs against an ONNX session's (or graph's), refused in Triton's
+words (the expected texts of Triton's qa/L0_model_config autofill_noplatform/onnx cases)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from runtime.backends.ort_io_check import io_mismatch
-from tritonconfig import parse_config
+from tests.fixtures.onnx_models import make_onnx_add
+from tritonconfig import graph_mismatch, io_mismatch, parse_config
 
 INPUTS = [("INPUT0", [-1, 16]), ("INPUT1", [-1, 16])]
 OUTPUTS = [("OUTPUT0", [-1, 16]), ("OUTPUT1", [-1, 16])]
@@ -107,3 +109,19 @@ def test_a_sequence_models_control_and_state_inputs_count_as_triton_counts_them(
     assert io_mismatch(config, session[:2], outputs) == (
         "unable to load model 'm', configuration expects 3 inputs, model provides 2"
     )
+
+
+def test_a_config_against_each_served_versions_graph(tmp_path: Path) -> None:
+    """What a front door checks at start without a session: the graph read from the file."""
+    model_dir = make_onnx_add(tmp_path, "m", size=4)
+    make_onnx_add(tmp_path / "other", "m", size=8)  # a second version, its graph another size
+    (model_dir / "2").mkdir()
+    (tmp_path / "other" / "m" / "1" / "model.onnx").rename(model_dir / "2" / "model.onnx")
+    text = (model_dir / "config.pbtxt").read_text()
+    config = parse_config(text, "c")
+    assert graph_mismatch(config, model_dir, ["1"], "c") == ""
+    assert graph_mismatch(config, model_dir, ["1", "2"], "c").startswith(
+        "model 'm', tensor 'INPUT0': the model expects 2 dimensions (shape [-1,8])"
+    )
+    (model_dir / "1" / "model.onnx").write_bytes(b"not onnx")
+    assert "cannot read ONNX model model.onnx" in graph_mismatch(config, model_dir, ["1"], "c")

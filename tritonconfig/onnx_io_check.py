@@ -1,7 +1,10 @@
-"""The config's inputs and outputs against the ONNX session's, refused in Triton's words.
+"""The config's inputs and outputs against the ONNX model's, refused in Triton's words.
 
     io_mismatch(config, inputs, outputs) -> the first thing Triton's onnxruntime backend
                                             refuses at load, or ""
+    graph_mismatch(config, model_dir, versions, source)
+                                         -> the same, read from each served version's graph
+                                            (no session: what a front door checks at start)
 
 `inputs` / `outputs` are the session's (name, shape) pairs, a symbolic or unknown dimension
 as -1. Triton's order: the number of inputs, each config input and output known to the
@@ -12,10 +15,14 @@ sequence model's control and state inputs count as Triton counts them.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
+from tritonconfig.errors import ModelConfigError
+from tritonconfig.onnx_autocomplete import onnx_ios
+from tritonconfig.platform import default_model_filename
 from tritonconfig.schema import mc
 
-__all__ = ["io_mismatch"]
+__all__ = ["graph_mismatch", "io_mismatch"]
 
 Shape = Sequence[int]
 
@@ -53,6 +60,27 @@ def io_mismatch(
             problem = _shape_problem(name, io.name, list(given[io.name]), dims, config)
             if problem:
                 return problem
+    return ""
+
+
+def graph_mismatch(
+    config: mc.ModelConfig, model_dir: Path, versions: Sequence[str], source: str
+) -> str:
+    """`io_mismatch` of `config` against each served version's ONNX graph (its file read
+    whole, weights and all: blocking), or "". A file that cannot be read says so."""
+    for version in versions:
+        path = model_dir / str(version) / default_model_filename(config)
+        try:
+            inputs, outputs = onnx_ios(path, source)
+        except ModelConfigError as exc:
+            return exc.message
+        problem = io_mismatch(
+            config,
+            [(name, dims) for name, _, dims in inputs],
+            [(name, dims) for name, _, dims in outputs],
+        )
+        if problem:
+            return problem
     return ""
 
 
