@@ -29,8 +29,8 @@ def validate_config(config: mc.ModelConfig, source: str) -> None:
         raise ModelConfigError(
             f"{source}: model configuration must contain at least one output, none were specified"
         )
-    if config.backend != "python" and len(config.input) == 0:
-        raise ModelConfigError(f"{source}: model must declare at least one input and one output")
+    # No rule on inputs: a model may take none, as in Triton; a config that lists fewer than
+    # its model takes is refused by the backend's load, with the two counts in Triton's words.
     _validate_instance_groups(config, source)
     _validate_batch_ios(config, source)
     policy = config.version_policy

@@ -121,9 +121,13 @@ class TorchBackend:
         sequence = ctx.config.sequence_batching
         controls = [c.name for c in sequence.control_input]
         states = [s.input_name for s in sequence.state]
-        self._inputs = positions(
-            [i.name for i in ctx.config.input] + batch_inputs + controls + states, forward_args
-        )
+        expected = [i.name for i in ctx.config.input] + batch_inputs + controls + states
+        if len(expected) != len(forward_args):  # Triton's libtorch backend's check, its words
+            raise RepositoryError(
+                f"unable to load model '{ctx.model_name}', configuration expects "
+                f"{len(expected)} inputs, model provides {len(forward_args)}"
+            )
+        self._inputs = positions(expected, forward_args)
         declared = [o.name for o in ctx.config.output]
         state_outputs = [s.output_name for s in sequence.state if s.output_name not in declared]
         self._outputs = positions(declared + state_outputs, [])

@@ -337,3 +337,23 @@ def test_a_batch_of_requests_is_one_framework_call_split_back_per_request(
         assert together.id == request.id
         np.testing.assert_allclose(together.outputs[0].data, single.outputs[0].data, rtol=1e-5)
         assert together.outputs[0].shape == (request.inputs[0].shape[0], width)
+
+
+async def test_a_torch_config_with_fewer_inputs_than_forward_takes(tmp_path: Path) -> None:
+    """Triton's libtorch backend's check, in its words (qa/L0_model_config's
+    autofill_noplatform/pytorch/too_few_inputs: a config with outputs and no inputs)."""
+    model_dir = make_torchscript_add(tmp_path, "too_few_inputs")
+    text = (model_dir / "config.pbtxt").read_text()
+    start, end = text.index("\ninput ["), text.index("\noutput [")
+    write_config(model_dir, text[:start] + text[end:])
+    manager = ModelManager(ServeConfig(repository=tmp_path), metrics=Metrics())
+    await manager.start()
+    try:
+        (row,) = await manager.index()
+        assert row["state"] == "UNAVAILABLE"
+        assert row["reason"].endswith(
+            "unable to load model 'too_few_inputs', configuration expects 0 inputs, "
+            "model provides 2"
+        ), row["reason"]
+    finally:
+        await manager.stop()
