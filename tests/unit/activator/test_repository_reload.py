@@ -1,0 +1,152 @@
+"""`thaw up`'s repository load re-reads the model (activator.fleet.reload), in front of a fake
+scaler backend and a tiny upstream replica: a model dropped in after the start, a new version
+directory, a broken config that leaves the old one serving, and the poll."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp.test_utils import TestServer
+
+from activator.config import ActivatorConfig
+from activator.fleet.fleet import Fleet
+from activator.surfaces.app import FLEET, build_app
+from tests.fakes.scaler_backend import FakeScalerBackend
+from tests.fakes.upstream import MODEL_CONFIG, start_upstream
+
+
+def _model(root: Path, name: str, *versions: int) -> Path:
+    for version in versions:
+        (root / name / str(version)).mkdir(parents=True, exist_ok=True)
+        (root / name / str(version) / "model.py").write_text("# a python model\n")
+    (root / name / "config.pbtxt").write_text(MODEL_CONFIG.format(name=name))
+    return root / name
+
+
+@pytest.fixture
+async def up(tmp_path: Path) -> AsyncIterator[tuple[str, FakeScalerBackend, Fleet, Path]]:
+    upstream = await start_upstream()
+    _model(tmp_path, "m", 1)
+    config = ActivatorConfig(model_control=True, repository=tmp_path, build_images=False)
+    backend = FakeScalerBackend(
+        url=str(upstream.make_url("")).rstrip("/"), open_gate=True, claim_s=0.0, restore_s=0.01
+    )
+    app = build_app(config, backend=backend)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    yield str(server.make_url("")).rstrip("/"), backend, app[FLEET], tmp_path
+    await server.close()
+    await upstream.close()
+
+
+async def _post(url: str, path: str) -> tuple[int, Any]:
+    async with aiohttp.ClientSession() as s, s.post(f"{url}{path}") as r:
+        text = await r.text()
+        return r.status, (await r.json()) if text else None
+
+
+async def _index(url: str) -> list[tuple[str, str | None, str]]:
+    _, rows = await _post(url, "/v2/repository/index")
+    return [(r["name"], r.get("version"), r["state"]) for r in rows]
+
+
+async def test_a_model_dropped_in_after_the_start_is_served_once_loaded(up: Any) -> None:
+    url, backend, _, repo = up
+    _model(repo, "late", 1)
+    async with aiohttp.ClientSession() as s, s.get(f"{url}/v2/models/late") as r:
+        assert r.status == 404  # not read until a load (explicit mode)
+    assert await _post(url, "/v2/repository/models/late/load") == (200, None)
+    assert backend.starts == 1
+    assert await _index(url) == [("late", "1", "READY"), ("m", "1", "READY")]
+    async with aiohttp.ClientSession() as s, s.post(f"{url}/v2/models/late/infer", data=b"x") as r:
+        assert r.status == 200
+    async with aiohttp.ClientSession() as s, s.get(f"{url}/v2/models/late") as r:
+        assert (await r.json())["versions"] == ["1"]
+
+
+async def test_a_new_version_replaces_the_replicas_and_an_unchanged_model_just_warms(
+    up: Any,
+) -> None:
+    url, backend, fleet, repo = up
+    assert await _post(url, "/v2/repository/models/m/load") == (200, None)
+    assert await _post(url, "/v2/repository/models/m/load") == (200, None)
+    assert (backend.starts, backend.stopped) == (1, [])  # unchanged: the same replica
+    _model(repo, "m", 2)
+    assert await _post(url, "/v2/repository/models/m/load") == (200, None)
+    # The old replica drained, a replica of the new version set started.
+    assert (backend.starts, backend.stopped) == (2, ["m-1"])
+    assert fleet.repository.get("m").versions == ("2",)  # the latest policy: newest only
+    assert await _index(url) == [("m", "2", "READY")]
+
+
+async def test_a_broken_config_is_refused_and_the_old_version_keeps_serving(up: Any) -> None:
+    url, backend, fleet, repo = up
+    assert await _post(url, "/v2/repository/models/m/load") == (200, None)
+    (repo / "m" / "config.pbtxt").write_text('name: "m"\nmax_batch_size: -3\n')
+    status, body = await _post(url, "/v2/repository/models/m/load")
+    assert status == 400
+    assert body["error"].startswith("load failed for model 'm': ")
+    assert backend.stopped == []  # the old replica still serves
+    assert fleet.repository.get("m").versions == ("1",)
+    async with aiohttp.ClientSession() as s, s.post(f"{url}/v2/models/m/infer", data=b"x") as r:
+        assert r.status == 200
+    # Fixed: the next load serves the new files.
+    _model(repo, "m", 1)
+    assert await _post(url, "/v2/repository/models/m/load") == (200, None)
+    assert backend.stopped == ["m-1"]
+
+
+async def test_a_broken_new_model_is_unavailable_with_its_reason(up: Any) -> None:
+    url, _, _, repo = up
+    (repo / "bad").mkdir()
+    (repo / "bad" / "config.pbtxt").write_text("this is not a config")
+    status, body = await _post(url, "/v2/repository/models/bad/load")
+    assert status == 400
+    assert body["error"].startswith("load failed for model 'bad': ")
+    assert ("bad", None, "UNAVAILABLE") in await _index(url)
+
+
+async def test_a_load_of_no_such_model_is_refused_in_thaw_serves_words(up: Any) -> None:
+    url, _, _, _ = up
+    status, body = await _post(url, "/v2/repository/models/nothere/load")
+    assert status == 404
+    assert body["error"] == "failed to load 'nothere': no such model in the repository"
+    status, _ = await _post(url, "/v2/repository/models/..%2Fetc/load")
+    assert status in (400, 404)
+
+
+async def test_the_poll_adds_changes_and_removes_models(up: Any) -> None:
+    url, backend, fleet, repo = up
+    assert await _post(url, "/v2/repository/models/m/load") == (200, None)
+    _model(repo, "late", 1)
+    _model(repo, "m", 2)
+    await fleet.reloader.poll()
+    assert await _index(url) == [("late", "1", "READY"), ("m", "2", "READY")]
+    assert backend.stopped == ["m-1"]  # replaced; the next request wakes the new files
+    assert backend.starts == 1  # the added model is at zero
+    for path in sorted((repo / "late").rglob("*"), reverse=True):
+        path.unlink() if path.is_file() else path.rmdir()
+    (repo / "late").rmdir()
+    await fleet.reloader.poll()
+    assert await _index(url) == [("m", "2", "READY")]
+    async with aiohttp.ClientSession() as s, s.post(f"{url}/v2/models/late/infer", data=b"x") as r:
+        assert r.status == 404
+
+
+async def test_the_poll_refuses_a_broken_change_once(up: Any, caplog: Any) -> None:
+    _, _, fleet, repo = up
+    config = repo / "m" / "config.pbtxt"
+    config.write_text('name: "m"\nmax_batch_size: -3\n')
+    await fleet.reloader.poll()
+    await fleet.reloader.poll()
+    refusals = [r for r in caplog.records if "not reloaded" in r.getMessage()]
+    assert len(refusals) == 1
+    assert fleet.repository.get("m").versions == ("1",)
+    os.utime(config, ns=(1, 1))  # touched again: read again
+    await fleet.reloader.poll()
+    assert len([r for r in caplog.records if "not reloaded" in r.getMessage()]) == 2
