@@ -1,4 +1,7 @@
-"""Model control's answers both servers agree on.
+"""Model control's modes and answers both servers agree on.
+
+ModelControlMode: tritonserver's `--model-control-mode` values, which `thaw serve` and `thaw up`
+both take (any case); POLL_SECS_RANGE: the range of `--repository-poll-secs`, in seconds.
 
 CONTROL_DISABLED: the answer to a repository load or unload call when the model-control API is
 off. Triton serves load/unload only in `--model-control-mode explicit` and answers every other
@@ -25,15 +28,30 @@ this reason, and every other model is served.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from enum import StrEnum
 
 __all__ = [
     "CONTROL_DISABLED",
     "LOAD_MODEL_NOT_EXPLICIT",
     "NOT_LOADED",
+    "POLL_SECS_RANGE",
+    "ModelControlMode",
     "load_failed",
     "not_in_repository",
     "not_unique",
 ]
+
+
+class ModelControlMode(StrEnum):
+    """Triton's model control modes: what loads at start and whether load/unload is allowed."""
+
+    NONE = "none"
+    POLL = "poll"
+    EXPLICIT = "explicit"
+
+
+# `--repository-poll-secs`, seconds: at least a tenth of a second, at most a day.
+POLL_SECS_RANGE = (0.1, 86_400.0)
 
 # Word for word Triton's, so that clients matching on it keep working.
 CONTROL_DISABLED = "explicit model load / unload is not allowed if polling is enabled"

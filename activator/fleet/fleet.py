@@ -45,6 +45,7 @@ from activator.observe.status_document import (
 )
 from activator.scaler.backend import AsyncLifecycle, ScalerBackend, SharedPlacement
 from activator.scaler.factory import open_backend
+from activator.scaler.kube_config import KubernetesConfig
 from tritonconfig import sequence_idle_us
 from tritonconfig.fingerprint import Fingerprint
 
@@ -141,7 +142,8 @@ class Fleet:
         # Configs a python model's own auto_complete_config completes, asked of a replica.
         self.replica_configs = ReplicaConfigs(session, timeout_s=config.request_timeout_s)
         # The repository read again after the start: `load`, and the poll.
-        self.reloader = Reloader(self, clock=clock)
+        kubernetes = isinstance(config.scaler, KubernetesConfig)
+        self.reloader = Reloader(self, rereads=not kubernetes, clock=clock)
         self._tasks: list[asyncio.Task[None]] = []
         self._images_task: asyncio.Task[None] | None = None
         metrics.watch_caches(config.cache_dir, config.host_cache_dir)

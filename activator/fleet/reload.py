@@ -58,8 +58,18 @@ class ServedModels(Protocol):
 class Reloader:
     """Re-reads models of the repository and brings the fleet in line (module docstring)."""
 
-    def __init__(self, models: ServedModels, *, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        models: ServedModels,
+        *,
+        rereads: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._models = models
+        # False (`--scaler kubernetes`): a load only warms the model, the repository as read
+        # at start: active-active activators must agree on one index, and each reads its own
+        # copy (docs/scale-to-zero.md).
+        self._rereads = rereads
         self._clock = clock
         self._locks: dict[str, asyncio.Lock] = {}
         # Changed files of a served model that were refused, by model: a poll does not try
@@ -68,6 +78,9 @@ class Reloader:
 
     async def load(self, name: str) -> None:
         """The repository load call: re-read `name`, act on its change, then warm it."""
+        if not self._rereads:
+            await self._models.endpoint(name).warm()
+            return
         async with self._lock(name):
             reread = await asyncio.to_thread(self._models.repository.reread, name)
             endpoint = await self._apply(reread)

@@ -113,3 +113,37 @@ def test_a_model_added_after_the_start_is_loaded_over_grpc(up: UpProcess, repo: 
         client.load_model("late_grpc")
         result = client.infer("late_grpc", inputs)
     np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), x + y)
+
+
+def test_poll_mode_serves_added_models_and_drops_removed_ones(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    repo = tmp_path_factory.mktemp("polled")
+    make_add_sub(repo, "first")
+    server = UpProcess(
+        repo, *_QUIET, "--cache", str(repo.parent / "cache"),
+        "--model-control-mode=poll", "--repository-poll-secs=0.2",
+    )  # fmt: skip
+    try:
+        with httpclient.InferenceServerClient(server.hostport, network_timeout=120.0) as client:
+
+            def names() -> set[str]:
+                return {row["name"] for row in client.get_model_repository_index()}
+
+            python_model(repo, "versioned", _VERSIONED_CONFIG, _VERSIONED_PY, version=1)
+            server.wait_for(lambda: "versioned" in names(), 30, "the poll to add the model")
+            np.testing.assert_array_equal(_versioned(client), _X + 1)  # woken from zero
+            python_model(repo, "versioned", _VERSIONED_CONFIG, _VERSIONED_PY, version=3)
+            server.wait_for(
+                lambda: client.get_model_metadata("versioned")["versions"] == ["3"],
+                30,
+                "the poll to see version 3",
+            )
+            np.testing.assert_array_equal(_versioned(client), _X + 3)
+            for path in sorted((repo / "versioned").rglob("*"), reverse=True):
+                path.unlink() if path.is_file() else path.rmdir()
+            (repo / "versioned").rmdir()
+            server.wait_for(lambda: "versioned" not in names(), 30, "the poll to drop the model")
+            assert names() == {"first"}
+    finally:
+        server.stop()
