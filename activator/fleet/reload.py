@@ -24,7 +24,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import NoReturn, Protocol
 
 from activator.endpoint.model_endpoint import ModelEndpoint
 from activator.errors import ConfigError, UnknownModel
@@ -87,21 +87,27 @@ class Reloader:
         await endpoint.warm()
 
     async def poll(self) -> None:
-        """Re-read every model whose files changed since the last read (poll mode)."""
+        """Re-read every model whose files changed since the last read (poll mode): removed
+        ones first, then models, then ensembles (whose steps may have just been added)."""
         repository = self._models.repository
         now = await asyncio.to_thread(repository.read_fingerprints)
+        rereads: list[Reread] = []
         for change in compare(repository.fingerprints(), now):
             if change.change is Change.UNCHANGED:
                 continue
             refused = self._refused.get(change.name)
             if refused is not None and refused == now.get(change.name):
                 continue  # refused already, and said so
-            async with self._lock(change.name):
-                reread = await asyncio.to_thread(repository.reread, change.name)
+            rereads.append(await asyncio.to_thread(repository.reread, change.name))
+        rereads.sort(key=_poll_order)
+        for reread in rereads:
+            async with self._lock(reread.name):
                 try:
                     await self._apply(reread)
-                except (ConfigError, UnknownModel) as exc:
-                    logger.warning("model=%s not reloaded: %s", change.name, exc)
+                except UnknownModel:
+                    pass  # removed: dropped (and logged by the fleet)
+                except ConfigError as exc:
+                    logger.warning("model=%s not reloaded: %s", reread.name, exc)
 
     async def poll_forever(self, interval_s: float) -> None:
         """`poll` every `interval_s` seconds, counted from the end of the last one."""
@@ -113,6 +119,18 @@ class Reloader:
             except (OSError, ConfigError) as exc:  # a repository that cannot be read now
                 logger.warning("repository poll failed: %s", exc)
             schedule.done(self._clock())
+
+    def _refuse(self, reread: Reread, reason: str) -> NoReturn:
+        """Refuse the model's new files: a model not served is unavailable with `reason`; a
+        served one keeps its old files serving."""
+        models, name = self._models, reread.name
+        if reread.fingerprint is not None:
+            models.repository.refuse(name, reason, reread.fingerprint)
+            if models.served(name):
+                self._refused[name] = reread.fingerprint
+                logger.warning("model=%s new files refused, the old ones keep serving: %s",
+                               name, reason)  # fmt: skip
+        raise ConfigError(load_failed(name, reason))
 
     def _lock(self, name: str) -> asyncio.Lock:
         return self._locks.setdefault(name, asyncio.Lock())
@@ -128,15 +146,13 @@ class Reloader:
         if reread.error is not None:
             if change is Change.UNCHANGED and models.served(name):
                 return models.endpoint(name)  # a served model's files did not change
-            models.repository.refuse(name, reread.error, reread.fingerprint)
-            if models.served(name):
-                self._refused[name] = reread.fingerprint
-                logger.warning("model=%s new files refused, the old ones keep serving: %s",
-                               name, reread.error)  # fmt: skip
-            raise ConfigError(load_failed(name, reread.error))
+            return self._refuse(reread, reread.error)
         entry = reread.entry
         if entry is None:  # a Reread holds an entry or an error: never here
             raise ConfigError(load_failed(name, "its model directory could not be read"))
+        problem = models.repository.ensemble_problem(entry)
+        if problem is not None:
+            return self._refuse(reread, problem)
         self._refused.pop(name, None)
         if not models.served(name):
             return models.add_model(entry, reread.fingerprint)
@@ -147,3 +163,10 @@ class Reloader:
         # a request meanwhile is held and wakes a replica of the new files.
         await endpoint.scale_to_zero()
         return endpoint
+
+
+def _poll_order(reread: Reread) -> tuple[int, str]:
+    """Removed models first, then models, then ensembles, each by name."""
+    if reread.fingerprint is None:
+        return (0, reread.name)
+    return (2 if reread.entry is not None and reread.entry.ensemble else 1, reread.name)

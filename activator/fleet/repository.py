@@ -300,8 +300,8 @@ class Repository:
     def reread(self, name: str) -> Reread:
         """Read model `name`'s directory again, in every repository (blocking: file reads, in
         a thread). Its entry, or the reason it cannot be served: a replica's refusal of its
-        config, a name found in several repositories, or an ensemble whose steps cannot run
-        (judged against the models served now)."""
+        config, a `thaw.*` setting out of range, or a name found in several repositories (an
+        ensemble's steps are judged when it is installed: `ensemble_problem`)."""
         if not is_model_name(name):
             return Reread(name, None)
         directories = [root / name for root in self.roots if (root / name).is_dir()]
@@ -311,15 +311,16 @@ class Repository:
         try:
             entry = _read_model(name, directories, self._reading)
         except ConfigError as exc:
-            if exc.message.startswith(("`thaw.", "unknown setting `thaw.")):
-                raise
             return Reread(name, files, error=exc.message)
-        if entry.ensemble:
-            entries = {**self._entries, name: entry}
-            problem = _ensemble_problem(name, entries, self.unavailable)
-            if problem is not None:
-                return Reread(name, files, error=problem)
         return Reread(name, files, entry)
+
+    def ensemble_problem(self, entry: ModelEntry) -> str | None:
+        """Why ensemble `entry` cannot run with the models served now (a step model missing
+        or unavailable, or a cycle), in a replica's words; None when it can, or it is no
+        ensemble."""
+        if not entry.ensemble:
+            return None
+        return _ensemble_problem(entry.name, {**self._entries, entry.name: entry}, self.unavailable)
 
     def install(self, entry: ModelEntry, files: Fingerprint) -> None:
         """Serve `entry` from now on (a model added, or its new files); `files`: the

@@ -4,6 +4,7 @@ directory, a broken config that leaves the old one serving, and the poll."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -150,3 +151,70 @@ async def test_the_poll_refuses_a_broken_change_once(up: Any, caplog: Any) -> No
     os.utime(config, ns=(1, 1))  # touched again: read again
     await fleet.reloader.poll()
     assert len([r for r in caplog.records if "not reloaded" in r.getMessage()]) == 2
+
+
+_STEP = """
+name: "{name}" backend: "python" max_batch_size: 4
+input [ {{ name: "X" data_type: TYPE_FP32 dims: [ 1 ] }} ]
+output [ {{ name: "Y" data_type: TYPE_FP32 dims: [ 1 ] }} ]
+"""
+_ENSEMBLE = """
+name: "{name}" platform: "ensemble" max_batch_size: 4
+input [ {{ name: "X" data_type: TYPE_FP32 dims: [ 1 ] }} ]
+output [ {{ name: "Y" data_type: TYPE_FP32 dims: [ 1 ] }} ]
+ensemble_scheduling {{ step [ {{ model_name: "{step}" model_version: -1
+  input_map {{ key: "X" value: "X" }} output_map {{ key: "Y" value: "Y" }} }} ] }}
+"""
+
+
+def _write(repo: Path, name: str, text: str) -> None:
+    (repo / name / "1").mkdir(parents=True)
+    if "backend" in text:
+        (repo / name / "1" / "model.py").write_text("")
+    (repo / name / "config.pbtxt").write_text(text)
+
+
+async def test_the_poll_adds_an_ensemble_and_its_step_model_together(up: Any) -> None:
+    url, _, fleet, repo = up
+    _write(repo, "a_pipeline", _ENSEMBLE.format(name="a_pipeline", step="z_step"))
+    _write(repo, "z_step", _STEP.format(name="z_step"))
+    await fleet.reloader.poll()  # the ensemble sorts first by name: still served
+    names = [name for name, _, state in await _index(url) if state == "READY"]
+    assert names == ["a_pipeline", "m", "z_step"]
+    assert fleet.models["a_pipeline"].composing == ("z_step",)
+
+
+async def test_a_load_of_an_ensemble_whose_step_is_missing_is_refused(up: Any) -> None:
+    url, _, _, repo = up
+    _write(repo, "pipeline", _ENSEMBLE.format(name="pipeline", step="absent"))
+    status, body = await _post(url, "/v2/repository/models/pipeline/load")
+    assert status == 400
+    assert "depends on 'absent' which is not in the model repository" in body["error"]
+
+
+async def test_a_bad_thaw_setting_on_load_is_refused_not_fatal(up: Any) -> None:
+    url, _, fleet, repo = up
+    _model(repo, "late", 1)
+    config = repo / "late" / "config.pbtxt"
+    setting = 'parameters { key: "thaw.max_replicas" value { string_value: "-1" } }\n'
+    config.write_text(config.read_text() + setting)
+    status, body = await _post(url, "/v2/repository/models/late/load")
+    assert status == 400
+    assert body["error"].startswith("load failed for model 'late': `thaw.max_replicas`")
+    assert not fleet.served("late")
+
+
+async def test_a_request_in_flight_finishes_while_its_replica_is_replaced(up: Any) -> None:
+    url, backend, _, repo = up
+    assert await _post(url, "/v2/repository/models/m/load") == (200, None)
+    async with aiohttp.ClientSession() as s:
+        slow = asyncio.create_task(
+            s.post(f"{url}/v2/models/m/infer", data=b"in flight", headers={"X-Behave": "slow"})
+        )
+        await asyncio.sleep(0.1)  # on its way to the replica
+        _model(repo, "m", 2)
+        assert await _post(url, "/v2/repository/models/m/load") == (200, None)
+        async with await slow as r:
+            assert r.status == 200
+            assert await r.read() == b"in flight"
+    assert (backend.starts, backend.stopped) == (2, ["m-1"])
