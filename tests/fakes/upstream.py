@@ -5,8 +5,9 @@ header: echoes the body back in pieces with the headers it saw (`X-Seen`, JSON) 
 `reset` aborts the connection; `die-mid-response` promises 10 MB and dies after 64 KiB;
 `gzip` answers the body gzip-compressed; `slow` echoes it half a second late; `not-loaded`
 answers a replica's refusal (404) of a model it does not have loaded
-(thawwire.model_control.NOT_LOADED naming the path's model), `not-loaded-once` does so to the first such request only, `not-loaded-other` names another
-model. `MODEL_CONFIG` is the config.pbtxt of the models put in front of it.
+(thawwire.model_control.NOT_LOADED naming the path's model), `not-loaded-once` does so to the
+first such request only, `not-loaded-other` names another model. `MODEL_CONFIG` is the
+config.pbtxt of the models put in front of it.
 """
 
 from __future__ import annotations
