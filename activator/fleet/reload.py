@@ -161,7 +161,7 @@ class Reloader:
         endpoint = models.renew_model(entry, reread.fingerprint)
         # Replace the replicas of the old files: each drains (its requests in flight finish);
         # a request meanwhile is held and wakes a replica of the new files.
-        await endpoint.scale_to_zero()
+        await endpoint.replace_replicas()
         return endpoint
 
 

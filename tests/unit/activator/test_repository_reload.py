@@ -218,3 +218,20 @@ async def test_a_request_in_flight_finishes_while_its_replica_is_replaced(up: An
             assert r.status == 200
             assert await r.read() == b"in flight"
     assert (backend.starts, backend.stopped) == (2, ["m-1"])
+
+
+async def test_a_replica_still_starting_on_the_old_files_is_stopped_unused(up: Any) -> None:
+    url, backend, _, repo = up
+    backend.gate.clear()  # the first start hangs: it has read the old files
+    async with aiohttp.ClientSession() as s:
+        first = asyncio.create_task(s.post(f"{url}/v2/models/m/infer", data=b"first"))
+        await asyncio.wait_for(backend.start_called.wait(), 5)
+        _model(repo, "m", 2)
+        load = asyncio.create_task(_post(url, "/v2/repository/models/m/load"))
+        await asyncio.sleep(0.2)  # the load has re-read the model and is waiting
+        backend.gate.set()
+        assert await load == (200, None)
+        async with await first as r:
+            assert r.status == 200  # served, by a replica of the new files
+    assert backend.stopped == ["m-1"]  # stopped as it came up, never routed to
+    assert backend.starts == 2
