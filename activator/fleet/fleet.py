@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import sys
 import time
@@ -276,10 +277,13 @@ class Fleet:
         if entry.settings != record.entry.settings:
             logger.warning("model=%s changed `thaw.*` settings take effect at the next start "
                            "of thaw up", name)  # fmt: skip
+            # The entry says what is in effect: the endpoint's settings, fixed at its making.
+            entry = dataclasses.replace(entry, settings=record.entry.settings)
         self.repository.install(entry, files)
         record.entry = entry
         self._recompose(self._entries())
         self.replica_configs.forget(name)
+        share_models([(entry, record.endpoint)], self.backend)  # its new weights' size
         self._image_of(entry)
         logger.info("model=%s changed: versions %s", name, ", ".join(entry.versions))
         return record.endpoint

@@ -235,3 +235,15 @@ async def test_a_replica_still_starting_on_the_old_files_is_stopped_unused(up: A
             assert r.status == 200  # served, by a replica of the new files
     assert backend.stopped == ["m-1"]  # stopped as it came up, never routed to
     assert backend.starts == 2
+
+
+async def test_changed_thaw_settings_wait_for_the_next_start(up: Any, caplog: Any) -> None:
+    url, _, fleet, repo = up
+    before = fleet.endpoint("m").settings
+    config = repo / "m" / "config.pbtxt"
+    setting = 'parameters { key: "thaw.max_replicas" value { string_value: "1" } }\n'
+    config.write_text(config.read_text() + setting)
+    assert await _post(url, "/v2/repository/models/m/load") == (200, None)
+    # What is in effect is what the entry says: the settings the endpoint was made with.
+    assert fleet.repository.get("m").settings == before == fleet.endpoint("m").settings
+    assert "settings take effect at the next start" in caplog.text
