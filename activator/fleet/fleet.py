@@ -295,6 +295,9 @@ class Fleet:
         self._endpoints.pop(name, None)
         self.repository.remove(name)
         self._recompose(self._entries())
+        for state in ModelState:  # no `thaw_model_state` series for a model that is gone
+            with contextlib.suppress(KeyError):
+                self.metrics.model_state.remove(name, state.value)
         if record is None:
             return
         logger.info("model=%s removed from the repository: draining", name)

@@ -13,9 +13,12 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
+from prometheus_client import generate_latest
 
 from activator.config import ActivatorConfig
+from activator.errors import UnknownModel
 from activator.fleet.fleet import Fleet
+from activator.fleet.reload import Reloader
 from activator.surfaces.app import FLEET, build_app
 from tests.fakes.scaler_backend import FakeScalerBackend
 from tests.fakes.upstream import MODEL_CONFIG, start_upstream
@@ -247,3 +250,28 @@ async def test_changed_thaw_settings_wait_for_the_next_start(up: Any, caplog: An
     # What is in effect is what the entry says: the settings the endpoint was made with.
     assert fleet.repository.get("m").settings == before == fleet.endpoint("m").settings
     assert "settings take effect at the next start" in caplog.text
+
+
+async def test_a_load_of_a_removed_model_drops_it(up: Any) -> None:
+    url, backend, fleet, repo = up
+    assert await _post(url, "/v2/repository/models/m/load") == (200, None)
+    for path in sorted((repo / "m").rglob("*"), reverse=True):
+        path.unlink() if path.is_file() else path.rmdir()
+    (repo / "m").rmdir()
+    status, body = await _post(url, "/v2/repository/models/m/load")
+    assert (status, body["error"]) == (404, "failed to load 'm': no such model in the repository")
+    assert await _index(url) == []
+    assert backend.stopped == ["m-1"]  # drained
+    assert 'thaw_model_state{model="m"' not in generate_latest(fleet.metrics.registry).decode()
+
+
+async def test_without_rereads_a_load_only_warms_the_index_read_at_start(up: Any) -> None:
+    _, backend, fleet, repo = up
+    reloader = Reloader(fleet, rereads=False)  # as with --scaler kubernetes
+    _model(repo, "late", 1)
+    with pytest.raises(UnknownModel):
+        await reloader.load("late")
+    _model(repo, "m", 2)
+    await reloader.load("m")
+    assert fleet.repository.get("m").versions == ("1",)
+    assert (backend.starts, backend.stopped) == (1, [])
