@@ -99,15 +99,19 @@ class Reloader:
             if refused is not None and refused == now.get(change.name):
                 continue  # refused already, and said so
             rereads.append(await asyncio.to_thread(repository.reread, change.name))
-        rereads.sort(key=_poll_order)
-        for reread in rereads:
-            async with self._lock(reread.name):
-                try:
-                    await self._apply(reread)
-                except UnknownModel:
-                    pass  # removed: dropped (and logged by the fleet)
-                except ConfigError as exc:
-                    logger.warning("model=%s not reloaded: %s", reread.name, exc)
+        # Each stage's models at once (a drain takes up to the drain timeout), stage by stage.
+        for stage in (0, 1, 2):
+            group = [r for r in rereads if _poll_stage(r) == stage]
+            await asyncio.gather(*(self._poll_one(reread) for reread in group))
+
+    async def _poll_one(self, reread: Reread) -> None:
+        async with self._lock(reread.name):
+            try:
+                await self._apply(reread)
+            except UnknownModel:
+                pass  # removed: dropped (and logged by the fleet)
+            except ConfigError as exc:
+                logger.warning("model=%s not reloaded: %s", reread.name, exc)
 
     async def poll_forever(self, interval_s: float) -> None:
         """`poll` every `interval_s` seconds, counted from the end of the last one."""
@@ -165,8 +169,8 @@ class Reloader:
         return endpoint
 
 
-def _poll_order(reread: Reread) -> tuple[int, str]:
-    """Removed models first, then models, then ensembles, each by name."""
+def _poll_stage(reread: Reread) -> int:
+    """Removed models first (0), then models (1), then ensembles (2)."""
     if reread.fingerprint is None:
-        return (0, reread.name)
-    return (2 if reread.entry is not None and reread.entry.ensemble else 1, reread.name)
+        return 0
+    return 2 if reread.entry is not None and reread.entry.ensemble else 1

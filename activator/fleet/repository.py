@@ -293,8 +293,11 @@ class Repository:
 
     def read_fingerprints(self) -> dict[str, Fingerprint]:
         """Every model directory's fingerprint now, by name (blocking: in a thread); a name in
-        several repositories gets their files together."""
-        found, _ = _model_directories(self.roots)
+        several repositories gets their files together. OSError when a repository is not a
+        directory now: an unmounted repository must not read as every model removed."""
+        found, missing = _model_directories(self.roots)
+        if missing is not None:
+            raise OSError(missing)
         return {name: _fingerprint(dirs) for name, dirs in found.items()}
 
     def reread(self, name: str) -> Reread:

@@ -275,3 +275,15 @@ async def test_without_rereads_a_load_only_warms_the_index_read_at_start(up: Any
     await reloader.load("m")
     assert fleet.repository.get("m").versions == ("1",)
     assert (backend.starts, backend.stopped) == (1, [])
+
+
+async def test_a_repository_gone_is_no_removal_of_its_models(up: Any, tmp_path: Path) -> None:
+    _, _, fleet, repo = up
+    moved = tmp_path.parent / f"{tmp_path.name}-unmounted"
+    repo.rename(moved)
+    try:
+        with pytest.raises(OSError, match="is not a directory"):
+            await fleet.reloader.poll()
+        assert fleet.served("m")
+    finally:
+        moved.rename(repo)
