@@ -99,6 +99,7 @@ def _error(r: requests.Response) -> str:
         "/v2/models/onnx_add/config",
         "/v2/models/add_sub/ready",
         "/v2/models/add_sub/versions/1/ready",
+        "/v2/models/add_sub/versions/9/ready",  # a version not served: not ready, not unknown
     ],
 )
 def test_metadata_config_and_health_match_thaw_serve(

@@ -111,6 +111,8 @@ def test_a_model_added_after_the_start_is_loaded_over_grpc(up: UpProcess, repo: 
         with pytest.raises(InferenceServerException, match="no such model"):
             client.load_model("not_there")
         client.load_model("late_grpc")
+        assert client.is_model_ready("late_grpc", "1")
+        assert not client.is_model_ready("late_grpc", "2")  # not served: not ready, as Triton
         result = client.infer("late_grpc", inputs)
     np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), x + y)
 
