@@ -1,9 +1,10 @@
 """All model endpoints of one `thaw up`: their scaler backend, autoscaling tick and shutdown.
 
 One record per served model (`FleetModel`: its endpoint, cost ledger, ensemble steps and last
-published state). Each tick also feeds what the status page shows over time: every model's
-cost ledger (activator.observe.cost) and, once per history interval, a sample of every model
-(activator.observe.history).
+published state); records come and go as the repository is read again (`add_model`,
+`renew_model`, `drop_model`, driven by activator.fleet.reload). Each tick also feeds what the
+status page shows over time: every model's cost ledger (activator.observe.cost) and, once per
+history interval, a sample of every model (activator.observe.history).
 """
 
 from __future__ import annotations
@@ -238,6 +239,8 @@ class Fleet:
         if self.images is None:
             return
         if self._images_task is None or self._images_task.done():
+            if self._images_task is not None:
+                self._tasks.remove(self._images_task)
             self._images_task = asyncio.create_task(self._run_images(self.images))
             self._tasks.append(self._images_task)
 
