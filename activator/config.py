@@ -256,6 +256,9 @@ class ActivatorConfig:
     # `--model-control-mode explicit`: the repository load/unload API (warm a model now,
     # scale it to zero now) is served; off by default, as Triton's `none` mode.
     model_control: bool = False
+    # `--model-control-mode poll`: the repository is read again every this many seconds
+    # (`--repository-poll-secs`; activator.fleet.reload); None: only an explicit load does.
+    repository_poll_s: float | None = None
     # `--load-model` (explicit mode): woken at start, as the `load` call wakes a model; one
     # that fails refuses the start, as tritonserver's does. `*`: every servable model.
     load_models: tuple[str, ...] = ()

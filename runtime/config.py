@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 
 from runtime.header_forward import compile_pattern
@@ -19,6 +18,7 @@ from thawserver.restricted_protocols import (
     parse_restrictions,
 )
 from thawwire.log_settings import LogSettings
+from thawwire.model_control import POLL_SECS_RANGE, ModelControlMode
 from thawwire.openai_api import DEFAULT_MAX_TOOL_CALL_PARSE_BYTES, TOOL_CALL_PARSERS
 from thawwire.trace_settings import TraceSetting
 
@@ -32,14 +32,6 @@ _EVENT_LOOPS = ("auto", "asyncio", "uvloop")
 
 class ConfigError(ValueError):
     """A setting is out of range; the message names the setting, its value and the range."""
-
-
-class ModelControlMode(StrEnum):
-    """Triton's model control modes: what loads at start and whether load/unload is allowed."""
-
-    NONE = "none"
-    POLL = "poll"
-    EXPLICIT = "explicit"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -183,7 +175,7 @@ class ServeConfig:
 
     def __post_init__(self) -> None:
         _in_range("port", self.port, 0, 65535)
-        _in_range("repository_poll_secs", self.repository_poll_secs, 0.1, 86400)
+        _in_range("repository_poll_secs", self.repository_poll_secs, *POLL_SECS_RANGE)
         _in_range("max_body_bytes", self.max_body_bytes, 1024, 1 << 40)
         _in_range("max_json_depth", self.max_json_depth, 2, 10000)
         _in_range("arena_bytes", self.arena_bytes, 0, 1 << 44)

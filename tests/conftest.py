@@ -57,7 +57,7 @@ def _allow_known_blocking(bb: BlockBuster) -> None:
     _allow(bb, ("os.unlink", "os.stat"), "runtime/direct/handoff.py", {"start", "close"})
     # Start-up: `thaw up` scans the repository before its loop starts (activator/process/cli.py);
     # tests that build the app inside a running loop let `build_app` scan it there.
-    _allow(bb, _FILES, "activator/fleet/repository.py", {"scan"})
+    _allow(bb, (*_FILES, "os.path.islink"), "activator/fleet/repository.py", {"scan"})
     # known: a request naming a model the manager has not seen yet stats `<repo>/<name>` on the
     # loop (ModelManager's metadata/config/ready lookups are synchronous; moving the check off
     # the loop means making that service interface async).

@@ -1,4 +1,7 @@
-"""Model control's answers both servers agree on.
+"""Model control's modes and answers both servers agree on.
+
+ModelControlMode: tritonserver's `--model-control-mode` values, which `thaw serve` and `thaw up`
+both take (any case); POLL_SECS_RANGE: the range of `--repository-poll-secs`, in seconds.
 
 CONTROL_DISABLED: the answer to a repository load or unload call when the model-control API is
 off. Triton serves load/unload only in `--model-control-mode explicit` and answers every other
@@ -13,6 +16,10 @@ and gRPC trailing metadata, of this name. The request never reached the model, s
 may send it once more to another replica (activator.surfaces.proxy.to_replica): a model
 evicted from a shared replica while a request to it was on its way loses no request.
 
+load_failed(name, why) and not_in_repository(name): the answer to a load that failed — the model's
+files were read and refused (Triton's `load failed for model '<name>': <why>`, which qa/
+L0_lifecycle asserts), or there is no such model directory — on both servers.
+
 not_unique(name, where): why a model name found in more than one model repository (several
 `--model-repository`, no namespacing) is no model, on both servers: it is unavailable, with
 this reason, and every other model is served.
@@ -21,8 +28,30 @@ this reason, and every other model is served.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from enum import StrEnum
 
-__all__ = ["CONTROL_DISABLED", "LOAD_MODEL_NOT_EXPLICIT", "NOT_LOADED", "not_unique"]
+__all__ = [
+    "CONTROL_DISABLED",
+    "LOAD_MODEL_NOT_EXPLICIT",
+    "NOT_LOADED",
+    "POLL_SECS_RANGE",
+    "ModelControlMode",
+    "load_failed",
+    "not_in_repository",
+    "not_unique",
+]
+
+
+class ModelControlMode(StrEnum):
+    """Triton's model control modes: what loads at start and whether load/unload is allowed."""
+
+    NONE = "none"
+    POLL = "poll"
+    EXPLICIT = "explicit"
+
+
+# `--repository-poll-secs`, seconds: at least a tenth of a second, at most a day.
+POLL_SECS_RANGE = (0.1, 86_400.0)
 
 # Word for word Triton's, so that clients matching on it keep working.
 CONTROL_DISABLED = "explicit model load / unload is not allowed if polling is enabled"
@@ -43,3 +72,13 @@ def not_unique(name: str, where: Sequence[str]) -> str:
         f"model '{name}' is in more than one model repository ({', '.join(where)}): a model "
         "name must be unique across all model repositories"
     )
+
+
+def load_failed(name: str, why: str) -> str:
+    """A load of model `name` that read its files and refused them, and why."""
+    return f"load failed for model '{name}': {why}"
+
+
+def not_in_repository(name: str) -> str:
+    """A load of model `name`, which has no directory in the model repository."""
+    return f"failed to load '{name}': no such model in the repository"

@@ -21,6 +21,7 @@ caller maps into its own error tree.
     ensemble              an ensemble's steps and data flow, checked Triton's way
     sequence              a stateful model's `sequence_batching`: controls, idle timeout
     versions              a model's version directories and those its policy serves
+    fingerprint           a model directory's files (path, mtime, size), to see a change
     tensorrt_accelerator  the `tensorrt` GPU accelerator of an ONNX config
     torch_compile         `TORCH_COMPILE_OPTIONAL_PARAMETERS`, parsed strictly
     errors                ModelConfigError, the one error it raises

@@ -275,6 +275,12 @@ class ModelEndpoint:
         self._reconciler.forget()
         await self._replicas.drain()
 
+    async def replace_replicas(self) -> None:
+        """The model's files changed: drain every replica now (requests in flight finish);
+        a replica still starting is stopped once up, unused. A request meanwhile is held and
+        wakes a replica of the new files."""
+        await self._replicas.renew()
+
     async def close(self) -> None:
         """Fail held requests, drain every replica, stop background work."""
         self._admission.close()

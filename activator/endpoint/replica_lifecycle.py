@@ -75,6 +75,8 @@ class ReplicaSet:
         self._tasks: set[asyncio.Task[None]] = set()
         self._watchers: set[asyncio.Task[None]] = set()
         self._closed = False
+        # Counts `renew` calls: a start begun before the latest one loaded the old files.
+        self._files_generation = 0
         self._publish()
 
     # ---- what the rest of the endpoint reads ----------------------------------------------
@@ -130,6 +132,7 @@ class ReplicaSet:
         self._spawn(self._start())
 
     async def _start(self) -> None:
+        generation = self._files_generation
         try:
             handle = await self._backend.start_replica(
                 self._model, timeout_s=self._settings.activation_timeout_s
@@ -152,6 +155,14 @@ class ReplicaSet:
             raise
         self._starting -= 1
         self._metrics.replica_starts.labels(self._model, "ok").inc()
+        if generation != self._files_generation:
+            # The model's files changed while it started (`renew`): it serves the old ones.
+            # Stopped unused; the endpoint decides again (a waiting request starts another).
+            logger.info("replica %s model=%s started on the old files: stopped", handle.id,
+                        self._model)  # fmt: skip
+            self._spawn(self._backend.stop_replica(handle.id, timeout_s=self._drain_timeout_s))
+            self._on_start_withdrawn()
+            return
         self._add(handle, first=self.ready_count == 0)
 
     def _add(self, handle: ReplicaHandle, *, first: bool) -> None:
@@ -196,6 +207,12 @@ class ReplicaSet:
         """Drain `replica` in the background (default: the drain timeout)."""
         drain_s = self._drain_timeout_s if timeout_s is None else timeout_s
         self._spawn(self._retire(replica, timeout_s=drain_s))
+
+    async def renew(self) -> None:
+        """The model's files changed: drain every routable replica now and wait until they
+        are stopped; a start in progress is stopped once it is up, never routed to."""
+        self._files_generation += 1
+        await self.drain()
 
     async def drain(self) -> None:
         """Drain every routable replica now and wait until they are stopped."""

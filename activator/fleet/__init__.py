@@ -1,10 +1,12 @@
 """The fleet: every model of one `thaw up`, from its repository, and their images.
 
     fleet           all model endpoints: their scaler backend, autoscaling tick, shutdown
-    repository      the read-only view of the model repository: names, configs, metadata
+    repository      the view of the model repository: names, configs, metadata, re-reads
+    rescan          what changed between two reads of the repository, when to poll (pure)
+    reload          the repository read again: an explicit load, the poll
     model_settings  per-model `thaw.*` overrides from `--model-settings FILE`
     replica_config  configs only a replica can complete (`auto_complete_config`)
-    image_builder   each model's snapshot image at start-up, built or pulled
+    image_builder   each model's snapshot image, built or pulled (start-up, and changes)
     sharing         which models share replicas (`thaw.placement`), handed to the backend
     log_push        the log settings: the activator's own log, and every replica told them
     trace_push      the trace settings, told to every replica once a client changes them

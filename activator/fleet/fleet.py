@@ -1,15 +1,17 @@
 """All model endpoints of one `thaw up`: their scaler backend, autoscaling tick and shutdown.
 
 One record per served model (`FleetModel`: its endpoint, cost ledger, ensemble steps and last
-published state). Each tick also feeds what the status page shows over time: every model's
-cost ledger (activator.observe.cost) and, once per history interval, a sample of every model
-(activator.observe.history).
+published state); records come and go as the repository is read again (`add_model`,
+`renew_model`, `drop_model`, driven by activator.fleet.reload). Each tick also feeds what the
+status page shows over time: every model's cost ledger (activator.observe.cost) and, once per
+history interval, a sample of every model (activator.observe.history).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import sys
 import time
@@ -26,6 +28,7 @@ from activator.endpoint.replica_stats import ModelStatistics
 from activator.endpoint.shared_limit import SharedLimits
 from activator.errors import UnknownModel
 from activator.fleet.image_builder import ImageJobs
+from activator.fleet.reload import Reloader
 from activator.fleet.replica_config import ReplicaConfigs
 from activator.fleet.repository import ModelEntry, Repository
 from activator.fleet.sharing import share_models
@@ -44,7 +47,9 @@ from activator.observe.status_document import (
 )
 from activator.scaler.backend import AsyncLifecycle, ScalerBackend, SharedPlacement
 from activator.scaler.factory import open_backend
+from activator.scaler.kube_config import KubernetesConfig
 from tritonconfig import sequence_idle_us
+from tritonconfig.fingerprint import Fingerprint
 
 __all__ = ["RECENT_COLD_STARTS", "Fleet", "FleetModel", "running_share"]
 
@@ -102,31 +107,17 @@ class Fleet:
         names = repository.names()
         entries = {name: repository.get(name) for name in names}
         now = clock()
-        shared_limits = SharedLimits(config.shared_replica_concurrency)
+        self._shared_limits = SharedLimits(config.shared_replica_concurrency)
         # One record per served model, by name (the one per-model table of the fleet).
         self.models: dict[str, FleetModel] = {
-            name: FleetModel(
-                entry,
-                ModelEndpoint(
-                    name,
-                    entry.settings,
-                    self.backend,
-                    metrics,
-                    drain_timeout_s=config.drain_timeout_s,
-                    stats=ModelStatistics(name, session, metrics=ModelMetrics(session)),
-                    clock=clock,
-                    sequence_idle_s=_sequence_idle_s(entry),
-                    shared_limits=shared_limits,
-                ),
-                CostLedger(name, gpus_per_replica=entry.gpus_per_replica, now=now),
-                composing=_composing(entries, name),
-            )
-            for name, entry in entries.items()
+            name: self._record(entry, entries, now) for name, entry in entries.items()
         }
-        # The endpoints alone, read-only (activator.direct.front_door routes on it).
-        self.endpoints: Mapping[str, ModelEndpoint] = MappingProxyType(
-            {name: model.endpoint for name, model in self.models.items()}
-        )
+        self._endpoints = {name: model.endpoint for name, model in self.models.items()}
+        # The endpoints alone, read-only, kept up to date as models come and go
+        # (activator.direct.front_door routes on it).
+        self.endpoints: Mapping[str, ModelEndpoint] = MappingProxyType(self._endpoints)
+        # Called with each model added after the start, and its endpoint (`add_model`).
+        self._added_listeners: list[Callable[[str, ModelEndpoint], None]] = []
         self.history = History(
             names,
             capacity=config.history_samples,
@@ -152,7 +143,11 @@ class Fleet:
             )  # fmt: skip
         # Configs a python model's own auto_complete_config completes, asked of a replica.
         self.replica_configs = ReplicaConfigs(session, timeout_s=config.request_timeout_s)
+        # The repository read again after the start: `load`, and the poll.
+        kubernetes = isinstance(config.scaler, KubernetesConfig)
+        self.reloader = Reloader(self, rereads=not kubernetes, clock=clock)
         self._tasks: list[asyncio.Task[None]] = []
+        self._images_task: asyncio.Task[None] | None = None
         metrics.watch_caches(config.cache_dir, config.host_cache_dir)
 
     def wake_composing(self, name: str) -> None:
@@ -178,8 +173,10 @@ class Fleet:
         await asyncio.gather(*(e.adopt_running() for e in self.endpoints.values()))
         self._tasks.append(asyncio.create_task(self._tick_loop()))
         self._tasks.append(asyncio.create_task(self._cache_loop()))
-        if self.images is not None:
-            self._tasks.append(asyncio.create_task(self._run_images(self.images)))
+        if self.config.repository_poll_s is not None:
+            poll = self.reloader.poll_forever(self.config.repository_poll_s)
+            self._tasks.append(asyncio.create_task(poll))
+        self._build_images()
         for endpoint in self.endpoints.values():
             endpoint.tick()
         self.observe()
@@ -235,6 +232,111 @@ class Fleet:
     @staticmethod
     async def _run_images(images: ImageJobs) -> None:
         await images.run()
+
+    def _build_images(self) -> None:
+        """Run the image jobs queued (at start, or since a model was added or changed),
+        unless they run already."""
+        if self.images is None:
+            return
+        if self._images_task is None or self._images_task.done():
+            if self._images_task is not None:
+                self._tasks.remove(self._images_task)
+            self._images_task = asyncio.create_task(self._run_images(self.images))
+            self._tasks.append(self._images_task)
+
+    # ---- the repository changed (activator.fleet.reload) -----------------------------------
+
+    def served(self, name: str) -> bool:
+        """Whether `name` is a served model (not unavailable, not unknown)."""
+        return name in self.models
+
+    def on_model_added(self, listener: Callable[[str, ModelEndpoint], None]) -> None:
+        """Call `listener` with each model added after the start and its endpoint."""
+        self._added_listeners.append(listener)
+
+    def add_model(self, entry: ModelEntry, files: Fingerprint) -> ModelEndpoint:
+        """Serve a model found after the start (`files`: its fingerprint), at zero."""
+        name = entry.name
+        self.repository.install(entry, files)
+        entries = {**self._entries(), name: entry}
+        record = self._record(entry, entries, self._clock())
+        self.models[name] = record
+        self._endpoints[name] = record.endpoint
+        self._recompose(entries)
+        self.history.add(name)
+        share_models([(entry, record.endpoint)], self.backend)
+        self._image_of(entry)
+        for listener in self._added_listeners:
+            listener(name, record.endpoint)
+        logger.info("model=%s added: versions %s, at zero", name, ", ".join(entry.versions))
+        return record.endpoint
+
+    def renew_model(self, entry: ModelEntry, files: Fingerprint) -> ModelEndpoint:
+        """A served model's files changed: serve `entry` from now on. Its replicas run the
+        old files until the caller replaces them; its `thaw.*` scaling settings stay those
+        it started with."""
+        name = entry.name
+        record = self.models[name]
+        if entry.settings != record.entry.settings:
+            logger.warning("model=%s changed `thaw.*` settings take effect at the next start "
+                           "of thaw up", name)  # fmt: skip
+            # The entry says what is in effect: the endpoint's settings, fixed at its making.
+            entry = dataclasses.replace(entry, settings=record.entry.settings)
+        self.repository.install(entry, files)
+        record.entry = entry
+        self._recompose(self._entries())
+        self.replica_configs.forget(name)
+        share_models([(entry, record.endpoint)], self.backend)  # its new weights' size
+        self._image_of(entry)
+        logger.info("model=%s changed: versions %s", name, ", ".join(entry.versions))
+        return record.endpoint
+
+    async def drop_model(self, name: str) -> None:
+        """A model whose directory is gone: out of the index and routes now, then its
+        replicas drained (requests in flight finish) and its held requests failed."""
+        record = self.models.pop(name, None)
+        self._endpoints.pop(name, None)
+        self.repository.remove(name)
+        self._recompose(self._entries())
+        for state in ModelState:  # no `thaw_model_state` series for a model that is gone
+            with contextlib.suppress(KeyError):
+                self.metrics.model_state.remove(name, state.value)
+        if record is None:
+            return
+        logger.info("model=%s removed from the repository: draining", name)
+        await record.endpoint.scale_to_zero()
+        await record.endpoint.close()
+
+    def _entries(self) -> dict[str, ModelEntry]:
+        return {m.entry.name: m.entry for m in self.models.values()}
+
+    def _recompose(self, entries: Mapping[str, ModelEntry]) -> None:
+        for name, model in self.models.items():
+            model.composing = _composing(entries, name)
+
+    def _image_of(self, entry: ModelEntry) -> None:
+        if self.images is not None and not entry.ensemble:
+            self.images.add(entry.directory)
+            self._build_images()
+
+    def _record(
+        self, entry: ModelEntry, entries: Mapping[str, ModelEntry], now: float
+    ) -> FleetModel:
+        """A served model's record: its endpoint and cost ledger."""
+        name = entry.name
+        endpoint = ModelEndpoint(
+            name,
+            entry.settings,
+            self.backend,
+            self.metrics,
+            drain_timeout_s=self.config.drain_timeout_s,
+            stats=ModelStatistics(name, self.session, metrics=ModelMetrics(self.session)),
+            clock=self._clock,
+            sequence_idle_s=_sequence_idle_s(entry),
+            shared_limits=self._shared_limits,
+        )
+        ledger = CostLedger(name, gpus_per_replica=entry.gpus_per_replica, now=now)
+        return FleetModel(entry, endpoint, ledger, composing=_composing(entries, name))
 
     @property
     def image_states(self) -> dict[str, str]:

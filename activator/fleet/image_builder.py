@@ -47,7 +47,8 @@ _ONE_THREAD = {
 
 
 class ImageJobs:
-    """The start-up image work of one `thaw up`; `run()` does it, `states` reports it."""
+    """The image work of one `thaw up` (at start, and for models added or changed since);
+    `run()` does it, `states` reports it."""
 
     def __init__(
         self,
@@ -78,6 +79,17 @@ class ImageJobs:
         self._pulling: str | None = None  # the model whose pull is starting or running
         self._pull_pid: int | None = None  # its process, once started
         self._boosted = False  # its pull was asked for at normal priority (once per pull)
+
+    def add(self, model_dir: Path) -> None:
+        """Queue the image of `model_dir` (a model added or changed after the start), unless
+        it is queued already; `run` (again, once it has returned) does it."""
+        name = model_dir.name
+        if any(queued.name == name for queued in self._queue):
+            return
+        if all(known.name != name for known in self._dirs):
+            self._dirs.append(model_dir)
+        self._queue.append(model_dir)
+        self.states[name] = ImageState.QUEUED.value
 
     def wanted(self, model: str) -> None:
         """A replica of `model` is starting. Its restore waits for a pull of its image in

@@ -47,6 +47,11 @@ class FleetLogSettings:
         for endpoint in self._endpoints:
             endpoint.add_ready_listener(self._replica_ready)
 
+    def add(self, endpoint: ModelEndpoint) -> None:
+        """Reach the replicas of `endpoint` too (a model added after the start)."""
+        self._endpoints = (*self._endpoints, endpoint)
+        endpoint.add_ready_listener(self._replica_ready)
+
     def apply(self, settings: LogSettings) -> None:
         self._control.apply(settings)
         self._changed = True

@@ -41,6 +41,10 @@ class ReplicaConfigs:
         """The config a replica completed for `model`, if one was asked already."""
         return self._configs.get(model)
 
+    def forget(self, model: str) -> None:
+        """`model`'s files changed: its config is asked of a replica again when needed."""
+        self._configs.pop(model, None)
+
     async def completed(
         self, entry: ModelEntry, endpoint: ModelEndpoint, version: str | None
     ) -> mc.ModelConfig:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,10 +34,11 @@ from tritonconfig import (
     is_ensemble,
     parse_config,
 )
+from tritonconfig.fingerprint import Fingerprint, fingerprint
 from tritonconfig.python_based import python_based_model_file
 from tritonconfig.schema import mc
 
-__all__ = ["ModelEntry", "Repository"]
+__all__ = ["ModelEntry", "Repository", "Reread"]
 
 logger = logging.getLogger(__name__)
 
@@ -112,7 +113,7 @@ def _load_entry(
         if backend_file is not None:
             config.backend = "python"
         # A missing model file is left to the wake-up (whose error names it), unlike a
-        # replica: `thaw up` reads its repository once, and a file copied in later must serve.
+        # replica: a file copied in later must serve, without a `load` to re-read the model.
         # As a replica on its default target (`thaw serve --target cpu`) completes it.
         versions = complete_config(
             config, directory, str(path), gpu_available=False, require_model_files=False,
@@ -186,9 +187,30 @@ def _read_config(path: Path) -> mc.ModelConfig:
     return parse_config(text, str(path))
 
 
+@dataclass(frozen=True)
+class Reread:
+    """One model's directory read again (`Repository.reread`): its fingerprint (None: no
+    directory of that name now) and its new entry, or why it cannot be served."""
+
+    name: str
+    fingerprint: Fingerprint | None
+    entry: ModelEntry | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """How the repository's models are read (the scan's options), kept for re-reads."""
+
+    defaults: ScaleSettings = field(default_factory=ScaleSettings)
+    backend_directory: Path | None = None
+    auto_complete: bool = True
+
+
 class Repository:
     """Models of one or more repository directories (tritonserver's repeatable
-    `--model-repository`), as one index, scanned once at start-up.
+    `--model-repository`), as one index, scanned at start-up; a model is read again by
+    `reread` and its result kept by `install`, `refuse` or `remove` (activator.fleet.rescan).
 
     A model whose config cannot be used is *unavailable*: it is listed (index, status) with
     the reason, its routes answer 503 with that reason, and every other model is served. A
@@ -202,11 +224,18 @@ class Repository:
         unavailable: dict[str, str] | None = None,
         *,
         start_error: str | None = None,
+        fingerprints: dict[str, Fingerprint] | None = None,
+        reading: _Reading | None = None,
     ) -> None:
         self.roots: tuple[Path, ...] = (root,) if isinstance(root, Path) else tuple(root)
         self._entries = entries
         self._names = tuple(sorted(entries))
         self.unavailable: dict[str, str] = dict(unavailable or {})
+        # Each model's fingerprint when it was last read (served or unavailable). A model
+        # without one (a Repository made without a scan) reads as having no files: its first
+        # re-read sees a change.
+        self._fingerprints: dict[str, Fingerprint] = dict(fingerprints or {})
+        self._reading = reading or _Reading()
         # Why the repositories could not all be read, when `scan(missing_ok=True)` went on
         # without one (tritonserver's `--exit-on-error=false`): `thaw up` then answers, neither
         # live nor ready, as a tritonserver that failed to initialize. None: all were read.
@@ -241,20 +270,88 @@ class Repository:
             raise ConfigError(missing)
         entries: dict[str, ModelEntry] = {}
         unavailable: dict[str, str] = {}
+        reading = _Reading(defaults, backend_directory, auto_complete)
+        fingerprints = {name: _fingerprint(dirs) for name, dirs in found.items()}
         for name, directories in sorted(found.items()):
             try:
-                if len(directories) > 1:
-                    raise ConfigError(not_unique(name, [str(d.parent) for d in directories]))
-                entries[name] = _load_entry(
-                    directories[0], defaults, backend_directory, auto_complete=auto_complete
-                )
+                entries[name] = _read_model(name, directories, reading)
             except ConfigError as exc:
                 if strict or exc.message.startswith(("`thaw.", "unknown setting `thaw.")):
                     raise
                 logger.warning("model=%s unavailable: %s", name, exc.message)
                 unavailable[name] = exc.message
         _check_ensembles(entries, unavailable, strict=strict)
-        return cls(roots, entries, unavailable, start_error=missing)
+        return cls(
+            roots, entries, unavailable, start_error=missing, fingerprints=fingerprints,
+            reading=reading,
+        )  # fmt: skip
+
+    def fingerprint_of(self, name: str) -> Fingerprint | None:
+        """The model's fingerprint when it was last read; None when no such model is known."""
+        known = name in self._entries or name in self.unavailable
+        return self._fingerprints.get(name, ()) if known else None
+
+    def fingerprints(self) -> dict[str, Fingerprint]:
+        """Every known model's fingerprint when it was last read (`fingerprint_of`)."""
+        return {n: f for n in (*self._entries, *self.unavailable)
+                if (f := self.fingerprint_of(n)) is not None}  # fmt: skip
+
+    def read_fingerprints(self) -> dict[str, Fingerprint]:
+        """Every model directory's fingerprint now, by name (blocking: in a thread); a name in
+        several repositories gets their files together. OSError when a repository is not a
+        directory now: an unmounted repository must not read as every model removed."""
+        found, missing = _model_directories(self.roots)
+        if missing is not None:
+            raise OSError(missing)
+        return {name: _fingerprint(dirs) for name, dirs in found.items()}
+
+    def reread(self, name: str) -> Reread:
+        """Read model `name`'s directory again, in every repository (blocking: file reads, in
+        a thread). Its entry, or the reason it cannot be served: a replica's refusal of its
+        config, a `thaw.*` setting out of range, or a name found in several repositories (an
+        ensemble's steps are judged when it is installed: `ensemble_problem`)."""
+        if not is_model_name(name):
+            return Reread(name, None)
+        directories = [root / name for root in self.roots if (root / name).is_dir()]
+        if not directories:
+            return Reread(name, None)
+        files = _fingerprint(directories)
+        try:
+            entry = _read_model(name, directories, self._reading)
+        except ConfigError as exc:
+            return Reread(name, files, error=exc.message)
+        return Reread(name, files, entry)
+
+    def ensemble_problem(self, entry: ModelEntry) -> str | None:
+        """Why ensemble `entry` cannot run with the models served now (a step model missing
+        or unavailable, or a cycle), in a replica's words; None when it can, or it is no
+        ensemble."""
+        if not entry.ensemble:
+            return None
+        return _ensemble_problem(entry.name, {**self._entries, entry.name: entry}, self.unavailable)
+
+    def install(self, entry: ModelEntry, files: Fingerprint) -> None:
+        """Serve `entry` from now on (a model added, or its new files); `files`: the
+        fingerprint it was read with."""
+        self._entries[entry.name] = entry
+        self.unavailable.pop(entry.name, None)
+        self._fingerprints[entry.name] = files
+        self._names = tuple(sorted(self._entries))
+
+    def refuse(self, name: str, reason: str, files: Fingerprint) -> None:
+        """A model not served whose files (`files`: their fingerprint) were read and refused:
+        unavailable with `reason`. A served model that is refused keeps its entry (as Triton's
+        failed reload leaves the old version serving): nothing changes."""
+        if name not in self._entries:
+            self.unavailable[name] = reason
+            self._fingerprints[name] = files
+
+    def remove(self, name: str) -> None:
+        """Forget a model whose directory is gone (once it has no replica left)."""
+        self._entries.pop(name, None)
+        self.unavailable.pop(name, None)
+        self._fingerprints.pop(name, None)
+        self._names = tuple(sorted(self._entries))
 
     def names(self) -> list[str]:
         """Models that can be served, by name (unavailable ones are in `unavailable`); sorted
@@ -275,6 +372,24 @@ class Repository:
                 f"Request for unknown model: '{name}' version {version[:50]} is not found"
             )
         return entry
+
+
+def _read_model(name: str, directories: Sequence[Path], reading: _Reading) -> ModelEntry:
+    """Model `name`, found in `directories` (one per repository holding it); ConfigError when
+    it is in more than one or its config cannot be served."""
+    if len(directories) > 1:
+        raise ConfigError(not_unique(name, [str(d.parent) for d in directories]))
+    return _load_entry(
+        directories[0], reading.defaults, reading.backend_directory,
+        auto_complete=reading.auto_complete,
+    )  # fmt: skip
+
+
+def _fingerprint(directories: Sequence[Path]) -> Fingerprint:
+    """The fingerprint of a model found in `directories`: each one's files, under its path."""
+    if len(directories) == 1:
+        return fingerprint(directories[0])
+    return tuple((f"{d}/{p}", t, n) for d in directories for p, t, n in fingerprint(d))
 
 
 def _model_directories(roots: Sequence[Path]) -> tuple[dict[str, list[Path]], str | None]:

@@ -43,6 +43,11 @@ class FleetTraceSettings:
         for name, endpoint in endpoints.items():
             endpoint.add_ready_listener(functools.partial(self._ready, name))
 
+    def add(self, name: str, endpoint: ModelEndpoint) -> None:
+        """Reach the replicas of model `name` too (added after the start; `_endpoints` is the
+        fleet's live mapping, which has it already)."""
+        endpoint.add_ready_listener(functools.partial(self._ready, name))
+
     def changed(self) -> None:
         """A client changed a setting: tell every ready replica."""
         self._changed = True

@@ -84,6 +84,11 @@ class History:
         self._seq = 0  # samples recorded so far (the newest one's number)
         self._last_t: float | None = None
 
+    def add(self, model: str) -> None:
+        """Keep samples of `model` too from now on (a model added after the start); its
+        earlier samples read as zeros."""
+        self._cols.setdefault(model, {f: _Ring(self._capacity) for f in FIELDS})
+
     @property
     def last_seq(self) -> int:
         return self._seq

@@ -29,6 +29,7 @@ from activator.process.flag_checks import (
     host_cache_bytes,
     load_models,
     refuse_local_only_flags,
+    repository_poll_s,
     response_cache_bytes,
 )
 from activator.process.kube_cli import add_kubernetes_arguments, kubernetes_config, placement
@@ -68,6 +69,7 @@ from thawserver.settings_flags import (
     trace_setting,
 )
 from thawserver.tool_call_flags import add_tool_call_arguments, replica_environment
+from thawwire.model_control import ModelControlMode
 
 __all__ = ["register", "run"]
 
@@ -251,10 +253,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.add_argument("--max-body-bytes", type=int, default=64 * 1024 * 1024)
     p.add_argument(
-        "--model-control-mode", choices=["none", "explicit"], default="none",
+        "--model-control-mode", choices=[m.value for m in ModelControlMode], default="none",
         type=str.lower,  # tritonserver (and thaw serve) take any case: `=EXPLICIT`
-        help="explicit: serve the repository load/unload API (load warms a model now, unload "
-        "scales it to zero now); none: refuse it as Triton does (default none)",
+        help="explicit: serve the repository load/unload API (load re-reads the model's "
+        "directory and warms it now, unload scales it to zero now); poll: re-read the "
+        "repository every --repository-poll-secs (added models appear at zero, changed ones "
+        "are replaced, removed ones drained), load/unload refused as Triton does; none: the "
+        "repository is read at start, load/unload refused (default none)",
+    )  # fmt: skip
+    p.add_argument(
+        "--repository-poll-secs", type=float, default=15.0, metavar="SECONDS",
+        help="with --model-control-mode poll: seconds between reads of the repository "
+        "(default 15; local scaler only)",
     )  # fmt: skip
     p.add_argument(
         "--load-model", action="append", default=[], metavar="NAME",
@@ -420,7 +430,8 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
         max_body_bytes=args.max_body_bytes,
         request_timeout_s=args.request_timeout_s,
         body_timeout_s=args.body_timeout_s,
-        model_control=args.model_control_mode == "explicit",
+        model_control=args.model_control_mode == ModelControlMode.EXPLICIT,
+        repository_poll_s=repository_poll_s(args, kubernetes=kubernetes),
         load_models=load_models(args),
         backend_directory=backend_directory(args, kubernetes=kubernetes),
         connections=connection_limits(args),

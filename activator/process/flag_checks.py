@@ -16,10 +16,11 @@ from thawserver import ranges
 from thawserver.cache_flags import cache_bytes
 from thawserver.connection_limits import LIMIT_RANGES, ConnectionLimits, out_of_range
 from thawserver.limit_flags import limits_from_args
-from thawwire.model_control import LOAD_MODEL_NOT_EXPLICIT
+from thawwire.model_control import LOAD_MODEL_NOT_EXPLICIT, POLL_SECS_RANGE, ModelControlMode
 from thawwire.openai_api import DEFAULT_MAX_TOOL_CALL_PARSE_BYTES
 
 __all__ = [
+    "POLL_NOT_ON_KUBERNETES",
     "backend_directory",
     "check_range",
     "connection_limits",
@@ -28,6 +29,7 @@ __all__ = [
     "host_cache_bytes",
     "load_models",
     "refuse_local_only_flags",
+    "repository_poll_s",
     "response_cache_bytes",
 ]
 
@@ -108,6 +110,24 @@ def load_models(args: argparse.Namespace) -> tuple[str, ...]:
     if args.load_model and args.model_control_mode != "explicit":
         raise ConfigError(LOAD_MODEL_NOT_EXPLICIT)  # tritonserver's words, as thaw serve
     return tuple(dict.fromkeys(args.load_model))
+
+
+POLL_NOT_ON_KUBERNETES = (
+    "--model-control-mode poll is not supported with --scaler kubernetes: each activator would "
+    "read its own copy of the repository, and the replicas load theirs from the image store; "
+    "roll the activators to pick up repository changes"
+)
+
+
+def repository_poll_s(args: argparse.Namespace, *, kubernetes: bool) -> float | None:
+    """`--model-control-mode poll`: seconds between reads of the repository
+    (`--repository-poll-secs`, as tritonserver's and thaw serve's); None in other modes."""
+    if args.model_control_mode != ModelControlMode.POLL:
+        return None
+    if kubernetes:
+        raise ConfigError(POLL_NOT_ON_KUBERNETES)
+    check_range("--repository-poll-secs", args.repository_poll_secs, *POLL_SECS_RANGE)
+    return float(args.repository_poll_secs)
 
 
 def refuse_local_only_flags(args: argparse.Namespace) -> None:

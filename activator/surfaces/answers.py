@@ -62,8 +62,12 @@ def server_live(fleet: Fleet) -> bool:
 
 def check_ready(fleet: Fleet, name: str, version: str | None) -> None:
     """Ready = servable: at zero replicas too, unless the last wake-up failed (then
-    ModelUnavailable with the reason); UnknownModel for a model or version not served."""
-    fleet.repository.get(name, version)
+    ModelUnavailable with the reason); UnknownModel for a model not served. A version of a
+    served model that is not served is not ready (ModelUnavailable), as `thaw serve` and
+    Triton answer: ready=false, not NOT_FOUND."""
+    entry = fleet.repository.get(name)
+    if version is not None and version not in entry.versions:
+        raise ModelUnavailable(f"model '{name}' is not ready")
     endpoint = fleet.endpoint(name)
     if endpoint.ready_count == 0 and endpoint.last_error is not None:
         raise ModelUnavailable(f"model '{name}' is not ready: {endpoint.last_error}")

@@ -192,8 +192,10 @@ def build_app(
         app[FLEET] = fleet
         poster = ReplicaPoster(session)
         log_target.attach(poster, fleet.endpoints.values())
+        fleet.on_model_added(lambda _name, endpoint: log_target.add(endpoint))
         if trace_push is not None:
             trace_push.attach(poster, fleet.endpoints)
+            fleet.on_model_added(trace_push.add)
         app[UPSTREAM] = pool = new_pool()
         try:
             await fleet.start()
@@ -372,9 +374,10 @@ def _require_model_control(fleet: Fleet) -> None:
 
 
 async def load(request: web.Request) -> web.Response:
-    """Warm the model now: returns once one replica is ready (or the wake-up failed)."""
-    _require_model_control(request.app[FLEET])
-    endpoint = request.app[FLEET].endpoint(request.match_info["model"])
+    """Re-read the model's directory (a model added, or its changed files: activator.fleet.
+    reload), then warm it: returns once one replica is ready (or the wake-up failed)."""
+    fleet = request.app[FLEET]
+    _require_model_control(fleet)
     params = (await _json_object(request)).get("parameters") or {}
     if not isinstance(params, dict):
         raise BadRequest("'parameters' must be a JSON object")
@@ -384,7 +387,7 @@ async def load(request: web.Request) -> web.Response:
             f"thaw up serves the repository's own config and files; load parameters "
             f"{overrides} are not supported (use `thaw serve --model-control-mode explicit`)"
         )
-    await endpoint.warm()
+    await fleet.reloader.load(request.match_info["model"])
     return web.Response(status=200)
 
 

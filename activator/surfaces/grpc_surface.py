@@ -181,18 +181,18 @@ class GrpcSurface:
             raise ControlDisabled(CONTROL_DISABLED)
 
     async def load(self, request: Any, context: Context) -> Any:
-        """Warm the model now: returns once one replica is ready (or the wake-up failed)."""
+        """Re-read the model's directory (activator.fleet.reload), then warm it: returns once
+        one replica is ready (or the wake-up failed)."""
         self._require_model_control()
         if request.repository_name:
             raise NotSupported(_NO_REPOSITORY_NAME)
-        endpoint = self._fleet.endpoint(request.model_name)
         overrides = sorted(k for k in request.parameters if k == "config" or k.startswith("file:"))
         if overrides:
             raise NotSupported(
                 f"thaw up serves the repository's own config and files; load parameters "
                 f"{overrides} are not supported (use `thaw serve --model-control-mode explicit`)"
             )
-        await endpoint.warm()
+        await self._fleet.reloader.load(request.model_name)
         return pb.RepositoryModelLoadResponse()
 
     async def unload(self, request: Any, context: Context) -> Any:

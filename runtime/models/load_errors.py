@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from runtime.errors import ControlDisabled, InvalidInput, ModelNotFound, ServingError
+from thawwire.model_control import load_failed
 
 __all__ = ["name_load_failure", "refused_overrides"]
 
@@ -17,7 +18,7 @@ def name_load_failure(name: str, exc: ServingError) -> None:
     `test_config_override` asserts it); the error keeps its type, so its status holds."""
     if isinstance(exc, _REFUSALS) or exc.message.startswith(_NAMED):
         return
-    exc.message = f"load failed for model '{name}': {exc.message}"
+    exc.message = load_failed(name, exc.message)
     exc.args = (exc.message,)
 
 

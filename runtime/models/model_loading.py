@@ -30,6 +30,7 @@ from runtime.models.response_cache import ResponseCache
 from runtime.models.version_loader import LoadedVersion, VersionLoader
 from runtime.models.version_reuse import reusable_versions, same_but_versions
 from runtime.observe.metrics import Metrics
+from thawwire.model_control import not_in_repository
 from tritonconfig import composing_models, cycle_error, ensemble_steps, is_ensemble
 
 __all__ = ["ModelLoading"]
@@ -94,7 +95,7 @@ class ModelLoading:
             # A name that is not in the repository (a typo) must leave no index entry and never
             # count for readiness, not even while the load is in flight: check before recording.
             if not files and not await asyncio.to_thread(_is_model_dir, self._ns, key):
-                raise ModelNotFound(f"failed to load '{name}': no such model in the repository")
+                raise ModelNotFound(not_in_repository(name))
             model = self._models.setdefault(key, ModelEntry(name, key))
         async with model.lock:  # one load/unload of a model at a time
             if if_needed and model.state == ModelState.READY:

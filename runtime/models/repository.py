@@ -20,6 +20,7 @@ from thawwire.model_control import not_unique
 from thawwire.names import is_model_name
 from tritonconfig import composing_models, is_ensemble
 from tritonconfig import ensemble_cycle as tritonconfig_cycle
+from tritonconfig.fingerprint import fingerprint
 from tritonconfig.python_based import python_based_model_file
 from tritonconfig.schema import mc
 
@@ -119,21 +120,6 @@ def list_models(repo: Path | Repositories) -> list[str]:
         else:
             logger.warning("skipping repository entry %r: not a valid model name", entry.name)
     return names
-
-
-def fingerprint(model_dir: Path) -> tuple[tuple[str, int, int], ...]:
-    """(relative path, mtime_ns, size) of every file under a model, for change detection."""
-    rows = []
-    for root, dirs, files in os.walk(model_dir):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in sorted(files):
-            path = Path(root) / name
-            try:
-                stat = path.stat()
-            except OSError:
-                continue
-            rows.append((str(path.relative_to(model_dir)), stat.st_mtime_ns, stat.st_size))
-    return tuple(rows)
 
 
 def stored_config(repo: Path | Repositories, name: str) -> mc.ModelConfig | None:

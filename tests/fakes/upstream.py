@@ -3,10 +3,11 @@
 `POST /v2/models/{model}/infer` records the path in `app[HITS]` and, by the `X-Behave`
 header: echoes the body back in pieces with the headers it saw (`X-Seen`, JSON) by default;
 `reset` aborts the connection; `die-mid-response` promises 10 MB and dies after 64 KiB;
-`gzip` answers the body gzip-compressed; `not-loaded` answers a replica's refusal (404) of a
-model it does not have loaded (thawwire.model_control.NOT_LOADED naming the path's model),
-`not-loaded-once` does so to the first such request only, `not-loaded-other` names another
-model. `MODEL_CONFIG` is the config.pbtxt of the models put in front of it.
+`gzip` answers the body gzip-compressed; `slow` echoes it half a second late; `not-loaded`
+answers a replica's refusal (404) of a model it does not have loaded
+(thawwire.model_control.NOT_LOADED naming the path's model), `not-loaded-once` does so to the
+first such request only, `not-loaded-other` names another model. `MODEL_CONFIG` is the
+config.pbtxt of the models put in front of it.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ async def upstream_infer(request: web.Request) -> web.StreamResponse:
         request.transport.abort()
         return web.Response()
     body = await request.read()
+    if behave == "slow":  # a request still in flight a moment from now
+        await asyncio.sleep(0.5)
     model = request.match_info["model"]
     once = request.app[_NOT_LOADED_ONCE]
     if behave in ("not-loaded", "not-loaded-other") or (

@@ -99,6 +99,7 @@ def _error(r: requests.Response) -> str:
         "/v2/models/onnx_add/config",
         "/v2/models/add_sub/ready",
         "/v2/models/add_sub/versions/1/ready",
+        "/v2/models/add_sub/versions/9/ready",  # a version not served: not ready, not unknown
     ],
 )
 def test_metadata_config_and_health_match_thaw_serve(
@@ -189,7 +190,8 @@ def test_load_and_unload_through_tritonclient(up: UpProcess) -> None:
         assert up.model("add_sub")["replicas_ready"] >= 1
         with pytest.raises(httpclient.InferenceServerException, match="not supported"):
             client.load_model("add_sub", config='{"max_batch_size": 2}')
-        with pytest.raises(httpclient.InferenceServerException, match="unknown model"):
+        # thaw serve's words: a load re-reads the repository, which has no such model
+        with pytest.raises(httpclient.InferenceServerException, match="no such model"):
             client.load_model("nope")
         client.unload_model("add_sub")
         assert up.model("add_sub")["replicas_ready"] == 0
@@ -209,11 +211,15 @@ def test_broken_config_is_unavailable_with_its_reason_and_the_rest_is_served(
         ("GET", "/v2/models/badcfg/ready"),
         ("GET", "/v2/models/badcfg/config"),
         ("POST", "/v2/models/badcfg/infer"),
-        ("POST", "/v2/repository/models/badcfg/load"),
     ]:
         r = requests.request(method, up.url + path, json={}, timeout=60)
         assert r.status_code == 503, (path, r.text)
         assert "badcfg/config.pbtxt" in _error(r)
+    # A load reads the model again and refuses it, as thaw serve does (400, its words).
+    r = requests.post(f"{up.url}/v2/repository/models/badcfg/load", json={}, timeout=60)
+    assert r.status_code == 400, r.text
+    assert _error(r).startswith("load failed for model 'badcfg': ")
+    assert "badcfg/config.pbtxt" in _error(r)
     index = requests.post(f"{up.url}/v2/repository/index", timeout=60).json()
     (row,) = [r for r in index if r["name"] == "badcfg"]
     assert row["state"] == "UNAVAILABLE" and "config.pbtxt" in row["reason"]

@@ -3,6 +3,7 @@ readiness (held back by a local warm pool still making its first process, never 
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import aiohttp
@@ -85,3 +86,21 @@ async def test_readiness_waits_only_for_a_local_pools_first_process(
             assert r.status == status
     finally:
         await server.close()
+
+
+async def test_a_model_added_after_the_start_gets_an_image_job(repo: Path, tmp_path: Path) -> None:
+    config = ActivatorConfig(repository=repo, cache_dir=tmp_path / "cache", build_images=True)
+    async with aiohttp.ClientSession() as session:
+        fleet = Fleet(config, Repository.scan(repo, ScaleSettings()), Metrics(), session,
+                      backend=FakeScalerBackend(open_gate=True))  # fmt: skip
+        (repo / "late" / "1").mkdir(parents=True)
+        (repo / "late" / "1" / "model.py").write_text("")
+        (repo / "late" / "config.pbtxt").write_text(MODEL.format(name="late"))
+        reread = await asyncio.to_thread(fleet.repository.reread, "late")
+        assert reread.entry is not None and reread.fingerprint is not None
+        fleet.add_model(reread.entry, reread.fingerprint)
+        # Queued beside the start-up's job (the jobs run once the loop gets to them).
+        assert fleet.image_states["late"] == ImageState.QUEUED
+        assert fleet.image_states["leaf"] == ImageState.QUEUED
+        assert fleet.endpoint("late").ready_count == 0  # at zero
+        await fleet.close()  # the job is cancelled

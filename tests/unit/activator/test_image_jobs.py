@@ -173,3 +173,18 @@ async def test_a_wake_while_its_pull_is_starting_still_boosts_it(
     await asyncio.wait_for(running, HUNG_AFTER_S)
     done = next(json.loads(line) for line in log.read_text().splitlines() if '"done"' in line)
     assert done["policy"] == os.SCHED_OTHER
+
+
+async def test_a_model_added_or_changed_after_the_start_is_built_on_the_next_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    jobs, log = _jobs(tmp_path, ["onnx_model"], None, monkeypatch)
+    await jobs.run()
+    jobs.add(tmp_path / "repo" / "late_model")  # added: queued, reported
+    jobs.add(tmp_path / "repo" / "onnx_model")  # changed: built again
+    jobs.add(tmp_path / "repo" / "onnx_model")  # asked twice while queued: one build
+    assert jobs.states == {"onnx_model": ImageState.QUEUED, "late_model": ImageState.QUEUED}
+    states = await jobs.run()
+    assert states == {"onnx_model": ImageState.BUILT, "late_model": ImageState.BUILT}
+    built = [json.loads(line)["args"][2] for line in log.read_text().splitlines()]
+    assert [Path(b).name for b in built] == ["onnx_model", "late_model", "onnx_model"]

@@ -1,0 +1,176 @@
+"""The repository read again after the start: an explicit `load`, and the poll.
+
+    load(name)                    the repository load call (HTTP, gRPC)
+      re-read its directory ── compare with what is served (activator.fleet.rescan)
+        ADDED      a new model: its endpoint, at zero (a bad config: unavailable, refused)
+        CHANGED    its new entry, its replicas drained and replaced (a bad config: refused,
+                   the old version keeps serving, as a failed reload does on Triton)
+        REMOVED    dropped (drained), then refused as no such model
+        UNCHANGED  nothing
+      then warm it: the call returns once a replica of the new files is ready
+
+    poll()                        `--model-control-mode poll`, each `--repository-poll-secs`
+      fingerprint every model ── the same, for every model that changed, without warming;
+      a refused change is logged once per set of files
+
+A model's re-reads and the replacement of its replicas happen one at a time (a lock per
+model); the fleet's requests go on meanwhile: a request that arrives while the old replicas
+drain is held and wakes a replica of the new files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import NoReturn, Protocol
+
+from activator.endpoint.model_endpoint import ModelEndpoint
+from activator.errors import ConfigError, UnknownModel
+from activator.fleet.repository import ModelEntry, Repository, Reread
+from activator.fleet.rescan import Change, PollSchedule, compare, compare_one
+from thawwire.model_control import load_failed, not_in_repository
+from tritonconfig.fingerprint import Fingerprint
+
+__all__ = ["Reloader", "ServedModels"]
+
+logger = logging.getLogger(__name__)
+
+
+class ServedModels(Protocol):
+    """What the reloader changes: the fleet's models (activator.fleet.fleet.Fleet)."""
+
+    @property
+    def repository(self) -> Repository: ...
+
+    def endpoint(self, name: str) -> ModelEndpoint: ...
+
+    def served(self, name: str) -> bool: ...
+
+    def add_model(self, entry: ModelEntry, files: Fingerprint) -> ModelEndpoint: ...
+
+    def renew_model(self, entry: ModelEntry, files: Fingerprint) -> ModelEndpoint: ...
+
+    async def drop_model(self, name: str) -> None: ...
+
+
+class Reloader:
+    """Re-reads models of the repository and brings the fleet in line (module docstring)."""
+
+    def __init__(
+        self,
+        models: ServedModels,
+        *,
+        rereads: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._models = models
+        # False (`--scaler kubernetes`): a load only warms the model, the repository as read
+        # at start: active-active activators must agree on one index, and each reads its own
+        # copy (docs/scale-to-zero.md).
+        self._rereads = rereads
+        self._clock = clock
+        self._locks: dict[str, asyncio.Lock] = {}
+        # Changed files of a served model that were refused, by model: a poll does not try
+        # them again (an explicit load does, and says why again).
+        self._refused: dict[str, Fingerprint] = {}
+
+    async def load(self, name: str) -> None:
+        """The repository load call: re-read `name`, act on its change, then warm it."""
+        if not self._rereads:
+            await self._models.endpoint(name).warm()
+            return
+        async with self._lock(name):
+            reread = await asyncio.to_thread(self._models.repository.reread, name)
+            endpoint = await self._apply(reread)
+        await endpoint.warm()
+
+    async def poll(self) -> None:
+        """Re-read every model whose files changed since the last read (poll mode): removed
+        ones first, then models, then ensembles (whose steps may have just been added)."""
+        repository = self._models.repository
+        now = await asyncio.to_thread(repository.read_fingerprints)
+        rereads: list[Reread] = []
+        for change in compare(repository.fingerprints(), now):
+            if change.change is Change.UNCHANGED:
+                continue
+            refused = self._refused.get(change.name)
+            if refused is not None and refused == now.get(change.name):
+                continue  # refused already, and said so
+            rereads.append(await asyncio.to_thread(repository.reread, change.name))
+        # Each stage's models at once (a drain takes up to the drain timeout), stage by stage.
+        for stage in (0, 1, 2):
+            group = [r for r in rereads if _poll_stage(r) == stage]
+            await asyncio.gather(*(self._poll_one(reread) for reread in group))
+
+    async def _poll_one(self, reread: Reread) -> None:
+        async with self._lock(reread.name):
+            try:
+                await self._apply(reread)
+            except UnknownModel:
+                pass  # removed: dropped (and logged by the fleet)
+            except ConfigError as exc:
+                logger.warning("model=%s not reloaded: %s", reread.name, exc)
+
+    async def poll_forever(self, interval_s: float) -> None:
+        """`poll` every `interval_s` seconds, counted from the end of the last one."""
+        schedule = PollSchedule(interval_s, now=self._clock())
+        while True:
+            await asyncio.sleep(schedule.wait_s(self._clock()))
+            try:
+                await self.poll()
+            except (OSError, ConfigError) as exc:  # a repository that cannot be read now
+                logger.warning("repository poll failed: %s", exc)
+            schedule.done(self._clock())
+
+    def _refuse(self, reread: Reread, reason: str) -> NoReturn:
+        """Refuse the model's new files: a model not served is unavailable with `reason`; a
+        served one keeps its old files serving."""
+        models, name = self._models, reread.name
+        if reread.fingerprint is not None:
+            models.repository.refuse(name, reason, reread.fingerprint)
+            if models.served(name):
+                self._refused[name] = reread.fingerprint
+                logger.warning("model=%s new files refused, the old ones keep serving: %s",
+                               name, reason)  # fmt: skip
+        raise ConfigError(load_failed(name, reason))
+
+    def _lock(self, name: str) -> asyncio.Lock:
+        return self._locks.setdefault(name, asyncio.Lock())
+
+    async def _apply(self, reread: Reread) -> ModelEndpoint:
+        """Act on one model's re-read (module docstring); its endpoint, or the refusal."""
+        models, name = self._models, reread.name
+        change = compare_one(models.repository.fingerprint_of(name), reread.fingerprint)
+        if change is Change.REMOVED or reread.fingerprint is None:
+            if change is Change.REMOVED:
+                await models.drop_model(name)
+            raise UnknownModel(not_in_repository(name))
+        if reread.error is not None:
+            if change is Change.UNCHANGED and models.served(name):
+                return models.endpoint(name)  # a served model's files did not change
+            return self._refuse(reread, reread.error)
+        entry = reread.entry
+        if entry is None:  # a Reread holds an entry or an error: never here
+            raise ConfigError(load_failed(name, "its model directory could not be read"))
+        problem = models.repository.ensemble_problem(entry)
+        if problem is not None:
+            return self._refuse(reread, problem)
+        self._refused.pop(name, None)
+        if not models.served(name):
+            return models.add_model(entry, reread.fingerprint)
+        if change is Change.UNCHANGED:
+            return models.endpoint(name)
+        endpoint = models.renew_model(entry, reread.fingerprint)
+        # Replace the replicas of the old files: each drains (its requests in flight finish);
+        # a request meanwhile is held and wakes a replica of the new files.
+        await endpoint.replace_replicas()
+        return endpoint
+
+
+def _poll_stage(reread: Reread) -> int:
+    """Removed models first (0), then models (1), then ensembles (2)."""
+    if reread.fingerprint is None:
+        return 0
+    return 2 if reread.entry is not None and reread.entry.ensemble else 1
