@@ -14,41 +14,20 @@ from activator.fleet.repository import Repository
 from activator.observe.metrics import Metrics
 from tests.fakes.loop import settle
 from tests.fakes.scaler_backend import FakeScalerBackend
-
-MODEL = """
-name: "{name}" backend: "python" max_batch_size: 4
-input [ {{ name: "X" data_type: TYPE_FP32 dims: [ 1 ] }} ]
-output [ {{ name: "Y" data_type: TYPE_FP32 dims: [ 1 ] }} ]
-"""
-ENSEMBLE = """
-name: "{name}" platform: "ensemble" max_batch_size: 4
-input [ {{ name: "X" data_type: TYPE_FP32 dims: [ 1 ] }} ]
-output [ {{ name: "Y" data_type: TYPE_FP32 dims: [ 1 ] }} ]
-ensemble_scheduling {{ step [ {{ model_name: "{step}" model_version: -1
-  input_map {{ key: "X" value: "X" }} output_map {{ key: "Y" value: "Y" }} }} ] }}
-"""
-
-
-def _write(repo: Path, name: str, text: str) -> None:
-    (repo / name / "1").mkdir(parents=True)
-    if "backend" in text:
-        (repo / name / "1" / "model.py").write_text("")
-    (repo / name / "config.pbtxt").write_text(text)
+from tests.fixtures.config_only_models import ENSEMBLE_CONFIG, STEP_CONFIG, write_model
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    _write(tmp_path, "leaf", MODEL.format(name="leaf"))
-    _write(tmp_path, "inner", ENSEMBLE.format(name="inner", step="leaf"))
-    _write(tmp_path, "outer", ENSEMBLE.format(name="outer", step="inner"))
-    _write(tmp_path, "dangling", ENSEMBLE.format(name="dangling", step="nope"))
-    _write(tmp_path, "on_dangling", ENSEMBLE.format(name="on_dangling", step="dangling"))
-    _write(tmp_path, "ping", ENSEMBLE.format(name="ping", step="pong"))
-    _write(tmp_path, "pong", ENSEMBLE.format(name="pong", step="ping"))
-    on_v2 = ENSEMBLE.format(name="on_v2", step="leaf").replace(
+    write_model(tmp_path, "leaf", STEP_CONFIG.format(name="leaf"))
+    steps = {"inner": "leaf", "outer": "inner", "dangling": "nope", "on_dangling": "dangling",
+             "ping": "pong", "pong": "ping"}  # fmt: skip
+    for name, step in steps.items():
+        write_model(tmp_path, name, ENSEMBLE_CONFIG.format(name=name, step=step))
+    on_v2 = ENSEMBLE_CONFIG.format(name="on_v2", step="leaf").replace(
         "model_version: -1", "model_version: 2"
     )
-    _write(tmp_path, "on_v2", on_v2)
+    write_model(tmp_path, "on_v2", on_v2)
     return tmp_path
 
 

@@ -22,6 +22,7 @@ from activator.fleet.reload import Reloader
 from activator.surfaces.app import FLEET, build_app
 from tests.fakes.scaler_backend import FakeScalerBackend
 from tests.fakes.upstream import MODEL_CONFIG, start_upstream
+from tests.fixtures.config_only_models import ENSEMBLE_CONFIG, STEP_CONFIG, write_model
 
 
 def _model(root: Path, name: str, *versions: int) -> Path:
@@ -156,31 +157,10 @@ async def test_the_poll_refuses_a_broken_change_once(up: Any, caplog: Any) -> No
     assert len([r for r in caplog.records if "not reloaded" in r.getMessage()]) == 2
 
 
-_STEP = """
-name: "{name}" backend: "python" max_batch_size: 4
-input [ {{ name: "X" data_type: TYPE_FP32 dims: [ 1 ] }} ]
-output [ {{ name: "Y" data_type: TYPE_FP32 dims: [ 1 ] }} ]
-"""
-_ENSEMBLE = """
-name: "{name}" platform: "ensemble" max_batch_size: 4
-input [ {{ name: "X" data_type: TYPE_FP32 dims: [ 1 ] }} ]
-output [ {{ name: "Y" data_type: TYPE_FP32 dims: [ 1 ] }} ]
-ensemble_scheduling {{ step [ {{ model_name: "{step}" model_version: -1
-  input_map {{ key: "X" value: "X" }} output_map {{ key: "Y" value: "Y" }} }} ] }}
-"""
-
-
-def _write(repo: Path, name: str, text: str) -> None:
-    (repo / name / "1").mkdir(parents=True)
-    if "backend" in text:
-        (repo / name / "1" / "model.py").write_text("")
-    (repo / name / "config.pbtxt").write_text(text)
-
-
 async def test_the_poll_adds_an_ensemble_and_its_step_model_together(up: Any) -> None:
     url, _, fleet, repo = up
-    _write(repo, "a_pipeline", _ENSEMBLE.format(name="a_pipeline", step="z_step"))
-    _write(repo, "z_step", _STEP.format(name="z_step"))
+    write_model(repo, "a_pipeline", ENSEMBLE_CONFIG.format(name="a_pipeline", step="z_step"))
+    write_model(repo, "z_step", STEP_CONFIG.format(name="z_step"))
     await fleet.reloader.poll()  # the ensemble sorts first by name: still served
     names = [name for name, _, state in await _index(url) if state == "READY"]
     assert names == ["a_pipeline", "m", "z_step"]
@@ -189,7 +169,7 @@ async def test_the_poll_adds_an_ensemble_and_its_step_model_together(up: Any) ->
 
 async def test_a_load_of_an_ensemble_whose_step_is_missing_is_refused(up: Any) -> None:
     url, _, _, repo = up
-    _write(repo, "pipeline", _ENSEMBLE.format(name="pipeline", step="absent"))
+    write_model(repo, "pipeline", ENSEMBLE_CONFIG.format(name="pipeline", step="absent"))
     status, body = await _post(url, "/v2/repository/models/pipeline/load")
     assert status == 400
     assert "depends on 'absent' which is not in the model repository" in body["error"]
