@@ -480,7 +480,6 @@ def run(args: argparse.Namespace) -> int:
     # Before grpc is imported: replicas are started by fork+exec only, so grpc's fork handlers
     # (and their "skipping fork() handlers" log line per replica) are not needed.
     os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
-    os.environ.update(replica_environment(args))  # the replicas' --tool-call-parser, ...
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )  # until the config is read (then LogControl below)
@@ -490,6 +489,9 @@ def run(args: argparse.Namespace) -> int:
         print(warning, file=sys.stderr)  # as tritonserver, before its log starts
     try:
         config = build_config(args)
+        # Once the flags are accepted: the replicas' --tool-call-parser, ... (a refused start
+        # leaves this process's environment as it was).
+        os.environ.update(replica_environment(args))
         config = dataclasses.replace(
             config,
             # Each connection the activator serves may hold a second descriptor (its request's

@@ -6,6 +6,7 @@ flag (the pods' command line is the chart's pool template, which thaw up does no
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,13 @@ from activator.process import cli
 from tests.fixtures.models import make_add_sub
 from thawserver.tool_call_flags import PARSE_BYTES_ENV, PARSER_ENV, replica_environment
 from thawwire.openai_api import DEFAULT_MAX_TOOL_CALL_PARSE_BYTES
+
+
+@pytest.fixture(autouse=True)
+def _own_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`thaw up` run in this process sets its replicas' variables: put them back after."""
+    for name in (PARSER_ENV, PARSE_BYTES_ENV):
+        monkeypatch.delenv(name, raising=False)
 
 
 def _up(repo: Path, *argv: str) -> argparse.Namespace:
@@ -46,6 +54,7 @@ def test_on_kubernetes_the_flags_are_refused_naming_the_chart_value(
     args = _up(tmp_path / "repo", "--scaler", "kubernetes", "--kubeconfig", "/k", *flags)
     assert args.func(args) == 2  # before anything connects to the API
     assert words in capsys.readouterr().err
+    assert PARSER_ENV not in os.environ and PARSE_BYTES_ENV not in os.environ  # refused: unset
 
 
 def test_on_kubernetes_the_default_limit_given_is_no_change_and_passes(tmp_path: Path) -> None:

@@ -45,8 +45,14 @@ def test_set_values_reach_every_pools_thaw_serve(render: Render) -> None:
         assert config.max_tool_call_parse_bytes == 65536, name
 
 
-def test_unset_values_leave_thaw_serves_defaults(render: Render) -> None:
+def test_unset_values_leave_thaw_serves_defaults(
+    render: Render, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from runtime.process.cli import build_config
+    from thawserver.tool_call_flags import PARSE_BYTES_ENV, PARSER_ENV
+
+    for name in (PARSER_ENV, PARSE_BYTES_ENV):  # thaw serve's defaults, not this shell's
+        monkeypatch.delenv(name, raising=False)
     from thaw.cli import build_parser
 
     for name, args in _runtime_args(render(VALUES)).items():
