@@ -18,29 +18,14 @@ from activator.observe.status_document import ImageState
 from activator.scaler.backend import PoolStatus
 from activator.surfaces.app import build_app
 from tests.fakes.scaler_backend import FakeScalerBackend
-
-MODEL = """
-name: "{name}" backend: "python" max_batch_size: 4
-input [ {{ name: "X" data_type: TYPE_FP32 dims: [ 1 ] }} ]
-output [ {{ name: "Y" data_type: TYPE_FP32 dims: [ 1 ] }} ]
-"""
-ENSEMBLE = """
-name: "{name}" platform: "ensemble" max_batch_size: 4
-input [ {{ name: "X" data_type: TYPE_FP32 dims: [ 1 ] }} ]
-output [ {{ name: "Y" data_type: TYPE_FP32 dims: [ 1 ] }} ]
-ensemble_scheduling {{ step [ {{ model_name: "{step}" model_version: -1
-  input_map {{ key: "X" value: "X" }} output_map {{ key: "Y" value: "Y" }} }} ] }}
-"""
+from tests.fixtures.config_only_models import ENSEMBLE_CONFIG, STEP_CONFIG, write_model
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     root = tmp_path / "repo"
-    (root / "leaf" / "1").mkdir(parents=True)
-    (root / "leaf" / "1" / "model.py").write_text("")
-    (root / "leaf" / "config.pbtxt").write_text(MODEL.format(name="leaf"))
-    (root / "pipeline" / "1").mkdir(parents=True)
-    (root / "pipeline" / "config.pbtxt").write_text(ENSEMBLE.format(name="pipeline", step="leaf"))
+    write_model(root, "leaf", STEP_CONFIG.format(name="leaf"))
+    write_model(root, "pipeline", ENSEMBLE_CONFIG.format(name="pipeline", step="leaf"))
     return root
 
 
@@ -93,9 +78,7 @@ async def test_a_model_added_after_the_start_gets_an_image_job(repo: Path, tmp_p
     async with aiohttp.ClientSession() as session:
         fleet = Fleet(config, Repository.scan(repo, ScaleSettings()), Metrics(), session,
                       backend=FakeScalerBackend(open_gate=True))  # fmt: skip
-        (repo / "late" / "1").mkdir(parents=True)
-        (repo / "late" / "1" / "model.py").write_text("")
-        (repo / "late" / "config.pbtxt").write_text(MODEL.format(name="late"))
+        write_model(repo, "late", STEP_CONFIG.format(name="late"))
         reread = await asyncio.to_thread(fleet.repository.reread, "late")
         assert reread.entry is not None and reread.fingerprint is not None
         fleet.add_model(reread.entry, reread.fingerprint)

@@ -136,3 +136,9 @@ def test_the_dynamic_batcher_is_refused_beside_another_scheduler() -> None:
     plain = _wrapper()
     plain.set_dynamic_batching()
     assert plain.as_dict()["dynamic_batching"] == {}
+
+
+@pytest.mark.parametrize("bad", ["INPUT0", ["INPUT0"], None, 4])
+def test_a_tensor_that_is_no_dict_is_refused_in_words(bad: Any) -> None:
+    said = _refused(_wrapper().add_input, bad)
+    assert said.startswith("input in auto-complete-config function for model 'm' must be a dict")
