@@ -75,6 +75,16 @@ class JsonErrorRunner(web.AppRunner):
     """An `AppRunner` (same arguments) whose server answers unparsable requests in JSON;
     `runner.server` is the protocol factory for every connection of the app, as usual."""
 
+    @property
+    def shutdown_timeout_s(self) -> float:
+        """How long `cleanup` waits for requests in flight (aiohttp's `shutdown_timeout`)."""
+        return float(self._shutdown_timeout)
+
+    @shutdown_timeout_s.setter
+    def shutdown_timeout_s(self, seconds: float) -> None:
+        # aiohttp's own sites set this attribute the same way (web_runner.BaseSite).
+        self._shutdown_timeout = seconds
+
     async def _make_server(self) -> web.Server:
         made = await super()._make_server()
         return _JsonErrorServer(

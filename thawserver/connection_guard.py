@@ -28,6 +28,7 @@ import asyncio
 import json
 from collections import deque
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from enum import StrEnum
 from typing import cast
 
@@ -104,6 +105,8 @@ class ConnectionGuard:
     def __init__(self, limits: ConnectionLimits) -> None:
         self.limits = limits
         self.open = 0
+        # Set when the server stops (start_draining): each answer closes its connection.
+        self.draining = False
         self.closed: dict[CloseReason, int] = dict.fromkeys(CloseReason, 0)
         self._by_transport: dict[asyncio.BaseTransport, _Guarded] = {}
         self._lingering = 0
@@ -123,6 +126,16 @@ class ConnectionGuard:
         wrapped yet (the activator's front door peeking at them)."""
         cap = self.limits.max_connections
         return bool(cap) and self.open + pending >= cap
+
+    def start_draining(self, *, idle_timeout_s: float) -> None:
+        """The server stops: from now on each answer closes its connection, and a kept-alive
+        connection idle for `idle_timeout_s` (when shorter than the limit) is closed."""
+        self.draining = True
+        if self.limits.idle_timeout_s and self.limits.idle_timeout_s <= idle_timeout_s:
+            return
+        self.limits = replace(self.limits, idle_timeout_s=idle_timeout_s)
+        for conn in list(self._by_transport.values()):
+            conn.rearm()
 
     def protocol_factory(
         self, factory: Callable[[], asyncio.Protocol]
@@ -146,16 +159,20 @@ class ConnectionGuard:
 
     @web.middleware
     async def middleware(self, request: web.Request, handler: _Handler) -> web.StreamResponse:
-        """Marks the request's connection busy while its handler runs."""
+        """Marks the request's connection busy while its handler runs; while `draining`, its
+        answer closes the connection."""
         transport = request.transport
         conn = self._by_transport.get(transport) if transport is not None else None
         if conn is None:  # a connection this guard does not know (tests' own servers)
             return await handler(request)
         conn.request_started()
         try:
-            return await handler(request)
+            response = await handler(request)
         finally:
             conn.request_ended()
+        if self.draining:
+            response.force_close()  # the server stops: this client goes elsewhere after it
+        return response
 
     # ---- bookkeeping of _Guarded and _Refusal ------------------------------------------
 
@@ -219,6 +236,11 @@ class _Guarded(asyncio.Protocol):
         self._since = asyncio.get_running_loop().time()
         self._bytes = False
         self._arm()
+
+    def rearm(self) -> None:
+        """The guard's limits changed: a waiting connection's deadline is due again."""
+        if self._since is not None and self._phase is not Phase.REQUEST:
+            self._arm()
 
     def _arm(self) -> None:
         """Make sure a timer fires no later than the current phase's expiry."""

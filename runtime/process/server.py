@@ -21,11 +21,14 @@ from runtime.direct.state import ConnectionStates
 from runtime.errors import ServingError
 from runtime.http.app import CONNECTIONS, HANDLERS, RUNNER_OPTIONS, SERVER_STATE, build_metrics_app
 from thawserver.aiohttp_compat import JsonErrorRunner
+from thawserver.connection_drain import DRAIN_IDLE_TIMEOUT_S, count_down_connections
 from thawwire.handoff_protocol import Surface, listening_line, surface_line
 
 __all__ = ["serve_app"]
 
 logger = logging.getLogger(__name__)
+
+_LEAST_SHUTDOWN_S = 0.1
 
 
 def _url_host(host: str) -> str:
@@ -53,8 +56,10 @@ async def serve_app(
     """Serve until SIGTERM/SIGINT (exit 0) or a failed start (exit 1), then shut down gracefully.
 
     `grpc_routes` is the gRPC surface's generic handler (runtime.grpc.handlers), served when
-    `allow_grpc`. Shutdown stops accepting, lets in-flight requests (gRPC's, then HTTP's) finish
-    within `exit_timeout_s` each, then stops the model manager (the app's cleanup context).
+    `allow_grpc`. Shutdown stops accepting; standalone, it serves the HTTP connections clients
+    hold open until they close or `exit_timeout_s` runs out (thawserver.connection_drain); then
+    in-flight requests (gRPC's, then HTTP's) finish within what is left, and the model manager
+    stops (the app's cleanup context).
     """
     state = app[SERVER_STATE]
     options = dict(RUNNER_OPTIONS)
@@ -131,8 +136,19 @@ async def serve_app(
             loop.remove_signal_handler(signum)
         for listener in listeners:
             listener.close()  # stop accepting; the runners below drain their connections
+        remaining_s = config.exit_timeout_s
+        if config.front_door is None and state.start_error is None:
+            # Standalone, as tritonserver: the clients' open connections are served until they
+            # close or the exit timeout runs out. A replica behind `thaw up` skips it: the
+            # activator stopped routing to it, and its pooled connections are no clients.
+            guard = app[CONNECTIONS]
+            guard.start_draining(idle_timeout_s=DRAIN_IDLE_TIMEOUT_S)
+            remaining_s = await count_down_connections(lambda: guard.open, remaining_s)
+            # aiohttp reads a timeout of 0 as none at all: the least it waits is a moment.
+            runner.shutdown_timeout_s = max(remaining_s, _LEAST_SHUTDOWN_S)
+        logger.info("Waiting for in-flight requests to complete.")  # Triton's words
         if grpc_server is not None:
-            await grpc_server.stop(config.exit_timeout_s)
+            await grpc_server.stop(remaining_s)
         if metrics_runner is not None:
             await metrics_runner.cleanup()
         await runner.cleanup()  # drains handed-off connections too: they share the server

@@ -13,9 +13,12 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
+import tritonclient.http as httpclient
 
 from tests.fakes.loop import HUNG_AFTER_S
+from thawserver.connection_drain import DRAIN_IDLE_TIMEOUT_S
 from tests.fixtures import models
 from tests.fixtures.serve_process import ServeProcess
 
@@ -171,3 +174,51 @@ def test_requests_are_access_logged_only_at_debug_level(
     finally:
         assert server.stop() == 0
     assert ("/v2/health/live?probe=access" in server.log_path.read_text()) is logged
+
+
+def _add_sub_inputs() -> list[httpclient.InferInput]:
+    data = np.ones(4, dtype=np.float32)
+    inputs = [httpclient.InferInput(f"INPUT{i}", [4], "FP32") for i in (0, 1)]
+    for one in inputs:
+        one.set_data_from_numpy(data)
+    return inputs
+
+
+def test_a_kept_alive_connection_is_served_after_sigint(
+    slow_repo: Path, start_serve: Callable[..., ServeProcess]
+) -> None:
+    # Triton's L0_lifecycle test_shutdown_with_live_connection: told to exit, the server keeps
+    # serving the connection a client holds open, and counts down once.
+    server = start_serve(slow_repo, "--exit-timeout-secs", "30")
+    client = httpclient.InferenceServerClient(server.hostport)
+    try:
+        client.infer("add_sub", _add_sub_inputs())
+        server.proc.send_signal(signal.SIGINT)
+        time.sleep(2)
+        result = client.infer("add_sub", _add_sub_inputs())  # the same connection, still served
+        assert result.as_numpy("OUTPUT0").tolist() == [2.0] * 4
+    finally:
+        client.close()
+    # Its answer said `Connection: close`; once the client is gone the server stops, well
+    # before its 30 s exit timeout.
+    assert server.proc.wait(25) == 0, server.logs()
+    logs = server.logs()
+    assert logs.count("Timeout 30: ") == 1, logs
+    assert "Waiting for in-flight requests to complete." in logs
+
+
+def test_an_idle_kept_alive_connection_does_not_hold_the_stop(
+    slow_repo: Path, start_serve: Callable[..., ServeProcess]
+) -> None:
+    server = start_serve(slow_repo, "--exit-timeout-secs", "60")
+    client = httpclient.InferenceServerClient(server.hostport)
+    try:
+        client.infer("add_sub", _add_sub_inputs())
+        started = time.monotonic()
+        server.proc.send_signal(signal.SIGTERM)
+        # The client never sends again nor closes: its connection is closed once idle for
+        # DRAIN_IDLE_TIMEOUT_S, far before the 60 s exit timeout.
+        assert server.proc.wait(45) == 0, server.logs()
+        assert time.monotonic() - started >= DRAIN_IDLE_TIMEOUT_S - 1
+    finally:
+        client.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
@@ -15,6 +16,7 @@ from aiohttp import web
 
 from tests.fakes.loop import HUNG_AFTER_S, eventually
 from thawserver.aiohttp_compat import JsonErrorRunner
+from thawserver.connection_drain import count_down_connections
 from thawserver.connection_guard import CloseReason, ConnectionGuard, Phase, expiry
 from thawserver.connection_limits import (
     ConnectionLimits,
@@ -153,6 +155,54 @@ async def test_an_idle_keep_alive_connection_is_closed_after_the_idle_timeout(
     assert time.monotonic() - asked > 0.4  # not before the idle timeout
     writer.close()
     assert guard.closed[CloseReason.IDLE_TIMEOUT] == 1
+
+
+async def test_draining_answers_close_and_an_idle_connection_goes_at_the_shorter_timeout(
+    serve: Serve,
+) -> None:
+    port, guard = await serve(ConnectionLimits(head_timeout_s=10, idle_timeout_s=60))
+    busy_reader, busy = await asyncio.open_connection("127.0.0.1", port)
+    idle_reader, idle = await asyncio.open_connection("127.0.0.1", port)
+    for reader, writer in ((busy_reader, busy), (idle_reader, idle)):
+        writer.write(GET)
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HUNG_AFTER_S)
+        assert b"Connection: close" not in head  # kept alive before the stop
+        await reader.readexactly(5)
+    draining_since = time.monotonic()
+    guard.start_draining(idle_timeout_s=0.5)
+    busy.write(GET)  # its next request is answered, and the answer closes the connection
+    head = await asyncio.wait_for(busy_reader.readuntil(b"\r\n\r\n"), HUNG_AFTER_S)
+    assert head.startswith(b"HTTP/1.1 200") and b"Connection: close" in head
+    assert await _read_all(busy_reader, HUNG_AFTER_S) == b"hello"
+    # The idle one is closed at the shorter timeout, not the 60 s of its limits.
+    assert await _read_all(idle_reader, HUNG_AFTER_S) == b""
+    assert time.monotonic() - draining_since < HUNG_AFTER_S
+    await eventually(lambda: guard.open == 0)
+    assert guard.closed[CloseReason.IDLE_TIMEOUT] == 1
+    busy.close()
+    idle.close()
+
+
+async def test_count_down_logs_each_second_and_returns_what_is_left(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    slept: list[float] = []
+    open_connections = [2]
+
+    async def sleep(seconds: float) -> None:  # a stepped clock: the last client leaves at 1.5 s
+        slept.append(seconds)
+        if sum(slept) >= 1.5:
+            open_connections[0] = 0
+
+    with caplog.at_level(logging.INFO):
+        left = await count_down_connections(lambda: open_connections[0], 30, sleep=sleep)
+    assert [r.getMessage() for r in caplog.records] == [
+        "Timeout 30: Found 2 HTTP service connections",
+        "Timeout 29: Found 2 HTTP service connections",
+    ]
+    assert left == 28  # two seconds begun of 30
+    assert await count_down_connections(lambda: 0, 30, sleep=sleep) == 30
+    assert await count_down_connections(lambda: 1, 2, sleep=sleep) == 0  # never left: all used
 
 
 async def test_past_the_cap_a_new_connection_is_503_and_closed(serve: Serve) -> None:
