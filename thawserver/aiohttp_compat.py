@@ -71,6 +71,10 @@ class _JsonErrorServer(web.Server):
         return _JsonErrorHandler(self, loop=asyncio.get_running_loop(), **self._kwargs)
 
 
+# The least `JsonErrorRunner.cleanup` waits for requests in flight (seconds).
+_LEAST_SHUTDOWN_S = 0.1
+
+
 class JsonErrorRunner(web.AppRunner):
     """An `AppRunner` (same arguments) whose server answers unparsable requests in JSON;
     `runner.server` is the protocol factory for every connection of the app, as usual."""
@@ -82,8 +86,9 @@ class JsonErrorRunner(web.AppRunner):
 
     @shutdown_timeout_s.setter
     def shutdown_timeout_s(self, seconds: float) -> None:
-        # aiohttp's own sites set this attribute the same way (web_runner.BaseSite).
-        self._shutdown_timeout = seconds
+        # aiohttp's own sites set this attribute the same way (web_runner.BaseSite). It reads
+        # a timeout of 0 as none at all: the least this waits is a moment.
+        self._shutdown_timeout = max(seconds, _LEAST_SHUTDOWN_S)
 
     async def _make_server(self) -> web.Server:
         made = await super()._make_server()

@@ -79,6 +79,7 @@ async def serve(
     from activator.direct.front_door import FrontDoor
     from activator.surfaces.app import CONNECTIONS, FLEET, build_app
     from thawserver.aiohttp_compat import JsonErrorRunner
+    from thawserver.connection_drain import DRAIN_IDLE_TIMEOUT_S, count_down_connections
     from thawwire.handoff_protocol import listening_line
 
     listener, grpc_bound, bound = _bind(config)
@@ -134,7 +135,14 @@ async def serve(
     finally:
         logger.info("thaw up: stopping (draining requests and replicas)")
         await door.close()
-        await extra.close(config.drain_timeout_s)
+        # As tritonserver: the clients' open connections are served until they close or the
+        # exit timeout runs out (thawserver.connection_drain); in-flight requests get the rest.
+        guard = app[CONNECTIONS]
+        guard.start_draining(idle_timeout_s=DRAIN_IDLE_TIMEOUT_S)
+        left_s = await count_down_connections(lambda: guard.open, config.drain_timeout_s)
+        logger.info("Waiting for in-flight requests to complete.")  # Triton's words
+        await extra.close(left_s)
+        runner.shutdown_timeout_s = left_s
         with contextlib.suppress(Exception):
             await runner.cleanup()
 

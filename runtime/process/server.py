@@ -28,8 +28,6 @@ __all__ = ["serve_app"]
 
 logger = logging.getLogger(__name__)
 
-_LEAST_SHUTDOWN_S = 0.1
-
 
 def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
@@ -144,8 +142,7 @@ async def serve_app(
             guard = app[CONNECTIONS]
             guard.start_draining(idle_timeout_s=DRAIN_IDLE_TIMEOUT_S)
             remaining_s = await count_down_connections(lambda: guard.open, remaining_s)
-            # aiohttp reads a timeout of 0 as none at all: the least it waits is a moment.
-            runner.shutdown_timeout_s = max(remaining_s, _LEAST_SHUTDOWN_S)
+            runner.shutdown_timeout_s = remaining_s
         logger.info("Waiting for in-flight requests to complete.")  # Triton's words
         if grpc_server is not None:
             await grpc_server.stop(remaining_s)

@@ -277,3 +277,28 @@ async def test_sigterm_drains_in_flight_requests_and_stops_every_replica(
         up.stop()
     print("image builds:", builds)
     assert builds["onnx_add"] == "built" or builds["onnx_add"].startswith("failed")
+
+
+def test_a_kept_alive_connection_is_served_after_sigint(tmp_path: Path) -> None:
+    # Triton's L0_lifecycle test_shutdown_with_live_connection through `thaw up`: told to
+    # exit, it keeps serving the connection a client holds open, and counts down once.
+    from tests.fixtures.models import make_add_sub
+
+    make_add_sub(tmp_path)
+    up = UpProcess(tmp_path, "--warm-pool", "1", "--preload-frameworks", "")
+    client = httpclient.InferenceServerClient(up.hostport)
+    ones = np.ones(4, dtype=np.float32)
+    try:
+        client.infer("add_sub", _add_sub_inputs(ones, ones))  # at zero: woken
+        up.proc.send_signal(signal.SIGINT)
+        time.sleep(2)
+        result = client.infer("add_sub", _add_sub_inputs(ones, ones))  # the same connection
+        assert result.as_numpy("OUTPUT0").tolist() == [2.0] * 4
+        client.close()
+        assert up.proc.wait(25) == 0, up.log()
+    finally:
+        client.close()
+        up.stop()
+    log = up.log_path.read_text(errors="replace")
+    assert log.count("Timeout 30: ") == 1, log[-4000:]
+    assert "Waiting for in-flight requests to complete." in log
