@@ -18,9 +18,9 @@ import pytest
 import tritonclient.http as httpclient
 
 from tests.fakes.loop import HUNG_AFTER_S
-from thawserver.connection_drain import DRAIN_IDLE_TIMEOUT_S
 from tests.fixtures import models
 from tests.fixtures.serve_process import ServeProcess
+from thawserver.connection_drain import DRAIN_IDLE_TIMEOUT_S
 
 pytestmark = pytest.mark.integration
 
