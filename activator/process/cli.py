@@ -15,7 +15,6 @@ from typing import Any
 from activator.config import (
     SETTING_RANGES,
     ActivatorConfig,
-    Placement,
     ScaleSettings,
     validated,
 )
@@ -543,8 +542,7 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(config.scaler, KubernetesConfig):
         settings = {m: repository.get(m).settings for m in repository.names()}
         classes = {m: s.placement_class for m, s in settings.items()}
-        shared = {m for m, s in settings.items() if s.placement is Placement.SHARED}
-        scaler, refused = placement(config.scaler, classes, shared)
+        scaler, refused = placement(config.scaler, classes)
         if refused:  # as every invalid `thaw.*` setting: the operator's mistake, refused
             for reason in refused.values():
                 print(f"thaw up: error: {reason}", file=sys.stderr)

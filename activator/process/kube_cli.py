@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import socket
-from collections.abc import Mapping, Set
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -178,13 +178,12 @@ def _pool_classes(given: list[str], default_deployment: str) -> tuple[tuple[str,
 
 
 def placement(
-    config: KubernetesConfig, classes_of: Mapping[str, str], shared: Set[str] = frozenset()
+    config: KubernetesConfig, classes_of: Mapping[str, str]
 ) -> tuple[KubernetesConfig, dict[str, str]]:
     """`config` with each model's placement class (`classes_of`: model -> its
     `thaw.placement_class`), and the models refused (model -> why) for naming a class that
-    no `--pool-class` gives, or another class than the default for a `shared` model: shared
-    pods come from the default pool only (decision 0022), and placing a GPU-class model on
-    one would put it where its class says it must not run."""
+    no `--pool-class` gives. A `shared` model shares pods of its own class only
+    (shared_pods), so a GPU-class model never lands on a CPU pod or the reverse."""
     known = config.classes()
     refused = {
         model: (
@@ -194,13 +193,6 @@ def placement(
         for model, name in sorted(classes_of.items())
         if name not in known
     }
-    for model, name in sorted(classes_of.items()):
-        if model in shared and name != DEFAULT_CLASS and model not in refused:
-            refused[model] = (
-                f"`thaw.placement_class` = {name!r} with `thaw.placement` = 'shared' (model "
-                f"{model}): on Kubernetes, shared pods come from the {DEFAULT_CLASS!r} pool "
-                "only; make the model dedicated, or leave its class the default"
-            )
     chosen = tuple(
         (model, name)
         for model, name in sorted(classes_of.items())

@@ -32,6 +32,9 @@ _METRICS_TIMEOUT = aiohttp.ClientTimeout(total=2)  # one read of the runtime's /
 _LOADS = re.compile(r"^thaw_model_loads_total\{([^}]*)\}\s+([0-9.eE+]+)", re.MULTILINE)
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 _RESIDENT = re.compile(r"^thaw_server_resident_memory_bytes\s+([0-9.eE+]+)", re.MULTILINE)
+_MAX_BYTES = float(1 << 62)  # past this a byte count is no process's or device's
+_GPU_TOTAL = re.compile(r"^nv_gpu_memory_total_bytes(?:\{[^}]*\})?\s+([0-9.eE+]+)", re.MULTILINE)
+_GPU_USED = re.compile(r"^nv_gpu_memory_used_bytes(?:\{[^}]*\})?\s+([0-9.eE+]+)", re.MULTILINE)
 
 
 class RuntimeControl:
@@ -107,13 +110,30 @@ class RuntimeControl:
         """The runtime's resident memory with its child processes'
         (`thaw_server_resident_memory_bytes`); None when it did not answer or has no such
         series."""
+        text = await self._metrics_text()
+        match = _RESIDENT.search(text) if text is not None else None
+        value = float(match.group(1)) if match is not None else -1.0
+        return int(value) if 0 <= value < _MAX_BYTES else None
+
+    async def gpu_memory(self) -> tuple[int, int] | None:
+        """(total, used) bytes of the runtime's GPUs' memory, summed over its GPUs (Triton's
+        `nv_gpu_memory_total_bytes` / `_used_bytes`); None when it did not answer or has no
+        GPU."""
+        text = await self._metrics_text()
+        if text is None:
+            return None
+        total = sum(float(v) for v in _GPU_TOTAL.findall(text))
+        used = sum(float(v) for v in _GPU_USED.findall(text))
+        if not (0 < total < _MAX_BYTES and 0 <= used < _MAX_BYTES):
+            return None  # no GPU, or a value no device has
+        return int(total), int(used)
+
+    async def _metrics_text(self) -> str | None:
         try:
             async with self._session.get(f"{self.url}/metrics", timeout=_METRICS_TIMEOUT) as resp:
-                text = await resp.text()
+                return await resp.text() if resp.status == 200 else None
         except (aiohttp.ClientError, TimeoutError):
             return None
-        match = _RESIDENT.search(text)
-        return int(float(match.group(1))) if match is not None else None
 
     async def _post(self, model: str, action: str, timeout_s: float) -> float:
         url = f"{self.url}/v2/repository/models/{model}/{action}"

@@ -189,7 +189,7 @@ class KubernetesBackend:
                 f"kubernetes scaler: pods in namespace {kube.namespace!r} could not be listed "
                 f"within {kube.api_timeout_s:g} s"
             ) from None
-        self._shared.open(api, self._started(), peer_busy=self._peer_busy, shares=self._shares)
+        self._shared.open(api, self._starters, peer_busy=self._peer_busy, shares=self._shares)
         if kube.leader_election:
             await self._start_peers(api)
         else:

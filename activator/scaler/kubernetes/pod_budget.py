@@ -1,14 +1,16 @@
 """A shared runtime pod's budget and what is booked on it: the `thaw.dev/shared-load` annotation,
 read, changed and written as a patch conditional on the pod's resourceVersion: pure.
 
-    thaw.dev/shared-load: {"budget_bytes": N, "models": {"bert": 123456, ...}}
+    thaw.dev/shared-load: {"budget_bytes": N, "models": {"bert": 123456, ...}, "class": "gpu"}
 
-The annotation is the booking itself: the bytes each model loaded (or being loaded) on the pod
-costs of its budget. A booking is one JSON merge patch carrying the `resourceVersion` the
-placer read (as `pod_claim.claim_patch` does), so of two activators booking room on one pod
-from the same read, exactly one wins; the other gets 409 Conflict, reads the pod again and
-places again (`shared_pods`). A pod deleted frees its room with it: no collector, no second
-object to watch (docs/decisions/0022-shared-placement-on-kubernetes.md).
+`class` is the placement class of the pool the pod came from (absent: `default`): a shared
+model is placed only on shared pods of its own class. The annotation is the booking itself:
+the bytes each model loaded (or being loaded) on the pod costs of its budget. A booking is
+one JSON merge patch carrying the `resourceVersion` the placer read (as
+`pod_claim.claim_patch` does), so of two activators booking room on one pod from the same
+read, exactly one wins; the other gets 409 Conflict, reads the pod again and places again
+(`shared_pods`). A pod deleted frees its room with it: no collector, no second object to
+watch (docs/decisions/0022-shared-placement-on-kubernetes.md).
 
 `host_of` turns a pod and what the activator knows of each model's load (`ModelUse`) into the
 `placement.Host` the shared placement policy decides on: the same policy as the local scaler's.
@@ -20,10 +22,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from activator.scaler.backend import SharedReplicaStatus
+from activator.scaler.kube_config import DEFAULT_CLASS, is_class_name
 from activator.scaler.kubernetes.pod_state import (
     Pod,
     annotation,
@@ -64,10 +67,11 @@ class ModelUse:
 
 @dataclass(frozen=True)
 class PodLoad:
-    """A shared pod's budget and the bytes booked on it per model."""
+    """A shared pod's budget, the bytes booked on it per model, and its placement class."""
 
     budget_bytes: int
     models: Mapping[str, int] = field(default_factory=dict)
+    placement_class: str = DEFAULT_CLASS
 
     @property
     def used_bytes(self) -> int:
@@ -80,14 +84,19 @@ class PodLoad:
         gone = set(evict)
         models = {m: b for m, b in self.models.items() if m not in gone}
         models[model] = nbytes
-        return PodLoad(self.budget_bytes, models)
+        return replace(self, models=models)
 
     def without(self, model: str) -> PodLoad:
         """This load with `model` unbooked (unloaded, evicted, scaled to zero)."""
-        return PodLoad(self.budget_bytes, {m: b for m, b in self.models.items() if m != model})
+        return replace(self, models={m: b for m, b in self.models.items() if m != model})
 
     def to_text(self) -> str:
-        doc = {"budget_bytes": self.budget_bytes, "models": dict(sorted(self.models.items()))}
+        doc: dict[str, object] = {
+            "budget_bytes": self.budget_bytes,
+            "models": dict(sorted(self.models.items())),
+        }
+        if self.placement_class != DEFAULT_CLASS:  # absent: the default (older bookings too)
+            doc["class"] = self.placement_class
         return json.dumps(doc, separators=(",", ":"))
 
     @classmethod
@@ -105,7 +114,14 @@ class PodLoad:
         models = doc.get("models", {})
         if not isinstance(models, dict):
             raise ValueError(f"{ANNOTATION_SHARED_LOAD}: 'models' must be a JSON object")
-        return cls(budget, {str(m): _count(b, f"models.{m}") for m, b in models.items()})
+        placement_class = doc.get("class", DEFAULT_CLASS)
+        if not isinstance(placement_class, str) or not is_class_name(placement_class):
+            raise ValueError(
+                f"{ANNOTATION_SHARED_LOAD}: 'class' must be a placement class name (a DNS "
+                f"label), not {placement_class!r:.40}"
+            )
+        counts = {str(m): _count(b, f"models.{m}") for m, b in models.items()}
+        return cls(budget, counts, placement_class)
 
 
 def _count(value: object, what: str) -> int:

@@ -9,6 +9,13 @@ into it); without a limit, the flag's.
 
     memory_limit(pod)                 ─▶ bytes of the runtime container's limit, or None
     shared_budget(flag, limit, own)   ─▶ the budget booked in the pod's annotation
+    device_room(total, used, model)   ─▶ on a GPU pod, what its models may take of the GPUs'
+                                         memory: the budget is capped by it too
+
+A model's image is its weights, and on a GPU pod those weights live in device memory: a GPU
+pod's budget is also capped by its GPUs' memory (`nv_gpu_memory_total_bytes`, summed) less
+what is used there besides the model just loaded (`nv_gpu_memory_used_bytes` less the model:
+the CUDA context, the frameworks' pools), read from the runtime when the pod is opened.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ from decimal import Decimal, InvalidOperation
 
 from activator.scaler.kubernetes.pod_state import Pod
 
-__all__ = ["memory_limit", "parse_quantity", "shared_budget"]
+__all__ = ["device_room", "memory_limit", "parse_quantity", "shared_budget"]
 
 # Kubernetes' resource.Quantity suffixes (binary SI, decimal SI; "m" is a thousandth).
 _SUFFIX: dict[str, int | Decimal] = {
@@ -69,3 +76,12 @@ def shared_budget(flag_bytes: int, limit_bytes: int | None, own_bytes: int | Non
     if limit_bytes is None:
         return flag_bytes
     return max(0, min(flag_bytes, limit_bytes - (own_bytes or 0)))
+
+
+def device_room(total_bytes: int | None, used_bytes: int | None, model_bytes: int) -> int | None:
+    """The device memory a GPU pod's models may take: its GPUs' total less what is used there
+    besides the model just loaded (`model_bytes`); None on a pod without GPUs (unknown)."""
+    if total_bytes is None or used_bytes is None or total_bytes <= 0:
+        return None
+    own = max(0, used_bytes - model_bytes)
+    return max(0, total_bytes - own)

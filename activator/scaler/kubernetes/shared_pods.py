@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import aiohttp
 
 from activator.errors import ActivationFailed
+from activator.scaler.kube_config import DEFAULT_CLASS
 from activator.scaler.kubernetes.api import KubeApi, KubeApiError
 from activator.scaler.kubernetes.pod_budget import (
     ModelUse,
@@ -100,12 +101,22 @@ class SharedPods:
         self._empty_since: dict[str, float] = {}  # pod -> when it was first read empty
 
     async def place(
-        self, model: str, need_bytes: int, use: Mapping[str, ModelUse]
+        self,
+        model: str,
+        need_bytes: int,
+        use: Mapping[str, ModelUse],
+        *,
+        placement_class: str = DEFAULT_CLASS,
     ) -> Booked | NewHost:
-        """Book `need_bytes` for `model` on a shared pod, or say a new one is needed."""
+        """Book `need_bytes` for `model` on a shared pod of `placement_class`, or say a new
+        one is needed."""
         conflicts = 0
         for _ in range(self._max_attempts):
-            pods = await self._read()
+            pods = {
+                name: (pod, load)
+                for name, (pod, load) in (await self._read()).items()
+                if load.placement_class == placement_class
+            }
             now = self._clock()
             hosts = [(self._host(pod, load, use, now), node_of(pod)) for pod, load in pods.values()]
             decision = place_spread(
@@ -135,14 +146,22 @@ class SharedPods:
         )
 
     async def open(
-        self, pod: Pod, model: str, need_bytes: int, *, own_bytes: int | None = None
+        self,
+        pod: Pod,
+        model: str,
+        need_bytes: int,
+        *,
+        own_bytes: int | None = None,
+        device_room_bytes: int | None = None,
+        placement_class: str = DEFAULT_CLASS,
     ) -> Booked:
-        """The first booking on `pod`, a pool pod the caller claimed and loaded `model` into
-        after `place` said NewHost: its budget is the usual one, capped by the runtime
-        container's memory limit less `own_bytes` (what the runtime holds of its own:
-        pod_memory), and never below the model's own size (it is loaded already).
-        Its own writes (the `serving` mark) may move its resourceVersion meanwhile: a
-        conflict re-reads it and books again."""
+        """The first booking on `pod`, a pool pod of `placement_class` the caller claimed
+        and loaded `model` into after `place` said NewHost: its budget is the usual one,
+        capped by the runtime container's memory limit less `own_bytes` (what the runtime
+        holds of its own: pod_memory) and by `device_room_bytes` (on a GPU pod: the device
+        memory its models may take, `device_room`), and never below the model's own size (it
+        is loaded already). Its own writes (the `serving` mark) may move its resourceVersion
+        meanwhile: a conflict re-reads it and books again."""
         name = name_of(pod)
         budget = shared_budget(self._budget_bytes, memory_limit(pod), own_bytes)
         if budget < self._budget_bytes:
@@ -150,7 +169,11 @@ class SharedPods:
                 "shared pod %s: budget %d MiB (its memory limit less the runtime's own %d MiB)",
                 name, budget >> 20, (own_bytes or 0) >> 20,
             )  # fmt: skip
-        load = PodLoad(max(budget, need_bytes)).booked(model, need_bytes)
+        if device_room_bytes is not None and device_room_bytes < budget:
+            budget = device_room_bytes
+            logger.info("shared pod %s: budget %d MiB (its GPU memory)", name, budget >> 20)
+        load = PodLoad(max(budget, need_bytes), placement_class=placement_class)
+        load = load.booked(model, need_bytes)
         for _ in range(self._max_attempts):
             try:
                 await self._book(pod, load)

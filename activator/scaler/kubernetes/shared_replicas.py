@@ -1,8 +1,10 @@
 """The scaling leader's replicas of shared models on Kubernetes: a replica is one model's room
 booked on a shared runtime pod (`shared_pods`), its id `<pod>/<serial>/<model>`.
 
-    start(model) ─▶ SharedPods.place ─▶ NewHost ─▶ claim a pool pod, load (PodStarter.bring_up),
-                                                   book it (`open`)
+    start(model) ─▶ SharedPods.place ─▶ NewHost ─▶ claim a pod of the model's placement class's
+                                                   pool, load (PodStarter.bring_up), book it
+                                                   (`open`: budget capped by its memory limit
+                                                   and, on a GPU pod, its GPUs' memory)
                                      └▶ Booked ─▶ each evicted model's own scale to zero (its
                                                    endpoint drains it: no request cut), then
                                                    unload what is still loaded; load the model
@@ -29,8 +31,10 @@ import aiohttp
 from activator.errors import ActivationFailed
 from activator.observe.metrics import Metrics
 from activator.scaler.backend import ModelActivity, ReplicaHandle
+from activator.scaler.kube_config import DEFAULT_CLASS
 from activator.scaler.kubernetes.api import KubeApiError
 from activator.scaler.kubernetes.pod_budget import ModelUse
+from activator.scaler.kubernetes.pod_memory import device_room
 from activator.scaler.kubernetes.pod_starter import PodStarter
 from activator.scaler.kubernetes.pod_state import name_of
 from activator.scaler.kubernetes.shared_pods import Booked, SharedPods
@@ -77,16 +81,18 @@ class SharedReplicas:
     def __init__(
         self,
         pods: SharedPods,
-        starter: PodStarter,
+        starters: Mapping[str, PodStarter],
         session: aiohttp.ClientSession,
         *,
+        class_of: Callable[[str], str] = lambda _model: DEFAULT_CLASS,
         overhead_bytes: int,
         clock: Callable[[], float] = time.monotonic,
         metrics: Metrics | None = None,
         peer_busy: Callable[[str], bool] | None = None,
     ) -> None:
         self._pods = pods
-        self._starter = starter
+        self._starters = starters  # placement class -> its pool's pod starter
+        self._class_of = class_of  # model -> its placement class
         self._session = session
         self._overhead_bytes = overhead_bytes
         self._clock = clock
@@ -125,7 +131,9 @@ class SharedReplicas:
         entry = self._shared[model]
         start = self._clock()
         deadline = start + timeout_s
-        placed = await self._pods.place(model, entry.nbytes, self._use())
+        placed = await self._pods.place(
+            model, entry.nbytes, self._use(), placement_class=self._class_of(model)
+        )
         if isinstance(placed, NewHost):
             return await self._start_on_new_pod(model, entry.nbytes, start, deadline)
         try:
@@ -149,16 +157,25 @@ class SharedReplicas:
     ) -> ReplicaHandle:
         """No room anywhere: claim a pool pod (or make one), load the model, book the pod. A
         pod loaded but not booked is deleted: nothing would ever count its room."""
-        pod, url, claim_s = await self._starter.bring_up(
-            model, start, deadline, loading=self.loading
-        )
+        placement_class = self._class_of(model)
+        starter = self._starters.get(placement_class)
+        if starter is None:
+            raise ActivationFailed(
+                f"model '{model}': no pool of placement class {placement_class!r} is started"
+            )
+        pod, url, claim_s = await starter.bring_up(model, start, deadline, loading=self.loading)
         control = RuntimeControl(self._session, url, name=name_of(pod))
         try:
             resident = await control.resident_bytes()  # the runtime with the model in it
             own = None if resident is None else max(0, resident - nbytes)
-            booked = await self._pods.open(pod, model, nbytes, own_bytes=own)
+            gpus = await control.gpu_memory()  # None on a pod without GPUs
+            room = None if gpus is None else device_room(gpus[0], gpus[1], nbytes)
+            booked = await self._pods.open(
+                pod, model, nbytes, own_bytes=own, device_room_bytes=room,
+                placement_class=placement_class,
+            )  # fmt: skip
         except BaseException:
-            await asyncio.shield(self._starter.delete(name_of(pod), grace_s=1))
+            await asyncio.shield(starter.delete(name_of(pod), grace_s=1))
             raise
         await self._count_load(control, model, {})
         return self._handle(booked.pod, model, url, claim_s=claim_s, start=start)
@@ -179,8 +196,9 @@ class SharedReplicas:
     async def release(self, *, grace_s: float) -> list[str]:
         """Delete the shared pods booked empty for the release grace; returns their names."""
         released = await self._pods.releasable()
+        deleter = self._starters[DEFAULT_CLASS]  # deletes any pod, whatever its class
         for name in released:
-            await self._starter.delete(name, grace_s=max(1, math.ceil(grace_s)))
+            await deleter.delete(name, grace_s=max(1, math.ceil(grace_s)))
             logger.info("shared pod %s released: no model on it", name)
         return released
 

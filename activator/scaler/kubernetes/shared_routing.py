@@ -10,7 +10,8 @@
                      model's bookings, which as a follower it never made
 
 The leader's placement (SharedPods, SharedReplicas) is made at start (`open`), once the API
-and the default pool's starter are there, with the models the backend was told to share.
+and every placement class's pool starter are there, with the models the backend was told to
+share: a shared model's rooms are on shared pods of its own class.
 """
 
 from __future__ import annotations
@@ -82,12 +83,12 @@ class SharedRouting:
         self._pods = pods
         self._leading = leading
         self._follower_look = follower_look
-        self.replicas: SharedReplicas | None = None  # made at start, with the default pool
+        self.replicas: SharedReplicas | None = None  # made at start, with every class's pool
 
     def open(
         self,
         api: KubeApi,
-        starter: PodStarter,
+        starters: Mapping[str, PodStarter],
         *,
         peer_busy: Callable[[str], bool],
         shares: Iterable[Share],
@@ -101,7 +102,7 @@ class SharedRouting:
             clock=self._clock,
         )  # fmt: skip
         self.replicas = SharedReplicas(
-            pods, starter, self._session,
+            pods, starters, self._session, class_of=self._kube.class_of,
             overhead_bytes=settings.model_overhead_bytes, clock=self._clock,
             metrics=self._metrics, peer_busy=peer_busy,
         )  # fmt: skip

@@ -144,6 +144,25 @@ async def test_the_loser_with_no_room_left_anywhere_asks_for_a_new_pod(
     assert _conflicts(kube_apiserver) == 1
 
 
+async def test_a_model_is_placed_only_on_shared_pods_of_its_own_placement_class(
+    kube_apiserver: FakeKubeApiServer, kube_api: client.ApiClient
+) -> None:
+    core = client.CoreV1Api(kube_api)
+    # The default-class pod has the most room; the GPU model still goes to the GPU pod.
+    await _shared_pod(core, "cpu", PodLoad(10 * MiB))
+    await _shared_pod(core, "gpu", PodLoad(10 * MiB, {"llm": 4 * MiB}, placement_class="gpu"))
+    shared = _shared(KubeApi(kube_api, NAMESPACE, timeout_s=5))
+    on_gpu = await shared.place("coder", 5 * MiB, {}, placement_class="gpu")
+    assert isinstance(on_gpu, Booked) and on_gpu.pod == "gpu"
+    assert _load(kube_apiserver, "gpu").models == {"llm": 4 * MiB, "coder": 5 * MiB}
+    assert _load(kube_apiserver, "gpu").placement_class == "gpu"  # the booking keeps it
+    on_cpu = await shared.place("tok", 5 * MiB, {})  # the default class
+    assert isinstance(on_cpu, Booked) and on_cpu.pod == "cpu"
+    # No shared pod of a class yet (or none with room in it): a new pod of that class.
+    assert isinstance(await shared.place("asr", MiB, {}, placement_class="tpu"), NewHost)
+    assert isinstance(await shared.place("big", 2 * MiB, {}, placement_class="gpu"), NewHost)
+
+
 async def test_unbooking_frees_room_and_an_empty_pod_is_released_after_its_grace(
     kube_apiserver: FakeKubeApiServer, kube_api: client.ApiClient
 ) -> None:
@@ -290,7 +309,9 @@ async def _leader(
         await starter.fetch_pool()
         shared = SharedPods(api, fleet, budget_bytes=9 * MiB, grace_s=2.0,
                             release_grace_s=5.0, runtime_port=8000, clock=clock)  # fmt: skip
-        yield SharedReplicas(shared, starter, session, overhead_bytes=0, clock=clock)
+        yield SharedReplicas(
+            shared, {DEFAULT_CLASS: starter}, session, overhead_bytes=0, clock=clock
+        )
     finally:
         starter.close()
         for task in tasks:

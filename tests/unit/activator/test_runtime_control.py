@@ -23,6 +23,7 @@ from tests.fakes.loop import HUNG_AFTER_S
 CALLS = web.AppKey("calls", list[str])
 LOADED = web.AppKey("loaded", set[str])
 NOT_READY_FOR = web.AppKey("not_ready_for", list[int])  # readiness probes still answered 503
+METRICS = web.AppKey("metrics", list[str])  # the text its /metrics answers
 
 
 async def _health(request: web.Request) -> web.Response:
@@ -56,12 +57,18 @@ async def _control(request: web.Request) -> web.Response:
     return web.Response(status=200)
 
 
+async def _metrics(request: web.Request) -> web.Response:
+    return web.Response(text=request.app[METRICS][0])
+
+
 @pytest.fixture
 async def runtime() -> AsyncIterator[TestServer]:
     app = web.Application()
     app[CALLS] = []
     app[LOADED] = set()
     app[NOT_READY_FOR] = [3]
+    app[METRICS] = [""]
+    app.router.add_get("/metrics", _metrics)
     app.router.add_get("/v2/health/ready", _health)
     app.router.add_get("/v2/models/{model}/ready", _model_ready)
     app.router.add_post("/v2/repository/models/{model}/{action}", _control)
@@ -157,3 +164,34 @@ def test_load_counts_by_source_are_read_off_the_runtimes_metrics() -> None:
     assert load_counts(text, "zz") == {}
     assert grown_sources({"host": 3.0, "store": 1.0}, {"host": 4.0, "store": 1.0}) == ["host"]
     assert grown_sources({}, {"files": 1.0}) == ["files"]
+
+
+_GPU_METRICS = (
+    "# TYPE nv_gpu_memory_total_bytes gauge\n"
+    'nv_gpu_memory_total_bytes{gpu_uuid="GPU-a"} 8.0e+10\n'
+    'nv_gpu_memory_total_bytes{gpu_uuid="GPU-b"} 8.0e+10\n'
+    'nv_gpu_memory_used_bytes{gpu_uuid="GPU-a"} 3.0e+09\n'
+    'nv_gpu_memory_used_bytes{gpu_uuid="GPU-b"} 1.0e+09\n'
+    "thaw_server_resident_memory_bytes 5.0e+08\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "gpus", "resident"),
+    [
+        (_GPU_METRICS, (160_000_000_000, 4_000_000_000), 500_000_000),  # summed over GPUs
+        ("thaw_server_resident_memory_bytes 1.0e+08\n", None, 100_000_000),  # no GPU
+        ("nv_gpu_memory_total_bytes 1e999\nthaw_server_resident_memory_bytes 1e999\n", None, None),
+        ("", None, None),
+    ],
+)
+async def test_gpu_memory_and_resident_memory_are_read_off_the_runtimes_metrics(
+    runtime: TestServer,
+    control: RuntimeControl,
+    text: str,
+    gpus: tuple[int, int] | None,
+    resident: int | None,
+) -> None:
+    runtime.app[METRICS][0] = text
+    assert await control.gpu_memory() == gpus
+    assert await control.resident_bytes() == resident

@@ -97,31 +97,13 @@ def test_thaw_up_refuses_to_start_with_a_model_of_an_unknown_class(
     assert "thaw up: error: `thaw.placement_class` = 'tpu' (model odd)" in capsys.readouterr().err
 
 
-def test_a_shared_model_of_another_class_than_the_default_is_refused() -> None:
+def test_a_shared_model_keeps_its_own_class_and_an_unknown_class_is_refused() -> None:
+    # Shared pods come from each class's own pool (shared_pods places a model only on pods
+    # of its class), so a shared GPU-class model is placed, not refused.
     kube = kubernetes_config(_up("--pool-class", "gpu=thaw-gpu"), {})
     classes = {"llm": "gpu", "tiny": "default", "odd": "tpu"}
-    placed, refused = placement(kube, classes, shared={"llm", "tiny", "odd"})
-    assert placed.model_classes == ()  # llm refused below, odd unknown, tiny default
-    assert refused["llm"] == (
-        "`thaw.placement_class` = 'gpu' with `thaw.placement` = 'shared' (model llm): on "
-        "Kubernetes, shared pods come from the 'default' pool only; make the model dedicated, "
-        "or leave its class the default"
-    )
+    placed, refused = placement(kube, classes)
+    assert placed.model_classes == (("llm", "gpu"),)
+    assert placed.class_of("tiny") == "default"
+    assert list(refused) == ["odd"]
     assert refused["odd"].startswith("`thaw.placement_class` = 'tpu' (model odd): no such")
-    assert "tiny" not in refused  # shared, default class: placed as before
-
-
-def test_thaw_up_refuses_to_start_with_a_shared_gpu_class_model(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    repo = tmp_path / "repo"
-    with_params(make_add_sub(repo, "llm"), placement_class="gpu", placement="shared")
-    parser = argparse.ArgumentParser()
-    cli.register(parser.add_subparsers())
-    args = parser.parse_args([
-        "up", str(repo), "--scaler", "kubernetes", "--kubeconfig", "/k",
-        "--pool-class", "gpu=thaw-gpu",
-    ])  # fmt: skip
-    assert args.func(args) == 2  # before anything connects to the API
-    err = capsys.readouterr().err
-    assert "thaw up: error: `thaw.placement_class` = 'gpu' with `thaw.placement` = 'shared'" in err

@@ -48,12 +48,25 @@ def test_a_booking_round_trips_through_its_annotation() -> None:
         ('{"budget_bytes": 5, "models": []}', "'models' must be a JSON object"),
         ('{"budget_bytes": 5, "models": {"a": "1"}}', "'models.a' must be a non-negative"),
         ('{"budget_bytes": 5, "x": "' + "y" * 70000 + '"}', "longer than"),
+        ('{"budget_bytes": 5, "class": "GPU!"}', "'class' must be a placement class name"),
+        ('{"budget_bytes": 5, "class": 3}', "'class' must be a placement class name"),
     ],
 )
 def test_a_malformed_annotation_is_refused_naming_what_is_wrong(text: str, says: str) -> None:
     pod = {"metadata": {"name": "p", "annotations": {ANNOTATION_SHARED_LOAD: text}}}
     with pytest.raises(ValueError, match=says):
         load_of(pod)
+
+
+def test_a_booking_keeps_its_placement_class_and_the_default_is_not_written() -> None:
+    gpu = PodLoad(10 * MiB, {"a": MiB}, placement_class="gpu")
+    assert load_of(_pod("p", gpu)) == gpu
+    assert '"class":"gpu"' in gpu.to_text()
+    assert gpu.booked("b", MiB).placement_class == "gpu"  # a booking never changes the class
+    assert gpu.without("a").placement_class == "gpu"
+    plain = PodLoad(10 * MiB, {"a": MiB})
+    assert "class" not in plain.to_text()  # as bookings made before classes were written
+    assert PodLoad.from_text('{"budget_bytes": 5}').placement_class == "default"
 
 
 def test_booking_evicts_then_adds_and_unbooking_frees() -> None:

@@ -6,7 +6,12 @@ from typing import Any
 
 import pytest
 
-from activator.scaler.kubernetes.pod_memory import memory_limit, parse_quantity, shared_budget
+from activator.scaler.kubernetes.pod_memory import (
+    device_room,
+    memory_limit,
+    parse_quantity,
+    shared_budget,
+)
 
 GiB = 1 << 30
 
@@ -76,3 +81,13 @@ def test_the_budget_is_the_flags_capped_by_the_limit_less_the_runtimes_own() -> 
     assert shared_budget(64 * GiB, 8 * GiB, GiB) == 7 * GiB
     assert shared_budget(64 * GiB, 8 * GiB, None) == 8 * GiB  # own memory unknown
     assert shared_budget(64 * GiB, GiB, 2 * GiB) == 0  # never below nothing
+
+
+def test_a_gpu_pods_room_is_its_gpus_memory_less_what_is_used_besides_the_model() -> None:
+    GiB = 1 << 30
+    # 80 GiB, 12 GiB used: a 10 GiB model just loaded and 2 GiB of context and pools.
+    assert device_room(80 * GiB, 12 * GiB, 10 * GiB) == 78 * GiB
+    assert device_room(80 * GiB, 1 * GiB, 10 * GiB) == 80 * GiB  # the model not there yet
+    assert device_room(8 * GiB, 9 * GiB, 0) == 0  # full already: no room, never negative
+    assert device_room(None, None, GiB) is None  # no GPU: no cap
+    assert device_room(0, 0, GiB) is None
