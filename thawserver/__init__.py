@@ -7,6 +7,7 @@ module name (several import aiohttp or grpc); this `__init__` imports nothing, b
 
     aiohttp_compat        the only private aiohttp access, each part pinned by a test
     connection_guard      deadlines for slow and idle clients, a cap on connections
+    connection_drain      a stopping server's countdown for the connections clients hold open
     connection_limits     one set of connection limits for both servers
     limit_flags           the connection limits' command-line flags, for both CLIs
     tool_call_flags       the OpenAI routes' tool-calling flags, for both CLIs
