@@ -506,6 +506,7 @@ def run(args: argparse.Namespace) -> int:
         repository = Repository.scan(
             config.repositories, config.defaults, backend_directory=config.backend_directory,
             auto_complete=config.auto_complete_config, missing_ok=config.exit_on_error is False,
+            namespacing=config.model_namespacing,
         )  # fmt: skip
         if repository.start_error is not None:  # --exit-on-error=false: answer, not live
             print(f"thaw up: error: {repository.start_error}", file=sys.stderr)
