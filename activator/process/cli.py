@@ -517,7 +517,8 @@ def run(args: argparse.Namespace) -> int:
     try:  # `--load-model`: refused as thaw serve refuses it, exit 1
         check_startup_models(
             config.load_models, explicit=config.model_control,
-            servable=repository.names(), unavailable=set(repository.unavailable),
+            servable=repository.names(),
+            unavailable={*repository.unavailable, *repository.ambiguous},
         )  # fmt: skip
     except ConfigError as exc:
         print(f"thaw up: error: {exc.message}", file=sys.stderr)
