@@ -90,12 +90,15 @@ class Reloader:
             return
         repository = self._models.repository
         changed = []
+        if repository.namespacing:  # its steps first: the ensemble is judged on them
+            # Each under its own lock, none held with another's: two ensembles loaded at once
+            # that name each other (a cycle, refused) must not wait on each other's lock.
+            first = await asyncio.to_thread(repository.reread, name)
+            for step in await asyncio.to_thread(_steps_of, first):
+                if step != name and await self._reread_step(step):
+                    changed.append(step)
         async with self._lock(name):
             reread = await asyncio.to_thread(repository.reread, name)
-            if repository.namespacing:  # its steps first: the ensemble is judged on them
-                for step in await asyncio.to_thread(_steps_of, reread):
-                    if await self._reread_step(step):
-                        changed.append(step)
             endpoint = await self._apply(reread)
         await self._renew_dependents(changed, besides=())
         if endpoint is not None:

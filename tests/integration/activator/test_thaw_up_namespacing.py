@@ -109,10 +109,15 @@ def test_a_name_both_repositories_hold_is_refused_with_tritons_words(up: UpProce
     with httpclient.InferenceServerClient(up.hostport) as client:
         assert AMBIGUITY in str(_refused(lambda: _run(client, "twice", 4)).message())
     assert _http_status(f"{up.url}/v2/models/twice") == 400
+    tensors = [grpcclient.InferInput(f"INPUT{i}", [4], "FP32") for i in (0, 1)]
+    for tensor in tensors:
+        tensor.set_data_from_numpy(np.ones(4, np.float32))
     with grpcclient.InferenceServerClient(up.grpc_address) as client:
-        refused = _refused(lambda: client.get_model_metadata("twice"))
-    assert refused.status() == str(grpc.StatusCode.INVALID_ARGUMENT)
-    assert AMBIGUITY in str(refused.message())
+        for call in (lambda: client.get_model_metadata("twice"),
+                     lambda: client.infer("twice", tensors)):  # fmt: skip
+            refused = _refused(call)
+            assert refused.status() == str(grpc.StatusCode.INVALID_ARGUMENT)
+            assert AMBIGUITY in str(refused.message())
 
 
 def test_a_name_one_repository_holds_is_served_from_zero(up: UpProcess) -> None:

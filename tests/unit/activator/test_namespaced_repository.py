@@ -158,3 +158,13 @@ async def test_a_load_of_an_ensemble_rereads_its_steps_first(up: Any) -> None:
     assert fleet.served("shared")  # as Triton's load cascades to an ensemble's steps
     assert backend.stopped == ["ens_a-1"]  # its replica replaced, then warmed again
     assert backend.starts == 2
+
+
+async def test_an_ensemble_asked_wakes_no_step_model_of_its_own(up: Any) -> None:
+    # Its replica runs its steps: waking the step's own endpoint too would be a wasted replica.
+    url, backend, fleet, a, _ = up
+    write_model(a, "ens_only", ENSEMBLE_CONFIG.format(name="ens_only", step="only_a"))
+    assert await _post(url, "/v2/repository/models/ens_only/load") == (200, None)
+    assert (await _post(url, "/v2/models/ens_only/infer"))[0] == 200
+    assert backend.starts == 1
+    assert fleet.endpoint("only_a").ready_count == 0
