@@ -228,6 +228,10 @@ class ActivatorConfig:
     # tritonserver's repeatable `--model-repository`: the repositories after `repository`,
     # whose models are served beside its own (one index; a name in two is unavailable).
     more_repositories: tuple[Path, ...] = ()
+    # tritonserver's `--model-namespacing=true`: each repository a namespace; a name several
+    # hold is refused by name (Triton's ambiguity) and runs as its own namespace's ensemble
+    # step (activator.fleet.repository); --scaler local only.
+    model_namespacing: bool = False
     # tritonserver's `--strict-readiness`: ready only once the start is done (the warm pool
     # primed, every `--load-model` woken); False: ready once the server answers.
     strict_readiness: bool = True

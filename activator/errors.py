@@ -3,6 +3,8 @@
     ActivatorError (500)                  anything unexpected
     ├── BadRequest (400)                  a body the activator itself reads is not valid
     ├── ConfigError (400)                 a `thaw.*` setting or flag out of range (start-up)
+    ├── AmbiguousModel (400)              a name several namespaces hold
+    │                                     (`--model-namespacing=true`; Triton's words)
     ├── UnknownModel (404)                no such model in the repository (or not a name)
     ├── RouteNotFound (404)
     ├── Restricted (403)                  an API `--http-restricted-api` restricts, without
@@ -32,6 +34,7 @@ from __future__ import annotations
 __all__ = [
     "ActivationFailed",
     "ActivatorError",
+    "AmbiguousModel",
     "BadRequest",
     "BodyTimeout",
     "ConfigError",
@@ -70,6 +73,10 @@ class BadRequest(ActivatorError):
 
 
 class ConfigError(ActivatorError):
+    status = 400
+
+
+class AmbiguousModel(ActivatorError):
     status = 400
 
 

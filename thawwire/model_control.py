@@ -23,6 +23,9 @@ L0_lifecycle asserts), or there is no such model directory — on both servers.
 not_unique(name, where): why a model name found in more than one model repository (several
 `--model-repository`, no namespacing) is no model, on both servers: it is unavailable, with
 this reason, and every other model is served.
+
+ambiguous(name, count): Triton's answer to a name `count` namespaces hold (several
+`--model-namespacing=true` repositories), its INVALID_ARG (400), on both servers.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ __all__ = [
     "NOT_LOADED",
     "POLL_SECS_RANGE",
     "ModelControlMode",
+    "ambiguous",
     "load_failed",
     "not_in_repository",
     "not_unique",
@@ -71,6 +75,14 @@ def not_unique(name: str, where: Sequence[str]) -> str:
     return (
         f"model '{name}' is in more than one model repository ({', '.join(where)}): a model "
         "name must be unique across all model repositories"
+    )
+
+
+def ambiguous(name: str, count: int) -> str:
+    """Triton's refusal of a request naming a model that `count` namespaces hold."""
+    return (
+        f"There are {count} identifiers of model '{name}' in global map, model namespace "
+        "must be provided to resolve ambiguity."
     )
 
 

@@ -151,7 +151,10 @@ class Fleet:
         metrics.watch_caches(config.cache_dir, config.host_cache_dir)
 
     def wake_composing(self, name: str) -> None:
-        """An ensemble was asked: wake every model its steps will call, all at once."""
+        """An ensemble was asked: wake every model its steps will call, all at once (none
+        with namespacing: its replica runs its steps, activator.fleet.repository)."""
+        if self.repository.namespacing:
+            return
         record = self.models.get(name)
         for model in record.composing if record is not None else ():
             self.models[model].endpoint.expect_request()

@@ -72,6 +72,7 @@ def apply_model_settings(
         entries[name] = entry
     unknown = sorted(set(overrides) - set(entries) - set(repository.unavailable))
     kept = Repository(
-        repository.roots, entries, repository.unavailable, start_error=repository.start_error
-    )
+        repository.roots, entries, repository.unavailable, start_error=repository.start_error,
+        ambiguous=repository.ambiguous,
+    )  # fmt: skip
     return kept, unknown

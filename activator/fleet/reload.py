@@ -8,10 +8,17 @@
         REMOVED    dropped (drained), then refused as no such model
         UNCHANGED  nothing
       then warm it: the call returns once a replica of the new files is ready
+        (`--model-namespacing=true`: an ensemble's steps are re-read first, as Triton's load
+        cascades to them; a name several namespaces hold is AMBIGUOUS: no endpoint, refused
+        by name, and its load warms nothing)
 
     poll()                        `--model-control-mode poll`, each `--repository-poll-secs`
       fingerprint every model ── the same, for every model that changed, without warming;
       a refused change is logged once per set of files
+
+    With namespacing an ensemble's replica loads its steps itself (activator.fleet.repository):
+    when a step's name changes (added, removed, held by one more or one fewer namespace), the
+    replicas of the ensembles that step on it are replaced, so they resolve it again.
 
 A model's re-reads and the replacement of its replicas happen one at a time (a lock per
 model); the fleet's requests go on meanwhile: a request that arrives while the old replicas
@@ -23,12 +30,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import NoReturn, Protocol
 
 from activator.endpoint.model_endpoint import ModelEndpoint
 from activator.errors import ConfigError, UnknownModel
-from activator.fleet.repository import ModelEntry, Repository, Reread
+from activator.fleet.repository import ModelEntry, Repository, Reread, ambiguous_steps
 from activator.fleet.rescan import Change, PollSchedule, compare, compare_one
 from thawwire.model_control import load_failed, not_in_repository
 from tritonconfig.fingerprint import Fingerprint
@@ -81,10 +88,35 @@ class Reloader:
         if not self._rereads:
             await self._models.endpoint(name).warm()
             return
+        repository = self._models.repository
+        changed = []
+        if repository.namespacing:  # its steps first: the ensemble is judged on them
+            # Each under its own lock, none held with another's: two ensembles loaded at once
+            # that name each other (a cycle, refused) must not wait on each other's lock.
+            first = await asyncio.to_thread(repository.reread, name)
+            for step in await asyncio.to_thread(_steps_of, first):
+                if step != name and await self._reread_step(step):
+                    changed.append(step)
         async with self._lock(name):
-            reread = await asyncio.to_thread(self._models.repository.reread, name)
+            reread = await asyncio.to_thread(repository.reread, name)
             endpoint = await self._apply(reread)
-        await endpoint.warm()
+        await self._renew_dependents(changed, besides=())
+        if endpoint is not None:
+            await endpoint.warm()
+
+    async def _reread_step(self, name: str) -> bool:
+        """Re-read an ensemble's step `name` and act on it (never warmed: its ensemble's
+        replica runs it); whether it changed. Its refusal is the ensemble's to tell."""
+        repository = self._models.repository
+        async with self._lock(name):
+            reread = await asyncio.to_thread(repository.reread, name)
+            if compare_one(repository.fingerprint_of(name), reread.fingerprint) is Change.UNCHANGED:
+                return False
+            try:
+                await self._apply(reread)
+            except (UnknownModel, ConfigError) as exc:
+                logger.warning("model=%s not reloaded: %s", name, exc)
+            return True
 
     async def poll(self) -> None:
         """Re-read every model whose files changed since the last read (poll mode): removed
@@ -103,6 +135,21 @@ class Reloader:
         for stage in (0, 1, 2):
             group = [r for r in rereads if _poll_stage(r) == stage]
             await asyncio.gather(*(self._poll_one(reread) for reread in group))
+        names = [r.name for r in rereads]
+        await self._renew_dependents(names, besides=names)
+
+    async def _renew_dependents(self, names: Collection[str], *, besides: Collection[str]) -> None:
+        """With namespacing: replace the replicas of the ensembles (but `besides`) that step
+        on a model of `names`, whose name changed (module docstring)."""
+        repository = self._models.repository
+        if not repository.namespacing or not names:
+            return
+        ensembles = {e for n in names for e in repository.stepping_on(n)} - set(besides)
+        for ensemble in sorted(ensembles):
+            logger.info("model=%s a step changed: its replicas are replaced", ensemble)
+        await asyncio.gather(
+            *(self._models.endpoint(e).replace_replicas() for e in sorted(ensembles))
+        )
 
     async def _poll_one(self, reread: Reread) -> None:
         async with self._lock(reread.name):
@@ -139,14 +186,20 @@ class Reloader:
     def _lock(self, name: str) -> asyncio.Lock:
         return self._locks.setdefault(name, asyncio.Lock())
 
-    async def _apply(self, reread: Reread) -> ModelEndpoint:
-        """Act on one model's re-read (module docstring); its endpoint, or the refusal."""
+    async def _apply(self, reread: Reread) -> ModelEndpoint | None:
+        """Act on one model's re-read (module docstring); its endpoint (None: ambiguous), or
+        the refusal."""
         models, name = self._models, reread.name
         change = compare_one(models.repository.fingerprint_of(name), reread.fingerprint)
         if change is Change.REMOVED or reread.fingerprint is None:
             if change is Change.REMOVED:
                 await models.drop_model(name)
             raise UnknownModel(not_in_repository(name))
+        if reread.ambiguous:
+            if models.served(name):  # held by one more namespace now: no longer by name
+                await models.drop_model(name)
+            models.repository.hold_ambiguous(name, reread.ambiguous, reread.fingerprint)
+            return None
         if reread.error is not None:
             if change is Change.UNCHANGED and models.served(name):
                 return models.endpoint(name)  # a served model's files did not change
@@ -167,6 +220,14 @@ class Reloader:
         # a request meanwhile is held and wakes a replica of the new files.
         await endpoint.replace_replicas()
         return endpoint
+
+
+def _steps_of(reread: Reread) -> tuple[str, ...]:
+    """The step models of a re-read ensemble: its own (entry) or, for an ambiguous name, each
+    namespace's (read here, as the replicas will read them: blocking, in a thread)."""
+    if reread.entry is not None:
+        return reread.entry.steps
+    return ambiguous_steps(reread.ambiguous)
 
 
 def _poll_stage(reread: Reread) -> int:

@@ -6,11 +6,30 @@ code a replica runs too, so the answers at zero replicas are a replica's. Not do
 python model's own `auto_complete_config` (it runs the model's code, which only a replica does).
 Such a model is only detected, from its model.py's text (`ModelEntry.replica_completes`):
 its config is asked of a replica (activator.fleet.replica_config).
+
+Model namespacing (tritonserver's `--model-namespacing=true`, as runtime.models.namespaces on
+`thaw serve`): each repository is a namespace and one name may be in several. The activator
+keeps one endpoint per *name*, so it serves a name one namespace holds as any other model,
+and refuses a name several hold, by name, with Triton's ambiguity (`AmbiguousModel`, 400):
+
+    a client's name            one namespace holds it: that model, served and scaled to zero
+                               several: 400 "There are N identifiers of model 'x' ..."
+    an ensemble's step         run inside the ensemble's replica (`thaw serve
+                               --model-namespacing`, which resolves it in the ensemble's own
+                               namespace first); an ambiguous step is fine when the ensemble's
+                               own namespace holds it
+    a name's holders change    (poll, or a load that re-reads it) it becomes served, or
+                               ambiguous, and the ensembles that step on it get new replicas
+                               (activator.fleet.reload)
+
+Such an ensemble's replica does not take direct connections: the step models it loads must
+not answer a client by name (their names may be ambiguous to the platform).
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -18,9 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from activator.config import ScaleSettings, validated
-from activator.errors import ConfigError, ModelUnavailable, UnknownModel
+from activator.errors import AmbiguousModel, ConfigError, ModelUnavailable, UnknownModel
 from thawwire.metadata import model_metadata
-from thawwire.model_control import not_unique
+from thawwire.model_control import ambiguous, not_unique
 from thawwire.names import is_model_name
 from tritonconfig import (
     ModelConfigError,
@@ -38,7 +57,7 @@ from tritonconfig.fingerprint import Fingerprint, fingerprint
 from tritonconfig.python_based import python_based_model_file
 from tritonconfig.schema import mc
 
-__all__ = ["ModelEntry", "Repository", "Reread"]
+__all__ = ["ModelEntry", "Repository", "Reread", "ambiguous_steps"]
 
 logger = logging.getLogger(__name__)
 
@@ -97,6 +116,7 @@ def _load_entry(
     backend_directory: Path | None = None,
     *,
     auto_complete: bool = True,
+    namespacing: bool = False,
 ) -> ModelEntry:
     """One model; ConfigError when its config is unreadable or a replica would refuse it. A
     backend found in `backend_directory` is a Python-based one: served as a Python model that
@@ -126,6 +146,9 @@ def _load_entry(
         raise ConfigError(exc.message) from exc
     params = {k: v.string_value for k, v in config.parameters.items()}
     settings = validated(defaults, params, model=name)
+    if namespacing and is_ensemble(config):
+        # Its replica loads its step models too (module docstring): no client of it by name.
+        settings = dataclasses.replace(settings, direct_connections=False)
     served = tuple(str(v) for v in versions)
     hooked = (
         config.backend == "python"
@@ -196,6 +219,8 @@ class Reread:
     fingerprint: Fingerprint | None
     entry: ModelEntry | None = None
     error: str | None = None
+    # With namespacing, a name several repositories hold: their model directories (no entry).
+    ambiguous: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -205,6 +230,7 @@ class _Reading:
     defaults: ScaleSettings = field(default_factory=ScaleSettings)
     backend_directory: Path | None = None
     auto_complete: bool = True
+    namespacing: bool = False
 
 
 class Repository:
@@ -214,7 +240,9 @@ class Repository:
 
     A model whose config cannot be used is *unavailable*: it is listed (index, status) with
     the reason, its routes answer 503 with that reason, and every other model is served. A
-    name found in more than one repository is unavailable too, as on `thaw serve`.
+    name found in more than one repository is unavailable too, as on `thaw serve`; with
+    namespacing it is *ambiguous* instead (module docstring): refused by name, a step of its
+    own namespace's ensembles.
     """
 
     def __init__(
@@ -226,11 +254,14 @@ class Repository:
         start_error: str | None = None,
         fingerprints: dict[str, Fingerprint] | None = None,
         reading: _Reading | None = None,
+        ambiguous: dict[str, tuple[Path, ...]] | None = None,
     ) -> None:
         self.roots: tuple[Path, ...] = (root,) if isinstance(root, Path) else tuple(root)
         self._entries = entries
         self._names = tuple(sorted(entries))
         self.unavailable: dict[str, str] = dict(unavailable or {})
+        # With namespacing: each name several repositories hold -> its directories there.
+        self.ambiguous: dict[str, tuple[Path, ...]] = dict(ambiguous or {})
         # Each model's fingerprint when it was last read (served or unavailable). A model
         # without one (a Repository made without a scan) reads as having no files: its first
         # re-read sees a change.
@@ -240,6 +271,11 @@ class Repository:
         # without one (tritonserver's `--exit-on-error=false`): `thaw up` then answers, neither
         # live nor ready, as a tritonserver that failed to initialize. None: all were read.
         self.start_error = start_error
+
+    @property
+    def namespacing(self) -> bool:
+        """`--model-namespacing=true`: each repository a namespace (module docstring)."""
+        return self._reading.namespacing
 
     @property
     def root(self) -> Path:
@@ -256,6 +292,7 @@ class Repository:
         backend_directory: Path | None = None,
         auto_complete: bool = True,
         missing_ok: bool = False,
+        namespacing: bool = False,
     ) -> Repository:
         """Read every `<root>/<model>/config.pbtxt` of each repository. An invalid model is
         recorded as unavailable, or raises ConfigError when `strict`. Invalid `thaw.*` settings
@@ -263,16 +300,21 @@ class Repository:
         `backend_directory`: where Python-based backends are found (tritonconfig.python_based);
         `auto_complete=False`: tritonserver's `--disable-auto-complete-config`. A repository
         that is not a directory raises ConfigError, or with `missing_ok` is passed over, the
-        reason kept as `start_error`."""
+        reason kept as `start_error`. `namespacing`: `--model-namespacing=true` (a name in
+        several repositories is ambiguous, not unavailable)."""
         roots = (root,) if isinstance(root, Path) else tuple(root)
         found, missing = _model_directories(roots)
         if missing is not None and not missing_ok:
             raise ConfigError(missing)
         entries: dict[str, ModelEntry] = {}
         unavailable: dict[str, str] = {}
-        reading = _Reading(defaults, backend_directory, auto_complete)
+        held_twice: dict[str, tuple[Path, ...]] = {}
+        reading = _Reading(defaults, backend_directory, auto_complete, namespacing)
         fingerprints = {name: _fingerprint(dirs) for name, dirs in found.items()}
         for name, directories in sorted(found.items()):
+            if namespacing and len(directories) > 1:
+                held_twice[name] = tuple(directories)
+                continue
             try:
                 entries[name] = _read_model(name, directories, reading)
             except ConfigError as exc:
@@ -280,20 +322,20 @@ class Repository:
                     raise
                 logger.warning("model=%s unavailable: %s", name, exc.message)
                 unavailable[name] = exc.message
-        _check_ensembles(entries, unavailable, strict=strict)
+        _check_ensembles(entries, unavailable, held_twice, strict=strict)
         return cls(
             roots, entries, unavailable, start_error=missing, fingerprints=fingerprints,
-            reading=reading,
+            reading=reading, ambiguous=held_twice,
         )  # fmt: skip
 
     def fingerprint_of(self, name: str) -> Fingerprint | None:
         """The model's fingerprint when it was last read; None when no such model is known."""
-        known = name in self._entries or name in self.unavailable
+        known = name in self._entries or name in self.unavailable or name in self.ambiguous
         return self._fingerprints.get(name, ()) if known else None
 
     def fingerprints(self) -> dict[str, Fingerprint]:
         """Every known model's fingerprint when it was last read (`fingerprint_of`)."""
-        return {n: f for n in (*self._entries, *self.unavailable)
+        return {n: f for n in (*self._entries, *self.unavailable, *self.ambiguous)
                 if (f := self.fingerprint_of(n)) is not None}  # fmt: skip
 
     def read_fingerprints(self) -> dict[str, Fingerprint]:
@@ -316,6 +358,8 @@ class Repository:
         if not directories:
             return Reread(name, None)
         files = _fingerprint(directories)
+        if self._reading.namespacing and len(directories) > 1:
+            return Reread(name, files, ambiguous=tuple(directories))
         try:
             entry = _read_model(name, directories, self._reading)
         except ConfigError as exc:
@@ -328,13 +372,27 @@ class Repository:
         ensemble."""
         if not entry.ensemble:
             return None
-        return _ensemble_problem(entry.name, {**self._entries, entry.name: entry}, self.unavailable)
+        entries = {**self._entries, entry.name: entry}
+        return _ensemble_problem(entry.name, entries, self.unavailable, self.ambiguous)
+
+    def stepping_on(self, name: str) -> list[str]:
+        """The served ensembles with a step named `name` (their replicas load it)."""
+        return [n for n, e in self._entries.items() if e.ensemble and name in e.steps]
+
+    def hold_ambiguous(self, name: str, directories: tuple[Path, ...], files: Fingerprint) -> None:
+        """`name` is held by several namespaces now (`directories`): refused by name."""
+        self._entries.pop(name, None)
+        self.unavailable.pop(name, None)
+        self.ambiguous[name] = directories
+        self._fingerprints[name] = files
+        self._names = tuple(sorted(self._entries))
 
     def install(self, entry: ModelEntry, files: Fingerprint) -> None:
         """Serve `entry` from now on (a model added, or its new files); `files`: the
         fingerprint it was read with."""
         self._entries[entry.name] = entry
         self.unavailable.pop(entry.name, None)
+        self.ambiguous.pop(entry.name, None)
         self._fingerprints[entry.name] = files
         self._names = tuple(sorted(self._entries))
 
@@ -343,6 +401,7 @@ class Repository:
         unavailable with `reason`. A served model that is refused keeps its entry (as Triton's
         failed reload leaves the old version serving): nothing changes."""
         if name not in self._entries:
+            self.ambiguous.pop(name, None)
             self.unavailable[name] = reason
             self._fingerprints[name] = files
 
@@ -350,6 +409,7 @@ class Repository:
         """Forget a model whose directory is gone (once it has no replica left)."""
         self._entries.pop(name, None)
         self.unavailable.pop(name, None)
+        self.ambiguous.pop(name, None)
         self._fingerprints.pop(name, None)
         self._names = tuple(sorted(self._entries))
 
@@ -360,9 +420,12 @@ class Repository:
 
     def get(self, name: str, version: str | None = None) -> ModelEntry:
         """The model called `name` (serving `version` if given); UnknownModel otherwise,
-        ModelUnavailable (503) when its config could not be used."""
+        ModelUnavailable (503) when its config could not be used, AmbiguousModel (400) when
+        several namespaces hold it."""
         entry = self._entries.get(name) if is_model_name(name) else None
         if entry is None:
+            if name in self.ambiguous:
+                raise AmbiguousModel(ambiguous(name, len(self.ambiguous[name])))
             if name in self.unavailable:
                 reason = self.unavailable[name]
                 raise ModelUnavailable(f"model '{name}' is not ready: {reason}")
@@ -381,8 +444,22 @@ def _read_model(name: str, directories: Sequence[Path], reading: _Reading) -> Mo
         raise ConfigError(not_unique(name, [str(d.parent) for d in directories]))
     return _load_entry(
         directories[0], reading.defaults, reading.backend_directory,
-        auto_complete=reading.auto_complete,
+        auto_complete=reading.auto_complete, namespacing=reading.namespacing,
     )  # fmt: skip
+
+
+def ambiguous_steps(directories: Sequence[Path]) -> tuple[str, ...]:
+    """The step models of the ensembles among `directories` (one model name in several
+    namespaces), each once; a config that cannot be read has none (its replica says why).
+    Blocking: file reads."""
+    steps: dict[str, None] = {}
+    for directory in directories:
+        try:
+            config = _read_config(directory / "config.pbtxt")
+        except (ConfigError, ModelConfigError):
+            continue
+        steps.update(dict.fromkeys(composing_models(config)))
+    return tuple(steps)
 
 
 def _fingerprint(directories: Sequence[Path]) -> Fingerprint:
@@ -412,7 +489,11 @@ def _model_directories(roots: Sequence[Path]) -> tuple[dict[str, list[Path]], st
 
 
 def _check_ensembles(
-    entries: dict[str, ModelEntry], unavailable: dict[str, str], *, strict: bool
+    entries: dict[str, ModelEntry],
+    unavailable: dict[str, str],
+    held_twice: dict[str, tuple[Path, ...]],
+    *,
+    strict: bool,
 ) -> None:
     """Ensembles whose steps cannot run become unavailable, with a replica's reason: a step
     model missing or unavailable, or ensembles that call each other in a cycle."""
@@ -420,7 +501,7 @@ def _check_ensembles(
     while changed:  # an ensemble of an ensemble that just became unavailable, and so on
         changed = False
         for name in [n for n, e in entries.items() if e.ensemble]:
-            problem = _ensemble_problem(name, entries, unavailable)
+            problem = _ensemble_problem(name, entries, unavailable, held_twice)
             if problem is None:
                 continue
             if strict:
@@ -432,9 +513,19 @@ def _check_ensembles(
 
 
 def _ensemble_problem(
-    name: str, entries: dict[str, ModelEntry], unavailable: dict[str, str]
+    name: str,
+    entries: dict[str, ModelEntry],
+    unavailable: dict[str, str],
+    held_twice: dict[str, tuple[Path, ...]],
 ) -> str | None:
+    home = entries[name].directory.parent
     for dep in entries[name].steps:
+        if dep in held_twice:
+            if home / dep not in held_twice[dep]:  # as runtime.models.namespaces.step_key
+                return f"ensemble '{name}' depends on '{dep}': " + ambiguous(
+                    dep, len(held_twice[dep])
+                )
+            continue
         if dep in unavailable:
             return (
                 f"ensemble '{name}' depends on '{dep}' which has no loaded version. Model "
@@ -443,6 +534,8 @@ def _ensemble_problem(
         if dep not in entries:
             return f"ensemble '{name}' depends on '{dep}' which is not in the model repository"
     for step in ensemble_steps(entries[name].config):
+        if step.model_name in held_twice:
+            continue  # its version is its replica's to judge
         served = entries[step.model_name].versions
         if step.model_version > 0 and str(step.model_version) not in served:
             return (

@@ -505,6 +505,7 @@ def run(args: argparse.Namespace) -> int:
         repository = Repository.scan(
             config.repositories, config.defaults, backend_directory=config.backend_directory,
             auto_complete=config.auto_complete_config, missing_ok=config.exit_on_error is False,
+            namespacing=config.model_namespacing,
         )  # fmt: skip
         if repository.start_error is not None:  # --exit-on-error=false: answer, not live
             print(f"thaw up: error: {repository.start_error}", file=sys.stderr)
@@ -515,7 +516,8 @@ def run(args: argparse.Namespace) -> int:
     try:  # `--load-model`: refused as thaw serve refuses it, exit 1
         check_startup_models(
             config.load_models, explicit=config.model_control,
-            servable=repository.names(), unavailable=set(repository.unavailable),
+            servable=repository.names(),
+            unavailable={*repository.unavailable, *repository.ambiguous},
         )  # fmt: skip
     except ConfigError as exc:
         print(f"thaw up: error: {exc.message}", file=sys.stderr)

@@ -1,7 +1,8 @@
 """`thaw up`'s model-repository flags, tritonserver's spellings as `thaw serve` takes them:
 the repositories (REPO, `--model-repository`), `--load-model` (`*`: every model),
 `--strict-readiness`, `--exit-on-error`, `--disable-auto-complete-config` /
-`--strict-model-config`, and `--model-namespacing` (true refused). Parsed by
+`--strict-model-config`, and `--model-namespacing` (true: each repository a namespace,
+activator.fleet.repository; `--scaler local` only). Parsed by
 thawserver.repository_flags, `thaw serve`'s code.
 """
 
@@ -77,17 +78,18 @@ def add_repository_arguments(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     g.add_argument(
         "--model-namespacing", type=triton_bool, default=False, metavar="BOOL",
-        help="only false (the default) yet: true, each repository a namespace, is refused "
-        "(thaw serve has it); without it a name in two repositories is unavailable",
+        help="each model repository is a namespace (default false): a name may be in several, "
+        "is refused by name (Triton's ambiguity, 400) and runs as its own namespace's ensemble "
+        "step; without it a name in two repositories is unavailable. --scaler local only",
     )  # fmt: skip
 
 
 def repository_settings(args: argparse.Namespace, *, kubernetes: bool) -> dict[str, Any]:
     """The ActivatorConfig fields of these flags; ConfigError names a refused one."""
-    if args.model_namespacing:
+    if args.model_namespacing and kubernetes:
         raise ConfigError(
-            "--model-namespacing is not supported by thaw up yet (thaw serve has it): the "
-            "models of several --model-repository are one index there, a name in two unavailable"
+            "--model-namespacing=true needs --scaler local: pods serve the one repository of "
+            "their image or volume, so there is no second namespace"
         )
     try:
         repositories = model_repositories(args.repository, args.model_repositories)
@@ -101,6 +103,7 @@ def repository_settings(args: argparse.Namespace, *, kubernetes: bool) -> dict[s
     return {
         "repository": repositories[0],
         "more_repositories": repositories[1:],
+        "model_namespacing": args.model_namespacing,
         "strict_readiness": args.strict_readiness,
         "exit_on_error": args.exit_on_error,
         "auto_complete_config": not (args.disable_auto_complete_config or args.strict_model_config),

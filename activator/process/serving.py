@@ -116,7 +116,9 @@ async def serve(
     door.start()
     stop = asyncio.Event()
     try:
-        await _load_at_start(app[FLEET], models_to_wake(config.load_models, repository.names()))
+        # A name several namespaces hold has no endpoint to wake (activator.fleet.repository).
+        wake = [n for n in config.load_models if n not in repository.ambiguous]
+        await _load_at_start(app[FLEET], models_to_wake(wake, repository.names()))
         if config.exit_on_error:
             loaded = models_loaded_at_start(
                 config.load_models, explicit=config.model_control, servable=repository.names()

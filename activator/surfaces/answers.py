@@ -86,8 +86,12 @@ def index_rows(fleet: Fleet, *, ready_only: bool) -> list[dict[str, Any]]:
             rows.append(row)
     for name, reason in fleet.repository.unavailable.items():
         rows.append({"name": name, "state": "UNAVAILABLE", "reason": reason})
+    for name, directories in fleet.repository.ambiguous.items():
+        # With namespacing, a name several namespaces hold: one row each, as Triton lists
+        # them, with no state (no endpoint: it runs as its namespace's ensemble step).
+        rows += [{"name": name} for _ in directories]
     if ready_only:
-        rows = [r for r in rows if r["state"] == "READY"]
+        rows = [r for r in rows if r.get("state") == "READY"]
     return sorted(rows, key=lambda r: (r["name"], r.get("version", "")))
 
 

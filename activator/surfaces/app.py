@@ -153,7 +153,7 @@ def build_app(
     in a test) the log settings govern the root logger's level and filters only."""
     repo = repository or Repository.scan(
         config.repositories, config.defaults, backend_directory=config.backend_directory,
-        auto_complete=config.auto_complete_config,
+        auto_complete=config.auto_complete_config, namespacing=config.model_namespacing,
     )  # fmt: skip
     guard = ConnectionGuard(config.connections)
     app = web.Application(

@@ -25,6 +25,7 @@ from typing import NamedTuple, Protocol
 from runtime.errors import InvalidInput, ModelNotFound, RepositoryError
 from runtime.inference import InferRequest, InferResponse
 from runtime.models.repository import Repositories, list_models
+from thawwire.model_control import ambiguous
 
 __all__ = ["ModelKey", "Namespaces", "ScopedSteps", "ambiguity_error"]
 
@@ -42,10 +43,7 @@ class ModelKey(NamedTuple):
 
 def ambiguity_error(name: str, count: int) -> InvalidInput:
     """Triton's answer to a name `count` namespaces hold (its INVALID_ARG: 400)."""
-    return InvalidInput(
-        f"There are {count} identifiers of model '{name}' in global map, model namespace "
-        "must be provided to resolve ambiguity."
-    )
+    return InvalidInput(ambiguous(name, count))
 
 
 class Namespaces:

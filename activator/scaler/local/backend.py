@@ -75,7 +75,8 @@ def serve_args(
     With the operator's trace file, the replica traces with `thaw up`'s setting to a file of
     its own, `<file>.replica-<replica_number>` (docs/logging-and-tracing.md).
 
-    With `bound` (where the activator listens), ensemble steps go to its front door; with
+    With `bound` (where the activator listens), ensemble steps go to its front door (with
+    `--model-namespacing=true` they run in the ensemble's replica instead); with
     `handoff_socket` too, the replica takes client connections the activator hands over
     (activator.direct.front_door), keeping their state bytes in `handoff_state`; it then also
     enforces the body limit.
@@ -85,7 +86,11 @@ def serve_args(
     argv += ["--log-level", local.replica_log_level, *_log_args(config.log_settings)]
     if config.backend_directory is not None:  # Python-based backends, as the activator read
         argv += ["--backend-directory", str(config.backend_directory)]
-    if bound is not None:
+    if config.model_namespacing:
+        # Each repository a namespace: an ensemble's steps run in its replica, which resolves
+        # them in the ensemble's own namespace first (activator.fleet.repository).
+        argv.append("--model-namespacing=true")
+    elif bound is not None:
         # An ensemble's steps go to the front door: each composing model has its replicas.
         argv += ["--ensemble-steps-url", bound.front_door_url]
     if handoff_socket is not None and bound is not None:

@@ -155,6 +155,11 @@ def test_hostile_command_lines_are_refused_clearly(repos: tuple[Path, Path]) -> 
     bad = _serve("serve", str(a), "--model-namespacing=maybe")
     assert bad.returncode == 2
     assert "'maybe' is not a boolean" in bad.stderr
-    up = _serve("up", str(a), "--port", "0", "--model-namespacing=true")
+    # thaw up takes it with its local scaler (tests/integration/activator/
+    # test_thaw_up_namespacing.py); its pods serve one repository each.
+    up = _serve("up", str(a), "--port", "0", "--model-namespacing=true", "--scaler", "kubernetes")
     assert up.returncode == 2
-    assert "--model-namespacing is not supported by thaw up yet" in up.stderr
+    assert "--model-namespacing=true needs --scaler local" in up.stderr
+    up_twice = _serve("up", str(a), f"--model-repository={link}", "--model-namespacing=true")
+    assert up_twice.returncode == 2
+    assert f"model repository {link} is given twice" in up_twice.stderr

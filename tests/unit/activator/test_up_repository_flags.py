@@ -1,7 +1,7 @@
 """`thaw up` takes tritonserver's repository and readiness flags as `thaw serve` does:
 `--model-repository` (repeatable; one index, a name in two repositories unavailable),
 `--load-model=*`, `--strict-readiness`, `--strict-model-config` / `--disable-auto-complete-config`;
-`--model-namespacing` is refused, naming what thaw up does instead."""
+`--model-namespacing=true` makes each repository a namespace (--scaler local only)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from activator.config import ActivatorConfig, ScaleSettings
+from activator.config import ActivatorConfig, BoundAddresses, ScaleSettings
 from activator.errors import ActivationFailed, ConfigError
 from activator.fleet.model_settings import apply_model_settings
 from activator.fleet.repository import Repository
@@ -70,10 +70,34 @@ def test_several_repositories_need_the_local_scaler(tmp_path: Path) -> None:
         _config(str(tmp_path), f"--model-repository={tmp_path / 'b'}", "--scaler", "kubernetes")
 
 
-def test_model_namespacing_is_refused_saying_what_thaw_up_does(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="--model-namespacing is not supported by thaw up yet"):
-        _config(str(tmp_path), "--model-namespacing=true")
-    _config(str(tmp_path), "--model-namespacing=false")  # tritonserver's default, as given
+def test_model_namespacing_is_taken_with_the_local_scaler(tmp_path: Path) -> None:
+    b = tmp_path / "b"
+    assert _config(
+        str(tmp_path), f"--model-repository={b}", "--model-namespacing=true"
+    ).model_namespacing
+    assert not _config(str(tmp_path), "--model-namespacing=false").model_namespacing  # as given
+    assert not _config(str(tmp_path)).model_namespacing  # tritonserver's default
+    with pytest.raises(ConfigError, match="--model-namespacing=true needs --scaler local"):
+        _config(str(tmp_path), "--model-namespacing=true", "--scaler", "kubernetes")
+
+
+def test_namespaced_replicas_resolve_ensemble_steps_themselves(tmp_path: Path) -> None:
+    # With namespacing an ensemble's steps run in its replica (`thaw serve
+    # --model-namespacing`, which resolves them in the ensemble's namespace first), not
+    # behind the front door, where a name two namespaces hold is refused.
+    a, b = tmp_path / "a", tmp_path / "b"
+    config = _config(str(a), f"--model-repository={b}", "--model-namespacing=true")
+    bound = BoundAddresses(8000, None, front_door_url="http://127.0.0.1:8000")
+    argv = serve_args(config, LocalConfig(), bound)
+    assert "--model-namespacing=true" in argv
+    assert "--ensemble-steps-url" not in argv
+    parser = argparse.ArgumentParser()
+    serve_cli.register(parser.add_subparsers())
+    served = serve_cli.build_config(parser.parse_args(["serve", *argv]))
+    assert served.model_namespacing and served.repositories == (a, b)
+    assert served.ensemble_steps_url is None
+    plain = serve_args(_config(str(a), f"--model-repository={b}"), LocalConfig(), bound)
+    assert "--model-namespacing=true" not in plain and "--ensemble-steps-url" in plain
 
 
 def test_strict_readiness_is_a_triton_boolean(tmp_path: Path) -> None:
@@ -314,7 +338,7 @@ def test_each_flag_has_a_line_in_help() -> None:
         "--disable-auto-complete-config": "do not complete configs from model files",
         "--load-model NAME": "'*' wakes every model",
         "--exit-on-error BOOL": "neither live nor ready",
-        "--model-namespacing BOOL": "only false (the default) yet",
+        "--model-namespacing BOOL": "each model repository is a namespace",
     }.items():
         helps = [after[:300] for after in text.split(flag)[1:]]  # the usage line's, its own
         assert any(words in h for h in helps), flag
