@@ -68,6 +68,7 @@ from thawserver.settings_flags import (
     log_settings,
     trace_setting,
 )
+from thawserver import lora_flags
 from thawserver.tool_call_flags import add_tool_call_arguments, replica_environment
 from thawwire.model_control import ModelControlMode
 
@@ -280,6 +281,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )  # fmt: skip
     _add_connection_arguments(p)
     add_tool_call_arguments(p, {})  # given to each local replica (thawserver.tool_call_flags)
+    lora_flags.add_lora_argument(p, {})  # used here, and given to each local replica
     p.add_argument(
         "--direct-connections",
         choices=["on", "off"],
@@ -428,6 +430,7 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
         build_images=not args.no_image_build and not kubernetes,
         defaults=settings,
         max_body_bytes=args.max_body_bytes,
+        lora_separator=args.lora_separator or None,
         request_timeout_s=args.request_timeout_s,
         body_timeout_s=args.body_timeout_s,
         model_control=args.model_control_mode == ModelControlMode.EXPLICIT,
@@ -492,6 +495,7 @@ def run(args: argparse.Namespace) -> int:
         # Once the flags are accepted: the replicas' --tool-call-parser, ... (a refused start
         # leaves this process's environment as it was).
         os.environ.update(replica_environment(args))
+        os.environ.update(lora_flags.replica_environment(args))
         config = dataclasses.replace(
             config,
             # Each connection the activator serves may hold a second descriptor (its request's

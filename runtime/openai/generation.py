@@ -114,9 +114,12 @@ class Generation:
         face: ModelFace,
         request: GenerationRequest,
         prompts: tuple[str, ...],
+        *,
+        lora: str | None = None,
     ) -> None:
         self._streams = streams
         self._face = face
+        self._lora = lora  # the LoRA adapter every choice runs with (None: the base model)
         self._request = request
         self._prompts = prompts
         self.usage = Usage()
@@ -177,6 +180,7 @@ class Generation:
             echo=asked.echo,
             logprobs=top,
             guide=asked.tools.guide,
+            lora=self._lora,
         )
         if self._request.echo and not self._face.echoes:
             yield Delta(index, prompt)  # the prompt's tokens are not generated: no logprobs

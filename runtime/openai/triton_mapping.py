@@ -18,6 +18,8 @@ frontend's (python/openai in triton-inference-server/server), read from a model'
                           of vLLM's StructuredOutputsParams {"json": schema text}, as
                           vllm_backend reads it; TRT-LLM / Python, guided_decoding_guide_type =
                           "json_schema" and guided_decoding_guide = the schema text
+      a LoRA adapter      vLLM style only: sampling_parameters' `lora_name` (runtime.openai.lora
+                          checked the model offers it)
     an embedding model    vLLM style: input embedding_request (JSON) -> text_output (a JSON
                           list); plain: text_input (BYTES) -> embedding (FP32/FP16/FP64)
 
@@ -117,10 +119,11 @@ def generate_request(
     echo: bool,
     logprobs: int | None = None,
     guide: str | None = None,
+    lora: str | None = None,
 ) -> InferRequest:
     """The infer request for one choice of one prompt (`logprobs`: the most likely tokens to
     report per position, None for no logprobs; `guide`: the JSON schema, as text, the text must
-    follow, None for none)."""
+    follow, None for none; `lora`: the LoRA adapter, vLLM style, None for the base model)."""
     if not face.generative:
         raise OpenAIError(
             f"model '{face.name}' is not a generative model (it needs a '{TEXT_IN}' input and "
@@ -150,6 +153,8 @@ def generate_request(
             fields["logprobs"] = logprobs
         if guide is not None:  # vllm_backend: StructuredOutputsParams(**json.loads(value))
             fields["structured_outputs"] = json.dumps({"json": guide})
+        if lora is not None:  # vllm_backend: a LoRARequest of its multi_lora.json's entry
+            fields["lora_name"] = lora
         present = {k: v for k, v in fields.items() if v is not None}
         values[_VLLM_SAMPLING] = [json.dumps(present)]
         values["return_logprobs"] = [logprobs is not None]
