@@ -179,7 +179,7 @@ class Generation:
             stream=asked.stream,
             echo=asked.echo,
             logprobs=top,
-            guide=asked.tools.guide,
+            guide=asked.guide,
             lora=self._lora,
         )
         if self._request.echo and not self._face.echoes:

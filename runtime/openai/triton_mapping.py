@@ -13,11 +13,12 @@ frontend's (python/openai in triton-inference-server/server), read from a model'
       logprobs            vLLM style with a `logprobs` output only: return_logprobs = true and
                           sampling_parameters' `logprobs` = tokens per position; the output
                           read by runtime.openai.logprobs
-      a guide             a JSON schema the text must follow (a named tool's parameters):
-                          vLLM style, sampling_parameters' `structured_outputs` = the JSON text
-                          of vLLM's StructuredOutputsParams {"json": schema text}, as
-                          vllm_backend reads it; TRT-LLM / Python, guided_decoding_guide_type =
-                          "json_schema" and guided_decoding_guide = the schema text
+      a guide             what the text must follow (a named tool's parameters, or
+                          response_format): vLLM style, sampling_parameters' `structured_outputs`
+                          = the JSON text of vLLM's StructuredOutputsParams {"json": schema
+                          text} or {"json_object": true}, as vllm_backend reads it; TRT-LLM /
+                          Python, guided_decoding_guide_type = "json_schema" and
+                          guided_decoding_guide = the schema text, or the type "json" alone
       a LoRA adapter      vLLM style only: sampling_parameters' `lora_name` (runtime.openai.lora
                           checked the model offers it)
     an embedding model    vLLM style: input embedding_request (JSON) -> text_output (a JSON
@@ -40,6 +41,7 @@ from runtime.datatypes import v2_to_numpy
 from runtime.inference import InferRequest, InferResponse, InferTensor
 from runtime.openai.errors import OpenAIError
 from runtime.openai.logprobs import TokenLogprob, parse_logprobs
+from runtime.openai.response_format import Guide, GuideKind
 from runtime.openai.schema import Sampling
 
 __all__ = [
@@ -118,12 +120,12 @@ def generate_request(
     stream: bool,
     echo: bool,
     logprobs: int | None = None,
-    guide: str | None = None,
+    guide: Guide | None = None,
     lora: str | None = None,
 ) -> InferRequest:
     """The infer request for one choice of one prompt (`logprobs`: the most likely tokens to
-    report per position, None for no logprobs; `guide`: the JSON schema, as text, the text must
-    follow, None for none; `lora`: the LoRA adapter, vLLM style, None for the base model)."""
+    report per position, None for no logprobs; `guide`: what the text must follow, None for
+    nothing; `lora`: the LoRA adapter, vLLM style, None for the base model)."""
     if not face.generative:
         raise OpenAIError(
             f"model '{face.name}' is not a generative model (it needs a '{TEXT_IN}' input and "
@@ -152,7 +154,7 @@ def generate_request(
         if logprobs is not None:
             fields["logprobs"] = logprobs
         if guide is not None:  # vllm_backend: StructuredOutputsParams(**json.loads(value))
-            fields["structured_outputs"] = json.dumps({"json": guide})
+            fields["structured_outputs"] = json.dumps(_structured_outputs(guide))
         if lora is not None:  # vllm_backend: a LoRARequest of its multi_lora.json's entry
             fields["lora_name"] = lora
         present = {k: v for k, v in fields.items() if v is not None}
@@ -167,11 +169,21 @@ def generate_request(
         if sampling.stop:
             values["stop_words"] = list(sampling.stop)
         if guide is not None:  # a model without these inputs gets no guide (see _request)
-            values[_GUIDE_TYPE] = ["json_schema"]
-            values[_GUIDE] = [guide]
+            # TensorRT-LLM's GuideType: JSON_SCHEMA with the schema, JSON (any object) without
+            values[_GUIDE_TYPE] = ["json_schema" if guide.schema is not None else "json"]
+            if guide.schema is not None:
+                values[_GUIDE] = [guide.schema]
     values["return_num_input_tokens"] = [True]
     values["return_num_output_tokens"] = [True]
     return _request(face, values)
+
+
+def _structured_outputs(guide: Guide) -> dict[str, Any]:
+    """The fields of vLLM's StructuredOutputsParams that say `guide` (the others its
+    defaults): `json` = the schema text, or `json_object` = true."""
+    if guide.kind is GuideKind.JSON_OBJECT:
+        return {"json_object": True}
+    return {"json": guide.schema}
 
 
 def embedding_request(face: ModelFace, text: str, *, dimensions: int | None) -> InferRequest:
