@@ -53,6 +53,7 @@ from activator.scaler.backend import ScalerKind
 from activator.scaler.kube_config import KubernetesConfig
 from activator.scaler.local.host_tier import make_tier_dir, remove_tier_dir
 from activator.scaler.local_config import LocalConfig, PoolSettings
+from thawserver import lora_flags
 from thawserver.cache_flags import add_cache_arguments
 from thawserver.fd_limit import bounded_by_fd_limit
 from thawserver.limit_flags import add_body_timeout_argument, add_limit_arguments
@@ -68,7 +69,6 @@ from thawserver.settings_flags import (
     log_settings,
     trace_setting,
 )
-from thawserver import lora_flags
 from thawserver.tool_call_flags import add_tool_call_arguments, replica_environment
 from thawwire.model_control import ModelControlMode
 

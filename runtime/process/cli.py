@@ -26,9 +26,9 @@ from thawserver.cache_flags import add_cache_arguments, cache_bytes
 from thawserver.fd_limit import bounded_by_fd_limit
 from thawserver.limit_flags import add_body_timeout_argument, add_limit_arguments, limits_from_args
 from thawserver.log_control import LogControl
+from thawserver.lora_flags import add_lora_argument
 from thawserver.repository_flags import model_repositories, strict_model_config_warnings
 from thawserver.settings_flags import log_settings, trace_setting
-from thawserver.lora_flags import add_lora_argument
 from thawserver.tool_call_flags import add_tool_call_arguments
 
 __all__ = ["build_config", "main", "register", "run"]

@@ -66,7 +66,7 @@ def _inputs(face: ModelFace, guide: Guide | None) -> dict[str, Any]:
                 },
             },
             Guide(GuideKind.JSON_SCHEMA, SCHEMA_TEXT),
-        ),  # fmt: skip
+        ),
     ],
 )
 def test_each_type_asks_its_guide(value: Any, guide: Guide | None) -> None:
