@@ -128,7 +128,9 @@ class OpenAIProxy:
         name, lora = split_lora(asked, config.lora_separator)
         entry = fleet.repository.get(name)  # 404 (OpenAI's model_not_found) or 503 before holding
         if lora is not None and lora not in await asyncio.to_thread(_lora_names, entry):
-            raise BadRequest(unknown_lora_message(lora, asked))  # the replica's words, no wake
+            # The replica's refusal, document and all (`param`), without waking it.
+            doc = api.error_body(unknown_lora_message(lora, asked), status=400, param="model")
+            return json_response(doc, status=400)
         endpoint = fleet.endpoint(name)
         fleet.wake_composing(name)
         # The replica starts its answer at the first token (runtime.openai streams only then):

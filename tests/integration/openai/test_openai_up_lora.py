@@ -43,7 +43,12 @@ def test_an_adapter_wakes_the_model_and_reaches_it(up: UpProcess) -> None:
         with pytest.raises(openai.BadRequestError) as refused:
             c.completions.create(model=f"lora_vllm{SEP}unknown", prompt="hi")
         message = f"Unknown LoRA: unknown; for model: lora_vllm{SEP}unknown"
-        assert refused.value.body["message"] == message  # type: ignore[index]
+        assert refused.value.body == {  # as thaw serve answers it
+            "message": message,
+            "type": "invalid_request_error",
+            "param": "model",
+            "code": None,
+        }
         assert len(up.model("lora_vllm")["replicas"]) == 0  # nothing woke for either
         name = f"lora_vllm{SEP}doll"
         completion = c.completions.create(model=name, prompt="hi")
