@@ -20,6 +20,7 @@ from typing import Protocol
 
 from runtime.inference import InferRequest, InferResponse
 from runtime.openai.logprobs import TokenLogprob
+from runtime.openai.lora import LoraRequest
 from runtime.openai.schema import GenerationRequest, Sampling
 from runtime.openai.triton_mapping import (
     DEFAULT_MAX_TOKENS,
@@ -115,7 +116,7 @@ class Generation:
         request: GenerationRequest,
         prompts: tuple[str, ...],
         *,
-        lora: str | None = None,
+        lora: LoraRequest | None = None,
     ) -> None:
         self._streams = streams
         self._face = face

@@ -32,7 +32,7 @@ from runtime.openai.chat_template import ChatTemplates
 from runtime.openai.errors import OpenAIError, from_serving
 from runtime.openai.generation import Delta, End, Generation
 from runtime.openai.logprobs import TokenLogprob
-from runtime.openai.lora import LoraAdapters, Selection
+from runtime.openai.lora import LoraAdapters, LoraRequest
 from runtime.openai.model_control import ModelControl
 from runtime.openai.schema import (
     GenerationRequest,
@@ -169,13 +169,13 @@ class OpenAIHandlers:
             name, self._manager.metadata(name, None), self._manager.config(name, None)
         )
 
-    async def _face(self, asked: str) -> tuple[ModelFace, Selection]:
-        """The model a generation request's `model` names, and the LoRA adapter it selects
-        (checked: 400 in Triton's frontend's words when the model offers no such adapter)."""
+    async def _face(self, asked: str) -> tuple[ModelFace, LoraRequest | None]:
+        """The model a generation request's `model` names, and what it is sent for the LoRA
+        adapter it selects (400 in Triton's frontend's words when the model offers none such)."""
         selection = self._loras.split(asked)
         face = self._face_of(selection.model)
-        await self._loras.check(selection, asked, face.version, vllm=face.vllm)
-        return face, selection
+        lora = await self._loras.request(selection, asked, face.version, vllm=face.vllm)
+        return face, lora
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         return await self._generate(request, parse_completion(await self._body(request)))
@@ -184,7 +184,7 @@ class OpenAIHandlers:
         return await self._generate(request, parse_chat(await self._body(request)))
 
     async def _generate(self, request: web.Request, asked: GenerationRequest) -> web.StreamResponse:
-        face, selection = await self._face(asked.model)
+        face, lora = await self._face(asked.model)
         prompts = asked.prompts
         if asked.is_chat:
             asked.tools.check_parser(self._config.tool_call_parser)
@@ -192,7 +192,7 @@ class OpenAIHandlers:
                 face.name, face.version, asked.messages, asked.tools.tools
             )
             prompts = (prompt,)
-        generation = Generation(self._manager, face, asked, prompts, lora=selection.lora)
+        generation = Generation(self._manager, face, asked, prompts, lora=lora)
         answer = answers.Answer.new(asked.model, int(time.time()), chat=asked.is_chat)
         if asked.stream:
             return await self._stream(request, generation, answer, asked)

@@ -1,8 +1,9 @@
 """LoRA selection through the `openai` client, unchanged, against a real `thaw serve
 --lora-separator _lora_` (Triton's OpenAI frontend's flag and its test_lora.py's questions):
 `/v1/models` lists each adapter a model's multi_lora.json offers, a request naming
-`<model>_lora_<adapter>` reaches the model with vLLM's `lora_name`, and a LoRA the model does
-not offer is refused in Triton's words; without the flag, such a name is no model."""
+`<model>_lora_<adapter>` reaches the model with vLLM's `lora_name` (or a TRT-LLM-style model
+with `lora_task_id`, and its tensors on first use), and a LoRA the model does not offer is
+refused in Triton's words; without the flag, such a name is no model."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ def _repo(factory: pytest.TempPathFactory) -> Any:
     repo = factory.mktemp("lora")
     openai_models.make_lora_vllm(repo)
     openai_models.make_params_vllm(repo)  # a vLLM-style model without adapters
+    openai_models.make_lora_trtllm(repo)
     return repo
 
 
@@ -49,7 +51,15 @@ def _sent(text: str | None) -> dict[str, Any]:
 def test_the_model_list_names_each_adapter(serve: ServeProcess) -> None:
     with _client(serve) as client:
         ids = [model.id for model in client.models.list()]
-        assert ids == ["lora_vllm", "lora_vllm_lora_doll", "lora_vllm_lora_sheep", "params_vllm"]
+        assert ids == [
+            "lora_trtllm",
+            "lora_trtllm_lora_doll",
+            "lora_trtllm_lora_sheep",
+            "lora_vllm",
+            "lora_vllm_lora_doll",
+            "lora_vllm_lora_sheep",
+            "params_vllm",
+        ]
         assert client.models.retrieve("lora_vllm_lora_doll").id == "lora_vllm_lora_doll"
         with pytest.raises(openai.NotFoundError):
             client.models.retrieve("lora_vllm_lora_unknown")
@@ -103,10 +113,30 @@ def test_without_the_separator_an_adapters_name_is_no_model(
     try:
         server.wait_ready()
         with _client(server) as client:
-            assert [m.id for m in client.models.list()] == ["lora_vllm", "params_vllm"]
+            ids = [m.id for m in client.models.list()]
+            assert ids == ["lora_trtllm", "lora_vllm", "params_vllm"]
             with pytest.raises(openai.NotFoundError):
                 client.completions.create(model=f"lora_vllm{SEP}doll", prompt="hi")
             base = client.completions.create(model="lora_vllm", prompt="hi")
             assert "lora_name" not in _sent(base.choices[0].text)
     finally:
         server.stop()
+
+
+def test_a_trtllm_adapter_sends_its_task_id_and_once_its_tensors(serve: ServeProcess) -> None:
+    with _client(serve) as client:
+
+        def given(model: str) -> dict[str, Any]:
+            answer = client.chat.completions.create(model=model, messages=ASKING)
+            return dict(json.loads(answer.choices[0].message.content or ""))
+
+        first = given(f"lora_trtllm{SEP}sheep")
+        assert first["lora_task_id"] == 2  # the list's second adapter
+        assert first["lora_weights"] == {"shape": [2, 8], "dtype": "float16", "sum": 32.0}
+        assert first["lora_config"] == {"shape": [2, 3], "dtype": "int32", "sum": 6.0}
+        again = given(f"lora_trtllm{SEP}sheep")  # TensorRT-LLM caches it by its task id
+        assert again == {"lora_task_id": 2, "lora_weights": None, "lora_config": None}
+        assert given(f"lora_trtllm{SEP}doll")["lora_weights"]["shape"] == [4, 8]
+        assert given("lora_trtllm")["lora_task_id"] is None
+        with pytest.raises(openai.BadRequestError, match="Unknown LoRA: x; for model: lora_trtllm"):
+            given(f"lora_trtllm{SEP}x")

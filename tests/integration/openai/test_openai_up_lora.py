@@ -1,7 +1,8 @@
 """LoRA selection through a real `thaw up --lora-separator _lora_` with its model at zero: the
 model list names each adapter without waking anything, a LoRA the model does not offer is
 refused without waking it, and a request naming an adapter wakes the model and reaches it as
-vLLM's `lora_name` (the replica given the separator by `thaw up`)."""
+vLLM's `lora_name`, or TensorRT-LLM's task id and tensors (the replica given the separator by
+`thaw up`)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ SEP = "_lora_"
 def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpProcess]:
     repo = tmp_path_factory.mktemp("openai_up_lora")
     with_params(openai_models.make_lora_vllm(repo), max_replicas=1)
+    with_params(openai_models.make_lora_trtllm(repo), max_replicas=1)
     server = UpProcess(
         repo,
         "--warm-pool", "1",
@@ -38,7 +40,14 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpProcess]:
 def test_an_adapter_wakes_the_model_and_reaches_it(up: UpProcess) -> None:
     with openai.OpenAI(base_url=up.url + "/v1", api_key="none", max_retries=0, timeout=120) as c:
         ids = [model.id for model in c.models.list()]
-        assert ids == ["lora_vllm", f"lora_vllm{SEP}doll", f"lora_vllm{SEP}sheep"]
+        assert ids == [
+            "lora_trtllm",
+            f"lora_trtllm{SEP}doll",
+            f"lora_trtllm{SEP}sheep",
+            "lora_vllm",
+            f"lora_vllm{SEP}doll",
+            f"lora_vllm{SEP}sheep",
+        ]
         assert c.models.retrieve(f"lora_vllm{SEP}sheep").id == f"lora_vllm{SEP}sheep"
         with pytest.raises(openai.BadRequestError) as refused:
             c.completions.create(model=f"lora_vllm{SEP}unknown", prompt="hi")
@@ -59,4 +68,9 @@ def test_an_adapter_wakes_the_model_and_reaches_it(up: UpProcess) -> None:
             model=f"lora_vllm{SEP}sheep", messages=[{"role": "user", "content": "hi"}], stream=True
         )
         text = "".join(ch.choices[0].delta.content or "" for ch in stream if ch.choices)
+        trtllm = c.chat.completions.create(
+            model=f"lora_trtllm{SEP}doll", messages=[{"role": "user", "content": "hi"}]
+        )
     assert json.loads(text)["sampling_parameters"]["lora_name"] == "sheep"
+    given = json.loads(trtllm.choices[0].message.content or "")
+    assert given["lora_task_id"] == 1 and given["lora_weights"]["shape"] == [4, 8]

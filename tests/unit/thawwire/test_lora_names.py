@@ -1,6 +1,7 @@
 """The LoRA name grammar and the adapters a model offers, the rule both servers share: Triton's
 frontend's split (exactly two parts, else the whole name), vllm_backend's `enable_lora` switch,
-multi_lora.json's names in file order, and every malformed file offering none."""
+multi_lora.json's names in file order, every malformed file offering none; a TensorRT-LLM
+model's adapters only where their folder is inside the repository and holds both tensors."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ import pytest
 
 from thawwire.openai_lora import (
     MAX_LORA_LIST_BYTES,
+    TRTLLM_LORA_FILES,
     lora_model_id,
-    parse_lora_names,
+    parse_vllm_lora_names,
     read_lora_names,
+    read_trtllm_adapters,
     split_lora,
     unknown_lora_message,
 )
@@ -63,12 +66,7 @@ def test_the_listed_id_and_the_refusal_read_as_tritons() -> None:
 def test_a_vllm_style_model_offers_its_list_when_lora_is_enabled(
     engine: bytes | None, listed: bytes | None, names: tuple[str, ...]
 ) -> None:
-    assert parse_lora_names(engine, listed, vllm=True) == names
-
-
-def test_any_other_model_offers_none() -> None:
-    # TensorRT-LLM's adapters (lora_task_id, the weights' tensors) are not sent.
-    assert parse_lora_names(ON, LIST, vllm=False) == ()
+    assert parse_vllm_lora_names(engine, listed) == names
 
 
 def test_the_files_are_read_from_the_version_folder(tmp_path: Path) -> None:
@@ -76,3 +74,35 @@ def test_the_files_are_read_from_the_version_folder(tmp_path: Path) -> None:
     (tmp_path / "multi_lora.json").write_text(json.dumps({"b": "p", "a": "p"}))
     assert read_lora_names(tmp_path, vllm=True) == ("b", "a")  # file order
     assert read_lora_names(tmp_path / "absent", vllm=True) == ()
+
+
+def test_a_trtllm_model_offers_the_adapters_whose_tensors_are_in_the_repository(
+    tmp_path: Path,
+) -> None:
+    repo = tmp_path / "repo"
+    version = repo / "llm" / "1"
+    for folder in ("llm/1/doll", "llm/1/sheep", "llm/1/half"):
+        (repo / folder).mkdir(parents=True)
+    for folder in ("llm/1/doll", "llm/1/sheep"):
+        for name in TRTLLM_LORA_FILES:
+            (repo / folder / name).write_bytes(b"")
+    (repo / "llm" / "1" / "half" / TRTLLM_LORA_FILES[0]).write_bytes(b"")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    for name in TRTLLM_LORA_FILES:
+        (outside / name).write_bytes(b"")
+    (version / "link").symlink_to(outside)
+    listed = {
+        "abs": str(repo / "llm/1/doll"),  # absolute: never
+        "up": "../outside",  # outside the repository
+        "link": "llm/1/link",  # inside by name, outside once resolved
+        "half": "llm/1/half",  # one tensor missing
+        "doll": "llm/1/doll",
+        "gone": "llm/1/none",
+        "sheep": "llm/1//../1/sheep",
+    }
+    (version / "multi_lora.json").write_text(json.dumps(listed))
+    adapters = read_trtllm_adapters(version, repo)
+    assert [(a.name, a.task_id) for a in adapters.values()] == [("doll", 1), ("sheep", 2)]
+    assert adapters["sheep"].folder == (repo / "llm/1/sheep").resolve()
+    assert read_lora_names(version, vllm=False) == ("doll", "sheep")
