@@ -31,8 +31,8 @@ run is `thawserver`'s.
     errors            the errors it raises: WireError (a broken protocol), SharedMemoryError
 
 Exports the names below; `model_control`, `shm_params`, `load_answer`, `pool_protocol`,
-`openai_api`, `openai_lora`, `runtime_parameters`, `model_metrics`, the settings modules and the gRPC modules
-are imported by their module names.
+`openai_api`, `openai_lora`, `runtime_parameters`, `model_metrics`, the settings modules and the
+gRPC modules are imported by their module names.
 """
 
 from __future__ import annotations
