@@ -251,6 +251,9 @@ class ActivatorConfig:
     host_cache_dir: Path | None = None
     build_images: bool = True  # build snapshot images into the cache at start-up
     defaults: ScaleSettings = field(default_factory=ScaleSettings)
+    # `--lora-separator`: the OpenAI routes list and route `<model><separator><lora>`
+    # (thawwire.openai_lora); None: no LoRA selection.
+    lora_separator: str | None = None
     max_body_bytes: int = 64 * 1024 * 1024  # declared request bodies above this get 413
     request_timeout_s: float = 300.0  # a forwarded request with no response by then gets 504
     body_timeout_s: float = 60.0  # a request body not fully received by then gets 408

@@ -126,6 +126,9 @@ class ServeConfig:
     # streamed answer (`--max-tool-call-parse-bytes`).
     tool_call_parser: str | None = None
     max_tool_call_parse_bytes: int = DEFAULT_MAX_TOOL_CALL_PARSE_BYTES
+    # `--lora-separator`: a request's model `<model><separator><lora>` selects a LoRA adapter
+    # (thawwire.openai_lora); None: no LoRA selection.
+    lora_separator: str | None = None
     # -- parsed from the settings above when the config is built (__post_init__) --
     # The compiled `*_header_forward_pattern`s (None: "", nothing forwarded).
     http_header_forward: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
@@ -191,6 +194,8 @@ class ServeConfig:
                 f"`tool_call_parser` = {self.tool_call_parser}, must be one of "
                 f"{', '.join(TOOL_CALL_PARSERS)}"
             )
+        if self.lora_separator is not None and not self.lora_separator:
+            raise ConfigError("`lora_separator` = '', must be unset or at least one character")
         _in_range("body_timeout_s", self.body_timeout_s, 0.1, 3600)
         problem = connection_limits.out_of_range(self.connections)
         if problem is not None:

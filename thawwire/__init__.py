@@ -22,6 +22,7 @@ run is `thawserver`'s.
     grpc_service      Triton's `GRPCInferenceService`: its protobuf module, its method names
     grpc_messages     the v2 JSON documents both sides build, as gRPC messages
     openai_api        the OpenAI-compatible paths both servers answer, its model and error entries
+    openai_lora       LoRA selection's name grammar, the adapters a model's files offer, the refusal
     runtime_parameters  the `thaw.*` model parameters only the runtime reads, and their values
     model_metrics     Triton's per-model `nv_*` families: names, help texts, labels
     log_settings      the logging extension's settings and a client's update of them
@@ -30,8 +31,8 @@ run is `thawserver`'s.
     errors            the errors it raises: WireError (a broken protocol), SharedMemoryError
 
 Exports the names below; `model_control`, `shm_params`, `load_answer`, `pool_protocol`,
-`openai_api`, `runtime_parameters`, `model_metrics`, the settings modules and the gRPC modules
-are imported by their module names.
+`openai_api`, `openai_lora`, `runtime_parameters`, `model_metrics`, the settings modules and the
+gRPC modules are imported by their module names.
 """
 
 from __future__ import annotations

@@ -52,6 +52,7 @@ from activator.scaler.backend import ScalerKind
 from activator.scaler.kube_config import KubernetesConfig
 from activator.scaler.local.host_tier import make_tier_dir, remove_tier_dir
 from activator.scaler.local_config import LocalConfig, PoolSettings
+from thawserver import lora_flags
 from thawserver.cache_flags import add_cache_arguments
 from thawserver.fd_limit import bounded_by_fd_limit
 from thawserver.limit_flags import add_body_timeout_argument, add_limit_arguments
@@ -279,6 +280,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )  # fmt: skip
     _add_connection_arguments(p)
     add_tool_call_arguments(p, {})  # given to each local replica (thawserver.tool_call_flags)
+    lora_flags.add_lora_argument(p, {})  # used here, and given to each local replica
     p.add_argument(
         "--direct-connections",
         choices=["on", "off"],
@@ -427,6 +429,7 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
         build_images=not args.no_image_build and not kubernetes,
         defaults=settings,
         max_body_bytes=args.max_body_bytes,
+        lora_separator=args.lora_separator or None,
         request_timeout_s=args.request_timeout_s,
         body_timeout_s=args.body_timeout_s,
         model_control=args.model_control_mode == ModelControlMode.EXPLICIT,
@@ -491,6 +494,7 @@ def run(args: argparse.Namespace) -> int:
         # Once the flags are accepted: the replicas' --tool-call-parser, ... (a refused start
         # leaves this process's environment as it was).
         os.environ.update(replica_environment(args))
+        os.environ.update(lora_flags.replica_environment(args))
         config = dataclasses.replace(
             config,
             # Each connection the activator serves may hold a second descriptor (its request's

@@ -2,8 +2,10 @@
 completion, chat or embeddings request held, woken and forwarded like an infer request.
 
     GET  /v1/models, /v1/models/{model}   answered here, from the repository: nothing wakes
+                                          (with --lora-separator, each model's adapters too)
     POST /v1/completions | /v1/chat/completions | /v1/embeddings
-         body read whole (small JSON), only its "model" looked at
+         body read whole (small JSON), only its "model" looked at: `<model><sep><lora>`
+         routes to <model>, a LoRA it does not offer refused here (thawwire.openai_lora)
          ─▶ the model's endpoint: hold, wake from zero, take a replica slot
          ─▶ forwarded unchanged to the replica's own route; its answer (JSON, or Server-Sent
             Events token by token) streamed back as it comes
@@ -15,6 +17,7 @@ The replica (runtime.openai) does every translation; errors here and there have 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -23,12 +26,14 @@ from aiohttp import web
 
 from activator.errors import ActivatorError, BadRequest, UnknownModel
 from activator.fleet.fleet import Fleet
+from activator.fleet.repository import ModelEntry
 from activator.surfaces.proxy import forward, read_body, to_replica
 from activator.surfaces.upstream import UpstreamPool
 from thawserver.json_response import json_response
 from thawserver.redaction import Redactor
 from thawserver.restricted_protocols import Category
 from thawwire import openai_api as api
+from thawwire.openai_lora import lora_model_id, read_lora_names, split_lora, unknown_lora_message
 
 __all__ = ["OpenAIProxy"]
 
@@ -88,14 +93,27 @@ class OpenAIProxy:
         repository = fleet.repository
         return sorted({*repository.names(), *repository.unavailable})
 
+    async def _ids(self, fleet: Fleet) -> list[str]:
+        """What `/v1/models` lists: each model, then each LoRA adapter it offers."""
+        separator = fleet.config.lora_separator
+        names = self._names(fleet)
+        if separator is None:
+            return names
+        entries = [fleet.repository.get(name) for name in fleet.repository.names()]
+        loras = await asyncio.to_thread(lambda: {e.name: _lora_names(e) for e in entries})
+        ids: list[str] = []
+        for name in names:
+            ids += [name, *(lora_model_id(name, lora, separator) for lora in loras.get(name, ()))]
+        return ids
+
     async def models(self, request: web.Request) -> web.Response:
         fleet = request.app[self._fleet]
-        data = [api.model_object(name, self._created) for name in self._names(fleet)]
+        data = [api.model_object(name, self._created) for name in await self._ids(fleet)]
         return json_response({"object": "list", "data": data})
 
     async def model(self, request: web.Request) -> web.Response:
         fleet, name = request.app[self._fleet], request.match_info["model"]
-        if name not in self._names(fleet):
+        if name not in await self._ids(fleet):
             raise UnknownModel(f"The model '{name[:200]}' does not exist")
         return json_response(api.model_object(name, self._created))
 
@@ -106,8 +124,13 @@ class OpenAIProxy:
         body = await read_body(
             request, limit=config.max_body_bytes, timeout_s=config.body_deadline_s
         )
-        name = _model_of(body)
-        fleet.repository.get(name)  # 404 (OpenAI's model_not_found) or 503 before holding
+        asked = _model_of(body)
+        name, lora = split_lora(asked, config.lora_separator)
+        entry = fleet.repository.get(name)  # 404 (OpenAI's model_not_found) or 503 before holding
+        if lora is not None and lora not in await asyncio.to_thread(_lora_names, entry):
+            # The replica's refusal, document and all (`param`), without waking it.
+            doc = api.error_body(unknown_lora_message(lora, asked), status=400, param="model")
+            return json_response(doc, status=400)
         endpoint = fleet.endpoint(name)
         fleet.wake_composing(name)
         # The replica starts its answer at the first token (runtime.openai streams only then):
@@ -137,6 +160,17 @@ class OpenAIProxy:
             return
         name, cold, start = arrived
         request.app[self._fleet].endpoint(name).first_token(time.monotonic() - start, cold=cold)
+
+
+def _lora_names(entry: ModelEntry) -> tuple[str, ...]:
+    """The LoRA adapters `entry`'s newest served version offers (blocking: reads files). A
+    model is vLLM style by its config's backend or a declared `sampling_parameters` input, as
+    the replica reads it (runtime.openai.triton_mapping)."""
+    if not entry.versions:
+        return ()
+    config = entry.config
+    vllm = config.backend == "vllm" or any(i.name == "sampling_parameters" for i in config.input)
+    return read_lora_names(entry.directory / entry.versions[-1], vllm=vllm)
 
 
 def _model_of(body: bytes) -> str:

@@ -13,6 +13,8 @@
     tool_call_scan  tool-call JSON text, perhaps still being written, as the calls so far
     tool_calls      one chat choice's text as OpenAI's answer with tool calls, whole or streamed
     model_control   Triton's OpenAI frontend's load/unload routes
+    lora            a request's LoRA adapter (--lora-separator), and the ids /v1/models lists
+    response_format a request's `response_format` as the guide its text must follow
 
 Exports `OpenAIHandlers` and `add_routes`.
 """

@@ -20,6 +20,7 @@ from typing import Protocol
 
 from runtime.inference import InferRequest, InferResponse
 from runtime.openai.logprobs import TokenLogprob
+from runtime.openai.lora import LoraRequest
 from runtime.openai.schema import GenerationRequest, Sampling
 from runtime.openai.triton_mapping import (
     DEFAULT_MAX_TOKENS,
@@ -114,9 +115,12 @@ class Generation:
         face: ModelFace,
         request: GenerationRequest,
         prompts: tuple[str, ...],
+        *,
+        lora: LoraRequest | None = None,
     ) -> None:
         self._streams = streams
         self._face = face
+        self._lora = lora  # the LoRA adapter every choice runs with (None: the base model)
         self._request = request
         self._prompts = prompts
         self.usage = Usage()
@@ -176,7 +180,8 @@ class Generation:
             stream=asked.stream,
             echo=asked.echo,
             logprobs=top,
-            guide=asked.tools.guide,
+            guide=asked.guide,
+            lora=self._lora,
         )
         if self._request.echo and not self._face.echoes:
             yield Delta(index, prompt)  # the prompt's tokens are not generated: no logprobs

@@ -1,7 +1,8 @@
 """The OpenAI-compatible routes of `thaw serve`: THE `/v1` route table and thin handlers.
 
     GET  /health/ready          200 while the server is ready (the v2 route's rule)
-    GET  /v1/models             every model loaded and READY (Triton's frontend's rule)
+    GET  /v1/models             every model loaded and READY (Triton's frontend's rule), and
+                                with --lora-separator each `<model><sep><lora>` it offers (lora)
     GET  /v1/models/{model}
     POST /v1/models/{model}/load, /unload    Triton's frontend's model control (model_control)
     POST /v1/completions        ─▶ schema ─▶ Generation (triton_mapping, the ModelService)
@@ -31,6 +32,7 @@ from runtime.openai.chat_template import ChatTemplates
 from runtime.openai.errors import OpenAIError, from_serving
 from runtime.openai.generation import Delta, End, Generation
 from runtime.openai.logprobs import TokenLogprob
+from runtime.openai.lora import LoraAdapters, LoraRequest
 from runtime.openai.model_control import ModelControl
 from runtime.openai.schema import (
     GenerationRequest,
@@ -99,6 +101,7 @@ class OpenAIHandlers:
         self._config = config
         self._manager = manager
         self._templates = ChatTemplates(config.repositories)
+        self._loras = LoraAdapters(config.repositories, config.lora_separator)
         self._created = int(time.time())  # every model's `created`: when this server started
         self.completions = _openai_errors(self._completions)
         self.chat_completions = _openai_errors(self._chat_completions)
@@ -114,13 +117,27 @@ class OpenAIHandlers:
         what --load-model and the load route brought up)."""
         return sorted({row["name"] for row in await self._manager.index(ready_only=True)})
 
+    async def _ids(self) -> list[str]:
+        """What `/v1/models` lists: each ready model, then each LoRA adapter it offers."""
+        names = await self._names()
+        if self._loras.separator is None:
+            return names
+        ids: list[str] = []
+        for name in names:
+            try:
+                face = self._face_of(name)
+            except ServingError:
+                continue  # unloaded since it was listed
+            ids += await self._loras.ids(name, face.version, vllm=face.vllm)
+        return ids
+
     async def _models(self, request: web.Request) -> web.Response:
-        data = [api.model_object(name, self._created) for name in await self._names()]
+        data = [api.model_object(name, self._created) for name in await self._ids()]
         return json_response({"object": "list", "data": data})
 
     async def _model(self, request: web.Request) -> web.Response:
         name = request.match_info["model"]
-        if name not in await self._names():
+        if name not in await self._ids():
             raise OpenAIError(
                 f"The model '{name[:200]}' does not exist", status=404, code="model_not_found"
             )
@@ -143,7 +160,7 @@ class OpenAIHandlers:
             ) from None
         return parse_body(raw)
 
-    def _face(self, name: str) -> ModelFace:
+    def _face_of(self, name: str) -> ModelFace:
         if not is_model_name(name):
             raise OpenAIError(
                 f"The model '{name[:200]}' does not exist", status=404, code="model_not_found"
@@ -152,6 +169,14 @@ class OpenAIHandlers:
             name, self._manager.metadata(name, None), self._manager.config(name, None)
         )
 
+    async def _face(self, asked: str) -> tuple[ModelFace, LoraRequest | None]:
+        """The model a generation request's `model` names, and what it is sent for the LoRA
+        adapter it selects (400 in Triton's frontend's words when the model offers none such)."""
+        selection = self._loras.split(asked)
+        face = self._face_of(selection.model)
+        lora = await self._loras.request(selection, asked, face.version, vllm=face.vllm)
+        return face, lora
+
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         return await self._generate(request, parse_completion(await self._body(request)))
 
@@ -159,7 +184,7 @@ class OpenAIHandlers:
         return await self._generate(request, parse_chat(await self._body(request)))
 
     async def _generate(self, request: web.Request, asked: GenerationRequest) -> web.StreamResponse:
-        face = self._face(asked.model)
+        face, lora = await self._face(asked.model)
         prompts = asked.prompts
         if asked.is_chat:
             asked.tools.check_parser(self._config.tool_call_parser)
@@ -167,7 +192,7 @@ class OpenAIHandlers:
                 face.name, face.version, asked.messages, asked.tools.tools
             )
             prompts = (prompt,)
-        generation = Generation(self._manager, face, asked, prompts)
+        generation = Generation(self._manager, face, asked, prompts, lora=lora)
         answer = answers.Answer.new(asked.model, int(time.time()), chat=asked.is_chat)
         if asked.stream:
             return await self._stream(request, generation, answer, asked)
@@ -255,7 +280,7 @@ class OpenAIHandlers:
 
     async def _embeddings(self, request: web.Request) -> web.Response:
         asked = parse_embedding(await self._body(request))
-        face = self._face(asked.model)
+        face = self._face_of(asked.model)
         infers = [
             embedding_request(face, text, dimensions=asked.dimensions) for text in asked.inputs
         ]

@@ -17,8 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.openai.errors import OpenAIError
+from runtime.openai.response_format import Guide, parse_response_format
 from runtime.openai.tool_schema import (
     MessageToolCall,
+    ToolMode,
     ToolRequest,
     message_tool_calls,
     parse_tools,
@@ -102,10 +104,21 @@ class GenerationRequest:
     # logprobs asked (completions' `logprobs` > 0, or chat's `logprobs: true`).
     logprobs: int | None = None
     tools: ToolRequest = field(default_factory=ToolRequest)
+    # `response_format`'s guide (runtime.openai.response_format); None: none asked.
+    response_format: Guide | None = None
 
     @property
     def is_chat(self) -> bool:
         return bool(self.messages)
+
+    @property
+    def guide(self) -> Guide | None:
+        """What every choice's text must follow: `response_format`'s, or a named tool
+        choice's tool's `parameters` (never both: _generation refuses that)."""
+        if self.response_format is not None:
+            return self.response_format
+        schema = self.tools.guide
+        return None if schema is None else Guide.of_schema(schema)
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +229,14 @@ def _generation(
     if options is not None and not isinstance(options, dict):
         raise OpenAIError("'stream_options' must be an object", param="stream_options")
     include_usage = _optional(options or {}, "include_usage", bool, False, param="stream_options")
+    response_format = parse_response_format(doc)
+    named = tools is not None and tools.mode is ToolMode.NAMED
+    if response_format is not None and named:
+        raise OpenAIError(
+            "'response_format' cannot be used with a named or \"required\" 'tool_choice': "
+            "each constrains the answer's text (the tool's parameters guide it)",
+            param="response_format",
+        )
     return GenerationRequest(
         model=_model(doc),
         sampling=sampling,
@@ -227,6 +248,7 @@ def _generation(
         echo=echo,
         logprobs=logprobs,
         tools=tools or ToolRequest(),
+        response_format=response_format,
     )
 
 

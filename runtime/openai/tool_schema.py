@@ -26,6 +26,7 @@ from enum import StrEnum
 from typing import Any
 
 from runtime.openai.errors import OpenAIError
+from runtime.openai.response_format import schema_text
 
 __all__ = ["MessageToolCall", "ToolMode", "ToolRequest", "message_tool_calls", "parse_tools"]
 
@@ -74,7 +75,7 @@ class ToolRequest:
         schema = functions.get(self.name, {}).get("parameters")
         if schema is None:
             return None
-        return json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
+        return schema_text(schema)
 
     def check_parser(self, parser: str | None) -> None:
         """Refuses a request that needs a tool-call parser when the server has none."""

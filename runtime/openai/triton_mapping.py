@@ -13,11 +13,16 @@ frontend's (python/openai in triton-inference-server/server), read from a model'
       logprobs            vLLM style with a `logprobs` output only: return_logprobs = true and
                           sampling_parameters' `logprobs` = tokens per position; the output
                           read by runtime.openai.logprobs
-      a guide             a JSON schema the text must follow (a named tool's parameters):
-                          vLLM style, sampling_parameters' `structured_outputs` = the JSON text
-                          of vLLM's StructuredOutputsParams {"json": schema text}, as
-                          vllm_backend reads it; TRT-LLM / Python, guided_decoding_guide_type =
-                          "json_schema" and guided_decoding_guide = the schema text
+      a guide             what the text must follow (a named tool's parameters, or
+                          response_format): vLLM style, sampling_parameters' `structured_outputs`
+                          = the JSON text of vLLM's StructuredOutputsParams {"json": schema
+                          text} or {"json_object": true}, as vllm_backend reads it; TRT-LLM /
+                          Python, guided_decoding_guide_type = "json_schema" and
+                          guided_decoding_guide = the schema text, or the type "json" alone
+      a LoRA adapter      (runtime.openai.lora checked the model offers it) vLLM style,
+                          sampling_parameters' `lora_name`; TRT-LLM / Python, lora_task_id and,
+                          on its first use, lora_weights and lora_config (the task id must be
+                          declared: a model without it is refused, not served by its base)
     an embedding model    vLLM style: input embedding_request (JSON) -> text_output (a JSON
                           list); plain: text_input (BYTES) -> embedding (FP32/FP16/FP64)
 
@@ -38,6 +43,8 @@ from runtime.datatypes import v2_to_numpy
 from runtime.inference import InferRequest, InferResponse, InferTensor
 from runtime.openai.errors import OpenAIError
 from runtime.openai.logprobs import TokenLogprob, parse_logprobs
+from runtime.openai.lora import LoraRequest
+from runtime.openai.response_format import Guide, GuideKind
 from runtime.openai.schema import Sampling
 
 __all__ = [
@@ -61,6 +68,7 @@ _ECHO = "exclude_input_in_output"
 _COUNTS = ("num_input_tokens", "num_output_tokens")
 _LOGPROBS = "logprobs"
 _GUIDE_TYPE, _GUIDE = "guided_decoding_guide_type", "guided_decoding_guide"
+_LORA_TASK, _LORA_WEIGHTS, _LORA_CONFIG = "lora_task_id", "lora_weights", "lora_config"
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,11 +124,12 @@ def generate_request(
     stream: bool,
     echo: bool,
     logprobs: int | None = None,
-    guide: str | None = None,
+    guide: Guide | None = None,
+    lora: LoraRequest | None = None,
 ) -> InferRequest:
     """The infer request for one choice of one prompt (`logprobs`: the most likely tokens to
-    report per position, None for no logprobs; `guide`: the JSON schema, as text, the text must
-    follow, None for none)."""
+    report per position, None for no logprobs; `guide`: what the text must follow, None for
+    nothing; `lora`: what the selected LoRA adapter sends, None for the base model)."""
     if not face.generative:
         raise OpenAIError(
             f"model '{face.name}' is not a generative model (it needs a '{TEXT_IN}' input and "
@@ -149,7 +158,9 @@ def generate_request(
         if logprobs is not None:
             fields["logprobs"] = logprobs
         if guide is not None:  # vllm_backend: StructuredOutputsParams(**json.loads(value))
-            fields["structured_outputs"] = json.dumps({"json": guide})
+            fields["structured_outputs"] = json.dumps(_structured_outputs(guide))
+        if lora is not None:  # vllm_backend: a LoRARequest of its multi_lora.json's entry
+            fields["lora_name"] = lora.name
         present = {k: v for k, v in fields.items() if v is not None}
         values[_VLLM_SAMPLING] = [json.dumps(present)]
         values["return_logprobs"] = [logprobs is not None]
@@ -162,11 +173,47 @@ def generate_request(
         if sampling.stop:
             values["stop_words"] = list(sampling.stop)
         if guide is not None:  # a model without these inputs gets no guide (see _request)
-            values[_GUIDE_TYPE] = ["json_schema"]
-            values[_GUIDE] = [guide]
+            # TensorRT-LLM's GuideType: JSON_SCHEMA with the schema, JSON (any object) without
+            values[_GUIDE_TYPE] = ["json_schema" if guide.schema is not None else "json"]
+            if guide.schema is not None:
+                values[_GUIDE] = [guide.schema]
     values["return_num_input_tokens"] = [True]
     values["return_num_output_tokens"] = [True]
-    return _request(face, values)
+    request = _request(face, values)
+    if lora is not None and not face.vllm:
+        request.inputs += _trtllm_lora(face, lora)
+    return request
+
+
+def _trtllm_lora(face: ModelFace, lora: LoraRequest) -> list[InferTensor]:
+    """TensorRT-LLM's adapter inputs: `lora_task_id`, and the weights and config tensors when
+    given (each as its .npy file holds it, in the datatype the model declares, with a batch
+    dim of 1 where the model's dims have one more)."""
+    if _LORA_TASK not in face.inputs or lora.task_id is None:
+        raise OpenAIError(
+            f"model '{face.name}' declares no '{_LORA_TASK}' input: it takes no LoRA adapter",
+            param="model",
+        )
+    tensors = [_tensor(face, _LORA_TASK, *face.inputs[_LORA_TASK], [lora.task_id])]
+    for name, array in ((_LORA_WEIGHTS, lora.weights), (_LORA_CONFIG, lora.config)):
+        if array is None or name not in face.inputs:
+            continue
+        datatype, dims = face.inputs[name]
+        if datatype == "BYTES":
+            raise OpenAIError(f"model '{face.name}' declares '{name}' as BYTES", status=500)
+        data = np.asarray(array, dtype=v2_to_numpy(datatype))
+        if len(dims) == data.ndim + 1:
+            data = data[np.newaxis]
+        tensors.append(InferTensor(name, datatype, tuple(data.shape), data))
+    return tensors
+
+
+def _structured_outputs(guide: Guide) -> dict[str, Any]:
+    """The fields of vLLM's StructuredOutputsParams that say `guide` (the others its
+    defaults): `json` = the schema text, or `json_object` = true."""
+    if guide.kind is GuideKind.JSON_OBJECT:
+        return {"json_object": True}
+    return {"json": guide.schema}
 
 
 def embedding_request(face: ModelFace, text: str, *, dimensions: int | None) -> InferRequest:

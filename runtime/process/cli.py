@@ -26,6 +26,7 @@ from thawserver.cache_flags import add_cache_arguments, cache_bytes
 from thawserver.fd_limit import bounded_by_fd_limit
 from thawserver.limit_flags import add_body_timeout_argument, add_limit_arguments, limits_from_args
 from thawserver.log_control import LogControl
+from thawserver.lora_flags import add_lora_argument
 from thawserver.repository_flags import model_repositories, strict_model_config_warnings
 from thawserver.settings_flags import log_settings, trace_setting
 from thawserver.tool_call_flags import add_tool_call_arguments
@@ -151,6 +152,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_body_timeout_argument(p)
     add_limit_arguments(p)
     add_tool_call_arguments(p, os.environ)
+    add_lora_argument(p, os.environ)
     p.add_argument(
         "--event-loop",
         choices=["auto", "asyncio", "uvloop"],
@@ -287,6 +289,7 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
         http_restricted_apis=tuple(args.http_restricted_api),
         tool_call_parser=args.tool_call_parser,
         max_tool_call_parse_bytes=args.max_tool_call_parse_bytes,
+        lora_separator=args.lora_separator or None,
         host=args.host,
         port=args.port,
         model_control_mode=ModelControlMode(args.model_control_mode),

@@ -61,7 +61,10 @@ LEFT_OUT = {
     "through vLLM's engine, a hub download) and compares that model's exact vectors",
     "test_request_size.py": "imports `tritonserver` and Triton's frontend's middleware module "
     "(`RequestSizeLimitMiddleware`, whose messages it compares) at module level",
-    "test_lora.py": "LoRA adapters through vLLM's engine; `huggingface_hub` downloads",
+    "test_lora.py": "imports Triton's frontend's module (`_parse_lora_configs`, "
+    "`_validate_lora_path_trtllm`) and `huggingface_hub` at module level; its servers download "
+    "gemma-2b and two adapters for vLLM's engine (or need TensorRT-LLM engines). Thaw's "
+    "--lora-separator asks its questions of an echo model (tests/integration/openai)",
     "test_openai_restricted_apis.py": "imports Triton's frontend's `RestrictedFeatures` module",
 }
 

@@ -41,6 +41,7 @@ import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from tests.conformance.pytest_junit import run_pytest
 from tests.conformance.qa_checkout import (
@@ -220,6 +221,47 @@ def session_serving(mirror: Path, ref: str, root: Path) -> list[Result]:
     return results
 
 
+LORA_SEPARATOR = "_lora_"
+
+
+def session_lora(mirror: Path, ref: str, root: Path) -> list[Result]:
+    """`thaw serve --lora-separator`: a vllm_opt copy with vllm_backend's LoRA files
+    (model.json `enable_lora`, multi_lora.json); the `openai` client selects an adapter by
+    name, and vllm_backend's own model.py turns the `lora_name` Thaw sends into the engine's
+    LoRARequest (the stand-in answers the adapter it was given)."""
+    repo = root / "models_lora"
+    enable = lambda text: json.dumps({**json.loads(text), "enable_lora": True})  # noqa: E731
+    _vllm_model(mirror, ref, repo, "opt_adapters", enable)
+    adapters = {"doll": str(root / "adapters" / "doll"), "sheep": str(root / "adapters" / "sheep")}
+    (repo / "opt_adapters" / "1" / "multi_lora.json").write_text(json.dumps(adapters))
+    server = _server(repo, f"--lora-separator={LORA_SEPARATOR}")
+    try:
+        return [_check(ref, "openai_lora_selected", lambda: _check_lora(adapters))]
+    finally:
+        server.stop()
+
+
+def _check_lora(adapters: dict[str, str]) -> None:
+    import openai
+
+    client = openai.OpenAI(base_url="http://127.0.0.1:8000/v1", api_key="unused")
+    ids = [model.id for model in client.models.list()]
+    if ids != ["opt_adapters", *(f"opt_adapters{LORA_SEPARATOR}{a}" for a in adapters)]:
+        raise AssertionError(f"/v1/models: {ids}")
+    for number, (name, path) in enumerate(adapters.items(), 1):
+        answer = client.completions.create(model=f"opt_adapters{LORA_SEPARATOR}{name}", prompt="hi")
+        given = json.loads(answer.choices[0].text)
+        if given != {"lora_int_id": number, "lora_path": path}:  # vllm_backend's LoRARequest
+            raise AssertionError(f"{name}: the engine was given {given}")
+    try:
+        client.completions.create(model=f"opt_adapters{LORA_SEPARATOR}unknown", prompt="hi")
+    except openai.BadRequestError as exc:
+        if "Unknown LoRA: unknown; for model: opt_adapters_lora_unknown" not in str(exc):
+            raise
+    else:
+        raise AssertionError("an unknown adapter was not refused")
+
+
 # L0_check_health_vllm/test.sh's runs: ENABLE_VLLM_HEALTH_CHECK, whether vLLM's check_health
 # is mocked to fail from its 2nd call (the stand-in's THAW_VLLM_STANDIN_HEALTHY_CHECKS=1), test.
 HEALTH_RUNS = (
@@ -321,6 +363,27 @@ def check_openai_named_tool_guided() -> None:
         raise AssertionError(f"call {call!r}, expected the arguments {expected!r}")
 
 
+def check_openai_response_format() -> None:
+    """`response_format` reaches the engine through vllm_backend's own parsing of
+    `structured_outputs` (a schema's text, or `json_object`); the stand-in answers what it was
+    given ("{}" for any object)."""
+    import openai
+
+    client = openai.OpenAI(base_url="http://127.0.0.1:8000/v1", api_key="unused")
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}}
+    formats: list[tuple[Any, str]] = [
+        ({"type": "json_schema", "json_schema": {"name": "city", "schema": schema}},
+         json.dumps(schema, separators=(",", ":"))),
+        ({"type": "json_object"}, "{}"),
+    ]  # fmt: skip
+    for fmt, expected in formats:
+        answer = client.chat.completions.create(
+            model="vllm_opt", messages=[{"role": "user", "content": "hi"}], response_format=fmt
+        )
+        if answer.choices[0].message.content != expected:
+            raise AssertionError(f"{fmt}: {answer.choices[0].message.content!r} != {expected!r}")
+
+
 def check_custom_metrics() -> None:
     with urllib.request.urlopen("http://127.0.0.1:8002/metrics", timeout=10) as reply:
         text = reply.read().decode()
@@ -334,6 +397,7 @@ _OWN_CHECKS: tuple[tuple[str, Callable[[], None]], ...] = (
     ("openai_completion", check_openai_completion),
     ("openai_chat_stream", check_openai_chat_stream),
     ("openai_named_tool_guided", check_openai_named_tool_guided),
+    ("openai_response_format_guided", check_openai_response_format),
     ("custom_metrics_on_metrics_port", check_custom_metrics),
 )
 
@@ -359,6 +423,7 @@ def run(mirror: Path, ref: str, python_backend: Path | None) -> list[Result]:
         results = session_backend(mirror, ref, root, add_sub)
         results += session_serving(mirror, ref, root)
         results += session_health(mirror, ref, root)
+        results += session_lora(mirror, ref, root)
         print(f"ran in {time.monotonic() - started:.0f} s", file=sys.stderr)
     return results + [Result(ref, "vllm_backend", t, "deselected", why)
                       for t, why in DESELECTED.items()]  # fmt: skip

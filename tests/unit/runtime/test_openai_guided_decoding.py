@@ -16,6 +16,7 @@ import pytest
 from runtime.inference import InferRequest, InferResponse, InferTensor
 from runtime.openai.errors import OpenAIError
 from runtime.openai.generation import Generation
+from runtime.openai.response_format import Guide
 from runtime.openai.schema import Sampling, parse_chat
 from runtime.openai.tool_schema import parse_tools
 from runtime.openai.triton_mapping import ModelFace, generate_request
@@ -99,7 +100,7 @@ def test_a_named_choice_not_in_tools_is_refused_in_tritons_words() -> None:
 
 def test_vllm_style_gets_structured_outputs_as_vllm_backend_reads_it() -> None:
     got = _inputs(generate_request(VLLM, "p", Sampling(max_tokens=4), stream=False, echo=False,
-                                   guide=SCHEMA_TEXT))  # fmt: skip
+                                   guide=Guide.of_schema(SCHEMA_TEXT)))  # fmt: skip
     sampling = json.loads(got["sampling_parameters"])
     assert sampling["max_tokens"] == 4
     # vllm_backend: StructuredOutputsParams(**json.loads(sampling["structured_outputs"]))
@@ -110,14 +111,14 @@ def test_vllm_style_gets_structured_outputs_as_vllm_backend_reads_it() -> None:
 
 def test_trtllm_style_gets_the_guide_inputs_only_where_declared() -> None:
     got = _inputs(generate_request(TRTLLM_GUIDED, "p", Sampling(), stream=False, echo=False,
-                                   guide=SCHEMA_TEXT))  # fmt: skip
+                                   guide=Guide.of_schema(SCHEMA_TEXT)))  # fmt: skip
     assert got["guided_decoding_guide_type"] == b"json_schema"
     assert got["guided_decoding_guide"].decode() == SCHEMA_TEXT
     unguided = _inputs(generate_request(TRTLLM_GUIDED, "p", Sampling(), stream=False, echo=False))
     assert "guided_decoding_guide" not in unguided and "guided_decoding_guide_type" not in unguided
     # A model that declares neither input gets no guide (only declared inputs are sent).
     plain = _inputs(generate_request(TRTLLM_PLAIN, "p", Sampling(), stream=False, echo=False,
-                                     guide=SCHEMA_TEXT))  # fmt: skip
+                                     guide=Guide.of_schema(SCHEMA_TEXT)))  # fmt: skip
     assert set(plain) == {"text_input", "max_tokens"}
 
 

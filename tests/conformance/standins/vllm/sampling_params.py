@@ -15,6 +15,7 @@ class StructuredOutputsParams:
     regex: str | None = None
     choice: list | None = None
     grammar: str | None = None
+    json_object: bool | None = None
 
 
 class SamplingParams:

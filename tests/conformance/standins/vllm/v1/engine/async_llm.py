@@ -6,7 +6,9 @@ deterministic words (see the package docstring: a test double, no model runs).
         stat loggers get the step's IterationStats; `abort(id)` ends it with "abort"
     guided (params.structured_outputs.json set) ─▶ the stand-in constrains nothing: its whole
         text, in one step, is the JSON schema it was given, so a check sees what reached the
-        engine through vllm_backend's parsing
+        engine through vllm_backend's parsing; `json_object` set: its text is "{}"
+    with a LoRA adapter (a LoRARequest) ─▶ likewise, its whole text is the adapter's
+        `{"lora_int_id", "lora_path"}`
 """
 
 from __future__ import annotations
@@ -69,8 +71,19 @@ def guided_text(params: SamplingParams) -> str | None:
         return None
     if not isinstance(structured, StructuredOutputsParams):
         raise TypeError(f"structured_outputs must be StructuredOutputsParams, not {structured!r}")
+    if structured.json_object:
+        return "{}"  # any one JSON object: the stand-in's is the empty one
     schema = structured.json
     return None if schema is None else schema if isinstance(schema, str) else json.dumps(schema)
+
+
+def lora_text(lora_request: Any) -> str | None:
+    """A request run with a LoRA adapter: its whole text names the adapter the engine was given
+    (None without one)."""
+    if lora_request is None:
+        return None
+    given = {"lora_int_id": lora_request.lora_int_id, "lora_path": lora_request.lora_path}
+    return json.dumps(given)
 
 
 class _Sequence:
@@ -187,7 +200,8 @@ class AsyncLLM(EngineClient):
                     return
                 for seq in sequences:
                     if seq.finish_reason is None:
-                        self._step(seq, text, step, sampling_params, limit)
+                        self._step(seq, text, step, sampling_params, limit,
+                                   lora=lora_text(lora_request))  # fmt: skip
                 now = time.monotonic()
                 done = all(seq.finish_reason is not None for seq in sequences)
                 self._record(step, prompt_ids, sequences, sampling_params, now - last,
@@ -212,10 +226,11 @@ class AsyncLLM(EngineClient):
         yield PoolingRequestOutput(request_id, PoolingOutput(vector), prompt_token_ids(text))
 
     @staticmethod
-    def _step(seq: _Sequence, prompt: str, step: int, params: SamplingParams, limit: int) -> None:
+    def _step(seq: _Sequence, prompt: str, step: int, params: SamplingParams, limit: int, *,
+              lora: str | None = None) -> None:  # fmt: skip
         token = next_token(prompt, seq.index, step, params)
         seq.tokens.append(token)
-        guided = guided_text(params)
+        guided = lora if lora is not None else guided_text(params)
         if guided is not None:
             seq.text, seq.finish_reason = guided, "stop"
             seq.logprobs.append({token: Logprob(-0.1, 1, guided)})
