@@ -15,7 +15,9 @@ from kubernetes_asyncio import client
 
 from activator.errors import ScalerUnavailable
 from activator.observe.metrics import Metrics
+from activator.scaler.backend import ModelActivity
 from activator.scaler.kubernetes.backend import KubernetesBackend
+from activator.scaler.kubernetes.pod_budget import load_of
 from activator.scaler.kubernetes.pod_state import LABEL_MODEL, is_ready
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.fakes.kube_fixtures import eventually
@@ -142,3 +144,28 @@ async def test_a_class_pool_that_does_not_select_thaw_dev_pool_is_refused_at_sta
         )
         with pytest.raises(ScalerUnavailable, match=r"no-such-pool.*placement class 'gpu'"):
             await scaler.start()
+
+
+async def test_a_shared_model_shares_only_pods_of_its_own_class(
+    kube_apiserver: FakeKubeApiServer, backend: tuple[KubernetesBackend, Metrics]
+) -> None:
+    # Both models shared: the GPU model's room is on a pod of the GPU pool, and the CPU
+    # model, with room left on that pod, still gets a pod of its own (default) class.
+    scaler, _metrics = backend
+
+    async def no_eviction() -> None:
+        raise AssertionError("nothing is evicted here")
+
+    for model in (GPU_MODEL, CPU_MODEL):
+        scaler.share(model, image_bytes=1 << 20, activity=ModelActivity, evict=no_eviction)
+    gpu = await scaler.start_replica(GPU_MODEL, timeout_s=60)
+    cpu = await scaler.start_replica(CPU_MODEL, timeout_s=60)
+    gpu_pod, cpu_pod = gpu.id.split("/")[0], cpu.id.split("/")[0]
+    assert gpu_pod != cpu_pod
+    pods = await _serving(kube_apiserver)
+    assert _owner(pods[gpu_pod]) == GPU_POOL and _owner(pods[cpu_pod]) == POOL
+    gpu_load = load_of(pods[gpu_pod])
+    assert gpu_load is not None and gpu_load.placement_class == "gpu"
+    assert set(gpu_load.models) == {GPU_MODEL}
+    cpu_load = load_of(pods[cpu_pod])
+    assert cpu_load is not None and cpu_load.placement_class == "default"
