@@ -23,48 +23,17 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tests.fixtures.models import make_add_sub, make_ensemble, make_python_identity
+from tests.fixtures.namespaced_repos import AMBIGUITY, make_namespaced_repos
 from tests.fixtures.up_process import UpProcess
 
 pytestmark = pytest.mark.integration
 
 _QUIET = ("--warm-pool", "1", "--preload-frameworks", "", "--no-image-build")
-AMBIGUITY = (
-    "There are 2 identifiers of model 'twice' in global map, model namespace must be provided "
-    "to resolve ambiguity."
-)
-
-
-def _ensemble(name: str, size: int) -> str:
-    io = "\n".join(
-        f'{kind} [ {{ name: "{tensor}" data_type: TYPE_FP32 dims: [ {size} ] }} ]'
-        for kind, tensor in (("input", "A"), ("input", "B"), ("output", "SUM"), ("output", "DIFF"))
-    )
-    return f"""name: "{name}"
-platform: "ensemble"
-max_batch_size: 0
-{io}
-ensemble_scheduling {{ step [ {{
-  model_name: "twice" model_version: -1
-  input_map {{ key: "INPUT0" value: "A" }} input_map {{ key: "INPUT1" value: "B" }}
-  output_map {{ key: "OUTPUT0" value: "SUM" }} output_map {{ key: "OUTPUT1" value: "DIFF" }}
-}} ] }}
-"""
-
-
-def _repos(root: Path) -> tuple[Path, Path]:
-    a, b = root / "a", root / "b"
-    make_add_sub(a, "twice", dims=(4,))
-    make_ensemble(a, "ens_a", _ensemble("ens_a", 4))
-    make_python_identity(a, "only_a")
-    make_add_sub(b, "twice", dims=(2,))
-    make_ensemble(b, "ens_b", _ensemble("ens_b", 2))
-    return a, b
 
 
 @pytest.fixture(scope="module")
 def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpProcess]:
-    a, b = _repos(tmp_path_factory.mktemp("ns"))
+    a, b = make_namespaced_repos(tmp_path_factory.mktemp("ns"))
     server = UpProcess(
         a, f"--model-repository={b}", "--model-namespacing=true", "--grpc-port", "0",
         "--model-control-mode=explicit", *_QUIET,
@@ -144,7 +113,7 @@ def test_an_explicit_load_of_the_shared_name_is_taken(up: UpProcess) -> None:
 
 
 def test_the_poll_makes_a_name_unique_again_and_the_ensembles_follow(tmp_path: Path) -> None:
-    a, b = _repos(tmp_path)
+    a, b = make_namespaced_repos(tmp_path)
     server = UpProcess(
         a, f"--model-repository={b}", "--model-namespacing=true",
         "--model-control-mode=poll", "--repository-poll-secs=1", *_QUIET,

@@ -20,44 +20,17 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tests.fixtures.models import make_add_sub, make_ensemble, make_python_identity
+from tests.fixtures.namespaced_repos import AMBIGUITY, make_namespaced_repos
 from tests.fixtures.serve_process import ServeProcess
 
 pytestmark = pytest.mark.integration
 
 StartServe = Callable[..., ServeProcess]
-AMBIGUITY = (
-    "There are 2 identifiers of model 'twice' in global map, model namespace must be provided "
-    "to resolve ambiguity."
-)
-
-
-def _ensemble(name: str, size: int) -> str:
-    io = "\n".join(
-        f'{kind} [ {{ name: "{tensor}" data_type: TYPE_FP32 dims: [ {size} ] }} ]'
-        for kind, tensor in (("input", "A"), ("input", "B"), ("output", "SUM"), ("output", "DIFF"))
-    )
-    return f"""name: "{name}"
-platform: "ensemble"
-max_batch_size: 0
-{io}
-ensemble_scheduling {{ step [ {{
-  model_name: "twice" model_version: -1
-  input_map {{ key: "INPUT0" value: "A" }} input_map {{ key: "INPUT1" value: "B" }}
-  output_map {{ key: "OUTPUT0" value: "SUM" }} output_map {{ key: "OUTPUT1" value: "DIFF" }}
-}} ] }}
-"""
 
 
 @pytest.fixture
 def repos(tmp_path: Path) -> tuple[Path, Path]:
-    a, b = tmp_path / "a", tmp_path / "b"
-    make_add_sub(a, "twice", dims=(4,))
-    make_ensemble(a, "ens_a", _ensemble("ens_a", 4))
-    make_python_identity(a, "only_a")
-    make_add_sub(b, "twice", dims=(2,))
-    make_ensemble(b, "ens_b", _ensemble("ens_b", 2))
-    return a, b
+    return make_namespaced_repos(tmp_path)
 
 
 def _run(client: httpclient.InferenceServerClient, model: str, size: int) -> list[float]:
