@@ -1,13 +1,20 @@
 """The repository read again after the start: an explicit `load`, and the poll.
 
-    load(name)                    the repository load call (HTTP, gRPC)
+    load(name, override)          the repository load call (HTTP, gRPC)
       re-read its directory ── compare with what is served (activator.fleet.rescan)
+        (with a `config` override: its config is that; with `file:` overrides too: its
+        directory is those files, written under `thaw up`'s own (activator.fleet.
+        override_files); its replicas get the same override in their load call. Without
+        one, a model serving a `config` override keeps it while its files are unchanged)
         ADDED      a new model: its endpoint, at zero (a bad config: unavailable, refused)
         CHANGED    its new entry, its replicas drained and replaced (a bad config: refused,
                    the old version keeps serving, as a failed reload does on Triton)
         REMOVED    dropped (drained), then refused as no such model
         UNCHANGED  nothing
       then warm it: the call returns once a replica of the new files is ready
+
+    unload(name)                  scale it to zero now; a later plain load reads the
+                                  repository's files again (an override is forgotten)
 
     poll()                        `--model-control-mode poll`, each `--repository-poll-secs`
       fingerprint every model ── the same, for every model that changed, without warming;
@@ -23,13 +30,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import NoReturn, Protocol
 
 from activator.endpoint.model_endpoint import ModelEndpoint
-from activator.errors import ConfigError, UnknownModel
+from activator.errors import ConfigError, NotSupported, UnknownModel
+from activator.fleet.override_files import OverrideFiles
 from activator.fleet.repository import ModelEntry, Repository, Reread
 from activator.fleet.rescan import Change, PollSchedule, compare, compare_one
+from thawwire.load_overrides import LoadOverride
 from thawwire.model_control import load_failed, not_in_repository
 from tritonconfig.fingerprint import Fingerprint
 
@@ -54,6 +65,22 @@ class ServedModels(Protocol):
 
     async def drop_model(self, name: str) -> None: ...
 
+    def load_parameters(self, name: str, parameters: Mapping[str, str] | None) -> None:
+        """The `parameters` of the load call that brings up each replica of `name` from now
+        on (a load's override; None: a plain load)."""
+        ...
+
+
+@dataclass(frozen=True)
+class _Served:
+    """The override a model is served with: it, where its `file:` overrides were written
+    (None: its repository's files), and its repository's files when it was loaded (None:
+    no such directory), which a later plain load compares."""
+
+    override: LoadOverride
+    directory: Path | None
+    repository_files: Fingerprint | None
+
 
 class Reloader:
     """Re-reads models of the repository and brings the fleet in line (module docstring)."""
@@ -64,6 +91,7 @@ class Reloader:
         *,
         rereads: bool = True,
         clock: Callable[[], float] = time.monotonic,
+        override_files: OverrideFiles | None = None,
     ) -> None:
         self._models = models
         # False (`--scaler kubernetes`): a load only warms the model, the repository as read
@@ -75,16 +103,92 @@ class Reloader:
         # Changed files of a served model that were refused, by model: a poll does not try
         # them again (an explicit load does, and says why again).
         self._refused: dict[str, Fingerprint] = {}
+        self._files = override_files if override_files is not None else OverrideFiles()
+        # Models served with a load's override, by name (module docstring).
+        self._overrides: dict[str, _Served] = {}
 
-    async def load(self, name: str) -> None:
-        """The repository load call: re-read `name`, act on its change, then warm it."""
+    async def load(self, name: str, override: LoadOverride | None = None) -> None:
+        """The repository load call: re-read `name` (with the load's `override`, if any), act
+        on its change, then warm it."""
         if not self._rereads:
+            if override is not None:
+                raise NotSupported(
+                    f"failed to load '{name}', load overrides ('config', 'file:') are not "
+                    "supported with --scaler kubernetes: each activator reads its own copy of "
+                    "the repository and the pods load theirs from the image store, so they "
+                    "would disagree; change the repository and roll the activators"
+                )
             await self._models.endpoint(name).warm()
             return
         async with self._lock(name):
-            reread = await asyncio.to_thread(self._models.repository.reread, name)
-            endpoint = await self._apply(reread)
+            if override is not None:
+                endpoint = await self._load_override(name, override)
+            elif await asyncio.to_thread(self._keeps_override, name):
+                endpoint = self._models.endpoint(name)
+            else:
+                reread = await asyncio.to_thread(self._models.repository.reread, name)
+                endpoint = await self._apply(reread)
+                await self._forget_override(name)
         await endpoint.warm()
+
+    async def unload(self, name: str) -> None:
+        """The repository unload call: scale `name` to zero now; its next plain load reads
+        its repository's files again, as after Triton's unload."""
+        endpoint = self._models.endpoint(name)
+        async with self._lock(name):
+            served = self._overrides.get(name)
+            if served is not None:
+                # The files stay where the entry reads them until the next load replaces it.
+                self._overrides[name] = _Served(served.override, served.directory, None)
+        await endpoint.scale_to_zero()
+
+    @property
+    def override_root(self) -> Path | None:
+        """Where loads' `file:` overrides are written (None before the first)."""
+        return self._files.root
+
+    def close(self) -> None:
+        """Remove every override's written files (blocking: `thaw up` stops)."""
+        self._files.close()
+
+    async def _load_override(self, name: str, override: LoadOverride) -> ModelEndpoint:
+        """Serve `name` with a load's override: its files written out (if any), read as its
+        changed files; refused (400), nothing kept, when they cannot be served."""
+        repository = self._models.repository
+        directory = None
+        if override.files:
+            directory = await asyncio.to_thread(self._files.write, name, override.files)
+        try:
+            reread = await asyncio.to_thread(
+                repository.reread_override, name, override.config_json, directory
+            )
+            if reread.fingerprint is None:  # a config alone for a model no repository has
+                raise UnknownModel(not_in_repository(name))
+            before = await asyncio.to_thread(repository.files_now, name)
+            endpoint = await self._apply(reread, parameters=override.parameters())
+        except BaseException:
+            if directory is not None:
+                await asyncio.to_thread(self._files.discard, directory)
+            raise
+        await self._forget_override(name)
+        self._overrides[name] = _Served(override, directory, before)
+        logger.info("model=%s loaded with its load's override (%s)", name,
+                    "config and files" if directory is not None else "config")  # fmt: skip
+        return endpoint
+
+    def _keeps_override(self, name: str) -> bool:
+        """Triton's load without a `config` of a model serving one (`config` alone): while
+        the model's repository files are unchanged since, the override holds (blocking)."""
+        served = self._overrides.get(name)
+        if served is None or served.directory is not None or served.repository_files is None:
+            return False
+        return self._models.repository.files_now(name) == served.repository_files
+
+    async def _forget_override(self, name: str) -> None:
+        """The model is no longer served with the override it had: its files go."""
+        served = self._overrides.pop(name, None)
+        if served is not None and served.directory is not None:
+            await asyncio.to_thread(self._files.discard, served.directory)
 
     async def poll(self) -> None:
         """Re-read every model whose files changed since the last read (poll mode): removed
@@ -139,8 +243,11 @@ class Reloader:
     def _lock(self, name: str) -> asyncio.Lock:
         return self._locks.setdefault(name, asyncio.Lock())
 
-    async def _apply(self, reread: Reread) -> ModelEndpoint:
-        """Act on one model's re-read (module docstring); its endpoint, or the refusal."""
+    async def _apply(
+        self, reread: Reread, *, parameters: Mapping[str, str] | None = None
+    ) -> ModelEndpoint:
+        """Act on one model's re-read (module docstring); its endpoint, or the refusal.
+        `parameters`: its replicas' load call's (a load's override), set once it is served."""
         models, name = self._models, reread.name
         change = compare_one(models.repository.fingerprint_of(name), reread.fingerprint)
         if change is Change.REMOVED or reread.fingerprint is None:
@@ -158,6 +265,8 @@ class Reloader:
         if problem is not None:
             return self._refuse(reread, problem)
         self._refused.pop(name, None)
+        # Before any replica of the new entry can start.
+        models.load_parameters(name, parameters)
         if not models.served(name):
             return models.add_model(entry, reread.fingerprint)
         if change is Change.UNCHANGED:

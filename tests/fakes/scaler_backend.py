@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 
 from activator.errors import ActivationFailed, StartWithdrawn
 from activator.scaler.backend import PoolStatus, ReplicaHandle
@@ -29,8 +30,9 @@ class FakeScalerBackend:
     - `pool` is what `pool_status` answers;
     - with `host`, every replica is room in that shared runtime (`ReplicaHandle.host`).
 
-    It records `starts` (start calls so far) and `stopped` (ids, in order), and sets
-    `start_called` on every start call.
+    It records `starts` (start calls so far), `stopped` (ids, in order) and `loaded_with`
+    (each start's load parameters, `set_load_parameters`' for its model: a load's override),
+    and sets `start_called` on every start call.
     """
 
     def __init__(
@@ -58,9 +60,18 @@ class FakeScalerBackend:
         self.lost: dict[str, asyncio.Future[str]] = {}
         self.running: dict[str, list[ReplicaHandle]] = {}
         self.pool = PoolStatus(size=0, ready=0)
+        self.parameters: dict[str, dict[str, str]] = {}
+        self.loaded_with: list[dict[str, str] | None] = []
+
+    def set_load_parameters(self, model: str, parameters: Mapping[str, str] | None) -> None:
+        if parameters:
+            self.parameters[model] = dict(parameters)
+        else:
+            self.parameters.pop(model, None)
 
     async def start_replica(self, model: str, *, timeout_s: float) -> ReplicaHandle:
         self.starts += 1
+        self.loaded_with.append(self.parameters.get(model))
         replica_id = f"{model}-{self.starts}"
         self.start_called.set()
         try:
