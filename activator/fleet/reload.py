@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import NoReturn, Protocol
 
 from activator.endpoint.model_endpoint import ModelEndpoint
-from activator.errors import ConfigError, NotSupported, UnknownModel
+from activator.errors import ActivationFailed, ConfigError, NotSupported, UnknownModel
 from activator.fleet.override_files import OverrideFiles
 from activator.fleet.repository import ModelEntry, Repository, Reread
 from activator.fleet.rescan import Change, PollSchedule, compare, compare_one
@@ -69,6 +69,17 @@ class ServedModels(Protocol):
         """The `parameters` of the load call that brings up each replica of `name` from now
         on (a load's override; None: a plain load)."""
         ...
+
+
+@dataclass(frozen=True)
+class _Before:
+    """What served a model before a load's override: its entry (None: not served), its
+    files' fingerprint and its own override (None: its repository's files)."""
+
+    entry: ModelEntry | None
+    files: Fingerprint | None
+    served: _Served | None
+    warm: bool = False  # it had a replica up: it gets one again
 
 
 @dataclass(frozen=True)
@@ -122,8 +133,10 @@ class Reloader:
             return
         async with self._lock(name):
             if override is not None:
-                endpoint = await self._load_override(name, override)
-            elif await asyncio.to_thread(self._keeps_override, name):
+                # Warmed under the lock: a failed wake rolls back to what served before.
+                await self._load_override(name, override)
+                return
+            if await asyncio.to_thread(self._keeps_override, name):
                 endpoint = self._models.endpoint(name)
             else:
                 reread = await asyncio.to_thread(self._models.repository.reread, name)
@@ -151,10 +164,19 @@ class Reloader:
         """Remove every override's written files (blocking: `thaw up` stops)."""
         self._files.close()
 
-    async def _load_override(self, name: str, override: LoadOverride) -> ModelEndpoint:
-        """Serve `name` with a load's override: its files written out (if any), read as its
-        changed files; refused (400), nothing kept, when they cannot be served."""
-        repository = self._models.repository
+    async def _load_override(self, name: str, override: LoadOverride) -> None:
+        """Serve `name` with a load's override and warm it: its files written out (if any),
+        read as its changed files; refused (400), nothing kept, when they cannot be served.
+        A wake that fails (a replica refuses the override) is refused too, and what served
+        before serves again: as Triton's failed load, which leaves the old version."""
+        models, repository = self._models, self._models.repository
+        served = models.served(name)
+        before = _Before(
+            repository.get(name) if served else None,
+            repository.fingerprint_of(name),
+            self._overrides.get(name),
+            warm=served and models.endpoint(name).ready_count > 0,
+        )
         directory = None
         if override.files:
             directory = await asyncio.to_thread(self._files.write, name, override.files)
@@ -164,17 +186,45 @@ class Reloader:
             )
             if reread.fingerprint is None:  # a config alone for a model no repository has
                 raise UnknownModel(not_in_repository(name))
-            before = await asyncio.to_thread(repository.files_now, name)
+            files_now = await asyncio.to_thread(repository.files_now, name)
             endpoint = await self._apply(reread, parameters=override.parameters())
+            self._overrides[name] = _Served(override, directory, files_now)
+            try:
+                await endpoint.warm()
+            except ActivationFailed as exc:
+                await self._roll_back(name, before, endpoint)
+                raise ConfigError(load_failed(name, exc.message)) from exc
         except BaseException:
             if directory is not None:
                 await asyncio.to_thread(self._files.discard, directory)
             raise
-        await self._forget_override(name)
-        self._overrides[name] = _Served(override, directory, before)
+        old = before.served
+        if old is not None and old.directory is not None and old.directory != directory:
+            await asyncio.to_thread(self._files.discard, old.directory)
         logger.info("model=%s loaded with its load's override (%s)", name,
                     "config and files" if directory is not None else "config")  # fmt: skip
-        return endpoint
+
+    async def _roll_back(self, name: str, before: _Before, endpoint: ModelEndpoint) -> None:
+        """Serve `before` again after an override whose wake failed (a model that was not
+        served before is dropped: its next plain load reads its repository)."""
+        models = self._models
+        self._overrides.pop(name, None)
+        if before.entry is None or before.files is None:
+            await models.drop_model(name)
+            return
+        if before.served is not None:
+            self._overrides[name] = before.served
+        previous = before.served.override.parameters() if before.served is not None else None
+        models.load_parameters(name, previous)
+        models.renew_model(before.entry, before.files)
+        await endpoint.replace_replicas()
+        logger.warning("model=%s override refused by its replica; what served before serves "
+                       "again", name)  # fmt: skip
+        if before.warm:
+            try:
+                await endpoint.warm()
+            except ActivationFailed as exc:  # the model's own trouble: its next request says
+                logger.warning("model=%s could not be warmed again: %s", name, exc.message)
 
     def _keeps_override(self, name: str) -> bool:
         """Triton's load without a `config` of a model serving one (`config` alone): while

@@ -21,7 +21,8 @@ class FakeScalerBackend:
     """Implements `activator.scaler.backend.ScalerBackend`; the test drives it:
 
     - every start waits for `gate` (open it with `gate.set()`, or `open_gate=True`), up to
-      its timeout (then `ActivationFailed`), then fails with `fail_with` when that is set,
+      its timeout (then `ActivationFailed`), then fails with `fail_with` when that is set
+      (or, a start whose load parameters hold a key of `refuse_parameter`, with its error),
       or the next start is withdrawn (`StartWithdrawn`, once) with `withdraw_with` when that
       is set;
     - the n-th start call's replica is `<model>-<n>` at `url` (`{id}` is replaced by the id);
@@ -62,6 +63,8 @@ class FakeScalerBackend:
         self.pool = PoolStatus(size=0, ready=0)
         self.parameters: dict[str, dict[str, str]] = {}
         self.loaded_with: list[dict[str, str] | None] = []
+        # Load parameter key -> the error of a start whose load parameters hold that key.
+        self.refuse_parameter: dict[str, str] = {}
 
     def set_load_parameters(self, model: str, parameters: Mapping[str, str] | None) -> None:
         if parameters:
@@ -80,6 +83,9 @@ class FakeScalerBackend:
             raise ActivationFailed("replica did not start in time") from None
         if self.fail_with:
             raise ActivationFailed(self.fail_with)
+        for key in self.parameters.get(model) or {}:
+            if key in self.refuse_parameter:
+                raise ActivationFailed(self.refuse_parameter[key])
         if self.withdraw_with:
             reason, self.withdraw_with = self.withdraw_with, None
             raise StartWithdrawn(reason)

@@ -183,3 +183,42 @@ async def test_a_config_override_a_replica_would_refuse_is_refused_as_a_failed_l
     assert (await _load(url, "m", bad))[0] == 400
     root = fleet.reloader.override_root
     assert root is not None and not any(root.iterdir())
+
+
+async def test_an_override_its_replica_refuses_rolls_back_to_what_served(up: Any) -> None:
+    url, backend, fleet, _ = up
+    config = json.dumps({**_IO, "max_batch_size": 8})
+    assert await _load(url, "m") == (200, None)
+    # Replicas refuse the override's file.
+    backend.refuse_parameter["file:5/model.py"] = "initialize() failed: TypeError"
+    files = {"file:5/model.py": _b64(b"# broken\n")}
+    status, body = await _load(url, "m", {"config": json.dumps(_IO), **files})
+    assert status == 400
+    assert body["error"].startswith("load failed for model 'm': ")
+    assert "initialize() failed" in body["error"]
+    assert fleet.endpoint("m").ready_count == 1  # the repository's model, warm again
+    assert await _load(url, "m", {"config": config}) == (200, None)
+    status, body = await _load(url, "m", {"config": json.dumps(_IO), **files})
+    assert status == 400
+    async with aiohttp.ClientSession() as s, s.get(f"{url}/v2/models/m/ready") as r:
+        assert r.status == 200  # the refused override's error is not the old model's
+    entry = fleet.repository.get("m")
+    assert (entry.versions, entry.config.max_batch_size) == (("2",), 8)  # the config override
+    assert await _post(url, "/v2/models/m/infer") == 200
+    assert backend.loaded_with[-1] == {"config": config}  # the old override, warm again
+    root = fleet.reloader.override_root
+    assert root is not None and not any(root.iterdir())  # the refused files are gone
+    assert await _load(url, "m") == (200, None)  # and the override still holds
+    assert fleet.repository.get("m").config.max_batch_size == 8
+
+
+async def test_a_new_model_whose_override_its_replica_refuses_is_not_served(up: Any) -> None:
+    url, backend, fleet, _ = up
+    backend.fail_with = "initialize() failed"
+    files = {"file:1/model.py": _b64(b"# broken\n")}
+    status, body = await _load(url, "fresh", {"config": json.dumps(_IO), **files})
+    assert status == 400
+    assert body["error"].startswith("load failed for model 'fresh': ")
+    assert not fleet.served("fresh")
+    backend.fail_with = None
+    assert await _post(url, "/v2/models/fresh/infer") == 404
