@@ -359,7 +359,8 @@ async def _json_object(request: web.Request, *, limit: int = 1 << 20) -> dict[st
     if not raw.strip():
         return {}
     try:
-        doc = json.loads(raw)
+        # A load's body may carry model files: parsed off the event loop when large.
+        doc = json.loads(raw) if len(raw) < (1 << 20) else await asyncio.to_thread(json.loads, raw)
     except (ValueError, RecursionError) as exc:
         raise BadRequest(f"request body is not valid JSON: {exc}") from None
     if not isinstance(doc, dict):
@@ -386,7 +387,7 @@ async def load(request: web.Request) -> web.Response:
     if not isinstance(params, dict):
         raise BadRequest("'parameters' must be a JSON object")
     try:
-        override = overrides_from_json(params)
+        override = await asyncio.to_thread(overrides_from_json, params)  # base64 files
     except LoadOverrideError as exc:
         raise BadRequest(refused(name, exc.message)) from None
     await fleet.reloader.load(name, override)

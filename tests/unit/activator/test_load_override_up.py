@@ -18,10 +18,13 @@ import pytest
 from aiohttp.test_utils import TestServer
 
 from activator.config import ActivatorConfig
+from activator.errors import NotSupported
 from activator.fleet.fleet import Fleet
+from activator.fleet.reload import Reloader
 from activator.surfaces.app import FLEET, build_app
 from tests.fakes.scaler_backend import FakeScalerBackend
 from tests.fakes.upstream import MODEL_CONFIG, start_upstream
+from thawwire.load_overrides import LoadOverride
 
 _IO = {
     "backend": "python",
@@ -222,3 +225,11 @@ async def test_a_new_model_whose_override_its_replica_refuses_is_not_served(up: 
     assert not fleet.served("fresh")
     backend.fail_with = None
     assert await _post(url, "/v2/models/fresh/infer") == 404
+
+
+async def test_overrides_are_refused_where_activators_would_disagree(up: Any) -> None:
+    _, backend, fleet, _ = up
+    kubernetes_like = Reloader(fleet, rereads=False)  # `--scaler kubernetes`
+    with pytest.raises(NotSupported, match="not supported with --scaler kubernetes"):
+        await kubernetes_like.load("m", LoadOverride(json.dumps(_IO)))
+    assert backend.starts == 0
