@@ -11,7 +11,8 @@
                    the old version keeps serving, as a failed reload does on Triton)
         REMOVED    dropped (drained), then refused as no such model
         UNCHANGED  nothing
-      then warm it: the call returns once a replica of the new files is ready
+      then warm it: the call returns once a replica of the new files is ready (an
+      override no replica can load is refused, and what served before serves again)
 
     unload(name)                  scale it to zero now; a later plain load reads the
                                   repository's files again (an override is forgotten)
