@@ -4,6 +4,8 @@ and a client's shared-memory call that Triton would refuse.
     WireError       a handoff message or load report that is not the protocol (too long, not
                     JSON, a field missing, of the wrong type or out of range)
       PoolProtocolError  a fork-server frame that is not the protocol (thawwire.pool_protocol)
+    LoadOverrideError    a repository load's `config` or `file:` override that cannot be
+                         used (thawwire.load_overrides); both servers answer it 400
     SharedMemoryError    a system shared-memory registration or tensor reference that cannot
                          be served (thawserver.shm_registry, thawwire.shm_params); `kind` is
                          Triton's error code for it, each server maps it to its own error
@@ -16,11 +18,19 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["ErrorKind", "SharedMemoryError", "WireError"]
+__all__ = ["ErrorKind", "LoadOverrideError", "SharedMemoryError", "WireError"]
 
 
 class WireError(ValueError):
     """A message from a peer that does not follow the protocol; `message` says why."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class LoadOverrideError(ValueError):
+    """A load request's override that cannot be used; `message` says why (Triton's words)."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)

@@ -210,8 +210,10 @@ class ReplicaSet:
 
     async def renew(self) -> None:
         """The model's files changed: drain every routable replica now and wait until they
-        are stopped; a start in progress is stopped once it is up, never routed to."""
+        are stopped; a start in progress is stopped once it is up, never routed to. A failed
+        start's error was about the old files: it is forgotten (readiness, the index)."""
         self._files_generation += 1
+        self.last_error = None
         await self.drain()
 
     async def drain(self) -> None:

@@ -45,7 +45,12 @@ from activator.observe.status_document import (
     ModelStatus,
     StatusDocument,
 )
-from activator.scaler.backend import AsyncLifecycle, ScalerBackend, SharedPlacement
+from activator.scaler.backend import (
+    AsyncLifecycle,
+    LoadParameters,
+    ScalerBackend,
+    SharedPlacement,
+)
 from activator.scaler.factory import open_backend
 from activator.scaler.kube_config import KubernetesConfig
 from tritonconfig import sequence_idle_us
@@ -294,6 +299,12 @@ class Fleet:
         logger.info("model=%s changed: versions %s", name, ", ".join(entry.versions))
         return record.endpoint
 
+    def load_parameters(self, name: str, parameters: Mapping[str, str] | None) -> None:
+        """The parameters of `name`'s replicas' load call from now on (a load's override;
+        the reloader refuses overrides on a backend that cannot take them)."""
+        if isinstance(self.backend, LoadParameters):
+            self.backend.set_load_parameters(name, parameters)
+
     async def drop_model(self, name: str) -> None:
         """A model whose directory is gone: out of the index and routes now, then its
         replicas drained (requests in flight finish) and its held requests failed."""
@@ -375,6 +386,7 @@ class Fleet:
             await self.backend.release()  # its replicas outlive this activator
         await asyncio.gather(*(e.close() for e in self.endpoints.values()))
         await self.backend.close()
+        await asyncio.to_thread(self.reloader.close)
 
     async def replica_metrics(self) -> str:
         """Every model's replicas' series (activator.endpoint.replica_metrics), as exposition

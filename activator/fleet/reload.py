@@ -1,16 +1,24 @@
 """The repository read again after the start: an explicit `load`, and the poll.
 
-    load(name)                    the repository load call (HTTP, gRPC)
+    load(name, override)          the repository load call (HTTP, gRPC)
       re-read its directory ── compare with what is served (activator.fleet.rescan)
+        (with a `config` override: its config is that; with `file:` overrides too: its
+        directory is those files, written under `thaw up`'s own (activator.fleet.
+        override_files); its replicas get the same override in their load call. Without
+        one, a model serving a `config` override keeps it while its files are unchanged)
         ADDED      a new model: its endpoint, at zero (a bad config: unavailable, refused)
         CHANGED    its new entry, its replicas drained and replaced (a bad config: refused,
                    the old version keeps serving, as a failed reload does on Triton)
         REMOVED    dropped (drained), then refused as no such model
         UNCHANGED  nothing
-      then warm it: the call returns once a replica of the new files is ready
+      then warm it: the call returns once a replica of the new files is ready (an
+      override no replica can load is refused, and what served before serves again)
         (`--model-namespacing=true`: an ensemble's steps are re-read first, as Triton's load
         cascades to them; a name several namespaces hold is AMBIGUOUS: no endpoint, refused
         by name, and its load warms nothing)
+
+    unload(name)                  scale it to zero now; a later plain load reads the
+                                  repository's files again (an override is forgotten)
 
     poll()                        `--model-control-mode poll`, each `--repository-poll-secs`
       fingerprint every model ── the same, for every model that changed, without warming;
@@ -30,14 +38,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import NoReturn, Protocol
 
 from activator.endpoint.model_endpoint import ModelEndpoint
-from activator.errors import ConfigError, UnknownModel
+from activator.errors import ActivationFailed, ConfigError, NotSupported, UnknownModel
+from activator.fleet.override_files import OverrideFiles
 from activator.fleet.repository import ModelEntry, Repository, Reread, ambiguous_steps
 from activator.fleet.rescan import Change, PollSchedule, compare, compare_one
-from thawwire.model_control import load_failed, not_in_repository
+from thawwire.load_overrides import LoadOverride
+from thawwire.model_control import ambiguous, load_failed, not_in_repository
 from tritonconfig.fingerprint import Fingerprint
 
 __all__ = ["Reloader", "ServedModels"]
@@ -61,6 +73,33 @@ class ServedModels(Protocol):
 
     async def drop_model(self, name: str) -> None: ...
 
+    def load_parameters(self, name: str, parameters: Mapping[str, str] | None) -> None:
+        """The `parameters` of the load call that brings up each replica of `name` from now
+        on (a load's override; None: a plain load)."""
+        ...
+
+
+@dataclass(frozen=True)
+class _Before:
+    """What served a model before a load's override: its entry (None: not served), its
+    files' fingerprint and its own override (None: its repository's files)."""
+
+    entry: ModelEntry | None
+    files: Fingerprint | None
+    served: _Served | None
+    warm: bool = False  # it had a replica up: it gets one again
+
+
+@dataclass(frozen=True)
+class _Served:
+    """The override a model is served with: it, where its `file:` overrides were written
+    (None: its repository's files), and its repository's files when it was loaded (None:
+    no such directory), which a later plain load compares."""
+
+    override: LoadOverride
+    directory: Path | None
+    repository_files: Fingerprint | None
+
 
 class Reloader:
     """Re-reads models of the repository and brings the fleet in line (module docstring)."""
@@ -71,6 +110,7 @@ class Reloader:
         *,
         rereads: bool = True,
         clock: Callable[[], float] = time.monotonic,
+        override_files: OverrideFiles | None = None,
     ) -> None:
         self._models = models
         # False (`--scaler kubernetes`): a load only warms the model, the repository as read
@@ -82,10 +122,21 @@ class Reloader:
         # Changed files of a served model that were refused, by model: a poll does not try
         # them again (an explicit load does, and says why again).
         self._refused: dict[str, Fingerprint] = {}
+        self._files = override_files if override_files is not None else OverrideFiles()
+        # Models served with a load's override, by name (module docstring).
+        self._overrides: dict[str, _Served] = {}
 
-    async def load(self, name: str) -> None:
-        """The repository load call: re-read `name`, act on its change, then warm it."""
+    async def load(self, name: str, override: LoadOverride | None = None) -> None:
+        """The repository load call: re-read `name` (with the load's `override`, if any), act
+        on its change, then warm it."""
         if not self._rereads:
+            if override is not None:
+                raise NotSupported(
+                    f"failed to load '{name}', load overrides ('config', 'file:') are not "
+                    "supported with --scaler kubernetes: each activator reads its own copy of "
+                    "the repository and the pods load theirs from the image store, so they "
+                    "would disagree; change the repository and roll the activators"
+                )
             await self._models.endpoint(name).warm()
             return
         repository = self._models.repository
@@ -98,8 +149,16 @@ class Reloader:
                 if step != name and await self._reread_step(step):
                     changed.append(step)
         async with self._lock(name):
-            reread = await asyncio.to_thread(repository.reread, name)
-            endpoint = await self._apply(reread)
+            if override is not None:
+                # Warmed under the lock: a failed wake rolls back to what served before.
+                await self._load_override(name, override)
+                endpoint = None
+            elif await asyncio.to_thread(self._keeps_override, name):
+                endpoint = self._models.endpoint(name)
+            else:
+                reread = await asyncio.to_thread(repository.reread, name)
+                endpoint = await self._apply(reread)
+                await self._forget_override(name)
         await self._renew_dependents(changed, besides=())
         if endpoint is not None:
             await endpoint.warm()
@@ -117,6 +176,104 @@ class Reloader:
             except (UnknownModel, ConfigError) as exc:
                 logger.warning("model=%s not reloaded: %s", name, exc)
             return True
+
+    async def unload(self, name: str) -> None:
+        """The repository unload call: scale `name` to zero now; its next plain load reads
+        its repository's files again, as after Triton's unload."""
+        endpoint = self._models.endpoint(name)
+        async with self._lock(name):
+            served = self._overrides.get(name)
+            if served is not None:
+                # The files stay where the entry reads them until the next load replaces it.
+                self._overrides[name] = _Served(served.override, served.directory, None)
+        await endpoint.scale_to_zero()
+
+    @property
+    def override_root(self) -> Path | None:
+        """Where loads' `file:` overrides are written (None before the first)."""
+        return self._files.root
+
+    def close(self) -> None:
+        """Remove every override's written files (blocking: `thaw up` stops)."""
+        self._files.close()
+
+    async def _load_override(self, name: str, override: LoadOverride) -> None:
+        """Serve `name` with a load's override and warm it: its files written out (if any),
+        read as its changed files; refused (400), nothing kept, when they cannot be served.
+        A wake that fails (a replica refuses the override) is refused too, and what served
+        before serves again: as Triton's failed load, which leaves the old version."""
+        models, repository = self._models, self._models.repository
+        served = models.served(name)
+        before = _Before(
+            repository.get(name) if served else None,
+            repository.fingerprint_of(name),
+            self._overrides.get(name),
+            warm=served and models.endpoint(name).ready_count > 0,
+        )
+        directory = None
+        if override.files:
+            directory = await asyncio.to_thread(self._files.write, name, override.files)
+        try:
+            reread = await asyncio.to_thread(
+                repository.reread_override, name, override.config_json, directory
+            )
+            if reread.fingerprint is None:  # a config alone for a model no repository has
+                raise UnknownModel(not_in_repository(name))
+            files_now = await asyncio.to_thread(repository.files_now, name)
+            endpoint = await self._apply(reread, parameters=override.parameters())
+            if endpoint is None:  # several namespaces hold the name: no one model to serve
+                raise ConfigError(load_failed(name, ambiguous(name, len(reread.ambiguous))))
+            self._overrides[name] = _Served(override, directory, files_now)
+            try:
+                await endpoint.warm()
+            except ActivationFailed as exc:
+                await self._roll_back(name, before, endpoint)
+                raise ConfigError(load_failed(name, exc.message)) from exc
+        except BaseException:
+            if directory is not None:
+                await asyncio.to_thread(self._files.discard, directory)
+            raise
+        old = before.served
+        if old is not None and old.directory is not None and old.directory != directory:
+            await asyncio.to_thread(self._files.discard, old.directory)
+        logger.info("model=%s loaded with its load's override (%s)", name,
+                    "config and files" if directory is not None else "config")  # fmt: skip
+
+    async def _roll_back(self, name: str, before: _Before, endpoint: ModelEndpoint) -> None:
+        """Serve `before` again after an override whose wake failed (a model that was not
+        served before is dropped: its next plain load reads its repository)."""
+        models = self._models
+        self._overrides.pop(name, None)
+        if before.entry is None or before.files is None:
+            await models.drop_model(name)
+            return
+        if before.served is not None:
+            self._overrides[name] = before.served
+        previous = before.served.override.parameters() if before.served is not None else None
+        models.load_parameters(name, previous)
+        models.renew_model(before.entry, before.files)
+        await endpoint.replace_replicas()
+        logger.warning("model=%s override refused by its replica; what served before serves "
+                       "again", name)  # fmt: skip
+        if before.warm:
+            try:
+                await endpoint.warm()
+            except ActivationFailed as exc:  # the model's own trouble: its next request says
+                logger.warning("model=%s could not be warmed again: %s", name, exc.message)
+
+    def _keeps_override(self, name: str) -> bool:
+        """Triton's load without a `config` of a model serving one (`config` alone): while
+        the model's repository files are unchanged since, the override holds (blocking)."""
+        served = self._overrides.get(name)
+        if served is None or served.directory is not None or served.repository_files is None:
+            return False
+        return self._models.repository.files_now(name) == served.repository_files
+
+    async def _forget_override(self, name: str) -> None:
+        """The model is no longer served with the override it had: its files go."""
+        served = self._overrides.pop(name, None)
+        if served is not None and served.directory is not None:
+            await asyncio.to_thread(self._files.discard, served.directory)
 
     async def poll(self) -> None:
         """Re-read every model whose files changed since the last read (poll mode): removed
@@ -186,9 +343,12 @@ class Reloader:
     def _lock(self, name: str) -> asyncio.Lock:
         return self._locks.setdefault(name, asyncio.Lock())
 
-    async def _apply(self, reread: Reread) -> ModelEndpoint | None:
+    async def _apply(
+        self, reread: Reread, *, parameters: Mapping[str, str] | None = None
+    ) -> ModelEndpoint | None:
         """Act on one model's re-read (module docstring); its endpoint (None: ambiguous), or
-        the refusal."""
+        the refusal. `parameters`: its replicas' load call's (a load's override), set once it
+        is served."""
         models, name = self._models, reread.name
         change = compare_one(models.repository.fingerprint_of(name), reread.fingerprint)
         if change is Change.REMOVED or reread.fingerprint is None:
@@ -211,6 +371,8 @@ class Reloader:
         if problem is not None:
             return self._refuse(reread, problem)
         self._refused.pop(name, None)
+        # Before any replica of the new entry can start.
+        models.load_parameters(name, parameters)
         if not models.served(name):
             return models.add_model(entry, reread.fingerprint)
         if change is Change.UNCHANGED:

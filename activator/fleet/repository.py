@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import hashlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -45,6 +46,7 @@ from tritonconfig import (
     ModelConfigError,
     complete_config,
     composing_models,
+    config_from_json,
     config_to_json,
     cycle_error,
     default_model_filename,
@@ -117,14 +119,19 @@ def _load_entry(
     *,
     auto_complete: bool = True,
     namespacing: bool = False,
+    config_json: str | None = None,
 ) -> ModelEntry:
     """One model; ConfigError when its config is unreadable or a replica would refuse it. A
     backend found in `backend_directory` is a Python-based one: served as a Python model that
-    runs its model.py, as the replicas (given the same directory) serve it."""
+    runs its model.py, as the replicas (given the same directory) serve it. `config_json`: a
+    load's `config` override, read instead of the directory's config.pbtxt."""
     name = directory.name
     path = directory / "config.pbtxt"
     try:
-        config = _read_config(path)
+        if config_json is not None:
+            config = config_from_json(config_json, f"config override for '{name}'")
+        else:
+            config = _read_config(path)
         # Triton judges the config (in messages naming the model as the config does) before
         # it compares the name with the directory's, as a replica (runtime.models.repository).
         declared = config.name
@@ -366,6 +373,40 @@ class Repository:
             return Reread(name, files, error=exc.message)
         return Reread(name, files, entry)
 
+    def files_now(self, name: str) -> Fingerprint | None:
+        """Model `name`'s repository files now (blocking: in a thread); None when no
+        repository has its directory."""
+        if not is_model_name(name):
+            return None
+        found = [root / name for root in self.roots if (root / name).is_dir()]
+        return _fingerprint(found) if found else None
+
+    def reread_override(self, name: str, config_json: str, directory: Path | None = None) -> Reread:
+        """Model `name` read with a load's override (blocking: in a thread): its config from
+        `config_json`, its files from `directory` (a load's `file:` overrides written out:
+        activator.fleet.override_files) or else from its directory in the repositories. The
+        fingerprint is the files' with the config's text, so that any other config or files
+        read as a change."""
+        if directory is None:
+            if not is_model_name(name):
+                return Reread(name, None)
+            found = [root / name for root in self.roots if (root / name).is_dir()]
+            if not found:
+                return Reread(name, None)
+            if len(found) > 1:
+                files = _fingerprint(found)
+                return Reread(name, files, error=not_unique(name, [str(d.parent) for d in found]))
+            directory = found[0]
+        files = (*_fingerprint([directory]), _config_mark(config_json, directory))
+        try:
+            entry = _load_entry(
+                directory, self._reading.defaults, self._reading.backend_directory,
+                auto_complete=self._reading.auto_complete, config_json=config_json,
+            )  # fmt: skip
+        except ConfigError as exc:
+            return Reread(name, files, error=exc.message)
+        return Reread(name, files, entry)
+
     def ensemble_problem(self, entry: ModelEntry) -> str | None:
         """Why ensemble `entry` cannot run with the models served now (a step model missing
         or unavailable, or a cycle), in a replica's words; None when it can, or it is no
@@ -467,6 +508,15 @@ def _fingerprint(directories: Sequence[Path]) -> Fingerprint:
     if len(directories) == 1:
         return fingerprint(directories[0])
     return tuple((f"{d}/{p}", t, n) for d in directories for p, t, n in fingerprint(d))
+
+
+def _config_mark(config_json: str, directory: Path) -> tuple[str, int, int]:
+    """A fingerprint row for a load's `config` override (and where its files were read): no
+    file of a model directory has this path (a NUL in it), so a model served with an override
+    never reads as unchanged against its repository's files."""
+    text = f"{directory}\0{config_json}".encode("utf-8", "surrogatepass")
+    digest = int.from_bytes(hashlib.sha256(text).digest()[:8], "big")
+    return ("\0config-override", digest, len(text))
 
 
 def _model_directories(roots: Sequence[Path]) -> tuple[dict[str, list[Path]], str | None]:

@@ -30,6 +30,7 @@ from typing import Protocol, runtime_checkable
 
 __all__ = [
     "AsyncLifecycle",
+    "LoadParameters",
     "ModelActivity",
     "NodeWait",
     "PeerConcurrency",
@@ -235,6 +236,19 @@ class NodeWait(Protocol):
         """Until when (the backend's clock, `time.monotonic` in `thaw up`) requests held for
         `model` may wait, past their activation timeout, for a start that waited or waits for
         a node; None when no such start is in progress. Cheap and synchronous."""
+        ...
+
+
+@runtime_checkable
+class LoadParameters(Protocol):
+    """A backend whose replicas can load a model with a repository load's `parameters`
+    (Triton's `config` and `file:` overrides, as `thaw serve` takes them in its load call):
+    `thaw up` serves a model loaded with an override through such a backend only."""
+
+    def set_load_parameters(self, model: str, parameters: Mapping[str, str] | None) -> None:
+        """Each replica of `model` started from now on loads it with `parameters` (the REST
+        load call's `parameters` object; None: a plain load). Replicas already up keep what
+        they loaded (the endpoint replaces them)."""
         ...
 
 

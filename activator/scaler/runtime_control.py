@@ -16,7 +16,7 @@ import contextlib
 import json
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import aiohttp
 
@@ -84,11 +84,15 @@ class RuntimeControl:
                 return resp.status == 200
         return None
 
-    async def load(self, model: str, *, timeout_s: float) -> float:
-        """Load `model`; returns when the runtime says it is READY (with the seconds the
-        model's warm-up samples took inside the load), else `ActivationFailed` with the
-        runtime's own error text (bad weights, missing file, ...)."""
-        return await self._post(model, "load", timeout_s)
+    async def load(
+        self, model: str, *, timeout_s: float, parameters: Mapping[str, str] | None = None
+    ) -> float:
+        """Load `model` (with the load call's `parameters`: a repository load's override);
+        returns when the runtime says it is READY (with the seconds the model's warm-up
+        samples took inside the load), else `ActivationFailed` with the runtime's own error
+        text (bad weights, missing file, ...)."""
+        body = {"parameters": dict(parameters)} if parameters else {}
+        return await self._post(model, "load", timeout_s, body)
 
     async def unload(self, model: str, *, timeout_s: float) -> None:
         """Unload `model` (a pod going back to the pool); `ActivationFailed` when refused."""
@@ -135,11 +139,13 @@ class RuntimeControl:
         except (aiohttp.ClientError, TimeoutError):
             return None
 
-    async def _post(self, model: str, action: str, timeout_s: float) -> float:
+    async def _post(
+        self, model: str, action: str, timeout_s: float, body: Mapping[str, object] | None = None
+    ) -> float:
         url = f"{self.url}/v2/repository/models/{model}/{action}"
         try:
             timeout = aiohttp.ClientTimeout(total=timeout_s)
-            async with self._session.post(url, json={}, timeout=timeout) as resp:
+            async with self._session.post(url, json=body or {}, timeout=timeout) as resp:
                 if resp.status == 200:
                     return warmup_seconds(resp.headers.get(WARMUP_SECONDS_HEADER))
                 text = (await resp.text())[:_MAX_ERROR_BODY]

@@ -17,7 +17,6 @@ from activator.errors import (
     ActivatorError,
     BadRequest,
     ControlDisabled,
-    NotSupported,
     PayloadTooLarge,
     RouteNotFound,
 )
@@ -54,6 +53,8 @@ from thawserver.shm_api import RestSharedMemory
 from thawserver.shm_registry import SystemSharedMemory
 from thawserver.transfer_coding import refuse_unknown_codings
 from thawwire import server_info
+from thawwire.errors import LoadOverrideError
+from thawwire.load_overrides import overrides_from_json, refused
 from thawwire.model_control import CONTROL_DISABLED
 from thawwire.paths import MODEL, MODEL_VERSION
 from thawwire.shm_params import names_shared_memory
@@ -351,15 +352,15 @@ async def repository_index(request: web.Request) -> web.Response:
     return json_response(index_rows(request.app[FLEET], ready_only=ready_only))
 
 
-async def _json_object(request: web.Request) -> dict[str, Any]:
-    """An optional JSON object body ({} when empty); BadRequest otherwise."""
-    raw = await read_body(
-        request, limit=1 << 20, timeout_s=request.app[FLEET].config.body_deadline_s
-    )
+async def _json_object(request: web.Request, *, limit: int = 1 << 20) -> dict[str, Any]:
+    """An optional JSON object body ({} when empty, at most `limit` bytes); BadRequest
+    otherwise."""
+    raw = await read_body(request, limit=limit, timeout_s=request.app[FLEET].config.body_deadline_s)
     if not raw.strip():
         return {}
     try:
-        doc = json.loads(raw)
+        # A load's body may carry model files: parsed off the event loop when large.
+        doc = json.loads(raw) if len(raw) < (1 << 20) else await asyncio.to_thread(json.loads, raw)
     except (ValueError, RecursionError) as exc:
         raise BadRequest(f"request body is not valid JSON: {exc}") from None
     if not isinstance(doc, dict):
@@ -374,29 +375,30 @@ def _require_model_control(fleet: Fleet) -> None:
 
 
 async def load(request: web.Request) -> web.Response:
-    """Re-read the model's directory (a model added, or its changed files: activator.fleet.
-    reload), then warm it: returns once one replica is ready (or the wake-up failed)."""
+    """Re-read the model's directory (a model added, or its changed files, or the load's
+    `config` / `file:` override: activator.fleet.reload), then warm it: returns once one
+    replica is ready (or the wake-up failed)."""
     fleet = request.app[FLEET]
     _require_model_control(fleet)
-    params = (await _json_object(request)).get("parameters") or {}
+    name = request.match_info["model"]
+    # A load may carry the model's files (`file:`): the body limit is the inference one.
+    doc = await _json_object(request, limit=max(1 << 20, fleet.config.max_body_bytes))
+    params = doc.get("parameters") or {}
     if not isinstance(params, dict):
         raise BadRequest("'parameters' must be a JSON object")
-    overrides = sorted(k for k in params if k == "config" or k.startswith("file:"))
-    if overrides:
-        raise NotSupported(
-            f"thaw up serves the repository's own config and files; load parameters "
-            f"{overrides} are not supported (use `thaw serve --model-control-mode explicit`)"
-        )
-    await fleet.reloader.load(request.match_info["model"])
+    try:
+        override = await asyncio.to_thread(overrides_from_json, params)  # base64 files
+    except LoadOverrideError as exc:
+        raise BadRequest(refused(name, exc.message)) from None
+    await fleet.reloader.load(name, override)
     return web.Response(status=200)
 
 
 async def unload(request: web.Request) -> web.Response:
     """Scale the model to zero now (draining in-flight requests)."""
     _require_model_control(request.app[FLEET])
-    endpoint = request.app[FLEET].endpoint(request.match_info["model"])
     await _json_object(request)
-    await endpoint.scale_to_zero()
+    await request.app[FLEET].reloader.unload(request.match_info["model"])
     return web.Response(status=200)
 
 

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import grpc
 from google.protobuf.message import DecodeError
 
-from activator.errors import ActivatorError, ControlDisabled, NotSupported
+from activator.errors import ActivatorError, BadRequest, ControlDisabled, NotSupported
 from activator.fleet.fleet import Fleet
 from activator.surfaces import answers
 from activator.surfaces.answers import (
@@ -42,6 +42,7 @@ from thawserver.settings_api import SettingsApi
 from thawserver.shm_api import grpc_shm_methods
 from thawserver.shm_registry import SystemSharedMemory
 from thawwire import server_info
+from thawwire.errors import LoadOverrideError
 from thawwire.grpc_messages import (
     config_response,
     index_response,
@@ -50,6 +51,7 @@ from thawwire.grpc_messages import (
     statistics_response,
 )
 from thawwire.grpc_service import Method, pb
+from thawwire.load_overrides import overrides_from_grpc, refused
 from thawwire.model_control import CONTROL_DISABLED
 
 __all__ = ["GrpcSurface", "bind_grpc_server", "start_grpc_server"]
@@ -186,13 +188,11 @@ class GrpcSurface:
         self._require_model_control()
         if request.repository_name:
             raise NotSupported(_NO_REPOSITORY_NAME)
-        overrides = sorted(k for k in request.parameters if k == "config" or k.startswith("file:"))
-        if overrides:
-            raise NotSupported(
-                f"thaw up serves the repository's own config and files; load parameters "
-                f"{overrides} are not supported (use `thaw serve --model-control-mode explicit`)"
-            )
-        await self._fleet.reloader.load(request.model_name)
+        try:
+            override = overrides_from_grpc(request.parameters)
+        except LoadOverrideError as exc:
+            raise BadRequest(refused(request.model_name, exc.message)) from None
+        await self._fleet.reloader.load(request.model_name, override)
         return pb.RepositoryModelLoadResponse()
 
     async def unload(self, request: Any, context: Context) -> Any:
@@ -200,7 +200,7 @@ class GrpcSurface:
         self._require_model_control()
         if request.repository_name:
             raise NotSupported(_NO_REPOSITORY_NAME)
-        await self._fleet.endpoint(request.model_name).scale_to_zero()
+        await self._fleet.reloader.unload(request.model_name)
         return pb.RepositoryModelUnloadResponse()
 
     # ---- forwarded --------------------------------------------------------------------------

@@ -39,7 +39,7 @@ from runtime.header_forward import forwarded_headers
 from runtime.inference import InferRequest, InferResponse
 from runtime.models.lifecycle import ServerState
 from runtime.models.load_errors import refused_overrides
-from runtime.models.load_overrides import check_config, check_load_path, load_overrides
+from runtime.models.load_overrides import overrides_from_grpc
 from runtime.models.service import StreamingModelService, server_live, server_ready
 from thawserver.grpc_routes import parsed, service_handler
 from thawserver.grpc_status import error_status, grpc_status
@@ -231,7 +231,7 @@ class GrpcHandlers:
         self._control_allowed(request.repository_name)
         name, _ = message_ref(request.model_name, "")
         try:
-            config, files = _load_parameters(request.parameters)
+            config, files = overrides_from_grpc(request.parameters)
         except InvalidInput as exc:
             raise refused_overrides(name, exc) from None
         await self._manager.load(name, config_json=config, files=files)
@@ -266,27 +266,3 @@ def _decode(data: bytes, shm: ShmBinding) -> tuple[str, str, InferRequest | Inva
 
 def _encode(response: InferResponse, request: InferRequest, shm: ShmBinding) -> bytes:
     return bytes(encode_model_infer(response, request, shm=shm).SerializeToString())
-
-
-def _load_parameters(parameters: Any) -> tuple[str | None, dict[str, bytes] | None]:
-    """A load request's `config` (string_param) and `file:<path>` (bytes_param) overrides,
-    typed as Triton's gRPC frontend requires, checked as REST's are."""
-    config = None
-    files: dict[str, bytes] = {}
-    for key, param in parameters.items():
-        kind = parameter_kind(param)
-        if key == "config":
-            if kind != "string_param":
-                raise InvalidInput(
-                    "invalid value type for load parameter 'config', expected string_param."
-                )
-            config = check_config(param.string_param)
-        elif key.startswith("file:"):
-            if kind != "bytes_param":
-                raise InvalidInput(
-                    f"invalid value type for load parameter '{key[:80]}', expected bytes_param."
-                )
-            path = key.removeprefix("file:")
-            check_load_path(path)
-            files[path] = bytes(param.bytes_param)
-    return load_overrides(config, files)

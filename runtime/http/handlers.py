@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import functools
 import json
 from collections.abc import Coroutine
@@ -34,7 +32,7 @@ from runtime.http.response_encoding import MIN_COMPRESS_BYTES, compress_body, pi
 from runtime.inference import InferRequest
 from runtime.models.lifecycle import ServerState
 from runtime.models.load_errors import refused_overrides
-from runtime.models.load_overrides import check_config, check_load_path, load_overrides
+from runtime.models.load_overrides import overrides_from_json
 from runtime.models.service import ModelService, server_live, server_ready
 from thawserver.body_deadline import body_timeout_message
 from thawserver.json_response import json_response
@@ -353,7 +351,7 @@ class V2Handlers:
         self._require_explicit()
         params = _load_parameters(await self._json_body(request))
         try:
-            config_json, files = _load_overrides(params)
+            config_json, files = overrides_from_json(params)
         except InvalidInput as exc:
             raise refused_overrides(name, exc) from None
         warmup_s = await self._manager.load(name, config_json=config_json, files=files)
@@ -437,24 +435,3 @@ def _load_parameters(doc: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(params, dict):
         raise InvalidInput("'parameters' must be a JSON object")
     return params
-
-
-def _load_overrides(params: dict[str, Any]) -> tuple[str | None, dict[str, bytes] | None]:
-    """`parameters.config` (a JSON string) and `file:<path>` base64 contents of a load request."""
-    config = params.get("config")
-    if isinstance(config, dict):
-        config = json.dumps(config)
-    config = check_config(config)
-    files: dict[str, bytes] = {}
-    for key, value in params.items():
-        if not key.startswith("file:"):
-            continue
-        path = key.removeprefix("file:")
-        check_load_path(path)
-        if not isinstance(value, str):
-            raise InvalidInput(f"load file {path[:80]!r} must be base64 text")
-        try:
-            files[path] = base64.b64decode(value, validate=True)
-        except (binascii.Error, ValueError):
-            raise InvalidInput(f"load file {path[:80]!r} is not valid base64") from None
-    return load_overrides(config, files)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 
 from activator.errors import ActivationFailed, StartWithdrawn
 from activator.scaler.backend import PoolStatus, ReplicaHandle
@@ -20,7 +21,8 @@ class FakeScalerBackend:
     """Implements `activator.scaler.backend.ScalerBackend`; the test drives it:
 
     - every start waits for `gate` (open it with `gate.set()`, or `open_gate=True`), up to
-      its timeout (then `ActivationFailed`), then fails with `fail_with` when that is set,
+      its timeout (then `ActivationFailed`), then fails with `fail_with` when that is set
+      (or, a start whose load parameters hold a key of `refuse_parameter`, with its error),
       or the next start is withdrawn (`StartWithdrawn`, once) with `withdraw_with` when that
       is set;
     - the n-th start call's replica is `<model>-<n>` at `url` (`{id}` is replaced by the id);
@@ -29,8 +31,9 @@ class FakeScalerBackend:
     - `pool` is what `pool_status` answers;
     - with `host`, every replica is room in that shared runtime (`ReplicaHandle.host`).
 
-    It records `starts` (start calls so far) and `stopped` (ids, in order), and sets
-    `start_called` on every start call.
+    It records `starts` (start calls so far), `stopped` (ids, in order) and `loaded_with`
+    (each start's load parameters, `set_load_parameters`' for its model: a load's override),
+    and sets `start_called` on every start call.
     """
 
     def __init__(
@@ -58,9 +61,20 @@ class FakeScalerBackend:
         self.lost: dict[str, asyncio.Future[str]] = {}
         self.running: dict[str, list[ReplicaHandle]] = {}
         self.pool = PoolStatus(size=0, ready=0)
+        self.parameters: dict[str, dict[str, str]] = {}
+        self.loaded_with: list[dict[str, str] | None] = []
+        # Load parameter key -> the error of a start whose load parameters hold that key.
+        self.refuse_parameter: dict[str, str] = {}
+
+    def set_load_parameters(self, model: str, parameters: Mapping[str, str] | None) -> None:
+        if parameters:
+            self.parameters[model] = dict(parameters)
+        else:
+            self.parameters.pop(model, None)
 
     async def start_replica(self, model: str, *, timeout_s: float) -> ReplicaHandle:
         self.starts += 1
+        self.loaded_with.append(self.parameters.get(model))
         replica_id = f"{model}-{self.starts}"
         self.start_called.set()
         try:
@@ -69,6 +83,9 @@ class FakeScalerBackend:
             raise ActivationFailed("replica did not start in time") from None
         if self.fail_with:
             raise ActivationFailed(self.fail_with)
+        for key in self.parameters.get(model) or {}:
+            if key in self.refuse_parameter:
+                raise ActivationFailed(self.refuse_parameter[key])
         if self.withdraw_with:
             reason, self.withdraw_with = self.withdraw_with, None
             raise StartWithdrawn(reason)

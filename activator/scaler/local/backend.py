@@ -211,6 +211,8 @@ class LocalBackend:
         self._bound = bound
         self._session = session
         self._procs: dict[str, ReplicaProcess] = {}
+        # Models loaded with a repository load's override: their replicas' load parameters.
+        self._load_parameters: dict[str, dict[str, str]] = {}
         self._ids = itertools.count(1)
         self._links: dict[str, HandoffLink] = {}
         self._settling: set[asyncio.Task[None]] = set()  # dead replicas' connections
@@ -262,11 +264,20 @@ class LocalBackend:
     def shared_counts(self) -> Mapping[str, SharedCounts]:
         return self._shared.counts()
 
+    # ---- load overrides (activator.scaler.backend.LoadParameters) ---------------------------
+
+    def set_load_parameters(self, model: str, parameters: Mapping[str, str] | None) -> None:
+        if parameters:
+            self._load_parameters[model] = dict(parameters)
+        else:
+            self._load_parameters.pop(model, None)
+
     async def _start_shared(self, model: str, deadline: float) -> ReplicaHandle:
         start = time.monotonic()
         replica_id = f"{model}-{next(self._ids)}"
         try:
-            proc = await self._shared.start(model, replica_id, deadline)
+            parameters = self._load_parameters.get(model)
+            proc = await self._shared.start(model, replica_id, deadline, parameters)
         except OSError as exc:
             raise ActivationFailed(f"could not start a replica for '{model}': {exc}") from exc
         logger.info("replica %s model=%s shares %s at %s", replica_id, model, proc.name, proc.url)
@@ -292,7 +303,8 @@ class LocalBackend:
         try:
             proc = await self._pool.claim(model, deadline)
             claimed = time.monotonic()
-            await proc.load(model, max(0.01, deadline - claimed))
+            parameters = self._load_parameters.get(model)
+            await proc.load(model, max(0.01, deadline - claimed), parameters)
         except BaseException as exc:
             if proc is not None:
                 await proc.stop(self._config.drain_timeout_s)

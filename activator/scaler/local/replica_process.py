@@ -16,7 +16,7 @@ import os
 import signal
 import time
 from collections import deque
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -184,11 +184,16 @@ class ReplicaProcess:
         self.control = RuntimeControl(session, self.url, name=self.name)
         await self._unless_exited(self.control.wait_ready(deadline), "exited while starting")
 
-    async def load(self, model: str, timeout_s: float) -> None:
-        """The load call; returns when the runtime says the model is READY."""
+    async def load(
+        self, model: str, timeout_s: float, parameters: Mapping[str, str] | None = None
+    ) -> None:
+        """The load call (with a repository load's override as `parameters`); returns when
+        the runtime says the model is READY."""
         if self.control is None:
             raise ActivationFailed(f"replica {self.name} was never ready")
-        loading = asyncio.ensure_future(self.control.load(model, timeout_s=timeout_s))
+        loading = asyncio.ensure_future(
+            self.control.load(model, timeout_s=timeout_s, parameters=parameters)
+        )
         await self._unless_exited(loading, f"died while loading model '{model}'")
         self.warmup_s = loading.result()
         self.model = model

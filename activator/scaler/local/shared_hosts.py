@@ -23,7 +23,7 @@ import contextlib
 import itertools
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -134,13 +134,20 @@ class SharedHosts:
 
     # ---- a replica's room ---------------------------------------------------------------
 
-    async def start(self, model: str, replica_id: str, deadline: float) -> ReplicaProcess:
-        """Load `model` into a host with room (evicting idle models, or claiming a new host)
-        before `deadline`; returns the host's process, the model READY in it."""
+    async def start(
+        self,
+        model: str,
+        replica_id: str,
+        deadline: float,
+        parameters: Mapping[str, str] | None = None,
+    ) -> ReplicaProcess:
+        """Load `model` (with the load call's `parameters`) into a host with room (evicting
+        idle models, or claiming a new host) before `deadline`; returns the host's process,
+        the model READY in it."""
         need = self._shared[model].nbytes
         host = await self._reserve(model, need, deadline)
         try:
-            await host.proc.load(model, max(0.01, deadline - self._clock()))
+            await host.proc.load(model, max(0.01, deadline - self._clock()), parameters)
         except BaseException as exc:
             if not isinstance(exc, ActivationFailed):  # cancelled: the runtime may load it
                 self._unload_later(host, model)

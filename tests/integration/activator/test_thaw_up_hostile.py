@@ -188,8 +188,14 @@ def test_load_and_unload_through_tritonclient(up: UpProcess) -> None:
     try:
         client.load_model("add_sub")
         assert up.model("add_sub")["replicas_ready"] >= 1
-        with pytest.raises(httpclient.InferenceServerException, match="not supported"):
+        # A config override that names no inputs: the replica's add_sub refuses it, as
+        # Triton's would; the load fails in Triton's words and the old add_sub serves on.
+        with pytest.raises(
+            httpclient.InferenceServerException, match="load failed for model 'add_sub'"
+        ):
             client.load_model("add_sub", config='{"max_batch_size": 2}')
+        assert client.get_model_config("add_sub")["max_batch_size"] == 0
+        assert client.is_model_ready("add_sub")
         # thaw serve's words: a load re-reads the repository, which has no such model
         with pytest.raises(httpclient.InferenceServerException, match="no such model"):
             client.load_model("nope")

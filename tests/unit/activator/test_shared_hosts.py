@@ -4,7 +4,7 @@ model's endpoint, waiting for a victim that was already draining, an unload refu
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, cast
 
 import aiohttp
@@ -64,7 +64,9 @@ class _Runtime:
     def alive(self) -> bool:
         return not self.proc.exited.is_set()
 
-    async def load(self, model: str, timeout_s: float) -> None:
+    async def load(
+        self, model: str, timeout_s: float, parameters: Mapping[str, str] | None = None
+    ) -> None:
         if self.gate is not None:
             await self.gate.wait()
         self.loaded.append(model)
