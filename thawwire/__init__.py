@@ -15,6 +15,7 @@ run is `thawserver`'s.
     hop_by_hop        the headers no proxy forwards
     bad_http          the JSON answer to unparsable HTTP
     model_control     the answer to load/unload while the model-control API is off
+    load_overrides    a load request's overrides (`config`, `file:`), checked, for both servers
     shm_params        a tensor's `shared_memory_*` parameters, as Triton reads them
     handoff_protocol  the listening line, slots and their states, load reports
     load_answer       what a load call's answer reports beside its status (warm-up time)

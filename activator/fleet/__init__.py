@@ -2,8 +2,10 @@
 
     fleet           all model endpoints: their scaler backend, autoscaling tick, shutdown
     repository      the view of the model repository: names, configs, metadata, re-reads
+    ensemble_checks  whether the repository's ensembles can run, in a replica's words (pure)
     rescan          what changed between two reads of the repository, when to poll (pure)
     reload          the repository read again: an explicit load, the poll
+    override_files  a load's `file:` overrides written out, inside thaw up's own directory
     model_settings  per-model `thaw.*` overrides from `--model-settings FILE`
     replica_config  configs only a replica can complete (`auto_complete_config`)
     image_builder   each model's snapshot image, built or pulled (start-up, and changes)

@@ -39,6 +39,7 @@ from typing import Any
 
 from activator.config import ScaleSettings, validated
 from activator.errors import AmbiguousModel, ConfigError, ModelUnavailable, UnknownModel
+from activator.fleet.ensemble_checks import check_ensembles, ensemble_problem
 from thawwire.metadata import model_metadata
 from thawwire.model_control import ambiguous, not_unique
 from thawwire.names import is_model_name
@@ -48,10 +49,7 @@ from tritonconfig import (
     composing_models,
     config_from_json,
     config_to_json,
-    cycle_error,
     default_model_filename,
-    ensemble_cycle,
-    ensemble_steps,
     is_ensemble,
     parse_config,
 )
@@ -329,7 +327,7 @@ class Repository:
                     raise
                 logger.warning("model=%s unavailable: %s", name, exc.message)
                 unavailable[name] = exc.message
-        _check_ensembles(entries, unavailable, held_twice, strict=strict)
+        check_ensembles(entries, unavailable, held_twice, strict=strict)
         return cls(
             roots, entries, unavailable, start_error=missing, fingerprints=fingerprints,
             reading=reading, ambiguous=held_twice,
@@ -414,7 +412,7 @@ class Repository:
         if not entry.ensemble:
             return None
         entries = {**self._entries, entry.name: entry}
-        return _ensemble_problem(entry.name, entries, self.unavailable, self.ambiguous)
+        return ensemble_problem(entry.name, entries, self.unavailable, self.ambiguous)
 
     def stepping_on(self, name: str) -> list[str]:
         """The served ensembles with a step named `name` (their replicas load it)."""
@@ -536,73 +534,3 @@ def _model_directories(roots: Sequence[Path]) -> tuple[dict[str, list[Path]], st
                 continue
             found.setdefault(directory.name, []).append(directory)
     return found, missing
-
-
-def _check_ensembles(
-    entries: dict[str, ModelEntry],
-    unavailable: dict[str, str],
-    held_twice: dict[str, tuple[Path, ...]],
-    *,
-    strict: bool,
-) -> None:
-    """Ensembles whose steps cannot run become unavailable, with a replica's reason: a step
-    model missing or unavailable, or ensembles that call each other in a cycle."""
-    changed = True
-    while changed:  # an ensemble of an ensemble that just became unavailable, and so on
-        changed = False
-        for name in [n for n, e in entries.items() if e.ensemble]:
-            problem = _ensemble_problem(name, entries, unavailable, held_twice)
-            if problem is None:
-                continue
-            if strict:
-                raise ConfigError(problem)
-            logger.warning("model=%s unavailable: %s", name, problem)
-            unavailable[name] = problem
-            del entries[name]
-            changed = True
-
-
-def _ensemble_problem(
-    name: str,
-    entries: dict[str, ModelEntry],
-    unavailable: dict[str, str],
-    held_twice: dict[str, tuple[Path, ...]],
-) -> str | None:
-    home = entries[name].directory.parent
-    for dep in entries[name].steps:
-        if dep in held_twice:
-            if home / dep not in held_twice[dep]:  # as runtime.models.namespaces.step_key
-                return f"ensemble '{name}' depends on '{dep}': " + ambiguous(
-                    dep, len(held_twice[dep])
-                )
-            continue
-        if dep in unavailable:
-            return (
-                f"ensemble '{name}' depends on '{dep}' which has no loaded version. Model "
-                f"'{dep}' loading failed with error: {unavailable[dep]}"
-            )
-        if dep not in entries:
-            return f"ensemble '{name}' depends on '{dep}' which is not in the model repository"
-    for step in ensemble_steps(entries[name].config):
-        if step.model_name in held_twice:
-            continue  # its version is its replica's to judge
-        served = entries[step.model_name].versions
-        if step.model_version > 0 and str(step.model_version) not in served:
-            return (
-                f"ensemble '{name}' depends on '{step.model_name}' whose required version "
-                f"{step.model_version} is not loaded."
-            )
-    cycle = _cycle(name, entries)
-    if cycle:
-        return cycle_error(cycle)
-    return None
-
-
-def _cycle(name: str, entries: dict[str, ModelEntry]) -> list[str]:
-    """The ensembles along a path from `name` back to itself, or []."""
-
-    def steps_of(model: str) -> list[str]:
-        entry = entries.get(model)
-        return list(entry.steps) if entry is not None else []
-
-    return ensemble_cycle(name, steps_of)

@@ -14,7 +14,7 @@
     tool_calls      one chat choice's text as OpenAI's answer with tool calls, whole or streamed
     model_control   Triton's OpenAI frontend's load/unload routes
     lora            a request's LoRA adapter (--lora-separator), and the ids /v1/models lists
-    response_format a request's `response_format` as the guide its text must follow
+    response_format  a request's `response_format` as the guide its text must follow
 
 Exports `OpenAIHandlers` and `add_routes`.
 """
