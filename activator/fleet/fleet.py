@@ -375,6 +375,13 @@ class Fleet:
             return True
         return pool.ready > 0 or pool.size == 0 or pool.starts > 0 or pool.failures > 0
 
+    async def step_down(self) -> None:
+        """Shutdown has begun (no new connection is accepted): hand any scaling leadership
+        over now, before the last clients' connections are served (connection_drain), so that
+        another activator scales meanwhile. `close` does the rest."""
+        if isinstance(self.backend, AsyncLifecycle):
+            await self.backend.release()
+
     async def close(self) -> None:
         """Graceful stop: fail held requests, drain every replica, stop the pool."""
         for task in self._tasks:

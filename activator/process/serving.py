@@ -137,6 +137,7 @@ async def serve(
     finally:
         logger.info("thaw up: stopping (draining requests and replicas)")
         await door.close()
+        await app[FLEET].step_down()  # the Lease goes to another activator now, not after
         # As tritonserver: the clients' open connections are served until they close or the
         # exit timeout runs out (thawserver.connection_drain); in-flight requests get the rest.
         guard = app[CONNECTIONS]
