@@ -23,6 +23,7 @@ L0_dyna_sequence_batcher: one server start per test and repository, as their tes
 L0_model_config (tests/conformance/qa_model_config_suite.py) reads its case directories from
 the mirror when it runs: one server start and one row per test.sh case;
 tests/conformance/qa_l0_lifecycle.py runs L0_lifecycle's server starts whose models Thaw serves;
+tests/conformance/qa_model_update.py runs L0_model_update's three starts, one per rate-limit mode;
 tests/conformance/qa_namespacing.py runs L0_model_namespacing: two repositories with
 `--model-namespacing=true`, one server start per test and control mode, as its test.sh.
 
@@ -55,6 +56,7 @@ from tests.conformance.qa_checkout import (
 )
 from tests.conformance.qa_gen_suites import GEN_SUITES
 from tests.conformance.qa_l0_lifecycle import L0_LIFECYCLE
+from tests.conformance.qa_model_update import L0_MODEL_UPDATE
 from tests.conformance.qa_lifecycle_suites import LIFECYCLE_SUITES
 from tests.conformance.qa_model_config_suite import MODEL_CONFIG_SUITE
 from tests.conformance.qa_namespacing import NAMESPACING_SUITES
@@ -249,6 +251,7 @@ SUITES: dict[str, Suite] = {
         *SEQUENCE_SUITES,
         MODEL_CONFIG_SUITE,
         L0_LIFECYCLE,
+        L0_MODEL_UPDATE,
         *NAMESPACING_SUITES,
     )
 }
