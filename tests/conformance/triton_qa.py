@@ -56,9 +56,9 @@ from tests.conformance.qa_checkout import (
 )
 from tests.conformance.qa_gen_suites import GEN_SUITES
 from tests.conformance.qa_l0_lifecycle import L0_LIFECYCLE
-from tests.conformance.qa_model_update import L0_MODEL_UPDATE
 from tests.conformance.qa_lifecycle_suites import LIFECYCLE_SUITES
 from tests.conformance.qa_model_config_suite import MODEL_CONFIG_SUITE
+from tests.conformance.qa_model_update import L0_MODEL_UPDATE
 from tests.conformance.qa_namespacing import NAMESPACING_SUITES
 from tests.conformance.qa_sequence_suites import SEQUENCE_SUITES
 from tests.conformance.qa_servers import KINDS, refusal, start, unsupported
@@ -325,6 +325,9 @@ def _run_one(
     if run.refusal:
         return _refused(ref, qa_dir, run, kind)
     env = dict(run.env)
+    if run.link:  # before the listing: a test may import from it (`models.<model>.util`)
+        (qa_dir / run.link).unlink(missing_ok=True)
+        (qa_dir / run.link).symlink_to(qa_dir / run.repo, target_is_directory=True)
     if run.script_args is None and not run.pytest:
         listing = run_unittest(qa_dir, "--list", run.target, env=env)
         if listing.returncode != 0:
@@ -350,9 +353,6 @@ def _run_one(
         rows = {t: {"outcome": "error", "detail": f"thaw {kind} did not start: {last}"}
                 for t in selected}  # fmt: skip
         return results + rows_to_results(ref, run, rows)
-    if run.link:
-        (qa_dir / run.link).unlink(missing_ok=True)
-        (qa_dir / run.link).symlink_to(qa_dir / run.repo, target_is_directory=True)
     if run.pass_pid:
         env["SERVER_PID"] = str(server.proc.pid)
     if run.server_log:  # the tests read it by test.sh's name, in their own directory
@@ -392,7 +392,8 @@ def run_suites(
         extract(mirror, ref, _COMMON, base)
         for name in names:
             suite = SUITES[name]
-            extract(mirror, ref, [f"qa/{name}/{f}" for f in suite.files], base)
+            files = [f"qa/{name}/{f}" for f in suite.files]
+            extract(mirror, suite.files_ref or ref, files, base)
             qa_dir = base / "qa" / name
             qa_dir.mkdir(parents=True, exist_ok=True)  # a suite may have no files of its own
             for path in suite.beside:
