@@ -12,9 +12,11 @@ import logging
 import shutil
 from pathlib import Path
 
+from runtime.backends.base import Backend
 from runtime.config import ServeConfig
 from runtime.devices.target import DeviceTarget
 from runtime.errors import ModelNotFound, RepositoryError, ServingError
+from runtime.model_config import config_to_json
 from runtime.models.cache_policy import decoupled_cache_error
 from runtime.models.load_files import write_load_files
 from runtime.models.model_entry import UNLOADED, ModelEntry, ModelState
@@ -27,15 +29,28 @@ from runtime.models.repository import (
     read_model,
 )
 from runtime.models.response_cache import ResponseCache
-from runtime.models.version_loader import LoadedVersion, VersionLoader
-from runtime.models.version_reuse import reusable_versions, same_but_versions
+from runtime.models.version_loader import InstanceChange, LoadedVersion, VersionLoader
+from runtime.models.version_reuse import reusable_versions, same_but_instances, same_but_versions
 from runtime.observe.metrics import Metrics
+from runtime.scheduling.instance_worker import Instance
+from runtime.scheduling.rate_limit import (
+    ExplicitResource,
+    RateLimitMode,
+    ResourceLimits,
+    requirements,
+)
+from runtime.scheduling.scheduler import Scheduler
+from runtime.scheduling.sequence_scheduler import SequenceScheduler
 from thawwire.model_control import not_in_repository
 from tritonconfig import composing_models, cycle_error, ensemble_steps, is_ensemble
+from tritonconfig.schema import mc
 
 __all__ = ["ModelLoading"]
 
 logger = logging.getLogger(__name__)
+
+# How long an instance update waits for a removed instance's last requests before finalizing.
+_RETIRE_TIMEOUT_S = 30.0
 
 
 class ModelLoading:
@@ -68,6 +83,11 @@ class ModelLoading:
         self._remote_steps = remote_steps
         # tritonserver's --model-load-thread-count: versions loaded at once.
         self._load_slots = asyncio.Semaphore(config.model_load_threads)
+        # tritonserver's --rate-limit resources: every loaded model's needs, the explicit limits.
+        self._limits = ResourceLimits(
+            RateLimitMode(config.rate_limit),
+            tuple(ExplicitResource(*r) for r in config.rate_limit_resources),
+        )
 
     async def keys_to_load(self, name: str) -> list[ModelKey]:
         """The models a load of `name` loads: one per namespace holding it (without
@@ -126,11 +146,21 @@ class ModelLoading:
                     await self._load_composing(spec, key)
                 if self._cache is not None:
                     await asyncio.to_thread(self._refuse_decoupled_cache, spec, key)
+                needs = requirements(spec.config, _group_devices(spec.config))
+                self._limits.check(str(key), needs)
                 keep = _unchanged_versions(model, spec) if override is None else {}
+                updating = _updatable_versions(model, spec) if override is None else []
                 # With namespacing an ensemble's steps resolve in its namespace first.
                 steps = ScopedSteps(self._step_runner, key.namespace) if key.namespace else None
+                changes: list[InstanceChange] = []
                 async with self._load_slots:
-                    versions = await asyncio.to_thread(self._loader.load, spec, keep, steps=steps)
+                    if updating:
+                        changes = await asyncio.to_thread(self._prepare_update, spec, updating)
+                        versions = dict(model.versions)
+                    else:
+                        versions = await asyncio.to_thread(
+                            self._loader.load, spec, keep, steps=steps
+                        )
                 for loaded in versions.values():
                     enabled = loaded.config.response_cache.enable
                     loaded.stats.cache_enabled = self._cache is not None and enabled
@@ -148,6 +178,8 @@ class ModelLoading:
                     model.fingerprint = await asyncio.to_thread(_fingerprint, self._ns, key)
                 self._load_failed(model, previous_state, exc)
                 raise
+            retired = [self._apply_update(change) for change in changes]
+            self._limits.update(str(key), needs)
             old, old_override = model.versions, model.override_dir
             model.versions, model.override_dir = versions, override
             model.config_override = config_json is not None and override is None
@@ -158,6 +190,45 @@ class ModelLoading:
             model.state, model.reason = ModelState.READY, ""
             logger.info("model=%s successfully loaded '%s'", name, name)  # Triton's words
             await self._retire(name, old, old_override)
+            for drivers, backends in retired:  # the load returns once they are finalized
+                await asyncio.to_thread(self._finish_update, name, drivers, backends)
+
+    def _prepare_update(
+        self, spec: ModelSpec, updating: list[LoadedVersion]
+    ) -> list[InstanceChange]:
+        """Load the instances an instance update adds, for each version (blocking); all or
+        none."""
+        changes: list[InstanceChange] = []
+        try:
+            for up in updating:
+                changes.append(self._loader.update_instances(spec, up))
+        except BaseException:
+            for change in changes:
+                self._loader.discard(spec.name, change.add)
+            raise
+        return changes
+
+    @staticmethod
+    def _apply_update(change: InstanceChange) -> tuple[list[Instance], list[Backend]]:
+        """On the loop: the version's scheduler takes the new instances and retires the
+        dropped ones; the version now reads as its new config. Returns what to finalize."""
+        up = change.version
+        scheduler = up.scheduler
+        if not isinstance(scheduler, Scheduler | SequenceScheduler):  # _updatable_versions's
+            raise TypeError(f"model '{up.config.name}': no instance update for its scheduler")
+        drivers: list[Instance] = list(scheduler.update_instances(change.add, change.remove))
+        gone = {id(backend) for backend in change.remove}
+        up.instances = [b for b in up.instances if id(b) not in gone] + change.add
+        up.instance_keys = change.keys
+        up.config, up.config_json = change.config, config_to_json(change.config)
+        return drivers, change.remove
+
+    def _finish_update(self, name: str, drivers: list[Instance], backends: list[Backend]) -> None:
+        """Wait for the retired instances' last requests (blocking), then finalize them."""
+        for driver in drivers:
+            if not driver.join(_RETIRE_TIMEOUT_S):
+                logger.warning("model=%s instance %s did not stop in time", name, driver.name)
+        self._loader.discard(name, backends)
 
     async def _keeps_override(
         self, model: ModelEntry, *, config_json: str | None, files: dict[str, bytes] | None
@@ -249,6 +320,7 @@ class ModelLoading:
                 model.state, model.reason = ModelState.UNAVAILABLE, UNLOADED
                 return
             model.state = ModelState.UNLOADING
+            self._limits.drop(str(key))
             old, override = model.versions, model.override_dir
             model.versions, model.override_dir = {}, None
             await self._retire(name, old, override)
@@ -294,6 +366,40 @@ def _unchanged_versions(model: ModelEntry, spec: ModelSpec) -> dict[str, LoadedV
         selected=spec.versions, same_config=same_but_versions(model.served_config, spec.config),
     )  # fmt: skip
     return {version: model.versions[version] for version in reuse}
+
+
+def _updatable_versions(model: ModelEntry, spec: ModelSpec) -> list[LoadedVersion]:
+    """The versions up whose instances a reload updates in place (Triton's instance update):
+    the same versions, their files unchanged, the config changed in its instance groups only,
+    each run by a Scheduler, or a SequenceScheduler with no live sequence (an ensemble, or a
+    sequence batcher holding sequences, reloads whole). Else none."""
+    if not model.versions or model.override_dir is not None:
+        return []
+    before = model.served_config
+    if same_but_versions(before, spec.config) or not same_but_instances(before, spec.config):
+        return []
+    reuse = reusable_versions(
+        before=model.served_fingerprint, after=spec.fingerprint, loaded=model.versions,
+        selected=spec.versions, same_config=True,
+    )  # fmt: skip
+    if set(reuse) != set(model.versions) or {str(v) for v in spec.versions} != set(reuse):
+        return []
+    ups = [model.versions[version] for version in sorted(reuse, key=int)]
+    for up in ups:
+        scheduler = up.scheduler
+        if not isinstance(scheduler, Scheduler | SequenceScheduler) or not up.instance_keys:
+            return []
+        if not scheduler.can_update_instances():
+            return []
+    return ups
+
+
+def _group_devices(config: mc.ModelConfig) -> dict[str, list[int]]:
+    """Each instance group's devices as the rate limiter counts them (a CPU group: 0)."""
+    return {
+        group.name: list(group.gpus) if group.kind == mc.ModelInstanceGroup.KIND_GPU else [0]
+        for group in config.instance_group
+    }
 
 
 def _fingerprint(ns: Namespaces, key: ModelKey) -> tuple[tuple[str, int, int], ...]:

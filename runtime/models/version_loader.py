@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +25,7 @@ from runtime.devices.plan import Capabilities, DevicePlan, DevicePlanError, need
 from runtime.devices.vram_budget import check_framework_vram, framework_vram
 from runtime.errors import DeviceOutOfMemory, RepositoryError, ServingError
 from runtime.model_config import config_to_json, fill_defaults, validate_config
+from runtime.models.instance_identity import instance_keys, match_instances
 from runtime.models.repository import ModelSpec
 from runtime.models.signature import ModelSignature
 from runtime.models.snapshot_restore import ImageSource, SnapshotRestorer
@@ -44,7 +45,7 @@ from tritonconfig.schema import mc
 if TYPE_CHECKING:
     from snapshotter import Arena
 
-__all__ = ["LoadedVersion", "VersionLoader"]
+__all__ = ["InstanceChange", "LoadedVersion", "VersionLoader"]
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +66,21 @@ class LoadedVersion:
     restored: bool
     stats: ModelStats
     warmup_s: float = 0.0  # the config's `model_warmup` samples, run at load
+    # Each instance's identity (instance_identity.instance_keys), in `instances`' order: an
+    # instance update keeps the instances whose identity the new config still has.
+    instance_keys: list[str] = field(default_factory=list)
+
+
+@dataclass
+class InstanceChange:
+    """An instance update of one version up (VersionLoader.update_instances), ready to apply:
+    `add` is loaded, `remove` still serves until the scheduler retires it."""
+
+    version: LoadedVersion
+    config: mc.ModelConfig  # the new config, instance groups and all
+    add: list[Backend]
+    remove: list[Backend]
+    keys: list[str]  # the instance keys once applied: the kept ones in order, then `add`'s
 
 
 class VersionLoader:
@@ -135,6 +151,50 @@ class VersionLoader:
             if self._book.close(name, version.version, version.stats):
                 self._metrics.forget(name, version.version)  # not a reload's new gauges
 
+    def update_instances(self, spec: ModelSpec, up: LoadedVersion) -> InstanceChange:
+        """Triton's instance update of version `up`, whose files and config but for its
+        instance groups are unchanged: load only the instances the new groups add (an instance
+        keeps its identity, instance_identity.py, whatever its group's name or position); the
+        instances the groups drop are named in the change, still serving."""
+        config = self._complete(spec)
+        version = int(up.version)
+        plan = self._plan(spec.name, config)
+        match = match_instances(up.instance_keys, instance_keys(config, plan.placements))
+        new = DevicePlan(tuple(plan.placements[i] for i in match.added))
+        images = (
+            self._restorer.restore(spec, version, new.restore_devices)
+            if self._restorer is not None and new.placements
+            else {}
+        )
+        added = self._instances(spec, config, version, new, images) if new.placements else []
+        samples = warmup_samples(config, spec.model_dir)
+        if samples and added:
+            try:
+                run_warmup(spec.name, added, samples)
+            except BaseException:
+                self.discard(spec.name, added)
+                raise
+        logger.info(
+            "model=%s version=%s instance update: %d kept, %d added, %d removed",
+            spec.name, up.version, len(match.kept), len(added), len(match.removed),
+        )  # fmt: skip
+        return InstanceChange(
+            version=up,
+            config=config,
+            add=added,
+            remove=[up.instances[i] for i in match.removed],
+            keys=[up.instance_keys[i] for i in match.kept]
+            + [match.new_keys[i] for i in match.added],
+        )
+
+    def discard(self, name: str, instances: list[Backend]) -> None:
+        """Finalize instances no scheduler runs (any more): an update's retired or unused ones."""
+        for instance in instances:
+            try:
+                instance.unload()
+            except Exception as exc:
+                logger.warning("model=%s unload raised %r", name, exc)
+
     def _complete(self, spec: ModelSpec) -> mc.ModelConfig:
         config = spec.config
         if config.backend != "python" or not self._auto_complete:
@@ -203,6 +263,7 @@ class VersionLoader:
             restored=restored,
             stats=stats,
             warmup_s=warmup_s,
+            instance_keys=instance_keys(config, plan.placements),
         )
 
     def _load_ensemble(

@@ -99,13 +99,18 @@ class Scheduler:
         self._policy = InlinePolicy(max_inline_ns=inline_max_us * 1000 if gil_bound else 0)
         self._executor = BatchExecutor(model, stats, self._policy, trace)
         # A batch of one cannot grow by waiting: pipelining it changes nothing but the wait.
+        self._one_request = isinstance(policy, OneRequest)
         slots = 1
-        if isinstance(policy, OneRequest):
+        if self._one_request:
             slots = _PIPELINE_ALONE if len(instances) == 1 else _PIPELINE_SHARED
         workers = [
             instance_driver(f"{model}-v{version}-{i}", backend, self._executor, slots=slots)
             for i, backend in enumerate(instances)
         ]
+        self._drivers: dict[int, Instance] = {
+            id(backend): worker for backend, worker in zip(instances, workers, strict=True)
+        }
+        self._next_index = len(instances)
         planner: Planner = functools.partial(plan, policy=policy)
         self._clock = clock or LoopClock()
         self._dispatcher = Dispatcher(
@@ -157,6 +162,31 @@ class Scheduler:
         with reason REJECTED, as in Triton)."""
         elapsed = max(0, time.perf_counter_ns() - item.received_ns)
         self._stats.record_failure(FailureReason.REJECTED, elapsed)
+
+    def can_update_instances(self) -> bool:
+        """Always: any instance can be retired once its current batches are done."""
+        return True
+
+    def update_instances(self, add: list[Backend], remove: list[Backend]) -> list[Instance]:
+        """Triton's instance update, in place: `add` starts serving at once, `remove` takes no
+        new request and stops once its current ones are done; the other instances go on as they
+        were (their requests, their state). Call on the event loop; returns the retired drivers,
+        to join from a thread before their backends are unloaded."""
+        slots = _PIPELINE_SHARED if self._one_request else 1
+        added: list[Instance] = []
+        for backend in add:
+            name = f"{self.model}-v{self.version}-{self._next_index}"
+            self._next_index += 1
+            worker = instance_driver(name, backend, self._executor, slots=slots)
+            self._drivers[id(backend)] = worker
+            added.append(worker)
+        gone = {id(backend) for backend in remove}
+        # The inline path runs on instances[0]: a kept or new instance, never a retired one.
+        self._instances = [b for b in self._instances if id(b) not in gone] + list(add)
+        retired = [self._drivers.pop(key) for key in gone]
+        self._dispatcher.add_workers(added)  # first: what is pending goes to them
+        self._dispatcher.retire_workers(retired)
+        return retired
 
     def close(self) -> None:
         """Refuse new requests; queued ones still run. Call on the event loop thread, where
