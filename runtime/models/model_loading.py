@@ -16,8 +16,14 @@ from runtime.backends.base import Backend
 from runtime.config import ServeConfig
 from runtime.devices.target import DeviceTarget
 from runtime.errors import ModelNotFound, RepositoryError, ServingError
-from runtime.model_config import config_to_json
 from runtime.models.cache_policy import decoupled_cache_error
+from runtime.models.instance_update import (
+    StaleUpdate,
+    apply_updates,
+    finish_update,
+    prepare_update,
+    updatable_versions,
+)
 from runtime.models.load_files import write_load_files
 from runtime.models.model_entry import UNLOADED, ModelEntry, ModelState
 from runtime.models.namespaces import ModelKey, NamespacedRunner, Namespaces, ScopedSteps
@@ -29,8 +35,8 @@ from runtime.models.repository import (
     read_model,
 )
 from runtime.models.response_cache import ResponseCache
-from runtime.models.version_loader import InstanceChange, LoadedVersion, VersionLoader
-from runtime.models.version_reuse import reusable_versions, same_but_instances, same_but_versions
+from runtime.models.version_loader import LoadedVersion, VersionLoader
+from runtime.models.version_reuse import reusable_versions, same_but_versions
 from runtime.observe.metrics import Metrics
 from runtime.scheduling.instance_worker import Instance
 from runtime.scheduling.rate_limit import (
@@ -39,8 +45,6 @@ from runtime.scheduling.rate_limit import (
     ResourceLimits,
     requirements,
 )
-from runtime.scheduling.scheduler import Scheduler
-from runtime.scheduling.sequence_scheduler import SequenceScheduler
 from thawwire.model_control import not_in_repository
 from tritonconfig import composing_models, cycle_error, ensemble_steps, is_ensemble
 from tritonconfig.schema import mc
@@ -48,9 +52,6 @@ from tritonconfig.schema import mc
 __all__ = ["ModelLoading"]
 
 logger = logging.getLogger(__name__)
-
-# How long an instance update waits for a removed instance's last requests before finalizing.
-_RETIRE_TIMEOUT_S = 30.0
 
 
 class ModelLoading:
@@ -149,14 +150,21 @@ class ModelLoading:
                 needs = requirements(spec.config, _group_devices(spec.config))
                 self._limits.check(str(key), needs)
                 keep = _unchanged_versions(model, spec) if override is None else {}
-                updating = _updatable_versions(model, spec) if override is None else []
+                updating = updatable_versions(model, spec) if override is None else []
                 # With namespacing an ensemble's steps resolve in its namespace first.
                 steps = ScopedSteps(self._step_runner, key.namespace) if key.namespace else None
-                changes: list[InstanceChange] = []
+                retired: list[tuple[list[Instance], list[Backend]]] = []
                 async with self._load_slots:
                     if updating:
-                        changes = await asyncio.to_thread(self._prepare_update, spec, updating)
+                        changes = await asyncio.to_thread(
+                            prepare_update, self._loader, spec, updating
+                        )
                         versions = dict(model.versions)
+                        try:  # on the loop, at once: no request can slip in between
+                            retired = apply_updates(changes)
+                        except StaleUpdate as stale:
+                            await asyncio.to_thread(self._loader.discard, name, stale.unused)
+                            raise
                     else:
                         versions = await asyncio.to_thread(
                             self._loader.load, spec, keep, steps=steps
@@ -178,7 +186,6 @@ class ModelLoading:
                     model.fingerprint = await asyncio.to_thread(_fingerprint, self._ns, key)
                 self._load_failed(model, previous_state, exc)
                 raise
-            retired = [self._apply_update(change) for change in changes]
             self._limits.update(str(key), needs)
             old, old_override = model.versions, model.override_dir
             model.versions, model.override_dir = versions, override
@@ -191,44 +198,7 @@ class ModelLoading:
             logger.info("model=%s successfully loaded '%s'", name, name)  # Triton's words
             await self._retire(name, old, old_override)
             for drivers, backends in retired:  # the load returns once they are finalized
-                await asyncio.to_thread(self._finish_update, name, drivers, backends)
-
-    def _prepare_update(
-        self, spec: ModelSpec, updating: list[LoadedVersion]
-    ) -> list[InstanceChange]:
-        """Load the instances an instance update adds, for each version (blocking); all or
-        none."""
-        changes: list[InstanceChange] = []
-        try:
-            for up in updating:
-                changes.append(self._loader.update_instances(spec, up))
-        except BaseException:
-            for change in changes:
-                self._loader.discard(spec.name, change.add)
-            raise
-        return changes
-
-    @staticmethod
-    def _apply_update(change: InstanceChange) -> tuple[list[Instance], list[Backend]]:
-        """On the loop: the version's scheduler takes the new instances and retires the
-        dropped ones; the version now reads as its new config. Returns what to finalize."""
-        up = change.version
-        scheduler = up.scheduler
-        if not isinstance(scheduler, Scheduler | SequenceScheduler):  # _updatable_versions's
-            raise TypeError(f"model '{up.config.name}': no instance update for its scheduler")
-        drivers: list[Instance] = list(scheduler.update_instances(change.add, change.remove))
-        gone = {id(backend) for backend in change.remove}
-        up.instances = [b for b in up.instances if id(b) not in gone] + change.add
-        up.instance_keys = change.keys
-        up.config, up.config_json = change.config, config_to_json(change.config)
-        return drivers, change.remove
-
-    def _finish_update(self, name: str, drivers: list[Instance], backends: list[Backend]) -> None:
-        """Wait for the retired instances' last requests (blocking), then finalize them."""
-        for driver in drivers:
-            if not driver.join(_RETIRE_TIMEOUT_S):
-                logger.warning("model=%s instance %s did not stop in time", name, driver.name)
-        self._loader.discard(name, backends)
+                await asyncio.to_thread(finish_update, self._loader, name, drivers, backends)
 
     async def _keeps_override(
         self, model: ModelEntry, *, config_json: str | None, files: dict[str, bytes] | None
@@ -366,32 +336,6 @@ def _unchanged_versions(model: ModelEntry, spec: ModelSpec) -> dict[str, LoadedV
         selected=spec.versions, same_config=same_but_versions(model.served_config, spec.config),
     )  # fmt: skip
     return {version: model.versions[version] for version in reuse}
-
-
-def _updatable_versions(model: ModelEntry, spec: ModelSpec) -> list[LoadedVersion]:
-    """The versions up whose instances a reload updates in place (Triton's instance update):
-    the same versions, their files unchanged, the config changed in its instance groups only,
-    each run by a Scheduler, or a SequenceScheduler with no live sequence (an ensemble, or a
-    sequence batcher holding sequences, reloads whole). Else none."""
-    if not model.versions or model.override_dir is not None:
-        return []
-    before = model.served_config
-    if same_but_versions(before, spec.config) or not same_but_instances(before, spec.config):
-        return []
-    reuse = reusable_versions(
-        before=model.served_fingerprint, after=spec.fingerprint, loaded=model.versions,
-        selected=spec.versions, same_config=True,
-    )  # fmt: skip
-    if set(reuse) != set(model.versions) or {str(v) for v in spec.versions} != set(reuse):
-        return []
-    ups = [model.versions[version] for version in sorted(reuse, key=int)]
-    for up in ups:
-        scheduler = up.scheduler
-        if not isinstance(scheduler, Scheduler | SequenceScheduler) or not up.instance_keys:
-            return []
-        if not scheduler.can_update_instances():
-            return []
-    return ups
 
 
 def _group_devices(config: mc.ModelConfig) -> dict[str, list[int]]:
