@@ -35,7 +35,9 @@ class InstancePool:
             w for level in range(depth) for w in workers if w.slots > level
         )
         self._waiting: deque[Batch] = deque()
-        self._retiring: set[int] = set()  # id() of each retired worker still running a batch
+        # Each retired worker still running batches, by id(), with its busy slots; it is held
+        # here, so its id cannot be reused by a new worker while it is in this map.
+        self._retiring: dict[int, tuple[Instance, int]] = {}
         # Requests in waiting batches; written under the lock, read by anyone (an int).
         self.waiting_requests = 0
 
@@ -59,14 +61,19 @@ class InstancePool:
         """For a worker that finished a batch (its thread): the oldest waiting batch, or None
         after marking it free (after stopping that slot, for a retired worker)."""
         with self._lock:
-            retired = id(worker) in self._retiring
-            if not retired and self._waiting:
+            retiring = self._retiring.get(id(worker))
+            if retiring is None and self._waiting:
                 batch = self._waiting.popleft()
                 self.waiting_requests -= len(batch)
                 return batch
-            if not retired:
+            if retiring is None:
                 self._free.append(worker)
                 return None
+            busy = retiring[1] - 1
+            if busy:
+                self._retiring[id(worker)] = (worker, busy)
+            else:
+                del self._retiring[id(worker)]
         worker.stop()  # this slot is free now: the worker's own queue gets its stop
         return None
 
@@ -86,10 +93,11 @@ class InstancePool:
     def retire(self, worker: Instance) -> None:
         """`worker` gets no new batch: its free slots stop now, its busy ones once done."""
         with self._lock:
-            self._retiring.add(id(worker))
             free = sum(1 for w in self._free if w is worker)
             if free:
                 self._free = deque(w for w in self._free if w is not worker)
+            if worker.slots > free:
+                self._retiring[id(worker)] = (worker, worker.slots - free)
         for _ in range(free):
             worker.stop()
 
