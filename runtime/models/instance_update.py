@@ -104,7 +104,11 @@ def _apply(
 ) -> tuple[list[Instance], list[Backend]]:
     """The scheduler takes the new instances; the version now reads as its new config."""
     up = change.version
-    drivers: list[Instance] = list(scheduler.update_instances(change.add, change.remove))
+    drivers: list[Instance]
+    if isinstance(scheduler, Scheduler):
+        drivers = scheduler.update_instances(change.add, change.remove, needs=change.add_needs)
+    else:  # the sequence batcher holds no rate-limiter resources
+        drivers = list(scheduler.update_instances(change.add, change.remove))
     gone = {id(backend) for backend in change.remove}
     up.instances = [b for b in up.instances if id(b) not in gone] + change.add
     up.instance_keys = change.keys

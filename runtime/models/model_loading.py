@@ -39,12 +39,8 @@ from runtime.models.version_loader import LoadedVersion, VersionLoader
 from runtime.models.version_reuse import reusable_versions, same_but_versions
 from runtime.observe.metrics import Metrics
 from runtime.scheduling.instance_worker import Instance
-from runtime.scheduling.rate_limit import (
-    ExplicitResource,
-    RateLimitMode,
-    ResourceLimits,
-    requirements,
-)
+from runtime.scheduling.rate_limit import ResourceLimits, requirements
+from runtime.scheduling.resource_gate import ResourceGate
 from thawwire.model_control import not_in_repository
 from tritonconfig import composing_models, cycle_error, ensemble_steps, is_ensemble
 from tritonconfig.schema import mc
@@ -69,6 +65,8 @@ class ModelLoading:
         cache: ResponseCache | None,
         step_runner: NamespacedRunner,
         remote_steps: bool,
+        limits: ResourceLimits | None = None,
+        gate: ResourceGate | None = None,
     ) -> None:
         """`step_runner`: the manager, through which an ensemble's steps resolve in its own
         namespace (`--model-namespacing`); `remote_steps`: its steps run behind `thaw up`'s
@@ -84,11 +82,10 @@ class ModelLoading:
         self._remote_steps = remote_steps
         # tritonserver's --model-load-thread-count: versions loaded at once.
         self._load_slots = asyncio.Semaphore(config.model_load_threads)
-        # tritonserver's --rate-limit resources: every loaded model's needs, the explicit limits.
-        self._limits = ResourceLimits(
-            RateLimitMode(config.rate_limit),
-            tuple(ExplicitResource(*r) for r in config.rate_limit_resources),
-        )
+        # tritonserver's --rate-limit resources: every loaded model's needs, the explicit
+        # limits; the gate where executions hold them (None: not held).
+        self._limits = limits or ResourceLimits()
+        self._gate = gate
 
     async def keys_to_load(self, name: str) -> list[ModelKey]:
         """The models a load of `name` loads: one per namespace holding it (without
@@ -187,6 +184,8 @@ class ModelLoading:
                 self._load_failed(model, previous_state, exc)
                 raise
             self._limits.update(str(key), needs)
+            if self._gate is not None:
+                self._gate.wake()  # a larger map may let a waiting execution start
             old, old_override = model.versions, model.override_dir
             model.versions, model.override_dir = versions, override
             model.config_override = config_json is not None and override is None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +21,14 @@ from runtime.backends.base import Backend, LoadContext, SnapshotImage
 from runtime.backends.registry import backend_class
 from runtime.devices.errors import is_device_oom
 from runtime.devices.inventory import DeviceInventory, LocalInventory
-from runtime.devices.plan import Capabilities, DevicePlan, DevicePlanError, needs_gpu, plan_devices
+from runtime.devices.plan import (
+    Capabilities,
+    DevicePlan,
+    DevicePlanError,
+    Placement,
+    needs_gpu,
+    plan_devices,
+)
 from runtime.devices.vram_budget import check_framework_vram, framework_vram
 from runtime.errors import DeviceOutOfMemory, RepositoryError, ServingError
 from runtime.model_config import config_to_json, fill_defaults, validate_config
@@ -37,6 +44,8 @@ from runtime.scheduling.batch_planner import DynamicBatching
 from runtime.scheduling.ensemble_scheduler import EnsembleScheduler, StepRunner
 from runtime.scheduling.model_scheduler import ModelScheduler
 from runtime.scheduling.queue_policy import QueuePolicies
+from runtime.scheduling.rate_limit import ResourceKey, instance_needs
+from runtime.scheduling.resource_gate import ResourceGate
 from runtime.scheduling.scheduler import Scheduler
 from runtime.scheduling.sequence_scheduler import SequenceScheduler
 from tritonconfig import is_ensemble
@@ -81,6 +90,7 @@ class InstanceChange:
     add: list[Backend]
     remove: list[Backend]
     keys: list[str]  # the instance keys once applied: the kept ones in order, then `add`'s
+    add_needs: list[dict[ResourceKey, int]] = field(default_factory=list)  # `add`'s resources
 
 
 class VersionLoader:
@@ -99,7 +109,11 @@ class VersionLoader:
         inventory: DeviceInventory | None = None,
         vram_headroom_bytes: int = 512 << 20,
         tracer: RequestTracer | None = None,
+        gate: ResourceGate | None = None,
     ) -> None:
+        """`gate`: where instances hold their rate-limiter resources while they execute
+        (`--rate-limit=execution_count`); None: nothing is held."""
+        self._gate = gate
         self._book = book
         self._tracer = tracer  # the trace extension's records (runtime.observe.tracing)
         self._vram_headroom = vram_headroom_bytes  # beside the frameworks' own weight copies
@@ -185,6 +199,7 @@ class VersionLoader:
             remove=[up.instances[i] for i in match.removed],
             keys=[up.instance_keys[i] for i in match.kept]
             + [match.new_keys[i] for i in match.added],
+            add_needs=_needs(config, new.placements),
         )
 
     def discard(self, name: str, instances: list[Backend]) -> None:
@@ -242,7 +257,10 @@ class VersionLoader:
         restored = bool(images) and all(instance.used_image for instance in instances)
         stats = self._book.open(spec.name, str(version))
         signature = ModelSignature.from_config(config)
-        scheduler = self._scheduler(spec.name, str(version), config, signature, instances, stats)
+        needs = _needs(config, plan.placements)
+        scheduler = self._scheduler(
+            spec.name, str(version), config, signature, instances, stats, needs
+        )
         seconds = time.perf_counter() - started
         # Where the weights came from (host tier, node cache, store): the first device's image.
         source = next(iter(images.values())).source if restored else "files"
@@ -296,9 +314,12 @@ class VersionLoader:
         signature: ModelSignature,
         instances: list[Backend],
         stats: ModelStats,
+        needs: list[dict[ResourceKey, int]],
     ) -> ModelScheduler:
         """The scheduler the config asks for: Triton's sequence batcher, its dynamic batcher,
-        or one request at a time (which may run inline, on the event loop, once proven tiny)."""
+        or one request at a time (which may run inline, on the event loop, once proven tiny).
+        `needs`: each instance's rate-limiter resources, held while it executes (with
+        `--rate-limit=execution_count`; the sequence batcher does not hold them)."""
         trace = self._tracer.version(name, version) if self._tracer is not None else None
         if config.HasField("sequence_batching"):
             return SequenceScheduler(name, version, instances, stats, config, trace=trace)
@@ -312,10 +333,13 @@ class VersionLoader:
                 queue=QueuePolicies.from_config(config.dynamic_batching),
                 batch_key=signature.batch_key,
                 trace=trace,
+                gate=self._gate,
+                needs=needs,
             )
         return Scheduler(
-            name, version, instances, stats, inline_max_us=self._inline_exec_max_us, trace=trace
-        )
+            name, version, instances, stats, inline_max_us=self._inline_exec_max_us, trace=trace,
+            gate=self._gate, needs=needs,
+        )  # fmt: skip
 
     def _plan(self, name: str, config: mc.ModelConfig) -> DevicePlan:
         """Where each instance runs; every fallback is logged and counted once per load."""
@@ -436,6 +460,11 @@ class VersionLoader:
                     instance.unload()
             raise
         return [instance for instance in loaded if instance is not None]
+
+
+def _needs(config: mc.ModelConfig, placements: Sequence[Placement]) -> list[dict[ResourceKey, int]]:
+    """Each instance's rate-limiter resources, on its device (runtime.scheduling.rate_limit)."""
+    return instance_needs(config, [(p.group, p.device_id) for p in placements])
 
 
 def _load_instance(backend: Backend, ctx: LoadContext) -> None:

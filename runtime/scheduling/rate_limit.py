@@ -30,7 +30,9 @@ __all__ = [
     "ExplicitResource",
     "RateLimitError",
     "RateLimitMode",
+    "ResourceKey",
     "ResourceLimits",
+    "instance_needs",
     "parse_mode",
     "parse_resource",
     "requirements",
@@ -103,6 +105,26 @@ def requirements(
     return needs
 
 
+def instance_needs(
+    config: mc.ModelConfig, placements: Iterable[tuple[str, int]]
+) -> list[dict[ResourceKey, int]]:
+    """What each instance holds while it executes: its group's `rate_limiter` resources, on
+    its device (`placements`: each instance's group name and device id) or GLOBAL."""
+    groups = {group.name: group for group in config.instance_group}
+    needs: list[dict[ResourceKey, int]] = []
+    for group_name, device in placements:
+        group = groups.get(group_name)
+        resources = group.rate_limiter.resources if group is not None else ()
+        needs.append(
+            {
+                (GLOBAL if getattr(r, "global") else device, r.name): r.count
+                for r in resources
+                if r.count > 0
+            }
+        )
+    return needs
+
+
 @dataclass
 class ResourceLimits:
     """The server's resource map: every loaded model's needs and the explicit limits.
@@ -137,6 +159,12 @@ class ResourceLimits:
         """Forget an unloaded model's needs; the resource map now."""
         self._needs.pop(model, None)
         return self._changed()
+
+    @property
+    def current(self) -> Mapping[ResourceKey, int]:
+        """The resource map as of the last `update` or `drop` (runtime.scheduling.resource_gate
+        reads it at every execution: no recomputation)."""
+        return self._last
 
     def max_resources(self) -> dict[ResourceKey, int]:
         """Per (device, resource): the explicit count, else the largest any instance needs."""
