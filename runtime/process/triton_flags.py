@@ -180,8 +180,8 @@ def add_triton_flags(p: argparse.ArgumentParser) -> None:
                    help="models loaded at once (default 4)")  # fmt: skip
     g.add_argument(
         "--rate-limit", default="off", metavar="MODE",
-        help="off (default) or execution_count: Triton's rate limiter; its resources are "
-        "checked and mapped, executions are not held back (docs/triton-qa-parity.md)",
+        help="off (default) or execution_count: Triton's rate limiter; an instance executes "
+        "only while it holds its rate_limiter resources (priority is not used)",
     )  # fmt: skip
     g.add_argument(
         "--rate-limit-resource", action="append", default=[],

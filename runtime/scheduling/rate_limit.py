@@ -11,8 +11,9 @@ With `--rate-limit=execution_count` Triton computes, per device (and GLOBAL for 
 config marks `global: true`), the largest count any loaded instance asks for, or the explicit
 count `--rate-limit-resource` gives (which must cover every instance's need: a load asking for
 more is refused in Triton's words). Thaw keeps that map, refuses such loads, and logs the map at
-every change as Triton does; an instance's execution is not yet held back until its resources
-are free (docs/triton-qa-parity.md, L0_model_update).
+every change as Triton does; runtime.scheduling.resource_gate holds each instance's resources
+while it executes. An instance group's `priority` orders nothing yet
+(docs/triton-qa-parity.md, L0_model_update).
 """
 
 from __future__ import annotations
