@@ -109,6 +109,11 @@ class ServeConfig:
     exit_on_error: bool | None = None
     auto_complete_config: bool = True  # complete configs from model files / model.py
     model_load_threads: int = 4  # models loaded at once
+    # tritonserver's `--rate-limit` ("off" | "execution_count") and `--rate-limit-resource`
+    # values as (resource, count, device or None for every device)
+    # (runtime.scheduling.rate_limit)
+    rate_limit: str = "off"
+    rate_limit_resources: tuple[tuple[str, int, int | None], ...] = ()
     backend_config: tuple[tuple[str, str, str], ...] = ()  # (backend, setting, value)
     # tritonserver's `--backend-directory`: where Python-based backends are found
     # (`DIR/NAME/model.py`, tritonconfig.python_based); None: none are.
@@ -205,6 +210,10 @@ class ServeConfig:
         _in_range("grpc_port", self.grpc_port, 0, 65535)
         _in_range("metrics_port", self.metrics_port, 0, 65535)
         _in_range("model_load_threads", self.model_load_threads, 1, 1024)
+        if self.rate_limit not in ("off", "execution_count"):
+            raise ConfigError(
+                f"`rate_limit` = {self.rate_limit}, must be one of off, execution_count"
+            )
         if self.grpc_max_message_bytes is not None:
             # gRPC's limits are C ints.
             _in_range("grpc_max_message_bytes", self.grpc_max_message_bytes, 1024, (1 << 31) - 1)

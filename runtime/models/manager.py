@@ -42,7 +42,9 @@ from runtime.observe.stats import StatsBook
 from runtime.observe.tracing import RequestTracer
 from runtime.python.server_host import PythonModelsHost
 from runtime.scheduling.ensemble_scheduler import EnsembleScheduler, StepRunner
+from runtime.scheduling.rate_limit import ExplicitResource, RateLimitMode, ResourceLimits
 from runtime.scheduling.request_parameters import scheduling_parameters
+from runtime.scheduling.resource_gate import ResourceGate
 from runtime.scheduling.response_stream import ResponseStream
 from thawwire.metadata import model_metadata
 from thawwire.model_control import CONTROL_DISABLED
@@ -99,7 +101,15 @@ class ModelManager:
         self._cache = (
             ResponseCache(config.response_cache_bytes) if config.response_cache_bytes else None
         )
+        # tritonserver's --rate-limit: the resource map, and with execution_count the gate
+        # where each execution holds its instance's resources.
+        limits = ResourceLimits(
+            RateLimitMode(config.rate_limit),
+            tuple(ExplicitResource(*r) for r in config.rate_limit_resources),
+        )
+        gate = ResourceGate(limits) if limits.mode is RateLimitMode.EXECUTION_COUNT else None
         self._loader = VersionLoader(
+            gate=gate,
             book=self._book,
             metrics=metrics,
             image_loader=image_loader,
@@ -115,7 +125,7 @@ class ModelManager:
         self._loading = ModelLoading(
             config, namespaces=self._ns, models=self._models, loader=self._loader,
             metrics=metrics, target=self._target, cache=self._cache, step_runner=self,
-            remote_steps=remote is not None,
+            remote_steps=remote is not None, limits=limits, gate=gate,
         )  # fmt: skip
         self._started = False
         self._poller: asyncio.Task[None] | None = None

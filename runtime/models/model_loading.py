@@ -12,10 +12,18 @@ import logging
 import shutil
 from pathlib import Path
 
+from runtime.backends.base import Backend
 from runtime.config import ServeConfig
 from runtime.devices.target import DeviceTarget
 from runtime.errors import ModelNotFound, RepositoryError, ServingError
 from runtime.models.cache_policy import decoupled_cache_error
+from runtime.models.instance_update import (
+    StaleUpdate,
+    apply_updates,
+    finish_update,
+    prepare_update,
+    updatable_versions,
+)
 from runtime.models.load_files import write_load_files
 from runtime.models.model_entry import UNLOADED, ModelEntry, ModelState
 from runtime.models.namespaces import ModelKey, NamespacedRunner, Namespaces, ScopedSteps
@@ -30,8 +38,12 @@ from runtime.models.response_cache import ResponseCache
 from runtime.models.version_loader import LoadedVersion, VersionLoader
 from runtime.models.version_reuse import reusable_versions, same_but_versions
 from runtime.observe.metrics import Metrics
+from runtime.scheduling.instance_worker import Instance
+from runtime.scheduling.rate_limit import ResourceLimits, requirements
+from runtime.scheduling.resource_gate import ResourceGate
 from thawwire.model_control import not_in_repository
 from tritonconfig import composing_models, cycle_error, ensemble_steps, is_ensemble
+from tritonconfig.schema import mc
 
 __all__ = ["ModelLoading"]
 
@@ -53,6 +65,8 @@ class ModelLoading:
         cache: ResponseCache | None,
         step_runner: NamespacedRunner,
         remote_steps: bool,
+        limits: ResourceLimits | None = None,
+        gate: ResourceGate | None = None,
     ) -> None:
         """`step_runner`: the manager, through which an ensemble's steps resolve in its own
         namespace (`--model-namespacing`); `remote_steps`: its steps run behind `thaw up`'s
@@ -68,6 +82,10 @@ class ModelLoading:
         self._remote_steps = remote_steps
         # tritonserver's --model-load-thread-count: versions loaded at once.
         self._load_slots = asyncio.Semaphore(config.model_load_threads)
+        # tritonserver's --rate-limit resources: every loaded model's needs, the explicit
+        # limits; the gate where executions hold them (None: not held).
+        self._limits = limits or ResourceLimits()
+        self._gate = gate
 
     async def keys_to_load(self, name: str) -> list[ModelKey]:
         """The models a load of `name` loads: one per namespace holding it (without
@@ -126,11 +144,28 @@ class ModelLoading:
                     await self._load_composing(spec, key)
                 if self._cache is not None:
                     await asyncio.to_thread(self._refuse_decoupled_cache, spec, key)
+                needs = requirements(spec.config, _group_devices(spec.config))
+                self._limits.check(str(key), needs)
                 keep = _unchanged_versions(model, spec) if override is None else {}
+                updating = updatable_versions(model, spec) if override is None else []
                 # With namespacing an ensemble's steps resolve in its namespace first.
                 steps = ScopedSteps(self._step_runner, key.namespace) if key.namespace else None
+                retired: list[tuple[list[Instance], list[Backend]]] = []
                 async with self._load_slots:
-                    versions = await asyncio.to_thread(self._loader.load, spec, keep, steps=steps)
+                    if updating:
+                        changes = await asyncio.to_thread(
+                            prepare_update, self._loader, spec, updating
+                        )
+                        versions = dict(model.versions)
+                        try:  # on the loop, at once: no request can slip in between
+                            retired = apply_updates(changes)
+                        except StaleUpdate as stale:
+                            await asyncio.to_thread(self._loader.discard, name, stale.unused)
+                            raise
+                    else:
+                        versions = await asyncio.to_thread(
+                            self._loader.load, spec, keep, steps=steps
+                        )
                 for loaded in versions.values():
                     enabled = loaded.config.response_cache.enable
                     loaded.stats.cache_enabled = self._cache is not None and enabled
@@ -148,6 +183,9 @@ class ModelLoading:
                     model.fingerprint = await asyncio.to_thread(_fingerprint, self._ns, key)
                 self._load_failed(model, previous_state, exc)
                 raise
+            self._limits.update(str(key), needs)
+            if self._gate is not None:
+                self._gate.wake()  # a larger map may let a waiting execution start
             old, old_override = model.versions, model.override_dir
             model.versions, model.override_dir = versions, override
             model.config_override = config_json is not None and override is None
@@ -158,6 +196,8 @@ class ModelLoading:
             model.state, model.reason = ModelState.READY, ""
             logger.info("model=%s successfully loaded '%s'", name, name)  # Triton's words
             await self._retire(name, old, old_override)
+            for drivers, backends in retired:  # the load returns once they are finalized
+                await asyncio.to_thread(finish_update, self._loader, name, drivers, backends)
 
     async def _keeps_override(
         self, model: ModelEntry, *, config_json: str | None, files: dict[str, bytes] | None
@@ -249,6 +289,7 @@ class ModelLoading:
                 model.state, model.reason = ModelState.UNAVAILABLE, UNLOADED
                 return
             model.state = ModelState.UNLOADING
+            self._limits.drop(str(key))
             old, override = model.versions, model.override_dir
             model.versions, model.override_dir = {}, None
             await self._retire(name, old, override)
@@ -294,6 +335,14 @@ def _unchanged_versions(model: ModelEntry, spec: ModelSpec) -> dict[str, LoadedV
         selected=spec.versions, same_config=same_but_versions(model.served_config, spec.config),
     )  # fmt: skip
     return {version: model.versions[version] for version in reuse}
+
+
+def _group_devices(config: mc.ModelConfig) -> dict[str, list[int]]:
+    """Each instance group's devices as the rate limiter counts them (a CPU group: 0)."""
+    return {
+        group.name: list(group.gpus) if group.kind == mc.ModelInstanceGroup.KIND_GPU else [0]
+        for group in config.instance_group
+    }
 
 
 def _fingerprint(ns: Namespaces, key: ModelKey) -> tuple[tuple[str, int, int], ...]:

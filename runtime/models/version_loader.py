@@ -11,9 +11,9 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,10 +21,18 @@ from runtime.backends.base import Backend, LoadContext, SnapshotImage
 from runtime.backends.registry import backend_class
 from runtime.devices.errors import is_device_oom
 from runtime.devices.inventory import DeviceInventory, LocalInventory
-from runtime.devices.plan import Capabilities, DevicePlan, DevicePlanError, needs_gpu, plan_devices
+from runtime.devices.plan import (
+    Capabilities,
+    DevicePlan,
+    DevicePlanError,
+    Placement,
+    needs_gpu,
+    plan_devices,
+)
 from runtime.devices.vram_budget import check_framework_vram, framework_vram
 from runtime.errors import DeviceOutOfMemory, RepositoryError, ServingError
 from runtime.model_config import config_to_json, fill_defaults, validate_config
+from runtime.models.instance_identity import instance_keys, match_instances
 from runtime.models.repository import ModelSpec
 from runtime.models.signature import ModelSignature
 from runtime.models.snapshot_restore import ImageSource, SnapshotRestorer
@@ -36,6 +44,8 @@ from runtime.scheduling.batch_planner import DynamicBatching
 from runtime.scheduling.ensemble_scheduler import EnsembleScheduler, StepRunner
 from runtime.scheduling.model_scheduler import ModelScheduler
 from runtime.scheduling.queue_policy import QueuePolicies
+from runtime.scheduling.rate_limit import ResourceKey, instance_needs
+from runtime.scheduling.resource_gate import ResourceGate
 from runtime.scheduling.scheduler import Scheduler
 from runtime.scheduling.sequence_scheduler import SequenceScheduler
 from tritonconfig import is_ensemble
@@ -44,7 +54,7 @@ from tritonconfig.schema import mc
 if TYPE_CHECKING:
     from snapshotter import Arena
 
-__all__ = ["LoadedVersion", "VersionLoader"]
+__all__ = ["InstanceChange", "LoadedVersion", "VersionLoader"]
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +75,22 @@ class LoadedVersion:
     restored: bool
     stats: ModelStats
     warmup_s: float = 0.0  # the config's `model_warmup` samples, run at load
+    # Each instance's identity (instance_identity.instance_keys), in `instances`' order: an
+    # instance update keeps the instances whose identity the new config still has.
+    instance_keys: list[str] = field(default_factory=list)
+
+
+@dataclass
+class InstanceChange:
+    """An instance update of one version up (VersionLoader.update_instances), ready to apply:
+    `add` is loaded, `remove` still serves until the scheduler retires it."""
+
+    version: LoadedVersion
+    config: mc.ModelConfig  # the new config, instance groups and all
+    add: list[Backend]
+    remove: list[Backend]
+    keys: list[str]  # the instance keys once applied: the kept ones in order, then `add`'s
+    add_needs: list[dict[ResourceKey, int]] = field(default_factory=list)  # `add`'s resources
 
 
 class VersionLoader:
@@ -83,7 +109,11 @@ class VersionLoader:
         inventory: DeviceInventory | None = None,
         vram_headroom_bytes: int = 512 << 20,
         tracer: RequestTracer | None = None,
+        gate: ResourceGate | None = None,
     ) -> None:
+        """`gate`: where instances hold their rate-limiter resources while they execute
+        (`--rate-limit=execution_count`); None: nothing is held."""
+        self._gate = gate
         self._book = book
         self._tracer = tracer  # the trace extension's records (runtime.observe.tracing)
         self._vram_headroom = vram_headroom_bytes  # beside the frameworks' own weight copies
@@ -135,6 +165,51 @@ class VersionLoader:
             if self._book.close(name, version.version, version.stats):
                 self._metrics.forget(name, version.version)  # not a reload's new gauges
 
+    def update_instances(self, spec: ModelSpec, up: LoadedVersion) -> InstanceChange:
+        """Triton's instance update of version `up`, whose files and config but for its
+        instance groups are unchanged: load only the instances the new groups add (an instance
+        keeps its identity, instance_identity.py, whatever its group's name or position); the
+        instances the groups drop are named in the change, still serving."""
+        config = self._complete(spec)
+        version = int(up.version)
+        plan = self._plan(spec.name, config)
+        match = match_instances(up.instance_keys, instance_keys(config, plan.placements))
+        new = DevicePlan(tuple(plan.placements[i] for i in match.added))
+        images = (
+            self._restorer.restore(spec, version, new.restore_devices)
+            if self._restorer is not None and new.placements
+            else {}
+        )
+        added = self._instances(spec, config, version, new, images) if new.placements else []
+        samples = warmup_samples(config, spec.model_dir)
+        if samples and added:
+            try:
+                run_warmup(spec.name, added, samples)
+            except BaseException:
+                self.discard(spec.name, added)
+                raise
+        logger.info(
+            "model=%s version=%s instance update: %d kept, %d added, %d removed",
+            spec.name, up.version, len(match.kept), len(added), len(match.removed),
+        )  # fmt: skip
+        return InstanceChange(
+            version=up,
+            config=config,
+            add=added,
+            remove=[up.instances[i] for i in match.removed],
+            keys=[up.instance_keys[i] for i in match.kept]
+            + [match.new_keys[i] for i in match.added],
+            add_needs=_needs(config, new.placements),
+        )
+
+    def discard(self, name: str, instances: list[Backend]) -> None:
+        """Finalize instances no scheduler runs (any more): an update's retired or unused ones."""
+        for instance in instances:
+            try:
+                instance.unload()
+            except Exception as exc:
+                logger.warning("model=%s unload raised %r", name, exc)
+
     def _complete(self, spec: ModelSpec) -> mc.ModelConfig:
         config = spec.config
         if config.backend != "python" or not self._auto_complete:
@@ -182,7 +257,10 @@ class VersionLoader:
         restored = bool(images) and all(instance.used_image for instance in instances)
         stats = self._book.open(spec.name, str(version))
         signature = ModelSignature.from_config(config)
-        scheduler = self._scheduler(spec.name, str(version), config, signature, instances, stats)
+        needs = _needs(config, plan.placements)
+        scheduler = self._scheduler(
+            spec.name, str(version), config, signature, instances, stats, needs
+        )
         seconds = time.perf_counter() - started
         # Where the weights came from (host tier, node cache, store): the first device's image.
         source = next(iter(images.values())).source if restored else "files"
@@ -203,6 +281,7 @@ class VersionLoader:
             restored=restored,
             stats=stats,
             warmup_s=warmup_s,
+            instance_keys=instance_keys(config, plan.placements),
         )
 
     def _load_ensemble(
@@ -235,9 +314,12 @@ class VersionLoader:
         signature: ModelSignature,
         instances: list[Backend],
         stats: ModelStats,
+        needs: list[dict[ResourceKey, int]],
     ) -> ModelScheduler:
         """The scheduler the config asks for: Triton's sequence batcher, its dynamic batcher,
-        or one request at a time (which may run inline, on the event loop, once proven tiny)."""
+        or one request at a time (which may run inline, on the event loop, once proven tiny).
+        `needs`: each instance's rate-limiter resources, held while it executes (with
+        `--rate-limit=execution_count`; the sequence batcher does not hold them)."""
         trace = self._tracer.version(name, version) if self._tracer is not None else None
         if config.HasField("sequence_batching"):
             return SequenceScheduler(name, version, instances, stats, config, trace=trace)
@@ -251,10 +333,13 @@ class VersionLoader:
                 queue=QueuePolicies.from_config(config.dynamic_batching),
                 batch_key=signature.batch_key,
                 trace=trace,
+                gate=self._gate,
+                needs=needs,
             )
         return Scheduler(
-            name, version, instances, stats, inline_max_us=self._inline_exec_max_us, trace=trace
-        )
+            name, version, instances, stats, inline_max_us=self._inline_exec_max_us, trace=trace,
+            gate=self._gate, needs=needs,
+        )  # fmt: skip
 
     def _plan(self, name: str, config: mc.ModelConfig) -> DevicePlan:
         """Where each instance runs; every fallback is logged and counted once per load."""
@@ -375,6 +460,11 @@ class VersionLoader:
                     instance.unload()
             raise
         return [instance for instance in loaded if instance is not None]
+
+
+def _needs(config: mc.ModelConfig, placements: Sequence[Placement]) -> list[dict[ResourceKey, int]]:
+    """Each instance's rate-limiter resources, on its device (runtime.scheduling.rate_limit)."""
+    return instance_needs(config, [(p.group, p.device_id) for p in placements])
 
 
 def _load_instance(backend: Backend, ctx: LoadContext) -> None:

@@ -22,6 +22,7 @@ from runtime.process.triton_flags import (
     backend_settings,
     log_ignored,
 )
+from runtime.scheduling.rate_limit import parse_mode, parse_resource
 from thawserver.cache_flags import add_cache_arguments, cache_bytes
 from thawserver.fd_limit import bounded_by_fd_limit
 from thawserver.limit_flags import add_body_timeout_argument, add_limit_arguments, limits_from_args
@@ -265,6 +266,8 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
         raise ConfigError(str(exc)) from None
     try:
         backend_config = backend_settings(args.backend_config)
+        rate_limit = parse_mode(args.rate_limit)
+        resources = tuple(parse_resource(text) for text in args.rate_limit_resource)
         trace_defaults = trace_setting(args)
         logs = log_settings(
             args, info=args.log_info, warning=args.log_warning, error=args.log_error,
@@ -281,6 +284,8 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
         exit_on_error=args.exit_on_error,
         auto_complete_config=not (args.disable_auto_complete_config or args.strict_model_config),
         model_load_threads=args.model_load_thread_count,
+        rate_limit=rate_limit.value,
+        rate_limit_resources=tuple((r.name, r.count, r.device) for r in resources),
         backend_config=backend_config,
         backend_directory=args.backend_directory,
         http_header_forward_pattern=args.http_header_forward_pattern,

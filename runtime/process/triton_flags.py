@@ -7,7 +7,7 @@ A launch script written for `tritonserver` runs unchanged when it uses what Thaw
 `--exit-on-error`, `--disable-auto-complete-config`, `--strict-model-config`, `--log-verbose`
 (and `--log-info|warning|error`, `--log-file`, `--log-format`), `--trace-config` (and the
 deprecated `--trace-file|level|rate|count|log-frequency`), `--backend-config`,
-`--model-load-thread-count`, `--model-namespacing`,
+`--model-load-thread-count`, `--model-namespacing`, `--rate-limit`, `--rate-limit-resource`,
 `--http-header-forward-pattern`, `--grpc-header-forward-pattern`, `--grpc-restricted-protocol`,
 `--http-restricted-api`; Triton's booleans take `true|false|1|0|on|off` as `--flag=VALUE` or
 `--flag VALUE`. `--backend-directory` is where Python-based backends are found
@@ -178,6 +178,17 @@ def add_triton_flags(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     g.add_argument("--model-load-thread-count", type=int, default=4, metavar="N",
                    help="models loaded at once (default 4)")  # fmt: skip
+    g.add_argument(
+        "--rate-limit", default="off", metavar="MODE",
+        help="off (default) or execution_count: Triton's rate limiter; an instance executes "
+        "only while it holds its rate_limiter resources (priority is not used)",
+    )  # fmt: skip
+    g.add_argument(
+        "--rate-limit-resource", action="append", default=[],
+        metavar="<name>:<count>[:<device>]",
+        help="the count of a rate-limiter resource (repeatable); a model whose instances need "
+        "more is refused",
+    )  # fmt: skip
     add_restriction_arguments(g)
     for surface, what in (("http", "HTTP headers"), ("grpc", "gRPC metadata")):
         g.add_argument(

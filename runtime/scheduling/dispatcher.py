@@ -139,6 +139,23 @@ class Dispatcher:
         self._closed = True
         self._dispatch()
 
+    def add_workers(self, workers: Sequence[Instance]) -> None:
+        """Start `workers` beside the others (an instance update); pending requests may go to
+        them at once."""
+        for worker in workers:
+            worker.start(self._finished if worker.on_loop else self._done_in_worker, self._pool)
+        self._workers.extend(workers)
+        self._pool.add(workers)
+        self._dispatch()
+
+    def retire_workers(self, workers: Sequence[Instance]) -> None:
+        """No new batch goes to `workers`; each stops once its current batches are done (join
+        each with `Instance.join`, from a thread). The others serve what is pending."""
+        for worker in workers:
+            self._workers.remove(worker)
+            self._pool.retire(worker)
+        self._dispatch()
+
     def join(self, timeout_s: float) -> None:
         """Wait for every worker thread to exit (blocking: call from a thread, after `close`)."""
         for worker in self._workers:

@@ -6,6 +6,10 @@ loop's "nobody free: this batch waits" can never cross: a batch never waits whil
 is free, and a worker that finishes takes the oldest waiting batch at once, without a round
 trip through the loop. Invariant: a worker is in `free` exactly while it is idle (or about to
 block on its own empty queue), and then nothing is waiting.
+
+An instance update (a reload that changes only the instance groups) adds workers, and retires
+others: a retired worker gets no new batch; each of its slots is stopped once free (at once if
+free now, else when it finishes its batch), so a batch it runs always completes.
 """
 
 from __future__ import annotations
@@ -31,6 +35,9 @@ class InstancePool:
             w for level in range(depth) for w in workers if w.slots > level
         )
         self._waiting: deque[Batch] = deque()
+        # Each retired worker still running batches, by id(), with its busy slots; it is held
+        # here, so its id cannot be reused by a new worker while it is in this map.
+        self._retiring: dict[int, tuple[Instance, int]] = {}
         # Requests in waiting batches; written under the lock, read by anyone (an int).
         self.waiting_requests = 0
 
@@ -52,14 +59,47 @@ class InstancePool:
 
     def next_or_free(self, worker: Instance) -> Batch | None:
         """For a worker that finished a batch (its thread): the oldest waiting batch, or None
-        after marking it free."""
+        after marking it free (after stopping that slot, for a retired worker)."""
         with self._lock:
-            if self._waiting:
+            retiring = self._retiring.get(id(worker))
+            if retiring is None and self._waiting:
                 batch = self._waiting.popleft()
                 self.waiting_requests -= len(batch)
                 return batch
-            self._free.append(worker)
-            return None
+            if retiring is None:
+                self._free.append(worker)
+                return None
+            busy = retiring[1] - 1
+            if busy:
+                self._retiring[id(worker)] = (worker, busy)
+            else:
+                del self._retiring[id(worker)]
+        worker.stop()  # this slot is free now: the worker's own queue gets its stop
+        return None
+
+    def add(self, workers: Sequence[Instance]) -> None:
+        """New workers (started), free; the batches waiting go to them at once."""
+        depth = max((w.slots for w in workers), default=0)
+        handed: list[tuple[Instance, Batch]] = []
+        with self._lock:
+            self._free.extend(w for level in range(depth) for w in workers if w.slots > level)
+            while self._free and self._waiting:
+                batch = self._waiting.popleft()
+                self.waiting_requests -= len(batch)
+                handed.append((self._free.popleft(), batch))
+        for worker, batch in handed:
+            worker.submit(batch)
+
+    def retire(self, worker: Instance) -> None:
+        """`worker` gets no new batch: its free slots stop now, its busy ones once done."""
+        with self._lock:
+            free = sum(1 for w in self._free if w is worker)
+            if free:
+                self._free = deque(w for w in self._free if w is not worker)
+            if worker.slots > free:
+                self._retiring[id(worker)] = (worker, worker.slots - free)
+        for _ in range(free):
+            worker.stop()
 
     def take_free(self) -> list[Instance]:
         """Every free slot's worker (a worker once per free slot), no longer free (to stop

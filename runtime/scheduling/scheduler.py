@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 
 from runtime.backends.base import Backend
 from runtime.errors import ModelUnavailable, ServingError
@@ -28,10 +28,11 @@ from runtime.scheduling.batch_planner import BatchPolicy, OneRequest, lookahead,
 from runtime.scheduling.clock import Clock, LoopClock
 from runtime.scheduling.dispatcher import Dispatcher, Planner
 from runtime.scheduling.inline_policy import InlinePolicy
-from runtime.scheduling.instance_worker import Instance, InstanceWorker
-from runtime.scheduling.loop_instance import LoopInstance
+from runtime.scheduling.instance_worker import ExecuteFn, Instance, InstanceWorker
+from runtime.scheduling.loop_instance import AsyncExecuteFn, LoopInstance
 from runtime.scheduling.queue_policy import QueuePolicies
 from runtime.scheduling.request_parameters import NONE, SchedulingParameters
+from runtime.scheduling.resource_gate import Needs, ResourceGate
 
 __all__ = ["Scheduler", "instance_driver"]
 
@@ -49,15 +50,27 @@ _PIPELINE_SHARED = 2
 
 
 def instance_driver(
-    name: str, backend: Backend, executor: BatchExecutor, *, slots: int = 1
+    name: str,
+    backend: Backend,
+    executor: BatchExecutor,
+    *,
+    slots: int = 1,
+    gate: ResourceGate | None = None,
+    needs: Needs | None = None,
 ) -> Instance:
     """What runs `backend`'s batches: tasks on the loop when its execute is an awaitable I/O
-    round trip (up to `slots` batches in flight), else a worker thread of its own."""
+    round trip (up to `slots` batches in flight), else a worker thread of its own. With a
+    `gate` and `needs`, each batch runs holding those rate-limiter resources."""
     execute_async = backend.execute_async
     if execute_async is not None:
-        run = functools.partial(executor.run_async, backend, execute_async)
+        run: AsyncExecuteFn = functools.partial(executor.run_async, backend, execute_async)
+        if gate is not None and needs:
+            run = gate.holding_async(needs, run)
         return LoopInstance(name, run, slots=slots)
-    return InstanceWorker(name, functools.partial(executor.run, backend, inline=False))
+    run_sync: ExecuteFn = functools.partial(executor.run, backend, inline=False)
+    if gate is not None and needs:
+        run_sync = gate.holding(needs, run_sync)
+    return InstanceWorker(name, run_sync)
 
 
 class Scheduler:
@@ -84,7 +97,11 @@ class Scheduler:
         batch_key: Callable[[InferRequest], Hashable] | None = None,
         clock: Clock | None = None,
         trace: VersionTrace | None = None,
+        gate: ResourceGate | None = None,
+        needs: Sequence[Needs] = (),
     ):
+        """`gate` and `needs` (one per instance): the rate limiter's resources each instance
+        holds while it executes (runtime.scheduling.resource_gate); none: no holding."""
         self.model = model
         self.version = version
         self._instances = instances
@@ -93,19 +110,34 @@ class Scheduler:
         policy = policy or OneRequest()
         self._batch_key = batch_key if not isinstance(policy, OneRequest) else None
         gil_bound = all(backend.gil_bound for backend in instances)
-        if not isinstance(policy, OneRequest):
-            inline_max_us = 0  # requests wait for company in the dispatcher
+        self._gate = gate
+        if not isinstance(policy, OneRequest) or any(needs):
+            # Requests wait for company in the dispatcher, or for their resources.
+            inline_max_us = 0
         # Observed from the workers and the loop; a race can only lose one observation.
         self._policy = InlinePolicy(max_inline_ns=inline_max_us * 1000 if gil_bound else 0)
         self._executor = BatchExecutor(model, stats, self._policy, trace)
         # A batch of one cannot grow by waiting: pipelining it changes nothing but the wait.
+        self._one_request = isinstance(policy, OneRequest)
         slots = 1
-        if isinstance(policy, OneRequest):
+        if self._one_request:
             slots = _PIPELINE_ALONE if len(instances) == 1 else _PIPELINE_SHARED
+        each_needs = list(needs) or [{}] * len(instances)
         workers = [
-            instance_driver(f"{model}-v{version}-{i}", backend, self._executor, slots=slots)
+            instance_driver(
+                f"{model}-v{version}-{i}",
+                backend,
+                self._executor,
+                slots=slots,
+                gate=gate,
+                needs=each_needs[i],
+            )
             for i, backend in enumerate(instances)
         ]
+        self._drivers: dict[int, Instance] = {
+            id(backend): worker for backend, worker in zip(instances, workers, strict=True)
+        }
+        self._next_index = len(instances)
         planner: Planner = functools.partial(plan, policy=policy)
         self._clock = clock or LoopClock()
         self._dispatcher = Dispatcher(
@@ -157,6 +189,36 @@ class Scheduler:
         with reason REJECTED, as in Triton)."""
         elapsed = max(0, time.perf_counter_ns() - item.received_ns)
         self._stats.record_failure(FailureReason.REJECTED, elapsed)
+
+    def can_update_instances(self) -> bool:
+        """Always: any instance can be retired once its current batches are done."""
+        return True
+
+    def update_instances(
+        self, add: list[Backend], remove: list[Backend], *, needs: Sequence[Needs] = ()
+    ) -> list[Instance]:
+        """Triton's instance update, in place: `add` starts serving at once, `remove` takes no
+        new request and stops once its current ones are done; the other instances go on as they
+        were (their requests, their state). Call on the event loop; returns the retired drivers,
+        to join from a thread before their backends are unloaded."""
+        slots = _PIPELINE_SHARED if self._one_request else 1
+        added: list[Instance] = []
+        each_needs = list(needs) or [{}] * len(add)
+        for backend, held in zip(add, each_needs, strict=True):
+            name = f"{self.model}-v{self.version}-{self._next_index}"
+            self._next_index += 1
+            worker = instance_driver(
+                name, backend, self._executor, slots=slots, gate=self._gate, needs=held
+            )
+            self._drivers[id(backend)] = worker
+            added.append(worker)
+        gone = {id(backend) for backend in remove}
+        # The inline path runs on instances[0]: a kept or new instance, never a retired one.
+        self._instances = [b for b in self._instances if id(b) not in gone] + list(add)
+        retired = [self._drivers.pop(key) for key in gone]
+        self._dispatcher.add_workers(added)  # first: what is pending goes to them
+        self._dispatcher.retire_workers(retired)
+        return retired
 
     def close(self) -> None:
         """Refuse new requests; queued ones still run. Call on the event loop thread, where

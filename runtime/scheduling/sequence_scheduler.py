@@ -86,15 +86,19 @@ class SequenceScheduler:
         if self._oldest and batching.oldest.max_candidate_sequences > 0:
             slots = batching.oldest.max_candidate_sequences
         idle_us = sequence_idle_us(config) or 0
+        self._config, self._slots, self._idle_ns = config, slots, idle_us * 1000
         self._table = SequenceTable(
-            model=model, instances=len(instances), slots=slots, idle_ns=idle_us * 1000
+            model=model, instances=len(instances), slots=slots, idle_ns=self._idle_ns
         )
         self._controls = SequenceControls(config)
         self._executor = BatchExecutor(model, stats, InlinePolicy(max_inline_ns=0), trace)
         self._pad = not self._oldest and config.max_batch_size > 0
+        self._backends = list(instances)
+        self._workers: list[InstanceWorker] = []
         self._dispatchers = [
             self._dispatcher(i, backend, config, slots) for i, backend in enumerate(instances)
         ]
+        self._next_index = len(instances)
         self._backlog: dict[SequenceId, asyncio.Future[Assigned]] = {}
         self._timer: Timer | None = None
         self._timer_at = 0
@@ -122,6 +126,7 @@ class SequenceScheduler:
             )
         run = functools.partial(self._run, backend)
         worker = InstanceWorker(f"{self.model}-v{self.version}-{index}", run)
+        self._workers.append(worker)
         planner: Planner = functools.partial(plan, policy=policy)
         return Dispatcher(self.model, [worker], clock=self._clock, planner=planner, lookahead=0)
 
@@ -251,6 +256,36 @@ class SequenceScheduler:
         self._controls.add(request, params, ready=False)
         now = time.perf_counter_ns()
         return QueuedRequest(request, None, 1, now, now, sequence=slot, filler=True)
+
+    def can_update_instances(self) -> bool:
+        """Whether an instance update may happen in place now: no sequence holds or waits for
+        a slot (a live sequence stays on its instance; Triton keeps a removed instance until
+        its sequences end, Thaw reloads the version whole then)."""
+        return self._table.live == 0 and not self._backlog
+
+    def update_instances(self, add: list[Backend], remove: list[Backend]) -> list[InstanceWorker]:
+        """Triton's instance update with no live sequence (`can_update_instances`): `add`
+        gets dispatchers, `remove`'s take no more and stop once idle, the rest stay. Call on
+        the event loop; returns the retired workers, to join before unloading their backends."""
+        gone = {id(backend) for backend in remove}
+        kept = [i for i, backend in enumerate(self._backends) if id(backend) not in gone]
+        retired = [i for i, backend in enumerate(self._backends) if id(backend) in gone]
+        for index in retired:
+            self._dispatchers[index].close()
+        workers = [self._workers[i] for i in retired]
+        self._backends = [self._backends[i] for i in kept]
+        self._dispatchers = [self._dispatchers[i] for i in kept]
+        self._workers = [self._workers[i] for i in kept]
+        for backend in add:
+            self._backends.append(backend)
+            index, self._next_index = self._next_index, self._next_index + 1
+            self._dispatchers.append(self._dispatcher(index, backend, self._config, self._slots))
+        # No sequence is live: a new table over the new instances loses nothing.
+        self._table = SequenceTable(
+            model=self.model, instances=len(self._backends), slots=self._slots,
+            idle_ns=self._idle_ns,
+        )  # fmt: skip
+        return workers
 
     def close(self) -> None:
         if self._closed:

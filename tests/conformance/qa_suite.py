@@ -92,3 +92,6 @@ class Suite:
     # Set: the suite's cases are read from the mirror when it runs (L0_model_config's case
     # directories); `runner` starts each server and returns every row, `runs` is empty.
     runner: Callable[[SuiteRun], list[Result]] | None = None
+    # Set: `files` are read at this ref, not the run's (a later release's copy of a test whose
+    # only change is one this machine's Python needs); the models still come from the run's.
+    files_ref: str = ""

@@ -23,6 +23,7 @@ L0_dyna_sequence_batcher: one server start per test and repository, as their tes
 L0_model_config (tests/conformance/qa_model_config_suite.py) reads its case directories from
 the mirror when it runs: one server start and one row per test.sh case;
 tests/conformance/qa_l0_lifecycle.py runs L0_lifecycle's server starts whose models Thaw serves;
+tests/conformance/qa_model_update.py runs L0_model_update's three starts, one per rate-limit mode;
 tests/conformance/qa_namespacing.py runs L0_model_namespacing: two repositories with
 `--model-namespacing=true`, one server start per test and control mode, as its test.sh.
 
@@ -57,6 +58,7 @@ from tests.conformance.qa_gen_suites import GEN_SUITES
 from tests.conformance.qa_l0_lifecycle import L0_LIFECYCLE
 from tests.conformance.qa_lifecycle_suites import LIFECYCLE_SUITES
 from tests.conformance.qa_model_config_suite import MODEL_CONFIG_SUITE
+from tests.conformance.qa_model_update import L0_MODEL_UPDATE
 from tests.conformance.qa_namespacing import NAMESPACING_SUITES
 from tests.conformance.qa_sequence_suites import SEQUENCE_SUITES
 from tests.conformance.qa_servers import KINDS, refusal, start, unsupported
@@ -249,6 +251,7 @@ SUITES: dict[str, Suite] = {
         *SEQUENCE_SUITES,
         MODEL_CONFIG_SUITE,
         L0_LIFECYCLE,
+        L0_MODEL_UPDATE,
         *NAMESPACING_SUITES,
     )
 }
@@ -322,6 +325,9 @@ def _run_one(
     if run.refusal:
         return _refused(ref, qa_dir, run, kind)
     env = dict(run.env)
+    if run.link:  # before the listing: a test may import from it (`models.<model>.util`)
+        (qa_dir / run.link).unlink(missing_ok=True)
+        (qa_dir / run.link).symlink_to(qa_dir / run.repo, target_is_directory=True)
     if run.script_args is None and not run.pytest:
         listing = run_unittest(qa_dir, "--list", run.target, env=env)
         if listing.returncode != 0:
@@ -347,9 +353,6 @@ def _run_one(
         rows = {t: {"outcome": "error", "detail": f"thaw {kind} did not start: {last}"}
                 for t in selected}  # fmt: skip
         return results + rows_to_results(ref, run, rows)
-    if run.link:
-        (qa_dir / run.link).unlink(missing_ok=True)
-        (qa_dir / run.link).symlink_to(qa_dir / run.repo, target_is_directory=True)
     if run.pass_pid:
         env["SERVER_PID"] = str(server.proc.pid)
     if run.server_log:  # the tests read it by test.sh's name, in their own directory
@@ -389,7 +392,8 @@ def run_suites(
         extract(mirror, ref, _COMMON, base)
         for name in names:
             suite = SUITES[name]
-            extract(mirror, ref, [f"qa/{name}/{f}" for f in suite.files], base)
+            files = [f"qa/{name}/{f}" for f in suite.files]
+            extract(mirror, suite.files_ref or ref, files, base)
             qa_dir = base / "qa" / name
             qa_dir.mkdir(parents=True, exist_ok=True)  # a suite may have no files of its own
             for path in suite.beside:

@@ -50,9 +50,10 @@ def test_a_tritonserver_flag_thaw_lacks_is_refused_by_name(tmp_path: Path) -> No
     proc = _thaw(f"--model-repository={tmp_path}", "--grpc-use-ssl=true")
     assert proc.returncode == 2
     assert "tritonserver flag --grpc-use-ssl is not supported by thaw serve" in proc.stderr
-    proc = _thaw("--model-repository", str(tmp_path), "--rate-limit", "execution_count")
+    proc = _thaw("--model-repository", str(tmp_path), "--model-load-retry-count", "3")
     assert proc.returncode == 2
-    assert "tritonserver flag --rate-limit is not supported by thaw serve" in proc.stderr
+    refused = "tritonserver flag --model-load-retry-count is not supported by thaw serve"
+    assert refused in proc.stderr
 
 
 def test_several_repositories_serve_every_model_and_a_duplicate_is_unavailable(

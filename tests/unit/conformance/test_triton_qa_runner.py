@@ -107,3 +107,29 @@ def test_l0_lifecycle_runs_or_names_the_reason_for_each_of_its_46_tests() -> Non
     # test.sh's run_server_nowait: the server is neither live nor ready, so no wait for it
     assert len(noexit) == 4 and not any(run.ready for run in noexit)
     assert all("--exit-on-error=false" in run.serve_args for run in noexit)
+
+
+def test_l0_model_update_makes_test_sh_s_three_rate_limit_starts() -> None:
+    suite = SUITES["L0_model_update"]
+    flags = [tuple(a for a in run.serve_args if a.startswith("--rate-limit")) for run in suite.runs]
+    assert flags == [
+        ("--rate-limit=off",),
+        ("--rate-limit=execution_count",),
+        ("--rate-limit=execution_count", "--rate-limit-resource=R1:10"),
+    ]
+    for run in suite.runs:
+        mode = run.label.removeprefix("rate_limit_")
+        assert "--model-control-mode=explicit" in run.serve_args
+        assert "--log-verbose=2" in run.serve_args
+        assert ("RATE_LIMIT_MODE", mode) in run.env
+        assert ("MODEL_LOG_DIR", "{qa_dir}") in run.env and ("MODEL_LOG_DIR", "{qa_dir}") in (
+            run.server_env
+        )
+        assert run.server_log == f"instance_update_test.rate_limit_{mode}.server.log"
+        assert run.link == "models" and run.repo == f"models_{mode}"
+    # v2.51.0's tearDown needs Python 3.10; v2.53.0's file differs in that alone.
+    assert suite.files_ref == "v2.53.0"
+    gpu = "instance_update_test.TestInstanceUpdate.test_gpu_instance_update"
+    cpu = "instance_update_test.TestInstanceUpdate.test_cpu_instance_update"
+    selected, dropped = select([gpu, cpu], suite)
+    assert selected == [cpu] and "KIND_GPU" in dropped[gpu]

@@ -348,3 +348,30 @@ async def test_requests_that_queued_while_the_instance_was_busy_run_as_one_batch
     assert instance.batches == [["a"], ["b", "c", "d", "e"], ["f"]]
     dispatcher.close()
     await asyncio.to_thread(dispatcher.join, 10)
+
+
+async def test_an_instance_update_retires_a_busy_instance_after_its_batch() -> None:
+    """Triton's instance update: the retired instance finishes what it runs and takes nothing
+    more; the added one takes what waits, at once; the kept one goes on."""
+    old, kept, new = _GatedInstance(), _GatedInstance(), _GatedInstance()
+    retired, staying = InstanceWorker("w0", old), InstanceWorker("w1", kept)
+    dispatcher = _dispatcher([retired, staying])
+    a, b, c = (_enqueue(dispatcher, rid) for rid in "abc")
+    await _started(old)
+    await _started(kept)
+    added = InstanceWorker("w2", new)
+    dispatcher.add_workers([added])
+    await _started(new)  # c, waiting for an instance, goes to the new one
+    dispatcher.retire_workers([retired])
+    new.release.set()
+    assert (await c).id == "c"
+    d = _enqueue(dispatcher, "d")
+    assert (await d).id == "d" and new.batches == [["c"], ["d"]]
+    old.release.set()
+    assert (await a).id == "a"  # answered, and then the retired worker stops
+    assert await asyncio.to_thread(retired.join, 10)
+    assert old.batches == [["a"]]
+    kept.release.set()
+    assert (await b).id == "b"
+    dispatcher.close()
+    await asyncio.to_thread(dispatcher.join, 10)

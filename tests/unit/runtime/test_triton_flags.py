@@ -117,7 +117,7 @@ def test_log_flags_lower_the_level() -> None:
 
 @pytest.mark.parametrize(
     "flag",
-    ["--grpc-use-ssl=true", "--rate-limit=execution_count", "--vertex-ai-port=1",
+    ["--grpc-use-ssl=true", "--vertex-ai-port=1",
      "--model-config-name=x", "--reuse-grpc-port=true", "--id=x"],
 )  # fmt: skip
 def test_an_unsupported_tritonserver_flag_is_refused_by_name(
@@ -128,6 +128,18 @@ def test_an_unsupported_tritonserver_flag_is_refused_by_name(
     assert exit_info.value.code == 2
     name = flag.split("=")[0]
     assert f"tritonserver flag {name} is not supported by thaw serve" in capsys.readouterr().err
+
+
+def test_rate_limit_flags_in_triton_s_forms() -> None:
+    """qa/L0_model_update's starts: `--rate-limit=off|execution_count`, resources repeatable,
+    `<name>:<count>` for every device or `<name>:<count>:<device>`."""
+    assert _parse("repo").rate_limit == "off"
+    config = _parse(
+        "repo", "--rate-limit=execution_count", "--rate-limit-resource=R1:10",
+        "--rate-limit-resource=R2:4:1",
+    )  # fmt: skip
+    assert config.rate_limit == "execution_count"
+    assert config.rate_limit_resources == (("R1", 10, None), ("R2", 4, 1))
 
 
 def test_a_flag_neither_thaw_nor_triton_has_gets_argparses_error(
@@ -193,6 +205,8 @@ def test_ignored_flags_and_settings_are_logged(caplog: pytest.LogCaptureFixture)
         (["repo", "--allow-http=false", "--allow-grpc=false"], "nothing to serve"),
         (["repo", "--grpc-max-message-bytes=10"], "`grpc_max_message_bytes` = 10"),
         (["repo", f"--max-body-bytes={1 << 32}"], "over gRPC's 2 GiB message limit"),
+        (["repo", "--rate-limit=sometimes"], "Invalid rate limit mode: sometimes"),
+        (["repo", "--rate-limit-resource=R1"], "option format is '<resource_name>:<count>"),
     ],
 )
 def test_bad_settings_name_themselves(argv: list[str], message: str) -> None:

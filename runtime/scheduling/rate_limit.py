@@ -1,0 +1,208 @@
+"""Triton's rate limiter resources: `--rate-limit`, `--rate-limit-resource`, and the most of each
+resource the loaded instances may hold at once (Triton's "Max Resource Map").
+
+    parse_resource("R1:10")            -> ExplicitResource("R1", 10, device=None)   all devices
+    parse_resource("R1:10:0")          -> ExplicitResource("R1", 10, device=0)
+    requirements(config, devices)      -> {(device, "R1"): 8, ...}   per instance group
+    ResourceLimits(mode, explicit).update("model_init_del", reqs) -> the new map, or
+                                          RateLimitError when an explicit limit is below a need
+
+With `--rate-limit=execution_count` Triton computes, per device (and GLOBAL for a resource its
+config marks `global: true`), the largest count any loaded instance asks for, or the explicit
+count `--rate-limit-resource` gives (which must cover every instance's need: a load asking for
+more is refused in Triton's words). Thaw keeps that map, refuses such loads, and logs the map at
+every change as Triton does; runtime.scheduling.resource_gate holds each instance's resources
+while it executes. An instance group's `priority` orders nothing yet
+(docs/triton-qa-parity.md, L0_model_update).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from runtime.errors import RepositoryError
+from tritonconfig.schema import mc
+
+__all__ = [
+    "GLOBAL",
+    "ExplicitResource",
+    "RateLimitError",
+    "RateLimitMode",
+    "ResourceKey",
+    "ResourceLimits",
+    "instance_needs",
+    "parse_mode",
+    "parse_resource",
+    "requirements",
+]
+
+logger = logging.getLogger(__name__)
+
+GLOBAL = -1  # the device key of a resource shared by every device (`global: true`)
+ResourceKey = tuple[int, str]  # (device id, or GLOBAL; resource name)
+
+
+class RateLimitMode(StrEnum):
+    OFF = "off"
+    EXECUTION_COUNT = "execution_count"
+
+
+class RateLimitError(RepositoryError):
+    """A load whose instances need more of a resource than `--rate-limit-resource` gives."""
+
+
+@dataclass(frozen=True)
+class ExplicitResource:
+    """One `--rate-limit-resource=<name>:<count>[:<device>]`; device None: every device."""
+
+    name: str
+    count: int
+    device: int | None = None
+
+
+def parse_mode(text: str) -> RateLimitMode:
+    """`--rate-limit`'s value; ValueError in Triton's words for any other."""
+    try:
+        return RateLimitMode(text)
+    except ValueError:
+        raise ValueError(f"Invalid rate limit mode: {text}") from None
+
+
+def parse_resource(text: str) -> ExplicitResource:
+    """`--rate-limit-resource`'s value; ValueError in Triton's words for a malformed one."""
+    parts = text.split(":")
+    usage = (
+        "--rate-limit-resource option format is '<resource_name>:<count>:<device>' or "
+        f"'<resource_name>:<count>'. Got {text}"
+    )
+    if len(parts) not in (2, 3) or not parts[0]:
+        raise ValueError(usage)
+    try:
+        count = int(parts[1])
+        device = int(parts[2]) if len(parts) == 3 else None
+    except ValueError:
+        raise ValueError(usage) from None
+    if count < 0 or (device is not None and device < 0):
+        raise ValueError(usage)
+    return ExplicitResource(parts[0], count, device)
+
+
+def requirements(
+    config: mc.ModelConfig, devices: Mapping[str, Iterable[int]]
+) -> dict[ResourceKey, int]:
+    """The most of each resource one instance of `config` asks for, per device: `devices`
+    maps each instance group's name to the device ids its instances run on (0 for a CPU
+    instance, as Triton counts them)."""
+    needs: dict[ResourceKey, int] = {}
+    for group in config.instance_group:
+        for resource in group.rate_limiter.resources:
+            shared = getattr(resource, "global")
+            for device in {GLOBAL} if shared else set(devices.get(group.name, ())) or {0}:
+                key = (device, resource.name)
+                needs[key] = max(needs.get(key, 0), resource.count)
+    return needs
+
+
+def instance_needs(
+    config: mc.ModelConfig, placements: Iterable[tuple[str, int]]
+) -> list[dict[ResourceKey, int]]:
+    """What each instance holds while it executes: its group's `rate_limiter` resources, on
+    its device (`placements`: each instance's group name and device id) or GLOBAL."""
+    groups = {group.name: group for group in config.instance_group}
+    needs: list[dict[ResourceKey, int]] = []
+    for group_name, device in placements:
+        group = groups.get(group_name)
+        resources = group.rate_limiter.resources if group is not None else ()
+        needs.append(
+            {
+                (GLOBAL if getattr(r, "global") else device, r.name): r.count
+                for r in resources
+                if r.count > 0
+            }
+        )
+    return needs
+
+
+@dataclass
+class ResourceLimits:
+    """The server's resource map: every loaded model's needs and the explicit limits.
+
+    Owned by the model loader, changed under each model's own load lock; `update` and `drop`
+    replace one model's entry whole, so loads of two models never see half of each other."""
+
+    mode: RateLimitMode = RateLimitMode.OFF
+    explicit: tuple[ExplicitResource, ...] = ()
+    _needs: dict[str, dict[ResourceKey, int]] = field(default_factory=dict)
+    _last: dict[ResourceKey, int] = field(default_factory=dict)
+
+    def check(self, model: str, needs: Mapping[ResourceKey, int]) -> None:
+        """RateLimitError when an explicit limit is below what an instance of `model` needs."""
+        if self.mode is RateLimitMode.OFF:
+            return
+        for (device, name), count in sorted(needs.items()):
+            limit = self._explicit(name, device)
+            if limit is not None and limit < count:
+                raise RateLimitError(
+                    f'Resource count for "{name}" is limited to {limit} which will prevent '
+                    "scheduling of one or more model instances, the minimum required count is "
+                    f"{count}"
+                )
+
+    def update(self, model: str, needs: Mapping[ResourceKey, int]) -> dict[ResourceKey, int]:
+        """Record `model`'s needs (after `check`); the resource map now."""
+        self._needs[model] = dict(needs)
+        return self._changed()
+
+    def drop(self, model: str) -> dict[ResourceKey, int]:
+        """Forget an unloaded model's needs; the resource map now."""
+        self._needs.pop(model, None)
+        return self._changed()
+
+    @property
+    def current(self) -> Mapping[ResourceKey, int]:
+        """The resource map as of the last `update` or `drop` (runtime.scheduling.resource_gate
+        reads it at every execution: no recomputation)."""
+        return self._last
+
+    def max_resources(self) -> dict[ResourceKey, int]:
+        """Per (device, resource): the explicit count, else the largest any instance needs."""
+        if self.mode is RateLimitMode.OFF:
+            return {}
+        limits: dict[ResourceKey, int] = {}
+        for needs in self._needs.values():
+            for key, count in needs.items():
+                limits[key] = max(limits.get(key, 0), count)
+        for key in limits:
+            explicit = self._explicit(key[1], key[0])
+            if explicit is not None:
+                limits[key] = explicit
+        return limits
+
+    def _explicit(self, name: str, device: int) -> int | None:
+        found = None
+        for resource in self.explicit:
+            if resource.name == name and resource.device in (None, device):
+                found = resource.count if resource.device == device or found is None else found
+        return found
+
+    def _changed(self) -> dict[ResourceKey, int]:
+        limits = self.max_resources()
+        if limits != self._last:
+            self._last = limits
+            logger.debug("%s", resource_map_text(limits))
+        return limits
+
+
+def resource_map_text(limits: Mapping[ResourceKey, int]) -> str:
+    """Triton's verbose "Max Resource Map" record, its newlines and tabs escaped as Triton's
+    log writes them (`\\t`), which is what a test reading the log matches."""
+    text = "\\nMax Resource Map===>\\n"
+    for device in sorted({d for d, _ in limits}):
+        text += f"\\tDevice: {'GLOBAL' if device == GLOBAL else device}\\n"
+        for (d, name), count in sorted(limits.items()):
+            if d == device:
+                text += f"\\t\\tResource: {name}\\t Count: {count}\\n"
+    return text

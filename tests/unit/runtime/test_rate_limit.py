@@ -1,0 +1,74 @@
+"""runtime.scheduling.rate_limit: tritonserver's `--rate-limit` and `--rate-limit-resource`
+values, and the resource map (qa/L0_model_update's resource tests)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from google.protobuf import text_format
+
+from runtime.scheduling.rate_limit import (
+    GLOBAL,
+    ExplicitResource,
+    RateLimitError,
+    RateLimitMode,
+    ResourceLimits,
+    parse_mode,
+    parse_resource,
+    requirements,
+)
+from tritonconfig.schema import mc
+
+
+def test_flag_values_are_triton_s_and_a_bad_one_is_refused_in_its_words() -> None:
+    assert parse_mode("execution_count") is RateLimitMode.EXECUTION_COUNT
+    assert parse_mode("off") is RateLimitMode.OFF
+    with pytest.raises(ValueError, match=r"^Invalid rate limit mode: sometimes$"):
+        parse_mode("sometimes")
+    assert parse_resource("R1:10") == ExplicitResource("R1", 10, None)
+    assert parse_resource("R1:10:1") == ExplicitResource("R1", 10, 1)
+    for bad in ("R1", "R1:ten", ":4", "R1:1:2:3", "R1:-1"):
+        with pytest.raises(ValueError, match=r"format is '<resource_name>:<count>:<device>'"):
+            parse_resource(bad)
+
+
+def _needs(groups: str) -> dict[tuple[int, str], int]:
+    config = text_format.Parse(f"instance_group [ {groups} ]", mc.ModelConfig())
+    return requirements(config, {g.name: [0] for g in config.instance_group})
+
+
+def test_requirements_per_device_and_global() -> None:
+    needs = _needs(
+        '{ name: "a" kind: KIND_CPU rate_limiter { resources [ { name: "R1" count: 2 } ] } },'
+        '{ name: "b" kind: KIND_CPU rate_limiter { resources [ { name: "R1" count: 5 },'
+        ' { name: "G" global: true count: 3 } ] } }'
+    )
+    assert needs == {(0, "R1"): 5, (GLOBAL, "G"): 3}
+
+
+def test_the_map_follows_the_largest_need_unless_an_explicit_count_is_given(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    limits = ResourceLimits(RateLimitMode.EXECUTION_COUNT)
+    with caplog.at_level(logging.DEBUG, logger="runtime.scheduling.rate_limit"):
+        assert limits.update("m", {(0, "R1"): 4}) == {(0, "R1"): 4}
+        assert limits.update("m", {(0, "R1"): 3}) == {(0, "R1"): 3}  # decreased with the need
+    # Triton's record, its tab escaped as its log writes it (instance_update_test reads this).
+    assert "Resource: R1\\t Count: 3" in caplog.text
+    assert limits.drop("m") == {}
+    explicit = ResourceLimits(RateLimitMode.EXECUTION_COUNT, (ExplicitResource("R1", 10),))
+    assert explicit.update("m", {(0, "R1"): 3}) == {(0, "R1"): 10}
+
+
+def test_a_need_above_the_explicit_count_is_refused_in_triton_s_words() -> None:
+    limits = ResourceLimits(RateLimitMode.EXECUTION_COUNT, (ExplicitResource("R1", 10),))
+    limits.check("m", {(0, "R1"): 10})
+    with pytest.raises(RateLimitError, match=r'^Resource count for "R1" is limited to 10 .*32$'):
+        limits.check("m", {(0, "R1"): 32})
+    # A device's own explicit count wins over the one for every device.
+    per_device = ResourceLimits(
+        RateLimitMode.EXECUTION_COUNT, (ExplicitResource("R1", 10), ExplicitResource("R1", 40, 0))
+    )
+    per_device.check("m", {(0, "R1"): 32})
+    ResourceLimits(RateLimitMode.OFF, (ExplicitResource("R1", 1),)).check("m", {(0, "R1"): 32})

@@ -1,0 +1,126 @@
+"""runtime.scheduling.resource_gate: with `--rate-limit=execution_count` an instance executes
+only while it holds its `rate_limiter` resources (qa/L0_model_update's rate-limit starts)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from runtime.config import ModelControlMode, ServeConfig
+from runtime.inference import InferRequest, InferTensor
+from runtime.models.manager import ModelManager
+from runtime.observe.metrics import Metrics
+from runtime.scheduling.rate_limit import RateLimitMode, ResourceLimits
+from runtime.scheduling.resource_gate import ResourceGate
+from tests.fixtures.models import python_model
+
+R1 = (0, "R1")
+
+
+def _gate(limit: int) -> ResourceGate:
+    limits = ResourceLimits(RateLimitMode.EXECUTION_COUNT)
+    limits.update("m", {R1: limit})
+    return ResourceGate(limits)
+
+
+async def test_an_execution_waits_until_the_resources_it_needs_are_given_back() -> None:
+    gate = _gate(10)
+    inside = threading.Event()
+    leave = threading.Event()
+    order: list[str] = []
+
+    def blocking(name: str) -> str:
+        order.append(name)
+        inside.set()
+        assert leave.wait(10)
+        return name
+
+    first = asyncio.ensure_future(asyncio.to_thread(gate.holding({R1: 8}, blocking), "thread"))
+    assert await asyncio.to_thread(inside.wait, 10)
+
+    async def on_loop() -> str:
+        order.append("loop")
+        return "loop"
+
+    second = asyncio.ensure_future(gate.holding_async({R1: 8}, on_loop)())
+    small = asyncio.ensure_future(gate.holding_async({R1: 2}, on_loop)())
+    await asyncio.sleep(0.05)
+    # 8 + 8 > 10: the second waits; the small one fits but comes after it (arrival order).
+    assert order == ["thread"] and not second.done() and not small.done()
+    leave.set()
+    assert await first == "thread" and await second == "loop" and await small == "loop"
+    assert order == ["thread", "loop", "loop"]
+
+
+async def test_a_need_not_in_the_map_yet_is_its_own_limit() -> None:
+    gate = ResourceGate(ResourceLimits(RateLimitMode.EXECUTION_COUNT))
+
+    async def run() -> int:
+        return 1
+
+    assert await gate.holding_async({R1: 32}, run)() == 1
+
+
+_TIMED_PY = """
+import os
+import time
+
+import triton_python_backend_utils as pb_utils
+
+_LOG = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(
+    __file__)))), "..", "spans")
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        start = time.monotonic()
+        time.sleep(0.4)
+        with open(_LOG, "a") as f:
+            f.write(f"{start} {time.monotonic()}\\n")
+        return [
+            pb_utils.InferenceResponse(
+                [pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0")
+                 .as_numpy())]
+            )
+            for r in requests
+        ]
+"""
+
+_CONFIG = """
+name: "limited"
+backend: "python"
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+instance_group [ { count: 2 kind: KIND_CPU
+                   rate_limiter { resources [ { name: "R1" count: 8 } ] } } ]
+"""
+
+
+async def test_two_instances_that_each_need_most_of_a_resource_run_one_at_a_time(
+    tmp_path: Path,
+) -> None:
+    python_model(tmp_path / "repo", "limited", _CONFIG, _TIMED_PY)
+    config = ServeConfig(
+        repository=tmp_path / "repo",
+        model_control_mode=ModelControlMode.EXPLICIT,
+        rate_limit="execution_count",
+        rate_limit_resources=(("R1", 10, None),),
+    )
+    manager = ModelManager(config, metrics=Metrics())
+    await manager.start()
+    try:
+        await manager.load("limited")
+        data = np.ones((1,), dtype=np.float32)
+        request = InferRequest("limited", "", [InferTensor("INPUT0", "FP32", (1,), data)])
+        other = InferRequest("limited", "", [InferTensor("INPUT0", "FP32", (1,), data)])
+        await asyncio.gather(manager.infer(request), manager.infer(other))
+    finally:
+        await manager.stop()
+    spans = sorted(
+        tuple(map(float, line.split())) for line in (tmp_path / "spans").read_text().splitlines()
+    )
+    assert len(spans) == 2
+    assert spans[1][0] >= spans[0][1]  # R1: 8 + 8 > 10: the second began once the first ended
