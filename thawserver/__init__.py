@@ -28,6 +28,7 @@ module name (several import aiohttp or grpc); this `__init__` imports nothing, b
     body_deadline         a request body that did not arrive in time: its status (408), its text
     cache_counters        an image cache directory's eviction counters
     cache_flags           tritonserver's response-cache flags, for both CLIs
+    rate_limit_flags      tritonserver's rate-limiter flags and their grammar, for both CLIs
     repository_flags      tritonserver's repository flags (and their refusals), for both CLIs
     bool_flag             tritonserver's boolean flag values, for both CLIs
     json_response         the one JSON response both servers write

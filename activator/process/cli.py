@@ -27,6 +27,7 @@ from activator.process.flag_checks import (
     header_forward_pattern,
     host_cache_bytes,
     load_models,
+    rate_limit_args,
     refuse_local_only_flags,
     repository_poll_s,
     response_cache_bytes,
@@ -57,6 +58,7 @@ from thawserver.cache_flags import add_cache_arguments
 from thawserver.fd_limit import bounded_by_fd_limit
 from thawserver.limit_flags import add_body_timeout_argument, add_limit_arguments
 from thawserver.log_control import LogControl
+from thawserver.rate_limit_flags import add_rate_limit_arguments
 from thawserver.restricted_protocols import (
     add_restriction_arguments,
     parse_http_restrictions,
@@ -363,8 +365,8 @@ def _log_and_trace(args: argparse.Namespace) -> dict[str, Any]:
 
 def _add_header_forward_arguments(p: argparse.ArgumentParser) -> None:
     group = p.add_argument_group(
-        "request headers as parameters (as thaw serve and tritonserver; given to every replica, "
-        "--scaler local)"
+        "request headers as parameters, the rate limiter (as thaw serve and tritonserver; given "
+        "to every replica, --scaler local)"
     )
     for surface, what in (("http", "HTTP headers"), ("grpc", "gRPC metadata")):
         group.add_argument(
@@ -372,6 +374,7 @@ def _add_header_forward_arguments(p: argparse.ArgumentParser) -> None:
             help=f"{what} whose name matches (case-insensitive, anywhere in the name; a leading "
             "(?-i) makes it case-sensitive) reach the model as string request parameters",
         )  # fmt: skip
+    add_rate_limit_arguments(group, replicas=True)
 
 
 def _add_connection_arguments(p: argparse.ArgumentParser) -> None:
@@ -475,6 +478,7 @@ def _scaler_config(args: argparse.Namespace) -> LocalConfig | KubernetesConfig:
             "--grpc-header-forward-pattern", args.grpc_header_forward_pattern
         ),
         response_cache_bytes=response_cache_bytes(args),
+        rate_limit_args=rate_limit_args(args),
     )
 
 

@@ -16,6 +16,7 @@ from thawserver import ranges
 from thawserver.cache_flags import cache_bytes
 from thawserver.connection_limits import LIMIT_RANGES, ConnectionLimits, out_of_range
 from thawserver.limit_flags import limits_from_args
+from thawserver.rate_limit_flags import RateLimitMode, parse_mode, parse_resource
 from thawwire.model_control import LOAD_MODEL_NOT_EXPLICIT, POLL_SECS_RANGE, ModelControlMode
 from thawwire.openai_api import DEFAULT_MAX_TOOL_CALL_PARSE_BYTES
 
@@ -28,6 +29,7 @@ __all__ = [
     "header_forward_pattern",
     "host_cache_bytes",
     "load_models",
+    "rate_limit_args",
     "refuse_local_only_flags",
     "repository_poll_s",
     "response_cache_bytes",
@@ -91,6 +93,20 @@ def response_cache_bytes(args: argparse.Namespace) -> int:
         raise ConfigError(str(exc)) from None
 
 
+def rate_limit_args(args: argparse.Namespace) -> tuple[str, ...]:
+    """The replicas' rate-limiter flags (thawserver.rate_limit_flags), checked here first so a
+    bad value stops `thaw up` at start, in Triton's words, rather than every replica."""
+    try:
+        mode = parse_mode(args.rate_limit)
+        resources = [parse_resource(text) for text in args.rate_limit_resource]
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if mode is RateLimitMode.OFF and not resources:
+        return ()
+    flags = [f"--rate-limit-resource={text}" for text in args.rate_limit_resource]
+    return (f"--rate-limit={mode.value}", *flags)
+
+
 def backend_directory(args: argparse.Namespace, *, kubernetes: bool) -> Path | None:
     directory: Path | None = args.backend_directory
     if directory is None:
@@ -136,6 +152,8 @@ def refuse_local_only_flags(args: argparse.Namespace) -> None:
         raise ConfigError("--http/--grpc-header-forward-pattern need --scaler local")
     if response_cache_bytes(args):
         raise ConfigError("--cache-config / --response-cache-byte-size need --scaler local")
+    if rate_limit_args(args):
+        raise ConfigError("--rate-limit / --rate-limit-resource need --scaler local")
     # The runtime pods' command line is the Helm chart's pool template, not thaw up's: say where
     # these go instead of letting them do nothing.
     if args.tool_call_parser:

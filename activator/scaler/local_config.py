@@ -56,3 +56,5 @@ class LocalConfig:
     grpc_header_forward_pattern: str = ""
     # `thaw up --cache-config local,size=N`: each replica's own response cache (0: none).
     response_cache_bytes: int = 0
+    # `thaw up --rate-limit ... --rate-limit-resource ...`, as every replica's flags.
+    rate_limit_args: tuple[str, ...] = ()

@@ -6,6 +6,8 @@
     model_entry       one model the manager has seen: its state, versions, index rows
     version_loader    bring a model's versions up in a thread: plan, restore, instances
     version_reuse     which loaded versions a reload keeps (unchanged files, same config)
+    instance_identity  which instances an instance-group update keeps (Triton's identity)
+    instance_update   an update of only the instance groups, carried out in place
     repository        the model repository on disk: names, scanning, one model's ModelSpec
     namespaces        `--model-namespacing`: which model a name means in several repositories
     signature         a loaded model's inputs/outputs: request validation and reshape

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from thawserver.bool_flag import triton_bool
+from thawserver.rate_limit_flags import add_rate_limit_arguments
 from thawserver.restricted_protocols import add_restriction_arguments
 from thawserver.settings_flags import add_log_output_flags, add_trace_flags
 
@@ -178,17 +179,7 @@ def add_triton_flags(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     g.add_argument("--model-load-thread-count", type=int, default=4, metavar="N",
                    help="models loaded at once (default 4)")  # fmt: skip
-    g.add_argument(
-        "--rate-limit", default="off", metavar="MODE",
-        help="off (default) or execution_count: Triton's rate limiter; an instance executes "
-        "only while it holds its rate_limiter resources (priority is not used)",
-    )  # fmt: skip
-    g.add_argument(
-        "--rate-limit-resource", action="append", default=[],
-        metavar="<name>:<count>[:<device>]",
-        help="the count of a rate-limiter resource (repeatable); a model whose instances need "
-        "more is refused",
-    )  # fmt: skip
+    add_rate_limit_arguments(g)
     add_restriction_arguments(g)
     for surface, what in (("http", "HTTP headers"), ("grpc", "gRPC metadata")):
         g.add_argument(

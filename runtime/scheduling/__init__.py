@@ -21,6 +21,8 @@ The pure parts (planner, policies, tables) take time as an argument; the rest dr
     request_parameters  an infer request's scheduling parameters, read Triton's way
     response_stream     a decoupled request's responses, read as an async iterator
     clock               the scheduler's time: a nanosecond reading and timers, injected
+    rate_limit          the rate limiter's resources: what loaded instances may hold at once
+    resource_gate       an instance executes only while it holds its rate_limiter resources
 
 Exports the three schedulers and the face they share: `ModelScheduler`, `Scheduler`,
 `SequenceScheduler`, `EnsembleScheduler`.

@@ -1,8 +1,7 @@
 """Triton's rate limiter resources: `--rate-limit`, `--rate-limit-resource`, and the most of each
 resource the loaded instances may hold at once (Triton's "Max Resource Map").
 
-    parse_resource("R1:10")            -> ExplicitResource("R1", 10, device=None)   all devices
-    parse_resource("R1:10:0")          -> ExplicitResource("R1", 10, device=0)
+    (flags and their grammar: thawserver.rate_limit_flags, shared with `thaw up`)
     requirements(config, devices)      -> {(device, "R1"): 8, ...}   per instance group
     ResourceLimits(mode, explicit).update("model_init_del", reqs) -> the new map, or
                                           RateLimitError when an explicit limit is below a need
@@ -21,9 +20,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 
 from runtime.errors import RepositoryError
+from thawserver.rate_limit_flags import ExplicitResource, RateLimitMode, parse_mode, parse_resource
 from tritonconfig.schema import mc
 
 __all__ = [
@@ -45,49 +44,8 @@ GLOBAL = -1  # the device key of a resource shared by every device (`global: tru
 ResourceKey = tuple[int, str]  # (device id, or GLOBAL; resource name)
 
 
-class RateLimitMode(StrEnum):
-    OFF = "off"
-    EXECUTION_COUNT = "execution_count"
-
-
 class RateLimitError(RepositoryError):
     """A load whose instances need more of a resource than `--rate-limit-resource` gives."""
-
-
-@dataclass(frozen=True)
-class ExplicitResource:
-    """One `--rate-limit-resource=<name>:<count>[:<device>]`; device None: every device."""
-
-    name: str
-    count: int
-    device: int | None = None
-
-
-def parse_mode(text: str) -> RateLimitMode:
-    """`--rate-limit`'s value; ValueError in Triton's words for any other."""
-    try:
-        return RateLimitMode(text)
-    except ValueError:
-        raise ValueError(f"Invalid rate limit mode: {text}") from None
-
-
-def parse_resource(text: str) -> ExplicitResource:
-    """`--rate-limit-resource`'s value; ValueError in Triton's words for a malformed one."""
-    parts = text.split(":")
-    usage = (
-        "--rate-limit-resource option format is '<resource_name>:<count>:<device>' or "
-        f"'<resource_name>:<count>'. Got {text}"
-    )
-    if len(parts) not in (2, 3) or not parts[0]:
-        raise ValueError(usage)
-    try:
-        count = int(parts[1])
-        device = int(parts[2]) if len(parts) == 3 else None
-    except ValueError:
-        raise ValueError(usage) from None
-    if count < 0 or (device is not None and device < 0):
-        raise ValueError(usage)
-    return ExplicitResource(parts[0], count, device)
 
 
 def requirements(

@@ -119,6 +119,7 @@ def serve_args(
         argv += ["--grpc-header-forward-pattern", local.grpc_header_forward_pattern]
     if local.response_cache_bytes:
         argv += ["--cache-config", f"local,size={local.response_cache_bytes}"]
+    argv += local.rate_limit_args  # each replica runs its own rate limiter
     trace = config.trace_defaults
     if trace.file:
         argv += as_flags(trace, f"{Path(trace.file).absolute()}.replica-{replica_number}")
