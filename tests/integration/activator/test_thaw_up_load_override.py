@@ -17,38 +17,13 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tests.fixtures.models import python_model
+from tests.fixtures.models import VERSIONED_CONFIG, VERSIONED_PY, python_model
 from tests.fixtures.up_process import UpProcess
 
 pytestmark = pytest.mark.integration
 
 _QUIET = ("--warm-pool", "1", "--preload-frameworks", "", "--no-image-build")
 
-# OUTPUT0 = INPUT0 + the version that answers: which version served is in the answer.
-_VERSIONED_PY = """
-import numpy as np
-import triton_python_backend_utils as pb_utils
-
-
-class TritonPythonModel:
-    def initialize(self, args):
-        self.version = np.float32(int(args["model_version"]))
-
-    def execute(self, requests):
-        responses = []
-        for request in requests:
-            data = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
-            out = pb_utils.Tensor("OUTPUT0", data + self.version)
-            responses.append(pb_utils.InferenceResponse([out]))
-        return responses
-"""
-
-_CONFIG = (
-    'name: "versioned"\nbackend: "python"\n'
-    'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
-    'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
-    "instance_group [ { count: 1 kind: KIND_CPU } ]\n"
-)
 
 _CONFIG_JSON = {
     "backend": "python",
@@ -64,7 +39,7 @@ _X = np.arange(4, dtype=np.float32)
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     repo = tmp_path_factory.mktemp("repo")
     for version in (1, 3):  # the latest policy serves 3
-        python_model(repo, "versioned", _CONFIG, _VERSIONED_PY, version=version)
+        python_model(repo, "versioned", VERSIONED_CONFIG, VERSIONED_PY, version=version)
     return repo
 
 
@@ -102,7 +77,7 @@ def test_overrides_over_http(up: UpProcess) -> None:
         client.load_model(
             "versioned",
             config=json.dumps(_CONFIG_JSON),
-            files={"file:7/model.py": _VERSIONED_PY.encode()},
+            files={"file:7/model.py": VERSIONED_PY.encode()},
         )
         assert client.get_model_metadata("versioned")["versions"] == ["7"]
         assert _answer(client) == 7.0
@@ -133,13 +108,13 @@ def test_overrides_over_grpc(up: UpProcess) -> None:
         client.load_model(
             "versioned_copy",  # a name no repository has, from its files alone
             config=json.dumps(_CONFIG_JSON),
-            files={"file:5/model.py": _VERSIONED_PY.encode()},
+            files={"file:5/model.py": VERSIONED_PY.encode()},
         )
         assert client.is_model_ready("versioned_copy", "5")
         client.load_model(
             "versioned",
             config=json.dumps(_CONFIG_JSON),
-            files={"file:4/model.py": _VERSIONED_PY.encode()},
+            files={"file:4/model.py": VERSIONED_PY.encode()},
         )
         assert client.is_model_ready("versioned", "4")
         assert not client.is_model_ready("versioned", "3")

@@ -15,38 +15,13 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tests.fixtures.models import make_add_sub, python_model
+from tests.fixtures.models import VERSIONED_CONFIG, VERSIONED_PY, make_add_sub, python_model
 from tests.fixtures.up_process import UpProcess
 
 pytestmark = pytest.mark.integration
 
 _QUIET = ("--warm-pool", "1", "--preload-frameworks", "", "--no-image-build")
 
-# OUTPUT0 = INPUT0 + the version that answers: which version served is in the answer.
-_VERSIONED_PY = """
-import numpy as np
-import triton_python_backend_utils as pb_utils
-
-
-class TritonPythonModel:
-    def initialize(self, args):
-        self.version = np.float32(int(args["model_version"]))
-
-    def execute(self, requests):
-        responses = []
-        for request in requests:
-            data = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
-            out = pb_utils.Tensor("OUTPUT0", data + self.version)
-            responses.append(pb_utils.InferenceResponse([out]))
-        return responses
-"""
-
-_VERSIONED_CONFIG = (
-    'name: "versioned"\nbackend: "python"\n'
-    'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
-    'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
-    "instance_group [ { count: 1 kind: KIND_CPU } ]\n"
-)
 
 _X = np.arange(4, dtype=np.float32)
 
@@ -81,14 +56,14 @@ def test_a_model_and_then_a_version_added_after_the_start_are_served_once_loaded
     with httpclient.InferenceServerClient(up.hostport, network_timeout=120.0) as client:
         names = {row["name"] for row in client.get_model_repository_index()}
         assert "versioned" not in names
-        python_model(repo, "versioned", _VERSIONED_CONFIG, _VERSIONED_PY, version=1)
+        python_model(repo, "versioned", VERSIONED_CONFIG, VERSIONED_PY, version=1)
         client.load_model("versioned")
         assert client.is_model_ready("versioned")
         np.testing.assert_array_equal(_versioned(client), _X + 1)
         rows = [(r["name"], r.get("version")) for r in client.get_model_repository_index()]
         assert ("versioned", "1") in rows
 
-        python_model(repo, "versioned", _VERSIONED_CONFIG, _VERSIONED_PY, version=2)
+        python_model(repo, "versioned", VERSIONED_CONFIG, VERSIONED_PY, version=2)
         client.load_model("versioned")
         np.testing.assert_array_equal(_versioned(client), _X + 2)  # the new version answers
         assert client.get_model_metadata("versioned")["versions"] == ["2"]
@@ -132,10 +107,10 @@ def test_poll_mode_serves_added_models_and_drops_removed_ones(
             def names() -> set[str]:
                 return {row["name"] for row in client.get_model_repository_index()}
 
-            python_model(repo, "versioned", _VERSIONED_CONFIG, _VERSIONED_PY, version=1)
+            python_model(repo, "versioned", VERSIONED_CONFIG, VERSIONED_PY, version=1)
             server.wait_for(lambda: "versioned" in names(), 30, "the poll to add the model")
             np.testing.assert_array_equal(_versioned(client), _X + 1)  # woken from zero
-            python_model(repo, "versioned", _VERSIONED_CONFIG, _VERSIONED_PY, version=3)
+            python_model(repo, "versioned", VERSIONED_CONFIG, VERSIONED_PY, version=3)
             server.wait_for(
                 lambda: client.get_model_metadata("versioned")["versions"] == ["3"],
                 30,
