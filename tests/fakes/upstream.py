@@ -15,13 +15,14 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+from pathlib import Path
 
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from thawwire.model_control import NOT_LOADED
 
-__all__ = ["HITS", "MODEL_CONFIG", "start_upstream", "upstream_infer"]
+__all__ = ["HITS", "MODEL_CONFIG", "model_dir", "start_upstream", "upstream_infer"]
 
 HITS = web.AppKey("hits", list[str])
 _NOT_LOADED_ONCE = web.AppKey("not_loaded_once", set[str])
@@ -34,6 +35,16 @@ input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] }} ]
 output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] }} ]
 parameters {{ key: "thaw.max_held_requests" value {{ string_value: "4" }} }}
 """
+
+
+def model_dir(root: Path, name: str, *versions: int) -> Path:
+    """A Python model `name` with MODEL_CONFIG and the given version directories, in `root`
+    (what the activator reads; the fake upstream answers for it)."""
+    for version in versions:
+        (root / name / str(version)).mkdir(parents=True, exist_ok=True)
+        (root / name / str(version) / "model.py").write_text("# a python model\n")
+    (root / name / "config.pbtxt").write_text(MODEL_CONFIG.format(name=name))
+    return root / name
 
 
 async def upstream_infer(request: web.Request) -> web.StreamResponse:

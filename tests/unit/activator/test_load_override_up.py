@@ -23,7 +23,7 @@ from activator.fleet.fleet import Fleet
 from activator.fleet.reload import Reloader
 from activator.surfaces.app import FLEET, build_app
 from tests.fakes.scaler_backend import FakeScalerBackend
-from tests.fakes.upstream import MODEL_CONFIG, start_upstream
+from tests.fakes.upstream import model_dir, start_upstream
 from thawwire.load_overrides import LoadOverride
 
 _IO = {
@@ -34,19 +34,11 @@ _IO = {
 }
 
 
-def _model(root: Path, name: str, *versions: int) -> Path:
-    for version in versions:
-        (root / name / str(version)).mkdir(parents=True, exist_ok=True)
-        (root / name / str(version) / "model.py").write_text("# a python model\n")
-    (root / name / "config.pbtxt").write_text(MODEL_CONFIG.format(name=name))
-    return root / name
-
-
 @pytest.fixture
 async def up(tmp_path: Path) -> AsyncIterator[tuple[str, FakeScalerBackend, Fleet, Path]]:
     upstream = await start_upstream()
     repo = tmp_path / "repo"
-    _model(repo, "m", 1, 2)
+    model_dir(repo, "m", 1, 2)
     config = ActivatorConfig(model_control=True, repository=repo, build_images=False)
     backend = FakeScalerBackend(
         url=str(upstream.make_url("")).rstrip("/"), open_gate=True, claim_s=0.0, restore_s=0.01

@@ -21,22 +21,14 @@ from activator.fleet.fleet import Fleet
 from activator.fleet.reload import Reloader
 from activator.surfaces.app import FLEET, build_app
 from tests.fakes.scaler_backend import FakeScalerBackend
-from tests.fakes.upstream import MODEL_CONFIG, start_upstream
+from tests.fakes.upstream import model_dir, start_upstream
 from tests.fixtures.config_only_models import ENSEMBLE_CONFIG, STEP_CONFIG, write_model
-
-
-def _model(root: Path, name: str, *versions: int) -> Path:
-    for version in versions:
-        (root / name / str(version)).mkdir(parents=True, exist_ok=True)
-        (root / name / str(version) / "model.py").write_text("# a python model\n")
-    (root / name / "config.pbtxt").write_text(MODEL_CONFIG.format(name=name))
-    return root / name
 
 
 @pytest.fixture
 async def up(tmp_path: Path) -> AsyncIterator[tuple[str, FakeScalerBackend, Fleet, Path]]:
     upstream = await start_upstream()
-    _model(tmp_path, "m", 1)
+    model_dir(tmp_path, "m", 1)
     config = ActivatorConfig(model_control=True, repository=tmp_path, build_images=False)
     backend = FakeScalerBackend(
         url=str(upstream.make_url("")).rstrip("/"), open_gate=True, claim_s=0.0, restore_s=0.01
@@ -62,7 +54,7 @@ async def _index(url: str) -> list[tuple[str, str | None, str]]:
 
 async def test_a_model_dropped_in_after_the_start_is_served_once_loaded(up: Any) -> None:
     url, backend, _, repo = up
-    _model(repo, "late", 1)
+    model_dir(repo, "late", 1)
     async with aiohttp.ClientSession() as s, s.get(f"{url}/v2/models/late") as r:
         assert r.status == 404  # not read until a load (explicit mode)
     assert await _post(url, "/v2/repository/models/late/load") == (200, None)
@@ -81,7 +73,7 @@ async def test_a_new_version_replaces_the_replicas_and_an_unchanged_model_just_w
     assert await _post(url, "/v2/repository/models/m/load") == (200, None)
     assert await _post(url, "/v2/repository/models/m/load") == (200, None)
     assert (backend.starts, backend.stopped) == (1, [])  # unchanged: the same replica
-    _model(repo, "m", 2)
+    model_dir(repo, "m", 2)
     assert await _post(url, "/v2/repository/models/m/load") == (200, None)
     # The old replica drained, a replica of the new version set started.
     assert (backend.starts, backend.stopped) == (2, ["m-1"])
@@ -101,7 +93,7 @@ async def test_a_broken_config_is_refused_and_the_old_version_keeps_serving(up: 
     async with aiohttp.ClientSession() as s, s.post(f"{url}/v2/models/m/infer", data=b"x") as r:
         assert r.status == 200
     # Fixed: the next load serves the new files.
-    _model(repo, "m", 1)
+    model_dir(repo, "m", 1)
     assert await _post(url, "/v2/repository/models/m/load") == (200, None)
     assert backend.stopped == ["m-1"]
 
@@ -128,8 +120,8 @@ async def test_a_load_of_no_such_model_is_refused_in_thaw_serves_words(up: Any) 
 async def test_the_poll_adds_changes_and_removes_models(up: Any) -> None:
     url, backend, fleet, repo = up
     assert await _post(url, "/v2/repository/models/m/load") == (200, None)
-    _model(repo, "late", 1)
-    _model(repo, "m", 2)
+    model_dir(repo, "late", 1)
+    model_dir(repo, "m", 2)
     await fleet.reloader.poll()
     assert await _index(url) == [("late", "1", "READY"), ("m", "2", "READY")]
     assert backend.stopped == ["m-1"]  # replaced; the next request wakes the new files
@@ -177,7 +169,7 @@ async def test_a_load_of_an_ensemble_whose_step_is_missing_is_refused(up: Any) -
 
 async def test_a_bad_thaw_setting_on_load_is_refused_not_fatal(up: Any) -> None:
     url, _, fleet, repo = up
-    _model(repo, "late", 1)
+    model_dir(repo, "late", 1)
     config = repo / "late" / "config.pbtxt"
     setting = 'parameters { key: "thaw.max_replicas" value { string_value: "-1" } }\n'
     config.write_text(config.read_text() + setting)
@@ -195,7 +187,7 @@ async def test_a_request_in_flight_finishes_while_its_replica_is_replaced(up: An
             s.post(f"{url}/v2/models/m/infer", data=b"in flight", headers={"X-Behave": "slow"})
         )
         await asyncio.sleep(0.1)  # on its way to the replica
-        _model(repo, "m", 2)
+        model_dir(repo, "m", 2)
         assert await _post(url, "/v2/repository/models/m/load") == (200, None)
         async with await slow as r:
             assert r.status == 200
@@ -209,7 +201,7 @@ async def test_a_replica_still_starting_on_the_old_files_is_stopped_unused(up: A
     async with aiohttp.ClientSession() as s:
         first = asyncio.create_task(s.post(f"{url}/v2/models/m/infer", data=b"first"))
         await asyncio.wait_for(backend.start_called.wait(), 5)
-        _model(repo, "m", 2)
+        model_dir(repo, "m", 2)
         load = asyncio.create_task(_post(url, "/v2/repository/models/m/load"))
         await asyncio.sleep(0.2)  # the load has re-read the model and is waiting
         backend.gate.set()
@@ -248,10 +240,10 @@ async def test_a_load_of_a_removed_model_drops_it(up: Any) -> None:
 async def test_without_rereads_a_load_only_warms_the_index_read_at_start(up: Any) -> None:
     _, backend, fleet, repo = up
     reloader = Reloader(fleet, rereads=False)  # as with --scaler kubernetes
-    _model(repo, "late", 1)
+    model_dir(repo, "late", 1)
     with pytest.raises(UnknownModel):
         await reloader.load("late")
-    _model(repo, "m", 2)
+    model_dir(repo, "m", 2)
     await reloader.load("m")
     assert fleet.repository.get("m").versions == ("1",)
     assert (backend.starts, backend.stopped) == (1, [])
