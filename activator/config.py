@@ -269,6 +269,8 @@ class ActivatorConfig:
     # `--load-model` (explicit mode): woken at start, as the `load` call wakes a model; one
     # that fails refuses the start, as tritonserver's does. `*`: every servable model.
     load_models: tuple[str, ...] = ()
+    # `--load-model-at-zero`: explicit mode's models loaded at start, not woken (`*`: all).
+    loaded_at_zero: tuple[str, ...] = ()
     # tritonserver's `--backend-directory`: a config's backend Thaw does not have runs
     # `<dir>/<backend>/model.py` as a Python model (tritonconfig.python_based); the replicas
     # get the same flag. None: no Python-based backends.

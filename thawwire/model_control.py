@@ -24,6 +24,10 @@ not_unique(name, where): why a model name found in more than one model repositor
 `--model-repository`, no namespacing) is no model, on both servers: it is unavailable, with
 this reason, and every other model is served.
 
+not_ready(name) and no_available_versions(name): the refusal of a request for a model that is
+not loaded — never loaded (503 / UNAVAILABLE), or unloaded on request (Triton's words and its
+NOT_FOUND: 404) — on both servers (`thaw up` in explicit mode: activator.fleet.load_state).
+
 ambiguous(name, count): Triton's answer to a name `count` namespaces hold (several
 `--model-namespacing=true` repositories), its INVALID_ARG (400), on both servers.
 """
@@ -41,7 +45,9 @@ __all__ = [
     "ModelControlMode",
     "ambiguous",
     "load_failed",
+    "no_available_versions",
     "not_in_repository",
+    "not_ready",
     "not_unique",
 ]
 
@@ -84,6 +90,16 @@ def ambiguous(name: str, count: int) -> str:
         f"There are {count} identifiers of model '{name}' in global map, model namespace "
         "must be provided to resolve ambiguity."
     )
+
+
+def not_ready(name: str) -> str:
+    """The refusal of a request for model `name`, which is not loaded (never, or not yet)."""
+    return f"model '{name}' is not ready"
+
+
+def no_available_versions(name: str) -> str:
+    """Triton's refusal of a request for model `name`, unloaded on request (its NOT_FOUND)."""
+    return f"Request for unknown model: '{name}' has no available versions"
 
 
 def load_failed(name: str, why: str) -> str:

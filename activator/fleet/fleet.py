@@ -26,8 +26,9 @@ from activator.endpoint.model_endpoint import ModelEndpoint
 from activator.endpoint.replica_metrics import ModelMetrics, merge_families, with_zeros
 from activator.endpoint.replica_stats import ModelStatistics
 from activator.endpoint.shared_limit import SharedLimits
-from activator.errors import UnknownModel
+from activator.errors import ActivationFailed, UnknownModel
 from activator.fleet.image_builder import ImageJobs
+from activator.fleet.load_state import LoadStates
 from activator.fleet.reload import Reloader
 from activator.fleet.replica_config import ReplicaConfigs
 from activator.fleet.repository import ModelEntry, Repository
@@ -53,6 +54,7 @@ from activator.scaler.backend import (
 )
 from activator.scaler.factory import open_backend
 from activator.scaler.kube_config import KubernetesConfig
+from thawwire.load_overrides import LoadOverride
 from tritonconfig import sequence_idle_us
 from tritonconfig.fingerprint import Fingerprint
 
@@ -151,6 +153,12 @@ class Fleet:
         # The repository read again after the start: `load`, and the poll.
         kubernetes = isinstance(config.scaler, KubernetesConfig)
         self.reloader = Reloader(self, rereads=not kubernetes, clock=clock)
+        # Triton's "not loaded" in explicit mode (activator.fleet.load_state); not kept on
+        # Kubernetes, where each activator would hold its own copy.
+        self.load_states = LoadStates(
+            tracked=config.model_control and not kubernetes,
+            at_start=(*config.load_models, *config.loaded_at_zero),
+        )
         self._tasks: list[asyncio.Task[None]] = []
         self._images_task: asyncio.Task[None] | None = None
         metrics.watch_caches(config.cache_dir, config.host_cache_dir)
@@ -163,6 +171,39 @@ class Fleet:
         record = self.models.get(name)
         for model in record.composing if record is not None else ():
             self.models[model].endpoint.expect_request()
+
+    def serving(self, name: str, version: str | None = None) -> ModelEntry:
+        """The model a request for `name` (at `version`) goes to; else why not: the
+        repository's error (UnknownModel, ModelUnavailable, AmbiguousModel), or, in explicit
+        mode, the refusal of a model not loaded (activator.fleet.load_state)."""
+        entry = self.repository.get(name)
+        refusal = self.load_states.refusal(name)
+        if refusal is not None:
+            raise refusal
+        return entry if version is None else self.repository.get(name, version)
+
+    async def load(self, name: str, override: LoadOverride | None = None) -> None:
+        """The repository load call: re-read `name` and warm it (activator.fleet.reload); it
+        is loaded, with its ensemble's steps, once its files were read, even when the warm-up
+        fails (then unavailable with why, as a Triton model whose load failed)."""
+        try:
+            await self.reloader.load(name, override)
+        except ActivationFailed:
+            self._mark_loaded(name)
+            raise
+        self._mark_loaded(name)
+
+    def _mark_loaded(self, name: str) -> None:
+        record = self.models.get(name)
+        if record is not None:
+            self.load_states.mark_loaded(name, *record.composing)
+
+    async def unload(self, name: str) -> None:
+        """The repository unload call: refused from now on (explicit mode), its replicas
+        drained to zero (activator.fleet.reload)."""
+        if self.served(name):
+            self.load_states.mark_unloaded(name)
+        await self.reloader.unload(name)
 
     def endpoint(self, name: str) -> ModelEndpoint:
         """The served model's endpoint; else the repository's error for `name` (UnknownModel,
@@ -397,9 +438,13 @@ class Fleet:
 
     async def replica_metrics(self) -> str:
         """Every model's replicas' series (activator.endpoint.replica_metrics), as exposition
-        text."""
+        text; a loaded model at zero has Triton's counters at 0, one not loaded none."""
         pages = await asyncio.gather(*(e.metric_families() for e in self.endpoints.values()))
-        served = {name: self.repository.get(name).versions for name in self.endpoints}
+        served = {
+            name: self.repository.get(name).versions
+            for name in self.endpoints
+            if self.load_states.loaded(name)
+        }
         return render(with_zeros(merge_families(pages), served).values())
 
     def _publish_state(self, model: str, state: ModelState) -> None:

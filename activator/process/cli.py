@@ -523,7 +523,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:  # `--load-model`: refused as thaw serve refuses it, exit 1
         check_startup_models(
-            config.load_models, explicit=config.model_control,
+            (*config.load_models, *config.loaded_at_zero), explicit=config.model_control,
             servable=repository.names(),
             unavailable={*repository.unavailable, *repository.ambiguous},
         )  # fmt: skip

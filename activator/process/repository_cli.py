@@ -1,5 +1,6 @@
 """`thaw up`'s model-repository flags, tritonserver's spellings as `thaw serve` takes them:
 the repositories (REPO, `--model-repository`), `--load-model` (`*`: every model),
+`--load-model-at-zero` (explicit mode: loaded, not woken; activator.fleet.load_state),
 `--strict-readiness`, `--exit-on-error`, `--disable-auto-complete-config` /
 `--strict-model-config`, and `--model-namespacing` (true: each repository a namespace,
 activator.fleet.repository; `--scaler local` only). Parsed by
@@ -77,6 +78,14 @@ def add_repository_arguments(p: argparse.ArgumentParser) -> None:
         "tritonserver does)",
     )  # fmt: skip
     g.add_argument(
+        "--load-model-at-zero", dest="loaded_at_zero", action="append", default=[],
+        metavar="NAME",
+        help="with --model-control-mode explicit: this model is loaded at start but not "
+        "woken (repeatable; '*': every model): ready at zero, its first request wakes it, as "
+        "in the other modes. A model neither this nor --load-model names is not loaded until "
+        "a load call (Triton's explicit mode: not ready, its requests refused)",
+    )  # fmt: skip
+    g.add_argument(
         "--model-namespacing", type=triton_bool, default=False, metavar="BOOL",
         help="each model repository is a namespace (default false): a name may be in several, "
         "is refused by name (Triton's ambiguity, 400) and runs as its own namespace's ensemble "
@@ -86,6 +95,8 @@ def add_repository_arguments(p: argparse.ArgumentParser) -> None:
 
 def repository_settings(args: argparse.Namespace, *, kubernetes: bool) -> dict[str, Any]:
     """The ActivatorConfig fields of these flags; ConfigError names a refused one."""
+    if args.loaded_at_zero and args.model_control_mode != "explicit":
+        raise ConfigError("--load-model-at-zero needs --model-control-mode=explicit")
     if args.model_namespacing and kubernetes:
         raise ConfigError(
             "--model-namespacing=true needs --scaler local: pods serve the one repository of "
@@ -104,6 +115,7 @@ def repository_settings(args: argparse.Namespace, *, kubernetes: bool) -> dict[s
         "repository": repositories[0],
         "more_repositories": repositories[1:],
         "model_namespacing": args.model_namespacing,
+        "loaded_at_zero": tuple(dict.fromkeys(args.loaded_at_zero)),
         "strict_readiness": args.strict_readiness,
         "exit_on_error": args.exit_on_error,
         "auto_complete_config": not (args.disable_auto_complete_config or args.strict_model_config),

@@ -16,6 +16,7 @@ from typing import Any
 from activator.endpoint.replica_stats import rows_for_versions
 from activator.errors import ModelUnavailable
 from activator.fleet.fleet import Fleet
+from activator.fleet.load_state import LoadState
 
 __all__ = [
     "check_ready",
@@ -30,14 +31,14 @@ __all__ = [
 
 async def model_config(fleet: Fleet, name: str, version: str | None) -> dict[str, Any]:
     """The model's config JSON, a replica's (`GET /v2/models/{m}[/versions/{v}]/config`)."""
-    entry = fleet.repository.get(name, version)
+    entry = fleet.serving(name, version)
     config = await fleet.replica_configs.completed(entry, fleet.endpoint(name), version)
     return entry.config_json(config)
 
 
 async def model_metadata(fleet: Fleet, name: str, version: str | None) -> dict[str, Any]:
     """The model's KServe v2 metadata JSON, rendered from the config a replica serves."""
-    entry = fleet.repository.get(name, version)
+    entry = fleet.serving(name, version)
     config = await fleet.replica_configs.completed(entry, fleet.endpoint(name), version)
     return entry.metadata(version, config=config)
 
@@ -64,8 +65,10 @@ def check_ready(fleet: Fleet, name: str, version: str | None) -> None:
     """Ready = servable: at zero replicas too, unless the last wake-up failed (then
     ModelUnavailable with the reason); UnknownModel for a model not served. A version of a
     served model that is not served is not ready (ModelUnavailable), as `thaw serve` and
-    Triton answer: ready=false, not NOT_FOUND."""
+    Triton answer: ready=false, not NOT_FOUND; so is a model not loaded (explicit mode)."""
     entry = fleet.repository.get(name)
+    if not fleet.load_states.loaded(name):
+        raise ModelUnavailable(f"model '{name}' is not ready: {fleet.load_states.state(name)}")
     if version is not None and version not in entry.versions:
         raise ModelUnavailable(f"model '{name}' is not ready")
     endpoint = fleet.endpoint(name)
@@ -74,14 +77,22 @@ def check_ready(fleet: Fleet, name: str, version: str | None) -> None:
 
 
 def index_rows(fleet: Fleet, *, ready_only: bool) -> list[dict[str, Any]]:
-    """Triton's index: a row per served version; `reason` only when there is one."""
+    """Triton's index: a row per served version; `reason` only when there is one. In
+    explicit mode a model never loaded is its name alone, an unloaded one UNAVAILABLE with
+    reason `unloaded` (as `thaw serve`'s, runtime.models.model_entry)."""
     rows: list[dict[str, Any]] = []
     for name in fleet.repository.names():
+        state = fleet.load_states.state(name)
+        if state is LoadState.NOT_LOADED:
+            rows.append({"name": name})
+            continue
         endpoint = fleet.endpoint(name)
         failed = endpoint.ready_count == 0 and endpoint.last_error is not None
         for version in fleet.repository.get(name).versions:
             row = {"name": name, "version": version, "state": "READY"}
-            if failed:
+            if state is LoadState.UNLOADED:
+                row.update(state="UNAVAILABLE", reason=str(state))
+            elif failed:
                 row.update(state="UNAVAILABLE", reason=endpoint.last_error or "")
             rows.append(row)
     for name, reason in fleet.repository.unavailable.items():
@@ -97,14 +108,16 @@ def index_rows(fleet: Fleet, *, ready_only: bool) -> list[dict[str, Any]]:
 
 async def stats_rows(fleet: Fleet, name: str | None, version: str | None) -> list[dict[str, Any]]:
     """The statistics of one model (every model when `name` is None) for the life of
-    `thaw up` (live and retired replicas); a model never served reads as zeros."""
+    `thaw up` (live and retired replicas); a model never served reads as zeros. A model not
+    loaded (explicit mode) has none: refused by name, left out of all models'."""
     if name is None:
-        per_model = await asyncio.gather(*(_rows(fleet, n, None) for n in fleet.repository.names()))
+        names = [n for n in fleet.repository.names() if fleet.load_states.loaded(n)]
+        per_model = await asyncio.gather(*(_rows(fleet, n, None) for n in names))
         return [row for rows in per_model for row in rows]
     return await _rows(fleet, name, version)
 
 
 async def _rows(fleet: Fleet, name: str, version: str | None) -> list[dict[str, Any]]:
-    entry = fleet.repository.get(name, version)
+    entry = fleet.serving(name, version)
     merged = await fleet.endpoint(name).statistics()
     return rows_for_versions(name, [version] if version else entry.versions, merged)

@@ -105,6 +105,7 @@ def routes(
         web.post("/v2/repository/index", g(Category.MODEL_REPOSITORY, repository_index)),
         web.post("/v2/repository/models/{model}/load", g(Category.MODEL_REPOSITORY, load)),
         web.post("/v2/repository/models/{model}/unload", g(Category.MODEL_REPOSITORY, unload)),
+        web.post("/thaw/models/{model}/scale-to-zero", g(Category.MODEL_REPOSITORY, to_zero)),
         web.get("/metrics", metrics),
         web.get("/thaw/status", status),
         web.get("/thaw/history", history),
@@ -268,7 +269,7 @@ async def infer(request: web.Request) -> web.StreamResponse:
     """Hold if no replica slot is free (waking the model), then stream to a replica."""
     fleet = request.app[FLEET]
     name = request.match_info["model"]
-    fleet.repository.get(name, _version(request))
+    fleet.serving(name, _version(request))
     endpoint = fleet.endpoint(name)
     fleet.wake_composing(name)  # an ensemble: its steps' models wake while it does
     with fleet.metrics.counting(name) as count:
@@ -390,7 +391,7 @@ async def load(request: web.Request) -> web.Response:
         override = await asyncio.to_thread(overrides_from_json, params)  # base64 files
     except LoadOverrideError as exc:
         raise BadRequest(refused(name, exc.message)) from None
-    await fleet.reloader.load(name, override)
+    await fleet.load(name, override)
     return web.Response(status=200)
 
 
@@ -398,7 +399,18 @@ async def unload(request: web.Request) -> web.Response:
     """Scale the model to zero now (draining in-flight requests)."""
     _require_model_control(request.app[FLEET])
     await _json_object(request)
-    await request.app[FLEET].reloader.unload(request.match_info["model"])
+    await request.app[FLEET].unload(request.match_info["model"])
+    return web.Response(status=200)
+
+
+async def to_zero(request: web.Request) -> web.Response:
+    """Thaw's own: scale a loaded model to zero now (its replicas drained), and keep it loaded:
+    its next request wakes it. Model control's switch and category, as unload."""
+    fleet = request.app[FLEET]
+    _require_model_control(fleet)
+    name = request.match_info["model"]
+    fleet.serving(name)
+    await fleet.endpoint(name).scale_to_zero()
     return web.Response(status=200)
 
 

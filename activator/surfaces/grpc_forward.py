@@ -122,7 +122,7 @@ class GrpcForwarder:
         """Hold if no replica slot is free (waking the model), then forward to a replica."""
         head = _envelope(data)
         fleet = self._fleet
-        fleet.repository.get(head.model_name, head.model_version or None)
+        fleet.serving(head.model_name, head.model_version or None)
         endpoint = fleet.endpoint(head.model_name)
         shm: Rewritten | None = None
         with fleet.metrics.counting(head.model_name) as count:
@@ -238,7 +238,7 @@ class _StreamRelay:
             head = Envelope("", "", "")
             try:
                 head = _envelope(data)
-                self._fleet.repository.get(head.model_name, head.model_version or None)
+                self._fleet.serving(head.model_name, head.model_version or None)
             except ActivatorError as exc:
                 await self.answer_error(head, exc, count=1)  # with its id, when it has one
                 continue

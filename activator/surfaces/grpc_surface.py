@@ -192,7 +192,7 @@ class GrpcSurface:
             override = overrides_from_grpc(request.parameters)
         except LoadOverrideError as exc:
             raise BadRequest(refused(request.model_name, exc.message)) from None
-        await self._fleet.reloader.load(request.model_name, override)
+        await self._fleet.load(request.model_name, override)
         return pb.RepositoryModelLoadResponse()
 
     async def unload(self, request: Any, context: Context) -> Any:
@@ -200,7 +200,7 @@ class GrpcSurface:
         self._require_model_control()
         if request.repository_name:
             raise NotSupported(_NO_REPOSITORY_NAME)
-        await self._fleet.reloader.unload(request.model_name)
+        await self._fleet.unload(request.model_name)
         return pb.RepositoryModelUnloadResponse()
 
     # ---- forwarded --------------------------------------------------------------------------

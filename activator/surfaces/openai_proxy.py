@@ -89,9 +89,10 @@ class OpenAIProxy:
 
     def _names(self, fleet: Fleet) -> list[str]:
         """Every model of the repository (Triton's frontend's rule; those whose config could
-        not be used too: a request to one says why)."""
-        repository = fleet.repository
-        return sorted({*repository.names(), *repository.unavailable})
+        not be used too: a request to one says why); in explicit mode the loaded ones only,
+        as Triton's frontend and `thaw serve` list them."""
+        repository, states = fleet.repository, fleet.load_states
+        return sorted(n for n in {*repository.names(), *repository.unavailable} if states.loaded(n))
 
     async def _ids(self, fleet: Fleet) -> list[str]:
         """What `/v1/models` lists: each model, then each LoRA adapter it offers."""
@@ -126,7 +127,7 @@ class OpenAIProxy:
         )
         asked = _model_of(body)
         name, lora = split_lora(asked, config.lora_separator)
-        entry = fleet.repository.get(name)  # 404 (OpenAI's model_not_found) or 503 before holding
+        entry = fleet.serving(name)  # 404 (OpenAI's model_not_found) or 503 before holding
         if lora is not None and lora not in await asyncio.to_thread(_lora_names, entry):
             # The replica's refusal, document and all (`param`), without waking it.
             doc = api.error_body(unknown_lora_message(lora, asked), status=400, param="model")

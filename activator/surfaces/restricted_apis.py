@@ -5,8 +5,10 @@ the header a call must carry — the same module `thaw serve` uses) checked wher
 clients come in, before a request is held, counted as demand or forwarded:
 
     HTTP   a route of a restricted category without `<key>: <value>` ─▶ 403 Restricted
-           "This API is restricted, expecting header '<key>'"; /metrics, /thaw/* and /ui are no
-           Triton category and stay open (Triton's metrics port is never restricted either)
+           "This API is restricted, expecting header '<key>'"; /metrics, /thaw/status,
+           /thaw/history and /ui are no Triton category and stay open (Triton's metrics port
+           is never restricted either); /thaw/models/<m>/scale-to-zero is model-repository's,
+           as unload
     gRPC   a method of a restricted category without `triton-grpc-protocol-<key>: <value>`
            ─▶ UNAVAILABLE "This protocol is restricted, expecting header ..." (a stream
            before any request is read; activator.surfaces.grpc_surface, which owns gRPC)

@@ -47,7 +47,7 @@ from runtime.scheduling.request_parameters import scheduling_parameters
 from runtime.scheduling.resource_gate import ResourceGate
 from runtime.scheduling.response_stream import ResponseStream
 from thawwire.metadata import model_metadata
-from thawwire.model_control import CONTROL_DISABLED
+from thawwire.model_control import CONTROL_DISABLED, no_available_versions, not_ready
 from tritonconfig.schema import mc
 
 if TYPE_CHECKING:
@@ -383,11 +383,9 @@ class ModelManager:
         if model.state != ModelState.READY or not model.versions:
             if model.state == ModelState.UNLOADING or model.reason == UNLOADED:
                 # Unloaded on request, or going: Triton's words and code (its NOT_FOUND).
-                raise ModelNotLoaded(
-                    name, f"Request for unknown model: '{name}' has no available versions", 404
-                )
+                raise ModelNotLoaded(name, no_available_versions(name), 404)
             reason = f": {model.reason}" if model.reason else ""
-            raise ModelNotLoaded(name, f"model '{name}' is not ready{reason}")
+            raise ModelNotLoaded(name, f"{not_ready(name)}{reason}")
         loaded = model.versions.get(version or model.latest)
         if loaded is None:
             raise ModelNotFound(

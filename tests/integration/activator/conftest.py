@@ -53,6 +53,7 @@ def up(up_repo: Path) -> Iterator[UpProcess]:
         "--log-level", "info",
         "--max-body-bytes", str(MAX_BODY_BYTES),
         "--model-control-mode", "explicit",  # the load/unload tests' own
+        "--load-model-at-zero=*",  # every model servable at zero, none woken at start
     )  # fmt: skip
     yield server
     server.stop()

@@ -56,6 +56,7 @@ def up(tmp_path_factory: pytest.TempPathFactory, waking_hold: Path) -> Iterator[
         "--cache", str(repo.parent / "cache"),
         "--max-body-bytes", str(MAX_BODY_BYTES),
         "--model-control-mode", "explicit",
+        "--load-model-at-zero=*",  # every model servable at zero, none woken at start
     )  # fmt: skip
     assert server.grpc_address and server.metrics_url, server.log()
     yield server
@@ -278,11 +279,22 @@ def test_repository_load_warms_and_unload_scales_to_zero(
     assert up.model("counted")["replicas_ready"] == 1
     client.unload_model("counted")
     assert up.model("counted")["replicas_ready"] == 0
+    # Unloaded: refused in Triton's words and code, not ready, nothing woken.
+    inputs, a = _inputs()
+    with pytest.raises(InferenceServerException) as info:
+        client.infer("counted", inputs)
+    assert _status(info) == "StatusCode.NOT_FOUND"
+    assert info.value.message() == (
+        "Request for unknown model: 'counted' has no available versions"
+    )
+    assert not client.is_model_ready("counted")
+    assert up.model("counted")["replicas_ready"] == 0
     # A config override without the model's inputs: its replica refuses it, as Triton's
-    # load would; the load fails in Triton's words and the model serves on.
+    # load would; the load fails in Triton's words and the model stays unloaded.
     with pytest.raises(InferenceServerException) as info:
         client.load_model("counted", config="{}")
     assert _status(info) == "StatusCode.INVALID_ARGUMENT"
     assert info.value.message().startswith("load failed for model 'counted': ")
-    inputs, a = _inputs()
+    assert not client.is_model_ready("counted")
+    client.load_model("counted")
     np.testing.assert_array_equal(client.infer("counted", inputs).as_numpy("OUTPUT0"), a + a)

@@ -201,8 +201,16 @@ def test_load_and_unload_through_tritonclient(up: UpProcess) -> None:
             client.load_model("nope")
         client.unload_model("add_sub")
         assert up.model("add_sub")["replicas_ready"] == 0
-        assert client.is_model_ready("add_sub")  # servable at zero replicas
+        # Unloaded: not ready, refused in Triton's words (404), nothing woken, until a load
+        assert not client.is_model_ready("add_sub")
+        r = requests.post(f"{up.url}/v2/models/add_sub/infer", json=_ADD_SUB_JSON, timeout=60)
+        assert r.status_code == 404, r.text
+        assert _error(r) == "Request for unknown model: 'add_sub' has no available versions"
+        assert up.model("add_sub")["replicas_ready"] == 0
+        client.load_model("add_sub")
+        assert client.is_model_ready("add_sub")
     finally:
+        client.load_model("add_sub")  # loaded again for the session's other tests
         client.close()
 
 

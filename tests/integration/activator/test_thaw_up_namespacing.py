@@ -36,7 +36,7 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpProcess]:
     a, b = make_namespaced_repos(tmp_path_factory.mktemp("ns"))
     server = UpProcess(
         a, f"--model-repository={b}", "--model-namespacing=true", "--grpc-port", "0",
-        "--model-control-mode=explicit", *_QUIET,
+        "--model-control-mode=explicit", "--load-model-at-zero=*", *_QUIET,
     )  # fmt: skip
     yield server
     server.stop()

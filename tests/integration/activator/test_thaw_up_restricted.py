@@ -43,6 +43,7 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpProcess]:
         "--no-image-build",
         "--cache", str(repo.parent / "cache"),
         "--model-control-mode", "explicit",
+        "--load-model-at-zero=*",  # every model servable at zero, none woken at start
         "--http-restricted-api", f"inference,model-repository:{KEY}={SECRET}",
         "--grpc-restricted-protocol", f"inference:{KEY}={SECRET}",
     )  # fmt: skip

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import requests
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
@@ -34,6 +35,7 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpProcess]:
         "--no-image-build",
         "--cache", str(repo.parent / "cache"),
         "--model-control-mode", "explicit",
+        "--load-model-at-zero=*",  # every model servable at zero, none woken at start
     )  # fmt: skip
     assert server.grpc_address, server.log()
     yield server
@@ -109,6 +111,9 @@ def test_a_model_at_zero_is_woken_for_a_shared_memory_request(
     up: UpProcess, clients: tuple[Any, Any]
 ) -> None:
     http, _ = clients
-    http.unload_model("add_sub")  # to zero: the next request is held while it wakes
+    # To zero, still loaded: the next request is held while it wakes.
+    r = requests.post(f"{up.url}/thaw/models/add_sub/scale-to-zero", timeout=60)
+    assert r.status_code == 200, r.text
+    assert up.model("add_sub")["replicas_ready"] == 0
     _round_trip(http, http)
     assert http.is_model_ready("add_sub")

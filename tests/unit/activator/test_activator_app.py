@@ -40,6 +40,7 @@ async def _start_activator(
         (tmp_path / name / "config.pbtxt").write_text(MODEL_CONFIG.format(name=name))
     config = ActivatorConfig(
         model_control=True,
+        load_models=("*",),  # every model servable at zero (explicit mode: loaded)
         repository=tmp_path,
         build_images=False,
         max_body_bytes=2_000_000,

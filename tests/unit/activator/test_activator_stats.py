@@ -94,6 +94,7 @@ async def up(
     (tmp_path / "m" / "config.pbtxt").write_text(CONFIG.format(name="m"))
     config = ActivatorConfig(
         model_control=True,
+        load_models=("*",),  # every model servable at zero (explicit mode: loaded)
         repository=tmp_path,
         build_images=False,
         defaults=ScaleSettings(
@@ -130,7 +131,7 @@ def _count(rows: list[dict[str, Any]], version: str = "2") -> int:
 async def test_counts_survive_scale_to_zero_and_add_up_across_replicas(
     up: tuple[str, ReplicaServers, web.Application],
 ) -> None:
-    url, backend, _ = up
+    url, backend, app = up
     async with aiohttp.ClientSession() as s:
         assert _count(await _stats(s, url)) == 0  # never served: zeros, nothing woken
         assert backend.starts == 0
@@ -138,8 +139,7 @@ async def test_counts_survive_scale_to_zero_and_add_up_across_replicas(
         await _infer(s, url, 2, "/versions/1")
         assert _count(await _stats(s, url)) == 3
         await _infer(s, url, 1)  # unseen by any read: the final read on retire catches it
-        async with s.post(f"{url}/v2/repository/models/m/unload") as r:
-            assert r.status == 200  # scale to zero: the replica is drained and stopped
+        await app[FLEET].endpoint("m").scale_to_zero()  # drained and stopped, still loaded
         rows = await _stats(s, url)
         assert (_count(rows), _count(rows, "1")) == (4, 2)
         assert rows[1]["last_inference"] == 4000
@@ -182,11 +182,10 @@ async def test_a_replica_that_dies_keeps_the_counts_last_seen(
 async def test_requests_the_activator_failed_are_not_inference_failures(
     up: tuple[str, ReplicaServers, web.Application],
 ) -> None:
-    url, backend, _ = up
+    url, backend, app = up
     async with aiohttp.ClientSession() as s:
         await _infer(s, url, 2)
-        async with s.post(f"{url}/v2/repository/models/m/unload") as r:
-            assert r.status == 200
+        await app[FLEET].endpoint("m").scale_to_zero()
         backend.gate.clear()  # the next wake-up never finishes: 504 at the activation timeout
         async with s.post(f"{url}/v2/models/m/infer", json={"inputs": []}) as r:
             assert r.status == 504

@@ -100,7 +100,8 @@ async def up(tmp_path: Path) -> AsyncIterator[tuple[str, FakeScalerBackend, Flee
     upstream = await start_upstream()
     a, b = _repos(tmp_path)
     config = ActivatorConfig(
-        model_control=True, repository=a, more_repositories=(b,), model_namespacing=True,
+        model_control=True, load_models=("*",), repository=a, more_repositories=(b,),
+        model_namespacing=True,
         build_images=False,
     )  # fmt: skip
     backend = FakeScalerBackend(

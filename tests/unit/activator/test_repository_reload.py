@@ -29,7 +29,9 @@ from tests.fixtures.config_only_models import ENSEMBLE_CONFIG, STEP_CONFIG, writ
 async def up(tmp_path: Path) -> AsyncIterator[tuple[str, FakeScalerBackend, Fleet, Path]]:
     upstream = await start_upstream()
     model_dir(tmp_path, "m", 1)
-    config = ActivatorConfig(model_control=True, repository=tmp_path, build_images=False)
+    config = ActivatorConfig(
+        model_control=True, load_models=("*",), repository=tmp_path, build_images=False
+    )
     backend = FakeScalerBackend(
         url=str(upstream.make_url("")).rstrip("/"), open_gate=True, claim_s=0.0, restore_s=0.01
     )

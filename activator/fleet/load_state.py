@@ -1,0 +1,75 @@
+"""Triton's load state of each model in explicit model control, through `thaw up`: pure.
+
+    NOT_LOADED  at start, unless `--load-model` names it (`*`: every model): refused, nothing
+                wakes (`model 'm' is not ready`, 503 / UNAVAILABLE)
+    LOADED      a load call read its files (an ensemble's steps with it); ready at zero too:
+                a request wakes it, and it scales to zero when idle, as in the other modes
+    UNLOADED    an unload call: refused at once (`Request for unknown model: 'm' has no
+                available versions`, 404 / NOT_FOUND) while its replicas drain
+
+In the other modes (`none`, `poll`) and with `--scaler kubernetes` (no state shared between
+activators) every model is LOADED (docs/decisions/0024-explicit-mode-load-state-through-thaw-up.md).
+The refusals are `thaw serve`'s words (thawwire.model_control), so both servers answer alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from enum import StrEnum
+
+from activator.errors import ActivatorError, ModelUnavailable, UnknownModel
+from thawserver.repository_flags import ALL_MODELS
+from thawwire.model_control import no_available_versions, not_ready
+
+__all__ = ["LoadState", "LoadStates"]
+
+
+class LoadState(StrEnum):
+    """Where one model stands with the load/unload API."""
+
+    NOT_LOADED = "not loaded"
+    LOADED = "loaded"
+    UNLOADED = "unloaded"
+
+
+class LoadStates:
+    """Each model's LoadState. `tracked` False: every model is LOADED, always (not explicit
+    mode, or no state shared between activators); `at_start`: the models loaded at start
+    (`--load-model` names; `*` is every model)."""
+
+    def __init__(self, *, tracked: bool, at_start: Iterable[str] = ()) -> None:
+        self._tracked = tracked
+        names = set(at_start)
+        self._all_at_start = ALL_MODELS in names
+        self._states = {n: LoadState.LOADED for n in names - {ALL_MODELS}}
+
+    @property
+    def tracked(self) -> bool:
+        """Whether models can be other than LOADED (explicit mode, one activator's state)."""
+        return self._tracked
+
+    def state(self, name: str) -> LoadState:
+        if not self._tracked:
+            return LoadState.LOADED
+        default = LoadState.LOADED if self._all_at_start else LoadState.NOT_LOADED
+        return self._states.get(name, default)
+
+    def loaded(self, name: str) -> bool:
+        return self.state(name) is LoadState.LOADED
+
+    def refusal(self, name: str) -> ActivatorError | None:
+        """The error a request for `name` gets when it is not loaded (None: it is)."""
+        state = self.state(name)
+        if state is LoadState.NOT_LOADED:
+            return ModelUnavailable(not_ready(name))
+        if state is LoadState.UNLOADED:
+            return UnknownModel(no_available_versions(name))
+        return None
+
+    def mark_loaded(self, *names: str) -> None:
+        """A load call read these models' files (an ensemble and its steps)."""
+        self._states.update(dict.fromkeys(names, LoadState.LOADED))
+
+    def mark_unloaded(self, name: str) -> None:
+        """An unload call: refused from now on, until loaded again."""
+        self._states[name] = LoadState.UNLOADED
