@@ -194,6 +194,7 @@ class Up:
     ) -> None:
         argv = [sys.executable, "-m", "thaw.cli", "up", str(repo), "--port", "0",
                 "--cache", str(cache), "--warm-pool", "1", "--model-control-mode", "explicit",
+                "--load-model-at-zero=*",
                 "--log-level", os.environ.get("THAW_BENCH_LOG", "warning"), *extra]  # fmt: skip
         if not images:
             argv.append("--no-image-build")
@@ -244,7 +245,7 @@ class Up:
 
     def cold_and_pool_ready(self, name: str) -> None:
         """Scale `name` to zero and wait for an idle warm-pool process (a fair cold start)."""
-        self.post(f"/v2/repository/models/{name}/unload")
+        self.post(f"/thaw/models/{name}/scale-to-zero")
         self.wait(lambda: self.model(name)["state"] == "cold", 120, f"{name} cold")
         self.wait(lambda: self.get("/thaw/status")["warm_pool"]["ready"] >= 1, 120, "pool")
         time.sleep(0.5)  # let the refilled process settle (its arena is pre-faulted)

@@ -10,7 +10,7 @@ Three measurements, in one run, on this machine:
    kubernetes` activators (warm-pool Deployment of 2 pods on the test kubelet), the request
    sent to the scaling leader and to the follower (as a Service sends half of them): first
    request -> 200. Rounds alternate between the three, each after scaling the model to zero
-   (`POST .../unload`) and waiting for both pools to be full again; each Kubernetes start's
+   (`POST /thaw/models/M/scale-to-zero`) and waiting for both pools to be full again; each Kubernetes start's
    time is split by the API server's log (to the leader's claim, claim to the first byte).
    Goal: Kubernetes within 50 ms of local (median), printed with the difference and the
    ratio.
@@ -144,7 +144,7 @@ async def cold_starts(fleet: Fleet, repo: Path, cache: Path, rounds: int) -> dic
     local = await asyncio.to_thread(
         UpProcess, repo, "--scaler", "local", "--warm-pool", "1", "--cache", str(cache),
         "--preload-frameworks", "onnxruntime", "--no-image-build", "--log-level", "warning",
-        "--model-control-mode", "explicit",  # the rounds scale it to zero with unload
+        "--model-control-mode", "explicit", "--load-model-at-zero=*",  # rounds: to zero
     )  # fmt: skip
     pair = list(
         await asyncio.gather(
@@ -173,7 +173,7 @@ async def cold_starts(fleet: Fleet, repo: Path, cache: Path, rounds: int) -> dic
                         timelines[name].append(_timeline(fleet.server, sent, sent + seconds))
                     # To zero again: the leader deletes the pod; the others let go of it.
                     for up in (local, leader, follower):
-                        async with session.post(f"{up.url}/v2/repository/models/{MODEL}/unload"):
+                        async with session.post(f"{up.url}/thaw/models/{MODEL}/scale-to-zero"):
                             pass
     finally:
         local.stop()
@@ -231,7 +231,7 @@ async def _settle(session: aiohttp.ClientSession, fleet: Fleet, ups: list[UpProc
             if model["replicas_ready"] and not model["replicas_starting"]:
                 # Woken again by a report of the request just served (sent before its end
                 # was): to zero once more.
-                async with session.post(f"{up.url}/v2/repository/models/{MODEL}/unload"):
+                async with session.post(f"{up.url}/thaw/models/{MODEL}/scale-to-zero"):
                     pass
                 return False
             if model["replicas_starting"] or pool["ready"] < pool["size"]:

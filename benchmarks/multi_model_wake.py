@@ -82,7 +82,7 @@ def _renamed(model: Model, name: str) -> Model:
 def settle(up: Up, names: list[str]) -> None:
     """Scale `names` to zero; wait until they are cold and the warm pool is at its target."""
     for name in names:
-        up.post(f"/v2/repository/models/{name}/unload")
+        up.post(f"/thaw/models/{name}/scale-to-zero")
     for name in names:
         up.wait(lambda n=name: up.model(n)["state"] == "cold", 120, f"{name} cold")
 

@@ -2,7 +2,7 @@
 through `thaw up`'s OpenAI API — beside the same model served straight by its own script
 (benchmarks/tiny_gpt.py), in the same run.
 
-    thaw up, model at zero   `/v2/repository/models/tiny_gpt/unload`, a warm-pool process
+    thaw up, model at zero   `/thaw/models/tiny_gpt/scale-to-zero`, a warm-pool process
                              idle, then a streamed `/v1/completions`: request -> first token
     thaw up, warm            the same request again, the replica up
     thaw serve, warm         the same request straight to a `thaw serve` of the repository
@@ -152,7 +152,7 @@ def through_up(
                     ttft, rate, _ = _streamed(client, model, **ask)
                     warm_ttft.append(ttft)
                     rates.append(rate)
-            up.post(f"/v2/repository/models/{model}/unload")  # the next one runs alone
+            up.post(f"/thaw/models/{model}/scale-to-zero")  # the next one runs alone
             results[model] = {
                 "cold_ttft_s": cold_ttft, "warm_ttft_s": warm_ttft, "tokens_per_s": rates,
             }  # fmt: skip
