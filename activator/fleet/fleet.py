@@ -471,6 +471,11 @@ class Fleet:
         cannot serve included, by name; the warm pool; the start-up image builds; the last
         cold starts; every model's cost."""
         models = [e.status() for e in self.endpoints.values()]
+        if self.load_states.tracked:
+            models = [
+                dataclasses.replace(m, load_state=str(self.load_states.state(m.model)))
+                for m in models
+            ]
         for name, reason in self.repository.unavailable.items():
             models.append(ModelStatus.unavailable(name, reason))
         return StatusDocument(

@@ -8,7 +8,7 @@ refuses anything of another shape. JSON keys are the field names, in field order
                  "held_requests", "in_flight", "direct_connections", "last_cold_start_s",
                  "last_error", "replicas": [{"id", "url", "pid", "in_flight",
                  "direct_connections", "direct_in_flight", "state"}], "placement_class",
-                 "first_token_cold_s", "first_token_warm_s"}],
+                 "first_token_cold_s", "first_token_warm_s", "load_state"}],
      "warm_pool": {"size", "ready", "starting", "source", "idle_pss_bytes", "server_pss_bytes",
                    "budget_bytes", "demand", "limit", "last_start_s", "starts", "failures"},
      "image_builds": {model: an ImageState value, or "failed: <why>"},
@@ -103,8 +103,8 @@ class ModelStatus:
     open direct connections, its last cold start (seconds) and last error; on Kubernetes,
     the placement class whose pool its pods come from; for a model served through the OpenAI
     API, the time to first token of its last request that found it at zero (`cold`) and of
-    its last one that found a replica ready (`warm`). The last three are optional when
-    parsing."""
+    its last one that found a replica ready (`warm`); in explicit model control, its load
+    state. The last four are optional when parsing."""
 
     model: str
     state: ModelState
@@ -120,6 +120,9 @@ class ModelStatus:
     placement_class: str | None = None
     first_token_cold_s: float | None = None
     first_token_warm_s: float | None = None
+    # Explicit model control's "not loaded" / "loaded" / "unloaded" (activator.fleet.
+    # load_state); None where models have no load state (other modes, Kubernetes).
+    load_state: str | None = None
 
     @classmethod
     def unavailable(cls, model: str, reason: str) -> ModelStatus:
@@ -317,6 +320,7 @@ def _model(value: object, where: str) -> ModelStatus:
         placement_class=_optional(doc, "placement_class", str, where),
         first_token_cold_s=_optional(doc, "first_token_cold_s", float, where),
         first_token_warm_s=_optional(doc, "first_token_warm_s", float, where),
+        load_state=_optional(doc, "load_state", str, where),
     )
 
 

@@ -99,7 +99,7 @@ def format_table(status: StatusDocument) -> str:
         rows.append(
             (
                 m.model,
-                m.state.value,
+                _state(m),
                 f"{m.replicas_ready}/{m.replicas_desired}",
                 str(m.held_requests),
                 str(m.in_flight),
@@ -114,6 +114,13 @@ def format_table(status: StatusDocument) -> str:
     lines += _pool_lines(status.warm_pool)
     lines += _shared_lines(status.shared)
     return "\n".join(lines)
+
+
+def _state(model: ModelStatus) -> str:
+    """Its state; in explicit model control, a model not loaded (or unloaded) says so."""
+    if model.load_state is not None and model.load_state != "loaded":
+        return f"{model.state.value} ({model.load_state})"
+    return model.state.value
 
 
 def _first_token(model: ModelStatus) -> str:

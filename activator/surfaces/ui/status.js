@@ -142,6 +142,9 @@ function renderModels(doc) {
     tr.appendChild(name);
     const st = el("td");
     st.appendChild(el("span", { class: `state ${m.state}` }, m.state));
+    if (m.load_state && m.load_state !== "loaded") {
+      st.appendChild(el("span", { class: "load-state" }, ` (${m.load_state})`));
+    }
     tr.appendChild(st);
     tr.appendChild(el("td", { class: "num" }, `${m.replicas_ready} / ${m.replicas_desired}`));
     tr.appendChild(el("td", { class: "num" }, String(m.replicas_starting)));

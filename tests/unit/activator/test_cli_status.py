@@ -261,3 +261,19 @@ def test_kubernetes_has_no_host_memory_tier(tmp_path: Path) -> None:
         cli.build_config(
             _parse("up", str(tmp_path), "--scaler", "kubernetes", "--host-cache-bytes", "1024")
         )
+
+
+def test_status_table_and_document_show_explicit_modes_load_state() -> None:
+    later = _model("later", ModelState.COLD, last_cold_start_s=None, last_error=None,
+                   load_state="not loaded")  # fmt: skip
+    gone = _model("gone", ModelState.COLD, last_cold_start_s=None, last_error=None,
+                  load_state="unloaded")  # fmt: skip
+    ok = _model("ok", ModelState.COLD, last_cold_start_s=None, last_error=None,
+                load_state="loaded")  # fmt: skip
+    doc = StatusDocument(models=(later, gone, ok), warm_pool=PoolStatus(size=1, ready=1))
+    lines = status_cli.format_table(doc).splitlines()
+    assert lines[1].split()[:4] == ["later", "cold", "(not", "loaded)"]
+    assert lines[2].split()[:3] == ["gone", "cold", "(unloaded)"]
+    assert lines[3].split()[:3] == ["ok", "cold", "0/0"]
+    again = StatusDocument.from_json(doc.to_json())
+    assert [m.load_state for m in again.models] == ["not loaded", "unloaded", "loaded"]
