@@ -471,6 +471,7 @@ def _scaler_config(args: argparse.Namespace) -> LocalConfig | KubernetesConfig:
         arena_bytes=args.arena_bytes,
         direct_max_age_s=args.direct_max_age_s,
         shared=shared_settings(args),
+        replica_log_level=args.log_level,
         http_header_forward_pattern=header_forward_pattern(
             "--http-header-forward-pattern", args.http_header_forward_pattern
         ),

@@ -90,7 +90,7 @@ def test_an_unavailable_model_has_the_same_fields_as_a_served_one() -> None:
         "model", "state", "replicas_ready", "replicas_desired", "replicas_starting",
         "held_requests", "in_flight", "direct_connections", "last_cold_start_s",
         "last_error", "replicas", "placement_class", "first_token_cold_s",
-        "first_token_warm_s",
+        "first_token_warm_s", "load_state",
     ]  # fmt: skip
     assert unavailable["state"] == "unavailable" and unavailable["replicas"] == []
     assert served["replicas"][0] == {
