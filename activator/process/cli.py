@@ -257,8 +257,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument(
         "--model-control-mode", choices=[m.value for m in ModelControlMode], default="none",
         type=str.lower,  # tritonserver (and thaw serve) take any case: `=EXPLICIT`
-        help="explicit: serve the repository load/unload API (load re-reads the model's "
-        "directory and warms it now, unload scales it to zero now); poll: re-read the "
+        help="explicit: only loaded models are served (--load-model, --load-model-at-zero, "
+        "the load API: it re-reads the model's directory and warms it; unload refuses the "
+        "model again, drained to zero; a loaded one still scales to zero); poll: re-read the "
         "repository every --repository-poll-secs (added models appear at zero, changed ones "
         "are replaced, removed ones drained), load/unload refused as Triton does; none: the "
         "repository is read at start, load/unload refused (default none)",
