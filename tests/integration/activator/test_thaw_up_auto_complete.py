@@ -17,7 +17,7 @@ import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
 from tests.fixtures.models import make_add_sub, make_python_identity
-from tests.fixtures.up_process import UpProcess, with_params
+from tests.fixtures.up_process import UpProcess, light_args, with_params
 
 pytestmark = pytest.mark.integration
 
@@ -55,10 +55,7 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpProcess]:
     make_add_sub(repo, "plain")
     server = UpProcess(
         repo,
-        "--warm-pool", "1",
-        "--preload-frameworks", "",
-        "--no-image-build",
-        "--cache", str(repo.parent / "cache"),
+        *light_args(repo),
     )  # fmt: skip
     assert server.grpc_address, server.log()
     yield server

@@ -23,7 +23,7 @@ from tritonclient.utils import InferenceServerException
 
 from tests.fakes.loop import HUNG_AFTER_S, eventually
 from tests.fixtures.models import make_add_sub, make_slow_init
-from tests.fixtures.up_process import UpProcess, make_broken, with_params
+from tests.fixtures.up_process import UpProcess, light_args, make_broken, with_params
 
 pytestmark = pytest.mark.integration
 
@@ -50,10 +50,7 @@ def up(tmp_path_factory: pytest.TempPathFactory, waking_hold: Path) -> Iterator[
     with_params(make_broken(repo), activation_timeout_s=20)
     server = UpProcess(
         repo,
-        "--warm-pool", "1",
-        "--preload-frameworks", "",
-        "--no-image-build",
-        "--cache", str(repo.parent / "cache"),
+        *light_args(repo),
         "--max-body-bytes", str(MAX_BODY_BYTES),
         "--model-control-mode", "explicit",
         "--load-model-at-zero=*",  # every model servable at zero, none woken at start

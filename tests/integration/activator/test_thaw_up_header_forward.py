@@ -14,7 +14,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
 from tests.fixtures.models import python_model
-from tests.fixtures.up_process import UpProcess, with_params
+from tests.fixtures.up_process import UpProcess, light_args, with_params
 
 pytestmark = pytest.mark.integration
 
@@ -49,10 +49,7 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpProcess]:
     with_params(model, scale_to_zero_grace_s=300)
     server = UpProcess(
         repo,
-        "--warm-pool", "1",
-        "--preload-frameworks", "",
-        "--no-image-build",
-        "--cache", str(repo.parent / "cache"),
+        *light_args(repo),
         "--http-header-forward-pattern", "my_header.*",
         "--grpc-header-forward-pattern", "my_grpc.*",
     )  # fmt: skip

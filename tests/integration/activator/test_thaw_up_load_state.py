@@ -19,11 +19,11 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from tests.fixtures.models import make_add_sub
-from tests.fixtures.up_process import UpProcess
+from tests.fixtures.up_process import UpProcess, light_args
 
 pytestmark = pytest.mark.integration
 
-_BODY = {
+_BODY: dict[str, Any] = {
     "inputs": [
         {"name": "INPUT0", "datatype": "FP32", "shape": [4], "data": [1, 2, 3, 4]},
         {"name": "INPUT1", "datatype": "FP32", "shape": [4], "data": [1, 1, 1, 1]},
@@ -38,10 +38,7 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpProcess]:
         make_add_sub(repo, name)
     server = UpProcess(
         repo,
-        "--warm-pool", "1",
-        "--preload-frameworks", "",
-        "--no-image-build",
-        "--cache", str(repo.parent / "cache"),
+        *light_args(repo),
         "--model-control-mode=explicit",
         "--load-model-at-zero=at_zero",
     )  # fmt: skip

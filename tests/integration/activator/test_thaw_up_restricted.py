@@ -17,7 +17,7 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from tests.fixtures.models import make_add_sub
-from tests.fixtures.up_process import UpProcess, with_params
+from tests.fixtures.up_process import UpProcess, light_args, with_params
 
 pytestmark = pytest.mark.integration
 
@@ -38,10 +38,7 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpProcess]:
     with_params(make_add_sub(repo), scale_to_zero_grace_s=300)
     server = UpProcess(
         repo,
-        "--warm-pool", "1",
-        "--preload-frameworks", "",
-        "--no-image-build",
-        "--cache", str(repo.parent / "cache"),
+        *light_args(repo),
         "--model-control-mode", "explicit",
         "--load-model-at-zero=*",  # every model servable at zero, none woken at start
         "--http-restricted-api", f"inference,model-repository:{KEY}={SECRET}",

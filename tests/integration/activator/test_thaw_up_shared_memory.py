@@ -18,7 +18,7 @@ import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
 
 from tests.fixtures.models import make_add_sub
-from tests.fixtures.up_process import UpProcess, with_params
+from tests.fixtures.up_process import UpProcess, light_args, with_params
 from tests.support.shm_cases import SHM_CASES
 
 pytestmark = pytest.mark.integration
@@ -30,10 +30,7 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpProcess]:
     with_params(make_add_sub(repo), max_replicas=1)
     server = UpProcess(
         repo,
-        "--warm-pool", "1",
-        "--preload-frameworks", "",
-        "--no-image-build",
-        "--cache", str(repo.parent / "cache"),
+        *light_args(repo),
         "--model-control-mode", "explicit",
         "--load-model-at-zero=*",  # every model servable at zero, none woken at start
     )  # fmt: skip

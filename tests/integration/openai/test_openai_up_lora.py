@@ -13,7 +13,7 @@ import openai
 import pytest
 
 from tests.fixtures import openai_models
-from tests.fixtures.up_process import UpProcess, with_params
+from tests.fixtures.up_process import UpProcess, light_args, with_params
 
 pytestmark = pytest.mark.integration
 
@@ -27,10 +27,7 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpProcess]:
     with_params(openai_models.make_lora_trtllm(repo), max_replicas=1)
     server = UpProcess(
         repo,
-        "--warm-pool", "1",
-        "--preload-frameworks", "",
-        "--no-image-build",
-        "--cache", str(repo.parent / "cache"),
+        *light_args(repo),
         "--lora-separator", SEP,
     )  # fmt: skip
     yield server

@@ -12,7 +12,7 @@ import openai
 import pytest
 
 from tests.fixtures import tool_call_models
-from tests.fixtures.up_process import UpProcess, with_params
+from tests.fixtures.up_process import UpProcess, light_args, with_params
 
 pytestmark = pytest.mark.integration
 
@@ -28,10 +28,7 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpProcess]:
     with_params(tool_call_models.make_tool_stream_mistral(repo), max_replicas=1)
     server = UpProcess(
         repo,
-        "--warm-pool", "1",
-        "--preload-frameworks", "",
-        "--no-image-build",
-        "--cache", str(repo.parent / "cache"),
+        *light_args(repo),
         "--tool-call-parser", "mistral",
         "--max-tool-call-parse-bytes", "512",
     )  # fmt: skip
