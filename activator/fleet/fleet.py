@@ -31,7 +31,7 @@ from activator.fleet.image_builder import ImageJobs
 from activator.fleet.load_state import LoadStates
 from activator.fleet.reload import Reloader
 from activator.fleet.replica_config import ReplicaConfigs
-from activator.fleet.repository import ModelEntry, Repository
+from activator.fleet.repository import ModelEntry, Repository, ambiguous_steps
 from activator.fleet.sharing import share_models
 from activator.observe.cost import CostFigures, CostLedger
 from activator.observe.history import History, HistorySlice, Sample
@@ -189,14 +189,28 @@ class Fleet:
         try:
             await self.reloader.load(name, override)
         except ActivationFailed:
-            self._mark_loaded(name)
+            await self._mark_loaded(name)
             raise
-        self._mark_loaded(name)
+        await self._mark_loaded(name)
 
-    def _mark_loaded(self, name: str) -> None:
-        record = self.models.get(name)
-        if record is not None:
-            self.load_states.mark_loaded(name, *record.composing)
+    async def _mark_loaded(self, name: str) -> None:
+        """`name` and every model its steps run; a name several namespaces hold (no record
+        of its own) loads each one's ensemble's steps, as Triton's load cascades."""
+        names: dict[str, None] = {}
+        pending = [name]
+        while pending:
+            model = pending.pop()
+            if model in names:
+                continue
+            record = self.models.get(model)
+            if record is not None:
+                names[model] = None
+                names.update(dict.fromkeys(record.composing))
+            elif model in self.repository.ambiguous:
+                names[model] = None
+                directories = self.repository.ambiguous[model]
+                pending += await asyncio.to_thread(ambiguous_steps, directories)
+        self.load_states.mark_loaded(*names)
 
     async def unload(self, name: str) -> None:
         """The repository unload call: refused from now on (explicit mode), its replicas

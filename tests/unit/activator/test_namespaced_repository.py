@@ -169,3 +169,37 @@ async def test_an_ensemble_asked_wakes_no_step_model_of_its_own(up: Any) -> None
     assert (await _post(url, "/v2/models/ens_only/infer"))[0] == 200
     assert backend.starts == 1
     assert fleet.endpoint("only_a").ready_count == 0
+
+
+async def test_a_load_of_a_name_several_namespaces_hold_loads_each_ones_steps(
+    tmp_path: Path,
+) -> None:
+    # Explicit mode, nothing loaded at start: Triton's load of `ens` cascades to the steps of
+    # every namespace's `ens` (qa/L0_model_namespacing's test_ensemble_duplication).
+    a, b = tmp_path / "a", tmp_path / "b"
+    for repo, step in ((a, "step_a"), (b, "step_b")):
+        write_model(repo, step, STEP_CONFIG.format(name=step))
+        write_model(repo, "ens", ENSEMBLE_CONFIG.format(name="ens", step=step))
+    write_model(a, "other", STEP_CONFIG.format(name="other"))
+    upstream = await start_upstream()
+    config = ActivatorConfig(
+        model_control=True, repository=a, more_repositories=(b,), model_namespacing=True,
+        build_images=False,
+    )  # fmt: skip
+    backend = FakeScalerBackend(
+        url=str(upstream.make_url("")).rstrip("/"), open_gate=True, claim_s=0.0, restore_s=0.01
+    )
+    app = build_app(config, backend=backend)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    try:
+        url, fleet = str(server.make_url("")).rstrip("/"), app[FLEET]
+        assert (await _post(url, "/v2/models/step_a/infer"))[0] == 503  # not loaded yet
+        assert await _post(url, "/v2/repository/models/ens/load") == (200, None)
+        assert [fleet.load_states.loaded(n) for n in ("step_a", "step_b", "other")] == [
+            True, True, False,
+        ]  # fmt: skip
+        assert (await _post(url, "/v2/models/step_a/infer"))[0] == 200
+    finally:
+        await server.close()
+        await upstream.close()
