@@ -255,27 +255,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.add_argument("--max-body-bytes", type=int, default=64 * 1024 * 1024)
     p.add_argument(
-        "--model-control-mode", choices=[m.value for m in ModelControlMode], default="none",
-        type=str.lower,  # tritonserver (and thaw serve) take any case: `=EXPLICIT`
-        help="explicit: only loaded models are served (--load-model, --load-model-at-zero, "
-        "the load API: it re-reads the model's directory and warms it; unload refuses the "
-        "model again, drained to zero; a loaded one still scales to zero); poll: re-read the "
-        "repository every --repository-poll-secs (added models appear at zero, changed ones "
-        "are replaced, removed ones drained), load/unload refused as Triton does; none: the "
-        "repository is read at start, load/unload refused (default none)",
-    )  # fmt: skip
-    p.add_argument(
-        "--repository-poll-secs", type=float, default=15.0, metavar="SECONDS",
-        help="with --model-control-mode poll: seconds between reads of the repository "
-        "(default 15; local scaler only)",
-    )  # fmt: skip
-    p.add_argument(
-        "--load-model", action="append", default=[], metavar="NAME",
-        help="with --model-control-mode explicit: wake this model at start, as the load call "
-        "does (repeatable; '*' wakes every model, as tritonserver's); one that cannot be woken "
-        "refuses the start, as in tritonserver",
-    )  # fmt: skip
-    p.add_argument(
         "--backend-directory", type=Path, metavar="DIR",
         help="Python-based backends, as tritonserver's flag: a config's `backend: NAME` that "
         "Thaw does not have runs DIR/NAME/model.py as a Python model (e.g. Triton's "

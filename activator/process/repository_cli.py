@@ -1,5 +1,6 @@
 """`thaw up`'s model-repository flags, tritonserver's spellings as `thaw serve` takes them:
-the repositories (REPO, `--model-repository`), `--load-model` (`*`: every model),
+the repositories (REPO, `--model-repository`), `--model-control-mode`,
+`--repository-poll-secs`, `--load-model` (`*`: every model),
 `--load-model-at-zero` (explicit mode: loaded, not woken; activator.fleet.load_state),
 `--strict-readiness`, `--exit-on-error`, `--disable-auto-complete-config` /
 `--strict-model-config`, and `--model-namespacing` (true: each repository a namespace,
@@ -22,6 +23,7 @@ from thawserver.repository_flags import (
     startup_models_refusal,
     strict_model_config_warnings,
 )
+from thawwire.model_control import ModelControlMode
 from tritonconfig import graph_mismatch
 
 __all__ = [
@@ -76,6 +78,27 @@ def add_repository_arguments(p: argparse.ArgumentParser) -> None:
         "--strict-model-config", type=triton_bool, default=None, metavar="BOOL",
         help="true = --disable-auto-complete-config (tritonserver's deprecated name; warns as "
         "tritonserver does)",
+    )  # fmt: skip
+    g.add_argument(
+        "--model-control-mode", choices=[m.value for m in ModelControlMode], default="none",
+        type=str.lower,  # tritonserver (and thaw serve) take any case: `=EXPLICIT`
+        help="explicit: only loaded models are served (--load-model, --load-model-at-zero, "
+        "the load API: it re-reads the model's directory and warms it; unload refuses the "
+        "model again, drained to zero; a loaded one still scales to zero); poll: re-read the "
+        "repository every --repository-poll-secs (added models appear at zero, changed ones "
+        "are replaced, removed ones drained), load/unload refused as Triton does; none: the "
+        "repository is read at start, load/unload refused (default none)",
+    )  # fmt: skip
+    g.add_argument(
+        "--repository-poll-secs", type=float, default=15.0, metavar="SECONDS",
+        help="with --model-control-mode poll: seconds between reads of the repository "
+        "(default 15; local scaler only)",
+    )  # fmt: skip
+    g.add_argument(
+        "--load-model", action="append", default=[], metavar="NAME",
+        help="with --model-control-mode explicit: wake this model at start, as the load call "
+        "does (repeatable; '*' wakes every model, as tritonserver's); one that cannot be woken "
+        "refuses the start, as in tritonserver",
     )  # fmt: skip
     g.add_argument(
         "--load-model-at-zero", dest="loaded_at_zero", action="append", default=[],

@@ -45,7 +45,7 @@ class LocalConfig:
     replica_start_timeout_s: float = 120.0  # process start -> ready (not counting the load)
     serve_command: tuple[str, ...] = field(default_factory=lambda: serve_command())
     fork_server_command: tuple[str, ...] = field(default_factory=fork_server_command)
-    replica_log_level: str = "warning"
+    replica_log_level: str = "info"  # `thaw up --log-level`: a replica logs what thaw up does
     # Where replicas reach the activator (connection handoff, ensemble steps, BLS streams) is
     # not config: binding returns it (activator.config.BoundAddresses, given to the backend).
     direct_max_age_s: float = 10.0  # a direct connection's next response after this closes it
