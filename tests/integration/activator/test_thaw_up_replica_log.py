@@ -45,25 +45,25 @@ def test_a_python_models_log_lines_reach_thaw_ups_log_under_its_settings(
     up: tuple[UpProcess, Path],
 ) -> None:
     server, log_file = up
-    _infer(server)  # wakes it; by default only warnings pass
+    _infer(server)  # wakes it; by default info and warnings pass, as tritonserver's
     server.wait_for(lambda: _lines(log_file, "a warning line"), 30, "the model's warning")
+    server.wait_for(lambda: _lines(log_file, "an info line"), 30, "the model's info line")
     (warning,) = _lines(log_file, "a warning line")
     assert " WARNING thaw.replica: logging_model-" in warning, warning
-    assert not _lines(log_file, "an info line")  # info is off on a replica by default
+    (info,) = _lines(log_file, "an info line")
+    assert " INFO thaw.replica: logging_model-" in info, info
     http = httpclient.InferenceServerClient(server.hostport)
-    http.update_log_settings({"log_verbose_level": 1})  # reaches the warm replica too
+    http.update_log_settings({"log_info": False})  # reaches the warm replica too
     replica = server.model("logging_model")["replicas"][0]["url"]
     server.wait_for(
-        lambda: (
+        lambda: not (
             httpclient.InferenceServerClient(replica.split("//")[1]).get_log_settings()[
-                "log_verbose_level"
+                "log_info"
             ]
-            == 1
         ),
         30,
         "the pushed settings",
     )
     _infer(server)
-    server.wait_for(lambda: _lines(log_file, "an info line"), 30, "the model's info line")
-    (info,) = _lines(log_file, "an info line")
-    assert " INFO thaw.replica: logging_model-" in info, info
+    server.wait_for(lambda: len(_lines(log_file, "a warning line")) == 2, 30, "a 2nd warning")
+    assert len(_lines(log_file, "an info line")) == 1  # info is off now, on the replica too
