@@ -56,10 +56,12 @@ def test_a_python_models_log_lines_reach_thaw_ups_log_under_its_settings(
     http.update_log_settings({"log_info": False})  # reaches the warm replica too
     replica = server.model("logging_model")["replicas"][0]["url"]
     server.wait_for(
-        lambda: not (
-            httpclient.InferenceServerClient(replica.split("//")[1]).get_log_settings()[
-                "log_info"
-            ]
+        lambda: (
+            not (
+                httpclient.InferenceServerClient(replica.split("//")[1]).get_log_settings()[
+                    "log_info"
+                ]
+            )
         ),
         30,
         "the pushed settings",

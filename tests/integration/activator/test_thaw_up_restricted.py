@@ -64,8 +64,12 @@ def test_http_infer_without_the_header_is_403_in_tritons_words_and_wakes_nothing
     assert (status, body) == (403, {"error": f"This API is restricted, expecting header '{KEY}'"})
     model = up.model("add_sub")
     assert model["replicas_desired"] == 0 and model["held_requests"] == 0  # nothing woken
-    conn.request("POST", "/v2/repository/models/add_sub/load")
-    assert conn.getresponse().status == 403
+    for path in ("/v2/repository/models/add_sub/load", "/thaw/models/add_sub/scale-to-zero"):
+        conn.request("POST", path)  # both model-repository's
+        response = conn.getresponse()
+        assert (response.status, json.loads(response.read())["error"]) == (
+            403, f"This API is restricted, expecting header '{KEY}'"
+        ), path  # fmt: skip
     conn.close()
     client = httpclient.InferenceServerClient(up.hostport)
     assert client.is_server_live() and client.get_model_metadata("add_sub")  # open categories
