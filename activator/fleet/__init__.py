@@ -5,6 +5,7 @@
     ensemble_checks  whether the repository's ensembles can run, in a replica's words (pure)
     rescan          what changed between two reads of the repository, when to poll (pure)
     reload          the repository read again: an explicit load, the poll
+    in_place        whether replicas take a changed config in place (an instance update)
     override_files  a load's `file:` overrides written out, inside thaw up's own directory
     model_settings  per-model `thaw.*` overrides from `--model-settings FILE`
     replica_config  configs only a replica can complete (`auto_complete_config`)
