@@ -308,16 +308,19 @@ class Fleet:
         if isinstance(self.backend, LoadParameters):
             self.backend.set_load_parameters(name, parameters)
 
-    async def update_replicas(self, name: str) -> Updates:
-        """Send `name`'s load to each of its routable replicas at once, for each to take its
-        changed instance groups in place (activator.fleet.in_place), and gather their answers;
-        a replica still starting is stopped once up, unused. None up: nothing to send."""
+    async def update_replicas(
+        self, name: str, parameters: Mapping[str, str] | None = None
+    ) -> Updates:
+        """Send `name`'s load (with `parameters`: a load's `config` override) to each of its
+        routable replicas at once, for each to take its changed instance groups in place
+        (activator.fleet.in_place), and gather their answers; a replica still starting is
+        stopped once up, unused. None up: nothing to send."""
         endpoint = self.models[name].endpoint
         timeout_s = endpoint.settings.activation_timeout_s
 
         async def load(replica: Replica) -> None:
             control = RuntimeControl(self.session, replica.url, name=replica.id)
-            await control.load(name, timeout_s=timeout_s)
+            await control.load(name, timeout_s=timeout_s, parameters=parameters)
 
         replicas = endpoint.keep_replicas()
         answers = await asyncio.gather(*(load(r) for r in replicas), return_exceptions=True)

@@ -3,15 +3,17 @@ update, which `thaw serve` carries out (runtime.models.instance_update).
 
 A repository `load` (or the poll) that finds a model's files changed replaces its replicas,
 unless the change is only in its config's instance groups: then each replica is sent the load
-and adds or removes instances while the others keep serving, none initialized again. That is
-when, as `thaw serve` judges it:
+(with the load's `config` override, if any) and adds or removes instances while the others keep
+serving, none initialized again. That is when, as `thaw serve` judges it:
 
-    its files but config.pbtxt unchanged     (path, mtime, size: tritonconfig.fingerprint)
-    its config the same but instance_group   (and version_policy: tritonconfig.config_change)
-      and its instance groups changed        (a config the same but its version policy is a
-                                              version change: replicas replaced, as before)
+    its files but its config unchanged       (path, mtime, size: tritonconfig.fingerprint;
+                                              config.pbtxt, or a `config` override's mark,
+                                              compared by content instead)
+    its config the same but instance_group   (and version_policy: tritonconfig.config_change;
+                                              the same config rewritten is no change at all,
+                                              which the replica keeps as it is)
     its served versions the same
-    no load override, before or after        (a replica serving one reloads whole)
+    no `file:` override, before or after     (a replica serving one reloads whole)
 
 Each replica answers the load (`Updates`): all took it (KEPT), all refused it and serve the old
 config (REFUSED: the load is refused, as Triton's failed reload), else REPLACE.
@@ -26,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from tritonconfig.config_change import same_but_instances, same_but_versions
+from tritonconfig.config_change import same_but_instances
 from tritonconfig.fingerprint import Fingerprint
 from tritonconfig.schema import mc
 
@@ -43,20 +45,23 @@ def updates_in_place(
     after_files: Fingerprint,
     before_versions: Sequence[str],
     after_versions: Sequence[str],
-    override: bool = False,
+    files_overridden: bool = False,
 ) -> bool:
     """Whether a served model's replicas can take the new config (`after`, read from
     `after_files`, serving `after_versions`) in place of the one they run (module docstring).
-    `override`: the model is served, or is to be served, with a load's override."""
-    if override or tuple(before_versions) != tuple(after_versions):
+    `files_overridden`: the model is served, or is to be served, with a load's `file:`
+    overrides."""
+    if files_overridden or tuple(before_versions) != tuple(after_versions):
         return False
-    if _besides_config(before_files) != _besides_config(after_files):
+    if _model_files(before_files) != _model_files(after_files):
         return False
-    return same_but_instances(before, after) and not same_but_versions(before, after)
+    return same_but_instances(before, after)
 
 
-def _besides_config(files: Fingerprint) -> Fingerprint:
-    return tuple(row for row in files if row[0] != _CONFIG)
+def _model_files(files: Fingerprint) -> Fingerprint:
+    """The rows of a model's files but its config: config.pbtxt, and a `config` override's
+    mark (activator.fleet.repository: a path no file has, for it holds a NUL)."""
+    return tuple(row for row in files if row[0] != _CONFIG and not row[0].startswith("\0"))
 
 
 class UpdateOutcome(StrEnum):

@@ -10,8 +10,9 @@
         CHANGED    its new entry, its replicas drained and replaced (a bad config: refused,
                    the old version keeps serving, as a failed reload does on Triton); but
                    its instance groups alone changed (activator.fleet.in_place): each
-                   replica up is sent the load and updates its instances in place (all
-                   refusing it: refused, the old config kept; some, or no answer: replaced)
+                   replica up is sent the load (with a `config` override, if any) and
+                   updates its instances in place (all refusing it: refused, the old config
+                   kept; some, or no answer: replaced)
         REMOVED    dropped (drained), then refused as no such model
         UNCHANGED  nothing
       then warm it: the call returns once a replica of the new files is ready (an
@@ -77,9 +78,11 @@ class ServedModels(Protocol):
 
     async def drop_model(self, name: str) -> None: ...
 
-    async def update_replicas(self, name: str) -> Updates:
-        """Send `name`'s load to each replica up, for an instance update in place; their
-        answers."""
+    async def update_replicas(
+        self, name: str, parameters: Mapping[str, str] | None = None
+    ) -> Updates:
+        """Send `name`'s load (with a load override's `parameters`) to each replica up, for
+        an instance update in place; their answers."""
         ...
 
     def load_parameters(self, name: str, parameters: Mapping[str, str] | None) -> None:
@@ -388,14 +391,16 @@ class Reloader:
             return models.endpoint(name)
         before = models.repository.get(name)
         before_files = models.repository.fingerprint_of(name) or ()
+        served = self._overrides.get(name)
         in_place = updates_in_place(
             before=before.config, after=entry.config, before_files=before_files,
             after_files=reread.fingerprint, before_versions=before.versions,
             after_versions=entry.versions,
-            override=parameters is not None or name in self._overrides,
+            files_overridden=any(k.startswith("file:") for k in parameters or {})
+            or (served is not None and served.directory is not None),
         )  # fmt: skip
         endpoint = models.renew_model(entry, reread.fingerprint)
-        if in_place and await self._update_in_place(reread, before, before_files):
+        if in_place and await self._update_in_place(reread, parameters, before, before_files):
             return endpoint
         # Replace the replicas of the old files: each drains (its requests in flight finish);
         # a request meanwhile is held and wakes a replica of the new files.
@@ -403,23 +408,30 @@ class Reloader:
         return endpoint
 
     async def _update_in_place(
-        self, reread: Reread, before: ModelEntry, before_files: Fingerprint
+        self,
+        reread: Reread,
+        parameters: Mapping[str, str] | None,
+        before: ModelEntry,
+        before_files: Fingerprint,
     ) -> bool:
         """Send a model whose instance groups alone changed (activator.fleet.in_place) its
-        load on each replica up, for each to update its instances in place; whether they did
-        (False: replace them). Every replica refusing it keeps the old config, as Triton's
-        failed reload: the old entry is served again and the load refused."""
+        load (with `parameters`, its override's) on each replica up, for each to update its
+        instances in place; whether they did (False: replace them). Every replica refusing it
+        keeps the old config, as Triton's failed reload: the old entry, and the load
+        parameters it was served with, are served again and the load refused."""
         models, name = self._models, reread.name
-        updates = await models.update_replicas(name)
+        updates = await models.update_replicas(name, parameters)
         outcome = updates.outcome
         if outcome is UpdateOutcome.KEPT:
-            logger.info("model=%s instance groups updated in place on %d replica(s)", name,
+            logger.info("model=%s instance groups updated in place (replicas up: %d)", name,
                         updates.updated)  # fmt: skip
             return True
         if outcome is UpdateOutcome.REPLACE:
             logger.warning("model=%s instance update not taken by every replica (%s): its "
                            "replicas are replaced", name, updates.why)  # fmt: skip
             return False
+        served = self._overrides.get(name)
+        models.load_parameters(name, served.override.parameters() if served else None)
         models.renew_model(before, before_files)
         return self._refuse(reread, updates.why.removeprefix(load_failed(name, "")))
 

@@ -121,6 +121,10 @@ def test_an_instance_group_change_updates_the_running_replica_in_place(
         assert _pids(up) == [pid]
         _infer(client)
 
+        _instances(repo, 2)  # rewritten the same (Triton's count 0 read as 1 too): kept as is
+        client.load_model("counted")
+        assert (_count(repo, "initialize"), _count(repo, "finalize"), _pids(up)) == (3, 1, [pid])
+
         # Beyond instance_group (a parameter): the replica is replaced, every instance anew.
         _instances(repo, 2, 'parameters { key: "note" value { string_value: "x" } }\n')
         client.load_model("counted")

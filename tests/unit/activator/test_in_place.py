@@ -60,12 +60,12 @@ def test_any_other_config_change_replaces_the_replicas() -> None:
     assert not _in_place(one, param)
 
 
-def test_a_config_rewritten_the_same_or_only_its_version_policy_is_no_instance_update() -> None:
+def test_a_config_rewritten_the_same_or_but_its_version_policy_is_kept_as_it_is() -> None:
+    # As Triton's count 0 (read as 1): nothing to add or remove; the replica keeps its instances.
     one = _config("instance_group [ { count: 1 kind: KIND_CPU } ]")
-    assert not _in_place(one, one)
-    policy = _config("instance_group [ { count: 1 kind: KIND_CPU } ]\n"
-                     "version_policy { all { } }")  # fmt: skip
-    assert not _in_place(one, policy)
+    assert _in_place(one, one)
+    policy = _config("instance_group [ { count: 1 kind: KIND_CPU } ]\nversion_policy { all { } }")
+    assert _in_place(one, policy)
 
 
 def test_a_changed_model_file_or_version_set_replaces_the_replicas() -> None:
@@ -80,10 +80,13 @@ def test_a_changed_model_file_or_version_set_replaces_the_replicas() -> None:
     assert not _in_place(one, two, after_files=beside)
 
 
-def test_a_load_override_is_never_taken_in_place() -> None:
+def test_a_config_override_is_compared_by_content_and_file_overrides_never_in_place() -> None:
     one = _config("instance_group [ { count: 1 kind: KIND_CPU } ]")
     two = _config("instance_group [ { count: 2 kind: KIND_CPU } ]")
-    assert not _in_place(one, two, override=True)
+    mark = ("\0config-override", 1234, 56)  # activator.fleet.repository's row for `config`
+    assert _in_place(one, two, after_files=(*_FILES, mark))
+    assert _in_place(one, two, before_files=(*_FILES, mark), after_files=_FILES)
+    assert not _in_place(one, two, files_overridden=True)
 
 
 def test_the_replicas_answers_come_to_kept_refused_or_replace() -> None:

@@ -5,6 +5,7 @@ refusing it keeps the old config and refuses the load; any other change still re
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -118,3 +119,17 @@ async def test_the_poll_updates_instances_in_place_too(up: Any) -> None:
     await fleet.reloader.poll()
     assert (upstream.app[LOADS], backend.starts, backend.stopped) == (["m"], 1, [])
     assert await _count(url) == 5
+
+
+async def test_a_config_override_changing_only_the_instances_is_taken_in_place(up: Any) -> None:
+    url, backend, upstream, _, _ = up
+    assert await _post(url, "/v2/repository/models/m/load") == (200, None)
+    async with aiohttp.ClientSession() as s, s.get(f"{url}/v2/models/m/config") as r:
+        config = await r.json()
+    config["instance_group"][0]["count"] = 2
+    body = {"parameters": {"config": json.dumps(config)}}
+    load = f"{url}/v2/repository/models/m/load"
+    async with aiohttp.ClientSession() as s, s.post(load, json=body) as r:
+        assert r.status == 200, await r.text()
+    assert (upstream.app[LOADS], backend.starts, backend.stopped) == (["m"], 1, [])
+    assert await _count(url) == 2
