@@ -17,6 +17,8 @@
     ├── ModelUnavailable (503)            the model's config.pbtxt could not be used (reason)
     ├── Overloaded (503)                  held-request buffer full (count or bytes); Retry-After
     ├── ActivationFailed (503)            the model could not be brought up (load error, crash)
+    │   └── RuntimeRefused (503)          a runtime answered its load or unload call with an
+    │                                     error (it read the model and refused it)
     ├── StartWithdrawn (503)              a replica start the backend gave up without failing
     │                                     (a follower's start nobody needs); never reaches a
     │                                     client: the endpoint decides again
@@ -46,6 +48,7 @@ __all__ = [
     "PayloadTooLarge",
     "Restricted",
     "RouteNotFound",
+    "RuntimeRefused",
     "ScalerUnavailable",
     "StartWithdrawn",
     "UnknownModel",
@@ -128,6 +131,15 @@ class ActivationFailed(ActivatorError):
 
     def headers(self) -> dict[str, str]:
         return {"Retry-After": "1"}
+
+
+class RuntimeRefused(ActivationFailed):
+    """A runtime answered a control call (load, unload) with its own error: it is up and
+    said no, unlike a call that timed out or could not reach it. `reason`: its error text."""
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class ScalerUnavailable(ActivatorError):

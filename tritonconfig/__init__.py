@@ -22,6 +22,7 @@ caller maps into its own error tree.
     sequence              a stateful model's `sequence_batching`: controls, idle timeout
     versions              a model's version directories and those its policy serves
     fingerprint           a model directory's files (path, mtime, size), to see a change
+    config_change         whether two configs differ in their version policy or instances only
     tensorrt_accelerator  the `tensorrt` GPU accelerator of an ONNX config
     torch_compile         `TORCH_COMPILE_OPTIONAL_PARAMETERS`, parsed strictly
     errors                ModelConfigError, the one error it raises
@@ -32,6 +33,7 @@ Exports the functions and names below.
 from __future__ import annotations
 
 from tritonconfig.complete import complete_config
+from tritonconfig.config_change import same_but_instances, same_but_versions
 from tritonconfig.defaults import fill_defaults
 from tritonconfig.ensemble import (
     ENSEMBLE_PLATFORM,
@@ -103,6 +105,8 @@ __all__ = [
     "normalize_platform",
     "parse_compile_settings",
     "parse_config",
+    "same_but_instances",
+    "same_but_versions",
     "select_versions",
     "sequence_controls",
     "sequence_idle_us",

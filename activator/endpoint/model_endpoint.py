@@ -281,6 +281,12 @@ class ModelEndpoint:
         wakes a replica of the new files."""
         await self._replicas.renew()
 
+    def keep_replicas(self) -> tuple[Replica, ...]:
+        """The model's config changed in a way its replicas take in place (activator.fleet.
+        in_place): its routable replicas, kept, for the caller to send each the load; a
+        replica still starting is stopped once up, unused (it may have read the old config)."""
+        return tuple(self._replicas.keep_through_change())
+
     async def close(self) -> None:
         """Fail held requests, drain every replica, stop background work."""
         self._admission.close()

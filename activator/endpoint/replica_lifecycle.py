@@ -216,6 +216,14 @@ class ReplicaSet:
         self.last_error = None
         await self.drain()
 
+    def keep_through_change(self) -> list[Replica]:
+        """The model's config changed in a way its replicas take in place (an instance
+        update): a start in progress, which may have read the old config, is stopped once it
+        is up, as at `renew`; the routable replicas stay, returned to be sent the load."""
+        self._files_generation += 1
+        self.last_error = None
+        return self.routable()
+
     async def drain(self) -> None:
         """Drain every routable replica now and wait until they are stopped."""
         live = self.routable()

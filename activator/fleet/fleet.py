@@ -23,11 +23,13 @@ import aiohttp
 
 from activator.config import ActivatorConfig, BoundAddresses
 from activator.endpoint.model_endpoint import ModelEndpoint
+from activator.endpoint.replica import Replica
 from activator.endpoint.replica_metrics import ModelMetrics, merge_families, with_zeros
 from activator.endpoint.replica_stats import ModelStatistics
 from activator.endpoint.shared_limit import SharedLimits
-from activator.errors import ActivationFailed, UnknownModel
+from activator.errors import ActivationFailed, RuntimeRefused, UnknownModel
 from activator.fleet.image_builder import ImageJobs
+from activator.fleet.in_place import Updates
 from activator.fleet.load_state import LoadStates
 from activator.fleet.reload import Reloader
 from activator.fleet.replica_config import ReplicaConfigs
@@ -54,6 +56,7 @@ from activator.scaler.backend import (
 )
 from activator.scaler.factory import open_backend
 from activator.scaler.kube_config import KubernetesConfig
+from activator.scaler.runtime_control import RuntimeControl
 from thawwire.load_overrides import LoadOverride
 from tritonconfig import sequence_idle_us
 from tritonconfig.fingerprint import Fingerprint
@@ -359,6 +362,35 @@ class Fleet:
         the reloader refuses overrides on a backend that cannot take them)."""
         if isinstance(self.backend, LoadParameters):
             self.backend.set_load_parameters(name, parameters)
+
+    async def update_replicas(
+        self, name: str, parameters: Mapping[str, str] | None = None
+    ) -> Updates:
+        """Send `name`'s load (with `parameters`: a load's `config` override) to each of its
+        routable replicas at once, for each to take its changed instance groups in place
+        (activator.fleet.in_place), and gather their answers; a replica still starting is
+        stopped once up, unused. None up: nothing to send."""
+        endpoint = self.models[name].endpoint
+        timeout_s = endpoint.settings.activation_timeout_s
+
+        async def load(replica: Replica) -> None:
+            control = RuntimeControl(self.session, replica.url, name=replica.id)
+            await control.load(name, timeout_s=timeout_s, parameters=parameters)
+
+        replicas = endpoint.keep_replicas()
+        answers = await asyncio.gather(*(load(r) for r in replicas), return_exceptions=True)
+        refused, failed = [], []
+        for replica, answer in zip(replicas, answers, strict=True):
+            if isinstance(answer, RuntimeRefused):
+                refused.append(answer.reason)
+            elif isinstance(answer, ActivationFailed):
+                failed.append(answer.message)
+            elif isinstance(answer, BaseException):
+                raise answer
+            logger.debug("model=%s replica %s instance update: %s", name, replica.id,
+                         "done" if answer is None else answer)  # fmt: skip
+        updated = len(replicas) - len(refused) - len(failed)
+        return Updates(updated, tuple(refused), tuple(failed))
 
     async def drop_model(self, name: str) -> None:
         """A model whose directory is gone: out of the index and routes now, then its

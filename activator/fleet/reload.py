@@ -8,7 +8,11 @@
         one, a model serving a `config` override keeps it while its files are unchanged)
         ADDED      a new model: its endpoint, at zero (a bad config: unavailable, refused)
         CHANGED    its new entry, its replicas drained and replaced (a bad config: refused,
-                   the old version keeps serving, as a failed reload does on Triton)
+                   the old version keeps serving, as a failed reload does on Triton); but
+                   its instance groups alone changed (activator.fleet.in_place): each
+                   replica up is sent the load (with a `config` override, if any) and
+                   updates its instances in place (all refusing it: refused, the old config
+                   kept; some, or no answer: replaced)
         REMOVED    dropped (drained), then refused as no such model
         UNCHANGED  nothing
       then warm it: the call returns once a replica of the new files is ready (an
@@ -45,6 +49,7 @@ from typing import NoReturn, Protocol
 
 from activator.endpoint.model_endpoint import ModelEndpoint
 from activator.errors import ActivationFailed, ConfigError, NotSupported, UnknownModel
+from activator.fleet.in_place import UpdateOutcome, Updates, updates_in_place
 from activator.fleet.override_files import OverrideFiles
 from activator.fleet.repository import ModelEntry, Repository, Reread, ambiguous_steps
 from activator.fleet.rescan import Change, PollSchedule, compare, compare_one
@@ -72,6 +77,13 @@ class ServedModels(Protocol):
     def renew_model(self, entry: ModelEntry, files: Fingerprint) -> ModelEndpoint: ...
 
     async def drop_model(self, name: str) -> None: ...
+
+    async def update_replicas(
+        self, name: str, parameters: Mapping[str, str] | None = None
+    ) -> Updates:
+        """Send `name`'s load (with a load override's `parameters`) to each replica up, for
+        an instance update in place; their answers."""
+        ...
 
     def load_parameters(self, name: str, parameters: Mapping[str, str] | None) -> None:
         """The `parameters` of the load call that brings up each replica of `name` from now
@@ -377,11 +389,51 @@ class Reloader:
             return models.add_model(entry, reread.fingerprint)
         if change is Change.UNCHANGED:
             return models.endpoint(name)
+        before = models.repository.get(name)
+        before_files = models.repository.fingerprint_of(name) or ()
+        served = self._overrides.get(name)
+        in_place = updates_in_place(
+            before=before.config, after=entry.config, before_files=before_files,
+            after_files=reread.fingerprint, before_versions=before.versions,
+            after_versions=entry.versions,
+            files_overridden=any(k.startswith("file:") for k in parameters or {})
+            or (served is not None and served.directory is not None),
+        )  # fmt: skip
         endpoint = models.renew_model(entry, reread.fingerprint)
+        if in_place and await self._update_in_place(reread, parameters, before, before_files):
+            return endpoint
         # Replace the replicas of the old files: each drains (its requests in flight finish);
         # a request meanwhile is held and wakes a replica of the new files.
         await endpoint.replace_replicas()
         return endpoint
+
+    async def _update_in_place(
+        self,
+        reread: Reread,
+        parameters: Mapping[str, str] | None,
+        before: ModelEntry,
+        before_files: Fingerprint,
+    ) -> bool:
+        """Send a model whose instance groups alone changed (activator.fleet.in_place) its
+        load (with `parameters`, its override's) on each replica up, for each to update its
+        instances in place; whether they did (False: replace them). Every replica refusing it
+        keeps the old config, as Triton's failed reload: the old entry, and the load
+        parameters it was served with, are served again and the load refused."""
+        models, name = self._models, reread.name
+        updates = await models.update_replicas(name, parameters)
+        outcome = updates.outcome
+        if outcome is UpdateOutcome.KEPT:
+            logger.info("model=%s instance groups updated in place (replicas up: %d)", name,
+                        updates.updated)  # fmt: skip
+            return True
+        if outcome is UpdateOutcome.REPLACE:
+            logger.warning("model=%s instance update not taken by every replica (%s): its "
+                           "replicas are replaced", name, updates.why)  # fmt: skip
+            return False
+        served = self._overrides.get(name)
+        models.load_parameters(name, served.override.parameters() if served else None)
+        models.renew_model(before, before_files)
+        return self._refuse(reread, updates.why.removeprefix(load_failed(name, "")))
 
 
 def _steps_of(reread: Reread) -> tuple[str, ...]:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 
 import aiohttp
 
-from activator.errors import ActivationFailed
+from activator.errors import ActivationFailed, RuntimeRefused
 from thawwire.load_answer import WARMUP_SECONDS_HEADER, warmup_seconds
 
 __all__ = ["RuntimeControl", "error_text", "grown_sources", "load_counts"]
@@ -89,8 +89,8 @@ class RuntimeControl:
     ) -> float:
         """Load `model` (with the load call's `parameters`: a repository load's override);
         returns when the runtime says it is READY (with the seconds the model's warm-up
-        samples took inside the load), else `ActivationFailed` with the runtime's own error
-        text (bad weights, missing file, ...)."""
+        samples took inside the load), else `ActivationFailed` (`RuntimeRefused` with the
+        runtime's own error text when it answered: bad weights, missing file, ...)."""
         body = {"parameters": dict(parameters)} if parameters else {}
         return await self._post(model, "load", timeout_s, body)
 
@@ -155,7 +155,8 @@ class RuntimeControl:
             ) from None
         except aiohttp.ClientError as exc:
             raise ActivationFailed(f"model '{model}' {action} call failed: {exc}") from exc
-        raise ActivationFailed(f"model '{model}' failed to {action}: {error_text(text)}")
+        reason = error_text(text)
+        raise RuntimeRefused(f"model '{model}' failed to {action}: {reason}", reason=reason)
 
 
 def load_counts(metrics_text: str, model: str) -> dict[str, float]:

@@ -2,7 +2,8 @@
 model's own files are unchanged, and whose config is the same but for its version policy, stays
 up (not loaded again); a changed or new version loads, one the policy drops unloads. A config
 that changes only its instance groups keeps the versions and updates their instances in place
-(`same_but_instances`; runtime.models.instance_identity says which instances stay).
+(`same_but_instances`, tritonconfig.config_change; runtime.models.instance_identity says which
+instances stay).
 
     reusable_versions(before=..., after=..., loaded={"1", "2"}, selected=[1, 2, 3],
                       same_config=True)  -> frozenset({"1"})   (2/model.py touched)
@@ -17,36 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from tritonconfig.schema import mc
+from tritonconfig.config_change import same_but_instances, same_but_versions
 
 __all__ = ["Fingerprint", "reusable_versions", "same_but_instances", "same_but_versions"]
 
 Fingerprint = tuple[tuple[str, int, int], ...]
 _CONFIG = "config.pbtxt"  # compared by content (same_but_versions), not by its file
-
-
-def same_but_versions(before: mc.ModelConfig | None, after: mc.ModelConfig) -> bool:
-    """Whether two configs differ in nothing but their version policy."""
-    return _same_but(before, after, "version_policy")
-
-
-def same_but_instances(before: mc.ModelConfig | None, after: mc.ModelConfig) -> bool:
-    """Whether two configs differ in nothing but their instance groups (and version policy):
-    a reload that Triton serves by updating the instances in place
-    (runtime.models.instance_identity)."""
-    return _same_but(before, after, "version_policy", "instance_group")
-
-
-def _same_but(before: mc.ModelConfig | None, after: mc.ModelConfig, *fields: str) -> bool:
-    if before is None:
-        return False
-    a, b = mc.ModelConfig(), mc.ModelConfig()
-    a.CopyFrom(before)
-    b.CopyFrom(after)
-    for name in fields:
-        a.ClearField(name)
-        b.ClearField(name)
-    return a == b
 
 
 def _by_owner(rows: Fingerprint) -> dict[str, set[tuple[str, int, int]]]:

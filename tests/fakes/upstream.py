@@ -7,7 +7,9 @@ header: echoes the body back in pieces with the headers it saw (`X-Seen`, JSON) 
 answers a replica's refusal (404) of a model it does not have loaded
 (thawwire.model_control.NOT_LOADED naming the path's model), `not-loaded-once` does so to the
 first such request only, `not-loaded-other` names another model. `MODEL_CONFIG` is the
-config.pbtxt of the models put in front of it.
+config.pbtxt of the models put in front of it. `POST /v2/repository/models/{model}/load` (the
+load of an instance update) records the model in `app[LOADS]` and answers 200, or 400 with
+`app[LOAD_REFUSAL]` as its error when that is set.
 """
 
 from __future__ import annotations
@@ -22,10 +24,20 @@ from aiohttp.test_utils import TestServer
 
 from thawwire.model_control import NOT_LOADED
 
-__all__ = ["HITS", "MODEL_CONFIG", "model_dir", "start_upstream", "upstream_infer"]
+__all__ = [
+    "HITS",
+    "LOADS",
+    "LOAD_REFUSAL",
+    "MODEL_CONFIG",
+    "model_dir",
+    "start_upstream",
+    "upstream_infer",
+]
 
 HITS = web.AppKey("hits", list[str])
 _NOT_LOADED_ONCE = web.AppKey("not_loaded_once", set[str])
+LOADS = web.AppKey("loads", list[str])
+LOAD_REFUSAL = web.AppKey("load_refusal", list[str])  # [the error text]: refuse loads
 
 MODEL_CONFIG = """
 name: "{name}"
@@ -89,12 +101,24 @@ async def upstream_infer(request: web.Request) -> web.StreamResponse:
     return resp
 
 
+async def upstream_load(request: web.Request) -> web.Response:
+    model = request.match_info["model"]
+    request.app[LOADS].append(model)
+    refusal = request.app[LOAD_REFUSAL]
+    if refusal:
+        return web.json_response({"error": refusal[0]}, status=400)
+    return web.json_response({})
+
+
 async def start_upstream(*, client_max_size: int = 1024**2) -> TestServer:
     """The upstream app, listening on 127.0.0.1 (close it with `await server.close()`)."""
     app = web.Application(client_max_size=client_max_size)
     app[HITS] = []
     app[_NOT_LOADED_ONCE] = set()
+    app[LOADS] = []
+    app[LOAD_REFUSAL] = []
     app.router.add_post("/v2/models/{model}/infer", upstream_infer)
+    app.router.add_post("/v2/repository/models/{model}/load", upstream_load)
     server = TestServer(app, host="127.0.0.1")
     await server.start_server()
     return server
