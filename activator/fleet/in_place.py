@@ -1,19 +1,24 @@
 """Whether a served model's change is one its replicas take in place (pure): Triton's instance
-update, which `thaw serve` carries out (runtime.models.instance_update).
+update and per-version reload, which `thaw serve` carries out (runtime.models.instance_update,
+runtime.models.version_reuse).
 
 A repository `load` (or the poll) that finds a model's files changed replaces its replicas,
-unless the change is only in its config's instance groups: then each replica is sent the load
-(with the load's `config` override, if any) and adds or removes instances while the others keep
-serving, none initialized again. That is when, as `thaw serve` judges it:
+unless the change is one a replica's own load applies in place: then each replica is sent the
+load (with the load's `config` override, if any) and adds or removes instances, and loads the
+versions added or changed and unloads the ones dropped, while the rest keep serving, none
+initialized again. That is when, as `thaw serve` judges it:
 
-    its files but its config unchanged       (path, mtime, size: tritonconfig.fingerprint;
-                                              config.pbtxt, or a `config` override's mark,
-                                              compared by content instead)
-    its config the same but instance_group   (and version_policy: tritonconfig.config_change;
-                                              the same config rewritten is no change at all,
-                                              which the replica keeps as it is)
-    its served versions the same
-    no `file:` override, before or after     (a replica serving one reloads whole)
+    its files but its config and version       (path, mtime, size: tritonconfig.fingerprint;
+    directories unchanged                       config.pbtxt, or a `config` override's mark,
+                                                compared by content instead; a version
+                                                directory's files may change, be added or go)
+    its config the same but instance_group     (and version_policy: tritonconfig.config_change;
+                                                the same config rewritten is no change at all,
+                                                which the replica keeps as it is)
+    no `file:` override, before or after       (a replica serving one reloads whole)
+
+A file of the model's own beside its versions (a module they import) reloads every version on
+Triton as on `thaw serve`: the replicas are replaced, which loads each version once too.
 
 Each replica answers the load (`Updates`): all took it (KEPT), all refused it and serve the old
 config (REFUSED: the load is refused, as Triton's failed reload), else REPLACE.
@@ -24,7 +29,6 @@ sequence: runtime.models.instance_update); either way it serves the new config.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -43,15 +47,12 @@ def updates_in_place(
     after: mc.ModelConfig,
     before_files: Fingerprint,
     after_files: Fingerprint,
-    before_versions: Sequence[str],
-    after_versions: Sequence[str],
     files_overridden: bool = False,
 ) -> bool:
     """Whether a served model's replicas can take the new config (`after`, read from
-    `after_files`, serving `after_versions`) in place of the one they run (module docstring).
-    `files_overridden`: the model is served, or is to be served, with a load's `file:`
-    overrides."""
-    if files_overridden or tuple(before_versions) != tuple(after_versions):
+    `after_files`) in place of the one they run (module docstring). `files_overridden`: the
+    model is served, or is to be served, with a load's `file:` overrides."""
+    if files_overridden:
         return False
     if _model_files(before_files) != _model_files(after_files):
         return False
@@ -59,9 +60,19 @@ def updates_in_place(
 
 
 def _model_files(files: Fingerprint) -> Fingerprint:
-    """The rows of a model's files but its config: config.pbtxt, and a `config` override's
-    mark (activator.fleet.repository: a path no file has, for it holds a NUL)."""
-    return tuple(row for row in files if row[0] != _CONFIG and not row[0].startswith("\0"))
+    """The rows of a model's own files: neither its config (config.pbtxt, a `config`
+    override's mark: activator.fleet.repository's path no file has, for it holds a NUL) nor a
+    version directory's (a replica's load reloads only the versions that changed)."""
+    return tuple(
+        row
+        for row in files
+        if row[0] != _CONFIG and not row[0].startswith("\0") and not _in_version(row[0])
+    )
+
+
+def _in_version(path: str) -> bool:
+    first, sep, _ = path.partition("/")
+    return bool(sep) and first.isdigit()
 
 
 class UpdateOutcome(StrEnum):

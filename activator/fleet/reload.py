@@ -394,8 +394,7 @@ class Reloader:
         served = self._overrides.get(name)
         in_place = updates_in_place(
             before=before.config, after=entry.config, before_files=before_files,
-            after_files=reread.fingerprint, before_versions=before.versions,
-            after_versions=entry.versions,
+            after_files=reread.fingerprint,
             files_overridden=any(k.startswith("file:") for k in parameters or {})
             or (served is not None and served.directory is not None),
         )  # fmt: skip
@@ -414,20 +413,21 @@ class Reloader:
         before: ModelEntry,
         before_files: Fingerprint,
     ) -> bool:
-        """Send a model whose instance groups alone changed (activator.fleet.in_place) its
-        load (with `parameters`, its override's) on each replica up, for each to update its
-        instances in place; whether they did (False: replace them). Every replica refusing it
-        keeps the old config, as Triton's failed reload: the old entry, and the load
-        parameters it was served with, are served again and the load refused."""
+        """Send a model whose change its replicas take in place (its instance groups, its
+        versions: activator.fleet.in_place) its load (with `parameters`, its override's) on
+        each replica up, for each to update in place; whether they did (False: replace them).
+        Every replica refusing it keeps the old config, as Triton's failed reload: the old
+        entry, and the load parameters it was served with, are served again and the load
+        refused."""
         models, name = self._models, reread.name
         updates = await models.update_replicas(name, parameters)
         outcome = updates.outcome
         if outcome is UpdateOutcome.KEPT:
-            logger.info("model=%s instance groups updated in place (replicas up: %d)", name,
+            logger.info("model=%s updated in place (replicas up: %d)", name,
                         updates.updated)  # fmt: skip
             return True
         if outcome is UpdateOutcome.REPLACE:
-            logger.warning("model=%s instance update not taken by every replica (%s): its "
+            logger.warning("model=%s update in place not taken by every replica (%s): its "
                            "replicas are replaced", name, updates.why)  # fmt: skip
             return False
         served = self._overrides.get(name)

@@ -28,10 +28,7 @@ def _touched_config(files: Fingerprint = _FILES) -> Fingerprint:
 
 
 def _in_place(before: mc.ModelConfig, after: mc.ModelConfig, **changes: object) -> bool:
-    kwargs: dict[str, object] = dict(
-        before_files=_FILES, after_files=_touched_config(), before_versions=("1",),
-        after_versions=("1",),
-    )  # fmt: skip
+    kwargs: dict[str, object] = dict(before_files=_FILES, after_files=_touched_config())
     kwargs.update(changes)
     return updates_in_place(before=before, after=after, **kwargs)  # type: ignore[arg-type]
 
@@ -68,16 +65,27 @@ def test_a_config_rewritten_the_same_or_but_its_version_policy_is_kept_as_it_is(
     assert _in_place(one, policy)
 
 
-def test_a_changed_model_file_or_version_set_replaces_the_replicas() -> None:
+def test_versions_added_changed_or_dropped_are_taken_in_place() -> None:
+    # The replica's load reloads only what changed (runtime.models.version_reuse), as Triton.
+    one = _config("instance_group [ { count: 1 kind: KIND_CPU } ]")
+    policy = _config('instance_group [ { count: 1 kind: KIND_CPU } ]\n'
+                     "version_policy { specific { versions: [ 1, 2 ] } }")  # fmt: skip
+    touched = (("1/model.py", 101, 20), ("config.pbtxt", 101, 305))
+    assert _in_place(one, one, after_files=touched)
+    added = (*_touched_config(), ("2/model.py", 100, 20))
+    assert _in_place(one, policy, after_files=added)
+    assert _in_place(policy, one, before_files=added)
+
+
+def test_a_file_of_the_models_own_beside_its_versions_replaces_the_replicas() -> None:
+    # Every version imports it: all reload (on Triton too); a new replica loads each once.
     one = _config("instance_group [ { count: 1 kind: KIND_CPU } ]")
     two = _config("instance_group [ { count: 2 kind: KIND_CPU } ]")
-    touched = (("1/model.py", 101, 20), ("config.pbtxt", 101, 305))
-    assert not _in_place(one, two, after_files=touched)
-    added = (*_touched_config(), ("2/model.py", 100, 20))
-    assert not _in_place(one, two, after_files=added, after_versions=("2",))
-    assert not _in_place(one, two, after_versions=("1", "2"))
-    beside = (*_touched_config(), ("util.py", 100, 9))  # a file of the model's own
+    beside = (*_touched_config(), ("util.py", 100, 9))
     assert not _in_place(one, two, after_files=beside)
+    assert not _in_place(one, one, after_files=beside)
+    not_a_version = (*_touched_config(), ("v2/model.py", 100, 9))
+    assert not _in_place(one, one, after_files=not_a_version)
 
 
 def test_a_config_override_is_compared_by_content_and_file_overrides_never_in_place() -> None:

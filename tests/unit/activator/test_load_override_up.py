@@ -81,8 +81,10 @@ async def test_a_config_override_is_served_and_reaches_the_replicas(up: Any) -> 
     config = json.dumps({**_IO, "version_policy": {"specific": {"versions": [1]}}})
     assert await _load(url, "m", {"config": config}) == (200, None)
     assert fleet.repository.get("m").versions == ("1",)  # the override's policy
-    assert backend.stopped == ["m-1"]  # the repository's replica replaced
-    assert backend.loaded_with == [None, {"config": config}]
+    # Only its version policy differs: the replica up takes the load (with the override) in
+    # place, unloading version 2, as Triton's reload (activator.fleet.in_place).
+    assert backend.stopped == []
+    assert backend.loaded_with == [None]
     assert await _post(url, "/v2/models/m/infer") == 200
     assert (await _config(url, "m"))["version_policy"] == {"specific": {"versions": [1]}}
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -68,7 +69,7 @@ async def test_a_model_dropped_in_after_the_start_is_served_once_loaded(up: Any)
         assert (await r.json())["versions"] == ["1"]
 
 
-async def test_a_new_version_replaces_the_replicas_and_an_unchanged_model_just_warms(
+async def test_a_new_version_is_loaded_in_place_and_an_unchanged_model_just_warms(
     up: Any,
 ) -> None:
     url, backend, fleet, repo = up
@@ -77,10 +78,18 @@ async def test_a_new_version_replaces_the_replicas_and_an_unchanged_model_just_w
     assert (backend.starts, backend.stopped) == (1, [])  # unchanged: the same replica
     model_dir(repo, "m", 2)
     assert await _post(url, "/v2/repository/models/m/load") == (200, None)
-    # The old replica drained, a replica of the new version set started.
-    assert (backend.starts, backend.stopped) == (2, ["m-1"])
+    # The replica was sent the load: it loads the new version in place (Triton's reload).
+    assert (backend.starts, backend.stopped) == (1, [])
     assert fleet.repository.get("m").versions == ("2",)  # the latest policy: newest only
     assert await _index(url) == [("m", "2", "READY")]
+    _own_file(repo, "m")  # every version imports it: a replica of the new files replaces it
+    assert await _post(url, "/v2/repository/models/m/load") == (200, None)
+    assert (backend.starts, backend.stopped) == (2, ["m-1"])
+
+
+def _own_file(repo: Path, name: str) -> None:
+    """A file of the model's own beside its versions (activator.fleet.in_place: replaced)."""
+    (repo / name / "util.py").write_text(f"# {time.monotonic_ns()}\n")
 
 
 async def test_a_broken_config_is_refused_and_the_old_version_keeps_serving(up: Any) -> None:
@@ -94,10 +103,10 @@ async def test_a_broken_config_is_refused_and_the_old_version_keeps_serving(up: 
     assert fleet.repository.get("m").versions == ("1",)
     async with aiohttp.ClientSession() as s, s.post(f"{url}/v2/models/m/infer", data=b"x") as r:
         assert r.status == 200
-    # Fixed: the next load serves the new files.
+    # Fixed: the next load serves the new files (the old config again: kept in place).
     model_dir(repo, "m", 1)
     assert await _post(url, "/v2/repository/models/m/load") == (200, None)
-    assert backend.stopped == ["m-1"]
+    assert backend.stopped == []
 
 
 async def test_a_broken_new_model_is_unavailable_with_its_reason(up: Any) -> None:
@@ -123,6 +132,7 @@ async def test_the_poll_adds_changes_and_removes_models(up: Any) -> None:
     url, backend, fleet, repo = up
     assert await _post(url, "/v2/repository/models/m/load") == (200, None)
     model_dir(repo, "late", 1)
+    _own_file(repo, "m")
     model_dir(repo, "m", 2)
     await fleet.reloader.poll()
     assert await _index(url) == [("late", "1", "READY"), ("m", "2", "READY")]
@@ -189,7 +199,7 @@ async def test_a_request_in_flight_finishes_while_its_replica_is_replaced(up: An
             s.post(f"{url}/v2/models/m/infer", data=b"in flight", headers={"X-Behave": "slow"})
         )
         await asyncio.sleep(0.1)  # on its way to the replica
-        model_dir(repo, "m", 2)
+        _own_file(repo, "m")  # a change its replica cannot take in place
         assert await _post(url, "/v2/repository/models/m/load") == (200, None)
         async with await slow as r:
             assert r.status == 200
