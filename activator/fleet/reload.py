@@ -398,9 +398,13 @@ class Reloader:
             files_overridden=any(k.startswith("file:") for k in parameters or {})
             or (served is not None and served.directory is not None),
         )  # fmt: skip
-        endpoint = models.renew_model(entry, reread.fingerprint)
         if in_place and await self._update_in_place(reread, parameters, before, before_files):
-            return endpoint
+            # The new entry once the replicas serve it: the index and metadata do not show a
+            # version before it answers (as Triton's reload). A replica whose start began
+            # during the update reads the repository's files, new already (with an image, the
+            # old entry's: it serves the old versions until the model's next change or start).
+            return models.renew_model(entry, reread.fingerprint)
+        endpoint = models.renew_model(entry, reread.fingerprint)
         # Replace the replicas of the old files: each drains (its requests in flight finish);
         # a request meanwhile is held and wakes a replica of the new files.
         await endpoint.replace_replicas()
@@ -432,7 +436,6 @@ class Reloader:
             return False
         served = self._overrides.get(name)
         models.load_parameters(name, served.override.parameters() if served else None)
-        models.renew_model(before, before_files)
         return self._refuse(reread, updates.why.removeprefix(load_failed(name, "")))
 
 
