@@ -10,8 +10,9 @@ Three measurements, in one run, on this machine:
    kubernetes` activators (warm-pool Deployment of 2 pods on the test kubelet), the request
    sent to the scaling leader and to the follower (as a Service sends half of them): first
    request -> 200. Rounds alternate between the three, each after scaling the model to zero
-   (`POST /thaw/models/M/scale-to-zero`) and waiting for both pools to be full again; each Kubernetes start's
-   time is split by the API server's log (to the leader's claim, claim to the first byte).
+   (`POST /thaw/models/M/scale-to-zero`) and waiting for both pools to be full again; each
+   Kubernetes start's time is split by the API server's log (to the leader's claim, claim to
+   the first byte).
    Goal: Kubernetes within 50 ms of local (median), printed with the difference and the
    ratio.
 2. Lease hand-over: two activators; the leader is killed (SIGKILL), then stopped gracefully
