@@ -22,24 +22,32 @@ tests.conformance.triton_qa (each subtest is a directory with its own test.sh; i
 
 from __future__ import annotations
 
+import json
 import os
+import sys
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
-from tests.conformance.qa_checkout import git_show
-from tests.conformance.qa_suite import Run, Suite
+from tests.conformance.pytest_junit import run_pytest
+from tests.conformance.qa_checkout import Result, git_show
+from tests.conformance.qa_servers import PORTS, start
+from tests.conformance.qa_suite import Run, Suite, SuiteRun
 from tests.fixtures.triton_qa_backend_python import (
     build_custom_metrics_repo,
     build_decoupled_repo,
     build_ensemble_repo,
     build_io_requested_output_repo,
     build_lifecycle_repo,
+    build_logging_repo,
     build_model_control_repo,
     build_response_sender_complete_final_repo,
     build_response_sender_repo,
 )
 from tests.fixtures.triton_qa_suite_repos import Mirror
 
-__all__ = ["BACKEND_PYTHON_SUITES"]
+__all__ = ["BACKEND_PYTHON_SUITES", "LOGGING_STARTS", "LogStart", "log_count_errors"]
 
 CUDA = "its model puts tensors on a CUDA device (torch .cuda()): no GPU on this machine"
 # test.sh's `--log-verbose=1` (lifecycle, response_sender, decoupled): their tests read the
@@ -66,6 +74,96 @@ def python_backend_mirror() -> Mirror | None:
 
 def _decoupled_repo(repo: Path, mirror: Mirror) -> Path:
     return build_decoupled_repo(repo, mirror, python_backend_mirror())
+
+
+@dataclass(frozen=True)
+class LogStart:
+    """One server start of L0_backend_python/logging/test.sh: the settings it POSTs to
+    /v2/logging once the server is up, then `pytest logging_test.py`, then, the server stopped,
+    `verify_log_counts NON_VERBOSE VERBOSE` on that start's log."""
+
+    label: str  # test.sh's SUBTEST
+    posts: tuple[dict[str, object], ...]
+    non_verbose: int
+    verbose: int
+
+
+LOGGING_STARTS = (
+    LogStart("default", (), 4, 0),
+    # initialize logs before the POST: 3 verbose lines (execute twice, finalize)
+    LogStart("verbose", ({"log_verbose_level": 1},), 4, 3),
+    # initialize logs before the POSTs: 1 line of each severity
+    LogStart("disabled", ({"log_info": False}, {"log_warning": False}, {"log_error": False}), 1, 0),
+)
+_NON_VERBOSE_MSGS = ("Specific Msg!", "Info Msg!", "Warning Msg!", "Error Msg!")
+_VERBOSE_MSG = "Verbose Msg!"
+
+
+def log_count_errors(log: str, non_verbose: int, verbose: int) -> list[str]:
+    """test.sh's verify_log_counts: `grep -c MSG $SERVER_LOG` (lines holding it) for each
+    message; each count that differs from the expected one, in words."""
+    lines = log.splitlines()
+    expected = dict.fromkeys(_NON_VERBOSE_MSGS, non_verbose) | {_VERBOSE_MSG: verbose}
+    wrong = []
+    for text, want in expected.items():
+        got = sum(text in line for line in lines)
+        if got != want:
+            wrong.append(f"{text!r}: {got} lines, expected {want}")
+    return wrong
+
+
+def _post_log_settings(settings: dict[str, object]) -> tuple[str, str]:
+    """test.sh's `curl -d'{...}' localhost:8000/v2/logging`: passed on HTTP 200."""
+    request = urllib.request.Request(
+        f"http://localhost:{PORTS[0]}/v2/logging", data=json.dumps(settings).encode(),
+        headers={"Content-Type": "application/json"}, method="POST",
+    )  # fmt: skip
+    try:
+        with urllib.request.urlopen(request, timeout=30) as resp:
+            return ("passed", "") if resp.status == 200 else ("failed", f"HTTP {resp.status}")
+    except urllib.error.HTTPError as exc:
+        return "failed", f"HTTP {exc.code}: {exc.read()[:200]!r}"
+    except OSError as exc:
+        return "failed", str(exc)
+
+
+def _run_logging(run: SuiteRun) -> list[Result]:
+    """L0_backend_python/logging/test.sh's three server starts, each with its rows: the POSTs,
+    logging_test.py's test under pytest, and verify_log_counts judged on that start's log."""
+    results: list[Result] = []
+
+    def row(file: str, test: str, outcome: str, detail: str = "") -> None:
+        results.append(Result(run.label, file, test, outcome, " ".join(detail.split())[:600]))
+
+    for each in LOGGING_STARTS:
+        tests = [f"POST /v2/logging {json.dumps(post)} [{each.label}]" for post in each.posts]
+        counts = f"verify_log_counts {each.non_verbose} {each.verbose} [{each.label}]"
+        try:
+            server = start(run.kind, run.qa_dir / "models", ())
+        except RuntimeError as exc:  # never became ready
+            last = str(exc).strip().splitlines()[-1][:200]
+            for test in (*tests, f"test_log_output [{each.label}]", counts):
+                row("test.sh", test, "error", f"thaw {run.kind} did not start: {last}")
+            continue
+        try:
+            for test, post in zip(tests, each.posts, strict=True):
+                row("test.sh", test, *_post_log_settings(post))
+            (run.qa_dir / "logging_test.junit.xml").unlink(missing_ok=True)
+            rows = run_pytest(run.qa_dir, "logging_test.py", {})
+        finally:
+            rc = server.stop()  # test.sh's kill_server: finalize logs before the counts
+        if rc != 0:
+            print(f"warning: thaw {run.kind} exited {rc}; log: {server.log_path}", file=sys.stderr)
+        for test_id, got in rows.items():
+            name = f"{test_id.rsplit('.', 1)[-1]} [{each.label}]"
+            row("logging_test.py", name, got["outcome"], got["detail"])
+        wrong = log_count_errors(
+            server.log_path.read_text(errors="replace"), each.non_verbose, each.verbose
+        )
+        row("test.sh", counts, "failed" if wrong else "passed", "; ".join(wrong))
+        if wrong:
+            print(f"{counts}: thaw {run.kind}'s log: {server.log_path}", file=sys.stderr)
+    return results
 
 
 BACKEND_PYTHON_SUITES = (
@@ -139,5 +237,12 @@ BACKEND_PYTHON_SUITES = (
         {"models": _decoupled_repo},
         (Run("decoupled_test", "models", _VERBOSE, server_log="decoupled_server.log"),),
         deselect=(("test_decoupled_bls$", CUDA),),
+    ),
+    Suite(
+        "L0_backend_python/logging",
+        ("logging_test.py",),
+        {"models": build_logging_repo},
+        (),
+        runner=_run_logging,
     ),
 )
