@@ -18,6 +18,12 @@ tests.conformance.triton_qa (each subtest is a directory with its own test.sh; i
                                       runs a GPU BLS test first); square_int32 is python_backend's
                                       example, read from `$TRITON_PYTHON_BACKEND_MIRROR` at
                                       PYTHON_BACKEND_REF (without it, the test that uses it fails)
+    L0_backend_python/logging         test.sh's three starts (default; `log_verbose_level` 1;
+                                      `log_info`/`_warning`/`_error` false), run by the suite
+                                      itself: each start's POSTs to /v2/logging (a row each),
+                                      logging_test.py under pytest, then, the server stopped,
+                                      `verify_log_counts` on that start's log (a row); no
+                                      `--backend-directory` (Thaw's Python backend needs none)
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tests.conformance.pytest_junit import junit_rows
+from tests.conformance.qa_backend_python import LOGGING_STARTS, log_count_errors
 from tests.conformance.qa_checkout import Result
 from tests.conformance.qa_l0_lifecycle import LEFT_OUT
 from tests.conformance.qa_servers import first_unknown
@@ -133,3 +134,23 @@ def test_l0_model_update_makes_test_sh_s_three_rate_limit_starts() -> None:
     cpu = "instance_update_test.TestInstanceUpdate.test_cpu_instance_update"
     selected, dropped = select([gpu, cpu], suite)
     assert selected == [cpu] and "KIND_GPU" in dropped[gpu]
+
+
+def test_l0_backend_python_logging_makes_test_sh_s_three_starts_and_counts_after_each() -> None:
+    suite = SUITES["L0_backend_python/logging"]
+    assert suite.runner is not None and suite.runs == ()
+    assert suite.files == ("logging_test.py",) and list(suite.repos) == ["models"]
+    assert [(s.label, s.posts, s.non_verbose, s.verbose) for s in LOGGING_STARTS] == [
+        ("default", (), 4, 0),
+        ("verbose", ({"log_verbose_level": 1},), 4, 3),
+        ("disabled", ({"log_info": False}, {"log_warning": False}, {"log_error": False}), 1, 0),
+    ]
+
+
+def test_verify_log_counts_counts_lines_holding_each_message() -> None:
+    severities = ("Specific", "Info", "Warning", "Error")
+    lines = [f"I model: {where}-{s} Msg!" for where in ("Init", "Exec") for s in severities]
+    log = "\n".join([*lines, "D model: Exec-Verbose Msg!", "unrelated"])
+    assert log_count_errors(log, 2, 1) == []
+    assert log_count_errors(log, 2, 0) == ["'Verbose Msg!': 1 lines, expected 0"]
+    assert len(log_count_errors(log, 1, 1)) == 4
