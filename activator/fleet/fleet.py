@@ -367,9 +367,9 @@ class Fleet:
         self, name: str, parameters: Mapping[str, str] | None = None
     ) -> Updates:
         """Send `name`'s load (with `parameters`: a load's `config` override) to each of its
-        routable replicas at once, for each to take its changed instance groups in place
-        (activator.fleet.in_place), and gather their answers; a replica still starting is
-        stopped once up, unused. None up: nothing to send."""
+        routable replicas at once, for each to take its change in place (instance groups,
+        versions: activator.fleet.in_place), and gather their answers; a replica still
+        starting is stopped once up, unused. None up: nothing to send."""
         endpoint = self.models[name].endpoint
         timeout_s = endpoint.settings.activation_timeout_s
 
@@ -387,7 +387,7 @@ class Fleet:
                 failed.append(answer.message)
             elif isinstance(answer, BaseException):
                 raise answer
-            logger.debug("model=%s replica %s instance update: %s", name, replica.id,
+            logger.debug("model=%s replica %s update in place: %s", name, replica.id,
                          "done" if answer is None else answer)  # fmt: skip
         updated = len(replicas) - len(refused) - len(failed)
         return Updates(updated, tuple(refused), tuple(failed))

@@ -15,11 +15,10 @@ import pytest
 import tritonclient.http as httpclient
 
 from tests.fixtures.models import python_model
-from tests.fixtures.up_process import UpProcess
+from tests.fixtures.up_process import UpProcess, light_args
 
 pytestmark = pytest.mark.integration
 
-_QUIET = ("--warm-pool", "1", "--preload-frameworks", "", "--no-image-build")
 
 # Counts its `initialize` and `finalize` calls, a line each, in files beside the repository
 # (not in it: a file written into the model's directory would be a change of its files).
@@ -69,9 +68,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def up(repo: Path) -> Iterator[UpProcess]:
-    server = UpProcess(
-        repo, *_QUIET, "--cache", str(repo.parent / "cache"), "--model-control-mode=explicit"
-    )
+    server = UpProcess(repo, *light_args(repo), "--model-control-mode=explicit")
     yield server
     server.stop()
 

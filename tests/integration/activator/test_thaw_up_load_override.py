@@ -18,11 +18,9 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from tests.fixtures.models import VERSIONED_CONFIG, VERSIONED_PY, python_model
-from tests.fixtures.up_process import UpProcess
+from tests.fixtures.up_process import UpProcess, light_args
 
 pytestmark = pytest.mark.integration
-
-_QUIET = ("--warm-pool", "1", "--preload-frameworks", "", "--no-image-build")
 
 
 _CONFIG_JSON = {
@@ -45,9 +43,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def up(repo: Path) -> Iterator[UpProcess]:
-    server = UpProcess(
-        repo, *_QUIET, "--cache", str(repo.parent / "cache"), "--model-control-mode=explicit"
-    )
+    server = UpProcess(repo, *light_args(repo), "--model-control-mode=explicit")
     yield server
     server.stop()
 

@@ -16,11 +16,9 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from tests.fixtures.models import VERSIONED_CONFIG, VERSIONED_PY, make_add_sub, python_model
-from tests.fixtures.up_process import UpProcess
+from tests.fixtures.up_process import UpProcess, light_args
 
 pytestmark = pytest.mark.integration
-
-_QUIET = ("--warm-pool", "1", "--preload-frameworks", "", "--no-image-build")
 
 
 _X = np.arange(4, dtype=np.float32)
@@ -35,9 +33,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def up(repo: Path) -> Iterator[UpProcess]:
-    server = UpProcess(
-        repo, *_QUIET, "--cache", str(repo.parent / "cache"), "--model-control-mode=explicit"
-    )
+    server = UpProcess(repo, *light_args(repo), "--model-control-mode=explicit")
     yield server
     server.stop()
 
@@ -98,7 +94,7 @@ def test_poll_mode_serves_added_models_and_drops_removed_ones(
     repo = tmp_path_factory.mktemp("polled")
     make_add_sub(repo, "first")
     server = UpProcess(
-        repo, *_QUIET, "--cache", str(repo.parent / "cache"),
+        repo, *light_args(repo),
         "--model-control-mode=poll", "--repository-poll-secs=0.2",
     )  # fmt: skip
     try:

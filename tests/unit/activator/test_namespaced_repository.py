@@ -7,6 +7,7 @@ Repository `a` holds `shared`, `only_a` and the ensemble `ens_a` stepping into `
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -97,12 +98,21 @@ def test_a_reread_says_when_a_name_is_held_twice(tmp_path: Path) -> None:
 
 @pytest.fixture
 async def up(tmp_path: Path) -> AsyncIterator[tuple[str, FakeScalerBackend, Fleet, Path, Path]]:
-    upstream = await start_upstream()
     a, b = _repos(tmp_path)
+    async with _served(a, b, load_models=("*",)) as (url, backend, fleet):
+        yield url, backend, fleet, a, b
+
+
+@contextlib.asynccontextmanager
+async def _served(
+    a: Path, b: Path, *, load_models: tuple[str, ...] = ()
+) -> AsyncIterator[tuple[str, FakeScalerBackend, Fleet]]:
+    """`thaw up`'s app over namespaced repositories `a` and `b` (explicit mode: `load_models`
+    loaded at start), a fake backend and upstream; its url, backend and fleet."""
+    upstream = await start_upstream()
     config = ActivatorConfig(
-        model_control=True, load_models=("*",), repository=a, more_repositories=(b,),
-        model_namespacing=True,
-        build_images=False,
+        model_control=True, load_models=load_models, repository=a, more_repositories=(b,),
+        model_namespacing=True, build_images=False,
     )  # fmt: skip
     backend = FakeScalerBackend(
         url=str(upstream.make_url("")).rstrip("/"), open_gate=True, claim_s=0.0, restore_s=0.01
@@ -110,9 +120,11 @@ async def up(tmp_path: Path) -> AsyncIterator[tuple[str, FakeScalerBackend, Flee
     app = build_app(config, backend=backend)
     server = TestServer(app, host="127.0.0.1")
     await server.start_server()
-    yield str(server.make_url("")).rstrip("/"), backend, app[FLEET], a, b
-    await server.close()
-    await upstream.close()
+    try:
+        yield str(server.make_url("")).rstrip("/"), backend, app[FLEET]
+    finally:
+        await server.close()
+        await upstream.close()
 
 
 async def _post(url: str, path: str) -> tuple[int, Any]:
@@ -181,25 +193,10 @@ async def test_a_load_of_a_name_several_namespaces_hold_loads_each_ones_steps(
         write_model(repo, step, STEP_CONFIG.format(name=step))
         write_model(repo, "ens", ENSEMBLE_CONFIG.format(name="ens", step=step))
     write_model(a, "other", STEP_CONFIG.format(name="other"))
-    upstream = await start_upstream()
-    config = ActivatorConfig(
-        model_control=True, repository=a, more_repositories=(b,), model_namespacing=True,
-        build_images=False,
-    )  # fmt: skip
-    backend = FakeScalerBackend(
-        url=str(upstream.make_url("")).rstrip("/"), open_gate=True, claim_s=0.0, restore_s=0.01
-    )
-    app = build_app(config, backend=backend)
-    server = TestServer(app, host="127.0.0.1")
-    await server.start_server()
-    try:
-        url, fleet = str(server.make_url("")).rstrip("/"), app[FLEET]
+    async with _served(a, b) as (url, _, fleet):
         assert (await _post(url, "/v2/models/step_a/infer"))[0] == 503  # not loaded yet
         assert await _post(url, "/v2/repository/models/ens/load") == (200, None)
         assert [fleet.load_states.loaded(n) for n in ("step_a", "step_b", "other")] == [
             True, True, False,
         ]  # fmt: skip
         assert (await _post(url, "/v2/models/step_a/infer"))[0] == 200
-    finally:
-        await server.close()
-        await upstream.close()
