@@ -1,7 +1,7 @@
 """Triton's dynamic batcher and queue policies in a real `thaw serve`, over HTTP.
 
 The models sleep for a set time per execution and report the batch each request ran in
-(tests/fixtures/models.py `make_batch_recorder`), so batching, ordering and deadlines are
+(tests/fixtures/batch_recorder.py `make_batch_recorder`), so batching, ordering and deadlines are
 visible to the client. Timings are asserted with margins for a loaded 2-core machine: what
 must happen "at once" gets well under the model's execution time, what waits gets at least
 most of its delay.
@@ -19,7 +19,7 @@ import pytest
 import tritonclient.http as httpclient
 
 from tests.fakes.loop import HUNG_AFTER_S
-from tests.fixtures import models, onnx_models
+from tests.fixtures import batch_recorder, models, onnx_models
 from tests.fixtures.serve_process import ServeProcess
 from tests.support.scheduling_client import Later, fp32, infer, metric
 
@@ -72,7 +72,7 @@ def _held(server: ServeProcess, model: str) -> Iterator[None]:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
     repo = tmp_path_factory.mktemp("dynamic_batching")
-    rec = models.make_batch_recorder
+    rec = batch_recorder.make_batch_recorder
     rec(repo, "together", delay_s=0.3, scheduling=_policy("max_queue_delay_microseconds: 200000"))
     rec(repo, "lone", scheduling=_policy("max_queue_delay_microseconds: 300000"))
     rec(repo, "shapes", delay_s=0.2, scheduling=_policy("max_queue_delay_microseconds: 150000"))

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
-from tests.fixtures import models, onnx_models
+from tests.fixtures import batch_recorder, models, onnx_models
 from tests.fixtures.serve_process import ServeProcess
 from tests.support.scheduling_client import Later, fp32, infer
 
@@ -95,8 +95,8 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     repo = tmp_path_factory.mktemp("ensembles")
     models.make_add_sub(repo, "add_sub", max_batch_size=8)
     onnx_models.make_onnx_add(repo, "plus_w")
-    models.make_batch_recorder(repo, "slow_left", delay_s=0.5, scheduling="")
-    models.make_batch_recorder(repo, "slow_right", delay_s=0.5, scheduling="")
+    batch_recorder.make_batch_recorder(repo, "slow_left", delay_s=0.5, scheduling="")
+    batch_recorder.make_batch_recorder(repo, "slow_right", delay_s=0.5, scheduling="")
     models.make_always_raises(repo, "always_raises")
     config = (repo / "always_raises" / "config.pbtxt").read_text()
     (repo / "always_raises" / "config.pbtxt").write_text(
