@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
-from tests.fixtures.models import python_model
+from tests.fixtures.models import ECHO_EXECUTE, python_model
 from tests.fixtures.up_process import UpProcess, light_args
 
 pytestmark = pytest.mark.integration
@@ -22,7 +22,8 @@ pytestmark = pytest.mark.integration
 
 # Counts its `initialize` and `finalize` calls, a line each, in files beside the repository
 # (not in it: a file written into the model's directory would be a change of its files).
-_COUNTED_PY = """
+_COUNTED_PY = (
+    """
 from pathlib import Path
 
 import triton_python_backend_utils as pb_utils
@@ -35,20 +36,15 @@ def _note(args, kind):
 
 
 class TritonPythonModel:
+    def finalize(self):
+        _note(self.args, "finalize")
+
     def initialize(self, args):
         self.args = args
         _note(args, "initialize")
-
-    def execute(self, requests):
-        responses = []
-        for request in requests:
-            data = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
-            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", data)]))
-        return responses
-
-    def finalize(self):
-        _note(self.args, "finalize")
 """
+    + ECHO_EXECUTE
+)
 _CONFIG = (
     'name: "counted"\nbackend: "python"\n'
     'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
