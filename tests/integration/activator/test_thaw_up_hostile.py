@@ -268,6 +268,10 @@ def test_names_that_are_paths_or_shell_words_are_json_404(up: UpProcess, name: s
         r = requests.request(method, f"{up.url}/v2/models/{name}{suffix}", json={}, timeout=60)
         assert r.status_code == 404, (name, suffix, r.text)
         _error(r)
+    # Thaw's own per-model call (explicit mode, as this session's): the same refusal.
+    r = requests.post(f"{up.url}/thaw/models/{name}/scale-to-zero", timeout=60)
+    assert r.status_code == 404, (name, r.text)
+    _error(r)
 
 
 def test_huge_declared_body_is_refused_at_once_without_waking(up: UpProcess) -> None:

@@ -130,3 +130,23 @@ def test_load_model_at_zero_needs_explicit_mode(tmp_path: Path) -> None:
     make_add_sub(tmp_path, "m")
     with pytest.raises(RuntimeError, match="--load-model-at-zero needs --model-control-mode"):
         UpProcess(tmp_path, "--warm-pool", "0", "--no-image-build", "--load-model-at-zero=m")
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("nope", "failed to poll model 'nope': model not found in any model repository"),
+        ("../m", "failed to poll model '../m': model not found in any model repository"),
+        ("", "Invalid model name"),
+    ],
+)
+def test_load_model_at_zero_naming_no_model_refuses_the_start(
+    tmp_path: Path, name: str, why: str
+) -> None:
+    make_add_sub(tmp_path, "m")  # as --load-model's, in tritonserver's words
+    with pytest.raises(RuntimeError, match="thaw up did not start") as refused:
+        UpProcess(
+            tmp_path, "--warm-pool", "0", "--no-image-build", "--model-control-mode=explicit",
+            f"--load-model-at-zero={name}",
+        )  # fmt: skip
+    assert f"thaw up: error: {why}" in str(refused.value)
