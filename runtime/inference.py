@@ -82,7 +82,9 @@ class InferResponse:
 
     From a decoupled model (ModelManager.stream) a request may have many: `final` marks the
     last, and `flag_only` one that only carries Triton's final flag (no outputs; gRPC sends it
-    only when the client asked for `triton_enable_empty_final_response`).
+    only when the client asked for `triton_enable_empty_final_response`). `rescheduled` marks
+    no response at all: the model released its request with Triton's RESCHEDULE flag (an
+    iterative sequence, runtime.scheduling.sequence_scheduler), which runs it again.
     """
 
     model_name: str
@@ -92,3 +94,4 @@ class InferResponse:
     parameters: dict[str, Any] = field(default_factory=dict)
     final: bool = True
     flag_only: bool = False
+    rescheduled: bool = False

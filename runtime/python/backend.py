@@ -36,6 +36,7 @@ from runtime.python.model_io import (
     pb_response_result,
     request_cancelled,
     request_flags,
+    rescheduled,
 )
 from runtime.python.placement import PythonRuntime, placement
 from runtime.python.stub.model_runner import (
@@ -45,7 +46,7 @@ from runtime.python.stub.model_runner import (
     import_model_file,
     install_pb_utils,
 )
-from runtime.python.stub.protocol import SENDER_DROPPED
+from runtime.python.stub.protocol import SENDER_DROPPED, wants_reschedule
 from tritonconfig.schema import mc
 
 __all__ = ["PythonBackend", "auto_complete_config", "install_pb_utils"]
@@ -128,6 +129,7 @@ class InProcessPython:
         self._version = ""
         self._instance_name = ""
         self._decoupled = False
+        self._iterative = False  # sequence_batching { iterative_sequence }: may reschedule
         self._declared: dict[str, str] = {}
 
     def load(self, ctx: LoadContext) -> None:
@@ -136,6 +138,7 @@ class InProcessPython:
         self._instance_name = ctx.instance_name or f"{ctx.model_name}_0_0"
         self._declared = output_types(ctx.config)
         self._decoupled = ctx.config.model_transaction_policy.decoupled
+        self._iterative = ctx.config.sequence_batching.iterative_sequence
         model_file = ctx.model_file or ctx.version_dir / "model.py"
         runner = ModelRunner(model_file, decoupled=self._decoupled)
         try:
@@ -180,6 +183,8 @@ class InProcessPython:
                 for index, request in enumerate(requests)
             ]
         t2 = time.perf_counter_ns()
+        # Released with RESCHEDULE: no response now, the scheduler runs them again.
+        again = {i for i, pb in enumerate(pb_requests) if wants_reschedule(pb)}
         if responses is None and not self._decoupled:
             # Triton: a non-decoupled execute may return None, every response going through
             # the requests' senders (before or after the return).
@@ -197,7 +202,7 @@ class InProcessPython:
                 late = [
                     event
                     for index, event in waits.items()
-                    if sent[index] is None and responses[index] is None
+                    if sent[index] is None and responses[index] is None and index not in again
                 ]
                 del pb_requests
                 for event in late:
@@ -207,6 +212,8 @@ class InProcessPython:
                 self._result(request, response if response is not None else sent[index])
                 for index, (request, response) in enumerate(zip(requests, responses, strict=True))
             ]
+        for index in again:
+            results[index] = self._rescheduled(requests[index])
         self.timings = ExecTimings(t1 - t0, t2 - t1, time.perf_counter_ns() - t2)
         return results
 
@@ -221,6 +228,15 @@ class InProcessPython:
         if response is _DROPPED:
             return ServingError(SENDER_DROPPED)
         return pb_response_result(self._name, self._version, request.id, response, self._declared)
+
+    def _rescheduled(self, request: InferRequest) -> InferResponse | ServingError:
+        """A request the model released with RESCHEDULE (runtime.python.model_io.rescheduled);
+        a decoupled one that cannot be rescheduled has its stream ended with the error."""
+        result = rescheduled(self._name, self._version, request, iterative=self._iterative)
+        sink = request.response_sink
+        if isinstance(result, ServingError) and self._decoupled and sink is not None:
+            sink.send(result, final=True)
+        return result
 
     def _to_pb(
         self, request: InferRequest, index: int, sent: list[Any], waits: dict[int, threading.Event]

@@ -1,6 +1,7 @@
 """A Python model's I/O as both ways of running it see it: Triton's error classes, the `args`
 of `initialize`, the declared output types, a `pb_utils.InferenceResponse` as the server's, a
-request's sequence flags, and whether a request was cancelled.
+request's sequence flags, whether a request was cancelled, and a request the model released
+with RESCHEDULE.
 
 runtime.python.backend (in the server process) and runtime.python.stub_backend (a stub
 process per instance) both import it, so neither imports the other for these.
@@ -39,7 +40,15 @@ __all__ = [
     "pb_response_result",
     "request_cancelled",
     "request_flags",
+    "rescheduled",
 ]
+
+# Triton's text (core's InferenceRequest::Release) for RESCHEDULE from a model whose scheduler
+# cannot run a request again: only `sequence_batching { iterative_sequence: true }` can.
+RESCHEDULE_REFUSED = (
+    "Request is released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, while the model is not "
+    "configured to handle such a flag."
+)
 
 ERROR_CLASSES: dict[int, type[ServingError]] = {
     pb_utils.TritonError.INVALID_ARG: InvalidInput,
@@ -69,6 +78,17 @@ def request_flags(request: InferRequest) -> int:
     start = pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_START if params.get("sequence_start") else 0
     end = pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_END if params.get("sequence_end") else 0
     return start | end
+
+
+def rescheduled(
+    model: str, version: str, request: InferRequest, *, iterative: bool
+) -> InferResponse | ServingError:
+    """The result of a request its model released with RESCHEDULE: marked to run again for an
+    iterative sequence model; Triton's error for any other (Thaw answers it: Triton would
+    release the request with no response, and its client would wait)."""
+    if not iterative:
+        return ServingError(RESCHEDULE_REFUSED)
+    return InferResponse(model, version, [], id=request.id, rescheduled=True)
 
 
 def complete_early(request: InferRequest, result: InferResponse | ServingError) -> None:

@@ -44,6 +44,7 @@ from runtime.python.model_io import (
     output_types,
     request_cancelled,
     request_flags,
+    rescheduled,
 )
 from runtime.python.placement import execution_env_path
 from runtime.python.server_host import ServerHost, current_server_host
@@ -98,6 +99,7 @@ class StubPython:
         self._name = self._version = self._instance = ""
         self._declared: dict[str, str] = {}
         self._decoupled = False
+        self._iterative = False  # sequence_batching { iterative_sequence }: may reschedule
         # The fields below are touched on the loop only.
         self._stub: _Stub | None = None
         self._exec_id = 0
@@ -122,6 +124,7 @@ class StubPython:
         self._instance = ctx.instance_name or f"{ctx.model_name}_0_0"
         self._declared = output_types(ctx.config)
         self._decoupled = ctx.config.model_transaction_policy.decoupled
+        self._iterative = ctx.config.sequence_batching.iterative_sequence
         self._python, self._cleanup = stub_python(execution_env_path(ctx.config), ctx.model_dir)
         model_file = ctx.model_file or ctx.version_dir / "model.py"
         self._init = {
@@ -313,11 +316,14 @@ class StubPython:
             self._forget(exec_id, len(requests))
             failure = execute_failure(self._instance, str(error))
             return self._with_early([failure for _ in requests], early), []
+        again = reply.fields.get("reschedule")
         if self._decoupled:
             flags: list[InferResponse | ServingError] = [
                 InferResponse(self._name, self._version, [], id=r.id, flag_only=True)
                 for r in requests
             ]
+            for index in again or ():
+                flags[index] = self._rescheduled(exec_id, int(index), requests[int(index)])
             return flags, []
         rows = reply.fields.get("responses", [])
         out: list[InferResponse | ServingError] = []
@@ -327,6 +333,10 @@ class StubPython:
             count = int(row.get("n", 0))
             if early and index in early:
                 out.append(early[index])
+            elif row.get("reschedule"):
+                out.append(
+                    rescheduled(self._name, self._version, request, iterative=self._iterative)
+                )
             elif row.get("sender"):
                 out.append(_SENDER_PLACEHOLDER)
                 future = asyncio.get_running_loop().create_future()
@@ -336,6 +346,18 @@ class StubPython:
                 out.append(self._response(request.id, row, tensors[at : at + count]))
             at += count
         return out, waits
+
+    def _rescheduled(
+        self, exec_id: int, index: int, request: InferRequest
+    ) -> InferResponse | ServingError:
+        """A decoupled request the model released with RESCHEDULE: its stream stays open for
+        the execute that runs it again (which registers it anew); a model that cannot be
+        rescheduled ends it with Triton's error."""
+        self._sinks.pop((exec_id, index), None)
+        result = rescheduled(self._name, self._version, request, iterative=self._iterative)
+        if isinstance(result, ServingError) and request.response_sink is not None:
+            request.response_sink.send(result, final=True)
+        return result
 
     @staticmethod
     def _with_early(

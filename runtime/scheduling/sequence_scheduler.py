@@ -7,6 +7,10 @@
 
 Triton's sequence batcher: a request must name a sequence (`sequence_id`, non-zero or
 non-empty) and be of batch size 1; the first request of a sequence carries `sequence_start`.
+With `iterative_sequence` (Triton's iterative sequencer, for request rescheduling) a request
+without one is a sequence of its own (a new id, START); a request its model releases with
+RESCHEDULE (runtime.python: `set_release_flags`) goes back to its sequence's queue, flagged
+neither START nor END, until the model releases it for good, which ends its sequence.
 A sequence keeps its instance and batch slot until its `sequence_end` request has executed,
 or until it has been idle (no request in flight) for `max_sequence_idle_microseconds`. Each
 instance has its own dispatcher, so requests of one sequence run one after another, in
@@ -22,11 +26,12 @@ import functools
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
 from runtime.backends.base import Backend
-from runtime.errors import InvalidInput, ModelUnavailable, RepositoryError
+from runtime.errors import InvalidInput, ModelUnavailable
 from runtime.inference import InferRequest, InferResponse, InferTensor
 from runtime.observe.stats import ModelStats
 from runtime.observe.tracing import VersionTrace
@@ -75,11 +80,8 @@ class SequenceScheduler:
         self._clock = clock or LoopClock()
         self._closed = False
         batching = config.sequence_batching
-        if batching.iterative_sequence:
-            # Refused rather than served wrongly: the model could not reschedule a request.
-            raise RepositoryError(
-                f"model '{model}': sequence_batching `iterative_sequence` is not supported by Thaw"
-            )
+        self._iterative = batching.iterative_sequence
+        self._next_iterative = 1  # the next id given to an iterative request without one
         self._states = SequenceStates(config)
         self._oldest = batching.HasField("oldest")
         slots = max(1, config.max_batch_size)
@@ -149,22 +151,58 @@ class SequenceScheduler:
         """Route a request to its sequence's instance and wait for its response."""
         if self._closed:
             raise ModelUnavailable(f"model '{self.model}' is unloading")
+        if self._iterative and not params.in_sequence:
+            params = self._own_sequence(request, params)
         sequence = self._check(params, batch_size)
         now = self._clock.now_ns()
         route = self._table.route(sequence, start=params.sequence_start, now_ns=now)
         if isinstance(route, Refused):
             raise InvalidInput(route.message)
+        inputs = list(request.inputs)  # the client's: a rescheduled request starts from them
         try:
             if isinstance(route, Backlogged):
                 route = await self._placed(sequence)
-            self._controls.add(request, params, ready=True)
-            slot = route.slot if not self._oldest else sequence
-            future = self._dispatchers[route.instance].enqueue(
-                request, batch_size=batch_size, received_ns=received_ns, sequence=slot
-            )
-            return await future
+            while True:
+                self._controls.add(request, params, ready=True)
+                slot = route.slot if not self._oldest else sequence
+                response = await self._dispatchers[route.instance].enqueue(
+                    request, batch_size=batch_size, received_ns=received_ns, sequence=slot
+                )
+                if not response.rescheduled:
+                    return response
+                # Triton's iterative sequencer: the request goes back to its sequence's queue
+                # (same instance and slot), flagged neither START nor END.
+                params = self._again(request, params, inputs)
         finally:
-            self._finished(sequence, end=params.sequence_end)
+            # An iterative sequence ends with its request's release (Triton cancels it then).
+            self._finished(sequence, end=params.sequence_end or self._iterative)
+
+    def _own_sequence(
+        self, request: InferRequest, params: SchedulingParameters
+    ) -> SchedulingParameters:
+        """A request without a sequence id to an iterative model: a sequence of its own (a new
+        id, START), as Triton's iterative sequencer gives it. An id some live sequence holds
+        is skipped."""
+        sequence_id = self._next_iterative
+        while self._table.holds(sequence_id) is not None:
+            sequence_id += 1
+        self._next_iterative = sequence_id + 1
+        request.parameters = {
+            **request.parameters, "sequence_id": sequence_id, "sequence_start": True,
+        }  # fmt: skip
+        return replace(params, sequence_id=sequence_id, sequence_start=True)
+
+    def _again(
+        self, request: InferRequest, params: SchedulingParameters, inputs: list[InferTensor]
+    ) -> SchedulingParameters:
+        """`request`, released with RESCHEDULE, made ready to run again: its own inputs (the
+        controls and state are added anew), its START and END flags cleared."""
+        request.inputs = list(inputs)
+        if params.sequence_start or params.sequence_end:
+            request.parameters = {
+                **request.parameters, "sequence_start": False, "sequence_end": False,
+            }  # fmt: skip
+        return replace(params, sequence_start=False, sequence_end=False)
 
     def _check(self, params: SchedulingParameters, batch_size: int) -> SequenceId:
         if not params.in_sequence or params.sequence_id is None:
@@ -190,6 +228,8 @@ class SequenceScheduler:
 
     def _finished(self, sequence: SequenceId, *, end: bool) -> None:
         now = self._clock.now_ns()
+        if end and self._iterative and self._states:
+            self._states.drop(sequence)
         for placement in self._table.finished(sequence, end=end, now_ns=now):
             self._place(placement.sequence, Assigned(placement.instance, placement.slot))
         self._arm_reaper()

@@ -24,6 +24,12 @@ tests.conformance.triton_qa (each subtest is a directory with its own test.sh; i
                                       logging_test.py under pytest, then, the server stopped,
                                       `verify_log_counts` on that start's log (a row); no
                                       `--backend-directory` (Thaw's Python backend needs none)
+    L0_backend_python/request_rescheduling
+                                      ../test_infer_shm_leak.py under pytest, MODEL_NAME
+                                      bls_request_rescheduling (its model's unittest reschedules
+                                      through BLS), then grpc_endpoint_test.py; explicit mode,
+                                      `--load-model=*`; a server start each (test.sh shares
+                                      one: each test loads again what it uses)
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ from tests.fixtures.triton_qa_backend_python import (
     build_lifecycle_repo,
     build_logging_repo,
     build_model_control_repo,
+    build_request_rescheduling_repo,
     build_response_sender_complete_final_repo,
     build_response_sender_repo,
 )
@@ -59,6 +66,7 @@ CUDA = "its model puts tensors on a CUDA device (torch .cuda()): no GPU on this 
 # test.sh's `--log-verbose=1` (lifecycle, response_sender, decoupled): their tests read the
 # model's info lines in the server's log.
 _VERBOSE = ("--log-verbose", "1")
+_EXPLICIT_ALL = ("--model-control-mode", "explicit", "--load-model", "*")
 PYTHON_BACKEND_REF = "r24.10"  # python_backend's branch of Triton 2.51.0
 
 
@@ -243,6 +251,22 @@ BACKEND_PYTHON_SUITES = (
         {"models": _decoupled_repo},
         (Run("decoupled_test", "models", _VERBOSE, server_log="decoupled_server.log"),),
         deselect=(("test_decoupled_bls$", CUDA),),
+    ),
+    Suite(
+        "L0_backend_python/request_rescheduling",
+        ("grpc_endpoint_test.py",),
+        {"models": build_request_rescheduling_repo},
+        (
+            Run(
+                "test_infer_shm_leak",
+                "models",
+                (*_EXPLICIT_ALL, *_VERBOSE),
+                env=(("MODEL_NAME", "bls_request_rescheduling"),),
+                pytest=True,
+            ),
+            Run("grpc_endpoint_test", "models", (*_EXPLICIT_ALL, *_VERBOSE)),
+        ),
+        beside=("qa/L0_backend_python/test_infer_shm_leak.py",),
     ),
     Suite(
         "L0_backend_python/logging",

@@ -6,6 +6,7 @@ back. What it owns is Triton's contract with the model:
 
     execute(requests) ─▶ a list (one InferenceResponse or None per request)   default mode
                      └▶ None; responses go through each request's sender       decoupled mode
+    a request released with RESCHEDULE (`set_release_flags`) must have None: it runs again
     `async def execute` ─▶ run on this instance's own event loop thread: awaited for a default
                           model, left running in the background for a decoupled one (so the
                           next requests can start while it waits), as Triton's stub does.
@@ -191,6 +192,11 @@ class ModelRunner:
         for request, response in zip(requests, returned, strict=True):
             if response is None:
                 continue
+            if request._release_flags == pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE:
+                raise ModelError(  # Triton's text, its typo kept (clients match on it)
+                    "Expected a None object in the execute function return list for "
+                    f"reschduled request, found type '{type(response)}'."
+                )
             if not isinstance(response, pb_utils.InferenceResponse):
                 raise ModelError(
                     "Expected an 'InferenceResponse' object in the execute function return "

@@ -2,7 +2,8 @@
 
     server → stub                              stub → server
       init {model_file, decoupled, args}         ready | failed {error}
-      execute {id, requests[]} + inputs          done {id, error?, responses[]} + outputs
+      execute {id, requests[]} + inputs          done {id, error?, responses[], reschedule?}
+                                                   + outputs
                                                  send {key, final, response?}  (each sender send)
       bls_response {bls, final, response?}  ◀──  bls {bls, decoupled, timeout_us, request}
       reply {call, value? | error?}         ◀──  call {call, fn, args}   (metrics, model API,
@@ -10,9 +11,11 @@
                                                  log {level, message}
       finalize                                   finalized
 A request is {id, params, outputs, correlation_id, flags, n}; a response {params, n} or
-{error, code}, or in `done`: {none: true} (nothing returned, no sender taken) or {sender: true}
-(its sender answers it: a `send` before this `done` or after it); `n` counts the tensors that
-follow in the message, request after request. A `send` key is [exec id, request index].
+{error, code}, or in `done`: {none: true} (nothing returned, no sender taken), {sender: true}
+(its sender answers it: a `send` before this `done` or after it) or {reschedule: true}; `n`
+counts the tensors that follow in the message, request after request. `done`'s `reschedule`
+lists the indices of the requests the model released with RESCHEDULE (any mode): they run
+again. A `send` key is [exec id, request index].
 """
 
 from __future__ import annotations
@@ -31,8 +34,15 @@ __all__ = [
     "pb_tensors",
     "response_fields",
     "split",
+    "wants_reschedule",
     "wire_tensors",
 ]
+
+def wants_reschedule(request: pb_utils.InferenceRequest) -> bool:
+    """Whether the model released `request` with RESCHEDULE (`set_release_flags`), read once
+    its `execute` returned, as Triton's python backend reads it."""
+    return request._release_flags == pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
+
 
 # What a non-decoupled request answers when the model let go of its response sender unused.
 SENDER_DROPPED = "the model let go of the request's response sender without sending a response"

@@ -29,7 +29,13 @@ from typing import Any
 from runtime.python import pb_utils
 from runtime.python.stub.inbox import WORK, Inbox
 from runtime.python.stub.model_runner import ModelError, ModelRunner, close_open_senders
-from runtime.python.stub.protocol import SENDER_DROPPED, pb_tensors, response_fields, split
+from runtime.python.stub.protocol import (
+    SENDER_DROPPED,
+    pb_tensors,
+    response_fields,
+    split,
+    wants_reschedule,
+)
 from runtime.python.stub.stub_host import StubHost
 from runtime.python.stub.wire import Channel, ChannelClosed, Message
 
@@ -122,12 +128,17 @@ class Stub:
             return
         rows: list[dict[str, Any]] = []
         tensors: list[Any] = []
+        # Requests the model released with RESCHEDULE (read once it returned, as Triton's
+        # python backend does): the server runs them again, no response for them now.
+        again = [i for i, request in enumerate(requests) if wants_reschedule(request)]
         if not runner.decoupled:
             # Triton: a non-decoupled execute may return None (or None for a request), its
             # response sent through the request's sender, before or after the return.
             for index, request in enumerate(requests):
                 response = responses[index] if responses is not None else None
-                if response is not None:
+                if again and index in again:
+                    rows.append({"reschedule": True})
+                elif response is not None:
                     fields, outs = response_fields(response)
                     rows.append(fields)
                     tensors.extend(outs)
@@ -137,7 +148,10 @@ class Stub:
                     rows.append({"sender": True})
         # Sent at once, never held for company: if the next execute kills the process, this
         # answer must already be with the server.
-        self._send({"op": "done", "id": exec_id, "responses": rows}, tensors)
+        done: dict[str, Any] = {"op": "done", "id": exec_id, "responses": rows}
+        if again:
+            done["reschedule"] = again
+        self._send(done, tensors)
 
     def _request(self, exec_id: int, index: int, spec: dict[str, Any], group: list[Any]) -> Any:
         request = pb_utils.InferenceRequest(

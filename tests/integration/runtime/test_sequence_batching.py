@@ -180,29 +180,3 @@ def test_a_client_may_not_send_the_control_tensors_itself(server: ServeProcess) 
         parameters={"sequence_id": 8, "sequence_start": True},
     )
     assert answer.status == 400 and "unexpected inference input 'START'" in answer.error
-
-
-def test_iterative_sequence_is_refused_at_load_not_served_wrongly(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> None:
-    # (Implicit `state` is served: tests/integration/runtime/test_implicit_state.py.)
-    import requests
-
-    repo = tmp_path_factory.mktemp("iterative_sequence")
-    model = sequence_models.make_sequence_accumulator(repo, "rescheduled")
-    config = model / "config.pbtxt"
-    config.write_text(
-        config.read_text().replace(
-            "control_input [", "iterative_sequence: true\n          control_input ["
-        )
-    )
-    proc = ServeProcess(repo, "--model-control-mode", "explicit")
-    try:
-        proc.wait_ready()
-        answer = requests.post(
-            f"{proc.url}/v2/repository/models/rescheduled/load", json={}, timeout=60
-        )
-        assert answer.status_code == 400
-        assert "`iterative_sequence` is not supported" in answer.json()["error"]
-    finally:
-        proc.stop()
