@@ -38,6 +38,7 @@ __all__ = [
     "wire_tensors",
 ]
 
+
 def wants_reschedule(request: pb_utils.InferenceRequest) -> bool:
     """Whether the model released `request` with RESCHEDULE (`set_release_flags`), read once
     its `execute` returned, as Triton's python backend reads it."""
