@@ -31,7 +31,7 @@ from dataclasses import replace
 import numpy as np
 
 from runtime.backends.base import Backend
-from runtime.errors import InvalidInput, ModelUnavailable
+from runtime.errors import InvalidInput, ModelErrorCancelled, ModelUnavailable
 from runtime.inference import InferRequest, InferResponse, InferTensor
 from runtime.observe.stats import ModelStats
 from runtime.observe.tracing import VersionTrace
@@ -170,6 +170,10 @@ class SequenceScheduler:
                 )
                 if not response.rescheduled:
                     return response
+                sink = request.response_sink
+                if sink is not None and sink.cancelled():
+                    # Its client is gone (its stream closed): not run again for nobody.
+                    raise ModelErrorCancelled("Request was cancelled")
                 # Triton's iterative sequencer: the request goes back to its sequence's queue
                 # (same instance and slot), flagged neither START nor END.
                 params = self._again(request, params, inputs)

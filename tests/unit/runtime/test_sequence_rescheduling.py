@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from runtime.backends.base import ExecTimings
-from runtime.errors import InvalidInput, ServingError
+from runtime.errors import InvalidInput, ModelErrorCancelled, ServingError
 from runtime.inference import InferRequest, InferResponse, InferTensor
 from runtime.observe.stats import ModelStats
 from runtime.scheduling.request_parameters import scheduling_parameters
@@ -151,5 +151,31 @@ async def test_an_own_id_skips_one_a_live_sequence_holds() -> None:
         answers = await asyncio.gather(client, _submit(scheduler, own))
         assert [int(r.outputs[0].data[0]) for r in answers] == [3, 1]
         assert own.parameters["sequence_id"] == 2  # 1 was live: skipped
+    finally:
+        await asyncio.to_thread(scheduler.join)
+
+
+class _GoneAfterFirstRun:
+    """A decoupled request's sink whose reader leaves once the first run has happened."""
+
+    def __init__(self, backend: _Rescheduling) -> None:
+        self._backend = backend
+
+    def send(self, item: object, *, final: bool) -> None: ...
+
+    def cancelled(self) -> bool:
+        return len(self._backend.runs) >= 1
+
+
+async def test_a_request_whose_client_is_gone_is_not_run_again() -> None:
+    backend = _Rescheduling("a")
+    scheduler = SequenceScheduler("m", "1", [backend], ModelStats(), _config())
+    try:
+        request = _request(5)
+        request.response_sink = _GoneAfterFirstRun(backend)
+        with pytest.raises(ModelErrorCancelled):
+            await _submit(scheduler, request)
+        assert len(backend.runs) == 1
+        assert scheduler.live_sequences == 0
     finally:
         await asyncio.to_thread(scheduler.join)
