@@ -56,14 +56,18 @@ class Run:
     # (`models/<model>/config.pbtxt`): linked to `repo` in the suite's directory for the run
     link: str = ""
     # What test.sh exports before it starts the server (a Python model reads it there).
-    # In `serve_args`, `env` and `server_env`, `{qa_dir}` is the suite's directory this run.
+    # In `serve_args`, `env` and `server_env`, `{qa_dir}` is the suite's directory this run
+    # and `{triton_dir}` the directory holding its `qa/` (Triton's TRITON_DIR).
     server_env: tuple[tuple[str, str], ...] = ()
 
     def at(self, qa_dir: Path) -> Run:
         """This run with `{qa_dir}` in its flags and environments made `qa_dir`."""
 
+        # test.sh's TRITON_DIR: the directory holding `qa/` (qa_dir is qa/<suite>[/<subtest>]).
+        triton_dir = next(p.parent for p in (qa_dir, *qa_dir.parents) if p.name == "qa")
+
         def sub(text: str) -> str:
-            return text.replace("{qa_dir}", str(qa_dir))
+            return text.replace("{qa_dir}", str(qa_dir)).replace("{triton_dir}", str(triton_dir))
 
         return replace(
             self,

@@ -45,6 +45,7 @@ from pathlib import Path
 
 from tests.conformance.pytest_junit import run_pytest
 from tests.conformance.qa_backend_python import BACKEND_PYTHON_SUITES
+from tests.conformance.qa_backend_python_main import PYTHON_TEST_SUITE
 from tests.conformance.qa_checkout import (
     Result,
     extract,
@@ -244,6 +245,7 @@ SUITES: dict[str, Suite] = {
             {"models": lambda repo, _m: build_nullchar_repo(repo)},
             _nullchar_runs(),
         ),
+        PYTHON_TEST_SUITE,
         *BACKEND_PYTHON_SUITES,
         *TRACE_LOGGING_SUITES,
         *GEN_SUITES,
