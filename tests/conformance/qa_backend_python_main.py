@@ -16,6 +16,9 @@ from tests.fixtures.triton_qa_backend_python_main import build_python_test_repo
 __all__ = ["PYTHON_TEST_SUITE"]
 
 _CUDA = "CUDA shared memory and tensors on a GPU (tritonclient.utils.cuda_shared_memory)"
+# The test of v2.51 sends a float32 array as its BF16 input, which the tritonclient installed
+# here (2.73; since r26.06) refuses in the client, before any request is sent.
+_CLIENT_BF16 = "the installed tritonclient refuses a float32 array as a BF16 input (not sent)"
 
 PYTHON_TEST_SUITE = Suite(
     "L0_backend_python",
@@ -30,5 +33,9 @@ PYTHON_TEST_SUITE = Suite(
             server_log="inference_server.log",
         ),
     ),
-    deselect=(("test_gpu_tensor_error", _CUDA), ("test_dlpack_tensor_error", _CUDA)),
+    deselect=(
+        ("test_gpu_tensor_error", _CUDA),
+        ("test_dlpack_tensor_error", _CUDA),
+        ("test_bf16", _CLIENT_BF16),
+    ),
 )
