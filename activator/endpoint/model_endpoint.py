@@ -103,7 +103,7 @@ class ModelEndpoint:
     `autoscaler` is injectable so that tests can tell stories through the policy itself.
     `sequence_idle_s` is set for a stateful model: its sequences stick to their replica.
     `loaded` says whether the model is loaded now (explicit model control, activator.fleet.
-    load_state): one that is not keeps no `min_replicas`.
+    load_state): one that is not keeps no `min_replicas` and is handed no connection.
     """
 
     def __init__(
@@ -230,13 +230,19 @@ class ModelEndpoint:
     def direct_link(self) -> HandoffLink | None:
         """Where to hand a new client connection (activator.direct.front_door), or None: among
         routable replicas whose handoff socket is connected, the least loaded one (never for
-        a stateful model: each request must be routed by its sequence)."""
-        if self._sequences is not None:
+        a stateful model: each request must be routed by its sequence, nor for a model not
+        loaded: the activator refuses its requests)."""
+        if self._sequences is not None or not self._loaded():
             return None
         link = self._direct.choose(self._replicas.replicas, self._settings, held=len(self._held))
         if link is not None:
             self._reconciler.note_request(self._clock())  # a new connection is traffic
         return link
+
+    def directly_connected(self) -> tuple[Replica, ...]:
+        """The live replicas (routable or draining) that hold client connections handed to
+        them: requests on those never pass the activator (activator.direct)."""
+        return tuple(r for r in self._replicas.replicas if not r.dead and self._direct.of(r)[0])
 
     async def statistics(self) -> Rows | None:
         """The model's statistics for the life of `thaw up` (live and retired replicas)."""

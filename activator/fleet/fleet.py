@@ -226,7 +226,28 @@ class Fleet:
         again (activator.endpoint.autoscaler.kept_replicas)."""
         if self.served(name):
             self.load_states.mark_unloaded(name)
+            if self.load_states.tracked:
+                await self._unload_on_direct_replicas(name)
         await self.reloader.unload(name)
+
+    async def _unload_on_direct_replicas(self, name: str) -> None:
+        """Tell each replica of `name` that holds handed-off client connections to unload it:
+        their next requests for it then go to the front door (runtime.direct.routing), which
+        refuses them as it refuses every other, instead of being answered by a replica that
+        only drains. Requests it has accepted still run (Triton's unload); one that does not
+        answer is drained all the same."""
+        endpoint = self.models[name].endpoint
+        timeout_s = self.config.drain_timeout_s
+
+        async def unload(replica: Replica) -> None:
+            control = RuntimeControl(self.session, replica.url, name=replica.id)
+            try:
+                await control.unload(name, timeout_s=timeout_s)
+            except ActivationFailed as exc:
+                logger.warning("model=%s replica %s did not unload before its drain: %s",
+                               name, replica.id, exc.message)  # fmt: skip
+
+        await asyncio.gather(*(unload(r) for r in endpoint.directly_connected()))
 
     def endpoint(self, name: str) -> ModelEndpoint:
         """The served model's endpoint; else the repository's error for `name` (UnknownModel,
