@@ -68,8 +68,8 @@ async def up(tmp_path: Path) -> AsyncIterator[tuple[str, _LinkedBackend, TestSer
     upstream = await _replica(holder)
     for name in ("kept", "plain"):
         model = model_dir(tmp_path, name, 1)
-        with (model / "config.pbtxt").open("a") as config:
-            config.write('parameters { key: "thaw.min_replicas" value { string_value: "1" } }\n')
+        with (model / "config.pbtxt").open("a") as file:
+            file.write('parameters { key: "thaw.min_replicas" value { string_value: "1" } }\n')
     config = ActivatorConfig(
         model_control=True, repository=tmp_path, build_images=False, load_models=("plain",)
     )
@@ -119,7 +119,9 @@ async def test_unload_tells_replicas_with_direct_connections_first(up: Any) -> N
     # for the model go to the front door, which refuses them, while it drains.
     assert upstream.app[_UNLOADS] == [("kept", [])]
     assert replica.id in backend.stopped
-    (other,) = fleet.endpoint("plain").replicas  # no direct connection: only drained
+    plain = fleet.endpoint("plain")
+    await settle(lambda: plain.ready_count == 1)  # loaded at start: its minimum
+    (other,) = plain.replicas  # no direct connection: only drained
     assert await _post(url, "/v2/repository/models/plain/unload") == 200
     assert upstream.app[_UNLOADS] == [("kept", [])]
     assert other.id in backend.stopped
