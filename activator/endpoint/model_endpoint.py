@@ -244,6 +244,12 @@ class ModelEndpoint:
         them: requests on those never pass the activator (activator.direct)."""
         return tuple(r for r in self._replicas.replicas if not r.dead and self._direct.of(r)[0])
 
+    async def keep_final_statistics(self, replica: Replica) -> None:
+        """Read `replica`'s statistics and series for the last time now and keep them for
+        good (what it serves later is not counted): it is about to unload the model, after
+        which it has none to give (an explicit unload, activator.fleet.fleet)."""
+        await self._stats.retire(replica)
+
     async def statistics(self) -> Rows | None:
         """The model's statistics for the life of `thaw up` (live and retired replicas)."""
         return await self._stats.read(lambda: self._replicas.replicas)

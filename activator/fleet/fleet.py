@@ -235,11 +235,13 @@ class Fleet:
         their next requests for it then go to the front door (runtime.direct.routing), which
         refuses them as it refuses every other, instead of being answered by a replica that
         only drains. Requests it has accepted still run (Triton's unload); one that does not
-        answer is drained all the same."""
+        answer is drained all the same. Its statistics are kept as they are just before (an
+        unloaded model has none on the replica; the requests still running are not counted)."""
         endpoint = self.models[name].endpoint
         timeout_s = self.config.drain_timeout_s
 
         async def unload(replica: Replica) -> None:
+            await endpoint.keep_final_statistics(replica)
             control = RuntimeControl(self.session, replica.url, name=replica.id)
             try:
                 await control.unload(name, timeout_s=timeout_s)

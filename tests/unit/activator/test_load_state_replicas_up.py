@@ -24,6 +24,8 @@ from tests.fakes.scaler_backend import FakeScalerBackend
 from tests.fakes.upstream import model_dir
 
 _UNLOADS = web.AppKey("unloads", list[tuple[str, list[str]]])
+_UNLOADED = web.AppKey("unloaded", set[str])
+_EXECUTIONS = 5  # what each replica has served, by its statistics
 
 
 class _Link:
@@ -48,15 +50,26 @@ class _LinkedBackend(FakeScalerBackend):
 
 
 async def _replica(backend: list[_LinkedBackend]) -> TestServer:
-    """The upstream replica: its unload calls recorded with what was stopped by then."""
+    """The upstream replica (every replica's): its unload calls recorded with what was stopped
+    by then; its statistics, refused for a model it unloaded (as `thaw serve`'s)."""
 
     async def unload(request: web.Request) -> web.Response:
-        request.app[_UNLOADS].append((request.match_info["model"], list(backend[0].stopped)))
+        model = request.match_info["model"]
+        request.app[_UNLOADS].append((model, list(backend[0].stopped)))
+        request.app[_UNLOADED].add(model)
         return web.json_response({})
 
+    async def stats(request: web.Request) -> web.Response:
+        model = request.match_info["model"]
+        if model in request.app[_UNLOADED]:
+            return web.json_response({"error": f"model '{model}' is not ready"}, status=400)
+        row = {"name": model, "version": "1", "execution_count": _EXECUTIONS}
+        return web.json_response({"model_stats": [row]})
+
     app = web.Application()
-    app[_UNLOADS] = []
+    app[_UNLOADS], app[_UNLOADED] = [], set()
     app.router.add_post("/v2/repository/models/{model}/unload", unload)
+    app.router.add_get("/v2/models/{model}/stats", stats)
     server = TestServer(app, host="127.0.0.1")
     await server.start_server()
     return server
@@ -81,6 +94,11 @@ async def up(tmp_path: Path) -> AsyncIterator[tuple[str, _LinkedBackend, TestSer
     yield str(server.make_url("")).rstrip("/"), backend, upstream, app[FLEET]
     await server.close()
     await upstream.close()
+
+
+async def _executions(url: str, model: str) -> int:
+    async with aiohttp.ClientSession() as s, s.get(f"{url}/v2/models/{model}/stats") as r:
+        return int((await r.json())["model_stats"][0]["execution_count"])
 
 
 async def _post(url: str, path: str) -> int:
@@ -125,3 +143,15 @@ async def test_unload_tells_replicas_with_direct_connections_first(up: Any) -> N
     assert await _post(url, "/v2/repository/models/plain/unload") == 200
     assert upstream.app[_UNLOADS] == [("kept", [])]
     assert other.id in backend.stopped
+
+
+async def test_a_replica_told_to_unload_keeps_its_statistics(up: Any) -> None:
+    url, backend, upstream, fleet = up
+    assert await _post(url, "/v2/repository/models/kept/load") == 200
+    (replica,) = fleet.endpoint("kept").replicas
+    backend.handoff_link(replica.id).connections = 1
+    assert await _post(url, "/v2/repository/models/kept/unload") == 200  # nothing read before
+    upstream.app[_UNLOADED].clear()  # loaded again: the next replica answers its own
+    assert await _post(url, "/v2/repository/models/kept/load") == 200
+    # The unloaded replica's counts were read before it unloaded; they count on.
+    assert await _executions(url, "kept") == 2 * _EXECUTIONS
