@@ -6,7 +6,9 @@ concurrency samples are averaged over a stable and a panic window; desired repli
 ready replicas) enters panic mode, in which the count never goes down, and panic ends only
 once the stable window has seen a full window without a burst; the highest desired count of
 the last `scale_down_delay_s` is kept (flap avoidance); the last replica goes only after
-`scale_to_zero_grace_s` without any request; the result is clamped to [min, max] replicas.
+`scale_to_zero_grace_s` without any request; the result is clamped to [min, max] replicas,
+where min is `kept_replicas`: `min_replicas` for a loaded model, none for one that is not
+(explicit model control, docs/decisions/0024).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 
 from activator.config import ScaleSettings
 
-__all__ = ["Autoscaler", "Decision"]
+__all__ = ["Autoscaler", "Decision", "kept_replicas"]
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,13 @@ class Decision:
     desired: int
     panic: bool
     reason: str
+
+
+def kept_replicas(settings: ScaleSettings, *, loaded: bool) -> int:
+    """The replicas a model keeps however idle: its `min_replicas` while it is loaded; none
+    while it is not (explicit model control: Triton loads nothing until asked, and an
+    unloaded model's replicas drain; docs/decisions/0024)."""
+    return settings.min_replicas if loaded else 0
 
 
 class _Window:
@@ -73,9 +82,10 @@ class Autoscaler:
         self._panic_since, self._max_panic, self._last_active = None, 0, None
         self._recent.clear()
 
-    def decide(self, now: float, ready: int, *, current: int = 0) -> Decision:
+    def decide(self, now: float, ready: int, *, current: int = 0, loaded: bool = True) -> Decision:
         """Desired replicas now, given `ready` replicas serving and `current` requests (held
-        or in flight, here or on the other activators)."""
+        or in flight, here or on the other activators); `loaded` False (a model not loaded,
+        in explicit model control) keeps no `min_replicas` (`kept_replicas`)."""
         s = self.settings
         if current > 0:
             # Requests waiting or running are traffic now, wherever they arrived: a request
@@ -89,9 +99,10 @@ class Autoscaler:
         desired, reason = self._apply_panic(now, ready, desired, desired_panic, stable)
         desired = self._apply_delay(now, desired)
         desired, reason = self._apply_zero(now, desired, reason, current)
-        bounded = min(max(desired, s.min_replicas), s.max_replicas)
+        floor = kept_replicas(s, loaded=loaded)
+        bounded = min(max(desired, floor), s.max_replicas)
         if bounded != desired:
-            reason = f"{reason}; clamped to [{s.min_replicas}, {s.max_replicas}]"
+            reason = f"{reason}; clamped to [{floor}, {s.max_replicas}]"
         return Decision(desired=bounded, panic=self._panic_since is not None, reason=reason)
 
     def _apply_panic(

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from activator.config import ScaleSettings
 from activator.direct.handoff import HandoffLink, HandoffLinks
 from activator.endpoint.admission import Admission, Slot
-from activator.endpoint.autoscaler import Autoscaler, Decision
+from activator.endpoint.autoscaler import Autoscaler, Decision, kept_replicas
 from activator.endpoint.cold_start import ColdStartTimer
 from activator.endpoint.concurrency import ConcurrencyMeter
 from activator.endpoint.direct_load import DirectLoad
@@ -102,6 +102,8 @@ class ModelEndpoint:
 
     `autoscaler` is injectable so that tests can tell stories through the policy itself.
     `sequence_idle_s` is set for a stateful model: its sequences stick to their replica.
+    `loaded` says whether the model is loaded now (explicit model control, activator.fleet.
+    load_state): one that is not keeps no `min_replicas` and is handed no connection.
     """
 
     def __init__(
@@ -118,8 +120,10 @@ class ModelEndpoint:
         autoscaler: Autoscaler | None = None,
         sequence_idle_s: float | None = None,
         shared_limits: SharedLimits | None = None,
+        loaded: Callable[[], bool] = lambda: True,
     ) -> None:
         self._name = name
+        self._loaded = loaded
         self._ready_listeners: list[Callable[[Replica], None]] = []
         self._sequences = (
             SequenceRoutes(idle_s=sequence_idle_s) if sequence_idle_s is not None else None
@@ -164,6 +168,7 @@ class ModelEndpoint:
             # Active-active activators (Kubernetes): the others' load of this model counts.
             peers=backend if isinstance(backend, PeerConcurrency) else None,
             pinned=self._pinned,
+            loaded=loaded,
         )
         self._admission = Admission(
             name,
@@ -225,13 +230,25 @@ class ModelEndpoint:
     def direct_link(self) -> HandoffLink | None:
         """Where to hand a new client connection (activator.direct.front_door), or None: among
         routable replicas whose handoff socket is connected, the least loaded one (never for
-        a stateful model: each request must be routed by its sequence)."""
-        if self._sequences is not None:
+        a stateful model: each request must be routed by its sequence, nor for a model not
+        loaded: the activator refuses its requests)."""
+        if self._sequences is not None or not self._loaded():
             return None
         link = self._direct.choose(self._replicas.replicas, self._settings, held=len(self._held))
         if link is not None:
             self._reconciler.note_request(self._clock())  # a new connection is traffic
         return link
+
+    def directly_connected(self) -> tuple[Replica, ...]:
+        """The live replicas (routable or draining) that hold client connections handed to
+        them: requests on those never pass the activator (activator.direct)."""
+        return tuple(r for r in self._replicas.replicas if not r.dead and self._direct.of(r)[0])
+
+    async def keep_final_statistics(self, replica: Replica) -> None:
+        """Read `replica`'s statistics and series for the last time now and keep them for
+        good (what it serves later is not counted): it is about to unload the model, after
+        which it has none to give (an explicit unload, activator.fleet.fleet)."""
+        await self._stats.retire(replica)
 
     async def statistics(self) -> Rows | None:
         """The model's statistics for the life of `thaw up` (live and retired replicas)."""
@@ -366,7 +383,7 @@ class ModelEndpoint:
             in_flight=sum(r.in_flight for r in self._replicas.replicas),
             held=len(self._held),
             last_request_at=self._reconciler.last_request_at,
-            pinned=self._settings.min_replicas > 0,
+            pinned=kept_replicas(self._settings, loaded=self._loaded()) > 0,
         )
 
     @property

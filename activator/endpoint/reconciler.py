@@ -5,7 +5,8 @@ connections, is sampled into the autoscaler, and its Decision is reconciled agai
 replicas that exist (`apply`): missing ones are started (at most one at a time from zero:
 `cold_start.replicas_to_start`), surplus ones drained, idle first. A held request decides at
 once (`poke`: the cold-start fast path). The policy is `activator.endpoint.autoscaler`'s; this
-module only observes and acts.
+module only observes and acts. `loaded` says whether the model is loaded now (explicit model
+control, docs/decisions/0024): one that is not keeps no `min_replicas` (`kept_replicas`).
 
 With active-active activators (Kubernetes) the model's concurrency on the *other* activators
 comes in through `peers` (`PeerConcurrency`) and is added to what this one observes, so every
@@ -19,7 +20,7 @@ import logging
 from collections.abc import Callable, Set, Sized
 
 from activator.config import ScaleSettings
-from activator.endpoint.autoscaler import Autoscaler, Decision
+from activator.endpoint.autoscaler import Autoscaler, Decision, kept_replicas
 from activator.endpoint.cold_start import ColdStartTimer, replicas_to_start
 from activator.endpoint.concurrency import ConcurrencyMeter
 from activator.endpoint.direct_load import DirectLoad
@@ -50,8 +51,10 @@ class Reconciler:
         clock: Callable[[], float],
         peers: PeerConcurrency | None = None,
         pinned: Callable[[float], Set[str]] = lambda now: frozenset(),
+        loaded: Callable[[], bool] = lambda: True,
     ) -> None:
         self._model = model
+        self._loaded = loaded
         # Replicas that hold live sequences (activator.endpoint.sequence_routes): never drained, and
         # the model keeps a replica while there are any.
         self._pinned = pinned
@@ -97,14 +100,17 @@ class Reconciler:
             observed = mean + direct_mean + peer.mean
             self._autoscaler.observe(now, observed, peak=peak + direct_now + peer.current)
         current = own_now + peer.current
-        return self.apply(self._autoscaler.decide(now, ready, current=current))
+        return self.apply(self._decide(now, ready, current))
 
     def poke(self) -> Decision:
         """Decide now (cold-start fast path: a held request at zero starts one replica)."""
         now = self._clock()
         ready = self._replicas.ready_count
         current = self._meter.current + self._exchange(self._last_mean, self._meter.current).current
-        return self.apply(self._autoscaler.decide(now, ready, current=current))
+        return self.apply(self._decide(now, ready, current))
+
+    def _decide(self, now: float, ready: int, current: int) -> Decision:
+        return self._autoscaler.decide(now, ready, current=current, loaded=self._loaded())
 
     def _exchange(self, mean: float, current: int) -> PeerLoad:
         """Tell the other activators this one's concurrency; learn theirs (none without)."""
@@ -139,7 +145,7 @@ class Reconciler:
             desired=self.desired,
             ready=replicas.ready_count,
             starting=replicas.starting,
-            min_replicas=self._settings.min_replicas,
+            min_replicas=kept_replicas(self._settings, loaded=self._loaded()),
         )
         waiting = len(self._held) + self._peer.current  # here, or held on another activator
         if count == 0 or (replicas.retry_needs_request and not waiting):

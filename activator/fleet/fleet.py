@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 import sys
 import time
@@ -117,6 +118,13 @@ class Fleet:
         names = repository.names()
         entries = {name: repository.get(name) for name in names}
         now = clock()
+        kubernetes = isinstance(config.scaler, KubernetesConfig)
+        # Triton's "not loaded" in explicit mode (activator.fleet.load_state); not kept on
+        # Kubernetes, where each activator would hold its own copy.
+        self.load_states = LoadStates(
+            tracked=config.model_control and not kubernetes,
+            at_start=(*config.load_models, *config.loaded_at_zero),
+        )
         self._shared_limits = SharedLimits(config.shared_replica_concurrency)
         # One record per served model, by name (the one per-model table of the fleet).
         self.models: dict[str, FleetModel] = {
@@ -154,14 +162,7 @@ class Fleet:
         # Configs a python model's own auto_complete_config completes, asked of a replica.
         self.replica_configs = ReplicaConfigs(session, timeout_s=config.request_timeout_s)
         # The repository read again after the start: `load`, and the poll.
-        kubernetes = isinstance(config.scaler, KubernetesConfig)
         self.reloader = Reloader(self, rereads=not kubernetes, clock=clock)
-        # Triton's "not loaded" in explicit mode (activator.fleet.load_state); not kept on
-        # Kubernetes, where each activator would hold its own copy.
-        self.load_states = LoadStates(
-            tracked=config.model_control and not kubernetes,
-            at_start=(*config.load_models, *config.loaded_at_zero),
-        )
         self._tasks: list[asyncio.Task[None]] = []
         self._images_task: asyncio.Task[None] | None = None
         metrics.watch_caches(config.cache_dir, config.host_cache_dir)
@@ -214,13 +215,41 @@ class Fleet:
                 directories = self.repository.ambiguous[model]
                 pending += await asyncio.to_thread(ambiguous_steps, directories)
         self.load_states.mark_loaded(*names)
+        for model in names:  # its `min_replicas` come up now, not at the next tick
+            record = self.models.get(model)
+            if record is not None:
+                record.endpoint.poke()
 
     async def unload(self, name: str) -> None:
         """The repository unload call: refused from now on (explicit mode), its replicas
-        drained to zero (activator.fleet.reload)."""
+        drained to zero (activator.fleet.reload); it keeps no `min_replicas` until loaded
+        again (activator.endpoint.autoscaler.kept_replicas)."""
         if self.served(name):
             self.load_states.mark_unloaded(name)
+            if self.load_states.tracked:
+                await self._unload_on_direct_replicas(name)
         await self.reloader.unload(name)
+
+    async def _unload_on_direct_replicas(self, name: str) -> None:
+        """Tell each replica of `name` that holds handed-off client connections to unload it:
+        their next requests for it then go to the front door (runtime.direct.routing), which
+        refuses them as it refuses every other, instead of being answered by a replica that
+        only drains. Requests it has accepted still run (Triton's unload); one that does not
+        answer is drained all the same. Its statistics are kept as they are just before (an
+        unloaded model has none on the replica; the requests still running are not counted)."""
+        endpoint = self.models[name].endpoint
+        timeout_s = self.config.drain_timeout_s
+
+        async def unload(replica: Replica) -> None:
+            await endpoint.keep_final_statistics(replica)
+            control = RuntimeControl(self.session, replica.url, name=replica.id)
+            try:
+                await control.unload(name, timeout_s=timeout_s)
+            except ActivationFailed as exc:
+                logger.warning("model=%s replica %s did not unload before its drain: %s",
+                               name, replica.id, exc.message)  # fmt: skip
+
+        await asyncio.gather(*(unload(r) for r in endpoint.directly_connected()))
 
     def endpoint(self, name: str) -> ModelEndpoint:
         """The served model's endpoint; else the repository's error for `name` (UnknownModel,
@@ -232,8 +261,8 @@ class Fleet:
         return model.endpoint
 
     async def start(self) -> None:
-        """Adopt replicas that already run; start ticking; bring min_replicas up; kick off
-        background image builds."""
+        """Adopt replicas that already run; start ticking; bring min_replicas up (of the
+        loaded models, in explicit mode); kick off background image builds."""
         if isinstance(self.backend, AsyncLifecycle):
             await self.backend.start()
         await asyncio.gather(*(e.adopt_running() for e in self.endpoints.values()))
@@ -435,6 +464,7 @@ class Fleet:
             clock=self._clock,
             sequence_idle_s=_sequence_idle_s(entry),
             shared_limits=self._shared_limits,
+            loaded=functools.partial(self.load_states.loaded, name),
         )
         ledger = CostLedger(name, gpus_per_replica=entry.gpus_per_replica, now=now)
         return FleetModel(entry, endpoint, ledger, composing=_composing(entries, name))

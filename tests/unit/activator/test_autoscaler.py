@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from activator.config import ScaleSettings
-from activator.endpoint.autoscaler import Autoscaler
+from activator.endpoint.autoscaler import Autoscaler, kept_replicas
 
 BASE = ScaleSettings(
     min_replicas=0,
@@ -174,3 +174,23 @@ def test_forget_drops_history() -> None:
     story.run(10, 30)
     story.scaler.forget()
     assert story.scaler.decide(story.now, story.ready).desired == 0
+
+
+def test_a_model_not_loaded_keeps_no_min_replicas() -> None:
+    """Explicit model control (docs/decisions/0024): `min_replicas` holds only while loaded."""
+    settings = dataclasses.replace(BASE, min_replicas=2, max_replicas=3)
+    assert kept_replicas(settings, loaded=True) == 2
+    assert kept_replicas(settings, loaded=False) == 0
+    scaler = Autoscaler(settings)
+    assert scaler.decide(1.0, 0, loaded=False).desired == 0  # not loaded: nothing kept
+    assert scaler.decide(2.0, 0).desired == 2  # loaded: its minimum
+    decision = scaler.decide(3.0, 2, loaded=False)  # unloaded: back to none
+    assert (decision.desired, "clamped" in decision.reason) == (0, False)
+
+
+def test_a_request_still_wakes_a_model_not_loaded() -> None:
+    """The floor alone goes: a load's own warm-up request (before the model counts as
+    loaded) is traffic as any other."""
+    scaler = Autoscaler(dataclasses.replace(BASE, min_replicas=2, max_replicas=3))
+    scaler.note_request(1.0)
+    assert scaler.decide(1.0, 0, current=1, loaded=False).desired == 1

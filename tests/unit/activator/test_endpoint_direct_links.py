@@ -99,6 +99,26 @@ async def test_no_direct_link_when_disabled_held_or_cold() -> None:
     assert _endpoint(FakeScalerBackend(), clock).direct_link() is None  # backend without handoff
 
 
+async def test_a_model_not_loaded_is_handed_no_connection() -> None:
+    """Explicit model control: an unloaded model's replicas drain, and none of them may take
+    a new connection meanwhile (the activator refuses its requests, docs/decisions/0024)."""
+    backend, clock, loaded = LinkedBackend(), FakeClock(), [True]
+    settings = ScaleSettings(max_replicas=2, container_concurrency=0, activation_timeout_s=5)
+    endpoint = ModelEndpoint(
+        "m", settings, backend, Metrics(), drain_timeout_s=2.0, clock=clock,
+        loaded=lambda: loaded[0],
+    )  # fmt: skip
+    backend.gate.set()
+    await endpoint.warm()
+    assert endpoint.direct_link() is not None
+    assert endpoint.directly_connected() == ()  # handed nothing yet
+    backend.handoff_link(endpoint.replicas[0].id).connections = 1
+    assert endpoint.directly_connected() == endpoint.replicas
+    loaded[0] = False
+    assert endpoint.direct_link() is None
+    await endpoint.close()
+
+
 async def test_the_autoscaler_sees_direct_load_and_scales_up() -> None:
     backend, clock = LinkedBackend(), FakeClock()
     endpoint = await _two_replicas(backend, clock)

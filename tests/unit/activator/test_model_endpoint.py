@@ -260,6 +260,35 @@ async def test_min_replicas_are_started_without_traffic_and_kept(
     assert backend.stopped == ["m-1"]
 
 
+async def test_min_replicas_only_while_loaded(backend: FakeScalerBackend) -> None:
+    """Explicit model control (docs/decisions/0024): a model not loaded keeps none of its
+    `min_replicas`; it gets them once loaded and drains them when unloaded."""
+    backend.gate.set()
+    clock, loaded = FakeClock(), [False]
+    settings = dataclasses.replace(SETTINGS, min_replicas=1)
+    endpoint = ModelEndpoint(
+        "m", settings, backend, Metrics(), drain_timeout_s=2.0, clock=clock,
+        loaded=lambda: loaded[0],
+    )  # fmt: skip
+    endpoint.tick()
+    await turns()
+    assert (endpoint.desired, backend.starts, endpoint.activity().pinned) == (0, 0, False)
+    loaded[0] = True  # a load call
+    endpoint.poke()
+    await settle(lambda: endpoint.ready_count == 1)
+    clock.now += 3600
+    endpoint.tick()
+    assert (endpoint.desired, endpoint.ready_count, endpoint.activity().pinned) == (1, 1, True)
+    loaded[0] = False  # an unload call
+    await endpoint.scale_to_zero()
+    clock.now += 1
+    endpoint.tick()
+    await turns()
+    assert (endpoint.desired, endpoint.ready_count, backend.starts) == (0, 0, 1)
+    assert backend.stopped == ["m-1"]
+    await endpoint.close()
+
+
 async def test_replicas_found_running_are_adopted_then_follow_the_load(
     backend: FakeScalerBackend,
 ) -> None:
