@@ -20,6 +20,7 @@ from activator.config import (
 )
 from activator.errors import ConfigError, ScalerUnavailable
 from activator.process.flag_checks import (
+    backend_config_args,
     backend_directory,
     check_range,
     connection_limits,
@@ -54,6 +55,7 @@ from activator.scaler.kube_config import KubernetesConfig
 from activator.scaler.local.host_tier import make_tier_dir, remove_tier_dir
 from activator.scaler.local_config import LocalConfig, PoolSettings
 from thawserver import lora_flags
+from thawserver.backend_config_flags import add_backend_config_argument
 from thawserver.cache_flags import add_cache_arguments
 from thawserver.fd_limit import bounded_by_fd_limit
 from thawserver.limit_flags import add_body_timeout_argument, add_limit_arguments
@@ -345,8 +347,8 @@ def _log_and_trace(args: argparse.Namespace) -> dict[str, Any]:
 
 def _add_header_forward_arguments(p: argparse.ArgumentParser) -> None:
     group = p.add_argument_group(
-        "request headers as parameters, the rate limiter (as thaw serve and tritonserver; given "
-        "to every replica, --scaler local)"
+        "request headers as parameters, the rate limiter, backend settings (as thaw serve and "
+        "tritonserver; given to every replica, --scaler local)"
     )
     for surface, what in (("http", "HTTP headers"), ("grpc", "gRPC metadata")):
         group.add_argument(
@@ -355,6 +357,7 @@ def _add_header_forward_arguments(p: argparse.ArgumentParser) -> None:
             "(?-i) makes it case-sensitive) reach the model as string request parameters",
         )  # fmt: skip
     add_rate_limit_arguments(group, replicas=True)
+    add_backend_config_argument(group, replicas=True)
 
 
 def _add_connection_arguments(p: argparse.ArgumentParser) -> None:
@@ -460,6 +463,7 @@ def _scaler_config(args: argparse.Namespace) -> LocalConfig | KubernetesConfig:
         ),
         response_cache_bytes=response_cache_bytes(args),
         rate_limit_args=rate_limit_args(args),
+        backend_config_args=backend_config_args(args),
     )
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from activator.errors import ConfigError
 from activator.scaler.local.host_tier import default_budget_bytes
 from thawserver import ranges
+from thawserver.backend_config_flags import backend_settings
 from thawserver.cache_flags import cache_bytes
 from thawserver.connection_limits import LIMIT_RANGES, ConnectionLimits, out_of_range
 from thawserver.limit_flags import limits_from_args
@@ -22,6 +23,7 @@ from thawwire.openai_api import DEFAULT_MAX_TOOL_CALL_PARSE_BYTES
 
 __all__ = [
     "POLL_NOT_ON_KUBERNETES",
+    "backend_config_args",
     "backend_directory",
     "check_range",
     "connection_limits",
@@ -107,6 +109,16 @@ def rate_limit_args(args: argparse.Namespace) -> tuple[str, ...]:
     return (f"--rate-limit={mode.value}", *flags)
 
 
+def backend_config_args(args: argparse.Namespace) -> tuple[str, ...]:
+    """The replicas' `--backend-config` flags (thawserver.backend_config_flags), checked here
+    first so a malformed one stops `thaw up` at start, in Triton's words, not every replica."""
+    try:
+        backend_settings(args.backend_config)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    return tuple(f"--backend-config={text}" for text in args.backend_config)
+
+
 def backend_directory(args: argparse.Namespace, *, kubernetes: bool) -> Path | None:
     directory: Path | None = args.backend_directory
     if directory is None:
@@ -154,6 +166,11 @@ def refuse_local_only_flags(args: argparse.Namespace) -> None:
         raise ConfigError("--cache-config / --response-cache-byte-size need --scaler local")
     if rate_limit_args(args):
         raise ConfigError("--rate-limit / --rate-limit-resource need --scaler local")
+    if backend_config_args(args):
+        raise ConfigError(
+            "--backend-config reaches replicas with --scaler local only: on Kubernetes the "
+            "runtime pods' flags are the Helm chart's pool template"
+        )
     # The runtime pods' command line is the Helm chart's pool template, not thaw up's: say where
     # these go instead of letting them do nothing.
     if args.tool_call_parser:

@@ -58,3 +58,5 @@ class LocalConfig:
     response_cache_bytes: int = 0
     # `thaw up --rate-limit ... --rate-limit-resource ...`, as every replica's flags.
     rate_limit_args: tuple[str, ...] = ()
+    # `thaw up --backend-config ...` (python's shm and stub settings), as every replica's flags.
+    backend_config_args: tuple[str, ...] = ()

@@ -31,6 +31,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from thawserver.backend_config_flags import (
+    BackendSetting,
+    add_backend_config_argument,
+    backend_settings,
+)
 from thawserver.bool_flag import triton_bool
 from thawserver.rate_limit_flags import add_rate_limit_arguments
 from thawserver.restricted_protocols import add_restriction_arguments
@@ -91,9 +96,6 @@ SECS_ALIASES: dict[str, str] = {
     "--body-timeout-secs": "--body-timeout-s",
 }
 
-
-# (backend, setting, value); backend "" for a global setting (`--backend-config=KEY=VALUE`).
-BackendSetting = tuple[str, str, str]
 
 # Backend settings Thaw accepts, by (backend, setting); every other one is logged as ignored.
 # The python backend's shared-memory and stub settings are kept in ServeConfig.backend_config
@@ -167,11 +169,7 @@ def add_triton_flags(p: argparse.ArgumentParser) -> None:
                        help=f"log {level} messages (default true)")  # fmt: skip
     add_log_output_flags(g)
     add_trace_flags(g)
-    g.add_argument(
-        "--backend-config", action="append", default=[], metavar="BACKEND,KEY=VALUE",
-        help="a backend setting (repeatable); python's shm and stub settings are accepted, "
-        "others are logged as ignored",
-    )  # fmt: skip
+    add_backend_config_argument(g)
     g.add_argument(
         "--backend-directory", type=Path, default=None, metavar="DIR",
         help="where Python-based backends are found: a config's backend NAME that thaw does not "
@@ -235,21 +233,6 @@ def add_unsupported_flags(p: argparse.ArgumentParser) -> None:
             f"--{flag}", action=_Unsupported, nargs="?", dest=f"unsupported_{flag}",
             default=argparse.SUPPRESS, help=argparse.SUPPRESS,
         )  # fmt: skip
-
-
-def backend_settings(values: Sequence[str]) -> tuple[BackendSetting, ...]:
-    """`--backend-config` values as (backend, setting, value); ValueError names a bad one."""
-    settings: list[BackendSetting] = []
-    for text in values:
-        head, _, rest = text.partition(",")
-        backend, pair = ("", text) if "=" in head or not rest else (head.strip(), rest)
-        key, eq, value = pair.partition("=")
-        if not eq or not key.strip():
-            raise ValueError(
-                f"`backend_config` = {text!r}, must be BACKEND,SETTING=VALUE or SETTING=VALUE"
-            )
-        settings.append((backend, key.strip(), value.strip()))
-    return tuple(settings)
 
 
 def applied(setting: BackendSetting) -> bool:

@@ -120,6 +120,7 @@ def serve_args(
     if local.response_cache_bytes:
         argv += ["--cache-config", f"local,size={local.response_cache_bytes}"]
     argv += local.rate_limit_args  # each replica runs its own rate limiter
+    argv += local.backend_config_args
     trace = config.trace_defaults
     if trace.file:
         argv += as_flags(trace, f"{Path(trace.file).absolute()}.replica-{replica_number}")
