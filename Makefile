@@ -92,10 +92,13 @@ screenshot: install system-deps
 # 8000/8001/8002, so they run in a network namespace of their own (`unshare -n`, root) when
 # they can.
 TRITON_SERVER_MIRROR ?=
+# python_backend's mirror (its examples/decoupled square model, for L0_backend_python/decoupled).
+TRITON_PYTHON_BACKEND_MIRROR ?=
 CONFORMANCE_NETNS := $(shell unshare -n true 2>/dev/null && echo "unshare -n")
 conformance: install
 	$(CONFORMANCE_NETNS) sh -c '{ [ -z "$(CONFORMANCE_NETNS)" ] || ip link set lo up; } && \
 		export TRITON_SERVER_MIRROR="$(TRITON_SERVER_MIRROR)"; \
+		export TRITON_PYTHON_BACKEND_MIRROR="$(TRITON_PYTHON_BACKEND_MIRROR)"; \
 		$(PY) -m tests.conformance.triton_l0_http; http=$$?; \
 		$(PY) -m tests.conformance.triton_qa; qa=$$?; \
 		$(PY) -m tests.conformance.triton_l0_shared_memory; shm=$$?; \
