@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import sys
 import threading
 import time
 from pathlib import Path
@@ -43,6 +42,7 @@ from runtime.python.stub.model_runner import (
     ModelError,
     ModelRunner,
     close_open_senders,
+    forget_model_module,
     import_model_file,
     install_pb_utils,
 )
@@ -60,7 +60,7 @@ def auto_complete_config(config: mc.ModelConfig, model_file: Path) -> mc.ModelCo
         module = import_model_file(model_file)
     except ModelError as exc:
         raise RepositoryError(f"model '{config.name}': {exc.message}") from exc
-    sys.modules.pop(module.__name__, None)  # only this call uses it
+    forget_model_module(module)  # only this call uses it
     hook = getattr(module.TritonPythonModel, "auto_complete_config", None)
     if hook is None:
         return config

@@ -214,7 +214,9 @@ class StubPython:
             why = (
                 reply.fields.get("error", "its stub did not start")
                 if reply is not None
-                else f"its stub process exited during initialize (status {stub.proc.returncode})"
+                # Triton's words first (its L0_backend_python greps for them), then how.
+                else f"Stub process '{self._instance}' is not healthy. (it exited during "
+                f"initialize, status {stub.proc.returncode})"
             )
             raise RepositoryError(f"model '{self._name}' version {self._version}: {why}")
         self._stub = stub

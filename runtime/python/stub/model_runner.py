@@ -35,6 +35,7 @@ __all__ = [
     "ModelError",
     "ModelRunner",
     "close_open_senders",
+    "forget_model_module",
     "import_model_file",
     "install_pb_utils",
 ]
@@ -63,31 +64,49 @@ def install_pb_utils() -> None:
 def import_model_file(path: Path) -> ModuleType:
     """Import a model.py as a fresh module (its own globals, like Triton's per-instance stub).
 
-    Raises ModelError naming what failed (SyntaxError, ImportError, even sys.exit()).
+    As in Triton's stub, the file is a module of a package that is its folder, so a model made
+    of several files imports its siblings either way: `import file1` (the folder is on the
+    path while the file is imported) or `from . import file2`. Each import gets a package of
+    its own (`_thaw_python_model_<n>`), so two models' `file2` never meet. `forget_model_module`
+    drops them again. Raises ModelError naming what failed (SyntaxError, ImportError, even
+    sys.exit()).
     """
     global _module_counter
     install_pb_utils()
     with _IMPORT_LOCK:
         _module_counter += 1
-        module_name = f"_thaw_python_model_{_module_counter}"
+        package_name = f"_thaw_python_model_{_module_counter}"
+        package = ModuleType(package_name)
+        package.__path__ = [str(path.parent)]
+        package.__package__ = package_name
+        module_name = f"{package_name}.{path.stem}"
         spec = importlib.util.spec_from_file_location(module_name, path)
         if spec is None or spec.loader is None:
             raise ModelError(f"{path}: cannot be imported as a Python module")
         module = importlib.util.module_from_spec(spec)
         # Registered like any imported module (pickle, dataclasses and typing look it up).
+        sys.modules[package_name] = package
         sys.modules[module_name] = module
         sys.path.insert(0, str(path.parent))
         try:
             spec.loader.exec_module(module)
         except BaseException as exc:  # a model file's sys.exit() must not stop the server
-            sys.modules.pop(module_name, None)
+            forget_model_module(module)
             raise ModelError(f"importing {path} failed: {type(exc).__name__}: {exc}") from exc
         finally:
             sys.path.remove(str(path.parent))
     if not hasattr(module, "TritonPythonModel"):
-        sys.modules.pop(module_name, None)
+        forget_model_module(module)
         raise ModelError(f"{path}: defines no class TritonPythonModel")
     return module
+
+
+def forget_model_module(module: ModuleType) -> None:
+    """Drop a module `import_model_file` made from `sys.modules`: it, its package, and the
+    sibling files it imported relatively (`from . import file2`)."""
+    package = module.__name__.rpartition(".")[0] or module.__name__
+    for name in [n for n in sys.modules if n == package or n.startswith(package + ".")]:
+        sys.modules.pop(name, None)
 
 
 def _describe(exc: BaseException) -> str:
@@ -131,10 +150,10 @@ class ModelRunner:
                     if inspect.iscoroutine(result):
                         self._run(result)
         except BaseException as exc:  # a model calling sys.exit() must not stop the server
-            sys.modules.pop(module.__name__, None)
+            forget_model_module(module)
             raise ModelError(f"initialize() failed: {_describe(exc)}") from exc
         if not hasattr(model, "execute"):
-            sys.modules.pop(module.__name__, None)
+            forget_model_module(module)
             raise ModelError(f"Python model {self.model_file} does not implement `execute` method.")
         self._model = model
 
@@ -169,7 +188,7 @@ class ModelRunner:
             except Exception as exc:
                 logger.warning("finalize() of %s raised %r", self.model_file, exc)
         if self._module is not None:
-            sys.modules.pop(self._module.__name__, None)
+            forget_model_module(self._module)
 
     def _check(self, requests: list[Any], returned: Any) -> list[Any] | None:
         if returned is None:
