@@ -255,7 +255,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="EXIT_TIMEOUT_SECS",
         help="tritonserver's name for --drain-timeout-s (the last one given wins)",
     )
-    p.add_argument("--max-body-bytes", type=int, default=64 * 1024 * 1024)
+    p.add_argument(
+        "--max-body-bytes", type=int, default=64 * 1024 * 1024, metavar="BYTES",
+        help="the largest request body the front doors take (default 64 MiB; larger: 413); "
+        "given to every replica too",
+    )  # fmt: skip
     p.add_argument(
         "--backend-directory", type=Path, metavar="DIR",
         help="Python-based backends, as tritonserver's flag: a config's `backend: NAME` that "

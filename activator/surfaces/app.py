@@ -43,6 +43,7 @@ from activator.surfaces.restricted_apis import http_guard
 from activator.surfaces.shm_requests import Rewritten, forward_rewritten, rest_request
 from activator.surfaces.status_page import CSP, StatusPage
 from activator.surfaces.upstream import UpstreamPool
+from thawserver.body_limit import too_large_text
 from thawserver.connection_guard import ConnectionGuard
 from thawserver.json_response import json_response
 from thawserver.log_control import LogControl
@@ -134,7 +135,7 @@ async def errors_as_json(request: web.Request, handler: _Handler) -> web.StreamR
             message = f"method {request.method} not allowed on {request.path[:200]!r}"
         elif exc.status == 413:
             limit = request.app[FLEET].config.max_body_bytes
-            message = f"request body is over the limit of {limit} bytes"
+            message = too_large_text(limit)
         return json_response({"error": message}, status=exc.status)
     except Exception:
         logger.exception("unhandled error on %s %s", request.method, request.path)
@@ -276,9 +277,7 @@ async def infer(request: web.Request) -> web.StreamResponse:
         size = request.content_length
         limit = fleet.config.max_body_bytes
         if size is not None and size > limit:
-            raise PayloadTooLarge(
-                f"request body of {size} bytes is over the limit of {limit} bytes"
-            )
+            raise PayloadTooLarge(too_large_text(limit, size=size))
         body: bytes | None = None
         if request.body_exists and (size is None or size <= SMALL_BODY or endpoint.stateful):
             # Chunked or small: read it all before holding, so a slow client never occupies

@@ -21,6 +21,7 @@ from activator.endpoint.model_endpoint import ModelEndpoint
 from activator.endpoint.sequence_routes import SequenceKey
 from activator.errors import BodyTimeout, PayloadTooLarge, UpstreamFailed, UpstreamTimeout
 from activator.surfaces.upstream import UpstreamPool
+from thawserver.body_limit import too_large_text
 from thawwire.hop_by_hop import HOP_BY_HOP, connection_tokens
 from thawwire.model_control import NOT_LOADED
 
@@ -77,9 +78,7 @@ async def read_body(request: web.Request, *, limit: int, timeout_s: float) -> by
             async for chunk in content.iter_chunked(_CHUNK):
                 total += len(chunk)
                 if total > limit:
-                    raise PayloadTooLarge(
-                        f"request body is over the limit of {limit} bytes (chunked)"
-                    )
+                    raise PayloadTooLarge(too_large_text(limit))
                 parts.append(chunk)
     except TimeoutError:
         raise BodyTimeout(

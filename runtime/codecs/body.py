@@ -18,6 +18,7 @@ import numpy as np
 
 from runtime.errors import InvalidInput, JsonTooDeep, PayloadTooLarge
 from thawserver import fast_json
+from thawserver.body_limit import too_large_text
 
 __all__ = ["decode_content", "json_depth", "parse_json", "read_capped", "too_deep", "too_large"]
 
@@ -33,11 +34,7 @@ def too_large(limit: int, *, size: int | None = None, what: str = "request") -> 
 
     `what` is "request JSON" for a JSON body, as Triton says; `size` when it is known.
     """
-    of = f" of {size} bytes" if size is not None else ""
-    return PayloadTooLarge(
-        f"{what} size{of} exceeds the maximum allowed input size of {limit} bytes. "
-        "Use --max-body-bytes to increase the limit."
-    )
+    return PayloadTooLarge(too_large_text(limit, size=size, what=what))
 
 
 async def read_capped(

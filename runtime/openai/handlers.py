@@ -44,6 +44,7 @@ from runtime.openai.schema import (
 from runtime.openai.tool_calls import ToolStream, whole_message
 from runtime.openai.tool_schema import ToolMode
 from runtime.openai.triton_mapping import ModelFace, embedding_of, embedding_request, token_counts
+from thawserver.body_limit import too_large_text
 from thawserver.json_response import json_response
 from thawserver.restricted_protocols import Category
 from thawwire import openai_api as api
@@ -155,9 +156,7 @@ class OpenAIHandlers:
             raise OpenAIError("request body did not arrive in time", status=408) from None
         except web.HTTPRequestEntityTooLarge:
             limit = self._config.max_body_bytes
-            raise OpenAIError(
-                f"request body is over the limit of {limit} bytes", status=413
-            ) from None
+            raise OpenAIError(too_large_text(limit), status=413) from None
         return parse_body(raw)
 
     def _face_of(self, name: str) -> ModelFace:

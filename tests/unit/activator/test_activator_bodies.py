@@ -78,7 +78,7 @@ async def test_chunked_body_over_the_cap_is_413_and_never_forwarded(served: Any)
 
     async with aiohttp.ClientSession() as s, s.post(f"{url}/v2/models/m/infer", data=chunks()) as r:
         assert r.status == 413
-        assert "limit of 100000 bytes" in (await r.json())["error"]
+        assert "maximum allowed input size of 100000 bytes" in (await r.json())["error"]
     assert backend.starts == 0 and hits == []
 
 

@@ -1,0 +1,22 @@
+"""The one text of a request body over the server's limit (413), for both servers: what was
+too big, its size when known, the limit, and the flag that raises it (`--max-body-bytes`, on
+`thaw serve` and `thaw up` alike). Triton's words ("... exceeds the maximum allowed input
+size"); its status for it is 400, Thaw's 413.
+
+    too_large_text(1 << 20, size=5 << 20)
+      -> "request size of 5242880 bytes exceeds the maximum allowed input size of 1048576
+          bytes. Use --max-body-bytes to increase the limit."
+"""
+
+from __future__ import annotations
+
+__all__ = ["too_large_text"]
+
+
+def too_large_text(limit: int, *, size: int | None = None, what: str = "request") -> str:
+    """`what` ("request", or "request JSON" for a JSON body, as Triton says) over `limit`."""
+    of = f" of {size} bytes" if size is not None else ""
+    return (
+        f"{what} size{of} exceeds the maximum allowed input size of {limit} bytes. "
+        "Use --max-body-bytes to increase the limit."
+    )
