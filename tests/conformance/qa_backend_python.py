@@ -24,6 +24,7 @@ tests.conformance.triton_qa (each subtest is a directory with its own test.sh; i
                                       logging_test.py under pytest, then, the server stopped,
                                       `verify_log_counts` on that start's log (a row); no
                                       `--backend-directory` (Thaw's Python backend needs none)
+    L0_backend_python/bls             test.sh's CPU parts: tests.conformance.qa_bls
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.conformance.pytest_junit import run_pytest
+from tests.conformance.qa_bls import BLS_SUITE
 from tests.conformance.qa_checkout import Result, git_show
 from tests.conformance.qa_servers import PORTS, start
 from tests.conformance.qa_suite import Run, Suite, SuiteRun
@@ -251,4 +253,5 @@ BACKEND_PYTHON_SUITES = (
         (),
         runner=_run_logging,
     ),
+    BLS_SUITE,
 )
