@@ -3,7 +3,8 @@ loading API) and logs, answered on the event loop over the stub's channel.
 
     bls {bls, decoupled, timeout_us, request} + inputs ─▶ ServerHost.infer_async | stream_async
                                                        ─▶ bls_response {bls, final, response?}
-    call {call, fn, args} ─▶ metrics / is_model_ready (on the loop), load / unload (a thread)
+    call {call, fn, args} ─▶ metrics / is_model_ready (on the loop), load / unload (a thread);
+         + files           a load's override files: UINT8 tensors named by their keys
                           ─▶ reply {call, value? | error?}
     log {level, message}  ─▶ the `triton_python_backend_utils` logger
 """
@@ -104,7 +105,9 @@ class StubServices:
         if fn in ("load_model", "unload_model"):
             loop = asyncio.get_running_loop()
             threading.Thread(
-                target=self._model_call, args=(loop, send, reply, fn, args), daemon=True
+                target=self._model_call,
+                args=(loop, send, reply, fn, args, _files(message)),
+                daemon=True,
             ).start()
             return
         try:
@@ -123,10 +126,11 @@ class StubServices:
         reply: dict[str, Any],
         fn: str,
         args: list[Any],
+        files: dict[str, bytes] | None,
     ) -> None:
         try:
             if fn == "load_model":
-                self._host.load_model(str(args[0]), str(args[1]), None)
+                self._host.load_model(str(args[0]), str(args[1]), files)
             else:
                 self._host.unload_model(str(args[0]), bool(args[1]))
             reply["value"] = None
@@ -134,6 +138,11 @@ class StubServices:
             reply["error"] = exc.message()
         with contextlib.suppress(RuntimeError):  # the loop closed: the server is stopping
             loop.call_soon_threadsafe(_send_quietly, send, Message(reply))
+
+
+def _files(message: Message) -> dict[str, bytes] | None:
+    """A load's override files, `{"file:1/model.onnx": bytes}`, from its tensors; None: none."""
+    return {t.name: t.data.tobytes() for t in message.tensors} or None
 
 
 def _send_quietly(send: Send, message: Message) -> None:
