@@ -71,11 +71,7 @@ class StubServices:
         try:
             async with asyncio.timeout(timeout_us / 1e6 if timeout_us else None):
                 if fields.get("decoupled"):
-                    async for response in self._host.stream_async(request):
-                        if response.flag_only:
-                            continue  # the end, sent once below (the stub's empty final)
-                        _reply(send, {**reply, "final": False}, response)
-                    _reply(send, {**reply, "final": True, "flag_only": True}, None)
+                    await self._stream(send, reply, request)
                 else:
                     response = await self._host.infer_async(request)
                     _reply(send, {**reply, "final": True}, response)
@@ -84,6 +80,18 @@ class StubServices:
         except ServingError as exc:
             code = _CODES.get(type(exc), pb_utils.TritonError.INTERNAL)
             _reply_error(send, reply, exc.message, code)
+
+    async def _stream(self, send: Send, reply: dict[str, Any], request: InferRequest) -> None:
+        """A decoupled BLS call's responses, the last marked final, as Triton's iterator: a
+        default model's one response ends it (no empty response after it); a decoupled model's
+        flag-only end is the stub's empty final response."""
+        async for response in self._host.stream_async(request):
+            if response.flag_only:
+                break
+            _reply(send, {**reply, "final": response.final}, response)
+            if response.final:
+                return
+        _reply(send, {**reply, "final": True, "flag_only": True}, None)
 
     def call(self, send: Send, message: Message) -> None:
         """Answer a call: metrics and readiness at once; the model loading API in a thread (a
