@@ -55,6 +55,8 @@ _LOAD_TIMEOUT_S = 900  # bls_model_loading's initialize sleeps 30 s after each o
 
 
 class _Rows:
+    """The suite's report rows, in test.sh's order, each under the run's label."""
+
     def __init__(self, label: str) -> None:
         self.label = label
         self.results: list[Result] = []
