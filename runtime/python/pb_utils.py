@@ -43,6 +43,7 @@ from runtime.python.pb_tensors import (
 )
 
 __all__ = [
+    "BLS_OUTSIDE_EXECUTE",
     "TRITONSERVER_MEMORY_CPU",
     "TRITONSERVER_MEMORY_GPU",
     "TRITONSERVER_REQUEST_FLAG_SEQUENCE_END",
@@ -75,6 +76,7 @@ __all__ = [
     "is_model_ready",
     "load_model",
     "numpy_to_triton_type",
+    "outside_execute",
     "serialize_byte_tensor",
     "triton_string_to_numpy",
     "triton_to_numpy_type",
@@ -227,13 +229,18 @@ class InferenceRequest:
 
     def exec(self, decoupled=False):
         """Run this request on another model and wait: a response (or, with `decoupled`, an
-        iterator of them); failures come back as a response with an error, never raised."""
+        iterator of them); failures come back as a response with an error. Raised, as in
+        Triton: TritonModelException when called from `initialize` or `finalize`."""
+        if _outside_execute.get():
+            raise TritonModelException(BLS_OUTSIDE_EXECUTE)
         if decoupled:
             return ResponseIterator(_host.stream(self))
         return _host.infer(self)
 
     def async_exec(self, decoupled=False):
         """`exec` on the running event loop's default executor, as Triton does; await it."""
+        if _outside_execute.get():
+            raise TritonModelException(BLS_OUTSIDE_EXECUTE)
         loop = asyncio.get_running_loop()
         return loop.run_in_executor(None, functools.partial(self.exec, decoupled))
 
@@ -463,6 +470,26 @@ def get_model_dir():
     if _last_model_dir:
         return _last_model_dir[0]
     raise TritonModelException("get_model_dir(): no model has been initialized in this process")
+
+
+# Triton's stub refuses BLS before its model's `initialize` returned and once `finalize` began
+# (`Stub::IsInitialized`, `IsFinalizing`): the runner calls those two inside `outside_execute()`.
+# A context variable, not a process flag: one server process runs many models (in_process).
+BLS_OUTSIDE_EXECUTE = "BLS is only supported during the 'execute' function."
+_outside_execute: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "thaw_pb_outside_execute", default=False
+)
+
+
+@contextlib.contextmanager
+def outside_execute():
+    """BLS `exec` / `async_exec` raise TritonModelException inside the block (the runner's
+    `initialize` and `finalize` calls), as Triton's do there; the model loading API does not."""
+    token = _outside_execute.set(True)
+    try:
+        yield
+    finally:
+        _outside_execute.reset(token)
 
 
 def load_model(model_name, config="", files=None):

@@ -3,7 +3,8 @@ loading API) and logs, answered on the event loop over the stub's channel.
 
     bls {bls, decoupled, timeout_us, request} + inputs ─▶ ServerHost.infer_async | stream_async
                                                        ─▶ bls_response {bls, final, response?}
-    call {call, fn, args} ─▶ metrics / is_model_ready (on the loop), load / unload (a thread)
+    call {call, fn, args} ─▶ metrics / is_model_ready (on the loop), load / unload (a thread);
+         + files           a load's override files: UINT8 tensors named by their keys
                           ─▶ reply {call, value? | error?}
     log {level, message}  ─▶ the `triton_python_backend_utils` logger
 """
@@ -70,11 +71,7 @@ class StubServices:
         try:
             async with asyncio.timeout(timeout_us / 1e6 if timeout_us else None):
                 if fields.get("decoupled"):
-                    async for response in self._host.stream_async(request):
-                        if response.flag_only:
-                            continue  # the end, sent once below (the stub's empty final)
-                        _reply(send, {**reply, "final": False}, response)
-                    _reply(send, {**reply, "final": True, "flag_only": True}, None)
+                    await self._stream(send, reply, request)
                 else:
                     response = await self._host.infer_async(request)
                     _reply(send, {**reply, "final": True}, response)
@@ -83,6 +80,18 @@ class StubServices:
         except ServingError as exc:
             code = _CODES.get(type(exc), pb_utils.TritonError.INTERNAL)
             _reply_error(send, reply, exc.message, code)
+
+    async def _stream(self, send: Send, reply: dict[str, Any], request: InferRequest) -> None:
+        """A decoupled BLS call's responses, the last marked final, as Triton's iterator: a
+        default model's one response ends it (no empty response after it); a decoupled model's
+        flag-only end is the stub's empty final response."""
+        async for response in self._host.stream_async(request):
+            if response.flag_only:
+                break
+            _reply(send, {**reply, "final": response.final}, response)
+            if response.final:
+                return
+        _reply(send, {**reply, "final": True, "flag_only": True}, None)
 
     def call(self, send: Send, message: Message) -> None:
         """Answer a call: metrics and readiness at once; the model loading API in a thread (a
@@ -104,7 +113,9 @@ class StubServices:
         if fn in ("load_model", "unload_model"):
             loop = asyncio.get_running_loop()
             threading.Thread(
-                target=self._model_call, args=(loop, send, reply, fn, args), daemon=True
+                target=self._model_call,
+                args=(loop, send, reply, fn, args, _files(message)),
+                daemon=True,
             ).start()
             return
         try:
@@ -123,10 +134,11 @@ class StubServices:
         reply: dict[str, Any],
         fn: str,
         args: list[Any],
+        files: dict[str, bytes] | None,
     ) -> None:
         try:
             if fn == "load_model":
-                self._host.load_model(str(args[0]), str(args[1]), None)
+                self._host.load_model(str(args[0]), str(args[1]), files)
             else:
                 self._host.unload_model(str(args[0]), bool(args[1]))
             reply["value"] = None
@@ -134,6 +146,11 @@ class StubServices:
             reply["error"] = exc.message()
         with contextlib.suppress(RuntimeError):  # the loop closed: the server is stopping
             loop.call_soon_threadsafe(_send_quietly, send, Message(reply))
+
+
+def _files(message: Message) -> dict[str, bytes] | None:
+    """A load's override files, `{"file:1/model.onnx": bytes}`, from its tensors; None: none."""
+    return {t.name: t.data.tobytes() for t in message.tensors} or None
 
 
 def _send_quietly(send: Send, message: Message) -> None:

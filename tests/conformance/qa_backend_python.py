@@ -30,6 +30,7 @@ tests.conformance.triton_qa (each subtest is a directory with its own test.sh; i
                                       through BLS), then grpc_endpoint_test.py; explicit mode,
                                       `--load-model=*`; a server start each (test.sh shares
                                       one: each test loads again what it uses)
+    L0_backend_python/bls             test.sh's CPU parts: tests.conformance.qa_bls
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.conformance.pytest_junit import run_pytest
+from tests.conformance.qa_bls import BLS_SUITE
 from tests.conformance.qa_checkout import Result, git_show
 from tests.conformance.qa_servers import PORTS, start
 from tests.conformance.qa_suite import Run, Suite, SuiteRun
@@ -275,4 +277,5 @@ BACKEND_PYTHON_SUITES = (
         (),
         runner=_run_logging,
     ),
+    BLS_SUITE,
 )

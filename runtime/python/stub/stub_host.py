@@ -12,10 +12,12 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
+
 from runtime.python import pb_utils
 from runtime.python.stub.inbox import Inbox
 from runtime.python.stub.protocol import pb_response, wire_tensors
-from runtime.python.stub.wire import Channel, ChannelClosed, Message
+from runtime.python.stub.wire import Channel, ChannelClosed, Message, Tensor
 
 __all__ = ["StubHost"]
 
@@ -80,13 +82,12 @@ class StubHost:
 
     # -- calls --------------------------------------------------------------------------------
 
-    def _call(self, fn: str, *args: Any) -> Any:
+    def _call(self, fn: str, *args: Any, tensors: list[Tensor] | None = None) -> Any:
         key = self._open("call")
         try:
             try:
-                self._channel.send(
-                    Message({"op": "call", "call": key[1], "fn": fn, "args": list(args)})
-                )
+                fields = {"op": "call", "call": key[1], "fn": fn, "args": list(args)}
+                self._channel.send(Message(fields, tensors or []))
             except ChannelClosed:
                 raise pb_utils.TritonModelException(_GONE) from None
             reply = self._inbox.get(key)
@@ -123,11 +124,13 @@ class StubHost:
             self._channel.send(Message({"op": "log", "level": level, "message": message}))
 
     def load_model(self, name: str, config: str, files: dict[str, bytes] | None) -> None:
-        if files:
-            raise pb_utils.TritonModelException(
-                "load_model with files is not supported from a stub process"
-            )
-        self._model_call("load_model", name, config)
+        """The load goes to the server; `files` (`{"file:1/model.onnx": bytes}`) go with it
+        as UINT8 tensors named by their keys."""
+        tensors = [
+            Tensor(path, "UINT8", (len(content),), np.frombuffer(content, dtype=np.uint8))
+            for path, content in (files or {}).items()
+        ]
+        self._model_call("load_model", name, config, tensors=tensors)
 
     def unload_model(self, name: str, unload_dependents: bool) -> None:
         self._model_call("unload_model", name, unload_dependents)
@@ -135,9 +138,9 @@ class StubHost:
     def is_model_ready(self, name: str, version: str) -> bool:
         return bool(self._call("is_model_ready", name, version))
 
-    def _model_call(self, fn: str, *args: Any) -> None:
+    def _model_call(self, fn: str, *args: Any, tensors: list[Tensor] | None = None) -> None:
         try:
-            self._call(fn, *args)
+            self._call(fn, *args, tensors=tensors)
         except ValueError as exc:
             raise pb_utils.TritonModelException(str(exc)) from None
 

@@ -48,6 +48,19 @@ def test_request_accessors_and_lookup() -> None:
     assert answer.has_error() and "BLS" in answer.error().message()
 
 
+async def test_bls_raises_in_initialize_and_finalize_as_in_triton() -> None:
+    request = pb_utils.InferenceRequest(
+        model_name="square_int32", inputs=[], requested_output_names=["OUT"]
+    )
+    with pb_utils.outside_execute():  # the runner's initialize / finalize call
+        with pytest.raises(pb_utils.TritonModelException) as raised:
+            request.exec(decoupled=True)
+        assert raised.value.message() == "BLS is only supported during the 'execute' function."
+        with pytest.raises(pb_utils.TritonModelException):
+            await request.async_exec()
+    assert request.exec().has_error()  # in execute: an error response, never raised
+
+
 def test_response_and_error_codes() -> None:
     error = pb_utils.TritonError("bad", pb_utils.TritonError.INVALID_ARG)
     response = pb_utils.InferenceResponse(output_tensors=[], error=error)
