@@ -118,11 +118,14 @@ def _describe(exc: BaseException) -> str:
 class ModelRunner:
     """One instance of one Triton python model: its module, its object, its event loop."""
 
-    def __init__(self, model_file: Path, *, decoupled: bool) -> None:
+    def __init__(self, model_file: Path, *, decoupled: bool, alias: str = "") -> None:
         self.model_file = model_file
         # Triton's texts name the instance (`<model>_0_0`); the file until `initialize`.
         self.instance_name = str(model_file)
         self.decoupled = decoupled
+        # Also importable by this name (a stub process's `model`, as in Triton's stub; never
+        # in the server process, where several models run): "" for none.
+        self._alias = alias
         self._module: ModuleType | None = None
         self._model: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -142,10 +145,15 @@ class ModelRunner:
             self._model_dir = os.path.join(args["model_repository"], args["model_version"])
         module = import_model_file(self.model_file)
         self._module = module
+        if self._alias:
+            # Before `initialize`: a model may import itself by that name there (Triton's qa
+            # bls_model_loading runs `unittest.main("model")` in its initialize).
+            sys.modules.setdefault(self._alias, module)
         try:
             model = module.TritonPythonModel()
             if hasattr(model, "initialize"):
-                with pb_utils.bind_model_dir(self._model_dir):
+                # No BLS in initialize or finalize (Triton's BLS_OUTSIDE_EXECUTE there).
+                with pb_utils.bind_model_dir(self._model_dir), pb_utils.outside_execute():
                     result = model.initialize(args)
                     if inspect.iscoroutine(result):
                         self._run(result)
@@ -183,7 +191,7 @@ class ModelRunner:
             loop.call_soon_threadsafe(loop.stop)
         if model is not None and hasattr(model, "finalize"):
             try:
-                with pb_utils.bind_model_dir(self._model_dir):
+                with pb_utils.bind_model_dir(self._model_dir), pb_utils.outside_execute():
                     model.finalize()
             except Exception as exc:
                 logger.warning("finalize() of %s raised %r", self.model_file, exc)

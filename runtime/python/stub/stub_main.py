@@ -90,17 +90,18 @@ class Stub:
             self.channel.send(Message(fields, tensors or []))
 
     def _init(self, fields: dict[str, Any]) -> None:
-        runner = ModelRunner(Path(fields["model_file"]), decoupled=bool(fields["decoupled"]))
+        # As in Triton's stub, the model file is the module `model` of its process (Triton's
+        # qa custom_metrics model runs `unittest.main("model")` inside execute, and
+        # bls_model_loading inside initialize).
+        runner = ModelRunner(
+            Path(fields["model_file"]), decoupled=bool(fields["decoupled"]), alias="model"
+        )
         try:
             runner.initialize(dict(fields["args"]))
         except ModelError as exc:
             self._send({"op": "failed", "error": exc.message})
             return
         self.runner = runner
-        # As in Triton's stub, the model file is the module `model` of its process (Triton's
-        # qa custom_metrics model runs `unittest.main("model")` inside execute).
-        if runner.module is not None:
-            sys.modules.setdefault("model", runner.module)
         self._send({"op": "ready"})
 
     def _execute(self, message: Message) -> None:
