@@ -263,13 +263,36 @@ class InferenceRequest:
         """Run this request on another model and wait: a response (or, with `decoupled`, an
         iterator of them); failures come back as a response with an error, never raised."""
         if decoupled:
-            return ResponseIterator(_host.stream(self))
+            return ResponseIterator(_first_awaited(_host.stream(self)))
         return _host.infer(self)
 
     def async_exec(self, decoupled=False):
         """`exec` on the running event loop's default executor, as Triton does; await it."""
         loop = asyncio.get_running_loop()
         return loop.run_in_executor(None, functools.partial(self.exec, decoupled))
+
+
+_END = object()
+
+
+def _first_awaited(responses):
+    """`responses` with the request sent and its first response received now, on the caller's
+    thread, as Triton's decoupled `exec` returns: `async_exec` then waits on its executor's
+    thread, never on the event loop's (a BLS stream is only read when it is iterated)."""
+    responses = iter(responses)
+    first = next(responses, _END)
+    return _after(first, responses)
+
+
+def _after(first, responses):
+    try:
+        if first is not _END:
+            yield first
+            yield from responses
+    finally:  # `ResponseIterator.cancel()` closes the stream before its end
+        close = getattr(responses, "close", None)
+        if close is not None:
+            close()
 
 
 class InferenceResponse:
