@@ -70,11 +70,16 @@ class StubServices:
         try:
             async with asyncio.timeout(timeout_us / 1e6 if timeout_us else None):
                 if fields.get("decoupled"):
+                    # A response sent with the final flag ends the stream (Triton's iterator
+                    # stops after it); a final flag sent alone is one empty response more.
+                    ended = False
                     async for response in self._host.stream_async(request):
-                        if response.flag_only:
+                        if response.flag_only or ended:
                             continue  # the end, sent once below (the stub's empty final)
-                        _reply(send, {**reply, "final": False}, response)
-                    _reply(send, {**reply, "final": True, "flag_only": True}, None)
+                        ended = response.final
+                        _reply(send, {**reply, "final": ended}, response)
+                    if not ended:
+                        _reply(send, {**reply, "final": True, "flag_only": True}, None)
                 else:
                     response = await self._host.infer_async(request)
                     _reply(send, {**reply, "final": True}, response)
