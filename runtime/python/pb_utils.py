@@ -21,6 +21,7 @@ import functools
 import json
 import logging
 import numbers
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -62,6 +63,7 @@ __all__ = [
     "ModelConfig",
     "PreferredMemory",
     "ResponseIterator",
+    "SharedMemory",
     "Tensor",
     "TritonError",
     "TritonModelException",
@@ -77,6 +79,7 @@ __all__ = [
     "load_model",
     "numpy_to_triton_type",
     "serialize_byte_tensor",
+    "shared_memory",
     "triton_string_to_numpy",
     "triton_to_numpy_type",
     "unload_model",
@@ -546,3 +549,22 @@ def unload_model(model_name, unload_dependents=False):
 
 def is_model_ready(model_name, model_version=""):
     return _host.is_model_ready(model_name, str(model_version))
+
+
+class SharedMemory:
+    """Triton's `c_python_backend_utils.shared_memory`: the stub's shared-memory pool. Thaw's
+    stub keeps no pool (a large tensor crosses in its own memfd, released with its array), so
+    the pool's free bytes never change: `free_memory()` is always `POOL_BYTES`."""
+
+    POOL_BYTES = 1 << 20  # tritonserver's default `shm-default-byte-size`
+
+    def free_memory(self):
+        return self.POOL_BYTES
+
+
+shared_memory = SharedMemory()
+
+# Triton's `triton_python_backend_utils` re-exports its native module `c_python_backend_utils`,
+# which models also import by that name (`c_utils.shared_memory.free_memory()`): this module
+# answers for both names, in the stub and in the server process alike.
+sys.modules.setdefault("c_python_backend_utils", sys.modules[__name__])

@@ -350,3 +350,10 @@ def test_well_typed_arguments_still_build_requests_responses_and_tensors() -> No
     assert request.model_name() == "m" and request.correlation_id() == "id-5"
     assert pb_utils.InferenceResponse().output_tensors() == []
     assert pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", _ARRAY)]).output_tensors()
+
+
+def test_c_python_backend_utils_is_importable_with_its_shared_memory_pool() -> None:
+    import c_python_backend_utils  # type: ignore[import-not-found]
+
+    assert c_python_backend_utils.shared_memory.free_memory() == pb_utils.SharedMemory.POOL_BYTES
+    assert c_python_backend_utils.Tensor is pb_utils.Tensor
