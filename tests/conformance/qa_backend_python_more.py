@@ -22,6 +22,7 @@ tests/fixtures/triton_qa_backend_python_more.py.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 from pathlib import Path
@@ -38,17 +39,32 @@ from tests.fixtures.triton_qa_backend_python_more import (
     build_restart_repo,
 )
 
-__all__ = ["MORE_BACKEND_PYTHON_SUITES", "children", "shm_pages"]
+__all__ = ["MORE_BACKEND_PYTHON_SUITES", "children", "left_in_shm", "shm_entries"]
 
 _VERBOSE = ("--log-verbose", "1")
 _SHM = Path("/dev/shm")
 # What restart_test.py's model writes in its working directory (test.sh removes it first).
 _FREE_MEMORY = "free_memory.txt"
+_TIER = re.compile(r"thaw-host-(\d+)-.*")  # activator.scaler.local.host_tier's directories
 
 
-def shm_pages(shm: Path = _SHM) -> int:
-    """restart/../common.sh's get_shm_pages: how many entries /dev/shm holds."""
-    return sum(1 for _ in shm.iterdir())
+def shm_entries(shm: Path = _SHM) -> frozenset[str]:
+    """What /dev/shm holds (restart/../common.sh's get_shm_pages counts it)."""
+    return frozenset(entry.name for entry in shm.iterdir())
+
+
+def left_in_shm(before: frozenset[str], after: frozenset[str], server_pid: int) -> list[str]:
+    """get_shm_pages' check, made safe on a shared machine: the entries that appeared during
+    the server's run and outlived it, less the host-memory tiers of other `thaw up` processes
+    (`thaw-host-<pid>-…`, named for the `thaw up` that made it: /dev/shm is the machine's,
+    and other sessions' servers come and go during the run)."""
+    left = []
+    for name in sorted(after - before):
+        owner = _TIER.fullmatch(name)
+        if owner is not None and int(owner.group(1)) != server_pid:
+            continue
+        left.append(name)
+    return left
 
 
 def children(pid: int, proc: Path = Path("/proc")) -> list[int]:
@@ -93,10 +109,10 @@ def _run_restart(run: SuiteRun) -> list[Result]:
         for test_id, got in rows.items():
             row("restart_test.py", test_id.rsplit(".", 1)[-1], got["outcome"], got["detail"])
 
-    def pages_row(label: str, before: int) -> None:
-        after = shm_pages()
-        detail = "" if after == before else f"{before} entries before the start, {after} after"
-        row("test.sh", f"/dev/shm entries after {label}", "failed" if detail else "passed", detail)
+    def shm_row(label: str, before: frozenset[str], server: Server) -> None:
+        left = left_in_shm(before, shm_entries(), server.proc.pid)
+        detail = f"left in /dev/shm: {', '.join(left)}" if left else ""
+        row("test.sh", f"/dev/shm entries after {label}", "failed" if left else "passed", detail)
 
     # test.sh: `rm -fr *.log free_memory.txt` (the model writes it in the server's directory)
     for where in (Path.cwd(), run.qa_dir):
@@ -104,7 +120,7 @@ def _run_restart(run: SuiteRun) -> list[Result]:
     first = ("test_infer", "test_restart", "/dev/shm entries after the first server")
     second = ("server stops after its children were killed", "/dev/shm entries after the second")
 
-    before = shm_pages()
+    before = shm_entries()
     server = _start(run)
     if isinstance(server, str):
         for test in first:
@@ -117,9 +133,9 @@ def _run_restart(run: SuiteRun) -> list[Result]:
             pytest_one("test_restart")
         finally:
             _stop(server, run.kind)
-        pages_row("the first server", before)
+        shm_row("the first server", before, server)
 
-    before = shm_pages()
+    before = shm_entries()
     server = _start(run)
     if isinstance(server, str):
         for test in second:
@@ -131,7 +147,7 @@ def _run_restart(run: SuiteRun) -> list[Result]:
         outcome = "failed" if rc == -signal.SIGKILL else "passed"
         detail = f"killed {len(killed)} children; exit status {rc}"
         row("test.sh", second[0], outcome, "" if outcome == "passed" else detail)
-        pages_row("the second", before)
+        shm_row("the second", before, server)
     return results
 
 
