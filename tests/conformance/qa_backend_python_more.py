@@ -84,15 +84,17 @@ def children(pid: int, proc: Path = Path("/proc")) -> list[int]:
     return sorted(found)
 
 
-def _kill_children(server: Server) -> list[int]:
-    """test.sh's `for proc in $(pgrep --parent $SERVER_PID); do kill -9 $proc; done`."""
+def _kill_children(server: Server) -> list[str]:
+    """test.sh's `for proc in $(pgrep --parent $SERVER_PID); do kill -9 $proc; done`; each
+    killed process's pid and command line."""
     killed = []
     for child in children(server.proc.pid):
         try:
+            argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
             os.kill(child, signal.SIGKILL)
-        except ProcessLookupError:
+        except (ProcessLookupError, FileNotFoundError):
             continue
-        killed.append(child)
+        killed.append(f"{child} {b' '.join(argv[:6]).decode(errors='replace')}")
     return killed
 
 
