@@ -134,6 +134,14 @@ class Tensor:
     __slots__ = ("_name", "_numpy_array", "_triton_dtype")
 
     def __init__(self, name, numpy_array=None, triton_dtype=None):
+        # Triton's binding: a str name and an array (a wrong type is a TypeError), then a name
+        # that is not empty.
+        if not isinstance(name, str):
+            raise TypeError(f"Tensor(): name must be str, not {type(name).__name__}")
+        if numpy_array is None:
+            raise TypeError("Tensor(): numpy_array must be a numpy array, not None")
+        if not name:
+            raise TritonModelException("Tensor name cannot be an empty string.")
         if not isinstance(numpy_array, np.ndarray):
             numpy_array = np.asarray(numpy_array)
         if triton_dtype is None:
@@ -180,8 +188,17 @@ class Tensor:
     @staticmethod
     def from_dlpack(name, capsule):
         """From an object with `__dlpack__` (numpy, torch, cupy) or a raw DLPack capsule."""
+        if not isinstance(name, str):
+            raise TypeError(f"Tensor.from_dlpack(): name must be str, not {type(name).__name__}")
+        if not name:
+            raise TritonModelException("Tensor name cannot be an empty string.")
         if hasattr(capsule, "__dlpack__"):
             return Tensor(name, np.from_dlpack(capsule))
+        if type(capsule).__name__ != "PyCapsule":
+            raise TritonModelException(
+                "Provided tensor is not supported. Tensor must be a DLPack capsule or have "
+                "`__dlpack__` and `__dlpack_device__` attributes"
+            )
         import torch.utils.dlpack  # a bare capsule: torch can consume it, numpy cannot
 
         return Tensor(name, torch.utils.dlpack.from_dlpack(capsule).cpu().numpy())

@@ -20,6 +20,8 @@ import enum
 import functools
 import json
 import logging
+import numbers
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -62,6 +64,7 @@ __all__ = [
     "ModelConfig",
     "PreferredMemory",
     "ResponseIterator",
+    "SharedMemory",
     "Tensor",
     "TritonError",
     "TritonModelException",
@@ -78,6 +81,7 @@ __all__ = [
     "numpy_to_triton_type",
     "outside_execute",
     "serialize_byte_tensor",
+    "shared_memory",
     "triton_string_to_numpy",
     "triton_to_numpy_type",
     "unload_model",
@@ -116,6 +120,8 @@ class LocalHost(InProcessHost):
         return False
 
 
+# InferenceResponse's default: no tensors (an explicit None is refused, as in Triton).
+_NO_TENSORS: Any = object()
 _NO_SERVER = "no server is running this model: BLS and the model loading API are unavailable"
 
 
@@ -137,15 +143,43 @@ def current_host():
 bind_host(current_host)  # MetricFamily and Metric (pb_metrics) reach the host through it
 
 
+def _check_request_args(
+    inputs, request_id, correlation_id, requested_output_names, model_name, model_version, flags,
+    timeout,
+):  # fmt: skip
+    """InferenceRequest's argument checks as Triton's binding makes them: a wrong type (None
+    included) is a TypeError, an empty input or output name a TritonModelException."""
+    typed = (
+        ("inputs", inputs, list | tuple), ("request_id", request_id, str),
+        ("requested_output_names", requested_output_names, list | tuple),
+        ("model_name", model_name, str), ("model_version", model_version, numbers.Integral),
+        ("flags", flags, numbers.Integral), ("timeout", timeout, numbers.Integral),
+    )  # fmt: skip
+    for name, value, kind in typed:
+        if not isinstance(value, kind):
+            raise TypeError(f"InferenceRequest(): {name} has type {type(value).__name__}")
+    if correlation_id is None:
+        raise TypeError("InferenceRequest(): correlation_id must be an integer or a string")
+    if not isinstance(correlation_id, int | str):
+        raise TritonModelException("Correlation ID must be integer or string")
+    if any(not isinstance(name, str) for name in requested_output_names):
+        raise TypeError("InferenceRequest(): requested_output_names must be a list of str")
+    where = f"request with id '{request_id}' and model name '{model_name}'"
+    if any(tensor is None for tensor in inputs):
+        raise TritonModelException(f"Input tensor for {where} should not be empty.")
+    if any(name == "" for name in requested_output_names):
+        raise TritonModelException(f"Requested output name for {where} should not be empty.")
+
+
 class InferenceRequest:
     """A request as a python model sees it, or one it builds for BLS (`exec`, `async_exec`)."""
 
     def __init__(
         self,
-        inputs=None,
+        inputs=(),
         request_id="",
         correlation_id=0,
-        requested_output_names=None,
+        requested_output_names=(),
         model_name="",
         model_version=-1,
         flags=0,
@@ -154,14 +188,17 @@ class InferenceRequest:
         trace=None,
         parameters=None,
     ):
-        if not isinstance(correlation_id, int | str):
-            raise TritonModelException("Correlation ID must be integer or string")
-        self._inputs = list(inputs or [])
-        self._request_id = request_id or ""
-        self._correlation_id = correlation_id
-        self._requested_output_names = list(requested_output_names or [])
         # A model may pass the bytes it read from a BYTES tensor (Triton's binding takes both).
-        self._model_name = model_name.decode() if isinstance(model_name, bytes) else model_name
+        model_name = model_name.decode() if isinstance(model_name, bytes) else model_name
+        _check_request_args(
+            inputs, request_id, correlation_id, requested_output_names, model_name,
+            model_version, flags, timeout,
+        )  # fmt: skip
+        self._inputs = list(inputs)
+        self._request_id = request_id
+        self._correlation_id = correlation_id
+        self._requested_output_names = list(requested_output_names)
+        self._model_name = model_name
         self._model_version = model_version
         self._flags = flags
         self._timeout = timeout  # microseconds; 0: none
@@ -234,7 +271,7 @@ class InferenceRequest:
         if _outside_execute.get():
             raise TritonModelException(BLS_OUTSIDE_EXECUTE)
         if decoupled:
-            return ResponseIterator(_host.stream(self))
+            return ResponseIterator(_first_awaited(_host.stream(self)))
         return _host.infer(self)
 
     def async_exec(self, decoupled=False):
@@ -245,16 +282,45 @@ class InferenceRequest:
         return loop.run_in_executor(None, functools.partial(self.exec, decoupled))
 
 
+_END = object()
+
+
+def _first_awaited(responses):
+    """`responses` with the request sent and its first response received now, on the caller's
+    thread, as Triton's decoupled `exec` returns: `async_exec` then waits on its executor's
+    thread, never on the event loop's (a BLS stream is only read when it is iterated)."""
+    responses = iter(responses)
+    first = next(responses, _END)
+    return _after(first, responses)
+
+
+def _after(first, responses):
+    try:
+        if first is not _END:
+            yield first
+            yield from responses
+    finally:  # `ResponseIterator.cancel()` closes the stream before its end
+        close = getattr(responses, "close", None)
+        if close is not None:
+            close()
+
+
 class InferenceResponse:
     """The response for one request: output tensors, or an error."""
 
     __slots__ = ("_err", "_output_tensors", "_parameters")
 
-    def __init__(self, output_tensors=None, error=None, parameters=None):
-        if output_tensors is None:
+    def __init__(self, output_tensors=_NO_TENSORS, error=None, parameters=None):
+        if output_tensors is _NO_TENSORS:
             output_tensors = []
+        elif output_tensors is None:  # Triton's binding converts no None to a list of tensors
+            raise TypeError(
+                "InferenceResponse(): output_tensors must be a list of Tensor, not None"
+            )
         if not isinstance(output_tensors, list):
             raise TritonModelException('"output_tensors" must be a list.')
+        if any(tensor is None for tensor in output_tensors):
+            raise TritonModelException("Output tensor for inference response should not be empty.")
         self._output_tensors = output_tensors
         self._err = error
         self._parameters = parameters
@@ -423,7 +489,14 @@ class Logger:
 
     @staticmethod
     def log(message, level=LogLevel.INFO):
-        _host.log(int(level), str(message))
+        # Triton's binding takes a str message (bytes too) and a LogLevel, never a plain int.
+        if isinstance(message, bytes):
+            message = message.decode()
+        if not isinstance(message, str):
+            raise TypeError(f"Logger.log(): message must be str, not {type(message).__name__}")
+        if not isinstance(level, LogLevel):
+            raise TypeError(f"Logger.log(): level must be a LogLevel, not {type(level).__name__}")
+        _host.log(int(level), message)
 
     @staticmethod
     def log_info(message):
@@ -503,3 +576,22 @@ def unload_model(model_name, unload_dependents=False):
 
 def is_model_ready(model_name, model_version=""):
     return _host.is_model_ready(model_name, str(model_version))
+
+
+class SharedMemory:
+    """Triton's `c_python_backend_utils.shared_memory`: the stub's shared-memory pool. Thaw's
+    stub keeps no pool (a large tensor crosses in its own memfd, released with its array), so
+    the pool's free bytes never change: `free_memory()` is always `POOL_BYTES`."""
+
+    POOL_BYTES = 1 << 20  # tritonserver's default `shm-default-byte-size`
+
+    def free_memory(self):
+        return self.POOL_BYTES
+
+
+shared_memory = SharedMemory()
+
+# Triton's `triton_python_backend_utils` re-exports its native module `c_python_backend_utils`,
+# which models also import by that name (`c_utils.shared_memory.free_memory()`): this module
+# answers for both names, in the stub and in the server process alike.
+sys.modules.setdefault("c_python_backend_utils", sys.modules[__name__])

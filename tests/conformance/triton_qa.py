@@ -46,6 +46,7 @@ from pathlib import Path
 from tests.conformance.pytest_junit import run_pytest
 from tests.conformance.qa_backend_python import BACKEND_PYTHON_SUITES
 from tests.conformance.qa_backend_python_main import PYTHON_TEST_SUITE
+from tests.conformance.qa_backend_python_more import MORE_BACKEND_PYTHON_SUITES
 from tests.conformance.qa_checkout import (
     Result,
     extract,
@@ -247,6 +248,7 @@ SUITES: dict[str, Suite] = {
         ),
         PYTHON_TEST_SUITE,
         *BACKEND_PYTHON_SUITES,
+        *MORE_BACKEND_PYTHON_SUITES,
         *TRACE_LOGGING_SUITES,
         *GEN_SUITES,
         *LIFECYCLE_SUITES,

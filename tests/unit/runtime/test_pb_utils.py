@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -306,3 +307,66 @@ def test_a_metric_whose_family_object_is_gone_refuses_every_operation(
             operation()
         assert "the corresponding 'MetricFamily' has been deleted" in str(raised.value)
     assert updates == [(7, "set", 3.0)]  # nothing reached the server after it
+
+
+_ARRAY = np.asarray([1, 2], dtype=np.int32)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: pb_utils.InferenceRequest(inputs=None, model_name="m"),
+        lambda: pb_utils.InferenceRequest(model_name=None),
+        lambda: pb_utils.InferenceRequest(model_name="m", requested_output_names=[None]),
+        lambda: pb_utils.InferenceRequest(model_name="m", requested_output_names=None),
+        lambda: pb_utils.InferenceRequest(model_name="m", correlation_id=None),
+        lambda: pb_utils.InferenceRequest(model_name="m", request_id=None),
+        lambda: pb_utils.InferenceRequest(model_name="m", model_version=None),
+        lambda: pb_utils.InferenceRequest(model_name="m", flags=None),
+        lambda: pb_utils.InferenceResponse(output_tensors=None),
+        lambda: pb_utils.Tensor(None, _ARRAY),
+        lambda: pb_utils.Tensor("OUTPUT0", None),
+        lambda: pb_utils.Tensor("", None),
+        lambda: pb_utils.Logger.log("message", None),
+        lambda: pb_utils.Logger.log("message", 1),
+        lambda: pb_utils.Logger.log_info(None),
+    ],
+)
+def test_a_wrongly_typed_argument_is_a_type_error_as_in_triton(call: Callable[[], object]) -> None:
+    with pytest.raises(TypeError):
+        call()
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: pb_utils.InferenceRequest(inputs=[None], model_name="m"),
+        lambda: pb_utils.InferenceRequest(model_name="m", correlation_id=1.5),
+        lambda: pb_utils.InferenceResponse(output_tensors=[None]),
+        lambda: pb_utils.Tensor("", _ARRAY),
+        lambda: pb_utils.Tensor.from_dlpack("OUTPUT0", None),
+        lambda: pb_utils.Tensor.from_dlpack("", _ARRAY),
+    ],
+)
+def test_an_empty_tensor_or_name_is_a_model_exception_as_in_triton(
+    call: Callable[[], object],
+) -> None:
+    with pytest.raises(pb_utils.TritonModelException):
+        call()
+
+
+def test_well_typed_arguments_still_build_requests_responses_and_tensors() -> None:
+    request = pb_utils.InferenceRequest(
+        inputs=[], requested_output_names=[], model_name=b"m", correlation_id="id-5",
+        model_version=np.int64(2), flags=np.uint32(0),
+    )  # fmt: skip
+    assert request.model_name() == "m" and request.correlation_id() == "id-5"
+    assert pb_utils.InferenceResponse().output_tensors() == []
+    assert pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", _ARRAY)]).output_tensors()
+
+
+def test_c_python_backend_utils_is_importable_with_its_shared_memory_pool() -> None:
+    import c_python_backend_utils  # type: ignore[import-not-found]
+
+    assert c_python_backend_utils.shared_memory.free_memory() == pb_utils.SharedMemory.POOL_BYTES
+    assert c_python_backend_utils.Tensor is pb_utils.Tensor
