@@ -21,7 +21,6 @@ import functools
 import json
 import logging
 import numbers
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -590,8 +589,3 @@ class SharedMemory:
 
 
 shared_memory = SharedMemory()
-
-# Triton's `triton_python_backend_utils` re-exports its native module `c_python_backend_utils`,
-# which models also import by that name (`c_utils.shared_memory.free_memory()`): this module
-# answers for both names, in the stub and in the server process alike.
-sys.modules.setdefault("c_python_backend_utils", sys.modules[__name__])

@@ -57,8 +57,11 @@ class ModelError(Exception):
 
 
 def install_pb_utils() -> None:
-    """Make `import triton_python_backend_utils` give models Thaw's module."""
+    """Make `import triton_python_backend_utils` give models Thaw's module; also as
+    `c_python_backend_utils`, Triton's native module, which its pb_utils re-exports and models
+    import by that name too (`c_utils.shared_memory.free_memory()`)."""
     sys.modules.setdefault("triton_python_backend_utils", pb_utils)
+    sys.modules.setdefault("c_python_backend_utils", pb_utils)
 
 
 def import_model_file(path: Path) -> ModuleType:

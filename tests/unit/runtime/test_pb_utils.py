@@ -366,6 +366,9 @@ def test_well_typed_arguments_still_build_requests_responses_and_tensors() -> No
 
 
 def test_c_python_backend_utils_is_importable_with_its_shared_memory_pool() -> None:
+    from runtime.python.stub.model_runner import install_pb_utils
+
+    install_pb_utils()  # what the runner does before it imports a model
     import c_python_backend_utils  # type: ignore[import-not-found]
 
     assert c_python_backend_utils.shared_memory.free_memory() == pb_utils.SharedMemory.POOL_BYTES
