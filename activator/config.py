@@ -62,7 +62,11 @@ class ScaleSettings:
     panic_window_s: float = 6.0
     panic_threshold: float = 2.0  # panic when panic-window demand >= this x ready capacity
     scale_down_delay_s: float = 0.0  # keep the highest desired count this long
-    activation_timeout_s: float = 60.0  # a cold start that takes longer fails held requests
+    activation_timeout_s: float = 60.0  # how long a request is held; then 504, the start goes on
+    # How long one replica start (process or pod, plus the model's load) may take before it
+    # fails; never less than `activation_timeout_s` (`start_timeout_s`). Triton bounds no
+    # load: the default lets a large model's load finish (docs/scale-to-zero.md).
+    load_timeout_s: float = 600.0
     max_held_requests: int = 1000
     max_held_bytes: int = 256 * 1024 * 1024  # sum of held requests' declared Content-Length
     container_concurrency: int = 0  # per-replica in-flight limit; 0 = unlimited (Knative's default)
@@ -80,6 +84,12 @@ class ScaleSettings:
     # other `shared` models, within a budget, evicting idle ones (`thaw up --scaler local`).
     placement: Placement = Placement.DEDICATED
 
+    @property
+    def start_timeout_s(self) -> float:
+        """Seconds one replica start may take: `load_timeout_s`, or `activation_timeout_s`
+        where that is longer (a start is never cut shorter than its held requests wait)."""
+        return max(self.load_timeout_s, self.activation_timeout_s)
+
 
 # field -> (inclusive low, inclusive high); the type is the dataclass field's type.
 SETTING_RANGES: dict[str, tuple[float, float]] = {
@@ -92,6 +102,7 @@ SETTING_RANGES: dict[str, tuple[float, float]] = {
     "panic_threshold": (1.1, 100),
     "scale_down_delay_s": (0, 3600),
     "activation_timeout_s": (0.5, 3600),
+    "load_timeout_s": (0.5, 86_400),
     "max_held_requests": (1, 1_000_000),
     "max_held_bytes": (0, 1 << 40),
     "container_concurrency": (0, 100_000),

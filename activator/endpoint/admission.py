@@ -47,18 +47,26 @@ class Slot:
     """The scope of `Admission.acquire`: one request's slot on a replica. A class, not a
     generator-based context manager, because every request enters one."""
 
-    __slots__ = ("_admission", "_bound", "_replica", "_size")
+    __slots__ = ("_admission", "_bound", "_loading", "_replica", "_size")
 
-    def __init__(self, admission: Admission, size: int, bound: Replica | None = None) -> None:
+    def __init__(
+        self,
+        admission: Admission,
+        size: int,
+        bound: Replica | None = None,
+        *,
+        loading: bool = False,
+    ) -> None:
         self._admission = admission
         self._size = size
         self._bound = bound
+        self._loading = loading
 
     async def __aenter__(self) -> Replica:
         if self._bound is not None:
             self._replica = self._admission._admit_on(self._bound)
         else:
-            self._replica = await self._admission._admit(self._size)
+            self._replica = await self._admission._admit(self._size, loading=self._loading)
         return self._replica
 
     async def __aexit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
@@ -96,13 +104,15 @@ class Admission:
         self._closed = False
         self._publish()
 
-    def acquire(self, size: int) -> Slot:
+    def acquire(self, size: int, *, loading: bool = False) -> Slot:
         """`async with admission.acquire(nbytes) as replica:` a slot on a ready replica.
 
         Waits in the held queue when no slot is free (503 Overloaded when it is full; 504
-        HeldTimeout at the activation timeout; ActivationFailed when the wake-up failed).
+        HeldTimeout at the activation timeout; ActivationFailed when the wake-up failed). A
+        start outlives its held requests' timeout: it goes on. `loading`: the repository
+        load call, which waits as long as a start may take (`load_timeout_s`) instead.
         """
-        return Slot(self, size)
+        return Slot(self, size, loading=loading)
 
     def acquire_on(self, replica: Replica) -> Slot:
         """`async with admission.acquire_on(replica) as replica:` a slot on that replica, at
@@ -119,7 +129,7 @@ class Admission:
             replica.breaker.take_anyway()
         return replica
 
-    async def _admit(self, size: int) -> Replica:
+    async def _admit(self, size: int, *, loading: bool) -> Replica:
         """Entering `acquire`: count the request, take a free slot or hold for one."""
         if self._closed:
             raise ActivationFailed(f"model '{self._model}': the activator is shutting down")
@@ -130,7 +140,7 @@ class Admission:
         replica = None if len(self._held) else self._take_free()
         if replica is None:
             try:
-                replica = await self._hold(size)
+                replica = await self._hold(size, loading=loading)
             except BaseException:
                 self._meter.change(self._clock(), -1)
                 raise
@@ -155,15 +165,17 @@ class Admission:
             return replica
         return None
 
-    async def _hold(self, size: int) -> Replica:
+    async def _hold(self, size: int, *, loading: bool) -> Replica:
         now = self._clock()
+        settings = self._settings
+        wait_s = settings.start_timeout_s if loading else settings.activation_timeout_s
         future: asyncio.Future[Replica] = asyncio.get_running_loop().create_future()
-        item = HeldRequest(size, now + self._settings.activation_timeout_s, now, future)
+        item = HeldRequest(size, now + wait_s, now, future)
         self._held.push(item)
         self._demand.wake()
         self.dispatch()
         try:
-            await self._wait_held(future, now + self._settings.activation_timeout_s)
+            await self._wait_held(future, now + wait_s)
         except asyncio.CancelledError:
             # The client went away while held: never forward it; give back a granted slot.
             self._held.remove(item)
@@ -177,7 +189,7 @@ class Admission:
             self._publish()
         if not future.done():
             future.cancel()
-            raise self._held_timeout()
+            raise self._held_timeout(wait_s, loading=loading)
         return future.result()
 
     async def _wait_held(self, future: asyncio.Future[Replica], deadline: float) -> None:
@@ -193,12 +205,17 @@ class Admission:
                 return
             deadline = later
 
-    def _held_timeout(self) -> HeldTimeout:
-        waited = f"{self._settings.activation_timeout_s:g} s"
+    def _held_timeout(self, wait_s: float, *, loading: bool) -> HeldTimeout:
+        waited = f"{wait_s:g} s ({'load_timeout_s' if loading else 'activation_timeout_s'})"
         if self._replicas.serving():
             return HeldTimeout(f"request for model '{self._model}' waited {waited} for a free slot")
         error = self._replicas.last_error
         why = f"; last error: {error}" if error else ""
+        if self._replicas.starting and not loading:
+            # The start is bounded by its own limit, not this request's: say so, so that the
+            # client knows a retry may find the model up.
+            limit = f"{self._settings.start_timeout_s:g} s"
+            why += f"; its start goes on (it may take up to {limit}, load_timeout_s)"
         return HeldTimeout(f"model '{self._model}' did not become ready within {waited}{why}")
 
     def dispatch(self) -> None:

@@ -283,8 +283,10 @@ class ModelEndpoint:
             self._replicas.adopt(handles)
 
     async def warm(self) -> None:
-        """Bring a replica up now and wait for it (the repository `load` call)."""
-        async with self.acquire(0):
+        """Bring a replica up now and wait for it (the repository `load` call). It waits as
+        long as a start may take (`load_timeout_s`), not a held request's activation timeout:
+        Triton's load blocks until the model is loaded, however long its load takes."""
+        async with self._admission.acquire(0, loading=True):
             pass
 
     async def scale_to_zero(self) -> None:
@@ -321,6 +323,10 @@ class ModelEndpoint:
         self._cold.replica_up(replica)
         if first:
             self._meter.restart(replica.ready_at, backlog_s=self._settings.panic_window_s)
+            # Kept through one idle grace from now, as after a request: a start that outlived
+            # its held requests (504 at the activation timeout) is there for their retries,
+            # not drained the moment it is up because its requests came a grace ago.
+            self._reconciler.note_request(replica.ready_at)
         self._admission.dispatch()
         for listener in self._ready_listeners:
             listener(replica)

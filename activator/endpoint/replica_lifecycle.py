@@ -34,6 +34,17 @@ CRASH_LOOP_S = 10.0
 _FAILED_STOP_S = 1.0  # stopping a replica that failed or died: nothing to drain
 
 
+def _named_limit(message: str, elapsed_s: float, settings: ScaleSettings) -> str:
+    """A failed start's message, naming the setting that bounds a start when it ran that
+    long (a user who sees "did not load within 600 s" learns what to raise)."""
+    limit_s = settings.start_timeout_s
+    if elapsed_s < limit_s:
+        return message
+    name = "load_timeout_s" if limit_s == settings.load_timeout_s else "activation_timeout_s"
+    flag = name.replace("_", "-")
+    return f"{message} (a replica start may take `{name}` = {limit_s:g} s: thaw.{name}, --{flag})"
+
+
 class ReplicaSet:
     """One model's replicas and the starts in progress."""
 
@@ -74,6 +85,7 @@ class ReplicaSet:
         self._retry_needs_request = False
         self._tasks: set[asyncio.Task[None]] = set()
         self._watchers: set[asyncio.Task[None]] = set()
+        self._starts: set[asyncio.Task[None]] = set()  # in `_tasks` too
         self._closed = False
         # Counts `renew` calls: a start begun before the latest one loaded the old files.
         self._files_generation = 0
@@ -129,21 +141,23 @@ class ReplicaSet:
     def start(self) -> None:
         """Begin one replica start (returns at once; `on_ready` or `on_start_failed` follows)."""
         self._starting += 1
-        self._spawn(self._start())
+        self._spawn(self._start(), also=self._starts)
 
     async def _start(self) -> None:
         generation = self._files_generation
+        # The start's own limit, not the held requests' (`activation_timeout_s`): they may
+        # get their 504 first, and the start goes on, to serve the requests after them.
+        limit_s = self._settings.start_timeout_s
+        began = self._clock()
         try:
-            handle = await self._backend.start_replica(
-                self._model, timeout_s=self._settings.activation_timeout_s
-            )
+            handle = await self._backend.start_replica(self._model, timeout_s=limit_s)
         except StartWithdrawn as exc:
             self._starting -= 1
             self._start_withdrawn(exc.message)
             return
         except ActivationFailed as exc:
             self._starting -= 1
-            self._start_failed(exc.message)
+            self._start_failed(_named_limit(exc.message, self._clock() - began, self._settings))
             return
         except Exception as exc:  # a backend bug must still fail the waiters, not hang them
             logger.exception("model=%s replica start crashed", self._model)
@@ -272,9 +286,12 @@ class ReplicaSet:
         self._publish()
 
     async def close(self) -> None:
-        """Drain every replica, let starts in progress finish (they retire themselves), and
-        stop watching."""
+        """Drain every replica, cancel starts in progress (the backend gives back what a
+        cancelled start claimed), and stop watching."""
         self._closed = True
+        # A start may run up to `load_timeout_s` (minutes): shutting down does not wait it out.
+        for task in list(self._starts):
+            task.cancel()
         for replica in list(self._replicas):
             if not replica.draining:
                 self.retire(replica)
@@ -288,12 +305,17 @@ class ReplicaSet:
     # ---- background tasks and the gauge -------------------------------------------------------
 
     def _spawn(
-        self, coro: Coroutine[Any, Any, None], *, into: set[asyncio.Task[None]] | None = None
+        self,
+        coro: Coroutine[Any, Any, None],
+        *,
+        into: set[asyncio.Task[None]] | None = None,
+        also: set[asyncio.Task[None]] | None = None,
     ) -> None:
-        tasks = self._tasks if into is None else into
         task = asyncio.get_running_loop().create_task(coro)
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
+        for tasks in (self._tasks if into is None else into, also):
+            if tasks is not None:
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
         task.add_done_callback(self._task_done)
 
     def _task_done(self, task: asyncio.Task[None]) -> None:

@@ -400,7 +400,7 @@ class Fleet:
         versions: activator.fleet.in_place), and gather their answers; a replica still
         starting is stopped once up, unused. None up: nothing to send."""
         endpoint = self.models[name].endpoint
-        timeout_s = endpoint.settings.activation_timeout_s
+        timeout_s = endpoint.settings.start_timeout_s  # a load, as a replica start's
 
         async def load(replica: Replica) -> None:
             control = RuntimeControl(self.session, replica.url, name=replica.id)

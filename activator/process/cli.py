@@ -104,7 +104,10 @@ _SETTING_HELP = {
     "panic_window_s": "seconds of history that detect a burst",
     "panic_threshold": "burst = panic-window demand >= this x ready replicas",
     "scale_down_delay_s": "keep the highest replica count of the last N seconds",
-    "activation_timeout_s": "seconds a request may be held; a wake-up slower than this fails",
+    "activation_timeout_s": "seconds a request may be held for a wake-up (then 504; the start "
+    "goes on)",
+    "load_timeout_s": "seconds one replica start (process + model load) may take before it "
+    "fails; the repository load call waits this long",
     "max_held_requests": "held requests per model before 503 + Retry-After",
     "max_held_bytes": "sum of held request bodies (declared) per model before 503",
     "container_concurrency": "in-flight requests per replica (0 = unlimited)",

@@ -147,7 +147,8 @@ class ScalerBackend(PoolReport, Protocol):
     async def start_replica(self, model: str, *, timeout_s: float) -> ReplicaHandle:
         """Bring up one replica serving `model` and return once it is routable.
 
-        Within `timeout_s` (the model's activation timeout, claim + ready + load together) or
+        Within `timeout_s` (the model's `load_timeout_s`, claim + ready + load together:
+        `ScaleSettings.start_timeout_s`) or
         raise `ActivationFailed`. The endpoint calls it once per replica it wants, possibly
         several concurrently for one model; each call returns a distinct replica.
         """

@@ -10,8 +10,8 @@ pool's template), wait for its address and its runtime, load the model, mark it 
 
 A created pod no node can take (PodScheduled=False, Unschedulable: a node autoscaler is to add
 one) waits up to `node_provisioning_timeout_s` for a node instead of the start's deadline; the
-rest then gets the activation timeout again from the moment it was bound. While such a start
-is in progress, `holds` says until when requests held for its model may wait, and
+rest then gets the start's limit (`load_timeout_s`) again from the moment it was bound. While
+such a start is in progress, `holds` says until when requests held for its model may wait, and
 `node_waits` which of its pods wait for a node now.
 
 Every wait races the pod going away (`_gone`: deleted, restarted, stuck waiting on an image or
@@ -316,7 +316,7 @@ class PodStarter:
         """Wait for a created pod to be bound to a node; the deadline for the rest of the
         start. Not judged (or no scheduler says anything) by `deadline`: the rest decides.
         Unschedulable: wait for a node up to the node-provisioning timeout (ActivationFailed
-        after it), then the activation timeout starts again."""
+        after it), then the start's limit starts again."""
         pods, node_timeout_s = self._pods, self._kube.node_provisioning_timeout_s
         waited_since: float | None = None
         why = ""

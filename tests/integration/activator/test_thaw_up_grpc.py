@@ -41,7 +41,11 @@ def up(tmp_path_factory: pytest.TempPathFactory, waking_hold: Path) -> Iterator[
     repo = tmp_path_factory.mktemp("grpc_repo")
     with_params(make_add_sub(repo, "counted"), scale_to_zero_grace_s=1, max_replicas=1)
     with_params(make_add_sub(repo, "at_rest"), max_replicas=1)  # only read, never inferred
-    with_params(make_slow_init(repo, "too_slow", delay_s=3.0), activation_timeout_s=1)
+    # Never up: its start's own limit (load_timeout_s) is 1 s too, so no start of it outlives
+    # its held request to serve a later one (the stream test counts on that).
+    with_params(
+        make_slow_init(repo, "too_slow", delay_s=3.0), activation_timeout_s=1, load_timeout_s=1
+    )
     with_params(
         make_slow_init(repo, "waking", delay_s=2.0, hold_file=waking_hold), max_held_requests=1
     )
