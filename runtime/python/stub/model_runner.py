@@ -108,8 +108,12 @@ def forget_model_module(module: ModuleType) -> None:
     """Drop a module `import_model_file` made from `sys.modules`: it, its package, and the
     sibling files it imported relatively (`from . import file2`)."""
     package = module.__name__.rpartition(".")[0] or module.__name__
-    for name in [n for n in sys.modules if n == package or n.startswith(package + ".")]:
-        sys.modules.pop(name, None)
+    # A snapshot taken in one C call (other threads import models meanwhile: iterating the
+    # live dict would fail with "dictionary changed size during iteration").
+    names = tuple(sys.modules)
+    for name in names:
+        if name == package or name.startswith(package + "."):
+            sys.modules.pop(name, None)
 
 
 def _describe(exc: BaseException) -> str:
