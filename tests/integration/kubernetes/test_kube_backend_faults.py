@@ -233,7 +233,9 @@ async def test_a_pod_that_never_becomes_ready_fails_held_requests_and_is_deleted
 ) -> None:
     # The hang's 504 is the 4 s deadline's; the crash must be told without waiting a deadline
     # out, so it has one a loaded machine's slow restart report cannot reach.
-    with_params(repo / "add_sub", activation_timeout_s=4 if status == 504 else HUNG_AFTER_S)
+    # The start's own limit (load_timeout_s) is set to the same: the hung pod's start ends there.
+    deadline_s = 4 if status == 504 else HUNG_AFTER_S
+    with_params(repo / "add_sub", activation_timeout_s=deadline_s, load_timeout_s=deadline_s)
     container = _runtime_that(runtime)
     await _pool(kube_api, kube_apiserver, kubelet_factory, repo, tmp_path, 0, container=container)
     up = await asyncio.to_thread(UpProcess, repo, *up_args(kubeconfig_path, activator_id="a"))
