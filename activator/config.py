@@ -23,6 +23,7 @@ from thawserver.connection_limits import ConnectionLimits
 from thawserver.ranges import number, out_of_range
 from thawserver.redaction import Redactor
 from thawserver.restricted_protocols import Category, Restriction
+from thawwire.internal_calls import InternalCalls
 from thawwire.log_settings import LogSettings
 from thawwire.runtime_parameters import RUNTIME_PARAMETERS, runtime_parameter_error
 from thawwire.trace_settings import TraceSetting
@@ -266,6 +267,9 @@ class ActivatorConfig:
     # (thawwire.openai_lora); None: no LoRA selection.
     lora_separator: str | None = None
     max_body_bytes: int = 64 * 1024 * 1024  # declared request bodies above this get 413
+    # The deployment's token and the body cap of the requests that carry it: replicas' BLS
+    # calls and ensemble steps (thawwire.internal_calls). None: every body has the client cap.
+    internal_calls: InternalCalls | None = field(default=None, repr=False)
     request_timeout_s: float = 300.0  # a forwarded request with no response by then gets 504
     body_timeout_s: float = 60.0  # a request body not fully received by then gets 408
     # Head deadline, idle keep-alive timeout and connection cap of each listener

@@ -17,6 +17,7 @@ from thawserver.restricted_protocols import (
     parse_http_restrictions,
     parse_restrictions,
 )
+from thawwire.internal_calls import InternalCalls
 from thawwire.log_settings import LogSettings
 from thawwire.model_control import POLL_SECS_RANGE, ModelControlMode
 from thawwire.openai_api import DEFAULT_MAX_TOOL_CALL_PARSE_BYTES, TOOL_CALL_PARSERS
@@ -88,6 +89,11 @@ class ServeConfig:
     front_door: str | None = None
     # The front door's gRPC service (HOST:PORT), where BLS streams to other models go.
     front_door_grpc: str | None = None
+    # The deployment's token (`--internal-token-file`) and the body cap of the requests that
+    # carry it: this replica's BLS calls and ensemble steps through the front door, and those
+    # of other replicas that reach it (thawwire.internal_calls). None: every body is capped at
+    # `max_body_bytes`.
+    internal_calls: InternalCalls | None = field(default=None, repr=False)
     # The activator's per-connection state file for handed-off connections (one byte a slot).
     handoff_state: Path | None = None
     handoff_max_age_s: float = 10.0
@@ -186,6 +192,8 @@ class ServeConfig:
         _in_range("repository_poll_secs", self.repository_poll_secs, *POLL_SECS_RANGE)
         _in_range("max_body_bytes", self.max_body_bytes, 1024, 1 << 40)
         _in_range("max_json_depth", self.max_json_depth, 2, 10000)
+        if self.internal_calls is not None:
+            _in_range("max_internal_body_bytes", self.internal_calls.max_body_bytes, 1024, 1 << 40)
         _in_range("arena_bytes", self.arena_bytes, 0, 1 << 44)
         if self.cache_max_bytes is not None:
             _in_range("cache_max_bytes", self.cache_max_bytes, 1, 1 << 50)

@@ -13,9 +13,12 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from thawwire.internal_calls import HEADER
+
 __all__ = ["compile_pattern", "forwarded_headers"]
 
 _CASE_SENSITIVE = "(?-i)"
+_TOKEN_HEADER = HEADER.lower()
 
 
 def compile_pattern(text: str, *, setting: str = "header_forward_pattern") -> re.Pattern[str]:
@@ -37,12 +40,13 @@ def forwarded_headers(
 ) -> dict[str, str]:
     """{name: value} of the headers whose name matches `pattern` ({} without one). Names and
     values may be `bytes` (aiohttp's raw headers, binary gRPC metadata): read as latin-1,
-    byte for byte, as Triton copies them."""
+    byte for byte, as Triton copies them. The deployment's token (thawwire.internal_calls)
+    is never one of them, whatever the pattern: a model must not see a secret."""
     if pattern is None:
         return {}
     found: dict[str, str] = {}
     for name, value in headers:
         key = name.decode("latin-1") if isinstance(name, bytes) else str(name)
-        if pattern.search(key):
+        if pattern.search(key) and key.lower() != _TOKEN_HEADER:
             found[key] = value.decode("latin-1") if isinstance(value, bytes) else str(value)
     return found

@@ -10,13 +10,20 @@ size"); its status for it is 400, Thaw's 413.
 
 from __future__ import annotations
 
-__all__ = ["too_large_text"]
+__all__ = ["CLIENT_FLAG", "INTERNAL_FLAG", "too_large_text"]
+
+CLIENT_FLAG = "--max-body-bytes"
+# The cap of the platform's own calls, BLS and ensemble steps (thawwire.internal_calls).
+INTERNAL_FLAG = "--max-internal-body-bytes"
 
 
-def too_large_text(limit: int, *, size: int | None = None, what: str = "request") -> str:
-    """`what` ("request", or "request JSON" for a JSON body, as Triton says) over `limit`."""
+def too_large_text(
+    limit: int, *, size: int | None = None, what: str = "request", flag: str = CLIENT_FLAG
+) -> str:
+    """`what` ("request", or "request JSON" for a JSON body, as Triton says) over `limit`;
+    `flag` raises it (`--max-internal-body-bytes` for the platform's own calls)."""
     of = f" of {size} bytes" if size is not None else ""
     return (
         f"{what} size{of} exceeds the maximum allowed input size of {limit} bytes. "
-        "Use --max-body-bytes to increase the limit."
+        f"Use {flag} to increase the limit."
     )

@@ -73,6 +73,8 @@ from thawserver.settings_flags import (
     trace_setting,
 )
 from thawserver.tool_call_flags import add_tool_call_arguments, replica_environment
+from thawwire.internal_calls import DEFAULT_MAX_BODY_BYTES as DEFAULT_INTERNAL_BODY_BYTES
+from thawwire.internal_calls import InternalCalls, TokenError, new_token, read_token
 from thawwire.model_control import ModelControlMode
 
 __all__ = ["register", "run"]
@@ -264,6 +266,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "given to every replica too",
     )  # fmt: skip
     p.add_argument(
+        "--max-internal-body-bytes", type=int, default=DEFAULT_INTERNAL_BODY_BYTES,
+        metavar="BYTES",
+        help="the largest body of the platform's own requests through the front door: a "
+        "Python model's BLS call to a model on another replica, an ensemble's step (default "
+        "4 GiB). They carry the deployment's token, which no client has; given to every "
+        "replica too",
+    )  # fmt: skip
+    p.add_argument(
+        "--internal-token-file", type=Path, metavar="PATH",
+        help="the deployment's token (at least 32 printable characters). Local scaler: made "
+        "afresh at each start when not given. Kubernetes: the Secret the chart mounts in the "
+        "activators and the pool pods; without it the platform's own requests keep the client "
+        "cap (--max-body-bytes)",
+    )  # fmt: skip
+    p.add_argument(
         "--backend-directory", type=Path, metavar="DIR",
         help="Python-based backends, as tritonserver's flag: a config's `backend: NAME` that "
         "Thaw does not have runs DIR/NAME/model.py as a Python model (e.g. Triton's "
@@ -391,6 +408,7 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
     )
     check_range("--warm-pool", args.warm_pool, 0, 64)
     check_range("--max-body-bytes", args.max_body_bytes, 1, 1 << 40)
+    check_range("--max-internal-body-bytes", args.max_internal_body_bytes, 1024, 1 << 40)
     check_range("--request-timeout-s", args.request_timeout_s, 0.1, 86_400)
     check_range("--body-timeout-s", args.body_timeout_s, 0.1, 3600)
     check_range("--max-tool-call-parse-bytes", args.max_tool_call_parse_bytes, 1, 1 << 30)
@@ -422,6 +440,7 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
         build_images=not args.no_image_build and not kubernetes,
         defaults=settings,
         max_body_bytes=args.max_body_bytes,
+        internal_calls=internal_calls(args, kubernetes=kubernetes),
         lora_separator=args.lora_separator or None,
         request_timeout_s=args.request_timeout_s,
         body_timeout_s=args.body_timeout_s,
@@ -440,6 +459,21 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
         grpc_restrictions=grpc_restrictions,
         **_log_and_trace(args),
     )
+
+
+def internal_calls(args: argparse.Namespace, *, kubernetes: bool) -> InternalCalls | None:
+    """The deployment's token (`--internal-token-file`; on the local scaler a fresh one when
+    not given) and the cap of the requests that carry it; None on Kubernetes without a file."""
+    if args.internal_token_file is not None:
+        try:
+            token = read_token(args.internal_token_file)
+        except TokenError as exc:
+            raise ConfigError(f"--internal-token-file: {exc}") from None
+    elif kubernetes:
+        return None
+    else:
+        token = new_token()
+    return InternalCalls(token, args.max_internal_body_bytes)
 
 
 def _scaler_config(args: argparse.Namespace) -> LocalConfig | KubernetesConfig:

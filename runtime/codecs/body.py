@@ -18,7 +18,7 @@ import numpy as np
 
 from runtime.errors import InvalidInput, JsonTooDeep, PayloadTooLarge
 from thawserver import fast_json
-from thawserver.body_limit import too_large_text
+from thawserver.body_limit import CLIENT_FLAG, too_large_text
 
 __all__ = ["decode_content", "json_depth", "parse_json", "read_capped", "too_deep", "too_large"]
 
@@ -29,12 +29,15 @@ _DECODE_STEP = 1 << 20
 _JSON_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"', re.DOTALL)
 
 
-def too_large(limit: int, *, size: int | None = None, what: str = "request") -> PayloadTooLarge:
+def too_large(
+    limit: int, *, size: int | None = None, what: str = "request", flag: str = CLIENT_FLAG
+) -> PayloadTooLarge:
     """The one 413 error for any body over `limit` bytes, in Triton's words (its status is 400).
 
-    `what` is "request JSON" for a JSON body, as Triton says; `size` when it is known.
+    `what` is "request JSON" for a JSON body, as Triton says; `size` when it is known; `flag`
+    the setting that raises `limit` (`--max-internal-body-bytes` for the platform's own calls).
     """
-    return PayloadTooLarge(too_large_text(limit, size=size, what=what))
+    return PayloadTooLarge(too_large_text(limit, size=size, what=what, flag=flag))
 
 
 async def read_capped(
@@ -43,23 +46,26 @@ async def read_capped(
     limit: int,
     declared_length: int | None,
     what: str = "request",
+    flag: str = CLIENT_FLAG,
 ) -> bytes:
     """All bytes of `stream`; 413 as soon as the total passes `limit` (before it, if declared)."""
     if declared_length is not None and declared_length > limit:
-        raise too_large(limit, size=declared_length, what=what)
+        raise too_large(limit, size=declared_length, what=what, flag=flag)
     chunks: list[bytes] = []
     total = 0
     async for chunk in stream:
         total += len(chunk)
         if total > limit:
-            raise too_large(limit, what=what)
+            raise too_large(limit, what=what, flag=flag)
         chunks.append(chunk)
     if len(chunks) == 1:
         return chunks[0]
     return b"".join(chunks)
 
 
-def decode_content(raw: bytes, encoding: str | None, *, limit: int, what: str = "request") -> bytes:
+def decode_content(
+    raw: bytes, encoding: str | None, *, limit: int, what: str = "request", flag: str = CLIENT_FLAG
+) -> bytes:
     """Undo a `Content-Encoding` of gzip/deflate/identity, producing at most `limit` bytes."""
     coding = (encoding or "identity").strip().lower()
     if coding in ("", "identity"):
@@ -70,7 +76,7 @@ def decode_content(raw: bytes, encoding: str | None, *, limit: int, what: str = 
         wbits = zlib.MAX_WBITS if _looks_like_zlib(raw) else -zlib.MAX_WBITS
     else:
         raise InvalidInput(f"unsupported Content-Encoding '{encoding}'; use gzip or deflate")
-    return _inflate(raw, wbits, limit, f"decompressed {what}")
+    return _inflate(raw, wbits, limit, f"decompressed {what}", flag)
 
 
 def _looks_like_zlib(raw: bytes) -> bool:
@@ -78,7 +84,7 @@ def _looks_like_zlib(raw: bytes) -> bool:
     return len(raw) >= 2 and raw[0] & 0x0F == 8 and ((raw[0] << 8) | raw[1]) % 31 == 0
 
 
-def _inflate(raw: bytes, wbits: int, limit: int, what: str) -> bytes:
+def _inflate(raw: bytes, wbits: int, limit: int, what: str, flag: str) -> bytes:
     """Decompress in bounded steps; 413 past `limit` output bytes, 400 on corrupt/truncated."""
     decoder = zlib.decompressobj(wbits)
     out: list[bytes] = []
@@ -89,7 +95,7 @@ def _inflate(raw: bytes, wbits: int, limit: int, what: str) -> bytes:
             piece = decoder.decompress(pending, min(_DECODE_STEP, limit - total + 1))
             total += len(piece)
             if total > limit:
-                raise too_large(limit, what=what)
+                raise too_large(limit, what=what, flag=flag)
             out.append(piece)
             pending = decoder.unconsumed_tail
         piece = decoder.flush()
@@ -97,7 +103,7 @@ def _inflate(raw: bytes, wbits: int, limit: int, what: str) -> bytes:
         raise InvalidInput(f"request body is not valid compressed data: {exc}") from None
     total += len(piece)
     if total > limit:
-        raise too_large(limit, what=what)
+        raise too_large(limit, what=what, flag=flag)
     out.append(piece)
     if not decoder.eof:
         raise InvalidInput("compressed request body is truncated")

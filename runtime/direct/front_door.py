@@ -43,6 +43,8 @@ from runtime.inference import InferRequest, InferResponse
 from thawserver.json_response import json_response
 from thawwire.grpc_service import Method, method_path
 from thawwire.hop_by_hop import HOP_BY_HOP, connection_tokens
+from thawwire.internal_calls import HEADER as INTERNAL_HEADER
+from thawwire.internal_calls import InternalCalls
 from thawwire.paths import SENT_BACK_QUERY, model_of
 
 __all__ = ["FrontDoor", "FrontDoorSteps"]
@@ -72,15 +74,17 @@ async def _post_infer(
     request: InferRequest,
     client_timeout: aiohttp.ClientTimeout,
     unexplained: Callable[[int], str],
+    token: str | None,
 ) -> tuple[bytes, int | None]:
-    """POST `request` to the infer route under `url`: the answer's bytes and its JSON header's
-    length (binary data follows it); a non-200 answer raises the ServingError of its status,
-    with the answer's message or `unexplained(status)`."""
+    """POST `request` to the infer route under `url`, with the deployment's `token` when it
+    has one (the platform's own call: thawwire.internal_calls): the answer's bytes and its
+    JSON header's length (binary data follows it); a non-200 answer raises the ServingError
+    of its status, with the answer's message or `unexplained(status)`."""
     body, header_length = infer_wire.encode_request(request)
     async with session.post(
         url + infer_wire.infer_path(request),
         data=body,
-        headers=_infer_headers(header_length),
+        headers=_infer_headers(header_length, token),
         timeout=client_timeout,
     ) as response:
         payload = await response.read()
@@ -95,18 +99,25 @@ async def _post_infer(
     return payload, int(length) if length else None
 
 
-def _infer_headers(header_length: int) -> dict[str, str]:
-    return {
+def _infer_headers(header_length: int, token: str | None) -> dict[str, str]:
+    headers = {
         "Content-Type": "application/octet-stream",
         infer_wire.HEADER_LENGTH: str(header_length),
         "Accept-Encoding": "identity",  # the answer's tensors are read as they are
     }
+    if token is not None:
+        headers[INTERNAL_HEADER] = token
+    return headers
 
 
 class FrontDoor:
     """A replica's client of the front door: `url` (`--front-door`: forwarded requests and
     BLS calls), `grpc_address` (HOST:PORT, `--front-door-grpc`: BLS streams) and `steps_url`
-    (`--ensemble-steps-url`: ensemble steps); each use needs its address."""
+    (`--ensemble-steps-url`: ensemble steps); each use needs its address. With the
+    deployment's `internal` token, BLS calls and steps carry it, so a body over the front
+    door's client cap `public_limit` (`--max-body-bytes`) passes up to the internal cap; a
+    BLS stream whose message is over `public_limit` goes as one HTTP infer (the gRPC front
+    door's message limit is the client cap)."""
 
     def __init__(
         self,
@@ -115,8 +126,12 @@ class FrontDoor:
         timeout_s: float,
         grpc_address: str | None = None,
         steps_url: str | None = None,
+        internal: InternalCalls | None = None,
+        public_limit: int | None = None,
     ) -> None:
         self.url = url.rstrip("/") if url is not None else None
+        self._token = internal.token if internal is not None else None
+        self._public_limit = public_limit
         self.grpc_address = grpc_address
         self.steps_url = steps_url.rstrip("/") if steps_url is not None else None
         self._timeout_s = timeout_s
@@ -135,6 +150,8 @@ class FrontDoor:
             timeout_s=config.exit_timeout_s + _TIMEOUT_PAST_EXIT_S,
             grpc_address=config.front_door_grpc,
             steps_url=config.ensemble_steps_url,
+            internal=config.internal_calls,
+            public_limit=config.max_body_bytes,
         )
 
     @property
@@ -237,7 +254,12 @@ class FrontDoor:
         url = self._address(self.url, "BLS calls")
         try:
             payload, length = await _post_infer(
-                self._pooled_session(), url, request, self._timeout, lambda status: f"HTTP {status}"
+                self._pooled_session(),
+                url,
+                request,
+                self._timeout,
+                lambda status: f"HTTP {status}",
+                self._token,
             )
             return infer_wire.decode_response(payload, length, request.model_name)
         except (aiohttp.ClientError, TimeoutError) as exc:
@@ -250,13 +272,24 @@ class FrontDoor:
 
     async def stream(self, request: InferRequest) -> AsyncIterator[InferResponse]:
         """Every response of a BLS request (a decoupled model's stream; one of any other),
-        through the gRPC front door; over HTTP (one response) without one."""
-        if self.grpc_address is None:
+        through the gRPC front door; over HTTP (one response) without one, and for a message
+        over the gRPC front door's limit (the client cap) when this replica has the
+        deployment's token (thawwire.internal_calls)."""
+        message = infer_wire.stream_request(request) if self.grpc_address is not None else b""
+        too_big = self._public_limit is not None and len(message) > self._public_limit
+        if self.grpc_address is None or (too_big and self._token is not None):
             try:
                 yield await self.infer(request)
             except InvalidInput as exc:
                 if _DECOUPLED_REFUSAL not in exc.message:
                     raise
+                if self.grpc_address is not None:
+                    raise InvalidInput(
+                        f"model '{request.model_name}' is decoupled and served by another "
+                        f"replica: a BLS stream to it goes through thaw up's gRPC front door, "
+                        f"whose message limit is --max-body-bytes ({self._public_limit} "
+                        f"bytes); this request is {len(message)} bytes"
+                    ) from None
                 raise InvalidInput(
                     f"model '{request.model_name}' is decoupled and served by another replica: "
                     "a BLS stream to it needs thaw up's gRPC front door (this replica was "
@@ -273,7 +306,7 @@ class FrontDoor:
             )
         call: Any = self._channel.stream_stream(_STREAM)(timeout=self._timeout_s)
         try:
-            await call.write(infer_wire.stream_request(request))
+            await call.write(message)
             await call.done_writing()
             while True:
                 data = await call.read()
@@ -311,6 +344,7 @@ class FrontDoor:
                 request,
                 self._timeout,
                 lambda status: f"model '{model}' answered {status}",
+                self._token,
             )
         except (aiohttp.ClientError, TimeoutError) as exc:
             logger.warning("model=%s remote step failed: %r", model, exc)

@@ -31,6 +31,8 @@ from thawserver.lora_flags import add_lora_argument
 from thawserver.repository_flags import model_repositories, strict_model_config_warnings
 from thawserver.settings_flags import log_settings, trace_setting
 from thawserver.tool_call_flags import add_tool_call_arguments
+from thawwire.internal_calls import DEFAULT_MAX_BODY_BYTES as DEFAULT_INTERNAL_BODY_BYTES
+from thawwire.internal_calls import InternalCalls, read_token
 
 __all__ = ["build_config", "main", "register", "run"]
 
@@ -193,6 +195,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "not serve go (a decoupled model's every response comes back)",
     )
     internal.add_argument(
+        "--internal-token-file",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="file holding the deployment's token (made by `thaw up`, or a Kubernetes Secret): "
+        "this replica's BLS calls and ensemble steps through the front door carry it, and "
+        "requests that carry it are capped at --max-internal-body-bytes instead of "
+        "--max-body-bytes",
+    )
+    internal.add_argument(
+        "--max-internal-body-bytes",
+        type=int,
+        default=DEFAULT_INTERNAL_BODY_BYTES,
+        metavar="N",
+        help="body cap of the platform's own requests (those with the token of "
+        "--internal-token-file: BLS calls, ensemble steps); default 4 GiB",
+    )
+    internal.add_argument(
         "--handoff-state",
         type=Path,
         default=None,
@@ -273,6 +293,11 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
             args, info=args.log_info, warning=args.log_warning, error=args.log_error,
             verbose_level=max(args.log_verbose, 1 if args.log_level.lower() == "debug" else 0),
         )  # fmt: skip
+        internal_calls = (
+            InternalCalls(read_token(args.internal_token_file), args.max_internal_body_bytes)
+            if args.internal_token_file is not None
+            else None
+        )
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     return ServeConfig(
@@ -323,6 +348,7 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
         handoff_socket=args.handoff_socket,
         front_door=args.front_door,
         front_door_grpc=args.front_door_grpc,
+        internal_calls=internal_calls,
         handoff_max_age_s=args.handoff_max_age_s,
         handoff_state=args.handoff_state,
         response_cache_bytes=_cache_bytes(args.cache_config, args.response_cache_byte_size),

@@ -39,6 +39,7 @@ from activator.scaler.local.shared_hosts import SharedHosts
 from activator.scaler.local.warm_pool import WarmPool
 from activator.scaler.local_config import LocalConfig
 from thawwire.handoff_protocol import SLOTS
+from thawwire.internal_calls import write_token
 from thawwire.log_settings import LogSettings
 from thawwire.trace_flags import as_flags
 
@@ -68,6 +69,7 @@ def serve_args(
     handoff_socket: Path | None = None,
     handoff_state: Path | None = None,
     replica_number: int = 0,
+    internal_token: Path | None = None,
 ) -> list[str]:
     """The `thaw serve` arguments (after the command) of one pool process: explicit control
     mode, no model loaded, the frameworks preloaded.
@@ -79,7 +81,8 @@ def serve_args(
     `--model-namespacing=true` they run in the ensemble's replica instead); with
     `handoff_socket` too, the replica takes client connections the activator hands over
     (activator.direct.front_door), keeping their state bytes in `handoff_state`; it then also
-    enforces the body limit.
+    enforces the body limit. `internal_token`: the file of the deployment's token, which its
+    BLS calls and ensemble steps carry through the front door (thawwire.internal_calls).
     """
     argv = [*_repository_args(config), "--host", "127.0.0.1"]
     argv += ["--port", "0", "--grpc-port", "0", "--model-control-mode", "explicit"]
@@ -107,6 +110,9 @@ def serve_args(
         argv += ["--head-timeout-s", f"{limits.head_timeout_s:g}"]
         argv += ["--idle-timeout-s", f"{limits.idle_timeout_s:g}"]
         argv += ["--body-timeout-s", f"{config.body_timeout_s:g}"]
+    if internal_token is not None and bound is not None and config.internal_calls is not None:
+        argv += ["--internal-token-file", str(internal_token)]
+        argv += ["--max-internal-body-bytes", str(config.internal_calls.max_body_bytes)]
     argv += _image_args(config)
     argv += ["--target", local.target]
     if local.preload_frameworks:
@@ -220,8 +226,12 @@ class LocalBackend:
         self._settling: set[asyncio.Task[None]] = set()  # dead replicas' connections
         # Replicas' handoff sockets live in a private directory (0700) removed at close.
         self._run_dir: Path | None = None
+        self._token_file: Path | None = None
         if bound is not None:
             self._run_dir = Path(tempfile.mkdtemp(prefix="thaw-up-"))
+            if config.internal_calls is not None:  # the replicas' copy of the token, 0600
+                self._token_file = self._run_dir / "internal-token"
+                write_token(self._token_file, config.internal_calls.token)
         self._socket_ids = itertools.count(1)
         sources: list[ProcessSource] = []
         if local.fork_server:
@@ -353,6 +363,7 @@ class LocalBackend:
             handoff_socket=socket_path,
             handoff_state=state_path,
             replica_number=number,
+            internal_token=self._token_file,
         )
 
     async def _link(self, replica_id: str, model: str, proc: ReplicaProcess) -> None:

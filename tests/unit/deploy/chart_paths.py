@@ -13,3 +13,23 @@ TOOLS = REPO_ROOT / ".tools" / "bin"
 
 # render(values_dict, *set_args, check=True) -> the rendered objects (`helm template`)
 Render = Callable[..., list[dict[str, Any]]]
+
+_TOKEN_FLAG = "--internal-token-file="
+_mounted_token: Path | None = None
+
+
+def as_mounted(args: list[str]) -> list[str]:
+    """A container's rendered args with the Secret the kubelet would mount (the deployment's
+    token, `--internal-token-file=/etc/thaw-internal/token`) at a local file holding a token,
+    so that `build_config` reads the args as the pod's process would."""
+    global _mounted_token
+    if _mounted_token is None:
+        import tempfile
+
+        from thawwire.internal_calls import new_token, write_token
+
+        _mounted_token = Path(tempfile.mkdtemp(prefix="thaw-chart-token-")) / "token"
+        write_token(_mounted_token, new_token())
+    return [
+        f"{_TOKEN_FLAG}{_mounted_token}" if arg.startswith(_TOKEN_FLAG) else arg for arg in args
+    ]

@@ -111,6 +111,8 @@ def _tampered(pod: dict[str, Any], change: str) -> dict[str, Any]:
         spec["initContainers"] = [{"name": "x", "image": "evil.example.com/x:1"}]
     elif change == "host root":
         spec["volumes"].append({"name": "root", "hostPath": {"path": "/"}})
+    elif change == "other secret":
+        spec["volumes"].append({"name": "keys", "secret": {"secretName": "cloud-credentials"}})
     elif change == "root user":
         spec["securityContext"]["runAsNonRoot"] = False
     elif change == "not a runtime pod":
@@ -131,7 +133,8 @@ def _tampered(pod: dict[str, Any], change: str) -> dict[str, Any]:
         ("api token", "-activator-pods", "carry no API token"),
         ("image", "-activator-pods", "run the chart's images only"),
         ("init image", "-activator-pods", "run the chart's images only"),
-        ("host root", "-activator-pods", "and the node cache (/mnt/thaw-cache) only"),
+        ("host root", "-activator-pods", "the node cache (/mnt/thaw-cache) and the deployment"),
+        ("other secret", "-activator-pods", "token (Secret rel-thaw-internal) only"),
         ("root user", "-activator-pods", "run as non-root"),
         (
             "not a runtime pod",

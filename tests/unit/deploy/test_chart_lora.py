@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.unit.deploy.chart_paths import CHART, Render
+from tests.unit.deploy.chart_paths import CHART, Render, as_mounted
 
 VALUES: dict[str, Any] = yaml.safe_load((CHART / "examples" / "gpu-karpenter.yaml").read_text())
 
@@ -40,7 +40,8 @@ def test_the_value_reaches_the_activators_and_every_pool(
     assert len(pools) > 1  # the GPU class's pods too
     for args in pools:
         assert "--lora-separator=#lora: " in args
-        assert build_config(build_parser("serve").parse_args(args)).lora_separator == "#lora: "
+        config = build_config(build_parser("serve").parse_args(as_mounted(args)))
+        assert config.lora_separator == "#lora: "
     for args in _args(objects, "activator"):
         assert "--lora-separator=#lora: " in args
         assert build_parser("up").parse_args(args).lora_separator == "#lora: "

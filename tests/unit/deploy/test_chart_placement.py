@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.unit.deploy.chart_paths import CHART, Render
+from tests.unit.deploy.chart_paths import CHART, Render, as_mounted
 
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 VALUES: dict[str, Any] = yaml.safe_load((CHART / "examples" / "gpu-karpenter.yaml").read_text())
@@ -162,7 +162,7 @@ def test_runtime_pods_parse_their_args_with_thaw_serve(render: Render) -> None:
 
     for name, pool in _pools(render(VALUES)).items():
         (container,) = pool["spec"]["template"]["spec"]["containers"]
-        config = build_config(build_parser("serve").parse_args(container["args"]))
+        config = build_config(build_parser("serve").parse_args(as_mounted(container["args"])))
         assert config.port == 8000, name
 
 

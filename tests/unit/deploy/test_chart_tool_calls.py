@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.unit.deploy.chart_paths import CHART, Render
+from tests.unit.deploy.chart_paths import CHART, Render, as_mounted
 from thawwire.openai_api import DEFAULT_MAX_TOOL_CALL_PARSE_BYTES, TOOL_CALL_PARSERS
 
 VALUES: dict[str, Any] = yaml.safe_load((CHART / "examples" / "gpu-karpenter.yaml").read_text())
@@ -40,7 +40,7 @@ def test_set_values_reach_every_pools_thaw_serve(render: Render) -> None:
     assert len(pools) > 1  # the GPU class's pods too
     for name, args in pools.items():
         assert {"--tool-call-parser=mistral", "--max-tool-call-parse-bytes=65536"} <= set(args)
-        config = build_config(build_parser("serve").parse_args(args))
+        config = build_config(build_parser("serve").parse_args(as_mounted(args)))
         assert config.tool_call_parser == "mistral", name
         assert config.max_tool_call_parse_bytes == 65536, name
 
@@ -57,7 +57,7 @@ def test_unset_values_leave_thaw_serves_defaults(
 
     for name, args in _runtime_args(render(VALUES)).items():
         assert not [a for a in args if a.startswith(("--tool-call", "--max-tool-call"))], name
-        config = build_config(build_parser("serve").parse_args(args))
+        config = build_config(build_parser("serve").parse_args(as_mounted(args)))
         assert config.tool_call_parser is None
         assert config.max_tool_call_parse_bytes == DEFAULT_MAX_TOOL_CALL_PARSE_BYTES
 

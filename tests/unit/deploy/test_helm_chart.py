@@ -23,7 +23,7 @@ from activator.fleet.model_settings import apply_model_settings, read_model_sett
 from activator.fleet.repository import Repository
 from activator.scaler.kubernetes.api import REQUIRED_ACCESS
 from tests.fixtures.models import make_add_sub
-from tests.unit.deploy.chart_paths import CHART, Render
+from tests.unit.deploy.chart_paths import CHART, Render, as_mounted
 
 K8S_VERSIONS = ("1.33.0", "1.35.0")  # the oldest the chart supports, the cluster's default
 K8S_VERSION = K8S_VERSIONS[0]
@@ -170,7 +170,7 @@ def test_the_activators_serve_grpc_and_metrics_behind_the_service(render: Render
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     assert _ports(container) == {"http": 8000, "grpc": 8001, "metrics": 8002, "peer": 8008}
     # The flags say the ports outright; `thaw up`'s own parser reads them so.
-    config = build_config(_command_line("up", container["args"]))
+    config = build_config(_command_line("up", as_mounted(container["args"])))
     assert (config.port, config.grpc_port, config.metrics_port) == (8000, 8001, 8002)
     assert config.scaler.runtime_port == 8000 and config.scaler.runtime_grpc_port == 8001
     # `thaw up` binds loopback unless told: the chart says 0.0.0.0 outright, and leaves the
@@ -193,7 +193,7 @@ def test_runtime_pods_serve_http_grpc_and_metrics_on_named_ports(render: Render)
     pool = _one(objects, "Deployment", "-pool")["spec"]["template"]
     (runtime,) = pool["spec"]["containers"]
     assert _ports(runtime) == {"http": 8000, "grpc": 8001, "metrics": 8002}
-    config = build_config(_command_line("serve", runtime["args"]))
+    config = build_config(_command_line("serve", as_mounted(runtime["args"])))
     assert (config.port, config.grpc_port, config.metrics_port) == (8000, 8001, 8002)
     assert config.allow_grpc and config.allow_metrics and config.host == "$(POD_IP)"
     assert (config.grpc_host, config.metrics_host) == (None, None)  # on --host: the pod IP

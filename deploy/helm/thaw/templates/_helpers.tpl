@@ -18,6 +18,22 @@
 {{- end -}}
 {{- end -}}
 {{- define "thaw.lease" -}}{{ include "thaw.fullname" . }}-leader{{- end -}}
+{{- /* The Secret of the deployment's token (values: internalCalls; thawwire.internal_calls). */ -}}
+{{- define "thaw.internalSecret" -}}
+{{- .Values.internalCalls.existingSecret | default (printf "%s-internal" (include "thaw.fullname" .)) -}}
+{{- end -}}
+{{- /* Its flags and volume, the same in the activators and the runtime pods. */ -}}
+{{- define "thaw.internalArgs" -}}
+- --internal-token-file=/etc/thaw-internal/token
+- --max-internal-body-bytes={{ int64 .Values.internalCalls.maxBodyBytes }}
+{{- end -}}
+{{- define "thaw.internalMount" -}}
+- {name: internal-token, mountPath: /etc/thaw-internal, readOnly: true}
+{{- end -}}
+{{- define "thaw.internalVolume" -}}
+- name: internal-token  # group-readable: the pods' fsGroup
+  secret: {secretName: {{ include "thaw.internalSecret" . }}, defaultMode: 0440, items: [{key: token, path: token}]}
+{{- end -}}
 {{- define "thaw.modelsConfigMap" -}}{{ include "thaw.fullname" . }}-models{{- end -}}
 
 {{- define "thaw.labels" -}}
