@@ -35,7 +35,7 @@ class ConcurrencyMeter:
                 split = self._backlog_until  # > self._last_change, or it would be 0 already
                 self._area += (self.current - backlog) * (split - self._last_change)
                 self._area += self.current * (now - split)
-                backlog = 0
+                backlog = self._backlog = 0
             else:
                 self._area += (self.current - backlog) * (now - self._last_change)
         self._last_change = now

@@ -1,6 +1,10 @@
 """Bounded FIFO of requests held while a model has no free replica slot.
 
-Bounded by count and by the sum of declared body sizes; each entry has a deadline. The queue
+Bounded by count and by the sum of declared body sizes; each entry has a deadline. The first
+request of an empty queue is always held, whatever its size: the body cap (`--max-body-bytes`,
+or `--max-internal-body-bytes` for a BLS call) bounds one request, and the byte bound is of the
+requests held together (a 1 GiB BLS call to a model at zero waits for its wake; a second one
+beside it is refused). The queue
 holds the waiter's future; the model endpoint resolves it with a replica (FIFO) or an error.
 Pure bookkeeping: times are passed in, nothing here sleeps.
 """
@@ -49,7 +53,7 @@ class HeldQueue(Generic[T]):
                 f"model '{self.model}' is busy: {len(self._items)} requests already held "
                 f"(max_held_requests = {self.max_count})"
             )
-        if self.bytes + item.size > self.max_bytes:
+        if self._items and self.bytes + item.size > self.max_bytes:
             raise Overloaded(
                 f"model '{self.model}' is busy: held bodies would total "
                 f"{self.bytes + item.size} bytes (max_held_bytes = {self.max_bytes})"

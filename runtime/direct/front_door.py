@@ -18,6 +18,11 @@ once from ServeConfig (`FrontDoor.from_config`) and closed with the app:
 - `steps`: an ensemble's steps (runtime.scheduling.ensemble_scheduler) run on the models
   behind `--ensemble-steps-url`; a step that gets no answer fails with 502.
 
+BLS calls and steps carry the deployment's token (`--internal-token-file`,
+thawwire.internal_calls), so their bodies pass the front door up to `--max-internal-body-bytes`
+rather than the client cap; a BLS stream whose message is over the gRPC front door's limit
+(the client cap) goes as one HTTP infer. Forwarded requests are the client's and never carry it.
+
 Connections: forwarded requests and ensemble steps each take a fresh connection, so the front
 door sees their request line first and routes each on its own merits (a pooled connection
 that the front door had handed to another replica would carry them there); BLS calls keep a

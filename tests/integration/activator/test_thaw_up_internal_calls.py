@@ -56,7 +56,8 @@ class TritonPythonModel:
     def execute(self, requests):
         answers = []
         for request in requests:
-            count, stream = (int(v) for v in pb_utils.get_input_tensor_by_name(request, "N").as_numpy())
+            n = pb_utils.get_input_tensor_by_name(request, "N").as_numpy()
+            count, stream = int(n[0]), int(n[1])
             data = np.arange(count, dtype=np.float32)
             bls = pb_utils.InferenceRequest(
                 model_name="identity",

@@ -47,6 +47,16 @@ async def test_held_queue_refuses_past_bytes() -> None:
     assert queue.bytes == 100
 
 
+async def test_the_first_held_request_is_held_whatever_its_size() -> None:
+    # The body cap bounds one request; the byte bound is of requests held together.
+    queue: HeldQueue[int] = HeldQueue(max_count=10, max_bytes=100)
+    queue.push(_item(500))
+    with pytest.raises(Overloaded, match="held bodies would total 501 bytes"):
+        queue.push(_item(1))
+    assert queue.pop() is not None and queue.bytes == 0
+    queue.push(_item(500))  # empty again: held
+
+
 async def test_removed_and_cancelled_requests_are_never_released() -> None:
     queue: HeldQueue[int] = HeldQueue(max_count=10, max_bytes=100)
     gone, cancelled, waiting = _item(10), _item(10), _item(10)

@@ -53,3 +53,23 @@ def test_a_backlog_that_outlives_its_window_counts_again() -> None:
     assert meter.sample(2.0) == (0.0, 0)
     mean, peak = meter.sample(4.0)  # still queued after 2 s: real load from t = 3
     assert abs(mean - 20.0) < 1e-9 and peak == 40
+    # ... and keeps counting as what it is, sample after sample: 40 in flight, not more.
+    for second in range(5, 30):
+        mean, peak = meter.sample(float(second))
+        assert abs(mean - 40.0) < 1e-9 and peak == 40, second
+
+
+def test_one_slow_request_after_a_cold_start_is_one_request_however_long() -> None:
+    # The request that woke the model runs for 25 s (ticks every 0.5 s): its backlog window
+    # ends while it runs, and from then on it is one request in flight. (It once grew by one
+    # per second, since the window's end was counted again at every tick: a single slow
+    # request scaled its model to max_replicas.)
+    meter = ConcurrencyMeter(0.0)
+    meter.change(0.0, +1)
+    meter.restart(1.0, backlog_s=6.0)
+    means = [meter.sample(1.0 + tick / 2)[0] for tick in range(1, 50)]
+    assert all(mean <= 1.0 + 1e-9 for mean in means), means
+    assert abs(means[-1] - 1.0) < 1e-9
+    meter.change(25.75, -1)  # it ends halfway to the next tick
+    assert meter.sample(26.0) == (0.5, 1)
+    assert meter.sample(26.5) == (0.0, 0)
