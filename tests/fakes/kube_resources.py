@@ -35,6 +35,7 @@ __all__ = [
     "LEASES",
     "PODS",
     "REPLICASETS",
+    "SECRETS",
     "SELF_SUBJECT_ACCESS_REVIEWS",
     "SERVICES",
     "ResourceType",
@@ -118,6 +119,7 @@ SERVICES = ResourceType(
 CONFIGMAPS = ResourceType(
     "", "v1", "configmaps", "ConfigMap", strategic_schema=METADATA_ONLY_SCHEMA
 )
+SECRETS = ResourceType("", "v1", "secrets", "Secret", strategic_schema=METADATA_ONLY_SCHEMA)
 DEPLOYMENTS = ResourceType(
     "apps",
     "v1",
@@ -152,6 +154,7 @@ BUILTIN_TYPES = (
     PODS,
     SERVICES,
     CONFIGMAPS,
+    SECRETS,
     DEPLOYMENTS,
     REPLICASETS,
     LEASES,

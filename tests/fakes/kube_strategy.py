@@ -1,21 +1,25 @@
 """The write strategy of each built-in type, as the real registry applies it: defaulting on
-create, validation (422 with every field cause), MicroTime normalisation of Leases, and the
-immutability rules a backend is likely to meet (a pod's spec, a workload's selector)."""
+create, validation (422 with every field cause), MicroTime normalisation of Leases, a Secret's
+`stringData` folded into its base64 `data`, and the immutability rules a backend is likely to
+meet (a pod's spec, a workload's selector, a Secret's type)."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import random
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tests.fakes.kube_errors import StatusError, invalid
+from tests.fakes.kube_errors import StatusError, bad_request, invalid
 from tests.fakes.kube_resources import (
     DEPLOYMENTS,
     LEASES,
     PODS,
     REPLICASETS,
+    SECRETS,
     SERVICES,
     ResourceType,
     micro_time,
@@ -211,15 +215,59 @@ def _lease_normalize(obj: dict[str, Any]) -> None:
         )
 
 
+def _secret_normalize(obj: dict[str, Any]) -> None:
+    """What decoding a v1 Secret does on every write: each `data` value must be base64 (else
+    400, as the real JSON decoder answers), `stringData` is encoded into `data` (its keys win)
+    and dropped, and `type` defaults to Opaque."""
+    data = obj.get("data") or {}
+    strings = obj.pop("stringData", None) or {}
+    if not isinstance(data, Mapping) or not isinstance(strings, Mapping):
+        raise bad_request(
+            'Secret in version "v1" cannot be handled as a Secret: data and stringData must be '
+            "maps of strings"
+        )
+    for key, value in data.items():
+        try:
+            base64.b64decode(value, validate=True)
+        except (binascii.Error, TypeError, ValueError):
+            raise bad_request(
+                f'Secret in version "v1" cannot be handled as a Secret: data[{key}]: '
+                "illegal base64 data"
+            ) from None
+    data = {**data, **{k: base64.b64encode(str(v).encode()).decode() for k, v in strings.items()}}
+    if data:
+        obj["data"] = data
+    obj.setdefault("type", "Opaque")
+
+
+_CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+
+
+def _secret_causes(obj: Mapping[str, Any]) -> list[tuple[str, str]]:
+    return [
+        (
+            f"data[{key}]",
+            f'Invalid value: "{key}": a valid config key must consist of alphanumeric '
+            "characters, '-', '_' or '.'",
+        )
+        for key in obj.get("data") or {}
+        if not _CONFIG_KEY.match(key) or key in (".", "..") or len(key) > 253
+    ]
+
+
 _KIND_CHECKS: dict[str, Callable[[dict[str, Any]], list[tuple[str, str]]]] = {
     "Pod": lambda o: _pod_spec_causes(o.get("spec"), "spec"),
     "Deployment": lambda o: _workload_causes(o.get("spec")),
     "ReplicaSet": lambda o: _workload_causes(o.get("spec")),
+    "Secret": _secret_causes,
 }
 
 
 def validate_object(rtype: ResourceType, obj: dict[str, Any]) -> None:
-    """422 with every field cause, as the real validation does; leases' times normalised."""
+    """422 with every field cause, as the real validation does; leases' times normalised, a
+    Secret decoded first (a 400 before any 422, as real)."""
+    if rtype is SECRETS:
+        _secret_normalize(obj)
     meta = obj.get("metadata") or {}
     name = str(meta.get("name", ""))
     causes = _name_causes(rtype, name) + _label_causes(meta.get("labels"), "metadata.labels")
@@ -251,7 +299,7 @@ def _pod_spec_frozen(spec: Mapping[str, Any]) -> str:
 
 def validate_update(rtype: ResourceType, old: dict[str, Any], new: dict[str, Any]) -> None:
     """The immutability rules the backend is likely to meet: a pod's spec, a workload's
-    selector."""
+    selector, a Secret's type."""
     name = old["metadata"]["name"]
     if rtype is PODS and _pod_spec_frozen(old.get("spec") or {}) != _pod_spec_frozen(
         new.get("spec") or {}
@@ -262,4 +310,11 @@ def validate_update(rtype: ResourceType, old: dict[str, Any], new: dict[str, Any
     ).get("selector"):
         raise invalid(
             rtype.kind, rtype.group, name, [("spec.selector", "Invalid value: field is immutable")]
+        )
+    if rtype is SECRETS and old.get("type") != new.get("type"):
+        raise invalid(
+            "Secret",
+            "",
+            name,
+            [("type", f'Invalid value: "{new.get("type")}": field is immutable')],
         )

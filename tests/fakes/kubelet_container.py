@@ -5,7 +5,8 @@ machine.
 - `env`: `value` with `$(VAR)` expansion over the variables defined before it; `valueFrom`
   `fieldRef` (metadata.name/namespace/uid, metadata.labels['k'], metadata.annotations['k'],
   spec.nodeName, spec.serviceAccountName, status.podIP(s), status.hostIP(s)) and
-  `configMapKeyRef`; `envFrom` `configMapRef`. Secrets and resourceFieldRef are not supported.
+  `configMapKeyRef`; `envFrom` `configMapRef`. Secret env (`secretKeyRef`, `secretRef`) and
+  resourceFieldRef are not supported (secret volumes are: `kubelet_volumes`).
 - `command` + `args` with `$(VAR)` expansion (`$$` escapes); no `command` runs the image's
   entrypoint (`image_entrypoint`, default `thaw`); the executable is mapped through
   `entrypoints` (`thaw` -> this interpreter's `-m thaw.cli`, `python` -> this interpreter).

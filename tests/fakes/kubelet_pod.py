@@ -216,32 +216,38 @@ class PodWorker:
             pod_dir=self.pod_dir,
             host_path=self.kubelet.host_path,
             read_configmap=self._read_configmap,
-            read_configmap_files=self._read_configmap_files,
+            read_volume_files=self._read_volume_files,
         )
 
     async def _read_configmap(self, name: str) -> dict[str, str] | None:
-        found = await self._get_configmap(name)
+        found = await self._read_object("configMap", name)
         return None if found is None else dict(found.data or {})
 
-    async def _read_configmap_files(self, name: str) -> dict[str, bytes] | None:
-        """A configMap volume's files: `data` as UTF-8 and `binaryData` decoded."""
-        found = await self._get_configmap(name)
+    async def _read_volume_files(self, kind: str, name: str) -> dict[str, bytes] | None:
+        """A configMap or secret volume's files: a ConfigMap's `data` as UTF-8 and its
+        `binaryData` decoded, a Secret's `data` decoded (the API sends both base64)."""
+        found = await self._read_object(kind, name)
         if found is None:
             return None
+        if kind == "secret":
+            return {k: base64.b64decode(v) for k, v in (found.data or {}).items()}
         files = {k: v.encode() for k, v in (found.data or {}).items()}
         files.update({k: base64.b64decode(v) for k, v in (found.binary_data or {}).items()})
         return files
 
-    async def _get_configmap(self, name: str) -> Any:
+    async def _read_object(self, kind: str, name: str) -> Any:
+        """The pod namespace's ConfigMap ("configMap") or Secret ("secret"); None on 404."""
         from kubernetes_asyncio.client import ApiException
 
-        assert self.kubelet.core is not None
+        core = self.kubelet.core
+        assert core is not None
+        read = core.read_namespaced_secret if kind == "secret" else core.read_namespaced_config_map
         try:
-            return await self.kubelet.core.read_namespaced_config_map(name, self.namespace)
+            return await read(name, self.namespace)
         except ApiException as exc:
             if exc.status == 404:
                 return None
-            raise ContainerConfigError(f"reading configmap {name!r}: HTTP {exc.status}") from exc
+            raise ContainerConfigError(f"reading {kind} {name!r}: HTTP {exc.status}") from exc
 
     def _log(self) -> IO[bytes]:
         log_path = self.kubelet.log_path(self.namespace, self.name)

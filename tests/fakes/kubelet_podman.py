@@ -6,10 +6,11 @@
   0.0.0.0:8000 would collide; in a cluster each pod has its own).
 - Volumes are bind-mounted at their real mountPaths (`subPath`, `readOnly`): emptyDir is a
   directory of the pod, 0777 or, with `fsGroup`, group-owned by it with setgid (2777), as the
-  kubelet leaves it; `medium: Memory` lives on the host's /dev/shm; configMap volumes are files
-  (`data` and `binaryData`, `items`, `defaultMode`), always read-only; hostPath is the host
-  directory as it is (the kubelet's mapping), created root-owned 0755 by `DirectoryOrCreate`
-  as a kubelet does.
+  kubelet leaves it; `medium: Memory` lives on the host's /dev/shm; configMap and secret
+  volumes are files (`items`, `defaultMode`/`mode`; with `fsGroup` group-owned by it and group
+  readable, as the kubelet's volume ownership leaves them, so a 0440 secret is readable by the
+  pod's non-root user), always read-only; hostPath is the host directory as it is (the
+  kubelet's mapping), created root-owned 0755 by `DirectoryOrCreate` as a kubelet does.
 - Security: `runAsUser`/`runAsGroup` -> `--user`, `fsGroup` + `supplementalGroups` ->
   `--group-add`, `runAsNonRoot` checked against the uid (the image's USER when unset),
   `readOnlyRootFilesystem` -> `--read-only --read-only-tmpfs=false` (no writable /tmp unless a
@@ -41,7 +42,13 @@ from typing import IO, Any
 
 from tests.fakes.kubelet_container import ContainerConfigError, declared_env, expand, own_address
 from tests.fakes.kubelet_runtime import Container, PodSandbox, exit_code
-from tests.fakes.kubelet_volumes import referenced_configmaps, write_configmap_volume
+from tests.fakes.kubelet_volumes import (
+    object_volume_kind,
+    referenced_configmaps,
+    set_volume_ownership,
+    unsupported_volume,
+    write_object_volume,
+)
 
 __all__ = ["PodmanConfig", "PodmanRuntime", "SecurityOptions", "podman_missing", "security_options"]
 
@@ -76,7 +83,7 @@ class PodmanConfig:
 @dataclass(frozen=True)
 class _Volume:
     host: Path
-    read_only: bool  # configMap volumes are always read-only
+    read_only: bool  # configMap and secret volumes are always read-only
 
 
 @dataclass(frozen=True)
@@ -292,25 +299,19 @@ class PodmanRuntime:
                     os.chown(host, -1, int(fs_group))
                     host.chmod(0o2777)
                 volumes[name] = _Volume(host, read_only=False)
-            elif "configMap" in volume:
-                source = volume["configMap"]
+            elif object_volume_kind(volume):
                 host = sandbox.pod_dir / "volumes" / name
                 host.mkdir(parents=True, exist_ok=True)
-                found = await sandbox.read_configmap_files(source["name"])
-                if found is None and not source.get("optional"):
-                    raise ContainerConfigError(f'configmap "{source["name"]}" not found')
-                write_configmap_volume(host, source, found or {})
+                await write_object_volume(host, volume, sandbox.read_volume_files)
+                if fs_group is not None:
+                    set_volume_ownership(host, int(fs_group), read_only=True)
                 volumes[name] = _Volume(host, read_only=True)
             elif "hostPath" in volume:
                 volumes[name] = _Volume(
                     sandbox.host_path(volume["hostPath"]["path"]), read_only=False
                 )
             else:
-                kind = next((k for k in volume if k != "name"), "?")
-                raise ContainerConfigError(
-                    f"volume {name!r} is a {kind} volume: the test kubelet supports emptyDir, "
-                    "hostPath and configMap volumes"
-                )
+                raise unsupported_volume(volume)
         sandbox.prepared["volumes"] = volumes
         return dict(volumes)
 

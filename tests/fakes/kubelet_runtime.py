@@ -4,7 +4,7 @@ stops. `ProcessRuntime` (the default) runs it as a local process of this checkou
 `tests.fakes.kubelet_podman.PodmanRuntime` runs it from the built image with podman.
 
 Both take the same `PodSandbox`: the pod (its status already carrying the pod IP), its
-directory, how a hostPath maps onto this machine and how ConfigMaps are read.
+directory, how a hostPath maps onto this machine and how ConfigMaps and Secrets are read.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from typing import IO, Any, Protocol
 from tests.fakes.kubelet_container import Launch, resolve_launch
 from tests.fakes.kubelet_process import die_with_parent, kill_group, track_group
 from tests.fakes.kubelet_volumes import (
-    ConfigMapFilesReader,
     ConfigMapReader,
+    VolumeFilesReader,
     mount_volumes,
     referenced_configmaps,
 )
@@ -39,13 +39,14 @@ __all__ = [
 @dataclass(frozen=True)
 class PodSandbox:
     """What every container of one pod shares: the pod (status with its addresses), its
-    directory on this machine, the hostPath mapping and the ConfigMap reader."""
+    directory on this machine, the hostPath mapping, the ConfigMap reader (env) and the
+    configMap/secret volume files reader."""
 
     pod: Mapping[str, Any]
     pod_dir: Path
     host_path: Callable[[str], Path]
     read_configmap: ConfigMapReader
-    read_configmap_files: ConfigMapFilesReader
+    read_volume_files: VolumeFilesReader
     prepared: dict[str, Any] = field(default_factory=dict)  # per-runtime, e.g. volume dirs
 
 
@@ -203,7 +204,7 @@ class ProcessRuntime:
                 container,
                 pod_dir=sandbox.pod_dir,
                 host_path=sandbox.host_path,
-                read_configmap=sandbox.read_configmap_files,
+                read_files=sandbox.read_volume_files,
             )
             configmaps = await referenced_configmaps(container, sandbox.read_configmap)
             rootfs = sandbox.pod_dir / "rootfs"

@@ -336,7 +336,29 @@ async def test_env_expansion_downward_api_configmap_and_volume_mapping(
     )
 
 
-async def test_unsupported_volume_reports_a_config_error(
+async def test_secret_volume_is_its_decoded_files_at_the_mount_path(
+    kube_api: client.ApiClient,
+    kubelet: LocalKubelet,
+) -> None:
+    core = client.CoreV1Api(kube_api)
+    await core.create_namespaced_secret(
+        NS, {"metadata": {"name": "creds"}, "data": {"token": "c2VjcmV0"}}
+    )
+    code = "import sys, time; print(open(sys.argv[1]).read(), flush=True); time.sleep(120)"
+    container = {
+        **python_container(code),
+        "args": ["/etc/creds/nested/token"],
+        "volumeMounts": [{"name": "creds", "mountPath": "/etc/creds", "readOnly": True}],
+    }
+    source = {"secretName": "creds", "defaultMode": 0o440,
+              "items": [{"key": "token", "path": "nested/token"}]}  # fmt: skip
+    await core.create_namespaced_pod(
+        NS, pod("reader", container, volumes=[{"name": "creds", "secret": source}])
+    )
+    await eventually(lambda: kubelet.logs(NS, "reader").strip() == "secret", timeout_s=15)
+
+
+async def test_a_missing_secret_holds_the_container_and_says_so(
     kube_api: client.ApiClient,
     kubelet: LocalKubelet,
 ) -> None:
@@ -347,7 +369,23 @@ async def test_unsupported_volume_reports_a_config_error(
     )
     stuck = await _status(core, "secretive", lambda p: bool(p.status.container_statuses))
     waiting = stuck.status.container_statuses[0].state.waiting
-    assert waiting.reason == "CreateContainerConfigError" and "secret" in waiting.message
+    assert waiting.reason == "CreateContainerConfigError"
+    assert waiting.message == 'secret "x" not found'
+    assert stuck.status.phase == "Pending"
+
+
+async def test_unsupported_volume_reports_a_config_error(
+    kube_api: client.ApiClient,
+    kubelet: LocalKubelet,
+) -> None:
+    core = client.CoreV1Api(kube_api)
+    container = {**python_container(SLEEP), "volumeMounts": [{"name": "c", "mountPath": "/c"}]}
+    volume = {"name": "c", "persistentVolumeClaim": {"claimName": "x"}}
+    await core.create_namespaced_pod(NS, pod("claimant", container, volumes=[volume]))
+    stuck = await _status(core, "claimant", lambda p: bool(p.status.container_statuses))
+    waiting = stuck.status.container_statuses[0].state.waiting
+    assert waiting.reason == "CreateContainerConfigError"
+    assert "persistentVolumeClaim volume" in waiting.message and "secret" in waiting.message
     assert stuck.status.phase == "Pending"
 
 

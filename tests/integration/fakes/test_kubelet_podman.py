@@ -1,6 +1,7 @@
 """The test kubelet's podman mode against the fake API server: containers run from the built
 Thaw image as the pod's user, with a read-only root, dropped capabilities, volumes at their real
-mount paths (emptyDir group-owned by fsGroup, hostPath as the host has it, configMap files),
+mount paths (emptyDir group-owned by fsGroup, hostPath as the host has it, configMap files, a
+0440 secret readable through fsGroup),
 init containers, exec probes inside the container, restarts, the pod IP for a wildcard bind,
 and no container left behind. Needs podman and `THAW_TEST_IMAGE` (`make test-image`)."""
 
@@ -47,6 +48,9 @@ print(json.dumps({
     "scratch_file_gid": os.stat("/scratch/made").st_gid, "data": writable("/data"),
     "data_file": open("/data/seed").read(), "conf": open("/etc/conf/nested/key").read(),
     "init": open("/scratch/from-init").read(), "hostname": os.environ["HOSTNAME"],
+    "token": open("/etc/token/token").read(), "token_gid": os.stat("/etc/token/token").st_gid,
+    "token_mode": oct(os.stat("/etc/token/token").st_mode & 0o7777),
+    "token_writable": writable("/etc/token"),
 }))
 """
 
@@ -106,6 +110,9 @@ async def test_a_container_runs_as_the_pods_user_on_a_read_only_root_with_real_m
     await core.create_namespaced_config_map(
         NS, {"metadata": {"name": "conf"}, "data": {"key": "from a configmap"}}
     )
+    await core.create_namespaced_secret(
+        NS, {"metadata": {"name": "token"}, "stringData": {"token": "from a secret"}}
+    )
     secure = {
         "readOnlyRootFilesystem": True,
         "allowPrivilegeEscalation": False,
@@ -115,6 +122,7 @@ async def test_a_container_runs_as_the_pods_user_on_a_read_only_root_with_real_m
         {"name": "scratch", "mountPath": "/scratch"},
         {"name": "data", "mountPath": "/data"},
         {"name": "conf", "mountPath": "/etc/conf"},
+        {"name": "token", "mountPath": "/etc/token", "readOnly": True},
     ]
     manifest = pod(
         "report",
@@ -133,6 +141,7 @@ async def test_a_container_runs_as_the_pods_user_on_a_read_only_root_with_real_m
                 "name": "conf",
                 "configMap": {"name": "conf", "items": [{"key": "key", "path": "nested/key"}]},
             },
+            {"name": "token", "secret": {"secretName": "token", "defaultMode": 0o440}},
         ],
     )
     manifest["spec"]["securityContext"] = {
@@ -161,6 +170,9 @@ async def test_a_container_runs_as_the_pods_user_on_a_read_only_root_with_real_m
     assert not seen["data"], "a root-owned 0755 hostPath is not the pod user's"
     assert seen["data_file"] == "from the host"
     assert seen["conf"] == "from a configmap"
+    assert seen["token"] == "from a secret", "0440, group fsGroup: the pod's user reads it"
+    assert (seen["token_gid"], seen["token_mode"]) == (2000, "0o440")
+    assert not seen["token_writable"]
     assert seen["init"] == "done\n"
     assert seen["hostname"] == "report"
     (init,) = _status(kube_apiserver, "report")["initContainerStatuses"]

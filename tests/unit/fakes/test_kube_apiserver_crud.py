@@ -51,6 +51,63 @@ async def test_create_read_list_replace_delete(kube_api: client.ApiClient) -> No
     assert _status(err)["reason"] == "NotFound"
 
 
+async def test_secrets_round_trip_with_string_data_folded_into_data(
+    kube_apiserver: FakeKubeApiServer, kube_api: client.ApiClient
+) -> None:
+    core = client.CoreV1Api(kube_api)
+    created = await core.create_namespaced_secret(
+        NS,
+        {
+            "metadata": {"name": "token", "labels": {"app": "thaw"}},
+            "data": {"token": "b2xk", "kept": "a2VwdA=="},
+            "stringData": {"token": "new"},
+        },
+    )
+    assert created.type == "Opaque" and created.metadata.uid
+    assert created.data == {"token": "bmV3", "kept": "a2VwdA=="}, "stringData wins, encoded"
+    assert "stringData" not in (kube_apiserver.get("secrets", NS, "token") or {})
+
+    read = await core.read_namespaced_secret("token", NS)
+    assert read.data == created.data and read.string_data is None
+    listed = await core.list_namespaced_secret(NS, label_selector="app=thaw")
+    assert [s.metadata.name for s in listed.items] == ["token"]
+
+    patched = await core.patch_namespaced_secret("token", NS, {"stringData": {"more": "x"}})
+    assert patched.data == {"token": "bmV3", "kept": "a2VwdA==", "more": "eA=="}
+    assert int(patched.metadata.resource_version) > int(created.metadata.resource_version)
+    merged = await core.patch_namespaced_secret(
+        "token", NS, {"data": {"kept": None}}, _content_type="application/merge-patch+json"
+    )
+    assert merged.data == {"token": "bmV3", "more": "eA=="}
+
+    status = await core.delete_namespaced_secret("token", NS)
+    assert status.status == "Success" and status.details.kind == "secrets"
+    with pytest.raises(ApiException) as err:
+        await core.read_namespaced_secret("token", NS)
+    assert _status(err)["reason"] == "NotFound"
+
+
+async def test_a_secret_is_refused_as_the_real_server_refuses_it(
+    kube_api: client.ApiClient,
+) -> None:
+    core = client.CoreV1Api(kube_api)
+    with pytest.raises(ApiException) as err:
+        await core.create_namespaced_secret(
+            NS, {"metadata": {"name": "bad"}, "data": {"token": "not base64!"}}
+        )
+    assert (err.value.status, _status(err)["reason"]) == (400, "BadRequest")
+    with pytest.raises(ApiException) as err:
+        await core.create_namespaced_secret(
+            NS, {"metadata": {"name": "bad"}, "stringData": {"a/b": "x"}}
+        )
+    assert (err.value.status, _status(err)["details"]["causes"][0]["field"]) == (422, "data[a/b]")
+
+    await core.create_namespaced_secret(NS, {"metadata": {"name": "typed"}, "type": "Opaque"})
+    with pytest.raises(ApiException) as err:
+        await core.patch_namespaced_secret("typed", NS, {"type": "kubernetes.io/tls"})
+    assert (err.value.status, _status(err)["details"]["causes"][0]["field"]) == (422, "type")
+
+
 async def test_resource_version_is_one_counter_across_types(kube_api: client.ApiClient) -> None:
     core = client.CoreV1Api(kube_api)
     a = await core.create_namespaced_config_map(NS, {"metadata": {"name": "a"}})
