@@ -19,6 +19,7 @@ run is `thawserver`'s.
     shm_params        a tensor's `shared_memory_*` parameters, as Triton reads them
     handoff_protocol  the listening line, slots and their states, load reports
     load_answer       what a load call's answer reports beside its status (warm-up time)
+    internal_calls    the deployment's token: the platform's own calls (BLS, steps) and their cap
     pool_protocol     the fork server's control frames between `thaw up` and a zygote
     grpc_service      Triton's `GRPCInferenceService`: its protobuf module, its method names
     grpc_messages     the v2 JSON documents both sides build, as gRPC messages
@@ -31,9 +32,9 @@ run is `thawserver`'s.
     trace_flags       tritonserver's trace flags read into the operator's trace setting
     errors            the errors it raises: WireError (a broken protocol), SharedMemoryError
 
-Exports the names below; `model_control`, `shm_params`, `load_answer`, `pool_protocol`,
-`openai_api`, `openai_lora`, `runtime_parameters`, `model_metrics`, the settings modules and the
-gRPC modules are imported by their module names.
+Exports the names below; `model_control`, `shm_params`, `load_answer`, `internal_calls`,
+`pool_protocol`, `openai_api`, `openai_lora`, `runtime_parameters`, `model_metrics`, the settings
+modules and the gRPC modules are imported by their module names.
 """
 
 from __future__ import annotations
