@@ -6,6 +6,7 @@
     rescan          what changed between two reads of the repository, when to poll (pure)
     reload          the repository read again: an explicit load, the poll
     load_state      Triton's not loaded / loaded / unloaded in explicit mode (pure)
+    load_calls      the load and unload calls, as they change the fleet and its load state
     in_place        whether replicas take a changed config in place (an instance update)
     override_files  a load's `file:` overrides written out, inside thaw up's own directory
     model_settings  per-model `thaw.*` overrides from `--model-settings FILE`

@@ -31,10 +31,11 @@ from activator.endpoint.shared_limit import SharedLimits
 from activator.errors import ActivationFailed, RuntimeRefused, UnknownModel
 from activator.fleet.image_builder import ImageJobs
 from activator.fleet.in_place import Updates
+from activator.fleet.load_calls import LoadCalls
 from activator.fleet.load_state import LoadStates
 from activator.fleet.reload import Reloader
 from activator.fleet.replica_config import ReplicaConfigs
-from activator.fleet.repository import ModelEntry, Repository, ambiguous_steps
+from activator.fleet.repository import ModelEntry, Repository
 from activator.fleet.sharing import share_models
 from activator.observe.cost import CostFigures, CostLedger
 from activator.observe.history import History, HistorySlice, Sample
@@ -163,6 +164,15 @@ class Fleet:
         self.replica_configs = ReplicaConfigs(session, timeout_s=config.request_timeout_s)
         # The repository read again after the start: `load`, and the poll.
         self.reloader = Reloader(self, rereads=not kubernetes, clock=clock)
+        # Triton's repository load and unload calls, as they change the fleet.
+        self._load_calls = LoadCalls(
+            models=self.models,
+            repository=repository,
+            states=self.load_states,
+            reloader=self.reloader,
+            session=session,
+            drain_timeout_s=config.drain_timeout_s,
+        )
         self._tasks: list[asyncio.Task[None]] = []
         self._images_task: asyncio.Task[None] | None = None
         metrics.watch_caches(config.cache_dir, config.host_cache_dir)
@@ -187,69 +197,14 @@ class Fleet:
         return entry if version is None else self.repository.get(name, version)
 
     async def load(self, name: str, override: LoadOverride | None = None) -> None:
-        """The repository load call: re-read `name` and warm it (activator.fleet.reload); it
-        is loaded, with its ensemble's steps, once its files were read, even when the warm-up
-        fails (then unavailable with why, as a Triton model whose load failed)."""
-        try:
-            await self.reloader.load(name, override)
-        except ActivationFailed:
-            await self._mark_loaded(name)
-            raise
-        await self._mark_loaded(name)
-
-    async def _mark_loaded(self, name: str) -> None:
-        """`name` and every model its steps run; a name several namespaces hold (no record
-        of its own) loads each one's ensemble's steps, as Triton's load cascades."""
-        names: dict[str, None] = {}
-        pending = [name]
-        while pending:
-            model = pending.pop()
-            if model in names:
-                continue
-            record = self.models.get(model)
-            if record is not None:
-                names[model] = None
-                names.update(dict.fromkeys(record.composing))
-            elif model in self.repository.ambiguous:
-                names[model] = None
-                directories = self.repository.ambiguous[model]
-                pending += await asyncio.to_thread(ambiguous_steps, directories)
-        self.load_states.mark_loaded(*names)
-        for model in names:  # its `min_replicas` come up now, not at the next tick
-            record = self.models.get(model)
-            if record is not None:
-                record.endpoint.poke()
+        """The repository load call: re-read `name` and warm it, then loaded, with its
+        ensemble's steps (activator.fleet.load_calls)."""
+        await self._load_calls.load(name, override)
 
     async def unload(self, name: str) -> None:
         """The repository unload call: refused from now on (explicit mode), its replicas
-        drained to zero (activator.fleet.reload); it keeps no `min_replicas` until loaded
-        again (activator.endpoint.autoscaler.kept_replicas)."""
-        if self.served(name):
-            self.load_states.mark_unloaded(name)
-            if self.load_states.tracked:
-                await self._unload_on_direct_replicas(name)
-        await self.reloader.unload(name)
-
-    async def _unload_on_direct_replicas(self, name: str) -> None:
-        """Tell each replica of `name` that holds handed-off client connections to unload it:
-        their next requests for it then go to the front door (runtime.direct.routing), which
-        refuses them as it refuses every other, instead of being answered by a replica that
-        only drains. Requests it has accepted still run (Triton's unload); one that does not
-        answer is drained all the same. Its statistics are kept as they are just before (an
-        unloaded model has none on the replica; the requests still running are not counted)."""
-        endpoint = self.models[name].endpoint
-        timeout_s = self.config.drain_timeout_s
-
-        async def unload(replica: Replica) -> None:
-            await endpoint.keep_final_statistics(replica)
-            control = RuntimeControl(self.session, replica.url, name=replica.id)
-            try:
-                await control.unload(name, timeout_s=timeout_s)
-            except ActivationFailed as exc:
-                logger.warning("model=%s replica %s did not unload before its drain: %s",
-                               name, replica.id, exc.message)  # fmt: skip
-
-        await asyncio.gather(*(unload(r) for r in endpoint.directly_connected()))
+        drained to zero (activator.fleet.load_calls)."""
+        await self._load_calls.unload(name)
 
     def endpoint(self, name: str) -> ModelEndpoint:
         """The served model's endpoint; else the repository's error for `name` (UnknownModel,

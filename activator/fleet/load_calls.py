@@ -1,0 +1,138 @@
+"""The repository load and unload calls, as they change the fleet: what Triton's load/unload API
+does to the models of one `thaw up` (its load state: activator.fleet.load_state).
+
+    load(name, override)   re-read `name` and warm it (activator.fleet.reload); then LOADED,
+                           with every model its ensemble's steps run (a name several namespaces
+                           hold: each one's steps), even when the warm-up failed (unavailable
+                           then, with why, as a Triton model whose load failed); their
+                           `min_replicas` come up at once, not at the next tick
+    unload(name)           a served model: UNLOADED (refused from now on); in explicit mode its
+                           replicas holding handed-off client connections are told to unload it
+                           first; then drained to zero (activator.fleet.reload)
+
+In explicit mode (`--model-control-mode explicit`) the states are tracked; in the other modes
+every model stays LOADED, and the calls only re-read and warm, or drain
+(docs/decisions/0024-explicit-mode-load-state-through-thaw-up.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import Protocol
+
+import aiohttp
+
+from activator.endpoint.model_endpoint import ModelEndpoint
+from activator.endpoint.replica import Replica
+from activator.errors import ActivationFailed
+from activator.fleet.load_state import LoadStates
+from activator.fleet.reload import Reloader
+from activator.fleet.repository import Repository, ambiguous_steps
+from activator.scaler.runtime_control import RuntimeControl
+from thawwire.load_overrides import LoadOverride
+
+__all__ = ["LoadCalls", "LoadedModel"]
+
+logger = logging.getLogger(__name__)
+
+
+class LoadedModel(Protocol):
+    """What the load calls read of one served model's record (activator.fleet.fleet.FleetModel)."""
+
+    @property
+    def endpoint(self) -> ModelEndpoint: ...
+
+    @property
+    def composing(self) -> tuple[str, ...]:
+        """Every model its ensemble's steps run, nested ensembles expanded (() for a model)."""
+        ...
+
+
+class LoadCalls:
+    """The load and unload calls of one fleet (module docstring). `models`: the fleet's records
+    by name, kept up to date as models come and go; `drain_timeout_s`: how long a replica is
+    given to answer the unload of a model it serves handed-off connections for."""
+
+    def __init__(
+        self,
+        *,
+        models: Mapping[str, LoadedModel],
+        repository: Repository,
+        states: LoadStates,
+        reloader: Reloader,
+        session: aiohttp.ClientSession,
+        drain_timeout_s: float,
+    ) -> None:
+        self._models = models
+        self._repository = repository
+        self._states = states
+        self._reloader = reloader
+        self._session = session
+        self._drain_timeout_s = drain_timeout_s
+
+    async def load(self, name: str, override: LoadOverride | None = None) -> None:
+        """The repository load call: re-read `name` and warm it (activator.fleet.reload); it
+        is loaded, with its ensemble's steps, once its files were read, even when the warm-up
+        fails (then unavailable with why, as a Triton model whose load failed)."""
+        try:
+            await self._reloader.load(name, override)
+        except ActivationFailed:
+            await self._mark_loaded(name)
+            raise
+        await self._mark_loaded(name)
+
+    async def _mark_loaded(self, name: str) -> None:
+        """`name` and every model its steps run; a name several namespaces hold (no record
+        of its own) loads each one's ensemble's steps, as Triton's load cascades."""
+        names: dict[str, None] = {}
+        pending = [name]
+        while pending:
+            model = pending.pop()
+            if model in names:
+                continue
+            record = self._models.get(model)
+            if record is not None:
+                names[model] = None
+                names.update(dict.fromkeys(record.composing))
+            elif model in self._repository.ambiguous:
+                names[model] = None
+                directories = self._repository.ambiguous[model]
+                pending += await asyncio.to_thread(ambiguous_steps, directories)
+        self._states.mark_loaded(*names)
+        for model in names:  # its `min_replicas` come up now, not at the next tick
+            record = self._models.get(model)
+            if record is not None:
+                record.endpoint.poke()
+
+    async def unload(self, name: str) -> None:
+        """The repository unload call: refused from now on (explicit mode), its replicas
+        drained to zero (activator.fleet.reload); it keeps no `min_replicas` until loaded
+        again (activator.endpoint.autoscaler.kept_replicas)."""
+        if name in self._models:  # a served model (not unavailable, not unknown)
+            self._states.mark_unloaded(name)
+            if self._states.tracked:
+                await self._unload_on_direct_replicas(name)
+        await self._reloader.unload(name)
+
+    async def _unload_on_direct_replicas(self, name: str) -> None:
+        """Tell each replica of `name` that holds handed-off client connections to unload it:
+        their next requests for it then go to the front door (runtime.direct.routing), which
+        refuses them as it refuses every other, instead of being answered by a replica that
+        only drains. Requests it has accepted still run (Triton's unload); one that does not
+        answer is drained all the same. Its statistics are kept as they are just before (an
+        unloaded model has none on the replica; the requests still running are not counted)."""
+        endpoint = self._models[name].endpoint
+        timeout_s = self._drain_timeout_s
+
+        async def unload(replica: Replica) -> None:
+            await endpoint.keep_final_statistics(replica)
+            control = RuntimeControl(self._session, replica.url, name=replica.id)
+            try:
+                await control.unload(name, timeout_s=timeout_s)
+            except ActivationFailed as exc:
+                logger.warning("model=%s replica %s did not unload before its drain: %s",
+                               name, replica.id, exc.message)  # fmt: skip
+
+        await asyncio.gather(*(unload(r) for r in endpoint.directly_connected()))
