@@ -219,6 +219,8 @@ class KubernetesBackend:
             rng=self._rng,
             clock=self._clock,
         )
+        for watcher in self._load_state_watchers or ():
+            lease.watch(watcher)  # told the first read too: the fleet's state, not the flags
         try:
             await lease.read()
         except KubeApiError as exc:
@@ -227,8 +229,6 @@ class KubernetesBackend:
             raise ScalerUnavailable(
                 f"kubernetes scaler: load state: Lease {kube.namespace}/{lease.name}: {exc}"
             ) from exc
-        for watcher in self._load_state_watchers or ():
-            lease.watch(watcher)
         self._load_state = lease
         self._spawn(lease.run())
 
@@ -238,7 +238,7 @@ class KubernetesBackend:
         if self._load_state_watchers is None:
             self._load_state_watchers = []
         self._load_state_watchers.append(changed)
-        if self._load_state is not None:
+        if self._load_state is not None:  # after the start: from the next change on
             self._load_state.watch(changed)
 
     def load_states(self) -> Mapping[str, str]:

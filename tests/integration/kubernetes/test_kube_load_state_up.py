@@ -1,7 +1,8 @@
 """Explicit mode's load state across two activators of one fleet on the fake Kubernetes
 (decision 0024, "Kubernetes, later"): a model neither loaded is refused by both; a load on
 activator A makes it servable on B; an unload on B makes A refuse it with Triton's 404 and
-drains its pods, whichever activator leads."""
+drains its pods, whichever activator leads; an activator started later takes the fleet's
+state over its own `--load-model-at-zero`."""
 
 from __future__ import annotations
 
@@ -65,15 +66,9 @@ async def test_a_load_on_one_activator_serves_on_the_other_and_an_unload_refuses
         return any(is_ready(p) for p in kube_apiserver.objects("pods", NAMESPACE))
 
     await eventually(ready_pool, timeout_s=60, interval_s=0.1)
-    ups = await asyncio.gather(
-        *(
-            asyncio.to_thread(
-                UpProcess, repo, *up_args(kubeconfig_path, activator_id=f"act-{i}",
-                                          loaded_at_start=False)
-            )
-            for i in range(2)
-        )
-    )  # fmt: skip
+    args = [up_args(kubeconfig_path, activator_id=f"act-{i}", loaded_at_start=False) for i in "01"]
+    starts = (asyncio.to_thread(UpProcess, repo, *arg) for arg in args)
+    ups = list(await asyncio.gather(*starts))
     a, b = ups
     try:
         async with aiohttp.ClientSession() as session:
@@ -121,9 +116,20 @@ async def test_a_load_on_one_activator_serves_on_the_other_and_an_unload_refuses
                 return status == 200
 
             await eventually(served_on_a, timeout_s=HUNG_AFTER_S, interval_s=0.1)
+
+            # Unloaded again; an activator started after, whose flags load every model, takes
+            # the fleet's word: refused from its start.
+            async with session.post(f"{b.url}/v2/repository/models/add_sub/unload") as resp:
+                assert resp.status == 200, await resp.text()
+            await asyncio.to_thread(a.stop)
+            ups[0] = a = await asyncio.to_thread(
+                UpProcess, repo, *up_args(kubeconfig_path, activator_id="act-2")
+            )
+            status, body = await _infer(session, a.url)
+            assert (status, body["error"]) == (404, UNLOADED)
         lease = kube_apiserver.get("leases", NAMESPACE, LOAD_STATE_LEASE)
         assert lease is not None
-        assert '"add_sub": "loaded"' in lease["metadata"]["annotations"]["thaw.dev/load-state"]
+        assert '"add_sub": "unloaded"' in lease["metadata"]["annotations"]["thaw.dev/load-state"]
     finally:
         for up in ups:
             up.stop()
