@@ -54,6 +54,7 @@ from activator.scaler.backend import (
     AsyncLifecycle,
     LoadParameters,
     ScalerBackend,
+    SharedLoadState,
     SharedPlacement,
 )
 from activator.scaler.factory import open_backend
@@ -120,10 +121,11 @@ class Fleet:
         entries = {name: repository.get(name) for name in names}
         now = clock()
         kubernetes = isinstance(config.scaler, KubernetesConfig)
-        # Triton's "not loaded" in explicit mode (activator.fleet.load_state); not kept on
-        # Kubernetes, where each activator would hold its own copy.
+        # Triton's "not loaded" in explicit mode (activator.fleet.load_state); on Kubernetes
+        # only where the backend shares it between the fleet's activators (SharedLoadState).
+        shared_states = self.backend if isinstance(self.backend, SharedLoadState) else None
         self.load_states = LoadStates(
-            tracked=config.model_control and not kubernetes,
+            tracked=config.model_control and (not kubernetes or shared_states is not None),
             at_start=(*config.load_models, *config.loaded_at_zero),
         )
         self._shared_limits = SharedLimits(config.shared_replica_concurrency)
@@ -172,6 +174,7 @@ class Fleet:
             reloader=self.reloader,
             session=session,
             drain_timeout_s=config.drain_timeout_s,
+            shared=shared_states,
         )
         self._tasks: list[asyncio.Task[None]] = []
         self._images_task: asyncio.Task[None] | None = None
@@ -463,6 +466,7 @@ class Fleet:
                 await task
         if isinstance(self.backend, AsyncLifecycle):
             await self.backend.release()  # its replicas outlive this activator
+        await self._load_calls.close()
         await asyncio.gather(*(e.close() for e in self.endpoints.values()))
         await self.backend.close()
         await asyncio.to_thread(self.reloader.close)

@@ -10,16 +10,23 @@ does to the models of one `thaw up` (its load state: activator.fleet.load_state)
                            replicas holding handed-off client connections are told to unload it
                            first; then drained to zero (activator.fleet.reload)
 
+    adopt(changes)         another activator's load or unload (a backend that shares the
+                           state: activator.scaler.backend.SharedLoadState): LOADED with its
+                           `min_replicas` up, or UNLOADED and drained here too
+
 In explicit mode (`--model-control-mode explicit`) the states are tracked; in the other modes
 every model stays LOADED, and the calls only re-read and warm, or drain
-(docs/decisions/0024-explicit-mode-load-state-through-thaw-up.md).
+(docs/decisions/0024-explicit-mode-load-state-through-thaw-up.md). With a shared state the
+change is written there first (a load: once its files are read; an unload: before anything
+else): a write that fails answers 503 (`ScalerUnavailable`) and changes nothing here.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Protocol
 
 import aiohttp
@@ -30,6 +37,7 @@ from activator.errors import ActivationFailed
 from activator.fleet.load_state import LoadStates
 from activator.fleet.reload import Reloader
 from activator.fleet.repository import Repository, ambiguous_steps
+from activator.scaler.backend import SharedLoadState
 from activator.scaler.runtime_control import RuntimeControl
 from thawwire.load_overrides import LoadOverride
 
@@ -53,7 +61,8 @@ class LoadedModel(Protocol):
 class LoadCalls:
     """The load and unload calls of one fleet (module docstring). `models`: the fleet's records
     by name, kept up to date as models come and go; `drain_timeout_s`: how long a replica is
-    given to answer the unload of a model it serves handed-off connections for."""
+    given to answer the unload of a model it serves handed-off connections for; `shared`:
+    where the fleet's activators share the state (None: this activator's memory only)."""
 
     def __init__(
         self,
@@ -64,6 +73,7 @@ class LoadCalls:
         reloader: Reloader,
         session: aiohttp.ClientSession,
         drain_timeout_s: float,
+        shared: SharedLoadState | None = None,
     ) -> None:
         self._models = models
         self._repository = repository
@@ -71,6 +81,10 @@ class LoadCalls:
         self._reloader = reloader
         self._session = session
         self._drain_timeout_s = drain_timeout_s
+        self._shared = shared if states.tracked else None
+        self._drains: set[asyncio.Task[None]] = set()  # unloads learned from other activators
+        if self._shared is not None:
+            self._shared.share_load_state(self.adopt)
 
     async def load(self, name: str, override: LoadOverride | None = None) -> None:
         """The repository load call: re-read `name` and warm it (activator.fleet.reload); it
@@ -100,6 +114,12 @@ class LoadCalls:
                 names[model] = None
                 directories = self._repository.ambiguous[model]
                 pending += await asyncio.to_thread(ambiguous_steps, directories)
+        if self._shared is not None:  # the fleet's first (503 when it cannot be written)
+            await self._shared.write_load_states(dict.fromkeys(names, "loaded"))
+        self._mark_loaded_here(names)
+
+    def _mark_loaded_here(self, names: Iterable[str]) -> None:
+        names = list(names)
         self._states.mark_loaded(*names)
         for model in names:  # its `min_replicas` come up now, not at the next tick
             record = self._models.get(model)
@@ -111,6 +131,8 @@ class LoadCalls:
         drained to zero (activator.fleet.reload); it keeps no `min_replicas` until loaded
         again (activator.endpoint.autoscaler.kept_replicas)."""
         if name in self._models:  # a served model (not unavailable, not unknown)
+            if self._shared is not None:  # the fleet's first (503 when it cannot be written)
+                await self._shared.write_load_states({name: "unloaded"})
             self._states.mark_unloaded(name)
             if self._states.tracked:
                 await self._unload_on_direct_replicas(name)
@@ -136,3 +158,33 @@ class LoadCalls:
                                name, replica.id, exc.message)  # fmt: skip
 
         await asyncio.gather(*(unload(r) for r in endpoint.directly_connected()))
+
+    def adopt(self, changes: Mapping[str, str]) -> None:
+        """Another activator's loads and unloads (model -> "loaded" | "unloaded"), as the
+        shared state told them: a loaded model's `min_replicas` come up; an unloaded one is
+        refused from now on and drained here too (its replicas on this activator), as the
+        unload call does."""
+        self._mark_loaded_here(m for m, s in changes.items() if s == "loaded")
+        for name, state in changes.items():
+            if state != "unloaded":
+                continue
+            self._states.mark_unloaded(name)
+            if name in self._models:
+                task = asyncio.create_task(self._drain(name))
+                self._drains.add(task)
+                task.add_done_callback(self._drains.discard)
+
+    async def _drain(self, name: str) -> None:
+        try:
+            await self._unload_on_direct_replicas(name)
+            await self._reloader.unload(name)
+        except Exception:
+            logger.exception("model=%s: drain after another activator's unload failed", name)
+
+    async def close(self) -> None:
+        """Stop the drains of unloads learned from other activators (the fleet closes)."""
+        for task in list(self._drains):
+            task.cancel()
+        for task in list(self._drains):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

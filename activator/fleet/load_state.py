@@ -7,8 +7,11 @@
     UNLOADED    an unload call: refused at once (`Request for unknown model: 'm' has no
                 available versions`, 404 / NOT_FOUND) while its replicas drain
 
-In the other modes (`none`, `poll`) and with `--scaler kubernetes` (no state shared between
-activators) every model is LOADED (docs/decisions/0024-explicit-mode-load-state-through-thaw-up.md).
+In the other modes (`none`, `poll`), and with a scaler of several activators that does not
+share the state, every model is LOADED. With `--scaler kubernetes` the fleet's activators share
+it (activator.scaler.backend.SharedLoadState: a Lease of the fleet), and this table is this
+activator's copy, kept up to date by activator.fleet.load_calls
+(docs/decisions/0024-explicit-mode-load-state-through-thaw-up.md).
 The refusals are `thaw serve`'s words (thawwire.model_control), so both servers answer alike.
 """
 

@@ -18,7 +18,8 @@ the endpoints drain), `PeerConcurrency` (the same model's concurrency on the oth
 activators, for active-active activators) and `NodeWait` (a start that waits for a node to be
 provisioned holds requests past the activation timeout, and says so) and `SharedPlacement`
 (models whose `thaw.placement` is `shared` get room in runtimes they share with other models,
-and idle ones are evicted to make room: activator.scaler.placement).
+and idle ones are evicted to make room: activator.scaler.placement) and `SharedLoadState`
+(explicit mode's load state kept where every activator of the fleet reads and writes it).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ __all__ = [
     "ScalerBackend",
     "ScalerKind",
     "SharedCounts",
+    "SharedLoadState",
     "SharedPlacement",
     "SharedReplicaStatus",
 ]
@@ -317,4 +319,28 @@ class SharedPlacement(Protocol):
 
     def shared_counts(self) -> Mapping[str, SharedCounts]:
         """Each shared model's evictions and loads by source so far."""
+        ...
+
+
+@runtime_checkable
+class SharedLoadState(Protocol):
+    """A backend whose activators share explicit mode's load state (Kubernetes: a Lease of the
+    fleet, decision 0024), so that a load or unload on one activator holds on all of them.
+    States are "loaded" or "unloaded"; a model the shared state does not name keeps this
+    activator's start state (`--load-model`). Without it the fleet keeps the state in memory."""
+
+    def share_load_state(self, changed: Callable[[Mapping[str, str]], None]) -> None:
+        """Keep the load state shared from the start on (called by the fleet before `start`,
+        explicit mode only); call `changed(model -> new state)` for each change another
+        activator made, as it is learned (bounded delay: the backend's documentation)."""
+        ...
+
+    def load_states(self) -> Mapping[str, str]:
+        """The shared states as last known (model -> state). Cheap and synchronous."""
+        ...
+
+    async def write_load_states(self, changes: Mapping[str, str]) -> None:
+        """Make `changes` (model -> "loaded" | "unloaded") the fleet's, before the call that
+        asked answers; `ScalerUnavailable` (503) when they could not be shared (then nothing
+        changed: the caller changes nothing either)."""
         ...

@@ -19,6 +19,8 @@
     follower_wait    a follower's replica start as one loop: look, decide, wait
     peer_reports     followers tell the scaling leader their load
     peer_load        the other activators' concurrency (pure bookkeeping)
+    load_state_lease  explicit mode's load state, the fleet's: its Lease read and written
+    load_state_doc    that state's document, its merge and which re-read is adopted (pure)
     model_labels     a model's name as a Kubernetes label value
     backoff          how long to wait before retrying an API call (pure)
 

@@ -37,7 +37,8 @@ _MERGE_PATCH = "application/merge-patch+json"
 _MAX_MESSAGE = 500
 
 # Every (API group, resource, verb) the backend uses, in Thaw's own namespace only; the Helm
-# chart's Role grants exactly these (tests/unit/deploy compares them).
+# chart's Role grants exactly these (tests/unit/deploy compares them). Leases: the scaling
+# leader's and the fleet's load state (explicit mode: load_state_lease), the same verbs.
 REQUIRED_ACCESS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("", "pods", ("list", "watch", "create", "patch", "delete")),
     ("apps", "deployments", ("get",)),

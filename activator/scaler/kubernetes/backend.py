@@ -23,7 +23,8 @@ attaches the model's serving pods again, and at shutdown (`release`) this activa
 the Lease and only lets go of its pods. The scaling leader (leader_election) also runs the
 collection pass (pod_collector). Concurrency of the other activators comes through
 `peer_reports` (the `PeerConcurrency` capability). Shared models' replicas (`SharedPlacement`,
-decision 0022) are routed by `shared_routing`.
+decision 0022) are routed by `shared_routing`. Explicit mode's load state (`SharedLoadState`,
+decision 0024) is the fleet's, in its load-state Lease (`load_state_lease`).
 """
 
 from __future__ import annotations
@@ -55,6 +56,9 @@ from activator.scaler.kubernetes.attachments import Attachments, pod_of, pods_of
 from activator.scaler.kubernetes.backoff import Backoff
 from activator.scaler.kubernetes.follower_wait import FollowerLook, follow
 from activator.scaler.kubernetes.leader_election import LeaderElection
+from activator.scaler.kubernetes.leader_lease import retry_period_s
+from activator.scaler.kubernetes.load_state_doc import lease_name as load_state_lease_name
+from activator.scaler.kubernetes.load_state_lease import LoadStateLease
 from activator.scaler.kubernetes.peer_reports import PeerReports
 from activator.scaler.kubernetes.pod_budget import booked_models, shared_status
 from activator.scaler.kubernetes.pod_claim import state_patch
@@ -89,7 +93,7 @@ _LOST_POLL_S = 0.5  # wait_lost re-checks readiness this often between pod event
 
 class KubernetesBackend:
     """Runs replicas as pods; implements ScalerBackend, AsyncLifecycle, PeerConcurrency,
-    NodeWait and SharedPlacement (decision 0022)."""
+    NodeWait, SharedPlacement (decision 0022) and SharedLoadState (decision 0024)."""
 
     def __init__(
         self,
@@ -131,6 +135,9 @@ class KubernetesBackend:
             follower_look=self._follower_look,
         )  # fmt: skip
         self._shares: list[Share] = []  # SharedPlacement.share calls, handed over at start
+        # SharedLoadState: the watchers given before the start (None: not shared, not explicit).
+        self._load_state_watchers: list[Callable[[Mapping[str, str]], None]] | None = None
+        self._load_state: LoadStateLease | None = None
 
     # ---- set-up (StartsAsync) -----------------------------------------------------------
 
@@ -190,11 +197,57 @@ class KubernetesBackend:
                 f"within {kube.api_timeout_s:g} s"
             ) from None
         self._shared.open(api, self._starters, peer_busy=self._peer_busy, shares=self._shares)
+        if self._load_state_watchers is not None:
+            await self._start_load_state(api)
         if kube.leader_election:
             await self._start_peers(api)
         else:
             self._metrics.scaling_leader.set(1)
         self._spawn(self._collect_loop())
+
+    async def _start_load_state(self, api: KubeApi) -> None:
+        """Read the fleet's load state once (the start fails when it cannot be), then again
+        every retry period of the scaling Lease."""
+        kube = self._kube
+        lease = LoadStateLease(
+            api,
+            load_state_lease_name(kube.lease_name),
+            fleet=kube.fleet,
+            period_s=retry_period_s(kube.lease_duration_s),
+            timeout_s=kube.api_timeout_s,
+            backoff=self._backoff,
+            rng=self._rng,
+            clock=self._clock,
+        )
+        for watcher in self._load_state_watchers or ():
+            lease.watch(watcher)  # told the first read too: the fleet's state, not the flags
+        try:
+            await lease.read()
+        except KubeApiError as exc:
+            raise ScalerUnavailable(f"kubernetes scaler: load state: {exc.message}") from exc
+        except ValueError as exc:
+            raise ScalerUnavailable(
+                f"kubernetes scaler: load state: Lease {kube.namespace}/{lease.name}: {exc}"
+            ) from exc
+        self._load_state = lease
+        self._spawn(lease.run())
+
+    # ---- SharedLoadState ------------------------------------------------------------------
+
+    def share_load_state(self, changed: Callable[[Mapping[str, str]], None]) -> None:
+        if self._load_state_watchers is None:
+            self._load_state_watchers = []
+        self._load_state_watchers.append(changed)
+        if self._load_state is not None:  # after the start: from the next change on
+            self._load_state.watch(changed)
+
+    def load_states(self) -> Mapping[str, str]:
+        return self._load_state.states if self._load_state is not None else {}
+
+    async def write_load_states(self, changes: Mapping[str, str]) -> None:
+        if self._load_state is None:
+            raise ScalerUnavailable("kubernetes scaler: the load state is not shared (not started)")
+        await self._load_state.write(changes)
 
     async def _check_access(self, api: KubeApi) -> None:
         try:

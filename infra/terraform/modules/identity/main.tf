@@ -221,7 +221,8 @@ resource "kubernetes_role_v1" "activator" {
     verbs      = ["get"]
   }
 
-  # The scaling leader's Lease: one activator decides, the others follow.
+  # The scaling leader's Lease (one activator decides, the others follow) and the fleet's
+  # load-state Lease (explicit model control: decision 0024).
   rule {
     api_groups = ["coordination.k8s.io"]
     resources  = ["leases"]

@@ -1,0 +1,146 @@
+"""The load and unload calls with a shared load state (activator.fleet.load_calls with a
+SharedLoadState backend, decision 0024 "Kubernetes, later"): the fleet's state is written
+first; a write that fails answers 503 and changes nothing here; what another activator did is
+adopted (a load brings min_replicas up, an unload refuses and drains here too)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import pytest
+
+from activator.errors import ScalerUnavailable, UnknownModel
+from activator.fleet.load_calls import LoadCalls
+from activator.fleet.load_state import LoadState, LoadStates
+from activator.scaler.backend import SharedLoadState
+
+
+class _Endpoint:
+    def __init__(self) -> None:
+        self.pokes = 0
+
+    def poke(self) -> None:
+        self.pokes += 1
+
+    def directly_connected(self) -> list[Any]:
+        return []
+
+
+@dataclass
+class _Record:
+    endpoint: _Endpoint = field(default_factory=_Endpoint)
+    composing: tuple[str, ...] = ()
+
+
+class _Reloader:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+
+    async def load(self, name: str, override: object = None) -> None:
+        self.calls.append(("load", name))
+
+    async def unload(self, name: str) -> None:
+        self.calls.append(("unload", name))
+
+
+class _Repository:
+    ambiguous: Mapping[str, Any] = {}
+
+
+class _Shared:
+    """The fleet's shared state, as a backend keeps it (in memory here)."""
+
+    def __init__(self) -> None:
+        self.states: dict[str, str] = {}
+        self.watchers: list[Callable[[Mapping[str, str]], None]] = []
+        self.fail = False
+
+    def share_load_state(self, changed: Callable[[Mapping[str, str]], None]) -> None:
+        self.watchers.append(changed)
+
+    def load_states(self) -> Mapping[str, str]:
+        return self.states
+
+    async def write_load_states(self, changes: Mapping[str, str]) -> None:
+        if self.fail:
+            raise ScalerUnavailable("the fleet's load state could not be written")
+        self.states.update(changes)
+
+    def another_activator(self, changes: Mapping[str, str]) -> None:
+        self.states.update(changes)
+        for watcher in self.watchers:
+            watcher(changes)
+
+
+def _calls(
+    shared: _Shared, *, models: Mapping[str, _Record]
+) -> tuple[LoadCalls, LoadStates, _Reloader]:
+    states = LoadStates(tracked=True)
+    reloader = _Reloader()
+    calls = LoadCalls(
+        models=models, repository=cast(Any, _Repository()), states=states,
+        reloader=cast(Any, reloader), session=cast(Any, None), drain_timeout_s=1.0,
+        shared=shared,
+    )  # fmt: skip
+    return calls, states, reloader
+
+
+def test_the_in_memory_store_fits_the_seam() -> None:
+    assert isinstance(_Shared(), SharedLoadState)
+
+
+async def test_a_load_and_an_unload_write_the_fleets_state_first() -> None:
+    shared = _Shared()
+    models = {"e": _Record(composing=("s",)), "s": _Record()}
+    calls, states, reloader = _calls(shared, models=models)
+    await calls.load("e")
+    assert shared.states == {"e": "loaded", "s": "loaded"}  # the ensemble's steps with it
+    assert states.loaded("e") and states.loaded("s")
+    assert models["s"].endpoint.pokes == 1
+    await calls.unload("e")
+    assert shared.states["e"] == "unloaded"
+    assert isinstance(states.refusal("e"), UnknownModel)
+    assert reloader.calls == [("load", "e"), ("unload", "e")]
+
+
+async def test_a_write_that_fails_answers_503_and_changes_nothing_here() -> None:
+    shared = _Shared()
+    models = {"m": _Record()}
+    calls, states, reloader = _calls(shared, models=models)
+    await calls.load("m")
+    shared.fail = True
+    with pytest.raises(ScalerUnavailable) as refused:
+        await calls.unload("m")
+    assert refused.value.status == 503
+    assert states.loaded("m")  # still served, not drained
+    assert reloader.calls == [("load", "m")]
+    with pytest.raises(ScalerUnavailable):
+        await calls.load("n")
+    assert states.state("n") is LoadState.NOT_LOADED
+
+
+async def test_another_activators_load_and_unload_are_adopted() -> None:
+    shared = _Shared()
+    models = {"m": _Record()}
+    calls, states, reloader = _calls(shared, models=models)
+    shared.another_activator({"m": "loaded"})
+    assert states.loaded("m") and models["m"].endpoint.pokes == 1
+    shared.another_activator({"m": "unloaded", "gone": "unloaded"})
+    assert states.state("m") is LoadState.UNLOADED
+    await asyncio.sleep(0)  # the drain runs as a task
+    await asyncio.sleep(0)
+    assert reloader.calls == [("unload", "m")]  # drained here too; "gone" is not served here
+    await calls.close()
+
+
+def test_without_explicit_mode_nothing_is_shared() -> None:
+    shared = _Shared()
+    LoadCalls(
+        models={}, repository=cast(Any, _Repository()), states=LoadStates(tracked=False),
+        reloader=cast(Any, _Reloader()), session=cast(Any, None), drain_timeout_s=1.0,
+        shared=shared,
+    )  # fmt: skip
+    assert shared.watchers == []
