@@ -209,13 +209,22 @@ class HandoffLink:
                 handed.fallback.take_back(handed.conn)
 
     def sample(self, now: float) -> float:
-        """Mean in-flight requests on direct connections since the previous call (0 first)."""
-        busy = self._report.busy_at(now)
+        """Mean in-flight requests on direct connections since the previous call (0 first).
+
+        The mean between the replica's last report before the previous call and its last one
+        now: its exact time integral, read where it was measured. Extrapolating each report's
+        in-flight count to `now` instead is off by whatever changed since the report, one tick
+        too high, the next too low; at a load that is an exact multiple of the target, the
+        high ticks scaled a model one replica above what the same load gets in-path.
+        Without a report since the previous call, the count held since the last one."""
+        report = self._report
         previous, since = self._sampled_busy, self._sampled_at
-        self._sampled_busy, self._sampled_at = busy, now
-        if previous is None or now <= since:
+        self._sampled_busy, self._sampled_at = report.busy_s, report.t
+        if previous is None:
             return 0.0
-        return max(0.0, busy - previous) / (now - since)
+        if report.t <= since:
+            return float(report.in_flight)
+        return max(0.0, report.busy_s - previous) / (report.t - since)
 
     def _lost(self) -> None:
         """The replica closed its end (or broke the protocol): no more handoffs, reports."""

@@ -195,13 +195,17 @@ async def test_a_link_sends_sockets_and_reads_load_reports(tmp_path: Path) -> No
     assert slots == [0, 1]
     assert (link.connections, link.in_flight) == (2, 0)  # open until reported ended
     t0 = time.monotonic()
+    report = {"in_flight": 0, "busy_s": 0.0, "connections": 1, "received": 2, "t": t0}
+    replica_end.sendall(json.dumps(report).encode() + b"\n")
+    await eventually(lambda: link._report.t == t0)
     assert link.sample(t0) == 0.0  # the first sample only sets the baseline
-    report = {"in_flight": 2, "busy_s": 1.0, "connections": 1, "received": 2, "t": t0}
+    report.update(in_flight=2, busy_s=1.0, t=t0 + 0.5)
     replica_end.sendall(json.dumps(report).encode() + b"\ngarbage\n")
     await eventually(lambda: link.in_flight == 2)
     assert link.connections == 2 and ended.fileno() != -1  # acknowledged, still kept
-    # busy went 0 -> 1.0 at t0, then 2 in flight for 0.5 s: 2.0 in-flight-seconds over 0.5 s
-    assert link.sample(t0 + 0.5) == pytest.approx(4.0)
+    # busy went 0 at t0 -> 1.0 at t0 + 0.5: 1.0 in-flight-seconds over 0.5 s
+    assert link.sample(t0 + 0.6) == pytest.approx(2.0)
+    assert link.sample(t0 + 0.7) == 2.0  # no report since: the 2 in flight held since
     report.update(closed=[0], returned=[1])
     replica_end.sendall(json.dumps(report).encode() + b"\n")
     await eventually(lambda: link.connections == 0)
@@ -213,6 +217,31 @@ async def test_a_link_sends_sockets_and_reads_load_reports(tmp_path: Path) -> No
     assert not link.send(returned, door)
     for sock in (server, returned, ended_peer, returned_peer):
         sock.close()
+
+
+def test_direct_load_samples_never_exceed_the_load_the_replica_measured() -> None:
+    """A closed loop of 16 clients keeps 16 requests in flight on direct connections, minus
+    a moment between one's answer and its next request. Sampling each report extrapolated to
+    the tick read 15.79 then 16.18: a tick over 16 made a target of 8 ask for a third replica
+    (the same load in-path stayed at 2). Between reports the samples are exact."""
+    link = HandoffLink(Path("/nonexistent.sock"), "m-1", model="m")
+
+    def report(t: float, in_flight: int, busy_s: float) -> None:
+        line = {"in_flight": in_flight, "busy_s": busy_s, "connections": 16, "received": 16, "t": t}
+        link._take(json.dumps(line).encode() + b"\n")  # what the socket's reader does
+
+    report(0.40, 16, 10.0)
+    assert link.sample(0.40) == 0.0  # the baseline
+    # One request ends at 0.44 and its client's next one begins at 0.46; the report at 0.45
+    # saw 15 in flight.
+    report(0.45, 15, 10.0 + 16 * 0.04 + 15 * 0.01)
+    first = link.sample(0.50)
+    busy = 10.0 + 16 * 0.04 + 15 * 0.01 + 15 * 0.01 + 16 * 0.04  # at 0.50
+    for tenth in range(1, 5):  # 16 in flight from 0.46 on, reported every 50 ms
+        report(0.50 + 0.1 * tenth, 16, busy + 16 * 0.1 * tenth)
+    second = link.sample(1.00)
+    # Each sample is the mean between two reports (0.40-0.45, 0.45-0.90): 15.8 and 15.98.
+    assert first == pytest.approx(15.8) and second == pytest.approx(7.19 / 0.45)
 
 
 @pytest.mark.parametrize(
