@@ -36,9 +36,13 @@ from thawwire.handoff_protocol import (
     encode_slot,
 )
 
-__all__ = ["Fallback", "HandoffLink", "HandoffLinks", "SlotTable"]
+__all__ = ["QUIET_S", "Fallback", "HandoffLink", "HandoffLinks", "SlotTable"]
 
 logger = logging.getLogger(__name__)
+
+QUIET_S = 1.0
+"""How long a draining replica's direct connections must all be idle before it is stopped."""
+QUIET_POLL_S = 0.02
 
 
 class Fallback(Protocol):
@@ -225,6 +229,40 @@ class HandoffLink:
         if report.t <= since:
             return float(report.in_flight)
         return max(0.0, report.busy_s - previous) / (report.t - since)
+
+    def busy(self) -> bool:
+        """A request of a handed-off connection is reported in flight, or its state byte says
+        it was begun or is being answered."""
+        if self._report.in_flight:
+            return True
+        states = self._states
+        return any(states[slot] != SlotState.IDLE for slot in self._slots.open)
+
+    async def quiesce(
+        self, timeout_s: float, *, quiet_s: float = QUIET_S, poll_s: float = QUIET_POLL_S
+    ) -> None:
+        """Wait, at most `timeout_s`, until no open connection has had a request for `quiet_s`
+        (every poll saw each one idle), or none is open, or the replica is gone. Call it after
+        `stop_sending`, before stopping the replica: its keep-alive clients in the middle of
+        a request leave by themselves at max age (`Connection: close` on their next answer,
+        they reconnect through the activator), whereas a replica stopped under them drops
+        the request a client sent the instant before (a 502, or a reset connection)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        quiet_since = loop.time()
+        while self._slots.open and not self.lost.is_set():
+            now = loop.time()
+            if self.busy():
+                quiet_since = now
+            elif now - quiet_since >= quiet_s:
+                return
+            if now >= deadline:
+                logger.info(
+                    "replica %s: %d direct connection(s) still busy after %.1f s; stopping it",
+                    self.replica_id, len(self._slots.open), timeout_s,
+                )  # fmt: skip
+                return
+            await asyncio.sleep(min(poll_s, max(0.0, deadline - now)))
 
     def _lost(self) -> None:
         """The replica closed its end (or broke the protocol): no more handoffs, reports."""

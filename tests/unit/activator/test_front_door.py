@@ -3,6 +3,7 @@ the activator's end of a replica's handoff socket."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -24,7 +25,7 @@ from activator.direct.orphans import Outcome
 from tests.fakes.fallback import FakeDoor
 from tests.fakes.loop import HUNG_AFTER_S, eventually
 from thawwire.errors import WireError
-from thawwire.handoff_protocol import LoadReport
+from thawwire.handoff_protocol import LoadReport, SlotState
 from thawwire.paths import model_of
 
 WARM = {"add_sub": DirectView(enabled=True, held=0)}
@@ -254,3 +255,49 @@ def test_a_request_a_replica_sent_back_is_served_here(target: str) -> None:
     assert _route(f"POST {target} HTTP/1.1\r\n".encode()).reason is Reason.SENT_BACK
     lookalike = f"POST {target.replace('=1', '=0')} HTTP/1.1\r\n".encode()
     assert _route(lookalike).reason is Reason.HANDED_OFF
+
+
+async def test_a_draining_replica_is_stopped_once_its_direct_connections_are_quiet(
+    tmp_path: Path,
+) -> None:
+    """Scaling down a replica that keep-alive clients were busy on (6 of them in a closed loop)
+    answered 502 to one and reset two: the SIGTERM dropped the requests they had sent the
+    instant before. `quiesce` waits until every open connection stays idle (its clients
+    leave at max age, or go quiet), or none is open, or the limit."""
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(tmp_path / "replica.sock"))
+    server.listen()
+    link = HandoffLink(tmp_path / "replica.sock", "m-1", model="m")
+    await link.connect(timeout_s=HUNG_AFTER_S)
+    replica_end, _ = server.accept()
+    door = FakeDoor()
+    busy, busy_peer = socket.socketpair()
+    idle, idle_peer = socket.socketpair()
+    assert link.send(busy, door) and link.send(idle, door)
+    slots = []
+    for _ in range(2):
+        data, fds, _, _ = socket.recv_fds(replica_end, 4, 4)
+        slots.append(int.from_bytes(data, "big"))
+        os.close(fds[0])
+    link.stop_sending()
+    link._states[slots[0]] = SlotState.STARTED  # what the replica writes: a request begun
+    quiet = asyncio.create_task(link.quiesce(HUNG_AFTER_S, quiet_s=0.05, poll_s=0.005))
+    await asyncio.sleep(0.3)
+    assert not quiet.done()  # a request in flight on one connection: not yet
+    link._states[slots[0]] = SlotState.IDLE  # answered; the client sends nothing more
+    await asyncio.wait_for(quiet, HUNG_AFTER_S)  # both idle: it may stop now
+    # Busy until the limit: stopped all the same.
+    link._states[slots[1]] = SlotState.RESPONDING
+    await asyncio.wait_for(link.quiesce(0.1), HUNG_AFTER_S)
+    # Busy, then ended by the replica (max age: `Connection: close`): nothing left to wait for.
+    quiet = asyncio.create_task(link.quiesce(HUNG_AFTER_S))
+    await asyncio.sleep(0.1)
+    assert not quiet.done()
+    report = {"in_flight": 0, "busy_s": 0.0, "connections": 0, "received": 2, "t": 0.0}
+    report["closed"] = slots
+    replica_end.sendall(json.dumps(report).encode() + b"\n")
+    await asyncio.wait_for(quiet, HUNG_AFTER_S)
+    assert link.connections == 0
+    replica_end.close()
+    for sock in (server, busy_peer, idle_peer):
+        sock.close()
