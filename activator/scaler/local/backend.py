@@ -447,10 +447,6 @@ class LocalBackend:
             link.stop_sending()  # its reports still close what it ends while it drains
         proc = self._procs.pop(replica_id, None)
         if proc is not None:
-            if link is not None:
-                # Keep-alive clients busy on direct connections leave at max age first: a
-                # SIGTERM under them drops the request one sent the instant before.
-                await link.quiesce(timeout_s)
             code = await proc.stop(timeout_s)
             logger.info("replica %s stopped (exit code %s)", replica_id, code)
 
