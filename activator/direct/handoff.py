@@ -126,7 +126,12 @@ class HandoffLink:
 
     @property
     def in_flight(self) -> int:
-        return self._report.in_flight
+        """Requests in flight on the open direct connections; none without one. The replica
+        stops reporting when its last connection ends, and a client that hung up mid-request
+        leaves the report that said so with the request still counted (its handler runs on):
+        counted for good, it kept the model from ever scaling to zero. A request whose client
+        is gone is not load (in-path, the activator stops counting it at the hang-up too)."""
+        return self._report.in_flight if self._slots.open else 0
 
     async def connect(self, timeout_s: float) -> None:
         """Connect to the replica's socket (it exists once the replica is listening)."""
@@ -227,13 +232,13 @@ class HandoffLink:
         if previous is None:
             return 0.0
         if report.t <= since:
-            return float(report.in_flight)
+            return float(self.in_flight)
         return max(0.0, report.busy_s - previous) / (report.t - since)
 
     def busy(self) -> bool:
         """A request of a handed-off connection is reported in flight, or its state byte says
         it was begun or is being answered."""
-        if self._report.in_flight:
+        if self.in_flight:
             return True
         states = self._states
         return any(states[slot] != SlotState.IDLE for slot in self._slots.open)

@@ -301,3 +301,38 @@ async def test_a_draining_replica_is_stopped_once_its_direct_connections_are_qui
     replica_end.close()
     for sock in (server, busy_peer, idle_peer):
         sock.close()
+
+
+async def test_a_request_whose_client_hung_up_stops_counting_with_its_connection(
+    tmp_path: Path,
+) -> None:
+    """Three clients hung up 1 s into 3 s requests on direct connections: the replica's last
+    report (the one that said their connections ended) still had two of the requests running,
+    and no report came after it (a replica reports while it has connections). Counted for
+    good, those two kept the model at one replica forever. In-path, a hang-up ends the count."""
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(tmp_path / "replica.sock"))
+    server.listen()
+    link = HandoffLink(tmp_path / "replica.sock", "m-1", model="m")
+    await link.connect(timeout_s=HUNG_AFTER_S)
+    replica_end, _ = server.accept()
+    conn, peer = socket.socketpair()
+    assert link.send(conn, FakeDoor())
+    data, fds, _, _ = socket.recv_fds(replica_end, 4, 4)
+    os.close(fds[0])
+    slot = int.from_bytes(data, "big")
+    t0 = time.monotonic()
+    report = {"in_flight": 2, "busy_s": 0.0, "connections": 1, "received": 1, "t": t0}
+    replica_end.sendall(json.dumps(report).encode() + b"\n")
+    await eventually(lambda: link.in_flight == 2)
+    assert link.sample(t0) == 0.0  # the baseline
+    report.update(busy_s=2.0, connections=0, t=t0 + 1.0, closed=[slot])
+    replica_end.sendall(json.dumps(report).encode() + b"\n")
+    await eventually(lambda: link.connections == 0)
+    assert link.in_flight == 0  # its clients are gone
+    assert link.sample(t0 + 1.5) == pytest.approx(2.0)  # while they were there: counted
+    assert link.sample(t0 + 2.0) == 0.0  # no report after: nothing in flight any more
+    assert link.sample(t0 + 60.0) == 0.0
+    replica_end.close()
+    for sock in (server, peer):
+        sock.close()
