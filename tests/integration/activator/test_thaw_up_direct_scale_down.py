@@ -1,8 +1,9 @@
-"""Scaling down a replica that keep-alive clients are busy on through direct connections.
+"""Scaling down replicas that clients reach through direct connections.
 
 Found with `thaw up` by hand: clients in a closed loop on handed-off connections got a 502 or a
 reset connection at every scale-down, because the replica was stopped under the request each
-had just sent. Real `thaw up`, real replicas, aiohttp clients with one keep-alive connection each.
+had just sent; and clients that hung up mid-request left their requests counted for good, so
+the model never scaled to zero. Real `thaw up`, real replicas, aiohttp clients.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from tests.fixtures.up_process import UpProcess, light_args, with_params
 
 pytestmark = pytest.mark.integration
 
-LIMIT_S = 120.0  # generous: two CPUs, another test run beside this one
+LIMIT_S = 45.0  # per wait; generous: two CPUs, another test run beside this one
 
 
 @pytest.fixture
@@ -36,6 +37,7 @@ def up(tmp_path: Path) -> Iterator[UpProcess]:
         panic_window_s=1,
         scale_to_zero_grace_s=600,
     )
+    with_params(make_slow_execute(repo, "hangup", delay_s=2.0), scale_to_zero_grace_s=2)
     server = UpProcess(repo, *light_args(repo), "--direct-max-age-s", "1")
     yield server
     server.stop()
@@ -84,3 +86,21 @@ def test_busy_direct_clients_see_no_error_when_their_replica_is_scaled_down(
     asyncio.run(run())
     assert "stopped (exit code" in up.log()
     assert set(results) == {200}, (results, up.log()[-4000:])
+
+
+def test_requests_whose_clients_hung_up_do_not_keep_the_model_warm(up: UpProcess) -> None:
+    url = f"{up.url}/v2/models/hangup/infer"
+
+    async def run() -> None:
+        async with aiohttp.ClientSession() as session, session.post(url, json=_body()) as woke:
+            assert woke.status == 200  # warm: new connections are handed off from now
+        for _ in range(3):  # each on its own connection; gone long before the 2 s answer
+            async with aiohttp.ClientSession() as session:
+                with pytest.raises(TimeoutError):
+                    timeout = aiohttp.ClientTimeout(total=0.5)
+                    async with session.post(url, json=_body(), timeout=timeout) as response:
+                        await response.read()
+
+    asyncio.run(run())
+    # Their handlers run on (6 s, one model instance); then the idle grace (2 s): cold.
+    up.wait_for(lambda: up.model("hangup")["state"] == "cold", LIMIT_S, "scale to zero")
