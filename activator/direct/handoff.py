@@ -36,9 +36,13 @@ from thawwire.handoff_protocol import (
     encode_slot,
 )
 
-__all__ = ["Fallback", "HandoffLink", "HandoffLinks", "SlotTable"]
+__all__ = ["QUIET_S", "Fallback", "HandoffLink", "HandoffLinks", "SlotTable"]
 
 logger = logging.getLogger(__name__)
+
+QUIET_S = 1.0
+"""How long a draining replica's direct connections must all be idle before it is stopped."""
+QUIET_POLL_S = 0.02
 
 
 class Fallback(Protocol):
@@ -122,7 +126,12 @@ class HandoffLink:
 
     @property
     def in_flight(self) -> int:
-        return self._report.in_flight
+        """Requests in flight on the open direct connections; none without one. The replica
+        stops reporting when its last connection ends, and a client that hung up mid-request
+        leaves the report that said so with the request still counted (its handler runs on):
+        counted for good, it kept the model from ever scaling to zero. A request whose client
+        is gone is not load (in-path, the activator stops counting it at the hang-up too)."""
+        return self._report.in_flight if self._slots.open else 0
 
     async def connect(self, timeout_s: float) -> None:
         """Connect to the replica's socket (it exists once the replica is listening)."""
@@ -209,13 +218,56 @@ class HandoffLink:
                 handed.fallback.take_back(handed.conn)
 
     def sample(self, now: float) -> float:
-        """Mean in-flight requests on direct connections since the previous call (0 first)."""
-        busy = self._report.busy_at(now)
+        """Mean in-flight requests on direct connections since the previous call (0 first).
+
+        The mean between the replica's last report before the previous call and its last one
+        now: its exact time integral, read where it was measured. Extrapolating each report's
+        in-flight count to `now` instead is off by whatever changed since the report, one tick
+        too high, the next too low; at a load that is an exact multiple of the target, the
+        high ticks scaled a model one replica above what the same load gets in-path.
+        Without a report since the previous call, the count held since the last one."""
+        report = self._report
         previous, since = self._sampled_busy, self._sampled_at
-        self._sampled_busy, self._sampled_at = busy, now
-        if previous is None or now <= since:
+        self._sampled_busy, self._sampled_at = report.busy_s, report.t
+        if previous is None:
             return 0.0
-        return max(0.0, busy - previous) / (now - since)
+        if report.t <= since:
+            return float(self.in_flight)
+        return max(0.0, report.busy_s - previous) / (report.t - since)
+
+    def busy(self) -> bool:
+        """A request of a handed-off connection is reported in flight, or its state byte says
+        it was begun or is being answered."""
+        if self.in_flight:
+            return True
+        states = self._states
+        return any(states[slot] != SlotState.IDLE for slot in self._slots.open)
+
+    async def quiesce(
+        self, timeout_s: float, *, quiet_s: float = QUIET_S, poll_s: float = QUIET_POLL_S
+    ) -> None:
+        """Wait, at most `timeout_s`, until no open connection has had a request for `quiet_s`
+        (every poll saw each one idle), or none is open, or the replica is gone. Call it after
+        `stop_sending`, before stopping the replica: its keep-alive clients in the middle of
+        a request leave by themselves at max age (`Connection: close` on their next answer,
+        they reconnect through the activator), whereas a replica stopped under them drops
+        the request a client sent the instant before (a 502, or a reset connection)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        quiet_since = loop.time()
+        while self._slots.open and not self.lost.is_set():
+            now = loop.time()
+            if self.busy():
+                quiet_since = now
+            elif now - quiet_since >= quiet_s:
+                return
+            if now >= deadline:
+                logger.info(
+                    "replica %s: %d direct connection(s) still busy after %.1f s; stopping it",
+                    self.replica_id, len(self._slots.open), timeout_s,
+                )  # fmt: skip
+                return
+            await asyncio.sleep(min(poll_s, max(0.0, deadline - now)))
 
     def _lost(self) -> None:
         """The replica closed its end (or broke the protocol): no more handoffs, reports."""

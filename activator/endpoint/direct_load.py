@@ -64,6 +64,16 @@ class DirectLoad:
         self._metrics.direct_connections.labels(self._model).set(connections)
         return mean, current
 
+    async def quiesce(self, replica: Replica, timeout_s: float) -> None:
+        """Before a draining replica is stopped: wait, at most `timeout_s`, until its direct
+        connections are quiet (HandoffLink.quiesce). A replica stopped under keep-alive clients
+        busy on them drops the request one sent the instant before its last answer (a 502 or
+        a reset); left alone, they leave at max age (`Connection: close` on their next
+        answer) and reconnect through the activator, which hands them to the other replicas."""
+        link = self.link(replica)
+        if link is not None:
+            await link.quiesce(timeout_s)
+
     def of(self, replica: Replica) -> tuple[int, int]:
         """(open direct connections, requests in flight on them) of one replica."""
         link = self.link(replica)

@@ -150,6 +150,7 @@ class ModelEndpoint:
             on_lost=self._replica_lost,
             on_start_withdrawn=self._start_withdrawn,
             shared_limits=shared_limits,
+            quiesce=self._direct.quiesce,
         )
         self._held: HeldQueue[Replica] = HeldQueue(
             max_count=settings.max_held_requests, max_bytes=settings.max_held_bytes, model=name

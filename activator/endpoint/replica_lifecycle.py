@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from typing import Any
 
 from activator.config import ScaleSettings
@@ -63,8 +63,12 @@ class ReplicaSet:
         on_lost: Callable[[Replica], None],
         on_start_withdrawn: Callable[[], None] = lambda: None,
         shared_limits: SharedLimits | None = None,
+        quiesce: Callable[[Replica, float], Awaitable[None]] | None = None,
     ) -> None:
         self._model = model
+        # Waits (within the seconds given) until the clients busy on a draining replica's
+        # direct connections have left it (activator.endpoint.direct_load).
+        self._quiesce = quiesce
         self._settings = settings
         self._backend = backend
         self._metrics = metrics
@@ -273,11 +277,16 @@ class ReplicaSet:
         """Drain: stop routing, let in-flight requests finish (bounded), stop the replica."""
         replica.draining = True
         self._publish()
+        deadline = self._clock() + timeout_s
         if replica.in_flight:
             replica.idle.clear()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(timeout_s):
                     await replica.idle.wait()
+        if self._quiesce is not None and not self._closed and not replica.dead:
+            # A scale-down (not a shutdown: nobody is left to reconnect to): the replica still
+            # counts (its direct load too) until its keep-alive clients are gone.
+            await self._quiesce(replica, max(0.0, deadline - self._clock()))
         if not self._closed:
             await self._stats.retire(replica)  # its counts outlive it (no await until removed)
         if replica in self._replicas:

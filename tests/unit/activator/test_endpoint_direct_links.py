@@ -3,6 +3,7 @@ autoscaler seeing load that never passes through the activator."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import itertools
 from pathlib import Path
@@ -29,9 +30,15 @@ class FakeLink:
         self.connections = 0
         self.in_flight = 0
         self.mean = 0.0  # what the next sample() returns
+        self.quiet = asyncio.Event()  # `quiesce` returns once set (its clients are gone)
+        self.quiesced: list[float] = []  # the limits `quiesce` was called with
 
     def sample(self, now: float) -> float:
         return self.mean
+
+    async def quiesce(self, timeout_s: float) -> None:
+        self.quiesced.append(timeout_s)
+        await self.quiet.wait()
 
 
 class LinkedBackend(FakeScalerBackend):
@@ -145,6 +152,41 @@ async def test_idle_direct_connections_do_not_keep_a_replica() -> None:
         decision = endpoint.tick()
     assert decision.desired == 0
     await endpoint.close()
+
+
+async def test_a_scaled_down_replica_is_stopped_once_its_direct_clients_are_gone() -> None:
+    """Keep-alive clients busy on a draining replica's direct connections got a 502 or a reset
+    when it was stopped under them: the scale-down waits for its link to be quiet first (they
+    leave at max age), counting its direct load meanwhile; a shutdown does not wait."""
+    backend, clock = LinkedBackend(), FakeClock()
+    endpoint = _endpoint(backend, clock, stable_window_s=6, panic_window_s=1)
+    backend.gate.set()
+    await endpoint.warm()
+    first = endpoint.replicas[0]
+    backend.handoff_link(first.id).mean = 2.0  # two requests in flight on direct connections
+    for _ in range(4):
+        clock.now += 0.5
+        endpoint.tick()
+    await settle(lambda: endpoint.ready_count == 2)
+    second = next(r for r in endpoint.replicas if r is not first)
+    backend.handoff_link(first.id).mean = 0.5
+    backend.handoff_link(second.id).mean = 0.25  # the load falls to one replica's worth
+    for _ in range(40):
+        clock.now += 0.5
+        if endpoint.tick().desired == 1:
+            break
+    await settle(lambda: any(r.draining for r in endpoint.replicas))
+    (draining,) = (r for r in endpoint.replicas if r.draining)
+    link = backend.handoff_link(draining.id)
+    await settle(lambda: link.quiesced == [2.0])  # the drain timeout: in-path requests took 0
+    # Not stopped yet, and still one of the replicas whose direct load is sampled.
+    assert draining.id not in backend.stopped and draining in endpoint.replicas
+    link.quiet.set()
+    await settle(lambda: draining.id in backend.stopped)
+    assert draining not in endpoint.replicas
+    kept = endpoint.replicas[0]
+    await endpoint.close()  # its link is never quiet: a shutdown does not wait for it
+    assert kept.id in backend.stopped and backend.handoff_link(kept.id).quiesced == []
 
 
 def test_direct_connections_is_a_true_false_setting() -> None:

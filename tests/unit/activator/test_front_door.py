@@ -3,6 +3,7 @@ the activator's end of a replica's handoff socket."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -24,7 +25,7 @@ from activator.direct.orphans import Outcome
 from tests.fakes.fallback import FakeDoor
 from tests.fakes.loop import HUNG_AFTER_S, eventually
 from thawwire.errors import WireError
-from thawwire.handoff_protocol import LoadReport
+from thawwire.handoff_protocol import LoadReport, SlotState
 from thawwire.paths import model_of
 
 WARM = {"add_sub": DirectView(enabled=True, held=0)}
@@ -195,13 +196,17 @@ async def test_a_link_sends_sockets_and_reads_load_reports(tmp_path: Path) -> No
     assert slots == [0, 1]
     assert (link.connections, link.in_flight) == (2, 0)  # open until reported ended
     t0 = time.monotonic()
+    report = {"in_flight": 0, "busy_s": 0.0, "connections": 1, "received": 2, "t": t0}
+    replica_end.sendall(json.dumps(report).encode() + b"\n")
+    await eventually(lambda: link._report.t == t0)
     assert link.sample(t0) == 0.0  # the first sample only sets the baseline
-    report = {"in_flight": 2, "busy_s": 1.0, "connections": 1, "received": 2, "t": t0}
+    report.update(in_flight=2, busy_s=1.0, t=t0 + 0.5)
     replica_end.sendall(json.dumps(report).encode() + b"\ngarbage\n")
     await eventually(lambda: link.in_flight == 2)
     assert link.connections == 2 and ended.fileno() != -1  # acknowledged, still kept
-    # busy went 0 -> 1.0 at t0, then 2 in flight for 0.5 s: 2.0 in-flight-seconds over 0.5 s
-    assert link.sample(t0 + 0.5) == pytest.approx(4.0)
+    # busy went 0 at t0 -> 1.0 at t0 + 0.5: 1.0 in-flight-seconds over 0.5 s
+    assert link.sample(t0 + 0.6) == pytest.approx(2.0)
+    assert link.sample(t0 + 0.7) == 2.0  # no report since: the 2 in flight held since
     report.update(closed=[0], returned=[1])
     replica_end.sendall(json.dumps(report).encode() + b"\n")
     await eventually(lambda: link.connections == 0)
@@ -215,6 +220,31 @@ async def test_a_link_sends_sockets_and_reads_load_reports(tmp_path: Path) -> No
         sock.close()
 
 
+def test_direct_load_samples_never_exceed_the_load_the_replica_measured() -> None:
+    """A closed loop of 16 clients keeps 16 requests in flight on direct connections, minus
+    a moment between one's answer and its next request. Sampling each report extrapolated to
+    the tick read 15.79 then 16.18: a tick over 16 made a target of 8 ask for a third replica
+    (the same load in-path stayed at 2). Between reports the samples are exact."""
+    link = HandoffLink(Path("/nonexistent.sock"), "m-1", model="m")
+
+    def report(t: float, in_flight: int, busy_s: float) -> None:
+        line = {"in_flight": in_flight, "busy_s": busy_s, "connections": 16, "received": 16, "t": t}
+        link._take(json.dumps(line).encode() + b"\n")  # what the socket's reader does
+
+    report(0.40, 16, 10.0)
+    assert link.sample(0.40) == 0.0  # the baseline
+    # One request ends at 0.44 and its client's next one begins at 0.46; the report at 0.45
+    # saw 15 in flight.
+    report(0.45, 15, 10.0 + 16 * 0.04 + 15 * 0.01)
+    first = link.sample(0.50)
+    busy = 10.0 + 16 * 0.04 + 15 * 0.01 + 15 * 0.01 + 16 * 0.04  # at 0.50
+    for tenth in range(1, 5):  # 16 in flight from 0.46 on, reported every 50 ms
+        report(0.50 + 0.1 * tenth, 16, busy + 16 * 0.1 * tenth)
+    second = link.sample(1.00)
+    # Each sample is the mean between two reports (0.40-0.45, 0.45-0.90): 15.8 and 15.98.
+    assert first == pytest.approx(15.8) and second == pytest.approx(7.19 / 0.45)
+
+
 @pytest.mark.parametrize(
     "target",
     ["/v2/models/add_sub/infer?thaw-sent-back=1", "/v2/models/add_sub/infer?a=b&thaw-sent-back=1"],
@@ -225,3 +255,84 @@ def test_a_request_a_replica_sent_back_is_served_here(target: str) -> None:
     assert _route(f"POST {target} HTTP/1.1\r\n".encode()).reason is Reason.SENT_BACK
     lookalike = f"POST {target.replace('=1', '=0')} HTTP/1.1\r\n".encode()
     assert _route(lookalike).reason is Reason.HANDED_OFF
+
+
+async def test_a_draining_replica_is_stopped_once_its_direct_connections_are_quiet(
+    tmp_path: Path,
+) -> None:
+    """Scaling down a replica that keep-alive clients were busy on (6 of them in a closed loop)
+    answered 502 to one and reset two: the SIGTERM dropped the requests they had sent the
+    instant before. `quiesce` waits until every open connection stays idle (its clients
+    leave at max age, or go quiet), or none is open, or the limit."""
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(tmp_path / "replica.sock"))
+    server.listen()
+    link = HandoffLink(tmp_path / "replica.sock", "m-1", model="m")
+    await link.connect(timeout_s=HUNG_AFTER_S)
+    replica_end, _ = server.accept()
+    door = FakeDoor()
+    busy, busy_peer = socket.socketpair()
+    idle, idle_peer = socket.socketpair()
+    assert link.send(busy, door) and link.send(idle, door)
+    slots = []
+    for _ in range(2):
+        data, fds, _, _ = socket.recv_fds(replica_end, 4, 4)
+        slots.append(int.from_bytes(data, "big"))
+        os.close(fds[0])
+    link.stop_sending()
+    link._states[slots[0]] = SlotState.STARTED  # what the replica writes: a request begun
+    quiet = asyncio.create_task(link.quiesce(HUNG_AFTER_S, quiet_s=0.05, poll_s=0.005))
+    await asyncio.sleep(0.3)
+    assert not quiet.done()  # a request in flight on one connection: not yet
+    link._states[slots[0]] = SlotState.IDLE  # answered; the client sends nothing more
+    await asyncio.wait_for(quiet, HUNG_AFTER_S)  # both idle: it may stop now
+    # Busy until the limit: stopped all the same.
+    link._states[slots[1]] = SlotState.RESPONDING
+    await asyncio.wait_for(link.quiesce(0.1), HUNG_AFTER_S)
+    # Busy, then ended by the replica (max age: `Connection: close`): nothing left to wait for.
+    quiet = asyncio.create_task(link.quiesce(HUNG_AFTER_S))
+    await asyncio.sleep(0.1)
+    assert not quiet.done()
+    report = {"in_flight": 0, "busy_s": 0.0, "connections": 0, "received": 2, "t": 0.0}
+    report["closed"] = slots
+    replica_end.sendall(json.dumps(report).encode() + b"\n")
+    await asyncio.wait_for(quiet, HUNG_AFTER_S)
+    assert link.connections == 0
+    replica_end.close()
+    for sock in (server, busy_peer, idle_peer):
+        sock.close()
+
+
+async def test_a_request_whose_client_hung_up_stops_counting_with_its_connection(
+    tmp_path: Path,
+) -> None:
+    """Three clients hung up 1 s into 3 s requests on direct connections: the replica's last
+    report (the one that said their connections ended) still had two of the requests running,
+    and no report came after it (a replica reports while it has connections). Counted for
+    good, those two kept the model at one replica forever. In-path, a hang-up ends the count."""
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(tmp_path / "replica.sock"))
+    server.listen()
+    link = HandoffLink(tmp_path / "replica.sock", "m-1", model="m")
+    await link.connect(timeout_s=HUNG_AFTER_S)
+    replica_end, _ = server.accept()
+    conn, peer = socket.socketpair()
+    assert link.send(conn, FakeDoor())
+    data, fds, _, _ = socket.recv_fds(replica_end, 4, 4)
+    os.close(fds[0])
+    slot = int.from_bytes(data, "big")
+    t0 = time.monotonic()
+    report = {"in_flight": 2, "busy_s": 0.0, "connections": 1, "received": 1, "t": t0}
+    replica_end.sendall(json.dumps(report).encode() + b"\n")
+    await eventually(lambda: link.in_flight == 2)
+    assert link.sample(t0) == 0.0  # the baseline
+    report.update(busy_s=2.0, connections=0, t=t0 + 1.0, closed=[slot])
+    replica_end.sendall(json.dumps(report).encode() + b"\n")
+    await eventually(lambda: link.connections == 0)
+    assert link.in_flight == 0  # its clients are gone
+    assert link.sample(t0 + 1.5) == pytest.approx(2.0)  # while they were there: counted
+    assert link.sample(t0 + 2.0) == 0.0  # no report after: nothing in flight any more
+    assert link.sample(t0 + 60.0) == 0.0
+    replica_end.close()
+    for sock in (server, peer):
+        sock.close()

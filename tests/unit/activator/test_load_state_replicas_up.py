@@ -39,6 +39,9 @@ class _Link:
     def sample(self, now: float) -> float:
         return 0.0
 
+    async def quiesce(self, timeout_s: float) -> None:
+        """Its connections are idle: a draining replica may be stopped at once."""
+
 
 class _LinkedBackend(FakeScalerBackend):
     def __init__(self, url: str) -> None:
