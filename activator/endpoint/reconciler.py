@@ -24,6 +24,7 @@ from activator.endpoint.autoscaler import Autoscaler, Decision, kept_replicas
 from activator.endpoint.cold_start import ColdStartTimer, replicas_to_start
 from activator.endpoint.concurrency import ConcurrencyMeter
 from activator.endpoint.direct_load import DirectLoad
+from activator.endpoint.replica import Replica
 from activator.endpoint.replica_lifecycle import ReplicaSet
 from activator.observe.metrics import Metrics
 from activator.scaler.backend import PeerConcurrency, PeerLoad
@@ -164,9 +165,16 @@ class Reconciler:
             return
         pinned = self._pinned(self._clock())
         candidates = [r for r in replicas.routable() if r.id not in pinned]
-        idle_first = sorted(candidates, key=lambda r: (r.in_flight, -r.ready_at))
+        idle_first = sorted(candidates, key=self._drain_order)
         for replica in idle_first[:surplus]:
             replicas.retire(replica)
+
+    def _drain_order(self, replica: Replica) -> tuple[int, int, float]:
+        """Which replica a scale-down drains first: the least work in flight, in-path and on
+        its direct connections (a drain waits for those: ReplicaSet.retire), then the fewest
+        direct clients to move, then the newest."""
+        connections, direct_in_flight = self._direct.of(replica)
+        return (replica.in_flight + direct_in_flight, connections, -replica.ready_at)
 
     def forget(self) -> None:
         """An explicit unload: forget recent traffic (before it must not count after it)

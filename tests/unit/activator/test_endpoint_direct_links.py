@@ -189,6 +189,37 @@ async def test_a_scaled_down_replica_is_stopped_once_its_direct_clients_are_gone
     assert kept.id in backend.stopped and backend.handoff_link(kept.id).quiesced == []
 
 
+async def test_a_scale_down_drains_the_replica_with_the_least_direct_work() -> None:
+    """In-path in-flight counts are 0 on both replicas; one is busy on direct connections. The
+    scale-down drains the other (the newest-first rule alone picked the busy one when it was
+    the newer, and its drain then waited for its clients)."""
+    backend, clock = LinkedBackend(), FakeClock()
+    endpoint = _endpoint(backend, clock, stable_window_s=6, panic_window_s=1)
+    backend.gate.set()
+    await endpoint.warm()
+    backend.handoff_link(endpoint.replicas[0].id).mean = 2.0  # two replicas' worth
+    for _ in range(4):
+        clock.now += 0.5
+        endpoint.tick()
+    await settle(lambda: endpoint.ready_count == 2)
+    backend.handoff_link(endpoint.replicas[0].id).mean = 0.0
+    older, newer = sorted(endpoint.replicas, key=lambda r: r.ready_at)
+    busy = backend.handoff_link(newer.id)
+    busy.in_flight, busy.connections = 1, 3  # the newer one is busy on direct connections
+    backend.handoff_link(older.id).connections = 1  # the older one: an idle client
+    for _ in range(40):
+        busy.mean = 0.5  # half a request's worth: one replica is enough
+        clock.now += 0.5
+        if endpoint.tick().desired == 1:
+            break
+    await settle(lambda: any(r.draining for r in endpoint.replicas))
+    (draining,) = (r for r in endpoint.replicas if r.draining)
+    assert draining is older
+    backend.handoff_link(older.id).quiet.set()
+    await settle(lambda: older.id in backend.stopped)
+    await endpoint.close()
+
+
 def test_direct_connections_is_a_true_false_setting() -> None:
     base = ScaleSettings()
     assert base.direct_connections is True
