@@ -19,6 +19,7 @@ from activator.config import (
     validated,
 )
 from activator.errors import ConfigError, ScalerUnavailable
+from activator.process.body_limit_cli import add_body_limit_arguments, internal_calls
 from activator.process.flag_checks import (
     backend_config_args,
     backend_directory,
@@ -73,8 +74,6 @@ from thawserver.settings_flags import (
     trace_setting,
 )
 from thawserver.tool_call_flags import add_tool_call_arguments, replica_environment
-from thawwire.internal_calls import DEFAULT_MAX_BODY_BYTES as DEFAULT_INTERNAL_BODY_BYTES
-from thawwire.internal_calls import InternalCalls, TokenError, new_token, read_token
 from thawwire.model_control import ModelControlMode
 
 __all__ = ["register", "run"]
@@ -260,26 +259,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="EXIT_TIMEOUT_SECS",
         help="tritonserver's name for --drain-timeout-s (the last one given wins)",
     )
-    p.add_argument(
-        "--max-body-bytes", type=int, default=64 * 1024 * 1024, metavar="BYTES",
-        help="the largest request body the front doors take (default 64 MiB; larger: 413); "
-        "given to every replica too",
-    )  # fmt: skip
-    p.add_argument(
-        "--max-internal-body-bytes", type=int, default=DEFAULT_INTERNAL_BODY_BYTES,
-        metavar="BYTES",
-        help="the largest body of the platform's own requests through the front door: a "
-        "Python model's BLS call to a model on another replica, an ensemble's step (default "
-        "4 GiB). They carry the deployment's token, which no client has; given to every "
-        "replica too",
-    )  # fmt: skip
-    p.add_argument(
-        "--internal-token-file", type=Path, metavar="PATH",
-        help="the deployment's token (at least 32 printable characters). Local scaler: made "
-        "afresh at each start when not given. Kubernetes: the Secret the chart mounts in the "
-        "activators and the pool pods; without it the platform's own requests keep the client "
-        "cap (--max-body-bytes)",
-    )  # fmt: skip
+    add_body_limit_arguments(p)  # --max-body-bytes and the platform's own calls' cap
     p.add_argument(
         "--backend-directory", type=Path, metavar="DIR",
         help="Python-based backends, as tritonserver's flag: a config's `backend: NAME` that "
@@ -408,7 +388,6 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
     )
     check_range("--warm-pool", args.warm_pool, 0, 64)
     check_range("--max-body-bytes", args.max_body_bytes, 1, 1 << 40)
-    check_range("--max-internal-body-bytes", args.max_internal_body_bytes, 1024, 1 << 40)
     check_range("--request-timeout-s", args.request_timeout_s, 0.1, 86_400)
     check_range("--body-timeout-s", args.body_timeout_s, 0.1, 3600)
     check_range("--max-tool-call-parse-bytes", args.max_tool_call_parse_bytes, 1, 1 << 30)
@@ -459,21 +438,6 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
         grpc_restrictions=grpc_restrictions,
         **_log_and_trace(args),
     )
-
-
-def internal_calls(args: argparse.Namespace, *, kubernetes: bool) -> InternalCalls | None:
-    """The deployment's token (`--internal-token-file`; on the local scaler a fresh one when
-    not given) and the cap of the requests that carry it; None on Kubernetes without a file."""
-    if args.internal_token_file is not None:
-        try:
-            token = read_token(args.internal_token_file)
-        except TokenError as exc:
-            raise ConfigError(f"--internal-token-file: {exc}") from None
-    elif kubernetes:
-        return None
-    else:
-        token = new_token()
-    return InternalCalls(token, args.max_internal_body_bytes)
 
 
 def _scaler_config(args: argparse.Namespace) -> LocalConfig | KubernetesConfig:

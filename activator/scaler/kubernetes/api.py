@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
@@ -21,6 +22,7 @@ from typing import Any, TypeVar
 
 import aiohttp
 
+from activator.errors import ScalerUnavailable
 from activator.scaler.kube_config import KubernetesConfig
 from activator.scaler.kubernetes.backoff import Backoff, retryable
 
@@ -31,6 +33,8 @@ __all__ = [
     "open_api_client",
     "with_retries",
 ]
+
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 _MERGE_PATCH = "application/merge-patch+json"
@@ -211,6 +215,24 @@ class KubeApi:
         answers = await asyncio.gather(*(self._allowed(g, r, v) for g, r, v in asks))
         denied = [ask for ask, ok in zip(asks, answers, strict=True) if not ok]
         return [f"{v} {g + '/' if g else ''}{r}" for g, r, v in denied]
+
+    async def require_access(self) -> None:
+        """ScalerUnavailable naming the rights of REQUIRED_ACCESS this identity lacks here;
+        an API server that cannot review them (an error status) is logged and let be, one that
+        cannot be reached raises its KubeApiError."""
+        try:
+            missing = await self.missing_access()
+        except KubeApiError as exc:
+            if exc.status == 0:
+                raise
+            logger.warning("cannot review this activator's rights (%s); going on", exc.message)
+            return
+        if missing:
+            raise ScalerUnavailable(
+                f"kubernetes scaler: forbidden: this activator may not {', '.join(missing)} "
+                f"in namespace {self.namespace!r}; grant the chart's Role "
+                "(deploy/helm/thaw, rbac.create) to its service account"
+            )
 
     async def _allowed(self, group: str, resource: str, verb: str) -> bool:
         attributes = {"namespace": self.namespace, "verb": verb, "group": group}

@@ -56,9 +56,7 @@ from activator.scaler.kubernetes.attachments import Attachments, pod_of, pods_of
 from activator.scaler.kubernetes.backoff import Backoff
 from activator.scaler.kubernetes.follower_wait import FollowerLook, follow
 from activator.scaler.kubernetes.leader_election import LeaderElection
-from activator.scaler.kubernetes.leader_lease import retry_period_s
-from activator.scaler.kubernetes.load_state_doc import lease_name as load_state_lease_name
-from activator.scaler.kubernetes.load_state_lease import LoadStateLease
+from activator.scaler.kubernetes.load_state_lease import SharedLoadStates
 from activator.scaler.kubernetes.peer_reports import PeerReports
 from activator.scaler.kubernetes.pod_budget import booked_models, shared_status
 from activator.scaler.kubernetes.pod_claim import state_patch
@@ -135,9 +133,7 @@ class KubernetesBackend:
             follower_look=self._follower_look,
         )  # fmt: skip
         self._shares: list[Share] = []  # SharedPlacement.share calls, handed over at start
-        # SharedLoadState: the watchers given before the start (None: not shared, not explicit).
-        self._load_state_watchers: list[Callable[[Mapping[str, str]], None]] | None = None
-        self._load_state: LoadStateLease | None = None
+        self._load_states = SharedLoadStates()  # SharedLoadState: explicit mode's, shared
 
     # ---- set-up (StartsAsync) -----------------------------------------------------------
 
@@ -165,7 +161,7 @@ class KubernetesBackend:
             self._api = api = KubeApi(
                 self._api_client, kube.namespace, timeout_s=kube.api_timeout_s
             )
-            await self._check_access(api)
+            await api.require_access()
             self._pods = self._informer(f"{LABEL_FLEET}={kube.fleet},{LABEL_MODEL}", "model pods")
             for pool_class in kube.classes().values():
                 pool = self._informer(pool_class.selector_text, f"{pool_class.name} pool pods")
@@ -197,72 +193,27 @@ class KubernetesBackend:
                 f"within {kube.api_timeout_s:g} s"
             ) from None
         self._shared.open(api, self._starters, peer_busy=self._peer_busy, shares=self._shares)
-        if self._load_state_watchers is not None:
-            await self._start_load_state(api)
+        if self._load_states.wanted:
+            lease = await self._load_states.open(
+                api, kube, backoff=self._backoff, rng=self._rng, clock=self._clock
+            )
+            self._spawn(lease.run())
         if kube.leader_election:
             await self._start_peers(api)
         else:
             self._metrics.scaling_leader.set(1)
         self._spawn(self._collect_loop())
 
-    async def _start_load_state(self, api: KubeApi) -> None:
-        """Read the fleet's load state once (the start fails when it cannot be), then again
-        every retry period of the scaling Lease."""
-        kube = self._kube
-        lease = LoadStateLease(
-            api,
-            load_state_lease_name(kube.lease_name),
-            fleet=kube.fleet,
-            period_s=retry_period_s(kube.lease_duration_s),
-            timeout_s=kube.api_timeout_s,
-            backoff=self._backoff,
-            rng=self._rng,
-            clock=self._clock,
-        )
-        for watcher in self._load_state_watchers or ():
-            lease.watch(watcher)  # told the first read too: the fleet's state, not the flags
-        try:
-            await lease.read()
-        except KubeApiError as exc:
-            raise ScalerUnavailable(f"kubernetes scaler: load state: {exc.message}") from exc
-        except ValueError as exc:
-            raise ScalerUnavailable(
-                f"kubernetes scaler: load state: Lease {kube.namespace}/{lease.name}: {exc}"
-            ) from exc
-        self._load_state = lease
-        self._spawn(lease.run())
-
-    # ---- SharedLoadState ------------------------------------------------------------------
+    # ---- SharedLoadState (activator.scaler.kubernetes.load_state_lease) ------------------
 
     def share_load_state(self, changed: Callable[[Mapping[str, str]], None]) -> None:
-        if self._load_state_watchers is None:
-            self._load_state_watchers = []
-        self._load_state_watchers.append(changed)
-        if self._load_state is not None:  # after the start: from the next change on
-            self._load_state.watch(changed)
+        self._load_states.share(changed)
 
     def load_states(self) -> Mapping[str, str]:
-        return self._load_state.states if self._load_state is not None else {}
+        return self._load_states.states()
 
     async def write_load_states(self, changes: Mapping[str, str]) -> None:
-        if self._load_state is None:
-            raise ScalerUnavailable("kubernetes scaler: the load state is not shared (not started)")
-        await self._load_state.write(changes)
-
-    async def _check_access(self, api: KubeApi) -> None:
-        try:
-            missing = await api.missing_access()
-        except KubeApiError as exc:
-            if exc.status == 0:
-                raise
-            logger.warning("cannot review this activator's rights (%s); going on", exc.message)
-            return
-        if missing:
-            raise ScalerUnavailable(
-                f"kubernetes scaler: forbidden: this activator may not {', '.join(missing)} "
-                f"in namespace {self._kube.namespace!r}; grant the chart's Role "
-                "(deploy/helm/thaw, rbac.create) to its service account"
-            )
+        await self._load_states.write(changes)
 
     def _peer_busy(self, model: str) -> bool:
         """(Leader) whether the activators' last reports had a request of `model`."""

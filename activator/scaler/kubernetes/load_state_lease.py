@@ -13,6 +13,9 @@
 An unload on one activator is seen by the others within `period_s` plus one read (the scaling
 Lease's retry period: an eighth of `--lease-duration-s`) while the API server answers.
 Verbs: get, create and update on leases, which the scaling Lease needs already.
+
+`SharedLoadStates` is the Kubernetes backend's side of `SharedLoadState`: the watchers the fleet
+gives before the backend starts, the Lease opened (and first read) at the start.
 """
 
 from __future__ import annotations
@@ -25,17 +28,20 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from activator.errors import ScalerUnavailable
+from activator.scaler.kube_config import KubernetesConfig
 from activator.scaler.kubernetes.api import KubeApi, KubeApiError, with_retries
 from activator.scaler.kubernetes.backoff import Backoff
+from activator.scaler.kubernetes.leader_lease import retry_period_s
 from activator.scaler.kubernetes.load_state_doc import (
     ANNOTATION_LOAD_STATE,
     LoadStateDoc,
     LoadStateView,
     apply,
+    lease_name,
     parse,
 )
 
-__all__ = ["LoadStateLease"]
+__all__ = ["LoadStateLease", "SharedLoadStates"]
 
 logger = logging.getLogger(__name__)
 
@@ -182,3 +188,68 @@ def _with_doc(lease: Mapping[str, Any], doc: LoadStateDoc) -> dict[str, Any]:
     body.setdefault("apiVersion", "coordination.k8s.io/v1")
     body.setdefault("kind", "Lease")
     return body
+
+
+class SharedLoadStates:
+    """The fleet's load state as the Kubernetes backend shares it (SharedLoadState): off until
+    the fleet gives a watcher (`share`: explicit mode), then opened with the backend (`open`)."""
+
+    def __init__(self) -> None:
+        # The watchers given before the start (None: not shared, not explicit mode).
+        self._watchers: list[Callable[[Mapping[str, str]], None]] | None = None
+        self._lease: LoadStateLease | None = None
+
+    @property
+    def wanted(self) -> bool:
+        """Whether the fleet shares its load state (a watcher was given)."""
+        return self._watchers is not None
+
+    def share(self, changed: Callable[[Mapping[str, str]], None]) -> None:
+        if self._watchers is None:
+            self._watchers = []
+        self._watchers.append(changed)
+        if self._lease is not None:  # after the start: from the next change on
+            self._lease.watch(changed)
+
+    def states(self) -> Mapping[str, str]:
+        return self._lease.states if self._lease is not None else {}
+
+    async def write(self, changes: Mapping[str, str]) -> None:
+        if self._lease is None:
+            raise ScalerUnavailable("kubernetes scaler: the load state is not shared (not started)")
+        await self._lease.write(changes)
+
+    async def open(
+        self,
+        api: KubeApi,
+        kube: KubernetesConfig,
+        *,
+        backoff: Backoff,
+        rng: random.Random,
+        clock: Callable[[], float],
+    ) -> LoadStateLease:
+        """Read the fleet's load state once (ScalerUnavailable when it cannot be); the caller
+        runs the returned Lease's `run()`, which reads it again every retry period of the
+        scaling Lease."""
+        lease = LoadStateLease(
+            api,
+            lease_name(kube.lease_name),
+            fleet=kube.fleet,
+            period_s=retry_period_s(kube.lease_duration_s),
+            timeout_s=kube.api_timeout_s,
+            backoff=backoff,
+            rng=rng,
+            clock=clock,
+        )
+        for watcher in self._watchers or ():
+            lease.watch(watcher)  # told the first read too: the fleet's state, not the flags
+        try:
+            await lease.read()
+        except KubeApiError as exc:
+            raise ScalerUnavailable(f"kubernetes scaler: load state: {exc.message}") from exc
+        except ValueError as exc:
+            raise ScalerUnavailable(
+                f"kubernetes scaler: load state: Lease {kube.namespace}/{lease.name}: {exc}"
+            ) from exc
+        self._lease = lease
+        return lease
