@@ -26,7 +26,7 @@ module name (several import aiohttp or grpc); this `__init__` imports nothing, b
     restricted_protocols  Triton's restricted-API flags: grammar, categories, header
     restricted_routes     the one HTTP route guard of a restricted category (each server its error)
     body_deadline         a request body that did not arrive in time: its status (408), its text
-    body_limit            a request body over the server's limit: its one text (413)
+    body_limit            a request's body cap (the client's or the platform's own) and its 413 text
     cache_counters        an image cache directory's eviction counters
     cache_flags           tritonserver's response-cache flags, for both CLIs
     rate_limit_flags      tritonserver's rate-limiter flags and their grammar, for both CLIs

@@ -10,7 +10,9 @@ size"); its status for it is 400, Thaw's 413.
 
 from __future__ import annotations
 
-__all__ = ["CLIENT_FLAG", "INTERNAL_FLAG", "too_large_text"]
+from thawwire.internal_calls import InternalCalls
+
+__all__ = ["CLIENT_FLAG", "INTERNAL_FLAG", "body_cap", "too_large_text"]
 
 CLIENT_FLAG = "--max-body-bytes"
 # The cap of the platform's own calls, BLS and ensemble steps (thawwire.internal_calls).
@@ -27,3 +29,12 @@ def too_large_text(
         f"{what} size{of} exceeds the maximum allowed input size of {limit} bytes. "
         f"Use {flag} to increase the limit."
     )
+
+
+def body_cap(calls: InternalCalls | None, token: str | None, *, public: int) -> tuple[int, str]:
+    """(the cap, the flag that raises it) of a request whose `Thaw-Internal-Token` is `token`:
+    the platform's own call gets the internal cap (never below `public`), any other request
+    `public` and `--max-body-bytes` (thawwire.internal_calls; `calls` None: no token here)."""
+    if calls is not None and calls.is_internal(token):
+        return max(public, calls.max_body_bytes), INTERNAL_FLAG
+    return public, CLIENT_FLAG

@@ -15,7 +15,7 @@ time, never logged, never shown by `repr`, and never becomes a request parameter
 forward pattern skips it).
 
     calls = InternalCalls(read_token(path), max_body_bytes=4 << 30)
-    calls.limit(request.headers.get(HEADER), public=64 << 20)  # 4 GiB with the token
+    calls.is_internal(request.headers.get(HEADER))  # True: capped at 4 GiB (body_limit.body_cap)
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ __all__ = [
     "HEADER",
     "InternalCalls",
     "TokenError",
-    "limit_of",
     "new_token",
     "read_token",
     "write_token",
@@ -98,13 +97,3 @@ class InternalCalls:
         if value is None:
             return False
         return hmac.compare_digest(value.encode("utf-8", "replace"), self.token.encode())
-
-    def limit(self, value: str | None, *, public: int) -> int:
-        """The body cap of a request whose `Thaw-Internal-Token` is `value`: the larger of
-        the internal cap and `public` for the platform's own calls, `public` for a client's."""
-        return max(public, self.max_body_bytes) if self.is_internal(value) else public
-
-
-def limit_of(calls: InternalCalls | None, value: str | None, *, public: int) -> int:
-    """`calls.limit(...)`, or `public` where the deployment has no token."""
-    return public if calls is None else calls.limit(value, public=public)

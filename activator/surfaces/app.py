@@ -43,7 +43,7 @@ from activator.surfaces.restricted_apis import http_guard
 from activator.surfaces.shm_requests import Rewritten, forward_rewritten, rest_request
 from activator.surfaces.status_page import CSP, StatusPage
 from activator.surfaces.upstream import UpstreamPool
-from thawserver.body_limit import CLIENT_FLAG, INTERNAL_FLAG, too_large_text
+from thawserver.body_limit import body_cap, too_large_text
 from thawserver.connection_guard import ConnectionGuard
 from thawserver.json_response import json_response
 from thawserver.log_control import LogControl
@@ -56,7 +56,6 @@ from thawserver.transfer_coding import refuse_unknown_codings
 from thawwire import server_info
 from thawwire.errors import LoadOverrideError
 from thawwire.internal_calls import HEADER as INTERNAL_HEADER
-from thawwire.internal_calls import limit_of
 from thawwire.load_overrides import overrides_from_json, refused
 from thawwire.model_control import CONTROL_DISABLED
 from thawwire.paths import MODEL, MODEL_VERSION
@@ -278,12 +277,12 @@ async def infer(request: web.Request) -> web.StreamResponse:
     with fleet.metrics.counting(name) as count:
         size = request.content_length
         # A replica's own call (BLS, an ensemble step) carries the deployment's token.
-        internal = fleet.config.internal_calls
-        token = request.headers.get(INTERNAL_HEADER)
-        limit = limit_of(internal, token, public=fleet.config.max_body_bytes)
+        limit, flag = body_cap(
+            fleet.config.internal_calls,
+            request.headers.get(INTERNAL_HEADER),
+            public=fleet.config.max_body_bytes,
+        )
         if size is not None and size > limit:
-            own = internal is not None and internal.is_internal(token)
-            flag = INTERNAL_FLAG if own else CLIENT_FLAG
             raise PayloadTooLarge(too_large_text(limit, size=size, flag=flag))
         body: bytes | None = None
         if request.body_exists and (size is None or size <= SMALL_BODY or endpoint.stateful):

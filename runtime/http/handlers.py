@@ -35,13 +35,12 @@ from runtime.models.load_errors import refused_overrides
 from runtime.models.load_overrides import overrides_from_json
 from runtime.models.service import ModelService, server_live, server_ready
 from thawserver.body_deadline import body_timeout_message
-from thawserver.body_limit import CLIENT_FLAG, INTERNAL_FLAG
+from thawserver.body_limit import body_cap
 from thawserver.json_response import json_response
 from thawserver.restricted_protocols import Category
 from thawserver.restricted_routes import Route, route_guard
 from thawserver.shm_registry import SystemSharedMemory
 from thawwire.internal_calls import HEADER as INTERNAL_HEADER
-from thawwire.internal_calls import limit_of
 from thawwire.load_answer import warmup_header
 from thawwire.model_control import CONTROL_DISABLED
 from thawwire.names import is_model_name, is_version
@@ -142,12 +141,12 @@ class V2Handlers:
 
     async def _body(self, request: web.Request, *, what: str = _JSON_BODY) -> bytes:
         """The request body, decompressed, under the configured cap (`what` names it in a 413)."""
-        internal = self._config.internal_calls
-        token = request.headers.get(INTERNAL_HEADER)
-        limit = limit_of(internal, token, public=self._config.max_body_bytes)
-        # A BLS call or an ensemble step of this deployment (thawwire.internal_calls).
-        own = internal is not None and internal.is_internal(token)
-        flag = INTERNAL_FLAG if own else CLIENT_FLAG
+        # A BLS call or an ensemble step of this deployment has its own cap (body_cap).
+        limit, flag = body_cap(
+            self._config.internal_calls,
+            request.headers.get(INTERNAL_HEADER),
+            public=self._config.max_body_bytes,
+        )
         content = request.content
         if content.is_eof():
             # The usual small request arrived with its headers: take the buffer as it is.

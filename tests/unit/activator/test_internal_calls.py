@@ -20,11 +20,11 @@ from activator.scaler.local_config import LocalConfig
 from runtime.config import ConfigError as ServeConfigError
 from runtime.header_forward import forwarded_headers
 from runtime.process import cli as serve_cli
+from thawserver.body_limit import body_cap
 from thawwire.internal_calls import (
     HEADER,
     InternalCalls,
     TokenError,
-    limit_of,
     new_token,
     read_token,
     write_token,
@@ -67,12 +67,14 @@ def test_a_file_that_holds_no_token_is_refused_in_words(
 
 def test_only_the_token_lifts_the_cap_and_no_repr_shows_it() -> None:
     calls = InternalCalls("t" * 43, max_body_bytes=4096)
-    assert calls.limit("t" * 43, public=1024) == 4096
-    assert calls.limit("t" * 42, public=1024) == 1024
-    assert calls.limit(None, public=1024) == 1024
-    assert calls.limit("t" * 43 + "\u00e9", public=1024) == 1024
-    assert calls.limit("t" * 43, public=8192) == 8192  # never below the client cap
-    assert limit_of(None, "t" * 43, public=1024) == 1024
+    assert body_cap(calls, "t" * 43, public=1024)[0] == 4096
+    assert body_cap(calls, "t" * 42, public=1024)[0] == 1024
+    assert body_cap(calls, None, public=1024)[0] == 1024
+    assert body_cap(calls, "t" * 43 + "\u00e9", public=1024)[0] == 1024
+    assert body_cap(calls, "t" * 43, public=8192)[0] == 8192  # never below the client cap
+    assert body_cap(calls, "t" * 43, public=1024) == (4096, "--max-internal-body-bytes")
+    assert body_cap(calls, "x" * 43, public=1024) == (1024, "--max-body-bytes")
+    assert body_cap(None, "t" * 43, public=1024) == (1024, "--max-body-bytes")
     assert "t" * 43 not in repr(calls) and "hidden" in repr(calls)
     config = ActivatorConfig(repository=Path("repo"), internal_calls=calls)
     assert "t" * 43 not in repr(config)
