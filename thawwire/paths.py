@@ -15,9 +15,10 @@ __all__ = ["MODEL", "MODEL_VERSION", "REPLICA_LEAVES", "SENT_BACK_QUERY", "model
 
 MODEL = "/v2/models/{model}"
 MODEL_VERSION = "/v2/models/{model}/versions/{version}"
-REPLICA_LEAVES = frozenset({"", "ready", "config", "infer"})
+REPLICA_LEAVES = frozenset({"", "ready", "config", "infer", "generate", "generate_stream"})
 """What follows a model (or model version) path in the requests a replica answers itself:
-metadata (nothing), `/ready`, `/config`, `/infer`."""
+metadata (nothing), `/ready`, `/config`, `/infer`, and the generate extension's `/generate`
+and `/generate_stream`."""
 
 SENT_BACK_QUERY = "thaw-sent-back=1"
 """The query a replica adds to a request it sends back to the front door (runtime.direct.send_back):
@@ -33,8 +34,8 @@ def sent_back(target: str) -> bool:
 
 
 def model_of(path: str) -> str | None:
-    """`m` of `/v2/models/{m}[/versions/{v}][/ready|/config|/infer]` (a path without its
-    query), when `m` is a model name and `v` a version; otherwise None."""
+    """`m` of `/v2/models/{m}[/versions/{v}][/<leaf>]` (a path without its query, a leaf of
+    REPLICA_LEAVES), when `m` is a model name and `v` a version; otherwise None."""
     if not path.startswith(_PREFIX):
         return None
     parts = path[len(_PREFIX) :].split("/")

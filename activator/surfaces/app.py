@@ -92,6 +92,10 @@ def routes(
         # path (no other route's pattern can match an infer path, so order changes nothing).
         web.post(f"{m}/infer", g(Category.INFERENCE, infer)),
         web.post(f"{mv}/infer", g(Category.INFERENCE, infer)),
+        web.post(f"{m}/generate", g(Category.INFERENCE, generate)),
+        web.post(f"{mv}/generate", g(Category.INFERENCE, generate)),
+        web.post(f"{m}/generate_stream", g(Category.INFERENCE, generate)),
+        web.post(f"{mv}/generate_stream", g(Category.INFERENCE, generate)),
         web.get("/v2/health/live", g(Category.HEALTH, live)),
         web.get("/v2/health/ready", g(Category.HEALTH, ready)),
         web.get("/v2", g(Category.METADATA, server_metadata)),
@@ -269,6 +273,19 @@ async def model_ready(request: web.Request) -> web.Response:
 
 async def infer(request: web.Request) -> web.StreamResponse:
     """Hold if no replica slot is free (waking the model), then stream to a replica."""
+    return await _inference(request, tensors=True)
+
+
+async def generate(request: web.Request) -> web.StreamResponse:
+    """Triton's generate extension (`/generate`, and `/generate_stream`'s Server-Sent Events,
+    streamed back as the replica writes them): held and woken like an infer request, the
+    body forwarded unchanged (a flat JSON object: it never names shared-memory regions)."""
+    return await _inference(request, tensors=False)
+
+
+async def _inference(request: web.Request, *, tensors: bool) -> web.StreamResponse:
+    """Forward an inference request to a replica of its model: `tensors`, a v2 infer body
+    (whose tensors may be in the client's shared memory)."""
     fleet = request.app[FLEET]
     name = request.match_info["model"]
     fleet.serving(name, _version(request))
@@ -296,7 +313,7 @@ async def infer(request: web.Request) -> web.StreamResponse:
             sequence = sequence_key(body, request.headers.get("Inference-Header-Content-Length"))
         # Tensors in the client's shared memory: read here, sent as binary data (leased
         # until the answer is written back). Other bodies are never parsed.
-        shm = _shm_request(request, body, name) if body else None
+        shm = _shm_request(request, body, name) if body and tensors else None
 
         async def send(url: str) -> web.StreamResponse:
             if shm is not None:
