@@ -19,6 +19,7 @@ from activator.errors import (
     ControlDisabled,
     PayloadTooLarge,
     RouteNotFound,
+    UnknownModel,
 )
 from activator.fleet.fleet import Fleet
 from activator.fleet.log_push import FleetLogSettings
@@ -58,6 +59,7 @@ from thawwire.errors import LoadOverrideError
 from thawwire.internal_calls import HEADER as INTERNAL_HEADER
 from thawwire.load_overrides import overrides_from_json, refused
 from thawwire.model_control import CONTROL_DISABLED
+from thawwire.names import is_version
 from thawwire.paths import MODEL, MODEL_VERSION
 from thawwire.shm_params import names_shared_memory
 from thawwire.trace_settings import TraceSettings
@@ -252,7 +254,13 @@ async def server_metadata(request: web.Request) -> web.Response:
 
 
 def _version(request: web.Request) -> str | None:
-    return request.match_info.get("version")
+    """The URL's version; UnknownModel (404, `thaw serve`'s words) when it is not one: Triton
+    routes only decimal versions, so `/versions/x/ready` is not found, not "not ready"."""
+    version = request.match_info.get("version")
+    if version is not None and not is_version(version):
+        name = request.match_info["model"][:200]
+        raise UnknownModel(f"invalid version {version[:40]!r} for model '{name}'")
+    return version
 
 
 async def model_metadata(request: web.Request) -> web.Response:

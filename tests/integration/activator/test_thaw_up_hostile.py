@@ -100,6 +100,9 @@ def _error(r: requests.Response) -> str:
         "/v2/models/add_sub/ready",
         "/v2/models/add_sub/versions/1/ready",
         "/v2/models/add_sub/versions/9/ready",  # a version not served: not ready, not unknown
+        "/v2/models/add_sub/versions/x/ready",  # not a version: not found, as Triton routes it
+        "/v2/models/add_sub/versions/-1/config",
+        "/v2/models/add_sub/versions/99999999999999999999",
     ],
 )
 def test_metadata_config_and_health_match_thaw_serve(
