@@ -3,12 +3,13 @@
 The stages of one decision read `observe -> desired -> panic -> delay -> zero -> bounds`:
 concurrency samples are averaged over a stable and a panic window; desired replicas are
 `ceil(average / target_concurrency)`; a burst (panic-window demand >= `panic_threshold` x
-ready replicas) enters panic mode, in which the count never goes down, and panic ends only
-once the stable window has seen a full window without a burst; the highest desired count of
-the last `scale_down_delay_s` is kept (flap avoidance); the last replica goes only after
-`scale_to_zero_grace_s` without any request; the result is clamped to [min, max] replicas,
-where min is `kept_replicas`: `min_replicas` for a loaded model, none for one that is not
-(explicit model control, docs/decisions/0024).
+ready replicas) enters panic mode, in which the count never goes down while requests come,
+and panic ends only once the stable window has seen a full window without a burst; the
+highest desired count of the last `scale_down_delay_s` is kept (flap avoidance); after
+`scale_to_zero_grace_s` without any request the model goes to zero, whatever the averages,
+the delay or a panic say; the result is clamped to [min, max] replicas, where min is
+`kept_replicas`: `min_replicas` for a loaded model, none for one that is not (explicit model
+control, docs/decisions/0024).
 """
 
 from __future__ import annotations
@@ -133,7 +134,15 @@ class Autoscaler:
         if active and desired == 0:
             why = "requests waiting" if current > 0 else "keep one replica through the idle grace"
             return 1, why
-        if not active and desired <= 1 and self._panic_since is None:
-            idle = "never used" if self._last_active is None else "idle past the grace"
-            return 0, idle
+        if not active:
+            # No request for the whole grace is the newest evidence there is: the stable
+            # average (up to a stable window old) and a panic (held for a stable window after
+            # its burst) size replicas under traffic, and would keep an idle model warm for
+            # up to a stable window past its grace. Its history goes with its replicas: a wake
+            # starts from what the next requests show, not from the last burst.
+            last_active = self._last_active
+            if desired > 0 or self._panic_since is not None:
+                self.forget()
+                self._last_active = last_active
+            return 0, "never used" if last_active is None else "idle past the grace"
         return desired, reason

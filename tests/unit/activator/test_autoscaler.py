@@ -194,3 +194,37 @@ def test_a_request_still_wakes_a_model_not_loaded() -> None:
     scaler = Autoscaler(dataclasses.replace(BASE, min_replicas=2, max_replicas=3))
     scaler.note_request(1.0)
     assert scaler.decide(1.0, 0, current=1, loaded=False).desired == 1
+
+
+def test_a_burst_at_zero_then_silence_goes_to_zero_after_the_grace_not_the_stable_window() -> None:
+    # A burst at zero panics (demand over 2x the one replica); the requests then stop. The
+    # panic holds the count for a stable window (60 s) after its burst, but no request for the
+    # whole grace (30 s) is newer evidence: the model goes to zero then, not at 60 s.
+    story = Story()
+    burst = story.run(3, 40)
+    assert story.scaler.decide(story.now, story.ready).panic
+    assert max(burst) >= 2
+    idle = story.run(45, 0)
+    assert idle[28] >= 1  # 29 s of silence: within the grace
+    assert idle[30:] == [0] * 15
+    assert not story.scaler.decide(story.now, story.ready).panic
+
+
+def test_heavy_traffic_then_silence_goes_to_zero_after_the_grace() -> None:
+    # 60 s at concurrency 30 (3 replicas of target 10), then nothing: the stable average
+    # still says 2 replicas 30 s later; the grace says zero.
+    story = Story()
+    assert story.run(60, 30)[-1] == 3
+    idle = story.run(40, 0)
+    assert idle[30:] == [0] * 10
+
+
+def test_a_wake_after_the_grace_starts_from_a_clean_history() -> None:
+    # The busy past (3 replicas' worth in the stable window) does not size the next wake: one
+    # request at zero wants one replica, as for a model never used.
+    story = Story()
+    story.run(60, 30)
+    story.run(31, 0)
+    assert story.ready == 0
+    story.scaler.note_request(story.now + 1)
+    assert story.scaler.decide(story.now + 1, 0, current=1).desired == 1
