@@ -5,7 +5,8 @@
 Triton's tests are never part of this project: they are read at run time from a local git
 mirror of triton-inference-server/server (`--mirror`, default `$TRITON_SERVER_MIRROR`) into a
 temporary directory, and the run is skipped (exit 0) when there is no mirror. For each ref it
-extracts `qa/L0_http/http_test.py`, `qa/L0_http/python_http_aio_test.py` and the
+extracts `qa/L0_http/http_test.py`, `qa/L0_http/python_http_aio_test.py`,
+`qa/L0_http/generate_endpoint_test.py` (with Triton's `mock_llm` model it serves) and the
 `qa/common/test_util.py` they import, builds the model repositories `qa/L0_http/test.sh` builds
 (tests/fixtures/triton_qa_models.py), starts `thaw serve` on port 8000 with the flags test.sh
 gives tritonserver (the tests hard-code localhost:8000, so suites run one after another), and
@@ -20,6 +21,7 @@ Exit status: 0 when every selected test passed (or no mirror), 1 otherwise.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -37,7 +39,16 @@ from tests.conformance.qa_checkout import (
 from tests.conformance.qa_servers import KINDS, start, unsupported
 from tests.fixtures.triton_qa_models import build_aio_repo, build_http_test_repo
 
-_FILES = ("qa/L0_http/http_test.py", "qa/L0_http/python_http_aio_test.py", "qa/common/test_util.py")
+_FILES = (
+    "qa/L0_http/http_test.py",
+    "qa/L0_http/python_http_aio_test.py",
+    "qa/L0_http/generate_endpoint_test.py",
+    "qa/common/test_util.py",
+)
+# The generate extension's model repository, relative to qa/L0_http as test.sh names it: it
+# moved to qa/python_models after 2.51.
+_GENERATE_REPOS = ("../python_models/generate_models", "generate_models")
+_GENERATE_MODEL = ("mock_llm/config.pbtxt", "mock_llm/1/model.py")
 # Tests for extensions Thaw does not have: none since the trace extension's settings
 # (thawserver.settings_api). Shared memory: system shared memory is implemented and CUDA's
 # answered as a Triton without GPUs answers it (docs/shared-memory.md).
@@ -59,9 +70,11 @@ def _suites(test_sh: str) -> list[Suite]:
     http_args: tuple[str, ...] = ()
     if "--model-control-mode=explicit --load-model=*" in test_sh:
         http_args = ("--model-control-mode", "explicit", "--load-model", "*")
+    generate = next((r for r in _GENERATE_REPOS if f"`pwd`/{r}" in test_sh), _GENERATE_REPOS[0])
     return [
         Suite("python_http_aio_test.py", "models", ()),
         Suite("http_test.py", "python_unit_test_models", http_args),
+        Suite("generate_endpoint_test.py", generate, ()),
     ]
 
 
@@ -131,6 +144,9 @@ def run(mirror: Path, refs: list[str], *, with_large: bool, kind: str = "serve")
             )
             for suite in _suites(test_sh):
                 repo = qa_dir / suite.repo
+                if suite.file == "generate_endpoint_test.py":  # Triton's own model, unchanged
+                    prefix = Path(os.path.normpath(repo)).relative_to(base).as_posix()
+                    extract(mirror, ref, (f"{prefix}/{f}" for f in _GENERATE_MODEL), base)
                 label = ref if kind == "serve" else f"{ref} (thaw up)"
                 results += _run_suite(label, qa_dir, suite, repo, with_large=with_large, kind=kind)
     return results
