@@ -21,6 +21,7 @@ from activator.config import ScaleSettings
 from activator.process import cli as up_cli
 from activator.process import prefetch_cli, status_cli
 from runtime.process import cli as serve_cli
+from snapshotter import cli as snapshot_cli
 
 DOCS = Path(__file__).resolve().parents[3] / "docs"
 
@@ -240,6 +241,26 @@ def test_a_plain_default_in_a_table_is_the_parsers(row: Row, flag: str, stated: 
     assert any(_same(stated, d) for d in defaults.values()), (
         f"docs/{row.page}:{row.line}: {flag} default {stated!r}, the parser's {defaults}"
     )
+
+
+def test_every_thaw_snapshot_flag_is_on_the_snapshots_page() -> None:
+    """`thaw snapshot ACTION` has no flag table: its flags are in docs/snapshots.md's examples."""
+    sub = argparse.ArgumentParser().add_subparsers()
+    snapshot_cli.register(sub)
+    (snapshot,) = sub.choices.values()
+    text = (DOCS / "snapshots.md").read_text()
+    missing = [
+        f"{action} {option}"
+        for sub in snapshot._actions
+        if isinstance(sub, argparse._SubParsersAction)
+        for action, parser in sub.choices.items()
+        for flag in parser._actions
+        if flag.help != argparse.SUPPRESS
+        for option in flag.option_strings
+        if option.startswith("--") and option != "--help"
+        if not re.search(re.escape(option) + r"(?![a-z0-9-])", text)
+    ]
+    assert not missing, f"thaw snapshot flags docs/snapshots.md never names: {missing}"
 
 
 def test_the_table_reader_finds_what_it_must() -> None:
