@@ -288,7 +288,14 @@ def _version_dir(model_dir: Path, version: str | None) -> Path:
         p for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit() and int(p.name) > 0
     ]
     if not versions:
-        raise BuildError(f"{model_dir} has no numeric version directories")
+        # A model repository given where one model's directory belongs: say which to give.
+        models = sorted(p.name for p in model_dir.iterdir() if (p / "config.pbtxt").is_file())
+        hint = (
+            f" (a model repository? give one model's directory, e.g. {model_dir / models[0]})"
+            if models
+            else ""
+        )
+        raise BuildError(f"{model_dir} has no numeric version directories{hint}")
     return max(versions, key=lambda p: int(p.name))
 
 
