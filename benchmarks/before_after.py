@@ -160,6 +160,7 @@ def _parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[Job]]:
         "(default .bench/before_after/<UTC time>)",
     )  # fmt: skip
     if "--" not in argv:
+        parser.parse_args(argv)  # --help prints the help and exits 0; a flag error is said first
         parser.error("name the benchmark after `--`, e.g. `-- serve_throughput --duration-s 2`")
     split = argv.index("--")
     args = parser.parse_args(argv[:split])

@@ -37,7 +37,8 @@ image references:
   --target               cpu (default), cuda (this machine's GPU) or cuda:sm_NN
 
 exit status: 0 ok, 1 failure (the message names the bad chunk), 2 usage error,
-3 nothing to image (build of a model without weight files, e.g. a Python model)
+3 nothing to image (build of a model without weight files, e.g. a Python model),
+4 pull --source: the image was built from other files than the model's directory
 """
 
 
@@ -111,8 +112,10 @@ def _add(
         p.add_argument("--from", dest="source", required=True, metavar="URI", help="source store")
     if name == "verify":
         where = p.add_mutually_exclusive_group(required=True)
-        where.add_argument("--store", metavar="URI")
-        where.add_argument("--cache", metavar="DIR", type=Path)
+        where.add_argument("--store", metavar="URI", help="verify the image in this store")
+        where.add_argument(
+            "--cache", metavar="DIR", type=Path, help="verify the image in this node-local cache"
+        )
     else:
         p.add_argument(
             "--store", metavar="URI", required=True, help="s3://bucket/prefix or a directory"
@@ -140,7 +143,13 @@ def _add(
             "first restore maps it (needs --host-cache-bytes; the image lands in the node cache "
             "first: --store for build, --cache for pull)",
         )
-        p.add_argument("--host-cache-bytes", metavar="N", type=int, default=0)
+        p.add_argument(
+            "--host-cache-bytes",
+            metavar="N",
+            type=int,
+            default=0,
+            help="the host-memory tier's byte budget (needed with --host-cache)",
+        )
     if name == "gc":
         p.add_argument("--dry-run", action="store_true", help="list what would be deleted")
         p.add_argument(
@@ -279,7 +288,14 @@ def _version_dir(model_dir: Path, version: str | None) -> Path:
         p for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit() and int(p.name) > 0
     ]
     if not versions:
-        raise BuildError(f"{model_dir} has no numeric version directories")
+        # A model repository given where one model's directory belongs: say which to give.
+        models = sorted(p.name for p in model_dir.iterdir() if (p / "config.pbtxt").is_file())
+        hint = (
+            f" (a model repository? give one model's directory, e.g. {model_dir / models[0]})"
+            if models
+            else ""
+        )
+        raise BuildError(f"{model_dir} has no numeric version directories{hint}")
     return max(versions, key=lambda p: int(p.name))
 
 

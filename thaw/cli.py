@@ -42,11 +42,27 @@ def build_parser(command: str | None) -> argparse.ArgumentParser:
     return parser
 
 
+def _innermost(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> argparse.ArgumentParser:
+    """The parser of the (sub)command `args` chose: `thaw snapshot ls`'s for `snapshot ls`."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = action.choices.get(getattr(args, action.dest, None) or "")
+            if chosen is not None:
+                return _innermost(chosen, args)
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command = argv[0] if argv and not argv[0].startswith("-") else None
     parser = build_parser(command)
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        # argparse reports a subcommand's unknown flags as the top-level parser's
+        # ("usage: thaw [-h] COMMAND ..."); say it as the command whose flags they are.
+        _innermost(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 2

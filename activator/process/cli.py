@@ -145,11 +145,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--cache",
         type=Path,
         default=None,
+        metavar="DIR",
         help="snapshot image cache directory (default ~/.cache/thaw/images)",
     )
     p.add_argument(
         "--store",
         default=None,
+        metavar="URI",
         help="image store URI (e.g. s3://bucket/prefix or a directory); with it, the local "
         "scaler pulls each model's image into the cache at start-up, without it images are "
         "built there",
@@ -221,7 +223,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     local.add_argument(
         "--preload-frameworks",
         default="onnxruntime,torch",
-        help="frameworks warm-pool processes import before ready ('' for none)",
+        metavar="LIST",
+        help="frameworks warm-pool processes import before ready, a comma list of onnxruntime, "
+        "torch, tensorrt (default onnxruntime,torch; '' for none)",
     )
     local.add_argument(
         "--target",
@@ -244,13 +248,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--request-timeout-s",
         type=float,
         default=300.0,
-        help="a proxied request with no answer by then gets 504",
+        help="a proxied request with no answer by then gets 504 (default 300)",
     )
     p.add_argument(
         "--drain-timeout-s",
         type=float,
         default=30.0,
-        help="scale-down/shutdown wait for in-flight requests",
+        help="scale-down/shutdown wait for in-flight requests (default 30)",
     )
     p.add_argument(
         "--exit-timeout-secs",
@@ -293,7 +297,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="price of one GPU-hour: the status page, `thaw status --cost` and "
         "/thaw/status then show GPU-seconds used and saved as money too",
     )
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument(
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="thaw up's log level, and its local replicas' (default info)",
+    )
     _add_log_and_trace_arguments(p)
     restricted = p.add_argument_group(
         "restricted APIs (as thaw serve and tritonserver; applied at the front doors, HTTP and "

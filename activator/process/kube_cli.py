@@ -72,10 +72,21 @@ def add_kubernetes_arguments(parser: argparse.ArgumentParser) -> None:
         default="on",
         help="one activator scales through a Lease (off: this one always scales)",
     )
-    k.add_argument("--lease-name", default="thaw-activator-leader")
-    k.add_argument("--lease-duration-s", type=int, default=15, help="the Lease's duration")
-    k.add_argument("--peer-host", default="127.0.0.1", help="peer-report listen address")
-    k.add_argument("--peer-port", type=int, default=8008, help="peer-report port (0: any)")
+    k.add_argument(
+        "--lease-name",
+        default="thaw-activator-leader",
+        help="the scaling leader's Lease (default thaw-activator-leader); explicit mode's load "
+        "state is kept in the Lease NAME-load-state",
+    )
+    k.add_argument(
+        "--lease-duration-s", type=int, default=15, help="the Lease's duration (default 15)"
+    )
+    k.add_argument(
+        "--peer-host", default="127.0.0.1", help="peer-report listen address (default 127.0.0.1)"
+    )
+    k.add_argument(
+        "--peer-port", type=int, default=8008, help="peer-report port (default 8008; 0: any)"
+    )
     k.add_argument(
         "--advertise-address",
         default=None,

@@ -30,10 +30,24 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("repository", metavar="REPO", type=Path, help="Triton model repository")
     p.add_argument("--store", required=True, metavar="URI", help="image store (s3://... or a dir)")
     p.add_argument("--cache", required=True, type=Path, metavar="DIR", help="node-local cache")
-    p.add_argument("--target", default="cpu", help="image target: cpu or cuda[:sm_XX]")
-    p.add_argument("--model-settings", type=Path, default=None, metavar="FILE")
-    p.add_argument("--interval-s", type=float, default=300.0, help="seconds between passes")
-    p.add_argument("--pull-timeout-s", type=float, default=1800.0, help="one image pull")
+    p.add_argument("--target", default="cpu", help="image target: cpu (default) or cuda[:sm_XX]")
+    p.add_argument(
+        "--model-settings",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help='per-model `thaw.*` overrides, JSON {"models": {name: {"thaw.hot": "true"}}} '
+        "(the Helm chart's models ConfigMap)",
+    )
+    p.add_argument(
+        "--interval-s", type=float, default=300.0, help="seconds between passes (default 300)"
+    )
+    p.add_argument(
+        "--pull-timeout-s",
+        type=float,
+        default=1800.0,
+        help="the longest one image pull may take, in seconds (default 1800)",
+    )
     p.add_argument("--once", action="store_true", help="one pass, then exit")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.set_defaults(func=run)

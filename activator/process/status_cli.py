@@ -56,7 +56,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--cost, what each model used (replica- and GPU-seconds) against always-on replicas "
         "at its observed peak. The same live view is on the status page, http://HOST:PORT/ui/.",
     )
-    p.add_argument("--url", default="http://127.0.0.1:8000", help="where `thaw up` listens")
+    p.add_argument(
+        "--url",
+        default="http://127.0.0.1:8000",
+        help="where `thaw up` listens (default http://127.0.0.1:8000; HOST:PORT alone means "
+        "http://HOST:PORT)",
+    )
     p.add_argument("--json", action="store_true", help="print the raw JSON (one line per frame "
                    "with --watch)")  # fmt: skip
     p.add_argument("--cost", action="store_true", help="print the cost view instead")
@@ -77,7 +82,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="SECONDS",
         help="redraw every SECONDS (default 2) until Ctrl-C",
     )
-    p.add_argument("--timeout-s", type=float, default=5.0, help="give up after this long")
+    p.add_argument(
+        "--timeout-s", type=float, default=5.0, help="give up after this long (default 5)"
+    )
     p.set_defaults(func=run)
 
 
@@ -252,8 +259,10 @@ def _cost_row(r: _CostRow, price: float | None) -> list[str]:
 
 
 def fetch(url: str, timeout_s: float) -> tuple[Any, StatusDocument]:
-    """The raw answer of `GET URL/thaw/status` and its parsed document; StatusUnreadable."""
-    target = url.rstrip("/") + "/thaw/status"
+    """The raw answer of `GET URL/thaw/status` and its parsed document; StatusUnreadable.
+    A URL without a scheme (`localhost:8000`, as curl takes it) is plain HTTP."""
+    base = url if "://" in url else f"http://{url}"
+    target = base.rstrip("/") + "/thaw/status"
     try:
         with urllib.request.urlopen(target, timeout=timeout_s) as resp:
             raw = json.loads(resp.read())

@@ -87,7 +87,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="NAME",
         help="in explicit mode, a model to load at start (repeatable; '*' loads all)",
     )
-    p.add_argument("--repository-poll-secs", type=float, default=15.0, help="poll interval")
+    p.add_argument(
+        "--repository-poll-secs",
+        type=float,
+        default=15.0,
+        metavar="SECONDS",
+        help="with --model-control-mode poll: seconds between reads of the repository (default 15)",
+    )
     p.add_argument(
         "--max-body-bytes",
         type=int,
@@ -95,9 +101,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="request body cap, also after gzip/deflate decoding; over it -> 413 (default 64 MiB)",
     )
     p.add_argument(
-        "--max-json-depth", type=int, default=100, help="JSON nesting cap (400 above; Triton's 100)"
+        "--max-json-depth",
+        type=int,
+        default=100,
+        metavar="N",
+        help="JSON nesting cap: a deeper request body gets 400 (default 100, Triton's)",
     )
-    p.add_argument("--store", default=None, metavar="URI", help="snapshot image store (s3://...)")
+    p.add_argument(
+        "--store", default=None, metavar="URI", help="snapshot image store: s3://... or a dir"
+    )
     p.add_argument("--cache", type=Path, default=None, metavar="DIR", help="local image cache")
     p.add_argument(
         "--target",
@@ -144,7 +156,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="directory of the shared host-memory tier, on a tmpfs (default "
         "/dev/shm/thaw-host-<uid>)",
     )
-    p.add_argument("--log-level", default="info", help="debug|info|warning|error")
+    p.add_argument(
+        "--log-level", default="info", help="debug|info|warning|error|critical (default info)"
+    )
     p.add_argument(
         "--exit-timeout-secs",
         type=float,

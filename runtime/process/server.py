@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import sys
 from typing import Any
 
 from aiohttp import web
@@ -151,4 +152,16 @@ async def serve_app(
         await runner.cleanup()  # drains handed-off connections too: they share the server
         if receiver is not None:
             await receiver.close()  # after the drain: it reports every connection ended
+        if state.start_error is not None:
+            # Why the start failed is the last line, after the shutdown's log, as `thaw up`
+            # says it (exit 1).
+            error = state.start_error
+            reason = (
+                error.message
+                if isinstance(error, ServingError)
+                else error.strerror or str(error)  # without "[Errno 98]"
+                if isinstance(error, OSError)
+                else str(error)
+            )
+            print(f"thaw serve: error: {reason}", file=sys.stderr, flush=True)
     return 1 if state.start_error is not None else 0

@@ -58,7 +58,14 @@ def have_mirror(mirror: Path, ref: str, path: str) -> bool:
     """Whether `mirror` holds `path` at `ref`; when not, says the run is skipped (exit 0)."""
     if str(mirror) and git_show(mirror, ref, path) is not None:
         return True
-    print(f"skipped: no Triton server mirror at {str(mirror)!r}", file=sys.stderr)
+    if str(mirror) in ("", "."):  # unset: Path("") is "."
+        why = (
+            "no Triton server mirror: give --mirror DIR or $TRITON_SERVER_MIRROR, a bare git "
+            "mirror of triton-inference-server/server"
+        )
+    else:
+        why = f"the Triton server mirror {str(mirror)!r} has no {ref}:{path}"
+    print(f"skipped: {why}", file=sys.stderr)
     return False
 
 

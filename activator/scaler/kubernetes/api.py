@@ -76,8 +76,12 @@ async def open_api_client(kube: KubernetesConfig) -> Any:
         else:
             await asyncio.to_thread(_load_kubeconfig, configuration, kube)
     except (config.ConfigException, OSError, ValueError) as exc:
-        where = "in-cluster service account" if kube.in_cluster else "kubeconfig"
-        raise KubeApiError(0, "NoConfig", f"cannot load the {where}: {exc}") from exc
+        where, hint = (
+            ("in-cluster service account", "outside a pod: --in-cluster off and --kubeconfig FILE")
+            if kube.in_cluster
+            else ("kubeconfig", "give --kubeconfig FILE, or --in-cluster on inside a pod")
+        )
+        raise KubeApiError(0, "NoConfig", f"cannot load the {where}: {exc} ({hint})") from exc
     return client.ApiClient(configuration)
 
 

@@ -386,6 +386,7 @@ def test_an_api_or_port_it_cannot_use_stops_thaw_up_at_start_in_words(
 
     args = up_args(kubeconfig_path, activator_id="a")
     taken = socket.socket()
+    hint = ""
     if problem == "unreachable":
         config = tmp_path / "kubeconfig"
         config.write_text(
@@ -396,6 +397,7 @@ def test_an_api_or_port_it_cannot_use_stops_thaw_up_at_start_in_words(
     elif problem == "no-kubeconfig":
         args[args.index("--kubeconfig") + 1] = str(tmp_path / "missing")
         words = "kubernetes scaler: cannot load the kubeconfig"
+        hint = "(give --kubeconfig FILE, or --in-cluster on inside a pod)"  # how to give one
     else:
         kube_apiserver_pool = pool_deployment(0)
         asyncio.run(_create(kube_apiserver, kube_apiserver_pool))
@@ -413,7 +415,7 @@ def test_an_api_or_port_it_cannot_use_stops_thaw_up_at_start_in_words(
     finally:
         taken.close()
     assert done.returncode == 1, done.stderr
-    assert words in done.stderr, done.stderr
+    assert words in done.stderr and hint in done.stderr, done.stderr
     assert "Traceback" not in done.stderr and "Unclosed" not in done.stderr, done.stderr
 
 

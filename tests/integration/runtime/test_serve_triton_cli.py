@@ -152,3 +152,20 @@ def test_a_grpc_port_in_use_fails_the_start_naming_it(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert f"cannot listen for gRPC on 127.0.0.1:{port}" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("surface", ["http", "grpc"])
+def test_a_port_in_use_is_the_last_line_a_failed_start_prints(tmp_path: Path, surface: str) -> None:
+    """After the shutdown's log, the reason is the last line, in `thaw up`'s form (it was an
+    ERROR line followed by the shutdown's and each model's cancelled load)."""
+    make_add_sub(tmp_path)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        ports = ["--port", port] if surface == "http" else ["--port", "0", "--grpc-port", port]
+        proc = _thaw(str(tmp_path), *ports, "--metrics-port", "0")
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("thaw serve: error: cannot listen"), last
+    assert f"127.0.0.1:{port}" in last

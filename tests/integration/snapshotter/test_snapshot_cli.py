@@ -70,6 +70,7 @@ def test_build_push_ls_pull_verify_gc_through_s3(
         (["ls", "--store", "ftp://host/x"], 1, "use s3://bucket/prefix or a directory"),
         (["build", "{tmp}/missing", "--store", "{tmp}"], 1, "is not a directory"),
         (["build", "{tmp}", "--store", "{tmp}"], 1, "no numeric version directories"),
+        (["build", "{tmp}/repo", "--store", "{tmp}"], 1, "e.g. {tmp}/repo/m)"),  # a repository
         (["pull", "m:1", "--store", "{tmp}"], 2, "--cache"),
         (["verify", "m:x", "--store", "{tmp}"], 1, "version 'x' is invalid"),
     ],
@@ -77,9 +78,11 @@ def test_build_push_ls_pull_verify_gc_through_s3(
 def test_user_errors_are_one_line_and_non_zero(
     args: list[str], code: int, message: str, tmp_path: Path
 ) -> None:
+    (tmp_path / "repo" / "m").mkdir(parents=True)
+    (tmp_path / "repo" / "m" / "config.pbtxt").write_text('backend: "onnxruntime"\n')
     result = thaw(*[a.replace("{tmp}", str(tmp_path)) for a in args])
     assert result.returncode == code
-    assert message in result.stderr
+    assert message.replace("{tmp}", str(tmp_path)) in result.stderr
     assert "Traceback" not in result.stderr
 
 

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import http.server
 import io
+import json
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -277,3 +280,40 @@ def test_status_table_and_document_show_explicit_modes_load_state() -> None:
     assert lines[3].split()[:3] == ["ok", "cold", "0/0"]
     again = StatusDocument.from_json(doc.to_json())
     assert [m.load_state for m in again.models] == ["not loaded", "unloaded", "loaded"]
+
+
+def test_status_reads_a_url_given_as_host_and_port_alone(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`thaw status --url localhost:8000` (as curl takes it) reads http://localhost:8000, a
+    real HTTP server on loopback here; it used to fail with "unknown url type"."""
+    doc = StatusDocument(
+        models=(_model("resnet50", ModelState.COLD, last_cold_start_s=None, last_error=None),),
+        warm_pool=PoolStatus(size=1, ready=1),
+    )
+    body = json.dumps(doc.to_json()).encode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            ok = self.path == "/thaw/status"
+            self.send_response(200 if ok else 404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body) if ok else 0))
+            self.end_headers()
+            if ok:
+                self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        port = server.server_address[1]
+        assert status_cli.run(_parse("status", "--url", f"127.0.0.1:{port}")) == 0
+        out = capsys.readouterr().out
+        assert out.splitlines()[1].split()[:2] == ["resnet50", "cold"]
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -12,6 +12,7 @@ from benchmarks.before_after import (
     ROOT,
     Job,
     Tree,
+    _parse_args,
     benchmark_argv,
     foreign_modules,
     split_jobs,
@@ -282,3 +283,15 @@ def test_foreign_modules(tmp_path: Path) -> None:
         "thaw.namespace": None,
     }
     assert foreign_modules(tree, files) == {"thawserver": files["thawserver"]}
+
+
+def test_help_prints_the_usage_and_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    """`before_after.py --help` (no `--`) is help, not "name the benchmark after `--`"."""
+    with pytest.raises(SystemExit) as exited:
+        _parse_args(["--help"])
+    assert exited.value.code == 0
+    assert "--base REV" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exited:
+        _parse_args(["--base", "HEAD"])
+    assert exited.value.code == 2
+    assert "name the benchmark after `--`" in capsys.readouterr().err
