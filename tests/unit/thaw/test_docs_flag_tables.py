@@ -50,18 +50,13 @@ KNOWN_UNTABLED: dict[str, set[str]] = {
     # docs/openai.md: the OpenAI routes' flags, in its prose
     "serve": {
         "--tool-call-parser", "--max-tool-call-parse-bytes", "--lora-separator",
-        # docs/serve.md's internal row names the other flags `thaw up` sets, not these
-        "--ensemble-steps-url", "--front-door-grpc", "--internal-token-file",
-        "--max-internal-body-bytes",
     },
     "up": {"--tool-call-parser", "--max-tool-call-parse-bytes", "--lora-separator"},
 }  # fmt: skip
 
 # Rows that are known stale on pages other engineers are editing: each must still be stale
 # (strict xfail), so whoever fixes the page also removes its entry here.
-KNOWN_STALE_DEFAULTS = {
-    ("scale-to-zero.md", "--pool-window-s"),  # says 120; the flag's default is 60
-}
+KNOWN_STALE_DEFAULTS: set[tuple[str, str]] = set()
 
 _FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 _CODE = re.compile(r"`([^`]*)`")
