@@ -115,7 +115,11 @@ async def error_middleware(request: web.Request, handler: _Handler) -> web.Strea
         return await handler(request)
     except ServingError as exc:
         if exc.status >= 500:
-            logger.warning("%s %s -> %d: %s", request.method, request.path, exc.status, exc)
+            # A readiness probe's 503 is its answer (every replica start is polled until it
+            # is ready), not a fault worth a warning.
+            probe = exc.status == 503 and request.path.endswith(("/ready", "/live"))
+            level = logging.DEBUG if probe else logging.WARNING
+            logger.log(level, "%s %s -> %d: %s", request.method, request.path, exc.status, exc)
         response = _error_response(exc.status, exc.message, request.app.get(REDACT))
         if isinstance(exc, ModelNotLoaded):
             response.headers[NOT_LOADED] = exc.model

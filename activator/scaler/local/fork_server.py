@@ -251,14 +251,19 @@ class ForkServer:
             if future is not None and not future.done():
                 future.set_result(message)
 
-    def _lose(self, why: str) -> None:
+    def _lose(self, why: str, *, closing: bool = False) -> None:
+        """The zygote can serve no more: every waiter fails; a warning with the last lines it
+        wrote, unless `closing` (a stop asked for: one info line)."""
         if self.lost.is_set():
             return
         self.lost.set()
         with contextlib.suppress(ValueError, OSError):
             asyncio.get_running_loop().remove_reader(self._sock.fileno())
-        tail = " | ".join(self._stderr[-4:])
-        error = ActivationFailed(f"fork server pid={self.proc.pid} gone: {why}: {tail}")
+        if closing:
+            error = ActivationFailed(f"fork server pid={self.proc.pid} closed")
+        else:
+            tail = " | ".join(self._stderr[-4:])
+            error = ActivationFailed(f"fork server pid={self.proc.pid} gone: {why}: {tail}")
         if not self._ready.done():
             self._ready.set_exception(error)
             self._ready.exception()  # retrieved: nobody else may await it
@@ -267,12 +272,12 @@ class ForkServer:
                 future.set_exception(error)
         for child in self._children.values():
             child.server_lost()
-        logger.warning("%s", error)
+        logger.log(logging.INFO if closing else logging.WARNING, "%s", error)
 
     async def close(self, timeout_s: float = 5.0) -> None:
         """Stop the zygote (its serving children keep running)."""
         if not self.lost.is_set():
-            self._lose("closed")
+            self._lose("closed", closing=True)
         with contextlib.suppress(OSError):
             self._sock.close()
         if self.proc.returncode is None:
