@@ -4,8 +4,10 @@ A new client connection whose first request is for a warm model is passed to one
 replicas (activator.direct.handoff) and the activator leaves its data path: the replica answers it
 directly. Everything else (cold models, held requests, server paths, statistics, anything
 unclear: timeouts, EOF, TLS, garbage) is served by the activator's own aiohttp server exactly
-as before. Peeking (MSG_PEEK) consumes nothing, so either server reads the request from its
-first byte. `route` is the pure decision; `FrontDoor` does the I/O, one task per connection.
+as before; such a connection kept alive moves to a replica at a later request boundary, once
+this rule would hand it off (activator.direct.move_over, with `hands_off`). Peeking
+(MSG_PEEK) consumes nothing, so either server reads the request from its first byte. `route`
+is the pure decision; `FrontDoor` does the I/O, one task per connection.
 
 The listener's ConnectionGuard (thawserver.connection_guard) holds from the accept on: past
 its cap a new connection is answered 503 and closed before it is peeked at; the head deadline
