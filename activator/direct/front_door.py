@@ -4,8 +4,10 @@ A new client connection whose first request is for a warm model is passed to one
 replicas (activator.direct.handoff) and the activator leaves its data path: the replica answers it
 directly. Everything else (cold models, held requests, server paths, statistics, anything
 unclear: timeouts, EOF, TLS, garbage) is served by the activator's own aiohttp server exactly
-as before. Peeking (MSG_PEEK) consumes nothing, so either server reads the request from its
-first byte. `route` is the pure decision; `FrontDoor` does the I/O, one task per connection.
+as before; such a connection kept alive moves to a replica at a later request boundary, once
+this rule would hand it off (activator.direct.move_over, with `hands_off`). Peeking
+(MSG_PEEK) consumes nothing, so either server reads the request from its first byte. `route`
+is the pure decision; `FrontDoor` does the I/O, one task per connection.
 
 The listener's ConnectionGuard (thawserver.connection_guard) holds from the accept on: past
 its cap a new connection is answered 503 and closed before it is peeked at; the head deadline
@@ -28,12 +30,16 @@ from aiohttp import web
 
 from activator.config import ScaleSettings
 from activator.direct.handoff import HandoffLink
+from activator.direct.move_over import MoveOver
 from activator.direct.orphans import Outcome
 from activator.observe.metrics import Metrics
 from thawserver.connection_guard import ConnectionGuard
 from thawwire.paths import model_of, sent_back
 
-__all__ = ["FrontDoor", "Reason", "RequestLine", "Route", "parse_request_line", "route"]
+__all__ = [
+    "FrontDoor", "Reason", "RequestLine", "Route", "parse_request_line", "request_line", "route",
+    "route_line",
+]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
@@ -100,11 +106,16 @@ def parse_request_line(data: bytes) -> RequestLine | Reason:
     match = _REQUEST_LINE.fullmatch(data[:end])
     if match is None:
         return Reason.NOT_HTTP
-    target = match.group(2).decode("ascii")
+    return request_line(match.group(1).decode("ascii"), match.group(2).decode("ascii"))
+
+
+def request_line(method: str, target: str) -> RequestLine | Reason:
+    """The request line of `method` and `target` (its path and query, as sent); NOT_HTTP for a
+    target the servers would decode or normalize (theirs to answer)."""
     path = target.split("?", 1)[0]
     if "%" in path or "#" in target or "//" in path or "\\" in path:
-        return Reason.NOT_HTTP  # what the servers would decode or normalize: theirs to answer
-    return RequestLine(match.group(1).decode("ascii"), path, "?" in target and sent_back(target))
+        return Reason.NOT_HTTP
+    return RequestLine(method, path, "?" in target and sent_back(target))
 
 
 def route(data: bytes, *, view: Callable[[str], DirectView | None], final: bool = False) -> Route:
@@ -118,6 +129,11 @@ def route(data: bytes, *, view: Callable[[str], DirectView | None], final: bool 
         return Route(Reason.TIMEOUT if final else Reason.INCOMPLETE)
     if isinstance(line, Reason):
         return Route(line)
+    return route_line(line, view=view)
+
+
+def route_line(line: RequestLine, *, view: Callable[[str], DirectView | None]) -> Route:
+    """Where a connection whose (next) request is `line` goes (`route`, past the parsing)."""
     if line.sent_back:
         return Route(Reason.SENT_BACK)
     model = model_of(line.path)
@@ -161,6 +177,7 @@ class FrontDoor:
         first_byte_timeout_s: float = 1.0,
         line_wait_s: float = 0.05,
         handoff: bool = True,
+        moves: MoveOver | None = None,
     ) -> None:
         self._listener = listener
         self._server = server
@@ -172,6 +189,10 @@ class FrontDoor:
         # Off under `--http-restricted-api`: a handed-off connection's later requests would
         # reach the replica without the activator's header check.
         self._handoff = handoff
+        # Connections served here move to a replica once one would take them (move_over).
+        self._moves = moves
+        if moves is not None and handoff:
+            moves.attach(self.hands_off, metrics.direct_moves)
         self._accepting: asyncio.Task[None] | None = None
         self._routing: set[asyncio.Task[None]] = set()
 
@@ -232,13 +253,28 @@ class FrontDoor:
         guard's deadlines (its head due `head_timeout_s` after `accepted_at`)."""
         try:
             await asyncio.get_running_loop().connect_accepted_socket(
-                lambda: self._guard.wrap(self._server(), since=accepted_at), sock=conn
+                lambda: self._guard.wrap(self._served_here(), since=accepted_at), sock=conn
             )
         except BaseException as exc:
             conn.close()
             if not isinstance(exc, OSError):
                 raise
             logger.debug("connection dropped before it was served: %s", exc)
+
+    def _served_here(self) -> asyncio.Protocol:
+        protocol = self._server()
+        return protocol if self._moves is None else self._moves.wrap(protocol)
+
+    def hands_off(self, method: str, target: str) -> str | None:
+        """The model a new connection whose first request is `method` `target` (path and
+        query, as sent) would be handed to a replica of now; None: it would be served here."""
+        line = request_line(method, target)
+        if isinstance(line, Reason):
+            return None
+        decision = route_line(line, view=self._view)
+        if decision.reason is not Reason.HANDED_OFF:
+            return None
+        return decision.model if self._endpoints[decision.model].direct_link() else None
 
     # ---- activator.direct.handoff.Fallback: connections a replica did not end itself -------------
 

@@ -17,7 +17,7 @@ from typing import Protocol
 
 from activator.config import ScaleSettings
 from activator.endpoint.balancer import pick
-from activator.endpoint.cold_start import ColdStartTimer
+from activator.endpoint.cold_start import ColdStartTimer, release_cap
 from activator.endpoint.concurrency import ConcurrencyMeter
 from activator.endpoint.held_queue import HeldQueue, HeldRequest
 from activator.endpoint.replica import Replica
@@ -159,8 +159,13 @@ class Admission:
         finally:
             self._meter.change(self._clock(), -1)
 
-    def _take_free(self) -> Replica | None:
-        replica = pick(self._replicas.replicas, self._rng)
+    def _take_free(self, cap: int | None = None) -> Replica | None:
+        """A slot on a replica (power of two choices), on one with fewer than `cap` requests
+        in flight when given; None when there is none."""
+        replicas = self._replicas.replicas
+        if cap is not None:
+            replicas = [r for r in replicas if r.in_flight < cap]
+        replica = pick(replicas, self._rng)
         if replica is not None and replica.breaker.try_take():
             return replica
         return None
@@ -219,9 +224,10 @@ class Admission:
         return HeldTimeout(f"model '{self._model}' did not become ready within {waited}{why}")
 
     def dispatch(self) -> None:
-        """Hand free slots to held requests, oldest first."""
+        """Hand free slots to held requests, oldest first (`cold_start.release_cap` per
+        replica: a backlog is spread over the replicas as they come up)."""
         while len(self._held):
-            replica = self._take_free()
+            replica = self._take_free(self._release_cap())
             if replica is None:
                 break
             item = self._held.pop()
@@ -230,6 +236,18 @@ class Admission:
                 break
             item.future.set_result(replica)
         self._publish()
+
+    def _release_cap(self) -> int | None:
+        oldest = self._held.oldest()
+        if oldest is None:
+            return None
+        now = self._clock()
+        return release_cap(
+            container_concurrency=self._settings.container_concurrency,
+            target_concurrency=self._settings.target_concurrency,
+            waited_s=now - oldest.enqueued_at,
+            wait_s=oldest.deadline - oldest.enqueued_at,
+        )
 
     def fail_held(self, error: Exception) -> None:
         """Fail every held request with `error` (the wake-up failed; shutting down)."""

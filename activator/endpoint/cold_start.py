@@ -1,7 +1,8 @@
 """A model's cold start: how many replicas a start from zero brings up, and how long it took.
 
 A cold start is a start from no ready replica that requests are held for. `replicas_to_start`
-is the rule for how many starts to begin (pure); `ColdStartTimer` times one cold start from
+is the rule for how many starts to begin and `release_cap` how its backlog is released to the
+replicas as they come up (both pure); `ColdStartTimer` times one cold start from
 the start to its first response and reports the phases (`thaw_cold_start_seconds`: claim,
 restore, model_warmup (the config's `model_warmup` samples, run inside the load), warmup (ready
 to first response), total) and keeps the model's last few as `ColdStartReport`s (`recent`, for
@@ -14,6 +15,7 @@ that found the model at zero and of the last that found it warm (`first_token`,
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections import deque
 from collections.abc import Callable
@@ -22,7 +24,7 @@ from activator.endpoint.replica import Replica
 from activator.observe.metrics import Metrics
 from activator.observe.status_document import ColdStartReport
 
-__all__ = ["KEEP_RECENT", "ColdStartTimer", "replicas_to_start"]
+__all__ = ["KEEP_RECENT", "ColdStartTimer", "release_cap", "replicas_to_start"]
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +41,27 @@ def replicas_to_start(*, desired: int, ready: int, starting: int, min_replicas: 
     if ready == 0:
         missing = min(missing, max(1, min_replicas) - starting)
     return max(0, missing)
+
+
+def release_cap(
+    *, container_concurrency: int, target_concurrency: float, waited_s: float, wait_s: float
+) -> int | None:
+    """The most in-flight requests a replica is given from the held queue now; None: as many
+    as its breaker takes (the per-replica limit, `container_concurrency`, or none).
+
+    Without a per-replica limit (`container_concurrency` 0) a replica would take the whole
+    queue at once: a burst held at zero all went to the first replica up, and the replicas
+    the autoscaler then started for it had nothing left to serve (docs/scale-to-zero.md). The
+    queue is released `target_concurrency` (rounded up) per replica instead: the rest stays
+    held, counts as load once the backlog's panic window is over, and goes to the replicas it
+    starts as they come up. `waited_s` is how long the oldest held request has waited of its
+    `wait_s` (activation timeout): past half of it the queue is released whole, as before, so
+    that a burst the model at `max_replicas` cannot absorb waits on the replicas rather than
+    timing out (504) in the activator. With a per-replica limit the limit alone spreads it.
+    """
+    if container_concurrency > 0 or waited_s >= wait_s / 2:
+        return None
+    return max(1, math.ceil(target_concurrency - 1e-9))
 
 
 KEEP_RECENT = 10

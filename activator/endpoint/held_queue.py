@@ -79,6 +79,10 @@ class HeldQueue(Generic[T]):
                 return item
         return None
 
+    def oldest(self) -> HeldRequest[T] | None:
+        """The request at the front (the next to be released), left in place; None when empty."""
+        return self._items[0] if self._items else None
+
     def expired(self, now: float) -> list[HeldRequest[T]]:
         """Remove and return every request whose deadline has passed."""
         late = [item for item in self._items if item.deadline <= now]

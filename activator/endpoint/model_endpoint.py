@@ -264,6 +264,8 @@ class ModelEndpoint:
 
     def tick(self) -> Decision:
         """Sample concurrency into the autoscaler and reconcile its decision (every tick)."""
+        if len(self._held):  # a held request may be due past its release cap by now
+            self._admission.dispatch()
         return self._reconciler.tick()
 
     def poke(self) -> Decision:

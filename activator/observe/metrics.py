@@ -97,6 +97,14 @@ class Metrics:
             ["model", "result"],
             registry=r,
         )
+        self.direct_moves = Counter(
+            "thaw_direct_moves_total",
+            "Kept-alive client connections the activator served that it closed after a "
+            "complete response (Connection: close) because a replica of the model could take "
+            "them now: the client reconnects and is handed off",
+            ["model"],
+            registry=r,
+        )
         self.rejections = Counter(
             "thaw_activator_rejections_total",
             "Inference requests the activator answered itself, by reason",

@@ -77,7 +77,7 @@ async def serve(
 ) -> None:
     """Serve until SIGTERM/SIGINT, then stop accepting, drain and stop every replica."""
     from activator.direct.front_door import FrontDoor
-    from activator.surfaces.app import CONNECTIONS, FLEET, build_app
+    from activator.surfaces.app import CONNECTIONS, FLEET, MOVES, build_app
     from thawserver.aiohttp_compat import JsonErrorRunner
     from thawserver.connection_drain import DRAIN_IDLE_TIMEOUT_S, count_down_connections
     from thawwire.handoff_protocol import listening_line
@@ -111,7 +111,7 @@ async def serve(
         raise ListenError(str(exc)) from None
     door = FrontDoor(
         listener, runner.server, app[FLEET].endpoints, app[FLEET].metrics,
-        guard=app[CONNECTIONS], handoff=not config.http_restrictions,
+        guard=app[CONNECTIONS], handoff=not config.http_restrictions, moves=app[MOVES],
     )  # fmt: skip
     door.start()
     stop = asyncio.Event()

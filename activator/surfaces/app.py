@@ -12,6 +12,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from activator.config import ActivatorConfig, BoundAddresses
+from activator.direct.move_over import MoveOver
 from activator.endpoint.sequence_routes import SequenceKey, sequence_key
 from activator.errors import (
     ActivatorError,
@@ -64,7 +65,9 @@ from thawwire.paths import MODEL, MODEL_VERSION
 from thawwire.shm_params import names_shared_memory
 from thawwire.trace_settings import TraceSettings
 
-__all__ = ["CONNECTIONS", "FLEET", "SETTINGS", "SHARED_MEMORY", "build_app", "metrics_app"]
+__all__ = [
+    "CONNECTIONS", "FLEET", "MOVES", "SETTINGS", "SHARED_MEMORY", "build_app", "metrics_app",
+]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +77,9 @@ PAGE = web.AppKey("status_page", StatusPage)  # the /ui/ files, read once at sta
 # The deadlines and connection cap of the listener that serves the app (its first middleware).
 CONNECTIONS = web.AppKey("connections", ConnectionGuard)
 REDACT = web.AppKey("redact", Redactor)  # what error bodies must not show
+# Kept-alive connections served here, moved to a replica once one would take them (the front
+# door attaches its rule: activator.direct.move_over).
+MOVES = web.AppKey("moves", MoveOver)
 # The system shared-memory regions of `thaw up`'s clients: the activator owns them, since
 # replicas come and go (thawserver.shm_registry, activator.surfaces.shm_requests).
 SHARED_MEMORY = web.AppKey("shared_memory", SystemSharedMemory)
@@ -166,11 +172,14 @@ def build_app(
         auto_complete=config.auto_complete_config, namespacing=config.model_namespacing,
     )  # fmt: skip
     guard = ConnectionGuard(config.connections)
+    moves = MoveOver()
     app = web.Application(
-        middlewares=[guard.middleware, refuse_unknown_codings, errors_as_json],
+        middlewares=[guard.middleware, moves.middleware, refuse_unknown_codings, errors_as_json],
         client_max_size=config.max_body_bytes,
     )
     app[CONNECTIONS] = guard
+    app[MOVES] = moves
+    moves.install(app)
     app[REDACT] = config.redactor
     restrict = http_guard(config.http_restrictions)
     app.add_routes(routes(restrict))

@@ -18,7 +18,9 @@ from activator.direct.front_door import (
     Reason,
     RequestLine,
     parse_request_line,
+    request_line,
     route,
+    route_line,
 )
 from activator.direct.handoff import HandoffLink
 from activator.direct.orphans import Outcome
@@ -336,3 +338,24 @@ async def test_a_request_whose_client_hung_up_stops_counting_with_its_connection
     replica_end.close()
     for sock in (server, peer):
         sock.close()
+
+
+@pytest.mark.parametrize(
+    ("method", "target", "reason"),
+    [
+        ("POST", "/v2/models/add_sub/infer", Reason.HANDED_OFF),
+        ("GET", "/v2/models/add_sub/ready?x=1", Reason.HANDED_OFF),
+        ("GET", "/v2/health/ready", Reason.NOT_MODEL_PATH),
+        ("GET", "/v2/models/add%5Fsub/ready", Reason.NOT_HTTP),
+        ("POST", "/v2/models/add_sub/infer?thaw-sent-back=1", Reason.SENT_BACK),
+    ],
+)
+def test_a_later_request_on_a_connection_is_routed_as_a_first_one(
+    method: str, target: str, reason: Reason
+) -> None:
+    """What a kept-alive connection's later request is judged by (activator.direct.move_over):
+    the same rule as a new connection's first request line."""
+    line = request_line(method, target)
+    later = line if isinstance(line, Reason) else route_line(line, view=WARM.get).reason
+    assert later is reason
+    assert _route(f"{method} {target} HTTP/1.1\r\n".encode()).reason is reason
