@@ -2,6 +2,7 @@
 
     front_door      the listening socket: accept, peek, hand off or serve here
     handoff         one replica's handoff socket: send sockets, read load reports
+    move_over       keep-alive connections served here, moved to a replica at a request's end
     orphans         the open connections of a replica that died
 
 Exports `FrontDoor` and `HandoffLinks`.
