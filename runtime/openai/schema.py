@@ -130,25 +130,43 @@ class EmbeddingRequest:
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:
-    """The body as a JSON object, nested no deeper than a chat request needs."""
+    """The body as a JSON object of Unicode text, nested no deeper than a chat request needs."""
     try:
         doc = json.loads(raw)
     except (ValueError, RecursionError) as exc:
         raise OpenAIError(f"request body is not valid JSON: {str(exc)[:200]}") from None
     if not isinstance(doc, dict):
         raise OpenAIError("request body must be a JSON object")
-    _check_depth(doc, 0)
+    _check_tree(doc, 0)
     return doc
 
 
-def _check_depth(value: Any, depth: int) -> None:
+def _check_tree(value: Any, depth: int) -> None:
     if depth > _MAX_DEPTH:
         raise OpenAIError(f"request body is nested deeper than {_MAX_DEPTH} levels")
-    children = (
-        value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
-    )
-    for child in children:
-        _check_depth(child, depth + 1)
+    if isinstance(value, str):
+        _check_text(value)
+    elif isinstance(value, dict):
+        for key, child in value.items():
+            _check_text(key)
+            _check_tree(child, depth + 1)
+    elif isinstance(value, list):
+        for child in value:
+            _check_tree(child, depth + 1)
+
+
+def _check_text(text: str) -> None:
+    """JSON's `\\ud800` escapes decode to lone surrogates, which no UTF-8 text holds: every
+    string goes to a model, a template or a log as UTF-8, so such a body is refused here."""
+    if text.isascii():
+        return
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise OpenAIError(
+            f"request body holds the lone surrogate {text[exc.start]!a} in a string (a "
+            "\\u escape in \\ud800-\\udfff without its pair): that is not Unicode text"
+        ) from None
 
 
 def parse_completion(doc: dict[str, Any]) -> GenerationRequest:
@@ -305,13 +323,16 @@ def _message(value: Any, index: int) -> ChatMessage:
     name = value.get("name")
     if name is not None and not isinstance(name, str):
         raise OpenAIError(f"{param}.name must be a string", param=f"{param}.name")
-    content = _content(value.get("content"), param)
+    content = _content(value.get("content"), param, assistant=role == "assistant")
     return ChatMessage(
         role, content, calls, call_id if role == "tool" else None, name if name else None
     )
 
 
-def _content(content: Any, param: str) -> str:
+def _content(content: Any, param: str, *, assistant: bool) -> str:
+    """A message's text: a string, or its parts' texts joined. An assistant's parts may be
+    `refusal`s too (OpenAI's API takes them back in a conversation); their text is its words,
+    as vLLM's server renders them."""
     if content is None:
         return ""
     if isinstance(content, str):
@@ -319,14 +340,14 @@ def _content(content: Any, param: str) -> str:
     if isinstance(content, list):
         texts = []
         for part in content:
-            if not isinstance(part, dict) or part.get("type") != "text":
-                raise OpenAIError(
-                    f"{param}.content: only text parts are supported", param=f"{param}.content"
-                )
-            text = part.get("text")
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind != "text" and not (assistant and kind == "refusal"):
+                only = "only text and refusal parts are" if assistant else "only text parts are"
+                raise OpenAIError(f"{param}.content: {only} supported", param=f"{param}.content")
+            text = part.get(kind)
             if not isinstance(text, str):
                 raise OpenAIError(
-                    f"{param}.content: a text part needs 'text'", param=f"{param}.content"
+                    f"{param}.content: a {kind} part needs '{kind}'", param=f"{param}.content"
                 )
             texts.append(text)
         return "".join(texts)

@@ -215,6 +215,53 @@ def test_refusals_in_openais_error_shape(client: openai.OpenAI, server: ServePro
     assert client.completions.create(model="echo_llm", prompt="ok", max_tokens=1).choices[0].text
 
 
+def test_a_lone_surrogate_is_a_400_not_a_crash(client: openai.OpenAI, server: ServeProcess) -> None:
+    """JSON lets a client escape half a surrogate pair (`"\\ud800"`; JavaScript's
+    JSON.stringify writes one for a broken string); it is no Unicode text, so no model can be
+    sent it. The `openai` client cannot send one (it encodes the body as UTF-8 first): urllib
+    does."""
+    bodies = [
+        ("/v1/completions", b'{"model": "echo_llm", "prompt": "\\ud800 x"}'),
+        ("/v1/completions", b'{"model": "echo_llm", "prompt": "x", "stop": ["\\udfff"]}'),
+        (
+            "/v1/chat/completions",
+            b'{"model": "echo_llm", "messages": [{"role": "user", "content": "a\\ud83d"}]}',
+        ),
+        ("/v1/embeddings", b'{"model": "embed_text", "input": ["ok", "\\ud800"]}'),
+        ("/v1/completions", b'{"model": "echo_llm", "prompt": "x", "\\ud800": 1}'),
+    ]
+    for path, body in bodies:
+        status, doc = _post(server, path, body)
+        assert status == 400, (path, body, doc)
+        assert doc["error"]["type"] == "invalid_request_error"
+        assert "lone surrogate" in doc["error"]["message"]
+    # A whole pair is one character, and the server still serves.
+    pair = b'{"model": "echo_llm", "prompt": "\\ud83d\\ude00", "max_tokens": 1}'
+    status, doc = _post(server, "/v1/completions", pair)
+    assert (status, doc["choices"][0]["text"]) == (200, "\U0001f600 ")
+    assert client.completions.create(model="echo_llm", prompt="ok", max_tokens=1).choices
+
+
+def test_an_assistants_refusal_part_goes_back_into_the_conversation(
+    client: openai.OpenAI,
+) -> None:
+    """OpenAI's API takes an assistant's content as text and refusal parts (the `openai`
+    client's ChatCompletionContentPartRefusalParam): a conversation that carries a refusal
+    back is rendered with its words, as vLLM's server renders it."""
+    messages: Any = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": [{"type": "refusal", "refusal": "cannot"}]},
+        {"role": "user", "content": [{"type": "text", "text": "why"}]},
+    ]
+    answer = client.chat.completions.create(model="echo_llm", messages=messages, max_tokens=7)
+    assert answer.choices[0].message.content == "user: hi assistant: cannot user: why assistant: "
+    # Only an assistant refuses: a user's refusal part is still refused.
+    messages[2]["content"] = [{"type": "refusal", "refusal": "no"}]
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(model="echo_llm", messages=messages, max_tokens=1)
+    assert refused.value.param == "messages[2].content"
+
+
 def test_a_model_error_mid_stream_is_an_error_event_then_done(server: ServeProcess) -> None:
     body = json.dumps(
         {"model": "echo_llm", "prompt": "FAIL now", "max_tokens": 4, "stream": True}

@@ -159,6 +159,9 @@ def test_refusals_in_openais_shape_at_the_front_door(up: UpProcess, client: open
     with pytest.raises(openai.BadRequestError) as refused:
         client.completions.create(model="not_generative", prompt="x")
     assert refused.value.param == "model"
+    # A lone surrogate (`"\\ud800"`, which the `openai` client cannot send) is a clear 400.
+    status, doc = _post(up, "/v1/completions", b'{"model": "echo_llm", "prompt": "\\ud800"}')
+    assert status == 400 and "lone surrogate" in doc["error"]["message"], doc
 
 
 def test_a_wake_that_fails_and_a_body_too_large_are_openai_errors(
