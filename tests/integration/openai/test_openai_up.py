@@ -155,6 +155,12 @@ def test_refusals_in_openais_shape_at_the_front_door(up: UpProcess, client: open
         status, doc = _post(up, "/v1/completions", body)
         assert status == 400, (body, doc)
         assert set(doc["error"]) == {"message", "type", "param", "code"}
+    # Named as `thaw serve` names it: a body without a model, a name no model can have.
+    status, doc = _post(up, "/v1/completions", b'{"prompt": "x"}')
+    assert doc["error"]["param"] == "model"
+    with pytest.raises(openai.NotFoundError) as too_long:
+        client.completions.create(model="m" * 600, prompt="x")
+    assert too_long.value.code == "model_not_found"
     # Refused by the replica (after waking it), in the same shape, through the activator.
     with pytest.raises(openai.BadRequestError) as refused:
         client.completions.create(model="not_generative", prompt="x")
