@@ -12,10 +12,12 @@ from typing import Any
 __all__ = [
     "CHAT_COMPLETIONS",
     "COMPLETIONS",
+    "DEFAULT_MAX_TOKENS",
     "DEFAULT_MAX_TOOL_CALL_PARSE_BYTES",
     "EMBEDDINGS",
     "GENERATION_PATHS",
     "HEALTH_READY",
+    "MAX_TOKENS_LIMIT",
     "MODEL",
     "MODELS",
     "MODEL_LOAD",
@@ -36,6 +38,11 @@ EMBEDDINGS = "/v1/embeddings"
 HEALTH_READY = "/health/ready"
 MODEL_LOAD = "/v1/models/{model}/load"
 MODEL_UNLOAD = "/v1/models/{model}/unload"
+# The most tokens a completion or chat generates when the request sets no `max_tokens` (nor
+# `max_completion_tokens`): Triton's OpenAI frontend's default, which `--default-max-tokens`
+# sets on both servers; and the most any request, or the flag, may ask for.
+DEFAULT_MAX_TOKENS = 16
+MAX_TOKENS_LIMIT = 1 << 20
 # The tool-call parsers `--tool-call-parser` names (Triton's frontend's names), and its default
 # bound on the text one streamed answer's parser reads (128 KiB).
 TOOL_CALL_PARSERS = ("llama3", "mistral")

@@ -23,13 +23,13 @@ from runtime.openai.logprobs import TokenLogprob
 from runtime.openai.lora import LoraRequest
 from runtime.openai.schema import GenerationRequest, Sampling
 from runtime.openai.triton_mapping import (
-    DEFAULT_MAX_TOKENS,
     ModelFace,
     generate_request,
     logprobs_of,
     text_of,
     token_counts,
 )
+from thawwire.openai_api import DEFAULT_MAX_TOKENS
 
 __all__ = ["Delta", "End", "Generation", "StopScan", "Streams", "Usage"]
 

@@ -25,6 +25,7 @@ from runtime.openai.tool_schema import (
     message_tool_calls,
     parse_tools,
 )
+from thawwire.openai_api import MAX_TOKENS_LIMIT
 
 __all__ = [
     "MAX_CHOICES",
@@ -43,7 +44,6 @@ __all__ = [
 MAX_CHOICES = 16
 # The most strings one embeddings request may carry (each is one request to the model).
 MAX_INPUTS = 256
-_MAX_TOKENS = 1 << 20
 _MAX_STOP = 4
 # OpenAI's bounds: completions' `logprobs`, chat's `top_logprobs` (tokens per position).
 _MAX_COMPLETION_LOGPROBS = 5
@@ -278,9 +278,9 @@ def _bounded(doc: dict[str, Any], key: str, high: int) -> int | None:
 
 
 def _sampling(doc: dict[str, Any], *, max_tokens: int | None) -> Sampling:
-    if max_tokens is not None and not 1 <= max_tokens <= _MAX_TOKENS:
+    if max_tokens is not None and not 1 <= max_tokens <= MAX_TOKENS_LIMIT:
         raise OpenAIError(
-            f"'max_tokens' = {max_tokens}, must be in [1, {_MAX_TOKENS}]", param="max_tokens"
+            f"'max_tokens' = {max_tokens}, must be in [1, {MAX_TOKENS_LIMIT}]", param="max_tokens"
         )
     seed = _optional(doc, "seed", int, None)
     if seed is not None and not _SEED_RANGE[0] <= seed <= _SEED_RANGE[1]:

@@ -21,6 +21,7 @@ from tests.fixtures.serve_process import ServeProcess
 pytestmark = pytest.mark.integration
 
 MAX_BODY_BYTES = 65536
+DEFAULT_MAX_TOKENS = 6  # the server's --default-max-tokens (Triton's frontend's default: 16)
 # A template unlike the fallback, so the tests can tell which one made the prompt.
 TEMPLATE = (
     "{{ bos_token }}{% for m in messages %}<{{ m.role }}>{{ m.content }}</{{ m.role }}>"
@@ -36,7 +37,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
     openai_models.make_params_vllm(repo)
     openai_models.make_embed_text(repo)
     openai_models.make_not_generative(repo)
-    serve = ServeProcess(repo, "--max-body-bytes", str(MAX_BODY_BYTES))
+    serve = ServeProcess(
+        repo,
+        "--max-body-bytes", str(MAX_BODY_BYTES),
+        "--default-max-tokens", str(DEFAULT_MAX_TOKENS),
+    )  # fmt: skip
     serve.wait_ready()
     yield serve
     serve.stop()
@@ -160,6 +165,27 @@ def test_sampling_fields_reach_a_vllm_style_model_as_its_json(client: openai.Ope
         "stop": ["END"],
     }
     assert doc["exclude_input_in_output"] is False  # echo=True
+
+
+def test_a_request_without_max_tokens_gets_the_servers_default(client: openai.OpenAI) -> None:
+    """`--default-max-tokens` (Triton's OpenAI frontend's flag) is the limit sent for a request
+    that sets neither `max_tokens` nor `max_completion_tokens`; the request's own wins."""
+    answer = client.completions.create(model="params_vllm", prompt="x")
+    doc = json.loads(answer.choices[0].text)
+    assert doc["sampling_parameters"]["max_tokens"] == DEFAULT_MAX_TOKENS
+    messages: Any = [{"role": "user", "content": "a"}]
+    chat = client.chat.completions.create(model="echo_llm", messages=messages)
+    assert chat.usage is not None and chat.usage.completion_tokens == DEFAULT_MAX_TOKENS
+    assert chat.choices[0].finish_reason == "length"
+    stream = client.chat.completions.create(
+        model="echo_llm", messages=messages, stream=True, stream_options={"include_usage": True}
+    )
+    usage = list(stream)[-1].usage
+    assert usage is not None and usage.completion_tokens == DEFAULT_MAX_TOKENS
+    own = client.chat.completions.create(
+        model="echo_llm", messages=messages, max_completion_tokens=2
+    )
+    assert own.usage is not None and own.usage.completion_tokens == 2
 
 
 def test_embeddings_as_floats_and_base64(client: openai.OpenAI) -> None:

@@ -22,6 +22,7 @@ pytestmark = pytest.mark.integration
 
 MODELS = ("broken_llm", "chat_llm", "echo_llm", "embed_text", "not_generative", "stream_llm")
 MAX_BODY_BYTES = 65536
+DEFAULT_MAX_TOKENS = 5  # thaw up's --default-max-tokens, which each replica it starts gets
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +43,7 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpProcess]:
         "--no-image-build",
         "--cache", str(repo.parent / "cache"),
         "--max-body-bytes", str(MAX_BODY_BYTES),
+        "--default-max-tokens", str(DEFAULT_MAX_TOKENS),
     )  # fmt: skip
     yield server
     server.stop()
@@ -99,6 +101,12 @@ def test_a_completion_wakes_its_model_from_zero(up: UpProcess, client: openai.Op
     assert _first_token_count(up, "echo_llm", "false") == 1
     status = up.model("echo_llm")  # the status page's figures, beside the metric's
     assert status["first_token_cold_s"] > 0 and status["first_token_warm_s"] > 0
+
+
+def test_the_woken_replica_takes_thaw_ups_default_max_tokens(client: openai.OpenAI) -> None:
+    answer = client.completions.create(model="echo_llm", prompt="a b")
+    assert answer.usage is not None and answer.usage.completion_tokens == DEFAULT_MAX_TOKENS
+    assert answer.choices[0].text == "a b a b a "
 
 
 def test_a_streamed_chat_wakes_its_model_and_streams(up: UpProcess, client: openai.OpenAI) -> None:
