@@ -26,7 +26,9 @@ __all__ = [
     "TOOL_CALL_PARSERS",
     "error_body",
     "error_type",
+    "is_openai_path",
     "model_object",
+    "no_route_message",
 ]
 
 MODELS = "/v1/models"
@@ -79,3 +81,18 @@ def error_body(
 def model_object(name: str, created: int) -> dict[str, Any]:
     """One entry of `/v1/models` (`created`: when the server started, seconds since the epoch)."""
     return {"id": name, "object": "model", "created": created, "owned_by": OWNED_BY}
+
+
+def is_openai_path(path: str) -> bool:
+    """Whether a request for `path` is the OpenAI API's, whose every error is `error_body`'s
+    document (`/v1` and below, on both servers)."""
+    return path == "/v1" or path.startswith("/v1/")
+
+
+def no_route_message(method: str, path: str) -> str:
+    """Both servers' words for a `/v1` path they do not answer (the `openai` client's
+    `client.responses`, say): which routes they do."""
+    return (
+        f"Invalid URL ({method} {path[:200]}): the OpenAI API here is GET {MODELS}, "
+        f"POST {COMPLETIONS}, {CHAT_COMPLETIONS} and {EMBEDDINGS}"
+    )

@@ -288,6 +288,21 @@ def test_an_assistants_refusal_part_goes_back_into_the_conversation(
     assert refused.value.param == "messages[2].content"
 
 
+def test_a_route_the_server_lacks_is_refused_in_openais_shape(client: openai.OpenAI) -> None:
+    """Under `/v1` every refusal is OpenAI's document, aiohttp's own 404 and 405 too: the
+    client's `responses` API (not served here) reads which routes are."""
+    with pytest.raises(openai.NotFoundError) as missing:
+        client.responses.create(model="echo_llm", input="hi")
+    assert isinstance(missing.value.body, dict), missing.value.body
+    assert missing.value.body["type"] == "invalid_request_error"
+    assert "Invalid URL (POST /v1/responses)" in missing.value.message
+    assert "/v1/chat/completions" in missing.value.message
+    with pytest.raises(openai.APIStatusError) as wrong_method:
+        client.get("/chat/completions", cast_to=object)
+    assert wrong_method.value.status_code == 405
+    assert isinstance(wrong_method.value.body, dict), wrong_method.value.body
+
+
 def test_a_model_error_mid_stream_is_an_error_event_then_done(server: ServeProcess) -> None:
     body = json.dumps(
         {"model": "echo_llm", "prompt": "FAIL now", "max_tokens": 4, "stream": True}

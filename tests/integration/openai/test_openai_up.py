@@ -169,6 +169,10 @@ def test_refusals_in_openais_shape_at_the_front_door(up: UpProcess, client: open
     with pytest.raises(openai.NotFoundError) as too_long:
         client.completions.create(model="m" * 600, prompt="x")
     assert too_long.value.code == "model_not_found"
+    with pytest.raises(openai.NotFoundError) as missing:  # a route not served: OpenAI's shape
+        client.responses.create(model="echo_llm", input="hi")
+    assert isinstance(missing.value.body, dict)
+    assert "Invalid URL (POST /v1/responses)" in missing.value.message
     # Refused by the replica (after waking it), in the same shape, through the activator.
     with pytest.raises(openai.BadRequestError) as refused:
         client.completions.create(model="not_generative", prompt="x")
