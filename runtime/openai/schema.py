@@ -30,6 +30,7 @@ from thawwire.openai_api import MAX_TOKENS_LIMIT
 __all__ = [
     "MAX_CHOICES",
     "MAX_INPUTS",
+    "SEED_RANGE",
     "ChatMessage",
     "EmbeddingRequest",
     "GenerationRequest",
@@ -51,7 +52,9 @@ _MAX_TOP_LOGPROBS = 20
 _MAX_MESSAGES = 1024
 _MAX_DEPTH = 32
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
-_SEED_RANGE = (-(1 << 63), (1 << 64) - 1)
+# OpenAI's (and Triton's frontend's) seed: a signed 64-bit integer. A model whose `seed` input
+# is UINT64 gets a negative one wrapped (triton_mapping).
+SEED_RANGE = (-(1 << 63), (1 << 63) - 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,8 +286,11 @@ def _sampling(doc: dict[str, Any], *, max_tokens: int | None) -> Sampling:
             f"'max_tokens' = {max_tokens}, must be in [1, {MAX_TOKENS_LIMIT}]", param="max_tokens"
         )
     seed = _optional(doc, "seed", int, None)
-    if seed is not None and not _SEED_RANGE[0] <= seed <= _SEED_RANGE[1]:
-        raise OpenAIError("'seed' is out of the 64-bit range", param="seed")
+    if seed is not None and not SEED_RANGE[0] <= seed <= SEED_RANGE[1]:
+        raise OpenAIError(
+            f"'seed' = {seed}, must be a signed 64-bit integer, in [-2**63, 2**63 - 1]",
+            param="seed",
+        )
     return Sampling(
         max_tokens=max_tokens,
         temperature=_number(doc, "temperature", 0.0, 2.0),

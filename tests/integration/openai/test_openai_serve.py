@@ -188,6 +188,18 @@ def test_a_request_without_max_tokens_gets_the_servers_default(client: openai.Op
     assert own.usage is not None and own.usage.completion_tokens == 2
 
 
+def test_seeds_are_signed_64_bit_and_n_choices_wrap_within_them(client: openai.OpenAI) -> None:
+    """OpenAI's (and Triton's frontend's) seed range: a larger one reached vLLM-style models,
+    whose torch generator refused it (or `seed + 1` for a second choice) with a 500."""
+    answer = client.completions.create(model="params_vllm", prompt="x", seed=2**63 - 1, n=2)
+    seeds = {c.index: json.loads(c.text)["sampling_parameters"]["seed"] for c in answer.choices}
+    assert seeds == {0: 2**63 - 1, 1: -(2**63)}
+    for seed in (2**63, 2**64 - 1, -(2**63) - 1):
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.completions.create(model="params_vllm", prompt="x", seed=seed)
+        assert refused.value.param == "seed"
+
+
 def test_embeddings_as_floats_and_base64(client: openai.OpenAI) -> None:
     answer = client.embeddings.create(model="embed_text", input=["ab", "cd"])
     vectors = [np.array(d.embedding) for d in answer.data]
