@@ -20,7 +20,12 @@ from thawserver.restricted_protocols import (
 from thawwire.internal_calls import InternalCalls
 from thawwire.log_settings import LogSettings
 from thawwire.model_control import POLL_SECS_RANGE, ModelControlMode
-from thawwire.openai_api import DEFAULT_MAX_TOOL_CALL_PARSE_BYTES, TOOL_CALL_PARSERS
+from thawwire.openai_api import (
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_MAX_TOOL_CALL_PARSE_BYTES,
+    MAX_TOKENS_LIMIT,
+    TOOL_CALL_PARSERS,
+)
 from thawwire.trace_settings import TraceSetting
 
 __all__ = ["ConfigError", "ModelControlMode", "ServeConfig", "parse_cuda_pool"]
@@ -137,6 +142,9 @@ class ServeConfig:
     # streamed answer (`--max-tool-call-parse-bytes`).
     tool_call_parser: str | None = None
     max_tool_call_parse_bytes: int = DEFAULT_MAX_TOOL_CALL_PARSE_BYTES
+    # `--default-max-tokens`: the most tokens an OpenAI completion or chat generates when it
+    # sets no `max_tokens` (thawwire.openai_api).
+    default_max_tokens: int = DEFAULT_MAX_TOKENS
     # `--lora-separator`: a request's model `<model><separator><lora>` selects a LoRA adapter
     # (thawwire.openai_lora); None: no LoRA selection.
     lora_separator: str | None = None
@@ -202,6 +210,7 @@ class ServeConfig:
             _in_range("fork_server_fd", self.fork_server_fd, 3, 1 << 20)
         _in_range("exit_timeout_s", self.exit_timeout_s, 0, 3600)
         _in_range("max_tool_call_parse_bytes", self.max_tool_call_parse_bytes, 1, 1 << 30)
+        _in_range("default_max_tokens", self.default_max_tokens, 1, MAX_TOKENS_LIMIT)
         if self.tool_call_parser is not None and self.tool_call_parser not in TOOL_CALL_PARSERS:
             raise ConfigError(
                 f"`tool_call_parser` = {self.tool_call_parser}, must be one of "

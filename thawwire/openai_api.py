@@ -12,10 +12,12 @@ from typing import Any
 __all__ = [
     "CHAT_COMPLETIONS",
     "COMPLETIONS",
+    "DEFAULT_MAX_TOKENS",
     "DEFAULT_MAX_TOOL_CALL_PARSE_BYTES",
     "EMBEDDINGS",
     "GENERATION_PATHS",
     "HEALTH_READY",
+    "MAX_TOKENS_LIMIT",
     "MODEL",
     "MODELS",
     "MODEL_LOAD",
@@ -24,7 +26,9 @@ __all__ = [
     "TOOL_CALL_PARSERS",
     "error_body",
     "error_type",
+    "is_openai_path",
     "model_object",
+    "no_route_message",
 ]
 
 MODELS = "/v1/models"
@@ -36,6 +40,11 @@ EMBEDDINGS = "/v1/embeddings"
 HEALTH_READY = "/health/ready"
 MODEL_LOAD = "/v1/models/{model}/load"
 MODEL_UNLOAD = "/v1/models/{model}/unload"
+# The most tokens a completion or chat generates when the request sets no `max_tokens` (nor
+# `max_completion_tokens`): Triton's OpenAI frontend's default, which `--default-max-tokens`
+# sets on both servers; and the most any request, or the flag, may ask for.
+DEFAULT_MAX_TOKENS = 16
+MAX_TOKENS_LIMIT = 1 << 20
 # The tool-call parsers `--tool-call-parser` names (Triton's frontend's names), and its default
 # bound on the text one streamed answer's parser reads (128 KiB).
 TOOL_CALL_PARSERS = ("llama3", "mistral")
@@ -72,3 +81,18 @@ def error_body(
 def model_object(name: str, created: int) -> dict[str, Any]:
     """One entry of `/v1/models` (`created`: when the server started, seconds since the epoch)."""
     return {"id": name, "object": "model", "created": created, "owned_by": OWNED_BY}
+
+
+def is_openai_path(path: str) -> bool:
+    """Whether a request for `path` is the OpenAI API's, whose every error is `error_body`'s
+    document (`/v1` and below, on both servers)."""
+    return path == "/v1" or path.startswith("/v1/")
+
+
+def no_route_message(method: str, path: str) -> str:
+    """Both servers' words for a `/v1` path they do not answer (the `openai` client's
+    `client.responses`, say): which routes they do."""
+    return (
+        f"Invalid URL ({method} {path[:200]}): the OpenAI API here is GET {MODELS}, "
+        f"POST {COMPLETIONS}, {CHAT_COMPLETIONS} and {EMBEDDINGS}"
+    )

@@ -55,7 +55,7 @@ from activator.scaler.backend import ScalerKind
 from activator.scaler.kube_config import KubernetesConfig
 from activator.scaler.local.host_tier import make_tier_dir, remove_tier_dir
 from activator.scaler.local_config import LocalConfig, PoolSettings
-from thawserver import lora_flags
+from thawserver import lora_flags, max_tokens_flag
 from thawserver.backend_config_flags import add_backend_config_argument
 from thawserver.cache_flags import add_cache_arguments
 from thawserver.fd_limit import bounded_by_fd_limit
@@ -75,6 +75,7 @@ from thawserver.settings_flags import (
 )
 from thawserver.tool_call_flags import add_tool_call_arguments, replica_environment
 from thawwire.model_control import ModelControlMode
+from thawwire.openai_api import MAX_TOKENS_LIMIT
 
 __all__ = ["register", "run"]
 
@@ -273,6 +274,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     _add_connection_arguments(p)
     add_tool_call_arguments(p, {})  # given to each local replica (thawserver.tool_call_flags)
     lora_flags.add_lora_argument(p, {})  # used here, and given to each local replica
+    max_tokens_flag.add_default_max_tokens_argument(p, {})  # given to each local replica
     p.add_argument(
         "--direct-connections",
         choices=["on", "off"],
@@ -400,6 +402,7 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
     check_range("--request-timeout-s", args.request_timeout_s, 0.1, 86_400)
     check_range("--body-timeout-s", args.body_timeout_s, 0.1, 3600)
     check_range("--max-tool-call-parse-bytes", args.max_tool_call_parse_bytes, 1, 1 << 30)
+    check_range("--default-max-tokens", args.default_max_tokens, 1, MAX_TOKENS_LIMIT)
     check_range("--drain-timeout-s", args.drain_timeout_s, 0, 3600)
     check_range("--direct-max-age-s", args.direct_max_age_s, 0, 86_400)
     check_range("--arena-bytes", args.arena_bytes, 0, 1 << 44)
@@ -498,6 +501,7 @@ def run(args: argparse.Namespace) -> int:
         # leaves this process's environment as it was).
         os.environ.update(replica_environment(args))
         os.environ.update(lora_flags.replica_environment(args))
+        os.environ.update(max_tokens_flag.replica_environment(args))
         config = dataclasses.replace(
             config,
             # Each connection the activator serves may hold a second descriptor (its request's

@@ -19,7 +19,7 @@ from thawserver.connection_limits import LIMIT_RANGES, ConnectionLimits, out_of_
 from thawserver.limit_flags import limits_from_args
 from thawserver.rate_limit_flags import RateLimitMode, parse_mode, parse_resource
 from thawwire.model_control import LOAD_MODEL_NOT_EXPLICIT, POLL_SECS_RANGE, ModelControlMode
-from thawwire.openai_api import DEFAULT_MAX_TOOL_CALL_PARSE_BYTES
+from thawwire.openai_api import DEFAULT_MAX_TOKENS, DEFAULT_MAX_TOOL_CALL_PARSE_BYTES
 
 __all__ = [
     "POLL_NOT_ON_KUBERNETES",
@@ -184,4 +184,9 @@ def refuse_local_only_flags(args: argparse.Namespace) -> None:
             f"--max-tool-call-parse-bytes {args.max_tool_call_parse_bytes} reaches replicas with "
             "--scaler local only: on Kubernetes the runtime pods' flags are the Helm chart's; "
             f"set its value runtime.maxToolCallParseBytes={args.max_tool_call_parse_bytes} instead"
+        )
+    if args.default_max_tokens != DEFAULT_MAX_TOKENS:
+        raise ConfigError(
+            f"--default-max-tokens {args.default_max_tokens} reaches replicas with --scaler "
+            "local only: on Kubernetes the runtime pods' flags are the Helm chart's pool template"
         )

@@ -55,7 +55,7 @@ from thawserver.settings_api import SettingsApi
 from thawserver.shm_api import RestSharedMemory
 from thawserver.shm_registry import SystemSharedMemory
 from thawserver.transfer_coding import refuse_unknown_codings
-from thawwire import server_info
+from thawwire import openai_api, server_info
 from thawwire.errors import LoadOverrideError
 from thawwire.internal_calls import HEADER as INTERNAL_HEADER
 from thawwire.load_overrides import overrides_from_json, refused
@@ -137,22 +137,36 @@ async def errors_as_json(request: web.Request, handler: _Handler) -> web.StreamR
         return await handler(request)
     except ActivatorError as exc:
         message = request.app[REDACT](exc.message)
-        return json_response({"error": message}, status=exc.status, headers=exc.headers())
+        return _error(request, message, status=exc.status, headers=exc.headers())
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
         message = exc.reason
-        if exc.status == 404:
+        if exc.status == 404 and openai_api.is_openai_path(request.path):
+            message = openai_api.no_route_message(request.method, request.path)
+        elif exc.status == 404:
             message = RouteNotFound(f"no route for {request.path[:200]!r}").message
         elif exc.status == 405:
             message = f"method {request.method} not allowed on {request.path[:200]!r}"
         elif exc.status == 413:
             limit = request.app[FLEET].config.max_body_bytes
             message = too_large_text(limit)
-        return json_response({"error": message}, status=exc.status)
+        return _error(request, message, status=exc.status)
     except Exception:
         logger.exception("unhandled error on %s %s", request.method, request.path)
-        return json_response({"error": "internal error in the activator"}, status=500)
+        return _error(request, "internal error in the activator", status=500)
+
+
+def _error(
+    request: web.Request, message: str, *, status: int, headers: dict[str, str] | None = None
+) -> web.Response:
+    """`{"error": message}`; under `/v1`, OpenAI's error document (thawwire.openai_api), as
+    `thaw serve` answers there."""
+    if openai_api.is_openai_path(request.path):
+        doc: dict[str, object] = openai_api.error_body(message, status=status)
+    else:
+        doc = {"error": message}
+    return json_response(doc, status=status, headers=headers)
 
 
 def build_app(

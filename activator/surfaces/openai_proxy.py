@@ -82,7 +82,8 @@ class OpenAIProxy:
             except ActivatorError as exc:
                 message = request.app[self._redact](exc.message)
                 code = "model_not_found" if isinstance(exc, UnknownModel) else None
-                doc = api.error_body(message, status=exc.status, code=code)
+                param = exc.param if isinstance(exc, _BadField) else None
+                doc = api.error_body(message, status=exc.status, param=param, code=code)
                 return json_response(doc, status=exc.status, headers=exc.headers())
 
         return wrapped
@@ -174,8 +175,17 @@ def _lora_names(entry: ModelEntry) -> tuple[str, ...]:
     return read_lora_names(entry.directory / entry.versions[-1], vllm=vllm)
 
 
+class _BadField(BadRequest):
+    """A body refused here, naming its field (`param`) as the replica's refusal would."""
+
+    def __init__(self, message: str, *, param: str) -> None:
+        super().__init__(message)
+        self.param = param
+
+
 def _model_of(body: bytes) -> str:
-    """The `model` an OpenAI request body names; BadRequest in OpenAI's words otherwise."""
+    """The `model` an OpenAI request body names; else the refusal `thaw serve` answers: 400
+    for a body without one, 404 for a name no model can have (too long)."""
     try:
         doc = json.loads(body)
     except (ValueError, RecursionError) as exc:
@@ -183,6 +193,8 @@ def _model_of(body: bytes) -> str:
     if not isinstance(doc, dict):
         raise BadRequest("request body must be a JSON object")
     name = doc.get("model")
-    if not isinstance(name, str) or not name or len(name) > _MAX_NAME:
-        raise BadRequest("'model' must be a non-empty string")
+    if not isinstance(name, str) or not name:
+        raise _BadField("'model' must be a non-empty string", param="model")
+    if len(name) > _MAX_NAME:
+        raise UnknownModel(f"The model '{name[:200]}' does not exist")
     return name

@@ -30,6 +30,7 @@ from thawserver.settings_api import LogTarget, SettingsApi
 from thawserver.shm_api import RestSharedMemory
 from thawserver.shm_registry import SystemSharedMemory
 from thawserver.transfer_coding import coding_refusal
+from thawwire import openai_api
 from thawwire.model_control import NOT_LOADED
 from thawwire.paths import MODEL, MODEL_VERSION
 from thawwire.trace_settings import TraceSettings
@@ -120,18 +121,21 @@ async def error_middleware(request: web.Request, handler: _Handler) -> web.Strea
             probe = exc.status == 503 and request.path.endswith(("/ready", "/live"))
             level = logging.DEBUG if probe else logging.WARNING
             logger.log(level, "%s %s -> %d: %s", request.method, request.path, exc.status, exc)
-        response = _error_response(exc.status, exc.message, request.app.get(REDACT))
+        response = _error_response(request, exc.status, exc.message)
         if isinstance(exc, ModelNotLoaded):
             response.headers[NOT_LOADED] = exc.model
         return response
     except web.RequestPayloadError as exc:
         # Malformed chunked framing, or a body cut short by the client.
         message = f"request body could not be read: {exc}"
-        return _error_response(400, message, request.app.get(REDACT))
+        return _error_response(request, 400, message)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        response = _error_response(exc.status, exc.reason, request.app.get(REDACT))
+        message = exc.reason
+        if exc.status == 404 and openai_api.is_openai_path(request.path):
+            message = openai_api.no_route_message(request.method, request.path)
+        response = _error_response(request, exc.status, message)
         if "Allow" in exc.headers:
             response.headers["Allow"] = exc.headers["Allow"]
         return response
@@ -139,13 +143,19 @@ async def error_middleware(request: web.Request, handler: _Handler) -> web.Strea
         raise
     except Exception:
         logger.exception("unexpected error in %s %s", request.method, request.path)
-        return _error_response(500, "internal server error")
+        return _error_response(request, 500, "internal server error")
 
 
-def _error_response(status: int, message: str, redact: Redactor | None = None) -> web.Response:
+def _error_response(request: web.Request, status: int, message: str) -> web.Response:
+    """`{"error": message}`; under `/v1`, OpenAI's error document (thawwire.openai_api), which
+    the `openai` client parses."""
     # The repository and cache directories never reach a client (thawserver.redaction).
+    redact = request.app.get(REDACT)
     text = redact(message) if redact is not None else message
-    response = json_response({"error": text}, status=status)
+    if openai_api.is_openai_path(request.path):
+        response = json_response(openai_api.error_body(text, status=status), status=status)
+    else:
+        response = json_response({"error": text}, status=status)
     if status == 413:
         # The rest of an oversized body is never read; closing beats draining it.
         response.force_close()

@@ -21,15 +21,15 @@ from typing import Protocol
 from runtime.inference import InferRequest, InferResponse
 from runtime.openai.logprobs import TokenLogprob
 from runtime.openai.lora import LoraRequest
-from runtime.openai.schema import GenerationRequest, Sampling
+from runtime.openai.schema import SEED_RANGE, GenerationRequest, Sampling
 from runtime.openai.triton_mapping import (
-    DEFAULT_MAX_TOKENS,
     ModelFace,
     generate_request,
     logprobs_of,
     text_of,
     token_counts,
 )
+from thawwire.openai_api import DEFAULT_MAX_TOKENS
 
 __all__ = ["Delta", "End", "Generation", "StopScan", "Streams", "Usage"]
 
@@ -162,11 +162,14 @@ class Generation:
                     await task
 
     def _sampling(self, index: int) -> tuple[str, Sampling]:
-        """Choice `index`'s prompt and sampling (choice i of a prompt samples with seed + i)."""
+        """Choice `index`'s prompt and sampling (choice i of a prompt samples with seed + i,
+        wrapped within the seeds a request may give, so every choice's is one too)."""
         prompt_index, i = divmod(index, self._request.n)
         sampling = self._request.sampling
-        if sampling.seed is not None and i:
-            sampling = replace(sampling, seed=sampling.seed + i)  # n choices, n samples
+        if sampling.seed is not None and i:  # n choices, n samples
+            low, high = SEED_RANGE
+            seed = (sampling.seed + i - low) % (high - low + 1) + low
+            sampling = replace(sampling, seed=seed)
         return self._prompts[prompt_index], sampling
 
     async def _choice(self, index: int) -> AsyncIterator[Delta | End]:

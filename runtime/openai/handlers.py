@@ -16,6 +16,7 @@ Every refusal is OpenAI's error shape (runtime.openai.errors), with the runtime'
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import time
@@ -183,6 +184,10 @@ class OpenAIHandlers:
         return await self._generate(request, parse_chat(await self._body(request)))
 
     async def _generate(self, request: web.Request, asked: GenerationRequest) -> web.StreamResponse:
+        if asked.sampling.max_tokens is None:  # `--default-max-tokens`, as Triton's frontend
+            limit = self._config.default_max_tokens
+            sampling = dataclasses.replace(asked.sampling, max_tokens=limit)
+            asked = dataclasses.replace(asked, sampling=sampling)
         face, lora = await self._face(asked.model)
         prompts = asked.prompts
         if asked.is_chat:

@@ -25,10 +25,12 @@ from runtime.openai.tool_schema import (
     message_tool_calls,
     parse_tools,
 )
+from thawwire.openai_api import MAX_TOKENS_LIMIT
 
 __all__ = [
     "MAX_CHOICES",
     "MAX_INPUTS",
+    "SEED_RANGE",
     "ChatMessage",
     "EmbeddingRequest",
     "GenerationRequest",
@@ -43,7 +45,6 @@ __all__ = [
 MAX_CHOICES = 16
 # The most strings one embeddings request may carry (each is one request to the model).
 MAX_INPUTS = 256
-_MAX_TOKENS = 1 << 20
 _MAX_STOP = 4
 # OpenAI's bounds: completions' `logprobs`, chat's `top_logprobs` (tokens per position).
 _MAX_COMPLETION_LOGPROBS = 5
@@ -51,7 +52,9 @@ _MAX_TOP_LOGPROBS = 20
 _MAX_MESSAGES = 1024
 _MAX_DEPTH = 32
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
-_SEED_RANGE = (-(1 << 63), (1 << 64) - 1)
+# OpenAI's (and Triton's frontend's) seed: a signed 64-bit integer. A model whose `seed` input
+# is UINT64 gets a negative one wrapped (triton_mapping).
+SEED_RANGE = (-(1 << 63), (1 << 63) - 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,25 +133,43 @@ class EmbeddingRequest:
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:
-    """The body as a JSON object, nested no deeper than a chat request needs."""
+    """The body as a JSON object of Unicode text, nested no deeper than a chat request needs."""
     try:
         doc = json.loads(raw)
     except (ValueError, RecursionError) as exc:
         raise OpenAIError(f"request body is not valid JSON: {str(exc)[:200]}") from None
     if not isinstance(doc, dict):
         raise OpenAIError("request body must be a JSON object")
-    _check_depth(doc, 0)
+    _check_tree(doc, 0)
     return doc
 
 
-def _check_depth(value: Any, depth: int) -> None:
+def _check_tree(value: Any, depth: int) -> None:
     if depth > _MAX_DEPTH:
         raise OpenAIError(f"request body is nested deeper than {_MAX_DEPTH} levels")
-    children = (
-        value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
-    )
-    for child in children:
-        _check_depth(child, depth + 1)
+    if isinstance(value, str):
+        _check_text(value)
+    elif isinstance(value, dict):
+        for key, child in value.items():
+            _check_text(key)
+            _check_tree(child, depth + 1)
+    elif isinstance(value, list):
+        for child in value:
+            _check_tree(child, depth + 1)
+
+
+def _check_text(text: str) -> None:
+    """JSON's `\\ud800` escapes decode to lone surrogates, which no UTF-8 text holds: every
+    string goes to a model, a template or a log as UTF-8, so such a body is refused here."""
+    if text.isascii():
+        return
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise OpenAIError(
+            f"request body holds the lone surrogate {text[exc.start]!a} in a string (a "
+            "\\u escape in \\ud800-\\udfff without its pair): that is not Unicode text"
+        ) from None
 
 
 def parse_completion(doc: dict[str, Any]) -> GenerationRequest:
@@ -260,13 +281,16 @@ def _bounded(doc: dict[str, Any], key: str, high: int) -> int | None:
 
 
 def _sampling(doc: dict[str, Any], *, max_tokens: int | None) -> Sampling:
-    if max_tokens is not None and not 1 <= max_tokens <= _MAX_TOKENS:
+    if max_tokens is not None and not 1 <= max_tokens <= MAX_TOKENS_LIMIT:
         raise OpenAIError(
-            f"'max_tokens' = {max_tokens}, must be in [1, {_MAX_TOKENS}]", param="max_tokens"
+            f"'max_tokens' = {max_tokens}, must be in [1, {MAX_TOKENS_LIMIT}]", param="max_tokens"
         )
     seed = _optional(doc, "seed", int, None)
-    if seed is not None and not _SEED_RANGE[0] <= seed <= _SEED_RANGE[1]:
-        raise OpenAIError("'seed' is out of the 64-bit range", param="seed")
+    if seed is not None and not SEED_RANGE[0] <= seed <= SEED_RANGE[1]:
+        raise OpenAIError(
+            f"'seed' = {seed}, must be a signed 64-bit integer, in [-2**63, 2**63 - 1]",
+            param="seed",
+        )
     return Sampling(
         max_tokens=max_tokens,
         temperature=_number(doc, "temperature", 0.0, 2.0),
@@ -305,13 +329,16 @@ def _message(value: Any, index: int) -> ChatMessage:
     name = value.get("name")
     if name is not None and not isinstance(name, str):
         raise OpenAIError(f"{param}.name must be a string", param=f"{param}.name")
-    content = _content(value.get("content"), param)
+    content = _content(value.get("content"), param, assistant=role == "assistant")
     return ChatMessage(
         role, content, calls, call_id if role == "tool" else None, name if name else None
     )
 
 
-def _content(content: Any, param: str) -> str:
+def _content(content: Any, param: str, *, assistant: bool) -> str:
+    """A message's text: a string, or its parts' texts joined. An assistant's parts may be
+    `refusal`s too (OpenAI's API takes them back in a conversation); their text is its words,
+    as vLLM's server renders them."""
     if content is None:
         return ""
     if isinstance(content, str):
@@ -319,14 +346,14 @@ def _content(content: Any, param: str) -> str:
     if isinstance(content, list):
         texts = []
         for part in content:
-            if not isinstance(part, dict) or part.get("type") != "text":
-                raise OpenAIError(
-                    f"{param}.content: only text parts are supported", param=f"{param}.content"
-                )
-            text = part.get("text")
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind != "text" and not (assistant and kind == "refusal"):
+                only = "only text and refusal parts are" if assistant else "only text parts are"
+                raise OpenAIError(f"{param}.content: {only} supported", param=f"{param}.content")
+            text = part.get(kind)
             if not isinstance(text, str):
                 raise OpenAIError(
-                    f"{param}.content: a text part needs 'text'", param=f"{param}.content"
+                    f"{param}.content: a {kind} part needs '{kind}'", param=f"{param}.content"
                 )
             texts.append(text)
         return "".join(texts)

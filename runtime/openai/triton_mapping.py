@@ -46,9 +46,9 @@ from runtime.openai.logprobs import TokenLogprob, parse_logprobs
 from runtime.openai.lora import LoraRequest
 from runtime.openai.response_format import Guide, GuideKind
 from runtime.openai.schema import Sampling
+from thawwire.openai_api import DEFAULT_MAX_TOKENS
 
 __all__ = [
-    "DEFAULT_MAX_TOKENS",
     "ModelFace",
     "embedding_of",
     "embedding_request",
@@ -58,8 +58,6 @@ __all__ = [
     "token_counts",
 ]
 
-# Triton's frontend's default when the client sets no `max_tokens` (its --default-max-tokens).
-DEFAULT_MAX_TOKENS = 16
 TEXT_IN, TEXT_OUT = "text_input", "text_output"
 _VLLM_SAMPLING = "sampling_parameters"
 _EMBEDDING_REQUEST = "embedding_request"

@@ -28,6 +28,7 @@ from thawserver.fd_limit import bounded_by_fd_limit
 from thawserver.limit_flags import add_body_timeout_argument, add_limit_arguments, limits_from_args
 from thawserver.log_control import LogControl
 from thawserver.lora_flags import add_lora_argument
+from thawserver.max_tokens_flag import add_default_max_tokens_argument
 from thawserver.repository_flags import model_repositories, strict_model_config_warnings
 from thawserver.settings_flags import log_settings, trace_setting
 from thawserver.tool_call_flags import add_tool_call_arguments
@@ -170,6 +171,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_limit_arguments(p)
     add_tool_call_arguments(p, os.environ)
     add_lora_argument(p, os.environ)
+    add_default_max_tokens_argument(p, os.environ)
     p.add_argument(
         "--event-loop",
         choices=["auto", "asyncio", "uvloop"],
@@ -334,6 +336,7 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
         tool_call_parser=args.tool_call_parser,
         max_tool_call_parse_bytes=args.max_tool_call_parse_bytes,
         lora_separator=args.lora_separator or None,
+        default_max_tokens=args.default_max_tokens,
         host=args.host,
         port=args.port,
         model_control_mode=ModelControlMode(args.model_control_mode),

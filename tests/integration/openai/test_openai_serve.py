@@ -21,6 +21,7 @@ from tests.fixtures.serve_process import ServeProcess
 pytestmark = pytest.mark.integration
 
 MAX_BODY_BYTES = 65536
+DEFAULT_MAX_TOKENS = 6  # the server's --default-max-tokens (Triton's frontend's default: 16)
 # A template unlike the fallback, so the tests can tell which one made the prompt.
 TEMPLATE = (
     "{{ bos_token }}{% for m in messages %}<{{ m.role }}>{{ m.content }}</{{ m.role }}>"
@@ -36,7 +37,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
     openai_models.make_params_vllm(repo)
     openai_models.make_embed_text(repo)
     openai_models.make_not_generative(repo)
-    serve = ServeProcess(repo, "--max-body-bytes", str(MAX_BODY_BYTES))
+    serve = ServeProcess(
+        repo,
+        "--max-body-bytes", str(MAX_BODY_BYTES),
+        "--default-max-tokens", str(DEFAULT_MAX_TOKENS),
+    )  # fmt: skip
     serve.wait_ready()
     yield serve
     serve.stop()
@@ -162,6 +167,39 @@ def test_sampling_fields_reach_a_vllm_style_model_as_its_json(client: openai.Ope
     assert doc["exclude_input_in_output"] is False  # echo=True
 
 
+def test_a_request_without_max_tokens_gets_the_servers_default(client: openai.OpenAI) -> None:
+    """`--default-max-tokens` (Triton's OpenAI frontend's flag) is the limit sent for a request
+    that sets neither `max_tokens` nor `max_completion_tokens`; the request's own wins."""
+    answer = client.completions.create(model="params_vllm", prompt="x")
+    doc = json.loads(answer.choices[0].text)
+    assert doc["sampling_parameters"]["max_tokens"] == DEFAULT_MAX_TOKENS
+    messages: Any = [{"role": "user", "content": "a"}]
+    chat = client.chat.completions.create(model="echo_llm", messages=messages)
+    assert chat.usage is not None and chat.usage.completion_tokens == DEFAULT_MAX_TOKENS
+    assert chat.choices[0].finish_reason == "length"
+    stream = client.chat.completions.create(
+        model="echo_llm", messages=messages, stream=True, stream_options={"include_usage": True}
+    )
+    usage = list(stream)[-1].usage
+    assert usage is not None and usage.completion_tokens == DEFAULT_MAX_TOKENS
+    own = client.chat.completions.create(
+        model="echo_llm", messages=messages, max_completion_tokens=2
+    )
+    assert own.usage is not None and own.usage.completion_tokens == 2
+
+
+def test_seeds_are_signed_64_bit_and_n_choices_wrap_within_them(client: openai.OpenAI) -> None:
+    """OpenAI's (and Triton's frontend's) seed range: a larger one reached vLLM-style models,
+    whose torch generator refused it (or `seed + 1` for a second choice) with a 500."""
+    answer = client.completions.create(model="params_vllm", prompt="x", seed=2**63 - 1, n=2)
+    seeds = {c.index: json.loads(c.text)["sampling_parameters"]["seed"] for c in answer.choices}
+    assert seeds == {0: 2**63 - 1, 1: -(2**63)}
+    for seed in (2**63, 2**64 - 1, -(2**63) - 1):
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.completions.create(model="params_vllm", prompt="x", seed=seed)
+        assert refused.value.param == "seed"
+
+
 def test_embeddings_as_floats_and_base64(client: openai.OpenAI) -> None:
     answer = client.embeddings.create(model="embed_text", input=["ab", "cd"])
     vectors = [np.array(d.embedding) for d in answer.data]
@@ -213,6 +251,68 @@ def test_refusals_in_openais_error_shape(client: openai.OpenAI, server: ServePro
     assert status == 413 and set(doc["error"]) == {"message", "type", "param", "code"}
     # ... and the server still serves.
     assert client.completions.create(model="echo_llm", prompt="ok", max_tokens=1).choices[0].text
+
+
+def test_a_lone_surrogate_is_a_400_not_a_crash(client: openai.OpenAI, server: ServeProcess) -> None:
+    """JSON lets a client escape half a surrogate pair (`"\\ud800"`; JavaScript's
+    JSON.stringify writes one for a broken string); it is no Unicode text, so no model can be
+    sent it. The `openai` client cannot send one (it encodes the body as UTF-8 first): urllib
+    does."""
+    bodies = [
+        ("/v1/completions", b'{"model": "echo_llm", "prompt": "\\ud800 x"}'),
+        ("/v1/completions", b'{"model": "echo_llm", "prompt": "x", "stop": ["\\udfff"]}'),
+        (
+            "/v1/chat/completions",
+            b'{"model": "echo_llm", "messages": [{"role": "user", "content": "a\\ud83d"}]}',
+        ),
+        ("/v1/embeddings", b'{"model": "embed_text", "input": ["ok", "\\ud800"]}'),
+        ("/v1/completions", b'{"model": "echo_llm", "prompt": "x", "\\ud800": 1}'),
+    ]
+    for path, body in bodies:
+        status, doc = _post(server, path, body)
+        assert status == 400, (path, body, doc)
+        assert doc["error"]["type"] == "invalid_request_error"
+        assert "lone surrogate" in doc["error"]["message"]
+    # A whole pair is one character, and the server still serves.
+    pair = b'{"model": "echo_llm", "prompt": "\\ud83d\\ude00", "max_tokens": 1}'
+    status, doc = _post(server, "/v1/completions", pair)
+    assert (status, doc["choices"][0]["text"]) == (200, "\U0001f600 ")
+    assert client.completions.create(model="echo_llm", prompt="ok", max_tokens=1).choices
+
+
+def test_an_assistants_refusal_part_goes_back_into_the_conversation(
+    client: openai.OpenAI,
+) -> None:
+    """OpenAI's API takes an assistant's content as text and refusal parts (the `openai`
+    client's ChatCompletionContentPartRefusalParam): a conversation that carries a refusal
+    back is rendered with its words, as vLLM's server renders it."""
+    messages: Any = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": [{"type": "refusal", "refusal": "cannot"}]},
+        {"role": "user", "content": [{"type": "text", "text": "why"}]},
+    ]
+    answer = client.chat.completions.create(model="echo_llm", messages=messages, max_tokens=7)
+    assert answer.choices[0].message.content == "user: hi assistant: cannot user: why assistant: "
+    # Only an assistant refuses: a user's refusal part is still refused.
+    messages[2]["content"] = [{"type": "refusal", "refusal": "no"}]
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(model="echo_llm", messages=messages, max_tokens=1)
+    assert refused.value.param == "messages[2].content"
+
+
+def test_a_route_the_server_lacks_is_refused_in_openais_shape(client: openai.OpenAI) -> None:
+    """Under `/v1` every refusal is OpenAI's document, aiohttp's own 404 and 405 too: the
+    client's `responses` API (not served here) reads which routes are."""
+    with pytest.raises(openai.NotFoundError) as missing:
+        client.responses.create(model="echo_llm", input="hi")
+    assert isinstance(missing.value.body, dict), missing.value.body
+    assert missing.value.body["type"] == "invalid_request_error"
+    assert "Invalid URL (POST /v1/responses)" in missing.value.message
+    assert "/v1/chat/completions" in missing.value.message
+    with pytest.raises(openai.APIStatusError) as wrong_method:
+        client.get("/chat/completions", cast_to=object)
+    assert wrong_method.value.status_code == 405
+    assert isinstance(wrong_method.value.body, dict), wrong_method.value.body
 
 
 def test_a_model_error_mid_stream_is_an_error_event_then_done(server: ServeProcess) -> None:

@@ -22,6 +22,7 @@ pytestmark = pytest.mark.integration
 
 MODELS = ("broken_llm", "chat_llm", "echo_llm", "embed_text", "not_generative", "stream_llm")
 MAX_BODY_BYTES = 65536
+DEFAULT_MAX_TOKENS = 5  # thaw up's --default-max-tokens, which each replica it starts gets
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +43,7 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpProcess]:
         "--no-image-build",
         "--cache", str(repo.parent / "cache"),
         "--max-body-bytes", str(MAX_BODY_BYTES),
+        "--default-max-tokens", str(DEFAULT_MAX_TOKENS),
     )  # fmt: skip
     yield server
     server.stop()
@@ -101,6 +103,12 @@ def test_a_completion_wakes_its_model_from_zero(up: UpProcess, client: openai.Op
     assert status["first_token_cold_s"] > 0 and status["first_token_warm_s"] > 0
 
 
+def test_the_woken_replica_takes_thaw_ups_default_max_tokens(client: openai.OpenAI) -> None:
+    answer = client.completions.create(model="echo_llm", prompt="a b")
+    assert answer.usage is not None and answer.usage.completion_tokens == DEFAULT_MAX_TOKENS
+    assert answer.choices[0].text == "a b a b a "
+
+
 def test_a_streamed_chat_wakes_its_model_and_streams(up: UpProcess, client: openai.OpenAI) -> None:
     assert _replicas(up, "chat_llm") == 0
     stream = client.chat.completions.create(
@@ -155,10 +163,23 @@ def test_refusals_in_openais_shape_at_the_front_door(up: UpProcess, client: open
         status, doc = _post(up, "/v1/completions", body)
         assert status == 400, (body, doc)
         assert set(doc["error"]) == {"message", "type", "param", "code"}
+    # Named as `thaw serve` names it: a body without a model, a name no model can have.
+    status, doc = _post(up, "/v1/completions", b'{"prompt": "x"}')
+    assert doc["error"]["param"] == "model"
+    with pytest.raises(openai.NotFoundError) as too_long:
+        client.completions.create(model="m" * 600, prompt="x")
+    assert too_long.value.code == "model_not_found"
+    with pytest.raises(openai.NotFoundError) as missing:  # a route not served: OpenAI's shape
+        client.responses.create(model="echo_llm", input="hi")
+    assert isinstance(missing.value.body, dict)
+    assert "Invalid URL (POST /v1/responses)" in missing.value.message
     # Refused by the replica (after waking it), in the same shape, through the activator.
     with pytest.raises(openai.BadRequestError) as refused:
         client.completions.create(model="not_generative", prompt="x")
     assert refused.value.param == "model"
+    # A lone surrogate (`"\\ud800"`, which the `openai` client cannot send) is a clear 400.
+    status, doc = _post(up, "/v1/completions", b'{"model": "echo_llm", "prompt": "\\ud800"}')
+    assert status == 400 and "lone surrogate" in doc["error"]["message"], doc
 
 
 def test_a_wake_that_fails_and_a_body_too_large_are_openai_errors(

@@ -20,7 +20,6 @@ from runtime.openai.schema import (
     parse_embedding,
 )
 from runtime.openai.triton_mapping import (
-    DEFAULT_MAX_TOKENS,
     ModelFace,
     embedding_of,
     embedding_request,
@@ -28,6 +27,7 @@ from runtime.openai.triton_mapping import (
     text_of,
     token_counts,
 )
+from thawwire.openai_api import DEFAULT_MAX_TOKENS
 
 
 def _face(inputs: dict[str, tuple[str, list[int]]], outputs: list[str], backend: str = "python"):
