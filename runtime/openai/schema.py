@@ -329,6 +329,10 @@ def _message(value: Any, index: int) -> ChatMessage:
     name = value.get("name")
     if name is not None and not isinstance(name, str):
         raise OpenAIError(f"{param}.name must be a string", param=f"{param}.name")
+    if value.get("content") is None and role != "assistant":
+        # OpenAI's API requires it of every role but the assistant's (whose turn may be tool
+        # calls or a refusal alone); an empty prompt in its place would hide the mistake.
+        raise OpenAIError(f"{param}.content is required", param=f"{param}.content")
     content = _content(value.get("content"), param, assistant=role == "assistant")
     return ChatMessage(
         role, content, calls, call_id if role == "tool" else None, name if name else None

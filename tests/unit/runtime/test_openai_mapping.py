@@ -179,8 +179,22 @@ def test_chat_bodies() -> None:
     for messages in ([], [{"role": "robot", "content": "x"}], [{"role": "user", "content": 5}]):
         with pytest.raises(OpenAIError):
             parse_chat({"model": "m", "messages": messages})
+    for role in ("user", "system", "developer", "tool"):
+        message = {"role": role, "tool_call_id": "c1"} if role == "tool" else {"role": role}
+        with pytest.raises(OpenAIError, match=r"messages\[0\]\.content is required") as refused:
+            parse_chat({"model": "m", "messages": [message]})
+        assert refused.value.param == "messages[0].content"
+    calls = [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
+    turn = parse_chat({"model": "m", "messages": [{"role": "assistant", "tool_calls": calls}]})
+    assert turn.messages[0].content == ""  # an assistant's turn may be tool calls alone
     with pytest.raises(OpenAIError, match=r"tools\[0\]\.function must be an object"):
-        parse_chat({"model": "m", "messages": [{"role": "user"}], "tools": [{"type": "function"}]})
+        parse_chat(
+            {
+                "model": "m",
+                "messages": [{"role": "user", "content": "x"}],
+                "tools": [{"type": "function"}],
+            }
+        )
 
 
 def test_embedding_bodies_and_hostile_json() -> None:
