@@ -188,5 +188,6 @@ def refuse_local_only_flags(args: argparse.Namespace) -> None:
     if args.default_max_tokens != DEFAULT_MAX_TOKENS:
         raise ConfigError(
             f"--default-max-tokens {args.default_max_tokens} reaches replicas with --scaler "
-            "local only: on Kubernetes the runtime pods' flags are the Helm chart's pool template"
+            "local only: on Kubernetes the runtime pods' flags are the Helm chart's; set its "
+            f"value runtime.defaultMaxTokens={args.default_max_tokens} instead"
         )

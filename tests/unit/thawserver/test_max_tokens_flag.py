@@ -70,6 +70,6 @@ def test_on_kubernetes_only_the_default_passes(
     assert cli.build_config(_up(tmp_path / "repo", *k8s, "--default-max-tokens", "16")).scaler
     args = _up(tmp_path / "repo", *k8s, "--default-max-tokens", "256")
     assert args.func(args) == 2  # before anything connects to the API
-    assert "--default-max-tokens 256 reaches replicas with --scaler local only" in (
-        capsys.readouterr().err
-    )
+    err = capsys.readouterr().err
+    assert "--default-max-tokens 256 reaches replicas with --scaler local only" in err
+    assert "runtime.defaultMaxTokens=256" in err  # the chart's value that does it there
