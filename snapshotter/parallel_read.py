@@ -9,6 +9,7 @@ unaligned ones and filesystems without O_DIRECT keep ordinary reads (see `direct
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -77,12 +78,19 @@ class _Fds:
 
 
 def _open(job: ReadJob) -> int:
+    """A descriptor of the job's file, which must be a regular file: a FIFO in its place
+    would block the open (and then every read) for as long as no writer comes, a device such
+    as /dev/zero is not a chunk. O_NONBLOCK changes nothing for a regular file."""
     try:
-        return os.open(job.path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(job.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError as exc:
         raise IntegrityError(f"chunk {job.tag} is missing", digest=job.tag) from exc
     except OSError as exc:
         raise SnapshotStoreError(f"cannot open chunk {job.tag}: {exc.strerror}") from exc
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise IntegrityError(f"chunk {job.tag} is not a regular file", digest=job.tag)
+    return fd
 
 
 def _read_piece(fds: _Fds, job: ReadJob, offset: int, nbytes: int, on_piece: OnPiece | None) -> int:

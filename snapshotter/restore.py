@@ -578,10 +578,15 @@ class ImageLoader:
 
 
 def _side_blobs(manifest: Manifest) -> tuple[dict[str, memoryview], list[ChunkEntry]]:
-    """Fresh host memory for the image's artifacts and model files, each digest once."""
+    """Fresh host memory for the image's artifacts and model files, each digest once.
+
+    Mapped, not allocated: a size is only the manifest's claim until the store's bytes match
+    it, so memory is touched only as bytes land, and a claim no memory can hold (a manifest
+    saying 1 TB) is a SnapshotError (the model then loads its files) instead of MemoryError."""
     dests: dict[str, memoryview] = {}
     for entry in (*manifest.artifacts.values(), *manifest.files.values()):
-        dests.setdefault(entry.digest, memoryview(bytearray(entry.size)))
+        if entry.digest not in dests:
+            dests[entry.digest] = Arena(entry.size).memoryview(0, entry.size)
     entries = {e.digest: e for e in (*manifest.artifacts.values(), *manifest.files.values())}
     return dests, list(entries.values())
 
