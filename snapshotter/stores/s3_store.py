@@ -102,7 +102,9 @@ class S3Store:
 
         cfg = self.config
         config = Config(
-            retries={"mode": cfg.retry_mode, "max_attempts": cfg.max_attempts},  # type: ignore[arg-type]
+            # botocore's `max_attempts` counts retries after the first try; `total_max_attempts`
+            # counts every try, as `S3Config.max_attempts` means.
+            retries={"mode": cfg.retry_mode, "total_max_attempts": cfg.max_attempts},  # type: ignore[arg-type]
             connect_timeout=cfg.connect_timeout_s,
             read_timeout=cfg.read_timeout_s,
             max_pool_connections=max(10, cfg.max_parallel * 2),
