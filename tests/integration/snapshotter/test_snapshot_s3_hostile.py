@@ -13,8 +13,16 @@ import pytest
 from s3_images import RANGE_BYTES, publish, s3_store
 from snapshot_s3_fakes import BUCKET, FaultProxy
 
-from snapshotter import ImageLoader, IntegrityError, SnapshotError, SnapshotStoreError, build_image
+from snapshotter import (
+    ImageLoader,
+    IntegrityError,
+    ManifestError,
+    SnapshotError,
+    SnapshotStoreError,
+    build_image,
+)
 from snapshotter.image_ref import ImageRef
+from snapshotter.manifest import MAX_MANIFEST_BYTES
 from snapshotter.stores.dir_store import DirStore
 from snapshotter.stores.s3_store import S3Config, S3Store
 from snapshotter.transfer import copy_image
@@ -117,3 +125,17 @@ def test_a_chunk_object_replaced_by_other_bytes_is_an_integrity_error(
         assert isinstance(caught.value, IntegrityError) and digest in str(caught.value)
         # The other chunks were verified and may stay; of this one nothing, not even a temp.
         assert not [p for p in _cached_chunks(tmp_path / "cache") if digest[:16] in p.name]
+
+
+def test_an_object_over_the_manifest_cap_is_refused_unread(
+    model_repo: Path, tmp_path: Path, s3_env: dict[str, str], fault_proxy: FaultProxy
+) -> None:
+    """Before: the whole object was read into memory (any size), then refused by the parser."""
+    store = publish(model_repo, tmp_path, "huge-manifest", "mlp_onnx")
+    client = boto3.client("s3", endpoint_url=fault_proxy.url)
+    key = f"huge-manifest/{REF.key}/manifest.json"
+    client.put_object(Bucket=BUCKET, Key=key, Body=b" " * (MAX_MANIFEST_BYTES + 1))
+    with pytest.raises(ManifestError, match="over"):
+        store.read_manifest(REF)
+    loader = ImageLoader(None, tmp_path / "cache", "cpu", store=store)
+    assert loader.find("mlp_onnx", "1", None) is None
