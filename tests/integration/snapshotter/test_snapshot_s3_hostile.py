@@ -139,3 +139,21 @@ def test_an_object_over_the_manifest_cap_is_refused_unread(
         store.read_manifest(REF)
     loader = ImageLoader(None, tmp_path / "cache", "cpu", store=store)
     assert loader.find("mlp_onnx", "1", None) is None
+
+
+def test_s3_gone_mid_download_is_a_store_error_and_caches_nothing(
+    model_repo: Path, tmp_path: Path, s3_env: dict[str, str], fault_proxy: FaultProxy
+) -> None:
+    """Every chunk GET cut mid-body (the server going away during the download): each range
+    is retried `stream_retries` times from where it stopped, then the restore fails."""
+    publish(model_repo, tmp_path, "gone", "mlp_onnx")
+    store = s3_store("gone", max_attempts=2, retry_mode="standard")
+    fault_proxy.faults.set("reset")
+    loader = ImageLoader(None, tmp_path / "cache", "cpu", store=store)
+    with pytest.raises(SnapshotStoreError, match="reading chunk"):
+        loader.restore(REF)
+    manifest = loader.manifest(REF)
+    ranges = sum(-(-b.size // RANGE_BYTES) for b in manifest.blobs())
+    # stream_retries (3) tries of each range at most, each of which botocore may retry.
+    assert 1 <= fault_proxy.faults.faulted <= 3 * 2 * ranges, fault_proxy.faults.faulted
+    assert not _cached_chunks(tmp_path / "cache")
