@@ -156,6 +156,19 @@ def _read_config_text(path: Path) -> str:
         raise RepositoryError(f"{path}: cannot read: {exc.strerror or exc}") from exc
 
 
+def _config_present(path: Path) -> bool:
+    """Whether there is a config.pbtxt to read: anything at the path but nothing (a FIFO or a
+    device is refused by the read, not taken for a missing config: the model would load with
+    an auto-completed one). A directory the server may not search is a RepositoryError."""
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as exc:
+        raise RepositoryError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    return True
+
+
 def read_model(
     repo: Path | Repositories,
     name: str,
@@ -182,8 +195,7 @@ def read_model(
     if config_json is not None:
         source = f"config override for '{name}'"
         config = config_from_json(config_json, source)
-    elif config_path.exists():  # not only a regular file: a FIFO or device is refused, not
-        # taken for a missing config (the model would load with an auto-completed one)
+    elif _config_present(config_path):
         config = parse_config(_read_config_text(config_path), source)
     else:
         config = mc.ModelConfig()
