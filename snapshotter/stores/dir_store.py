@@ -168,16 +168,20 @@ class DirStore:
         path.with_name(digest + ".ok").unlink(missing_ok=True)
 
     # -- verified markers ------------------------------------------------------------------
-    def mark_verified(self, digest: str) -> None:
-        """Record that the chunk file as it is now matched its digest."""
-        st = self.chunk_file(digest).stat()
+    def mark_verified(self, digest: str, read: os.stat_result | None = None) -> None:
+        """Record that the chunk file as it is now matched its digest; `read`: the `fstat`
+        of the file whose bytes were hashed, recorded instead of whatever the path holds now
+        (a file put there since then must not inherit the marker)."""
+        st = read if read is not None else self.chunk_file(digest).stat()
         marker = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ino": st.st_ino}
         self._atomic_write(self._marker(digest), [memoryview(json.dumps(marker).encode())])
 
-    def is_verified(self, digest: str, size: int) -> bool:
-        """True when the chunk exists with `size` bytes and is unchanged since verification."""
+    def is_verified(self, digest: str, size: int, read: os.stat_result | None = None) -> bool:
+        """True when the chunk exists with `size` bytes and is unchanged since verification.
+        `read`: the `fstat` of the file a reader's bytes came from, checked instead of the
+        path's (which may have been replaced between a check and the read)."""
         try:
-            st = self.chunk_file(digest).stat()
+            st = read if read is not None else self.chunk_file(digest).stat()
             marker = json.loads(self._marker(digest).read_bytes())
         except (OSError, ValueError):
             return False
