@@ -9,6 +9,7 @@ unaligned ones and filesystems without O_DIRECT keep ordinary reads (see `direct
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -42,12 +43,15 @@ def read_into(
     piece_bytes: int = PIECE_BYTES,
     on_piece: OnPiece | None = None,
     direct: bool = False,
+    read_stats: dict[Path, os.stat_result] | None = None,
 ) -> int:
     """Run every job split into `piece_bytes` pieces on `threads` threads; return bytes read.
 
     `on_piece(job, offset, nbytes)` is called (in a worker thread) after each piece landed.
     A file shorter than its job raises `IntegrityError` naming the job's tag. `direct`: read
-    cold, aligned pieces with O_DIRECT (see the module docstring).
+    cold, aligned pieces with O_DIRECT (see the module docstring). `read_stats`, when given,
+    receives each path's `fstat` taken after all its reads: the file the bytes really came
+    from, even if the path was replaced meanwhile (what a verified marker is checked against).
     """
     fds: dict[Path, _Fds] = {}
     try:
@@ -62,7 +66,10 @@ def read_into(
         ]
         with ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="thaw-read") as ex:
             futures = [ex.submit(_read_piece, fds[j.path], j, o, n, on_piece) for j, o, n in pieces]
-            return sum(f.result() for f in futures)
+            done = sum(f.result() for f in futures)
+        if read_stats is not None:
+            read_stats.update({path: os.fstat(pair.plain) for path, pair in fds.items()})
+        return done
     finally:
         for pair in fds.values():
             os.close(pair.plain)
@@ -77,12 +84,19 @@ class _Fds:
 
 
 def _open(job: ReadJob) -> int:
+    """A descriptor of the job's file, which must be a regular file: a FIFO in its place
+    would block the open (and then every read) for as long as no writer comes, a device such
+    as /dev/zero is not a chunk. O_NONBLOCK changes nothing for a regular file."""
     try:
-        return os.open(job.path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(job.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError as exc:
         raise IntegrityError(f"chunk {job.tag} is missing", digest=job.tag) from exc
     except OSError as exc:
         raise SnapshotStoreError(f"cannot open chunk {job.tag}: {exc.strerror}") from exc
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise IntegrityError(f"chunk {job.tag} is not a regular file", digest=job.tag)
+    return fd
 
 
 def _read_piece(fds: _Fds, job: ReadJob, offset: int, nbytes: int, on_piece: OnPiece | None) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -427,19 +428,18 @@ class ImageLoader:
         if self.cache is None:
             raise SnapshotError("no cache configured")
         store = self.cache.store
-        trusted = {
-            c.digest
-            for c in chunks
-            if self.verify == "marker" and store.is_verified(c.digest, c.size)
-        }
         jobs = [ReadJob(store.chunk_file(c.digest), 0, dests[c.digest], c.digest) for c in chunks]
         t0 = time.perf_counter()
+        read_stats: dict[Path, os.stat_result] = {}
         try:
-            read_into(jobs, threads=self.read_threads, direct=self.direct_reads)
+            read_into(
+                jobs, threads=self.read_threads, direct=self.direct_reads, read_stats=read_stats
+            )
         except IntegrityError as exc:  # truncated or removed between stat and read
             logger.warning("cache entry unreadable, refetching: %s", exc)
             return list(chunks)
         timings["read"] += time.perf_counter() - t0
+        trusted = _trusted(store, chunks, read_stats) if self.verify == "marker" else set[str]()
         t0 = time.perf_counter()
         bad = self._verify_parallel([c for c in chunks if c.digest not in trusted], dests)
         timings["verify"] += time.perf_counter() - t0
@@ -448,7 +448,7 @@ class ImageLoader:
                 logger.warning("cache chunk %s is corrupt; deleted, refetching", chunk.digest)
                 store.delete_chunk(chunk.digest)
             elif chunk.digest not in trusted:
-                store.mark_verified(chunk.digest)
+                store.mark_verified(chunk.digest, read_stats.get(store.chunk_file(chunk.digest)))
             store.touch(chunk.digest)
         return bad
 
@@ -461,11 +461,12 @@ class ImageLoader:
     ) -> None:
         """Read chunks from a directory store in place; those without a valid verified marker
         are hashed. The store is only read: a bad chunk is an IntegrityError naming it."""
-        trusted = {c.digest for c in chunks if store.is_verified(c.digest, c.size)}
         jobs = [ReadJob(store.chunk_file(c.digest), 0, dests[c.digest], c.digest) for c in chunks]
         t0 = time.perf_counter()
-        read_into(jobs, threads=self.read_threads, direct=self.direct_reads)
+        read_stats: dict[Path, os.stat_result] = {}
+        read_into(jobs, threads=self.read_threads, direct=self.direct_reads, read_stats=read_stats)
         timings["read"] += time.perf_counter() - t0
+        trusted = _trusted(store, chunks, read_stats)
         t0 = time.perf_counter()
         bad = self._verify_parallel([c for c in chunks if c.digest not in trusted], dests)
         timings["verify"] += time.perf_counter() - t0
@@ -577,11 +578,30 @@ class ImageLoader:
             fill.commit()
 
 
+def _trusted(
+    store: DirStore, chunks: list[ChunkEntry], read_stats: dict[Path, os.stat_result]
+) -> set[str]:
+    """Digests of the chunks whose verified marker matches the file their bytes were read
+    from (its `fstat` after the read): a chunk file replaced or rewritten between a check of
+    its path and the read is hashed, never served on the marker of the file it replaced."""
+    return {
+        c.digest
+        for c in chunks
+        if (st := read_stats.get(store.chunk_file(c.digest))) is not None
+        and store.is_verified(c.digest, c.size, st)
+    }
+
+
 def _side_blobs(manifest: Manifest) -> tuple[dict[str, memoryview], list[ChunkEntry]]:
-    """Fresh host memory for the image's artifacts and model files, each digest once."""
+    """Fresh host memory for the image's artifacts and model files, each digest once.
+
+    Mapped, not allocated: a size is only the manifest's claim until the store's bytes match
+    it, so memory is touched only as bytes land, and a claim no memory can hold (a manifest
+    saying 1 TB) is a SnapshotError (the model then loads its files) instead of MemoryError."""
     dests: dict[str, memoryview] = {}
     for entry in (*manifest.artifacts.values(), *manifest.files.values()):
-        dests.setdefault(entry.digest, memoryview(bytearray(entry.size)))
+        if entry.digest not in dests:
+            dests[entry.digest] = Arena(entry.size).memoryview(0, entry.size)
     entries = {e.digest: e for e in (*manifest.artifacts.values(), *manifest.files.values())}
     return dests, list(entries.values())
 

@@ -14,13 +14,30 @@ __all__ = ["available_versions", "select_versions"]
 logger = logging.getLogger(__name__)
 
 
+MAX_VERSION = (1 << 63) - 1
+"""The largest version number: Triton's versions are int64 (and so are a request's)."""
+
+
 def available_versions(model_dir: Path) -> list[int]:
-    """Numeric version sub-directories of a model (`1`, `2`, not `01`), ascending."""
+    """Numeric version sub-directories of a model (`1`, `2`, not `01`), ascending.
+
+    Only ASCII digits name a version (`str.isdigit` also takes `²`, which `int` refuses) and
+    only up to `MAX_VERSION`: a larger one could never be asked for, so it is skipped (logged)
+    instead of being loaded unreachable."""
     versions = []
     try:
         for entry in os.scandir(model_dir):
-            if entry.is_dir() and entry.name.isdigit() and entry.name == str(int(entry.name)):
-                versions.append(int(entry.name))
+            name = entry.name
+            if not (name.isascii() and name.isdigit() and name == str(int(name))):
+                continue
+            if int(name) > MAX_VERSION:
+                logger.warning(
+                    "model=%s version directory %s is over the largest version %d, skipped",
+                    Path(model_dir).name, name[:32], MAX_VERSION,
+                )  # fmt: skip
+                continue
+            if entry.is_dir():
+                versions.append(int(name))
     except OSError as exc:
         raise ModelConfigError(f"cannot read model directory {model_dir}: {exc}") from exc
     return sorted(versions)

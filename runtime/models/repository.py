@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -134,15 +135,38 @@ def stored_config(repo: Path | Repositories, name: str) -> mc.ModelConfig | None
 
 
 def _read_config_text(path: Path) -> str:
+    """The config's text. Only a regular file is read (a FIFO would block the open, a device
+    such as /dev/zero never ends), and never more than `MAX_CONFIG_BYTES` of it, however its
+    size changes after the check."""
     try:
-        size = path.stat().st_size
-        if size > MAX_CONFIG_BYTES:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            raise RepositoryError(f"{path}: not a regular file")
+        with os.fdopen(fd, "rb") as file:
+            data = file.read(MAX_CONFIG_BYTES + 1)
+        if max(st.st_size, len(data)) > MAX_CONFIG_BYTES:
+            size = max(st.st_size, len(data))
             raise RepositoryError(f"{path}: {size} bytes, over the {MAX_CONFIG_BYTES} byte limit")
-        return path.read_bytes().decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise RepositoryError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     except OSError as exc:
         raise RepositoryError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+
+
+def _config_present(path: Path) -> bool:
+    """Whether there is a config.pbtxt to read: anything at the path but nothing (a FIFO or a
+    device is refused by the read, not taken for a missing config: the model would load with
+    an auto-completed one). A directory the server may not search is a RepositoryError."""
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as exc:
+        raise RepositoryError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    return True
 
 
 def read_model(
@@ -171,7 +195,7 @@ def read_model(
     if config_json is not None:
         source = f"config override for '{name}'"
         config = config_from_json(config_json, source)
-    elif config_path.is_file():
+    elif _config_present(config_path):
         config = parse_config(_read_config_text(config_path), source)
     else:
         config = mc.ModelConfig()
@@ -212,8 +236,8 @@ def ensemble_cycle(repo: Path | Repositories, name: str) -> list[str]:
     def steps_of(model: str) -> list[str]:
         path = repo / model / "config.pbtxt"
         try:
-            config = parse_config(path.read_text(encoding="utf-8"), str(path))
-        except (OSError, UnicodeDecodeError, RepositoryError):
+            config = parse_config(_read_config_text(path), str(path))
+        except RepositoryError:  # missing, unreadable, not a file, too big: ends the path
             return []
         return composing_models(config) if is_ensemble(config) else []
 

@@ -6,6 +6,7 @@ import contextlib
 import json
 import logging
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from snapshotter.errors import (
     SnapshotStoreError,
 )
 from snapshotter.image_ref import ImageRef
+from snapshotter.manifest import MAX_MANIFEST_BYTES
 from snapshotter.parallel_read import ReadJob, read_into
 from snapshotter.stores.base import OnBytes, StoredChunk
 
@@ -48,13 +50,32 @@ class DirStore:
 
     # -- manifests -------------------------------------------------------------------------
     def read_manifest(self, ref: ImageRef) -> bytes:
+        """The manifest's bytes. Only a regular file is read, and never more than
+        `MAX_MANIFEST_BYTES` + 1 of it (the parser refuses that size): a FIFO, a device (a
+        symlink to /dev/zero) or a huge file is refused at once instead of hanging the load or
+        filling memory."""
         path = self.root / ref.key / MANIFEST_NAME
         try:
-            return path.read_bytes()
+            # O_NONBLOCK: opening a FIFO for reading would wait for a writer.
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError as exc:
             raise ImageNotFound(f"no image {ref} in {self.uri}") from exc
         except OSError as exc:
             raise SnapshotStoreError(f"cannot read {path}: {exc.strerror}") from exc
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise ManifestError(f"manifest of image {ref} is not a regular file")
+            if st.st_size > MAX_MANIFEST_BYTES:
+                raise ManifestError(
+                    f"manifest of image {ref} is {st.st_size} bytes, over {MAX_MANIFEST_BYTES}"
+                )
+            with os.fdopen(os.dup(fd), "rb") as file:
+                return file.read(MAX_MANIFEST_BYTES + 1)
+        except OSError as exc:
+            raise SnapshotStoreError(f"cannot read {path}: {exc.strerror}") from exc
+        finally:
+            os.close(fd)
 
     def write_manifest(self, ref: ImageRef, data: bytes) -> None:
         self._atomic_write(self.root / ref.key / MANIFEST_NAME, [memoryview(data)])
@@ -147,16 +168,20 @@ class DirStore:
         path.with_name(digest + ".ok").unlink(missing_ok=True)
 
     # -- verified markers ------------------------------------------------------------------
-    def mark_verified(self, digest: str) -> None:
-        """Record that the chunk file as it is now matched its digest."""
-        st = self.chunk_file(digest).stat()
+    def mark_verified(self, digest: str, read: os.stat_result | None = None) -> None:
+        """Record that the chunk file as it is now matched its digest; `read`: the `fstat`
+        of the file whose bytes were hashed, recorded instead of whatever the path holds now
+        (a file put there since then must not inherit the marker)."""
+        st = read if read is not None else self.chunk_file(digest).stat()
         marker = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ino": st.st_ino}
         self._atomic_write(self._marker(digest), [memoryview(json.dumps(marker).encode())])
 
-    def is_verified(self, digest: str, size: int) -> bool:
-        """True when the chunk exists with `size` bytes and is unchanged since verification."""
+    def is_verified(self, digest: str, size: int, read: os.stat_result | None = None) -> bool:
+        """True when the chunk exists with `size` bytes and is unchanged since verification.
+        `read`: the `fstat` of the file a reader's bytes came from, checked instead of the
+        path's (which may have been replaced between a check and the read)."""
         try:
-            st = self.chunk_file(digest).stat()
+            st = read if read is not None else self.chunk_file(digest).stat()
             marker = json.loads(self._marker(digest).read_bytes())
         except (OSError, ValueError):
             return False

@@ -25,6 +25,7 @@ from snapshotter.errors import (
     StoreTimeout,
 )
 from snapshotter.image_ref import ImageRef
+from snapshotter.manifest import MAX_MANIFEST_BYTES
 from snapshotter.stores.base import OnBytes, StoredChunk
 from snapshotter.stores.s3_body import read_body_into
 from thawserver.ranges import out_of_range
@@ -102,7 +103,9 @@ class S3Store:
 
         cfg = self.config
         config = Config(
-            retries={"mode": cfg.retry_mode, "max_attempts": cfg.max_attempts},  # type: ignore[arg-type]
+            # botocore's `max_attempts` counts retries after the first try; `total_max_attempts`
+            # counts every try, as `S3Config.max_attempts` means.
+            retries={"mode": cfg.retry_mode, "total_max_attempts": cfg.max_attempts},  # type: ignore[arg-type]
             connect_timeout=cfg.connect_timeout_s,
             read_timeout=cfg.read_timeout_s,
             max_pool_connections=max(10, cfg.max_parallel * 2),
@@ -130,9 +133,21 @@ class S3Store:
         for attempt in range(1, self.config.stream_retries + 1):
             try:
                 with _translated(what, missing=ImageNotFound(f"no image {ref} in {self.uri}")):
-                    body = self.client.get_object(Bucket=self.bucket, Key=key)["Body"]
+                    answer = self.client.get_object(Bucket=self.bucket, Key=key)
+                    body = answer["Body"]
                     try:
-                        return bytes(body.read())
+                        # Never more than the parser takes: an object of any size at a
+                        # manifest's key is refused by its length, not read into memory.
+                        size = answer.get("ContentLength")
+                        if isinstance(size, int) and size > MAX_MANIFEST_BYTES:
+                            raise ManifestError(f"{what}: {size} bytes, over {MAX_MANIFEST_BYTES}")
+                        data = body.read(MAX_MANIFEST_BYTES + 1)
+                        if len(data) <= MAX_MANIFEST_BYTES:
+                            # The empty read at the end is where botocore checks the body
+                            # against its length (a read of `amt` bytes does not): a reset
+                            # mid-body is an IncompleteReadError, retried below.
+                            data += body.read(1)
+                        return bytes(data)
                     finally:
                         body.close()
             except SnapshotStoreError as exc:

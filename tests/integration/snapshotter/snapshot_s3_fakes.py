@@ -1,7 +1,8 @@
 """An S3 fault-injection proxy (aiohttp, own thread) for the snapshotter's integration tests.
 
 It sits between boto3 and a moto server and, for GETs of chunk objects, can answer 503
-SlowDown, reset the connection mid-body, stall mid-body, or serve a truncated object.
+SlowDown, reset the connection mid-body, stall mid-body, serve a truncated object, or answer
+403 AccessDenied, 404 NoSuchKey or 500 InternalError.
 """
 
 from __future__ import annotations
@@ -15,6 +16,12 @@ from aiohttp import ClientSession, web
 
 BUCKET = "thaw-images"
 SLOWDOWN_XML = b"<Error><Code>SlowDown</Code><Message>Reduce your request rate.</Message></Error>"
+# Error answers a GET can be given instead of the object: mode -> (status, S3 error code).
+ERROR_ANSWERS = {
+    "403": (403, "AccessDenied"),
+    "404": (404, "NoSuchKey"),
+    "500": (500, "InternalError"),
+}
 DROP_HEADERS = ("content-length", "transfer-encoding", "connection", "server", "date")
 
 
@@ -28,7 +35,7 @@ def free_port() -> int:
 class Faults:
     """What the proxy does to the next matching GETs of chunk objects."""
 
-    mode: str = "none"  # none | slowdown | reset | stall | truncate
+    mode: str = "none"  # none | slowdown | reset | stall | truncate | 403 | 404 | 500
     remaining: int = 0  # requests still to fault; -1: every one
     where: str = "/chunks/"  # which objects' GETs are faulted (a key fragment: "/images/")
     stall_s: float = 30.0
@@ -102,6 +109,10 @@ class FaultProxy:
         if fault == "slowdown":
             body = SLOWDOWN_XML
             return web.Response(status=503, body=body, content_type="application/xml")
+        if fault in ERROR_ANSWERS:
+            status, code = ERROR_ANSWERS[fault]
+            body = f"<Error><Code>{code}</Code><Message>{code}</Message></Error>".encode()
+            return web.Response(status=status, body=body, content_type="application/xml")
         assert self._session is not None
         headers = {
             k: v for k, v in request.headers.items() if k.lower() not in ("host", "content-length")
