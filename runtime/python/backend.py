@@ -27,6 +27,7 @@ from runtime.errors import (
 from runtime.inference import InferRequest, InferResponse
 from runtime.model_config import config_to_json
 from runtime.python import pb_utils
+from runtime.python.auto_complete import mentions_hook, run_hook
 from runtime.python.model_io import (
     complete_early,
     execute_failure,
@@ -42,8 +43,6 @@ from runtime.python.stub.model_runner import (
     ModelError,
     ModelRunner,
     close_open_senders,
-    forget_model_module,
-    import_model_file,
     install_pb_utils,
 )
 from runtime.python.stub.protocol import SENDER_DROPPED, wants_reschedule
@@ -55,33 +54,18 @@ logger = logging.getLogger(__name__)
 
 
 def auto_complete_config(config: mc.ModelConfig, model_file: Path) -> mc.ModelConfig:
-    """Call the model's optional `auto_complete_config` staticmethod and apply what it returns."""
-    try:
-        module = import_model_file(model_file)
-    except ModelError as exc:
-        raise RepositoryError(f"model '{config.name}': {exc.message}") from exc
-    forget_model_module(module)  # only this call uses it
-    hook = getattr(module.TritonPythonModel, "auto_complete_config", None)
-    if hook is None:
+    """Call the model's optional `auto_complete_config` staticmethod and apply what it returns.
+    It runs in a process of its own (runtime.python.auto_complete), as in Triton's stub; a
+    model file that never names it is not imported here at all."""
+    if not mentions_hook(model_file):
         return config
-    wrapper = pb_utils.ModelConfig(config_to_json(config))
-    try:
-        result = hook(wrapper)
-    except ValueError as exc:  # pb_utils.ModelConfig's refusals are Triton's words, whole
-        raise RepositoryError(str(exc) or f"model '{config.name}': {exc!r}") from exc
-    except BaseException as exc:
-        raise RepositoryError(
-            f"model '{config.name}': auto_complete_config raised {exc!r}"
-        ) from exc
-    if not isinstance(result, pb_utils.ModelConfig):
-        raise RepositoryError(
-            f"auto_complete_config function in model '{config.name}' must return a valid "
-            "pb.ModelConfig object."
-        )
-    _check_scheduling_choice(config, result.as_dict())
+    completed = run_hook(config_to_json(config), model_file, config.name)
+    if completed is None:
+        return config
+    _check_scheduling_choice(config, completed)
     updated = mc.ModelConfig()
     try:
-        json_format.ParseDict(result.as_dict(), updated)
+        json_format.ParseDict(completed, updated)
     except (json_format.ParseError, AttributeError, TypeError) as exc:
         raise RepositoryError(
             f"model '{config.name}': auto_complete_config returned an invalid config: {exc}"
