@@ -10,6 +10,7 @@ relative to it, the directory itself as ".".
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -35,14 +36,19 @@ class Redactor:
             for form in (str(root), os.path.normpath(root)):
                 if form not in ("", "/", "."):
                     forms.add(form.rstrip("/"))
-        self._roots = sorted(forms, key=len, reverse=True)  # a nested form before its parent
+        # A root only where it is a whole path (a relative root such as `repo` is no part of
+        # "repository", nor of `other/repo`): `root/` is cut, `root` alone becomes ".".
+        self._roots = [
+            re.compile(rf"(?<![\w./-]){re.escape(form)}(/|(?![\w.-]))")
+            for form in sorted(forms, key=len, reverse=True)  # a nested form before its parent
+        ]
 
     def __call__(self, message: str) -> str:
         cut = message.find(_TRACEBACK)
         if cut >= 0:
             message = message[:cut].rstrip() or "internal server error"
         for root in self._roots:
-            message = message.replace(root + "/", "").replace(root, ".")
+            message = root.sub(lambda m: "" if m.group(1) else ".", message)
         return message
 
     def index(self, rows: Iterable[IndexRow]) -> list[IndexRow]:

@@ -38,3 +38,21 @@ def test_index_rows_have_their_reason_redacted() -> None:
         {"name": "ok", "version": "1", "state": "READY"},
         {"name": "bad", "state": "UNAVAILABLE", "reason": "bad/config.pbtxt:3: x"},
     ]
+
+
+def test_a_root_is_cut_only_where_it_is_a_whole_path() -> None:
+    # `thaw up --model-repository repo`: the relative root must not eat into words and other
+    # paths ("no such model in the repository" read "in the .sitory").
+    redact = Redactor([Path("repo"), Path("/srv/models")])
+    assert redact("failed to load 'nope': no such model in the repository") == (
+        "failed to load 'nope': no such model in the repository"
+    )
+    assert redact("repo/m/config.pbtxt:3: bad") == "m/config.pbtxt:3: bad"
+    assert redact("cannot scan repo") == "cannot scan ."
+    assert redact("'repo': gone") == "'.': gone"
+    assert redact("other/repo/m and repo2/m and /srv/models2 and /srv/models.d") == (
+        "other/repo/m and repo2/m and /srv/models2 and /srv/models.d"
+    )
+    assert redact("at /srv/models/m/1/model.py:2 and (/srv/models)") == (
+        "at m/1/model.py:2 and (.)"
+    )
