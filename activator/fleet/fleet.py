@@ -204,10 +204,10 @@ class Fleet:
         ensemble's steps (activator.fleet.load_calls)."""
         await self._load_calls.load(name, override)
 
-    async def unload(self, name: str) -> None:
+    async def unload(self, name: str, *, wait: bool = True) -> None:
         """The repository unload call: refused from now on (explicit mode), its replicas
-        drained to zero (activator.fleet.load_calls)."""
-        await self._load_calls.unload(name)
+        drained to zero (activator.fleet.load_calls; `wait`: before the return)."""
+        await self._load_calls.unload(name, wait=wait)
 
     def endpoint(self, name: str) -> ModelEndpoint:
         """The served model's endpoint; else the repository's error for `name` (UnknownModel,

@@ -82,7 +82,8 @@ class LoadCalls:
         self._session = session
         self._drain_timeout_s = drain_timeout_s
         self._shared = shared if states.tracked else None
-        self._drains: set[asyncio.Task[None]] = set()  # unloads learned from other activators
+        # drains left running: unloads learned from other activators, or not waited for
+        self._drains: set[asyncio.Task[None]] = set()
         if self._shared is not None:
             self._shared.share_load_state(self.adopt)
 
@@ -126,16 +127,22 @@ class LoadCalls:
             if record is not None:
                 record.endpoint.poke()
 
-    async def unload(self, name: str) -> None:
+    async def unload(self, name: str, *, wait: bool = True) -> None:
         """The repository unload call: refused from now on (explicit mode), its replicas
         drained to zero (activator.fleet.reload); it keeps no `min_replicas` until loaded
-        again (activator.endpoint.autoscaler.kept_replicas)."""
+        again (activator.endpoint.autoscaler.kept_replicas). Without `wait` the drain runs
+        on after the return, as Triton's unload "does not wait for the model to be fully
+        unloaded": a call that came through one of the model's own replicas (a handed-off
+        connection) cannot wait for that replica's drain, which waits for the call."""
         if name in self._models:  # a served model (not unavailable, not unknown)
             if self._shared is not None:  # the fleet's first (503 when it cannot be written)
                 await self._shared.write_load_states({name: "unloaded"})
             self._states.mark_unloaded(name)
             if self._states.tracked:
                 await self._unload_on_direct_replicas(name)
+            if not wait:
+                self._drain_later(name, direct_told=True)
+                return
         await self._reloader.unload(name)
 
     async def _unload_on_direct_replicas(self, name: str) -> None:
@@ -170,16 +177,20 @@ class LoadCalls:
                 continue
             self._states.mark_unloaded(name)
             if name in self._models:
-                task = asyncio.create_task(self._drain(name))
-                self._drains.add(task)
-                task.add_done_callback(self._drains.discard)
+                self._drain_later(name)
 
-    async def _drain(self, name: str) -> None:
+    def _drain_later(self, name: str, *, direct_told: bool = False) -> None:
+        task = asyncio.create_task(self._drain(name, direct_told=direct_told))
+        self._drains.add(task)
+        task.add_done_callback(self._drains.discard)
+
+    async def _drain(self, name: str, *, direct_told: bool = False) -> None:
         try:
-            await self._unload_on_direct_replicas(name)
+            if not direct_told:
+                await self._unload_on_direct_replicas(name)
             await self._reloader.unload(name)
         except Exception:
-            logger.exception("model=%s: drain after another activator's unload failed", name)
+            logger.exception("model=%s: drain after its unload failed", name)
 
     async def close(self) -> None:
         """Stop the drains of unloads learned from other activators (the fleet closes)."""

@@ -61,7 +61,7 @@ from thawwire.internal_calls import HEADER as INTERNAL_HEADER
 from thawwire.load_overrides import overrides_from_json, refused
 from thawwire.model_control import CONTROL_DISABLED
 from thawwire.names import is_version
-from thawwire.paths import MODEL, MODEL_VERSION
+from thawwire.paths import MODEL, MODEL_VERSION, sent_back
 from thawwire.shm_params import names_shared_memory
 from thawwire.trace_settings import TraceSettings
 
@@ -449,10 +449,13 @@ async def load(request: web.Request) -> web.Response:
 
 
 async def unload(request: web.Request) -> web.Response:
-    """Scale the model to zero now (draining in-flight requests)."""
+    """Scale the model to zero now (draining in-flight requests). A call a replica sent back
+    (a client's handed-off connection) returns once the model is refused, its drain running
+    on: the replica that carries the call may be one the drain waits for."""
     _require_model_control(request.app[FLEET])
     await _json_object(request)
-    await request.app[FLEET].unload(request.match_info["model"])
+    wait = not sent_back(request.path_qs)
+    await request.app[FLEET].unload(request.match_info["model"], wait=wait)
     return web.Response(status=200)
 
 

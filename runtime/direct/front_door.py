@@ -50,7 +50,7 @@ from thawwire.grpc_service import Method, method_path
 from thawwire.hop_by_hop import HOP_BY_HOP, connection_tokens
 from thawwire.internal_calls import HEADER as INTERNAL_HEADER
 from thawwire.internal_calls import InternalCalls
-from thawwire.paths import SENT_BACK_QUERY, model_of
+from thawwire.paths import SENT_BACK_QUERY
 
 __all__ = ["FrontDoor", "FrontDoorSteps"]
 
@@ -196,11 +196,12 @@ class FrontDoor:
         client connection after it. `body`: the request's body, when a handler read it
         already (runtime.direct.send_back).
 
-        A model's request is marked sent back (thawwire.paths.SENT_BACK_QUERY), so the front
-        door serves it itself (it hands off only model paths): a request this replica cannot
-        answer (another model's, or its own model's after an unload behind the activator's
-        back) handed to a replica again could come straight back here, and each new
-        connection of that loop would be handed off in turn."""
+        Every request is marked sent back (thawwire.paths.SENT_BACK_QUERY). The front door
+        serves a marked model request itself (it hands off only model paths): a request this
+        replica cannot answer (another model's, or its own model's after an unload behind the
+        activator's back) handed to a replica again could come straight back here, and each
+        new connection of that loop would be handed off in turn. And an unload marked so does
+        not wait for its model's drain, which may be waiting for this very connection."""
         url = self._address(self.url, "forwarded requests")
         headers = _end_to_end(request.headers)
         data: Any = None
@@ -213,8 +214,7 @@ class FrontDoor:
             data = request.content.iter_chunked(_CHUNK)
         try:
             target = request.raw_path
-            if body is not None or model_of(request.path) is not None:
-                target += ("&" if "?" in target else "?") + SENT_BACK_QUERY
+            target += ("&" if "?" in target else "?") + SENT_BACK_QUERY
             upstream = await self._fresh_session().request(
                 request.method,
                 url + target,

@@ -29,6 +29,7 @@ from runtime.direct.front_door import FrontDoor
 from runtime.direct.load import DirectLoad
 from runtime.direct.send_back import SEND_BACK
 from runtime.direct.state import DirectConnection
+from thawserver.connection_guard import ConnectionGuard
 from thawwire.paths import model_of
 
 if TYPE_CHECKING:
@@ -59,8 +60,12 @@ class DirectRouting:
 
     def install(self, app: web.Application) -> None:
         """Route `app`'s requests on handed-off connections (call it before the app starts):
-        the middleware goes in front of every other one."""
-        app.middlewares.insert(0, self._middleware())
+        the middleware goes in front of every other one but the connection guard's, which must
+        see every request run, those sent to the front door too (else a request answered there
+        slower than the head deadline is taken for a client that never sent its head: 408)."""
+        first = app.middlewares[0] if app.middlewares else None
+        guarded = isinstance(getattr(first, "__self__", None), ConnectionGuard)
+        app.middlewares.insert(1 if guarded else 0, self._middleware())
         app.on_response_prepare.append(self._on_response_prepare)
         app[DIRECT_ROUTING] = self
 

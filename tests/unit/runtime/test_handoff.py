@@ -232,12 +232,13 @@ async def test_own_models_are_answered_here_and_the_rest_by_the_front_door(
     status, _, body = await _request(reader, writer, "POST", "/v2/models/m/infer", b"hello")
     assert status == 200
     assert json.loads(body) == {"model": "m", "body": "hello"}
-    # A model's request goes back marked, so that the front door serves it itself: handed off
-    # again, it could come straight back (a loop of new connections). Other paths never are.
+    # Every request goes back marked: a model's, so that the front door serves it itself
+    # (handed off again, it could come straight back: a loop of new connections); an unload,
+    # so that it does not wait for a drain that waits for this connection.
     for method, path, query in [
         ("POST", "/v2/models/other/infer", SENT_BACK_QUERY),
-        ("GET", "/v2/models/m/stats", ""),
-        ("GET", "/v2/health/ready", ""),
+        ("GET", "/v2/models/m/stats", SENT_BACK_QUERY),
+        ("GET", "/v2/health/ready", SENT_BACK_QUERY),
     ]:
         status, headers, body = await _request(reader, writer, method, path, b"x")
         assert status == 200
