@@ -41,6 +41,7 @@ from runtime.python.model_io import (
     complete_early,
     execute_failure,
     model_args,
+    model_parameters,
     output_types,
     request_cancelled,
     request_flags,
@@ -559,7 +560,7 @@ def _execute_message(exec_id: int, requests: list[InferRequest]) -> tuple[Messag
             {
                 "id": request.id or "",
                 "model": request.model_name,
-                "params": request.parameters,
+                "params": model_parameters(request),
                 "outputs": [o.name for o in request.requested_outputs],
                 "correlation_id": request.parameters.get("sequence_id", 0),
                 "flags": request_flags(request),

@@ -101,12 +101,14 @@ def test_unknown_models_and_versions_are_not_found(
     for call in (
         lambda: grpc_client.get_model_metadata("no_such_model"),
         lambda: grpc_client.get_model_config("add_sub", model_version="9"),
-        lambda: grpc_client.is_model_ready("../etc"),
         lambda: grpc_client.infer("no_such_model", _add_sub_inputs()[0]),
     ):
         with pytest.raises(InferenceServerException) as info:
             call()
         assert _status(info) == "StatusCode.NOT_FOUND"
+    # ModelReady is the exception: Triton 2.51 answers ready=false, never NOT_FOUND.
+    assert not grpc_client.is_model_ready("no_such_model")
+    assert not grpc_client.is_model_ready("../etc")
 
 
 def test_load_and_unload_follow_the_control_mode(
