@@ -148,7 +148,7 @@ def pb_response_result(
         err = response.error()
         code = err.code() if hasattr(err, "code") else pb_utils.TritonError.INTERNAL
         cls = ERROR_CLASSES.get(code, ServingError)
-        return cls(str(err.message() if hasattr(err, "message") else err))
+        return cls(str(err.message() if hasattr(err, "message") else err), from_model=True)
     outputs = []
     for tensor in response.output_tensors():
         try:

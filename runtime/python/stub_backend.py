@@ -395,7 +395,7 @@ class StubPython:
             return ServingError(f"model '{self._name}' sent no response for a request")
         if "error" in row:
             cls = ERROR_CLASSES.get(int(row.get("code", 1)), ServingError)
-            return cls(str(row["error"]))
+            return cls(str(row["error"]), from_model=True)
         outputs = []
         declared = self._declared
         for t in tensors:

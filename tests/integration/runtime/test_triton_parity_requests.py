@@ -81,6 +81,11 @@ class TritonPythonModel:
             sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
         return None
 """
+_RAISES = """
+class TritonPythonModel:
+    def execute(self, requests):
+        raise ValueError("boom")
+"""
 _MODELS: dict[str, tuple[str, str]] = {
     "add_sub": (
         """
@@ -110,6 +115,13 @@ _MODELS: dict[str, tuple[str, str]] = {
         output [ { name: "Y" data_type: TYPE_STRING dims: [ 1 ] } ]
         """,
         _PARAMS,
+    ),
+    "raises": (
+        """
+        input [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ]
+        output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]
+        """,
+        _RAISES,
     ),
     "decoupled": (
         """
@@ -241,6 +253,47 @@ def test_grpc_model_infer_of_a_decoupled_model_names_the_rpc(
         grpc.StatusCode.UNIMPLEMENTED,
         "ModelInfer RPC doesn't support models with decoupled transaction policy",
     )
+
+
+def _stream(
+    stub: service_pb2_grpc.GRPCInferenceServiceStub, requests: list[Any]
+) -> list[tuple[str, str]]:
+    """(id, error_message) of each answer on a `triton_grpc_error` stream, then the status
+    that ended it, as ("<CODE>", details)."""
+    answers = []
+    call = stub.ModelStreamInfer(iter(requests), metadata=[("triton_grpc_error", "true")])
+    try:
+        for answer in call:
+            answers.append((answer.infer_response.id, answer.error_message))
+    except grpc.RpcError as exc:
+        answers.append((exc.code().name, exc.details()))
+    return answers
+
+
+def test_triton_grpc_error_ends_a_stream_on_a_models_error_not_on_a_refusal(
+    stub: service_pb2_grpc.GRPCInferenceServiceStub,
+) -> None:
+    wrong_type = service_pb2.ModelInferRequest(model_name="raises", id="dt")
+    wrong_type.inputs.add(name="X", datatype="INT32", shape=[1]).contents.int_contents.append(1)
+    reserved = service_pb2.ModelInferRequest(model_name="params", id="tp")
+    reserved.parameters["triton_x"].int64_param = 1
+    ok = service_pb2.ModelInferRequest(model_name="params", id="ok")
+    ok.inputs.add(name="X", datatype="FP32", shape=[1]).contents.fp32_contents.append(1)
+    raised = service_pb2.ModelInferRequest(model_name="raises", id="r")
+    raised.inputs.add(name="X", datatype="FP32", shape=[1]).contents.fp32_contents.append(1)
+    unknown = service_pb2.ModelInferRequest(model_name="nosuch", id="n")
+    # Triton 2.51: refusals before the model runs are answered in-stream (its texts carry a
+    # "[request id: dt] " prefix thaw leaves out), the model's error ends the stream.
+    assert _stream(stub, [unknown, wrong_type, reserved, ok, raised]) == [
+        ("n", "Request for unknown model: 'nosuch' is not found"),
+        ("dt", "inference input 'X' data-type is 'INT32', but model 'raises' expects 'FP32'"),
+        ("tp", "parameter keys starting with 'triton_' are reserved for Triton usage. Only the "
+         "following keys starting with 'triton_' are allowed: "
+         "triton_enable_empty_final_response"),
+        ("ok", ""),
+        ("INTERNAL", "Failed to process the request(s) for model 'raises_0', message: "
+         "ValueError: boom"),
+    ]  # fmt: skip
 
 
 # -- request parameters -------------------------------------------------------------------
