@@ -116,6 +116,13 @@ _MODELS: dict[str, tuple[str, str]] = {
         """,
         _PARAMS,
     ),
+    "strings": (
+        """
+        input [ { name: "X" data_type: TYPE_STRING dims: [ -1 ] } ]
+        output [ { name: "Y" data_type: TYPE_STRING dims: [ -1 ] } ]
+        """,
+        _IDENTITY,
+    ),
     "raises": (
         """
         input [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ]
@@ -414,6 +421,35 @@ def test_json_data_of_the_wrong_kind_is_refused_not_converted(
     response = _infer(url, model, {"inputs": inputs})
     assert response.status_code == 400
     assert response.json() == {"error": f"Unable to parse 'data': {text}"}
+
+
+def test_a_bytes_element_longer_than_its_data_has_tritons_text(
+    url: str, stub: service_pb2_grpc.GRPCInferenceServiceStub
+) -> None:
+    data = struct.pack("<I", 200) + b"ab"
+    header = json.dumps(
+        {"inputs": [{"name": "X", "datatype": "BYTES", "shape": [1],
+                     "parameters": {"binary_data_size": len(data)}}]}
+    ).encode()  # fmt: skip
+    response = requests.post(
+        f"{url}/v2/models/strings/infer",
+        data=header + data,
+        headers={"Inference-Header-Content-Length": str(len(header))},
+        timeout=30,
+    )
+    assert (response.status_code, response.json()) == (
+        400,
+        {"error": "incomplete string data for inference input 'X', expecting string of length "
+         "200 but only 2 bytes available"},
+    )  # fmt: skip
+    request = service_pb2.ModelInferRequest(model_name="strings")
+    request.inputs.add(name="X", datatype="BYTES", shape=[1])
+    request.raw_input_contents.append(struct.pack("<I", 1))
+    assert _rpc_error(stub.ModelInfer, request) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "incomplete string data for inference input 'X', expecting string of length 1 but only "
+        "0 bytes available",
+    )
 
 
 # -- shared memory ------------------------------------------------------------------------

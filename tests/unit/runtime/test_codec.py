@@ -188,7 +188,7 @@ LIES = [
     (
         {"inputs": [_input("s", "BYTES", [1], binary_data_size=8)]},
         struct.pack("<I", 100) + b"abcd",
-        "past the end",
+        "expecting string of length 100 but only 4 bytes available",
     ),
     (
         {"inputs": [_input("s", "BYTES", [2], binary_data_size=9)]},
