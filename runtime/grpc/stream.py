@@ -224,6 +224,8 @@ class _Stream:
         self, message: Any, exc: ServingError, turn: asyncio.Future[None] | None
     ) -> None:
         if self._grpc_errors and _ends_the_stream(exc):
+            if turn is not None:
+                await asyncio.shield(turn)  # the earlier ordered requests' answers go first
             if not self._failed.done():
                 self._failed.set_result(exc)
             return

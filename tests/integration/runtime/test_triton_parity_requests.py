@@ -452,6 +452,34 @@ def test_a_bytes_element_longer_than_its_data_has_tritons_text(
     )
 
 
+@pytest.mark.parametrize(
+    ("wrong", "message"),
+    [
+        (
+            {"datatype": "INT32"},
+            "inference input 'INPUT1' data-type is 'INT32', but model 'add_sub' expects 'FP32'",
+        ),
+        (
+            {"shape": [2, 2]},
+            "unexpected shape for input 'INPUT1' for model 'add_sub'. Expected [4], got [2,2]. ",
+        ),
+    ],
+)
+def test_of_two_wrong_inputs_the_last_sent_is_named(
+    url: str, stub: service_pb2_grpc.GRPCInferenceServiceStub, wrong: dict[str, Any], message: str
+) -> None:
+    # Triton checks a request's inputs newest first (observed on 2.51, REST and gRPC).
+    inputs = [{**entry, **wrong} for entry in _ADD_SUB_INPUTS]
+    response = _infer(url, "add_sub", {"inputs": inputs})
+    assert (response.status_code, response.json()) == (400, {"error": message})
+    request = service_pb2.ModelInferRequest(model_name="add_sub")
+    for entry in inputs:
+        tensor = request.inputs.add(name=entry["name"], datatype=entry["datatype"])
+        tensor.shape.extend(entry["shape"])
+        request.raw_input_contents.append(np.ones(4, dtype=np.float32).tobytes())
+    assert _rpc_error(stub.ModelInfer, request) == (grpc.StatusCode.INVALID_ARGUMENT, message)
+
+
 # -- shared memory ------------------------------------------------------------------------
 
 

@@ -192,6 +192,8 @@ async def test_the_grpc_error_header_ends_the_stream_with_the_errors_status() ->
             context,
         )
     assert context.aborted == (grpc.StatusCode.INVALID_ARGUMENT, "bad tensor")
+    # The slower request sent first is answered first, as the stream's order has it.
+    assert [row[0] for row in _seen(context)] == ["1"]
 
 
 async def test_with_the_grpc_error_header_a_refused_request_is_answered_in_stream() -> None:
