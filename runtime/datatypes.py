@@ -179,8 +179,11 @@ def deserialize_bytes(
             raise InvalidInput(
                 f"unexpected number of string elements {count + 1} for {what}, expecting {count}"
             )
-        if offset + length > len(view):
-            raise InvalidInput(f"BYTES element length runs past the end of the data of {what}")
+        if offset + length > len(view):  # (Triton 2.51's text names no model here)
+            raise InvalidInput(
+                f"incomplete string data for inference input '{name}', expecting string of "
+                f"length {length} but only {len(view) - offset} bytes available"
+            )
         items.append(bytes(view[offset : offset + length]))
         offset += length
     if len(items) != count:

@@ -23,6 +23,10 @@
         └── ModelErrorCancelled        CANCELLED), as Triton's GrpcStatusUtil::CodeToStatus
 
 One aiohttp middleware turns any of these into `{"error": message}` with `status`.
+
+`from_model` marks an error a model itself answered (a Python model's TritonError): a 400 or 404
+of a model is no refusal of the request by the server (a gRPC stream with Triton's
+`triton_grpc_error` header ends on the first, not on a refusal: runtime.grpc.stream).
 """
 
 from __future__ import annotations
@@ -58,9 +62,10 @@ class ServingError(Exception):
     status: int = 500
     grpc_code: str = ""  # a gRPC status name; empty: the one of `status` (thawserver.grpc_status)
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, from_model: bool = False) -> None:
         super().__init__(message)
         self.message = message
+        self.from_model = from_model
 
 
 class InvalidInput(ServingError):

@@ -13,7 +13,20 @@ from typing import Any, Protocol
 
 import numpy as np
 
-__all__ = ["InferRequest", "InferResponse", "InferTensor", "RequestedOutput", "ResponseSink"]
+__all__ = [
+    "REQUEST_FIELDS",
+    "InferRequest",
+    "InferResponse",
+    "InferTensor",
+    "RequestedOutput",
+    "ResponseSink",
+]
+
+# The request `parameters` Triton's front ends read as fields of the request itself (sequence
+# id and flags, priority, timeout in µs; runtime.scheduling.request_parameters checks them):
+# never refused for their type as other parameters are, never shown to a Python model's
+# `parameters()` (Triton 2.51, both protocols).
+REQUEST_FIELDS = frozenset({"sequence_id", "sequence_start", "sequence_end", "priority", "timeout"})
 
 
 @dataclass(slots=True)

@@ -152,7 +152,10 @@ class RestSharedMemory:
             else:
                 self._registry.unregister(region)
         except SharedMemoryError as exc:
-            raise _Refused(exc.message) from None
+            # Triton's REST status of its code: 404 for NOT_FOUND (an unknown region's status,
+            # observed on 2.51), 400 for the rest (bad input; Triton says 500 for INTERNAL).
+            status = 404 if exc.kind is ErrorKind.NOT_FOUND else 400
+            raise _Refused(exc.message, status) from None
         return web.Response(status=200, content_type="application/json")
 
     def _cuda(self, request: web.Request) -> web.Response:

@@ -148,11 +148,12 @@ class GrpcSurface:
 
     async def model_ready(self, request: Any, context: Context) -> Any:
         """Ready = servable (at zero too); a failed wake-up reads ready=false, as a replica's
-        model that is not ready does; an unknown model is NOT_FOUND."""
+        model that is not ready does; so does an unknown model or version (Triton 2.51 answers
+        it ready=false, never NOT_FOUND: tritonclient's is_model_ready returns False)."""
         try:
             check_ready(self._fleet, request.name, _version(request.version))
         except ActivatorError as exc:
-            if exc.status != 503:
+            if exc.status not in (404, 503):
                 raise
             return pb.ModelReadyResponse(ready=False)
         return pb.ModelReadyResponse(ready=True)

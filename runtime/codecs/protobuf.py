@@ -87,6 +87,9 @@ def decode_model_infer(message: Any, *, shm: ShmBinding | None = None) -> InferR
     """One `ModelInferRequest` as an InferRequest (shape and size checks before any array);
     `shm` resolves tensors in shared memory (without it, naming a region is an error)."""
     model = message.model_name
+    version = message.model_version
+    if version and not is_version(version):
+        raise InvalidInput(_version_refusal(version[:40]))
     raw = message.raw_input_contents
     ios = list(message.inputs)  # each input's wrapper made once
     in_shm = sum(1 for io in ios if io.parameters and REGION in io.parameters)
@@ -124,7 +127,7 @@ def decode_model_infer(message: Any, *, shm: ShmBinding | None = None) -> InferR
         inputs.append(tensor)
     return InferRequest(
         model_name=model,
-        model_version=message.model_version,
+        model_version=version,
         inputs=inputs[::-1],
         requested_outputs=_outputs(message.outputs, shm),
         id=message.id or None,
@@ -134,12 +137,25 @@ def decode_model_infer(message: Any, *, shm: ShmBinding | None = None) -> InferR
 
 
 def message_ref(name: str, version: str) -> tuple[str, str | None]:
-    """A message's model name and optional version; NOT_FOUND for what is not a name."""
+    """A message's model name and optional version; NOT_FOUND for what is not a name,
+    INVALID_ARGUMENT (Triton's text) for what is not a version."""
     if not is_model_name(name):
         raise ModelNotFound(f"invalid model name {name[:80]!r}")
     if version and not is_version(version):
-        raise ModelNotFound(f"invalid version {version[:40]!r} for model '{name}'")
+        raise InvalidInput(_version_refusal(version[:40]))
     return name, version or None
+
+
+def _version_refusal(version: str) -> str:
+    """Triton 2.51's gRPC text for a version string that is no version (INVALID_ARGUMENT)."""
+    if version.startswith("-") and version[1:].isdigit():
+        return (
+            f"invalid model version specified '{version}' , version should be an integral value > 0"
+        )
+    return (
+        f"failed to get model version from specified version string '{version}' (details: "
+        "stol), version should be an integral value > 0"
+    )
 
 
 def request_parameters(parameters: Mapping[str, Any]) -> dict[str, Any]:

@@ -27,7 +27,13 @@ from runtime.codecs.shm_tensors import ShmBinding
 from runtime.codecs.tensor_json import json_to_array
 from runtime.datatypes import V2_DATATYPES, element_size, from_wire, serialize_bytes, wire_dtype
 from runtime.errors import InvalidInput
-from runtime.inference import InferRequest, InferResponse, InferTensor, RequestedOutput
+from runtime.inference import (
+    REQUEST_FIELDS,
+    InferRequest,
+    InferResponse,
+    InferTensor,
+    RequestedOutput,
+)
 from thawserver import fast_json
 from thawwire.errors import SharedMemoryError
 from thawwire.shm_params import (
@@ -110,10 +116,9 @@ def _split_body(body: bytes, header_length: int | None) -> tuple[bytes, memoryvi
     """Split the JSON header from the binary sections that follow it, if any."""
     if header_length is None:
         return body, None
-    if not 0 < header_length <= len(body):
+    if not 0 < header_length <= len(body):  # (Triton's text)
         raise InvalidInput(
-            f"Inference-Header-Content-Length {header_length} does not fit a body of "
-            f"{len(body)} bytes"
+            f"inference header size should be in range (0, {len(body)}), got: {header_length}"
         )
     view = memoryview(body)
     return body[:header_length], view[header_length:]
@@ -138,11 +143,18 @@ _RESERVED_ALLOWED = frozenset({"triton_enable_empty_final_response"})
 
 
 def _check_reserved(parameters: dict[str, Any]) -> None:
-    for key in parameters:
+    """Refuse `triton_*` keys and, as Triton 2.51 does, values no request parameter can hold
+    (an object, a list, null: its C API sets only int, bool, string and double parameters)."""
+    for key, value in parameters.items():
         if key.startswith(_RESERVED_PREFIX) and key not in _RESERVED_ALLOWED:
             raise InvalidInput(
                 "parameter keys starting with 'triton_' are reserved for Triton usage and "
                 "should not be specified."
+            )
+        if not isinstance(value, str | int | float) and key not in REQUEST_FIELDS:
+            raise InvalidInput(
+                f"parameter '{key}' has invalid type. It should be either 'int', 'bool', or "
+                "'string'."
             )
 
 
@@ -198,15 +210,15 @@ def _decode_inputs(
                 except SharedMemoryError as exc:
                     raise InvalidInput(exc.message) from None
             elif size is not None:
-                section = _section(binary, offset, size, name)
+                if "data" in raw:
+                    raise InvalidInput(_ONE_SOURCE + "But set 'data' 'binary_data_size'")
+                section = _section(binary, offset, size, name, model)
                 offset += len(section)
             if not _CODEC_PARAMETERS.isdisjoint(params):
                 params = {k: v for k, v in params.items() if k not in _CODEC_PARAMETERS}
         headers.append((raw, name, datatype, shape, count, section, ref, params))
-    if binary is not None and offset != len(binary):
-        raise InvalidInput(
-            f"binary tensor data is {len(binary)} bytes but the inputs declare {offset}"
-        )
+    if binary is not None and offset != len(binary):  # (Triton's text)
+        raise InvalidInput(f"unexpected additional input data for model '{model}'")
     # The data back to front, as Triton's core checks it (see grpc_codec.decode_model_infer).
     inputs: list[InferTensor] = []
     for raw, name, datatype, shape, count, section, ref, params in reversed(headers):
@@ -302,8 +314,10 @@ def _shape_text(shape: Sequence[Any]) -> str:
     return "[" + ",".join(dims) + "]"
 
 
-def _section(binary: memoryview | None, offset: int, size: Any, name: str) -> memoryview:
-    """The next `size` bytes of binary data for input `name`."""
+def _section(
+    binary: memoryview | None, offset: int, size: Any, name: str, model: str
+) -> memoryview:
+    """The next `size` bytes of binary data for input `name` of `model`."""
     if binary is None:
         raise InvalidInput(
             f"input '{name}' declares binary_data_size but the request has no "
@@ -311,12 +325,19 @@ def _section(binary: memoryview | None, offset: int, size: Any, name: str) -> me
         )
     if type(size) is not int or size < 0:
         raise InvalidInput(f"input '{name}' has invalid binary_data_size {size!r}")
-    if offset + size > len(binary):
+    if offset + size > len(binary):  # (Triton's text)
         raise InvalidInput(
-            f"input '{name}' declares {size} bytes of binary data but only "
-            f"{len(binary) - offset} remain"
+            f"unexpected size for input '{name}', expecting "
+            f"{offset + size - len(binary)} additional bytes for model '{model}'"
         )
     return binary[offset : offset + size]
+
+
+# Triton's text for an input with no data, or two sources of it.
+_ONE_SOURCE = (
+    "Input must set only one of the following fields: 'data', 'binary_data_size' in "
+    "'parameters', 'shared_memory_region' in 'parameters'. "
+)
 
 
 def _json_input(
@@ -329,7 +350,7 @@ def _json_input(
 ) -> np.ndarray:
     """Convert an input's JSON `data` (flat or nested) into an array of `shape`."""
     if "data" not in raw:
-        raise InvalidInput(f"input '{name}' has neither 'data' nor binary_data_size")
+        raise InvalidInput(_ONE_SOURCE + "But no field is set")
     # Every JSON element takes at least one byte, so this bounds `count` before allocating.
     if count > max_json_bytes:
         raise InvalidInput(

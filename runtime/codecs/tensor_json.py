@@ -22,6 +22,7 @@ def json_to_array(
         array = _bytes_array(data, name)
     else:
         dtype = np.dtype(np.float32) if datatype == "BF16" else v2_to_numpy(datatype)
+        _check_json_kind(data, name, dtype)
         try:
             array = np.array(data, dtype=dtype)
         except (ValueError, TypeError, OverflowError) as exc:
@@ -36,6 +37,43 @@ def json_to_array(
     if array.ndim == 1 and len(shape) == 1:
         return array  # flat data for a 1-D shape: already (count,), which is `shape`
     return array.reshape(shape)
+
+
+# What JSON values a numeric tensor takes, as Triton's JSON parser takes them (2.51): numbers
+# for floats, integers (never 1.5 or true) for ints, true/false for BOOL; its texts. numpy
+# alone would truncate 1.5 to an int and read true or "2" as a float.
+_KINDS: dict[str, tuple[str, str]] = {
+    "f": ("iuf", "attempt to access JSON non-number as double"),
+    "i": ("iu", "attempt to access JSON non-signed-integer as signed-integer"),
+    "u": ("iu", "attempt to access JSON non-unsigned-integer as unsigned-integer"),
+    "b": ("b", "attempt to access JSON non-boolean as boolean"),
+}
+
+
+def _check_json_kind(data: list[Any], name: str, dtype: np.dtype[Any]) -> None:
+    """400 when `data` holds a JSON value of the wrong kind for `dtype` (Triton's words)."""
+    allowed, text = _KINDS[dtype.kind]
+    try:
+        kind = np.array(data).dtype.kind  # int64, float64, bool, str or object: the widest
+    except (ValueError, OverflowError):
+        return  # ragged or out of range: the conversion says so
+    if kind in allowed or not data:
+        return
+    if kind in "fO" and dtype.kind != "b" and _all_ints(data):
+        return  # integers past int64 make numpy choose float64 (beside others) or object
+    raise InvalidInput(f"Unable to parse 'data': {text} (input '{name}')")
+
+
+def _all_ints(data: list[Any]) -> bool:
+    """Whether every leaf of nested lists `data` is a JSON integer."""
+    stack: list[Any] = [data]
+    while stack:
+        for item in stack.pop():
+            if isinstance(item, list):
+                stack.append(item)
+            elif type(item) is not int:
+                return False
+    return True
 
 
 def _bytes_array(data: list[Any], name: str) -> np.ndarray:

@@ -31,6 +31,7 @@ from runtime.errors import (
     ControlDisabled,
     FeatureDisabled,
     InvalidInput,
+    ModelNotFound,
     ModelNotLoaded,
     ServingError,
 )
@@ -40,6 +41,7 @@ from runtime.inference import InferRequest, InferResponse
 from runtime.models.lifecycle import ServerState
 from runtime.models.load_errors import refused_overrides
 from runtime.models.load_overrides import overrides_from_grpc
+from runtime.models.manager import DECOUPLED_GRPC_INFER, DECOUPLED_INFER
 from runtime.models.service import StreamingModelService, server_live, server_ready
 from thawserver.grpc_routes import parsed, service_handler
 from thawserver.grpc_status import error_status, grpc_status
@@ -165,9 +167,13 @@ class GrpcHandlers:
         return pb.ServerReadyResponse(ready=server_ready(self._config, self._manager, self._state))
 
     async def model_ready(self, request: Any, context: Context) -> Any:
-        # Triton answers ready=false for a known model that is not ready, NOT_FOUND otherwise.
-        name, version = message_ref(request.name, request.version)
-        return pb.ModelReadyResponse(ready=self._manager.model_ready(name, version))
+        # Triton 2.51 answers ready=false, never NOT_FOUND, for a model or version it does not
+        # know, a name that is no name included (tritonclient's is_model_ready returns False).
+        try:
+            name, version = message_ref(request.name, request.version)
+            return pb.ModelReadyResponse(ready=self._manager.model_ready(name, version))
+        except ModelNotFound:
+            return pb.ModelReadyResponse(ready=False)
 
     async def server_metadata(self, request: Any, context: Context) -> Any:
         return self._server_metadata
@@ -211,7 +217,12 @@ class GrpcHandlers:
         if self._forward is not None:  # `--grpc-header-forward-pattern`
             metadata = context.invocation_metadata() or ()
             request.parameters.update(forwarded_headers(self._forward, metadata))
-        response = await self._manager.infer(request)
+        try:
+            response = await self._manager.infer(request)
+        except FeatureDisabled as exc:
+            if exc.message != DECOUPLED_INFER:
+                raise
+            raise FeatureDisabled(DECOUPLED_GRPC_INFER) from None
         if sum(t.data.nbytes for t in response.outputs) > THREAD_THRESHOLD_BYTES:
             return await asyncio.to_thread(_encode, response, request, shm)
         return _encode(response, request, shm)

@@ -8,9 +8,11 @@ while a decoupled model's leave as they come. Every response carries Triton's
 when it asked for it (`triton_enable_empty_final_response`).
 
 A failed request is answered in-stream (`error_message`) and the stream goes on, unless the
-client sent the `triton_grpc_error: true` header: then the first error ends the stream with
-its gRPC status, as Triton does. A client that goes away cancels its requests; the server goes
-on serving everyone else.
+client sent the `triton_grpc_error: true` header: then the first error of a request that ran
+(its model's error, a failed execute, a deadline) ends the stream with its gRPC status, as
+Triton does; a request refused before it ran (unknown model, bad input or parameters, a full
+queue) is still answered in-stream, as Triton 2.51 answers it. A client that goes away cancels
+its requests; the server goes on serving everyone else.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from runtime.codecs.protobuf import (
     encode_model_infer,
     message_ref,
 )
-from runtime.errors import InvalidInput, ServingError
+from runtime.errors import InvalidInput, ModelNotFound, ModelUnavailable, ServingError
 from runtime.header_forward import forwarded_headers
 from runtime.inference import InferRequest
 from thawserver.grpc_status import error_status
@@ -221,7 +223,9 @@ class _Stream:
     async def _error(
         self, message: Any, exc: ServingError, turn: asyncio.Future[None] | None
     ) -> None:
-        if self._grpc_errors:
+        if self._grpc_errors and _ends_the_stream(exc):
+            if turn is not None:
+                await asyncio.shield(turn)  # the earlier ordered requests' answers go first
             if not self._failed.done():
                 self._failed.set_result(exc)
             return
@@ -244,6 +248,13 @@ class _Stream:
         async with self._write_lock:
             with contextlib.suppress(asyncio.InvalidStateError):  # the call already ended
                 await self._context.write(data)
+
+
+def _ends_the_stream(exc: ServingError) -> bool:
+    """Whether `exc` ends a `triton_grpc_error` stream: an error of a request that ran, not a
+    refusal before it ran (Triton answers those in-stream even then; observed on 2.51)."""
+    refusal = isinstance(exc, InvalidInput | ModelNotFound | ModelUnavailable)
+    return exc.from_model or not refusal
 
 
 def _encoded(response: Any, request: InferRequest) -> bytes:

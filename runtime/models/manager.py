@@ -60,6 +60,8 @@ logger = logging.getLogger(__name__)
 # Triton's message for load/unload outside explicit mode (it uses one text for none and poll).
 # Triton's answer to /infer for a decoupled model (2.51, UNSUPPORTED: HTTP 501).
 DECOUPLED_INFER = "HTTP end point doesn't support models with decoupled transaction policy"
+# Its gRPC ModelInfer's (2.51, UNIMPLEMENTED): the same refusal, named for the RPC.
+DECOUPLED_GRPC_INFER = "ModelInfer RPC doesn't support models with decoupled transaction policy"
 
 
 class ModelManager:

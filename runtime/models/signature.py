@@ -118,7 +118,11 @@ class ModelSignature:
             request.raw_input = None
         seen: set[str] = set()
         batch: int | None = None
-        for index, tensor in enumerate(request.inputs):
+        # Last sent first: Triton checks them walking its request's input map, which iterates
+        # newest first, so of two wrong inputs it names the last (observed on 2.51).
+        inputs = request.inputs
+        for index in range(len(inputs) - 1, -1, -1):
+            tensor = inputs[index]
             spec = self.inputs.get(tensor.name)
             if spec is None:
                 raise InvalidInput(

@@ -32,6 +32,7 @@ from runtime.python.model_io import (
     complete_early,
     execute_failure,
     model_args,
+    model_parameters,
     output_types,
     pb_response_result,
     request_cancelled,
@@ -233,7 +234,7 @@ class InProcessPython:
             requested_output_names=[o.name for o in request.requested_outputs],
             model_name=self._name,
             flags=request_flags(request),
-            parameters=request.parameters,
+            parameters=model_parameters(request),
         )
         pb._make_sender = functools.partial(self._sender, request, index, sent, waits)
         pb._cancel_probe = functools.partial(request_cancelled, request)

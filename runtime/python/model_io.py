@@ -1,7 +1,7 @@
 """A Python model's I/O as both ways of running it see it: Triton's error classes, the `args`
 of `initialize`, the declared output types, a `pb_utils.InferenceResponse` as the server's, a
-request's sequence flags, whether a request was cancelled, and a request the model released
-with RESCHEDULE.
+request's sequence flags and the parameters its model sees, whether a request was cancelled,
+and a request the model released with RESCHEDULE.
 
 runtime.python.backend (in the server process) and runtime.python.stub_backend (a stub
 process per instance) both import it, so neither imports the other for these.
@@ -26,7 +26,7 @@ from runtime.errors import (
     ModelUnavailable,
     ServingError,
 )
-from runtime.inference import InferRequest, InferResponse, InferTensor
+from runtime.inference import REQUEST_FIELDS, InferRequest, InferResponse, InferTensor
 from runtime.model_config import config_to_json
 from runtime.python import pb_utils
 from tritonconfig.schema import mc
@@ -36,6 +36,7 @@ __all__ = [
     "complete_early",
     "execute_failure",
     "model_args",
+    "model_parameters",
     "output_types",
     "pb_response_result",
     "request_cancelled",
@@ -69,6 +70,15 @@ def request_cancelled(request: InferRequest) -> bool:
         return True
     sink = request.response_sink
     return sink is not None and sink.cancelled()
+
+
+def model_parameters(request: InferRequest) -> dict[str, Any]:
+    """The parameters `parameters()` of `request`'s pb_utils request shows its model: all but
+    Triton's request fields (REQUEST_FIELDS)."""
+    params = request.parameters
+    if REQUEST_FIELDS.isdisjoint(params):
+        return params
+    return {k: v for k, v in params.items() if k not in REQUEST_FIELDS}
 
 
 def request_flags(request: InferRequest) -> int:
@@ -138,7 +148,7 @@ def pb_response_result(
         err = response.error()
         code = err.code() if hasattr(err, "code") else pb_utils.TritonError.INTERNAL
         cls = ERROR_CLASSES.get(code, ServingError)
-        return cls(str(err.message() if hasattr(err, "message") else err))
+        return cls(str(err.message() if hasattr(err, "message") else err), from_model=True)
     outputs = []
     for tensor in response.output_tensors():
         try:

@@ -236,7 +236,7 @@ class InferenceRequest:
 
     def parameters(self):
         if not isinstance(self._parameters, str):
-            self._parameters = json.dumps(self._parameters or {})
+            self._parameters = json.dumps(self._parameters or {}, separators=(",", ":"))
         return self._parameters
 
     def model_name(self):
@@ -335,7 +335,7 @@ class InferenceResponse:
 
     def parameters(self):
         if not isinstance(self._parameters, str):
-            self._parameters = json.dumps(self._parameters or {})
+            self._parameters = json.dumps(self._parameters or {}, separators=(",", ":"))
         return self._parameters
 
 

@@ -41,6 +41,7 @@ from runtime.python.model_io import (
     complete_early,
     execute_failure,
     model_args,
+    model_parameters,
     output_types,
     request_cancelled,
     request_flags,
@@ -394,7 +395,7 @@ class StubPython:
             return ServingError(f"model '{self._name}' sent no response for a request")
         if "error" in row:
             cls = ERROR_CLASSES.get(int(row.get("code", 1)), ServingError)
-            return cls(str(row["error"]))
+            return cls(str(row["error"]), from_model=True)
         outputs = []
         declared = self._declared
         for t in tensors:
@@ -559,7 +560,7 @@ def _execute_message(exec_id: int, requests: list[InferRequest]) -> tuple[Messag
             {
                 "id": request.id or "",
                 "model": request.model_name,
-                "params": request.parameters,
+                "params": model_parameters(request),
                 "outputs": [o.name for o in request.requested_outputs],
                 "correlation_id": request.parameters.get("sequence_id", 0),
                 "flags": request_flags(request),

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runtime.errors import InvalidInput
+from runtime.inference import REQUEST_FIELDS
 
 __all__ = ["SchedulingParameters", "scheduling_parameters"]
 
@@ -38,12 +39,10 @@ class SchedulingParameters:
 
 NONE = SchedulingParameters()
 
-_NAMES = ("priority", "timeout", "sequence_id", "sequence_start", "sequence_end")
-
 
 def scheduling_parameters(parameters: dict[str, Any]) -> SchedulingParameters:
     """The scheduling parameters in a request's `parameters`; InvalidInput for a bad value."""
-    if not parameters or not any(name in parameters for name in _NAMES):
+    if not parameters or REQUEST_FIELDS.isdisjoint(parameters):
         return NONE
     sequence_id = parameters.get("sequence_id")
     if sequence_id is not None and not (_is_uint64(sequence_id) or isinstance(sequence_id, str)):

@@ -118,6 +118,7 @@ def test_answers_at_zero_do_not_wake_the_model(
     with pytest.raises(InferenceServerException) as info:
         client.get_model_metadata("no_such_model")
     assert _status(info) == "StatusCode.NOT_FOUND"
+    assert not client.is_model_ready("no_such_model")  # Triton 2.51: ready=false, no error
     status = up.model("at_rest")
     assert status["replicas_ready"] == 0 and status["replicas_starting"] == 0
     assert _starts(up, "at_rest") == 0

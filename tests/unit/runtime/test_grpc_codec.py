@@ -254,6 +254,9 @@ def test_responses_leave_in_raw_output_contents_with_parameters() -> None:
 def test_names_that_are_not_names_are_not_found() -> None:
     assert message_ref("m", "") == ("m", None)
     assert message_ref("m", "2") == ("m", "2")
-    for name, version in (("../etc", ""), ("", ""), ("m", "x/1")):
+    for name, version in (("../etc", ""), ("", "")):
         with pytest.raises(ModelNotFound):
             message_ref(name, version)
+    # A version that is no version is Triton's INVALID_ARGUMENT, in its words.
+    with pytest.raises(InvalidInput, match="version string 'x/1' \\(details: stol\\)"):
+        message_ref("m", "x/1")

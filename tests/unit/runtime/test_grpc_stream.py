@@ -12,7 +12,7 @@ import grpc
 import numpy as np
 import pytest
 
-from runtime.errors import InvalidInput, ServingError
+from runtime.errors import InvalidInput, ModelNotFound, ServingError
 from runtime.grpc.stream import MAX_IN_FLIGHT, serve_stream
 from runtime.inference import InferRequest, InferResponse, InferTensor
 from thawwire.grpc_service import pb
@@ -179,7 +179,11 @@ async def test_errors_are_answered_in_stream_in_order_and_the_stream_goes_on() -
 
 
 async def test_the_grpc_error_header_ends_the_stream_with_the_errors_status() -> None:
-    models = _Models({"bad": InvalidInput("bad tensor"), "ok": [(0.2, True)]}, decoupled=set())
+    # A model's own error ends it (Triton 2.51), even one with a 400's code.
+    models = _Models(
+        {"bad": InvalidInput("bad tensor", from_model=True), "ok": [(0.2, True)]},
+        decoupled=set(),
+    )
     context = _Context((("triton_grpc_error", "true"),))
     with pytest.raises(_Aborted):
         await serve_stream(
@@ -188,6 +192,25 @@ async def test_the_grpc_error_header_ends_the_stream_with_the_errors_status() ->
             context,
         )
     assert context.aborted == (grpc.StatusCode.INVALID_ARGUMENT, "bad tensor")
+    # The slower request sent first is answered first, as the stream's order has it.
+    assert [row[0] for row in _seen(context)] == ["1"]
+
+
+async def test_with_the_grpc_error_header_a_refused_request_is_answered_in_stream() -> None:
+    # Triton 2.51 answers a request it refuses before running it in-stream even then.
+    models = _Models(
+        {"bad": InvalidInput("bad tensor"), "gone": ModelNotFound("no model"), "ok": [(0, True)]},
+        decoupled=set(),
+    )
+    context = _Context((("triton_grpc_error", "true"),))
+    await serve_stream(
+        models,  # type: ignore[arg-type]
+        _requests(_request("bad", "1"), _request("gone", "2"), _request("ok", "3")),
+        context,
+    )
+    seen = _seen(context)
+    assert [(row[0], row[2]) for row in seen] == [("1", "bad tensor"), ("2", "no model"), ("3", "")]
+    assert context.aborted is None
 
 
 async def test_requests_in_flight_are_bounded() -> None:

@@ -55,7 +55,7 @@ def test_valid_request_returns_its_batch_size() -> None:
         ([_tensor("A", "FP32", (1, 1, 3)), _tensor("A", "FP32", (1, 1, 3))], "already exists"),
         (
             [_tensor("A", "FP32", (1, 1, 3)), _tensor("B", "INT32", (2, 2), "int32")],
-            "batch size 2 does not match",
+            "input 'A' batch size 1 does not match",  # (the last sent is checked first)
         ),
     ],
 )
