@@ -12,6 +12,7 @@ neither does this `__init__`.
     host             the ModelHost Protocol: what a model's `pb_utils` calls reach
     server_host      the server as `pb_utils` reaches it: BLS on the loop, metrics, logs
     backend          the python backend: a model in the server process or in stub processes
+    auto_complete    a model's auto_complete_config, run in a process of its own
     placement        where a Python model's instances run: stub processes or in the server
     model_io         a model's I/O as both ways see it: errors, `args`, output types
     stub_backend     a model instance in its own stub process
