@@ -160,10 +160,12 @@ def _rest_inputs(
             continue
         size = params.get("binary_data_size")
         if size is not None:
-            if type(size) is not int or size < 0 or offset + size > len(binary):
+            if type(size) is not int or size < 0:  # thaw serve's words (runtime.codecs.rest)
+                raise BadRequest(f"input '{name}' has invalid binary_data_size {size!r}")
+            if offset + size > len(binary):  # Triton's text, as thaw serve's
                 raise BadRequest(
-                    f"input '{name}' declares {size!r} bytes of binary data but only "
-                    f"{len(binary) - offset} remain"
+                    f"unexpected size for input '{name}', expecting "
+                    f"{offset + size - len(binary)} additional bytes for model '{model}'"
                 )
             sections.append(binary[offset : offset + size])
             offset += size

@@ -127,3 +127,27 @@ def test_grpc_inputs_become_raw_contents_and_outputs_regions(
     assert (tmp_path / "out").read_bytes()[:16] == (A + B).tobytes()
     plain = pb.ModelInferRequest(model_name="m", id="shared_memory_region")
     assert grpc_request(plain.SerializeToString(), registry) is None
+
+
+@pytest.mark.parametrize(
+    ("size", "text"),
+    [
+        (32, "unexpected size for input 'INPUT1', expecting 16 additional bytes for model 'm'"),
+        (-1, "input 'INPUT1' has invalid binary_data_size -1"),
+        ("16", "input 'INPUT1' has invalid binary_data_size '16'"),
+    ],
+)
+def test_a_binary_section_that_does_not_add_up_is_refused_in_thaw_serves_words(
+    registry: SystemSharedMemory, size: object, text: str
+) -> None:
+    header = {
+        "inputs": [
+            {"name": "INPUT0", "datatype": "FP32", "shape": [4], "parameters": _shm("in0", 16)},
+            {"name": "INPUT1", "datatype": "FP32", "shape": [8],
+             "parameters": {"binary_data_size": size}},
+        ],
+    }  # fmt: skip
+    head = json.dumps(header).encode()
+    with pytest.raises(BadRequest) as refused:
+        rest_request(head + B.tobytes(), len(head), registry, "m")
+    assert refused.value.message == text
