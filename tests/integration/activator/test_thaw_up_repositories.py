@@ -7,6 +7,7 @@ the server reads ready while its `--load-model` wakes are still under way, and
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -99,7 +100,10 @@ def _ready_while_loading(repo: Path, strict: str) -> tuple[bool, bool]:
         deadline = time.monotonic() + 120
         while not any(line.startswith(LISTENING) for line in lines):
             assert time.monotonic() < deadline and proc.poll() is None, "thaw up did not start"
-            early = early or _ready(port)
+            # Ready while `slow` still wakes: the status is read after the readiness, so a
+            # start that ends between the two reads is never taken for an early answer (the
+            # LISTENING line can reach this reader after the server already answers ready).
+            early = early or (_ready(port) and _waking(port, "slow"))
             time.sleep(0.1)
         late_deadline = time.monotonic() + 60
         while not _ready(port) and time.monotonic() < late_deadline:
@@ -108,6 +112,16 @@ def _ready_while_loading(repo: Path, strict: str) -> tuple[bool, bool]:
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+def _waking(port: int, model: str) -> bool:
+    """Whether `thaw up`'s status shows `model` not yet warm (False if it cannot be read)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/thaw/status", timeout=5) as r:
+            models = json.loads(r.read())["models"]
+    except (urllib.error.URLError, ConnectionError, ValueError, KeyError):
+        return False
+    return any(m["model"] == model and m["state"] in ("cold", "waking") for m in models)
 
 
 def _ready(port: int) -> bool:
