@@ -21,6 +21,7 @@ import numpy as np
 
 from snapshotter.arena import Arena
 from snapshotter.artifact_archive import UNPACKED_DIR
+from snapshotter.chunk_trust import check_chunk, trusted_chunks
 from snapshotter.cuda_restore import (
     CopierFactory,
     DeviceConfig,
@@ -45,16 +46,6 @@ from snapshotter.stores import ImageStore, open_store
 from snapshotter.stores.dir_store import DirStore
 
 logger = logging.getLogger(__name__)
-
-
-def check_chunk(chunk: ChunkEntry, data: memoryview) -> None:
-    """Raise `IntegrityError` naming the chunk unless `data` has its size and digest."""
-    if len(data) != chunk.size:
-        raise IntegrityError(
-            f"chunk {chunk.digest} is {len(data)} bytes, expected {chunk.size}", digest=chunk.digest
-        )
-    if hashlib.sha256(data).hexdigest() != chunk.digest:
-        raise IntegrityError(f"chunk {chunk.digest} does not match its digest", digest=chunk.digest)
 
 
 class ImageLoader:
@@ -439,7 +430,9 @@ class ImageLoader:
             logger.warning("cache entry unreadable, refetching: %s", exc)
             return list(chunks)
         timings["read"] += time.perf_counter() - t0
-        trusted = _trusted(store, chunks, read_stats) if self.verify == "marker" else set[str]()
+        trusted = (
+            trusted_chunks(store, chunks, read_stats) if self.verify == "marker" else set[str]()
+        )
         t0 = time.perf_counter()
         bad = self._verify_parallel([c for c in chunks if c.digest not in trusted], dests)
         timings["verify"] += time.perf_counter() - t0
@@ -466,7 +459,7 @@ class ImageLoader:
         read_stats: dict[Path, os.stat_result] = {}
         read_into(jobs, threads=self.read_threads, direct=self.direct_reads, read_stats=read_stats)
         timings["read"] += time.perf_counter() - t0
-        trusted = _trusted(store, chunks, read_stats)
+        trusted = trusted_chunks(store, chunks, read_stats)
         t0 = time.perf_counter()
         bad = self._verify_parallel([c for c in chunks if c.digest not in trusted], dests)
         timings["verify"] += time.perf_counter() - t0
@@ -576,20 +569,6 @@ class ImageLoader:
             raise
         if fill is not None:
             fill.commit()
-
-
-def _trusted(
-    store: DirStore, chunks: list[ChunkEntry], read_stats: dict[Path, os.stat_result]
-) -> set[str]:
-    """Digests of the chunks whose verified marker matches the file their bytes were read
-    from (its `fstat` after the read): a chunk file replaced or rewritten between a check of
-    its path and the read is hashed, never served on the marker of the file it replaced."""
-    return {
-        c.digest
-        for c in chunks
-        if (st := read_stats.get(store.chunk_file(c.digest))) is not None
-        and store.is_verified(c.digest, c.size, st)
-    }
 
 
 def _side_blobs(manifest: Manifest) -> tuple[dict[str, memoryview], list[ChunkEntry]]:
