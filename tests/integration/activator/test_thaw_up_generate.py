@@ -143,3 +143,33 @@ def _handed_off(up: UpProcess) -> float:
         if line.startswith('thaw_handoffs_total{model="ticker",result="handed_off"}'):
             return float(line.split()[-1])
     return 0.0
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"{not json", b"[1, 2]", b'{"INPUT0": "abc", "INPUT1": [1]}', b'{"INPUT0": [1e999999]}'],
+)
+def test_hostile_generate_bodies_get_a_json_error_and_the_model_serves_on(
+    up: UpProcess, body: bytes
+) -> None:
+    for path in ("/v2/models/add_sub/generate", "/v2/models/add_sub/generate_stream"):
+        bad = requests.post(
+            up.url + path, data=body, headers={"Content-Type": "application/json"}, timeout=120
+        )
+        assert 400 <= bad.status_code < 500, (path, bad.status_code, bad.text)
+        assert isinstance(bad.json()["error"], str)
+    good = {"INPUT0": [1, 2, 3, 4], "INPUT1": [1, 1, 1, 1]}
+    ok = requests.post(up.url + "/v2/models/add_sub/generate", json=good, timeout=120)
+    assert ok.status_code == 200, ok.text
+
+
+def test_a_generate_body_over_the_cap_is_refused_before_it_is_read(up: UpProcess) -> None:
+    size = 65 << 20  # over --max-body-bytes' 64 MiB default
+    response = requests.post(
+        up.url + "/v2/models/add_sub/generate",
+        data=b"{" + b" " * (size - 2) + b"}",
+        headers={"Content-Type": "application/json"},
+        timeout=120,
+    )
+    assert response.status_code == 413
+    assert "--max-body-bytes" in response.json()["error"]
