@@ -7,7 +7,9 @@ are measured in interleaved rounds, each starting with the next side (so backgro
 spreads evenly): straight to `tiny`'s
 replica, through the activator in-path, and through the activator's front door with direct
 connections. Each side: p50 of 500 sequential requests on one connection, then throughput of
-16 concurrent clients for --seconds. Medians over --rounds.
+16 concurrent clients for --seconds, and the CPU per request of `thaw up`'s whole process tree
+(activator, fork server, replicas: user+sys from psutil) over that 16-client run — the
+steadier measure on a shared machine. Medians over --rounds.
 
     .venv/bin/python -m benchmarks.warm_path [--rounds 3] [--seconds 3]
 """
@@ -20,11 +22,13 @@ import os
 import shutil
 import statistics
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from benchmarks.cold_start import Model, Up, _latency_and_throughput, timed_infer
 from benchmarks.machine import machine_line
+from benchmarks.proc_cpu import tree_cpu_s
 
 SIDES = ("replica", "in_path", "direct")
 
@@ -65,13 +69,14 @@ def measure(work: Path, rounds: int, seconds: float) -> dict[str, Any]:
             # Each round starts with the next side, so no side always runs first or last.
             for side in SIDES[r % len(SIDES) :] + SIDES[: r % len(SIDES)]:
                 url, model = targets[side]
-                runs[side].append(asyncio.run(_latency_and_throughput(url, model, seconds)))
+                cpu = partial(tree_cpu_s, up.proc.pid)
+                runs[side].append(asyncio.run(_latency_and_throughput(url, model, seconds, cpu)))
         handed_off = _handoffs(up)
     finally:
         up.stop()
     loadavg.append(os.getloadavg()[0])
     medians = {
-        side: {key: statistics.median(r[key] for r in rs) for key in ("p50_ms", "rps")}
+        side: {key: statistics.median(r[key] for r in rs) for key in ("p50_ms", "rps", "cpu_us")}
         for side, rs in runs.items()
     }
     return {"sides": medians, "runs": runs, "loadavg": loadavg, "handoffs": handed_off}
@@ -96,8 +101,9 @@ def report(results: dict[str, Any]) -> str:
     s = results["sides"]
     base = s["replica"]
     lines = [
-        "| side | p50 latency | throughput (16 clients) | vs straight to the replica |",
-        "|---|---|---|---|",
+        "| side | p50 latency | throughput (16 clients) | vs straight | CPU µs/request "
+        "(thaw up's tree) | straight's CPU / this side's |",
+        "|---|---|---|---|---|---|",
     ]
     labels = {
         "replica": "straight to the replica",
@@ -108,15 +114,19 @@ def report(results: dict[str, Any]) -> str:
         r = s[side]
         lines.append(
             f"| {labels[side]} | {r['p50_ms']:.2f} ms | {r['rps']:.0f} req/s | "
-            f"{100 * r['rps'] / base['rps']:.0f}% |"
+            f"{100 * r['rps'] / base['rps']:.0f}% | {r['cpu_us']:.0f} | "
+            f"{100 * base['cpu_us'] / r['cpu_us']:.0f}% |"
         )
     runs = results["runs"]
     for side in ("in_path", "direct"):
         ratios = [
-            f"{100 * r['rps'] / b['rps']:.0f}%"
+            f"{100 * r['rps'] / b['rps']:.0f}% ({r['cpu_us']:.0f} vs {b['cpu_us']:.0f} µs)"
             for r, b in zip(runs[side], runs["replica"], strict=True)
         ]
-        lines.append(f"\n{labels[side]}, each round vs the replica: {', '.join(ratios)}")
+        lines.append(
+            f"\n{labels[side]}, each round vs the replica (throughput, CPU µs/request): "
+            + ", ".join(ratios)
+        )
     start, end = results["loadavg"]
     lines.append(
         f"\nconnections of `tiny` at the front door: {results['handoffs']}\n"

@@ -212,12 +212,16 @@ class _Guarded(asyncio.Protocol):
     """One connection under the guard: forwards every callback to `inner` unchanged."""
 
     __slots__ = (
-        "_bytes", "_guard", "_held", "_paused", "_phase", "_since", "_timer", "_transport", "inner",
+        "_bytes", "_guard", "_held", "_loop", "_paused", "_phase", "_since", "_timer",
+        "_transport", "inner",
     )  # fmt: skip
 
     def __init__(self, guard: ConnectionGuard, inner: asyncio.Protocol, since: float | None):
         self._guard = guard
         self.inner = inner
+        # Made by the loop's protocol factory. Kept: on Python 3.11 every get_running_loop()
+        # is a getpid() system call, and a request would make two.
+        self._loop = asyncio.get_running_loop()
         self._phase = Phase.HEAD
         self._since = since
         self._bytes = False  # bytes of the awaited head arrived
@@ -233,7 +237,7 @@ class _Guarded(asyncio.Protocol):
 
     def request_ended(self) -> None:
         self._phase = Phase.IDLE
-        self._since = asyncio.get_running_loop().time()
+        self._since = self._loop.time()
         self._bytes = False
         self._arm()
 
@@ -252,7 +256,7 @@ class _Guarded(asyncio.Protocol):
             if self._timer.when() <= due:
                 return  # fires first, then re-arms for `due`
             self._timer.cancel()
-        self._timer = asyncio.get_running_loop().call_at(due, self._expire)
+        self._timer = self._loop.call_at(due, self._expire)
 
     def _expire(self) -> None:
         self._timer = None
@@ -262,7 +266,7 @@ class _Guarded(asyncio.Protocol):
         due = expiry(self._phase, self._since, self._guard.limits)
         if due is None:
             return
-        loop = asyncio.get_running_loop()
+        loop = self._loop
         if loop.time() < due:
             self._timer = loop.call_at(due, self._expire)
             return
@@ -289,7 +293,7 @@ class _Guarded(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)  # a stream socket's transport
         if self._since is None:
-            self._since = asyncio.get_running_loop().time()
+            self._since = self._loop.time()
         self._guard._opened(self, transport)
         self._arm()
         self.inner.connection_made(transport)
@@ -305,7 +309,7 @@ class _Guarded(asyncio.Protocol):
             return
         if self._phase is Phase.IDLE:  # the next request's first bytes: its head is due
             self._phase = Phase.HEAD
-            self._since = asyncio.get_running_loop().time()
+            self._since = self._loop.time()
             self._arm()
         elif self._bytes or self._phase is Phase.REQUEST:
             self.inner.data_received(data)  # bytes within a request: passed on as they are

@@ -40,6 +40,7 @@ class DirectProtocol(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # a TCP socket's transport
         self.direct.transport = self.transport
+        self.direct.loop = asyncio.get_running_loop()  # once: on 3.11 each call is a getpid()
         self._on_open(self.direct)
         self.handler.connection_made(transport)
 

@@ -39,6 +39,9 @@ __all__ = ["DIRECT_ROUTING", "DirectRouting"]
 
 _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
+_PATHS_KEPT = 1024
+_UNSEEN = "/"  # no model's name: model_of never returns it
+
 
 class DirectRouting:
     """Routes the requests of handed-off connections (`track`ed by the handoff receiver)."""
@@ -57,6 +60,10 @@ class DirectRouting:
         self.clock = clock
         self.load = DirectLoad(clock())
         self._connections: dict[asyncio.BaseTransport, DirectConnection] = {}
+        # Request path -> the model it names here (model_of), for the paths seen: a client
+        # sends the same few paths again and again. Bounded: past _PATHS_KEPT, new paths
+        # are parsed each time.
+        self._models_of: dict[str, str | None] = {}
 
     def install(self, app: web.Application) -> None:
         """Route `app`'s requests on handed-off connections (call it before the app starts):
@@ -102,7 +109,10 @@ class DirectRouting:
         clock, load = self.clock, self.load
         now = clock()
         close = now >= direct.opened_at + self._max_age_s
-        model = model_of(request.path)
+        path = request.path
+        model = self._models_of.get(path, _UNSEEN)
+        if model == _UNSEEN:
+            model = self._model_of(path)
         load.change(now, +1)
         try:
             if model is not None and self._is_loaded(model):
@@ -117,6 +127,12 @@ class DirectRouting:
             response.force_close()  # max age: `Connection: close`, reconnect via the door
         await _write_whole(request, response, direct)
         return response
+
+    def _model_of(self, path: str) -> str | None:
+        model = model_of(path)
+        if len(self._models_of) < _PATHS_KEPT:
+            self._models_of[path] = model
+        return model
 
     async def _send_back(
         self, request: web.Request, body: bytes, *, close: bool
@@ -143,7 +159,7 @@ async def _write_whole(
         pass  # the client went away: aiohttp's own finish of the response ends the connection
     finally:
         if direct.open:
-            direct.responded(asyncio.get_running_loop())
+            direct.responded()
 
 
 DIRECT_ROUTING: web.AppKey[DirectRouting] = web.AppKey("direct_routing", DirectRouting)

@@ -37,15 +37,10 @@ class ConnectionStates:
             with open(path, "r+b") as file:  # the mapping outlives the file object
                 self._map = mmap.mmap(file.fileno(), 0)
         self.size = len(self._map)
-
-    def set(self, slot: int, state: SlotState) -> None:
-        self._map[slot] = state
+        self.bytes = self._map  # the bytes themselves: DirectConnection stores into them
 
     def get(self, slot: int) -> SlotState:
         return SlotState(self._map[slot])
-
-    def responding(self, slot: int) -> bool:
-        return self._map[slot] == SlotState.RESPONDING
 
     def close(self) -> None:
         self._map.close()
@@ -61,6 +56,7 @@ class DirectConnection:
     states: ConnectionStates
     handler: asyncio.BaseProtocol | None = field(default=None, repr=False)  # aiohttp's
     transport: asyncio.WriteTransport | None = field(default=None, repr=False)  # while open
+    loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False)  # its transport's
     open: bool = True  # False once ended here: the slot may be handed out again at once
     busy: bool = False  # a request is in the handler, its response not yet written
     writing: bool = False  # a response is being written
@@ -70,10 +66,10 @@ class DirectConnection:
         """Request bytes arrived (before the parser takes them): consumed from here on. While
         a response is still going out it stays RESPONDING (a 502 must not follow a cut-off
         response) and the response's end decides."""
-        if self.states.responding(self.slot):
+        if self.states.bytes[self.slot] == SlotState.RESPONDING:
             self.pending = True
         else:
-            self.states.set(self.slot, SlotState.STARTED)
+            self.states.bytes[self.slot] = SlotState.STARTED
 
     def handling(self) -> None:
         """A request entered the handler (the bytes that came in were its own)."""
@@ -83,29 +79,29 @@ class DirectConnection:
         """A response's headers are about to be written."""
         if self.open:
             self.writing = True
-            self.states.set(self.slot, SlotState.RESPONDING)
+            self.states.bytes[self.slot] = SlotState.RESPONDING
 
-    def responded(self, loop: asyncio.AbstractEventLoop) -> None:
+    def responded(self) -> None:
         """The response was handed to the transport; idle once it is out (`_when_flushed`)."""
         self.busy = self.writing = False
-        self._when_flushed(loop, 0.0)
+        self._when_flushed(0.0)
 
-    def _when_flushed(self, loop: asyncio.AbstractEventLoop, wait_s: float) -> None:
+    def _when_flushed(self, wait_s: float) -> None:
         """Once every byte of the response is with the kernel (it reaches the client even if
         this process dies), the connection is idle again, unless a next request has begun."""
-        transport = self.transport
-        if not self.open or self.writing or transport is None:
+        transport, loop = self.transport, self.loop
+        if not self.open or self.writing or transport is None or loop is None:
             return  # another response is being written, or the connection is gone
         if transport.get_write_buffer_size() > 0:  # a large response, a slow client
             wait_s = min(0.05, max(0.002, 2 * wait_s))
-            loop.call_later(wait_s, self._when_flushed, loop, wait_s)
+            loop.call_later(wait_s, self._when_flushed, wait_s)
             return
         # A pipelining client's next request may already be parsed (aiohttp's private queue,
         # through the compat module); without it, `pending` (bytes that arrived meanwhile)
         # still tells.
         queued = self.handler is not None and has_queued_requests(self.handler)
         begun = self.busy or self.pending or queued
-        self.states.set(self.slot, SlotState.STARTED if begun else SlotState.IDLE)
+        self.states.bytes[self.slot] = SlotState.STARTED if begun else SlotState.IDLE
         self.pending = False
 
     @property

@@ -79,6 +79,7 @@ class _Setup:
     copies: dict[int, socket.socket]  # the activator's copies, by slot, as it keeps them
     release: asyncio.Event  # lets the replica answer `?hold=1` requests
     skew_s: list[float]  # added to the receiver's monotonic clock: steps time forward
+    loaded: set[str]  # the models the replica has loaded (its routing's `is_loaded`)
 
 
 async def _replica_app(release: asyncio.Event) -> web.Application:
@@ -122,9 +123,10 @@ async def setup(tmp_path: Path) -> AsyncIterator[_Setup]:
     front_url = f"http://127.0.0.1:{front.addresses[0][1]}"
     release = asyncio.Event()
     skew_s = [0.0]
+    loaded = {"m"}
     front_door = FrontDoor(url=front_url, timeout_s=10)
     routing = DirectRouting(
-        is_loaded=lambda model: model == "m",
+        is_loaded=loaded.__contains__,
         front_door=front_door,
         max_age_s=0.5,
         clock=lambda: time.monotonic() + skew_s[0],
@@ -161,6 +163,7 @@ async def setup(tmp_path: Path) -> AsyncIterator[_Setup]:
             copies,
             release,
             skew_s,
+            loaded,
         )
     finally:
         link.close()
@@ -247,6 +250,37 @@ async def test_own_models_are_answered_here_and_the_rest_by_the_front_door(
         }  # fmt: skip
         assert headers["x-front-door"] == "1"
         assert "keep-alive" not in headers  # hop-by-hop headers do not pass
+    writer.close()
+
+
+async def test_a_path_is_routed_by_whether_its_model_is_loaded_now(setup: _Setup) -> None:
+    """The routing remembers which model a path names, never whether it is loaded here: a
+    model loaded, or unloaded, after its path was first seen is routed as it is now."""
+    reader, writer = await _hand_off(setup)
+    path = "/v2/models/late/infer"
+    for loaded, answered_by in [(False, "front door"), (True, "replica"), (False, "front door")]:
+        if loaded:
+            setup.loaded.add("late")
+        else:
+            setup.loaded.discard("late")
+        status, headers, body = await _request(reader, writer, "POST", path, b"x")
+        assert status == 200
+        assert ("x-front-door" in headers) == (answered_by == "front door"), body
+    writer.close()
+
+
+async def test_many_distinct_paths_are_each_routed_on_their_own(setup: _Setup) -> None:
+    """More distinct paths than the routing remembers (a client making names up): each is
+    still routed by what it names, and the model's own path is still answered here."""
+    reader, writer = await _hand_off(setup)
+    assert (await _request(reader, writer, "POST", "/v2/models/m/infer"))[0] == 200  # adopted
+    setup.skew_s[0] = -3600.0  # from now on the connection is younger than its max age
+    for i in range(1030):
+        status, headers, _ = await _request(reader, writer, "GET", f"/v2/models/n{i}/ready")
+        assert (status, headers["x-front-door"]) == (200, "1"), i
+    status, headers, body = await _request(reader, writer, "POST", "/v2/models/m/infer", b"y")
+    assert status == 200 and "x-front-door" not in headers
+    assert json.loads(body) == {"model": "m", "body": "y"}
     writer.close()
 
 
