@@ -8,6 +8,7 @@ their digest before they are served or cached.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -260,7 +261,15 @@ class ImageLoader:
             home = self._chunk_home(chunk)
             if home is None:
                 return None
-            pieces.append(Piece(home.chunk_file(chunk.digest), base, chunk.size))
+            # The tier copies the file it opens; a cache chunk must then still be the file
+            # its marker names (the cache marks every chunk it verified). A directory store is
+            # only read, never marked, so its chunks may carry none: copied as they are.
+            trusted = (
+                functools.partial(home.is_verified, chunk.digest, chunk.size)
+                if self.cache is not None and home is self.cache.store
+                else None
+            )
+            pieces.append(Piece(home.chunk_file(chunk.digest), base, chunk.size, trusted))
         return pieces
 
     def _chunk_home(self, chunk: ChunkEntry) -> DirStore | None:
