@@ -8,7 +8,9 @@
         │        device as soon as it landed, from
         ├─ the host tier's shared mapping, when it keeps the image (`read_from_host`: a memcpy
         │  per piece, no file read, no hash; the mapping itself is never page-locked)
-        └─ otherwise the chunk files (`pread_piece`)
+        └─ otherwise the chunk files (`pread_piece`), each read from the descriptor whose
+           verified marker was checked (`chunk_trust.OpenedChunks`); chunks without one are
+           checked in host memory first and copied from there (`read_from_memory`)
     views into the device arena, typed as the manifest says (`device_views`)
 
 Everything device-specific goes through a `DeviceCopier`; the CUDA one is

@@ -5,7 +5,8 @@ lays it out. A process that finds its image there maps the file copy-on-write in
 reading the chunks (1 GiB: ~0.03 s to fill the page tables, against ~0.15-0.3 s to read into
 fresh memory), and every process that maps it shares the same pages. Entries are published
 after a restore from the node cache, by copying the cache's verified chunk files (never the
-arena a model may already use) in a low-priority background thread: the file is written
+arena a model may already use; each checked against its marker by the file copied, not the
+path) in a low-priority background thread: the file is written
 under a temporary name and linked into place only when complete, so a reader never sees half
 an image. The directory holds at most `max_bytes`: before an entry is added, the least
 recently used ones are removed (`plan_expiry`, pure). Removing the file of an image a live
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from snapshotter.arena import Arena
-from snapshotter.errors import SnapshotError
+from snapshotter.errors import IntegrityError, SnapshotError
 from thawserver.cache_counters import record_evictions
 
 logger = logging.getLogger(__name__)
@@ -50,11 +51,16 @@ class HostEntry:
 
 @dataclass(frozen=True)
 class Piece:
-    """`size` bytes of file `path` (a verified cache chunk) that go at `offset` of the arena."""
+    """`size` bytes of file `path` (a verified cache chunk) that go at `offset` of the arena.
+
+    `trusted(fstat)`, when given, says whether the file copied may be kept: it is called with
+    the `fstat` of the file opened, after the copy (the chunk's verified marker checked against
+    the very file read, so one renamed over the path or rewritten meanwhile is never kept)."""
 
     path: Path
     offset: int
     size: int
+    trusted: Callable[[os.stat_result], bool] | None = None
 
 
 def plan_expiry(
@@ -157,7 +163,7 @@ class HostCache:
         time.sleep(self._publish_delay_s)
         try:
             self.publish(digest, nbytes, pieces)
-        except OSError as exc:  # tmpfs full, directory removed: the tier is only a cache
+        except (OSError, IntegrityError) as exc:  # tmpfs full, a chunk replaced: only a cache
             logger.warning("host tier: could not keep image %s: %s", digest[:12], exc)
         finally:
             with self._lock:
@@ -257,3 +263,8 @@ def _copy(piece: Piece, fd: int) -> None:
             if sent == 0:
                 raise OSError(f"{piece.path} ended after {done} of {piece.size} bytes")
             done += sent
+        if piece.trusted is not None and not piece.trusted(os.fstat(src.fileno())):
+            raise IntegrityError(
+                f"{piece.path} is not the verified chunk file (replaced or rewritten)",
+                digest=piece.path.name,
+            )

@@ -8,6 +8,7 @@ their digest before they are served or cached.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -21,7 +22,7 @@ import numpy as np
 
 from snapshotter.arena import Arena
 from snapshotter.artifact_archive import UNPACKED_DIR
-from snapshotter.chunk_trust import check_chunk, trusted_chunks
+from snapshotter.chunk_trust import OpenedChunks, check_chunk, trusted_chunks
 from snapshotter.cuda_restore import (
     CopierFactory,
     DeviceConfig,
@@ -41,7 +42,15 @@ from snapshotter.parallel_read import ReadJob, read_into
 from snapshotter.pvc_cache import NodeCache
 from snapshotter.restored_image import RestoredImage, process_unpack_root
 from snapshotter.source_digest import source_digest
-from snapshotter.staging_ring import DeviceCopier, DeviceJob, ReadFn, StagingPool, read_from_host
+from snapshotter.staging_ring import (
+    DeviceCopier,
+    DeviceJob,
+    ReadFn,
+    StagingPool,
+    pread_piece,
+    read_from_host,
+    read_from_memory,
+)
 from snapshotter.stores import ImageStore, open_store
 from snapshotter.stores.dir_store import DirStore
 
@@ -52,8 +61,9 @@ class ImageLoader:
     """Finds and restores images for one runtime process (blocking; call it in a thread).
 
     `store_uri` is `s3://bucket/prefix` or a directory; `cache_dir` the node-local cache.
-    `verify="marker"` trusts cache chunks whose verified marker still matches the file
-    (size, mtime, inode); `verify="full"` re-hashes every chunk on every restore.
+    `verify="marker"` trusts cache chunks whose verified marker matches the file their bytes
+    are read from (size, mtime, inode); `verify="full"` re-hashes every chunk on every restore
+    (to a GPU too).
     `store` (an already configured adapter) replaces `store_uri` when given. `direct_io`:
     fills from the store are written to the cache with O_DIRECT where aligned (no page-cache
     copy; see `direct_io`). `direct_reads`: cold cache chunks are read with O_DIRECT too — off
@@ -251,7 +261,15 @@ class ImageLoader:
             home = self._chunk_home(chunk)
             if home is None:
                 return None
-            pieces.append(Piece(home.chunk_file(chunk.digest), base, chunk.size))
+            # The tier copies the file it opens; a cache chunk must then still be the file
+            # its marker names (the cache marks every chunk it verified). A directory store is
+            # only read, never marked, so its chunks may carry none: copied as they are.
+            trusted = (
+                functools.partial(home.is_verified, chunk.digest, chunk.size)
+                if self.cache is not None and home is self.cache.store
+                else None
+            )
+            pieces.append(Piece(home.chunk_file(chunk.digest), base, chunk.size, trusted))
         return pieces
 
     def _chunk_home(self, chunk: ChunkEntry) -> DirStore | None:
@@ -306,21 +324,18 @@ class ImageLoader:
         mdigest = hashlib.sha256(manifest.to_json()).hexdigest()
         timings: dict[str, float] = {"fetch": 0.0, "read": 0.0, "verify": 0.0}
         kept = self.host.get(mdigest, manifest.arena_bytes)  # mapped, shared: never pinned
-        # Chunks with no verified file here go through host memory once (fetch or hash);
-        # after that every chunk streams from its file (or the tier's mapping) to the device.
-        todo = [] if kept is not None else [c for c in manifest.chunks if not self._on_disk(c)]
-        artifacts, files_dir, fetched = self._read_through_host(manifest, todo, arena, timings)
-        read: ReadFn | None
         if kept is not None:
+            artifacts, files_dir, _, _ = self._read_through_host(manifest, [], arena, timings)
             jobs = [DeviceJob(self.host.path_of(mdigest), 0, manifest.arena_bytes, 0, mdigest)]
-            read, source = read_from_host(kept), "host"
+            device_arena, copy = restore_to_device(
+                jobs, manifest.arena_bytes, copier, self.device_config, pool=self.staging,
+                read=read_from_host(kept), cancel=cancel,
+            )  # fmt: skip
+            source = "host"
         else:
-            jobs = self._device_jobs(manifest)
-            read, source = self._device_read, "store" if fetched else "cache"
-        device_arena, copy = restore_to_device(
-            jobs, manifest.arena_bytes, copier, self.device_config, pool=self.staging,
-            read=read, cancel=cancel,
-        )  # fmt: skip
+            device_arena, copy, artifacts, files_dir, source = self._stream_chunks(
+                manifest, copier, arena, timings, cancel
+            )
         del kept  # unmapped: the device holds the image now
         if source != "host":
             self._keep_in_host_tier(manifest, mdigest)
@@ -343,10 +358,39 @@ class ImageLoader:
             unpack_root=self._unpack_root, files_dir=files_dir,
         )  # fmt: skip
 
-    def _on_disk(self, chunk: ChunkEntry) -> bool:
-        """Whether the file a restore reads `chunk` from carries a valid verified marker."""
-        home = self._chunk_home(chunk)
-        return home is not None and home.is_verified(chunk.digest, chunk.size)
+    def _stream_chunks(
+        self,
+        manifest: Manifest,
+        copier: DeviceCopier,
+        arena: Arena | None,
+        timings: dict[str, float],
+        cancel: threading.Event | None,
+    ) -> tuple[Any, dict[str, float], dict[str, bytes], Path | None, str]:
+        """Fill a device arena from the chunks: those whose opened file carries a matching
+        verified marker are read from that very descriptor (a file renamed over the path
+        since is not the one read; one rewritten in place meanwhile fails the restore with
+        IntegrityError); the others go through host memory once (fetched, or hashed then
+        marked) and are copied to the device from there, never read from a path again."""
+        homes = [(c, self._chunk_home(c)) for c in manifest.chunks]
+        with OpenedChunks(homes, use_markers=self.verify == "marker") as opened:
+            todo = [c for c in manifest.chunks if c.digest not in opened.trusted]
+            artifacts, files_dir, fetched, checked = self._read_through_host(
+                manifest, todo, arena, timings
+            )
+            # A job of a `todo` chunk names no file: `read_from_memory` copies it from `checked`.
+            jobs = [
+                DeviceJob(opened.path(c.digest), 0, c.size, base, c.digest, opened.fd(c.digest))
+                if c.digest in opened.trusted
+                else DeviceJob(Path(c.digest), 0, c.size, base, c.digest)
+                for c, base in zip(manifest.chunks, manifest.chunk_bases, strict=True)
+            ]
+            read = read_from_memory(checked, self._device_read or pread_piece)
+            device_arena, copy = restore_to_device(
+                jobs, manifest.arena_bytes, copier, self.device_config, pool=self.staging,
+                read=read, cancel=cancel,
+            )  # fmt: skip
+            opened.unchanged()
+        return device_arena, copy, artifacts, files_dir, "store" if fetched else "cache"
 
     def _read_through_host(
         self,
@@ -354,10 +398,11 @@ class ImageLoader:
         todo: list[ChunkEntry],
         arena: Arena | None,
         timings: dict[str, float],
-    ) -> tuple[dict[str, bytes], Path | None, bool]:
+    ) -> tuple[dict[str, bytes], Path | None, bool, dict[str, memoryview]]:
         """Read the artifacts, the model files and the `todo` chunks (fetched, or hashed, then
         marked) through host memory: `arena` when it is big enough, else fresh memory. Returns
-        the artifacts, the model files' directory and whether anything came from the store."""
+        the artifacts, the model files' directory, whether anything came from the store, and
+        the `todo` chunks' checked bytes by digest."""
         dests, entries = _side_blobs(manifest)
         need = sum(align_up(c.size) for c in todo)
         staging = arena if arena is not None and arena.nbytes >= need else Arena(need)
@@ -367,19 +412,8 @@ class ImageLoader:
             pos += align_up(chunk.size)
         fetched = self._restore_entries(manifest, [*entries, *todo], dests, timings)
         artifacts = {name: bytes(dests[c.digest]) for name, c in manifest.artifacts.items()}
-        return artifacts, self._write_model_files(manifest, dests), fetched
-
-    def _device_jobs(self, manifest: Manifest) -> list[DeviceJob]:
-        """One job per chunk, from the file a restore has just read or verified it in."""
-        pieces = self._chunk_files(manifest)
-        if pieces is None:
-            raise SnapshotError(
-                f"image {manifest.ref}: a chunk is in no local file after its fetch"
-            )
-        return [
-            DeviceJob(p.path, 0, p.size, p.offset, c.digest)
-            for p, c in zip(pieces, manifest.chunks, strict=True)
-        ]
+        checked = {c.digest: dests[c.digest] for c in todo}
+        return artifacts, self._write_model_files(manifest, dests), fetched, checked
 
     def _copier(self, device: str) -> DeviceCopier:
         if self._copier_factory is not None:

@@ -12,8 +12,10 @@ cancellation are the same code on every machine.
 `RingStaging`: `slots` pinned buffers of `slot_bytes`, reused. A slot is handed out again only
 after the copy out of it has completed (its `CopyDone.wait()`), so at most `slots` pieces are
 read but not yet on the device: pinned memory stays bounded and a reader that gets ahead of PCIe
-waits (back-pressure). A piece is read from its job's file (`pread_piece`), or copied out of
-host memory that already holds the image (`read_from_host`: the host tier's mapping).
+waits (back-pressure). A piece is read from its job's file (`pread_piece`: the descriptor the
+job carries, opened when its verified marker was checked, else its path), or copied out of host
+memory that already holds the image (`read_from_host`: the host tier's mapping) or the chunk
+(`read_from_memory`: bytes checked there first).
 
 Whatever fails first (a read, a copy, a cancel) stops the other readers; before the error is
 raised every copy already started has finished, since a DMA may still be reading staging memory
@@ -25,7 +27,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +48,7 @@ __all__ = [
     "StagingPool",
     "pread_piece",
     "read_from_host",
+    "read_from_memory",
     "split_pieces",
     "stream_to_device",
 ]
@@ -56,13 +59,18 @@ _POLL_S = 0.02
 
 @dataclass(frozen=True)
 class DeviceJob:
-    """Copy `nbytes` of `path` from `file_offset` to `device_offset` of the device arena."""
+    """Copy `nbytes` of `path` from `file_offset` to `device_offset` of the device arena.
+
+    `fd`, when given, is a descriptor of the file to read instead of opening `path`: the file
+    whose verified marker was checked (`chunk_trust.OpenedChunks`), even if the path has been
+    replaced since. The caller keeps it open until the ring is done."""
 
     path: Path
     file_offset: int
     nbytes: int
     device_offset: int
     tag: str
+    fd: int | None = None
 
 
 @dataclass(frozen=True)
@@ -321,8 +329,9 @@ def stream_to_device(
 
 
 def pread_piece(job: DeviceJob, offset: int, view: memoryview) -> None:
-    """`preadv` one piece of a job's file into `view`; IntegrityError if the file is short."""
-    fd = os.open(job.path, os.O_RDONLY | os.O_CLOEXEC)
+    """`preadv` one piece of a job's file (its `fd`, else its path opened now) into `view`;
+    IntegrityError if the file is short."""
+    fd = job.fd if job.fd is not None else os.open(job.path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         done = 0
         while done < len(view):
@@ -331,7 +340,29 @@ def pread_piece(job: DeviceJob, offset: int, view: memoryview) -> None:
                 raise IntegrityError(f"chunk {job.tag} is truncated", digest=job.tag)
             done += got
     finally:
-        os.close(fd)
+        if job.fd is None:
+            os.close(fd)
+
+
+def read_from_memory(views: Mapping[str, memoryview], files: ReadFn) -> ReadFn:
+    """A reader that copies the pieces of a job whose `tag` has bytes in `views` (already
+    checked in host memory: fetched or hashed there) out of them, and reads the others with
+    `files`; a job's `file_offset` is then its offset in its view."""
+
+    def read(job: DeviceJob, offset: int, view: memoryview) -> None:
+        held = views.get(job.tag)
+        if held is None:
+            files(job, offset, view)
+            return
+        start = job.file_offset + offset
+        if start + len(view) > len(held):
+            raise SnapshotError(f"piece of {job.tag} past its {len(held)} bytes in host memory")
+        np.copyto(
+            np.frombuffer(view, dtype=np.uint8),
+            np.frombuffer(held[start : start + len(view)], dtype=np.uint8),
+        )
+
+    return read
 
 
 def read_from_host(arena: Arena) -> ReadFn:

@@ -216,7 +216,9 @@ class VersionLoader:
             return config
         from runtime.python.backend import auto_complete_config
 
-        config = auto_complete_config(config, spec.model_file(spec.versions[-1]))
+        config = auto_complete_config(
+            config, spec.model_file(spec.versions[-1]), model_dir=spec.model_dir
+        )
         config.name = spec.name
         config.backend = "python"
         fill_defaults(config, gpu_available=False)

@@ -39,7 +39,7 @@ from runtime.python.model_io import (
     request_flags,
     rescheduled,
 )
-from runtime.python.placement import PythonRuntime, placement
+from runtime.python.placement import PythonRuntime, execution_env_path, placement
 from runtime.python.stub.model_runner import (
     ModelError,
     ModelRunner,
@@ -54,13 +54,21 @@ __all__ = ["PythonBackend", "auto_complete_config", "install_pb_utils"]
 logger = logging.getLogger(__name__)
 
 
-def auto_complete_config(config: mc.ModelConfig, model_file: Path) -> mc.ModelConfig:
+def auto_complete_config(
+    config: mc.ModelConfig, model_file: Path, *, model_dir: Path | None = None
+) -> mc.ModelConfig:
     """Call the model's optional `auto_complete_config` staticmethod and apply what it returns.
-    It runs in a process of its own (runtime.python.auto_complete), as in Triton's stub; a
-    model file that never names it is not imported here at all."""
+    It runs in a process of its own (runtime.python.auto_complete), as in Triton's stub: under
+    the config's EXECUTION_ENV_PATH interpreter when it names one (`model_dir`, the model's
+    directory, is `$$TRITON_MODEL_DIRECTORY`; by default the one above the version directory
+    holding `model_file`). A model file that never names it is not imported here at all."""
     if not mentions_hook(model_file):
         return config
-    completed = run_hook(config_to_json(config), model_file, config.name)
+    completed = run_hook(
+        config_to_json(config), model_file, config.name,
+        execution_env=execution_env_path(config),
+        model_dir=model_dir if model_dir is not None else model_file.parent.parent,
+    )  # fmt: skip
     if completed is None:
         return config
     _check_scheduling_choice(config, completed)

@@ -1,7 +1,11 @@
 """Start a Python model's stub process: its interpreter (`EXECUTION_ENV_PATH`), its socket.
 
 stub_python(EXECUTION_ENV_PATH) ─▶ this interpreter | <env>/bin/python (a tarball unpacked)
+stub_env(python) ─▶ the environment a process under it starts with (Thaw's import path first)
 spawn(python) ─▶ `python -m runtime.python.stub.stub_main FD`, the other end of a socket pair
+
+A model's `auto_complete_config` runs where its stubs would (runtime.python.auto_complete): the
+same `stub_python` and `stub_env`.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from pathlib import Path
 from runtime.errors import RepositoryError
 from runtime.python.stub.wire import channel_pair
 
-__all__ = ["SpawnedStub", "spawn", "stub_python"]
+__all__ = ["SpawnedStub", "spawn", "stub_env", "stub_python"]
 
 # The directory holding the `runtime` package (runtime/python/stub_process.py, two levels up):
 # a stub's interpreter imports `runtime.python.stub` from there. Found from this file rather than
@@ -55,6 +59,21 @@ def stub_python(config_env: str | None, model_dir: Path) -> tuple[Path, Path | N
     )
 
 
+def stub_env(python: Path) -> dict[str, str]:
+    """The environment of a process started with `python` (a stub, or the process running a
+    model's `auto_complete_config`): the `runtime` package importable first (an environment's
+    interpreter lacks Thaw's packages; the stub side imports only the stdlib, numpy and its own
+    modules), the server's log level, and an environment's `bin` first on PATH."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(_PROJECT_ROOT), env.get("PYTHONPATH", "")) if p
+    )
+    env["THAW_STUB_LOG_LEVEL"] = logging.getLevelName(logging.getLogger().getEffectiveLevel())
+    if python != Path(sys.executable):
+        env["PATH"] = f"{python.parent}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
 @dataclass(frozen=True)
 class SpawnedStub:
     """A started stub process and the server's end of its socket."""
@@ -67,18 +86,11 @@ def spawn(python: Path, model: str) -> SpawnedStub:
     """Start a stub process with `python` (blocking: a fork and exec); RepositoryError if it
     cannot start."""
     server_end, stub_end = channel_pair()
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(_PROJECT_ROOT), env.get("PYTHONPATH", "")) if p
-    )
-    env["THAW_STUB_LOG_LEVEL"] = logging.getLevelName(logging.getLogger().getEffectiveLevel())
-    if python != Path(sys.executable):
-        env["PATH"] = f"{python.parent}{os.pathsep}{env.get('PATH', '')}"
     try:
         proc = subprocess.Popen(
             [str(python), "-m", "runtime.python.stub.stub_main", str(stub_end.fileno())],
             pass_fds=(stub_end.fileno(),),
-            env=env,
+            env=stub_env(python),
             stdin=subprocess.DEVNULL,
         )
     except OSError as exc:

@@ -6,6 +6,7 @@ standard library, numpy, `runtime.python.pb_utils` / `pb_tensors` / `pb_metrics`
 with nothing else importable).
 
     stub_main       the process: read requests, run the model, answer
+    auto_complete_main  the process that runs a model's `auto_complete_config`
     model_runner    load a `model.py` and run `initialize` / `execute` / `finalize`
     stub_host       pb_utils' ModelHost in a stub: every call goes to the server
     inbox           the incoming messages, read by whichever thread waits for one

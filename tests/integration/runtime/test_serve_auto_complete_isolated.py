@@ -18,6 +18,7 @@ import psutil
 import pytest
 
 from tests.fixtures.models import python_model
+from tests.fixtures.python_env import python_env
 from tests.fixtures.serve_process import ServeProcess
 
 pytestmark = pytest.mark.integration
@@ -125,7 +126,7 @@ def _wait_for_importers(server: ServeProcess, *, at_least: int) -> list[psutil.P
         found = [
             p
             for p in psutil.Process(server.proc.pid).children(recursive=True)
-            if "runtime.python.auto_complete" in " ".join(p.cmdline())
+            if "runtime.python.stub.auto_complete_main" in " ".join(p.cmdline())
         ]
         if len(found) >= at_least:
             return found
@@ -139,3 +140,57 @@ def test_a_hook_in_its_own_process_still_completes_the_config(server: ServeProce
         config = json.loads(r.read())
     assert config["max_batch_size"] == 4
     assert [i["name"] for i in config["input"]] == ["X"]
+
+
+# Importable only under the model's EXECUTION_ENV_PATH environment, never the server's.
+_ENV_ONLY = {"thaw_env_only_sizes": "MAX_BATCH_SIZE = 6\n"}
+_COMPLETES_IN_ENV = """
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    @staticmethod
+    def auto_complete_config(config):
+        import thaw_env_only_sizes
+
+        config.add_input({"name": "X", "data_type": "TYPE_FP32", "dims": [1]})
+        config.add_output({"name": "Y", "data_type": "TYPE_FP32", "dims": [1]})
+        config.set_max_batch_size(thaw_env_only_sizes.MAX_BATCH_SIZE)
+        return config
+
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor(
+            "Y", pb_utils.get_input_tensor_by_name(r, "X").as_numpy())]) for r in requests]
+"""
+_IN_ENV = """name: "{name}"
+backend: "python"
+parameters {{
+  key: "EXECUTION_ENV_PATH" value {{ string_value: "$$TRITON_MODEL_DIRECTORY/{env}" }}
+}}
+"""
+
+
+def test_the_hook_runs_in_the_models_own_environment(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    python_model(repo, "plain", _CONFIG.format(name="plain"), _IDENTITY)
+    python_model(repo, "in_env", _IN_ENV.format(name="in_env", env="pyenv"), _COMPLETES_IN_ENV)
+    python_env(repo / "in_env" / "pyenv", _ENV_ONLY)
+    python_model(repo, "no_env", _IN_ENV.format(name="no_env", env="gone"), _COMPLETES_IN_ENV)
+    serve = ServeProcess(repo, "--model-control-mode", "explicit")
+    try:
+        serve.wait_ready()
+        status, body = _post(f"{serve.url}/v2/repository/models/in_env/load")
+        assert status == 200, body
+        with urllib.request.urlopen(f"{serve.url}/v2/models/in_env/config", timeout=60) as r:
+            config = json.loads(r.read())
+        assert config["max_batch_size"] == 6  # the environment's module said so
+        assert _infer(serve, "in_env", (1, 1)) == 200
+        status, body = _post(f"{serve.url}/v2/repository/models/no_env/load")
+        assert status == 400
+        error = str(body["error"])  # the server shortens a long one in its middle
+        assert "model 'no_env': auto_complete_config: EXECUTION_ENV_PATH" in error, body
+        assert "no_env/gone holds no bin/python" in error, body
+        assert _post(f"{serve.url}/v2/repository/models/plain/load")[0] == 200
+        assert _infer(serve, "plain") == 200  # the server serves on
+    finally:
+        serve.stop()

@@ -1,10 +1,12 @@
-"""`ImageLoader.restore(..., device=...)` on a fake GPU: bytes, VRAM budget, OOM, host tier."""
+"""`ImageLoader.restore(..., device=...)` on a fake GPU: bytes, VRAM budget, OOM, host tier, and
+chunk files replaced or rewritten between the marker check and the ring's read."""
 
 from __future__ import annotations
 
 import os
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -12,9 +14,9 @@ import torch
 
 from snapshotter import Arena, ImageLoader, build_image
 from snapshotter.cuda_restore import DeviceConfig
-from snapshotter.errors import DeviceMemoryError
+from snapshotter.errors import DeviceMemoryError, IntegrityError
 from snapshotter.image_ref import ImageRef
-from snapshotter.staging_ring import DeviceJob, pread_piece
+from snapshotter.staging_ring import DeviceJob, ReadFn, pread_piece
 from snapshotter.stores.dir_store import DirStore
 from tests.fakes.fake_device import FakeDevice
 from tests.fixtures.torch_models import make_torchscript_linear
@@ -168,3 +170,93 @@ def test_a_directory_store_streams_to_the_gpu_in_place(tmp_path: Path, device: F
         assert torch.equal(image.torch_tensors()[name], tensor), name
     cache = DirStore(tmp_path / "cache")
     assert all(cache.chunk_size(c.digest) is None for c in image.manifest.chunks)  # in place
+
+
+def _swap_on_first_read(path: Path, tag: str, change: Callable[[Path], None]) -> ReadFn:
+    """A ring reader that runs `change(path)` just before the first piece of chunk `tag` is
+    read: after the restore decided to trust the chunk, before its bytes reach the device."""
+    done = threading.Event()
+    lock = threading.Lock()
+
+    def read(job: DeviceJob, offset: int, view: memoryview) -> None:
+        with lock:
+            if job.tag == tag and not done.is_set():
+                change(path)
+                done.set()
+        pread_piece(job, offset, view)
+
+    return read
+
+
+def _replace(path: Path) -> None:
+    """Another fill or a GC renames other bytes over the chunk's path (a new inode)."""
+    other = path.with_name(path.name + ".other")
+    other.write_bytes(bytes(255 - b for b in path.read_bytes()))
+    os.replace(other, path)
+
+
+def _rewrite_in_place(path: Path) -> None:
+    """The same file (inode) rewritten with other bytes; its mtime moves."""
+    data = path.read_bytes()
+    with path.open("r+b") as f:
+        f.write(bytes(255 - b for b in data))
+    later = time.time() + 7
+    os.utime(path, (later, later))
+
+
+def test_a_chunk_replaced_after_its_marker_was_checked_is_never_copied(
+    cache: Path, device: FakeDevice
+) -> None:
+    host = ImageLoader(None, cache, "cpu").restore(REF).torch_tensors()
+    chunk = ImageLoader(None, cache, "cpu").manifest(REF).chunks[0]
+    path = DirStore(cache).chunk_file(chunk.digest)
+    read = _swap_on_first_read(path, chunk.digest, _replace)
+    image = _loader(cache, device, device_read=read).restore(REF, device="cuda:0")
+    # The ring read the file whose marker was checked (its descriptor), not the new one.
+    for name, tensor in host.items():
+        assert torch.equal(image.torch_tensors()[name], tensor), name
+
+
+def test_a_chunk_rewritten_in_place_while_the_ring_reads_it_fails_the_restore(
+    cache: Path, device: FakeDevice
+) -> None:
+    chunk = ImageLoader(None, cache, "cpu").manifest(REF).chunks[0]
+    path = DirStore(cache).chunk_file(chunk.digest)
+    read = _swap_on_first_read(path, chunk.digest, _rewrite_in_place)
+    with pytest.raises(IntegrityError, match=f"chunk {chunk.digest} changed while it was read"):
+        _loader(cache, device, device_read=read).restore(REF, device="cuda:0")
+
+
+def test_a_chunk_hashed_in_host_memory_goes_to_the_device_from_there(
+    cache: Path, device: FakeDevice
+) -> None:
+    host = ImageLoader(None, cache, "cpu").restore(REF).torch_tensors()
+    chunk = ImageLoader(None, cache, "cpu").manifest(REF).chunks[0]
+    path = DirStore(cache).chunk_file(chunk.digest)
+    later = time.time() + 5
+    os.utime(path, (later, later))  # a stale marker: the chunk is hashed through host memory
+    swapped: list[str] = []
+
+    def read(job: DeviceJob, offset: int, view: memoryview) -> None:
+        if job.tag == chunk.digest and not swapped:
+            swapped.append(job.tag)
+            _replace(path)  # the hashed file's path holds other bytes now
+        pread_piece(job, offset, view)
+
+    image = _loader(cache, device, device_read=read).restore(REF, device="cuda:0")
+    assert swapped == []  # never read from its path again: copied from the hashed bytes
+    for name, tensor in host.items():
+        assert torch.equal(image.torch_tensors()[name], tensor), name
+
+
+def test_verify_full_hashes_every_chunk_before_the_device_gets_it(
+    cache: Path, device: FakeDevice
+) -> None:
+    chunk = ImageLoader(None, cache, "cpu").manifest(REF).chunks[0]
+    path = DirStore(cache).chunk_file(chunk.digest)
+    before = path.stat()
+    _rewrite_in_place(path)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # its marker still matches
+    assert DirStore(cache).is_verified(chunk.digest, chunk.size)
+    with pytest.raises(IntegrityError, match=chunk.digest):  # no store to fetch it again from
+        _loader(cache, device, verify="full").restore(REF, device="cuda:0")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -11,6 +13,7 @@ import numpy as np
 import pytest
 
 from snapshotter import ImageLoader, build_image
+from snapshotter.errors import IntegrityError
 from snapshotter.host_cache import HostCache, HostEntry, Piece, plan_expiry
 from snapshotter.image_ref import ImageRef
 from snapshotter.stores.dir_store import DirStore
@@ -158,3 +161,42 @@ def test_snapshot_pull_can_fill_the_host_tier_at_once(tmp_path: Path) -> None:
     assert "kept" in out.stdout and "not kept" not in out.stdout
     mapped = _loader(tmp_path, tier).restore(REF)  # the very first restore maps it
     assert mapped.source == "host" and np.array_equal(mapped.tensors["w"], weights)
+
+
+def test_a_cache_chunk_replaced_before_the_tier_copies_it_is_never_kept(tmp_path: Path) -> None:
+    # The tier copies chunk files in the background, after the restore verified them: a file
+    # renamed over a chunk's path meanwhile (another fill, a GC, a corrupt copy) is not the
+    # file its verified marker names, so the image is not kept (wakes would map its bytes
+    # unhashed, to the GPU too).
+    version, _ = _model(tmp_path)
+    build_image(version, DirStore(tmp_path / "cache"))
+    tier = tmp_path / "tier"
+    loader = ImageLoader(
+        None, tmp_path / "cache", "cpu", host_cache_dir=tier, host_max_bytes=64 << 20,
+        host_publish_delay_s=0.5,
+    )  # fmt: skip
+    image = loader.restore(REF)
+    path = DirStore(tmp_path / "cache").chunk_file(image.manifest.chunks[0].digest)
+    other = path.with_name("other")
+    other.write_bytes(bytes(b ^ 0xFF for b in path.read_bytes()))
+    os.replace(other, path)  # well within the publish delay
+    for thread in threading.enumerate():
+        if thread.name == "thaw-host-tier":
+            thread.join(timeout=20)
+    assert list(tier.glob("*.img")) == []
+
+
+def test_a_piece_whose_file_is_not_trusted_fails_the_publish(tmp_path: Path) -> None:
+    src = tmp_path / "chunk"
+    src.write_bytes(b"x" * 4096)
+    host = HostCache(tmp_path / "tier", max_bytes=1 << 20)
+    seen: list[int] = []
+
+    def trusted(st: os.stat_result) -> bool:
+        seen.append(st.st_ino)
+        return False
+
+    with pytest.raises(IntegrityError, match="not the verified chunk file"):
+        host.publish("abc", 4096, [Piece(src, 0, 4096, trusted)])
+    assert seen == [src.stat().st_ino]  # asked about the file it copied
+    assert [p.name for p in (tmp_path / "tier").iterdir()] == [".lock"]  # no entry, no temp

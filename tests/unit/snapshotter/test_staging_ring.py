@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +26,7 @@ from snapshotter.staging_ring import (
     StagingPool,
     pread_piece,
     read_from_host,
+    read_from_memory,
     split_pieces,
     stream_to_device,
 )
@@ -196,3 +199,43 @@ def test_vram_shortfall(need: int, free: int, reusable: int, fits: bool) -> None
     assert (reason is None) is fits
     if reason is not None:
         assert reason.startswith("cuda:1 has ") and "headroom" in reason
+
+
+def test_a_job_with_a_descriptor_reads_that_file_whatever_its_path_holds_now(
+    device: FakeDevice, tmp_path: Path
+) -> None:
+    jobs, expected = _files(tmp_path, [3 * SLOT + 5])
+    fd = os.open(jobs[0].path, os.O_RDONLY)
+    try:
+        other = tmp_path / "other"
+        other.write_bytes(b"X" * (3 * SLOT + 15))
+        os.replace(other, jobs[0].path)  # the path holds another file now
+        job = dataclasses.replace(jobs[0], fd=fd)
+        dest = device.allocate(len(expected))
+        stream_to_device([job], dest, device, _ring(device, 2), threads=2)
+    finally:
+        os.close(fd)
+    assert bytes(dest.numpy()) == expected
+
+
+def test_checked_chunks_come_from_host_memory_and_the_others_from_their_files(
+    device: FakeDevice, tmp_path: Path
+) -> None:
+    jobs, expected = _files(tmp_path, [2 * SLOT + 1, SLOT + 7])
+    held = memoryview(bytearray(expected[: jobs[0].nbytes]))
+    jobs[0].path.unlink()  # checked in host memory: its file is never read again
+    first = dataclasses.replace(jobs[0], file_offset=0)
+    files: list[str] = []
+
+    def from_file(job: DeviceJob, offset: int, view: memoryview) -> None:
+        files.append(job.tag)
+        pread_piece(job, offset, view)
+
+    dest = device.allocate(len(expected))
+    read = read_from_memory({first.tag: held}, from_file)
+    stream_to_device([first, jobs[1]], dest, device, _ring(device, 2), threads=2, read=read)
+    assert bytes(dest.numpy()) == expected
+    assert set(files) == {jobs[1].tag}
+    long = dataclasses.replace(first, nbytes=len(held) + 1)
+    with pytest.raises(SnapshotError, match="past its"):
+        stream_to_device([long], device.allocate(long.nbytes), device, _ring(device, 2), read=read)
