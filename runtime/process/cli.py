@@ -433,7 +433,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = build_config(args)
     except ConfigError as exc:
-        print(f"thaw serve: error: {exc}", file=sys.stderr)
+        print(f"thaw serve: error: {_as_typed(str(exc), args)}", file=sys.stderr)
         return 2
     for repository in config.repositories:
         # tritonserver's `--exit-on-error=false` keeps a server that failed to initialize
@@ -482,6 +482,15 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="thaw")
     register(parser.add_subparsers(dest="command"))
     return run(parser.parse_args(["serve", *argv]))
+
+
+def _as_typed(message: str, args: argparse.Namespace) -> str:
+    """`message` naming the flag as it is typed ("`--port` = 70000, ...", as `thaw up` says)
+    where the setting it names ("`port`") is the destination of one of the flags."""
+    name, tick, rest = message.removeprefix("`").partition("`")
+    if not message.startswith("`") or not tick or not hasattr(args, name):
+        return message
+    return f"`--{name.replace('_', '-')}`{rest}"
 
 
 def _run_loop(main: Coroutine[Any, Any, int], event_loop: str) -> int:

@@ -82,10 +82,12 @@ def test_help_lists_the_flags_the_activator_uses() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--port", "70000"], "`port` = 70000, must be in [0, 65535]"),
-        (["--max-body-bytes", "10"], "`max_body_bytes` = 10, must be in"),
-        (["--preload-frameworks", "tensorflow"], "`preload_frameworks` = 'tensorflow'"),
-        (["--log-level", "loud"], "`log_level` = 'loud'"),
+        (["--port", "70000"], "`--port` = 70000, must be in [0, 65535]"),
+        (["--max-body-bytes", "10"], "`--max-body-bytes` = 10, must be in"),
+        (["--preload-frameworks", "tensorflow"], "`--preload-frameworks` = 'tensorflow'"),
+        (["--log-level", "loud"], "`--log-level` = 'loud'"),
+        # a setting no one flag sets keeps its own name
+        (["--model-load-thread-count", "0"], "`model_load_threads` = 0, must be in"),
     ],
 )
 def test_bad_flags_exit_2_naming_the_setting(
