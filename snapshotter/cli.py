@@ -319,8 +319,9 @@ def _ls(args: argparse.Namespace) -> int:
                          "files": sorted(m.files)})  # fmt: skip
         print(json.dumps(rows))
         return 0
+    refs = list(store.list_images())  # before the header: a store that fails prints no table
     print(f"{'MODEL':<24} {'VERSION':>7}  {'TARGET':<12} {'FRAMEWORK':<12} {'TENSORS':>7} SIZE")
-    for ref in store.list_images():
+    for ref in refs:
         try:
             m = load_manifest(store, ref)
         except SnapshotError as exc:
@@ -383,7 +384,11 @@ def _pull(args: argparse.Namespace) -> int:
         if args.source is not None:  # first: a restore waiting for the lock then only stats
             version_dir = _version_dir(args.source, ref.version)
             if loader.source_digest(version_dir) != load_manifest(store, ref).source_digest:
-                print(f"{ref} was built from other files than {version_dir}", file=sys.stderr)
+                print(
+                    f"thaw snapshot pull: error: {ref} was built from other files than "
+                    f"{version_dir} (rebuild the image, or pull without --source)",
+                    file=sys.stderr,
+                )
                 return _STALE_EXIT
         # The node cache's own store: no fsync (its verified markers catch a torn write).
         cache = NodeCache(args.cache).store

@@ -99,6 +99,22 @@ def test_s3_without_credentials_is_a_clear_error(tmp_path: Path, fault_proxy: ob
     result = thaw("ls", "--store", f"s3://{BUCKET}/x", env=env)
     assert result.returncode == 1
     assert "credentials" in result.stderr and "Traceback" not in result.stderr
+    assert result.stdout == ""  # no table header above an error
+
+
+def test_pull_of_an_image_built_from_other_files_exits_4_saying_so(
+    model_repo: Path, tmp_path: Path
+) -> None:
+    store, cache = tmp_path / "store", tmp_path / "cache"
+    assert thaw("build", str(model_repo / "mlp_torchscript"), "--store", str(store)).returncode == 0
+    other = tmp_path / "other" / "mlp_torchscript"
+    (other / "1").mkdir(parents=True)
+    (other / "1" / "model.pt").write_bytes(b"not the weights the image was built from")
+    args = ["pull", "mlp_torchscript", "--store", str(store), "--cache", str(cache)]
+    result = thaw(*args, "--source", str(other))
+    assert result.returncode == 4
+    assert result.stderr.startswith("thaw snapshot pull: error: mlp_torchscript:1")
+    assert f"was built from other files than {other / '1'}" in result.stderr
 
 
 def test_a_model_without_weight_files_exits_3_with_nothing_to_image(tmp_path: Path) -> None:
