@@ -363,6 +363,7 @@ def read_model_settings_from(objects: list[dict[str, Any]], tmp_path: Path) -> d
         (["runtime.grpcPort=8000"], "= [8000 8000 8002], must be three different ports"),
         (["runtime.metricsPort=8001"], "= [8000 8001 8001], must be three different ports"),
         (["images.storeUri=http://bucket/x"], "must be s3://bucket/prefix"),
+        (["images.storeUri=s3://My_Bucket/x"], "an S3 bucket name: 3-63 lowercase letters"),
         (["image.digest=latest"], "at '/image/digest': 'latest' does not match pattern"),
         (["imageGpu.digest=sha256:abc"], "at '/imageGpu/digest'"),
         (["image.tag=bad tag"], 'image.tag = "bad tag", must be an image tag'),

@@ -123,10 +123,10 @@ prometheus.io/path: /metrics
 {{- fail "modelRepository.source = configMap needs modelRepository.configMapName: the chart does not create that ConfigMap (kubectl create configmap NAME --from-file=...; one key per file, 1 MiB in all); for a real repository use pvc or s3" -}}
 {{- end -}}
 {{- if and (eq $source "s3") (not (regexMatch "^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$" .Values.modelRepository.s3Uri)) -}}
-{{- fail (printf "modelRepository.s3Uri = %q, must be s3://bucket/prefix" .Values.modelRepository.s3Uri) -}}
+{{- fail (printf "modelRepository.s3Uri = %q, must be s3://bucket/prefix (an S3 bucket name: 3-63 lowercase letters, digits, dots and hyphens, starting and ending with a letter or digit)" .Values.modelRepository.s3Uri) -}}
 {{- end -}}
 {{- if and .Values.images.storeUri (not (regexMatch "^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$|^/" .Values.images.storeUri)) -}}
-{{- fail (printf "images.storeUri = %q, must be s3://bucket/prefix (or an absolute path)" .Values.images.storeUri) -}}
+{{- fail (printf "images.storeUri = %q, must be s3://bucket/prefix (an S3 bucket name: 3-63 lowercase letters, digits, dots and hyphens, starting and ending with a letter or digit) or an absolute path on the node" .Values.images.storeUri) -}}
 {{- end -}}
 {{- range $key, $img := dict "image" .Values.image "imageGpu" .Values.imageGpu "modelRepository.s3Sync.image" .Values.modelRepository.s3Sync.image -}}
 {{- if and $img.digest (not (regexMatch "^sha256:[0-9a-f]{64}$" $img.digest)) -}}
