@@ -61,6 +61,11 @@ function el(tag, attrs, text) {
   return node;
 }
 
+// `text` cut to `n` characters, the cut shown: "a_very_long…".
+function shortened(text, n) {
+  return text.length > n ? text.slice(0, n - 1) + "\u2026" : text;
+}
+
 function svgEl(tag, attrs, text) {
   const node = document.createElementNS(SVG, tag);
   for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, String(v));
@@ -392,7 +397,9 @@ function coldPlot(doc) {
         base += v;
       }
     }
-    svg.appendChild(svgEl("text", { x: bx + bw / 2, y: h - bottom + 14, "text-anchor": "middle" }, c.model.slice(0, 12)));
+    const label = svgEl("text", { x: bx + bw / 2, y: h - bottom + 14, "text-anchor": "middle" }, shortened(c.model, 12));
+    label.appendChild(svgEl("title", {}, c.model)); // the whole name on hover
+    svg.appendChild(label);
     svg.appendChild(svgEl("text", { x: bx + bw / 2, y: h - bottom + 27, "text-anchor": "middle" }, clock(c.began_unix)));
   });
 }

@@ -184,6 +184,8 @@ def test_the_page_shows_a_model_waking_then_warm(
     assert page.locator("#plot-cost path[data-series=used]").count() == 1
     assert page.is_hidden("#shared-panel")  # no model here shares a replica
     assert page.locator("#plot-cold rect").count() >= 3 * 2  # phases of both cold starts
+    # each bar's label, however it is cut, names its model whole on hover
+    assert "slow_init" in page.locator("#plot-cold text title").all_text_contents()
 
     # Only thaw up itself was asked for anything (no CDN, no font, no library).
     assert requested and all(u.startswith(up.url + "/") for u in requested), requested
