@@ -64,6 +64,12 @@ class DirectRouting:
         # sends the same few paths again and again. Bounded: past _PATHS_KEPT, new paths
         # are parsed each time.
         self._models_of: dict[str, str | None] = {}
+        # The ways back (runtime.direct.send_back), keeping the connection or closing it
+        # (max age): made once, and never bound to a request (that would be a cycle).
+        self._send_backs = (
+            functools.partial(self._send_back, close=False),
+            functools.partial(self._send_back, close=True),
+        )
 
     def install(self, app: web.Application) -> None:
         """Route `app`'s requests on handed-off connections (call it before the app starts):
@@ -117,7 +123,7 @@ class DirectRouting:
         try:
             if model is not None and self._is_loaded(model):
                 # A request naming the client's shared memory goes back (runtime.direct.send_back).
-                request[SEND_BACK] = functools.partial(self._send_back, request, close=close)
+                request[SEND_BACK] = self._send_backs[close]
                 response = await handler(request)
             else:
                 response = await self._front_door.forward(request, close=close)

@@ -3,7 +3,7 @@
 A request on a connection `thaw up` handed to this replica (runtime.direct.routing) that names
 the client's shared-memory regions cannot be answered here: the activator owns its clients'
 regions (replicas come and go). runtime.direct.routing leaves, under `SEND_BACK` in each such
-request, a call that forwards the request with its already-read body to the front door and
+request, a call that forwards a request with its already-read body to the front door and
 streams the answer to the client; a handler that finds the regions returns what it returns.
 """
 
@@ -18,5 +18,7 @@ __all__ = ["SEND_BACK", "SendBack"]
 SEND_BACK = "thaw.send_back"
 """The request key (aiohttp requests are mappings) of a handed-off request's way back."""
 
-SendBack = Callable[[bytes], Awaitable[web.StreamResponse]]
-"""Forward the request, with this body, to the front door; its answer, already sent."""
+SendBack = Callable[[web.Request, bytes], Awaitable[web.StreamResponse]]
+"""Forward the request, with this body, to the front door; its answer, already sent. The
+request is an argument, not bound in: a request holding a call that held it would be a cycle,
+freed only by the garbage collector (measured: a tenth more CPU per handed-off request)."""

@@ -231,7 +231,7 @@ class V2Handlers:
             send_back: SendBack | None = request.get(SEND_BACK)
             if send_back is not None and _names_client_shm(request, body, header_length):
                 # The regions are `thaw up`'s (runtime.direct.send_back).
-                return await send_back(body)
+                return await send_back(request, body)
         # Regions the request names are leased until its response is encoded (in use).
         shm = ShmBinding(self._shm)
         try:
