@@ -260,3 +260,27 @@ def test_names_that_are_not_names_are_not_found() -> None:
     # A version that is no version is Triton's INVALID_ARGUMENT, in its words.
     with pytest.raises(InvalidInput, match="version string 'x/1' \\(details: stol\\)"):
         message_ref("m", "x/1")
+
+
+def test_an_input_sent_twice_is_refused_naming_it() -> None:
+    message = pb.ModelInferRequest(model_name="m")
+    for name in ("A", "B", "A"):
+        message.inputs.add(name=name, datatype="FP32", shape=[1])
+        message.raw_input_contents.append(b"\x00" * 4)
+    with pytest.raises(InvalidInput, match="input 'A' already exists in request"):
+        decode_model_infer(message)
+
+
+def test_each_input_keeps_its_own_parameters_and_bytes() -> None:
+    """Input i is raw_input_contents[i] with input i's parameters (not the server's shm ones)."""
+    message = pb.ModelInferRequest(model_name="m")
+    for index, name in enumerate(("A", "B")):
+        io = message.inputs.add(name=name, datatype="INT32", shape=[1])
+        io.parameters["tag"].int64_param = index + 10
+        message.raw_input_contents.append(np.int32(index + 1).tobytes())
+    message.inputs[1].parameters["shared_memory_byte_size"].int64_param = 4  # no region: ignored
+    inputs = decode_model_infer(message).inputs
+    assert [(t.name, t.data.tolist(), t.parameters) for t in inputs] == [
+        ("A", [1], {"tag": 10}),
+        ("B", [2], {"tag": 11}),
+    ]
