@@ -545,7 +545,7 @@ _model_dir: contextvars.ContextVar[str] = contextvars.ContextVar("thaw_pb_model_
 _last_model_dir: list[str] = []
 
 
-class bind_model_dir:  # noqa: N801 (used as a function: `with bind_model_dir(path):`)
+class bind_model_dir:  # a class named as the function it replaced: `with bind_model_dir(p):`
     """`get_model_dir()` answers `path` inside the block (the runner's calls into the model).
 
     A class rather than a generator: the runner enters it around every `execute`, and a
