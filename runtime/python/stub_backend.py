@@ -273,7 +273,7 @@ class StubPython:
     def _register(self, requests: list[InferRequest]) -> tuple[int, asyncio.Future[Message | None]]:
         self._exec_id += 1
         exec_id = self._exec_id
-        future: asyncio.Future[Message | None] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[Message | None] = self._loop_now().create_future()
         self._pending[exec_id] = future
         self._executing[exec_id] = requests
         if self._decoupled:
@@ -281,6 +281,12 @@ class StubPython:
                 if request.response_sink is not None:
                     self._sinks[(exec_id, index)] = request
         return exec_id, future
+
+    def _loop_now(self) -> asyncio.AbstractEventLoop:
+        """The loop this instance runs on, which is the running one (asked only if it is not
+        known: `asyncio.get_running_loop()` costs a getpid() system call on Python 3.11)."""
+        loop = self._loop
+        return loop if loop is not None else asyncio.get_running_loop()
 
     def _forget(self, exec_id: int, count: int) -> None:
         self._pending.pop(exec_id, None)
@@ -342,7 +348,7 @@ class StubPython:
                 )
             elif row.get("sender"):
                 out.append(_SENDER_PLACEHOLDER)
-                future = asyncio.get_running_loop().create_future()
+                future = self._loop_now().create_future()
                 self._waiting[(exec_id, index)] = (future, request)
                 waits.append((index, future))
             else:

@@ -64,6 +64,7 @@ class LoopInstance:
         self._tasks: set[asyncio.Task[None]] = set()  # held: the loop keeps weak references
         self._stops = 0
         self._stopped = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop of the first submit
         self._in_flight: deque[_InFlight] = deque()  # in the order sent: the stub's order
         # Requests in batches behind the running one; written on the loop, read by anyone.
         self.queued_requests = 0
@@ -74,7 +75,12 @@ class LoopInstance:
 
     def submit(self, batch: Batch) -> None:
         """Run `batch` in a free slot."""
-        task = asyncio.get_running_loop().create_task(self._work(self._sent(batch)))
+        loop = self._loop
+        # Asked once (again if that loop has stopped): get_running_loop() costs a getpid()
+        # system call on Python 3.11.
+        if loop is None or not loop.is_running():
+            loop = self._loop = asyncio.get_running_loop()
+        task = loop.create_task(self._work(self._sent(batch)))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

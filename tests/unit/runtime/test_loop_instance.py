@@ -124,3 +124,35 @@ async def test_the_scheduler_pipelines_a_lone_round_trip_instance_and_counts_eve
     assert backend.most_in_flight == 8  # one instance alone: 8 single requests on their way
     assert stats.to_json("m", "1")["execution_count"] == 12
     await asyncio.to_thread(scheduler.join)
+
+
+def test_an_instance_whose_loop_stopped_runs_its_next_batch_on_the_loop_that_submits_it() -> None:
+    """The instance keeps the loop of its first submit (asking each time costs a system call),
+    but never one that has stopped: a batch submitted from a new loop runs there."""
+    execute = _HeldRoundTrips()
+    instance = LoopInstance("m-0", execute, slots=1)
+    done: list[tuple[list[str], int]] = []
+
+    class _NothingWaits:
+        def next_or_free(self, worker: object) -> None:
+            return None
+
+    instance.start(
+        lambda worker, outcomes: done.append(
+            ([str(item.request.id) for item, _ in outcomes], threading.get_ident())
+        ),
+        _NothingWaits(),  # type: ignore[arg-type]
+    )
+
+    async def one_batch(rid: str) -> asyncio.AbstractEventLoop:
+        item = QueuedRequest(InferRequest("m", "1", [], id=rid), None, 1, 0, 0)
+        instance.submit([item])
+        await _turns()
+        execute.answer_oldest()
+        await _turns()
+        return asyncio.get_running_loop()
+
+    first = asyncio.run(one_batch("a"))
+    second = asyncio.run(one_batch("b"))
+    assert first is not second and first.is_closed()
+    assert [ids for ids, _ in done] == [["a"], ["b"]]  # the second ran, on the second loop

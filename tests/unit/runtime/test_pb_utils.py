@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -323,6 +324,11 @@ _ARRAY = np.asarray([1, 2], dtype=np.int32)
         lambda: pb_utils.InferenceRequest(model_name="m", request_id=None),
         lambda: pb_utils.InferenceRequest(model_name="m", model_version=None),
         lambda: pb_utils.InferenceRequest(model_name="m", flags=None),
+        # Plain types everywhere but one element of a list (the checks' fast path).
+        lambda: pb_utils.InferenceRequest(model_name="m", requested_output_names=["OUT", 3]),
+        lambda: pb_utils.InferenceRequest(model_name="m", requested_output_names=("OUT", b"x")),
+        lambda: pb_utils.InferenceRequest(model_name="m", flags=1.0),
+        lambda: pb_utils.InferenceRequest(model_name="m", request_id=b"id"),
         lambda: pb_utils.InferenceResponse(output_tensors=None),
         lambda: pb_utils.Tensor(None, _ARRAY),
         lambda: pb_utils.Tensor("OUTPUT0", None),
@@ -342,6 +348,11 @@ def test_a_wrongly_typed_argument_is_a_type_error_as_in_triton(call: Callable[[]
     [
         lambda: pb_utils.InferenceRequest(inputs=[None], model_name="m"),
         lambda: pb_utils.InferenceRequest(model_name="m", correlation_id=1.5),
+        lambda: pb_utils.InferenceRequest(inputs=(None,), model_name="m"),
+        lambda: pb_utils.InferenceRequest(
+            inputs=[pb_utils.Tensor("INPUT0", _ARRAY), None], model_name="m"
+        ),
+        lambda: pb_utils.InferenceRequest(model_name="m", requested_output_names=["OUT", ""]),
         lambda: pb_utils.InferenceResponse(output_tensors=[None]),
         lambda: pb_utils.Tensor("", _ARRAY),
         lambda: pb_utils.Tensor.from_dlpack("OUTPUT0", None),
@@ -363,6 +374,31 @@ def test_well_typed_arguments_still_build_requests_responses_and_tensors() -> No
     assert request.model_name() == "m" and request.correlation_id() == "id-5"
     assert pb_utils.InferenceResponse().output_tensors() == []
     assert pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", _ARRAY)]).output_tensors()
+
+
+def test_a_request_of_plain_and_of_subclassed_types_keeps_what_it_was_given() -> None:
+    class Name(str):
+        pass
+
+    tensor = pb_utils.Tensor("INPUT0", _ARRAY)
+    for outputs, flags in ((["OUT"], 1), (("OUT",), True), ([Name("OUT")], np.int32(1))):
+        request = pb_utils.InferenceRequest(
+            inputs=(tensor,), requested_output_names=outputs, model_name="m", flags=flags,
+            correlation_id=7, request_id="r",
+        )  # fmt: skip
+        assert request.inputs() == [tensor] and request.requested_output_names() == ["OUT"]
+        assert request.flags() == 1 and request.correlation_id() == 7
+
+
+def test_get_model_dir_answers_the_bound_directory_and_then_the_last_one(tmp_path: Path) -> None:
+    first, second = tmp_path / "a" / "1", tmp_path / "b" / "1"
+    with pb_utils.bind_model_dir(first):
+        assert pb_utils.get_model_dir() == str(first)
+        with pb_utils.bind_model_dir(second):
+            assert pb_utils.get_model_dir() == str(second)
+        assert pb_utils.get_model_dir() == str(first)  # the inner binding is undone
+    # Outside any binding (a model's own thread): the directory bound last.
+    assert pb_utils.get_model_dir() == str(second)
 
 
 def test_c_python_backend_utils_is_importable_with_its_shared_memory_pool() -> None:
