@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import json
 import os
 import socket
@@ -31,6 +30,7 @@ from runtime.direct.routing import DirectRouting
 from runtime.direct.state import ConnectionStates
 from runtime.process.cli import build_config, register
 from tests.fakes.loop import HUNG_AFTER_S, eventually
+from tests.support.request_garbage import requests_left_to_collector
 from thawserver.aiohttp_compat import JsonErrorRunner
 from thawwire.handoff_protocol import SlotState
 from thawwire.paths import SENT_BACK_QUERY, model_of
@@ -277,19 +277,12 @@ async def test_a_handed_off_request_leaves_no_reference_cycle(setup: _Setup) -> 
     reader, writer = await _hand_off(setup)
     assert (await _request(reader, writer, "POST", "/v2/models/m/infer"))[0] == 200  # adopted
     setup.skew_s[0] = -3600.0  # younger than its max age throughout, however slow the machine
-    gc.collect()
-    gc.disable()
-    gc.set_debug(gc.DEBUG_SAVEALL)  # what the collector finds is kept in gc.garbage
-    try:
-        for _ in range(100):
-            assert (await _request(reader, writer, "POST", "/v2/models/m/infer", b"x"))[0] == 200
-        gc.collect()
-        requests = sum(isinstance(o, web.BaseRequest) for o in gc.garbage)
-    finally:
-        gc.set_debug(0)
-        gc.garbage.clear()
-        gc.enable()
-    assert requests == 0  # a cycle through each request leaves all 100 to the collector
+
+    async def send() -> None:
+        assert (await _request(reader, writer, "POST", "/v2/models/m/infer", b"x"))[0] == 200
+
+    # a cycle through each request leaves all 100 to the collector
+    assert await requests_left_to_collector(send, 100) == 0
     writer.close()
 
 

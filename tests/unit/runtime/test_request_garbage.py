@@ -9,13 +9,11 @@ off; none of the requests may be among what it then finds.
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from runtime.config import ModelControlMode, ServeConfig
@@ -24,6 +22,7 @@ from runtime.models.manager import ModelManager
 from runtime.observe.metrics import Metrics
 from tests.fixtures.models import make_add_sub
 from tests.fixtures.onnx_models import make_identity_fp32
+from tests.support.request_garbage import requests_left_to_collector
 
 _IN_PROCESS = '\nparameters { key: "thaw.python_runtime" value { string_value: "in_process" } }\n'
 
@@ -67,19 +66,14 @@ async def test_infer_requests_leave_nothing_to_the_collector(
     body = _json_body(model)
     url = f"/v2/models/{model}/infer"
     assert (await client.post(url, data=body)).status == 200  # warm
-    gc.collect()
-    gc.disable()
-    gc.set_debug(gc.DEBUG_SAVEALL)  # what the collector finds is kept in gc.garbage
-    try:
-        for _ in range(50):
-            response = await client.post(url, data=body)
-            assert response.status == 200, await response.text()
-            await response.read()
-        await client.get(f"/v2/models/{model}/stats")  # and a control-plane read
-        gc.collect()
-        requests = sum(isinstance(o, web.BaseRequest) for o in gc.garbage)
-    finally:
-        gc.set_debug(0)
-        gc.garbage.clear()
-        gc.enable()
-    assert requests == 0
+
+    async def send() -> None:
+        response = await client.post(url, data=body)
+        assert response.status == 200, await response.text()
+        await response.read()
+
+    async def read_stats() -> None:  # and a control-plane read
+        assert (await client.get(f"/v2/models/{model}/stats")).status == 200
+
+    assert await requests_left_to_collector(send, 50) == 0
+    assert await requests_left_to_collector(read_stats, 1) == 0
