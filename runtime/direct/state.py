@@ -32,18 +32,17 @@ class ConnectionStates:
 
     def __init__(self, path: Path | None) -> None:
         if path is None:
-            self._map = mmap.mmap(-1, SLOTS)
+            self.bytes = mmap.mmap(-1, SLOTS)
         else:
             with open(path, "r+b") as file:  # the mapping outlives the file object
-                self._map = mmap.mmap(file.fileno(), 0)
-        self.size = len(self._map)
-        self.bytes = self._map  # the bytes themselves: DirectConnection stores into them
+                self.bytes = mmap.mmap(file.fileno(), 0)
+        self.size = len(self.bytes)  # DirectConnection stores into `bytes` directly
 
     def get(self, slot: int) -> SlotState:
-        return SlotState(self._map[slot])
+        return SlotState(self.bytes[slot])
 
     def close(self) -> None:
-        self._map.close()
+        self.bytes.close()
 
 
 @dataclass(slots=True, eq=False)
