@@ -293,9 +293,20 @@ class ModelEndpoint:
             pass
 
     async def scale_to_zero(self) -> None:
-        """Forget recent traffic and drain every replica now (the repository `unload` call)."""
+        """Forget recent traffic and drain every replica now (Thaw's own scale-to-zero call,
+        the model staying loaded: a request held meanwhile wakes it again)."""
         self._reconciler.forget()
         await self._replicas.drain()
+
+    async def unload(self, refusal: Exception | None) -> None:
+        """The repository unload call: forget recent traffic, answer the requests still held
+        with `refusal` (the unloaded model's; None: they stay held, for a replica started
+        for them), drain every replica now, and stop a start still under way once it is up:
+        nothing serves, or is kept through an idle grace, after the unload."""
+        self._reconciler.forget()
+        if refusal is not None:
+            self._admission.fail_held(refusal)
+        await self._replicas.drain_all()
 
     async def replace_replicas(self) -> None:
         """The model's files changed: drain every replica now (requests in flight finish);

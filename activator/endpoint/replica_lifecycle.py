@@ -174,10 +174,11 @@ class ReplicaSet:
         self._starting -= 1
         self._metrics.replica_starts.labels(self._model, "ok").inc()
         if generation != self._files_generation:
-            # The model's files changed while it started (`renew`): it serves the old ones.
-            # Stopped unused; the endpoint decides again (a waiting request starts another).
-            logger.info("replica %s model=%s started on the old files: stopped", handle.id,
-                        self._model)  # fmt: skip
+            # The model's files changed while it started (`renew`), or it was unloaded
+            # (`drain_all`): stopped unused; the endpoint decides again (a request still
+            # waiting starts another).
+            logger.info("replica %s model=%s started before its model was changed or "
+                        "unloaded: stopped", handle.id, self._model)  # fmt: skip
             self._spawn(self._backend.stop_replica(handle.id, timeout_s=self._drain_timeout_s))
             self._on_start_withdrawn()
             return
@@ -232,6 +233,13 @@ class ReplicaSet:
         start's error was about the old files: it is forgotten (readiness, the index)."""
         self._files_generation += 1
         self.last_error = None
+        await self.drain()
+
+    async def drain_all(self) -> None:
+        """The model was unloaded: drain every routable replica now and wait until they are
+        stopped; a start in progress is stopped once it is up, never routed to (it would
+        serve a model that is gone, and stay for an idle grace)."""
+        self._files_generation += 1
         await self.drain()
 
     def keep_through_change(self) -> list[Replica]:

@@ -143,7 +143,7 @@ class LoadCalls:
             if not wait:
                 self._drain_later(name, direct_told=True)
                 return
-        await self._reloader.unload(name)
+        await self._reloader.unload(name, self._states.refusal(name))
 
     async def _unload_on_direct_replicas(self, name: str) -> None:
         """Tell each replica of `name` that holds handed-off client connections to unload it:
@@ -188,7 +188,7 @@ class LoadCalls:
         try:
             if not direct_told:
                 await self._unload_on_direct_replicas(name)
-            await self._reloader.unload(name)
+            await self._reloader.unload(name, self._states.refusal(name))
         except Exception:
             logger.exception("model=%s: drain after its unload failed", name)
 

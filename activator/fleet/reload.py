@@ -189,16 +189,17 @@ class Reloader:
                 logger.warning("model=%s not reloaded: %s", name, exc)
             return True
 
-    async def unload(self, name: str) -> None:
-        """The repository unload call: scale `name` to zero now; its next plain load reads
-        its repository's files again, as after Triton's unload."""
+    async def unload(self, name: str, refusal: Exception | None = None) -> None:
+        """The repository unload call: scale `name` to zero now (its requests still held
+        answered with `refusal`, activator.endpoint.model_endpoint.unload); its next plain
+        load reads its repository's files again, as after Triton's unload."""
         endpoint = self._models.endpoint(name)
         async with self._lock(name):
             served = self._overrides.get(name)
             if served is not None:
                 # The files stay where the entry reads them until the next load replaces it.
                 self._overrides[name] = _Served(served.override, served.directory, None)
-        await endpoint.scale_to_zero()
+        await endpoint.unload(refusal)
 
     @property
     def override_root(self) -> Path | None:

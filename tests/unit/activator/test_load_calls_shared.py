@@ -42,7 +42,7 @@ class _Reloader:
     async def load(self, name: str, override: object = None) -> None:
         self.calls.append(("load", name))
 
-    async def unload(self, name: str) -> None:
+    async def unload(self, name: str, refusal: Exception | None = None) -> None:
         self.calls.append(("unload", name))
 
 

@@ -14,7 +14,7 @@ import pytest
 from activator.config import ScaleSettings
 from activator.endpoint.autoscaler import Autoscaler
 from activator.endpoint.model_endpoint import ModelEndpoint, ModelState
-from activator.errors import ActivationFailed, HeldTimeout, Overloaded
+from activator.errors import ActivationFailed, HeldTimeout, Overloaded, UnknownModel
 from activator.observe.metrics import Metrics
 from activator.scaler.backend import ReplicaHandle
 from tests.fakes.clock import FakeClock
@@ -286,6 +286,44 @@ async def test_min_replicas_only_while_loaded(backend: FakeScalerBackend) -> Non
     await turns()
     assert (endpoint.desired, endpoint.ready_count, backend.starts) == (0, 0, 1)
     assert backend.stopped == ["m-1"]
+    await endpoint.close()
+
+
+async def test_an_unload_while_a_start_is_under_way_leaves_nothing_running(
+    backend: FakeScalerBackend,
+) -> None:
+    """A request is held for a start when the model is unloaded (here, or by another
+    activator): the request gets the unloaded model's refusal, and the start, once up, is
+    stopped unused, not kept through the idle grace (a pod left running for nothing)."""
+    clock = FakeClock()
+    endpoint = _endpoint(backend, clock)
+    held = asyncio.create_task(_use(endpoint, [], 0))
+    await backend.start_called.wait()
+    await turns()
+    assert endpoint.held_count == 1
+    refusal = UnknownModel("Request for unknown model: 'm' has no available versions")
+    await endpoint.unload(refusal)
+    with pytest.raises(UnknownModel):
+        await asyncio.wait_for(held, HUNG_AFTER_S)
+    backend.gate.set()  # the start ends after the unload
+    await settle(lambda: backend.stopped == ["m-1"])
+    endpoint.tick()
+    await turns()
+    assert (endpoint.desired, endpoint.ready_count, backend.starts) == (0, 0, 1)
+    assert endpoint.state is ModelState.COLD
+    await endpoint.close()
+
+
+async def test_scale_to_zero_keeps_held_requests_for_a_start(backend: FakeScalerBackend) -> None:
+    """Thaw's own scale-to-zero call keeps the model loaded: a request held meanwhile is
+    served by the start under way, unlike after an unload."""
+    endpoint = _endpoint(backend)
+    held = asyncio.create_task(_use(endpoint, [], 0))
+    await backend.start_called.wait()
+    await endpoint.scale_to_zero()
+    backend.gate.set()
+    assert await asyncio.wait_for(held, HUNG_AFTER_S) == "m-1"
+    assert backend.stopped == []
     await endpoint.close()
 
 
