@@ -24,6 +24,7 @@
     pvc_cache           the node-local image cache: verified fills, locks, LRU budget
     host_cache          the host-memory tier: restored images in a shared tmpfs
     restore             ImageLoader: find an image, restore it into an arena
+    device_restore      ImageLoader's GPU target: chunks from its tiers into one device arena
     chunk_trust         whether a chunk's bytes may be served: digest, or its file's marker
     restored_image      RestoredImage: one image's weights as views into an arena
     arena               one preallocated, page-aligned host memory arena

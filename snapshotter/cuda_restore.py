@@ -14,7 +14,7 @@
     views into the device arena, typed as the manifest says (`device_views`)
 
 Everything device-specific goes through a `DeviceCopier`; the CUDA one is
-`cuda_copier.TorchCudaCopier`. Callers: `restore.ImageLoader` (GPU targets).
+`cuda_copier.TorchCudaCopier`. Caller: `device_restore` (ImageLoader's GPU targets).
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 Order of tiers: host memory (one copy) → node-local cache (parallel `preadv` of verified
 chunks) → store (parallel ranged GETs into the arena, teed into the cache, under a per-image
 lock so concurrent cold starts download once). Bytes from a store are always checked against
-their digest before they are served or cached.
+their digest before they are served or cached. A GPU target's path is `device_restore`'s: it
+gets these tiers from the loader as a `HostSide`.
 """
 
 from __future__ import annotations
@@ -16,21 +17,15 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from snapshotter.arena import Arena
 from snapshotter.artifact_archive import UNPACKED_DIR
-from snapshotter.chunk_trust import OpenedChunks, check_chunk, trusted_chunks
-from snapshotter.cuda_restore import (
-    CopierFactory,
-    DeviceConfig,
-    check_fits,
-    device_views,
-    restore_to_device,
-)
+from snapshotter.chunk_trust import check_chunk, trusted_chunks
+from snapshotter.cuda_restore import CopierFactory, DeviceConfig
 from snapshotter.device_budget import DeviceMemorySource
+from snapshotter.device_restore import DeviceSettings, HostRead, HostSide, restore_image_to_device
 from snapshotter.digest_index import INDEX_NAME, DigestIndex, index_for_store
 from snapshotter.errors import ImageNotFound, IntegrityError, SnapshotError
 from snapshotter.host_cache import Clock, HostCache, Piece
@@ -42,15 +37,7 @@ from snapshotter.parallel_read import ReadJob, read_into
 from snapshotter.pvc_cache import NodeCache
 from snapshotter.restored_image import RestoredImage, process_unpack_root
 from snapshotter.source_digest import source_digest
-from snapshotter.staging_ring import (
-    DeviceCopier,
-    DeviceJob,
-    ReadFn,
-    StagingPool,
-    pread_piece,
-    read_from_host,
-    read_from_memory,
-)
+from snapshotter.staging_ring import ReadFn, StagingPool
 from snapshotter.stores import ImageStore, open_store
 from snapshotter.stores.dir_store import DirStore
 
@@ -76,7 +63,7 @@ class ImageLoader:
     that does not has the tier copy the image from its verified chunk files afterwards, in the
     background (`host_publish_delay_s` after the restore).
 
-    GPU targets (`restore(..., device="cuda:N")`, see `cuda_restore`): `device` shapes the
+    GPU targets (`restore(..., device="cuda:N")`, see `device_restore`): `device` shapes the
     staging ring and the VRAM headroom; `staging` is a warm process's pre-pinned ring;
     `copier_factory(device)` makes the device's `DeviceCopier` (default: CUDA through torch)
     and `device_memory` reads its free memory (default: the CUDA copier's own reading; none
@@ -134,11 +121,19 @@ class ImageLoader:
         )
         # Archive artifacts (compile and engine caches) unpack next to the chunks they came from.
         self._unpack_root = Path(cache_dir) / UNPACKED_DIR if cache_dir else None
-        self.device_config = device or DeviceConfig()
-        self.staging = staging
-        self._copier_factory = copier_factory
-        self._device_memory = device_memory
-        self._device_read = device_read
+        self._gpu = DeviceSettings(
+            device or DeviceConfig(), staging, copier_factory, device_memory, device_read
+        )
+
+    @property
+    def device_config(self) -> DeviceConfig:
+        """The staging ring's shape, reader threads and VRAM headroom of GPU restores."""
+        return self._gpu.config
+
+    @property
+    def staging(self) -> StagingPool | None:
+        """A warm process's pre-pinned ring that GPU restores borrow, if one was given."""
+        return self._gpu.staging
 
     def source_digest(self, version_dir: Path) -> str:
         """`source_digest` of `version_dir`, remembered in the cache's persistent index: a
@@ -193,7 +188,13 @@ class ImageLoader:
         start = time.perf_counter()
         manifest = self.manifest(ref)
         if device is not None and device != "cpu":
-            return self._restore_device(manifest, device, arena, start, cancel)
+            if self.cache is None:
+                raise SnapshotError(
+                    "restoring to a GPU reads from the node cache: give a cache dir"
+                )
+            return restore_image_to_device(
+                manifest, device, arena, start, cancel, settings=self._gpu, tiers=self._tiers()
+            )
         mdigest = hashlib.sha256(manifest.to_json()).hexdigest()
         if arena is not None and arena.nbytes < manifest.arena_bytes:
             logger.warning(
@@ -305,92 +306,16 @@ class ImageLoader:
         node = (self.cache.evictions, self.cache.evicted_bytes) if self.cache else (0, 0)
         return {"host": (self.host.evictions, self.host.evicted_bytes), "node": node}
 
-    def _restore_device(
-        self,
-        manifest: Manifest,
-        device: str,
-        arena: Arena | None,
-        start: float,
-        cancel: threading.Event | None,
-    ) -> RestoredImage:
-        if self.cache is None:
-            raise SnapshotError("restoring to a GPU reads from the node cache: give a cache dir")
-        copier = self._copier(device)
-        check_fits(
-            copier, self._memory_source(copier), manifest.arena_bytes,
-            self.device_config.headroom_bytes,
-        )  # fmt: skip
-        ref = manifest.ref
-        mdigest = hashlib.sha256(manifest.to_json()).hexdigest()
-        timings: dict[str, float] = {"fetch": 0.0, "read": 0.0, "verify": 0.0}
-        kept = self.host.get(mdigest, manifest.arena_bytes)  # mapped, shared: never pinned
-        if kept is not None:
-            artifacts, files_dir, _, _ = self._read_through_host(manifest, [], arena, timings)
-            jobs = [DeviceJob(self.host.path_of(mdigest), 0, manifest.arena_bytes, 0, mdigest)]
-            device_arena, copy = restore_to_device(
-                jobs, manifest.arena_bytes, copier, self.device_config, pool=self.staging,
-                read=read_from_host(kept), cancel=cancel,
-            )  # fmt: skip
-            source = "host"
-        else:
-            device_arena, copy, artifacts, files_dir, source = self._stream_chunks(
-                manifest, copier, arena, timings, cancel
-            )
-        del kept  # unmapped: the device holds the image now
-        if source != "host":
-            self._keep_in_host_tier(manifest, mdigest)
-        timings.update(copy)
-        bases = manifest.chunk_bases
-        views = device_views(
-            device_arena,
-            [
-                (t.name, bases[t.chunk] + t.offset, t.dtype, t.shape, t.nbytes)
-                for t in manifest.tensors
-            ],
+    def _tiers(self) -> HostSide:
+        """This loader's host-side tiers as a GPU restore (`device_restore`) uses them."""
+        return HostSide(
+            host=self.host,
+            chunk_home=self._chunk_home,
+            read_through_host=self._read_through_host,
+            keep_in_host_tier=self._keep_in_host_tier,
+            use_markers=self.verify == "marker",
+            unpack_root=self._unpack_root,
         )
-        timings["total"] = time.perf_counter() - start
-        logger.info(
-            "restored model=%s version=%s to=%s from=%s bytes=%d total=%.3fs",
-            ref.model, ref.version, device, source, manifest.weight_bytes, timings["total"],
-        )  # fmt: skip
-        return RestoredImage(
-            ref, manifest, Arena(0), {}, artifacts, timings, source, copier.device, views,
-            unpack_root=self._unpack_root, files_dir=files_dir,
-        )  # fmt: skip
-
-    def _stream_chunks(
-        self,
-        manifest: Manifest,
-        copier: DeviceCopier,
-        arena: Arena | None,
-        timings: dict[str, float],
-        cancel: threading.Event | None,
-    ) -> tuple[Any, dict[str, float], dict[str, bytes], Path | None, str]:
-        """Fill a device arena from the chunks: those whose opened file carries a matching
-        verified marker are read from that very descriptor (a file renamed over the path
-        since is not the one read; one rewritten in place meanwhile fails the restore with
-        IntegrityError); the others go through host memory once (fetched, or hashed then
-        marked) and are copied to the device from there, never read from a path again."""
-        homes = [(c, self._chunk_home(c)) for c in manifest.chunks]
-        with OpenedChunks(homes, use_markers=self.verify == "marker") as opened:
-            todo = [c for c in manifest.chunks if c.digest not in opened.trusted]
-            artifacts, files_dir, fetched, checked = self._read_through_host(
-                manifest, todo, arena, timings
-            )
-            # A job of a `todo` chunk names no file: `read_from_memory` copies it from `checked`.
-            jobs = [
-                DeviceJob(opened.path(c.digest), 0, c.size, base, c.digest, opened.fd(c.digest))
-                if c.digest in opened.trusted
-                else DeviceJob(Path(c.digest), 0, c.size, base, c.digest)
-                for c, base in zip(manifest.chunks, manifest.chunk_bases, strict=True)
-            ]
-            read = read_from_memory(checked, self._device_read or pread_piece)
-            device_arena, copy = restore_to_device(
-                jobs, manifest.arena_bytes, copier, self.device_config, pool=self.staging,
-                read=read, cancel=cancel,
-            )  # fmt: skip
-            opened.unchanged()
-        return device_arena, copy, artifacts, files_dir, "store" if fetched else "cache"
 
     def _read_through_host(
         self,
@@ -398,7 +323,7 @@ class ImageLoader:
         todo: list[ChunkEntry],
         arena: Arena | None,
         timings: dict[str, float],
-    ) -> tuple[dict[str, bytes], Path | None, bool, dict[str, memoryview]]:
+    ) -> HostRead:
         """Read the artifacts, the model files and the `todo` chunks (fetched, or hashed, then
         marked) through host memory: `arena` when it is big enough, else fresh memory. Returns
         the artifacts, the model files' directory, whether anything came from the store, and
@@ -414,18 +339,6 @@ class ImageLoader:
         artifacts = {name: bytes(dests[c.digest]) for name, c in manifest.artifacts.items()}
         checked = {c.digest: dests[c.digest] for c in todo}
         return artifacts, self._write_model_files(manifest, dests), fetched, checked
-
-    def _copier(self, device: str) -> DeviceCopier:
-        if self._copier_factory is not None:
-            return self._copier_factory(device)
-        from snapshotter.cuda_copier import TorchCudaCopier
-
-        return TorchCudaCopier(device)
-
-    def _memory_source(self, copier: Any) -> DeviceMemorySource | None:
-        if self._device_memory is not None or self._copier_factory is not None:
-            return self._device_memory
-        return copier  # the CUDA copier reads its own device's memory
 
     def _restore_entries(
         self,

@@ -8,7 +8,8 @@ only through module-level names, so the host is a module global here, set once p
 `install_host`. This module imports nothing of Thaw but `runtime.python.host`, so a stub process
 under another Python environment (`EXECUTION_ENV_PATH`) can import it with only numpy.
 `MetricFamily` and `Metric` live in `pb_metrics`, `ModelConfig` (auto-complete) in
-`pb_model_config`; both are re-exported here.
+`pb_model_config`; both are re-exported here. `InferenceRequest`'s argument checks are
+`pb_request_args`' (imported into this namespace: the stub's hot path calls them directly).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import enum
 import functools
 import json
 import logging
-import numbers
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,6 +28,7 @@ from runtime.observe.custom_metrics import CustomMetrics
 from runtime.python.host import InProcessHost, ModelHost
 from runtime.python.pb_metrics import Metric, MetricFamily, bind_host
 from runtime.python.pb_model_config import ModelConfig
+from runtime.python.pb_request_args import check_request_args
 from runtime.python.pb_tensors import (
     TRITON_STRING_TO_NUMPY,
     TRITONSERVER_MEMORY_CPU,
@@ -142,56 +143,6 @@ def current_host():
 bind_host(current_host)  # MetricFamily and Metric (pb_metrics) reach the host through it
 
 
-def _check_request_args(
-    inputs, request_id, correlation_id, requested_output_names, model_name, model_version, flags,
-    timeout,
-):  # fmt: skip
-    """InferenceRequest's argument checks as Triton's binding makes them: a wrong type (None
-    included) is a TypeError, an empty input or output name a TritonModelException."""
-    # The common case (every request a stub builds for its model, most BLS requests) in exact
-    # types, checked without the ABC checks below (numbers.Integral costs ~0.3 µs a check).
-    plain = (
-        type(inputs) is list and type(request_id) is str and type(model_name) is str
-        and type(requested_output_names) is list and type(model_version) is int
-        and type(flags) is int and type(timeout) is int
-        and (type(correlation_id) is int or type(correlation_id) is str)
-    )  # fmt: skip
-    if not plain:
-        _check_request_types(
-            inputs, request_id, correlation_id, requested_output_names, model_name,
-            model_version, flags, timeout,
-        )  # fmt: skip
-    for name in requested_output_names:
-        if type(name) is not str and not isinstance(name, str):
-            raise TypeError("InferenceRequest(): requested_output_names must be a list of str")
-    for tensor in inputs:
-        if tensor is None:
-            where = f"request with id '{request_id}' and model name '{model_name}'"
-            raise TritonModelException(f"Input tensor for {where} should not be empty.")
-    if "" in requested_output_names:
-        where = f"request with id '{request_id}' and model name '{model_name}'"
-        raise TritonModelException(f"Requested output name for {where} should not be empty.")
-
-
-def _check_request_types(
-    inputs, request_id, correlation_id, requested_output_names, model_name, model_version, flags,
-    timeout,
-):  # fmt: skip
-    typed = (
-        ("inputs", inputs, list | tuple), ("request_id", request_id, str),
-        ("requested_output_names", requested_output_names, list | tuple),
-        ("model_name", model_name, str), ("model_version", model_version, numbers.Integral),
-        ("flags", flags, numbers.Integral), ("timeout", timeout, numbers.Integral),
-    )  # fmt: skip
-    for name, value, kind in typed:
-        if not isinstance(value, kind):
-            raise TypeError(f"InferenceRequest(): {name} has type {type(value).__name__}")
-    if correlation_id is None:
-        raise TypeError("InferenceRequest(): correlation_id must be an integer or a string")
-    if not isinstance(correlation_id, int | str):
-        raise TritonModelException("Correlation ID must be integer or string")
-
-
 class InferenceRequest:
     """A request as a python model sees it, or one it builds for BLS (`exec`, `async_exec`)."""
 
@@ -211,7 +162,7 @@ class InferenceRequest:
     ):
         # A model may pass the bytes it read from a BYTES tensor (Triton's binding takes both).
         model_name = model_name.decode() if isinstance(model_name, bytes) else model_name
-        _check_request_args(
+        check_request_args(
             inputs, request_id, correlation_id, requested_output_names, model_name,
             model_version, flags, timeout,
         )  # fmt: skip

@@ -111,6 +111,7 @@ _STUB_MODULES = {
     "runtime.python.host",
     "runtime.python.pb_metrics",
     "runtime.python.pb_model_config",
+    "runtime.python.pb_request_args",
     "runtime.python.pb_tensors",
     "runtime.python.pb_utils",
     "thawserver",

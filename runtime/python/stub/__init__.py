@@ -1,7 +1,7 @@
 """The stub process of one Python model instance (`python -m runtime.python.stub.stub_main FD`).
 
 It runs under the model's own interpreter (`EXECUTION_ENV_PATH`), so it imports only the
-standard library, numpy, `runtime.python.pb_utils` / `pb_tensors` / `pb_metrics` / `host` and
+standard library, numpy, `runtime.python.pb_utils` and its `pb_*` modules, `host` and
 `thawserver.fast_json` (an import-linter contract, and tests/unit/test_public_api.py runs it
 with nothing else importable).
 

@@ -4,6 +4,7 @@ chunk files replaced or rewritten between the marker check and the ring's read."
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -13,8 +14,10 @@ import pytest
 import torch
 
 from snapshotter import Arena, ImageLoader, build_image
+from snapshotter.cuda_copier import cuda_available
 from snapshotter.cuda_restore import DeviceConfig
-from snapshotter.errors import DeviceMemoryError, IntegrityError
+from snapshotter.device_restore import DeviceSettings
+from snapshotter.errors import DeviceMemoryError, IntegrityError, SnapshotError
 from snapshotter.image_ref import ImageRef
 from snapshotter.staging_ring import DeviceJob, ReadFn, pread_piece
 from snapshotter.stores.dir_store import DirStore
@@ -260,3 +263,36 @@ def test_verify_full_hashes_every_chunk_before_the_device_gets_it(
     assert DirStore(cache).is_verified(chunk.digest, chunk.size)
     with pytest.raises(IntegrityError, match=chunk.digest):  # no store to fetch it again from
         _loader(cache, device, verify="full").restore(REF, device="cuda:0")
+
+
+def test_a_gpu_restore_without_a_node_cache_is_refused(tmp_path: Path, device: FakeDevice) -> None:
+    model = make_torchscript_linear(tmp_path / "repo", features=16)
+    build_image(model / "1", DirStore(tmp_path / "store"))
+    loader = ImageLoader(
+        str(tmp_path / "store"), None, "cpu", device=SMALL, copier_factory=lambda _: device,
+        device_memory=device,
+    )  # fmt: skip
+    with pytest.raises(SnapshotError, match="restoring to a GPU reads from the node cache"):
+        loader.restore(REF, device="cuda:0")
+    assert device.allocated_bytes == 0 and device.copies == 0
+
+
+@pytest.mark.skipif(cuda_available()[0], reason="CUDA is here: the default copier would work")
+def test_without_a_copier_factory_the_restore_asks_cuda_and_says_why_it_cannot(
+    cache: Path,
+) -> None:
+    why = re.escape(f"target device cuda:0: {cuda_available()[1]}")
+    with pytest.raises(SnapshotError, match=why):
+        ImageLoader(None, cache, "cpu").restore(REF, device="cuda:0")
+
+
+def test_free_device_memory_is_read_from_the_injected_source_else_the_cuda_copier(
+    device: FakeDevice,
+) -> None:
+    factory = lambda _: device  # noqa: E731
+    # The CUDA copier reads its own device's memory; an injected copier's budget is read only
+    # from a source given with it (none: the allocation alone decides).
+    assert DeviceSettings().memory_source(device) is device
+    assert DeviceSettings(copier_factory=factory).memory_source(device) is None
+    given = DeviceSettings(copier_factory=factory, device_memory=device)
+    assert given.copier("cuda:0") is device and given.memory_source(object()) is device

@@ -1,0 +1,66 @@
+"""`pb_utils.InferenceRequest`'s argument checks, made as Triton's binding makes them.
+
+A wrong type (None included) is a TypeError, an empty input or output name a
+TritonModelException, each in Triton's words. pb_utils imports `check_request_args` into its
+own namespace and calls it on every request it builds (every request a stub hands its model,
+every BLS request), so the common case is checked in exact types first. Like pb_utils, it is
+imported by stub processes: the stdlib and pb_tensors only.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+from runtime.python.pb_tensors import TritonModelException
+
+__all__ = ["check_request_args"]
+
+
+def check_request_args(
+    inputs, request_id, correlation_id, requested_output_names, model_name, model_version, flags,
+    timeout,
+):  # fmt: skip
+    """InferenceRequest's argument checks as Triton's binding makes them: a wrong type (None
+    included) is a TypeError, an empty input or output name a TritonModelException."""
+    # The common case (every request a stub builds for its model, most BLS requests) in exact
+    # types, checked without the ABC checks below (numbers.Integral costs ~0.3 µs a check).
+    plain = (
+        type(inputs) is list and type(request_id) is str and type(model_name) is str
+        and type(requested_output_names) is list and type(model_version) is int
+        and type(flags) is int and type(timeout) is int
+        and (type(correlation_id) is int or type(correlation_id) is str)
+    )  # fmt: skip
+    if not plain:
+        _check_types(
+            inputs, request_id, correlation_id, requested_output_names, model_name,
+            model_version, flags, timeout,
+        )  # fmt: skip
+    for name in requested_output_names:
+        if type(name) is not str and not isinstance(name, str):
+            raise TypeError("InferenceRequest(): requested_output_names must be a list of str")
+    for tensor in inputs:
+        if tensor is None:
+            where = f"request with id '{request_id}' and model name '{model_name}'"
+            raise TritonModelException(f"Input tensor for {where} should not be empty.")
+    if "" in requested_output_names:
+        where = f"request with id '{request_id}' and model name '{model_name}'"
+        raise TritonModelException(f"Requested output name for {where} should not be empty.")
+
+
+def _check_types(
+    inputs, request_id, correlation_id, requested_output_names, model_name, model_version, flags,
+    timeout,
+):  # fmt: skip
+    typed = (
+        ("inputs", inputs, list | tuple), ("request_id", request_id, str),
+        ("requested_output_names", requested_output_names, list | tuple),
+        ("model_name", model_name, str), ("model_version", model_version, numbers.Integral),
+        ("flags", flags, numbers.Integral), ("timeout", timeout, numbers.Integral),
+    )  # fmt: skip
+    for name, value, kind in typed:
+        if not isinstance(value, kind):
+            raise TypeError(f"InferenceRequest(): {name} has type {type(value).__name__}")
+    if correlation_id is None:
+        raise TypeError("InferenceRequest(): correlation_id must be an integer or a string")
+    if not isinstance(correlation_id, int | str):
+        raise TritonModelException("Correlation ID must be integer or string")
