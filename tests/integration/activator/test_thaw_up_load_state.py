@@ -8,6 +8,7 @@ scale-to-zero call takes it to zero without unloading it."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tests.fixtures.models import make_add_sub
+from tests.fixtures.models import make_add_sub, make_slow_init
 from tests.fixtures.up_process import UpProcess, light_args
 
 pytestmark = pytest.mark.integration
@@ -150,3 +151,42 @@ def test_load_model_at_zero_naming_no_model_refuses_the_start(
             f"--load-model-at-zero={name}",
         )  # fmt: skip
     assert f"thaw up: error: {why}" in str(refused.value)
+
+
+def test_an_unload_during_a_wake_refuses_the_held_request_and_leaves_no_replica(
+    tmp_path: Path,
+) -> None:
+    """The unload comes while a request waits for its model's replica to start: the request
+    gets the unload's 404, and the replica, once up, is stopped unused, long before the idle
+    grace (600 s here) that would otherwise keep it running for a model no one can call."""
+    repo = tmp_path / "repo"
+    # The start takes 8 s (its initialize): the unload comes well within them.
+    make_slow_init(repo, "waking", delay_s=8.0)
+    up = UpProcess(
+        repo, *light_args(repo), "--model-control-mode=explicit",
+        "--load-model-at-zero=waking", "--scale-to-zero-grace-s", "600",
+    )  # fmt: skip
+    try:
+        body = {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [2], "data": [1, 2]}]}
+        with ThreadPoolExecutor(1) as pool:
+            held = pool.submit(
+                requests.post, f"{up.url}/v2/models/waking/infer", json=body, timeout=120
+            )
+            up.wait_for(lambda: up.model("waking")["held_requests"] == 1, 60, "a held request")
+            r = requests.post(f"{up.url}/v2/repository/models/waking/unload", timeout=60)
+            assert r.status_code == 200, r.text
+            answer = held.result(timeout=60)
+        assert answer.status_code == 404, answer.text
+        assert answer.json() == {
+            "error": "Request for unknown model: 'waking' has no available versions"
+        }
+        assert up.model("waking")["replicas_starting"] == 1  # still starting: ends after
+
+        def nothing_left() -> bool:
+            row = up.model("waking")
+            return (row["replicas_ready"], row["replicas_starting"]) == (0, 0)
+
+        up.wait_for(nothing_left, 60, "the late start stopped")
+        assert "started before its model was changed or unloaded: stopped" in up.log()
+    finally:
+        up.stop()
