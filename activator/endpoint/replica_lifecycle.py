@@ -91,8 +91,9 @@ class ReplicaSet:
         self._watchers: set[asyncio.Task[None]] = set()
         self._starts: set[asyncio.Task[None]] = set()  # in `_tasks` too
         self._closed = False
-        # Counts `renew` calls: a start begun before the latest one loaded the old files.
-        self._files_generation = 0
+        # Counts `renew`, `keep_through_change` and `drain_all` calls: a start begun before
+        # the latest one read old files, or serves a model since unloaded (stopped unused).
+        self._generation = 0
         self._publish()
 
     # ---- what the rest of the endpoint reads ----------------------------------------------
@@ -148,7 +149,7 @@ class ReplicaSet:
         self._spawn(self._start(), also=self._starts)
 
     async def _start(self) -> None:
-        generation = self._files_generation
+        generation = self._generation
         # The start's own limit, not the held requests' (`activation_timeout_s`): they may
         # get their 504 first, and the start goes on, to serve the requests after them.
         limit_s = self._settings.start_timeout_s
@@ -173,7 +174,7 @@ class ReplicaSet:
             raise
         self._starting -= 1
         self._metrics.replica_starts.labels(self._model, "ok").inc()
-        if generation != self._files_generation:
+        if generation != self._generation:
             # The model's files changed while it started (`renew`), or it was unloaded
             # (`drain_all`): stopped unused; the endpoint decides again (a request still
             # waiting starts another).
@@ -231,7 +232,7 @@ class ReplicaSet:
         """The model's files changed: drain every routable replica now and wait until they
         are stopped; a start in progress is stopped once it is up, never routed to. A failed
         start's error was about the old files: it is forgotten (readiness, the index)."""
-        self._files_generation += 1
+        self._generation += 1
         self.last_error = None
         await self.drain()
 
@@ -239,14 +240,14 @@ class ReplicaSet:
         """The model was unloaded: drain every routable replica now and wait until they are
         stopped; a start in progress is stopped once it is up, never routed to (it would
         serve a model that is gone, and stay for an idle grace)."""
-        self._files_generation += 1
+        self._generation += 1
         await self.drain()
 
     def keep_through_change(self) -> list[Replica]:
         """The model's config changed in a way its replicas take in place (an instance
         update): a start in progress, which may have read the old config, is stopped once it
         is up, as at `renew`; the routable replicas stay, returned to be sent the load."""
-        self._files_generation += 1
+        self._generation += 1
         self.last_error = None
         return self.routable()
 
