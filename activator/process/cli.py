@@ -8,6 +8,7 @@ import asyncio
 import dataclasses
 import logging
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -356,8 +357,18 @@ def _log_and_trace(args: argparse.Namespace) -> dict[str, Any]:
         )  # fmt: skip
         trace = trace_setting(args)
     except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+        raise ConfigError(_as_typed(str(exc), args)) from None
     return {"log_settings": logs, "log_floor": args.log_level, "trace_defaults": trace}
+
+
+def _as_typed(message: str, args: argparse.Namespace) -> str:
+    """`message` naming a flag's setting ("`log_format`") as the flag is typed
+    ("`--log-format`"), as `thaw serve` says it."""
+    return re.sub(
+        r"`([a-z][a-z0-9_]*)`",
+        lambda m: f"`--{m[1].replace('_', '-')}`" if hasattr(args, m[1]) else m[0],
+        message,
+    )
 
 
 def _add_header_forward_arguments(p: argparse.ArgumentParser) -> None:
