@@ -126,7 +126,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     add_repository_arguments(p)
     p.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="listen port; 0 picks a free one")
+    p.add_argument(
+        "--port", type=int, default=8000, help="listen port (default 8000); 0 picks a free one"
+    )
     triton = p.add_argument_group("Triton's other ports")
     triton.add_argument(
         "--grpc-port", type=int, default=None, metavar="PORT",
