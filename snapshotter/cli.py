@@ -177,10 +177,18 @@ def run(args: argparse.Namespace) -> int:
     return int(args.func(args))
 
 
+class _UsageError(SnapshotError):
+    """Flags the command cannot take as given: exit 2, as argparse's own refusals, before any
+    work is done."""
+
+
 def _guarded(fn: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         return fn(args)
+    except _UsageError as exc:
+        print(f"thaw snapshot {args.snapshot_command}: error: {exc}", file=sys.stderr)
+        return 2
     except NothingToImage as exc:
         print(f"thaw snapshot {args.snapshot_command}: nothing to image: {exc}", file=sys.stderr)
         return NOTHING_TO_IMAGE_EXIT
@@ -224,12 +232,13 @@ def _build(args: argparse.Namespace) -> int:
     from snapshotter.image_builder import build_image
     from snapshotter.stores import open_store
 
-    version_dir = _version_dir(args.model_dir, args.version)
     if args.host_cache is not None and "://" in args.store:
-        raise SnapshotError("`--host-cache` needs a directory `--store` (the node cache)")
+        raise _UsageError("`--host-cache` needs a directory `--store` (the node cache)")
+    _check_host_tier_flags(args)
     problem = out_of_range("--chunk-mib", args.chunk_mib, 1, 4096)
     if problem is not None:
-        raise BuildError(problem)
+        raise _UsageError(problem)
+    version_dir = _version_dir(args.model_dir, args.version)
     from tqdm import tqdm
 
     # delay=1: the bar appears only when the build takes more than a second.
@@ -260,6 +269,13 @@ def _build(args: argparse.Namespace) -> int:
           f"{args.store}")  # fmt: skip
     _keep_in_host_tier(args, Path(args.store), manifest.ref)
     return 0
+
+
+def _check_host_tier_flags(args: argparse.Namespace) -> None:
+    """`--host-cache` needs `--host-cache-bytes`: checked before a build or pull starts, not
+    once its whole image is copied."""
+    if args.host_cache is not None and args.host_cache_bytes <= 0:
+        raise _UsageError("`--host-cache` needs `--host-cache-bytes` > 0")
 
 
 def _keep_in_host_tier(args: argparse.Namespace, cache_dir: Path, ref: ImageRef) -> None:
@@ -378,6 +394,7 @@ def _pull(args: argparse.Namespace) -> int:
     from snapshotter.restore import ImageLoader
     from snapshotter.transfer import load_manifest
 
+    _check_host_tier_flags(args)
     store, ref = _resolve(args.store, args.ref, args.target)
     loader = ImageLoader(None, args.cache, ref.target)
     with NodeCache(args.cache).image_lock(ref):

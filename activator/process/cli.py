@@ -8,6 +8,7 @@ import asyncio
 import dataclasses
 import logging
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -125,7 +126,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     add_repository_arguments(p)
     p.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="listen port; 0 picks a free one")
+    p.add_argument(
+        "--port", type=int, default=8000, help="listen port (default 8000); 0 picks a free one"
+    )
     triton = p.add_argument_group("Triton's other ports")
     triton.add_argument(
         "--grpc-port", type=int, default=None, metavar="PORT",
@@ -356,8 +359,18 @@ def _log_and_trace(args: argparse.Namespace) -> dict[str, Any]:
         )  # fmt: skip
         trace = trace_setting(args)
     except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+        raise ConfigError(_as_typed(str(exc), args)) from None
     return {"log_settings": logs, "log_floor": args.log_level, "trace_defaults": trace}
+
+
+def _as_typed(message: str, args: argparse.Namespace) -> str:
+    """`message` naming a flag's setting ("`log_format`") as the flag is typed
+    ("`--log-format`"), as `thaw serve` says it."""
+    return re.sub(
+        r"`([a-z][a-z0-9_]*)`",
+        lambda m: f"`--{m[1].replace('_', '-')}`" if hasattr(args, m[1]) else m[0],
+        message,
+    )
 
 
 def _add_header_forward_arguments(p: argparse.ArgumentParser) -> None:

@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -485,12 +486,24 @@ def main(argv: list[str]) -> int:
 
 
 def _as_typed(message: str, args: argparse.Namespace) -> str:
-    """`message` naming the flag as it is typed ("`--port` = 70000, ...", as `thaw up` says)
-    where the setting it names ("`port`") is the destination of one of the flags."""
-    name, tick, rest = message.removeprefix("`").partition("`")
-    if not message.startswith("`") or not tick or not hasattr(args, name):
-        return message
-    return f"`--{name.replace('_', '-')}`{rest}"
+    """`message` naming each flag as it is typed ("`--port` = 70000, ...", as `thaw up` says)
+    where a setting it names ("`port`", "`allow_grpc`") is the destination of one of the
+    flags; a setting no flag sets keeps its own name."""
+    subparsers = argparse.ArgumentParser(prog="thaw").add_subparsers()
+    register(subparsers)
+    (serve,) = subparsers.choices.values()
+    flags = {
+        action.dest: option
+        for action in serve._actions
+        for option in action.option_strings[:1]
+        if hasattr(args, action.dest) and option == f"--{action.dest.replace('_', '-')}"
+    }
+
+    def typed(match: re.Match[str]) -> str:
+        flag = flags.get(match.group(1))
+        return f"`{flag}`" if flag is not None else match.group(0)
+
+    return re.sub(r"`([a-z][a-z0-9_]*)`", typed, message)
 
 
 def _run_loop(main: Coroutine[Any, Any, int], event_loop: str) -> int:

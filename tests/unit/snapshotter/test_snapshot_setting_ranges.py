@@ -29,5 +29,26 @@ def test_build_chunk_size_out_of_its_range(
         ["snapshot", "build", str(tmp_path / "model"), "--store", str(tmp_path / "store"),
          "--chunk-mib", "0"]
     )  # fmt: skip
-    assert args.func(args) == 1
+    assert args.func(args) == 2  # a usage error, as the epilog's exit statuses say
     assert "`--chunk-mib` = 0, must be in [1, 4096]" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("action", ["build", "pull"])
+def test_host_cache_without_its_budget_is_refused_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], action: str
+) -> None:
+    """It was refused only once the whole image was built or pulled (exit 1, the image kept)."""
+    (tmp_path / "model" / "1").mkdir(parents=True)
+    cache = tmp_path / "cache"
+    where = (
+        [str(tmp_path / "model"), "--store", str(cache)]
+        if action == "build"
+        else ["model", "--store", str(tmp_path / "store"), "--cache", str(cache)]
+    )
+    parser = argparse.ArgumentParser()
+    cli.register(parser.add_subparsers())
+    args = parser.parse_args(["snapshot", action, *where, "--host-cache", str(tmp_path / "host")])
+    assert args.func(args) == 2
+    err = capsys.readouterr().err
+    assert err == f"thaw snapshot {action}: error: `--host-cache` needs `--host-cache-bytes` > 0\n"
+    assert not cache.exists()
