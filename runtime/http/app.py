@@ -248,6 +248,7 @@ def build_app(
             stop=manager.stop,
             stop_timeout_s=config.exit_timeout_s,
             exit_on_failure=config.exit_on_error is not False,
+            prepare=manager.prepare,
         )
     )
     return app

@@ -55,19 +55,23 @@ def lifecycle_context(
     stop: Callable[[], Awaitable[None]],
     stop_timeout_s: float,
     exit_on_failure: bool = True,
+    prepare: Callable[[], None] = lambda: None,
 ) -> Callable[[web.Application], AsyncIterator[None]]:
     """A cleanup_ctx: warm up and start the manager in the background, stop it on cleanup.
 
     Starting in the background lets `/v2/health/live` answer while models load; readiness
-    waits for `state.accepting`. A failed start sets `state.failed` so the server exits 1;
-    without `exit_on_failure` (tritonserver's `--exit-on-error=false`) the server goes on
-    answering, neither live nor ready, as Triton's does when it fails to initialize.
+    waits for `state.accepting`. `prepare` runs first, before the frameworks' preload: what
+    a load call needs (the manager's Python-models host) is there from the first moment. A
+    failed start sets `state.failed` so the server exits 1; without `exit_on_failure`
+    (tritonserver's `--exit-on-error=false`) the server goes on answering, neither live nor
+    ready, as Triton's does when it fails to initialize.
     Stopping gets `stop_timeout_s`; a model stuck in `execute` cannot hold the process past it
     (`state.stopped_cleanly` turns False and the entry point exits without waiting).
     """
 
     async def warm_up() -> None:
         try:
+            prepare()
             await preload(frameworks, warmups)
             await start()
         except asyncio.CancelledError:

@@ -135,15 +135,22 @@ class ModelManager:
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    async def start(self) -> None:
-        """Initial loads per control mode (failures are recorded, not raised); start polling."""
-        # Before any model loads: Python models reach BLS and custom metrics through it.
+    def prepare(self) -> None:
+        """Install this server's host of Python models (their stub processes, BLS, custom
+        metrics), on the server's loop, before any model loads: before the frameworks'
+        preload, so that a load call that comes while they import finds it. Idempotent."""
+        if self._python_host is not None:
+            return
         front_door = self._front_door
         self._python_host = PythonModelsHost.install(
             self,
             self._metrics.custom,
             front_door if front_door is not None and front_door.takes_bls else None,
         )
+
+    async def start(self) -> None:
+        """Initial loads per control mode (failures are recorded, not raised); start polling."""
+        self.prepare()  # before any model loads (done already when the app started it)
         mode = self._config.model_control_mode
         names = list(self._config.load_models)
         if mode != ModelControlMode.EXPLICIT or "*" in names:
