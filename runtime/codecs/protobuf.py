@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from runtime.codecs.rest import checked_shape, classify, selected_outputs, tensor_bytes
+from runtime.codecs.rest import checked_shape, selected_outputs, tensor_bytes
 from runtime.codecs.shm_tensors import ShmBinding
 from runtime.datatypes import V2_DATATYPES, from_wire, v2_to_numpy
 from runtime.errors import InvalidInput, ModelNotFound
@@ -335,9 +335,7 @@ def encode_model_infer(
     if final is not None:
         message.parameters[FINAL_RESPONSE].bool_param = final
     raw = message.raw_output_contents
-    for tensor, _, class_count in selected_outputs(response, request):
-        if class_count:
-            tensor = classify(tensor, class_count)
+    for tensor, _ in selected_outputs(response, request):
         out = message.outputs.add(name=tensor.name, datatype=tensor.datatype, shape=tensor.shape)
         if tensor.parameters:
             _set_parameters(out.parameters, tensor.parameters)

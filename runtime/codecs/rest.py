@@ -420,7 +420,7 @@ def encode_infer_response(
     those bound to shared memory (`shm`) are written there and sent without data."""
     outputs_json: list[dict[str, Any]] = []
     buffers: list[bytes] = []
-    for tensor, binary, class_count in selected_outputs(response, request):
+    for tensor, binary in selected_outputs(response, request):
         if shm is not None and tensor.name in shm.outputs:
             shm.write_output(tensor.name, tensor_bytes(tensor))
             # Triton sends a shared-memory output as its name, datatype and shape alone.
@@ -428,8 +428,6 @@ def encode_infer_response(
                 {"name": tensor.name, "datatype": tensor.datatype, "shape": list(tensor.shape)}
             )
             continue
-        if class_count:
-            tensor = classify(tensor, class_count)
         entry: dict[str, Any] = {
             "name": tensor.name,
             "datatype": tensor.datatype,
@@ -463,22 +461,25 @@ def encode_infer_response(
 
 def selected_outputs(
     response: InferResponse, request: InferRequest
-) -> list[tuple[InferTensor, bool, int]]:
-    """(tensor, binary?, class_count) for every output to send, in the model's order.
+) -> list[tuple[InferTensor, bool]]:
+    """(tensor, binary?) for every output to send, in the model's order, classified where the
+    request asked for classes (Triton's classification extension).
 
     Requested outputs select what is sent but, as in Triton (observed on 2.51), not its order.
     """
     if not request.requested_outputs:
         default = request.binary_output_default
-        return [(tensor, default, 0) for tensor in response.outputs]
+        return [(tensor, default) for tensor in response.outputs]
     wanted = {output.name: output for output in request.requested_outputs}
     selected = []
     for tensor in response.outputs:
         output = wanted.get(tensor.name)
         if output is not None:
-            selected.append((tensor, output.binary, output.class_count))
+            if output.class_count:
+                tensor = classify(tensor, output.class_count, output.labels)
+            selected.append((tensor, output.binary))
     if len(selected) != len(wanted):
-        sent = {tensor.name for tensor, _, _ in selected}
+        sent = {tensor.name for tensor, _ in selected}
         missing = next(name for name in wanted if name not in sent)
         raise InvalidInput(f"unexpected inference output '{missing}' for this model")
     return selected
@@ -517,19 +518,27 @@ def _utf8(item: Any, name: str) -> str:
     return str(item)
 
 
-def classify(tensor: InferTensor, class_count: int) -> InferTensor:
-    """Triton's classification extension: top-k "value:index" strings, per batch row if 2-D+."""
+def classify(tensor: InferTensor, class_count: int, labels: Sequence[str] = ()) -> InferTensor:
+    """Triton's classification extension: top-k "value:index" strings, per batch row if 2-D+,
+    with ":label" after each class that `labels` (the output's label file) names."""
     if tensor.datatype in ("BYTES", "BF16"):
         raise InvalidInput(f"output '{tensor.name}' of {tensor.datatype} cannot be classified")
     data = np.asarray(tensor.data)
     rows = data.reshape(data.shape[0], -1) if data.ndim >= 2 else data.reshape(1, -1)
     k = min(class_count, rows.shape[1])
     order = np.argsort(-rows.astype(np.float64), axis=1, kind="stable")[:, :k]
-    labels = [
-        [f"{float(row[i]):f}:{int(i)}".encode() for i in top]
+    strings = [
+        [_class_string(float(row[i]), int(i), labels) for i in top]
         for row, top in zip(rows, order, strict=True)
     ]
     out = np.empty((rows.shape[0], k), dtype=np.object_)
-    out[:] = labels
+    out[:] = strings
     shape: tuple[int, ...] = (rows.shape[0], k) if data.ndim >= 2 else (k,)
     return InferTensor(tensor.name, "BYTES", shape, out.reshape(shape), dict(tensor.parameters))
+
+
+def _class_string(value: float, index: int, labels: Sequence[str]) -> bytes:
+    """One class as Triton writes it: `0.900000:1:dog`, or `0.900000:1` past the labels (or
+    an empty label)."""
+    label = labels[index] if index < len(labels) else ""
+    return (f"{value:f}:{index}:{label}" if label else f"{value:f}:{index}").encode()

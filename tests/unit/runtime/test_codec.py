@@ -380,6 +380,23 @@ def test_classification_returns_top_k_value_index_strings() -> None:
     assert doc["outputs"][0]["data"] == ["0.700000:1", "9.000000:2"]
 
 
+def test_classification_appends_the_outputs_labels_where_it_has_one() -> None:
+    scores = InferTensor("p", "FP32", (3,), np.array([0.1, 0.7, 0.2], dtype=np.float32))
+    # Triton 2.51: "value:index:label"; a class past the labels (or with an empty one) has none.
+    top = classify(
+        scores,
+        3,
+        (
+            "cat",
+            "",
+        ),
+    )
+    assert top.data.tolist() == [b"0.700000:1", b"0.200000:2", b"0.100000:0:cat"]
+    requested = RequestedOutput("p", class_count=1, labels=("cat", "dog"))
+    doc, _ = _split(encode_infer_response(_response(scores), _request(requested)))
+    assert doc["outputs"][0]["data"] == ["0.700000:1:dog"]
+
+
 def test_header_length_zero_makes_the_whole_body_a_raw_input_sent_back_binary() -> None:
     body = np.arange(4, dtype=np.float32).tobytes()
     request = decode_infer_request(
