@@ -442,12 +442,12 @@ def encode_infer_response(
         else:
             entry["data"] = _json_data(tensor)
         outputs_json.append(entry)
-    # Triton's key order (observed on 2.51): id, model_name, model_version, parameters, outputs.
+    # Triton's key order (observed on 2.51): id, model_name, model_version, parameters, outputs;
+    # an empty id is left out, as Triton leaves it.
     doc: dict[str, Any] = {}
-    if response.id is not None:
-        doc["id"] = response.id
-    elif request.id is not None:
-        doc["id"] = request.id
+    request_id = response.id if response.id is not None else request.id
+    if request_id:
+        doc["id"] = request_id
     doc["model_name"] = response.model_name
     doc["model_version"] = response.model_version
     if response.parameters:

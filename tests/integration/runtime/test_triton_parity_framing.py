@@ -161,3 +161,18 @@ def test_a_missing_label_file_fails_the_load_in_tritons_words(url: str) -> None:
     assert response.json()["error"].endswith(
         "failed to open text file for read classify_missing/labels.txt: No such file or directory"
     )
+
+
+# -- the infer response -------------------------------------------------------------------
+
+_ADD_SUB_INPUTS = [
+    {"name": "INPUT0", "datatype": "FP32", "shape": [4], "data": [1, 2, 3, 4]},
+    {"name": "INPUT1", "datatype": "FP32", "shape": [4], "data": [1, 1, 1, 1]},
+]
+
+
+def test_an_empty_request_id_is_left_out_of_the_response(url: str) -> None:
+    doc = _post(url, "/v2/models/add_sub/infer", {"id": "", "inputs": _ADD_SUB_INPUTS}).json()
+    assert list(doc) == ["model_name", "model_version", "outputs"]  # Thaw sent "id": ""
+    doc = _post(url, "/v2/models/add_sub/infer", {"id": "7", "inputs": _ADD_SUB_INPUTS}).json()
+    assert list(doc) == ["id", "model_name", "model_version", "outputs"]
