@@ -43,7 +43,7 @@ from thawserver.shm_registry import SystemSharedMemory
 from thawwire.internal_calls import HEADER as INTERNAL_HEADER
 from thawwire.load_answer import warmup_header
 from thawwire.model_control import CONTROL_DISABLED
-from thawwire.names import is_model_name, is_version
+from thawwire.names import canonical_version, is_digits, is_model_name, version_refusal
 from thawwire.server_info import server_metadata
 from thawwire.shm_params import names_shared_memory
 
@@ -82,9 +82,15 @@ def model_ref(request: web.Request) -> tuple[str, str | None]:
     if not is_model_name(name):
         raise ModelNotFound(f"invalid model name {name[:80]!r}")
     version = request.match_info.get("version")
-    if version is not None and not is_version(version):
+    if version is None:
+        return name, None
+    canonical = canonical_version(version)
+    if canonical is None:
+        # Triton routes digits only; digits past int64 are its `std::stol` refusal (400).
+        if is_digits(version):
+            raise InvalidInput(version_refusal(version[:40]))
         raise ModelNotFound(f"invalid version {version[:40]!r} for model '{name}'")
-    return name, version
+    return name, canonical  # `01` is version 1, as in Triton
 
 
 class V2Handlers:

@@ -102,7 +102,10 @@ def _error(r: requests.Response) -> str:
         "/v2/models/add_sub/versions/9/ready",  # a version not served: not ready, not unknown
         "/v2/models/add_sub/versions/x/ready",  # not a version: not found, as Triton routes it
         "/v2/models/add_sub/versions/-1/config",
-        "/v2/models/add_sub/versions/99999999999999999999",
+        "/v2/models/add_sub/versions/99999999999999999999",  # Triton's stol refusal, 400
+        "/v2/models/add_sub/versions/01",  # version 1, as Triton reads it
+        "/v2/models/add_sub/versions/01/config",
+        "/v2/models/add_sub/versions/01/ready",
     ],
 )
 def test_metadata_config_and_health_match_thaw_serve(

@@ -176,3 +176,42 @@ def test_an_empty_request_id_is_left_out_of_the_response(url: str) -> None:
     assert list(doc) == ["model_name", "model_version", "outputs"]  # Thaw sent "id": ""
     doc = _post(url, "/v2/models/add_sub/infer", {"id": "7", "inputs": _ADD_SUB_INPUTS}).json()
     assert list(doc) == ["id", "model_name", "model_version", "outputs"]
+
+
+# -- versions in URLs and messages ----------------------------------------------------------
+
+_STOL = (
+    "failed to get model version from specified version string '{}' (details: stol), version "
+    "should be an integral value > 0"
+)
+
+
+def test_a_version_with_leading_zeros_is_that_version(
+    url: str, stub: service_pb2_grpc.GRPCInferenceServiceStub
+) -> None:
+    # Triton reads a version with std::stol: `01` is version 1 (Thaw said version 01 is unknown).
+    metadata = requests.get(f"{url}/v2/models/add_sub/versions/01", timeout=30)
+    assert (metadata.status_code, metadata.json()["versions"]) == (200, ["1"])
+    ready = requests.get(f"{url}/v2/models/add_sub/versions/0001/ready", timeout=30)
+    assert ready.status_code == 200
+    doc = _post(url, "/v2/models/add_sub/versions/01/infer", {"inputs": _ADD_SUB_INPUTS}).json()
+    assert doc["model_version"] == "1"
+    request = service_pb2.ModelMetadataRequest(name="add_sub", version="01")
+    assert list(stub.ModelMetadata(request, timeout=30).versions) == ["1"]
+    infer = service_pb2.ModelInferRequest(model_name="add_sub", model_version="001")
+    for entry in _ADD_SUB_INPUTS:
+        tensor = infer.inputs.add(name=entry["name"], datatype="FP32", shape=[4])
+        tensor.contents.fp32_contents.extend(entry["data"])
+    assert stub.ModelInfer(infer, timeout=30).model_version == "1"
+
+
+def test_digits_past_int64_in_a_url_are_400_in_tritons_words(url: str) -> None:
+    big = "9223372036854775808"
+    for path in (f"/v2/models/add_sub/versions/{big}", f"/v2/models/add_sub/versions/{big}/ready"):
+        response = requests.get(url + path, timeout=30)
+        # Triton: 400 (Thaw said 404, "invalid version"); INT64_MAX itself is an unknown version.
+        assert (response.status_code, response.json()) == (400, {"error": _STOL.format(big)})
+    response = requests.get(f"{url}/v2/models/add_sub/versions/{int(big) - 1}", timeout=30)
+    assert response.status_code == 404
+    # Not digits at all: Triton's routes do not match (404, "Not Found").
+    assert requests.get(f"{url}/v2/models/add_sub/versions/+1", timeout=30).status_code == 404
