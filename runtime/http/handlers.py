@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 from collections.abc import Coroutine
 from typing import Any, Protocol
 
@@ -34,6 +33,7 @@ from runtime.models.lifecycle import ServerState
 from runtime.models.load_errors import refused_overrides
 from runtime.models.load_overrides import overrides_from_json
 from runtime.models.service import ModelService, server_live, server_ready
+from thawserver import fast_json
 from thawserver.body_deadline import body_timeout_message
 from thawserver.body_limit import body_cap
 from thawserver.json_response import json_response
@@ -113,7 +113,8 @@ class V2Handlers:
         self._redact = config.redactor
         self._metrics = metrics
         self._state = state
-        self._server_metadata = json.dumps(server_metadata()).encode()
+        # Compact, as Triton's (and the activator's) `/v2` is.
+        self._server_metadata = fast_json.dumps(server_metadata())
         self._forward = config.http_header_forward
         self._guard = route_guard(config.http_restrictions, Restricted)
         # Only a replica `thaw up` hands connections to has requests to send back

@@ -215,3 +215,13 @@ def test_digits_past_int64_in_a_url_are_400_in_tritons_words(url: str) -> None:
     assert response.status_code == 404
     # Not digits at all: Triton's routes do not match (404, "Not Found").
     assert requests.get(f"{url}/v2/models/add_sub/versions/+1", timeout=30).status_code == 404
+
+
+# -- bytes of the small answers -------------------------------------------------------------
+
+
+def test_server_metadata_is_compact_json_as_tritons(url: str) -> None:
+    # Triton 2.51's `/v2` has no spaces (Thaw's had ", " and ": ", the activator's none).
+    body = requests.get(f"{url}/v2", timeout=30).content
+    assert body.startswith(b'{"name":"triton","version":"')
+    assert b'"extensions":["classification","sequence","model_repository",' in body
