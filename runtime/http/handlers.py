@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import re
 from collections.abc import Coroutine
 from typing import Any, Protocol
 
@@ -67,6 +68,8 @@ _GENERATE_ONE = (
 )
 _SSE = "text/event-stream; charset=utf-8"
 # Triton's texts (main, after 2.51).
+# A signed decimal, as Triton reads the header (`+16` is 16; `-1` and 10^22 are out of range).
+_HEADER_LENGTH = re.compile(r"[+-]?[0-9]{1,40}")
 _READY_NOT_BOOL = "Invalid value for 'ready': expected a boolean"
 
 
@@ -413,11 +416,13 @@ async def _within(reading: Coroutine[Any, Any, bytes], timeout_s: float) -> byte
 
 
 def _header_length(request: web.Request) -> int | None:
-    """The Inference-Header-Content-Length header as an int, if present."""
+    """The Inference-Header-Content-Length header as an int, if present: a decimal integer,
+    signed as Triton reads it; one outside the body (negative, past its end) is refused with
+    Triton's range text where the body is split (runtime.codecs.rest)."""
     value = request.headers.get("Inference-Header-Content-Length")
     if value is None:
         return None
-    if not value.isdigit() or len(value) > 18:
+    if _HEADER_LENGTH.fullmatch(value) is None:
         raise InvalidInput(f"invalid Inference-Header-Content-Length {value[:40]!r}")
     return int(value)
 

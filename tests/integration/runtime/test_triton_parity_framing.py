@@ -11,6 +11,7 @@ docs/triton-http-parity.md lists what differed, what was fixed and what is kept 
 
 from __future__ import annotations
 
+import json
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -225,3 +226,23 @@ def test_server_metadata_is_compact_json_as_tritons(url: str) -> None:
     body = requests.get(f"{url}/v2", timeout=30).content
     assert body.startswith(b'{"name":"triton","version":"')
     assert b'"extensions":["classification","sequence","model_repository",' in body
+
+
+def _with_header_length(url: str, value: str) -> requests.Response:
+    body = json.dumps({"inputs": _ADD_SUB_INPUTS}).encode()
+    headers = {"Inference-Header-Content-Length": value}
+    return requests.post(f"{url}/v2/models/add_sub/infer", data=body, headers=headers, timeout=30)
+
+
+def test_a_header_length_outside_the_body_has_tritons_range_text(url: str) -> None:
+    size = len(json.dumps({"inputs": _ADD_SUB_INPUTS}))
+    for value in ("-1", "99999999999999999999999"):
+        response = _with_header_length(url, value)
+        # Thaw said "invalid Inference-Header-Content-Length '-1'".
+        expected = f"inference header size should be in range (0, {size}), got: {value}"
+        assert (response.status_code, response.json()) == (400, {"error": expected})
+    # A sign is a number's (Triton reads it with strtol): `+N` is N.
+    signed = _with_header_length(url, f"+{size}")
+    assert signed.status_code == 200, signed.text
+    # What is no number at all Triton reads as 0 (a raw body); Thaw refuses it (kept).
+    assert _with_header_length(url, "abc").status_code == 400
