@@ -88,7 +88,10 @@ def decode_infer_request(
     raw_inputs = doc.get("inputs")
     # An empty list is the model's business, as in Triton: all its inputs may be optional.
     if not isinstance(raw_inputs, list):
-        raise InvalidInput("Unable to parse 'inputs': infer request needs an 'inputs' list")
+        raise InvalidInput(_unable("inputs", raw_inputs, "array"))
+    if "parameters" in doc and not isinstance(doc["parameters"], dict):
+        # Triton's text (500 there), also for `null`.
+        raise InvalidInput("failed to get request params.: attempt to get members for non-object")
     parameters = _parameters(doc.get("parameters"), "request")
     binary_default = _flag(parameters.get("binary_data_output", False), "binary_data_output")
     if "binary_data_output" in parameters:  # the codec's, as in Triton: the model never sees it
@@ -100,7 +103,7 @@ def decode_infer_request(
     )
     request_id = doc.get("id")
     if request_id is not None and not isinstance(request_id, str):
-        raise InvalidInput("'id' must be a string")
+        raise InvalidInput(_unable("id", request_id, "string"))
     return InferRequest(
         model_name=model_name,
         model_version=model_version,
@@ -161,8 +164,16 @@ def _check_reserved(parameters: dict[str, Any]) -> None:
 def _flag(value: Any, name: str) -> bool:
     """A JSON boolean parameter."""
     if not isinstance(value, bool):
-        raise InvalidInput(f"parameter '{name}' must be true or false")
+        raise InvalidInput(_unable(name, value, "boolean"))
     return value
+
+
+def _unable(field: str, value: Any, kind: str, *, verb: str = "parse") -> str:
+    """Triton 2.51's text for a JSON member of the wrong kind, or missing (`value` None).
+    Triton answers these 500; Thaw 400 (bad input, DESIGN.md)."""
+    if value is None:
+        return f"Unable to {verb} '{field}': attempt to access non-existing object member '{field}'"
+    return f"Unable to {verb} '{field}': attempt to access JSON non-{kind} as {kind}"
 
 
 # One input's header, checked, before any data is read: (its JSON object, name, datatype,
@@ -253,10 +264,10 @@ def _tensor_header(raw: dict[str, Any]) -> tuple[str, str, tuple[int, ...], int]
         raise InvalidInput("every input needs a non-empty string 'name'")
     datatype = raw.get("datatype")
     if datatype not in V2_DATATYPES:
-        raise InvalidInput(f"input '{name}' has unknown datatype {datatype!r}")
+        raise InvalidInput(f"invalid datatype for input {name}")  # Triton's text
     shape = raw.get("shape")
     if not isinstance(shape, list):
-        raise InvalidInput(f"input '{name}' needs a 'shape' list")
+        raise InvalidInput(_unable("shape", shape, "array"))
     return name, datatype, tuple(shape), checked_shape(name, datatype, shape)
 
 
@@ -367,13 +378,15 @@ def _decode_outputs(
     if raw is None:
         return []
     if not isinstance(raw, list):
-        raise InvalidInput("'outputs' must be a list")
+        raise InvalidInput(_unable("outputs", raw, "array"))
     outputs: list[RequestedOutput] = []
     seen: set[str] = set()
     for entry in raw:
-        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+        if not isinstance(entry, dict):
             raise InvalidInput("each entry of 'outputs' must be an object with a string 'name'")
-        name = entry["name"]
+        name = entry.get("name")
+        if not isinstance(name, str):
+            raise InvalidInput(_unable("name", name, "string"))
         if name in seen:
             raise InvalidInput(f"output '{name}' already exists in request")
         seen.add(name)
@@ -383,7 +396,10 @@ def _decode_outputs(
         binary = _flag(params.get("binary_data", binary_default), "binary_data")
         classes = params.get("classification", 0)
         if type(classes) is not int or classes < 0:
-            raise InvalidInput(f"output '{name}' has invalid classification {classes!r}")
+            raise InvalidInput(
+                "Unable to set 'classification': attempt to access JSON non-unsigned-integer as "
+                "unsigned-integer"
+            )
         outputs.append(RequestedOutput(name, binary, classes, params))
     return outputs
 

@@ -246,3 +246,65 @@ def test_a_header_length_outside_the_body_has_tritons_range_text(url: str) -> No
     assert signed.status_code == 200, signed.text
     # What is no number at all Triton reads as 0 (a raw body); Thaw refuses it (kept).
     assert _with_header_length(url, "abc").status_code == 400
+
+
+# -- JSON members of the wrong kind -------------------------------------------------------
+
+_X0, _X1 = _ADD_SUB_INPUTS
+_NON_ARRAY = "attempt to access JSON non-array as array"
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({}, "Unable to parse 'inputs': attempt to access non-existing object member 'inputs'"),
+        ({"inputs": {}}, f"Unable to parse 'inputs': {_NON_ARRAY}"),
+        ({"inputs": [{**_X0, "shape": "4"}, _X1]}, f"Unable to parse 'shape': {_NON_ARRAY}"),
+        ({"inputs": [{**_X0, "datatype": "fp32"}, _X1]}, "invalid datatype for input INPUT0"),
+        (
+            {"inputs": _ADD_SUB_INPUTS, "id": 5},
+            "Unable to parse 'id': attempt to access JSON non-string as string",
+        ),
+        (
+            {"inputs": _ADD_SUB_INPUTS, "parameters": None},  # Thaw took null for {}
+            "failed to get request params.: attempt to get members for non-object",
+        ),
+        (
+            {"inputs": _ADD_SUB_INPUTS, "parameters": []},
+            "failed to get request params.: attempt to get members for non-object",
+        ),
+        (
+            {"inputs": _ADD_SUB_INPUTS, "parameters": {"binary_data_output": "yes"}},
+            "Unable to parse 'binary_data_output': attempt to access JSON non-boolean as boolean",
+        ),
+        (
+            {"inputs": _ADD_SUB_INPUTS, "outputs": {"name": "OUTPUT0"}},
+            f"Unable to parse 'outputs': {_NON_ARRAY}",
+        ),
+        (
+            {"inputs": _ADD_SUB_INPUTS, "outputs": [{}]},
+            "Unable to parse 'name': attempt to access non-existing object member 'name'",
+        ),
+        (
+            {"inputs": _ADD_SUB_INPUTS, "outputs": [{"name": 5}]},
+            "Unable to parse 'name': attempt to access JSON non-string as string",
+        ),
+        (
+            {"inputs": _ADD_SUB_INPUTS,
+             "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": 1}}]},
+            "Unable to parse 'binary_data': attempt to access JSON non-boolean as boolean",
+        ),
+        (
+            {"inputs": _ADD_SUB_INPUTS,
+             "outputs": [{"name": "OUTPUT0", "parameters": {"classification": -1}}]},
+            "Unable to set 'classification': attempt to access JSON non-unsigned-integer as "
+            "unsigned-integer",
+        ),
+    ],
+)  # fmt: skip
+def test_a_json_member_of_the_wrong_kind_has_tritons_text(
+    url: str, body: dict[str, Any], message: str
+) -> None:
+    # Triton answers these 500 (its JSON reader's exception); DESIGN.md: bad input is 400.
+    response = _post(url, "/v2/models/add_sub/infer", body)
+    assert (response.status_code, response.json()) == (400, {"error": message})

@@ -255,7 +255,7 @@ def test_hostile_shapes_are_refused_without_allocating(shape: list[Any]) -> None
         (_input("x", "BOOL", [2], [1, 0]), "non-boolean as boolean"),
         (_input("x", "FP32", [1], "1.0"), "must be a JSON list"),
         (_input("x", "BYTES", [1], [5]), "must be strings"),
-        (_input("x", "FP33", [1], [1]), "unknown datatype"),
+        (_input("x", "FP33", [1], [1]), "invalid datatype for input x"),
         (_input("x", "FP32", [1]), "But no field is set"),
         ({"datatype": "FP32", "shape": [1], "data": [1]}, "non-empty string 'name'"),
     ],
@@ -272,8 +272,12 @@ def test_bad_json_tensors_are_refused(entry: dict, message: str) -> None:
         ({"inputs": {}}, "Unable to parse 'inputs'"),
         ({"inputs": [1]}, "must be a JSON object"),
         ({"inputs": [_input("x", "FP32", [1], [1])] * 2}, "input 'x' already exists in request"),
-        ({"id": 5, "inputs": [_input("x", "FP32", [1], [1])]}, "'id' must be a string"),
-        ({"parameters": [], "inputs": [_input("x", "FP32", [1], [1])]}, "parameters"),
+        (
+            {"id": 5, "inputs": [_input("x", "FP32", [1], [1])]},
+            "Unable to parse 'id': attempt to access JSON non-string as string",
+        ),
+        ({"parameters": [], "inputs": [_input("x", "FP32", [1], [1])]}, "request params"),
+        ({"parameters": None, "inputs": [_input("x", "FP32", [1], [1])]}, "request params"),
         (
             {
                 "parameters": {"binary_data_output": "yes"},
@@ -281,7 +285,10 @@ def test_bad_json_tensors_are_refused(entry: dict, message: str) -> None:
             },
             "binary_data_output",
         ),
-        ({"outputs": {}, "inputs": [_input("x", "FP32", [1], [1])]}, "'outputs' must be a list"),
+        (
+            {"outputs": {}, "inputs": [_input("x", "FP32", [1], [1])]},
+            "Unable to parse 'outputs': attempt to access JSON non-array as array",
+        ),
         (
             {"outputs": [{"name": "a"}] * 2, "inputs": [_input("x", "FP32", [1], [1])]},
             "output 'a' already exists in request",
