@@ -114,6 +114,21 @@ def test_metadata_config_and_health_match_thaw_serve(
     assert _answer("GET", up.url + path) == _answer("GET", serve.url + path)
 
 
+def test_an_unsupported_body_coding_is_tritons_501_through_thaw_up(
+    up: UpProcess, serve: _Serve
+) -> None:
+    body = json.dumps(_ADD_SUB_JSON).encode()
+    for base in (up.url, serve.url):
+        r = requests.post(
+            base + "/v2/models/add_sub/infer",
+            data=body,
+            headers={"Content-Encoding": "br"},
+            timeout=60,
+        )
+        assert (r.status_code, _error(r)) == (501, "Unsupported compression type"), base
+        assert r.headers["Accept-Encoding"] == "gzip, deflate"
+
+
 @pytest.mark.parametrize(
     ("method", "path", "status"),
     [

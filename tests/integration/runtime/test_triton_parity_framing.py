@@ -11,6 +11,7 @@ docs/triton-http-parity.md lists what differed, what was fixed and what is kept 
 
 from __future__ import annotations
 
+import gzip
 import json
 import textwrap
 from collections.abc import Iterator
@@ -308,3 +309,32 @@ def test_a_json_member_of_the_wrong_kind_has_tritons_text(
     # Triton answers these 500 (its JSON reader's exception); DESIGN.md: bad input is 400.
     response = _post(url, "/v2/models/add_sub/infer", body)
     assert (response.status_code, response.json()) == (400, {"error": message})
+
+
+# -- HTTP framing -------------------------------------------------------------------------
+
+
+def test_a_body_coding_other_than_gzip_or_deflate_is_tritons_501(url: str) -> None:
+    body = json.dumps({"inputs": _ADD_SUB_INPUTS}).encode()
+    response = requests.post(
+        f"{url}/v2/models/add_sub/infer",
+        data=body,
+        headers={"Content-Encoding": "br"},
+        timeout=30,
+    )
+    # Triton 2.51: 501, its codings in Accept-Encoding (Thaw said 400, "unsupported
+    # Content-Encoding 'br'; use gzip or deflate"). Its body is text/plain there, JSON here.
+    assert (response.status_code, response.json()) == (
+        501,
+        {"error": "Unsupported compression type"},
+    )
+    assert response.headers["Accept-Encoding"] == "gzip, deflate"
+    # Codings are case-insensitive (RFC 9110 §8.4.1): Triton refuses `GZIP` with that 501,
+    # Thaw takes it (kept).
+    gzipped = requests.post(
+        f"{url}/v2/models/add_sub/infer",
+        data=gzip.compress(body),
+        headers={"Content-Encoding": "GZIP"},
+        timeout=30,
+    )
+    assert gzipped.status_code == 200
