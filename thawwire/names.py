@@ -21,6 +21,7 @@ __all__ = [
     "is_digits",
     "is_model_name",
     "is_version",
+    "unknown_model",
     "version_refusal",
 ]
 
@@ -67,3 +68,10 @@ def version_refusal(version: str) -> str:
         f"failed to get model version from specified version string '{version}' (details: "
         "stol), version should be an integral value > 0"
     )
+
+
+def unknown_model(name: str) -> str:
+    """Triton's text for a model no repository holds, also for what is no model name (a name
+    that could be a path is one no repository holds): 404 / NOT_FOUND. At most 200 characters
+    of `name`."""
+    return f"Request for unknown model: '{name[:200]}' is not found"

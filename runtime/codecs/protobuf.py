@@ -35,7 +35,7 @@ from runtime.inference import InferRequest, InferResponse, InferTensor, Requeste
 from thawwire.errors import SharedMemoryError
 from thawwire.grpc_messages import FINAL_RESPONSE, parameter_kind, parameter_value, set_parameter
 from thawwire.grpc_service import pb
-from thawwire.names import canonical_version, is_model_name, version_refusal
+from thawwire.names import canonical_version, is_model_name, unknown_model, version_refusal
 from thawwire.shm_params import REGION, SHM_PARAMETERS, ShmRef, grpc_ref
 
 __all__ = [
@@ -140,7 +140,7 @@ def message_ref(name: str, version: str) -> tuple[str, str | None]:
     """A message's model name and optional version; NOT_FOUND for what is not a name,
     INVALID_ARGUMENT (Triton's text) for what is not a version."""
     if not is_model_name(name):
-        raise ModelNotFound(f"invalid model name {name[:80]!r}")
+        raise ModelNotFound(unknown_model(name))
     return name, _canonical(version) if version else None
 
 

@@ -44,7 +44,13 @@ from thawserver.shm_registry import SystemSharedMemory
 from thawwire.internal_calls import HEADER as INTERNAL_HEADER
 from thawwire.load_answer import warmup_header
 from thawwire.model_control import CONTROL_DISABLED
-from thawwire.names import canonical_version, is_digits, is_model_name, version_refusal
+from thawwire.names import (
+    canonical_version,
+    is_digits,
+    is_model_name,
+    unknown_model,
+    version_refusal,
+)
 from thawwire.server_info import server_metadata
 from thawwire.shm_params import names_shared_memory
 
@@ -83,7 +89,7 @@ def model_ref(request: web.Request) -> tuple[str, str | None]:
     """The model name and optional version from the URL; 404 for anything that is not a name."""
     name = request.match_info["model"]
     if not is_model_name(name):
-        raise ModelNotFound(f"invalid model name {name[:80]!r}")
+        raise ModelNotFound(unknown_model(name))
     version = request.match_info.get("version")
     if version is None:
         return name, None

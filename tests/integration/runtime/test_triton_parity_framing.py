@@ -338,3 +338,31 @@ def test_a_body_coding_other_than_gzip_or_deflate_is_tritons_501(url: str) -> No
         timeout=30,
     )
     assert gzipped.status_code == 200
+
+
+# -- names that are no model names ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(("segment", "name"), [("a%20b", "a b"), ("..%2Fx", "../x"), (".x", ".x")])
+def test_a_name_that_is_no_model_name_is_an_unknown_model_in_tritons_words(
+    url: str, segment: str, name: str
+) -> None:
+    # Triton 2.51: 404 "Request for unknown model: '<name>' is not found" (Thaw said "invalid
+    # model name '<name>'"; thaw up's activator already used Triton's words). Triton echoes
+    # the name as sent (`a%20b`); Thaw decodes the path first (RFC 3986), so echoes `a b`.
+    for path in (f"/v2/models/{segment}", f"/v2/models/{segment}/config"):
+        response = requests.get(url + path, timeout=30)
+        expected = {"error": f"Request for unknown model: '{name}' is not found"}
+        assert (response.status_code, response.json()) == (404, expected)
+
+
+def test_grpc_names_no_model_name_as_an_unknown_model(
+    stub: service_pb2_grpc.GRPCInferenceServiceStub,
+) -> None:
+    for name in ("a/b", ".."):
+        with pytest.raises(grpc.RpcError) as info:
+            stub.ModelMetadata(service_pb2.ModelMetadataRequest(name=name), timeout=30)
+        assert (info.value.code(), info.value.details()) == (
+            grpc.StatusCode.NOT_FOUND,
+            f"Request for unknown model: '{name}' is not found",
+        )
