@@ -129,6 +129,23 @@ def test_an_unsupported_body_coding_is_tritons_501_through_thaw_up(
         assert r.headers["Accept-Encoding"] == "gzip, deflate"
 
 
+def test_an_unknown_expectation_is_ignored_through_thaw_up(up: UpProcess, serve: _Serve) -> None:
+    # Triton 2.51 ignores an Expect other than 100-continue (Thaw answered a text/plain 417).
+    body = json.dumps(_ADD_SUB_JSON).encode()
+    for base in (up.url, serve.url):
+        host, port = base.removeprefix("http://").rsplit(":", 1)
+        head = (
+            f"POST /v2/models/add_sub/infer HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n"
+            f"Expect: 200-ok\r\nContent-Length: {len(body)}\r\n\r\n"
+        )
+        with socket.create_connection((host, int(port)), timeout=60) as conn:
+            conn.sendall(head.encode() + body)
+            answer = b""
+            while chunk := conn.recv(65536):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 200 OK\r\n"), (base, answer[:200])
+
+
 @pytest.mark.parametrize(
     ("method", "path", "status"),
     [

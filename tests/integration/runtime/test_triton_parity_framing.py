@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import socket
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -366,3 +367,28 @@ def test_grpc_names_no_model_name_as_an_unknown_model(
             grpc.StatusCode.NOT_FOUND,
             f"Request for unknown model: '{name}' is not found",
         )
+
+
+def _exchange(server: ServeProcess, data: bytes) -> bytes:
+    """Everything the server answers to `data` on one connection it closes after."""
+    host, port = server.hostport.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as conn:
+        conn.sendall(data)
+        chunks = []
+        while chunk := conn.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def test_an_expectation_other_than_100_continue_is_ignored(server: ServeProcess) -> None:
+    body = json.dumps({"inputs": _ADD_SUB_INPUTS}).encode()
+    head = (
+        "POST /v2/models/add_sub/infer HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+        f"Content-Length: {len(body)}\r\n"
+    )
+    # Triton 2.51 serves it; Thaw answered aiohttp's 417 "Unknown Expect: 200-ok" in
+    # text/plain. 100-continue still gets its interim answer first.
+    ignored = _exchange(server, f"{head}Expect: 200-ok\r\n\r\n".encode() + body)
+    assert ignored.startswith(b"HTTP/1.1 200 OK\r\n")
+    continued = _exchange(server, f"{head}Expect: 100-continue\r\n\r\n".encode() + body)
+    assert continued.startswith(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n")
