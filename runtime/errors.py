@@ -15,7 +15,8 @@
     ├── ControlDisabled (503)          load/unload outside explicit model control (Triton's
     │                                  UNAVAILABLE, its code on both protocols)
     ├── FeatureDisabled (501)          a feature this server does not offer (e.g. a repository
-    │                                  name in a repository call)
+    │   │                              name in a repository call)
+    │   └── UnsupportedEncoding        a body's Content-Encoding is not gzip/deflate (Triton's)
     ├── RepositoryError (400)          config.pbtxt or model files are wrong; names file and field
     └── ModelCodedError (400)          a model's own error with a Triton code REST has no status
         ├── ModelErrorUnknown          for (Triton's HttpCodeFromError: 400); over gRPC the
@@ -53,6 +54,7 @@ __all__ = [
     "Restricted",
     "RouteNotFound",
     "ServingError",
+    "UnsupportedEncoding",
 ]
 
 
@@ -139,6 +141,17 @@ class DeadlineExceeded(ServingError):
 
 class FeatureDisabled(ServingError):
     status = 501
+
+
+class UnsupportedEncoding(FeatureDisabled):
+    """A request body in a `Content-Encoding` other than gzip, deflate or identity: Triton's
+    501 "Unsupported compression type", its answer naming in `Accept-Encoding` the codings
+    it takes (`accept_encoding`)."""
+
+    accept_encoding = "gzip, deflate"
+
+    def __init__(self) -> None:
+        super().__init__("Unsupported compression type")
 
 
 class ControlDisabled(ServingError):

@@ -42,12 +42,14 @@ class InferTensor:
 
 @dataclass(slots=True)
 class RequestedOutput:
-    """An output the client asked for; `binary` follows `binary_data` / `binary_data_output`."""
+    """An output the client asked for; `binary` follows `binary_data` / `binary_data_output`.
+    `labels`: the output's classification labels, set by the model that accepts the request."""
 
     name: str
     binary: bool = False
     class_count: int = 0
     parameters: dict[str, Any] = field(default_factory=dict)
+    labels: tuple[str, ...] = ()
 
 
 class ResponseSink(Protocol):

@@ -15,6 +15,11 @@ handler a `web.Server` makes (runtime.direct.protocol), middlewares and `on_resp
   message)` for an unparsable request.
 - Requests aiohttp has parsed but not yet handled on a connection (a pipelining client):
   `has_queued_requests` reads `RequestHandler._messages`.
+- An `Expect` other than `100-continue` is answered by aiohttp's default expect handler with
+  a text/plain 417 before any middleware runs; Triton ignores such an expectation (observed
+  on 2.51), as RFC 9110 §10.1.1 allows. The runner's request factory drops the field from
+  such a request before aiohttp reads it. It relies on the factory's arguments: the parsed
+  message first (a `RawRequestMessage`, C or Python: `headers`, `raw_headers`, `_replace`).
 
 tests/unit/thawwire/test_aiohttp_compat.py pins each of these against the installed aiohttp;
 an import-linter contract keeps `aiohttp.web_protocol` out of every other module.
@@ -24,9 +29,11 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from typing import Any
 
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
+from multidict import CIMultiDict, CIMultiDictProxy
 
 from thawwire.bad_http import error_body
 
@@ -94,10 +101,27 @@ class JsonErrorRunner(web.AppRunner):
         made = await super()._make_server()
         return _JsonErrorServer(
             made.request_handler,
-            request_factory=made.request_factory,
+            request_factory=_ignoring_unknown_expectations(made.request_factory),
             handler_cancellation=made.handler_cancellation,
             **made._kwargs,
         )
+
+
+def _ignoring_unknown_expectations(factory: Any) -> Any:
+    """`factory` (a `web.Server`'s request factory), making requests whose `Expect` is not
+    `100-continue` as if they had none (Triton ignores such an expectation)."""
+
+    def make(message: Any, *args: Any, **kwargs: Any) -> web.BaseRequest:
+        expect = message.headers.get("Expect")
+        if expect is not None and expect.strip().lower() != "100-continue":
+            headers = CIMultiDict(message.headers)
+            headers.popall("Expect")
+            raw = tuple(pair for pair in message.raw_headers if pair[0].lower() != b"expect")
+            message = message._replace(headers=CIMultiDictProxy(headers), raw_headers=raw)
+        request: web.BaseRequest = factory(message, *args, **kwargs)
+        return request
+
+    return make
 
 
 def has_queued_requests(handler: asyncio.BaseProtocol) -> bool:

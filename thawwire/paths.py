@@ -9,7 +9,7 @@ activator aggregates them over replicas.
 
 from __future__ import annotations
 
-from thawwire.names import is_model_name, is_version
+from thawwire.names import canonical_version, is_model_name
 
 __all__ = ["MODEL", "MODEL_VERSION", "REPLICA_LEAVES", "SENT_BACK_QUERY", "model_of", "sent_back"]
 
@@ -40,7 +40,7 @@ def model_of(path: str) -> str | None:
         return None
     parts = path[len(_PREFIX) :].split("/")
     if len(parts) >= 3 and parts[1] == "versions":
-        if len(parts) > 4 or not is_version(parts[2]):
+        if len(parts) > 4 or canonical_version(parts[2]) is None:
             return None
         leaf = parts[3] if len(parts) == 4 else ""
     elif len(parts) > 2:

@@ -42,7 +42,7 @@ from activator.errors import AmbiguousModel, ConfigError, ModelUnavailable, Unkn
 from activator.fleet.ensemble_checks import check_ensembles, ensemble_problem
 from thawwire.metadata import model_metadata
 from thawwire.model_control import ambiguous, not_unique
-from thawwire.names import is_model_name
+from thawwire.names import is_model_name, unknown_model
 from tritonconfig import (
     ModelConfigError,
     complete_config,
@@ -468,7 +468,7 @@ class Repository:
             if name in self.unavailable:
                 reason = self.unavailable[name]
                 raise ModelUnavailable(f"model '{name}' is not ready: {reason}")
-            raise UnknownModel(f"Request for unknown model: '{name[:200]}' is not found")
+            raise UnknownModel(unknown_model(name))
         if version is not None and version not in entry.versions:
             raise UnknownModel(
                 f"Request for unknown model: '{name}' version {version[:50]} is not found"

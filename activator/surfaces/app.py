@@ -60,7 +60,7 @@ from thawwire.errors import LoadOverrideError
 from thawwire.internal_calls import HEADER as INTERNAL_HEADER
 from thawwire.load_overrides import overrides_from_json, refused
 from thawwire.model_control import CONTROL_DISABLED
-from thawwire.names import is_version
+from thawwire.names import canonical_version, is_digits, version_refusal
 from thawwire.paths import MODEL, MODEL_VERSION, sent_back
 from thawwire.shm_params import names_shared_memory
 from thawwire.trace_settings import TraceSettings
@@ -277,13 +277,19 @@ async def server_metadata(request: web.Request) -> web.Response:
 
 
 def _version(request: web.Request) -> str | None:
-    """The URL's version; UnknownModel (404, `thaw serve`'s words) when it is not one: Triton
-    routes only decimal versions, so `/versions/x/ready` is not found, not "not ready"."""
+    """The URL's version as Triton reads it (`01` is 1); UnknownModel (404, `thaw serve`'s
+    words) when it is not one: Triton routes only decimal versions, so `/versions/x/ready` is
+    not found, not "not ready"; digits past int64 are its `std::stol` refusal (400)."""
     version = request.match_info.get("version")
-    if version is not None and not is_version(version):
+    if version is None:
+        return None
+    canonical = canonical_version(version)
+    if canonical is None:
+        if is_digits(version):
+            raise BadRequest(version_refusal(version[:40]))
         name = request.match_info["model"][:200]
         raise UnknownModel(f"invalid version {version[:40]!r} for model '{name}'")
-    return version
+    return canonical
 
 
 async def model_metadata(request: web.Request) -> web.Response:

@@ -41,9 +41,10 @@ from thawserver.shm_registry import SystemSharedMemory
 from thawwire.grpc_messages import stream_error
 from thawwire.grpc_service import Method, method_path
 from thawwire.model_control import NOT_LOADED
+from thawwire.names import canonical_version, version_refusal
 from thawwire.shm_params import names_shared_memory
 
-__all__ = ["GrpcForwarder", "forwarded_metadata"]
+__all__ = ["GrpcForwarder", "forwarded_metadata", "message_version"]
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +68,17 @@ def forwarded_metadata(context: Context) -> tuple[tuple[str, Any], ...]:
         for key, value in context.invocation_metadata() or ()
         if not key.startswith(_HOP_KEYS) and key not in _HOP_NAMES
     )
+
+
+def message_version(version: str) -> str | None:
+    """A message's `model_version` as Triton reads it (`01` is version 1; "" none), as thaw
+    serve reads it; BadRequest (INVALID_ARGUMENT) in Triton's words for what is no version."""
+    if not version:
+        return None
+    canonical = canonical_version(version)
+    if canonical is None:
+        raise BadRequest(version_refusal(version[:40]))
+    return canonical
 
 
 class GrpcForwarder:
@@ -122,7 +134,7 @@ class GrpcForwarder:
         """Hold if no replica slot is free (waking the model), then forward to a replica."""
         head = _envelope(data)
         fleet = self._fleet
-        fleet.serving(head.model_name, head.model_version or None)
+        fleet.serving(head.model_name, message_version(head.model_version))
         endpoint = fleet.endpoint(head.model_name)
         shm: Rewritten | None = None
         with fleet.metrics.counting(head.model_name) as count:
@@ -238,7 +250,7 @@ class _StreamRelay:
             head = Envelope("", "", "")
             try:
                 head = _envelope(data)
-                self._fleet.serving(head.model_name, head.model_version or None)
+                self._fleet.serving(head.model_name, message_version(head.model_version))
             except ActivatorError as exc:
                 await self.answer_error(head, exc, count=1)  # with its id, when it has one
                 continue

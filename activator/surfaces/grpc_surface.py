@@ -30,7 +30,7 @@ from activator.surfaces.answers import (
     server_ready,
     stats_rows,
 )
-from activator.surfaces.grpc_forward import GrpcForwarder
+from activator.surfaces.grpc_forward import GrpcForwarder, message_version
 from thawserver.connection_limits import (
     ConnectionLimits,
     grpc_max_concurrent_rpcs,
@@ -90,10 +90,6 @@ def _answering(
     return answering
 
 
-def _version(version: str) -> str | None:
-    return version or None
-
-
 class GrpcSurface:
     """The service's methods over one `thaw up`'s fleet."""
 
@@ -151,7 +147,7 @@ class GrpcSurface:
         model that is not ready does; so does an unknown model or version (Triton 2.51 answers
         it ready=false, never NOT_FOUND: tritonclient's is_model_ready returns False)."""
         try:
-            check_ready(self._fleet, request.name, _version(request.version))
+            check_ready(self._fleet, request.name, message_version(request.version))
         except ActivatorError as exc:
             if exc.status not in (404, 503):
                 raise
@@ -162,16 +158,17 @@ class GrpcSurface:
         return self._server_metadata
 
     async def model_metadata(self, request: Any, context: Context) -> Any:
-        version = _version(request.version)
+        version = message_version(request.version)
         return metadata_response(await answers.model_metadata(self._fleet, request.name, version))
 
     async def model_config(self, request: Any, context: Context) -> Any:
-        version = _version(request.version)
+        version = message_version(request.version)
         return config_response(await answers.model_config(self._fleet, request.name, version))
 
     async def model_statistics(self, request: Any, context: Context) -> Any:
         name = request.name or None
-        rows = await stats_rows(self._fleet, name, _version(request.version) if name else None)
+        version = message_version(request.version) if name else None
+        rows = await stats_rows(self._fleet, name, version)
         return statistics_response(rows)
 
     async def repository_index(self, request: Any, context: Context) -> Any:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from runtime.errors import InvalidInput, JsonTooDeep, PayloadTooLarge
+from runtime.errors import InvalidInput, JsonTooDeep, PayloadTooLarge, UnsupportedEncoding
 from thawserver import fast_json
 from thawserver.body_limit import CLIENT_FLAG, too_large_text
 
@@ -75,7 +75,7 @@ def decode_content(
     elif coding == "deflate":
         wbits = zlib.MAX_WBITS if _looks_like_zlib(raw) else -zlib.MAX_WBITS
     else:
-        raise InvalidInput(f"unsupported Content-Encoding '{encoding}'; use gzip or deflate")
+        raise UnsupportedEncoding()
     return _inflate(raw, wbits, limit, f"decompressed {what}", flag)
 
 

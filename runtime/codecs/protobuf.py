@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from runtime.codecs.rest import checked_shape, classify, selected_outputs, tensor_bytes
+from runtime.codecs.rest import checked_shape, selected_outputs, tensor_bytes
 from runtime.codecs.shm_tensors import ShmBinding
 from runtime.datatypes import V2_DATATYPES, from_wire, v2_to_numpy
 from runtime.errors import InvalidInput, ModelNotFound
@@ -35,7 +35,7 @@ from runtime.inference import InferRequest, InferResponse, InferTensor, Requeste
 from thawwire.errors import SharedMemoryError
 from thawwire.grpc_messages import FINAL_RESPONSE, parameter_kind, parameter_value, set_parameter
 from thawwire.grpc_service import pb
-from thawwire.names import is_model_name, is_version
+from thawwire.names import canonical_version, is_model_name, unknown_model, version_refusal
 from thawwire.shm_params import REGION, SHM_PARAMETERS, ShmRef, grpc_ref
 
 __all__ = [
@@ -88,8 +88,8 @@ def decode_model_infer(message: Any, *, shm: ShmBinding | None = None) -> InferR
     `shm` resolves tensors in shared memory (without it, naming a region is an error)."""
     model = message.model_name
     version = message.model_version
-    if version and not is_version(version):
-        raise InvalidInput(_version_refusal(version[:40]))
+    if version:
+        version = _canonical(version)
     raw = message.raw_input_contents
     ios = list(message.inputs)  # each input's wrapper made once
     in_shm = sum(1 for io in ios if io.parameters and REGION in io.parameters)
@@ -140,22 +140,17 @@ def message_ref(name: str, version: str) -> tuple[str, str | None]:
     """A message's model name and optional version; NOT_FOUND for what is not a name,
     INVALID_ARGUMENT (Triton's text) for what is not a version."""
     if not is_model_name(name):
-        raise ModelNotFound(f"invalid model name {name[:80]!r}")
-    if version and not is_version(version):
-        raise InvalidInput(_version_refusal(version[:40]))
-    return name, version or None
+        raise ModelNotFound(unknown_model(name))
+    return name, _canonical(version) if version else None
 
 
-def _version_refusal(version: str) -> str:
-    """Triton 2.51's gRPC text for a version string that is no version (INVALID_ARGUMENT)."""
-    if version.startswith("-") and version[1:].isdigit():
-        return (
-            f"invalid model version specified '{version}' , version should be an integral value > 0"
-        )
-    return (
-        f"failed to get model version from specified version string '{version}' (details: "
-        "stol), version should be an integral value > 0"
-    )
+def _canonical(version: str) -> str:
+    """A message's version as Triton reads it (`01` is `1`); INVALID_ARGUMENT in Triton's
+    words for what is no version."""
+    canonical = canonical_version(version)
+    if canonical is None:
+        raise InvalidInput(version_refusal(version[:40]))
+    return canonical
 
 
 def request_parameters(parameters: Mapping[str, Any]) -> dict[str, Any]:
@@ -335,9 +330,7 @@ def encode_model_infer(
     if final is not None:
         message.parameters[FINAL_RESPONSE].bool_param = final
     raw = message.raw_output_contents
-    for tensor, _, class_count in selected_outputs(response, request):
-        if class_count:
-            tensor = classify(tensor, class_count)
+    for tensor, _ in selected_outputs(response, request):
         out = message.outputs.add(name=tensor.name, datatype=tensor.datatype, shape=tensor.shape)
         if tensor.parameters:
             _set_parameters(out.parameters, tensor.parameters)

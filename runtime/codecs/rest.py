@@ -88,7 +88,10 @@ def decode_infer_request(
     raw_inputs = doc.get("inputs")
     # An empty list is the model's business, as in Triton: all its inputs may be optional.
     if not isinstance(raw_inputs, list):
-        raise InvalidInput("Unable to parse 'inputs': infer request needs an 'inputs' list")
+        raise InvalidInput(_unable("inputs", raw_inputs, "array"))
+    if "parameters" in doc and not isinstance(doc["parameters"], dict):
+        # Triton's text (500 there), also for `null`.
+        raise InvalidInput("failed to get request params.: attempt to get members for non-object")
     parameters = _parameters(doc.get("parameters"), "request")
     binary_default = _flag(parameters.get("binary_data_output", False), "binary_data_output")
     if "binary_data_output" in parameters:  # the codec's, as in Triton: the model never sees it
@@ -100,7 +103,7 @@ def decode_infer_request(
     )
     request_id = doc.get("id")
     if request_id is not None and not isinstance(request_id, str):
-        raise InvalidInput("'id' must be a string")
+        raise InvalidInput(_unable("id", request_id, "string"))
     return InferRequest(
         model_name=model_name,
         model_version=model_version,
@@ -161,8 +164,16 @@ def _check_reserved(parameters: dict[str, Any]) -> None:
 def _flag(value: Any, name: str) -> bool:
     """A JSON boolean parameter."""
     if not isinstance(value, bool):
-        raise InvalidInput(f"parameter '{name}' must be true or false")
+        raise InvalidInput(_unable(name, value, "boolean"))
     return value
+
+
+def _unable(field: str, value: Any, kind: str, *, verb: str = "parse") -> str:
+    """Triton 2.51's text for a JSON member of the wrong kind, or missing (`value` None).
+    Triton answers these 500; Thaw 400 (bad input, DESIGN.md)."""
+    if value is None:
+        return f"Unable to {verb} '{field}': attempt to access non-existing object member '{field}'"
+    return f"Unable to {verb} '{field}': attempt to access JSON non-{kind} as {kind}"
 
 
 # One input's header, checked, before any data is read: (its JSON object, name, datatype,
@@ -253,10 +264,10 @@ def _tensor_header(raw: dict[str, Any]) -> tuple[str, str, tuple[int, ...], int]
         raise InvalidInput("every input needs a non-empty string 'name'")
     datatype = raw.get("datatype")
     if datatype not in V2_DATATYPES:
-        raise InvalidInput(f"input '{name}' has unknown datatype {datatype!r}")
+        raise InvalidInput(f"invalid datatype for input {name}")  # Triton's text
     shape = raw.get("shape")
     if not isinstance(shape, list):
-        raise InvalidInput(f"input '{name}' needs a 'shape' list")
+        raise InvalidInput(_unable("shape", shape, "array"))
     return name, datatype, tuple(shape), checked_shape(name, datatype, shape)
 
 
@@ -367,13 +378,15 @@ def _decode_outputs(
     if raw is None:
         return []
     if not isinstance(raw, list):
-        raise InvalidInput("'outputs' must be a list")
+        raise InvalidInput(_unable("outputs", raw, "array"))
     outputs: list[RequestedOutput] = []
     seen: set[str] = set()
     for entry in raw:
-        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+        if not isinstance(entry, dict):
             raise InvalidInput("each entry of 'outputs' must be an object with a string 'name'")
-        name = entry["name"]
+        name = entry.get("name")
+        if not isinstance(name, str):
+            raise InvalidInput(_unable("name", name, "string"))
         if name in seen:
             raise InvalidInput(f"output '{name}' already exists in request")
         seen.add(name)
@@ -383,7 +396,10 @@ def _decode_outputs(
         binary = _flag(params.get("binary_data", binary_default), "binary_data")
         classes = params.get("classification", 0)
         if type(classes) is not int or classes < 0:
-            raise InvalidInput(f"output '{name}' has invalid classification {classes!r}")
+            raise InvalidInput(
+                "Unable to set 'classification': attempt to access JSON non-unsigned-integer as "
+                "unsigned-integer"
+            )
         outputs.append(RequestedOutput(name, binary, classes, params))
     return outputs
 
@@ -420,7 +436,7 @@ def encode_infer_response(
     those bound to shared memory (`shm`) are written there and sent without data."""
     outputs_json: list[dict[str, Any]] = []
     buffers: list[bytes] = []
-    for tensor, binary, class_count in selected_outputs(response, request):
+    for tensor, binary in selected_outputs(response, request):
         if shm is not None and tensor.name in shm.outputs:
             shm.write_output(tensor.name, tensor_bytes(tensor))
             # Triton sends a shared-memory output as its name, datatype and shape alone.
@@ -428,8 +444,6 @@ def encode_infer_response(
                 {"name": tensor.name, "datatype": tensor.datatype, "shape": list(tensor.shape)}
             )
             continue
-        if class_count:
-            tensor = classify(tensor, class_count)
         entry: dict[str, Any] = {
             "name": tensor.name,
             "datatype": tensor.datatype,
@@ -444,12 +458,12 @@ def encode_infer_response(
         else:
             entry["data"] = _json_data(tensor)
         outputs_json.append(entry)
-    # Triton's key order (observed on 2.51): id, model_name, model_version, parameters, outputs.
+    # Triton's key order (observed on 2.51): id, model_name, model_version, parameters, outputs;
+    # an empty id is left out, as Triton leaves it.
     doc: dict[str, Any] = {}
-    if response.id is not None:
-        doc["id"] = response.id
-    elif request.id is not None:
-        doc["id"] = request.id
+    request_id = response.id if response.id is not None else request.id
+    if request_id:
+        doc["id"] = request_id
     doc["model_name"] = response.model_name
     doc["model_version"] = response.model_version
     if response.parameters:
@@ -463,22 +477,25 @@ def encode_infer_response(
 
 def selected_outputs(
     response: InferResponse, request: InferRequest
-) -> list[tuple[InferTensor, bool, int]]:
-    """(tensor, binary?, class_count) for every output to send, in the model's order.
+) -> list[tuple[InferTensor, bool]]:
+    """(tensor, binary?) for every output to send, in the model's order, classified where the
+    request asked for classes (Triton's classification extension).
 
     Requested outputs select what is sent but, as in Triton (observed on 2.51), not its order.
     """
     if not request.requested_outputs:
         default = request.binary_output_default
-        return [(tensor, default, 0) for tensor in response.outputs]
+        return [(tensor, default) for tensor in response.outputs]
     wanted = {output.name: output for output in request.requested_outputs}
     selected = []
     for tensor in response.outputs:
         output = wanted.get(tensor.name)
         if output is not None:
-            selected.append((tensor, output.binary, output.class_count))
+            if output.class_count:
+                tensor = classify(tensor, output.class_count, output.labels)
+            selected.append((tensor, output.binary))
     if len(selected) != len(wanted):
-        sent = {tensor.name for tensor, _, _ in selected}
+        sent = {tensor.name for tensor, _ in selected}
         missing = next(name for name in wanted if name not in sent)
         raise InvalidInput(f"unexpected inference output '{missing}' for this model")
     return selected
@@ -517,19 +534,27 @@ def _utf8(item: Any, name: str) -> str:
     return str(item)
 
 
-def classify(tensor: InferTensor, class_count: int) -> InferTensor:
-    """Triton's classification extension: top-k "value:index" strings, per batch row if 2-D+."""
+def classify(tensor: InferTensor, class_count: int, labels: Sequence[str] = ()) -> InferTensor:
+    """Triton's classification extension: top-k "value:index" strings, per batch row if 2-D+,
+    with ":label" after each class that `labels` (the output's label file) names."""
     if tensor.datatype in ("BYTES", "BF16"):
         raise InvalidInput(f"output '{tensor.name}' of {tensor.datatype} cannot be classified")
     data = np.asarray(tensor.data)
     rows = data.reshape(data.shape[0], -1) if data.ndim >= 2 else data.reshape(1, -1)
     k = min(class_count, rows.shape[1])
     order = np.argsort(-rows.astype(np.float64), axis=1, kind="stable")[:, :k]
-    labels = [
-        [f"{float(row[i]):f}:{int(i)}".encode() for i in top]
+    strings = [
+        [_class_string(float(row[i]), int(i), labels) for i in top]
         for row, top in zip(rows, order, strict=True)
     ]
     out = np.empty((rows.shape[0], k), dtype=np.object_)
-    out[:] = labels
+    out[:] = strings
     shape: tuple[int, ...] = (rows.shape[0], k) if data.ndim >= 2 else (k,)
     return InferTensor(tensor.name, "BYTES", shape, out.reshape(shape), dict(tensor.parameters))
+
+
+def _class_string(value: float, index: int, labels: Sequence[str]) -> bytes:
+    """One class as Triton writes it: `0.900000:1:dog`, or `0.900000:1` past the labels (or
+    an empty label)."""
+    label = labels[index] if index < len(labels) else ""
+    return (f"{value:f}:{index}:{label}" if label else f"{value:f}:{index}").encode()

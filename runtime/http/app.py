@@ -14,7 +14,7 @@ from aiohttp import web
 from runtime.config import ServeConfig
 from runtime.direct.front_door import FrontDoor
 from runtime.direct.routing import DirectRouting
-from runtime.errors import ModelNotLoaded, RepositoryError, ServingError
+from runtime.errors import ModelNotLoaded, RepositoryError, ServingError, UnsupportedEncoding
 from runtime.http.handlers import MetricsSource, V2Handlers
 from runtime.models.lifecycle import ServerState, lifecycle_context
 from runtime.models.service import ModelService
@@ -124,6 +124,8 @@ async def error_middleware(request: web.Request, handler: _Handler) -> web.Strea
         response = _error_response(request, exc.status, exc.message)
         if isinstance(exc, ModelNotLoaded):
             response.headers[NOT_LOADED] = exc.model
+        elif isinstance(exc, UnsupportedEncoding):
+            response.headers["Accept-Encoding"] = exc.accept_encoding  # as Triton's answer
         return response
     except web.RequestPayloadError as exc:
         # Malformed chunked framing, or a body cut short by the client.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
+import re
 from collections.abc import Coroutine
 from typing import Any, Protocol
 
@@ -34,6 +34,7 @@ from runtime.models.lifecycle import ServerState
 from runtime.models.load_errors import refused_overrides
 from runtime.models.load_overrides import overrides_from_json
 from runtime.models.service import ModelService, server_live, server_ready
+from thawserver import fast_json
 from thawserver.body_deadline import body_timeout_message
 from thawserver.body_limit import body_cap
 from thawserver.json_response import json_response
@@ -43,7 +44,13 @@ from thawserver.shm_registry import SystemSharedMemory
 from thawwire.internal_calls import HEADER as INTERNAL_HEADER
 from thawwire.load_answer import warmup_header
 from thawwire.model_control import CONTROL_DISABLED
-from thawwire.names import is_model_name, is_version
+from thawwire.names import (
+    canonical_version,
+    is_digits,
+    is_model_name,
+    unknown_model,
+    version_refusal,
+)
 from thawwire.server_info import server_metadata
 from thawwire.shm_params import names_shared_memory
 
@@ -67,6 +74,8 @@ _GENERATE_ONE = (
 )
 _SSE = "text/event-stream; charset=utf-8"
 # Triton's texts (main, after 2.51).
+# A signed decimal, as Triton reads the header (`+16` is 16; `-1` and 10^22 are out of range).
+_HEADER_LENGTH = re.compile(r"[+-]?[0-9]{1,40}")
 _READY_NOT_BOOL = "Invalid value for 'ready': expected a boolean"
 
 
@@ -80,11 +89,17 @@ def model_ref(request: web.Request) -> tuple[str, str | None]:
     """The model name and optional version from the URL; 404 for anything that is not a name."""
     name = request.match_info["model"]
     if not is_model_name(name):
-        raise ModelNotFound(f"invalid model name {name[:80]!r}")
+        raise ModelNotFound(unknown_model(name))
     version = request.match_info.get("version")
-    if version is not None and not is_version(version):
+    if version is None:
+        return name, None
+    canonical = canonical_version(version)
+    if canonical is None:
+        # Triton routes digits only; digits past int64 are its `std::stol` refusal (400).
+        if is_digits(version):
+            raise InvalidInput(version_refusal(version[:40]))
         raise ModelNotFound(f"invalid version {version[:40]!r} for model '{name}'")
-    return name, version
+    return name, canonical  # `01` is version 1, as in Triton
 
 
 class V2Handlers:
@@ -107,7 +122,8 @@ class V2Handlers:
         self._redact = config.redactor
         self._metrics = metrics
         self._state = state
-        self._server_metadata = json.dumps(server_metadata()).encode()
+        # Compact, as Triton's (and the activator's) `/v2` is.
+        self._server_metadata = fast_json.dumps(server_metadata())
         self._forward = config.http_header_forward
         self._guard = route_guard(config.http_restrictions, Restricted)
         # Only a replica `thaw up` hands connections to has requests to send back
@@ -406,11 +422,13 @@ async def _within(reading: Coroutine[Any, Any, bytes], timeout_s: float) -> byte
 
 
 def _header_length(request: web.Request) -> int | None:
-    """The Inference-Header-Content-Length header as an int, if present."""
+    """The Inference-Header-Content-Length header as an int, if present: a decimal integer,
+    signed as Triton reads it; one outside the body (negative, past its end) is refused with
+    Triton's range text where the body is split (runtime.codecs.rest)."""
     value = request.headers.get("Inference-Header-Content-Length")
     if value is None:
         return None
-    if not value.isdigit() or len(value) > 18:
+    if _HEADER_LENGTH.fullmatch(value) is None:
         raise InvalidInput(f"invalid Inference-Header-Content-Length {value[:40]!r}")
     return int(value)
 

@@ -11,6 +11,7 @@
     repository        the model repository on disk: names, scanning, one model's ModelSpec
     namespaces        `--model-namespacing`: which model a name means in several repositories
     signature         a loaded model's inputs/outputs: request validation and reshape
+    output_labels     the outputs' classification labels, read from `label_filename` at load
     load_overrides    a load request's overrides, checked: a config and model files
     load_errors       the words of a failed load request (Triton's `load failed for model`)
     load_files        a load request's model files written out as a private repository

@@ -26,6 +26,7 @@ from runtime.errors import InvalidInput, ModelNotFound, RepositoryError
 from runtime.inference import InferRequest, InferResponse
 from runtime.models.repository import Repositories, list_models
 from thawwire.model_control import ambiguous
+from thawwire.names import unknown_model
 
 __all__ = ["ModelKey", "Namespaces", "ScopedSteps", "ambiguity_error"]
 
@@ -132,7 +133,7 @@ class Namespaces:
         """The one key of `found` (`keys_on_disk(name)`); ModelNotFound for none, Triton's
         ambiguity for several."""
         if not found:
-            raise ModelNotFound(f"Request for unknown model: '{name}' is not found")
+            raise ModelNotFound(unknown_model(name))
         if len(found) > 1:
             raise ambiguity_error(name, len(found))
         return found[0]

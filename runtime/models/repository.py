@@ -18,7 +18,7 @@ from runtime.model_config import (
     select_versions,
 )
 from thawwire.model_control import not_unique
-from thawwire.names import is_model_name
+from thawwire.names import is_model_name, unknown_model
 from tritonconfig import composing_models, is_ensemble
 from tritonconfig import ensemble_cycle as tritonconfig_cycle
 from tritonconfig.fingerprint import fingerprint
@@ -47,7 +47,7 @@ MAX_CONFIG_BYTES = 4 * 1024 * 1024
 def validate_model_name(name: str) -> str:
     """Return `name` if it is a plain model name (thawwire.names); ModelNotFound otherwise."""
     if not is_model_name(name):
-        raise ModelNotFound(f"invalid model name {name!r}")
+        raise ModelNotFound(unknown_model(name))
     return name
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,9 +75,14 @@ class ModelSignature:
     # ragged (Triton's `enforce_equal_shape_tensors`), and shape tensors.
     _equal_shape: frozenset[str] = field(default=frozenset(), repr=False)
     _optional: bool = field(default=False, repr=False)
+    # Output name -> its classification labels (runtime.models.output_labels).
+    labels: Mapping[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def from_config(cls, config: mc.ModelConfig) -> ModelSignature:
+    def from_config(
+        cls, config: mc.ModelConfig, *, labels: Mapping[str, tuple[str, ...]] | None = None
+    ) -> ModelSignature:
+        """`labels`: the outputs' classification labels, read from the model's directory."""
         inputs = {io.name: _io_spec(io) for io in config.input}
         equal = {
             io.name
@@ -91,6 +96,7 @@ class ModelSignature:
             outputs={io.name: _io_spec(io) for io in config.output},
             _equal_shape=frozenset(equal),
             _optional=any(spec.optional for spec in inputs.values()),
+            labels=dict(labels or {}),
         )
 
     def batch_key(self, request: InferRequest) -> Hashable:
@@ -149,6 +155,8 @@ class ModelSignature:
                     raise InvalidInput(
                         f"unexpected inference output '{out.name}' for model '{self.model}'"
                     )
+                if out.class_count:
+                    out.labels = self.labels.get(out.name, ())
         return batch if batch is not None else 1
 
     def raw_input(self, body: bytes) -> InferTensor:

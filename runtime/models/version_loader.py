@@ -33,6 +33,7 @@ from runtime.devices.vram_budget import check_framework_vram, framework_vram
 from runtime.errors import DeviceOutOfMemory, RepositoryError, ServingError
 from runtime.model_config import config_to_json, fill_defaults, validate_config
 from runtime.models.instance_identity import instance_keys, match_instances
+from runtime.models.output_labels import read_output_labels
 from runtime.models.repository import ModelSpec
 from runtime.models.signature import ModelSignature
 from runtime.models.snapshot_restore import ImageSource, SnapshotRestorer
@@ -232,6 +233,7 @@ class VersionLoader:
             return self._load_ensemble(spec, config, version, steps or self._steps)
         started = time.perf_counter()
         samples = warmup_samples(config, spec.model_dir)  # a bad sample fails before loading
+        labels = read_output_labels(config, spec.model_dir)  # as does a missing label file
         plan = self._plan(spec.name, config)
         images = (
             self._restorer.restore(spec, version, plan.restore_devices)
@@ -258,7 +260,7 @@ class VersionLoader:
         # Restored only if the backend really built the model from the image's weights.
         restored = bool(images) and all(instance.used_image for instance in instances)
         stats = self._book.open(spec.name, str(version))
-        signature = ModelSignature.from_config(config)
+        signature = ModelSignature.from_config(config, labels=labels)
         needs = _needs(config, plan.placements)
         scheduler = self._scheduler(
             spec.name, str(version), config, signature, instances, stats, needs
@@ -301,7 +303,9 @@ class VersionLoader:
             version=str(version),
             config=config,
             config_json=config_to_json(config),
-            signature=ModelSignature.from_config(config),
+            signature=ModelSignature.from_config(
+                config, labels=read_output_labels(config, spec.model_dir)
+            ),
             scheduler=scheduler,
             instances=[],
             restored=False,

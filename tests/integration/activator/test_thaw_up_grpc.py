@@ -124,6 +124,25 @@ def test_answers_at_zero_do_not_wake_the_model(
     assert _starts(up, "at_rest") == 0
 
 
+def test_versions_are_read_as_thaw_serve_and_triton_read_them(
+    up: UpProcess, client: grpcclient.InferenceServerClient
+) -> None:
+    # `01` is version 1 (Triton 2.51's std::stol), answered at zero; what is no version is
+    # INVALID_ARGUMENT in Triton's words, as thaw serve answers it (the activator said
+    # NOT_FOUND "version 01 is not found" / "version abc is not found").
+    assert client.get_model_metadata("at_rest", model_version="01").versions == ["1"]
+    assert client.is_model_ready("at_rest", model_version="001")
+    for version in ("abc", "99999999999999999999"):
+        with pytest.raises(InferenceServerException) as info:
+            client.get_model_metadata("at_rest", model_version=version)
+        assert _status(info) == "StatusCode.INVALID_ARGUMENT"
+        assert info.value.message() == (
+            f"failed to get model version from specified version string '{version}' (details: "
+            "stol), version should be an integral value > 0"
+        )
+    assert _starts(up, "at_rest") == 0
+
+
 def test_a_cold_model_is_held_and_served_then_counted_monotonically(
     up: UpProcess, client: grpcclient.InferenceServerClient
 ) -> None:

@@ -102,13 +102,48 @@ def _error(r: requests.Response) -> str:
         "/v2/models/add_sub/versions/9/ready",  # a version not served: not ready, not unknown
         "/v2/models/add_sub/versions/x/ready",  # not a version: not found, as Triton routes it
         "/v2/models/add_sub/versions/-1/config",
-        "/v2/models/add_sub/versions/99999999999999999999",
+        "/v2/models/add_sub/versions/99999999999999999999",  # Triton's stol refusal, 400
+        "/v2/models/add_sub/versions/01",  # version 1, as Triton reads it
+        "/v2/models/add_sub/versions/01/config",
+        "/v2/models/add_sub/versions/01/ready",
     ],
 )
 def test_metadata_config_and_health_match_thaw_serve(
     up: UpProcess, serve: _Serve, path: str
 ) -> None:
     assert _answer("GET", up.url + path) == _answer("GET", serve.url + path)
+
+
+def test_an_unsupported_body_coding_is_tritons_501_through_thaw_up(
+    up: UpProcess, serve: _Serve
+) -> None:
+    body = json.dumps(_ADD_SUB_JSON).encode()
+    for base in (up.url, serve.url):
+        r = requests.post(
+            base + "/v2/models/add_sub/infer",
+            data=body,
+            headers={"Content-Encoding": "br"},
+            timeout=60,
+        )
+        assert (r.status_code, _error(r)) == (501, "Unsupported compression type"), base
+        assert r.headers["Accept-Encoding"] == "gzip, deflate"
+
+
+def test_an_unknown_expectation_is_ignored_through_thaw_up(up: UpProcess, serve: _Serve) -> None:
+    # Triton 2.51 ignores an Expect other than 100-continue (Thaw answered a text/plain 417).
+    body = json.dumps(_ADD_SUB_JSON).encode()
+    for base in (up.url, serve.url):
+        host, port = base.removeprefix("http://").rsplit(":", 1)
+        head = (
+            f"POST /v2/models/add_sub/infer HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n"
+            f"Expect: 200-ok\r\nContent-Length: {len(body)}\r\n\r\n"
+        )
+        with socket.create_connection((host, int(port)), timeout=60) as conn:
+            conn.sendall(head.encode() + body)
+            answer = b""
+            while chunk := conn.recv(65536):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 200 OK\r\n"), (base, answer[:200])
 
 
 @pytest.mark.parametrize(

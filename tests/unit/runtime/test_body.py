@@ -18,7 +18,7 @@ from runtime.codecs.body import (
     too_deep,
     too_large,
 )
-from runtime.errors import InvalidInput, JsonTooDeep, PayloadTooLarge
+from runtime.errors import InvalidInput, JsonTooDeep, PayloadTooLarge, UnsupportedEncoding
 
 
 async def _stream(*chunks: bytes) -> AsyncIterator[bytes]:
@@ -83,12 +83,18 @@ def test_decoded_body_exactly_at_the_cap_is_accepted() -> None:
         (gzip.compress(b"x" * 1000)[:-12], "gzip", "truncated"),
         (gzip.compress(b"x") + b"junk", "gzip", "trailing"),
         (b"not compressed at all", "gzip", "not valid compressed"),
-        (b"abc", "br", "unsupported Content-Encoding"),
     ],
 )
 def test_broken_compressed_bodies_are_bad_input(raw: bytes, coding: str, message: str) -> None:
     with pytest.raises(InvalidInput, match=message):
         decode_content(raw, coding, limit=1 << 20)
+
+
+def test_a_coding_other_than_gzip_or_deflate_is_tritons_501() -> None:
+    with pytest.raises(UnsupportedEncoding) as info:
+        decode_content(b"abc", "br", limit=1 << 20)
+    assert info.value.message == "Unsupported compression type"
+    assert (info.value.status, info.value.accept_encoding) == (501, "gzip, deflate")
 
 
 def test_identity_body_is_returned_as_is() -> None:

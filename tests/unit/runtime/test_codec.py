@@ -255,7 +255,7 @@ def test_hostile_shapes_are_refused_without_allocating(shape: list[Any]) -> None
         (_input("x", "BOOL", [2], [1, 0]), "non-boolean as boolean"),
         (_input("x", "FP32", [1], "1.0"), "must be a JSON list"),
         (_input("x", "BYTES", [1], [5]), "must be strings"),
-        (_input("x", "FP33", [1], [1]), "unknown datatype"),
+        (_input("x", "FP33", [1], [1]), "invalid datatype for input x"),
         (_input("x", "FP32", [1]), "But no field is set"),
         ({"datatype": "FP32", "shape": [1], "data": [1]}, "non-empty string 'name'"),
     ],
@@ -272,8 +272,12 @@ def test_bad_json_tensors_are_refused(entry: dict, message: str) -> None:
         ({"inputs": {}}, "Unable to parse 'inputs'"),
         ({"inputs": [1]}, "must be a JSON object"),
         ({"inputs": [_input("x", "FP32", [1], [1])] * 2}, "input 'x' already exists in request"),
-        ({"id": 5, "inputs": [_input("x", "FP32", [1], [1])]}, "'id' must be a string"),
-        ({"parameters": [], "inputs": [_input("x", "FP32", [1], [1])]}, "parameters"),
+        (
+            {"id": 5, "inputs": [_input("x", "FP32", [1], [1])]},
+            "Unable to parse 'id': attempt to access JSON non-string as string",
+        ),
+        ({"parameters": [], "inputs": [_input("x", "FP32", [1], [1])]}, "request params"),
+        ({"parameters": None, "inputs": [_input("x", "FP32", [1], [1])]}, "request params"),
         (
             {
                 "parameters": {"binary_data_output": "yes"},
@@ -281,7 +285,10 @@ def test_bad_json_tensors_are_refused(entry: dict, message: str) -> None:
             },
             "binary_data_output",
         ),
-        ({"outputs": {}, "inputs": [_input("x", "FP32", [1], [1])]}, "'outputs' must be a list"),
+        (
+            {"outputs": {}, "inputs": [_input("x", "FP32", [1], [1])]},
+            "Unable to parse 'outputs': attempt to access JSON non-array as array",
+        ),
         (
             {"outputs": [{"name": "a"}] * 2, "inputs": [_input("x", "FP32", [1], [1])]},
             "output 'a' already exists in request",
@@ -378,6 +385,23 @@ def test_classification_returns_top_k_value_index_strings() -> None:
         encode_infer_response(_response(scores), _request(RequestedOutput("p", class_count=1)))
     )
     assert doc["outputs"][0]["data"] == ["0.700000:1", "9.000000:2"]
+
+
+def test_classification_appends_the_outputs_labels_where_it_has_one() -> None:
+    scores = InferTensor("p", "FP32", (3,), np.array([0.1, 0.7, 0.2], dtype=np.float32))
+    # Triton 2.51: "value:index:label"; a class past the labels (or with an empty one) has none.
+    top = classify(
+        scores,
+        3,
+        (
+            "cat",
+            "",
+        ),
+    )
+    assert top.data.tolist() == [b"0.700000:1", b"0.200000:2", b"0.100000:0:cat"]
+    requested = RequestedOutput("p", class_count=1, labels=("cat", "dog"))
+    doc, _ = _split(encode_infer_response(_response(scores), _request(requested)))
+    assert doc["outputs"][0]["data"] == ["0.700000:1:dog"]
 
 
 def test_header_length_zero_makes_the_whole_body_a_raw_input_sent_back_binary() -> None:

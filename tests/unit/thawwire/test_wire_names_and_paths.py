@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from thawwire.names import INT64_MAX, MAX_MODEL_NAME_CHARS, is_model_name, is_version
+from thawwire.names import (
+    INT64_MAX,
+    MAX_MODEL_NAME_CHARS,
+    canonical_version,
+    is_model_name,
+    is_version,
+    version_refusal,
+)
 from thawwire.paths import model_of
 
 
@@ -64,6 +71,38 @@ def test_versions_that_overflow_int64_or_are_not_digits_are_refused(text: str) -
 
 
 @pytest.mark.parametrize(
+    ("text", "canonical"),
+    [
+        ("1", "1"),
+        ("01", "1"),  # Triton reads a version with std::stol (observed on 2.51: `01` is 1)
+        ("0000000000000000000000000002", "2"),
+        ("0", "0"),
+        ("00", "0"),
+        (str(INT64_MAX), str(INT64_MAX)),
+        (str(INT64_MAX + 1), None),
+        ("+1", None),
+        ("-1", None),
+        ("1abc", None),
+        (" 1", None),
+        ("\u0661", None),  # a digit, but not an ASCII one
+        ("", None),
+    ],
+)
+def test_a_versions_canonical_form_is_its_value(text: str, canonical: str | None) -> None:
+    assert canonical_version(text) == canonical
+
+
+def test_a_version_that_is_no_version_is_refused_in_tritons_words() -> None:
+    assert version_refusal("-1") == (
+        "invalid model version specified '-1' , version should be an integral value > 0"
+    )
+    assert version_refusal("x") == (
+        "failed to get model version from specified version string 'x' (details: stol), "
+        "version should be an integral value > 0"
+    )
+
+
+@pytest.mark.parametrize(
     ("path", "model"),
     [
         ("/v2/models/m", "m"),
@@ -75,6 +114,7 @@ def test_versions_that_overflow_int64_or_are_not_digits_are_refused(text: str) -
         ("/v2/models/m/generate", "m"),
         ("/v2/models/m/generate_stream", "m"),
         ("/v2/models/m/versions/3/generate_stream", "m"),
+        ("/v2/models/m/versions/01/infer", "m"),
         (f"/v2/models/m/versions/{INT64_MAX}/config", "m"),
         ("/v2/models/m.v2-x_y/versions/12/config", "m.v2-x_y"),
     ],

@@ -1,0 +1,45 @@
+"""The classification labels of a model's outputs: each output's `label_filename`, read at load.
+
+Triton reads the file (relative to the model directory, one label a line) when it loads the
+model, fails the load when it cannot, and appends a class's label to its classification string
+(`value:index:label`); a class past the last line gets none (observed on 2.51).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from runtime.errors import RepositoryError
+from tritonconfig.schema import mc
+
+__all__ = ["read_output_labels"]
+
+# A label file is a short list of names; a bigger one is no label file.
+_MAX_LABEL_FILE_BYTES = 64 * 1024 * 1024
+
+
+def read_output_labels(config: mc.ModelConfig, model_dir: Path) -> Mapping[str, tuple[str, ...]]:
+    """Output name -> its labels, for the outputs that name a `label_filename`."""
+    labels: dict[str, tuple[str, ...]] = {}
+    for output in config.output:
+        if output.label_filename:
+            labels[output.name] = _read(model_dir / output.label_filename, model_dir)
+    return labels
+
+
+def _read(path: Path, model_dir: Path) -> tuple[str, ...]:
+    # Never a path out of the model's directory (`../../etc/passwd`).
+    if not path.resolve().is_relative_to(model_dir.resolve()):
+        raise RepositoryError(f"label file {path} is outside the model directory")
+    try:
+        with path.open("rb") as file:
+            data = file.read(_MAX_LABEL_FILE_BYTES + 1)
+    except OSError as exc:
+        # Triton's words ("failed to open text file for read <path>: No such file or directory").
+        raise RepositoryError(
+            f"failed to open text file for read {path}: {exc.strerror or exc}"
+        ) from exc
+    if len(data) > _MAX_LABEL_FILE_BYTES:
+        raise RepositoryError(f"label file {path} is over {_MAX_LABEL_FILE_BYTES} bytes")
+    return tuple(data.decode("utf-8", errors="replace").splitlines())
