@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
 import sys
 import threading
@@ -212,10 +213,26 @@ class _RequestLink:
         threading.Thread(target=self.stub._send, args=(fields,), daemon=True).start()
 
 
+def leave_stopping_to_the_server() -> None:
+    """SIGINT and SIGTERM do not end a stub: its server does, after `finalize()` (a terminal's
+    Ctrl-C, or a stop signalled to the whole process group, reaches the stubs too, and a stub
+    that died of it would skip `finalize()`, print a traceback and be restarted by a server
+    that is stopping). Triton's stubs skip both signals the same way. A handler, not SIG_IGN:
+    programs a model starts get the default dispositions back at exec. A server that is gone
+    is noticed by `exit_with_parent`; SIGKILL still ends a stub at once."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _skip)
+
+
+def _skip(signum: int, frame: object) -> None:
+    """A signal the server acts on (`leave_stopping_to_the_server`)."""
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2 or not argv[1].isdigit():
         print("usage: python -m runtime.python.stub.stub_main FD", file=sys.stderr)
         return 2
+    leave_stopping_to_the_server()
     logging.basicConfig(
         level=os.environ.get("THAW_STUB_LOG_LEVEL", "INFO").upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
