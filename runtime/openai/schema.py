@@ -318,7 +318,7 @@ def _message(value: Any, index: int) -> ChatMessage:
     if not isinstance(value, dict):
         raise OpenAIError(f"{param} must be an object", param=param)
     role = value.get("role")
-    if role not in _ROLES:
+    if not isinstance(role, str) or role not in _ROLES:  # a list or object is unhashable
         raise OpenAIError(f"{param}.role must be one of {sorted(_ROLES)}", param=f"{param}.role")
     calls = message_tool_calls(value.get("tool_calls"), f"{param}.tool_calls")
     if calls and role != "assistant":

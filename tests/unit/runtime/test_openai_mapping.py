@@ -206,3 +206,12 @@ def test_embedding_bodies_and_hostile_json() -> None:
         parse_body(b'{"a": ' + b"[" * 100 + b"]" * 100 + b"}")
     with pytest.raises(OpenAIError, match="JSON object"):
         parse_body(b'"text"')
+
+
+@pytest.mark.parametrize("role", [[], {}, ["user"]])
+def test_a_role_that_is_a_list_or_an_object_is_refused(role: Any) -> None:
+    """Found by fuzzing (`{"messages": [{"role": [], "content": null}]}`): the role was looked
+    up in a frozenset, and an unhashable one raised TypeError, a 500."""
+    with pytest.raises(OpenAIError) as refused:
+        parse_chat({"model": "m", "messages": [{"role": role, "content": "x"}]})
+    assert refused.value.param == "messages[0].role" and refused.value.status == 400
