@@ -79,11 +79,17 @@ def _value_end(text: str, i: int) -> int:
         j += 1
     if j == len(text):
         raise _Partial
-    try:
-        json.loads(text[i:j])
-    except ValueError:
-        raise Malformed from None
+    _loads(text[i:j])
     return j
+
+
+def _loads(raw: str) -> object:
+    """The JSON value `raw` is (a whole one: `_value_end` found its end), else Malformed: a
+    string's bad escape is no JSON, and neither is nesting past the parser's depth."""
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        raise Malformed from None
 
 
 def _call(text: str, i: int) -> tuple[Call, int]:
@@ -106,7 +112,7 @@ def _call(text: str, i: int) -> tuple[Call, int]:
             key_end = _value_end(text, j)
         except _Partial:
             return call, len(text)
-        key = json.loads(text[j:key_end])
+        key = _loads(text[j:key_end])
         j = skip_whitespace(text, key_end)
         if j == len(text):
             return call, j
@@ -122,7 +128,7 @@ def _call(text: str, i: int) -> tuple[Call, int]:
                 call.arguments = text[j:]
             return call, len(text)
         if key == "name":
-            name = json.loads(text[j:end])
+            name = _loads(text[j:end])
             if not isinstance(name, str) or not name:
                 raise Malformed
             call.name = name
@@ -133,12 +139,10 @@ def _call(text: str, i: int) -> tuple[Call, int]:
 
 def _arguments(raw: str) -> str:
     """A whole arguments value as the text of a JSON object (a model may quote it)."""
-    try:
-        value = json.loads(raw)
-        if isinstance(value, str):
-            value, raw = json.loads(value), value
-    except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
-        raise Malformed from None
+    value = _loads(raw)
+    if isinstance(value, str):  # quoted: the object's text is the string
+        raw = value
+        value = _loads(raw)
     if not isinstance(value, dict):
         raise Malformed
     return raw

@@ -255,3 +255,24 @@ def test_a_long_plain_answer_is_content_in_any_pieces() -> None:
     text = "word [bracket] " * 2000 + "[TOOL"
     content, calls, called = _fed("mistral", text, 7)
     assert (content, calls, called) == (text, {}, False)
+
+
+@pytest.mark.parametrize("parser", PARSERS)
+@pytest.mark.parametrize(
+    "calls",
+    [
+        '{"\\q"',  # a key with an escape JSON lacks (found by fuzzing: `{"\q"`, llama3)
+        '{"name": "\\x", "arguments": {}}',  # the name's
+        '{"name": ' + "[" * 100_000 + "]" * 100_000 + "}",  # a name nested past the parser
+    ],
+    ids=["bad-key-escape", "bad-name-escape", "deep-name"],
+)
+def test_call_text_json_cannot_read_is_content_not_an_error(parser: str, calls: str) -> None:
+    """The scanner found where a key, or the name, ends, then the json module refused it: a
+    JSONDecodeError (or RecursionError) left the reader, a 500 for the whole answer."""
+    text = f"[TOOL_CALLS][{calls}]" if parser == "mistral" else calls
+    assert read_whole(text, parser).content == text
+    # (each feed re-reads the text from its start: the deep one is streamed in big pieces)
+    for step in (1, 5) if len(text) < 100 else (50_000,):
+        content, found, called = _fed(parser, text, step)
+        assert (content, found, called) == (text, {}, False)
