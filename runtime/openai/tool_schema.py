@@ -26,6 +26,7 @@ from enum import StrEnum
 from typing import Any
 
 from runtime.openai.errors import OpenAIError
+from runtime.openai.json_text import check_json
 from runtime.openai.response_format import schema_text
 
 __all__ = ["MessageToolCall", "ToolMode", "ToolRequest", "message_tool_calls", "parse_tools"]
@@ -231,5 +232,7 @@ def message_tool_calls(value: Any, param: str) -> tuple[MessageToolCall, ...]:
             raise OpenAIError(
                 f"{where}.function.arguments must be a JSON object, as text", param=where
             )
+        # The body's own rules, for the JSON it carried as text (a template renders it).
+        check_json(arguments, where=f"{where}.function.arguments", param=where)
         calls.append(MessageToolCall(call["id"], name, arguments))
     return tuple(calls)

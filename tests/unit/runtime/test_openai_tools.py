@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from runtime.openai.errors import OpenAIError
-from runtime.openai.schema import parse_chat
+from runtime.openai.schema import parse_body, parse_chat
 from runtime.openai.tool_calls import ToolStream, whole_message
 from runtime.openai.tool_parsers import PARSERS, ToolCallReader, read_whole
 from runtime.openai.tool_schema import ToolMode, ToolRequest, parse_tools
@@ -276,3 +276,30 @@ def test_call_text_json_cannot_read_is_content_not_an_error(parser: str, calls: 
     for step in (1, 5) if len(text) < 100 else (50_000,):
         content, found, called = _fed(parser, text, step)
         assert (content, found, called) == (text, {}, False)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "words"),
+    [
+        # found by fuzzing: a template that prints the values made a prompt UTF-8 cannot hold
+        ('{"a": "\\ud800"}', "lone surrogate"),
+        ('{"\\udfff": 1}', "lone surrogate"),
+        # found by fuzzing (980 levels): parsed in a shallow frame, a template's `tojson`
+        # overflowed in a deeper one (how deep each is depends on the caller's stack)
+        ('{"a": ' + "[" * 500 + "]" * 500 + "}", "nested deeper than 32 levels"),
+        ('{"a": ' + "[" * 33 + "]" * 33 + "}", "nested deeper than 32 levels"),
+    ],
+    ids=["surrogate-value", "surrogate-key", "500-deep", "33-deep"],
+)
+def test_an_earlier_calls_arguments_follow_the_bodys_own_rules(arguments: str, words: str) -> None:
+    """The body may hold no lone surrogate and no nesting past 32 levels; an earlier call's
+    `arguments`, JSON carried as text, could, and reached the chat template as objects: a
+    UnicodeEncodeError sending the prompt, a RecursionError rendering it (500s)."""
+    call = {"id": "1", "type": "function", "function": {"name": "f", "arguments": arguments}}
+    messages = [{"role": "user", "content": "x"}, {"role": "assistant", "tool_calls": [call]}]
+    body = json.dumps({"model": "m", "messages": messages}).encode()
+    with pytest.raises(OpenAIError, match=words) as refused:
+        parse_chat(parse_body(body))
+    assert refused.value.status == 400
+    assert refused.value.param == "messages[1].tool_calls[0]"
+    assert "messages[1].tool_calls[0].function.arguments" in refused.value.message
