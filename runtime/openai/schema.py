@@ -12,12 +12,11 @@ parsed by tool_schema.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.openai.errors import OpenAIError
-from runtime.openai.json_text import check_json
+from runtime.openai.json_text import check_json, loads
 from runtime.openai.response_format import Guide, parse_response_format
 from runtime.openai.tool_schema import (
     MessageToolCall,
@@ -135,7 +134,7 @@ class EmbeddingRequest:
 def parse_body(raw: bytes) -> dict[str, Any]:
     """The body as a JSON object of Unicode text, nested no deeper than a chat request needs."""
     try:
-        doc = json.loads(raw)
+        doc = loads(raw)
     except (ValueError, RecursionError) as exc:
         raise OpenAIError(f"request body is not valid JSON: {str(exc)[:200]}") from None
     if not isinstance(doc, dict):

@@ -19,14 +19,13 @@ the tool's `parameters` JSON schema, as compact JSON text, for the model to cons
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from runtime.openai.errors import OpenAIError
-from runtime.openai.json_text import check_json
+from runtime.openai.json_text import check_json, loads
 from runtime.openai.response_format import schema_text
 
 __all__ = ["MessageToolCall", "ToolMode", "ToolRequest", "message_tool_calls", "parse_tools"]
@@ -225,7 +224,7 @@ def message_tool_calls(value: Any, param: str) -> tuple[MessageToolCall, ...]:
                 f"{where}.function must have a 'name' and 'arguments' (text)", param=where
             )
         try:
-            arguments = json.loads(text)
+            arguments = loads(text)
         except (ValueError, RecursionError):
             arguments = None
         if not isinstance(arguments, dict):
