@@ -95,6 +95,7 @@ def _loads(raw: str) -> object:
 def _call(text: str, i: int) -> tuple[Call, int]:
     """The call whose object starts at `text[i]` ("{"), and where its text ends so far."""
     call = Call()
+    seen: set[str] = set()  # "name", "arguments" (either key of them)
     j = i + 1
     while True:
         j = skip_whitespace(text, j)
@@ -113,6 +114,13 @@ def _call(text: str, i: int) -> tuple[Call, int]:
         except _Partial:
             return call, len(text)
         key = _loads(text[j:key_end])
+        field = "arguments" if key in _ARGUMENT_KEYS else key
+        if field in ("name", "arguments"):
+            # A call has one name and one arguments value: a second (JSON keeps the last)
+            # would change what a stream already sent of the first.
+            if field in seen:
+                raise Malformed
+            seen.add(field)
         j = skip_whitespace(text, key_end)
         if j == len(text):
             return call, j

@@ -12,7 +12,7 @@ import pytest
 from runtime.openai.errors import OpenAIError
 from runtime.openai.schema import parse_body, parse_chat
 from runtime.openai.tool_calls import ToolStream, whole_message
-from runtime.openai.tool_parsers import PARSERS, ToolCallReader, read_whole
+from runtime.openai.tool_parsers import PARSERS, ToolCallReader, WholeAnswer, read_whole
 from runtime.openai.tool_schema import ToolMode, ToolRequest, parse_tools
 from thawwire.openai_api import TOOL_CALL_PARSERS
 
@@ -303,3 +303,26 @@ def test_an_earlier_calls_arguments_follow_the_bodys_own_rules(arguments: str, w
     assert refused.value.status == 400
     assert refused.value.param == "messages[1].tool_calls[0]"
     assert "messages[1].tool_calls[0].function.arguments" in refused.value.message
+
+
+@pytest.mark.parametrize("parser", PARSERS)
+@pytest.mark.parametrize(
+    "calls",
+    [
+        '{"name": "f", "name": "g"}',  # found by fuzzing (llama3)
+        '{"name": "f", "arguments": {}, "parameters": {"a": 1}}',
+        '{"name": "f", "arguments": {"a": 1}, "arguments": {"b": 2}}',
+    ],
+    ids=["two-names", "arguments-and-parameters", "two-arguments"],
+)
+def test_a_call_naming_its_function_or_arguments_twice_is_no_call(parser: str, calls: str) -> None:
+    """JSON keeps a key's last value; a stream had already sent the first: the streamed call
+    was `f` where the whole answer's was `g`, and the streamed arguments joined were
+    `{}"a": 1}` (no JSON) where the whole answer's were `{"a": 1}`. Such a call is malformed:
+    the whole answer is content, and no stream sends a second name or more arguments."""
+    text = f"[TOOL_CALLS][{calls}]" if parser == "mistral" else calls
+    assert read_whole(text, parser) == WholeAnswer(text)  # all content, no call
+    for step in (1, 3, len(text)):
+        _, found, _ = _fed(parser, text, step)
+        for call in found.values():  # what was sent before the second key came stands
+            assert call["name"] == "f" and call["arguments"] in ("", "{}", '{"a": 1}'), found
