@@ -12,12 +12,19 @@ whole arguments value is checked with the json module, whose RecursionError is M
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 
 __all__ = ["Call", "Malformed", "Read", "llama_calls", "mistral_calls", "skip_whitespace"]
 
 _ARGUMENT_KEYS = ("arguments", "parameters")
 _WHITESPACE = " \t\r\n"
+# What the scanner stops at, found by the re module rather than a Python loop per character:
+# the streaming reader re-reads the calls' text at every delta, so its cost per read is the
+# text's length, and a long string (arguments holding a document) must cost little per byte.
+_IN_STRING = re.compile(r'["\\]')
+_IN_CONTAINER = re.compile(r'["{}\[\]]')
+_AFTER_SCALAR = re.compile(r"[,}\] \t\r\n]")
 
 
 class _Partial(Exception):
@@ -49,36 +56,33 @@ def _value_end(text: str, i: int) -> int:
     c = text[i]
     if c == '"':
         j = i + 1
-        while j < len(text):
-            if text[j] == "\\":
-                j += 2
-            elif text[j] == '"':
+        while (found := _IN_STRING.search(text, j)) is not None:
+            j = found.start()
+            if text[j] == '"':
                 return j + 1
-            else:
-                j += 1
+            j += 2  # a backslash and the character it escapes
         raise _Partial
     if c in "{[":
         closers = []
         j = i
-        while j < len(text):
-            c = text[j]
+        while (found := _IN_CONTAINER.search(text, j)) is not None:
+            j, c = found.start(), found.group()
             if c == '"':
                 j = _value_end(text, j)
                 continue
             if c in "{[":
                 closers.append("}" if c == "{" else "]")
-            elif c in "}]":
+            else:
                 if c != closers.pop():
                     raise Malformed
                 if not closers:
                     return j + 1
             j += 1
         raise _Partial
-    j = i
-    while j < len(text) and text[j] not in ",}]" + _WHITESPACE:
-        j += 1
-    if j == len(text):
+    found = _AFTER_SCALAR.search(text, i)
+    if found is None:
         raise _Partial
+    j = found.start()
     _loads(text[i:j])
     return j
 
