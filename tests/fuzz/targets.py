@@ -37,18 +37,16 @@ _HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large]
 
 def fuzz_target(
     *strategies: st.SearchStrategy[Any],
-    long_examples: int = LONG_EXAMPLES,
     deadline_ms: int = DEADLINE_MS,
 ) -> Callable[[Callable[..., None]], tuple[Callable[..., None], Callable[..., None]]]:
-    """(the CI test, the long `slow` test) of one property over `strategies`; a target whose
-    examples are dear (a real server's round trips) may take fewer in its long run, or a
-    longer deadline."""
+    """(the CI test, the long `slow` test) of one property over `strategies`, each example
+    within `deadline_ms` (a target whose examples are real round trips may take longer)."""
     deadline = timedelta(milliseconds=deadline_ms)
     ci_run = settings(
         max_examples=CI_EXAMPLES, deadline=deadline, database=None, suppress_health_check=_HEALTH
     )
     long_run = settings(
-        max_examples=long_examples, deadline=deadline, suppress_health_check=_HEALTH
+        max_examples=LONG_EXAMPLES, deadline=deadline, suppress_health_check=_HEALTH
     )
 
     def pair(body: Callable[..., None]) -> tuple[Callable[..., None], Callable[..., None]]:
