@@ -4,7 +4,8 @@
     llama_calls     {"name": ..., "arguments"|"parameters": {...}} [; {...}]...
 
 A small scanner of JSON values, tolerant of a text that ends mid-value (`Read.end` stays None
-until the calls' text has ended), strict about anything that will never be JSON (`Malformed`).
+until the calls' text has ended), strict about anything that will never be JSON (`Malformed`),
+or never one call (a second name or arguments value).
 It keeps no stack of Python frames per nesting level, so deep nesting cannot overflow it; a
 whole arguments value is checked with the json module, whose RecursionError is Malformed too.
 """
@@ -118,13 +119,13 @@ def _call(text: str, i: int) -> tuple[Call, int]:
         except _Partial:
             return call, len(text)
         key = _loads(text[j:key_end])
-        field = "arguments" if key in _ARGUMENT_KEYS else key
-        if field in ("name", "arguments"):
+        member = "arguments" if key in _ARGUMENT_KEYS else key
+        if member in ("name", "arguments"):
             # A call has one name and one arguments value: a second (JSON keeps the last)
             # would change what a stream already sent of the first.
-            if field in seen:
+            if member in seen:
                 raise Malformed
-            seen.add(field)
+            seen.add(member)
         j = skip_whitespace(text, key_end)
         if j == len(text):
             return call, j
