@@ -16,7 +16,15 @@ import json
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["Call", "Malformed", "Read", "llama_calls", "mistral_calls", "skip_whitespace"]
+__all__ = [
+    "Call",
+    "Malformed",
+    "Progress",
+    "Read",
+    "llama_calls",
+    "mistral_calls",
+    "skip_whitespace",
+]
 
 _ARGUMENT_KEYS = ("arguments", "parameters")
 _WHITESPACE = " \t\r\n"
@@ -28,8 +36,19 @@ _IN_CONTAINER = re.compile(r'["{}\[\]]')
 _AFTER_SCALAR = re.compile(r"[,}\] \t\r\n]")
 
 
+# Where the scan of an unfinished container or string stopped, by the index it starts at:
+# (a container's closers, the index to go on from). The calls' text only grows as the model
+# writes it, so a later read of the same text (with more after it) goes on from there, and a
+# stream's reads cost about the length of what is new, not of everything so far.
+Progress = dict[int, tuple[tuple[str, ...], int]]
+
+
 class _Partial(Exception):
-    """The text ends inside a JSON value: more is to come."""
+    """The text ends inside a JSON value: more is to come (`in_string`: inside a string)."""
+
+    def __init__(self, *, in_string: bool = False) -> None:
+        super().__init__()
+        self.in_string = in_string
 
 
 class Malformed(Exception):
@@ -44,6 +63,9 @@ class Call:
     arguments: str = ""
     arguments_whole: bool = False
     whole: bool = False
+    # The text ends inside a string of the arguments: more text holding no quote and no
+    # backslash only lengthens them (tool_parsers reads such a delta without a re-read).
+    in_string: bool = False
 
 
 def skip_whitespace(text: str, i: int) -> int:
@@ -52,24 +74,30 @@ def skip_whitespace(text: str, i: int) -> int:
     return i
 
 
-def _value_end(text: str, i: int) -> int:
-    """Where the JSON value starting at `text[i]` ends (an index past it)."""
+def _value_end(text: str, i: int, progress: Progress | None = None) -> int:
+    """Where the JSON value starting at `text[i]` ends (an index past it); an unfinished
+    container's scan goes on from where `progress` says it stopped, and is recorded there."""
     c = text[i]
     if c == '"':
-        j = i + 1
+        j = i + 1 if progress is None or i not in progress else progress[i][1]
         while (found := _IN_STRING.search(text, j)) is not None:
             j = found.start()
             if text[j] == '"':
                 return j + 1
             j += 2  # a backslash and the character it escapes
-        raise _Partial
+        _stopped(progress, i, [], j)
+        raise _Partial(in_string=True)
     if c in "{[":
-        closers = []
-        j = i
+        closers, j = ([], i) if progress is None or i not in progress else progress[i]
+        closers = list(closers)
         while (found := _IN_CONTAINER.search(text, j)) is not None:
             j, c = found.start(), found.group()
             if c == '"':
-                j = _value_end(text, j)
+                try:
+                    j = _value_end(text, j, progress)
+                except _Partial:
+                    _stopped(progress, i, closers, j)  # go on from the string's start
+                    raise
                 continue
             if c in "{[":
                 closers.append("}" if c == "{" else "]")
@@ -79,6 +107,7 @@ def _value_end(text: str, i: int) -> int:
                 if not closers:
                     return j + 1
             j += 1
+        _stopped(progress, i, closers, len(text))
         raise _Partial
     found = _AFTER_SCALAR.search(text, i)
     if found is None:
@@ -86,6 +115,11 @@ def _value_end(text: str, i: int) -> int:
     j = found.start()
     _loads(text[i:j])
     return j
+
+
+def _stopped(progress: Progress | None, start: int, closers: list[str], at: int) -> None:
+    if progress is not None:
+        progress[start] = (tuple(closers), at)
 
 
 def _loads(raw: str) -> object:
@@ -97,7 +131,7 @@ def _loads(raw: str) -> object:
         raise Malformed from None
 
 
-def _call(text: str, i: int) -> tuple[Call, int]:
+def _call(text: str, i: int, progress: Progress | None) -> tuple[Call, int]:
     """The call whose object starts at `text[i]` ("{"), and where its text ends so far."""
     call = Call()
     seen: set[str] = set()  # "name", "arguments" (either key of them)
@@ -115,7 +149,7 @@ def _call(text: str, i: int) -> tuple[Call, int]:
         if text[j] != '"':
             raise Malformed
         try:
-            key_end = _value_end(text, j)
+            key_end = _value_end(text, j, progress)
         except _Partial:
             return call, len(text)
         key = _loads(text[j:key_end])
@@ -135,10 +169,10 @@ def _call(text: str, i: int) -> tuple[Call, int]:
         if j == len(text):
             return call, j
         try:
-            end = _value_end(text, j)
-        except _Partial:
+            end = _value_end(text, j, progress)
+        except _Partial as partial:
             if key in _ARGUMENT_KEYS:
-                call.arguments = text[j:]
+                call.arguments, call.in_string = text[j:], partial.in_string
             return call, len(text)
         if key == "name":
             name = _loads(text[j:end])
@@ -167,7 +201,7 @@ class Read:
     end: int | None = None  # where the calls' text ended, once it has
 
 
-def mistral_calls(text: str) -> Read:
+def mistral_calls(text: str, progress: Progress | None = None) -> Read:
     read = Read()
     j = skip_whitespace(text, 0)
     if j == len(text):
@@ -187,13 +221,13 @@ def mistral_calls(text: str) -> Read:
             continue
         if text[j] != "{":
             raise Malformed
-        call, j = _call(text, j)
+        call, j = _call(text, j, progress)
         read.calls.append(call)
         if not call.whole:
             return read
 
 
-def llama_calls(text: str) -> Read:
+def llama_calls(text: str, progress: Progress | None = None) -> Read:
     read = Read()
     j = 0
     while True:
@@ -208,7 +242,7 @@ def llama_calls(text: str) -> Read:
                 read.end = j  # what follows the calls is content
                 return read
             raise Malformed
-        call, j = _call(text, j)
+        call, j = _call(text, j, progress)
         read.calls.append(call)
         if not call.whole:
             return read

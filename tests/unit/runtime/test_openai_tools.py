@@ -329,15 +329,25 @@ def test_a_call_naming_its_function_or_arguments_twice_is_no_call(parser: str, c
             assert call["name"] == "f" and call["arguments"] in ("", "{}", '{"a": 1}'), found
 
 
-def test_a_long_streamed_argument_costs_little_per_delta() -> None:
-    """Each delta re-reads the calls' text from its start (see tool_parsers). The scanner
-    stepped through it one Python iteration per character: 32 KiB of arguments streamed four
-    characters at a time took 16 s on the event loop (found writing the regression test for
-    a name nested 100,000 deep, which timed out streamed a character at a time); it now jumps
-    between the characters that matter (0.8 s here). The bound is loose for a loaded CI."""
-    arguments = json.dumps({"a": "x" * (32 << 10)})
+@pytest.mark.parametrize(
+    "value",
+    [
+        "x" * (32 << 10),  # one long string
+        ["xy"] * ((32 << 10) // 6),  # many short strings
+        [[1]] * ((32 << 10) // 5),  # many small containers
+        "\\" * (16 << 10),  # escapes (a backslash each, 32 KiB as JSON text)
+    ],
+    ids=["long-string", "short-strings", "small-lists", "escapes"],
+)
+def test_a_long_streamed_argument_costs_little_per_delta(value: Any) -> None:
+    """Each delta read the calls' text again from its start, one Python step per character:
+    32 KiB of arguments streamed four characters at a time took 11-16 s on the event loop,
+    120 KiB (under the default parse limit) minutes (found writing the regression test for a
+    name nested 100,000 deep, which timed out streamed a character at a time). A read now goes
+    on where the last one stopped: ~0.1 s each. The bound is loose for a loaded CI."""
+    arguments = json.dumps({"a": value})
     text = f'[TOOL_CALLS][{{"name": "f", "arguments": {arguments}}}]'
     started = time.perf_counter()
     content, calls, called = _fed("mistral", text, 4)
-    assert time.perf_counter() - started < 6.0
+    assert time.perf_counter() - started < 3.0
     assert (content, called, calls[0]["arguments"]) == ("", True, arguments)
