@@ -6,6 +6,7 @@
     triton_mapping  OpenAI requests as Triton tensors (vLLM and TRT-LLM/Python conventions)
     answers         the OpenAI response documents and the Server-Sent Events carrying them
     schema          OpenAI request bodies parsed strictly into value objects
+    json_text       a client's JSON checked as text a model can be given: depth, Unicode
     errors          OpenAI's error shape, and the runtime's errors in it
     logprobs        a vLLM-style model's token log probabilities, in OpenAI's two shapes
     tool_schema     a chat request's tools and tool_choice, parsed; the mode they ask for

@@ -47,7 +47,7 @@ def parse_logprobs(model: str, raw: str, *, top: int) -> list[TokenLogprob]:
     likely tokens to keep per position). A model's answer in another shape is its error (500)."""
     try:
         doc = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
         raise _bad(model, "not JSON") from None
     if doc is None:
         return []
@@ -71,12 +71,37 @@ def _token(model: str, value: Any) -> tuple[str, float, int]:
     token, logprob, rank = value.get("decoded_token"), value.get("logprob"), value.get("rank")
     if not isinstance(token, str):
         raise _bad(model, "a token has no 'decoded_token' string")
-    if isinstance(logprob, bool) or not isinstance(logprob, int | float) or math.isnan(logprob):
+    if not _is_text(token):  # a lone surrogate (JSON's `\ud800`): its UTF-8 `bytes` are none
+        raise _bad(model, "a token's 'decoded_token' is not Unicode text")
+    number = _logprob(logprob)
+    if number is None:
         raise _bad(model, "a token has no 'logprob' number")
     if isinstance(rank, bool) or not isinstance(rank, int):
         rank = _UNRANKED
     # JSON has no -Infinity: OpenAI's API (and vLLM's server) write an impossible token so.
-    return token, max(float(logprob), _FLOOR), rank
+    return token, max(number, _FLOOR), rank
+
+
+def _logprob(value: Any) -> float | None:
+    """A log probability as a float: finite, or -inf (an impossible token); None for anything
+    else (not a number, NaN, +inf: no JSON answer can carry it)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # an integer past a float's range
+        number = -math.inf if value < 0 else math.inf
+    return None if math.isnan(number) or number == math.inf else number
+
+
+def _is_text(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _bad(model: str, why: str) -> OpenAIError:

@@ -12,11 +12,11 @@ parsed by tool_schema.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.openai.errors import OpenAIError
+from runtime.openai.json_text import check_json, loads
 from runtime.openai.response_format import Guide, parse_response_format
 from runtime.openai.tool_schema import (
     MessageToolCall,
@@ -50,7 +50,6 @@ _MAX_STOP = 4
 _MAX_COMPLETION_LOGPROBS = 5
 _MAX_TOP_LOGPROBS = 20
 _MAX_MESSAGES = 1024
-_MAX_DEPTH = 32
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 # OpenAI's (and Triton's frontend's) seed: a signed 64-bit integer. A model whose `seed` input
 # is UINT64 gets a negative one wrapped (triton_mapping).
@@ -135,41 +134,15 @@ class EmbeddingRequest:
 def parse_body(raw: bytes) -> dict[str, Any]:
     """The body as a JSON object of Unicode text, nested no deeper than a chat request needs."""
     try:
-        doc = json.loads(raw)
+        doc = loads(raw)
     except (ValueError, RecursionError) as exc:
         raise OpenAIError(f"request body is not valid JSON: {str(exc)[:200]}") from None
     if not isinstance(doc, dict):
         raise OpenAIError("request body must be a JSON object")
-    _check_tree(doc, 0)
+    # Every string goes to a model, a template or a log as UTF-8: one holding a lone surrogate
+    # (JSON's `\ud800` escape) is refused here.
+    check_json(doc, where="request body")
     return doc
-
-
-def _check_tree(value: Any, depth: int) -> None:
-    if depth > _MAX_DEPTH:
-        raise OpenAIError(f"request body is nested deeper than {_MAX_DEPTH} levels")
-    if isinstance(value, str):
-        _check_text(value)
-    elif isinstance(value, dict):
-        for key, child in value.items():
-            _check_text(key)
-            _check_tree(child, depth + 1)
-    elif isinstance(value, list):
-        for child in value:
-            _check_tree(child, depth + 1)
-
-
-def _check_text(text: str) -> None:
-    """JSON's `\\ud800` escapes decode to lone surrogates, which no UTF-8 text holds: every
-    string goes to a model, a template or a log as UTF-8, so such a body is refused here."""
-    if text.isascii():
-        return
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise OpenAIError(
-            f"request body holds the lone surrogate {text[exc.start]!a} in a string (a "
-            "\\u escape in \\ud800-\\udfff without its pair): that is not Unicode text"
-        ) from None
 
 
 def parse_completion(doc: dict[str, Any]) -> GenerationRequest:
@@ -318,7 +291,7 @@ def _message(value: Any, index: int) -> ChatMessage:
     if not isinstance(value, dict):
         raise OpenAIError(f"{param} must be an object", param=param)
     role = value.get("role")
-    if role not in _ROLES:
+    if not isinstance(role, str) or role not in _ROLES:  # a list or object is unhashable
         raise OpenAIError(f"{param}.role must be one of {sorted(_ROLES)}", param=f"{param}.role")
     calls = message_tool_calls(value.get("tool_calls"), f"{param}.tool_calls")
     if calls and role != "assistant":

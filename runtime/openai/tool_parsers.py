@@ -8,14 +8,18 @@
 `ToolCallReader` is fed the text as the model streams it and says, each time, what is new:
 content, a call's name (with its id), or more of a call's arguments, which are the model's own
 JSON text of them, passed on as it arrives (so a streamed call's arguments, joined, are exactly
-the whole answer's). Each feed re-reads the calls' text from its start, which is why the
-streaming caller bounds it (`max_tool_call_parse_bytes`). Text that stops being JSON is content,
-never an error: `read_whole` then gives the whole text as content and no calls.
+the whole answer's). Each feed reads the calls' text again, going on where the last read of an
+unfinished value stopped (tool_call_scan's `Progress`), and a delta that only lengthens a string
+of the arguments is added to them without a read: a stream costs about its length (plus a copy
+of the text per delta); the streaming caller still bounds it (`max_tool_call_parse_bytes`), as
+Triton's frontend does. Text that stops being JSON is content, never an error: `read_whole`
+then gives the whole text as content and no calls.
 """
 
 from __future__ import annotations
 
 import random
+import re
 import string
 import uuid
 from dataclasses import dataclass
@@ -23,6 +27,7 @@ from dataclasses import dataclass
 from runtime.openai.tool_call_scan import (
     Call,
     Malformed,
+    Progress,
     Read,
     llama_calls,
     mistral_calls,
@@ -41,6 +46,7 @@ __all__ = [
 
 PARSERS = TOOL_CALL_PARSERS
 
+_STRING_END = re.compile(r'["\\]')  # what may end (or escape within) a JSON string
 _MISTRAL_TOKEN = "[TOOL_CALLS]"
 _LLAMA_TOKEN = "<|python_tag|>"
 _ALNUM = string.ascii_letters + string.digits
@@ -105,6 +111,7 @@ class ToolCallReader:
         self._end: int | None = None  # where it ended, once it has
         self._failed = False  # the calls' text stopped being JSON: the rest is content
         self._calls: list[Call] = []
+        self._progress: Progress = {}  # the scanner's, kept from one read to the next
         self._sent: list[_Sent] = []
 
     @property
@@ -135,6 +142,11 @@ class ToolCallReader:
         self._content_sent = max(self._content_sent, self._start)
         if self._failed or self._end is not None:
             return content + self._content(len(self._text)), []
+        if self._calls and self._calls[-1].in_string and not _STRING_END.search(delta):
+            # Still inside a string of the last call's arguments: the read would be the last
+            # one with `delta` added to them, so it is made so, not read again from the start.
+            self._calls[-1].arguments += delta
+            return content, self._deltas(self._calls)
         try:
             read = self._read(self._text[self._start :])
         except Malformed:
@@ -167,11 +179,13 @@ class ToolCallReader:
     def _read(self, text: str) -> Read:
         if not self._mistral and text.startswith(_LLAMA_TOKEN):
             text = text[len(_LLAMA_TOKEN) :]
-            read = llama_calls(text)
+            read = llama_calls(text, self._progress)
             if read.end is not None:
                 read.end += len(_LLAMA_TOKEN)
             return read
-        return mistral_calls(text) if self._mistral else llama_calls(text)
+        if self._mistral:
+            return mistral_calls(text, self._progress)
+        return llama_calls(text, self._progress)
 
     def _find_start(self) -> int | None:
         """Where the calls' text starts (and `_token_at`, where the content before it ends)."""

@@ -19,13 +19,13 @@ the tool's `parameters` JSON schema, as compact JSON text, for the model to cons
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from runtime.openai.errors import OpenAIError
+from runtime.openai.json_text import check_json, loads
 from runtime.openai.response_format import schema_text
 
 __all__ = ["MessageToolCall", "ToolMode", "ToolRequest", "message_tool_calls", "parse_tools"]
@@ -224,12 +224,14 @@ def message_tool_calls(value: Any, param: str) -> tuple[MessageToolCall, ...]:
                 f"{where}.function must have a 'name' and 'arguments' (text)", param=where
             )
         try:
-            arguments = json.loads(text)
+            arguments = loads(text)
         except (ValueError, RecursionError):
             arguments = None
         if not isinstance(arguments, dict):
             raise OpenAIError(
                 f"{where}.function.arguments must be a JSON object, as text", param=where
             )
+        # The body's own rules, for the JSON it carried as text (a template renders it).
+        check_json(arguments, where=f"{where}.function.arguments", param=where)
         calls.append(MessageToolCall(call["id"], name, arguments))
     return tuple(calls)

@@ -32,28 +32,27 @@ LONG_EXAMPLES = 5_000
 LONG_TIMEOUT_S = 1_800  # pytest-timeout's 120 s is for one ordinary test, not 5,000 examples
 DEADLINE_MS = 2_000
 
-_CI = settings(
-    max_examples=CI_EXAMPLES,
-    deadline=timedelta(milliseconds=DEADLINE_MS),
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
-_LONG = settings(
-    max_examples=LONG_EXAMPLES,
-    deadline=timedelta(milliseconds=DEADLINE_MS),
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+_HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large]
 
 
 def fuzz_target(
     *strategies: st.SearchStrategy[Any],
+    deadline_ms: int = DEADLINE_MS,
 ) -> Callable[[Callable[..., None]], tuple[Callable[..., None], Callable[..., None]]]:
-    """(the CI test, the long `slow` test) of one property over `strategies`."""
+    """(the CI test, the long `slow` test) of one property over `strategies`, each example
+    within `deadline_ms` (a target whose examples are real round trips may take longer)."""
+    deadline = timedelta(milliseconds=deadline_ms)
+    ci_run = settings(
+        max_examples=CI_EXAMPLES, deadline=deadline, database=None, suppress_health_check=_HEALTH
+    )
+    long_run = settings(
+        max_examples=LONG_EXAMPLES, deadline=deadline, suppress_health_check=_HEALTH
+    )
 
     def pair(body: Callable[..., None]) -> tuple[Callable[..., None], Callable[..., None]]:
-        ci = _CI(given(*strategies)(body))
+        ci = ci_run(given(*strategies)(body))
         long = pytest.mark.slow(
-            pytest.mark.timeout(LONG_TIMEOUT_S)(_LONG(given(*strategies)(body)))
+            pytest.mark.timeout(LONG_TIMEOUT_S)(long_run(given(*strategies)(body)))
         )
         return ci, long
 

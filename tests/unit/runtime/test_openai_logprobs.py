@@ -214,3 +214,24 @@ async def test_streamed_deltas_carry_their_tokens_and_offsets_after_the_echoed_p
         ("d", 5, ["d"]),
     ]
     assert isinstance(events[-1], End)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "[" * 100_000,  # found by fuzzing: nested past the parser (RecursionError)
+        '[{"1": {"logprob": 1' + "0" * 400 + ', "decoded_token": "a"}}]',  # found by fuzzing:
+        # an integer past a float's range (OverflowError)
+        '[{"1": {"logprob": Infinity, "decoded_token": "a"}}]',  # no JSON answer carries it
+        '[{"1": {"logprob": -1, "decoded_token": "\\ud800"}}]',  # a token whose UTF-8 `bytes`
+        # are none (UnicodeEncodeError writing the chat shape)
+    ],
+    ids=["deep", "huge-integer", "infinity", "lone-surrogate"],
+)
+def test_logprobs_no_answer_can_carry_are_the_models_error(raw: str) -> None:
+    """Each of these left the reader (or the chat shape after it) as another exception, a 500
+    "internal server error" that named nothing; now a 500 naming the model and the shape."""
+    with pytest.raises(OpenAIError, match="model 'm' answered 'logprobs' in an unknown shape"):
+        parse_logprobs("m", raw, top=1)
+    huge_negative = '[{"1": {"logprob": -1' + "0" * 400 + ', "decoded_token": "a"}}]'
+    assert parse_logprobs("m", huge_negative, top=1)[0].logprob == -9999.0  # floored

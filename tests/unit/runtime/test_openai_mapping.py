@@ -206,3 +206,32 @@ def test_embedding_bodies_and_hostile_json() -> None:
         parse_body(b'{"a": ' + b"[" * 100 + b"]" * 100 + b"}")
     with pytest.raises(OpenAIError, match="JSON object"):
         parse_body(b'"text"')
+
+
+@pytest.mark.parametrize("role", [[], {}, ["user"]])
+def test_a_role_that_is_a_list_or_an_object_is_refused(role: Any) -> None:
+    """Found by fuzzing (`{"messages": [{"role": [], "content": null}]}`): the role was looked
+    up in a frozenset, and an unhashable one raised TypeError, a 500."""
+    with pytest.raises(OpenAIError) as refused:
+        parse_chat({"model": "m", "messages": [{"role": role, "content": "x"}]})
+    assert refused.value.param == "messages[0].role" and refused.value.status == 400
+
+
+@pytest.mark.parametrize("constant", [b"NaN", b"Infinity", b"-Infinity"])
+def test_nan_and_infinity_are_not_json(constant: bytes) -> None:
+    """Found by fuzzing (a tool's `parameters` {"items": {"minimum": Infinity}} with
+    tool_choice "required"): Python's json module reads these, so the schema reached the model
+    as guide text holding `Infinity`, which is no JSON for its guided decoding to parse (nor
+    for OpenAI's API, which refuses such a body)."""
+    schema = b'{"type": "json_schema", "json_schema": {"name": "n", "schema": {"minimum": %s}}}'
+    for body in (
+        b'{"model": "m", "prompt": "x", "temperature": %s}' % constant,
+        b'{"model": "m", "prompt": "x", "response_format": %s}' % (schema % constant),
+    ):
+        with pytest.raises(OpenAIError, match=f"not valid JSON: {constant.decode()} is not"):
+            parse_body(body)
+    arguments = '{"a": ' + constant.decode() + "}"
+    call = {"id": "1", "type": "function", "function": {"name": "f", "arguments": arguments}}
+    messages = [{"role": "assistant", "tool_calls": [call]}]
+    with pytest.raises(OpenAIError, match="arguments must be a JSON object, as text"):
+        parse_chat({"model": "m", "messages": messages})

@@ -5,14 +5,15 @@ streamed, with the parse limit (tool_calls)."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
 
 from runtime.openai.errors import OpenAIError
-from runtime.openai.schema import parse_chat
+from runtime.openai.schema import parse_body, parse_chat
 from runtime.openai.tool_calls import ToolStream, whole_message
-from runtime.openai.tool_parsers import PARSERS, ToolCallReader, read_whole
+from runtime.openai.tool_parsers import PARSERS, ToolCallReader, WholeAnswer, read_whole
 from runtime.openai.tool_schema import ToolMode, ToolRequest, parse_tools
 from thawwire.openai_api import TOOL_CALL_PARSERS
 
@@ -255,3 +256,98 @@ def test_a_long_plain_answer_is_content_in_any_pieces() -> None:
     text = "word [bracket] " * 2000 + "[TOOL"
     content, calls, called = _fed("mistral", text, 7)
     assert (content, calls, called) == (text, {}, False)
+
+
+@pytest.mark.parametrize("parser", PARSERS)
+@pytest.mark.parametrize(
+    "calls",
+    [
+        '{"\\q"',  # a key with an escape JSON lacks (found by fuzzing: `{"\q"`, llama3)
+        '{"name": "\\x", "arguments": {}}',  # the name's
+        '{"name": ' + "[" * 100_000 + "]" * 100_000 + "}",  # a name nested past the parser
+    ],
+    ids=["bad-key-escape", "bad-name-escape", "deep-name"],
+)
+def test_call_text_json_cannot_read_is_content_not_an_error(parser: str, calls: str) -> None:
+    """The scanner found where a key, or the name, ends, then the json module refused it: a
+    JSONDecodeError (or RecursionError) left the reader, a 500 for the whole answer."""
+    text = f"[TOOL_CALLS][{calls}]" if parser == "mistral" else calls
+    assert read_whole(text, parser).content == text
+    # (each feed re-reads the text from its start: the deep one is streamed in big pieces)
+    for step in (1, 5) if len(text) < 100 else (50_000,):
+        content, found, called = _fed(parser, text, step)
+        assert (content, found, called) == (text, {}, False)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "words"),
+    [
+        # found by fuzzing: a template that prints the values made a prompt UTF-8 cannot hold
+        ('{"a": "\\ud800"}', "lone surrogate"),
+        ('{"\\udfff": 1}', "lone surrogate"),
+        # found by fuzzing (980 levels): parsed in a shallow frame, a template's `tojson`
+        # overflowed in a deeper one (how deep each is depends on the caller's stack)
+        ('{"a": ' + "[" * 500 + "]" * 500 + "}", "nested deeper than 32 levels"),
+        ('{"a": ' + "[" * 33 + "]" * 33 + "}", "nested deeper than 32 levels"),
+    ],
+    ids=["surrogate-value", "surrogate-key", "500-deep", "33-deep"],
+)
+def test_an_earlier_calls_arguments_follow_the_bodys_own_rules(arguments: str, words: str) -> None:
+    """The body may hold no lone surrogate and no nesting past 32 levels; an earlier call's
+    `arguments`, JSON carried as text, could, and reached the chat template as objects: a
+    UnicodeEncodeError sending the prompt, a RecursionError rendering it (500s)."""
+    call = {"id": "1", "type": "function", "function": {"name": "f", "arguments": arguments}}
+    messages = [{"role": "user", "content": "x"}, {"role": "assistant", "tool_calls": [call]}]
+    body = json.dumps({"model": "m", "messages": messages}).encode()
+    with pytest.raises(OpenAIError, match=words) as refused:
+        parse_chat(parse_body(body))
+    assert refused.value.status == 400
+    assert refused.value.param == "messages[1].tool_calls[0]"
+    assert "messages[1].tool_calls[0].function.arguments" in refused.value.message
+
+
+@pytest.mark.parametrize("parser", PARSERS)
+@pytest.mark.parametrize(
+    "calls",
+    [
+        '{"name": "f", "name": "g"}',  # found by fuzzing (llama3)
+        '{"name": "f", "arguments": {}, "parameters": {"a": 1}}',
+        '{"name": "f", "arguments": {"a": 1}, "arguments": {"b": 2}}',
+    ],
+    ids=["two-names", "arguments-and-parameters", "two-arguments"],
+)
+def test_a_call_naming_its_function_or_arguments_twice_is_no_call(parser: str, calls: str) -> None:
+    """JSON keeps a key's last value; a stream had already sent the first: the streamed call
+    was `f` where the whole answer's was `g`, and the streamed arguments joined were
+    `{}"a": 1}` (no JSON) where the whole answer's were `{"a": 1}`. Such a call is malformed:
+    the whole answer is content, and no stream sends a second name or more arguments."""
+    text = f"[TOOL_CALLS][{calls}]" if parser == "mistral" else calls
+    assert read_whole(text, parser) == WholeAnswer(text)  # all content, no call
+    for step in (1, 3, len(text)):
+        _, found, _ = _fed(parser, text, step)
+        for call in found.values():  # what was sent before the second key came stands
+            assert call["name"] == "f" and call["arguments"] in ("", "{}", '{"a": 1}'), found
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "x" * (32 << 10),  # one long string
+        ["xy"] * ((32 << 10) // 6),  # many short strings
+        [[1]] * ((32 << 10) // 5),  # many small containers
+        "\\" * (16 << 10),  # escapes (a backslash each, 32 KiB as JSON text)
+    ],
+    ids=["long-string", "short-strings", "small-lists", "escapes"],
+)
+def test_a_long_streamed_argument_costs_little_per_delta(value: Any) -> None:
+    """Each delta read the calls' text again from its start, one Python step per character:
+    32 KiB of arguments streamed four characters at a time took 11-16 s on the event loop,
+    120 KiB (under the default parse limit) minutes (found writing the regression test for a
+    name nested 100,000 deep, which timed out streamed a character at a time). A read now goes
+    on where the last one stopped: ~0.1 s each. The bound is loose for a loaded CI."""
+    arguments = json.dumps({"a": value})
+    text = f'[TOOL_CALLS][{{"name": "f", "arguments": {arguments}}}]'
+    started = time.perf_counter()
+    content, calls, called = _fed("mistral", text, 4)
+    assert time.perf_counter() - started < 3.0
+    assert (content, called, calls[0]["arguments"]) == ("", True, arguments)
