@@ -33,6 +33,8 @@ __all__ = ["ConfigError", "ModelControlMode", "ServeConfig", "parse_cuda_pool"]
 _LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 _FRAMEWORKS = ("onnxruntime", "torch", "tensorrt")
 _TARGETS = ("auto", "cpu", "cuda")
+# `cuda:sm_NN`: a GPU of that compute capability (snapshotter.image_ref's image targets).
+_CUDA_ARCH_TARGET = re.compile(r"cuda:sm_[0-9]{2,3}")
 _EVENT_LOOPS = ("auto", "asyncio", "uvloop")
 
 
@@ -271,7 +273,11 @@ class ServeConfig:
         _one_of("log_level", self.log_level, _LOG_LEVELS)
         _one_of("log_floor", self.log_floor, _LOG_LEVELS)
         _one_of("event_loop", self.event_loop, _EVENT_LOOPS)
-        _one_of("target", self.target.split(":", 1)[0], _TARGETS)
+        if self.target not in _TARGETS and not _CUDA_ARCH_TARGET.fullmatch(self.target):
+            raise ConfigError(
+                f"`target` = {self.target!r}, must be one of auto, cpu, cuda, "
+                "cuda:sm_NN (a GPU's compute capability: cuda:sm_90 for an H100)"
+            )
         for framework in self.preload_frameworks:
             _one_of("preload_frameworks", framework, _FRAMEWORKS)
         if not self.host:

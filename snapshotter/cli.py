@@ -11,8 +11,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from snapshotter.errors import BuildError, NothingToImage, SnapshotError
-from snapshotter.image_ref import ImageRef, parse_ref, resolve_target
+from snapshotter.errors import BuildError, ImageRefError, NothingToImage, SnapshotError
+from snapshotter.image_ref import ImageRef, check_target, parse_ref, resolve_target
 from snapshotter.transfer import DEFAULT_GC_GRACE_S
 from thawserver.ranges import out_of_range
 
@@ -107,7 +107,12 @@ def _add(
     if name in ("pull", "push", "verify"):
         p.add_argument("ref", metavar="REF", help="MODEL[:VERSION]")
     if name in ("build", "pull", "push", "verify"):
-        p.add_argument("--target", default="cpu", help="cpu | cuda | cuda:sm_NN (default cpu)")
+        p.add_argument(
+            "--target",
+            default="cpu",
+            type=_target_flag,
+            help="cpu | cuda | cuda:sm_NN (default cpu)",
+        )
     if name == "push":
         p.add_argument("--from", dest="source", required=True, metavar="URI", help="source store")
     if name == "verify":
@@ -160,6 +165,18 @@ def _add(
             help="keep unreferenced chunks written or reused within this many seconds: a "
             "concurrent build or push writes its manifest after its chunks (default %(default)g)",
         )
+
+
+def _target_flag(text: str) -> str:
+    """`--target` as typed, if it has a target's form (`cuda` is resolved at its use)."""
+    if text == "cuda":
+        return text
+    try:
+        return check_target(text)
+    except ImageRefError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a target: cpu, cuda (this machine's GPU) or cuda:sm_NN"
+        ) from None
 
 
 def _grace_seconds(text: str) -> float:
@@ -320,6 +337,11 @@ def _ls(args: argparse.Namespace) -> int:
     from snapshotter.transfer import load_manifest
 
     store = open_store(args.store)
+    root = getattr(store, "root", None)  # a directory store's
+    if isinstance(root, Path) and not root.is_dir():
+        # No images there, as for a new store; said, since a mistyped path reads the same.
+        print(f"thaw snapshot ls: note: store {root} is not a directory: no images there",
+              file=sys.stderr)  # fmt: skip
     if args.json:
         rows: list[dict[str, object]] = []
         for ref in store.list_images():

@@ -65,7 +65,12 @@ def test_defaults_match_the_documented_interface() -> None:
         ({"repository_poll_secs": float("nan")}, "`repository_poll_secs` = nan, must be in"),
         ({"exit_timeout_s": -1.0}, "`exit_timeout_s` = -1, must be in [0, 3600]"),
         ({"max_json_depth": 1}, "`max_json_depth` = 1, must be in"),
-        ({"target": "tpu"}, "`target` = 'tpu', must be one of auto, cpu, cuda"),
+        ({"target": "tpu"}, "`target` = 'tpu', must be one of auto, cpu, cuda, cuda:sm_NN"),
+        (
+            {"target": "cuda:foo"},
+            "`target` = 'cuda:foo', must be one of auto, cpu, cuda, cuda:sm_NN",
+        ),
+        ({"target": "cuda:sm_9"}, "`target` = 'cuda:sm_9', must be one of"),
         ({"preload_frameworks": ("jax",)}, "`preload_frameworks` = 'jax'"),
         ({"event_loop": "trio"}, "`event_loop` = 'trio'"),
         ({"cache_max_bytes": 0}, "`cache_max_bytes` = 0, must be in [1, "),
