@@ -76,11 +76,15 @@ LOAD_MODEL_NOT_EXPLICIT = (
 NOT_LOADED = "thaw-model-not-loaded"
 
 
-def not_unique(name: str, where: Sequence[str]) -> str:
-    """The reason a model named in several repositories (`where`) is unavailable."""
+def not_unique(name: str, holders: Sequence[str], repositories: Sequence[str]) -> str:
+    """The reason a model named in several repositories (`holders`, among the server's
+    `repositories` in their order) is unavailable. Each is numbered as given on the command
+    line: a client's copy of the reason has the paths cut (thawserver.redaction), the
+    numbers stay."""
+    where = "; ".join(f"#{repositories.index(h) + 1}: {h}" for h in holders)
     return (
-        f"model '{name}' is in more than one model repository ({', '.join(where)}): a model "
-        "name must be unique across all model repositories"
+        f"model '{name}' is in more than one model repository (--model-repository {where}): "
+        "a model name must be unique across all model repositories"
     )
 
 

@@ -321,7 +321,7 @@ class Repository:
                 held_twice[name] = tuple(directories)
                 continue
             try:
-                entries[name] = _read_model(name, directories, reading)
+                entries[name] = _read_model(name, directories, reading, roots)
             except ConfigError as exc:
                 if strict or exc.message.startswith(("`thaw.", "unknown setting `thaw.")):
                     raise
@@ -366,7 +366,7 @@ class Repository:
         if self._reading.namespacing and len(directories) > 1:
             return Reread(name, files, ambiguous=tuple(directories))
         try:
-            entry = _read_model(name, directories, self._reading)
+            entry = _read_model(name, directories, self._reading, self.roots)
         except ConfigError as exc:
             return Reread(name, files, error=exc.message)
         return Reread(name, files, entry)
@@ -393,7 +393,9 @@ class Repository:
                 return Reread(name, None)
             if len(found) > 1:
                 files = _fingerprint(found)
-                return Reread(name, files, error=not_unique(name, [str(d.parent) for d in found]))
+                where = [str(d.parent) for d in found]
+                error = not_unique(name, where, [str(root) for root in self.roots])
+                return Reread(name, files, error=error)
             directory = found[0]
         files = (*_fingerprint([directory]), _config_mark(config_json, directory))
         try:
@@ -476,11 +478,14 @@ class Repository:
         return entry
 
 
-def _read_model(name: str, directories: Sequence[Path], reading: _Reading) -> ModelEntry:
-    """Model `name`, found in `directories` (one per repository holding it); ConfigError when
-    it is in more than one or its config cannot be served."""
+def _read_model(
+    name: str, directories: Sequence[Path], reading: _Reading, roots: Sequence[Path]
+) -> ModelEntry:
+    """Model `name`, found in `directories` (one per repository of `roots` holding it);
+    ConfigError when it is in more than one or its config cannot be served."""
     if len(directories) > 1:
-        raise ConfigError(not_unique(name, [str(d.parent) for d in directories]))
+        where = [str(d.parent) for d in directories]
+        raise ConfigError(not_unique(name, where, [str(root) for root in roots]))
     return _load_entry(
         directories[0], reading.defaults, reading.backend_directory,
         auto_complete=reading.auto_complete, namespacing=reading.namespacing,

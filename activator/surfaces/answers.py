@@ -77,7 +77,8 @@ def check_ready(fleet: Fleet, name: str, version: str | None) -> None:
 
 
 def index_rows(fleet: Fleet, *, ready_only: bool) -> list[dict[str, Any]]:
-    """Triton's index: a row per served version; `reason` only when there is one. In
+    """Triton's index: a row per served version; `reason` only when there is one (without
+    the server's directories, as every error a client reads). In
     explicit mode a model never loaded is its name alone, an unloaded one UNAVAILABLE with
     reason `unloaded` (as `thaw serve`'s, runtime.models.model_entry)."""
     rows: list[dict[str, Any]] = []
@@ -103,6 +104,8 @@ def index_rows(fleet: Fleet, *, ready_only: bool) -> list[dict[str, Any]]:
         rows += [{"name": name} for _ in directories]
     if ready_only:
         rows = [r for r in rows if r.get("state") == "READY"]
+    # A reason is a load's error: without the server's directories (thawserver.redaction).
+    rows = fleet.config.redactor.index(rows)
     return sorted(rows, key=lambda r: (r["name"], r.get("version", "")))
 
 

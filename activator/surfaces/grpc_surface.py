@@ -67,15 +67,17 @@ _NO_REPOSITORY_NAME = "'repository_name' specification is not supported"
 
 def _answering(
     handler: Callable[[_Req, Context], Awaitable[_Resp]],
+    redact: Callable[[str], str],
 ) -> Callable[[_Req, Context], Awaitable[_Resp]]:
-    """A handler whose ActivatorError leaves as its gRPC status; a bug as INTERNAL (logged)."""
+    """A handler whose ActivatorError leaves as its gRPC status, its message without the
+    server's directories (`redact`, as on HTTP); a bug as INTERNAL (logged)."""
 
     @functools.wraps(handler)
     async def answering(request: _Req, context: Context) -> _Resp:
         try:
             return await handler(request, context)
         except ActivatorError as exc:
-            await context.abort(grpc_status(exc.status), exc.message)
+            await context.abort(grpc_status(exc.status), redact(exc.message))
         except DecodeError as exc:
             await context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT, f"the request could not be parsed: {exc}"
@@ -124,12 +126,13 @@ class GrpcSurface:
             Method.REPOSITORY_MODEL_UNLOAD: self.unload,
         }
         unary.update(grpc_shm_methods(self._shm))  # registered here: the activator owns them
+        redact = self._fleet.config.redactor
         if self._settings is not None:
             unary.update(self._settings.grpc_methods())  # the activator keeps the settings
         # Inference travels as bytes: the activator parses no tensor (but shared memory's).
         return service_handler(
-            {method: _answering(parsed(method, fn)) for method, fn in unary.items()},
-            _answering(self.forwarder.infer),
+            {method: _answering(parsed(method, fn), redact) for method, fn in unary.items()},
+            _answering(self.forwarder.infer, redact),
             self.model_stream_infer,
             self._restrictions,
         )

@@ -186,7 +186,8 @@ def read_model(
     is served as a `backend: "python"` model running that file."""
     validate_model_name(name)
     if isinstance(repo, Repositories) and len(holders := repo.holders(name)) > 1:
-        raise RepositoryError(not_unique(name, [str(root) for root in holders]))
+        roots = [str(root) for root in repo.roots]
+        raise RepositoryError(not_unique(name, [str(root) for root in holders], roots))
     model_dir = repo / name
     if not model_dir.is_dir():
         raise ModelNotFound(f"model '{name}' is not in the model repository")

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
 
 from tests.fixtures.models import make_add_sub, make_slow_init
 from tests.fixtures.onnx_models import make_onnx_add
@@ -55,6 +56,15 @@ def test_the_models_of_both_repositories_are_one_index(up: UpProcess) -> None:
     assert rows["twice"]["state"] == "UNAVAILABLE"
     assert "is in more than one model repository" in rows["twice"]["reason"]
     assert "must be unique across all model repositories" in rows["twice"]["reason"]
+    # The paths are cut from a client's copy (HTTP and gRPC), the repositories' numbers stay.
+    assert "(--model-repository #1: .; #2: .)" in rows["twice"]["reason"]
+    with grpcclient.InferenceServerClient(up.grpc_address) as client:
+        index = {m.name: m for m in client.get_model_repository_index().models}
+        assert "(--model-repository #1: .; #2: .)" in index["twice"].reason
+        with pytest.raises(InferenceServerException) as refused:
+            client.get_model_metadata("twice")
+    assert "more than one model repository" in str(refused.value)
+    assert "/tmp/" not in str(refused.value), refused.value  # the repositories are in /tmp
 
 
 def test_load_model_star_woke_every_model_at_start(up: UpProcess) -> None:

@@ -74,6 +74,7 @@ def test_several_repositories_serve_every_model_and_a_duplicate_is_unavailable(
         assert index["add_sub"].state == index["identity"].state == "READY"
         assert index["twice"].state == "UNAVAILABLE"
         assert "more than one model repository" in index["twice"].reason
+        assert "(--model-repository #1: .; #2: .)" in index["twice"].reason  # paths cut
         tensor = grpcclient.InferInput("INPUT0", [2], "FP32")
         tensor.set_data_from_numpy(np.array([1, 2], np.float32))
         assert client.infer("identity", [tensor]).as_numpy("OUTPUT0").tolist() == [1, 2]

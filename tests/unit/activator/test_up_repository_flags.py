@@ -269,8 +269,8 @@ def test_the_models_of_several_repositories_are_one_index(tmp_path: Path) -> Non
     assert repository.get("only_b").directory == b / "only_b"
     reason = repository.unavailable["twice"]
     assert reason == (
-        f"model 'twice' is in more than one model repository ({a}, {b}): a model name must be "
-        "unique across all model repositories"
+        f"model 'twice' is in more than one model repository (--model-repository #1: {a}; "
+        f"#2: {b}): a model name must be unique across all model repositories"
     )
 
 
