@@ -38,6 +38,7 @@ from thawserver.connection_limits import (
 )
 from thawserver.grpc_routes import parsed, service_handler
 from thawserver.grpc_status import grpc_status
+from thawserver.port_check import bind_problem
 from thawserver.settings_api import SettingsApi
 from thawserver.shm_api import grpc_shm_methods
 from thawserver.shm_registry import SystemSharedMemory
@@ -236,6 +237,9 @@ def bind_grpc_server(
     )
     target_host = f"[{host}]" if ":" in host else host
     target = f"{target_host}:{port}"
+    problem = bind_problem(host, port)
+    if problem is not None:  # said in the system's words, not grpc's (thawserver.port_check)
+        raise OSError(f"cannot listen for gRPC on {target}: {problem}")
     try:
         bound = server.add_insecure_port(target)
     except RuntimeError as exc:

@@ -18,6 +18,7 @@ import grpc
 from runtime.config import ServeConfig
 from runtime.errors import ServingError
 from thawserver.connection_limits import grpc_max_concurrent_rpcs, grpc_server_options
+from thawserver.port_check import bind_problem
 
 __all__ = ["MAX_STREAMS_PER_CONNECTION", "GrpcServer"]
 
@@ -55,6 +56,9 @@ class GrpcServer:
         """Bind and start serving; the bound address (`HOST:PORT`, the port chosen when 0).
         ServingError when the address cannot be bound."""
         target = f"{_target_host(self._host)}:{self._port}"
+        problem = bind_problem(self._host, self._port)
+        if problem is not None:  # said in the system's words, not grpc's (thawserver.port_check)
+            raise ServingError(f"cannot listen for gRPC on {target}: {problem}")
         try:
             port = self._server.add_insecure_port(target)
         except RuntimeError as exc:  # grpcio >= 1.50: "Failed to bind to address ..."

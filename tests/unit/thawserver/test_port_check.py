@@ -1,0 +1,27 @@
+"""thawserver.port_check: why a port cannot be listened on, in the system's words."""
+
+from __future__ import annotations
+
+import socket
+
+from thawserver.port_check import bind_problem
+
+
+def test_a_port_someone_listens_on_is_in_use() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert bind_problem("127.0.0.1", port) == "Address already in use"
+
+
+def test_a_free_port_and_port_0_have_no_problem() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    assert bind_problem("127.0.0.1", port) is None  # closed again: free
+    assert bind_problem("127.0.0.1", 0) is None
+
+
+def test_an_address_not_on_this_machine_cannot_be_bound() -> None:
+    assert bind_problem("192.0.2.1", 8001) == "Cannot assign requested address"  # TEST-NET-1
