@@ -261,9 +261,14 @@ class ModelLoading:
     def _load_failed(
         self, model: ModelEntry, previous: ModelState | None, exc: BaseException
     ) -> None:
-        reason = exc.message if isinstance(exc, ServingError) else repr(exc)
-        logger.warning("model=%s load failed: %s", model.name, reason)
-        self._metrics.record_load_failure(model.name)
+        if isinstance(exc, asyncio.CancelledError):
+            # The server stopping (or the load call's client gone): not a failure of the model.
+            reason = "load cancelled"
+            logger.info("model=%s load cancelled", model.name)
+        else:
+            reason = exc.message if isinstance(exc, ServingError) else repr(exc)
+            logger.warning("model=%s load failed: %s", model.name, reason)
+            self._metrics.record_load_failure(model.name)
         if model.versions:  # a failed reload leaves the old versions serving
             model.state = previous or ModelState.READY
             model.reason = f"reload failed: {reason}"

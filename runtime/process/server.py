@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import sys
 from typing import Any
@@ -38,13 +39,15 @@ async def _listen(
     runner: web.AppRunner, app: web.Application, host: str, port: int
 ) -> tuple[asyncio.Server, str]:
     """Serve `runner`'s app on host:port, each connection under the app's ConnectionGuard;
-    the listener and its URL (the port chosen when 0). OSError says why not."""
+    the listener and its URL (the port chosen when 0). ServingError says why not."""
     assert runner.server is not None  # set up
     factory = app[CONNECTIONS].protocol_factory(runner.server)
     try:
         listener = await asyncio.get_running_loop().create_server(factory, host, port, backlog=1024)
     except OSError as exc:
-        raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+        # The system's reason ("Address already in use"), not asyncio's wrapping of it.
+        why = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise ServingError(f"cannot listen on {host}:{port}: {why}") from exc
     bound = listener.sockets[0].getsockname()[1]
     return listener, f"http://{_url_host(host)}:{bound}"
 

@@ -143,6 +143,20 @@ def test_the_metrics_port_serves_metrics_only(tmp_path: Path, start_serve: Start
     assert status == 404 and "error" in json.loads(body)
 
 
+def test_an_http_port_in_use_fails_the_start_in_one_line(tmp_path: Path) -> None:
+    """The system's reason, once; the start's model loads it stopped are not failures."""
+    make_add_sub(tmp_path)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = _thaw(str(tmp_path), "--port", str(port), "--grpc-port", "0", "--metrics-port", "0")
+    assert proc.returncode == 1
+    line = f"thaw serve: error: cannot listen on 127.0.0.1:{port}: Address already in use"
+    assert line in proc.stderr.splitlines()
+    assert "Errno" not in proc.stderr and "load failed" not in proc.stderr, proc.stderr
+
+
 def test_a_grpc_port_in_use_fails_the_start_naming_it(tmp_path: Path) -> None:
     make_add_sub(tmp_path)
     with socket.socket() as taken:
