@@ -35,6 +35,7 @@ module name (several import aiohttp or grpc); this `__init__` imports nothing, b
     backend_config_flags  tritonserver's `--backend-config` flag and its grammar, for both CLIs
     repository_flags      tritonserver's repository flags (and their refusals), for both CLIs
     bool_flag             tritonserver's boolean flag values, for both CLIs
+    flag_names            a message's settings named as their flags are typed, for both CLIs
     json_response         the one JSON response both servers write
     fast_json             orjson's speed with the stdlib `json` module's results
     ranges                the one range check and its one phrasing

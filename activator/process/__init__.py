@@ -4,6 +4,7 @@
     body_limit_cli  the body caps: the clients' and the platform's own calls' (with its token)
     flag_checks     `thaw up`'s flag checks: a bad value or combination refused, by flag
     kube_cli        the `--scaler kubernetes` flags and the KubernetesConfig from them
+    local_cli       the LocalConfig of the `--scaler local` (default) flags
     repository_cli  tritonserver's repository and readiness flags, parsed as thaw serve's
     shared_cli      the shared-placement flags and the SharedSettings from them
     serving         bind the listeners, start app, front door and scaler, drain on SIGTERM

@@ -8,7 +8,6 @@ import asyncio
 import dataclasses
 import logging
 import os
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,20 +21,17 @@ from activator.config import (
 from activator.errors import ConfigError, ScalerUnavailable
 from activator.process.body_limit_cli import add_body_limit_arguments, internal_calls
 from activator.process.flag_checks import (
-    backend_config_args,
     backend_directory,
     check_range,
     connection_limits,
     extra_port,
-    header_forward_pattern,
     host_cache_bytes,
     load_models,
-    rate_limit_args,
     refuse_local_only_flags,
     repository_poll_s,
-    response_cache_bytes,
 )
 from activator.process.kube_cli import add_kubernetes_arguments, kubernetes_config, placement
+from activator.process.local_cli import local_config
 from activator.process.repository_cli import (
     add_repository_arguments,
     check_startup_models,
@@ -50,7 +46,6 @@ from activator.process.serving import ListenError, LoadAtStartError, loop_factor
 from activator.process.shared_cli import (
     add_shared_arguments,
     shared_replica_concurrency,
-    shared_settings,
 )
 from activator.scaler.backend import ScalerKind
 from activator.scaler.kube_config import KubernetesConfig
@@ -60,6 +55,7 @@ from thawserver import lora_flags, max_tokens_flag
 from thawserver.backend_config_flags import add_backend_config_argument
 from thawserver.cache_flags import add_cache_arguments
 from thawserver.fd_limit import bounded_by_fd_limit
+from thawserver.flag_names import as_typed
 from thawserver.limit_flags import add_body_timeout_argument, add_limit_arguments
 from thawserver.log_control import LogControl
 from thawserver.rate_limit_flags import add_rate_limit_arguments
@@ -359,18 +355,16 @@ def _log_and_trace(args: argparse.Namespace) -> dict[str, Any]:
         )  # fmt: skip
         trace = trace_setting(args)
     except ValueError as exc:
-        raise ConfigError(_as_typed(str(exc), args)) from None
+        raise ConfigError(_as_typed(str(exc))) from None
     return {"log_settings": logs, "log_floor": args.log_level, "trace_defaults": trace}
 
 
-def _as_typed(message: str, args: argparse.Namespace) -> str:
-    """`message` naming a flag's setting ("`log_format`") as the flag is typed
-    ("`--log-format`"), as `thaw serve` says it."""
-    return re.sub(
-        r"`([a-z][a-z0-9_]*)`",
-        lambda m: f"`--{m[1].replace('_', '-')}`" if hasattr(args, m[1]) else m[0],
-        message,
-    )
+def _as_typed(message: str) -> str:
+    """`message` naming each setting as its flag is typed (thawserver.flag_names)."""
+    subparsers = argparse.ArgumentParser(prog="thaw").add_subparsers()
+    register(subparsers)
+    (up,) = subparsers.choices.values()
+    return as_typed(message, up)
 
 
 def _add_header_forward_arguments(p: argparse.ArgumentParser) -> None:
@@ -470,31 +464,7 @@ def _scaler_config(args: argparse.Namespace) -> LocalConfig | KubernetesConfig:
     if args.scaler == ScalerKind.KUBERNETES.value:
         refuse_local_only_flags(args)
         return kubernetes_config(args, os.environ)
-    frameworks = tuple(f for f in args.preload_frameworks.split(",") if f.strip())
-    pool = PoolSettings(
-        min_idle=args.warm_pool,
-        window_s=args.pool_window_s,
-        budget_bytes=args.pool_memory_bytes,
-    )
-    return LocalConfig(
-        pool=pool,
-        preload_frameworks=frameworks,
-        fork_server=args.fork_server == "on",
-        target=args.target,
-        arena_bytes=args.arena_bytes,
-        direct_max_age_s=args.direct_max_age_s,
-        shared=shared_settings(args),
-        replica_log_level=args.log_level,
-        http_header_forward_pattern=header_forward_pattern(
-            "--http-header-forward-pattern", args.http_header_forward_pattern
-        ),
-        grpc_header_forward_pattern=header_forward_pattern(
-            "--grpc-header-forward-pattern", args.grpc_header_forward_pattern
-        ),
-        response_cache_bytes=response_cache_bytes(args),
-        rate_limit_args=rate_limit_args(args),
-        backend_config_args=backend_config_args(args),
-    )
+    return local_config(args)
 
 
 def run(args: argparse.Namespace) -> int:

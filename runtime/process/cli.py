@@ -7,7 +7,6 @@ import asyncio
 import dataclasses
 import logging
 import os
-import re
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -26,6 +25,7 @@ from runtime.process.triton_flags import (
 from runtime.scheduling.rate_limit import parse_mode, parse_resource
 from thawserver.cache_flags import add_cache_arguments, cache_bytes
 from thawserver.fd_limit import bounded_by_fd_limit
+from thawserver.flag_names import as_typed
 from thawserver.limit_flags import add_body_timeout_argument, add_limit_arguments, limits_from_args
 from thawserver.log_control import LogControl
 from thawserver.lora_flags import add_lora_argument
@@ -434,7 +434,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = build_config(args)
     except ConfigError as exc:
-        print(f"thaw serve: error: {_as_typed(str(exc), args)}", file=sys.stderr)
+        print(f"thaw serve: error: {_as_typed(str(exc))}", file=sys.stderr)
         return 2
     for repository in config.repositories:
         # tritonserver's `--exit-on-error=false` keeps a server that failed to initialize
@@ -485,25 +485,12 @@ def main(argv: list[str]) -> int:
     return run(parser.parse_args(["serve", *argv]))
 
 
-def _as_typed(message: str, args: argparse.Namespace) -> str:
-    """`message` naming each flag as it is typed ("`--port` = 70000, ...", as `thaw up` says)
-    where a setting it names ("`port`", "`allow_grpc`") is the destination of one of the
-    flags; a setting no flag sets keeps its own name."""
+def _as_typed(message: str) -> str:
+    """`message` naming each setting as its flag is typed (thawserver.flag_names)."""
     subparsers = argparse.ArgumentParser(prog="thaw").add_subparsers()
     register(subparsers)
     (serve,) = subparsers.choices.values()
-    flags = {
-        action.dest: option
-        for action in serve._actions
-        for option in action.option_strings[:1]
-        if hasattr(args, action.dest) and option == f"--{action.dest.replace('_', '-')}"
-    }
-
-    def typed(match: re.Match[str]) -> str:
-        flag = flags.get(match.group(1))
-        return f"`{flag}`" if flag is not None else match.group(0)
-
-    return re.sub(r"`([a-z][a-z0-9_]*)`", typed, message)
+    return as_typed(message, serve)
 
 
 def _run_loop(main: Coroutine[Any, Any, int], event_loop: str) -> int:

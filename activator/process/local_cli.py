@@ -1,0 +1,50 @@
+"""The `thaw up --scaler local` (the default) flags' `LocalConfig`: the warm pool, the replicas'
+framework preloads and target, direct connections, shared placement, and what every replica is
+started with (its log level, header forwarding, response cache, rate limiter, backend
+settings). The flags are `thaw up`'s (activator.process.cli); the Kubernetes scaler's are
+activator.process.kube_cli's.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from activator.process.flag_checks import (
+    backend_config_args,
+    header_forward_pattern,
+    rate_limit_args,
+    response_cache_bytes,
+)
+from activator.process.shared_cli import shared_settings
+from activator.scaler.local_config import LocalConfig, PoolSettings
+
+__all__ = ["local_config"]
+
+
+def local_config(args: argparse.Namespace) -> LocalConfig:
+    """The local scaler's config from `thaw up`'s flags; ConfigError names a bad one."""
+    frameworks = tuple(f for f in args.preload_frameworks.split(",") if f.strip())
+    pool = PoolSettings(
+        min_idle=args.warm_pool,
+        window_s=args.pool_window_s,
+        budget_bytes=args.pool_memory_bytes,
+    )
+    return LocalConfig(
+        pool=pool,
+        preload_frameworks=frameworks,
+        fork_server=args.fork_server == "on",
+        target=args.target,
+        arena_bytes=args.arena_bytes,
+        direct_max_age_s=args.direct_max_age_s,
+        shared=shared_settings(args),
+        replica_log_level=args.log_level,
+        http_header_forward_pattern=header_forward_pattern(
+            "--http-header-forward-pattern", args.http_header_forward_pattern
+        ),
+        grpc_header_forward_pattern=header_forward_pattern(
+            "--grpc-header-forward-pattern", args.grpc_header_forward_pattern
+        ),
+        response_cache_bytes=response_cache_bytes(args),
+        rate_limit_args=rate_limit_args(args),
+        backend_config_args=backend_config_args(args),
+    )
