@@ -52,6 +52,9 @@ sys.exit(0)
 """
 
 
+_JOB_TIMEOUT_S = 90.0  # under pytest-timeout's 120 s
+
+
 def _policy(pid: int) -> int | None:
     """The scheduling policy of process `pid`; None once it has ended."""
     try:
@@ -82,8 +85,11 @@ def _jobs(
     monkeypatch.setenv("FAKE_THAW_LOG", str(log))
     monkeypatch.setenv("FAKE_THAW_GO", str(tmp_path / "go"))
     dirs = [tmp_path / "repo" / n for n in names]
+    # The jobs run at idle CPU priority (SCHED_IDLE): on a busy machine a fake's Python start
+    # gets a sliver of CPU (six CPU hogs on 2 cores: this file took 59 s, 1 s without; a run
+    # beside the helpers' tests failed here once with the 30 s this had).
     jobs = ImageJobs([sys.executable, str(script)], dirs, tmp_path / "cache", store=store,
-                     timeout_s=30, on_state=on_state)  # fmt: skip
+                     timeout_s=_JOB_TIMEOUT_S, on_state=on_state)  # fmt: skip
     return jobs, log
 
 
