@@ -130,14 +130,14 @@ async def test_with_a_store_images_there_are_pulled_and_the_rest_said_missing(
 
 async def test_a_snapshotter_that_cannot_start_fails_its_model_clearly(tmp_path: Path) -> None:
     jobs = ImageJobs([str(tmp_path / "no-thaw-here")], [tmp_path / "m"], tmp_path / "cache",
-                     store=None, timeout_s=30)  # fmt: skip
+                     store=None, timeout_s=_JOB_TIMEOUT_S)  # fmt: skip
     state = (await jobs.run())["m"]
     assert state.startswith("failed: could not start: [Errno 2]"), state
 
 
 async def test_an_unlistable_store_fails_every_model_clearly(tmp_path: Path) -> None:
     jobs = ImageJobs([sys.executable, "-c", "import sys; sys.exit(1)"], [tmp_path / "m"],
-                     tmp_path / "cache", store="s3://nope", timeout_s=30)  # fmt: skip
+                     tmp_path / "cache", store="s3://nope", timeout_s=_JOB_TIMEOUT_S)  # fmt: skip
     assert (await jobs.run()) == {"m": "failed: cannot list s3://nope"}
 
 
