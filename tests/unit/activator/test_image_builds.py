@@ -34,7 +34,7 @@ async def test_each_build_reports_its_state_and_the_log_shows_progress(
         dirs,
         tmp_path / "cache",
         store=None,
-        timeout_s=30,
+        timeout_s=90,  # idle CPU priority: slow on a busy machine (test_image_jobs.py)
         on_state=lambda model, state: states.append((model, state)),
     )
     assert jobs.states == dict.fromkeys(("onnx", "python", "bad"), "queued")
