@@ -23,4 +23,14 @@ puts it (the vllm_backend runner's servers; the QA runners' test clients, for Tr
 `triton_shm_monitor` beside it, import no `vllm`).
 """
 
+import sys
+
+from vllm import request_ids
+
 __version__ = "0.0.0+thaw.standin"
+
+# vLLM keeps `random_uuid` in its grab-bag `vllm.utils`; here it lives in a module named for what
+# it is, and `from vllm.utils import random_uuid` (vllm_backend's model.py) finds it under that
+# name.
+utils = request_ids
+sys.modules[f"{__name__}.utils"] = request_ids
