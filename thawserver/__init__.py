@@ -18,7 +18,7 @@ module name (several import aiohttp or grpc); this `__init__` imports nothing, b
     chunked_over_length   a request with both `Content-Length` and chunked
     grpc_routes           the route table of a `GRPCInferenceService` surface
     grpc_status           the gRPC status code of each v2 error
-    port_check            why a port cannot be listened on, in the system's words (before grpc)
+    grpc_bind             both servers' gRPC bind; a refusal in the system's words
     shm_api               the shared-memory extension's calls: register, status, unregister
     shm_registry          the system shared-memory regions clients registered
     settings_api          the logging and trace extensions' calls, REST and gRPC

@@ -36,9 +36,9 @@ from thawserver.connection_limits import (
     grpc_max_concurrent_rpcs,
     grpc_server_options,
 )
+from thawserver.grpc_bind import bind_grpc_port
 from thawserver.grpc_routes import parsed, service_handler
 from thawserver.grpc_status import grpc_status
-from thawserver.port_check import bind_problem
 from thawserver.settings_api import SettingsApi
 from thawserver.shm_api import grpc_shm_methods
 from thawserver.shm_registry import SystemSharedMemory
@@ -235,18 +235,7 @@ def bind_grpc_server(
         ],
         maximum_concurrent_rpcs=grpc_max_concurrent_rpcs(limits),
     )
-    target_host = f"[{host}]" if ":" in host else host
-    target = f"{target_host}:{port}"
-    problem = bind_problem(host, port)
-    if problem is not None:  # said in the system's words, not grpc's (thawserver.port_check)
-        raise OSError(f"cannot listen for gRPC on {target}: {problem}")
-    try:
-        bound = server.add_insecure_port(target)
-    except RuntimeError as exc:
-        raise OSError(f"cannot listen for gRPC on {target}: {exc}") from exc
-    if bound == 0:
-        raise OSError(f"cannot listen for gRPC on {target}: address unavailable")
-    return server, f"{target_host}:{bound}"
+    return server, bind_grpc_port(server, host, port)
 
 
 async def start_grpc_server(server: grpc.aio.Server, surface: GrpcSurface) -> None:

@@ -18,7 +18,7 @@ import grpc
 from runtime.config import ServeConfig
 from runtime.errors import ServingError
 from thawserver.connection_limits import grpc_max_concurrent_rpcs, grpc_server_options
-from thawserver.port_check import bind_problem
+from thawserver.grpc_bind import bind_grpc_port
 
 __all__ = ["MAX_STREAMS_PER_CONNECTION", "GrpcServer"]
 
@@ -27,10 +27,6 @@ logger = logging.getLogger(__name__)
 MAX_STREAMS_PER_CONNECTION = 1024
 # Responses are ours: Triton's limit (INT32_MAX), the most a gRPC message can be.
 _MAX_SEND_BYTES = (1 << 31) - 1
-
-
-def _target_host(host: str) -> str:
-    return f"[{host}]" if ":" in host else host
 
 
 class GrpcServer:
@@ -55,18 +51,12 @@ class GrpcServer:
     async def start(self) -> str:
         """Bind and start serving; the bound address (`HOST:PORT`, the port chosen when 0).
         ServingError when the address cannot be bound."""
-        target = f"{_target_host(self._host)}:{self._port}"
-        problem = bind_problem(self._host, self._port)
-        if problem is not None:  # said in the system's words, not grpc's (thawserver.port_check)
-            raise ServingError(f"cannot listen for gRPC on {target}: {problem}")
         try:
-            port = self._server.add_insecure_port(target)
-        except RuntimeError as exc:  # grpcio >= 1.50: "Failed to bind to address ..."
-            raise ServingError(f"cannot listen for gRPC on {target}: {exc}") from exc
-        if port == 0:  # older grpcio report a failed bind this way
-            raise ServingError(f"cannot listen for gRPC on {target}: address unavailable")
+            address = bind_grpc_port(self._server, self._host, self._port)
+        except OSError as exc:
+            raise ServingError(str(exc)) from exc
         await self._server.start()
-        self.address = f"{_target_host(self._host)}:{port}"
+        self.address = address
         logger.info("gRPC listening on %s", self.address)
         return self.address
 

@@ -1,10 +1,10 @@
-"""thawserver.port_check: why a port cannot be listened on, in the system's words."""
+"""thawserver.grpc_bind: why a port cannot be listened on, in the system's words."""
 
 from __future__ import annotations
 
 import socket
 
-from thawserver.port_check import bind_problem
+from thawserver.grpc_bind import bind_problem
 
 
 def test_a_port_someone_listens_on_is_in_use() -> None:

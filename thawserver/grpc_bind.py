@@ -1,0 +1,60 @@
+"""Where a gRPC server listens: both servers' one bind (`thaw serve`'s, `thaw up`'s front door).
+
+    bind_grpc_port(server, host, port)  the server bound, its `HOST:PORT` (the port chosen for
+                                        0); OSError "cannot listen for gRPC on HOST:PORT: why"
+    bind_problem(host, port)            why `host:port` cannot be bound now, in the system's words
+
+grpc's own refusal of a port in use is "Failed to bind to address HOST:PORT; set
+GRPC_VERBOSITY=debug ...", and its C core prints the reason (`Address already in use`) on stderr
+as a raw log line. So the operating system is asked first: a socket bound the way grpc binds
+(SO_REUSEADDR, no SO_REUSEPORT) for each address the host resolves to, then closed. A port of 0
+is always free; a port taken between this check and grpc's bind is still grpc's to refuse.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+__all__ = ["bind_grpc_port", "bind_problem"]
+
+
+def _target_host(host: str) -> str:
+    """`host` as a gRPC target writes it (an IPv6 address in brackets)."""
+    return f"[{host}]" if ":" in host else host
+
+
+def bind_grpc_port(server: Any, host: str, port: int) -> str:
+    """Bind `server` (a `grpc.aio.Server`, not started) to `host:port`; its bound `HOST:PORT`."""
+    target = f"{_target_host(host)}:{port}"
+    problem = bind_problem(host, port)
+    if problem is not None:
+        raise OSError(f"cannot listen for gRPC on {target}: {problem}")
+    try:
+        bound = server.add_insecure_port(target)
+    except RuntimeError as exc:  # grpcio >= 1.50: "Failed to bind to address ..."
+        raise OSError(f"cannot listen for gRPC on {target}: {exc}") from exc
+    if bound == 0:  # older grpcio report a failed bind this way
+        raise OSError(f"cannot listen for gRPC on {target}: address unavailable")
+    return f"{_target_host(host)}:{bound}"
+
+
+def bind_problem(host: str, port: int) -> str | None:
+    """Why `host:port` cannot be bound now (the system's words, e.g. `Address already in
+    use`), or None when it can (or `port` is 0)."""
+    if port == 0:
+        return None
+    try:
+        addresses = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except socket.gaierror as exc:
+        return f"cannot resolve {host!r}: {exc.strerror}"
+    for family, kind, proto, _, address in addresses:
+        try:
+            with socket.socket(family, kind, proto) as sock:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind(address)
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    return None
