@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from runtime.errors import RepositoryError
+from runtime.models.repository_file import read_regular_file
 from tritonconfig.schema import mc
 
 __all__ = ["read_output_labels"]
@@ -33,13 +34,11 @@ def _read(path: Path, model_dir: Path) -> tuple[str, ...]:
     if not path.resolve().is_relative_to(model_dir.resolve()):
         raise RepositoryError(f"label file {path} is outside the model directory")
     try:
-        with path.open("rb") as file:
-            data = file.read(_MAX_LABEL_FILE_BYTES + 1)
+        # Regular and bounded (runtime.models.repository_file): a FIFO would hang the load.
+        data = read_regular_file(path, _MAX_LABEL_FILE_BYTES)
     except OSError as exc:
         # Triton's words ("failed to open text file for read <path>: No such file or directory").
         raise RepositoryError(
             f"failed to open text file for read {path}: {exc.strerror or exc}"
         ) from exc
-    if len(data) > _MAX_LABEL_FILE_BYTES:
-        raise RepositoryError(f"label file {path} is over {_MAX_LABEL_FILE_BYTES} bytes")
     return tuple(data.decode("utf-8", errors="replace").splitlines())

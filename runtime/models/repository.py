@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from runtime.model_config import (
     parse_config,
     select_versions,
 )
+from runtime.models.repository_file import read_regular_file
 from thawwire.model_control import not_unique
 from thawwire.names import is_model_name, unknown_model
 from tritonconfig import composing_models, is_ensemble
@@ -135,21 +135,10 @@ def stored_config(repo: Path | Repositories, name: str) -> mc.ModelConfig | None
 
 
 def _read_config_text(path: Path) -> str:
-    """The config's text. Only a regular file is read (a FIFO would block the open, a device
-    such as /dev/zero never ends), and never more than `MAX_CONFIG_BYTES` of it, however its
-    size changes after the check."""
+    """The config's text: a regular file of at most `MAX_CONFIG_BYTES`
+    (runtime.models.repository_file)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            os.close(fd)
-            raise RepositoryError(f"{path}: not a regular file")
-        with os.fdopen(fd, "rb") as file:
-            data = file.read(MAX_CONFIG_BYTES + 1)
-        if max(st.st_size, len(data)) > MAX_CONFIG_BYTES:
-            size = max(st.st_size, len(data))
-            raise RepositoryError(f"{path}: {size} bytes, over the {MAX_CONFIG_BYTES} byte limit")
-        return data.decode("utf-8")
+        return read_regular_file(path, MAX_CONFIG_BYTES).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise RepositoryError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     except OSError as exc:
