@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,7 +25,7 @@ import requests
 import tritonclient.http as httpclient
 
 from tests.fakes.loop import HUNG_AFTER_S
-from tests.fixtures.models import make_slow_execute
+from tests.fixtures.models import make_slow_execute, make_slow_init
 from tests.fixtures.onnx_models import make_onnx_add
 from tests.fixtures.up_process import UpProcess, with_params
 
@@ -35,9 +36,18 @@ PACE = 2  # the burst model's target_concurrency: what a replica is given of its
 
 
 @pytest.fixture(scope="module")
-def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpProcess]:
-    repo = tmp_path_factory.mktemp("cold_connections")
-    make_onnx_add(repo, "kept")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("cold_connections")
+
+
+def _kept_hold(repo: Path) -> Path:
+    """While this file exists, `kept`'s wake waits in its initialize (make_slow_init)."""
+    return repo.parent / "kept.hold"
+
+
+@pytest.fixture(scope="module")
+def up(repo: Path) -> Iterator[UpProcess]:
+    make_slow_init(repo, "kept", delay_s=0.0, hold_file=_kept_hold(repo))
     make_onnx_add(repo, "piped")
     with_params(
         make_slow_execute(repo, "burst", delay_s=0.25),
@@ -71,17 +81,21 @@ def _in_path(up: UpProcess, model: str) -> float:
 
 
 def _inputs() -> list[httpclient.InferInput]:
-    tensor = httpclient.InferInput("INPUT0", [1, 4], "FP32")
-    tensor.set_data_from_numpy(np.ones((1, 4), dtype=np.float32))
+    tensor = httpclient.InferInput("INPUT0", [4], "FP32")
+    tensor.set_data_from_numpy(np.ones(4, dtype=np.float32))
     return [tensor]
 
 
-def test_kept_alive_clients_opened_at_zero_move_to_the_replica(up: UpProcess) -> None:
+def test_kept_alive_clients_opened_at_zero_move_to_the_replica(up: UpProcess, repo: Path) -> None:
     """Four tritonclient.http clients open their connections while `kept` is at zero (served
-    by the activator, their requests held for its wake) and keep them alive. Each is closed
-    after a complete answer once the replica is up, reconnects, and is handed off: from then
-    on their requests no longer pass the activator, and none of them failed."""
+    by the activator, their requests held for its wake, which waits until all four are) and
+    keep them alive. Each is closed after a complete answer once the replica is up,
+    reconnects, and is handed off: from then on their requests no longer pass the activator,
+    and none of them failed."""
     assert up.model("kept")["state"] == "cold"
+    # Held until every client's first request is: a wake faster than the clients' threads
+    # start would hand the later ones off from their first request (nothing to move).
+    _kept_hold(repo).write_text(str(HUNG_AFTER_S))
     clients = 4
     stop = threading.Event()
     done = [0] * clients
@@ -92,7 +106,7 @@ def test_kept_alive_clients_opened_at_zero_move_to_the_replica(up: UpProcess) ->
         try:
             while not stop.is_set():
                 result = client.infer("kept", _inputs())
-                assert result.as_numpy("OUTPUT0").shape == (1, 4)
+                assert result.as_numpy("OUTPUT0").shape == (4,)
                 done[i] += 1
         except Exception as exc:  # reported below, with the others
             errors.append(repr(exc))
@@ -104,6 +118,12 @@ def test_kept_alive_clients_opened_at_zero_move_to_the_replica(up: UpProcess) ->
         thread.start()
     try:
         up.wait_for(
+            lambda: up.model("kept")["held_requests"] == clients or errors,
+            HUNG_AFTER_S,
+            "each client's first request to be held for the wake",
+        )
+        _kept_hold(repo).unlink()  # the wake goes on
+        up.wait_for(
             lambda: _series(up, "thaw_direct_moves_total", model="kept") >= clients or errors,
             HUNG_AFTER_S,
             "each kept-alive client to be moved to the replica",
@@ -113,6 +133,7 @@ def test_kept_alive_clients_opened_at_zero_move_to_the_replica(up: UpProcess) ->
         time.sleep(1.5)
         in_path_after, requests_after = _in_path(up, "kept"), sum(done)
     finally:
+        _kept_hold(repo).unlink(missing_ok=True)
         stop.set()
         for thread in threads:
             thread.join(HUNG_AFTER_S)
