@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 
+from thawserver.handed_defaults import handed, whole_number
 from thawwire.openai_api import DEFAULT_MAX_TOKENS
 
 __all__ = ["DEFAULT_MAX_TOKENS_ENV", "add_default_max_tokens_argument", "replica_environment"]
@@ -22,13 +23,12 @@ def add_default_max_tokens_argument(
 ) -> None:
     """`--default-max-tokens` on `parser`, its default from `environ` (what `thaw up` handed
     on)."""
-    handed = environ.get(DEFAULT_MAX_TOKENS_ENV, "")
     parser.add_argument(
-        "--default-max-tokens", type=int, metavar="TOKENS",
-        default=int(handed) if handed.isdigit() else DEFAULT_MAX_TOKENS,
+        "--default-max-tokens", type=whole_number, metavar="TOKENS",
+        default=handed(environ, DEFAULT_MAX_TOKENS_ENV) or DEFAULT_MAX_TOKENS,
         help="the most tokens an OpenAI completion or chat request generates when it sets no "
         "max_tokens / max_completion_tokens (Triton's OpenAI frontend's flag; default "
-        "%(default)d)",
+        "%(default)s)",
     )  # fmt: skip
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 
+from thawserver.handed_defaults import handed, whole_number
 from thawwire.openai_api import DEFAULT_MAX_TOOL_CALL_PARSE_BYTES, TOOL_CALL_PARSERS
 
 __all__ = ["PARSER_ENV", "PARSE_BYTES_ENV", "add_tool_call_arguments", "replica_environment"]
@@ -29,12 +30,11 @@ def add_tool_call_arguments(parser: argparse._ActionsContainer, environ: Mapping
         "frontend's parsers); without it, a chat request with tools (tool_choice auto) is "
         "refused 400",
     )  # fmt: skip
-    limit = environ.get(PARSE_BYTES_ENV, "")
     parser.add_argument(
-        "--max-tool-call-parse-bytes", type=int, metavar="BYTES",
-        default=int(limit) if limit.isdigit() else DEFAULT_MAX_TOOL_CALL_PARSE_BYTES,
+        "--max-tool-call-parse-bytes", type=whole_number, metavar="BYTES",
+        default=handed(environ, PARSE_BYTES_ENV) or DEFAULT_MAX_TOOL_CALL_PARSE_BYTES,
         help="a streamed chat answer read for tool calls ends with finish_reason \"length\" "
-        "once its text passes this many bytes (default %(default)d)",
+        "once its text passes this many bytes (default %(default)s)",
     )  # fmt: skip
 
 
