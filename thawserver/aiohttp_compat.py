@@ -20,6 +20,10 @@ handler a `web.Server` makes (runtime.direct.protocol), middlewares and `on_resp
   on 2.51), as RFC 9110 §10.1.1 allows. The runner's request factory drops the field from
   such a request before aiohttp reads it. It relies on the factory's arguments: the parsed
   message first (a `RawRequestMessage`, C or Python: `headers`, `raw_headers`, `_replace`).
+- Every response's `Server` field is aiohttp's `SERVER_SOFTWARE` unless the handler set one:
+  `Python/3.11 aiohttp/3.14.5`, the exact versions a scanner matches against known parser
+  flaws (Triton sends no `Server` field). The runner's setup names the server `thaw` instead,
+  through that module global of `aiohttp.web_response` (no per-response work).
 
 tests/unit/thawwire/test_aiohttp_compat.py pins each of these against the installed aiohttp;
 an import-linter contract keeps `aiohttp.web_protocol` out of every other module.
@@ -31,13 +35,16 @@ import asyncio
 from collections import deque
 from typing import Any
 
-from aiohttp import web
+from aiohttp import web, web_response
 from aiohttp.web_protocol import RequestHandler
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from thawwire.bad_http import error_body
 
-__all__ = ["JsonErrorRunner", "has_queued_requests"]
+__all__ = ["SERVER_NAME", "JsonErrorRunner", "has_queued_requests"]
+
+SERVER_NAME = "thaw"
+"""Every response's `Server` field: no Python or aiohttp version."""
 
 
 class _JsonErrorHandler(RequestHandler):
@@ -98,6 +105,7 @@ class JsonErrorRunner(web.AppRunner):
         self._shutdown_timeout = max(seconds, _LEAST_SHUTDOWN_S)
 
     async def _make_server(self) -> web.Server:
+        web_response.SERVER_SOFTWARE = SERVER_NAME
         made = await super()._make_server()
         return _JsonErrorServer(
             made.request_handler,

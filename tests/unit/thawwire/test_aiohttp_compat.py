@@ -180,6 +180,20 @@ async def test_an_unknown_expectation_is_ignored_as_triton_ignores_it(port: int)
     assert await _expecting(port, "100-Continue") == (200, b"ab")
 
 
+async def test_responses_name_the_server_without_versions(port: int) -> None:
+    # aiohttp's default is "Python/3.11 aiohttp/3.x.y"; Triton sends no Server field.
+    async with aiohttp.ClientSession() as session:
+        for path in ("/", "/nope"):
+            async with session.get(f"http://127.0.0.1:{port}{path}") as resp:
+                assert resp.headers.getall("Server") == [aiohttp_compat.SERVER_NAME]
+    # An unparsable request's JSON answer too.
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"GET / HTTP/1.1\r\nBad Header\r\n\r\n")
+    head = (await reader.read(4096)).split(b"\r\n\r\n", 1)[0]
+    writer.close()
+    assert b"Server: thaw" in head.split(b"\r\n") and b"aiohttp" not in head, head
+
+
 def test_the_private_names_have_the_shapes_relied_on() -> None:
     """Clear failures for an aiohttp that renamed what the behaviour tests above exercise."""
     handler_class = aiohttp_compat.RequestHandler
@@ -194,3 +208,4 @@ def test_the_private_names_have_the_shapes_relied_on() -> None:
     for name in ("_replace", "headers", "raw_headers"):
         assert hasattr(aiohttp.http.RawRequestMessage, name), name
     assert "_messages" in handler_class.__slots__
+    assert isinstance(getattr(aiohttp.web_response, "SERVER_SOFTWARE", None), str)
