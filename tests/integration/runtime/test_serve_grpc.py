@@ -310,6 +310,16 @@ def test_raw_stubs_with_raw_input_contents(runtime_server: ServeProcess) -> None
                 ).contents.fp32_contents.extend([1, 2, 3, 4])
             response = await stub.ModelInfer(typed)
             assert np.frombuffer(response.raw_output_contents[1], np.float32).tolist() == [0] * 4
+            # Both ways at once, fewer raw entries than inputs (grpc_explicit_int_content_client
+            # of Triton's examples): Triton's words about the first such input, not a count.
+            typed.raw_input_contents.append(np.zeros(2, np.float32).tobytes())
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await stub.ModelInfer(typed)
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert refused.value.details() == (
+                "contents field must not be specified when using raw_input_contents for "
+                "'INPUT0' for model 'add_sub'"
+            )
             stats = await stub.ModelStatistics(service_pb2.ModelStatisticsRequest(name=""))
             assert {s.name for s in stats.model_stats} >= {"add_sub", "identity_fp32"}
 
