@@ -46,9 +46,11 @@ from tests.fixtures.up_process import UpProcess
 
 __all__ = [
     "CASES",
+    "REPOSITORIES",
     "Case",
     "Outcome",
     "Run",
+    "extract_examples",
     "main",
     "mask",
     "output_diff",
@@ -197,9 +199,10 @@ def verdict(returncode: int, output: str, pass_line: str | None) -> Outcome:
 _MASKS = (
     (re.compile(r"(localhost|127\.0\.0\.1):\d+"), r"\1:PORT"),
     # Timings and the clock: statistics' `ns` and `last_inference` in JSON, dicts and protobuf.
-    (re.compile(r"""(["']?(?:ns|last_inference)["']?:\s?)\d+"""), r"\1N"),
+    (re.compile(r"""(["']?\b(?:ns|last_inference)["']?:\s?)\d+"""), r"\1N"),
     # Headers any HTTP server may add (aiohttp's Date and Server), in tritonclient's dict reprs.
     (re.compile(r""", '(?:Date|Server)': '[^']*'"""), ""),
+    (re.compile(r"""'(?:Date|Server)': '[^']*', """), ""),
     (re.compile(r'(raw_output_contents: )".{200,}"'), r'\1"..."'),
     (re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"), "UUID"),
     (re.compile(r"0x[0-9a-f]{6,}"), "0xADDR"),
