@@ -40,6 +40,19 @@ def test_an_example_fails_on_a_nonzero_exit_or_a_missing_pass_line() -> None:
     assert verdict(0, "PASS: infer (and more)\n", "PASS: infer").outcome == "failed"
 
 
+def test_only_the_named_failure_of_a_deliberate_difference_is_not_a_failure() -> None:
+    why = ("FAILED: expected INTERNAL, got INVALID_ARGUMENT", "a 400 on purpose")
+    printed = "load_model ...\nFAILED: expected INTERNAL, got INVALID_ARGUMENT\n"
+    assert verdict(1, printed, "PASS: model control", why) == Outcome(
+        "deliberate", "a 400 on purpose", printed
+    )
+    other = verdict(1, "FAILED : Repository Index\n", "PASS: model control", why)
+    assert other.outcome == "failed"
+    assert verdict(0, "PASS: model control\n", "PASS: model control", why).outcome == "passed"
+    (model_control,) = (c for c in CASES if c.name == "simple_grpc_model_control")
+    assert model_control.deliberate is not None
+
+
 def test_masking_hides_what_differs_between_any_two_runs() -> None:
     triton = (
         "POST /v2/models/simple/infer at localhost:8000\n"
