@@ -5,9 +5,12 @@ over HTTP, streams, deadlines, and hostile input that leaves the server serving.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
+import socket
+import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import grpc
@@ -132,6 +135,57 @@ def test_load_and_unload_follow_the_control_mode(
     assert _status(info) == "StatusCode.NOT_FOUND"
     with pytest.raises(InferenceServerException, match="must be relative"):
         grpc_client.load_model("grpc_spare", config="{}", files={"file:../x": b"1"})
+
+
+def _bytes_served_through_a_proxy(grpc_address: str, call: Callable[[str], None]) -> int:
+    """How many bytes the server sent while `call(proxy_address)` ran through a TCP proxy."""
+    served = [0]
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def pipe(src: socket.socket, dst: socket.socket, count: bool) -> None:
+        with contextlib.suppress(OSError):
+            while data := src.recv(1 << 16):
+                served[0] += len(data) if count else 0
+                dst.sendall(data)
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+
+    def accept() -> None:
+        client, _ = listener.accept()
+        host, port = grpc_address.rsplit(":", 1)
+        upstream = socket.create_connection((host, int(port)))
+        threading.Thread(target=pipe, args=(client, upstream, False), daemon=True).start()
+        pipe(upstream, client, True)
+
+    forwarder = threading.Thread(target=accept, daemon=True)
+    forwarder.start()
+    call(f"127.0.0.1:{listener.getsockname()[1]}")
+    forwarder.join(10)
+    listener.close()
+    return served[0]
+
+
+@pytest.mark.parametrize(("level", "compressed"), [("none", False), ("high", True)])
+def test_responses_are_compressed_at_tritonserver_s_level(
+    start_serve: Any, tmp_path: Any, level: str, compressed: bool
+) -> None:
+    """qa/L0_grpc: `--grpc-infer-response-compression-level=high`, then
+    simple_grpc_infer_client.py; a response of 1 MiB of zeros crosses the wire compressed."""
+    from tests.fixtures.models import make_python_identity
+
+    make_python_identity(tmp_path)
+    server = start_serve(tmp_path, f"--grpc-infer-response-compression-level={level}")
+    zeros = np.zeros(1 << 18, dtype=np.float32)
+
+    def infer(address: str) -> None:
+        with grpcclient.InferenceServerClient(address) as client:
+            tensor = grpcclient.InferInput("INPUT0", [zeros.size], "FP32")
+            tensor.set_data_from_numpy(zeros)
+            out = client.infer("identity_python", [tensor]).as_numpy("OUTPUT0")
+            np.testing.assert_array_equal(out, zeros)
+
+    served = _bytes_served_through_a_proxy(server.grpc_address, infer)
+    assert (served < zeros.nbytes // 10) is compressed, served
 
 
 def test_load_is_refused_outside_explicit_mode(start_serve: Any, tmp_path: Any) -> None:
