@@ -5,12 +5,9 @@ over HTTP, streams, deadlines, and hostile input that leaves the server serving.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import queue
-import socket
-import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import grpc
@@ -25,6 +22,7 @@ from tritonclient.utils import InferenceServerException
 
 from tests.fixtures.serve_process import ServeProcess
 from tests.integration.runtime.server_limits import MAX_BODY_BYTES
+from tests.support.bytes_served import bytes_served
 from tests.support.datatype_samples import SAMPLES
 from thawwire.extensions import EXTENSIONS
 
@@ -137,34 +135,6 @@ def test_load_and_unload_follow_the_control_mode(
         grpc_client.load_model("grpc_spare", config="{}", files={"file:../x": b"1"})
 
 
-def _bytes_served_through_a_proxy(grpc_address: str, call: Callable[[str], None]) -> int:
-    """How many bytes the server sent while `call(proxy_address)` ran through a TCP proxy."""
-    served = [0]
-    listener = socket.create_server(("127.0.0.1", 0))
-
-    def pipe(src: socket.socket, dst: socket.socket, count: bool) -> None:
-        with contextlib.suppress(OSError):
-            while data := src.recv(1 << 16):
-                served[0] += len(data) if count else 0
-                dst.sendall(data)
-        with contextlib.suppress(OSError):
-            dst.shutdown(socket.SHUT_WR)
-
-    def accept() -> None:
-        client, _ = listener.accept()
-        host, port = grpc_address.rsplit(":", 1)
-        upstream = socket.create_connection((host, int(port)))
-        threading.Thread(target=pipe, args=(client, upstream, False), daemon=True).start()
-        pipe(upstream, client, True)
-
-    forwarder = threading.Thread(target=accept, daemon=True)
-    forwarder.start()
-    call(f"127.0.0.1:{listener.getsockname()[1]}")
-    forwarder.join(10)
-    listener.close()
-    return served[0]
-
-
 @pytest.mark.parametrize(("level", "compressed"), [("none", False), ("high", True)])
 def test_responses_are_compressed_at_tritonserver_s_level(
     start_serve: Any, tmp_path: Any, level: str, compressed: bool
@@ -184,7 +154,7 @@ def test_responses_are_compressed_at_tritonserver_s_level(
             out = client.infer("identity_python", [tensor]).as_numpy("OUTPUT0")
             np.testing.assert_array_equal(out, zeros)
 
-    served = _bytes_served_through_a_proxy(server.grpc_address, infer)
+    served = bytes_served(server.grpc_address, infer)
     assert (served < zeros.nbytes // 10) is compressed, served
 
 
