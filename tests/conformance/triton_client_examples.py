@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.conformance.qa_checkout import git_show, port_in_use
+from tests.conformance.qa_servers import unsupported
 from tests.fixtures.client_example_models import ALL_MODELS, EXPLICIT_MODELS, write_repository
 from tests.fixtures.serve_process import ServeProcess, free_port
 from tests.fixtures.up_process import UpProcess
@@ -54,6 +55,7 @@ __all__ = [
     "Case",
     "Outcome",
     "Run",
+    "ServerMode",
     "extract_examples",
     "main",
     "mask",
@@ -129,6 +131,14 @@ CASES: tuple[Case, ...] = (
     _case("simple_grpc_health_metadata", "-v"),
     _case("simple_grpc_infer_client", "-v", pass_line="PASS: infer"),
     _case("simple_grpc_infer_client", "-C", "gzip", pass_line="PASS: infer"),
+    _case(
+        "simple_grpc_infer_client",
+        "-v",
+        "-C",
+        "deflate",
+        mode="grpc-compression",
+        pass_line="PASS: infer",
+    ),
     _case("simple_grpc_aio_infer_client", "-v", pass_line="PASS: grpc aio infer"),
     _case("simple_grpc_async_infer_client", "-v", pass_line="PASS: Async infer"),
     _case("simple_grpc_string_infer_client", "-v", pass_line="PASS: string"),
@@ -178,13 +188,26 @@ CASES: tuple[Case, ...] = (
 )
 
 
-# A server per mode: its models, and whether it runs in explicit model-control mode. The
-# model-control examples count the repository index: 7 models over HTTP, 8 over gRPC (the
+@dataclass(frozen=True)
+class ServerMode:
+    """A server the examples run against: its models, whether it is in explicit model-control
+    mode, and tritonserver flags test.sh gives that start (every target gets them)."""
+
+    models: tuple[str, ...]
+    explicit: bool = False
+    flags: tuple[str, ...] = ()
+
+
+# The model-control examples count the repository index: 7 models over HTTP, 8 over gRPC (the
 # repositories of qa/L0_http and qa/L0_grpc; the eighth there is inception_graphdef).
-REPOSITORIES: dict[str, tuple[tuple[str, ...], bool]] = {
-    "default": (ALL_MODELS, False),
-    "http-model-control": (EXPLICIT_MODELS, True),
-    "grpc-model-control": ((*EXPLICIT_MODELS, "inception_graphdef"), True),
+REPOSITORIES: dict[str, ServerMode] = {
+    "default": ServerMode(ALL_MODELS),
+    "http-model-control": ServerMode(EXPLICIT_MODELS, explicit=True),
+    "grpc-model-control": ServerMode((*EXPLICIT_MODELS, "inception_graphdef"), explicit=True),
+    # qa/L0_grpc's start for `simple_grpc_infer_client.py -C deflate`.
+    "grpc-compression": ServerMode(
+        ("simple",), flags=("--grpc-infer-response-compression-level=high",)
+    ),
 }
 
 
@@ -287,10 +310,11 @@ def _ports() -> tuple[int, int, int, bool]:
 
 
 @contextmanager
-def _thaw(kind: str, repo: Path, explicit: bool) -> Iterator[Run]:
+def _thaw(kind: str, repo: Path, mode: ServerMode) -> Iterator[Run]:
     http, grpc, metrics, fixed = _ports()
     args = ["--port", str(http), "--grpc-port", str(grpc), "--metrics-port", str(metrics)]
-    args += ["--log-level", "warning", "--model-control-mode", "explicit" if explicit else "none"]
+    control = "explicit" if mode.explicit else "none"
+    args += ["--log-level", "warning", "--model-control-mode", control, *mode.flags]
     server: ServeProcess | UpProcess
     log: Callable[[], str]
     if kind == "up":
@@ -311,7 +335,7 @@ def _thaw(kind: str, repo: Path, explicit: bool) -> Iterator[Run]:
 
 
 @contextmanager
-def _triton(repo: Path, explicit: bool) -> Iterator[Run]:
+def _triton(repo: Path, mode: ServerMode) -> Iterator[Run]:
     from benchmarks.peers import PeerError, TritonPeer
 
     peer = TritonPeer()
@@ -326,7 +350,8 @@ def _triton(repo: Path, explicit: bool) -> Iterator[Run]:
         f"--backend-directory={peer.server_dir / 'backends'}",
         f"--http-port={http}", f"--grpc-port={grpc}", f"--metrics-port={metrics}",
         "--http-address=127.0.0.1", "--grpc-address=127.0.0.1", "--metrics-address=127.0.0.1",
-        f"--model-control-mode={'explicit' if explicit else 'none'}",
+        f"--model-control-mode={'explicit' if mode.explicit else 'none'}",
+        *mode.flags,
     ]  # fmt: skip
     env = {**os.environ, "PATH": f"{peer.venv / 'bin'}:{os.environ.get('PATH', '')}"}
     env["LD_LIBRARY_PATH"] = str(peer.libs)
@@ -361,8 +386,8 @@ def _triton(repo: Path, explicit: bool) -> Iterator[Run]:
             stop()
 
 
-def _start(target: str, repo: Path, explicit: bool) -> AbstractContextManager[Run]:
-    return _triton(repo, explicit) if target == "triton" else _thaw(target, repo, explicit)
+def _start(target: str, repo: Path, mode: ServerMode) -> AbstractContextManager[Run]:
+    return _triton(repo, mode) if target == "triton" else _thaw(target, repo, mode)
 
 
 def _run_one(case: Case, scripts: Path, run: Run, target: str) -> Outcome:
@@ -398,14 +423,19 @@ def run_cases(
     for case in cases:
         if case.skip:
             results[case.name] = Outcome("skipped", case.skip)
-    for mode, (names, explicit) in REPOSITORIES.items():
-        mine = [c for c in cases if c.mode == mode and not c.skip]
-        if not mine:
+    for name, mode in REPOSITORIES.items():
+        mine = [c for c in cases if c.mode == name and not c.skip]
+        missing = unsupported(target, mode.flags) if target != "triton" else None
+        if not mine or missing is not None:
+            for case in mine:
+                results[case.name] = Outcome(
+                    "unsupported", f"thaw {target} does not take {missing}"
+                )
             continue
         with tempfile.TemporaryDirectory(prefix=f"thaw-client-examples-{target}-") as tmp:
-            repo = write_repository(Path(tmp) / "models", names)
+            repo = write_repository(Path(tmp) / "models", mode.models)
             try:
-                with _start(target, repo, explicit) as run:
+                with _start(target, repo, mode) as run:
                     for case in mine:
                         results[case.name] = outcome = _run_one(case, scripts, run, target)
                         if outcome.outcome == "failed":

@@ -104,10 +104,10 @@ def test_every_case_names_a_server_that_exists_and_a_url_it_can_be_given() -> No
     for case in CASES:
         assert case.mode in REPOSITORIES, case
         assert case.url in ("http", "grpc", "fixed"), case
-        assert set(REPOSITORIES[case.mode][0]) <= set(ALL_MODELS)
+        assert set(REPOSITORIES[case.mode].models) <= set(ALL_MODELS)
     # The model-control examples count the repository index: 7 over HTTP, 8 over gRPC.
-    assert len(REPOSITORIES["http-model-control"][0]) == 7
-    assert len(REPOSITORIES["grpc-model-control"][0]) == 8
+    assert len(REPOSITORIES["http-model-control"].models) == 7
+    assert len(REPOSITORIES["grpc-model-control"].models) == 8
     skipped = {case.script for case in CASES if case.skip}
     assert skipped == {
         "simple_http_cudashm_client.py",
