@@ -14,11 +14,13 @@ from tests.conformance.triton_client_examples import (
     REPOSITORIES,
     Case,
     Outcome,
+    ServerMode,
     extract_examples,
     main,
     mask,
     output_diff,
     results_table,
+    run_cases,
     verdict,
 )
 from tests.fixtures.client_example_models import ALL_MODELS
@@ -116,6 +118,19 @@ def test_every_case_names_a_server_that_exists_and_a_url_it_can_be_given() -> No
         "grpc_image_client.py",
         "ensemble_image_client.py",
     }
+
+
+def test_a_server_flag_the_target_lacks_is_named_and_nothing_is_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A test.sh start whose tritonserver flag `thaw serve` does not take is reported
+    `unsupported`, naming the flag, never run without it (nor counted as a failure)."""
+    monkeypatch.setitem(
+        REPOSITORIES, "odd-start", ServerMode(("simple",), flags=("--no-such-flag=1",))
+    )
+    case = Case("x", "x.py", mode="odd-start")
+    results = run_cases((case,), tmp_path, "serve", verbose=False)
+    assert results == {"x": Outcome("unsupported", "thaw serve does not take --no-such-flag")}
 
 
 def test_without_a_mirror_the_run_says_so_and_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
