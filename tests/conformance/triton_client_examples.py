@@ -303,15 +303,17 @@ def _wait_http(url: str, path: str, timeout_s: float, alive: Callable[[], bool])
     raise RuntimeError(f"{path} not 200 within {timeout_s:.0f} s")
 
 
-def _ports() -> tuple[int, int, int, bool]:
-    if not any(port_in_use(p) for p in TRITON_PORTS):
+def _ports(fixed: bool) -> tuple[int, int, int, bool]:
+    """Triton's ports when `fixed` (an example hard-codes them) and they are free, else free
+    ones; and whether they are Triton's."""
+    if fixed and not any(port_in_use(p) for p in TRITON_PORTS):
         return (*TRITON_PORTS, True)
     return free_port(), free_port(), free_port(), False
 
 
 @contextmanager
-def _thaw(kind: str, repo: Path, mode: ServerMode) -> Iterator[Run]:
-    http, grpc, metrics, fixed = _ports()
+def _thaw(kind: str, repo: Path, mode: ServerMode, fixed_ports: bool) -> Iterator[Run]:
+    http, grpc, metrics, fixed = _ports(fixed_ports)
     args = ["--port", str(http), "--grpc-port", str(grpc), "--metrics-port", str(metrics)]
     control = "explicit" if mode.explicit else "none"
     args += ["--log-level", "warning", "--model-control-mode", control, *mode.flags]
@@ -335,7 +337,7 @@ def _thaw(kind: str, repo: Path, mode: ServerMode) -> Iterator[Run]:
 
 
 @contextmanager
-def _triton(repo: Path, mode: ServerMode) -> Iterator[Run]:
+def _triton(repo: Path, mode: ServerMode, fixed_ports: bool) -> Iterator[Run]:
     from benchmarks.peers import PeerError, TritonPeer
 
     peer = TritonPeer()
@@ -343,7 +345,7 @@ def _triton(repo: Path, mode: ServerMode) -> Iterator[Run]:
         peer.prepare()
     except PeerError as exc:
         raise RuntimeError(f"Triton is not installed here: {exc}") from exc
-    http, grpc, metrics, fixed = _ports()
+    http, grpc, metrics, fixed = _ports(fixed_ports)
     argv = [
         str(peer.server_dir / "bin" / "tritonserver"),
         f"--model-repository={repo}",
@@ -386,8 +388,12 @@ def _triton(repo: Path, mode: ServerMode) -> Iterator[Run]:
             stop()
 
 
-def _start(target: str, repo: Path, mode: ServerMode) -> AbstractContextManager[Run]:
-    return _triton(repo, mode) if target == "triton" else _thaw(target, repo, mode)
+def _start(
+    target: str, repo: Path, mode: ServerMode, *, fixed_ports: bool
+) -> AbstractContextManager[Run]:
+    if target == "triton":
+        return _triton(repo, mode, fixed_ports)
+    return _thaw(target, repo, mode, fixed_ports)
 
 
 def _run_one(case: Case, scripts: Path, run: Run, target: str) -> Outcome:
@@ -435,7 +441,8 @@ def run_cases(
         with tempfile.TemporaryDirectory(prefix=f"thaw-client-examples-{target}-") as tmp:
             repo = write_repository(Path(tmp) / "models", mode.models)
             try:
-                with _start(target, repo, mode) as run:
+                fixed = any(case.url == "fixed" for case in mine)
+                with _start(target, repo, mode, fixed_ports=fixed) as run:
                     for case in mine:
                         results[case.name] = outcome = _run_one(case, scripts, run, target)
                         if outcome.outcome == "failed":
