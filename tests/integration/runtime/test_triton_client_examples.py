@@ -17,13 +17,9 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
+from tests.conformance.client_example_cases import CASES
 from tests.conformance.qa_checkout import git_show
-from tests.conformance.triton_client_examples import (
-    CASES,
-    EXAMPLES_DIR,
-    extract_examples,
-    run_cases,
-)
+from tests.conformance.triton_client_examples import EXAMPLES_DIR, extract_examples, run_cases
 from tests.fixtures.client_example_models import write_repository
 from tests.fixtures.serve_process import ServeProcess
 

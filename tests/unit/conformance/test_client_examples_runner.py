@@ -1,6 +1,7 @@
-"""The pure parts of tests/conformance/triton_client_examples.py: an example's verdict from its
-exit status and output, the masking that makes two servers' outputs comparable, the results
-table, the case list's consistency, and reading the examples from a git mirror."""
+"""The pure parts of tests/conformance/triton_client_examples.py and its modules
+(client_example_cases, client_example_results): an example's verdict from its exit status and
+output, the masking that makes two servers' outputs comparable, the results table, the case
+list's consistency, a start whose flag a target lacks, and reading the examples from a mirror."""
 
 from __future__ import annotations
 
@@ -9,20 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.conformance.triton_client_examples import (
-    CASES,
-    REPOSITORIES,
-    Case,
+from tests.conformance.client_example_cases import CASES, REPOSITORIES, Case, ServerMode
+from tests.conformance.client_example_results import (
     Outcome,
-    ServerMode,
-    extract_examples,
-    main,
     mask,
     output_diff,
     results_table,
-    run_cases,
     verdict,
 )
+from tests.conformance.triton_client_examples import extract_examples, main, run_cases
 from tests.fixtures.client_example_models import ALL_MODELS
 
 
