@@ -94,11 +94,14 @@ screenshot: install system-deps
 TRITON_SERVER_MIRROR ?=
 # python_backend's mirror (its examples/decoupled square model, for L0_backend_python/decoupled).
 TRITON_PYTHON_BACKEND_MIRROR ?=
+# The client's mirror: its src/python/examples, run by tests/conformance/triton_client_examples.
+TRITON_CLIENT_MIRROR ?=
 CONFORMANCE_NETNS := $(shell unshare -n true 2>/dev/null && echo "unshare -n")
 conformance: install
 	$(CONFORMANCE_NETNS) sh -c '{ [ -z "$(CONFORMANCE_NETNS)" ] || ip link set lo up; } && \
 		export TRITON_SERVER_MIRROR="$(TRITON_SERVER_MIRROR)"; \
 		export TRITON_PYTHON_BACKEND_MIRROR="$(TRITON_PYTHON_BACKEND_MIRROR)"; \
+		export TRITON_CLIENT_MIRROR="$(TRITON_CLIENT_MIRROR)"; \
 		$(PY) -m tests.conformance.triton_l0_http; http=$$?; \
 		$(PY) -m tests.conformance.triton_qa; qa=$$?; \
 		$(PY) -m tests.conformance.triton_l0_shared_memory; shm=$$?; \
@@ -106,7 +109,8 @@ conformance: install
 		$(PY) -m tests.conformance.triton_qa --server up; uqa=$$?; \
 		$(PY) -m tests.conformance.triton_l0_shared_memory --server up; ushm=$$?; \
 		$(PY) -m tests.conformance.triton_openai; oa=$$?; \
-		exit $$((http | qa | shm | uhttp | uqa | ushm | oa))'
+		$(PY) -m tests.conformance.triton_client_examples --server serve --server up; ex=$$?; \
+		exit $$((http | qa | shm | uhttp | uqa | ushm | oa | ex))'
 
 # The container images with podman (docs/image.md): deploy/image/build.sh installs podman, runc
 # and debootstrap when missing (root, Debian), makes the Debian base image when missing, and

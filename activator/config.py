@@ -299,6 +299,9 @@ class ActivatorConfig:
     # The gRPC front door (activator.surfaces.grpc_surface) and Triton's metrics port; None:
     # not served. The ports asked for: what binding made of them is `BoundAddresses`.
     grpc_port: int | None = 8001
+    # tritonserver's `--grpc-infer-response-compression-level` at the gRPC front door, whose
+    # responses are the replicas' forwarded (thawserver.grpc_compression)
+    grpc_response_compression_level: str = "none"
     metrics_port: int | None = 8002
     # The status page and cost view (activator.observe.history, activator.observe.cost): a
     # sample of every model per interval, the last `history_samples` kept; money =

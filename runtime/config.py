@@ -10,6 +10,7 @@ from pathlib import Path
 from runtime.header_forward import compile_pattern
 from thawserver import connection_limits, ranges
 from thawserver.connection_limits import ConnectionLimits
+from thawserver.grpc_compression import GRPC_COMPRESSION_LEVELS
 from thawserver.redaction import Redactor
 from thawserver.restricted_protocols import (
     Category,
@@ -113,6 +114,8 @@ class ServeConfig:
     grpc_host: str | None = None  # None: `host`
     grpc_port: int = 8001
     grpc_max_message_bytes: int | None = None  # None: `max_body_bytes`
+    # tritonserver's `--grpc-infer-response-compression-level` (thawserver.grpc_compression)
+    grpc_response_compression_level: str = "none"
     allow_metrics: bool = True  # False: no metrics at all (neither port serves /metrics)
     metrics_host: str | None = None  # None: `host`
     metrics_port: int = 8002
@@ -232,6 +235,11 @@ class ServeConfig:
         if self.rate_limit not in ("off", "execution_count"):
             raise ConfigError(
                 f"`rate_limit` = {self.rate_limit}, must be one of off, execution_count"
+            )
+        if self.grpc_response_compression_level not in GRPC_COMPRESSION_LEVELS:
+            raise ConfigError(
+                f"`grpc_response_compression_level` = {self.grpc_response_compression_level}, "
+                f"must be one of {', '.join(GRPC_COMPRESSION_LEVELS)}"
             )
         if self.grpc_max_message_bytes is not None:
             # gRPC's limits are C ints.

@@ -56,6 +56,7 @@ from thawserver.backend_config_flags import add_backend_config_argument
 from thawserver.cache_flags import add_cache_arguments
 from thawserver.fd_limit import bounded_by_fd_limit
 from thawserver.flag_names import as_typed
+from thawserver.grpc_compression import compression_level
 from thawserver.limit_flags import add_body_timeout_argument, add_limit_arguments
 from thawserver.log_control import LogControl
 from thawserver.rate_limit_flags import add_rate_limit_arguments
@@ -141,6 +142,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             f"--allow-{name}", type=triton_bool, default=True, metavar="BOOL",
             help=f"serve the {name} port (default true)",
         )  # fmt: skip
+    triton.add_argument(
+        "--grpc-infer-response-compression-level", dest="grpc_response_compression_level",
+        type=compression_level, default="none", metavar="LEVEL",
+        help="compress the gRPC front door's responses at this level (none, low, medium, "
+        "high; default none), in an encoding the client accepts (as thaw serve)",
+    )  # fmt: skip
     p.add_argument(
         "--cache",
         type=Path,
@@ -451,6 +458,7 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
         shared_replica_concurrency=shared_replica_concurrency(args),
         scaler=_scaler_config(args),
         grpc_port=grpc_port,
+        grpc_response_compression_level=args.grpc_response_compression_level,
         metrics_port=metrics_port,
         gpu_hour_price=args.gpu_hour_price,
         http_restrictions=http_restrictions,

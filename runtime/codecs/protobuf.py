@@ -93,6 +93,16 @@ def decode_model_infer(message: Any, *, shm: ShmBinding | None = None) -> InferR
     raw = message.raw_input_contents
     ios = list(message.inputs)  # each input's wrapper made once
     in_shm = sum(1 for io in ios if io.parameters and REGION in io.parameters)
+    if raw:
+        # Triton's frontend refuses an input sent both ways before it counts anything, naming
+        # the first such input in the request's order (grpc_explicit_int_content_client.py
+        # checks these words; a count check first answered differently).
+        for io in ios:
+            if io.HasField("contents") and not (io.parameters and REGION in io.parameters):
+                raise InvalidInput(
+                    f"contents field must not be specified when using raw_input_contents for "
+                    f"'{io.name}' for model '{model}'"
+                )
     if raw and len(raw) != len(ios) - in_shm:
         raise InvalidInput(
             f"raw_input_contents holds {len(raw)} entries but the request has "
@@ -187,15 +197,9 @@ def _input(io: Any, raw: bytes | None, model: str) -> InferTensor:
     shape = tuple(io.shape)
     count = checked_shape(name, datatype, shape)
     params = _tensor_parameters(io.parameters)
-    has_contents = io.HasField("contents")
-    if raw is not None:
-        if has_contents:
-            raise InvalidInput(
-                f"contents field must not be specified when using raw_input_contents for "
-                f"'{name}' for model '{model}'"
-            )
+    if raw is not None:  # an input with contents beside raw_input_contents is refused above
         data = from_wire(raw, name, datatype, shape, model=model)
-    elif has_contents:
+    elif io.HasField("contents"):
         data = _typed_contents(io.contents, name, datatype, shape, count, model)
     else:
         raise InvalidInput(

@@ -5,7 +5,9 @@ RESOURCE_EXHAUSTED before any of it is parsed; `SO_REUSEPORT` is off, so a port 
 is an error instead of a port silently shared with another server (tritonserver's
 `--reuse-grpc-port` default); at most `MAX_STREAMS_PER_CONNECTION` calls at once on one
 client connection; and the connection limits of `--head-timeout-s`, `--idle-timeout-s`
-and `--max-connections` (thawserver.connection_limits.grpc_server_options).
+and `--max-connections` (thawserver.connection_limits.grpc_server_options). Responses are
+compressed at tritonserver's `--grpc-infer-response-compression-level`
+(thawserver.grpc_compression).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from runtime.config import ServeConfig
 from runtime.errors import ServingError
 from thawserver.connection_limits import grpc_max_concurrent_rpcs, grpc_server_options
 from thawserver.grpc_bind import bind_grpc_port
+from thawserver.grpc_compression import grpc_compression_options
 
 __all__ = ["MAX_STREAMS_PER_CONNECTION", "GrpcServer"]
 
@@ -42,6 +45,7 @@ class GrpcServer:
                 ("grpc.so_reuseport", 0),
                 ("grpc.max_concurrent_streams", MAX_STREAMS_PER_CONNECTION),
                 *grpc_server_options(config.connections),
+                *grpc_compression_options(config.grpc_response_compression_level),
             ],
             maximum_concurrent_rpcs=grpc_max_concurrent_rpcs(config.connections),
         )

@@ -393,6 +393,7 @@ def _surfaces(args: argparse.Namespace) -> dict[str, Any]:
         "grpc_host": args.grpc_address,
         "grpc_port": args.grpc_port if args.grpc_port is not None else (0 if free else 8001),
         "grpc_max_message_bytes": args.grpc_max_message_bytes,
+        "grpc_response_compression_level": args.grpc_response_compression_level,
         "allow_metrics": args.allow_metrics,
         "metrics_host": args.metrics_address,
         "metrics_port": args.metrics_port

@@ -9,13 +9,13 @@ A launch script written for `tritonserver` runs unchanged when it uses what Thaw
 deprecated `--trace-file|level|rate|count|log-frequency`), `--backend-config`,
 `--model-load-thread-count`, `--model-namespacing`, `--rate-limit`, `--rate-limit-resource`,
 `--http-header-forward-pattern`, `--grpc-header-forward-pattern`, `--grpc-restricted-protocol`,
-`--http-restricted-api`; Triton's booleans take `true|false|1|0|on|off` as `--flag=VALUE` or
-`--flag VALUE`. `--backend-directory` is where Python-based backends are found
-(`DIR/NAME/model.py`, as Triton runs vllm_backend); Thaw's own backends are built in. Performance
-knobs with no meaning here (thread counts of Triton's C++ frontends, its memory pools) are
-accepted and logged as ignored. Every other flag of tritonserver 2.51
-(`src/command_line_parser.cc`) exits 2 with "tritonserver flag --X is not supported by thaw
-serve", never argparse's generic "unrecognized arguments".
+`--http-restricted-api`, `--grpc-infer-response-compression-level`; Triton's booleans take
+`true|false|1|0|on|off` as `--flag=VALUE` or `--flag VALUE`. `--backend-directory` is where
+Python-based backends are found (`DIR/NAME/model.py`, as Triton runs vllm_backend); Thaw's own
+backends are built in. Performance knobs with no meaning here (thread counts of Triton's C++
+frontends, its memory pools) are accepted and logged as ignored. Every other flag of
+tritonserver 2.51 (`src/command_line_parser.cc`) exits 2 with "tritonserver flag --X is not
+supported by thaw serve", never argparse's generic "unrecognized arguments".
 
 Thaw's own durations are spelled as on `thaw up`, `-s` (`--head-timeout-s`); the
 tritonserver-style `-secs` spellings `thaw serve` had for them stay accepted as aliases that
@@ -37,6 +37,7 @@ from thawserver.backend_config_flags import (
     backend_settings,
 )
 from thawserver.bool_flag import triton_bool
+from thawserver.grpc_compression import compression_level
 from thawserver.rate_limit_flags import add_rate_limit_arguments
 from thawserver.restricted_protocols import add_restriction_arguments
 from thawserver.settings_flags import add_log_output_flags, add_trace_flags
@@ -142,6 +143,12 @@ def add_triton_flags(p: argparse.ArgumentParser) -> None:
                        ("metrics", "the metrics")):  # fmt: skip
         g.add_argument(f"--allow-{name}", type=triton_bool, default=True, metavar="BOOL",
                        help=f"serve {what} endpoint (default true)")  # fmt: skip
+    g.add_argument(
+        "--grpc-infer-response-compression-level", dest="grpc_response_compression_level",
+        type=compression_level, default="none", metavar="LEVEL",
+        help="compress gRPC responses at this level (none, low, medium, high; default none), "
+        "in an encoding the client accepts",
+    )  # fmt: skip
     g.add_argument(
         "--grpc-max-message-bytes", type=int, default=None, metavar="N",
         help="largest gRPC message accepted (RESOURCE_EXHAUSTED above; default --max-body-bytes)",

@@ -24,6 +24,7 @@ from tritonclient.utils import InferenceServerException
 from tests.fakes.loop import HUNG_AFTER_S, eventually
 from tests.fixtures.models import make_add_sub, make_slow_init
 from tests.fixtures.up_process import UpProcess, light_args, make_broken, with_params
+from tests.support.bytes_served import bytes_served
 
 pytestmark = pytest.mark.integration
 
@@ -100,6 +101,31 @@ def _starts(up: UpProcess, model: str) -> float:
         rf'^thaw_replica_starts_total{{model="{model}",result="ok"}} (\S+)$', up.metrics(), re.M
     )
     return float(found.group(1)) if found else 0.0
+
+
+def test_the_front_door_compresses_at_tritonserver_s_level(tmp_path: Path) -> None:
+    """`--grpc-infer-response-compression-level` as on `thaw serve`: the replica's answer of
+    1 MiB of zeros leaves the gRPC front door compressed."""
+    from tests.fixtures.models import make_python_identity
+
+    make_python_identity(tmp_path)
+    server = UpProcess(
+        tmp_path, *light_args(tmp_path), "--grpc-infer-response-compression-level", "high"
+    )
+    zeros = np.zeros(1 << 18, dtype=np.float32)
+
+    def infer(address: str) -> None:
+        with grpcclient.InferenceServerClient(address) as c:
+            tensor = grpcclient.InferInput("INPUT0", [zeros.size], "FP32")
+            tensor.set_data_from_numpy(zeros)
+            out = c.infer("identity_python", [tensor]).as_numpy("OUTPUT0")
+            np.testing.assert_array_equal(out, zeros)
+
+    try:
+        served = bytes_served(server.grpc_address, infer)
+    finally:
+        server.stop()
+    assert served < zeros.nbytes // 10, served
 
 
 def test_answers_at_zero_do_not_wake_the_model(

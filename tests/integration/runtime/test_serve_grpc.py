@@ -22,6 +22,7 @@ from tritonclient.utils import InferenceServerException
 
 from tests.fixtures.serve_process import ServeProcess
 from tests.integration.runtime.server_limits import MAX_BODY_BYTES
+from tests.support.bytes_served import bytes_served
 from tests.support.datatype_samples import SAMPLES
 from thawwire.extensions import EXTENSIONS
 
@@ -132,6 +133,29 @@ def test_load_and_unload_follow_the_control_mode(
     assert _status(info) == "StatusCode.NOT_FOUND"
     with pytest.raises(InferenceServerException, match="must be relative"):
         grpc_client.load_model("grpc_spare", config="{}", files={"file:../x": b"1"})
+
+
+@pytest.mark.parametrize(("level", "compressed"), [("none", False), ("high", True)])
+def test_responses_are_compressed_at_tritonserver_s_level(
+    start_serve: Any, tmp_path: Any, level: str, compressed: bool
+) -> None:
+    """qa/L0_grpc: `--grpc-infer-response-compression-level=high`, then
+    simple_grpc_infer_client.py; a response of 1 MiB of zeros crosses the wire compressed."""
+    from tests.fixtures.models import make_python_identity
+
+    make_python_identity(tmp_path)
+    server = start_serve(tmp_path, f"--grpc-infer-response-compression-level={level}")
+    zeros = np.zeros(1 << 18, dtype=np.float32)
+
+    def infer(address: str) -> None:
+        with grpcclient.InferenceServerClient(address) as client:
+            tensor = grpcclient.InferInput("INPUT0", [zeros.size], "FP32")
+            tensor.set_data_from_numpy(zeros)
+            out = client.infer("identity_python", [tensor]).as_numpy("OUTPUT0")
+            np.testing.assert_array_equal(out, zeros)
+
+    served = bytes_served(server.grpc_address, infer)
+    assert (served < zeros.nbytes // 10) is compressed, served
 
 
 def test_load_is_refused_outside_explicit_mode(start_serve: Any, tmp_path: Any) -> None:
@@ -310,6 +334,16 @@ def test_raw_stubs_with_raw_input_contents(runtime_server: ServeProcess) -> None
                 ).contents.fp32_contents.extend([1, 2, 3, 4])
             response = await stub.ModelInfer(typed)
             assert np.frombuffer(response.raw_output_contents[1], np.float32).tolist() == [0] * 4
+            # Both ways at once, fewer raw entries than inputs (grpc_explicit_int_content_client
+            # of Triton's examples): Triton's words about the first such input, not a count.
+            typed.raw_input_contents.append(np.zeros(2, np.float32).tobytes())
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await stub.ModelInfer(typed)
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert refused.value.details() == (
+                "contents field must not be specified when using raw_input_contents for "
+                "'INPUT0' for model 'add_sub'"
+            )
             stats = await stub.ModelStatistics(service_pb2.ModelStatisticsRequest(name=""))
             assert {s.name for s in stats.model_stats} >= {"add_sub", "identity_fp32"}
 

@@ -157,6 +157,22 @@ def test_bad_tensors_are_invalid_input(mutate: object, error: str | None) -> Non
         decode_model_infer(message)
 
 
+def test_contents_beside_fewer_raw_entries_name_the_first_such_input() -> None:
+    """Triton's frontend refuses an input sent both ways before counting raw entries, in the
+    request's order (Triton's grpc_explicit_int_content_client.py expects these words)."""
+    message = pb.ModelInferRequest(model_name="simple")
+    for name in ("INPUT0", "INPUT1"):
+        message.inputs.add(name=name, datatype="INT32", shape=[1, 16])
+        message.inputs[-1].contents.int_contents.extend(range(16))
+    message.raw_input_contents.append(np.zeros(8, np.int32).tobytes())
+    with pytest.raises(InvalidInput) as refused:
+        decode_model_infer(message)
+    assert str(refused.value) == (
+        "contents field must not be specified when using raw_input_contents for 'INPUT0' "
+        "for model 'simple'"
+    )
+
+
 def test_input_with_no_data_and_mismatched_typed_contents() -> None:
     message = pb.ModelInferRequest(model_name="m")
     message.inputs.add(name="I", datatype="FP32", shape=[1])

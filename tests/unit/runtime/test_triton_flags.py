@@ -19,6 +19,7 @@ from runtime.process.triton_flags import (
     backend_settings,
     log_ignored,
 )
+from thawserver.grpc_compression import grpc_compression_options
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -128,6 +129,24 @@ def test_an_unsupported_tritonserver_flag_is_refused_by_name(
     assert exit_info.value.code == 2
     name = flag.split("=")[0]
     assert f"tritonserver flag {name} is not supported by thaw serve" in capsys.readouterr().err
+
+
+def test_the_grpc_response_compression_level_is_read_as_tritonserver_reads_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """qa/L0_grpc starts tritonserver with `--grpc-infer-response-compression-level=high`."""
+    assert _parse("repo").grpc_response_compression_level == "none"
+    config = _parse("repo", "--grpc-infer-response-compression-level=HIGH")
+    assert config.grpc_response_compression_level == "high"
+    assert grpc_compression_options(config.grpc_response_compression_level) == [
+        ("grpc.default_compression_level", 3)
+    ]
+    assert grpc_compression_options("none") == []
+    with pytest.raises(SystemExit):
+        _parse("repo", "--grpc-infer-response-compression-level", "max")
+    assert "invalid argument for --grpc_infer_response_compression_level" in (
+        capsys.readouterr().err
+    )
 
 
 def test_rate_limit_flags_in_triton_s_forms() -> None:
