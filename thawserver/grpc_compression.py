@@ -13,7 +13,12 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["GRPC_COMPRESSION_LEVELS", "compression_level", "grpc_compression_options"]
+__all__ = [
+    "GRPC_COMPRESSION_LEVELS",
+    "add_compression_argument",
+    "compression_level",
+    "grpc_compression_options",
+]
 
 # grpc_compression_level (grpc/impl/compression_types.h) by tritonserver's spelling.
 GRPC_COMPRESSION_LEVELS: dict[str, int] = {"none": 0, "low": 1, "medium": 2, "high": 3}
@@ -27,6 +32,17 @@ def compression_level(text: str) -> str:
             "invalid argument for --grpc_infer_response_compression_level"
         )
     return level
+
+
+def add_compression_argument(parser: argparse._ActionsContainer, *, responses: str) -> None:
+    """The flag on `parser` (into `grpc_response_compression_level`); `responses` says whose
+    responses it compresses, for the help."""
+    parser.add_argument(
+        "--grpc-infer-response-compression-level", dest="grpc_response_compression_level",
+        type=compression_level, default="none", metavar="LEVEL",
+        help=f"compress {responses} at this level (none, low, medium, high; default none), in "
+        "an encoding the client accepts",
+    )  # fmt: skip
 
 
 def grpc_compression_options(level: str) -> list[tuple[str, int]]:

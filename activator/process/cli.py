@@ -56,7 +56,7 @@ from thawserver.backend_config_flags import add_backend_config_argument
 from thawserver.cache_flags import add_cache_arguments
 from thawserver.fd_limit import bounded_by_fd_limit
 from thawserver.flag_names import as_typed
-from thawserver.grpc_compression import compression_level
+from thawserver.grpc_compression import add_compression_argument
 from thawserver.limit_flags import add_body_timeout_argument, add_limit_arguments
 from thawserver.log_control import LogControl
 from thawserver.rate_limit_flags import add_rate_limit_arguments
@@ -142,12 +142,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             f"--allow-{name}", type=triton_bool, default=True, metavar="BOOL",
             help=f"serve the {name} port (default true)",
         )  # fmt: skip
-    triton.add_argument(
-        "--grpc-infer-response-compression-level", dest="grpc_response_compression_level",
-        type=compression_level, default="none", metavar="LEVEL",
-        help="compress the gRPC front door's responses at this level (none, low, medium, "
-        "high; default none), in an encoding the client accepts (as thaw serve)",
-    )  # fmt: skip
+    add_compression_argument(triton, responses="the gRPC front door's responses (as thaw serve)")
     p.add_argument(
         "--cache",
         type=Path,

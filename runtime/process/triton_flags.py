@@ -37,7 +37,7 @@ from thawserver.backend_config_flags import (
     backend_settings,
 )
 from thawserver.bool_flag import triton_bool
-from thawserver.grpc_compression import compression_level
+from thawserver.grpc_compression import add_compression_argument
 from thawserver.rate_limit_flags import add_rate_limit_arguments
 from thawserver.restricted_protocols import add_restriction_arguments
 from thawserver.settings_flags import add_log_output_flags, add_trace_flags
@@ -143,12 +143,7 @@ def add_triton_flags(p: argparse.ArgumentParser) -> None:
                        ("metrics", "the metrics")):  # fmt: skip
         g.add_argument(f"--allow-{name}", type=triton_bool, default=True, metavar="BOOL",
                        help=f"serve {what} endpoint (default true)")  # fmt: skip
-    g.add_argument(
-        "--grpc-infer-response-compression-level", dest="grpc_response_compression_level",
-        type=compression_level, default="none", metavar="LEVEL",
-        help="compress gRPC responses at this level (none, low, medium, high; default none), "
-        "in an encoding the client accepts",
-    )  # fmt: skip
+    add_compression_argument(g, responses="gRPC responses")
     g.add_argument(
         "--grpc-max-message-bytes", type=int, default=None, metavar="N",
         help="largest gRPC message accepted (RESOURCE_EXHAUSTED above; default --max-body-bytes)",
