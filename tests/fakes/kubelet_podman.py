@@ -249,9 +249,15 @@ class PodmanRuntime:
                     timeout=self.config.command_timeout_s,
                 )
 
+    @property
+    def shm_dir(self) -> Path:
+        """This run's memory-backed emptyDirs: one directory a pod below it."""
+        return self.config.shm_root / f"thaw-kubelet-{self.run_id}"
+
     def cleanup(self) -> None:
-        """Remove every container of this run (running or not)."""
+        """Remove every container of this run (running or not), and its shm directory."""
         _LIVE_RUNTIMES.discard(self)
+        shutil.rmtree(self.shm_dir, ignore_errors=True)
         with contextlib.suppress(OSError, subprocess.TimeoutExpired):
             listed = subprocess.run(
                 [self.config.podman, "ps", "--all", "--quiet", f"--filter=label={RUN_LABEL}="
@@ -286,9 +292,7 @@ class PodmanRuntime:
             if "emptyDir" in volume:
                 memory = (volume["emptyDir"] or {}).get("medium") == "Memory"
                 base = (
-                    self.config.shm_root / f"thaw-kubelet-{self.run_id}" / sandbox.pod_dir.name
-                    if memory
-                    else sandbox.pod_dir / "volumes"
+                    self.shm_dir / sandbox.pod_dir.name if memory else sandbox.pod_dir / "volumes"
                 )
                 host = base / name
                 host.mkdir(parents=True, exist_ok=True)

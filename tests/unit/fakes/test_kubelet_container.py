@@ -17,7 +17,7 @@ from tests.fakes.kubelet_container import (
     own_address,
     resolve_launch,
 )
-from tests.fakes.kubelet_podman import security_options
+from tests.fakes.kubelet_podman import PodmanConfig, PodmanRuntime, security_options
 from tests.fakes.kubelet_probes import ProbeSpec, ProbeTracker
 
 POD = {
@@ -215,3 +215,14 @@ def test_run_as_non_root_is_checked_against_the_effective_user(
 ) -> None:
     with pytest.raises(ContainerConfigError, match=re.escape(message)):
         security_options(pod, {}, image_user)
+
+
+def test_a_podman_runs_cleanup_removes_its_memory_emptydirs(tmp_path: Path) -> None:
+    """The run's directory under the shm root goes with it (it was left behind, empty, in
+    /dev/shm after every Kubernetes test run)."""
+    runtime = PodmanRuntime(
+        PodmanConfig(image="x", podman="false", shm_root=tmp_path), extra_env={}
+    )
+    (runtime.shm_dir / "pod-a" / "dshm").mkdir(parents=True)
+    runtime.cleanup()
+    assert list(tmp_path.iterdir()) == []
