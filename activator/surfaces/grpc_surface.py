@@ -43,7 +43,7 @@ from thawserver.settings_api import SettingsApi
 from thawserver.shm_api import grpc_shm_methods
 from thawserver.shm_registry import SystemSharedMemory
 from thawwire import server_info
-from thawwire.errors import LoadOverrideError
+from thawwire.errors import LoadOverrideError, LoadParameterError
 from thawwire.grpc_messages import (
     config_response,
     index_response,
@@ -52,7 +52,7 @@ from thawwire.grpc_messages import (
     statistics_response,
 )
 from thawwire.grpc_service import Method, pb
-from thawwire.load_overrides import overrides_from_grpc, refused
+from thawwire.load_overrides import overrides_from_grpc, refused, unload_dependents_from_grpc
 from thawwire.model_control import CONTROL_DISABLED
 
 __all__ = ["GrpcSurface", "bind_grpc_server", "start_grpc_server"]
@@ -192,6 +192,8 @@ class GrpcSurface:
             raise NotSupported(_NO_REPOSITORY_NAME)
         try:
             override = overrides_from_grpc(request.parameters)
+        except LoadParameterError as exc:
+            raise BadRequest(exc.message) from None
         except LoadOverrideError as exc:
             raise BadRequest(refused(request.model_name, exc.message)) from None
         await self._fleet.load(request.model_name, override)
@@ -202,6 +204,11 @@ class GrpcSurface:
         self._require_model_control()
         if request.repository_name:
             raise NotSupported(_NO_REPOSITORY_NAME)
+        try:
+            # checked as a replica checks it; only this model goes to zero either way
+            unload_dependents_from_grpc(request.parameters)
+        except LoadParameterError as exc:
+            raise BadRequest(exc.message) from None
         await self._fleet.unload(request.model_name)
         return pb.RepositoryModelUnloadResponse()
 
