@@ -112,5 +112,9 @@ def load_failed(name: str, why: str) -> str:
 
 
 def not_in_repository(name: str) -> str:
-    """A load of model `name`, which has no directory in the model repository."""
-    return f"failed to load '{name}': no such model in the repository"
+    """A load of model `name`, which has no directory in the model repository: Triton's
+    words (its qa/L0_lifecycle asserts them, over REST and gRPC), then what they mean."""
+    return (
+        f"failed to load '{name}', failed to poll from model repository: no such model in the "
+        "repository"
+    )

@@ -123,7 +123,10 @@ async def test_a_load_of_no_such_model_is_refused_in_thaw_serves_words(up: Any) 
     url, _, _, _ = up
     status, body = await _post(url, "/v2/repository/models/nothere/load")
     assert status == 404
-    assert body["error"] == "failed to load 'nothere': no such model in the repository"
+    assert body["error"] == (
+        "failed to load 'nothere', failed to poll from model repository: no such model in the "
+        "repository"
+    )
     status, _ = await _post(url, "/v2/repository/models/..%2Fetc/load")
     assert status in (400, 404)
 
@@ -243,7 +246,10 @@ async def test_a_load_of_a_removed_model_drops_it(up: Any) -> None:
         path.unlink() if path.is_file() else path.rmdir()
     (repo / "m").rmdir()
     status, body = await _post(url, "/v2/repository/models/m/load")
-    assert (status, body["error"]) == (404, "failed to load 'm': no such model in the repository")
+    assert (status, body["error"]) == (
+        404,
+        "failed to load 'm', failed to poll from model repository: no such model in the repository",
+    )
     assert await _index(url) == []
     assert backend.stopped == ["m-1"]  # drained
     assert 'thaw_model_state{model="m"' not in generate_latest(fleet.metrics.registry).decode()
