@@ -24,6 +24,7 @@ from thawwire.grpc_messages import parameter_kind
 __all__ = [
     "LoadOverride",
     "check_config",
+    "check_load_parameters",
     "check_load_path",
     "load_overrides",
     "overrides_from_grpc",
@@ -139,12 +140,11 @@ def overrides_from_json(params: Mapping[str, Any]) -> LoadOverride | None:
     return _override(config, files)
 
 
-def overrides_from_grpc(parameters: Mapping[str, Any]) -> LoadOverride | None:
-    """A RepositoryModelLoad's `parameters` (`ModelRepositoryParameter`s by key), typed as
-    Triton's gRPC frontend requires: its override, or None when it has none. Every key is
-    checked before any value is read, as Triton's frontend does before it loads: a `config`
-    that is no `string_param`, a `file:` that is no `bytes_param` or any other key is a
-    LoadParameterError."""
+def check_load_parameters(parameters: Mapping[str, Any]) -> None:
+    """A RepositoryModelLoad's `parameters` checked by kind and name alone, as Triton's gRPC
+    frontend checks them before anything else (before the model control mode too): a
+    `config` that is no `string_param`, a `file:` that is no `bytes_param` or any other key is
+    a LoadParameterError."""
     for key, param in parameters.items():
         kind = parameter_kind(param)
         if key == "config":
@@ -159,6 +159,13 @@ def overrides_from_grpc(parameters: Mapping[str, Any]) -> LoadOverride | None:
                 )
         else:
             raise LoadParameterError(f"unrecognized load parameter '{key[:80]}'.")
+
+
+def overrides_from_grpc(parameters: Mapping[str, Any]) -> LoadOverride | None:
+    """A RepositoryModelLoad's `parameters` (`ModelRepositoryParameter`s by key): its
+    override, or None when it has none. Every key is checked (`check_load_parameters`) before
+    any value is read."""
+    check_load_parameters(parameters)
     config = None
     files: dict[str, bytes] = {}
     for key, param in parameters.items():

@@ -52,7 +52,12 @@ from thawwire.grpc_messages import (
     statistics_response,
 )
 from thawwire.grpc_service import Method, pb
-from thawwire.load_overrides import overrides_from_grpc, refused, unload_dependents_from_grpc
+from thawwire.load_overrides import (
+    check_load_parameters,
+    overrides_from_grpc,
+    refused,
+    unload_dependents_from_grpc,
+)
 from thawwire.model_control import CONTROL_DISABLED
 
 __all__ = ["GrpcSurface", "bind_grpc_server", "start_grpc_server"]
@@ -187,13 +192,15 @@ class GrpcSurface:
     async def load(self, request: Any, context: Context) -> Any:
         """Re-read the model's directory (activator.fleet.reload), then warm it: returns once
         one replica is ready (or the wake-up failed)."""
+        try:  # the parameters' kinds first, as Triton's frontend checks them
+            check_load_parameters(request.parameters)
+        except LoadParameterError as exc:
+            raise BadRequest(exc.message) from None
         self._require_model_control()
         if request.repository_name:
             raise NotSupported(_NO_REPOSITORY_NAME)
         try:
             override = overrides_from_grpc(request.parameters)
-        except LoadParameterError as exc:
-            raise BadRequest(exc.message) from None
         except LoadOverrideError as exc:
             raise BadRequest(refused(request.model_name, exc.message)) from None
         await self._fleet.load(request.model_name, override)
@@ -201,14 +208,14 @@ class GrpcSurface:
 
     async def unload(self, request: Any, context: Context) -> Any:
         """Scale the model to zero now (draining in-flight requests)."""
-        self._require_model_control()
-        if request.repository_name:
-            raise NotSupported(_NO_REPOSITORY_NAME)
         try:
-            # checked as a replica checks it; only this model goes to zero either way
+            # checked first, as a replica checks it; only this model goes to zero either way
             unload_dependents_from_grpc(request.parameters)
         except LoadParameterError as exc:
             raise BadRequest(exc.message) from None
+        self._require_model_control()
+        if request.repository_name:
+            raise NotSupported(_NO_REPOSITORY_NAME)
         await self._fleet.unload(request.model_name)
         return pb.RepositoryModelUnloadResponse()
 

@@ -39,7 +39,11 @@ from runtime.grpc.stream import serve_stream
 from runtime.header_forward import forwarded_headers
 from runtime.inference import InferRequest, InferResponse
 from runtime.models.lifecycle import ServerState
-from runtime.models.load_overrides import overrides_from_grpc, unload_dependents_from_grpc
+from runtime.models.load_overrides import (
+    check_load_parameters,
+    overrides_from_grpc,
+    unload_dependents_from_grpc,
+)
 from runtime.models.manager import DECOUPLED_GRPC_INFER, DECOUPLED_INFER
 from runtime.models.service import StreamingModelService, server_live, server_ready
 from thawserver.grpc_routes import parsed, service_handler
@@ -237,6 +241,8 @@ class GrpcHandlers:
         return index_response(self._redact.index(rows))
 
     async def load(self, request: Any, context: Context) -> Any:
+        # Triton's frontend checks the parameters' kinds first, its core the control mode.
+        check_load_parameters(request.parameters)
         self._control_allowed(request.repository_name)
         name, _ = message_ref(request.model_name, "")
         config, files = overrides_from_grpc(name, request.parameters)
@@ -244,9 +250,9 @@ class GrpcHandlers:
         return pb.RepositoryModelLoadResponse()
 
     async def unload(self, request: Any, context: Context) -> Any:
+        unload_dependents = unload_dependents_from_grpc(request.parameters)  # first, as Triton
         self._control_allowed(request.repository_name)
         name, _ = message_ref(request.model_name, "")
-        unload_dependents = unload_dependents_from_grpc(request.parameters)
         await self._manager.unload(name, unload_dependents=unload_dependents)
         return pb.RepositoryModelUnloadResponse()
 

@@ -14,6 +14,7 @@ from thawwire import load_overrides as _wire
 from thawwire.errors import LoadOverrideError, LoadParameterError
 
 __all__ = [
+    "check_load_parameters",
     "load_overrides",
     "overrides_from_grpc",
     "overrides_from_json",
@@ -41,6 +42,14 @@ def overrides_from_grpc(name: str, parameters: Mapping[str, Any]) -> Overrides:
         raise InvalidInput(exc.message) from None
     except LoadOverrideError as exc:
         raise refused_overrides(name, InvalidInput(exc.message)) from None
+
+
+def check_load_parameters(parameters: Mapping[str, Any]) -> None:
+    """A RepositoryModelLoad's `parameters` by kind and name (Triton's words if wrong)."""
+    try:
+        _wire.check_load_parameters(parameters)
+    except LoadParameterError as exc:
+        raise InvalidInput(exc.message) from None
 
 
 def unload_dependents_from_grpc(parameters: Mapping[str, Any]) -> bool:
