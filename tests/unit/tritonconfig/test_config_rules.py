@@ -57,6 +57,24 @@ def test_json_matches_triton_form_with_int64_as_numbers() -> None:
     assert data["input"][0]["optional"] is False
 
 
+def test_json_leaves_out_an_ensemble_field_triton_2_51_does_not_have() -> None:
+    # Triton 2.51's /config of an ensemble has no `max_inflight_requests` (observed side by
+    # side; tritonclient's newer .proto has it); a value set is written.
+    text = """
+    name: "ens"
+    platform: "ensemble"
+    input [ { name: "A" data_type: TYPE_FP32 dims: [ 4 ] } ]
+    output [ { name: "S" data_type: TYPE_FP32 dims: [ 4 ] } ]
+    ensemble_scheduling { step [ { model_name: "m" model_version: -1
+      input_map { key: "IN" value: "A" } output_map { key: "OUT" value: "S" } } ] }
+    """
+    config = parse_config(text, "repo/ens/config.pbtxt")
+    scheduling = config_to_json(config)["ensemble_scheduling"]
+    assert list(scheduling) == ["step"]
+    config.ensemble_scheduling.max_inflight_requests = 4
+    assert config_to_json(config)["ensemble_scheduling"]["max_inflight_requests"] == 4
+
+
 @pytest.mark.parametrize(
     ("text", "fragment"),
     [
