@@ -8,6 +8,7 @@ import asyncio
 import queue
 import re
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -319,3 +320,33 @@ def test_repository_load_warms_and_unload_scales_to_zero(
     assert not client.is_model_ready("counted")
     client.load_model("counted")
     np.testing.assert_array_equal(client.infer("counted", inputs).as_numpy("OUTPUT0"), a + a)
+
+
+def test_control_calls_are_refused_in_tritons_words(up: UpProcess) -> None:
+    # Observed on Triton 2.51 (tests/integration/runtime/test_triton_parity_grpc.py pins
+    # thaw serve's side); the activator answers these itself, without waking a model.
+    channel = grpc.insecure_channel(up.grpc_address)
+    stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+    load = service_pb2.RepositoryModelLoadRequest(model_name="at_rest")
+    load.parameters["foo"].int64_param = 1
+    unload = service_pb2.RepositoryModelUnloadRequest(model_name="at_rest")
+    unload.parameters["unload_dependents"].string_param = "true"
+    log = service_pb2.LogSettingsRequest()
+    log.settings["log_info"].SetInParent()  # the key without a value
+    for call, request, details in [
+        (stub.RepositoryModelLoad, load, "unrecognized load parameter 'foo'."),
+        (stub.RepositoryModelUnload, unload,
+         "invalid value type for 'unload_dependents' parameter, expected bool_param."),
+        (stub.LogSettings, log, "expect boolean for 'log_info'"),
+    ]:  # fmt: skip
+        with pytest.raises(grpc.RpcError) as info:
+            call(request, timeout=30)
+        assert (info.value.code(), info.value.details()) == (
+            grpc.StatusCode.INVALID_ARGUMENT,
+            details,
+        )
+    channel.close()
+    assert up.model("at_rest")["replicas_ready"] == 0
+    with pytest.raises(urllib.error.HTTPError) as status:
+        urllib.request.urlopen(f"{up.url}/v2/cudasharedmemory/region/nope/status", timeout=10)
+    assert status.value.code == 404  # Triton's NOT_FOUND (was 400)
