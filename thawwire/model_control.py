@@ -49,6 +49,7 @@ __all__ = [
     "not_in_repository",
     "not_ready",
     "not_unique",
+    "unload_not_in_repository",
 ]
 
 
@@ -109,6 +110,12 @@ def no_available_versions(name: str) -> str:
 def load_failed(name: str, why: str) -> str:
     """A load of model `name` that read its files and refused them, and why."""
     return f"load failed for model '{name}': {why}"
+
+
+def unload_not_in_repository(name: str) -> str:
+    """An unload of model `name`, which has no directory in the model repository (Triton
+    answers OK; both Thaw servers refuse it, 404, in these words)."""
+    return f"failed to unload '{name}', model is not in the repository"
 
 
 def not_in_repository(name: str) -> str:

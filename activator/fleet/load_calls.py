@@ -33,13 +33,15 @@ import aiohttp
 
 from activator.endpoint.model_endpoint import ModelEndpoint
 from activator.endpoint.replica import Replica
-from activator.errors import ActivationFailed
+from activator.errors import ActivationFailed, UnknownModel
 from activator.fleet.load_state import LoadStates
 from activator.fleet.reload import Reloader
 from activator.fleet.repository import Repository, ambiguous_steps
 from activator.scaler.backend import SharedLoadState
 from activator.scaler.runtime_control import RuntimeControl
 from thawwire.load_overrides import LoadOverride
+from thawwire.model_control import unload_not_in_repository
+from thawwire.names import is_model_name
 
 __all__ = ["LoadCalls", "LoadedModel"]
 
@@ -143,6 +145,11 @@ class LoadCalls:
             if not wait:
                 self._drain_later(name, direct_told=True)
                 return
+        if name not in self._models and is_model_name(name):
+            try:
+                self._repository.get(name)  # its 503 or 400 for what it cannot serve
+            except UnknownModel:  # no such directory: thaw serve's words, one answer on both
+                raise UnknownModel(unload_not_in_repository(name)) from None
         await self._reloader.unload(name, self._states.refusal(name))
 
     async def _unload_on_direct_replicas(self, name: str) -> None:

@@ -47,7 +47,12 @@ from runtime.scheduling.request_parameters import scheduling_parameters
 from runtime.scheduling.resource_gate import ResourceGate
 from runtime.scheduling.response_stream import ResponseStream
 from thawwire.metadata import model_metadata
-from thawwire.model_control import CONTROL_DISABLED, no_available_versions, not_ready
+from thawwire.model_control import (
+    CONTROL_DISABLED,
+    no_available_versions,
+    not_ready,
+    unload_not_in_repository,
+)
 from tritonconfig.schema import mc
 
 if TYPE_CHECKING:
@@ -234,7 +239,7 @@ class ModelManager:
         on_disk = await asyncio.to_thread(self._ns.keys_on_disk, name)
         keys = sorted({*on_disk, *(key for key in self._models if key.name == name)})
         if not keys:
-            raise ModelNotFound(f"failed to unload '{name}', model is not in the repository")
+            raise ModelNotFound(unload_not_in_repository(name))
         for key in keys:
             await self._loading.unload(key)
 

@@ -345,6 +345,15 @@ def test_control_calls_are_refused_in_tritons_words(up: UpProcess) -> None:
             grpc.StatusCode.INVALID_ARGUMENT,
             details,
         )
+    # Triton answers OK; thaw serve's 404 and words (thaw up said "Request for unknown model")
+    with pytest.raises(grpc.RpcError) as info:
+        stub.RepositoryModelUnload(
+            service_pb2.RepositoryModelUnloadRequest(model_name="nosuch"), timeout=30
+        )
+    assert (info.value.code(), info.value.details()) == (
+        grpc.StatusCode.NOT_FOUND,
+        "failed to unload 'nosuch', model is not in the repository",
+    )
     channel.close()
     assert up.model("at_rest")["replicas_ready"] == 0
     with pytest.raises(urllib.error.HTTPError) as status:
