@@ -344,3 +344,33 @@ def test_cuda_shared_memory_of_a_triton_without_a_gpu(
 def test_an_ensembles_config_has_only_tritons_fields(url: str) -> None:
     config = requests.get(f"{url}/v2/models/ens/config", timeout=30).json()
     assert list(config["ensemble_scheduling"]) == ["step"]  # no max_inflight_requests
+
+
+# -- unload and the ensembles that run a model ---------------------------------------------
+
+
+def test_an_unload_takes_its_ensembles_and_with_dependents_their_models(tmp_path: Path) -> None:
+    # Triton 2.51, observed: unloading a model an ensemble runs unloads the ensemble too (thaw
+    # left it READY, failing each request); `unload_dependents` on an ensemble unloads the
+    # models it runs that no model still up runs (thaw ignored the flag).
+    repo = _repository(tmp_path)
+    (repo / "ens2" / "1").mkdir(parents=True)
+    (repo / "ens2" / "config.pbtxt").write_text((repo / "ens" / "config.pbtxt").read_text())
+    with serving(repo, "--model-control-mode", "explicit", "--load-model", "*") as process:
+        client = grpcclient.InferenceServerClient(process.grpc_address)
+        client.unload_model("simple")
+        assert not any(client.is_model_ready(m) for m in ("simple", "ens", "ens2"))
+        client.load_model("ens")
+        client.load_model("ens2")
+        assert client.is_model_ready("simple")
+        client.unload_model("ens", unload_dependents=True)  # ens2 still runs simple
+        ready = {m: client.is_model_ready(m) for m in ("simple", "ens", "ens2")}
+        assert ready == {"simple": True, "ens": False, "ens2": True}
+        client.unload_model("ens2", unload_dependents=True)
+        assert not client.is_model_ready("simple")
+        rows = {(r["name"], r.get("reason")) for r in client.get_model_repository_index(
+            as_json=True)["models"]}  # fmt: skip
+        assert {("ens", "unloaded"), ("ens2", "unloaded"), ("simple", "unloaded")} <= rows
+        client.load_model("ens")  # an ensemble's load brings back what it runs
+        assert client.is_model_ready("simple") and client.is_model_ready("ens")
+        client.close()

@@ -13,6 +13,7 @@ from tritonconfig import (
     fill_defaults,
     normalize_platform,
     parse_config,
+    unloaded_with,
     validate_config,
 )
 
@@ -161,3 +162,15 @@ def test_platform_and_backend_that_disagree_are_refused() -> None:
     config = parse_config('platform: "onnxruntime_onnx" backend: "pytorch"', "c")
     with pytest.raises(ModelConfigError, match="does not match"):
         normalize_platform(config, None, "c")
+
+
+def test_an_unload_takes_down_what_triton_takes_down_with_it() -> None:
+    # Triton 2.51, observed: the ensembles that run a model go with it; with
+    # unload_dependents, so do the models an ensemble runs that nothing still up runs.
+    runs = {"ens": {"simple"}, "ens2": {"simple"}, "outer": {"ens", "other"}}
+    assert unloaded_with("simple", runs, unload_dependents=False) == {"ens", "ens2", "outer"}
+    assert unloaded_with("ens", runs, unload_dependents=False) == {"outer"}
+    # simple stays for ens2; other is run by outer alone
+    assert unloaded_with("ens", runs, unload_dependents=True) == {"outer", "other"}
+    assert unloaded_with("ens2", {"ens2": {"simple"}}, unload_dependents=True) == {"simple"}
+    assert unloaded_with("ens2", {"ens2": {"simple"}}, unload_dependents=False) == set()
