@@ -31,6 +31,7 @@ __all__ = [
     "overrides_from_json",
     "refused",
     "unload_dependents_from_grpc",
+    "unload_dependents_from_json",
 ]
 
 _LOAD_FAILED = "failed to poll from model repository"
@@ -176,6 +177,16 @@ def overrides_from_grpc(parameters: Mapping[str, Any]) -> LoadOverride | None:
             check_load_path(path)
             files[path] = bytes(param.bytes_param)
     return _override(config, files)
+
+
+def unload_dependents_from_json(params: Mapping[str, Any]) -> bool:
+    """A REST unload's `parameters.unload_dependents` (False when absent); anything but a
+    JSON boolean is a LoadParameterError (Triton ignores it: a flag that says nothing is
+    refused, not guessed at)."""
+    value = params.get("unload_dependents", False)
+    if not isinstance(value, bool):
+        raise LoadParameterError("parameter 'unload_dependents' must be true or false")
+    return value
 
 
 def unload_dependents_from_grpc(parameters: Mapping[str, Any]) -> bool:

@@ -42,6 +42,7 @@ from activator.scaler.runtime_control import RuntimeControl
 from thawwire.load_overrides import LoadOverride
 from thawwire.model_control import unload_not_in_repository
 from thawwire.names import is_model_name
+from tritonconfig import unloaded_with
 
 __all__ = ["LoadCalls", "LoadedModel"]
 
@@ -129,13 +130,34 @@ class LoadCalls:
             if record is not None:
                 record.endpoint.poke()
 
-    async def unload(self, name: str, *, wait: bool = True) -> None:
+    async def unload(
+        self, name: str, *, wait: bool = True, unload_dependents: bool = False
+    ) -> None:
         """The repository unload call: refused from now on (explicit mode), its replicas
         drained to zero (activator.fleet.reload); it keeps no `min_replicas` until loaded
         again (activator.endpoint.autoscaler.kept_replicas). Without `wait` the drain runs
         on after the return, as Triton's unload "does not wait for the model to be fully
         unloaded": a call that came through one of the model's own replicas (a handed-off
-        connection) cannot wait for that replica's drain, which waits for the call."""
+        connection) cannot wait for that replica's drain, which waits for the call. The
+        loaded ensembles that run it are unloaded with it, and with `unload_dependents` the
+        models an unloaded ensemble runs that no loaded model still runs, as Triton 2.51's
+        unload (tritonconfig.unloaded_with); ensembles first."""
+        also: set[str] = set()
+        if name in self._models:
+            runs = {
+                model: set(record.composing)
+                for model, record in self._models.items()
+                if record.composing and self._states.loaded(model)
+            }
+            also = unloaded_with(name, runs, unload_dependents=unload_dependents)
+            for model in sorted(m for m in also if m in runs):
+                await self._unload_one(model, wait=wait)
+        await self._unload_one(name, wait=wait)
+        for model in sorted(also):
+            if not self._models[model].composing:
+                await self._unload_one(model, wait=wait)
+
+    async def _unload_one(self, name: str, *, wait: bool) -> None:
         if name in self._models:  # a served model (not unavailable, not unknown)
             if self._shared is not None:  # the fleet's first (503 when it cannot be written)
                 await self._shared.write_load_states({name: "unloaded"})

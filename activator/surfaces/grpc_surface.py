@@ -208,15 +208,14 @@ class GrpcSurface:
 
     async def unload(self, request: Any, context: Context) -> Any:
         """Scale the model to zero now (draining in-flight requests)."""
-        try:
-            # checked first, as a replica checks it; only this model goes to zero either way
-            unload_dependents_from_grpc(request.parameters)
+        try:  # checked first, as Triton's frontend checks it
+            dependents = unload_dependents_from_grpc(request.parameters)
         except LoadParameterError as exc:
             raise BadRequest(exc.message) from None
         self._require_model_control()
         if request.repository_name:
             raise NotSupported(_NO_REPOSITORY_NAME)
-        await self._fleet.unload(request.model_name)
+        await self._fleet.unload(request.model_name, unload_dependents=dependents)
         return pb.RepositoryModelUnloadResponse()
 
     # ---- forwarded --------------------------------------------------------------------------

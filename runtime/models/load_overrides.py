@@ -19,6 +19,7 @@ __all__ = [
     "overrides_from_grpc",
     "overrides_from_json",
     "unload_dependents_from_grpc",
+    "unload_dependents_from_json",
 ]
 
 Overrides = tuple[str | None, dict[str, bytes] | None]
@@ -48,6 +49,14 @@ def check_load_parameters(parameters: Mapping[str, Any]) -> None:
     """A RepositoryModelLoad's `parameters` by kind and name (Triton's words if wrong)."""
     try:
         _wire.check_load_parameters(parameters)
+    except LoadParameterError as exc:
+        raise InvalidInput(exc.message) from None
+
+
+def unload_dependents_from_json(params: Mapping[str, Any]) -> bool:
+    """A REST unload's `parameters.unload_dependents` (a JSON boolean, refused if not)."""
+    try:
+        return _wire.unload_dependents_from_json(params)
     except LoadParameterError as exc:
         raise InvalidInput(exc.message) from None
 

@@ -23,7 +23,7 @@ from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
 from tests.fakes.loop import HUNG_AFTER_S, eventually
-from tests.fixtures.models import make_add_sub, make_slow_init
+from tests.fixtures.models import make_add_sub, make_ensemble, make_slow_init
 from tests.fixtures.up_process import UpProcess, light_args, make_broken, with_params
 
 pytestmark = pytest.mark.integration
@@ -359,3 +359,44 @@ def test_control_calls_are_refused_in_tritons_words(up: UpProcess) -> None:
     with pytest.raises(urllib.error.HTTPError) as status:
         urllib.request.urlopen(f"{up.url}/v2/cudasharedmemory/region/nope/status", timeout=10)
     assert status.value.code == 404  # Triton's NOT_FOUND (was 400)
+
+
+_ENSEMBLE = """
+name: "{name}"
+platform: "ensemble"
+input [ {{ name: "A" data_type: TYPE_FP32 dims: [ 4 ] }},
+        {{ name: "B" data_type: TYPE_FP32 dims: [ 4 ] }} ]
+output [ {{ name: "S" data_type: TYPE_FP32 dims: [ 4 ] }} ]
+ensemble_scheduling {{ step [ {{ model_name: "add_sub" model_version: -1
+  input_map {{ key: "INPUT0" value: "A" }} input_map {{ key: "INPUT1" value: "B" }}
+  output_map {{ key: "OUTPUT0" value: "S" }} }} ] }}
+"""
+
+
+def test_an_unload_takes_its_ensembles_and_with_dependents_their_models(tmp_path: Path) -> None:
+    # As Triton 2.51 and thaw serve (tests/integration/runtime/test_triton_parity_grpc.py):
+    # the activator answers unloads itself, so it applies the same rule
+    # (tritonconfig.unloaded_with); thaw up left the ensembles loaded and ignored the flag.
+    repo = tmp_path / "repo"
+    make_add_sub(repo, "add_sub")
+    for name in ("ens", "ens2"):
+        make_ensemble(repo, name, _ENSEMBLE.format(name=name))
+    server = UpProcess(
+        repo, *light_args(repo), "--model-control-mode", "explicit", "--load-model-at-zero=*"
+    )
+    try:
+        client = grpcclient.InferenceServerClient(server.grpc_address)
+        models = ("add_sub", "ens", "ens2")
+        client.unload_model("add_sub")
+        assert not any(client.is_model_ready(m) for m in models)
+        client.load_model("ens")
+        client.load_model("ens2")
+        client.unload_model("ens", unload_dependents=True)  # ens2 still runs add_sub
+        assert [client.is_model_ready(m) for m in models] == [True, False, True]
+        client.unload_model("ens2", unload_dependents=True)
+        assert not any(client.is_model_ready(m) for m in models)
+        client.load_model("ens")
+        assert [client.is_model_ready(m) for m in models] == [True, True, False]
+        client.close()
+    finally:
+        server.stop()
