@@ -374,3 +374,33 @@ def test_an_unload_takes_its_ensembles_and_with_dependents_their_models(tmp_path
         client.load_model("ens")  # an ensemble's load brings back what it runs
         assert client.is_model_ready("simple") and client.is_model_ready("ens")
         client.close()
+
+
+def test_a_version_a_load_left_out_keeps_its_index_row(tmp_path: Path) -> None:
+    # Triton 2.51, observed: version 1 replaced by a load's `file:5/...` stays in the index,
+    # "unloaded", and so does 5 once the repository's own files are loaded again (thaw
+    # listed only the versions serving).
+    repo = _repository(tmp_path)
+    config = (
+        '{"backend": "python", "input": [{"name": "IN", "data_type": "TYPE_STRING", '
+        '"dims": [-1]}], "output": [{"name": "OUT", "data_type": "TYPE_STRING", "dims": [-1]}]}'
+    )
+    source = (repo / "strings" / "1" / "model.py").read_bytes()
+    with serving(repo, "--model-control-mode", "explicit", "--load-model", "strings") as process:
+        client = grpcclient.InferenceServerClient(process.grpc_address)
+
+        def rows() -> list[tuple[str, str, str]]:
+            index = client.get_model_repository_index(as_json=True)["models"]
+            return [
+                (r["version"], r["state"], r.get("reason", ""))
+                for r in index
+                if r["name"] == "strings"
+            ]
+
+        client.load_model("strings", config=config, files={"file:5/model.py": source})
+        assert rows() == [("1", "UNAVAILABLE", "unloaded"), ("5", "READY", "")]
+        client.unload_model("strings")
+        assert rows() == [("1", "UNAVAILABLE", "unloaded"), ("5", "UNAVAILABLE", "unloaded")]
+        client.load_model("strings")
+        assert rows() == [("1", "READY", ""), ("5", "UNAVAILABLE", "unloaded")]
+        client.close()
