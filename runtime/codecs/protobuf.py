@@ -41,6 +41,7 @@ from thawwire.shm_params import REGION, SHM_PARAMETERS, ShmRef, grpc_ref
 
 __all__ = [
     "THREAD_THRESHOLD_BYTES",
+    "UnknownDatatype",
     "decode_model_infer",
     "encode_model_infer",
     "message_ref",
@@ -188,13 +189,32 @@ def request_parameters(parameters: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
+class UnknownDatatype(InvalidInput):
+    """An input whose `datatype` names no datatype; `input_name` says which. Triton's core
+    words it against the model's input (`for_model`); without the model, Thaw's words."""
+
+    def __init__(self, input_name: str, datatype: str) -> None:
+        super().__init__(f"input '{input_name}' has unknown datatype {datatype!r}")
+        self.input_name = input_name
+
+    def for_model(self, model: str, inputs: Mapping[str, str]) -> InvalidInput:
+        """Triton's text when `model` (its input datatypes by name) has the input, else this."""
+        expected = inputs.get(self.input_name)
+        if expected is None:
+            return self
+        return InvalidInput(
+            f"inference input '{self.input_name}' data-type is '<invalid>', but model "
+            f"'{model}' expects '{expected}'"
+        )
+
+
 def _input(io: Any, raw: bytes | None, model: str) -> InferTensor:
     """An input whose data is `raw` or else its typed `contents` (its source already chosen)."""
     name, datatype = io.name, io.datatype
     if not name:
         raise InvalidInput("every input needs a non-empty 'name'")
     if datatype not in V2_DATATYPES:
-        raise InvalidInput(f"input '{name}' has unknown datatype {datatype!r}")
+        raise UnknownDatatype(name, datatype)
     shape = tuple(io.shape)
     count = checked_shape(name, datatype, shape)
     params = _tensor_parameters(io.parameters)

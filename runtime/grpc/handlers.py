@@ -35,7 +35,7 @@ from runtime.errors import (
     ModelNotLoaded,
     ServingError,
 )
-from runtime.grpc.stream import serve_stream
+from runtime.grpc.stream import in_model_words, serve_stream
 from runtime.header_forward import forwarded_headers
 from runtime.inference import InferRequest, InferResponse
 from runtime.models.lifecycle import ServerState
@@ -214,7 +214,7 @@ class GrpcHandlers:
         if isinstance(decoded, InvalidInput):
             # A bad request for a model that does not exist is a NOT_FOUND first (as on REST).
             self._manager.model_ready(*message_ref(name, version))
-            raise decoded
+            raise in_model_words(self._manager, decoded, name)
         request = decoded
         if self._forward is not None:  # `--grpc-header-forward-pattern`
             metadata = context.invocation_metadata() or ()

@@ -196,6 +196,20 @@ def test_raw_entries_past_the_last_input_are_not_read(
     assert sums.tolist() == [4.0, 4.0, 4.0, 4.0]
 
 
+def test_an_input_whose_datatype_is_no_datatype(
+    stub: service_pb2_grpc.GRPCInferenceServiceStub,
+) -> None:
+    request = service_pb2.ModelInferRequest(model_name="simple", id="dt")
+    for name, datatype in (("INPUT0", "FP32"), ("INPUT1", "fp32")):
+        request.inputs.add(name=name, datatype=datatype, shape=[4])
+        request.raw_input_contents.append(np.ones(4, np.float32).tobytes())
+    # Triton's core words it against the model (thaw: "input 'INPUT1' has unknown datatype")
+    message = "inference input 'INPUT1' data-type is '<invalid>', but model 'simple' expects 'FP32'"
+    assert _rpc_error(stub.ModelInfer, request) == (grpc.StatusCode.INVALID_ARGUMENT, message)
+    answers = list(stub.ModelStreamInfer(iter([request]), timeout=30))
+    assert [(a.infer_response.id, a.error_message) for a in answers] == [("dt", message)]
+
+
 @pytest.mark.parametrize(
     ("shape", "raw", "message"),
     [
