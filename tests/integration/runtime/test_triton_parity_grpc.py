@@ -418,3 +418,32 @@ def test_a_version_a_load_left_out_keeps_its_index_row(tmp_path: Path) -> None:
         client.load_model("strings")
         assert rows() == [("1", "READY", ""), ("5", "UNAVAILABLE", "unloaded")]
         client.close()
+
+
+def test_an_ensembles_answer_carries_the_sequence_parameters(
+    url: str, stub: service_pb2_grpc.GRPCInferenceServiceStub
+) -> None:
+    # Triton 2.51's ensemble answers echo the request's sequence parameters, or their
+    # defaults (thaw's carried none); a plain model's carry none on both.
+    inputs = [
+        {"name": name, "datatype": "FP32", "shape": [4], "data": [1, 2, 3, 4]}
+        for name in ("A", "B")
+    ]
+    body = {"parameters": {"sequence_id": 5, "sequence_start": True}, "inputs": inputs}
+    answer = requests.post(f"{url}/v2/models/ens/infer", json=body, timeout=30).json()
+    assert answer["parameters"] == {
+        "sequence_id": 5, "sequence_start": True, "sequence_end": False
+    }  # fmt: skip
+    assert list(answer) == ["model_name", "model_version", "parameters", "outputs"]
+    request = service_pb2.ModelInferRequest(model_name="ens")
+    for name in ("A", "B"):
+        request.inputs.add(name=name, datatype="FP32", shape=[4])
+        request.raw_input_contents.append(np.ones(4, np.float32).tobytes())
+    parameters = stub.ModelInfer(request, timeout=30).parameters
+    assert {key: parameters[key].WhichOneof("parameter_choice") for key in parameters} == {
+        "sequence_id": "int64_param", "sequence_start": "bool_param", "sequence_end": "bool_param"
+    }  # fmt: skip
+    assert parameters["sequence_id"].int64_param == 0
+    request.model_name = "simple"
+    request.inputs[0].name, request.inputs[1].name = "INPUT0", "INPUT1"
+    assert not stub.ModelInfer(request, timeout=30).parameters
