@@ -5,6 +5,7 @@ replicas' `nv_*` series on the activator's /metrics, monotonic across a scale to
 from __future__ import annotations
 
 import asyncio
+import json
 import queue
 import re
 import time
@@ -373,7 +374,7 @@ ensemble_scheduling {{ step [ {{ model_name: "add_sub" model_version: -1
 """
 
 
-def test_an_unload_takes_its_ensembles_and_with_dependents_their_models(tmp_path: Path) -> None:
+def test_unloads_and_the_index_follow_tritons_versions_and_ensembles(tmp_path: Path) -> None:
     # As Triton 2.51 and thaw serve (tests/integration/runtime/test_triton_parity_grpc.py):
     # the activator answers unloads itself, so it applies the same rule
     # (tritonconfig.unloaded_with); thaw up left the ensembles loaded and ignored the flag.
@@ -397,6 +398,21 @@ def test_an_unload_takes_its_ensembles_and_with_dependents_their_models(tmp_path
         assert not any(client.is_model_ready(m) for m in models)
         client.load_model("ens")
         assert [client.is_model_ready(m) for m in models] == [True, True, False]
+        # A version a load left out keeps its index row, "unloaded", as in Triton's index.
+        tensors = [
+            {"name": f"{kind}{i}", "data_type": "TYPE_FP32", "dims": [4]}
+            for kind in ("INPUT", "OUTPUT")
+            for i in (0, 1)
+        ]
+        config = {"backend": "python", "input": tensors[:2], "output": tensors[2:]}
+        source = (repo / "add_sub" / "1" / "model.py").read_bytes()
+        client.load_model("add_sub", config=json.dumps(config), files={"file:5/model.py": source})
+        rows = [
+            (r["version"], r["state"], r.get("reason", ""))
+            for r in client.get_model_repository_index(as_json=True)["models"]
+            if r["name"] == "add_sub"
+        ]
+        assert rows == [("1", "UNAVAILABLE", "unloaded"), ("5", "READY", "")]
         client.close()
     finally:
         server.stop()
