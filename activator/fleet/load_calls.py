@@ -149,13 +149,16 @@ class LoadCalls:
                 for model, record in self._models.items()
                 if record.composing and self._states.loaded(model)
             }
-            also = unloaded_with(name, runs, unload_dependents=unload_dependents)
-            for model in sorted(m for m in also if m in runs):
+            also = {  # served and loaded only: a step not loaded stays as it is
+                model
+                for model in unloaded_with(name, runs, unload_dependents=unload_dependents)
+                if model in self._models and self._states.loaded(model)
+            }
+            for model in sorted(also & runs.keys()):
                 await self._unload_one(model, wait=wait)
         await self._unload_one(name, wait=wait)
-        for model in sorted(also):
-            if not self._models[model].composing:
-                await self._unload_one(model, wait=wait)
+        for model in sorted(also - runs.keys()):
+            await self._unload_one(model, wait=wait)
 
     async def _unload_one(self, name: str, *, wait: bool) -> None:
         if name in self._models:  # a served model (not unavailable, not unknown)
