@@ -156,8 +156,8 @@ def deserialize_bytes(
     """Parse a BYTES wire buffer into an object array of `shape`; lies about lengths -> 400.
 
     The element count is checked as Triton's core does (`ValidateBytesInputs`): one element
-    too many stops the walk, too few is counted at the end; its texts, naming input `name`
-    and `model`.
+    too many stops the walk, too few is counted at the end (before a cut last element is
+    named); its texts, naming input `name` and `model`.
     """
     count = 1
     for dim in shape:
@@ -179,8 +179,14 @@ def deserialize_bytes(
             raise InvalidInput(
                 f"unexpected number of string elements {count + 1} for {what}, expecting {count}"
             )
-        if offset + length > len(view):  # (Triton 2.51's text names no model here)
-            raise InvalidInput(
+        if offset + length > len(view):
+            # The cut element is the last one read: Triton counts elements before it
+            # looks at the cut, so a short count is named first.
+            if len(items) + 1 != count:
+                raise InvalidInput(
+                    f"expected {count} string elements for {what}, got {len(items) + 1}"
+                )
+            raise InvalidInput(  # (Triton 2.51's text names no model here)
                 f"incomplete string data for inference input '{name}', expecting string of "
                 f"length {length} but only {len(view) - offset} bytes available"
             )

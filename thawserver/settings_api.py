@@ -206,10 +206,16 @@ def _check_method(request: web.Request) -> None:
         raise _Refused("Method Not Allowed", 405)
 
 
+# A LogSettingsRequest key sent without a value. Triton's gRPC frontend refuses it as a value
+# of the wrong kind ("expect boolean for 'log_info'"), where REST's `null` leaves a setting as
+# it is; no setting's type check accepts this object, so it gets those words.
+_NO_VALUE = object()
+
+
 def _param(value: Any) -> Any:
-    """A LogSettingsRequest.SettingValue as a JSON-like value (None when none is set)."""
+    """A LogSettingsRequest.SettingValue as a JSON-like value (`_NO_VALUE` when none is set)."""
     choice = value.WhichOneof("parameter_choice")
-    return None if choice is None else getattr(value, choice)
+    return _NO_VALUE if choice is None else getattr(value, choice)
 
 
 def _refusing(fn: Callable[[Any], Any]) -> Callable[[Any, Any], Coroutine[Any, Any, Any]]:

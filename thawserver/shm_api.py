@@ -6,7 +6,9 @@ replicas come and go). System shared memory is
 Triton's; CUDA shared memory is answered as a Triton built without GPU support answers it
 (2.51's frontends without TRITON_ENABLE_GPU): its status is empty, unregistering finds
 nothing to do, and registering is refused with "failed to register CUDA shared memory region:
-'<name>', GPUs not supported" (INVALID_ARG). A refusal is a 400 over REST and Triton's code
+'<name>', GPUs not supported" (INVALID_ARG) once its body or handle passes the checks a GPU
+build makes (a client's bad request is named as Triton's usual images name it). A refusal is a
+400 over REST (404 for the status of an unknown region, Triton's NOT_FOUND) and Triton's code
 over gRPC (NOT_FOUND, ALREADY_EXISTS, INVALID_ARGUMENT, INTERNAL); a register body that does
 not arrive in time is 408, as every body on both servers (thawserver.body_deadline). The REST
 handlers answer their own errors as `{"error": ...}` (the one shape both servers' middlewares
@@ -16,6 +18,7 @@ write), so that neither server keeps a copy of them.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
@@ -118,7 +121,7 @@ class RestSharedMemory:
 
     async def cuda(self, request: web.Request) -> web.Response:
         try:
-            return self._cuda(request)
+            return await self._cuda(request)
         except _Refused as exc:
             return json_response({"error": exc.message}, exc.status)
 
@@ -158,17 +161,51 @@ class RestSharedMemory:
             raise _Refused(exc.message, status) from None
         return web.Response(status=200, content_type="application/json")
 
-    def _cuda(self, request: web.Request) -> web.Response:
+    async def _cuda(self, request: web.Request) -> web.Response:
         action, region = _action(request)
         if action == "status":
             if region is not None:
-                raise _Refused(f"Unable to find cuda shared memory region: '{region}'")
+                # 404, Triton's NOT_FOUND, as for a system region (observed on 2.51)
+                raise _Refused(f"Unable to find cuda shared memory region: '{region}'", 404)
             return json_response([])
         if action == "register":
             if region is None:
                 raise _Refused("'region name' is necessary to register cuda shared memory region")
-            raise _Refused(cuda_unsupported(region).message)
+            try:
+                async with asyncio.timeout(self._body_timeout_s):
+                    doc = await _register_body(request)
+            except TimeoutError:
+                raise _Refused(
+                    body_timeout_message(self._body_timeout_s), BODY_TIMEOUT_STATUS
+                ) from None
+            raise _Refused(cuda_unsupported(region, _cuda_handle(doc)).message)
         return web.Response(status=200, content_type="application/json")
+
+
+def _cuda_handle(doc: dict[str, Any]) -> bytes:
+    """The raw handle of a CUDA register body, its members checked in Triton's order and words
+    (2.51's frontend with GPU support: `raw_handle`, its `b64`, `byte_size`, `device_id`, then
+    the handle's size); a handle that is not valid base64 is returned empty (no handle's size)."""
+    if "raw_handle" not in doc:
+        raise _Refused("Shared memory register request has no 'raw_handle' field")
+    raw_handle = doc["raw_handle"]
+    if not isinstance(raw_handle, dict) or "b64" not in raw_handle:
+        raise _Refused("attempt to access non-existing object member 'b64'")
+    if not isinstance(raw_handle["b64"], str):
+        raise _Refused("attempt to access JSON non-string as string")
+    for key in ("byte_size", "device_id"):
+        if key not in doc:
+            raise _Refused(f"attempt to access non-existing object member '{key}'")
+        value = doc[key]
+        if type(value) is not int or not 0 <= value < (1 << 64):
+            raise _Refused("attempt to access JSON non-unsigned-integer as unsigned-integer")
+    try:
+        handle = base64.b64decode(raw_handle["b64"], validate=True)
+    except ValueError:
+        handle = b""
+    if len(handle) != CUDA_IPC_HANDLE_BYTES:
+        raise _Refused("'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t")
+    return handle
 
 
 def _action(request: web.Request) -> tuple[str, str | None]:

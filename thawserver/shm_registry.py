@@ -136,9 +136,15 @@ class SystemSharedMemory:
             fd = self._open(key)
             try:
                 size = os.fstat(fd).st_size
-                if byte_size == 0 or offset + byte_size > size:
+                if offset + byte_size > size:
                     raise SharedMemoryError(
                         f"failed to register shared memory region '{name}': invalid args",
+                        ErrorKind.INVALID_ARG,
+                    )
+                if byte_size == 0:  # Triton's mmap of no bytes fails: its words (no space)
+                    raise SharedMemoryError(
+                        f"failed to register shared memory region '{name}': unable to process "
+                        "address spaceInvalid argument",
                         ErrorKind.INVALID_ARG,
                     )
             except BaseException:

@@ -6,6 +6,8 @@ and a client's shared-memory call that Triton would refuse.
       PoolProtocolError  a fork-server frame that is not the protocol (thawwire.pool_protocol)
     LoadOverrideError    a repository load's `config` or `file:` override that cannot be
                          used (thawwire.load_overrides); both servers answer it 400
+      LoadParameterError a load or unload gRPC parameter of the wrong kind or an unknown
+                         name, answered in Triton's words without the load's prefix
     SharedMemoryError    a system shared-memory registration or tensor reference that cannot
                          be served (thawserver.shm_registry, thawwire.shm_params); `kind` is
                          Triton's error code for it, each server maps it to its own error
@@ -18,7 +20,13 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["ErrorKind", "LoadOverrideError", "SharedMemoryError", "WireError"]
+__all__ = [
+    "ErrorKind",
+    "LoadOverrideError",
+    "LoadParameterError",
+    "SharedMemoryError",
+    "WireError",
+]
 
 
 class WireError(ValueError):
@@ -35,6 +43,11 @@ class LoadOverrideError(ValueError):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+class LoadParameterError(LoadOverrideError):
+    """A load or unload request parameter of the wrong kind or name, refused before any load,
+    in Triton's gRPC frontend's words (which, unlike a refused override's, name no model)."""
 
 
 class ErrorKind(StrEnum):

@@ -4,7 +4,9 @@ Both protocols carry them (REST: `parameters.config` and base64 `file:<path>` st
 `string_param` and `bytes_param` of the same keys) and both servers check them here (`thaw
 serve` loads them, `thaw up` writes them out and gives them to its replicas), so a bad override
 gets one answer whichever way and to whichever server it came. Each refusal is a
-`LoadOverrideError`, which both servers answer 400 as `failed to load '<name>', <why>`.
+`LoadOverrideError`, which both servers answer 400 as `failed to load '<name>', <why>`; a gRPC
+load or unload parameter of the wrong kind or name is a `LoadParameterError`, answered in
+Triton's words alone (INVALID_ARGUMENT).
 """
 
 from __future__ import annotations
@@ -16,17 +18,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from thawwire.errors import LoadOverrideError
+from thawwire.errors import LoadOverrideError, LoadParameterError
 from thawwire.grpc_messages import parameter_kind
 
 __all__ = [
     "LoadOverride",
     "check_config",
+    "check_load_parameters",
     "check_load_path",
     "load_overrides",
     "overrides_from_grpc",
     "overrides_from_json",
     "refused",
+    "unload_dependents_from_grpc",
+    "unload_dependents_from_json",
 ]
 
 _LOAD_FAILED = "failed to poll from model repository"
@@ -53,7 +58,10 @@ class LoadOverride:
 
 
 def refused(name: str, why: str) -> str:
-    """A load's refused override, in Triton's words (qa/L0_lifecycle test_file_override)."""
+    """A load's refused override, in Triton's words (qa/L0_lifecycle test_file_override), then
+    what was wrong: `failed to load '<name>', failed to poll from model repository: <why>`."""
+    if not why.startswith(_LOAD_FAILED):
+        why = f"{_LOAD_FAILED}: {why}"
     return f"failed to load '{name}', {why}"
 
 
@@ -133,28 +141,66 @@ def overrides_from_json(params: Mapping[str, Any]) -> LoadOverride | None:
     return _override(config, files)
 
 
-def overrides_from_grpc(parameters: Mapping[str, Any]) -> LoadOverride | None:
-    """A RepositoryModelLoad's `parameters` (`ModelRepositoryParameter`s by key), typed as
-    Triton's gRPC frontend requires: its override, or None when it has none."""
-    config = None
-    files: dict[str, bytes] = {}
+def check_load_parameters(parameters: Mapping[str, Any]) -> None:
+    """A RepositoryModelLoad's `parameters` checked by kind and name alone, as Triton's gRPC
+    frontend checks them before anything else (before the model control mode too): a
+    `config` that is no `string_param`, a `file:` that is no `bytes_param` or any other key is
+    a LoadParameterError."""
     for key, param in parameters.items():
         kind = parameter_kind(param)
         if key == "config":
             if kind != "string_param":
-                raise LoadOverrideError(
+                raise LoadParameterError(
                     "invalid value type for load parameter 'config', expected string_param."
                 )
-            config = check_config(param.string_param)
         elif key.startswith(FILE_PREFIX):
             if kind != "bytes_param":
-                raise LoadOverrideError(
+                raise LoadParameterError(
                     f"invalid value type for load parameter '{key[:80]}', expected bytes_param."
                 )
+        else:
+            raise LoadParameterError(f"unrecognized load parameter '{key[:80]}'.")
+
+
+def overrides_from_grpc(parameters: Mapping[str, Any]) -> LoadOverride | None:
+    """A RepositoryModelLoad's `parameters` (`ModelRepositoryParameter`s by key): its
+    override, or None when it has none. Every key is checked (`check_load_parameters`) before
+    any value is read."""
+    check_load_parameters(parameters)
+    config = None
+    files: dict[str, bytes] = {}
+    for key, param in parameters.items():
+        if key == "config":
+            config = check_config(param.string_param)
+        else:
             path = key.removeprefix(FILE_PREFIX)
             check_load_path(path)
             files[path] = bytes(param.bytes_param)
     return _override(config, files)
+
+
+def unload_dependents_from_json(params: Mapping[str, Any]) -> bool:
+    """A REST unload's `parameters.unload_dependents` (False when absent); anything but a
+    JSON boolean is a LoadParameterError (Triton ignores it: a flag that says nothing is
+    refused, not guessed at)."""
+    value = params.get("unload_dependents", False)
+    if not isinstance(value, bool):
+        raise LoadParameterError("parameter 'unload_dependents' must be true or false")
+    return value
+
+
+def unload_dependents_from_grpc(parameters: Mapping[str, Any]) -> bool:
+    """A RepositoryModelUnload's `unload_dependents` (False when absent); of another kind than
+    `bool_param` it is a LoadParameterError in Triton's words. Other keys are not read, as
+    Triton's frontend does not read them."""
+    param = parameters.get("unload_dependents")
+    if param is None:
+        return False
+    if parameter_kind(param) != "bool_param":
+        raise LoadParameterError(
+            "invalid value type for 'unload_dependents' parameter, expected bool_param."
+        )
+    return bool(param.bool_param)
 
 
 def _override(config: str | None, files: dict[str, bytes]) -> LoadOverride | None:

@@ -49,6 +49,7 @@ __all__ = [
     "not_in_repository",
     "not_ready",
     "not_unique",
+    "unload_not_in_repository",
 ]
 
 
@@ -111,6 +112,16 @@ def load_failed(name: str, why: str) -> str:
     return f"load failed for model '{name}': {why}"
 
 
+def unload_not_in_repository(name: str) -> str:
+    """An unload of model `name`, which has no directory in the model repository (Triton
+    answers OK; both Thaw servers refuse it, 404, in these words)."""
+    return f"failed to unload '{name}', model is not in the repository"
+
+
 def not_in_repository(name: str) -> str:
-    """A load of model `name`, which has no directory in the model repository."""
-    return f"failed to load '{name}': no such model in the repository"
+    """A load of model `name`, which has no directory in the model repository: Triton's
+    words (its qa/L0_lifecycle asserts them, over REST and gRPC), then what they mean."""
+    return (
+        f"failed to load '{name}', failed to poll from model repository: no such model in the "
+        "repository"
+    )

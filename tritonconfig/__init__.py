@@ -43,6 +43,7 @@ from tritonconfig.ensemble import (
     ensemble_cycle,
     ensemble_steps,
     is_ensemble,
+    unloaded_with,
 )
 from tritonconfig.errors import ModelConfigError
 from tritonconfig.onnx_autocomplete import DEFAULT_MAX_BATCH_SIZE, autocomplete_from_onnx
@@ -112,5 +113,6 @@ __all__ = [
     "sequence_idle_us",
     "tensorrt_parameters",
     "tensorrt_provider_options",
+    "unloaded_with",
     "validate_config",
 ]

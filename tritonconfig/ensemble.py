@@ -10,8 +10,9 @@ Triton only says that a tensor "is not connected".
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Hashable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from tritonconfig.errors import ModelConfigError
 from tritonconfig.schema import mc
@@ -22,6 +23,7 @@ __all__ = [
     "composing_models",
     "ensemble_steps",
     "is_ensemble",
+    "unloaded_with",
     "validate_ensemble",
 ]
 
@@ -94,6 +96,33 @@ def ensemble_cycle(name: str, steps_of: Callable[[str], list[str]]) -> list[str]
         return []
 
     return walk(name, [name])
+
+
+def unloaded_with(
+    target: Hashable, runs: Mapping[Any, Collection[Any]], *, unload_dependents: bool
+) -> set[Any]:
+    """The loaded models an unload of `target` takes down with it, as Triton 2.51 does
+    (observed side by side): every ensemble that runs a model going down; with
+    `unload_dependents`, also every model a going-down ensemble runs that no model still up
+    runs. `runs` maps each loaded ensemble to the models its steps run; both rules repeat
+    until nothing changes (ensembles of ensembles)."""
+    down = {target}
+    changed = True
+    while changed:
+        changed = False
+        for ensemble, steps in runs.items():
+            if ensemble not in down and any(step in down for step in steps):
+                down.add(ensemble)
+                changed = True
+        if not unload_dependents:
+            continue
+        for ensemble in [e for e in runs if e in down]:
+            for step in runs[ensemble]:
+                users = [e for e, steps in runs.items() if step in steps]
+                if step not in down and all(user in down for user in users):
+                    down.add(step)
+                    changed = True
+    return down - {target}
 
 
 def cycle_error(cycle: list[str]) -> str:

@@ -22,6 +22,11 @@ _INT64_TYPES = frozenset(
 )
 
 
+# Fields of tritonclient's newer model_config.proto that Triton 2.51's schema lacks, so its
+# `/config` never writes them (observed side by side): left out while at their default.
+_NEWER_THAN_TRITON = {"ModelEnsembling": ("max_inflight_requests", 0)}
+
+
 def config_to_json(config: mc.ModelConfig) -> dict[str, Any]:
     """The config as Triton's `/config` returns it: proto names, defaults, int64 as numbers."""
     data = json_format.MessageToDict(
@@ -47,6 +52,9 @@ def _in_field_order(desc: descriptor.Descriptor, data: dict[str, Any]) -> dict[s
         ordered[field.name] = value
     for key, value in data.items():  # nothing should be left, but never drop a field
         ordered.setdefault(key, value)
+    newer = _NEWER_THAN_TRITON.get(desc.name)
+    if newer is not None and ordered.get(newer[0]) == newer[1]:
+        del ordered[newer[0]]
     return ordered
 
 

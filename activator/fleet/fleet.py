@@ -204,10 +204,13 @@ class Fleet:
         ensemble's steps (activator.fleet.load_calls)."""
         await self._load_calls.load(name, override)
 
-    async def unload(self, name: str, *, wait: bool = True) -> None:
+    async def unload(
+        self, name: str, *, wait: bool = True, unload_dependents: bool = False
+    ) -> None:
         """The repository unload call: refused from now on (explicit mode), its replicas
-        drained to zero (activator.fleet.load_calls; `wait`: before the return)."""
-        await self._load_calls.unload(name, wait=wait)
+        drained to zero, with the models that go with it (activator.fleet.load_calls;
+        `wait`: before the return)."""
+        await self._load_calls.unload(name, wait=wait, unload_dependents=unload_dependents)
 
     def endpoint(self, name: str) -> ModelEndpoint:
         """The served model's endpoint; else the repository's error for `name` (UnknownModel,

@@ -33,13 +33,16 @@ import aiohttp
 
 from activator.endpoint.model_endpoint import ModelEndpoint
 from activator.endpoint.replica import Replica
-from activator.errors import ActivationFailed
+from activator.errors import ActivationFailed, UnknownModel
 from activator.fleet.load_state import LoadStates
 from activator.fleet.reload import Reloader
 from activator.fleet.repository import Repository, ambiguous_steps
 from activator.scaler.backend import SharedLoadState
 from activator.scaler.runtime_control import RuntimeControl
 from thawwire.load_overrides import LoadOverride
+from thawwire.model_control import unload_not_in_repository
+from thawwire.names import is_model_name
+from tritonconfig import unloaded_with
 
 __all__ = ["LoadCalls", "LoadedModel"]
 
@@ -127,13 +130,37 @@ class LoadCalls:
             if record is not None:
                 record.endpoint.poke()
 
-    async def unload(self, name: str, *, wait: bool = True) -> None:
+    async def unload(
+        self, name: str, *, wait: bool = True, unload_dependents: bool = False
+    ) -> None:
         """The repository unload call: refused from now on (explicit mode), its replicas
         drained to zero (activator.fleet.reload); it keeps no `min_replicas` until loaded
         again (activator.endpoint.autoscaler.kept_replicas). Without `wait` the drain runs
         on after the return, as Triton's unload "does not wait for the model to be fully
         unloaded": a call that came through one of the model's own replicas (a handed-off
-        connection) cannot wait for that replica's drain, which waits for the call."""
+        connection) cannot wait for that replica's drain, which waits for the call. The
+        loaded ensembles that run it are unloaded with it, and with `unload_dependents` the
+        models an unloaded ensemble runs that no loaded model still runs, as Triton 2.51's
+        unload (tritonconfig.unloaded_with); ensembles first."""
+        also: set[str] = set()
+        if name in self._models:
+            runs = {
+                model: set(record.composing)
+                for model, record in self._models.items()
+                if record.composing and self._states.loaded(model)
+            }
+            also = {  # served and loaded only: a step not loaded stays as it is
+                model
+                for model in unloaded_with(name, runs, unload_dependents=unload_dependents)
+                if model in self._models and self._states.loaded(model)
+            }
+            for model in sorted(also & runs.keys()):
+                await self._unload_one(model, wait=wait)
+        await self._unload_one(name, wait=wait)
+        for model in sorted(also - runs.keys()):
+            await self._unload_one(model, wait=wait)
+
+    async def _unload_one(self, name: str, *, wait: bool) -> None:
         if name in self._models:  # a served model (not unavailable, not unknown)
             if self._shared is not None:  # the fleet's first (503 when it cannot be written)
                 await self._shared.write_load_states({name: "unloaded"})
@@ -143,6 +170,11 @@ class LoadCalls:
             if not wait:
                 self._drain_later(name, direct_told=True)
                 return
+        if name not in self._models and is_model_name(name):
+            try:
+                self._repository.get(name)  # its 503 or 400 for what it cannot serve
+            except UnknownModel:  # no such directory: thaw serve's words, one answer on both
+                raise UnknownModel(unload_not_in_repository(name)) from None
         await self._reloader.unload(name, self._states.refusal(name))
 
     async def _unload_on_direct_replicas(self, name: str) -> None:

@@ -271,6 +271,9 @@ class Repository:
         # without one (a Repository made without a scan) reads as having no files: its first
         # re-read sees a change.
         self._fingerprints: dict[str, Fingerprint] = dict(fingerprints or {})
+        # Each model's versions that a later entry left out (a load's `file:`s, a new latest):
+        # Triton's index keeps their rows, "unloaded" (activator.surfaces.answers.index_rows).
+        self.retired_versions: dict[str, frozenset[str]] = {}
         self._reading = reading or _Reading()
         # Why the repositories could not all be read, when `scan(missing_ok=True)` went on
         # without one (tritonserver's `--exit-on-error=false`): `thaw up` then answers, neither
@@ -431,6 +434,10 @@ class Repository:
     def install(self, entry: ModelEntry, files: Fingerprint) -> None:
         """Serve `entry` from now on (a model added, or its new files); `files`: the
         fingerprint it was read with."""
+        old = self._entries.get(entry.name)
+        if old is not None:
+            retired = self.retired_versions.get(entry.name, frozenset()) | set(old.versions)
+            self.retired_versions[entry.name] = retired - set(entry.versions)
         self._entries[entry.name] = entry
         self.unavailable.pop(entry.name, None)
         self.ambiguous.pop(entry.name, None)

@@ -80,7 +80,8 @@ def index_rows(fleet: Fleet, *, ready_only: bool) -> list[dict[str, Any]]:
     """Triton's index: a row per served version; `reason` only when there is one (without
     the server's directories, as every error a client reads). In
     explicit mode a model never loaded is its name alone, an unloaded one UNAVAILABLE with
-    reason `unloaded` (as `thaw serve`'s, runtime.models.model_entry)."""
+    reason `unloaded` (as `thaw serve`'s, runtime.models.model_entry), and so is a version a
+    later load left out; rows in name and version order."""
     rows: list[dict[str, Any]] = []
     for name in fleet.repository.names():
         state = fleet.load_states.state(name)
@@ -89,13 +90,20 @@ def index_rows(fleet: Fleet, *, ready_only: bool) -> list[dict[str, Any]]:
             continue
         endpoint = fleet.endpoint(name)
         failed = endpoint.ready_count == 0 and endpoint.last_error is not None
-        for version in fleet.repository.get(name).versions:
+        versions = fleet.repository.get(name).versions
+        for version in versions:
             row = {"name": name, "version": version, "state": "READY"}
             if state is LoadState.UNLOADED:
                 row.update(state="UNAVAILABLE", reason=str(state))
             elif failed:
                 row.update(state="UNAVAILABLE", reason=endpoint.last_error or "")
             rows.append(row)
+        for version in fleet.repository.retired_versions.get(name, ()):
+            if version not in versions:  # left out by a later load: Triton keeps its row
+                unloaded = str(LoadState.UNLOADED)
+                rows.append(
+                    {"name": name, "version": version, "state": "UNAVAILABLE", "reason": unloaded}
+                )
     for name, reason in fleet.repository.unavailable.items():
         rows.append({"name": name, "state": "UNAVAILABLE", "reason": reason})
     for name, directories in fleet.repository.ambiguous.items():
@@ -106,7 +114,7 @@ def index_rows(fleet: Fleet, *, ready_only: bool) -> list[dict[str, Any]]:
         rows = [r for r in rows if r.get("state") == "READY"]
     # A reason is a load's error: without the server's directories (thawserver.redaction).
     rows = fleet.config.redactor.index(rows)
-    return sorted(rows, key=lambda r: (r["name"], r.get("version", "")))
+    return sorted(rows, key=lambda r: (r["name"], int(r.get("version") or -1)))
 
 
 async def stats_rows(fleet: Fleet, name: str | None, version: str | None) -> list[dict[str, Any]]:

@@ -56,9 +56,9 @@ from thawserver.shm_api import RestSharedMemory
 from thawserver.shm_registry import SystemSharedMemory
 from thawserver.transfer_coding import refuse_unknown_codings
 from thawwire import openai_api, server_info
-from thawwire.errors import LoadOverrideError
+from thawwire.errors import LoadOverrideError, LoadParameterError
 from thawwire.internal_calls import HEADER as INTERNAL_HEADER
-from thawwire.load_overrides import overrides_from_json, refused
+from thawwire.load_overrides import overrides_from_json, refused, unload_dependents_from_json
 from thawwire.model_control import CONTROL_DISABLED
 from thawwire.names import canonical_version, is_digits, version_refusal
 from thawwire.paths import MODEL, MODEL_VERSION, sent_back
@@ -459,9 +459,17 @@ async def unload(request: web.Request) -> web.Response:
     (a client's handed-off connection) returns once the model is refused, its drain running
     on: the replica that carries the call may be one the drain waits for."""
     _require_model_control(request.app[FLEET])
-    await _json_object(request)
+    params = (await _json_object(request)).get("parameters") or {}
+    if not isinstance(params, dict):
+        raise BadRequest("'parameters' must be a JSON object")
+    try:  # as a replica reads it (thawwire.load_overrides)
+        dependents = unload_dependents_from_json(params)
+    except LoadParameterError as exc:
+        raise BadRequest(exc.message) from None
     wait = not sent_back(request.path_qs)
-    await request.app[FLEET].unload(request.match_info["model"], wait=wait)
+    await request.app[FLEET].unload(
+        request.match_info["model"], wait=wait, unload_dependents=dependents
+    )
     return web.Response(status=200)
 
 

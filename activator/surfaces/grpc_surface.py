@@ -44,7 +44,7 @@ from thawserver.settings_api import SettingsApi
 from thawserver.shm_api import grpc_shm_methods
 from thawserver.shm_registry import SystemSharedMemory
 from thawwire import server_info
-from thawwire.errors import LoadOverrideError
+from thawwire.errors import LoadOverrideError, LoadParameterError
 from thawwire.grpc_messages import (
     config_response,
     index_response,
@@ -53,7 +53,12 @@ from thawwire.grpc_messages import (
     statistics_response,
 )
 from thawwire.grpc_service import Method, pb
-from thawwire.load_overrides import overrides_from_grpc, refused
+from thawwire.load_overrides import (
+    check_load_parameters,
+    overrides_from_grpc,
+    refused,
+    unload_dependents_from_grpc,
+)
 from thawwire.model_control import CONTROL_DISABLED
 
 __all__ = ["GrpcSurface", "bind_grpc_server", "start_grpc_server"]
@@ -188,6 +193,10 @@ class GrpcSurface:
     async def load(self, request: Any, context: Context) -> Any:
         """Re-read the model's directory (activator.fleet.reload), then warm it: returns once
         one replica is ready (or the wake-up failed)."""
+        try:  # the parameters' kinds first, as Triton's frontend checks them
+            check_load_parameters(request.parameters)
+        except LoadParameterError as exc:
+            raise BadRequest(exc.message) from None
         self._require_model_control()
         if request.repository_name:
             raise NotSupported(_NO_REPOSITORY_NAME)
@@ -200,10 +209,14 @@ class GrpcSurface:
 
     async def unload(self, request: Any, context: Context) -> Any:
         """Scale the model to zero now (draining in-flight requests)."""
+        try:  # checked first, as Triton's frontend checks it
+            dependents = unload_dependents_from_grpc(request.parameters)
+        except LoadParameterError as exc:
+            raise BadRequest(exc.message) from None
         self._require_model_control()
         if request.repository_name:
             raise NotSupported(_NO_REPOSITORY_NAME)
-        await self._fleet.unload(request.model_name)
+        await self._fleet.unload(request.model_name, unload_dependents=dependents)
         return pb.RepositoryModelUnloadResponse()
 
     # ---- forwarded --------------------------------------------------------------------------

@@ -6,8 +6,9 @@ through runtime.datatypes (`from_wire`, BYTES length prefixes, BF16 as uint16 wo
 through `codec.checked_shape`, before anything is allocated.
 
 Inputs carry their data in `raw_input_contents` (what tritonclient sends: one entry per input,
-in input order) or in the typed `contents` of the input (never both in one request, as
-Triton refuses), or in a registered shared-memory region (`shared_memory_*` parameters, read
+in input order; entries past the last input are not read, as Triton's) or in the typed
+`contents` of the input (never both in one request, as Triton refuses), or in a registered
+shared-memory region (`shared_memory_*` parameters, read
 through the request's runtime.codecs.shm_tensors binding; such inputs take no raw entry). Outputs
 always leave in `raw_output_contents`, one entry per output, as Triton writes them: empty for
 an output written to shared memory. Request parameters become the plain values HTTP's JSON
@@ -29,7 +30,7 @@ import numpy as np
 
 from runtime.codecs.rest import checked_shape, selected_outputs, tensor_bytes
 from runtime.codecs.shm_tensors import ShmBinding
-from runtime.datatypes import V2_DATATYPES, from_wire, v2_to_numpy
+from runtime.datatypes import V2_DATATYPES, element_size, from_wire, v2_to_numpy
 from runtime.errors import InvalidInput, ModelNotFound
 from runtime.inference import InferRequest, InferResponse, InferTensor, RequestedOutput
 from thawwire.errors import SharedMemoryError
@@ -40,6 +41,7 @@ from thawwire.shm_params import REGION, SHM_PARAMETERS, ShmRef, grpc_ref
 
 __all__ = [
     "THREAD_THRESHOLD_BYTES",
+    "UnknownDatatype",
     "decode_model_infer",
     "encode_model_infer",
     "message_ref",
@@ -65,22 +67,21 @@ _TYPED_PARAMETERS: dict[str, tuple[frozenset[str], str]] = {
     "triton_enable_empty_final_response": (frozenset({"bool_param"}), "bool_param"),
 }
 
-# The typed `contents` field each datatype's elements travel in, and its carrier dtype.
-_CONTENTS_FIELD: dict[str, str] = {
-    "BOOL": "bool_contents",
-    "INT8": "int_contents",
-    "INT16": "int_contents",
-    "INT32": "int_contents",
-    "INT64": "int64_contents",
-    "UINT8": "uint_contents",
-    "UINT16": "uint_contents",
-    "UINT32": "uint_contents",
-    "UINT64": "uint64_contents",
-    "FP32": "fp32_contents",
-    "FP64": "fp64_contents",
-    "BYTES": "bytes_contents",
-}
-_CONTENTS_FIELDS = tuple(sorted(set(_CONTENTS_FIELD.values())))
+# The typed `contents` fields in Triton's order of looking at them (the message's), each with
+# the element type it carries; None: the 32-bit integer fields, which carry 8- and 16-bit types
+# too (_NARROW), else their own (_WIDE).
+_TRITON_FIELD_ORDER: tuple[tuple[str, str | None], ...] = (
+    ("bool_contents", "BOOL"),
+    ("int_contents", None),
+    ("int64_contents", "INT64"),
+    ("uint_contents", None),
+    ("uint64_contents", "UINT64"),
+    ("fp32_contents", "FP32"),
+    ("fp64_contents", "FP64"),
+    ("bytes_contents", "BYTES"),
+)
+_NARROW = {"int_contents": ("INT8", "INT16"), "uint_contents": ("UINT8", "UINT16")}
+_WIDE = {"int_contents": "INT32", "uint_contents": "UINT32"}
 
 
 def decode_model_infer(message: Any, *, shm: ShmBinding | None = None) -> InferRequest:
@@ -92,45 +93,45 @@ def decode_model_infer(message: Any, *, shm: ShmBinding | None = None) -> InferR
         version = _canonical(version)
     raw = message.raw_input_contents
     ios = list(message.inputs)  # each input's wrapper made once
-    in_shm = sum(1 for io in ios if io.parameters and REGION in io.parameters)
-    if raw:
-        # Triton's frontend refuses an input sent both ways before it counts anything, naming
-        # the first such input in the request's order (grpc_explicit_int_content_client.py
-        # checks these words; a count check first answered differently).
-        for io in ios:
-            if io.HasField("contents") and not (io.parameters and REGION in io.parameters):
+    # Front to back first, as Triton's gRPC frontend hands inputs to its core: each input's
+    # source of data (a region, typed `contents` or the next `raw_input_contents` entry, in
+    # that order; entries past the last input are not read, as Triton does not read them).
+    any_shm = any(io.parameters and REGION in io.parameters for io in ios)
+    refs: list[ShmRef | None] = []
+    raw_data: list[bytes | None] = []
+    next_raw = 0
+    for io in ios:
+        ref = _shm_ref(io.parameters, io.name) if any_shm else None
+        refs.append(ref)
+        if ref is not None:
+            raw_data.append(None)
+        elif io.HasField("contents"):
+            if raw:
                 raise InvalidInput(
                     f"contents field must not be specified when using raw_input_contents for "
                     f"'{io.name}' for model '{model}'"
                 )
-    if raw and len(raw) != len(ios) - in_shm:
-        raise InvalidInput(
-            f"raw_input_contents holds {len(raw)} entries but the request has "
-            f"{len(ios) - in_shm} inputs for model '{model}'"
-            + (f" (besides {in_shm} in shared memory)" if in_shm else "")
-        )
+            _contents_field(io.contents, io.name, io.datatype, model)
+            raw_data.append(None)
+        elif next_raw < len(raw):
+            raw_data.append(raw[next_raw])
+            next_raw += 1
+        else:
+            raise InvalidInput(
+                f"unable to find data for input tensor '{io.name}' for model '{model}' in request."
+            )
     inputs: list[InferTensor] = []
     seen: set[str] = set()
-    # Back to front: Triton checks the inputs' data walking its request's input map, a
+    # Then back to front: Triton's core checks the inputs walking its request's input map, a
     # std::unordered_map that iterates newest first, so of two wrong inputs it names the last
     # one sent (qa/L0_input_validation pins it). No inputs at all is the model's business:
-    # a model whose inputs are all optional takes such a request. `raw_input_contents` holds
-    # the inputs not in shared memory, in order.
-    if in_shm:
-        refs = [_shm_ref(io.parameters, io.name) for io in ios]
-        raw_index, next_raw = [], 0
-        for ref in refs:
-            raw_index.append(next_raw)
-            next_raw += ref is None
-    else:  # the usual request: input i is raw_input_contents[i], if any
-        refs = [None] * len(ios)
-        raw_index = range(len(ios))  # type: ignore[assignment]
+    # a model whose inputs are all optional takes such a request.
     for index in reversed(range(len(ios))):
         io, ref = ios[index], refs[index]
         if ref is not None:
             tensor = _shm_input(io, ref, model, shm)
         else:
-            tensor = _input(io, raw[raw_index[index]] if raw else None, model)
+            tensor = _input(io, raw_data[index], model)
         if tensor.name in seen:
             raise InvalidInput(f"input '{tensor.name}' already exists in request")
         seen.add(tensor.name)
@@ -188,23 +189,39 @@ def request_parameters(parameters: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
+class UnknownDatatype(InvalidInput):
+    """An input whose `datatype` names no datatype; `input_name` says which. Triton's core
+    words it against the model's input (`for_model`); without the model, Thaw's words."""
+
+    def __init__(self, input_name: str, datatype: str) -> None:
+        super().__init__(f"input '{input_name}' has unknown datatype {datatype!r}")
+        self.input_name = input_name
+
+    def for_model(self, model: str, inputs: Mapping[str, str]) -> InvalidInput:
+        """Triton's text when `model` (its input datatypes by name) has the input, else this."""
+        expected = inputs.get(self.input_name)
+        if expected is None:
+            return self
+        return InvalidInput(
+            f"inference input '{self.input_name}' data-type is '<invalid>', but model "
+            f"'{model}' expects '{expected}'"
+        )
+
+
 def _input(io: Any, raw: bytes | None, model: str) -> InferTensor:
+    """An input whose data is `raw` or else its typed `contents` (its source already chosen)."""
     name, datatype = io.name, io.datatype
     if not name:
         raise InvalidInput("every input needs a non-empty 'name'")
     if datatype not in V2_DATATYPES:
-        raise InvalidInput(f"input '{name}' has unknown datatype {datatype!r}")
+        raise UnknownDatatype(name, datatype)
     shape = tuple(io.shape)
     count = checked_shape(name, datatype, shape)
     params = _tensor_parameters(io.parameters)
-    if raw is not None:  # an input with contents beside raw_input_contents is refused above
+    if raw is not None:
         data = from_wire(raw, name, datatype, shape, model=model)
-    elif io.HasField("contents"):
-        data = _typed_contents(io.contents, name, datatype, shape, count, model)
     else:
-        raise InvalidInput(
-            f"unable to find data for input tensor '{name}' for model '{model}' in request."
-        )
+        data = _typed_contents(io.contents, name, datatype, shape, count, model)
     return InferTensor(name, datatype, shape, data, params)
 
 
@@ -236,31 +253,52 @@ def _shm_input(io: Any, ref: ShmRef, model: str, shm: ShmBinding | None) -> Infe
     return InferTensor(name, datatype, shape, data, params)
 
 
+def _contents_field(contents: Any, name: str, datatype: str, model: str) -> str | None:
+    """The one typed field of `contents` that holds the input's elements (None: none does),
+    checked as Triton's gRPC frontend checks it: the fields in the message's order, each
+    one's element type against the input's datatype, a second field refused."""
+    chosen = None
+    for field, element_type in _TRITON_FIELD_ORDER:
+        if not len(getattr(contents, field)):
+            continue
+        if chosen is not None:
+            raise InvalidInput(
+                f"unexpected explicit tensor data for input tensor '{name}' for model "
+                f"'{model}', binary data was already supplied."
+            )
+        if element_type is None:  # 32-bit integer fields carry the narrower types too
+            element_type = datatype if datatype in _NARROW[field] else _WIDE[field]
+        if element_type != datatype:
+            expected = datatype if datatype in V2_DATATYPES else "<invalid>"
+            raise InvalidInput(
+                f"unexpected explicit tensor data for input tensor '{name}' for model "
+                f"'{model}' of type '{element_type}', expected datatype '{expected}'"
+            )
+        chosen = field
+    return chosen
+
+
 def _typed_contents(
     contents: Any, name: str, datatype: str, shape: tuple[int, ...], count: int, model: str
 ) -> np.ndarray:
-    """An input sent in `InferTensorContents` (one typed repeated field) as an array."""
-    present = [field for field in _CONTENTS_FIELDS if len(getattr(contents, field))]
-    expected = _CONTENTS_FIELD.get(datatype)
-    if count == 0 and not present:
-        return np.empty(shape, dtype=v2_to_numpy(datatype))
-    if expected is None:
-        raise InvalidInput(
-            f"input '{name}' of datatype {datatype} has no typed contents field: send it in "
-            "raw_input_contents"
-        )
-    if len(present) != 1 or present[0] != expected:
-        got = ", ".join(present) or "none"
-        raise InvalidInput(
-            f"unexpected explicit tensor data for input tensor '{name}' for model '{model}': "
-            f"datatype '{datatype}' takes {expected}, got {got}"
-        )
-    values = getattr(contents, expected)
+    """An input sent in `InferTensorContents` (its one field checked by `_contents_field`) as
+    an array; a count that is not the shape's is refused in the words Triton's core uses for
+    the bytes the field makes."""
+    field = _contents_field(contents, name, datatype, model)
+    values = getattr(contents, field) if field is not None else ()
     if len(values) != count:
+        if datatype == "BYTES":
+            raise InvalidInput(
+                f"expected {count} string elements for inference input '{name}' for model "
+                f"'{model}', got {len(values)}"
+            )
+        size = element_size(datatype)
         raise InvalidInput(
-            f"input '{name}' of shape {list(shape)} needs {count} elements, its {expected} "
-            f"holds {len(values)}"
+            f"input byte size mismatch for input '{name}' for model '{model}'. Expected "
+            f"{count * size}, got {len(values) * size}"
         )
+    if field is None:
+        return np.empty(shape, dtype=v2_to_numpy(datatype))
     if datatype == "BYTES":
         data = np.empty(count, dtype=np.object_)
         data[:] = list(values)

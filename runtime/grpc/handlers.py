@@ -35,12 +35,15 @@ from runtime.errors import (
     ModelNotLoaded,
     ServingError,
 )
-from runtime.grpc.stream import serve_stream
+from runtime.grpc.stream import in_model_words, serve_stream
 from runtime.header_forward import forwarded_headers
 from runtime.inference import InferRequest, InferResponse
 from runtime.models.lifecycle import ServerState
-from runtime.models.load_errors import refused_overrides
-from runtime.models.load_overrides import overrides_from_grpc
+from runtime.models.load_overrides import (
+    check_load_parameters,
+    overrides_from_grpc,
+    unload_dependents_from_grpc,
+)
 from runtime.models.manager import DECOUPLED_GRPC_INFER, DECOUPLED_INFER
 from runtime.models.service import StreamingModelService, server_live, server_ready
 from thawserver.grpc_routes import parsed, service_handler
@@ -53,7 +56,6 @@ from thawwire.grpc_messages import (
     config_response,
     index_response,
     metadata_response,
-    parameter_kind,
     server_metadata_response,
     statistics_response,
 )
@@ -212,7 +214,7 @@ class GrpcHandlers:
         if isinstance(decoded, InvalidInput):
             # A bad request for a model that does not exist is a NOT_FOUND first (as on REST).
             self._manager.model_ready(*message_ref(name, version))
-            raise decoded
+            raise in_model_words(self._manager, decoded, name)
         request = decoded
         if self._forward is not None:  # `--grpc-header-forward-pattern`
             metadata = context.invocation_metadata() or ()
@@ -239,22 +241,18 @@ class GrpcHandlers:
         return index_response(self._redact.index(rows))
 
     async def load(self, request: Any, context: Context) -> Any:
+        # Triton's frontend checks the parameters' kinds first, its core the control mode.
+        check_load_parameters(request.parameters)
         self._control_allowed(request.repository_name)
         name, _ = message_ref(request.model_name, "")
-        try:
-            config, files = overrides_from_grpc(request.parameters)
-        except InvalidInput as exc:
-            raise refused_overrides(name, exc) from None
+        config, files = overrides_from_grpc(name, request.parameters)
         await self._manager.load(name, config_json=config, files=files)
         return pb.RepositoryModelLoadResponse()
 
     async def unload(self, request: Any, context: Context) -> Any:
+        unload_dependents = unload_dependents_from_grpc(request.parameters)  # first, as Triton
         self._control_allowed(request.repository_name)
         name, _ = message_ref(request.model_name, "")
-        dependents = request.parameters.get("unload_dependents")
-        if dependents is not None and parameter_kind(dependents) != "bool_param":
-            raise InvalidInput("parameter 'unload_dependents' must be a bool_param")
-        unload_dependents = bool(dependents.bool_param) if dependents is not None else False
         await self._manager.unload(name, unload_dependents=unload_dependents)
         return pb.RepositoryModelUnloadResponse()
 

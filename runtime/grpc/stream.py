@@ -29,6 +29,7 @@ from google.protobuf.message import DecodeError
 
 from runtime.codecs.protobuf import (
     THREAD_THRESHOLD_BYTES,
+    UnknownDatatype,
     decode_model_infer,
     encode_model_infer,
     message_ref,
@@ -42,9 +43,9 @@ from thawwire.grpc_messages import FINAL_RESPONSE, stream_error
 from thawwire.grpc_service import pb
 
 if TYPE_CHECKING:
-    from runtime.models.service import StreamingModelService
+    from runtime.models.service import ModelService, StreamingModelService
 
-__all__ = ["MAX_IN_FLIGHT", "serve_stream"]
+__all__ = ["MAX_IN_FLIGHT", "in_model_words", "serve_stream"]
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +54,18 @@ MAX_IN_FLIGHT = 256
 
 _GRPC_ERROR_HEADER = "triton_grpc_error"
 _EMPTY_FINAL = "triton_enable_empty_final_response"
+
+
+def in_model_words(manager: ModelService, exc: InvalidInput, model: str) -> InvalidInput:
+    """`exc` as Triton's core words it for `model`, when that needs the model's inputs (an
+    unknown datatype); `exc` itself otherwise, or when the model cannot say (not ready)."""
+    if not isinstance(exc, UnknownDatatype):
+        return exc
+    try:
+        inputs = manager.metadata(model, None)["inputs"]
+    except ServingError:
+        return exc
+    return exc.for_model(model, {i["name"]: i["datatype"] for i in inputs})
 
 
 async def serve_stream(
@@ -193,10 +206,10 @@ class _Stream:
                 request = decode_model_infer(message)
             request.parameters.update(self._headers)
             return request
-        except InvalidInput:
+        except InvalidInput as exc:
             # A bad request for a model that does not exist is a NOT_FOUND first.
             self._manager.model_ready(*message_ref(message.model_name, message.model_version))
-            raise
+            raise in_model_words(self._manager, exc, message.model_name) from None
 
     async def _answer(self, request: InferRequest, turn: asyncio.Future[None] | None) -> None:
         final = False

@@ -32,7 +32,7 @@ from runtime.http.response_encoding import MIN_COMPRESS_BYTES, compress_body, pi
 from runtime.inference import InferRequest
 from runtime.models.lifecycle import ServerState
 from runtime.models.load_errors import refused_overrides
-from runtime.models.load_overrides import overrides_from_json
+from runtime.models.load_overrides import overrides_from_json, unload_dependents_from_json
 from runtime.models.service import ModelService, server_live, server_ready
 from thawserver import fast_json
 from thawserver.body_deadline import body_timeout_message
@@ -388,9 +388,7 @@ class V2Handlers:
         name, _ = model_ref(request)
         self._require_explicit()
         params = _load_parameters(await self._json_body(request))
-        dependents = params.get("unload_dependents", False)
-        if not isinstance(dependents, bool):
-            raise InvalidInput("parameter 'unload_dependents' must be true or false")
+        dependents = unload_dependents_from_json(params)
         await self._manager.unload(name, unload_dependents=dependents)
         return web.Response(status=200)
 

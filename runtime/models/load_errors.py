@@ -1,9 +1,10 @@
 """The words of a failed load request: Triton's `load failed for model '<name>': <why>`, and
-`failed to load '<name>', <why>` for refused overrides."""
+`failed to load '<name>', failed to poll from model repository: <why>` for refused overrides."""
 
 from __future__ import annotations
 
 from runtime.errors import ControlDisabled, InvalidInput, ModelNotFound, ServingError
+from thawwire.load_overrides import refused
 from thawwire.model_control import load_failed
 
 __all__ = ["name_load_failure", "refused_overrides"]
@@ -24,5 +25,6 @@ def name_load_failure(name: str, exc: ServingError) -> None:
 
 def refused_overrides(name: str, exc: InvalidInput) -> InvalidInput:
     """A load request's refused `config` or `file:` overrides, worded as Triton's
-    `failed to load '<name>', <why>` (qa/L0_lifecycle test_file_override and _security)."""
-    return InvalidInput(f"failed to load '{name}', {exc.message}")
+    `failed to load '<name>', failed to poll from model repository` (qa/L0_lifecycle
+    test_file_override and _security), then why (thawwire.load_overrides.refused)."""
+    return InvalidInput(refused(name, exc.message))

@@ -20,6 +20,7 @@ from runtime.errors import (
     InvalidInput,
     ModelNotFound,
     ModelNotLoaded,
+    RepositoryError,
     ServingError,
 )
 from runtime.inference import InferRequest, InferResponse
@@ -47,7 +48,13 @@ from runtime.scheduling.request_parameters import scheduling_parameters
 from runtime.scheduling.resource_gate import ResourceGate
 from runtime.scheduling.response_stream import ResponseStream
 from thawwire.metadata import model_metadata
-from thawwire.model_control import CONTROL_DISABLED, no_available_versions, not_ready
+from thawwire.model_control import (
+    CONTROL_DISABLED,
+    no_available_versions,
+    not_ready,
+    unload_not_in_repository,
+)
+from tritonconfig import composing_models, unloaded_with
 from tritonconfig.schema import mc
 
 if TYPE_CHECKING:
@@ -227,16 +234,45 @@ class ModelManager:
         return sum(v.warmup_s for key in keys for v in self._models[key].versions.values())
 
     async def unload(self, name: str, *, unload_dependents: bool = False) -> None:
-        """Unload every version; queued requests finish first, new ones get 503."""
+        """Unload every version (and the models going down with it: `_ensembles_running`);
+        queued requests finish first, new ones get 503."""
         if self._config.model_control_mode != ModelControlMode.EXPLICIT:
             raise ControlDisabled(CONTROL_DISABLED)
         validate_model_name(name)
         on_disk = await asyncio.to_thread(self._ns.keys_on_disk, name)
         keys = sorted({*on_disk, *(key for key in self._models if key.name == name)})
         if not keys:
-            raise ModelNotFound(f"failed to unload '{name}', model is not in the repository")
+            raise ModelNotFound(unload_not_in_repository(name))
+        # As Triton 2.51 (observed): the ensembles that run it go down with it, and with
+        # `unload_dependents` the models an ensemble going down runs that nothing else up runs.
+        runs = await self._ensembles_running()
+        down = set(keys)
         for key in keys:
+            down |= unloaded_with(key, runs, unload_dependents=unload_dependents)
+        # Ensembles first: their requests in flight finish before their steps' models go.
+        for key in sorted(down, key=lambda k: (k not in runs, k)):
             await self._loading.unload(key)
+
+    async def _ensembles_running(self) -> dict[ModelKey, set[ModelKey]]:
+        """Each loaded ensemble and the loaded models its steps run (by their keys)."""
+        loaded = {key: entry for key, entry in self._models.items() if entry.versions}
+        ensembles = {
+            key: composing_models(next(iter(entry.versions.values())).config)
+            for key, entry in loaded.items()
+        }
+
+        def resolve() -> dict[ModelKey, set[ModelKey]]:  # step_key reads the disk
+            runs: dict[ModelKey, set[ModelKey]] = {}
+            for key, steps in ensembles.items():
+                if steps:
+                    runs[key] = set()
+                for step in steps:
+                    with contextlib.suppress(RepositoryError):  # not on disk: not loaded here
+                        runs[key].add(self._ns.step_key(key, step))
+            return runs
+
+        runs = await asyncio.to_thread(resolve)
+        return {key: {step for step in steps if step in loaded} for key, steps in runs.items()}
 
     # -- reads ----------------------------------------------------------------------------
 

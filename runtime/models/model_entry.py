@@ -39,6 +39,9 @@ class ModelEntry:
     versions: dict[str, LoadedVersion] = field(default_factory=dict)
     latest: str = ""  # the version unversioned requests go to
     known_versions: list[str] = field(default_factory=list)  # last versions loaded or tried
+    # Versions a later load left out (a new version under `latest`, a load's `file:`s): each
+    # keeps its index row, UNAVAILABLE "unloaded", as in Triton's index.
+    retired_versions: set[str] = field(default_factory=set)
     wanted: bool = False  # should be loaded (counts for server readiness)
     fingerprint: tuple[tuple[str, int, int], ...] = ()
     override_dir: Path | None = None  # temp repository for a load with `files`
@@ -57,16 +60,22 @@ class ModelEntry:
 def index_rows(name: str, model: ModelEntry | None) -> list[dict[str, Any]]:
     """Triton's repository-index rows of one model (observed on 2.51): the name alone for a
     model never asked to load; else a version on every row of a model it tried to load, and
-    `reason` only when there is one."""
+    `reason` only when there is one; a version a later load left out stays, "unloaded";
+    rows in version order."""
     if model is None or model.state is None:
         return [{"name": name}]
+    current = list(model.versions) or model.known_versions or [""]
+    retired = sorted(model.retired_versions - set(current), key=int)
     rows = []
-    for version in list(model.versions) or model.known_versions or [""]:
+    for version in sorted([*current, *retired], key=lambda v: int(v) if v else -1):
         row: dict[str, Any] = {"name": name}
         if version:
             row["version"] = version
-        row["state"] = model.state.value
-        if model.reason:
-            row["reason"] = model.reason
+        if version in retired:
+            row["state"], row["reason"] = ModelState.UNAVAILABLE.value, UNLOADED
+        else:
+            row["state"] = model.state.value
+            if model.reason:
+                row["reason"] = model.reason
         rows.append(row)
     return rows

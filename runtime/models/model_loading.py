@@ -187,6 +187,7 @@ class ModelLoading:
             if self._gate is not None:
                 self._gate.wake()  # a larger map may let a waiting execution start
             old, old_override = model.versions, model.override_dir
+            model.retired_versions = (model.retired_versions | set(old)) - set(versions)
             model.versions, model.override_dir = versions, override
             model.config_override = config_json is not None and override is None
             model.served_fingerprint, model.served_config = spec.fingerprint, spec.config
@@ -296,6 +297,7 @@ class ModelLoading:
             model.state = ModelState.UNLOADING
             self._limits.drop(str(key))
             old, override = model.versions, model.override_dir
+            model.retired_versions |= set(old)  # their rows stay, "unloaded"
             model.versions, model.override_dir = {}, None
             await self._retire(name, old, override)
             model.state, model.reason = ModelState.UNAVAILABLE, UNLOADED

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from typing import Protocol
+from typing import Any, Protocol
 
 from runtime.errors import ModelUnavailable, ServingError
 from runtime.inference import InferRequest, InferResponse, InferTensor, RequestedOutput
@@ -86,7 +86,9 @@ class EnsembleScheduler:
         outcome = (True, batch_size, start - received_ns, end - received_ns)
         self._stats.record_execution(batch_size, [outcome], (0, end - start, 0))
         outputs = [tensors[name] for name in self._outputs if name in tensors]
-        return InferResponse(self.model, self.version, outputs, id=request.id)
+        return InferResponse(
+            self.model, self.version, outputs, id=request.id, parameters=_sequence_echo(request)
+        )
 
     async def stream(
         self,
@@ -180,3 +182,14 @@ class EnsembleScheduler:
     def join(self) -> None:
         """Nothing to wait for: the steps run in their own models' schedulers."""
         self.close()
+
+
+def _sequence_echo(request: InferRequest) -> dict[str, Any]:
+    """The sequence parameters Triton 2.51's ensemble answers carry, whatever its steps are
+    (observed side by side): the request's, or their defaults."""
+    params = request.parameters
+    return {
+        "sequence_id": params.get("sequence_id", 0),
+        "sequence_start": bool(params.get("sequence_start", False)),
+        "sequence_end": bool(params.get("sequence_end", False)),
+    }

@@ -5,6 +5,7 @@ any server that speaks Triton's protocol: `thaw serve` (tests/integration/runtim
 
 from __future__ import annotations
 
+import base64
 import os
 import uuid
 from collections.abc import Iterator
@@ -151,7 +152,9 @@ def case_hostile_registrations(http: Any, grpc: Any, model: str) -> None:
             client.get_system_shared_memory_status, "never",
         )  # fmt: skip
     _refused("byte_size", http.register_system_shared_memory, "neg", "/x", -1)
-    _refused("GPUs not supported", http.register_cuda_shared_memory, "gpu", b"\0" * 64, 0, 8)
+    # tritonclient sends the handle as given: base64 text, as cudashm.get_raw_handle returns it
+    handle = base64.b64encode(b"\0" * 64)
+    _refused("GPUs not supported", http.register_cuda_shared_memory, "gpu", handle, 0, 8)
     assert http.get_cuda_shared_memory_status() == []
     assert http.is_server_live()
 

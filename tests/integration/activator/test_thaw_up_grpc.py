@@ -5,9 +5,11 @@ replicas' `nv_*` series on the activator's /metrics, monotonic across a scale to
 from __future__ import annotations
 
 import asyncio
+import json
 import queue
 import re
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +24,7 @@ from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
 from tests.fakes.loop import HUNG_AFTER_S, eventually
-from tests.fixtures.models import make_add_sub, make_slow_init
+from tests.fixtures.models import make_add_sub, make_ensemble, make_slow_init
 from tests.fixtures.up_process import UpProcess, light_args, make_broken, with_params
 from tests.support.bytes_served import bytes_served
 
@@ -345,3 +347,98 @@ def test_repository_load_warms_and_unload_scales_to_zero(
     assert not client.is_model_ready("counted")
     client.load_model("counted")
     np.testing.assert_array_equal(client.infer("counted", inputs).as_numpy("OUTPUT0"), a + a)
+
+
+def test_control_calls_are_refused_in_tritons_words(up: UpProcess) -> None:
+    # Observed on Triton 2.51 (tests/integration/runtime/test_triton_parity_grpc.py pins
+    # thaw serve's side); the activator answers these itself, without waking a model.
+    channel = grpc.insecure_channel(up.grpc_address)
+    stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+    load = service_pb2.RepositoryModelLoadRequest(model_name="at_rest")
+    load.parameters["foo"].int64_param = 1
+    unload = service_pb2.RepositoryModelUnloadRequest(model_name="at_rest")
+    unload.parameters["unload_dependents"].string_param = "true"
+    log = service_pb2.LogSettingsRequest()
+    log.settings["log_info"].SetInParent()  # the key without a value
+    for call, request, details in [
+        (stub.RepositoryModelLoad, load, "unrecognized load parameter 'foo'."),
+        (stub.RepositoryModelUnload, unload,
+         "invalid value type for 'unload_dependents' parameter, expected bool_param."),
+        (stub.LogSettings, log, "expect boolean for 'log_info'"),
+    ]:  # fmt: skip
+        with pytest.raises(grpc.RpcError) as info:
+            call(request, timeout=30)
+        assert (info.value.code(), info.value.details()) == (
+            grpc.StatusCode.INVALID_ARGUMENT,
+            details,
+        )
+    # Triton answers OK; thaw serve's 404 and words (thaw up said "Request for unknown model")
+    with pytest.raises(grpc.RpcError) as info:
+        stub.RepositoryModelUnload(
+            service_pb2.RepositoryModelUnloadRequest(model_name="nosuch"), timeout=30
+        )
+    assert (info.value.code(), info.value.details()) == (
+        grpc.StatusCode.NOT_FOUND,
+        "failed to unload 'nosuch', model is not in the repository",
+    )
+    channel.close()
+    assert up.model("at_rest")["replicas_ready"] == 0
+    with pytest.raises(urllib.error.HTTPError) as status:
+        urllib.request.urlopen(f"{up.url}/v2/cudasharedmemory/region/nope/status", timeout=10)
+    assert status.value.code == 404  # Triton's NOT_FOUND (was 400)
+
+
+_ENSEMBLE = """
+name: "{name}"
+platform: "ensemble"
+input [ {{ name: "A" data_type: TYPE_FP32 dims: [ 4 ] }},
+        {{ name: "B" data_type: TYPE_FP32 dims: [ 4 ] }} ]
+output [ {{ name: "S" data_type: TYPE_FP32 dims: [ 4 ] }} ]
+ensemble_scheduling {{ step [ {{ model_name: "add_sub" model_version: -1
+  input_map {{ key: "INPUT0" value: "A" }} input_map {{ key: "INPUT1" value: "B" }}
+  output_map {{ key: "OUTPUT0" value: "S" }} }} ] }}
+"""
+
+
+def test_unloads_and_the_index_follow_tritons_versions_and_ensembles(tmp_path: Path) -> None:
+    # As Triton 2.51 and thaw serve (tests/integration/runtime/test_triton_parity_grpc.py):
+    # the activator answers unloads itself, so it applies the same rule
+    # (tritonconfig.unloaded_with); thaw up left the ensembles loaded and ignored the flag.
+    repo = tmp_path / "repo"
+    make_add_sub(repo, "add_sub")
+    for name in ("ens", "ens2"):
+        make_ensemble(repo, name, _ENSEMBLE.format(name=name))
+    server = UpProcess(
+        repo, *light_args(repo), "--model-control-mode", "explicit", "--load-model-at-zero=*"
+    )
+    try:
+        client = grpcclient.InferenceServerClient(server.grpc_address)
+        models = ("add_sub", "ens", "ens2")
+        client.unload_model("add_sub")
+        assert not any(client.is_model_ready(m) for m in models)
+        client.load_model("ens")
+        client.load_model("ens2")
+        client.unload_model("ens", unload_dependents=True)  # ens2 still runs add_sub
+        assert [client.is_model_ready(m) for m in models] == [True, False, True]
+        client.unload_model("ens2", unload_dependents=True)
+        assert not any(client.is_model_ready(m) for m in models)
+        client.load_model("ens")
+        assert [client.is_model_ready(m) for m in models] == [True, True, False]
+        # A version a load left out keeps its index row, "unloaded", as in Triton's index.
+        tensors = [
+            {"name": f"{kind}{i}", "data_type": "TYPE_FP32", "dims": [4]}
+            for kind in ("INPUT", "OUTPUT")
+            for i in (0, 1)
+        ]
+        config = {"backend": "python", "input": tensors[:2], "output": tensors[2:]}
+        source = (repo / "add_sub" / "1" / "model.py").read_bytes()
+        client.load_model("add_sub", config=json.dumps(config), files={"file:5/model.py": source})
+        rows = [
+            (r["version"], r["state"], r.get("reason", ""))
+            for r in client.get_model_repository_index(as_json=True)["models"]
+            if r["name"] == "add_sub"
+        ]
+        assert rows == [("1", "UNAVAILABLE", "unloaded"), ("5", "READY", "")]
+        client.close()
+    finally:
+        server.stop()

@@ -81,7 +81,8 @@ async def test_a_new_version_is_loaded_in_place_and_an_unchanged_model_just_warm
     # The replica was sent the load: it loads the new version in place (Triton's reload).
     assert (backend.starts, backend.stopped) == (1, [])
     assert fleet.repository.get("m").versions == ("2",)  # the latest policy: newest only
-    assert await _index(url) == [("m", "2", "READY")]
+    # version 1 keeps its row, "unloaded", as in Triton 2.51's index
+    assert await _index(url) == [("m", "1", "UNAVAILABLE"), ("m", "2", "READY")]
     _own_file(repo, "m")  # every version imports it: a replica of the new files replaces it
     assert await _post(url, "/v2/repository/models/m/load") == (200, None)
     assert (backend.starts, backend.stopped) == (2, ["m-1"])
@@ -123,7 +124,10 @@ async def test_a_load_of_no_such_model_is_refused_in_thaw_serves_words(up: Any) 
     url, _, _, _ = up
     status, body = await _post(url, "/v2/repository/models/nothere/load")
     assert status == 404
-    assert body["error"] == "failed to load 'nothere': no such model in the repository"
+    assert body["error"] == (
+        "failed to load 'nothere', failed to poll from model repository: no such model in the "
+        "repository"
+    )
     status, _ = await _post(url, "/v2/repository/models/..%2Fetc/load")
     assert status in (400, 404)
 
@@ -135,14 +139,16 @@ async def test_the_poll_adds_changes_and_removes_models(up: Any) -> None:
     _own_file(repo, "m")
     model_dir(repo, "m", 2)
     await fleet.reloader.poll()
-    assert await _index(url) == [("late", "1", "READY"), ("m", "2", "READY")]
+    assert await _index(url) == [
+        ("late", "1", "READY"), ("m", "1", "UNAVAILABLE"), ("m", "2", "READY")
+    ]  # fmt: skip
     assert backend.stopped == ["m-1"]  # replaced; the next request wakes the new files
     assert backend.starts == 1  # the added model is at zero
     for path in sorted((repo / "late").rglob("*"), reverse=True):
         path.unlink() if path.is_file() else path.rmdir()
     (repo / "late").rmdir()
     await fleet.reloader.poll()
-    assert await _index(url) == [("m", "2", "READY")]
+    assert await _index(url) == [("m", "1", "UNAVAILABLE"), ("m", "2", "READY")]
     async with aiohttp.ClientSession() as s, s.post(f"{url}/v2/models/late/infer", data=b"x") as r:
         assert r.status == 404
 
@@ -243,7 +249,10 @@ async def test_a_load_of_a_removed_model_drops_it(up: Any) -> None:
         path.unlink() if path.is_file() else path.rmdir()
     (repo / "m").rmdir()
     status, body = await _post(url, "/v2/repository/models/m/load")
-    assert (status, body["error"]) == (404, "failed to load 'm': no such model in the repository")
+    assert (status, body["error"]) == (
+        404,
+        "failed to load 'm', failed to poll from model repository: no such model in the repository",
+    )
     assert await _index(url) == []
     assert backend.stopped == ["m-1"]  # drained
     assert 'thaw_model_state{model="m"' not in generate_latest(fleet.metrics.registry).decode()

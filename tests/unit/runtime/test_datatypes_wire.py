@@ -65,3 +65,23 @@ def test_bytes_wire_format_matches_tritonclient() -> None:
 def test_bytes_that_lie_about_lengths_are_refused(wire: bytes) -> None:
     with pytest.raises(InvalidInput):
         deserialize_bytes(wire, (2,))
+
+
+@pytest.mark.parametrize(
+    ("wire", "shape", "error"),
+    [  # Triton 2.51's core (ValidateBytesInputs), observed over gRPC side by side
+        (b"\x05\x00\x00\x00ab", (1,),
+         "incomplete string data for inference input 'IN', expecting string of length 5 but "
+         "only 2 bytes available"),
+        # a cut element short of the shape's count: the count is named first
+        (b"\x05\x00\x00\x00ab", (2,),
+         "expected 2 string elements for inference input 'IN' for model 'strings', got 1"),
+        (b"\x01\x00\x00\x00a\x04\x00\x00\x00b", (2,), "expecting string of length 4"),
+    ],
+)  # fmt: skip
+def test_a_cut_bytes_element_is_named_as_triton_names_it(
+    wire: bytes, shape: tuple[int, ...], error: str
+) -> None:
+    with pytest.raises(InvalidInput) as refused:
+        deserialize_bytes(wire, shape, name="IN", model="strings")
+    assert error in str(refused.value)

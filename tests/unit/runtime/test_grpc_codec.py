@@ -4,6 +4,8 @@ raw_output_contents back."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -134,9 +136,8 @@ def test_typed_contents(
     ("mutate", "error"),
     [
         (lambda m: m.inputs[0].contents.fp32_contents.append(1.0), "contents field must not be"),
-        (lambda m: m.raw_input_contents.append(b""), "raw_input_contents holds 2 entries"),
-        (lambda m: m.inputs.add(name="I", datatype="FP32", shape=[1]),
-         "raw_input_contents holds 1 entries"),
+        (lambda m: m.inputs.add(name="J", datatype="FP32", shape=[1]),
+         "unable to find data for input tensor 'J' for model 'm' in request."),
         (lambda m: setattr(m.inputs[0], "datatype", "FP8"), "unknown datatype"),
         (lambda m: m.inputs[0].shape.__setitem__(0, -3), "Unable to parse 'shape'"),
         (lambda m: m.inputs[0].shape.__setitem__(0, 1 << 62), "byte size overflow"),
@@ -152,39 +153,68 @@ def test_bad_tensors_are_invalid_input(mutate: object, error: str | None) -> Non
     mutate(message)  # type: ignore[operator]
     if error is None:
         message.inputs[0].parameters["shared_memory_region"].string_param = "region0"
+        message.inputs[0].parameters["shared_memory_byte_size"].int64_param = 12
         error = "shared memory"
     with pytest.raises(InvalidInput, match=error):
         decode_model_infer(message)
 
 
-def test_contents_beside_fewer_raw_entries_name_the_first_such_input() -> None:
-    """Triton's frontend refuses an input sent both ways before counting raw entries, in the
-    request's order (Triton's grpc_explicit_int_content_client.py expects these words)."""
-    message = pb.ModelInferRequest(model_name="simple")
-    for name in ("INPUT0", "INPUT1"):
-        message.inputs.add(name=name, datatype="INT32", shape=[1, 16])
-        message.inputs[-1].contents.int_contents.extend(range(16))
-    message.raw_input_contents.append(np.zeros(8, np.int32).tobytes())
-    with pytest.raises(InvalidInput) as refused:
-        decode_model_infer(message)
-    assert str(refused.value) == (
-        "contents field must not be specified when using raw_input_contents for 'INPUT0' "
-        "for model 'simple'"
-    )
+def test_raw_entries_past_the_last_input_are_not_read() -> None:
+    # Triton 2.51 serves such a request (observed side by side); a missing entry is refused.
+    message = _raw("I", "FP32", [3], np.zeros(3, np.float32).tobytes())
+    message.raw_input_contents.append(b"extra")
+    assert [t.name for t in decode_model_infer(message).inputs] == ["I"]
 
 
-def test_input_with_no_data_and_mismatched_typed_contents() -> None:
+def test_an_input_without_data_is_named_front_to_back() -> None:
+    # Triton's gRPC frontend looks for each input's data in request order, before its core
+    # checks the inputs newest first: of two inputs without data, the first is named.
     message = pb.ModelInferRequest(model_name="m")
     message.inputs.add(name="I", datatype="FP32", shape=[1])
+    message.inputs.add(name="J", datatype="FP32", shape=[1])
     with pytest.raises(InvalidInput, match="unable to find data for input tensor 'I'"):
         decode_model_infer(message)
-    message.inputs[0].contents.int_contents.append(1)
-    with pytest.raises(InvalidInput, match="datatype 'FP32' takes fp32_contents, got int_contents"):
-        decode_model_infer(message)
+
+
+def _typed(datatype: str, shape: list[int], **fields: list[object]) -> Any:
     message = pb.ModelInferRequest(model_name="m")
-    message.inputs.add(name="H", datatype="FP16", shape=[1]).contents.fp32_contents.append(1.0)
-    with pytest.raises(InvalidInput, match="send it in raw_input_contents"):
+    contents = message.inputs.add(name="I", datatype=datatype, shape=shape).contents
+    contents.SetInParent()  # present on the wire even when it holds no field
+    for field, values in fields.items():
+        getattr(contents, field).extend(values)
+    return message
+
+
+@pytest.mark.parametrize(
+    ("message", "error"),
+    [  # Triton 2.51's texts, observed over gRPC side by side
+        (_typed("FP32", [1], int_contents=[1]),
+         "unexpected explicit tensor data for input tensor 'I' for model 'm' of type 'INT32', "
+         "expected datatype 'FP32'"),
+        # the fields in the message's order: int_contents is looked at before fp32_contents
+        (_typed("FP32", [1], fp32_contents=[1.0], int_contents=[1]),
+         "of type 'INT32', expected datatype 'FP32'"),
+        (_typed("INT32", [1], int_contents=[1], fp32_contents=[1.0]),
+         "unexpected explicit tensor data for input tensor 'I' for model 'm', binary data was "
+         "already supplied."),
+        (_typed("INT32", [3], uint_contents=[1, 2, 3]),
+         "of type 'UINT32', expected datatype 'INT32'"),
+        (_typed("INT8", [1], uint_contents=[1]), "of type 'UINT32', expected datatype 'INT8'"),
+        (_typed("FP16", [1], fp32_contents=[1.0]), "of type 'FP32', expected datatype 'FP16'"),
+        (_typed("FP99", [1], fp32_contents=[1.0]), "of type 'FP32', expected datatype '<invalid>'"),
+        (_typed("FP32", [4], fp32_contents=[1, 2, 3]),
+         "input byte size mismatch for input 'I' for model 'm'. Expected 16, got 12"),
+        (_typed("FP32", [4], fp32_contents=[1, 2, 3, 4, 5]), "Expected 16, got 20"),
+        (_typed("FP16", [2]),
+         "input byte size mismatch for input 'I' for model 'm'. Expected 4, got 0"),
+        (_typed("BYTES", [3], bytes_contents=[b"x", b"yy"]),
+         "expected 3 string elements for inference input 'I' for model 'm', got 2"),
+    ],
+)  # fmt: skip
+def test_typed_contents_are_checked_in_tritons_words(message: Any, error: str) -> None:
+    with pytest.raises(InvalidInput) as refused:
         decode_model_infer(message)
+    assert error in str(refused.value)
 
 
 def test_parameters_are_the_values_http_json_gives() -> None:
@@ -300,3 +330,19 @@ def test_each_input_keeps_its_own_parameters_and_bytes() -> None:
         ("A", [1], {"tag": 10}),
         ("B", [2], {"tag": 11}),
     ]
+
+
+def test_contents_beside_fewer_raw_entries_name_the_first_such_input() -> None:
+    """Triton's frontend refuses an input sent both ways before counting raw entries, in the
+    request's order (Triton's grpc_explicit_int_content_client.py expects these words)."""
+    message = pb.ModelInferRequest(model_name="simple")
+    for name in ("INPUT0", "INPUT1"):
+        message.inputs.add(name=name, datatype="INT32", shape=[1, 16])
+        message.inputs[-1].contents.int_contents.extend(range(16))
+    message.raw_input_contents.append(np.zeros(8, np.int32).tobytes())
+    with pytest.raises(InvalidInput) as refused:
+        decode_model_infer(message)
+    assert str(refused.value) == (
+        "contents field must not be specified when using raw_input_contents for 'INPUT0' "
+        "for model 'simple'"
+    )

@@ -8,12 +8,13 @@ import json
 
 import pytest
 
-from thawwire.errors import LoadOverrideError
+from thawwire.errors import LoadOverrideError, LoadParameterError
 from thawwire.grpc_service import pb
 from thawwire.load_overrides import (
     LoadOverride,
     overrides_from_grpc,
     overrides_from_json,
+    unload_dependents_from_grpc,
 )
 
 
@@ -67,8 +68,37 @@ def test_rest_refusals(params: dict[str, object], words: str) -> None:
         overrides_from_json(params)
 
 
-def test_grpc_refuses_parameters_of_the_wrong_type() -> None:
-    with pytest.raises(LoadOverrideError, match="expected string_param"):
-        overrides_from_grpc(_grpc({"config": b"{}"}))
-    with pytest.raises(LoadOverrideError, match="expected bytes_param"):
-        overrides_from_grpc(_grpc({"config": "{}", "file:1/m": "text"}))
+_NOT_A_STRING = "invalid value type for load parameter 'config', expected string_param."
+
+
+@pytest.mark.parametrize(
+    ("params", "words"),
+    [  # Triton 2.51's gRPC frontend's words, observed side by side (no "failed to load" prefix)
+        ({"config": b"{}"}, _NOT_A_STRING),
+        ({"config": 5}, _NOT_A_STRING),
+        ({"config": "{}", "file:1/m": "text"},
+         "invalid value type for load parameter 'file:1/m', expected bytes_param."),
+        ({"foo": 5}, "unrecognized load parameter 'foo'."),
+        ({"foo": "x"}, "unrecognized load parameter 'foo'."),
+        # every key's kind is checked before the config is read
+        ({"config": "{not json", "foo": "x"}, "unrecognized load parameter 'foo'."),
+    ],
+)  # fmt: skip
+def test_grpc_refuses_parameters_of_the_wrong_kind_or_name(
+    params: dict[str, object], words: str
+) -> None:
+    with pytest.raises(LoadParameterError) as refused:
+        overrides_from_grpc(_grpc(params))
+    assert refused.value.message == words
+
+
+def test_grpc_unload_dependents_must_be_a_bool_param() -> None:
+    assert unload_dependents_from_grpc({}) is False
+    flag = pb.ModelRepositoryParameter(bool_param=True)
+    assert unload_dependents_from_grpc({"unload_dependents": flag, "other": flag}) is True
+    for wrong in ("true", 1):
+        with pytest.raises(LoadParameterError) as refused:
+            unload_dependents_from_grpc(_grpc({"unload_dependents": wrong}))
+        assert refused.value.message == (
+            "invalid value type for 'unload_dependents' parameter, expected bool_param."
+        )

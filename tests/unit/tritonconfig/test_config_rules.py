@@ -13,6 +13,7 @@ from tritonconfig import (
     fill_defaults,
     normalize_platform,
     parse_config,
+    unloaded_with,
     validate_config,
 )
 
@@ -55,6 +56,24 @@ def test_json_matches_triton_form_with_int64_as_numbers() -> None:
     assert data["instance_group"][0]["kind"] == "KIND_CPU"
     # Triton prints defaults too.
     assert data["input"][0]["optional"] is False
+
+
+def test_json_leaves_out_an_ensemble_field_triton_2_51_does_not_have() -> None:
+    # Triton 2.51's /config of an ensemble has no `max_inflight_requests` (observed side by
+    # side; tritonclient's newer .proto has it); a value set is written.
+    text = """
+    name: "ens"
+    platform: "ensemble"
+    input [ { name: "A" data_type: TYPE_FP32 dims: [ 4 ] } ]
+    output [ { name: "S" data_type: TYPE_FP32 dims: [ 4 ] } ]
+    ensemble_scheduling { step [ { model_name: "m" model_version: -1
+      input_map { key: "IN" value: "A" } output_map { key: "OUT" value: "S" } } ] }
+    """
+    config = parse_config(text, "repo/ens/config.pbtxt")
+    scheduling = config_to_json(config)["ensemble_scheduling"]
+    assert list(scheduling) == ["step"]
+    config.ensemble_scheduling.max_inflight_requests = 4
+    assert config_to_json(config)["ensemble_scheduling"]["max_inflight_requests"] == 4
 
 
 @pytest.mark.parametrize(
@@ -143,3 +162,15 @@ def test_platform_and_backend_that_disagree_are_refused() -> None:
     config = parse_config('platform: "onnxruntime_onnx" backend: "pytorch"', "c")
     with pytest.raises(ModelConfigError, match="does not match"):
         normalize_platform(config, None, "c")
+
+
+def test_an_unload_takes_down_what_triton_takes_down_with_it() -> None:
+    # Triton 2.51, observed: the ensembles that run a model go with it; with
+    # unload_dependents, so do the models an ensemble runs that nothing still up runs.
+    runs = {"ens": {"simple"}, "ens2": {"simple"}, "outer": {"ens", "other"}}
+    assert unloaded_with("simple", runs, unload_dependents=False) == {"ens", "ens2", "outer"}
+    assert unloaded_with("ens", runs, unload_dependents=False) == {"outer"}
+    # simple stays for ens2; other is run by outer alone
+    assert unloaded_with("ens", runs, unload_dependents=True) == {"outer", "other"}
+    assert unloaded_with("ens2", {"ens2": {"simple"}}, unload_dependents=True) == {"simple"}
+    assert unloaded_with("ens2", {"ens2": {"simple"}}, unload_dependents=False) == set()
