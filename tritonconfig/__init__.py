@@ -46,7 +46,7 @@ from tritonconfig.ensemble import (
 )
 from tritonconfig.errors import ModelConfigError
 from tritonconfig.onnx_autocomplete import DEFAULT_MAX_BATCH_SIZE, autocomplete_from_onnx
-from tritonconfig.onnx_io_check import graph_mismatch, io_mismatch
+from tritonconfig.onnx_io_check import graph_mismatch, io_mismatch, is_scalar_dims
 from tritonconfig.parse import config_from_json, parse_config
 from tritonconfig.platform import PLATFORM_BACKENDS, default_model_filename, normalize_platform
 from tritonconfig.render import config_to_json
@@ -100,6 +100,7 @@ __all__ = [
     "graph_mismatch",
     "io_mismatch",
     "is_ensemble",
+    "is_scalar_dims",
     "is_sequence_model",
     "mc",
     "normalize_platform",
