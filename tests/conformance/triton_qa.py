@@ -61,6 +61,7 @@ from tests.conformance.qa_l0_lifecycle import L0_LIFECYCLE
 from tests.conformance.qa_lifecycle_suites import LIFECYCLE_SUITES
 from tests.conformance.qa_model_config_suite import MODEL_CONFIG_SUITE
 from tests.conformance.qa_model_update import L0_MODEL_UPDATE
+from tests.conformance.qa_more_suites import MORE_SUITES
 from tests.conformance.qa_namespacing import NAMESPACING_SUITES
 from tests.conformance.qa_sequence_suites import SEQUENCE_SUITES
 from tests.conformance.qa_servers import KINDS, refusal, start, unsupported
@@ -257,6 +258,7 @@ SUITES: dict[str, Suite] = {
         L0_LIFECYCLE,
         L0_MODEL_UPDATE,
         *NAMESPACING_SUITES,
+        *MORE_SUITES,
     )
 }
 
@@ -380,6 +382,15 @@ def _run_one(
     return results + rows_to_results(ref, run, rows)
 
 
+def _edit(qa_dir: Path, edits: tuple[tuple[str, str, str], ...]) -> None:
+    for file, old, new in edits:
+        path = qa_dir / file
+        text = path.read_text()
+        if old not in text:
+            raise SystemExit(f"{path} has no {old!r} to change")
+        path.write_text(text.replace(old, new))
+
+
 def run_suites(
     mirror: Path, ref: str, names: list[str], *, with_large: bool, kind: str = "serve"
 ) -> list[Result]:
@@ -400,6 +411,7 @@ def run_suites(
             extract(mirror, suite.files_ref or ref, files, base)
             qa_dir = base / "qa" / name
             qa_dir.mkdir(parents=True, exist_ok=True)  # a suite may have no files of its own
+            _edit(qa_dir, suite.edits)
             for path in suite.beside:
                 (qa_dir / Path(path).name).write_bytes(read(path))
             for repo_name, build in suite.repos.items():

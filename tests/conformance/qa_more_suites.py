@@ -1,0 +1,84 @@
+"""More of Triton's QA suites of inference semantics, as suites of tests.conformance.triton_qa.
+Repositories: tests/fixtures/triton_qa_more_repos.py.
+
+    L0_nan_inf          nan_inf_test.py (HTTP raw / HTTP / gRPC) on its Python `nan_inf_output`;
+                        its `np.NINF` is `-np.inf` (NumPy 2 removed the alias: `Suite.edits`)
+    L0_output_name      output_name_test.py: an unknown requested output refused in Triton's
+                        words, on gen_qa_identity_models.py's `*_nobatch_zero_1_float32`; the
+                        ONNX one stands in for the graphdef, plan and savedmodel names it names
+    L0_scalar_io        scalar_test.py on gen_qa_ort_scalar_models.py's ONNX models (test.sh's
+                        BACKENDS="onnx"), then test.sh's second start, refused: `onnx_scalar_1dim`
+                        with `dims:[2]`
+    L0_optional_input   optional_input_test.py, one server start per test as test.sh runs it
+                        (`--log-verbose=1`): optional inputs through the dynamic batcher and
+                        ensembles; `identity_2_float32` runs Triton's C++ `identity` backend,
+                        a Python model doing what it does here
+"""
+
+from __future__ import annotations
+
+from tests.conformance.qa_suite import Run, Suite
+from tests.fixtures.triton_qa_more_repos import (
+    build_nan_inf_repo,
+    build_optional_input_repo,
+    build_output_name_repo,
+    build_scalar_refused_repo,
+    build_scalar_repo,
+)
+
+__all__ = ["MORE_SUITES"]
+
+# test.sh's TEST_CASES, each on its own server start ("to clear model stats").
+_OPTIONAL_TESTS = (
+    "test_all_inputs",
+    "test_optional_same_input",
+    "test_optional_mix_inputs",
+    "test_optional_mix_inputs_2",
+    "test_ensemble_all_inputs",
+    "test_ensemble_optional_same_input",
+    "test_ensemble_optional_mix_inputs",
+    "test_ensemble_optional_mix_inputs_2",
+    "test_ensemble_optional_pipeline",
+    "test_ensemble_optional_connecting_tensor",
+)
+
+MORE_SUITES = (
+    Suite(
+        "L0_nan_inf",
+        ("nan_inf_test.py",),
+        {"models": build_nan_inf_repo},
+        (Run("nan_inf_test", "models"),),
+        edits=(("nan_inf_test.py", "np.NINF", "-np.inf"),),
+    ),
+    Suite(
+        "L0_output_name",
+        ("output_name_test.py",),
+        {"models": build_output_name_repo},
+        (Run("output_name_test.OutputNameValidationTest", "models"),),
+    ),
+    Suite(
+        "L0_scalar_io",
+        ("scalar_test.py",),
+        {"models": build_scalar_repo, "models_dims_2": build_scalar_refused_repo},
+        (
+            Run("scalar_test", "models", env=(("BACKENDS", "onnx"),)),
+            Run(
+                "onnx_scalar_1dim with dims [2] refused",
+                "models_dims_2",
+                refusal=(
+                    "model 'onnx_scalar_1dim', tensor 'INPUT': the model expects 0 dimensions "
+                    "(shape []) but the model configuration specifies 1 dimensions (shape [2])"
+                ),
+            ),
+        ),
+    ),
+    Suite(
+        "L0_optional_input",
+        ("optional_input_test.py",),
+        {"models": build_optional_input_repo},
+        tuple(
+            Run(f"optional_input_test.OptionalInputTest.{test}", "models", ("--log-verbose=1",))
+            for test in _OPTIONAL_TESTS
+        ),
+    ),
+)
