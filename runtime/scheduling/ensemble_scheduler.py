@@ -1,6 +1,6 @@
 """Run an ensemble's requests: each step as soon as the tensors it reads exist.
 
-    submit ─▶ ensemble tensors = the request's inputs
+    submit ─▶ ensemble tensors = the request's inputs (an optional one it lacks: absent)
               every step whose inputs exist ─▶ StepRunner.infer (concurrently: fan-out)
               its outputs become ensemble tensors ─▶ the steps they complete (fan-in)
               ─▶ the ensemble's outputs, once no step is left to run
@@ -24,7 +24,13 @@ from typing import Protocol
 from runtime.errors import ModelUnavailable, ServingError
 from runtime.inference import InferRequest, InferResponse, InferTensor, RequestedOutput
 from runtime.observe.stats import FailureReason, ModelStats
-from runtime.scheduling.ensemble_flows import EnsembleFlows, MissingStepOutput
+from runtime.scheduling.ensemble_flows import (
+    EnsembleFlows,
+    Tensors,
+    first_tensors,
+    present,
+    step_outputs,
+)
 from runtime.scheduling.request_parameters import SchedulingParameters
 from tritonconfig import EnsembleStep, ensemble_steps
 from tritonconfig.schema import mc
@@ -85,8 +91,9 @@ class EnsembleScheduler:
         end = time.perf_counter_ns()
         outcome = (True, batch_size, start - received_ns, end - received_ns)
         self._stats.record_execution(batch_size, [outcome], (0, end - start, 0))
-        outputs = [tensors[name] for name in self._outputs if name in tensors]
-        return InferResponse(self.model, self.version, outputs, id=request.id)
+        return InferResponse(
+            self.model, self.version, present(self._outputs, tensors), id=request.id
+        )
 
     async def stream(
         self,
@@ -118,15 +125,12 @@ class EnsembleScheduler:
             error = ServingError(f"in ensemble '{self.model}', {exc.message}")
             error.status = exc.status
             raise error from exc
-        except MissingStepOutput as exc:
-            self._stats.record_failure(FailureReason.BACKEND, time.perf_counter_ns() - received_ns)
-            raise ServingError(f"in ensemble '{self.model}', {exc}") from exc
         end = time.perf_counter_ns()
         outcome = (True, batch_size, start - received_ns, end - received_ns)
         self._stats.record_execution(batch_size, [outcome], (0, end - start, 0))
 
-    async def _run_steps(self, request: InferRequest) -> dict[str, InferTensor]:
-        tensors: dict[str, InferTensor] = {t.name: t for t in request.inputs}
+    async def _run_steps(self, request: InferRequest) -> Tensors:
+        tensors = first_tensors(self._steps, request)
         waiting = list(self._steps)
         running: dict[asyncio.Task[InferResponse], EnsembleStep] = {}
         try:
@@ -141,29 +145,20 @@ class EnsembleScheduler:
                 for task in done:
                     step = running.pop(task)
                     response = task.result()  # a failed step raises its error here
-                    produced = {t.name: t for t in response.outputs}
-                    for model_output, tensor_name in step.output_map.items():
-                        if model_output not in produced:
-                            raise ServingError(
-                                f"step {step.index} ('{step.model_name}') returned no output "
-                                f"'{model_output}'"
-                            )
-                        out = produced[model_output]
-                        tensors[tensor_name] = InferTensor(
-                            tensor_name, out.datatype, out.shape, out.data
-                        )
+                    tensors.update(step_outputs(step, response))
         finally:
             for task in running:  # an error: the steps still running are of no use now
                 task.cancel()
         return tensors
 
     def _step_request(
-        self, step: EnsembleStep, tensors: dict[str, InferTensor], request: InferRequest
+        self, step: EnsembleStep, tensors: Tensors, request: InferRequest
     ) -> InferRequest:
         inputs = []
         for model_input, tensor_name in step.input_map.items():
             t = tensors[tensor_name]
-            inputs.append(InferTensor(model_input, t.datatype, t.shape, t.data))
+            if t is not None:  # absent: the step runs without it
+                inputs.append(InferTensor(model_input, t.datatype, t.shape, t.data))
         return InferRequest(
             model_name=step.model_name,
             model_version=str(step.model_version) if step.model_version > 0 else "",
