@@ -2,13 +2,20 @@
 Repositories: tests/fixtures/triton_qa_more_repos.py.
 
     L0_nan_inf          nan_inf_test.py (HTTP raw / HTTP / gRPC) on its Python `nan_inf_output`;
-                        its `np.NINF` is `-np.inf` (NumPy 2 removed the alias: `Suite.edits`)
+                        its `np.NINF` is `-np.inf` there (`Suite.edits`) and in the model
+                        (NumPy 2, installed here, removed the alias)
     L0_output_name      output_name_test.py: an unknown requested output refused in Triton's
                         words, on gen_qa_identity_models.py's `*_nobatch_zero_1_float32`; the
                         ONNX one stands in for the graphdef, plan and savedmodel names it names
     L0_scalar_io        scalar_test.py on gen_qa_ort_scalar_models.py's ONNX models (test.sh's
                         BACKENDS="onnx"), then test.sh's second start, refused: `onnx_scalar_1dim`
                         with `dims:[2]`
+    L0_output_validation  lt_op_val_client.py (`--exit-on-error=false`): a TorchScript model's
+                        output of another datatype than its config's, or an `OUTPUT__1` it does
+                        not return, fails the request in Triton's words; Triton's data
+                        directory's `libtorch_model_store2` (no gen_qa script makes it) is
+                        gen_qa_identity_models.py's libtorch_zero_1_float32 and two copies
+                        whose configs say so
     L0_optional_input   optional_input_test.py, one server start per test as test.sh runs it
                         (`--log-verbose=1`): optional inputs through the dynamic batcher and
                         ensembles; `identity_2_float32` runs Triton's C++ `identity` backend,
@@ -22,6 +29,7 @@ from tests.fixtures.triton_qa_more_repos import (
     build_nan_inf_repo,
     build_optional_input_repo,
     build_output_name_repo,
+    build_output_validation_repo,
     build_scalar_refused_repo,
     build_scalar_repo,
 )
@@ -71,6 +79,12 @@ MORE_SUITES = (
                 ),
             ),
         ),
+    ),
+    Suite(
+        "L0_output_validation",
+        ("lt_op_val_client.py",),
+        {"libtorch_model_store2": build_output_validation_repo},
+        (Run("lt_op_val_client", "libtorch_model_store2", ("--exit-on-error=false",)),),
     ),
     Suite(
         "L0_optional_input",
