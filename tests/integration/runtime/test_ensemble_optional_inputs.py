@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
 
 from tests.fixtures import models
 from tests.fixtures.serve_process import ServeProcess
@@ -129,3 +130,22 @@ def test_an_output_a_step_does_not_return_is_absent_downstream(server: ServeProc
     np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), [[3.0]])
     result = client.infer("connecting", [_input("INPUT0", 3.0)])
     assert result.as_numpy("OUTPUT1") is None  # never made: left out, as Triton does
+
+
+def test_a_requested_output_the_model_did_not_return_is_left_out(server: ServeProcess) -> None:
+    # Triton 2.51 answers with the outputs the model returned (qa/L0_optional_input's
+    # optional_identity, asked for both through an ensemble step under `thaw up`).
+    grpc = grpcclient.InferenceServerClient(server.grpc_address)
+    result = grpc.infer(
+        "only_given", [_input("INPUT0", 2.0)], outputs=_outputs("OUTPUT0", "OUTPUT1")
+    )
+    assert [o.name for o in result.get_response().outputs] == ["OUTPUT0"]
+    http = httpclient.InferenceServerClient(server.hostport)
+    tensor = httpclient.InferInput("INPUT0", [1, 1], "FP32")
+    tensor.set_data_from_numpy(np.full((1, 1), 2.0, np.float32))
+    answer = http.infer(
+        "only_given",
+        [tensor],
+        outputs=[httpclient.InferRequestedOutput(n) for n in ("OUTPUT0", "OUTPUT1")],
+    )
+    assert [o["name"] for o in answer.get_response()["outputs"]] == ["OUTPUT0"]
