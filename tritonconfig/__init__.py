@@ -43,6 +43,7 @@ from tritonconfig.ensemble import (
     ensemble_cycle,
     ensemble_steps,
     is_ensemble,
+    needed_steps,
 )
 from tritonconfig.errors import ModelConfigError
 from tritonconfig.onnx_autocomplete import DEFAULT_MAX_BATCH_SIZE, autocomplete_from_onnx
@@ -103,6 +104,7 @@ __all__ = [
     "is_scalar_dims",
     "is_sequence_model",
     "mc",
+    "needed_steps",
     "normalize_platform",
     "parse_compile_settings",
     "parse_config",

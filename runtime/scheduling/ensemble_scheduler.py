@@ -1,6 +1,7 @@
 """Run an ensemble's requests: each step as soon as the tensors it reads exist.
 
-    submit ─▶ ensemble tensors = the request's inputs (an optional one it lacks: absent)
+    submit ─▶ the steps its requested outputs need (Triton prunes the others)
+              ensemble tensors = the request's inputs (an optional one it lacks: absent)
               every step whose inputs exist ─▶ StepRunner.infer (concurrently: fan-out)
               its outputs become ensemble tensors ─▶ the steps they complete (fan-in)
               ─▶ the ensemble's outputs, once no step is left to run
@@ -32,10 +33,10 @@ from runtime.scheduling.ensemble_flows import (
     step_outputs,
 )
 from runtime.scheduling.request_parameters import SchedulingParameters
-from tritonconfig import EnsembleStep, ensemble_steps
+from tritonconfig import EnsembleStep, ensemble_steps, needed_steps
 from tritonconfig.schema import mc
 
-__all__ = ["EnsembleScheduler", "StepRunner"]
+__all__ = ["EnsembleScheduler", "StepRunner", "sequence_echo"]
 
 
 class StepRunner(Protocol):
@@ -82,7 +83,7 @@ class EnsembleScheduler:
             raise ModelUnavailable(f"model '{self.model}' is unloading")
         start = time.perf_counter_ns()
         try:
-            tensors = await self._run_steps(request)
+            tensors = await self._run_steps(request, self._needed(request))
         except ServingError as exc:
             self._stats.record_failure(FailureReason.BACKEND, time.perf_counter_ns() - received_ns)
             error = ServingError(f"in ensemble '{self.model}', {exc.message}")
@@ -91,9 +92,12 @@ class EnsembleScheduler:
         end = time.perf_counter_ns()
         outcome = (True, batch_size, start - received_ns, end - received_ns)
         self._stats.record_execution(batch_size, [outcome], (0, end - start, 0))
-        return InferResponse(
+        response = InferResponse(
             self.model, self.version, present(self._outputs, tensors), id=request.id
         )
+        if response.outputs:
+            response.parameters = sequence_echo(params)
+        return response
 
     async def stream(
         self,
@@ -111,7 +115,7 @@ class EnsembleScheduler:
         start = time.perf_counter_ns()
         flows = EnsembleFlows(
             self.model,
-            self._steps,
+            self._needed(request),
             self._outputs,
             self._runner,
             lambda step, tensors: self._step_request(step, tensors, request),
@@ -119,6 +123,8 @@ class EnsembleScheduler:
         try:
             async for response in flows.responses(request):
                 response.model_version = self.version
+                if response.outputs:
+                    response.parameters = sequence_echo(params)
                 yield response
         except ServingError as exc:
             self._stats.record_failure(FailureReason.BACKEND, time.perf_counter_ns() - received_ns)
@@ -129,9 +135,14 @@ class EnsembleScheduler:
         outcome = (True, batch_size, start - received_ns, end - received_ns)
         self._stats.record_execution(batch_size, [outcome], (0, end - start, 0))
 
-    async def _run_steps(self, request: InferRequest) -> Tensors:
-        tensors = first_tensors(self._steps, request)
-        waiting = list(self._steps)
+    def _needed(self, request: InferRequest) -> list[EnsembleStep]:
+        """The steps the request's requested outputs need (Triton prunes the others)."""
+        requested = [output.name for output in request.requested_outputs]
+        return needed_steps(self._steps, self._outputs, requested)
+
+    async def _run_steps(self, request: InferRequest, steps: list[EnsembleStep]) -> Tensors:
+        tensors = first_tensors(steps, request)
+        waiting = list(steps)
         running: dict[asyncio.Task[InferResponse], EnsembleStep] = {}
         try:
             while waiting or running:
@@ -175,3 +186,14 @@ class EnsembleScheduler:
     def join(self) -> None:
         """Nothing to wait for: the steps run in their own models' schedulers."""
         self.close()
+
+
+def sequence_echo(params: SchedulingParameters) -> dict[str, int | str | bool]:
+    """The parameters every ensemble response with outputs carries in Triton 2.51 (observed):
+    the request's sequence id (0 outside a sequence) and its start and end flags."""
+    sequence_id = params.sequence_id if params.sequence_id is not None else 0
+    return {
+        "sequence_id": sequence_id,
+        "sequence_start": params.sequence_start,
+        "sequence_end": params.sequence_end,
+    }

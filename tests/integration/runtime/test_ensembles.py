@@ -156,6 +156,44 @@ def test_data_flows_through_fan_out_and_fan_in(server: ServeProcess) -> None:
     client.close()
 
 
+def _diamond_inputs() -> list[httpclient.InferInput]:
+    inputs = []
+    for name in ("A", "B"):
+        tensor = httpclient.InferInput(name, [1, 4], "FP32")
+        tensor.set_data_from_numpy(np.ones((1, 4), dtype=np.float32))
+        inputs.append(tensor)
+    return inputs
+
+
+def test_only_the_steps_the_requested_outputs_need_run(server: ServeProcess) -> None:
+    # Triton prunes the steps no requested output needs (qa/L0_simple_ensemble's
+    # test_ensemble_add_sub_one_output): asked for SUM alone, diamond runs step 1 only.
+    client = _client(server)
+    before = {s["name"]: s for s in client.get_inference_statistics()["model_stats"]}
+    sum_only = [httpclient.InferRequestedOutput("SUM")]
+    result = client.infer("diamond", _diamond_inputs(), outputs=sum_only)
+    np.testing.assert_allclose(result.as_numpy("SUM"), np.full((1, 4), 2.0))
+    after = {s["name"]: s for s in client.get_inference_statistics()["model_stats"]}
+    assert after["plus_w"]["execution_count"] == before["plus_w"]["execution_count"]
+    assert after["add_sub"]["execution_count"] == before["add_sub"]["execution_count"] + 1
+    client.close()
+
+
+def test_an_ensemble_answer_carries_the_requests_sequence_parameters(
+    server: ServeProcess,
+) -> None:
+    # Triton 2.51 (observed): every ensemble response with outputs carries sequence_id (0
+    # outside a sequence), sequence_start and sequence_end, over HTTP and gRPC alike.
+    client = _client(server)
+    result = client.infer("diamond", _diamond_inputs())
+    assert result.get_response()["parameters"] == {
+        "sequence_id": 0,
+        "sequence_start": False,
+        "sequence_end": False,
+    }
+    client.close()
+
+
 def _zeros() -> httpclient.InferInput:
     tensor = httpclient.InferInput("INPUT0", [1, 4], "FP32")
     tensor.set_data_from_numpy(np.zeros((1, 4), dtype=np.float32))
