@@ -20,6 +20,9 @@ Repositories: tests/fixtures/triton_qa_more_repos.py.
                         (`--log-verbose=1`): optional inputs through the dynamic batcher and
                         ensembles; `identity_2_float32` runs Triton's C++ `identity` backend,
                         a Python model doing what it does here
+    L0_simple_ensemble  ensemble_test.py's three tests, one server start each as test.sh runs
+                        them; `simple` (docs/examples' graphdef add/sub, versions 1 and 2) is a
+                        Python add/sub
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from tests.fixtures.triton_qa_more_repos import (
     build_output_validation_repo,
     build_scalar_refused_repo,
     build_scalar_repo,
+    build_simple_ensemble_repo,
 )
 
 __all__ = ["MORE_SUITES"]
@@ -93,6 +97,19 @@ MORE_SUITES = (
         tuple(
             Run(f"optional_input_test.OptionalInputTest.{test}", "models", ("--log-verbose=1",))
             for test in _OPTIONAL_TESTS
+        ),
+    ),
+    Suite(
+        "L0_simple_ensemble",
+        ("ensemble_test.py",),
+        {"models": build_simple_ensemble_repo},
+        tuple(
+            Run(f"ensemble_test.EnsembleTest.{test}", "models")
+            for test in (
+                "test_ensemble_add_sub",
+                "test_ensemble_sequence_flags",
+                "test_ensemble_add_sub_one_output",
+            )
         ),
     ),
 )
