@@ -278,6 +278,11 @@ class ModelManager:
         if name is None:
             rows = [stats.to_json(m, v) for (m, v), stats in self._book.items()]
             return {"model_stats": rows}
+        model = self._known(name, None)
+        if version and model.state == ModelState.READY and version not in model.versions:
+            # Triton's words for a version that is not ready (gone, or never there) of a
+            # model that has one; the status stays this server's "unknown" (404).
+            raise ModelNotFound(f"requested model version is not available for model '{name}'")
         model, _ = self._serving(name, version)
         wanted = [version] if version else list(model.versions)
         rows = [s.to_json(m, v) for (m, v), s in self._book.items() if m == name and v in wanted]
