@@ -23,12 +23,25 @@ Repositories: tests/fixtures/triton_qa_more_repos.py.
     L0_simple_ensemble  ensemble_test.py's three tests, one server start each as test.sh runs
                         them; `simple` (docs/examples' graphdef add/sub, versions 1 and 2) is a
                         Python add/sub
+    L0_client_timeout   client_infer_timeout_test.py's five tests (gRPC, gRPC async and stream,
+                        HTTP, HTTP async) on test.sh's second start: `custom_identity_int32`
+                        (Triton's C++ `identity` backend, `execute_delay_ms` 3000) is a Python
+                        model sleeping as long. Left out: the C++ client_timeout_test runs (a
+                        binary of Triton's build) and client_non_infer_timeout_test.py (its
+                        start sets TRITONSERVER_SERVER_DELAY_GRPC_RESPONSE_SEC, a test hook of
+                        Triton's server that delays every non-infer gRPC answer)
+    L0_server_status    server_status_test.py: test.sh's poll-mode start, ServerMetadataTest,
+                        the repository edited, ModelMetadataTest
+                        (tests/conformance/qa_server_status.py); its graphdef / plan models are
+                        gen_qa_models.py's ONNX ones under those names
 """
 
 from __future__ import annotations
 
+from tests.conformance.qa_server_status import L0_SERVER_STATUS
 from tests.conformance.qa_suite import Run, Suite
 from tests.fixtures.triton_qa_more_repos import (
+    build_client_timeout_repo,
     build_nan_inf_repo,
     build_optional_input_repo,
     build_output_name_repo,
@@ -112,4 +125,11 @@ MORE_SUITES = (
             )
         ),
     ),
+    Suite(
+        "L0_client_timeout",
+        ("client_infer_timeout_test.py",),
+        {"models": build_client_timeout_repo},
+        (Run("client_infer_timeout_test", "models", ("--log-verbose", "2")),),
+    ),
+    L0_SERVER_STATUS,
 )
