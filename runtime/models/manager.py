@@ -48,6 +48,7 @@ from runtime.scheduling.resource_gate import ResourceGate
 from runtime.scheduling.response_stream import ResponseStream
 from thawwire.metadata import model_metadata
 from thawwire.model_control import CONTROL_DISABLED, no_available_versions, not_ready
+from thawwire.names import version_not_available
 from tritonconfig.schema import mc
 
 if TYPE_CHECKING:
@@ -282,7 +283,7 @@ class ModelManager:
         if version and model.state == ModelState.READY and version not in model.versions:
             # Triton's words for a version that is not ready (gone, or never there) of a
             # model that has one; the status stays this server's "unknown" (404).
-            raise ModelNotFound(f"requested model version is not available for model '{name}'")
+            raise ModelNotFound(version_not_available(name))
         model, _ = self._serving(name, version)
         wanted = [version] if version else list(model.versions)
         rows = [s.to_json(m, v) for (m, v), s in self._book.items() if m == name and v in wanted]
