@@ -34,14 +34,33 @@ Repositories: tests/fixtures/triton_qa_more_repos.py.
                         the repository edited, ModelMetadataTest
                         (tests/conformance/qa_server_status.py); its graphdef / plan models are
                         gen_qa_models.py's ONNX ones under those names
+    L0_request_cancellation  grpc_cancellation_test.py's four tests, one start each (10 s
+                        executions), scheduler_test.py (dynamic and sequence batchers, an
+                        ensemble: 6 s executions) and implicit_state_test.py (its TorchScript
+                        model), as test.sh starts them; Triton's C++ `identity` models are
+                        Python models sleeping `execute_delay_ms`. Left out: its
+                        request_cancellation_test (a C++ binary of Triton's build) and
+                        test_grpc_async_infer_cancellation_at_step_start (its start sets
+                        TRITONSERVER_DELAY_GRPC_PROCESS, a test hook of Triton's server)
+    L0_model_queue      model_queue_test.py's seven tests, one server start each with test.sh's
+                        config for it (queue size, timeout policies, priority levels);
+                        qa/custom_models' custom_zero_1_float32 (Triton's C++ `identity`
+                        backend) is a Python model sleeping `execute_delay_ms`
 """
 
 from __future__ import annotations
 
+from functools import partial
+
 from tests.conformance.qa_server_status import L0_SERVER_STATUS
 from tests.conformance.qa_suite import Run, Suite
 from tests.fixtures.triton_qa_more_repos import (
+    MODEL_QUEUE_BATCHING,
+    build_cancellation_grpc_repo,
+    build_cancellation_scheduler_repo,
+    build_cancellation_state_repo,
     build_client_timeout_repo,
+    build_model_queue_repo,
     build_nan_inf_repo,
     build_optional_input_repo,
     build_output_name_repo,
@@ -132,4 +151,44 @@ MORE_SUITES = (
         (Run("client_infer_timeout_test", "models", ("--log-verbose", "2")),),
     ),
     L0_SERVER_STATUS,
+    Suite(
+        "L0_request_cancellation",
+        ("grpc_cancellation_test.py", "scheduler_test.py", "implicit_state_test.py"),
+        {
+            "models_grpc": build_cancellation_grpc_repo,
+            "models_scheduler": build_cancellation_scheduler_repo,
+            "models_state": build_cancellation_state_repo,
+        },
+        (
+            *(
+                Run(
+                    f"grpc_cancellation_test.GrpcCancellationTest.{test}",
+                    "models_grpc",
+                    ("--log-verbose=1",),
+                )
+                for test in (
+                    "test_grpc_async_infer",
+                    "test_grpc_stream_infer",
+                    "test_aio_grpc_async_infer",
+                    "test_aio_grpc_stream_infer",
+                )
+            ),
+            Run("scheduler_test", "models_scheduler", ("--log-verbose=2",)),
+            Run(
+                "implicit_state_test",
+                "models_state",
+                ("--log-verbose=1",),
+                server_log="implicit_state_test.server.log",
+                env=(("SERVER_LOG", "implicit_state_test.server.log"),),
+            ),
+        ),
+    ),
+    Suite(
+        "L0_model_queue",
+        ("model_queue_test.py",),
+        {f"models_{t}": partial(build_model_queue_repo, test=t) for t in MODEL_QUEUE_BATCHING},
+        tuple(
+            Run(f"model_queue_test.ModelQueueTest.{t}", f"models_{t}") for t in MODEL_QUEUE_BATCHING
+        ),
+    ),
 )
