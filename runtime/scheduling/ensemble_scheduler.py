@@ -12,7 +12,8 @@ under `thaw up`, the platform's front door (runtime.direct.front_door), so each 
 keeps its own replicas. The first step that fails fails the request, once, with Triton's
 "in ensemble 'E', ..." text and that step's status; steps still running are cancelled. Each
 step counts in its own model's statistics; the ensemble's own row counts its requests, one
-execution each, with the pipeline's wall time as compute time.
+execution each, with the pipeline's wall time as compute time, and a failed one as Triton's
+core does, reason OTHER (whatever the step's own reason: REJECTED, BACKEND, ...).
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ class EnsembleScheduler:
         try:
             tensors = await self._run_steps(request, self._needed(request))
         except ServingError as exc:
-            self._stats.record_failure(FailureReason.BACKEND, time.perf_counter_ns() - received_ns)
+            self._stats.record_failure(FailureReason.OTHER, time.perf_counter_ns() - received_ns)
             error = ServingError(f"in ensemble '{self.model}', {exc.message}")
             error.status = exc.status  # the failed step's status: 400 stays 400
             raise error from exc
@@ -127,7 +128,7 @@ class EnsembleScheduler:
                     response.parameters = sequence_echo(params)
                 yield response
         except ServingError as exc:
-            self._stats.record_failure(FailureReason.BACKEND, time.perf_counter_ns() - received_ns)
+            self._stats.record_failure(FailureReason.OTHER, time.perf_counter_ns() - received_ns)
             error = ServingError(f"in ensemble '{self.model}', {exc.message}")
             error.status = exc.status
             raise error from exc

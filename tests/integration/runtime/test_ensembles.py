@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import requests
 import tritonclient.http as httpclient
 
 from tests.fixtures import batch_recorder, models, onnx_models
@@ -218,6 +219,11 @@ def test_a_failing_step_fails_the_request_once_with_its_error(server: ServeProce
     # An input the ensemble does not declare is refused before any step runs.
     wrong = infer(server.url, "failing", [fp32("B", [1.0])])
     assert wrong.status == 400
+    # Counted as Triton's core counts an ensemble's failure (qa/L0_model_queue): reason OTHER
+    # for the ensemble, the step's own reason (BACKEND) for the step's model.
+    metrics = requests.get(server.metrics_url + "/metrics", timeout=30).text
+    assert 'nv_inference_request_failure{model="failing",reason="OTHER",version="1"} 1' in metrics
+    assert 'nv_inference_request_failure{model="failing",reason="BACKEND",version="1"} 0' in metrics
 
 
 def test_concurrent_ensemble_requests_all_get_their_own_answers(server: ServeProcess) -> None:
