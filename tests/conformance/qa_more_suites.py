@@ -41,11 +41,15 @@ Repositories: tests/fixtures/triton_qa_more_repos.py.
                         Python models sleeping `execute_delay_ms`. Left out: its
                         request_cancellation_test (a C++ binary of Triton's build) and
                         test_grpc_async_infer_cancellation_at_step_start (its start sets
-                        TRITONSERVER_DELAY_GRPC_PROCESS, a test hook of Triton's server)
+                        TRITONSERVER_DELAY_GRPC_PROCESS, a test hook of Triton's server), and
+                        test.sh's grep of Triton's log for "Cancellation notification received
+                        for" (a line of Triton's C++ server)
     L0_model_queue      model_queue_test.py's seven tests, one server start each with test.sh's
                         config for it (queue size, timeout policies, priority levels);
                         qa/custom_models' custom_zero_1_float32 (Triton's C++ `identity`
-                        backend) is a Python model sleeping `execute_delay_ms`
+                        backend) is a Python model sleeping `execute_delay_ms`.
+                        test_policy_reject fails on purpose: Triton 2.51 counts a failed
+                        ensemble request twice in its failure counter (docs/triton-qa-parity.md)
 """
 
 from __future__ import annotations
