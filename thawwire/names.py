@@ -22,6 +22,7 @@ __all__ = [
     "is_model_name",
     "is_version",
     "unknown_model",
+    "version_not_available",
     "version_refusal",
 ]
 
@@ -75,3 +76,10 @@ def unknown_model(name: str) -> str:
     that could be a path is one no repository holds): 404 / NOT_FOUND. At most 200 characters
     of `name`."""
     return f"Request for unknown model: '{name[:200]}' is not found"
+
+
+def version_not_available(name: str) -> str:
+    """Triton 2.51's text for the statistics of a version not ready (unloaded, or never there)
+    of a model that has one (core `TRITONSERVER_ServerModelStatistics`). At most 200
+    characters of `name`."""
+    return f"requested model version is not available for model '{name[:200]}'"

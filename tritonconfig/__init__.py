@@ -43,11 +43,12 @@ from tritonconfig.ensemble import (
     ensemble_cycle,
     ensemble_steps,
     is_ensemble,
+    needed_steps,
     unloaded_with,
 )
 from tritonconfig.errors import ModelConfigError
 from tritonconfig.onnx_autocomplete import DEFAULT_MAX_BATCH_SIZE, autocomplete_from_onnx
-from tritonconfig.onnx_io_check import graph_mismatch, io_mismatch
+from tritonconfig.onnx_io_check import graph_mismatch, io_mismatch, is_scalar_dims
 from tritonconfig.parse import config_from_json, parse_config
 from tritonconfig.platform import PLATFORM_BACKENDS, default_model_filename, normalize_platform
 from tritonconfig.render import config_to_json
@@ -101,8 +102,10 @@ __all__ = [
     "graph_mismatch",
     "io_mismatch",
     "is_ensemble",
+    "is_scalar_dims",
     "is_sequence_model",
     "mc",
+    "needed_steps",
     "normalize_platform",
     "parse_compile_settings",
     "parse_config",

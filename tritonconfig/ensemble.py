@@ -10,7 +10,7 @@ Triton only says that a tensor "is not connected".
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Hashable, Mapping
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +23,7 @@ __all__ = [
     "composing_models",
     "ensemble_steps",
     "is_ensemble",
+    "needed_steps",
     "unloaded_with",
     "validate_ensemble",
 ]
@@ -50,6 +51,27 @@ class EnsembleStep:
     @property
     def writes(self) -> frozenset[str]:
         return frozenset(self.output_map.values())
+
+
+def needed_steps(
+    steps: Sequence[EnsembleStep], outputs: Iterable[str], requested: Iterable[str]
+) -> list[EnsembleStep]:
+    """The steps a request for the ensemble outputs `requested` (none: all of `outputs`) runs,
+    as Triton prunes them: a step none of whose outputs is needed is left out, an output being
+    needed when it is requested or read by a step that runs. A step output nothing reads and
+    no ensemble output names keeps its step, as in Triton."""
+    wanted = set(requested)
+    if not wanted:
+        return list(steps)
+    kept = list(steps)
+    ignored = set(outputs) - wanted - {t for s in kept for t in s.reads}
+    while True:
+        pruned = [s for s in kept if s.output_map and s.writes <= ignored]
+        if not pruned:
+            return kept
+        kept = [s for s in kept if s not in pruned]
+        read = {t for s in kept for t in s.reads}
+        ignored |= {t for s in pruned for t in s.reads} - read - wanted
 
 
 def is_ensemble(config: mc.ModelConfig) -> bool:

@@ -9,7 +9,9 @@
 `inputs` / `outputs` are the session's (name, shape) pairs, a symbolic or unknown dimension
 as -1. Triton's order: the number of inputs, each config input and output known to the
 model, then each one's shape (the batch dimension first when `max_batch_size` > 0). A
-sequence model's control and state inputs count as Triton counts them.
+sequence model's control and state inputs count as Triton counts them. A model's scalar
+(0-dimensional, or of unknown rank, which onnxruntime reports alike) takes config dims of one
+element (`[1]`, `[1, 1]`) on a model without batching.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from tritonconfig.onnx_autocomplete import onnx_ios
 from tritonconfig.platform import default_model_filename
 from tritonconfig.schema import mc
 
-__all__ = ["graph_mismatch", "io_mismatch"]
+__all__ = ["graph_mismatch", "io_mismatch", "is_scalar_dims"]
 
 Shape = Sequence[int]
 
@@ -100,7 +102,7 @@ def _shape_problem(
     batching = config.max_batch_size > 0
     full = [-1, *dims] if batching else dims
     fits = len(shape) == len(full) and all(m in (-1, c) for m, c in zip(shape, full, strict=True))
-    if fits:
+    if fits or (not batching and not shape and is_scalar_dims(dims)):
         return ""
     how = (
         "an initial batch dimension because max_batch_size > 0 followed by the explicit tensor "
@@ -113,6 +115,12 @@ def _shape_problem(
         f"{_text(shape)}) but the model configuration specifies {len(full)} dimensions "
         f"({how}{_text(full)})"
     )
+
+
+def is_scalar_dims(dims: Sequence[int]) -> bool:
+    """Config dims that a model's scalar (0-dimensional) tensor takes, as Triton's onnxruntime
+    backend allows (L0_scalar_io): one element, every dimension 1 (`[1]`, `[1, 1]`)."""
+    return bool(dims) and all(d == 1 for d in dims)
 
 
 def _text(shape: Sequence[int]) -> str:

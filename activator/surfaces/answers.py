@@ -14,9 +14,10 @@ import asyncio
 from typing import Any
 
 from activator.endpoint.replica_stats import rows_for_versions
-from activator.errors import ModelUnavailable
+from activator.errors import ModelUnavailable, UnknownModel
 from activator.fleet.fleet import Fleet
 from activator.fleet.load_state import LoadState
+from thawwire.names import version_not_available
 
 __all__ = [
     "check_ready",
@@ -125,6 +126,9 @@ async def stats_rows(fleet: Fleet, name: str | None, version: str | None) -> lis
         names = [n for n in fleet.repository.names() if fleet.load_states.loaded(n)]
         per_model = await asyncio.gather(*(_rows(fleet, n, None) for n in names))
         return [row for rows in per_model for row in rows]
+    if version is not None and version not in fleet.serving(name).versions:
+        # Triton's words for a version the served model does not have (as thaw serve's).
+        raise UnknownModel(version_not_available(name))
     return await _rows(fleet, name, version)
 
 

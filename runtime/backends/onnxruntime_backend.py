@@ -17,7 +17,7 @@ from runtime.datatypes import numpy_to_v2
 from runtime.devices.errors import device_failure
 from runtime.errors import RepositoryError, ServingError
 from runtime.inference import InferRequest, InferResponse, InferTensor
-from tritonconfig import io_mismatch
+from tritonconfig import io_mismatch, is_scalar_dims
 
 __all__ = ["OnnxRuntimeBackend", "intra_op_threads"]
 
@@ -52,6 +52,10 @@ class OnnxRuntimeBackend:
         self._outputs: list[str] = []
         self._device = "cpu"
         self._string_inputs: set[str] = set()
+        # The model's scalar (0-dimensional) tensors a config gives one-element dims: the
+        # inputs fed as scalars, the outputs answered in the config's dims (Triton's scalar I/O).
+        self._scalar_inputs: set[str] = set()
+        self._scalar_outputs: dict[str, tuple[int, ...]] = {}
         self._layout: BatchLayout | None = None  # how a dynamic batch runs as one session run
         self.used_image = False  # True when the weights came from a snapshot image
         self._keepalive: list[Any] = []  # OrtValues over snapshot memory must outlive the session
@@ -114,6 +118,9 @@ class OnnxRuntimeBackend:
         self._string_inputs = {
             i.name for i in self._session.get_inputs() if i.type == "tensor(string)"
         }
+        self._scalar_inputs, self._scalar_outputs = _scalars(
+            ctx.config, self._session.get_inputs(), self._session.get_outputs()
+        )
 
     def execute(self, requests: list[InferRequest]) -> list[InferResponse | ServingError]:
         total = ExecTimings()
@@ -133,6 +140,8 @@ class OnnxRuntimeBackend:
             data = tensor.data
             if tensor.name in self._string_inputs:
                 data = np.vectorize(_to_str, otypes=[object])(data) if data.size else data
+            if tensor.name in self._scalar_inputs:
+                data = data.reshape(())
             feed[tensor.name] = data
         names = [o.name for o in request.requested_outputs] or self._outputs
         t1 = time.perf_counter_ns()
@@ -143,14 +152,44 @@ class OnnxRuntimeBackend:
             logger.warning("model=%s onnxruntime run failed: %r", self._name, exc)
             return device_failure(self._name, exc, device=self._device)
         t2 = time.perf_counter_ns()
-        outputs = [_tensor(name, array) for name, array in zip(names, arrays, strict=True)]
+        outputs = [
+            _tensor(name, self._in_config_dims(name, array))
+            for name, array in zip(names, arrays, strict=True)
+        ]
         t3 = time.perf_counter_ns()
         total.add(t0, t1, t2, t3)
         return InferResponse(self._name, self._version, outputs, id=request.id)
 
+    def _in_config_dims(self, name: str, array: Any) -> Any:
+        dims = self._scalar_outputs.get(name)
+        if dims is None or np.ndim(array) != 0:
+            return array
+        return np.asarray(array).reshape(dims)
+
     def unload(self) -> None:
         self._session = None
         self._keepalive = []
+
+
+def _scalars(
+    config: Any, inputs: list[Any], outputs: list[Any]
+) -> tuple[set[str], dict[str, tuple[int, ...]]]:
+    """The model's scalar inputs and outputs (0-dimensional, or of unknown rank) whose config
+    dims are one element (io_mismatch lets them load): inputs by name, outputs with their
+    config dims."""
+    if config.max_batch_size > 0:
+        return set(), {}
+    model_inputs = {arg.name for arg in inputs if not arg.shape}
+    model_outputs = {arg.name for arg in outputs if not arg.shape}
+    scalar_inputs = {
+        io.name for io in config.input if io.name in model_inputs and is_scalar_dims(io.dims)
+    }
+    scalar_outputs = {
+        io.name: tuple(io.dims)
+        for io in config.output
+        if io.name in model_outputs and is_scalar_dims(io.dims)
+    }
+    return scalar_inputs, scalar_outputs
 
 
 def _context_model(providers: list[Any]) -> Any:

@@ -28,7 +28,6 @@ from runtime.backends.torch_strings import (
     check_string_io,
     string_list,
     string_output,
-    string_outputs,
 )
 from runtime.datatypes import numpy_to_v2
 from runtime.devices.errors import device_failure
@@ -42,8 +41,9 @@ from tritonconfig import (
     ModelConfigError,
     compile_settings,
 )
+from tritonconfig.schema import mc
 
-__all__ = ["TorchBackend", "positions", "release_device_cache"]
+__all__ = ["TorchBackend", "output_positions", "positions", "release_device_cache"]
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ class TorchBackend:
         self._device = "cpu"
         self._inputs: dict[str, int] = {}
         self._outputs: dict[str, int] = {}
-        self._string_outputs: frozenset[str] = frozenset()  # TYPE_STRING outputs: List[str]
+        self._output_types: dict[str, str] = {}  # each config output's datatype (v2 name)
         self._layout: BatchLayout | None = None  # how a dynamic batch runs as one forward
         self.used_image = False  # True when the weights came from a snapshot image
 
@@ -87,7 +87,7 @@ class TorchBackend:
 
         self._name, self._version = ctx.model_name, ctx.version
         check_string_io(ctx.config)
-        self._string_outputs = string_outputs(ctx.config)
+        self._output_types = {o.name: _config_datatype(o.data_type) for o in ctx.config.output}
         self._layout = BatchLayout.from_config(ctx.config)
         self._device = f"cuda:{ctx.device_id}" if ctx.instance_kind == "KIND_GPU" else "cpu"
         if self._device != "cpu" and not torch.cuda.is_available():
@@ -130,7 +130,7 @@ class TorchBackend:
         self._inputs = positions(expected, forward_args)
         declared = [o.name for o in ctx.config.output]
         state_outputs = [s.output_name for s in sequence.state if s.output_name not in declared]
-        self._outputs = positions(declared + state_outputs, [])
+        self._outputs = output_positions(declared + state_outputs)
         if settings is not None:
             self._module = self._compile(ctx, settings)
         if self._device != "cpu":
@@ -290,6 +290,8 @@ class TorchBackend:
         t2 = time.perf_counter_ns()
         try:
             outputs = self._outputs_of(torch, result, request)
+        except _ConfigMismatch as exc:  # Triton's INVALID_ARG, in its words
+            return InvalidInput(str(exc))
         except (IndexError, KeyError, TypeError) as exc:
             return ServingError(f"model '{self._name}' returned unexpected outputs: {exc}")
         t3 = time.perf_counter_ns()
@@ -299,6 +301,15 @@ class TorchBackend:
     def _outputs_of(self, torch: Any, result: Any, request: InferRequest) -> list[InferTensor]:
         if isinstance(result, torch.Tensor) or _one_list(torch, result):
             result = (result,)
+        if not isinstance(result, dict):
+            # Every config output's index, whatever was requested, as Triton's libtorch
+            # backend checks them after each run.
+            for name in self._output_types:
+                if self._outputs[name] >= len(result):
+                    raise _ConfigMismatch(
+                        f"The output {name} in the model configuration refers to an output "
+                        f"index which doesn't exist. This model has {len(result)} outputs"
+                    )
         wanted = [o.name for o in request.requested_outputs] or list(self._outputs)
         outputs = []
         for name in wanted:
@@ -318,10 +329,11 @@ class TorchBackend:
             )
         array = _to_numpy(torch, value)
         datatype = "BF16" if value.dtype == torch.bfloat16 else numpy_to_v2(array.dtype)
-        if name in self._string_outputs:
-            raise TypeError(
-                f"configuration expects datatype TYPE_BYTES for output '{name}', model provides "
-                f"TYPE_{datatype}"
+        expected = self._output_types.get(name, datatype)  # a state's output: as it comes
+        if expected != datatype:
+            raise _ConfigMismatch(
+                f"configuration expects datatype TYPE_{expected} for output '{name}', model "
+                f"provides TYPE_{datatype}"
             )
         return InferTensor(name, datatype, tuple(array.shape), array)
 
@@ -331,6 +343,31 @@ class TorchBackend:
             import torch
 
             release_device_cache(torch, self._device)
+
+
+def output_positions(names: list[str]) -> dict[str, int]:
+    """The index in the model's returned tuple of each config output, by Triton's libtorch
+    rule for outputs: `<name>__<i>` (at the first `__`, digits only) when every output is
+    so named, whatever the indexes (one the model does not return fails each request), else
+    config order. Inputs take `positions`, which also reads forward arguments' names."""
+    indexes = {}
+    for name in names:
+        _, sep, index = name.partition("__")
+        if not sep or not index.isdigit():
+            return {n: i for i, n in enumerate(names)}
+        indexes[name] = int(index)
+    return indexes
+
+
+class _ConfigMismatch(Exception):
+    """What the model returned disagrees with its config (an output's datatype, an output
+    index it does not have): the request's error, Triton's INVALID_ARG."""
+
+
+def _config_datatype(data_type: int) -> str:
+    """A config datatype as Triton's libtorch backend names it (`TYPE_STRING` is BYTES)."""
+    name = mc.DataType.Name(data_type).removeprefix("TYPE_")
+    return "BYTES" if name == "STRING" else name
 
 
 def release_device_cache(torch: Any, device: str) -> bool:

@@ -54,6 +54,7 @@ from thawwire.model_control import (
     not_ready,
     unload_not_in_repository,
 )
+from thawwire.names import version_not_available
 from tritonconfig import composing_models, unloaded_with
 from tritonconfig.schema import mc
 
@@ -314,6 +315,11 @@ class ModelManager:
         if name is None:
             rows = [stats.to_json(m, v) for (m, v), stats in self._book.items()]
             return {"model_stats": rows}
+        model = self._known(name, None)
+        if version and model.state == ModelState.READY and version not in model.versions:
+            # Triton's words for a version that is not ready (gone, or never there) of a
+            # model that has one; the status stays this server's "unknown" (404).
+            raise ModelNotFound(version_not_available(name))
         model, _ = self._serving(name, version)
         wanted = [version] if version else list(model.versions)
         rows = [s.to_json(m, v) for (m, v), s in self._book.items() if m == name and v in wanted]

@@ -122,6 +122,7 @@ class ModelSignature:
         if request.raw_input is not None:
             request.inputs = [self.raw_input(request.raw_input)]
             request.raw_input = None
+        self._check_outputs(request)
         seen: set[str] = set()
         batch: int | None = None
         # Last sent first: Triton checks them walking its request's input map, which iterates
@@ -149,15 +150,20 @@ class ModelSignature:
         missing = [] if len(seen) == len(self.inputs) else self._missing(seen)
         if missing:
             raise InvalidInput(self._missing_text(request, missing))
-        if self.outputs:
-            for out in request.requested_outputs:
-                if out.name not in self.outputs:
-                    raise InvalidInput(
-                        f"unexpected inference output '{out.name}' for model '{self.model}'"
-                    )
-                if out.class_count:
-                    out.labels = self.labels.get(out.name, ())
         return batch if batch is not None else 1
+
+    def _check_outputs(self, request: InferRequest) -> None:
+        """The requested outputs, checked before any input as Triton does: a request naming an
+        unknown output is refused for it even when an input is wrong too (observed on 2.51)."""
+        if not self.outputs:
+            return
+        for out in request.requested_outputs:
+            if out.name not in self.outputs:
+                raise InvalidInput(
+                    f"unexpected inference output '{out.name}' for model '{self.model}'"
+                )
+            if out.class_count:
+                out.labels = self.labels.get(out.name, ())
 
     def raw_input(self, body: bytes) -> InferTensor:
         """The one input of a raw binary request: the whole body, as Triton deduces it.

@@ -191,8 +191,15 @@ def plan(pending: Sequence[P], now_ns: int, policy: BatchPolicy) -> Take[P] | Wa
         # The oldest request, whatever the time or its size.
         return Take((pending[0],))
     if isinstance(policy, DynamicBatching):
-        candidates = _ordered(pending, now_ns) if policy.prioritized else pending
-        return _dynamic(candidates, now_ns, policy)
+        if not policy.prioritized:
+            return _dynamic(pending, now_ns, policy)
+        decision = _dynamic(_ordered(pending, now_ns), now_ns, policy)
+        reorder = _next_delay_timeout(pending, now_ns)
+        if isinstance(decision, WaitUntil) and reorder and reorder < decision.deadline_ns:
+            # A DELAY timeout moves its request behind its level: plan again then, as the
+            # batch it leaves may reach a preferred size (Triton's timed-out requests).
+            return WaitUntil(reorder)
+        return decision
     firsts = _first_of_each_sequence(pending)
     if isinstance(policy, OldestSequences):
         return _dynamic(firsts, now_ns, policy.batching)
@@ -212,6 +219,14 @@ def _first_of_each_sequence(pending: Sequence[P]) -> list[P]:
             seen.add(item.sequence)
             firsts.append(item)
     return firsts
+
+
+def _next_delay_timeout(pending: Sequence[P], now_ns: int) -> int:
+    """The earliest DELAY deadline still to come among `pending` (0: none)."""
+    upcoming = [
+        item.deadline_ns for item in pending if item.delay_on_timeout and item.deadline_ns > now_ns
+    ]
+    return min(upcoming, default=0)
 
 
 def _ordered(pending: Sequence[P], now_ns: int) -> list[P]:

@@ -133,6 +133,22 @@ class Dispatcher:
         self._dispatch()
         return future
 
+    def withdraw_from(self, future: asyncio.Future[InferResponse]) -> list[QueuedRequest] | None:
+        """Take the pending request whose future is `future` out of the queue, never to run,
+        with every pending request after it of the same `sequence` (a sequence cancelled at
+        that request, as Triton's sequence batcher cancels it); the others are returned for
+        their caller to answer. None when that request is no longer pending (it runs, or ran)."""
+        pending = list(self._pending)
+        first = next((i for i, item in enumerate(pending) if item.future is future), None)
+        if first is None:
+            return None
+        sequence = pending[first].sequence
+        later = [item for item in pending[first + 1 :] if item.sequence == sequence]
+        self._remove([pending[first], *later])
+        self.outstanding -= 1 + len(later)
+        self._dispatch()  # what was planned around them may go now
+        return later
+
     def close(self) -> None:
         """Accept nothing more (the caller stops submitting); pending requests still run, then
         each worker stops as soon as nothing is left for it."""

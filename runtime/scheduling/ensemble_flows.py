@@ -27,7 +27,7 @@ from typing import Protocol
 from runtime.inference import InferRequest, InferResponse, InferTensor
 from tritonconfig import EnsembleStep
 
-__all__ = ["EnsembleFlows", "MissingStepOutput", "StepStreams"]
+__all__ = ["EnsembleFlows", "StepStreams", "Tensors", "first_tensors", "present", "step_outputs"]
 
 
 class StepStreams(Protocol):
@@ -36,16 +36,46 @@ class StepStreams(Protocol):
     def stream(self, request: InferRequest) -> AsyncIterator[InferResponse]: ...
 
 
-class MissingStepOutput(Exception):
-    """A step answered without an output its ensemble maps."""
+# An ensemble's tensors by name; None: absent, as Triton's placeholder of an optional ensemble
+# input the request does not carry, or of an output a step did not return. A step runs once
+# each tensor it reads exists or is absent, without the absent ones (its model refuses the
+# request when one it requires is absent); an absent ensemble output is left out of the
+# response (Triton 2.51, qa/L0_optional_input).
+Tensors = dict[str, InferTensor | None]
 
-    def __init__(self, step: EnsembleStep, output: str) -> None:
-        super().__init__(f"step {step.index} ('{step.model_name}') returned no output '{output}'")
+
+def first_tensors(steps: Sequence[EnsembleStep], request: InferRequest) -> Tensors:
+    """The request's inputs, and every ensemble input it does not carry as absent (validation
+    let the request through, so each of those is optional)."""
+    tensors: Tensors = {t.name: t for t in request.inputs}
+    written = {name for step in steps for name in step.output_map.values()}
+    for step in steps:
+        for name in step.reads - written - tensors.keys():
+            tensors[name] = None
+    return tensors
+
+
+def step_outputs(step: EnsembleStep, response: InferResponse) -> Tensors:
+    """A step's response as the ensemble tensors its output map names, one it did not return
+    absent."""
+    produced = {t.name: t for t in response.outputs}
+    tensors: Tensors = {}
+    for model_output, tensor_name in step.output_map.items():
+        out = produced.get(model_output)
+        tensors[tensor_name] = (
+            None if out is None else InferTensor(tensor_name, out.datatype, out.shape, out.data)
+        )
+    return tensors
+
+
+def present(names: Sequence[str], tensors: Tensors) -> list[InferTensor]:
+    """The tensors of `names` that exist, in that order (an absent one is left out)."""
+    return [t for name in names if (t := tensors.get(name)) is not None]
 
 
 @dataclass
 class _Flow:
-    tensors: dict[str, InferTensor]
+    tensors: Tensors
     started: set[int] = field(default_factory=set)  # steps run (or running) in this flow
     completed: set[int] = field(default_factory=set)  # steps whose outputs joined it
     running: int = 0
@@ -78,7 +108,7 @@ class EnsembleFlows:
         steps: Sequence[EnsembleStep],
         outputs: Sequence[str],
         runner: StepStreams,
-        make_request: Callable[[EnsembleStep, dict[str, InferTensor]], InferRequest],
+        make_request: Callable[[EnsembleStep, Tensors], InferRequest],
     ) -> None:
         self._model = model
         self._steps = steps
@@ -93,7 +123,7 @@ class EnsembleFlows:
         """Each flow's response, in the order of the step responses that made the flows; the
         last is final (a flag-only one when a step was decoupled). A failed step raises its
         error; the others are cancelled."""
-        first = _Flow({t.name: t for t in request.inputs})
+        first = _Flow(first_tensors(self._steps, request))
         live: dict[tuple[int, ...], _Flow] = {first.order: first}  # flows not done
         done: list[_Flow] = []  # done flows whose responses are not out yet, in order
         ended = False  # a response marked final went out
@@ -168,7 +198,7 @@ class EnsembleFlows:
             self.decoupled = True
             flow.forked = True
             return []
-        outputs = self._mapped(step, response)
+        outputs = step_outputs(step, response)
         if response.final and not flow.forked:
             flow.tensors.update(outputs)
             flow.completed.add(step.index)
@@ -183,18 +213,9 @@ class EnsembleFlows:
         copy.completed = set(copy.started)
         return [copy]
 
-    def _mapped(self, step: EnsembleStep, response: InferResponse) -> dict[str, InferTensor]:
-        produced = {t.name: t for t in response.outputs}
-        tensors = {}
-        for model_output, tensor_name in step.output_map.items():
-            if model_output not in produced:
-                raise MissingStepOutput(step, model_output)
-            out = produced[model_output]
-            tensors[tensor_name] = InferTensor(tensor_name, out.datatype, out.shape, out.data)
-        return tensors
-
     def _response(self, request: InferRequest, flow: _Flow, *, final: bool) -> InferResponse:
-        outputs = [flow.tensors[name] for name in self._outputs if name in flow.tensors]
-        response = InferResponse(self._model, "", outputs, id=request.id)
+        response = InferResponse(
+            self._model, "", present(self._outputs, flow.tensors), id=request.id
+        )
         response.final = final
         return response

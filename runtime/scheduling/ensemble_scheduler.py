@@ -1,6 +1,7 @@
 """Run an ensemble's requests: each step as soon as the tensors it reads exist.
 
-    submit ─▶ ensemble tensors = the request's inputs
+    submit ─▶ the steps its requested outputs need (Triton prunes the others)
+              ensemble tensors = the request's inputs (an optional one it lacks: absent)
               every step whose inputs exist ─▶ StepRunner.infer (concurrently: fan-out)
               its outputs become ensemble tensors ─▶ the steps they complete (fan-in)
               ─▶ the ensemble's outputs, once no step is left to run
@@ -11,7 +12,8 @@ under `thaw up`, the platform's front door (runtime.direct.front_door), so each 
 keeps its own replicas. The first step that fails fails the request, once, with Triton's
 "in ensemble 'E', ..." text and that step's status; steps still running are cancelled. Each
 step counts in its own model's statistics; the ensemble's own row counts its requests, one
-execution each, with the pipeline's wall time as compute time.
+execution each, with the pipeline's wall time as compute time, and a failed one as Triton's
+core does, reason OTHER (whatever the step's own reason: REJECTED, BACKEND, ...).
 """
 
 from __future__ import annotations
@@ -19,17 +21,23 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from typing import Any, Protocol
+from typing import Protocol
 
 from runtime.errors import ModelUnavailable, ServingError
 from runtime.inference import InferRequest, InferResponse, InferTensor, RequestedOutput
 from runtime.observe.stats import FailureReason, ModelStats
-from runtime.scheduling.ensemble_flows import EnsembleFlows, MissingStepOutput
+from runtime.scheduling.ensemble_flows import (
+    EnsembleFlows,
+    Tensors,
+    first_tensors,
+    present,
+    step_outputs,
+)
 from runtime.scheduling.request_parameters import SchedulingParameters
-from tritonconfig import EnsembleStep, ensemble_steps
+from tritonconfig import EnsembleStep, ensemble_steps, needed_steps
 from tritonconfig.schema import mc
 
-__all__ = ["EnsembleScheduler", "StepRunner"]
+__all__ = ["EnsembleScheduler", "StepRunner", "sequence_echo"]
 
 
 class StepRunner(Protocol):
@@ -76,19 +84,21 @@ class EnsembleScheduler:
             raise ModelUnavailable(f"model '{self.model}' is unloading")
         start = time.perf_counter_ns()
         try:
-            tensors = await self._run_steps(request)
+            tensors = await self._run_steps(request, self._needed(request))
         except ServingError as exc:
-            self._stats.record_failure(FailureReason.BACKEND, time.perf_counter_ns() - received_ns)
+            self._stats.record_failure(FailureReason.OTHER, time.perf_counter_ns() - received_ns)
             error = ServingError(f"in ensemble '{self.model}', {exc.message}")
             error.status = exc.status  # the failed step's status: 400 stays 400
             raise error from exc
         end = time.perf_counter_ns()
         outcome = (True, batch_size, start - received_ns, end - received_ns)
         self._stats.record_execution(batch_size, [outcome], (0, end - start, 0))
-        outputs = [tensors[name] for name in self._outputs if name in tensors]
-        return InferResponse(
-            self.model, self.version, outputs, id=request.id, parameters=_sequence_echo(request)
+        response = InferResponse(
+            self.model, self.version, present(self._outputs, tensors), id=request.id
         )
+        if response.outputs:
+            response.parameters = sequence_echo(params)
+        return response
 
     async def stream(
         self,
@@ -106,7 +116,7 @@ class EnsembleScheduler:
         start = time.perf_counter_ns()
         flows = EnsembleFlows(
             self.model,
-            self._steps,
+            self._needed(request),
             self._outputs,
             self._runner,
             lambda step, tensors: self._step_request(step, tensors, request),
@@ -114,22 +124,26 @@ class EnsembleScheduler:
         try:
             async for response in flows.responses(request):
                 response.model_version = self.version
+                if response.outputs:
+                    response.parameters = sequence_echo(params)
                 yield response
         except ServingError as exc:
-            self._stats.record_failure(FailureReason.BACKEND, time.perf_counter_ns() - received_ns)
+            self._stats.record_failure(FailureReason.OTHER, time.perf_counter_ns() - received_ns)
             error = ServingError(f"in ensemble '{self.model}', {exc.message}")
             error.status = exc.status
             raise error from exc
-        except MissingStepOutput as exc:
-            self._stats.record_failure(FailureReason.BACKEND, time.perf_counter_ns() - received_ns)
-            raise ServingError(f"in ensemble '{self.model}', {exc}") from exc
         end = time.perf_counter_ns()
         outcome = (True, batch_size, start - received_ns, end - received_ns)
         self._stats.record_execution(batch_size, [outcome], (0, end - start, 0))
 
-    async def _run_steps(self, request: InferRequest) -> dict[str, InferTensor]:
-        tensors: dict[str, InferTensor] = {t.name: t for t in request.inputs}
-        waiting = list(self._steps)
+    def _needed(self, request: InferRequest) -> list[EnsembleStep]:
+        """The steps the request's requested outputs need (Triton prunes the others)."""
+        requested = [output.name for output in request.requested_outputs]
+        return needed_steps(self._steps, self._outputs, requested)
+
+    async def _run_steps(self, request: InferRequest, steps: list[EnsembleStep]) -> Tensors:
+        tensors = first_tensors(steps, request)
+        waiting = list(steps)
         running: dict[asyncio.Task[InferResponse], EnsembleStep] = {}
         try:
             while waiting or running:
@@ -143,29 +157,20 @@ class EnsembleScheduler:
                 for task in done:
                     step = running.pop(task)
                     response = task.result()  # a failed step raises its error here
-                    produced = {t.name: t for t in response.outputs}
-                    for model_output, tensor_name in step.output_map.items():
-                        if model_output not in produced:
-                            raise ServingError(
-                                f"step {step.index} ('{step.model_name}') returned no output "
-                                f"'{model_output}'"
-                            )
-                        out = produced[model_output]
-                        tensors[tensor_name] = InferTensor(
-                            tensor_name, out.datatype, out.shape, out.data
-                        )
+                    tensors.update(step_outputs(step, response))
         finally:
             for task in running:  # an error: the steps still running are of no use now
                 task.cancel()
         return tensors
 
     def _step_request(
-        self, step: EnsembleStep, tensors: dict[str, InferTensor], request: InferRequest
+        self, step: EnsembleStep, tensors: Tensors, request: InferRequest
     ) -> InferRequest:
         inputs = []
         for model_input, tensor_name in step.input_map.items():
             t = tensors[tensor_name]
-            inputs.append(InferTensor(model_input, t.datatype, t.shape, t.data))
+            if t is not None:  # absent: the step runs without it
+                inputs.append(InferTensor(model_input, t.datatype, t.shape, t.data))
         return InferRequest(
             model_name=step.model_name,
             model_version=str(step.model_version) if step.model_version > 0 else "",
@@ -184,12 +189,12 @@ class EnsembleScheduler:
         self.close()
 
 
-def _sequence_echo(request: InferRequest) -> dict[str, Any]:
-    """The sequence parameters Triton 2.51's ensemble answers carry, whatever its steps are
-    (observed side by side): the request's, or their defaults."""
-    params = request.parameters
+def sequence_echo(params: SchedulingParameters) -> dict[str, int | str | bool]:
+    """The parameters every ensemble response with outputs carries in Triton 2.51 (observed):
+    the request's sequence id (0 outside a sequence) and its start and end flags."""
+    sequence_id = params.sequence_id if params.sequence_id is not None else 0
     return {
-        "sequence_id": params.get("sequence_id", 0),
-        "sequence_start": bool(params.get("sequence_start", False)),
-        "sequence_end": bool(params.get("sequence_end", False)),
+        "sequence_id": sequence_id,
+        "sequence_start": params.sequence_start,
+        "sequence_end": params.sequence_end,
     }

@@ -33,7 +33,7 @@ import numpy as np
 from runtime.backends.base import Backend
 from runtime.errors import InvalidInput, ModelErrorCancelled, ModelUnavailable
 from runtime.inference import InferRequest, InferResponse, InferTensor
-from runtime.observe.stats import ModelStats
+from runtime.observe.stats import FailureReason, ModelStats
 from runtime.observe.tracing import VersionTrace
 from runtime.scheduling.batch_execution import BatchExecutor, Outcome, QueuedRequest
 from runtime.scheduling.batch_planner import DynamicBatching, OldestSequences, SequenceSlots, plan
@@ -59,6 +59,7 @@ __all__ = ["SequenceScheduler"]
 logger = logging.getLogger(__name__)
 
 _JOIN_TIMEOUT_S = 30.0
+_CANCELLED = "Request was cancelled"  # a request of a sequence cancelled before it ran
 
 
 class SequenceScheduler:
@@ -93,6 +94,7 @@ class SequenceScheduler:
             model=model, instances=len(instances), slots=slots, idle_ns=self._idle_ns
         )
         self._controls = SequenceControls(config)
+        self._stats = stats
         self._executor = BatchExecutor(model, stats, InlinePolicy(max_inline_ns=0), trace)
         self._pad = not self._oldest and config.max_batch_size > 0
         self._backends = list(instances)
@@ -161,12 +163,17 @@ class SequenceScheduler:
         inputs = list(request.inputs)  # the client's: a rescheduled request starts from them
         try:
             if isinstance(route, Backlogged):
-                route = await self._placed(sequence)
+                route = await self._backlogged(sequence, received_ns)
             while True:
                 self._controls.add(request, params, ready=True)
                 slot = route.slot if not self._oldest else sequence
-                response = await self._dispatchers[route.instance].enqueue(
-                    request, batch_size=batch_size, received_ns=received_ns, sequence=slot
+                response = await self._queued(
+                    sequence,
+                    self._dispatchers[route.instance],
+                    self._dispatchers[route.instance].enqueue(
+                        request, batch_size=batch_size, received_ns=received_ns, sequence=slot
+                    ),
+                    received_ns,
                 )
                 if not response.rescheduled:
                     return response
@@ -180,6 +187,53 @@ class SequenceScheduler:
         finally:
             # An iterative sequence ends with its request's release (Triton cancels it then).
             self._finished(sequence, end=params.sequence_end or self._iterative)
+
+    # -- cancellation: a request cancelled before it ran cancels its sequence, as in Triton --
+
+    async def _backlogged(self, sequence: SequenceId, received_ns: int) -> Assigned:
+        """Wait for the backlogged `sequence`'s slot. The wait is shared by the sequence's
+        requests, so one client going away must not cancel it for the others (shield): it
+        cancels the sequence instead, and they are answered CANCELLED."""
+        placed = self._placed(sequence)
+        try:
+            return await asyncio.shield(placed)
+        except asyncio.CancelledError:
+            self._cancelled(received_ns)
+            if self._backlog.pop(sequence, None) is placed and not placed.done():
+                placed.set_exception(ModelErrorCancelled(_CANCELLED))
+            self._table.cancel(sequence)
+            raise
+        except ModelErrorCancelled:
+            self._cancelled(received_ns)
+            raise
+
+    async def _queued(
+        self,
+        sequence: SequenceId,
+        dispatcher: Dispatcher,
+        queued: asyncio.Future[InferResponse],
+        received_ns: int,
+    ) -> InferResponse:
+        """A queued request's response. Its client going away before it ran cancels the
+        sequence: its later queued requests are answered CANCELLED and its slot is freed once
+        nothing of it is in flight (one that already runs finishes)."""
+        try:
+            return await queued
+        except asyncio.CancelledError:
+            later = dispatcher.withdraw_from(queued)
+            if later is not None:
+                self._cancelled(received_ns)
+                self._table.cancel(sequence)
+                for item in later:
+                    if item.future is not None and not item.future.done():
+                        item.future.set_exception(ModelErrorCancelled(_CANCELLED))
+            raise
+        except ModelErrorCancelled:
+            self._cancelled(received_ns)
+            raise
+
+    def _cancelled(self, received_ns: int) -> None:
+        self._stats.record_failure(FailureReason.CANCELED, time.perf_counter_ns() - received_ns)
 
     def _own_sequence(
         self, request: InferRequest, params: SchedulingParameters

@@ -126,6 +126,15 @@ class SequenceTable:
             return self._release(sequence)
         return []
 
+    def cancel(self, sequence: SequenceId) -> None:
+        """A sequence cancelled by a request of it that had not run: a backlogged one leaves the
+        backlog; a live one ends, its slot freed once its requests in flight are finished."""
+        if self._backlog.pop(sequence, None) is not None:
+            return
+        live = self._live.get(sequence)
+        if live is not None:
+            live.ended = True
+
     def expire(self, now_ns: int) -> tuple[list[SequenceId], list[Placement]]:
         """Release the sequences idle for `idle_ns` with nothing in flight."""
         idle = [

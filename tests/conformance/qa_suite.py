@@ -99,3 +99,7 @@ class Suite:
     # Set: `files` are read at this ref, not the run's (a later release's copy of a test whose
     # only change is one this machine's Python needs); the models still come from the run's.
     files_ref: str = ""
+    # (file under qa/<name>, old text, new text): a change this machine's libraries need in a
+    # test file no release of Triton's has made (NumPy 2 removed `np.NINF`: `-np.inf`), made
+    # in the extracted copy before the run; each `old` must be there.
+    edits: tuple[tuple[str, str, str], ...] = ()

@@ -26,6 +26,9 @@ tests/conformance/qa_l0_lifecycle.py runs L0_lifecycle's server starts whose mod
 tests/conformance/qa_model_update.py runs L0_model_update's three starts, one per rate-limit mode;
 tests/conformance/qa_namespacing.py runs L0_model_namespacing: two repositories with
 `--model-namespacing=true`, one server start per test and control mode, as its test.sh.
+tests/conformance/qa_more_suites.py runs ten more suites of inference semantics (L0_nan_inf,
+L0_output_name, L0_scalar_io, L0_output_validation, L0_optional_input, L0_simple_ensemble,
+L0_client_timeout, L0_server_status, L0_request_cancellation, L0_model_queue).
 
 Tests that need what Thaw does not serve here (TensorFlow / TensorRT models, tracing) are
 deselected with their reason printed; docs/triton-qa-parity.md lists
@@ -61,6 +64,7 @@ from tests.conformance.qa_l0_lifecycle import L0_LIFECYCLE
 from tests.conformance.qa_lifecycle_suites import LIFECYCLE_SUITES
 from tests.conformance.qa_model_config_suite import MODEL_CONFIG_SUITE
 from tests.conformance.qa_model_update import L0_MODEL_UPDATE
+from tests.conformance.qa_more_suites import MORE_SUITES
 from tests.conformance.qa_namespacing import NAMESPACING_SUITES
 from tests.conformance.qa_sequence_suites import SEQUENCE_SUITES
 from tests.conformance.qa_servers import KINDS, refusal, start, unsupported
@@ -257,6 +261,7 @@ SUITES: dict[str, Suite] = {
         L0_LIFECYCLE,
         L0_MODEL_UPDATE,
         *NAMESPACING_SUITES,
+        *MORE_SUITES,
     )
 }
 
@@ -380,6 +385,17 @@ def _run_one(
     return results + rows_to_results(ref, run, rows)
 
 
+def apply_edits(qa_dir: Path, edits: tuple[tuple[str, str, str], ...]) -> None:
+    """A suite's `edits` made in its extracted files; SystemExit when a text to change is gone
+    (the test changed at that ref: the edit must be looked at again)."""
+    for file, old, new in edits:
+        path = qa_dir / file
+        text = path.read_text()
+        if old not in text:
+            raise SystemExit(f"{path} has no {old!r} to change")
+        path.write_text(text.replace(old, new))
+
+
 def run_suites(
     mirror: Path, ref: str, names: list[str], *, with_large: bool, kind: str = "serve"
 ) -> list[Result]:
@@ -400,6 +416,7 @@ def run_suites(
             extract(mirror, suite.files_ref or ref, files, base)
             qa_dir = base / "qa" / name
             qa_dir.mkdir(parents=True, exist_ok=True)  # a suite may have no files of its own
+            apply_edits(qa_dir, suite.edits)
             for path in suite.beside:
                 (qa_dir / Path(path).name).write_bytes(read(path))
             for repo_name, build in suite.repos.items():

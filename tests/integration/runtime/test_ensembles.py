@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import requests
 import tritonclient.http as httpclient
 
 from tests.fixtures import batch_recorder, models, onnx_models
@@ -156,6 +157,44 @@ def test_data_flows_through_fan_out_and_fan_in(server: ServeProcess) -> None:
     client.close()
 
 
+def _diamond_inputs() -> list[httpclient.InferInput]:
+    inputs = []
+    for name in ("A", "B"):
+        tensor = httpclient.InferInput(name, [1, 4], "FP32")
+        tensor.set_data_from_numpy(np.ones((1, 4), dtype=np.float32))
+        inputs.append(tensor)
+    return inputs
+
+
+def test_only_the_steps_the_requested_outputs_need_run(server: ServeProcess) -> None:
+    # Triton prunes the steps no requested output needs (qa/L0_simple_ensemble's
+    # test_ensemble_add_sub_one_output): asked for SUM alone, diamond runs step 1 only.
+    client = _client(server)
+    before = {s["name"]: s for s in client.get_inference_statistics()["model_stats"]}
+    sum_only = [httpclient.InferRequestedOutput("SUM")]
+    result = client.infer("diamond", _diamond_inputs(), outputs=sum_only)
+    np.testing.assert_allclose(result.as_numpy("SUM"), np.full((1, 4), 2.0))
+    after = {s["name"]: s for s in client.get_inference_statistics()["model_stats"]}
+    assert after["plus_w"]["execution_count"] == before["plus_w"]["execution_count"]
+    assert after["add_sub"]["execution_count"] == before["add_sub"]["execution_count"] + 1
+    client.close()
+
+
+def test_an_ensemble_answer_carries_the_requests_sequence_parameters(
+    server: ServeProcess,
+) -> None:
+    # Triton 2.51 (observed): every ensemble response with outputs carries sequence_id (0
+    # outside a sequence), sequence_start and sequence_end, over HTTP and gRPC alike.
+    client = _client(server)
+    result = client.infer("diamond", _diamond_inputs())
+    assert result.get_response()["parameters"] == {
+        "sequence_id": 0,
+        "sequence_start": False,
+        "sequence_end": False,
+    }
+    client.close()
+
+
 def _zeros() -> httpclient.InferInput:
     tensor = httpclient.InferInput("INPUT0", [1, 4], "FP32")
     tensor.set_data_from_numpy(np.zeros((1, 4), dtype=np.float32))
@@ -180,6 +219,11 @@ def test_a_failing_step_fails_the_request_once_with_its_error(server: ServeProce
     # An input the ensemble does not declare is refused before any step runs.
     wrong = infer(server.url, "failing", [fp32("B", [1.0])])
     assert wrong.status == 400
+    # Counted as Triton's core counts an ensemble's failure (qa/L0_model_queue): reason OTHER
+    # for the ensemble, the step's own reason (BACKEND) for the step's model.
+    metrics = requests.get(server.metrics_url + "/metrics", timeout=30).text
+    assert 'nv_inference_request_failure{model="failing",reason="OTHER",version="1"} 1' in metrics
+    assert 'nv_inference_request_failure{model="failing",reason="BACKEND",version="1"} 0' in metrics
 
 
 def test_concurrent_ensemble_requests_all_get_their_own_answers(server: ServeProcess) -> None:

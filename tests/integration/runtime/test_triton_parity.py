@@ -351,6 +351,31 @@ def test_unknown_model_version_and_output(url: str) -> None:
     assert response.json() == {"error": "unexpected inference output 'N' for model 'add_sub'"}
 
 
+def test_an_unknown_output_is_named_before_a_wrong_input(
+    client: httpclient.InferenceServerClient,
+) -> None:
+    # Triton 2.51 checks the requested outputs before the inputs: L0_output_name's
+    # output_name_test.py asks every model for `DUMMY` with an input named `INPUT0`, which a
+    # libtorch model (`INPUT__0`) does not have, and expects the output named.
+    wrong = httpclient.InferInput("NOPE", [1], "FP32")
+    wrong.set_data_from_numpy(np.ones(1, np.float32))
+    with pytest.raises(InferenceServerException) as info:
+        client.infer("add_sub", [wrong], outputs=[httpclient.InferRequestedOutput("DUMMY")])
+    assert info.value.message() == "unexpected inference output 'DUMMY' for model 'add_sub'"
+
+
+def test_statistics_of_a_version_not_served_say_so_in_tritons_words(
+    client: httpclient.InferenceServerClient,
+) -> None:
+    # Triton 2.51 (qa/L0_server_status): asked for the statistics of a version of a served
+    # model that is not ready (unloaded, or never there), "requested model version is not
+    # available for model 'X'"; the status stays Thaw's 404 for what is not served.
+    with pytest.raises(InferenceServerException) as info:
+        client.get_inference_statistics("add_sub", model_version="9")
+    assert info.value.message() == "requested model version is not available for model 'add_sub'"
+    assert info.value.status() == "404"
+
+
 def test_where_thaw_keeps_designs_status_codes(url: str) -> None:
     # Triton 2.51: bad JSON 500, a `data` count that disagrees with `shape` 500, `/ready` of an
     # unknown or unloaded model 400, `/stats` of an unknown model 400, a model that is in the

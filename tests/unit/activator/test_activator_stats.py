@@ -193,3 +193,14 @@ async def test_requests_the_activator_failed_are_not_inference_failures(
     (row,) = [r for r in rows if r["version"] == "2"]
     assert row["inference_count"] == 2
     assert row["inference_stats"]["fail"] == {"count": 0, "ns": 0}
+
+
+async def test_the_stats_of_a_version_not_served_say_so_in_tritons_words(
+    up: tuple[str, ReplicaServers, web.Application],
+) -> None:
+    # As thaw serve's (qa/L0_server_status): Triton's words, Thaw's 404, nothing woken.
+    url, backend, _ = up
+    async with aiohttp.ClientSession() as s, s.get(f"{url}/v2/models/m/versions/9/stats") as r:
+        assert r.status == 404
+        assert await r.json() == {"error": "requested model version is not available for model 'm'"}
+    assert backend.starts == 0

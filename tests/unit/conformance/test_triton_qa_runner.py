@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from tests.conformance.pytest_junit import junit_rows
 from tests.conformance.qa_backend_python import LOGGING_STARTS, log_count_errors
 from tests.conformance.qa_checkout import Result
 from tests.conformance.qa_l0_lifecycle import LEFT_OUT
 from tests.conformance.qa_servers import first_unknown
-from tests.conformance.triton_qa import SUITES, Run, rows_to_results, select
+from tests.conformance.triton_qa import SUITES, Run, apply_edits, rows_to_results, select
 
 
 def test_trace_and_shared_memory_tests_of_l0_grpc_run() -> None:
@@ -154,3 +158,20 @@ def test_verify_log_counts_counts_lines_holding_each_message() -> None:
     assert log_count_errors(log, 2, 1) == []
     assert log_count_errors(log, 2, 0) == ["'Verbose Msg!': 1 lines, expected 0"]
     assert len(log_count_errors(log, 1, 1)) == 4
+
+
+def test_an_edit_changes_the_extracted_test_and_one_whose_text_is_gone_stops_the_run(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "nan_inf_test.py").write_text("x = np.NINF\n")
+    apply_edits(tmp_path, (("nan_inf_test.py", "np.NINF", "-np.inf"),))
+    assert (tmp_path / "nan_inf_test.py").read_text() == "x = -np.inf\n"
+    with pytest.raises(SystemExit, match=r"has no .np\.NINF. to change"):
+        apply_edits(tmp_path, (("nan_inf_test.py", "np.NINF", "-np.inf"),))
+
+
+def test_the_more_suites_are_registered_with_their_runs() -> None:
+    for name in ("L0_optional_input", "L0_model_queue", "L0_request_cancellation"):
+        assert SUITES[name].runs
+    assert SUITES["L0_server_status"].runner is not None
+    assert len(SUITES["L0_optional_input"].runs) == 10  # one server start per test

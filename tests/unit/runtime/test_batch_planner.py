@@ -166,6 +166,25 @@ def test_higher_priority_levels_go_first_and_timed_out_delay_requests_last() -> 
     assert _names(plan(pending, clock.now, policy)) == ["high", "late"]
 
 
+def test_a_coming_delay_timeout_is_a_time_to_plan_again() -> None:
+    # qa/L0_model_queue's test_priority_with_policy: a batch of 1 + 2 + 2 waits for a
+    # preferred 4; when the 1 times out under DELAY it moves behind, and 2 + 2 goes at once.
+    clock = SteppedClock()
+    policy = DynamicBatching(
+        max_batch_size=32,
+        preferred=frozenset({4, 8}),
+        max_queue_delay_ns=10_000 * MS,
+        prioritized=True,
+    )
+    pending: list[_Pending] = []
+    _arrive(clock, pending, "a", 2, level=1)
+    _arrive(clock, pending, "late", 1, level=1, deadline_ns=clock.now + MS, delay_on_timeout=True)
+    _arrive(clock, pending, "b", 2, level=1)
+    assert plan(pending, clock.now, policy) == WaitUntil(clock.now + MS)  # not the 10 s delay
+    clock.advance(MS)
+    assert _names(plan(pending, clock.now, policy)) == ["a", "b"]
+
+
 def test_max_batch_size_zero_config_runs_each_request_alone() -> None:
     from tritonconfig import parse_config
 

@@ -93,6 +93,11 @@ def test_unknown_requested_output_is_refused() -> None:
         _signature().validate(_request(_tensor("A", "FP32", (1, 1, 3)), outputs=("NOPE",)))
 
 
+def test_an_unknown_output_is_named_before_an_unknown_input_as_triton_does() -> None:
+    with pytest.raises(InvalidInput, match="unexpected inference output 'NOPE'"):
+        _signature().validate(_request(_tensor("Z", "FP32", (1, 1, 3)), outputs=("NOPE",)))
+
+
 def test_reshape_is_applied_to_inputs() -> None:
     request = _request(_tensor("A", "FP32", (2, 1, 3)), _tensor("R", "FP32", (2, 6)))
     _signature().validate(request)

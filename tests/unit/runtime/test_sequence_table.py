@@ -86,3 +86,17 @@ def test_slots_fill_lowest_index_first_across_instances() -> None:
     routes = [table.route(i, start=True, now_ns=0) for i in range(4)]
     assert routes == [Assigned(0, 0), Assigned(1, 0), Assigned(0, 1), Assigned(1, 1)]
     assert table.route(9, start=True, now_ns=0) == Backlogged()
+
+
+def test_a_cancelled_sequence_leaves_the_backlog_or_frees_its_slot_once_idle() -> None:
+    clock, table = SteppedClock(), _table(instances=1)
+    assert table.route("a", start=True, now_ns=clock.now) == Assigned(0, 0)
+    assert table.route("a", start=False, now_ns=clock.now) == Assigned(0, 0)  # queued behind
+    assert isinstance(table.route("b", start=True, now_ns=clock.now), Backlogged)
+    table.cancel("b")  # backlogged: gone, its requests find no slot waiting for them
+    assert table.live == 1
+    table.cancel("a")  # its queued request was cancelled; the running one still runs
+    assert table.finished("a", end=False, now_ns=clock.now) == []  # the cancelled one
+    assert table.holds("a") == Assigned(0, 0)
+    assert table.finished("a", end=False, now_ns=clock.now) == []  # the running one: freed
+    assert table.holds("a") is None and table.live == 0

@@ -125,3 +125,14 @@ def test_a_config_against_each_served_versions_graph(tmp_path: Path) -> None:
     )
     (model_dir / "1" / "model.onnx").write_bytes(b"not onnx")
     assert "cannot read ONNX model model.onnx" in graph_mismatch(config, model_dir, ["1"], "c")
+
+
+def test_a_scalar_takes_one_element_dims_without_batching_only() -> None:
+    # Triton's onnxruntime backend (qa/L0_scalar_io): a 0-dimensional model tensor loads with
+    # dims [1] or [1, 1], not [2], and not behind a batch dimension.
+    scalar = [("INPUT", [])]
+    for dims, fits in (("[ 1 ]", True), ("[ 1, 1 ]", True), ("[ 2 ]", False)):
+        config = _config(_io("INPUT", dims), _io("OUTPUT", dims), max_batch_size=0)
+        assert (io_mismatch(config, scalar, [("OUTPUT", [])]) == "") is fits
+    batched = _config(_io("INPUT", "[ 1 ]"), _io("OUTPUT", "[ 1 ]"))
+    assert "the model expects 0 dimensions" in io_mismatch(batched, scalar, [("OUTPUT", [])])
