@@ -135,13 +135,7 @@ class RestSharedMemory:
                     raise _Refused(
                         "'region name' is necessary to register system shared memory region"
                     )
-                try:
-                    async with asyncio.timeout(self._body_timeout_s):
-                        doc = await _register_body(request)
-                except TimeoutError:
-                    raise _Refused(
-                        body_timeout_message(self._body_timeout_s), BODY_TIMEOUT_STATUS
-                    ) from None
+                doc = await self._register_body(request)
                 key = doc.get("key")
                 if "key" not in doc:
                     raise _Refused("Shared memory register request has no 'key' field")
@@ -161,6 +155,16 @@ class RestSharedMemory:
             raise _Refused(exc.message, status) from None
         return web.Response(status=200, content_type="application/json")
 
+    async def _register_body(self, request: web.Request) -> dict[str, Any]:
+        """A register call's JSON body, read within the body deadline."""
+        try:
+            async with asyncio.timeout(self._body_timeout_s):
+                return await _register_body(request)
+        except TimeoutError:
+            raise _Refused(
+                body_timeout_message(self._body_timeout_s), BODY_TIMEOUT_STATUS
+            ) from None
+
     async def _cuda(self, request: web.Request) -> web.Response:
         action, region = _action(request)
         if action == "status":
@@ -171,13 +175,7 @@ class RestSharedMemory:
         if action == "register":
             if region is None:
                 raise _Refused("'region name' is necessary to register cuda shared memory region")
-            try:
-                async with asyncio.timeout(self._body_timeout_s):
-                    doc = await _register_body(request)
-            except TimeoutError:
-                raise _Refused(
-                    body_timeout_message(self._body_timeout_s), BODY_TIMEOUT_STATUS
-                ) from None
+            doc = await self._register_body(request)
             raise _Refused(cuda_unsupported(region, _cuda_handle(doc)).message)
         return web.Response(status=200, content_type="application/json")
 

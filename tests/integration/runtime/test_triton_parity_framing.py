@@ -24,26 +24,11 @@ import pytest
 import requests
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
+from tests.fixtures.models import ADD_SUB_SAME_DTYPE_PY
 from tests.fixtures.serve_process import ServeProcess
 
 pytestmark = pytest.mark.integration
 
-_ADD_SUB = """
-import triton_python_backend_utils as pb_utils
-
-
-class TritonPythonModel:
-    def execute(self, requests):
-        responses = []
-        for request in requests:
-            a = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
-            b = pb_utils.get_input_tensor_by_name(request, "INPUT1").as_numpy()
-            responses.append(pb_utils.InferenceResponse(output_tensors=[
-                pb_utils.Tensor("OUTPUT0", (a + b).astype(a.dtype)),
-                pb_utils.Tensor("OUTPUT1", (a - b).astype(a.dtype)),
-            ]))
-        return responses
-"""
 _IDENTITY = """
 import triton_python_backend_utils as pb_utils
 
@@ -69,7 +54,7 @@ output [ { name: "Y" data_type: TYPE_FP32 dims: [ 4 ] label_filename: "labels.tx
 """
 # name: (config, model.py, label file or None)
 _MODELS: dict[str, tuple[str, str, str | None]] = {
-    "add_sub": (_ADD_SUB_CONFIG, _ADD_SUB, None),
+    "add_sub": (_ADD_SUB_CONFIG, ADD_SUB_SAME_DTYPE_PY, None),
     "classify": (_LABELLED, _IDENTITY, "cat\ndog\nbird\nfish\n"),
     "classify_short": (_LABELLED, _IDENTITY, "cat\ndog\n"),
     "classify_missing": (_LABELLED, _IDENTITY, None),

@@ -25,26 +25,11 @@ import tritonclient.grpc as grpcclient
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
+from tests.fixtures.models import ADD_SUB_SAME_DTYPE_PY
 from tests.fixtures.serve_process import ServeProcess
 
 pytestmark = pytest.mark.integration
 
-_ADD_SUB = """
-import triton_python_backend_utils as pb_utils
-
-
-class TritonPythonModel:
-    def execute(self, requests):
-        responses = []
-        for request in requests:
-            a = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
-            b = pb_utils.get_input_tensor_by_name(request, "INPUT1").as_numpy()
-            responses.append(pb_utils.InferenceResponse(output_tensors=[
-                pb_utils.Tensor("OUTPUT0", (a + b).astype(a.dtype)),
-                pb_utils.Tensor("OUTPUT1", (a - b).astype(a.dtype)),
-            ]))
-        return responses
-"""
 _IDENTITY = """
 import triton_python_backend_utils as pb_utils
 
@@ -98,7 +83,7 @@ _MODELS: dict[str, tuple[str, str]] = {
           { name: "OUTPUT1" data_type: TYPE_FP32 dims: [ 4 ] }
         ]
         """,
-        _ADD_SUB,
+        ADD_SUB_SAME_DTYPE_PY,
     ),
     "batched": (
         """
