@@ -14,6 +14,12 @@ waking in time, a full held queue, an unknown model) are answered in-stream with
 error form and the stream goes on; a replica stream that fails ends the client's stream with
 its status.
 
+Both calls may name shared-memory regions, which the activator owns
+(activator.surfaces.shm_requests): their inputs go to the replica as raw contents, and the
+outputs bound to regions come back as raw contents and are written there. On a stream, such a
+request goes out under an id of the activator's own (`StreamRegions`), so that each answer,
+a decoupled model's too, finds its request's regions; the client's id is given back.
+
 Errors the activator makes itself leave with the gRPC code of their HTTP status
 (thawserver.grpc_status): 503 -> UNAVAILABLE, 504 -> DEADLINE_EXCEEDED, 404 -> NOT_FOUND.
 """
@@ -35,7 +41,7 @@ from activator.errors import ActivatorError, BadRequest, UpstreamFailed
 from activator.fleet.fleet import Fleet
 from activator.observe.metrics import RequestCount
 from activator.surfaces.grpc_envelope import Envelope, EnvelopeError, envelope
-from activator.surfaces.shm_requests import Rewritten, grpc_answer, grpc_request
+from activator.surfaces.shm_requests import Rewritten, StreamRegions, grpc_answer, grpc_request
 from thawserver.grpc_status import http_status
 from thawserver.shm_registry import SystemSharedMemory
 from thawwire.grpc_messages import stream_error
@@ -216,6 +222,7 @@ class _StreamRelay:
         self._fleet = forwarder._fleet
         self._context = context
         self._upstreams: dict[str, _Upstream] = {}
+        self.regions = StreamRegions()  # requests whose outputs go to shared-memory regions
         self._write_lock = asyncio.Lock()
         self._failed: asyncio.Future[grpc.aio.AioRpcError] = (
             asyncio.get_running_loop().create_future()
@@ -244,13 +251,17 @@ class _StreamRelay:
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
+            self.regions.close()
 
     async def _read(self, requests: AsyncIterator[bytes]) -> None:
+        shm = self._forwarder._shm
         async for data in requests:
             head = Envelope("", "", "")
             try:
                 head = _envelope(data)
                 self._fleet.serving(head.model_name, message_version(head.model_version))
+                if shm is not None and names_shared_memory(data):
+                    data = self.regions.request(data, shm)
             except ActivatorError as exc:
                 await self.answer_error(head, exc, count=1)  # with its id, when it has one
                 continue
@@ -332,7 +343,7 @@ class _Upstream:
         writer = asyncio.ensure_future(self._write_all(call))
         try:
             async for answer in call:
-                await self._relay.write(answer)
+                await self._relay.write(self._relay.regions.answer(answer))
             await writer
         except grpc.aio.AioRpcError as exc:
             self._relay.fail(exc)

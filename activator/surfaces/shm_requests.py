@@ -27,6 +27,7 @@ from activator.surfaces.proxy import exchange
 from activator.surfaces.upstream import UpstreamPool
 from thawserver.shm_registry import Lease, SystemSharedMemory
 from thawwire.errors import SharedMemoryError
+from thawwire.grpc_messages import FINAL_RESPONSE, stream_error
 from thawwire.grpc_service import pb
 from thawwire.shm_params import (
     REGION,
@@ -41,6 +42,7 @@ from thawwire.shm_params import (
 
 __all__ = [
     "Rewritten",
+    "StreamRegions",
     "forward_rewritten",
     "grpc_answer",
     "grpc_request",
@@ -255,9 +257,12 @@ async def forward_rewritten(
 # ---- gRPC -------------------------------------------------------------------------------
 
 
-def grpc_request(data: bytes, registry: SystemSharedMemory) -> Rewritten | None:
+def grpc_request(
+    data: bytes, registry: SystemSharedMemory, *, request_id: str | None = None
+) -> Rewritten | None:
     """The `ModelInferRequest` for the replica (every input's bytes in `raw_input_contents`),
-    or None when the message names no region after all."""
+    or None when the message names no region after all. `request_id` replaces the request's
+    id when its answers must be told apart (a stream's: `grpc_stream_answer`)."""
     message = pb.ModelInferRequest.FromString(data)
     named = [REGION in io.parameters for io in message.inputs]
     out_named = [REGION in o.parameters for o in message.outputs]
@@ -280,6 +285,8 @@ def grpc_request(data: bytes, registry: SystemSharedMemory) -> Rewritten | None:
     except BaseException:
         out.release()
         raise
+    if request_id is not None:
+        message.id = request_id
     out.body = message.SerializeToString()
     return out
 
@@ -328,8 +335,76 @@ def grpc_answer(data: bytes, out: Rewritten) -> bytes:
     if not out.outputs:
         return data
     message = pb.ModelInferResponse.FromString(data)
+    _write_outputs(message, out)
+    return bytes(message.SerializeToString())
+
+
+def _write_outputs(message: Any, out: Rewritten) -> None:
+    """Write a `ModelInferResponse`'s outputs bound to regions there, leaving their raw
+    entries empty."""
     for index, tensor in enumerate(message.outputs):
         if tensor.name in out.outputs and index < len(message.raw_output_contents):
             out.write(tensor.name, message.raw_output_contents[index])
             message.raw_output_contents[index] = b""
-    return bytes(message.SerializeToString())
+
+
+class StreamRegions:
+    """One client stream's requests whose outputs go to regions, by the id each was forwarded
+    with (a replica's answers to a stream carry their request's id, and a decoupled model's
+    may be many and out of order); each request's leases are released with its final answer,
+    and all that are left when the stream ends (`close`)."""
+
+    __slots__ = ("_count", "_pending")
+
+    def __init__(self) -> None:
+        self._pending: dict[str, tuple[str, Rewritten]] = {}
+        self._count = 0
+
+    def request(self, data: bytes, registry: SystemSharedMemory) -> bytes:
+        """The message for the replica (BadRequest, in Triton's words, for a bad region)."""
+        client_id = pb.ModelInferRequest.FromString(data).id
+        self._count += 1
+        token = f"thaw-shm-{self._count}"
+        out = grpc_request(data, registry, request_id=token)
+        if out is None:
+            return data
+        if not out.outputs:  # inputs only: read already, nothing to write back
+            out.release()
+            return out.body
+        self._pending[token] = (client_id, out)
+        return out.body
+
+    def answer(self, data: bytes) -> bytes:
+        """A replica's `ModelStreamInferResponse` for the client: outputs of a request bound
+        to regions written there, its own id given back."""
+        if not self._pending:
+            return data
+        message = pb.ModelStreamInferResponse.FromString(data)
+        answer = message.infer_response
+        token = answer.id
+        entry = self._pending.get(token)
+        if entry is None:
+            return data
+        client_id, out = entry
+        answer.id = client_id
+        final = bool(message.error_message) or (
+            FINAL_RESPONSE in answer.parameters and answer.parameters[FINAL_RESPONSE].bool_param
+        )
+        try:
+            if not message.error_message:
+                _write_outputs(answer, out)
+        except BadRequest as exc:
+            final = True  # the request has failed: its answer is this error
+            message = stream_error(
+                exc.message, request_id=client_id,
+                model_name=answer.model_name, model_version=answer.model_version,
+            )  # fmt: skip
+        if final:
+            del self._pending[token]
+            out.release()
+        return bytes(message.SerializeToString())
+
+    def close(self) -> None:
+        for _, out in self._pending.values():
+            out.release()
+        self._pending.clear()

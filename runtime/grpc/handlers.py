@@ -230,7 +230,10 @@ class GrpcHandlers:
         return _encode(response, request, shm)
 
     async def model_stream_infer(self, requests: AsyncIterator[bytes], context: Context) -> None:
-        await serve_stream(self._manager, requests, context, self._redact, forward=self._forward)
+        await serve_stream(
+            self._manager, requests, context, self._redact,
+            forward=self._forward, shared_memory=self._shm,
+        )  # fmt: skip
 
     # -- model repository extension ------------------------------------------------------
 

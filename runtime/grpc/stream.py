@@ -13,6 +13,10 @@ client sent the `triton_grpc_error: true` header: then the first error of a requ
 Triton does; a request refused before it ran (unknown model, bad input or parameters, a full
 queue) is still answered in-stream, as Triton 2.51 answers it. A client that goes away cancels
 its requests; the server goes on serving everyone else.
+
+Tensors may name system shared-memory regions, as in `ModelInfer`: each request leases the
+regions it names (runtime.codecs.shm_tensors) until its last response is written; a decoupled
+model's every response writes its outputs into the same regions, as Triton's do.
 """
 
 from __future__ import annotations
@@ -34,11 +38,13 @@ from runtime.codecs.protobuf import (
     encode_model_infer,
     message_ref,
 )
+from runtime.codecs.shm_tensors import ShmBinding
 from runtime.errors import InvalidInput, ModelNotFound, ModelUnavailable, ServingError
 from runtime.header_forward import forwarded_headers
 from runtime.inference import InferRequest
 from thawserver.grpc_status import error_status
 from thawserver.redaction import Redactor
+from thawserver.shm_registry import SystemSharedMemory
 from thawwire.grpc_messages import FINAL_RESPONSE, stream_error
 from thawwire.grpc_service import pb
 
@@ -75,17 +81,20 @@ async def serve_stream(
     redact: Redactor | None = None,
     *,
     forward: re.Pattern[str] | None = None,
+    shared_memory: SystemSharedMemory | None = None,
 ) -> None:
     """Serve one stream until the client half-closes it and every answer is written; error
     messages go out through `redact` (thawserver.redaction) when given. The stream's metadata
-    matching `forward` (`--grpc-header-forward-pattern`) becomes parameters of each request."""
+    matching `forward` (`--grpc-header-forward-pattern`) becomes parameters of each request.
+    Regions its tensors name are looked up in `shared_memory` (without it, naming one is an
+    error)."""
     metadata = context.invocation_metadata() or ()
     grpc_errors = any(
         key == _GRPC_ERROR_HEADER and str(value).lower() == "true" for key, value in metadata
     )
     stream = _Stream(
         manager, context, grpc_errors=grpc_errors, redact=redact,
-        headers=forwarded_headers(forward, metadata),
+        headers=forwarded_headers(forward, metadata), shared_memory=shared_memory,
     )  # fmt: skip
     await stream.run(requests)
 
@@ -99,8 +108,10 @@ class _Stream:
         grpc_errors: bool,
         redact: Redactor | None = None,
         headers: dict[str, str] | None = None,
+        shared_memory: SystemSharedMemory | None = None,
     ) -> None:
         self._manager = manager
+        self._shm = shared_memory
         self._headers = headers or {}  # forwarded into every request's parameters
         self._context = context
         self._redact = redact
@@ -180,12 +191,14 @@ class _Stream:
         turn: asyncio.Future[None] | None,
         written: asyncio.Future[None] | None,
     ) -> None:
+        # Regions the request names stay leased (in use) until its last answer is written.
+        shm = ShmBinding(self._shm) if self._shm is not None else None
         try:
             try:
                 if bad is not None:
                     raise bad
-                request = await self._decoded(message)
-                await self._answer(request, turn)
+                request = await self._decoded(message, shm)
+                await self._answer(request, turn, shm)
             except ServingError as exc:
                 await self._error(message, exc, turn)
             except asyncio.CancelledError:
@@ -194,16 +207,18 @@ class _Stream:
                 logger.exception("unexpected error serving a gRPC stream request")
                 await self._error(message, ServingError("internal server error"), turn)
         finally:
+            if shm is not None:
+                shm.release()
             if written is not None and not written.done():
                 written.set_result(None)
             self._slots.release()
 
-    async def _decoded(self, message: Any) -> InferRequest:
+    async def _decoded(self, message: Any, shm: ShmBinding | None) -> InferRequest:
         try:
             if message.ByteSize() > THREAD_THRESHOLD_BYTES:
-                request = await asyncio.to_thread(decode_model_infer, message)
+                request = await asyncio.to_thread(decode_model_infer, message, shm=shm)
             else:
-                request = decode_model_infer(message)
+                request = decode_model_infer(message, shm=shm)
             request.parameters.update(self._headers)
             return request
         except InvalidInput as exc:
@@ -211,7 +226,9 @@ class _Stream:
             self._manager.model_ready(*message_ref(message.model_name, message.model_version))
             raise in_model_words(self._manager, exc, message.model_name) from None
 
-    async def _answer(self, request: InferRequest, turn: asyncio.Future[None] | None) -> None:
+    async def _answer(
+        self, request: InferRequest, turn: asyncio.Future[None] | None, shm: ShmBinding | None
+    ) -> None:
         final = False
         async for response in self._manager.stream(request):
             if response.flag_only:
@@ -219,9 +236,9 @@ class _Stream:
                 # asked for empty final responses gets one (below); it has no outputs to send.
                 continue
             if sum(t.data.nbytes for t in response.outputs) > THREAD_THRESHOLD_BYTES:
-                encoded = await asyncio.to_thread(_encoded, response, request)
+                encoded = await asyncio.to_thread(_encoded, response, request, shm)
             else:
-                encoded = _encoded(response, request)
+                encoded = _encoded(response, request, shm)
             await self._write(encoded, turn)
             turn, final = None, response.final
         if not final and request.parameters.get(_EMPTY_FINAL) is True:
@@ -270,7 +287,7 @@ def _ends_the_stream(exc: ServingError) -> bool:
     return exc.from_model or not refusal
 
 
-def _encoded(response: Any, request: InferRequest) -> bytes:
+def _encoded(response: Any, request: InferRequest, shm: ShmBinding | None) -> bytes:
     answer = pb.ModelStreamInferResponse()
-    encode_model_infer(response, request, final=response.final, into=answer.infer_response)
+    encode_model_infer(response, request, final=response.final, into=answer.infer_response, shm=shm)
     return bytes(answer.SerializeToString())

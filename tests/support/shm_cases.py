@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import os
+import queue
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -202,6 +203,48 @@ def case_truncated_object(http: Any, grpc: Any, model: str) -> None:
         inputs, outputs = _http_io([n for n, _ in regions])
         _refused("truncated", http.infer, model, inputs, outputs=outputs)
         assert http.is_server_live()
+
+
+def case_grpc_stream(http: Any, grpc: Any, model: str) -> None:
+    """`ModelStreamInfer` with inputs and outputs in regions: each request's outputs land in
+    its own regions, its answer carries no bytes for them, and its id comes back."""
+    answers: queue.Queue[Any] = queue.Queue()
+    with _regions(grpc, *[_BYTES] * 8) as regions:
+        names = [n for n, _ in regions]
+        a, b = _ab()
+        for first in (0, 4):
+            shm.set_shared_memory_region(regions[first][1], [a * (first + 1)])
+            shm.set_shared_memory_region(regions[first + 1][1], [b])
+        grpc.start_stream(callback=lambda result, error: answers.put((result, error)))
+        try:
+            for first in (0, 4):
+                inputs, outputs = _grpc_io(names[first : first + 4])
+                grpc.async_stream_infer(model, inputs, outputs=outputs, request_id=f"r{first}")
+            got = [answers.get(timeout=30) for _ in range(2)]
+        finally:
+            grpc.stop_stream()
+        for result, error in got:
+            assert error is None, error
+            assert result.get_response().raw_output_contents in ([], [b"", b""])
+        assert sorted(result.get_response().id for result, _ in got) == ["r0", "r4"]
+        for first in (0, 4):
+            np.testing.assert_array_equal(_out(regions[first + 2][1]), a * (first + 1) + b)
+            np.testing.assert_array_equal(_out(regions[first + 3][1]), a * (first + 1) - b)
+        # An unknown region is answered in-stream with Triton's words; the stream goes on.
+        grpc.start_stream(callback=lambda result, error: answers.put((result, error)))
+        try:
+            inputs, outputs = _grpc_io(["nowhere", *names[1:4]])
+            grpc.async_stream_infer(model, inputs, outputs=outputs)
+            _, error = answers.get(timeout=30)
+            inputs, outputs = _grpc_io(names[:4])
+            grpc.async_stream_infer(model, inputs, outputs=outputs)
+            result, second = answers.get(timeout=30)
+        finally:
+            grpc.stop_stream()
+        assert error is not None and "Unable to find shared memory region" in str(error)
+        assert second is None, second
+    left = set(grpc.get_system_shared_memory_status().regions)
+    assert not left & set(names)  # none left registered, none left in use
 
 
 SHM_CASES = {

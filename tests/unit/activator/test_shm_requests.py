@@ -11,7 +11,13 @@ import numpy as np
 import pytest
 
 from activator.errors import BadRequest
-from activator.surfaces.shm_requests import grpc_answer, grpc_request, rest_answer, rest_request
+from activator.surfaces.shm_requests import (
+    StreamRegions,
+    grpc_answer,
+    grpc_request,
+    rest_answer,
+    rest_request,
+)
 from thawserver.shm_registry import SystemSharedMemory
 from thawwire.grpc_service import pb
 
@@ -151,3 +157,67 @@ def test_a_binary_section_that_does_not_add_up_is_refused_in_thaw_serves_words(
     with pytest.raises(BadRequest) as refused:
         rest_request(head + B.tobytes(), len(head), registry, "m")
     assert refused.value.message == text
+
+
+def _stream_request(request_id: str, region: str) -> bytes:
+    message = pb.ModelInferRequest(model_name="dec", id=request_id)
+    message.inputs.add(name="INPUT0", datatype="FP32", shape=[4])
+    message.raw_input_contents.append(A.tobytes())
+    wanted = message.outputs.add(name="OUTPUT0")
+    wanted.parameters["shared_memory_region"].string_param = region
+    wanted.parameters["shared_memory_byte_size"].int64_param = 16
+    return message.SerializeToString()
+
+
+def _stream_answer(request_id: str, data: np.ndarray, *, final: bool) -> bytes:
+    answer = pb.ModelStreamInferResponse()
+    response = answer.infer_response
+    response.id, response.model_name = request_id, "dec"
+    response.outputs.add(name="OUTPUT0", datatype="FP32", shape=[4])
+    response.raw_output_contents.append(data.tobytes())
+    response.parameters["triton_final_response"].bool_param = final
+    return answer.SerializeToString()
+
+
+def test_a_streams_answers_find_their_requests_regions_by_id(
+    registry: SystemSharedMemory, tmp_path: Path
+) -> None:
+    """Two requests with the same client id on one stream, a decoupled model answering the
+    second first and the first twice: each answer's bytes go to its own request's region, the
+    client's id comes back, and each request's leases end with its final answer."""
+    (tmp_path / "out2").write_bytes(b"\0" * 16)
+    registry.register("out2", "/out2", 0, 16)
+    regions = StreamRegions()
+    sent = [pb.ModelInferRequest.FromString(regions.request(_stream_request("same", r), registry))
+            for r in ("out", "out2")]  # fmt: skip
+    tokens = [s.id for s in sent]
+    assert len(set(tokens)) == 2 and "same" not in tokens
+    assert not sent[0].outputs[0].parameters  # asked for as raw contents
+    back = pb.ModelStreamInferResponse.FromString(
+        regions.answer(_stream_answer(tokens[1], B, final=True))
+    )
+    assert back.infer_response.id == "same" and list(back.infer_response.raw_output_contents) == [
+        b""
+    ]
+    assert (tmp_path / "out2").read_bytes() == B.tobytes()
+    registry.unregister("out2")  # its request is done: no longer in use
+    regions.answer(_stream_answer(tokens[0], A, final=False))
+    assert (tmp_path / "out").read_bytes()[:16] == A.tobytes()
+    with pytest.raises(Exception, match="in use"):
+        registry.unregister("out")  # the first request still runs
+    regions.answer(_stream_answer(tokens[0], A + B, final=True))
+    assert (tmp_path / "out").read_bytes()[:16] == (A + B).tobytes()
+    untouched = _stream_answer("other", A, final=True)
+    assert regions.answer(untouched) == untouched  # not one of ours: as it came
+    registry.unregister("out")
+
+
+def test_a_stream_that_ends_early_releases_what_its_requests_leased(
+    registry: SystemSharedMemory,
+) -> None:
+    regions = StreamRegions()
+    regions.request(_stream_request("r", "out"), registry)
+    regions.close()
+    registry.unregister_all()  # nothing left in use
+    with pytest.raises(BadRequest, match="Unable to find shared memory region"):
+        regions.request(_stream_request("r", "gone"), registry)
