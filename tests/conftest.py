@@ -24,7 +24,11 @@ from tests.fakes.kube_fixtures import (  # noqa: F401  (fixtures, see tests/fake
     kubelet,
     kubelet_factory,
 )
+from tests.fixtures.leftover_servers import interrupt_on_sigterm
 from tests.fixtures.serve_process import ServeProcess, free_port
+
+# SIGTERM to the test run tears its fixtures down (and so stops its servers), as Ctrl-C does.
+interrupt_on_sigterm()
 
 # Blocking calls are looked for only where a frame of Thaw's own packages is on the stack: the
 # event loop must never block in product code. Test bodies may do blocking set-up (writing a
