@@ -17,10 +17,11 @@ module name (several import aiohttp or grpc); this `__init__` imports nothing, b
     fd_limit              the open-file limit: raised at start-up, what it leaves
     transfer_coding       refusing a transfer coding the server does not implement
     chunked_over_length   a request with both `Content-Length` and chunked
-    grpc_routes           the route table of a `GRPCInferenceService` surface
+    grpc_routes           the route table of a `GRPCInferenceService` surface and grpc.health.v1
     grpc_status           the gRPC status code of each v2 error
     grpc_bind             both servers' gRPC bind; a refusal in the system's words
     grpc_compression      tritonserver's gRPC response compression level: values, server option
+    grpc_keepalive        tritonserver's gRPC keepalive and ping flags: values, server options
     shm_api               the shared-memory extension's calls: register, status, unregister
     shm_registry          the system shared-memory regions clients registered
     settings_api          the logging and trace extensions' calls, REST and gRPC

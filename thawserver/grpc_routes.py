@@ -8,6 +8,12 @@ INVALID_ARGUMENT, where grpc's own deserializer would make them UNKNOWN), `Model
 Every method first passes `--grpc-restricted-protocol`'s check (thawserver.restricted_protocols):
 a call without its category's metadata ends UNAVAILABLE in Triton's words (a stream before it
 reads a request), on both servers alike.
+
+Beside it, the standard gRPC health service (`grpc.health.v1.Health/Check`, what Kubernetes'
+`grpc` probes and `grpc_health_probe` call), as Triton 2.51 serves it: whatever service the
+request names, SERVING when the server is ready (the surface's own `ServerReady`), NOT_SERVING
+when not, in the `health` restricted category; `Watch` is not served (UNIMPLEMENTED), as in
+Triton.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 import grpc
+from google.protobuf.message import DecodeError
+from grpc_health.v1 import health_pb2
 
 from thawserver.restricted_protocols import Category, Restriction, grpc_category
 from thawwire.grpc_service import SERVICE, UNSUPPORTED, Method, pb, unsupported_text
@@ -94,7 +102,51 @@ def service_handler(
         handlers[method.value] = grpc.unary_unary_rpc_method_handler(
             functools.partial(_unimplemented, method)
         )
-    return grpc.method_handlers_generic_handler(SERVICE, handlers)
+    check = _health_check(unary[Method.SERVER_READY])
+    health = {"Check": grpc.unary_unary_rpc_method_handler(guard(Method.SERVER_READY, check))}
+    return _Services(
+        grpc.method_handlers_generic_handler(SERVICE, handlers),
+        grpc.method_handlers_generic_handler(_HEALTH_SERVICE, health),
+    )
+
+
+_HEALTH_SERVICE = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
+
+
+class _Services(grpc.GenericRpcHandler):
+    """Several services' method handlers as one generic handler."""
+
+    def __init__(self, *services: grpc.GenericRpcHandler) -> None:
+        self._services = services
+
+    def service(self, handler_call_details: Any) -> grpc.RpcMethodHandler | None:
+        for service in self._services:
+            found = service.service(handler_call_details)
+            if found is not None:
+                return found
+        return None
+
+
+def _health_check(
+    server_ready: Callable[[bytes, Context], Awaitable[Any]],
+) -> Callable[[bytes, Context], Awaitable[bytes]]:
+    """`grpc.health.v1.Health/Check` from the surface's `ServerReady` handler."""
+
+    async def check(data: bytes, context: Context) -> bytes:
+        try:
+            health_pb2.HealthCheckRequest.FromString(data)  # its `service` is not looked at
+        except DecodeError as exc:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"the request could not be parsed: {exc}"
+            )
+        ready = (await server_ready(b"", context)).ready
+        status = health_pb2.HealthCheckResponse.SERVING if ready else _NOT_SERVING
+        return bytes(health_pb2.HealthCheckResponse(status=status).SerializeToString())
+
+    return check
+
+
+_NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
 
 def _restricted(

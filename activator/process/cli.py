@@ -57,6 +57,7 @@ from thawserver.cache_flags import add_cache_arguments
 from thawserver.fd_limit import bounded_by_fd_limit
 from thawserver.flag_names import as_typed
 from thawserver.grpc_compression import add_compression_argument
+from thawserver.grpc_keepalive import add_keepalive_arguments, keepalive_from
 from thawserver.limit_flags import add_body_timeout_argument, add_limit_arguments
 from thawserver.log_control import LogControl
 from thawserver.rate_limit_flags import add_rate_limit_arguments
@@ -143,6 +144,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             help=f"serve the {name} port (default true)",
         )  # fmt: skip
     add_compression_argument(triton, responses="the gRPC front door's responses (as thaw serve)")
+    add_keepalive_arguments(triton)
     p.add_argument(
         "--cache",
         type=Path,
@@ -454,6 +456,7 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
         scaler=_scaler_config(args),
         grpc_port=grpc_port,
         grpc_response_compression_level=args.grpc_response_compression_level,
+        grpc_keepalive=keepalive_from(args),
         metrics_port=metrics_port,
         gpu_hour_price=args.gpu_hour_price,
         http_restrictions=http_restrictions,

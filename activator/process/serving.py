@@ -257,6 +257,7 @@ def _bind_grpc(config: ActivatorConfig) -> tuple[Any, str]:
         config.host, config.grpc_port,
         max_message_bytes=config.max_body_bytes, limits=config.connections,
         compression_level=config.grpc_response_compression_level,
+        keepalive=config.grpc_keepalive,
     )  # fmt: skip
 
 

@@ -38,6 +38,7 @@ from thawserver.connection_limits import (
 )
 from thawserver.grpc_bind import bind_grpc_port
 from thawserver.grpc_compression import grpc_compression_options
+from thawserver.grpc_keepalive import GrpcKeepalive, grpc_keepalive_options
 from thawserver.grpc_routes import parsed, service_handler
 from thawserver.grpc_status import grpc_status
 from thawserver.settings_api import SettingsApi
@@ -232,6 +233,7 @@ def bind_grpc_server(
     max_message_bytes: int,
     limits: ConnectionLimits | None = None,
     compression_level: str = "none",
+    keepalive: GrpcKeepalive | None = None,
 ) -> tuple[grpc.aio.Server, str]:
     """A gRPC server bound to `host:port` (0: a free port, bound here, so nothing can take it
     before it starts) and that bound `host:port`; not started (`start_grpc_server`). OSError
@@ -239,7 +241,8 @@ def bind_grpc_server(
     RESOURCE_EXHAUSTED; no SO_REUSEPORT (a port in use is an error, never silently shared); the
     connection `limits` as grpc options (handshake deadline, idle GOAWAY, connection and call
     caps); responses compressed at tritonserver's `compression_level`
-    (thawserver.grpc_compression)."""
+    (thawserver.grpc_compression); tritonserver's `keepalive` and HTTP/2 ping settings
+    (thawserver.grpc_keepalive)."""
     limits = limits if limits is not None else ConnectionLimits()
     server = grpc.aio.server(
         options=[
@@ -249,6 +252,7 @@ def bind_grpc_server(
             ("grpc.max_concurrent_streams", 1024),  # calls at once on one client connection
             *grpc_server_options(limits),
             *grpc_compression_options(compression_level),
+            *grpc_keepalive_options(keepalive or GrpcKeepalive()),
         ],
         maximum_concurrent_rpcs=grpc_max_concurrent_rpcs(limits),
     )

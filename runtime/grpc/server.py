@@ -7,7 +7,8 @@ is an error instead of a port silently shared with another server (tritonserver'
 client connection; and the connection limits of `--head-timeout-s`, `--idle-timeout-s`
 and `--max-connections` (thawserver.connection_limits.grpc_server_options). Responses are
 compressed at tritonserver's `--grpc-infer-response-compression-level`
-(thawserver.grpc_compression).
+(thawserver.grpc_compression); keepalive and HTTP/2 pings follow tritonserver's flags
+(thawserver.grpc_keepalive).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from runtime.errors import ServingError
 from thawserver.connection_limits import grpc_max_concurrent_rpcs, grpc_server_options
 from thawserver.grpc_bind import bind_grpc_port
 from thawserver.grpc_compression import grpc_compression_options
+from thawserver.grpc_keepalive import grpc_keepalive_options
 
 __all__ = ["MAX_STREAMS_PER_CONNECTION", "GrpcServer"]
 
@@ -46,6 +48,7 @@ class GrpcServer:
                 ("grpc.max_concurrent_streams", MAX_STREAMS_PER_CONNECTION),
                 *grpc_server_options(config.connections),
                 *grpc_compression_options(config.grpc_response_compression_level),
+                *grpc_keepalive_options(config.grpc_keepalive),
             ],
             maximum_concurrent_rpcs=grpc_max_concurrent_rpcs(config.connections),
         )

@@ -26,6 +26,7 @@ from runtime.scheduling.rate_limit import parse_mode, parse_resource
 from thawserver.cache_flags import add_cache_arguments, cache_bytes
 from thawserver.fd_limit import bounded_by_fd_limit
 from thawserver.flag_names import as_typed
+from thawserver.grpc_keepalive import keepalive_from
 from thawserver.limit_flags import add_body_timeout_argument, add_limit_arguments, limits_from_args
 from thawserver.log_control import LogControl
 from thawserver.lora_flags import add_lora_argument
@@ -394,6 +395,7 @@ def _surfaces(args: argparse.Namespace) -> dict[str, Any]:
         "grpc_port": args.grpc_port if args.grpc_port is not None else (0 if free else 8001),
         "grpc_max_message_bytes": args.grpc_max_message_bytes,
         "grpc_response_compression_level": args.grpc_response_compression_level,
+        "grpc_keepalive": keepalive_from(args),
         "allow_metrics": args.allow_metrics,
         "metrics_host": args.metrics_address,
         "metrics_port": args.metrics_port

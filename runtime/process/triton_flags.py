@@ -38,6 +38,7 @@ from thawserver.backend_config_flags import (
 )
 from thawserver.bool_flag import triton_bool
 from thawserver.grpc_compression import add_compression_argument
+from thawserver.grpc_keepalive import add_keepalive_arguments
 from thawserver.rate_limit_flags import add_rate_limit_arguments
 from thawserver.restricted_protocols import add_restriction_arguments
 from thawserver.settings_flags import add_log_output_flags, add_trace_flags
@@ -144,6 +145,7 @@ def add_triton_flags(p: argparse.ArgumentParser) -> None:
         g.add_argument(f"--allow-{name}", type=triton_bool, default=True, metavar="BOOL",
                        help=f"serve {what} endpoint (default true)")  # fmt: skip
     add_compression_argument(g, responses="gRPC responses")
+    add_keepalive_arguments(g)
     g.add_argument(
         "--grpc-max-message-bytes", type=int, default=None, metavar="N",
         help="largest gRPC message accepted (RESOURCE_EXHAUSTED above; default --max-body-bytes)",

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.grpc.aio as aioclient
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
@@ -136,6 +137,9 @@ def test_answers_at_zero_do_not_wake_the_model(
     assert client.is_server_live() and client.is_server_ready()
     assert client.get_server_metadata().name == "triton"
     assert client.is_model_ready("at_rest")
+    with grpc.insecure_channel(up.grpc_address) as channel:  # grpc.health.v1, as a probe
+        check = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest())
+        assert check.status == health_pb2.HealthCheckResponse.SERVING
     meta = client.get_model_metadata("at_rest")
     assert [i.name for i in meta.inputs] == ["INPUT0", "INPUT1"]
     assert client.get_model_config("at_rest").config.backend == "python"

@@ -17,6 +17,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.grpc.aio as aioclient
 import tritonclient.http as httpclient
 from google.protobuf import json_format
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tritonclient.grpc import model_config_pb2, service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
@@ -73,6 +74,17 @@ def test_health_metadata_and_config(grpc_client: grpcclient.InferenceServerClien
     assert model["platform"] == "python" and model["versions"] == ["1"]
     config = grpc_client.get_model_config("add_onnx", as_json=True)["config"]
     assert [i["name"] for i in config["input"]] == ["A", "B"]
+
+
+def test_the_standard_health_service_says_serving(runtime_server: ServeProcess) -> None:
+    """grpc.health.v1, as Kubernetes' gRPC probes and grpc_health_probe call it."""
+    with grpc.insecure_channel(runtime_server.grpc_address) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        answer = health.Check(health_pb2.HealthCheckRequest(), timeout=10)
+        assert answer.status == health_pb2.HealthCheckResponse.SERVING
+        with pytest.raises(grpc.RpcError) as info:
+            next(iter(health.Watch(health_pb2.HealthCheckRequest(), timeout=10)))
+        assert info.value.code() is grpc.StatusCode.UNIMPLEMENTED  # as Triton 2.51
 
 
 def test_answers_equal_the_http_ones(
