@@ -303,6 +303,8 @@ class ActivatorConfig:
     # tritonserver's `--grpc-infer-response-compression-level` at the gRPC front door, whose
     # responses are the replicas' forwarded (thawserver.grpc_compression)
     grpc_response_compression_level: str = "none"
+    # tritonserver's `--id`: the server metadata's `name` (thawwire.server_info)
+    server_id: str = "triton"
     # tritonserver's gRPC keepalive and HTTP/2 ping flags at the front door
     # (thawserver.grpc_keepalive); a replica's gRPC port is the activator's alone
     grpc_keepalive: GrpcKeepalive = field(default_factory=GrpcKeepalive)

@@ -117,6 +117,8 @@ class ServeConfig:
     grpc_max_message_bytes: int | None = None  # None: `max_body_bytes`
     # tritonserver's `--grpc-infer-response-compression-level` (thawserver.grpc_compression)
     grpc_response_compression_level: str = "none"
+    # tritonserver's `--id`: the server metadata's `name` (thawwire.server_info)
+    server_id: str = "triton"
     # tritonserver's gRPC keepalive and HTTP/2 ping flags (thawserver.grpc_keepalive)
     grpc_keepalive: GrpcKeepalive = field(default_factory=GrpcKeepalive)
     allow_metrics: bool = True  # False: no metrics at all (neither port serves /metrics)

@@ -26,6 +26,7 @@ def server_version() -> str:
         return "0.0.0"
 
 
-def server_metadata() -> dict[str, Any]:
-    """The v2 server metadata JSON of `thaw serve` and `thaw up` alike."""
-    return {"name": SERVER_NAME, "version": server_version(), "extensions": list(EXTENSIONS)}
+def server_metadata(server_id: str = SERVER_NAME) -> dict[str, Any]:
+    """The v2 server metadata JSON of `thaw serve` and `thaw up` alike; its `name` is the
+    server's id (tritonserver's `--id`, "triton" by default, as Triton answers)."""
+    return {"name": server_id, "version": server_version(), "extensions": list(EXTENSIONS)}

@@ -145,6 +145,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         )  # fmt: skip
     add_compression_argument(triton, responses="the gRPC front door's responses (as thaw serve)")
     add_keepalive_arguments(triton)
+    triton.add_argument(
+        "--id", dest="server_id", default="triton", metavar="ID",
+        help="this server's identifier: the `name` of its server metadata (default triton)",
+    )  # fmt: skip
     p.add_argument(
         "--cache",
         type=Path,
@@ -457,6 +461,7 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
         grpc_port=grpc_port,
         grpc_response_compression_level=args.grpc_response_compression_level,
         grpc_keepalive=keepalive_from(args),
+        server_id=args.server_id,
         metrics_port=metrics_port,
         gpu_hour_price=args.gpu_hour_price,
         http_restrictions=http_restrictions,

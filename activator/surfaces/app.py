@@ -273,7 +273,7 @@ async def ready(request: web.Request) -> web.Response:
 
 async def server_metadata(request: web.Request) -> web.Response:
     """The same answer as a replica's (`thaw serve`): everything past this door is theirs."""
-    return json_response(server_info.server_metadata())
+    return json_response(server_info.server_metadata(request.app[FLEET].config.server_id))
 
 
 def _version(request: web.Request) -> str | None:

@@ -116,7 +116,9 @@ class GrpcSurface:
         # The clients' regions, shared with the REST surface (activator.surfaces.app.SHARED_MEMORY).
         self._shm = shared_memory if shared_memory is not None else SystemSharedMemory()
         self.forwarder = GrpcForwarder(fleet, self._shm)
-        self._server_metadata = server_metadata_response(server_info.server_metadata())
+        self._server_metadata = server_metadata_response(
+            server_info.server_metadata(fleet.config.server_id)
+        )
         self._restrictions = fleet.config.grpc_restrictions
 
     def routes(self) -> grpc.GenericRpcHandler:

@@ -129,7 +129,7 @@ class GrpcHandlers:
         self._shm = shared_memory if shared_memory is not None else SystemSharedMemory()
         self._manager = manager
         self._state = state
-        self._server_metadata = server_metadata_response(server_metadata())
+        self._server_metadata = server_metadata_response(server_metadata(config.server_id))
         # What error messages must not show (thawserver.redaction), as on the REST surface.
         self._redact = config.redactor
         self._forward = config.grpc_header_forward

@@ -123,7 +123,7 @@ class V2Handlers:
         self._metrics = metrics
         self._state = state
         # Compact, as Triton's (and the activator's) `/v2` is.
-        self._server_metadata = fast_json.dumps(server_metadata())
+        self._server_metadata = fast_json.dumps(server_metadata(config.server_id))
         self._forward = config.http_header_forward
         self._guard = route_guard(config.http_restrictions, Restricted)
         # Only a replica `thaw up` hands connections to has requests to send back

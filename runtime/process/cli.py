@@ -396,6 +396,7 @@ def _surfaces(args: argparse.Namespace) -> dict[str, Any]:
         "grpc_max_message_bytes": args.grpc_max_message_bytes,
         "grpc_response_compression_level": args.grpc_response_compression_level,
         "grpc_keepalive": keepalive_from(args),
+        "server_id": args.server_id,
         "allow_metrics": args.allow_metrics,
         "metrics_host": args.metrics_address,
         "metrics_port": args.metrics_port

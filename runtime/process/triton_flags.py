@@ -88,6 +88,7 @@ IGNORED_FLAGS: dict[str, str] = {
     "http-thread-count": "thaw's HTTP server runs on one event loop",
     "buffer-manager-thread-count": "thaw has no buffer manager threads",
     "metrics-interval-ms": "thaw computes metrics when scraped",
+    "grpc-infer-allocation-pool-size": "thaw's gRPC server keeps no pool of call states",
 }
 
 # Thaw's durations (thawserver.limit_flags) by the tritonserver-style spelling `thaw serve` had
@@ -146,6 +147,9 @@ def add_triton_flags(p: argparse.ArgumentParser) -> None:
                        help=f"serve {what} endpoint (default true)")  # fmt: skip
     add_compression_argument(g, responses="gRPC responses")
     add_keepalive_arguments(g)
+    g.add_argument("--id", dest="server_id", default="triton", metavar="ID",
+                   help="this server's identifier: the `name` of its server metadata "
+                   "(default triton)")  # fmt: skip
     g.add_argument(
         "--grpc-max-message-bytes", type=int, default=None, metavar="N",
         help="largest gRPC message accepted (RESOURCE_EXHAUSTED above; default --max-body-bytes)",
