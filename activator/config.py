@@ -303,6 +303,9 @@ class ActivatorConfig:
     # tritonserver's `--grpc-infer-response-compression-level` at the gRPC front door, whose
     # responses are the replicas' forwarded (thawserver.grpc_compression)
     grpc_response_compression_level: str = "none"
+    # tritonserver's `--model-config-name` (tritonconfig.config_name), for the repository's
+    # reads and every replica's
+    model_config_name: str = ""
     # tritonserver's `--id`: the server metadata's `name` (thawwire.server_info)
     server_id: str = "triton"
     # tritonserver's gRPC keepalive and HTTP/2 ping flags at the front door

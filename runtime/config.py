@@ -117,6 +117,9 @@ class ServeConfig:
     grpc_max_message_bytes: int | None = None  # None: `max_body_bytes`
     # tritonserver's `--grpc-infer-response-compression-level` (thawserver.grpc_compression)
     grpc_response_compression_level: str = "none"
+    # tritonserver's `--model-config-name`: a model's `configs/NAME.pbtxt` is read instead
+    # of its config.pbtxt when it has one (runtime.models.repository.config_file)
+    model_config_name: str = ""
     # tritonserver's `--id`: the server metadata's `name` (thawwire.server_info)
     server_id: str = "triton"
     # tritonserver's gRPC keepalive and HTTP/2 ping flags (thawserver.grpc_keepalive)

@@ -21,6 +21,7 @@ caller maps into its own error tree.
     ensemble              an ensemble's steps and data flow, checked Triton's way
     sequence              a stateful model's `sequence_batching`: controls, idle timeout
     versions              a model's version directories and those its policy serves
+    config_name           which file a config is read from (`--model-config-name`)
     fingerprint           a model directory's files (path, mtime, size), to see a change
     config_change         whether two configs differ in their version policy or instances only
     tensorrt_accelerator  the `tensorrt` GPU accelerator of an ONNX config

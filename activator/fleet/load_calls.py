@@ -117,7 +117,9 @@ class LoadCalls:
             elif model in self._repository.ambiguous:
                 names[model] = None
                 directories = self._repository.ambiguous[model]
-                pending += await asyncio.to_thread(ambiguous_steps, directories)
+                pending += await asyncio.to_thread(
+                    ambiguous_steps, directories, self._repository.config_name
+                )
         if self._shared is not None:  # the fleet's first (503 when it cannot be written)
             await self._shared.write_load_states(dict.fromkeys(names, "loaded"))
         self._mark_loaded_here(names)

@@ -157,7 +157,7 @@ class Reloader:
             # Each under its own lock, none held with another's: two ensembles loaded at once
             # that name each other (a cycle, refused) must not wait on each other's lock.
             first = await asyncio.to_thread(repository.reread, name)
-            for step in await asyncio.to_thread(_steps_of, first):
+            for step in await asyncio.to_thread(_steps_of, first, repository.config_name):
                 if step != name and await self._reread_step(step):
                     changed.append(step)
         async with self._lock(name):
@@ -440,12 +440,12 @@ class Reloader:
         return self._refuse(reread, updates.why.removeprefix(load_failed(name, "")))
 
 
-def _steps_of(reread: Reread) -> tuple[str, ...]:
+def _steps_of(reread: Reread, config_name: str) -> tuple[str, ...]:
     """The step models of a re-read ensemble: its own (entry) or, for an ambiguous name, each
     namespace's (read here, as the replicas will read them: blocking, in a thread)."""
     if reread.entry is not None:
         return reread.entry.steps
-    return ambiguous_steps(reread.ambiguous)
+    return ambiguous_steps(reread.ambiguous, config_name)
 
 
 def _poll_stage(reread: Reread) -> int:

@@ -53,6 +53,7 @@ from tritonconfig import (
     is_ensemble,
     parse_config,
 )
+from tritonconfig.config_name import config_file
 from tritonconfig.fingerprint import Fingerprint, fingerprint
 from tritonconfig.python_based import python_based_model_file
 from tritonconfig.schema import mc
@@ -118,13 +119,15 @@ def _load_entry(
     auto_complete: bool = True,
     namespacing: bool = False,
     config_json: str | None = None,
+    config_name: str = "",
 ) -> ModelEntry:
     """One model; ConfigError when its config is unreadable or a replica would refuse it. A
     backend found in `backend_directory` is a Python-based one: served as a Python model that
     runs its model.py, as the replicas (given the same directory) serve it. `config_json`: a
-    load's `config` override, read instead of the directory's config.pbtxt."""
+    load's `config` override, read instead of the directory's config (`config_file`, by
+    `--model-config-name`)."""
     name = directory.name
-    path = directory / "config.pbtxt"
+    path = config_file(directory, config_name)
     try:
         if config_json is not None:
             config = config_from_json(config_json, f"config override for '{name}'")
@@ -236,6 +239,7 @@ class _Reading:
     backend_directory: Path | None = None
     auto_complete: bool = True
     namespacing: bool = False
+    config_name: str = ""  # `--model-config-name` (tritonconfig.config_name)
 
 
 class Repository:
@@ -286,6 +290,11 @@ class Repository:
         return self._reading.namespacing
 
     @property
+    def config_name(self) -> str:
+        """`--model-config-name`: which file each model's config is read from."""
+        return self._reading.config_name
+
+    @property
     def root(self) -> Path:
         """The first repository (REPO)."""
         return self.roots[0]
@@ -301,6 +310,7 @@ class Repository:
         auto_complete: bool = True,
         missing_ok: bool = False,
         namespacing: bool = False,
+        config_name: str = "",
     ) -> Repository:
         """Read every `<root>/<model>/config.pbtxt` of each repository. An invalid model is
         recorded as unavailable, or raises ConfigError when `strict`. Invalid `thaw.*` settings
@@ -317,7 +327,7 @@ class Repository:
         entries: dict[str, ModelEntry] = {}
         unavailable: dict[str, str] = {}
         held_twice: dict[str, tuple[Path, ...]] = {}
-        reading = _Reading(defaults, backend_directory, auto_complete, namespacing)
+        reading = _Reading(defaults, backend_directory, auto_complete, namespacing, config_name)
         fingerprints = {name: _fingerprint(dirs) for name, dirs in found.items()}
         for name, directories in sorted(found.items()):
             if namespacing and len(directories) > 1:
@@ -405,6 +415,7 @@ class Repository:
             entry = _load_entry(
                 directory, self._reading.defaults, self._reading.backend_directory,
                 auto_complete=self._reading.auto_complete, config_json=config_json,
+                config_name=self._reading.config_name,
             )  # fmt: skip
         except ConfigError as exc:
             return Reread(name, files, error=exc.message)
@@ -496,17 +507,18 @@ def _read_model(
     return _load_entry(
         directories[0], reading.defaults, reading.backend_directory,
         auto_complete=reading.auto_complete, namespacing=reading.namespacing,
+        config_name=reading.config_name,
     )  # fmt: skip
 
 
-def ambiguous_steps(directories: Sequence[Path]) -> tuple[str, ...]:
+def ambiguous_steps(directories: Sequence[Path], config_name: str = "") -> tuple[str, ...]:
     """The step models of the ensembles among `directories` (one model name in several
     namespaces), each once; a config that cannot be read has none (its replica says why).
     Blocking: file reads."""
     steps: dict[str, None] = {}
     for directory in directories:
         try:
-            config = _read_config(directory / "config.pbtxt")
+            config = _read_config(config_file(directory, config_name))
         except (ConfigError, ModelConfigError):
             continue
         steps.update(dict.fromkeys(composing_models(config)))

@@ -60,6 +60,7 @@ from thawserver.grpc_compression import add_compression_argument
 from thawserver.grpc_keepalive import add_keepalive_arguments, keepalive_from
 from thawserver.limit_flags import add_body_timeout_argument, add_limit_arguments
 from thawserver.log_control import LogControl
+from thawserver.model_config_name_flag import add_model_config_name_argument
 from thawserver.rate_limit_flags import add_rate_limit_arguments
 from thawserver.restricted_protocols import (
     add_restriction_arguments,
@@ -145,6 +146,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         )  # fmt: skip
     add_compression_argument(triton, responses="the gRPC front door's responses (as thaw serve)")
     add_keepalive_arguments(triton)
+    add_model_config_name_argument(triton, replicas=True)
     triton.add_argument(
         "--id", dest="server_id", default="triton", metavar="ID",
         help="this server's identifier: the `name` of its server metadata (default triton)",
@@ -462,6 +464,7 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
         grpc_response_compression_level=args.grpc_response_compression_level,
         grpc_keepalive=keepalive_from(args),
         server_id=args.server_id,
+        model_config_name=args.model_config_name or "",
         metrics_port=metrics_port,
         gpu_hour_price=args.gpu_hour_price,
         http_restrictions=http_restrictions,
@@ -510,7 +513,7 @@ def run(args: argparse.Namespace) -> int:
         repository = Repository.scan(
             config.repositories, config.defaults, backend_directory=config.backend_directory,
             auto_complete=config.auto_complete_config, missing_ok=config.exit_on_error is False,
-            namespacing=config.model_namespacing,
+            namespacing=config.model_namespacing, config_name=config.model_config_name,
         )  # fmt: skip
         if repository.start_error is not None:  # --exit-on-error=false: answer, not live
             print(f"thaw up: error: {repository.start_error}", file=sys.stderr)

@@ -171,6 +171,11 @@ def refuse_local_only_flags(args: argparse.Namespace) -> None:
             "--backend-config reaches replicas with --scaler local only: on Kubernetes the "
             "runtime pods' flags are the Helm chart's pool template"
         )
+    if args.model_config_name:
+        raise ConfigError(
+            "--model-config-name reaches replicas with --scaler local only: on Kubernetes the "
+            "runtime pods' flags are the Helm chart's pool template"
+        )
     # The runtime pods' command line is the Helm chart's pool template, not thaw up's: say where
     # these go instead of letting them do nothing.
     if args.tool_call_parser:

@@ -47,4 +47,5 @@ def local_config(args: argparse.Namespace) -> LocalConfig:
         response_cache_bytes=response_cache_bytes(args),
         rate_limit_args=rate_limit_args(args),
         backend_config_args=backend_config_args(args),
+        model_config_name=args.model_config_name or "",
     )

@@ -60,3 +60,5 @@ class LocalConfig:
     rate_limit_args: tuple[str, ...] = ()
     # `thaw up --backend-config ...` (python's shm and stub settings), as every replica's flags.
     backend_config_args: tuple[str, ...] = ()
+    # `--model-config-name` given to every replica (tritonconfig.config_name); "": none
+    model_config_name: str = ""

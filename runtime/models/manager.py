@@ -306,7 +306,7 @@ class ModelManager:
             try:
                 return self._serving(model, None)[1].config
             except ServingError:  # a step served elsewhere (thaw up): as the repository says
-                return stored_config(self._repo, model)
+                return stored_config(self._repo, model, config_name=self._config.model_config_name)
 
         return answers_as_they_come(name, config_of)
 

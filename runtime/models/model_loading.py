@@ -135,6 +135,7 @@ class ModelLoading:
                     gpu_available=bool(self._target.gpus), gpus=self._target.gpus,
                     auto_complete=self._config.auto_complete_config,
                     backend_directory=self._config.backend_directory,
+                    config_name=self._config.model_config_name,
                 )  # fmt: skip
                 model.fingerprint = spec.fingerprint
                 if not model.versions:
@@ -217,7 +218,10 @@ class ModelLoading:
         error names the model that failed and why. With namespacing, each step's model is
         the one of the ensemble's namespace, else the one other holder."""
         name = spec.name
-        cycle = await asyncio.to_thread(ensemble_cycle, self._ns.repository(home), name)
+        cycle = await asyncio.to_thread(
+            ensemble_cycle, self._ns.repository(home), name,
+            config_name=self._config.model_config_name,
+        )  # fmt: skip
         if cycle:
             raise RepositoryError(cycle_error(cycle))
         keys: dict[str, ModelKey] = {}
@@ -253,7 +257,12 @@ class ModelLoading:
                     continue
                 with contextlib.suppress(RepositoryError):  # its own load says what is wrong
                     steps.append(
-                        read_model(self._ns.repository(key), dep, auto_complete=False).config
+                        read_model(
+                            self._ns.repository(key),
+                            dep,
+                            auto_complete=False,
+                            config_name=self._config.model_config_name,
+                        ).config
                     )
         reason = decoupled_cache_error(spec.config, steps)
         if reason is not None:

@@ -21,6 +21,7 @@ from thawwire.model_control import not_unique
 from thawwire.names import is_model_name, unknown_model
 from tritonconfig import composing_models, is_ensemble
 from tritonconfig import ensemble_cycle as tritonconfig_cycle
+from tritonconfig.config_name import config_file
 from tritonconfig.fingerprint import fingerprint
 from tritonconfig.python_based import python_based_model_file
 from tritonconfig.schema import mc
@@ -123,12 +124,14 @@ def list_models(repo: Path | Repositories) -> list[str]:
     return names
 
 
-def stored_config(repo: Path | Repositories, name: str) -> mc.ModelConfig | None:
-    """The config.pbtxt of model `name` as stored (not auto-completed), None when there is no
-    such model or its config cannot be read."""
+def stored_config(
+    repo: Path | Repositories, name: str, *, config_name: str = ""
+) -> mc.ModelConfig | None:
+    """The config of model `name` as stored (not auto-completed; `config_file`), None when
+    there is no such model or its config cannot be read."""
     try:
         validate_model_name(name)
-        path = repo / name / "config.pbtxt"
+        path = config_file(repo / name, config_name)
         return parse_config(_read_config_text(path), str(path)) if path.is_file() else None
     except (RepositoryError, ModelNotFound):
         return None
@@ -167,12 +170,14 @@ def read_model(
     auto_complete: bool = True,
     gpus: tuple[int, ...] = (0,),
     backend_directory: Path | None = None,
+    config_name: str = "",
 ) -> ModelSpec:
     """Read, normalise, auto-complete and validate one model; RepositoryError says what is wrong.
 
     `backend_directory` (tritonserver's `--backend-directory`): where a config's backend that
     Thaw does not have is looked up as a Python-based backend (`NAME/model.py`); such a model
-    is served as a `backend: "python"` model running that file."""
+    is served as a `backend: "python"` model running that file. `config_name`
+    (tritonserver's `--model-config-name`): which config file is read (`config_file`)."""
     validate_model_name(name)
     if isinstance(repo, Repositories) and len(holders := repo.holders(name)) > 1:
         roots = [str(root) for root in repo.roots]
@@ -180,7 +185,7 @@ def read_model(
     model_dir = repo / name
     if not model_dir.is_dir():
         raise ModelNotFound(f"model '{name}' is not in the model repository")
-    config_path = model_dir / "config.pbtxt"
+    config_path = config_file(model_dir, config_name)
     source = str(config_path)
     if config_json is not None:
         source = f"config override for '{name}'"
@@ -219,12 +224,12 @@ def read_model(
     )
 
 
-def ensemble_cycle(repo: Path | Repositories, name: str) -> list[str]:
+def ensemble_cycle(repo: Path | Repositories, name: str, *, config_name: str = "") -> list[str]:
     """The names along a cycle of ensembles that reach `name` again, or [] (reads only the
-    ensembles' own config.pbtxt; a config that cannot be read ends its path)."""
+    ensembles' own configs, `config_file`; a config that cannot be read ends its path)."""
 
     def steps_of(model: str) -> list[str]:
-        path = repo / model / "config.pbtxt"
+        path = config_file(repo / model, config_name)
         try:
             config = parse_config(_read_config_text(path), str(path))
         except RepositoryError:  # missing, unreadable, not a file, too big: ends the path

@@ -323,6 +323,7 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
         more_repositories=tuple(repositories[1:]),
         **_surfaces(args),
         model_namespacing=args.model_namespacing,
+        model_config_name=args.model_config_name or "",
         strict_readiness=args.strict_readiness,
         exit_on_error=args.exit_on_error,
         auto_complete_config=not (args.disable_auto_complete_config or args.strict_model_config),

@@ -39,6 +39,7 @@ from thawserver.backend_config_flags import (
 from thawserver.bool_flag import triton_bool
 from thawserver.grpc_compression import add_compression_argument
 from thawserver.grpc_keepalive import add_keepalive_arguments
+from thawserver.model_config_name_flag import add_model_config_name_argument
 from thawserver.rate_limit_flags import add_rate_limit_arguments
 from thawserver.restricted_protocols import add_restriction_arguments
 from thawserver.settings_flags import add_log_output_flags, add_trace_flags
@@ -147,6 +148,7 @@ def add_triton_flags(p: argparse.ArgumentParser) -> None:
                        help=f"serve {what} endpoint (default true)")  # fmt: skip
     add_compression_argument(g, responses="gRPC responses")
     add_keepalive_arguments(g)
+    add_model_config_name_argument(g, replicas=False)
     g.add_argument("--id", dest="server_id", default="triton", metavar="ID",
                    help="this server's identifier: the `name` of its server metadata "
                    "(default triton)")  # fmt: skip

@@ -127,6 +127,8 @@ def serve_args(
         argv += ["--cache-config", f"local,size={local.response_cache_bytes}"]
     argv += local.rate_limit_args  # each replica runs its own rate limiter
     argv += local.backend_config_args
+    if local.model_config_name:
+        argv += ["--model-config-name", local.model_config_name]
     trace = config.trace_defaults
     if trace.file:
         argv += as_flags(trace, f"{Path(trace.file).absolute()}.replica-{replica_number}")
