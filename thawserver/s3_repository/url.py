@@ -24,7 +24,7 @@ SCHEME = "s3://"
 # tritonserver's custom endpoint: host (letters, digits, `-`, `.`) and a port.
 _ENDPOINT = re.compile(r"(?P<host>[0-9A-Za-z.-]+):(?P<port>[0-9]{1,5})")
 # S3's bucket names (lowercase, digits, `.`, `-`; 3 to 63), and legacy ones (`_`, capitals).
-_BUCKET = re.compile(r"[0-9A-Za-z][0-9A-Za-z._-]{1,254}")
+_BUCKET = re.compile(r"[0-9A-Za-z][0-9A-Za-z._-]{0,254}")
 
 
 @dataclass(frozen=True)
