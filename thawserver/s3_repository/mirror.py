@@ -1,9 +1,10 @@
 """One S3 model repository's local mirror: the objects under its prefix copied into a
 directory the servers read as any repository, brought in line again on each `sync`.
 
-    sync ── list the prefix (every key checked: keys) ── fetch the objects whose ETag or size
-         │  changed, each to a temporary file renamed into place ── delete the files whose
-         │  objects went, and the directories left empty
+    sync ── (the first: HEAD the bucket) ── list the prefix (every key checked: keys)
+         │  ── fetch the objects whose ETag or size changed, each to a temporary file
+         │  renamed into place ── delete the files whose objects went, and the directories
+         │  left empty
          ├─ no bucket, access denied, no credentials ─ RepositorySourceError, saying so
          ├─ endpoint down or stalled ──────────────── RepositorySourceError after the client's
          │                                            bounded connects/reads and retries
@@ -116,6 +117,8 @@ class RepositoryMirror:
         """Bring the mirror in line with the bucket (module docstring). `must_exist`: an
         empty listing of a prefix (not the bucket's root) is an error, as a repository
         directory that is not there (the start's first sync)."""
+        if must_exist:
+            self._check_bucket()
         objects = self._list()
         if must_exist and not objects and self.url.prefix:
             raise RepositorySourceError(f"model repository {self.url}: no objects under it")
@@ -154,6 +157,12 @@ class RepositoryMirror:
                     objects[path] = _Object(path, str(item["Key"]), etag, size)
         _refuse_file_and_directory(objects, self.url)
         return objects
+
+    def _check_bucket(self) -> None:
+        """HEAD the bucket first, as tritonserver checks its client: a missing bucket and
+        refused credentials are told apart by status (a HEAD answer has no body)."""
+        with _translated(self.url, _CHECKING_BUCKET):
+            self._client.head_bucket(Bucket=self.url.bucket)
 
     def _present(self, obj: _Object) -> bool:
         local = self.directory / obj.path
@@ -218,6 +227,10 @@ def _refuse_file_and_directory(objects: dict[PurePosixPath, _Object], url: S3Url
             )
 
 
+_CHECKING_BUCKET = "checking the bucket"
+_DENIED = ("AccessDenied", "403", "InvalidAccessKeyId", "SignatureDoesNotMatch", "Forbidden")
+
+
 @contextmanager
 def _translated(url: S3Url, what: str) -> Iterator[None]:
     """botocore's exceptions as RepositorySourceError, in words an operator acts on."""
@@ -238,9 +251,10 @@ def _translated(url: S3Url, what: str) -> Iterator[None]:
         error = exc.response.get("Error", {})
         code = str(error.get("Code", "")) or "unknown"
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-        if code in ("NoSuchBucket",):
+        # A HEAD answer has no body, so no code but its status: 404 there is the bucket.
+        if code == "NoSuchBucket" or (code == "404" and what == _CHECKING_BUCKET):
             reason = f"bucket '{url.bucket}' does not exist"
-        elif code in ("AccessDenied", "403", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
+        elif code in _DENIED:
             reason = f"access denied ({code}): check the credentials"
         else:
             reason = f"S3 answered {code} ({status}): {error.get('Message', '')}".rstrip(": ")

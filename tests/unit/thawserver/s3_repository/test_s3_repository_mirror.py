@@ -50,6 +50,13 @@ class FakeBucket:
                 ]
             }
 
+    def head_bucket(self, *, Bucket: str) -> dict[str, Any]:
+        if self.fault is not None:
+            raise self.fault
+        if Bucket != self.name:  # a HEAD answer has no body: only its status
+            raise ClientError({"Error": {"Code": "404", "Message": "Not Found"}}, "HeadBucket")
+        return {}
+
     def get_object(self, *, Bucket: str, Key: str) -> dict[str, Any]:
         self._check(Bucket)
         self.gets.append(Key)
@@ -158,6 +165,10 @@ def test_a_key_that_is_both_file_and_directory_is_refused(
 def test_s3_faults_are_named(tmp_path: Path, bucket: FakeBucket) -> None:
     with pytest.raises(RepositorySourceError, match="bucket 'nope' does not exist"):
         _mirror(tmp_path, bucket, "s3://nope/models").sync()
+    with pytest.raises(RepositorySourceError, match="checking the bucket: bucket 'nope' does"):
+        _mirror(tmp_path, bucket, "s3://nope/models").sync(must_exist=True)
+    with pytest.raises(RepositorySourceError, match="checking the bucket: bucket 'nope' does not"):
+        _mirror(tmp_path, bucket, "s3://nope/models").sync(must_exist=True)
     bucket.fault = ClientError({"Error": {"Code": "AccessDenied"}}, "ListObjectsV2")
     with pytest.raises(RepositorySourceError, match="access denied"):
         _mirror(tmp_path, bucket).sync()
