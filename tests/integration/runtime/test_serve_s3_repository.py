@@ -114,6 +114,55 @@ def test_explicit_load_and_unload_follow_the_bucket(
         assert _add_sub(client).tolist() == [0, 2, 4, 6]  # the others unaffected
 
 
+def test_a_bucket_root_on_localhost_with_every_allowed_character(
+    moto: str, tmp_path: Path, mount: Path
+) -> None:
+    """qa/L0_storage_S3_local's first case: `s3://localhost:PORT/demo-bucket1.0` (the bucket's
+    root, a name with a dot), explicit mode, and a model named with every allowed character."""
+    local = tmp_path / "qa"
+    make_add_sub(local, "Model_repo-1.0")
+    make_add_sub(local)
+    s3_repo = S3Repository(moto, prefix="", bucket="demo-bucket1.0")
+    s3_repo.upload(local)
+    url = s3_repo.url.replace("127.0.0.1", "localhost")
+    assert url.endswith("/demo-bucket1.0")
+    env = {**s3_repo.env(), "TRITON_AWS_MOUNT_DIRECTORY": str(mount)}
+    with (
+        serving(url, "--model-control-mode=explicit", env=env) as server,  # type: ignore[arg-type]
+        httpclient.InferenceServerClient(server.hostport) as client,
+    ):
+        for name in ("Model_repo-1.0", "add_sub"):
+            client.load_model(name)
+            assert client.is_model_ready(name)
+        assert _add_sub(client).tolist() == [0, 2, 4, 6]
+
+
+def test_several_s3_repositories_serve_as_one_index(moto: str, tmp_path: Path, mount: Path) -> None:
+    """qa/L0_storage_S3_local's multiple-repository case: two buckets, explicit loads."""
+    repos = []
+    for name in ("add_sub", "ident"):
+        local = tmp_path / name
+        if name == "add_sub":
+            make_add_sub(local)
+        else:
+            make_python_identity(local, name)
+        repo = S3Repository(moto, prefix="")
+        repo.upload(local)
+        repos.append(repo)
+    env = {**repos[0].env(), "TRITON_AWS_MOUNT_DIRECTORY": str(mount)}
+    args = (f"--model-repository={repos[1].url}", "--model-control-mode=explicit")
+    with (
+        serving(repos[0].url, *args, env=env) as server,  # type: ignore[arg-type]
+        httpclient.InferenceServerClient(server.hostport) as client,
+    ):
+        client.load_model("add_sub")
+        client.load_model("ident")
+        assert _add_sub(client).tolist() == [0, 2, 4, 6]
+        assert _identity(client, "ident").tolist() == [1, 2, 3]
+        assert len(os.listdir(mount)) == 2  # a copy each
+    assert os.listdir(mount) == []
+
+
 def test_poll_mode_serves_a_model_added_to_the_bucket(
     s3_repo: S3Repository, local_repo: Path, mount: Path
 ) -> None:
@@ -130,6 +179,17 @@ def test_poll_mode_serves_a_model_added_to_the_bucket(
             assert time.monotonic() < deadline, server.logs()
             time.sleep(0.2)
         assert _identity(client, "ident").tolist() == [1, 2, 3]
+
+        # qa/L0_storage_S3_local's poll case: a new version replaces the served one.
+        s3_repo.put("add_sub/2/model.py", (local_repo / "add_sub/1/model.py").read_bytes())
+        expected = [
+            {"name": "add_sub", "version": "1", "state": "UNAVAILABLE", "reason": "unloaded"},
+            {"name": "add_sub", "version": "2", "state": "READY"},
+        ]
+        while not all(row in client.get_model_repository_index() for row in expected):
+            assert time.monotonic() < deadline, server.logs()
+            time.sleep(0.2)
+        assert client.is_model_ready("add_sub", "2") and _add_sub(client).tolist() == [0, 2, 4, 6]
 
 
 def test_a_load_after_the_endpoint_went_down_fails_clearly(local_repo: Path, mount: Path) -> None:
