@@ -257,7 +257,8 @@ def _translated(url: S3Url, what: str) -> Iterator[None]:
         elif code in _DENIED:
             reason = f"access denied ({code}): check the credentials"
         else:
-            reason = f"S3 answered {code} ({status}): {error.get('Message', '')}".rstrip(": ")
+            said = code if code == str(status) else f"{code} ({status})"
+            reason = f"S3 answered {said}: {error.get('Message', '')}".rstrip(": ")
         raise RepositorySourceError(f"model repository {url}: {what}: {reason}") from exc
     except NoCredentialsError as exc:
         raise RepositorySourceError(
