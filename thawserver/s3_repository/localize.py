@@ -49,17 +49,18 @@ class LocalizedRepositories:
     def sync(self) -> None:
         """Each mirror in line with its bucket; RepositorySourceError from the first that
         cannot be read (the others are still synced first: one dead bucket does not freeze
-        the rest)."""
+        the rest; their errors are logged)."""
         with self._lock:
-            failure: RepositorySourceError | None = None
+            failures: list[RepositorySourceError] = []
             for mirror in self.mirrors:
                 try:
                     mirror.sync()
                 except RepositorySourceError as exc:
-                    logger.warning("%s", exc)
-                    failure = failure or exc
-            if failure is not None:
-                raise failure
+                    failures.append(exc)
+            for later in failures[1:]:
+                logger.warning("%s", later)
+            if failures:
+                raise failures[0]
 
     def close(self) -> None:
         """Remove the mirrors (in the process that made them only)."""

@@ -169,24 +169,26 @@ class RepositoryMirror:
         return local.is_file() and not local.is_symlink() and local.stat().st_size == obj.size
 
     def _fetch(self, obj: _Object) -> None:
-        target = self.directory / obj.path
-        _make_directories(self.directory, obj.path.parent)
-        if target.is_dir() and not target.is_symlink():
-            shutil.rmtree(target)  # a directory the bucket now holds a file in place of
-        fd, partial = tempfile.mkstemp(dir=self._partial)
-        try:
-            with os.fdopen(fd, "wb") as out, _translated(self.url, f"reading {obj.key}"):
-                answer = self._client.get_object(Bucket=self.url.bucket, Key=obj.key)
-                body = answer["Body"]
-                try:
-                    while piece := body.read(_PIECE_BYTES):
-                        out.write(piece)
-                finally:
-                    body.close()
-            os.replace(partial, target)  # whole or not at all: a reader never sees half
-        except BaseException:
-            Path(partial).unlink(missing_ok=True)
-            raise
+        """Object `obj` into its file: a temporary file, renamed into place when whole. Any
+        OSError (a full disk) is translated too: no local path reaches a client's error."""
+        with _translated(self.url, f"reading {obj.key}"):
+            target = self.directory / obj.path
+            _make_directories(self.directory, obj.path.parent)
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target)  # a directory the bucket now holds a file in place of
+            fd, partial = tempfile.mkstemp(dir=self._partial)
+            try:
+                with os.fdopen(fd, "wb") as out:
+                    body = self._client.get_object(Bucket=self.url.bucket, Key=obj.key)["Body"]
+                    try:
+                        while piece := body.read(_PIECE_BYTES):
+                            out.write(piece)
+                    finally:
+                        body.close()
+                os.replace(partial, target)  # whole or not at all: a reader never sees half
+            except BaseException:
+                Path(partial).unlink(missing_ok=True)
+                raise
         self._fetched[obj.path] = (obj.etag, obj.size)
 
     def _delete_all_but(self, objects: dict[PurePosixPath, _Object]) -> int:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError, EndpointConnectionError
+from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 
 from thawserver.s3_repository.errors import RepositorySourceError
 from thawserver.s3_repository.localize import localize
@@ -175,6 +175,21 @@ def test_s3_faults_are_named(tmp_path: Path, bucket: FakeBucket) -> None:
     bucket.fault = EndpointConnectionError(endpoint_url="http://127.0.0.1:1")
     with pytest.raises(RepositorySourceError, match="cannot reach the S3 endpoint"):
         _mirror(tmp_path, bucket).sync()
+    bucket.fault = ReadTimeoutError(endpoint_url="http://127.0.0.1:1")
+    with pytest.raises(RepositorySourceError, match="did not answer in time"):
+        _mirror(tmp_path, bucket).sync()
+
+
+def test_a_local_write_failure_is_said_without_a_local_path(
+    tmp_path: Path, bucket: FakeBucket
+) -> None:
+    mirror = _mirror(tmp_path, bucket)
+    partial = mirror.root / "partial"  # where temporary files go (the class's layout)
+    partial.rmdir()
+    partial.write_bytes(b"")  # as a full or read-only disk (root ignores modes): no file made
+    with pytest.raises(RepositorySourceError, match="writing the local copy failed") as caught:
+        mirror.sync()
+    assert str(tmp_path) not in str(caught.value)
 
 
 def test_a_failed_sync_keeps_the_last_good_copy(tmp_path: Path, bucket: FakeBucket) -> None:
