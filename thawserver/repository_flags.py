@@ -3,6 +3,7 @@ repositories (REPO and `--model-repository`, repeatable), `--load-model`'s refus
 `--strict-model-config`'s deprecation warnings, in tritonserver's words.
 
     model_repositories(REPO, [DIR, ...])  -> the repositories, each once (ValueError: none)
+    names_s3(args)                        -> whether REPO or a --model-repository is s3://
     localized(args, environ)              -> the flags' S3 repositories copied locally
                                              (thawserver.s3_repository), args on the copies
     startup_models_refusal(...)           -> why `--load-model` refuses the start, or None
@@ -24,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from thawserver.s3_repository.localize import LocalizedRepositories, localize, mount_directory
+from thawserver.s3_repository.url import is_s3_url
 from thawwire.model_control import LOAD_MODEL_NOT_EXPLICIT
 from thawwire.names import is_model_name
 
@@ -33,6 +35,7 @@ __all__ = [
     "WILDCARD_NOT_ALONE",
     "localized",
     "model_repositories",
+    "names_s3",
     "startup_models_refusal",
     "strict_model_config_warnings",
 ]
@@ -61,6 +64,13 @@ def model_repositories(
             raise ValueError(f"model repository {repository} is given twice")
         seen.add(repository.resolve())
     return repositories
+
+
+def names_s3(args: argparse.Namespace) -> bool:
+    """Whether REPO or a `--model-repository` is an S3 repository (`s3://...`): its copy is
+    made only once every other flag was accepted (a refused flag costs no download)."""
+    given = [args.repository, *args.model_repositories]
+    return any(is_s3_url(str(r)) for r in given if r is not None)
 
 
 def localized(

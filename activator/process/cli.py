@@ -61,7 +61,7 @@ from thawserver.grpc_compression import add_compression_argument
 from thawserver.limit_flags import add_body_timeout_argument, add_limit_arguments
 from thawserver.log_control import LogControl
 from thawserver.rate_limit_flags import add_rate_limit_arguments
-from thawserver.repository_flags import localized
+from thawserver.repository_flags import localized, names_s3
 from thawserver.restricted_protocols import (
     add_restriction_arguments,
     parse_http_restrictions,
@@ -481,11 +481,13 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )  # until the config is read (then LogControl below)
-    try:
-        refuse_remote_on_kubernetes(args)
-    except ConfigError as exc:
-        print(f"thaw up: error: {exc.message}", file=sys.stderr)
-        return 2
+    if names_s3(args):
+        try:
+            refuse_remote_on_kubernetes(args)
+            build_config(args)  # every flag checked before a repository is downloaded
+        except ConfigError as exc:
+            print(f"thaw up: error: {exc.message}", file=sys.stderr)
+            return 2
     try:
         # S3 repositories (`s3://...`) are copied once, here: the activator and every replica
         # read the one copy (the same files at zero and warm), synced before each load's and

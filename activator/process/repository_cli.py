@@ -19,10 +19,10 @@ from thawserver.bool_flag import triton_bool
 from thawserver.repository_flags import (
     ALL_MODELS,
     model_repositories,
+    names_s3,
     startup_models_refusal,
     strict_model_config_warnings,
 )
-from thawserver.s3_repository.url import is_s3_url
 from thawwire.model_control import ModelControlMode
 from tritonconfig import graph_mismatch
 
@@ -122,8 +122,7 @@ def refuse_remote_on_kubernetes(args: argparse.Namespace) -> None:
     """ConfigError for an `s3://` repository with `--scaler kubernetes`: `thaw up` copies it
     to its own disk, which pods do not see (they serve the repository of their image or
     volume)."""
-    given = [args.repository, *args.model_repositories]
-    if args.scaler == "kubernetes" and any(is_s3_url(str(r)) for r in given if r is not None):
+    if args.scaler == "kubernetes" and names_s3(args):
         raise ConfigError(
             "an s3:// model repository needs --scaler local: thaw up copies it to this "
             "machine, and pods serve the repository of their image or volume"

@@ -33,6 +33,7 @@ from thawserver.max_tokens_flag import add_default_max_tokens_argument
 from thawserver.repository_flags import (
     localized,
     model_repositories,
+    names_s3,
     strict_model_config_warnings,
 )
 from thawserver.s3_repository.errors import RepositorySourceError
@@ -442,6 +443,12 @@ def run(args: argparse.Namespace) -> int:
         args.strict_model_config, disable_auto_complete=args.disable_auto_complete_config
     ):
         print(warning, file=sys.stderr)  # as tritonserver, before its log starts
+    if names_s3(args):
+        try:
+            build_config(args)  # every flag checked before a repository is downloaded
+        except ConfigError as exc:
+            print(f"thaw serve: error: {_as_typed(str(exc))}", file=sys.stderr)
+            return 2
     try:
         # S3 repositories (`s3://...`) are served from local copies, synced again before
         # each index, load and poll, removed at exit (thawserver.s3_repository).

@@ -213,9 +213,9 @@ def test_a_load_after_the_endpoint_went_down_fails_clearly(local_repo: Path, mou
     assert os.listdir(mount) == []
 
 
-def _serve_refused(url: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def _serve_refused(url: str, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "thaw.cli", "serve", url, "--port", "0"],
+        [sys.executable, "-m", "thaw.cli", "serve", url, "--port", "0", *args],
         env={**os.environ, **env},
         capture_output=True,
         text=True,
@@ -241,4 +241,8 @@ def test_the_start_is_refused_clearly_without_a_bucket_or_an_endpoint(
     done = _serve_refused(down, env)
     assert done.returncode == 1 and "cannot reach the S3 endpoint" in done.stderr
     assert time.monotonic() - started < 30
+
+    # A refused flag is said before anything is downloaded.
+    done = _serve_refused(s3_repo.url, env, "--repository-poll-secs", "0")
+    assert done.returncode == 2 and "--repository-poll-secs" in done.stderr
     assert os.listdir(mount) == []
