@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
 
 from tests.fixtures.models import IDENTITY_PY, make_add_sub, make_python_identity
 from tests.fixtures.moto_s3 import moto_server
@@ -93,6 +94,28 @@ def test_poll_mode_serves_a_model_added_to_the_bucket(
                 assert time.monotonic() < deadline, up.log()
                 time.sleep(0.2)
             assert _identity(client, "ident") == [1, 2, 3]  # woken from zero
+    finally:
+        up.stop()
+
+
+def test_a_load_after_the_endpoint_went_down_fails_clearly(
+    local_repo: Path, tmp_path: Path
+) -> None:
+    with moto_server() as endpoint:  # its own S3 server: stopped while thaw up runs
+        s3_repo = S3Repository(endpoint)
+        s3_repo.upload(local_repo)
+        args = ("--model-control-mode", "explicit")
+        up = UpProcess(s3_repo.url, *light_args(tmp_path / "up"), *args, env=s3_repo.env())  # type: ignore[arg-type]
+    try:
+        with httpclient.InferenceServerClient(up.hostport) as client:
+            started = time.monotonic()
+            with pytest.raises(InferenceServerException) as caught:
+                client.load_model("add_sub")
+            assert time.monotonic() - started < 30  # bounded connects and retries
+            assert caught.value.status() == "400"
+            message = str(caught.value)
+            assert "failed to load 'add_sub', failed to poll from model repository" in message
+            assert "cannot reach the S3 endpoint" in message
     finally:
         up.stop()
 
