@@ -38,6 +38,8 @@ module name (several import aiohttp or grpc); this `__init__` imports nothing, b
     rate_limit_flags      tritonserver's rate-limiter flags and their grammar, for both CLIs
     backend_config_flags  tritonserver's `--backend-config` flag and its grammar, for both CLIs
     repository_flags      tritonserver's repository flags (and their refusals), for both CLIs
+    s3_client             the one boto3 S3 client configuration (snapshot stores, repositories)
+    s3_repository/        model repositories on S3, served from a local mirror (both CLIs)
     bool_flag             tritonserver's boolean flag values, for both CLIs
     flag_names            a message's settings named as their flags are typed, for both CLIs
     json_response         the one JSON response both servers write

@@ -3,6 +3,9 @@ repositories (REPO and `--model-repository`, repeatable), `--load-model`'s refus
 `--strict-model-config`'s deprecation warnings, in tritonserver's words.
 
     model_repositories(REPO, [DIR, ...])  -> the repositories, each once (ValueError: none)
+    names_s3(args)                        -> whether REPO or a --model-repository is s3://
+    localized(args, environ)              -> the flags' S3 repositories copied locally
+                                             (thawserver.s3_repository), args on the copies
     startup_models_refusal(...)           -> why `--load-model` refuses the start, or None
     strict_model_config_warnings(...)     -> the lines tritonserver prints on stderr
 
@@ -16,10 +19,13 @@ repositories (REPO and `--model-repository`, repeatable), `--load-model`'s refus
 
 from __future__ import annotations
 
+import argparse
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from thawserver.s3_repository.localize import LocalizedRepositories, localize, mount_directory
+from thawserver.s3_repository.url import is_s3_url
 from thawwire.model_control import LOAD_MODEL_NOT_EXPLICIT
 from thawwire.names import is_model_name
 
@@ -27,7 +33,9 @@ __all__ = [
     "ALL_MODELS",
     "INVALID_NAME",
     "WILDCARD_NOT_ALONE",
+    "localized",
     "model_repositories",
+    "names_s3",
     "startup_models_refusal",
     "strict_model_config_warnings",
 ]
@@ -37,13 +45,15 @@ WILDCARD_NOT_ALONE = "Wildcard model name '*' must be the ONLY startup model if 
 INVALID_NAME = "Invalid model name"
 
 
-def model_repositories(positional: Path | None, given: Sequence[str | Path]) -> tuple[Path, ...]:
+def model_repositories(
+    positional: str | Path | None, given: Sequence[str | Path]
+) -> tuple[Path, ...]:
     """REPO then each `--model-repository`, in order; ValueError when there is none, or when
     two name one directory through a link.
 
     One directory named twice is one repository (tritonserver keeps a set of them), not a
     second that makes each of its models a duplicate: the first naming is kept."""
-    named = ([positional] if positional is not None else []) + [Path(r) for r in given]
+    named = ([Path(positional)] if positional is not None else []) + [Path(r) for r in given]
     by_path = {os.path.abspath(r): r for r in reversed(named)}
     repositories = tuple(by_path[key] for key in dict.fromkeys(os.path.abspath(r) for r in named))
     if not repositories:
@@ -54,6 +64,32 @@ def model_repositories(positional: Path | None, given: Sequence[str | Path]) -> 
             raise ValueError(f"model repository {repository} is given twice")
         seen.add(repository.resolve())
     return repositories
+
+
+def names_s3(args: argparse.Namespace) -> bool:
+    """Whether REPO or a `--model-repository` is an S3 repository (`s3://...`): its copy is
+    made only once every other flag was accepted (a refused flag costs no download)."""
+    given = [args.repository, *args.model_repositories]
+    return any(is_s3_url(str(r)) for r in given if r is not None)
+
+
+def localized(
+    args: argparse.Namespace, environ: Mapping[str, str]
+) -> tuple[argparse.Namespace, LocalizedRepositories]:
+    """REPO and `--model-repository` with each `s3://...` one copied into a local mirror under
+    `TRITON_AWS_MOUNT_DIRECTORY` (or the temp directory), and `args` naming the copies in its
+    place, in order; the mirrors (their owner syncs and closes them). RepositorySourceError
+    (an OSError) when an S3 repository cannot be read."""
+    given = ([args.repository] if args.repository is not None else []) + list(
+        args.model_repositories
+    )
+    local = localize([str(r) for r in given], parent=mount_directory(environ), environ=environ)
+    if not local.any_remote:
+        return args, local
+    replaced = argparse.Namespace(**vars(args))
+    replaced.repository = None
+    replaced.model_repositories = list(local.paths)
+    return replaced, local
 
 
 def startup_models_refusal(

@@ -33,7 +33,7 @@ from activator.fleet.image_builder import ImageJobs
 from activator.fleet.in_place import Updates
 from activator.fleet.load_calls import LoadCalls
 from activator.fleet.load_state import LoadStates
-from activator.fleet.reload import Reloader
+from activator.fleet.reload import Reloader, RepositorySync
 from activator.fleet.replica_config import ReplicaConfigs
 from activator.fleet.repository import ModelEntry, Repository
 from activator.fleet.sharing import share_models
@@ -106,7 +106,10 @@ class Fleet:
         bound: BoundAddresses | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
+        repository_sync: RepositorySync | None = None,
     ) -> None:
+        """`repository_sync`: the local copies of S3 repositories that `repository` was read
+        from, synced before each load's and poll's re-read (activator.fleet.reload)."""
         self.config = config
         self.repository = repository
         # While `thaw up` wakes its `--load-model` models at start (activator.process.serving):
@@ -165,7 +168,9 @@ class Fleet:
         # Configs a python model's own auto_complete_config completes, asked of a replica.
         self.replica_configs = ReplicaConfigs(session, timeout_s=config.request_timeout_s)
         # The repository read again after the start: `load`, and the poll.
-        self.reloader = Reloader(self, rereads=not kubernetes, clock=clock)
+        self.reloader = Reloader(
+            self, rereads=not kubernetes, clock=clock, repository_sync=repository_sync
+        )
         # Triton's repository load and unload calls, as they change the fleet.
         self._load_calls = LoadCalls(
             models=self.models,

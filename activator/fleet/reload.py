@@ -32,6 +32,11 @@
     when a step's name changes (added, removed, held by one more or one fewer namespace), the
     replicas of the ensembles that step on it are replaced, so they resolve it again.
 
+A repository on S3 (`thaw up s3://...`, thawserver.s3_repository) is read from the local copy
+its replicas read too, synced with the bucket before each load's and poll's re-read: a load
+that cannot read the bucket is refused ("failed to load '<name>', failed to poll from model
+repository: <why>"), a poll that cannot is skipped (logged; nothing is dropped).
+
 A model's re-reads and the replacement of its replicas happen one at a time (a lock per
 model); the fleet's requests go on meanwhile: a request that arrives while the old replicas
 drain is held and wakes a replica of the new files.
@@ -48,16 +53,22 @@ from pathlib import Path
 from typing import NoReturn, Protocol
 
 from activator.endpoint.model_endpoint import ModelEndpoint
-from activator.errors import ActivationFailed, ConfigError, NotSupported, UnknownModel
+from activator.errors import (
+    ActivationFailed,
+    BadRequest,
+    ConfigError,
+    NotSupported,
+    UnknownModel,
+)
 from activator.fleet.in_place import UpdateOutcome, Updates, updates_in_place
 from activator.fleet.override_files import OverrideFiles
 from activator.fleet.repository import ModelEntry, Repository, Reread, ambiguous_steps
 from activator.fleet.rescan import Change, PollSchedule, compare, compare_one
-from thawwire.load_overrides import LoadOverride
+from thawwire.load_overrides import LoadOverride, refused
 from thawwire.model_control import ambiguous, load_failed, not_in_repository
 from tritonconfig.fingerprint import Fingerprint
 
-__all__ = ["Reloader", "ServedModels"]
+__all__ = ["Reloader", "RepositorySync", "ServedModels"]
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +100,14 @@ class ServedModels(Protocol):
         """The `parameters` of the load call that brings up each replica of `name` from now
         on (a load's override; None: a plain load)."""
         ...
+
+
+class RepositorySync(Protocol):
+    """Local copies of remote repositories (thawserver.s3_repository.localize)."""
+
+    def sync(self) -> None:
+        """Bring the copies in line with their sources (blocking); OSError when one cannot be
+        read, the message naming it."""
 
 
 @dataclass(frozen=True)
@@ -123,8 +142,12 @@ class Reloader:
         rereads: bool = True,
         clock: Callable[[], float] = time.monotonic,
         override_files: OverrideFiles | None = None,
+        repository_sync: RepositorySync | None = None,
     ) -> None:
+        """`repository_sync`: the local copies of remote (S3) repositories, synced before
+        each re-read (None: local repositories only)."""
         self._models = models
+        self._sync = repository_sync
         # False (`--scaler kubernetes`): a load only warms the model, the repository as read
         # at start: active-active activators must agree on one index, and each reads its own
         # copy (docs/scale-to-zero.md).
@@ -151,6 +174,7 @@ class Reloader:
                 )
             await self._models.endpoint(name).warm()
             return
+        await self._synced_for(name)
         repository = self._models.repository
         changed = []
         if repository.namespacing:  # its steps first: the ensemble is judged on them
@@ -174,6 +198,15 @@ class Reloader:
         await self._renew_dependents(changed, besides=())
         if endpoint is not None:
             await endpoint.warm()
+
+    async def _synced_for(self, name: str) -> None:
+        """The remote repositories synced before a load re-reads `name` (module docstring)."""
+        if self._sync is None:
+            return
+        try:
+            await asyncio.to_thread(self._sync.sync)
+        except OSError as exc:
+            raise BadRequest(refused(name, str(exc))) from exc
 
     async def _reread_step(self, name: str) -> bool:
         """Re-read an ensemble's step `name` and act on it (never warmed: its ensemble's
@@ -291,6 +324,8 @@ class Reloader:
     async def poll(self) -> None:
         """Re-read every model whose files changed since the last read (poll mode): removed
         ones first, then models, then ensembles (whose steps may have just been added)."""
+        if self._sync is not None:  # OSError: this poll is skipped (poll_forever logs it)
+            await asyncio.to_thread(self._sync.sync)
         repository = self._models.repository
         now = await asyncio.to_thread(repository.read_fingerprints)
         rereads: list[Reread] = []

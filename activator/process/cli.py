@@ -37,6 +37,7 @@ from activator.process.repository_cli import (
     check_startup_models,
     models_loaded_at_start,
     onnx_graph_refusals,
+    refuse_remote_on_kubernetes,
     repository_settings,
     start_refusal,
     start_warnings,
@@ -62,11 +63,14 @@ from thawserver.limit_flags import add_body_timeout_argument, add_limit_argument
 from thawserver.log_control import LogControl
 from thawserver.model_config_name_flag import add_model_config_name_argument
 from thawserver.rate_limit_flags import add_rate_limit_arguments
+from thawserver.repository_flags import localized, names_s3
 from thawserver.restricted_protocols import (
     add_restriction_arguments,
     parse_http_restrictions,
     parse_restrictions,
 )
+from thawserver.s3_repository.errors import RepositorySourceError
+from thawserver.s3_repository.localize import LocalizedRepositories
 from thawserver.settings_flags import (
     add_log_output_flags,
     add_trace_flags,
@@ -488,6 +492,28 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )  # until the config is read (then LogControl below)
+    if names_s3(args):
+        try:
+            refuse_remote_on_kubernetes(args)
+            build_config(args)  # every flag checked before a repository is downloaded
+        except ConfigError as exc:
+            print(f"thaw up: error: {exc.message}", file=sys.stderr)
+            return 2
+    try:
+        # S3 repositories (`s3://...`) are copied once, here: the activator and every replica
+        # read the one copy (the same files at zero and warm), synced before each load's and
+        # poll's re-read and removed at exit (thawserver.s3_repository).
+        args, localized_repositories = localized(args, os.environ)
+    except RepositorySourceError as exc:
+        print(f"thaw up: error: {exc}", file=sys.stderr)
+        return 1
+    try:
+        return _run(args, localized_repositories)
+    finally:
+        localized_repositories.close()
+
+
+def _run(args: argparse.Namespace, repositories: LocalizedRepositories) -> int:
     from activator.fleet.repository import Repository
 
     for warning in start_warnings(args):
@@ -570,7 +596,8 @@ def run(args: argparse.Namespace) -> int:
         config = dataclasses.replace(config, host_cache_dir=make_tier_dir())
     try:
         with asyncio.Runner(loop_factory=loop_factory()) as runner:
-            runner.run(serve(config, repository, log))
+            sync = repositories if repositories.any_remote else None
+            runner.run(serve(config, repository, log, sync))
     except (ListenError, LoadAtStartError) as exc:
         print(f"thaw up: error: {exc}", file=sys.stderr)
         return 1

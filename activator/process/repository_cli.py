@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping, Sequence, Set
-from pathlib import Path
 from typing import Any
 
 from activator.errors import ConfigError
@@ -20,6 +19,7 @@ from thawserver.bool_flag import triton_bool
 from thawserver.repository_flags import (
     ALL_MODELS,
     model_repositories,
+    names_s3,
     startup_models_refusal,
     strict_model_config_warnings,
 )
@@ -32,6 +32,7 @@ __all__ = [
     "models_loaded_at_start",
     "models_to_wake",
     "onnx_graph_refusals",
+    "refuse_remote_on_kubernetes",
     "repository_settings",
     "start_refusal",
     "start_warnings",
@@ -42,8 +43,9 @@ __all__ = [
 def add_repository_arguments(p: argparse.ArgumentParser) -> None:
     """REPO (optional beside `--model-repository`) and the flags of the group below."""
     p.add_argument(
-        "repository", metavar="REPO", type=Path, nargs="?", default=None,
-        help="Triton model repository (or --model-repository=DIR, repeatable)",
+        "repository", metavar="REPO", nargs="?", default=None,
+        help="Triton model repository: a directory or s3://[host:port/]bucket/path (or "
+        "--model-repository=DIR, repeatable)",
     )  # fmt: skip
     g = p.add_argument_group("model repositories and readiness (tritonserver's flags)")
     g.add_argument(
@@ -114,6 +116,17 @@ def add_repository_arguments(p: argparse.ArgumentParser) -> None:
         "is refused by name (Triton's ambiguity, 400) and runs as its own namespace's ensemble "
         "step; without it a name in two repositories is unavailable. --scaler local only",
     )  # fmt: skip
+
+
+def refuse_remote_on_kubernetes(args: argparse.Namespace) -> None:
+    """ConfigError for an `s3://` repository with `--scaler kubernetes`: `thaw up` copies it
+    to its own disk, which pods do not see (they serve the repository of their image or
+    volume)."""
+    if args.scaler == "kubernetes" and names_s3(args):
+        raise ConfigError(
+            "an s3:// model repository needs --scaler local: thaw up copies it to this "
+            "machine, and pods serve the repository of their image or volume"
+        )
 
 
 def repository_settings(args: argparse.Namespace, *, kubernetes: bool) -> dict[str, Any]:

@@ -11,12 +11,15 @@ import logging
 import signal
 import socket
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from activator.config import ActivatorConfig, BoundAddresses
 from activator.errors import ActivatorError, ScalerUnavailable
 from activator.process.repository_cli import models_loaded_at_start, models_to_wake
 from thawserver.log_control import LogControl
+
+if TYPE_CHECKING:
+    from activator.fleet.reload import RepositorySync
 
 __all__ = ["ListenError", "LoadAtStartError", "loop_factory", "serve"]
 
@@ -73,9 +76,13 @@ def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
 
 
 async def serve(
-    config: ActivatorConfig, repository: Any = None, log: LogControl | None = None
+    config: ActivatorConfig,
+    repository: Any = None,
+    log: LogControl | None = None,
+    repository_sync: RepositorySync | None = None,
 ) -> None:
-    """Serve until SIGTERM/SIGINT, then stop accepting, drain and stop every replica."""
+    """Serve until SIGTERM/SIGINT, then stop accepting, drain and stop every replica.
+    `repository_sync`: the local copies of S3 repositories (activator.fleet.reload)."""
     from activator.direct.front_door import FrontDoor
     from activator.surfaces.app import CONNECTIONS, FLEET, MOVES, build_app
     from thawserver.aiohttp_compat import JsonErrorRunner
@@ -84,7 +91,9 @@ async def serve(
 
     listener, grpc_bound, bound = _bind(config)
     port = bound.http_port
-    app = build_app(config, repository=repository, bound=bound, log=log)
+    app = build_app(
+        config, repository=repository, bound=bound, log=log, repository_sync=repository_sync
+    )
     # auto_decompress off: compressed bodies pass through to the replica untouched. Requests
     # aiohttp cannot parse are answered in JSON, as every other error.
     runner = JsonErrorRunner(

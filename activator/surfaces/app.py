@@ -24,6 +24,7 @@ from activator.errors import (
 )
 from activator.fleet.fleet import Fleet
 from activator.fleet.log_push import FleetLogSettings
+from activator.fleet.reload import RepositorySync
 from activator.fleet.replica_push import ReplicaPoster
 from activator.fleet.repository import Repository
 from activator.fleet.trace_push import FleetTraceSettings
@@ -176,11 +177,14 @@ def build_app(
     backend: ScalerBackend | None = None,
     bound: BoundAddresses | None = None,
     log: LogControl | None = None,
+    repository_sync: RepositorySync | None = None,
 ) -> web.Application:
     """The `thaw up` application; the fleet starts and stops with it (cleanup_ctx). `bound`:
     where this `thaw up` listens (activator.process.serving bound it), for its replicas.
     `log`: the process's installed logging (activator.process.cli); without one (an app built
-    in a test) the log settings govern the root logger's level and filters only."""
+    in a test) the log settings govern the root logger's level and filters only.
+    `repository_sync`: the local copies of S3 repositories, synced before each re-read
+    (activator.fleet.reload)."""
     repo = repository or Repository.scan(
         config.repositories, config.defaults, backend_directory=config.backend_directory,
         auto_complete=config.auto_complete_config, namespacing=config.model_namespacing,
@@ -221,7 +225,10 @@ def build_app(
 
     async def fleet_ctx(app: web.Application) -> AsyncIterator[None]:
         session = new_session()
-        fleet = Fleet(config, repo, Metrics(), session, backend=backend, bound=bound)
+        fleet = Fleet(
+            config, repo, Metrics(), session, backend=backend, bound=bound,
+            repository_sync=repository_sync,
+        )  # fmt: skip
         app[FLEET] = fleet
         poster = ReplicaPoster(session)
         log_target.attach(poster, fleet.endpoints.values())

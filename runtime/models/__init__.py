@@ -10,6 +10,7 @@
     instance_update   an update of only the instance groups, carried out in place
     repository        the model repository on disk: names, scanning, one model's ModelSpec
     repository_file   one repository file read as hostile input: regular only, bounded
+    repository_sync   the seam to remote (S3) repositories: synced before index, load, poll
     namespaces        `--model-namespacing`: which model a name means in several repositories
     signature         a loaded model's inputs/outputs: request validation and reshape
     output_labels     the outputs' classification labels, read from `label_filename` at load

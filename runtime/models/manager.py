@@ -35,6 +35,7 @@ from runtime.models.repository import (
     stored_config,
     validate_model_name,
 )
+from runtime.models.repository_sync import RepositorySync, sync_repositories
 from runtime.models.response_cache import ResponseCache
 from runtime.models.snapshot_restore import ImageSource
 from runtime.models.version_loader import LoadedVersion, VersionLoader
@@ -47,6 +48,7 @@ from runtime.scheduling.rate_limit import ExplicitResource, RateLimitMode, Resou
 from runtime.scheduling.request_parameters import scheduling_parameters
 from runtime.scheduling.resource_gate import ResourceGate
 from runtime.scheduling.response_stream import ResponseStream
+from thawwire.load_overrides import refused
 from thawwire.metadata import model_metadata
 from thawwire.model_control import (
     CONTROL_DISABLED,
@@ -87,12 +89,16 @@ class ModelManager:
         device_target: DeviceTarget | None = None,
         front_door: FrontDoor | None = None,
         tracer: RequestTracer | None = None,
+        repository_sync: RepositorySync | None = None,
     ) -> None:
         """`front_door`: the replica's client of `thaw up`'s front door (its owner closes
         it), where BLS calls to other models and, with its steps URL, ensemble steps go.
         `tracer`: where executed requests are sampled for trace records (the trace
-        extension; runtime.observe.tracing)."""
+        extension; runtime.observe.tracing). `repository_sync`: the local copies of remote
+        (S3) repositories, synced before each index, load and poll
+        (runtime.models.repository_sync); None: local repositories only."""
         self._config = config
+        self._sync = repository_sync
         # Where KIND_AUTO goes and which images are looked up (`--target`, resolved once).
         self._target = device_target or local_target(config.target)
         # The repositories, and which model a name means in them (`--model-namespacing`).
@@ -136,6 +142,7 @@ class ModelManager:
             config, namespaces=self._ns, models=self._models, loader=self._loader,
             metrics=metrics, target=self._target, cache=self._cache, step_runner=self,
             remote_steps=remote is not None, limits=limits, gate=gate,
+            repository_sync=repository_sync,
         )  # fmt: skip
         self._started = False
         self._poller: asyncio.Task[None] | None = None
@@ -202,6 +209,10 @@ class ModelManager:
     async def index(self, *, ready_only: bool = False) -> list[dict[str, Any]]:
         """Triton's repository index: every model in the repository, one row per version."""
         try:
+            await sync_repositories(self._sync)
+        except OSError as exc:  # answered from the copy as last read
+            logger.warning("repository index from the last copy: %s", exc)
+        try:
             # Rescanned on each call, as Triton does; in a thread, since a repository on a
             # network volume can take its time to list.
             keys = set(await asyncio.to_thread(self._ns.scan))
@@ -224,6 +235,10 @@ class ModelManager:
         validate_model_name(name)
         if files and config_json is None:
             raise InvalidInput("load with 'file:' parameters also needs the 'config' parameter")
+        try:  # a remote repository is read again first, as Triton polls it on a load
+            await sync_repositories(self._sync)
+        except OSError as exc:
+            raise RepositoryError(refused(name, str(exc))) from exc
         # With namespacing, in every namespace that has the name (as Triton applies a load).
         keys = await self._loading.keys_to_load(name)
         try:

@@ -34,6 +34,7 @@ from runtime.models.repository import (
     fingerprint,
     read_model,
 )
+from runtime.models.repository_sync import RepositorySync, sync_repositories
 from runtime.models.response_cache import ResponseCache
 from runtime.models.version_loader import LoadedVersion, VersionLoader
 from runtime.models.version_reuse import reusable_versions, same_but_versions
@@ -67,11 +68,14 @@ class ModelLoading:
         remote_steps: bool,
         limits: ResourceLimits | None = None,
         gate: ResourceGate | None = None,
+        repository_sync: RepositorySync | None = None,
     ) -> None:
         """`step_runner`: the manager, through which an ensemble's steps resolve in its own
         namespace (`--model-namespacing`); `remote_steps`: its steps run behind `thaw up`'s
-        front door, so its composing models are not loaded here."""
+        front door, so its composing models are not loaded here. `repository_sync`: remote
+        repositories' local copies, synced before each poll (runtime.models.repository_sync)."""
         self._config = config
+        self._sync = repository_sync
         self._ns = namespaces
         self._models = models
         self._loader = loader
@@ -317,11 +321,15 @@ class ModelLoading:
             await asyncio.sleep(self._config.repository_poll_secs)
             try:
                 await self.poll_once()
+            except OSError as exc:  # a remote repository that cannot be read now
+                logger.warning("repository poll failed: %s", exc)
             except Exception:  # a bad poll must not stop future polls
                 logger.exception("repository poll failed")
 
     async def poll_once(self) -> None:
-        """Load new and changed models, unload removed ones (poll mode's one step)."""
+        """Load new and changed models, unload removed ones (poll mode's one step). A remote
+        repository that cannot be read raises OSError: this poll changes nothing."""
+        await sync_repositories(self._sync)
         keys = set(await asyncio.to_thread(self._ns.scan))
         loaded = {k for k, m in self._models.items() if m.wanted}
         for key in sorted(loaded - keys):

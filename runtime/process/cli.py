@@ -10,7 +10,7 @@ import os
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime.config import ConfigError, ModelControlMode, ServeConfig, parse_cuda_pool
 from runtime.devices.target import DeviceTarget, local_target
@@ -31,11 +31,21 @@ from thawserver.limit_flags import add_body_timeout_argument, add_limit_argument
 from thawserver.log_control import LogControl
 from thawserver.lora_flags import add_lora_argument
 from thawserver.max_tokens_flag import add_default_max_tokens_argument
-from thawserver.repository_flags import model_repositories, strict_model_config_warnings
+from thawserver.repository_flags import (
+    localized,
+    model_repositories,
+    names_s3,
+    strict_model_config_warnings,
+)
+from thawserver.s3_repository.errors import RepositorySourceError
+from thawserver.s3_repository.localize import LocalizedRepositories
 from thawserver.settings_flags import log_settings, trace_setting
 from thawserver.tool_call_flags import add_tool_call_arguments
 from thawwire.internal_calls import DEFAULT_MAX_BODY_BYTES as DEFAULT_INTERNAL_BODY_BYTES
 from thawwire.internal_calls import InternalCalls, read_token
+
+if TYPE_CHECKING:
+    from runtime.models.repository_sync import RepositorySync
 
 __all__ = ["build_config", "main", "register", "run"]
 
@@ -64,8 +74,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         conflict_handler="resolve",
     )
     p.add_argument(
-        "repository", metavar="REPO", type=Path, nargs="?", default=None,
-        help="model repository directory (or --model-repository=DIR, repeatable)",
+        "repository", metavar="REPO", nargs="?", default=None,
+        help="model repository: a directory or s3://[host:port/]bucket/path (or "
+        "--model-repository=DIR, repeatable)",
     )  # fmt: skip
     p.add_argument(
         "--host", "--http-address", dest="host", default="127.0.0.1",
@@ -436,6 +447,26 @@ def run(args: argparse.Namespace) -> int:
         args.strict_model_config, disable_auto_complete=args.disable_auto_complete_config
     ):
         print(warning, file=sys.stderr)  # as tritonserver, before its log starts
+    if names_s3(args):
+        try:
+            build_config(args)  # every flag checked before a repository is downloaded
+        except ConfigError as exc:
+            print(f"thaw serve: error: {_as_typed(str(exc))}", file=sys.stderr)
+            return 2
+    try:
+        # S3 repositories (`s3://...`) are served from local copies, synced again before
+        # each index, load and poll, removed at exit (thawserver.s3_repository).
+        args, localized_repositories = localized(args, os.environ)
+    except RepositorySourceError as exc:
+        print(f"thaw serve: error: {exc}", file=sys.stderr)
+        return 1
+    try:
+        return _run(args, localized_repositories)
+    finally:
+        localized_repositories.close()
+
+
+def _run(args: argparse.Namespace, repositories: LocalizedRepositories) -> int:
     try:
         config = build_config(args)
     except ConfigError as exc:
@@ -480,7 +511,8 @@ def run(args: argparse.Namespace) -> int:
             gpu_scan=config.target != "cpu",
         )
         return serve_fork_server(config.fork_server_fd, settings, main)
-    return _run_loop(_serve(config, log), config.event_loop)
+    sync = repositories if repositories.any_remote else None
+    return _run_loop(_serve(config, log, sync), config.event_loop)
 
 
 def main(argv: list[str]) -> int:
@@ -523,7 +555,7 @@ def _device_target(config: ServeConfig) -> DeviceTarget:
     return target
 
 
-async def _serve(config: ServeConfig, log: LogControl) -> int:
+async def _serve(config: ServeConfig, log: LogControl, sync: RepositorySync | None) -> int:
     # Imported here so `thaw serve --help` stays fast.
     from runtime.direct.front_door import FrontDoor
     from runtime.http.app import SERVER_STATE, SETTINGS, SHARED_MEMORY, build_app
@@ -569,6 +601,7 @@ async def _serve(config: ServeConfig, log: LogControl) -> int:
         device_target=target,
         front_door=front_door,
         tracer=tracer,
+        repository_sync=sync,
     )
     app = build_app(
         config, manager, metrics, warmups=warmups, front_door=front_door, log=log, tracer=tracer

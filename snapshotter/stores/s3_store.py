@@ -29,6 +29,7 @@ from snapshotter.manifest import MAX_MANIFEST_BYTES
 from snapshotter.stores.base import OnBytes, StoredChunk
 from snapshotter.stores.s3_body import read_body_into
 from thawserver.ranges import out_of_range
+from thawserver.s3_client import S3ClientSettings, make_s3_client
 
 logger = logging.getLogger(__name__)
 
@@ -98,22 +99,16 @@ class S3Store:
             return self._client
 
     def _make_client(self) -> Any:
-        import boto3
-        from botocore.config import Config
-
         cfg = self.config
-        config = Config(
-            # botocore's `max_attempts` counts retries after the first try; `total_max_attempts`
-            # counts every try, as `S3Config.max_attempts` means.
-            retries={"mode": cfg.retry_mode, "total_max_attempts": cfg.max_attempts},  # type: ignore[arg-type]
-            connect_timeout=cfg.connect_timeout_s,
-            read_timeout=cfg.read_timeout_s,
+        settings = S3ClientSettings(
+            connect_timeout_s=cfg.connect_timeout_s,
+            read_timeout_s=cfg.read_timeout_s,
+            max_attempts=cfg.max_attempts,
+            retry_mode=cfg.retry_mode,
             max_pool_connections=max(10, cfg.max_parallel * 2),
-            request_checksum_calculation="when_required",
-            response_checksum_validation="when_required",
         )
         with _translated("creating the S3 client"):
-            return boto3.session.Session().client("s3", config=config)
+            return make_s3_client(settings)
 
     def _key(self, *parts: str) -> str:
         return "/".join(p for p in (self.prefix, *parts) if p)
