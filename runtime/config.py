@@ -133,6 +133,9 @@ class ServeConfig:
     exit_on_error: bool | None = None
     auto_complete_config: bool = True  # complete configs from model files / model.py
     model_load_threads: int = 4  # models loaded at once
+    # tritonserver's `--model-load-retry-count`: a version whose load fails is tried this many
+    # more times (runtime.models.version_loader)
+    model_load_retries: int = 0
     # tritonserver's `--rate-limit` ("off" | "execution_count") and `--rate-limit-resource`
     # values as (resource, count, device or None for every device)
     # (runtime.scheduling.rate_limit)
@@ -240,6 +243,7 @@ class ServeConfig:
         _in_range("grpc_port", self.grpc_port, 0, 65535)
         _in_range("metrics_port", self.metrics_port, 0, 65535)
         _in_range("model_load_threads", self.model_load_threads, 1, 1024)
+        _in_range("model_load_retries", self.model_load_retries, 0, 100)
         if self.rate_limit not in ("off", "execution_count"):
             raise ConfigError(
                 f"`rate_limit` = {self.rate_limit}, must be one of off, execution_count"

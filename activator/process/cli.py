@@ -152,6 +152,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_keepalive_arguments(triton)
     add_model_config_name_argument(triton, replicas=True)
     triton.add_argument(
+        "--model-load-retry-count", dest="model_load_retries", type=int, default=0,
+        metavar="N", help="each replica tries a model version whose load fails N more times, "
+        "as tritonserver (default 0)",
+    )  # fmt: skip
+    triton.add_argument(
         "--id", dest="server_id", default="triton", metavar="ID",
         help="this server's identifier: the `name` of its server metadata (default triton)",
     )  # fmt: skip
@@ -419,6 +424,7 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
         "--metrics-port", args.metrics_port, args.allow_metrics, 8002, args.port
     )
     check_range("--warm-pool", args.warm_pool, 0, 64)
+    check_range("--model-load-retry-count", args.model_load_retries, 0, 100)
     check_range("--max-body-bytes", args.max_body_bytes, 1, 1 << 40)
     check_range("--request-timeout-s", args.request_timeout_s, 0.1, 86_400)
     check_range("--body-timeout-s", args.body_timeout_s, 0.1, 3600)

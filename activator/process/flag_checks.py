@@ -171,6 +171,11 @@ def refuse_local_only_flags(args: argparse.Namespace) -> None:
             "--backend-config reaches replicas with --scaler local only: on Kubernetes the "
             "runtime pods' flags are the Helm chart's pool template"
         )
+    if args.model_load_retries:
+        raise ConfigError(
+            "--model-load-retry-count reaches replicas with --scaler local only: on Kubernetes "
+            "the runtime pods' flags are the Helm chart's pool template"
+        )
     if args.model_config_name:
         raise ConfigError(
             "--model-config-name reaches replicas with --scaler local only: on Kubernetes the "

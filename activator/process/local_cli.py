@@ -48,4 +48,5 @@ def local_config(args: argparse.Namespace) -> LocalConfig:
         rate_limit_args=rate_limit_args(args),
         backend_config_args=backend_config_args(args),
         model_config_name=args.model_config_name or "",
+        model_load_retries=args.model_load_retries,
     )

@@ -62,3 +62,5 @@ class LocalConfig:
     backend_config_args: tuple[str, ...] = ()
     # `--model-config-name` given to every replica (tritonconfig.config_name); "": none
     model_config_name: str = ""
+    # `--model-load-retry-count` given to every replica: its loads tried this many more times
+    model_load_retries: int = 0

@@ -136,6 +136,7 @@ class ModelManager:
             inventory=inventory,
             vram_headroom_bytes=config.vram_headroom_bytes,
             tracer=tracer,
+            load_retries=config.model_load_retries,
         )
         self._models: dict[ModelKey, ModelEntry] = {}
         self._loading = ModelLoading(

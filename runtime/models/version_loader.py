@@ -111,10 +111,14 @@ class VersionLoader:
         vram_headroom_bytes: int = 512 << 20,
         tracer: RequestTracer | None = None,
         gate: ResourceGate | None = None,
+        load_retries: int = 0,
     ) -> None:
         """`gate`: where instances hold their rate-limiter resources while they execute
-        (`--rate-limit=execution_count`); None: nothing is held."""
+        (`--rate-limit=execution_count`); None: nothing is held. `load_retries`
+        (`--model-load-retry-count`): a version whose load fails is tried that many more
+        times, as Triton tries its model creation again; the last failure is the load's."""
         self._gate = gate
+        self._load_retries = load_retries
         self._book = book
         self._tracer = tracer  # the trace extension's records (runtime.observe.tracing)
         self._vram_headroom = vram_headroom_bytes  # beside the frameworks' own weight copies
@@ -148,7 +152,7 @@ class VersionLoader:
                     loaded[str(version)] = kept[str(version)]
                     logger.info("model=%s version=%s unchanged: kept", spec.name, version)
                     continue
-                loaded[str(version)] = self._load_version(spec, config, version, steps)
+                loaded[str(version)] = self._load_version_tries(spec, config, version, steps)
         except BaseException:
             self.unload(spec.name, {v: up for v, up in loaded.items() if v not in kept})
             raise
@@ -225,6 +229,22 @@ class VersionLoader:
         fill_defaults(config, gpu_available=False)
         validate_config(config, f"{spec.model_dir}/config.pbtxt (after auto_complete_config)")
         return config
+
+    def _load_version_tries(
+        self, spec: ModelSpec, config: mc.ModelConfig, version: int, steps: StepRunner | None
+    ) -> LoadedVersion:
+        """`_load_version`, tried again after a failure up to `load_retries` times."""
+        for attempt in range(self._load_retries + 1):
+            try:
+                return self._load_version(spec, config, version, steps)
+            except Exception as exc:
+                if attempt == self._load_retries:
+                    raise
+                logger.warning(
+                    "model=%s version=%s load failed (%s): trying again (%d of %d)",
+                    spec.name, version, exc, attempt + 1, self._load_retries,
+                )  # fmt: skip
+        raise AssertionError("unreachable")
 
     def _load_version(
         self, spec: ModelSpec, config: mc.ModelConfig, version: int, steps: StepRunner | None

@@ -339,6 +339,7 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
         exit_on_error=args.exit_on_error,
         auto_complete_config=not (args.disable_auto_complete_config or args.strict_model_config),
         model_load_threads=args.model_load_thread_count,
+        model_load_retries=args.model_load_retries,
         rate_limit=rate_limit.value,
         rate_limit_resources=tuple((r.name, r.count, r.device) for r in resources),
         backend_config=backend_config,

@@ -185,6 +185,9 @@ def add_triton_flags(p: argparse.ArgumentParser) -> None:
         help="where Python-based backends are found: a config's backend NAME that thaw does not "
         "have runs DIR/NAME/model.py as a Python model (thaw's own backends are built in)",
     )  # fmt: skip
+    g.add_argument("--model-load-retry-count", dest="model_load_retries", type=int, default=0,
+                   metavar="N", help="try a model version whose load fails N more times, "
+                   "as tritonserver (default 0)")  # fmt: skip
     g.add_argument("--model-load-thread-count", type=int, default=4, metavar="N",
                    help="models loaded at once (default 4)")  # fmt: skip
     add_rate_limit_arguments(g)

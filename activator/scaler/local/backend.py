@@ -129,6 +129,8 @@ def serve_args(
     argv += local.backend_config_args
     if local.model_config_name:
         argv += ["--model-config-name", local.model_config_name]
+    if local.model_load_retries:
+        argv += ["--model-load-retry-count", str(local.model_load_retries)]
     trace = config.trace_defaults
     if trace.file:
         argv += as_flags(trace, f"{Path(trace.file).absolute()}.replica-{replica_number}")
