@@ -5,7 +5,8 @@ perf_analyzer's arguments beyond the common ones (`-u`, short windows, no stabil
 `{http}`, `{grpc}`, `{metrics}` and `{tmp}` in an argument are the server's HTTP, gRPC and
 metrics `HOST:PORT` and the run's scratch folder. `csv`: the run writes `-f {tmp}/NAME.csv`,
 checked to hold its header and one row per load level. `onnx`: the model is ONNX, which real
-Triton's pip build cannot serve (no onnxruntime backend).
+Triton's pip build cannot serve (no onnxruntime backend). `refused`: perf_analyzer is expected
+to stop with an error (its first error line is reported, to compare the servers' words).
 """
 
 from __future__ import annotations
@@ -36,9 +37,10 @@ class Case:
     args: tuple[str, ...] = ()
     csv: bool = False
     onnx: bool = False
+    refused: bool = False
 
 
-def _both(name: str, model: str, *args: str, **kw: bool) -> tuple[Case, Case]:
+def _both(name: str, model: str, *args: str, **kw: bool) -> tuple[Case, ...]:
     return (
         Case(f"{name} (http)", model, "http", args, **kw),
         Case(f"{name} (grpc)", model, "grpc", args, **kw),
@@ -80,6 +82,35 @@ CASES: tuple[Case, ...] = (
            "--concurrency-range", "2"),
     *_both("dynamic batching -b 4 --async --shared-memory system", "simple_batched", "-b", "4",
            "--async", "--shared-memory", "system"),
+    *_both("add_sub --input/--output-tensor-format json", "simple", "--input-tensor-format",
+           "json", "--output-tensor-format", "json"),
+    *_both("BYTES --input/--output-tensor-format json", "simple_string", "--input-data",
+           "{tmp}/strings.json", "--input-tensor-format", "json", "--output-tensor-format", "json"),
+    Case("add_sub --request-parameter (grpc)", "simple", "grpc",
+         ("--request-parameter", "foo:bar:string", "--request-parameter", "n:3:int",
+          "--request-parameter", "b:true:bool")),
+    Case("add_sub --grpc-compression-algorithm gzip (grpc)", "simple", "grpc",
+         ("--grpc-compression-algorithm", "gzip")),
+    Case("add_sub --grpc-compression-algorithm deflate (grpc)", "simple", "grpc",
+         ("--grpc-compression-algorithm", "deflate")),
+    *_both("add_sub --measurement-mode count_windows", "simple", "--measurement-mode",
+           "count_windows", "--measurement-request-count", "50"),
+    *_both("add_sub --request-intervals FILE", "simple", "--request-intervals",
+           "{tmp}/intervals.txt"),
+    *_both("add_sub --binary-search -l", "simple", "--concurrency-range", "1:4",
+           "--binary-search", "-l", "50"),
+    *_both("sequence --serial-sequences --sequence-id-range", "simple_sequence",
+           "--serial-sequences", "--sequence-id-range", "100:200", "--sequence-length", "3",
+           "--concurrency-range", "2"),
+    Case("decoupled --periodic-concurrency-range (grpc)", "repeat_int32", "grpc",
+         ("--streaming", *_REPEAT, "--periodic-concurrency-range", "1:4:1", "--request-period",
+          "2", "--profile-export-file", "{tmp}/profile.json")),
+    *_both("add_sub --trace-level TIMESTAMPS (no trace file)", "simple", "--trace-level",
+           "TIMESTAMPS", "--trace-rate", "100", "--trace-count", "10", "--log-frequency", "0",
+           refused=True),
+    *_both("unknown model", "no_such_model", refused=True),
+    *_both("ONNX -x 3 (no such version)", "onnx_add", "-x", "3", onnx=True, refused=True),
+    *_both("decoupled without --streaming", "repeat_int32", *_REPEAT, refused=True),
     *_both("ONNX", "onnx_add", onnx=True),
     *_both("ONNX -x 2", "onnx_add", "-x", "2", onnx=True),
     *_both("ONNX -x 1 -b 2 -f CSV", "onnx_add", "-x", "1", "-b", "2", csv=True, onnx=True),

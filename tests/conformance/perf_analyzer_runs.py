@@ -68,12 +68,26 @@ def _csv_rows(path: Path) -> str | None:
     return None
 
 
-def verdict(returncode: int, output: str, csv_problem: str | None = None) -> Outcome:
-    """A run's outcome from its exit status and output (stdout and stderr)."""
+def verdict(
+    returncode: int,
+    output: str,
+    csv_problem: str | None = None,
+    *,
+    refused: bool = False,
+    periodic: bool = False,
+) -> Outcome:
+    """A run's outcome from its exit status and output (stdout and stderr). `refused`: the
+    run passes when perf_analyzer stops with an error, whose first line becomes the detail.
+    `periodic` (--periodic-concurrency-range) prints no throughput line: exit 0 suffices."""
     errors = [m.group(0).strip() for m in _ERRORS.finditer(output)]
+    if refused:
+        lines = [line.strip() for line in output.splitlines() if line.strip()]
+        if returncode != 0 and lines:
+            return Outcome("passed", f"refused: {(errors or lines[-1:])[0][:200]}", output)
+        return Outcome("failed", f"exit {returncode} where an error was expected", output)
     warnings = sorted(set(_WARNINGS.findall(output)))
     note = ("warnings: " + "; ".join(warnings)) if warnings else ""
-    if returncode != 0 or errors or not _THROUGHPUT.search(output):
+    if returncode != 0 or errors or not (periodic or _THROUGHPUT.search(output)):
         tail = errors[:2] or output.strip().splitlines()[-2:]
         return Outcome("failed", f"exit {returncode}: " + " | ".join(tail)[:300], output)
     if csv_problem is not None:
@@ -96,6 +110,7 @@ def run_cases(
         tmp = Path(tmp_name)
         repo = write_repository(tmp / "models", onnx=onnx)
         (tmp / "strings.json").write_text(json.dumps(STRINGS_JSON))
+        (tmp / "intervals.txt").write_text("2000\n5000\n3000\n")
         try:
             with start(target, repo, ServerMode(models), fixed_ports=False) as run:
                 for case in mine:
@@ -117,9 +132,9 @@ def _run_one(pa: PerfAnalyzer, case: Case, run: Run, metrics: str, tmp: Path) ->
     except subprocess.TimeoutExpired:
         return Outcome("failed", f"did not finish within {RUN_TIMEOUT_S} s")
     output = proc.stdout + proc.stderr
-    outcome = verdict(
-        proc.returncode, output, _csv_rows(_csv_path(case, tmp)) if case.csv else None
-    )
+    csv_problem = _csv_rows(_csv_path(case, tmp)) if case.csv else None
+    periodic = "--periodic-concurrency-range" in case.args
+    outcome = verdict(proc.returncode, output, csv_problem, refused=case.refused, periodic=periodic)
     if outcome.outcome == "failed":
         return Outcome("failed", outcome.detail, output + "\n--- server log:\n" + run.log()[-1500:])
     return outcome
