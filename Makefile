@@ -97,7 +97,10 @@ TRITON_PYTHON_BACKEND_MIRROR ?=
 # The client's mirror: its src/python/examples, run by tests/conformance/triton_client_examples.
 TRITON_CLIENT_MIRROR ?=
 CONFORMANCE_NETNS := $(shell unshare -n true 2>/dev/null && echo "unshare -n")
+# perf_analyzer (Triton's C++ load generator, docs/perf-analyzer.md) is laid out under
+# .bench/perf_analyzer first; when it cannot be (no PyPI, no apt-get), its runner says so and exits 0.
 conformance: install
+	-$(PY) -m benchmarks.perf_analyzer
 	$(CONFORMANCE_NETNS) sh -c '{ [ -z "$(CONFORMANCE_NETNS)" ] || ip link set lo up; } && \
 		export TRITON_SERVER_MIRROR="$(TRITON_SERVER_MIRROR)"; \
 		export TRITON_PYTHON_BACKEND_MIRROR="$(TRITON_PYTHON_BACKEND_MIRROR)"; \
@@ -111,7 +114,8 @@ conformance: install
 		$(PY) -m tests.conformance.triton_openai; oa=$$?; \
 		$(PY) -m tests.conformance.triton_client_examples --server serve --server up; ex=$$?; \
 		$(PY) -m tests.conformance.triton_storage_s3_local --server serve --server up; s3=$$?; \
-		exit $$((http | qa | shm | uhttp | uqa | ushm | oa | ex | s3))'
+		$(PY) -m tests.conformance.perf_analyzer_runs; pa=$$?; \
+		exit $$((http | qa | shm | uhttp | uqa | ushm | oa | ex | s3 | pa))'
 
 # The container images with podman (docs/image.md): deploy/image/build.sh installs podman, runc
 # and debootstrap when missing (root, Debian), makes the Debian base image when missing, and

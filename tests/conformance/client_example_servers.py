@@ -28,13 +28,14 @@ TRITON_PORTS = (8000, 8001, 8002)
 
 @dataclass(frozen=True)
 class Run:
-    """A started server: its HTTP and gRPC `HOST:PORT`, its log so far, whether it took
-    Triton's fixed ports."""
+    """A started server: its HTTP, gRPC (and metrics) `HOST:PORT`, its log so far, whether it
+    took Triton's fixed ports."""
 
     http: str
     grpc: str
     log: Callable[[], str]
     fixed_ports: bool
+    metrics: str = ""
 
 
 def _wait_http(url: str, path: str, timeout_s: float, alive: Callable[[], bool]) -> None:
@@ -80,7 +81,7 @@ def _thaw(kind: str, repo: Path, mode: ServerMode, fixed_ports: bool) -> Iterato
             server.stop()
             raise
     try:
-        yield Run(f"127.0.0.1:{http}", f"127.0.0.1:{grpc}", log, fixed)
+        yield Run(f"127.0.0.1:{http}", f"127.0.0.1:{grpc}", log, fixed, f"127.0.0.1:{metrics}")
     finally:
         server.stop()
 
@@ -132,7 +133,8 @@ def _triton(repo: Path, mode: ServerMode, fixed_ports: bool) -> Iterator[Run]:
             stop()
             raise RuntimeError(f"tritonserver: {exc}: {read_log()[-2000:]}") from exc
         try:
-            yield Run(f"127.0.0.1:{http}", f"127.0.0.1:{grpc}", read_log, fixed)
+            metrics_at = f"127.0.0.1:{metrics}"
+            yield Run(f"127.0.0.1:{http}", f"127.0.0.1:{grpc}", read_log, fixed, metrics_at)
         finally:
             stop()
 
