@@ -42,6 +42,7 @@ from runtime.observe.metrics import Metrics
 from runtime.observe.stats import ModelStats, StatsBook
 from runtime.observe.tracing import RequestTracer
 from runtime.scheduling.batch_planner import DynamicBatching
+from runtime.scheduling.ensemble_batching import ConfigOf
 from runtime.scheduling.ensemble_scheduler import EnsembleScheduler, StepRunner
 from runtime.scheduling.model_scheduler import ModelScheduler
 from runtime.scheduling.queue_policy import QueuePolicies
@@ -107,6 +108,7 @@ class VersionLoader:
         inline_exec_max_us: int = 0,
         auto_complete: bool = True,
         steps: StepRunner | None = None,
+        config_of: ConfigOf | None = None,
         inventory: DeviceInventory | None = None,
         vram_headroom_bytes: int = 512 << 20,
         tracer: RequestTracer | None = None,
@@ -120,6 +122,7 @@ class VersionLoader:
         self._vram_headroom = vram_headroom_bytes  # beside the frameworks' own weight copies
         self._auto_complete = auto_complete  # False: no model.py `auto_complete_config`
         self._steps = steps  # where ensembles run their steps
+        self._config_of = config_of  # the composing models' configs, for ensembles
         self._inventory = inventory or LocalInventory()
         self._metrics = metrics
         self._restorer = (
@@ -295,7 +298,9 @@ class VersionLoader:
         if steps is None:
             raise RepositoryError(f"model '{spec.name}': this server cannot run ensembles")
         stats = self._book.open(spec.name, str(version))
-        scheduler = EnsembleScheduler(spec.name, str(version), config, steps, stats)
+        scheduler = EnsembleScheduler(
+            spec.name, str(version), config, steps, stats, config_of=self._config_of
+        )
         self._metrics.record_load(spec.name, str(version), 0.0, restored=False)
         logger.info("model=%s version=%s ensemble of %d steps loaded", spec.name, version,
                     len(config.ensemble_scheduling.step))  # fmt: skip
