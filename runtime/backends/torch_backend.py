@@ -24,6 +24,8 @@ from runtime.backends.base import ExecTimings, LoadContext
 from runtime.backends.batch_tensors import BatchLayout, run_batched
 from runtime.backends.cuda_graphs import capture_graphs, graph_shapes
 from runtime.backends.export_placement import place_program
+from runtime.backends.torch_datatypes import unsupported_datatype
+from runtime.backends.torch_parameters import inference_mode
 from runtime.backends.torch_strings import (
     check_string_io,
     string_list,
@@ -80,6 +82,7 @@ class TorchBackend:
         self._outputs: dict[str, int] = {}
         self._output_types: dict[str, str] = {}  # each config output's datatype (v2 name)
         self._layout: BatchLayout | None = None  # how a dynamic batch runs as one forward
+        self._inference_mode = True  # INFERENCE_MODE (runtime.backends.torch_parameters)
         self.used_image = False  # True when the weights came from a snapshot image
 
     def load(self, ctx: LoadContext) -> None:
@@ -127,6 +130,14 @@ class TorchBackend:
                 f"unable to load model '{ctx.model_name}', configuration expects "
                 f"{len(expected)} inputs, model provides {len(forward_args)}"
             )
+        refused = unsupported_datatype(ctx.config, ctx.model_name)
+        if refused is not None:
+            raise RepositoryError(refused)
+        self._inference_mode = inference_mode(ctx.config)
+        logger.info(
+            "model=%s Inference Mode is %s for model instance '%s'", ctx.model_name,
+            "enabled" if self._inference_mode else "disabled", ctx.instance_name or ctx.model_name,
+        )  # fmt: skip
         self._inputs = positions(expected, forward_args)
         declared = [o.name for o in ctx.config.output]
         state_outputs = [s.output_name for s in sequence.state if s.output_name not in declared]
@@ -257,7 +268,7 @@ class TorchBackend:
 
         total = ExecTimings()
         layout = self._layout
-        with torch.inference_mode():
+        with torch.inference_mode() if self._inference_mode else torch.no_grad():
             if layout is not None and layout.merges(requests):
                 # A dynamic batch: one forward over the concatenated inputs.
                 results = run_batched(
