@@ -25,7 +25,7 @@ from runtime.backends.batch_tensors import BatchLayout, run_batched
 from runtime.backends.cuda_graphs import capture_graphs, graph_shapes
 from runtime.backends.export_placement import place_program
 from runtime.backends.torch_datatypes import unsupported_datatype
-from runtime.backends.torch_parameters import inference_mode
+from runtime.backends.torch_parameters import inference_mode, weight_sharing
 from runtime.backends.torch_strings import (
     check_string_io,
     string_list,
@@ -112,7 +112,7 @@ class TorchBackend:
                     "applies to torch.export programs (model.pt2); torch.compile cannot compile "
                     "a TorchScript module"
                 )
-            self._module = self._load_script(ctx, torch)
+            self._module = self._shared_script(ctx, torch)
             self._module.eval()
             forward_args = [a.name for a in self._module.forward.schema.arguments][1:]
         if self._device != "cpu":
@@ -217,6 +217,21 @@ class TorchBackend:
             program.state_dict[name] = view
         self.used_image = True
         return program
+
+    def _shared_script(self, ctx: LoadContext, torch: Any) -> Any:
+        """The TorchScript module, or with ENABLE_WEIGHT_SHARING the one an earlier instance
+        of this version loaded on this device (Triton's libtorch backend shares it so)."""
+        if not weight_sharing(ctx.config):
+            return self._load_script(ctx, torch)
+        key = f"torchscript:{self._device}"
+        if key in ctx.shared:
+            module, self.used_image = ctx.shared[key]
+            logger.info("model=%s Reusing TorchScript model for instance '%s'", ctx.model_name,
+                        ctx.instance_name)  # fmt: skip
+            return module
+        module = self._load_script(ctx, torch)
+        ctx.shared[key] = (module, self.used_image)
+        return module
 
     def _load_script(self, ctx: LoadContext, torch: Any) -> Any:
         image = ctx.image

@@ -4,6 +4,9 @@
                      "false" under `torch.no_grad()` only (a model whose ops refuse inference
                      tensors); each load logs Triton's "Inference Mode is enabled|disabled for
                      model instance 'M'" line
+    ENABLE_WEIGHT_SHARING  "true": the instances of a version on one device share one
+                     TorchScript module (loaded once; each other instance logs Triton's
+                     "Reusing TorchScript model for instance 'I'"); default false
 
 Values are read as Triton's `ParseBoolValue` reads them (true/yes/1/on, false/no/0/off, any
 case); another value refuses the load in its words.
@@ -14,9 +17,15 @@ from __future__ import annotations
 from runtime.errors import RepositoryError
 from tritonconfig.schema import mc
 
-__all__ = ["INFERENCE_MODE_PARAMETER", "inference_mode"]
+__all__ = [
+    "INFERENCE_MODE_PARAMETER",
+    "WEIGHT_SHARING_PARAMETER",
+    "inference_mode",
+    "weight_sharing",
+]
 
 INFERENCE_MODE_PARAMETER = "INFERENCE_MODE"
+WEIGHT_SHARING_PARAMETER = "ENABLE_WEIGHT_SHARING"
 _TRUE = frozenset({"true", "yes", "1", "on"})
 _FALSE = frozenset({"false", "no", "0", "off"})
 
@@ -36,3 +45,8 @@ def _bool_parameter(config: mc.ModelConfig, key: str, *, default: bool) -> bool:
 def inference_mode(config: mc.ModelConfig) -> bool:
     """Whether `forward` runs under `torch.inference_mode()` (module docstring)."""
     return _bool_parameter(config, INFERENCE_MODE_PARAMETER, default=True)
+
+
+def weight_sharing(config: mc.ModelConfig) -> bool:
+    """Whether a version's instances on one device share one module (module docstring)."""
+    return _bool_parameter(config, WEIGHT_SHARING_PARAMETER, default=False)

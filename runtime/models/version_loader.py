@@ -427,6 +427,7 @@ class VersionLoader:
         Instances of the backends Triton loads in parallel (python, onnxruntime) load at once,
         each in its own thread: two instances whose initialize takes 10 s take 10 s."""
         contexts: list[LoadContext] = []
+        shared: dict[str, Any] = {}  # one for all the version's instances (LoadContext.shared)
         for placement in plan.placements:
             contexts.append(
                 LoadContext(
@@ -442,6 +443,7 @@ class VersionLoader:
                     instance_count=len(plan.placements),
                     model_file=spec.model_file(version),
                     on_fallback=functools.partial(self._instance_fallback, spec.name),
+                    shared=shared,
                 )
             )
         # In placement order (schedulers and the first contact pair them with placements);

@@ -49,10 +49,10 @@ def _shared_weights_runs() -> tuple[Run, ...]:
         runs.append(Run("libtorch_shared_weights_test.SharedWeightsTest.test_pytorch_identity_model",
                         repo, _SHARED_WEIGHTS_ARGS, label=label))  # fmt: skip
         runs.append(Run(
-            CHECK_SCRIPT, repo, _SHARED_WEIGHTS_ARGS, label=f"{label}: {reused} reuse lines",
-            server_log=_SERVER_LOG,
-            script_args=("--log", _SERVER_LOG, "--count",
-                         "Reusing TorchScript model for instance", str(reused)),
+            CHECK_SCRIPT, repo, _SHARED_WEIGHTS_ARGS,
+            label=f"{label}: the test, then {reused} reuse lines", server_log=_SERVER_LOG,
+            script_args=("--after", "libtorch_shared_weights_test.py", "--log", _SERVER_LOG,
+                         "--count", "Reusing TorchScript model for instance", str(reused)),
         ))  # fmt: skip
     return tuple(runs)
 
@@ -67,8 +67,9 @@ def _inference_mode_runs() -> tuple[Run, ...]:
         ))  # fmt: skip
         runs.append(Run(
             CHECK_SCRIPT, f"models_{flag}", ("--log-verbose=1",),
-            label=f"INFERENCE_MODE={flag}: 3 lines", server_log=_SERVER_LOG,
-            script_args=("--log", _SERVER_LOG, "--count", line, "3"),
+            label=f"INFERENCE_MODE={flag}: the client, then 3 lines", server_log=_SERVER_LOG,
+            script_args=("--after", "libtorch_infer_client.py", "--log", _SERVER_LOG,
+                         "--count", line, "3"),
         ))  # fmt: skip
     return tuple(runs)
 

@@ -1,12 +1,14 @@
 """test.sh's checks of a started server, as one script row of tests.conformance.triton_qa.
 
     python thaw_server_check.py [--ready MODEL ...] [--log FILE] [--grep TEXT ...]
-                                [--absent TEXT ...] [--count TEXT N]...
+                                [--absent TEXT ...] [--count TEXT N]... [--after CLIENT]
 
 `--ready`: each model is ready (HTTP, localhost:8000), as test.sh's `run_server` succeeding
 with `--load-model=MODEL` shows in Triton. `--grep` / `--absent`: the server's log (`--log`,
 test.sh's SERVER_LOG, linked into the test's directory by the runner) holds / lacks each text,
 as test.sh's `grep TEXT $SERVER_LOG`; `--count TEXT N`: N of its lines hold TEXT (`grep -c`).
+`--after`: run test.sh's client script first (`python CLIENT`, which must exit 0), as test.sh
+greps the log of the start its client ran on (through `thaw up` the model loads at its wake).
 Exit status 0 when every check holds, else 1 with the first that did not on stderr. The runner
 copies this file beside Triton's tests at run time.
 """
@@ -14,6 +16,7 @@ copies this file beside Triton's tests at run time.
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -28,7 +31,13 @@ def main() -> int:
     parser.add_argument("--grep", nargs="*", default=[])
     parser.add_argument("--absent", nargs="*", default=[])
     parser.add_argument("--count", nargs=2, action="append", default=[])
+    parser.add_argument("--after", type=Path)
     args = parser.parse_args()
+    if args.after is not None:
+        client = subprocess.run([sys.executable, str(args.after)], check=False)
+        if client.returncode != 0:
+            print(f"{args.after} exited {client.returncode}", file=sys.stderr)
+            return 1
     client = httpclient.InferenceServerClient("localhost:8000")
     for model in args.ready:
         if not client.is_model_ready(model):
