@@ -74,6 +74,10 @@ def _inference_mode_runs() -> tuple[Run, ...]:
     return tuple(runs)
 
 
+# The commit of Triton's main branch that moved initializer_as_input's test under qa/.
+_INITIALIZER_REF = "ab68625682b5093289b9ba7a22d29c9e9ce2fb41"
+_INITIALIZER_MODEL = "models/add_with_initializer"
+
 BACKEND_SUITES = (
     Suite(
         "L0_infer_reshape",
@@ -114,5 +118,12 @@ BACKEND_SUITES = (
         },
         _inference_mode_runs(),
         beside=("qa/common/libtorch_infer_client.py",),
+    ),
+    Suite(
+        "L0_initializer_as_input",
+        ("test.py", f"{_INITIALIZER_MODEL}/config.pbtxt", f"{_INITIALIZER_MODEL}/1/model.onnx"),
+        {},
+        (Run("test", "models"),),
+        files_ref=_INITIALIZER_REF,
     ),
 )

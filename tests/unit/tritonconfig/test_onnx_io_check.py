@@ -136,3 +136,25 @@ def test_a_scalar_takes_one_element_dims_without_batching_only() -> None:
         assert (io_mismatch(config, scalar, [("OUTPUT", [])]) == "") is fits
     batched = _config(_io("INPUT", "[ 1 ]"), _io("OUTPUT", "[ 1 ]"))
     assert "the model expects 0 dimensions" in io_mismatch(batched, scalar, [("OUTPUT", [])])
+
+
+# qa/L0_initializer_as_input: an ONNX initializer a request may override, named in the config
+# as an optional input (Triton's onnxruntime backend does not count optional inputs).
+_INITIALIZER = """
+name: "add_with_initializer" platform: "onnxruntime_onnx" max_batch_size: 0
+input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ 5, 5 ] },
+        { name: "INITIALIZER" data_type: TYPE_FP32 dims: [ 5, 5 ] optional: true } ]
+output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: [ 5, 5 ] } ]
+"""
+
+
+def test_an_overridable_initializer_is_an_optional_input() -> None:
+    config = parse_config(_INITIALIZER, "c")
+    inputs, outputs = [("INPUT", [5, 5])], [("OUTPUT", [5, 5])]
+    assert io_mismatch(config, inputs, outputs, [("INITIALIZER", [5, 5])]) == ""
+    # Without it the model does not have the input the config names.
+    assert io_mismatch(config, inputs, outputs) == (
+        "unexpected inference input 'INITIALIZER', allowed inputs are: INPUT"
+    )
+    # An initializer's shape is judged as an input's.
+    assert "tensor 'INITIALIZER'" in io_mismatch(config, inputs, outputs, [("INITIALIZER", [4])])
