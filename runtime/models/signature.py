@@ -180,6 +180,7 @@ class ModelSignature:
                 )
             if out.class_count:
                 out.labels = self.labels.get(out.name, ())
+                out.batched = self.max_batch_size > 0
 
     def raw_input(self, body: bytes) -> InferTensor:
         """The one input of a raw binary request: the whole body, as Triton deduces it.

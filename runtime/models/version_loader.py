@@ -33,7 +33,7 @@ from runtime.devices.vram_budget import check_framework_vram, framework_vram
 from runtime.errors import DeviceOutOfMemory, RepositoryError, ServingError
 from runtime.model_config import config_to_json, fill_defaults, validate_config
 from runtime.models.instance_identity import instance_keys, match_instances
-from runtime.models.output_labels import read_output_labels
+from runtime.models.output_labels import ensemble_output_labels, read_output_labels
 from runtime.models.repository import ModelSpec
 from runtime.models.signature import ModelSignature
 from runtime.models.snapshot_restore import ImageSource, SnapshotRestorer
@@ -309,7 +309,10 @@ class VersionLoader:
             config=config,
             config_json=config_to_json(config),
             signature=ModelSignature.from_config(
-                config, labels=read_output_labels(config, spec.model_dir)
+                config,
+                labels=ensemble_output_labels(
+                    config, spec.model_dir, self._config_of or (lambda _name: None)
+                ),
             ),
             scheduler=scheduler,
             instances=[],

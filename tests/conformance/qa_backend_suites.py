@@ -13,6 +13,7 @@ from functools import partial
 
 from tests.conformance.qa_suite import Run, Suite
 from tests.fixtures.triton_qa_cache_repos import CHECK_SCRIPT
+from tests.fixtures.triton_qa_infer_repos import build_infer_variable_repo
 from tests.fixtures.triton_qa_libtorch_repos import (
     build_inference_mode_repo,
     build_invalid_types_repo,
@@ -125,5 +126,22 @@ BACKEND_SUITES = (
         {},
         (Run("test", "models"),),
         files_ref=_INITIALIZER_REF,
+    ),
+    Suite(
+        "L0_infer_variable",
+        ("infer_variable_test.py",),
+        {
+            f"models_{target}": partial(build_infer_variable_repo, kind=kind)
+            for target, kind in (("cpu", "KIND_CPU"), ("gpu", "KIND_GPU"))
+        },
+        tuple(
+            Run(
+                "infer_variable_test",
+                f"models_{target}",
+                ("--exit-timeout-secs=120",),
+                label=target,
+            )
+            for target in ("cpu", "gpu")
+        ),
     ),
 )

@@ -18,8 +18,16 @@ from thawwire.paths import model_of
 
 @pytest.mark.parametrize(
     "name",
-    ["add_sub", "resnet50", "bert-base.v2", "M_1", "_x", "9", "a" * MAX_MODEL_NAME_CHARS,
-     "nop_TYPE_FP32_4,1,2"],
+    [
+        "add_sub",
+        "resnet50",
+        "bert-base.v2",
+        "M_1",
+        "_x",
+        "9",
+        "a" * MAX_MODEL_NAME_CHARS,
+        "nop_TYPE_FP32_4,1,2",
+    ],
 )
 def test_plain_names_pass(name: str) -> None:
     assert is_model_name(name)
