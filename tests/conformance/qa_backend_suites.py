@@ -13,7 +13,7 @@ from functools import partial
 
 from tests.conformance.qa_suite import Run, Suite
 from tests.fixtures.triton_qa_cache_repos import CHECK_SCRIPT
-from tests.fixtures.triton_qa_infer_repos import build_infer_variable_repo
+from tests.fixtures.triton_qa_infer_repos import build_infer_repo, build_infer_variable_repo
 from tests.fixtures.triton_qa_libtorch_repos import (
     build_inference_mode_repo,
     build_invalid_types_repo,
@@ -79,6 +79,14 @@ def _inference_mode_runs() -> tuple[Run, ...]:
 _INITIALIZER_REF = "ab68625682b5093289b9ba7a22d29c9e9ce2fb41"
 _INITIALIZER_MODEL = "models/add_with_initializer"
 
+# L0_infer's subset (module docstring): the backends Thaw serves, without the ensembles.
+_INFER_BACKENDS = ("onnx", "libtorch", "python")
+_INFER_ENV = (
+    ("BACKENDS", " ".join(_INFER_BACKENDS)),
+    ("ENSEMBLES", "0"),
+    ("TRITON_SERVER_CPU_ONLY", "1"),
+)
+
 BACKEND_SUITES = (
     Suite(
         "L0_infer_reshape",
@@ -143,5 +151,11 @@ BACKEND_SUITES = (
             )
             for target in ("cpu", "gpu")
         ),
+    ),
+    Suite(
+        "L0_infer",
+        ("infer_test.py",),
+        {"models": partial(build_infer_repo, backends=_INFER_BACKENDS, kind="KIND_CPU")},
+        (Run("infer_test", "models", ("--exit-timeout-secs=120",), env=_INFER_ENV, label="cpu"),),
     ),
 )
