@@ -60,9 +60,11 @@ def io_mismatch(
             if io.name not in given:
                 allowed = ", ".join(given)
                 return f"unexpected inference {field} '{io.name}', allowed {field}s are: {allowed}"
+    # A batch output's shape is the batch's, not the model's (Triton skips it too).
+    scattered = {target for entry in config.batch_output for target in entry.target_name}
     for declared, given in ((config.input, model_inputs), (config.output, model_outputs)):
         for io in declared:
-            if getattr(io, "allow_ragged_batch", False):  # its shape is the batch's
+            if getattr(io, "allow_ragged_batch", False) or io.name in scattered:
                 continue
             dims = list(io.reshape.shape) if io.HasField("reshape") else list(io.dims)
             problem = _shape_problem(name, io.name, list(given[io.name]), dims, config)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from functools import partial
 
 from tests.conformance.qa_suite import Run, Suite
+from tests.fixtures.triton_qa_batch_input_repos import build_batch_input_repo
 from tests.fixtures.triton_qa_cache_repos import CHECK_SCRIPT
 from tests.fixtures.triton_qa_infer_repos import build_infer_repo, build_infer_variable_repo
 from tests.fixtures.triton_qa_libtorch_repos import (
@@ -157,5 +158,14 @@ BACKEND_SUITES = (
         ("infer_test.py",),
         {"models": partial(build_infer_repo, backends=_INFER_BACKENDS, kind="KIND_CPU")},
         (Run("infer_test", "models", ("--exit-timeout-secs=120",), env=_INFER_ENV, label="cpu"),),
+    ),
+    Suite(
+        "L0_batch_input",
+        ("batch_input_test.py",),
+        {f"models_{b}": partial(build_batch_input_repo, backend=b) for b in ("onnx", "libtorch")},
+        tuple(
+            Run("batch_input_test", f"models_{b}", ("--exit-timeout-secs=120",), label=b)
+            for b in ("onnx", "libtorch")
+        ),
     ),
 )

@@ -158,3 +158,17 @@ def test_an_overridable_initializer_is_an_optional_input() -> None:
     )
     # An initializer's shape is judged as an input's.
     assert "tensor 'INITIALIZER'" in io_mismatch(config, inputs, outputs, [("INITIALIZER", [4])])
+
+
+def test_a_batch_outputs_shape_is_not_the_models() -> None:
+    # qa/L0_batch_input's ragged_io: OUTPUT0 is scattered back to each request in its input's
+    # shape (BATCH_SCATTER_WITH_INPUT_SHAPE), so the model's [-1] need not be [-1, -1].
+    config = parse_config(
+        'name: "ragged_io" platform: "onnxruntime_onnx" max_batch_size: 4 '
+        'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: true } ] '
+        'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ] '
+        'batch_output [ { target_name: "OUTPUT0" kind: BATCH_SCATTER_WITH_INPUT_SHAPE '
+        'source_input: "INPUT0" } ]',
+        "c",
+    )
+    assert io_mismatch(config, [("INPUT0", [-1])], [("OUTPUT0", [-1])]) == ""
