@@ -130,7 +130,7 @@ def test_a_config_against_each_served_versions_graph(tmp_path: Path) -> None:
 def test_a_scalar_takes_one_element_dims_without_batching_only() -> None:
     # Triton's onnxruntime backend (qa/L0_scalar_io): a 0-dimensional model tensor loads with
     # dims [1] or [1, 1], not [2], and not behind a batch dimension.
-    scalar = [("INPUT", [])]
+    scalar: list[tuple[str, list[int]]] = [("INPUT", [])]
     for dims, fits in (("[ 1 ]", True), ("[ 1, 1 ]", True), ("[ 2 ]", False)):
         config = _config(_io("INPUT", dims), _io("OUTPUT", dims), max_batch_size=0)
         assert (io_mismatch(config, scalar, [("OUTPUT", [])]) == "") is fits
