@@ -43,13 +43,16 @@ class InferTensor:
 @dataclass(slots=True)
 class RequestedOutput:
     """An output the client asked for; `binary` follows `binary_data` / `binary_data_output`.
-    `labels`: the output's classification labels, set by the model that accepts the request."""
+    `labels`: the output's classification labels, and `batched` whether its first dimension
+    is the batch's (classes are ranked per batch entry, else over the whole tensor), both set
+    by the model that accepts the request."""
 
     name: str
     binary: bool = False
     class_count: int = 0
     parameters: dict[str, Any] = field(default_factory=dict)
     labels: tuple[str, ...] = ()
+    batched: bool = True
 
 
 class ResponseSink(Protocol):

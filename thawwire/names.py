@@ -2,8 +2,9 @@
 
 One rule for every side. A model name is a directory name of the repository, so it is at most
 255 characters (the longest file name Linux allows; the names are ASCII, so characters are
-bytes), starts with a letter, digit or `_`, and continues with those, `.` and `-`, never `..`:
-never a path, a shell word or a control character. Triton sets no shorter limit, and a name
+bytes), starts with a letter, digit or `_`, and continues with those, `.`, `-` and `,`, never
+`..`: never a path, a shell word or a control character (the comma: Triton's own QA repositories
+name models by their dims, `nop_TYPE_FP32_1,2`). Triton sets no shorter limit, and a name
 `thaw serve` serves must be one `thaw up` serves too. A version is what Triton's is, an int64:
 1 to 19 ASCII digits whose value fits in a signed 64-bit integer. Triton reads a version string
 with `std::stol`, so a request's `01` means version 1 (`canonical_version`), and a run of digits
@@ -29,7 +30,7 @@ __all__ = [
 MAX_MODEL_NAME_CHARS = 255
 INT64_MAX = (1 << 63) - 1
 # Matched with `fullmatch`: `$` in `re.match` would also accept a trailing newline.
-_MODEL_NAME = re.compile(rf"[A-Za-z0-9_][A-Za-z0-9_.\-]{{0,{MAX_MODEL_NAME_CHARS - 1}}}")
+_MODEL_NAME = re.compile(rf"[A-Za-z0-9_][A-Za-z0-9_.,\-]{{0,{MAX_MODEL_NAME_CHARS - 1}}}")
 _VERSION = re.compile(r"[0-9]{1,19}")
 _DIGITS = re.compile(r"[0-9]+")
 

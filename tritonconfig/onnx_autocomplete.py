@@ -62,9 +62,13 @@ def autocomplete_from_onnx(config: mc.ModelConfig, model_path: Path, source: str
             config.output.add(name=name, data_type=dtype, dims=dims[1:] if strip else dims)
 
 
-def onnx_ios(path: Path, source: str) -> tuple[list[_Io], list[_Io]]:
+def onnx_ios(
+    path: Path, source: str, *, overridable: list[_Io] | None = None
+) -> tuple[list[_Io], list[_Io]]:
     """The graph's inputs (initializers left out) and outputs: (name, config DataType, dims,
-    -1 where variable); ModelConfigError names a file that cannot be read."""
+    -1 where variable); ModelConfigError names a file that cannot be read. `overridable`: a
+    list that also receives the initializers listed among the graph's inputs, which a request
+    may override (onnxruntime's overridable initializers)."""
     import onnx  # lazily: only configs that need auto-completion pay for it
 
     try:
@@ -74,7 +78,9 @@ def onnx_ios(path: Path, source: str) -> tuple[list[_Io], list[_Io]]:
     graph = model.graph
     initializers = {init.name for init in graph.initializer}
     found: list[list[_Io]] = []
-    for values in ([v for v in graph.input if v.name not in initializers], list(graph.output)):
+    inputs = [v for v in graph.input if v.name not in initializers]
+    fed = [v for v in graph.input if v.name in initializers]
+    for values in (inputs, list(graph.output), fed):
         ios = []
         for value in values:
             tensor = value.type.tensor_type
@@ -86,4 +92,6 @@ def onnx_ios(path: Path, source: str) -> tuple[list[_Io], list[_Io]]:
             dims = [d.dim_value if d.HasField("dim_value") else -1 for d in tensor.shape.dim]
             ios.append((value.name, _ONNX_TO_CONFIG[tensor.elem_type], dims))
         found.append(ios)
+    if overridable is not None:
+        overridable.extend(found[2])
     return found[0], found[1]

@@ -7,11 +7,14 @@
                                             (no session: what a front door checks at start)
 
 `inputs` / `outputs` are the session's (name, shape) pairs, a symbolic or unknown dimension
-as -1. Triton's order: the number of inputs, each config input and output known to the
-model, then each one's shape (the batch dimension first when `max_batch_size` > 0). A
-sequence model's control and state inputs count as Triton counts them. A model's scalar
-(0-dimensional, or of unknown rank, which onnxruntime reports alike) takes config dims of one
-element (`[1]`, `[1, 1]`) on a model without batching.
+as -1; `initializers` its overridable initializers, which a config may name as `optional`
+inputs (the model's stored value when a request leaves them out): as in Triton's backend,
+optional config inputs are not counted against the model's inputs. Triton's order: the
+number of inputs, each config input and output known to the model, then each one's shape
+(the batch dimension first when `max_batch_size` > 0). A sequence model's control and state
+inputs count as Triton counts them. A model's scalar (0-dimensional, or of unknown rank,
+which onnxruntime reports alike) takes config dims of one element (`[1]`, `[1, 1]`) on a
+model without batching.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ def io_mismatch(
     config: mc.ModelConfig,
     inputs: Sequence[tuple[str, Shape]],
     outputs: Sequence[tuple[str, Shape]],
+    initializers: Sequence[tuple[str, Shape]] = (),
 ) -> str:
     """What Triton says is wrong with `config` for a session with these inputs and outputs."""
     name = config.name
@@ -40,12 +44,14 @@ def io_mismatch(
     made = {target for entry in config.batch_input for target in entry.target_name}
     model_inputs = {key: shape for key, shape in inputs if key not in made}
     model_outputs = dict(outputs)
-    expected = len(config.input) + _sequence_inputs(config)
+    required = sum(1 for io in config.input if not io.optional)
+    expected = required + _sequence_inputs(config)
     if expected != len(model_inputs):
         return (
             f"unable to load model '{name}', configuration expects {expected} inputs, "
             f"model provides {len(model_inputs)}"
         )
+    model_inputs.update((key, shape) for key, shape in initializers if key not in model_inputs)
     for field, declared, given in (
         ("input", config.input, model_inputs),
         ("output", config.output, model_outputs),
@@ -54,9 +60,11 @@ def io_mismatch(
             if io.name not in given:
                 allowed = ", ".join(given)
                 return f"unexpected inference {field} '{io.name}', allowed {field}s are: {allowed}"
+    # A batch output's shape is the batch's, not the model's (Triton skips it too).
+    scattered = {target for entry in config.batch_output for target in entry.target_name}
     for declared, given in ((config.input, model_inputs), (config.output, model_outputs)):
         for io in declared:
-            if getattr(io, "allow_ragged_batch", False):  # its shape is the batch's
+            if getattr(io, "allow_ragged_batch", False) or io.name in scattered:
                 continue
             dims = list(io.reshape.shape) if io.HasField("reshape") else list(io.dims)
             problem = _shape_problem(name, io.name, list(given[io.name]), dims, config)
@@ -72,14 +80,16 @@ def graph_mismatch(
     whole, weights and all: blocking), or "". A file that cannot be read says so."""
     for version in versions:
         path = model_dir / str(version) / default_model_filename(config)
+        overridable: list[tuple[str, int, list[int]]] = []
         try:
-            inputs, outputs = onnx_ios(path, source)
+            inputs, outputs = onnx_ios(path, source, overridable=overridable)
         except ModelConfigError as exc:
             return exc.message
         problem = io_mismatch(
             config,
             [(name, dims) for name, _, dims in inputs],
             [(name, dims) for name, _, dims in outputs],
+            [(name, dims) for name, _, dims in overridable],
         )
         if problem:
             return problem

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from runtime.backends.snapshot_image import SnapshotImage
 from runtime.errors import ServingError
@@ -37,6 +37,10 @@ class LoadContext:
     # failed CUDA graph capture, a TensorRT EP that did not start): (reason, message), logged
     # and counted in `thaw_device_fallbacks_total` by the loader. None: logged only.
     on_fallback: Callable[[str, str], None] | None = None
+    # What the instances of one version share: one dict for all of them, which a backend may
+    # fill as its first instance loads (the torch backend's ENABLE_WEIGHT_SHARING module).
+    # Instances of a backend that loads them in parallel must not rely on it.
+    shared: dict[str, Any] = field(default_factory=dict)
 
     def fallback(self, reason: str, message: str) -> None:
         """Report one fallback of this instance (see `on_fallback`)."""

@@ -8,7 +8,9 @@ Triton's do:
                        the config's `batch_input` tensors that describe the batch
     run the merged request once
     split(response, requests) -> each output cut back along the batch dimension, by each
-                       request's batch size; each request keeps the outputs it asked for
+                       request's batch size (a `batch_output` BATCH_SCATTER_WITH_INPUT_SHAPE
+                       target: its elements cut by each request's source input, in that
+                       input's shape); each request keeps the outputs it asked for
 
 The dispatcher only batches requests whose variable, non-ragged input shapes are equal
 (runtime.models.signature.batch_key), so a concatenation always lines up.
@@ -48,6 +50,8 @@ class BatchLayout:
     max_batch_size: int
     ragged: frozenset[str]
     batch_inputs: tuple[_BatchInput, ...]
+    # BATCH_SCATTER_WITH_INPUT_SHAPE: output -> the input whose shape each request's piece takes
+    scattered: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_config(cls, config: mc.ModelConfig) -> BatchLayout:
@@ -66,6 +70,13 @@ class BatchLayout:
             max_batch_size=config.max_batch_size,
             ragged=frozenset(io.name for io in config.input if io.allow_ragged_batch),
             batch_inputs=batch_inputs,
+            scattered=tuple(
+                (target, b.source_input[0])
+                for b in config.batch_output
+                if b.kind == mc.BatchOutput.Kind.BATCH_SCATTER_WITH_INPUT_SHAPE
+                and len(b.source_input)
+                for target in b.target_name
+            ),
         )
 
     def merges(self, requests: list[InferRequest]) -> bool:
@@ -106,7 +117,15 @@ class BatchLayout:
         bounds = np.cumsum(sizes)[:-1]
         total = sum(sizes)
         per_request: list[list[InferTensor]] = [[] for _ in requests]
+        scattered = dict(self.scattered)
         for tensor in response.outputs:
+            if tensor.name in scattered:
+                pieces_or_error = self._scatter(tensor, scattered[tensor.name], requests)
+                if isinstance(pieces_or_error, ServingError):
+                    return [pieces_or_error for _ in requests]
+                for pieces, request_piece in zip(per_request, pieces_or_error, strict=True):
+                    pieces.append(request_piece)
+                continue
             if tensor.data.ndim == 0 or tensor.data.shape[0] != total:
                 shape = list(tensor.data.shape)
                 error = ServingError(
@@ -124,6 +143,25 @@ class BatchLayout:
                 InferResponse(response.model_name, response.model_version, kept, id=request.id)
             )
         return results
+
+    def _scatter(
+        self, tensor: InferTensor, source: str, requests: list[InferRequest]
+    ) -> list[InferTensor] | ServingError:
+        """A BATCH_SCATTER_WITH_INPUT_SHAPE output cut back into each request's piece: as many
+        elements as its `source` input holds, in that input's shape (Triton's batch output)."""
+        shapes = [tuple(_input_at(r, source, None).shape) for r in requests]
+        counts = [int(np.prod(shape)) for shape in shapes]
+        flat = tensor.data.reshape(-1)
+        if flat.size != sum(counts):
+            return ServingError(
+                f"model '{self.model}' returned output '{tensor.name}' of {flat.size} elements "
+                f"for inputs '{source}' of {sum(counts)}: it cannot be scattered in their shapes"
+            )
+        pieces = np.split(flat, np.cumsum(counts)[:-1])
+        return [
+            InferTensor(tensor.name, tensor.datatype, shape, piece.reshape(shape))
+            for shape, piece in zip(shapes, pieces, strict=True)
+        ]
 
     def _batch_input(self, spec: _BatchInput, requests: list[InferRequest]) -> InferTensor:
         sources = [_input_at(r, spec.source, None) for r in requests]

@@ -110,7 +110,10 @@ class OnnxRuntimeBackend:
         if check.fallback is not None:
             ctx.fallback(check.fallback, check.message)
         mismatch = io_mismatch(
-            ctx.config, _ios(self._session.get_inputs()), _ios(self._session.get_outputs())
+            ctx.config,
+            _ios(self._session.get_inputs()),
+            _ios(self._session.get_outputs()),
+            _ios(self._session.get_overridable_initializers()),
         )
         if mismatch:
             raise RepositoryError(mismatch)

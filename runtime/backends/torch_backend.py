@@ -24,6 +24,8 @@ from runtime.backends.base import ExecTimings, LoadContext
 from runtime.backends.batch_tensors import BatchLayout, run_batched
 from runtime.backends.cuda_graphs import capture_graphs, graph_shapes
 from runtime.backends.export_placement import place_program
+from runtime.backends.torch_datatypes import unsupported_datatype
+from runtime.backends.torch_parameters import inference_mode, weight_sharing
 from runtime.backends.torch_strings import (
     check_string_io,
     string_list,
@@ -80,6 +82,7 @@ class TorchBackend:
         self._outputs: dict[str, int] = {}
         self._output_types: dict[str, str] = {}  # each config output's datatype (v2 name)
         self._layout: BatchLayout | None = None  # how a dynamic batch runs as one forward
+        self._inference_mode = True  # INFERENCE_MODE (runtime.backends.torch_parameters)
         self.used_image = False  # True when the weights came from a snapshot image
 
     def load(self, ctx: LoadContext) -> None:
@@ -109,7 +112,7 @@ class TorchBackend:
                     "applies to torch.export programs (model.pt2); torch.compile cannot compile "
                     "a TorchScript module"
                 )
-            self._module = self._load_script(ctx, torch)
+            self._module = self._shared_script(ctx, torch)
             self._module.eval()
             forward_args = [a.name for a in self._module.forward.schema.arguments][1:]
         if self._device != "cpu":
@@ -127,6 +130,14 @@ class TorchBackend:
                 f"unable to load model '{ctx.model_name}', configuration expects "
                 f"{len(expected)} inputs, model provides {len(forward_args)}"
             )
+        refused = unsupported_datatype(ctx.config, ctx.model_name)
+        if refused is not None:
+            raise RepositoryError(refused)
+        self._inference_mode = inference_mode(ctx.config)
+        logger.info(
+            "model=%s Inference Mode is %s for model instance '%s'", ctx.model_name,
+            "enabled" if self._inference_mode else "disabled", ctx.instance_name or ctx.model_name,
+        )  # fmt: skip
         self._inputs = positions(expected, forward_args)
         declared = [o.name for o in ctx.config.output]
         state_outputs = [s.output_name for s in sequence.state if s.output_name not in declared]
@@ -207,6 +218,21 @@ class TorchBackend:
         self.used_image = True
         return program
 
+    def _shared_script(self, ctx: LoadContext, torch: Any) -> Any:
+        """The TorchScript module, or with ENABLE_WEIGHT_SHARING the one an earlier instance
+        of this version loaded on this device (Triton's libtorch backend shares it so)."""
+        if not weight_sharing(ctx.config):
+            return self._load_script(ctx, torch)
+        key = f"torchscript:{self._device}"
+        if key in ctx.shared:
+            module, self.used_image = ctx.shared[key]
+            logger.info("model=%s Reusing TorchScript model for instance '%s'", ctx.model_name,
+                        ctx.instance_name)  # fmt: skip
+            return module
+        module = self._load_script(ctx, torch)
+        ctx.shared[key] = (module, self.used_image)
+        return module
+
     def _load_script(self, ctx: LoadContext, torch: Any) -> Any:
         image = ctx.image
         weightless = image.artifact("torchscript_weightless") if image is not None else None
@@ -257,7 +283,7 @@ class TorchBackend:
 
         total = ExecTimings()
         layout = self._layout
-        with torch.inference_mode():
+        with torch.inference_mode() if self._inference_mode else torch.no_grad():
             if layout is not None and layout.merges(requests):
                 # A dynamic batch: one forward over the concatenated inputs.
                 results = run_batched(

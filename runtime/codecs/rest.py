@@ -494,7 +494,7 @@ def selected_outputs(
         output = wanted.get(tensor.name)
         if output is not None:
             if output.class_count:
-                tensor = classify(tensor, output.class_count, output.labels)
+                tensor = classify(tensor, output.class_count, output.labels, batched=output.batched)
             selected.append((tensor, output.binary))
     return selected
 
@@ -532,13 +532,19 @@ def _utf8(item: Any, name: str) -> str:
     return str(item)
 
 
-def classify(tensor: InferTensor, class_count: int, labels: Sequence[str] = ()) -> InferTensor:
-    """Triton's classification extension: top-k "value:index" strings, per batch row if 2-D+,
-    with ":label" after each class that `labels` (the output's label file) names."""
+def classify(
+    tensor: InferTensor, class_count: int, labels: Sequence[str] = (), *, batched: bool = True
+) -> InferTensor:
+    """Triton's classification extension: top-k "value:index" strings, with ":label" after
+    each class that `labels` (the output's label file) names. As Triton's front ends rank them:
+    per batch entry (`[batch, k]`) when `batched` (the model batches) and the tensor has 2 or
+    more dimensions, else over the whole tensor flattened (`[k]`; a non-batching model's
+    `[2, 8]` output is one entry of 16 classes, qa/L0_infer_variable)."""
     if tensor.datatype in ("BYTES", "BF16"):
         raise InvalidInput(f"output '{tensor.name}' of {tensor.datatype} cannot be classified")
     data = np.asarray(tensor.data)
-    rows = data.reshape(data.shape[0], -1) if data.ndim >= 2 else data.reshape(1, -1)
+    per_entry = batched and data.ndim >= 2
+    rows = data.reshape(data.shape[0], -1) if per_entry else data.reshape(1, -1)
     k = min(class_count, rows.shape[1])
     order = np.argsort(-rows.astype(np.float64), axis=1, kind="stable")[:, :k]
     strings = [
@@ -547,7 +553,7 @@ def classify(tensor: InferTensor, class_count: int, labels: Sequence[str] = ()) 
     ]
     out = np.empty((rows.shape[0], k), dtype=np.object_)
     out[:] = strings
-    shape: tuple[int, ...] = (rows.shape[0], k) if data.ndim >= 2 else (k,)
+    shape: tuple[int, ...] = (rows.shape[0], k) if per_entry else (k,)
     return InferTensor(tensor.name, "BYTES", shape, out.reshape(shape), dict(tensor.parameters))
 
 

@@ -133,6 +133,7 @@ class ModelManager:
             inline_exec_max_us=config.inline_exec_max_us,
             auto_complete=config.auto_complete_config,
             steps=steps,
+            config_of=self._config_of,
             inventory=inventory,
             vram_headroom_bytes=config.vram_headroom_bytes,
             tracer=tracer,
@@ -317,14 +318,17 @@ class ModelManager:
             return False
 
         def config_of(model: str) -> mc.ModelConfig | None:
-            if model == name:
-                return loaded.config
-            try:
-                return self._serving(model, None)[1].config
-            except ServingError:  # a step served elsewhere (thaw up): as the repository says
-                return stored_config(self._repo, model, config_name=self._config.model_config_name)
+            return loaded.config if model == name else self._config_of(model)
 
         return answers_as_they_come(name, config_of)
+
+    def _config_of(self, model: str) -> mc.ModelConfig | None:
+        """`model`'s config as served here, else (a step served elsewhere: thaw up) as the
+        repository stores it; None when neither knows it."""
+        try:
+            return self._serving(model, None)[1].config
+        except ServingError:
+            return stored_config(self._repo, model, config_name=self._config.model_config_name)
 
     def statistics(self, name: str | None, version: str | None) -> dict[str, Any]:
         """Triton's statistics extension: `{"model_stats": [...]}` for loaded versions."""

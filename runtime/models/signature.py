@@ -55,6 +55,22 @@ def _dims(shape: Iterable[int]) -> str:
     return "[" + ",".join(str(d) for d in shape) + "]"
 
 
+def carry_variable_dims(
+    shape: tuple[int, ...], from_dims: tuple[int, ...], to_dims: tuple[int, ...]
+) -> tuple[int, ...]:
+    """`to_dims` with each -1 filled, in order, by the size `shape` has at `from_dims`' -1s:
+    how Triton's core carries variable sizes across a `reshape` (an input's request dims into
+    its reshape, an output's reshape into its dims: core `InferenceResponse::Output::Reshape`).
+    A -1 left unfilled (a shape that does not follow `from_dims`) stays -1."""
+    sizes = [
+        size for size, dim in zip(shape, from_dims, strict=False) if dim == -1
+    ] if len(shape) == len(from_dims) else []  # fmt: skip
+    filled = []
+    for dim in to_dims:
+        filled.append(sizes.pop(0) if dim == -1 and sizes else dim)
+    return tuple(filled)
+
+
 def _matches(shape: tuple[int, ...], dims: tuple[int, ...]) -> bool:
     if shape == dims:  # the usual case: a fixed shape, sent as declared
         return True
@@ -164,6 +180,7 @@ class ModelSignature:
                 )
             if out.class_count:
                 out.labels = self.labels.get(out.name, ())
+                out.batched = self.max_batch_size > 0
 
     def raw_input(self, body: bytes) -> InferTensor:
         """The one input of a raw binary request: the whole body, as Triton deduces it.
@@ -272,7 +289,9 @@ class ModelSignature:
     def _shaped(self, spec: IOSpec, tensor: InferTensor, batch: int) -> InferTensor:
         shape = tuple(tensor.shape)
         if spec.reshape is not None:
-            shape = ((batch,) if self.max_batch_size > 0 else ()) + spec.reshape
+            lead = 1 if self.max_batch_size > 0 else 0
+            body = carry_variable_dims(shape[lead:], spec.dims, spec.reshape)
+            shape = ((batch,) if lead else ()) + body
         try:
             data = tensor.data.reshape(shape)
         except ValueError as exc:
@@ -290,9 +309,12 @@ class ModelSignature:
             if wanted and tensor.name not in wanted:
                 continue
             spec = self.outputs.get(tensor.name)
-            if spec is not None and spec.reshape is not None and -1 not in spec.dims:
-                shape = ((batch,) if self.max_batch_size > 0 else ()) + spec.dims
-                if math.prod(shape) == tensor.data.size:
+            if spec is not None and spec.reshape is not None:
+                lead = 1 if self.max_batch_size > 0 else 0
+                model_shape = tuple(tensor.shape)
+                body = carry_variable_dims(model_shape[lead:], spec.reshape, spec.dims)
+                shape = ((model_shape[0] if model_shape else batch,) if lead else ()) + body
+                if -1 not in shape and math.prod(shape) == tensor.data.size:
                     tensor = InferTensor(
                         tensor.name, tensor.datatype, shape, tensor.data.reshape(shape)
                     )

@@ -33,7 +33,7 @@ from runtime.devices.vram_budget import check_framework_vram, framework_vram
 from runtime.errors import DeviceOutOfMemory, RepositoryError, ServingError
 from runtime.model_config import config_to_json, fill_defaults, validate_config
 from runtime.models.instance_identity import instance_keys, match_instances
-from runtime.models.output_labels import read_output_labels
+from runtime.models.output_labels import ensemble_output_labels, read_output_labels
 from runtime.models.repository import ModelSpec
 from runtime.models.signature import ModelSignature
 from runtime.models.snapshot_restore import ImageSource, SnapshotRestorer
@@ -42,6 +42,7 @@ from runtime.observe.metrics import Metrics
 from runtime.observe.stats import ModelStats, StatsBook
 from runtime.observe.tracing import RequestTracer
 from runtime.scheduling.batch_planner import DynamicBatching
+from runtime.scheduling.ensemble_batching import ConfigOf
 from runtime.scheduling.ensemble_scheduler import EnsembleScheduler, StepRunner
 from runtime.scheduling.model_scheduler import ModelScheduler
 from runtime.scheduling.queue_policy import QueuePolicies
@@ -107,6 +108,7 @@ class VersionLoader:
         inline_exec_max_us: int = 0,
         auto_complete: bool = True,
         steps: StepRunner | None = None,
+        config_of: ConfigOf | None = None,
         inventory: DeviceInventory | None = None,
         vram_headroom_bytes: int = 512 << 20,
         tracer: RequestTracer | None = None,
@@ -124,6 +126,7 @@ class VersionLoader:
         self._vram_headroom = vram_headroom_bytes  # beside the frameworks' own weight copies
         self._auto_complete = auto_complete  # False: no model.py `auto_complete_config`
         self._steps = steps  # where ensembles run their steps
+        self._config_of = config_of  # the composing models' configs, for ensembles
         self._inventory = inventory or LocalInventory()
         self._metrics = metrics
         self._restorer = (
@@ -315,7 +318,9 @@ class VersionLoader:
         if steps is None:
             raise RepositoryError(f"model '{spec.name}': this server cannot run ensembles")
         stats = self._book.open(spec.name, str(version))
-        scheduler = EnsembleScheduler(spec.name, str(version), config, steps, stats)
+        scheduler = EnsembleScheduler(
+            spec.name, str(version), config, steps, stats, config_of=self._config_of
+        )
         self._metrics.record_load(spec.name, str(version), 0.0, restored=False)
         logger.info("model=%s version=%s ensemble of %d steps loaded", spec.name, version,
                     len(config.ensemble_scheduling.step))  # fmt: skip
@@ -324,7 +329,10 @@ class VersionLoader:
             config=config,
             config_json=config_to_json(config),
             signature=ModelSignature.from_config(
-                config, labels=read_output_labels(config, spec.model_dir)
+                config,
+                labels=ensemble_output_labels(
+                    config, spec.model_dir, self._config_of or (lambda _name: None)
+                ),
             ),
             scheduler=scheduler,
             instances=[],
@@ -442,6 +450,7 @@ class VersionLoader:
         Instances of the backends Triton loads in parallel (python, onnxruntime) load at once,
         each in its own thread: two instances whose initialize takes 10 s take 10 s."""
         contexts: list[LoadContext] = []
+        shared: dict[str, Any] = {}  # one for all the version's instances (LoadContext.shared)
         for placement in plan.placements:
             contexts.append(
                 LoadContext(
@@ -457,6 +466,7 @@ class VersionLoader:
                     instance_count=len(plan.placements),
                     model_file=spec.model_file(version),
                     on_fallback=functools.partial(self._instance_fallback, spec.name),
+                    shared=shared,
                 )
             )
         # In placement order (schedulers and the first contact pair them with placements);

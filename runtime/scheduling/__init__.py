@@ -18,6 +18,7 @@ The pure parts (planner, policies, tables) take time as an argument; the rest dr
     sequence_state      a stateful model's implicit state: fed as inputs, kept from outputs
     ensemble_scheduler  an ensemble: each step as soon as the tensors it reads exist
     ensemble_flows      an ensemble with decoupled steps: each streamed response flows on alone
+    ensemble_batching   a tensor between a batching and a non-batching model: its shape
     request_parameters  an infer request's scheduling parameters, read Triton's way
     response_stream     a decoupled request's responses, read as an async iterator
     clock               the scheduler's time: a nanosecond reading and timers, injected

@@ -26,6 +26,7 @@ from typing import Protocol
 from runtime.errors import ModelUnavailable, ServingError
 from runtime.inference import InferRequest, InferResponse, InferTensor, RequestedOutput
 from runtime.observe.stats import FailureReason, ModelStats
+from runtime.scheduling.ensemble_batching import ConfigOf, TensorSides
 from runtime.scheduling.ensemble_flows import (
     EnsembleFlows,
     Tensors,
@@ -60,10 +61,15 @@ class EnsembleScheduler:
         config: mc.ModelConfig,
         runner: StepRunner,
         stats: ModelStats,
+        config_of: ConfigOf | None = None,
     ) -> None:
+        """`config_of`: the composing models' configs, to pass a tensor between a batching
+        and a non-batching side as Triton does (runtime.scheduling.ensemble_batching); None:
+        every tensor goes on in its own shape."""
         self.model = model
         self.version = version
         self._steps = ensemble_steps(config)
+        self._sides = TensorSides(config, self._steps, config_of or (lambda _name: None))
         self._outputs = [io.name for io in config.output]
         self._runner = runner
         self._stats = stats
@@ -94,8 +100,9 @@ class EnsembleScheduler:
         outcome = (True, batch_size, start - received_ns, end - received_ns)
         self._stats.record_execution(batch_size, [outcome], (0, end - start, 0))
         response = InferResponse(
-            self.model, self.version, present(self._outputs, tensors), id=request.id
-        )
+            self.model, self.version, self._answered(present(self._outputs, tensors)),
+            id=request.id,
+        )  # fmt: skip
         if response.outputs:
             response.parameters = sequence_echo(params)
         return response
@@ -124,6 +131,7 @@ class EnsembleScheduler:
         try:
             async for response in flows.responses(request):
                 response.model_version = self.version
+                response.outputs = self._answered(response.outputs)
                 if response.outputs:
                     response.parameters = sequence_echo(params)
                 yield response
@@ -163,6 +171,10 @@ class EnsembleScheduler:
                 task.cancel()
         return tensors
 
+    def _answered(self, outputs: list[InferTensor]) -> list[InferTensor]:
+        """The ensemble's outputs in the shapes it answers them in (batch or not)."""
+        return [_shaped(t, self._sides.ensemble_output(t.name, t.shape)) for t in outputs]
+
     def _step_request(
         self, step: EnsembleStep, tensors: Tensors, request: InferRequest
     ) -> InferRequest:
@@ -170,7 +182,8 @@ class EnsembleScheduler:
         for model_input, tensor_name in step.input_map.items():
             t = tensors[tensor_name]
             if t is not None:  # absent: the step runs without it
-                inputs.append(InferTensor(model_input, t.datatype, t.shape, t.data))
+                shape = self._sides.step_input(step.model_name, model_input, tensor_name, t.shape)
+                inputs.append(_shaped(InferTensor(model_input, t.datatype, t.shape, t.data), shape))
         return InferRequest(
             model_name=step.model_name,
             model_version=str(step.model_version) if step.model_version > 0 else "",
@@ -187,6 +200,13 @@ class EnsembleScheduler:
     def join(self) -> None:
         """Nothing to wait for: the steps run in their own models' schedulers."""
         self.close()
+
+
+def _shaped(tensor: InferTensor, shape: tuple[int, ...]) -> InferTensor:
+    if tuple(tensor.shape) == shape:
+        return tensor
+    return InferTensor(tensor.name, tensor.datatype, shape, tensor.data.reshape(shape),
+                       tensor.parameters)  # fmt: skip
 
 
 def sequence_echo(params: SchedulingParameters) -> dict[str, int | str | bool]:

@@ -50,6 +50,7 @@ from tests.conformance.pytest_junit import run_pytest
 from tests.conformance.qa_backend_python import BACKEND_PYTHON_SUITES
 from tests.conformance.qa_backend_python_main import PYTHON_TEST_SUITE
 from tests.conformance.qa_backend_python_more import MORE_BACKEND_PYTHON_SUITES
+from tests.conformance.qa_backend_suites import BACKEND_SUITES
 from tests.conformance.qa_checkout import (
     Result,
     extract,
@@ -262,6 +263,7 @@ SUITES: dict[str, Suite] = {
         L0_MODEL_UPDATE,
         *NAMESPACING_SUITES,
         *MORE_SUITES,
+        *BACKEND_SUITES,
     )
 }
 

@@ -103,3 +103,26 @@ def test_a_model_without_batching_never_merges() -> None:
     layout = BatchLayout.from_config(parse_config('name: "m" max_batch_size: 0', "test"))
     requests = [_request(r, np.ones((2,), np.float32)) for r in "ab"]
     assert not layout.merges(requests)
+
+
+def test_a_scattered_batch_output_goes_back_in_each_requests_input_shape() -> None:
+    # qa/L0_batch_input's ragged_io: an identity of a ragged input whose one flat output is
+    # cut back by each request's input (BATCH_SCATTER_WITH_INPUT_SHAPE), as Triton does.
+    layout = _layout(
+        'input [ { name: "X" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: true } ] '
+        'output [ { name: "Y" data_type: TYPE_FP32 dims: [ -1 ] } ] '
+        'batch_output [ { target_name: "Y" kind: BATCH_SCATTER_WITH_INPUT_SHAPE '
+        'source_input: "X" } ]'
+    )
+
+    def identity(merged: InferRequest) -> InferResponse:
+        x = merged.inputs[0].data
+        return InferResponse("m", "1", [InferTensor("Y", "FP32", x.shape, x)])
+
+    requests = [_request(str(n), np.full((1, n), n, np.float32)) for n in (2, 4, 1, 3)]
+    results = run_batched(layout, requests, identity)
+    for n, result in zip((2, 4, 1, 3), results, strict=True):
+        assert isinstance(result, InferResponse)
+        [y] = result.outputs
+        assert y.shape == (1, n)
+        np.testing.assert_array_equal(y.data, np.full((1, n), n, np.float32))

@@ -389,6 +389,18 @@ def test_classification_returns_top_k_value_index_strings() -> None:
     assert doc["outputs"][0]["data"] == ["0.700000:1", "9.000000:2"]
 
 
+def test_a_non_batching_models_classes_are_ranked_over_the_whole_tensor() -> None:
+    # Triton's front ends rank a non-batching model's [2, 4] output as one entry of 8 classes
+    # (qa/L0_infer_variable's nobatch models); a batching model's per batch entry.
+    scores = InferTensor(
+        "p", "FP32", (2, 4), np.array([[0.1, 0.7, 0.2, 0.0], [5, 1, 9, 3]], dtype=np.float32)
+    )
+    top = classify(scores, 3, batched=False)
+    assert top.shape == (3,)
+    assert top.data.tolist() == [b"9.000000:6", b"5.000000:4", b"3.000000:7"]
+    assert classify(scores, 3, batched=True).shape == (2, 3)
+
+
 def test_classification_appends_the_outputs_labels_where_it_has_one() -> None:
     scores = InferTensor("p", "FP32", (3,), np.array([0.1, 0.7, 0.2], dtype=np.float32))
     # Triton 2.51: "value:index:label"; a class past the labels (or with an empty one) has none.

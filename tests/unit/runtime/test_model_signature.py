@@ -105,6 +105,38 @@ def test_reshape_is_applied_to_inputs() -> None:
     assert request.inputs[1].shape == (2, 2, 3)
 
 
+# L0_infer_reshape's variable-size reshapes (gen_qa_reshape_models.py --variable): a -1 of
+# the dims is carried, in order, into the -1s of the reshape, and back for an output.
+_VARIABLE_RESHAPE = """
+name: "v"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 1, -1, 1 ] reshape: { shape: [ -1 ] } },
+        { name: "INPUT1" data_type: TYPE_INT32 dims: [ -1, 1 ] reshape: { shape: [ 1, -1 ] } } ]
+output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 1, -1, 1 ] reshape: { shape: [ -1 ] } },
+         { name: "OUTPUT1" data_type: TYPE_INT32 dims: [ 2, 4, -1, 6 ]
+           reshape: { shape: [ 8, -1, 1, 6 ] } } ]
+"""
+
+
+def test_a_variable_size_is_carried_into_an_input_reshape() -> None:
+    request = _request(_tensor("INPUT0", "INT32", (3, 1, 4, 1), "int32"),
+                       _tensor("INPUT1", "INT32", (3, 4, 1), "int32"))  # fmt: skip
+    _signature(_VARIABLE_RESHAPE).validate(request)
+    assert [t.shape for t in request.inputs] == [(3, 4), (3, 1, 4)]
+
+
+def test_a_variable_size_output_takes_its_config_dims_back() -> None:
+    sig = _signature(_VARIABLE_RESHAPE)
+    request = _request(_tensor("INPUT0", "INT32", (1, 1, 4, 1), "int32"))
+    response = InferResponse("v", "1", [
+        InferTensor("OUTPUT0", "INT32", (1, 4), np.arange(4, dtype=np.int32).reshape(1, 4)),
+        InferTensor("OUTPUT1", "INT32", (1, 8, 5, 1, 6), np.zeros((1, 8, 5, 1, 6), np.int32)),
+    ])  # fmt: skip
+    finished = sig.finish(request, response, 1)
+    assert [t.shape for t in finished.outputs] == [(1, 1, 4, 1), (1, 2, 4, 5, 6)]
+    assert [t.data.shape for t in finished.outputs] == [(1, 1, 4, 1), (1, 2, 4, 5, 6)]
+
+
 def test_flat_data_is_viewed_in_the_declared_shape() -> None:
     tensor = InferTensor("A", "FP32", (1, 2, 3), np.arange(6, dtype=np.float32))
     request = _request(tensor)

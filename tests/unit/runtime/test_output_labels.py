@@ -91,3 +91,32 @@ def test_an_oversized_label_file_is_refused(
     (tmp_path / "labels.txt").write_text("a\n" * 100)
     with pytest.raises(RepositoryError, match="over the 10 byte limit"):
         read_output_labels(_config("labels.txt"), tmp_path)
+
+
+def test_an_ensemble_output_takes_the_labels_of_the_step_that_writes_it(tmp_path: Path) -> None:
+    # Triton's core completes an ensemble's labels from its steps (qa/L0_infer_variable's
+    # simple_* ensembles classify with their composing model's labels).
+    from runtime.models.output_labels import ensemble_output_labels
+    from tritonconfig import parse_config
+
+    step = parse_config(
+        'name: "s" platform: "onnxruntime_onnx" output [ { name: "OUTPUT0" '
+        'data_type: TYPE_FP32 dims: [ 3 ] label_filename: "labels.txt" } ]',
+        "s",
+    )
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "labels.txt").write_text("a\nb\nc\n")
+    ensemble = parse_config(
+        'name: "e" platform: "ensemble" '
+        'input [ { name: "IN" data_type: TYPE_FP32 dims: [ 3 ] } ] '
+        'output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 3 ] }, '
+        '{ name: "OTHER" data_type: TYPE_FP32 dims: [ 3 ] } ] '
+        'ensemble_scheduling { step [ { model_name: "s" model_version: -1 '
+        'input_map { key: "INPUT0" value: "IN" } output_map { key: "OUTPUT0" value: "OUT" } '
+        'output_map { key: "OUTPUT1" value: "OTHER" } } ] }',
+        "e",
+    )
+    (tmp_path / "e").mkdir()
+    labels = ensemble_output_labels(ensemble, tmp_path / "e", {"s": step}.get)
+    assert labels == {"OUT": ("a", "b", "c")}  # OTHER: its step output has no labels
+    assert ensemble_output_labels(ensemble, tmp_path / "e", lambda _name: None) == {}

@@ -18,7 +18,16 @@ from thawwire.paths import model_of
 
 @pytest.mark.parametrize(
     "name",
-    ["add_sub", "resnet50", "bert-base.v2", "M_1", "_x", "9", "a" * MAX_MODEL_NAME_CHARS],
+    [
+        "add_sub",
+        "resnet50",
+        "bert-base.v2",
+        "M_1",
+        "_x",
+        "9",
+        "a" * MAX_MODEL_NAME_CHARS,
+        "nop_TYPE_FP32_4,1,2",
+    ],
 )
 def test_plain_names_pass(name: str) -> None:
     assert is_model_name(name)
@@ -27,10 +36,15 @@ def test_plain_names_pass(name: str) -> None:
 @pytest.mark.parametrize(
     "name",
     ["", ".", "..", "../etc", "a/b", "/abs", ".hidden", "-x", "a\x00b", "a\nb", "model\n",
-     "a b", "a\\b", "..a", "a..b", "$(rm)", "a;b", "é", "a" * (MAX_MODEL_NAME_CHARS + 1)],
+     "a b", "a\\b", "..a", "a..b", "$(rm)", "a;b", ",a", "é", "a" * (MAX_MODEL_NAME_CHARS + 1)],
 )  # fmt: skip
 def test_names_that_could_be_paths_or_shell_words_are_refused(name: str) -> None:
     assert not is_model_name(name)
+
+
+def test_a_name_with_dims_is_served_and_routed() -> None:
+    # Triton's QA ensembles step through `nop_TYPE_FP32_1,2` (L0_infer_reshape).
+    assert model_of("/v2/models/nop_TYPE_FP32_1,2/infer") == "nop_TYPE_FP32_1,2"
 
 
 def test_a_200_character_name_is_a_name_on_both_sides() -> None:

@@ -130,9 +130,45 @@ def test_a_config_against_each_served_versions_graph(tmp_path: Path) -> None:
 def test_a_scalar_takes_one_element_dims_without_batching_only() -> None:
     # Triton's onnxruntime backend (qa/L0_scalar_io): a 0-dimensional model tensor loads with
     # dims [1] or [1, 1], not [2], and not behind a batch dimension.
-    scalar = [("INPUT", [])]
+    scalar: list[tuple[str, list[int]]] = [("INPUT", [])]
     for dims, fits in (("[ 1 ]", True), ("[ 1, 1 ]", True), ("[ 2 ]", False)):
         config = _config(_io("INPUT", dims), _io("OUTPUT", dims), max_batch_size=0)
         assert (io_mismatch(config, scalar, [("OUTPUT", [])]) == "") is fits
     batched = _config(_io("INPUT", "[ 1 ]"), _io("OUTPUT", "[ 1 ]"))
     assert "the model expects 0 dimensions" in io_mismatch(batched, scalar, [("OUTPUT", [])])
+
+
+# qa/L0_initializer_as_input: an ONNX initializer a request may override, named in the config
+# as an optional input (Triton's onnxruntime backend does not count optional inputs).
+_INITIALIZER = """
+name: "add_with_initializer" platform: "onnxruntime_onnx" max_batch_size: 0
+input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ 5, 5 ] },
+        { name: "INITIALIZER" data_type: TYPE_FP32 dims: [ 5, 5 ] optional: true } ]
+output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: [ 5, 5 ] } ]
+"""
+
+
+def test_an_overridable_initializer_is_an_optional_input() -> None:
+    config = parse_config(_INITIALIZER, "c")
+    inputs, outputs = [("INPUT", [5, 5])], [("OUTPUT", [5, 5])]
+    assert io_mismatch(config, inputs, outputs, [("INITIALIZER", [5, 5])]) == ""
+    # Without it the model does not have the input the config names.
+    assert io_mismatch(config, inputs, outputs) == (
+        "unexpected inference input 'INITIALIZER', allowed inputs are: INPUT"
+    )
+    # An initializer's shape is judged as an input's.
+    assert "tensor 'INITIALIZER'" in io_mismatch(config, inputs, outputs, [("INITIALIZER", [4])])
+
+
+def test_a_batch_outputs_shape_is_not_the_models() -> None:
+    # qa/L0_batch_input's ragged_io: OUTPUT0 is scattered back to each request in its input's
+    # shape (BATCH_SCATTER_WITH_INPUT_SHAPE), so the model's [-1] need not be [-1, -1].
+    config = parse_config(
+        'name: "ragged_io" platform: "onnxruntime_onnx" max_batch_size: 4 '
+        'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: true } ] '
+        'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ] '
+        'batch_output [ { target_name: "OUTPUT0" kind: BATCH_SCATTER_WITH_INPUT_SHAPE '
+        'source_input: "INPUT0" } ]',
+        "c",
+    )
+    assert io_mismatch(config, [("INPUT0", [-1])], [("OUTPUT0", [-1])]) == ""

@@ -1,0 +1,65 @@
+"""Which config datatypes a TorchScript model may take and return, and Triton's libtorch
+backend's words for one it may not (qa/L0_libtorch_io_types).
+
+PyTorch has tensors of BOOL, UINT8, INT8, INT16, INT32, INT64, FP16, FP32 and FP64 in Triton's
+libtorch backend (`ModelConfigDataTypeToTorchType`), and of BF16 here (`torch.bfloat16`: Thaw
+takes it; Triton 2.51's backend does not); STRING inputs and outputs are lists of strings
+(runtime.backends.torch_strings). The others (UINT16, UINT32, UINT64: PyTorch's unsigned
+tensors beyond uint8 lack most operators) of an input, output or state refuse the load, as
+does a sequence's CORRID control of any but those tensor types, in the order Triton checks
+them: inputs, the CORRID control, states, outputs.
+"""
+
+from __future__ import annotations
+
+from tritonconfig.schema import mc
+
+__all__ = ["TORCH_DATATYPES", "unsupported_datatype"]
+
+TORCH_DATATYPES = frozenset(
+    {"BOOL", "UINT8", "INT8", "INT16", "INT32", "INT64", "FP16", "BF16", "FP32", "FP64"}
+)
+
+
+def _name(data_type: int) -> str:
+    return mc.DataType.Name(data_type)
+
+
+def _tensor_type(data_type: int) -> bool:
+    return _name(data_type).removeprefix("TYPE_") in TORCH_DATATYPES
+
+
+def _io_type(data_type: int) -> bool:
+    return _tensor_type(data_type) or _name(data_type) == "TYPE_STRING"
+
+
+def unsupported_datatype(config: mc.ModelConfig, model: str) -> str | None:
+    """Triton's text for the first datatype of `config` PyTorch cannot hold, else None."""
+    for io in config.input:
+        if not _io_type(io.data_type):
+            return (
+                f"unsupported datatype {_name(io.data_type)} for input '{io.name}' for model "
+                f"'{model}'"
+            )
+    sequence = config.sequence_batching
+    for control_input in sequence.control_input:
+        for control in control_input.control:
+            corrid = control.kind == mc.ModelSequenceBatching.Control.CONTROL_SEQUENCE_CORRID
+            if corrid and not _tensor_type(control.data_type):
+                return (
+                    f"input '{control_input.name}' type '{_name(control.data_type)}' is not "
+                    "supported by PyTorch."
+                )
+    for state in sequence.state:
+        if not _io_type(state.data_type):
+            return (
+                f"unsupported datatype {_name(state.data_type)} for input state "
+                f"'{state.input_name}' for model '{model}'"
+            )
+    for io in config.output:
+        if not _io_type(io.data_type):
+            return (
+                f"unsupported datatype {_name(io.data_type)} for output '{io.name}' for model "
+                f"'{model}'"
+            )
+    return None
