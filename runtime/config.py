@@ -11,6 +11,7 @@ from runtime.header_forward import compile_pattern
 from thawserver import connection_limits, ranges
 from thawserver.connection_limits import ConnectionLimits
 from thawserver.grpc_compression import GRPC_COMPRESSION_LEVELS
+from thawserver.grpc_tls import GrpcTls
 from thawserver.redaction import Redactor
 from thawserver.restricted_protocols import (
     Category,
@@ -116,6 +117,9 @@ class ServeConfig:
     grpc_max_message_bytes: int | None = None  # None: `max_body_bytes`
     # tritonserver's `--grpc-infer-response-compression-level` (thawserver.grpc_compression)
     grpc_response_compression_level: str = "none"
+    # tritonserver's `--grpc-use-ssl[-mutual]` and certificate files, read and checked at
+    # start (thawserver.grpc_tls); None: plaintext gRPC
+    grpc_tls: GrpcTls | None = None
     allow_metrics: bool = True  # False: no metrics at all (neither port serves /metrics)
     metrics_host: str | None = None  # None: `host`
     metrics_port: int = 8002

@@ -21,6 +21,7 @@ module name (several import aiohttp or grpc); this `__init__` imports nothing, b
     grpc_status           the gRPC status code of each v2 error
     grpc_bind             both servers' gRPC bind; a refusal in the system's words
     grpc_compression      tritonserver's gRPC response compression level: values, server option
+    grpc_tls              tritonserver's gRPC TLS flags: files read and checked once, credentials
     shm_api               the shared-memory extension's calls: register, status, unregister
     shm_registry          the system shared-memory regions clients registered
     settings_api          the logging and trace extensions' calls, REST and gRPC

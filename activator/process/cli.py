@@ -57,6 +57,7 @@ from thawserver.cache_flags import add_cache_arguments
 from thawserver.fd_limit import bounded_by_fd_limit
 from thawserver.flag_names import as_typed
 from thawserver.grpc_compression import add_compression_argument
+from thawserver.grpc_tls import add_tls_arguments, tls_from_args
 from thawserver.limit_flags import add_body_timeout_argument, add_limit_arguments
 from thawserver.log_control import LogControl
 from thawserver.rate_limit_flags import add_rate_limit_arguments
@@ -143,6 +144,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             help=f"serve the {name} port (default true)",
         )  # fmt: skip
     add_compression_argument(triton, responses="the gRPC front door's responses (as thaw serve)")
+    add_tls_arguments(triton, where="the gRPC front door (replicas behind it: loopback plaintext)")
     p.add_argument(
         "--cache",
         type=Path,
@@ -424,6 +426,7 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
     try:  # thaw serve's parse and check, in tritonserver's words
         grpc_restrictions = parse_restrictions(args.grpc_restricted_protocol)
         http_restrictions = parse_http_restrictions(args.http_restricted_api)
+        grpc_tls = tls_from_args(args) if grpc_port is not None else None
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     host_bytes = host_cache_bytes(args.host_cache_bytes, kubernetes=kubernetes)
@@ -454,6 +457,7 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
         scaler=_scaler_config(args),
         grpc_port=grpc_port,
         grpc_response_compression_level=args.grpc_response_compression_level,
+        grpc_tls=grpc_tls,
         metrics_port=metrics_port,
         gpu_hour_price=args.gpu_hour_price,
         http_restrictions=http_restrictions,

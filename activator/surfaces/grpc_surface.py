@@ -37,6 +37,7 @@ from thawserver.connection_limits import (
     grpc_server_options,
 )
 from thawserver.grpc_bind import bind_grpc_port
+from thawserver.grpc_tls import GrpcTls, server_credentials
 from thawserver.grpc_compression import grpc_compression_options
 from thawserver.grpc_routes import parsed, service_handler
 from thawserver.grpc_status import grpc_status
@@ -232,6 +233,7 @@ def bind_grpc_server(
     max_message_bytes: int,
     limits: ConnectionLimits | None = None,
     compression_level: str = "none",
+    tls: GrpcTls | None = None,
 ) -> tuple[grpc.aio.Server, str]:
     """A gRPC server bound to `host:port` (0: a free port, bound here, so nothing can take it
     before it starts) and that bound `host:port`; not started (`start_grpc_server`). OSError
@@ -239,7 +241,7 @@ def bind_grpc_server(
     RESOURCE_EXHAUSTED; no SO_REUSEPORT (a port in use is an error, never silently shared); the
     connection `limits` as grpc options (handshake deadline, idle GOAWAY, connection and call
     caps); responses compressed at tritonserver's `compression_level`
-    (thawserver.grpc_compression)."""
+    (thawserver.grpc_compression); over TLS with `tls` (thawserver.grpc_tls)."""
     limits = limits if limits is not None else ConnectionLimits()
     server = grpc.aio.server(
         options=[
@@ -252,7 +254,8 @@ def bind_grpc_server(
         ],
         maximum_concurrent_rpcs=grpc_max_concurrent_rpcs(limits),
     )
-    return server, bind_grpc_port(server, host, port)
+    credentials = server_credentials(tls) if tls is not None else None
+    return server, bind_grpc_port(server, host, port, credentials)
 
 
 async def start_grpc_server(server: grpc.aio.Server, surface: GrpcSurface) -> None:

@@ -118,7 +118,7 @@ def test_log_flags_lower_the_level() -> None:
 
 @pytest.mark.parametrize(
     "flag",
-    ["--grpc-use-ssl=true", "--vertex-ai-port=1",
+    ["--grpc-keepalive-time=1", "--vertex-ai-port=1",
      "--model-config-name=x", "--reuse-grpc-port=true", "--id=x"],
 )  # fmt: skip
 def test_an_unsupported_tritonserver_flag_is_refused_by_name(
