@@ -156,4 +156,3 @@ class _EncryptedKey(Exception):
 
 def _no_password() -> bytes:
     raise _EncryptedKey
-

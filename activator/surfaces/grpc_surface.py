@@ -37,10 +37,10 @@ from thawserver.connection_limits import (
     grpc_server_options,
 )
 from thawserver.grpc_bind import bind_grpc_port
-from thawserver.grpc_tls import GrpcTls, server_credentials
 from thawserver.grpc_compression import grpc_compression_options
 from thawserver.grpc_routes import parsed, service_handler
 from thawserver.grpc_status import grpc_status
+from thawserver.grpc_tls import GrpcTls, server_credentials
 from thawserver.settings_api import SettingsApi
 from thawserver.shm_api import grpc_shm_methods
 from thawserver.shm_registry import SystemSharedMemory

@@ -39,5 +39,6 @@ def test_an_unknown_flag_is_refused_by_the_command_it_was_given_to() -> None:
         )
         assert proc.returncode == 2
         assert proc.stderr.startswith(f"usage: {prog} ")
-        unknown = " ".join(argv[argv.index("--bogus" if "--bogus" in argv else "--grpc-keepalive-time") :])
+        first = "--bogus" if "--bogus" in argv else "--grpc-keepalive-time"
+        unknown = " ".join(argv[argv.index(first) :])
         assert proc.stderr.splitlines()[-1] == f"{prog}: error: unrecognized arguments: {unknown}"
