@@ -110,7 +110,8 @@ conformance: install
 		$(PY) -m tests.conformance.triton_l0_shared_memory --server up; ushm=$$?; \
 		$(PY) -m tests.conformance.triton_openai; oa=$$?; \
 		$(PY) -m tests.conformance.triton_client_examples --server serve --server up; ex=$$?; \
-		exit $$((http | qa | shm | uhttp | uqa | ushm | oa | ex))'
+		$(PY) -m tests.conformance.triton_l0_secure_grpc --server serve --server up; tls=$$?; \
+		exit $$((http | qa | shm | uhttp | uqa | ushm | oa | ex | tls))'
 
 # The container images with podman (docs/image.md): deploy/image/build.sh installs podman, runc
 # and debootstrap when missing (root, Debian), makes the Debian base image when missing, and
