@@ -111,7 +111,8 @@ conformance: install
 		$(PY) -m tests.conformance.triton_openai; oa=$$?; \
 		$(PY) -m tests.conformance.triton_client_examples --server serve --server up; ex=$$?; \
 		$(PY) -m tests.conformance.triton_l0_secure_grpc --server serve --server up; tls=$$?; \
-		exit $$((http | qa | shm | uhttp | uqa | ushm | oa | ex | tls))'
+		$(PY) -m tests.conformance.triton_l0_data_compression --server serve --server up; dc=$$?; \
+		exit $$((http | qa | shm | uhttp | uqa | ushm | oa | ex | tls | dc))'
 
 # The container images with podman (docs/image.md): deploy/image/build.sh installs podman, runc
 # and debootstrap when missing (root, Debian), makes the Debian base image when missing, and

@@ -1,5 +1,5 @@
-"""The qa/L0_secure_grpc runner: test.sh's steps per start, its mutated client files, and a
-run without mirrors that says so and passes."""
+"""The qa/L0_secure_grpc and qa/L0_data_compression runners: test.sh's client runs, the mutated
+client files, and a run without mirrors that says so and passes."""
 
 from __future__ import annotations
 
@@ -30,3 +30,15 @@ def test_the_mutated_copy_capitalises_each_word_as_test_shs_sed(tmp_path: Path) 
 def test_without_mirrors_the_run_is_skipped(capsys: pytest.CaptureFixture[str]) -> None:
     assert runner.main(["--mirror", "", "--client-mirror", ""]) == 0
     assert "skipped" in capsys.readouterr().err
+
+
+def test_the_data_compression_runs_are_test_shs_twelve_python_client_runs() -> None:
+    from tests.conformance import triton_l0_data_compression as compression
+
+    made = compression.runs()
+    assert len(made) == 12
+    assert all(
+        a.count("gzip") + a.count("deflate") >= 1 and a.count("gzip") < 2 and a.count("deflate") < 2
+        for _, _, a in made
+    )
+    assert compression.main(["--mirror", "", "--client-mirror", ""]) == 0
