@@ -1,5 +1,5 @@
-"""The qa/L0_secure_grpc and qa/L0_data_compression runners: test.sh's client runs, the mutated
-client files, and a run without mirrors that says so and passes."""
+"""The qa/L0_secure_grpc, qa/L0_data_compression and qa/L0_http_fuzz runners: test.sh's client
+runs, the mutated client files, and a run without mirrors (or boofuzz) that says so and passes."""
 
 from __future__ import annotations
 
@@ -42,3 +42,12 @@ def test_the_data_compression_runs_are_test_shs_twelve_python_client_runs() -> N
         for _, _, a in made
     )
     assert compression.main(["--mirror", "", "--client-mirror", ""]) == 0
+
+
+def test_the_http_fuzz_run_without_boofuzz_says_so_and_passes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.conformance import triton_l0_http_fuzz as fuzz
+
+    assert fuzz.main(["--mirror", "", "--boofuzz-path", str(tmp_path)]) == 0
+    assert "boofuzz not installed" in capsys.readouterr().err
