@@ -42,12 +42,13 @@ class GrpcTls:
     mutual: bool = False
 
 
-def add_tls_arguments(parser: argparse._ActionsContainer, *, where: str) -> None:
-    """The five flags on `parser`; `where` names the listener they secure, for the help."""
+def add_tls_arguments(parser: argparse._ActionsContainer, *, where: str, note: str = "") -> None:
+    """The five flags on `parser`; `where` names the listener they secure and `note` (a
+    sentence) says more about it, for the help."""
     parser.add_argument(
         "--grpc-use-ssl", type=triton_bool, default=False, metavar="BOOL",
         help=f"serve {where} over TLS (default false): needs --grpc-server-cert and "
-        "--grpc-server-key",
+        f"--grpc-server-key{note and '. ' + note}",
     )  # fmt: skip
     parser.add_argument(
         "--grpc-use-ssl-mutual", type=triton_bool, default=None, metavar="BOOL",

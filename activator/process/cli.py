@@ -144,7 +144,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             help=f"serve the {name} port (default true)",
         )  # fmt: skip
     add_compression_argument(triton, responses="the gRPC front door's responses (as thaw serve)")
-    add_tls_arguments(triton, where="the gRPC front door (replicas behind it: loopback plaintext)")
+    add_tls_arguments(
+        triton, where="the gRPC front door",
+        note="The replicas behind it are reached in plaintext over loopback",
+    )  # fmt: skip
     p.add_argument(
         "--cache",
         type=Path,
