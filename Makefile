@@ -115,7 +115,9 @@ conformance: install
 		$(PY) -m tests.conformance.triton_client_examples --server serve --server up; ex=$$?; \
 		$(PY) -m tests.conformance.triton_storage_s3_local --server serve --server up; s3=$$?; \
 		$(PY) -m tests.conformance.perf_analyzer_runs; pa=$$?; \
-		exit $$((http | qa | shm | uhttp | uqa | ushm | oa | ex | s3 | pa))'
+		$(PY) -m tests.conformance.triton_l0_secure_grpc --server serve --server up; tls=$$?; \
+		$(PY) -m tests.conformance.triton_l0_data_compression --server serve --server up; dc=$$?; \
+		exit $$((http | qa | shm | uhttp | uqa | ushm | oa | ex | s3 | pa | tls | dc))'
 
 # The container images with podman (docs/image.md): deploy/image/build.sh installs podman, runc
 # and debootstrap when missing (root, Debian), makes the Debian base image when missing, and

@@ -21,6 +21,7 @@ from activator.scaler.kube_config import KubernetesConfig, is_class_name
 from activator.scaler.local_config import LocalConfig
 from thawserver.connection_limits import ConnectionLimits
 from thawserver.grpc_keepalive import GrpcKeepalive
+from thawserver.grpc_tls import GrpcTls
 from thawserver.ranges import number, out_of_range
 from thawserver.redaction import Redactor
 from thawserver.restricted_protocols import Category, Restriction
@@ -311,6 +312,10 @@ class ActivatorConfig:
     # tritonserver's gRPC keepalive and HTTP/2 ping flags at the front door
     # (thawserver.grpc_keepalive); a replica's gRPC port is the activator's alone
     grpc_keepalive: GrpcKeepalive = field(default_factory=GrpcKeepalive)
+    # tritonserver's `--grpc-use-ssl[-mutual]` at the gRPC front door, files read and checked
+    # at start (thawserver.grpc_tls); None: plaintext. Replicas behind it are reached over
+    # loopback plaintext, as the HTTP front door reaches them.
+    grpc_tls: GrpcTls | None = None
     metrics_port: int | None = 8002
     # The status page and cost view (activator.observe.history, activator.observe.cost): a
     # sample of every model per interval, the last `history_samples` kept; money =

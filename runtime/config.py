@@ -12,6 +12,7 @@ from thawserver import connection_limits, ranges
 from thawserver.connection_limits import ConnectionLimits
 from thawserver.grpc_compression import GRPC_COMPRESSION_LEVELS
 from thawserver.grpc_keepalive import GrpcKeepalive
+from thawserver.grpc_tls import GrpcTls
 from thawserver.redaction import Redactor
 from thawserver.restricted_protocols import (
     Category,
@@ -124,6 +125,9 @@ class ServeConfig:
     server_id: str = "triton"
     # tritonserver's gRPC keepalive and HTTP/2 ping flags (thawserver.grpc_keepalive)
     grpc_keepalive: GrpcKeepalive = field(default_factory=GrpcKeepalive)
+    # tritonserver's `--grpc-use-ssl[-mutual]` and certificate files, read and checked at
+    # start (thawserver.grpc_tls); None: plaintext gRPC
+    grpc_tls: GrpcTls | None = None
     allow_metrics: bool = True  # False: no metrics at all (neither port serves /metrics)
     metrics_host: str | None = None  # None: `host`
     metrics_port: int = 8002

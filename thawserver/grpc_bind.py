@@ -1,7 +1,9 @@
 """Where a gRPC server listens: both servers' one bind (`thaw serve`'s, `thaw up`'s front door).
 
-    bind_grpc_port(server, host, port)  the server bound, its `HOST:PORT` (the port chosen for
-                                        0); OSError "cannot listen for gRPC on HOST:PORT: why"
+    bind_grpc_port(server, host, port, credentials=None)
+                                        the server bound (over TLS with `credentials`,
+                                        thawserver.grpc_tls), its `HOST:PORT` (the port chosen
+                                        for 0); OSError "cannot listen for gRPC on HOST:PORT: why"
     bind_problem(host, port)            why `host:port` cannot be bound now, in the system's words
 
 grpc's own refusal of a port in use is "Failed to bind to address HOST:PORT; set
@@ -24,14 +26,18 @@ def _target_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-def bind_grpc_port(server: Any, host: str, port: int) -> str:
-    """Bind `server` (a `grpc.aio.Server`, not started) to `host:port`; its bound `HOST:PORT`."""
+def bind_grpc_port(server: Any, host: str, port: int, credentials: Any = None) -> str:
+    """Bind `server` (a `grpc.aio.Server`, not started) to `host:port`, plaintext or, with
+    `credentials` (`grpc.ServerCredentials`), TLS; its bound `HOST:PORT`."""
     target = f"{_target_host(host)}:{port}"
     problem = bind_problem(host, port)
     if problem is not None:
         raise OSError(f"cannot listen for gRPC on {target}: {problem}")
     try:
-        bound = server.add_insecure_port(target)
+        if credentials is None:
+            bound = server.add_insecure_port(target)
+        else:
+            bound = server.add_secure_port(target, credentials)
     except RuntimeError as exc:  # grpcio >= 1.50: "Failed to bind to address ..."
         raise OSError(f"cannot listen for gRPC on {target}: {exc}") from exc
     if bound == 0:  # older grpcio report a failed bind this way

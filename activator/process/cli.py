@@ -59,6 +59,7 @@ from thawserver.fd_limit import bounded_by_fd_limit
 from thawserver.flag_names import as_typed
 from thawserver.grpc_compression import add_compression_argument
 from thawserver.grpc_keepalive import add_keepalive_arguments, keepalive_from
+from thawserver.grpc_tls import add_tls_arguments, tls_from_args
 from thawserver.limit_flags import add_body_timeout_argument, add_limit_arguments
 from thawserver.log_control import LogControl
 from thawserver.model_config_name_flag import add_model_config_name_argument
@@ -159,6 +160,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     triton.add_argument(
         "--id", dest="server_id", default="triton", metavar="ID",
         help="this server's identifier: the `name` of its server metadata (default triton)",
+    )  # fmt: skip
+    add_tls_arguments(
+        triton, where="the gRPC front door",
+        note="The replicas behind it are reached in plaintext over loopback",
     )  # fmt: skip
     p.add_argument(
         "--cache",
@@ -442,6 +447,7 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
     try:  # thaw serve's parse and check, in tritonserver's words
         grpc_restrictions = parse_restrictions(args.grpc_restricted_protocol)
         http_restrictions = parse_http_restrictions(args.http_restricted_api)
+        grpc_tls = tls_from_args(args) if grpc_port is not None else None
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     host_bytes = host_cache_bytes(args.host_cache_bytes, kubernetes=kubernetes)
@@ -475,6 +481,7 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
         grpc_keepalive=keepalive_from(args),
         server_id=args.server_id,
         model_config_name=args.model_config_name or "",
+        grpc_tls=grpc_tls,
         metrics_port=metrics_port,
         gpu_hour_price=args.gpu_hour_price,
         http_restrictions=http_restrictions,

@@ -200,7 +200,12 @@ async def _start_triton_ports(
             ports.surface = GrpcSurface(app[FLEET], app[SHARED_MEMORY], settings=app[SETTINGS])
             await start_grpc_server(ports.grpc, ports.surface)
             ports.lines.append(surface_line(Surface.GRPC, address))
-            logger.info("thaw up: gRPC on %s", address)
+            tls = config.grpc_tls
+            logger.info(
+                "thaw up: gRPC on %s%s", address,
+                "" if tls is None else " (TLS, client certificates required)" if tls.mutual
+                else " (TLS)",
+            )  # fmt: skip
         if config.metrics_port is not None:
             metrics = metrics_app(app[FLEET])
             ports.metrics = web.AppRunner(metrics, access_log=None)
@@ -245,7 +250,11 @@ def _bind(config: ActivatorConfig) -> tuple[socket.socket, tuple[Any, str] | Non
         http_port=listener.getsockname()[1],
         grpc_port=grpc_port,
         front_door_url=_front_door_url(listener),
-        front_door_grpc=_front_door_grpc(config.host, grpc_port),
+        # A TLS front door is not one a replica's plaintext channel can reach: its BLS
+        # streams then go as HTTP infers (runtime.direct.front_door).
+        front_door_grpc=_front_door_grpc(config.host, grpc_port)
+        if config.grpc_tls is None
+        else None,
     )
     return listener, grpc_bound, bound
 
@@ -266,7 +275,7 @@ def _bind_grpc(config: ActivatorConfig) -> tuple[Any, str]:
         config.host, config.grpc_port,
         max_message_bytes=config.max_body_bytes, limits=config.connections,
         compression_level=config.grpc_response_compression_level,
-        keepalive=config.grpc_keepalive,
+        keepalive=config.grpc_keepalive, tls=config.grpc_tls,
     )  # fmt: skip
 
 

@@ -41,6 +41,7 @@ from thawserver.grpc_compression import grpc_compression_options
 from thawserver.grpc_keepalive import GrpcKeepalive, grpc_keepalive_options
 from thawserver.grpc_routes import parsed, service_handler
 from thawserver.grpc_status import grpc_status
+from thawserver.grpc_tls import GrpcTls, server_credentials
 from thawserver.settings_api import SettingsApi
 from thawserver.shm_api import grpc_shm_methods
 from thawserver.shm_registry import SystemSharedMemory
@@ -236,6 +237,7 @@ def bind_grpc_server(
     limits: ConnectionLimits | None = None,
     compression_level: str = "none",
     keepalive: GrpcKeepalive | None = None,
+    tls: GrpcTls | None = None,
 ) -> tuple[grpc.aio.Server, str]:
     """A gRPC server bound to `host:port` (0: a free port, bound here, so nothing can take it
     before it starts) and that bound `host:port`; not started (`start_grpc_server`). OSError
@@ -244,7 +246,7 @@ def bind_grpc_server(
     connection `limits` as grpc options (handshake deadline, idle GOAWAY, connection and call
     caps); responses compressed at tritonserver's `compression_level`
     (thawserver.grpc_compression); tritonserver's `keepalive` and HTTP/2 ping settings
-    (thawserver.grpc_keepalive)."""
+    (thawserver.grpc_keepalive); over TLS with `tls` (thawserver.grpc_tls)."""
     limits = limits if limits is not None else ConnectionLimits()
     server = grpc.aio.server(
         options=[
@@ -258,7 +260,8 @@ def bind_grpc_server(
         ],
         maximum_concurrent_rpcs=grpc_max_concurrent_rpcs(limits),
     )
-    return server, bind_grpc_port(server, host, port)
+    credentials = server_credentials(tls) if tls is not None else None
+    return server, bind_grpc_port(server, host, port, credentials)
 
 
 async def start_grpc_server(server: grpc.aio.Server, surface: GrpcSurface) -> None:

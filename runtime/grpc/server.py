@@ -8,7 +8,8 @@ client connection; and the connection limits of `--head-timeout-s`, `--idle-time
 and `--max-connections` (thawserver.connection_limits.grpc_server_options). Responses are
 compressed at tritonserver's `--grpc-infer-response-compression-level`
 (thawserver.grpc_compression); keepalive and HTTP/2 pings follow tritonserver's flags
-(thawserver.grpc_keepalive).
+(thawserver.grpc_keepalive). With tritonserver's `--grpc-use-ssl[-mutual]` it listens over TLS
+(thawserver.grpc_tls), and nothing else changes.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from thawserver.connection_limits import grpc_max_concurrent_rpcs, grpc_server_o
 from thawserver.grpc_bind import bind_grpc_port
 from thawserver.grpc_compression import grpc_compression_options
 from thawserver.grpc_keepalive import grpc_keepalive_options
+from thawserver.grpc_tls import GrpcTls, server_credentials
 
 __all__ = ["MAX_STREAMS_PER_CONNECTION", "GrpcServer"]
 
@@ -40,6 +42,7 @@ class GrpcServer:
     def __init__(self, config: ServeConfig, routes: Any) -> None:
         self._host = config.grpc_host or config.host
         self._port = config.grpc_port
+        self._tls = config.grpc_tls
         self._server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", config.grpc_max_message),
@@ -59,14 +62,21 @@ class GrpcServer:
         """Bind and start serving; the bound address (`HOST:PORT`, the port chosen when 0).
         ServingError when the address cannot be bound."""
         try:
-            address = bind_grpc_port(self._server, self._host, self._port)
+            credentials = server_credentials(self._tls) if self._tls is not None else None
+            address = bind_grpc_port(self._server, self._host, self._port, credentials)
         except OSError as exc:
             raise ServingError(str(exc)) from exc
         await self._server.start()
         self.address = address
-        logger.info("gRPC listening on %s", self.address)
+        logger.info("gRPC listening on %s%s", self.address, _tls_words(self._tls))
         return self.address
 
     async def stop(self, grace_s: float) -> None:
         """Stop accepting calls; calls in flight get `grace_s` seconds, then are cancelled."""
         await self._server.stop(grace_s)
+
+
+def _tls_words(tls: GrpcTls | None) -> str:
+    if tls is None:
+        return ""
+    return " (TLS, client certificates required)" if tls.mutual else " (TLS)"

@@ -27,6 +27,7 @@ from thawserver.cache_flags import add_cache_arguments, cache_bytes
 from thawserver.fd_limit import bounded_by_fd_limit
 from thawserver.flag_names import as_typed
 from thawserver.grpc_keepalive import keepalive_from
+from thawserver.grpc_tls import tls_from_args
 from thawserver.limit_flags import add_body_timeout_argument, add_limit_arguments, limits_from_args
 from thawserver.log_control import LogControl
 from thawserver.lora_flags import add_lora_argument
@@ -322,6 +323,7 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
             args, info=args.log_info, warning=args.log_warning, error=args.log_error,
             verbose_level=max(args.log_verbose, 1 if args.log_level.lower() == "debug" else 0),
         )  # fmt: skip
+        grpc_tls = tls_from_args(args) if args.allow_grpc else None
         internal_calls = (
             InternalCalls(read_token(args.internal_token_file), args.max_internal_body_bytes)
             if args.internal_token_file is not None
@@ -333,6 +335,7 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
         repository=repositories[0],
         more_repositories=tuple(repositories[1:]),
         **_surfaces(args),
+        grpc_tls=grpc_tls,
         model_namespacing=args.model_namespacing,
         model_config_name=args.model_config_name or "",
         strict_readiness=args.strict_readiness,

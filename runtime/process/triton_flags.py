@@ -9,7 +9,9 @@ A launch script written for `tritonserver` runs unchanged when it uses what Thaw
 deprecated `--trace-file|level|rate|count|log-frequency`), `--backend-config`,
 `--model-load-thread-count`, `--model-namespacing`, `--rate-limit`, `--rate-limit-resource`,
 `--http-header-forward-pattern`, `--grpc-header-forward-pattern`, `--grpc-restricted-protocol`,
-`--http-restricted-api`, `--grpc-infer-response-compression-level`; Triton's booleans take
+`--http-restricted-api`, `--grpc-infer-response-compression-level`, `--grpc-use-ssl`,
+`--grpc-use-ssl-mutual`, `--grpc-server-cert|key`, `--grpc-root-cert` (thawserver.grpc_tls);
+Triton's booleans take
 `true|false|1|0|on|off` as `--flag=VALUE` or `--flag VALUE`. `--backend-directory` is where
 Python-based backends are found (`DIR/NAME/model.py`, as Triton runs vllm_backend); Thaw's own
 backends are built in. Performance knobs with no meaning here (thread counts of Triton's C++
@@ -39,6 +41,7 @@ from thawserver.backend_config_flags import (
 from thawserver.bool_flag import triton_bool
 from thawserver.grpc_compression import add_compression_argument
 from thawserver.grpc_keepalive import add_keepalive_arguments
+from thawserver.grpc_tls import add_tls_arguments
 from thawserver.model_config_name_flag import add_model_config_name_argument
 from thawserver.rate_limit_flags import add_rate_limit_arguments
 from thawserver.restricted_protocols import add_restriction_arguments
@@ -152,6 +155,7 @@ def add_triton_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--id", dest="server_id", default="triton", metavar="ID",
                    help="this server's identifier: the `name` of its server metadata "
                    "(default triton)")  # fmt: skip
+    add_tls_arguments(g, where="the gRPC endpoint")
     g.add_argument(
         "--grpc-max-message-bytes", type=int, default=None, metavar="N",
         help="largest gRPC message accepted (RESOURCE_EXHAUSTED above; default --max-body-bytes)",

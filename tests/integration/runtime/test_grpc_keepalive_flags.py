@@ -73,9 +73,7 @@ def test_thaw_up_front_door_closes_connections_at_their_max_age(tmp_path: Path) 
         ("--grpc-keepalive-permit-without-calls=maybe", "--grpc-keepalive-permit-without-calls"),
     ],
 )
-def test_bad_values_are_refused_at_start(
-    command: str, flag: str, why: str, tmp_path: Path
-) -> None:
+def test_bad_values_are_refused_at_start(command: str, flag: str, why: str, tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "thaw.cli", command, str(tmp_path), "--port", "0", flag],
         capture_output=True, text=True, timeout=60,

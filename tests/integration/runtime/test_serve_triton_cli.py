@@ -47,9 +47,9 @@ def _broken(repo: Path) -> None:
 
 
 def test_a_tritonserver_flag_thaw_lacks_is_refused_by_name(tmp_path: Path) -> None:
-    proc = _thaw(f"--model-repository={tmp_path}", "--grpc-use-ssl=true")
+    proc = _thaw(f"--model-repository={tmp_path}", "--reuse-grpc-port=true")
     assert proc.returncode == 2
-    assert "tritonserver flag --grpc-use-ssl is not supported by thaw serve" in proc.stderr
+    assert "tritonserver flag --reuse-grpc-port is not supported by thaw serve" in proc.stderr
     proc = _thaw("--model-repository", str(tmp_path), "--model-load-retry-count", "3")
     assert proc.returncode == 2
     refused = "tritonserver flag --model-load-retry-count is not supported by thaw serve"

@@ -27,10 +27,10 @@ def test_serve_help_names_the_repository_argument() -> None:
 
 
 def test_an_unknown_flag_is_refused_by_the_command_it_was_given_to() -> None:
-    """`thaw up REPO --grpc-use-ssl true` names `thaw up` and its usage, not the top-level
+    """`thaw up REPO --sagemaker-port 1` names `thaw up` and its usage, not the top-level
     `thaw [-h] COMMAND ...` (argparse's default for a subcommand's unknown flags)."""
     for argv, prog in (
-        (["up", "/tmp", "--grpc-use-ssl", "true"], "thaw up"),
+        (["up", "/tmp", "--sagemaker-port", "1"], "thaw up"),
         (["snapshot", "ls", "--store", "/tmp", "--bogus"], "thaw snapshot ls"),
         (["status", "--bogus"], "thaw status"),
     ):
@@ -39,5 +39,6 @@ def test_an_unknown_flag_is_refused_by_the_command_it_was_given_to() -> None:
         )
         assert proc.returncode == 2
         assert proc.stderr.startswith(f"usage: {prog} ")
-        unknown = " ".join(argv[argv.index("--bogus" if "--bogus" in argv else "--grpc-use-ssl") :])
+        first = "--bogus" if "--bogus" in argv else "--sagemaker-port"
+        unknown = " ".join(argv[argv.index(first) :])
         assert proc.stderr.splitlines()[-1] == f"{prog}: error: unrecognized arguments: {unknown}"
