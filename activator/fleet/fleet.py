@@ -483,7 +483,8 @@ class Fleet:
             for name in self.endpoints
             if self.load_states.loaded(name)
         }
-        return render(with_zeros(merge_families(pages), served).values())
+        families = with_zeros(merge_families(pages), served, self.config.metrics_settings)
+        return render(families.values())
 
     def _publish_state(self, model: str, state: ModelState) -> None:
         for each in ModelState:

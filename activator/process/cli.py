@@ -59,6 +59,7 @@ from thawserver.flag_names import as_typed
 from thawserver.grpc_compression import add_compression_argument
 from thawserver.limit_flags import add_body_timeout_argument, add_limit_arguments
 from thawserver.log_control import LogControl
+from thawserver.metrics_config_flags import add_metrics_config_argument, parse_metrics_config
 from thawserver.rate_limit_flags import add_rate_limit_arguments
 from thawserver.restricted_protocols import (
     add_restriction_arguments,
@@ -382,6 +383,7 @@ def _add_header_forward_arguments(p: argparse.ArgumentParser) -> None:
         )  # fmt: skip
     add_rate_limit_arguments(group, replicas=True)
     add_backend_config_argument(group, replicas=True)
+    add_metrics_config_argument(group, replicas=True)
 
 
 def _add_connection_arguments(p: argparse.ArgumentParser) -> None:
@@ -424,12 +426,14 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
     try:  # thaw serve's parse and check, in tritonserver's words
         grpc_restrictions = parse_restrictions(args.grpc_restricted_protocol)
         http_restrictions = parse_http_restrictions(args.http_restricted_api)
+        metrics_settings = parse_metrics_config(args.metrics_config)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     host_bytes = host_cache_bytes(args.host_cache_bytes, kubernetes=kubernetes)
     cache = args.cache or (None if kubernetes else Path(os.path.expanduser("~/.cache/thaw/images")))
     return ActivatorConfig(
         **repositories,
+        metrics_settings=metrics_settings,
         host=args.host,
         port=args.port,
         cache_dir=cache,

@@ -30,6 +30,7 @@ from thawserver.limit_flags import add_body_timeout_argument, add_limit_argument
 from thawserver.log_control import LogControl
 from thawserver.lora_flags import add_lora_argument
 from thawserver.max_tokens_flag import add_default_max_tokens_argument
+from thawserver.metrics_config_flags import parse_metrics_config
 from thawserver.repository_flags import model_repositories, strict_model_config_warnings
 from thawserver.settings_flags import log_settings, trace_setting
 from thawserver.tool_call_flags import add_tool_call_arguments
@@ -304,6 +305,7 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
     try:
         backend_config = backend_settings(args.backend_config)
         rate_limit = parse_mode(args.rate_limit)
+        metrics_settings = parse_metrics_config(args.metrics_config)
         resources = tuple(parse_resource(text) for text in args.rate_limit_resource)
         trace_defaults = trace_setting(args)
         logs = log_settings(
@@ -326,6 +328,7 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
         exit_on_error=args.exit_on_error,
         auto_complete_config=not (args.disable_auto_complete_config or args.strict_model_config),
         model_load_threads=args.model_load_thread_count,
+        metrics_settings=metrics_settings,
         rate_limit=rate_limit.value,
         rate_limit_resources=tuple((r.name, r.count, r.device) for r in resources),
         backend_config=backend_config,
@@ -536,7 +539,7 @@ async def _serve(config: ServeConfig, log: LogControl) -> int:
 
         arena = Arena(config.arena_bytes)
         warmups = (arena.prefault,)
-    metrics = Metrics()
+    metrics = Metrics(settings=config.metrics_settings)
     target = _device_target(config)
     cuda = None
     if wants_cuda_warmup(config, target):

@@ -66,6 +66,7 @@ from tests.conformance.qa_model_config_suite import MODEL_CONFIG_SUITE
 from tests.conformance.qa_model_update import L0_MODEL_UPDATE
 from tests.conformance.qa_more_suites import MORE_SUITES
 from tests.conformance.qa_namespacing import NAMESPACING_SUITES
+from tests.conformance.qa_sched_suites import SCHED_SUITES
 from tests.conformance.qa_sequence_suites import SEQUENCE_SUITES
 from tests.conformance.qa_servers import KINDS, refusal, start, unsupported
 from tests.conformance.qa_suite import Run, Suite, SuiteRun
@@ -262,6 +263,7 @@ SUITES: dict[str, Suite] = {
         L0_MODEL_UPDATE,
         *NAMESPACING_SUITES,
         *MORE_SUITES,
+        *SCHED_SUITES,
     )
 }
 

@@ -127,6 +127,7 @@ def serve_args(
         argv += ["--cache-config", f"local,size={local.response_cache_bytes}"]
     argv += local.rate_limit_args  # each replica runs its own rate limiter
     argv += local.backend_config_args
+    argv += config.metrics_settings.to_args()
     trace = config.trace_defaults
     if trace.file:
         argv += as_flags(trace, f"{Path(trace.file).absolute()}.replica-{replica_number}")
