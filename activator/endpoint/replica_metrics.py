@@ -8,6 +8,9 @@ are the live replicas' only. Not aggregated: the replicas' host-wide gauges (`nv
 `nv_gpu_*`, `nv_energy_*`: one host's, not a model's) and their `thaw_*` load metrics (the
 activator has its own `thaw_*` series).
 
+A model's requests held at the front door (at zero, during a wake, every replica busy) count
+in its pending-request gauge (`with_held`), as they would wait in its queue on one server.
+
 Every model of the repository has Triton's per-model families from `thaw up`'s start, as
 from a Triton server's load (`with_zeros`): a model at zero, never woken, reads 0, so a client
 that reads a counter before its first request finds it (L0_backend_python/lifecycle does).
@@ -37,7 +40,14 @@ from activator.observe.metrics_text import Family, Labels, SampleKey, parse
 from thawserver.metrics_config_flags import MetricsSettings
 from thawwire import model_metrics
 
-__all__ = ["MAX_PAGE_BYTES", "MetricsLedger", "ModelMetrics", "merge_families", "with_zeros"]
+__all__ = [
+    "MAX_PAGE_BYTES",
+    "MetricsLedger",
+    "ModelMetrics",
+    "merge_families",
+    "with_held",
+    "with_zeros",
+]
 
 MAX_PAGE_BYTES = 8 * 1024 * 1024  # a replica's page larger than this is not read
 _SKIPPED_PREFIXES = ("thaw_", "nv_cpu_", "nv_gpu_", "nv_energy_")
@@ -137,6 +147,28 @@ def _summary_zeros(
                 family.samples[(name, tuple(sorted((*labels, label))))] = math.nan
             family.samples[(f"{name}_sum", labels)] = 0.0
             family.samples[(f"{name}_count", labels)] = 0.0
+
+
+def with_held(
+    families: Families, held: Mapping[str, int], served: Mapping[str, Sequence[str]]
+) -> Families:
+    """`families` with each model's requests held at the front door (`held`: at zero during
+    its wake, or every replica busy) added to its pending-request gauge, on its newest version
+    (the one a request without a version gets): on one Triton server they would wait in the
+    model's queue, and `nv_inference_pending_request_count` counts them there."""
+    name, help_text = model_metrics.PENDING
+    family = families.setdefault(name, Family(name, "gauge", help_text))
+    for model, count in held.items():
+        versions = served.get(model)
+        if not versions:
+            continue
+        labels: Labels = (("model", model), ("version", max(versions, key=_version_order)))
+        family.samples[(name, labels)] = family.samples.get((name, labels), 0.0) + count
+    return families
+
+
+def _version_order(version: str) -> tuple[int, str]:
+    return (int(version), "") if version.isdigit() else (-1, version)
 
 
 def _model_labels(served: Mapping[str, Sequence[str]]) -> list[Labels]:

@@ -25,7 +25,12 @@ import aiohttp
 from activator.config import ActivatorConfig, BoundAddresses
 from activator.endpoint.model_endpoint import ModelEndpoint
 from activator.endpoint.replica import Replica
-from activator.endpoint.replica_metrics import ModelMetrics, merge_families, with_zeros
+from activator.endpoint.replica_metrics import (
+    ModelMetrics,
+    merge_families,
+    with_held,
+    with_zeros,
+)
 from activator.endpoint.replica_stats import ModelStatistics
 from activator.endpoint.shared_limit import SharedLimits
 from activator.errors import ActivationFailed, RuntimeRefused, UnknownModel
@@ -484,7 +489,8 @@ class Fleet:
             if self.load_states.loaded(name)
         }
         families = with_zeros(merge_families(pages), served, self.config.metrics_settings)
-        return render(families.values())
+        held = {name: e.held for name, e in self.endpoints.items() if name in served and e.held}
+        return render(with_held(families, held, served).values())
 
     def _publish_state(self, model: str, state: ModelState) -> None:
         for each in ModelState:

@@ -384,6 +384,11 @@ def _add_header_forward_arguments(p: argparse.ArgumentParser) -> None:
     add_rate_limit_arguments(group, replicas=True)
     add_backend_config_argument(group, replicas=True)
     add_metrics_config_argument(group, replicas=True)
+    # As on `thaw serve` (runtime.process.triton_flags.IGNORED_FLAGS): Triton's sampling period.
+    group.add_argument(
+        "--metrics-interval-ms", default=None, metavar="VALUE",
+        help="accepted without effect: thaw computes metrics when scraped",
+    )  # fmt: skip
 
 
 def _add_connection_arguments(p: argparse.ArgumentParser) -> None:

@@ -12,17 +12,46 @@
                  energy-interval starts (CUDA pinned host memory, nvidia-smi, NVML on two GPUs),
                  test_model_namespacing_label_with_namespace_on (it asserts
                  `/opt/tritonserver/qa/...` namespaces: Triton's container paths)
+    L0_rate_limiter  test.sh's starts: the refused ones (resource counts below an instance's
+                 need, a resource both global and per device) and rate_limiter_test.py's
+                 cross-model priority, single-model and sequence tests, each on the repository
+                 as test.sh has edited it by then; its KIND_GPU instances are KIND_CPU here
+                 (both count on device 0), Triton's C++ `identity` and `sequence` backends
+                 Python models. Left out: test_single_model_dynamic_batching (its start sets
+                 TRITONSERVER_DELAY_SCHEDULER, a Triton test hook that holds the scheduler
+                 until 8 requests are queued: the batch sizes it asserts come from it) and
+                 test.sh's comparison of two runs' wall times
+    L0_sequence_corrid_batcher  sequence_corrid_batcher_test.py's one test (test_skip_batch) on
+                 test.sh's models4: qa_dyna_sequence_model_repository's models made direct
+                 (its `sed -z`), max_batch_size 1, 4 instances; the ONNX model under the
+                 graphdef / savedmodel / plan names the test loops over
+    L0_dyna_implicit_state  L0_dyna_sequence_batcher's test.sh with IMPLICIT_STATE=1 (its
+                 test.sh does only that): the 9 tests on gen_qa_dyna_sequence_implicit_models.py's
+                 ONNX models (BACKENDS="onnx plan": no TensorRT here)
+    L0_sequence_stress  sequence_stress.py on test.sh's three repositories (custom_sequence_int32
+                 batching 4 x 1 instance, 2 x 2, 1 x 4; Triton's C++ `sequence` backend a
+                 Python accumulator): 8 threads of valid, unended and unstarted sequences, 20
+                 iterations each (test.sh: 200), seed 0; a row per repository, passed when it
+                 exits 0
 """
 
 from __future__ import annotations
 
+from functools import partial
+
+from tests.conformance.qa_sequence_suites import dyna_runs
 from tests.conformance.qa_suite import Run, Suite
 from tests.fixtures.triton_qa_sched_repos import (
+    RATE_LIMITER_STAGES,
+    build_corrid_repo,
     build_metrics_cpu_repo,
     build_metrics_namespace_repo,
     build_metrics_queue_size_repo,
     build_metrics_unit_repo,
+    build_rate_limiter_repo,
+    build_sequence_stress_repo,
 )
+from tests.fixtures.triton_qa_sequence_repos import build_dyna_sequence_repo
 
 __all__ = ["SCHED_SUITES"]
 
@@ -108,6 +137,57 @@ def _metrics_runs() -> tuple[Run, ...]:
     return tuple(runs)
 
 
+_RATE = "--rate-limit=execution_count"
+_R1_MIN_4 = (
+    'Resource count for "resource1" is limited to {} which will prevent scheduling of one or '
+    "more model instances, the minimum required count is 4"
+)
+
+
+def _rate_limiter_runs() -> tuple[Run, ...]:
+    """test.sh's starts in its order: three refused for too little resource1, one for
+    resource2 both global and per device, the cross-model tests, test_single_model twice,
+    a refused start, the sequence test."""
+    test = "rate_limiter_test.RateLimiterTest."
+
+    def refused(label: str, repo: str, args: tuple[str, ...], text: str) -> Run:
+        return Run(label, repo, (_RATE, *args), refusal=text)
+
+    return (
+        refused("resource1:1 refused", "models_initial", ("--rate-limit-resource=resource1:1",),
+                _R1_MIN_4.format(1)),
+        refused("resource1:3 refused", "models_initial",
+                ("--rate-limit-resource=resource1:3", "--rate-limit-resource=resource2:2"),
+                _R1_MIN_4.format(3)),
+        refused("resource1:10:10 refused", "models_initial",
+                ("--rate-limit-resource=resource1:10:10", "--rate-limit-resource=resource2:2"),
+                _R1_MIN_4.format(0)),
+        refused("resource2 global and per device refused", "models_conflict", (),
+                'Resource "resource2" is present as both global and device-specific resource '
+                "in the model configuration."),
+        Run(f"{test}test_cross_model_prioritization_limited_resource", "models_initial",
+            (_RATE, "--rate-limit-resource=resource1:4", "--rate-limit-resource=resource2:2"),
+            label="resource1:4"),
+        Run(f"{test}test_cross_model_prioritization_limited_resource", "models_initial",
+            (_RATE,), label="no explicit resources"),
+        Run(f"{test}test_cross_model_prioritization_plenty_resource", "models_initial",
+            (_RATE, "--rate-limit-resource=resource1:6", "--rate-limit-resource=resource2:2")),
+        Run(f"{test}test_single_model", "models_single", (_RATE,), label="limited"),
+        Run(f"{test}test_single_model", "models_single",
+            (_RATE, "--rate-limit-resource=resource1:6", "--rate-limit-resource=resource2:2"),
+            label="plenty"),
+        refused("resource1:3 refused (two groups)", "models_single",
+                ("--rate-limit-resource=resource1:3", "--rate-limit-resource=resource2:2"),
+                _R1_MIN_4.format(3)),
+        Run(f"{test}test_single_model_sequence_batching", "models_sequence", (_RATE,)),
+    )  # fmt: skip
+
+
+# L0_sequence_stress: test.sh's three repositories; its default 200 iterations per thread made
+# 20 (the short variant), the seed fixed so that a failure can be replayed.
+_STRESS_TRIALS = (1, 2, 4)
+_STRESS_ITERATIONS = 20
+
 SCHED_SUITES = (
     Suite(
         "L0_metrics",
@@ -126,5 +206,68 @@ SCHED_SUITES = (
                 "Triton's CI container",
             ),
         ),
+    ),
+    Suite(
+        "L0_rate_limiter",
+        ("rate_limiter_test.py",),
+        {
+            f"models_{stage}": partial(build_rate_limiter_repo, stage=stage)
+            for stage in RATE_LIMITER_STAGES
+        },
+        _rate_limiter_runs(),
+        beside=("qa/common/sequence_util.py",),
+    ),
+    Suite(
+        "L0_sequence_corrid_batcher",
+        ("sequence_corrid_batcher_test.py",),
+        {"models4": build_corrid_repo},
+        (
+            Run(
+                "sequence_corrid_batcher_test.SequenceCorrIDBatcherTest.test_skip_batch",
+                "models4",
+                env=(
+                    ("NO_BATCHING", "0"),
+                    ("MODEL_INSTANCES", "4"),
+                    # test.sh's exports, which the test asserts: Triton's scheduler hook
+                    # (hold the scheduler until 12 requests are queued) has nothing to change
+                    # here, each of the 4 instances executing batches of one (max_batch_size 1),
+                    # 12 executions of 1 either way.
+                    ("TRITONSERVER_DELAY_SCHEDULER", "12"),
+                    ("TRITONSERVER_BACKLOG_DELAY_SCHEDULER", "0"),
+                ),
+            ),
+        ),
+        beside=("qa/common/sequence_util.py",),
+    ),
+    Suite(
+        "L0_dyna_implicit_state",
+        (),
+        {
+            "models": partial(build_dyna_sequence_repo, multi=False, implicit=True),
+            "multi_models": partial(build_dyna_sequence_repo, multi=True, implicit=True),
+        },
+        dyna_runs(implicit=True),
+        beside=(
+            "qa/L0_dyna_sequence_batcher/dyna_sequence_batcher_test.py",
+            "qa/common/sequence_util.py",
+        ),
+    ),
+    Suite(
+        "L0_sequence_stress",
+        ("sequence_stress.py",),
+        {
+            f"models{trial}": partial(build_sequence_stress_repo, trial=trial)
+            for trial in _STRESS_TRIALS
+        },
+        tuple(
+            Run(
+                "sequence_stress",
+                f"models{trial}",
+                label=f"models{trial}",
+                script_args=("--iterations", str(_STRESS_ITERATIONS), "--random-seed", "0"),
+            )
+            for trial in _STRESS_TRIALS
+        ),
+        beside=("qa/common/sequence_util.py",),
     ),
 )

@@ -3,7 +3,12 @@ summed and monotonic as replicas come and go, gauges from live replicas only."""
 
 from __future__ import annotations
 
-from activator.endpoint.replica_metrics import MetricsLedger, merge_families, with_zeros
+from activator.endpoint.replica_metrics import (
+    MetricsLedger,
+    merge_families,
+    with_held,
+    with_zeros,
+)
 from activator.observe.metrics_text import Family, parse, render
 from thawserver.metrics_config_flags import MetricsSettings
 
@@ -157,3 +162,12 @@ def test_a_model_at_zero_has_summaries_when_asked_and_no_latency_counters_when_n
     assert 'nv_inference_queue_summary_us_count{model="m",version="1"} 0.0' in text
     assert "_duration_us" not in text
     assert 'nv_inference_count{model="m",version="1"} 0.0' in text
+
+
+def test_requests_held_at_the_front_door_are_pending_on_the_newest_version() -> None:
+    families = with_zeros(_page(0, pending=2), {"m": ["1", "10", "2"]})
+    families = with_held(families, {"m": 7, "gone": 3}, {"m": ["1", "10", "2"]})
+    pending = families["nv_inference_pending_request_count"].samples
+    assert pending[("nv_inference_pending_request_count", (("model", "m"), ("version", "10")))] == 7
+    assert pending[("nv_inference_pending_request_count", (("model", "m"), ("version", "1")))] == 2
+    assert not any(dict(labels)["model"] == "gone" for _, labels in pending)
