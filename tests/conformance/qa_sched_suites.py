@@ -28,6 +28,9 @@
     L0_dyna_implicit_state  L0_dyna_sequence_batcher's test.sh with IMPLICIT_STATE=1 (its
                  test.sh does only that): the 9 tests on gen_qa_dyna_sequence_implicit_models.py's
                  ONNX models (BACKENDS="onnx plan": no TensorRT here)
+    L0_iterative_sequence  iterative_sequence_e2e.py's six tests on one explicit-mode start, as
+                 test.sh; its `backend: "iterative_sequence"` (Triton's C++ test backend) is a
+                 Python-based backend of that name (`--backend-directory`) doing what it does
     L0_sequence_stress  sequence_stress.py on test.sh's three repositories (custom_sequence_int32
                  batching 4 x 1 instance, 2 x 2, 1 x 4; Triton's C++ `sequence` backend a
                  Python accumulator): 8 threads of valid, unended and unstarted sequences, 20
@@ -44,6 +47,8 @@ from tests.conformance.qa_suite import Run, Suite
 from tests.fixtures.triton_qa_sched_repos import (
     RATE_LIMITER_STAGES,
     build_corrid_repo,
+    build_iterative_sequence_backends,
+    build_iterative_sequence_repo,
     build_metrics_cpu_repo,
     build_metrics_namespace_repo,
     build_metrics_queue_size_repo,
@@ -269,5 +274,17 @@ SCHED_SUITES = (
             for trial in _STRESS_TRIALS
         ),
         beside=("qa/common/sequence_util.py",),
+    ),
+    Suite(
+        "L0_iterative_sequence",
+        ("iterative_sequence_e2e.py",),
+        {"models": build_iterative_sequence_repo, "backends": build_iterative_sequence_backends},
+        (
+            Run(
+                "iterative_sequence_e2e",
+                "models",
+                ("--model-control-mode=EXPLICIT", "--backend-directory={qa_dir}/backends"),
+            ),
+        ),
     ),
 )
