@@ -489,7 +489,12 @@ class Fleet:
             if self.load_states.loaded(name)
         }
         families = with_zeros(merge_families(pages), served, self.config.metrics_settings)
-        held = {name: e.held for name, e in self.endpoints.items() if name in served and e.held}
+        # An ensemble has no queue of its own (Triton's pending count reads 0 for it).
+        held = {
+            name: e.held
+            for name, e in self.endpoints.items()
+            if name in served and e.held and not self.repository.get(name).ensemble
+        }
         return render(with_held(families, held, served).values())
 
     def _publish_state(self, model: str, state: ModelState) -> None:

@@ -25,6 +25,7 @@ from runtime.observe.custom_metrics import CustomMetrics, MetricKind
 from runtime.observe.gpu_metrics import ENERGY, GpuReader, NvmlReader, gpu_families
 from runtime.observe.latency_summary import LatencyKind
 from runtime.observe.stats import FailureReason, ModelStats, StatsBook
+from thawserver.host_metrics import cpu_families
 from thawserver.metrics_config_flags import MetricsSettings
 from thawwire import model_metrics
 
@@ -128,7 +129,7 @@ class TritonCollector:
         if self._settings.summary_latencies:
             yield from _summary_families(rows, self._settings.summary_quantiles)
         yield self._pending_family()
-        yield from _cpu_families()
+        yield from cpu_families()
         yield from gpu_families(self._gpu.samples())
 
     def _pending_family(self) -> GaugeMetricFamily:
@@ -161,21 +162,6 @@ def _summary_families(
                 family.add_sample(f"{kind.value}_count", labels, snap.count)
             if family.samples:
                 yield family
-
-
-def _cpu_families() -> Iterator[GaugeMetricFamily]:
-    memory = psutil.virtual_memory()
-    yield GaugeMetricFamily(
-        "nv_cpu_utilization", "CPU utilization rate [0.0 - 1.0]",
-        value=psutil.cpu_percent(interval=None) / 100.0,
-    )  # fmt: skip
-    yield GaugeMetricFamily(
-        "nv_cpu_memory_total_bytes", "CPU total memory (RAM), in bytes", value=memory.total
-    )
-    yield GaugeMetricFamily(
-        "nv_cpu_memory_used_bytes", "CPU used memory (RAM), in bytes",
-        value=memory.total - memory.available,
-    )  # fmt: skip
 
 
 class CustomCollector:
