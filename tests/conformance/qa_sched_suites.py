@@ -31,6 +31,11 @@
     L0_iterative_sequence  iterative_sequence_e2e.py's six tests on one explicit-mode start, as
                  test.sh; its `backend: "iterative_sequence"` (Triton's C++ test backend) is a
                  Python-based backend of that name (`--backend-directory`) doing what it does
+    L0_grpc_state_cleanup  cleanup_test.py's 18 tests, one start each as test.sh; models:
+                 custom_zero_1_float32 (Triton's C++ `identity`: a Python model sleeping 1 s) and
+                 python_backend's examples/decoupled repeat_int32 (and a non-decoupled copy).
+                 Left out: test.sh's check after each start that Triton's verbose log counts as
+                 many gRPC state releases as creations (lines of its C++ front end's)
     L0_sequence_stress  sequence_stress.py on test.sh's three repositories (custom_sequence_int32
                  batching 4 x 1 instance, 2 x 2, 1 x 4; Triton's C++ `sequence` backend a
                  Python accumulator): 8 threads of valid, unended and unstarted sequences, 20
@@ -55,6 +60,7 @@ from tests.fixtures.triton_qa_sched_repos import (
     build_metrics_unit_repo,
     build_rate_limiter_repo,
     build_sequence_stress_repo,
+    build_state_cleanup_repo,
 )
 from tests.fixtures.triton_qa_sequence_repos import build_dyna_sequence_repo
 
@@ -188,6 +194,46 @@ def _rate_limiter_runs() -> tuple[Run, ...]:
     )  # fmt: skip
 
 
+def _state_cleanup_runs() -> tuple[Run, ...]:
+    """test.sh's starts, one per test: `--log-verbose=2`; the error-status ones with its
+    restricted inference protocol; the shutdown ones given the server's pid (the test
+    interrupts it); test_decoupled_infer_complete reading the server's log."""
+    test = "cleanup_test.CleanUpTest."
+    verbose = ("--log-verbose=2",)
+    restricted = (*verbose, "--grpc-restricted-protocol=inference:infer-key=infer-value")
+    plain = (
+        "test_simple_infer",
+        "test_simple_infer_cancellation",
+        "test_simple_infer_timeout",
+        "test_streaming_infer",
+        "test_streaming_timeout",
+        "test_streaming_cancellation",
+        "test_decoupled_infer",
+        "test_decoupled_cancellation",
+        "test_decoupled_timeout",
+        "test_non_decoupled_streaming_multi_response",
+    )
+    errors = (
+        "test_simple_infer_error_status",
+        "test_streaming_error_status",
+        "test_decoupled_error_status",
+    )
+    shutdowns = (
+        "test_simple_infer_shutdownserver",
+        "test_streaming_infer_shutdownserver",
+        "test_decoupled_infer_shutdownserver",
+        "test_decoupled_infer_with_params_shutdownserver",
+    )
+    log = "inference_server.test_decoupled_infer_complete.log"
+    return (
+        *(Run(f"{test}{t}", "models", verbose) for t in plain),
+        *(Run(f"{test}{t}", "models", restricted) for t in errors),
+        *(Run(f"{test}{t}", "models", verbose, pass_pid=True) for t in shutdowns),
+        Run(f"{test}test_decoupled_infer_complete", "models", verbose, server_log=log,
+            env=(("SERVER_LOG", log),)),
+    )  # fmt: skip
+
+
 # L0_sequence_stress: test.sh's three repositories; its default 200 iterations per thread made
 # 20 (the short variant), the seed fixed so that a failure can be replayed.
 _STRESS_TRIALS = (1, 2, 4)
@@ -286,5 +332,11 @@ SCHED_SUITES = (
                 ("--model-control-mode=EXPLICIT", "--backend-directory={qa_dir}/backends"),
             ),
         ),
+    ),
+    Suite(
+        "L0_grpc_state_cleanup",
+        ("cleanup_test.py",),
+        {"models": build_state_cleanup_repo},
+        _state_cleanup_runs(),
     ),
 )
