@@ -82,6 +82,7 @@ class ResourceGate:
         # kept for its next execution for `restage_s` (module docstring).
         self._reserved: _Turns | None = None
         self._reservation: threading.Timer | None = None
+        self._token: object | None = None
 
     def holding(self, needs: Needs, run: Callable[P, T]) -> Callable[P, T]:
         """`run` (blocking, in a worker thread) executed while holding `needs`."""
@@ -142,15 +143,16 @@ class ResourceGate:
     def _reserve(self, turns: _Turns) -> None:
         self._cancel_reservation()
         self._reserved = turns
-        timer = threading.Timer(self._restage_s, self._expire, (turns,))
+        token = object()  # this reservation: a timer of an earlier one must not end it
+        timer = threading.Timer(self._restage_s, self._expire, (token,))
         timer.daemon = True
-        self._reservation = timer
+        self._reservation, self._token = timer, token
         timer.start()
 
-    def _expire(self, turns: _Turns) -> None:
+    def _expire(self, token: object) -> None:
         """The reserving instance did not come back in time: the waiters go on."""
         with self._lock:
-            if self._reserved is not turns:
+            if self._token is not token or self._reserved is None:
                 return
             self._reserved = self._reservation = None
             granted = self._grant_locked()

@@ -173,3 +173,32 @@ async def test_a_thread_and_a_loop_waiter_are_served_by_rank_not_arrival() -> No
     leave.set()
     await asyncio.gather(holder, first, high)
     assert order == ["warm-up", "thread", "low"]  # rank 0 before rank 3, though it came later
+
+
+async def test_what_a_first_ranked_instance_gave_back_goes_on_when_it_does_not_return() -> None:
+    limits = ResourceLimits(RateLimitMode.EXECUTION_COUNT)
+    limits.update("m", {R1: 4})
+    gate = ResourceGate(limits, restage_s=0.01)
+    low = InstanceNeeds({R1: 4})
+    low.priority = 3
+    order: list[str] = []
+
+    async def record(name: str) -> None:
+        order.append(name)
+
+    low_run = gate.holding_async(low, record)
+    await low_run("low")  # rank 3 from now on
+    leave = asyncio.Event()
+
+    async def hold(name: str) -> None:
+        order.append(name)
+        await leave.wait()
+
+    holder = asyncio.ensure_future(gate.holding_async(InstanceNeeds({R1: 4}), hold)("first"))
+    await asyncio.sleep(0.01)
+    waiting = asyncio.ensure_future(low_run("low again"))
+    await asyncio.sleep(0.01)
+    leave.set()  # the first (rank 1 after its turn, before the waiter's 3) gives R1 back
+    await holder
+    await asyncio.wait_for(waiting, timeout=5)  # served once the 10 ms reservation lapses
+    assert order == ["low", "first", "low again"]
