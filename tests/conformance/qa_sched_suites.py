@@ -228,7 +228,9 @@ def _state_cleanup_runs() -> tuple[Run, ...]:
     return (
         *(Run(f"{test}{t}", "models", verbose) for t in plain),
         *(Run(f"{test}{t}", "models", restricted) for t in errors),
-        *(Run(f"{test}{t}", "models", verbose, pass_pid=True) for t in shutdowns),
+        # Run as test.sh runs them, a script: the test reads SERVER_PID in its `__main__`.
+        *(Run("cleanup_test", "models", verbose, label=t, script_args=(f"CleanUpTest.{t}",),
+              pass_pid=True) for t in shutdowns),
         Run(f"{test}test_decoupled_infer_complete", "models", verbose, server_log=log,
             env=(("SERVER_LOG", log),)),
     )  # fmt: skip

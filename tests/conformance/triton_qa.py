@@ -39,6 +39,7 @@ no mirror), 1 otherwise.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -307,10 +308,13 @@ def rows_to_results(ref: str, run: Run, rows: dict[str, dict[str, str]]) -> list
     return results
 
 
-def _script(qa_dir: Path, run: Run) -> dict[str, dict[str, str]]:
+def _script(qa_dir: Path, run: Run, env: dict[str, str]) -> dict[str, dict[str, str]]:
+    """`run.file` run as test.sh runs it, a script with its arguments (and the run's `env`,
+    the server's pid among them when the test signals it)."""
     proc = subprocess.run(
         [sys.executable, run.file, *(run.script_args or ())],
         cwd=qa_dir, capture_output=True, text=True, check=False, timeout=600,
+        env={**os.environ, **env},
     )  # fmt: skip
     tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or [""]
     outcome = "passed" if proc.returncode == 0 else "failed"
@@ -371,7 +375,7 @@ def _run_one(
         (qa_dir / run.server_log).symlink_to(server.log_path)
     try:
         if run.script_args is not None:
-            rows = _script(qa_dir, run)
+            rows = _script(qa_dir, run, env)
         elif run.pytest:
             rows = run_pytest(qa_dir, run.file, env)
         else:
