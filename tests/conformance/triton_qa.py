@@ -29,6 +29,9 @@ tests/conformance/qa_namespacing.py runs L0_model_namespacing: two repositories 
 tests/conformance/qa_more_suites.py runs ten more suites of inference semantics (L0_nan_inf,
 L0_output_name, L0_scalar_io, L0_output_validation, L0_optional_input, L0_simple_ensemble,
 L0_client_timeout, L0_server_status, L0_request_cancellation, L0_model_queue).
+tests/conformance/qa_sched_suites.py runs seven of metrics, scheduling and sequences
+(L0_metrics, L0_rate_limiter, L0_sequence_corrid_batcher, L0_iterative_sequence,
+L0_dyna_implicit_state, L0_sequence_stress, L0_grpc_state_cleanup).
 
 Tests that need what Thaw does not serve here (TensorFlow / TensorRT models, tracing) are
 deselected with their reason printed; docs/triton-qa-parity.md lists
