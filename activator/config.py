@@ -22,6 +22,7 @@ from activator.scaler.local_config import LocalConfig
 from thawserver.connection_limits import ConnectionLimits
 from thawserver.grpc_keepalive import GrpcKeepalive
 from thawserver.grpc_tls import GrpcTls
+from thawserver.metrics_config_flags import MetricsSettings
 from thawserver.ranges import number, out_of_range
 from thawserver.redaction import Redactor
 from thawserver.restricted_protocols import Category, Restriction
@@ -269,6 +270,9 @@ class ActivatorConfig:
     # (thawwire.openai_lora); None: no LoRA selection.
     lora_separator: str | None = None
     max_body_bytes: int = 64 * 1024 * 1024  # declared request bodies above this get 413
+    # tritonserver's `--metrics-config` (latency counters, summaries): the replicas' flags and
+    # the families a model at zero shows (activator.endpoint.replica_metrics)
+    metrics_settings: MetricsSettings = field(default_factory=MetricsSettings)
     # The deployment's token and the body cap of the requests that carry it: replicas' BLS
     # calls and ensemble steps (thawwire.internal_calls). None: every body has the client cap.
     internal_calls: InternalCalls | None = field(default=None, repr=False)

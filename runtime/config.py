@@ -13,6 +13,7 @@ from thawserver.connection_limits import ConnectionLimits
 from thawserver.grpc_compression import GRPC_COMPRESSION_LEVELS
 from thawserver.grpc_keepalive import GrpcKeepalive
 from thawserver.grpc_tls import GrpcTls
+from thawserver.metrics_config_flags import MetricsSettings
 from thawserver.redaction import Redactor
 from thawserver.restricted_protocols import (
     Category,
@@ -131,6 +132,8 @@ class ServeConfig:
     allow_metrics: bool = True  # False: no metrics at all (neither port serves /metrics)
     metrics_host: str | None = None  # None: `host`
     metrics_port: int = 8002
+    # tritonserver's `--metrics-config`: its latency counters and summaries
+    metrics_settings: MetricsSettings = field(default_factory=MetricsSettings)
     strict_readiness: bool = True  # ready only when every model to load is READY
     # True: exit 1 when a model fails to load at start; None (not given): serve the others;
     # False (given): also keep serving, neither live nor ready, when the start itself fails

@@ -71,7 +71,8 @@ def add_rate_limit_arguments(group: argparse._ActionsContainer, *, replicas: boo
     group.add_argument(
         "--rate-limit", **kwargs,
         help="off (default) or execution_count: Triton's rate limiter; an instance executes "
-        f"only while it holds its rate_limiter resources (priority is not used){where}",
+        "only while it holds its rate_limiter resources, waiting instances served by their "
+        f"group's priority{where}",
     )  # fmt: skip
     group.add_argument(
         "--rate-limit-resource", action="append", default=[],

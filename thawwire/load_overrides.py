@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,10 +75,28 @@ def check_config(config: Any) -> str | None:
     try:
         doc = json.loads(config)
     except (ValueError, RecursionError):
-        raise LoadOverrideError("parameter 'config' is not valid JSON") from None
+        doc = _with_bare_keys(config)
+        config = json.dumps(doc)
     if not isinstance(doc, dict):
         raise LoadOverrideError("parameter 'config' must hold a JSON object")
     return config
+
+
+# A JSON string, and a field name written without quotes where an object's key goes.
+_STRING = re.compile(r'("(?:[^"\\]|\\.)*")')
+_BARE_KEY = re.compile(r"([{,]\s*)([A-Za-z_][A-Za-z0-9_]*)(\s*:)")
+
+
+def _with_bare_keys(config: str) -> Any:
+    """`config` parsed as Triton's parser (protobuf's JSON parser) reads it, which also takes
+    field names without quotes (`{ direct: { ... } }`, as qa/L0_iterative_sequence sends);
+    LoadOverrideError when it is not JSON even so."""
+    parts = _STRING.split(config)  # odd parts are strings, left as they are
+    quoted = "".join(p if i % 2 else _BARE_KEY.sub(r'\1"\2"\3', p) for i, p in enumerate(parts))
+    try:
+        return json.loads(quoted)
+    except (ValueError, RecursionError):
+        raise LoadOverrideError("parameter 'config' is not valid JSON") from None
 
 
 def load_overrides(

@@ -9,7 +9,15 @@ names bare (no `_total`).
 
 from __future__ import annotations
 
-__all__ = ["COUNTERS", "FAILURE", "FAILURE_REASONS", "PENDING"]
+__all__ = [
+    "COUNTERS",
+    "FAILURE",
+    "FAILURE_REASONS",
+    "LATENCY_COUNTERS",
+    "PENDING",
+    "SUMMARIES",
+    "quantile_label",
+]
 
 # (name, help) of the per-model counters, in Triton's order.
 COUNTERS: tuple[tuple[str, str], ...] = (
@@ -28,6 +36,30 @@ COUNTERS: tuple[tuple[str, str], ...] = (
         "Cumulative inference compute output duration in microseconds",
     ),
 )
+# The counters `--metrics-config counter_latencies=false` leaves out.
+LATENCY_COUNTERS = frozenset(name for name, _ in COUNTERS if name.endswith("_duration_us"))
+# (name, help) of the summaries `--metrics-config summary_latencies=true` adds, every model's
+# (the cache's two, nv_cache_{hit,miss}_summary_per_model, are for models using the cache).
+SUMMARIES: tuple[tuple[str, str], ...] = (
+    ("nv_inference_request_summary_us",
+     "Summary of inference request duration in microseconds (includes cached requests)"),
+    ("nv_inference_queue_summary_us",
+     "Summary of inference queuing duration in microseconds (includes cached requests)"),
+    ("nv_inference_compute_input_summary_us",
+     "Cumulative compute input duration in microseconds (does not include cached requests)"),
+    ("nv_inference_compute_infer_summary_us",
+     "Cumulative compute inference duration in microseconds (does not include cached "
+     "requests)"),
+    ("nv_inference_compute_output_summary_us",
+     "Cumulative inference compute output duration in microseconds (does not include cached "
+     "requests)"),
+)  # fmt: skip
 FAILURE = ("nv_inference_request_failure", "Number of failed inference requests")
 FAILURE_REASONS = ("REJECTED", "CANCELED", "BACKEND", "OTHER")
 PENDING = ("nv_inference_pending_request_count", "Instantaneous number of pending requests")
+
+
+def quantile_label(quantile: float) -> str:
+    """A summary's `quantile` label as Triton's exposition (prometheus-cpp) writes it: `0.5`,
+    `0.999`, `1`."""
+    return str(int(quantile)) if float(quantile).is_integer() else repr(float(quantile))

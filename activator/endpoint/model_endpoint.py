@@ -255,6 +255,12 @@ class ModelEndpoint:
         """The model's statistics for the life of `thaw up` (live and retired replicas)."""
         return await self._stats.read(lambda: self._replicas.replicas)
 
+    @property
+    def held(self) -> int:
+        """Requests held here for a replica (at zero, a wake, every replica busy): pending
+        requests of the model, not yet in any replica's queue."""
+        return len(self._held)
+
     async def metric_families(self) -> dict[str, Family]:
         """The model's replicas' Prometheus series for the life of `thaw up` (counters of
         retired replicas kept; gauges of live ones)."""

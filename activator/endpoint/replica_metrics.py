@@ -8,9 +8,18 @@ are the live replicas' only. Not aggregated: the replicas' host-wide gauges (`nv
 `nv_gpu_*`, `nv_energy_*`: one host's, not a model's) and their `thaw_*` load metrics (the
 activator has its own `thaw_*` series).
 
+A model's requests held at the front door (at zero, during a wake, every replica busy) count
+in its pending-request gauge (`with_held`), as they would wait in its queue on one server.
+
 Every model of the repository has Triton's per-model families from `thaw up`'s start, as
 from a Triton server's load (`with_zeros`): a model at zero, never woken, reads 0, so a client
 that reads a counter before its first request finds it (L0_backend_python/lifecycle does).
+
+Summaries (`--metrics-config summary_latencies=true`): their `_count` and `_sum` add up like
+counters; a quantile is of one replica's recent requests and cannot be summed, so of several
+replicas the largest is shown (an upper bound of the model's), and a replica gone leaves its
+count and sum, not its quantiles. A model at zero has its summaries from the start too, its
+quantiles NaN (no requests yet), as a Triton server's after a load.
 
 `MetricsLedger` is the pure bookkeeping (the pattern of
 activator.endpoint.replica_stats.StatsLedger); `ModelMetrics` adds the HTTP reads of replicas.
@@ -21,15 +30,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import aiohttp
 
 from activator.endpoint.replica import Replica
-from activator.observe.metrics_text import Family, Labels, parse
+from activator.observe.metrics_text import Family, Labels, SampleKey, parse
+from thawserver.metrics_config_flags import MetricsSettings
 from thawwire import model_metrics
 
-__all__ = ["MAX_PAGE_BYTES", "MetricsLedger", "ModelMetrics", "merge_families", "with_zeros"]
+__all__ = [
+    "MAX_PAGE_BYTES",
+    "MetricsLedger",
+    "ModelMetrics",
+    "merge_families",
+    "with_held",
+    "with_zeros",
+]
 
 MAX_PAGE_BYTES = 8 * 1024 * 1024  # a replica's page larger than this is not read
 _SKIPPED_PREFIXES = ("thaw_", "nv_cpu_", "nv_gpu_", "nv_energy_")
@@ -55,17 +73,45 @@ def merge_families(pages: Iterable[Families]) -> Families:
                 merged[name] = Family(name, family.kind, family.help, dict(family.samples))
                 continue
             for key, value in family.samples.items():
-                into.samples[key] = into.samples.get(key, 0.0) + value
+                held = into.samples.get(key)
+                if held is None:
+                    into.samples[key] = value
+                elif _is_quantile(key):  # one replica's window each: not a sum
+                    into.samples[key] = max(held, value, key=_nan_low)
+                else:
+                    into.samples[key] = held + value
     return merged
 
 
-def with_zeros(families: Families, served: Mapping[str, Sequence[str]]) -> Families:
+def _is_quantile(key: SampleKey) -> bool:
+    return any(label == "quantile" for label, _ in key[1])
+
+
+def _without_quantiles(family: Family) -> Family:
+    """A gone replica's family: its quantiles were of its own recent requests, not kept."""
+    samples = {k: v for k, v in family.samples.items() if not _is_quantile(k)}
+    return Family(family.name, family.kind, family.help, samples)
+
+
+def _nan_low(value: float) -> float:
+    """A NaN quantile (a replica with no recent requests) never beats a number."""
+    return -math.inf if math.isnan(value) else value
+
+
+def with_zeros(
+    families: Families,
+    served: Mapping[str, Sequence[str]],
+    settings: MetricsSettings | None = None,
+) -> Families:
     """`families` with Triton's per-model families (thawwire.model_metrics) at 0 for every
     served (model, versions) none of whose replicas has reported them yet; samples already
-    there are kept as they are."""
+    there are kept as they are. `settings` (`--metrics-config`): without latency counters
+    those are not added, with summaries those are (NaN quantiles)."""
+    settings = settings if settings is not None else MetricsSettings()
     wanted: list[tuple[str, str, str, list[Labels]]] = []
     for name, help_text in model_metrics.COUNTERS:
-        wanted.append((name, "counter", help_text, _model_labels(served)))
+        if settings.counter_latencies or name not in model_metrics.LATENCY_COUNTERS:
+            wanted.append((name, "counter", help_text, _model_labels(served)))
     failure, failure_help = model_metrics.FAILURE
     reasons: list[Labels] = [
         (("model", m), ("reason", r), ("version", v))
@@ -80,7 +126,49 @@ def with_zeros(families: Families, served: Mapping[str, Sequence[str]]) -> Famil
         family = families.setdefault(name, Family(name, kind, help_text))
         for labels in label_sets:
             family.samples.setdefault((name, labels), 0.0)
+    if settings.summary_latencies:
+        _summary_zeros(families, served, settings.summary_quantiles)
     return families
+
+
+def _summary_zeros(
+    families: Families,
+    served: Mapping[str, Sequence[str]],
+    quantiles: tuple[tuple[float, float], ...],
+) -> None:
+    for name, help_text in model_metrics.SUMMARIES:
+        family = families.setdefault(name, Family(name, "summary", help_text))
+        reported = {dict(labels).get("model") for _, labels in family.samples}
+        for labels in _model_labels(served):
+            if dict(labels)["model"] in reported:
+                continue
+            for quantile, _ in quantiles:
+                label = ("quantile", model_metrics.quantile_label(quantile))
+                family.samples[(name, tuple(sorted((*labels, label))))] = math.nan
+            family.samples[(f"{name}_sum", labels)] = 0.0
+            family.samples[(f"{name}_count", labels)] = 0.0
+
+
+def with_held(
+    families: Families, held: Mapping[str, int], served: Mapping[str, Sequence[str]]
+) -> Families:
+    """`families` with each model's requests held at the front door (`held`: at zero during
+    its wake, or every replica busy) added to its pending-request gauge, on its newest version
+    (the one a request without a version gets): on one Triton server they would wait in the
+    model's queue, and `nv_inference_pending_request_count` counts them there."""
+    name, help_text = model_metrics.PENDING
+    family = families.setdefault(name, Family(name, "gauge", help_text))
+    for model, count in held.items():
+        versions = served.get(model)
+        if not versions:
+            continue
+        labels: Labels = (("model", model), ("version", max(versions, key=_version_order)))
+        family.samples[(name, labels)] = family.samples.get((name, labels), 0.0) + count
+    return families
+
+
+def _version_order(version: str) -> tuple[int, str]:
+    return (int(version), "") if version.isdigit() else (-1, version)
 
 
 def _model_labels(served: Mapping[str, Sequence[str]]) -> list[Labels]:
@@ -115,7 +203,7 @@ class MetricsLedger:
         self._folded.add(replica)
         held = self._latest.pop(replica, None)
         page = kept(final) if final is not None else held[1] if held is not None else {}
-        cumulative = {n: f for n, f in page.items() if f.kind in _CUMULATIVE}
+        cumulative = {n: _without_quantiles(f) for n, f in page.items() if f.kind in _CUMULATIVE}
         if cumulative:
             self._gone = merge_families([self._gone, cumulative])
 

@@ -25,7 +25,12 @@ import aiohttp
 from activator.config import ActivatorConfig, BoundAddresses
 from activator.endpoint.model_endpoint import ModelEndpoint
 from activator.endpoint.replica import Replica
-from activator.endpoint.replica_metrics import ModelMetrics, merge_families, with_zeros
+from activator.endpoint.replica_metrics import (
+    ModelMetrics,
+    merge_families,
+    with_held,
+    with_zeros,
+)
 from activator.endpoint.replica_stats import ModelStatistics
 from activator.endpoint.shared_limit import SharedLimits
 from activator.errors import ActivationFailed, RuntimeRefused, UnknownModel
@@ -488,7 +493,14 @@ class Fleet:
             for name in self.endpoints
             if self.load_states.loaded(name)
         }
-        return render(with_zeros(merge_families(pages), served).values())
+        families = with_zeros(merge_families(pages), served, self.config.metrics_settings)
+        # An ensemble has no queue of its own (Triton's pending count reads 0 for it).
+        held = {
+            name: e.held
+            for name, e in self.endpoints.items()
+            if name in served and e.held and not self.repository.get(name).ensemble
+        }
+        return render(with_held(families, held, served).values())
 
     def _publish_state(self, model: str, state: ModelState) -> None:
         for each in ModelState:

@@ -15,6 +15,7 @@ from prometheus_client.registry import Collector
 from activator.errors import ActivatorError
 from activator.scaler.backend import PoolStatus, SharedReplicaStatus
 from thawserver.cache_counters import EvictionCounts, read_counts
+from thawserver.host_metrics import HostCollector
 
 if TYPE_CHECKING:
     from activator.observe.cost import CostFigures
@@ -34,6 +35,8 @@ class Metrics:
         self._latency: dict[tuple[str, str], Any] = {}
         self.registry = CollectorRegistry()
         r = self.registry
+        # Triton's host gauges: the host the front door (and local replicas) run on.
+        r.register(HostCollector())
         self.replicas = Gauge(
             "thaw_model_replicas",
             "Replicas per model; state desired (autoscaler) or ready (routable)",

@@ -62,6 +62,7 @@ from thawserver.grpc_keepalive import add_keepalive_arguments, keepalive_from
 from thawserver.grpc_tls import add_tls_arguments, tls_from_args
 from thawserver.limit_flags import add_body_timeout_argument, add_limit_arguments
 from thawserver.log_control import LogControl
+from thawserver.metrics_config_flags import add_metrics_config_argument, parse_metrics_config
 from thawserver.model_config_name_flag import add_model_config_name_argument
 from thawserver.rate_limit_flags import add_rate_limit_arguments
 from thawserver.repository_flags import localized, names_s3
@@ -404,6 +405,12 @@ def _add_header_forward_arguments(p: argparse.ArgumentParser) -> None:
         )  # fmt: skip
     add_rate_limit_arguments(group, replicas=True)
     add_backend_config_argument(group, replicas=True)
+    add_metrics_config_argument(group, replicas=True)
+    # As on `thaw serve` (runtime.process.triton_flags.IGNORED_FLAGS): Triton's sampling period.
+    group.add_argument(
+        "--metrics-interval-ms", default=None, metavar="VALUE",
+        help="accepted without effect: thaw computes metrics when scraped",
+    )  # fmt: skip
 
 
 def _add_connection_arguments(p: argparse.ArgumentParser) -> None:
@@ -448,12 +455,14 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
         grpc_restrictions = parse_restrictions(args.grpc_restricted_protocol)
         http_restrictions = parse_http_restrictions(args.http_restricted_api)
         grpc_tls = tls_from_args(args) if grpc_port is not None else None
+        metrics_settings = parse_metrics_config(args.metrics_config)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     host_bytes = host_cache_bytes(args.host_cache_bytes, kubernetes=kubernetes)
     cache = args.cache or (None if kubernetes else Path(os.path.expanduser("~/.cache/thaw/images")))
     return ActivatorConfig(
         **repositories,
+        metrics_settings=metrics_settings,
         host=args.host,
         port=args.port,
         cache_dir=cache,

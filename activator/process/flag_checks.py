@@ -166,6 +166,11 @@ def refuse_local_only_flags(args: argparse.Namespace) -> None:
         raise ConfigError("--cache-config / --response-cache-byte-size need --scaler local")
     if rate_limit_args(args):
         raise ConfigError("--rate-limit / --rate-limit-resource need --scaler local")
+    if args.metrics_config:
+        raise ConfigError(
+            "--metrics-config reaches replicas with --scaler local only: on Kubernetes the "
+            "runtime pods' flags are the Helm chart's pool template"
+        )
     if backend_config_args(args):
         raise ConfigError(
             "--backend-config reaches replicas with --scaler local only: on Kubernetes the "

@@ -105,7 +105,7 @@ class ModelManager:
         self._ns = Namespaces(config.repositories, enabled=config.model_namespacing)
         self._repo: Repositories = self._ns.repositories
         self._metrics = metrics
-        self._book = StatsBook()
+        self._book = StatsBook(summaries=config.metrics_settings.summary_latencies)
         metrics.bind(self._book, self.pending_counts)
         if image_loader is None and (config.store or config.cache):
             image_loader = make_image_loader(config, staging=staging, target=self._target)

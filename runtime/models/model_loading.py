@@ -177,6 +177,7 @@ class ModelLoading:
             except BaseException as exc:
                 if override is not None:
                     shutil.rmtree(override, ignore_errors=True)
+                self._limits.withdraw(str(key))  # a claim its check made, if it got there
                 if isinstance(exc, ModelNotFound) and not model.versions:
                     # Removed from disk since the check above: leave no trace in the index.
                     model.wanted = False

@@ -3,11 +3,12 @@
 `custom_metrics` is imported by Python models' stub processes (via `pb_utils`): this `__init__`
 imports nothing.
 
-    metrics         Prometheus metrics with Triton's `nv_*` names, per server
-    gpu_metrics     Triton's per-GPU metrics via NVML
-    custom_metrics  the metrics Python models declare (`pb_utils.MetricFamily`)
-    stats           per model-version inference statistics (the statistics extension)
-    tracing         sampled requests' trace records, Triton's format (the trace extension)
+    metrics          Prometheus metrics with Triton's `nv_*` names, per server
+    gpu_metrics      Triton's per-GPU metrics via NVML
+    custom_metrics   the metrics Python models declare (`pb_utils.MetricFamily`)
+    stats            per model-version inference statistics (the statistics extension)
+    latency_summary  Triton's latency summaries: quantiles of recent durations (--metrics-config)
+    tracing          sampled requests' trace records, Triton's format (the trace extension)
 
 Exports `Metrics` and `StatsBook`.
 """

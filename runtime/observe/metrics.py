@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import time
 from collections.abc import Callable, Iterator
 
 import psutil
@@ -22,7 +23,10 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 from runtime.observe.custom_metrics import CustomMetrics, MetricKind
 from runtime.observe.gpu_metrics import ENERGY, GpuReader, NvmlReader, gpu_families
+from runtime.observe.latency_summary import LatencyKind
 from runtime.observe.stats import FailureReason, ModelStats, StatsBook
+from thawserver.host_metrics import cpu_families
+from thawserver.metrics_config_flags import MetricsSettings
 from thawwire import model_metrics
 
 __all__ = ["CONTENT_TYPE", "Metrics"]
@@ -44,6 +48,14 @@ _VALUES: dict[str, Callable[[ModelStats], float]] = {
 }
 _COUNTERS = tuple((name, help_text, _VALUES[name]) for name, help_text in model_metrics.COUNTERS)
 _FAILURE = model_metrics.FAILURE
+# Triton's summaries (`--metrics-config summary_latencies=true`) and their HELP texts; the
+# cache's only for a model that uses the cache.
+_SUMMARIES = tuple((LatencyKind(name), help_text) for name, help_text in model_metrics.SUMMARIES)
+_CACHE_SUMMARIES: tuple[tuple[LatencyKind, str], ...] = (
+    (LatencyKind.CACHE_HIT, "Summary of cache hit counts/durations per model, in microseconds."),
+    (LatencyKind.CACHE_MISS,
+     "Summary of cache miss counts/durations per model, in microseconds."),
+)  # fmt: skip
 
 
 # Triton's per-model response cache counters, reported only for models that use the cache.
@@ -79,10 +91,11 @@ class TritonCollector:
     """Triton's per-model `nv_*` families, its CPU gauges and (where NVML is) its GPU
     families, built at scrape time."""
 
-    def __init__(self, gpu: GpuReader) -> None:
+    def __init__(self, gpu: GpuReader, settings: MetricsSettings) -> None:
         self._book: StatsBook | None = None
         self._pending: PendingFn | None = None
         self._gpu = gpu
+        self._settings = settings
 
     def bind(self, book: StatsBook, pending: PendingFn) -> None:
         self._book = book
@@ -98,20 +111,25 @@ class TritonCollector:
                 labels = {"model": model, "reason": reason.value, "version": version}
                 failure.add_sample(_FAILURE[0], labels, stats.failures[reason])
         yield failure
+        counters = self._settings.counter_latencies
         for name, help_text, value in _COUNTERS:
+            if not counters and name in model_metrics.LATENCY_COUNTERS:
+                continue
             family = Metric(name, help_text, "counter")
             for (model, version), stats in rows:
                 family.add_sample(name, {"model": model, "version": version}, value(stats))
             yield family
         cached = [(key, stats) for key, stats in rows if stats.cache_enabled]
-        if cached:
+        if cached and counters:
             for name, help_text, value in _CACHE_COUNTERS:
                 family = Metric(name, help_text, "counter")
                 for (model, version), stats in cached:
                     family.add_sample(name, {"model": model, "version": version}, value(stats))
                 yield family
+        if self._settings.summary_latencies:
+            yield from _summary_families(rows, self._settings.summary_quantiles)
         yield self._pending_family()
-        yield from _cpu_families()
+        yield from cpu_families()
         yield from gpu_families(self._gpu.samples())
 
     def _pending_family(self) -> GaugeMetricFamily:
@@ -122,19 +140,28 @@ class TritonCollector:
         return family
 
 
-def _cpu_families() -> Iterator[GaugeMetricFamily]:
-    memory = psutil.virtual_memory()
-    yield GaugeMetricFamily(
-        "nv_cpu_utilization", "CPU utilization rate [0.0 - 1.0]",
-        value=psutil.cpu_percent(interval=None) / 100.0,
-    )  # fmt: skip
-    yield GaugeMetricFamily(
-        "nv_cpu_memory_total_bytes", "CPU total memory (RAM), in bytes", value=memory.total
-    )
-    yield GaugeMetricFamily(
-        "nv_cpu_memory_used_bytes", "CPU used memory (RAM), in bytes",
-        value=memory.total - memory.available,
-    )  # fmt: skip
+def _summary_families(
+    rows: list[tuple[tuple[str, str], ModelStats]], quantiles: tuple[tuple[float, float], ...]
+) -> Iterator[Metric]:
+    """Triton's latency summaries: per version, each quantile (a `quantile` label), `_sum` and
+    `_count`. The cache's two only for versions that use the cache, as Triton."""
+    now_s = time.monotonic()
+    for kinds, cache_only in ((_SUMMARIES, False), (_CACHE_SUMMARIES, True)):
+        for kind, help_text in kinds:
+            family = Metric(kind.value, help_text, "summary")
+            for (model, version), stats in rows:
+                if stats.latency is None or (cache_only and not stats.cache_enabled):
+                    continue
+                labels = {"model": model, "version": version}
+                with stats.lock:
+                    snap = stats.latency.snapshot(kind, quantiles, now_s=now_s)
+                for quantile, value in snap.values:
+                    label = model_metrics.quantile_label(quantile)
+                    family.add_sample(kind.value, {**labels, "quantile": label}, value)
+                family.add_sample(f"{kind.value}_sum", labels, snap.total)
+                family.add_sample(f"{kind.value}_count", labels, snap.count)
+            if family.samples:
+                yield family
 
 
 class CustomCollector:
@@ -195,11 +222,16 @@ class ServerMemory:
 
 class Metrics:
     """One server's metrics; `exposition()` renders the `/metrics` body. `gpu` reads the GPUs
-    for Triton's `nv_gpu_*` families (default: NVML, absent where NVML is not)."""
+    for Triton's `nv_gpu_*` families (default: NVML, absent where NVML is not); `settings`:
+    `--metrics-config`'s latency counters and summaries."""
 
-    def __init__(self, *, gpu: GpuReader | None = None) -> None:
+    def __init__(
+        self, *, gpu: GpuReader | None = None, settings: MetricsSettings | None = None
+    ) -> None:
         self.registry = CollectorRegistry()
-        self._triton = TritonCollector(gpu if gpu is not None else NvmlReader())
+        self.settings = settings if settings is not None else MetricsSettings()
+        gpu_reader = gpu if gpu is not None else NvmlReader()
+        self._triton = TritonCollector(gpu_reader, self.settings)
         self.registry.register(self._triton)  # first: Triton's families lead the page
         # Python models' pb_utils.MetricFamily series, exported beside Triton's.
         self.custom = CustomMetrics()

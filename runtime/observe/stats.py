@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from runtime.observe.latency_summary import LatencyKind, LatencySummaries
+
 __all__ = ["Duration", "FailureReason", "ModelStats", "StatsBook"]
 
 
@@ -45,7 +47,7 @@ class _BatchStats:
 class ModelStats:
     """Counters of one loaded model version; updated from worker threads under one lock."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, summaries: bool = False) -> None:
         self.lock = threading.Lock()
         self.inference_count = 0  # inferences (batch items) that succeeded
         self.execution_count = 0  # model executions
@@ -61,6 +63,8 @@ class ModelStats:
         self.cache_enabled = False  # the model uses the response cache (its nv_cache_* rows)
         self.cache_hit = Duration()  # lookups that found the answer, and their time
         self.cache_miss = Duration()  # lookups that did not, plus inserting the answer
+        # Triton's latency summaries (`--metrics-config summary_latencies=true`), else None.
+        self.latency = LatencySummaries() if summaries else None
 
     def record_execution(
         self,
@@ -89,6 +93,7 @@ class ModelStats:
                 self.compute_input.add(input_ns)
                 self.compute_infer.add(infer_ns)
                 self.compute_output.add(output_ns)
+                self._observe(queue_ns, request_ns, (input_ns, infer_ns, output_ns))
                 return
             for ok, inferences, queue_ns, request_ns in outcomes:
                 if ok:
@@ -99,6 +104,9 @@ class ModelStats:
                     self.compute_input.add(input_ns // n)
                     self.compute_infer.add(infer_ns // n)
                     self.compute_output.add(output_ns // n)
+                    self._observe(
+                        queue_ns, request_ns, (input_ns // n, infer_ns // n, output_ns // n)
+                    )
                 else:
                     self.fail.add(request_ns)
                     self.failures[FailureReason.BACKEND] += 1
@@ -110,6 +118,10 @@ class ModelStats:
             self.queue.add(0)
             self.cache_hit.add(hit_ns)
             self.last_inference_ms = time.time_ns() // 1_000_000
+            if self.latency is not None:
+                now_s = time.monotonic()
+                self.latency.observe(LatencyKind.REQUEST, request_ns / 1000, now_s=now_s)
+                self.latency.observe(LatencyKind.CACHE_HIT, hit_ns / 1000, now_s=now_s)
 
     def record_cache_miss(self, miss_ns: int) -> None:
         """A lookup that missed, and the insertion of the computed answer (Triton adds that
@@ -117,6 +129,19 @@ class ModelStats:
         with self.lock:
             self.cache_miss.add(miss_ns)
             self.success.ns += miss_ns
+            if self.latency is not None:
+                self.latency.observe(LatencyKind.CACHE_MISS, miss_ns / 1000, now_s=time.monotonic())
+
+    def _observe(self, queue_ns: int, request_ns: int, compute: tuple[int, int, int]) -> None:
+        """One successful request's durations into the summaries, if kept (under `lock`)."""
+        if self.latency is None:
+            return
+        now_s = time.monotonic()
+        kinds = (LatencyKind.COMPUTE_INPUT, LatencyKind.COMPUTE_INFER, LatencyKind.COMPUTE_OUTPUT)
+        self.latency.observe(LatencyKind.REQUEST, request_ns / 1000, now_s=now_s)
+        self.latency.observe(LatencyKind.QUEUE, queue_ns / 1000, now_s=now_s)
+        for kind, ns in zip(kinds, compute, strict=True):
+            self.latency.observe(kind, ns / 1000, now_s=now_s)
 
     def record_failure(self, reason: FailureReason, request_ns: int) -> None:
         """A request that failed before it reached the model (bad input, rejected, canceled)."""
@@ -159,15 +184,17 @@ class ModelStats:
 
 
 class StatsBook:
-    """Every loaded model version's `ModelStats`, keyed by (model, version)."""
+    """Every loaded model version's `ModelStats`, keyed by (model, version); `summaries`: each
+    keeps Triton's latency summaries too."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, summaries: bool = False) -> None:
+        self._summaries = summaries
         self._lock = threading.Lock()
         self._stats: dict[tuple[str, str], ModelStats] = {}
 
     def open(self, model: str, version: str) -> ModelStats:
         """Fresh counters for a version being loaded (a reload starts from zero, as in Triton)."""
-        stats = ModelStats()
+        stats = ModelStats(summaries=self._summaries)
         with self._lock:
             self._stats[(model, version)] = stats
         return stats

@@ -32,6 +32,7 @@ from thawserver.limit_flags import add_body_timeout_argument, add_limit_argument
 from thawserver.log_control import LogControl
 from thawserver.lora_flags import add_lora_argument
 from thawserver.max_tokens_flag import add_default_max_tokens_argument
+from thawserver.metrics_config_flags import parse_metrics_config
 from thawserver.repository_flags import (
     localized,
     model_repositories,
@@ -317,6 +318,7 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
     try:
         backend_config = backend_settings(args.backend_config)
         rate_limit = parse_mode(args.rate_limit)
+        metrics_settings = parse_metrics_config(args.metrics_config)
         resources = tuple(parse_resource(text) for text in args.rate_limit_resource)
         trace_defaults = trace_setting(args)
         logs = log_settings(
@@ -343,6 +345,7 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
         auto_complete_config=not (args.disable_auto_complete_config or args.strict_model_config),
         model_load_threads=args.model_load_thread_count,
         model_load_retries=args.model_load_retries,
+        metrics_settings=metrics_settings,
         rate_limit=rate_limit.value,
         rate_limit_resources=tuple((r.name, r.count, r.device) for r in resources),
         backend_config=backend_config,
@@ -576,7 +579,7 @@ async def _serve(config: ServeConfig, log: LogControl, sync: RepositorySync | No
 
         arena = Arena(config.arena_bytes)
         warmups = (arena.prefault,)
-    metrics = Metrics()
+    metrics = Metrics(settings=config.metrics_settings)
     target = _device_target(config)
     cuda = None
     if wants_cuda_warmup(config, target):

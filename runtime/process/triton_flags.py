@@ -42,6 +42,7 @@ from thawserver.bool_flag import triton_bool
 from thawserver.grpc_compression import add_compression_argument
 from thawserver.grpc_keepalive import add_keepalive_arguments
 from thawserver.grpc_tls import add_tls_arguments
+from thawserver.metrics_config_flags import add_metrics_config_argument
 from thawserver.model_config_name_flag import add_model_config_name_argument
 from thawserver.rate_limit_flags import add_rate_limit_arguments
 from thawserver.restricted_protocols import add_restriction_arguments
@@ -195,6 +196,7 @@ def add_triton_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--model-load-thread-count", type=int, default=4, metavar="N",
                    help="models loaded at once (default 4)")  # fmt: skip
     add_rate_limit_arguments(g)
+    add_metrics_config_argument(g)
     add_restriction_arguments(g)
     for surface, what in (("http", "HTTP headers"), ("grpc", "gRPC metadata")):
         g.add_argument(

@@ -11,8 +11,7 @@ config marks `global: true`), the largest count any loaded instance asks for, or
 count `--rate-limit-resource` gives (which must cover every instance's need: a load asking for
 more is refused in Triton's words). Thaw keeps that map, refuses such loads, and logs the map at
 every change as Triton does; runtime.scheduling.resource_gate holds each instance's resources
-while it executes. An instance group's `priority` orders nothing yet
-(docs/triton-qa-parity.md, L0_model_update).
+while it executes, and serves waiting instances by their group's `priority` (InstanceNeeds).
 """
 
 from __future__ import annotations
@@ -28,6 +27,7 @@ from tritonconfig.schema import mc
 __all__ = [
     "GLOBAL",
     "ExplicitResource",
+    "InstanceNeeds",
     "RateLimitError",
     "RateLimitMode",
     "ResourceKey",
@@ -74,14 +74,23 @@ def instance_needs(
     for group_name, device in placements:
         group = groups.get(group_name)
         resources = group.rate_limiter.resources if group is not None else ()
-        needs.append(
+        held = InstanceNeeds(
             {
                 (GLOBAL if getattr(r, "global") else device, r.name): r.count
                 for r in resources
                 if r.count > 0
             }
         )
+        held.priority = max(group.rate_limiter.priority, 1) if group is not None else 1
+        needs.append(held)
     return needs
+
+
+class InstanceNeeds(dict[ResourceKey, int]):
+    """One instance's resources, and its group's rate-limiter `priority` (Triton's weight: an
+    instance of priority 2 gets half the turns of one of priority 1 when both wait; 0 is 1)."""
+
+    priority: int = 1
 
 
 @dataclass
@@ -95,11 +104,15 @@ class ResourceLimits:
     explicit: tuple[ExplicitResource, ...] = ()
     _needs: dict[str, dict[ResourceKey, int]] = field(default_factory=dict)
     _last: dict[ResourceKey, int] = field(default_factory=dict)
+    # What each model loading or loaded asks for, from its `check` on: two loads at once see
+    # each other's scopes (a resource global in one and per device in the other).
+    _claims: dict[str, dict[ResourceKey, int]] = field(default_factory=dict)
 
     def check(self, model: str, needs: Mapping[ResourceKey, int]) -> None:
         """RateLimitError when an explicit limit is below what an instance of `model` needs."""
         if self.mode is RateLimitMode.OFF:
             return
+        self._check_scopes(model, needs)
         for (device, name), count in sorted(needs.items()):
             limit = self._explicit(name, device)
             if limit is not None and limit < count:
@@ -108,15 +121,27 @@ class ResourceLimits:
                     "scheduling of one or more model instances, the minimum required count is "
                     f"{count}"
                 )
+        self._claims[model] = dict(needs)
+
+    def withdraw(self, model: str) -> None:
+        """A load of `model` failed after its `check`: its claim goes back to what it has
+        loaded (nothing, for a first load)."""
+        loaded = self._needs.get(model)
+        if loaded is None:
+            self._claims.pop(model, None)
+        else:
+            self._claims[model] = loaded
 
     def update(self, model: str, needs: Mapping[ResourceKey, int]) -> dict[ResourceKey, int]:
         """Record `model`'s needs (after `check`); the resource map now."""
         self._needs[model] = dict(needs)
+        self._claims[model] = dict(needs)
         return self._changed()
 
     def drop(self, model: str) -> dict[ResourceKey, int]:
         """Forget an unloaded model's needs; the resource map now."""
         self._needs.pop(model, None)
+        self._claims.pop(model, None)
         return self._changed()
 
     @property
@@ -139,12 +164,36 @@ class ResourceLimits:
                 limits[key] = explicit
         return limits
 
+    def _check_scopes(self, model: str, needs: Mapping[ResourceKey, int]) -> None:
+        """RateLimitError, in Triton's words, for a resource global in one instance group (of
+        any loaded model, or `model`) and per device in another: one name, one scope."""
+        scopes: dict[str, set[bool]] = {}
+        others = [n for m, n in self._claims.items() if m != model]  # a reload replaces its own
+        for each in (*others, needs):
+            for device, name in each:
+                scopes.setdefault(name, set()).add(device == GLOBAL)
+        for name, kinds in sorted(scopes.items()):
+            if len(kinds) == 2:
+                raise RateLimitError(
+                    f'Resource "{name}" is present as both global and device-specific resource '
+                    "in the model configuration."
+                )
+
     def _explicit(self, name: str, device: int) -> int | None:
-        found = None
-        for resource in self.explicit:
-            if resource.name == name and resource.device in (None, device):
-                found = resource.count if resource.device == device or found is None else found
-        return found
+        """The count `--rate-limit-resource` gives `name` on `device` (a global resource: any
+        device's); None when the flag was not given at all. Once it is given, a resource it
+        does not name has 0, and of a device's own count and the every-device count the larger
+        holds (Triton's ParseAndValidateExplicitResources)."""
+        if not self.explicit:
+            return None
+        return max(
+            (
+                r.count
+                for r in self.explicit
+                if r.name == name and (device == GLOBAL or r.device in (None, device))
+            ),
+            default=0,
+        )
 
     def _changed(self) -> dict[ResourceKey, int]:
         limits = self.max_resources()

@@ -36,7 +36,7 @@ from tests.fixtures.triton_qa_sequence_repos import (
     build_sequence_repo,
 )
 
-__all__ = ["SEQUENCE_SUITES"]
+__all__ = ["SEQUENCE_SUITES", "dyna_runs"]
 
 # test.sh's NO_DELAY_TESTS: the tests that assert TRITONSERVER_DELAY_SCHEDULER and
 # TRITONSERVER_BACKLOG_DELAY_SCHEDULER unset.
@@ -102,10 +102,15 @@ def _implicit_state_runs() -> tuple[Run, ...]:
     return (state, *_no_delay_runs(implicit=True))
 
 
-def _dyna_runs() -> tuple[Run, ...]:
+def dyna_runs(*, implicit: bool = False) -> tuple[Run, ...]:
     """test.sh's two loops: NO_BATCHING=1 on `models`, then NO_BATCHING=0 on the edited ones;
-    one server start per test."""
-    env = (("BACKENDS", " ".join(IMPLICIT_BACKENDS)), ("IMPLICIT_STATE", "0"))
+    one server start per test. `implicit`: as L0_dyna_implicit_state runs it (IMPLICIT_STATE=1,
+    its BACKENDS="onnx plan" less plan, ENSEMBLES=0)."""
+    env: tuple[tuple[str, str], ...] = (
+        (("BACKENDS", "onnx"), ("IMPLICIT_STATE", "1"), ("ENSEMBLES", "0"))
+        if implicit
+        else (("BACKENDS", " ".join(IMPLICIT_BACKENDS)), ("IMPLICIT_STATE", "0"))
+    )
     return (
         *(
             Run(f"dyna_sequence_batcher_test.DynaSequenceBatcherTest.{test}", "models",
@@ -175,7 +180,7 @@ SEQUENCE_SUITES = (
             "models": partial(build_dyna_sequence_repo, multi=False),
             "multi_models": partial(build_dyna_sequence_repo, multi=True),
         },
-        _dyna_runs(),
+        dyna_runs(),
         beside=("qa/common/sequence_util.py",),
     ),
 )

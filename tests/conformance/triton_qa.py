@@ -29,6 +29,9 @@ tests/conformance/qa_namespacing.py runs L0_model_namespacing: two repositories 
 tests/conformance/qa_more_suites.py runs ten more suites of inference semantics (L0_nan_inf,
 L0_output_name, L0_scalar_io, L0_output_validation, L0_optional_input, L0_simple_ensemble,
 L0_client_timeout, L0_server_status, L0_request_cancellation, L0_model_queue).
+tests/conformance/qa_sched_suites.py runs seven of metrics, scheduling and sequences
+(L0_metrics, L0_rate_limiter, L0_sequence_corrid_batcher, L0_iterative_sequence,
+L0_dyna_implicit_state, L0_sequence_stress, L0_grpc_state_cleanup).
 
 Tests that need what Thaw does not serve here (TensorFlow / TensorRT models, tracing) are
 deselected with their reason printed; docs/triton-qa-parity.md lists
@@ -39,6 +42,7 @@ no mirror), 1 otherwise.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -67,6 +71,7 @@ from tests.conformance.qa_model_config_suite import MODEL_CONFIG_SUITE
 from tests.conformance.qa_model_update import L0_MODEL_UPDATE
 from tests.conformance.qa_more_suites import MORE_SUITES
 from tests.conformance.qa_namespacing import NAMESPACING_SUITES
+from tests.conformance.qa_sched_suites import SCHED_SUITES
 from tests.conformance.qa_sequence_suites import SEQUENCE_SUITES
 from tests.conformance.qa_servers import KINDS, refusal, start, unsupported
 from tests.conformance.qa_suite import Run, Suite, SuiteRun
@@ -264,6 +269,7 @@ SUITES: dict[str, Suite] = {
         *NAMESPACING_SUITES,
         *MORE_SUITES,
         *BACKEND_SUITES,
+        *SCHED_SUITES,
     )
 }
 
@@ -307,10 +313,13 @@ def rows_to_results(ref: str, run: Run, rows: dict[str, dict[str, str]]) -> list
     return results
 
 
-def _script(qa_dir: Path, run: Run) -> dict[str, dict[str, str]]:
+def _script(qa_dir: Path, run: Run, env: dict[str, str]) -> dict[str, dict[str, str]]:
+    """`run.file` run as test.sh runs it, a script with its arguments (and the run's `env`,
+    the server's pid among them when the test signals it)."""
     proc = subprocess.run(
         [sys.executable, run.file, *(run.script_args or ())],
         cwd=qa_dir, capture_output=True, text=True, check=False, timeout=600,
+        env={**os.environ, **env},
     )  # fmt: skip
     tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or [""]
     outcome = "passed" if proc.returncode == 0 else "failed"
@@ -371,7 +380,7 @@ def _run_one(
         (qa_dir / run.server_log).symlink_to(server.log_path)
     try:
         if run.script_args is not None:
-            rows = _script(qa_dir, run)
+            rows = _script(qa_dir, run, env)
         elif run.pytest:
             rows = run_pytest(qa_dir, run.file, env)
         else:

@@ -17,7 +17,7 @@ from tests.fixtures.up_process import UpProcess, with_params
 pytestmark = pytest.mark.integration
 
 # Decoupled: IN = [n] -> n responses OUT = [i], i = 0..n-1, then the final flag alone.
-_REPEAT_PY = """
+REPEAT_PY = """
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
@@ -92,7 +92,7 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpProcess]:
         input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]
     """
     _model(
-        repo, "repeat", _REPEAT_PY,
+        repo, "repeat", REPEAT_PY,
         f'name: "repeat"\nbackend: "python"\nmodel_transaction_policy {{ decoupled: true }}\n'
         f'{io}\noutput [ {{ name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }} ]\n',
     )  # fmt: skip

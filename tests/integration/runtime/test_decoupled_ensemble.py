@@ -23,7 +23,7 @@ Server = ServeProcess | UpProcess
 
 # Like python_backend's examples/decoupled repeat model: one response per element of IN, 0.3 s
 # apart, from a thread after `execute` returned, then the final flag alone.
-_REPEAT_PY = """\
+REPEAT_PY = """\
 import threading
 import time
 import numpy as np
@@ -89,7 +89,7 @@ def server(
 ) -> Iterator[Server]:
     repo: Path = tmp_path_factory.mktemp("repo")
     (repo / "repeat" / "1").mkdir(parents=True)
-    (repo / "repeat" / "1" / "model.py").write_text(_REPEAT_PY)
+    (repo / "repeat" / "1" / "model.py").write_text(REPEAT_PY)
     write_config(repo / "repeat", _REPEAT_CONFIG)
     make_python_identity(repo, "identity_int32", data_type="TYPE_INT32", dims=(1,))
     make_ensemble(repo, "repeat_then_identity", _PIPELINE_CONFIG)

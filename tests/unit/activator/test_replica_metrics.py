@@ -3,8 +3,14 @@ summed and monotonic as replicas come and go, gauges from live replicas only."""
 
 from __future__ import annotations
 
-from activator.endpoint.replica_metrics import MetricsLedger, merge_families, with_zeros
+from activator.endpoint.replica_metrics import (
+    MetricsLedger,
+    merge_families,
+    with_held,
+    with_zeros,
+)
 from activator.observe.metrics_text import Family, parse, render
+from thawserver.metrics_config_flags import MetricsSettings
 
 _PAGE = """\
 # HELP nv_inference_count Number of inferences performed
@@ -114,3 +120,54 @@ def test_every_served_model_has_tritons_families_at_zero_until_a_replica_counts(
     assert _value(families, "nv_inference_count") == 5  # what a replica reported is kept
     assert "# TYPE nv_inference_request_failure counter" in text
     assert "nv_inference_request_failure_total" not in text  # Triton's bare counter names
+
+
+_SUMMARY = """\
+# HELP nv_inference_request_summary_us Summary of inference request duration
+# TYPE nv_inference_request_summary_us summary
+nv_inference_request_summary_us{{model="m",quantile="0.5",version="1"}} {median}
+nv_inference_request_summary_us_sum{{model="m",version="1"}} {total}
+nv_inference_request_summary_us_count{{model="m",version="1"}} {count}
+"""
+_REQUEST_SUMMARY = "nv_inference_request_summary_us"
+
+
+def _summary_page(median: float, total: float, count: int) -> dict[str, Family]:
+    return parse(_SUMMARY.format(median=median, total=total, count=count))
+
+
+def test_summary_quantiles_are_the_largest_replicas_not_a_sum() -> None:
+    merged = merge_families([_summary_page(100, 1000, 10), _summary_page(300, 600, 2)])
+    assert _value(merged, _REQUEST_SUMMARY) == 300.0  # an upper bound, never 400
+    assert _value(merged, _REQUEST_SUMMARY, f"{_REQUEST_SUMMARY}_count") == 12.0
+    assert _value(merged, _REQUEST_SUMMARY, f"{_REQUEST_SUMMARY}_sum") == 1600.0
+
+
+def test_a_replica_gone_leaves_its_summary_count_not_its_quantiles() -> None:
+    ledger = MetricsLedger()
+    ledger.record("a", ledger.ticket(), _summary_page(900, 900, 1))
+    ledger.fold("a")
+    ledger.record("b", ledger.ticket(), _summary_page(50, 100, 2))
+    total = ledger.total(["b"])
+    assert _value(total, _REQUEST_SUMMARY) == 50.0
+    assert _value(total, _REQUEST_SUMMARY, f"{_REQUEST_SUMMARY}_count") == 3.0
+
+
+def test_a_model_at_zero_has_summaries_when_asked_and_no_latency_counters_when_not() -> None:
+    settings = MetricsSettings(counter_latencies=False, summary_latencies=True,
+                               summary_quantiles=((0.1, 0.0), (0.75, 0.01)))  # fmt: skip
+    families = with_zeros({}, {"m": ["1"]}, settings)
+    text = render(families.values())
+    assert 'nv_inference_request_summary_us{model="m",quantile="0.75",version="1"} NaN' in text
+    assert 'nv_inference_queue_summary_us_count{model="m",version="1"} 0.0' in text
+    assert "_duration_us" not in text
+    assert 'nv_inference_count{model="m",version="1"} 0.0' in text
+
+
+def test_requests_held_at_the_front_door_are_pending_on_the_newest_version() -> None:
+    families = with_zeros(_page(0, pending=2), {"m": ["1", "10", "2"]})
+    families = with_held(families, {"m": 7, "gone": 3}, {"m": ["1", "10", "2"]})
+    pending = families["nv_inference_pending_request_count"].samples
+    assert pending[("nv_inference_pending_request_count", (("model", "m"), ("version", "10")))] == 7
+    assert pending[("nv_inference_pending_request_count", (("model", "m"), ("version", "1")))] == 2
+    assert not any(dict(labels)["model"] == "gone" for _, labels in pending)

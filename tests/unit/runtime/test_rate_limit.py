@@ -66,9 +66,44 @@ def test_a_need_above_the_explicit_count_is_refused_in_triton_s_words() -> None:
     limits.check("m", {(0, "R1"): 10})
     with pytest.raises(RateLimitError, match=r'^Resource count for "R1" is limited to 10 .*32$'):
         limits.check("m", {(0, "R1"): 32})
-    # A device's own explicit count wins over the one for every device.
+    # Of a device's own explicit count and the one for every device, the larger holds.
     per_device = ResourceLimits(
         RateLimitMode.EXECUTION_COUNT, (ExplicitResource("R1", 10), ExplicitResource("R1", 40, 0))
     )
     per_device.check("m", {(0, "R1"): 32})
     ResourceLimits(RateLimitMode.OFF, (ExplicitResource("R1", 1),)).check("m", {(0, "R1"): 32})
+
+
+def test_once_explicit_counts_are_given_a_resource_not_named_for_the_device_has_none() -> None:
+    # L0_rate_limiter: `--rate-limit-resource=resource1:10:10` gives device 10 only.
+    limits = ResourceLimits(
+        RateLimitMode.EXECUTION_COUNT,
+        (ExplicitResource("resource1", 10, 10), ExplicitResource("resource2", 2)),
+    )
+    with pytest.raises(RateLimitError, match=r'"resource1" is limited to 0 .* count is 4$'):
+        limits.check("m", {(0, "resource1"): 4})
+    limits.check("m", {(GLOBAL, "resource1"): 4})  # a global resource: any device's count
+    with pytest.raises(RateLimitError, match='"other" is limited to 0'):
+        limits.check("m", {(0, "other"): 1})
+
+
+def test_a_resource_global_in_one_model_and_per_device_in_another_is_refused() -> None:
+    limits = ResourceLimits(RateLimitMode.EXECUTION_COUNT)
+    limits.check("v2", {(0, "resource1"): 2, (GLOBAL, "resource2"): 2})
+    limits.update("v2", {(0, "resource1"): 2, (GLOBAL, "resource2"): 2})
+    message = (
+        '^Resource "resource2" is present as both global and device-specific resource in the '
+        "model configuration.$"
+    )
+    with pytest.raises(RateLimitError, match=message):
+        limits.check("v3", {(0, "resource1"): 2, (0, "resource2"): 2})
+    limits.check("v2", {(0, "resource2"): 2})  # a reload of v2 replaces its own needs
+
+
+def test_two_loads_at_once_see_each_other_s_scope_and_a_failed_load_withdraws() -> None:
+    limits = ResourceLimits(RateLimitMode.EXECUTION_COUNT)
+    limits.check("v2", {(GLOBAL, "resource2"): 2})  # loading, not loaded yet
+    with pytest.raises(RateLimitError, match="both global and device-specific"):
+        limits.check("v3", {(0, "resource2"): 2})
+    limits.withdraw("v2")  # v2's load failed
+    limits.check("v3", {(0, "resource2"): 2})

@@ -13,7 +13,7 @@ from runtime.config import ModelControlMode, ServeConfig
 from runtime.inference import InferRequest, InferTensor
 from runtime.models.manager import ModelManager
 from runtime.observe.metrics import Metrics
-from runtime.scheduling.rate_limit import RateLimitMode, ResourceLimits
+from runtime.scheduling.rate_limit import InstanceNeeds, RateLimitMode, ResourceLimits
 from runtime.scheduling.resource_gate import ResourceGate
 from tests.fixtures.models import python_model
 
@@ -124,3 +124,81 @@ async def test_two_instances_that_each_need_most_of_a_resource_run_one_at_a_time
     )
     assert len(spans) == 2
     assert spans[1][0] >= spans[0][1]  # R1: 8 + 8 > 10: the second began once the first ended
+
+
+async def test_instances_that_both_wait_take_turns_by_their_priority() -> None:
+    # L0_rate_limiter's cross-model test: two instances needing all of R1, priorities 1 and 2;
+    # the first should run about twice as often while both wait (Triton's scaled priority).
+    gate = _gate(4)
+    first, second = InstanceNeeds({R1: 4}), InstanceNeeds({R1: 4})
+    second.priority = 2
+    turns: list[str] = []
+
+    async def worker(name: str, needs: InstanceNeeds) -> None:
+        async def run() -> None:
+            turns.append(name)
+            await asyncio.sleep(0)
+
+        gated = gate.holding_async(needs, run)
+        while len(turns) < 60:
+            await gated()
+
+    await asyncio.gather(worker("p1", first), worker("p2", second))
+    assert 38 <= turns[:60].count("p1") <= 42  # 2:1
+
+
+async def test_a_thread_and_a_loop_waiter_are_served_by_rank_not_arrival() -> None:
+    gate = _gate(4)
+    leave = asyncio.Event()
+    order: list[str] = []
+
+    async def hold() -> None:
+        await leave.wait()
+
+    async def on_loop(name: str) -> None:
+        order.append(name)
+
+    low = InstanceNeeds({R1: 4})
+    low.priority = 3
+    low_run = gate.holding_async(low, on_loop)
+    await low_run("warm-up")  # has run once: rank 3 now
+    holder = asyncio.ensure_future(gate.holding_async(InstanceNeeds({R1: 4}), hold)())
+    await asyncio.sleep(0.05)  # past the low one's reservation: the holder has R1
+    first = asyncio.ensure_future(low_run("low"))
+    await asyncio.sleep(0.01)
+    high = asyncio.ensure_future(
+        asyncio.to_thread(gate.holding(InstanceNeeds({R1: 4}), order.append), "thread")
+    )
+    await asyncio.sleep(0.05)
+    leave.set()
+    await asyncio.gather(holder, first, high)
+    assert order == ["warm-up", "thread", "low"]  # rank 0 before rank 3, though it came later
+
+
+async def test_what_a_first_ranked_instance_gave_back_goes_on_when_it_does_not_return() -> None:
+    limits = ResourceLimits(RateLimitMode.EXECUTION_COUNT)
+    limits.update("m", {R1: 4})
+    gate = ResourceGate(limits, restage_s=0.01)
+    low = InstanceNeeds({R1: 4})
+    low.priority = 3
+    order: list[str] = []
+
+    async def record(name: str) -> None:
+        order.append(name)
+
+    low_run = gate.holding_async(low, record)
+    await low_run("low")  # rank 3 from now on
+    leave = asyncio.Event()
+
+    async def hold(name: str) -> None:
+        order.append(name)
+        await leave.wait()
+
+    holder = asyncio.ensure_future(gate.holding_async(InstanceNeeds({R1: 4}), hold)("first"))
+    await asyncio.sleep(0.01)
+    waiting = asyncio.ensure_future(low_run("low again"))
+    await asyncio.sleep(0.01)
+    leave.set()  # the first (rank 1 after its turn, before the waiter's 3) gives R1 back
+    await holder
+    await asyncio.wait_for(waiting, timeout=5)  # served once the 10 ms reservation lapses
+    assert order == ["low", "first", "low again"]

@@ -12,6 +12,7 @@ from thawwire.errors import LoadOverrideError, LoadParameterError
 from thawwire.grpc_service import pb
 from thawwire.load_overrides import (
     LoadOverride,
+    check_config,
     overrides_from_grpc,
     overrides_from_json,
     unload_dependents_from_grpc,
@@ -102,3 +103,13 @@ def test_grpc_unload_dependents_must_be_a_bool_param() -> None:
         assert refused.value.message == (
             "invalid value type for 'unload_dependents' parameter, expected bool_param."
         )
+
+
+def test_a_config_with_field_names_unquoted_loads_as_triton_reads_it() -> None:
+    # qa/L0_iterative_sequence's own config: `direct:` without quotes, which Triton's parser
+    # (protobuf's JSON parser) takes; text inside strings is left alone.
+    config = '{"sequence_batching": {direct: {"max_queue_delay_microseconds": 1}}, "n": "a, b: c"}'
+    assert json.loads(check_config(config) or "") == {
+        "sequence_batching": {"direct": {"max_queue_delay_microseconds": 1}},
+        "n": "a, b: c",
+    }

@@ -1,0 +1,22 @@
+"""Triton's host gauges on both servers' `/metrics` (qa/L0_metrics cpu_metrics_test.py)."""
+
+from __future__ import annotations
+
+import re
+
+from prometheus_client import generate_latest
+
+from activator.observe.metrics import Metrics as ActivatorMetrics
+from runtime.observe.metrics import Metrics as RuntimeMetrics
+
+
+def test_both_servers_expose_the_cpu_gauges_in_range() -> None:
+    for text in (
+        generate_latest(ActivatorMetrics().registry).decode(),
+        RuntimeMetrics().exposition().decode(),
+    ):
+        utilization = float(re.search(r"^nv_cpu_utilization (\S+)$", text, re.M).group(1))  # type: ignore[union-attr]
+        used = float(re.search(r"^nv_cpu_memory_used_bytes (\S+)$", text, re.M).group(1))  # type: ignore[union-attr]
+        total = float(re.search(r"^nv_cpu_memory_total_bytes (\S+)$", text, re.M).group(1))  # type: ignore[union-attr]
+        assert 0.0 <= utilization <= 1.0
+        assert 0 < used <= total
