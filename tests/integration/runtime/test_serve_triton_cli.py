@@ -50,9 +50,9 @@ def test_a_tritonserver_flag_thaw_lacks_is_refused_by_name(tmp_path: Path) -> No
     proc = _thaw(f"--model-repository={tmp_path}", "--reuse-grpc-port=true")
     assert proc.returncode == 2
     assert "tritonserver flag --reuse-grpc-port is not supported by thaw serve" in proc.stderr
-    proc = _thaw("--model-repository", str(tmp_path), "--model-load-retry-count", "3")
+    proc = _thaw("--model-repository", str(tmp_path), "--cuda-virtual-address-size", "0:1")
     assert proc.returncode == 2
-    refused = "tritonserver flag --model-load-retry-count is not supported by thaw serve"
+    refused = "tritonserver flag --cuda-virtual-address-size is not supported by thaw serve"
     assert refused in proc.stderr
 
 
