@@ -104,6 +104,8 @@ class SequenceScheduler:
         ]
         self._next_index = len(instances)
         self._backlog: dict[SequenceId, asyncio.Future[Assigned]] = {}
+        # The latest request of each sequence that waits to be queued (submit's ordering).
+        self._unqueued: dict[SequenceId, asyncio.Future[None]] = {}
         self._timer: Timer | None = None
         self._timer_at = 0
 
@@ -161,20 +163,32 @@ class SequenceScheduler:
         if isinstance(route, Refused):
             raise InvalidInput(route.message)
         inputs = list(request.inputs)  # the client's: a rescheduled request starts from them
+        # Requests of a sequence reach its instance's queue in the order they arrived. One that
+        # must wait first (for a slot, or for an earlier request of its sequence that waits)
+        # leaves a marker, done once it is queued, that the sequence's next request waits for:
+        # else a request arriving just as a backlogged sequence gets its slot would be queued
+        # before the sequence's earlier requests, which are still waking up (its END before
+        # its START).
+        earlier = self._unqueued.get(sequence)
+        mine: asyncio.Future[None] | None = None
+        if isinstance(route, Backlogged) or earlier is not None:
+            mine = self._unqueued[sequence] = asyncio.get_running_loop().create_future()
         try:
             if isinstance(route, Backlogged):
                 route = await self._backlogged(sequence, received_ns)
+            if earlier is not None:
+                await self._after(sequence, earlier, received_ns)
             while True:
                 self._controls.add(request, params, ready=True)
                 slot = route.slot if not self._oldest else sequence
-                response = await self._queued(
-                    sequence,
-                    self._dispatchers[route.instance],
-                    self._dispatchers[route.instance].enqueue(
-                        request, batch_size=batch_size, received_ns=received_ns, sequence=slot
-                    ),
-                    received_ns,
+                dispatcher = self._dispatchers[route.instance]
+                queued = dispatcher.enqueue(
+                    request, batch_size=batch_size, received_ns=received_ns, sequence=slot
                 )
+                if mine is not None:
+                    self._queued_in_order(sequence, mine)
+                    mine = None
+                response = await self._queued(sequence, dispatcher, queued, received_ns)
                 if not response.rescheduled:
                     return response
                 sink = request.response_sink
@@ -185,8 +199,17 @@ class SequenceScheduler:
                 # (same instance and slot), flagged neither START nor END.
                 params = self._again(request, params, inputs)
         finally:
+            if mine is not None:  # never queued (refused, cancelled): the next one goes on
+                self._queued_in_order(sequence, mine)
             # An iterative sequence ends with its request's release (Triton cancels it then).
             self._finished(sequence, end=params.sequence_end or self._iterative)
+
+    def _queued_in_order(self, sequence: SequenceId, marker: asyncio.Future[None]) -> None:
+        """The request that left `marker` is queued (or gone): its sequence's next may go."""
+        if not marker.done():
+            marker.set_result(None)
+        if self._unqueued.get(sequence) is marker:
+            del self._unqueued[sequence]
 
     # -- cancellation: a request cancelled before it ran cancels its sequence, as in Triton --
 
@@ -205,6 +228,18 @@ class SequenceScheduler:
             raise
         except ModelErrorCancelled:
             self._cancelled(received_ns)
+            raise
+
+    async def _after(
+        self, sequence: SequenceId, earlier: asyncio.Future[None], received_ns: int
+    ) -> None:
+        """Wait until the sequence's earlier request is queued; this one's client going away
+        meanwhile cancels the sequence, as before it ran anywhere else."""
+        try:
+            await asyncio.shield(earlier)
+        except asyncio.CancelledError:
+            self._cancelled(received_ns)
+            self._table.cancel(sequence)
             raise
 
     async def _queued(
