@@ -70,12 +70,15 @@ class _SequenceSlot:
     """`async with endpoint.acquire(size, sequence=key)`: the replica the sequence is bound
     to (a slot there, at once), or any, which the sequence is then bound to."""
 
-    __slots__ = ("_endpoint", "_key", "_size", "_slot")
+    __slots__ = ("_endpoint", "_key", "_size", "_slot", "_track")
 
-    def __init__(self, endpoint: ModelEndpoint, size: int, key: SequenceKey) -> None:
+    def __init__(
+        self, endpoint: ModelEndpoint, size: int, key: SequenceKey, *, track: bool = True
+    ) -> None:
         self._endpoint = endpoint
         self._size = size
         self._key = key
+        self._track = track  # False: the caller says which requests of it went (a stream)
 
     async def __aenter__(self) -> Replica:
         endpoint, routes = self._endpoint, self._endpoint._sequences
@@ -87,13 +90,15 @@ class _SequenceSlot:
         admission = endpoint._admission
         self._slot = admission.acquire_on(replica) if replica else admission.acquire(self._size)
         chosen = await self._slot.__aenter__()
-        routes.begin(self._key, chosen.id, endpoint._clock())
+        if self._track:
+            routes.begin(self._key, chosen.id, endpoint._clock())
         return chosen
 
     async def __aexit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
         routes = self._endpoint._sequences
         assert routes is not None
-        routes.finish(self._key, self._endpoint._clock())
+        if self._track:
+            routes.finish(self._key, self._endpoint._clock())
         await self._slot.__aexit__(exc_type, *rest)
 
 
@@ -188,16 +193,34 @@ class ModelEndpoint:
 
     # ---- request path -------------------------------------------------------------------
 
-    def acquire(self, size: int, *, sequence: SequenceKey | None = None) -> Slot | _SequenceSlot:
+    def acquire(
+        self, size: int, *, sequence: SequenceKey | None = None, track: bool = True
+    ) -> Slot | _SequenceSlot:
         """`async with endpoint.acquire(nbytes) as replica:` a slot on a ready replica.
 
         Waits in the held queue when no slot is free (503 Overloaded when it is full; 504
         HeldTimeout at the activation timeout; ActivationFailed when the wake-up failed). A
         request of a live sequence (a stateful model) goes to the replica that holds it.
+        `track=False`: the replica is chosen by `sequence` but the caller reports each of the
+        sequence's requests itself (`sequence_sent` / `sequence_answered`: a gRPC stream).
         """
         if sequence is not None and self._sequences is not None:
-            return _SequenceSlot(self, size, sequence)
+            return _SequenceSlot(self, size, sequence, track=track)
         return self._admission.acquire(size)
+
+    def sequence_replica(self, sequence: SequenceKey) -> str | None:
+        """The replica `sequence` is bound to (None: not bound, or a START: any)."""
+        return self._sequences.replica_for(sequence) if self._sequences is not None else None
+
+    def sequence_sent(self, sequence: SequenceKey, replica_id: str) -> None:
+        """A request of `sequence` went to `replica_id` (outside `acquire`: a stream's)."""
+        if self._sequences is not None:
+            self._sequences.begin(sequence, replica_id, self._clock())
+
+    def sequence_answered(self, sequence: SequenceKey) -> None:
+        """A request `sequence_sent` reported is answered (or its stream is gone)."""
+        if self._sequences is not None:
+            self._sequences.finish(sequence, self._clock())
 
     @property
     def stateful(self) -> bool:

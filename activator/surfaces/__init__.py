@@ -8,7 +8,8 @@
     response_framing  where a replica's response body ends (RFC 9112 section 6)
     grpc_surface      the gRPC surface: THE `GRPCInferenceService` route table
     grpc_forward      forward gRPC inference to replicas as opaque bytes
-    grpc_envelope     the model a serialized `ModelInferRequest` is for
+    grpc_envelope     the model a serialized `ModelInferRequest` is for, and its sequence
+    stream_sequences  the sequences a replica stream carried, reported to their routes
     shm_requests      requests naming shared-memory regions, rewritten for a replica
     restricted_apis   `--http-restricted-api` / `--grpc-restricted-protocol` here
     status_page       the status page at `/ui/` (static files in `ui/`)

@@ -14,6 +14,14 @@ waking in time, a full held queue, an unknown model) are answered in-stream with
 error form and the stream goes on; a replica stream that fails ends the client's stream with
 its status.
 
+A stateful model's messages (sequence batching) are routed by the sequence their parameters
+name (activator.surfaces.grpc_envelope.sequence_of), as REST requests are
+(activator.endpoint.sequence_routes): a `ModelInfer` of a live sequence goes to the replica that
+holds it; on a stream, a sequence bound to a replica by an earlier request gets a stream to that
+replica, so one client stream may hold several replica streams of one model, and a sequence the
+stream begins goes on its first one. The sequences a stream carries are reported to the routes as
+they are sent and answered, so that a later request of them, on any protocol, finds them.
+
 Both calls may name shared-memory regions, which the activator owns
 (activator.surfaces.shm_requests): their inputs go to the replica as raw contents, and the
 outputs bound to regions come back as raw contents and are written there. On a stream, such a
@@ -37,11 +45,13 @@ import grpc
 
 from activator.endpoint.model_endpoint import ModelEndpoint
 from activator.endpoint.replica import Replica
+from activator.endpoint.sequence_routes import SequenceId, SequenceKey
 from activator.errors import ActivatorError, BadRequest, UpstreamFailed
 from activator.fleet.fleet import Fleet
 from activator.observe.metrics import RequestCount
-from activator.surfaces.grpc_envelope import Envelope, EnvelopeError, envelope
+from activator.surfaces.grpc_envelope import Envelope, EnvelopeError, envelope, sequence_of
 from activator.surfaces.shm_requests import Rewritten, StreamRegions, grpc_answer, grpc_request
+from activator.surfaces.stream_sequences import StreamSequences, answers_in_order
 from thawserver.grpc_status import http_status
 from thawserver.shm_registry import SystemSharedMemory
 from thawwire.grpc_messages import stream_error
@@ -142,13 +152,14 @@ class GrpcForwarder:
         fleet = self._fleet
         fleet.serving(head.model_name, message_version(head.model_version))
         endpoint = fleet.endpoint(head.model_name)
+        sequence = _sequence(endpoint, data)
         shm: Rewritten | None = None
         with fleet.metrics.counting(head.model_name) as count:
             try:
                 if self._shm is not None and names_shared_memory(data):
                     shm = grpc_request(data, self._shm)
                 answer = await self._to_replica(
-                    endpoint, head.model_name, data, shm, context, count
+                    endpoint, head.model_name, data, shm, context, count, sequence
                 )
                 if shm is not None:
                     answer = grpc_answer(answer, shm)
@@ -166,14 +177,16 @@ class GrpcForwarder:
         shm: Rewritten | None,
         context: Context,
         count: RequestCount,
+        sequence: SequenceKey | None,
     ) -> bytes:
         """The answer of a replica of `endpoint`, held for; a replica's error ends the call
-        with it. A replica that says it does not have `model` loaded (NOT_LOADED: evicted or
-        unloaded after this activator last heard) leaves rotation and the request goes once
-        more to another, as over HTTP (activator.surfaces.proxy.to_replica)."""
+        with it. A request of a live sequence goes to the replica that holds it. A replica
+        that says it does not have `model` loaded (NOT_LOADED: evicted or unloaded after this
+        activator last heard) leaves rotation and the request goes once more to another, as
+        over HTTP (activator.surfaces.proxy.to_replica)."""
         retry = True
         while True:
-            async with endpoint.acquire(len(data)) as replica:
+            async with endpoint.acquire(len(data), sequence=sequence) as replica:
                 call = self.channel(_address(replica)).unary_unary(_INFER)
                 try:
                     answer: bytes = await call(
@@ -207,6 +220,16 @@ def _envelope(data: bytes) -> Envelope:
         raise BadRequest(f"the request could not be parsed: {exc}") from None
 
 
+def _sequence(endpoint: ModelEndpoint, data: bytes) -> SequenceKey | None:
+    """The sequence a stateful model's message names (None for any other model's)."""
+    if not endpoint.stateful:
+        return None
+    try:
+        return sequence_of(data)
+    except EnvelopeError as exc:
+        raise BadRequest(f"the request could not be parsed: {exc}") from None
+
+
 def _address(replica: Replica) -> str:
     address = replica.handle.grpc_address
     if not address:
@@ -221,7 +244,12 @@ class _StreamRelay:
         self._forwarder = forwarder
         self._fleet = forwarder._fleet
         self._context = context
+        # Per model: the replica stream of messages no live sequence binds elsewhere.
         self._upstreams: dict[str, _Upstream] = {}
+        # A stateful model's sequences: the replica stream each went to on this client
+        # stream, and the streams to replicas that hold sequences bound before it.
+        self._sequences: dict[tuple[str, SequenceId], _Upstream] = {}
+        self._bound: dict[tuple[str, str], _Upstream] = {}
         self.regions = StreamRegions()  # requests whose outputs go to shared-memory regions
         self._write_lock = asyncio.Lock()
         self._failed: asyncio.Future[grpc.aio.AioRpcError] = (
@@ -235,9 +263,9 @@ class _StreamRelay:
             await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
             if not self._failed.done():
                 reading.result()  # the client half-closed: let every replica stream finish
-                for upstream in list(self._upstreams.values()):
+                for upstream in self.upstreams():
                     await upstream.end()
-                tasks: set[asyncio.Future[Any]] = {u.task for u in self._upstreams.values()}
+                tasks: set[asyncio.Future[Any]] = {u.task for u in self.upstreams()}
                 while tasks and not self._failed.done():
                     _, tasks = await asyncio.wait(
                         {*tasks, self._failed}, return_when=asyncio.FIRST_COMPLETED
@@ -247,7 +275,7 @@ class _StreamRelay:
                 exc = self._failed.result()
                 await self._context.abort(exc.code(), exc.details() or "")
         finally:
-            pending = [reading, *(u.task for u in self._upstreams.values())]
+            pending = [reading, *(u.task for u in self.upstreams())]
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
@@ -259,16 +287,46 @@ class _StreamRelay:
             head = Envelope("", "", "")
             try:
                 head = _envelope(data)
-                self._fleet.serving(head.model_name, message_version(head.model_version))
+                entry = self._fleet.serving(head.model_name, message_version(head.model_version))
+                sequence = _sequence(self._fleet.endpoint(head.model_name), data)
                 if shm is not None and names_shared_memory(data):
                     data = self.regions.request(data, shm)
             except ActivatorError as exc:
                 await self.answer_error(head, exc, count=1)  # with its id, when it has one
                 continue
-            upstream = self._upstreams.get(head.model_name)
+            upstream = self._upstream(head.model_name, sequence, answers_in_order(entry))
+            await upstream.send(data, head, sequence)
+
+    def _upstream(self, model: str, sequence: SequenceKey | None, in_order: bool) -> _Upstream:
+        """The replica stream a message goes on: its sequence's, when this client stream has
+        sent the sequence before; the one to the replica the sequence is bound to, when
+        another request bound it there (a stream opened to it); else the model's own."""
+        upstream: _Upstream | None = None
+        if sequence is not None:
+            upstream = self._sequences.get((model, sequence.id))
             if upstream is None or upstream.closed:
-                upstream = self._upstreams[head.model_name] = _Upstream(self, head.model_name)
-            await upstream.send(data, head)
+                upstream = None
+                bound = self._fleet.endpoint(model).sequence_replica(sequence)
+                if bound is not None:
+                    upstream = self._bound.get((model, bound))
+                    if upstream is None or upstream.closed:
+                        upstream = _Upstream(self, model, sequence, in_order)
+                        self._bound[(model, bound)] = upstream
+        if upstream is None:
+            upstream = self._upstreams.get(model)
+            if upstream is None or upstream.closed:
+                upstream = self._upstreams[model] = _Upstream(self, model, sequence, in_order)
+        if sequence is not None:
+            if sequence.end:  # its next request is a new sequence's START: routed afresh
+                self._sequences.pop((model, sequence.id), None)
+            else:
+                self._sequences[(model, sequence.id)] = upstream
+        return upstream
+
+    def upstreams(self) -> list[_Upstream]:
+        """Every replica stream this client stream opened (each once)."""
+        unique = {id(u): u for u in (*self._upstreams.values(), *self._bound.values())}
+        return list(unique.values())
 
     async def write(self, data: bytes) -> None:
         async with self._write_lock:
@@ -301,20 +359,30 @@ class _StreamRelay:
         return forwarded_metadata(self._context)
 
 
-class _Upstream:
-    """One model's stream to one of its replicas, for one client stream."""
+_Queued = tuple[bytes, Envelope, SequenceKey | None]
 
-    def __init__(self, relay: _StreamRelay, model: str) -> None:
+
+class _Upstream:
+    """One model's stream to one of its replicas, for one client stream. `sequence`: the
+    first message's sequence, which chooses the replica (the one it is bound to, or the one
+    with the fewest live sequences); every sequence's requests on it are reported to the
+    model's sequence routes (`StreamSequences`)."""
+
+    def __init__(
+        self, relay: _StreamRelay, model: str, sequence: SequenceKey | None, in_order: bool
+    ) -> None:
         self._relay = relay
         self._model = model
-        self._queue: asyncio.Queue[tuple[bytes, Envelope] | None] = asyncio.Queue(STREAM_QUEUE)
+        self._sequence = sequence
+        self._in_order = in_order
+        self._queue: asyncio.Queue[_Queued | None] = asyncio.Queue(STREAM_QUEUE)
         self.closed = False  # the model refused this stream: a new message needs a new one
         self._refusal: ActivatorError | None = None
         self.task = asyncio.create_task(self._run())
 
-    async def send(self, data: bytes, head: Envelope) -> None:
+    async def send(self, data: bytes, head: Envelope, sequence: SequenceKey | None) -> None:
         """Queue a message (waits while STREAM_QUEUE messages wait for the replica stream)."""
-        await self._queue.put((data, head))
+        await self._queue.put((data, head, sequence))
         if self._refusal is not None:  # refused while we waited: answer what is left
             await self._refuse_queued(self._refusal)
 
@@ -328,21 +396,32 @@ class _Upstream:
         endpoint = fleet.endpoint(self._model)
         with fleet.metrics.counting(self._model) as count:
             try:
-                async with endpoint.acquire(0) as replica:
+                async with endpoint.acquire(0, sequence=self._sequence, track=False) as replica:
                     call = self._relay.channel(_address(replica)).stream_stream(_STREAM)(
                         timeout=self._relay.timeout(), metadata=self._relay.metadata
                     )
-                    count.code = await self._relay_call(call)
+                    sent = (
+                        StreamSequences(endpoint, replica.id, self._in_order)
+                        if endpoint.stateful
+                        else None
+                    )
+                    try:
+                        count.code = await self._relay_call(call, sent)
+                    finally:
+                        if sent is not None:
+                            sent.close()
             except ActivatorError as exc:
                 count.refused(exc)
                 await self._refuse_queued(exc)
 
-    async def _relay_call(self, call: Any) -> int:
+    async def _relay_call(self, call: Any, sent: StreamSequences | None) -> int:
         """Writes queued messages and relays answers until both sides are done; the HTTP
         status the stream counts as."""
-        writer = asyncio.ensure_future(self._write_all(call))
+        writer = asyncio.ensure_future(self._write_all(call, sent))
         try:
             async for answer in call:
+                if sent is not None:
+                    sent.answered()
                 await self._relay.write(self._relay.regions.answer(answer))
             await writer
         except grpc.aio.AioRpcError as exc:
@@ -355,9 +434,12 @@ class _Upstream:
                 await writer
         return 200
 
-    async def _write_all(self, call: Any) -> None:
+    async def _write_all(self, call: Any, sent: StreamSequences | None) -> None:
         while (item := await self._queue.get()) is not None:
-            await call.write(item[0])
+            data, _, sequence = item
+            if sent is not None:
+                sent.sent(sequence)
+            await call.write(data)
         await call.done_writing()
 
     async def _refuse_queued(self, exc: ActivatorError) -> None:

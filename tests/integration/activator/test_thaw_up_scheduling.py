@@ -1,16 +1,18 @@
 """Ensembles and stateful models through a real `thaw up`: an ensemble wakes the models its
 steps run (each with its own replicas), and every request of a sequence reaches the replica
-that holds it."""
+that holds it, over REST, gRPC and gRPC streams."""
 
 from __future__ import annotations
 
 import json
+import queue
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
+import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
 from tests.fixtures import models, onnx_models, sequence_models
@@ -126,3 +128,93 @@ def test_every_request_of_a_sequence_reaches_the_replica_that_holds_it(up: UpPro
         with urllib.request.urlopen(f"{replica['url']}/v2/models/accumulator/stats") as resp:
             counts.append(json.loads(resp.read())["model_stats"][0]["inference_count"])
     assert sorted(counts) != [0, 16] and sum(counts) == 16, counts
+
+
+def _replica_counts(up: UpProcess) -> dict[str, int]:
+    """Each accumulator replica's inference count, by its URL."""
+    counts = {}
+    for replica in up.model("accumulator")["replicas"]:
+        with urllib.request.urlopen(f"{replica['url']}/v2/models/accumulator/stats") as resp:
+            counts[replica["url"]] = json.loads(resp.read())["model_stats"][0]["inference_count"]
+    return counts
+
+
+def _grpc_value(value: float) -> grpcclient.InferInput:
+    tensor = grpcclient.InferInput("INPUT", [1, 1], "FP32")
+    tensor.set_data_from_numpy(np.full((1, 1), value, np.float32))
+    return tensor
+
+
+def _sum(result: grpcclient.InferResult) -> float:
+    return float(result.as_numpy("SUM").reshape(-1)[0])
+
+
+def test_every_grpc_request_of_a_sequence_reaches_the_replica_that_holds_it(
+    up: UpProcess,
+) -> None:
+    """ModelInfer over gRPC, as tritonclient.grpc sends a sequence: routed by it, as REST is
+    (a request that reached the other replica would be refused there, no START)."""
+    up.wait_for(
+        lambda: up.model("accumulator")["replicas_ready"] == 2, 120, "two accumulator replicas"
+    )
+    assert up.grpc_address, up.log()
+    before = _replica_counts(up)
+    values = {seq: [float(seq), 1.0, 2.0, 3.0] for seq in (61, 62, 63, 64)}
+    with grpcclient.InferenceServerClient(up.grpc_address) as client:
+        for step in range(4):
+            for seq, vals in values.items():
+                result = client.infer(
+                    "accumulator", [_grpc_value(vals[step])], sequence_id=seq,
+                    sequence_start=step == 0, sequence_end=step == 3, client_timeout=120,
+                )  # fmt: skip
+                assert _sum(result) == sum(vals[: step + 1]), (seq, step)
+    after = _replica_counts(up)
+    served = sorted(after[url] - before.get(url, 0) for url in after)
+    assert sum(served) == 16 and 0 not in served, served  # both held sequences: it mattered
+
+
+def test_a_grpc_stream_continues_each_sequence_on_the_replica_that_holds_it(
+    up: UpProcess,
+) -> None:
+    """One client stream carrying several sequences, interleaved (as Triton's
+    simple_grpc_sequence_stream_infer_client sends them), begun elsewhere on both replicas:
+    each message goes to its sequence's replica; a sequence begun on the stream stays on it."""
+    up.wait_for(
+        lambda: up.model("accumulator")["replicas_ready"] == 2, 120, "two accumulator replicas"
+    )
+    before = _replica_counts(up)
+    begun = (71, 72, 73, 74)
+    answers: queue.Queue[tuple[grpcclient.InferResult | None, object]] = queue.Queue()
+    with grpcclient.InferenceServerClient(up.grpc_address) as client:
+        for seq in begun:  # spread over both replicas by the balancer
+            start = client.infer(
+                "accumulator", [_grpc_value(float(seq))], sequence_id=seq, sequence_start=True,
+                client_timeout=120,
+            )  # fmt: skip
+            assert _sum(start) == float(seq)
+        client.start_stream(callback=lambda result, error: answers.put((result, error)))
+        expected: dict[str, float] = {}
+        for step in (1.0, 2.0):
+            for seq in begun:
+                request_id = f"{seq}-{step:g}"
+                client.async_stream_infer(
+                    "accumulator", [_grpc_value(step)], request_id=request_id, sequence_id=seq,
+                    sequence_end=step == 2.0,
+                )  # fmt: skip
+                expected[request_id] = seq + (1.0 if step == 1.0 else 3.0)
+        for step, flags in ((5.0, {"sequence_start": True}), (6.0, {"sequence_end": True})):
+            client.async_stream_infer(
+                "accumulator", [_grpc_value(step)], request_id=f"75-{step:g}", sequence_id=75,
+                **flags,
+            )  # fmt: skip
+        expected["75-5"], expected["75-6"] = 5.0, 11.0
+        got: dict[str, float] = {}
+        for _ in expected:
+            result, error = answers.get(timeout=120)
+            assert error is None and result is not None, error
+            got[result.get_response().id] = _sum(result)
+        client.stop_stream()
+    assert got == expected
+    after = _replica_counts(up)
+    served = sorted(after[url] - before.get(url, 0) for url in after)
+    assert sum(served) == 14 and 0 not in served, served

@@ -1,14 +1,19 @@
 """activator.surfaces.grpc_envelope: the model, version and id of an inference message, read without
-parsing tensors, are what protobuf itself reads; hostile bytes are an EnvelopeError."""
+parsing tensors, are what protobuf itself reads, and so is the sequence its parameters name;
+hostile bytes are an EnvelopeError."""
 
 from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
+import tritonclient.grpc as grpcclient
 from google.protobuf.message import DecodeError
+from tritonclient.grpc._utils import _get_inference_request
 
-from activator.surfaces.grpc_envelope import Envelope, EnvelopeError, envelope
+from activator.endpoint.sequence_routes import SequenceKey
+from activator.surfaces.grpc_envelope import Envelope, EnvelopeError, envelope, sequence_of
 from thawwire.grpc_service import pb
 
 
@@ -80,3 +85,61 @@ def test_random_bytes_never_crash_and_agree_with_protobuf_when_it_parses() -> No
         except DecodeError:
             continue  # protobuf refuses more (nested messages, UTF-8 of other strings)
         assert head == Envelope(parsed.model_name, parsed.model_version, parsed.id)
+
+
+def _client_message(**sequence: object) -> bytes:
+    """The bytes tritonclient.grpc sends for a request with these sequence arguments."""
+    tensor = grpcclient.InferInput("INPUT", [1], "FP32")
+    tensor.set_data_from_numpy(np.zeros(1, np.float32))
+    request = _get_inference_request(
+        model_name="acc", inputs=[tensor], model_version="", request_id="r", outputs=None,
+        sequence_id=sequence.get("sequence_id", 0),
+        sequence_start=sequence.get("sequence_start", False),
+        sequence_end=sequence.get("sequence_end", False),
+        priority=0, timeout=None, parameters=None,
+    )  # fmt: skip
+    return bytes(request.SerializeToString())
+
+
+@pytest.mark.parametrize(
+    ("sequence", "key"),
+    [
+        ({"sequence_id": 7, "sequence_start": True}, SequenceKey(7, True, False)),
+        ({"sequence_id": 7}, SequenceKey(7, False, False)),
+        ({"sequence_id": 7, "sequence_end": True}, SequenceKey(7, False, True)),
+        ({"sequence_id": "s-1", "sequence_start": True}, SequenceKey("s-1", True, False)),
+        ({}, None),  # no sequence
+    ],
+)
+def test_the_sequence_tritonclient_sends_is_read(sequence: dict[str, object], key: object) -> None:
+    assert sequence_of(_client_message(**sequence)) == key
+
+
+def test_no_usable_sequence_id_is_no_sequence() -> None:
+    for value in ("bool_param", "double_param"):
+        message = pb.ModelInferRequest(model_name="acc")
+        setattr(message.parameters["sequence_id"], value, 1)
+        assert sequence_of(message.SerializeToString()) is None  # the replica refuses it
+    message = pb.ModelInferRequest(model_name="acc")
+    message.parameters["sequence_id"].int64_param = 0
+    assert sequence_of(message.SerializeToString()) is None
+    # A flag that is no bool is no flag (the replica refuses it in Triton's words).
+    message.parameters["sequence_id"].uint64_param = 9
+    message.parameters["sequence_start"].int64_param = 1
+    assert sequence_of(message.SerializeToString()) == SequenceKey(9, False, False)
+
+
+def test_the_sequence_is_read_wherever_its_entries_are_and_tensors_are_not_parsed() -> None:
+    message = _message(model_name="acc")  # sequence_id 42, before the tensors
+    message.raw_input_contents.append(b"x" * (4 << 20))
+    late = pb.ModelInferRequest()
+    late.parameters["sequence_end"].bool_param = True  # after the tensors: merged, as protobuf
+    data = message.SerializeToString() + late.SerializeToString()
+    assert sequence_of(memoryview(data)) == SequenceKey(42, False, True)
+
+
+def test_hostile_parameters_are_an_envelope_error() -> None:
+    with pytest.raises(EnvelopeError):
+        sequence_of(b"\x22\x03\x0a\x05a")  # a parameters entry whose key runs past it
+    with pytest.raises(EnvelopeError):
+        sequence_of(b"\x22\x05abc")
