@@ -53,6 +53,7 @@ __all__ = [
     "RepositoryError",
     "Restricted",
     "RouteNotFound",
+    "ServerStopping",
     "ServingError",
     "UnsupportedEncoding",
 ]
@@ -114,6 +115,12 @@ class PayloadTooLarge(ServingError):
 
 
 class ModelUnavailable(ServingError):
+    status = 503
+
+
+class ServerStopping(ServingError):
+    """The server is shutting down and begins nothing new."""
+
     status = 503
 
 

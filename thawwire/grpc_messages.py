@@ -18,6 +18,7 @@ from thawwire.grpc_service import pb
 
 __all__ = [
     "FINAL_RESPONSE",
+    "STREAM_STOPPING",
     "config_response",
     "index_response",
     "metadata_response",
@@ -31,6 +32,11 @@ __all__ = [
 
 FINAL_RESPONSE = "triton_final_response"
 """The response parameter that marks the last response of a request on a stream."""
+
+STREAM_STOPPING = "the server is shutting down: this stream takes no new requests"
+"""A stream's answer to a request sent once its server began to shut down (thaw serve and
+thaw up alike): what is in flight is answered, nothing new is begun, as tritonserver's streams
+end when it shuts down."""
 
 ParameterValue = bool | int | float | str | bytes
 

@@ -145,6 +145,8 @@ async def serve(
         await stop.wait()
     finally:
         logger.info("thaw up: stopping (draining requests and replicas)")
+        if extra.surface is not None:
+            extra.surface.forwarder.stopping = True  # open gRPC streams begin nothing new
         await door.close()
         await app[FLEET].step_down()  # the Lease goes to another activator now, not after
         # As tritonserver: the clients' open connections are served until they close or the

@@ -28,6 +28,10 @@ outputs bound to regions come back as raw contents and are written there. On a s
 request goes out under an id of the activator's own (`StreamRegions`), so that each answer,
 a decoupled model's too, finds its request's regions; the client's id is given back.
 
+Once `thaw up` shuts down (`stopping`), a new message on an open stream is answered in-stream
+with STREAM_STOPPING (thawwire.grpc_messages), as `thaw serve` answers it; what is in flight is
+answered as usual.
+
 Errors the activator makes itself leave with the gRPC code of their HTTP status
 (thawserver.grpc_status): 503 -> UNAVAILABLE, 504 -> DEADLINE_EXCEEDED, 404 -> NOT_FOUND.
 """
@@ -46,7 +50,7 @@ import grpc
 from activator.endpoint.model_endpoint import ModelEndpoint
 from activator.endpoint.replica import Replica
 from activator.endpoint.sequence_routes import SequenceId, SequenceKey
-from activator.errors import ActivatorError, BadRequest, UpstreamFailed
+from activator.errors import ActivatorError, BadRequest, ModelUnavailable, UpstreamFailed
 from activator.fleet.fleet import Fleet
 from activator.observe.metrics import RequestCount
 from activator.surfaces.grpc_envelope import Envelope, EnvelopeError, envelope, sequence_of
@@ -54,7 +58,7 @@ from activator.surfaces.shm_requests import Rewritten, StreamRegions, grpc_answe
 from activator.surfaces.stream_sequences import StreamSequences, answers_in_order
 from thawserver.grpc_status import http_status
 from thawserver.shm_registry import SystemSharedMemory
-from thawwire.grpc_messages import stream_error
+from thawwire.grpc_messages import STREAM_STOPPING, stream_error
 from thawwire.grpc_service import Method, method_path
 from thawwire.model_control import NOT_LOADED
 from thawwire.names import canonical_version, version_refusal
@@ -106,6 +110,7 @@ class GrpcForwarder:
         # The clients' shared-memory regions (the REST surface's registry): a message that
         # names them is rewritten for the replica and its answer written back.
         self._shm = shared_memory
+        self.stopping = False  # `thaw up` shuts down: open streams begin no new request
 
     async def close(self) -> None:
         channels, self._channels = list(self._channels.values()), {}
@@ -287,6 +292,8 @@ class _StreamRelay:
             head = Envelope("", "", "")
             try:
                 head = _envelope(data)
+                if self._forwarder.stopping:
+                    raise ModelUnavailable(STREAM_STOPPING)
                 entry = self._fleet.serving(head.model_name, message_version(head.model_version))
                 sequence = _sequence(self._fleet.endpoint(head.model_name), data)
                 if shm is not None and names_shared_memory(data):

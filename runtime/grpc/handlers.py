@@ -233,6 +233,7 @@ class GrpcHandlers:
         await serve_stream(
             self._manager, requests, context, self._redact,
             forward=self._forward, shared_memory=self._shm,
+            stopping=lambda: self._state.stopping,
         )  # fmt: skip
 
     # -- model repository extension ------------------------------------------------------

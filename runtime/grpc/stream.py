@@ -7,6 +7,10 @@ while a decoupled model's leave as they come. Every response carries Triton's
 `triton_final_response`; a request that ends with no final response gets an empty final one
 when it asked for it (`triton_enable_empty_final_response`).
 
+Once the server begins to shut down, a new request on an open stream is answered in-stream with
+`STREAM_STOPPING` (thawwire.grpc_messages) and not run; what is in flight is answered as usual
+(tritonserver ends its streams when it shuts down; a client sees an error either way).
+
 A failed request is answered in-stream (`error_message`) and the stream goes on, unless the
 client sent the `triton_grpc_error: true` header: then the first error of a request that ran
 (its model's error, a failed execute, a deadline) ends the stream with its gRPC status, as
@@ -25,7 +29,7 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -39,13 +43,19 @@ from runtime.codecs.protobuf import (
     message_ref,
 )
 from runtime.codecs.shm_tensors import ShmBinding
-from runtime.errors import InvalidInput, ModelNotFound, ModelUnavailable, ServingError
+from runtime.errors import (
+    InvalidInput,
+    ModelNotFound,
+    ModelUnavailable,
+    ServerStopping,
+    ServingError,
+)
 from runtime.header_forward import forwarded_headers
 from runtime.inference import InferRequest
 from thawserver.grpc_status import error_status
 from thawserver.redaction import Redactor
 from thawserver.shm_registry import SystemSharedMemory
-from thawwire.grpc_messages import FINAL_RESPONSE, stream_error
+from thawwire.grpc_messages import FINAL_RESPONSE, STREAM_STOPPING, stream_error
 from thawwire.grpc_service import pb
 
 if TYPE_CHECKING:
@@ -82,12 +92,14 @@ async def serve_stream(
     *,
     forward: re.Pattern[str] | None = None,
     shared_memory: SystemSharedMemory | None = None,
+    stopping: Callable[[], bool] = lambda: False,
 ) -> None:
     """Serve one stream until the client half-closes it and every answer is written; error
     messages go out through `redact` (thawserver.redaction) when given. The stream's metadata
     matching `forward` (`--grpc-header-forward-pattern`) becomes parameters of each request.
     Regions its tensors name are looked up in `shared_memory` (without it, naming one is an
-    error)."""
+    error). Once `stopping()` (the server shuts down), a new request is answered in-stream with
+    STREAM_STOPPING; those in flight are answered as usual."""
     metadata = context.invocation_metadata() or ()
     grpc_errors = any(
         key == _GRPC_ERROR_HEADER and str(value).lower() == "true" for key, value in metadata
@@ -95,6 +107,7 @@ async def serve_stream(
     stream = _Stream(
         manager, context, grpc_errors=grpc_errors, redact=redact,
         headers=forwarded_headers(forward, metadata), shared_memory=shared_memory,
+        stopping=stopping,
     )  # fmt: skip
     await stream.run(requests)
 
@@ -109,8 +122,10 @@ class _Stream:
         redact: Redactor | None = None,
         headers: dict[str, str] | None = None,
         shared_memory: SystemSharedMemory | None = None,
+        stopping: Callable[[], bool] = lambda: False,
     ) -> None:
         self._manager = manager
+        self._stopping = stopping
         self._shm = shared_memory
         self._headers = headers or {}  # forwarded into every request's parameters
         self._context = context
@@ -154,6 +169,8 @@ class _Stream:
             except BaseException:
                 self._slots.release()
                 raise
+            if bad is None and self._stopping():
+                bad = ServerStopping(STREAM_STOPPING)
             self._start(message, bad)
 
     async def _parse(self, data: bytes) -> tuple[Any, ServingError | None]:
@@ -283,7 +300,7 @@ class _Stream:
 def _ends_the_stream(exc: ServingError) -> bool:
     """Whether `exc` ends a `triton_grpc_error` stream: an error of a request that ran, not a
     refusal before it ran (Triton answers those in-stream even then; observed on 2.51)."""
-    refusal = isinstance(exc, InvalidInput | ModelNotFound | ModelUnavailable)
+    refusal = isinstance(exc, InvalidInput | ModelNotFound | ModelUnavailable | ServerStopping)
     return exc.from_model or not refusal
 
 

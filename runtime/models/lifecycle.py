@@ -22,6 +22,7 @@ class ServerState:
     """What readiness depends on besides the models: warm-up done, and not shutting down."""
 
     accepting: bool = False
+    stopping: bool = False  # shutting down: open streams begin no new request
     start_error: BaseException | None = None
     stopped_cleanly: bool = True
     failed: asyncio.Event = field(default_factory=asyncio.Event)

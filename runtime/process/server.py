@@ -133,6 +133,7 @@ async def serve_app(
         failer.cancel()
     finally:
         state.accepting = False
+        state.stopping = True
         logger.info("shutting down (in-flight requests get %.1fs)", config.exit_timeout_s)
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)

@@ -20,6 +20,8 @@ import tritonclient.http.aio as aioclient
 from tests.fakes.loop import HUNG_AFTER_S
 from tests.fixtures.up_process import UpProcess, pid_alive
 from tests.integration.activator.up_limits import hold_file
+from tests.support.stream_shutdown import across_shutdown
+from thawwire.grpc_messages import STREAM_STOPPING
 
 pytestmark = pytest.mark.integration
 
@@ -310,3 +312,28 @@ def test_a_kept_alive_connection_is_served_after_sigint(tmp_path: Path) -> None:
     log = up.log_path.read_text(errors="replace")
     assert log.count("Timeout 30: ") == 1, log[-4000:]
     assert "Waiting for in-flight requests to complete." in log
+
+
+def test_a_grpc_stream_open_across_the_shutdown_answers_what_is_in_flight_only(
+    tmp_path: Path,
+) -> None:
+    # As thaw serve (tests/integration/runtime/test_serve_process.py): told to exit, thaw up
+    # answers the stream's request in flight and refuses, in-stream, one sent afterwards.
+    from tests.fixtures.models import make_slow_request
+
+    model = make_slow_request(tmp_path, "slow")
+    up = UpProcess(tmp_path, "--warm-pool", "1", "--preload-frameworks", "")
+    try:
+        assert up.grpc_address, up.log()
+        results, errors = across_shutdown(
+            up.grpc_address,
+            model,
+            lambda: up.proc.send_signal(signal.SIGINT),
+            lambda: "thaw up: stopping" in up.log(),
+        )
+        assert list(results) == ["in-flight"], (errors, up.log())
+        assert results["in-flight"].as_numpy("SLEPT_S").tolist() == [1.5]
+        assert len(errors) == 1 and STREAM_STOPPING in errors[0], errors
+        assert up.proc.wait(30) == 0, up.log()
+    finally:
+        up.stop()

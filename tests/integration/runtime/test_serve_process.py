@@ -20,7 +20,9 @@ import tritonclient.http as httpclient
 from tests.fakes.loop import HUNG_AFTER_S
 from tests.fixtures import models
 from tests.fixtures.serve_process import ServeProcess
+from tests.support.stream_shutdown import across_shutdown
 from thawserver.connection_drain import DRAIN_IDLE_TIMEOUT_S
+from thawwire.grpc_messages import STREAM_STOPPING
 
 pytestmark = pytest.mark.integration
 
@@ -224,3 +226,22 @@ def test_an_idle_kept_alive_connection_does_not_hold_the_stop(
         assert time.monotonic() - started >= DRAIN_IDLE_TIMEOUT_S - 1
     finally:
         client.close()
+
+
+def test_a_stream_open_across_the_shutdown_answers_what_is_in_flight_and_refuses_new_requests(
+    slow_repo: Path, start_serve: Callable[..., ServeProcess]
+) -> None:
+    """tritonserver ends its streams when told to exit; thaw serve answers the stream's request
+    in flight and refuses, in-stream, one sent after the shutdown began (Triton's
+    L0_grpc_state_cleanup `*_shutdownserver` tests expect that error)."""
+    server = start_serve(slow_repo)
+    results, errors = across_shutdown(
+        server.grpc_address,
+        slow_repo / "slow",
+        lambda: server.proc.send_signal(signal.SIGINT),
+        lambda: "shutting down" in server.logs(),
+    )
+    assert list(results) == ["in-flight"], errors
+    assert results["in-flight"].as_numpy("SLEPT_S").tolist() == [1.5]
+    assert len(errors) == 1 and STREAM_STOPPING in errors[0], errors
+    assert server.proc.wait(30) == 0
