@@ -121,6 +121,11 @@ class LeaderElection:
             raise
         self._observer.observe(LeaseRecord.from_object(written), self._clock())
         self._last_renewal = now
+        if self._released:
+            # Released while this write was in flight (shutdown): `release` gives up the
+            # version written here too; leading again now would have this activator act as
+            # leader (re-check bookings, collect pods) while it stops.
+            return
         if action is not LeaseAction.RENEW:
             logger.info("leader lease %s: %s leads now (%s)", self.name, self.identity, action)
         self._set(True)

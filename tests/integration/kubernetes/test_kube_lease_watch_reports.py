@@ -111,6 +111,46 @@ async def test_a_release_that_meets_its_own_renewal_in_flight_still_gives_the_le
     assert released is not None and released["spec"].get("holderIdentity") in ("", None)
 
 
+class _LateAnswers(KubeApi):
+    """A KubeApi whose next Lease write, once `arm`ed, reaches the server at once but is
+    answered only when `answer` is set: a renewal in flight when the activator releases."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.armed = False
+        self.written = asyncio.Event()
+        self.answer = asyncio.Event()
+
+    async def replace_lease(self, name: str, lease: dict[str, Any]) -> dict[str, Any]:
+        written = await super().replace_lease(name, lease)
+        if self.armed:
+            self.armed = False
+            self.written.set()
+            await self.answer.wait()
+        return written
+
+
+async def test_a_renewal_answered_after_the_release_does_not_make_a_leader_again(
+    kube_apiserver: FakeKubeApiServer, kube_api: client.ApiClient
+) -> None:
+    # Seen under load (tests/integration/kubernetes/test_kube_shared_up.py): a stopping
+    # activator released the lease while its renewal was in flight; the renewal's answer made
+    # it leader again, and as leader it freed bookings while it stopped.
+    api = _LateAnswers(kube_api, NS, timeout_s=5)
+    seen: list[tuple[str, bool]] = []
+    a = _election(api, "a", seen)
+    async with _running(a.run()):
+        await eventually(lambda: a.leading, timeout_s=5)
+        api.armed = True
+        await asyncio.wait_for(api.written.wait(), 2 * LEASE_S)  # the next renewal is written
+        await a.release()
+        api.answer.set()  # ...and answered now
+        await asyncio.sleep(0.2)
+        assert not a.leading and seen == [("a", True), ("a", False)], seen
+    released = await api.read_lease("lease")
+    assert released is not None and released["spec"].get("holderIdentity") in ("", None)
+
+
 async def test_the_pod_cache_relists_on_410_and_dropped_watches_and_misses_nothing(
     kube_apiserver: FakeKubeApiServer, kube_api: client.ApiClient
 ) -> None:
