@@ -1,6 +1,7 @@
 """The activator's processes and commands: `thaw up`, `thaw status`, `thaw prefetch`.
 
     cli             `thaw up REPO`: flags -> ActivatorConfig, the scaler chosen
+    up_flags        `thaw up`'s flags on its parser, in `--help` order
     body_limit_cli  the body caps: the clients' and the platform's own calls' (with its token)
     flag_checks     `thaw up`'s flag checks: a bad value or combination refused, by flag
     kube_cli        the `--scaler kubernetes` flags and the KubernetesConfig from them

@@ -19,7 +19,7 @@ from activator.config import (
     validated,
 )
 from activator.errors import ConfigError, ScalerUnavailable
-from activator.process.body_limit_cli import add_body_limit_arguments, internal_calls
+from activator.process.body_limit_cli import internal_calls
 from activator.process.flag_checks import (
     backend_directory,
     check_range,
@@ -30,10 +30,9 @@ from activator.process.flag_checks import (
     refuse_local_only_flags,
     repository_poll_s,
 )
-from activator.process.kube_cli import add_kubernetes_arguments, kubernetes_config, placement
+from activator.process.kube_cli import kubernetes_config, placement
 from activator.process.local_cli import local_config
 from activator.process.repository_cli import (
-    add_repository_arguments,
     check_startup_models,
     models_loaded_at_start,
     onnx_graph_refusals,
@@ -41,45 +40,35 @@ from activator.process.repository_cli import (
     repository_settings,
     start_refusal,
     start_warnings,
-    triton_bool,
 )
 from activator.process.serving import ListenError, LoadAtStartError, loop_factory, serve
 from activator.process.shared_cli import (
-    add_shared_arguments,
     shared_replica_concurrency,
 )
+from activator.process.up_flags import DESCRIPTION, add_up_arguments
 from activator.scaler.backend import ScalerKind
 from activator.scaler.kube_config import KubernetesConfig
 from activator.scaler.local.host_tier import make_tier_dir, remove_tier_dir
-from activator.scaler.local_config import LocalConfig, PoolSettings
+from activator.scaler.local_config import LocalConfig
 from thawserver import lora_flags, max_tokens_flag
-from thawserver.backend_config_flags import add_backend_config_argument
-from thawserver.cache_flags import add_cache_arguments
 from thawserver.fd_limit import bounded_by_fd_limit
 from thawserver.flag_names import as_typed
-from thawserver.grpc_compression import add_compression_argument
-from thawserver.grpc_keepalive import add_keepalive_arguments, keepalive_from
-from thawserver.grpc_tls import add_tls_arguments, tls_from_args
-from thawserver.limit_flags import add_body_timeout_argument, add_limit_arguments
+from thawserver.grpc_keepalive import keepalive_from
+from thawserver.grpc_tls import tls_from_args
 from thawserver.log_control import LogControl
-from thawserver.metrics_config_flags import add_metrics_config_argument, parse_metrics_config
-from thawserver.model_config_name_flag import add_model_config_name_argument
-from thawserver.rate_limit_flags import add_rate_limit_arguments
+from thawserver.metrics_config_flags import parse_metrics_config
 from thawserver.repository_flags import localized, names_s3
 from thawserver.restricted_protocols import (
-    add_restriction_arguments,
     parse_http_restrictions,
     parse_restrictions,
 )
 from thawserver.s3_repository.errors import RepositorySourceError
 from thawserver.s3_repository.localize import LocalizedRepositories
 from thawserver.settings_flags import (
-    add_log_output_flags,
-    add_trace_flags,
     log_settings,
     trace_setting,
 )
-from thawserver.tool_call_flags import add_tool_call_arguments, replica_environment
+from thawserver.tool_call_flags import replica_environment
 from thawwire.model_control import ModelControlMode
 from thawwire.openai_api import MAX_TOKENS_LIMIT
 
@@ -87,287 +76,17 @@ __all__ = ["register", "run"]
 
 logger = logging.getLogger(__name__)
 
-_DESCRIPTION = """\
-Run the whole platform on this machine. Every model of the Triton model repository REPO gets
-the KServe v2 endpoints at http://HOST:PORT/v2/models/<name>/... and starts at zero replicas.
-Metadata, config and readiness are answered without waking a model; the first inference
-request holds while a replica is claimed from the warm pool and the model restored into it,
-then replicas follow load (Knative-style stable/panic windows) and go back to zero after the
-idle grace period. Each scale setting below is the default for every model; a model overrides
-it in its config.pbtxt, e.g.
-
-  parameters { key: "thaw.max_replicas" value { string_value: "2" } }
-
-Prometheus metrics are on /metrics; the status page (models, cold starts, plots, the cost
-of scale to zero against always-on replicas) on /ui/; `thaw status` prints a table of the models.
-SIGTERM/SIGINT stop accepting, drain in-flight requests and stop every replica.
-"""
-
-_SETTING_HELP = {
-    "min_replicas": "replicas kept even when idle",
-    "max_replicas": "upper bound of replicas per model",
-    "target_concurrency": "in-flight requests per replica the autoscaler aims for",
-    "scale_to_zero_grace_s": "seconds without requests before the last replica goes",
-    "stable_window_s": "seconds of history behind normal scaling decisions",
-    "panic_window_s": "seconds of history that detect a burst",
-    "panic_threshold": "burst = panic-window demand >= this x ready replicas",
-    "scale_down_delay_s": "keep the highest replica count of the last N seconds",
-    "activation_timeout_s": "seconds a request may be held for a wake-up (then 504; the start "
-    "goes on)",
-    "load_timeout_s": "seconds one replica start (process + model load) may take before it "
-    "fails; the repository load call waits this long",
-    "max_held_requests": "held requests per model before 503 + Retry-After",
-    "max_held_bytes": "sum of held request bodies (declared) per model before 503",
-    "container_concurrency": "in-flight requests per replica (0 = unlimited)",
-}
-
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `up` to the `thaw` command line (its flags: activator.process.up_flags)."""
     p = subparsers.add_parser(
         "up",
         help="run the platform (activator + warm pool + cache) on this machine",
-        description=_DESCRIPTION,
+        description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_repository_arguments(p)
-    p.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
-    p.add_argument(
-        "--port", type=int, default=8000, help="listen port (default 8000); 0 picks a free one"
-    )
-    triton = p.add_argument_group("Triton's other ports")
-    triton.add_argument(
-        "--grpc-port", type=int, default=None, metavar="PORT",
-        help="KServe v2 gRPC port (default 8001; with --port 0 a free one); models at zero "
-        "are held and woken as over HTTP",
-    )  # fmt: skip
-    triton.add_argument(
-        "--metrics-port", type=int, default=None, metavar="PORT",
-        help="Prometheus /metrics port, as Triton's (default 8002; with --port 0 a free one); "
-        "/metrics is on --port too",
-    )  # fmt: skip
-    for name in ("grpc", "metrics"):
-        triton.add_argument(
-            f"--allow-{name}", type=triton_bool, default=True, metavar="BOOL",
-            help=f"serve the {name} port (default true)",
-        )  # fmt: skip
-    add_compression_argument(triton, responses="the gRPC front door's responses (as thaw serve)")
-    add_keepalive_arguments(triton)
-    add_model_config_name_argument(triton, replicas=True)
-    triton.add_argument(
-        "--model-load-retry-count", dest="model_load_retries", type=int, default=0,
-        metavar="N", help="each replica tries a model version whose load fails N more times, "
-        "as tritonserver (default 0)",
-    )  # fmt: skip
-    triton.add_argument(
-        "--id", dest="server_id", default="triton", metavar="ID",
-        help="this server's identifier: the `name` of its server metadata (default triton)",
-    )  # fmt: skip
-    add_tls_arguments(
-        triton, where="the gRPC front door",
-        note="The replicas behind it are reached in plaintext over loopback",
-    )  # fmt: skip
-    p.add_argument(
-        "--cache",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="snapshot image cache directory (default ~/.cache/thaw/images)",
-    )
-    p.add_argument(
-        "--store",
-        default=None,
-        metavar="URI",
-        help="image store URI (e.g. s3://bucket/prefix or a directory); with it, the local "
-        "scaler pulls each model's image into the cache at start-up, without it images are "
-        "built there",
-    )
-    p.add_argument("--no-image-build", action="store_true", help="do not build images at start")
-    p.add_argument(
-        "--cache-max-bytes",
-        type=int,
-        default=None,
-        metavar="N",
-        help="byte budget of the image cache: least recently used chunks are evicted to fit "
-        "(default: unbounded)",
-    )
-    p.add_argument(
-        "--host-cache-bytes",
-        type=int,
-        default=None,
-        metavar="N",
-        help="keep images of models scaled to zero in shared memory up to N bytes, so their "
-        "next wake maps the image instead of reading it (0: off; default 1/8 of this "
-        "machine's memory; local scaler only: off with --scaler kubernetes)",
-    )
-    p.add_argument(
-        "--scaler",
-        choices=[kind.value for kind in ScalerKind],
-        default=ScalerKind.LOCAL.value,
-        help="where replicas run: local = `thaw serve` processes on this machine (default); "
-        "kubernetes = warm-pool pods claimed on demand (needs the `kubernetes` extra)",
-    )
-    p.add_argument(
-        "--model-settings",
-        type=Path,
-        default=None,
-        metavar="FILE",
-        help='per-model `thaw.*` overrides, JSON {"models": {name: {"thaw.<setting>": value}}} '
-        "(the Helm chart's models ConfigMap)",
-    )
-    local = p.add_argument_group("local scaler (--scaler local)")
-    local.add_argument(
-        "--warm-pool",
-        type=int,
-        default=1,
-        metavar="N",
-        help="idle runtime processes kept ready at least (default 1); the pool keeps one per "
-        "model woken within --pool-window-s, within --pool-memory-bytes",
-    )
-    local.add_argument(
-        "--pool-memory-bytes",
-        type=int,
-        default=PoolSettings().budget_bytes,
-        metavar="N",
-        help="memory (PSS) the idle pool processes and the fork server may use together "
-        f"(default {PoolSettings().budget_bytes >> 20} MiB; 0: no idle processes)",
-    )
-    local.add_argument(
-        "--pool-window-s",
-        type=float,
-        default=PoolSettings().window_s,
-        metavar="S",
-        help="a model's wake keeps an idle process for it this long (default %(default)g)",
-    )
-    local.add_argument(
-        "--fork-server",
-        choices=["on", "off"],
-        default="on",
-        help="fork pool processes from one process that imported the frameworks (default "
-        "on); off: start each as a fresh interpreter",
-    )
-    local.add_argument(
-        "--preload-frameworks",
-        default="onnxruntime,torch",
-        metavar="LIST",
-        help="frameworks warm-pool processes import before ready, a comma list of onnxruntime, "
-        "torch, tensorrt (default onnxruntime,torch; '' for none)",
-    )
-    local.add_argument(
-        "--target",
-        choices=["auto", "cpu", "cuda"],
-        default="auto",
-        help="where pool processes run KIND_AUTO models and which images they look up: auto "
-        "(default: each pool process finds this machine's GPUs without creating a CUDA "
-        "context, as Triton resolves KIND_AUTO, and becomes CUDA-ready when there are any), "
-        "cpu, or cuda",
-    )
-    local.add_argument(
-        "--arena-bytes",
-        type=int,
-        default=0,
-        help="restore arena pre-faulted in every idle pool process (default 0: a restore "
-        "allocates an arena the size of the model that claimed the process)",
-    )
-    add_shared_arguments(local)
-    p.add_argument(
-        "--request-timeout-s",
-        type=float,
-        default=300.0,
-        help="a proxied request with no answer by then gets 504 (default 300)",
-    )
-    p.add_argument(
-        "--drain-timeout-s",
-        type=float,
-        default=30.0,
-        help="scale-down/shutdown wait for in-flight requests (default 30)",
-    )
-    p.add_argument(
-        "--exit-timeout-secs",
-        dest="drain_timeout_s",
-        type=float,
-        metavar="EXIT_TIMEOUT_SECS",
-        help="tritonserver's name for --drain-timeout-s (the last one given wins)",
-    )
-    add_body_limit_arguments(p)  # --max-body-bytes and the platform's own calls' cap
-    p.add_argument(
-        "--backend-directory", type=Path, metavar="DIR",
-        help="Python-based backends, as tritonserver's flag: a config's `backend: NAME` that "
-        "Thaw does not have runs DIR/NAME/model.py as a Python model (e.g. Triton's "
-        "vllm_backend in DIR/vllm/); given to every replica too. Local scaler only",
-    )  # fmt: skip
-    _add_connection_arguments(p)
-    add_tool_call_arguments(p, {})  # given to each local replica (thawserver.tool_call_flags)
-    lora_flags.add_lora_argument(p, {})  # used here, and given to each local replica
-    max_tokens_flag.add_default_max_tokens_argument(p, {})  # given to each local replica
-    p.add_argument(
-        "--direct-connections",
-        choices=["on", "off"],
-        default="on",
-        help="hand a warm model's new client connections straight to a replica, taking the "
-        "activator out of their data path (default on; per model: thaw.direct_connections "
-        '"true"/"false"). Direct connections skip the activator\'s queue, breaker and '
-        "timeouts, and a replica that dies resets them instead of answering 502",
-    )
-    local.add_argument(
-        "--direct-max-age-s",
-        type=float,
-        default=10.0,
-        help="a direct connection older than this is closed after its next response, so "
-        "clients reconnect through the activator and load rebalances (default 10)",
-    )
-    p.add_argument(
-        "--gpu-hour-price",
-        type=float,
-        default=None,
-        metavar="PRICE",
-        help="price of one GPU-hour: the status page, `thaw status --cost` and "
-        "/thaw/status then show GPU-seconds used and saved as money too",
-    )
-    p.add_argument(
-        "--log-level",
-        default="info",
-        choices=["debug", "info", "warning", "error"],
-        help="thaw up's log level, and its local replicas' (default info)",
-    )
-    _add_log_and_trace_arguments(p)
-    restricted = p.add_argument_group(
-        "restricted APIs (as thaw serve and tritonserver; applied at the front doors, HTTP and "
-        "gRPC, before a request is held or forwarded; direct connections are off with an HTTP one)"
-    )
-    add_restriction_arguments(restricted)
-    _add_header_forward_arguments(p)
-    add_cache_arguments(
-        p.add_argument_group(
-            "response cache (as thaw serve and tritonserver; each replica keeps its own, "
-            "--scaler local)"
-        )
-    )
-    add_kubernetes_arguments(p)
-    scale = p.add_argument_group("scale settings (defaults for every model; thaw.<name> overrides)")
-    defaults = ScaleSettings()
-    for name, (low, high) in SETTING_RANGES.items():
-        default = getattr(defaults, name)
-        scale.add_argument(
-            f"--{name.replace('_', '-')}",
-            dest=f"scale_{name}",
-            default=None,
-            metavar="N",
-            help=f"{_SETTING_HELP[name]} (default {default}, range [{low:g}, {high:g}])",
-        )
+    add_up_arguments(p)
     p.set_defaults(func=run)
-
-
-def _add_log_and_trace_arguments(p: argparse.ArgumentParser) -> None:
-    """tritonserver's logging and trace flags, as on `thaw serve` (thawserver.settings_flags);
-    clients change these settings through /v2/logging and /v2/trace/setting, never a file."""
-    g = p.add_argument_group("logging and tracing (tritonserver's flags, as on thaw serve)")
-    g.add_argument("--log-verbose", type=int, default=0, metavar="N",
-                   help="verbose logging level; above 0 logs at debug")  # fmt: skip
-    for level in ("info", "warning", "error"):
-        g.add_argument(f"--log-{level}", type=triton_bool, default=True, metavar="BOOL",
-                       help=f"log {level} messages (default true)")  # fmt: skip
-    add_log_output_flags(g)
-    add_trace_flags(g)
 
 
 def _log_and_trace(args: argparse.Namespace) -> dict[str, Any]:
@@ -390,33 +109,6 @@ def _as_typed(message: str) -> str:
     register(subparsers)
     (up,) = subparsers.choices.values()
     return as_typed(message, up)
-
-
-def _add_header_forward_arguments(p: argparse.ArgumentParser) -> None:
-    group = p.add_argument_group(
-        "request headers as parameters, the rate limiter, backend settings (as thaw serve and "
-        "tritonserver; given to every replica, --scaler local)"
-    )
-    for surface, what in (("http", "HTTP headers"), ("grpc", "gRPC metadata")):
-        group.add_argument(
-            f"--{surface}-header-forward-pattern", default="", metavar="REGEX",
-            help=f"{what} whose name matches (case-insensitive, anywhere in the name; a leading "
-            "(?-i) makes it case-sensitive) reach the model as string request parameters",
-        )  # fmt: skip
-    add_rate_limit_arguments(group, replicas=True)
-    add_backend_config_argument(group, replicas=True)
-    add_metrics_config_argument(group, replicas=True)
-    # As on `thaw serve` (runtime.process.triton_flags.IGNORED_FLAGS): Triton's sampling period.
-    group.add_argument(
-        "--metrics-interval-ms", default=None, metavar="VALUE",
-        help="accepted without effect: thaw computes metrics when scraped",
-    )  # fmt: skip
-
-
-def _add_connection_arguments(p: argparse.ArgumentParser) -> None:
-    group = p.add_argument_group("slow and idle clients (every port; 0 turns a limit off)")
-    add_limit_arguments(group)
-    add_body_timeout_argument(group, also=", never past --request-timeout-s")
 
 
 def build_config(args: argparse.Namespace) -> ActivatorConfig:

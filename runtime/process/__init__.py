@@ -1,6 +1,7 @@
 """The `thaw serve` process: its command line, its listeners, its fork server.
 
     cli             `thaw serve REPO`: flags -> ServeConfig -> ModelManager + surfaces -> a process
+    serve_flags     `thaw serve`'s flags on its parser, in `--help` order
     triton_flags    tritonserver's flags: applied, accepted without effect, or refused by name
     startup_models  tritonserver's refusals of `--load-model`, word for word
     server          bind the listeners, announce them, drain on SIGTERM
