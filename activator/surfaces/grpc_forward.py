@@ -52,6 +52,7 @@ from activator.endpoint.replica import Replica
 from activator.endpoint.sequence_routes import SequenceId, SequenceKey
 from activator.errors import ActivatorError, BadRequest, ModelUnavailable, UpstreamFailed
 from activator.fleet.fleet import Fleet
+from activator.fleet.repository import ModelEntry
 from activator.observe.metrics import RequestCount
 from activator.surfaces.grpc_envelope import Envelope, EnvelopeError, envelope, sequence_of
 from activator.surfaces.shm_requests import Rewritten, StreamRegions, grpc_answer, grpc_request
@@ -295,16 +296,23 @@ class _StreamRelay:
                 if self._forwarder.stopping:
                     raise ModelUnavailable(STREAM_STOPPING)
                 entry = self._fleet.serving(head.model_name, message_version(head.model_version))
-                sequence = _sequence(self._fleet.endpoint(head.model_name), data)
+                endpoint = self._fleet.endpoint(head.model_name)
+                sequence = _sequence(endpoint, data)
                 if shm is not None and names_shared_memory(data):
                     data = self.regions.request(data, shm)
             except ActivatorError as exc:
                 await self.answer_error(head, exc, count=1)  # with its id, when it has one
                 continue
-            upstream = self._upstream(head.model_name, sequence, answers_in_order(entry))
+            upstream = self._upstream(head.model_name, entry, endpoint, sequence)
             await upstream.send(data, head, sequence)
 
-    def _upstream(self, model: str, sequence: SequenceKey | None, in_order: bool) -> _Upstream:
+    def _upstream(
+        self,
+        model: str,
+        entry: ModelEntry,
+        endpoint: ModelEndpoint,
+        sequence: SequenceKey | None,
+    ) -> _Upstream:
         """The replica stream a message goes on: its sequence's, when this client stream has
         sent the sequence before; the one to the replica the sequence is bound to, when
         another request bound it there (a stream opened to it); else the model's own."""
@@ -313,16 +321,17 @@ class _StreamRelay:
             upstream = self._sequences.get((model, sequence.id))
             if upstream is None or upstream.closed:
                 upstream = None
-                bound = self._fleet.endpoint(model).sequence_replica(sequence)
+                bound = endpoint.sequence_replica(sequence)
                 if bound is not None:
                     upstream = self._bound.get((model, bound))
                     if upstream is None or upstream.closed:
-                        upstream = _Upstream(self, model, sequence, in_order)
+                        upstream = _Upstream(self, model, sequence, answers_in_order(entry))
                         self._bound[(model, bound)] = upstream
         if upstream is None:
             upstream = self._upstreams.get(model)
             if upstream is None or upstream.closed:
-                upstream = self._upstreams[model] = _Upstream(self, model, sequence, in_order)
+                upstream = _Upstream(self, model, sequence, answers_in_order(entry))
+                self._upstreams[model] = upstream
         if sequence is not None:
             if sequence.end:  # its next request is a new sequence's START: routed afresh
                 self._sequences.pop((model, sequence.id), None)
@@ -331,9 +340,9 @@ class _StreamRelay:
         return upstream
 
     def upstreams(self) -> list[_Upstream]:
-        """Every replica stream this client stream opened (each once)."""
-        unique = {id(u): u for u in (*self._upstreams.values(), *self._bound.values())}
-        return list(unique.values())
+        """Every replica stream this client stream has open (the model's own, and those to
+        replicas holding sequences bound before it: never the same one twice)."""
+        return [*self._upstreams.values(), *self._bound.values()]
 
     async def write(self, data: bytes) -> None:
         async with self._write_lock:
