@@ -8,11 +8,29 @@ from __future__ import annotations
 
 import argparse
 
+from thawserver.bool_flag import triton_bool
 from thawwire.log_settings import LogSettings, SettingsRefused, log_format
 from thawwire.trace_flags import TraceFlags, trace_defaults
 from thawwire.trace_settings import TraceSetting
 
-__all__ = ["add_log_output_flags", "add_trace_flags", "log_settings", "trace_setting"]
+__all__ = [
+    "add_log_flags",
+    "add_log_output_flags",
+    "add_trace_flags",
+    "log_settings",
+    "trace_setting",
+]
+
+
+def add_log_flags(g: argparse._ArgumentGroup) -> None:
+    """tritonserver's logging flags, the same on both servers: `--log-verbose`, the severity
+    switches `--log-info|warning|error`, then `--log-file` and `--log-format`."""
+    g.add_argument("--log-verbose", type=int, default=0, metavar="N",
+                   help="verbose logging level; above 0 logs at debug")  # fmt: skip
+    for level in ("info", "warning", "error"):
+        g.add_argument(f"--log-{level}", type=triton_bool, default=True, metavar="BOOL",
+                       help=f"log {level} messages (default true)")  # fmt: skip
+    add_log_output_flags(g)
 
 
 def add_log_output_flags(g: argparse._ArgumentGroup) -> None:

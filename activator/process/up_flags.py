@@ -29,7 +29,7 @@ from thawserver.metrics_config_flags import add_metrics_config_argument
 from thawserver.model_config_name_flag import add_model_config_name_argument
 from thawserver.rate_limit_flags import add_rate_limit_arguments
 from thawserver.restricted_protocols import add_restriction_arguments
-from thawserver.settings_flags import add_log_output_flags, add_trace_flags
+from thawserver.settings_flags import add_log_flags, add_trace_flags
 from thawserver.tool_call_flags import add_tool_call_arguments
 
 __all__ = ["DESCRIPTION", "add_up_arguments"]
@@ -302,12 +302,7 @@ def _add_log_and_trace_arguments(p: argparse.ArgumentParser) -> None:
     """tritonserver's logging and trace flags, as on `thaw serve` (thawserver.settings_flags);
     clients change these settings through /v2/logging and /v2/trace/setting, never a file."""
     g = p.add_argument_group("logging and tracing (tritonserver's flags, as on thaw serve)")
-    g.add_argument("--log-verbose", type=int, default=0, metavar="N",
-                   help="verbose logging level; above 0 logs at debug")  # fmt: skip
-    for level in ("info", "warning", "error"):
-        g.add_argument(f"--log-{level}", type=triton_bool, default=True, metavar="BOOL",
-                       help=f"log {level} messages (default true)")  # fmt: skip
-    add_log_output_flags(g)
+    add_log_flags(g)
     add_trace_flags(g)
 
 

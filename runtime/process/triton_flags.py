@@ -46,7 +46,7 @@ from thawserver.metrics_config_flags import add_metrics_config_argument
 from thawserver.model_config_name_flag import add_model_config_name_argument
 from thawserver.rate_limit_flags import add_rate_limit_arguments
 from thawserver.restricted_protocols import add_restriction_arguments
-from thawserver.settings_flags import add_log_output_flags, add_trace_flags
+from thawserver.settings_flags import add_log_flags, add_trace_flags
 
 __all__ = [
     "IGNORED_FLAGS",
@@ -177,12 +177,7 @@ def add_triton_flags(p: argparse.ArgumentParser) -> None:
         metavar="BOOL",
         help="true = --disable-auto-complete-config (tritonserver's older name)",
     )
-    g.add_argument("--log-verbose", type=int, default=0, metavar="N",
-                   help="verbose logging level; above 0 logs at debug")  # fmt: skip
-    for level in ("info", "warning", "error"):
-        g.add_argument(f"--log-{level}", type=triton_bool, default=True, metavar="BOOL",
-                       help=f"log {level} messages (default true)")  # fmt: skip
-    add_log_output_flags(g)
+    add_log_flags(g)
     add_trace_flags(g)
     add_backend_config_argument(g)
     g.add_argument(
