@@ -143,3 +143,29 @@ def test_hostile_parameters_are_an_envelope_error() -> None:
         sequence_of(b"\x22\x03\x0a\x05a")  # a parameters entry whose key runs past it
     with pytest.raises(EnvelopeError):
         sequence_of(b"\x22\x05abc")
+
+
+def test_random_bytes_in_parameters_never_crash_and_agree_with_protobuf() -> None:
+    rng = random.Random(11)
+    good = _client_message(sequence_id=77, sequence_start=True)
+    compared = 0
+    for _ in range(3000):
+        data = bytearray(good)
+        for _ in range(rng.randint(1, 4)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        try:
+            key = sequence_of(bytes(data))
+        except EnvelopeError:
+            continue
+        try:
+            params = pb.ModelInferRequest.FromString(bytes(data)).parameters
+        except DecodeError:
+            continue  # protobuf refuses more (nested messages, UTF-8 of other strings)
+        if key is not None:  # what the replica reads is what the activator routed on
+            sequence_id = params["sequence_id"]
+            assert getattr(sequence_id, str(sequence_id.WhichOneof("parameter_choice"))) == key.id
+            start = params.get("sequence_start")
+            is_bool = start is not None and start.WhichOneof("parameter_choice") == "bool_param"
+            assert key.start == (is_bool and start is not None and start.bool_param)
+            compared += 1
+    assert compared > 100  # the mutations left many messages whole enough to compare
