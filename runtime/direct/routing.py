@@ -131,7 +131,16 @@ class DirectRouting:
             load.change(clock(), -1)
         if close and not response.prepared:
             response.force_close()  # max age: `Connection: close`, reconnect via the door
-        await _write_whole(request, response, direct)
+        # Written whole now (aiohttp's own finish then has nothing left to do): the connection
+        # is idle again once the bytes are with the kernel.
+        try:
+            await response.prepare(request)
+            await response.write_eof()
+        except ConnectionError:
+            pass  # the client went away: aiohttp's own finish of the response ends the connection
+        finally:
+            if direct.open:
+                direct.responded()
         return response
 
     def _model_of(self, path: str) -> str | None:
@@ -151,21 +160,6 @@ class DirectRouting:
         direct = self._direct(request)
         if direct is not None:
             direct.responding()  # headers about to be written
-
-
-async def _write_whole(
-    request: web.Request, response: web.StreamResponse, direct: DirectConnection
-) -> None:
-    """Write `response` to the transport now (aiohttp's own finish then has nothing left to
-    do); the connection is idle again once the bytes are with the kernel."""
-    try:
-        await response.prepare(request)
-        await response.write_eof()
-    except ConnectionError:
-        pass  # the client went away: aiohttp's own finish of the response ends the connection
-    finally:
-        if direct.open:
-            direct.responded()
 
 
 DIRECT_ROUTING: web.AppKey[DirectRouting] = web.AppKey("direct_routing", DirectRouting)

@@ -404,9 +404,9 @@ class V2Handlers:
 def _names_client_shm(request: web.Request, body: bytes, header_length: int | None) -> bool:
     """Whether a handed-off request may name shared-memory regions (a byte search of its
     JSON header; a compressed body is answered here, as it came)."""
-    if header_length == 0 or "Content-Encoding" in request.headers:
+    if header_length == 0 or not names_shared_memory(body, header_length):
         return False
-    return names_shared_memory(body, header_length)
+    return "Content-Encoding" not in request.headers
 
 
 async def _within(reading: Coroutine[Any, Any, bytes], timeout_s: float) -> bytes:

@@ -437,6 +437,10 @@ class ModelManager:
 
     def _known(self, name: str, home: str | None = None) -> ModelEntry:
         """The model a request for `name` means (`home`: the asking ensemble's namespace)."""
+        if not self._ns.enabled:  # every request asks: one lookup (a ModelKey is its tuple)
+            model = self._models.get(("", name))  # type: ignore[call-overload]
+            if model is not None:
+                return model
         key = self._ns.serving_key(name, self._live, home=home)
         if key is None:
             validate_model_name(name)
