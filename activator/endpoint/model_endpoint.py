@@ -209,8 +209,13 @@ class ModelEndpoint:
         return self._admission.acquire(size)
 
     def sequence_replica(self, sequence: SequenceKey) -> str | None:
-        """The replica `sequence` is bound to (None: not bound, or a START: any)."""
-        return self._sequences.replica_for(sequence) if self._sequences is not None else None
+        """The replica a request of `sequence` goes to: the one it is bound to, while that is
+        in rotation (None: not bound, a START, or its replica out of rotation: any, as
+        `acquire` chooses then)."""
+        if self._sequences is None:
+            return None
+        replica = self._replica_named(self._sequences.replica_for(sequence))
+        return replica.id if replica is not None else None
 
     def sequence_sent(self, sequence: SequenceKey, replica_id: str) -> None:
         """A request of `sequence` went to `replica_id` (outside `acquire`: a stream's)."""

@@ -17,10 +17,12 @@ its status.
 A stateful model's messages (sequence batching) are routed by the sequence their parameters
 name (activator.surfaces.grpc_envelope.sequence_of), as REST requests are
 (activator.endpoint.sequence_routes): a `ModelInfer` of a live sequence goes to the replica that
-holds it; on a stream, a sequence bound to a replica by an earlier request gets a stream to that
-replica, so one client stream may hold several replica streams of one model, and a sequence the
-stream begins goes on its first one. The sequences a stream carries are reported to the routes as
-they are sent and answered, so that a later request of them, on any protocol, finds them.
+holds it; on a stream, a message of a sequence bound to a replica goes on the client stream's
+replica stream to that replica, opened if it has none — so one client stream may hold several
+replica streams of one model, but never two to one replica (their answers' order would be lost)
+— and a sequence the stream begins goes on its first one. The sequences a stream carries are
+reported to the routes as they are sent and answered, so that a later request of them, on any
+protocol, finds them.
 
 Both calls may name shared-memory regions, which the activator owns
 (activator.surfaces.shm_requests): their inputs go to the replica as raw contents, and the
@@ -250,12 +252,14 @@ class _StreamRelay:
         self._forwarder = forwarder
         self._fleet = forwarder._fleet
         self._context = context
-        # Per model: the replica stream of messages no live sequence binds elsewhere.
-        self._upstreams: dict[str, _Upstream] = {}
-        # A stateful model's sequences: the replica stream each went to on this client
-        # stream, and the streams to replicas that hold sequences bound before it.
+        # Per model: its own replica stream, for messages no live sequence binds elsewhere.
+        self._own: dict[str, _Upstream] = {}
+        # Per (model, replica id): the one replica stream this client stream has to it — the
+        # model's own once its replica is chosen, and those opened to replicas that hold
+        # sequences bound before. Never two to one replica: their answers' order would be lost.
+        self._on_replica: dict[tuple[str, str], _Upstream] = {}
+        # A stateful model's sequences: the replica stream each went to on this client stream.
         self._sequences: dict[tuple[str, SequenceId], _Upstream] = {}
-        self._bound: dict[tuple[str, str], _Upstream] = {}
         self.regions = StreamRegions()  # requests whose outputs go to shared-memory regions
         self._write_lock = asyncio.Lock()
         self._failed: asyncio.Future[grpc.aio.AioRpcError] = (
@@ -303,10 +307,10 @@ class _StreamRelay:
             except ActivatorError as exc:
                 await self.answer_error(head, exc, count=1)  # with its id, when it has one
                 continue
-            upstream = self._upstream(head.model_name, entry, endpoint, sequence)
+            upstream = await self._upstream(head.model_name, entry, endpoint, sequence)
             await upstream.send(data, head, sequence)
 
-    def _upstream(
+    async def _upstream(
         self,
         model: str,
         entry: ModelEntry,
@@ -315,23 +319,15 @@ class _StreamRelay:
     ) -> _Upstream:
         """The replica stream a message goes on: its sequence's, when this client stream has
         sent the sequence before; the one to the replica the sequence is bound to, when
-        another request bound it there (a stream opened to it); else the model's own."""
+        another request bound it there; else the model's own."""
         upstream: _Upstream | None = None
         if sequence is not None:
-            upstream = self._sequences.get((model, sequence.id))
-            if upstream is None or upstream.closed:
-                upstream = None
-                bound = endpoint.sequence_replica(sequence)
-                if bound is not None:
-                    upstream = self._bound.get((model, bound))
-                    if upstream is None or upstream.closed:
-                        upstream = _Upstream(self, model, sequence, answers_in_order(entry))
-                        self._bound[(model, bound)] = upstream
+            upstream = _open(self._sequences.get((model, sequence.id)))
+            bound = endpoint.sequence_replica(sequence) if upstream is None else None
+            if bound is not None:
+                upstream = await self._to_replica(model, bound, entry, sequence)
         if upstream is None:
-            upstream = self._upstreams.get(model)
-            if upstream is None or upstream.closed:
-                upstream = _Upstream(self, model, sequence, answers_in_order(entry))
-                self._upstreams[model] = upstream
+            upstream = self._own_stream(model, entry, sequence)
         if sequence is not None:
             if sequence.end:  # its next request is a new sequence's START: routed afresh
                 self._sequences.pop((model, sequence.id), None)
@@ -339,10 +335,52 @@ class _StreamRelay:
                 self._sequences[(model, sequence.id)] = upstream
         return upstream
 
+    async def _to_replica(
+        self, model: str, replica: str, entry: ModelEntry, sequence: SequenceKey
+    ) -> _Upstream:
+        """The stream to `replica`, opened now if this client stream has none to it.
+
+        While the model's own stream is still choosing its replica (`acquire` holds it), the
+        message waits for that choice, and so does the rest of the client stream behind it:
+        the own stream may land on `replica`, and a second stream to it would lose the order
+        of their answers. Deciding without waiting would need the relay to predict
+        `acquire`'s choice. The wait is short in practice: a bound sequence means the model
+        has a live replica, so only a wait for a free slot can hold the own stream."""
+        own = _open(self._own.get(model))
+        if own is not None and own.replica is None:
+            await own.placed.wait()
+        upstream = _open(self._on_replica.get((model, replica)))
+        if upstream is None:
+            in_order = answers_in_order(entry)
+            upstream = _Upstream(self, model, sequence, in_order, replica=replica)
+            self._on_replica[(model, replica)] = upstream
+        return upstream
+
+    def _own_stream(self, model: str, entry: ModelEntry, sequence: SequenceKey | None) -> _Upstream:
+        """The model's own stream; when it has none open, the first open stream to one of its
+        replicas becomes it (a new sequence may begin on any), else one is opened, whose
+        replica `acquire` chooses. So the own stream only chooses its replica while it is the
+        model's only one, and cannot land where another already goes."""
+        own = _open(self._own.get(model))
+        if own is None:
+            streams = (u for (m, _), u in self._on_replica.items() if m == model)
+            own = next((u for u in streams if not u.closed), None)
+            if own is None:
+                own = _Upstream(self, model, sequence, answers_in_order(entry))
+            self._own[model] = own
+        return own
+
+    def placed(self, upstream: _Upstream, model: str, replica: str) -> None:
+        """`upstream`, the model's own, now goes to `replica`: later messages for sequences
+        bound there go on it. (No other stream of the model opened while it chose:
+        `_to_replica` waits.)"""
+        if _open(self._on_replica.get((model, replica))) is None:
+            self._on_replica[(model, replica)] = upstream
+
     def upstreams(self) -> list[_Upstream]:
-        """Every replica stream this client stream has open (the model's own, and those to
-        replicas holding sequences bound before it: never the same one twice)."""
-        return [*self._upstreams.values(), *self._bound.values()]
+        """Every replica stream this client stream opened, each once (the model's own is also
+        listed under its replica once chosen)."""
+        return list(dict.fromkeys([*self._own.values(), *self._on_replica.values()]))
 
     async def write(self, data: bytes) -> None:
         async with self._write_lock:
@@ -382,15 +420,25 @@ class _Upstream:
     """One model's stream to one of its replicas, for one client stream. `sequence`: the
     first message's sequence, which chooses the replica (the one it is bound to, or the one
     with the fewest live sequences); every sequence's requests on it are reported to the
-    model's sequence routes (`StreamSequences`)."""
+    model's sequence routes (`StreamSequences`). `replica`: the replica it goes to — given
+    for a stream opened to a sequence's replica, known once `acquire` chose it for a model's
+    own (`placed` is set then, or when the stream is refused)."""
 
     def __init__(
-        self, relay: _StreamRelay, model: str, sequence: SequenceKey | None, in_order: bool
+        self,
+        relay: _StreamRelay,
+        model: str,
+        sequence: SequenceKey | None,
+        in_order: bool,
+        *,
+        replica: str | None = None,
     ) -> None:
         self._relay = relay
         self._model = model
         self._sequence = sequence
         self._in_order = in_order
+        self.replica = replica
+        self.placed = asyncio.Event()
         self._queue: asyncio.Queue[_Queued | None] = asyncio.Queue(STREAM_QUEUE)
         self.closed = False  # the model refused this stream: a new message needs a new one
         self._refusal: ActivatorError | None = None
@@ -413,6 +461,7 @@ class _Upstream:
         with fleet.metrics.counting(self._model) as count:
             try:
                 async with endpoint.acquire(0, sequence=self._sequence, track=False) as replica:
+                    self._place(replica.id)
                     call = self._relay.channel(_address(replica)).stream_stream(_STREAM)(
                         timeout=self._relay.timeout(), metadata=self._relay.metadata
                     )
@@ -429,6 +478,19 @@ class _Upstream:
             except ActivatorError as exc:
                 count.refused(exc)
                 await self._refuse_queued(exc)
+            finally:
+                self.placed.set()  # refused: a message waiting for its choice goes on
+
+    def _place(self, replica_id: str) -> None:
+        """`acquire` chose `replica_id`. A stream opened to a sequence's replica goes there
+        only: another (its replica left rotation a moment ago) is refused, and the next
+        message is routed afresh, instead of becoming a second stream to that one."""
+        if self.replica is None:
+            self.replica = replica_id
+            self._relay.placed(self, self._model, replica_id)
+        elif self.replica != replica_id:
+            raise UpstreamFailed(f"replica {self.replica} of model '{self._model}' is gone")
+        self.placed.set()
 
     async def _relay_call(self, call: Any, sent: StreamSequences | None) -> int:
         """Writes queued messages and relays answers until both sides are done; the HTTP
@@ -469,6 +531,11 @@ class _Upstream:
                 return
             if item is not None:
                 await self._relay.answer_error(item[1], exc, count=1)
+
+
+def _open(upstream: _Upstream | None) -> _Upstream | None:
+    """`upstream`, unless the model refused it (a new message needs a new one then)."""
+    return None if upstream is None or upstream.closed else upstream
 
 
 def _not_loaded(exc: grpc.aio.AioRpcError, model: str) -> bool:

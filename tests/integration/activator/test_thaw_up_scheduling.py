@@ -213,6 +213,10 @@ def test_a_grpc_stream_continues_each_sequence_on_the_replica_that_holds_it(
             result, error = answers.get(timeout=120)
             assert error is None and result is not None, error
             got[result.get_response().id] = _sum(result)
+        # The client stream needs both replicas and has one replica stream to each, holding
+        # one slot there (sequence 75, begun on it, went on its first; not a third stream).
+        held = sorted(replica["in_flight"] for replica in up.model("accumulator")["replicas"])
+        assert held == [1, 1], held
         client.stop_stream()
     assert got == expected
     after = _replica_counts(up)

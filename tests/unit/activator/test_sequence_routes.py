@@ -97,6 +97,23 @@ async def test_sequence_requests_follow_their_replica(backend: FakeScalerBackend
     await endpoint.close()
 
 
+async def test_a_sequence_names_its_replica_only_while_that_is_in_rotation(
+    backend: FakeScalerBackend,
+) -> None:
+    """What a gRPC stream opens a replica stream to (`sequence_replica`) is where `acquire`
+    would send the request: a failed replica, not yet gone, is no longer named."""
+    endpoint = _endpoint(backend, FakeClock(), min_replicas=2)
+    endpoint.tick()
+    await settle(lambda: endpoint.ready_count == 2)
+    async with endpoint.acquire(0, sequence=SequenceKey(1, True, False)) as replica:
+        pass
+    assert endpoint.sequence_replica(SequenceKey(1, False, False)) == replica.id
+    assert endpoint.sequence_replica(SequenceKey(1, True, False)) is None  # START: any
+    endpoint.replica_failed(replica, "connection reset")
+    assert endpoint.sequence_replica(SequenceKey(1, False, False)) is None
+    await endpoint.close()
+
+
 async def test_a_model_with_a_live_sequence_is_not_scaled_to_zero_under_it(
     backend: FakeScalerBackend,
 ) -> None:
