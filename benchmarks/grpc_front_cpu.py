@@ -15,6 +15,11 @@ benchmarks.workloads, loaded in turn by the same closed-loop grpc.aio client
 - `grpc.aio`: a bare grpc.aio server (uvloop, as `thaw serve` runs) whose ModelInfer answers
   fixed bytes: the floor any grpc.aio server pays per call (grpc core's HTTP/2 threads, the
   completion-queue poller thread and its wake-up of the event loop, the per-call tasks).
+- `grpclib` (not in the default layers; `pip install '.[bench]'`): the same fixed answer from
+  grpclib, a gRPC server written in Python on the event loop (h2 for HTTP/2), with no threads
+  of its own: the alternative to grpc.aio's threads and their wake-ups of the loop (measured
+  2026-12-04: cheaper at concurrency 1, 2.4-3x dearer at 8 and 64; docs/benchmarks/
+  2026-12-03-grpc-front-cpu.md).
 - `front`: Thaw's GrpcServer and GrpcHandlers, the ModelManager's `infer` answering a fixed
   response: the gRPC front and its codecs (parse, decode, encode), no scheduler, no model.
 - `in_process`: the real ModelManager with add_sub run in the server's process.
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import os
 import socket
 import statistics
@@ -49,7 +55,8 @@ from benchmarks.load_client import run_grpc_load
 from benchmarks.machine import machine_line
 from benchmarks.workloads import add_sub_workload, write_add_sub
 
-LAYERS = ("triton", "grpc.aio", "front", "in_process")
+LAYERS = ("triton", "grpc.aio", "grpclib", "front", "in_process")
+DEFAULT_LAYERS = ("triton", "grpc.aio", "front", "in_process")
 BASE_SUFFIX = "@base"
 _ROOT = Path(__file__).resolve().parent.parent
 _READY = "READY"
@@ -146,11 +153,47 @@ async def _thaw_server(port: int, repo: Path, *, fixed_answer: bool) -> None:
     await asyncio.Event().wait()
 
 
+async def _grpclib_server(port: int) -> None:
+    """The fixed answer from grpclib, its messages left as bytes (a codec that passes them)."""
+    from grpclib.const import Cardinality, Handler
+    from grpclib.encoding.base import CodecBase
+    from grpclib.server import Server, Stream
+
+    from thawwire.grpc_service import Method, method_path
+
+    answer = _fixed_response()
+
+    class Raw(CodecBase):
+        __content_subtype__ = "proto"
+
+        def encode(self, message: bytes, message_type: object) -> bytes:
+            return message
+
+        def decode(self, data: bytes, message_type: object) -> bytes:
+            return data
+
+    async def infer(stream: Stream) -> None:
+        await stream.recv_message()
+        await stream.send_message(answer)
+
+    class Service:
+        def __mapping__(self) -> dict[str, Handler]:
+            path = method_path(Method.MODEL_INFER)
+            return {path: Handler(infer, Cardinality.UNARY_UNARY, bytes, bytes)}
+
+    server = Server([Service()], codec=Raw())
+    await server.start("127.0.0.1", port)
+    print(_READY, flush=True)
+    await server.wait_closed()
+
+
 def _serve(layer: str, port: int, repo: Path) -> int:
     import uvloop
 
     if layer == "grpc.aio":
         uvloop.run(_bare_server(port))
+    elif layer == "grpclib":
+        uvloop.run(_grpclib_server(port))
     else:
         uvloop.run(_thaw_server(port, repo, fixed_answer=layer == "front"))
     return 0
@@ -319,7 +362,7 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--duration-s", type=float, default=3.0, help="measured seconds a cell")
     parser.add_argument(
-        "--layers", default=",".join(LAYERS), help="comma list of " + ",".join(LAYERS)
+        "--layers", default=",".join(DEFAULT_LAYERS), help="comma list of " + ",".join(LAYERS)
     )
     parser.add_argument("--tree", type=Path, help="another checkout to run as LAYER@base too")
     parser.add_argument("--serve", choices=LAYERS[1:], help=argparse.SUPPRESS)  # a server process
@@ -344,6 +387,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.tree is not None:  # nothing of runtime/ or thawwire/ is imported yet
             sys.path.insert(0, str(args.tree.resolve()))
         return _serve(args.serve, args.port, args.repo)
+    if "grpclib" in args.layers and importlib.util.find_spec("grpclib") is None:
+        raise SystemExit("the grpclib layer needs grpclib: pip install '.[bench]'")
     load_start = os.getloadavg()[0]
     started = time.monotonic()
     results = asyncio.run(measure(args))
