@@ -1,5 +1,6 @@
-"""tritonserver's `--metrics-config`, for both CLIs: which per-model latency families `/metrics`
-carries (Triton's counters, its summaries) and the summaries' quantiles.
+"""tritonserver's `--metrics-config`, `--allow-cpu-metrics` and `--allow-gpu-metrics`, for both
+CLIs: which per-model latency families `/metrics` carries (Triton's counters, its summaries), the
+summaries' quantiles, and whether the host's `nv_cpu_*` and the GPUs' `nv_gpu_*` gauges are there.
 
     parse_metrics_config(["summary_latencies=true", "summary_quantiles=0.5:0.05,0.9:0.01"])
         -> MetricsSettings(counter_latencies=True, summary_latencies=True,
@@ -15,14 +16,18 @@ list with no valid pair keeps the default quantiles.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import re
 from dataclasses import dataclass
+
+from thawserver.bool_flag import triton_bool
 
 __all__ = [
     "DEFAULT_QUANTILES",
     "MetricsSettings",
     "add_metrics_config_argument",
+    "metrics_settings",
     "parse_metrics_config",
 ]
 
@@ -42,22 +47,40 @@ DEFAULT_QUANTILES: tuple[tuple[float, float], ...] = (
 class MetricsSettings:
     """What `--metrics-config` asked for. `counter_latencies`: the `nv_inference_*_duration_us`
     counters (and the cache's `nv_cache_*_per_model` ones); `summary_latencies`: the
-    `nv_inference_*_summary_us` summaries (and `nv_cache_{hit,miss}_summary_per_model`)."""
+    `nv_inference_*_summary_us` summaries (and `nv_cache_{hit,miss}_summary_per_model`).
+    `cpu_gauges` / `gpu_gauges`: `--allow-cpu-metrics` / `--allow-gpu-metrics`, the host's
+    `nv_cpu_*` gauges and the GPUs' `nv_gpu_*` / `nv_energy_*` families."""
 
     counter_latencies: bool = True
     summary_latencies: bool = False
     summary_quantiles: tuple[tuple[float, float], ...] = DEFAULT_QUANTILES
+    cpu_gauges: bool = True
+    gpu_gauges: bool = True
 
     def to_args(self) -> tuple[str, ...]:
-        """These settings as `--metrics-config` flags (`thaw up` gives them to replicas)."""
-        if self == MetricsSettings():
-            return ()
-        quantiles = ",".join(f"{q}:{e}" for q, e in self.summary_quantiles)
-        return (
-            "--metrics-config", f"counter_latencies={str(self.counter_latencies).lower()}",
-            "--metrics-config", f"summary_latencies={str(self.summary_latencies).lower()}",
-            "--metrics-config", f"summary_quantiles={quantiles}",
-        )  # fmt: skip
+        """These settings as `thaw serve` flags (`thaw up` gives them to replicas)."""
+        args: tuple[str, ...] = ()
+        if dataclasses.replace(self, cpu_gauges=True, gpu_gauges=True) != MetricsSettings():
+            quantiles = ",".join(f"{q}:{e}" for q, e in self.summary_quantiles)
+            args += (
+                "--metrics-config", f"counter_latencies={str(self.counter_latencies).lower()}",
+                "--metrics-config", f"summary_latencies={str(self.summary_latencies).lower()}",
+                "--metrics-config", f"summary_quantiles={quantiles}",
+            )  # fmt: skip
+        if not self.cpu_gauges:
+            args += ("--allow-cpu-metrics=false",)
+        if not self.gpu_gauges:
+            args += ("--allow-gpu-metrics=false",)
+        return args
+
+
+def metrics_settings(args: argparse.Namespace) -> MetricsSettings:
+    """The settings the flags of `add_metrics_config_argument` give (ValueError: a bad
+    `--metrics-config`, in Triton's words)."""
+    settings = parse_metrics_config(args.metrics_config)
+    return dataclasses.replace(
+        settings, cpu_gauges=args.allow_cpu_metrics, gpu_gauges=args.allow_gpu_metrics
+    )
 
 
 def parse_metrics_config(values: list[str]) -> MetricsSettings:
@@ -112,8 +135,19 @@ def _stod(text: str) -> float:
 def add_metrics_config_argument(
     group: argparse._ActionsContainer, *, replicas: bool = False
 ) -> None:
-    """The flag; `replicas`: `thaw up`'s help (it gives it to every replica)."""
+    """The flags; `replicas`: `thaw up`'s help (it gives them to every replica)."""
     where = " (given to every replica)" if replicas else ""
+    whose = "the front door's and every replica's" if replicas else "the"
+    group.add_argument(
+        "--allow-cpu-metrics", type=triton_bool, default=True, metavar="BOOL",
+        help=f"publish the host's nv_cpu_utilization and nv_cpu_memory_* gauges on {whose} "
+        "/metrics (default true, as tritonserver)",
+    )  # fmt: skip
+    group.add_argument(
+        "--allow-gpu-metrics", type=triton_bool, default=True, metavar="BOOL",
+        help="publish the nv_gpu_* and nv_energy_* families (NVML; absent where no GPU or no "
+        f"NVML is) (default true, as tritonserver){where}",
+    )  # fmt: skip
     group.add_argument(
         "--metrics-config", action="append", default=[], metavar="<setting>=<value>",
         help="Triton's per-model latency metrics (repeatable): counter_latencies=false drops "

@@ -29,14 +29,16 @@ _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 
 class Metrics:
     """Every activator metric; names are what dashboards and alerts use."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, host_gauges: bool = True) -> None:
+        """`host_gauges`: Triton's `nv_cpu_*` gauges of this host (`--allow-cpu-metrics`)."""
         # Label children of the per-request metrics, by label values: `.labels()` validates
         # and locks on every call, which the request path should not pay for.
         self._latency: dict[tuple[str, str], Any] = {}
         self.registry = CollectorRegistry()
         r = self.registry
         # Triton's host gauges: the host the front door (and local replicas) run on.
-        r.register(HostCollector())
+        if host_gauges:
+            r.register(HostCollector())
         self.replicas = Gauge(
             "thaw_model_replicas",
             "Replicas per model; state desired (autoscaler) or ready (routable)",

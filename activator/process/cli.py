@@ -56,7 +56,7 @@ from thawserver.flag_names import as_typed
 from thawserver.grpc_keepalive import keepalive_from
 from thawserver.grpc_tls import tls_from_args
 from thawserver.log_control import LogControl
-from thawserver.metrics_config_flags import parse_metrics_config
+from thawserver.metrics_config_flags import metrics_settings as metrics_flags
 from thawserver.repository_flags import localized, names_s3
 from thawserver.restricted_protocols import (
     parse_http_restrictions,
@@ -147,7 +147,7 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
         grpc_restrictions = parse_restrictions(args.grpc_restricted_protocol)
         http_restrictions = parse_http_restrictions(args.http_restricted_api)
         grpc_tls = tls_from_args(args) if grpc_port is not None else None
-        metrics_settings = parse_metrics_config(args.metrics_config)
+        metrics_settings = metrics_flags(args)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     host_bytes = host_cache_bytes(args.host_cache_bytes, kubernetes=kubernetes)

@@ -166,10 +166,10 @@ def refuse_local_only_flags(args: argparse.Namespace) -> None:
         raise ConfigError("--cache-config / --response-cache-byte-size need --scaler local")
     if rate_limit_args(args):
         raise ConfigError("--rate-limit / --rate-limit-resource need --scaler local")
-    if args.metrics_config:
+    if args.metrics_config or not (args.allow_cpu_metrics and args.allow_gpu_metrics):
         raise ConfigError(
-            "--metrics-config reaches replicas with --scaler local only: on Kubernetes the "
-            "runtime pods' flags are the Helm chart's pool template"
+            "--metrics-config and --allow-cpu/gpu-metrics=false reach replicas with --scaler "
+            "local only: on Kubernetes the runtime pods' flags are the Helm chart's pool template"
         )
     if backend_config_args(args):
         raise ConfigError(

@@ -225,8 +225,9 @@ def build_app(
 
     async def fleet_ctx(app: web.Application) -> AsyncIterator[None]:
         session = new_session()
+        metrics = Metrics(host_gauges=config.metrics_settings.cpu_gauges)
         fleet = Fleet(
-            config, repo, Metrics(), session, backend=backend, bound=bound,
+            config, repo, metrics, session, backend=backend, bound=bound,
             repository_sync=repository_sync,
         )  # fmt: skip
         app[FLEET] = fleet

@@ -129,8 +129,10 @@ class TritonCollector:
         if self._settings.summary_latencies:
             yield from _summary_families(rows, self._settings.summary_quantiles)
         yield self._pending_family()
-        yield from cpu_families()
-        yield from gpu_families(self._gpu.samples())
+        if self._settings.cpu_gauges:
+            yield from cpu_families()
+        if self._settings.gpu_gauges:
+            yield from gpu_families(self._gpu.samples())
 
     def _pending_family(self) -> GaugeMetricFamily:
         pending = self._pending() if self._pending is not None else {}

@@ -27,7 +27,7 @@ from thawserver.grpc_keepalive import keepalive_from
 from thawserver.grpc_tls import tls_from_args
 from thawserver.limit_flags import limits_from_args
 from thawserver.log_control import LogControl
-from thawserver.metrics_config_flags import parse_metrics_config
+from thawserver.metrics_config_flags import metrics_settings as metrics_flags
 from thawserver.repository_flags import (
     localized,
     model_repositories,
@@ -72,7 +72,7 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
     try:
         backend_config = backend_settings(args.backend_config)
         rate_limit = parse_mode(args.rate_limit)
-        metrics_settings = parse_metrics_config(args.metrics_config)
+        metrics_settings = metrics_flags(args)
         resources = tuple(parse_resource(text) for text in args.rate_limit_resource)
         trace_defaults = trace_setting(args)
         logs = log_settings(

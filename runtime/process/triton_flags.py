@@ -8,6 +8,7 @@ A launch script written for `tritonserver` runs unchanged when it uses what Thaw
 (and `--log-info|warning|error`, `--log-file`, `--log-format`), `--trace-config` (and the
 deprecated `--trace-file|level|rate|count|log-frequency`), `--backend-config`,
 `--model-load-thread-count`, `--model-namespacing`, `--rate-limit`, `--rate-limit-resource`,
+`--metrics-config`, `--allow-cpu-metrics`, `--allow-gpu-metrics`,
 `--http-header-forward-pattern`, `--grpc-header-forward-pattern`, `--grpc-restricted-protocol`,
 `--http-restricted-api`, `--grpc-infer-response-compression-level`, `--grpc-use-ssl`,
 `--grpc-use-ssl-mutual`, `--grpc-server-cert|key`, `--grpc-root-cert` (thawserver.grpc_tls);

@@ -6,6 +6,7 @@ import re
 
 from runtime.observe.gpu_metrics import GpuSample, NvmlReader
 from runtime.observe.metrics import Metrics
+from thawserver.metrics_config_flags import MetricsSettings
 
 H200 = GpuSample(
     uuid="GPU-0f1e2d3c-0000-1111-2222-333344445555", utilization=0.42,
@@ -117,3 +118,11 @@ def test_only_the_gpus_this_process_can_use_are_reported_with_its_own_memory() -
     text = Metrics(gpu=reader).exposition().decode()
     assert 'thaw_gpu_process_memory_bytes{gpu_uuid="GPU-b"} 1.073741824e+09' in text
     assert 'thaw_gpu_process_memory_bytes{gpu_uuid="GPU-c"}' not in text
+
+
+def test_allow_gpu_metrics_false_leaves_every_gpu_family_out() -> None:
+    settings = MetricsSettings(gpu_gauges=False)
+    text = Metrics(gpu=FakeGpus([H200]), settings=settings).exposition().decode()
+    assert "nv_gpu_" not in text
+    assert "nv_energy_" not in text
+    assert "nv_cpu_utilization" in text  # only the GPU's families go

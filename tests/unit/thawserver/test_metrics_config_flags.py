@@ -1,12 +1,16 @@
-"""`--metrics-config`'s grammar, as Triton's core reads it."""
+"""`--metrics-config`'s grammar, as Triton's core reads it; `--allow-cpu|gpu-metrics`."""
 
 from __future__ import annotations
+
+import argparse
 
 import pytest
 
 from thawserver.metrics_config_flags import (
     DEFAULT_QUANTILES,
     MetricsSettings,
+    add_metrics_config_argument,
+    metrics_settings,
     parse_metrics_config,
 )
 
@@ -43,3 +47,16 @@ def test_settings_round_trip_through_the_flags_given_to_replicas() -> None:
     args = settings.to_args()
     assert parse_metrics_config(list(args[1::2])) == settings
     assert MetricsSettings().to_args() == ()
+
+
+def test_allow_cpu_and_gpu_metrics_parse_as_tritonserver_spells_them_and_reach_replicas() -> None:
+    parser = argparse.ArgumentParser()
+    add_metrics_config_argument(parser)
+    assert metrics_settings(parser.parse_args([])) == MetricsSettings()
+    args = parser.parse_args(["--allow-cpu-metrics=0", "--allow-gpu-metrics", "off"])
+    settings = metrics_settings(args)
+    assert (settings.cpu_gauges, settings.gpu_gauges) == (False, False)
+    assert settings.to_args() == ("--allow-cpu-metrics=false", "--allow-gpu-metrics=false")
+    assert metrics_settings(parser.parse_args(list(settings.to_args()))) == settings
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--allow-gpu-metrics=maybe"])
