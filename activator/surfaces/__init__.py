@@ -1,18 +1,20 @@
 """The activator's surfaces: the v2 REST app, the reverse proxy, gRPC, the status page.
 
-    app               the HTTP surface: one route table, thin handlers, one error middleware
-    answers           what the activator answers itself about its models (REST or gRPC)
-    proxy             streaming HTTP reverse proxy to one replica; never parses bodies
-    openai_proxy      the OpenAI-compatible `/v1` routes: the model list, and requests forwarded
-    upstream          keep-alive HTTP/1.1 connections to replicas
-    response_framing  where a replica's response body ends (RFC 9112 section 6)
-    grpc_surface      the gRPC surface: THE `GRPCInferenceService` route table
-    grpc_forward      forward gRPC inference to replicas as opaque bytes
-    grpc_envelope     the model a serialized `ModelInferRequest` is for, and its sequence
-    stream_sequences  the sequences a replica stream carried, reported to their routes
-    shm_requests      requests naming shared-memory regions, rewritten for a replica
-    restricted_apis   `--http-restricted-api` / `--grpc-restricted-protocol` here
-    status_page       the status page at `/ui/` (static files in `ui/`)
+    app                the HTTP surface: one route table, thin handlers, one error middleware
+    answers            what the activator answers itself about its models (REST or gRPC)
+    proxy              streaming HTTP reverse proxy to one replica; never parses bodies
+    openai_proxy       the OpenAI-compatible `/v1` routes: the model list, and requests forwarded
+    upstream           keep-alive HTTP/1.1 connections to replicas
+    response_framing   where a replica's response body ends (RFC 9112 section 6)
+    grpc_surface       the gRPC surface: THE `GRPCInferenceService` route table
+    grpc_forward       forward gRPC inference to replicas as opaque bytes
+    grpc_stream_relay  one client stream relayed to per-model replica streams
+    grpc_calls         what a forwarded gRPC call reads of its message and its context
+    grpc_envelope      the model a serialized `ModelInferRequest` is for, and its sequence
+    stream_sequences   the sequences a replica stream carried, reported to their routes
+    shm_requests       requests naming shared-memory regions, rewritten for a replica
+    restricted_apis    `--http-restricted-api` / `--grpc-restricted-protocol` here
+    status_page        the status page at `/ui/` (static files in `ui/`)
 
 Exports `build_app` and `GrpcSurface`.
 """

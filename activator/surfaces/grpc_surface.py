@@ -30,7 +30,8 @@ from activator.surfaces.answers import (
     server_ready,
     stats_rows,
 )
-from activator.surfaces.grpc_forward import GrpcForwarder, message_version
+from activator.surfaces.grpc_calls import message_version
+from activator.surfaces.grpc_forward import GrpcForwarder
 from thawserver.connection_limits import (
     ConnectionLimits,
     grpc_max_concurrent_rpcs,

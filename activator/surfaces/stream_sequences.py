@@ -5,7 +5,7 @@
         .answered()         an answer came back
         .close()            the stream is over
 
-A gRPC stream through the activator (activator.surfaces.grpc_forward) may carry requests of
+A gRPC stream through the activator (activator.surfaces.grpc_stream_relay) may carry requests of
 many sequences to one replica. Each is reported to the routes as it goes
 (`ModelEndpoint.sequence_sent`) and as it is answered (`sequence_answered`), so that a later
 request of the sequence, on any stream or protocol, finds its replica, and a replica holding a

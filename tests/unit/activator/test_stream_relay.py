@@ -1,4 +1,4 @@
-"""activator.surfaces.grpc_forward's stream relay: one client stream of a stateful model's
+"""activator.surfaces.grpc_stream_relay: one client stream of a stateful model's
 sequences keeps at most one replica stream per replica, however each was opened (the model's
 own, chosen by `acquire`, or one to a replica holding a sequence bound before), so the answers
 of a replica's requests come back in the order that one stream gives them; and a half-close
