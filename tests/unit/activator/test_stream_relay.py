@@ -18,6 +18,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from activator.endpoint.sequence_routes import SequenceKey, SequenceRoutes
+from activator.errors import ActivationFailed
 from activator.observe.metrics import Metrics
 from activator.surfaces.grpc_forward import GrpcForwarder
 from tests.fakes.loop import HUNG_AFTER_S, settle, turns
@@ -93,6 +94,7 @@ class _Endpoint:
         self.gate.set()
         self.slots: list[str] = []
         self.gone: str | None = None
+        self.refusal: Exception | None = None  # what the next unbound `acquire` raises
 
     def acquire(
         self, size: int, *, sequence: SequenceKey | None = None, track: bool = True
@@ -103,6 +105,9 @@ class _Endpoint:
     async def _slot(self, sequence: SequenceKey | None) -> AsyncIterator[Any]:
         await self.gate.wait()
         replica = self.routes.replica_for(sequence) if sequence else None
+        if replica is None and self.refusal is not None:
+            refusal, self.refusal = self.refusal, None
+            raise refusal
         if replica is None or replica == self.gone:
             replica = self.choose
         self.slots.append(replica)
@@ -290,5 +295,25 @@ async def test_a_stream_opened_to_a_sequences_replica_never_lands_on_another() -
     await settle(_answered(client, 2))
     assert client.forwarder.opened() == {"r2": 1}
     assert client.errors == {"7-more": f"replica r1 of model '{MODEL}' is gone"}
+    await client.close()
+    assert endpoint.slots == []
+
+
+async def test_a_bound_message_waiting_on_a_refused_own_stream_goes_on_to_its_replica() -> None:
+    """The own stream's `acquire` is refused (the model did not wake in time): the message
+    that waited for its choice is not held for ever; it opens the stream to its replica."""
+    endpoint = _Endpoint()
+    endpoint.begun_elsewhere(7, "r1")
+    endpoint.gate.clear()
+    endpoint.refusal = ActivationFailed(f"model '{MODEL}': not ready in time")
+    client = _Client(endpoint)
+    client.send("1-start", 1, start=True)
+    client.send("7-more", 7)
+    await turns()
+    endpoint.gate.set()
+    await settle(_answered(client, 2))
+    assert client.errors == {"1-start": f"model '{MODEL}': not ready in time"}
+    assert client.forwarder.opened() == {"r1": 1}
+    assert client.forwarder.streams[0].received == ["7-more"]
     await client.close()
     assert endpoint.slots == []
