@@ -32,7 +32,7 @@ from activator.endpoint.reconciler import Reconciler
 from activator.endpoint.replica import Replica
 from activator.endpoint.replica_lifecycle import ReplicaSet
 from activator.endpoint.replica_stats import ModelStatistics, Rows
-from activator.endpoint.sequence_routes import SequenceKey, SequenceRoutes
+from activator.endpoint.sequence_routes import SequenceId, SequenceKey, SequenceRoutes
 from activator.endpoint.shared_limit import SharedLimits
 from activator.errors import ActivationFailed
 from activator.observe.metrics import Metrics
@@ -216,6 +216,11 @@ class ModelEndpoint:
             return None
         replica = self._replica_named(self._sequences.replica_for(sequence))
         return replica.id if replica is not None else None
+
+    def sequence_live(self, sequence: SequenceId) -> bool:
+        """Whether the routes still hold `sequence` (not ended, not idle past the model's
+        `max_sequence_idle_microseconds`, its replica not gone)."""
+        return self._sequences is not None and sequence in self._sequences
 
     def sequence_sent(self, sequence: SequenceKey, replica_id: str) -> None:
         """A request of `sequence` went to `replica_id` (outside `acquire`: a stream's)."""

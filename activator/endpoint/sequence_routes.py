@@ -77,6 +77,10 @@ class SequenceRoutes:
     def __len__(self) -> int:
         return len(self._bound)
 
+    def __contains__(self, sequence: SequenceId) -> bool:
+        """Whether `sequence` is live (begun, not ended, not forgotten as idle)."""
+        return sequence in self._bound
+
     def replica_for(self, key: SequenceKey) -> str | None:
         """The replica a request of `key`'s sequence must go to (None: any; a START always
         picks afresh, as the replica begins the sequence again)."""

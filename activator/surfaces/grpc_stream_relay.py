@@ -59,6 +59,9 @@ _STREAM = method_path(Method.MODEL_STREAM_INFER)
 # Messages of one model queued on a client stream while its replica stream opens; beyond it
 # the client's stream is not read (gRPC flow control holds the client back).
 STREAM_QUEUE = 256
+# Sequences a client stream keeps routes for before it looks for ones to forget (then twice
+# as many as it kept).
+_SEQUENCES_KEPT = 1024
 
 
 class Forwarding(Protocol):
@@ -86,8 +89,10 @@ class StreamRelay:
         # model's own once its replica is chosen, and those opened to replicas that hold
         # sequences bound before. Never two to one replica: their answers' order would be lost.
         self._on_replica: dict[tuple[str, str], _Upstream] = {}
-        # A stateful model's sequences: the replica stream each went to on this client stream.
-        self._sequences: dict[tuple[str, SequenceId], _Upstream] = {}
+        # A stateful model's sequences: the replica stream each went to on this client stream,
+        # and when (loop time) it last sent one of its requests.
+        self._sequences: dict[tuple[str, SequenceId], tuple[_Upstream, float]] = {}
+        self._forget_at = _SEQUENCES_KEPT
         self.regions = StreamRegions()  # requests whose outputs go to shared-memory regions
         self._write_lock = asyncio.Lock()
         self._failed: asyncio.Future[grpc.aio.AioRpcError] = (
@@ -150,7 +155,8 @@ class StreamRelay:
         another request bound it there; else the model's own."""
         upstream: _Upstream | None = None
         if sequence is not None:
-            upstream = _open(self._sequences.get((model, sequence.id)))
+            sent = self._sequences.get((model, sequence.id))
+            upstream = _open(sent[0]) if sent is not None else None
             bound = endpoint.sequence_replica(sequence) if upstream is None else None
             if bound is not None:
                 upstream = await self._to_replica(model, bound, entry, sequence)
@@ -160,8 +166,32 @@ class StreamRelay:
             if sequence.end:  # its next request is a new sequence's START: routed afresh
                 self._sequences.pop((model, sequence.id), None)
             else:
-                self._sequences[(model, sequence.id)] = upstream
+                now = asyncio.get_running_loop().time()
+                self._sequences[(model, sequence.id)] = (upstream, now)
+                if len(self._sequences) >= self._forget_at:
+                    self._forget_idle(now)
         return upstream
+
+    def _forget_idle(self, now: float) -> None:
+        """Forget the sequences the model's routes forgot (idle past its
+        `max_sequence_idle_microseconds`, or their replica gone) that this stream has not sent
+        a request of for longer than a request may wait here, so none is still queued: a
+        stream that begins sequences and never ends them keeps the live ones, not every one
+        it ever began."""
+        quiet_since = now - self.timeout()
+        kept = {
+            key: sent
+            for key, sent in self._sequences.items()
+            if sent[1] > quiet_since or self._live(*key)
+        }
+        self._sequences = kept
+        self._forget_at = max(_SEQUENCES_KEPT, 2 * len(kept))
+
+    def _live(self, model: str, sequence: SequenceId) -> bool:
+        try:
+            return self._fleet.endpoint(model).sequence_live(sequence)
+        except ActivatorError:  # the model is gone: so are its sequences
+            return False
 
     async def _to_replica(
         self, model: str, replica: str, entry: ModelEntry, sequence: SequenceKey

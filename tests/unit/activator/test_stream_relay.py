@@ -21,6 +21,7 @@ from activator.endpoint.sequence_routes import SequenceKey, SequenceRoutes
 from activator.errors import ActivationFailed
 from activator.observe.metrics import Metrics
 from activator.surfaces.grpc_forward import GrpcForwarder
+from activator.surfaces.grpc_stream_relay import StreamRelay
 from tests.fakes.loop import HUNG_AFTER_S, settle, turns
 from thawwire.grpc_service import pb
 
@@ -74,6 +75,10 @@ class _Forwarder(GrpcForwarder):
 
         return SimpleNamespace(stream_stream=lambda _path: open_stream)
 
+    async def stream(self, requests: AsyncIterator[bytes], context: Any) -> None:
+        self.relay = StreamRelay(self, context)  # kept: a test counts the routes it keeps
+        await self.relay.run(requests)
+
     def opened(self) -> collections.Counter[str]:
         """Replica streams opened, per replica."""
         return collections.Counter(stream.replica for stream in self.streams)
@@ -118,6 +123,9 @@ class _Endpoint:
 
     def sequence_replica(self, sequence: SequenceKey) -> str | None:
         return self.routes.replica_for(sequence)
+
+    def sequence_live(self, sequence: int) -> bool:
+        return sequence in self.routes
 
     def sequence_sent(self, sequence: SequenceKey, replica_id: str) -> None:
         self.routes.begin(sequence, replica_id, 0.0)
@@ -317,3 +325,24 @@ async def test_a_bound_message_waiting_on_a_refused_own_stream_goes_on_to_its_re
     assert client.forwarder.streams[0].received == ["7-more"]
     await client.close()
     assert endpoint.slots == []
+
+
+async def test_a_stream_that_never_ends_its_sequences_keeps_only_the_live_ones() -> None:
+    """A client stream beginning sequences it never ends: once the model's routes forgot
+    them (idle), the relay forgets them too when its map next fills, instead of keeping
+    every sequence the stream ever began."""
+    endpoint = _Endpoint()
+    client = _Client(endpoint)
+    client.forwarder.fleet.config.request_timeout_s = 0.0  # no request waits here
+    for seq in range(1, 1001):
+        client.send(f"{seq}-start", seq, start=True)
+    await settle(_answered(client, 1000))
+    endpoint.routes.pinned(now=1e9)  # every one idle past the model's idle timeout
+    assert len(endpoint.routes) == 0
+    for seq in range(1001, 1101):  # live: the map fills (1,024) and the idle go
+        client.send(f"{seq}-start", seq, start=True)
+    await settle(_answered(client, 1100))
+    kept = client.forwarder.relay._sequences  # what the relay routes by
+    assert 1024 - 1000 <= len(kept) <= 100
+    assert all(seq > 1000 for _, seq in kept)
+    await client.close()
