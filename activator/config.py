@@ -305,6 +305,11 @@ class ActivatorConfig:
     # The gRPC front door (activator.surfaces.grpc_surface) and Triton's metrics port; None:
     # not served. The ports asked for: what binding made of them is `BoundAddresses`.
     grpc_port: int | None = 8001
+    # tritonserver's `--reuse-http-port` / `--reuse-grpc-port`: the front doors' listeners
+    # (`port`, `grpc_port`) with SO_REUSEPORT, shared with other servers on the port
+    # (thawserver.reuse_port_flags); the metrics port and the replicas' ports never are
+    reuse_http_port: bool = False
+    reuse_grpc_port: bool = False
     # tritonserver's `--grpc-infer-response-compression-level` at the gRPC front door, whose
     # responses are the replicas' forwarded (thawserver.grpc_compression)
     grpc_response_compression_level: str = "none"

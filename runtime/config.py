@@ -116,6 +116,10 @@ class ServeConfig:
     allow_grpc: bool = True
     grpc_host: str | None = None  # None: `host`
     grpc_port: int = 8001
+    # tritonserver's `--reuse-http-port` / `--reuse-grpc-port`: the HTTP / gRPC listener with
+    # SO_REUSEPORT, shared with other servers on the port (thawserver.reuse_port_flags)
+    reuse_http_port: bool = False
+    reuse_grpc_port: bool = False
     grpc_max_message_bytes: int | None = None  # None: `max_body_bytes`
     # tritonserver's `--grpc-infer-response-compression-level` (thawserver.grpc_compression)
     grpc_response_compression_level: str = "none"

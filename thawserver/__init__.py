@@ -26,6 +26,7 @@ module name (several import aiohttp or grpc); this `__init__` imports nothing, b
     model_config_name_flag  tritonserver's `--model-config-name`, for both CLIs
     grpc_keepalive        tritonserver's gRPC keepalive and ping flags: values, server options
     grpc_tls              tritonserver's gRPC TLS flags: files read and checked once, credentials
+    reuse_port_flags      tritonserver's `--reuse-http-port` / `--reuse-grpc-port`, for both CLIs
     shm_api               the shared-memory extension's calls: register, status, unregister
     shm_registry          the system shared-memory regions clients registered
     settings_api          the logging and trace extensions' calls, REST and gRPC

@@ -62,6 +62,7 @@ from thawserver.restricted_protocols import (
     parse_http_restrictions,
     parse_restrictions,
 )
+from thawserver.reuse_port_flags import check_reuse_port
 from thawserver.s3_repository.errors import RepositorySourceError
 from thawserver.s3_repository.localize import LocalizedRepositories
 from thawserver.settings_flags import (
@@ -148,6 +149,7 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
         http_restrictions = parse_http_restrictions(args.http_restricted_api)
         grpc_tls = tls_from_args(args) if grpc_port is not None else None
         metrics_settings = metrics_flags(args)
+        check_reuse_port(args)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     host_bytes = host_cache_bytes(args.host_cache_bytes, kubernetes=kubernetes)
@@ -178,6 +180,8 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
         shared_replica_concurrency=shared_replica_concurrency(args),
         scaler=_scaler_config(args),
         grpc_port=grpc_port,
+        reuse_http_port=args.reuse_http_port,
+        reuse_grpc_port=args.reuse_grpc_port,
         grpc_response_compression_level=args.grpc_response_compression_level,
         grpc_keepalive=keepalive_from(args),
         server_id=args.server_id,

@@ -235,7 +235,7 @@ def _bind(config: ActivatorConfig) -> tuple[socket.socket, tuple[Any, str] | Non
     `--port 0` / `--grpc-port 0` only fix here. Returns the listener, the bound gRPC server
     and its address (None: no gRPC port) and the addresses; ListenError names a failure."""
     try:
-        listener = _listen(config.host, config.port)
+        listener = _listen(config.host, config.port, reuse_port=config.reuse_http_port)
     except OSError as exc:  # port taken, address not local or not resolvable
         reason = exc.strerror or str(exc)
         raise ListenError(f"cannot listen on {config.host}:{config.port}: {reason}") from None
@@ -261,12 +261,13 @@ def _bind(config: ActivatorConfig) -> tuple[socket.socket, tuple[Any, str] | Non
     return listener, grpc_bound, bound
 
 
-def _listen(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on the first address `host` resolves to."""
+def _listen(host: str, port: int, *, reuse_port: bool) -> socket.socket:
+    """A listening TCP socket on the first address `host` resolves to; with `reuse_port`
+    (`--reuse-http-port`) SO_REUSEPORT is set, so other servers may listen on the port too."""
     family, _, _, _, address = socket.getaddrinfo(
         host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
     )[0]
-    return socket.create_server(address[:2], family=family, backlog=1024)
+    return socket.create_server(address[:2], family=family, backlog=1024, reuse_port=reuse_port)
 
 
 def _bind_grpc(config: ActivatorConfig) -> tuple[Any, str]:
@@ -277,7 +278,7 @@ def _bind_grpc(config: ActivatorConfig) -> tuple[Any, str]:
         config.host, config.grpc_port,
         max_message_bytes=config.max_body_bytes, limits=config.connections,
         compression_level=config.grpc_response_compression_level,
-        keepalive=config.grpc_keepalive, tls=config.grpc_tls,
+        keepalive=config.grpc_keepalive, tls=config.grpc_tls, reuse_port=config.reuse_grpc_port,
     )  # fmt: skip
 
 

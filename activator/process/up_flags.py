@@ -29,6 +29,7 @@ from thawserver.metrics_config_flags import add_metrics_config_argument
 from thawserver.model_config_name_flag import add_model_config_name_argument
 from thawserver.rate_limit_flags import add_rate_limit_arguments
 from thawserver.restricted_protocols import add_restriction_arguments
+from thawserver.reuse_port_flags import add_reuse_port_arguments
 from thawserver.settings_flags import add_log_flags, add_trace_flags
 from thawserver.tool_call_flags import add_tool_call_arguments
 
@@ -92,6 +93,7 @@ def add_up_arguments(p: argparse.ArgumentParser) -> None:
             f"--allow-{name}", type=triton_bool, default=True, metavar="BOOL",
             help=f"serve the {name} port (default true)",
         )  # fmt: skip
+    add_reuse_port_arguments(triton)  # --port's and --grpc-port's listeners, not the replicas'
     add_compression_argument(triton, responses="the gRPC front door's responses (as thaw serve)")
     add_keepalive_arguments(triton)
     add_model_config_name_argument(triton, replicas=True)
@@ -278,12 +280,17 @@ def add_up_arguments(p: argparse.ArgumentParser) -> None:
     )
     add_restriction_arguments(restricted)
     _add_header_forward_arguments(p)
-    add_cache_arguments(
-        p.add_argument_group(
-            "response cache (as thaw serve and tritonserver; each replica keeps its own, "
-            "--scaler local)"
-        )
+    cache = p.add_argument_group(
+        "response cache (as thaw serve and tritonserver; each replica keeps its own, "
+        "--scaler local)"
     )
+    add_cache_arguments(cache)
+    # As on `thaw serve` (runtime.process.triton_flags.IGNORED_FLAGS): where Triton finds its
+    # response-cache libraries.
+    cache.add_argument(
+        "--cache-directory", default=None, metavar="DIR",
+        help="accepted without effect: thaw's response cache is built in",
+    )  # fmt: skip
     add_kubernetes_arguments(p)
     scale = p.add_argument_group("scale settings (defaults for every model; thaw.<name> overrides)")
     defaults = ScaleSettings()

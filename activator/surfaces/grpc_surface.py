@@ -239,11 +239,13 @@ def bind_grpc_server(
     compression_level: str = "none",
     keepalive: GrpcKeepalive | None = None,
     tls: GrpcTls | None = None,
+    reuse_port: bool = False,
 ) -> tuple[grpc.aio.Server, str]:
     """A gRPC server bound to `host:port` (0: a free port, bound here, so nothing can take it
     before it starts) and that bound `host:port`; not started (`start_grpc_server`). OSError
     when the address cannot be bound. Messages over `max_message_bytes` are
-    RESOURCE_EXHAUSTED; no SO_REUSEPORT (a port in use is an error, never silently shared); the
+    RESOURCE_EXHAUSTED; SO_REUSEPORT only with `reuse_port` (tritonserver's `--reuse-grpc-port`:
+    other servers may listen on the port too; without it a port in use is an error); the
     connection `limits` as grpc options (handshake deadline, idle GOAWAY, connection and call
     caps); responses compressed at tritonserver's `compression_level`
     (thawserver.grpc_compression); tritonserver's `keepalive` and HTTP/2 ping settings
@@ -253,7 +255,7 @@ def bind_grpc_server(
         options=[
             ("grpc.max_receive_message_length", min(max_message_bytes, (1 << 31) - 1)),
             ("grpc.max_send_message_length", -1),
-            ("grpc.so_reuseport", 0),
+            ("grpc.so_reuseport", int(reuse_port)),
             ("grpc.max_concurrent_streams", 1024),  # calls at once on one client connection
             *grpc_server_options(limits),
             *grpc_compression_options(compression_level),
@@ -262,7 +264,7 @@ def bind_grpc_server(
         maximum_concurrent_rpcs=grpc_max_concurrent_rpcs(limits),
     )
     credentials = server_credentials(tls) if tls is not None else None
-    return server, bind_grpc_port(server, host, port, credentials)
+    return server, bind_grpc_port(server, host, port, credentials, reuse_port=reuse_port)
 
 
 async def start_grpc_server(server: grpc.aio.Server, surface: GrpcSurface) -> None:

@@ -1,12 +1,12 @@
 """The runtime's gRPC listener: a grpc.aio server for runtime.grpc.handlers, bound, capped, stopped.
 
 Its limits: a message over `grpc_max_message` bytes is refused by grpc itself with
-RESOURCE_EXHAUSTED before any of it is parsed; `SO_REUSEPORT` is off, so a port already in use
-is an error instead of a port silently shared with another server (tritonserver's
-`--reuse-grpc-port` default); at most `MAX_STREAMS_PER_CONNECTION` calls at once on one
-client connection; and the connection limits of `--head-timeout-s`, `--idle-timeout-s`
-and `--max-connections` (thawserver.connection_limits.grpc_server_options). Responses are
-compressed at tritonserver's `--grpc-infer-response-compression-level`
+RESOURCE_EXHAUSTED before any of it is parsed; `SO_REUSEPORT` is off unless tritonserver's
+`--reuse-grpc-port` is true (thawserver.reuse_port_flags), so a port already in use is an error
+instead of a port silently shared with another server; at most `MAX_STREAMS_PER_CONNECTION`
+calls at once on one client connection; and the connection limits of `--head-timeout-s`,
+`--idle-timeout-s` and `--max-connections` (thawserver.connection_limits.grpc_server_options).
+Responses are compressed at tritonserver's `--grpc-infer-response-compression-level`
 (thawserver.grpc_compression); keepalive and HTTP/2 pings follow tritonserver's flags
 (thawserver.grpc_keepalive). With tritonserver's `--grpc-use-ssl[-mutual]` it listens over TLS
 (thawserver.grpc_tls), and nothing else changes.
@@ -43,11 +43,12 @@ class GrpcServer:
         self._host = config.grpc_host or config.host
         self._port = config.grpc_port
         self._tls = config.grpc_tls
+        self._reuse_port = config.reuse_grpc_port
         self._server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", config.grpc_max_message),
                 ("grpc.max_send_message_length", _MAX_SEND_BYTES),
-                ("grpc.so_reuseport", 0),
+                ("grpc.so_reuseport", int(config.reuse_grpc_port)),
                 ("grpc.max_concurrent_streams", MAX_STREAMS_PER_CONNECTION),
                 *grpc_server_options(config.connections),
                 *grpc_compression_options(config.grpc_response_compression_level),
@@ -63,7 +64,9 @@ class GrpcServer:
         ServingError when the address cannot be bound."""
         try:
             credentials = server_credentials(self._tls) if self._tls is not None else None
-            address = bind_grpc_port(self._server, self._host, self._port, credentials)
+            address = bind_grpc_port(
+                self._server, self._host, self._port, credentials, reuse_port=self._reuse_port
+            )
         except OSError as exc:
             raise ServingError(str(exc)) from exc
         await self._server.start()

@@ -34,6 +34,7 @@ from thawserver.repository_flags import (
     names_s3,
     strict_model_config_warnings,
 )
+from thawserver.reuse_port_flags import check_reuse_port
 from thawserver.s3_repository.errors import RepositorySourceError
 from thawserver.s3_repository.localize import LocalizedRepositories
 from thawserver.settings_flags import log_settings, trace_setting
@@ -80,6 +81,7 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
             verbose_level=max(args.log_verbose, 1 if args.log_level.lower() == "debug" else 0),
         )  # fmt: skip
         grpc_tls = tls_from_args(args) if args.allow_grpc else None
+        check_reuse_port(args)
         internal_calls = (
             InternalCalls(read_token(args.internal_token_file), args.max_internal_body_bytes)
             if args.internal_token_file is not None
@@ -164,6 +166,8 @@ def _surfaces(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "allow_http": args.allow_http,
         "allow_grpc": args.allow_grpc,
+        "reuse_http_port": args.reuse_http_port,
+        "reuse_grpc_port": args.reuse_grpc_port,
         "grpc_host": args.grpc_address,
         "grpc_port": args.grpc_port if args.grpc_port is not None else (0 if free else 8001),
         "grpc_max_message_bytes": args.grpc_max_message_bytes,

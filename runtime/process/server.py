@@ -1,8 +1,10 @@
 """Run one v2 server as a process: bind its listeners, announce them, drain on SIGTERM.
 
 Listeners: the v2 HTTP application, the gRPC service (runtime.grpc.server) and Triton's metrics
-port, each as its `--allow-*` flag says. Their `THAW_LISTENING*` lines are printed once all
-accept connections, the HTTP one last (thawwire.handoff_protocol).
+port, each as its `--allow-*` flag says; HTTP's and gRPC's shared with other servers on their
+port as `--reuse-http-port` / `--reuse-grpc-port` say (thawserver.reuse_port_flags). Their
+`THAW_LISTENING*` lines are printed once all accept connections, the HTTP one last
+(thawwire.handoff_protocol).
 """
 
 from __future__ import annotations
@@ -36,14 +38,17 @@ def _url_host(host: str) -> str:
 
 
 async def _listen(
-    runner: web.AppRunner, app: web.Application, host: str, port: int
+    runner: web.AppRunner, app: web.Application, host: str, port: int, *, reuse_port: bool = False
 ) -> tuple[asyncio.Server, str]:
     """Serve `runner`'s app on host:port, each connection under the app's ConnectionGuard;
-    the listener and its URL (the port chosen when 0). ServingError says why not."""
+    the listener and its URL (the port chosen when 0). ServingError says why not.
+    `reuse_port`: with SO_REUSEPORT (`--reuse-http-port`), sharing the port with other servers."""
     assert runner.server is not None  # set up
     factory = app[CONNECTIONS].protocol_factory(runner.server)
     try:
-        listener = await asyncio.get_running_loop().create_server(factory, host, port, backlog=1024)
+        listener = await asyncio.get_running_loop().create_server(
+            factory, host, port, backlog=1024, reuse_port=reuse_port or None
+        )
     except OSError as exc:
         # The system's reason ("Address already in use"), not asyncio's wrapping of it.
         why = os.strerror(exc.errno) if exc.errno else str(exc)
@@ -102,7 +107,9 @@ async def serve_app(
                 announcements.append(surface_line(Surface.METRICS, url))
             http_url = None
             if config.allow_http:
-                listener, http_url = await _listen(runner, app, config.host, config.port)
+                listener, http_url = await _listen(
+                    runner, app, config.host, config.port, reuse_port=config.reuse_http_port
+                )
                 listeners.append(listener)
         except (OSError, ServingError) as exc:
             # A port in use, an address not local: say which, exit 1 (no traceback).

@@ -3,7 +3,8 @@ effect, and a refusal naming any other tritonserver flag.
 
 A launch script written for `tritonserver` runs unchanged when it uses what Thaw has:
 `--model-repository=DIR` (repeatable; `--model-store` too), `--http-port`, `--grpc-port`,
-`--metrics-port` and their `--*-address`, `--allow-http|grpc|metrics`, `--strict-readiness`,
+`--metrics-port` and their `--*-address`, `--reuse-http-port`, `--reuse-grpc-port`
+(thawserver.reuse_port_flags), `--allow-http|grpc|metrics`, `--strict-readiness`,
 `--exit-on-error`, `--disable-auto-complete-config`, `--strict-model-config`, `--log-verbose`
 (and `--log-info|warning|error`, `--log-file`, `--log-format`), `--trace-config` (and the
 deprecated `--trace-file|level|rate|count|log-frequency`), `--backend-config`,
@@ -47,6 +48,7 @@ from thawserver.metrics_config_flags import add_metrics_config_argument
 from thawserver.model_config_name_flag import add_model_config_name_argument
 from thawserver.rate_limit_flags import add_rate_limit_arguments
 from thawserver.restricted_protocols import add_restriction_arguments
+from thawserver.reuse_port_flags import add_reuse_port_arguments
 from thawserver.settings_flags import add_log_flags, add_trace_flags
 
 __all__ = [
@@ -95,6 +97,7 @@ IGNORED_FLAGS: dict[str, str] = {
     "buffer-manager-thread-count": "thaw has no buffer manager threads",
     "metrics-interval-ms": "thaw computes metrics when scraped",
     "grpc-infer-allocation-pool-size": "thaw's gRPC server keeps no pool of call states",
+    "cache-directory": "thaw's response cache is built in",
 }
 
 # Thaw's durations (thawserver.limit_flags) by the tritonserver-style spelling `thaw serve` had
@@ -147,6 +150,7 @@ def add_triton_flags(p: argparse.ArgumentParser) -> None:
                    "is also served on the HTTP port")  # fmt: skip
     g.add_argument("--metrics-address", default=None, metavar="HOST",
                    help="metrics bind address (default: --host)")  # fmt: skip
+    add_reuse_port_arguments(g)
     for name, what in (("http", "the KServe v2 HTTP"), ("grpc", "the gRPC"),
                        ("metrics", "the metrics")):  # fmt: skip
         g.add_argument(f"--allow-{name}", type=triton_bool, default=True, metavar="BOOL",

@@ -69,3 +69,37 @@ async def test_a_grpc_port_taken_closes_the_listener_and_names_the_address(
             serving._bind(config)
     with socket.create_server(("127.0.0.1", http_port)):  # the HTTP listener was closed
         pass
+
+
+@pytest.mark.skipif(not hasattr(socket, "SO_REUSEPORT"), reason="no SO_REUSEPORT here")
+async def test_with_reuse_flags_a_second_thaw_up_binds_the_same_ports(tmp_path: Path) -> None:
+    """`--reuse-http-port`/`--reuse-grpc-port`: both front doors shared; without them, the
+    second start is refused in the system's words."""
+    http_port, grpc_port = _free_port(), _free_port()
+    shared = ActivatorConfig(
+        repository=tmp_path, port=http_port, grpc_port=grpc_port, reuse_http_port=True,
+        reuse_grpc_port=True,
+    )  # fmt: skip
+    first = serving._bind(shared)
+    try:
+        second = serving._bind(shared)
+        try:
+            assert second[2] == first[2]  # the same ports, bound twice
+        finally:
+            second[0].close()
+            assert second[1] is not None
+            await second[1][0].stop(0)
+        for reuse_http_port, where in (
+            (False, f"{http_port}"),
+            (True, f"gRPC on 127.0.0.1:{grpc_port}"),
+        ):
+            alone = ActivatorConfig(
+                repository=tmp_path, port=http_port, grpc_port=grpc_port,
+                reuse_http_port=reuse_http_port,
+            )  # fmt: skip
+            with pytest.raises(serving.ListenError, match=f"{where}: Address already in use"):
+                serving._bind(alone)
+    finally:
+        first[0].close()
+        assert first[1] is not None
+        await first[1][0].stop(0)

@@ -118,8 +118,8 @@ def test_log_flags_lower_the_level() -> None:
 
 @pytest.mark.parametrize(
     "flag",
-    ["--vertex-ai-port=1", "--host-policy=gpu_0,numa-node=0", "--cache-directory=x",
-     "--reuse-grpc-port=true", "--enable-peer-access=false"],
+    ["--vertex-ai-port=1", "--host-policy=gpu_0,numa-node=0", "--repoagent-directory=x",
+     "--allow-sagemaker=true", "--enable-peer-access=false"],
 )  # fmt: skip
 def test_an_unsupported_tritonserver_flag_is_refused_by_name(
     flag: str, capsys: pytest.CaptureFixture[str]
