@@ -89,6 +89,13 @@ async def serve(
     from thawserver.connection_drain import DRAIN_IDLE_TIMEOUT_S, count_down_connections
     from thawwire.handoff_protocol import listening_line
 
+    # Before anything starts: a SIGTERM/SIGINT during the start stops `thaw up` once it has
+    # started. Installed after the listening line instead, a signal in between was lost (asyncio's
+    # own SIGINT handler was replaced before it ran) and `thaw up` never stopped.
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
     listener, grpc_bound, bound = _bind(config)
     port = bound.http_port
     app = build_app(
@@ -123,7 +130,6 @@ async def serve(
         guard=app[CONNECTIONS], handoff=not config.http_restrictions, moves=app[MOVES],
     )  # fmt: skip
     door.start()
-    stop = asyncio.Event()
     try:
         # A name several namespaces hold has no endpoint to wake (activator.fleet.repository).
         wake = [n for n in config.load_models if n not in repository.ambiguous]
@@ -139,9 +145,6 @@ async def serve(
         logger.info(
             "thaw up: %d models at http://%s:%d", len(repository.names()), config.host, port
         )
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
         await stop.wait()
     finally:
         logger.info("thaw up: stopping (draining requests and replicas)")
