@@ -313,14 +313,22 @@ def rows_to_results(ref: str, run: Run, rows: dict[str, dict[str, str]]) -> list
     return results
 
 
+_SCRIPT_TIMEOUT_S = 600.0
+
+
 def _script(qa_dir: Path, run: Run, env: dict[str, str]) -> dict[str, dict[str, str]]:
     """`run.file` run as test.sh runs it, a script with its arguments (and the run's `env`,
-    the server's pid among them when the test signals it)."""
-    proc = subprocess.run(
-        [sys.executable, run.file, *(run.script_args or ())],
-        cwd=qa_dir, capture_output=True, text=True, check=False, timeout=600,
-        env={**os.environ, **env},
-    )  # fmt: skip
+    the server's pid among them when the test signals it). One that runs past _SCRIPT_TIMEOUT_S
+    is a failed row (killed), not the end of the whole run and every other suite's rows."""
+    try:
+        proc = subprocess.run(
+            [sys.executable, run.file, *(run.script_args or ())],
+            cwd=qa_dir, capture_output=True, text=True, check=False, timeout=_SCRIPT_TIMEOUT_S,
+            env={**os.environ, **env},
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        detail = f"timed out after {_SCRIPT_TIMEOUT_S:.0f} s (killed)"
+        return {run.target: {"outcome": "failed", "detail": detail}}
     tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or [""]
     outcome = "passed" if proc.returncode == 0 else "failed"
     return {run.target: {"outcome": outcome, "detail": "" if outcome == "passed" else tail[0]}}

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from tests.conformance import triton_qa
 from tests.conformance.pytest_junit import junit_rows
 from tests.conformance.qa_backend_python import LOGGING_STARTS, log_count_errors
 from tests.conformance.qa_checkout import Result
@@ -175,3 +177,15 @@ def test_the_more_suites_are_registered_with_their_runs() -> None:
         assert SUITES[name].runs
     assert SUITES["L0_server_status"].runner is not None
     assert len(SUITES["L0_optional_input"].runs) == 10  # one server start per test
+
+
+def test_a_script_past_its_time_is_a_failed_row_not_the_end_of_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Through `thaw up`, a lost shutdown signal once held cleanup_test.py for 600 s; the
+    # TimeoutExpired ended the whole run and lost every suite's rows.
+    (tmp_path / "hangs.py").write_text("import time\ntime.sleep(60)\n")
+    monkeypatch.setattr(triton_qa, "_SCRIPT_TIMEOUT_S", 0.5)
+    run = SimpleNamespace(file="hangs.py", script_args=(), target="hangs")
+    rows = triton_qa._script(tmp_path, run, {})  # type: ignore[arg-type]
+    assert rows == {"hangs": {"outcome": "failed", "detail": "timed out after 0 s (killed)"}}
