@@ -209,7 +209,7 @@ class ModelEndpoint:
         return self._admission.acquire(size)
 
     def sequence_replica(self, sequence: SequenceKey) -> str | None:
-        """The replica `sequence` is bound to (None: not bound, or a START: any)."""
+        """The replica `sequence` is bound to (None: not bound: any)."""
         return self._sequences.replica_for(sequence) if self._sequences is not None else None
 
     def sequence_sent(self, sequence: SequenceKey, replica_id: str) -> None:
