@@ -209,9 +209,9 @@ class ModelEndpoint:
         return self._admission.acquire(size)
 
     def sequence_replica(self, sequence: SequenceKey) -> str | None:
-        """The replica a request of `sequence` goes to: the one it is bound to, while that is
-        in rotation (None: not bound, a START, or its replica out of rotation: any, as
-        `acquire` chooses then)."""
+        """The replica a request of `sequence` goes to: the one it is bound to (a START's too:
+        it begins the sequence again there), while that is in rotation (None: not bound, or
+        its replica out of rotation: any, as `acquire` chooses then)."""
         if self._sequences is None:
             return None
         replica = self._replica_named(self._sequences.replica_for(sequence))

@@ -82,12 +82,13 @@ class SequenceRoutes:
         return sequence in self._bound
 
     def replica_for(self, key: SequenceKey) -> str | None:
-        """The replica a request of `key`'s sequence must go to (None: any; a START always
-        picks afresh, as the replica begins the sequence again)."""
+        """The replica a request of `key`'s sequence must go to (None: any). A START of a
+        sequence still bound goes there too: that replica holds the sequence and begins it
+        again in its slot (Triton: the earlier one ended early); begun on another, the old
+        one would live on where it was, and a later request without START that reached it
+        would continue it instead of being refused."""
         bound = self._bound.get(key.id)
-        if bound is None or key.start:
-            return None
-        return bound.replica
+        return None if bound is None else bound.replica
 
     def begin(self, key: SequenceKey, replica: str, now: float) -> None:
         """A request of the sequence goes to `replica` now."""

@@ -108,7 +108,7 @@ async def test_a_sequence_names_its_replica_only_while_that_is_in_rotation(
     async with endpoint.acquire(0, sequence=SequenceKey(1, True, False)) as replica:
         pass
     assert endpoint.sequence_replica(SequenceKey(1, False, False)) == replica.id
-    assert endpoint.sequence_replica(SequenceKey(1, True, False)) is None  # START: any
+    assert endpoint.sequence_replica(SequenceKey(1, True, False)) == replica.id  # START: there
     endpoint.replica_failed(replica, "connection reset")
     assert endpoint.sequence_replica(SequenceKey(1, False, False)) is None
     await endpoint.close()
@@ -131,4 +131,39 @@ async def test_a_model_with_a_live_sequence_is_not_scaled_to_zero_under_it(
     endpoint.tick()
     await settle(lambda: backend.stopped != [])
     assert endpoint.ready_count == 0
+    await endpoint.close()
+
+
+def test_a_start_of_a_live_sequence_goes_where_it_lives() -> None:
+    routes = SequenceRoutes(idle_s=5)
+    first = SequenceKey("s", True, False)
+    routes.begin(first, "r1", 0.0)
+    routes.finish(first, 0.1)  # never ended: still live on r1
+    assert routes.replica_for(SequenceKey("s", True, False)) == "r1"
+    routes.begin(SequenceKey("s", True, True), "r1", 0.2)  # begun again there, and ended
+    routes.finish(SequenceKey("s", True, True), 0.3)
+    assert len(routes) == 0 and routes.replica_for(first) is None
+
+
+async def test_a_sequence_started_again_on_its_id_stays_on_its_replica(
+    backend: FakeScalerBackend,
+) -> None:
+    """L0_sequence_stress through `thaw up`: a client's sequence that never ended (its id's
+    state on one replica), then a new sequence on the same id. Begun on the other replica (the
+    one with fewer live sequences), the old one lived on where it was, and the next request
+    without START, which Triton refuses, reached it and continued it."""
+    clock = FakeClock()
+    endpoint = _endpoint(backend, clock, min_replicas=2)
+    endpoint.tick()
+    await settle(lambda: endpoint.ready_count == 2)
+    async with endpoint.acquire(0, sequence=SequenceKey("x", True, False)) as replica:
+        holder = replica.id  # "x" never ends
+    for other in ("y", "z"):  # the holder is the busier one: a new sequence goes elsewhere
+        endpoint.sequence_sent(SequenceKey(other, True, False), holder)
+    for key in (SequenceKey("x", True, False), SequenceKey("x", False, True)):
+        async with endpoint.acquire(0, sequence=key) as replica:
+            assert replica.id == holder
+    assert endpoint.sequence_replica(SequenceKey("x", False, False)) is None  # ended
+    async with endpoint.acquire(0, sequence=SequenceKey("n", True, False)) as replica:
+        assert replica.id != holder  # a new sequence still goes where the fewest live ones are
     await endpoint.close()
