@@ -25,7 +25,7 @@ from runtime.observe.custom_metrics import CustomMetrics, MetricKind
 from runtime.observe.gpu_metrics import ENERGY, GpuReader, NvmlReader, gpu_families
 from runtime.observe.latency_summary import LatencyKind
 from runtime.observe.stats import FailureReason, ModelStats, StatsBook
-from thawserver.host_metrics import cpu_families
+from thawserver.host_metrics import HostCollector
 from thawserver.metrics_config_flags import MetricsSettings
 from thawwire import model_metrics
 
@@ -96,6 +96,7 @@ class TritonCollector:
         self._pending: PendingFn | None = None
         self._gpu = gpu
         self._settings = settings
+        self._host = HostCollector()
 
     def bind(self, book: StatsBook, pending: PendingFn) -> None:
         self._book = book
@@ -130,7 +131,7 @@ class TritonCollector:
             yield from _summary_families(rows, self._settings.summary_quantiles)
         yield self._pending_family()
         if self._settings.cpu_gauges:
-            yield from cpu_families()
+            yield from self._host.collect()
         if self._settings.gpu_gauges:
             yield from gpu_families(self._gpu.samples())
 
