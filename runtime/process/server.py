@@ -77,11 +77,13 @@ async def serve_app(
     runner = JsonErrorRunner(
         app, **options, shutdown_timeout=config.exit_timeout_s, handle_signals=False
     )
-    await runner.setup()
+    # Before the app's startup: a signal during it stops the server once it has started
+    # (as `thaw up`'s), instead of ending it by KeyboardInterrupt or SIGTERM's default.
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    await runner.setup()
     routing = app.get(DIRECT_ROUTING)  # installed when `thaw up` hands connections over
     receiver: HandoffReceiver | None = None
     grpc_server = None
