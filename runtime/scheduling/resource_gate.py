@@ -9,8 +9,13 @@ A resource's count is the resource map's (`--rate-limit-resource`, else the larg
 loaded instance); a need is taken whole or not at all, so two instances never hold part of what
 each needs while waiting for the rest (no deadlock). An instance whose need is not in the map yet
 (its load has not finished) counts its own need as the limit. Waiting instances are served as
-Triton's rate limiter serves them: lowest `executions x priority` first (an instance of
-priority 2 gets half the turns of one of priority 1 while both wait), then arrival order. As
+Triton's rate limiter serves them: lowest `(executions + 1) x priority` first (an instance of
+priority 2 gets half the turns of one of priority 1 while both wait), a tie to the instance of
+higher priority (the lower number), then arrival order. The `+ 1` (the rank the instance has
+once its next execution is done) and the tie rule are what Triton 2.51 was seen to do with
+L0_rate_limiter's two models: priority 1 runs twice before priority 2's first turn, from an
+empty start and after priority 2 ran alone; with `executions x priority` the first turns
+alternated, and the test's ratio (80:45) fell under its 1.8 where Triton's is 80:44. As
 Triton stages an instance that has more requests again before it allocates what that
 instance gave back, resources given back by an instance that would rank before every waiter
 are kept for its next execution for a moment (`restage_s`, 20 ms): it usually returns at
@@ -37,8 +42,9 @@ T = TypeVar("T")
 
 
 class _Turns:
-    """One gated instance's executions so far and its priority: Triton's scaled priority,
-    `executions * priority`, orders the waiters (lowest first)."""
+    """One gated instance's executions so far and its priority: its scaled priority after its
+    next execution, `(executions + 1) * priority`, orders the waiters (lowest first), and a tie
+    goes to the higher priority (module docstring)."""
 
     __slots__ = ("executions", "priority")
 
@@ -46,8 +52,8 @@ class _Turns:
         self.executions = 0
         self.priority = priority
 
-    def rank(self) -> int:
-        return self.executions * self.priority
+    def rank(self) -> tuple[int, int]:
+        return (self.executions + 1) * self.priority, self.priority
 
 
 # How long resources given back are kept for the instance that gave them back when it ranks
@@ -59,7 +65,7 @@ _RESTAGE_S = 0.02
 class _Waiter:
     """An instance waiting for its resources: served by (scaled priority, arrival)."""
 
-    rank: tuple[int, int]
+    rank: tuple[tuple[int, int], int]  # (the instance's rank, arrival)
     needs: Needs = field(compare=False)
     turns: _Turns = field(compare=False)
     # How the grant reaches it: a thread's event, or a future on its loop.
