@@ -173,7 +173,7 @@ async def test_priority_1_runs_twice_before_priority_2_from_the_start_as_in_trit
     # `executions x priority` the first turns alternated (ABAB AAB ...) and the test's ratio
     # fell under its 1.8.
     for b_early_s, expected in ((0.0, "AABAABAAB"), (0.001, "BAAAABAAB")):
-        gate, turns = _gate(4), []
+        gate, turns = _gate(4), list[str]()
         a, b = _instance(gate, "A", 1, turns), _instance(gate, "B", 2, turns)
         await asyncio.gather(_busy(a, b_early_s, turns, 9), _busy(b, 0.0, turns, 9))
         assert "".join(turns[:9]) == expected
@@ -181,7 +181,7 @@ async def test_priority_1_runs_twice_before_priority_2_from_the_start_as_in_trit
 
 async def test_an_instance_that_ran_alone_gives_way_until_the_other_catches_up() -> None:
     # Triton: B (priority 2) ran 3 times alone, then A (priority 1) came: 8 A's, then AAB.
-    gate, turns = _gate(4), []
+    gate, turns = _gate(4), list[str]()
     a, b = _instance(gate, "A", 1, turns), _instance(gate, "B", 2, turns)
     for _ in range(3):
         await b()
