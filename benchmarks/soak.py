@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import itertools
 import json
 import os
@@ -149,6 +150,9 @@ class Soak:
 
     def model_state(self, name: str) -> str:
         return str(next(m["state"] for m in self.refresh_status()["models"] if m["model"] == name))
+
+    def at_zero(self, name: str) -> bool:
+        return self.model_state(name) == "cold"
 
     def sample_processes(self) -> None:
         with self.lock:
@@ -322,7 +326,7 @@ def reference_wakes(soak: Soak) -> list[float]:
     rng = random.Random(soak.cfg.seed)
     times = []
     for spec in MODELS:
-        wait(lambda s=spec: soak.model_state(s.name) == "cold", soak.cfg.grace_s + 60, "cold")
+        wait(functools.partial(soak.at_zero, spec.name), soak.cfg.grace_s + 60, "cold")
         client = soak.client("http_json")
         try:
             soak.good("reference_wake", spec, "reference", client, rng)
