@@ -13,6 +13,8 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from benchmarks.least_squares import least_squares_slope, slope_stderr
+
 __all__ = [
     "BAD_GOOD_RESULTS",
     "Check",
@@ -111,35 +113,6 @@ def percentile(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
     rank = max(1, math.ceil(q / 100 * len(ordered)))
     return ordered[min(rank, len(ordered)) - 1]
-
-
-def least_squares_slope(points: Sequence[tuple[float, float]]) -> float:
-    """Slope of the least-squares line through (x, y) points; 0 for fewer than two x values."""
-    n = len(points)
-    if n < 2:
-        return 0.0
-    mean_x = sum(x for x, _ in points) / n
-    mean_y = sum(y for _, y in points) / n
-    sxx = sum((x - mean_x) ** 2 for x, _ in points)
-    if sxx == 0:
-        return 0.0
-    return sum((x - mean_x) * (y - mean_y) for x, y in points) / sxx
-
-
-def slope_stderr(points: Sequence[tuple[float, float]]) -> float:
-    """Standard error of the least-squares slope (how much noise alone moves it); 0 for
-    fewer than three points."""
-    n = len(points)
-    if n < 3:
-        return 0.0
-    slope = least_squares_slope(points)
-    mean_x = sum(x for x, _ in points) / n
-    mean_y = sum(y for _, y in points) / n
-    sxx = sum((x - mean_x) ** 2 for x, _ in points)
-    if sxx == 0:
-        return 0.0
-    residual = sum((y - mean_y - slope * (x - mean_x)) ** 2 for x, y in points)
-    return math.sqrt(residual / (n - 2) / sxx)
 
 
 def series_by_process(samples: Iterable[ProcSample]) -> list[Series]:

@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from benchmarks.least_squares import net_slope
 from benchmarks.soak_stats import (
     Outcome,
     ProcSample,
@@ -73,6 +74,20 @@ def test_slope_and_its_error() -> None:
     assert least_squares_slope([(1.0, 5.0)]) == 0.0
     noisy = [(x, (-1.0) ** x) for x in range(40)]
     assert slope_stderr(noisy) > 0
+
+
+def test_net_slope_separates_growth_from_the_second_regressor() -> None:
+    rows = [
+        (t / 10, float((t * 7) % 5), 2.0 + 0.5 * t / 10 + 3.0 * ((t * 7) % 5)) for t in range(40)
+    ]
+    fit = net_slope(rows)
+    assert fit is not None
+    assert fit.slope == pytest.approx(0.5)
+    assert fit.per_z == pytest.approx(3.0)
+    assert fit.slope_se == pytest.approx(0.0, abs=1e-6)
+    assert net_slope([(float(t), 4.0, float(t)) for t in range(40)]) is None  # z constant
+    assert net_slope([(float(t), 2.0 * t + 1, float(t)) for t in range(40)]) is None  # z ~ x
+    assert net_slope([(0.0, 1.0, 1.0), (1.0, 3.0, 2.0), (2.0, 2.0, 5.0)]) is None  # 3 rows
 
 
 def test_percentile_is_nearest_rank() -> None:
