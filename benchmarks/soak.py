@@ -26,7 +26,9 @@ burst is held while a replica is claimed and the model restored. Timeline (secon
 
 Every --sample-s the activator's and every descendant's RSS and open fds are read from /proc;
 the least-squares slope over the steady window (the mixed phase after its first quarter) of
-each process that lived through it must be within --rss-slope-mib-per-min / --fd-slope-per-min.
+each process that lived through it must be within --rss-slope-mib-per-min / --fd-slope-per-min
+(the activator's fds with the number of processes alive under it held fixed:
+soak_stats.fd_growth).
 Prints the summary and writes soak-report.json and soak-report.md into --out; exits 1 if any
 invariant failed (benchmarks/soak_stats.py judge()).
 """
