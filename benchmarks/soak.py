@@ -26,7 +26,9 @@ burst is held while a replica is claimed and the model restored. Timeline (secon
 
 Every --sample-s the activator's and every descendant's RSS and open fds are read from /proc;
 the least-squares slope over the steady window (the mixed phase after its first quarter) of
-each process that lived through it must be within --rss-slope-mib-per-min / --fd-slope-per-min.
+each process that lived through it must be within --rss-slope-mib-per-min / --fd-slope-per-min
+(the activator's fds with the number of processes alive under it held fixed:
+soak_stats.fd_growth).
 Prints the summary and writes soak-report.json and soak-report.md into --out; exits 1 if any
 invariant failed (benchmarks/soak_stats.py judge()).
 """
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import itertools
 import json
 import os
@@ -149,6 +152,9 @@ class Soak:
 
     def model_state(self, name: str) -> str:
         return str(next(m["state"] for m in self.refresh_status()["models"] if m["model"] == name))
+
+    def at_zero(self, name: str) -> bool:
+        return self.model_state(name) == "cold"
 
     def sample_processes(self) -> None:
         with self.lock:
@@ -322,7 +328,7 @@ def reference_wakes(soak: Soak) -> list[float]:
     rng = random.Random(soak.cfg.seed)
     times = []
     for spec in MODELS:
-        wait(lambda s=spec: soak.model_state(s.name) == "cold", soak.cfg.grace_s + 60, "cold")
+        wait(functools.partial(soak.at_zero, spec.name), soak.cfg.grace_s + 60, "cold")
         client = soak.client("http_json")
         try:
             soak.good("reference_wake", spec, "reference", client, rng)

@@ -3,6 +3,7 @@ samples, and the markdown written next to the JSON."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from benchmarks import soak_stats
@@ -38,8 +39,8 @@ def process_table(
     targets: Targets,
     judged_roles: frozenset[str],
 ) -> list[dict[str, Any]]:
-    """Slopes of each process that lived through `window`; short-lived ones counted in a
-    last row."""
+    """Slopes of each process that lived through `window` (the activator's fds also at a
+    fixed number of live processes: `fd_growth`); short-lived ones counted in a last row."""
     lived = {s.pid for s in soak_stats.long_lived(series, window, targets.long_lived_fraction)}
     rows = []
     for s in series:
@@ -64,6 +65,8 @@ def process_table(
                 "fd_slope_se_per_min": fds_se,
             }
         )
+        if s.role == "activator":
+            rows[-1]["fd_growth"] = asdict(soak_stats.fd_growth(s, series, window))
     short = [s for s in series if s.pid not in lived]
     rows.append(
         {

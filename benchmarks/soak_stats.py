@@ -4,6 +4,7 @@ outcomes and process samples. Pure: no clock, no processes, no network (tests fe
 An `Outcome` is one request of the soak; a `ProcSample` one reading of a process's RSS and
 open file descriptors. `judge()` turns them, with the `Targets`, into a list of `Check`s, each
 saying what was measured, the limit and whether it held; the soak fails if any check did not.
+The activator's fd growth is judged at a fixed number of live processes (`fd_growth`).
 """
 
 from __future__ import annotations
@@ -13,15 +14,20 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from benchmarks.least_squares import least_squares_slope, net_slope, slope_stderr
+
 __all__ = [
     "BAD_GOOD_RESULTS",
     "Check",
+    "FdGrowth",
     "Outcome",
     "ProcSample",
     "Series",
     "Targets",
+    "fd_growth",
     "judge",
     "least_squares_slope",
+    "live_processes",
     "percentile",
     "series_by_process",
     "slope_stderr",
@@ -98,6 +104,24 @@ class Check:
     limit: str
 
 
+@dataclass(frozen=True)
+class FdGrowth:
+    """The activator's open fds over the steady window, per minute. `judged` ± `judged_se`
+    is b in fds = a + b·t + c·n_live, the growth at a fixed number of live processes;
+    `per_process` is c, the fds one live process costs the activator (None when not fitted);
+    `plain` ± `plain_se` the plain slope; `live` the fewest and most processes alive.
+    `fallback` says why the plain slope is judged instead of b ("" when b was fitted)."""
+
+    judged: float
+    judged_se: float
+    per_process: float | None
+    plain: float
+    plain_se: float
+    samples: int
+    live: tuple[int, int]
+    fallback: str = ""
+
+
 @dataclass
 class _Tally:
     sent: int = 0
@@ -111,35 +135,6 @@ def percentile(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
     rank = max(1, math.ceil(q / 100 * len(ordered)))
     return ordered[min(rank, len(ordered)) - 1]
-
-
-def least_squares_slope(points: Sequence[tuple[float, float]]) -> float:
-    """Slope of the least-squares line through (x, y) points; 0 for fewer than two x values."""
-    n = len(points)
-    if n < 2:
-        return 0.0
-    mean_x = sum(x for x, _ in points) / n
-    mean_y = sum(y for _, y in points) / n
-    sxx = sum((x - mean_x) ** 2 for x, _ in points)
-    if sxx == 0:
-        return 0.0
-    return sum((x - mean_x) * (y - mean_y) for x, y in points) / sxx
-
-
-def slope_stderr(points: Sequence[tuple[float, float]]) -> float:
-    """Standard error of the least-squares slope (how much noise alone moves it); 0 for
-    fewer than three points."""
-    n = len(points)
-    if n < 3:
-        return 0.0
-    slope = least_squares_slope(points)
-    mean_x = sum(x for x, _ in points) / n
-    mean_y = sum(y for _, y in points) / n
-    sxx = sum((x - mean_x) ** 2 for x, _ in points)
-    if sxx == 0:
-        return 0.0
-    residual = sum((y - mean_y - slope * (x - mean_x)) ** 2 for x, y in points)
-    return math.sqrt(residual / (n - 2) / sxx)
 
 
 def series_by_process(samples: Iterable[ProcSample]) -> list[Series]:
@@ -209,6 +204,65 @@ def long_lived(
     return out
 
 
+def live_processes(series: Iterable[Series]) -> dict[float, int]:
+    """Per sample time, how many of `series` were sampled then. One sampling pass reads every
+    process of the tree at one time (benchmarks/soak.py `sample_processes`), so given every
+    process but the activator this is how many descendants it had alive at each of its
+    samples; one that ended between the pass's listing and its reading is left out, as gone."""
+    counts: Counter[float] = Counter()
+    for s in series:
+        counts.update(x.t_s for x in s.samples)
+    return dict(counts)
+
+
+def fd_growth(activator: Series, series: Sequence[Series], window: tuple[float, float]) -> FdGrowth:
+    """The activator's fd growth inside `window` with the processes alive under it held
+    fixed. Each replica and pool process costs the activator fds while it lives (its stdout
+    and stderr pipes, a pidfd, sockets to it), and how many overlap moves with the machine's
+    load, so the plain slope drifts either way with no leak; a leak is growth at a fixed
+    count. The count is every descendant (the fork server, pool processes, replicas, and a
+    Python model's stub, which costs the activator nothing but lives and dies with its
+    replica). When the count is constant, or a straight line in time, b and c cannot be told
+    apart and the plain slope is judged."""
+    live = live_processes(s for s in series if s.pid != activator.pid)
+    inside = [x for x in activator.samples if window[0] <= x.t_s <= window[1]]
+    counts = [live.get(x.t_s, 0) for x in inside]
+    plain_points = [(x.t_s / 60, float(x.fds)) for x in inside]
+    plain, plain_se = least_squares_slope(plain_points), slope_stderr(plain_points)
+    span = (min(counts), max(counts)) if counts else (0, 0)
+    fit = net_slope(
+        [(x.t_s / 60, float(n), float(x.fds)) for x, n in zip(inside, counts, strict=True)]
+    )
+    if fit is not None:
+        return FdGrowth(fit.slope, fit.slope_se, fit.per_z, plain, plain_se, len(inside), span)
+    if len(inside) < 4:
+        why = f"{len(inside)} samples, too few to fit"
+    elif span[0] == span[1]:
+        why = f"live processes constant at {span[0]}"
+    else:
+        why = "live processes a straight line in time"
+    return FdGrowth(plain, plain_se, None, plain, plain_se, len(inside), span, why)
+
+
+def _fd_growth_check(pid: int, growth: FdGrowth, tolerance: float) -> Check:
+    if growth.per_process is None:
+        measured = (
+            f"{growth.plain:+.2f} ± {growth.plain_se:.2f} fds/min, plain slope ({growth.fallback})"
+        )
+    else:
+        measured = (
+            f"{growth.judged:+.2f} ± {growth.judged_se:.2f} fds/min at a fixed process count "
+            f"({growth.per_process:+.2f} fds per live process, {growth.live[0]}-"
+            f"{growth.live[1]} alive); plain slope {growth.plain:+.2f} ± {growth.plain_se:.2f}"
+        )
+    return Check(
+        f"fds flat: activator pid {pid}",
+        growth.judged <= tolerance,
+        measured,
+        f"growth at a fixed process count <= {tolerance:g} fds/min",
+    )
+
+
 def _ms(seconds: float) -> str:
     return "n/a" if math.isnan(seconds) else f"{seconds * 1000:.1f} ms"
 
@@ -230,8 +284,11 @@ def judge(
     long-lived processes whose role is in `judged_roles` (the activator, the fork server, the
     replicas of the models kept warm); a replica of a woken model that happened to stay up is
     reported, not judged (its first minutes are its model's load). A leak is growth: a
-    slope is judged against the tolerance on the growing side only (the activator's fds fall
-    and rise with how many replicas and pool processes are up at the time)."""
+    slope is judged against the tolerance on the growing side only. The activator's fds
+    fall and rise with how many replicas and pool processes are up at the time, so its
+    growth is judged with that count held fixed (`fd_growth`); the fork server's and the
+    replicas' are plain slopes, as no count of other processes moves them: the zygote keeps
+    no fd of a child it forked, and a replica's fds follow its own connections."""
     checks: list[Check] = []
     good = [o for o in outcomes if o.kind != "hostile"]
     hostile = [o for o in outcomes if o.kind == "hostile"]
@@ -311,14 +368,18 @@ def judge(
                 f"slope <= {targets.rss_slope_bytes_per_min / 2**20:g} MiB/min",
             )
         )
-        checks.append(
-            Check(
-                f"fds flat: {s.role} pid {s.pid}",
-                fds <= targets.fd_slope_per_min,
-                f"{fds:+.2f} fds/min",
-                f"slope <= {targets.fd_slope_per_min:g} fds/min",
+        if s.role == "activator":
+            growth = fd_growth(s, series, window)
+            checks.append(_fd_growth_check(s.pid, growth, targets.fd_slope_per_min))
+        else:
+            checks.append(
+                Check(
+                    f"fds flat: {s.role} pid {s.pid}",
+                    fds <= targets.fd_slope_per_min,
+                    f"{fds:+.2f} fds/min",
+                    f"slope <= {targets.fd_slope_per_min:g} fds/min",
+                )
             )
-        )
     if fd_checkpoints is None:
         checks.append(
             Check("activator fds back at the quiet start count", False, "not reached", "")
