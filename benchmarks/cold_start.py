@@ -137,7 +137,7 @@ def threaded_read_s(path: Path, threads: int = 4) -> float:
     def read(i: int) -> None:
         with path.open("rb", buffering=0) as f:
             f.seek(i * step)
-            view = memoryview(buffer)[i * step : min(size, (i + 1) * step)]
+            view = buffer.data[i * step : min(size, (i + 1) * step)]
             while view:
                 n = f.readinto(view)
                 if not n:

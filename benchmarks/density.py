@@ -25,6 +25,7 @@ import re
 import shutil
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -131,6 +132,11 @@ def _pss(pid: int) -> int:
     return total + sum(_pss(int(c)) for c in children)
 
 
+def _pss_total(pids: Iterable[int]) -> int:
+    """PSS of the processes `pids` and their descendants, in bytes."""
+    return sum(_pss(p) for p in pids)
+
+
 def _serving(status: dict[str, Any]) -> dict[int, str]:
     """pid -> URL of every process serving a model now (dedicated replicas, shared ones)."""
     pids = {
@@ -168,7 +174,7 @@ async def _sample(up: UpProcess, result: RunResult, stop: asyncio.Event, period_
             status = await asyncio.to_thread(up.get, "/thaw/status")
             now = time.perf_counter()
             pids = _serving(status)
-            pss = sum(await asyncio.to_thread(lambda found=tuple(pids): [_pss(p) for p in found]))
+            pss = await asyncio.to_thread(_pss_total, tuple(pids))
             result.replica_s += len(pids) * (now - last)
             result.pss_gib_s += pss / 2**30 * (now - last)
             result.peak_replicas = max(result.peak_replicas, len(pids))

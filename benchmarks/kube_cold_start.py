@@ -127,7 +127,9 @@ class Fleet:
     async def start_pool(self) -> None:
         async with client.ApiClient(self.server.client_configuration()) as api:
             manifest = pool_deployment(self.pool, preload="onnxruntime")
-            await client.AppsV1Api(api).create_namespaced_deployment(NAMESPACE, manifest)
+            # kubernetes_asyncio's stubs want a V1Deployment, wrongly: its ApiClient sends a
+            # dict body as it is (sanitize_for_serialization).
+            await client.AppsV1Api(api).create_namespaced_deployment(NAMESPACE, manifest)  # type: ignore[arg-type]
         await _until(lambda: _ready_pool(self.server) == self.pool, 120, "the warm pool")
 
     def activator(self, repo: Path, name: str, *extra: str) -> UpProcess:

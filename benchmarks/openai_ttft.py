@@ -26,7 +26,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -111,6 +111,13 @@ def direct(
     }
 
 
+class _Ask(TypedDict):
+    """The keyword arguments of `_streamed` that every request of a run shares."""
+
+    prompt: str
+    max_tokens: int
+
+
 def _streamed(client: Any, model: str, *, prompt: str, max_tokens: int) -> tuple[float, float, int]:
     """One streamed completion: (time to first token, decode rate, tokens generated)."""
     start = time.perf_counter()
@@ -141,7 +148,7 @@ def through_up(
     try:
         up.wait(up.ready, 180, "thaw up ready")
         client = openai.OpenAI(base_url=up.url + "/v1", api_key="-", max_retries=0, timeout=300)
-        ask = {"prompt": prompt, "max_tokens": max_tokens}
+        ask: _Ask = {"prompt": prompt, "max_tokens": max_tokens}
         results = {}
         for model in RUNTIMES:
             cold_ttft, warm_ttft, rates = [], [], []
@@ -179,7 +186,7 @@ def straight_to_serve(
         if url is None:
             raise RuntimeError(f"thaw serve did not start; see {work / 'serve.log'}")
         client = openai.OpenAI(base_url=url + "/v1", api_key="-", max_retries=0, timeout=300)
-        ask = {"prompt": prompt, "max_tokens": max_tokens}
+        ask: _Ask = {"prompt": prompt, "max_tokens": max_tokens}
         _wait_ready(url)
         runs = [_streamed(client, MODEL, **ask) for _ in range(warm)]
         return {

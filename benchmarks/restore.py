@@ -110,7 +110,7 @@ def prepare(work: Path, gib: float) -> dict[str, Any]:
     """Generate models and images once per (`work`, `gib`); later runs reuse them."""
     marker = work / f"prepared-{gib}.json"
     if marker.exists():
-        return json.loads(marker.read_text())  # type: ignore[no-any-return]
+        return json.loads(marker.read_text())
     import torch
     from safetensors.torch import save_file
 
@@ -400,7 +400,7 @@ def run_worker(method: str, model: str, work: Path, port: int, *, cold: bool) ->
     )
     if out.returncode != 0:
         raise RuntimeError(f"{method}/{model} failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def start_nginx(work: Path) -> tuple[subprocess.Popen[bytes], int]:

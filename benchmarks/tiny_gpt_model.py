@@ -7,21 +7,25 @@ text_output, num_input_tokens, num_output_tokens. The config parameter `threads`
 intra-op threads (the direct script gets the same number).
 """
 
+from __future__ import annotations
+
 import importlib.util
 import json
 import os
+from typing import Any
 
 import numpy as np
 import torch
 import triton_python_backend_utils as pb_utils
 
 
-def _scalar(request, name, default):
+def _scalar(request: pb_utils.InferenceRequest, name: str, default: object) -> Any:
+    """The input's first element (its numpy type, or bytes for a string), or `default`."""
     tensor = pb_utils.get_input_tensor_by_name(request, name)
     return default if tensor is None else tensor.as_numpy().reshape(-1)[0]
 
 
-def _response(text, prompt_tokens, tokens):
+def _response(text: str, prompt_tokens: int, tokens: int) -> pb_utils.InferenceResponse:
     return pb_utils.InferenceResponse(
         [
             pb_utils.Tensor("text_output", np.array([text.encode()], dtype=np.object_)),
@@ -32,19 +36,20 @@ def _response(text, prompt_tokens, tokens):
 
 
 class TritonPythonModel:
-    def initialize(self, args):
+    def initialize(self, args: dict[str, str]) -> None:
         config = json.loads(args["model_config"])
         threads = config.get("parameters", {}).get("threads", {}).get("string_value", "1")
         torch.set_num_threads(int(threads))
         folder = os.path.join(args["model_repository"], args["model_version"])
-        spec = importlib.util.spec_from_file_location(
-            "tiny_gpt", os.path.join(folder, "tiny_gpt.py")
-        )
+        path = os.path.join(folder, "tiny_gpt.py")
+        spec = importlib.util.spec_from_file_location("tiny_gpt", path)
+        if spec is None or spec.loader is None:
+            raise RuntimeError(f"cannot import {path}")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         self.lm = module.TinyLM.load(folder)
 
-    def execute(self, requests):
+    def execute(self, requests: list[pb_utils.InferenceRequest]) -> None:
         for request in requests:
             prompt = _scalar(request, "text_input", b"").decode("utf-8", errors="replace")
             stream = bool(_scalar(request, "stream", False))

@@ -8,6 +8,8 @@ does. The session uses as many intra-op threads as `thaw serve` gives one instan
 Runs inside Triton's Python stub (numpy, onnxruntime and `triton_python_backend_utils`).
 """
 
+from __future__ import annotations
+
 import json
 import os
 
@@ -17,7 +19,7 @@ import triton_python_backend_utils as pb_utils
 
 
 class TritonPythonModel:
-    def initialize(self, args):
+    def initialize(self, args: dict[str, str]) -> None:
         config = json.loads(args["model_config"])
         self.input_name = config["input"][0]["name"]
         self.output_name = config["output"][0]["name"]
@@ -27,7 +29,9 @@ class TritonPythonModel:
         options.inter_op_num_threads = 1
         self.session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
 
-    def execute(self, requests):
+    def execute(
+        self, requests: list[pb_utils.InferenceRequest]
+    ) -> list[pb_utils.InferenceResponse]:
         arrays = [
             pb_utils.get_input_tensor_by_name(request, self.input_name).as_numpy()
             for request in requests

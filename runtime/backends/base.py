@@ -86,9 +86,14 @@ class Backend(Protocol):
     built the model from `ctx.image` (its weights came from the snapshot, not the model files).
     """
 
-    gil_bound: bool
     used_image: bool
-    timings: ExecTimings
+
+    # Read-only here, so that a wrapper may forward them by property (PythonBackend).
+    @property
+    def gil_bound(self) -> bool: ...
+
+    @property
+    def timings(self) -> ExecTimings: ...
 
     @property
     def execute_async(self) -> AsyncExecute | None: ...
