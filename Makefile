@@ -147,7 +147,7 @@ test-slow: install $(TOOLS)/.installed
 
 lint: install
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check activator runtime snapshotter thaw thawserver thawwire tritonconfig
+	$(VENV)/bin/ruff format --check activator benchmarks runtime snapshotter thaw thawserver thawwire tritonconfig
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
