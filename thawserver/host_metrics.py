@@ -30,9 +30,9 @@ def busy_share(new: object, old: object) -> float | None:
 
 class CpuUtilization:
     """The host's CPU utilization since the previous reading, at full precision
-    (`psutil.cpu_percent` rounds to 0.1%, which repeats the same value on a saturated or idle
-    host, where Triton's gauge still moves). A reading taken less than a clock tick after the
-    previous one repeats the last value."""
+    (`psutil.cpu_percent` rounds to 0.1%, so a host 99.96% busy read 1.0; a fully busy host
+    reads exactly 1.0 by Triton's formula too). A reading taken less than a clock tick after
+    the previous one repeats the last value."""
 
     def __init__(self) -> None:
         self._last = psutil.cpu_times()
