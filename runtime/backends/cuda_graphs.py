@@ -32,7 +32,7 @@ import numpy as np
 from runtime.datatypes import config_to_v2, v2_to_numpy
 from tritonconfig.schema import mc
 
-__all__ = ["GraphShape", "GraphedModule", "capture_graphs", "graph_shapes"]
+__all__ = ["GraphShape", "GraphedModule", "capture_graphs", "captured", "graph_shapes"]
 
 logger = logging.getLogger(__name__)
 
@@ -160,9 +160,58 @@ def _capture_one(
             module(*static)
     torch.cuda.current_stream(device).wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):  # ends the capture on the way out, also on an error
-        out = module(*static)
+    out = captured(torch, graph, lambda: module(*static), device)
     return graph, static, out
+
+
+def captured(torch: Any, graph: Any, run: Callable[[], Any], device: str) -> Any:
+    """`run()` captured into `graph` on a stream of its own; its output (the graph's static
+    output). Raises what the capture raised, and leaves this thread as it found it.
+
+    Not `torch.cuda.graph`: when a capture fails, ending it raises too, and that context
+    manager's exit then never leaves the capture's stream, so the loading thread would go on
+    launching on it; and the caching allocator would still send that stream's allocations to
+    the failed graph's private pool, which `empty_cache` never frees. Here the stream is left
+    in any case, the pool's routing is ended, and the capture is `thread_local`: a restore or
+    a load in another thread (cudaMalloc, a synchronize) is not caught up in this capture."""
+    index = torch.device(device).index or 0
+    pool = torch.cuda.graph_pool_handle()
+    stream = torch.cuda.Stream(device=device)
+    stream.wait_stream(torch.cuda.current_stream(device))
+    torch.cuda.synchronize(device)
+    with torch.cuda.stream(stream):
+        graph.capture_begin(pool, capture_error_mode="thread_local")
+        try:
+            out = run()
+        except BaseException:
+            _end_failed_capture(torch, graph, index, pool)
+            raise
+        try:
+            graph.capture_end()
+        except BaseException:
+            _end_pool_routing(torch, index, pool)
+            raise
+    torch.cuda.current_stream(device).wait_stream(stream)
+    return out
+
+
+def _end_failed_capture(torch: Any, graph: Any, index: int, pool: Any) -> None:
+    """End a capture whose run raised: the driver refuses to end an invalidated capture (that
+    error is the run's consequence, not news), and the allocator stops routing to its pool."""
+    try:
+        graph.capture_end()
+    except RuntimeError as exc:
+        logger.debug("ending the failed CUDA graph capture: %s", exc)
+    _end_pool_routing(torch, index, pool)
+
+
+def _end_pool_routing(torch: Any, index: int, pool: Any) -> None:
+    """Stop the caching allocator sending allocations to the capture's private pool, where a
+    failed capture_end left it doing so; refused (and ignored) where capture_end did stop it."""
+    try:
+        torch._C._cuda_endAllocateToPool(index, pool)
+    except (RuntimeError, AttributeError) as exc:  # ended already / a torch without the hook
+        logger.debug("CUDA graph pool %s routing: %s", pool, exc)
 
 
 def _settle(torch: Any, device: str) -> None:

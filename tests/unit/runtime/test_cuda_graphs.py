@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 import torch
 
 from runtime.backends.cuda_graphs import GraphedModule, graph_shapes
@@ -107,3 +108,96 @@ def test_a_shape_whose_capture_fails_runs_eagerly_and_is_named() -> None:
     assert "[(8, 4)]" in graphed.failures[0] and "stream is capturing" in graphed.failures[0]
     x8 = torch.ones(8, 4)
     assert torch.equal(graphed(x8), x8 * 2 + 1)  # the failed shape runs eagerly, same result
+
+
+class _FakeCuda:
+    """torch.cuda as a capture sees it, recording what is entered, left and ended; the graph's
+    `capture_end` raises as the driver does for a capture the run invalidated."""
+
+    def __init__(self, *, routing_ended_by_capture_end: bool) -> None:
+        self.events: list[str] = []
+        self.current = "default"
+        self.routing_ended_by_capture_end = routing_ended_by_capture_end
+
+    def graph_pool_handle(self) -> tuple[int, int]:
+        return (0, 7)
+
+    def Stream(self, device: str) -> Any:
+        cuda = self
+
+        class _Stream:
+            name = "capture"
+
+            def wait_stream(self, other: Any) -> None:
+                cuda.events.append("wait")
+
+        return _Stream()
+
+    def current_stream(self, device: str) -> Any:
+        return self.Stream(device)
+
+    def synchronize(self, device: str) -> None:
+        self.events.append("synchronize")
+
+    def stream(self, stream: Any) -> Any:
+        cuda = self
+
+        class _Ctx:
+            def __enter__(self) -> None:
+                cuda.current = stream.name
+
+            def __exit__(self, *exc: object) -> None:
+                cuda.current = "default"
+
+        return _Ctx()
+
+
+class _FakeTorch:
+    def __init__(self, cuda: _FakeCuda) -> None:
+        self.cuda = cuda
+        self._C = self
+        self.routed = True
+
+    def device(self, name: str) -> Any:
+        return torch.device(name)
+
+    def _cuda_endAllocateToPool(self, index: int, pool: tuple[int, int]) -> None:
+        if not self.routed:
+            raise RuntimeError("endAllocatePool: not currently recording to mempool_id")
+        self.routed = False
+        self.cuda.events.append(f"end routing {index} {pool}")
+
+
+class _FailingGraph:
+    def __init__(self, fake: _FakeTorch) -> None:
+        self.fake = fake
+
+    def capture_begin(self, pool: Any, capture_error_mode: str) -> None:
+        self.fake.cuda.events.append(f"begin {pool} {capture_error_mode}")
+
+    def capture_end(self) -> None:
+        if self.fake.cuda.routing_ended_by_capture_end:
+            self.fake.routed = False
+        raise RuntimeError("CUDA error: operation failed due to a previous error during capture")
+
+
+@pytest.mark.parametrize("routing_ended_by_capture_end", [False, True])
+def test_a_failed_capture_leaves_its_stream_and_ends_its_pool_routing(
+    routing_ended_by_capture_end: bool,
+) -> None:
+    from runtime.backends.cuda_graphs import captured
+
+    cuda = _FakeCuda(routing_ended_by_capture_end=routing_ended_by_capture_end)
+    fake = _FakeTorch(cuda)
+
+    def run() -> Any:
+        assert cuda.current == "capture"  # the run is captured on the capture's own stream
+        raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
+
+    with pytest.raises(RuntimeError, match="not permitted when stream is capturing"):
+        captured(fake, _FailingGraph(fake), run, "cuda:1")
+    assert cuda.current == "default"  # torch.cuda.graph would have left it on "capture"
+    assert "begin (0, 7) thread_local" in cuda.events
+    assert fake.routed is False
+    ended = [e for e in cuda.events if e.startswith("end routing")]
+    assert ended == ([] if routing_ended_by_capture_end else ["end routing 1 (0, 7)"])
