@@ -4,8 +4,8 @@
         │
     the device's copier (`DeviceSettings.copier`), free VRAM? ─no─▶ DeviceMemoryError
         │ yes
-    host tier keeps the image? ─yes─▶ one job over its mapping (`read_from_host`)   source=host
-        │ no                            (never page-locked: docs/gpu.md)
+    host tier keeps the image? ─yes─▶ one job over its descriptor (`pread`, in   source=host
+        │ no                            parallel; never mapped nor page-locked: docs/gpu.md)
     each chunk's local home (cache, else a directory store), opened (`OpenedChunks`):
         ├─ its file carries a matching verified marker ─▶ read from that very descriptor
         └─ otherwise ─▶ through host memory once (fetched, or hashed then marked), copied
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -47,7 +48,6 @@ from snapshotter.staging_ring import (
     ReadFn,
     StagingPool,
     pread_piece,
-    read_from_host,
     read_from_memory,
 )
 from snapshotter.stores.dir_store import DirStore
@@ -131,20 +131,23 @@ def restore_image_to_device(
     ref = manifest.ref
     mdigest = hashlib.sha256(manifest.to_json()).hexdigest()
     timings: dict[str, float] = {"fetch": 0.0, "read": 0.0, "verify": 0.0}
-    kept = tiers.host.get(mdigest, manifest.arena_bytes)  # mapped, shared: never pinned
+    kept = tiers.host.open_entry(mdigest, manifest.arena_bytes)  # read, never mapped or pinned
     if kept is not None:
-        artifacts, files_dir, _, _ = tiers.read_through_host(manifest, [], arena, timings)
-        jobs = [DeviceJob(tiers.host.path_of(mdigest), 0, manifest.arena_bytes, 0, mdigest)]
-        device_arena, copy = restore_to_device(
-            jobs, manifest.arena_bytes, copier, settings.config, pool=settings.staging,
-            read=read_from_host(kept), cancel=cancel,
-        )  # fmt: skip
+        try:
+            artifacts, files_dir, _, _ = tiers.read_through_host(manifest, [], arena, timings)
+            path = tiers.host.path_of(mdigest)
+            jobs = [DeviceJob(path, 0, manifest.arena_bytes, 0, mdigest, fd=kept)]
+            device_arena, copy = restore_to_device(
+                jobs, manifest.arena_bytes, copier, settings.config, pool=settings.staging,
+                cancel=cancel,
+            )  # fmt: skip
+        finally:
+            os.close(kept)
         source = "host"
     else:
         device_arena, copy, artifacts, files_dir, source = _stream_chunks(
             manifest, copier, arena, timings, cancel, settings=settings, tiers=tiers
         )
-    del kept  # unmapped: the device holds the image now
     if source != "host":
         tiers.keep_in_host_tier(manifest, mdigest)
     timings.update(copy)

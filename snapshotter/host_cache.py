@@ -113,6 +113,33 @@ class HostCache:
 
     def get(self, manifest_digest: str, nbytes: int) -> Arena | None:
         """The kept arena of this exact manifest, mapped copy-on-write, or None."""
+        fd = self._open(manifest_digest, nbytes)
+        if fd is None:
+            return None
+        try:
+            arena = Arena.mapped(fd, nbytes)
+        except SnapshotError as exc:
+            logger.warning("host tier entry %s unusable: %s", manifest_digest[:12], exc)
+            self._count("misses")
+            return None
+        finally:
+            os.close(fd)
+        self._used(manifest_digest)
+        return arena
+
+    def open_entry(self, manifest_digest: str, nbytes: int) -> int | None:
+        """A read-only descriptor of this exact manifest's kept entry (the caller closes it),
+        or None. A restore to a GPU reads the entry through it (`pread` from the tmpfs, in
+        parallel) instead of mapping it: mapping 16 GiB fills millions of page-table entries
+        in one thread before the first byte moves. The descriptor keeps the entry readable
+        even if it is evicted meanwhile."""
+        fd = self._open(manifest_digest, nbytes)
+        if fd is not None:
+            self._used(manifest_digest)
+        return fd
+
+    def _open(self, manifest_digest: str, nbytes: int) -> int | None:
+        """A descriptor of the entry if it exists with exactly `nbytes` (a miss counted if not)."""
         if self.root is None or nbytes == 0:
             return None
         path = self.path_of(manifest_digest)
@@ -121,22 +148,18 @@ class HostCache:
         except FileNotFoundError:
             self._count("misses")
             return None
-        try:
-            if os.fstat(fd).st_size != nbytes:
-                logger.warning("host tier entry %s has the wrong size; ignored", path.name)
-                self._count("misses")
-                return None
-            arena = Arena.mapped(fd, nbytes)
-        except SnapshotError as exc:
-            logger.warning("host tier entry %s unusable: %s", path.name, exc)
+        if os.fstat(fd).st_size != nbytes:
+            os.close(fd)
+            logger.warning("host tier entry %s has the wrong size; ignored", path.name)
             self._count("misses")
             return None
-        finally:
-            os.close(fd)
+        return fd
+
+    def _used(self, manifest_digest: str) -> None:
+        """A hit: counted, and the entry marked recently used (the last to be evicted)."""
         with contextlib.suppress(OSError):
-            os.utime(path)  # recently used: the last to be evicted
+            os.utime(self.path_of(manifest_digest))
         self._count("hits")
-        return arena
 
     def publish_later(self, manifest_digest: str, nbytes: int, pieces: Sequence[Piece]) -> None:
         """Copy `pieces` into a new entry in a background thread (no-op when the entry

@@ -14,7 +14,7 @@ after the copy out of it has completed (its `CopyDone.wait()`), so at most `slot
 read but not yet on the device: pinned memory stays bounded and a reader that gets ahead of PCIe
 waits (back-pressure). A piece is read from its job's file (`pread_piece`: the descriptor the
 job carries, opened when its verified marker was checked, else its path), or copied out of host
-memory that already holds the image (`read_from_host`: the host tier's mapping) or the chunk
+memory that already holds the image (`read_from_host`: an arena) or the chunk
 (`read_from_memory`: bytes checked there first).
 
 Whatever fails first (a read, a copy, a cancel) stops the other readers; before the error is

@@ -137,6 +137,23 @@ def test_a_half_written_entry_is_invisible_and_a_wrong_size_is_ignored(tmp_path:
     assert not host.publish("abc", 8192, [Piece(src, 4096, 4096)])  # already kept
 
 
+def test_an_opened_entry_reads_whole_even_after_its_eviction(tmp_path: Path) -> None:
+    host = HostCache(tmp_path / "tier", max_bytes=1 << 20)
+    src = tmp_path / "chunk"
+    src.write_bytes(bytes(range(256)) * 16)
+    assert host.publish("abc", 8192, [Piece(src, 4096, 4096)])
+    assert host.open_entry("abc", 4096) is None and host.misses == 1  # not this size
+    assert host.open_entry("xyz", 8192) is None and host.misses == 2
+    fd = host.open_entry("abc", 8192)
+    assert fd is not None and host.hits == 1
+    try:
+        host.path_of("abc").unlink()  # evicted while a restore reads it
+        assert os.pread(fd, 256, 4096) == bytes(range(256))
+        assert os.pread(fd, 4096, 0) == bytes(4096)
+    finally:
+        os.close(fd)
+
+
 def test_expiry_plan_drops_old_then_least_recent_over_budget() -> None:
     entries = [HostEntry("a", 400, 1.0), HostEntry("b", 400, 5.0), HostEntry("c", 400, 9.0)]
     assert plan_expiry(entries, now=10.0, retention_s=100, max_bytes=1200) == []
