@@ -256,7 +256,7 @@ def _add_gpu_flags(p: argparse.ArgumentParser) -> None:
         default=0,
         metavar="BYTES",
         help="pin a host staging buffer of this size before reporting ready; restores to a GPU "
-        "copy through it (default 0: each restore pins its own ring of 384 MiB)",
+        "copy through it in 32 MiB slots (default 0: each restore pins its own ring of 512 MiB)",
     )
     gpu.add_argument(
         "--vram-headroom-bytes",

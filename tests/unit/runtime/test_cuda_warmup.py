@@ -54,7 +54,7 @@ def test_one_pool_per_gpu() -> None:
 
 @pytest.mark.parametrize(
     ("pinned", "shape"),
-    [(384 << 20, (64 << 20, 6)), (1 << 30, (64 << 20, 16)), (8 << 20, (4 << 20, 2)), (3, (1, 3))],
+    [(512 << 20, (32 << 20, 16)), (1 << 30, (32 << 20, 32)), (8 << 20, (4 << 20, 2)), (3, (1, 3))],
 )
 def test_staging_ring_shape(pinned: int, shape: tuple[int, int]) -> None:
     assert staging_shape(pinned) == shape

@@ -296,3 +296,12 @@ def test_free_device_memory_is_read_from_the_injected_source_else_the_cuda_copie
     assert DeviceSettings(copier_factory=factory).memory_source(device) is None
     given = DeviceSettings(copier_factory=factory, device_memory=device)
     assert given.copier("cuda:0") is device and given.memory_source(object()) is device
+
+
+def test_ring_readers_follow_the_cpus_from_4_to_16() -> None:
+    from snapshotter.cuda_restore import default_read_threads
+
+    assert [default_read_threads(n) for n in (1, 2, 4, 8, 16, 64)] == [4, 4, 4, 8, 16, 16]
+    assert DeviceConfig().read_threads == default_read_threads()
+    # the pinned memory a restore pins for itself when no pool is lent: 16 x 32 MiB
+    assert DeviceConfig().slot_bytes * DeviceConfig().ring_slots == 512 << 20
