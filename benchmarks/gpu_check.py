@@ -2,7 +2,7 @@
 
     python benchmarks/gpu_check.py [--strict] [--quick] [--allow-missing PKG,...]
                                    [--sizes 1,4,16] [--model-gib 4] [--work .bench/gpu]
-                                   [--budget-s 480] [--json FILE]
+                                   [--budget-s 480] [--json FILE] [--steps NAME,...]
 
 Every step of `PLAN` writes rows: measurements beside their baselines (pinned H2D, restore GB/s,
 cold starts, first vs warm inference) and proofs that each GPU path really ran on the GPU
@@ -20,6 +20,8 @@ exits 1 with "no CUDA device" as its only reason; without `--strict` it prints o
 exits 0. `--quick` runs the steps marked quick, with 1 GiB sizes (sized for about 3 minutes);
 the full check is sized for one 10-minute device call on an H200 (`--budget-s` 480 skips steps
 started later). Neither has been timed on a GPU yet.
+`--steps` runs only the named steps of `PLAN` (quick or not), in the plan's order: a second
+device call reruns what the first found failing, or the full check's steps after a quick one.
 Inputs are generated under `--work` and reused by later runs.
 """
 
@@ -31,6 +33,7 @@ import json
 import os
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -47,6 +50,7 @@ from benchmarks import (  # noqa: E402
     gpu_ort_tensorrt,
     gpu_proofs,
     gpu_restore,
+    gpu_ring_shapes,
     gpu_vllm,
 )
 from benchmarks.gpu_row import Row, Skipped  # noqa: E402
@@ -62,6 +66,7 @@ class Check:
         self.budget_s = budget_s
 
     def step(self, name: str, fn: Callable[[], list[Row]]) -> None:
+        first = len(self.rows)
         elapsed = time.perf_counter() - self.started
         if elapsed > self.budget_s:
             reason = f"time budget ({elapsed:.0f} s of {self.budget_s:.0f})"
@@ -77,8 +82,12 @@ class Check:
             self.rows.append(Row(name, f"skipped: {missing} not installed",
                                  skipped=f"{missing} not installed", missing=missing))  # fmt: skip
         except Exception as exc:  # a check script reports every failure as a row and goes on
+            traceback.print_exc()  # the row holds the error; the log, where it came from
             self.rows.append(Row(name, f"FAILED: {exc!r}"[:300], ok=False))
         print(f"  {name}: done at {time.perf_counter() - self.started:.0f} s", file=sys.stderr)
+        for row in self.rows[first:]:  # as they come: a call cut off at its limit keeps them
+            line = f"    {row.check}: {row.result} | {row.baseline} | {row.verdict}"
+            print(line, file=sys.stderr)
 
     def table(self, header: str) -> str:
         lines = [
@@ -161,6 +170,12 @@ PLAN = (
             "restore from the host tier, through the ring",
         ),
         lambda c: gpu_restore.restore_rows(c.torch, c.state, c.work, c.sizes),
+    ),
+    Step(
+        "ring shapes",
+        ("ring <R> readers x <S> x <M> MiB, 4 GiB image: page cache and host tier GB/s",),
+        lambda c: gpu_ring_shapes.ring_shape_rows(c.torch, c.state, c.work),
+        quick=False,
     ),
     Step(
         "sharded checkpoint to VRAM",
@@ -263,6 +278,22 @@ PLAN = (
 )
 
 
+def selected_steps(steps: tuple[Step, ...], names: str | None, *, quick: bool) -> tuple[Step, ...]:
+    """The steps a run takes: those `--steps` names (quick or not), else the plan (its quick
+    steps with `--quick`). An unknown name is refused with the names there are."""
+    if names is None:
+        return tuple(step for step in steps if step.quick or not quick)
+    wanted = [name.strip() for name in names.split(",") if name.strip()]
+    known = {step.name for step in steps}
+    unknown = [name for name in wanted if name not in known]
+    if unknown or not wanted:
+        raise ValueError(
+            f"--steps: unknown step(s) {unknown or names!r}; the steps are: "
+            + ", ".join(step.name for step in steps)
+        )
+    return tuple(step for step in steps if step.name in wanted)
+
+
 def plan_listing(steps: tuple[Step, ...], *, quick: bool) -> str:
     """Every row the check would run on a GPU, step by step."""
     lines = [f"rows gpu_check{' --quick' if quick else ''} runs on a GPU:"]
@@ -296,7 +327,17 @@ def main(argv: list[str] | None = None) -> int:
         help="skip steps started after this (default 480, --quick 200)",
     )
     parser.add_argument("--json", type=Path, default=None, help="also write the rows as JSON")
+    parser.add_argument(
+        "--steps",
+        default=None,
+        metavar="NAME,...",
+        help="only these steps of the plan, quick or not (e.g. 'cold start,torch.compile')",
+    )
     args = parser.parse_args(argv)
+    try:
+        steps = selected_steps(PLAN, args.steps, quick=args.quick)
+    except ValueError as exc:
+        parser.error(str(exc))
     from snapshotter import cuda_available
 
     ok, why = cuda_available()
@@ -304,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.strict:
             print(f"gpu_check: no CUDA device ({why}): nothing to check")
             return 0
-        print(plan_listing(PLAN, quick=args.quick))
+        print(plan_listing(PLAN if args.steps is None else steps, quick=args.quick))
         print(f"\ngpu_check --strict: FAILED, 1 reason:\n  no CUDA device ({why})")
         return 1
     import torch
@@ -322,9 +363,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     budget = args.budget_s if args.budget_s is not None else (200.0 if args.quick else 480.0)
     check = Check(budget)
-    for step in PLAN:
-        if args.quick and not step.quick:
-            continue
+    for step in steps:
         check.step(step.name, functools.partial(step.run, context))
     header = (
         f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}, "
@@ -333,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(check.table(header))
     print("\n" + summary(check.rows))
-    if args.quick:
+    if args.quick and args.steps is None:
         left = [step.name for step in PLAN if not step.quick]
         print(f"--quick: {len(left)} step(s) left for the full check: {', '.join(left)}")
     if args.json is not None:

@@ -23,8 +23,7 @@ def fallbacks(metrics_text: str, model: str) -> float:
 
 def instances(manager: Any, name: str) -> list[Any]:
     """The loaded backends of `name`'s latest version (the check looks inside them)."""
-    model = manager._models[name]  # a benchmark may read the manager's own record
-    return list(model.versions[model.latest].instances)
+    return list(manager.instances(name))
 
 
 async def with_manager(

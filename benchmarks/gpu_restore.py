@@ -11,7 +11,14 @@ from typing import Any
 
 from benchmarks import gpu_models
 from benchmarks.gpu_row import Row
-from benchmarks.gpu_warm_process import DEVICE, ring_loader, timed, warm_page_cache, warm_pool
+from benchmarks.gpu_warm_process import (
+    DEVICE,
+    best_of,
+    ring_loader,
+    timed,
+    warm_page_cache,
+    warm_pool,
+)
 
 
 def h2d_rows(torch: Any, state: dict[str, Any]) -> list[Row]:
@@ -40,9 +47,17 @@ def _warm_images(cache: Path, refs: list[Any]) -> None:
                     pass
 
 
+def _h2d(torch: Any, state: dict[str, Any]) -> float:
+    """Pinned H2D GB/s of this run: measured by the "pinned H2D" step, or now (`--steps`)."""
+    if "h2d" not in state:
+        h2d_rows(torch, state)
+    return float(state["h2d"])
+
+
 def restore_rows(torch: Any, state: dict[str, Any], work: Path, sizes: list[float]) -> list[Row]:
     from snapshotter import ImageRef
 
+    h2d = _h2d(torch, state)
     cache = work / "cache"
     for gib in sizes:
         gpu_models.weights_image(cache, work, f"w{gib:g}g", gib, target="cpu")
@@ -57,13 +72,17 @@ def restore_rows(torch: Any, state: dict[str, Any], work: Path, sizes: list[floa
     for gib in sizes:
         ref = ImageRef(f"w{gib:g}g", "1", "cpu")
         loader = ring_loader(cache, "cpu", pool)
-        seconds, image = timed(torch, lambda: loader.restore(ref, device=DEVICE))  # noqa: B023
+        first, image = timed(torch, lambda: loader.restore(ref, device=DEVICE))  # noqa: B023
+        del image
+        gc.collect()
+        seconds, image = best_of(torch, 2, lambda: loader.restore(ref, device=DEVICE))  # noqa: B023
+        seconds = min(seconds, first)
         gbps = image.manifest.arena_bytes / seconds / 1e9
-        share = gbps / state["h2d"]
+        share = gbps / h2d
         rows.append(
             Row(
-                f"restore {gib:g} GiB image -> VRAM (page cache warm)",
-                f"{gbps:.1f} GB/s ({seconds:.2f} s)",
+                f"restore {gib:g} GiB image -> VRAM (page cache warm, best of 3)",
+                f"{gbps:.1f} GB/s ({seconds:.3f} s; first {first:.3f} s)",
                 f"{share:.0%} of pinned H2D",
                 "ok (>= 80%)" if share >= 0.8 else "below goal (80%)",
             )
@@ -100,7 +119,7 @@ def _raw(torch: Any, tensor: Any) -> Any:
     return tensor.reshape(-1).view(torch.uint8)
 
 
-def _host_tier_dir(nbytes: int) -> tuple[Path, str | None]:
+def host_tier_dir(nbytes: int) -> tuple[Path, str | None]:
     """A fresh host-tier directory on /dev/shm (a tmpfs, as `thaw up` uses), and why it cannot
     hold `nbytes` (None when it can)."""
     tier = Path("/dev/shm") / f"thaw-gpu-check-{os.getpid()}"
@@ -118,9 +137,9 @@ def _host_tier_row(torch: Any, cache: Path, gib: float, pool: Any, state: dict[s
     from snapshotter import ImageLoader, ImageRef
 
     ref = ImageRef(f"w{gib:g}g", "1", "cpu")
-    label = f"restore {gib:g} GiB from the host tier (mapped, through the pinned ring)"
+    label = f"restore {gib:g} GiB from the host tier (read from tmpfs, through the pinned ring)"
     nbytes = ImageLoader(None, cache, "cpu").manifest(ref).arena_bytes
-    tier, no_room = _host_tier_dir(nbytes)
+    tier, no_room = host_tier_dir(nbytes)
     try:
         if no_room is not None:
             return Row(label, f"skipped: {no_room}", skipped=no_room, hardware=True)
@@ -140,7 +159,7 @@ def _host_tier_row(torch: Any, cache: Path, gib: float, pool: Any, state: dict[s
     return Row(
         label,
         f"{seconds:.3f} s ({gbps:.1f} GB/s, from={image.source})",
-        f"{gbps / state['h2d']:.0%} of pinned H2D",
+        f"{gbps / _h2d(torch, state):.0%} of pinned H2D",
         verdict,
         ok=image.source == "host",
     )

@@ -61,6 +61,7 @@ from tritonconfig import composing_models, unloaded_with
 from tritonconfig.schema import mc
 
 if TYPE_CHECKING:
+    from runtime.backends.base import Backend
     from snapshotter import Arena, StagingPool
 
 __all__ = ["ModelManager", "ModelState"]
@@ -299,6 +300,11 @@ class ModelManager:
         if model.state != ModelState.READY:
             return False
         return not version or version in model.versions
+
+    def instances(self, name: str, version: str | None = None) -> tuple[Backend, ...]:
+        """The backends serving `name`'s version (the latest when None), in instance order:
+        what diagnostics and the GPU proofs look inside. Refused as a request for it would be."""
+        return tuple(self._serving(name, version)[1].instances)
 
     def metadata(self, name: str, version: str | None) -> dict[str, Any]:
         model, loaded = self._serving(name, version)

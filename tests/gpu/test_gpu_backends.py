@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -30,7 +32,11 @@ def _repo(tmp_path: Path, extra: str = "") -> tuple[Path, Path]:
     return repo, cache
 
 
-async def _serve(repo: Path, cache: Path, name: str, x: np.ndarray, input_name: str) -> tuple:
+async def _serve(
+    repo: Path, cache: Path, name: str, x: np.ndarray, input_name: str, look: Callable[[Any], Any]
+) -> tuple[np.ndarray, Any]:
+    """One inference, and what `look` reads inside the loaded instance while it is loaded
+    (stopping the manager unloads it: its module is gone afterwards)."""
     config = ServeConfig(repository=repo, model_control_mode=ModelControlMode.EXPLICIT, cache=cache)
     loader = ImageLoader(None, cache, "cpu")
     manager = ModelManager(config, metrics=Metrics(), image_loader=loader)
@@ -40,8 +46,7 @@ async def _serve(repo: Path, cache: Path, name: str, x: np.ndarray, input_name: 
         response = await manager.infer(
             InferRequest(name, "", [InferTensor(input_name, "FP32", x.shape, x)])
         )
-        instance = manager._models[name].versions["1"].instances[0]
-        return response.outputs[0].data, instance
+        return response.outputs[0].data, look(manager.instances(name, "1")[0])
     finally:
         await manager.stop()
 
@@ -49,12 +54,15 @@ async def _serve(repo: Path, cache: Path, name: str, x: np.ndarray, input_name: 
 def test_torch_parameters_are_views_of_the_device_arena(tmp_path: Path) -> None:
     repo, cache = _repo(tmp_path)
     x = np.random.default_rng(0).standard_normal((2, 64)).astype(np.float32)
-    got, instance = asyncio.run(_serve(repo, cache, "linear", x, "INPUT__0"))
+
+    def look(instance: Any) -> tuple[bool, list[bool]]:
+        return instance.used_image, [p.is_cuda for p in instance._module.parameters()]
+
+    got, (used_image, on_cuda) = asyncio.run(_serve(repo, cache, "linear", x, "INPUT__0", look))
     cpu = torch.jit.load(str(repo / "linear" / "1" / "model.pt"))
     np.testing.assert_allclose(got, cpu(torch.from_numpy(x)).detach().numpy(), rtol=1e-4, atol=1e-5)
-    assert instance.used_image
-    params = list(instance._module.parameters())
-    assert params and all(p.is_cuda for p in params)
+    assert used_image
+    assert on_cuda and all(on_cuda)
 
 
 def test_cuda_graphs_replay_with_eager_results(tmp_path: Path) -> None:
@@ -62,8 +70,10 @@ def test_cuda_graphs_replay_with_eager_results(tmp_path: Path) -> None:
         tmp_path, "optimization { cuda { graphs: true graph_spec [ { batch_size: 2 } ] } }\n"
     )
     x = np.random.default_rng(1).standard_normal((2, 64)).astype(np.float32)
-    got, instance = asyncio.run(_serve(repo, cache, "linear", x, "INPUT__0"))
-    assert instance._module.captured == 1
+    got, captured = asyncio.run(
+        _serve(repo, cache, "linear", x, "INPUT__0", lambda i: i._module.captured)
+    )
+    assert captured == 1
     cpu = torch.jit.load(str(repo / "linear" / "1" / "model.pt"))
     np.testing.assert_allclose(got, cpu(torch.from_numpy(x)).detach().numpy(), rtol=1e-4, atol=1e-5)
 
@@ -78,8 +88,12 @@ def test_onnxruntime_cuda_from_the_image(tmp_path: Path) -> None:
         f.write(GPU)
     build_image(model / "1", DirStore(cache))
     x = np.ones((1, 64), np.float32)
-    got, instance = asyncio.run(_serve(repo, cache, "add", x, "INPUT0"))
-    assert instance.used_image and "CUDAExecutionProvider" in instance._session.get_providers()
+
+    def look(instance: Any) -> tuple[bool, list[str]]:
+        return instance.used_image, instance._session.get_providers()
+
+    got, (used_image, providers) = asyncio.run(_serve(repo, cache, "add", x, "INPUT0", look))
+    assert used_image and providers[0] == "CUDAExecutionProvider"
     weight = ImageLoader(None, cache, "cpu").restore(ImageRef("add", "1", "cpu")).tensors["W"]
     np.testing.assert_allclose(got, x + weight, rtol=1e-5)
 

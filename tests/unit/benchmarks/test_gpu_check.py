@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from benchmarks import gpu_models, gpu_restore, gpu_warm_process
-from benchmarks.gpu_check import PLAN, Check, Row, strict_reasons
+from benchmarks.gpu_check import PLAN, Check, Row, selected_steps, strict_reasons
 from benchmarks.gpu_row import Skipped
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -144,14 +144,14 @@ def test_the_quick_check_covers_the_gpu_proofs_and_the_full_one_everything() -> 
     assert {"TensorRT EP-context moved", "torch.compile"} <= {s.name for s in PLAN} - quick
 
 
-def test_restores_the_check_times_read_with_its_threads_into_the_ring(tmp_path: Path) -> None:
+def test_restores_the_check_times_read_as_a_servers_do_into_the_ring(tmp_path: Path) -> None:
     from snapshotter import DeviceConfig, StagingPool
 
     pool = StagingPool(slot_bytes=1 << 20, slots=2)
     loader = gpu_warm_process.ring_loader(tmp_path, "cpu", pool)
-    # A restore into a GPU takes its readers from DeviceConfig, not the loader's read_threads.
-    threads = gpu_warm_process.READ_THREADS
-    assert loader.device_config.read_threads == threads > DeviceConfig().read_threads
+    # A restore into a GPU takes its readers from DeviceConfig: the check times a server's.
+    assert loader.device_config == DeviceConfig()
+    assert 4 <= loader.device_config.read_threads <= 16
     assert loader.staging is pool
 
 
@@ -199,3 +199,14 @@ def test_the_sharded_rows_restore_through_the_ring_on_a_fake_device(
     assert rows[1].ok and rows[1].verdict == "ok", rows[1]
     assert "bytes match: True; files: True" in rows[1].result
     assert device.copies > 8 and all(c.from_pinned for c in device.copy_log)
+
+
+def test_steps_selects_named_steps_in_plan_order_and_refuses_unknown_names() -> None:
+    chosen = selected_steps(PLAN, "torch.compile, cold start", quick=True)
+    assert [step.name for step in chosen] == ["cold start", "torch.compile"]
+    assert [s.name for s in selected_steps(PLAN, None, quick=True)] == [
+        s.name for s in PLAN if s.quick
+    ]
+    assert len(selected_steps(PLAN, None, quick=False)) == len(PLAN)
+    with pytest.raises(ValueError, match=r"unknown step.*'no such'.*the steps are: environment"):
+        selected_steps(PLAN, "cold start,no such", quick=False)

@@ -405,3 +405,23 @@ async def test_version_policy_all_serves_each_version(tmp_path: Path) -> None:
         assert manager.statistics("multi", "1")["model_stats"][0]["inference_count"] == 1
     finally:
         await manager.stop()
+
+
+async def test_instances_are_the_backends_serving_a_version_while_it_is_loaded(
+    tmp_path: Path,
+) -> None:
+    model = make_onnx_identity(tmp_path, "ident")
+    with (model / "config.pbtxt").open("a") as f:
+        f.write("instance_group [ { kind: KIND_CPU count: 2 } ]\n")
+    manager = _manager(tmp_path, ModelControlMode.EXPLICIT, "ident")
+    await manager.start()
+    try:
+        instances = manager.instances("ident")
+        assert len(instances) == 2 and manager.instances("ident", "1") == instances
+        with pytest.raises(ModelNotFound):
+            manager.instances("ident", "7")
+        await manager.unload("ident")
+        with pytest.raises(ModelNotLoaded):  # refused as a request for it would be
+            manager.instances("ident")
+    finally:
+        await manager.stop()
