@@ -10,7 +10,7 @@ CHECKOV_VENV ?= .venv-checkov
 TOOLS        ?= .tools
 
 .PHONY: install up serve test test-slow lint bench examples clean checkov terraform-docs tools \
-	system-deps screenshot conformance image image-cuda test-image
+	system-deps screenshot conformance image image-cuda test-image gpu-carry
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -141,6 +141,12 @@ test-image: image install $(TOOLS)/.installed
 	$(IMAGE_ENV) $(PY) deploy/image/smoke.py $(IMAGE)
 	$(IMAGE_ENV) THAW_TEST_IMAGE=$(IMAGE) $(VENV)/bin/pytest -q -m image; rc=$$?; \
 		if [ $$rc -eq 5 ]; then echo "test-image: no tests marked image"; rc=0; fi; exit $$rc
+
+# Wheels the lent GPU machine lacks, for its Python 3.12, at this venv's versions, into .whl/
+# (ignored; the device tool carries it): then `bash benchmarks/gpu_device_run.sh quick|full`
+# there (docs/gpu.md, "Running it on a GPU machine").
+gpu-carry: install
+	$(PY) benchmarks/gpu_carry.py --dest .whl
 
 test-slow: install $(TOOLS)/.installed
 	$(VENV)/bin/pytest -q -m slow
