@@ -208,9 +208,16 @@ def _end_failed_capture(torch: Any, graph: Any, index: int, pool: Any) -> None:
 def _end_pool_routing(torch: Any, index: int, pool: Any) -> None:
     """Stop the caching allocator sending allocations to the capture's private pool, where a
     failed capture_end left it doing so; refused (and ignored) where capture_end did stop it."""
+    # Its name in torch 2.11 and 2.13 (run on a GPU / here); older releases had the second.
+    end = getattr(torch._C, "_cuda_endAllocateToPool", None) or getattr(
+        torch._C, "_cuda_endAllocateCurrentStreamToPool", None
+    )
+    if end is None:
+        logger.debug("this torch has no hook to end a CUDA graph pool's routing")
+        return
     try:
-        torch._C._cuda_endAllocateToPool(index, pool)
-    except (RuntimeError, AttributeError) as exc:  # ended already / a torch without the hook
+        end(index, pool)
+    except RuntimeError as exc:  # capture_end ended it already
         logger.debug("CUDA graph pool %s routing: %s", pool, exc)
 
 
