@@ -28,7 +28,14 @@ from typing import Any
 
 from snapshotter.device_budget import DeviceMemorySource, vram_shortfall
 from snapshotter.errors import DeviceMemoryError
-from snapshotter.staging_ring import DeviceCopier, DeviceJob, ReadFn, StagingPool, stream_to_device
+from snapshotter.staging_ring import (
+    DeviceCopier,
+    DeviceJob,
+    ReadFn,
+    StagingPool,
+    fitted_ring,
+    stream_to_device,
+)
 
 __all__ = [
     "DeviceConfig",
@@ -98,8 +105,10 @@ def restore_to_device(
     start = time.perf_counter()
     arena = copier.allocate(total_bytes)
     allocated = time.perf_counter()
-    ring_pool = pool or StagingPool(slot_bytes=config.slot_bytes, slots=config.ring_slots)
-    with ring_pool.ring(copier) as ring:
+    if pool is None:  # pinned now, on the wake's path: no more than this image needs
+        slot, slots = fitted_ring(total_bytes, config.slot_bytes, config.ring_slots)
+        pool = StagingPool(slot_bytes=slot, slots=slots)
+    with pool.ring(copier, total_bytes) as ring:
         stream_to_device(
             jobs, arena, copier, ring, threads=config.read_threads, read=read, cancel=cancel
         )

@@ -46,6 +46,7 @@ __all__ = [
     "PinnedBuffer",
     "RingStaging",
     "StagingPool",
+    "fitted_ring",
     "pread_piece",
     "read_from_host",
     "read_from_memory",
@@ -225,8 +226,9 @@ class StagingPool:
                 self._buffers = [copier.pinned(self.slot_bytes) for _ in range(self.slots)]
 
     @contextmanager
-    def ring(self, copier: DeviceCopier) -> Iterator[RingStaging]:
-        """This pool's ring for one restore, or a fresh ring of the same shape if it is lent."""
+    def ring(self, copier: DeviceCopier, nbytes: int | None = None) -> Iterator[RingStaging]:
+        """This pool's ring for one restore of `nbytes`, or, if it is lent, a fresh ring of its
+        shape cut to what `nbytes` needs (`fitted_ring`)."""
         with self._lock:
             mine = not self._lent
             self._lent = self._lent or mine
@@ -235,8 +237,8 @@ class StagingPool:
                 self.allocate(copier)
                 yield RingStaging(self._buffers, self.slot_bytes)
             else:
-                fresh = [copier.pinned(self.slot_bytes) for _ in range(self.slots)]
-                yield RingStaging(fresh, self.slot_bytes)
+                slot, slots = fitted_ring(nbytes, self.slot_bytes, self.slots)
+                yield RingStaging([copier.pinned(slot) for _ in range(slots)], slot)
         finally:
             if mine:
                 with self._lock:
@@ -244,6 +246,21 @@ class StagingPool:
 
 
 ReadFn = Callable[[DeviceJob, int, memoryview], None]
+
+_PAGE = 4096
+
+
+def fitted_ring(nbytes: int | None, slot_bytes: int, slots: int) -> tuple[int, int]:
+    """(slot bytes, slots) of a ring pinned for one restore of `nbytes` (None: unknown, the
+    full shape): no more slots than the image fills, and for an image smaller than two slots,
+    two slots of half of it (page-rounded), so reads still overlap copies. Pinning is on the
+    wake's critical path: a 4 MiB model need not pin 512 MiB."""
+    if nbytes is None or nbytes >= slot_bytes * slots:
+        return slot_bytes, slots
+    if nbytes >= 2 * slot_bytes:
+        return slot_bytes, min(slots, -(-nbytes // slot_bytes))
+    half = -(-max(nbytes, 1) // 2)
+    return min(slot_bytes, -(-half // _PAGE) * _PAGE), min(slots, 2)
 
 
 def split_pieces(jobs: list[DeviceJob], piece_bytes: int) -> list[Piece]:

@@ -24,6 +24,7 @@ from snapshotter.staging_ring import (
     DeviceJob,
     RingStaging,
     StagingPool,
+    fitted_ring,
     pread_piece,
     read_from_host,
     read_from_memory,
@@ -172,6 +173,30 @@ def test_a_pool_pins_once_and_lends_its_ring_to_one_restore_at_a_time(
         assert device.pinned_buffers == 3  # reused, not pinned again
         with pool.ring(device):  # a concurrent restore: a ring of its own
             assert device.pinned_buffers == 6
+        with pool.ring(device, SLOT):  # ... cut to what its image needs: 2 slots, not 3
+            assert device.pinned_buffers == 8
+
+
+@pytest.mark.parametrize(
+    ("nbytes", "shape"),
+    [
+        (None, (32 << 20, 16)),  # size unknown: the full ring
+        (1 << 40, (32 << 20, 16)),  # larger than the ring
+        (512 << 20, (32 << 20, 16)),
+        (100 << 20, (32 << 20, 4)),  # as many slots as it fills
+        (64 << 20, (32 << 20, 2)),
+        (40 << 20, (20 << 20, 2)),  # under two slots: two half-size slots
+        (4 << 20, (2 << 20, 2)),
+        (5000, (4096, 2)),  # page-rounded
+        (0, (4096, 2)),
+    ],
+)
+def test_a_ring_pinned_for_one_restore_is_no_bigger_than_its_image(
+    nbytes: int | None, shape: tuple[int, int]
+) -> None:
+    assert fitted_ring(nbytes, 32 << 20, 16) == shape
+    slot, slots = shape
+    assert nbytes is None or slot * slots <= max(nbytes, 2 * 4096) + slot  # < one slot over
 
 
 def test_allocation_past_capacity_is_a_device_memory_error() -> None:
