@@ -54,8 +54,10 @@ async def manager_cold_start(
         if host_tier:  # fill the host tier, then scale to zero
             await manager.load(name)
             await manager.unload(name)
-            # The restore publishes in the background; have it done before the timed load.
+            # The restore publishes in the background; have it done before the timed load
+            # (and not copying 4 GiB beside it).
             await asyncio.to_thread(loader.keep_in_host_tier, ImageRef(name, "1", target))
+            await asyncio.to_thread(loader.host.wait_published, 120.0)
             gc.collect()
         request = InferRequest(name, "", [InferTensor(input_name, "FP32", x.shape, x)])
         t0 = time.perf_counter()
@@ -69,6 +71,7 @@ async def manager_cold_start(
     finally:
         await manager.stop()
         if tier is not None:
+            await asyncio.to_thread(loader.host.wait_published, 120.0)  # then nothing writes there
             shutil.rmtree(tier, ignore_errors=True)
 
 

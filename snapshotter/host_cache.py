@@ -98,6 +98,7 @@ class HostCache:
         self.hits = self.misses = self.evictions = self.evicted_bytes = self.published = 0
         self._publishing: set[str] = set()
         self._lock = threading.Lock()  # restores run in worker threads
+        self._published_all = threading.Condition(self._lock)  # _publishing became empty
         if self.root is not None:
             self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
 
@@ -191,6 +192,14 @@ class HostCache:
         finally:
             with self._lock:
                 self._publishing.discard(digest)
+                if not self._publishing:
+                    self._published_all.notify_all()
+
+    def wait_published(self, timeout_s: float) -> bool:
+        """Wait until no background publish of this process is under way (what a benchmark or a
+        test does before it times a wake, or removes the tier); False on timeout."""
+        with self._lock:
+            return self._published_all.wait_for(lambda: not self._publishing, timeout_s)
 
     def publish(self, digest: str, nbytes: int, pieces: Sequence[Piece]) -> bool:
         """Write the entry now (blocking); False when it already existed."""

@@ -217,3 +217,14 @@ def test_a_piece_whose_file_is_not_trusted_fails_the_publish(tmp_path: Path) -> 
         host.publish("abc", 4096, [Piece(src, 0, 4096, trusted)])
     assert seen == [src.stat().st_ino]  # asked about the file it copied
     assert [p.name for p in (tmp_path / "tier").iterdir()] == [".lock"]  # no entry, no temp
+
+
+def test_wait_published_returns_once_the_background_publish_is_done(tmp_path: Path) -> None:
+    host = HostCache(tmp_path / "tier", max_bytes=1 << 20, publish_delay_s=0.3)
+    assert host.wait_published(0.0)  # nothing under way
+    src = tmp_path / "chunk"
+    src.write_bytes(bytes(range(256)) * 16)
+    host.publish_later("abc", 8192, [Piece(src, 4096, 4096)])
+    assert not host.wait_published(0.05)  # still in its delay
+    assert host.wait_published(10.0)
+    assert host.path_of("abc").exists() and host.published == 1
