@@ -33,7 +33,7 @@ quick=$?
 full=0
 if [ "$mode" = full ]; then
     timeout 400 python3 benchmarks/gpu_check.py --strict --sizes 1,4,16 --budget-s 360 \
-        --steps "restore to VRAM,ring shapes,cold start,torch.compile,onnxruntime CUDA / TensorRT EP,tensorrt_plan,vLLM" \
+        --steps "restore to VRAM,ring shapes,sharded checkpoint to VRAM,cold start,torch.compile,onnxruntime CUDA / TensorRT EP,TensorRT EP-context moved,tensorrt_plan,vLLM" \
         --allow-missing onnxruntime-gpu,tensorrt,vllm --json "$out/full.json" 2>&1 \
         | tee "$out/full.log" | sed -n '/^| check/,$p'
     full=$?

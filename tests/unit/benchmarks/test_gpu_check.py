@@ -210,3 +210,12 @@ def test_steps_selects_named_steps_in_plan_order_and_refuses_unknown_names() -> 
     assert len(selected_steps(PLAN, None, quick=False)) == len(PLAN)
     with pytest.raises(ValueError, match=r"unknown step.*'no such'.*the steps are: environment"):
         selected_steps(PLAN, "cold start,no such", quick=False)
+
+
+def test_the_device_scripts_full_steps_are_steps_of_the_plan() -> None:
+    import re
+
+    script = (ROOT / "benchmarks" / "gpu_device_run.sh").read_text()
+    (names,) = re.findall(r'--steps "([^"]+)"', script)
+    chosen = selected_steps(PLAN, names, quick=False)  # an unknown name raises
+    assert {step.name for step in PLAN if not step.quick} <= {step.name for step in chosen}
