@@ -14,8 +14,7 @@ after the copy out of it has completed (its `CopyDone.wait()`), so at most `slot
 read but not yet on the device: pinned memory stays bounded and a reader that gets ahead of PCIe
 waits (back-pressure). A piece is read from its job's file (`pread_piece`: the descriptor the
 job carries, opened when its verified marker was checked, else its path), or copied out of host
-memory that already holds the image (`read_from_host`: an arena) or the chunk
-(`read_from_memory`: bytes checked there first).
+memory that already holds the chunk (`read_from_memory`: bytes checked there first).
 
 Whatever fails first (a read, a copy, a cancel) stops the other readers; before the error is
 raised every copy already started has finished, since a DMA may still be reading staging memory
@@ -35,7 +34,6 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from snapshotter.arena import Arena
 from snapshotter.errors import IntegrityError, RestoreCancelled, SnapshotError
 
 __all__ = [
@@ -48,7 +46,6 @@ __all__ = [
     "StagingPool",
     "fitted_ring",
     "pread_piece",
-    "read_from_host",
     "read_from_memory",
     "split_pieces",
     "stream_to_device",
@@ -378,17 +375,5 @@ def read_from_memory(views: Mapping[str, memoryview], files: ReadFn) -> ReadFn:
             np.frombuffer(view, dtype=np.uint8),
             np.frombuffer(held[start : start + len(view)], dtype=np.uint8),
         )
-
-    return read
-
-
-def read_from_host(arena: Arena) -> ReadFn:
-    """A reader that copies each piece out of `arena` instead of a file (a job's `file_offset`
-    is then its offset in the arena); numpy copies with the GIL released, so the reader
-    threads' copies run in parallel, overlapped with the device copies."""
-
-    def read(job: DeviceJob, offset: int, view: memoryview) -> None:
-        source = arena.memoryview(job.file_offset + offset, len(view))  # SnapshotError if out
-        np.copyto(np.frombuffer(view, dtype=np.uint8), np.frombuffer(source, dtype=np.uint8))
 
     return read

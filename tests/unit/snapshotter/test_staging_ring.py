@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from snapshotter.arena import Arena
 from snapshotter.device_budget import DeviceMemory, vram_shortfall
 from snapshotter.errors import (
     DeviceCopyError,
@@ -26,7 +25,6 @@ from snapshotter.staging_ring import (
     StagingPool,
     fitted_ring,
     pread_piece,
-    read_from_host,
     read_from_memory,
     split_pieces,
     stream_to_device,
@@ -138,26 +136,25 @@ def test_cancel_stops_the_readers_and_drains_the_copies(device: FakeDevice, tmp_
 def test_pieces_copied_out_of_host_memory_go_through_the_pinned_slots(
     device: FakeDevice, tmp_path: Path
 ) -> None:
-    # What a wake from the host tier does: the image is in host memory (the tier's mapping),
-    # never page-locked; each piece is copied into a pinned slot and from there to the device.
+    # A chunk already in host memory (fetched, or hashed there) is never page-locked; each piece
+    # is copied into a pinned slot and from there to the device.
     data = np.random.default_rng(3).integers(0, 256, 5 * SLOT + 99, dtype=np.uint8).tobytes()
-    arena = Arena(len(data) + 100)
-    arena.array[100 : 100 + len(data)] = np.frombuffer(data, dtype=np.uint8)
+    held = memoryview(bytearray(100) + bytearray(data))
     dest = device.allocate(len(data))
     job = DeviceJob(tmp_path / "not-read", 100, len(data), 0, "image")
-    stream_to_device([job], dest, device, _ring(device, 2), threads=3, read=read_from_host(arena))
+    read = read_from_memory({"image": held}, pread_piece)
+    stream_to_device([job], dest, device, _ring(device, 2), threads=3, read=read)
     assert bytes(dest.numpy()) == data
     assert sum(c.nbytes for c in device.copy_log) == len(data)  # every byte once
     assert all(c.from_pinned for c in device.copy_log)  # from the ring's slots only
 
 
 def test_a_piece_outside_the_host_memory_is_refused(device: FakeDevice, tmp_path: Path) -> None:
-    arena = Arena(2 * SLOT)
+    held = memoryview(bytearray(2 * SLOT))
     job = DeviceJob(tmp_path / "not-read", SLOT, 2 * SLOT, 0, "image")  # runs past the end
-    with pytest.raises(SnapshotError, match="outside the arena"):
-        stream_to_device(
-            [job], device.allocate(2 * SLOT), device, _ring(device, 2), read=read_from_host(arena)
-        )
+    read = read_from_memory({"image": held}, pread_piece)
+    with pytest.raises(SnapshotError, match="past its"):
+        stream_to_device([job], device.allocate(2 * SLOT), device, _ring(device, 2), read=read)
     assert device.in_flight == 0
 
 
