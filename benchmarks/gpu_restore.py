@@ -47,7 +47,7 @@ def _warm_images(cache: Path, refs: list[Any]) -> None:
                     pass
 
 
-def _h2d(torch: Any, state: dict[str, Any]) -> float:
+def pinned_h2d(torch: Any, state: dict[str, Any]) -> float:
     """Pinned H2D GB/s of this run: measured by the "pinned H2D" step, or now (`--steps`)."""
     if "h2d" not in state:
         h2d_rows(torch, state)
@@ -57,7 +57,7 @@ def _h2d(torch: Any, state: dict[str, Any]) -> float:
 def restore_rows(torch: Any, state: dict[str, Any], work: Path, sizes: list[float]) -> list[Row]:
     from snapshotter import ImageRef
 
-    h2d = _h2d(torch, state)
+    h2d = pinned_h2d(torch, state)
     cache = work / "cache"
     for gib in sizes:
         gpu_models.weights_image(cache, work, f"w{gib:g}g", gib, target="cpu")
@@ -159,7 +159,7 @@ def _host_tier_row(torch: Any, cache: Path, gib: float, pool: Any, state: dict[s
     return Row(
         label,
         f"{seconds:.3f} s ({gbps:.1f} GB/s, from={image.source})",
-        f"{gbps / _h2d(torch, state):.0%} of pinned H2D",
+        f"{gbps / pinned_h2d(torch, state):.0%} of pinned H2D",
         verdict,
         ok=image.source == "host",
     )

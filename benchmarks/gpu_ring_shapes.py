@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import gpu_models
-from benchmarks.gpu_restore import h2d_rows, host_tier_dir
+from benchmarks.gpu_restore import host_tier_dir, pinned_h2d
 from benchmarks.gpu_row import Row
-from benchmarks.gpu_warm_process import DEVICE, best_of, warm_page_cache
+from benchmarks.gpu_warm_process import DEVICE, best_of, ring_loader, warm_page_cache
 
 # (reader threads, slots, slot MiB): the defaults first (DeviceConfig: 4 threads, 6 x 64 MiB;
 # the check's 8 threads), then more readers and more, smaller slots.
@@ -33,8 +33,7 @@ def ring_shape_rows(torch: Any, state: dict[str, Any], work: Path) -> list[Row]:
     """Best of 3 restores of a 4 GiB image per ring shape, page cache and host tier."""
     from snapshotter import ImageLoader, ImageRef
 
-    if "h2d" not in state:
-        h2d_rows(torch, state)
+    h2d = pinned_h2d(torch, state)
     cache = work / "cache"
     name = f"w{IMAGE_GIB:g}g"
     gpu_models.weights_image(cache, work, name, IMAGE_GIB, target="cpu")
@@ -44,8 +43,7 @@ def ring_shape_rows(torch: Any, state: dict[str, Any], work: Path) -> list[Row]:
     tier, no_room = host_tier_dir(nbytes)
     try:
         return [
-            _shape_row(torch, cache, ref, None if no_room else tier, shape, state["h2d"])
-            for shape in SHAPES
+            _shape_row(torch, cache, ref, None if no_room else tier, shape, h2d) for shape in SHAPES
         ]
     finally:
         shutil.rmtree(tier, ignore_errors=True)
@@ -56,23 +54,20 @@ def _shape_row(
 ) -> Row:
     """One ring shape: its pinned pool allocated, then best-of-3 restores from the page cache
     and (with a `tier` that has room) from the host tier."""
-    from snapshotter import DeviceConfig, ImageLoader, StagingPool
+    from snapshotter import StagingPool
     from snapshotter.cuda_copier import TorchCudaCopier
 
     threads, slots, slot_mib = shape
     pool = StagingPool(slot_bytes=slot_mib << 20, slots=slots)
     pool.allocate(TorchCudaCopier(DEVICE))
-    settings: dict[str, Any] = {
-        "staging": pool, "read_threads": threads, "device": DeviceConfig(read_threads=threads)
-    }  # fmt: skip
-    cached_loader = ImageLoader(None, cache, "cpu", **settings)
+    cached_loader = ring_loader(cache, "cpu", pool, readers=threads)
     cached, image = best_of(torch, 3, lambda: cached_loader.restore(ref, device=DEVICE))
     nbytes = image.manifest.arena_bytes
     del image
     from_tier = "host tier skipped: /dev/shm too small"
     if tier is not None:
-        tier_loader = ImageLoader(
-            None, cache, "cpu", host_cache_dir=tier, host_max_bytes=1 << 40, **settings
+        tier_loader = ring_loader(
+            cache, "cpu", pool, readers=threads, host_cache_dir=tier, host_max_bytes=1 << 40
         )
         tier_loader.keep_in_host_tier(ref)
         seconds, image = best_of(torch, 3, lambda: tier_loader.restore(ref, device=DEVICE))

@@ -47,14 +47,16 @@ def warm_pool() -> Any:
     return pool
 
 
-def ring_loader(cache: Path, target: str, pool: Any, **host_tier: Any) -> Any:
-    """An ImageLoader whose restores into a GPU read into `pool`'s ring with the reader count a
-    server uses (`DeviceConfig`'s default: one per CPU, 4 to 16); a restore to a device takes
-    its readers from `DeviceConfig.read_threads`, not from the loader's `read_threads` (that
-    one is for the store's reads)."""
+def ring_loader(
+    cache: Path, target: str, pool: Any, *, readers: int | None = None, **host_tier: Any
+) -> Any:
+    """An ImageLoader whose restores into a GPU read into `pool`'s ring with `readers` threads,
+    by default the count a server uses (`DeviceConfig`'s: one per CPU, 4 to 16); a restore to a
+    device takes its readers from `DeviceConfig.read_threads`, not from the loader's
+    `read_threads` (that one is for the store's reads)."""
     from snapshotter import DeviceConfig, ImageLoader
 
-    config = DeviceConfig()
+    config = DeviceConfig() if readers is None else DeviceConfig(read_threads=readers)
     return ImageLoader(
         None, cache, target, staging=pool, read_threads=config.read_threads, device=config,
         **host_tier,

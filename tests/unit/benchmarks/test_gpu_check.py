@@ -152,6 +152,9 @@ def test_restores_the_check_times_read_as_a_servers_do_into_the_ring(tmp_path: P
     # A restore into a GPU takes its readers from DeviceConfig: the check times a server's.
     assert loader.device_config == DeviceConfig()
     assert 4 <= loader.device_config.read_threads <= 16
+    assert gpu_warm_process.ring_loader(tmp_path, "cpu", pool, readers=12).device_config == (
+        DeviceConfig(read_threads=12)
+    )  # the ring-shapes step's
     assert loader.staging is pool
 
 
