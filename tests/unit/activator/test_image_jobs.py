@@ -18,16 +18,22 @@ from tests.fakes.loop import HUNG_AFTER_S, eventually
 # A stand-in for `thaw`: records its process id, scheduling policy and thread settings, then
 # answers as `thaw snapshot build|ls|pull` would for the models the test names. The pull of
 # `slow_model` lasts until the test creates the file FAKE_THAW_GO (a minute at most).
+# ImageJobs sets the idle policy just after the child starts, so on a loaded machine the fake
+# can run before it does: a build gives the policy up to 10 s to arrive before it records it
+# (a build never set to idle still records SCHED_OTHER, and the test fails). A pull records at
+# once: a pull boosted as it started never becomes idle.
 _FAKE_THAW = """
-import json, os, sys
+import json, os, sys, time
 args = sys.argv[1:]
 log = os.environ["FAKE_THAW_LOG"]
+verb = args[1]
+deadline = time.monotonic() + 10
+while verb == "build" and os.sched_getscheduler(0) != os.SCHED_IDLE and time.monotonic() < deadline:
+    time.sleep(0.01)
 with open(log, "a") as f:
     f.write(json.dumps({"args": args, "pid": os.getpid(), "policy": os.sched_getscheduler(0),
                         "omp": os.environ.get("OMP_NUM_THREADS")}) + "\\n")
-verb = args[1]
 if verb == "pull" and args[2] == "slow_model":
-    import time
     deadline = time.monotonic() + 60
     while not os.path.exists(os.environ["FAKE_THAW_GO"]) and time.monotonic() < deadline:
         time.sleep(0.01)
