@@ -100,7 +100,12 @@ def _answering(
         except DecodeError as exc:
             bad = InvalidInput(f"the request could not be parsed: {exc}")
             await abort_with(context, bad, redact)
-        except (asyncio.CancelledError, grpc.aio.AbortError):
+        except asyncio.CancelledError:
+            # The client cancelled the call, or its deadline passed: a request still queued
+            # will not run (runtime.scheduling.batch_execution). Triton's verbose line.
+            logger.debug("Cancellation notification received for %s", handler.__name__)
+            raise
+        except grpc.aio.AbortError:
             raise
         except Exception:
             logger.exception("unexpected error in gRPC %s", handler.__name__)

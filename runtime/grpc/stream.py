@@ -154,6 +154,10 @@ class _Stream:
                 await self._context.abort(
                     error_status(exc.status, exc.grpc_code), self._message(exc)
                 )
+        except asyncio.CancelledError:
+            # The client cancelled the stream: its requests still queued will not run.
+            logger.debug("Cancellation notification received for ModelStreamInfer")
+            raise
         finally:
             # Client gone, stream aborted, or done: nothing of this stream runs on.
             pending = [reading, *self._tasks]

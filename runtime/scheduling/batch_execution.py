@@ -9,9 +9,9 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 from runtime.backends.base import AsyncExecute, Backend
-from runtime.errors import ServingError
+from runtime.errors import ModelErrorCancelled, ServingError
 from runtime.inference import InferRequest, InferResponse
-from runtime.observe.stats import ModelStats
+from runtime.observe.stats import FailureReason, ModelStats
 from runtime.observe.tracing import RequestTimes, VersionTrace
 from runtime.scheduling.inline_policy import InlinePolicy
 
@@ -39,6 +39,15 @@ class QueuedRequest:
 
 Outcome = tuple[QueuedRequest, InferResponse | ServingError]
 
+_CANCELLED = "Request was cancelled"  # Triton's text; nobody reads it (the client is gone)
+
+
+def _cancelled(item: QueuedRequest) -> bool:
+    """Whether nobody waits for `item` any more: its future was cancelled (any thread may ask:
+    a read of the future's state, written on the loop; a cancel just after it lets it run)."""
+    future = item.future
+    return future is not None and future.cancelled()
+
 
 class BatchExecutor:
     """Runs batches of one model version: on a worker thread, or inline on the event loop.
@@ -54,16 +63,28 @@ class BatchExecutor:
         stats: ModelStats,
         policy: InlinePolicy,
         trace: VersionTrace | None = None,
+        *,
+        skip_cancelled: bool = False,
     ) -> None:
+        """`skip_cancelled`: a request whose client went away while it waited (its future
+        cancelled: a gRPC cancel or deadline, a step of a cancelled ensemble) is not executed;
+        it counts as a CANCELED failure, as in Triton's dynamic batcher. A sequence's requests
+        are run as formed (their scheduler withdraws them from its queue itself)."""
         self.model = model
         self._stats = stats
         self._policy = policy
         self._trace = trace  # the trace extension's records (runtime.observe.tracing)
+        self._skip_cancelled = skip_cancelled
 
     def run(
         self, backend: Backend, batch: Sequence[QueuedRequest], *, inline: bool
     ) -> list[Outcome]:
         """Execute one batch, record its statistics; a model error becomes a ServingError."""
+        if self._skip_cancelled and any(_cancelled(item) for item in batch):
+            batch, dropped = self._drop_cancelled(batch)
+            if not batch:
+                return dropped
+            return self.run(backend, batch, inline=inline) + dropped
         start = time.perf_counter_ns()
         try:
             results = backend.execute([item.request for item in batch])
@@ -81,6 +102,11 @@ class BatchExecutor:
         """`run` for a backend whose execute is awaited on the loop (`Backend.execute_async`).
         `started()`: when the backend began it (a pipelined batch waits for the ones ahead of
         it; that wait is queue time, not compute)."""
+        if self._skip_cancelled and any(_cancelled(item) for item in batch):
+            batch, dropped = self._drop_cancelled(batch)
+            if not batch:
+                return dropped
+            return await self.run_async(backend, execute, batch, started) + dropped
         sent = time.perf_counter_ns()
         try:
             results = await execute([item.request for item in batch])
@@ -91,6 +117,24 @@ class BatchExecutor:
             return self._account(backend, batch, failed, max(sent, started()), False, True)
         start = max(sent, started())
         return self._account(backend, batch, results, start, False, waited_ns=start - sent)
+
+    def _drop_cancelled(
+        self, batch: Sequence[QueuedRequest]
+    ) -> tuple[list[QueuedRequest], list[Outcome]]:
+        """The batch without its cancelled requests, and their outcomes (CANCELED failures;
+        nobody waits for them any more)."""
+        live: list[QueuedRequest] = []
+        dropped: list[Outcome] = []
+        now = time.perf_counter_ns()
+        for item in batch:
+            if _cancelled(item):
+                self._stats.record_failure(FailureReason.CANCELED, max(0, now - item.received_ns))
+                dropped.append((item, ModelErrorCancelled(_CANCELLED)))
+            else:
+                live.append(item)
+        if dropped:
+            logger.debug("model=%s: %d cancelled request(s) not executed", self.model, len(dropped))
+        return live, dropped
 
     def _failed(self, exc: BaseException, count: int) -> list[InferResponse | ServingError]:
         logger.warning("model=%s execute failed: %r", self.model, exc)

@@ -116,7 +116,7 @@ class Scheduler:
             inline_max_us = 0
         # Observed from the workers and the loop; a race can only lose one observation.
         self._policy = InlinePolicy(max_inline_ns=inline_max_us * 1000 if gil_bound else 0)
-        self._executor = BatchExecutor(model, stats, self._policy, trace)
+        self._executor = BatchExecutor(model, stats, self._policy, trace, skip_cancelled=True)
         # A batch of one cannot grow by waiting: pipelining it changes nothing but the wait.
         self._one_request = isinstance(policy, OneRequest)
         slots = 1

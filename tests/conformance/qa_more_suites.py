@@ -41,9 +41,9 @@ Repositories: tests/fixtures/triton_qa_more_repos.py.
                         Python models sleeping `execute_delay_ms`. Left out: its
                         request_cancellation_test (a C++ binary of Triton's build) and
                         test_grpc_async_infer_cancellation_at_step_start (its start sets
-                        TRITONSERVER_DELAY_GRPC_PROCESS, a test hook of Triton's server), and
-                        test.sh's grep of Triton's log for "Cancellation notification received
-                        for" (a line of Triton's C++ server)
+                        TRITONSERVER_DELAY_GRPC_PROCESS, a test hook of Triton's server).
+                        test.sh's grep of each grpc_cancellation_test start's log for
+                        "Cancellation notification received for" is a row of its own
     L0_model_queue      model_queue_test.py's seven tests, one server start each with test.sh's
                         config for it (queue size, timeout policies, priority levels);
                         qa/custom_models' custom_zero_1_float32 (Triton's C++ `identity`
@@ -169,6 +169,7 @@ MORE_SUITES = (
                     f"grpc_cancellation_test.GrpcCancellationTest.{test}",
                     "models_grpc",
                     ("--log-verbose=1",),
+                    log_expects="Cancellation notification received for",
                 )
                 for test in (
                     "test_grpc_async_infer",

@@ -59,6 +59,8 @@ class Run:
     # In `serve_args`, `env` and `server_env`, `{qa_dir}` is the suite's directory this run
     # and `{triton_dir}` the directory holding its `qa/` (Triton's TRITON_DIR).
     server_env: tuple[tuple[str, str], ...] = ()
+    # test.sh's grep of the server's log after the run: one more row, passed when it has this
+    log_expects: str = ""
 
     def at(self, qa_dir: Path) -> Run:
         """This run with `{qa_dir}` in its flags and environments made `qa_dir`."""

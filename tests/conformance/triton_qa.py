@@ -401,7 +401,13 @@ def _run_one(
         rc = server.stop()
         if rc != 0:
             print(f"warning: thaw {kind} exited {rc}; log: {server.log_path}", file=sys.stderr)
-    return results + rows_to_results(ref, run, rows)
+    results += rows_to_results(ref, run, rows)
+    if run.log_expects:
+        found = run.log_expects in server.log_path.read_text(errors="replace")
+        detail = "" if found else f"the server's log lacks {run.log_expects!r}"
+        row = f"{run.label or run.target}: log has {run.log_expects!r}"
+        results.append(Result(ref, "test.sh", row, "passed" if found else "failed", detail))
+    return results
 
 
 def apply_edits(qa_dir: Path, edits: tuple[tuple[str, str, str], ...]) -> None:

@@ -11,8 +11,10 @@ import numpy as np
 from runtime.backends.base import ExecTimings
 from runtime.errors import ServingError
 from runtime.inference import InferRequest, InferResponse, InferTensor
-from runtime.observe.stats import ModelStats
+from runtime.observe.stats import FailureReason, ModelStats
+from runtime.scheduling.batch_planner import DynamicBatching
 from runtime.scheduling.scheduler import Scheduler
+from tests.fakes.loop import eventually
 
 
 class _SleepyBackend:
@@ -161,4 +163,148 @@ async def test_a_backend_that_releases_the_gil_keeps_its_thread() -> None:
     for i in range(100):
         await scheduler.submit(_request(str(i)), batch_size=1, received_ns=0)
     assert threading.current_thread().name not in backend.threads
+    await asyncio.to_thread(scheduler.join)
+
+
+class _GatedBackend:
+    """Records the ids of every batch it executes; each execution waits for `go` (a thread
+    event: the worker thread blocks there, as a slow model would)."""
+
+    gil_bound = False
+    used_image = False
+    execute_async = None
+
+    def __init__(self) -> None:
+        self.timings = ExecTimings()
+        self.go = threading.Event()
+        self.began = threading.Event()
+        self.batches: list[list[str]] = []
+
+    def load(self, ctx: object) -> None: ...
+
+    def unload(self) -> None: ...
+
+    def execute(self, requests: list[InferRequest]) -> list[InferResponse | ServingError]:
+        self.batches.append([r.id or "" for r in requests])
+        self.began.set()
+        assert self.go.wait(30), "the test never let the model run"
+        return [InferResponse("m", "1", r.inputs, id=r.id) for r in requests]
+
+
+async def _cancel_queued(
+    scheduler: Scheduler, backend: _GatedBackend, cancel: list[str], keep: list[str]
+) -> list[InferResponse]:
+    """Run "first"; while it executes, queue `cancel` and `keep` (in that order), cancel the
+    tasks of `cancel`, then let the model run; the answers of `keep`."""
+    first = asyncio.create_task(scheduler.submit(_request("first"), batch_size=1, received_ns=0))
+    assert await asyncio.to_thread(backend.began.wait, 30)
+    tasks = {
+        rid: asyncio.create_task(scheduler.submit(_request(rid), batch_size=1, received_ns=0))
+        for rid in [*cancel, *keep]
+    }
+    await asyncio.sleep(0)  # each is queued
+    assert scheduler.pending() == len(tasks)
+    for rid in cancel:
+        tasks[rid].cancel()
+    await asyncio.sleep(0)
+    backend.go.set()
+    await first
+    return list(await asyncio.gather(*(tasks[rid] for rid in keep)))
+
+
+async def test_a_request_cancelled_while_queued_never_runs_and_counts_canceled() -> None:
+    backend = _GatedBackend()
+    stats = ModelStats()
+    scheduler = Scheduler("m", "1", [backend], stats)
+    answers = await _cancel_queued(scheduler, backend, ["gone1", "gone2"], ["kept"])
+    assert [a.id for a in answers] == ["kept"]
+    assert backend.batches == [["first"], ["kept"]]
+    assert stats.failures[FailureReason.CANCELED] == 2 and stats.fail.count == 2
+    assert stats.success.count == 2 and stats.execution_count == 2
+    assert scheduler.pending() == 0
+    follow = await scheduler.submit(_request("after"), batch_size=1, received_ns=0)
+    assert follow.id == "after"  # the worker and the queue's counts are intact
+    await asyncio.to_thread(scheduler.join)
+
+
+async def test_a_dynamic_batch_runs_without_its_cancelled_requests() -> None:
+    backend = _GatedBackend()
+    stats = ModelStats()
+    policy = DynamicBatching(max_batch_size=4, preferred=frozenset({3}))
+    scheduler = Scheduler("m", "1", [backend], stats, policy=policy)
+    answers = await _cancel_queued(scheduler, backend, ["gone"], ["a", "b"])
+    assert [a.id for a in answers] == ["a", "b"]
+    assert backend.batches == [["first"], ["a", "b"]]  # the batch formed with "gone" ran without it
+    assert stats.failures[FailureReason.CANCELED] == 1
+    await asyncio.to_thread(scheduler.join)
+
+
+async def test_a_batch_whose_requests_were_all_cancelled_is_not_executed() -> None:
+    backend = _GatedBackend()
+    stats = ModelStats()
+    policy = DynamicBatching(max_batch_size=4, preferred=frozenset({2}))
+    scheduler = Scheduler("m", "1", [backend], stats, policy=policy)
+    await _cancel_queued(scheduler, backend, ["x", "y"], [])
+    await eventually(lambda: scheduler.pending() == 0)  # the batch [x, y] was formed
+    await eventually(lambda: stats.failures[FailureReason.CANCELED] == 2)
+    assert backend.batches == [["first"]]
+    assert stats.failures[FailureReason.CANCELED] == 2 and stats.execution_count == 1
+    follow = await scheduler.submit(_request("after"), batch_size=1, received_ns=0)
+    assert follow.id == "after"
+    await asyncio.to_thread(scheduler.join)
+
+
+class _GatedStubBackend:
+    """A backend whose execute is an awaited round trip (a stub process's): each waits for
+    `go`, an asyncio event, and records its ids when it starts."""
+
+    gil_bound = False
+    used_image = False
+
+    def __init__(self) -> None:
+        self.timings = ExecTimings()
+        self.go = asyncio.Event()
+        self.batches: list[list[str]] = []
+
+    def load(self, ctx: object) -> None: ...
+
+    def unload(self) -> None: ...
+
+    def execute(self, requests: list[InferRequest]) -> list[InferResponse | ServingError]:
+        raise AssertionError("a loop-driven backend is awaited, never called")
+
+    @property
+    def execute_async(self) -> object:
+        return self._execute
+
+    async def _execute(self, requests: list[InferRequest]) -> list[InferResponse | ServingError]:
+        self.batches.append([r.id or "" for r in requests])
+        await self.go.wait()
+        return [InferResponse("m", "1", r.inputs, id=r.id) for r in requests]
+
+
+async def test_a_stub_models_cancelled_request_behind_its_pipeline_never_runs() -> None:
+    # One instance of a stub-process model has 8 requests on their way to the stub at once:
+    # those run whatever happens; the ones waiting behind them are checked before they go.
+    backend = _GatedStubBackend()
+    stats = ModelStats()
+    scheduler = Scheduler("m", "1", [backend], stats)  # type: ignore[list-item]
+    ahead = [
+        asyncio.create_task(scheduler.submit(_request(f"p{i}"), batch_size=1, received_ns=0))
+        for i in range(8)
+    ]
+    behind = {
+        rid: asyncio.create_task(scheduler.submit(_request(rid), batch_size=1, received_ns=0))
+        for rid in ("gone", "kept")
+    }
+    await eventually(lambda: len(backend.batches) == 8)  # the pipeline is full
+    assert scheduler.pending() == 9  # "gone" and "kept" wait, and 7 of the 8 on their way
+    behind["gone"].cancel()
+    await asyncio.sleep(0)
+    backend.go.set()
+    await asyncio.gather(*ahead)
+    assert (await behind["kept"]).id == "kept"
+    assert [b for b in backend.batches if b[0] in behind] == [["kept"]]
+    assert stats.failures[FailureReason.CANCELED] == 1
+    scheduler.close()
     await asyncio.to_thread(scheduler.join)
