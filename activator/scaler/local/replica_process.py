@@ -230,4 +230,9 @@ class ReplicaProcess:
         for task in self._readers:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(task, 2)
+        if self._listening.done() and not self._listening.cancelled():
+            # A start cut short by this stop (`thaw up` stopping while its pool refills): the
+            # wait for it was cancelled, so nobody reads its "exited before listening" now;
+            # read here, else asyncio logs it at shutdown as an error never retrieved.
+            self._listening.exception()
         return code
