@@ -42,6 +42,15 @@ Outcome = tuple[QueuedRequest, InferResponse | ServingError]
 _CANCELLED = "Request was cancelled"  # Triton's text; nobody reads it (the client is gone)
 
 
+def _any_cancelled(batch: Sequence[QueuedRequest]) -> bool:
+    """Whether any request of `batch` is cancelled (a plain loop: this runs for every batch)."""
+    for item in batch:
+        future = item.future
+        if future is not None and future.cancelled():
+            return True
+    return False
+
+
 def _cancelled(item: QueuedRequest) -> bool:
     """Whether nobody waits for `item` any more: its future was cancelled (any thread may ask:
     a read of the future's state, written on the loop; a cancel just after it lets it run)."""
@@ -80,7 +89,7 @@ class BatchExecutor:
         self, backend: Backend, batch: Sequence[QueuedRequest], *, inline: bool
     ) -> list[Outcome]:
         """Execute one batch, record its statistics; a model error becomes a ServingError."""
-        if self._skip_cancelled and any(_cancelled(item) for item in batch):
+        if self._skip_cancelled and _any_cancelled(batch):
             batch, dropped = self._drop_cancelled(batch)
             if not batch:
                 return dropped
@@ -102,7 +111,7 @@ class BatchExecutor:
         """`run` for a backend whose execute is awaited on the loop (`Backend.execute_async`).
         `started()`: when the backend began it (a pipelined batch waits for the ones ahead of
         it; that wait is queue time, not compute)."""
-        if self._skip_cancelled and any(_cancelled(item) for item in batch):
+        if self._skip_cancelled and _any_cancelled(batch):
             batch, dropped = self._drop_cancelled(batch)
             if not batch:
                 return dropped
