@@ -3,6 +3,7 @@ choice of credentials, and the status a refused connection ends in."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -11,7 +12,7 @@ from tritonclient.utils import InferenceServerException
 
 from tests.fixtures.tls_certs import Certificates
 
-__all__ = ["add_sub_over", "refusal_of", "trusting", "with_client_cert"]
+__all__ = ["add_sub_over", "live_files", "refusal_of", "renew", "trusting", "with_client_cert"]
 
 
 def trusting(certs: Certificates) -> dict[str, Any]:
@@ -46,3 +47,22 @@ def refusal_of(address: str, **client: Any) -> str:
     except InferenceServerException as exc:
         return str(exc.status())
     raise AssertionError(f"{client} was served")
+
+
+def renew(live: Path, certs: Certificates) -> None:
+    """Put `certs`' server certificate, key and CA in `live` (server_cert, server_key,
+    ca_cert) as a renewal does: each file staged beside and renamed over the old one."""
+    for name in ("server_cert", "server_key", "ca_cert"):
+        staged = live / f".{name}.new"
+        staged.write_bytes(certs.read(name))
+        staged.replace(live / name)
+
+
+def live_files(live: Path) -> tuple[str, ...]:
+    """The TLS flags for the files of `live` (mutual TLS, its ca_cert the root)."""
+    return (
+        "--grpc-use-ssl-mutual=true",
+        *("--grpc-server-cert", str(live / "server_cert")),
+        *("--grpc-server-key", str(live / "server_key")),
+        *("--grpc-root-cert", str(live / "ca_cert")),
+    )

@@ -16,7 +16,14 @@ import pytest
 from tests.fixtures.models import make_add_sub
 from tests.fixtures.tls_certs import Certificates, make_certificates, openssl_available
 from tests.fixtures.up_process import UpProcess, light_args
-from tests.support.grpc_tls_client import add_sub_over, refusal_of, trusting, with_client_cert
+from tests.support.grpc_tls_client import (
+    add_sub_over,
+    live_files,
+    refusal_of,
+    renew,
+    trusting,
+    with_client_cert,
+)
 
 pytestmark = [
     pytest.mark.integration,
@@ -74,3 +81,26 @@ def test_mutual_tls_without_a_root_certificate_stops_the_start(
     )  # fmt: skip
     assert proc.returncode == 2, proc.stderr
     assert "--grpc-use-ssl-mutual needs --grpc-root-cert" in proc.stderr
+
+
+def test_the_front_door_serves_a_renewed_certificate_without_a_restart(
+    repo: Path, certs: Certificates, tmp_path: Path
+) -> None:
+    live = tmp_path / "live"
+    live.mkdir()
+    renew(live, certs)
+    renewed = make_certificates(tmp_path / "renewed")
+    server = UpProcess(repo, *light_args(repo), *live_files(live))
+    try:
+        np.testing.assert_array_equal(
+            add_sub_over(server.grpc_address, **with_client_cert(certs)), 3
+        )
+        renew(live, renewed)
+        out = add_sub_over(server.grpc_address, **with_client_cert(renewed))
+        np.testing.assert_array_equal(out, 3)
+        assert (
+            refusal_of(server.grpc_address, **with_client_cert(certs)) == "StatusCode.UNAVAILABLE"
+        )
+        assert "gRPC TLS: certificate reloaded" in server.log_path.read_text(errors="replace")
+    finally:
+        server.stop()

@@ -1,6 +1,7 @@
 """`thaw serve` with tritonserver's TLS flags: tritonclient infers over TLS (and with a client
 certificate under mutual TLS); a plaintext client, a client without a certificate and one
-another CA vouches for are refused; bad certificate files stop the start, naming the flag."""
+another CA vouches for are refused; bad certificate files stop the start, naming the flag; a
+renewed certificate is served to new connections without a restart."""
 
 from __future__ import annotations
 
@@ -14,7 +15,14 @@ import pytest
 from tests.fixtures.models import make_add_sub
 from tests.fixtures.serve_process import ServeProcess
 from tests.fixtures.tls_certs import Certificates, make_certificates, openssl_available
-from tests.support.grpc_tls_client import add_sub_over, refusal_of, trusting, with_client_cert
+from tests.support.grpc_tls_client import (
+    add_sub_over,
+    live_files,
+    refusal_of,
+    renew,
+    trusting,
+    with_client_cert,
+)
 
 pytestmark = [
     pytest.mark.integration,
@@ -106,3 +114,27 @@ def test_bad_certificate_files_stop_the_start_naming_the_flag(
         server.stop()  # closes the log's writer: read it by path
         log = server.log_path.read_text(errors="replace")
         assert f"thaw serve: error: {words}" in log, log
+
+
+def test_a_renewed_certificate_is_served_to_new_connections_without_a_restart(
+    repo: Path, certs: Certificates, tmp_path: Path
+) -> None:
+    live = tmp_path / "live"
+    live.mkdir()
+    renew(live, certs)
+    renewed = make_certificates(tmp_path / "renewed")  # another CA: tells the two apart
+    server = ServeProcess(repo, *live_files(live))
+    try:
+        server.wait_ready()
+        np.testing.assert_array_equal(
+            add_sub_over(server.grpc_address, **with_client_cert(certs)), 3
+        )
+        renew(live, renewed)
+        out = add_sub_over(server.grpc_address, **with_client_cert(renewed))
+        np.testing.assert_array_equal(out, 3)  # a new connection: the renewed chain and root
+        assert (
+            refusal_of(server.grpc_address, **with_client_cert(certs)) == "StatusCode.UNAVAILABLE"
+        )
+        assert "gRPC TLS: certificate reloaded" in server.logs()
+    finally:
+        server.stop()
