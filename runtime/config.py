@@ -223,7 +223,10 @@ class ServeConfig:
     vram_headroom_bytes: int = 512 << 20
 
     def __post_init__(self) -> None:
-        _in_range("port", self.port, 0, 65535)
+        # A port of a listener turned off is not read (tritonserver ignores it too:
+        # `--http-port -47 --allow-http 0` starts, qa/L0_socket).
+        if self.allow_http:
+            _in_range("port", self.port, 0, 65535)
         _in_range("repository_poll_secs", self.repository_poll_secs, *POLL_SECS_RANGE)
         _in_range("max_body_bytes", self.max_body_bytes, 1024, 1 << 40)
         _in_range("max_json_depth", self.max_json_depth, 2, 10000)
@@ -251,8 +254,10 @@ class ServeConfig:
             raise ConfigError(problem)
         _in_range("inline_exec_max_us", self.inline_exec_max_us, 0, 10_000)
         _in_range("handoff_max_age_s", self.handoff_max_age_s, 0, 86400)
-        _in_range("grpc_port", self.grpc_port, 0, 65535)
-        _in_range("metrics_port", self.metrics_port, 0, 65535)
+        if self.allow_grpc:
+            _in_range("grpc_port", self.grpc_port, 0, 65535)
+        if self.allow_metrics:
+            _in_range("metrics_port", self.metrics_port, 0, 65535)
         _in_range("model_load_threads", self.model_load_threads, 1, 1024)
         _in_range("model_load_retries", self.model_load_retries, 0, 100)
         if self.rate_limit not in ("off", "execution_count"):

@@ -114,7 +114,7 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
         max_tool_call_parse_bytes=args.max_tool_call_parse_bytes,
         lora_separator=args.lora_separator or None,
         default_max_tokens=args.default_max_tokens,
-        host=args.host,
+        host=args.http_address if args.http_address is not None else args.host,
         port=args.port,
         model_control_mode=ModelControlMode(args.model_control_mode),
         load_models=tuple(args.load_model),
@@ -163,19 +163,22 @@ def _surfaces(args: argparse.Namespace) -> dict[str, Any]:
     """The listeners' settings. With `--port 0` (tests, `thaw up`'s replicas) the gRPC and
     metrics ports not given are free ones too, so that processes side by side never collide."""
     free = args.port == 0
+    # `--host` is every listener's default address; tritonserver's `--http-address` is HTTP's
+    # alone (so `--http-address -47 --allow-http 0` starts, as tritonserver does: qa/L0_socket).
+    others = args.host if args.http_address is not None else None
     return {
         "allow_http": args.allow_http,
         "allow_grpc": args.allow_grpc,
         "reuse_http_port": args.reuse_http_port,
         "reuse_grpc_port": args.reuse_grpc_port,
-        "grpc_host": args.grpc_address,
+        "grpc_host": args.grpc_address if args.grpc_address is not None else others,
         "grpc_port": args.grpc_port if args.grpc_port is not None else (0 if free else 8001),
         "grpc_max_message_bytes": args.grpc_max_message_bytes,
         "grpc_response_compression_level": args.grpc_response_compression_level,
         "grpc_keepalive": keepalive_from(args),
         "server_id": args.server_id,
         "allow_metrics": args.allow_metrics,
-        "metrics_host": args.metrics_address,
+        "metrics_host": args.metrics_address if args.metrics_address is not None else others,
         "metrics_port": args.metrics_port
         if args.metrics_port is not None
         else (0 if free else 8002),

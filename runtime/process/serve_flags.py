@@ -42,8 +42,13 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         "--model-repository=DIR, repeatable)",
     )  # fmt: skip
     p.add_argument(
-        "--host", "--http-address", dest="host", default="127.0.0.1",
-        help="address to bind (default %(default)s)",
+        "--host", dest="host", default="127.0.0.1",
+        help="address to bind: HTTP's, and gRPC's and metrics' unless given theirs "
+        "(default %(default)s)",
+    )  # fmt: skip
+    p.add_argument(
+        "--http-address", dest="http_address", default=None, metavar="HOST",
+        help="HTTP bind address only, as tritonserver's (default: --host)",
     )  # fmt: skip
     p.add_argument(
         "--port", "--http-port", dest="port", type=int, default=8000,

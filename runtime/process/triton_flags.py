@@ -127,7 +127,8 @@ _PYTHON_SETTINGS = frozenset(
 def add_triton_flags(p: argparse.ArgumentParser) -> None:
     """The tritonserver flags Thaw applies, as one group of `thaw serve`'s options.
 
-    `--http-port`/`--http-address` are `--port`/`--host`'s Triton names (added with those).
+    `--http-port` is `--port`'s Triton name (added with it); `--http-address` sets HTTP's
+    address alone (added with `--host`, every listener's default address).
     """
     g = p.add_argument_group("tritonserver-compatible flags")
     g.add_argument(
@@ -144,12 +145,12 @@ def add_triton_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--grpc-port", type=int, default=None, metavar="PORT",
                    help="KServe v2 gRPC port (default 8001; 0 with --port 0)")  # fmt: skip
     g.add_argument("--grpc-address", default=None, metavar="HOST",
-                   help="gRPC bind address (default: --host)")  # fmt: skip
+                   help="gRPC bind address (default: --host, not --http-address)")  # fmt: skip
     g.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                    help="Prometheus /metrics port (default 8002; 0 with --port 0); /metrics "
                    "is also served on the HTTP port")  # fmt: skip
     g.add_argument("--metrics-address", default=None, metavar="HOST",
-                   help="metrics bind address (default: --host)")  # fmt: skip
+                   help="metrics bind address (default: --host, not --http-address)")  # fmt: skip
     add_reuse_port_arguments(g)
     for name, what in (("http", "the KServe v2 HTTP"), ("grpc", "the gRPC"),
                        ("metrics", "the metrics")):  # fmt: skip

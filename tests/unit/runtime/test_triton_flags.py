@@ -261,3 +261,29 @@ def test_log_and_trace_flags_become_the_extensions_start_settings() -> None:
 def test_bad_log_and_trace_flags_are_config_errors(flag: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         _parse("repo", flag)
+
+
+def test_a_listener_turned_off_has_its_port_ignored_as_tritonserver_does() -> None:
+    # qa/L0_socket starts tritonserver with `--http-port -47 --allow-http 0` and expects it up.
+    config = _parse("/models", "--http-port", "-47", "--allow-http", "0")
+    assert not config.allow_http and config.grpc_port == 8001
+    config = _parse(
+        "/models",
+        *("--grpc-port", "-47", "--allow-grpc", "false"),
+        *("--metrics-port", "-47", "--allow-metrics", "0"),
+    )
+    assert not (config.allow_grpc or config.allow_metrics) and config.port == 8000
+    with pytest.raises(ConfigError, match="`port` = -47"):
+        _parse("/models", "--http-port", "-47")  # on: refused, naming it
+
+
+def test_http_address_is_https_alone_and_host_every_listeners_default() -> None:
+    config = _parse("/models", "--http-address", "-47", "--allow-http", "0")
+    assert config.host == "-47"
+    assert config.grpc_host == "127.0.0.1" and config.metrics_host == "127.0.0.1"
+    config = _parse("/models", "--host", "0.0.0.0")  # Thaw's own flag: every listener
+    assert config.host == "0.0.0.0" and config.grpc_host is None and config.metrics_host is None
+    config = _parse(
+        "/models", "--host", "0.0.0.0", "--http-address", "127.0.0.2", "--grpc-address", "::1"
+    )
+    assert (config.host, config.grpc_host, config.metrics_host) == ("127.0.0.2", "::1", "0.0.0.0")
