@@ -44,7 +44,15 @@ def _in_field_order(desc: descriptor.Descriptor, data: dict[str, Any]) -> dict[s
             continue
         value = data[field.name]
         sub = field.message_type
-        if sub is not None and not sub.GetOptions().map_entry:
+        if sub is not None and sub.GetOptions().map_entry:
+            # A map of messages (`priority_queue_policy`): each value in its own field order.
+            entry = sub.fields_by_name["value"].message_type
+            if entry is not None and isinstance(value, dict):
+                value = {
+                    k: _in_field_order(entry, v) if isinstance(v, dict) else v
+                    for k, v in value.items()
+                }
+        elif sub is not None:
             if isinstance(value, list):
                 value = [_in_field_order(sub, v) if isinstance(v, dict) else v for v in value]
             elif isinstance(value, dict):

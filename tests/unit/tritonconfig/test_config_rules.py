@@ -58,6 +58,30 @@ def test_json_matches_triton_form_with_int64_as_numbers() -> None:
     assert data["input"][0]["optional"] is False
 
 
+def test_json_writes_a_map_of_queue_policies_in_field_order_with_uint64_numbers() -> None:
+    # qa/L0_config_json's max_priority_level greps Triton's compact /config for the policy of
+    # level 2^32 in the .proto's field order, timeout_action first (below).
+    text = """
+    name: "m" backend: "python" max_batch_size: 1
+    input [ { name: "IN" data_type: TYPE_FP32 dims: [ 1 ] } ]
+    output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 1 ] } ]
+    dynamic_batching {
+      priority_levels: 18446744073709551615 default_priority_level: 4294967295
+      priority_queue_policy [ { key: 4294967296 value: { timeout_action: REJECT
+        default_timeout_microseconds: 18446744073709551615 allow_timeout_override: true
+        max_queue_size: 10 } } ]
+    }
+    """
+    compact = json.dumps(config_to_json(parse_config(text, "repo/m/config.pbtxt")),
+                         separators=(",", ":"))  # fmt: skip
+    assert (
+        '"4294967296":{"timeout_action":"REJECT","default_timeout_microseconds":'
+        '18446744073709551615,"allow_timeout_override":true,"max_queue_size":10}'
+    ) in compact
+    assert '"priority_levels":18446744073709551615' in compact
+    assert '"default_priority_level":4294967295' in compact
+
+
 def test_json_leaves_out_an_ensemble_field_triton_2_51_does_not_have() -> None:
     # Triton 2.51's /config of an ensemble has no `max_inflight_requests` (observed side by
     # side; tritonclient's newer .proto has it); a value set is written.
