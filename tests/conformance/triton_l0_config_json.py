@@ -1,0 +1,145 @@
+"""Triton's qa/L0_config_json, its own test.sh, against `thaw serve`: each trial starts the
+server on a model repository, reads `/v2/models/<model>/config` with curl and greps the compact
+JSON for what Triton writes (dims, reshape, version policy, batchers, an ensemble's versions,
+warm-up samples, queue policies at the uint32 / uint64 limits).
+
+    unshare -n sh -c 'ip link set lo up && \
+        .venv/bin/python -m tests.conformance.triton_l0_config_json'
+
+test.sh, its two .pbtxt files and qa/common/util.sh (its `run_server`) are read from the
+server mirror (`--mirror`, default `$TRITON_SERVER_MIRROR`; without one the run says so and
+exits 0) and run by bash unchanged but for `EDITS`: `SERVER` is a two-line shim that runs
+`thaw serve` with the flags test.sh gives, `DATADIR` a directory holding Triton's
+`qa_model_repository/savedmodel_nobatch_float32_float32_float32` as its ONNX twin
+(`onnx_nobatch_float32_float32_float32`, made by Triton's qa/common/gen_qa_models.py:
+tests/fixtures/triton_qa_gen.py; the same inputs, outputs, dims and version policy), and the
+`max_priority_level` model of Triton's C++ `identity` backend is a Python identity model. It
+uses Triton's port 8000: run it in a network namespace of its own, as above.
+
+Exit status: test.sh's (0 when it says "Test Passed").
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from tests.conformance.qa_checkout import git_show
+from tests.fixtures.triton_qa_gen import copy_models, stand_in
+from tests.fixtures.triton_qa_suite_repos import Mirror
+
+__all__ = ["EDITS", "main"]
+
+SUITE = "qa/L0_config_json"
+FILES = ("test.sh", "ensemble_config.pbtxt", "max_priority_level.pbtxt")
+MODEL = "savedmodel_nobatch_float32_float32_float32"
+TIMEOUT_S = 900
+
+_IDENTITY = """import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor(
+            "OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy())])
+            for r in requests]
+"""
+
+# (file, text, replacement): what differs from Triton's run, each a stand-in named above.
+EDITS: tuple[tuple[str, str, str], ...] = (
+    ("test.sh", "SERVER=/opt/tritonserver/bin/tritonserver", "SERVER=$THAW_SERVER_SHIM"),
+    ("test.sh", 'DATADIR="/data/inferenceserver/${REPO_VERSION}"', "DATADIR=$THAW_DATADIR"),
+    (
+        "test.sh",
+        "cp max_priority_level.pbtxt models/max_priority_level/config.pbtxt",
+        "cp max_priority_level.pbtxt models/max_priority_level/config.pbtxt && "
+        "cp identity_model.py models/max_priority_level/1/model.py",
+    ),
+    ("max_priority_level.pbtxt", 'backend: "identity"', 'backend: "python"'),
+)
+
+
+def _prepare(mirror: Mirror, ref: str, work: Path) -> Path:
+    """The suite's directory under `work/qa`, edited, beside `qa/common/util.sh`."""
+    suite = work / "qa" / "L0_config_json"
+    suite.mkdir(parents=True)
+    mirror.copy("qa/common/util.sh", work / "qa" / "common" / "util.sh")
+    for name in FILES:
+        mirror.copy(f"{SUITE}/{name}", suite / name)
+    for name, old, new in EDITS:
+        path = suite / name
+        text = path.read_text()
+        if old not in text:
+            raise SystemExit(f"{ref}:{SUITE}/{name} has no {old!r} to change")
+        path.write_text(text.replace(old, new))
+    (suite / "identity_model.py").write_text(_IDENTITY)
+    return suite
+
+
+def _datadir(mirror: Mirror, work: Path) -> Path:
+    """Triton's data directory, as much of it as test.sh reads."""
+    generated = work / "generated"
+    copy_models(mirror, "qa_model_repository", generated, ["onnx_nobatch_float32_float32_float32"])
+    repo = work / "data" / "qa_model_repository"
+    repo.mkdir(parents=True)
+    stand_in(generated / "onnx_nobatch_float32_float32_float32", repo, MODEL)
+    return work / "data"
+
+
+def _shim(work: Path) -> Path:
+    shim = work / "tritonserver"
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m thaw.cli serve "$@"\n')
+    shim.chmod(0o755)
+    return shim
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--mirror", type=Path, default=os.environ.get("TRITON_SERVER_MIRROR", ""))
+    parser.add_argument("--ref", default="v2.51.0")
+    args = parser.parse_args(argv)
+    if str(args.mirror) in ("", ".") or git_show(args.mirror, args.ref, f"{SUITE}/test.sh") is None:
+        print(f"skipped: no Triton server mirror with {SUITE} at {args.ref} (--mirror or "
+              "$TRITON_SERVER_MIRROR)", file=sys.stderr)  # fmt: skip
+        return 0
+
+    def read(path: str) -> bytes:
+        content = git_show(args.mirror, args.ref, path)
+        if content is None:
+            raise SystemExit(f"{args.ref}:{path} is not in {args.mirror}")
+        return content
+
+    mirror = Mirror(read)
+    with tempfile.TemporaryDirectory(prefix="thaw-l0-config-json-") as tmp:
+        work = Path(tmp)
+        suite = _prepare(mirror, args.ref, work)
+        env = {
+            **os.environ,
+            "THAW_SERVER_SHIM": str(_shim(work)),
+            "THAW_DATADIR": str(_datadir(mirror, work)),
+            "PYTHONPATH": os.pathsep.join(
+                filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")])
+            ),
+        }
+        proc = subprocess.run(
+            ["bash", "test.sh", args.ref.lstrip("v")], cwd=suite, env=env, capture_output=True,
+            text=True, timeout=TIMEOUT_S, check=False,
+        )  # fmt: skip
+    output = proc.stdout + proc.stderr
+    failures = [line for line in output.splitlines() if line.startswith("*** ")]
+    for line in failures:
+        print(line)
+    passed = proc.returncode == 0 and "Test Passed" in output
+    print(f"L0_config_json on thaw serve: {'passed' if passed else 'FAILED'} (test.sh exit "
+          f"{proc.returncode})")  # fmt: skip
+    if not passed:
+        print("\n".join(output.splitlines()[-40:]))
+    return 0 if passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
