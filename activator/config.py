@@ -30,6 +30,7 @@ from thawwire.internal_calls import InternalCalls
 from thawwire.log_settings import LogSettings
 from thawwire.runtime_parameters import RUNTIME_PARAMETERS, runtime_parameter_error
 from thawwire.trace_settings import TraceSetting
+from tritonconfig import DEFAULT_MAX_BATCH_SIZE
 
 __all__ = [
     "BOOL_SETTINGS",
@@ -256,6 +257,9 @@ class ActivatorConfig:
     # False: tritonserver's `--disable-auto-complete-config` (or `--strict-model-config=true`),
     # for the activator's own reading of the configs and every replica's.
     auto_complete_config: bool = True
+    # `--backend-config=[onnxruntime,]default-max-batch-size` (thawserver.backend_config_flags):
+    # the max_batch_size ONNX auto-complete gives a model that can batch and sets none.
+    default_max_batch_size: int = DEFAULT_MAX_BATCH_SIZE
     port: int = 8000
     cache_dir: Path | None = None
     cache_max_bytes: int | None = None  # node-cache budget (`--cache-max-bytes`), None: unbounded

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from runtime.header_forward import compile_pattern
 from thawserver import connection_limits, ranges
+from thawserver.backend_config_flags import default_max_batch_size
 from thawserver.connection_limits import ConnectionLimits
 from thawserver.grpc_compression import GRPC_COMPRESSION_LEVELS
 from thawserver.grpc_keepalive import GrpcKeepalive
@@ -201,6 +202,12 @@ class ServeConfig:
         """The largest gRPC message accepted, in bytes."""
         return self.grpc_max_message_bytes or self.max_body_bytes
 
+    @property
+    def default_max_batch_size(self) -> int:
+        """What ONNX auto-complete gives a model that can batch and sets no `max_batch_size`
+        (tritonserver's `--backend-config=[onnxruntime,]default-max-batch-size`, else 4)."""
+        return default_max_batch_size(self.backend_config, "onnxruntime")
+
     def backend_setting(self, backend: str, key: str) -> str | None:
         """The last `--backend-config` value of `backend`'s `key`, else None."""
         found = None
@@ -254,6 +261,10 @@ class ServeConfig:
             raise ConfigError(problem)
         _in_range("inline_exec_max_us", self.inline_exec_max_us, 0, 10_000)
         _in_range("handoff_max_age_s", self.handoff_max_age_s, 0, 86400)
+        try:
+            self.default_max_batch_size  # noqa: B018 (checked here: refused at start)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         if self.allow_grpc:
             _in_range("grpc_port", self.grpc_port, 0, 65535)
         if self.allow_metrics:

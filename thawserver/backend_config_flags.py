@@ -13,7 +13,14 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-__all__ = ["BackendSetting", "add_backend_config_argument", "backend_settings"]
+from tritonconfig import DEFAULT_MAX_BATCH_SIZE
+
+__all__ = [
+    "BackendSetting",
+    "add_backend_config_argument",
+    "backend_settings",
+    "default_max_batch_size",
+]
 
 # (backend, setting, value); backend "" for a global setting (`--backend-config=KEY=VALUE`).
 BackendSetting = tuple[str, str, str]
@@ -26,8 +33,9 @@ def add_backend_config_argument(
     where = " (given to every replica)" if replicas else ""
     group.add_argument(
         "--backend-config", action="append", default=[], metavar="BACKEND,KEY=VALUE",
-        help=f"a backend setting (repeatable){where}; python's shm and stub settings are "
-        "accepted, others are logged as ignored",
+        help=f"a backend setting (repeatable){where}; python's shm and stub settings and "
+        "default-max-batch-size (ONNX auto-complete's, default 4) are accepted, others are "
+        "logged as ignored",
     )  # fmt: skip
 
 
@@ -35,12 +43,37 @@ def backend_settings(values: Sequence[str]) -> tuple[BackendSetting, ...]:
     """`--backend-config` values as (backend, setting, value); ValueError names a bad one."""
     settings: list[BackendSetting] = []
     for text in values:
-        head, _, rest = text.partition(",")
+        head, comma, rest = text.partition(",")
         backend, pair = ("", text) if "=" in head or not rest else (head.strip(), rest)
+        if comma and not backend and not head.strip():
+            raise ValueError(f"No backend specified. {_FORMAT}. Got {text!r}")
         key, eq, value = pair.partition("=")
-        if not eq or not key.strip():
-            raise ValueError(
-                f"`backend_config` = {text!r}, must be BACKEND,SETTING=VALUE or SETTING=VALUE"
-            )
+        # tritonserver refuses an empty setting or value too (qa/L0_backend_config)
+        if not eq or not key.strip() or not value.strip():
+            raise ValueError(f"{_FORMAT}. Got {text!r}")
         settings.append((backend, key.strip(), value.strip()))
     return tuple(settings)
+
+
+# tritonserver's words, which its qa/L0_backend_config looks for in the log of a refused start
+_FORMAT = (
+    "--backend-config option format is '<backend name>,<setting>=<value>' or '<setting>=<value>'"
+)
+
+
+def default_max_batch_size(settings: Sequence[BackendSetting], backend: str) -> int:
+    """The `max_batch_size` that `backend`'s auto-complete gives a model that can batch and
+    whose config sets none: the last `BACKEND,default-max-batch-size=N`, else the last
+    `default-max-batch-size=N`, else 4 (tritonserver's; a negative N is 0: no batching).
+    ValueError when N is not an integer (tritonserver's backend then fails to start)."""
+    given = {name: value for name, key, value in settings if key == "default-max-batch-size"}
+    chosen = next(((name, given[name]) for name in (backend, "") if name in given), None)
+    if chosen is None:
+        return DEFAULT_MAX_BATCH_SIZE
+    try:
+        return max(int(chosen[1]), 0)
+    except ValueError:
+        where = f"{chosen[0]}," if chosen[0] else ""
+        raise ValueError(
+            f"--backend-config={where}default-max-batch-size={chosen[1]}: not an integer"
+        ) from None

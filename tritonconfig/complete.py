@@ -8,7 +8,7 @@ from pathlib import Path
 from tritonconfig.defaults import fill_defaults
 from tritonconfig.ensemble import is_ensemble
 from tritonconfig.errors import ModelConfigError
-from tritonconfig.onnx_autocomplete import autocomplete_from_onnx
+from tritonconfig.onnx_autocomplete import DEFAULT_MAX_BATCH_SIZE, autocomplete_from_onnx
 from tritonconfig.platform import default_model_filename, normalize_platform
 from tritonconfig.schema import mc
 from tritonconfig.validate import validate_config
@@ -26,6 +26,7 @@ def complete_config(
     require_model_files: bool,
     auto_complete: bool = True,
     gpus: Sequence[int] = (0,),
+    default_max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
 ) -> list[int]:
     """Complete `config` (of the model in `model_dir`) in place and check it; return the
     versions its policy serves, ascending. ModelConfigError where Triton would refuse it.
@@ -37,7 +38,9 @@ def complete_config(
     model has no version directory. A python model's own `auto_complete_config` is not run
     here: it runs the model's code. `auto_complete=False` (tritonserver's
     `--disable-auto-complete-config`) skips the ONNX auto-complete: the config must then
-    declare what the model takes and gives.
+    declare what the model takes and gives. `default_max_batch_size`: what the ONNX
+    auto-complete gives a model that can batch and sets no `max_batch_size` (tritonserver's
+    `--backend-config=onnxruntime,default-max-batch-size`, 4 by default).
     """
     available = available_versions(model_dir)
     newest = model_dir / str(available[-1]) if available else None
@@ -47,7 +50,9 @@ def complete_config(
         versions = select_versions(config.version_policy, available, str(model_dir))
         _check_model_files(config, model_dir, versions, source, required=require_model_files)
         onnx_file = model_dir / str(versions[-1]) / default_model_filename(config)
-        autocomplete_from_onnx(config, onnx_file, source)
+        autocomplete_from_onnx(
+            config, onnx_file, source, default_max_batch_size=default_max_batch_size
+        )
     fill_defaults(config, gpu_available=gpu_available, gpus=gpus)
     validate_config(config, source)
     if versions is None:

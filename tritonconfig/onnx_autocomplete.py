@@ -10,7 +10,7 @@ from tritonconfig.schema import mc
 __all__ = ["DEFAULT_MAX_BATCH_SIZE", "autocomplete_from_onnx", "onnx_ios"]
 
 # Triton's `--backend-config=default-max-batch-size` default for auto-completed models.
-DEFAULT_MAX_BATCH_SIZE = 4
+DEFAULT_MAX_BATCH_SIZE = 4  # thawserver.backend_config_flags reads the flag
 
 # ONNX TensorProto.DataType -> config DataType.
 _ONNX_TO_CONFIG: dict[int, int] = {
@@ -33,27 +33,36 @@ _ONNX_TO_CONFIG: dict[int, int] = {
 _Io = tuple[str, int, list[int]]  # name, config DataType, dims (-1 where variable)
 
 
-def autocomplete_from_onnx(config: mc.ModelConfig, model_path: Path, source: str) -> None:
-    """Fill what the config leaves out from the graph: inputs/outputs, and for a batchable
-    graph in a config without `max_batch_size`, Triton's default one and the dynamic batcher."""
-    if len(config.input) > 0 and len(config.output) > 0:
+def autocomplete_from_onnx(
+    config: mc.ModelConfig,
+    model_path: Path,
+    source: str,
+    *,
+    default_max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
+) -> None:
+    """Fill what the config leaves out from the graph, as Triton's onnxruntime backend does:
+    nothing when it declares inputs (or batch inputs) and outputs; else the inputs and outputs,
+    and for a graph that can batch (every tensor's first dimension variable) a config without
+    `max_batch_size` gets `default_max_batch_size` (`--backend-config=default-max-batch-size`)
+    and, when the batch is over 1 and it names no batcher, the dynamic batcher."""
+    if len(config.input) + len(config.batch_input) > 0 and len(config.output) > 0:
         return
     inputs, outputs = onnx_ios(model_path, source)
     everything = inputs + outputs
     batchable = bool(everything) and all(dims and dims[0] == -1 for _, _, dims in everything)
-    strip = False
-    if config.max_batch_size == 0 and batchable:
-        config.max_batch_size = DEFAULT_MAX_BATCH_SIZE
-        strip = True
-        if not config.HasField("sequence_batching"):
+    if batchable:
+        if config.max_batch_size == 0:
+            config.max_batch_size = max(default_max_batch_size, 0)
+        if config.max_batch_size > 1 and not (
+            config.HasField("sequence_batching") or config.HasField("dynamic_batching")
+        ):
             config.dynamic_batching.SetInParent()
-    elif config.max_batch_size > 0:
-        if not batchable:
-            raise ModelConfigError(
-                f"{source}: autofill failed for model '{config.name}': model does not support "
-                "batching while non-zero max_batch_size is specified"
-            )
-        strip = True
+    elif config.max_batch_size != 0:
+        raise ModelConfigError(
+            f"{source}: autofill failed for model '{config.name}': model does not support "
+            "batching while non-zero max_batch_size is specified"
+        )
+    strip = config.max_batch_size > 0
     if len(config.input) == 0:
         for name, dtype, dims in inputs:
             config.input.add(name=name, data_type=dtype, dims=dims[1:] if strip else dims)

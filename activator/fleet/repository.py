@@ -44,6 +44,7 @@ from thawwire.metadata import model_metadata
 from thawwire.model_control import ambiguous, not_unique
 from thawwire.names import is_model_name, unknown_model
 from tritonconfig import (
+    DEFAULT_MAX_BATCH_SIZE,
     ModelConfigError,
     complete_config,
     composing_models,
@@ -117,6 +118,7 @@ def _load_entry(
     backend_directory: Path | None = None,
     *,
     auto_complete: bool = True,
+    default_max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
     namespacing: bool = False,
     config_json: str | None = None,
     config_name: str = "",
@@ -145,7 +147,7 @@ def _load_entry(
         # As a replica on its default target (`thaw serve --target cpu`) completes it.
         versions = complete_config(
             config, directory, str(path), gpu_available=False, require_model_files=False,
-            auto_complete=auto_complete,
+            auto_complete=auto_complete, default_max_batch_size=default_max_batch_size,
         )  # fmt: skip
         if declared and declared != name:
             raise ConfigError(f"{path}: name '{declared}' does not match directory '{name}'")
@@ -240,6 +242,7 @@ class _Reading:
     auto_complete: bool = True
     namespacing: bool = False
     config_name: str = ""  # `--model-config-name` (tritonconfig.config_name)
+    default_max_batch_size: int = DEFAULT_MAX_BATCH_SIZE  # ONNX auto-complete's
 
 
 class Repository:
@@ -311,6 +314,7 @@ class Repository:
         missing_ok: bool = False,
         namespacing: bool = False,
         config_name: str = "",
+        default_max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
     ) -> Repository:
         """Read every `<root>/<model>/config.pbtxt` of each repository. An invalid model is
         recorded as unavailable, or raises ConfigError when `strict`. Invalid `thaw.*` settings
@@ -327,7 +331,10 @@ class Repository:
         entries: dict[str, ModelEntry] = {}
         unavailable: dict[str, str] = {}
         held_twice: dict[str, tuple[Path, ...]] = {}
-        reading = _Reading(defaults, backend_directory, auto_complete, namespacing, config_name)
+        reading = _Reading(
+            defaults, backend_directory, auto_complete, namespacing, config_name,
+            default_max_batch_size,
+        )  # fmt: skip
         fingerprints = {name: _fingerprint(dirs) for name, dirs in found.items()}
         for name, directories in sorted(found.items()):
             if namespacing and len(directories) > 1:
@@ -416,6 +423,7 @@ class Repository:
                 directory, self._reading.defaults, self._reading.backend_directory,
                 auto_complete=self._reading.auto_complete, config_json=config_json,
                 config_name=self._reading.config_name,
+                default_max_batch_size=self._reading.default_max_batch_size,
             )  # fmt: skip
         except ConfigError as exc:
             return Reread(name, files, error=exc.message)
@@ -507,7 +515,7 @@ def _read_model(
     return _load_entry(
         directories[0], reading.defaults, reading.backend_directory,
         auto_complete=reading.auto_complete, namespacing=reading.namespacing,
-        config_name=reading.config_name,
+        config_name=reading.config_name, default_max_batch_size=reading.default_max_batch_size,
     )  # fmt: skip
 
 

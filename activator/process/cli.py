@@ -258,6 +258,7 @@ def _run(args: argparse.Namespace, repositories: LocalizedRepositories) -> int:
             config.repositories, config.defaults, backend_directory=config.backend_directory,
             auto_complete=config.auto_complete_config, missing_ok=config.exit_on_error is False,
             namespacing=config.model_namespacing, config_name=config.model_config_name,
+            default_max_batch_size=config.default_max_batch_size,
         )  # fmt: skip
         if repository.start_error is not None:  # --exit-on-error=false: answer, not live
             print(f"thaw up: error: {repository.start_error}", file=sys.stderr)

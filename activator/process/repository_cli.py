@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence, Set
 from typing import Any
 
 from activator.errors import ConfigError
+from thawserver.backend_config_flags import backend_settings, default_max_batch_size
 from thawserver.bool_flag import triton_bool
 from thawserver.repository_flags import (
     ALL_MODELS,
@@ -155,7 +156,17 @@ def repository_settings(args: argparse.Namespace, *, kubernetes: bool) -> dict[s
         "strict_readiness": args.strict_readiness,
         "exit_on_error": args.exit_on_error,
         "auto_complete_config": not (args.disable_auto_complete_config or args.strict_model_config),
+        "default_max_batch_size": _default_max_batch_size(args),
     }
+
+
+def _default_max_batch_size(args: argparse.Namespace) -> int:
+    """`--backend-config=[onnxruntime,]default-max-batch-size` (else 4), for the activator's
+    own auto-complete of ONNX configs, as its replicas (given the same flags) complete them."""
+    try:
+        return default_max_batch_size(backend_settings(args.backend_config), "onnxruntime")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def start_warnings(args: argparse.Namespace) -> list[str]:

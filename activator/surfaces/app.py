@@ -188,6 +188,7 @@ def build_app(
     repo = repository or Repository.scan(
         config.repositories, config.defaults, backend_directory=config.backend_directory,
         auto_complete=config.auto_complete_config, namespacing=config.model_namespacing,
+        default_max_batch_size=config.default_max_batch_size,
     )  # fmt: skip
     guard = ConnectionGuard(config.connections)
     moves = MoveOver()

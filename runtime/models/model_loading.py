@@ -140,6 +140,7 @@ class ModelLoading:
                     auto_complete=self._config.auto_complete_config,
                     backend_directory=self._config.backend_directory,
                     config_name=self._config.model_config_name,
+                    default_max_batch_size=self._config.default_max_batch_size,
                 )  # fmt: skip
                 model.fingerprint = spec.fingerprint
                 if not model.versions:

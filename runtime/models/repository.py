@@ -19,7 +19,7 @@ from runtime.model_config import (
 from runtime.models.repository_file import read_regular_file
 from thawwire.model_control import not_unique
 from thawwire.names import is_model_name, unknown_model
-from tritonconfig import composing_models, is_ensemble
+from tritonconfig import DEFAULT_MAX_BATCH_SIZE, composing_models, is_ensemble
 from tritonconfig import ensemble_cycle as tritonconfig_cycle
 from tritonconfig.config_name import config_file
 from tritonconfig.fingerprint import fingerprint
@@ -171,13 +171,16 @@ def read_model(
     gpus: tuple[int, ...] = (0,),
     backend_directory: Path | None = None,
     config_name: str = "",
+    default_max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
 ) -> ModelSpec:
     """Read, normalise, auto-complete and validate one model; RepositoryError says what is wrong.
 
     `backend_directory` (tritonserver's `--backend-directory`): where a config's backend that
     Thaw does not have is looked up as a Python-based backend (`NAME/model.py`); such a model
     is served as a `backend: "python"` model running that file. `config_name`
-    (tritonserver's `--model-config-name`): which config file is read (`config_file`)."""
+    (tritonserver's `--model-config-name`): which config file is read (`config_file`).
+    `default_max_batch_size`: what the ONNX auto-complete gives a model that can batch
+    (tritonconfig.complete_config)."""
     validate_model_name(name)
     if isinstance(repo, Repositories) and len(holders := repo.holders(name)) > 1:
         roots = [str(root) for root in repo.roots]
@@ -211,6 +214,7 @@ def read_model(
         require_model_files=backend_model_file is None,
         auto_complete=auto_complete,
         gpus=gpus,
+        default_max_batch_size=default_max_batch_size,
     )
     if declared and declared != name:
         raise RepositoryError(f"{source}: name '{declared}' does not match directory '{name}'")

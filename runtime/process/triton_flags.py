@@ -256,8 +256,12 @@ def add_unsupported_flags(p: argparse.ArgumentParser) -> None:
 
 
 def applied(setting: BackendSetting) -> bool:
-    """Whether Thaw uses a backend setting (else it is accepted and logged as ignored)."""
+    """Whether Thaw uses a backend setting (else it is accepted and logged as ignored):
+    the python backend's shm and stub settings, and `default-max-batch-size` (global or the
+    onnxruntime backend's: ONNX auto-complete's, tritonconfig.complete_config)."""
     backend, key, _ = setting
+    if key == "default-max-batch-size":
+        return backend in ("", "onnxruntime")
     return backend == "python" and key in _PYTHON_SETTINGS
 
 

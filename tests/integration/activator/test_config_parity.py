@@ -153,8 +153,8 @@ def _completion_cases(repo: Path) -> None:
 
 
 @contextmanager
-def _serve(repo: Path) -> Iterator[ServeProcess]:
-    server = ServeProcess(repo)
+def _serve(repo: Path, *args: str) -> Iterator[ServeProcess]:
+    server = ServeProcess(repo, *args)
     try:
         server.wait_listening()
         deadline = time.monotonic() + 180
@@ -211,11 +211,18 @@ async def _get(s: aiohttp.ClientSession, url: str) -> tuple[int, bytes]:
 
 
 async def _compare(
-    repo: Path, names: list[str], replica: ServeProcess, backend: FakeScalerBackend | None = None
+    repo: Path,
+    names: list[str],
+    replica: ServeProcess,
+    backend: FakeScalerBackend | None = None,
+    *,
+    default_max_batch_size: int = 4,
 ) -> list[str]:
     """Every metadata and config answer of both, per model and per served version. Without
     `backend`, answered at zero replicas: any start fails the test."""
-    config = ActivatorConfig(repository=repo, build_images=False)
+    config = ActivatorConfig(
+        repository=repo, build_images=False, default_max_batch_size=default_max_batch_size
+    )
     never_starts = FakeScalerBackend(open_gate=True, fail_with="the parity test must not wake")
     app = build_app(config, backend=backend or never_starts)
     server = TestServer(app, host="127.0.0.1")
@@ -289,6 +296,27 @@ async def test_python_auto_complete_config_is_a_replicas(
     diffs = await _compare(fixture_repo, [HOOKED], fixture_replica, wakes_to_replica)
     assert not diffs, "\n".join(diffs)
     assert wakes_to_replica.starts == 1
+
+
+async def test_default_max_batch_size_completes_configs_as_the_replica_does(
+    tmp_path: Path,
+) -> None:
+    """`thaw up --backend-config=onnxruntime,default-max-batch-size=N` gives its replicas the
+    flag and completes its own answers with N: at zero they must be the replica's."""
+    onnx_models.make_onnx_identity(tmp_path, "auto", with_config=False)
+    _config(onnx_models.make_onnx_identity(tmp_path, "given"), "max_batch_size: 3\n")
+    for n in (7, 1):
+        with _serve(tmp_path, f"--backend-config=onnxruntime,default-max-batch-size={n}") as r:
+            config = json.loads(await _replica_config(r, "auto"))
+            assert config["max_batch_size"] == n
+            assert ("dynamic_batching" in config) is (n > 1)
+            diffs = await _compare(tmp_path, ["auto", "given"], r, default_max_batch_size=n)
+            assert not diffs, "\n".join(diffs)
+
+
+async def _replica_config(replica: ServeProcess, name: str) -> bytes:
+    async with aiohttp.ClientSession() as s:
+        return (await _get(s, f"{replica.url}/v2/models/{name}/config"))[1]
 
 
 @pytest.fixture(scope="module")

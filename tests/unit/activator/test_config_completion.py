@@ -48,7 +48,9 @@ def test_onnx_tensors_are_filled_in_when_the_config_has_none(tmp_path: Path) -> 
     config = _scan(tmp_path).get("partial").config_json()
     assert config["max_batch_size"] == 16
     assert [(t["name"], t["dims"]) for t in config["input"]] == [("INPUT0", [-1])]
-    assert "dynamic_batching" not in config  # only an auto-completed max_batch_size adds it
+    # Triton's onnxruntime backend (r24.10, `AutoCompleteMaxBatch`) turns the dynamic batcher
+    # on for a graph that can batch whenever max_batch_size is over 1, given or auto-completed.
+    assert config["dynamic_batching"]["preferred_batch_size"] == [16]
 
 
 def test_config_json_keys_are_in_the_proto_declaration_order(tmp_path: Path) -> None:
@@ -177,3 +179,26 @@ def test_a_python_model_without_the_hook_is_completed_here(tmp_path: Path, sourc
 def test_only_python_models_are_completed_by_a_replica(tmp_path: Path) -> None:
     make_onnx_identity(tmp_path, "onnx")
     assert not _scan(tmp_path).get("onnx").replica_completes
+
+
+@pytest.mark.parametrize(("default", "batching"), [(5, True), (1, False), (0, False)])
+def test_default_max_batch_size_sets_what_auto_complete_gives(
+    tmp_path: Path, default: int, batching: bool
+) -> None:
+    # tritonserver's `--backend-config=onnxruntime,default-max-batch-size=N`
+    # (qa/L0_backend_config): N for a graph that can batch and a config without
+    # max_batch_size; the dynamic batcher only when N is over 1.
+    make_onnx_identity(tmp_path, "auto", with_config=False)
+    entry = Repository.scan(tmp_path, ScaleSettings(), default_max_batch_size=default).get("auto")
+    config = entry.config_json()
+    assert config["max_batch_size"] == default
+    assert ("dynamic_batching" in config) is batching
+    # the graph's [-1, -1]: its first dimension is the batch's, unless there is no batching
+    assert config["input"][0]["dims"] == ([-1] if default else [-1, -1])
+    assert entry.metadata()["inputs"][0]["shape"] == [-1, -1]
+    given = tmp_path / "given"
+    given.mkdir()
+    model = make_onnx_identity(given, "set")
+    (model / "config.pbtxt").write_text('platform: "onnxruntime_onnx"\nmax_batch_size: 2\n')
+    set_config = Repository.scan(given, ScaleSettings(), default_max_batch_size=default)
+    assert set_config.get("set").config_json()["max_batch_size"] == 2  # the config's wins
