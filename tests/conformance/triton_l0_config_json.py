@@ -29,6 +29,7 @@ import tempfile
 from pathlib import Path
 
 from tests.conformance.qa_checkout import git_show
+from tests.conformance.triton_qa import apply_edits
 from tests.fixtures.triton_qa_gen import copy_models, stand_in
 from tests.fixtures.triton_qa_suite_repos import Mirror
 
@@ -63,19 +64,14 @@ EDITS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def _prepare(mirror: Mirror, ref: str, work: Path) -> Path:
+def _prepare(mirror: Mirror, work: Path) -> Path:
     """The suite's directory under `work/qa`, edited, beside `qa/common/util.sh`."""
     suite = work / "qa" / "L0_config_json"
     suite.mkdir(parents=True)
     mirror.copy("qa/common/util.sh", work / "qa" / "common" / "util.sh")
     for name in FILES:
         mirror.copy(f"{SUITE}/{name}", suite / name)
-    for name, old, new in EDITS:
-        path = suite / name
-        text = path.read_text()
-        if old not in text:
-            raise SystemExit(f"{ref}:{SUITE}/{name} has no {old!r} to change")
-        path.write_text(text.replace(old, new))
+    apply_edits(suite, EDITS)
     (suite / "identity_model.py").write_text(_IDENTITY)
     return suite
 
@@ -116,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     mirror = Mirror(read)
     with tempfile.TemporaryDirectory(prefix="thaw-l0-config-json-") as tmp:
         work = Path(tmp)
-        suite = _prepare(mirror, args.ref, work)
+        suite = _prepare(mirror, work)
         env = {
             **os.environ,
             "THAW_SERVER_SHIM": str(_shim(work)),

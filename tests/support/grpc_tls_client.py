@@ -3,6 +3,7 @@ choice of credentials, and the status a refused connection ends in."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,15 @@ from tritonclient.utils import InferenceServerException
 
 from tests.fixtures.tls_certs import Certificates
 
-__all__ = ["add_sub_over", "live_files", "refusal_of", "renew", "trusting", "with_client_cert"]
+__all__ = [
+    "add_sub_over",
+    "live_files",
+    "refusal_of",
+    "renew",
+    "serves_a_renewal",
+    "trusting",
+    "with_client_cert",
+]
 
 
 def trusting(certs: Certificates) -> dict[str, Any]:
@@ -56,6 +65,18 @@ def renew(live: Path, certs: Certificates) -> None:
         staged = live / f".{name}.new"
         staged.write_bytes(certs.read(name))
         staged.replace(live / name)
+
+
+def serves_a_renewal(
+    address: str, live: Path, certs: Certificates, renewed: Certificates, log: Callable[[], str]
+) -> None:
+    """The server at `address`, started on `live`'s files (`certs`' chain), serves `renewed`'s
+    to a new connection once they replace them, and no longer `certs`', and logs the reload."""
+    np.testing.assert_array_equal(add_sub_over(address, **with_client_cert(certs)), 3)
+    renew(live, renewed)
+    np.testing.assert_array_equal(add_sub_over(address, **with_client_cert(renewed)), 3)
+    assert refusal_of(address, **with_client_cert(certs)) == "StatusCode.UNAVAILABLE"
+    assert "gRPC TLS: certificate reloaded" in log()
 
 
 def live_files(live: Path) -> tuple[str, ...]:

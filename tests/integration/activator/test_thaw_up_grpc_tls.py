@@ -21,6 +21,7 @@ from tests.support.grpc_tls_client import (
     live_files,
     refusal_of,
     renew,
+    serves_a_renewal,
     trusting,
     with_client_cert,
 )
@@ -92,15 +93,7 @@ def test_the_front_door_serves_a_renewed_certificate_without_a_restart(
     renewed = make_certificates(tmp_path / "renewed")
     server = UpProcess(repo, *light_args(repo), *live_files(live))
     try:
-        np.testing.assert_array_equal(
-            add_sub_over(server.grpc_address, **with_client_cert(certs)), 3
-        )
-        renew(live, renewed)
-        out = add_sub_over(server.grpc_address, **with_client_cert(renewed))
-        np.testing.assert_array_equal(out, 3)
-        assert (
-            refusal_of(server.grpc_address, **with_client_cert(certs)) == "StatusCode.UNAVAILABLE"
-        )
-        assert "gRPC TLS: certificate reloaded" in server.log_path.read_text(errors="replace")
+        log = server.log_path.read_text
+        serves_a_renewal(server.grpc_address, live, certs, renewed, lambda: log(errors="replace"))
     finally:
         server.stop()
