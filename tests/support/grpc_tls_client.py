@@ -11,13 +11,14 @@ import numpy as np
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from tests.fixtures.tls_certs import Certificates
+from tests.fixtures.tls_certs import Certificates, make_certificates
 
 __all__ = [
     "add_sub_over",
     "live_files",
     "refusal_of",
     "renew",
+    "renewable",
     "serves_a_renewal",
     "trusting",
     "with_client_cert",
@@ -77,6 +78,15 @@ def serves_a_renewal(
     np.testing.assert_array_equal(add_sub_over(address, **with_client_cert(renewed)), 3)
     assert refusal_of(address, **with_client_cert(certs)) == "StatusCode.UNAVAILABLE"
     assert "gRPC TLS: certificate reloaded" in log()
+
+
+def renewable(folder: Path, certs: Certificates) -> tuple[Path, Certificates]:
+    """`certs`' server files copied into `folder/live` (what a server is started on and a
+    renewal rewrites), and a renewal: certificates of another CA, which tells the two apart."""
+    live = folder / "live"
+    live.mkdir()
+    renew(live, certs)
+    return live, make_certificates(folder / "renewed")
 
 
 def live_files(live: Path) -> tuple[str, ...]:

@@ -20,7 +20,7 @@ from tests.support.grpc_tls_client import (
     add_sub_over,
     live_files,
     refusal_of,
-    renew,
+    renewable,
     serves_a_renewal,
     trusting,
     with_client_cert,
@@ -87,10 +87,7 @@ def test_mutual_tls_without_a_root_certificate_stops_the_start(
 def test_the_front_door_serves_a_renewed_certificate_without_a_restart(
     repo: Path, certs: Certificates, tmp_path: Path
 ) -> None:
-    live = tmp_path / "live"
-    live.mkdir()
-    renew(live, certs)
-    renewed = make_certificates(tmp_path / "renewed")
+    live, renewed = renewable(tmp_path, certs)
     server = UpProcess(repo, *light_args(repo), *live_files(live))
     try:
         log = server.log_path.read_text

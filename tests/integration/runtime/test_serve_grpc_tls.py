@@ -19,7 +19,7 @@ from tests.support.grpc_tls_client import (
     add_sub_over,
     live_files,
     refusal_of,
-    renew,
+    renewable,
     serves_a_renewal,
     trusting,
     with_client_cert,
@@ -120,10 +120,7 @@ def test_bad_certificate_files_stop_the_start_naming_the_flag(
 def test_a_renewed_certificate_is_served_to_new_connections_without_a_restart(
     repo: Path, certs: Certificates, tmp_path: Path
 ) -> None:
-    live = tmp_path / "live"
-    live.mkdir()
-    renew(live, certs)
-    renewed = make_certificates(tmp_path / "renewed")  # another CA: tells the two apart
+    live, renewed = renewable(tmp_path, certs)
     server = ServeProcess(repo, *live_files(live))
     try:
         server.wait_ready()
