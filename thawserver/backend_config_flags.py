@@ -70,10 +70,16 @@ def default_max_batch_size(settings: Sequence[BackendSetting], backend: str) -> 
     chosen = next(((name, given[name]) for name in (backend, "") if name in given), None)
     if chosen is None:
         return DEFAULT_MAX_BATCH_SIZE
-    try:
-        return max(int(chosen[1]), 0)
-    except ValueError:
-        where = f"{chosen[0]}," if chosen[0] else ""
-        raise ValueError(
-            f"--backend-config={where}default-max-batch-size={chosen[1]}: not an integer"
-        ) from None
+    text = chosen[1].strip()
+    digits = text[1:] if text[:1] in "+-" else text
+    # A config's max_batch_size is an int32 (tritonserver's parse refuses what overflows it).
+    if digits.isascii() and digits.isdigit() and int(text) <= _INT32_MAX:
+        return max(int(text), 0)
+    where = f"{chosen[0]}," if chosen[0] else ""
+    raise ValueError(
+        f"--backend-config={where}default-max-batch-size={chosen[1]}: not an integer "
+        f"up to {_INT32_MAX}"
+    )
+
+
+_INT32_MAX = 2**31 - 1

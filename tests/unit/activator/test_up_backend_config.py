@@ -12,6 +12,7 @@ import pytest
 from activator.config import ActivatorConfig
 from activator.errors import ConfigError
 from activator.process import cli as up_cli
+from activator.process.repository_cli import repository_settings
 from activator.scaler.local.backend import replica_argv, serve_args
 from activator.scaler.local_config import LocalConfig
 from runtime.process import cli as serve_cli
@@ -64,3 +65,18 @@ def test_with_the_kubernetes_scaler_the_flag_is_refused(tmp_path: Path) -> None:
     args = _up(str(tmp_path), "--scaler", "kubernetes", "--backend-config=python,a=b")
     with pytest.raises(ConfigError, match="--backend-config reaches replicas with --scaler local"):
         up_cli._scaler_config(args)
+
+
+def test_default_max_batch_size_completes_the_activators_own_answers(tmp_path: Path) -> None:
+    settings = repository_settings(
+        _up(str(tmp_path), "--backend-config=onnxruntime,default-max-batch-size=9"),
+        kubernetes=False,
+    )
+    assert settings["default_max_batch_size"] == 9
+    assert repository_settings(_up(str(tmp_path)), kubernetes=False)["default_max_batch_size"] == 4
+    for hostile in ("nine", "99999999999"):
+        with pytest.raises(ConfigError, match="not an integer up to 2147483647"):
+            repository_settings(
+                _up(str(tmp_path), f"--backend-config=default-max-batch-size={hostile}"),
+                kubernetes=False,
+            )

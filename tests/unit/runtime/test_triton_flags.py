@@ -203,6 +203,26 @@ def test_backend_config_forms() -> None:
         _parse("repo", "--backend-config=python")
 
 
+@pytest.mark.parametrize(
+    "value", ["abc", "1e3", "0x10", "1_000", "99999999999999999999", "2147483648", "\u0667"]
+)
+def test_a_default_max_batch_size_that_is_no_int32_stops_the_start(value: str) -> None:
+    # it becomes a config's max_batch_size (an int32): refused at start, naming the flag
+    with pytest.raises(ConfigError, match=r"default-max-batch-size=.*not an integer up to"):
+        _parse("repo", f"--backend-config=onnxruntime,default-max-batch-size={value}")
+
+
+def test_default_max_batch_size_reads_the_backends_then_the_global_setting() -> None:
+    assert _parse("repo").default_max_batch_size == 4
+    config = _parse(
+        "repo", "--backend-config=default-max-batch-size=7",
+        "--backend-config=onnxruntime,default-max-batch-size=2147483647",
+        "--backend-config=tensorflow,default-max-batch-size=9",
+    )  # fmt: skip
+    assert config.default_max_batch_size == 2147483647
+    assert _parse("repo", "--backend-config=default-max-batch-size=-3").default_max_batch_size == 0
+
+
 def test_ignored_flags_and_settings_are_logged(caplog: pytest.LogCaptureFixture) -> None:
     args = _parser().parse_args(
         ["serve", "repo", "--http-thread-count=8",

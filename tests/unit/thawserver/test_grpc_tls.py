@@ -241,3 +241,17 @@ def test_grpc_takes_the_reloaders_configuration(certs: Certificates, tmp_path: P
     tls, _ = _renewable(tmp_path, certs)
     assert tls.files is not None
     assert server_credentials(tls) is not None  # dynamic credentials, grpc's own check
+
+
+@pytest.mark.parametrize(
+    "garbage", [b"\x00\xff" * 64, b"-----BEGIN CERTIFICATE-----\nnope\n", b" "]
+)
+def test_a_renewal_that_is_not_a_certificate_keeps_the_one_in_use(
+    certs: Certificates, tmp_path: Path, caplog: pytest.LogCaptureFixture, garbage: bytes
+) -> None:
+    tls, live = _renewable(tmp_path, certs)
+    reloader, taken = _reloader(tls)
+    (live / "server_cert").write_bytes(garbage)
+    assert reloader.fetch() is None and taken == []
+    [warning] = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert "--grpc-server-cert" in warning and "kept" in warning
