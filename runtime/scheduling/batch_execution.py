@@ -141,8 +141,7 @@ class BatchExecutor:
                 dropped.append((item, ModelErrorCancelled(_CANCELLED)))
             else:
                 live.append(item)
-        if dropped:
-            logger.debug("model=%s: %d cancelled request(s) not executed", self.model, len(dropped))
+        logger.debug("model=%s: %d cancelled request(s) not executed", self.model, len(dropped))
         return live, dropped
 
     def _failed(self, exc: BaseException, count: int) -> list[InferResponse | ServingError]:
