@@ -16,6 +16,10 @@ A message may name shared-memory regions, which the activator owns
 (activator.surfaces.shm_requests): its inputs go to the replica as raw contents, and the
 outputs bound to regions come back as raw contents and are written there.
 
+A replica whose connection fails under a call (refused, reset, or its server going away)
+leaves rotation at once, as one that resets a REST request does (activator.surfaces.proxy); the
+call ends with grpc's UNAVAILABLE, as that request ends with a 502.
+
 Errors the activator makes itself leave with the gRPC code of their HTTP status
 (thawserver.grpc_status): 503 -> UNAVAILABLE, 504 -> DEADLINE_EXCEEDED, 404 -> NOT_FOUND.
 """
@@ -40,6 +44,7 @@ from activator.surfaces.grpc_calls import (
     message_version,
     read_envelope,
     replica_address,
+    transport_failed,
 )
 from activator.surfaces.grpc_stream_relay import StreamRelay
 from activator.surfaces.shm_requests import Rewritten, grpc_answer, grpc_request
@@ -143,11 +148,13 @@ class GrpcForwarder:
         with it. A request of a live sequence goes to the replica that holds it. A replica
         that says it does not have `model` loaded (NOT_LOADED: evicted or unloaded after this
         activator last heard) leaves rotation and the request goes once more to another, as
-        over HTTP (activator.surfaces.proxy.to_replica)."""
+        over HTTP (activator.surfaces.proxy.to_replica); one whose connection failed leaves
+        rotation too, and the call ends with its UNAVAILABLE (it may have run there)."""
         retry = True
         while True:
             async with endpoint.acquire(len(data), sequence=sequence) as replica:
-                call = self.channel(replica_address(replica)).unary_unary(_INFER)
+                channel = self.channel(replica_address(replica))
+                call = channel.unary_unary(_INFER)
                 try:
                     answer: bytes = await call(
                         data if shm is None else shm.body,
@@ -162,6 +169,8 @@ class GrpcForwarder:
                             logger.info("model=%s not on replica %s: sent again", model, replica.id)
                             retry = False
                             continue
+                    elif transport_failed(exc, channel):
+                        endpoint.replica_failed(replica, f"gRPC transport: {exc.details()}")
                     count.code = http_status(exc.code())
                     await context.abort(exc.code(), exc.details() or "")
                     raise AssertionError("context.abort returned") from None

@@ -43,6 +43,7 @@ from activator.surfaces.grpc_calls import (
     message_version,
     read_envelope,
     replica_address,
+    transport_failed,
 )
 from activator.surfaces.grpc_envelope import Envelope
 from activator.surfaces.shm_requests import StreamRegions
@@ -320,7 +321,8 @@ class _Upstream:
             try:
                 async with endpoint.acquire(0, sequence=self._sequence, track=False) as replica:
                     self._place(replica.id)
-                    call = self._relay.channel(replica_address(replica)).stream_stream(_STREAM)(
+                    channel = self._relay.channel(replica_address(replica))
+                    call = channel.stream_stream(_STREAM)(
                         timeout=self._relay.timeout(), metadata=self._relay.metadata
                     )
                     sent = (
@@ -330,6 +332,11 @@ class _Upstream:
                     )
                     try:
                         count.code = await self._relay_call(call, sent)
+                    except grpc.aio.AioRpcError as exc:
+                        if transport_failed(exc, channel):  # as a failed ModelInfer's replica
+                            endpoint.replica_failed(replica, f"gRPC transport: {exc.details()}")
+                        self._relay.fail(exc)
+                        count.code = http_status(exc.code())
                     finally:
                         if sent is not None:
                             sent.close()
@@ -351,8 +358,8 @@ class _Upstream:
         self.placed.set()
 
     async def _relay_call(self, call: Any, sent: StreamSequences | None) -> int:
-        """Writes queued messages and relays answers until both sides are done; the HTTP
-        status the stream counts as."""
+        """Writes queued messages and relays answers until both sides are done (200, the
+        status the stream counts as; the replica's error is raised)."""
         writer = asyncio.ensure_future(self._write_all(call, sent))
         try:
             async for answer in call:
@@ -360,9 +367,6 @@ class _Upstream:
                     sent.answered()
                 await self._relay.write(self._relay.regions.answer(answer))
             await writer
-        except grpc.aio.AioRpcError as exc:
-            self._relay.fail(exc)
-            return http_status(exc.code())
         finally:
             call.cancel()  # a no-op once the call is done; else the client went away
             writer.cancel()
