@@ -24,10 +24,11 @@ import functools
 import logging
 import os
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from thawwire.cuda_visible import visible_devices
 
 __all__ = [
     "GpuInfo",
@@ -78,33 +79,6 @@ class GpuScan:
     @property
     def ids(self) -> tuple[int, ...]:
         return tuple(g.index for g in self.gpus)
-
-
-def visible_devices(spec: str | None, uuids: Sequence[str]) -> list[int]:
-    """The physical indices CUDA makes visible, in CUDA ordinal order, for `CUDA_VISIBLE_DEVICES`
-    = `spec` (None: unset, every device) over physical devices with these `uuids` ("" where
-    unknown). CUDA's rule: entries are indices or UUID prefixes (`GPU-...`); an entry that
-    names no device (or one already named) ends the list there."""
-    if spec is None:
-        return list(range(len(uuids)))
-    out: list[int] = []
-    for raw in spec.split(","):
-        entry = raw.strip()
-        index = _entry_index(entry, uuids)
-        if index is None or index in out:
-            break
-        out.append(index)
-    return out
-
-
-def _entry_index(entry: str, uuids: Sequence[str]) -> int | None:
-    if entry.lstrip("-").isdigit():
-        value = int(entry)
-        return value if 0 <= value < len(uuids) else None
-    if entry.startswith("GPU-"):
-        matches = [i for i, uuid in enumerate(uuids) if uuid and uuid.startswith(entry)]
-        return matches[0] if len(matches) == 1 else None
-    return None  # MIG-... and anything else: not mapped here (the list ends, as unknowable)
 
 
 def scan_gpus(*, visible: str | None, nvml: Any | None = None, dev: Path = Path("/dev")) -> GpuScan:

@@ -27,14 +27,15 @@ run is `thawserver`'s.
     openai_lora       LoRA selection's name grammar, the adapters a model's files offer, the refusal
     runtime_parameters  the `thaw.*` model parameters only the runtime reads, and their values
     model_metrics     Triton's per-model `nv_*` families: names, help texts, labels
+    cuda_visible      the GPUs `CUDA_VISIBLE_DEVICES` leaves a process, by CUDA's rule
     log_settings      the logging extension's settings and a client's update of them
     trace_settings    the trace extension's settings, global and per model, and their merge
     trace_flags       tritonserver's trace flags read into the operator's trace setting
     errors            the errors it raises: WireError (a broken protocol), SharedMemoryError
 
 Exports the names below; `model_control`, `shm_params`, `load_answer`, `internal_calls`,
-`pool_protocol`, `openai_api`, `openai_lora`, `runtime_parameters`, `model_metrics`, the settings
-modules and the gRPC modules are imported by their module names.
+`pool_protocol`, `openai_api`, `openai_lora`, `runtime_parameters`, `model_metrics`,
+`cuda_visible`, the settings modules and the gRPC modules are imported by their module names.
 """
 
 from __future__ import annotations

@@ -8,13 +8,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from activator.errors import ActivatorError
 from activator.scaler.backend import PoolStatus, SharedReplicaStatus
 from thawserver.cache_counters import EvictionCounts, read_counts
+from thawserver.gpu_metrics import GpuCollector, GpuReader, NvmlReader, bare_energy_header
 from thawserver.host_metrics import HostCollector
 
 if TYPE_CHECKING:
@@ -29,8 +30,12 @@ _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 
 class Metrics:
     """Every activator metric; names are what dashboards and alerts use."""
 
-    def __init__(self, *, host_gauges: bool = True) -> None:
-        """`host_gauges`: Triton's `nv_cpu_*` gauges of this host (`--allow-cpu-metrics`)."""
+    def __init__(
+        self, *, host_gauges: bool = True, gpu_gauges: bool = True, gpu: GpuReader | None = None
+    ) -> None:
+        """`host_gauges`: Triton's `nv_cpu_*` gauges of this host (`--allow-cpu-metrics`);
+        `gpu_gauges`: its GPUs' `nv_gpu_*` / `nv_energy_*` families (`--allow-gpu-metrics`),
+        read by `gpu` (default: NVML; absent where NVML or a GPU is not)."""
         # Label children of the per-request metrics, by label values: `.labels()` validates
         # and locks on every call, which the request path should not pay for.
         self._latency: dict[tuple[str, str], Any] = {}
@@ -39,6 +44,8 @@ class Metrics:
         # Triton's host gauges: the host the front door (and local replicas) run on.
         if host_gauges:
             r.register(HostCollector())
+        if gpu_gauges:  # the GPUs this host's replicas use, as tritonserver reports its own
+            r.register(GpuCollector(gpu if gpu is not None else NvmlReader()))
         self.replicas = Gauge(
             "thaw_model_replicas",
             "Replicas per model; state desired (autoscaler) or ready (routable)",
@@ -231,6 +238,10 @@ class Metrics:
             ["model", "source"],
             registry=r,
         )
+
+    def exposition(self) -> bytes:
+        """The Prometheus text exposition (format 0.0.4) of the activator's own families."""
+        return bare_energy_header(generate_latest(self.registry))
 
     def report_cost(self, source: Callable[[], Iterable[CostFigures]]) -> None:
         """Export every model's cost accounting (activator.observe.cost), read from `source` at

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from activator.config import ActivatorConfig, BoundAddresses
 from activator.direct.move_over import MoveOver
@@ -226,7 +226,10 @@ def build_app(
 
     async def fleet_ctx(app: web.Application) -> AsyncIterator[None]:
         session = new_session()
-        metrics = Metrics(host_gauges=config.metrics_settings.cpu_gauges)
+        metrics = Metrics(
+            host_gauges=config.metrics_settings.cpu_gauges,
+            gpu_gauges=config.metrics_settings.gpu_gauges,
+        )
         fleet = Fleet(
             config, repo, metrics, session, backend=backend, bound=bound,
             repository_sync=repository_sync,
@@ -497,7 +500,7 @@ async def metrics(request: web.Request) -> web.Response:
     """The activator's `thaw_*` series, then its models' replicas' series (Triton's `nv_*`,
     monotonic across replicas coming and going: activator.endpoint.replica_metrics)."""
     fleet = request.app[FLEET]
-    body = generate_latest(fleet.metrics.registry) + (await fleet.replica_metrics()).encode()
+    body = fleet.metrics.exposition() + (await fleet.replica_metrics()).encode()
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 

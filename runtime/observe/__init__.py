@@ -4,7 +4,6 @@
 imports nothing.
 
     metrics          Prometheus metrics with Triton's `nv_*` names, per server
-    gpu_metrics      Triton's per-GPU metrics via NVML
     custom_metrics   the metrics Python models declare (`pb_utils.MetricFamily`)
     stats            per model-version inference statistics (the statistics extension)
     latency_summary  Triton's latency summaries: quantiles of recent durations (--metrics-config)

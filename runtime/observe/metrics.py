@@ -22,9 +22,9 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 from runtime.observe.custom_metrics import CustomMetrics, MetricKind
-from runtime.observe.gpu_metrics import ENERGY, GpuReader, NvmlReader, gpu_families
 from runtime.observe.latency_summary import LatencyKind
 from runtime.observe.stats import FailureReason, ModelStats, StatsBook
+from thawserver.gpu_metrics import GpuReader, NvmlReader, bare_energy_header, gpu_families
 from thawserver.host_metrics import HostCollector
 from thawserver.metrics_config_flags import MetricsSettings
 from thawwire import model_metrics
@@ -84,7 +84,6 @@ _TRITON_COUNTER_HEADER = re.compile(
     + rb")_total ",
     re.MULTILINE,
 )
-_ENERGY_HEADER = re.compile(rb"^# (HELP|TYPE) (" + ENERGY[0].encode() + rb")_total ", re.MULTILINE)
 
 
 class TritonCollector:
@@ -339,7 +338,7 @@ class Metrics:
     def exposition(self) -> bytes:
         """The Prometheus text exposition (format 0.0.4) of every metric."""
         text = _TRITON_COUNTER_HEADER.sub(rb"# \1 \2 ", generate_latest(self.registry))
-        text = _ENERGY_HEADER.sub(rb"# \1 \2 ", text)
+        text = bare_energy_header(text)
         counters = self._custom.counter_names()
         if counters:  # custom counters keep their bare names in HELP/TYPE too, as Triton's
             pattern = re.compile(

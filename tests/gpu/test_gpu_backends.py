@@ -100,7 +100,7 @@ def test_onnxruntime_cuda_from_the_image(tmp_path: Path) -> None:
 
 def test_nvml_reads_this_gpu() -> None:
     pytest.importorskip("pynvml")
-    from runtime.observe.gpu_metrics import NvmlReader
+    from thawserver.gpu_metrics import NvmlReader
 
     samples = NvmlReader().samples()
     assert samples and samples[0].uuid.startswith("GPU-") and samples[0].memory_total_bytes > 0

@@ -1,11 +1,13 @@
-"""Triton's GPU metrics: present with Triton's names where a GPU reader answers, absent without."""
+"""Triton's GPU metrics: present with Triton's names where a GPU reader answers, absent without,
+on both servers' metrics pages (`thaw serve`'s, and `thaw up`'s front door)."""
 
 from __future__ import annotations
 
 import re
 
-from runtime.observe.gpu_metrics import GpuSample, NvmlReader
+from activator.observe.metrics import Metrics as ActivatorMetrics
 from runtime.observe.metrics import Metrics
+from thawserver.gpu_metrics import GpuSample, NvmlReader
 from thawserver.metrics_config_flags import MetricsSettings
 
 H200 = GpuSample(
@@ -126,3 +128,22 @@ def test_allow_gpu_metrics_false_leaves_every_gpu_family_out() -> None:
     assert "nv_gpu_" not in text
     assert "nv_energy_" not in text
     assert "nv_cpu_utilization" in text  # only the GPU's families go
+
+
+def test_thaw_ups_front_door_reports_its_hosts_gpus_as_tritonserver_does() -> None:
+    # `thaw up`'s metrics port: the GPUs of the host it and its local replicas share, at zero
+    # too (no replica to ask), with the energy counter under Triton's bare name.
+    text = ActivatorMetrics(gpu=FakeGpus([H200])).exposition().decode()
+    label = f'{{gpu_uuid="{H200.uuid}"}}'
+    assert f"nv_gpu_utilization{label} 0.42" in text
+    assert f"nv_gpu_power_limit{label} 700.0" in text
+    assert f"nv_energy_consumption{label} 1234.5" in text
+    assert "# TYPE nv_energy_consumption counter" in text
+    assert "nv_energy_consumption_total" not in text
+    assert "nv_cpu_utilization" in text
+
+
+def test_thaw_up_allow_gpu_metrics_false_leaves_its_gpu_families_out() -> None:
+    text = ActivatorMetrics(gpu=FakeGpus([H200]), gpu_gauges=False).exposition().decode()
+    assert not re.search(r"^(# \w+ )?nv_(gpu|energy)_", text, re.M)
+    assert "nv_cpu_utilization" in text

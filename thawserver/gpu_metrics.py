@@ -1,4 +1,6 @@
-"""Triton's per-GPU metrics (`nv_gpu_utilization`, `nv_gpu_memory_*`, power, energy) via NVML.
+"""Triton's per-GPU metrics (`nv_gpu_utilization`, `nv_gpu_memory_*`, power, energy) via NVML,
+on both servers' `/metrics`: `thaw serve`'s, and `thaw up`'s front door for the host it and its
+local replicas share (as tritonserver reports them on its metrics port).
 
 NVML comes from the `nvidia-ml-py` package (module `pynvml`, in the `gpu` extra), imported on
 the first scrape. Where it is not installed, or its library (`libnvidia-ml.so`) is not on the
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,7 +28,16 @@ from typing import Any, Protocol
 
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
-__all__ = ["GpuReader", "GpuSample", "NvmlReader", "gpu_families"]
+from thawwire.cuda_visible import visible_devices
+
+__all__ = [
+    "GpuCollector",
+    "GpuReader",
+    "GpuSample",
+    "NvmlReader",
+    "bare_energy_header",
+    "gpu_families",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +102,26 @@ def gpu_families(samples: list[GpuSample]) -> Iterator[Metric]:
         yield mine
 
 
+_ENERGY_HEADER = re.compile(rb"^# (HELP|TYPE) (" + ENERGY[0].encode() + rb")_total ", re.MULTILINE)
+
+
+def bare_energy_header(text: bytes) -> bytes:
+    """`text` (prometheus_client's exposition) with the energy counter's HELP and TYPE under
+    Triton's bare name: prometheus_client writes a counter's as `<name>_total`."""
+    return _ENERGY_HEADER.sub(rb"# \1 \2 ", text)
+
+
+class GpuCollector:
+    """A registry's collector of `gpu_families` from `reader`, read at each scrape (HELP and
+    TYPE of the energy counter: `bare_energy_header` on the exposition)."""
+
+    def __init__(self, reader: GpuReader) -> None:
+        self._reader = reader
+
+    def collect(self) -> Iterator[Metric]:
+        yield from gpu_families(self._reader.samples())
+
+
 _FROM_ENV = object()  # NvmlReader's default: CUDA_VISIBLE_DEVICES as the process has it
 
 
@@ -141,8 +173,6 @@ class NvmlReader:
         except pynvml.NVMLError as exc:
             logger.info("GPU metrics off: NVML is not usable here (%s)", exc)
             return
-        from snapshotter import visible_devices
-
         visible = self._visible
         spec = os.environ.get("CUDA_VISIBLE_DEVICES") if visible is _FROM_ENV else visible
         self._handles = [every[i] for i in visible_devices(spec, uuids)]  # type: ignore[arg-type]
