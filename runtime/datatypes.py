@@ -25,6 +25,7 @@ __all__ = [
     "from_wire",
     "numpy_to_v2",
     "serialize_bytes",
+    "string_count_refusal",
     "v2_to_config",
     "v2_to_numpy",
     "wire_dtype",
@@ -123,6 +124,17 @@ def _for_model(model: str) -> str:
     return f" for model '{model}'" if model else ""
 
 
+def string_count_refusal(count: int, got: int, name: str, model: str = "") -> InvalidInput:
+    """Triton's refusal (core's `ValidateBytesInputs`) of a BYTES input of `name` holding `got`
+    elements where its shape needs `count`: its walk stops at the first one too many."""
+    what = f"inference input '{name}'{_for_model(model)}"
+    if got > count:
+        return InvalidInput(
+            f"unexpected number of string elements {count + 1} for {what}, expecting {count}"
+        )
+    return InvalidInput(f"expected {count} string elements for {what}, got {got}")
+
+
 def numpy_to_v2(dtype: np.dtype) -> str:
     """The v2 datatype of a numpy dtype (str/bytes/object -> BYTES)."""
     found = _NUMPY_TO_V2.get(dtype)  # fast path: a numeric dtype object
@@ -176,16 +188,12 @@ def deserialize_bytes(
         (length,) = struct.unpack_from("<I", view, offset)
         offset += 4
         if len(items) == count:
-            raise InvalidInput(
-                f"unexpected number of string elements {count + 1} for {what}, expecting {count}"
-            )
+            raise string_count_refusal(count, count + 1, name, model)
         if offset + length > len(view):
             # The cut element is the last one read: Triton counts elements before it
             # looks at the cut, so a short count is named first.
             if len(items) + 1 != count:
-                raise InvalidInput(
-                    f"expected {count} string elements for {what}, got {len(items) + 1}"
-                )
+                raise string_count_refusal(count, len(items) + 1, name, model)
             raise InvalidInput(  # (Triton 2.51's text names no model here)
                 f"incomplete string data for inference input '{name}', expecting string of "
                 f"length {length} but only {len(view) - offset} bytes available"
@@ -193,7 +201,7 @@ def deserialize_bytes(
         items.append(bytes(view[offset : offset + length]))
         offset += length
     if len(items) != count:
-        raise InvalidInput(f"expected {count} string elements for {what}, got {len(items)}")
+        raise string_count_refusal(count, len(items), name, model)
     out = np.empty(count, dtype=np.object_)
     out[:] = items
     return out.reshape(tuple(shape))

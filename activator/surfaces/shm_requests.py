@@ -163,7 +163,10 @@ def _rest_inputs(
         size = params.get("binary_data_size")
         if size is not None:
             if type(size) is not int or size < 0:  # thaw serve's words (runtime.codecs.rest)
-                raise BadRequest(f"input '{name}' has invalid binary_data_size {size!r}")
+                raise BadRequest(
+                    "Unable to parse 'binary_data_size': attempt to access JSON "
+                    f"non-unsigned-integer as unsigned-integer (input '{name}')"
+                )
             if offset + size > len(binary):  # Triton's text, as thaw serve's
                 raise BadRequest(
                     f"unexpected size for input '{name}', expecting "

@@ -210,9 +210,7 @@ class UnknownDatatype(InvalidInput):
 
 def _input(io: Any, raw: bytes | None, model: str) -> InferTensor:
     """An input whose data is `raw` or else its typed `contents` (its source already chosen)."""
-    name, datatype = io.name, io.datatype
-    if not name:
-        raise InvalidInput("every input needs a non-empty 'name'")
+    name, datatype = io.name, io.datatype  # ("": refused by the signature, as by Triton)
     if datatype not in V2_DATATYPES:
         raise UnknownDatatype(name, datatype)
     shape = tuple(io.shape)
@@ -234,9 +232,7 @@ def _shm_ref(parameters: Mapping[str, Any], name: str) -> ShmRef | None:
 
 def _shm_input(io: Any, ref: ShmRef, model: str, shm: ShmBinding | None) -> InferTensor:
     """An input whose bytes are in a registered region (Triton's checks and texts)."""
-    name, datatype = io.name, io.datatype
-    if not name:
-        raise InvalidInput("every input needs a non-empty 'name'")
+    name, datatype = io.name, io.datatype  # ("": refused by the signature, as by Triton)
     if datatype not in V2_DATATYPES:
         raise InvalidInput(f"input '{name}' has unknown datatype {datatype!r}")
     if io.HasField("contents"):

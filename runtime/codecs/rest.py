@@ -236,7 +236,7 @@ def _decode_inputs(
         if ref is not None:
             data = _binding(shm).read_input(ref, name, datatype, shape, model)
         elif section is None:
-            data = _json_input(raw, name, datatype, shape, count, max_json_bytes)
+            data = _json_input(raw, name, datatype, shape, count, max_json_bytes, model)
         else:
             data = from_wire(section, name, datatype, shape, model=model)
         inputs.append(InferTensor(name, datatype, shape, data, params))
@@ -260,9 +260,11 @@ def _binding(shm: ShmBinding | None) -> ShmBinding:
 def _tensor_header(raw: dict[str, Any]) -> tuple[str, str, tuple[int, ...], int]:
     """Name, datatype, shape and element count of one input, all validated (Triton's texts)."""
     name = raw.get("name")
-    if not isinstance(name, str) or not name:
-        raise InvalidInput("every input needs a non-empty string 'name'")
+    if not isinstance(name, str):  # ("": refused by the model's signature, as by Triton)
+        raise InvalidInput(_unable("name", name, "string"))
     datatype = raw.get("datatype")
+    if not isinstance(datatype, str):
+        raise InvalidInput(_unable("datatype", datatype, "string"))
     if datatype not in V2_DATATYPES:
         raise InvalidInput(f"invalid datatype for input {name}")  # Triton's text
     shape = raw.get("shape")
@@ -335,7 +337,8 @@ def _section(
             "Inference-Header-Content-Length header"
         )
     if type(size) is not int or size < 0:
-        raise InvalidInput(f"input '{name}' has invalid binary_data_size {size!r}")
+        refusal = _unable("binary_data_size", size, "unsigned-integer")
+        raise InvalidInput(f"{refusal} (input '{name}')")
     if offset + size > len(binary):  # (Triton's text)
         raise InvalidInput(
             f"unexpected size for input '{name}', expecting "
@@ -358,6 +361,7 @@ def _json_input(
     shape: tuple[int, ...],
     count: int,
     max_json_bytes: int,
+    model: str,
 ) -> np.ndarray:
     """Convert an input's JSON `data` (flat or nested) into an array of `shape`."""
     if "data" not in raw:
@@ -368,7 +372,7 @@ def _json_input(
             f"input '{name}' shape {list(shape)} holds {count} elements, more than its JSON "
             "data can carry"
         )
-    return json_to_array(raw["data"], name, datatype, shape, count)
+    return json_to_array(raw["data"], name, datatype, shape, count, model)
 
 
 def _decode_outputs(

@@ -6,37 +6,67 @@ from typing import Any
 
 import numpy as np
 
-from runtime.datatypes import v2_to_numpy
+from runtime.datatypes import string_count_refusal, v2_to_numpy
 from runtime.errors import InvalidInput
 
-__all__ = ["float32_to_bf16", "json_to_array"]
+__all__ = ["SHAPE_MISMATCH", "float32_to_bf16", "json_to_array"]
+
+# A tensor's JSON `data` holds more or fewer elements than its `shape` (Triton's text).
+SHAPE_MISMATCH = "Unable to parse 'data': Shape does not match true shape of 'data' field"
 
 
 def json_to_array(
-    data: Any, name: str, datatype: str, shape: tuple[int, ...], count: int
+    data: Any, name: str, datatype: str, shape: tuple[int, ...], count: int, model: str = ""
 ) -> np.ndarray:
-    """Convert JSON `data` into an array of `shape`; 400 on wrong count, type or range."""
+    """Convert JSON `data` into an array of `shape`; 400 on wrong count, type or range.
+
+    As Triton's HTTP front reads it: the leaves in order whatever the nesting (`[[1, 2], [3]]`
+    is three elements), a leaf of the wrong kind refused as it is reached, and an element
+    past the shape's count refused there (so a bad leaf after it is never looked at).
+    A BYTES input's count is checked as Triton's core checks it, naming `model`."""
     if not isinstance(data, list):
         raise InvalidInput(f"input '{name}' 'data' must be a JSON list")
     if datatype == "BYTES":
         array = _bytes_array(data, name)
-    else:
-        dtype = np.dtype(np.float32) if datatype == "BF16" else v2_to_numpy(datatype)
-        _check_json_kind(data, name, dtype)
-        try:
-            array = np.array(data, dtype=dtype)
-        except (ValueError, TypeError, OverflowError) as exc:
-            raise InvalidInput(f"input '{name}' data is not valid {datatype}: {exc}") from None
-        if datatype == "BF16":
-            array = float32_to_bf16(array)
-    if array.size != count:
-        raise InvalidInput(
-            f"input '{name}' has {array.size} elements of data but shape {list(shape)} "
-            f"needs {count}"
-        )
+        if array.size != count:
+            raise string_count_refusal(count, array.size, name, model)
+        return array.reshape(shape)
+    dtype = np.dtype(np.float32) if datatype == "BF16" else v2_to_numpy(datatype)
+    source: list[Any] = data
+    try:
+        probe = np.array(data)  # the widest JSON kind of its leaves; even nesting as dims
+    except (ValueError, OverflowError):  # ragged nesting, whose leaves Triton reads all the same
+        source = _leaves(data)
+        probe = np.array(source)
+    if probe.size != count:
+        first = _leaves(data)[:count]  # what Triton reads before it finds the count wrong
+        _check_json_kind(np.array(first), first, name, dtype)
+        raise InvalidInput(SHAPE_MISMATCH)  # Triton's exact words (qa/L0_http greps them)
+    _check_json_kind(probe, source, name, dtype)
+    try:
+        array = np.array(source, dtype=dtype)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise InvalidInput(f"input '{name}' data is not valid {datatype}: {exc}") from None
+    if datatype == "BF16":
+        array = float32_to_bf16(array)
     if array.ndim == 1 and len(shape) == 1:
         return array  # flat data for a 1-D shape: already (count,), which is `shape`
     return array.reshape(shape)
+
+
+def _leaves(data: list[Any]) -> list[Any]:
+    """The leaves of nested lists `data`, in order."""
+    leaves: list[Any] = []
+    stack: list[Any] = [iter(data)]
+    while stack:
+        for item in stack[-1]:
+            if isinstance(item, list):
+                stack.append(iter(item))
+                break
+            leaves.append(item)
+        else:
+            stack.pop()
+    return leaves
 
 
 # What JSON values a numeric tensor takes, as Triton's JSON parser takes them (2.51): numbers
@@ -50,13 +80,11 @@ _KINDS: dict[str, tuple[str, str]] = {
 }
 
 
-def _check_json_kind(data: list[Any], name: str, dtype: np.dtype[Any]) -> None:
-    """400 when `data` holds a JSON value of the wrong kind for `dtype` (Triton's words)."""
+def _check_json_kind(probe: np.ndarray, data: list[Any], name: str, dtype: np.dtype[Any]) -> None:
+    """400 when `data` (whose array `probe` numpy made without a dtype) holds a JSON value of
+    the wrong kind for `dtype` (Triton's words)."""
     allowed, text = _KINDS[dtype.kind]
-    try:
-        kind = np.array(data).dtype.kind  # int64, float64, bool, str or object: the widest
-    except (ValueError, OverflowError):
-        return  # ragged or out of range: the conversion says so
+    kind = probe.dtype.kind  # int64, float64, bool, str or object: the widest
     if kind in allowed or not data:
         return
     if kind in "fO" and dtype.kind != "b" and _all_ints(data):
@@ -88,7 +116,10 @@ def _bytes_array(data: list[Any], name: str) -> np.ndarray:
                 stack.append(iter(item))
                 break
             else:
-                raise InvalidInput(f"input '{name}' BYTES data must be strings, got {item!r:.40}")
+                raise InvalidInput(  # Triton's text, and the input
+                    "Unable to parse JSON bytes array: attempt to access JSON non-string as "
+                    f"string (input '{name}')"
+                )
         else:
             stack.pop()
     out = np.empty(len(items), dtype=np.object_)

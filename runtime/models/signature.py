@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from runtime.datatypes import config_to_v2, element_size, from_wire
+from runtime.datatypes import config_to_v2, element_size, from_wire, string_count_refusal
 from runtime.errors import InvalidInput
 from runtime.inference import InferRequest, InferResponse, InferTensor
 from tritonconfig.schema import mc
@@ -139,11 +139,12 @@ class ModelSignature:
             request.inputs = [self.raw_input(request.raw_input)]
             request.raw_input = None
         self._check_outputs(request)
+        inputs = request.inputs
+        self._check_count(request)
         seen: set[str] = set()
         batch: int | None = None
         # Last sent first: Triton checks them walking its request's input map, which iterates
         # newest first, so of two wrong inputs it names the last (observed on 2.51).
-        inputs = request.inputs
         for index in range(len(inputs) - 1, -1, -1):
             tensor = inputs[index]
             spec = self.inputs.get(tensor.name)
@@ -151,14 +152,12 @@ class ModelSignature:
                 raise InvalidInput(
                     f"unexpected inference input '{tensor.name}' for model '{self.model}'"
                 )
-            if tensor.name in seen:
-                raise InvalidInput(f"input '{tensor.name}' already exists in request")
             seen.add(tensor.name)
             size = self._check_tensor(spec, tensor)
             if batch is not None and size != batch:
-                raise InvalidInput(
-                    f"input '{tensor.name}' batch size {size} does not match other inputs "
-                    f"({batch}) for model '{self.model}'"
+                raise InvalidInput(  # Triton's text
+                    f"input '{tensor.name}' batch size does not match other inputs for "
+                    f"'{self.model}'"
                 )
             batch = size
             if spec.reshape is not None or tensor.data.shape != tensor.shape:
@@ -230,15 +229,37 @@ class ModelSignature:
         data = from_wire(body, spec.name, spec.datatype, tuple(shape))
         return InferTensor(spec.name, spec.datatype, tuple(shape), data)
 
+    def _check_count(self, request: InferRequest) -> None:
+        """Triton's first checks of the inputs, before any one is looked at: a name given twice
+        (refused as it is added: the first repeat in request order), then more inputs than
+        the model has or fewer than it requires (core's ValidateRequestInputs: by count alone,
+        so an unknown name among too many is named in that text, not as unexpected)."""
+        names: set[str] = set()
+        for tensor in request.inputs:
+            if tensor.name in names:
+                raise InvalidInput(f"input '{tensor.name}' already exists in request")
+            names.add(tensor.name)
+        given = len(request.inputs)
+        if given > len(self.inputs) or given < self._required:
+            raise InvalidInput(self._missing_text(request, self._missing(names)))
+
+    @property
+    def _required(self) -> int:
+        if not self._optional:
+            return len(self.inputs)
+        return sum(not spec.optional for spec in self.inputs.values())
+
     def _missing(self, seen: set[str]) -> list[str]:
         return [s.name for s in self.inputs.values() if s.name not in seen and not s.optional]
 
     def _missing_text(self, request: InferRequest, missing: list[str]) -> str:
         """Triton's text (core's ValidateRequestInputs), without its "[request id: ...]"
-        prefix: a range of input counts when the model has optional inputs."""
-        got = ",".join(f"'{t.name}'" for t in request.inputs)
-        need = ",".join(f"'{name}'" for name in missing)
-        required = sum(not spec.optional for spec in self.inputs.values())
+        prefix: a range of input counts when the model has optional inputs. The inputs given
+        are listed newest first, as its request's input map iterates (observed on 2.51 for up
+        to three; past that its hash order), and nothing missing is its "]"."""
+        got = ",".join(f"'{t.name}'" for t in reversed(request.inputs))
+        need = "[" + ",".join(f"'{name}'" for name in missing) + "]" if missing else "]"
+        required = self._required
         expected = (
             f"{len(self.inputs)} inputs"
             if required == len(self.inputs)
@@ -246,7 +267,7 @@ class ModelSignature:
         )
         return (
             f"expected {expected} but got {len(request.inputs)} inputs for model "
-            f"'{self.model}'. Got input(s) [{got}], but missing required input(s) [{need}]. "
+            f"'{self.model}'. Got input(s) [{got}], but missing required input(s) {need}. "
             "Please provide all required input(s)."
         )
 
@@ -263,7 +284,12 @@ class ModelSignature:
                     f"input '{tensor.name}' has a negative dimension in {list(shape)}"
                 )
         if self.max_batch_size > 0:
-            if len(shape) == 0 or not 1 <= shape[0] <= self.max_batch_size:
+            if len(shape) == 0:
+                raise InvalidInput(
+                    f"input '{tensor.name}' has no shape but model requires batch dimension "
+                    f"for '{self.model}'"
+                )
+            if shape[0] > self.max_batch_size:
                 raise InvalidInput(
                     f"inference request batch-size must be <= {self.max_batch_size} for "
                     f"'{self.model}'"
@@ -278,6 +304,8 @@ class ModelSignature:
                 f"Expected {_dims(expected)}, got {_dims(shape)}. "
                 + (_BATCH_NOTE if self.max_batch_size > 0 else "")
             )
+        if batch == 0:
+            raise self._batch_of_none(tensor, rest)
         count = math.prod(shape)
         if tensor.data.size != count:
             raise InvalidInput(
@@ -285,6 +313,24 @@ class ModelSignature:
                 f"{list(shape)} needs {count}"
             )
         return batch
+
+    def _batch_of_none(self, tensor: InferTensor, rest: tuple[int, ...]) -> InvalidInput:
+        """Triton's refusal of a batch of 0 (`[0, ...]`): its core takes 0 for "no batch
+        size", so it sizes the input by the dims after it and finds no data for them. (Dims
+        after it that hold nothing either would reach the model as an empty batch there; a
+        model is never run on no requests here.)"""
+        expected = math.prod(rest)
+        if expected == 0:
+            return InvalidInput(
+                f"input '{tensor.name}' has a batch of 0 for '{self.model}': a request must "
+                "carry at least one"
+            )
+        if tensor.datatype == "BYTES":
+            return string_count_refusal(expected, 0, tensor.name, self.model)
+        return InvalidInput(
+            f"input byte size mismatch for input '{tensor.name}' for model '{self.model}'. "
+            f"Expected {expected * element_size(tensor.datatype)}, got 0"
+        )
 
     def _shaped(self, spec: IOSpec, tensor: InferTensor, batch: int) -> InferTensor:
         shape = tuple(tensor.shape)

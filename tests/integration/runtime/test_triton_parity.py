@@ -309,6 +309,46 @@ _BATCH_NOTE = (
             400,
             "inference request batch-size must be <= 8 for 'batched'",
         ),
+        # qa/L0_http's test.sh: fewer or more `data` than the shape, one input of two (the
+        # data is read before the inputs are counted); Triton's exact body (its 500: 400 here).
+        (
+            "add_sub",
+            [{"name": "INPUT0", "datatype": "FP32", "shape": [4], "data": [1, 2, 3]}],
+            400,
+            "Unable to parse 'data': Shape does not match true shape of 'data' field",
+        ),
+        (
+            "add_sub",
+            [{"name": "INPUT0", "datatype": "FP32", "shape": [4], "data": [1, 2, 3, 4, 5, 6]}],
+            400,
+            "Unable to parse 'data': Shape does not match true shape of 'data' field",
+        ),
+        (  # more inputs than the model has: counted before any is looked at (2.51's "]")
+            "add_sub",
+            [*_ADD_SUB_BODY["inputs"], {**_ADD_SUB_BODY["inputs"][0], "name": "X"}],
+            400,
+            "expected 2 inputs but got 3 inputs for model 'add_sub'. Got input(s) "
+            "['X','INPUT1','INPUT0'], but missing required input(s) ]. Please provide all "
+            "required input(s).",
+        ),
+        (
+            "add_sub",
+            [{**_ADD_SUB_BODY["inputs"][0], "name": ""}, _ADD_SUB_BODY["inputs"][1]],
+            400,
+            "unexpected inference input '' for model 'add_sub'",
+        ),
+        (
+            "batched",
+            [{"name": "X", "datatype": "INT32", "shape": [], "data": [1]}],
+            400,
+            "input 'X' has no shape but model requires batch dimension for 'batched'",
+        ),
+        (  # a batch of 0: Triton's core sizes the input by the dims after it
+            "batched",
+            [{"name": "X", "datatype": "INT32", "shape": [0, 3], "data": []}],
+            400,
+            "input byte size mismatch for input 'X' for model 'batched'. Expected 12, got 0",
+        ),
         (
             "raises",
             [{"name": "X", "datatype": "FP32", "shape": [1], "data": [1]}],

@@ -49,13 +49,15 @@ def test_valid_request_returns_its_batch_size() -> None:
         ([_tensor("A", "FP64", (1, 1, 3), "float64")], "input 'A' data-type is 'FP64'"),
         ([_tensor("A", "FP32", (1, 1, 4))], "unexpected shape for input 'A'"),
         ([_tensor("A", "FP32", (5, 1, 3))], "batch-size must be <= 4"),
-        ([_tensor("A", "FP32", (0, 1, 3))], "batch-size must be <= 4"),
+        ([_tensor("A", "FP32", (0, 1, 3))], "input byte size mismatch for input 'A'"),
+        ([_tensor("A", "FP32", ())], "input 'A' has no shape but model requires batch dimension"),
         ([_tensor("A", "FP32", (1, 3))], "unexpected shape for input 'A'"),
         ([], "missing required input(s) ['A']"),
         ([_tensor("A", "FP32", (1, 1, 3)), _tensor("A", "FP32", (1, 1, 3))], "already exists"),
         (
             [_tensor("A", "FP32", (1, 1, 3)), _tensor("B", "INT32", (2, 2), "int32")],
-            "input 'A' batch size 1 does not match",  # (the last sent is checked first)
+            # (the last sent is checked first)
+            "input 'A' batch size does not match other inputs for 'm'",
         ),
     ],
 )
