@@ -142,13 +142,9 @@ async def errors_as_json(request: web.Request, handler: _Handler) -> web.StreamR
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        message = exc.reason
+        message = exc.reason  # "Not Found", "Method Not Allowed": Triton's, as thaw serve's
         if exc.status == 404 and openai_api.is_openai_path(request.path):
             message = openai_api.no_route_message(request.method, request.path)
-        elif exc.status == 404:
-            message = RouteNotFound(f"no route for {request.path[:200]!r}").message
-        elif exc.status == 405:
-            message = f"method {request.method} not allowed on {request.path[:200]!r}"
         elif exc.status == 413:
             limit = request.app[FLEET].config.max_body_bytes
             message = too_large_text(limit)

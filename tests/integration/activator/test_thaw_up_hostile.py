@@ -170,6 +170,23 @@ def test_error_status_codes_match_thaw_serve(
         _error(r)
 
 
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("GET", "/nope", {"error": "Not Found"}),
+        ("GET", "/v2/models", {"error": "Not Found"}),
+        ("POST", "/v2", {"error": "Method Not Allowed"}),
+        ("PUT", "/v2/models/add_sub/infer", {"error": "Method Not Allowed"}),
+    ],
+)
+def test_unknown_routes_and_methods_get_tritons_bodies_on_both(
+    up: UpProcess, serve: _Serve, method: str, path: str, body: dict[str, str]
+) -> None:
+    # tritonserver 2.51's bodies; thaw up said "no route for '/nope'" (stop 50's side by side).
+    for base in (up.url, serve.url):
+        assert requests.request(method, base + path, timeout=60).json() == body, base
+
+
 def test_inference_json_binary_and_versioned_match_thaw_serve(up: UpProcess, serve: _Serve) -> None:
     for path in ("/v2/models/add_sub/infer", "/v2/models/add_sub/versions/1/infer"):
         assert _answer("POST", up.url + path, json=_ADD_SUB_JSON) == _answer(
