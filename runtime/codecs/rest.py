@@ -108,7 +108,7 @@ def decode_infer_request(
         model_name=model_name,
         model_version=model_version,
         inputs=inputs,
-        requested_outputs=_decode_outputs(doc.get("outputs"), binary_default, shm),
+        requested_outputs=_decode_outputs(doc.get("outputs"), shm),
         id=request_id,
         parameters=parameters,
         binary_output_default=binary_default,
@@ -375,9 +375,7 @@ def _json_input(
     return json_to_array(raw["data"], name, datatype, shape, count, model)
 
 
-def _decode_outputs(
-    raw: Any, binary_default: bool, shm: ShmBinding | None = None
-) -> list[RequestedOutput]:
+def _decode_outputs(raw: Any, shm: ShmBinding | None = None) -> list[RequestedOutput]:
     """Requested outputs with their binary flag and classification count."""
     if raw is None:
         return []
@@ -397,7 +395,9 @@ def _decode_outputs(
         params = _parameters(entry.get("parameters"), "output", name)
         if params and not SHM_PARAMETERS.isdisjoint(params):
             params = _shm_output(params, name, shm)
-        binary = _flag(params.get("binary_data", binary_default), "binary_data")
+        # A listed output is binary only when it says so: `binary_data_output` is the default
+        # of the outputs not listed (Triton's CheckBinaryOutputData; qa/L0_http's test.sh).
+        binary = _flag(params.get("binary_data", False), "binary_data")
         classes = params.get("classification", 0)
         if type(classes) is not int or classes < 0:
             raise InvalidInput(

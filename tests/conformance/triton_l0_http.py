@@ -11,6 +11,10 @@ extracts `qa/L0_http/http_test.py`, `qa/L0_http/python_http_aio_test.py`,
 (tests/fixtures/triton_qa_models.py), starts `thaw serve` on port 8000 with the flags test.sh
 gives tritonserver (the tests hard-code localhost:8000, so suites run one after another), and
 runs each file with plain unittest, as test.sh does (tests/conformance/unittest_json.py).
+Then test.sh's own curl checks (JSON and binary outputs of `simple` by `binary_data` and
+`binary_data_output`, the `data`/`shape` mismatch answers, the server still serving after them)
+run with bash, unchanged, against the `simple` model of Triton's client examples
+(tests/fixtures/client_example_models.py): one row, passed when test.sh's RET stays 0.
 
 Deselected: `test_loading_large_invalid_model`, which builds ~12 GiB of request in the client
 (`--with-large` runs it; tests/integration/runtime/test_triton_http_parity.py pins the same answer).
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -37,6 +42,7 @@ from tests.conformance.qa_checkout import (
     run_unittest,
 )
 from tests.conformance.qa_servers import KINDS, start, unsupported
+from tests.fixtures.client_example_models import write_repository
 from tests.fixtures.triton_qa_models import build_aio_repo, build_http_test_repo
 
 _FILES = (
@@ -128,6 +134,36 @@ def _run_suite(
     return results
 
 
+def curl_section(test_sh: str) -> str | None:
+    """test.sh's curl checks: from its first `rm -f ./curl.out` to the `kill $SERVER_PID` that
+    ends that server's run (None when the file has none)."""
+    start_at = test_sh.find("rm -f ./curl.out")
+    if start_at < 0:
+        return None
+    end_at = test_sh.find("kill $SERVER_PID", start_at)
+    return test_sh[start_at : end_at if end_at >= 0 else len(test_sh)]
+
+
+def _run_curl_checks(ref: str, work: Path, test_sh: str, kind: str) -> list[Result]:
+    """Run test.sh's curl checks with bash against `simple`, as test.sh does (RET=1 on any)."""
+    section = curl_section(test_sh)
+    if section is None:
+        return []
+    repo = write_repository(work / "curl_models", ("simple",))
+    script = work / "curl_checks.sh"
+    script.write_text(f'RET=0\ncd "{work}"\n{section}\necho "RET=$RET"\n')
+    server = start(kind, repo, ())
+    try:
+        run = subprocess.run(
+            ["bash", str(script)], capture_output=True, text=True, timeout=300, check=False
+        )
+    finally:
+        server.stop()
+    passed = run.returncode == 0 and run.stdout.rstrip().endswith("RET=0")
+    detail = "" if passed else " ".join((run.stdout + run.stderr).split())[-240:]
+    return [Result(ref, "test.sh", "curl checks", "passed" if passed else "failed", detail)]
+
+
 def run(mirror: Path, refs: list[str], *, with_large: bool, kind: str = "serve") -> list[Result]:
     results: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="thaw-triton-qa-") as tmp:
@@ -149,6 +185,8 @@ def run(mirror: Path, refs: list[str], *, with_large: bool, kind: str = "serve")
                     extract(mirror, ref, (f"{prefix}/{f}" for f in _GENERATE_MODEL), base)
                 label = ref if kind == "serve" else f"{ref} (thaw up)"
                 results += _run_suite(label, qa_dir, suite, repo, with_large=with_large, kind=kind)
+            label = ref if kind == "serve" else f"{ref} (thaw up)"
+            results += _run_curl_checks(label, qa_dir, test_sh, kind)
     return results
 
 

@@ -499,3 +499,23 @@ def test_tritonclient_errors(client: httpclient.InferenceServerClient) -> None:
     assert info.value.status() == "404"
     assert info.value.message() == "Request for unknown model: 'nosuch' is not found"
     assert client.is_model_ready("add_sub") and not client.is_model_ready("nosuch")
+
+
+def test_binary_data_output_is_the_default_of_the_outputs_not_listed(url: str) -> None:
+    # qa/L0_http's test.sh (curl): `binary_data_output: true`, OUTPUT0 asks JSON, OUTPUT1 is
+    # listed without `binary_data`: both come back as JSON (Triton's CheckBinaryOutputData).
+    body = {
+        "parameters": {"binary_data_output": True},
+        **_ADD_SUB_BODY,
+        "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": False}}, {"name": "OUTPUT1"}],
+    }
+    response = _post(url, "/v2/models/add_sub/infer", body)
+    assert response.status_code == 200
+    outputs = {o["name"]: o for o in response.json()["outputs"]}
+    assert outputs["OUTPUT0"]["data"] == [2.0, 3.0, 4.0, 5.0]
+    assert outputs["OUTPUT1"]["data"] == [0.0, 1.0, 2.0, 3.0]
+    # No output listed: every one is binary.
+    unlisted = {"parameters": {"binary_data_output": True}, **_ADD_SUB_BODY}
+    response = _post(url, "/v2/models/add_sub/infer", unlisted)
+    assert "Inference-Header-Content-Length" in response.headers
+

@@ -1,5 +1,6 @@
 """The qa/L0_secure_grpc, qa/L0_data_compression and qa/L0_http_fuzz runners: test.sh's client
-runs, the mutated client files, and a run without mirrors (or boofuzz) that says so and passes."""
+runs, the mutated client files, and a run without mirrors (or boofuzz) that says so and passes;
+the part of qa/L0_http's test.sh its runner runs with bash (the curl checks)."""
 
 from __future__ import annotations
 
@@ -51,3 +52,15 @@ def test_the_http_fuzz_run_without_boofuzz_says_so_and_passes(
 
     assert fuzz.main(["--mirror", "", "--boofuzz-path", str(tmp_path)]) == 0
     assert "boofuzz not installed" in capsys.readouterr().err
+
+
+def test_the_curl_section_is_test_shs_from_its_first_curl_out_to_that_servers_kill() -> None:
+    from tests.conformance.triton_l0_http import curl_section
+
+    test_sh = (
+        "run_server\nset +e\npython http_test.py\n"
+        "rm -f ./curl.out\ncode=`curl -s localhost:8000/v2`\nRET=1\n"
+        "kill $SERVER_PID\nwait $SERVER_PID\nrm -f ./curl.out\n"
+    )
+    assert curl_section(test_sh) == "rm -f ./curl.out\ncode=`curl -s localhost:8000/v2`\nRET=1\n"
+    assert curl_section("run_server\nkill $SERVER_PID\n") is None
