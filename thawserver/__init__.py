@@ -15,6 +15,7 @@ module name (several import aiohttp or grpc); this `__init__` imports nothing, b
     max_tokens_flag       the OpenAI routes' `--default-max-tokens`, for both CLIs
     host_metrics          Triton's host gauges (nv_cpu_*) on both servers' /metrics
     gpu_metrics           Triton's per-GPU families (nv_gpu_*, nv_energy_*) via NVML, both servers
+    metric_values         sample values on /metrics as Triton writes them (`3`, not `3.0`)
     metrics_config_flags  tritonserver's `--metrics-config` (latency counters, summaries), both CLIs
     handed_defaults       flag defaults handed through the environment, refused as the flag would be
     fd_limit              the open-file limit: raised at start-up, what it leaves

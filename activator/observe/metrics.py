@@ -17,6 +17,7 @@ from activator.scaler.backend import PoolStatus, SharedReplicaStatus
 from thawserver.cache_counters import EvictionCounts, read_counts
 from thawserver.gpu_metrics import GpuCollector, GpuReader, NvmlReader, bare_energy_header
 from thawserver.host_metrics import HostCollector
+from thawserver.metric_values import triton_values
 
 if TYPE_CHECKING:
     from activator.observe.cost import CostFigures
@@ -241,7 +242,7 @@ class Metrics:
 
     def exposition(self) -> bytes:
         """The Prometheus text exposition (format 0.0.4) of the activator's own families."""
-        return bare_energy_header(generate_latest(self.registry))
+        return triton_values(bare_energy_header(generate_latest(self.registry)))
 
     def report_cost(self, source: Callable[[], Iterable[CostFigures]]) -> None:
         """Export every model's cost accounting (activator.observe.cost), read from `source` at

@@ -8,10 +8,11 @@ is skipped, never fatal, and a page is bounded by the caller.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+
+from thawserver.metric_values import value_text
 
 __all__ = ["Family", "Labels", "SampleKey", "parse", "render"]
 
@@ -107,11 +108,7 @@ def _escape(value: str) -> str:
 
 
 def _number(value: float) -> str:
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    if math.isnan(value):
-        return "NaN"
-    return repr(float(value))
+    return value_text(value)  # as the replicas (and Triton) write it
 
 
 def render(families: Iterable[Family]) -> str:

@@ -26,6 +26,7 @@ from runtime.observe.latency_summary import LatencyKind
 from runtime.observe.stats import FailureReason, ModelStats, StatsBook
 from thawserver.gpu_metrics import GpuReader, NvmlReader, bare_energy_header, gpu_families
 from thawserver.host_metrics import HostCollector
+from thawserver.metric_values import triton_values
 from thawserver.metrics_config_flags import MetricsSettings
 from thawwire import model_metrics
 
@@ -348,4 +349,4 @@ class Metrics:
                 re.MULTILINE,
             )
             text = pattern.sub(rb"# \1 \2 ", text)
-        return text
+        return triton_values(text)  # `3`, `25276203008`: Triton's way of writing values

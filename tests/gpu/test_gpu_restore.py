@@ -62,4 +62,4 @@ def test_warm_up_reserves_the_pool_and_pins_the_staging_ring() -> None:
     warmup.run()
     assert warmup.ready and warmup.staging is not None and warmup.staging.allocated
     assert torch.cuda.memory_reserved(0) >= 512 << 20
-    assert 'thaw_cuda_memory_pool_bytes{gpu="0"} 5.36870912e+08' in metrics.exposition().decode()
+    assert 'thaw_cuda_memory_pool_bytes{gpu="0"} 536870912\n' in metrics.exposition().decode()

@@ -63,7 +63,7 @@ async def test_fifty_concurrent_requests_at_zero_all_succeed_with_one_scale_up(
     for (a, b), out in zip(pairs, outputs, strict=True):
         np.testing.assert_allclose(out, a + b, rtol=1e-6)
     metrics = up.metrics()
-    assert 'thaw_replica_starts_total{model="add_sub",result="ok"} 1.0' in metrics
+    assert 'thaw_replica_starts_total{model="add_sub",result="ok"} 1\n' in metrics
     status = up.model("add_sub")
     assert status["state"] == "warm"
     assert status["replicas_ready"] == 1
@@ -102,7 +102,7 @@ async def test_onnx_model_wakes_serves_and_scales_to_zero_after_the_grace(up: Up
     # Grace is 1 s: the replica drains and its process exits soon after.
     up.wait_for(lambda: up.model("onnx_add")["state"] == "cold", 20, "scale to zero")
     up.wait_for(lambda: not pid_alive(pid), 10, "the replica process to exit")
-    assert 'thaw_model_replicas{model="onnx_add",state="ready"} 0.0' in up.metrics()
+    assert 'thaw_model_replicas{model="onnx_add",state="ready"} 0\n' in up.metrics()
 
 
 async def test_overflow_is_refused_at_once_with_503_and_retry_after(up: UpProcess) -> None:
@@ -148,7 +148,7 @@ async def test_model_that_cannot_load_gets_a_clear_error_and_recovers_once_fixed
         finally:
             (up_repo / "broken" / "FIXED").unlink()
     assert body["outputs"][0]["data"] == [1.0, 2.0]
-    assert 'thaw_replica_starts_total{model="broken",result="failed"} 1.0' in up.metrics()
+    assert 'thaw_replica_starts_total{model="broken",result="failed"} 1\n' in up.metrics()
 
 
 def _in_flight_anywhere(model: dict[str, Any]) -> int:

@@ -93,11 +93,11 @@ def test_thaw_up_reports_its_hosts_gpus_at_zero(tmp_path: Path, fake_nvml: dict[
         up.stop()
     gpu = '{gpu_uuid="GPU-fa4e0001-0000-1111-2222-333344445555"}'
     assert f"nv_gpu_utilization{gpu} 0.37" in text
-    assert f"nv_gpu_memory_total_bytes{gpu} 8.589934592e+10" in text
-    assert f"nv_gpu_memory_used_bytes{gpu} 3.221225472e+09" in text
-    assert f"nv_gpu_power_usage{gpu} 250.0" in text
-    assert f"nv_gpu_power_limit{gpu} 700.0" in text
-    assert f"nv_energy_consumption{gpu} 0.0" in text  # joules since thaw up started
+    assert f"nv_gpu_memory_total_bytes{gpu} 85899345920\n" in text
+    assert f"nv_gpu_memory_used_bytes{gpu} 3221225472\n" in text
+    assert f"nv_gpu_power_usage{gpu} 250\n" in text
+    assert f"nv_gpu_power_limit{gpu} 700\n" in text
+    assert f"nv_energy_consumption{gpu} 0\n" in text  # joules since thaw up started
     assert "# TYPE nv_energy_consumption counter" in text
     assert "GPU-fa4e0000" not in text  # CUDA_VISIBLE_DEVICES=1: not a GPU thaw up uses
     assert "thaw_gpu_process_memory_bytes" not in text  # the front door holds no GPU memory

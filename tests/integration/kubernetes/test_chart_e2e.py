@@ -294,7 +294,7 @@ async def test_the_chart_prefetches_serves_a_cold_request_from_the_node_cache_an
         (claimed,) = chart.pods(**{LABEL_MODEL: "onnx_add"})
         async with session.get(f"http://{claimed['status']['podIP']}:8000/metrics") as resp:
             metrics = await resp.text()
-        assert 'thaw_model_restored_from_snapshot{model="onnx_add",version="1"} 1.0' in metrics
+        assert 'thaw_model_restored_from_snapshot{model="onnx_add",version="1"} 1\n' in metrics
         if kubelet_mode.podman:  # written by the pods' user, 10001, into the hostPath
             assert _owners(filled + hot) == {(10001, 10001)}, _owners(filled + hot)
 

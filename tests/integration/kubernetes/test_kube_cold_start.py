@@ -107,15 +107,15 @@ async def test_a_cold_request_claims_a_pool_pod_restores_its_image_and_scales_to
             pod_url = f"http://{claimed['status']['podIP']}:8000"
             async with session.get(f"{pod_url}/metrics") as resp:
                 metrics = await resp.text()
-            assert 'thaw_model_restored_from_snapshot{model="onnx_add",version="1"} 1.0' in metrics
+            assert 'thaw_model_restored_from_snapshot{model="onnx_add",version="1"} 1\n' in metrics
             await eventually(lambda: len(_ready_pool(kube_apiserver)) == 2, timeout_s=60)
             async with session.get(f"{up.url}/metrics") as resp:
                 text = await resp.text()
             assert (
                 'thaw_kube_pod_claims_total{model="onnx_add",placement_class="default",'
-                'result="claimed"} 1.0' in text
+                'result="claimed"} 1\n' in text
             )
-            assert "thaw_scaling_leader 1.0" in text
+            assert "thaw_scaling_leader 1\n" in text
 
             # Idle past its grace: drained and deleted; the pool is untouched.
             await eventually(
@@ -147,7 +147,7 @@ async def test_no_ready_pool_pod_creates_a_model_pod_from_the_pools_template(
             assert status == 200, answer
             async with session.get(f"{up.url}/metrics") as resp:
                 text = await resp.text()
-        assert 'thaw_kube_pool_misses_total{model="onnx_add",placement_class="default"} 1.0' in text
+        assert 'thaw_kube_pool_misses_total{model="onnx_add",placement_class="default"} 1\n' in text
         (pod,) = _pods(kube_apiserver, **{LABEL_MODEL: "onnx_add"})
         assert pod["metadata"]["name"].startswith("thaw-onnx-add-")
         assert pod["metadata"]["labels"]["app.kubernetes.io/component"] == "runtime"

@@ -178,8 +178,8 @@ async def test_shared_models_share_a_pod_and_the_idle_one_is_evicted_and_rewoken
             assert counts["onnx_a"] == {"evictions": 1, "loads": {"files": 2}}, counts
             assert counts["onnx_b"]["evictions"] == 1 and counts["onnx_c"]["evictions"] == 0
             metrics = up.metrics()
-            assert 'thaw_shared_evictions_total{model="onnx_a"} 1.0' in metrics
-            assert 'thaw_shared_loads_total{model="onnx_a",source="files"} 2.0' in metrics
+            assert 'thaw_shared_evictions_total{model="onnx_a"} 1\n' in metrics
+            assert 'thaw_shared_loads_total{model="onnx_a",source="files"} 2\n' in metrics
     finally:
         up.stop()
     assert "Traceback" not in up.log(), up.log()

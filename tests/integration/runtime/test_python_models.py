@@ -387,12 +387,12 @@ def test_custom_metrics_of_each_kind_are_exported(server: ServeProcess) -> None:
     with urllib.request.urlopen(server.url + "/metrics", timeout=10) as response:
         text = response.read().decode()
     assert "# TYPE test_requests counter" in text
-    assert 'test_requests{model="metered"} 3.0' in text
-    assert 'test_last_x{model="metered"} 50.0' in text
+    assert 'test_requests{model="metered"} 3\n' in text
+    assert 'test_last_x{model="metered"} 50\n' in text
     # Bounds as Triton writes them (`le="1"`, not "1.0"; its qa custom_metrics compares text).
-    assert 'test_x_bucket{le="1",model="metered"} 1.0' in text
-    assert 'test_x_bucket{le="10",model="metered"} 2.0' in text
-    assert 'test_x_count{model="metered"} 3.0' in text
+    assert 'test_x_bucket{le="1",model="metered"} 1\n' in text
+    assert 'test_x_bucket{le="10",model="metered"} 2\n' in text
+    assert 'test_x_count{model="metered"} 3\n' in text
 
 
 def test_a_crashing_stub_fails_its_request_and_restarts(server: ServeProcess) -> None:

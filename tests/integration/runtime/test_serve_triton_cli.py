@@ -135,7 +135,7 @@ def test_the_metrics_port_serves_metrics_only(tmp_path: Path, start_serve: Start
             tensor.set_data_from_numpy(np.ones(4, np.float32))
         for _ in range(3):
             client.infer("add_sub", inputs)
-    series = 'nv_inference_count{model="add_sub",version="1"} 3.0'
+    series = 'nv_inference_count{model="add_sub",version="1"} 3\n'
     for url in (server.metrics_url, server.url):  # Triton's port, and the HTTP port too
         status, body = _get(url + "/metrics")
         assert status == 200 and series in body.decode()

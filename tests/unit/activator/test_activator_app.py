@@ -191,9 +191,9 @@ async def test_metrics_and_status(activator: tuple[str, FakeScalerBackend]) -> N
             text = await r.text()
         async with s.get(f"{url}/thaw/status") as r:
             status = await r.json()
-    assert 'thaw_model_replicas{model="m",state="ready"} 1.0' in text
-    assert 'thaw_held_requests{model="other"} 0.0' in text
-    assert 'thaw_cold_start_seconds_count{model="m",phase="total"} 1.0' in text
+    assert 'thaw_model_replicas{model="m",state="ready"} 1\n' in text
+    assert 'thaw_held_requests{model="other"} 0\n' in text
+    assert 'thaw_cold_start_seconds_count{model="m",phase="total"} 1\n' in text
     assert "thaw_activator_request_duration_seconds_bucket" in text
     models = {m["model"]: m for m in status["models"]}
     assert models["m"]["state"] == "warm"

@@ -50,7 +50,7 @@ def test_triton_counter_names_are_kept_as_written() -> None:
     families = _page(5)
     assert _value(families, "nv_inference_count") == 5.0
     text = render(families.values())
-    assert 'nv_inference_count{model="m",version="1"} 5.0' in text
+    assert 'nv_inference_count{model="m",version="1"} 5\n' in text
     assert "_total" not in text
     assert parse(text).keys() == families.keys()  # what we render reads back the same
 
@@ -159,9 +159,9 @@ def test_a_model_at_zero_has_summaries_when_asked_and_no_latency_counters_when_n
     families = with_zeros({}, {"m": ["1"]}, settings)
     text = render(families.values())
     assert 'nv_inference_request_summary_us{model="m",quantile="0.75",version="1"} NaN' in text
-    assert 'nv_inference_queue_summary_us_count{model="m",version="1"} 0.0' in text
+    assert 'nv_inference_queue_summary_us_count{model="m",version="1"} 0\n' in text
     assert "_duration_us" not in text
-    assert 'nv_inference_count{model="m",version="1"} 0.0' in text
+    assert 'nv_inference_count{model="m",version="1"} 0\n' in text
 
 
 def test_requests_held_at_the_front_door_are_pending_on_the_newest_version() -> None:

@@ -62,5 +62,5 @@ async def test_summaries_carry_the_quantiles_asked_for_and_every_request(tmp_pat
 async def test_counter_latencies_false_drops_the_duration_counters_only(tmp_path: Path) -> None:
     text = await _served(tmp_path, MetricsSettings(counter_latencies=False), requests=1)
     assert "_duration_us" not in text
-    assert 'nv_inference_count{model="ident",version="1"} 1.0' in text
+    assert 'nv_inference_count{model="ident",version="1"} 1\n' in text
     assert "_summary_us" not in text  # summaries are off by default

@@ -257,7 +257,7 @@ async def test_poll_retries_a_broken_model_only_when_its_files_change(tmp_path: 
     try:
         await manager.poll_once()
         await manager.poll_once()
-        assert 'thaw_model_load_failures_total{model="m"} 1.0' in metrics.exposition().decode()
+        assert 'thaw_model_load_failures_total{model="m"} 1\n' in metrics.exposition().decode()
         (model_dir / "config.pbtxt").write_text(good)
         await manager.poll_once()
         assert (await _states(manager)) == {"m": "READY"}

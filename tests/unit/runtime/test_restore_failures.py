@@ -78,7 +78,7 @@ async def test_a_snapshot_error_loads_the_files_and_is_counted(
         assert (await _add(manager)).shape == (2, 4)  # served from the model file
         assert _failures(metrics, "onnx_add") == {type(error).__name__: 1.0}
         text = metrics.exposition().decode()
-        assert 'thaw_model_restored_from_snapshot{model="onnx_add",version="1"} 0.0' in text
+        assert 'thaw_model_restored_from_snapshot{model="onnx_add",version="1"} 0\n' in text
     finally:
         await manager.stop()
 
@@ -99,7 +99,7 @@ async def test_a_bug_in_restore_fails_the_load_instead_of_loading_the_files(
         assert rows["add_sub"]["state"] == "READY"
         assert _failures(metrics, "onnx_add") == {"KeyError": 1.0}
         text = metrics.exposition().decode()
-        assert 'thaw_model_load_failures_total{model="onnx_add"} 1.0' in text
+        assert 'thaw_model_load_failures_total{model="onnx_add"} 1\n' in text
     finally:
         await manager.stop()
 

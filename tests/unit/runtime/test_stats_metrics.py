@@ -211,7 +211,7 @@ def test_triton_families_keep_their_names_help_and_type() -> None:
 def test_label_values_with_newlines_quotes_and_backslashes_are_escaped() -> None:
     name = 'odd"name\\with\nnewline'
     text = _metrics_for(name).exposition().decode()
-    assert 'nv_inference_count{model="odd\\"name\\\\with\\nnewline",version="1"} 2.0' in text
+    assert 'nv_inference_count{model="odd\\"name\\\\with\\nnewline",version="1"} 2\n' in text
     # A Prometheus parser reads every sample back with the exact name.
     families = list(text_string_to_metric_families(text))
     models = {s.labels["model"] for f in families for s in f.samples if "model" in s.labels}

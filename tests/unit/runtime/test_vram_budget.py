@@ -66,6 +66,6 @@ async def test_a_load_whose_copies_do_not_fit_is_503_and_counted(
         (row,) = [r for r in await manager.index() if r["name"] == "gpu_add"]
         assert row["state"] == "UNAVAILABLE" and "weight copies do not fit" in row["reason"]
         text = metrics.exposition().decode()
-        assert 'thaw_device_out_of_memory_total{device="cuda:0",model="gpu_add"} 1.0' in text
+        assert 'thaw_device_out_of_memory_total{device="cuda:0",model="gpu_add"} 1\n' in text
     finally:
         await manager.stop()

@@ -29,10 +29,10 @@ def test_gpu_families_carry_tritons_names_help_and_labels() -> None:
     text = Metrics(gpu=FakeGpus([H200])).exposition().decode()
     label = f'{{gpu_uuid="{H200.uuid}"}}'
     assert f"nv_gpu_utilization{label} 0.42" in text
-    assert f"nv_gpu_memory_total_bytes{label} 1.5e+11" in text
-    assert f"nv_gpu_memory_used_bytes{label} 2e+10" in text
+    assert f"nv_gpu_memory_total_bytes{label} 150000000000\n" in text
+    assert f"nv_gpu_memory_used_bytes{label} 20000000000\n" in text
     assert f"nv_gpu_power_usage{label} 312.5" in text
-    assert f"nv_gpu_power_limit{label} 700.0" in text
+    assert f"nv_gpu_power_limit{label} 700\n" in text
     assert f"nv_energy_consumption{label} 1234.5" in text
     assert "# HELP nv_gpu_memory_used_bytes GPU used memory, in bytes" in text
     assert "# TYPE nv_energy_consumption counter" in text  # Triton's bare counter name
@@ -118,7 +118,7 @@ def test_only_the_gpus_this_process_can_use_are_reported_with_its_own_memory() -
     assert samples[0].memory_used_bytes == 2 << 30  # device-wide, as Triton's
     assert samples[0].process_memory_bytes == 1 << 30 and samples[1].process_memory_bytes is None
     text = Metrics(gpu=reader).exposition().decode()
-    assert 'thaw_gpu_process_memory_bytes{gpu_uuid="GPU-b"} 1.073741824e+09' in text
+    assert 'thaw_gpu_process_memory_bytes{gpu_uuid="GPU-b"} 1073741824\n' in text
     assert 'thaw_gpu_process_memory_bytes{gpu_uuid="GPU-c"}' not in text
 
 
@@ -136,7 +136,7 @@ def test_thaw_ups_front_door_reports_its_hosts_gpus_as_tritonserver_does() -> No
     text = ActivatorMetrics(gpu=FakeGpus([H200])).exposition().decode()
     label = f'{{gpu_uuid="{H200.uuid}"}}'
     assert f"nv_gpu_utilization{label} 0.42" in text
-    assert f"nv_gpu_power_limit{label} 700.0" in text
+    assert f"nv_gpu_power_limit{label} 700\n" in text
     assert f"nv_energy_consumption{label} 1234.5" in text
     assert "# TYPE nv_energy_consumption counter" in text
     assert "nv_energy_consumption_total" not in text
