@@ -4,6 +4,9 @@ on both servers' metrics pages (`thaw serve`'s, and `thaw up`'s front door)."""
 from __future__ import annotations
 
 import re
+from typing import Any
+
+import pytest
 
 from activator.observe.metrics import Metrics as ActivatorMetrics
 from runtime.observe.metrics import Metrics
@@ -25,8 +28,11 @@ class FakeGpus:
         return self._samples
 
 
-def test_gpu_families_carry_tritons_names_help_and_labels() -> None:
-    text = Metrics(gpu=FakeGpus([H200])).exposition().decode()
+@pytest.mark.parametrize("page", [Metrics, ActivatorMetrics], ids=["thaw serve", "thaw up"])
+def test_gpu_families_carry_tritons_names_help_and_labels(page: Any) -> None:
+    # `thaw up`'s metrics port too: the GPUs of the host it and its local replicas share, at
+    # zero as well (no replica to ask).
+    text = page(gpu=FakeGpus([H200])).exposition().decode()
     label = f'{{gpu_uuid="{H200.uuid}"}}'
     assert f"nv_gpu_utilization{label} 0.42" in text
     assert f"nv_gpu_memory_total_bytes{label} 150000000000\n" in text
@@ -37,6 +43,7 @@ def test_gpu_families_carry_tritons_names_help_and_labels() -> None:
     assert "# HELP nv_gpu_memory_used_bytes GPU used memory, in bytes" in text
     assert "# TYPE nv_energy_consumption counter" in text  # Triton's bare counter name
     assert "nv_energy_consumption_total" not in text
+    assert "nv_cpu_utilization" in text
 
 
 def test_without_a_gpu_reader_answering_the_families_are_absent() -> None:
@@ -128,19 +135,6 @@ def test_allow_gpu_metrics_false_leaves_every_gpu_family_out() -> None:
     assert "nv_gpu_" not in text
     assert "nv_energy_" not in text
     assert "nv_cpu_utilization" in text  # only the GPU's families go
-
-
-def test_thaw_ups_front_door_reports_its_hosts_gpus_as_tritonserver_does() -> None:
-    # `thaw up`'s metrics port: the GPUs of the host it and its local replicas share, at zero
-    # too (no replica to ask), with the energy counter under Triton's bare name.
-    text = ActivatorMetrics(gpu=FakeGpus([H200])).exposition().decode()
-    label = f'{{gpu_uuid="{H200.uuid}"}}'
-    assert f"nv_gpu_utilization{label} 0.42" in text
-    assert f"nv_gpu_power_limit{label} 700\n" in text
-    assert f"nv_energy_consumption{label} 1234.5" in text
-    assert "# TYPE nv_energy_consumption counter" in text
-    assert "nv_energy_consumption_total" not in text
-    assert "nv_cpu_utilization" in text
 
 
 def test_thaw_up_allow_gpu_metrics_false_leaves_its_gpu_families_out() -> None:
