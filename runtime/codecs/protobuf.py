@@ -30,7 +30,13 @@ import numpy as np
 
 from runtime.codecs.rest import checked_shape, selected_outputs, tensor_bytes
 from runtime.codecs.shm_tensors import ShmBinding
-from runtime.datatypes import V2_DATATYPES, element_size, from_wire, v2_to_numpy
+from runtime.datatypes import (
+    V2_DATATYPES,
+    element_size,
+    from_wire,
+    string_count_refusal,
+    v2_to_numpy,
+)
 from runtime.errors import InvalidInput, ModelNotFound
 from runtime.inference import InferRequest, InferResponse, InferTensor, RequestedOutput
 from thawwire.errors import SharedMemoryError
@@ -284,10 +290,7 @@ def _typed_contents(
     values = getattr(contents, field) if field is not None else ()
     if len(values) != count:
         if datatype == "BYTES":
-            raise InvalidInput(
-                f"expected {count} string elements for inference input '{name}' for model "
-                f"'{model}', got {len(values)}"
-            )
+            raise string_count_refusal(count, len(values), name, model)
         size = element_size(datatype)
         raise InvalidInput(
             f"input byte size mismatch for input '{name}' for model '{model}'. Expected "

@@ -209,6 +209,9 @@ def _typed(datatype: str, shape: list[int], **fields: list[object]) -> Any:
          "input byte size mismatch for input 'I' for model 'm'. Expected 4, got 0"),
         (_typed("BYTES", [3], bytes_contents=[b"x", b"yy"]),
          "expected 3 string elements for inference input 'I' for model 'm', got 2"),
+        (_typed("BYTES", [2], bytes_contents=[b"x", b"yy", b"z", b"w"]),  # (Triton 2.51's)
+         "unexpected number of string elements 3 for inference input 'I' for model 'm', "
+         "expecting 2"),
     ],
 )  # fmt: skip
 def test_typed_contents_are_checked_in_tritons_words(message: Any, error: str) -> None:
