@@ -179,4 +179,9 @@ def test_a_client_may_not_send_the_control_tensors_itself(server: ServeProcess) 
         [fp32("INPUT", [1.0]), fp32("START", [1.0])],
         parameters={"sequence_id": 8, "sequence_start": True},
     )
-    assert answer.status == 400 and "unexpected inference input 'START'" in answer.error
+    # Refused as Triton's core refuses any input past the config's: counted first (2.51).
+    assert answer.status == 400 and answer.error == (
+        "expected 1 inputs but got 2 inputs for model 'direct'. Got input(s) "
+        "['START','INPUT'], but missing required input(s) ]. Please provide all required "
+        "input(s)."
+    )
