@@ -10,6 +10,7 @@ import pytest
 from tests.fixtures.models import make_add_sub, make_slow_execute, make_slow_init
 from tests.fixtures.onnx_models import make_onnx_add
 from tests.fixtures.up_process import UpProcess, make_broken, with_params
+from tests.integration.activator.serve_beside import ServeBeside
 from tests.integration.activator.up_limits import MAX_BODY_BYTES, hold_file
 
 
@@ -55,5 +56,13 @@ def up(up_repo: Path) -> Iterator[UpProcess]:
         "--model-control-mode", "explicit",  # the load/unload tests' own
         "--load-model-at-zero=*",  # every model servable at zero, none woken at start
     )  # fmt: skip
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def serve(up_repo: Path) -> Iterator[ServeBeside]:
+    """A direct `thaw serve` of the same repository, beside the session's `thaw up`."""
+    server = ServeBeside(up_repo)
     yield server
     server.stop()

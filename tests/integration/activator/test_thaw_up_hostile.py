@@ -21,6 +21,7 @@ import tritonclient.http as httpclient
 
 from tests.fakes.loop import HUNG_AFTER_S
 from tests.fixtures.up_process import UpProcess, pid_alive
+from tests.integration.activator.serve_beside import ServeBeside
 from tests.integration.activator.up_limits import MAX_BODY_BYTES, hold_file
 
 pytestmark = pytest.mark.integration
@@ -31,44 +32,6 @@ _ADD_SUB_JSON = {
         {"name": "INPUT1", "datatype": "FP32", "shape": [4], "data": [1, 1, 1, 1]},
     ]
 }
-
-
-class _Serve:
-    """A direct `thaw serve` of the same repository, to compare answers with."""
-
-    def __init__(self, repo: Path) -> None:
-        argv = [sys.executable, "-m", "thaw.cli", "serve", str(repo), "--port", "0"]
-        argv += ["--log-level", "error"]
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        assert self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            line = raw.decode().strip()
-            if line.startswith("THAW_LISTENING "):
-                self.url = line.split(" ", 1)[1]
-                break
-        else:
-            raise RuntimeError("thaw serve did not start")
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:  # ready once every loadable model loaded
-            index = requests.post(f"{self.url}/v2/repository/index", timeout=10).json()
-            if all(row.get("state") in ("READY", "UNAVAILABLE") for row in index):
-                return
-            time.sleep(0.1)
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-
-@pytest.fixture(scope="module")
-def serve(up_repo: Path) -> Iterator[_Serve]:
-    server = _Serve(up_repo)
-    yield server
-    server.stop()
 
 
 def _answer(method: str, url: str, **kw: Any) -> tuple[int, Any]:
@@ -109,13 +72,13 @@ def _error(r: requests.Response) -> str:
     ],
 )
 def test_metadata_config_and_health_match_thaw_serve(
-    up: UpProcess, serve: _Serve, path: str
+    up: UpProcess, serve: ServeBeside, path: str
 ) -> None:
     assert _answer("GET", up.url + path) == _answer("GET", serve.url + path)
 
 
 def test_an_unsupported_body_coding_is_tritons_501_through_thaw_up(
-    up: UpProcess, serve: _Serve
+    up: UpProcess, serve: ServeBeside
 ) -> None:
     body = json.dumps(_ADD_SUB_JSON).encode()
     for base in (up.url, serve.url):
@@ -129,7 +92,9 @@ def test_an_unsupported_body_coding_is_tritons_501_through_thaw_up(
         assert r.headers["Accept-Encoding"] == "gzip, deflate"
 
 
-def test_an_unknown_expectation_is_ignored_through_thaw_up(up: UpProcess, serve: _Serve) -> None:
+def test_an_unknown_expectation_is_ignored_through_thaw_up(
+    up: UpProcess, serve: ServeBeside
+) -> None:
     # Triton 2.51 ignores an Expect other than 100-continue (Thaw answered a text/plain 417).
     body = json.dumps(_ADD_SUB_JSON).encode()
     for base in (up.url, serve.url):
@@ -162,7 +127,7 @@ def test_an_unknown_expectation_is_ignored_through_thaw_up(up: UpProcess, serve:
     ],
 )
 def test_error_status_codes_match_thaw_serve(
-    up: UpProcess, serve: _Serve, method: str, path: str, status: int
+    up: UpProcess, serve: ServeBeside, method: str, path: str, status: int
 ) -> None:
     for base in (up.url, serve.url):
         r = requests.request(method, base + path, json=_ADD_SUB_JSON, timeout=60)
@@ -180,14 +145,16 @@ def test_error_status_codes_match_thaw_serve(
     ],
 )
 def test_unknown_routes_and_methods_get_tritons_bodies_on_both(
-    up: UpProcess, serve: _Serve, method: str, path: str, body: dict[str, str]
+    up: UpProcess, serve: ServeBeside, method: str, path: str, body: dict[str, str]
 ) -> None:
     # tritonserver 2.51's bodies; thaw up said "no route for '/nope'" (stop 50's side by side).
     for base in (up.url, serve.url):
         assert requests.request(method, base + path, timeout=60).json() == body, base
 
 
-def test_inference_json_binary_and_versioned_match_thaw_serve(up: UpProcess, serve: _Serve) -> None:
+def test_inference_json_binary_and_versioned_match_thaw_serve(
+    up: UpProcess, serve: ServeBeside
+) -> None:
     for path in ("/v2/models/add_sub/infer", "/v2/models/add_sub/versions/1/infer"):
         assert _answer("POST", up.url + path, json=_ADD_SUB_JSON) == _answer(
             "POST", serve.url + path, json=_ADD_SUB_JSON
@@ -215,7 +182,7 @@ def test_inference_json_binary_and_versioned_match_thaw_serve(up: UpProcess, ser
 
 
 def test_repository_index_matches_thaw_serve_for_servable_models(
-    up: UpProcess, serve: _Serve
+    up: UpProcess, serve: ServeBeside
 ) -> None:
     names = {"add_sub", "onnx_add", "overflow", "slow"}
     rows = {}
@@ -229,7 +196,7 @@ def test_repository_index_matches_thaw_serve_for_servable_models(
     assert bad.status_code == 400 and "ready" in _error(bad)
 
 
-def test_statistics_have_the_replicas_shape_at_zero(up: UpProcess, serve: _Serve) -> None:
+def test_statistics_have_the_replicas_shape_at_zero(up: UpProcess, serve: ServeBeside) -> None:
     mine = requests.get(f"{up.url}/v2/models/overflow/stats", timeout=60).json()
     theirs = requests.get(f"{serve.url}/v2/models/overflow/stats", timeout=60).json()
     assert set(mine["model_stats"][0]) == set(theirs["model_stats"][0])
