@@ -173,6 +173,7 @@ def run(mirror: Path, refs: list[str], *, with_large: bool, kind: str = "serve")
             extract(mirror, ref, _FILES, base)
             test_sh = (git_show(mirror, ref, "qa/L0_http/test.sh") or b"").decode()
             qa_dir = base / "qa" / "L0_http"
+            label = ref if kind == "serve" else f"{ref} (thaw up)"
             build_aio_repo(qa_dir / "models")
             build_http_test_repo(
                 qa_dir / "python_unit_test_models",
@@ -183,9 +184,7 @@ def run(mirror: Path, refs: list[str], *, with_large: bool, kind: str = "serve")
                 if suite.file == "generate_endpoint_test.py":  # Triton's own model, unchanged
                     prefix = Path(os.path.normpath(repo)).relative_to(base).as_posix()
                     extract(mirror, ref, (f"{prefix}/{f}" for f in _GENERATE_MODEL), base)
-                label = ref if kind == "serve" else f"{ref} (thaw up)"
                 results += _run_suite(label, qa_dir, suite, repo, with_large=with_large, kind=kind)
-            label = ref if kind == "serve" else f"{ref} (thaw up)"
             results += _run_curl_checks(label, qa_dir, test_sh, kind)
     return results
 
