@@ -54,9 +54,11 @@ V2_DATATYPES: frozenset[str] = frozenset(_V2_TO_NUMPY)
 # Bytes per element on the wire: thawwire's table, the one `thaw up` checks sizes with too.
 _ELEMENT_SIZE: dict[str, int] = {name: ELEMENT_BYTES[name] for name in _V2_TO_NUMPY}
 
-# Little-endian wire dtypes of the fixed-size datatypes (BF16 travels as uint16 words).
+# Little-endian wire dtypes of the fixed-size datatypes (BF16 travels as uint16 words). Made
+# from their strings ("<i4"), which numpy normalizes: on a little-endian host the native dtype
+# (`int32`, as Triton hands a model), where `newbyteorder("<")` would keep an explicit '<'.
 _WIRE: dict[str, np.dtype] = {
-    name: dt.newbyteorder("<") for name, dt in _V2_TO_NUMPY.items() if name != "BYTES"
+    name: np.dtype(dt.newbyteorder("<").str) for name, dt in _V2_TO_NUMPY.items() if name != "BYTES"
 }
 
 _NUMPY_TO_V2: dict[np.dtype, str] = {

@@ -56,6 +56,7 @@ __all__ = [
     "ServerStopping",
     "ServingError",
     "UnsupportedEncoding",
+    "is_refusal",
 ]
 
 
@@ -186,3 +187,12 @@ class ModelErrorAlreadyExists(ModelCodedError):
 
 class ModelErrorCancelled(ModelCodedError):
     grpc_code = "CANCELLED"
+
+
+def is_refusal(exc: ServingError) -> bool:
+    """Whether `exc` refused a request before any model ran it (bad input, an unknown or
+    unready model, a stopping server); a model's own error never is. Triton answers a refusal
+    in a stream's place, before the stream (a plain error for generate_stream; in-stream even
+    with `triton_grpc_error`), and a model's error inside it (observed on 2.51)."""
+    refusal = isinstance(exc, InvalidInput | ModelNotFound | ModelUnavailable | ServerStopping)
+    return refusal and not exc.from_model

@@ -103,6 +103,9 @@ class InferResponse:
     only when the client asked for `triton_enable_empty_final_response`). `rescheduled` marks
     no response at all: the model released its request with Triton's RESCHEDULE flag (an
     iterative sequence, runtime.scheduling.sequence_scheduler), which runs it again.
+    `error` marks a decoupled model's error response sent without the final flag: it has no
+    outputs, and the request goes on (Triton sends it in the stream and keeps streaming); an
+    error with the final flag is raised instead (ModelManager.stream).
     """
 
     model_name: str
@@ -113,3 +116,11 @@ class InferResponse:
     final: bool = True
     flag_only: bool = False
     rescheduled: bool = False
+    error: Exception | None = None
+
+    def checked(self) -> InferResponse:
+        """This response, or its `error` raised: for a reader that ends the request at its
+        first error (an ensemble step, a default model's one answer, the OpenAI endpoints)."""
+        if self.error is not None:
+            raise self.error
+        return self

@@ -102,15 +102,16 @@ def index_response(rows: Iterable[Mapping[str, Any]]) -> pb.RepositoryIndexRespo
 
 
 def stream_error(
-    message: str, *, request_id: str, model_name: str, model_version: str
+    message: str, *, request_id: str, model_name: str, model_version: str, final: bool = True
 ) -> pb.ModelStreamInferResponse:
     """A failed request's answer on a stream, as Triton writes it: `error_message` set, the
-    response carrying only the request's id, model and the final-response flag; the stream
-    goes on."""
+    response carrying only the request's id, model and the final-response flag (false for a
+    decoupled model's error response sent without the final flag: more may follow); the
+    stream goes on."""
     answer = pb.ModelStreamInferResponse(error_message=message)
     response = answer.infer_response
     response.id = request_id
     response.model_name = model_name
     response.model_version = model_version
-    response.parameters[FINAL_RESPONSE].bool_param = True
+    response.parameters[FINAL_RESPONSE].bool_param = final
     return answer

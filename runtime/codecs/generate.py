@@ -2,11 +2,11 @@
 
     {"PROMPT": "hi", "STREAM": true, "id": "7", "parameters": {"temperature": 0}}
       keys naming a model input ─▶ that input (a scalar or a 1-D list, shaped to its dims)
-      "id"                      ─▶ the request id
+      "id"                      ─▶ the request id (and a parameter, as Triton passes it)
       "parameters": {...}       ─▶ each key, again input or parameter
       any other key             ─▶ a request parameter (string, number or boolean)
     response ─▶ {"model_name", "model_version", "id"?, <each output>, <each parameter>}
-                (an output of one element is written as that element, else a flat list)
+                (keys sorted; an output of one element is that element, else a flat list)
 
 The texts of the errors are Triton's (2.51's HTTP frontend and its L0_http generate tests).
 Pure: callers pass the model's v2 metadata.
@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from runtime.datatypes import v2_to_numpy
+from runtime.codecs.tensor_json import json_to_array
 from runtime.errors import InvalidInput
 from runtime.inference import InferRequest, InferResponse, InferTensor
 
@@ -85,12 +85,12 @@ def _convert(
                     "Unable to parse 'id': attempt to access JSON non-string as string"
                 )
             request.id = value or None
-            continue
+            request.parameters[key] = value  # Triton passes it on to the model as well
         if key in inputs:
             if key in seen:
                 raise InvalidInput(f"input '{key}' already exists in request")
             seen.add(key)
-            request.inputs.append(_tensor(key, value, inputs[key]))
+            request.inputs.append(_tensor(key, value, inputs[key], request.model_name))
         else:
             request.parameters[key] = _parameter(key, value)
 
@@ -103,35 +103,13 @@ def _parameter(key: str, value: Any) -> str | int | float | bool:
     )
 
 
-def _element(value: Any, datatype: str) -> Any:
-    if isinstance(value, dict):
-        value = None  # an object is never an element
-    if datatype == "BYTES":
-        if not isinstance(value, str):
-            raise InvalidInput("attempt to access JSON non-string as string")
-        return value.encode("utf-8")
-    if datatype == "BOOL":
-        if not isinstance(value, bool):
-            raise InvalidInput("attempt to access JSON non-boolean as boolean")
-        return value
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidInput("attempt to access JSON non-number as number")
-    return value
-
-
-def _tensor(name: str, value: Any, meta: dict[str, Any]) -> InferTensor:
+def _tensor(name: str, value: Any, meta: dict[str, Any], model: str) -> InferTensor:
+    """An input from its generate value, read as an infer request's `data` is read (the same
+    kinds, ranges and texts: Triton turns the body into one and parses that)."""
     datatype = meta["datatype"]
     values = value if isinstance(value, list) else [value]
-    elements = [_element(v, datatype) for v in values]
-    shape = _shape(name, len(elements), [int(d) for d in meta["shape"]])
-    if datatype == "BYTES":
-        data = np.empty(len(elements), dtype=np.object_)
-        data[:] = elements
-    else:
-        try:
-            data = np.array(elements, dtype=v2_to_numpy(datatype))
-        except (OverflowError, ValueError) as exc:
-            raise InvalidInput(f"input '{name}' data is not valid {datatype}: {exc}") from None
+    shape = _shape(name, len(values), [int(d) for d in meta["shape"]])
+    data = json_to_array(values, name, datatype, tuple(shape), len(values), model)
     return InferTensor(name, datatype, tuple(shape), data.reshape(shape))
 
 
@@ -155,7 +133,8 @@ def _shape(name: str, count: int, dims: list[int]) -> list[int]:
 
 
 def encode_generate(response: InferResponse) -> dict[str, Any]:
-    """A response as the generate extension's JSON object."""
+    """A response as the generate extension's JSON object, its keys in Triton's order
+    (sorted, as 2.51 writes them)."""
     doc: dict[str, Any] = {}
     if response.id:
         doc["id"] = response.id
@@ -167,7 +146,7 @@ def encode_generate(response: InferResponse) -> dict[str, Any]:
     for tensor in response.outputs:
         flat = _json_values(tensor)
         doc[tensor.name] = flat[0] if math.prod(tensor.shape) == 1 and len(flat) == 1 else flat
-    return doc
+    return dict(sorted(doc.items()))
 
 
 def _json_values(tensor: InferTensor) -> list[Any]:

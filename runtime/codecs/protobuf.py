@@ -191,6 +191,8 @@ def request_parameters(parameters: Mapping[str, Any]) -> dict[str, Any]:
         value = parameter_value(param)
         if key == "priority" and isinstance(value, int) and value < 0:
             raise InvalidInput("invalid value for 'priority', expected value >= 0.")
+        if key == "sequence_id" and isinstance(value, int) and value < 0:
+            value += 1 << 64  # Triton reads the int64 as its uint64 id (observed on 2.51)
         values[key] = value
     return values
 

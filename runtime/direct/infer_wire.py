@@ -28,7 +28,7 @@ from runtime.errors import (
 )
 from runtime.inference import InferRequest, InferResponse, InferTensor
 from thawserver.grpc_status import http_status
-from thawwire.grpc_messages import set_parameter
+from thawwire.grpc_messages import FINAL_RESPONSE, set_parameter
 from thawwire.grpc_service import pb
 
 __all__ = [
@@ -141,10 +141,17 @@ def stream_request(request: InferRequest) -> bytes:
 
 def stream_response(data: bytes, model: str) -> InferResponse:
     """One serialized `ModelStreamInferResponse` as an InferResponse; its in-stream error
-    (`error_message`) as a ServingError."""
+    (`error_message`) raised as a ServingError when final, else a response with `error` set
+    (a decoupled model's error sent without the final flag: the stream goes on)."""
     answer = pb.ModelStreamInferResponse.FromString(data)
     if answer.error_message:
-        raise ServingError(answer.error_message)
+        final = answer.infer_response.parameters.get(FINAL_RESPONSE)
+        if final is None or final.bool_param:
+            raise ServingError(answer.error_message)
+        error = ServingError(answer.error_message, from_model=True)
+        response = InferResponse(model, "", [], id=answer.infer_response.id or None, error=error)
+        response.final = False
+        return response
     response = model_infer_response(answer.infer_response)
     if not response.model_name:
         response.model_name = model

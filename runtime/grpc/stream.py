@@ -43,13 +43,7 @@ from runtime.codecs.protobuf import (
     message_ref,
 )
 from runtime.codecs.shm_tensors import ShmBinding
-from runtime.errors import (
-    InvalidInput,
-    ModelNotFound,
-    ModelUnavailable,
-    ServerStopping,
-    ServingError,
-)
+from runtime.errors import InvalidInput, ServerStopping, ServingError, is_refusal
 from runtime.header_forward import forwarded_headers
 from runtime.inference import InferRequest
 from thawserver.grpc_status import error_status
@@ -256,6 +250,10 @@ class _Stream:
                 # The model's bare final flag (no response): like Triton, only a client that
                 # asked for empty final responses gets one (below); it has no outputs to send.
                 continue
+            if response.error is not None:
+                await self._model_error(request, response.error, turn)
+                turn = None
+                continue
             if sum(t.data.nbytes for t in response.outputs) > THREAD_THRESHOLD_BYTES:
                 encoded = await asyncio.to_thread(_encoded, response, request, shm)
             else:
@@ -274,7 +272,7 @@ class _Stream:
     async def _error(
         self, message: Any, exc: ServingError, turn: asyncio.Future[None] | None
     ) -> None:
-        if self._grpc_errors and _ends_the_stream(exc):
+        if self._grpc_errors and not is_refusal(exc):
             if turn is not None:
                 await asyncio.shield(turn)  # the earlier ordered requests' answers go first
             if not self._failed.done():
@@ -290,6 +288,25 @@ class _Stream:
         )
         await self._write(answer.SerializeToString(), turn)
 
+    async def _model_error(
+        self, request: InferRequest, exc: Exception, turn: asyncio.Future[None] | None
+    ) -> None:
+        """An error response the model sent without the final flag: answered in the stream,
+        not final, and the request goes on (Triton 2.51); with `triton_grpc_error` it ends
+        the stream, as every error of a request that ran does."""
+        if not isinstance(exc, ServingError):
+            exc = ServingError(str(exc))
+        if self._grpc_errors:
+            raise exc
+        answer = stream_error(
+            self._message(exc),
+            request_id=request.id or "",
+            model_name=request.model_name,
+            model_version=request.model_version,
+            final=False,
+        )
+        await self._write(answer.SerializeToString(), turn)
+
     def _message(self, exc: ServingError) -> str:
         return self._redact(exc.message) if self._redact is not None else exc.message
 
@@ -299,13 +316,6 @@ class _Stream:
         async with self._write_lock:
             with contextlib.suppress(asyncio.InvalidStateError):  # the call already ended
                 await self._context.write(data)
-
-
-def _ends_the_stream(exc: ServingError) -> bool:
-    """Whether `exc` ends a `triton_grpc_error` stream: an error of a request that ran, not a
-    refusal before it ran (Triton answers those in-stream even then; observed on 2.51)."""
-    refusal = isinstance(exc, InvalidInput | ModelNotFound | ModelUnavailable | ServerStopping)
-    return exc.from_model or not refusal
 
 
 def _encoded(response: Any, request: InferRequest, shm: ShmBinding | None) -> bytes:

@@ -26,6 +26,7 @@ from runtime.errors import (
     ModelUnavailable,
     Restricted,
     ServingError,
+    is_refusal,
 )
 from runtime.header_forward import forwarded_headers
 from runtime.http.response_encoding import MIN_COMPRESS_BYTES, compress_body, pick_encoding
@@ -320,13 +321,14 @@ class V2Handlers:
         responses = [r async for r in self._manager.stream(infer_request) if not r.flag_only]
         if len(responses) != 1:
             raise ServingError(_GENERATE_ONE)
-        return json_response(encode_generate(responses[0]))
+        return json_response(encode_generate(responses[0].checked()))
 
     async def generate_stream(self, request: web.Request) -> web.StreamResponse:
         """POST .../generate_stream: each response as a Server-Sent Event, as it is sent.
 
-        An error before the model answered is a plain JSON error; once the stream started, an
-        error is an event `{"error": ...}` (its status only if it is the first event)."""
+        A request refused before the model saw it gets a plain JSON error; the model's own
+        errors are events `{"error": ...}` (its status only if it is the first event), and one
+        the model sent without the final flag does not end the stream (as Triton's)."""
         infer_request = await self._generate_request(request)
         stream = self._manager.stream(infer_request)
         response: web.StreamResponse | None = None
@@ -334,12 +336,18 @@ class V2Handlers:
             async for item in stream:
                 if item.flag_only:
                     continue
+                if item.error is not None:
+                    exc = _serving_error(item.error)
+                    if response is None:
+                        response = await self._start_sse(request, exc.status)
+                    await response.write(sse_event({"error": exc.message}))
+                    continue
                 if response is None:
                     response = await self._start_sse(request, 200)
                 await response.write(sse_event(encode_generate(item)))
         except ServingError as exc:
             if response is None:
-                if infer_request.response_sink is None:
+                if is_refusal(exc):
                     raise  # refused before the model saw it: a plain JSON error
                 response = await self._start_sse(request, exc.status)
             await response.write(sse_event({"error": exc.message}))
@@ -399,6 +407,11 @@ class V2Handlers:
         """
         if self._config.model_control_mode is not ModelControlMode.EXPLICIT:
             raise ControlDisabled(CONTROL_DISABLED)
+
+
+def _serving_error(exc: Exception) -> ServingError:
+    """A model's error response as a ServingError (it always is one; any other is internal)."""
+    return exc if isinstance(exc, ServingError) else ServingError(str(exc))
 
 
 def _names_client_shm(request: web.Request, body: bytes, header_length: int | None) -> bool:

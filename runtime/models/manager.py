@@ -388,7 +388,8 @@ class ModelManager:
     ) -> AsyncIterator[InferResponse]:
         """Every response to `request`: the one of a default model, or a decoupled model's
         zero or more, the last with `final` (a flag-only end has `flag_only`). An error
-        response from the model, or a failed execute, raises its ServingError."""
+        response sent with the final flag, or a failed execute, raises its ServingError; one
+        sent without it is a response with `error` set, and the stream goes on (as Triton's)."""
         received = time.perf_counter_ns()
         _, loaded = self._serving(request.model_name, request.model_version or None, namespace)
         if isinstance(loaded.scheduler, EnsembleScheduler) and not loaded.stats.cache_enabled:
@@ -418,7 +419,12 @@ class ModelManager:
         try:
             async for item, final in sink.items():
                 if isinstance(item, Exception):
-                    raise item
+                    if final:
+                        raise item
+                    item = InferResponse(request.model_name, "", [], id=request.id, error=item)
+                    item.final = False
+                    yield item
+                    continue
                 if item is None:
                     item = InferResponse(request.model_name, loaded.version, [], id=request.id)
                     item.flag_only = True

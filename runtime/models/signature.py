@@ -348,8 +348,11 @@ class ModelSignature:
         return InferTensor(tensor.name, tensor.datatype, shape, data, tensor.parameters)
 
     def finish(self, request: InferRequest, response: InferResponse, batch: int) -> InferResponse:
-        """Keep the requested outputs (all when none named), undoing any output `reshape`."""
-        wanted = {o.name for o in request.requested_outputs}
+        """Keep the requested outputs, undoing any output `reshape`. None named means every
+        output the config declares (Triton's core asks for those): a tensor a model adds
+        beyond them is dropped, as Triton's backends drop it (a config without outputs keeps
+        all)."""
+        wanted = {o.name for o in request.requested_outputs} or self.outputs.keys()
         outputs = []
         for tensor in response.outputs:
             if wanted and tensor.name not in wanted:

@@ -200,6 +200,7 @@ class Generation:
             async for response in stream:
                 if response.flag_only:
                     continue
+                response.checked()  # an error ends the choice, sent with the final flag or not
                 generated += self._count(response, prompt=prompt_pending)
                 prompt_pending = False
                 text = text_of(response)

@@ -297,7 +297,7 @@ class OpenAIHandlers:
                 try:
                     async for response in stream:
                         if not response.flag_only:
-                            last = response
+                            last = response.checked()
                 finally:
                     await stream.aclose()  # type: ignore[attr-defined]
             if last is None:

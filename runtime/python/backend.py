@@ -242,8 +242,8 @@ class InProcessPython:
             requested_output_names=[o.name for o in request.requested_outputs],
             model_name=self._name,
             flags=request_flags(request),
-            parameters=model_parameters(request),
         )
+        pb._parameters = model_parameters(request)  # a client's, of any JSON kind: as sent
         pb._make_sender = functools.partial(self._sender, request, index, sent, waits)
         pb._cancel_probe = functools.partial(request_cancelled, request)
         return pb

@@ -13,7 +13,7 @@ import numbers
 
 from runtime.python.pb_tensors import TritonModelException
 
-__all__ = ["check_request_args"]
+__all__ = ["check_parameters", "check_request_args"]
 
 
 def check_request_args(
@@ -64,3 +64,19 @@ def _check_types(
         raise TypeError("InferenceRequest(): correlation_id must be an integer or a string")
     if not isinstance(correlation_id, int | str):
         raise TritonModelException("Correlation ID must be integer or string")
+
+
+def check_parameters(parameters):
+    """A model's `parameters` for a request it builds (BLS), checked as Triton's binding checks
+    them: a dict of str keys and bool, int or str values (TritonModelException otherwise)."""
+    if not isinstance(parameters, dict):
+        return  # None (no parameters), or a JSON text a model passes as is
+    for key, value in parameters.items():
+        if not isinstance(key, str):
+            raise TritonModelException(
+                f"Expect parameters keys to have type str, found type {type(key)}"
+            )
+        if not isinstance(value, bool | int | str):
+            raise TritonModelException(
+                f"Expect parameters values to have type bool/int/str, found type {type(value)}"
+            )

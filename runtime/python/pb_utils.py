@@ -28,7 +28,7 @@ from runtime.observe.custom_metrics import CustomMetrics
 from runtime.python.host import InProcessHost, ModelHost
 from runtime.python.pb_metrics import Metric, MetricFamily, bind_host
 from runtime.python.pb_model_config import ModelConfig
-from runtime.python.pb_request_args import check_request_args
+from runtime.python.pb_request_args import check_parameters, check_request_args
 from runtime.python.pb_tensors import (
     TRITON_STRING_TO_NUMPY,
     TRITONSERVER_MEMORY_CPU,
@@ -166,6 +166,8 @@ class InferenceRequest:
             inputs, request_id, correlation_id, requested_output_names, model_name,
             model_version, flags, timeout,
         )  # fmt: skip
+        if parameters:
+            check_parameters(parameters)  # the server's own requests set `_parameters` instead
         self._inputs = list(inputs)
         self._request_id = request_id
         self._correlation_id = correlation_id
@@ -209,7 +211,9 @@ class InferenceRequest:
 
     def parameters(self):
         if not isinstance(self._parameters, str):
-            self._parameters = json.dumps(self._parameters or {}, separators=(",", ":"))
+            self._parameters = json.dumps(
+                self._parameters or {}, separators=(",", ":"), ensure_ascii=False
+            )  # non-ASCII text as it came (Triton writes UTF-8, not \u escapes)
         return self._parameters
 
     def model_name(self):
@@ -308,7 +312,9 @@ class InferenceResponse:
 
     def parameters(self):
         if not isinstance(self._parameters, str):
-            self._parameters = json.dumps(self._parameters or {}, separators=(",", ":"))
+            self._parameters = json.dumps(
+                self._parameters or {}, separators=(",", ":"), ensure_ascii=False
+            )  # non-ASCII text as it came (Triton writes UTF-8, not \u escapes)
         return self._parameters
 
 

@@ -34,6 +34,7 @@ from runtime.errors import (
     ModelNotFound,
     ModelUnavailable,
     ServingError,
+    is_refusal,
 )
 from runtime.inference import InferRequest, InferResponse, InferTensor, RequestedOutput
 from runtime.observe.custom_metrics import CustomMetrics
@@ -89,16 +90,55 @@ def from_pb_request(pb: Any) -> InferRequest:
         model_name=pb.model_name(),
         model_version="" if version in (-1, None, "") else str(version),
         inputs=inputs,
-        requested_outputs=[RequestedOutput(name) for name in pb.requested_output_names()],
+        # a name asked for twice is one output, as Triton's request keeps a set of them
+        requested_outputs=[RequestedOutput(n) for n in dict.fromkeys(pb.requested_output_names())],
         id=pb.request_id() or None,
         parameters=params,
     )
 
 
-def to_pb_response(result: InferResponse | Exception) -> Any:
-    """The server's response (or error) as the pb_utils.InferenceResponse a model gets back."""
+# A BLS call to a decoupled model without `decoupled=True` (Triton 2.51's text, its "'" kept).
+DECOUPLED_BLS = (
+    "Model {model} is using the decoupled. The current BLS request call doesn't support models "
+    "using the decoupled transaction policy. Please use 'decoupled=True' argument to the 'exec' "
+    "or 'async_exec' calls for decoupled models.'"
+)
+
+
+# In the server's refusal of plain inference on a decoupled model (runtime.models.manager's
+# DECOUPLED_INFER, also the 501 of another replica's HTTP front).
+_DECOUPLED_REFUSAL = "decoupled transaction policy"
+
+
+def _not_ready(request: InferRequest) -> ModelUnavailable:
+    """A BLS call to a model that is not there (or not ready), in Triton's words."""
+    return ModelUnavailable(
+        f"Failed for execute the inference request. Model '{request.model_name}' is not ready."
+    )
+
+
+def _unknown_model(exc: ServingError) -> bool:
+    """Whether `exc` is the server's answer for a model (or version) it does not have."""
+    return isinstance(exc, ModelNotFound) and exc.message.startswith("Request for unknown model")
+
+
+def bls_error_text(model: str, exc: ServingError) -> str:
+    """A BLS call's error as Triton's python backend words it: a refusal before the target ran
+    (an unknown or unready model, bad inputs, a full queue) after "Model <m> - Error when
+    running inference: "; the target's own error (or a timeout) as it is."""
+    if model and is_refusal(exc):
+        return f"Model {model} - Error when running inference: {exc.message}"
+    return exc.message
+
+
+def to_pb_response(result: InferResponse | Exception, model: str = "") -> Any:
+    """The server's response (or error) as the pb_utils.InferenceResponse a model gets back;
+    `model`: the call's target, named in a refusal's text (bls_error_text)."""
     if isinstance(result, Exception):
-        message = result.message if isinstance(result, ServingError) else repr(result)
+        if isinstance(result, ServingError):
+            message = bls_error_text(model, result)
+        else:
+            message = repr(result)
         kind = type(result)
         code = _CODES.get(kind, 1) if issubclass(kind, ServingError) else 1  # 1: INTERNAL
         return pb_utils.InferenceResponse(error=pb_utils.TritonError(message, code))
@@ -154,26 +194,32 @@ class ServerHost(InProcessHost):
             return True
 
     async def infer_async(self, request: InferRequest) -> InferResponse:
-        """One response (the first of a decoupled model's); raises ServingError."""
-        if self._routed_away(request):
-            assert self._front_door is not None
-            return await self._front_door.infer(request)
-        self._require_ready(request)
+        """The one response of a default model; raises ServingError (a decoupled model is
+        refused in Triton's words: a plain `exec()` is no stream)."""
         try:
+            if self._routed_away(request):
+                assert self._front_door is not None
+                return await self._front_door.infer(request)  # its 501 for a decoupled model
+            self._require_ready(request)
             return await self._target.infer(request)
-        except FeatureDisabled:
-            # A decoupled model through plain exec(): its first response, as Triton's.
-            async for response in self._target.stream(request):
-                if not response.flag_only:
-                    return response
-            raise ServingError(f"model '{request.model_name}' sent no response") from None
+        except ServingError as exc:
+            if exc.status == FeatureDisabled.status and _DECOUPLED_REFUSAL in exc.message:
+                raise InvalidInput(DECOUPLED_BLS.format(model=request.model_name)) from None
+            if _unknown_model(exc):  # the front door's 404 (thaw up): Triton's BLS words
+                raise _not_ready(request) from None
+            raise
 
     async def stream_async(self, request: InferRequest) -> AsyncIterator[InferResponse]:
         """Every response of the call (a decoupled model's stream); raises ServingError."""
         if self._routed_away(request):
             assert self._front_door is not None
-            async for response in self._front_door.stream(request):
-                yield response
+            try:
+                async for response in self._front_door.stream(request):
+                    yield response
+            except ModelNotFound as exc:
+                if not _unknown_model(exc):
+                    raise
+                raise _not_ready(request) from None  # the front door's NOT_FOUND (thaw up)
             return
         self._require_ready(request)
         async for response in self._target.stream(request):
@@ -185,10 +231,7 @@ class ServerHost(InProcessHost):
         except ModelNotFound:
             ready = False
         if not ready:
-            raise ModelUnavailable(
-                f"Failed for execute the inference request. Model '{request.model_name}' is "
-                "not ready."
-            )
+            raise _not_ready(request)
 
     # -- ModelHost, from model threads --------------------------------------------------------
 
@@ -206,7 +249,7 @@ class ServerHost(InProcessHost):
             future.cancel()
             return to_pb_response(DeadlineExceeded("Request timeout expired"))
         except ServingError as exc:
-            return to_pb_response(exc)
+            return to_pb_response(exc, request.model_name)
 
     def stream(self, pb_request: Any) -> Iterator[Any]:
         self._not_on_loop()
@@ -241,7 +284,9 @@ class ServerHost(InProcessHost):
                     # Triton's iterator ends with the flag-only final as an empty response.
                     yield pb_utils.InferenceResponse()
                     continue
-                yield to_pb_response(item)
+                if isinstance(item, InferResponse) and item.error is not None:
+                    item = item.error  # sent without the final flag: the iterator goes on
+                yield to_pb_response(item, request.model_name)
         finally:
             future.cancel()
 

@@ -23,7 +23,7 @@ from runtime.inference import InferRequest, InferResponse, InferTensor, Requeste
 from runtime.python import pb_utils
 from runtime.python.host import LOG_LEVELS
 from runtime.python.model_io import ERROR_CLASSES
-from runtime.python.server_host import ServerHost
+from runtime.python.server_host import ServerHost, bls_error_text
 from runtime.python.stub.wire import ChannelClosed, Message, Tensor
 
 __all__ = ["Send", "StubServices"]
@@ -60,7 +60,8 @@ class StubServices:
             model_name=str(spec["model"]),
             model_version="" if version in (-1, None, "") else str(version),
             inputs=[InferTensor(t.name, t.datatype, t.shape, t.data) for t in message.tensors],
-            requested_outputs=[RequestedOutput(name) for name in spec.get("outputs", [])],
+            # a name asked for twice is one output, as Triton's request keeps a set of them
+            requested_outputs=[RequestedOutput(n) for n in dict.fromkeys(spec.get("outputs", []))],
             id=spec.get("id") or None,
             parameters=dict(spec.get("params") or {}),
         )
@@ -79,7 +80,7 @@ class StubServices:
             _reply_error(send, reply, "Request timeout expired", pb_utils.TritonError.UNAVAILABLE)
         except ServingError as exc:
             code = _CODES.get(type(exc), pb_utils.TritonError.INTERNAL)
-            _reply_error(send, reply, exc.message, code)
+            _reply_error(send, reply, bls_error_text(request.model_name, exc), code)
 
     async def _stream(self, send: Send, reply: dict[str, Any], request: InferRequest) -> None:
         """A decoupled BLS call's responses, the last marked final, as Triton's iterator: a
@@ -88,6 +89,13 @@ class StubServices:
         async for response in self._host.stream_async(request):
             if response.flag_only:
                 break
+            if response.error is not None:  # sent without the final flag: more may follow
+                exc = response.error
+                if not isinstance(exc, ServingError):
+                    exc = ServingError(str(exc))
+                code = _CODES.get(type(exc), pb_utils.TritonError.INTERNAL)
+                _reply_error(send, reply, exc.message, code, final=False)
+                continue
             _reply(send, {**reply, "final": response.final}, response)
             if response.final:
                 return
@@ -168,6 +176,8 @@ def _reply(send: Send, fields: dict[str, Any], response: InferResponse | None) -
     _send_quietly(send, Message(fields, tensors))
 
 
-def _reply_error(send: Send, reply: dict[str, Any], message: str, code: int) -> None:
-    fields = {**reply, "final": True, "response": {"error": message, "code": code}}
+def _reply_error(
+    send: Send, reply: dict[str, Any], message: str, code: int, *, final: bool = True
+) -> None:
+    fields = {**reply, "final": final, "response": {"error": message, "code": code}}
     _send_quietly(send, Message(fields))

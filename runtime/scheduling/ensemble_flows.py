@@ -180,7 +180,7 @@ class EnsembleFlows:
         request = self._make_request(step, flow.tensors)
         try:
             async for response in self._runner.stream(request):
-                self._queue.put_nowait(_Item(flow, step, response))
+                self._queue.put_nowait(_Item(flow, step, response.checked()))
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # the step's error fails the request

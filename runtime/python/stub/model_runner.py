@@ -76,6 +76,9 @@ def import_model_file(path: Path) -> ModuleType:
     """
     global _module_counter
     install_pb_utils()
+    # Imported by its absolute path, as Triton's stub imports it: the path its tracebacks
+    # (and the "At:" lines of an execute's error) show.
+    path = Path(os.path.abspath(path))
     with _IMPORT_LOCK:
         _module_counter += 1
         package_name = f"_thaw_python_model_{_module_counter}"
@@ -120,6 +123,24 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, pb_utils.TritonModelException):
         return f"TritonModelException: {exc.message()}"
     return f"{type(exc).__name__}: {exc}"
+
+
+# Frames of Thaw's own modules (this runner, pb_utils): Triton's stub calls the model from C++,
+# and its pb_utils is C++, so its tracebacks hold only the model's (and the libraries') frames.
+_RUNTIME_DIR = str(Path(__file__).resolve().parents[2]) + os.sep
+
+
+def _with_trace(exc: BaseException) -> str:
+    """`exc` as Triton's stub writes an exception its model's `execute` raised (pybind11's
+    text, observed on 2.51): "Type: message", then "At:" and a line per frame, the deepest
+    first: `  /path/model.py(22): execute`."""
+    frames = list(traceback.walk_tb(exc.__traceback__))
+    lines = [
+        f"  {frame.f_code.co_filename}({line}): {frame.f_code.co_name}\n"
+        for frame, line in reversed(frames)
+        if not frame.f_code.co_filename.startswith(_RUNTIME_DIR)
+    ]
+    return _describe(exc) + ("\n\nAt:\n" + "".join(lines) if lines else "")
 
 
 class ModelRunner:
@@ -187,7 +208,7 @@ class ModelRunner:
         except ModelError:
             raise
         except BaseException as exc:  # MemoryError, TritonModelException, even SystemExit
-            raise ModelError(_describe(exc)) from exc
+            raise ModelError(_with_trace(exc)) from exc
         return self._check(requests, returned)
 
     def finalize(self) -> None:

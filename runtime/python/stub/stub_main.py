@@ -163,8 +163,8 @@ class Stub:
             requested_output_names=spec.get("outputs", []),
             model_name=spec.get("model", ""),
             flags=spec.get("flags", 0),
-            parameters=spec.get("params") or {},
         )
+        request._parameters = spec.get("params") or {}  # a client's, of any JSON kind: as sent
         runner = self.runner
         link = _RequestLink(self, exec_id, index, runner is not None and runner.decoupled)
         request._make_sender = link.make_sender

@@ -76,7 +76,9 @@ _V2 = {
     np.dtype(np.int16): "INT16", np.dtype(np.int32): "INT32", np.dtype(np.int64): "INT64",
     np.dtype(np.float16): "FP16", np.dtype(np.float32): "FP32", np.dtype(np.float64): "FP64",
 }  # fmt: skip
-_WIRE = {name: dtype.newbyteorder("<") for dtype, name in _V2.items()}
+# From the dtype's string, which numpy normalizes: native `int32` on a little-endian host (as
+# Triton hands a model its arrays), where `newbyteorder("<")` alone would keep an explicit '<'.
+_WIRE = {name: np.dtype(dtype.newbyteorder("<").str) for dtype, name in _V2.items()}
 _WIRE["BF16"] = np.dtype("<u2")
 
 

@@ -12,6 +12,12 @@ from pathlib import Path
 import pytest
 import requests
 
+from tests.fixtures.midstream_model import (
+    GRPC_ANSWERS,
+    grpc_stream_answers,
+    make_midstream_error,
+    midstream_events,
+)
 from tests.fixtures.models import make_add_sub, python_model
 from tests.fixtures.up_process import UpProcess
 
@@ -63,6 +69,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("up_generate")
     make_add_sub(root)
     python_model(root, "ticker", _TICKER_CONFIG, _TICKER)
+    make_midstream_error(root, "midstream")
     return root
 
 
@@ -173,3 +180,17 @@ def test_a_generate_body_over_the_cap_is_refused_before_it_is_read(up: UpProcess
     )
     assert response.status_code == 413
     assert "--max-body-bytes" in response.json()["error"]
+
+
+def test_an_error_sent_without_the_final_flag_ends_no_stream_through_thaw_up(
+    up: UpProcess,
+) -> None:
+    # The replica answers as Triton does (tests/integration/runtime/
+    # test_triton_parity_python_answers.py); the front door's relays pass on what follows.
+    for _ in range(2):  # the first wakes the model (activator path), the second is warm
+        response = requests.post(
+            up.url + "/v2/models/midstream/generate_stream", json={"text_input": "x"}, timeout=120
+        )
+        assert response.status_code == 200
+        assert response.text == midstream_events("midstream")
+    assert grpc_stream_answers(up.grpc_address, "midstream") == GRPC_ANSWERS

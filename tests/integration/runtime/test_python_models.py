@@ -374,7 +374,11 @@ def test_generate_stream_sends_each_response_as_an_event(server: ServeProcess) -
     assert json.loads(body)["OUT"] == 1
     # Refused before the model sees it: a plain JSON error.
     status, kind, body = _post(server.url + "/v2/models/counter/generate_stream", {"IN": "x"})
-    assert status == 400 and kind == "application/json" and b"non-number" in body
+    assert status == 400 and kind == "application/json"
+    assert json.loads(body)["error"] == (  # an infer request's `data` text, as Triton reads it
+        "Unable to parse 'data': attempt to access JSON non-signed-integer as signed-integer "
+        "(input 'IN')"
+    )
 
 
 def test_custom_metrics_of_each_kind_are_exported(server: ServeProcess) -> None:

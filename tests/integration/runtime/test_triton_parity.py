@@ -353,9 +353,9 @@ _BATCH_NOTE = (
             "raises",
             [{"name": "X", "datatype": "FP32", "shape": [1], "data": [1]}],
             500,
-            # Triton then appends "\n\nAt:\n" and the model's traceback.
+            # then pybind11's "At:" lines, the repository's directory cut from the path
             "Failed to process the request(s) for model 'raises_0', message: "
-            "ValueError: boom from execute",
+            "ValueError: boom from execute\n\nAt:\n  raises/1/model.py(4): execute\n",
         ),
         (
             "errs",
@@ -518,4 +518,3 @@ def test_binary_data_output_is_the_default_of_the_outputs_not_listed(url: str) -
     unlisted = {"parameters": {"binary_data_output": True}, **_ADD_SUB_BODY}
     response = _post(url, "/v2/models/add_sub/infer", unlisted)
     assert "Inference-Header-Content-Length" in response.headers
-

@@ -284,7 +284,7 @@ def test_triton_grpc_error_ends_a_stream_on_a_models_error_not_on_a_refusal(
          "triton_enable_empty_final_response"),
         ("ok", ""),
         ("INTERNAL", "Failed to process the request(s) for model 'raises_0', message: "
-         "ValueError: boom"),
+         "ValueError: boom\n\nAt:\n  raises/1/model.py(4): execute\n"),
     ]  # fmt: skip
 
 

@@ -258,6 +258,14 @@ def test_parameters_of_the_wrong_type_are_refused(
     assert request_parameters(ok.parameters) == {"triton_enable_empty_final_response": True}
 
 
+def test_a_negative_int64_sequence_id_is_read_as_tritons_uint64() -> None:
+    # Triton 2.51 takes int64_param -3 and runs the sequence 2**64 - 3 (its id is a uint64);
+    # over REST a negative id is refused, as there.
+    message = pb.ModelInferRequest()
+    message.parameters["sequence_id"].int64_param = -3
+    assert request_parameters(message.parameters) == {"sequence_id": (1 << 64) - 3}
+
+
 def test_requested_outputs_and_classification() -> None:
     message = _raw("I", "FP32", [3], np.zeros(3, np.float32).tobytes())
     out = message.outputs.add(name="OUT")

@@ -228,7 +228,8 @@ def test_generate_body_maps_inputs_parameters_and_id() -> None:
                        {"name": "N", "datatype": "INT32", "shape": [-1]}]}  # fmt: skip
     body = b'{"PROMPT": "hi", "N": [1, 2], "id": "7", "parameters": {"t": 0.5}, "k": true}'
     request = decode_generate(body, model="m", version="", metadata=meta, max_depth=10)
-    assert request.id == "7" and request.parameters == {"t": 0.5, "k": True}
+    # "id" is the request's id and, as Triton passes it on, a parameter too
+    assert request.id == "7" and request.parameters == {"id": "7", "t": 0.5, "k": True}
     assert [(t.name, t.shape) for t in request.inputs] == [("PROMPT", (1, 1)), ("N", (2,))]
     with pytest.raises(InvalidInput, match="input 'N' already exists in request"):
         decode_generate(b'{"N": 1, "N": 2}', model="m", version="", metadata=meta, max_depth=10)
@@ -239,6 +240,38 @@ def test_generate_body_maps_inputs_parameters_and_id() -> None:
     out = InferTensor("TEXT", "BYTES", (1,), np.array([b"yo"], dtype=np.object_))
     doc = encode_generate(InferResponse("m", "1", [out], id="7"))
     assert doc == {"id": "7", "model_name": "m", "model_version": "1", "TEXT": "yo"}
+    assert list(doc) == ["TEXT", "id", "model_name", "model_version"]  # Triton 2.51's order
+
+
+@pytest.mark.parametrize(
+    ("body", "text"),
+    [
+        # read as an infer request's `data` (Triton turns the body into one): its kinds, its words
+        (b'{"PROMPT": "hi", "N": 2.5}', "Unable to parse 'data': attempt to access JSON "
+         "non-signed-integer as signed-integer (input 'N')"),
+        (b'{"PROMPT": "hi", "N": "3"}', "non-signed-integer as signed-integer (input 'N')"),
+        (b'{"PROMPT": null}', "Unable to parse JSON bytes array: attempt to access JSON "
+         "non-string as string (input 'PROMPT')"),
+        (b'{"PROMPT": {"a": 1}}', "non-string as string (input 'PROMPT')"),
+        (b'{"PROMPT": "hi", "B": 1}', "Unable to parse 'data': attempt to access JSON "
+         "non-boolean as boolean (input 'B')"),
+    ],
+)  # fmt: skip
+def test_generate_values_are_read_as_infer_data_is(body: bytes, text: str) -> None:
+    from runtime.codecs.generate import decode_generate
+    from runtime.errors import InvalidInput
+
+    meta = {"inputs": [{"name": "PROMPT", "datatype": "BYTES", "shape": [1]},
+                       {"name": "N", "datatype": "INT32", "shape": [1]},
+                       {"name": "B", "datatype": "BOOL", "shape": [1]}]}  # fmt: skip
+    with pytest.raises(InvalidInput) as refused:
+        decode_generate(body, model="m", version="", metadata=meta, max_depth=10)
+    assert refused.value.message.endswith(text)
+    ok = decode_generate(b'{"PROMPT": "hi", "N": 3, "B": true}', model="m", version="",
+                         metadata=meta, max_depth=10)  # fmt: skip
+    assert [(t.name, t.data.tolist(), str(t.data.dtype)) for t in ok.inputs] == [
+        ("PROMPT", [b"hi"], "object"), ("N", [3], "int32"), ("B", [True], "bool")
+    ]  # fmt: skip
 
 
 def test_the_python_runtime_values_are_the_ones_thaw_up_checks() -> None:
