@@ -130,16 +130,25 @@ def _describe(exc: BaseException) -> str:
 _RUNTIME_DIR = str(Path(__file__).resolve().parents[2]) + os.sep
 
 
+# At most this many "At:" lines, half from each end (a RecursionError has a frame per call).
+_TRACE_LINES = 64
+
+
 def _with_trace(exc: BaseException) -> str:
     """`exc` as Triton's stub writes an exception its model's `execute` raised (pybind11's
     text, observed on 2.51): "Type: message", then "At:" and a line per frame, the deepest
-    first: `  /path/model.py(22): execute`."""
+    first: `  /path/model.py(22): execute`. Past _TRACE_LINES frames, the middle ones are
+    counted in a line of their own rather than listed (Triton lists them all)."""
     frames = list(traceback.walk_tb(exc.__traceback__))
     lines = [
         f"  {frame.f_code.co_filename}({line}): {frame.f_code.co_name}\n"
         for frame, line in reversed(frames)
         if not frame.f_code.co_filename.startswith(_RUNTIME_DIR)
     ]
+    if len(lines) > _TRACE_LINES:
+        half = _TRACE_LINES // 2
+        left_out = f"  ... {len(lines) - 2 * half} more frames\n"
+        lines = [*lines[:half], left_out, *lines[-half:]]
     return _describe(exc) + ("\n\nAt:\n" + "".join(lines) if lines else "")
 
 

@@ -9,6 +9,7 @@ process (the default) and in the server's process.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,10 @@ def helper(value):
     raise RuntimeError(f"boom {value}")
 
 
+def deeper(depth):
+    return deeper(depth + 1)
+
+
 class TritonPythonModel:
     def execute(self, requests):
         out = []
@@ -48,6 +53,8 @@ class TritonPythonModel:
             value = int(pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()[0])
             if value == 1:
                 helper(value)
+            if value == 2:
+                deeper(0)
             out.append(pb_utils.InferenceResponse([
                 pb_utils.Tensor("OUT", np.array([value], np.int32)),
                 pb_utils.Tensor("EXTRA", np.array([7], np.int32)),
@@ -198,14 +205,28 @@ def test_an_exception_from_execute_carries_tritons_at_lines(
     path = f"{model}/1/model.py"
     assert response.json()["error"] == (
         f"Failed to process the request(s) for model '{model}_0', message: RuntimeError: boom 1"
-        f"\n\nAt:\n  {path}(6): helper\n  {path}(15): execute\n"
+        f"\n\nAt:\n  {path}(6): helper\n  {path}(19): execute\n"
     )
     client = grpcclient.InferenceServerClient(server.grpc_address)
     tensor = grpcclient.InferInput("IN", [1], "INT32")
     tensor.set_data_from_numpy(np.array([1], np.int32))
     with pytest.raises(InferenceServerException) as raised:
         client.infer(model, [tensor])
-    assert raised.value.message().endswith(f"At:\n  {path}(6): helper\n  {path}(15): execute\n")
+    assert raised.value.message().endswith(f"At:\n  {path}(6): helper\n  {path}(19): execute\n")
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_a_deep_trace_is_listed_at_both_ends_only(server: ServeProcess, runtime: str) -> None:
+    model = f"raiser_{runtime}"
+    response = _infer(server, model, _int_body(2))  # recursion until RecursionError
+    assert response.status_code == 500
+    message = response.json()["error"]
+    assert "message: RecursionError: maximum recursion depth exceeded" in message
+    lines = message.split("\n\nAt:\n")[1].splitlines()
+    assert len(lines) == 65  # 32 deepest, a count of the others, 32 outermost
+    assert lines[0] == f"  {model}/1/model.py(10): deeper"
+    assert re.fullmatch(r"  \.\.\. \d+ more frames", lines[32])
+    assert lines[-2:] == [f"  {model}/1/model.py(10): deeper", f"  {model}/1/model.py(21): execute"]
 
 
 @pytest.mark.parametrize("runtime", RUNTIMES)
