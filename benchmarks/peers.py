@@ -8,6 +8,7 @@ project's `.venv`. Every server gets a port, a readiness wait with a deadline an
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import logging
 import os
@@ -47,6 +48,9 @@ class PeerHandle:
     _log: IO[bytes] = field(repr=False)
     scratch: Path | None = None  # a folder the peer needed while running, removed by stop()
     grpc_address: str | None = None  # HOST:PORT of its KServe v2 gRPC endpoint, if it has one
+    # Files it makes that outlive a killed or failed server (Triton's python-backend regions in
+    # /dev/shm, under a prefix of this handle's own), removed by stop().
+    leftovers: str | None = None
 
     def stop(self, *, timeout_s: float = 20.0) -> None:
         """SIGTERM the process group, SIGKILL it after `timeout_s`; idempotent."""
@@ -62,6 +66,10 @@ class PeerHandle:
         self._log.close()
         if self.scratch is not None:
             shutil.rmtree(self.scratch, ignore_errors=True)
+        if self.leftovers is not None:
+            for path in glob.glob(self.leftovers):
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
 
 
 class Peer(Protocol):
@@ -325,7 +333,13 @@ class TritonPeer:
             argv += ["--allow-grpc=true", "--grpc-address=127.0.0.1", f"--grpc-port={grpc_port}"]
         else:
             argv += ["--allow-grpc=false"]
+        # Its python backend's shared-memory regions under a prefix of this run's own, so that
+        # stop() removes what a failed or killed server leaves in /dev/shm (a leftover
+        # `triton_python_backend_shm_region_*` stops Triton's QA suites from running on Thaw).
+        prefix = f"thaw_bench_triton_{os.getpid()}_{port}_"
+        argv.append(f"--backend-config=python,shm-region-prefix-name={prefix}")
         handle = _spawn(self.name, argv, env=env, cwd=BENCH_DIR, url=f"http://127.0.0.1:{port}")
+        handle.leftovers = f"/dev/shm/{prefix}*"
         if grpc_port:
             handle.grpc_address = f"127.0.0.1:{grpc_port}"
         wait_ready(handle, model_names(model_repo), timeout_s=timeout_s)
