@@ -56,6 +56,7 @@ __all__ = [
     "ServerStopping",
     "ServingError",
     "UnsupportedEncoding",
+    "as_serving_error",
     "is_refusal",
 ]
 
@@ -196,3 +197,9 @@ def is_refusal(exc: ServingError) -> bool:
     with `triton_grpc_error`), and a model's error inside it (observed on 2.51)."""
     refusal = isinstance(exc, InvalidInput | ModelNotFound | ModelUnavailable | ServerStopping)
     return refusal and not exc.from_model
+
+
+def as_serving_error(exc: Exception) -> ServingError:
+    """`exc` as a ServingError: itself when it is one (a model's error response always is),
+    else an internal error with its text."""
+    return exc if isinstance(exc, ServingError) else ServingError(str(exc))

@@ -52,7 +52,7 @@ from thawwire.internal_calls import HEADER as INTERNAL_HEADER
 from thawwire.internal_calls import InternalCalls
 from thawwire.paths import SENT_BACK_QUERY
 
-__all__ = ["FrontDoor", "FrontDoorSteps"]
+__all__ = ["DECOUPLED_REFUSAL", "FrontDoor", "FrontDoorSteps"]
 
 logger = logging.getLogger(__name__)
 
@@ -64,8 +64,9 @@ _TIMEOUT_PAST_EXIT_S = 300
 _NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length"}
 _CHUNK = 256 * 1024
 _STREAM = method_path(Method.MODEL_STREAM_INFER)
-# What the HTTP front door answers for a decoupled model (Triton's words, runtime.http).
-_DECOUPLED_REFUSAL = "decoupled transaction policy"
+# In what an HTTP front answers for plain inference on a decoupled model (Triton's words,
+# runtime.models.manager.DECOUPLED_INFER): this replica's BLS reads it too.
+DECOUPLED_REFUSAL = "decoupled transaction policy"
 
 
 def _end_to_end(headers: CIMultiDictProxy[str]) -> CIMultiDict[str]:
@@ -286,7 +287,7 @@ class FrontDoor:
             try:
                 yield await self.infer(request)
             except InvalidInput as exc:
-                if _DECOUPLED_REFUSAL not in exc.message:
+                if DECOUPLED_REFUSAL not in exc.message:
                     raise
                 if self.grpc_address is not None:
                     raise InvalidInput(

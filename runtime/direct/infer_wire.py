@@ -149,9 +149,8 @@ def stream_response(data: bytes, model: str) -> InferResponse:
         if final is None or final.bool_param:
             raise ServingError(answer.error_message)
         error = ServingError(answer.error_message, from_model=True)
-        response = InferResponse(model, "", [], id=answer.infer_response.id or None, error=error)
-        response.final = False
-        return response
+        request_id = answer.infer_response.id or None
+        return InferResponse(model, "", [], id=request_id, final=False, error=error)
     response = model_infer_response(answer.infer_response)
     if not response.model_name:
         response.model_name = model

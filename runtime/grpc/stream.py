@@ -43,7 +43,13 @@ from runtime.codecs.protobuf import (
     message_ref,
 )
 from runtime.codecs.shm_tensors import ShmBinding
-from runtime.errors import InvalidInput, ServerStopping, ServingError, is_refusal
+from runtime.errors import (
+    InvalidInput,
+    ServerStopping,
+    ServingError,
+    as_serving_error,
+    is_refusal,
+)
 from runtime.header_forward import forwarded_headers
 from runtime.inference import InferRequest
 from thawserver.grpc_status import error_status
@@ -294,12 +300,11 @@ class _Stream:
         """An error response the model sent without the final flag: answered in the stream,
         not final, and the request goes on (Triton 2.51); with `triton_grpc_error` it ends
         the stream, as every error of a request that ran does."""
-        if not isinstance(exc, ServingError):
-            exc = ServingError(str(exc))
+        error = as_serving_error(exc)
         if self._grpc_errors:
-            raise exc
+            raise error
         answer = stream_error(
-            self._message(exc),
+            self._message(error),
             request_id=request.id or "",
             model_name=request.model_name,
             model_version=request.model_version,

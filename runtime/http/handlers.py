@@ -26,6 +26,7 @@ from runtime.errors import (
     ModelUnavailable,
     Restricted,
     ServingError,
+    as_serving_error,
     is_refusal,
 )
 from runtime.header_forward import forwarded_headers
@@ -337,7 +338,7 @@ class V2Handlers:
                 if item.flag_only:
                     continue
                 if item.error is not None:
-                    exc = _serving_error(item.error)
+                    exc = as_serving_error(item.error)
                     if response is None:
                         response = await self._start_sse(request, exc.status)
                     await response.write(sse_event({"error": exc.message}))
@@ -407,11 +408,6 @@ class V2Handlers:
         """
         if self._config.model_control_mode is not ModelControlMode.EXPLICIT:
             raise ControlDisabled(CONTROL_DISABLED)
-
-
-def _serving_error(exc: Exception) -> ServingError:
-    """A model's error response as a ServingError (it always is one; any other is internal)."""
-    return exc if isinstance(exc, ServingError) else ServingError(str(exc))
 
 
 def _names_client_shm(request: web.Request, body: bytes, header_length: int | None) -> bool:

@@ -421,9 +421,9 @@ class ModelManager:
                 if isinstance(item, Exception):
                     if final:
                         raise item
-                    item = InferResponse(request.model_name, "", [], id=request.id, error=item)
-                    item.final = False
-                    yield item
+                    yield InferResponse(
+                        request.model_name, "", [], id=request.id, final=False, error=item
+                    )
                     continue
                 if item is None:
                     item = InferResponse(request.model_name, loaded.version, [], id=request.id)

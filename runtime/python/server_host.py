@@ -26,7 +26,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from runtime.datatypes import numpy_to_v2
-from runtime.direct.front_door import FrontDoor
+from runtime.direct.front_door import DECOUPLED_REFUSAL, FrontDoor
 from runtime.errors import (
     DeadlineExceeded,
     FeatureDisabled,
@@ -103,11 +103,6 @@ DECOUPLED_BLS = (
     "using the decoupled transaction policy. Please use 'decoupled=True' argument to the 'exec' "
     "or 'async_exec' calls for decoupled models.'"
 )
-
-
-# In the server's refusal of plain inference on a decoupled model (runtime.models.manager's
-# DECOUPLED_INFER, also the 501 of another replica's HTTP front).
-_DECOUPLED_REFUSAL = "decoupled transaction policy"
 
 
 def _not_ready(request: InferRequest) -> ModelUnavailable:
@@ -203,7 +198,7 @@ class ServerHost(InProcessHost):
             self._require_ready(request)
             return await self._target.infer(request)
         except ServingError as exc:
-            if exc.status == FeatureDisabled.status and _DECOUPLED_REFUSAL in exc.message:
+            if exc.status == FeatureDisabled.status and DECOUPLED_REFUSAL in exc.message:
                 raise InvalidInput(DECOUPLED_BLS.format(model=request.model_name)) from None
             if _unknown_model(exc):  # the front door's 404 (thaw up): Triton's BLS words
                 raise _not_ready(request) from None

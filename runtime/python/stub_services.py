@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from runtime.errors import ServingError
+from runtime.errors import ServingError, as_serving_error
 from runtime.inference import InferRequest, InferResponse, InferTensor, RequestedOutput
 from runtime.python import pb_utils
 from runtime.python.host import LOG_LEVELS
@@ -90,9 +90,7 @@ class StubServices:
             if response.flag_only:
                 break
             if response.error is not None:  # sent without the final flag: more may follow
-                exc = response.error
-                if not isinstance(exc, ServingError):
-                    exc = ServingError(str(exc))
+                exc = as_serving_error(response.error)
                 code = _CODES.get(type(exc), pb_utils.TritonError.INTERNAL)
                 _reply_error(send, reply, exc.message, code, final=False)
                 continue
