@@ -536,6 +536,10 @@ def _utf8(item: Any, name: str) -> str:
     return str(item)
 
 
+# Triton's TopkClassifications takes integers, FP32 and FP64 only.
+_UNCLASSIFIABLE = frozenset({"BYTES", "BOOL", "FP16", "BF16"})
+
+
 def classify(
     tensor: InferTensor, class_count: int, labels: Sequence[str] = (), *, batched: bool = True
 ) -> InferTensor:
@@ -544,15 +548,19 @@ def classify(
     per batch entry (`[batch, k]`) when `batched` (the model batches) and the tensor has 2 or
     more dimensions, else over the whole tensor flattened (`[k]`; a non-batching model's
     `[2, 8]` output is one entry of 16 classes, qa/L0_infer_variable)."""
-    if tensor.datatype in ("BYTES", "BF16"):
-        raise InvalidInput(f"output '{tensor.name}' of {tensor.datatype} cannot be classified")
+    if tensor.datatype in _UNCLASSIFIABLE:
+        raise InvalidInput(
+            f"class result not available for output due to unsupported type '{tensor.datatype}'"
+        )  # Triton's text (a BYTES output crashes Triton 2.51's server: a division by zero)
     data = np.asarray(tensor.data)
     per_entry = batched and data.ndim >= 2
     rows = data.reshape(data.shape[0], -1) if per_entry else data.reshape(1, -1)
     k = min(class_count, rows.shape[1])
     order = np.argsort(-rows.astype(np.float64), axis=1, kind="stable")[:, :k]
+    # std::to_string, as Triton writes a class's value: "%f" for FP32/FP64, digits for integers
+    as_text = float if data.dtype.kind == "f" else int
     strings = [
-        [_class_string(float(row[i]), int(i), labels) for i in top]
+        [_class_string(as_text(row[i]), int(i), labels) for i in top]
         for row, top in zip(rows, order, strict=True)
     ]
     out = np.empty((rows.shape[0], k), dtype=np.object_)
@@ -561,8 +569,9 @@ def classify(
     return InferTensor(tensor.name, "BYTES", shape, out.reshape(shape), dict(tensor.parameters))
 
 
-def _class_string(value: float, index: int, labels: Sequence[str]) -> bytes:
-    """One class as Triton writes it: `0.900000:1:dog`, or `0.900000:1` past the labels (or
-    an empty label)."""
+def _class_string(value: float | int, index: int, labels: Sequence[str]) -> bytes:
+    """One class as Triton writes it: `0.900000:1:dog` (an integer output's value as digits,
+    `30:1:dog`), or without the label past the labels (or for an empty label)."""
+    text = f"{value:f}" if isinstance(value, float) else str(value)
     label = labels[index] if index < len(labels) else ""
-    return (f"{value:f}:{index}:{label}" if label else f"{value:f}:{index}").encode()
+    return (f"{text}:{index}:{label}" if label else f"{text}:{index}").encode()

@@ -328,8 +328,9 @@ class V2Handlers:
         """POST .../generate_stream: each response as a Server-Sent Event, as it is sent.
 
         A request refused before the model saw it gets a plain JSON error; the model's own
-        errors are events `{"error": ...}` (its status only if it is the first event), and one
-        the model sent without the final flag does not end the stream (as Triton's)."""
+        errors are events `{"error": ...}` (its status only if it is the first event; redacted
+        as every error body), and one the model sent without the final flag does not end the
+        stream (as Triton's)."""
         infer_request = await self._generate_request(request)
         stream = self._manager.stream(infer_request)
         response: web.StreamResponse | None = None
@@ -341,7 +342,7 @@ class V2Handlers:
                     exc = as_serving_error(item.error)
                     if response is None:
                         response = await self._start_sse(request, exc.status)
-                    await response.write(sse_event({"error": exc.message}))
+                    await response.write(sse_event({"error": self._redact(exc.message)}))
                     continue
                 if response is None:
                     response = await self._start_sse(request, 200)
@@ -351,7 +352,7 @@ class V2Handlers:
                 if is_refusal(exc):
                     raise  # refused before the model saw it: a plain JSON error
                 response = await self._start_sse(request, exc.status)
-            await response.write(sse_event({"error": exc.message}))
+            await response.write(sse_event({"error": self._redact(exc.message)}))
         except ConnectionResetError:
             return response or web.Response(status=499)
         finally:

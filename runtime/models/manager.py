@@ -367,15 +367,21 @@ class ModelManager:
         cache = self._cache if loaded.stats.cache_enabled else None
         if cache is not None:
             lookup = time.perf_counter_ns()
-            key = cache.key(request.model_name, loaded.version, request)
+            held = [o.name for o in request.requested_outputs] or loaded.signature.outputs
+            key = cache.key(request.model_name, loaded.version, request, held)
             hit = cache.get(key, request.model_name, loaded.version)
             looked = time.perf_counter_ns()
             if hit is not None:
                 loaded.stats.record_cache_hit(looked - received, looked - lookup)
                 return loaded.signature.finish(request, hit, batch)
-        response = await loaded.scheduler.submit(
-            request, batch_size=batch, received_ns=received, params=params
-        )
+        try:
+            response = await loaded.scheduler.submit(
+                request, batch_size=batch, received_ns=received, params=params
+            )
+        except ServingError:
+            if cache is not None:  # a miss all the same, as Triton counts it; nothing to keep
+                loaded.stats.record_cache_miss(looked - lookup)
+            raise
         response.model_version = loaded.version
         if cache is not None:
             insert = time.perf_counter_ns()

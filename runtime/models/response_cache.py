@@ -1,14 +1,18 @@
 """Triton's response cache: answers of earlier identical requests, kept under one byte bound.
 
-    key(model, version, request) -> digest of the model, its version and the exact inputs
+    key(model, version, request, outputs) -> digest of the model, its version, the exact
+                                                inputs and the outputs the answer holds
     get(key) -> a copy of the cached answer | None     (a hit refreshes the entry)
     put(key, response)                                  (least recently used entries go first)
 
 One cache per server (`--cache-config local,size=N`), shared by every model whose config says
 `response_cache { enable: true }`. The key covers the model name, the version, and each input's
 name, datatype, shape and bytes, as Triton's does; it also covers the names of the outputs the
-request asked for, since Thaw's backends compute only those (Triton's key leaves them out, so
-two requests asking for different outputs would share one answer there). An entry's size is
+answer holds (those the request asked for; every declared one when it asked for none), since
+Thaw's backends compute only those (Triton's key leaves them out, so two requests asking for
+different outputs would share one answer there). A request naming every output and one naming
+none share an answer, as in Triton: an ensemble's step, which names the outputs it maps, hits
+what a client's plain request to that model left. An entry's size is
 its output bytes plus a fixed overhead; an answer larger than the whole cache is not kept. Used
 on the event loop only.
 """
@@ -18,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import struct
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from runtime.datatypes import serialize_bytes
@@ -50,7 +55,7 @@ class ResponseCache:
         return len(self._entries)
 
     @staticmethod
-    def key(model: str, version: str, request: InferRequest) -> bytes:
+    def key(model: str, version: str, request: InferRequest, outputs: Iterable[str]) -> bytes:
         digest = hashlib.blake2b(digest_size=32)
         for text in (model, version):
             _text(digest, text)
@@ -62,7 +67,7 @@ class ResponseCache:
             raw = serialize_bytes(data) if tensor.datatype == "BYTES" else data.tobytes()
             digest.update(struct.pack("<Q", len(raw)))
             digest.update(raw)
-        for name in sorted(o.name for o in request.requested_outputs):
+        for name in sorted(set(outputs)):
             _text(digest, name)
         return digest.digest()
 

@@ -32,6 +32,7 @@ from runtime.devices.plan import (
 from runtime.devices.vram_budget import check_framework_vram, framework_vram
 from runtime.errors import DeviceOutOfMemory, RepositoryError, ServingError
 from runtime.model_config import config_to_json, fill_defaults, validate_config
+from runtime.models.answer_order import has_decoupled_step
 from runtime.models.instance_identity import instance_keys, match_instances
 from runtime.models.output_labels import ensemble_output_labels, read_output_labels
 from runtime.models.repository import ModelSpec
@@ -317,6 +318,11 @@ class VersionLoader:
         """An ensemble has no instances: its scheduler runs the steps on other models."""
         if steps is None:
             raise RepositoryError(f"model '{spec.name}': this server cannot run ensembles")
+        decoupled = has_decoupled_step(config, self._config_of or (lambda _name: None))
+        if decoupled != config.model_transaction_policy.decoupled:
+            # Triton's core sets it from the steps, whatever the config says.
+            config = _copy(config)
+            config.model_transaction_policy.decoupled = decoupled
         stats = self._book.open(spec.name, str(version))
         scheduler = EnsembleScheduler(
             spec.name, str(version), config, steps, stats, config_of=self._config_of
@@ -539,3 +545,9 @@ def _files_bytes(version_dir: Path) -> int:
         return sum(p.stat().st_size for p in version_dir.rglob("*") if p.is_file())
     except OSError:
         return 0
+
+
+def _copy(config: mc.ModelConfig) -> mc.ModelConfig:
+    copied = mc.ModelConfig()
+    copied.CopyFrom(config)
+    return copied

@@ -1,7 +1,7 @@
 """OpenAI's error shape: `{"error": {"message", "type", "param", "code"}}` with its status.
 
     OpenAIError (400, invalid_request_error)   a body the API refuses; `param` names the field
-    from_serving(ServingError)                 the runtime's errors, same status, OpenAI's type
+    from_serving(ServingError, redact)         the runtime's errors, same status, OpenAI's type
 
 The runtime's own middleware writes `{"error": message}`; the `/v1` routes answer in the shape
 the `openai` client parses (`openai.BadRequestError.body`, `.code`, `.param`). The document is
@@ -10,6 +10,7 @@ thawwire.openai_api's, which `thaw up` writes too.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from runtime.errors import ServingError
@@ -39,7 +40,8 @@ class OpenAIError(Exception):
         return error_body(self.message, status=self.status, param=self.param, code=self.code)
 
 
-def from_serving(exc: ServingError) -> OpenAIError:
-    """A runtime error (unknown model, not ready, a model's own failure) as an OpenAIError."""
+def from_serving(exc: ServingError, redact: Callable[[str], str]) -> OpenAIError:
+    """A runtime error (unknown model, not ready, a model's own failure) as an OpenAIError,
+    its text through `redact` (the server's directories left out: thawserver.redaction)."""
     code = "model_not_found" if exc.status == 404 else None
-    return OpenAIError(exc.message, status=exc.status, code=code)
+    return OpenAIError(redact(exc.message), status=exc.status, code=code)

@@ -80,8 +80,9 @@ def add_routes(
     router.add_post(api.MODEL_UNLOAD, guard(Category.MODEL_REPOSITORY, h.control.unload))
 
 
-def _openai_errors(handler: _Handler) -> _Handler:
-    """Refusals leave in OpenAI's shape (the runtime's middleware would write its own)."""
+def _openai_errors(handler: _Handler, redact: Callable[[str], str]) -> _Handler:
+    """Refusals leave in OpenAI's shape (the runtime's middleware would write its own), the
+    server's directories left out as in every error body (`redact`)."""
 
     @functools.wraps(handler)
     async def wrapped(request: web.Request) -> web.StreamResponse:
@@ -90,7 +91,7 @@ def _openai_errors(handler: _Handler) -> _Handler:
         except OpenAIError as exc:
             return json_response(exc.body(), status=exc.status)
         except ServingError as exc:
-            error = from_serving(exc)
+            error = from_serving(exc, redact)
             return json_response(error.body(), status=error.status)
 
     return wrapped
@@ -105,11 +106,11 @@ class OpenAIHandlers:
         self._templates = ChatTemplates(config.repositories)
         self._loras = LoraAdapters(config.repositories, config.lora_separator)
         self._created = int(time.time())  # every model's `created`: when this server started
-        self.completions = _openai_errors(self._completions)
-        self.chat_completions = _openai_errors(self._chat_completions)
-        self.embeddings = _openai_errors(self._embeddings)
-        self.models = _openai_errors(self._models)
-        self.model = _openai_errors(self._model)
+        self.completions = _openai_errors(self._completions, config.redactor)
+        self.chat_completions = _openai_errors(self._chat_completions, config.redactor)
+        self.embeddings = _openai_errors(self._embeddings, config.redactor)
+        self.models = _openai_errors(self._models, config.redactor)
+        self.model = _openai_errors(self._model, config.redactor)
         self.control = ModelControl(config, manager, created=self._created)
 
     # -- models ----------------------------------------------------------------------------
@@ -253,7 +254,8 @@ class OpenAIHandlers:
         except (OpenAIError, ServingError) as exc:
             if response is None:
                 raise
-            error = exc if isinstance(exc, OpenAIError) else from_serving(exc)
+            redact = self._config.redactor
+            error = exc if isinstance(exc, OpenAIError) else from_serving(exc, redact)
             await response.write(answers.sse(error.body()))
         except ConnectionResetError:
             return response or web.Response(status=499)

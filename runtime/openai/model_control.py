@@ -57,8 +57,8 @@ class ModelControl:
         # Triton's frontend holds one lock over its model table for a whole load or unload:
         # a second call for a model waits, then finds it loaded (or gone) and is refused.
         self._lock = asyncio.Lock()
-        self.load = _detail_errors(self._load)
-        self.unload = _detail_errors(self._unload)
+        self.load = _detail_errors(self._load, config.redactor)
+        self.unload = _detail_errors(self._unload, config.redactor)
 
     async def _loaded(self, name: str) -> bool:
         return any(row["name"] == name for row in await self._manager.index(ready_only=True))
@@ -104,11 +104,14 @@ class ModelControl:
 _Route = Callable[[web.Request], Coroutine[Any, Any, web.Response]]
 
 
-def _detail_errors(handler: _Route) -> _Route:
+def _detail_errors(handler: _Route, redact: Callable[[str], str]) -> _Route:
+    """Refusals as Triton's frontend writes them, the server's directories left out (a failed
+    load's reason may name them: thawserver.redaction)."""
+
     async def wrapped(request: web.Request) -> web.Response:
         try:
             return await handler(request)
         except _Refused as exc:
-            return json_response({"detail": exc.detail}, status=exc.status)
+            return json_response({"detail": redact(exc.detail)}, status=exc.status)
 
     return wrapped

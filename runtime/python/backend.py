@@ -44,6 +44,7 @@ from runtime.python.stub.model_runner import (
     ModelError,
     ModelRunner,
     close_open_senders,
+    execute_failure_text,
     install_pb_utils,
 )
 from runtime.python.stub.protocol import SENDER_DROPPED, wants_reschedule
@@ -164,7 +165,9 @@ class InProcessPython:
             self.timings = ExecTimings(t1 - t0, t2 - t1, 0)
             logger.warning("model=%s execute failed: %s", self._name, exc.message)
             if self._decoupled:
-                close_open_senders(pb_requests, exc.message)
+                close_open_senders(
+                    pb_requests, execute_failure_text(self._instance_name, exc.message)
+                )
             else:  # answered with the error below: later sends raise, as in a stub
                 for pb in pb_requests:
                     if pb._sender is not None:

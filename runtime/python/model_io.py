@@ -29,6 +29,7 @@ from runtime.errors import (
 from runtime.inference import REQUEST_FIELDS, InferRequest, InferResponse, InferTensor
 from runtime.model_config import config_to_json
 from runtime.python import pb_utils
+from runtime.python.stub.model_runner import execute_failure_text
 from tritonconfig.schema import mc
 
 __all__ = [
@@ -133,9 +134,7 @@ def output_types(config: mc.ModelConfig) -> dict[str, str]:
 
 def execute_failure(instance: str, message: str) -> ServingError:
     """Triton's text for a failed execute (observed on 2.51), less the traceback it appends."""
-    return ServingError(
-        f"Failed to process the request(s) for model '{instance}', message: {message}"
-    )
+    return ServingError(execute_failure_text(instance, message))
 
 
 def pb_response_result(

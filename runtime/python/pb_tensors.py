@@ -68,15 +68,19 @@ def numpy_to_triton_type(data_type):
 
 
 def serialize_byte_tensor(input_tensor):
-    """Triton's BYTES wire format as a uint8 array (None for an empty tensor)."""
+    """Triton's BYTES wire format of an object or `np.bytes_` array, as its python backend's
+    (r22.12 on) returns it: the items' length-prefixed bytes in C order as `bytes`, `()` for
+    an empty array, None for an array of any other dtype. A `str` item is written as UTF-8."""
     if input_tensor.size == 0:
+        return ()
+    if input_tensor.dtype != np.object_ and input_tensor.dtype.type != np.bytes_:
         return None
     parts = []
     for item in input_tensor.reshape(-1):
         s = item if isinstance(item, bytes) else str(item).encode("utf-8")
         parts.append(struct.pack("<I", len(s)))
         parts.append(s)
-    return np.frombuffer(b"".join(parts), dtype=np.uint8)
+    return b"".join(parts)
 
 
 def deserialize_bytes_tensor(encoded_tensor):
@@ -154,8 +158,7 @@ class Tensor:
                 return
         if numpy_array.dtype.kind == "U" or numpy_array.dtype == np.void:
             raise TritonModelException(
-                "Tensor dtype used for numpy_array is not support by Python backend. "
-                "Please use np.object_ instead."
+                "NumPy dtype is not supported."  # Triton 2.51's text (numpy_to_triton_type)
             )
         if triton_dtype is not None:
             wanted = triton_to_numpy_type(triton_dtype)
@@ -183,7 +186,20 @@ class Tensor:
         return True
 
     def to_dlpack(self):
-        return self._numpy_array.__dlpack__()
+        return self._exportable().__dlpack__()
+
+    def __dlpack__(self, stream=None, **kwargs):
+        """The DLPack protocol (`np.from_dlpack(tensor)`, `torch.from_dlpack(tensor)`), as
+        Triton's Tensor has it: the array's memory, shared (a read-only array's as a copy:
+        DLPack before 1.0 cannot mark memory read-only)."""
+        return self._exportable().__dlpack__(stream=stream, **kwargs)
+
+    def __dlpack_device__(self):
+        return self._numpy_array.__dlpack_device__()
+
+    def _exportable(self):
+        array = self._numpy_array
+        return array if array.flags.writeable else array.copy()
 
     @staticmethod
     def from_dlpack(name, capsule):

@@ -198,7 +198,8 @@ class InferenceRequest:
         return self._correlation_id
 
     def requested_output_names(self):
-        return self._requested_output_names
+        """A set, as Triton's (pybind11's conversion of its std::set)."""
+        return set(self._requested_output_names)
 
     def flags(self):
         return self._flags
@@ -295,8 +296,17 @@ class InferenceResponse:
             )
         if not isinstance(output_tensors, list):
             raise TritonModelException('"output_tensors" must be a list.')
-        if any(tensor is None for tensor in output_tensors):
-            raise TritonModelException("Output tensor for inference response should not be empty.")
+        for tensor in output_tensors:
+            if not isinstance(tensor, Tensor):
+                if tensor is None:
+                    raise TritonModelException(
+                        "Output tensor for inference response should not be empty."
+                    )
+                # Triton's binding refuses it here, not when the response is sent.
+                raise TypeError(
+                    "InferenceResponse(): output_tensors must be a list of Tensor, not a list "
+                    f"holding {type(tensor).__name__}"
+                )
         self._output_tensors = output_tensors
         self._err = error
         self._parameters = parameters

@@ -91,7 +91,7 @@ def from_pb_request(pb: Any) -> InferRequest:
         model_version="" if version in (-1, None, "") else str(version),
         inputs=inputs,
         # a name asked for twice is one output, as Triton's request keeps a set of them
-        requested_outputs=[RequestedOutput(n) for n in dict.fromkeys(pb.requested_output_names())],
+        requested_outputs=[RequestedOutput(n) for n in dict.fromkeys(pb._requested_output_names)],
         id=pb.request_id() or None,
         parameters=params,
     )

@@ -93,9 +93,7 @@ class EnsembleScheduler:
             tensors = await self._run_steps(request, self._needed(request))
         except ServingError as exc:
             self._stats.record_failure(FailureReason.OTHER, time.perf_counter_ns() - received_ns)
-            error = ServingError(f"in ensemble '{self.model}', {exc.message}")
-            error.status = exc.status  # the failed step's status: 400 stays 400
-            raise error from exc
+            raise _in_ensemble(self.model, exc) from exc
         end = time.perf_counter_ns()
         outcome = (True, batch_size, start - received_ns, end - received_ns)
         self._stats.record_execution(batch_size, [outcome], (0, end - start, 0))
@@ -137,9 +135,7 @@ class EnsembleScheduler:
                 yield response
         except ServingError as exc:
             self._stats.record_failure(FailureReason.OTHER, time.perf_counter_ns() - received_ns)
-            error = ServingError(f"in ensemble '{self.model}', {exc.message}")
-            error.status = exc.status
-            raise error from exc
+            raise _in_ensemble(self.model, exc) from exc
         end = time.perf_counter_ns()
         outcome = (True, batch_size, start - received_ns, end - received_ns)
         self._stats.record_execution(batch_size, [outcome], (0, end - start, 0))
@@ -200,6 +196,15 @@ class EnsembleScheduler:
     def join(self) -> None:
         """Nothing to wait for: the steps run in their own models' schedulers."""
         self.close()
+
+
+def _in_ensemble(model: str, exc: ServingError) -> ServingError:
+    """A failed step's error as the ensemble's: Triton's "in ensemble 'E', " before its text,
+    its HTTP status and gRPC code kept (400 stays 400; a model's CANCELLED stays CANCELLED)."""
+    error = ServingError(f"in ensemble '{model}', {exc.message}")
+    error.status = exc.status
+    error.grpc_code = exc.grpc_code
+    return error
 
 
 def _shaped(tensor: InferTensor, shape: tuple[int, ...]) -> InferTensor:

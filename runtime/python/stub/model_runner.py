@@ -35,6 +35,7 @@ __all__ = [
     "ModelError",
     "ModelRunner",
     "close_open_senders",
+    "execute_failure_text",
     "forget_model_module",
     "import_model_file",
     "install_pb_utils",
@@ -307,6 +308,11 @@ class ModelRunner:
         )
         # Nothing else will end these requests: their clients would wait forever.
         close_open_senders(requests, _describe(exc))
+
+
+def execute_failure_text(instance: str, message: str) -> str:
+    """Triton's text for a failed execute (observed on 2.51), a decoupled model's too."""
+    return f"Failed to process the request(s) for model '{instance}', message: {message}"
 
 
 def close_open_senders(requests: list[Any], message: str) -> None:

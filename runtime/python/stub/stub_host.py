@@ -53,7 +53,7 @@ class StubHost:
                     "version": request.model_version(),
                     "id": request.request_id(),
                     "params": json.loads(request.parameters()),
-                    "outputs": list(request.requested_output_names()),
+                    "outputs": list(request._requested_output_names),
                     "correlation_id": request.correlation_id(),
                     "flags": request.flags(),
                 },

@@ -27,7 +27,12 @@ from typing import Any
 
 from runtime.python import pb_utils
 from runtime.python.stub.inbox import WORK, Inbox
-from runtime.python.stub.model_runner import ModelError, ModelRunner, close_open_senders
+from runtime.python.stub.model_runner import (
+    ModelError,
+    ModelRunner,
+    close_open_senders,
+    execute_failure_text,
+)
 from runtime.python.stub.protocol import (
     SENDER_DROPPED,
     pb_tensors,
@@ -121,7 +126,9 @@ class Stub:
             responses = runner.execute(requests)
         except ModelError as exc:
             if runner.decoupled:
-                close_open_senders(requests, exc.message)
+                close_open_senders(
+                    requests, execute_failure_text(runner.instance_name, exc.message)
+                )
             else:  # the server answers them with the error (those not answered yet)
                 for request in requests:
                     if request._sender is not None:

@@ -96,6 +96,8 @@ def test_a_load_of_a_wrong_config_is_the_clients_error(explicit: ServeProcess) -
     status, doc = _call(explicit, "POST", "/v1/models/broken_config/load")
     assert status == 400
     assert doc["detail"].startswith("Failed to load model 'broken_config': ")
+    assert "broken_config/config.pbtxt" in doc["detail"]
+    assert "broken_repo" not in doc["detail"]  # the repository's directory is cut from it
     assert "broken_config" not in _listed(explicit)
 
 

@@ -326,3 +326,23 @@ def test_a_model_error_mid_stream_is_an_error_event_then_done(server: ServeProce
     error = json.loads(events[1].removeprefix("data: "))["error"]
     assert "failed on purpose" in error["message"]
     assert events[-1] == "data: [DONE]"
+
+
+def test_a_models_exception_reads_without_the_servers_directories(server: ServeProcess) -> None:
+    # Its "At:" lines name the model file: the repository's directory is cut from them, as
+    # from every error body (thawserver.redaction), before the first token and mid-stream.
+    body = {"model": "echo_llm", "prompt": "RAISE now", "max_tokens": 4}
+    status, answer = _post(server, "/v1/completions", json.dumps(body).encode())
+    assert status == 500
+    message = answer["error"]["message"]
+    assert "raised on purpose (RAISE)" in message and "echo_llm/1/model.py" in message
+    assert str(server.repo) not in message
+    request = urllib.request.Request(
+        server.url + "/v1/completions", data=json.dumps({**body, "stream": True}).encode()
+    )
+    with urllib.request.urlopen(request, timeout=30) as resp:
+        events = [line for line in resp.read().decode().split("\n\n") if line]
+    message = json.loads(events[1].removeprefix("data: "))["error"]["message"]
+    assert "raised on purpose (RAISE)" in message and "echo_llm/1/model.py" in message
+    assert str(server.repo) not in message
+    assert events[-1] == "data: [DONE]"

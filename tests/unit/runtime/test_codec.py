@@ -425,6 +425,28 @@ def test_a_non_batching_models_classes_are_ranked_over_the_whole_tensor() -> Non
     assert classify(scores, 3, batched=True).shape == (2, 3)
 
 
+def test_an_integer_outputs_classes_are_written_as_tritons_std_to_string_writes_them() -> None:
+    # Triton 2.51 (side by side): "30:1" for an INT32 output, "3.000000:1" for FP32
+    for datatype, dtype in [("INT32", np.int32), ("UINT8", np.uint8), ("INT64", np.int64)]:
+        values = InferTensor("p", datatype, (3,), np.array([5, 30, 20], dtype=dtype))
+        assert classify(values, 2).data.tolist() == [b"30:1", b"20:2"]
+    big = InferTensor("p", "UINT64", (1,), np.array([2**64 - 1], dtype=np.uint64))
+    assert classify(big, 1).data.tolist() == [b"18446744073709551615:0"]
+    doubles = InferTensor("p", "FP64", (2,), np.array([0.5, 2.0], dtype=np.float64))
+    assert classify(doubles, 1).data.tolist() == [b"2.000000:1"]
+
+
+@pytest.mark.parametrize("datatype", ["BYTES", "BOOL", "FP16", "BF16"])
+def test_a_type_triton_cannot_classify_is_refused_in_its_words(datatype: str) -> None:
+    dtype = {"BYTES": object, "BOOL": np.bool_, "FP16": np.float16, "BF16": np.uint16}[datatype]
+    tensor = InferTensor("p", datatype, (2,), np.array([1, 0], dtype=dtype))
+    with pytest.raises(InvalidInput) as refused:
+        classify(tensor, 1)
+    assert refused.value.message == (
+        f"class result not available for output due to unsupported type '{datatype}'"
+    )
+
+
 def test_classification_appends_the_outputs_labels_where_it_has_one() -> None:
     scores = InferTensor("p", "FP32", (3,), np.array([0.1, 0.7, 0.2], dtype=np.float32))
     # Triton 2.51: "value:index:label"; a class past the labels (or with an empty one) has none.

@@ -80,6 +80,37 @@ def test_string_types_and_byte_tensors() -> None:
     assert round_trip.tolist() == data.tolist()
 
 
+def test_serialize_byte_tensor_returns_what_tritons_returns() -> None:
+    # Triton 2.51's python backend: bytes (not an array), () when empty, None for other dtypes
+    data = np.array([[b"ab", "c"]], dtype=np.object_)
+    assert pb_utils.serialize_byte_tensor(data) == b"\x02\x00\x00\x00ab\x01\x00\x00\x00c"
+    assert pb_utils.serialize_byte_tensor(np.array([b"xy"], dtype=np.bytes_)) == b"\x02\0\0\0xy"
+    assert pb_utils.serialize_byte_tensor(np.array([], dtype=np.object_)) == ()
+    assert pb_utils.serialize_byte_tensor(np.array([1.0], dtype=np.float32)) is None
+
+
+def test_a_tensor_speaks_dlpack_as_tritons_does() -> None:
+    writable = np.arange(4, dtype=np.float32)
+    tensor = pb_utils.Tensor("X", writable)
+    shared = np.from_dlpack(tensor)
+    shared[0] = 7.0
+    assert writable[0] == 7.0  # the same memory
+    assert tensor.__dlpack_device__() == (1, 0)  # kDLCPU
+    readonly = np.arange(3, dtype=np.int64)
+    readonly.flags.writeable = False
+    assert np.from_dlpack(pb_utils.Tensor("R", readonly)).tolist() == [0, 1, 2]  # a copy
+    assert type(pb_utils.Tensor("R", readonly).to_dlpack()).__name__ == "PyCapsule"
+
+
+def test_a_unicode_array_and_a_response_of_arrays_are_refused_in_tritons_words() -> None:
+    with pytest.raises(pb_utils.TritonModelException, match=r"NumPy dtype is not supported\."):
+        pb_utils.Tensor("U", np.array(["x", "y"]))
+    with pytest.raises(TypeError, match="output_tensors must be a list of Tensor"):
+        pb_utils.InferenceResponse(output_tensors=[np.zeros(2, np.float32)])
+    with pytest.raises(pb_utils.TritonModelException, match="should not be empty"):
+        pb_utils.InferenceResponse([None])
+
+
 def test_model_config_helper_for_auto_complete() -> None:
     config = pb_utils.ModelConfig({"name": "m", "max_batch_size": 0})
     config.add_input({"name": "X", "data_type": "TYPE_FP32", "dims": [4]})
@@ -419,7 +450,7 @@ def test_a_request_of_plain_and_of_subclassed_types_keeps_what_it_was_given() ->
             inputs=(tensor,), requested_output_names=outputs, model_name="m", flags=flags,
             correlation_id=7, request_id="r",
         )  # fmt: skip
-        assert request.inputs() == [tensor] and request.requested_output_names() == ["OUT"]
+        assert request.inputs() == [tensor] and request.requested_output_names() == {"OUT"}
         assert request.flags() == 1 and request.correlation_id() == 7
 
 

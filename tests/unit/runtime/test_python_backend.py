@@ -43,7 +43,7 @@ class TritonPythonModel:
             payload = dict(self.args)
             payload["request_id"] = request.request_id()
             payload["parameters"] = request.parameters()
-            payload["requested"] = request.requested_output_names()
+            payload["requested"] = sorted(request.requested_output_names())
             payload["model_dir"] = pb_utils.get_model_dir()
             data = np.array([json.dumps(payload).encode()], dtype=np.object_)
             out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", data)]))

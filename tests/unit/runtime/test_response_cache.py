@@ -1,19 +1,17 @@
-"""The response cache: keyed by model, version and exact input bytes; bounded, LRU."""
+"""The response cache: keyed by model, version, exact input bytes and the outputs it holds;
+bounded, LRU."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from runtime.inference import InferRequest, InferResponse, InferTensor, RequestedOutput
+from runtime.inference import InferRequest, InferResponse, InferTensor
 from runtime.models.response_cache import ResponseCache
 
 
-def _request(
-    values: list[float], *, name: str = "X", outputs: tuple[str, ...] = ()
-) -> InferRequest:
+def _request(values: list[float], *, name: str = "X") -> InferRequest:
     data = np.asarray(values, np.float32)
-    tensor = InferTensor(name, "FP32", data.shape, data)
-    return InferRequest("m", "1", [tensor], requested_outputs=[RequestedOutput(o) for o in outputs])
+    return InferRequest("m", "1", [InferTensor(name, "FP32", data.shape, data)])
 
 
 def _response(nbytes: int) -> InferResponse:
@@ -21,15 +19,18 @@ def _response(nbytes: int) -> InferResponse:
     return InferResponse("m", "1", [InferTensor("Y", "FP32", data.shape, data)])
 
 
-def test_the_key_changes_with_any_byte_name_shape_model_or_version() -> None:
-    key = ResponseCache.key
+def test_the_key_changes_with_any_byte_name_shape_model_version_or_output() -> None:
+    def key(m: str, v: str, request: InferRequest, outputs: tuple[str, ...] = ("Y",)) -> bytes:
+        return ResponseCache.key(m, v, request, outputs)
+
     base = key("m", "1", _request([1.0, 2.0]))
     assert base == key("m", "1", _request([1.0, 2.0]))
     assert base != key("m", "1", _request([1.0, 2.5]))
     assert base != key("m", "1", _request([1.0, 2.0], name="W"))
     assert base != key("m", "2", _request([1.0, 2.0]))
     assert base != key("n", "1", _request([1.0, 2.0]))
-    assert base != key("m", "1", _request([1.0, 2.0], outputs=("Y",)))
+    assert base != key("m", "1", _request([1.0, 2.0]), ("Y", "Z"))
+    assert base == key("m", "1", _request([1.0, 2.0]), ("Y", "Y"))  # a name twice: one output
     flat = _request([1.0, 2.0])
     shaped = _request([1.0, 2.0])
     shaped.inputs[0] = InferTensor("X", "FP32", (2, 1), shaped.inputs[0].data.reshape(2, 1))

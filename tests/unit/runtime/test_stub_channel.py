@@ -136,6 +136,23 @@ def test_a_reused_receive_buffer_never_changes_a_message_already_read() -> None:
     receiver.close()
 
 
+def test_the_stubs_end_hands_out_arrays_a_model_may_change() -> None:
+    # Triton's input arrays are the model's own: inline (in the datagram) and in a memfd
+    left, right = channel_pair()
+    receiver = Channel(right)
+    small, large = np.arange(4, dtype=np.float32), np.arange(INLINE_MAX_BYTES, dtype=np.int64)
+    tensors = [Tensor("s", "FP32", (4,), small), Tensor("l", "INT64", large.shape, large)]
+    Channel(left).send(Message({"op": "x"}, tensors))
+    for tensor in receiver.recv().tensors:
+        tensor.data *= 2
+    # the server's end (receive() as the loop channel calls it) keeps the datagram as bytes
+    transmit(left, encode(Message({"op": "y"}, [Tensor("s", "FP32", (4,), small)])))
+    payload, fds = receive(right)
+    assert isinstance(payload, bytes) and not fds
+    left.close()
+    receiver.close()
+
+
 def test_a_bundle_carries_several_messages_in_order_in_one_datagram() -> None:
     left, right = channel_pair()
     small = np.arange(4, dtype=np.float32)
