@@ -39,13 +39,15 @@ from tritonconfig.defaults import fill_defaults
 from tritonconfig.ensemble import (
     ENSEMBLE_PLATFORM,
     EnsembleStep,
+    UnloadPlan,
+    back_with_steps,
     composing_models,
     cycle_error,
     ensemble_cycle,
     ensemble_steps,
     is_ensemble,
     needed_steps,
-    unloaded_with,
+    unload_plan,
 )
 from tritonconfig.errors import ModelConfigError
 from tritonconfig.onnx_autocomplete import DEFAULT_MAX_BATCH_SIZE, autocomplete_from_onnx
@@ -88,8 +90,10 @@ __all__ = [
     "EnsembleStep",
     "ModelConfigError",
     "SequenceControl",
+    "UnloadPlan",
     "autocomplete_from_onnx",
     "available_versions",
+    "back_with_steps",
     "compile_settings",
     "complete_config",
     "composing_models",
@@ -117,6 +121,6 @@ __all__ = [
     "sequence_idle_us",
     "tensorrt_parameters",
     "tensorrt_provider_options",
-    "unloaded_with",
+    "unload_plan",
     "validate_config",
 ]

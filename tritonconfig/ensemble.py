@@ -20,11 +20,13 @@ from tritonconfig.schema import mc
 __all__ = [
     "ENSEMBLE_PLATFORM",
     "EnsembleStep",
+    "UnloadPlan",
+    "back_with_steps",
     "composing_models",
     "ensemble_steps",
     "is_ensemble",
     "needed_steps",
-    "unloaded_with",
+    "unload_plan",
     "validate_ensemble",
 ]
 
@@ -120,31 +122,67 @@ def ensemble_cycle(name: str, steps_of: Callable[[str], list[str]]) -> list[str]
     return walk(name, [name])
 
 
-def unloaded_with(
-    target: Hashable, runs: Mapping[Any, Collection[Any]], *, unload_dependents: bool
-) -> set[Any]:
-    """The loaded models an unload of `target` takes down with it, as Triton 2.51 does
-    (observed side by side): every ensemble that runs a model going down; with
-    `unload_dependents`, also every model a going-down ensemble runs that no model still up
-    runs. `runs` maps each loaded ensemble to the models its steps run; both rules repeat
-    until nothing changes (ensembles of ensembles)."""
-    down = {target}
+@dataclass(frozen=True)
+class UnloadPlan:
+    """What an unload of one model does to the others (`unload_plan`)."""
+
+    removed: frozenset[Any]  # unloaded as its dependents: gone until loaded again
+    down: frozenset[Any]  # ensembles down with a step: back once it is (`back_with_steps`)
+
+
+def unload_plan(
+    target: Hashable,
+    graph: Mapping[Any, Collection[Any]],
+    *,
+    unload_dependents: bool,
+    named: Collection[Any] = (),
+) -> UnloadPlan:
+    """What an unload of `target` takes down with it, as Triton 2.51's dependency graph does
+    (its model repository manager; observed side by side). `graph` maps each ensemble that is
+    loaded, or down with a step, to the models its steps run. With `unload_dependents`, a
+    model a removed ensemble runs is removed too once no ensemble left in the graph runs it
+    and it was not loaded by name (`named`), in turn. Every ensemble in the graph that runs a
+    removed model, directly or through other ensembles, is down with a step: it stays in the
+    graph and comes back with it (`back_with_steps`)."""
+    removed = {target}
+    pending = [target]
+    while unload_dependents and pending:
+        for step in graph.get(pending.pop(), ()):
+            if step in removed or step in named:
+                continue
+            if not any(step in steps for e, steps in graph.items() if e not in removed):
+                removed.add(step)
+                pending.append(step)
+    down: set[Any] = set()
     changed = True
     while changed:
         changed = False
-        for ensemble, steps in runs.items():
-            if ensemble not in down and any(step in down for step in steps):
+        for ensemble, steps in graph.items():
+            if ensemble in removed or ensemble in down:
+                continue
+            if any(step in removed or step in down for step in steps):
                 down.add(ensemble)
                 changed = True
-        if not unload_dependents:
-            continue
-        for ensemble in [e for e in runs if e in down]:
-            for step in runs[ensemble]:
-                users = [e for e, steps in runs.items() if step in steps]
-                if step not in down and all(user in down for user in users):
-                    down.add(step)
-                    changed = True
-    return down - {target}
+    return UnloadPlan(frozenset(removed - {target}), frozenset(down))
+
+
+def back_with_steps(up: Collection[Any], down: Mapping[Any, Collection[Any]]) -> list[Any]:
+    """The ensembles that come back now, as Triton 2.51 brings them back (observed side by
+    side): `down` maps each ensemble an unload took down with one of its steps (not one
+    unloaded by name, nor as a dependent) to the models its steps ran; one comes back once
+    every one of them is up (`up`: the models loaded now), ensembles of ensembles in turn.
+    In the order they can load."""
+    loaded = set(up)
+    back: list[Any] = []
+    changed = True
+    while changed:
+        changed = False
+        for ensemble, steps in down.items():
+            if ensemble not in loaded and all(step in loaded for step in steps):
+                loaded.add(ensemble)
+                back.append(ensemble)
+                changed = True
+    return back
 
 
 def cycle_error(cycle: list[str]) -> str:

@@ -141,6 +141,10 @@ class Fleet:
         self.models: dict[str, FleetModel] = {
             name: self._record(entry, entries, now) for name, entry in entries.items()
         }
+        # A model loaded at start loads the models its ensemble's steps run, as Triton's
+        # `--load-model` does (loaded, not by name: tritonconfig.unload_plan).
+        at_start = [m for n, m in self.models.items() if self.load_states.loaded(n)]
+        self.load_states.mark_loaded(*{step for model in at_start for step in model.composing})
         self._endpoints = {name: model.endpoint for name, model in self.models.items()}
         # The endpoints alone, read-only, kept up to date as models come and go
         # (activator.direct.front_door routes on it).

@@ -8,11 +8,15 @@ does to the models of one `thaw up` (its load state: activator.fleet.load_state)
                            `min_replicas` come up at once, not at the next tick
     unload(name)           a served model: UNLOADED (refused from now on); in explicit mode its
                            replicas holding handed-off client connections are told to unload it
-                           first; then drained to zero (activator.fleet.reload)
+                           first; then drained to zero (activator.fleet.reload). The ensembles
+                           that run it go down with it, and come back once it (every model
+                           their steps run) is loaded again, as in Triton
+                           (tritonconfig.unload_plan, back_with_steps)
 
     adopt(changes)         another activator's load or unload (a backend that shares the
                            state: activator.scaler.backend.SharedLoadState): LOADED with its
-                           `min_replicas` up, or UNLOADED and drained here too
+                           `min_replicas` up, or UNLOADED ("down": down with a step) and
+                           drained here too
 
 In explicit mode (`--model-control-mode explicit`) the states are tracked; in the other modes
 every model stays LOADED, and the calls only re-read and warm, or drain
@@ -33,7 +37,7 @@ import aiohttp
 
 from activator.endpoint.model_endpoint import ModelEndpoint
 from activator.endpoint.replica import Replica
-from activator.errors import ActivationFailed, UnknownModel
+from activator.errors import ActivationFailed, ActivatorError, UnknownModel
 from activator.fleet.load_state import LoadStates
 from activator.fleet.reload import Reloader
 from activator.fleet.repository import Repository, ambiguous_steps
@@ -42,9 +46,12 @@ from activator.scaler.runtime_control import RuntimeControl
 from thawwire.load_overrides import LoadOverride
 from thawwire.model_control import unload_not_in_repository
 from thawwire.names import is_model_name
-from tritonconfig import unloaded_with
+from tritonconfig import back_with_steps, unload_plan
 
-__all__ = ["LoadCalls", "LoadedModel"]
+__all__ = ["DOWN", "LoadCalls", "LoadedModel"]
+
+# The shared state of an ensemble down with a step (unloaded; back with its steps).
+DOWN = "down"
 
 logger = logging.getLogger(__name__)
 
@@ -97,9 +104,32 @@ class LoadCalls:
         try:
             await self._reloader.load(name, override)
         except ActivationFailed:
-            await self._mark_loaded(name)
+            await self._loaded_by_name(name)
             raise
+        await self._loaded_by_name(name)
+
+    async def _loaded_by_name(self, name: str) -> None:
         await self._mark_loaded(name)
+        self._states.mark_named(name)
+        await self._bring_back()
+
+    async def _bring_back(self) -> None:
+        """Load again the ensembles an unload of a step took down whose steps are all loaded
+        now (tritonconfig.back_with_steps): loaded, at zero until a request wakes them."""
+        down = {m: self._steps(m) for m in self._states.down_with_a_step() if m in self._models}
+        if not down:
+            return
+        up = {model for model in self._models if self._states.loaded(model)}
+        for model in back_with_steps(up, down):
+            logger.info("model=%s loaded again: every model its steps run is loaded", model)
+            await self._mark_loaded(model)
+
+    def _steps(self, name: str) -> tuple[str, ...]:
+        """The models ensemble `name`'s steps run (each once; () for any other model)."""
+        try:
+            return self._repository.get(name).steps
+        except ActivatorError:
+            return ()
 
     async def _mark_loaded(self, name: str) -> None:
         """`name` and every model its steps run; a name several namespaces hold (no record
@@ -141,32 +171,44 @@ class LoadCalls:
         on after the return, as Triton's unload "does not wait for the model to be fully
         unloaded": a call that came through one of the model's own replicas (a handed-off
         connection) cannot wait for that replica's drain, which waits for the call. The
-        loaded ensembles that run it are unloaded with it, and with `unload_dependents` the
-        models an unloaded ensemble runs that no loaded model still runs, as Triton 2.51's
-        unload (tritonconfig.unloaded_with); ensembles first."""
-        also: set[str] = set()
+        loaded ensembles that run it go down with it (and come back with it: `_bring_back`),
+        and with `unload_dependents` the models an unloaded ensemble runs that no other
+        ensemble runs and that were not loaded by name, as Triton 2.51's unload
+        (tritonconfig.unload_plan); ensembles first."""
+        removed: set[str] = set()
+        down: set[str] = set()
+        ensembles: set[str] = set()
         if name in self._models:
-            runs = {
-                model: set(record.composing)
+            graph = {  # the ensembles loaded or down with a step, and the models they run
+                model: self._steps(model)
                 for model, record in self._models.items()
-                if record.composing and self._states.loaded(model)
+                if record.composing
+                and (self._states.loaded(model) or model in self._states.down_with_a_step())
             }
-            also = {  # served and loaded only: a step not loaded stays as it is
-                model
-                for model in unloaded_with(name, runs, unload_dependents=unload_dependents)
-                if model in self._models and self._states.loaded(model)
-            }
-            for model in sorted(also & runs.keys()):
-                await self._unload_one(model, wait=wait)
+            named = {model for model in self._models if self._states.named(model)}
+            plan = unload_plan(name, graph, unload_dependents=unload_dependents, named=named)
+
+            def served(model: str) -> bool:  # a step not loaded stays as it is
+                return model in self._models and self._states.loaded(model)
+
+            removed = {model for model in plan.removed if served(model)}
+            down = {model for model in plan.down if served(model)}
+            ensembles = graph.keys() & (removed | down)
+        for model in sorted(ensembles):  # first: their requests finish before their steps go
+            await self._unload_one(model, wait=wait, down=model in down)
         await self._unload_one(name, wait=wait)
-        for model in sorted(also - runs.keys()):
+        for model in sorted(removed - ensembles):
             await self._unload_one(model, wait=wait)
 
-    async def _unload_one(self, name: str, *, wait: bool) -> None:
+    async def _unload_one(self, name: str, *, wait: bool, down: bool = False) -> None:
+        """Unload `name` (`down`: an ensemble down with a step, which comes back with it)."""
         if name in self._models:  # a served model (not unavailable, not unknown)
             if self._shared is not None:  # the fleet's first (503 when it cannot be written)
-                await self._shared.write_load_states({name: "unloaded"})
-            self._states.mark_unloaded(name)
+                await self._shared.write_load_states({name: DOWN if down else "unloaded"})
+            if down:
+                self._states.mark_down(name)
+            else:
+                self._states.mark_unloaded(name)
             if self._states.tracked:
                 await self._unload_on_direct_replicas(name)
             if not wait:
@@ -201,15 +243,18 @@ class LoadCalls:
         await asyncio.gather(*(unload(r) for r in endpoint.directly_connected()))
 
     def adopt(self, changes: Mapping[str, str]) -> None:
-        """Another activator's loads and unloads (model -> "loaded" | "unloaded"), as the
-        shared state told them: a loaded model's `min_replicas` come up; an unloaded one is
+        """Another activator's loads and unloads (model -> "loaded" | "unloaded" | "down"), as
+        the shared state told them: a loaded model's `min_replicas` come up; an unloaded one is
         refused from now on and drained here too (its replicas on this activator), as the
         unload call does."""
         self._mark_loaded_here(m for m, s in changes.items() if s == "loaded")
         for name, state in changes.items():
-            if state != "unloaded":
+            if state not in ("unloaded", DOWN):
                 continue
-            self._states.mark_unloaded(name)
+            if state == DOWN:
+                self._states.mark_down(name)
+            else:
+                self._states.mark_unloaded(name)
             if name in self._models:
                 self._drain_later(name)
 

@@ -5,7 +5,13 @@
     LOADED      a load call read its files (an ensemble's steps with it); ready at zero too:
                 a request wakes it, and it scales to zero when idle, as in the other modes
     UNLOADED    an unload call: refused at once (`Request for unknown model: 'm' has no
-                available versions`, 404 / NOT_FOUND) while its replicas drain
+                available versions`, 404 / NOT_FOUND) while its replicas drain; an ensemble
+                an unload of one of its steps took down is UNLOADED *down with a step*: it
+                is loaded again once its steps are (tritonconfig.back_with_steps)
+
+Each model also has whether it was loaded by name (a load call, `--load-model`), Triton's
+"explicitly loaded": an unload with `unload_dependents` never takes such a model with the
+ensemble that runs it (tritonconfig.unload_plan).
 
 In the other modes (`none`, `poll`), and with a scaler of several activators that does not
 share the state, every model is LOADED. With `--scaler kubernetes` the fleet's activators share
@@ -45,6 +51,8 @@ class LoadStates:
         names = set(at_start)
         self._all_at_start = ALL_MODELS in names
         self._states = {n: LoadState.LOADED for n in names - {ALL_MODELS}}
+        self._named = dict.fromkeys(names - {ALL_MODELS}, True)  # else: `_all_at_start`
+        self._down: set[str] = set()  # UNLOADED ensembles down with a step
 
     @property
     def tracked(self) -> bool:
@@ -69,10 +77,31 @@ class LoadStates:
             return UnknownModel(no_available_versions(name))
         return None
 
+    def named(self, name: str) -> bool:
+        """Whether `name` was loaded by name (and not unloaded since, but down with a step)."""
+        return self._named.get(name, self._all_at_start)
+
+    def down_with_a_step(self) -> set[str]:
+        """The ensembles down with a step, to be loaded again once their steps are."""
+        return set(self._down)
+
     def mark_loaded(self, *names: str) -> None:
         """A load call read these models' files (an ensemble and its steps)."""
         self._states.update(dict.fromkeys(names, LoadState.LOADED))
+        self._down.difference_update(names)
+
+    def mark_named(self, name: str) -> None:
+        """A load call named `name`."""
+        self._named[name] = True
 
     def mark_unloaded(self, name: str) -> None:
-        """An unload call: refused from now on, until loaded again."""
+        """An unload call (of it, or of an ensemble it was a dependent of): refused from now
+        on, until loaded again."""
         self._states[name] = LoadState.UNLOADED
+        self._named[name] = False
+        self._down.discard(name)
+
+    def mark_down(self, name: str) -> None:
+        """Ensemble `name` went down with a step: refused (as unloaded) until it comes back."""
+        self._states[name] = LoadState.UNLOADED
+        self._down.add(name)

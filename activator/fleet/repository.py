@@ -399,6 +399,11 @@ class Repository:
         found = [root / name for root in self.roots if (root / name).is_dir()]
         return _fingerprint(found) if found else None
 
+    def without_directory(self, names: Sequence[str]) -> set[str]:
+        """Those of `names` that no repository has a directory of now (blocking: in a
+        thread)."""
+        return {n for n in names if not any((root / n).is_dir() for root in self.roots)}
+
     def reread_override(self, name: str, config_json: str, directory: Path | None = None) -> Reread:
         """Model `name` read with a load's override (blocking: in a thread): its config from
         `config_json`, its files from `directory` (a load's `file:` overrides written out:

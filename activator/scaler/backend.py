@@ -326,8 +326,9 @@ class SharedPlacement(Protocol):
 class SharedLoadState(Protocol):
     """A backend whose activators share explicit mode's load state (Kubernetes: a Lease of the
     fleet, decision 0024), so that a load or unload on one activator holds on all of them.
-    States are "loaded" or "unloaded"; a model the shared state does not name keeps this
-    activator's start state (`--load-model`). Without it the fleet keeps the state in memory."""
+    States are "loaded", "unloaded" or "down" (unloaded with a step); a model the shared state
+    does not name keeps this activator's start state (`--load-model`). Without it the fleet
+    keeps the state in memory."""
 
     def share_load_state(self, changed: Callable[[Mapping[str, str]], None]) -> None:
         """Keep the load state shared from the start on (called by the fleet before `start`,
@@ -340,7 +341,7 @@ class SharedLoadState(Protocol):
         ...
 
     async def write_load_states(self, changes: Mapping[str, str]) -> None:
-        """Make `changes` (model -> "loaded" | "unloaded") the fleet's, before the call that
-        asked answers; `ScalerUnavailable` (503) when they could not be shared (then nothing
+        """Make `changes` (model -> "loaded" | "unloaded" | "down") the fleet's, before the call
+        that asked answers; `ScalerUnavailable` (503) when they could not be shared (then nothing
         changed: the caller changes nothing either)."""
         ...

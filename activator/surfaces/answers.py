@@ -77,14 +77,19 @@ def check_ready(fleet: Fleet, name: str, version: str | None) -> None:
         raise ModelUnavailable(f"model '{name}' is not ready: {endpoint.last_error}")
 
 
-def index_rows(fleet: Fleet, *, ready_only: bool) -> list[dict[str, Any]]:
+async def index_rows(fleet: Fleet, *, ready_only: bool) -> list[dict[str, Any]]:
     """Triton's index: a row per served version; `reason` only when there is one (without
     the server's directories, as every error a client reads). In
     explicit mode a model never loaded is its name alone, an unloaded one UNAVAILABLE with
     reason `unloaded` (as `thaw serve`'s, runtime.models.model_entry), and so is a version a
-    later load left out; rows in name and version order."""
+    later load left out; a model not loaded whose directory has gone has no row (Triton lists
+    the repository's directories); rows in name and version order."""
+    idle = [name for name in fleet.repository.names() if not fleet.load_states.loaded(name)]
+    gone = await asyncio.to_thread(fleet.repository.without_directory, idle) if idle else set()
     rows: list[dict[str, Any]] = []
     for name in fleet.repository.names():
+        if name in gone:
+            continue
         state = fleet.load_states.state(name)
         if state is LoadState.NOT_LOADED:
             rows.append({"name": name})

@@ -417,7 +417,7 @@ async def repository_index(request: web.Request) -> web.Response:
     ready_only = (await _json_object(request)).get("ready", False)
     if not isinstance(ready_only, bool):
         raise BadRequest("Invalid value for 'ready': expected a boolean")  # Triton's text
-    return json_response(index_rows(request.app[FLEET], ready_only=ready_only))
+    return json_response(await index_rows(request.app[FLEET], ready_only=ready_only))
 
 
 async def _json_object(request: web.Request, *, limit: int = 1 << 20) -> dict[str, Any]:

@@ -189,7 +189,7 @@ class GrpcSurface:
     async def repository_index(self, request: Any, context: Context) -> Any:
         if request.repository_name:
             raise NotSupported(_NO_REPOSITORY_NAME)
-        return index_response(index_rows(self._fleet, ready_only=request.ready))
+        return index_response(await index_rows(self._fleet, ready_only=request.ready))
 
     def _require_model_control(self) -> None:
         if not self._fleet.config.model_control:

@@ -7,7 +7,7 @@ import contextlib
 import copy
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from typing import TYPE_CHECKING, Any
 
 from runtime.config import ModelControlMode, ServeConfig
@@ -57,7 +57,7 @@ from thawwire.model_control import (
     unload_not_in_repository,
 )
 from thawwire.names import version_not_available
-from tritonconfig import composing_models, unloaded_with
+from tritonconfig import back_with_steps, composing_models, unload_plan
 from tritonconfig.schema import mc
 
 if TYPE_CHECKING:
@@ -176,6 +176,9 @@ class ModelManager:
         else:
             keys = [key for name in names for key in await self._loading.keys_to_load(name)]
         await asyncio.gather(*(self._loading.load_quietly(key) for key in keys))
+        for key in keys:  # loaded by name (`--load-model`, `*`, every model in the other modes)
+            if key in self._models:
+                self._models[key].named = True
         if mode == ModelControlMode.POLL:
             polls = self._loading.poll_forever()
             self._poller = asyncio.create_task(polls, name="repository-poller")
@@ -221,8 +224,12 @@ class ModelManager:
             keys = set(await asyncio.to_thread(self._ns.scan))
         except ServingError:
             keys = set()
+        # Triton lists the repository's models; Thaw also a model served from elsewhere (a
+        # load's `file:` overrides, a directory removed while it serves) for as long as it
+        # serves: one no longer in the repository and not served has no row (a poll's removal).
+        serving = {key for key, model in self._models.items() if model.live}
         rows: list[dict[str, Any]] = []
-        for key in sorted(keys | set(self._models), key=lambda k: (k.name, k.namespace)):
+        for key in sorted(keys | serving, key=lambda k: (k.name, k.namespace)):
             rows += index_rows(key.name, self._models.get(key))
         if ready_only:
             rows = [row for row in rows if row.get("state") == ModelState.READY]
@@ -250,6 +257,9 @@ class ModelManager:
         except ServingError as exc:
             name_load_failure(name, exc)
             raise
+        for key in keys:  # as Triton's explicitly loaded: no unload of a dependent takes it
+            self._models[key].named = True
+        await self._bring_back()
         return sum(v.warmup_s for key in keys for v in self._models[key].versions.values())
 
     async def unload(self, name: str, *, unload_dependents: bool = False) -> None:
@@ -262,15 +272,45 @@ class ModelManager:
         keys = sorted({*on_disk, *(key for key in self._models if key.name == name)})
         if not keys:
             raise ModelNotFound(unload_not_in_repository(name))
-        # As Triton 2.51 (observed): the ensembles that run it go down with it, and with
-        # `unload_dependents` the models an ensemble going down runs that nothing else up runs.
-        runs = await self._ensembles_running()
-        down = set(keys)
+        # As Triton 2.51: the ensembles that run it go down with it (and come back with it:
+        # `_bring_back`); with `unload_dependents` also the models an ensemble unloaded runs
+        # that no other ensemble runs and that were not loaded by name (tritonconfig.unload_plan).
+        graph: dict[ModelKey, Collection[ModelKey]] = {
+            key: model.down_with_steps
+            for key, model in self._models.items()
+            if model.down_with_steps is not None
+        }
+        graph.update(await self._ensembles_running())
+        named = {key for key, model in self._models.items() if model.named}
+        removed: set[ModelKey] = set(keys)
+        down: set[ModelKey] = set()
         for key in keys:
-            down |= unloaded_with(key, runs, unload_dependents=unload_dependents)
+            plan = unload_plan(key, graph, unload_dependents=unload_dependents, named=named)
+            removed |= plan.removed
+            down |= plan.down
+        loaded = {key for key, model in self._models.items() if model.versions}
+        down = (down - removed) & loaded
         # Ensembles first: their requests in flight finish before their steps' models go.
-        for key in sorted(down, key=lambda k: (k not in runs, k)):
+        for key in sorted(removed | down, key=lambda k: (k not in graph, k)):
             await self._loading.unload(key)
+        for key in removed:  # out of the graph: loaded by name again, or as a step
+            self._models[key].down_with_steps = None
+            self._models[key].named = False
+        for key in down:
+            self._models[key].down_with_steps = frozenset(graph[key])
+
+    async def _bring_back(self) -> None:
+        """Load again the ensembles an unload of a step took down whose steps are all loaded
+        now, as Triton 2.51's load brings them back (tritonconfig.back_with_steps); one that
+        fails to load stays down, with why in its index row."""
+        down = {k: m.down_with_steps for k, m in self._models.items() if m.down_with_steps}
+        if not down:
+            return
+        up = {key for key, model in self._models.items() if model.state == ModelState.READY}
+        for key in back_with_steps(up, down):
+            logger.info("model=%s loaded again: every model its steps run is loaded", key.name)
+            with contextlib.suppress(ServingError):
+                await self._loading.load(key, config_json=None, files=None)
 
     async def _ensembles_running(self) -> dict[ModelKey, set[ModelKey]]:
         """Each loaded ensemble and the loaded models its steps run (by their keys)."""

@@ -49,6 +49,15 @@ class ModelEntry:
     # What the versions up were loaded from: a reload keeps the unchanged (version_reuse)
     served_fingerprint: Fingerprint = ()
     served_config: mc.ModelConfig | None = None
+    # An ensemble an unload of one of its steps took down (explicit mode): the models its
+    # steps ran then. It is loaded again once they all are, as Triton brings it back
+    # (tritonconfig.back_with_steps); None for every other model, and once it is loaded again
+    # or unloaded by name.
+    down_with_steps: frozenset[ModelKey] | None = None
+    # Loaded by name (a load call, `--load-model`), as Triton's "explicitly loaded": an unload
+    # with `unload_dependents` of an ensemble that runs it leaves it loaded. Until an unload
+    # takes it out of the graph (not one that takes it down with a step).
+    named: bool = False
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     @property

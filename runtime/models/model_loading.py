@@ -123,7 +123,14 @@ class ModelLoading:
             if if_needed and model.state == ModelState.READY:
                 model.wanted = True
                 return
+            if (
+                model.override_dir is None
+                and not files
+                and not await asyncio.to_thread(_is_model_dir, self._ns, key)
+            ):  # known, but its directory has gone since: refused as an unknown one is
+                raise ModelNotFound(not_in_repository(name))
             model.wanted = True
+            model.down_with_steps = None  # loaded again: by name, as a step, or brought back
             if await self._keeps_override(model, config_json=config_json, files=files):
                 return
             previous_state = model.state

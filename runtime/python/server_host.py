@@ -117,16 +117,17 @@ def _unknown_model(exc: ServingError) -> bool:
     return isinstance(exc, ModelNotFound) and exc.message.startswith("Request for unknown model")
 
 
-def bls_error_text(model: str, exc: ServingError) -> str:
+def bls_error_text(model: str | None, exc: ServingError) -> str:
     """A BLS call's error as Triton's python backend words it: a refusal before the target ran
     (an unknown or unready model, bad inputs, a full queue) after "Model <m> - Error when
-    running inference: "; the target's own error (or a timeout) as it is."""
-    if model and is_refusal(exc):
+    running inference: " (an empty name too, as Triton writes "Model  - ..."); the target's own
+    error (or a timeout) as it is."""
+    if model is not None and is_refusal(exc):
         return f"Model {model} - Error when running inference: {exc.message}"
     return exc.message
 
 
-def to_pb_response(result: InferResponse | Exception, model: str = "") -> Any:
+def to_pb_response(result: InferResponse | Exception, model: str | None = None) -> Any:
     """The server's response (or error) as the pb_utils.InferenceResponse a model gets back;
     `model`: the call's target, named in a refusal's text (bls_error_text)."""
     if isinstance(result, Exception):
@@ -181,8 +182,8 @@ class ServerHost(InProcessHost):
     # -- BLS, on the loop (stub processes' requests come here directly) ----------------------
 
     def _routed_away(self, request: InferRequest) -> bool:
-        if self._front_door is None:
-            return False
+        if self._front_door is None or not request.model_name:
+            return False  # no model has an empty name: refused here, in Triton's words
         try:
             return not self._target.model_ready(request.model_name, request.model_version or None)
         except ServingError:  # not even in this replica's repository view: ask the platform

@@ -4,7 +4,13 @@ tests.conformance.triton_qa (each subtest is a directory with its own test.sh; i
 
     L0_backend_python/model_control   model_control_test.py, --model-control-mode=explicit
     L0_backend_python/lifecycle       lifecycle_test.py on test.sh's first server run (its
-                                      test_execute_cancel reads the server's log)
+                                      test_execute_cancel reads the server's log); then its
+                                      three starts of a model whose initialize,
+                                      auto_complete_config or finalize raises: the first two
+                                      refused with the NameError in the log (with
+                                      `--exit-on-error=true`, tritonserver's default: test.sh
+                                      waits for the server to exit), the third started and
+                                      stopped, the NameError in its log
     L0_backend_python/ensemble        ensemble_test.py; test_ensemble_gpu deselected (CUDA)
     L0_backend_python/response_sender response_sender_test.py, then
                                       response_sender_complete_final_test.py (two server runs)
@@ -53,6 +59,9 @@ from tests.fixtures.triton_qa_backend_python import (
     build_decoupled_repo,
     build_ensemble_repo,
     build_io_requested_output_repo,
+    build_lifecycle_auto_complete_error_repo,
+    build_lifecycle_fini_error_repo,
+    build_lifecycle_init_error_repo,
     build_lifecycle_repo,
     build_logging_repo,
     build_model_control_repo,
@@ -70,6 +79,9 @@ CUDA = "its model puts tensors on a CUDA device (torch .cuda()): no GPU on this 
 _VERBOSE = ("--log-verbose", "1")
 _EXPLICIT_ALL = ("--model-control-mode", "explicit", "--load-model", "*")
 PYTHON_BACKEND_REF = "r24.10"  # python_backend's branch of Triton 2.51.0
+# tritonserver's default, which test.sh's starts of a model that cannot load rely on (it waits
+# for the server to exit); Thaw's is false (the other models are served).
+_EXIT_ON_ERROR = "--exit-on-error=true"
 
 
 def python_backend_mirror() -> Mirror | None:
@@ -182,6 +194,23 @@ def _run_logging(run: SuiteRun) -> list[Result]:
     return results
 
 
+def _fini_error(run: SuiteRun) -> list[Result]:
+    """lifecycle/test.sh's fini_error start: started, stopped (finalize runs); its log holds
+    the NameError finalize raised."""
+    test = "fini_error: the log has finalize's NameError"
+    try:
+        server = start(run.kind, run.qa_dir / "models_fini_error", _VERBOSE)
+    except RuntimeError as exc:
+        last = str(exc).strip().splitlines()[-1][:200]
+        return [Result(run.label, "test.sh", test, "failed", f"did not start: {last}")]
+    server.stop()
+    found = "name 'undefined_variable' is not defined" in server.log_path.read_text(
+        errors="replace"
+    )
+    detail = "" if found else f"not in thaw {run.kind}'s log {server.log_path}"
+    return [Result(run.label, "test.sh", test, "passed" if found else "failed", detail)]
+
+
 BACKEND_PYTHON_SUITES = (
     Suite(
         "L0_backend_python/model_control",
@@ -192,8 +221,28 @@ BACKEND_PYTHON_SUITES = (
     Suite(
         "L0_backend_python/lifecycle",
         ("lifecycle_test.py",),
-        {"models": build_lifecycle_repo},
-        (Run("lifecycle_test", "models", _VERBOSE, server_log="lifecycle_server.log"),),
+        {
+            "models": build_lifecycle_repo,
+            "models_init_error": build_lifecycle_init_error_repo,
+            "models_fini_error": build_lifecycle_fini_error_repo,
+            "models_auto_complete_error": build_lifecycle_auto_complete_error_repo,
+        },
+        (
+            Run("lifecycle_test", "models", _VERBOSE, server_log="lifecycle_server.log"),
+            Run(
+                "init_error: the start is refused",
+                "models_init_error",
+                (_EXIT_ON_ERROR, *_VERBOSE),
+                refusal="name 'lorem_ipsum' is not defined",
+            ),
+            Run(
+                "auto_complete_error: the start is refused",
+                "models_auto_complete_error",
+                (_EXIT_ON_ERROR, "--strict-model-config=false", *_VERBOSE),
+                refusal="name 'undefined_variable' is not defined",
+            ),
+        ),
+        runner=_fini_error,
     ),
     Suite(
         "L0_backend_python/ensemble",

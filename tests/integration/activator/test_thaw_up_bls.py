@@ -42,7 +42,8 @@ class TritonPythonModel:
 """
 
 # Sends IN to `repeat` as a BLS stream; answers every response's OUT in order, and how many
-# empty (final) responses ended the stream, or the first error's message.
+# empty (final) responses ended the stream, or the first error's message. IN = -100 / -101:
+# a plain exec() to a model no replica has / to the empty name; answers its error's message.
 _CALLER_PY = """
 import json
 
@@ -55,6 +56,17 @@ class TritonPythonModel:
         answers = []
         for request in requests:
             data = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()
+            target = {-100: "missing", -101: ""}.get(int(data[0]))
+            if target is not None:
+                bls = pb_utils.InferenceRequest(
+                    model_name=target, inputs=[pb_utils.Tensor("IN", data)],
+                    requested_output_names=["OUT"],
+                )
+                error = bls.exec().error()
+                doc = {"error": None if error is None else error.message()}
+                result = np.array([json.dumps(doc).encode()], dtype=np.object_)
+                answers.append(pb_utils.InferenceResponse([pb_utils.Tensor("RESULT", result)]))
+                continue
             bls = pb_utils.InferenceRequest(
                 model_name="repeat",
                 inputs=[pb_utils.Tensor("IN", data)],
@@ -149,3 +161,15 @@ def test_a_bls_stream_to_a_decoupled_model_on_another_replica_gets_every_respons
 def test_a_bls_stream_error_comes_back_to_the_model_as_an_error(up: UpProcess) -> None:
     result = _call(up, -2)
     assert result["values"] == [] and "cannot repeat -2 times" in str(result["error"]), result
+
+
+@pytest.mark.parametrize("code, name", [(-100, "missing"), (-101, "")])
+def test_a_bls_call_to_a_model_no_replica_has_reads_as_tritons_not_ready(
+    up: UpProcess, code: int, name: str
+) -> None:
+    # Triton's words, the empty name included ("Model  - ...": it must not cross the front
+    # door, whose router would answer its own 404 "Not Found").
+    assert _call(up, code)["error"] == (
+        f"Model {name} - Error when running inference: Failed for execute the inference "
+        f"request. Model '{name}' is not ready."
+    )

@@ -129,6 +129,8 @@ def call(case):
         kwargs["parameters"] = {"x": [1]}
     elif case == 5:
         kwargs["requested_output_names"] = ["OUT", "OUT"]
+    elif case == 6:
+        kwargs["model_name"] = ""
     try:
         response = pb_utils.InferenceRequest(**kwargs).exec()
     except pb_utils.TritonModelException as exc:
@@ -312,6 +314,10 @@ BLS_ANSWERS = [
     "argument to the 'exec' or 'async_exec' calls for decoupled models.'",
     "RAISED:Expect parameters values to have type bool/int/str, found type <class 'list'>",
     "OK:OUT",  # an output asked for twice is one
+    # an empty name too ("Model  - ...", two spaces)
+    "ERR:"
+    + _IN_TRITONS_WORDS.format("")
+    + "Failed for execute the inference request. Model '' is not ready.",
 ]
 
 

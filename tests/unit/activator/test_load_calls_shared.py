@@ -49,6 +49,12 @@ class _Reloader:
 class _Repository:
     ambiguous: Mapping[str, Any] = {}
 
+    def __init__(self, models: Mapping[str, _Record]) -> None:
+        self._models = models
+
+    def get(self, name: str) -> Any:
+        return type("_Entry", (), {"steps": self._models[name].composing})()
+
 
 class _Shared:
     """The fleet's shared state, as a backend keeps it (in memory here)."""
@@ -81,7 +87,7 @@ def _calls(
     states = LoadStates(tracked=True)
     reloader = _Reloader()
     calls = LoadCalls(
-        models=models, repository=cast(Any, _Repository()), states=states,
+        models=models, repository=cast(Any, _Repository(models)), states=states,
         reloader=cast(Any, reloader), session=cast(Any, None), drain_timeout_s=1.0,
         shared=shared,
     )  # fmt: skip
@@ -139,8 +145,43 @@ async def test_another_activators_load_and_unload_are_adopted() -> None:
 def test_without_explicit_mode_nothing_is_shared() -> None:
     shared = _Shared()
     LoadCalls(
-        models={}, repository=cast(Any, _Repository()), states=LoadStates(tracked=False),
+        models={}, repository=cast(Any, _Repository({})), states=LoadStates(tracked=False),
         reloader=cast(Any, _Reloader()), session=cast(Any, None), drain_timeout_s=1.0,
         shared=shared,
     )  # fmt: skip
     assert shared.watchers == []
+
+
+async def test_an_ensemble_down_with_its_step_comes_back_with_it_on_every_activator() -> None:
+    # Triton 2.51: unloading a step takes its ensembles down; loading it again brings them
+    # back. The fleet's state says "down" for them, so the activator that loads the step
+    # brings them back, whichever took them down.
+    shared = _Shared()
+    models = {"e": _Record(composing=("s",)), "s": _Record()}
+    calls, states, _ = _calls(shared, models=models)
+    await calls.load("e")
+    await calls.unload("s")
+    assert shared.states == {"e": "down", "s": "unloaded"}
+    assert isinstance(states.refusal("e"), UnknownModel)  # refused as unloaded
+    await calls.load("s")
+    assert shared.states == {"e": "loaded", "s": "loaded"} and states.loaded("e")
+    # another activator took it down: adopted, and brought back by a load here
+    shared.another_activator({"e": "down", "s": "unloaded"})
+    assert states.state("e") is LoadState.UNLOADED and states.down_with_a_step() == {"e"}
+    await calls.load("s")
+    assert states.loaded("e") and shared.states["e"] == "loaded"
+    # unloaded by name: it stays down when its step comes back
+    await calls.unload("e")
+    await calls.unload("s")
+    await calls.load("s")
+    assert not states.loaded("e")
+
+
+async def test_unload_dependents_keeps_what_was_loaded_by_name() -> None:
+    shared = _Shared()
+    models = {"e": _Record(composing=("a", "b")), "a": _Record(), "b": _Record()}
+    calls, states, _ = _calls(shared, models=models)
+    await calls.load("e")
+    await calls.load("a")
+    await calls.unload("e", unload_dependents=True)
+    assert states.loaded("a") and not states.loaded("b")  # b came with e alone

@@ -237,7 +237,9 @@ async def test_poll_mode_loads_new_reloads_changed_unloads_removed(tmp_path: Pat
             path.rmdir() if path.is_dir() else path.unlink()
         os.rmdir(tmp_path / "b")
         await manager.poll_once()
-        assert (await _states(manager)) == {"a": "READY", "b": "UNAVAILABLE"}
+        # unloaded, and no longer in the repository: no index row, as in Triton's index
+        assert (await _states(manager)) == {"a": "READY"}
+        assert not manager.model_ready("b", None)
         with pytest.raises(ControlDisabled):
             await manager.load("a")
     finally:

@@ -8,12 +8,13 @@ import pytest
 
 from tritonconfig import (
     ModelConfigError,
+    back_with_steps,
     config_to_json,
     default_model_filename,
     fill_defaults,
     normalize_platform,
     parse_config,
-    unloaded_with,
+    unload_plan,
     validate_config,
 )
 
@@ -188,13 +189,32 @@ def test_platform_and_backend_that_disagree_are_refused() -> None:
         normalize_platform(config, None, "c")
 
 
-def test_an_unload_takes_down_what_triton_takes_down_with_it() -> None:
-    # Triton 2.51, observed: the ensembles that run a model go with it; with
-    # unload_dependents, so do the models an ensemble runs that nothing still up runs.
-    runs = {"ens": {"simple"}, "ens2": {"simple"}, "outer": {"ens", "other"}}
-    assert unloaded_with("simple", runs, unload_dependents=False) == {"ens", "ens2", "outer"}
-    assert unloaded_with("ens", runs, unload_dependents=False) == {"outer"}
-    # simple stays for ens2; other is run by outer alone
-    assert unloaded_with("ens", runs, unload_dependents=True) == {"outer", "other"}
-    assert unloaded_with("ens2", {"ens2": {"simple"}}, unload_dependents=True) == {"simple"}
-    assert unloaded_with("ens2", {"ens2": {"simple"}}, unload_dependents=False) == set()
+def test_an_unload_takes_the_ensembles_down_and_removes_dependents_as_tritons_graph() -> None:
+    # Triton 2.51's dependency graph (observed side by side, docs/triton-http-parity.md,
+    # "A twelfth side by side"): the ensembles that run a removed model go down with it and
+    # stay in the graph; with unload_dependents, a model a removed ensemble runs is removed too
+    # once nothing in the graph runs it and it was not loaded by name.
+    graph = {"ens": {"simple"}, "ens2": {"simple"}, "outer": {"ens", "other"}}
+    plan = unload_plan("simple", graph, unload_dependents=False)
+    assert (plan.removed, plan.down) == (set(), {"ens", "ens2", "outer"})
+    assert unload_plan("ens", graph, unload_dependents=False).down == {"outer"}
+    # simple stays for ens2; other stays for outer, down with a step but still in the graph
+    plan = unload_plan("ens", graph, unload_dependents=True)
+    assert (plan.removed, plan.down) == (set(), {"outer"})
+    plan = unload_plan("ens2", {"ens2": {"simple"}}, unload_dependents=True)
+    assert (plan.removed, plan.down) == ({"simple"}, set())
+    assert not unload_plan("ens2", {"ens2": {"simple"}}, unload_dependents=False).removed
+    # loaded by name: kept
+    plan = unload_plan("ens2", {"ens2": {"simple"}}, unload_dependents=True, named={"simple"})
+    assert not plan.removed
+    # in turn: an ensemble of ensembles removes what only it ran, down to the leaves
+    graph = {"top": {"mid"}, "mid": {"leaf"}}
+    assert unload_plan("top", graph, unload_dependents=True).removed == {"mid", "leaf"}
+
+
+def test_ensembles_down_with_a_step_come_back_once_every_step_is_loaded() -> None:
+    down = {"ens_two": {"pre"}, "nested": {"ens_two", "other"}}
+    assert back_with_steps({"pre"}, down) == ["ens_two"]  # nested waits for other
+    assert back_with_steps({"pre", "other"}, down) == ["ens_two", "nested"]  # in turn
+    assert back_with_steps({"other"}, down) == []
+    assert back_with_steps(set(), {}) == []
