@@ -193,7 +193,7 @@ class Reloader:
                 endpoint = self._models.endpoint(name)
             else:
                 reread = await asyncio.to_thread(repository.reread, name)
-                endpoint = await self._apply(reread)
+                endpoint = await self._apply(reread, by_name=True)
                 await self._forget_override(name)
         await self._renew_dependents(changed, besides=())
         if endpoint is not None:
@@ -392,11 +392,18 @@ class Reloader:
         return self._locks.setdefault(name, asyncio.Lock())
 
     async def _apply(
-        self, reread: Reread, *, parameters: Mapping[str, str] | None = None
+        self,
+        reread: Reread,
+        *,
+        parameters: Mapping[str, str] | None = None,
+        by_name: bool = False,
     ) -> ModelEndpoint | None:
         """Act on one model's re-read (module docstring); its endpoint (None: ambiguous), or
         the refusal. `parameters`: its replicas' load call's (a load's override), set once it
-        is served."""
+        is served. `by_name`: a load call named it; a served model whose files did not change
+        has its replicas replaced all the same, as Triton's explicit load of an unchanged
+        model loads it again (its `initialize` runs again; an ensemble runs no code of its
+        own: kept)."""
         models, name = self._models, reread.name
         change = compare_one(models.repository.fingerprint_of(name), reread.fingerprint)
         if change is Change.REMOVED or reread.fingerprint is None:
@@ -424,7 +431,10 @@ class Reloader:
         if not models.served(name):
             return models.add_model(entry, reread.fingerprint)
         if change is Change.UNCHANGED:
-            return models.endpoint(name)
+            endpoint = models.endpoint(name)
+            if by_name and not entry.ensemble:
+                await endpoint.replace_replicas()
+            return endpoint
         before = models.repository.get(name)
         before_files = models.repository.fingerprint_of(name) or ()
         served = self._overrides.get(name)

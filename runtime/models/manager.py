@@ -253,7 +253,7 @@ class ModelManager:
         keys = await self._loading.keys_to_load(name)
         try:
             for key in keys:
-                await self._loading.load(key, config_json=config_json, files=files)
+                await self._loading.load(key, config_json=config_json, files=files, by_name=True)
         except ServingError as exc:
             name_load_failure(name, exc)
             raise

@@ -108,9 +108,14 @@ class ModelLoading:
         config_json: str | None,
         files: dict[str, bytes] | None,
         if_needed: bool = False,
+        by_name: bool = False,
     ) -> None:
         """Load `name`; `if_needed`: unless it is READY by the time its lock is ours (a
-        composing model an ensemble needs, which another load may just have brought up)."""
+        composing model an ensemble needs, which another load may just have brought up).
+        `by_name`: a load call named it; one whose files did not change since it was loaded
+        loads every version again, as Triton's explicit load does (its `initialize` runs
+        again, its statistics start over: a model that reads something outside its
+        directory picks it up). A change keeps the versions it did not touch (version_reuse)."""
         name = key.name
         model = self._models.get(key)
         if model is None:
@@ -159,8 +164,12 @@ class ModelLoading:
                     await asyncio.to_thread(self._refuse_decoupled_cache, spec, key)
                 needs = requirements(spec.config, _group_devices(spec.config))
                 self._limits.check(str(key), needs)
-                keep = _unchanged_versions(model, spec) if override is None else {}
-                updating = updatable_versions(model, spec) if override is None else []
+                again = by_name and config_json is None and not model.config_override
+                whole = override is not None or (
+                    again and model.served_fingerprint == spec.fingerprint
+                )
+                keep = {} if whole else _unchanged_versions(model, spec)
+                updating = [] if whole else updatable_versions(model, spec)
                 # With namespacing an ensemble's steps resolve in its namespace first.
                 steps = ScopedSteps(self._step_runner, key.namespace) if key.namespace else None
                 retired: list[tuple[list[Instance], list[Backend]]] = []
