@@ -69,23 +69,24 @@ async def test_a_model_dropped_in_after_the_start_is_served_once_loaded(up: Any)
         assert (await r.json())["versions"] == ["1"]
 
 
-async def test_a_new_version_is_loaded_in_place_and_an_unchanged_model_just_warms(
+async def test_a_new_version_is_loaded_in_place_and_an_unchanged_model_is_loaded_again(
     up: Any,
 ) -> None:
     url, backend, fleet, repo = up
     assert await _post(url, "/v2/repository/models/m/load") == (200, None)
     assert await _post(url, "/v2/repository/models/m/load") == (200, None)
-    assert (backend.starts, backend.stopped) == (1, [])  # unchanged: the same replica
+    # unchanged: loaded again, as Triton's explicit load (a new replica: `initialize` again)
+    assert (backend.starts, backend.stopped) == (2, ["m-1"])
     model_dir(repo, "m", 2)
     assert await _post(url, "/v2/repository/models/m/load") == (200, None)
     # The replica was sent the load: it loads the new version in place (Triton's reload).
-    assert (backend.starts, backend.stopped) == (1, [])
+    assert (backend.starts, backend.stopped) == (2, ["m-1"])
     assert fleet.repository.get("m").versions == ("2",)  # the latest policy: newest only
     # version 1 keeps its row, "unloaded", as in Triton 2.51's index
     assert await _index(url) == [("m", "1", "UNAVAILABLE"), ("m", "2", "READY")]
     _own_file(repo, "m")  # every version imports it: a replica of the new files replaces it
     assert await _post(url, "/v2/repository/models/m/load") == (200, None)
-    assert (backend.starts, backend.stopped) == (2, ["m-1"])
+    assert (backend.starts, backend.stopped) == (3, ["m-1", "m-2"])
 
 
 def _own_file(repo: Path, name: str) -> None:
