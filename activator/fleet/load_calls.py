@@ -205,10 +205,7 @@ class LoadCalls:
         if name in self._models:  # a served model (not unavailable, not unknown)
             if self._shared is not None:  # the fleet's first (503 when it cannot be written)
                 await self._shared.write_load_states({name: DOWN if down else "unloaded"})
-            if down:
-                self._states.mark_down(name)
-            else:
-                self._states.mark_unloaded(name)
+            self._states.mark_unloaded(name, with_a_step=down)
             if self._states.tracked:
                 await self._unload_on_direct_replicas(name)
             if not wait:
@@ -251,10 +248,7 @@ class LoadCalls:
         for name, state in changes.items():
             if state not in ("unloaded", DOWN):
                 continue
-            if state == DOWN:
-                self._states.mark_down(name)
-            else:
-                self._states.mark_unloaded(name)
+            self._states.mark_unloaded(name, with_a_step=state == DOWN)
             if name in self._models:
                 self._drain_later(name)
 

@@ -94,14 +94,13 @@ class LoadStates:
         """A load call named `name`."""
         self._named[name] = True
 
-    def mark_unloaded(self, name: str) -> None:
+    def mark_unloaded(self, name: str, *, with_a_step: bool = False) -> None:
         """An unload call (of it, or of an ensemble it was a dependent of): refused from now
-        on, until loaded again."""
+        on, until loaded again. `with_a_step`: an ensemble an unload of one of its steps took
+        down, refused the same, which keeps its name mark and comes back with the step."""
         self._states[name] = LoadState.UNLOADED
-        self._named[name] = False
-        self._down.discard(name)
-
-    def mark_down(self, name: str) -> None:
-        """Ensemble `name` went down with a step: refused (as unloaded) until it comes back."""
-        self._states[name] = LoadState.UNLOADED
-        self._down.add(name)
+        if with_a_step:
+            self._down.add(name)
+        else:
+            self._named[name] = False
+            self._down.discard(name)

@@ -64,12 +64,12 @@ def test_refusal_words_match_thaw_serve(name: str) -> None:
 def test_down_with_a_step_is_unloaded_until_loaded_again_and_keeps_its_name() -> None:
     states = LoadStates(tracked=True, at_start=["ens"])
     assert states.named("ens") and not states.named("step")
-    states.mark_down("ens")
+    states.mark_unloaded("ens", with_a_step=True)
     assert isinstance(states.refusal("ens"), UnknownModel)  # as an unloaded model
     assert states.down_with_a_step() == {"ens"} and states.named("ens")
     states.mark_loaded("ens")
     assert states.loaded("ens") and not states.down_with_a_step()
-    states.mark_down("ens")
+    states.mark_unloaded("ens", with_a_step=True)
     states.mark_unloaded("ens")  # unloaded by name while down: it no longer comes back
     assert not states.down_with_a_step() and not states.named("ens")
     assert LoadStates(tracked=True, at_start=["*"]).named("anything")
