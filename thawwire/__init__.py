@@ -19,6 +19,7 @@ run is `thawserver`'s.
     shm_params        a tensor's `shared_memory_*` parameters, as Triton reads them
     handoff_protocol  the listening line, slots and their states, load reports
     load_answer       what a load call's answer reports beside its status (warm-up time)
+    error_marks       a replica's error answer's marks: a model's own error, a gRPC code
     internal_calls    the deployment's token: the platform's own calls (BLS, steps) and their cap
     pool_protocol     the fork server's control frames between `thaw up` and a zygote
     grpc_service      Triton's `GRPCInferenceService`: its protobuf module, its method names
@@ -33,9 +34,10 @@ run is `thawserver`'s.
     trace_flags       tritonserver's trace flags read into the operator's trace setting
     errors            the errors it raises: WireError (a broken protocol), SharedMemoryError
 
-Exports the names below; `model_control`, `shm_params`, `load_answer`, `internal_calls`,
-`pool_protocol`, `openai_api`, `openai_lora`, `runtime_parameters`, `model_metrics`,
-`cuda_visible`, the settings modules and the gRPC modules are imported by their module names.
+Exports the names below; `model_control`, `shm_params`, `load_answer`, `error_marks`,
+`internal_calls`, `pool_protocol`, `openai_api`, `openai_lora`, `runtime_parameters`,
+`model_metrics`, `cuda_visible`, the settings modules and the gRPC modules are imported by their
+module names.
 """
 
 from __future__ import annotations

@@ -211,12 +211,21 @@ class LoadCalls:
             if not wait:
                 self._drain_later(name, direct_told=True)
                 return
-        if name not in self._models and is_model_name(name):
-            try:
-                self._repository.get(name)  # its 503 or 400 for what it cannot serve
-            except UnknownModel:  # no such directory: thaw serve's words, one answer on both
-                raise UnknownModel(unload_not_in_repository(name)) from None
+        if name not in self._models and not self._in_repository(name):
+            # No such directory (or no name at all): thaw serve's words, one answer on both.
+            raise UnknownModel(unload_not_in_repository(name))
         await self._reloader.unload(name, self._states.refusal(name))
+
+    def _in_repository(self, name: str) -> bool:
+        """Whether the repository has a model `name` (its 503 or 400 raised for one it has
+        but cannot serve)."""
+        if not is_model_name(name):
+            return False
+        try:
+            self._repository.get(name)
+        except UnknownModel:
+            return False
+        return True
 
     async def _unload_on_direct_replicas(self, name: str) -> None:
         """Tell each replica of `name` that holds handed-off client connections to unload it:

@@ -97,7 +97,7 @@ async def _post_infer(
         if response.status != 200:
             message = infer_wire.message_of(payload)
             raise infer_wire.error_of_status(
-                response.status, message or unexplained(response.status)
+                response.status, message or unexplained(response.status), response.headers
             )
         length = response.headers.get(infer_wire.HEADER_LENGTH)
     if length is not None and not length.isdigit():

@@ -6,12 +6,14 @@ bytes, `Inference-Header-Content-Length` saying where the header ends), so tenso
 without a JSON round trip; a BLS stream over gRPC as `ModelStreamInfer` messages. An answer
 that is not a success becomes the ServingError of its status, in one place for every call:
 400 InvalidInput, 404 ModelNotFound, 503 ModelUnavailable, 504 DeadlineExceeded, anything
-else a plain ServingError; each keeps the status it was answered with.
+else a plain ServingError; each keeps the status it was answered with, and what the answer's
+headers mark (a model's own error; a gRPC code HTTP has no status for: thawwire.error_marks).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 import grpc
 import numpy as np
@@ -28,6 +30,7 @@ from runtime.errors import (
 )
 from runtime.inference import InferRequest, InferResponse, InferTensor
 from thawserver.grpc_status import http_status
+from thawwire import error_marks
 from thawwire.grpc_messages import FINAL_RESPONSE, set_parameter
 from thawwire.grpc_service import pb
 
@@ -165,10 +168,19 @@ def message_of(payload: bytes) -> str:
         return payload[:_MESSAGE_BYTES].decode(errors="replace")
 
 
-def error_of_status(status: int, message: str) -> ServingError:
-    """The ServingError of an answer with HTTP `status` and `message`, carrying `status`."""
-    error = _STATUS_ERRORS.get(status, ServingError)(message)
+def error_of_status(
+    status: int, message: str, marks: Mapping[str, str] | None = None
+) -> ServingError:
+    """The ServingError of an answer with HTTP `status` and `message`, carrying `status`, and
+    what the answer's `marks` (its headers) add: a model's own error, a gRPC code
+    (thawwire.error_marks)."""
+    from_model = marks is not None and marks.get(error_marks.FROM_MODEL) == "1"
+    error = _STATUS_ERRORS.get(status, ServingError)(message, from_model=from_model)
     error.status = status
+    if marks is not None:
+        grpc_code = error_marks.grpc_code_of(marks.get(error_marks.GRPC_CODE))
+        if grpc_code:
+            error.grpc_code = grpc_code
     return error
 
 

@@ -253,7 +253,7 @@ class GrpcHandlers:
         # Triton's frontend checks the parameters' kinds first, its core the control mode.
         check_load_parameters(request.parameters)
         self._control_allowed(request.repository_name)
-        name, _ = message_ref(request.model_name, "")
+        name = request.model_name  # not a name: the manager refuses it as Triton's load does
         config, files = overrides_from_grpc(name, request.parameters)
         await self._manager.load(name, config_json=config, files=files)
         return pb.RepositoryModelLoadResponse()
@@ -261,8 +261,7 @@ class GrpcHandlers:
     async def unload(self, request: Any, context: Context) -> Any:
         unload_dependents = unload_dependents_from_grpc(request.parameters)  # first, as Triton
         self._control_allowed(request.repository_name)
-        name, _ = message_ref(request.model_name, "")
-        await self._manager.unload(name, unload_dependents=unload_dependents)
+        await self._manager.unload(request.model_name, unload_dependents=unload_dependents)
         return pb.RepositoryModelUnloadResponse()
 
     def _control_allowed(self, repository_name: str) -> None:

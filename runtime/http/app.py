@@ -30,7 +30,7 @@ from thawserver.settings_api import LogTarget, SettingsApi
 from thawserver.shm_api import RestSharedMemory
 from thawserver.shm_registry import SystemSharedMemory
 from thawserver.transfer_coding import coding_refusal
-from thawwire import openai_api
+from thawwire import error_marks, openai_api
 from thawwire.model_control import NOT_LOADED
 from thawwire.paths import MODEL, MODEL_VERSION
 from thawwire.trace_settings import TraceSettings
@@ -105,7 +105,9 @@ def add_metrics_routes(app: web.Application, h: V2Handlers) -> None:
 
 @web.middleware
 async def error_middleware(request: web.Request, handler: _Handler) -> web.StreamResponse:
-    """Every error leaves as `{"error": message}` with its status, aiohttp's own included;
+    """Every error leaves as `{"error": message}` with its status, aiohttp's own included (a
+    model's own error, and a gRPC code its status cannot say, marked for the replica that
+    reads it back: thawwire.error_marks);
     a request framed with a transfer coding other than `chunked` is refused first, with 501
     (thawserver.transfer_coding: checked here rather than in a middleware of its own, which
     every request would pay for)."""
@@ -122,6 +124,10 @@ async def error_middleware(request: web.Request, handler: _Handler) -> web.Strea
             level = logging.DEBUG if probe else logging.WARNING
             logger.log(level, "%s %s -> %d: %s", request.method, request.path, exc.status, exc)
         response = _error_response(request, exc.status, exc.message)
+        if exc.from_model:
+            response.headers[error_marks.FROM_MODEL] = "1"
+        if exc.grpc_code:
+            response.headers[error_marks.GRPC_CODE] = exc.grpc_code
         if isinstance(exc, ModelNotLoaded):
             response.headers[NOT_LOADED] = exc.model
         elif isinstance(exc, UnsupportedEncoding):

@@ -53,10 +53,11 @@ from thawwire.metadata import model_metadata
 from thawwire.model_control import (
     CONTROL_DISABLED,
     no_available_versions,
+    not_in_repository,
     not_ready,
     unload_not_in_repository,
 )
-from thawwire.names import version_not_available
+from thawwire.names import is_model_name, version_not_available
 from tritonconfig import back_with_steps, composing_models, unload_plan
 from tritonconfig.schema import mc
 
@@ -242,7 +243,8 @@ class ModelManager:
         took), raises the reason otherwise."""
         if self._config.model_control_mode != ModelControlMode.EXPLICIT:
             raise ControlDisabled(CONTROL_DISABLED)
-        validate_model_name(name)
+        if not is_model_name(name):  # no such directory can exist: Triton's words for a typo
+            raise ModelNotFound(not_in_repository(name))
         if files and config_json is None:
             raise InvalidInput("load with 'file:' parameters also needs the 'config' parameter")
         try:  # a remote repository is read again first, as Triton polls it on a load
@@ -267,7 +269,8 @@ class ModelManager:
         queued requests finish first, new ones get 503."""
         if self._config.model_control_mode != ModelControlMode.EXPLICIT:
             raise ControlDisabled(CONTROL_DISABLED)
-        validate_model_name(name)
+        if not is_model_name(name):
+            raise ModelNotFound(unload_not_in_repository(name))
         on_disk = await asyncio.to_thread(self._ns.keys_on_disk, name)
         keys = sorted({*on_disk, *(key for key in self._models if key.name == name)})
         if not keys:

@@ -8,6 +8,7 @@ stub process under another Python (`EXECUTION_ENV_PATH`) imports it.
 
 from __future__ import annotations
 
+import enum
 import struct
 
 import numpy as np
@@ -95,8 +96,9 @@ def deserialize_bytes_tensor(encoded_tensor):
     return np.array(items, dtype=np.object_)
 
 
-class TritonError:
-    """An error a model returns in an `InferenceResponse` (or raises as TritonModelException)."""
+class _ErrorCode(enum.IntEnum):
+    """TritonError's codes as Triton's binding has them: an enum named `__ErrorCode` (a value
+    prints as `__ErrorCode.CANCELLED`), each value its TRITONSERVER_Error_Code number."""
 
     UNKNOWN = 0
     INTERNAL = 1
@@ -107,9 +109,35 @@ class TritonError:
     ALREADY_EXISTS = 6
     CANCELLED = 7
 
+    def __str__(self):
+        return f"__ErrorCode.{self.name}"
+
+    def __format__(self, spec):
+        return format(str(self), spec)
+
+    def __repr__(self):
+        return f"<__ErrorCode.{self.name}: {self.value}>"
+
+
+_ErrorCode.__name__ = _ErrorCode.__qualname__ = "__ErrorCode"
+
+
+class TritonError:
+    """An error a model returns in an `InferenceResponse` (or raises as TritonModelException);
+    `code()` is one of the class's codes (a number is taken for one)."""
+
+    UNKNOWN = _ErrorCode.UNKNOWN
+    INTERNAL = _ErrorCode.INTERNAL
+    NOT_FOUND = _ErrorCode.NOT_FOUND
+    INVALID_ARG = _ErrorCode.INVALID_ARG
+    UNAVAILABLE = _ErrorCode.UNAVAILABLE
+    UNSUPPORTED = _ErrorCode.UNSUPPORTED
+    ALREADY_EXISTS = _ErrorCode.ALREADY_EXISTS
+    CANCELLED = _ErrorCode.CANCELLED
+
     def __init__(self, message, code=INTERNAL):  # Triton's keywords: message=, code=
         self._msg = message
-        self._code = code
+        self._code = _ErrorCode(code) if isinstance(code, int) and code in _CODE_VALUES else code
 
     def __str__(self):
         return str(self._msg)
@@ -119,6 +147,10 @@ class TritonError:
 
     def code(self):
         return self._code
+
+
+setattr(TritonError, "__ErrorCode", _ErrorCode)  # as pybind11 nests the enum in the class
+_CODE_VALUES = frozenset(int(code) for code in _ErrorCode)
 
 
 class TritonModelException(Exception):

@@ -42,6 +42,7 @@ from runtime.python import pb_utils
 from runtime.python.host import InProcessHost
 
 __all__ = [
+    "BLS_ERROR_CODE",
     "BlsTarget",
     "PythonModelsHost",
     "ServerHost",
@@ -52,12 +53,10 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_CODES: dict[type[ServingError], int] = {
-    InvalidInput: pb_utils.TritonError.INVALID_ARG,
-    ModelNotFound: pb_utils.TritonError.NOT_FOUND,
-    ModelUnavailable: pb_utils.TritonError.UNAVAILABLE,
-    FeatureDisabled: pb_utils.TritonError.UNSUPPORTED,
-}
+# The code of every error a BLS call answers: Triton's python backend builds a BLS response's
+# error from its message alone (request_executor.cc, PbError's default code), so a model's
+# CANCELLED, an unknown model and a timeout all read INTERNAL to the caller (observed on 2.51).
+BLS_ERROR_CODE = pb_utils.TritonError.INTERNAL
 _END = object()
 
 
@@ -135,9 +134,7 @@ def to_pb_response(result: InferResponse | Exception, model: str | None = None) 
             message = bls_error_text(model, result)
         else:
             message = repr(result)
-        kind = type(result)
-        code = _CODES.get(kind, 1) if issubclass(kind, ServingError) else 1  # 1: INTERNAL
-        return pb_utils.InferenceResponse(error=pb_utils.TritonError(message, code))
+        return pb_utils.InferenceResponse(error=pb_utils.TritonError(message, BLS_ERROR_CODE))
     tensors = [pb_utils.Tensor(t.name, t.data) for t in result.outputs]
     return pb_utils.InferenceResponse(tensors, parameters=dict(result.parameters))
 

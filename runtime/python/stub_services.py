@@ -22,14 +22,12 @@ from runtime.errors import ServingError, as_serving_error
 from runtime.inference import InferRequest, InferResponse, InferTensor, RequestedOutput
 from runtime.python import pb_utils
 from runtime.python.host import LOG_LEVELS
-from runtime.python.model_io import ERROR_CLASSES
-from runtime.python.server_host import ServerHost, bls_error_text
+from runtime.python.server_host import BLS_ERROR_CODE, ServerHost, bls_error_text
 from runtime.python.stub.wire import ChannelClosed, Message, Tensor
 
 __all__ = ["Send", "StubServices"]
 
 _model_log = logging.getLogger("triton_python_backend_utils")
-_CODES = {cls: code for code, cls in ERROR_CLASSES.items()}
 
 # Sends one message to the stub (its current channel); raises ChannelClosed when it is gone.
 Send = Callable[[Message], None]
@@ -77,10 +75,9 @@ class StubServices:
                     response = await self._host.infer_async(request)
                     _reply(send, {**reply, "final": True}, response)
         except TimeoutError:
-            _reply_error(send, reply, "Request timeout expired", pb_utils.TritonError.UNAVAILABLE)
+            _reply_error(send, reply, "Request timeout expired", BLS_ERROR_CODE)
         except ServingError as exc:
-            code = _CODES.get(type(exc), pb_utils.TritonError.INTERNAL)
-            _reply_error(send, reply, bls_error_text(request.model_name, exc), code)
+            _reply_error(send, reply, bls_error_text(request.model_name, exc), BLS_ERROR_CODE)
 
     async def _stream(self, send: Send, reply: dict[str, Any], request: InferRequest) -> None:
         """A decoupled BLS call's responses, the last marked final, as Triton's iterator: a
@@ -91,8 +88,7 @@ class StubServices:
                 break
             if response.error is not None:  # sent without the final flag: more may follow
                 exc = as_serving_error(response.error)
-                code = _CODES.get(type(exc), pb_utils.TritonError.INTERNAL)
-                _reply_error(send, reply, exc.message, code, final=False)
+                _reply_error(send, reply, exc.message, BLS_ERROR_CODE, final=False)
                 continue
             _reply(send, {**reply, "final": response.final}, response)
             if response.final:

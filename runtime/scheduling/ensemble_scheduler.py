@@ -200,8 +200,10 @@ class EnsembleScheduler:
 
 def _in_ensemble(model: str, exc: ServingError) -> ServingError:
     """A failed step's error as the ensemble's: Triton's "in ensemble 'E', " before its text,
-    its HTTP status and gRPC code kept (400 stays 400; a model's CANCELLED stays CANCELLED)."""
-    error = ServingError(f"in ensemble '{model}', {exc.message}")
+    its HTTP status and gRPC code kept (400 stays 400; a model's CANCELLED stays CANCELLED).
+    It is the ensemble's answer, never a refusal of the request (from_model), whatever its
+    status: a BLS caller reads it without Triton's refusal prefix, on every replica."""
+    error = ServingError(f"in ensemble '{model}', {exc.message}", from_model=True)
     error.status = exc.status
     error.grpc_code = exc.grpc_code
     return error

@@ -29,8 +29,10 @@ from runtime.errors import (
     ModelNotFound,
     ModelUnavailable,
     ServingError,
+    is_refusal,
 )
 from runtime.inference import InferRequest, InferTensor, RequestedOutput
+from thawwire.error_marks import FROM_MODEL, GRPC_CODE
 from thawwire.paths import SENT_BACK_QUERY
 
 
@@ -183,6 +185,36 @@ async def test_an_error_answer_is_the_error_of_its_status_for_bls_and_steps(
             await call(_request())
         assert type(raised.value) is kind
         assert (raised.value.status, raised.value.message) == (status, f"refused with {status}")
+
+
+@pytest.mark.parametrize(
+    ("marks", "from_model", "grpc_code"),
+    [
+        ({FROM_MODEL: "1", GRPC_CODE: "CANCELLED"}, True, "CANCELLED"),
+        ({GRPC_CODE: "ALREADY_EXISTS"}, False, "ALREADY_EXISTS"),
+        ({FROM_MODEL: "1"}, True, ""),
+        ({FROM_MODEL: "yes", GRPC_CODE: "NOPE"}, False, ""),  # not a mark: the status alone
+        ({}, False, ""),
+    ],
+)
+async def test_an_error_answer_keeps_what_its_marks_say(
+    door: _Door, client: FrontDoor, marks: dict[str, str], from_model: bool, grpc_code: str
+) -> None:
+    # A model's TritonError(CANCELLED) on another replica: 400 over HTTP, marked
+    # (thawwire.error_marks), so a BLS caller reads no refusal and an ensemble answers gRPC's
+    # CANCELLED, as in one Triton process.
+    door.answer = (400, json.dumps({"error": "seven cancelled"}).encode())
+    door.answer_headers = marks
+    steps = client.steps
+    assert steps is not None
+    for call in (client.infer, steps.infer):
+        with pytest.raises(InvalidInput) as raised:
+            await call(_request())
+        error = raised.value
+        assert (error.status, error.message) == (400, "seven cancelled")
+        assert (error.from_model, error.grpc_code, is_refusal(error)) == (
+            from_model, grpc_code, not from_model
+        )  # fmt: skip
 
 
 async def test_an_error_answer_without_words_says_each_uses_own(

@@ -72,6 +72,18 @@ def test_response_and_error_codes() -> None:
         pb_utils.InferenceResponse(output_tensors="nope")
 
 
+def test_error_codes_are_tritons_enum() -> None:
+    # Triton's binding: an enum `__ErrorCode` nested in TritonError, its values printing by
+    # name (a model that logs `error.code()` logs the same line), `int()` the code's number.
+    code = pb_utils.TritonError("gone", pb_utils.TritonError.CANCELLED).code()
+    assert (str(code), f"{code}", repr(code), int(code)) == (
+        "__ErrorCode.CANCELLED", "__ErrorCode.CANCELLED", "<__ErrorCode.CANCELLED: 7>", 7
+    )  # fmt: skip
+    assert getattr(pb_utils.TritonError, "__ErrorCode")["CANCELLED"] is code
+    assert pb_utils.TritonError("x").code() is pb_utils.TritonError.INTERNAL
+    assert pb_utils.TritonError("x", 2).code() is pb_utils.TritonError.NOT_FOUND  # a number too
+
+
 def test_string_types_and_byte_tensors() -> None:
     assert pb_utils.triton_string_to_numpy("TYPE_FP16") is np.float16
     assert pb_utils.numpy_to_triton_type(np.object_) == 13
