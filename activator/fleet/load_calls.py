@@ -15,8 +15,8 @@ does to the models of one `thaw up` (its load state: activator.fleet.load_state)
 
     adopt(changes)         another activator's load or unload (a backend that shares the
                            state: activator.scaler.backend.SharedLoadState): LOADED with its
-                           `min_replicas` up, or UNLOADED ("down": down with a step) and
-                           drained here too
+                           `min_replicas` up ("named": and loaded by name), or UNLOADED
+                           ("down": down with a step) and drained here too
 
 In explicit mode (`--model-control-mode explicit`) the states are tracked; in the other modes
 every model stays LOADED, and the calls only re-read and warm, or drain
@@ -48,9 +48,14 @@ from thawwire.model_control import unload_not_in_repository
 from thawwire.names import is_model_name
 from tritonconfig import back_with_steps, unload_plan
 
-__all__ = ["DOWN", "LoadCalls", "LoadedModel"]
+__all__ = ["DOWN", "LOADED", "NAMED", "LoadCalls", "LoadedModel"]
 
-# The shared state of an ensemble down with a step (unloaded; back with its steps).
+# The fleet's shared states (activator.scaler.kubernetes.load_state_doc): a model loaded (as
+# an ensemble's step, or brought back with its steps); loaded by name (a load call named it:
+# Triton's "explicitly loaded", which `unload_dependents` never takes); an ensemble down with
+# a step (unloaded; back with its steps). "unloaded" is the fourth.
+LOADED = "loaded"
+NAMED = "named"
 DOWN = "down"
 
 logger = logging.getLogger(__name__)
@@ -109,8 +114,7 @@ class LoadCalls:
         await self._loaded_by_name(name)
 
     async def _loaded_by_name(self, name: str) -> None:
-        await self._mark_loaded(name)
-        self._states.mark_named(name)
+        await self._mark_loaded(name, by_name=True)
         await self._bring_back()
 
     async def _bring_back(self) -> None:
@@ -131,9 +135,11 @@ class LoadCalls:
         except ActivatorError:
             return ()
 
-    async def _mark_loaded(self, name: str) -> None:
-        """`name` and every model its steps run; a name several namespaces hold (no record
-        of its own) loads each one's ensemble's steps, as Triton's load cascades."""
+    async def _mark_loaded(self, name: str, *, by_name: bool = False) -> None:
+        """`name` (`by_name`: a load call named it) and every model its steps run; a name
+        several namespaces hold (no record of its own) loads each one's ensemble's steps, as
+        Triton's load cascades. The fleet's document says NAMED for a model loaded by name,
+        now or before (its step loads keep the mark), LOADED for the others."""
         names: dict[str, None] = {}
         pending = [name]
         while pending:
@@ -150,13 +156,18 @@ class LoadCalls:
                 pending += await asyncio.to_thread(
                     ambiguous_steps, directories, self._repository.config_name
                 )
+        named = {m for m in names if (by_name and m == name) or self._states.named(m)}
         if self._shared is not None:  # the fleet's first (503 when it cannot be written)
-            await self._shared.write_load_states(dict.fromkeys(names, "loaded"))
-        self._mark_loaded_here(names)
+            await self._shared.write_load_states(
+                {m: NAMED if m in named else LOADED for m in names}
+            )
+        self._mark_loaded_here(names, named)
 
-    def _mark_loaded_here(self, names: Iterable[str]) -> None:
+    def _mark_loaded_here(self, names: Iterable[str], named: Iterable[str] = ()) -> None:
         names = list(names)
         self._states.mark_loaded(*names)
+        for model in named:
+            self._states.mark_named(model)
         for model in names:  # its `min_replicas` come up now, not at the next tick
             record = self._models.get(model)
             if record is not None:
@@ -249,11 +260,15 @@ class LoadCalls:
         await asyncio.gather(*(unload(r) for r in endpoint.directly_connected()))
 
     def adopt(self, changes: Mapping[str, str]) -> None:
-        """Another activator's loads and unloads (model -> "loaded" | "unloaded" | "down"), as
-        the shared state told them: a loaded model's `min_replicas` come up; an unloaded one is
+        """Another activator's loads and unloads (model -> "loaded" | "named" | "unloaded" |
+        "down"), as the shared state told them: a loaded model's `min_replicas` come up (one
+        loaded by name is marked so here too); an unloaded one is
         refused from now on and drained here too (its replicas on this activator), as the
         unload call does."""
-        self._mark_loaded_here(m for m, s in changes.items() if s == "loaded")
+        self._mark_loaded_here(
+            (m for m, s in changes.items() if s in (LOADED, NAMED)),
+            (m for m, s in changes.items() if s == NAMED),
+        )
         for name, state in changes.items():
             if state not in ("unloaded", DOWN):
                 continue

@@ -341,7 +341,7 @@ class SharedLoadState(Protocol):
         ...
 
     async def write_load_states(self, changes: Mapping[str, str]) -> None:
-        """Make `changes` (model -> "loaded" | "unloaded" | "down") the fleet's, before the call
-        that asked answers; `ScalerUnavailable` (503) when they could not be shared (then nothing
-        changed: the caller changes nothing either)."""
+        """Make `changes` (model -> "loaded" | "named" | "unloaded" | "down") the fleet's,
+        before the call that asked answers; `ScalerUnavailable` (503) when they could not be
+        shared (then nothing changed: the caller changes nothing either)."""
         ...

@@ -4,10 +4,12 @@ The fleet's load state lives in the annotation `thaw.dev/load-state` of its own 
 `<lease name>-load-state` (not the scaling Lease, which its leader rewrites whole every retry
 period; decision 0024, "Kubernetes, later"):
 
-    {"generation": 7, "models": {"m": "loaded", "n": "unloaded", "e": "down"}}
+    {"generation": 7, "models": {"m": "named", "s": "loaded", "n": "unloaded", "e": "down"}}
 
-("down": an ensemble unloaded with one of its steps, which comes back when that is loaded
-again: activator.fleet.load_calls.)
+("named": loaded by name, a load call named it, which `unload_dependents` never takes;
+"loaded": loaded as an ensemble's step, or brought back with its steps; "down": an ensemble
+unloaded with one of its steps, which comes back when that is loaded again:
+activator.fleet.load_calls.)
 
 Only load and unload calls write it; a model it does not name has the activator's start state
 (`--load-model`, `--load-model-at-zero`). A write reads the Lease, applies its change to what it
@@ -38,7 +40,7 @@ __all__ = [
 ]
 
 ANNOTATION_LOAD_STATE = "thaw.dev/load-state"
-LOAD_STATES = frozenset({"loaded", "unloaded", "down"})
+LOAD_STATES = frozenset({"loaded", "named", "unloaded", "down"})
 _SUFFIX = "-load-state"
 _MAX_MODELS = 10_000
 
@@ -86,17 +88,19 @@ def parse(lease: Mapping[str, Any] | None) -> LoadStateDoc:
         if state not in LOAD_STATES:
             raise ValueError(
                 f"{ANNOTATION_LOAD_STATE}: model {name[:100]!r}: state must be "
-                f"'loaded', 'unloaded' or 'down', not {str(state)[:40]!r}"
+                f"'loaded', 'named', 'unloaded' or 'down', not {str(state)[:40]!r}"
             )
     return LoadStateDoc(generation, dict(models), uid)
 
 
 def apply(doc: LoadStateDoc, changes: Mapping[str, str]) -> LoadStateDoc:
-    """`doc` with `changes` (model -> "loaded" | "unloaded" | "down") written over it, one
-    generation on."""
+    """`doc` with `changes` (model -> "loaded" | "named" | "unloaded" | "down") written over
+    it, one generation on."""
     for name, state in changes.items():
         if state not in LOAD_STATES:
-            raise ValueError(f"model {name!r}: state must be 'loaded', 'unloaded' or 'down'")
+            raise ValueError(
+                f"model {name!r}: state must be 'loaded', 'named', 'unloaded' or 'down'"
+            )
     return LoadStateDoc(doc.generation + 1, {**doc.models, **changes}, doc.uid)
 
 

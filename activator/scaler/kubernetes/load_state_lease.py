@@ -107,9 +107,9 @@ class LoadStateLease:
                     )  # fmt: skip
 
     async def write(self, changes: Mapping[str, str]) -> None:
-        """Write `changes` (model -> "loaded" | "unloaded" | "down") into the fleet's document
-        and adopt it here; `ScalerUnavailable` (503) when that could not be done (nothing
-        changed)."""
+        """Write `changes` (model -> "loaded" | "named" | "unloaded" | "down") into the fleet's
+        document and adopt it here; `ScalerUnavailable` (503) when that could not be done
+        (nothing changed)."""
         what = ", ".join(f"{m}: {s}" for m, s in changes.items())
         try:
             async with self._lock, asyncio.timeout(self._timeout_s * 2):

@@ -103,7 +103,8 @@ async def test_a_load_and_an_unload_write_the_fleets_state_first() -> None:
     models = {"e": _Record(composing=("s",)), "s": _Record()}
     calls, states, reloader = _calls(shared, models=models)
     await calls.load("e")
-    assert shared.states == {"e": "loaded", "s": "loaded"}  # the ensemble's steps with it
+    # the ensemble by name, its steps with it
+    assert shared.states == {"e": "named", "s": "loaded"}
     assert states.loaded("e") and states.loaded("s")
     assert models["s"].endpoint.pokes == 1
     await calls.unload("e")
@@ -164,12 +165,13 @@ async def test_an_ensemble_down_with_its_step_comes_back_with_it_on_every_activa
     assert shared.states == {"e": "down", "s": "unloaded"}
     assert isinstance(states.refusal("e"), UnknownModel)  # refused as unloaded
     await calls.load("s")
-    assert shared.states == {"e": "loaded", "s": "loaded"} and states.loaded("e")
+    # back, still loaded by name (down with a step keeps the mark)
+    assert shared.states == {"e": "named", "s": "named"} and states.loaded("e")
     # another activator took it down: adopted, and brought back by a load here
     shared.another_activator({"e": "down", "s": "unloaded"})
     assert states.state("e") is LoadState.UNLOADED and states.down_with_a_step() == {"e"}
     await calls.load("s")
-    assert states.loaded("e") and shared.states["e"] == "loaded"
+    assert states.loaded("e") and shared.states["e"] == "named"
     # unloaded by name: it stays down when its step comes back
     await calls.unload("e")
     await calls.unload("s")
@@ -185,3 +187,23 @@ async def test_unload_dependents_keeps_what_was_loaded_by_name() -> None:
     await calls.load("a")
     await calls.unload("e", unload_dependents=True)
     assert states.loaded("a") and not states.loaded("b")  # b came with e alone
+
+
+async def test_a_load_by_name_on_another_activator_keeps_the_model_from_unload_dependents() -> None:
+    # Triton's "explicitly loaded" is the fleet's: the activator that serves the unload of an
+    # ensemble with `unload_dependents` keeps the step another activator's load call named.
+    shared = _Shared()
+    models = {"e": _Record(composing=("a", "b")), "a": _Record(), "b": _Record()}
+    calls, states, _ = _calls(shared, models=models)
+    await calls.load("e")
+    shared.another_activator({"a": "named"})  # a load call of `a` on another activator
+    assert states.named("a") and not states.named("b")
+    await calls.unload("e", unload_dependents=True)
+    assert states.loaded("a") and not states.loaded("b")
+    assert shared.states == {"e": "unloaded", "a": "named", "b": "unloaded"}
+    # a step's load elsewhere ("loaded") takes no mark away; an unload does
+    shared.another_activator({"a": "loaded"})
+    assert states.named("a")
+    shared.another_activator({"a": "unloaded"})
+    assert not states.named("a")
+    await calls.close()

@@ -33,9 +33,12 @@ def test_no_lease_or_no_annotation_is_an_empty_document() -> None:
 
 
 def test_a_document_round_trips_through_its_annotation() -> None:
-    doc = LoadStateDoc(3, {"b": "unloaded", "a": "loaded"}, "u1")
+    doc = LoadStateDoc(3, {"b": "unloaded", "a": "loaded", "n": "named", "e": "down"}, "u1")
     assert parse(_lease(doc.text())) == doc
-    assert json.loads(doc.text()) == {"generation": 3, "models": {"a": "loaded", "b": "unloaded"}}
+    assert json.loads(doc.text()) == {
+        "generation": 3,
+        "models": {"a": "loaded", "b": "unloaded", "e": "down", "n": "named"},
+    }
 
 
 @pytest.mark.parametrize(
