@@ -15,6 +15,13 @@ from runtime.python.pb_tensors import TritonModelException
 
 __all__ = ["check_parameters", "check_request_args"]
 
+_UINT32_MAX = (1 << 32) - 1
+_UINT64_MAX = (1 << 64) - 1
+_CAST_REFUSED = (
+    "Unable to cast Python instance to C++ type (#define PYBIND11_DETAILED_ERROR_MESSAGES or "
+    "compile in debug mode for details)"
+)
+
 
 def check_request_args(
     inputs, request_id, correlation_id, requested_output_names, model_name, model_version, flags,
@@ -27,8 +34,9 @@ def check_request_args(
     plain = (
         type(inputs) is list and type(request_id) is str and type(model_name) is str
         and type(requested_output_names) is list and type(model_version) is int
-        and type(flags) is int and type(timeout) is int
-        and (type(correlation_id) is int or type(correlation_id) is str)
+        and type(flags) is int and 0 <= flags <= _UINT32_MAX and type(timeout) is int
+        and (type(correlation_id) is str or (type(correlation_id) is int
+             and 0 <= correlation_id <= _UINT64_MAX))
     )  # fmt: skip
     if not plain:
         _check_types(
@@ -64,6 +72,11 @@ def _check_types(
         raise TypeError("InferenceRequest(): correlation_id must be an integer or a string")
     if not isinstance(correlation_id, int | str):
         raise TritonModelException("Correlation ID must be integer or string")
+    # Triton's binding takes a uint64 correlation ID and uint32 flags: pybind11's words else.
+    if isinstance(correlation_id, int) and not 0 <= correlation_id <= _UINT64_MAX:
+        raise RuntimeError(_CAST_REFUSED)
+    if not 0 <= flags <= _UINT32_MAX:
+        raise RuntimeError(_CAST_REFUSED)
 
 
 def check_parameters(parameters):

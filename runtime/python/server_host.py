@@ -49,6 +49,7 @@ __all__ = [
     "current_server_host",
     "from_pb_request",
     "to_pb_response",
+    "with_sequence",
 ]
 
 logger = logging.getLogger(__name__)
@@ -82,9 +83,7 @@ def from_pb_request(pb: Any) -> InferRequest:
             data = data.astype(np.object_)
         inputs.append(InferTensor(tensor.name(), datatype, tuple(data.shape), data))
     version = pb.model_version()
-    params = json.loads(pb.parameters())
-    if pb.correlation_id():
-        params.setdefault("sequence_id", pb.correlation_id())
+    params = with_sequence(json.loads(pb.parameters()), pb.correlation_id(), pb.flags())
     return InferRequest(
         model_name=pb.model_name(),
         model_version="" if version in (-1, None, "") else str(version),
@@ -94,6 +93,20 @@ def from_pb_request(pb: Any) -> InferRequest:
         id=pb.request_id() or None,
         parameters=params,
     )
+
+
+def with_sequence(params: dict[str, Any], correlation_id: Any, flags: int) -> dict[str, Any]:
+    """A BLS request's `params` with its sequence, as Triton's core reads a request's: its
+    `correlation_id` (not 0 or "") the sequence id, its `flags`' SEQUENCE_START and
+    SEQUENCE_END bits the sequence's start and end (the target's `flags()` shows them, a
+    model without sequence batching's too)."""
+    if correlation_id:
+        params.setdefault("sequence_id", correlation_id)
+    if flags & pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_START:
+        params["sequence_start"] = True
+    if flags & pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_END:
+        params["sequence_end"] = True
+    return params
 
 
 # A BLS call to a decoupled model without `decoupled=True` (Triton 2.51's text, its "'" kept).

@@ -22,7 +22,12 @@ from runtime.errors import ServingError, as_serving_error
 from runtime.inference import InferRequest, InferResponse, InferTensor, RequestedOutput
 from runtime.python import pb_utils
 from runtime.python.host import LOG_LEVELS
-from runtime.python.server_host import BLS_ERROR_CODE, ServerHost, bls_error_text
+from runtime.python.server_host import (
+    BLS_ERROR_CODE,
+    ServerHost,
+    bls_error_text,
+    with_sequence,
+)
 from runtime.python.stub.wire import ChannelClosed, Message, Tensor
 
 __all__ = ["Send", "StubServices"]
@@ -61,10 +66,12 @@ class StubServices:
             # a name asked for twice is one output, as Triton's request keeps a set of them
             requested_outputs=[RequestedOutput(n) for n in dict.fromkeys(spec.get("outputs", []))],
             id=spec.get("id") or None,
-            parameters=dict(spec.get("params") or {}),
+            parameters=with_sequence(
+                dict(spec.get("params") or {}),
+                spec.get("correlation_id"),
+                int(spec.get("flags") or 0),
+            ),
         )
-        if spec.get("correlation_id"):
-            request.parameters.setdefault("sequence_id", spec["correlation_id"])
         timeout_us = int(fields.get("timeout_us") or 0)
         reply = {"op": "bls_response", "bls": fields["bls"]}
         try:

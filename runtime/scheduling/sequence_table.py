@@ -10,7 +10,8 @@ oldest strategy). A sequence takes a free slot with its START request and keeps 
 request of the sequence runs on that instance, in order, until its END request has executed;
 the slot then goes to the oldest sequence in the backlog (sequences that started while every
 slot was taken). A request that is no START and names no live sequence is refused (Triton's
-text). A sequence with no request in flight for `idle_ns` is released (Triton's reaper). The
+text). A sequence with no request in flight for `idle_ns` since its latest request arrived (or
+since it left the backlog) is released (Triton's reaper). The
 lowest free slot index is taken first, on the instance with the fewest live sequences, so that
 sequences spread over the instances. Pure bookkeeping: the caller passes the time.
 """
@@ -56,7 +57,7 @@ class Placement:
 class _Live:
     instance: int
     slot: int
-    last_ns: int  # the latest request's arrival
+    last_ns: int  # the latest request's arrival, or when it left the backlog
     in_flight: int = 0  # requests routed and not finished
     ended: bool = False  # its END finished while others were in flight (a client gone early)
 
@@ -123,7 +124,7 @@ class SequenceTable:
         live.in_flight = max(0, live.in_flight - 1)
         live.ended = live.ended or end
         if live.ended and live.in_flight == 0:
-            return self._release(sequence)
+            return self._release(sequence, now_ns)
         return []
 
     def cancel(self, sequence: SequenceId) -> None:
@@ -144,7 +145,7 @@ class SequenceTable:
         ]
         placed: list[Placement] = []
         for sequence in idle:
-            placed += self._release(sequence)
+            placed += self._release(sequence, now_ns)
         return idle, placed
 
     def next_expiry(self) -> int | None:
@@ -162,7 +163,11 @@ class SequenceTable:
         self._free.remove(slot)
         return slot
 
-    def _release(self, sequence: SequenceId) -> list[Placement]:
+    def _release(self, sequence: SequenceId, now_ns: int) -> list[Placement]:
+        """Free `sequence`'s slot for the oldest backlogged sequences, whose idle time counts
+        from now: their wait in the backlog was their client waiting, not the sequence idle
+        (Triton's reaper gives them 50 ms before it looks again; a client's next request
+        comes later than that when its first one waited)."""
         live = self._live.pop(sequence)
         self._free.add((live.slot, live.instance))
         placed = []
@@ -170,6 +175,6 @@ class SequenceTable:
             waiting_id, waiting = self._backlog.popitem(last=False)
             slot = self._take_slot()
             assert slot is not None  # checked above
-            self._live[waiting_id] = _Live(slot[1], slot[0], waiting.last_ns, waiting.in_flight)
+            self._live[waiting_id] = _Live(slot[1], slot[0], now_ns, waiting.in_flight)
             placed.append(Placement(waiting_id, slot[1], slot[0]))
         return placed

@@ -98,7 +98,7 @@ def test_a_models_coded_error_reads_as_in_triton_on_every_replica(
 ) -> None:
     repo = tmp_path / "repo"
     python_model(repo, "coded", f'name: "coded"\nbackend: "python"\n{_IO}', _CODED)
-    caller_io = _IO.replace('name: "OUT" data_type: TYPE_FP32', 'name: "OUT" data_type: TYPE_STRING')
+    caller_io = _IO.replace('"OUT" data_type: TYPE_FP32', '"OUT" data_type: TYPE_STRING')
     python_model(repo, "caller", f'name: "caller"\nbackend: "python"\n{caller_io}', _CALLER)
     make_ensemble(repo, "ens", f'name: "ens"\nplatform: "ensemble"\n{_IO}{_STEP}')
     server = start_either(target, repo, "--model-control-mode", "explicit", "--load-model", "*")

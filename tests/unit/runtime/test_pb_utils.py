@@ -485,3 +485,16 @@ def test_c_python_backend_utils_is_importable_with_its_shared_memory_pool() -> N
 
     assert c_python_backend_utils.shared_memory.free_memory() == pb_utils.SharedMemory.POOL_BYTES
     assert c_python_backend_utils.Tensor is pb_utils.Tensor
+
+
+def test_a_correlation_id_or_flags_out_of_their_c_types_are_refused_as_tritons_binding() -> None:
+    # uint64 and uint32 in Triton's binding: pybind11 refuses the cast when the request is built.
+    for kwargs in ({"correlation_id": -1}, {"correlation_id": 1 << 64}, {"flags": -1}):
+        with pytest.raises(RuntimeError, match=r"^Unable to cast Python instance to C\+\+ type"):
+            pb_utils.InferenceRequest(
+                model_name="m", inputs=[], requested_output_names=[], **kwargs
+            )
+    top = pb_utils.InferenceRequest(
+        model_name="m", inputs=[], requested_output_names=[], correlation_id=(1 << 64) - 1
+    )
+    assert top.correlation_id() == (1 << 64) - 1

@@ -68,6 +68,23 @@ def test_an_idle_sequence_is_released_at_its_deadline_and_not_while_busy() -> No
     assert isinstance(later, Refused)  # released: it must start again
 
 
+def test_a_sequence_out_of_the_backlog_is_idle_from_when_it_got_its_slot() -> None:
+    # Its time in the backlog is its client waiting, not the sequence idle: released at once
+    # after its first request, the client's next one would be refused (Triton 2.51 keeps it:
+    # its reaper looks again 50 ms later, by when the next request has come).
+    clock, table = SteppedClock(), _table(instances=1, idle_ms=100)
+    table.route("a", start=True, now_ns=clock.now)
+    table.finished("a", end=False, now_ns=clock.now)
+    table.route("b", start=True, now_ns=clock.now)  # no slot: backlog, in flight
+    clock.advance(100 * MS)
+    assert table.expire(clock.now) == (["a"], [Placement("b", 0, 0)])
+    clock.advance(5 * MS)
+    table.finished("b", end=False, now_ns=clock.now)  # its START ran
+    assert table.next_expiry() == clock.now - 5 * MS + 100 * MS
+    assert table.expire(clock.now) == ([], [])
+    assert table.route("b", start=False, now_ns=clock.now) == Assigned(0, 0)
+
+
 def test_a_new_request_resets_the_idle_clock() -> None:
     clock, table = SteppedClock(), _table(idle_ms=100)
     table.route("s", start=True, now_ns=clock.now)
