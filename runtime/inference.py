@@ -18,6 +18,7 @@ __all__ = [
     "InferRequest",
     "InferResponse",
     "InferTensor",
+    "RequestTrace",
     "RequestedOutput",
     "ResponseSink",
 ]
@@ -68,6 +69,20 @@ class ResponseSink(Protocol):
     def cancelled(self) -> bool: ...
 
 
+class RequestTrace(Protocol):
+    """A request's trace (runtime.observe.tracing.Trace): the frontend that received the
+    request made it (sampled or not); an ensemble's step and a BLS call get a child of their
+    parent's. `sampled` False: nothing is recorded."""
+
+    sampled: bool
+    id: int  # unique among the server's traces (0: not sampled)
+
+    def add(self, activity: str, ns: int) -> None: ...
+    def executed(self, version: str, activities: tuple[tuple[str, int], ...]) -> None: ...
+    def child(self, model: str, request_id: str) -> RequestTrace: ...
+    def end(self) -> None: ...
+
+
 @dataclass(slots=True)
 class InferRequest:
     """A decoded infer request; `requested_outputs` empty means every output of the model.
@@ -92,6 +107,9 @@ class InferRequest:
     # backend on the event loop may resolve it before its execute returns (a Python model's
     # response sender answering at once, as Triton sends it).
     completion: asyncio.Future[InferResponse] | None = None
+    # Its trace (Triton's `triton` trace mode): None when no frontend decided (tracing off,
+    # or a request from inside the server: sampled when it executes, as before).
+    trace: RequestTrace | None = None
 
 
 @dataclass(slots=True)

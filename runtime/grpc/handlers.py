@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -46,6 +47,7 @@ from runtime.models.load_overrides import (
 )
 from runtime.models.manager import DECOUPLED_GRPC_INFER, DECOUPLED_INFER
 from runtime.models.service import StreamingModelService, server_live, server_ready
+from runtime.observe.tracing import RequestTracer
 from thawserver.grpc_routes import parsed, service_handler
 from thawserver.grpc_status import error_status, grpc_status
 from thawserver.redaction import Redactor
@@ -126,8 +128,11 @@ class GrpcHandlers:
         *,
         shared_memory: SystemSharedMemory | None = None,
         settings: SettingsApi | None = None,
+        tracer: RequestTracer | None = None,
     ) -> None:
         self._config = config
+        # Where a ModelInfer's trace begins (its GRPC_* activities: runtime.observe.tracing).
+        self._tracer = tracer
         # The logging and trace extensions, shared with the REST surface (runtime.http.app).
         self._settings = settings
         # The regions of this server's clients: the REST surface's registry (runtime.http.app).
@@ -212,6 +217,7 @@ class GrpcHandlers:
             shm.release()
 
     async def _model_infer(self, data: bytes, context: Context, shm: ShmBinding) -> bytes:
+        received_ns = time.perf_counter_ns()
         if len(data) > THREAD_THRESHOLD_BYTES:
             name, version, decoded = await asyncio.to_thread(_decode, data, shm)
         else:
@@ -224,12 +230,32 @@ class GrpcHandlers:
         if self._forward is not None:  # `--grpc-header-forward-pattern`
             metadata = context.invocation_metadata() or ()
             request.parameters.update(forwarded_headers(self._forward, metadata))
+        tracer = self._tracer
+        if tracer is None or not tracer.settings.maybe_tracing:
+            return await self._answer(request, shm)
+        # Sampled as Triton's gRPC frontend samples; its message was read when the call came.
+        trace = request.trace = tracer.begin(request.model_name, request.id or "")
+        trace.add("GRPC_WAITREAD_START", received_ns)
+        trace.add("GRPC_WAITREAD_END", time.perf_counter_ns())
+        try:
+            answer = await self._answer(request, shm)
+            # The answer goes to grpc now, which writes it: its send is grpc's own.
+            sent_ns = time.perf_counter_ns()
+            trace.add("GRPC_SEND_START", sent_ns)
+            trace.add("GRPC_SEND_END", sent_ns)
+            return answer
+        finally:
+            trace.end()
+
+    async def _answer(self, request: InferRequest, shm: ShmBinding) -> bytes:
         try:
             response = await self._manager.infer(request)
         except FeatureDisabled as exc:
             if exc.message != DECOUPLED_INFER:
                 raise
             raise FeatureDisabled(DECOUPLED_GRPC_INFER) from None
+        if request.trace is not None:
+            request.trace.add("INFER_RESPONSE_COMPLETE", time.perf_counter_ns())
         if sum(t.data.nbytes for t in response.outputs) > THREAD_THRESHOLD_BYTES:
             return await asyncio.to_thread(_encode, response, request, shm)
         return _encode(response, request, shm)

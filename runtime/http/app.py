@@ -211,7 +211,9 @@ def build_app(
     state = ServerState()
     app[SERVER_STATE] = state
     app[SHARED_MEMORY] = shared_memory = SystemSharedMemory()
-    handlers = V2Handlers(config, manager, metrics, state, shared_memory=shared_memory)
+    handlers = V2Handlers(
+        config, manager, metrics, state, shared_memory=shared_memory, tracer=tracer
+    )
     app[HANDLERS] = handlers
     add_routes(app, handlers)
     # `log`: the process's installed logging (runtime.process.cli); without one (an app built

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import re
+import time
 from collections.abc import Coroutine
 from typing import Any, Protocol
 
@@ -36,6 +37,7 @@ from runtime.models.lifecycle import ServerState
 from runtime.models.load_errors import refused_overrides
 from runtime.models.load_overrides import overrides_from_json, unload_dependents_from_json
 from runtime.models.service import ModelService, server_live, server_ready
+from runtime.observe.tracing import RequestTracer, Trace
 from thawserver import fast_json
 from thawserver.body_deadline import body_timeout_message
 from thawserver.body_limit import body_cap
@@ -115,8 +117,11 @@ class V2Handlers:
         state: ServerState,
         *,
         shared_memory: SystemSharedMemory | None = None,
+        tracer: RequestTracer | None = None,
     ) -> None:
         self._config = config
+        # Where an infer request's trace begins (its HTTP_* activities: runtime.observe.tracing).
+        self._tracer = tracer
         # The system shared-memory regions of this server's clients (runtime.shm_api).
         self._shm = shared_memory if shared_memory is not None else SystemSharedMemory()
         self._manager = manager
@@ -241,10 +246,32 @@ class V2Handlers:
     # -- inference -----------------------------------------------------------------------
 
     async def infer(self, request: web.Request) -> web.StreamResponse:
+        received_ns = time.perf_counter_ns()
         name, version = model_ref(request)
+        tracer = self._tracer
+        if tracer is None or not tracer.settings.maybe_tracing:
+            return await self._answer(request, name, version, None)
+        trace = tracer.begin(name)  # sampled as Triton's HTTP frontend samples
+        trace.add("HTTP_RECV_START", received_ns)
+        try:
+            response = await self._answer(request, name, version, trace)
+            if trace.sampled:  # written here, to time the write
+                trace.add("HTTP_SEND_START", time.perf_counter_ns())
+                await response.prepare(request)
+                await response.write_eof()
+                trace.add("HTTP_SEND_END", time.perf_counter_ns())
+            return response
+        finally:
+            trace.end()
+
+    async def _answer(
+        self, request: web.Request, name: str, version: str | None, trace: Trace | None
+    ) -> web.StreamResponse:
         header_length = _header_length(request)
         # Triton names a JSON body "request JSON" in its size errors, and the rest "request".
         body = await self._body(request, what=_JSON_BODY if header_length is None else "request")
+        if trace is not None:
+            trace.add("HTTP_RECV_END", time.perf_counter_ns())
         if self._sends_back:
             send_back: SendBack | None = request.get(SEND_BACK)
             if send_back is not None and _names_client_shm(request, body, header_length):
@@ -253,7 +280,7 @@ class V2Handlers:
         # Regions the request names are leased until its response is encoded (in use).
         shm = ShmBinding(self._shm)
         try:
-            encoded = await self._infer(request, body, header_length, name, version, shm)
+            encoded = await self._infer(request, body, header_length, name, version, shm, trace)
         finally:
             shm.release()
         accept = request.headers.get("Accept-Encoding")
@@ -269,6 +296,7 @@ class V2Handlers:
         name: str,
         version: str | None,
         shm: ShmBinding,
+        trace: Trace | None = None,
     ) -> EncodedResponse:
         decode = functools.partial(
             decode_infer_request,
@@ -291,7 +319,12 @@ class V2Handlers:
             self._manager.model_ready(name, version)
             raise
         self._forward_headers(request, infer_request)
+        if trace is not None:
+            trace.request_id = infer_request.id or ""
+            infer_request.trace = trace
         infer_response = await self._manager.infer(infer_request)
+        if trace is not None:
+            trace.add("INFER_RESPONSE_COMPLETE", time.perf_counter_ns())
         output_bytes = 0
         for tensor in infer_response.outputs:
             output_bytes += tensor.data.nbytes

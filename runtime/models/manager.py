@@ -141,6 +141,7 @@ class ModelManager:
             tracer=tracer,
             load_retries=config.model_load_retries,
         )
+        self._tracer = tracer  # a stub's BLS call names its request's trace (ServerHost)
         self._models: dict[ModelKey, ModelEntry] = {}
         self._loading = ModelLoading(
             config, namespaces=self._ns, models=self._models, loader=self._loader,
@@ -165,6 +166,7 @@ class ModelManager:
             self,
             self._metrics.custom,
             front_door if front_door is not None and front_door.takes_bls else None,
+            self._tracer,
         )
 
     async def start(self) -> None:

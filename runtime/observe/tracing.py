@@ -3,19 +3,29 @@ samples, written as Triton 2.51's `triton` mode writes them.
 
     RequestTimes    the timestamps of one executed request (perf_counter_ns: CLOCK_MONOTONIC,
                     the steady clock Triton's records use)
-    RequestTracer   samples each executed request by its model's effective setting
-                    (thawwire.trace_settings: rate, count, level), keeps the records, and writes
-                    them to the setting's file: `<file>.<n>` every `log_frequency` traces (and
-                    when `count` is reached), else the file itself when the setting is replaced
-                    and at shutdown
-    VersionTrace    the tracer bound to one model version (what a scheduler holds)
+    Trace           one request's trace: a frontend begins it when the request arrives
+                    (`RequestTracer.begin`: sampled by the model's setting, or UNSAMPLED), adds
+                    its own activities (HTTP_RECV_START, ..., HTTP_SEND_END; GRPC_*), the
+                    execution adds its seven, and its end writes it; an ensemble's step and a
+                    BLS call get a child of it (`child`: `parent_id`, sampled with its parent)
+    RequestTracer   samples by each model's effective setting (thawwire.trace_settings: rate,
+                    count, level), keeps the records, and writes them to the setting's file:
+                    `<file>.<n>` every `log_frequency` traces (and when `count` is reached),
+                    else the file itself when the setting is replaced and at shutdown
+    VersionTrace    the tracer bound to one model version (what a scheduler holds): fills the
+                    request's trace when it executes; a request no frontend began a trace for
+                    (the OpenAI routes, generate) is sampled there instead, without frontend
+                    activities
 
-A record is Triton's: `{"id": N, "model_name": ..., "model_version": V[, "request_id": ...]}`
-then one `{"id": N, "timestamps": [{"name": ACTIVITY, "ns": T}]}` per activity: REQUEST_START,
-QUEUE_START, COMPUTE_START, COMPUTE_INPUT_END, COMPUTE_OUTPUT_START, COMPUTE_END, REQUEST_END.
-Not recorded: the frontends' HTTP_*/GRPC_* activities, tensors (`TENSORS`), an ensemble's or a
-BLS call's child traces. Each setting counts its own samples, as a Triton TraceSetting object
-does: a change to a setting starts its counts again. The files are the operator's only.
+A record is Triton's: `{"id": N, "model_name": ..., "model_version": V[, "request_id": ...]
+[, "parent_id": P]}` then one `{"id": N, "timestamps": [{"name": ACTIVITY, "ns": T}]}` per
+activity, in time order: the frontend's (HTTP_RECV_START, HTTP_RECV_END, HTTP_SEND_START,
+HTTP_SEND_END; GRPC_WAITREAD_START, GRPC_WAITREAD_END, GRPC_SEND_START, GRPC_SEND_END),
+REQUEST_START, QUEUE_START, COMPUTE_START, COMPUTE_INPUT_END, COMPUTE_OUTPUT_START, COMPUTE_END,
+REQUEST_END and INFER_RESPONSE_COMPLETE (an ensemble's own record has no COMPUTE_*: its steps'
+child records do). Not recorded: tensors (`TENSORS`). Each setting counts its own samples, as a
+Triton TraceSetting object does: a change to a setting starts its counts again. The files are
+the operator's only.
 """
 
 from __future__ import annotations
@@ -24,12 +34,14 @@ import itertools
 import json
 import logging
 import threading
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
+from runtime.inference import RequestTrace
 from thawwire.trace_settings import TraceSetting, TraceSettings
 
-__all__ = ["RequestTimes", "RequestTracer", "VersionTrace"]
+__all__ = ["UNSAMPLED", "RequestTimes", "RequestTracer", "Trace", "VersionTrace"]
 
 logger = logging.getLogger(__name__)
 
@@ -121,10 +133,12 @@ class _Sampler:
             self._count -= 1
         return True
 
-    def add(self, trace: str) -> None:
+    def add(self, trace: str, *, counted: bool = True) -> None:
+        """Keep a record; `counted` False: a child trace, which its parent's sample covers."""
         assert self.file is not None  # sampled
         self._buffer.append(trace)
-        self._collected += 1
+        if counted:
+            self._collected += 1
         frequency = self.setting.log_frequency
         done = self._count == 0 and self._collected == self._sampled
         if done or (frequency and len(self._buffer) >= frequency):
@@ -155,28 +169,73 @@ class RequestTracer:
         self._samplers: dict[str | None, _Sampler] = {}  # by model with its own setting; None
         # Each model's sampler as of a settings generation: the hot path's one lookup.
         self._by_model: dict[str, tuple[int, _Sampler]] = {}
+        self._closed = False
+        # The sampled traces of requests still running, by id: a stub's BLS call names its
+        # request's trace by id (runtime.python.stub_services).
+        self._live: weakref.WeakValueDictionary[int, Trace] = weakref.WeakValueDictionary()
 
     def version(self, model: str, version: str) -> VersionTrace:
         return VersionTrace(self, model, version)
 
-    def record(self, model: str, version: str, request_id: str, times: RequestTimes) -> None:
-        """Count one executed request against its setting; keep its record when sampled."""
+    def begin(self, model: str, request_id: str = "") -> Trace:
+        """A frontend received a request for `model`: count it against the model's setting;
+        its Trace when sampled, else UNSAMPLED (as Triton samples at the frontend)."""
         with self._lock:
-            generation = self.settings.generation
-            cached = self._by_model.get(model)
-            if cached is not None and cached[0] == generation:
-                sampler = cached[1]
-            else:
-                sampler = self._sampler(model)
-                self._by_model[model] = (generation, sampler)
+            sampler = self._current(model)
             if not sampler.sample():
-                return
-            trace_id = next(self._ids)
-            sampler.add(_record(trace_id, model, version, request_id, times))
+                return UNSAMPLED
+            trace = Trace(self, sampler, next(self._ids), model, request_id)
+            self._live[trace.id] = trace
+            return trace
+
+    def live(self, trace_id: object) -> Trace | None:
+        """The sampled trace `trace_id` of a request still running (None: not one)."""
+        if type(trace_id) is not int:
+            return None
+        with self._lock:
+            return self._live.get(trace_id)
+
+    def record(self, model: str, version: str, request_id: str, times: RequestTimes) -> None:
+        """Count one executed request no frontend began a trace for; keep its record when
+        sampled."""
+        trace = self.begin(model, request_id)
+        if trace.sampled:
+            trace.executed(version, times.activities())
+            trace.end()
+
+    def _child(self, parent: Trace, model: str, request_id: str) -> Trace:
+        with self._lock:
+            trace = Trace(
+                self, parent.sampler, next(self._ids), model, request_id, parent_id=parent.id
+            )
+            self._live[trace.id] = trace
+        return trace
+
+    def _write(self, trace: Trace) -> None:
+        sampler = trace.sampler
+        assert sampler is not None  # a sampled trace's
+        with self._lock:
+            self._live.pop(trace.id, None)
+            if self._closed:
+                return  # the server stopped: its files are complete
+            sampler.add(_record(trace), counted=trace.parent_id is None)
+            if all(sampler is not current for current in self._samplers.values()):
+                sampler.flush()  # its setting was replaced while the request ran
+
+    def _current(self, model: str) -> _Sampler:
+        """The model's sampler as of the settings' generation (the hot path's one lookup)."""
+        generation = self.settings.generation
+        cached = self._by_model.get(model)
+        if cached is not None and cached[0] == generation:
+            return cached[1]
+        sampler = self._sampler(model)
+        self._by_model[model] = (generation, sampler)
+        return sampler
 
     def close(self) -> None:
         """Write every kept record and close the files (the server stops)."""
         with self._lock:
+            self._closed = True
             for sampler in self._samplers.values():
                 sampler.flush()
             self._samplers.clear()
@@ -203,17 +262,78 @@ class RequestTracer:
         return self._files[name]
 
 
-def _record(trace_id: int, model: str, version: str, request_id: str, t: RequestTimes) -> str:
-    head: dict[str, object] = {"id": trace_id, "model_name": model}
-    head["model_version"] = int(version) if version.isdigit() else version
-    if request_id:
-        head["request_id"] = request_id
+class Trace:
+    """One request's trace (runtime.inference.RequestTrace); UNSAMPLED records nothing. Its
+    activities come from one flow at a time (the frontend, then the execution, then the
+    frontend again), so only its end takes the tracer's lock."""
+
+    __slots__ = ("__weakref__", "_activities", "_ended", "_tracer", "id", "model", "parent_id",
+                 "request_id", "sampled", "sampler", "version")  # fmt: skip
+
+    def __init__(
+        self,
+        tracer: RequestTracer | None,
+        sampler: _Sampler | None,
+        trace_id: int,
+        model: str,
+        request_id: str,
+        *,
+        parent_id: int | None = None,
+    ) -> None:
+        self._tracer = tracer
+        self.sampler = sampler
+        self.sampled = tracer is not None
+        self.id = trace_id
+        self.model = model
+        self.version = ""  # set when it executes
+        self.request_id = request_id
+        self.parent_id = parent_id
+        self._activities: list[tuple[str, int]] = []
+        self._ended = False
+
+    def add(self, activity: str, ns: int) -> None:
+        if self.sampled:
+            self._activities.append((activity, ns))
+
+    def executed(self, version: str, activities: tuple[tuple[str, int], ...]) -> None:
+        """Its model version ran it: that version, and its seven activities."""
+        if self.sampled:
+            self.version = version
+            self._activities += activities
+
+    def child(self, model: str, request_id: str) -> Trace:
+        """The trace of an ensemble step or BLS call this request makes (sampled with it)."""
+        if self._tracer is None:
+            return self
+        return self._tracer._child(self, model, request_id)
+
+    def end(self) -> None:
+        """Write it (once)."""
+        if self._tracer is None or self._ended:
+            return
+        self._ended = True
+        self._tracer._write(self)
+
+
+UNSAMPLED = Trace(None, None, 0, "", "")
+"""The trace of a request its setting did not sample, and of every step or call it makes."""
+
+
+def _record(trace: Trace) -> str:
+    trace_id = trace.id
+    head: dict[str, object] = {"id": trace_id, "model_name": trace.model}
+    version = trace.version
+    head["model_version"] = int(version) if version.isdigit() else (version or -1)
+    if trace.request_id:
+        head["request_id"] = trace.request_id
+    if trace.parent_id is not None:
+        head["parent_id"] = trace.parent_id
     parts = [json.dumps(head, separators=(",", ":"))]
     parts += [
         json.dumps(
             {"id": trace_id, "timestamps": [{"name": name, "ns": ns}]}, separators=(",", ":")
         )
-        for name, ns in t.activities()
+        for name, ns in sorted(trace._activities, key=lambda activity: activity[1])
     ]
     return ",".join(parts)
 
@@ -233,3 +353,11 @@ class VersionTrace:
 
     def record(self, request_id: str, times: RequestTimes) -> None:
         self.tracer.record(self.model, self.version, request_id, times)
+
+    def executed(self, trace: RequestTrace | None, request_id: str, times: RequestTimes) -> None:
+        """A request of this version executed: its trace filled in; sampled here when no
+        frontend began one."""
+        if trace is None:
+            self.record(request_id, times)
+        else:
+            trace.executed(self.version, times.activities())

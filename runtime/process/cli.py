@@ -380,7 +380,7 @@ async def _serve(config: ServeConfig, log: LogControl, sync: RepositorySync | No
 
         grpc_routes = GrpcHandlers(
             config, manager, app[SERVER_STATE], shared_memory=app[SHARED_MEMORY],
-            settings=app[SETTINGS],
+            settings=app[SETTINGS], tracer=tracer,
         ).routes()  # fmt: skip
     status = await serve_app(app, config, grpc_routes=grpc_routes)
     if not app[SERVER_STATE].stopped_cleanly:

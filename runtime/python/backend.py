@@ -247,6 +247,8 @@ class InProcessPython:
             flags=request_flags(request),
         )
         pb._parameters = model_parameters(request)  # a client's, of any JSON kind: as sent
+        if request.trace is not None and request.trace.sampled:  # its BLS calls: children
+            pb._trace = pb_utils.InferenceTrace(request.trace)
         pb._make_sender = functools.partial(self._sender, request, index, sent, waits)
         pb._cancel_probe = functools.partial(request_cancelled, request)
         return pb

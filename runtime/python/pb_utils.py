@@ -57,6 +57,7 @@ __all__ = [
     "InferenceRequest",
     "InferenceResponse",
     "InferenceResponseSender",
+    "InferenceTrace",
     "LogLevel",
     "Logger",
     "Metric",
@@ -143,6 +144,24 @@ def current_host():
 bind_host(current_host)  # MetricFamily and Metric (pb_metrics) reach the host through it
 
 
+class InferenceTrace:
+    """A request's trace, as Triton's binding hands it to a model (`request.trace()`): given to
+    a BLS request (`InferenceRequest(..., trace=request.trace())`), the call is traced as the
+    request's child (its `parent_id`) when the request is traced. `get_context()` is the
+    OpenTelemetry context, which the `triton` trace mode has none of."""
+
+    __slots__ = ("_key",)
+
+    def __init__(self, key=None):
+        self._key = key  # the server's handle of the request's trace (None: not traced)
+
+    def get_context(self):
+        return None
+
+
+_NO_TRACE = InferenceTrace()
+
+
 class InferenceRequest:
     """A request as a python model sees it, or one it builds for BLS (`exec`, `async_exec`)."""
 
@@ -179,6 +198,7 @@ class InferenceRequest:
         self._preferred_memory = preferred_memory
         # Kept as given; serialized only if the model asks (most never do).
         self._parameters = parameters
+        self._trace = trace if isinstance(trace, InferenceTrace) else _NO_TRACE
         self._sender = None
         # Set by the runner for requests handed to `execute`: makes the sender on first use
         # (most models never ask for one, and a request should cost them nothing).
@@ -222,6 +242,9 @@ class InferenceRequest:
 
     def model_version(self):
         return self._model_version
+
+    def trace(self):
+        return self._trace
 
     def is_cancelled(self):
         probe = self._cancel_probe

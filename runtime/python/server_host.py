@@ -36,8 +36,15 @@ from runtime.errors import (
     ServingError,
     is_refusal,
 )
-from runtime.inference import InferRequest, InferResponse, InferTensor, RequestedOutput
+from runtime.inference import (
+    InferRequest,
+    InferResponse,
+    InferTensor,
+    RequestedOutput,
+    RequestTrace,
+)
 from runtime.observe.custom_metrics import CustomMetrics
+from runtime.observe.tracing import UNSAMPLED, RequestTracer
 from runtime.python import pb_utils
 from runtime.python.host import InProcessHost
 
@@ -46,6 +53,7 @@ __all__ = [
     "BlsTarget",
     "PythonModelsHost",
     "ServerHost",
+    "bls_trace",
     "current_server_host",
     "from_pb_request",
     "to_pb_response",
@@ -84,6 +92,7 @@ def from_pb_request(pb: Any) -> InferRequest:
         inputs.append(InferTensor(tensor.name(), datatype, tuple(data.shape), data))
     version = pb.model_version()
     params = with_sequence(json.loads(pb.parameters()), pb.correlation_id(), pb.flags())
+    parent = pb.trace()._key
     return InferRequest(
         model_name=pb.model_name(),
         model_version="" if version in (-1, None, "") else str(version),
@@ -92,7 +101,14 @@ def from_pb_request(pb: Any) -> InferRequest:
         requested_outputs=[RequestedOutput(n) for n in dict.fromkeys(pb._requested_output_names)],
         id=pb.request_id() or None,
         parameters=params,
+        trace=bls_trace(parent, pb.model_name(), pb.request_id()),
     )
+
+
+def bls_trace(parent: RequestTrace | None, model: str, request_id: str) -> RequestTrace:
+    """A BLS call's trace: a child of the calling request's when the model passed it
+    (`trace=request.trace()`) and it is traced, else none (UNSAMPLED), as Triton traces BLS."""
+    return parent.child(model, request_id) if parent is not None else UNSAMPLED
 
 
 def with_sequence(params: dict[str, Any], correlation_id: Any, flags: int) -> dict[str, Any]:
@@ -166,8 +182,11 @@ class ServerHost(InProcessHost):
         metrics: CustomMetrics,
         *,
         front_door: FrontDoor | None = None,
+        tracer: RequestTracer | None = None,
     ) -> None:
-        """`front_door`: where BLS calls to models this server does not serve go (`thaw up`)."""
+        """`front_door`: where BLS calls to models this server does not serve go (`thaw up`);
+        `tracer`: the server's, whose running traces a stub's BLS call names (`live_trace`)."""
+        self._tracer = tracer
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
         self._target = target
@@ -175,6 +194,10 @@ class ServerHost(InProcessHost):
         self._front_door = front_door
         # Unloads a model asked for and did not wait for (`unload_model`): kept until done.
         self._unloads: set[asyncio.Task[None]] = set()
+
+    def live_trace(self, trace_id: object) -> RequestTrace | None:
+        """The trace of a running request a stub's BLS call names (None: none, or not one)."""
+        return self._tracer.live(trace_id) if self._tracer is not None else None
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -205,6 +228,7 @@ class ServerHost(InProcessHost):
         try:
             if self._routed_away(request):
                 assert self._front_door is not None
+                request.trace = None  # traced by the replica that serves it, on its own
                 return await self._front_door.infer(request)  # its 501 for a decoupled model
             self._require_ready(request)
             return await self._target.infer(request)
@@ -214,11 +238,15 @@ class ServerHost(InProcessHost):
             if _unknown_model(exc):  # the front door's 404 (thaw up): Triton's BLS words
                 raise _not_ready(request) from None
             raise
+        finally:
+            if request.trace is not None:
+                request.trace.end()
 
     async def stream_async(self, request: InferRequest) -> AsyncIterator[InferResponse]:
         """Every response of the call (a decoupled model's stream); raises ServingError."""
         if self._routed_away(request):
             assert self._front_door is not None
+            request.trace = None  # traced by the replica that serves it, on its own
             try:
                 async for response in self._front_door.stream(request):
                     yield response
@@ -228,8 +256,12 @@ class ServerHost(InProcessHost):
                 raise _not_ready(request) from None  # the front door's NOT_FOUND (thaw up)
             return
         self._require_ready(request)
-        async for response in self._target.stream(request):
-            yield response
+        try:
+            async for response in self._target.stream(request):
+                yield response
+        finally:
+            if request.trace is not None:
+                request.trace.end()
 
     def _require_ready(self, request: InferRequest) -> None:
         try:
@@ -363,10 +395,11 @@ class PythonModelsHost:
         target: BlsTarget,
         metrics: CustomMetrics,
         front_door: FrontDoor | None = None,
+        tracer: RequestTracer | None = None,
     ) -> PythonModelsHost:
         """Call on the server's event loop, before any Python model loads. `front_door`:
         where BLS calls to models this server does not serve go (its owner closes it)."""
-        host = ServerHost(target, metrics, front_door=front_door)
+        host = ServerHost(target, metrics, front_door=front_door, tracer=tracer)
         return cls(host, pb_utils.install_host(host))
 
     async def uninstall(self) -> None:

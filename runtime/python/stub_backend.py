@@ -562,17 +562,18 @@ def _execute_message(exec_id: int, requests: list[InferRequest]) -> tuple[Messag
     """The execute message of a batch, and the bytes its input tensors hold."""
     specs, tensors, nbytes = [], [], 0
     for request in requests:
-        specs.append(
-            {
-                "id": request.id or "",
-                "model": request.model_name,
-                "params": model_parameters(request),
-                "outputs": [o.name for o in request.requested_outputs],
-                "correlation_id": request.parameters.get("sequence_id", 0),
-                "flags": request_flags(request),
-                "n": len(request.inputs),
-            }
-        )
+        spec = {
+            "id": request.id or "",
+            "model": request.model_name,
+            "params": model_parameters(request),
+            "outputs": [o.name for o in request.requested_outputs],
+            "correlation_id": request.parameters.get("sequence_id", 0),
+            "flags": request_flags(request),
+            "n": len(request.inputs),
+        }
+        if request.trace is not None and request.trace.sampled:
+            spec["trace"] = request.trace.id  # its model's BLS calls name it: children
+        specs.append(spec)
         for t in request.inputs:
             data, shape = t.data, tuple(t.shape)
             if data.shape != shape:

@@ -26,6 +26,7 @@ from runtime.python.server_host import (
     BLS_ERROR_CODE,
     ServerHost,
     bls_error_text,
+    bls_trace,
     with_sequence,
 )
 from runtime.python.stub.wire import ChannelClosed, Message, Tensor
@@ -72,6 +73,8 @@ class StubServices:
                 int(spec.get("flags") or 0),
             ),
         )
+        parent = self._host.live_trace(spec.get("trace"))
+        request.trace = bls_trace(parent, request.model_name, request.id or "")
         timeout_us = int(fields.get("timeout_us") or 0)
         reply = {"op": "bls_response", "bls": fields["bls"]}
         try:

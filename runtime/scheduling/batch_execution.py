@@ -236,4 +236,4 @@ class BatchExecutor:
                 compute_end_ns=end,
                 request_end_ns=finished,
             )
-            self._trace.record(item.request.id or "", times)
+            self._trace.executed(item.request.trace, item.request.id or "", times)

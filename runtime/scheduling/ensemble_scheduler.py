@@ -24,8 +24,15 @@ from collections.abc import AsyncIterator
 from typing import Protocol
 
 from runtime.errors import ModelUnavailable, ServingError
-from runtime.inference import InferRequest, InferResponse, InferTensor, RequestedOutput
+from runtime.inference import (
+    InferRequest,
+    InferResponse,
+    InferTensor,
+    RequestedOutput,
+    RequestTrace,
+)
 from runtime.observe.stats import FailureReason, ModelStats
+from runtime.observe.tracing import UNSAMPLED
 from runtime.scheduling.ensemble_batching import ConfigOf, TensorSides
 from runtime.scheduling.ensemble_flows import (
     EnsembleFlows,
@@ -92,9 +99,12 @@ class EnsembleScheduler:
         try:
             tensors = await self._run_steps(request, self._needed(request))
         except ServingError as exc:
-            self._stats.record_failure(FailureReason.OTHER, time.perf_counter_ns() - received_ns)
+            end = time.perf_counter_ns()
+            self._traced(request, received_ns, start, end)
+            self._stats.record_failure(FailureReason.OTHER, end - received_ns)
             raise _in_ensemble(self.model, exc) from exc
         end = time.perf_counter_ns()
+        self._traced(request, received_ns, start, end)
         outcome = (True, batch_size, start - received_ns, end - received_ns)
         self._stats.record_execution(batch_size, [outcome], (0, end - start, 0))
         response = InferResponse(
@@ -145,6 +155,21 @@ class EnsembleScheduler:
         requested = [output.name for output in request.requested_outputs]
         return needed_steps(self._steps, self._outputs, requested)
 
+    def _traced(self, request: InferRequest, received_ns: int, start: int, end: int) -> None:
+        """The ensemble's own activities in its trace (its steps' are in their child traces,
+        as Triton records an ensemble: no COMPUTE_*)."""
+        if request.trace is not None:
+            activities = (("REQUEST_START", received_ns), ("QUEUE_START", start))
+            request.trace.executed(self.version, (*activities, ("REQUEST_END", end)))
+
+    async def _run_step(self, request: InferRequest) -> InferResponse:
+        """One step's answer; its child trace written once it is done."""
+        try:
+            return await self._runner.infer(request)
+        finally:
+            if request.trace is not None:
+                request.trace.end()
+
     async def _run_steps(self, request: InferRequest, steps: list[EnsembleStep]) -> Tensors:
         tensors = first_tensors(steps, request)
         waiting = list(steps)
@@ -153,8 +178,8 @@ class EnsembleScheduler:
             while waiting or running:
                 for step in [s for s in waiting if s.reads <= tensors.keys()]:
                     waiting.remove(step)
-                    step_request = self._step_request(step, tensors, request)
-                    running[asyncio.ensure_future(self._runner.infer(step_request))] = step
+                    step_request = self._step_request(step, tensors, request, traced=True)
+                    running[asyncio.ensure_future(self._run_step(step_request))] = step
                 if not running:
                     break  # what is left can never run (validation makes this unreachable)
                 done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
@@ -172,8 +197,10 @@ class EnsembleScheduler:
         return [_shaped(t, self._sides.ensemble_output(t.name, t.shape)) for t in outputs]
 
     def _step_request(
-        self, step: EnsembleStep, tensors: Tensors, request: InferRequest
+        self, step: EnsembleStep, tensors: Tensors, request: InferRequest, *, traced: bool = False
     ) -> InferRequest:
+        """The request for `step` (`traced`: with a child of the ensemble's trace, which the
+        caller ends; a streamed ensemble's steps are traced only when they execute)."""
         inputs = []
         for model_input, tensor_name in step.input_map.items():
             t = tensors[tensor_name]
@@ -188,6 +215,7 @@ class EnsembleScheduler:
             id=request.id,
             # Sequence ids, priorities and timeouts apply to the steps, as in Triton.
             parameters={k: v for k, v in request.parameters.items() if k != "binary_data_output"},
+            trace=_child_trace(request, step.model_name, traced=traced),
         )
 
     def close(self) -> None:
@@ -196,6 +224,14 @@ class EnsembleScheduler:
     def join(self) -> None:
         """Nothing to wait for: the steps run in their own models' schedulers."""
         self.close()
+
+
+def _child_trace(request: InferRequest, model: str, *, traced: bool) -> RequestTrace | None:
+    """A step's trace: a child of the ensemble's (Triton's `parent_id`), with its request id;
+    UNSAMPLED when not `traced` (a streamed step: it is not sampled on its own either)."""
+    if request.trace is None:
+        return None
+    return request.trace.child(model, request.id or "") if traced else UNSAMPLED
 
 
 def _in_ensemble(model: str, exc: ServingError) -> ServingError:

@@ -56,6 +56,7 @@ class StubHost:
                     "outputs": list(request._requested_output_names),
                     "correlation_id": request.correlation_id(),
                     "flags": request.flags(),
+                    "trace": request.trace()._key,
                 },
             }
             try:

@@ -172,6 +172,8 @@ class Stub:
             flags=spec.get("flags", 0),
         )
         request._parameters = spec.get("params") or {}  # a client's, of any JSON kind: as sent
+        if "trace" in spec:  # traced: a BLS call given `request.trace()` is its child
+            request._trace = pb_utils.InferenceTrace(spec["trace"])
         runner = self.runner
         link = _RequestLink(self, exec_id, index, runner is not None and runner.decoupled)
         request._make_sender = link.make_sender

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from runtime.observe.tracing import RequestTimes, RequestTracer
+from runtime.observe.tracing import UNSAMPLED, RequestTimes, RequestTracer
 from thawwire.trace_settings import TraceSetting, TraceSettings, parse_trace_update
 
 TIMES = RequestTimes(1, 2, 3, 4, 5, 6, 7)
@@ -78,3 +78,51 @@ def test_no_file_or_off_records_nothing(tmp_path: Path) -> None:
     off.record("m", "1", "x", TIMES)
     off.close()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_frontend_begins_a_trace_its_steps_are_children_and_it_is_written_at_its_end(
+    tmp_path: Path,
+) -> None:
+    file = tmp_path / "t.json"
+    tracer = _tracer(file, rate=2)
+    assert tracer.begin("ens", "r0") is UNSAMPLED  # the first of two: not sampled
+    parent = tracer.begin("ens", "r1")
+    assert parent.sampled and tracer.live(parent.id) is parent
+    parent.add("HTTP_RECV_START", 1)
+    step = parent.child("m", "r1")
+    assert (step.parent_id, tracer.live(step.id)) == (parent.id, step)
+    step.executed("3", TIMES.activities())
+    step.end()
+    step.end()  # once
+    assert tracer.live(step.id) is None
+    parent.executed("1", (("REQUEST_START", 2), ("QUEUE_START", 3), ("REQUEST_END", 9)))
+    parent.add("HTTP_SEND_END", 10)
+    parent.end()
+    assert UNSAMPLED.child("m", "x") is UNSAMPLED  # an unsampled request's steps: none
+    tracer.close()
+    entries = json.loads(file.read_text())
+    heads = [e for e in entries if "timestamps" not in e]
+    assert heads == [
+        {"id": step.id, "model_name": "m", "model_version": 3, "request_id": "r1",
+         "parent_id": parent.id},
+        {"id": parent.id, "model_name": "ens", "model_version": 1, "request_id": "r1"},
+    ]  # fmt: skip
+    stamps = [e for e in entries if e["id"] == parent.id and "timestamps" in e]
+    names = [e["timestamps"][0]["name"] for e in stamps]
+    assert names == ["HTTP_RECV_START", "REQUEST_START", "QUEUE_START", "REQUEST_END",
+                     "HTTP_SEND_END"]  # fmt: skip
+
+
+def test_a_childs_record_does_not_count_against_the_settings_count(tmp_path: Path) -> None:
+    # count 1: the one sampled request and its step's child are one trace, in one file.
+    file = tmp_path / "t.json"
+    tracer = _tracer(file, count=1)
+    parent = tracer.begin("ens", "a")
+    child = parent.child("m", "a")
+    child.executed("1", TIMES.activities())
+    child.end()
+    assert not Path(f"{file}.0").exists()  # the parent is still running
+    parent.end()
+    assert {e["id"] for e in json.loads(Path(f"{file}.0").read_text())} == {1, 2}
+    assert tracer.begin("ens", "b") is UNSAMPLED  # count used up
+    assert tracer.live("1") is None and tracer.live(None) is None  # a stub names ints only
