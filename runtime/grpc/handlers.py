@@ -264,7 +264,7 @@ class GrpcHandlers:
         await serve_stream(
             self._manager, requests, context, self._redact,
             forward=self._forward, shared_memory=self._shm,
-            stopping=lambda: self._state.stopping,
+            stopping=lambda: self._state.stopping, tracer=self._tracer,
         )  # fmt: skip
 
     # -- model repository extension ------------------------------------------------------

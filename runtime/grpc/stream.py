@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import logging
 import re
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +53,7 @@ from runtime.errors import (
 )
 from runtime.header_forward import forwarded_headers
 from runtime.inference import InferRequest
+from runtime.observe.tracing import RequestTracer, Trace
 from thawserver.grpc_status import error_status
 from thawserver.redaction import Redactor
 from thawserver.shm_registry import SystemSharedMemory
@@ -93,13 +95,15 @@ async def serve_stream(
     forward: re.Pattern[str] | None = None,
     shared_memory: SystemSharedMemory | None = None,
     stopping: Callable[[], bool] = lambda: False,
+    tracer: RequestTracer | None = None,
 ) -> None:
     """Serve one stream until the client half-closes it and every answer is written; error
     messages go out through `redact` (thawserver.redaction) when given. The stream's metadata
     matching `forward` (`--grpc-header-forward-pattern`) becomes parameters of each request.
     Regions its tensors name are looked up in `shared_memory` (without it, naming one is an
     error). Once `stopping()` (the server shuts down), a new request is answered in-stream with
-    STREAM_STOPPING; those in flight are answered as usual."""
+    STREAM_STOPPING; those in flight are answered as usual. Each request is traced as a
+    ModelInfer is (`tracer`: its GRPC_* activities, each answer's write)."""
     metadata = context.invocation_metadata() or ()
     grpc_errors = any(
         key == _GRPC_ERROR_HEADER and str(value).lower() == "true" for key, value in metadata
@@ -107,7 +111,7 @@ async def serve_stream(
     stream = _Stream(
         manager, context, grpc_errors=grpc_errors, redact=redact,
         headers=forwarded_headers(forward, metadata), shared_memory=shared_memory,
-        stopping=stopping,
+        stopping=stopping, tracer=tracer,
     )  # fmt: skip
     await stream.run(requests)
 
@@ -123,8 +127,10 @@ class _Stream:
         headers: dict[str, str] | None = None,
         shared_memory: SystemSharedMemory | None = None,
         stopping: Callable[[], bool] = lambda: False,
+        tracer: RequestTracer | None = None,
     ) -> None:
         self._manager = manager
+        self._tracer = tracer
         self._stopping = stopping
         self._shm = shared_memory
         self._headers = headers or {}  # forwarded into every request's parameters
@@ -167,6 +173,7 @@ class _Stream:
 
     async def _read(self, requests: AsyncIterator[bytes]) -> None:
         async for data in requests:
+            received_ns = time.perf_counter_ns()
             await self._slots.acquire()  # released when the request is answered
             try:
                 message, bad = await self._parse(data)
@@ -175,7 +182,7 @@ class _Stream:
                 raise
             if bad is None and self._stopping():
                 bad = ServerStopping(STREAM_STOPPING)
-            self._start(message, bad)
+            self._start(message, bad, received_ns)
 
     async def _parse(self, data: bytes) -> tuple[Any, ServingError | None]:
         try:
@@ -185,13 +192,13 @@ class _Stream:
         except DecodeError as exc:
             return pb.ModelInferRequest(), InvalidInput(f"the request could not be parsed: {exc}")
 
-    def _start(self, message: Any, bad: ServingError | None) -> None:
+    def _start(self, message: Any, bad: ServingError | None, received_ns: int) -> None:
         turn: asyncio.Future[None] | None = None
         written: asyncio.Future[None] | None = None
         if bad is not None or not self._is_decoupled(message.model_name, message.model_version):
             turn, written = self._tail, asyncio.get_running_loop().create_future()
             self._tail = written
-        task = asyncio.create_task(self._serve(message, bad, turn, written))
+        task = asyncio.create_task(self._serve(message, bad, turn, written, received_ns))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -211,14 +218,21 @@ class _Stream:
         bad: ServingError | None,
         turn: asyncio.Future[None] | None,
         written: asyncio.Future[None] | None,
+        received_ns: int,
     ) -> None:
         # Regions the request names stay leased (in use) until its last answer is written.
         shm = ShmBinding(self._shm) if self._shm is not None else None
+        trace: Trace | None = None
         try:
             try:
                 if bad is not None:
                     raise bad
                 request = await self._decoded(message, shm)
+                tracer = self._tracer
+                if tracer is not None and tracer.settings.maybe_tracing:
+                    trace = request.trace = tracer.begin(request.model_name, request.id or "")
+                    trace.add("GRPC_WAITREAD_START", received_ns)
+                    trace.add("GRPC_WAITREAD_END", time.perf_counter_ns())
                 await self._answer(request, turn, shm)
             except ServingError as exc:
                 await self._error(message, exc, turn)
@@ -228,6 +242,8 @@ class _Stream:
                 logger.exception("unexpected error serving a gRPC stream request")
                 await self._error(message, ServingError("internal server error"), turn)
         finally:
+            if trace is not None:
+                trace.end()
             if shm is not None:
                 shm.release()
             if written is not None and not written.done():
@@ -260,11 +276,18 @@ class _Stream:
                 await self._model_error(request, response.error, turn)
                 turn = None
                 continue
+            trace = request.trace
+            if trace is not None:
+                trace.add("INFER_RESPONSE_COMPLETE", time.perf_counter_ns())
             if sum(t.data.nbytes for t in response.outputs) > THREAD_THRESHOLD_BYTES:
                 encoded = await asyncio.to_thread(_encoded, response, request, shm)
             else:
                 encoded = _encoded(response, request, shm)
+            if trace is not None:
+                trace.add("GRPC_SEND_START", time.perf_counter_ns())
             await self._write(encoded, turn)
+            if trace is not None:
+                trace.add("GRPC_SEND_END", time.perf_counter_ns())
             turn, final = None, response.final
         if not final and request.parameters.get(_EMPTY_FINAL) is True:
             empty = pb.ModelStreamInferResponse()

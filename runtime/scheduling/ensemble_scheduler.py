@@ -32,7 +32,6 @@ from runtime.inference import (
     RequestTrace,
 )
 from runtime.observe.stats import FailureReason, ModelStats
-from runtime.observe.tracing import UNSAMPLED
 from runtime.scheduling.ensemble_batching import ConfigOf, TensorSides
 from runtime.scheduling.ensemble_flows import (
     EnsembleFlows,
@@ -78,7 +77,7 @@ class EnsembleScheduler:
         self._steps = ensemble_steps(config)
         self._sides = TensorSides(config, self._steps, config_of or (lambda _name: None))
         self._outputs = [io.name for io in config.output]
-        self._runner = runner
+        self._runner = _TracedSteps(runner)
         self._stats = stats
         self._closed = False
 
@@ -144,9 +143,12 @@ class EnsembleScheduler:
                     response.parameters = sequence_echo(params)
                 yield response
         except ServingError as exc:
-            self._stats.record_failure(FailureReason.OTHER, time.perf_counter_ns() - received_ns)
+            end = time.perf_counter_ns()
+            self._traced(request, received_ns, start, end)
+            self._stats.record_failure(FailureReason.OTHER, end - received_ns)
             raise _in_ensemble(self.model, exc) from exc
         end = time.perf_counter_ns()
+        self._traced(request, received_ns, start, end)
         outcome = (True, batch_size, start - received_ns, end - received_ns)
         self._stats.record_execution(batch_size, [outcome], (0, end - start, 0))
 
@@ -162,14 +164,6 @@ class EnsembleScheduler:
             activities = (("REQUEST_START", received_ns), ("QUEUE_START", start))
             request.trace.executed(self.version, (*activities, ("REQUEST_END", end)))
 
-    async def _run_step(self, request: InferRequest) -> InferResponse:
-        """One step's answer; its child trace written once it is done."""
-        try:
-            return await self._runner.infer(request)
-        finally:
-            if request.trace is not None:
-                request.trace.end()
-
     async def _run_steps(self, request: InferRequest, steps: list[EnsembleStep]) -> Tensors:
         tensors = first_tensors(steps, request)
         waiting = list(steps)
@@ -178,8 +172,8 @@ class EnsembleScheduler:
             while waiting or running:
                 for step in [s for s in waiting if s.reads <= tensors.keys()]:
                     waiting.remove(step)
-                    step_request = self._step_request(step, tensors, request, traced=True)
-                    running[asyncio.ensure_future(self._run_step(step_request))] = step
+                    step_request = self._step_request(step, tensors, request)
+                    running[asyncio.ensure_future(self._runner.infer(step_request))] = step
                 if not running:
                     break  # what is left can never run (validation makes this unreachable)
                 done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
@@ -197,10 +191,9 @@ class EnsembleScheduler:
         return [_shaped(t, self._sides.ensemble_output(t.name, t.shape)) for t in outputs]
 
     def _step_request(
-        self, step: EnsembleStep, tensors: Tensors, request: InferRequest, *, traced: bool = False
+        self, step: EnsembleStep, tensors: Tensors, request: InferRequest
     ) -> InferRequest:
-        """The request for `step` (`traced`: with a child of the ensemble's trace, which the
-        caller ends; a streamed ensemble's steps are traced only when they execute)."""
+        """The request for `step`, traced as a child of the ensemble's request."""
         inputs = []
         for model_input, tensor_name in step.input_map.items():
             t = tensors[tensor_name]
@@ -215,7 +208,7 @@ class EnsembleScheduler:
             id=request.id,
             # Sequence ids, priorities and timeouts apply to the steps, as in Triton.
             parameters={k: v for k, v in request.parameters.items() if k != "binary_data_output"},
-            trace=_child_trace(request, step.model_name, traced=traced),
+            trace=_child_trace(request, step.model_name),
         )
 
     def close(self) -> None:
@@ -226,12 +219,33 @@ class EnsembleScheduler:
         self.close()
 
 
-def _child_trace(request: InferRequest, model: str, *, traced: bool) -> RequestTrace | None:
-    """A step's trace: a child of the ensemble's (Triton's `parent_id`), with its request id;
-    UNSAMPLED when not `traced` (a streamed step: it is not sampled on its own either)."""
+def _child_trace(request: InferRequest, model: str) -> RequestTrace | None:
+    """A step's trace: a child of the ensemble's (Triton's `parent_id`), with its request id."""
     if request.trace is None:
         return None
-    return request.trace.child(model, request.id or "") if traced else UNSAMPLED
+    return request.trace.child(model, request.id or "")
+
+
+class _TracedSteps:
+    """The steps' runner, each step's child trace written once the step is done."""
+
+    def __init__(self, runner: StepRunner) -> None:
+        self._runner = runner
+
+    async def infer(self, request: InferRequest) -> InferResponse:
+        try:
+            return await self._runner.infer(request)
+        finally:
+            if request.trace is not None:
+                request.trace.end()
+
+    async def stream(self, request: InferRequest) -> AsyncIterator[InferResponse]:
+        try:
+            async for response in self._runner.stream(request):
+                yield response
+        finally:
+            if request.trace is not None:
+                request.trace.end()
 
 
 def _in_ensemble(model: str, exc: ServingError) -> ServingError:

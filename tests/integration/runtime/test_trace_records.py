@@ -1,14 +1,15 @@
 """`thaw serve`'s trace records have Triton 2.51's shape (docs/logging-and-tracing.md; side by
 side in docs/triton-http-parity.md, "A fifteenth side by side"), so Triton's
 `qa/common/trace_summary.py` reads them: an HTTP request's trace carries HTTP_RECV_* and
-HTTP_SEND_* around its execution, a gRPC one GRPC_WAITREAD_* and GRPC_SEND_*, both
-INFER_RESPONSE_COMPLETE; an ensemble's step and a BLS call given `trace=request.trace()` are
-child traces (`parent_id`), a BLS call without it is not traced; the same with the Python
-models in their stubs and in process."""
+HTTP_SEND_* around its execution, a gRPC one (ModelInfer, or in a ModelStreamInfer stream)
+GRPC_WAITREAD_* and GRPC_SEND_*, each INFER_RESPONSE_COMPLETE; an ensemble's step and a BLS
+call given `trace=request.trace()` are child traces (`parent_id`), a BLS call without it is not
+traced; the same with the Python models in their stubs and in process."""
 
 from __future__ import annotations
 
 import json
+import queue
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -117,6 +118,13 @@ def test_trace_records_have_tritons_frontend_activities_and_child_traces(
             message = grpcclient.InferInput("IN", [1], "FP32")
             message.set_data_from_numpy(np.array([1.0], np.float32))
             grpc.infer("m", [message], request_id="g-m")
+            answers: queue.Queue[object] = queue.Queue()
+            grpc.start_stream(callback=lambda result, error: answers.put(error or result))
+            for model in ("m", "ens"):
+                grpc.async_stream_infer(model, [message], request_id=f"s-{model}")
+            for _ in range(2):
+                assert not isinstance(answers.get(timeout=60), Exception)
+            grpc.stop_stream()
         time.sleep(0.5)  # the last answer's trace is written once it was sent
     finally:
         server.stop()
@@ -130,6 +138,10 @@ def test_trace_records_have_tritons_frontend_activities_and_child_traces(
             ("bls", "h-bls", None, _HTTP | _EXECUTION | _DONE),
             ("m", None, "bls", _EXECUTION),  # the call given the trace; the other is not traced
             ("m", "g-m", None, _GRPC | _EXECUTION | _DONE),
+            # over a stream as over ModelInfer
+            ("m", "s-m", None, _GRPC | _EXECUTION | _DONE),
+            ("ens", "s-ens", None, _GRPC | _DONE | {"REQUEST_START", "QUEUE_START", "REQUEST_END"}),
+            ("m", "s-ens", "ens", _EXECUTION),
         ],
         key=repr,
     ), shapes
