@@ -255,14 +255,22 @@ class V2Handlers:
         trace.add("HTTP_RECV_START", received_ns)
         try:
             response = await self._answer(request, name, version, trace)
-            if trace.sampled:  # written here, to time the write
-                trace.add("HTTP_SEND_START", time.perf_counter_ns())
-                await response.prepare(request)
-                await response.write_eof()
-                trace.add("HTTP_SEND_END", time.perf_counter_ns())
+            if trace.sampled:
+                await _sent(request, response, trace)
             return response
         finally:
             trace.end()
+
+    def _traced(self, infer_request: InferRequest, received_ns: int) -> Trace | None:
+        """A generate request's trace, begun (None: tracing is off); its body was read and
+        decoded by now."""
+        tracer = self._tracer
+        if tracer is None or not tracer.settings.maybe_tracing:
+            return None
+        trace = infer_request.trace = tracer.begin(infer_request.model_name, infer_request.id or "")
+        trace.add("HTTP_RECV_START", received_ns)
+        trace.add("HTTP_RECV_END", time.perf_counter_ns())
+        return trace
 
     async def _answer(
         self, request: web.Request, name: str, version: str | None, trace: Trace | None
@@ -349,13 +357,25 @@ class V2Handlers:
         self._forward_headers(request, infer_request)
         return infer_request
 
-    async def generate(self, request: web.Request) -> web.Response:
+    async def generate(self, request: web.Request) -> web.StreamResponse:
         """POST .../generate: exactly one response, as a flat JSON object."""
+        received_ns = time.perf_counter_ns()
         infer_request = await self._generate_request(request)
-        responses = [r async for r in self._manager.stream(infer_request) if not r.flag_only]
-        if len(responses) != 1:
-            raise ServingError(_GENERATE_ONE)
-        return json_response(encode_generate(responses[0].checked()))
+        trace = self._traced(infer_request, received_ns)
+        try:
+            stream = self._manager.stream(infer_request)
+            responses = [r async for r in stream if not r.flag_only]
+            if trace is not None:
+                trace.add("INFER_RESPONSE_COMPLETE", time.perf_counter_ns())
+            if len(responses) != 1:
+                raise ServingError(_GENERATE_ONE)
+            response = json_response(encode_generate(responses[0].checked()))
+            if trace is not None and trace.sampled:
+                await _sent(request, response, trace)
+            return response
+        finally:
+            if trace is not None:
+                trace.end()
 
     async def generate_stream(self, request: web.Request) -> web.StreamResponse:
         """POST .../generate_stream: each response as a Server-Sent Event, as it is sent.
@@ -364,7 +384,9 @@ class V2Handlers:
         errors are events `{"error": ...}` (its status only if it is the first event; redacted
         as every error body), and one the model sent without the final flag does not end the
         stream (as Triton's)."""
+        received_ns = time.perf_counter_ns()
         infer_request = await self._generate_request(request)
+        trace = self._traced(infer_request, received_ns)
         stream = self._manager.stream(infer_request)
         response: web.StreamResponse | None = None
         try:
@@ -379,7 +401,12 @@ class V2Handlers:
                     continue
                 if response is None:
                     response = await self._start_sse(request, 200)
+                if trace is not None:
+                    trace.add("INFER_RESPONSE_COMPLETE", time.perf_counter_ns())
+                    trace.add("HTTP_SEND_START", time.perf_counter_ns())
                 await response.write(sse_event(encode_generate(item)))
+                if trace is not None:
+                    trace.add("HTTP_SEND_END", time.perf_counter_ns())
         except ServingError as exc:
             if response is None:
                 if is_refusal(exc):
@@ -390,6 +417,8 @@ class V2Handlers:
             return response or web.Response(status=499)
         finally:
             await stream.aclose()  # type: ignore[attr-defined]
+            if trace is not None:
+                trace.end()
         if response is None:
             response = await self._start_sse(request, 200)
         await response.write_eof()
@@ -460,6 +489,14 @@ async def _within(reading: Coroutine[Any, Any, bytes], timeout_s: float) -> byte
             return await reading
     except TimeoutError:
         raise BodyTimeout(body_timeout_message(timeout_s)) from None
+
+
+async def _sent(request: web.Request, response: web.StreamResponse, trace: Trace) -> None:
+    """Write `response` now (not after the handler returns), to time the write in `trace`."""
+    trace.add("HTTP_SEND_START", time.perf_counter_ns())
+    await response.prepare(request)
+    await response.write_eof()
+    trace.add("HTTP_SEND_END", time.perf_counter_ns())
 
 
 def _header_length(request: web.Request) -> int | None:

@@ -1,6 +1,7 @@
 """`thaw serve`'s trace records have Triton 2.51's shape (docs/logging-and-tracing.md; side by
 side in docs/triton-http-parity.md, "A fifteenth side by side"), so Triton's
-`qa/common/trace_summary.py` reads them: an HTTP request's trace carries HTTP_RECV_* and
+`qa/common/trace_summary.py` reads them: an HTTP request's trace (infer, generate,
+generate_stream) carries HTTP_RECV_* and
 HTTP_SEND_* around its execution, a gRPC one (ModelInfer, or in a ModelStreamInfer stream)
 GRPC_WAITREAD_* and GRPC_SEND_*, each INFER_RESPONSE_COMPLETE; an ensemble's step and a BLS
 call given `trace=request.trace()` are child traces (`parent_id`), a BLS call without it is not
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import queue
 import time
+import urllib.request
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -114,6 +116,11 @@ def test_trace_records_have_tritons_frontend_activities_and_child_traces(
         tensor.set_data_from_numpy(np.array([1.0], np.float32))
         for model in ("m", "ens", "bls"):
             http.infer(model, [tensor], request_id=f"h-{model}")
+        for route in ("generate", "generate_stream"):  # the generate extension's too
+            body = json.dumps({"id": route, "IN": [1.0]}).encode()
+            post = urllib.request.Request(f"{server.url}/v2/models/m/{route}", body)
+            with urllib.request.urlopen(post, timeout=60) as answer:
+                assert answer.status == 200 and b"2.0" in answer.read()
         with grpcclient.InferenceServerClient(server.grpc_address) as grpc:
             message = grpcclient.InferInput("IN", [1], "FP32")
             message.set_data_from_numpy(np.array([1.0], np.float32))
@@ -138,6 +145,8 @@ def test_trace_records_have_tritons_frontend_activities_and_child_traces(
             ("bls", "h-bls", None, _HTTP | _EXECUTION | _DONE),
             ("m", None, "bls", _EXECUTION),  # the call given the trace; the other is not traced
             ("m", "g-m", None, _GRPC | _EXECUTION | _DONE),
+            ("m", "generate", None, _HTTP | _EXECUTION | _DONE),
+            ("m", "generate_stream", None, _HTTP | _EXECUTION | _DONE),
             # over a stream as over ModelInfer
             ("m", "s-m", None, _GRPC | _EXECUTION | _DONE),
             ("ens", "s-ens", None, _GRPC | _DONE | {"REQUEST_START", "QUEUE_START", "REQUEST_END"}),
