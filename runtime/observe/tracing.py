@@ -38,13 +38,17 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
-from runtime.inference import RequestTrace
+import numpy as np
+
+from runtime.inference import InferRequest, InferTensor, RequestTrace
 from thawwire.trace_settings import TraceSetting, TraceSettings
 
 __all__ = ["UNSAMPLED", "RequestTimes", "RequestTracer", "Trace", "VersionTrace"]
 
 logger = logging.getLogger(__name__)
 
+# The trace levels that record: activities' timestamps, and tensors' values.
+_LEVELS = frozenset({"TIMESTAMPS", "TENSORS"})
 # Traces a setting keeps in memory before it appends them to its file (Triton keeps them all
 # until shutdown when `log_frequency` is 0; a long run would grow without bound).
 _MAX_BUFFERED = 1000
@@ -124,7 +128,7 @@ class _Sampler:
 
     def sample(self) -> bool:
         s = self.setting
-        if self.file is None or "TIMESTAMPS" not in s.level or s.rate == 0 or self._count == 0:
+        if self.file is None or not s.level & _LEVELS or s.rate == 0 or self._count == 0:
             return False
         self._sampled += 1
         if self._sampled % s.rate != 0:
@@ -195,12 +199,19 @@ class RequestTracer:
         with self._lock:
             return self._live.get(trace_id)
 
-    def record(self, model: str, version: str, request_id: str, times: RequestTimes) -> None:
+    def record(
+        self,
+        model: str,
+        version: str,
+        request: InferRequest,
+        times: RequestTimes,
+        outputs: list[InferTensor],
+    ) -> None:
         """Count one executed request no frontend began a trace for; keep its record when
         sampled."""
-        trace = self.begin(model, request_id)
+        trace = self.begin(model, request.id or "")
         if trace.sampled:
-            trace.executed(version, times.activities())
+            _executed(trace, version, request, times, outputs)
             trace.end()
 
     def _child(self, parent: Trace, model: str, request_id: str) -> Trace:
@@ -267,8 +278,8 @@ class Trace:
     activities come from one flow at a time (the frontend, then the execution, then the
     frontend again), so only its end takes the tracer's lock."""
 
-    __slots__ = ("__weakref__", "_activities", "_ended", "_tracer", "id", "model", "parent_id",
-                 "request_id", "sampled", "sampler", "version")  # fmt: skip
+    __slots__ = ("__weakref__", "_activities", "_ended", "_tensors", "_tracer", "id", "model",
+                 "parent_id", "request_id", "sampled", "sampler", "version")  # fmt: skip
 
     def __init__(
         self,
@@ -289,6 +300,7 @@ class Trace:
         self.request_id = request_id
         self.parent_id = parent_id
         self._activities: list[tuple[str, int]] = []
+        self._tensors: list[str] = []  # TENSORS: each tensor's record
         self._ended = False
 
     def add(self, activity: str, ns: int) -> None:
@@ -300,6 +312,12 @@ class Trace:
         if self.sampled:
             self.version = version
             self._activities += activities
+
+    def tensors(self, activity: str, tensors: list[InferTensor]) -> None:
+        """At the TENSORS level, `tensors`' values under `activity` (TENSOR_QUEUE_INPUT: a
+        request's inputs as queued; TENSOR_BACKEND_OUTPUT: what the model answered)."""
+        if self.sampled and self.sampler is not None and "TENSORS" in self.sampler.setting.level:
+            self._tensors += (_tensor_record(self.id, activity, t) for t in tensors)
 
     def child(self, model: str, request_id: str) -> Trace:
         """The trace of an ensemble step or BLS call this request makes (sampled with it)."""
@@ -320,6 +338,9 @@ UNSAMPLED = Trace(None, None, 0, "", "")
 
 
 def _record(trace: Trace) -> str:
+    assert trace.sampler is not None  # a sampled trace's
+    if "TIMESTAMPS" not in trace.sampler.setting.level:
+        return ",".join(trace._tensors)  # Triton's TENSORS alone: no head, no timestamps
     trace_id = trace.id
     head: dict[str, object] = {"id": trace_id, "model_name": trace.model}
     version = trace.version
@@ -335,7 +356,34 @@ def _record(trace: Trace) -> str:
         )
         for name, ns in sorted(trace._activities, key=lambda activity: activity[1])
     ]
-    return ",".join(parts)
+    return ",".join(parts + trace._tensors)
+
+
+def _tensor_record(trace_id: int, activity: str, tensor: InferTensor) -> str:
+    """Triton's record of one tensor: its values as text, comma-separated (numbers as C++'s
+    stream writes them, 6 significant digits; BOOL as 1 and 0; each BYTES element in
+    quotes; none for FP16 and BF16, as Triton), its shape as "d0,d1"."""
+    shape = ",".join(str(d) for d in tensor.shape)
+    record = {"name": tensor.name, "data": _values(tensor), "shape": shape,
+              "dtype": tensor.datatype}  # fmt: skip
+    return json.dumps(
+        {"id": trace_id, "activity": activity, "tensor": record}, separators=(",", ":")
+    )
+
+
+def _values(tensor: InferTensor) -> str:
+    kind = tensor.datatype
+    if kind in ("FP16", "BF16"):
+        return ""
+    flat = np.asarray(tensor.data).reshape(-1)
+    if kind == "BYTES":
+        items = (v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for v in flat)
+        return ",".join(f'"{v}"' for v in items)
+    if kind in ("FP32", "FP64"):
+        return ",".join(f"{v:g}" for v in flat.tolist())
+    if kind == "BOOL":
+        return ",".join("1" if v else "0" for v in flat.tolist())
+    return ",".join(str(v) for v in flat.tolist())
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,13 +399,24 @@ class VersionTrace:
         """Whether any setting may trace now (else a request need not be described at all)."""
         return self.tracer.settings.maybe_tracing
 
-    def record(self, request_id: str, times: RequestTimes) -> None:
-        self.tracer.record(self.model, self.version, request_id, times)
-
-    def executed(self, trace: RequestTrace | None, request_id: str, times: RequestTimes) -> None:
-        """A request of this version executed: its trace filled in; sampled here when no
-        frontend began one."""
-        if trace is None:
-            self.record(request_id, times)
+    def executed(
+        self, request: InferRequest, times: RequestTimes, outputs: list[InferTensor]
+    ) -> None:
+        """A request of this version executed (answering `outputs`): its trace filled in;
+        sampled here when no frontend began one."""
+        if request.trace is None:
+            self.tracer.record(self.model, self.version, request, times, outputs)
         else:
-            trace.executed(self.version, times.activities())
+            _executed(request.trace, self.version, request, times, outputs)
+
+
+def _executed(
+    trace: RequestTrace,
+    version: str,
+    request: InferRequest,
+    times: RequestTimes,
+    outputs: list[InferTensor],
+) -> None:
+    trace.executed(version, times.activities())
+    trace.tensors("TENSOR_QUEUE_INPUT", request.inputs)
+    trace.tensors("TENSOR_BACKEND_OUTPUT", outputs)

@@ -226,7 +226,7 @@ class BatchExecutor:
         input_ns, _, output_ns = measured
         finished = time.perf_counter_ns()
         assert self._trace is not None
-        for item, _ in done:
+        for item, result in done:
             times = RequestTimes(
                 received_ns=item.received_ns,
                 enqueued_ns=item.enqueued_ns,
@@ -236,4 +236,5 @@ class BatchExecutor:
                 compute_end_ns=end,
                 request_end_ns=finished,
             )
-            self._trace.executed(item.request.trace, item.request.id or "", times)
+            outputs = result.outputs if isinstance(result, InferResponse) else []
+            self._trace.executed(item.request, times, outputs)

@@ -103,13 +103,13 @@ class EnsembleScheduler:
             self._stats.record_failure(FailureReason.OTHER, end - received_ns)
             raise _in_ensemble(self.model, exc) from exc
         end = time.perf_counter_ns()
-        self._traced(request, received_ns, start, end)
         outcome = (True, batch_size, start - received_ns, end - received_ns)
         self._stats.record_execution(batch_size, [outcome], (0, end - start, 0))
         response = InferResponse(
             self.model, self.version, self._answered(present(self._outputs, tensors)),
             id=request.id,
         )  # fmt: skip
+        self._traced(request, received_ns, start, end, response.outputs)
         if response.outputs:
             response.parameters = sequence_echo(params)
         return response
@@ -135,10 +135,12 @@ class EnsembleScheduler:
             self._runner,
             lambda step, tensors: self._step_request(step, tensors, request),
         )
+        answered: list[InferTensor] = []
         try:
             async for response in flows.responses(request):
                 response.model_version = self.version
                 response.outputs = self._answered(response.outputs)
+                answered += response.outputs
                 if response.outputs:
                     response.parameters = sequence_echo(params)
                 yield response
@@ -148,7 +150,7 @@ class EnsembleScheduler:
             self._stats.record_failure(FailureReason.OTHER, end - received_ns)
             raise _in_ensemble(self.model, exc) from exc
         end = time.perf_counter_ns()
-        self._traced(request, received_ns, start, end)
+        self._traced(request, received_ns, start, end, answered)
         outcome = (True, batch_size, start - received_ns, end - received_ns)
         self._stats.record_execution(batch_size, [outcome], (0, end - start, 0))
 
@@ -157,12 +159,22 @@ class EnsembleScheduler:
         requested = [output.name for output in request.requested_outputs]
         return needed_steps(self._steps, self._outputs, requested)
 
-    def _traced(self, request: InferRequest, received_ns: int, start: int, end: int) -> None:
-        """The ensemble's own activities in its trace (its steps' are in their child traces,
-        as Triton records an ensemble: no COMPUTE_*)."""
-        if request.trace is not None:
+    def _traced(
+        self,
+        request: InferRequest,
+        received_ns: int,
+        start: int,
+        end: int,
+        outputs: list[InferTensor] | None = None,
+    ) -> None:
+        """The ensemble's own activities and tensors in its trace (its steps' are in their
+        child traces, as Triton records an ensemble: no COMPUTE_*)."""
+        trace = request.trace
+        if trace is not None:
             activities = (("REQUEST_START", received_ns), ("QUEUE_START", start))
-            request.trace.executed(self.version, (*activities, ("REQUEST_END", end)))
+            trace.executed(self.version, (*activities, ("REQUEST_END", end)))
+            trace.tensors("TENSOR_QUEUE_INPUT", request.inputs)
+            trace.tensors("TENSOR_BACKEND_OUTPUT", outputs or [])
 
     async def _run_steps(self, request: InferRequest, steps: list[EnsembleStep]) -> Tensors:
         tensors = first_tensors(steps, request)

@@ -155,3 +155,38 @@ def test_trace_records_have_tritons_frontend_activities_and_child_traces(
         key=repr,
     ), shapes
     assert all(records[i]["model_version"] == 1 for i in records)
+
+
+def test_the_tensors_level_records_inputs_as_queued_and_outputs_as_answered(
+    tmp_path: Path,
+) -> None:
+    repo = tmp_path / "repo"
+    python_model(repo, "m", f'name: "m"\nbackend: "python"\n{_IO}', _ADD_ONE)
+    make_ensemble(repo, "ens", f'name: "ens"\nplatform: "ensemble"\n{_IO}{_STEP}')
+    trace = tmp_path / "trace.json"
+    server = ServeProcess(
+        repo, "--trace-config", f"triton,file={trace}", "--trace-config", "level=TENSORS",
+        "--trace-config", "rate=1",
+    )  # fmt: skip
+    try:
+        server.wait_ready(120)
+        http = httpclient.InferenceServerClient(server.hostport)
+        tensor = httpclient.InferInput("IN", [1], "FP32")
+        tensor.set_data_from_numpy(np.array([1.5], np.float32))
+        http.infer("ens", [tensor])
+    finally:
+        server.stop()
+    entries = json.loads(trace.read_text())
+    parent = min(e["id"] for e in entries)
+    # Triton 2.51's records at TENSORS alone: no head, no timestamps; the ensemble's and its
+    # step's tensors (FP32 as C++ writes them)
+    assert sorted((e["id"] == parent, e["activity"], json.dumps(e["tensor"])) for e in entries) == [
+        (False, "TENSOR_BACKEND_OUTPUT", json.dumps(_tensor("OUT", "2.5"))),
+        (False, "TENSOR_QUEUE_INPUT", json.dumps(_tensor("IN", "1.5"))),
+        (True, "TENSOR_BACKEND_OUTPUT", json.dumps(_tensor("OUT", "2.5"))),
+        (True, "TENSOR_QUEUE_INPUT", json.dumps(_tensor("IN", "1.5"))),
+    ]
+
+
+def _tensor(name: str, data: str) -> dict[str, str]:
+    return {"name": name, "data": data, "shape": "1", "dtype": "FP32"}

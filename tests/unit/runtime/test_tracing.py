@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+
+from runtime.inference import InferRequest, InferTensor
 from runtime.observe.tracing import UNSAMPLED, RequestTimes, RequestTracer
 from thawwire.trace_settings import TraceSetting, TraceSettings, parse_trace_update
 
@@ -21,6 +24,12 @@ def _fields(setting: TraceSetting) -> dict[str, object]:
     return {name: getattr(setting, name) for name in setting.__slots__}
 
 
+def _executed(tracer: RequestTracer, model: str, version: str, request_id: str) -> None:
+    """A request no frontend began a trace for, executed: sampled there."""
+    request = InferRequest(model, version, [], id=request_id)
+    tracer.record(model, version, request, TIMES, [])
+
+
 def _ids(path: Path) -> list[str]:
     return [e["request_id"] for e in json.loads(path.read_text()) if "request_id" in e]
 
@@ -29,7 +38,7 @@ def test_every_rate_th_request_until_count_is_used_up(tmp_path: Path) -> None:
     file = tmp_path / "t.json"
     tracer = _tracer(file, rate=3, count=2)
     for i in range(12):
-        tracer.record("m", "1", f"r{i}", TIMES)
+        _executed(tracer, "m", "1", f"r{i}")
     assert not file.exists()  # log_frequency 0: written when the server stops
     tracer.close()
     assert _ids(file) == ["r2", "r5"]
@@ -39,7 +48,7 @@ def test_count_used_up_with_every_request_sampled_writes_an_indexed_file(tmp_pat
     file = tmp_path / "t.json"
     tracer = _tracer(file, count=2)
     for i in range(4):
-        tracer.record("m", "1", f"r{i}", TIMES)
+        _executed(tracer, "m", "1", f"r{i}")
     assert _ids(Path(f"{file}.0")) == ["r0", "r1"]  # Triton: count reached, all collected
 
 
@@ -47,7 +56,7 @@ def test_log_frequency_writes_numbered_files_and_close_the_rest(tmp_path: Path) 
     file = tmp_path / "t.json"
     tracer = _tracer(file, log_frequency=2)
     for i in range(5):
-        tracer.record("m", "2", f"r{i}", TIMES)
+        _executed(tracer, "m", "2", f"r{i}")
     assert _ids(Path(f"{file}.0")) == ["r0", "r1"] and _ids(Path(f"{file}.1")) == ["r2", "r3"]
     tracer.close()
     assert _ids(Path(f"{file}.2")) == ["r4"]
@@ -60,22 +69,22 @@ def test_log_frequency_writes_numbered_files_and_close_the_rest(tmp_path: Path) 
 def test_a_changed_setting_writes_its_records_and_counts_afresh(tmp_path: Path) -> None:
     file = tmp_path / "t.json"
     tracer = _tracer(file)
-    tracer.record("m", "1", "before", TIMES)
+    _executed(tracer, "m", "1", "before")
     tracer.settings.update("m", parse_trace_update({"trace_rate": "2"}))
-    tracer.record("m", "1", "skipped", TIMES)
-    tracer.record("m", "1", "after", TIMES)
+    _executed(tracer, "m", "1", "skipped")
+    _executed(tracer, "m", "1", "after")
     tracer.settings.update(None, parse_trace_update({"trace_level": ["OFF"]}))
-    tracer.record("n", "1", "off", TIMES)
+    _executed(tracer, "n", "1", "off")
     tracer.close()
     assert _ids(file) == ["before", "after"]
 
 
 def test_no_file_or_off_records_nothing(tmp_path: Path) -> None:
     tracer = RequestTracer(TraceSettings(TraceSetting(level=frozenset({"TIMESTAMPS"}))))
-    tracer.record("m", "1", "x", TIMES)
+    _executed(tracer, "m", "1", "x")
     tracer.close()
     off = _tracer(tmp_path / "t.json", level=frozenset())
-    off.record("m", "1", "x", TIMES)
+    _executed(off, "m", "1", "x")
     off.close()
     assert list(tmp_path.iterdir()) == []
 
@@ -126,3 +135,32 @@ def test_a_childs_record_does_not_count_against_the_settings_count(tmp_path: Pat
     assert {e["id"] for e in json.loads(Path(f"{file}.0").read_text())} == {1, 2}
     assert tracer.begin("ens", "b") is UNSAMPLED  # count used up
     assert tracer.live("1") is None and tracer.live(None) is None  # a stub names ints only
+
+
+def test_the_tensors_level_records_each_tensors_values_as_triton_writes_them(
+    tmp_path: Path,
+) -> None:
+    file = tmp_path / "t.json"
+    tracer = _tracer(file, level=frozenset({"TENSORS"}))
+    trace = tracer.begin("m", "r")
+    inputs = [
+        InferTensor("F", "FP32", (2, 2), np.array([[1.0, 2.5], [1e-7, 123456789.0]], np.float32)),
+        InferTensor("S", "BYTES", (2,), np.array([b"ab", b"c"], dtype=np.object_)),
+        InferTensor("B", "BOOL", (2,), np.array([True, False])),
+        InferTensor("H", "FP16", (1,), np.array([1.0], np.float16)),
+        InferTensor("I", "INT64", (1,), np.array([-3], np.int64)),
+    ]
+    trace.tensors("TENSOR_QUEUE_INPUT", inputs)
+    trace.executed("1", TIMES.activities())
+    trace.end()
+    tracer.close()
+    entries = json.loads(file.read_text())
+    # TENSORS alone: no head, no timestamps, as Triton's
+    assert [e["tensor"] for e in entries] == [
+        {"name": "F", "data": "1,2.5,1e-07,1.23457e+08", "shape": "2,2", "dtype": "FP32"},
+        {"name": "S", "data": '"ab","c"', "shape": "2", "dtype": "BYTES"},
+        {"name": "B", "data": "1,0", "shape": "2", "dtype": "BOOL"},
+        {"name": "H", "data": "", "shape": "1", "dtype": "FP16"},
+        {"name": "I", "data": "-3", "shape": "1", "dtype": "INT64"},
+    ]
+    assert {(e["id"], e["activity"]) for e in entries} == {(trace.id, "TENSOR_QUEUE_INPUT")}
