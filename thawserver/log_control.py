@@ -8,6 +8,7 @@ what passes and how lines look, at once, for every logger of the process.
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import time
@@ -18,10 +19,9 @@ from thawwire.log_settings import LogFormat, LogSettings
 __all__ = ["DEFAULT_FORMAT", "LogControl"]
 
 DEFAULT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-# ISO8601, as Triton writes it: UTC time to the second, a one-letter severity, the process id,
-# the source file and line.
-_ISO_FORMAT = "%(asctime)s %(levelname).1s %(process)d %(filename)s:%(lineno)d] %(message)s"
 _ISO_DATE = "%Y-%m-%dT%H:%M:%SZ"
+# Triton's severity letters: its verbose lines are I lines.
+_LETTERS = {logging.DEBUG: "I", logging.INFO: "I", logging.WARNING: "W", logging.ERROR: "E"}
 
 
 class _Severities(logging.Filter):
@@ -42,11 +42,28 @@ class _Severities(logging.Filter):
         return s.verbose_level > 0
 
 
+class _TritonRecord(logging.Formatter):
+    """Triton 2.51's ISO8601 record: UTC time to the second, a one-letter severity, the process
+    id, the source file and line (a Python model's own, for its `pb_utils.Logger` lines), then
+    the message in quotes with its quotes, backslashes and control characters escaped, so that
+    a record is one line:
+
+        2026-12-05T12:21:56Z I 5339 model.py:6] "init info"
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        when = time.strftime(_ISO_DATE, time.gmtime(record.created))
+        letter = _LETTERS.get(record.levelno) or ("E" if record.levelno > logging.ERROR else "I")
+        message = json.dumps(record.getMessage(), ensure_ascii=False)
+        line = f"{when} {letter} {record.process} {record.filename}:{record.lineno}] {message}"
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)  # Thaw's own tracebacks
+        return line
+
+
 def _formatter(fmt: LogFormat) -> logging.Formatter:
     if fmt is LogFormat.ISO8601:
-        formatter = logging.Formatter(_ISO_FORMAT, _ISO_DATE)
-        formatter.converter = time.gmtime
-        return formatter
+        return _TritonRecord()
     return logging.Formatter(DEFAULT_FORMAT)
 
 

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from runtime.observe.custom_metrics import CustomMetrics
 
-__all__ = ["LOG_LEVELS", "InProcessHost", "ModelHost"]
+__all__ = ["LOG_LEVELS", "InProcessHost", "ModelHost", "log_model_line"]
 
 # pb_utils.LogLevel (INFO, WARNING, ERROR, VERBOSE) -> logging levels.
 LOG_LEVELS = {0: logging.INFO, 1: logging.WARNING, 2: logging.ERROR, 3: logging.DEBUG}
@@ -45,7 +45,9 @@ class ModelHost(Protocol):
 
     def metric_value(self, key: int) -> float: ...
 
-    def log(self, level: int, message: str) -> None: ...
+    def log(self, level: int, message: str, where: tuple[str, int] | None = None) -> None:
+        """A `pb_utils.Logger` line; `where`: the model's file and line that logged it."""
+        ...
 
     def load_model(self, name: str, config: str, files: dict[str, bytes] | None) -> None: ...
 
@@ -74,5 +76,21 @@ class InProcessHost:
     def metric_value(self, key: int) -> float:
         return self.metrics.value(key)
 
-    def log(self, level: int, message: str) -> None:
-        _model_log.log(LOG_LEVELS.get(level, logging.INFO), "%s", message)
+    def log(self, level: int, message: str, where: tuple[str, int] | None = None) -> None:
+        log_model_line(level, message, where)
+
+
+def log_model_line(level: int, message: str, where: tuple[str, int] | None) -> None:
+    """A Python model's `pb_utils.Logger` line (`level`: pb_utils' LogLevel) in the server's
+    log, its record naming the model's file and line (`where`), as Triton's does."""
+    severity = LOG_LEVELS.get(level, logging.INFO)
+    if not _model_log.isEnabledFor(severity):
+        return
+    if where is None:
+        _model_log.log(severity, "%s", message)
+        return
+    file, line = where
+    record = _model_log.makeRecord(
+        _model_log.name, severity, str(file), int(line), "%s", (message,), None
+    )
+    _model_log.handle(record)

@@ -21,6 +21,8 @@ import enum
 import functools
 import json
 import logging
+import os
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -490,8 +492,20 @@ class LogLevel(enum.IntEnum):
     VERBOSE = 3
 
 
+def _caller():
+    """The file name and line of the model code that called the Logger (Triton's record
+    names them), past the Logger's own frames."""
+    frame: Any = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename == __file__:
+        frame = frame.f_back
+    if frame is None:
+        return None
+    return os.path.basename(frame.f_code.co_filename), frame.f_lineno
+
+
 class Logger:
-    """Triton's model logger: lines go to the server's log (from a stub process too)."""
+    """Triton's model logger: lines go to the server's log (from a stub process too), each
+    naming the model's file and line."""
 
     INFO = LogLevel.INFO
     WARNING = LogLevel.WARNING
@@ -507,7 +521,7 @@ class Logger:
             raise TypeError(f"Logger.log(): message must be str, not {type(message).__name__}")
         if not isinstance(level, LogLevel):
             raise TypeError(f"Logger.log(): level must be a LogLevel, not {type(level).__name__}")
-        _host.log(int(level), message)
+        _host.log(int(level), message, _caller())
 
     @staticmethod
     def log_info(message):

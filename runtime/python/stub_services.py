@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -21,7 +20,7 @@ from typing import Any
 from runtime.errors import ServingError, as_serving_error
 from runtime.inference import InferRequest, InferResponse, InferTensor, RequestedOutput
 from runtime.python import pb_utils
-from runtime.python.host import LOG_LEVELS
+from runtime.python.host import log_model_line
 from runtime.python.server_host import (
     BLS_ERROR_CODE,
     ServerHost,
@@ -33,7 +32,6 @@ from runtime.python.stub.wire import ChannelClosed, Message, Tensor
 
 __all__ = ["Send", "StubServices"]
 
-_model_log = logging.getLogger("triton_python_backend_utils")
 
 # Sends one message to the stub (its current channel); raises ChannelClosed when it is gone.
 Send = Callable[[Message], None]
@@ -47,8 +45,10 @@ class StubServices:
         self._tasks: set[asyncio.Task[None]] = set()
 
     def log(self, message: Message) -> None:
-        level = LOG_LEVELS.get(int(message.fields.get("level", 0)), logging.INFO)
-        _model_log.log(level, "%s", message.fields.get("message", ""))
+        fields = message.fields
+        file, line = fields.get("file"), fields.get("line")
+        where = (file, line) if isinstance(file, str) and type(line) is int else None
+        log_model_line(int(fields.get("level", 0)), str(fields.get("message", "")), where)
 
     def bls(self, send: Send, message: Message) -> None:
         """Start a BLS request on the loop; its responses go back through `send`."""

@@ -120,9 +120,12 @@ class StubHost:
         asks)."""
         return bool(self._call("is_cancelled", exec_id, index))
 
-    def log(self, level: int, message: str) -> None:
+    def log(self, level: int, message: str, where: tuple[str, int] | None = None) -> None:
+        fields: dict[str, Any] = {"op": "log", "level": level, "message": message}
+        if where is not None:
+            fields["file"], fields["line"] = where
         with contextlib.suppress(ChannelClosed):
-            self._channel.send(Message({"op": "log", "level": level, "message": message}))
+            self._channel.send(Message(fields))
 
     def load_model(self, name: str, config: str, files: dict[str, bytes] | None) -> None:
         """The load goes to the server; `files` (`{"file:1/model.onnx": bytes}`) go with it

@@ -5,6 +5,7 @@ operator's file is the only one written."""
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 from thawserver.log_control import LogControl
@@ -31,6 +32,7 @@ def test_settings_govern_what_reaches_the_operators_file(tmp_path: Path) -> None
     log.error("error hidden")
     control.apply(LogSettings(file=str(log_file), format=LogFormat.ISO8601))
     log.info("iso line")
+    log.info('two "quoted"\nlines')
     lines = _lines(log_file)
     text = "\n".join(lines)
     for hidden in ("debug hidden", "info hidden", "warning hidden", "error hidden"):
@@ -38,10 +40,11 @@ def test_settings_govern_what_reaches_the_operators_file(tmp_path: Path) -> None
     assert [line.rsplit(": ", 1)[-1] for line in lines[:3]] == [
         "info one", "debug shown", "warning shown"
     ]  # fmt: skip
-    # Triton's ISO8601 record: time, severity letter, pid, file:line] message.
-    assert lines[-1].endswith("] iso line")
-    stamp, severity = lines[-1].split(" ")[:2]
-    assert stamp.endswith("Z") and "T" in stamp and severity == "I"
+    # Triton 2.51's ISO8601 record: time, severity letter, pid, file:line] "message", the
+    # message quoted and escaped (one record, one line).
+    record = r'\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ I \d+ test_log_control\.py:\d+\] '
+    assert re.fullmatch(record + '"iso line"', lines[-2]), lines[-2]
+    assert re.fullmatch(record + r'"two \\"quoted\\"\\nlines"', lines[-1]), lines[-1]
 
 
 def test_a_quieter_floor_holds_at_verbose_level_zero() -> None:
