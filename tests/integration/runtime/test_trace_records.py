@@ -77,6 +77,26 @@ _GRPC = {"GRPC_WAITREAD_START", "GRPC_WAITREAD_END", "GRPC_SEND_START", "GRPC_SE
 _DONE = {"INFER_RESPONSE_COMPLETE"}
 
 
+def _traced_server(repo: Path, trace: Path, level: str) -> ServeProcess:
+    """`thaw serve` tracing every request at `level` into `trace`, once ready."""
+    server = ServeProcess(
+        repo, "--trace-config", f"triton,file={trace}", "--trace-config", f"level={level}",
+        "--trace-config", "rate=1",
+    )  # fmt: skip
+    try:
+        server.wait_ready(120)
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
+def _input(value: float) -> httpclient.InferInput:
+    tensor = httpclient.InferInput("IN", [1], "FP32")
+    tensor.set_data_from_numpy(np.array([value], np.float32))
+    return tensor
+
+
 def _records(path: Path) -> dict[int, dict[str, Any]]:
     """Triton's trace file grouped by id: the head's fields and the set of activities."""
     found: dict[int, dict[str, Any]] = defaultdict(lambda: {"activities": set()})
@@ -105,15 +125,10 @@ def test_trace_records_have_tritons_frontend_activities_and_child_traces(
     python_model(repo, "bls", f'name: "bls"\nbackend: "python"\n{_IO}{where}', _CALLER)
     make_ensemble(repo, "ens", f'name: "ens"\nplatform: "ensemble"\n{_IO}{_STEP}')
     trace = tmp_path / "trace.json"
-    server = ServeProcess(
-        repo, "--trace-config", f"triton,file={trace}", "--trace-config", "level=TIMESTAMPS",
-        "--trace-config", "rate=1",
-    )  # fmt: skip
+    server = _traced_server(repo, trace, "TIMESTAMPS")
     try:
-        server.wait_ready(120)
         http = httpclient.InferenceServerClient(server.hostport)
-        tensor = httpclient.InferInput("IN", [1], "FP32")
-        tensor.set_data_from_numpy(np.array([1.0], np.float32))
+        tensor = _input(1.0)
         for model in ("m", "ens", "bls"):
             http.infer(model, [tensor], request_id=f"h-{model}")
         for route in ("generate", "generate_stream"):  # the generate extension's too
@@ -164,16 +179,9 @@ def test_the_tensors_level_records_inputs_as_queued_and_outputs_as_answered(
     python_model(repo, "m", f'name: "m"\nbackend: "python"\n{_IO}', _ADD_ONE)
     make_ensemble(repo, "ens", f'name: "ens"\nplatform: "ensemble"\n{_IO}{_STEP}')
     trace = tmp_path / "trace.json"
-    server = ServeProcess(
-        repo, "--trace-config", f"triton,file={trace}", "--trace-config", "level=TENSORS",
-        "--trace-config", "rate=1",
-    )  # fmt: skip
+    server = _traced_server(repo, trace, "TENSORS")
     try:
-        server.wait_ready(120)
-        http = httpclient.InferenceServerClient(server.hostport)
-        tensor = httpclient.InferInput("IN", [1], "FP32")
-        tensor.set_data_from_numpy(np.array([1.5], np.float32))
-        http.infer("ens", [tensor])
+        httpclient.InferenceServerClient(server.hostport).infer("ens", [_input(1.5)])
     finally:
         server.stop()
     entries = json.loads(trace.read_text())
