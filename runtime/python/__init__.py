@@ -1,13 +1,14 @@
 """Triton's Python models (`model.py` files, unchanged): in the server, or a stub process each.
 
-`pb_utils`, `pb_tensors`, `pb_metrics`, `pb_model_config`, `pb_request_args`, `host` and `stub/`
-are imported by stub processes under the model's own interpreter (`EXECUTION_ENV_PATH`), which
-may hold only numpy: they import nothing else of the runtime's dependencies (an import-linter
-contract), and neither does this `__init__`.
+`pb_utils`, `pb_tensors`, `pb_metrics`, `pb_logging`, `pb_model_config`, `pb_request_args`,
+`host` and `stub/` are imported by stub processes under the model's own interpreter
+(`EXECUTION_ENV_PATH`), which may hold only numpy: they import nothing else of the runtime's
+dependencies (an import-linter contract), and neither does this `__init__`.
 
     pb_utils         the `triton_python_backend_utils` module models import
     pb_tensors       pb_utils' tensors, errors and datatype tables (no host needed)
     pb_metrics       pb_utils' custom metrics: MetricFamily and Metric
+    pb_logging       pb_utils' model logger: Logger and LogLevel
     pb_model_config  pb_utils' ModelConfig: what a model's auto_complete_config may set
     pb_request_args  pb_utils' InferenceRequest argument checks, in Triton's words
     host             the ModelHost Protocol: what a model's `pb_utils` calls reach

@@ -7,9 +7,10 @@ module is a process-wide singleton too (its `Stub::GetOrCreateInstance`), and a 
 only through module-level names, so the host is a module global here, set once per process by
 `install_host`. This module imports nothing of Thaw but `runtime.python.host`, so a stub process
 under another Python environment (`EXECUTION_ENV_PATH`) can import it with only numpy.
-`MetricFamily` and `Metric` live in `pb_metrics`, `ModelConfig` (auto-complete) in
-`pb_model_config`; both are re-exported here. `InferenceRequest`'s argument checks are
-`pb_request_args`' (imported into this namespace: the stub's hot path calls them directly).
+`MetricFamily` and `Metric` live in `pb_metrics`, `Logger` and `LogLevel` in `pb_logging`,
+`ModelConfig` (auto-complete) in `pb_model_config`; all are re-exported here.
+`InferenceRequest`'s argument checks are `pb_request_args`' (imported into this namespace: the
+stub's hot path calls them directly).
 """
 
 from __future__ import annotations
@@ -17,18 +18,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import enum
 import functools
 import json
 import logging
-import os
-import sys
 from collections.abc import Iterator
 from typing import Any
 
 from runtime.observe.custom_metrics import CustomMetrics
+from runtime.python import pb_logging, pb_metrics
 from runtime.python.host import InProcessHost, ModelHost
-from runtime.python.pb_metrics import Metric, MetricFamily, bind_host
+from runtime.python.pb_logging import Logger, LogLevel
+from runtime.python.pb_metrics import Metric, MetricFamily
 from runtime.python.pb_model_config import ModelConfig
 from runtime.python.pb_request_args import check_parameters, check_request_args
 from runtime.python.pb_tensors import (
@@ -143,7 +143,9 @@ def current_host():
     return _host
 
 
-bind_host(current_host)  # MetricFamily and Metric (pb_metrics) reach the host through it
+# MetricFamily and Metric (pb_metrics), Logger (pb_logging) reach the host through it.
+pb_metrics.bind_host(current_host)
+pb_logging.bind_host(current_host)
 
 
 class InferenceTrace:
@@ -483,61 +485,6 @@ def using_decoupled_model_transaction_policy(model_config):
     if "model_transaction_policy" in model_config:
         return bool(model_config["model_transaction_policy"].get("decoupled", False))
     return False
-
-
-class LogLevel(enum.IntEnum):
-    INFO = 0
-    WARNING = 1
-    ERROR = 2
-    VERBOSE = 3
-
-
-def _caller():
-    """The file name and line of the model code that called the Logger (Triton's record
-    names them), past the Logger's own frames."""
-    frame: Any = sys._getframe(2)
-    while frame is not None and frame.f_code.co_filename == __file__:
-        frame = frame.f_back
-    if frame is None:
-        return None
-    return os.path.basename(frame.f_code.co_filename), frame.f_lineno
-
-
-class Logger:
-    """Triton's model logger: lines go to the server's log (from a stub process too), each
-    naming the model's file and line."""
-
-    INFO = LogLevel.INFO
-    WARNING = LogLevel.WARNING
-    ERROR = LogLevel.ERROR
-    VERBOSE = LogLevel.VERBOSE
-
-    @staticmethod
-    def log(message, level=LogLevel.INFO):
-        # Triton's binding takes a str message (bytes too) and a LogLevel, never a plain int.
-        if isinstance(message, bytes):
-            message = message.decode()
-        if not isinstance(message, str):
-            raise TypeError(f"Logger.log(): message must be str, not {type(message).__name__}")
-        if not isinstance(level, LogLevel):
-            raise TypeError(f"Logger.log(): level must be a LogLevel, not {type(level).__name__}")
-        _host.log(int(level), message, _caller())
-
-    @staticmethod
-    def log_info(message):
-        Logger.log(message, LogLevel.INFO)
-
-    @staticmethod
-    def log_warn(message):
-        Logger.log(message, LogLevel.WARNING)
-
-    @staticmethod
-    def log_error(message):
-        Logger.log(message, LogLevel.ERROR)
-
-    @staticmethod
-    def log_verbose(message):
-        Logger.log(message, LogLevel.VERBOSE)
 
 
 # The version directory of the model whose code runs (`<repository>/<model>/<version>`), which

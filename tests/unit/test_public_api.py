@@ -109,6 +109,7 @@ _STUB_MODULES = {
     "runtime.observe.custom_metrics",
     "runtime.python",
     "runtime.python.host",
+    "runtime.python.pb_logging",
     "runtime.python.pb_metrics",
     "runtime.python.pb_model_config",
     "runtime.python.pb_request_args",
