@@ -47,7 +47,7 @@ from runtime.models.load_overrides import (
 )
 from runtime.models.manager import DECOUPLED_GRPC_INFER, DECOUPLED_INFER
 from runtime.models.service import StreamingModelService, server_live, server_ready
-from runtime.observe.tracing import RequestTracer
+from runtime.observe.tracing import RequestTracer, frontend_trace
 from thawserver.grpc_routes import parsed, service_handler
 from thawserver.grpc_status import error_status, grpc_status
 from thawserver.redaction import Redactor
@@ -230,13 +230,11 @@ class GrpcHandlers:
         if self._forward is not None:  # `--grpc-header-forward-pattern`
             metadata = context.invocation_metadata() or ()
             request.parameters.update(forwarded_headers(self._forward, metadata))
-        tracer = self._tracer
-        if tracer is None or not tracer.settings.maybe_tracing:
-            return await self._answer(request, shm)
         # Sampled as Triton's gRPC frontend samples; its message was read when the call came.
-        trace = request.trace = tracer.begin(request.model_name, request.id or "")
-        trace.add("GRPC_WAITREAD_START", received_ns)
-        trace.add("GRPC_WAITREAD_END", time.perf_counter_ns())
+        arrived = ("GRPC_WAITREAD_START", received_ns)
+        trace = frontend_trace(self._tracer, request, arrived, "GRPC_WAITREAD_END")
+        if trace is None:
+            return await self._answer(request, shm)
         try:
             answer = await self._answer(request, shm)
             # The answer goes to grpc now, which writes it: its send is grpc's own.

@@ -53,7 +53,7 @@ from runtime.errors import (
 )
 from runtime.header_forward import forwarded_headers
 from runtime.inference import InferRequest
-from runtime.observe.tracing import RequestTracer, Trace
+from runtime.observe.tracing import RequestTracer, Trace, frontend_trace
 from thawserver.grpc_status import error_status
 from thawserver.redaction import Redactor
 from thawserver.shm_registry import SystemSharedMemory
@@ -228,11 +228,8 @@ class _Stream:
                 if bad is not None:
                     raise bad
                 request = await self._decoded(message, shm)
-                tracer = self._tracer
-                if tracer is not None and tracer.settings.maybe_tracing:
-                    trace = request.trace = tracer.begin(request.model_name, request.id or "")
-                    trace.add("GRPC_WAITREAD_START", received_ns)
-                    trace.add("GRPC_WAITREAD_END", time.perf_counter_ns())
+                arrived = ("GRPC_WAITREAD_START", received_ns)
+                trace = frontend_trace(self._tracer, request, arrived, "GRPC_WAITREAD_END")
                 await self._answer(request, turn, shm)
             except ServingError as exc:
                 await self._error(message, exc, turn)

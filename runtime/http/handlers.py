@@ -37,7 +37,7 @@ from runtime.models.lifecycle import ServerState
 from runtime.models.load_errors import refused_overrides
 from runtime.models.load_overrides import overrides_from_json, unload_dependents_from_json
 from runtime.models.service import ModelService, server_live, server_ready
-from runtime.observe.tracing import RequestTracer, Trace
+from runtime.observe.tracing import RequestTracer, Trace, frontend_trace
 from thawserver import fast_json
 from thawserver.body_deadline import body_timeout_message
 from thawserver.body_limit import body_cap
@@ -264,13 +264,8 @@ class V2Handlers:
     def _traced(self, infer_request: InferRequest, received_ns: int) -> Trace | None:
         """A generate request's trace, begun (None: tracing is off); its body was read and
         decoded by now."""
-        tracer = self._tracer
-        if tracer is None or not tracer.settings.maybe_tracing:
-            return None
-        trace = infer_request.trace = tracer.begin(infer_request.model_name, infer_request.id or "")
-        trace.add("HTTP_RECV_START", received_ns)
-        trace.add("HTTP_RECV_END", time.perf_counter_ns())
-        return trace
+        arrived = ("HTTP_RECV_START", received_ns)
+        return frontend_trace(self._tracer, infer_request, arrived, "HTTP_RECV_END")
 
     async def _answer(
         self, request: web.Request, name: str, version: str | None, trace: Trace | None

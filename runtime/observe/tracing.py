@@ -14,8 +14,7 @@ samples, written as Triton 2.51's `triton` mode writes them.
                     else the file itself when the setting is replaced and at shutdown
     VersionTrace    the tracer bound to one model version (what a scheduler holds): fills the
                     request's trace when it executes; a request no frontend began a trace for
-                    (the OpenAI routes, generate) is sampled there instead, without frontend
-                    activities
+                    (the OpenAI routes) is sampled there instead, without frontend activities
 
 A record is Triton's: `{"id": N, "model_name": ..., "model_version": V[, "request_id": ...]
 [, "parent_id": P]}` then one `{"id": N, "timestamps": [{"name": ACTIVITY, "ns": T}]}` per
@@ -23,9 +22,10 @@ activity, in time order: the frontend's (HTTP_RECV_START, HTTP_RECV_END, HTTP_SE
 HTTP_SEND_END; GRPC_WAITREAD_START, GRPC_WAITREAD_END, GRPC_SEND_START, GRPC_SEND_END),
 REQUEST_START, QUEUE_START, COMPUTE_START, COMPUTE_INPUT_END, COMPUTE_OUTPUT_START, COMPUTE_END,
 REQUEST_END and INFER_RESPONSE_COMPLETE (an ensemble's own record has no COMPUTE_*: its steps'
-child records do). Not recorded: tensors (`TENSORS`). Each setting counts its own samples, as a
-Triton TraceSetting object does: a change to a setting starts its counts again. The files are
-the operator's only.
+child records do). At the TENSORS level, `{"id": N, "activity": "TENSOR_QUEUE_INPUT", "tensor":
+{...}}` per input and TENSOR_BACKEND_OUTPUT per output (alone: those records only). Each setting
+counts its own samples, as a Triton TraceSetting object does: a change to a setting starts its
+counts again. The files are the operator's only.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ import itertools
 import json
 import logging
 import threading
+import time
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +44,14 @@ import numpy as np
 from runtime.inference import InferRequest, InferTensor, RequestTrace
 from thawwire.trace_settings import TraceSetting, TraceSettings
 
-__all__ = ["UNSAMPLED", "RequestTimes", "RequestTracer", "Trace", "VersionTrace"]
+__all__ = [
+    "UNSAMPLED",
+    "RequestTimes",
+    "RequestTracer",
+    "Trace",
+    "VersionTrace",
+    "frontend_trace",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -384,6 +392,20 @@ def _values(tensor: InferTensor) -> str:
     if kind == "BOOL":
         return ",".join("1" if v else "0" for v in flat.tolist())
     return ",".join(str(v) for v in flat.tolist())
+
+
+def frontend_trace(
+    tracer: RequestTracer | None, request: InferRequest, arrived: tuple[str, int], read: str
+) -> Trace | None:
+    """The trace a frontend begins for a decoded `request` (set on it): the activity of its
+    arrival (`arrived`: name and time) and `read`, its message read, now; None when no setting
+    traces at all (the hot path's one check)."""
+    if tracer is None or not tracer.settings.maybe_tracing:
+        return None
+    trace = request.trace = tracer.begin(request.model_name, request.id or "")
+    trace.add(*arrived)
+    trace.add(read, time.perf_counter_ns())
+    return trace
 
 
 @dataclass(frozen=True, slots=True)
