@@ -37,6 +37,10 @@ __all__ = ["Send", "StubServices"]
 Send = Callable[[Message], None]
 
 
+def _plain_file_name(name: str) -> bool:
+    return 0 < len(name) <= 255 and name.isprintable() and "/" not in name
+
+
 class StubServices:
     """The server's side of a stub's requests; every method runs on the event loop."""
 
@@ -45,10 +49,15 @@ class StubServices:
         self._tasks: set[asyncio.Task[None]] = set()
 
     def log(self, message: Message) -> None:
+        """A model's `pb_utils.Logger` line; its file and line named only when they are a
+        plain file name and a line number (the stub's fields; a record stays one line)."""
         fields = message.fields
-        file, line = fields.get("file"), fields.get("line")
-        where = (file, line) if isinstance(file, str) and type(line) is int else None
-        log_model_line(int(fields.get("level", 0)), str(fields.get("message", "")), where)
+        level, file, line = fields.get("level"), fields.get("file"), fields.get("line")
+        where = None
+        if isinstance(file, str) and type(line) is int and _plain_file_name(file):
+            where = (file, line)
+        level = level if type(level) is int else 0  # INFO
+        log_model_line(level, str(fields.get("message", "")), where)
 
     def bls(self, send: Send, message: Message) -> None:
         """Start a BLS request on the loop; its responses go back through `send`."""
