@@ -42,7 +42,8 @@ class SettingsRefused(Exception):
 
 
 class LogFormat(StrEnum):
-    """`log_format`: Thaw's line format, or one stamped with an ISO 8601 UTC time."""
+    """`log_format`: tritonserver's record, its time as `MMDD hh:mm:ss.ssssss` (default) or as
+    an ISO 8601 UTC time to the second (thawserver.log_control)."""
 
     DEFAULT = "default"
     ISO8601 = "ISO8601"

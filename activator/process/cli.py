@@ -55,7 +55,7 @@ from thawserver.fd_limit import bounded_by_fd_limit
 from thawserver.flag_names import as_typed
 from thawserver.grpc_keepalive import keepalive_from
 from thawserver.grpc_tls import tls_from_args
-from thawserver.log_control import LogControl
+from thawserver.log_control import LogControl, log_to_stderr
 from thawserver.metrics_config_flags import metrics_settings as metrics_flags
 from thawserver.repository_flags import localized, names_s3
 from thawserver.restricted_protocols import (
@@ -207,9 +207,7 @@ def run(args: argparse.Namespace) -> int:
     # Before grpc is imported: replicas are started by fork+exec only, so grpc's fork handlers
     # (and their "skipping fork() handlers" log line per replica) are not needed.
     os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )  # until the config is read (then LogControl below)
+    log_to_stderr(args.log_level.upper())  # until the config is read (then LogControl below)
     if names_s3(args):
         try:
             refuse_remote_on_kubernetes(args)

@@ -11,6 +11,7 @@ from pathlib import Path
 from activator.config import ScaleSettings
 from activator.errors import ConfigError
 from activator.fleet.repository import Repository
+from thawserver.log_control import log_to_stderr
 from thawserver.ranges import out_of_range
 
 __all__ = ["register", "run"]
@@ -54,9 +55,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    log_to_stderr(args.log_level.upper())
     for flag, value in (
         ("--interval-s", args.interval_s),
         ("--pull-timeout-s", args.pull_timeout_s),

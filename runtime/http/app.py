@@ -117,12 +117,12 @@ async def error_middleware(request: web.Request, handler: _Handler) -> web.Strea
     try:
         return await handler(request)
     except ServingError as exc:
-        if exc.status >= 500:
-            # A readiness probe's 503 is its answer (every replica start is polled until it
-            # is ready), not a fault worth a warning.
-            probe = exc.status == 503 and request.path.endswith(("/ready", "/live"))
-            level = logging.DEBUG if probe else logging.WARNING
-            logger.log(level, "%s %s -> %d: %s", request.method, request.path, exc.status, exc)
+        # A client's error is a verbose line (as Triton's "Infer failed: ..."); a readiness
+        # probe's 503 is its answer (every replica start is polled until it is ready), not a
+        # fault worth a warning.
+        probe = exc.status == 503 and request.path.endswith(("/ready", "/live"))
+        level = logging.WARNING if exc.status >= 500 and not probe else logging.DEBUG
+        logger.log(level, "%s %s -> %d: %s", request.method, request.path, exc.status, exc)
         response = _error_response(request, exc.status, exc.message)
         if exc.from_model:
             response.headers[error_marks.FROM_MODEL] = "1"

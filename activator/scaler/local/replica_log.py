@@ -1,45 +1,53 @@
 """A local replica's standard error, line by line, as records of `thaw up`'s own log.
 
-A replica (`thaw serve`) writes its log to standard error in one of the two formats of
-`thawserver.log_control` (the default `date time,ms LEVEL logger: message`, or Triton's ISO8601
-`timeZ L pid file:line] message`), under the log settings `thaw up` keeps and pushes to it;
-what it printed is what those settings let through. `thaw up` logs each line again under its
-own handler (standard error or `--log-file`, its format), at the line's severity, named for the
-replica: a Python model's `pb_utils.Logger` lines, a replica's warnings and a crash's traceback
-end up in the one log an operator reads, as in tritonserver's. Lines of neither format (a
-traceback, a library's print) are warnings. Pure: `parse` is the whole rule.
+A replica (`thaw serve`) writes its log to standard error as tritonserver's records, in one of
+the two formats of `thawserver.log_control` (`I1205 12:21:56.976943 pid file:line] "message"`,
+or ISO8601's `2026-12-05T12:21:56Z I pid file:line] "message"`), under the log settings
+`thaw up` keeps and pushes to it; what it printed is what those settings let through. `thaw up`
+logs each record again under its own handler (standard error or `--log-file`, its format), at
+the record's severity, with the replica's process id, file and line and its message (escaped
+again by `thaw up`'s formatter, not twice): a Python model's `pb_utils.Logger` lines, a
+replica's warnings and a crash's traceback end up in the one log an operator reads, as in
+tritonserver's. Lines that are no record (a traceback, a library's print) are warnings, as
+they are. Pure: `parse` is the whole rule.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import re
+from dataclasses import dataclass
 
-__all__ = ["parse"]
+__all__ = ["ReplicaLine", "parse"]
 
-_DEFAULT = re.compile(
-    r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ (DEBUG|INFO|WARNING|ERROR|CRITICAL) (\S+): (.*)$"
-)
-_ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ([DIWEC]) \d+ (\S+?)\] (.*)$")
-_LEVELS = {
-    "DEBUG": logging.DEBUG,
-    "INFO": logging.INFO,
-    "WARNING": logging.WARNING,
-    "ERROR": logging.ERROR,
-    "CRITICAL": logging.CRITICAL,
-}
-_LETTERS = {name[0]: level for name, level in _LEVELS.items()}
+_DEFAULT = re.compile(r"^([IWEV])\d{4} \d\d:\d\d:\d\d\.\d{6} (\d+) ([^\s:]+):(\d+)\] (.*)$")
+_ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ([IWEV]) (\d+) ([^\s:]+):(\d+)\] (.*)$")
+_LEVELS = {"I": logging.INFO, "V": logging.INFO, "W": logging.WARNING, "E": logging.ERROR}
 
 
-def parse(line: str) -> tuple[int, str]:
-    """The severity of a replica's log line and its text without the replica's own time and
-    severity (its logger or source file kept); WARNING and the line as it is otherwise."""
-    match = _DEFAULT.match(line)
-    if match is not None:
-        level, name, message = match.groups()
-        return _LEVELS[level], f"{name}: {message}"
-    match = _ISO.match(line)
-    if match is not None:
-        letter, where, message = match.groups()
-        return _LETTERS[letter], f"{where}] {message}"
-    return logging.WARNING, line
+@dataclass(frozen=True, slots=True)
+class ReplicaLine:
+    """One line of a replica's standard error: its severity and message, and for a record the
+    replica's process id and the source file and line that logged it."""
+
+    level: int
+    message: str
+    pid: int | None = None
+    file: str = ""
+    line: int = 0
+
+
+def parse(text: str, *, escaped: bool = True) -> ReplicaLine:
+    """The record `text` holds, its message unescaped when the replica escapes messages
+    (`escaped`: both processes read TRITON_SERVER_ESCAPE_LOG_MESSAGES from one environment);
+    WARNING and the text as it is for a line that is no record."""
+    match = _DEFAULT.match(text) or _ISO.match(text)
+    if match is None:
+        return ReplicaLine(logging.WARNING, text)
+    letter, pid, file, line, message = match.groups()
+    if escaped and len(message) >= 2 and message[0] == '"' and message[-1] == '"':
+        with contextlib.suppress(ValueError):  # not one escaped string: kept as it came
+            message = json.loads(message)
+    return ReplicaLine(_LEVELS[letter], str(message), int(pid), file, int(line))

@@ -25,6 +25,7 @@ import aiohttp
 from activator.errors import ActivationFailed
 from activator.scaler.local import replica_log
 from activator.scaler.runtime_control import RuntimeControl
+from thawserver.log_control import RELAYED, escapes_messages
 from thawwire.handoff_protocol import Surface, listening_url, surface_address
 
 __all__ = ["LocalProcess", "ReplicaProcess", "SpawnedChild"]
@@ -35,6 +36,20 @@ _replica_logger = logging.getLogger("thaw.replica")
 
 HANDOFF_FLAG = "--handoff-socket"
 _STDERR_LINES = 40
+
+
+def _relay(name: str, line: replica_log.ReplicaLine) -> None:
+    """A replica's line in `thaw up`'s log: a record keeps the replica's process id, file and
+    line, and passes as the replica's settings passed it (RELAYED); other text is a warning."""
+    if line.pid is None:
+        _replica_logger.log(line.level, "%s %s", name, line.message)
+        return
+    record = _replica_logger.makeRecord(
+        _replica_logger.name, line.level, line.file, line.line, "%s %s", (name, line.message), None
+    )
+    record.process = line.pid
+    record.__dict__[RELAYED] = True
+    _replica_logger.handle(record)
 
 
 class LocalProcess(Protocol):
@@ -153,12 +168,12 @@ class ReplicaProcess:
             self._listening.set_exception(self._died("exited before listening"))
 
     async def _read_stderr(self, stream: asyncio.StreamReader) -> None:
+        escaped = escapes_messages()  # the replica's environment is this process's
         while line := await stream.readline():
             text = line.decode(errors="replace").rstrip()
             self._stderr.append(text)
             if text:
-                level, message = replica_log.parse(text)
-                _replica_logger.log(level, "%s %s", self.name, message)
+                _relay(self.name, replica_log.parse(text, escaped=escaped))
 
     def stderr_tail(self, lines: int = 8) -> str:
         return " | ".join(list(self._stderr)[-lines:])

@@ -42,6 +42,7 @@ from runtime.python.stub.protocol import (
 )
 from runtime.python.stub.stub_host import StubHost
 from runtime.python.stub.wire import Channel, ChannelClosed, Message
+from thawserver.log_control import log_to_stderr
 
 logger = logging.getLogger("runtime.python.stub")
 
@@ -242,11 +243,7 @@ def main(argv: list[str]) -> int:
         print("usage: python -m runtime.python.stub.stub_main FD", file=sys.stderr)
         return 2
     leave_stopping_to_the_server()
-    logging.basicConfig(
-        level=os.environ.get("THAW_STUB_LOG_LEVEL", "INFO").upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    log_to_stderr(os.environ.get("THAW_STUB_LOG_LEVEL", "INFO").upper())
     exit_with_parent()
     sock = socket.socket(fileno=int(argv[1]))
     # The channel's fd is the stub's argument, not the model's: `unittest.main("model")` in a

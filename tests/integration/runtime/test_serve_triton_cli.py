@@ -81,7 +81,7 @@ def test_several_repositories_serve_every_model_and_a_duplicate_is_unavailable(
         assert client.is_server_ready()  # --strict-readiness=false: a failed model is fine
     # Where Python-based backends are found: one that does not exist holds none.
     assert "--backend-directory" not in server.logs()
-    assert " DEBUG " in server.logs()  # --log-verbose=1
+    assert "restore+digest" in server.logs()  # a verbose line: --log-verbose=1
 
 
 def test_strict_readiness_and_exit_on_error(tmp_path: Path, start_serve: StartServe) -> None:

@@ -1,5 +1,6 @@
-"""A replica's standard-error lines as records of `thaw up`'s log: severity and text from both
-of the replica's formats, anything else a warning as it is."""
+"""A replica's standard-error lines as records of `thaw up`'s log: severity, process id, file,
+line and message (unescaped) from both of tritonserver's record formats, anything else a
+warning as it is."""
 
 from __future__ import annotations
 
@@ -7,46 +8,48 @@ import logging
 
 import pytest
 
-from activator.scaler.local.replica_log import parse
+from activator.scaler.local.replica_log import ReplicaLine, parse
 
 
 @pytest.mark.parametrize(
-    ("line", "level", "text"),
+    ("text", "expected"),
     [
         (
-            "2026-12-02 10:00:00,123 INFO triton_python_backend_utils: hello from execute",
-            logging.INFO,
-            "triton_python_backend_utils: hello from execute",
+            'I1205 12:21:56.976943 5339 model.py:6] "hello from execute"',
+            ReplicaLine(logging.INFO, "hello from execute", 5339, "model.py", 6),
         ),
         (
-            "2026-12-02 10:00:00,123 WARNING runtime.models.manager: model=m slow load",
-            logging.WARNING,
-            "runtime.models.manager: model=m slow load",
+            'W1205 12:21:56.976943 7 manager.py:120] "model=m slow \\"load\\"\\nnext"',
+            ReplicaLine(logging.WARNING, 'model=m slow "load"\nnext', 7, "manager.py", 120),
         ),
         (
-            "2026-12-02 10:00:00,5 DEBUG a.b: x: y",
-            logging.DEBUG,
-            "a.b: x: y",
+            '2026-12-02T10:00:00Z I 4242 host.py:78] "hello from execute"',
+            ReplicaLine(logging.INFO, "hello from execute", 4242, "host.py", 78),
         ),
         (
-            "2026-12-02T10:00:00Z I 4242 host.py:78] hello from execute",
-            logging.INFO,
-            "host.py:78] hello from execute",
+            '2026-12-02T10:00:00Z E 7 x.py:1] "boom"',
+            ReplicaLine(logging.ERROR, "boom", 7, "x.py", 1),
         ),
-        ("2026-12-02T10:00:00Z E 7 x.py:1] boom", logging.ERROR, "x.py:1] boom"),
+        (
+            'E1205 12:21:56.976943 7 x.py:1] "not one string" "two"',
+            ReplicaLine(logging.ERROR, '"not one string" "two"', 7, "x.py", 1),
+        ),
         (
             "Traceback (most recent call last):",
-            logging.WARNING,
-            "Traceback (most recent call last):",
+            ReplicaLine(logging.WARNING, "Traceback (most recent call last):"),
         ),
         (
-            "2026-12-02 10:00:00 INFO no millis",
-            logging.WARNING,
-            "2026-12-02 10:00:00 INFO no millis",
+            "I1205 12:21:56 7 x.py:1] no micros",
+            ReplicaLine(logging.WARNING, "I1205 12:21:56 7 x.py:1] no micros"),
         ),
     ],
 )
-def test_each_line_keeps_its_severity_and_drops_the_replicas_own_stamp(
-    line: str, level: int, text: str
+def test_each_record_keeps_its_severity_source_and_message(
+    text: str, expected: ReplicaLine
 ) -> None:
-    assert parse(line) == (level, text)
+    assert parse(text) == expected
+
+
+def test_an_unescaped_replicas_message_is_kept_as_it_is() -> None:
+    line = parse('I1205 12:21:56.976943 7 x.py:1] "quoted"', escaped=False)
+    assert line.message == '"quoted"'

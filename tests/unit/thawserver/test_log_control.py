@@ -4,11 +4,20 @@ operator's file is the only one written."""
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import re
+import sys
 from pathlib import Path
 
-from thawserver.log_control import LogControl
+from thawserver.log_control import (
+    ESCAPE_ENV,
+    RELAYED,
+    LogControl,
+    TritonRecord,
+    escapes_messages,
+)
 from thawwire.log_settings import LogFormat, LogSettings
 
 
@@ -37,14 +46,74 @@ def test_settings_govern_what_reaches_the_operators_file(tmp_path: Path) -> None
     text = "\n".join(lines)
     for hidden in ("debug hidden", "info hidden", "warning hidden", "error hidden"):
         assert hidden not in text
-    assert [line.rsplit(": ", 1)[-1] for line in lines[:3]] == [
-        "info one", "debug shown", "warning shown"
-    ]  # fmt: skip
-    # Triton 2.51's ISO8601 record: time, severity letter, pid, file:line] "message", the
+    # tritonserver 2.51's default record: severity letter and UTC time to the microsecond,
+    # pid, file:line] "message"; a verbose line is an I record.
+    pid = os.getpid()
+    default = rf"[IWE]\d{{4}} \d\d:\d\d:\d\d\.\d{{6}} {pid} test_log_control\.py:\d+\] "
+    assert re.fullmatch(default.replace("[IWE]", "I") + '"info one"', lines[0]), lines[0]
+    assert re.fullmatch(default.replace("[IWE]", "I") + '"debug shown"', lines[1]), lines[1]
+    assert re.fullmatch(default.replace("[IWE]", "W") + '"warning shown"', lines[2]), lines[2]
+    # Its ISO8601 record: time to the second, severity letter, pid, file:line] "message", the
     # message quoted and escaped (one record, one line).
-    record = r'\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ I \d+ test_log_control\.py:\d+\] '
+    record = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ I \d+ test_log_control\.py:\d+\] "
     assert re.fullmatch(record + '"iso line"', lines[-2]), lines[-2]
     assert re.fullmatch(record + r'"two \\"quoted\\"\\nlines"', lines[-1]), lines[-1]
+    assert len(lines) == 5
+
+
+def _record(fmt: LogFormat, *, escaped: bool, exc: bool = False) -> str:
+    record = logging.LogRecord(
+        "x", logging.ERROR, "/a/b/src.py", 7, "bad\n\x1b[31m %s", ('q"',), None
+    )
+    record.created = 1_764_938_516.25  # 2025-12-05 12:41:56.25 UTC
+    record.process = 42
+    if exc:
+        try:
+            raise ValueError("inner")
+        except ValueError:
+            record.exc_info = sys.exc_info()
+    return TritonRecord(fmt, escaped=escaped).format(record)
+
+
+def test_records_are_tritons_in_both_formats_escaped_unless_turned_off() -> None:
+    escaped = r'"bad\n\u001b[31m q\""'
+    assert (
+        _record(LogFormat.DEFAULT, escaped=True) == f"E1205 12:41:56.250000 42 src.py:7] {escaped}"
+    )
+    assert (
+        _record(LogFormat.ISO8601, escaped=True) == f"2025-12-05T12:41:56Z E 42 src.py:7] {escaped}"
+    )
+    raw = _record(LogFormat.DEFAULT, escaped=False)
+    assert raw == 'E1205 12:41:56.250000 42 src.py:7] bad\n\x1b[31m q"'
+
+
+def test_a_traceback_is_part_of_the_escaped_message() -> None:
+    line = _record(LogFormat.DEFAULT, escaped=True, exc=True)
+    assert "\n" not in line
+    message = json.loads(line.split("] ", 1)[1])
+    assert message.startswith('bad\n\x1b[31m q"\nTraceback (most recent call last):')
+    assert message.endswith("ValueError: inner")
+    assert _record(LogFormat.DEFAULT, escaped=False, exc=True).endswith("\nValueError: inner")
+
+
+def test_tritons_switch_turns_escaping_off_only_at_0() -> None:
+    assert escapes_messages({})
+    assert not escapes_messages({ESCAPE_ENV: "0"})
+    for on in ("1", "false", "off", ""):  # tritonserver 2.51 escapes for each of these
+        assert escapes_messages({ESCAPE_ENV: on})
+
+
+def test_a_relayed_record_passes_as_it_came(tmp_path: Path) -> None:
+    log_file = tmp_path / "server.log"
+    control = LogControl(LogSettings(file=str(log_file), info=False))
+    control.install()
+    log = logging.getLogger("thaw.test")
+    log.info("own info hidden")
+    record = log.makeRecord("thaw.test", logging.INFO, "model.py", 3, "relayed", (), None)
+    record.__dict__[RELAYED] = True
+    log.handle(record)
+    lines = _lines(log_file)
+    assert len(lines) == 1 and lines[0].endswith('model.py:3] "relayed"'), lines
 
 
 def test_a_quieter_floor_holds_at_verbose_level_zero() -> None:
