@@ -34,6 +34,7 @@ module name (several import aiohttp or grpc); this `__init__` imports nothing, b
     settings_api          the logging and trace extensions' calls, REST and gRPC
     settings_flags        the logging and trace extensions' command-line flags, for both CLIs
     log_control           this process's logging, governed by the log settings
+    log_records           tritonserver's log records (default, ISO8601), escaped; stdlib only
     redaction             the server's own paths cut out of every error message
     restricted_protocols  Triton's restricted-API flags: grammar, categories, header
     restricted_routes     the one HTTP route guard of a restricted category (each server its error)

@@ -55,7 +55,8 @@ from thawserver.fd_limit import bounded_by_fd_limit
 from thawserver.flag_names import as_typed
 from thawserver.grpc_keepalive import keepalive_from
 from thawserver.grpc_tls import tls_from_args
-from thawserver.log_control import LogControl, log_to_stderr
+from thawserver.log_control import LogControl
+from thawserver.log_records import log_to_stderr
 from thawserver.metrics_config_flags import metrics_settings as metrics_flags
 from thawserver.repository_flags import localized, names_s3
 from thawserver.restricted_protocols import (

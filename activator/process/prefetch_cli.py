@@ -11,7 +11,7 @@ from pathlib import Path
 from activator.config import ScaleSettings
 from activator.errors import ConfigError
 from activator.fleet.repository import Repository
-from thawserver.log_control import log_to_stderr
+from thawserver.log_records import log_to_stderr
 from thawserver.ranges import out_of_range
 
 __all__ = ["register", "run"]

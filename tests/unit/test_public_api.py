@@ -117,6 +117,7 @@ _STUB_MODULES = {
     "runtime.python.pb_utils",
     "thawserver",
     "thawserver.fast_json",
+    "thawserver.log_records",
 }
 
 _STUB_IMPORT = textwrap.dedent(

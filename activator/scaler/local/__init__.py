@@ -3,6 +3,7 @@
     backend          the ScalerBackend that runs each replica as a local process
     replica_process  one local `thaw serve`: spawn or adopt, wait ready, load, stop
     replica_log      a replica's standard-error lines as records of thaw up's log (pure)
+    pipe_lines       a child's pipe read line by line for its life, an overlong line cut
     warm_pool        the pool of idle `thaw serve` processes, sized to demand
     shared_hosts     processes shared by `thaw.placement` shared models: place, evict, release
     pool_policy      how many idle processes to keep: pure, clock-injected

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from activator.errors import ActivationFailed
+from activator.scaler.local import pipe_lines
 from thawwire.pool_protocol import FrameDecoder, Op, PoolProtocolError, encode_frame
 
 __all__ = ["ForkServer", "ForkedChild"]
@@ -160,7 +161,7 @@ class ForkServer:
         self._stderr_task = loop.create_task(self._read_stderr(self.proc.stderr))
 
     async def _read_stderr(self, stream: asyncio.StreamReader) -> None:
-        while line := await stream.readline():
+        async for line in pipe_lines.lines(stream):
             self._stderr = [*self._stderr[-_STDERR_LINES:], line.decode(errors="replace").rstrip()]
 
     @property

@@ -23,9 +23,10 @@ from typing import Protocol
 import aiohttp
 
 from activator.errors import ActivationFailed
-from activator.scaler.local import replica_log
+from activator.scaler.local import pipe_lines, replica_log
 from activator.scaler.runtime_control import RuntimeControl
-from thawserver.log_control import RELAYED, escapes_messages
+from thawserver.log_control import RELAYED
+from thawserver.log_records import escapes_messages
 from thawwire.handoff_protocol import Surface, listening_url, surface_address
 
 __all__ = ["LocalProcess", "ReplicaProcess", "SpawnedChild"]
@@ -156,7 +157,7 @@ class ReplicaProcess:
 
     async def _read_stdout(self, stream: asyncio.StreamReader) -> None:
         # Keep reading for the process's life so a chatty child never blocks on a full pipe.
-        while line := await stream.readline():
+        async for line in pipe_lines.lines(stream):
             text = line.decode(errors="replace")
             surface = surface_address(text)
             if surface is not None and surface[0] is Surface.GRPC and not self._listening.done():
@@ -169,7 +170,7 @@ class ReplicaProcess:
 
     async def _read_stderr(self, stream: asyncio.StreamReader) -> None:
         escaped = escapes_messages()  # the replica's environment is this process's
-        while line := await stream.readline():
+        async for line in pipe_lines.lines(stream):
             text = line.decode(errors="replace").rstrip()
             self._stderr.append(text)
             if text:

@@ -42,7 +42,7 @@ from runtime.python.stub.protocol import (
 )
 from runtime.python.stub.stub_host import StubHost
 from runtime.python.stub.wire import Channel, ChannelClosed, Message
-from thawserver.log_control import log_to_stderr
+from thawserver.log_records import log_to_stderr
 
 logger = logging.getLogger("runtime.python.stub")
 

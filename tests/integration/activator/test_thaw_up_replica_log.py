@@ -75,3 +75,54 @@ def test_a_python_models_log_lines_reach_thaw_ups_log_under_its_settings(
     _infer(server)
     server.wait_for(lambda: len(_lines(log_file, "a warning line")) == 2, 30, "a 2nd warning")
     assert len(_lines(log_file, "an info line")) == 1  # info is off now, on the replica too
+
+
+_LOUD_MODEL = """
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()
+            pb_utils.Logger.log_warn("loud " + "x" * int(x[0]))
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", x)]))
+        return responses
+"""
+
+
+def test_a_log_line_over_the_pipes_limit_is_cut_and_the_replica_keeps_answering(
+    tmp_path: Path,
+) -> None:
+    """A replica's line longer than the reader's limit ended the relay (asyncio's readline
+    raised): the replica then blocked writing its log once the pipe was full, and every request
+    after timed out. It is cut now, and the lines after it arrive."""
+    repo = tmp_path / "repo"
+    (repo / "loud" / "1").mkdir(parents=True)
+    (repo / "loud" / "config.pbtxt").write_text(
+        'backend: "python"\n'
+        'input [ { name: "IN" data_type: TYPE_FP32 dims: [ 1 ] } ]\n'
+        'output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 1 ] } ]\n'
+    )
+    (repo / "loud" / "1" / "model.py").write_text(_LOUD_MODEL)
+    log_file = tmp_path / "up.log"
+    server = UpProcess(
+        repo, "--warm-pool", "1", "--preload-frameworks", "", "--no-image-build",
+        "--log-file", str(log_file),
+    )  # fmt: skip
+    try:
+        client = httpclient.InferenceServerClient(server.hostport, network_timeout=60)
+
+        def infer(size: int) -> None:
+            x = httpclient.InferInput("IN", [1], "FP32")
+            x.set_data_from_numpy(np.array([size], np.float32))
+            assert client.infer("loud", [x]).as_numpy("OUT").tolist() == [size]
+
+        infer(2_000_000)  # one line of 2 MB: over any reader's limit
+        for _ in range(30):  # 3 MB more: more than a pipe holds once nobody reads it
+            infer(100_000)
+        server.wait_for(lambda: len(_lines(log_file, "loud x")) == 31, 30, "31 log lines")
+        assert len(_lines(log_file, "[cut: the line was longer than the reader's limit]")) == 1
+    finally:
+        server.stop()

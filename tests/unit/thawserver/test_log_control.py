@@ -11,13 +11,8 @@ import re
 import sys
 from pathlib import Path
 
-from thawserver.log_control import (
-    ESCAPE_ENV,
-    RELAYED,
-    LogControl,
-    TritonRecord,
-    escapes_messages,
-)
+from thawserver.log_control import RELAYED, LogControl
+from thawserver.log_records import ESCAPE_ENV, TritonRecord, escapes_messages
 from thawwire.log_settings import LogFormat, LogSettings
 
 
@@ -72,7 +67,7 @@ def _record(fmt: LogFormat, *, escaped: bool, exc: bool = False) -> str:
             raise ValueError("inner")
         except ValueError:
             record.exc_info = sys.exc_info()
-    return TritonRecord(fmt, escaped=escaped).format(record)
+    return TritonRecord(iso8601=fmt is LogFormat.ISO8601, escaped=escaped).format(record)
 
 
 def test_records_are_tritons_in_both_formats_escaped_unless_turned_off() -> None:

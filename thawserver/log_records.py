@@ -1,0 +1,71 @@
+"""tritonserver 2.51's log records, as every Thaw process writes them (thawserver.log_control
+governs the server's; a Python model's stub and `thaw up`'s first lines use them as they are).
+
+    I1205 12:21:56.976943 5339 model.py:6] "init info"      (--log-format default)
+    2026-12-05T12:21:56Z I 5339 model.py:6] "init info"     (--log-format ISO8601)
+
+A one-letter severity (a verbose line is an I record), the time in UTC, the process id, the
+source file and line (a Python model's own `model.py:N` for its `pb_utils.Logger` lines), then
+the message, quoted, with its quotes, backslashes and control characters escaped, so that a
+record is one line and no text a client sent (a tensor name in an error) can forge a record of
+its own. `TRITON_SERVER_ESCAPE_LOG_MESSAGES=0` in the environment turns the escaping off, as it
+does for tritonserver. Standard library only: a stub's interpreter may hold nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Mapping
+
+__all__ = ["ESCAPE_ENV", "TritonRecord", "escapes_messages", "log_to_stderr"]
+
+# tritonserver's switch for the messages' escaping: "0" turns it off, anything else leaves it on.
+ESCAPE_ENV = "TRITON_SERVER_ESCAPE_LOG_MESSAGES"
+_LETTERS = {logging.DEBUG: "I", logging.INFO: "I", logging.WARNING: "W", logging.ERROR: "E"}
+
+
+def escapes_messages(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether records quote and escape their message (tritonserver's rule: unless the
+    environment sets TRITON_SERVER_ESCAPE_LOG_MESSAGES to "0")."""
+    return (os.environ if environ is None else environ).get(ESCAPE_ENV) != "0"
+
+
+class TritonRecord(logging.Formatter):
+    """tritonserver 2.51's log record, the default format or ISO8601's. A record's traceback
+    (Thaw's own, from `logger.exception`) is part of its message, escaped with it; unescaped, it
+    follows on lines of its own, as Triton's unescaped messages do."""
+
+    def __init__(self, *, iso8601: bool = False, escaped: bool = True) -> None:
+        super().__init__()
+        self.iso = iso8601
+        self.escaped = escaped
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        if record.exc_info:
+            message += "\n" + self.formatException(record.exc_info)
+        if record.stack_info:
+            message += "\n" + self.formatStack(record.stack_info)
+        if self.escaped:
+            message = json.dumps(message, ensure_ascii=False)
+        level = record.levelno
+        letter = _LETTERS.get(level) or ("E" if level > logging.ERROR else "I")
+        utc = time.gmtime(record.created)
+        if self.iso:
+            stamp = f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', utc)} {letter}"
+        else:
+            micros = int((record.created % 1) * 1_000_000)
+            stamp = f"{letter}{time.strftime('%m%d %H:%M:%S', utc)}.{micros:06d}"
+        return f"{stamp} {record.process} {record.filename}:{record.lineno}] {message}"
+
+
+def log_to_stderr(level: int | str) -> None:
+    """The root logger to standard error as Triton's default records, at `level`: a process
+    without log settings of its own (a stub; `thaw up` until its settings are read)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(TritonRecord(escaped=escapes_messages()))
+    logging.basicConfig(level=level, handlers=[handler])
