@@ -142,9 +142,8 @@ async def serve(
         for line in extra.lines:
             print(line, flush=True)
         print(listening_line(f"http://{config.host}:{port}"), flush=True)
-        logger.info(
-            "thaw up: %d models at http://%s:%d", len(repository.names()), config.host, port
-        )
+        logger.info("thaw up: %d models", len(repository.names()))
+        logger.info("Started HTTPService at %s:%d", config.host, port)  # tritonserver's words
         await stop.wait()
     finally:
         logger.info("thaw up: stopping (draining requests and replicas)")
@@ -207,7 +206,7 @@ async def _start_triton_ports(
             ports.lines.append(surface_line(Surface.GRPC, address))
             tls = config.grpc_tls
             logger.info(
-                "thaw up: gRPC on %s%s", address,
+                "Started GRPCInferenceService at %s%s", address,
                 "" if tls is None else " (TLS, client certificates required)" if tls.mutual
                 else " (TLS)",
             )  # fmt: skip
@@ -226,6 +225,7 @@ async def _start_triton_ports(
                 ) from exc
             bound = ports.metrics_listener.sockets[0].getsockname()[1]
             ports.lines.append(surface_line(Surface.METRICS, f"http://{config.host}:{bound}"))
+            logger.info("Started Metrics Service at %s:%d", config.host, bound)
     except BaseException:
         await ports.close(0)
         raise

@@ -71,7 +71,8 @@ class GrpcServer:
             raise ServingError(str(exc)) from exc
         await self._server.start()
         self.address = address
-        logger.info("gRPC listening on %s%s", self.address, _tls_words(self._tls))
+        # tritonserver's words: scripts wait for this line.
+        logger.info("Started GRPCInferenceService at %s%s", self.address, _tls_words(self._tls))
         return self.address
 
     async def stop(self, grace_s: float) -> None:

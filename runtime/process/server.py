@@ -107,6 +107,7 @@ async def serve_app(
                 )  # fmt: skip
                 listeners.append(listener)
                 announcements.append(surface_line(Surface.METRICS, url))
+                logger.info("Started Metrics Service at %s", url.split("//", 1)[1])
             http_url = None
             if config.allow_http:
                 listener, http_url = await _listen(
@@ -134,7 +135,8 @@ async def serve_app(
             print(line, flush=True)
         if http_url is not None:
             print(listening_line(http_url), flush=True)
-            logger.info("listening on %s", http_url)
+            # tritonserver's words (`HOST:PORT`): scripts wait for this line.
+            logger.info("Started HTTPService at %s", http_url.split("//", 1)[1])
         stopper = asyncio.create_task(stop.wait())
         failer = asyncio.create_task(state.failed.wait())
         await asyncio.wait({stopper, failer}, return_when=asyncio.FIRST_COMPLETED)

@@ -141,6 +141,11 @@ def test_the_metrics_port_serves_metrics_only(tmp_path: Path, start_serve: Start
         assert status == 200 and series in body.decode()
     status, body = _get(server.metrics_url + "/v2/health/ready")
     assert status == 404 and "error" in json.loads(body)
+    # tritonserver's start lines, which launch scripts wait for, with the bound addresses.
+    logs = server.logs()
+    assert f"Started HTTPService at {server.url.split('//')[1]}" in logs
+    assert f"Started GRPCInferenceService at {server.grpc_address}" in logs
+    assert f"Started Metrics Service at {server.metrics_url.split('//')[1]}" in logs
 
 
 def test_an_http_port_in_use_fails_the_start_in_one_line(tmp_path: Path) -> None:
