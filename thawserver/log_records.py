@@ -19,12 +19,15 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
-__all__ = ["ESCAPE_ENV", "TritonRecord", "escapes_messages", "log_to_stderr"]
+__all__ = ["ESCAPE_ENV", "TABLE", "TritonRecord", "escapes_messages", "log_to_stderr", "table"]
 
 # tritonserver's switch for the messages' escaping: "0" turns it off, anything else leaves it on.
 ESCAPE_ENV = "TRITON_SERVER_ESCAPE_LOG_MESSAGES"
+# A record's table (`logger.info("", extra={TABLE: table(...)})`): written after its heading
+# on lines of its own, as Triton's start-up tables are; its cells were escaped by `table`.
+TABLE = "thaw_table"
 _LETTERS = {logging.DEBUG: "I", logging.INFO: "I", logging.WARNING: "W", logging.ERROR: "E"}
 
 
@@ -50,8 +53,11 @@ class TritonRecord(logging.Formatter):
             message += "\n" + self.formatException(record.exc_info)
         if record.stack_info:
             message += "\n" + self.formatStack(record.stack_info)
-        if self.escaped:
+        if self.escaped and (message or not record.__dict__.get(TABLE)):
             message = json.dumps(message, ensure_ascii=False)
+        rows = record.__dict__.get(TABLE)
+        if rows:
+            message += "\n" + rows
         level = record.levelno
         letter = _LETTERS.get(level) or ("E" if level > logging.ERROR else "I")
         utc = time.gmtime(record.created)
@@ -69,3 +75,19 @@ def log_to_stderr(level: int | str) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(TritonRecord(escaped=escapes_messages()))
     logging.basicConfig(level=level, handlers=[handler])
+
+
+def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """Triton's table_printer layout: `+---+` borders around the header and the rows, each
+    column as wide as its widest cell. A cell's control characters, quotes and backslashes are
+    escaped, so a name (a model directory's) can neither break the table nor forge a record."""
+    cells = [[_cell(c) for c in header], *[[_cell(c) for c in row] for row in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    border = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
+    lines = [" | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
+    body = [f"| {line} |" for line in lines]
+    return "\n".join([border, body[0], border, *body[1:], border])
+
+
+def _cell(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)[1:-1]

@@ -24,6 +24,7 @@ from runtime.openai.handlers import add_routes as add_openai_routes
 from thawserver.connection_guard import ConnectionGuard
 from thawserver.json_response import json_response
 from thawserver.log_control import LogControl
+from thawserver.log_records import TABLE, table
 from thawserver.redaction import Redactor
 from thawserver.restricted_protocols import Category
 from thawserver.settings_api import LogTarget, SettingsApi
@@ -105,7 +106,8 @@ def add_metrics_routes(app: web.Application, h: V2Handlers) -> None:
 
 @web.middleware
 async def error_middleware(request: web.Request, handler: _Handler) -> web.StreamResponse:
-    """Every error leaves as `{"error": message}` with its status, aiohttp's own included (a
+    """Every request is a verbose record ("HTTP request: POST /v2/models/m/infer"); every error
+    leaves as `{"error": message}` with its status, aiohttp's own included (a
     model's own error, and a gRPC code its status cannot say, marked for the replica that
     reads it back: thawwire.error_marks);
     a request framed with a transfer coding other than `chunked` is refused first, with 501
@@ -114,6 +116,8 @@ async def error_middleware(request: web.Request, handler: _Handler) -> web.Strea
     refusal = coding_refusal(request)
     if refusal is not None:
         return refusal
+    if logger.isEnabledFor(logging.DEBUG):  # verbose: each request, as Triton's HTTP server
+        logger.debug("HTTP request: %s %s", request.method, request.path)
     try:
         return await handler(request)
     except ServingError as exc:
@@ -244,9 +248,9 @@ def build_app(
     if front_door is not None:
         # on_cleanup runs after cleanup_ctx (the manager's stop) and after the runner's drain.
         app.on_cleanup.append(lambda _: front_door.close())
-    start = manager.start
+    start = functools.partial(_start_and_list, manager)
     if config.exit_on_error:
-        start = functools.partial(_start_all_or_fail, manager)
+        start = functools.partial(_start_all_or_fail, manager, start)
     if config.exit_on_error is False:  # else runtime.process.cli refuses a missing repository
         start = functools.partial(_refusing_missing, config.repositories, start)
     app.cleanup_ctx.append(
@@ -268,10 +272,29 @@ async def _close(shared_memory: SystemSharedMemory) -> None:
     shared_memory.close()  # every region's descriptor
 
 
-async def _start_all_or_fail(manager: ModelService) -> None:
+async def _start_and_list(manager: ModelService) -> None:
+    """The manager's start, then tritonserver's table of the models it loaded (`| Model |
+    Version | Status |`, a failed one's status `UNAVAILABLE: <reason>`), which operators read
+    at a start. None when it loaded none: a `thaw up` replica, started empty in explicit mode."""
+    await manager.start()
+    rows = [
+        (row["name"], row.get("version", ""), _status(row))
+        for row in await manager.index()
+        if row.get("state")
+    ]
+    if rows:
+        logger.info("", extra={TABLE: table(("Model", "Version", "Status"), rows)})
+
+
+def _status(row: dict[str, Any]) -> str:
+    reason = row.get("reason")
+    return f"{row['state']}: {reason}" if reason and row["state"] != "READY" else row["state"]
+
+
+async def _start_all_or_fail(manager: ModelService, start: Callable[[], Awaitable[None]]) -> None:
     """tritonserver's `--exit-on-error=true`: a model that fails to load at start fails the
     start (the server then exits 1), with Triton's words and every model's reason."""
-    await manager.start()
+    await start()
     failed = [row for row in await manager.index() if row.get("state") == "UNAVAILABLE"]
     if failed:
         reasons = "; ".join(f"{row['name']}: {row.get('reason', '')}" for row in failed)

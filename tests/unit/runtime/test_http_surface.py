@@ -6,6 +6,7 @@ import asyncio
 import base64
 import gzip
 import json
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
@@ -359,3 +360,20 @@ async def test_metrics_are_prometheus_text(client: TestClient) -> None:
     assert response.status == 200
     assert response.headers["Content-Type"].startswith("text/plain")
     assert "nv_inference_request_success_total" in await response.text()
+
+
+async def test_verbose_records_each_request_and_each_refusal(
+    client: TestClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As Triton's HTTP server at `--log-verbose 1`: a record per request, and a refused one's
+    reason (its "Infer failed: ..."); nothing of either at the default level."""
+    body = {"inputs": [{"name": "NOPE\n", "datatype": "FP32", "shape": [1], "data": [1.0]}]}
+    with caplog.at_level(logging.INFO, logger="runtime.http.app"):
+        assert (await client.post("/v2/models/add_sub/infer", json=body)).status == 400
+    assert caplog.records == []
+    with caplog.at_level(logging.DEBUG, logger="runtime.http.app"):
+        assert (await client.post("/v2/models/add_sub/infer", json=body)).status == 400
+    messages = [(r.levelno, r.getMessage()) for r in caplog.records]
+    assert messages[0] == (logging.DEBUG, "HTTP request: POST /v2/models/add_sub/infer")
+    assert messages[1][0] == logging.DEBUG
+    assert messages[1][1].startswith("POST /v2/models/add_sub/infer -> 400: model 'add_sub'")

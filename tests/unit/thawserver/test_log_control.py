@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from thawserver.log_control import RELAYED, LogControl
-from thawserver.log_records import ESCAPE_ENV, TritonRecord, escapes_messages
+from thawserver.log_records import ESCAPE_ENV, TABLE, TritonRecord, escapes_messages, table
 from thawwire.log_settings import LogFormat, LogSettings
 
 
@@ -117,3 +117,20 @@ def test_a_quieter_floor_holds_at_verbose_level_zero() -> None:
     assert logging.getLogger().level == logging.WARNING
     control.apply(LogSettings(verbose_level=1))
     assert logging.getLogger().level == logging.DEBUG
+
+
+def test_a_table_record_is_tritons_table_printer_layout_with_its_cells_escaped() -> None:
+    rows = [("simple", "1", "READY"), ("bad\nI0205 00:00:00.000000 1 x.cc:1] forged", "1", "x|y")]
+    text = table(("Model", "Version", "Status"), rows)
+    lines = text.split("\n")
+    assert len(lines) == 6 and lines[0] == lines[2] == lines[5]
+    assert re.fullmatch(r"\+(-+\+){3}", lines[0])
+    assert lines[1].startswith("| Model ") and lines[3].startswith("| simple ")
+    assert "bad\\nI0205" in lines[4]  # one line: the name cannot forge a record
+    assert len({len(line) for line in lines}) == 1
+    record = logging.LogRecord("x", logging.INFO, "/a/app.py", 9, "", (), None)
+    record.created, record.process = 1_764_938_516.25, 42
+    record.__dict__[TABLE] = text
+    for escaped in (True, False):
+        formatted = TritonRecord(escaped=escaped).format(record)
+        assert formatted == "I1205 12:41:56.250000 42 app.py:9] \n" + text
