@@ -49,7 +49,7 @@ from runtime.models.manager import DECOUPLED_GRPC_INFER, DECOUPLED_INFER
 from runtime.models.service import StreamingModelService, server_live, server_ready
 from runtime.observe.tracing import RequestTracer, frontend_trace
 from thawserver.grpc_routes import parsed, service_handler
-from thawserver.grpc_status import error_status, grpc_status
+from thawserver.grpc_status import error_status
 from thawserver.redaction import Redactor
 from thawserver.settings_api import SettingsApi
 from thawserver.shm_api import grpc_shm_methods
@@ -80,11 +80,13 @@ Context = Any
 async def abort_with(context: Context, exc: ServingError, redact: Redactor | None = None) -> None:
     """End the call with the gRPC code of `exc`'s HTTP status and its message, without the
     server's directories or a traceback when `redact` is given (never returns)."""
-    if exc.status >= 500:
-        logger.warning("gRPC %s: %s", grpc_status(exc.status).name, exc.message)
+    code = error_status(exc.status, exc.grpc_code)
+    # A client's error is a verbose record (as the HTTP front's), a server's a warning.
+    level = logging.WARNING if exc.status >= 500 else logging.DEBUG
+    logger.log(level, "gRPC %s: %s", code.name, exc.message)
     message = redact(exc.message) if redact is not None else exc.message
     trailing = ((NOT_LOADED, exc.model),) if isinstance(exc, ModelNotLoaded) else ()
-    await context.abort(error_status(exc.status, exc.grpc_code), message, trailing)
+    await context.abort(code, message, trailing)
 
 
 def _answering(
