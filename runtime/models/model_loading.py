@@ -332,7 +332,8 @@ class ModelLoading:
             model.versions, model.override_dir = {}, None
             await self._retire(name, old, override)
             model.state, model.reason = ModelState.UNAVAILABLE, UNLOADED
-            logger.info("model=%s unloaded", name)
+            for version in sorted(old, key=int):  # tritonserver's words, a line per version
+                logger.info("model=%s successfully unloaded '%s' version %s", name, name, version)
 
     async def poll_forever(self) -> None:
         while True:

@@ -81,9 +81,9 @@ def test_log_settings_change_what_the_operators_file_gets(
     assert http.update_log_settings({"log_info": True})["log_info"] is True
     http.unload_model("second")
     text = log_file.read_text()
-    assert "model=second unloaded" in text
-    assert "model=first unloaded" not in text  # INFO was off
-    assert "model=second unloaded" not in server.logs()  # the file only, as Triton's --log-file
+    assert "successfully unloaded 'second' version 1" in text
+    assert "successfully unloaded 'first'" not in text  # INFO was off
+    assert "unloaded 'second'" not in server.logs()  # the file only, as Triton's --log-file
 
 
 def test_iso8601_lines_follow_a_format_change_at_once(
@@ -96,7 +96,9 @@ def test_iso8601_lines_follow_a_format_change_at_once(
     assert settings.settings["log_format"].string_param == "ISO8601"
     http.load_model("first")
     http.unload_model("first")
-    line = [x for x in (base / "server.log").read_text().splitlines() if "first unloaded" in x][-1]
+    line = [x for x in (base / "server.log").read_text().splitlines() if "unloaded 'first'" in x][
+        -1
+    ]
     stamp, severity = line.split(" ")[:2]
     assert stamp.endswith("Z") and "T" in stamp and severity == "I", line
 
