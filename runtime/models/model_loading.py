@@ -46,7 +46,7 @@ from thawwire.model_control import not_in_repository
 from tritonconfig import composing_models, cycle_error, ensemble_steps, is_ensemble
 from tritonconfig.schema import mc
 
-__all__ = ["ModelLoading"]
+__all__ = ["ModelLoading", "failed_to_load"]
 
 logger = logging.getLogger(__name__)
 
@@ -299,7 +299,7 @@ class ModelLoading:
             logger.info("model=%s load cancelled", model.name)
         else:
             reason = exc.message if isinstance(exc, ServingError) else repr(exc)
-            logger.warning("model=%s load failed: %s", model.name, reason)
+            logger.error("model=%s %s", model.name, failed_to_load(model.name, reason))
             self._metrics.record_load_failure(model.name)
         if model.versions:  # a failed reload leaves the old versions serving
             model.state = previous or ModelState.READY
@@ -361,6 +361,18 @@ class ModelLoading:
                     continue
                 logger.info("model=%s changed on disk, reloading", key)
             await self.load_quietly(key)
+
+
+def failed_to_load(name: str, reason: str) -> str:
+    """tritonserver's words for a failed load, `failed to load 'm' version 1: <why>`, where the
+    reason names the version as Thaw's do (`model 'm' version 1: <why>`); else `failed to
+    load 'm': <reason>`."""
+    prefix = f"model '{name}' version "
+    if reason.startswith(prefix):
+        version, sep, why = reason[len(prefix) :].partition(": ")
+        if sep and version.isdigit():
+            return f"failed to load '{name}' version {version}: {why}"
+    return f"failed to load '{name}': {reason}"
 
 
 def _is_model_dir(ns: Namespaces, key: ModelKey) -> bool:

@@ -7,9 +7,9 @@ from tests.conformance.qa_model_config_suite import grep_found
 from tests.fixtures.triton_qa_model_config_repos import version_dirs
 
 LOG = (
-    "2026-12-02 18:00:00,000 WARNING runtime.models.manager: model=p load failed: c: "
-    "default priority level must be in range [1, 3] for p\n"
-    "2026-12-02 18:00:00,001 INFO runtime.models.lifecycle: server ready\n"
+    "E1202 18:00:00.000000 7 model_loading.py:302] \"model=p failed to load 'p': c: "
+    "default priority level must be in range [1, 3] for p\"\n"
+    'I1202 18:00:00.000100 7 lifecycle.py:92] "server ready"\n'
 )
 
 
