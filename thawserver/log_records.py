@@ -53,9 +53,9 @@ class TritonRecord(logging.Formatter):
             message += "\n" + self.formatException(record.exc_info)
         if record.stack_info:
             message += "\n" + self.formatStack(record.stack_info)
-        if self.escaped and (message or not record.__dict__.get(TABLE)):
-            message = json.dumps(message, ensure_ascii=False)
         rows = record.__dict__.get(TABLE)
+        if self.escaped and (message or not rows):  # a table's empty heading stays empty
+            message = json.dumps(message, ensure_ascii=False)
         if rows:
             message += "\n" + rows
         level = record.levelno

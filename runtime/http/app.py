@@ -248,9 +248,7 @@ def build_app(
     if front_door is not None:
         # on_cleanup runs after cleanup_ctx (the manager's stop) and after the runner's drain.
         app.on_cleanup.append(lambda _: front_door.close())
-    start = functools.partial(_start_and_list, manager)
-    if config.exit_on_error:
-        start = functools.partial(_start_all_or_fail, manager, start)
+    start = functools.partial(_start_and_list, manager, all_or_fail=bool(config.exit_on_error))
     if config.exit_on_error is False:  # else runtime.process.cli refuses a missing repository
         start = functools.partial(_refusing_missing, config.repositories, start)
     app.cleanup_ctx.append(
@@ -272,33 +270,26 @@ async def _close(shared_memory: SystemSharedMemory) -> None:
     shared_memory.close()  # every region's descriptor
 
 
-async def _start_and_list(manager: ModelService) -> None:
+async def _start_and_list(manager: ModelService, *, all_or_fail: bool) -> None:
     """The manager's start, then tritonserver's table of the models it loaded (`| Model |
     Version | Status |`, a failed one's status `UNAVAILABLE: <reason>`), which operators read
-    at a start. None when it loaded none: a `thaw up` replica, started empty in explicit mode."""
+    at a start; none when it loaded none (a `thaw up` replica, started empty in explicit mode).
+    `all_or_fail`: tritonserver's `--exit-on-error=true`, a model that failed to load fails the
+    start (the server then exits 1), with Triton's words and every model's reason."""
     await manager.start()
-    rows = [
-        (row["name"], row.get("version", ""), _status(row))
-        for row in await manager.index()
-        if row.get("state")
-    ]
-    if rows:
+    index = [row for row in await manager.index() if row.get("state")]
+    if index:
+        rows = [(row["name"], row.get("version", ""), _status(row)) for row in index]
         logger.info("", extra={TABLE: table(("Model", "Version", "Status"), rows)})
+    failed = [row for row in index if row["state"] == "UNAVAILABLE"]
+    if all_or_fail and failed:
+        reasons = "; ".join(f"{row['name']}: {row.get('reason', '')}" for row in failed)
+        raise ServingError(f"failed to load all models: {reasons}")
 
 
 def _status(row: dict[str, Any]) -> str:
     reason = row.get("reason")
     return f"{row['state']}: {reason}" if reason and row["state"] != "READY" else row["state"]
-
-
-async def _start_all_or_fail(manager: ModelService, start: Callable[[], Awaitable[None]]) -> None:
-    """tritonserver's `--exit-on-error=true`: a model that fails to load at start fails the
-    start (the server then exits 1), with Triton's words and every model's reason."""
-    await start()
-    failed = [row for row in await manager.index() if row.get("state") == "UNAVAILABLE"]
-    if failed:
-        reasons = "; ".join(f"{row['name']}: {row.get('reason', '')}" for row in failed)
-        raise ServingError(f"failed to load all models: {reasons}")
 
 
 async def _refusing_missing(
