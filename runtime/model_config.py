@@ -23,6 +23,7 @@ __all__ = [
     "default_model_filename",
     "fill_defaults",
     "parse_config",
+    "run_repository_agents",
     "select_versions",
     "validate_config",
 ]
@@ -49,3 +50,4 @@ config_from_json = _raising_repository_error(tritonconfig.config_from_json)
 select_versions = _raising_repository_error(tritonconfig.select_versions)
 complete_config = _raising_repository_error(tritonconfig.complete_config)
 validate_config = _raising_repository_error(tritonconfig.validate_config)
+run_repository_agents = _raising_repository_error(tritonconfig.run_repository_agents)

@@ -17,6 +17,7 @@ caller maps into its own error tree.
     onnx_io_check         a config's inputs and outputs against the ONNX model's, Triton's words
     platform              the `platform`/`backend` pair and the model file name
     python_based          Triton's Python-based backends (`--backend-directory`): their model.py
+    repository_agents     a config's `model_repository_agents`: Triton's checksum agent
     validate              refuse the configs Triton refuses
     ensemble              an ensemble's steps and data flow, checked Triton's way
     sequence              a stateful model's `sequence_batching`: controls, idle timeout
@@ -55,6 +56,7 @@ from tritonconfig.onnx_io_check import graph_mismatch, io_mismatch, is_scalar_di
 from tritonconfig.parse import config_from_json, parse_config
 from tritonconfig.platform import PLATFORM_BACKENDS, default_model_filename, normalize_platform
 from tritonconfig.render import config_to_json
+from tritonconfig.repository_agents import run_repository_agents
 from tritonconfig.schema import mc
 from tritonconfig.sequence import (
     SEQUENCE_IDLE_DEFAULT_US,
@@ -114,6 +116,7 @@ __all__ = [
     "normalize_platform",
     "parse_compile_settings",
     "parse_config",
+    "run_repository_agents",
     "same_but_instances",
     "same_but_versions",
     "select_versions",

@@ -34,8 +34,8 @@ from activator.process.kube_cli import kubernetes_config, placement
 from activator.process.local_cli import local_config
 from activator.process.repository_cli import (
     check_startup_models,
+    load_refusals,
     models_loaded_at_start,
-    onnx_graph_refusals,
     refuse_remote_on_kubernetes,
     repository_settings,
     start_refusal,
@@ -279,7 +279,7 @@ def _run(args: argparse.Namespace, repositories: LocalizedRepositories) -> int:
         loaded = models_loaded_at_start(
             config.load_models, explicit=config.model_control, servable=repository.names()
         )
-        unavailable.update(onnx_graph_refusals(repository, loaded))
+        unavailable.update(load_refusals(repository, loaded))
     refusal = start_refusal(
         unavailable, exit_on_error=config.exit_on_error,
         explicit=config.model_control, load_models=config.load_models,

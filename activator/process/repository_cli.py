@@ -25,14 +25,14 @@ from thawserver.repository_flags import (
     strict_model_config_warnings,
 )
 from thawwire.model_control import ModelControlMode
-from tritonconfig import graph_mismatch
+from tritonconfig import ModelConfigError, graph_mismatch, run_repository_agents
 
 __all__ = [
     "add_repository_arguments",
     "check_startup_models",
+    "load_refusals",
     "models_loaded_at_start",
     "models_to_wake",
-    "onnx_graph_refusals",
     "refuse_remote_on_kubernetes",
     "repository_settings",
     "start_refusal",
@@ -198,10 +198,11 @@ def start_refusal(
     """Why `--exit-on-error=true` (tritonserver's default, given) refuses the start, in
     `thaw serve`'s words (each model and its reason), or None. A model counts when the start
     would load it: every model, or in explicit mode those `--load-model` names (`*`: all).
-    `unavailable` is what the repository's read judged, with an ONNX model's config against
-    its graph (`onnx_graph_refusals`); a python model's own `auto_complete_config` is run at
-    start by a replica (activator.process.serving); what else only a replica's load checks is
-    refused at the model's first wake: a model at zero is not loaded at start."""
+    `unavailable` is what the repository's read judged, with its repository agents and an
+    ONNX model's config against its graph (`load_refusals`); a python model's own
+    `auto_complete_config` is run at start by a replica (activator.process.serving); what else
+    only a replica's load checks is refused at the model's first wake: a model at zero is not
+    loaded at start."""
     if exit_on_error is not True:
         return None
     if explicit and ALL_MODELS not in load_models:
@@ -212,14 +213,21 @@ def start_refusal(
     return f"failed to load all models: {reasons}"
 
 
-def onnx_graph_refusals(repository: Any, names: Sequence[str]) -> dict[str, str]:
-    """With `--exit-on-error=true`: each ONNX model of `names` whose config its graph refutes
-    (input count and names, shapes: what its replica's session load would refuse, in Triton's
-    words), by name. Reads each served version's file whole: only for a start that asked to
-    be refused on any error, as tritonserver loads (and so checks) every model at its start."""
+def load_refusals(repository: Any, names: Sequence[str]) -> dict[str, str]:
+    """With `--exit-on-error=true`: each model of `names` whose replica's load would refuse
+    what its files hold, by name, in Triton's words: a repository agent of its config failing
+    (the checksum agent: a file's MD5, tritonconfig.repository_agents), or an ONNX model whose
+    config its graph refutes (input count and names, shapes). Reads those files whole: only
+    for a start that asked to be refused on any error, as tritonserver loads (and so checks)
+    every model at its start."""
     refused = {}
     for name in names:
         entry = repository.get(name)
+        try:
+            run_repository_agents(entry.config, entry.directory)
+        except ModelConfigError as exc:
+            refused[name] = exc.message
+            continue
         if entry.config.backend != "onnxruntime":
             continue
         problem = graph_mismatch(

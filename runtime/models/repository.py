@@ -14,6 +14,7 @@ from runtime.model_config import (
     config_from_json,
     default_model_filename,
     parse_config,
+    run_repository_agents,
     select_versions,
 )
 from runtime.models.repository_file import read_regular_file
@@ -173,7 +174,9 @@ def read_model(
     config_name: str = "",
     default_max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
 ) -> ModelSpec:
-    """Read, normalise, auto-complete and validate one model; RepositoryError says what is wrong.
+    """Read, normalise, auto-complete and validate one model, after its config's repository
+    agents ran (tritonconfig.repository_agents: the checksum agent hashes the files it names);
+    RepositoryError says what is wrong.
 
     `backend_directory` (tritonserver's `--backend-directory`): where a config's backend that
     Thaw does not have is looked up as a Python-based backend (`NAME/model.py`); such a model
@@ -197,6 +200,8 @@ def read_model(
         config = parse_config(_read_config_text(config_path), source)
     else:
         config = mc.ModelConfig()
+    # Before the config is completed, as Triton runs them at its poll: the checksum agent.
+    run_repository_agents(config, model_dir)
     # Triton judges the config (in messages naming the model as the config does) before it
     # compares the name with the directory's.
     declared = config.name

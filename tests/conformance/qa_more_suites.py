@@ -50,6 +50,11 @@ Repositories: tests/fixtures/triton_qa_more_repos.py.
                         backend) is a Python model sleeping `execute_delay_ms`.
                         test_policy_reject fails on purpose: Triton 2.51 counts a failed
                         ensemble request twice in its failure counter (docs/triton-qa-parity.md)
+    L0_repoagent_checksum  test.sh's two starts: identity_int32, whose config's checksum agent
+                        names a wrong MD5 for `1/libtriton_identity.so`, refuses the start
+                        (the log has "'identity_int32': Mismatched MD5 hash for file ..."); with
+                        the file's MD5 written in, identity_test.py over HTTP and gRPC. Triton's
+                        C++ `identity` backend is a Python model, its library a stand-in file
 """
 
 from __future__ import annotations
@@ -63,6 +68,7 @@ from tests.fixtures.triton_qa_more_repos import (
     build_cancellation_grpc_repo,
     build_cancellation_scheduler_repo,
     build_cancellation_state_repo,
+    build_checksum_repo,
     build_client_timeout_repo,
     build_model_queue_repo,
     build_nan_inf_repo,
@@ -194,6 +200,22 @@ MORE_SUITES = (
         {f"models_{t}": partial(build_model_queue_repo, test=t) for t in MODEL_QUEUE_BATCHING},
         tuple(
             Run(f"model_queue_test.ModelQueueTest.{t}", f"models_{t}") for t in MODEL_QUEUE_BATCHING
+        ),
+    ),
+    Suite(
+        "L0_repoagent_checksum",
+        ("identity_test.py",),
+        {"models": build_checksum_repo, "models_fixed": partial(build_checksum_repo, fixed=True)},
+        (
+            Run(
+                "identity_int32 with a wrong MD5 refused",
+                "models",
+                refusal="'identity_int32': Mismatched MD5 hash for file 1/libtriton_identity.so",
+            ),
+            *(
+                Run("identity_test", "models_fixed", label=p, script_args=("-i", p, "-v"))
+                for p in ("http", "grpc")
+            ),
         ),
     ),
 )
