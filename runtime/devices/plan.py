@@ -29,7 +29,7 @@ once per distinct restore device.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from tritonconfig import tensorrt_parameters
@@ -89,7 +89,8 @@ class Capabilities:
 @dataclass(frozen=True)
 class Placement:
     """One instance: its group and index, the kind and device it runs on, where its image is
-    restored, and the fallback that moved it, if any."""
+    restored, the fallback that moved it, if any, and whether its group is `passive` (loaded
+    and initialized, never given a request: Triton's passive instances)."""
 
     group: str
     index: int
@@ -97,6 +98,7 @@ class Placement:
     device_id: int
     restore_device: str  # "cpu" | "cuda:N"
     fallback: Fallback | None = None
+    passive: bool = False
 
     @property
     def device(self) -> str:
@@ -133,10 +135,11 @@ def plan_devices(config: mc.ModelConfig, caps: Capabilities) -> DevicePlan:
             # Triton's rule: `count` instances on EACH of the group's GPUs; the index counts
             # through the group (instance names `<group>_<n>`).
             gpus = [gpu for gpu in (list(group.gpus) or [0]) for _ in range(group.count)]
-            placements += [_gpu(config, group.name, i, gpu, caps) for i, gpu in enumerate(gpus)]
-            continue
-        kind = mc.ModelInstanceGroup.Kind.Name(group.kind)  # KIND_CPU, or a python KIND_MODEL
-        placements += [Placement(group.name, i, kind, 0, "cpu") for i in range(group.count)]
+            mine = [_gpu(config, group.name, i, gpu, caps) for i, gpu in enumerate(gpus)]
+        else:
+            kind = mc.ModelInstanceGroup.Kind.Name(group.kind)  # KIND_CPU, or python KIND_MODEL
+            mine = [Placement(group.name, i, kind, 0, "cpu") for i in range(group.count)]
+        placements += [replace(p, passive=True) for p in mine] if group.passive else mine
     return DevicePlan(tuple(placements))
 
 

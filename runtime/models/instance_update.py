@@ -24,6 +24,7 @@ from runtime.models.version_reuse import reusable_versions, same_but_instances, 
 from runtime.scheduling.instance_worker import Instance
 from runtime.scheduling.scheduler import Scheduler
 from runtime.scheduling.sequence_scheduler import SequenceScheduler
+from tritonconfig.schema import mc
 
 __all__ = ["StaleUpdate", "apply_updates", "finish_update", "prepare_update", "updatable_versions"]
 
@@ -36,13 +37,16 @@ _RETIRE_TIMEOUT_S = 30.0
 def updatable_versions(model: ModelEntry, spec: ModelSpec) -> list[LoadedVersion]:
     """The versions up whose instances a reload updates in place: the same versions, their
     files unchanged, the config changed in its instance groups only, each run by a Scheduler,
-    or a SequenceScheduler with no live sequence (an ensemble, or a sequence batcher holding
-    sequences, reloads whole). Else none."""
+    or a SequenceScheduler with no live sequence (an ensemble, a sequence batcher holding
+    sequences, or a model with a passive instance group before or after, reloads whole).
+    Else none."""
     if not model.versions or model.override_dir is not None:
         return []
     before = model.served_config
     if same_but_versions(before, spec.config) or not same_but_instances(before, spec.config):
         return []
+    if _has_passive(before) or _has_passive(spec.config):
+        return []  # the schedulers hold the active instances only: a whole load places them
     reuse = reusable_versions(
         before=model.served_fingerprint, after=spec.fingerprint, loaded=model.versions,
         selected=spec.versions, same_config=True,
@@ -57,6 +61,10 @@ def updatable_versions(model: ModelEntry, spec: ModelSpec) -> list[LoadedVersion
         if not scheduler.can_update_instances():
             return []
     return ups
+
+
+def _has_passive(config: mc.ModelConfig | None) -> bool:
+    return config is not None and any(g.passive for g in config.instance_group)
 
 
 def prepare_update(

@@ -259,6 +259,11 @@ class VersionLoader:
         samples = warmup_samples(config, spec.model_dir)  # a bad sample fails before loading
         labels = read_output_labels(config, spec.model_dir)  # as does a missing label file
         plan = self._plan(spec.name, config)
+        if plan.placements and all(p.passive for p in plan.placements):
+            raise RepositoryError(
+                "every instance group is passive (`passive: true`): no instance would take its "
+                "requests"
+            )
         images = (
             self._restorer.restore(spec, version, plan.restore_devices)
             if self._restorer is not None
@@ -285,10 +290,13 @@ class VersionLoader:
         restored = bool(images) and all(instance.used_image for instance in instances)
         stats = self._book.open(spec.name, str(version))
         signature = ModelSignature.from_config(config, labels=labels)
+        # A passive instance is loaded (and warmed up) but the scheduler never gives it work.
+        active = [i for i, p in enumerate(plan.placements) if not p.passive]
         needs = _needs(config, plan.placements)
         scheduler = self._scheduler(
-            spec.name, str(version), config, signature, instances, stats, needs
-        )
+            spec.name, str(version), config, signature, [instances[i] for i in active], stats,
+            [needs[i] for i in active],
+        )  # fmt: skip
         seconds = time.perf_counter() - started
         # Where the weights came from (host tier, node cache, store): the first device's image.
         source = next(iter(images.values())).source if restored else "files"

@@ -55,6 +55,10 @@ Repositories: tests/fixtures/triton_qa_more_repos.py.
                         (the log has "'identity_int32': Mismatched MD5 hash for file ..."); with
                         the file's MD5 written in, identity_test.py over HTTP and gRPC. Triton's
                         C++ `identity` backend is a Python model, its library a stand-in file
+    L0_passive_instance passive_instance_test.py: a model with a KIND_CPU group and a passive
+                        KIND_GPU group; Triton's C++ `distributed_addsub` backend is a Python
+                        add/sub whose GPU instance fails any request (test.sh's grep that the
+                        passive instance executed nothing). Left out: its perf_analyzer run
 """
 
 from __future__ import annotations
@@ -75,6 +79,7 @@ from tests.fixtures.triton_qa_more_repos import (
     build_optional_input_repo,
     build_output_name_repo,
     build_output_validation_repo,
+    build_passive_repo,
     build_scalar_refused_repo,
     build_scalar_repo,
     build_simple_ensemble_repo,
@@ -217,5 +222,11 @@ MORE_SUITES = (
                 for p in ("http", "grpc")
             ),
         ),
+    ),
+    Suite(
+        "L0_passive_instance",
+        ("passive_instance_test.py",),
+        {"models": build_passive_repo},
+        (Run("passive_instance_test", "models", ("--exit-timeout-secs=120",)),),
     ),
 )

@@ -144,3 +144,19 @@ def test_onnxruntime_gpus_are_counted_without_torch(monkeypatch: pytest.MonkeyPa
     inventory = device_inventory.LocalInventory()
     assert inventory.capabilities(onnxruntime=True, tensorrt=False).cuda_devices == 2
     assert inventory.capabilities(onnxruntime=False, tensorrt=False).cuda_devices == 0
+
+
+def test_a_passive_groups_instances_are_placed_and_marked_passive() -> None:
+    config = _config(
+        "onnxruntime",
+        '{ name: "a" kind: KIND_CPU count: 1 }, '
+        '{ name: "p" kind: KIND_CPU count: 2 passive: true }, '
+        '{ name: "g" kind: KIND_GPU count: 1 gpus: [ 1 ] passive: true }',
+    )
+    plan = plan_devices(config, TWO_GPUS_ORT_GPU)
+    assert [(p.group, p.index, p.kind, p.passive) for p in plan.placements] == [
+        ("a", 0, "KIND_CPU", False),
+        ("p", 0, "KIND_CPU", True),
+        ("p", 1, "KIND_CPU", True),
+        ("g", 0, "KIND_GPU", True),
+    ]
