@@ -119,7 +119,8 @@ conformance: install
 		$(PY) -m tests.conformance.triton_l0_data_compression --server serve --server up; dc=$$?; \
 		$(PY) -m tests.conformance.triton_l0_socket; sock=$$?; \
 		$(PY) -m tests.conformance.triton_l0_config_json; cj=$$?; \
-		exit $$((http | qa | shm | uhttp | uqa | ushm | oa | ex | s3 | pa | tls | dc | sock | cj))'
+		$(PY) -m tests.conformance.triton_l0_cmdline_trace; ct=$$?; \
+		exit $$((http | qa | shm | uhttp | uqa | ushm | oa | ex | s3 | pa | tls | dc | sock | cj | ct))'
 
 # The container images with podman (docs/image.md): deploy/image/build.sh installs podman, runc
 # and debootstrap when missing (root, Debian), makes the Debian base image when missing, and

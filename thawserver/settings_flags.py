@@ -18,8 +18,19 @@ __all__ = [
     "add_log_output_flags",
     "add_trace_flags",
     "log_settings",
+    "trace_flag_warnings",
     "trace_setting",
 ]
+
+# What tritonserver 2.51 prints on stderr for each deprecated trace flag given, before its log
+# starts (src/command_line_parser.cc), by flag -> its `--trace-config` spelling.
+_DEPRECATED_TRACE_FLAGS = {
+    "file": "triton,file=<filepath>",
+    "level": "level=<OFF|TIMESTAMPS|TENSORS>",
+    "rate": "rate=<rate value>",
+    "count": "count=<count value>",
+    "log-frequency": "triton,log-frequency=<log frequency value>",
+}
 
 
 def add_log_flags(g: argparse._ArgumentGroup) -> None:
@@ -55,6 +66,24 @@ def add_trace_flags(g: argparse._ArgumentGroup) -> None:
     for name in ("rate", "count", "log-frequency"):
         g.add_argument(f"--trace-{name}", type=int, default=None, metavar="N",
                        help=f"deprecated: --trace-config {name}=N")  # fmt: skip
+
+
+def trace_flag_warnings(args: argparse.Namespace) -> list[str]:
+    """tritonserver's warning for each deprecated trace flag given (`--trace-level` once per
+    occurrence), in its words (qa/L0_cmdline_trace counts them)."""
+    given = {
+        "file": int(args.trace_file is not None),
+        "level": len(args.trace_level),
+        "rate": int(args.trace_rate is not None),
+        "count": int(args.trace_count is not None),
+        "log-frequency": int(args.trace_log_frequency is not None),
+    }
+    return [
+        f"Warning: '--trace-{flag}' has been deprecated and will be removed in future releases. "
+        f"Please use '--trace-config {spelling} instead."
+        for flag, spelling in _DEPRECATED_TRACE_FLAGS.items()
+        for _ in range(given[flag])
+    ]
 
 
 def trace_setting(args: argparse.Namespace) -> TraceSetting:

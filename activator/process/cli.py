@@ -68,6 +68,7 @@ from thawserver.s3_repository.errors import RepositorySourceError
 from thawserver.s3_repository.localize import LocalizedRepositories
 from thawserver.settings_flags import (
     log_settings,
+    trace_flag_warnings,
     trace_setting,
 )
 from thawserver.tool_call_flags import replica_environment
@@ -233,7 +234,7 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, repositories: LocalizedRepositories) -> int:
     from activator.fleet.repository import Repository
 
-    for warning in start_warnings(args):
+    for warning in start_warnings(args) + trace_flag_warnings(args):
         print(warning, file=sys.stderr)  # as tritonserver, before its log starts
     try:
         config = build_config(args)

@@ -441,4 +441,7 @@ def _executed(
 ) -> None:
     trace.executed(version, times.activities())
     trace.tensors("TENSOR_QUEUE_INPUT", request.inputs)
+    if request.requested_outputs:  # a backend's response holds the requested outputs only
+        wanted = {output.name for output in request.requested_outputs}
+        outputs = [tensor for tensor in outputs if tensor.name in wanted]
     trace.tensors("TENSOR_BACKEND_OUTPUT", outputs)

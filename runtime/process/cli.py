@@ -37,7 +37,7 @@ from thawserver.repository_flags import (
 from thawserver.reuse_port_flags import check_reuse_port
 from thawserver.s3_repository.errors import RepositorySourceError
 from thawserver.s3_repository.localize import LocalizedRepositories
-from thawserver.settings_flags import log_settings, trace_setting
+from thawserver.settings_flags import log_settings, trace_flag_warnings, trace_setting
 from thawwire.internal_calls import InternalCalls, read_token
 
 if TYPE_CHECKING:
@@ -213,7 +213,7 @@ def run(args: argparse.Namespace) -> int:
     """Entry point of `thaw serve`; returns the process exit status."""
     for warning in strict_model_config_warnings(
         args.strict_model_config, disable_auto_complete=args.disable_auto_complete_config
-    ):
+    ) + trace_flag_warnings(args):
         print(warning, file=sys.stderr)  # as tritonserver, before its log starts
     if names_s3(args):
         try:

@@ -224,6 +224,11 @@ class BatchExecutor:
         self, done: list[Outcome], start: int, end: int, measured: tuple[int, int, int]
     ) -> None:
         input_ns, _, output_ns = measured
+        # The phases are measured where the model runs (a stub: another process, its own
+        # reads of the clock) and may sum past this side's [start, end]: kept in order, as
+        # Triton's records always are (trace_summary.py refuses an end before its start).
+        input_end = min(start + input_ns, end)
+        output_start = min(max(end - output_ns, input_end), end)
         finished = time.perf_counter_ns()
         assert self._trace is not None
         for item, result in done:
@@ -231,8 +236,8 @@ class BatchExecutor:
                 received_ns=item.received_ns,
                 enqueued_ns=item.enqueued_ns,
                 compute_start_ns=start,
-                input_end_ns=start + input_ns,
-                output_start_ns=end - output_ns,
+                input_end_ns=input_end,
+                output_start_ns=output_start,
                 compute_end_ns=end,
                 request_end_ns=finished,
             )

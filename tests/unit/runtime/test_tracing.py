@@ -4,12 +4,17 @@ a replaced setting's records written, Triton's JSON per trace."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import numpy as np
 
-from runtime.inference import InferRequest, InferTensor
+from runtime.backends.base import ExecTimings
+from runtime.inference import InferRequest, InferResponse, InferTensor, RequestedOutput
+from runtime.observe.stats import ModelStats
 from runtime.observe.tracing import UNSAMPLED, RequestTimes, RequestTracer
+from runtime.scheduling.batch_execution import BatchExecutor, QueuedRequest
+from runtime.scheduling.inline_policy import InlinePolicy
 from thawwire.trace_settings import TraceSetting, TraceSettings, parse_trace_update
 
 TIMES = RequestTimes(1, 2, 3, 4, 5, 6, 7)
@@ -164,3 +169,55 @@ def test_the_tensors_level_records_each_tensors_values_as_triton_writes_them(
         {"name": "I", "data": "-3", "shape": "1", "dtype": "INT64"},
     ]
     assert {(e["id"], e["activity"]) for e in entries} == {(trace.id, "TENSOR_QUEUE_INPUT")}
+
+
+class _SlowPhasesBackend:
+    """A backend (a stub's report) whose input and output phases sum past the execution this
+    side timed: they come from another process's clock reads."""
+
+    gil_bound = False
+    used_image = False
+
+    def __init__(self) -> None:
+        self.timings = ExecTimings(compute_input_ns=10**12, compute_output_ns=10**12)
+
+    def execute(self, requests: list[InferRequest]) -> list[InferResponse]:
+        return [
+            InferResponse("m", "1", [InferTensor("OUTPUT0", "INT32", (1,), np.array([1]))])
+            for r in requests
+        ]
+
+
+def test_compute_phases_are_recorded_in_order_whatever_the_backend_reports(
+    tmp_path: Path,
+) -> None:
+    """trace_summary.py (qa/L0_cmdline_trace) refuses a COMPUTE_OUTPUT_START before its
+    COMPUTE_INPUT_END: a stub's phases, summing past the server's own marks, are clamped."""
+    file = tmp_path / "t.json"
+    tracer = _tracer(file)
+    executor = BatchExecutor("m", ModelStats(), InlinePolicy(0), tracer.version("m", "1"))
+    request = InferRequest("m", "1", [], id="r")
+    now = time.perf_counter_ns()
+    executor.run(_SlowPhasesBackend(), [QueuedRequest(request, None, 1, now, now)], inline=True)  # type: ignore[arg-type]
+    tracer.close()
+    stamps = {
+        t["name"]: t["ns"] for e in json.loads(file.read_text()) for t in e.get("timestamps", [])
+    }
+    phases = ("COMPUTE_START", "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START", "COMPUTE_END")
+    assert [stamps[p] for p in phases] == sorted(stamps[p] for p in phases)
+
+
+def test_a_requests_backend_outputs_are_those_it_requested(tmp_path: Path) -> None:
+    """An ensemble step asks for the outputs its `output_map` names; Triton's backend answers
+    those only, and TENSOR_BACKEND_OUTPUT records them (qa/L0_cmdline_trace counts 14)."""
+    file = tmp_path / "t.json"
+    tracer = _tracer(file, level=frozenset({"TENSORS"}))
+    outputs = [
+        InferTensor(name, "INT32", (1,), np.array([1], np.int32)) for name in ("OUT0", "OUT1")
+    ]
+    one = InferRequest("m", "1", [], id="one", requested_outputs=[RequestedOutput("OUT1")])
+    tracer.record("m", "1", one, TIMES, outputs)
+    tracer.record("m", "1", InferRequest("m", "1", [], id="all"), TIMES, outputs)
+    tracer.close()
+    names = [e["tensor"]["name"] for e in json.loads(file.read_text())]
+    assert names == ["OUT1", "OUT0", "OUT1"]
