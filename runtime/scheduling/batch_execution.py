@@ -183,7 +183,7 @@ class BatchExecutor:
             item, result = batch[0], results[0]
             done = [(item, result)]
             outcome = (
-                not isinstance(result, ServingError),
+                _succeeded(result),
                 item.batch_size,
                 start - item.enqueued_ns,
                 end - item.received_ns,
@@ -210,7 +210,7 @@ class BatchExecutor:
             done = [(item, result) for item, result in done if not item.filler]
         outcomes = [
             (
-                not isinstance(result, ServingError),
+                _succeeded(result),
                 item.batch_size,
                 start - item.enqueued_ns,
                 end - item.received_ns,
@@ -243,3 +243,11 @@ class BatchExecutor:
             )
             outputs = result.outputs if isinstance(result, InferResponse) else []
             self._trace.executed(item.request, times, outputs)
+
+
+def _succeeded(result: InferResponse | ServingError) -> bool:
+    """Whether the statistics count the request a success: answered, or answered with an error
+    response the model made itself (`from_model`: a Python model's `InferenceResponse(error=...)`,
+    which Triton 2.51's python backend reports as a successful request, inference counted; an
+    execute that raised, or a refusal, is a failure)."""
+    return not isinstance(result, ServingError) or result.from_model
