@@ -27,7 +27,7 @@ class LoadContext:
     version_dir: Path
     model_dir: Path
     config: mc.ModelConfig
-    instance_kind: str  # "KIND_CPU" | "KIND_GPU"
+    instance_kind: str  # "KIND_CPU" | "KIND_GPU" (| "KIND_MODEL" for a python model)
     device_id: int
     image: SnapshotImage | None = None  # the restored snapshot image, when there is one
     instance_name: str = ""  # Triton's `<group>_<index>`, e.g. "add_sub_0_0"

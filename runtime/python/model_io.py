@@ -118,7 +118,8 @@ def model_args(ctx: LoadContext) -> dict[str, str]:
     """The `args` dict Triton passes to `initialize` (every key and value a string)."""
     return {
         "model_config": json.dumps(config_to_json(ctx.config)),
-        "model_instance_kind": "GPU" if ctx.instance_kind == "KIND_GPU" else "CPU",
+        # KIND_CPU / KIND_GPU / a python KIND_MODEL: CPU / GPU / MODEL, as Triton's args
+        "model_instance_kind": ctx.instance_kind.removeprefix("KIND_"),
         "model_instance_name": ctx.instance_name or f"{ctx.model_name}_0_0",
         "model_instance_device_id": str(ctx.device_id),
         "model_repository": str(ctx.model_dir),

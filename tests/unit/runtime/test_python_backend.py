@@ -11,12 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from runtime.backends.base import LoadContext
 from runtime.config import ModelControlMode, ServeConfig
 from runtime.errors import InvalidInput, ServingError
 from runtime.inference import InferRequest, InferTensor, RequestedOutput
 from runtime.models.manager import ModelManager
 from runtime.observe.metrics import Metrics
+from runtime.python.model_io import model_args
 from tests.fixtures.models import make_add_sub, make_execute_error, write_config
+from tritonconfig.schema import mc
 
 
 def python_model(repo: Path, name: str, config: str, source: str) -> Path:
@@ -278,3 +281,18 @@ async def test_model_files_using_dataclasses_and_pickle_work(tmp_path: Path) -> 
     finally:
         await manager.stop()
     assert not [m for m in sys.modules if m.startswith("_thaw_python_model_")]
+
+
+@pytest.mark.parametrize(
+    ("kind", "word"), [("KIND_CPU", "CPU"), ("KIND_GPU", "GPU"), ("KIND_MODEL", "MODEL")]
+)
+def test_the_instance_kind_arg_is_tritons_word_for_the_group_kind(
+    tmp_path: Path, kind: str, word: str
+) -> None:
+    """`args["model_instance_kind"]`: a KIND_MODEL group's instance reads MODEL (checked on
+    Triton 2.51), not CPU."""
+    ctx = LoadContext(
+        model_name="m", version="1", version_dir=tmp_path / "1", model_dir=tmp_path,
+        config=mc.ModelConfig(name="m"), instance_kind=kind, device_id=0,
+    )  # fmt: skip
+    assert model_args(ctx)["model_instance_kind"] == word
