@@ -8,6 +8,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from runtime.models.load_errors import index_reason
 from runtime.models.namespaces import ModelKey
 from runtime.models.version_loader import LoadedVersion
 from runtime.models.version_reuse import Fingerprint
@@ -85,6 +86,6 @@ def index_rows(name: str, model: ModelEntry | None) -> list[dict[str, Any]]:
         else:
             row["state"] = model.state.value
             if model.reason:
-                row["reason"] = model.reason
+                row["reason"] = index_reason(name, model.reason)
         rows.append(row)
     return rows

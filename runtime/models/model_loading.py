@@ -24,6 +24,7 @@ from runtime.models.instance_update import (
     prepare_update,
     updatable_versions,
 )
+from runtime.models.load_errors import failed_to_load
 from runtime.models.load_files import write_load_files
 from runtime.models.model_entry import UNLOADED, ModelEntry, ModelState
 from runtime.models.namespaces import ModelKey, NamespacedRunner, Namespaces, ScopedSteps
@@ -46,7 +47,7 @@ from thawwire.model_control import not_in_repository
 from tritonconfig import composing_models, cycle_error, ensemble_steps, is_ensemble
 from tritonconfig.schema import mc
 
-__all__ = ["ModelLoading", "failed_to_load"]
+__all__ = ["ModelLoading"]
 
 logger = logging.getLogger(__name__)
 
@@ -361,18 +362,6 @@ class ModelLoading:
                     continue
                 logger.info("model=%s changed on disk, reloading", key)
             await self.load_quietly(key)
-
-
-def failed_to_load(name: str, reason: str) -> str:
-    """tritonserver's words for a failed load, `failed to load 'm' version 1: <why>`, where the
-    reason names the version as Thaw's do (`model 'm' version 1: <why>`); else `failed to
-    load 'm': <reason>`."""
-    prefix = f"model '{name}' version "
-    if reason.startswith(prefix):
-        version, sep, why = reason[len(prefix) :].partition(": ")
-        if sep and version.isdigit():
-            return f"failed to load '{name}' version {version}: {why}"
-    return f"failed to load '{name}': {reason}"
 
 
 def _is_model_dir(ns: Namespaces, key: ModelKey) -> bool:

@@ -197,7 +197,8 @@ class ModelRunner:
                         self._run(result)
         except BaseException as exc:  # a model calling sys.exit() must not stop the server
             forget_model_module(module)
-            raise ModelError(f"initialize() failed: {_describe(exc)}") from exc
+            # Triton's words (observed on 2.51): its status word, the error, where it was raised.
+            raise ModelError(f"Internal: {_with_trace(exc)}") from exc
         if not hasattr(model, "execute"):
             forget_model_module(module)
             raise ModelError(f"Python model {self.model_file} does not implement `execute` method.")

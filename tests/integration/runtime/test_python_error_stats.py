@@ -46,3 +46,40 @@ def test_an_error_response_is_an_answered_request_and_a_raise_a_failure(
         'nv_inference_request_failure{model="execute_error",reason="BACKEND",version="1"} 1'
         in metrics
     )
+
+
+_FAILING_INIT_PY = """\
+class TritonPythonModel:
+    def initialize(self, args):
+        open("/nonexistent/thaw-init-input")
+
+    def execute(self, requests):
+        return []
+"""
+
+
+def test_a_failed_initialize_reads_as_tritons(
+    start_serve: Callable[..., ServeProcess], tmp_path: Path
+) -> None:
+    """A Python model whose `initialize` raises: the load answer, the index reason and the log
+    in Triton 2.51's words (checked side by side), with the line that raised."""
+    model = make_execute_error(tmp_path, "failing_init")
+    (model / "1" / "model.py").write_text(_FAILING_INIT_PY)
+    server = start_serve(tmp_path, "--model-control-mode=explicit")
+    why = (
+        "Internal: FileNotFoundError: [Errno 2] No such file or directory: "
+        "'/nonexistent/thaw-init-input'\n\nAt:\n  "
+    )
+    with httpclient.InferenceServerClient(server.hostport) as client:
+        with pytest.raises(InferenceServerException) as refused:
+            client.load_model("failing_init")
+        assert (
+            f"load failed for model 'failing_init': version 1 is at UNAVAILABLE state: {why}"
+            in str(refused.value)
+        )
+        assert "model.py(3): initialize\n;\n" in str(refused.value)
+        (row,) = client.get_model_repository_index()
+    assert row["reason"].startswith(why) and row["reason"].endswith("(3): initialize\n")
+    assert "failed to load 'failing_init' version 1: Internal: FileNotFoundError" in (
+        server.log_path.read_text()
+    )
