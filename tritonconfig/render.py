@@ -1,5 +1,6 @@
 """A ModelConfig as Triton's `/config` JSON: proto field names, every field, int64 as numbers,
-keys in the .proto's declaration order."""
+a float of integral value as an integer (`fp32_false_true: [0, 1]`, as protobuf's C++ JSON
+writes it), keys in the .proto's declaration order."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from tritonconfig.schema import mc
 
 __all__ = ["config_to_json"]
 
+_FLOAT_TYPES = frozenset(
+    {descriptor.FieldDescriptor.TYPE_FLOAT, descriptor.FieldDescriptor.TYPE_DOUBLE}
+)
 _INT64_TYPES = frozenset(
     {
         descriptor.FieldDescriptor.TYPE_INT64,
@@ -32,7 +36,7 @@ def config_to_json(config: mc.ModelConfig) -> dict[str, Any]:
     data = json_format.MessageToDict(
         config, always_print_fields_with_no_presence=True, preserving_proto_field_name=True
     )
-    _int64_to_numbers(config.DESCRIPTOR, data)
+    _numbers_as_tritons(config.DESCRIPTOR, data)
     return _in_field_order(config.DESCRIPTOR, data)
 
 
@@ -66,14 +70,19 @@ def _in_field_order(desc: descriptor.Descriptor, data: dict[str, Any]) -> dict[s
     return ordered
 
 
-def _int64_to_numbers(desc: descriptor.Descriptor, data: dict[str, Any]) -> None:
-    """MessageToDict writes int64 as strings (proto3 JSON); Triton writes numbers."""
+def _numbers_as_tritons(desc: descriptor.Descriptor, data: dict[str, Any]) -> None:
+    """MessageToDict writes int64 as strings (proto3 JSON), Triton numbers; and a float of
+    integral value as `1.0`, Triton (protobuf's C++ writer) as `1`."""
     for field in desc.fields:
         if field.name not in data:
             continue
         value = data[field.name]
         if field.type in _INT64_TYPES:
             data[field.name] = [int(v) for v in value] if isinstance(value, list) else int(value)
+        elif field.type in _FLOAT_TYPES:
+            data[field.name] = (
+                [_integral(v) for v in value] if isinstance(value, list) else _integral(value)
+            )
         elif field.type == descriptor.FieldDescriptor.TYPE_MESSAGE:
             sub = field.message_type
             if sub is None:
@@ -82,16 +91,21 @@ def _int64_to_numbers(desc: descriptor.Descriptor, data: dict[str, Any]) -> None
                 _map_int64_to_numbers(sub, value)
             elif isinstance(value, list):
                 for item in value:
-                    _int64_to_numbers(sub, item)
+                    _numbers_as_tritons(sub, item)
             elif isinstance(value, dict):
-                _int64_to_numbers(sub, value)
+                _numbers_as_tritons(sub, value)
+
+
+def _integral(value: Any) -> Any:
+    """A float of integral value as an int (NaN and the infinities, strings here, stay)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def _map_int64_to_numbers(entry: descriptor.Descriptor, value: dict[str, Any]) -> None:
     value_field = entry.fields_by_name["value"]
     if value_field.message_type is not None:
         for item in value.values():
-            _int64_to_numbers(value_field.message_type, item)
+            _numbers_as_tritons(value_field.message_type, item)
     elif value_field.type in _INT64_TYPES:
         for key in list(value):
             value[key] = int(value[key])

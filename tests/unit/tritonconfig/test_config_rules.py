@@ -83,6 +83,18 @@ def test_json_writes_a_map_of_queue_policies_in_field_order_with_uint64_numbers(
     assert '"default_priority_level":4294967295' in compact
 
 
+def test_json_writes_an_integral_float_as_an_integer_as_tritons() -> None:
+    """protobuf's C++ JSON writer (Triton's `/config`, and a Python model's args) writes a
+    float of integral value without a point: `fp32_false_true: [0, 1]`, checked on 2.51."""
+    config = parse_config(
+        'name: "s"\nsequence_batching { control_input [ { name: "START" control [ { kind: '
+        "CONTROL_SEQUENCE_START fp32_false_true: [ 0, 1.5 ] } ] } ] }",
+        "config.pbtxt",
+    )
+    [control] = config_to_json(config)["sequence_batching"]["control_input"][0]["control"]
+    assert json.dumps(control["fp32_false_true"]) == "[0, 1.5]"
+
+
 def test_json_leaves_out_an_ensemble_field_triton_2_51_does_not_have() -> None:
     # Triton 2.51's /config of an ensemble has no `max_inflight_requests` (observed side by
     # side; tritonclient's newer .proto has it); a value set is written.
