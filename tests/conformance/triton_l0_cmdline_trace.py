@@ -26,15 +26,10 @@ Exit status: test.sh's (0 when it says "Test Passed").
 
 from __future__ import annotations
 
-import argparse
-import os
-import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-from tests.conformance.qa_checkout import git_show
+from tests.conformance.qa_test_sh import run_test_sh
 from tests.conformance.triton_qa import apply_edits
 from tests.fixtures.triton_qa_gen import copy_models
 from tests.fixtures.triton_qa_suite_repos import Mirror
@@ -79,7 +74,7 @@ exit $RET
 # (file, text, replacement): what differs from Triton's run, each a stand-in named above.
 EDITS: tuple[tuple[str, str, str], ...] = (
     ("test.sh", "SERVER=/opt/tritonserver/bin/tritonserver", "SERVER=$THAW_SERVER_SHIM"),
-    # Its `#!/usr/bin/python` is not on every machine: run by this Python (`PATH` below).
+    # Its `#!/usr/bin/python` is not on every machine: run by this Python (first on PATH).
     (
         "test.sh",
         "TRACE_SUMMARY=../common/trace_summary.py",
@@ -123,64 +118,14 @@ def _datadir(mirror: Mirror, work: Path) -> Path:
     return data
 
 
-def _shim(work: Path) -> Path:
-    shim = work / "tritonserver"
-    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m thaw.cli serve "$@"\n')
-    shim.chmod(0o755)
-    return shim
+def _prepare_run(mirror: Mirror, work: Path) -> tuple[Path, dict[str, str]]:
+    return _prepare(mirror, work), {"THAW_DATADIR": str(_datadir(mirror, work))}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    parser.add_argument("--mirror", type=Path, default=os.environ.get("TRITON_SERVER_MIRROR", ""))
-    parser.add_argument("--ref", default="v2.51.0")
-    parser.add_argument(
-        "--keep", type=Path, help="copy the suite's directory (logs, trace files) here after"
+    return run_test_sh(
+        "L0_cmdline_trace", _prepare_run, argv, timeout_s=TIMEOUT_S, doc=__doc__ or ""
     )
-    args = parser.parse_args(argv)
-    if str(args.mirror) in ("", ".") or git_show(args.mirror, args.ref, f"{SUITE}/test.sh") is None:
-        print(f"skipped: no Triton server mirror with {SUITE} at {args.ref} (--mirror or "
-              "$TRITON_SERVER_MIRROR)", file=sys.stderr)  # fmt: skip
-        return 0
-
-    def read(path: str) -> bytes:
-        content = git_show(args.mirror, args.ref, path)
-        if content is None:
-            raise SystemExit(f"{args.ref}:{path} is not in {args.mirror}")
-        return content
-
-    mirror = Mirror(read)
-    with tempfile.TemporaryDirectory(prefix="thaw-l0-cmdline-trace-") as tmp:
-        work = Path(tmp)
-        suite = _prepare(mirror, work)
-        env = {
-            **os.environ,
-            "THAW_SERVER_SHIM": str(_shim(work)),
-            "THAW_DATADIR": str(_datadir(mirror, work)),
-            "PYTHONPATH": os.pathsep.join(
-                filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")])
-            ),
-            # test.sh's `python3` (its client, trace_summary.py): this one, with tritonclient
-            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]),
-        }
-        proc = subprocess.run(
-            ["bash", "test.sh", args.ref.lstrip("v")], cwd=suite, env=env, capture_output=True,
-            text=True, timeout=TIMEOUT_S, check=False,
-        )  # fmt: skip
-        if args.keep is not None:
-            shutil.copytree(suite, args.keep, dirs_exist_ok=True)
-    output = proc.stdout + proc.stderr
-    failures = [
-        line for line in output.splitlines() if line.startswith("*** ") or "expects" in line
-    ]
-    for line in failures:
-        print(line)
-    passed = proc.returncode == 0 and "Test Passed" in output
-    print(f"L0_cmdline_trace on thaw serve: {'passed' if passed else 'FAILED'} (test.sh exit "
-          f"{proc.returncode})")  # fmt: skip
-    if not passed:
-        print("\n".join(output.splitlines()[-60:]))
-    return 0 if passed else 1
 
 
 if __name__ == "__main__":

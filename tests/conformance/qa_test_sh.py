@@ -1,0 +1,93 @@
+"""Running one of Triton's QA test.sh scripts itself, with bash, against `thaw serve`
+(tests.conformance.triton_l0_config_json, triton_l0_cmdline_trace).
+
+    run_test_sh(suite, prepare, argv, timeout_s=...)  -> exit status (0: "Test Passed")
+
+`prepare(mirror, work)` lays the suite out under `work/qa/<name>` (its files from the mirror,
+edited: tests.conformance.triton_qa.apply_edits) and returns its directory and what test.sh's
+environment adds (`THAW_DATADIR`, ...); test.sh runs there with `THAW_SERVER_SHIM`, a two-line
+`tritonserver` that runs `thaw serve` with the flags test.sh gives, this Python first on PATH
+(test.sh's `python3`: its clients need tritonclient) and this checkout on PYTHONPATH. Without a
+server mirror holding the suite, the run says so and passes. `--keep DIR` copies the suite's
+directory (its logs and outputs) there after the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.conformance.qa_checkout import git_show
+from tests.fixtures.triton_qa_suite_repos import Mirror
+
+__all__ = ["Prepare", "run_test_sh", "shim"]
+
+# (mirror, work directory) -> (the suite's directory, what test.sh's environment adds)
+Prepare = Callable[[Mirror, Path], tuple[Path, dict[str, str]]]
+
+
+def shim(work: Path) -> Path:
+    """A `tritonserver` that runs `thaw serve` with the flags it is given."""
+    path = work / "tritonserver"
+    path.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m thaw.cli serve "$@"\n')
+    path.chmod(0o755)
+    return path
+
+
+def run_test_sh(
+    suite: str, prepare: Prepare, argv: list[str] | None, *, timeout_s: float, doc: str = ""
+) -> int:
+    """Run qa/`suite`'s test.sh as the module docstring says; print its failures and verdict."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
+    parser.add_argument("--mirror", type=Path, default=os.environ.get("TRITON_SERVER_MIRROR", ""))
+    parser.add_argument("--ref", default="v2.51.0")
+    parser.add_argument(
+        "--keep", type=Path, help="copy the suite's directory (its logs, outputs) here after"
+    )
+    args = parser.parse_args(argv)
+    test_sh = f"qa/{suite}/test.sh"
+    if str(args.mirror) in ("", ".") or git_show(args.mirror, args.ref, test_sh) is None:
+        print(f"skipped: no Triton server mirror with qa/{suite} at {args.ref} (--mirror or "
+              "$TRITON_SERVER_MIRROR)", file=sys.stderr)  # fmt: skip
+        return 0
+
+    def read(path: str) -> bytes:
+        content = git_show(args.mirror, args.ref, path)
+        if content is None:
+            raise SystemExit(f"{args.ref}:{path} is not in {args.mirror}")
+        return content
+
+    with tempfile.TemporaryDirectory(prefix=f"thaw-{suite.lower()}-") as tmp:
+        work = Path(tmp)
+        directory, extra = prepare(Mirror(read), work)
+        env = {
+            **os.environ,
+            **extra,
+            "THAW_SERVER_SHIM": str(shim(work)),
+            "PYTHONPATH": os.pathsep.join(
+                filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")])
+            ),
+            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]),
+        }
+        proc = subprocess.run(
+            ["bash", "test.sh", args.ref.lstrip("v")], cwd=directory, env=env,
+            capture_output=True, text=True, timeout=timeout_s, check=False,
+        )  # fmt: skip
+        if args.keep is not None:
+            shutil.copytree(directory, args.keep, dirs_exist_ok=True)
+    output = proc.stdout + proc.stderr
+    for line in output.splitlines():
+        if line.startswith("*** ") or " expects " in line:
+            print(line)
+    passed = proc.returncode == 0 and "Test Passed" in output
+    print(f"{suite} on thaw serve: {'passed' if passed else 'FAILED'} (test.sh exit "
+          f"{proc.returncode})")  # fmt: skip
+    if not passed:
+        print("\n".join(output.splitlines()[-60:]))
+    return 0 if passed else 1
