@@ -56,6 +56,12 @@ def add_repository_arguments(p: argparse.ArgumentParser) -> None:
         "of them are served as one index; a model name in two repositories is unavailable, "
         "as on thaw serve). --scaler local only",
     )  # fmt: skip
+    # As on `thaw serve` (runtime.process.triton_flags.IGNORED_FLAGS): where Triton finds its
+    # repository agents' libraries.
+    g.add_argument(
+        "--repoagent-directory", default=None, metavar="DIR",
+        help="accepted without effect: thaw's repository agents are built in (checksum)",
+    )  # fmt: skip
     g.add_argument(
         "--strict-readiness", type=triton_bool, default=True, metavar="BOOL",
         help="/v2/health/ready (and gRPC ServerReady) answer ready only once the start is "

@@ -98,6 +98,7 @@ IGNORED_FLAGS: dict[str, str] = {
     "metrics-interval-ms": "thaw computes metrics when scraped",
     "grpc-infer-allocation-pool-size": "thaw's gRPC server keeps no pool of call states",
     "cache-directory": "thaw's response cache is built in",
+    "repoagent-directory": "thaw's repository agents are built in (checksum)",
 }
 
 # Thaw's durations (thawserver.limit_flags) by the tritonserver-style spelling `thaw serve` had

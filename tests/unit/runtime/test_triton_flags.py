@@ -118,7 +118,7 @@ def test_log_flags_lower_the_level() -> None:
 
 @pytest.mark.parametrize(
     "flag",
-    ["--vertex-ai-port=1", "--host-policy=gpu_0,numa-node=0", "--repoagent-directory=x",
+    ["--vertex-ai-port=1", "--host-policy=gpu_0,numa-node=0", "--model-load-gpu-limit=0:0.5",
      "--allow-sagemaker=true", "--enable-peer-access=false"],
 )  # fmt: skip
 def test_an_unsupported_tritonserver_flag_is_refused_by_name(
