@@ -127,7 +127,14 @@ class Overloaded(ActivatorError):
 
 
 class ActivationFailed(ActivatorError):
+    """`refusal`: a replica's own answer to the model's load, when that is why (its model
+    files refused, in tritonserver's words); a repository load call answers with it."""
+
     status = 503
+
+    def __init__(self, message: str, *, refusal: str = "") -> None:
+        super().__init__(message)
+        self.refusal = refusal
 
     def headers(self) -> dict[str, str]:
         return {"Retry-After": "1"}

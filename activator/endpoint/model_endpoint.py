@@ -384,10 +384,12 @@ class ModelEndpoint:
         for listener in self._ready_listeners:
             listener(replica)
 
-    def _start_failed(self, message: str) -> None:
+    def _start_failed(self, message: str, refusal: str) -> None:
         if self._replicas.ready_count == 0 and self._replicas.starting == 0:
             self._cold.abandon(message)
-            error = ActivationFailed(f"model '{self._name}' could not be activated: {message}")
+            error = ActivationFailed(
+                f"model '{self._name}' could not be activated: {message}", refusal=refusal
+            )
             self._admission.fail_held(error)
 
     def _start_withdrawn(self) -> None:

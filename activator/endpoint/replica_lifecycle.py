@@ -21,7 +21,7 @@ from activator.endpoint.breaker import Breaker
 from activator.endpoint.replica import Replica
 from activator.endpoint.replica_stats import ModelStatistics
 from activator.endpoint.shared_limit import SharedLimits
-from activator.errors import ActivationFailed, StartWithdrawn
+from activator.errors import ActivationFailed, RuntimeRefused, StartWithdrawn
 from activator.observe.metrics import Metrics
 from activator.scaler.backend import NodeWait, ReplicaHandle, ScalerBackend
 
@@ -59,7 +59,7 @@ class ReplicaSet:
         drain_timeout_s: float,
         clock: Callable[[], float],
         on_ready: Callable[[Replica, bool], None],
-        on_start_failed: Callable[[str], None],
+        on_start_failed: Callable[[str, str], None],
         on_lost: Callable[[Replica], None],
         on_start_withdrawn: Callable[[], None] = lambda: None,
         shared_limits: SharedLimits | None = None,
@@ -76,7 +76,8 @@ class ReplicaSet:
         self._drain_timeout_s = drain_timeout_s
         self._clock = clock
         self._on_ready = on_ready  # (replica, first ready of the model)
-        self._on_start_failed = on_start_failed  # (message), after last_error is set
+        # (message, the replica's refusal of the model's load or ""), after last_error is set
+        self._on_start_failed = on_start_failed
         self._on_lost = on_lost  # a replica died and is gone
         self._on_start_withdrawn = on_start_withdrawn  # a start ended with nothing, no failure
         # A replica shared with other models (`handle.host`) takes slots of the host's limit too.
@@ -162,7 +163,9 @@ class ReplicaSet:
             return
         except ActivationFailed as exc:
             self._starting -= 1
-            self._start_failed(_named_limit(exc.message, self._clock() - began, self._settings))
+            message = _named_limit(exc.message, self._clock() - began, self._settings)
+            # A runtime that read the model and refused its load: its own words, kept.
+            self._start_failed(message, exc.reason if isinstance(exc, RuntimeRefused) else "")
             return
         except Exception as exc:  # a backend bug must still fail the waiters, not hang them
             logger.exception("model=%s replica start crashed", self._model)
@@ -199,12 +202,12 @@ class ReplicaSet:
             self._spawn(self._retire(replica, timeout_s=self._drain_timeout_s))
         self._on_ready(replica, first)
 
-    def _start_failed(self, message: str) -> None:
+    def _start_failed(self, message: str, refusal: str = "") -> None:
         self._metrics.replica_starts.labels(self._model, "failed").inc()
         logger.warning("model=%s replica start failed: %s", self._model, message)
         self.last_error = message
         self._retry_needs_request = True
-        self._on_start_failed(message)
+        self._on_start_failed(message, refusal)
 
     def _start_withdrawn(self, message: str) -> None:
         self._metrics.replica_starts.labels(self._model, "withdrawn").inc()

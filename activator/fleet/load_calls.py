@@ -37,7 +37,7 @@ import aiohttp
 
 from activator.endpoint.model_endpoint import ModelEndpoint
 from activator.endpoint.replica import Replica
-from activator.errors import ActivationFailed, ActivatorError, UnknownModel
+from activator.errors import ActivationFailed, ActivatorError, BadRequest, UnknownModel
 from activator.fleet.load_state import LoadStates
 from activator.fleet.reload import Reloader
 from activator.fleet.repository import Repository, ambiguous_steps
@@ -57,6 +57,10 @@ __all__ = ["DOWN", "LOADED", "NAMED", "LoadCalls", "LoadedModel"]
 LOADED = "loaded"
 NAMED = "named"
 DOWN = "down"
+
+# A replica's answers to a load that read the model's files and refused them (runtime.models.
+# load_errors): a load call answers them as they are.
+_LOAD_REFUSALS = ("load failed for model", "failed to load")
 
 logger = logging.getLogger(__name__)
 
@@ -108,8 +112,12 @@ class LoadCalls:
         fails (then unavailable with why, as a Triton model whose load failed)."""
         try:
             await self._reloader.load(name, override)
-        except ActivationFailed:
+        except ActivationFailed as exc:
             await self._loaded_by_name(name)
+            if exc.refusal.startswith(_LOAD_REFUSALS):
+                # A replica read the model and refused it: its answer, as tritonserver's (a
+                # 400: `load failed for model 'm': version 1 is at UNAVAILABLE state: ...`).
+                raise BadRequest(exc.refusal) from None
             raise
         await self._loaded_by_name(name)
 
