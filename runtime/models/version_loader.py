@@ -261,8 +261,8 @@ class VersionLoader:
         plan = self._plan(spec.name, config)
         if plan.placements and all(p.passive for p in plan.placements):
             raise RepositoryError(
-                "every instance group is passive (`passive: true`): no instance would take its "
-                "requests"
+                f"model '{spec.name}' version {version}: every instance group is passive "
+                "(`passive: true`): no instance would take its requests"
             )
         images = (
             self._restorer.restore(spec, version, plan.restore_devices)
