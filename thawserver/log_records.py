@@ -79,15 +79,32 @@ def log_to_stderr(level: int | str) -> None:
 
 def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     """Triton's table_printer layout: `+---+` borders around the header and the rows, each
-    column as wide as its widest cell. A cell's control characters, quotes and backslashes are
-    escaped, so a name (a model directory's) can neither break the table nor forge a record."""
-    cells = [[_cell(c) for c in header], *[[_cell(c) for c in row] for row in rows]]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    column as wide as its widest cell. As Triton's, a cell is written as it is (quotes and all:
+    qa/L0_rate_limiter greps a reason's `"resource1"` in the model table) and a cell of several
+    lines goes on over lines of its own, the other columns blank there, so every line of the
+    table starts with `|` or `+` and none can pass for a record; other control characters are
+    escaped."""
+    grid = [list(header), *[list(row) for row in rows]]
+    split = [[_cell(c).rstrip("\n").split("\n") for c in row] for row in grid]
+    widths = [max(len(line) for row in split for line in row[i]) for i in range(len(header))]
     border = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
-    lines = [" | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
-    body = [f"| {line} |" for line in lines]
-    return "\n".join([border, body[0], border, *body[1:], border])
+    body = []
+    for row in split:
+        for k in range(max(len(cell) for cell in row)):
+            parts = [
+                (cell[k] if k < len(cell) else "").ljust(w)
+                for cell, w in zip(row, widths, strict=True)
+            ]
+            body.append("| " + " | ".join(parts) + " |")
+    heading = max(len(cell) for cell in split[0])
+    return "\n".join([border, *body[:heading], border, *body[heading:], border])
 
 
 def _cell(text: str) -> str:
-    return json.dumps(text, ensure_ascii=False)[1:-1]
+    """`text` with its control characters but newlines escaped (a tab or carriage return would
+    misalign or overwrite the table)."""
+    return "".join(c if c == "\n" or c.isprintable() else _escaped(c) for c in text)
+
+
+def _escaped(char: str) -> str:
+    return json.dumps(char)[1:-1]  # `\t`, `\u2028`: visible, on the cell's line

@@ -119,14 +119,26 @@ def test_a_quieter_floor_holds_at_verbose_level_zero() -> None:
     assert logging.getLogger().level == logging.DEBUG
 
 
-def test_a_table_record_is_tritons_table_printer_layout_with_its_cells_escaped() -> None:
-    rows = [("simple", "1", "READY"), ("bad\nI0205 00:00:00.000000 1 x.cc:1] forged", "1", "x|y")]
+def test_a_table_record_is_tritons_table_printer_layout_its_cells_as_tritons() -> None:
+    """Quotes as they are (qa/L0_rate_limiter greps `Resource count for "resource1"` in the
+    model table), a cell's lines on lines of their own (Triton 2.51's layout of a traceback),
+    no line of the table able to pass for a record."""
+    rows = [
+        ("simple", "1", "READY"),
+        ("bad\nI0205 00:00:00.000000 1 x.cc:1] forged", "1", 'x|y "q" \\ \t'),
+        ("good", "1", "UNAVAILABLE: Internal: X\n\nAt:\n  m/1/model.py(9): initialize\n"),
+    ]
     text = table(("Model", "Version", "Status"), rows)
     lines = text.split("\n")
-    assert len(lines) == 6 and lines[0] == lines[2] == lines[5]
+    assert len(lines) == 11 and lines[0] == lines[2] == lines[10]
     assert re.fullmatch(r"\+(-+\+){3}", lines[0])
     assert lines[1].startswith("| Model ") and lines[3].startswith("| simple ")
-    assert "bad\\nI0205" in lines[4]  # one line: the name cannot forge a record
+    assert lines[4].startswith("| bad ") and '| x|y "q" \\ \\t ' in lines[4]
+    assert lines[5].startswith("| I0205 00:00:00.000000 1 x.cc:1] forged |")  # not a record
+    assert [line.split("|")[3].strip() for line in lines[6:10]] == [
+        "UNAVAILABLE: Internal: X", "", "At:", "m/1/model.py(9): initialize",
+    ]  # fmt: skip
+    assert all(line[0] in "|+" for line in lines)
     assert len({len(line) for line in lines}) == 1
     record = logging.LogRecord("x", logging.INFO, "/a/app.py", 9, "", (), None)
     record.created, record.process = 1_764_938_516.25, 42
