@@ -39,6 +39,7 @@ from enum import StrEnum
 
 __all__ = [
     "CONTROL_DISABLED",
+    "LOAD_FAILED_WORDS",
     "LOAD_MODEL_NOT_EXPLICIT",
     "NOT_LOADED",
     "POLL_SECS_RANGE",
@@ -105,6 +106,12 @@ def not_ready(name: str) -> str:
 def no_available_versions(name: str) -> str:
     """Triton's refusal of a request for model `name`, unloaded on request (its NOT_FOUND)."""
     return f"Request for unknown model: '{name}' has no available versions"
+
+
+# How tritonserver's answer to a load that read the model and failed begins (`load_failed`;
+# `failed to load '<name>', ...`: thawwire.load_overrides.refused and the log's record): an
+# answer that already reads so is not worded again, and `thaw up` passes it on as it is.
+LOAD_FAILED_WORDS = ("load failed for model", "failed to load")
 
 
 def load_failed(name: str, why: str) -> str:

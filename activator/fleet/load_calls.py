@@ -44,7 +44,7 @@ from activator.fleet.repository import Repository, ambiguous_steps
 from activator.scaler.backend import SharedLoadState
 from activator.scaler.runtime_control import RuntimeControl
 from thawwire.load_overrides import LoadOverride
-from thawwire.model_control import unload_not_in_repository
+from thawwire.model_control import LOAD_FAILED_WORDS, unload_not_in_repository
 from thawwire.names import is_model_name
 from tritonconfig import back_with_steps, unload_plan
 
@@ -57,10 +57,6 @@ __all__ = ["DOWN", "LOADED", "NAMED", "LoadCalls", "LoadedModel"]
 LOADED = "loaded"
 NAMED = "named"
 DOWN = "down"
-
-# A replica's answers to a load that read the model's files and refused them (runtime.models.
-# load_errors): a load call answers them as they are.
-_LOAD_REFUSALS = ("load failed for model", "failed to load")
 
 logger = logging.getLogger(__name__)
 
@@ -114,7 +110,7 @@ class LoadCalls:
             await self._reloader.load(name, override)
         except ActivationFailed as exc:
             await self._loaded_by_name(name)
-            if exc.refusal.startswith(_LOAD_REFUSALS):
+            if exc.refusal.startswith(LOAD_FAILED_WORDS):
                 # A replica read the model and refused it: its answer, as tritonserver's (a
                 # 400: `load failed for model 'm': version 1 is at UNAVAILABLE state: ...`).
                 raise BadRequest(exc.refusal) from None

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from runtime.errors import ControlDisabled, InvalidInput, ModelNotFound, ServingError
 from thawwire.load_overrides import refused
-from thawwire.model_control import load_failed
+from thawwire.model_control import LOAD_FAILED_WORDS, load_failed
 
 __all__ = [
     "failed_to_load",
@@ -24,7 +24,6 @@ __all__ = [
 
 # Refusals of the request itself, which Triton words on their own (no model was tried).
 _REFUSALS = (ControlDisabled, InvalidInput, ModelNotFound)
-_NAMED = ("load failed for model", "failed to load")
 
 
 def version_reason(name: str, reason: str) -> tuple[str, str] | None:
@@ -57,7 +56,7 @@ def name_load_failure(name: str, exc: ServingError) -> None:
     `test_config_override` and `test_load_wrong_optimization_profile` assert it): a version's
     failure as `version N is at UNAVAILABLE state: <why>;\n`, the error keeping its type, so
     its status holds."""
-    if isinstance(exc, _REFUSALS) or exc.message.startswith(_NAMED):
+    if isinstance(exc, _REFUSALS) or exc.message.startswith(LOAD_FAILED_WORDS):
         return
     parsed = version_reason(name, exc.message)
     why = exc.message
