@@ -120,7 +120,9 @@ conformance: install
 		$(PY) -m tests.conformance.triton_l0_socket; sock=$$?; \
 		$(PY) -m tests.conformance.triton_l0_config_json; cj=$$?; \
 		$(PY) -m tests.conformance.triton_l0_cmdline_trace; ct=$$?; \
-		exit $$((http | qa | shm | uhttp | uqa | ushm | oa | ex | s3 | pa | tls | dc | sock | cj | ct))'
+		$(PY) -m tests.conformance.triton_l0_vertex_ai; vx=$$?; \
+		$(PY) -m tests.conformance.triton_l0_sagemaker; sm=$$?; \
+		exit $$((http | qa | shm | uhttp | uqa | ushm | oa | ex | s3 | pa | tls | dc | sock | cj | ct | vx | sm))'
 
 # The container images with podman (docs/image.md): deploy/image/build.sh installs podman, runc
 # and debootstrap when missing (root, Debian), makes the Debian base image when missing, and

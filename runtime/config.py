@@ -135,6 +135,23 @@ class ServeConfig:
     # start (thawserver.grpc_tls); None: plaintext gRPC
     grpc_tls: GrpcTls | None = None
     allow_metrics: bool = True  # False: no metrics at all (neither port serves /metrics)
+    # tritonserver's `--allow-vertex-ai` and its port (runtime.http.vertex_ai): the routes are
+    # Vertex AI's `AIP_PREDICT_ROUTE` and `AIP_HEALTH_ROUTE` (checked at start, as Triton's);
+    # "" for the default model: the repository's one model
+    allow_vertex_ai: bool = False
+    vertex_ai_host: str | None = None  # None: `host`
+    vertex_ai_port: int = 8080
+    vertex_ai_default_model: str = ""
+    vertex_ai_predict_route: str = ""
+    vertex_ai_health_route: str = ""
+    # tritonserver's `--allow-sagemaker` and its port (runtime.http.sagemaker): `/invocations`
+    # is for `sagemaker_model` (SAGEMAKER_TRITON_DEFAULT_MODEL_NAME), `/ping` asks
+    # `sagemaker_ping_mode`; with a safe range, every other port must be in it
+    allow_sagemaker: bool = False
+    sagemaker_port: int = 8080
+    sagemaker_safe_port_range: tuple[int, int] | None = None
+    sagemaker_model: str = "unspecified_SAGEMAKER_TRITON_DEFAULT_MODEL_NAME"
+    sagemaker_ping_mode: str = "ready"
     metrics_host: str | None = None  # None: `host`
     metrics_port: int = 8002
     # tritonserver's `--metrics-config`: its latency counters and summaries
@@ -289,8 +306,14 @@ class ServeConfig:
                 "set `grpc_max_message_bytes`"
             )
         self._parse_texts()
-        if not (self.allow_http or self.allow_grpc):
+        if self.allow_vertex_ai:
+            _in_range("vertex_ai_port", self.vertex_ai_port, 0, 65535)
+        if self.allow_sagemaker:
+            _in_range("sagemaker_port", self.sagemaker_port, 0, 65535)
+            self._check_safe_port_range()
+        if not (self.allow_http or self.allow_grpc or self.allow_vertex_ai or self.allow_sagemaker):
             raise ConfigError("`allow_http` and `allow_grpc` are both false: nothing to serve")
+
         _in_range("response_cache_bytes", self.response_cache_bytes, 0, 1 << 44)
         url = self.ensemble_steps_url
         if url is not None and not url.startswith("http://"):
@@ -329,6 +352,21 @@ class ServeConfig:
             _one_of("preload_frameworks", framework, _FRAMEWORKS)
         if not self.host:
             raise ConfigError("`host` = '', must be a host name or address")
+
+    def _check_safe_port_range(self) -> None:
+        """tritonserver's `--sagemaker-safe-port-range`: every other listener's port in it,
+        refused in its words ("The server cannot listen to HTTP requests at port 8000, allowed
+        port range is [8081, 9000]")."""
+        if self.sagemaker_safe_port_range is None:
+            return
+        low, high = self.sagemaker_safe_port_range
+        others = (("HTTP", self.allow_http, self.port), ("GRPC", self.allow_grpc, self.grpc_port),
+                  ("metrics", self.allow_metrics, self.metrics_port),
+                  ("Vertex AI", self.allow_vertex_ai, self.vertex_ai_port))  # fmt: skip
+        for name, on, port in others:
+            if on and not low <= port <= high:
+                raise ConfigError(f"The server cannot listen to {name} requests at port {port}, "
+                                  f"allowed port range is [{low}, {high}]")  # fmt: skip
 
     def _parse_texts(self) -> None:
         """Parse the settings given as text into their derived fields (the one parse):

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web, web_response
@@ -41,7 +42,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 
 from thawwire.bad_http import error_body
 
-__all__ = ["SERVER_NAME", "JsonErrorRunner", "has_queued_requests"]
+__all__ = ["SERVER_NAME", "JsonErrorRunner", "has_queued_requests", "server_beside"]
 
 SERVER_NAME = "thaw"
 """Every response's `Server` field: no Python or aiohttp version."""
@@ -113,6 +114,20 @@ class JsonErrorRunner(web.AppRunner):
             handler_cancellation=made.handler_cancellation,
             **made._kwargs,
         )
+
+
+def server_beside(
+    server: web.Server, handler: Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
+) -> web.Server:
+    """A server for another listener of `server`'s app (a `JsonErrorRunner`'s): its requests
+    are made as `server`'s (the app's requests, JSON errors for unparsable ones) and go to
+    `handler`, which may hand them to `server.request_handler` (the app)."""
+    return _JsonErrorServer(
+        handler,
+        request_factory=server.request_factory,
+        handler_cancellation=server.handler_cancellation,
+        **server._kwargs,  # the runner's options (as JsonErrorRunner reads them above)
+    )
 
 
 def _ignoring_unknown_expectations(factory: Any) -> Any:

@@ -45,6 +45,10 @@ WILDCARD_NOT_ALONE = "Wildcard model name '*' must be the ONLY startup model if 
 INVALID_NAME = "Invalid model name"
 
 
+# The cloud stores tritonserver reads that thaw does not, by URL scheme.
+_CLOUD_STORES = {"gs": "Google Cloud Storage", "as": "Azure Storage"}
+
+
 def model_repositories(
     positional: str | Path | None, given: Sequence[str | Path]
 ) -> tuple[Path, ...]:
@@ -52,7 +56,17 @@ def model_repositories(
     two name one directory through a link.
 
     One directory named twice is one repository (tritonserver keeps a set of them), not a
-    second that makes each of its models a duplicate: the first naming is kept."""
+    second that makes each of its models a duplicate: the first naming is kept. A cloud
+    store thaw cannot read (`gs://`, `as://`: tritonserver's Google Cloud and Azure
+    repositories) is refused by name, not read as a local path."""
+    for text in ([positional] if positional is not None else []) + list(given):
+        scheme = str(text).split("://", 1)[0] if "://" in str(text) else ""
+        if scheme in _CLOUD_STORES:
+            raise ValueError(
+                f"model repository {text}: {_CLOUD_STORES[scheme]} repositories are not "
+                "supported (thaw reads local directories and s3://); copy it into a local "
+                "directory or an S3-compatible store"
+            )
     named = ([Path(positional)] if positional is not None else []) + [Path(r) for r in given]
     by_path = {os.path.abspath(r): r for r in reversed(named)}
     repositories = tuple(by_path[key] for key in dict.fromkeys(os.path.abspath(r) for r in named))

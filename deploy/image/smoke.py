@@ -15,7 +15,9 @@ the repository read-only at /models, emptyDirs (world-writable host folders) at 
 3. `thaw snapshot build /models/resnet50 --store /store` writes an image into a mounted folder;
 4. `thaw up /models` answers a cold request (the model at zero replicas), counted as a cold
    start in its /metrics;
-5. `torch.compile` (inductor: C++ kernels compiled at run time, caches under /tmp) gives the
+5. `thaw serve /models` with SageMaker's and Vertex AI's ports (their flags and environment):
+   `/ping`, the health route, a redirect to a model's readiness, an invocation reaching it;
+6. `torch.compile` (inductor: C++ kernels compiled at run time, caches under /tmp) gives the
    eager result.
 
 A failing check prints the container's logs; containers are always removed. Exit 1 if any
@@ -27,6 +29,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -77,8 +80,16 @@ def podman(*args: str, timeout_s: float = 60.0) -> subprocess.CompletedProcess[s
     )
 
 
-def run_flags(image: str, volumes: list[Volume], *, name: str, entrypoint: str | None) -> list[str]:
-    """`podman run`'s flags as the chart runs a pod (securityContext + volumes), then the image."""
+def run_flags(
+    image: str,
+    volumes: list[Volume],
+    *,
+    name: str,
+    entrypoint: str | None,
+    env: dict[str, str] | None = None,
+) -> list[str]:
+    """`podman run`'s flags as the chart runs a pod (securityContext + volumes, `env`), then
+    the image."""
     argv = [
         "--name", name, "--network", "host", "--user", USER,
         "--read-only", "--read-only-tmpfs=false",
@@ -89,6 +100,8 @@ def run_flags(image: str, volumes: list[Volume], *, name: str, entrypoint: str |
         argv += ["-v", volume.flag()]
     if entrypoint is not None:
         argv += ["--entrypoint", entrypoint]
+    for key, value in (env or {}).items():
+        argv += ["-e", f"{key}={value}"]
     return [*argv, image]
 
 
@@ -103,9 +116,18 @@ def emptydir(parent: Path, name: str) -> Path:
 class Container:
     """One detached container; `logs()` for failures; removed on `remove()` whatever happened."""
 
-    def __init__(self, image: str, volumes: list[Volume], args: list[str], *, name: str) -> None:
+    def __init__(
+        self,
+        image: str,
+        volumes: list[Volume],
+        args: list[str],
+        *,
+        name: str,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.name = name
-        done = podman("run", "-d", *run_flags(image, volumes, name=name, entrypoint=None), *args)
+        flags = run_flags(image, volumes, name=name, entrypoint=None, env=env)
+        done = podman("run", "-d", *flags, *args)
         if done.returncode != 0:
             self.remove()  # podman may have created it before failing to start it
             raise CheckFailed(f"podman run failed: {done.stderr.strip()}")
@@ -137,9 +159,14 @@ class Container:
 
 @contextmanager
 def container(
-    image: str, volumes: list[Volume], args: list[str], *, name: str
+    image: str,
+    volumes: list[Volume],
+    args: list[str],
+    *,
+    name: str,
+    env: dict[str, str] | None = None,
 ) -> Iterator[Container]:
-    box = Container(image, volumes, args, name=name)
+    box = Container(image, volumes, args, name=name, env=env)
     try:
         yield box
     except BaseException:
@@ -237,6 +264,52 @@ def check_serve(image: str, work: Path, repo: Path, name: str) -> str:
     return f"infer {MODEL} ok ({took_ms:.0f} ms), outputs match the host's onnxruntime"
 
 
+def check_cloud_ports(image: str, work: Path, repo: Path, name: str) -> str:
+    """SageMaker's and Vertex AI's ports of `thaw serve`, from the flags and environment a
+    Triton container on those clouds is given (docs/sagemaker.md, docs/vertex-ai.md)."""
+    volumes = [Volume(repo, "/models", read_only=True), Volume(emptydir(work, "cloud-tmp"), "/tmp")]
+    args = ["serve", "/models", "--host", "127.0.0.1", "--port", "0", "--allow-sagemaker=true",
+            "--sagemaker-port=0", "--allow-vertex-ai=true", "--vertex-ai-port=0",
+            f"--vertex-ai-default-model={MODEL}"]  # fmt: skip
+    env = {"SAGEMAKER_TRITON_DEFAULT_MODEL_NAME": MODEL, "AIP_PREDICT_ROUTE": "/predict",
+           "AIP_HEALTH_ROUTE": "/health"}  # fmt: skip
+    with container(image, volumes, args, name=name, env=env) as box:
+        box.listening_url(START_TIMEOUT_S)
+        ports: dict[str, str] = {}
+
+        def started() -> bool:
+            for cloud in ("Sagemaker", "Vertex AI"):
+                found = re.search(rf"Started {cloud} HTTPService at (\S+?)\"", box.logs())
+                if found:
+                    ports[cloud] = found.group(1)
+            return len(ports) == 2
+
+        wait_until(started, START_TIMEOUT_S, "both cloud ports")
+        sagemaker, vertex = ports["Sagemaker"], ports["Vertex AI"]
+        if _status(f"http://{sagemaker}/ping") != 200:
+            raise CheckFailed("SageMaker's /ping is not 200")
+        if _status(f"http://{vertex}/health") != 200:
+            raise CheckFailed("Vertex AI's health route is not 200")
+        ready = urllib.request.Request(
+            f"http://{vertex}/predict", data=b"", method="POST",
+            headers={"X-Vertex-Ai-Triton-Redirect": f"v2/models/{MODEL}/ready"},
+        )  # fmt: skip
+        if _status(ready) != 200:
+            raise CheckFailed(f"Vertex AI's redirect to {MODEL}'s readiness is not 200")
+        invocation = urllib.request.Request(f"http://{sagemaker}/invocations", data=b"{}")
+        if _status(invocation) != 400:  # the model's own refusal: no inputs
+            raise CheckFailed("SageMaker's /invocations did not reach the model")
+    return f"SageMaker /ping, /invocations and Vertex AI health, predict redirect ok ({MODEL})"
+
+
+def _status(request: str | urllib.request.Request) -> int:
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+
+
 def check_snapshot_build(image: str, work: Path, repo: Path, name: str) -> str:
     store = emptydir(work, "store")
     volumes = [
@@ -321,6 +394,7 @@ CHECKS = [
     ("thaw serve answers an infer", check_serve),
     ("thaw snapshot build into a mounted store", check_snapshot_build),
     ("thaw up answers a cold request", check_up_cold),
+    ("thaw serve's SageMaker and Vertex AI ports", check_cloud_ports),
     ("torch.compile as uid 10001, /tmp only", check_torch_compile),
 ]
 

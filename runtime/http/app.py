@@ -15,6 +15,7 @@ from runtime.config import ServeConfig
 from runtime.direct.front_door import FrontDoor
 from runtime.direct.routing import DirectRouting
 from runtime.errors import ModelNotLoaded, RepositoryError, ServingError, UnsupportedEncoding
+from runtime.http.cloud_front import fix_response_headers
 from runtime.http.handlers import MetricsSource, V2Handlers
 from runtime.models.lifecycle import ServerState, lifecycle_context
 from runtime.models.service import ModelService
@@ -39,6 +40,7 @@ from thawwire.trace_settings import TraceSettings
 __all__ = [
     "CONNECTIONS",
     "HANDLERS",
+    "MODELS",
     "RUNNER_OPTIONS",
     "SERVER_STATE",
     "SETTINGS",
@@ -53,6 +55,8 @@ logger = logging.getLogger(__name__)
 SERVER_STATE: web.AppKey[ServerState] = web.AppKey("server_state", ServerState)
 # The app's handlers: the metrics port's app serves its `/metrics` (build_metrics_app).
 HANDLERS: web.AppKey[V2Handlers] = web.AppKey("handlers", V2Handlers)
+# The model service the handlers serve (its ready index names Vertex AI's default model).
+MODELS: web.AppKey[ModelService] = web.AppKey("models", ModelService)
 # The deadlines and connection cap of the listener that serves the app (its first middleware).
 CONNECTIONS: web.AppKey[ConnectionGuard] = web.AppKey("connections", ConnectionGuard)
 # The system shared-memory regions of this server's clients (thawserver.shm_registry).
@@ -219,6 +223,11 @@ def build_app(
         config, manager, metrics, state, shared_memory=shared_memory, tracer=tracer
     )
     app[HANDLERS] = handlers
+    app[MODELS] = manager
+    if config.allow_sagemaker:
+        # SageMaker's infer answers carry its content type (runtime.http.cloud_front); only
+        # then: a hook costs every response a call.
+        app.on_response_prepare.append(fix_response_headers)
     add_routes(app, handlers)
     # `log`: the process's installed logging (runtime.process.cli); without one (an app built
     # in a test) the settings govern the root logger's level and filters only.

@@ -26,6 +26,8 @@ class ServerState:
     start_error: BaseException | None = None
     stopped_cleanly: bool = True
     failed: asyncio.Event = field(default_factory=asyncio.Event)
+    # Set once the start is done (the models to load at start loaded): `accepting` turned on.
+    started: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 async def preload(
@@ -89,6 +91,7 @@ def lifecycle_context(
                 logger.error("server failed to initialize: %s; serving, not live", exc)
             return
         state.accepting = True
+        state.started.set()
         logger.info("server ready")
 
     async def context(app: web.Application) -> AsyncIterator[None]:

@@ -1,12 +1,15 @@
 """The `thaw serve` process: its command line, its listeners, its fork server.
 
-    cli             `thaw serve REPO`: flags -> ServeConfig -> ModelManager + surfaces -> a process
-    serve_flags     `thaw serve`'s flags on its parser, in `--help` order
-    triton_flags    tritonserver's flags: applied, accepted without effect, or refused by name
-    startup_models  tritonserver's refusals of `--load-model`, word for word
-    server          bind the listeners, announce them, drain on SIGTERM
-    zygote          the fork server: a process with the frameworks imported forks `thaw serve`s
-    cuda_warmup     a CUDA-ready warm process: contexts, memory pools, pinned staging
+    cli              `thaw serve REPO`: flags -> ServeConfig -> models + surfaces -> a process
+    serve_flags      `thaw serve`'s flags on its parser, in `--help` order
+    triton_flags     tritonserver's flags: applied, accepted without effect, or refused by name
+    startup_models   tritonserver's refusals of `--load-model`, word for word
+    vertex_ai_flags  tritonserver's Vertex AI flags and Vertex AI's `AIP_*` environment
+    sagemaker_flags  tritonserver's SageMaker flags and SageMaker's `SAGEMAKER_*` environment
+    server           bind the listeners, announce them, drain on SIGTERM
+    cloud_ports      the SageMaker and Vertex AI ports beside the v2 HTTP port
+    zygote           the fork server: a process with the frameworks imported forks `thaw serve`s
+    cuda_warmup      a CUDA-ready warm process: contexts, memory pools, pinned staging
 
 Exports `main` (`thaw serve ARGS`), `build_config` (flags -> ServeConfig) and `serve_app`.
 """

@@ -13,12 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from runtime.config import ConfigError, ModelControlMode, ServeConfig, parse_cuda_pool
 from runtime.devices.target import DeviceTarget, local_target
+from runtime.process.sagemaker_flags import apply_sagemaker_environment, sagemaker_settings
 from runtime.process.serve_flags import DESCRIPTION, add_serve_arguments
 from runtime.process.startup_models import startup_models_refusal
 from runtime.process.triton_flags import (
     backend_settings,
     log_ignored,
 )
+from runtime.process.vertex_ai_flags import apply_vertex_ai_environment, vertex_ai_settings
 from runtime.scheduling.rate_limit import parse_mode, parse_resource
 from thawserver.cache_flags import cache_bytes
 from thawserver.fd_limit import bounded_by_fd_limit
@@ -80,7 +82,7 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
             args, info=args.log_info, warning=args.log_warning, error=args.log_error,
             verbose_level=max(args.log_verbose, 1 if args.log_level.lower() == "debug" else 0),
         )  # fmt: skip
-        grpc_tls = tls_from_args(args) if args.allow_grpc else None
+        grpc_tls = tls_from_args(args) if _given(args.allow_grpc) else None
         check_reuse_port(args)
         internal_calls = (
             InternalCalls(read_token(args.internal_token_file), args.max_internal_body_bytes)
@@ -167,8 +169,10 @@ def _surfaces(args: argparse.Namespace) -> dict[str, Any]:
     # alone (so `--http-address -47 --allow-http 0` starts, as tritonserver does: qa/L0_socket).
     others = args.host if args.http_address is not None else None
     return {
-        "allow_http": args.allow_http,
-        "allow_grpc": args.allow_grpc,
+        "allow_http": _given(args.allow_http),
+        "allow_grpc": _given(args.allow_grpc),
+        **vertex_ai_settings(args),
+        **sagemaker_settings(args),
         "reuse_http_port": args.reuse_http_port,
         "reuse_grpc_port": args.reuse_grpc_port,
         "grpc_host": args.grpc_address if args.grpc_address is not None else others,
@@ -183,6 +187,11 @@ def _surfaces(args: argparse.Namespace) -> dict[str, Any]:
         if args.metrics_port is not None
         else (0 if free else 8002),
     }
+
+
+def _given(allow: bool | None) -> bool:
+    """`--allow-http` / `--allow-grpc`: None (not given, no Vertex AI environment) is true."""
+    return allow is not False
 
 
 def _log_level(args: argparse.Namespace) -> str:
@@ -215,6 +224,12 @@ def run(args: argparse.Namespace) -> int:
         args.strict_model_config, disable_auto_complete=args.disable_auto_complete_config
     ) + trace_flag_warnings(args):
         print(warning, file=sys.stderr)  # as tritonserver, before its log starts
+    try:
+        apply_vertex_ai_environment(args, os.environ)  # AIP_MODE, AIP_STORAGE_URI, ...
+        apply_sagemaker_environment(args, os.environ)  # SAGEMAKER_TRITON_DEFAULT_MODEL_NAME
+    except ValueError as exc:
+        print(f"thaw serve: error: {exc}", file=sys.stderr)
+        return 2
     if names_s3(args):
         try:
             build_config(args)  # every flag checked before a repository is downloaded

@@ -1,7 +1,8 @@
 """Run one v2 server as a process: bind its listeners, announce them, drain on SIGTERM.
 
-Listeners: the v2 HTTP application, the gRPC service (runtime.grpc.server) and Triton's metrics
-port, each as its `--allow-*` flag says; HTTP's and gRPC's shared with other servers on their
+Listeners: the v2 HTTP application, the gRPC service (runtime.grpc.server), Triton's metrics
+port, SageMaker's and Vertex AI's (runtime.process.cloud_ports: the v2 application's requests
+too), each as its `--allow-*` flag says; HTTP's and gRPC's shared with other servers on their
 port as `--reuse-http-port` / `--reuse-grpc-port` say (thawserver.reuse_port_flags). Their
 `THAW_LISTENING*` lines are printed once all accept connections, the HTTP one last
 (thawwire.handoff_protocol).
@@ -23,7 +24,14 @@ from runtime.direct.handoff import HandoffReceiver
 from runtime.direct.routing import DIRECT_ROUTING
 from runtime.direct.state import ConnectionStates
 from runtime.errors import ServingError
-from runtime.http.app import CONNECTIONS, HANDLERS, RUNNER_OPTIONS, SERVER_STATE, build_metrics_app
+from runtime.http.app import (
+    CONNECTIONS,
+    HANDLERS,
+    RUNNER_OPTIONS,
+    SERVER_STATE,
+    build_metrics_app,
+)
+from runtime.process.cloud_ports import CloudPorts
 from thawserver.aiohttp_compat import JsonErrorRunner
 from thawserver.connection_drain import DRAIN_IDLE_TIMEOUT_S, count_down_connections
 from thawwire.handoff_protocol import Surface, listening_line, surface_line
@@ -38,13 +46,12 @@ def _url_host(host: str) -> str:
 
 
 async def _listen(
-    runner: web.AppRunner, app: web.Application, host: str, port: int, *, reuse_port: bool = False
+    server: web.Server, app: web.Application, host: str, port: int, *, reuse_port: bool = False
 ) -> tuple[asyncio.Server, str]:
-    """Serve `runner`'s app on host:port, each connection under the app's ConnectionGuard;
-    the listener and its URL (the port chosen when 0). ServingError says why not.
-    `reuse_port`: with SO_REUSEPORT (`--reuse-http-port`), sharing the port with other servers."""
-    assert runner.server is not None  # set up
-    factory = app[CONNECTIONS].protocol_factory(runner.server)
+    """Serve `server` (a runner's, of `app`) on host:port, each connection under the app's
+    ConnectionGuard; the listener and its URL (the port chosen when 0). ServingError says why
+    not. `reuse_port`: with SO_REUSEPORT (`--reuse-http-port`), sharing the port with others."""
+    factory = app[CONNECTIONS].protocol_factory(server)
     try:
         listener = await asyncio.get_running_loop().create_server(
             factory, host, port, backlog=1024, reuse_port=reuse_port or None
@@ -84,9 +91,11 @@ async def serve_app(
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     await runner.setup()
+    assert runner.server is not None  # set up
     routing = app.get(DIRECT_ROUTING)  # installed when `thaw up` hands connections over
     receiver: HandoffReceiver | None = None
     grpc_server = None
+    clouds = CloudPorts(config, app, runner.server, _listen)
     metrics_runner: web.AppRunner | None = None
     listeners: list[asyncio.Server] = []
     try:
@@ -101,8 +110,9 @@ async def serve_app(
                 metrics_app = build_metrics_app(config, app[HANDLERS])
                 metrics_runner = web.AppRunner(metrics_app, access_log=None)
                 await metrics_runner.setup()
+                assert metrics_runner.server is not None  # set up
                 listener, url = await _listen(
-                    metrics_runner, metrics_app, config.metrics_host or config.host,
+                    metrics_runner.server, metrics_app, config.metrics_host or config.host,
                     config.metrics_port,
                 )  # fmt: skip
                 listeners.append(listener)
@@ -111,9 +121,11 @@ async def serve_app(
             http_url = None
             if config.allow_http:
                 listener, http_url = await _listen(
-                    runner, app, config.host, config.port, reuse_port=config.reuse_http_port
-                )
+                    runner.server, app, config.host, config.port,
+                    reuse_port=config.reuse_http_port,
+                )  # fmt: skip
                 listeners.append(listener)
+            await clouds.open()  # SageMaker's and Vertex AI's ports
         except (OSError, ServingError) as exc:
             # A port in use, an address not local: say which, exit 1 (no traceback).
             logger.error("%s", exc)
@@ -148,6 +160,7 @@ async def serve_app(
         logger.info("shutting down (in-flight requests get %.1fs)", config.exit_timeout_s)
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
+        await clouds.close()
         for listener in listeners:
             listener.close()  # stop accepting; the runners below drain their connections
         remaining_s = config.exit_timeout_s
@@ -162,6 +175,7 @@ async def serve_app(
         logger.info("Waiting for in-flight requests to complete.")  # Triton's words
         if grpc_server is not None:
             await grpc_server.stop(remaining_s)
+        await clouds.shutdown(remaining_s)
         if metrics_runner is not None:
             await metrics_runner.cleanup()
         await runner.cleanup()  # drains handed-off connections too: they share the server

@@ -35,6 +35,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from runtime.process.sagemaker_flags import add_sagemaker_arguments
+from runtime.process.vertex_ai_flags import add_vertex_ai_arguments
 from thawserver.backend_config_flags import (
     BackendSetting,
     add_backend_config_argument,
@@ -98,6 +100,8 @@ IGNORED_FLAGS: dict[str, str] = {
     "metrics-interval-ms": "thaw computes metrics when scraped",
     "grpc-infer-allocation-pool-size": "thaw's gRPC server keeps no pool of call states",
     "cache-directory": "thaw's response cache is built in",
+    "vertex-ai-thread-count": "thaw's Vertex AI port runs on the server's event loop",
+    "sagemaker-thread-count": "thaw's SageMaker port runs on the server's event loop",
     "repoagent-directory": "thaw's repository agents are built in (checksum)",
 }
 
@@ -153,10 +157,15 @@ def add_triton_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--metrics-address", default=None, metavar="HOST",
                    help="metrics bind address (default: --host, not --http-address)")  # fmt: skip
     add_reuse_port_arguments(g)
-    for name, what in (("http", "the KServe v2 HTTP"), ("grpc", "the gRPC"),
-                       ("metrics", "the metrics")):  # fmt: skip
-        g.add_argument(f"--allow-{name}", type=triton_bool, default=True, metavar="BOOL",
-                       help=f"serve {what} endpoint (default true)")  # fmt: skip
+    for name, what in (("http", "the KServe v2 HTTP"), ("grpc", "the gRPC")):
+        # None: not given (AIP_MODE=PREDICTION turns them off: runtime.process.vertex_ai_flags)
+        g.add_argument(f"--allow-{name}", type=triton_bool, default=None, metavar="BOOL",
+                       help=f"serve {what} endpoint (default true, false when "
+                       "AIP_MODE=PREDICTION)")  # fmt: skip
+    g.add_argument("--allow-metrics", type=triton_bool, default=True, metavar="BOOL",
+                   help="serve the metrics endpoint (default true)")  # fmt: skip
+    add_vertex_ai_arguments(g)
+    add_sagemaker_arguments(g)
     add_compression_argument(g, responses="gRPC responses")
     add_keepalive_arguments(g)
     add_model_config_name_argument(g, replicas=False)

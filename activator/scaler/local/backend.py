@@ -86,6 +86,9 @@ def serve_args(
     """
     argv = [*_repository_args(config), "--host", "127.0.0.1"]
     argv += ["--port", "0", "--grpc-port", "0", "--model-control-mode", "explicit"]
+    # Its surfaces whatever the environment says (AIP_MODE=PREDICTION would turn them off,
+    # runtime.process.vertex_ai_flags): `thaw up` reaches it over HTTP and gRPC.
+    argv += ["--allow-http=true", "--allow-grpc=true", "--allow-vertex-ai=false"]
     argv += ["--log-level", local.replica_log_level, *_log_args(config.log_settings)]
     if config.backend_directory is not None:  # Python-based backends, as the activator read
         argv += ["--backend-directory", str(config.backend_directory)]

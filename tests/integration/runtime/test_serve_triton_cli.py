@@ -47,9 +47,9 @@ def _broken(repo: Path) -> None:
 
 
 def test_a_tritonserver_flag_thaw_lacks_is_refused_by_name(tmp_path: Path) -> None:
-    proc = _thaw(f"--model-repository={tmp_path}", "--allow-sagemaker=true")
+    proc = _thaw(f"--model-repository={tmp_path}", "--host-policy=gpu_0,numa-node=0")
     assert proc.returncode == 2
-    assert "tritonserver flag --allow-sagemaker is not supported by thaw serve" in proc.stderr
+    assert "tritonserver flag --host-policy is not supported by thaw serve" in proc.stderr
     proc = _thaw("--model-repository", str(tmp_path), "--cuda-virtual-address-size", "0:1")
     assert proc.returncode == 2
     refused = "tritonserver flag --cuda-virtual-address-size is not supported by thaw serve"

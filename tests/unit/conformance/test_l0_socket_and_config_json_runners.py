@@ -1,5 +1,6 @@
-"""The qa/L0_socket, qa/L0_config_json and qa/L0_cmdline_trace runners: L0_socket's starts as
-a table, and a clean skip without a mirror for each."""
+"""The qa/L0_socket, qa/L0_config_json, qa/L0_cmdline_trace, qa/L0_vertex_ai and
+qa/L0_sagemaker runners: L0_socket's starts as a table, and a clean skip without a mirror for
+each."""
 
 from __future__ import annotations
 
@@ -7,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.conformance import triton_l0_cmdline_trace, triton_l0_config_json, triton_l0_socket
+from tests.conformance import (
+    triton_l0_cmdline_trace,
+    triton_l0_config_json,
+    triton_l0_sagemaker,
+    triton_l0_socket,
+    triton_l0_vertex_ai,
+)
 from tests.conformance.triton_l0_socket import STARTS
 
 
@@ -30,6 +37,7 @@ def test_the_table_holds_test_shs_starts_in_both_address_modes() -> None:
 def test_without_a_mirror_it_says_so_and_passes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    for runner in (triton_l0_socket, triton_l0_config_json, triton_l0_cmdline_trace):
+    for runner in (triton_l0_socket, triton_l0_config_json, triton_l0_cmdline_trace,
+                   triton_l0_vertex_ai, triton_l0_sagemaker):  # fmt: skip
         assert runner.main(["--mirror", str(tmp_path / "none")]) == 0
         assert "skipped: no Triton server mirror" in capsys.readouterr().err

@@ -118,8 +118,9 @@ def test_log_flags_lower_the_level() -> None:
 
 @pytest.mark.parametrize(
     "flag",
-    ["--vertex-ai-port=1", "--host-policy=gpu_0,numa-node=0", "--model-load-gpu-limit=0:0.5",
-     "--allow-sagemaker=true", "--enable-peer-access=false"],
+    ["--cuda-virtual-address-size=0:1", "--host-policy=gpu_0,numa-node=0",
+     "--model-load-gpu-limit=0:0.5", "--min-supported-compute-capability=6.0",
+     "--enable-peer-access=false"],
 )  # fmt: skip
 def test_an_unsupported_tritonserver_flag_is_refused_by_name(
     flag: str, capsys: pytest.CaptureFixture[str]

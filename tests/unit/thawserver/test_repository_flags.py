@@ -43,3 +43,14 @@ def test_thaw_serve_prints_the_warning_on_stderr(tmp_path: Path) -> None:
     )  # fmt: skip
     assert out.returncode == 2  # the missing repository; the warning comes first
     assert out.stderr.startswith("Warning: '--strict-model-config' has been deprecated! Please use")
+
+
+@pytest.mark.parametrize(
+    ("url", "store"), [("gs://bucket/models", "Google Cloud Storage"), ("as://acct/c/m", "Azure")]
+)
+def test_a_cloud_store_thaw_cannot_read_is_refused_by_name(url: str, store: str) -> None:
+    # Vertex AI's AIP_STORAGE_URI is a gs:// URL: said so, not "gs:/bucket is not a directory".
+    with pytest.raises(ValueError, match=f"model repository {url}: {store}.* not supported"):
+        model_repositories(None, [url])
+    with pytest.raises(ValueError, match="not supported"):
+        model_repositories(url, [])

@@ -1,0 +1,185 @@
+"""Triton's qa/L0_sagemaker, its single-model part, against `thaw serve --allow-sagemaker`:
+sagemaker_test.py's nine cases (JSON and binary requests and responses with SageMaker's
+content types, four malformed binary headers) on port 8080 and on 8000 (`--sagemaker-port`),
+then test.sh's single-model checks: a safe port range that leaves out the HTTP port refuses
+the start in Triton's words, an invocation without SAGEMAKER_TRITON_DEFAULT_MODEL_NAME names
+Triton's placeholder model, and `/ping` is not 200 while the model failed to load.
+
+    unshare -n sh -c 'ip link set lo up && \
+        .venv/bin/python -m tests.conformance.triton_l0_sagemaker'
+
+Not run: test.sh itself, which starts the SageMaker container's `serve` script (the flags it
+gives tritonserver are given here, as test.sh's own second start gives them), symlinks
+/opt/ml/model, and ends with the multi-model endpoint (`/models`), which thaw refuses with 501
+(it does not register repositories at run time). sagemaker_test.py and qa/common/test_util.py
+are read from the server mirror (`--mirror`, default `$TRITON_SERVER_MIRROR`; without one the
+run says so and exits 0); `onnx_int32_int32_int32` as `sm_model` is made by Triton's
+qa/common/gen_qa_models.py (tests/fixtures/triton_qa_gen.py). Uses ports 8000 and 8080: run it
+in a network namespace of its own, as above. Exit status 0 when every check passed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from tests.conformance.qa_checkout import git_show
+from tests.fixtures.triton_qa_gen import copy_models
+from tests.fixtures.triton_qa_suite_repos import Mirror
+
+__all__ = ["main"]
+
+MODEL = "onnx_int32_int32_int32"
+# test.sh's second start: the `serve` script's flags for one model (SageMaker's own port only).
+FLAGS = ("--allow-sagemaker=true", "--allow-grpc=false", "--allow-http=false",
+         "--allow-metrics=false", "--model-control-mode=explicit")  # fmt: skip
+UNIT_TEST_COUNT = 9
+
+
+def _status(url: str, *, data: bytes | None = None) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, data=data), timeout=10) as r:
+            return r.status, r.read().decode(errors="replace")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(errors="replace")
+    except (urllib.error.URLError, OSError) as exc:
+        return 0, str(exc)
+
+
+class _Server:
+    """`thaw serve ARGS` with `env`, its log in `log`; `ready(port)` waits for /ping 200."""
+
+    def __init__(self, args: list[str], env: dict[str, str], log: Path) -> None:
+        self.log = log
+        with log.open("wb") as out:
+            self.proc = subprocess.Popen([sys.executable, "-m", "thaw.cli", "serve", *args],
+                                         stdout=out, stderr=subprocess.STDOUT, env=env)  # fmt: skip
+
+    def ready(self, port: int, timeout_s: float = 60) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            if _status(f"http://localhost:{port}/ping")[0] == 200:
+                return True
+            time.sleep(0.25)
+        return False
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(60)
+
+
+def _client_tests(suite: Path, env: dict[str, str]) -> tuple[bool, str]:
+    """sagemaker_test.py SageMakerTest: its nine cases passed, and its output."""
+    result = suite / "test_results.txt"
+    result.unlink(missing_ok=True)
+    proc = subprocess.run([sys.executable, "sagemaker_test.py", "SageMakerTest"], cwd=suite,
+                          env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+    counted = result.read_text() if result.exists() else ""
+    passed = proc.returncode == 0 and f'"total": {UNIT_TEST_COUNT}, "errors": 0, "failures": 0' \
+        in counted  # fmt: skip
+    return passed, proc.stdout + proc.stderr
+
+
+def _checks(work: Path, suite: Path, models: Path, env: dict[str, str]) -> list[tuple[str, bool]]:
+    """Each check's name and verdict, in test.sh's order."""
+    results: list[tuple[str, bool]] = []
+    named = {**env, "SAGEMAKER_TRITON_DEFAULT_MODEL_NAME": "sm_model"}
+    repo = f"--model-repository={models}"
+    for port in (8080, 8000):
+        server = _Server([repo, *FLAGS, f"--sagemaker-port={port}", "--load-model=sm_model"],
+                         named, work / f"server-{port}.log")  # fmt: skip
+        try:
+            ok = server.ready(port)
+            passed, output = _client_tests(suite, {**named, "SAGEMAKER_BIND_TO_PORT": str(port)})
+            results.append((f"sagemaker_test.py on port {port}", ok and passed))
+            if not passed:
+                print(output[-3000:])
+        finally:
+            server.stop()
+    refused = subprocess.run(
+        [sys.executable, "-m", "thaw.cli", "serve", repo, "--allow-sagemaker=true",
+         "--allow-grpc", "false", "--allow-http", "true", "--allow-metrics", "false",
+         "--model-control-mode=explicit", "--load-model=sm_model",
+         "--sagemaker-safe-port-range=8081-9000"],
+        env=named, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    words = "The server cannot listen to HTTP requests at port 8000"
+    results.append(("safe port range refuses HTTP on 8000",
+                    refused.returncode != 0 and words in refused.stderr))  # fmt: skip
+    server = _Server([repo, *FLAGS, "--exit-on-error=false"], env, work / "server-unnamed.log")
+    try:
+        server.ready(8080, timeout_s=5)  # ready at once: nothing to load
+        _, body = _status("http://localhost:8080/invocations", data=b"dummy")
+        words = "Request for unknown model: 'unspecified_SAGEMAKER_TRITON_DEFAULT_MODEL_NAME' is " \
+            "not found"  # fmt: skip
+        results.append(("invocation of the placeholder model", words in body))
+    finally:
+        server.stop()
+    for path in (models / "sm_model" / "1").iterdir():
+        path.unlink()  # test.sh's `rm models/sm_model/1/*`: the model cannot load
+    server = _Server([repo, *FLAGS, "--load-model=sm_model", "--exit-on-error=false"], named,
+                     work / "server-broken.log")  # fmt: skip
+    try:
+        time.sleep(5)  # test.sh's wait
+        status, _ = _status("http://localhost:8080/ping")
+        results.append(("/ping not 200 while the model failed to load", status != 200))
+    finally:
+        server.stop()
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--mirror", type=Path, default=os.environ.get("TRITON_SERVER_MIRROR", ""))
+    parser.add_argument("--ref", default="v2.51.0")
+    parser.add_argument("--keep", type=Path, help="copy the work directory (logs) here after")
+    args = parser.parse_args(argv)
+    test = "qa/L0_sagemaker/sagemaker_test.py"
+    if str(args.mirror) in ("", ".") or git_show(args.mirror, args.ref, test) is None:
+        print(f"skipped: no Triton server mirror with {test} at {args.ref} (--mirror or "
+              "$TRITON_SERVER_MIRROR)", file=sys.stderr)  # fmt: skip
+        return 0
+
+    def read(path: str) -> bytes:
+        content = git_show(args.mirror, args.ref, path)
+        if content is None:
+            raise SystemExit(f"{args.ref}:{path} is not in {args.mirror}")
+        return content
+
+    mirror = Mirror(read)
+    with tempfile.TemporaryDirectory(prefix="thaw-l0-sagemaker-") as tmp:
+        work = Path(tmp)
+        suite = work / "qa" / "L0_sagemaker"
+        mirror.copy(test, suite / "sagemaker_test.py")
+        mirror.copy("qa/common/test_util.py", work / "qa" / "common" / "test_util.py")
+        models = work / "models"
+        copy_models(mirror, "qa_model_repository", work / "data", [MODEL])
+        shutil.copytree(work / "data" / MODEL, models / "sm_model")
+        shutil.rmtree(models / "sm_model" / "2")
+        shutil.rmtree(models / "sm_model" / "3")
+        config = models / "sm_model" / "config.pbtxt"
+        config.write_text(config.read_text().replace(MODEL, "sm_model"))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SAGEMAKER_")}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH")]))
+        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env["PATH"]])
+        results = _checks(work, suite, models, env)
+        if args.keep is not None:
+            shutil.copytree(work, args.keep, dirs_exist_ok=True)
+    for name, passed in results:
+        print(f"{'passed' if passed else 'FAILED'}: {name}")
+    failed = sum(not passed for _, passed in results)
+    print(f"L0_sagemaker (single model) on thaw serve: {len(results) - failed}/{len(results)}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
