@@ -116,7 +116,9 @@ class CloudFront:
             logger.debug("%s error: %s %s - %d", self._name, request.method, request.path,
                          target.status)  # fmt: skip
             return json_response({"error": target.reason}, status=target.status)
-        headers = CIMultiDict(request.headers)
+        # aiohttp re-encodes a clone's headers as strict UTF-8: a value the client sent in
+        # other bytes (kept as surrogates) would fail that with a 500, so it is made text.
+        headers = CIMultiDict((name, _text(value)) for name, value in request.headers.items())
         for name in target.drop:
             headers.popall(name, None)
         if target.infer:
@@ -130,6 +132,15 @@ class CloudFront:
         if target.fix is not None and not response.prepared:
             target.fix(response)
         return response
+
+
+def _text(value: str) -> str:
+    """A header value as UTF-8 text: bytes that were not UTF-8 become U+FFFD."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return value
 
 
 async def fix_response_headers(request: web.Request, response: web.StreamResponse) -> None:

@@ -26,7 +26,7 @@ from pathlib import Path
 from tests.conformance.qa_checkout import git_show
 from tests.fixtures.triton_qa_suite_repos import Mirror
 
-__all__ = ["Prepare", "run_test_sh", "shim"]
+__all__ = ["Prepare", "mirror_at", "run_test_sh", "shim"]
 
 # (mirror, work directory) -> (the suite's directory, what test.sh's environment adds)
 Prepare = Callable[[Mirror, Path], tuple[Path, dict[str, str]]]
@@ -40,6 +40,23 @@ def shim(work: Path) -> Path:
     return path
 
 
+def mirror_at(path: Path, ref: str, probe: str) -> Mirror | None:
+    """Triton's files at `ref` in the server mirror at `path`; None, said on stderr, when
+    there is no mirror there holding `probe` (the run is then skipped)."""
+    if str(path) in ("", ".") or git_show(path, ref, probe) is None:
+        print(f"skipped: no Triton server mirror with {probe} at {ref} (--mirror or "
+              "$TRITON_SERVER_MIRROR)", file=sys.stderr)  # fmt: skip
+        return None
+
+    def read(name: str) -> bytes:
+        content = git_show(path, ref, name)
+        if content is None:
+            raise SystemExit(f"{ref}:{name} is not in {path}")
+        return content
+
+    return Mirror(read)
+
+
 def run_test_sh(
     suite: str, prepare: Prepare, argv: list[str] | None, *, timeout_s: float, doc: str = ""
 ) -> int:
@@ -51,21 +68,12 @@ def run_test_sh(
         "--keep", type=Path, help="copy the suite's directory (its logs, outputs) here after"
     )
     args = parser.parse_args(argv)
-    test_sh = f"qa/{suite}/test.sh"
-    if str(args.mirror) in ("", ".") or git_show(args.mirror, args.ref, test_sh) is None:
-        print(f"skipped: no Triton server mirror with qa/{suite} at {args.ref} (--mirror or "
-              "$TRITON_SERVER_MIRROR)", file=sys.stderr)  # fmt: skip
+    mirror = mirror_at(args.mirror, args.ref, f"qa/{suite}/test.sh")
+    if mirror is None:
         return 0
-
-    def read(path: str) -> bytes:
-        content = git_show(args.mirror, args.ref, path)
-        if content is None:
-            raise SystemExit(f"{args.ref}:{path} is not in {args.mirror}")
-        return content
-
     with tempfile.TemporaryDirectory(prefix=f"thaw-{suite.lower()}-") as tmp:
         work = Path(tmp)
-        directory, extra = prepare(Mirror(read), work)
+        directory, extra = prepare(mirror, work)
         env = {
             **os.environ,
             **extra,

@@ -23,11 +23,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import requests
-import tritonclient.http as httpclient
 
-from tests.fixtures.models import make_add_sub
+from tests.fixtures.cloud_ports import add_sub_int32, infer_body
 from tests.fixtures.serve_process import free_port
 
 __all__ = ["CASES", "KEPT", "main"]
@@ -40,14 +38,8 @@ ENV = {"AIP_PREDICT_ROUTE": "/predict", "AIP_HEALTH_ROUTE": "/health",
 
 
 def _body(*, binary_in: bool = False, binary_out: bool = False) -> tuple[bytes, int]:
-    data = np.arange(16, dtype=np.int32).reshape(1, 16)
-    inputs = [httpclient.InferInput(f"INPUT{i}", [1, 16], "INT32") for i in (0, 1)]
-    for tensor in inputs:
-        tensor.set_data_from_numpy(data, binary_data=binary_in)
-    outputs = [httpclient.InferRequestedOutput(f"OUTPUT{i}", binary_data=binary_out)
-               for i in (0, 1)]  # fmt: skip
-    body, length = httpclient.InferenceServerClient.generate_request_body(inputs, outputs=outputs)
-    return body, length or len(body)
+    content, length = infer_body(binary_inputs=binary_in, binary_outputs=binary_out)
+    return content, length or len(content)
 
 
 JSON, _ = _body()
@@ -209,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     with tempfile.TemporaryDirectory(prefix="thaw-cloud-side-") as tmp:
         work = Path(tmp)
-        make_add_sub(work / "repo", "addsub", data_type="TYPE_INT32", dims=(16,), max_batch_size=8)
+        add_sub_int32(work / "repo", "addsub")
         ports = {name: free_port() for name in ("t-http", "t-m", "t-vx", "t-sm", "h-vx", "h-sm")}
         prefix = f"thaw_cloud_side_{os.getpid()}_"
         triton = [

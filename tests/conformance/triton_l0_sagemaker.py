@@ -31,9 +31,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from tests.conformance.qa_checkout import git_show
+from tests.conformance.qa_test_sh import mirror_at
 from tests.fixtures.triton_qa_gen import copy_models
-from tests.fixtures.triton_qa_suite_repos import Mirror
 
 __all__ = ["main"]
 
@@ -144,18 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", type=Path, help="copy the work directory (logs) here after")
     args = parser.parse_args(argv)
     test = "qa/L0_sagemaker/sagemaker_test.py"
-    if str(args.mirror) in ("", ".") or git_show(args.mirror, args.ref, test) is None:
-        print(f"skipped: no Triton server mirror with {test} at {args.ref} (--mirror or "
-              "$TRITON_SERVER_MIRROR)", file=sys.stderr)  # fmt: skip
+    mirror = mirror_at(args.mirror, args.ref, test)
+    if mirror is None:
         return 0
-
-    def read(path: str) -> bytes:
-        content = git_show(args.mirror, args.ref, path)
-        if content is None:
-            raise SystemExit(f"{args.ref}:{path} is not in {args.mirror}")
-        return content
-
-    mirror = Mirror(read)
     with tempfile.TemporaryDirectory(prefix="thaw-l0-sagemaker-") as tmp:
         work = Path(tmp)
         suite = work / "qa" / "L0_sagemaker"

@@ -7,49 +7,31 @@ range, and the multi-model routes refused with 501."""
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
 import pytest
 import requests
 import tritonclient.http as httpclient
 
-from tests.fixtures.models import make_add_sub
+from tests.fixtures.cloud_ports import DATA, add_sub_int32, address_from_log, infer_body
 from tests.fixtures.serve_process import ServeProcess
 
 pytestmark = pytest.mark.integration
 
 MIME = "application/vnd.sagemaker-triton.binary+json;json-header-size="
-_STARTED = re.compile(r"Started Sagemaker HTTPService at (\S+?)\"")
-DATA = np.arange(16, dtype=np.int32).reshape(1, 16)
 
 
 def _repo(tmp_path: Path) -> Path:
     repo = tmp_path / "repo"
-    make_add_sub(repo, "sm_model", data_type="TYPE_INT32", dims=(16,), max_batch_size=8)
+    add_sub_int32(repo, "sm_model")
     return repo
 
 
 def _clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("SAGEMAKER_")}
-
-
-def _sagemaker_url(server: ServeProcess, timeout_s: float = 60) -> str:
-    """The SageMaker port's URL, from the server's log line (Triton's words)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = _STARTED.search(server.logs())
-        if found:
-            return f"http://{found.group(1)}"
-        if server.proc.poll() is not None:
-            break
-        time.sleep(0.05)
-    raise AssertionError(f"no SageMaker port:\n{server.logs()}")
 
 
 @pytest.fixture
@@ -61,26 +43,14 @@ def sagemaker(tmp_path: Path) -> Iterator[str]:
     )  # fmt: skip
     try:
         server.wait_ready()
-        yield _sagemaker_url(server)
+        yield address_from_log(server, "Sagemaker")
     finally:
         server.stop()
 
 
-def _body(*, binary_inputs: bool = False, binary_outputs: bool = False) -> tuple[bytes, int | None]:
-    inputs = [httpclient.InferInput(f"INPUT{i}", [1, 16], "INT32") for i in (0, 1)]
-    for tensor in inputs:
-        tensor.set_data_from_numpy(DATA, binary_data=binary_inputs)
-    outputs = [httpclient.InferRequestedOutput(f"OUTPUT{i}", binary_data=binary_outputs)
-               for i in (0, 1)]  # fmt: skip
-    body, header_length = httpclient.InferenceServerClient.generate_request_body(
-        inputs, outputs=outputs
-    )
-    return body, header_length
-
-
 def test_ping_and_a_json_invocation(sagemaker: str) -> None:
     assert requests.get(sagemaker + "/ping", timeout=10).status_code == 200
-    response = requests.post(sagemaker + "/invocations", data=_body()[0], timeout=10,
+    response = requests.post(sagemaker + "/invocations", data=infer_body()[0], timeout=10,
                              headers={"Content-Type": "application/json"})  # fmt: skip
     assert response.status_code == 200, response.text
     assert response.headers["Content-Type"] == "application/json"
@@ -91,7 +61,7 @@ def test_ping_and_a_json_invocation(sagemaker: str) -> None:
 
 
 def test_binary_tensors_both_ways_with_sagemakers_content_types(sagemaker: str) -> None:
-    body, header_length = _body(binary_inputs=True, binary_outputs=True)
+    body, header_length = infer_body(binary_inputs=True, binary_outputs=True)
     response = requests.post(
         sagemaker + "/invocations", data=body, timeout=10,
         headers={"Content-Type": f"{MIME}{header_length}", "Accept-Encoding": "gzip"},
@@ -115,13 +85,13 @@ def test_binary_tensors_both_ways_with_sagemakers_content_types(sagemaker: str) 
     ids=["mime-not-first", "size-not-a-number", "negative", "past-the-body"],
 )  # fmt: skip
 def test_a_malformed_binary_header_is_refused_with_400(sagemaker: str, content_type: str) -> None:
-    body, header_length = _body(binary_inputs=True)
+    body, header_length = infer_body(binary_inputs=True)
     header = content_type.format(mime=MIME, length=header_length)
     response = requests.post(sagemaker + "/invocations", data=body, timeout=10,
                              headers={"Content-Type": header})  # fmt: skip
     assert response.status_code == 400
     assert "error" in response.json()
-    assert requests.post(sagemaker + "/invocations", data=_body()[0], timeout=10).ok
+    assert requests.post(sagemaker + "/invocations", data=infer_body()[0], timeout=10).ok
 
 
 def test_what_sagemaker_does_not_route_is_refused(sagemaker: str) -> None:
@@ -138,8 +108,8 @@ def test_an_invocation_without_a_default_model_names_tritons_placeholder(tmp_pat
                           env={"SAGEMAKER_TRITON_DEFAULT_MODEL_NAME": ""})  # fmt: skip
     try:
         server.wait_ready()
-        response = requests.post(_sagemaker_url(server) + "/invocations", data=b"dummy",
-                                 timeout=10)  # fmt: skip
+        url = address_from_log(server, "Sagemaker")
+        response = requests.post(url + "/invocations", data=b"dummy", timeout=10)
         assert response.status_code != 200
         assert response.json()["error"] == (
             "Request for unknown model: 'unspecified_SAGEMAKER_TRITON_DEFAULT_MODEL_NAME' "

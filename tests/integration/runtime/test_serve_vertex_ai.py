@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -18,7 +19,7 @@ import pytest
 import requests
 import tritonclient.http as httpclient
 
-from tests.fixtures.models import make_add_sub
+from tests.fixtures.cloud_ports import DATA, add_sub_int32, address_from_log, infer_body
 from tests.fixtures.serve_process import ServeProcess
 
 pytestmark = pytest.mark.integration
@@ -29,27 +30,13 @@ ROUTES = {
 }
 PREDICT = ROUTES["AIP_PREDICT_ROUTE"]
 _STARTED = re.compile(r"Started Vertex AI HTTPService at (\S+?)\"")
-DATA = np.arange(16, dtype=np.int32).reshape(1, 16)
 
 
 def _repo(tmp_path: Path, *names: str) -> Path:
     repo = tmp_path / "repo"
     for name in names:
-        make_add_sub(repo, name, data_type="TYPE_INT32", dims=(16,), max_batch_size=8)
+        add_sub_int32(repo, name)
     return repo
-
-
-def _vertex_url(server: ServeProcess, timeout_s: float = 60) -> str:
-    """The Vertex AI port's URL, from the server's log line (Triton's words)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = _STARTED.search(server.logs())
-        if found:
-            return f"http://{found.group(1)}"
-        if server.proc.poll() is not None:
-            break
-        time.sleep(0.05)
-    raise AssertionError(f"no Vertex AI port:\n{server.logs()}")
 
 
 @pytest.fixture
@@ -61,21 +48,9 @@ def vertex(tmp_path: Path) -> Iterator[str]:
         env=ROUTES,
     )  # fmt: skip
     try:
-        yield _vertex_url(server)
+        yield address_from_log(server, "Vertex AI")
     finally:
         server.stop()
-
-
-def _body(*, binary_inputs: bool = False, binary_outputs: bool = False) -> tuple[bytes, int | None]:
-    inputs = [httpclient.InferInput(f"INPUT{i}", [1, 16], "INT32") for i in (0, 1)]
-    for tensor in inputs:
-        tensor.set_data_from_numpy(DATA, binary_data=binary_inputs)
-    outputs = [httpclient.InferRequestedOutput(f"OUTPUT{i}", binary_data=binary_outputs)
-               for i in (0, 1)]  # fmt: skip
-    body, header_length = httpclient.InferenceServerClient.generate_request_body(
-        inputs, outputs=outputs
-    )
-    return body, header_length
 
 
 def _outputs(response: requests.Response) -> tuple[np.ndarray, np.ndarray]:
@@ -88,7 +63,7 @@ def _outputs(response: requests.Response) -> tuple[np.ndarray, np.ndarray]:
 
 def test_health_and_a_json_prediction_of_the_default_model(vertex: str) -> None:
     assert requests.get(vertex + "/ping", timeout=10).status_code == 200
-    body, _ = _body()
+    body, _ = infer_body()
     response = requests.post(vertex + PREDICT, data=body, timeout=10)
     assert response.status_code == 200, response.text
     out0, out1 = _outputs(response)
@@ -97,7 +72,7 @@ def test_health_and_a_json_prediction_of_the_default_model(vertex: str) -> None:
 
 
 def test_binary_tensors_by_content_type_both_ways(vertex: str) -> None:
-    body, header_length = _body(binary_inputs=True, binary_outputs=True)
+    body, header_length = infer_body(binary_inputs=True, binary_outputs=True)
     content_type = f"application/vnd.vertex-ai-triton.binary+json;json-header-size={header_length}"
     response = requests.post(vertex + PREDICT, data=body, timeout=10,
                              headers={"Content-Type": content_type})  # fmt: skip
@@ -113,7 +88,7 @@ def test_binary_tensors_by_content_type_both_ways(vertex: str) -> None:
     ids=["mime-not-first", "size-not-a-number", "negative", "past-the-body"],
 )
 def test_a_malformed_binary_header_is_refused_with_400(vertex: str, size: str) -> None:
-    body, header_length = _body(binary_inputs=True)
+    body, header_length = infer_body(binary_inputs=True)
     mime = "application/vnd.vertex-ai-triton.binary+json;json-header-size="
     content_type = size.format(mime=mime, length=header_length)
     response = requests.post(vertex + PREDICT, data=body, timeout=10,
@@ -121,7 +96,7 @@ def test_a_malformed_binary_header_is_refused_with_400(vertex: str, size: str) -
     assert response.status_code == 400
     assert "error" in response.json()
     # The server goes on serving.
-    assert requests.post(vertex + PREDICT, data=_body()[0], timeout=10).status_code == 200
+    assert requests.post(vertex + PREDICT, data=infer_body()[0], timeout=10).status_code == 200
 
 
 def _redirect(
@@ -132,7 +107,7 @@ def _redirect(
 
 
 def test_a_redirect_reaches_each_v2_endpoint(vertex: str) -> None:
-    response = _redirect(vertex, "v2/models/sub_add/infer", _body()[0])
+    response = _redirect(vertex, "v2/models/sub_add/infer", infer_body()[0])
     assert response.status_code == 200 and response.json()["model_name"] == "sub_add"
     assert _redirect(vertex, "v2/health/live").status_code == 200
     assert _redirect(vertex, "v2/models/sub_add/ready").status_code == 200
@@ -160,6 +135,22 @@ def test_what_vertex_ai_does_not_route_is_refused(vertex: str) -> None:
     assert requests.post(vertex + "/ping", timeout=10).status_code == 405
     assert requests.get(vertex + PREDICT, timeout=10).status_code == 405
     assert _redirect(vertex, "v2/models/nobody/ready").status_code == 404  # as on the v2 port
+    assert requests.get(vertex + "/ping", timeout=10).status_code == 200
+
+
+def test_header_bytes_that_are_not_utf8_get_an_answer_not_a_crash(vertex: str) -> None:
+    host, port = vertex.removeprefix("http://").rsplit(":", 1)
+    for header in (b"Content-Type: \xff\xfe", b"X-Vertex-Ai-Triton-Redirect: v2/models/\xff/ready",
+                   b"User-Agent: \xe9t\xe9"):  # fmt: skip
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.sendall(b"POST " + PREDICT.encode() + b" HTTP/1.1\r\nHost: x\r\n" + header +
+                         b"\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")  # fmt: skip
+            answer = b""
+            while chunk := sock.recv(65536):
+                answer += chunk
+        status = int(answer.split(b" ", 2)[1])
+        assert 400 <= status < 500, answer
+        assert b'{"error":' in answer
     assert requests.get(vertex + "/ping", timeout=10).status_code == 200
 
 
@@ -225,7 +216,9 @@ def test_aip_mode_prediction_serves_vertex_ai_from_aip_storage_uri_with_http_off
         assert host_port.group(1).startswith("0.0.0.0:")  # Vertex AI's checks come from outside
         assert "Started HTTPService" not in text and "Started GRPCInferenceService" not in text
         port = host_port.group(1).split(":")[1]
-        response = requests.post(f"http://127.0.0.1:{port}{PREDICT}", data=_body()[0], timeout=10)
+        response = requests.post(
+            f"http://127.0.0.1:{port}{PREDICT}", data=infer_body()[0], timeout=10
+        )
         assert response.status_code == 200 and response.json()["model_name"] == "add_sub"
     finally:
         proc.terminate()
