@@ -29,7 +29,9 @@ over the KServe v2 HTTP (8000) and gRPC (8001) protocols, like `tritonserver
 HTTP port and on the metrics port (8002). With --port 0 free ports are chosen (for gRPC and
 metrics too, unless given); the server prints `THAW_LISTENING_GRPC HOST:PORT`,
 `THAW_LISTENING_METRICS http://HOST:PORT` and last `THAW_LISTENING http://HOST:PORT` on stdout
-once it accepts connections.
+once it accepts connections. With --allow-vertex-ai / --allow-sagemaker it also answers Google
+Vertex AI's and Amazon SageMaker's routes on ports of their own, as tritonserver does
+(docs/vertex-ai.md, docs/sagemaker.md).
 """
 
 
