@@ -70,6 +70,29 @@ _SETTING_HELP = {
 }
 
 
+# tritonserver's cloud-port flags: `thaw serve` has them, `thaw up` does not (decision 0027).
+_SERVE_ONLY = (
+    "--allow-vertex-ai", "--vertex-ai-port", "--vertex-ai-default-model",
+    "--vertex-ai-thread-count", "--allow-sagemaker", "--sagemaker-port",
+    "--sagemaker-safe-port-range", "--sagemaker-thread-count",
+)  # fmt: skip
+
+
+class _ServeOnly(argparse.Action):
+    """A cloud-port flag given to `thaw up`: exit 2 saying where it works."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        where = "docs/decisions/0027-cloud-ports-are-rewrites.md"
+        parser.error(f"{option_string} is a thaw serve flag: thaw up has no Vertex AI or "
+                     f"SageMaker port ({where})")  # fmt: skip
+
+
 def add_up_arguments(p: argparse.ArgumentParser) -> None:
     """Every flag of `thaw up`, on `p`."""
     add_repository_arguments(p)
@@ -93,6 +116,9 @@ def add_up_arguments(p: argparse.ArgumentParser) -> None:
             f"--allow-{name}", type=triton_bool, default=True, metavar="BOOL",
             help=f"serve the {name} port (default true)",
         )  # fmt: skip
+    for flag in _SERVE_ONLY:
+        triton.add_argument(flag, action=_ServeOnly, nargs="?", default=argparse.SUPPRESS,
+                            help=argparse.SUPPRESS)  # fmt: skip
     add_reuse_port_arguments(triton)  # --port's and --grpc-port's listeners, not the replicas'
     add_compression_argument(triton, responses="the gRPC front door's responses (as thaw serve)")
     add_keepalive_arguments(triton)

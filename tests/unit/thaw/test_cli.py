@@ -27,10 +27,10 @@ def test_serve_help_names_the_repository_argument() -> None:
 
 
 def test_an_unknown_flag_is_refused_by_the_command_it_was_given_to() -> None:
-    """`thaw up REPO --sagemaker-port 1` names `thaw up` and its usage, not the top-level
-    `thaw [-h] COMMAND ...` (argparse's default for a subcommand's unknown flags)."""
+    """`thaw up REPO --cuda-virtual-address-size 1` names `thaw up` and its usage, not the
+    top-level `thaw [-h] COMMAND ...` (argparse's default for a subcommand's unknown flags)."""
     for argv, prog in (
-        (["up", "/tmp", "--sagemaker-port", "1"], "thaw up"),
+        (["up", "/tmp", "--cuda-virtual-address-size", "1"], "thaw up"),
         (["snapshot", "ls", "--store", "/tmp", "--bogus"], "thaw snapshot ls"),
         (["status", "--bogus"], "thaw status"),
     ):
@@ -39,6 +39,19 @@ def test_an_unknown_flag_is_refused_by_the_command_it_was_given_to() -> None:
         )
         assert proc.returncode == 2
         assert proc.stderr.startswith(f"usage: {prog} ")
-        first = "--bogus" if "--bogus" in argv else "--sagemaker-port"
+        first = "--bogus" if "--bogus" in argv else "--cuda-virtual-address-size"
         unknown = " ".join(argv[argv.index(first) :])
         assert proc.stderr.splitlines()[-1] == f"{prog}: error: unrecognized arguments: {unknown}"
+
+
+def test_a_cloud_port_flag_given_to_thaw_up_says_thaw_serve_has_it() -> None:
+    for flag in ("--allow-vertex-ai=true", "--sagemaker-port=8080"):
+        proc = subprocess.run(
+            [sys.executable, "-m", "thaw.cli", "up", "/tmp", flag],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert proc.returncode == 2
+        name = flag.split("=")[0]
+        assert f"{name} is a thaw serve flag: thaw up has no Vertex AI or SageMaker port" in (
+            proc.stderr
+        )
