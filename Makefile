@@ -123,7 +123,8 @@ conformance: install
 		$(PY) -m tests.conformance.triton_l0_vertex_ai; vx=$$?; \
 		$(PY) -m tests.conformance.triton_l0_sagemaker; sm=$$?; \
 		$(PY) -m tests.conformance.triton_cloud_ports_side_by_side; cs=$$?; \
-		exit $$((http | qa | shm | uhttp | uqa | ushm | oa | ex | s3 | pa | tls | dc | sock | cj | ct | vx | sm | cs))'
+		$(PY) -m tests.conformance.triton_sagemaker_mme_side_by_side; mme=$$?; \
+		exit $$((http | qa | shm | uhttp | uqa | ushm | oa | ex | s3 | pa | tls | dc | sock | cj | ct | vx | sm | cs | mme))'
 
 # The container images with podman (docs/image.md): deploy/image/build.sh installs podman, runc
 # and debootstrap when missing (root, Debian), makes the Debian base image when missing, and

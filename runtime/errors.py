@@ -18,6 +18,8 @@
     │   │                              name in a repository call)
     │   └── UnsupportedEncoding        a body's Content-Encoding is not gzip/deflate (Triton's)
     ├── RepositoryError (400)          config.pbtxt or model files are wrong; names file and field
+    │   └── RepositoryConflict (409)   a repository or model mapping registered already (Triton's
+    │                                  ALREADY_EXISTS)
     └── ModelCodedError (400)          a model's own error with a Triton code REST has no status
         ├── ModelErrorUnknown          for (Triton's HttpCodeFromError: 400); over gRPC the
         ├── ModelErrorAlreadyExists    code's own status, `grpc_code` (UNKNOWN, ALREADY_EXISTS,
@@ -50,6 +52,7 @@ __all__ = [
     "ModelNotFound",
     "ModelUnavailable",
     "PayloadTooLarge",
+    "RepositoryConflict",
     "RepositoryError",
     "Restricted",
     "RouteNotFound",
@@ -172,6 +175,11 @@ class ControlDisabled(ServingError):
 
 class RepositoryError(ServingError):
     status = 400
+
+
+class RepositoryConflict(RepositoryError):
+    status = 409
+    grpc_code = "ALREADY_EXISTS"
 
 
 class ModelCodedError(ServingError):

@@ -6,6 +6,7 @@
     cloud_front        a cloud's own port whose requests the v2 application serves, rewritten
     vertex_ai          Vertex AI's routes as v2 requests (`--allow-vertex-ai`)
     sagemaker          SageMaker's routes as v2 requests (`--allow-sagemaker`)
+    sagemaker_models   SageMaker's multi-model endpoint: models loaded and unloaded at run time
 
 Exports `build_app`, the v2 application over a ModelService.
 """

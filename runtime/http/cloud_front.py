@@ -1,7 +1,7 @@
 """A cloud's own port (Vertex AI's, SageMaker's) whose requests the v2 application serves:
 each rewritten to the v2 request it is by a pure function of the cloud's routes, or refused.
 
-    Rewrite / Refusal            what a cloud's request is
+    Rewrite / Refusal / Answer   what a cloud's request is: a v2 request, refused, or the port's own
     json_header_length(...)      an infer body's JSON length from a binary+json Content-Type
     CloudFront(name, rewrite, handle)   the port's request handler
     fix_response_headers(request, response)   the v2 app's `on_response_prepare` hook
@@ -24,8 +24,10 @@ from thawserver.json_response import json_response
 
 __all__ = [
     "HEADER_LENGTH",
+    "Answer",
     "CloudFront",
     "Refusal",
+    "Respond",
     "Rewrite",
     "fix_response_headers",
     "json_header_length",
@@ -53,6 +55,17 @@ class Rewrite:
     header_length: int | None = None
     drop: tuple[str, ...] = ()
     fix: FixHeaders | None = None
+
+
+Respond = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A cloud's request that is no v2 request but the port's own (SageMaker's multi-model
+    loads): `respond(request)` answers it, outside the v2 application."""
+
+    respond: Respond
 
 
 @dataclass(frozen=True)
@@ -91,8 +104,7 @@ def _atoi(text: str) -> int:
     return int(match.group(1)) if match else 0
 
 
-Handle = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
-Rewriter = Callable[[str, str, Mapping[str, str], int | None], Rewrite | Refusal]
+Rewriter = Callable[[str, str, Mapping[str, str], int | None], Rewrite | Refusal | Answer]
 
 
 class CloudFront:
@@ -101,7 +113,7 @@ class CloudFront:
     answered `{"error": ...}` here. `name` opens its verbose records ("Vertex AI request: ...",
     Triton's words)."""
 
-    def __init__(self, name: str, rewrite: Rewriter, handle: Handle) -> None:
+    def __init__(self, name: str, rewrite: Rewriter, handle: Respond) -> None:
         self._name = name
         self._rewrite = rewrite
         self._handle = handle
@@ -116,6 +128,8 @@ class CloudFront:
             logger.debug("%s error: %s %s - %d", self._name, request.method, request.path,
                          target.status)  # fmt: skip
             return json_response({"error": target.reason}, status=target.status)
+        if isinstance(target, Answer):
+            return await target.respond(request)
         # aiohttp re-encodes a clone's headers as strict UTF-8: a value the client sent in
         # other bytes (kept as surrogates) would fail that with a 500, so it is made text.
         headers = CIMultiDict((name, _text(value)) for name, value in request.headers.items())

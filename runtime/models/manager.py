@@ -7,7 +7,8 @@ import contextlib
 import copy
 import logging
 import time
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Collection, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runtime.config import ModelControlMode, ServeConfig
@@ -69,7 +70,10 @@ __all__ = ["ModelManager", "ModelState"]
 
 logger = logging.getLogger(__name__)
 
-# Triton's message for load/unload outside explicit mode (it uses one text for none and poll).
+# Triton's words for a repository registration outside explicit mode (UNSUPPORTED).
+REGISTRATION_DISABLED = (
+    "repository registration is not allowed if model control mode is not EXPLICIT"
+)
 # Triton's answer to /infer for a decoupled model (2.51, UNSUPPORTED: HTTP 501).
 DECOUPLED_INFER = "HTTP end point doesn't support models with decoupled transaction policy"
 # Its gRPC ModelInfer's (2.51, UNIMPLEMENTED): the same refusal, named for the RPC.
@@ -303,6 +307,37 @@ class ModelManager:
             self._models[key].named = False
         for key in down:
             self._models[key].down_with_steps = frozenset(graph[key])
+
+    # -- repositories registered at run time --------------------------------------------
+
+    async def register_repository(self, root: Path, mapping: Mapping[str, str]) -> None:
+        """Serve the models of `root` too (Triton's RegisterModelRepository, explicit mode
+        only), `mapping` naming models by their subdirectories (a mapped model's name is its
+        mapping's). RepositoryConflict when `root` is served already or a name is mapped
+        already; RepositoryError when `root` is no directory. Loads nothing."""
+        if self._config.model_control_mode != ModelControlMode.EXPLICIT:
+            raise ControlDisabled(REGISTRATION_DISABLED)
+        if not await asyncio.to_thread(root.is_dir):
+            raise RepositoryError(f"failed to register '{root}', repository not found")
+        self._ns.register(root, mapping)
+        logger.info("Model repository registered: %s", root)  # Triton's words
+
+    async def unregister_repository(self, root: Path) -> None:
+        """Serve `root`'s models no more (Triton's UnregisterModelRepository; unload them
+        first). Forgets the models of `root` that are not served (RepositoryError when `root`
+        was not registered)."""
+        if self._config.model_control_mode != ModelControlMode.EXPLICIT:
+            raise ControlDisabled(REGISTRATION_DISABLED)
+        if root not in self._repo.roots:
+            raise RepositoryError(f"failed to unregister '{root}', repository not found")
+        names = set(await asyncio.to_thread(self._repo.names_in, root))
+        self._ns.unregister(root)
+        namespace = str(root)
+        for key, model in list(self._models.items()):
+            if not model.live and (key.namespace == namespace or
+                                   (not key.namespace and key.name in names)):  # fmt: skip
+                del self._models[key]
+        logger.info("Model repository unregistered: %s", root)  # Triton's words
 
     async def _bring_back(self) -> None:
         """Load again the ensembles an unload of a step took down whose steps are all loaded

@@ -18,7 +18,7 @@ The decisions (`serving_key`) are pure over what the caller knows; the disk read
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
@@ -53,10 +53,23 @@ class Namespaces:
     def __init__(self, roots: Sequence[Path], *, enabled: bool) -> None:
         self.enabled = enabled
         self.repositories = Repositories(roots)
-        # The namespaces in the order the repositories were given ("" alone without namespacing).
-        self.names: tuple[str, ...] = (
-            tuple(str(root) for root in self.repositories.roots) if enabled else ("",)
-        )
+        self.names = self._names()
+
+    def _names(self) -> tuple[str, ...]:
+        """The namespaces in the order the repositories were given, then registered ("" alone
+        without namespacing)."""
+        return tuple(str(root) for root in self.repositories.roots) if self.enabled else ("",)
+
+    def register(self, root: Path, mapping: Mapping[str, str]) -> None:
+        """A repository registered at run time: a namespace of its own under namespacing
+        (runtime.models.repository.Repositories.register; RepositoryConflict)."""
+        self.repositories.register(root, mapping)
+        self.names = self._names()
+
+    def unregister(self, root: Path) -> None:
+        """A registered repository no longer served (RepositoryError when it is not)."""
+        self.repositories.unregister(root)
+        self.names = self._names()
 
     def key(self, name: str, namespace: str = "") -> ModelKey:
         """`name` in `namespace` (without namespacing, always the one namespace "")."""
@@ -64,7 +77,9 @@ class Namespaces:
 
     def repository(self, key: ModelKey) -> Path | Repositories:
         """Where `key`'s model is read from (runtime.models.repository.read_model)."""
-        return Path(key.namespace) if key.namespace else self.repositories
+        if key.namespace:
+            return self.repositories.scope(Path(key.namespace))
+        return self.repositories
 
     def model_dir(self, key: ModelKey) -> Path:
         return self.repository(key) / key.name
@@ -81,10 +96,11 @@ class Namespaces:
         """Every model in the repositories (RepositoryError when one cannot be read)."""
         if not self.enabled:
             return [ModelKey("", name) for name in list_models(self.repositories)]
+        repositories = self.repositories
         return sorted(
             ModelKey(str(root), name)
-            for root in self.repositories.roots
-            for name in list_models(root)
+            for root in repositories.roots
+            for name in repositories.names_in(root)
         )
 
     def step_key(self, home: ModelKey, name: str) -> ModelKey:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from runtime.errors import ModelNotFound, RepositoryError
+from runtime.errors import ModelNotFound, RepositoryConflict, RepositoryError
 from runtime.model_config import (
     complete_config,
     config_from_json,
@@ -29,6 +29,7 @@ from tritonconfig.schema import mc
 
 __all__ = [
     "MAX_CONFIG_BYTES",
+    "ModelMappings",
     "ModelSpec",
     "Repositories",
     "ensemble_cycle",
@@ -77,25 +78,75 @@ class ModelSpec:
 
 class Repositories:
     """Every model repository one server serves (tritonserver's repeatable
-    `--model-repository`), as one: the model names of all, each model's directory in the
-    repository that holds it. A name in two repositories is no model (`read_model` refuses it,
-    as Triton makes such a model unavailable).
+    `--model-repository`, and those registered at run time), as one: the model names of all,
+    each model's directory in the repository that holds it. A name in two repositories is no
+    model (`read_model` refuses it, as Triton makes such a model unavailable).
 
     `repositories / name` is the model's directory, as `Path / name` is for one repository, so
     code written for one reads the same for several. With several it looks at the disk: call it
     where blocking is allowed.
+
+    A repository registered at run time (Triton's `RegisterModelRepository`, SageMaker's
+    multi-model endpoint: `register`) may map model names to its subdirectories: a mapped
+    name is that directory's model, whatever the directory is called, and the mapped
+    directory is no model under its own name (Triton's model mappings). `scope(root)` is one
+    repository of them, its mappings included (a namespace's repository).
     """
 
-    def __init__(self, roots: Sequence[Path]) -> None:
+    def __init__(self, roots: Sequence[Path], *, _mappings: ModelMappings | None = None) -> None:
         if not roots:
             raise ValueError("Repositories needs at least one repository")
         self.roots = tuple(Path(r) for r in roots)
+        self._mappings = _mappings if _mappings is not None else ModelMappings()
+
+    def register(self, root: Path, mapping: Mapping[str, str]) -> None:
+        """Serve `root` too, with `mapping` (a model name -> its subdirectory of `root`):
+        RepositoryConflict when `root` is served already or a name is mapped already."""
+        if root in self.roots:
+            raise RepositoryConflict(f"model repository '{root}' has already been registered")
+        self._mappings.add(root, mapping)
+        self.roots = (*self.roots, root)
+
+    def unregister(self, root: Path) -> None:
+        """Serve `root` no more, nor the names it mapped; RepositoryError when it is not served."""
+        if root not in self.roots:
+            raise RepositoryError(f"failed to unregister '{root}', repository not found")
+        if self.roots == (root,):
+            raise RepositoryError(f"failed to unregister '{root}': it is the only repository")
+        self.roots = tuple(r for r in self.roots if r != root)
+        self._mappings.remove(root)
+
+    def scope(self, root: Path) -> Repositories:
+        """`root` alone, with the names mapped to its subdirectories."""
+        return Repositories((root,), _mappings=self._mappings)
+
+    def is_mapped(self, name: str) -> bool:
+        """Whether `name` is a mapped model (its directory may be called otherwise)."""
+        return self._mappings.path(name) is not None
 
     def holders(self, name: str) -> list[Path]:
-        """The repositories that have a directory `name`."""
-        return [root for root in self.roots if (root / name).is_dir()]
+        """The repositories that have model `name`: the one it is mapped in, else those with
+        a directory `name` that is not mapped to another name."""
+        mapped = self._mappings.path(name)
+        if mapped is not None:
+            root = mapped.parent
+            return [root] if root in self.roots and mapped.is_dir() else []
+        mappings = self._mappings
+        return [root for root in self.roots
+                if (root / name).is_dir() and not mappings.is_mapped_dir(root / name)]  # fmt: skip
+
+    def names_in(self, root: Path) -> list[str]:
+        """The model names of one repository (`list_models`), mapped directories by their
+        mapped names."""
+        renamed = self._mappings.names_in(root)
+        if not renamed:
+            return list_models(root)
+        return sorted(renamed.get(name, name) for name in list_models(root, mapped=renamed))
 
     def __truediv__(self, name: str) -> Path:
+        mapped = self._mappings.path(name)
+        if mapped is not None and mapped.parent in self.roots:
+            return mapped
         if len(self.roots) == 1:
             return self.roots[0] / name
         found = self.holders(name)
@@ -105,11 +156,42 @@ class Repositories:
         return ", ".join(str(root) for root in self.roots)
 
 
-def list_models(repo: Path | Repositories) -> list[str]:
-    """Model directory names in `repo` (hidden entries and non-names are skipped); of several
-    repositories, every name any of them has, once."""
+class ModelMappings:
+    """The model names registered repositories map to their subdirectories (`Repositories`).
+    Changed on the event loop and read by repository scans in threads: each change replaces
+    the dict, so a reader holds a whole one."""
+
+    def __init__(self) -> None:
+        self._paths: dict[str, Path] = {}  # a name -> its directory (a root's subdirectory)
+
+    def add(self, root: Path, mapping: Mapping[str, str]) -> None:
+        for name in mapping:
+            if name in self._paths:
+                raise RepositoryConflict(
+                    f"failed to register '{name}', there is a conflicting mapping for '{name}'"
+                )
+        self._paths = {**self._paths, **{name: root / subdir for name, subdir in mapping.items()}}
+
+    def remove(self, root: Path) -> None:
+        self._paths = {name: path for name, path in self._paths.items() if path.parent != root}
+
+    def path(self, name: str) -> Path | None:
+        return self._paths.get(name) if self._paths else None
+
+    def is_mapped_dir(self, path: Path) -> bool:
+        return bool(self._paths) and path in self._paths.values()
+
+    def names_in(self, root: Path) -> dict[str, str]:
+        """`root`'s mapped subdirectories and their names."""
+        return {path.name: name for name, path in self._paths.items() if path.parent == root}
+
+
+def list_models(repo: Path | Repositories, *, mapped: Collection[str] = ()) -> list[str]:
+    """Model directory names in `repo` (hidden entries and non-names are skipped, but not the
+    `mapped` subdirectories, which a mapping names); of several repositories, every name any
+    of them has, once (`Repositories.names_in`)."""
     if isinstance(repo, Repositories):
-        return sorted({name for root in repo.roots for name in list_models(root)})
+        return sorted({name for root in repo.roots for name in repo.names_in(root)})
     try:
         entries = sorted(os.scandir(repo), key=lambda e: e.name)
     except OSError as exc:
@@ -118,7 +200,7 @@ def list_models(repo: Path | Repositories) -> list[str]:
     for entry in entries:
         if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=True):
             continue
-        if is_model_name(entry.name):
+        if is_model_name(entry.name) or entry.name in mapped:
             names.append(entry.name)
         else:
             logger.warning("skipping repository entry %r: not a valid model name", entry.name)
@@ -185,6 +267,9 @@ def read_model(
     `default_max_batch_size`: what the ONNX auto-complete gives a model that can batch
     (tritonconfig.complete_config)."""
     validate_model_name(name)
+    # A mapped model is named by its mapping, whatever its directory and config call it
+    # (Triton sets the config's name to the mapped one).
+    mapped = isinstance(repo, Repositories) and repo.is_mapped(name)
     if isinstance(repo, Repositories) and len(holders := repo.holders(name)) > 1:
         roots = [str(root) for root in repo.roots]
         raise RepositoryError(not_unique(name, [str(root) for root in holders], roots))
@@ -204,7 +289,7 @@ def read_model(
     run_repository_agents(config, model_dir)
     # Triton judges the config (in messages naming the model as the config does) before it
     # compares the name with the directory's.
-    declared = config.name
+    declared = "" if mapped else config.name
     config.name = declared or name
     backend_model_file = python_based_model_file(config.backend, backend_directory)
     if backend_model_file is not None:

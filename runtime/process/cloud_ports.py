@@ -21,6 +21,7 @@ from runtime.errors import ServingError
 from runtime.http import sagemaker, vertex_ai
 from runtime.http.app import MODELS, SERVER_STATE
 from runtime.http.cloud_front import CloudFront, Rewriter
+from runtime.http.sagemaker_models import MultiModelEndpoint
 from thawserver.aiohttp_compat import server_beside
 
 __all__ = ["CloudPorts", "Listen"]
@@ -52,7 +53,10 @@ class CloudPorts:
         cannot listen; Vertex AI's refusal fails the server (exit 1)."""
         config = self._config
         if config.allow_sagemaker:
-            routes = sagemaker.SageMakerRoutes(config.sagemaker_model, config.sagemaker_ping_mode)
+            models = MultiModelEndpoint(self._app[MODELS], body_timeout_s=config.body_timeout_s)
+            routes = sagemaker.SageMakerRoutes(
+                config.sagemaker_model, config.sagemaker_ping_mode, models
+            )
             try:
                 url = await self._open(sagemaker.NAME, partial(sagemaker.rewrite, routes),
                                        config.host, config.sagemaker_port)  # fmt: skip

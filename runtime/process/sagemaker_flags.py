@@ -44,7 +44,8 @@ def add_sagemaker_arguments(g: argparse._ArgumentGroup) -> None:
     """The SageMaker flags, in the tritonserver group of `thaw serve --help`."""
     g.add_argument("--allow-sagemaker", type=triton_bool, default=False, metavar="BOOL",
                    help="serve SageMaker's /ping and /invocations on their own port (default "
-                   "false; the model: SAGEMAKER_TRITON_DEFAULT_MODEL_NAME)")  # fmt: skip
+                   "false; the model: SAGEMAKER_TRITON_DEFAULT_MODEL_NAME), and its multi-model "
+                   "endpoint /models (with --model-control-mode=explicit)")  # fmt: skip
     g.add_argument("--sagemaker-port", type=int, default=8080, metavar="PORT",
                    help="the SageMaker port (default 8080)")  # fmt: skip
     g.add_argument("--sagemaker-safe-port-range", type=port_range, default=None,

@@ -28,7 +28,7 @@ import requests
 from tests.fixtures.cloud_ports import add_sub_int32, infer_body
 from tests.fixtures.serve_process import free_port
 
-__all__ = ["CASES", "KEPT", "main"]
+__all__ = ["CASES", "KEPT", "main", "wait_both"]
 
 VERTEX_MIME = "application/vnd.vertex-ai-triton.binary+json;json-header-size="
 SAGEMAKER_MIME = "application/vnd.sagemaker-triton.binary+json;json-header-size="
@@ -133,8 +133,6 @@ KEPT: dict[str, str] = {
     str(Case("sagemaker", "HEAD", "/ping")): "the same",
     str(_redirect("v2/models/nobody/ready")): "a model not served is 404 'unknown model' "
     "(DESIGN.md; as on the v2 port), Triton's 400 'Model version not ready'",
-    str(Case("sagemaker", "GET", "/models")): "the multi-model endpoint is not built: 501 "
-    "(docs/sagemaker.md)",
 }
 
 
@@ -171,6 +169,18 @@ def _wait(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 180) -> No
             pass
         time.sleep(0.25)
     raise RuntimeError(f"{url} never answered 200 (exit {proc.poll()})")
+
+
+def wait_both(work: Path, urls: list[tuple[str, subprocess.Popen[bytes]]]) -> None:
+    """Wait until each URL answers 200 (its server still running); else SystemExit, after
+    printing the end of `work`'s triton.log and thaw.log."""
+    try:
+        for url, proc in urls:
+            _wait(url, proc)
+    except RuntimeError as exc:
+        for name in ("triton.log", "thaw.log"):
+            print(f"--- {name}\n{(work / name).read_text()[-3000:]}")
+        raise SystemExit(f"a server did not start: {exc}") from None
 
 
 @contextmanager
@@ -226,15 +236,11 @@ def main(argv: list[str] | None = None) -> int:
             _running(triton, triton_env, work / "triton.log") as t,
             _running(thaw, thaw_env, work / "thaw.log") as h,
         ):
-            try:
-                for port, proc in (("t-vx", t), ("h-vx", h)):
-                    _wait(f"http://127.0.0.1:{ports[port]}/health", proc)
-                for port, proc in (("t-sm", t), ("h-sm", h)):
-                    _wait(f"http://127.0.0.1:{ports[port]}/ping", proc)
-            except RuntimeError as exc:
-                for name in ("triton.log", "thaw.log"):
-                    print(f"--- {name}\n{(work / name).read_text()[-3000:]}")
-                raise SystemExit(f"a server did not start: {exc}") from None
+            base = "http://127.0.0.1:{}"
+            wait_both(work, [(base.format(ports["t-vx"]) + "/health", t),
+                             (base.format(ports["h-vx"]) + "/health", h),
+                             (base.format(ports["t-sm"]) + "/ping", t),
+                             (base.format(ports["h-sm"]) + "/ping", h)])  # fmt: skip
             bases = {
                 "triton": {"vertex": f"http://127.0.0.1:{ports['t-vx']}",
                            "sagemaker": f"http://127.0.0.1:{ports['t-sm']}"},

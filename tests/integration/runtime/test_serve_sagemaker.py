@@ -2,7 +2,7 @@
 tritonserver's (qa/L0_sagemaker's single-model cases): predictions in JSON and in binary tensors
 with SageMaker's content types both ways, malformed binary headers refused with 400, the model
 named by SAGEMAKER_TRITON_DEFAULT_MODEL_NAME (an unknown one in Triton's words), the safe port
-range, and the multi-model routes refused with 501."""
+range. The multi-model routes: test_sagemaker_multi_model.py."""
 
 from __future__ import annotations
 
@@ -95,9 +95,8 @@ def test_a_malformed_binary_header_is_refused_with_400(sagemaker: str, content_t
 
 
 def test_what_sagemaker_does_not_route_is_refused(sagemaker: str) -> None:
-    models = requests.get(sagemaker + "/models", timeout=10)
-    assert models.status_code == 501 and "multi-model" in models.json()["error"]
-    assert requests.post(sagemaker + "/models/m/invoke", timeout=10).status_code == 501
+    assert requests.get(sagemaker + "/models", timeout=10).json() == {"models": []}
+    assert requests.post(sagemaker + "/models/m/invoke", timeout=10).status_code == 404
     assert requests.get(sagemaker + "/v2/health/ready", timeout=10).status_code == 400
     assert requests.get(sagemaker + "/invocations", timeout=10).status_code == 405
     assert requests.get(sagemaker + "/ping", timeout=10).status_code == 200

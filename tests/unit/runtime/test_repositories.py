@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from runtime.config import ModelControlMode, ServeConfig
-from runtime.errors import ModelUnavailable
+from runtime.errors import ControlDisabled, ModelUnavailable, RepositoryConflict, RepositoryError
 from runtime.inference import InferRequest, InferTensor
 from runtime.models.manager import ModelManager
 from runtime.models.repository import Repositories, list_models
@@ -129,3 +129,57 @@ def test_explicit_mode_with_several_repositories_is_a_config() -> None:
         model_control_mode=ModelControlMode.EXPLICIT,
     )  # fmt: skip
     assert config.repositories == (Path("a"), Path("b"))
+
+
+def test_a_registered_repository_maps_names_to_its_directories(tmp_path: Path) -> None:
+    base, extra = tmp_path / "base", tmp_path / "extra"
+    make_python_identity(base, "kept")
+    make_python_identity(extra, "model")
+    make_python_identity(extra, "step")
+    repos = Repositories([base])
+    repos.register(extra, {"served_as": "model"})
+    assert list_models(repos) == ["kept", "served_as", "step"]
+    assert repos / "served_as" == extra / "model"
+    assert repos.holders("served_as") == [extra]
+    assert repos.holders("model") == []  # a mapped directory is no model under its own name
+    assert repos.scope(extra) / "served_as" == extra / "model"
+    assert repos.scope(extra) / "step" == extra / "step"
+    with pytest.raises(RepositoryConflict, match="has already been registered"):
+        repos.register(extra, {})
+    with pytest.raises(RepositoryConflict, match="conflicting mapping for 'served_as'"):
+        repos.register(tmp_path, {"served_as": "x"})
+    repos.unregister(extra)
+    assert list_models(repos) == ["kept"] and repos.holders("served_as") == []
+    with pytest.raises(RepositoryError, match="repository not found"):
+        repos.unregister(extra)
+    with pytest.raises(RepositoryError, match="the only repository"):
+        repos.unregister(base)
+
+
+async def test_a_mapped_model_loads_under_its_mapped_name_and_goes_with_its_repository(
+    tmp_path: Path,
+) -> None:
+    base, extra = tmp_path / "base", tmp_path / "extra"
+    base.mkdir()
+    make_python_identity(extra, "model")  # its config says name "model"
+    manager = _manager([base], model_control_mode=ModelControlMode.EXPLICIT)
+    await manager.start()
+    try:
+        await manager.register_repository(extra, {"mapped": "model"})
+        await manager.load("mapped")
+        assert manager.config("mapped", None)["name"] == "mapped"
+        response = await manager.infer(_request("mapped"))
+        assert response.outputs[0].data.tolist() == [1.0]
+        await manager.unload("mapped")
+        await manager.unregister_repository(extra)
+        assert [row["name"] for row in await manager.index()] == []
+        with pytest.raises(RepositoryError, match="repository not found"):
+            await manager.register_repository(tmp_path / "nowhere", {})
+    finally:
+        await manager.stop()
+
+
+async def test_registration_needs_explicit_model_control(tmp_path: Path) -> None:
+    manager = _manager([tmp_path])
+    with pytest.raises(ControlDisabled, match="not allowed if model control mode is not EXPLICIT"):
+        await manager.register_repository(tmp_path, {})

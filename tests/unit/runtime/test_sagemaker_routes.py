@@ -39,10 +39,10 @@ def test_what_sagemaker_does_not_route() -> None:
         400, "inference header size should be in range (0, 100), got: -5"
     )
     for path in ("/models", "/models/", "/models/m", "/models/m/invoke"):
-        refusal = _at(path)
+        refusal = _at(path)  # without a multi-model endpoint
         assert isinstance(refusal, Refusal) and refusal.status == 501
     assert _at("/v2/health/ready", "GET") == Refusal(
-        400, "no SageMaker route is '/v2/health/ready': /ping or /invocations"
+        400, "no SageMaker route is '/v2/health/ready': /ping, /invocations or /models"
     )
 
 
