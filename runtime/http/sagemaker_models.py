@@ -176,7 +176,7 @@ class MultiModelEndpoint:
                 return Refusal(404, _not_loaded_reason(name))
             target = headers.get(TARGET_MODEL) or loaded.target
             if logger.isEnabledFor(logging.DEBUG):
-                logger.debug("Invoking SageMaker TargetModel: %s", target)  # Triton's words
+                logger.debug("Invoking SageMaker TargetModel: %s", target[:300])  # Triton's
             return infer(target)
         if method == "POST":
             return Answer(self._load)
@@ -214,9 +214,9 @@ class MultiModelEndpoint:
         except ServingError as exc:  # 400, or 408 for a body that does not arrive
             return json_response({"error": exc.message}, status=exc.status)
         target = request.headers.get(TARGET_MODEL) or name
-        logger.info("Loading SageMaker TargetModel: %s", target)  # Triton's words
         if not is_model_name(target):
             return json_response({"error": f"'{target[:300]}' is not a model name"}, status=400)
+        logger.info("Loading SageMaker TargetModel: %s", target)  # Triton's words
         try:
             where = await asyncio.to_thread(layout, url)
             await self._models.register_repository(where.repository, {target: where.subdir})
@@ -267,7 +267,7 @@ class MultiModelEndpoint:
             if loaded is None:
                 return _not_loaded(name)
             target = request.headers.get(TARGET_MODEL) or loaded.target
-            logger.info("Unloading SageMaker TargetModel: %s", target)  # Triton's words
+            logger.info("Unloading SageMaker TargetModel: %s", target[:300])  # Triton's words
             try:
                 await self._models.unload(target, unload_dependents=True)
             except ServingError as exc:

@@ -30,6 +30,7 @@ from tests.fixtures.cloud_ports import infer_body
 from tests.fixtures.sagemaker_downloads import (
     add_sub_download,
     ensemble_download,
+    failing_download,
     out_of_memory_download,
 )
 from tests.fixtures.serve_process import free_port
@@ -40,6 +41,20 @@ MODELS = Path("/opt/ml/models")
 TARGET = "X-Amzn-SageMaker-Target-Model"
 JSON_BODY, _ = infer_body()
 BINARY_BODY, BINARY_LENGTH = infer_body(binary_inputs=True, binary_outputs=True)
+# Models whose execute fails in each way a Python model can, each loaded in turn under the
+# name FAILING, the default model of `/invocations`: its errors keep the v2 port's statuses
+# (500, or a TritonError's code), a multi-model invocation's are 400, or 507 for memory.
+FAILING = "failing"
+_FAILING: dict[str, str] = {
+    "raises": 'raise ValueError("bad values")',
+    "answers_error": "return [pb_utils.InferenceResponse(error=pb_utils.TritonError("
+    '"no such thing", pb_utils.TritonError.NOT_FOUND)) for _ in requests]',
+    "out_of_memory": 'raise MemoryError("CUDA out of memory in execute")',
+    "answers_oom": "return [pb_utils.InferenceResponse(error=pb_utils.TritonError("
+    '"OOM while running")) for _ in requests]',
+}
+_FP32_BODY = (b'{"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [4], '
+              b'"data": [1, 2, 3, 4]}]}')  # fmt: skip
 _ENSEMBLE_BODY = json.dumps({"inputs": [
     {"name": f"INPUT{i}", "datatype": "INT32", "shape": [1, 16], "data": list(range(16))}
     for i in (0, 1)]}).encode()  # fmt: skip
@@ -52,6 +67,8 @@ def _downloads(root: Path) -> None:
     out_of_memory_download(root, "oominit", "init")
     out_of_memory_download(root, "oomexec", "execute")
     ensemble_download(root, "ensemble333")
+    for digest, statement in _FAILING.items():
+        failing_download(root, digest, statement)
 
 
 def _load(name: str, url: str, **headers: str) -> Step:
@@ -93,9 +110,7 @@ STEPS: tuple[Step, ...] = (
     _load("oominit", f"{MODELS}/oominit/model"),
     _load("oominit", f"{MODELS}/oominit/model"),
     _load("oomexec", f"{MODELS}/oomexec/model"),
-    Step("POST", "/models/oomexec/invoke", _INVOKE_JSON,
-         b'{"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [4], '
-         b'"data": [1, 2, 3, 4]}]}'),
+    Step("POST", "/models/oomexec/invoke", _INVOKE_JSON, _FP32_BODY),
     _load("ensemble333", f"{MODELS}/ensemble333/model", **{TARGET: "ensemble333"}),
     Step("POST", "/models/ensemble333/invoke", _INVOKE_JSON, _ENSEMBLE_BODY),
     Step("GET", "/models"),
@@ -107,6 +122,13 @@ STEPS: tuple[Step, ...] = (
     _load("sm_one", f"{MODELS}/aaa111/model"),
     Step("POST", "/models/sm_one/invoke", _INVOKE_JSON, JSON_BODY),
     Step("GET", "/models"),
+    *(step for digest in _FAILING for step in (
+        _load(digest, f"{MODELS}/{digest}/model", **{TARGET: FAILING}),
+        Step("POST", "/invocations", _INVOKE_JSON, _FP32_BODY),
+        Step("POST", f"/models/{digest}/invoke", {TARGET: FAILING, **_INVOKE_JSON}, _FP32_BODY),
+        Step("POST", "/invocations", _INVOKE_JSON, b'{"inputs": []}'),
+        Step("DELETE", f"/models/{digest}", {TARGET: FAILING}),
+    )),
     Step("POST", "/models", _INVOKE_JSON, b"{not json"),  # the last: it ends tritonserver
 )
 # fmt: on
@@ -205,6 +227,7 @@ def _run_both(peer: object, work: Path) -> list[tuple[Step, Answer, Answer]]:
     ]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith("SAGEMAKER_")}
     env["SAGEMAKER_TRITON_PING_MODE"] = "live"
+    env["SAGEMAKER_TRITON_DEFAULT_MODEL_NAME"] = FAILING
     triton_env = {**env, "LD_LIBRARY_PATH": str(libs),
                   "PATH": f"{venv / 'bin'}:{env.get('PATH', '')}"}  # fmt: skip
     thaw = [
