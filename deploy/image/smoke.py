@@ -17,7 +17,9 @@ the repository read-only at /models, emptyDirs (world-writable host folders) at 
    start in its /metrics;
 5. `thaw serve /models` with SageMaker's and Vertex AI's ports (their flags and environment):
    `/ping`, the health route, a redirect to a model's readiness, an invocation reaching it;
-6. `torch.compile` (inductor: C++ kernels compiled at run time, caches under /tmp) gives the
+6. `thaw serve` as SageMaker's multi-model endpoint: a model of /models loaded under the name
+   SageMaker gives, invoked (the host's onnxruntime outputs), listed, unloaded;
+7. `torch.compile` (inductor: C++ kernels compiled at run time, caches under /tmp) gives the
    eager result.
 
 A failing check prints the container's logs; containers are always removed. Exit 1 if any
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import json
 import os
 import re
 import subprocess
@@ -302,6 +305,57 @@ def check_cloud_ports(image: str, work: Path, repo: Path, name: str) -> str:
     return f"SageMaker /ping, /invocations and Vertex AI health, predict redirect ok ({MODEL})"
 
 
+def check_sagemaker_multi_model(image: str, work: Path, repo: Path, name: str) -> str:
+    """SageMaker's multi-model endpoint as its `serve` script starts one (an empty repository,
+    explicit model control, namespacing): a model loaded from the read-only /models under the
+    name SageMaker gives, invoked with the host's input (the host's onnxruntime outputs),
+    listed, unloaded (docs/sagemaker.md)."""
+    volumes = [Volume(repo, "/models", read_only=True),
+               Volume(emptydir(work, "mme-repo"), "/sagemaker"),
+               Volume(emptydir(work, "mme-tmp"), "/tmp")]  # fmt: skip
+    args = ["serve", "/sagemaker", "--host", "127.0.0.1", "--port", "0",
+            "--allow-sagemaker=true", "--sagemaker-port=0", "--model-control-mode=explicit",
+            "--model-namespacing=true"]  # fmt: skip
+    env = {"SAGEMAKER_TRITON_PING_MODE": "live"}
+    with container(image, volumes, args, name=name, env=env) as box:
+        box.listening_url(START_TIMEOUT_S)
+        found: list[str] = []
+
+        def started() -> bool:
+            port = re.search(r"Started Sagemaker HTTPService at (\S+?)\"", box.logs())
+            if port:
+                found.append(port.group(1))
+            return bool(found)
+
+        wait_until(started, START_TIMEOUT_S, "the SageMaker port")
+        base = f"http://{found[0]}"
+        load = urllib.request.Request(
+            f"{base}/models", data=f'{{"model_name": "a1b2", "url": "/models/{MODEL}"}}'.encode(),
+            headers={"Content-Type": "application/json", "X-Amzn-SageMaker-Target-Model": "rn"},
+        )  # fmt: skip
+        if _status(load) != 200:
+            raise CheckFailed(f"the multi-model load of /models/{MODEL} is not 200")
+        tensor = httpclient.InferInput("input", [1, 3, 224, 224], "FP32")
+        tensor.set_data_from_numpy(resnet_input(), binary_data=True)
+        body, length = httpclient.InferenceServerClient.generate_request_body(
+            [tensor], outputs=[httpclient.InferRequestedOutput("output", binary_data=False)]
+        )
+        mime = f"application/vnd.sagemaker-triton.binary+json;json-header-size={length}"
+        invoke = urllib.request.Request(f"{base}/models/a1b2/invoke", data=body,
+                                        headers={"Content-Type": mime})  # fmt: skip
+        with urllib.request.urlopen(invoke, timeout=REQUEST_TIMEOUT_S) as response:
+            answer = json.loads(response.read())
+        got = np.asarray(answer["outputs"][0]["data"], np.float32)
+        check_outputs(got.reshape(answer["outputs"][0]["shape"]), expected_output(repo))
+        with urllib.request.urlopen(f"{base}/models", timeout=30) as response:
+            listed = json.loads(response.read())["models"]
+        if listed != [{"modelName": "a1b2", "modelUrl": "/models"}]:
+            raise CheckFailed(f"the multi-model list is {listed}")
+        if _status(urllib.request.Request(f"{base}/models/a1b2", method="DELETE")) != 200:
+            raise CheckFailed("the multi-model unload is not 200")
+    return f"/models load, invoke (outputs match the host's onnxruntime), list, unload ({MODEL})"
+
+
 def _status(request: str | urllib.request.Request) -> int:
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
@@ -395,6 +449,7 @@ CHECKS = [
     ("thaw snapshot build into a mounted store", check_snapshot_build),
     ("thaw up answers a cold request", check_up_cold),
     ("thaw serve's SageMaker and Vertex AI ports", check_cloud_ports),
+    ("thaw serve's SageMaker multi-model endpoint", check_sagemaker_multi_model),
     ("torch.compile as uid 10001, /tmp only", check_torch_compile),
 ]
 
