@@ -35,6 +35,7 @@ from aiohttp import web
 
 from runtime.errors import (
     BodyTimeout,
+    DeviceOutOfMemory,
     InvalidInput,
     RepositoryConflict,
     RepositoryError,
@@ -231,8 +232,9 @@ class MultiModelEndpoint:
             await self._models.load(target)
         except ServingError as exc:
             await self._unregister(where.repository)
-            status = 507 if out_of_memory(exc.message) else 400
-            return json_response({"error": exc.message}, status=status)
+            # 507 also for Thaw's own refusal of a load whose weights would not fit the GPU.
+            memory = isinstance(exc, DeviceOutOfMemory) or out_of_memory(exc.message)
+            return json_response({"error": exc.message}, status=507 if memory else 400)
         self._loaded[name] = _Loaded(target, where.repository)
         return web.Response(status=200)
 

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
+from aiohttp.test_utils import RawTestServer, TestClient
 
-from runtime.errors import RepositoryError
+from runtime.errors import DeviceOutOfMemory, RepositoryError
 from runtime.http.cloud_front import Answer, Refusal, Rewrite
 from runtime.http.sagemaker import BINARY_MIME, SageMakerRoutes, rewrite
 from runtime.http.sagemaker_models import (
@@ -117,3 +118,31 @@ def test_an_empty_directory_or_a_fifo_config_is_refused_not_waited_on(tmp_path: 
         os.mkfifo(tmp_path / "fifo" / name / "config.pbtxt")
     with pytest.raises(RepositoryError, match="0 are ensembles"):
         layout(str(tmp_path / "fifo"))
+
+
+class _NoRoom(_Models):
+    """Models whose load Thaw refuses for GPU memory, in words without Triton's OOM ones."""
+
+    def __init__(self) -> None:
+        self.unregistered: list[Path] = []
+
+    async def load(self, name: str) -> float | None:
+        raise DeviceOutOfMemory(f"model '{name}': its instances' own weight copies do not fit")
+
+    async def unregister_repository(self, root: Path) -> None:
+        self.unregistered.append(root)
+
+
+async def test_a_load_the_gpu_has_no_room_for_is_507_and_unregistered(tmp_path: Path) -> None:
+    make_add_sub(tmp_path / "digest", "model")
+    models = _NoRoom()
+    endpoint = MultiModelEndpoint(models, body_timeout_s=5)
+    answer = _at(endpoint, "POST", "/models")
+    assert isinstance(answer, Answer)
+    server = RawTestServer(answer.respond)
+    async with TestClient(server) as client:
+        body = {"model_name": "big", "url": str(tmp_path / "digest" / "model")}
+        response = await client.post("/models", json=body)
+        assert response.status == 507
+        assert "do not fit" in (await response.json())["error"]
+    assert models.unregistered == [tmp_path / "digest"]
