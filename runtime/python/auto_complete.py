@@ -3,8 +3,9 @@ backend runs it in a stub: under the model's own interpreter (`EXECUTION_ENV_PAT
 model file that hangs or exits while it is imported (or in the hook) costs its own load a clear
 error, never the server or the other models' loads.
 
-    mentions_hook(file)   no import: a model file that never names the hook has none, and
-                          is imported only by its stubs (where a crash is the stub's)
+    mentions_hook(file)   no import: a model file that defines its model class (no base) and
+                          never names the hook has none, and is imported only by its stubs
+                          (where a crash is the stub's)
     run_hook(...)         the interpreter and environment a stub of the model gets
                           (`stub_process.stub_python`, `stub_env`: a tarball unpacked, removed
                           after), then `python -m runtime.python.stub.auto_complete_main FILE FD`
@@ -18,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -32,20 +34,26 @@ logger = logging.getLogger(__name__)
 
 HOOK_TIMEOUT_S = 60.0  # importing the model file (torch and all) and calling its hook
 _HOOK = b"auto_complete_config"
+# The model class defined in the file itself, with no base it could inherit the hook from.
+_PLAIN_CLASS = re.compile(rb"^class\s+TritonPythonModel\s*(?:\(\s*(?:object)?\s*\))?\s*:",
+                          re.MULTILINE)  # fmt: skip
 _MAX_SCAN = 64 << 20  # a model file larger than this is handed to the child unread
 _MAX_ANSWER = 64 << 20
 _CHILD = "runtime.python.stub.auto_complete_main"
 
 
 def mentions_hook(model_file: Path) -> bool:
-    """Whether `model_file` names `auto_complete_config` at all (read, never imported). A file
-    it cannot read or too large to scan counts as naming it: the child then says what is wrong."""
+    """Whether `model_file` may have an `auto_complete_config` (read, never imported): False
+    only for a file that defines `TritonPythonModel` as a class of no base and never names
+    the hook, so nothing can give it one. A model class taken from elsewhere (`from
+    python_addsub import *`, qa/L0_model_namespacing) or with a base may have one. A file it
+    cannot read or too large to scan counts as naming it: the child then says what is wrong."""
     try:
         with model_file.open("rb") as f:
             data = f.read(_MAX_SCAN + 1)
     except OSError:
         return True
-    return len(data) > _MAX_SCAN or _HOOK in data
+    return len(data) > _MAX_SCAN or _HOOK in data or _PLAIN_CLASS.search(data) is None
 
 
 def run_hook(
