@@ -204,12 +204,13 @@ class ResourceLimits:
 
 
 def resource_map_text(limits: Mapping[ResourceKey, int]) -> str:
-    """Triton's verbose "Max Resource Map" record, its newlines and tabs escaped as Triton's
-    log writes them (`\\t`), which is what a test reading the log matches."""
-    text = "\\nMax Resource Map===>\\n"
+    """Triton's verbose "Max Resource Map" message, with its newlines and tabs: an escaped
+    record (thawserver.log_records, the default) writes them `\\n` and `\\t`, as Triton's log
+    does, which is what a test reading the log matches."""
+    text = "\nMax Resource Map===>\n"
     for device in sorted({d for d, _ in limits}):
-        text += f"\\tDevice: {'GLOBAL' if device == GLOBAL else device}\\n"
+        text += f"\tDevice: {'GLOBAL' if device == GLOBAL else device}\n"
         for (d, name), count in sorted(limits.items()):
             if d == device:
-                text += f"\\t\\tResource: {name}\\t Count: {count}\\n"
+                text += f"\t\tResource: {name}\t Count: {count}\n"
     return text

@@ -18,6 +18,7 @@ from runtime.scheduling.rate_limit import (
     parse_resource,
     requirements,
 )
+from thawserver.log_records import TritonRecord
 from tritonconfig.schema import mc
 
 
@@ -54,8 +55,11 @@ def test_the_map_follows_the_largest_need_unless_an_explicit_count_is_given(
     with caplog.at_level(logging.DEBUG, logger="runtime.scheduling.rate_limit"):
         assert limits.update("m", {(0, "R1"): 4}) == {(0, "R1"): 4}
         assert limits.update("m", {(0, "R1"): 3}) == {(0, "R1"): 3}  # decreased with the need
-    # Triton's record, its tab escaped as its log writes it (instance_update_test reads this).
-    assert "Resource: R1\\t Count: 3" in caplog.text
+    # Triton's record, its tab escaped as its log writes it (instance_update_test reads this),
+    # once: the message holds the tab itself.
+    records = [TritonRecord().format(record) for record in caplog.records]
+    assert any("\\t\\tResource: R1\\t Count: 3\\n" in record for record in records), records
+    assert "\t\tResource: R1\t Count: 3\n" in caplog.text
     assert limits.drop("m") == {}
     explicit = ResourceLimits(RateLimitMode.EXECUTION_COUNT, (ExplicitResource("R1", 10),))
     assert explicit.update("m", {(0, "R1"): 3}) == {(0, "R1"): 10}
