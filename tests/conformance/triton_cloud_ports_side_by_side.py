@@ -22,13 +22,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import requests
 
 from tests.fixtures.cloud_ports import add_sub_int32, infer_body
 from tests.fixtures.serve_process import free_port
 
-__all__ = ["CASES", "KEPT", "main", "wait_both"]
+__all__ = ["CASES", "KEPT", "main", "triton_peer", "wait_both"]
 
 VERTEX_MIME = "application/vnd.vertex-ai-triton.binary+json;json-header-size="
 SAGEMAKER_MIME = "application/vnd.sagemaker-triton.binary+json;json-header-size="
@@ -200,7 +201,9 @@ def _running(argv: list[str], env: dict[str, str], log: Path) -> Iterator[subpro
                 proc.wait(10)
 
 
-def main(argv: list[str] | None = None) -> int:
+def triton_peer() -> Any:
+    """Real tritonserver 2.51, installed (benchmarks.peers.TritonPeer); None, said on stderr,
+    where it cannot be (the run is then skipped)."""
     from benchmarks.peers import PeerError, TritonPeer
 
     peer = TritonPeer()
@@ -208,6 +211,13 @@ def main(argv: list[str] | None = None) -> int:
         peer.prepare()
     except PeerError as exc:
         print(f"skipped: Triton is not installed here ({exc})", file=sys.stderr)
+        return None
+    return peer
+
+
+def main(argv: list[str] | None = None) -> int:
+    peer = triton_peer()
+    if peer is None:
         return 0
     with tempfile.TemporaryDirectory(prefix="thaw-cloud-side-") as tmp:
         work = Path(tmp)

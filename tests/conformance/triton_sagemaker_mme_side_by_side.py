@@ -25,7 +25,12 @@ from pathlib import Path
 
 import requests
 
-from tests.conformance.triton_cloud_ports_side_by_side import SAGEMAKER_MIME, _running, wait_both
+from tests.conformance.triton_cloud_ports_side_by_side import (
+    SAGEMAKER_MIME,
+    _running,
+    triton_peer,
+    wait_both,
+)
 from tests.fixtures.cloud_ports import infer_body
 from tests.fixtures.sagemaker_downloads import (
     add_sub_download,
@@ -174,13 +179,8 @@ def _ask(base: str, step: Step) -> Answer:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from benchmarks.peers import PeerError, TritonPeer
-
-    peer = TritonPeer()
-    try:
-        peer.prepare()
-    except PeerError as exc:
-        print(f"skipped: Triton is not installed here ({exc})", file=sys.stderr)
+    peer = triton_peer()
+    if peer is None:
         return 0
     if MODELS.exists() or MODELS.is_symlink():
         print(f"skipped: {MODELS} exists already", file=sys.stderr)
