@@ -8,7 +8,6 @@ that ran out of memory, 400 with why for the rest; the server serves on through 
 from __future__ import annotations
 
 import json
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +22,7 @@ from tests.fixtures.sagemaker_downloads import (
     ensemble_download,
     out_of_memory_download,
 )
-from tests.fixtures.serve_process import ServeProcess
+from tests.fixtures.serve_process import ServeProcess, raw_answer
 
 pytestmark = pytest.mark.integration
 
@@ -198,20 +197,6 @@ def test_registration_needs_explicit_model_control(tmp_path: Path) -> None:
         process.stop()
 
 
-def _raw(address: str, request: bytes, timeout_s: float = 30) -> bytes:
-    """The head and body of the answer to raw `request` bytes sent to `http://HOST:PORT`."""
-    host, port = address.removeprefix("http://").rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=timeout_s) as sock:
-        sock.sendall(request)
-        answer = b""
-        while b"\r\n\r\n" not in answer or not answer.rstrip().endswith(b"}"):
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            answer += chunk
-    return answer
-
-
 def test_a_load_body_that_never_arrives_or_an_undecodable_name_is_refused(
     tmp_path: Path,
 ) -> None:
@@ -222,11 +207,12 @@ def test_a_load_body_that_never_arrives_or_an_undecodable_name_is_refused(
         process.wait_ready()
         url = address_from_log(process, "Sagemaker")
         started = time.monotonic()
-        slow = _raw(url, b'POST /models HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"mo')
+        head = b"POST /models HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n"
+        slow = raw_answer(url, head + b'{"mo')
         assert slow.startswith(b"HTTP/1.1 408") and b"did not arrive within 1 s" in slow
         assert time.monotonic() - started < 20
         body = json.dumps({"model_name": "m", "url": add_sub_download(tmp_path, "d", "m")})
-        undecodable = _raw(url, b"POST /models HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n"
+        undecodable = raw_answer(url, b"POST /models HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n"
                            b"X-Amzn-SageMaker-Target-Model: \xff\xfe\r\n\r\n%s"
                            % (len(body), body.encode()))  # fmt: skip
         assert undecodable.startswith(b"HTTP/1.1 400") and b"is not a model name" in undecodable

@@ -14,7 +14,7 @@ import pytest
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tests.fixtures.serve_process import ServeProcess
+from tests.fixtures.serve_process import ServeProcess, raw_answer
 from tests.integration.runtime.server_limits import BODY_TIMEOUT_S, MAX_BODY_BYTES
 
 pytestmark = pytest.mark.integration
@@ -238,15 +238,7 @@ def test_body_that_never_arrives_times_out_with_408(runtime_server: ServeProcess
     ids=["request-line", "content-length", "header-too-long", "chunk-size"],
 )
 def test_malformed_http_framing_gets_a_json_400(runtime_server: ServeProcess, raw: bytes) -> None:
-    host, port = runtime_server.hostport.split(":")
-    with socket.create_connection((host, int(port)), timeout=30) as sock:
-        sock.sendall(raw)
-        answer = b""
-        while b"\r\n\r\n" not in answer or not answer.rstrip().endswith(b"}"):
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            answer += chunk
+    answer = raw_answer(runtime_server.hostport, raw)
     head, _, body = answer.partition(b"\r\n\r\n")
     assert head.split(b" ")[1].startswith(b"4"), head[:80]
     assert b"application/json" in head
