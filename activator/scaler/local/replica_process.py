@@ -14,6 +14,7 @@ import contextlib
 import logging
 import os
 import signal
+import sys
 import time
 from collections import deque
 from collections.abc import Awaitable, Mapping, Sequence
@@ -51,6 +52,18 @@ def _relay(name: str, line: replica_log.ReplicaLine) -> None:
     record.process = line.pid
     record.__dict__[RELAYED] = True
     _replica_logger.handle(record)
+
+
+def _echo(line: bytes) -> None:
+    """What a replica printed that is not one of its addresses (a Python model's `print`) on
+    `thaw up`'s stdout, as `thaw serve` (and tritonserver) print their stubs' output."""
+    out = getattr(sys.stdout, "buffer", None)
+    with contextlib.suppress(OSError, ValueError):  # stdout closed: the line is dropped
+        if out is None:
+            sys.stdout.write(line.decode(errors="replace"))
+        else:
+            out.write(line if line.endswith(b"\n") else line + b"\n")
+        sys.stdout.flush()
 
 
 class LocalProcess(Protocol):
@@ -160,9 +173,12 @@ class ReplicaProcess:
         async for line in pipe_lines.lines(stream):
             text = line.decode(errors="replace")
             surface = surface_address(text)
+            url = listening_url(text)
+            if surface is None and url is None:
+                _echo(line)
+                continue
             if surface is not None and surface[0] is Surface.GRPC and not self._listening.done():
                 self.grpc_address = surface[1]
-            url = listening_url(text)
             if url is not None and not self._listening.done():
                 self._listening.set_result(url)
         if not self._listening.done():

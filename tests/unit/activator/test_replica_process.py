@@ -1,5 +1,7 @@
 """A local replica process whose start is cut short (`thaw up` stopping while its warm pool
-refills) ends quietly: the start it never finished is not reported as an error nobody read."""
+refills) ends quietly: the start it never finished is not reported as an error nobody read.
+What a replica prints besides its addresses (a Python model's `print`) is on `thaw up`'s
+stdout, as on `thaw serve`'s."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import aiohttp
 
 from activator.errors import ActivationFailed
 from activator.scaler.local.replica_process import ReplicaProcess
+from thawwire.handoff_protocol import Surface, listening_line, surface_line
 
 # A child that never prints its address (a replica still importing when it is stopped).
 _NEVER_LISTENS = [sys.executable, "-c", "import time; time.sleep(60)"]
@@ -47,3 +50,20 @@ async def test_a_replica_that_exits_before_listening_still_fails_its_waiter() ->
         except ActivationFailed as exc:
             assert "pool-10 exited before listening" in str(exc)
     await proc.stop(10)
+
+
+async def test_a_models_print_is_on_thaw_ups_stdout_and_the_addresses_are_not(
+    capfd: Any,
+) -> None:
+    lines = [
+        surface_line(Surface.GRPC, "127.0.0.1:9"),
+        listening_line("http://127.0.0.1:9"),
+        "Found 1050 files in model directory",
+    ]
+    script = "; ".join(f"print({line!r})" for line in lines) + "; print('no end', end='')"
+    proc = await ReplicaProcess.spawn([sys.executable, "-c", script], "model-7")
+    await asyncio.wait_for(proc.proc.wait(), 60)
+    await proc.stop(10)  # drains its output
+    out = capfd.readouterr().out
+    assert out.splitlines() == ["Found 1050 files in model directory", "no end"], out
+    assert proc.grpc_address == "127.0.0.1:9"
