@@ -10,16 +10,15 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-__all__ = ["junit_rows", "run_pytest"]
+from tests.conformance.qa_checkout import qa_python_path
 
-_PROJECT_ROOT = Path(__file__).resolve().parents[2]
-_STANDINS = Path(__file__).resolve().parent / "standins"
+__all__ = ["junit_rows", "run_pytest"]
 
 
 def run_pytest(qa_dir: Path, file: str, env: dict[str, str]) -> dict[str, dict[str, str]]:
     """`python -m pytest FILE` in `qa_dir` (Triton's triton_shm_monitor stood in on the path)."""
     report = qa_dir / f"{Path(file).stem}.junit.xml"
-    path = os.pathsep.join((str(_PROJECT_ROOT), str(_STANDINS)))
+    path = qa_python_path()
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
          f"--junitxml={report}", file],

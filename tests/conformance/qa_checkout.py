@@ -26,6 +26,7 @@ __all__ = [
     "mirror_parser",
     "port_in_use",
     "print_results",
+    "qa_python_path",
     "run_unittest",
 ]
 
@@ -92,13 +93,18 @@ def port_in_use(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
+def qa_python_path() -> str:
+    """PYTHONPATH for Triton's QA clients: this checkout, and tests/conformance/standins
+    (Triton's `triton_shm_monitor`)."""
+    return os.pathsep.join((str(_PROJECT_ROOT), str(_STANDINS)))
+
+
 def run_unittest(
     qa_dir: Path, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """tests.conformance.unittest_json, run in Triton's QA dir (its tests import ../common),
     with tests/conformance/standins (Triton's `triton_shm_monitor`) on the path."""
-    path = os.pathsep.join((str(_PROJECT_ROOT), str(_STANDINS)))
-    full_env = {**os.environ, **(env or {}), "PYTHONPATH": path}
+    full_env = {**os.environ, **(env or {}), "PYTHONPATH": qa_python_path()}
     return subprocess.run(
         [sys.executable, "-m", "tests.conformance.unittest_json", *args],
         cwd=qa_dir, env=full_env, capture_output=True, text=True, check=False, timeout=1800,

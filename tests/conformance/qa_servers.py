@@ -2,6 +2,7 @@
 
     start(kind, repo, args)     -> a started server on Triton's ports (8000 HTTP, 8001 gRPC,
                                    8002 metrics), ready; RuntimeError with its log when not
+                                   (repo: a directory, or an s3:// URL as a string)
     refusal(kind, repo, args)   -> (started?, log): for test.sh's "the server refuses to start"
     unsupported(kind, args)     -> the first flag `kind` does not take, or None
 
@@ -65,7 +66,7 @@ def _argv(kind: str, args: tuple[str, ...]) -> tuple[str, ...]:
 
 def start(
     kind: str,
-    repo: Path,
+    repo: Path | str,
     args: tuple[str, ...],
     *,
     ready: bool = True,
@@ -92,7 +93,7 @@ def start(
     return server
 
 
-def refusal(kind: str, repo: Path, args: tuple[str, ...]) -> tuple[bool, str]:
+def refusal(kind: str, repo: Path | str, args: tuple[str, ...]) -> tuple[bool, str]:
     """Start `thaw <kind>` with flags test.sh expects refused: (whether it started, its log)."""
     if kind == "up":
         try:
