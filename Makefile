@@ -115,6 +115,7 @@ conformance: install
 		$(PY) -m tests.conformance.triton_client_examples --server serve --server up; ex=$$?; \
 		$(PY) -m tests.conformance.triton_storage_s3_local --server serve --server up; s3=$$?; \
 		$(PY) -m tests.conformance.triton_l0_storage_s3 --server serve --server up; aws=$$?; \
+		$(PY) -m tests.conformance.triton_l0_pytorch_python_runtime --server serve --server up; ptr=$$?; \
 		$(PY) -m tests.conformance.perf_analyzer_runs; pa=$$?; \
 		$(PY) -m tests.conformance.triton_l0_secure_grpc --server serve --server up; tls=$$?; \
 		$(PY) -m tests.conformance.triton_l0_data_compression --server serve --server up; dc=$$?; \
@@ -125,7 +126,7 @@ conformance: install
 		$(PY) -m tests.conformance.triton_l0_sagemaker; sm=$$?; \
 		$(PY) -m tests.conformance.triton_cloud_ports_side_by_side; cs=$$?; \
 		$(PY) -m tests.conformance.triton_sagemaker_mme_side_by_side; mme=$$?; \
-		exit $$((http | qa | shm | uhttp | uqa | ushm | oa | ex | s3 | aws | pa | tls | dc | sock | cj | ct | vx | sm | cs | mme))'
+		exit $$((http | qa | shm | uhttp | uqa | ushm | oa | ex | s3 | aws | ptr | pa | tls | dc | sock | cj | ct | vx | sm | cs | mme))'
 
 # The container images with podman (docs/image.md): deploy/image/build.sh installs podman, runc
 # and debootstrap when missing (root, Debian), makes the Debian base image when missing, and

@@ -56,7 +56,7 @@ from tritonconfig import (
 )
 from tritonconfig.config_name import config_file
 from tritonconfig.fingerprint import Fingerprint, fingerprint
-from tritonconfig.python_based import python_based_model_file
+from tritonconfig.python_based import python_based_model_file, pytorch_python_runtime
 from tritonconfig.schema import mc
 
 __all__ = ["ModelEntry", "Repository", "Reread", "ambiguous_steps"]
@@ -140,7 +140,9 @@ def _load_entry(
         declared = config.name
         config.name = declared or name
         backend_file = python_based_model_file(config.backend, backend_directory)
-        if backend_file is not None:
+        # PyTorch's Python runtime is a Python-based backend too (its file is the replicas').
+        builtin = backend_file is None and pytorch_python_runtime(config)
+        if backend_file is not None or builtin:
             config.backend = "python"
         # A missing model file is left to the wake-up (whose error names it), unlike a
         # replica: a file copied in later must serve, without a `load` to re-read the model.
@@ -162,6 +164,7 @@ def _load_entry(
     served = tuple(str(v) for v in versions)
     hooked = (
         config.backend == "python"
+        and not builtin
         and bool(served)
         and defines_auto_complete(
             backend_file or directory / served[-1] / default_model_filename(config)

@@ -18,13 +18,14 @@ from runtime.model_config import (
     select_versions,
 )
 from runtime.models.repository_file import read_regular_file
+from runtime.python.pytorch_runtime import MODEL_FILE as PYTORCH_RUNTIME_FILE
 from thawwire.model_control import not_unique
 from thawwire.names import is_model_name, unknown_model
 from tritonconfig import DEFAULT_MAX_BATCH_SIZE, composing_models, is_ensemble
 from tritonconfig import ensemble_cycle as tritonconfig_cycle
 from tritonconfig.config_name import config_file
 from tritonconfig.fingerprint import fingerprint
-from tritonconfig.python_based import python_based_model_file
+from tritonconfig.python_based import python_based_model_file, pytorch_python_runtime
 from tritonconfig.schema import mc
 
 __all__ = [
@@ -292,6 +293,8 @@ def read_model(
     declared = "" if mapped else config.name
     config.name = declared or name
     backend_model_file = python_based_model_file(config.backend, backend_directory)
+    if backend_model_file is None and pytorch_python_runtime(config):
+        backend_model_file = PYTORCH_RUNTIME_FILE
     if backend_model_file is not None:
         logger.info("model=%s backend '%s' is Python-based: %s", name, config.backend,
                     backend_model_file)  # fmt: skip

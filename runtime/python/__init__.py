@@ -22,6 +22,7 @@ dependencies (an import-linter contract), and neither does this `__init__`.
     stub_services    what a stub asks of the server (BLS, calls, logs), on the loop
     loop_channel     the server's end of a stub's channel, driven by the event loop
     stub/            the stub process itself (runs under the model's interpreter)
+    pytorch_runtime/  the PyTorch backend's Python runtime (`runtime: "model.py"`), a model file
 
 Exports `PythonBackend` (imported on first use).
 """
