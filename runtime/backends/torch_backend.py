@@ -25,7 +25,12 @@ from runtime.backends.batch_tensors import BatchLayout, run_batched
 from runtime.backends.cuda_graphs import capture_graphs, graph_shapes
 from runtime.backends.export_placement import place_program
 from runtime.backends.torch_datatypes import unsupported_datatype
-from runtime.backends.torch_parameters import inference_mode, weight_sharing
+from runtime.backends.torch_parameters import (
+    TorchSettings,
+    inference_mode,
+    torch_settings,
+    weight_sharing,
+)
 from runtime.backends.torch_strings import (
     check_string_io,
     string_list,
@@ -83,6 +88,7 @@ class TorchBackend:
         self._output_types: dict[str, str] = {}  # each config output's datatype (v2 name)
         self._layout: BatchLayout | None = None  # how a dynamic batch runs as one forward
         self._inference_mode = True  # INFERENCE_MODE (runtime.backends.torch_parameters)
+        self._settings = TorchSettings()  # the libtorch backend's other execution settings
         self.used_image = False  # True when the weights came from a snapshot image
 
     def load(self, ctx: LoadContext) -> None:
@@ -134,10 +140,15 @@ class TorchBackend:
         if refused is not None:
             raise RepositoryError(refused)
         self._inference_mode = inference_mode(ctx.config)
+        self._settings = torch_settings(ctx.config)
+        instance = ctx.instance_name or ctx.model_name
         logger.info(
             "model=%s Inference Mode is %s for model instance '%s'", ctx.model_name,
-            "enabled" if self._inference_mode else "disabled", ctx.instance_name or ctx.model_name,
+            "enabled" if self._inference_mode else "disabled", instance,
         )  # fmt: skip
+        for line in self._settings.log_lines(instance):
+            logger.info("model=%s %s", ctx.model_name, line)
+        _set_thread_counts(torch, self._settings, ctx.model_name)
         self._inputs = positions(expected, forward_args)
         declared = [o.name for o in ctx.config.output]
         state_outputs = [s.output_name for s in sequence.state if s.output_name not in declared]
@@ -283,6 +294,7 @@ class TorchBackend:
 
         total = ExecTimings()
         layout = self._layout
+        _apply(torch, self._settings)
         with torch.inference_mode() if self._inference_mode else torch.no_grad():
             if layout is not None and layout.merges(requests):
                 # A dynamic batch: one forward over the concatenated inputs.
@@ -291,6 +303,8 @@ class TorchBackend:
                 )
             else:
                 results = [self._run_one(torch, request, total) for request in requests]
+        if self._settings.cache_cleaning and self._device != "cpu":
+            torch.cuda.empty_cache()
         self.timings = total
         return results
 
@@ -442,3 +456,31 @@ def _to_numpy(torch: Any, value: Any) -> np.ndarray:
     if value.dtype == torch.bfloat16:
         return np.asarray(value.view(torch.int16).numpy().view(np.uint16))
     return np.asarray(value.numpy())
+
+
+def _apply(torch: Any, settings: TorchSettings) -> None:
+    """The model's execution settings, on this thread (TorchScript's executor switches are
+    per thread; cuDNN's is process-wide), before it runs, as Triton's libtorch backend sets
+    them before each execution."""
+    torch._C._set_graph_executor_optimize(settings.optimized_execution)
+    if torch.backends.cudnn.enabled != settings.cudnn:
+        torch.backends.cudnn.enabled = settings.cudnn
+    if settings.jit_profiling is not None:
+        torch._C._jit_set_profiling_mode(settings.jit_profiling)
+    if settings.jit_executor is not None:
+        torch._C._jit_set_profiling_executor(settings.jit_executor)
+    if settings.tensor_fuser is not None:
+        torch._C._jit_set_texpr_fuser_enabled(settings.tensor_fuser)
+
+
+def _set_thread_counts(torch: Any, settings: TorchSettings, model: str) -> None:
+    """INTRA_OP_THREAD_COUNT / INTER_OP_THREAD_COUNT, process-wide as in Triton. torch takes
+    an inter-op count only before its first inter-op work: a later one is logged, not set."""
+    if settings.intra_op_threads is not None and settings.intra_op_threads > 0:
+        torch.set_num_threads(settings.intra_op_threads)
+    count = settings.inter_op_threads
+    if count is not None and count > 0 and torch.get_num_interop_threads() != count:
+        try:
+            torch.set_num_interop_threads(count)
+        except RuntimeError as exc:
+            logger.warning("model=%s INTER_OP_THREAD_COUNT %d not set: %s", model, count, exc)

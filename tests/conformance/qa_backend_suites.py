@@ -16,7 +16,7 @@ from tests.fixtures.triton_qa_batch_input_repos import build_batch_input_repo
 from tests.fixtures.triton_qa_cache_repos import CHECK_SCRIPT
 from tests.fixtures.triton_qa_infer_repos import build_infer_repo, build_infer_variable_repo
 from tests.fixtures.triton_qa_libtorch_repos import (
-    build_inference_mode_repo,
+    build_flag_repo,
     build_invalid_types_repo,
     build_io_names_repo,
     build_shared_weights_repo,
@@ -59,17 +59,19 @@ def _shared_weights_runs() -> tuple[Run, ...]:
     return tuple(runs)
 
 
-def _inference_mode_runs() -> tuple[Run, ...]:
+def _flag_runs(key: str, words: str, *, on_when: str) -> tuple[Run, ...]:
+    """test.sh's two starts of a libtorch flag's suite: libtorch_infer_client.py, then the
+    server log's count of "`words` enabled|disabled" (`on_when`: the flag that enables)."""
     runs = []
     for flag in ("true", "false"):
-        line = f"Inference Mode is {'enabled' if flag == 'true' else 'disabled'}"
+        line = f"{words} {'enabled' if flag == on_when else 'disabled'}"
         runs.append(Run(
             "libtorch_infer_client", f"models_{flag}", ("--log-verbose=1",),
-            label=f"INFERENCE_MODE={flag}",
+            label=f"{key}={flag}",
         ))  # fmt: skip
         runs.append(Run(
             CHECK_SCRIPT, f"models_{flag}", ("--log-verbose=1",),
-            label=f"INFERENCE_MODE={flag}: the client, then 3 lines", server_log=_SERVER_LOG,
+            label=f"{key}={flag}: the client, then 3 lines", server_log=_SERVER_LOG,
             script_args=("--after", "libtorch_infer_client.py", "--log", _SERVER_LOG,
                          "--count", line, "3"),
         ))  # fmt: skip
@@ -123,10 +125,22 @@ BACKEND_SUITES = (
         "L0_libtorch_inference_mode",
         (),
         {
-            f"models_{flag}": partial(build_inference_mode_repo, flag=flag)
+            f"models_{flag}": partial(build_flag_repo, key="INFERENCE_MODE", flag=flag)
             for flag in ("true", "false")
         },
-        _inference_mode_runs(),
+        _flag_runs("INFERENCE_MODE", "Inference Mode is", on_when="true"),
+        beside=("qa/common/libtorch_infer_client.py",),
+    ),
+    Suite(
+        "L0_libtorch_optimized_execution",
+        (),
+        {
+            f"models_{flag}": partial(
+                build_flag_repo, key="DISABLE_OPTIMIZED_EXECUTION", flag=flag
+            )
+            for flag in ("true", "false")
+        },
+        _flag_runs("DISABLE_OPTIMIZED_EXECUTION", "Optimized execution is", on_when="false"),
         beside=("qa/common/libtorch_infer_client.py",),
     ),
     Suite(
