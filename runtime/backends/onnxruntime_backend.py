@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import time
 from typing import Any
 
@@ -13,29 +12,16 @@ from runtime.backends.base import ExecTimings, LoadContext, SnapshotImage
 from runtime.backends.batch_tensors import BatchLayout, run_batched
 from runtime.backends.ort_initializers import initializer_values
 from runtime.backends.ort_providers import check_providers, wanted_providers
+from runtime.backends.ort_session_options import ARENA_SHRINKAGE, OrtSettings, ort_settings
 from runtime.datatypes import numpy_to_v2
 from runtime.devices.errors import device_failure
 from runtime.errors import RepositoryError, ServingError
 from runtime.inference import InferRequest, InferResponse, InferTensor
 from tritonconfig import io_mismatch, is_scalar_dims
 
-__all__ = ["OnnxRuntimeBackend", "intra_op_threads"]
+__all__ = ["OnnxRuntimeBackend"]
 
 logger = logging.getLogger(__name__)
-
-
-def intra_op_threads(config_value: str | None, instance_count: int) -> int:
-    """Intra-op threads per session: the config parameter, else the cores shared by instances."""
-    if config_value:
-        try:
-            value = int(config_value)
-        except ValueError:
-            raise RepositoryError(
-                f"parameter `intra_op_thread_count` = {config_value!r}, must be an integer"
-            ) from None
-        if value >= 0:
-            return value
-    return max(1, (os.cpu_count() or 1) // max(1, instance_count))
 
 
 class OnnxRuntimeBackend:
@@ -60,6 +46,7 @@ class OnnxRuntimeBackend:
         self.used_image = False  # True when the weights came from a snapshot image
         self._keepalive: list[Any] = []  # OrtValues over snapshot memory must outlive the session
         self.providers: list[str] = []  # the session's, after load (the planned one first)
+        self._run_options: Any = None  # a config's run options (ort_session_options)
 
     def load(self, ctx: LoadContext) -> None:
         import onnxruntime as ort
@@ -67,20 +54,16 @@ class OnnxRuntimeBackend:
         self._name, self._version = ctx.model_name, ctx.version
         self._layout = BatchLayout.from_config(ctx.config)
         options = ort.SessionOptions()
-        params = ctx.config.parameters
-        raw = (
-            params["intra_op_thread_count"].string_value
-            if "intra_op_thread_count" in params
-            else None
-        )
-        options.intra_op_num_threads = intra_op_threads(raw, ctx.instance_count)
-        options.inter_op_num_threads = 1
+        settings = ort_settings(ctx.config, ctx.instance_count)
+        settings.apply(options, ort)
+        _log_settings(ctx.model_name, ctx.config, settings)
+        self._run_options = settings.run_options(ort)
         providers = wanted_providers(ctx, ort.get_available_providers())
         self._device = f"cuda:{ctx.device_id}" if ctx.instance_kind == "KIND_GPU" else "cpu"
         source: Any = str(ctx.model_file or ctx.version_dir / "model.onnx")
         image = ctx.image
         graph, optimized = (
-            _image_graph(ctx, image, providers) if image is not None else (None, False)
+            _image_graph(ctx, image, providers, settings) if image is not None else (None, False)
         )
         context = _context_model(providers)
         if optimized or context is not None:
@@ -149,7 +132,10 @@ class OnnxRuntimeBackend:
         names = [o.name for o in request.requested_outputs] or self._outputs
         t1 = time.perf_counter_ns()
         try:
-            arrays = self._session.run(names, feed)
+            if self._run_options is None:
+                arrays = self._session.run(names, feed)
+            else:
+                arrays = self._session.run(names, feed, self._run_options)
         except Exception as exc:  # includes MemoryError and onnxruntime's RuntimeException
             total.compute_infer_ns += time.perf_counter_ns() - t1
             logger.warning("model=%s onnxruntime run failed: %r", self._name, exc)
@@ -206,16 +192,18 @@ def _context_model(providers: list[Any]) -> Any:
 
 
 def _image_graph(
-    ctx: LoadContext, image: SnapshotImage, providers: list[Any]
+    ctx: LoadContext, image: SnapshotImage, providers: list[Any], settings: OrtSettings
 ) -> tuple[bytes | None, bool]:
     """The image's weightless graph (None: load the model file) and whether it is optimized.
 
     A graph that onnxruntime already optimized at build time is used, with optimizations off,
     only on the CPU provider of a host with the same onnxruntime and CPU features (the image
-    decides); its tensors are the optimized ones, so elsewhere the image is not usable.
+    decides), and only for a model that asks for all of them (a config's lower
+    `optimization.graph.level` is kept); its tensors are the optimized ones, so elsewhere the
+    image is not usable.
     """
     graph, optimized = image.onnx_graph()
-    if optimized and providers != ["CPUExecutionProvider"]:
+    if optimized and (providers != ["CPUExecutionProvider"] or not settings.all_optimizations):
         graph, optimized = None, False
     if graph is None:
         logger.info(
@@ -224,6 +212,18 @@ def _image_graph(
             ctx.model_name, image.manifest.framework_versions,
         )  # fmt: skip
     return graph, optimized
+
+
+def _log_settings(model: str, config: Any, settings: OrtSettings) -> None:
+    """Triton's verbose lines for the memory settings a config gives."""
+    for key in ("enable_mem_arena", "enable_mem_pattern", ARENA_SHRINKAGE):
+        if key in config.parameters:
+            logger.debug("model=%s Configuring %s to %s", model, key,
+                         config.parameters[key].string_value)  # fmt: skip
+    if not settings.all_optimizations or settings.parallel:
+        mode = "parallel" if settings.parallel else "sequential"
+        logger.info("model=%s onnxruntime session: %s, %s execution", model,
+                    settings.graph_level, mode)  # fmt: skip
 
 
 def _ios(args: list[Any]) -> list[tuple[str, list[int]]]:
