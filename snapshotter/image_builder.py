@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from snapshotter.compiled_artifacts import build_compiled
+from snapshotter.compiled_artifacts import build_compiled, read_model_config
 from snapshotter.digest_index import DigestIndex, index_for_store
 from snapshotter.errors import BuildError, NothingToImage
 from snapshotter.image_ref import check_model_name, check_target, check_version
@@ -61,6 +61,13 @@ def plan_layout(sizes: list[int], max_chunk_bytes: int) -> tuple[list[Placement]
         used = start + size
         chunk_sizes[-1] = used
     return placements, chunk_sizes
+
+
+def _all_graph_optimizations(version_dir: Path) -> bool:
+    """Whether the model's config leaves onnxruntime every graph optimization: its
+    `optimization.graph.level` is none of Triton's -1 (basic), 1 (extended), 2 (none)."""
+    config = read_model_config(version_dir.parent)
+    return config is None or config.optimization.graph.level not in (-1, 1, 2)
 
 
 def pick_source(version_dir: Path, *, ort_optimize: bool = False) -> Callable[[], ExtractedModel]:
@@ -124,6 +131,11 @@ def build_image(
     if ort_optimize and target != "cpu":
         logger.info("model=%s: a %s image keeps the portable ONNX graph (onnxruntime's "
                     "optimized one is for its CPU provider)", model, target)  # fmt: skip
+        ort_optimize = False
+    if ort_optimize and not _all_graph_optimizations(version_dir):
+        logger.info("model=%s: its config asks for fewer of onnxruntime's graph optimizations "
+                    "(optimization.graph.level): the image keeps the portable ONNX graph",
+                    model)  # fmt: skip
         ort_optimize = False
     start = time.perf_counter()
     read_source = pick_source(version_dir, ort_optimize=ort_optimize)

@@ -236,6 +236,29 @@ async def test_ort_optimized_image_answers_exactly_like_the_file(tmp_path: Path)
     assert restored.tobytes() == expected.tobytes()
 
 
+async def test_a_model_asking_fewer_graph_optimizations_keeps_the_portable_graph(
+    tmp_path: Path,
+) -> None:
+    """A config's `optimization { graph { level: 1 } }` (Triton's onnxruntime backend: basic
+    and extended only) is kept: no pre-optimized graph in its image, which still serves."""
+    repo, store = tmp_path / "repo", tmp_path / "store"
+    repo.mkdir()
+    _make_onnx_conv(repo)
+    config = repo / "onnx_conv" / "config.pbtxt"
+    config.write_text(config.read_text() + "\noptimization { graph { level: 1 } }\n")
+    manifest = await asyncio.to_thread(
+        snapshotter.build_image,
+        repo / "onnx_conv" / "1",
+        snapshotter.open_store(str(store)),
+        ort_optimize=True,
+    )
+    assert "onnx_graph" in manifest.artifacts and "onnx_graph_ort" not in manifest.artifacts
+    expected, _ = await _one_output(repo, None, "onnx_conv")
+    restored, from_image = await _one_output(repo, store, "onnx_conv")
+    assert from_image == 1.0
+    np.testing.assert_allclose(restored, expected, rtol=1e-5, atol=1e-6)
+
+
 async def test_ort_optimized_image_for_another_host_loads_the_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
