@@ -33,7 +33,7 @@ from thawwire.openai_api import (
 )
 from thawwire.trace_settings import TraceSetting
 
-__all__ = ["ConfigError", "ModelControlMode", "ServeConfig", "parse_cuda_pool"]
+__all__ = ["ConfigError", "ModelControlMode", "ServeConfig", "parse_cuda_pool", "parse_gpu_limit"]
 
 _LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 _FRAMEWORKS = ("onnxruntime", "torch", "tensorrt")
@@ -245,6 +245,9 @@ class ServeConfig:
     cuda_memory_pools: tuple[tuple[int, int], ...] = ()
     pinned_memory_pool_bytes: int = 0
     vram_headroom_bytes: int = 512 << 20
+    # tritonserver's `--model-load-gpu-limit <gpu>:<fraction>`: a GPU instance is not created
+    # on a GPU whose used memory is over this fraction of its total (runtime.devices.vram_budget).
+    model_load_gpu_limits: tuple[tuple[int, float], ...] = ()
 
     def __post_init__(self) -> None:
         # A port of a listener turned off is not read (tritonserver ignores it too:
@@ -326,6 +329,9 @@ class ServeConfig:
         for gpu, nbytes in self.cuda_memory_pools:
             _in_range("cuda_memory_pools gpu", gpu, 0, 1023)
             _in_range("cuda_memory_pools bytes", nbytes, 0, 1 << 44)
+        for gpu, fraction in self.model_load_gpu_limits:
+            _in_range("model_load_gpu_limit gpu", gpu, 0, 1023)
+            _in_range("model_load_gpu_limit fraction", fraction, 0.0, 1.0)
         if self.handoff_socket is not None and self.front_door is None:
             raise ConfigError("`handoff_socket` needs `front_door` (where it sends back requests)")
         if self.handoff_state is not None and self.handoff_socket is None:
@@ -400,6 +406,19 @@ def parse_cuda_pool(text: str) -> tuple[int, int]:
             f"`cuda_memory_pool_byte_size` = {text!r}, must be <gpu>:<bytes>, e.g. 0:268435456"
         )
     return int(gpu), int(nbytes)
+
+
+def parse_gpu_limit(text: str) -> tuple[int, float]:
+    """`<device_id>:<fraction>` (tritonserver's `--model-load-gpu-limit`) as (gpu, fraction)."""
+    gpu, sep, fraction = text.partition(":")
+    try:
+        if not sep or not gpu.strip().isdigit():
+            raise ValueError
+        return int(gpu), float(fraction)
+    except ValueError:
+        raise ConfigError(
+            f"`model_load_gpu_limit` = {text!r}, must be <device_id>:<fraction>, e.g. 0:0.8"
+        ) from None
 
 
 def _in_range(name: str, value: float, low: float, high: float) -> None:

@@ -9,6 +9,10 @@
         ├─ yes ─▶ load
         └─ no ──▶ DeviceOutOfMemory (503), before any framework allocated a byte
 
+tritonserver's `--model-load-gpu-limit <gpu>:<fraction>` is checked first (`check_load_limits`):
+a GPU instance is not created on a GPU whose used memory (total less what the driver reports
+free) is over that fraction of its total, in Triton's words.
+
 A restore into a GPU is budgeted by the snapshotter itself (the device arena, counted once:
 torch's parameters are views of it, nothing else is held). What the driver reports free is
 what another framework can get: memory torch's caching allocator keeps reserved counts as used
@@ -23,7 +27,7 @@ from collections.abc import Callable, Mapping
 from runtime.devices.plan import DevicePlan
 from runtime.errors import DeviceOutOfMemory
 
-__all__ = ["check_framework_vram", "framework_vram"]
+__all__ = ["check_framework_vram", "check_load_limits", "framework_vram"]
 
 
 def framework_vram(
@@ -59,4 +63,27 @@ def check_framework_vram(
         if reason is not None:
             raise DeviceOutOfMemory(
                 f"model '{model}': its instances' own weight copies do not fit: {reason}"
+            )
+
+
+def check_load_limits(
+    model: str,
+    gpus: list[int],
+    limits: Mapping[int, float],
+    read: Callable[[int], object],
+) -> None:
+    """DeviceOutOfMemory, in tritonserver's words, when one of `gpus` (those the model's GPU
+    instances go to) has a limit in `limits` and `read(gpu)` (a `snapshotter.DeviceMemory`,
+    or None: unknown, not checked) says more than that fraction of it is in use."""
+    from snapshotter import DeviceMemory
+
+    for gpu in sorted(set(gpus)):
+        limit = limits.get(gpu)
+        memory = read(gpu) if limit is not None else None
+        if limit is None or not isinstance(memory, DeviceMemory):
+            continue
+        if memory.total_bytes - memory.free_bytes > memory.total_bytes * limit:
+            raise DeviceOutOfMemory(
+                f"can not create model '{model}': memory limit set for KIND_GPU {gpu} has "
+                "exceeded, model loading is rejected."
             )

@@ -142,6 +142,7 @@ class ModelManager:
             config_of=self._config_of,
             inventory=inventory,
             vram_headroom_bytes=config.vram_headroom_bytes,
+            gpu_limits=config.model_load_gpu_limits,
             tracer=tracer,
             load_retries=config.model_load_retries,
         )

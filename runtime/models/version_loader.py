@@ -29,7 +29,7 @@ from runtime.devices.plan import (
     needs_gpu,
     plan_devices,
 )
-from runtime.devices.vram_budget import check_framework_vram, framework_vram
+from runtime.devices.vram_budget import check_framework_vram, check_load_limits, framework_vram
 from runtime.errors import DeviceOutOfMemory, RepositoryError, ServingError
 from runtime.model_config import config_to_json, fill_defaults, validate_config
 from runtime.models.answer_order import has_decoupled_step
@@ -112,6 +112,7 @@ class VersionLoader:
         config_of: ConfigOf | None = None,
         inventory: DeviceInventory | None = None,
         vram_headroom_bytes: int = 512 << 20,
+        gpu_limits: tuple[tuple[int, float], ...] = (),
         tracer: RequestTracer | None = None,
         gate: ResourceGate | None = None,
         load_retries: int = 0,
@@ -125,6 +126,7 @@ class VersionLoader:
         self._book = book
         self._tracer = tracer  # the trace extension's records (runtime.observe.tracing)
         self._vram_headroom = vram_headroom_bytes  # beside the frameworks' own weight copies
+        self._gpu_limits = dict(gpu_limits)  # `--model-load-gpu-limit`: GPU -> used fraction
         self._auto_complete = auto_complete  # False: no model.py `auto_complete_config`
         self._steps = steps  # where ensembles run their steps
         self._config_of = config_of  # the composing models' configs, for ensembles
@@ -415,8 +417,12 @@ class VersionLoader:
         plan: DevicePlan,
         images: dict[str, SnapshotImage],
     ) -> None:
-        """The frameworks' own weight copies fit on their GPUs (runtime.devices.vram_budget)."""
-        if config.backend == "python" or not any(p.kind == "KIND_GPU" for p in plan.placements):
+        """No GPU instance goes to a GPU over its `--model-load-gpu-limit`, and the frameworks'
+        own weight copies fit on their GPUs (runtime.devices.vram_budget)."""
+        gpus = [p.device_id for p in plan.placements if p.kind == "KIND_GPU"]
+        if gpus and self._gpu_limits:
+            check_load_limits(spec.name, gpus, self._gpu_limits, _nvml_reader)
+        if config.backend == "python" or not gpus:
             return
         host = images.get("cpu")
         weights = host.manifest.weight_bytes if host is not None else 0

@@ -11,7 +11,13 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
-from runtime.config import ConfigError, ModelControlMode, ServeConfig, parse_cuda_pool
+from runtime.config import (
+    ConfigError,
+    ModelControlMode,
+    ServeConfig,
+    parse_cuda_pool,
+    parse_gpu_limit,
+)
 from runtime.devices.target import DeviceTarget, local_target
 from runtime.process.sagemaker_flags import apply_sagemaker_environment, sagemaker_settings
 from runtime.process.serve_flags import DESCRIPTION, add_serve_arguments
@@ -150,6 +156,9 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
         response_cache_bytes=_cache_bytes(args.cache_config, args.response_cache_byte_size),
         ensemble_steps_url=args.ensemble_steps_url,
         cuda_memory_pools=tuple(parse_cuda_pool(t) for t in args.cuda_memory_pool_byte_size),
+        model_load_gpu_limits=tuple(
+            dict(parse_gpu_limit(t) for t in args.model_load_gpu_limit).items()
+        ),
         pinned_memory_pool_bytes=args.pinned_memory_pool_byte_size,
         vram_headroom_bytes=args.vram_headroom_bytes,
     )

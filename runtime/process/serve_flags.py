@@ -258,6 +258,14 @@ def _add_gpu_flags(p: argparse.ArgumentParser) -> None:
         "device memory for restores and models (repeatable, one per GPU; Triton's flag)",
     )
     gpu.add_argument(
+        "--model-load-gpu-limit",
+        action="append",
+        default=[],
+        metavar="<device_id>:<fraction>",
+        help="refuse to create a model's GPU instance on this GPU while its used memory is over "
+        "this fraction of its total (repeatable, one per GPU; Triton's flag)",
+    )
+    gpu.add_argument(
         "--pinned-memory-pool-byte-size",
         type=int,
         default=0,

@@ -8,7 +8,8 @@ A launch script written for `tritonserver` runs unchanged when it uses what Thaw
 `--exit-on-error`, `--disable-auto-complete-config`, `--strict-model-config`, `--log-verbose`
 (and `--log-info|warning|error`, `--log-file`, `--log-format`), `--trace-config` (and the
 deprecated `--trace-file|level|rate|count|log-frequency`), `--backend-config`,
-`--model-load-thread-count`, `--model-namespacing`, `--rate-limit`, `--rate-limit-resource`,
+`--model-load-thread-count`, `--model-load-gpu-limit`, `--model-namespacing`, `--rate-limit`,
+`--rate-limit-resource`,
 `--metrics-config`, `--allow-cpu-metrics`, `--allow-gpu-metrics`,
 `--http-header-forward-pattern`, `--grpc-header-forward-pattern`, `--grpc-restricted-protocol`,
 `--http-restricted-api`, `--grpc-infer-response-compression-level`, `--grpc-use-ssl`,
@@ -17,7 +18,8 @@ Triton's booleans take
 `true|false|1|0|on|off` as `--flag=VALUE` or `--flag VALUE`. `--backend-directory` is where
 Python-based backends are found (`DIR/NAME/model.py`, as Triton runs vllm_backend); Thaw's own
 backends are built in. Performance knobs with no meaning here (thread counts of Triton's C++
-frontends, its memory pools) are accepted and logged as ignored. Every other flag of
+frontends, `--host-policy`, `--enable-peer-access`, `--cuda-virtual-address-size`) are
+accepted and logged as ignored. Every other flag of
 tritonserver 2.51 (`src/command_line_parser.cc`) exits 2 with "tritonserver flag --X is not
 supported by thaw serve", never argparse's generic "unrecognized arguments".
 
@@ -103,6 +105,9 @@ IGNORED_FLAGS: dict[str, str] = {
     "vertex-ai-thread-count": "thaw's Vertex AI port runs on the server's event loop",
     "sagemaker-thread-count": "thaw's SageMaker port runs on the server's event loop",
     "repoagent-directory": "thaw's repository agents are built in (checksum)",
+    "host-policy": "thaw binds no instance to a NUMA node or CPU cores",
+    "enable-peer-access": "thaw copies no tensor from one GPU to another",
+    "cuda-virtual-address-size": "thaw's implicit sequence state is not growable CUDA memory",
 }
 
 # Thaw's durations (thawserver.limit_flags) by the tritonserver-style spelling `thaw serve` had

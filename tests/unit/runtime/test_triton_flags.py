@@ -116,12 +116,7 @@ def test_log_flags_lower_the_level() -> None:
     assert _parse("repo", "--log-level", "error", "--log-info=false").log_level == "error"
 
 
-@pytest.mark.parametrize(
-    "flag",
-    ["--cuda-virtual-address-size=0:1", "--host-policy=gpu_0,numa-node=0",
-     "--model-load-gpu-limit=0:0.5", "--min-supported-compute-capability=6.0",
-     "--enable-peer-access=false"],
-)  # fmt: skip
+@pytest.mark.parametrize("flag", ["--min-supported-compute-capability=6.0"])
 def test_an_unsupported_tritonserver_flag_is_refused_by_name(
     flag: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -224,17 +219,28 @@ def test_default_max_batch_size_reads_the_backends_then_the_global_setting() -> 
     assert _parse("repo", "--backend-config=default-max-batch-size=-3").default_max_batch_size == 0
 
 
+def test_model_load_gpu_limits_one_per_gpu_the_last_wins() -> None:
+    config = _parse("repo", "--model-load-gpu-limit=0:0.5", "--model-load-gpu-limit", "1:0.25",
+                    "--model-load-gpu-limit=0:0.75")  # fmt: skip
+    assert dict(config.model_load_gpu_limits) == {0: 0.75, 1: 0.25}
+    assert _parse("repo").model_load_gpu_limits == ()
+
+
 def test_ignored_flags_and_settings_are_logged(caplog: pytest.LogCaptureFixture) -> None:
     args = _parser().parse_args(
         ["serve", "repo", "--http-thread-count=8",
          "--backend-config=python,shm-default-byte-size=1024",
-         "--backend-config=tensorflow,version=2"]
+         "--backend-config=tensorflow,version=2", "--host-policy=gpu_0,numa-node=0",
+         "--enable-peer-access=false", "--cuda-virtual-address-size=0:1"]
     )  # fmt: skip
     config = cli.build_config(args)
     with caplog.at_level(logging.INFO, logger="runtime.process.triton_flags"):
         log_ignored(args, config.backend_config)
     text = caplog.text
     assert "ignoring tritonserver flag --http-thread-count=8" in text
+    assert "ignoring tritonserver flag --host-policy=gpu_0,numa-node=0: thaw binds no" in text
+    assert "ignoring tritonserver flag --enable-peer-access=false" in text
+    assert "ignoring tritonserver flag --cuda-virtual-address-size=0:1" in text
     assert "backend config python,shm-default-byte-size=1024 accepted" in text
     assert "ignoring backend config tensorflow,version=2: thaw does not use it" in text
 
@@ -250,6 +256,9 @@ def test_ignored_flags_and_settings_are_logged(caplog: pytest.LogCaptureFixture)
         (["repo", f"--max-body-bytes={1 << 32}"], "over gRPC's 2 GiB message limit"),
         (["repo", "--rate-limit=sometimes"], "Invalid rate limit mode: sometimes"),
         (["repo", "--rate-limit-resource=R1"], "option format is '<resource_name>:<count>"),
+        (["repo", "--model-load-gpu-limit=0"], "must be <device_id>:<fraction>"),
+        (["repo", "--model-load-gpu-limit=a:0.5"], "must be <device_id>:<fraction>"),
+        (["repo", "--model-load-gpu-limit=0:2"], "`model_load_gpu_limit fraction` = 2, must be in [0, 1]"),
     ],
 )
 def test_bad_settings_name_themselves(argv: list[str], message: str) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from runtime.config import ServeConfig
 from runtime.devices.plan import CUDA_EP, Capabilities, DevicePlan, Placement
-from runtime.devices.vram_budget import check_framework_vram, framework_vram
+from runtime.devices.vram_budget import check_framework_vram, check_load_limits, framework_vram
 from runtime.errors import DeviceOutOfMemory
 from runtime.models.manager import ModelManager
 from runtime.observe.metrics import Metrics
@@ -42,6 +42,49 @@ def test_copies_that_do_not_fit_fail_before_loading_with_503() -> None:
         check_framework_vram("m", {0: 2 * GIB, 1: GIB}, free.get, headroom_bytes=512 << 20)
     assert caught.value.status == 503
     check_framework_vram("m", {5: 100 * GIB}, free.get, headroom_bytes=0)  # unknown: unchecked
+
+
+def test_a_gpu_over_its_load_limit_refuses_the_instance_in_tritons_words() -> None:
+    memory = {0: DeviceMemory(free_bytes=30 * GIB, total_bytes=80 * GIB),  # 50 GiB used
+              1: DeviceMemory(free_bytes=70 * GIB, total_bytes=80 * GIB)}  # fmt: skip
+    read: list[int] = []
+
+    def reader(gpu: int) -> DeviceMemory | None:
+        read.append(gpu)
+        return memory.get(gpu)
+
+    check_load_limits("m", [0, 1], {0: 0.7, 1: 0.5}, reader)  # 62.5% and 12.5% used
+    with pytest.raises(DeviceOutOfMemory) as caught:
+        check_load_limits("m", [1, 0, 0], {0: 0.6}, reader)
+    assert str(caught.value) == (
+        "can not create model 'm': memory limit set for KIND_GPU 0 has exceeded, model loading "
+        "is rejected."
+    )
+    assert read == [0, 1, 0]  # a GPU without a limit is not read
+    check_load_limits("m", [5], {5: 0.0}, reader)  # no reading: not checked
+
+
+async def test_a_load_over_the_gpu_limit_fails_and_the_server_serves_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runtime.models import version_loader
+
+    busy = DeviceMemory(free_bytes=8 * GIB, total_bytes=80 * GIB)
+    monkeypatch.setattr(version_loader, "_nvml_reader", lambda gpu: busy)
+    model = make_onnx_add(tmp_path, "gpu_add")
+    with (model / "config.pbtxt").open("a") as f:
+        f.write("instance_group [ { kind: KIND_GPU count: 1 } ]\n")
+    make_onnx_add(tmp_path, "cpu_add")
+    config = ServeConfig(repository=tmp_path, model_load_gpu_limits=((0, 0.8),))
+    manager = ModelManager(config, metrics=Metrics(), inventory=_Machine())
+    await manager.start()
+    try:
+        rows = {r["name"]: r for r in await manager.index()}
+        assert rows["gpu_add"]["state"] == "UNAVAILABLE"
+        assert "memory limit set for KIND_GPU 0 has exceeded" in rows["gpu_add"]["reason"]
+        assert rows["cpu_add"]["state"] == "READY"
+    finally:
+        await manager.stop()
 
 
 class _Machine:
