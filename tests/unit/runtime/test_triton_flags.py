@@ -258,7 +258,7 @@ def test_ignored_flags_and_settings_are_logged(caplog: pytest.LogCaptureFixture)
         (["repo", "--rate-limit-resource=R1"], "option format is '<resource_name>:<count>"),
         (["repo", "--model-load-gpu-limit=0"], "must be <device_id>:<fraction>"),
         (["repo", "--model-load-gpu-limit=a:0.5"], "must be <device_id>:<fraction>"),
-        (["repo", "--model-load-gpu-limit=0:2"], "`model_load_gpu_limit fraction` = 2, must be in [0, 1]"),
+        (["repo", "--model-load-gpu-limit=0:2"], "`model_load_gpu_limit fraction` = 2, must be"),
     ],
 )
 def test_bad_settings_name_themselves(argv: list[str], message: str) -> None:
