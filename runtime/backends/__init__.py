@@ -8,6 +8,7 @@ runtime.python's).
     onnxruntime_backend  ONNX models on onnxruntime (CPU, CUDA/TensorRT providers)
     ort_providers        onnxruntime execution providers for one instance
     ort_session_options  a config's onnxruntime session settings, read as Triton's backend
+    model_parameters     a config's string parameters read as Triton's backends read them
     ort_initializers     onnxruntime initializers over a restored snapshot's memory
     torch_backend        PyTorch models: TorchScript `model.pt`, `torch.export` `model.pt2`
     torch_strings        BYTES tensors as TorchScript's `List[str]` and back (Triton's rules)

@@ -24,6 +24,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from runtime.backends.model_parameters import optional_bool, optional_int, optional_string
 from runtime.errors import RepositoryError
 from tritonconfig.schema import mc
 
@@ -32,8 +33,6 @@ __all__ = ["ARENA_SHRINKAGE", "OrtSettings", "intra_op_threads", "ort_settings"]
 ARENA_SHRINKAGE = "memory.enable_memory_arena_shrinkage"
 # optimization.graph.level -> onnxruntime's GraphOptimizationLevel member (others: ENABLE_ALL)
 _LEVELS = {-1: "ORT_ENABLE_BASIC", 1: "ORT_ENABLE_EXTENDED", 2: "ORT_DISABLE_ALL"}
-_TRUE = frozenset({"true", "yes", "1", "on"})
-_FALSE = frozenset({"false", "no", "0", "off"})
 
 
 @dataclass(frozen=True)
@@ -74,34 +73,6 @@ class OrtSettings:
         return options
 
 
-def _string(config: mc.ModelConfig, key: str) -> str | None:
-    return config.parameters[key].string_value if key in config.parameters else None
-
-
-def _integer(config: mc.ModelConfig, key: str) -> int | None:
-    value = _string(config, key)
-    if value is None:
-        return None
-    try:
-        return int(value.strip())
-    except ValueError:
-        raise RepositoryError(
-            f"failed to convert '{value}' to integral number for parameter '{key}'"
-        ) from None
-
-
-def _boolean(config: mc.ModelConfig, key: str) -> bool | None:
-    value = _string(config, key)
-    if value is None:
-        return None
-    lowered = value.strip().lower()
-    if lowered in _TRUE:
-        return True
-    if lowered in _FALSE:
-        return False
-    raise RepositoryError(f"failed to convert '{value}' to boolean value")
-
-
 def intra_op_threads(count: int | None, instance_count: int) -> int:
     """Intra-op threads per session: the config's count (0: onnxruntime's choice), else the
     cores shared by the model's instances."""
@@ -112,20 +83,20 @@ def intra_op_threads(count: int | None, instance_count: int) -> int:
 
 def ort_settings(config: mc.ModelConfig, instance_count: int) -> OrtSettings:
     """The model's OrtSettings; RepositoryError for a value Triton's backend refuses."""
-    mode = _integer(config, "execution_mode") or 0
+    mode = optional_int(config, "execution_mode") or 0
     if mode not in (0, 1):
         raise RepositoryError(
             "Invalid configuration value provided. Expected values for  execution_mode are 0 "
             f"or 1 but got {mode} ."
         )
-    inter = _integer(config, "inter_op_thread_count")
+    inter = optional_int(config, "inter_op_thread_count")
     return OrtSettings(
         graph_level=_LEVELS.get(config.optimization.graph.level, "ORT_ENABLE_ALL"),
         parallel=mode == 1,
-        intra_op_threads=intra_op_threads(_integer(config, "intra_op_thread_count"),
+        intra_op_threads=intra_op_threads(optional_int(config, "intra_op_thread_count"),
                                           instance_count),
         inter_op_threads=inter if inter is not None and inter > 0 else 1,
-        mem_arena=_boolean(config, "enable_mem_arena"),
-        mem_pattern=_boolean(config, "enable_mem_pattern"),
-        arena_shrinkage=_string(config, ARENA_SHRINKAGE),
+        mem_arena=optional_bool(config, "enable_mem_arena"),
+        mem_pattern=optional_bool(config, "enable_mem_pattern"),
+        arena_shrinkage=optional_string(config, ARENA_SHRINKAGE),
     )  # fmt: skip

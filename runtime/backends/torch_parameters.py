@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runtime.errors import RepositoryError
+from runtime.backends.model_parameters import optional_bool, optional_int
 from tritonconfig.schema import mc
 
 __all__ = [
@@ -45,25 +45,11 @@ __all__ = [
 
 INFERENCE_MODE_PARAMETER = "INFERENCE_MODE"
 WEIGHT_SHARING_PARAMETER = "ENABLE_WEIGHT_SHARING"
-_TRUE = frozenset({"true", "yes", "1", "on"})
-_FALSE = frozenset({"false", "no", "0", "off"})
 
 
 def _bool_parameter(config: mc.ModelConfig, key: str, *, default: bool) -> bool:
-    value = _optional_bool(config, key)
+    value = optional_bool(config, key)
     return default if value is None else value
-
-
-def _optional_bool(config: mc.ModelConfig, key: str) -> bool | None:
-    if key not in config.parameters:
-        return None
-    value = config.parameters[key].string_value
-    lowered = value.strip().lower()
-    if lowered in _TRUE:
-        return True
-    if lowered in _FALSE:
-        return False
-    raise RepositoryError(f"failed to convert '{value}' to boolean value")
 
 
 def inference_mode(config: mc.ModelConfig) -> bool:
@@ -74,16 +60,6 @@ def inference_mode(config: mc.ModelConfig) -> bool:
 def weight_sharing(config: mc.ModelConfig) -> bool:
     """Whether a version's instances on one device share one module (module docstring)."""
     return _bool_parameter(config, WEIGHT_SHARING_PARAMETER, default=False)
-
-
-def _count(config: mc.ModelConfig, key: str) -> int | None:
-    if key not in config.parameters:
-        return None
-    value = config.parameters[key].string_value
-    try:
-        return int(value.strip())
-    except ValueError:
-        raise RepositoryError(f"failed to convert '{value}' to integral number") from None
 
 
 @dataclass(frozen=True)
@@ -131,9 +107,9 @@ def torch_settings(config: mc.ModelConfig) -> TorchSettings:
                                                 default=False),
         cudnn=not _bool_parameter(config, "DISABLE_CUDNN", default=False),
         cache_cleaning=_bool_parameter(config, "ENABLE_CACHE_CLEANING", default=False),
-        jit_profiling=_optional_bool(config, "ENABLE_JIT_PROFILING"),
-        jit_executor=_optional_bool(config, "ENABLE_JIT_EXECUTOR"),
-        tensor_fuser=_optional_bool(config, "ENABLE_TENSOR_FUSER"),
-        intra_op_threads=_count(config, "INTRA_OP_THREAD_COUNT"),
-        inter_op_threads=_count(config, "INTER_OP_THREAD_COUNT"),
+        jit_profiling=optional_bool(config, "ENABLE_JIT_PROFILING"),
+        jit_executor=optional_bool(config, "ENABLE_JIT_EXECUTOR"),
+        tensor_fuser=optional_bool(config, "ENABLE_TENSOR_FUSER"),
+        intra_op_threads=optional_int(config, "INTRA_OP_THREAD_COUNT"),
+        inter_op_threads=optional_int(config, "INTER_OP_THREAD_COUNT"),
     )  # fmt: skip

@@ -5,6 +5,7 @@
                                    (repo: a directory, or an s3:// URL as a string)
     refusal(kind, repo, args)   -> (started?, log): for test.sh's "the server refuses to start"
     unsupported(kind, args)     -> the first flag `kind` does not take, or None
+    add_server_argument(parser) -> a runner's `--server serve|up` (repeatable)
 
 `thaw up` serves the same repository with its models at zero: nothing is woken before the
 suite's first request (the warm pool holds one idle runtime process, no model in it), so each
@@ -15,6 +16,7 @@ does not take is reported, never silently dropped.
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 from functools import cache
@@ -24,12 +26,29 @@ from tests.conformance.qa_checkout import port_in_use
 from tests.fixtures.serve_process import ServeProcess
 from tests.fixtures.up_process import UpProcess
 
-__all__ = ["KINDS", "PORTS", "Server", "first_unknown", "refusal", "start", "unsupported"]
+__all__ = [
+    "KINDS",
+    "PORTS",
+    "Server",
+    "add_server_argument",
+    "first_unknown",
+    "refusal",
+    "start",
+    "unsupported",
+]
 
 PORTS = (8000, 8001, 8002)
 KINDS = ("serve", "up")
 Server = ServeProcess | UpProcess
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def add_server_argument(parser: argparse.ArgumentParser) -> None:
+    """A runner's `--server serve|up`, repeatable; `args.server or ["serve"]` is the list."""
+    parser.add_argument(
+        "--server", choices=KINDS, action="append", default=None,
+        help="thaw serve (the default) or thaw up; give it twice for both",
+    )  # fmt: skip
 
 
 @cache

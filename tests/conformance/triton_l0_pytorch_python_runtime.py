@@ -28,7 +28,6 @@ says so and exits 0). Exit status 0 when every check passed.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -39,8 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tests.conformance.qa_checkout import qa_python_path
-from tests.conformance.qa_servers import KINDS, Server, start
+from tests.conformance.qa_checkout import mirror_parser, qa_python_path
+from tests.conformance.qa_servers import Server, add_server_argument, start
 from tests.conformance.qa_test_sh import mirror_at
 from tests.fixtures.models import write_config
 from tests.fixtures.pytorch_runtime_models import make_addsub, make_neuralnet, reference_module
@@ -176,16 +175,9 @@ def run(kind: str, work: Path) -> list[tuple[str, bool, str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    parser.add_argument("--mirror", type=Path, default=os.environ.get("TRITON_SERVER_MIRROR", ""))
+    parser = mirror_parser((__doc__ or "").split("\n")[0])
     parser.add_argument("--ref", default="v2.51.0")
-    parser.add_argument(
-        "--server",
-        choices=KINDS,
-        action="append",
-        default=None,
-        help="thaw serve (the default) or thaw up; give it twice for both",
-    )
+    add_server_argument(parser)
     args = parser.parse_args(argv)
     mirror = mirror_at(args.mirror, args.ref, f"{SUITE}/test.sh")
     if mirror is None:

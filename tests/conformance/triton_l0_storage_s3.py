@@ -40,7 +40,6 @@ the run says so and exits 0). Exit status 0 when every check passed.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import shutil
@@ -54,8 +53,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.conformance.qa_checkout import qa_python_path
-from tests.conformance.qa_servers import KINDS, Server, refusal, start
+from tests.conformance.qa_checkout import mirror_parser, qa_python_path
+from tests.conformance.qa_servers import Server, add_server_argument, refusal, start
 from tests.conformance.qa_test_sh import mirror_at
 from tests.fixtures.moto_s3 import REGION, Keys, aws_client, moto_server_with_auth
 from tests.fixtures.triton_qa_gen import copy_models, data_repo
@@ -465,16 +464,9 @@ def run_all(kind: str, mirror: Mirror, work: Path) -> list[Check]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    parser.add_argument("--mirror", type=Path, default=os.environ.get("TRITON_SERVER_MIRROR", ""))
+    parser = mirror_parser((__doc__ or "").split("\n")[0])
     parser.add_argument("--ref", default="v2.51.0")
-    parser.add_argument(
-        "--server",
-        choices=KINDS,
-        action="append",
-        default=None,
-        help="thaw serve (the default) or thaw up; give it twice for both",
-    )
+    add_server_argument(parser)
     parser.add_argument("--keep", type=Path, help="copy the work directory (logs) here after")
     args = parser.parse_args(argv)
     mirror = mirror_at(args.mirror, args.ref, "qa/L0_storage_S3/test.sh")

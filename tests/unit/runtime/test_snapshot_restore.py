@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -216,16 +217,25 @@ async def _one_output(repo: Path, store: Path | None, model: str) -> tuple[np.nd
         await manager.stop()
 
 
-async def test_ort_optimized_image_answers_exactly_like_the_file(tmp_path: Path) -> None:
+async def _ort_image(tmp_path: Path, config_extra: str = "") -> tuple[Path, Path, Any]:
+    """onnx_conv in `tmp_path/repo` (its config plus `config_extra`), its image built with
+    `ort_optimize` into `tmp_path/store`: (repo, store, manifest)."""
     repo, store = tmp_path / "repo", tmp_path / "store"
     repo.mkdir()
     _make_onnx_conv(repo)
+    config = repo / "onnx_conv" / "config.pbtxt"
+    config.write_text(config.read_text() + config_extra)
     manifest = await asyncio.to_thread(
         snapshotter.build_image,
         repo / "onnx_conv" / "1",
         snapshotter.open_store(str(store)),
         ort_optimize=True,
     )
+    return repo, store, manifest
+
+
+async def test_ort_optimized_image_answers_exactly_like_the_file(tmp_path: Path) -> None:
+    repo, store, manifest = await _ort_image(tmp_path)
     assert "onnx_graph_ort" in manifest.artifacts and "onnx_graph" not in manifest.artifacts
     assert manifest.framework_versions["onnxruntime_host"] == snapshotter.ort_host_key()
     # BatchNormalization was folded into the convolution: the image holds other tensors.
@@ -241,17 +251,7 @@ async def test_a_model_asking_fewer_graph_optimizations_keeps_the_portable_graph
 ) -> None:
     """A config's `optimization { graph { level: 1 } }` (Triton's onnxruntime backend: basic
     and extended only) is kept: no pre-optimized graph in its image, which still serves."""
-    repo, store = tmp_path / "repo", tmp_path / "store"
-    repo.mkdir()
-    _make_onnx_conv(repo)
-    config = repo / "onnx_conv" / "config.pbtxt"
-    config.write_text(config.read_text() + "\noptimization { graph { level: 1 } }\n")
-    manifest = await asyncio.to_thread(
-        snapshotter.build_image,
-        repo / "onnx_conv" / "1",
-        snapshotter.open_store(str(store)),
-        ort_optimize=True,
-    )
+    repo, store, manifest = await _ort_image(tmp_path, "\noptimization { graph { level: 1 } }\n")
     assert "onnx_graph" in manifest.artifacts and "onnx_graph_ort" not in manifest.artifacts
     expected, _ = await _one_output(repo, None, "onnx_conv")
     restored, from_image = await _one_output(repo, store, "onnx_conv")
