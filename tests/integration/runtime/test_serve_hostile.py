@@ -5,7 +5,6 @@ from __future__ import annotations
 import gzip
 import http.client
 import json
-import socket
 import time
 from collections.abc import Iterator
 
@@ -205,19 +204,12 @@ def test_bad_content_encoding_is_refused(runtime_server: ServeProcess) -> None:
 
 def test_body_that_never_arrives_times_out_with_408(runtime_server: ServeProcess) -> None:
     """408 Request Timeout, as `thaw up` answers (docs/decisions/0017-body-deadline-status.md)."""
-    host, port = runtime_server.hostport.split(":")
     started = time.monotonic()
-    with socket.create_connection((host, int(port)), timeout=30) as sock:
-        sock.sendall(
-            b"POST /v2/models/add_sub/infer HTTP/1.1\r\nHost: x\r\n"
-            b"Content-Length: 1000\r\n\r\n" + b'{"inputs": ['
-        )
-        reply = b""
-        while b"\r\n\r\n" not in reply or not reply.rstrip().endswith(b"}"):
-            chunk = sock.recv(4096)
-            if not chunk:
-                break
-            reply += chunk
+    reply = raw_answer(
+        runtime_server.hostport,
+        b"POST /v2/models/add_sub/infer HTTP/1.1\r\nHost: x\r\n"
+        b"Content-Length: 1000\r\n\r\n" + b'{"inputs": [',
+    )
     elapsed = time.monotonic() - started
     assert reply.startswith(b"HTTP/1.1 408"), reply[:200]
     assert b"did not arrive within" in reply
