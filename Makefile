@@ -119,14 +119,15 @@ conformance: install
 		$(PY) -m tests.conformance.perf_analyzer_runs; pa=$$?; \
 		$(PY) -m tests.conformance.triton_l0_secure_grpc --server serve --server up; tls=$$?; \
 		$(PY) -m tests.conformance.triton_l0_data_compression --server serve --server up; dc=$$?; \
-		$(PY) -m tests.conformance.triton_l0_socket; sock=$$?; \
-		$(PY) -m tests.conformance.triton_l0_config_json; cj=$$?; \
+		$(PY) -m tests.conformance.triton_l0_socket --server serve --server up; sock=$$?; \
+		$(PY) -m tests.conformance.triton_l0_config_json --server serve --server up; cj=$$?; \
+		$(PY) -m tests.conformance.triton_l0_custom_model_config --server serve --server up; cmc=$$?; \
 		$(PY) -m tests.conformance.triton_l0_cmdline_trace; ct=$$?; \
 		$(PY) -m tests.conformance.triton_l0_vertex_ai; vx=$$?; \
 		$(PY) -m tests.conformance.triton_l0_sagemaker; sm=$$?; \
 		$(PY) -m tests.conformance.triton_cloud_ports_side_by_side; cs=$$?; \
 		$(PY) -m tests.conformance.triton_sagemaker_mme_side_by_side; mme=$$?; \
-		exit $$((http | qa | shm | uhttp | uqa | ushm | oa | ex | s3 | aws | ptr | pa | tls | dc | sock | cj | ct | vx | sm | cs | mme))'
+		exit $$((http | qa | shm | uhttp | uqa | ushm | oa | ex | s3 | aws | ptr | pa | tls | dc | sock | cj | cmc | ct | vx | sm | cs | mme))'
 
 # The container images with podman (docs/image.md): deploy/image/build.sh installs podman, runc
 # and debootstrap when missing (root, Debian), makes the Debian base image when missing, and

@@ -240,7 +240,11 @@ class ActivatorConfig:
     """
 
     repository: Path
-    host: str = "127.0.0.1"
+    host: str = "127.0.0.1"  # the HTTP front door's address (`--http-address`, else `--host`)
+    # The gRPC and metrics ports' addresses (`--grpc-address` / `--metrics-address`, else
+    # `--host`; tritonserver's flags): None means `host`.
+    grpc_host: str | None = None
+    metrics_host: str | None = None
     # tritonserver's repeatable `--model-repository`: the repositories after `repository`,
     # whose models are served beside its own (one index; a name in two is unavailable).
     more_repositories: tuple[Path, ...] = ()

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from runtime.header_forward import compile_pattern
-from thawserver import connection_limits, ranges
+from thawserver import connection_limits, device_flags, ranges
 from thawserver.backend_config_flags import default_max_batch_size
 from thawserver.connection_limits import ConnectionLimits
 from thawserver.grpc_compression import GRPC_COMPRESSION_LEVELS
@@ -400,25 +400,18 @@ class ServeConfig:
 
 def parse_cuda_pool(text: str) -> tuple[int, int]:
     """`<gpu>:<bytes>` (Triton's `--cuda-memory-pool-byte-size` form) as (gpu, bytes)."""
-    gpu, sep, nbytes = text.partition(":")
-    if not sep or not gpu.strip().isdigit() or not nbytes.strip().isdigit():
-        raise ConfigError(
-            f"`cuda_memory_pool_byte_size` = {text!r}, must be <gpu>:<bytes>, e.g. 0:268435456"
-        )
-    return int(gpu), int(nbytes)
+    try:
+        return device_flags.parse_cuda_pool(text)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def parse_gpu_limit(text: str) -> tuple[int, float]:
     """`<device_id>:<fraction>` (tritonserver's `--model-load-gpu-limit`) as (gpu, fraction)."""
-    gpu, sep, fraction = text.partition(":")
     try:
-        if not sep or not gpu.strip().isdigit():
-            raise ValueError
-        return int(gpu), float(fraction)
-    except ValueError:
-        raise ConfigError(
-            f"`model_load_gpu_limit` = {text!r}, must be <device_id>:<fraction>, e.g. 0:0.8"
-        ) from None
+        return device_flags.parse_gpu_limit(text)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _in_range(name: str, value: float, low: float, high: float) -> None:

@@ -49,6 +49,8 @@ module name (several import aiohttp or grpc); this `__init__` imports nothing, b
     s3_repository/        model repositories on S3, served from a local mirror (both CLIs)
     bool_flag             tritonserver's boolean flag values, for both CLIs
     flag_names            a message's settings named as their flags are typed, for both CLIs
+    triton_flag_names     tritonserver's flags: all of them, those ignored, the refusal, both CLIs
+    device_flags          tritonserver's device flags: serve applies them, up gives its replicas
     json_response         the one JSON response both servers write
     fast_json             orjson's speed with the stdlib `json` module's results
     ranges                the one range check and its one phrasing

@@ -72,6 +72,7 @@ from thawserver.settings_flags import (
     trace_setting,
 )
 from thawserver.tool_call_flags import replica_environment
+from thawserver.triton_flag_names import log_ignored_flags
 from thawwire.model_control import ModelControlMode
 from thawwire.openai_api import MAX_TOKENS_LIMIT
 
@@ -159,7 +160,9 @@ def build_config(args: argparse.Namespace) -> ActivatorConfig:
     return ActivatorConfig(
         **repositories,
         metrics_settings=metrics_settings,
-        host=args.host,
+        host=args.http_address or args.host,
+        grpc_host=args.grpc_address or args.host,
+        metrics_host=args.metrics_address or args.host,
         port=args.port,
         cache_dir=cache,
         cache_max_bytes=args.cache_max_bytes,
@@ -294,6 +297,7 @@ def _run(args: argparse.Namespace, repositories: LocalizedRepositories) -> int:
     except OSError as exc:
         print(f"thaw up: error: cannot open --log-file: {exc}", file=sys.stderr)
         return 2
+    log_ignored_flags(args, logger)  # as thaw serve: one warning per flag without effect
     if isinstance(config.scaler, KubernetesConfig):
         settings = {m: repository.get(m).settings for m in repository.names()}
         classes = {m: s.placement_class for m, s in settings.items()}

@@ -16,6 +16,7 @@ from thawserver import ranges
 from thawserver.backend_config_flags import backend_settings
 from thawserver.cache_flags import cache_bytes
 from thawserver.connection_limits import LIMIT_RANGES, ConnectionLimits, out_of_range
+from thawserver.device_flags import replica_device_args
 from thawserver.limit_flags import limits_from_args
 from thawserver.rate_limit_flags import RateLimitMode, parse_mode, parse_resource
 from thawwire.model_control import LOAD_MODEL_NOT_EXPLICIT, POLL_SECS_RANGE, ModelControlMode
@@ -27,6 +28,7 @@ __all__ = [
     "backend_directory",
     "check_range",
     "connection_limits",
+    "device_args",
     "extra_port",
     "header_forward_pattern",
     "host_cache_bytes",
@@ -119,6 +121,16 @@ def backend_config_args(args: argparse.Namespace) -> tuple[str, ...]:
     return tuple(f"--backend-config={text}" for text in args.backend_config)
 
 
+def device_args(args: argparse.Namespace) -> tuple[str, ...]:
+    """The replicas' device flags (`--cuda-memory-pool-byte-size`, `--model-load-gpu-limit`,
+    `--pinned-memory-pool-byte-size`, `--model-load-thread-count`: thawserver.device_flags),
+    checked here first so a malformed one stops `thaw up` at start, not every replica."""
+    try:
+        return replica_device_args(args)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def backend_directory(args: argparse.Namespace, *, kubernetes: bool) -> Path | None:
     directory: Path | None = args.backend_directory
     if directory is None:
@@ -185,6 +197,12 @@ def refuse_local_only_flags(args: argparse.Namespace) -> None:
         raise ConfigError(
             "--model-config-name reaches replicas with --scaler local only: on Kubernetes the "
             "runtime pods' flags are the Helm chart's pool template"
+        )
+    if device_args(args):
+        raise ConfigError(
+            "--cuda-memory-pool-byte-size, --model-load-gpu-limit, --pinned-memory-pool-byte-size "
+            "and --model-load-thread-count reach replicas with --scaler local only: on "
+            "Kubernetes the runtime pods' flags are the Helm chart's pool template"
         )
     # The runtime pods' command line is the Helm chart's pool template, not thaw up's: say where
     # these go instead of letting them do nothing.

@@ -11,6 +11,7 @@ import argparse
 
 from activator.process.flag_checks import (
     backend_config_args,
+    device_args,
     header_forward_pattern,
     rate_limit_args,
     response_cache_bytes,
@@ -49,4 +50,5 @@ def local_config(args: argparse.Namespace) -> LocalConfig:
         backend_config_args=backend_config_args(args),
         model_config_name=args.model_config_name or "",
         model_load_retries=args.model_load_retries,
+        device_args=device_args(args),
     )

@@ -24,6 +24,7 @@ from thawserver.repository_flags import (
     startup_models_refusal,
     strict_model_config_warnings,
 )
+from thawserver.triton_flag_names import ignored_dest
 from thawwire.model_control import ModelControlMode
 from tritonconfig import ModelConfigError, graph_mismatch, run_repository_agents
 
@@ -59,7 +60,8 @@ def add_repository_arguments(p: argparse.ArgumentParser) -> None:
     # As on `thaw serve` (runtime.process.triton_flags.IGNORED_FLAGS): where Triton finds its
     # repository agents' libraries.
     g.add_argument(
-        "--repoagent-directory", default=None, metavar="DIR",
+        "--repoagent-directory", dest=ignored_dest("repoagent-directory"), default=None,
+        metavar="DIR",
         help="accepted without effect: thaw's repository agents are built in (checksum)",
     )  # fmt: skip
     g.add_argument(

@@ -215,17 +215,18 @@ async def _start_triton_ports(
             ports.metrics = web.AppRunner(metrics, access_log=None)
             await ports.metrics.setup()
             factory = metrics[CONNECTIONS].protocol_factory(ports.metrics.server)
+            host = config.metrics_host or config.host
             try:
                 ports.metrics_listener = await asyncio.get_running_loop().create_server(
-                    factory, config.host, config.metrics_port
+                    factory, host, config.metrics_port
                 )
             except OSError as exc:
                 raise OSError(
-                    f"cannot listen on {config.host}:{config.metrics_port}: {exc.strerror or exc}"
+                    f"cannot listen on {host}:{config.metrics_port}: {exc.strerror or exc}"
                 ) from exc
             bound = ports.metrics_listener.sockets[0].getsockname()[1]
-            ports.lines.append(surface_line(Surface.METRICS, f"http://{config.host}:{bound}"))
-            logger.info("Started Metrics Service at %s:%d", config.host, bound)
+            ports.lines.append(surface_line(Surface.METRICS, f"http://{host}:{bound}"))
+            logger.info("Started Metrics Service at %s:%d", host, bound)
     except BaseException:
         await ports.close(0)
         raise
@@ -257,7 +258,7 @@ def _bind(config: ActivatorConfig) -> tuple[socket.socket, tuple[Any, str] | Non
         front_door_url=_front_door_url(listener),
         # A TLS front door is not one a replica's plaintext channel can reach: its BLS
         # streams then go as HTTP infers (runtime.direct.front_door).
-        front_door_grpc=_front_door_grpc(config.host, grpc_port)
+        front_door_grpc=_front_door_grpc(config.grpc_host or config.host, grpc_port)
         if config.grpc_tls is None
         else None,
     )
@@ -278,7 +279,7 @@ def _bind_grpc(config: ActivatorConfig) -> tuple[Any, str]:
 
     assert config.grpc_port is not None
     return bind_grpc_server(
-        config.host, config.grpc_port,
+        config.grpc_host or config.host, config.grpc_port,
         max_message_bytes=config.max_body_bytes, limits=config.connections,
         compression_level=config.grpc_response_compression_level,
         keepalive=config.grpc_keepalive, tls=config.grpc_tls, reuse_port=config.reuse_grpc_port,

@@ -21,6 +21,7 @@ from activator.scaler.local_config import PoolSettings
 from thawserver import lora_flags, max_tokens_flag
 from thawserver.backend_config_flags import add_backend_config_argument
 from thawserver.cache_flags import add_cache_arguments
+from thawserver.device_flags import add_replica_device_arguments
 from thawserver.grpc_compression import add_compression_argument
 from thawserver.grpc_keepalive import add_keepalive_arguments
 from thawserver.grpc_tls import add_tls_arguments
@@ -32,6 +33,7 @@ from thawserver.restricted_protocols import add_restriction_arguments
 from thawserver.reuse_port_flags import add_reuse_port_arguments
 from thawserver.settings_flags import add_log_flags, add_trace_flags
 from thawserver.tool_call_flags import add_tool_call_arguments
+from thawserver.triton_flag_names import add_ignored_flags, add_unsupported_flags, ignored_dest
 
 __all__ = ["DESCRIPTION", "add_up_arguments"]
 
@@ -96,11 +98,26 @@ class _ServeOnly(argparse.Action):
 def add_up_arguments(p: argparse.ArgumentParser) -> None:
     """Every flag of `thaw up`, on `p`."""
     add_repository_arguments(p)
-    p.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
     p.add_argument(
-        "--port", type=int, default=8000, help="listen port (default 8000); 0 picks a free one"
-    )
+        "--host", default="127.0.0.1",
+        help="listen address of every port (default 127.0.0.1; --http-address, --grpc-address "
+        "and --metrics-address set one each)",
+    )  # fmt: skip
+    p.add_argument(
+        "--port", "--http-port", type=int, default=8000,
+        help="HTTP listen port (default 8000; --http-port is tritonserver's name); 0 picks a "
+        "free one",
+    )  # fmt: skip
+    p.add_argument(
+        "--http-address", default=None, metavar="HOST",
+        help="HTTP listen address alone, as tritonserver's (default: --host)",
+    )  # fmt: skip
     triton = p.add_argument_group("Triton's other ports")
+    triton.add_argument(
+        "--allow-http", type=_http_on, default=True, metavar="BOOL",
+        help="true only: the HTTP port is thaw up's front door (status page, wakes, "
+        "direct connections)",
+    )  # fmt: skip
     triton.add_argument(
         "--grpc-port", type=int, default=None, metavar="PORT",
         help="KServe v2 gRPC port (default 8001; with --port 0 a free one); models at zero "
@@ -115,6 +132,10 @@ def add_up_arguments(p: argparse.ArgumentParser) -> None:
         triton.add_argument(
             f"--allow-{name}", type=triton_bool, default=True, metavar="BOOL",
             help=f"serve the {name} port (default true)",
+        )  # fmt: skip
+        triton.add_argument(
+            f"--{name}-address", default=None, metavar="HOST",
+            help=f"the {name} port's listen address (default: --host, not --http-address)",
         )  # fmt: skip
     for flag in _SERVE_ONLY:
         triton.add_argument(flag, action=_ServeOnly, nargs="?", default=argparse.SUPPRESS,
@@ -314,7 +335,7 @@ def add_up_arguments(p: argparse.ArgumentParser) -> None:
     # As on `thaw serve` (runtime.process.triton_flags.IGNORED_FLAGS): where Triton finds its
     # response-cache libraries.
     cache.add_argument(
-        "--cache-directory", default=None, metavar="DIR",
+        "--cache-directory", dest=ignored_dest("cache-directory"), default=None, metavar="DIR",
         help="accepted without effect: thaw's response cache is built in",
     )  # fmt: skip
     add_kubernetes_arguments(p)
@@ -329,6 +350,26 @@ def add_up_arguments(p: argparse.ArgumentParser) -> None:
             metavar="N",
             help=f"{_SETTING_HELP[name]} (default {default}, range [{low:g}, {high:g}])",
         )
+
+    device = p.add_argument_group(
+        "GPU and loading (tritonserver's flags, as thaw serve takes them; given to every "
+        "replica, --scaler local)"
+    )
+    add_replica_device_arguments(device)
+    quiet = p.add_argument_group("tritonserver flags accepted without effect (logged)")
+    add_ignored_flags(quiet, p)
+    # Last: any other tritonserver flag is refused by name (docs/scale-to-zero.md).
+    add_unsupported_flags(p, "up")
+
+
+def _http_on(text: str) -> bool:
+    """`--allow-http`: true, or exit 2 saying why thaw up cannot turn its HTTP port off."""
+    if not triton_bool(text):
+        raise argparse.ArgumentTypeError(
+            "thaw up cannot turn its HTTP port off: it is the front door (the status page, "
+            "wakes from zero, direct connections); thaw serve --allow-http=false can"
+        )
+    return True
 
 
 def _add_log_and_trace_arguments(p: argparse.ArgumentParser) -> None:
@@ -355,7 +396,8 @@ def _add_header_forward_arguments(p: argparse.ArgumentParser) -> None:
     add_metrics_config_argument(group, replicas=True)
     # As on `thaw serve` (runtime.process.triton_flags.IGNORED_FLAGS): Triton's sampling period.
     group.add_argument(
-        "--metrics-interval-ms", default=None, metavar="VALUE",
+        "--metrics-interval-ms", dest=ignored_dest("metrics-interval-ms"), default=None,
+        metavar="VALUE",
         help="accepted without effect: thaw computes metrics when scraped",
     )  # fmt: skip
 

@@ -64,3 +64,5 @@ class LocalConfig:
     model_config_name: str = ""
     # `--model-load-retry-count` given to every replica: its loads tried this many more times
     model_load_retries: int = 0
+    # tritonserver's device flags given to every replica, as its argv (thawserver.device_flags)
+    device_args: tuple[str, ...] = ()

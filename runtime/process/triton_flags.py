@@ -35,7 +35,6 @@ import argparse
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from runtime.process.sagemaker_flags import add_sagemaker_arguments
 from runtime.process.vertex_ai_flags import add_vertex_ai_arguments
@@ -54,6 +53,13 @@ from thawserver.rate_limit_flags import add_rate_limit_arguments
 from thawserver.restricted_protocols import add_restriction_arguments
 from thawserver.reuse_port_flags import add_reuse_port_arguments
 from thawserver.settings_flags import add_log_flags, add_trace_flags
+from thawserver.triton_flag_names import (
+    IGNORED_FLAGS,
+    TRITON_FLAGS,
+    add_ignored_flags,
+    log_ignored_flags,
+)
+from thawserver.triton_flag_names import add_unsupported_flags as add_unsupported
 
 __all__ = [
     "IGNORED_FLAGS",
@@ -70,45 +76,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-# Every long option of tritonserver 2.51 (src/command_line_parser.cc, v2.51.0).
-_TRITON_FLAG_NAMES = """
-allow-cpu-metrics allow-gpu-metrics allow-grpc allow-http allow-metrics allow-sagemaker
-allow-vertex-ai backend-config backend-directory buffer-manager-thread-count cache-config
-cache-directory cuda-memory-pool-byte-size cuda-virtual-address-size
-disable-auto-complete-config enable-peer-access exit-on-error exit-timeout-secs grpc-address
-grpc-header-forward-pattern grpc-http2-max-ping-strikes grpc-http2-max-pings-without-data
-grpc-http2-min-recv-ping-interval-without-data grpc-infer-allocation-pool-size
-grpc-infer-response-compression-level grpc-keepalive-permit-without-calls grpc-keepalive-time
-grpc-keepalive-timeout grpc-max-connection-age grpc-max-connection-age-grace grpc-port
-grpc-restricted-protocol grpc-root-cert grpc-server-cert grpc-server-key grpc-use-ssl
-grpc-use-ssl-mutual help host-policy http-address http-header-forward-pattern http-port
-http-restricted-api http-thread-count id load-model log-error log-file log-format log-info
-log-verbose log-warning metrics-address metrics-config metrics-interval-ms metrics-port
-min-supported-compute-capability model-config-name model-control-mode model-load-gpu-limit
-model-load-retry-count model-load-thread-count model-namespacing model-repository model-store
-pinned-memory-pool-byte-size rate-limit rate-limit-resource repoagent-directory
-repository-poll-secs response-cache-byte-size reuse-grpc-port reuse-http-port sagemaker-port
-sagemaker-safe-port-range sagemaker-thread-count strict-model-config strict-readiness
-trace-config trace-count trace-file trace-level trace-log-frequency trace-rate
-vertex-ai-default-model vertex-ai-port vertex-ai-thread-count
-"""
-TRITON_FLAGS: frozenset[str] = frozenset(_TRITON_FLAG_NAMES.split())
-
-# Accepted and ignored (logged): tuning of Triton's own machinery that Thaw does not have.
-IGNORED_FLAGS: dict[str, str] = {
-    "http-thread-count": "thaw's HTTP server runs on one event loop",
-    "buffer-manager-thread-count": "thaw has no buffer manager threads",
-    "metrics-interval-ms": "thaw computes metrics when scraped",
-    "grpc-infer-allocation-pool-size": "thaw's gRPC server keeps no pool of call states",
-    "cache-directory": "thaw's response cache is built in",
-    "vertex-ai-thread-count": "thaw's Vertex AI port runs on the server's event loop",
-    "sagemaker-thread-count": "thaw's SageMaker port runs on the server's event loop",
-    "repoagent-directory": "thaw's repository agents are built in (checksum)",
-    "host-policy": "thaw binds no instance to a NUMA node or CPU cores",
-    "enable-peer-access": "thaw copies no tensor from one GPU to another",
-    "cuda-virtual-address-size": "thaw's implicit sequence state is not growable CUDA memory",
-}
 
 # Thaw's durations (thawserver.limit_flags) by the tritonserver-style spelling `thaw serve` had
 # for them -> the primary flag, the one both CLIs show.
@@ -221,26 +188,7 @@ def add_triton_flags(p: argparse.ArgumentParser) -> None:
             "(?-i) makes it case-sensitive) reach the model as string request parameters",
         )  # fmt: skip
     quiet = p.add_argument_group("tritonserver flags accepted without effect (logged)")
-    for flag, why in IGNORED_FLAGS.items():
-        quiet.add_argument(f"--{flag}", dest=_ignored_dest(flag), default=None, metavar="VALUE",
-                           help=why)  # fmt: skip
-
-
-def _ignored_dest(flag: str) -> str:
-    return "ignored_" + flag.replace("-", "_")
-
-
-class _Unsupported(argparse.Action):
-    """A tritonserver flag Thaw does not have: exit 2 naming it."""
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: Any,
-        option_string: str | None = None,
-    ) -> None:
-        parser.error(f"tritonserver flag {option_string} is not supported by thaw serve")
+    add_ignored_flags(quiet, p)
 
 
 def add_secs_aliases(p: argparse.ArgumentParser) -> None:
@@ -255,19 +203,10 @@ def add_secs_aliases(p: argparse.ArgumentParser) -> None:
 
 
 def add_unsupported_flags(p: argparse.ArgumentParser) -> None:
-    """Catch every tritonserver flag the parser does not define. The parser must be made with
+    """Catch every tritonserver flag `thaw serve`'s parser does not define (made with
     `conflict_handler="resolve"`: a flag another part of `thaw serve` defines later replaces
-    the catch, so the order of the definitions does not matter."""
-    # argparse has no public view of the defined options; `_option_string_actions` (a dict,
-    # option string -> action, in every argparse since 2.7) is read here only, and a test pins it.
-    defined: dict[str, argparse.Action] = p._option_string_actions
-    for flag in sorted(TRITON_FLAGS):
-        if f"--{flag}" in defined:
-            continue  # Thaw has it
-        p.add_argument(
-            f"--{flag}", action=_Unsupported, nargs="?", dest=f"unsupported_{flag}",
-            default=argparse.SUPPRESS, help=argparse.SUPPRESS,
-        )  # fmt: skip
+    the catch, so the order of the definitions does not matter)."""
+    add_unsupported(p, "serve")
 
 
 def applied(setting: BackendSetting) -> bool:
@@ -282,10 +221,7 @@ def applied(setting: BackendSetting) -> bool:
 
 def log_ignored(args: argparse.Namespace, settings: Sequence[BackendSetting]) -> None:
     """One log line per accepted flag or backend setting that has no effect in Thaw."""
-    for flag, why in IGNORED_FLAGS.items():
-        value = getattr(args, _ignored_dest(flag), None)
-        if value is not None:
-            logger.warning("ignoring tritonserver flag --%s=%s: %s", flag, value, why)
+    log_ignored_flags(args, logger)
     for setting in settings:
         backend, key, value = setting
         where = f"{backend}," if backend else ""

@@ -1,8 +1,9 @@
-"""Triton's qa/L0_socket against `thaw serve`: which combinations of ports and addresses start,
-which are refused, and `--reuse-http-port` / `--reuse-grpc-port` spreading clients over three
-servers on one port.
+"""Triton's qa/L0_socket against `thaw serve` (and, `--server up`, `thaw up`): which
+combinations of ports and addresses start, which are refused, and `--reuse-http-port` /
+`--reuse-grpc-port` spreading clients over three servers on one port.
 
-    unshare -n sh -c 'ip link set lo up && .venv/bin/python -m tests.conformance.triton_l0_socket'
+    unshare -n sh -c 'ip link set lo up && .venv/bin/python -m tests.conformance.triton_l0_socket \
+        [--server serve --server up]'
 
 test.sh is read from the server mirror (`--mirror`, default `$TRITON_SERVER_MIRROR`) only to
 check that the suite exists at `--ref`; without it the run says so and exits 0. Its starts are
@@ -13,8 +14,11 @@ must be ready over HTTP when HTTP is on (its `run_server`), else still running a
 exit non-zero. Then, as test.sh does for each protocol, three servers share the HTTP and gRPC
 ports (`--reuse-*-port=true`, metrics on 8002, 0.0.0.0:8003 and 127.0.0.2:8004): eleven
 clients each open a connection and infer, and every server must have answered at least one.
-It uses Triton's fixed ports (8000-8007) and 127.0.0.2 and 127.0.0.3 (on Linux all of
-127.0.0.0/8 is the loopback): run it in a network namespace of its own, as above.
+`thaw up` runs with its models at zero (one warm-pool process, no image build): each of the
+three wakes its own replica for the clients that reach it. Through `thaw up` the eight starts
+with `--allow-http 0` are refused on purpose (`UP_REFUSES`: its HTTP port is the front door)
+and counted apart. It uses Triton's fixed ports (8000-8007) and 127.0.0.2 and 127.0.0.3 (on
+Linux all of 127.0.0.0/8 is the loopback): run it in a network namespace of its own, as above.
 
 Exit status: 1 when a step did not go as test.sh expects.
 """
@@ -35,9 +39,10 @@ from pathlib import Path
 import numpy as np
 
 from tests.conformance.qa_checkout import git_show
+from tests.conformance.qa_servers import add_server_argument
 from tests.fixtures.client_example_models import write_repository
 
-__all__ = ["STARTS", "Start", "main"]
+__all__ = ["STARTS", "UP_REFUSES", "Start", "main", "up_differs"]
 
 SUITE = "qa/L0_socket/test.sh"
 ALIVE_S = 4.0  # test.sh sleeps 15 s before it looks; a refused start exits well within this
@@ -96,6 +101,14 @@ def _starts() -> list[Start]:
 
 STARTS = _starts()
 
+# A flag thaw up refuses on purpose where test.sh expects tritonserver to start.
+UP_REFUSES = "--allow-http 0"
+
+
+def up_differs(kind: str, start: Start) -> bool:
+    """Whether `start` is one `thaw <kind>` refuses on purpose (test.sh expects it to start)."""
+    return kind == "up" and start.starts and UP_REFUSES in start.flags
+
 
 def _ready(url: str) -> bool:
     try:
@@ -105,8 +118,12 @@ def _ready(url: str) -> bool:
         return False
 
 
-def _serve(repo: Path, flags: str, log: Path) -> subprocess.Popen[bytes]:
-    argv = [sys.executable, "-m", "thaw.cli", "serve", f"--model-repository={repo}", *flags.split()]
+def _serve(kind: str, repo: Path, flags: str, log: Path) -> subprocess.Popen[bytes]:
+    argv = [sys.executable, "-m", "thaw.cli", kind, f"--model-repository={repo}"]
+    if kind == "up":  # every model at zero; one warm-pool process; its cache beside the repo
+        argv += ["--warm-pool", "1", "--preload-frameworks", "", "--no-image-build",
+                 "--cache", str(repo.parent / "cache")]  # fmt: skip
+    argv += flags.split()
     with log.open("ab") as out:
         return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
 
@@ -121,9 +138,9 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
             proc.wait()
 
 
-def run_start(start: Start, repo: Path, log: Path) -> tuple[bool, str]:
-    """(as test.sh expects, why) for one start."""
-    proc = _serve(repo, start.flags, log)
+def run_start(start: Start, repo: Path, log: Path, kind: str = "serve") -> tuple[bool, str]:
+    """(as test.sh expects, or as `up_differs` keeps it, why) for one start."""
+    proc = _serve(kind, repo, start.flags, log)
     try:
         deadline = time.monotonic() + (READY_S if start.ready_url else ALIVE_S)
         while time.monotonic() < deadline and proc.poll() is None:
@@ -134,7 +151,7 @@ def run_start(start: Start, repo: Path, log: Path) -> tuple[bool, str]:
     finally:
         _stop(proc)
     last = log.read_text(errors="replace").strip().splitlines()[-1:] or [""]
-    if up == start.starts:
+    if up == (start.starts and not up_differs(kind, start)):
         return True, "started" if up else f"refused: {last[0][:120]}"
     return False, "started, expected refused" if up else f"did not start: {last[0][:160]}"
 
@@ -163,14 +180,14 @@ def _successes(url: str) -> float:
     return sum(float(r.rsplit(" ", 1)[1]) for r in rows)
 
 
-def run_reuse(protocol: str, repo: Path, log: Path) -> tuple[bool, str]:
+def run_reuse(protocol: str, repo: Path, log: Path, kind: str = "serve") -> tuple[bool, str]:
     """Three servers on the same ports: every one answers some of eleven clients."""
     metrics = (("--metrics-port 8002", "http://127.0.0.1:8002/metrics"),
                ("--metrics-address 0.0.0.0 --metrics-port 8003", "http://127.0.0.1:8003/metrics"),
                ("--metrics-address 127.0.0.2 --metrics-port 8004",
                 "http://127.0.0.2:8004/metrics"))  # fmt: skip
     reuse = "--reuse-http-port=true --reuse-grpc-port=true"
-    procs = [_serve(repo, f"{flags} {reuse}", log) for flags, _ in metrics]
+    procs = [_serve(kind, repo, f"{flags} {reuse}", log) for flags, _ in metrics]
     try:
         deadline = time.monotonic() + READY_S
         while not all(_ready(url) for _, url in metrics):
@@ -196,27 +213,40 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--mirror", type=Path, default=os.environ.get("TRITON_SERVER_MIRROR", ""))
     parser.add_argument("--ref", default="v2.51.0")
+    add_server_argument(parser)
     args = parser.parse_args(argv)
     if str(args.mirror) in ("", ".") or git_show(args.mirror, args.ref, SUITE) is None:
         print(f"skipped: no Triton server mirror with {SUITE} at {args.ref} (--mirror or "
               "$TRITON_SERVER_MIRROR)", file=sys.stderr)  # fmt: skip
         return 0
+    failed = 0
+    for kind in args.server or ["serve"]:
+        failed += _run_kind(kind)
+    return 1 if failed else 0
+
+
+def _run_kind(kind: str) -> int:
+    """test.sh's steps on `thaw <kind>`; 1 when one did not go as expected."""
     results: list[tuple[str, bool, str]] = []
+    kept = 0
     with tempfile.TemporaryDirectory(prefix="thaw-l0-socket-") as tmp:
         repo = write_repository(Path(tmp) / "models", ("simple",))
         log = Path(tmp) / "server.log"
         for start in STARTS:
-            ok, why = run_start(start, repo, log)
+            ok, why = run_start(start, repo, log, kind)
+            differs = up_differs(kind, start)
+            kept += ok and differs
             results.append((start.flags.strip(), ok, why))
-            print(f"{'ok' if ok else 'FAILED':6} {start.flags.strip():90} {why}", flush=True)
+            mark = ("kept" if differs else "ok") if ok else "FAILED"
+            print(f"{kind:5} {mark:6} {start.flags.strip():90} {why}", flush=True)
         for protocol in ("http", "grpc"):
-            ok, why = run_reuse(protocol, repo, log)
+            ok, why = run_reuse(protocol, repo, log, kind)
             results.append((f"reuse ports, {protocol} clients", ok, why))
-            print(
-                f"{'ok' if ok else 'FAILED':6} reuse ports, {protocol} clients: {why}", flush=True
-            )
+            print(f"{kind:5} {'ok' if ok else 'FAILED':6} reuse ports, {protocol} clients: {why}",
+                  flush=True)  # fmt: skip
     good = sum(ok for _, ok, _ in results)
-    print(f"serve: {good}/{len(results)} steps as test.sh expects")
+    note = f" ({kept} refused on purpose: {UP_REFUSES})" if kept else ""
+    print(f"{kind}: {good - kept}/{len(results)} steps as test.sh expects{note}")
     return 0 if good == len(results) else 1
 
 

@@ -134,6 +134,7 @@ def serve_args(
         argv += ["--model-config-name", local.model_config_name]
     if local.model_load_retries:
         argv += ["--model-load-retry-count", str(local.model_load_retries)]
+    argv += local.device_args
     argv += config.metrics_settings.to_args()
     trace = config.trace_defaults
     if trace.file:

@@ -1,6 +1,6 @@
-"""The qa/L0_socket, qa/L0_config_json, qa/L0_cmdline_trace, qa/L0_vertex_ai and
-qa/L0_sagemaker runners: L0_socket's starts as a table, and a clean skip without a mirror for
-each."""
+"""The qa/L0_socket, qa/L0_config_json, qa/L0_cmdline_trace, qa/L0_custom_model_config,
+qa/L0_vertex_ai and qa/L0_sagemaker runners: L0_socket's starts as a table, the test.sh shim
+for each server, and a clean skip without a mirror for each."""
 
 from __future__ import annotations
 
@@ -11,10 +11,12 @@ import pytest
 from tests.conformance import (
     triton_l0_cmdline_trace,
     triton_l0_config_json,
+    triton_l0_custom_model_config,
     triton_l0_sagemaker,
     triton_l0_socket,
     triton_l0_vertex_ai,
 )
+from tests.conformance.qa_test_sh import shim
 from tests.conformance.triton_l0_socket import STARTS
 
 
@@ -38,6 +40,17 @@ def test_without_a_mirror_it_says_so_and_passes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     for runner in (triton_l0_socket, triton_l0_config_json, triton_l0_cmdline_trace,
-                   triton_l0_vertex_ai, triton_l0_sagemaker):  # fmt: skip
+                   triton_l0_custom_model_config, triton_l0_vertex_ai,
+                   triton_l0_sagemaker):  # fmt: skip
         assert runner.main(["--mirror", str(tmp_path / "none")]) == 0
         assert "skipped: no Triton server mirror" in capsys.readouterr().err
+
+
+def test_the_shim_runs_the_server_asked_for(tmp_path: Path) -> None:
+    serve, up = tmp_path / "serve", tmp_path / "up"
+    serve.mkdir()
+    up.mkdir()
+    assert shim(serve).read_text().endswith(' -m thaw.cli serve "$@"\n')
+    # thaw up: every model at zero, one warm-pool process, no image build, its cache beside
+    expected = f' -m thaw.cli up --warm-pool 1 --no-image-build --cache "{up / "cache"}" "$@"\n'
+    assert shim(up, "up").read_text().endswith(expected)

@@ -258,5 +258,5 @@ def test_the_table_reader_finds_what_it_must() -> None:
     serve = {r.flags: r.default for r in rows("serve.md")}
     assert serve[("--port",)] == "`8000`"
     scale = {r.flags: r.default for r in rows("scale-to-zero.md")}
-    assert scale[("--host", "--port")] == "`127.0.0.1` / `8000`"
+    assert scale[("--host", "--port", "--http-port")] == "`127.0.0.1` / `8000`"
     assert scale[("--max-replicas",)] == "4"
