@@ -248,6 +248,8 @@ class ServeConfig:
     # tritonserver's `--model-load-gpu-limit <gpu>:<fraction>`: a GPU instance is not created
     # on a GPU whose used memory is over this fraction of its total (runtime.devices.vram_budget).
     model_load_gpu_limits: tuple[tuple[int, float], ...] = ()
+    # tritonserver's `--min-supported-compute-capability`: GPUs below it are not used
+    min_compute_capability: float = device_flags.MIN_COMPUTE_CAPABILITY
 
     def __post_init__(self) -> None:
         # A port of a listener turned off is not read (tritonserver ignores it too:
@@ -329,6 +331,7 @@ class ServeConfig:
         for gpu, nbytes in self.cuda_memory_pools:
             _in_range("cuda_memory_pools gpu", gpu, 0, 1023)
             _in_range("cuda_memory_pools bytes", nbytes, 0, 1 << 44)
+        _in_range("min_compute_capability", self.min_compute_capability, 0.0, 100.0)
         for gpu, fraction in self.model_load_gpu_limits:
             _in_range("model_load_gpu_limit gpu", gpu, 0, 1023)
             _in_range("model_load_gpu_limit fraction", fraction, 0.0, 1.0)

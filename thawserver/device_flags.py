@@ -4,7 +4,8 @@ starts (`--scaler local`; on Kubernetes the runtime pods' flags are the Helm cha
 
     parse_cuda_pool("0:268435456")   -> (0, 268435456)    `--cuda-memory-pool-byte-size`
     parse_gpu_limit("0:0.8")         -> (0, 0.8)          `--model-load-gpu-limit`
-    add_replica_device_arguments(g)  the four flags on `thaw up` (--help says: every replica)
+    parse_compute_capability("7.5")  -> 7.5               `--min-supported-compute-capability`
+    add_replica_device_arguments(g)  the five flags on `thaw up` (--help says: every replica)
     replica_device_args(args)        -> the replica's argv for them, checked; ValueError names
                                         the flag and value
 
@@ -19,7 +20,9 @@ import argparse
 from thawserver import ranges
 
 __all__ = [
+    "MIN_COMPUTE_CAPABILITY",
     "add_replica_device_arguments",
+    "parse_compute_capability",
     "parse_cuda_pool",
     "parse_gpu_limit",
     "replica_device_args",
@@ -49,6 +52,25 @@ def parse_gpu_limit(text: str) -> tuple[int, float]:
         ) from None
 
 
+# tritonserver's default `--min-supported-compute-capability` (TRITON_MIN_COMPUTE_CAPABILITY).
+MIN_COMPUTE_CAPABILITY = 6.0
+
+
+def parse_compute_capability(text: str) -> float:
+    """`--min-supported-compute-capability`'s value: a number such as 6.0 or 7.5 (tritonserver
+    reads a double), at least 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 100.0:  # also NaN
+        raise ValueError(
+            f"`--min-supported-compute-capability` = {text!r}, must be a compute capability "
+            "such as 6.0 or 7.5"
+        )
+    return value
+
+
 def add_replica_device_arguments(group: argparse._ActionsContainer) -> None:
     """`thaw up`'s copies of `thaw serve`'s device flags, given to every replica."""
     group.add_argument(
@@ -69,6 +91,11 @@ def add_replica_device_arguments(group: argparse._ActionsContainer) -> None:
     group.add_argument(
         "--model-load-thread-count", type=int, default=None, metavar="N",
         help="models a replica loads at once (Triton's flag; the replica's default 4)",
+    )  # fmt: skip
+    group.add_argument(
+        "--min-supported-compute-capability", default=None, metavar="CC",
+        help="GPUs of a lower compute capability are not used by the replicas (Triton's flag; "
+        f"default {MIN_COMPUTE_CAPABILITY})",
     )  # fmt: skip
 
 
@@ -101,4 +128,7 @@ def replica_device_args(args: argparse.Namespace) -> tuple[str, ...]:
     if args.model_load_thread_count is not None:
         _check("--model-load-thread-count", args.model_load_thread_count, 1, 1024)
         argv += ["--model-load-thread-count", str(args.model_load_thread_count)]
+    if args.min_supported_compute_capability is not None:
+        minimum = parse_compute_capability(args.min_supported_compute_capability)
+        argv += ["--min-supported-compute-capability", f"{minimum:g}"]
     return tuple(argv)

@@ -20,9 +20,11 @@ import functools
 import importlib.util
 import logging
 import threading
+from dataclasses import replace
 from typing import Protocol
 
 from runtime.devices.plan import Capabilities
+from thawserver.device_flags import MIN_COMPUTE_CAPABILITY
 
 __all__ = ["DeviceInventory", "LocalInventory"]
 
@@ -36,21 +38,31 @@ class DeviceInventory(Protocol):
 
 
 class LocalInventory:
-    """This process's view of the machine."""
+    """This process's view of the machine; GPUs below `min_compute_capability`
+    (`--min-supported-compute-capability`) are there but not supported, as in Triton."""
 
-    def __init__(self) -> None:
+    def __init__(self, min_compute_capability: float = MIN_COMPUTE_CAPABILITY) -> None:
         self._lock = threading.Lock()  # loads run in worker threads
+        self._minimum = min_compute_capability
 
     def capabilities(self, *, onnxruntime: bool, tensorrt: bool) -> Capabilities:
         with self._lock:
             if onnxruntime:
                 count, reason = _scanned()
-                return Capabilities(
+                caps = Capabilities(
                     cuda_devices=count, no_cuda_reason=reason, ort_providers=_onnxruntime()
                 )
-            count, reason = _torch_cuda()
-            return Capabilities(
-                cuda_devices=count, no_cuda_reason=reason, tensorrt=tensorrt and _tensorrt()
+            else:
+                count, reason = _torch_cuda()
+                caps = Capabilities(
+                    cuda_devices=count, no_cuda_reason=reason, tensorrt=tensorrt and _tensorrt()
+                )
+            if not count:
+                return caps
+            return replace(
+                caps,
+                unsupported_gpus=_unsupported(self._minimum),
+                min_compute_capability=self._minimum,
             )
 
 
@@ -60,6 +72,14 @@ def _scanned() -> tuple[int, str]:
 
     scan = local_gpus()
     return scan.count, scan.reason
+
+
+@functools.cache
+def _unsupported(minimum: float) -> frozenset[int]:
+    from runtime.devices.target import unsupported_gpus
+    from snapshotter import local_gpus
+
+    return unsupported_gpus(local_gpus(), minimum)
 
 
 @functools.cache

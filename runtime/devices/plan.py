@@ -32,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+from thawserver.device_flags import MIN_COMPUTE_CAPABILITY
 from tritonconfig import tensorrt_parameters
 from tritonconfig.schema import mc
 
@@ -78,12 +79,16 @@ class Fallback:
 class Capabilities:
     """What this machine offers the backends. `cuda_devices` 0 means no CUDA (`no_cuda_reason`
     says why); `ort_providers` onnxruntime's execution providers; `tensorrt` whether the
-    `tensorrt` package imports."""
+    `tensorrt` package imports; `unsupported_gpus` those of a compute capability below
+    `min_compute_capability`, which an instance group may not name (Triton's rule)."""
 
     cuda_devices: int = 0
     no_cuda_reason: str = "no CUDA device"
     ort_providers: frozenset[str] = frozenset({"CPUExecutionProvider"})
     tensorrt: bool = False
+    # GPUs below `--min-supported-compute-capability` (`min_compute_capability`): not used
+    unsupported_gpus: frozenset[int] = frozenset()
+    min_compute_capability: float = MIN_COMPUTE_CAPABILITY
 
 
 @dataclass(frozen=True)
@@ -155,7 +160,7 @@ def _gpu(config: mc.ModelConfig, group: str, index: int, gpu: int, caps: Capabil
             f"instance group '{group}' asks for GPU {gpu}: {caps.no_cuda_reason}; running on CPU",
         )
         return Placement(group, index, "KIND_CPU", 0, "cpu", fallback)
-    _check_gpu_id(group, gpu, caps)
+    _check_gpu_id(config.name, group, gpu, caps)
     device = f"cuda:{gpu}"
     if backend != "onnxruntime":
         return Placement(group, index, "KIND_GPU", gpu, device)
@@ -194,13 +199,22 @@ def _plan_instance(
             f"model '{config.name}' is a TensorRT plan but the `tensorrt` package is not "
             "installed (install the gpu extra: pip install 'thaw-serve[gpu]')"
         )
-    _check_gpu_id(group, gpu, caps)
+    _check_gpu_id(config.name, group, gpu, caps)
     return Placement(group, index, "KIND_GPU", gpu, "cpu")
 
 
-def _check_gpu_id(group: str, gpu: int, caps: Capabilities) -> None:
+def _check_gpu_id(model: str, group: str, gpu: int, caps: Capabilities) -> None:
     if not 0 <= gpu < caps.cuda_devices:
         raise DevicePlanError(
             f"instance group '{group}' asks for GPU {gpu}, and this machine has "
             f"{caps.cuda_devices} (ids 0-{caps.cuda_devices - 1})"
+        )
+    if gpu in caps.unsupported_gpus:  # core's ValidateInstanceGroup, in its words
+        supported = ", ".join(
+            str(i) for i in range(caps.cuda_devices) if i not in caps.unsupported_gpus
+        )
+        raise DevicePlanError(
+            f"instance group {group} of model {model} specifies invalid or unsupported gpu id "
+            f"{gpu}. GPUs with at least the minimum required CUDA compute compatibility of "
+            f"{caps.min_compute_capability:f} are: {supported}"
         )

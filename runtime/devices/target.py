@@ -18,10 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from thawserver.device_flags import MIN_COMPUTE_CAPABILITY
+
 if TYPE_CHECKING:
     from snapshotter import GpuScan
 
-__all__ = ["DeviceTarget", "local_target", "resolve_target"]
+__all__ = ["DeviceTarget", "local_target", "resolve_target", "unsupported_gpus"]
 
 
 @dataclass(frozen=True)
@@ -40,33 +42,41 @@ class DeviceTarget:
         return self.image_target.startswith("cuda")
 
 
-# Triton's default `--min-supported-compute-capability`: older GPUs are not "supported GPUs".
-MIN_COMPUTE_CAPABILITY = (6, 0)
+def unsupported_gpus(scan: GpuScan, minimum: float = MIN_COMPUTE_CAPABILITY) -> frozenset[int]:
+    """The GPUs of `scan` whose known compute capability is below `minimum` (tritonserver's
+    `--min-supported-compute-capability`, default 6.0): Triton does not use them. A GPU whose
+    capability is unknown counts as supported."""
+    out = set()
+    for g in scan.gpus:
+        if g.compute_capability is not None:
+            major, minor = g.compute_capability
+            if major + minor / 10 < minimum - 1e-9:
+                out.add(g.index)
+    return frozenset(out)
 
 
-def resolve_target(requested: str, scan: GpuScan) -> DeviceTarget:
+def resolve_target(
+    requested: str, scan: GpuScan, minimum: float = MIN_COMPUTE_CAPABILITY
+) -> DeviceTarget:
     """The target for flag value `requested` given `scan` (see the module docstring). GPUs of a
-    known compute capability below 6.0 are left out, as Triton leaves them out."""
-    usable = tuple(
-        g.index
-        for g in scan.gpus
-        if g.compute_capability is None or g.compute_capability >= MIN_COMPUTE_CAPABILITY
-    )
+    known compute capability below `minimum` are left out, as Triton leaves them out."""
+    unsupported = unsupported_gpus(scan, minimum)
+    usable = tuple(g.index for g in scan.gpus if g.index not in unsupported)
     if requested == "auto":
         if usable:
             found = f"{len(usable)} GPU(s) found via {scan.source}"
             return DeviceTarget(requested, usable, "cuda", found)
-        reason = scan.reason if not scan.count else "no GPU of compute capability >= 6.0"
+        reason = scan.reason if not scan.count else f"no GPU of compute capability >= {minimum:g}"
         return DeviceTarget(requested, (), "cpu", reason)
     if requested.startswith("cuda"):
         return DeviceTarget(requested, usable or (0,), requested, f"--target {requested}")
     return DeviceTarget(requested, (), "cpu", f"--target {requested}")
 
 
-def local_target(requested: str) -> DeviceTarget:
+def local_target(requested: str, minimum: float = MIN_COMPUTE_CAPABILITY) -> DeviceTarget:
     """`requested` on this machine (`snapshotter.local_gpus`); a `cpu` target scans nothing."""
     if requested == "cpu":
         return DeviceTarget(requested, (), "cpu", "--target cpu")
     from snapshotter import local_gpus
 
-    return resolve_target(requested, local_gpus())
+    return resolve_target(requested, local_gpus(), minimum)

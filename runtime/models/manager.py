@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runtime.config import ModelControlMode, ServeConfig
-from runtime.devices.inventory import DeviceInventory
+from runtime.devices.inventory import DeviceInventory, LocalInventory
 from runtime.devices.target import DeviceTarget, local_target
 from runtime.direct.front_door import FrontDoor
 from runtime.errors import (
@@ -106,7 +106,7 @@ class ModelManager:
         self._config = config
         self._sync = repository_sync
         # Where KIND_AUTO goes and which images are looked up (`--target`, resolved once).
-        self._target = device_target or local_target(config.target)
+        self._target = device_target or local_target(config.target, config.min_compute_capability)
         # The repositories, and which model a name means in them (`--model-namespacing`).
         self._ns = Namespaces(config.repositories, enabled=config.model_namespacing)
         self._repo: Repositories = self._ns.repositories
@@ -140,7 +140,7 @@ class ModelManager:
             auto_complete=config.auto_complete_config,
             steps=steps,
             config_of=self._config_of,
-            inventory=inventory,
+            inventory=inventory or LocalInventory(config.min_compute_capability),
             vram_headroom_bytes=config.vram_headroom_bytes,
             gpu_limits=config.model_load_gpu_limits,
             tracer=tracer,

@@ -161,6 +161,7 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
         ),
         pinned_memory_pool_bytes=args.pinned_memory_pool_byte_size,
         vram_headroom_bytes=args.vram_headroom_bytes,
+        min_compute_capability=args.min_supported_compute_capability,
     )
 
 
@@ -342,7 +343,7 @@ def _run_loop(main: Coroutine[Any, Any, int], event_loop: str) -> int:
 
 def _device_target(config: ServeConfig) -> DeviceTarget:
     """`--target` on this machine, resolved once (an `auto` scan creates no CUDA context)."""
-    target = local_target(config.target)
+    target = local_target(config.target, config.min_compute_capability)
     logger.info("target %s: %s (%s)", config.target, target.image_target, target.reason)
     return target
 

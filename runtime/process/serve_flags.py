@@ -14,6 +14,7 @@ from pathlib import Path
 from runtime.config import ModelControlMode
 from runtime.process.triton_flags import add_secs_aliases, add_triton_flags, add_unsupported_flags
 from thawserver.cache_flags import add_cache_arguments
+from thawserver.device_flags import MIN_COMPUTE_CAPABILITY, parse_compute_capability
 from thawserver.limit_flags import add_body_timeout_argument, add_limit_arguments
 from thawserver.lora_flags import add_lora_argument
 from thawserver.max_tokens_flag import add_default_max_tokens_argument
@@ -246,6 +247,13 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     add_unsupported_flags(p)  # after every definition (see the docstring)
 
 
+def _compute_capability(text: str) -> float:
+    try:
+        return parse_compute_capability(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _add_gpu_flags(p: argparse.ArgumentParser) -> None:
     """The GPU flags (docs/gpu.md): a CUDA-ready warm process before it reports ready."""
     gpu = p.add_argument_group("GPU (CUDA-ready warm processes; docs/gpu.md)")
@@ -273,6 +281,13 @@ def _add_gpu_flags(p: argparse.ArgumentParser) -> None:
         help="pin a host staging buffer of this size before reporting ready; restores to a GPU "
         "copy through it in 32 MiB slots (default 0: each restore pins its own ring of 512 MiB)",
     )
+    gpu.add_argument(
+        "--min-supported-compute-capability", type=_compute_capability,
+        default=MIN_COMPUTE_CAPABILITY, metavar="CC",
+        help="GPUs of a lower compute capability are not used: KIND_AUTO leaves them out and an "
+        "instance group naming one fails to load, in Triton's words (Triton's flag; default "
+        "%(default)s)",
+    )  # fmt: skip
     gpu.add_argument(
         "--vram-headroom-bytes",
         type=int,

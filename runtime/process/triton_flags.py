@@ -19,9 +19,10 @@ Triton's booleans take
 Python-based backends are found (`DIR/NAME/model.py`, as Triton runs vllm_backend); Thaw's own
 backends are built in. Performance knobs with no meaning here (thread counts of Triton's C++
 frontends, `--host-policy`, `--enable-peer-access`, `--cuda-virtual-address-size`) are
-accepted and logged as ignored. Every other flag of
-tritonserver 2.51 (`src/command_line_parser.cc`) exits 2 with "tritonserver flag --X is not
-supported by thaw serve", never argparse's generic "unrecognized arguments".
+accepted and logged as ignored. `--min-supported-compute-capability` and the GPU flags are
+serve_flags'. That is every flag of tritonserver 2.51 (`src/command_line_parser.cc`); one a
+later tritonserver adds would exit 2 with "tritonserver flag --X is not supported by thaw
+serve" (thawserver.triton_flag_names), never argparse's generic "unrecognized arguments".
 
 Thaw's own durations are spelled as on `thaw up`, `-s` (`--head-timeout-s`); the
 tritonserver-style `-secs` spellings `thaw serve` had for them stay accepted as aliases that

@@ -111,6 +111,20 @@ def test_a_gpu_id_this_machine_lacks_is_refused() -> None:
                      TWO_GPUS_ORT_GPU)  # fmt: skip
 
 
+def test_a_gpu_below_the_minimum_compute_capability_is_refused_in_tritons_words() -> None:
+    """`--min-supported-compute-capability`: core's ValidateInstanceGroup text, the supported
+    GPUs listed."""
+    caps = Capabilities(cuda_devices=3, unsupported_gpus=frozenset({1}), min_compute_capability=7.5)
+    with pytest.raises(DevicePlanError) as info:
+        plan_devices(_config("pytorch", "{ kind: KIND_GPU gpus: [ 0, 1 ] }"), caps)
+    assert str(info.value) == (
+        "instance group m_0 of model m specifies invalid or unsupported gpu id 1. GPUs with at "
+        "least the minimum required CUDA compute compatibility of 7.500000 are: 0, 2"
+    )
+    placed = plan_devices(_config("pytorch", "{ kind: KIND_GPU gpus: [ 0, 2 ] }"), caps)
+    assert [p.device for p in placed.placements] == ["cuda:0", "cuda:2"]
+
+
 def test_a_tensorrt_plan_has_no_cpu_fallback() -> None:
     config = _config("tensorrt", "{ kind: KIND_GPU }")
     with pytest.raises(DevicePlanError, match="TensorRT plan and needs a GPU: no CUDA"):

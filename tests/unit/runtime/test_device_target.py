@@ -6,7 +6,7 @@ from pathlib import Path
 
 from runtime.config import ServeConfig
 from runtime.devices.plan import Capabilities
-from runtime.devices.target import DeviceTarget, local_target, resolve_target
+from runtime.devices.target import DeviceTarget, local_target, resolve_target, unsupported_gpus
 from runtime.models.manager import ModelManager
 from runtime.models.repository import read_model
 from runtime.observe.metrics import Metrics
@@ -33,6 +33,20 @@ def test_gpus_triton_would_not_support_are_left_out() -> None:
     assert resolve_target("auto", only_old).image_target == "cpu"
     unknown = GpuScan((GpuInfo(0),), "/dev", "")  # a device node only: taken
     assert resolve_target("auto", unknown).gpus == (0,)
+
+
+def test_the_minimum_compute_capability_is_the_flags() -> None:
+    """`--min-supported-compute-capability`: 6.0 by default, as tritonserver's."""
+    mixed = GpuScan((GpuInfo(0, "GPU-t4", (7, 5)), GpuInfo(1, "GPU-v100", (7, 0)),
+                     GpuInfo(2, "GPU-p4", (6, 1)), GpuInfo(3)), "nvml", "")  # fmt: skip
+    assert resolve_target("auto", mixed).gpus == (0, 1, 2, 3)
+    assert resolve_target("auto", mixed, 7.0).gpus == (0, 1, 3)  # 7.0 is supported at 7.0
+    assert resolve_target("auto", mixed, 7.5).gpus == (0, 3)  # unknown (node only): taken
+    assert unsupported_gpus(mixed, 7.5) == frozenset({1, 2})
+    assert unsupported_gpus(mixed, 0) == frozenset()
+    only_old = GpuScan((GpuInfo(0, "GPU-p4", (6, 1)),), "nvml", "")
+    assert resolve_target("auto", only_old, 8.0).reason == "no GPU of compute capability >= 8"
+    assert resolve_target("auto", only_old, 5.3).gpus == (0,)
 
 
 def test_cpu_and_cuda_are_taken_as_asked() -> None:
