@@ -170,6 +170,15 @@ def repository_poll_s(args: argparse.Namespace, *, kubernetes: bool) -> float | 
     return float(args.repository_poll_secs)
 
 
+def _in_the_chart(flags_reach: str) -> str:
+    """The refusal of replica flags given to `thaw up --scaler kubernetes`: where they go."""
+    return (
+        f"{flags_reach} replicas with --scaler local only: on Kubernetes the runtime pods' flags "
+        "are the Helm chart's pool template; give them as its runtime.extraArgs (every pool) "
+        "or a pool's extraArgs"
+    )
+
+
 def refuse_local_only_flags(args: argparse.Namespace) -> None:
     """ConfigError for a flag only `--scaler local` takes (given with `--scaler kubernetes`)."""
     if args.http_header_forward_pattern or args.grpc_header_forward_pattern:
@@ -179,30 +188,20 @@ def refuse_local_only_flags(args: argparse.Namespace) -> None:
     if rate_limit_args(args):
         raise ConfigError("--rate-limit / --rate-limit-resource need --scaler local")
     if args.metrics_config or not (args.allow_cpu_metrics and args.allow_gpu_metrics):
-        raise ConfigError(
-            "--metrics-config and --allow-cpu/gpu-metrics=false reach replicas with --scaler "
-            "local only: on Kubernetes the runtime pods' flags are the Helm chart's pool template"
-        )
+        raise ConfigError(_in_the_chart("--metrics-config and --allow-cpu/gpu-metrics=false reach"))
     if backend_config_args(args):
-        raise ConfigError(
-            "--backend-config reaches replicas with --scaler local only: on Kubernetes the "
-            "runtime pods' flags are the Helm chart's pool template"
-        )
+        raise ConfigError(_in_the_chart("--backend-config reaches"))
     if args.model_load_retries:
-        raise ConfigError(
-            "--model-load-retry-count reaches replicas with --scaler local only: on Kubernetes "
-            "the runtime pods' flags are the Helm chart's pool template"
-        )
+        raise ConfigError(_in_the_chart("--model-load-retry-count reaches"))
     if args.model_config_name:
-        raise ConfigError(
-            "--model-config-name reaches replicas with --scaler local only: on Kubernetes the "
-            "runtime pods' flags are the Helm chart's pool template"
-        )
+        raise ConfigError(_in_the_chart("--model-config-name reaches"))
     if device_args(args):
         raise ConfigError(
-            "--cuda-memory-pool-byte-size, --model-load-gpu-limit, --pinned-memory-pool-byte-size "
-            "and --model-load-thread-count reach replicas with --scaler local only: on "
-            "Kubernetes the runtime pods' flags are the Helm chart's pool template"
+            _in_the_chart(
+                "--cuda-memory-pool-byte-size, --model-load-gpu-limit, "
+                "--pinned-memory-pool-byte-size, --model-load-thread-count and "
+                "--min-supported-compute-capability reach"
+            )
         )
     # The runtime pods' command line is the Helm chart's pool template, not thaw up's: say where
     # these go instead of letting them do nothing.
