@@ -1,5 +1,5 @@
-"""Where the deploy tests find the repository, the Helm chart and `helm`, and the type of the
-`render` fixture (conftest.py) that renders the chart."""
+"""Where the deploy tests find the repository, the Helm chart and `helm`, the type of the
+`render` fixture (conftest.py) that renders the chart, and readers of what it rendered."""
 
 from __future__ import annotations
 
@@ -13,6 +13,19 @@ TOOLS = REPO_ROOT / ".tools" / "bin"
 
 # render(values_dict, *set_args, check=True) -> the rendered objects (`helm template`)
 Render = Callable[..., list[dict[str, Any]]]
+
+
+def runtime_args(objects: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Each warm pool's runtime container args, by placement class (at least one pool)."""
+    pools = {}
+    for o in objects:
+        labels = o["metadata"]["labels"]
+        if o["kind"] == "Deployment" and labels.get("app.kubernetes.io/component") == "runtime":
+            (container,) = o["spec"]["template"]["spec"]["containers"]
+            pools[labels["thaw.dev/placement-class"]] = list(container["args"])
+    assert pools
+    return pools
+
 
 _TOKEN_FLAG = "--internal-token-file="
 _mounted_token: Path | None = None

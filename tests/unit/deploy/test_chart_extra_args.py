@@ -10,20 +10,9 @@ from typing import Any
 
 import yaml
 
-from tests.unit.deploy.chart_paths import CHART, Render, as_mounted
+from tests.unit.deploy.chart_paths import CHART, Render, as_mounted, runtime_args
 
 VALUES: dict[str, Any] = yaml.safe_load((CHART / "examples" / "gpu-karpenter.yaml").read_text())
-
-
-def _runtime_args(objects: list[dict[str, Any]]) -> dict[str, list[str]]:
-    pools = {}
-    for o in objects:
-        labels = o["metadata"]["labels"]
-        if o["kind"] == "Deployment" and labels.get("app.kubernetes.io/component") == "runtime":
-            (container,) = o["spec"]["template"]["spec"]["containers"]
-            pools[labels["thaw.dev/placement-class"]] = list(container["args"])
-    assert pools
-    return pools
 
 
 def test_extra_args_reach_every_pool_and_a_pools_own_reach_it_alone(render: Render) -> None:
@@ -38,7 +27,7 @@ def test_extra_args_reach_every_pool_and_a_pools_own_reach_it_alone(render: Rend
     values["runtime"]["pools"][gpu_class]["extraArgs"] = [
         "--cuda-memory-pool-byte-size=0:268435456", "--min-supported-compute-capability=7.5",
     ]  # fmt: skip
-    pools = _runtime_args(render(values))
+    pools = runtime_args(render(values))
     assert len(pools) > 1
     for name, args in pools.items():
         every = args[-4:-2] if name == gpu_class else args[-2:]
@@ -55,5 +44,5 @@ def test_extra_args_reach_every_pool_and_a_pools_own_reach_it_alone(render: Rend
 
 
 def test_without_extra_args_the_pods_args_are_the_charts(render: Render) -> None:
-    for args in _runtime_args(render(VALUES)).values():
+    for args in runtime_args(render(VALUES)).values():
         assert not [a for a in args if a.startswith(("--backend-config", "--cuda-memory-pool"))]

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.unit.deploy.chart_paths import CHART, Render, as_mounted
+from tests.unit.deploy.chart_paths import CHART, Render, as_mounted, runtime_args
 from thawwire.openai_api import (
     DEFAULT_MAX_TOKENS,
     DEFAULT_MAX_TOOL_CALL_PARSE_BYTES,
@@ -23,18 +23,6 @@ from thawwire.openai_api import (
 VALUES: dict[str, Any] = yaml.safe_load((CHART / "examples" / "gpu-karpenter.yaml").read_text())
 
 
-def _runtime_args(objects: list[dict[str, Any]]) -> dict[str, list[str]]:
-    """Each warm pool's runtime container args, by placement class."""
-    pools = {}
-    for o in objects:
-        labels = o["metadata"]["labels"]
-        if o["kind"] == "Deployment" and labels.get("app.kubernetes.io/component") == "runtime":
-            (container,) = o["spec"]["template"]["spec"]["containers"]
-            pools[labels["thaw.dev/placement-class"]] = list(container["args"])
-    assert pools
-    return pools
-
-
 def test_set_values_reach_every_pools_thaw_serve(render: Render) -> None:
     from runtime.process.cli import build_config
     from thaw.cli import build_parser
@@ -42,7 +30,7 @@ def test_set_values_reach_every_pools_thaw_serve(render: Render) -> None:
     values = {**VALUES, "runtime": {**VALUES["runtime"], "toolCallParser": "mistral",
                                     "maxToolCallParseBytes": 65536,
                                     "defaultMaxTokens": 512}}  # fmt: skip
-    pools = _runtime_args(render(values))
+    pools = runtime_args(render(values))
     assert len(pools) > 1  # the GPU class's pods too
     for name, args in pools.items():
         assert {
@@ -68,7 +56,7 @@ def test_unset_values_leave_thaw_serves_defaults(
         monkeypatch.delenv(name, raising=False)
     from thaw.cli import build_parser
 
-    for name, args in _runtime_args(render(VALUES)).items():
+    for name, args in runtime_args(render(VALUES)).items():
         flags = ("--tool-call", "--max-tool-call", "--default-max-tokens")
         assert not [a for a in args if a.startswith(flags)], name
         config = build_config(build_parser("serve").parse_args(as_mounted(args)))
