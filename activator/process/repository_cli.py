@@ -24,7 +24,6 @@ from thawserver.repository_flags import (
     startup_models_refusal,
     strict_model_config_warnings,
 )
-from thawserver.triton_flag_names import ignored_dest
 from thawwire.model_control import ModelControlMode
 from tritonconfig import ModelConfigError, graph_mismatch, run_repository_agents
 
@@ -56,13 +55,6 @@ def add_repository_arguments(p: argparse.ArgumentParser) -> None:
         help="a model repository (repeatable, as tritonserver's; with REPO, the models of all "
         "of them are served as one index; a model name in two repositories is unavailable, "
         "as on thaw serve). --scaler local only",
-    )  # fmt: skip
-    # As on `thaw serve` (runtime.process.triton_flags.IGNORED_FLAGS): where Triton finds its
-    # repository agents' libraries.
-    g.add_argument(
-        "--repoagent-directory", dest=ignored_dest("repoagent-directory"), default=None,
-        metavar="DIR",
-        help="accepted without effect: thaw's repository agents are built in (checksum)",
     )  # fmt: skip
     g.add_argument(
         "--strict-readiness", type=triton_bool, default=True, metavar="BOOL",

@@ -33,7 +33,7 @@ from thawserver.restricted_protocols import add_restriction_arguments
 from thawserver.reuse_port_flags import add_reuse_port_arguments
 from thawserver.settings_flags import add_log_flags, add_trace_flags
 from thawserver.tool_call_flags import add_tool_call_arguments
-from thawserver.triton_flag_names import add_ignored_flags, add_unsupported_flags, ignored_dest
+from thawserver.triton_flag_names import add_ignored_flags, add_unsupported_flags
 
 __all__ = ["DESCRIPTION", "add_up_arguments"]
 
@@ -332,12 +332,6 @@ def add_up_arguments(p: argparse.ArgumentParser) -> None:
         "--scaler local)"
     )
     add_cache_arguments(cache)
-    # As on `thaw serve` (runtime.process.triton_flags.IGNORED_FLAGS): where Triton finds its
-    # response-cache libraries.
-    cache.add_argument(
-        "--cache-directory", dest=ignored_dest("cache-directory"), default=None, metavar="DIR",
-        help="accepted without effect: thaw's response cache is built in",
-    )  # fmt: skip
     add_kubernetes_arguments(p)
     scale = p.add_argument_group("scale settings (defaults for every model; thaw.<name> overrides)")
     defaults = ScaleSettings()
@@ -356,6 +350,7 @@ def add_up_arguments(p: argparse.ArgumentParser) -> None:
         "replica, --scaler local)"
     )
     add_replica_device_arguments(device)
+    # --cache-directory, --metrics-interval-ms, --repoagent-directory, the thread counts, ...
     quiet = p.add_argument_group("tritonserver flags accepted without effect (logged)")
     add_ignored_flags(quiet, p)
     # Last: any other tritonserver flag is refused by name (docs/scale-to-zero.md).
@@ -394,12 +389,6 @@ def _add_header_forward_arguments(p: argparse.ArgumentParser) -> None:
     add_rate_limit_arguments(group, replicas=True)
     add_backend_config_argument(group, replicas=True)
     add_metrics_config_argument(group, replicas=True)
-    # As on `thaw serve` (runtime.process.triton_flags.IGNORED_FLAGS): Triton's sampling period.
-    group.add_argument(
-        "--metrics-interval-ms", dest=ignored_dest("metrics-interval-ms"), default=None,
-        metavar="VALUE",
-        help="accepted without effect: thaw computes metrics when scraped",
-    )  # fmt: skip
 
 
 def _add_connection_arguments(p: argparse.ArgumentParser) -> None:
