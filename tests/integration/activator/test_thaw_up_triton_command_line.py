@@ -1,10 +1,14 @@
 """A tritonserver launch line on `thaw up`: `--http-port`, each port's `--*-address`, the device
 flags it gives every replica and the flags it logs as without effect — a real `thaw up` starts
-with them, wakes a model and answers on all three ports."""
+with them, wakes a model and answers on all three ports; an address it cannot bind stops the
+start naming it."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import urllib.request
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -44,3 +48,23 @@ def test_thaw_up_takes_a_tritonserver_launch_line(tmp_path_factory: pytest.TempP
         assert "ignoring tritonserver flag --host-policy=numa,x=0" in log
     finally:
         up.stop()
+
+
+@pytest.mark.parametrize(
+    ("flag", "says"),
+    [
+        ("--grpc-address=256.1.1.1", "cannot listen for gRPC on 256.1.1.1:0"),
+        ("--metrics-address=no.such.host.invalid", "cannot listen on no.such.host.invalid:0"),
+        ("--http-address=::zz", "cannot listen on ::zz:0"),
+    ],
+)
+def test_an_address_no_port_can_bind_stops_the_start_naming_it(
+    tmp_path: Path, flag: str, says: str
+) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "thaw.cli", "up", str(tmp_path), "--port", "0", "--warm-pool", "0",
+         "--no-image-build", "--cache", str(tmp_path / "cache"), flag],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 1
+    assert f"thaw up: error: {says}" in proc.stderr

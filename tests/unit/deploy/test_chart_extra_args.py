@@ -46,3 +46,18 @@ def test_extra_args_reach_every_pool_and_a_pools_own_reach_it_alone(render: Rend
 def test_without_extra_args_the_pods_args_are_the_charts(render: Render) -> None:
     for args in runtime_args(render(VALUES)).values():
         assert not [a for a in args if a.startswith(("--backend-config", "--cuda-memory-pool"))]
+
+
+def test_the_schema_refuses_extra_args_that_are_not_a_list_of_strings(render: Render) -> None:
+    for bad in ({"runtime": {"extraArgs": "--model-load-thread-count=2"}},
+                {"runtime": {"extraArgs": [{"flag": "x"}]}},
+                {"runtime": {"pools": {"default": {"extraArgs": [2]}}}}):  # fmt: skip
+        values = copy.deepcopy(VALUES)
+        for key, value in bad["runtime"].items():
+            if key == "pools":
+                values["runtime"]["pools"]["default"].update(value["default"])
+            else:
+                values["runtime"][key] = value
+        done = render(values, check=False)
+        assert done.returncode != 0, bad
+        assert "values don't meet the specifications of the schema" in done.stderr, bad
