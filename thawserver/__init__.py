@@ -43,6 +43,7 @@ module name (several import aiohttp or grpc); this `__init__` imports nothing, b
     cache_counters        an image cache directory's eviction counters
     cache_flags           tritonserver's response-cache flags, for both CLIs
     rate_limit_flags      tritonserver's rate-limiter flags and their grammar, for both CLIs
+    rate_limit_resources  what instances need of rate-limiter resources; Triton's two load refusals
     backend_config_flags  tritonserver's `--backend-config` flag and its grammar, for both CLIs
     repository_flags      tritonserver's repository flags (and their refusals), for both CLIs
     s3_client             the one boto3 S3 client configuration (snapshot stores, repositories)

@@ -480,6 +480,14 @@ class Repository:
             self.unavailable[name] = reason
             self._fingerprints[name] = files
 
+    def withhold(self, name: str, reason: str) -> None:
+        """A model read and served that its start must refuse all the same, for a reason no
+        single model's read sees (two models' rate-limiter resources): unavailable with
+        `reason` until its files change."""
+        if self._entries.pop(name, None) is not None:
+            self.unavailable[name] = reason
+            self._names = tuple(sorted(self._entries))
+
     def remove(self, name: str) -> None:
         """Forget a model whose directory is gone (once it has no replica left)."""
         self._entries.pop(name, None)

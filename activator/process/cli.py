@@ -36,9 +36,11 @@ from activator.process.repository_cli import (
     check_startup_models,
     load_refusals,
     models_loaded_at_start,
+    rate_limit_refusals,
+    refusal_text,
     refuse_remote_on_kubernetes,
+    refused_at_start,
     repository_settings,
-    start_refusal,
     start_warnings,
 )
 from activator.process.serving import ListenError, LoadAtStartError, loop_factory, serve
@@ -278,18 +280,23 @@ def _run(args: argparse.Namespace, repositories: LocalizedRepositories) -> int:
     except ConfigError as exc:
         print(f"thaw up: error: {exc.message}", file=sys.stderr)
         return 1
+    at_start = models_loaded_at_start(
+        config.load_models, explicit=config.model_control, servable=repository.names()
+    )
+    for name, reason in rate_limit_refusals(repository, at_start, args).items():
+        repository.withhold(name, reason)  # as tritonserver's load of it at start refuses
     unavailable = dict(repository.unavailable)
     if config.exit_on_error:  # every model the start loads is checked, as tritonserver's load
-        loaded = models_loaded_at_start(
-            config.load_models, explicit=config.model_control, servable=repository.names()
-        )
+        loaded = [name for name in at_start if name not in unavailable]
         unavailable.update(load_refusals(repository, loaded))
-    refusal = start_refusal(
+    refused = refused_at_start(
         unavailable, exit_on_error=config.exit_on_error,
         explicit=config.model_control, load_models=config.load_models,
     )  # fmt: skip
-    if refusal is not None:  # as `thaw serve --exit-on-error=true` refuses it, exit 1
-        print(f"thaw up: error: {refusal}", file=sys.stderr)
+    if refused:  # as `thaw serve --exit-on-error=true` refuses it, exit 1
+        for name, reason in refused.items():  # a line per model, as thaw serve's log has
+            print(f"thaw up: error: failed to load '{name}': {reason}", file=sys.stderr)
+        print(f"thaw up: error: {refusal_text(refused)}", file=sys.stderr)
         return 1
     log = LogControl(config.log_settings, quietest=logging.getLevelName(config.log_floor.upper()))
     try:

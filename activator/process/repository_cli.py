@@ -5,7 +5,9 @@ the repositories (REPO, `--model-repository`), `--model-control-mode`,
 `--strict-readiness`, `--exit-on-error`, `--disable-auto-complete-config` /
 `--strict-model-config`, and `--model-namespacing` (true: each repository a namespace,
 activator.fleet.repository; `--scaler local` only). Parsed by
-thawserver.repository_flags, `thaw serve`'s code.
+thawserver.repository_flags, `thaw serve`'s code. What tritonserver's start, which loads its
+models, would refuse, though `thaw up` loads none at start: `load_refusals` (the files, given
+`--exit-on-error=true`) and `rate_limit_refusals` (rate-limiter resources, from the configs).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from typing import Any
 from activator.errors import ConfigError
 from thawserver.backend_config_flags import backend_settings, default_max_batch_size
 from thawserver.bool_flag import triton_bool
+from thawserver.rate_limit_flags import parse_mode, parse_resource
+from thawserver.rate_limit_resources import start_refusals
 from thawserver.repository_flags import (
     ALL_MODELS,
     model_repositories,
@@ -33,7 +37,10 @@ __all__ = [
     "load_refusals",
     "models_loaded_at_start",
     "models_to_wake",
+    "rate_limit_refusals",
+    "refusal_text",
     "refuse_remote_on_kubernetes",
+    "refused_at_start",
     "repository_settings",
     "start_refusal",
     "start_warnings",
@@ -188,6 +195,28 @@ def check_startup_models(
         raise ConfigError(refusal)
 
 
+def refused_at_start(
+    unavailable: Mapping[str, str],
+    *,
+    exit_on_error: bool | None,
+    explicit: bool,
+    load_models: Sequence[str],
+) -> dict[str, str]:
+    """The models whose refusal refuses the start under `--exit-on-error=true` (tritonserver's
+    default, given), with their reasons, by name; empty otherwise. A model counts when the
+    start would load it: every model, or in explicit mode those `--load-model` names (`*`:
+    all). `unavailable` is what the repository's read judged, with its repository agents and
+    an ONNX model's config against its graph (`load_refusals`) and its rate-limiter resources
+    (`rate_limit_refusals`); a python model's own `auto_complete_config` is run at start by a
+    replica (activator.process.serving); what else only a replica's load checks is refused at
+    the model's first wake: a model at zero is not loaded at start."""
+    if exit_on_error is not True:
+        return {}
+    if explicit and ALL_MODELS not in load_models:
+        unavailable = {n: r for n, r in unavailable.items() if n in load_models}
+    return dict(sorted(unavailable.items()))
+
+
 def start_refusal(
     unavailable: Mapping[str, str],
     *,
@@ -195,21 +224,17 @@ def start_refusal(
     explicit: bool,
     load_models: Sequence[str],
 ) -> str | None:
-    """Why `--exit-on-error=true` (tritonserver's default, given) refuses the start, in
-    `thaw serve`'s words (each model and its reason), or None. A model counts when the start
-    would load it: every model, or in explicit mode those `--load-model` names (`*`: all).
-    `unavailable` is what the repository's read judged, with its repository agents and an
-    ONNX model's config against its graph (`load_refusals`); a python model's own
-    `auto_complete_config` is run at start by a replica (activator.process.serving); what else
-    only a replica's load checks is refused at the model's first wake: a model at zero is not
-    loaded at start."""
-    if exit_on_error is not True:
-        return None
-    if explicit and ALL_MODELS not in load_models:
-        unavailable = {n: r for n, r in unavailable.items() if n in load_models}
-    if not unavailable:
-        return None
-    reasons = "; ".join(f"{name}: {reason}" for name, reason in sorted(unavailable.items()))
+    """Why the start is refused (`refused_at_start`), in `thaw serve`'s words (each model and
+    its reason), or None."""
+    refused = refused_at_start(
+        unavailable, exit_on_error=exit_on_error, explicit=explicit, load_models=load_models
+    )
+    return refusal_text(refused) if refused else None
+
+
+def refusal_text(refused: Mapping[str, str]) -> str:
+    """`thaw serve --exit-on-error=true`'s words for a refused start: each model and why."""
+    reasons = "; ".join(f"{name}: {reason}" for name, reason in refused.items())
     return f"failed to load all models: {reasons}"
 
 
@@ -236,6 +261,21 @@ def load_refusals(repository: Any, names: Sequence[str]) -> dict[str, str]:
         if problem:
             refused[name] = problem
     return refused
+
+
+def rate_limit_refusals(
+    repository: Any, names: Sequence[str], args: argparse.Namespace
+) -> dict[str, str]:
+    """With `--rate-limit=execution_count`: each model of `names` (those the start loads) that
+    tritonserver's start would refuse for its rate-limiter resources, in Triton's words: a
+    `--rate-limit-resource` count below what one of its instances needs, or a resource global
+    in one model's instance group and per device in another's. Each replica checks the first
+    at its own load, but holds only its own models, so the second is seen only here. The
+    flags were checked by `rate_limit_args` already."""
+    mode = parse_mode(args.rate_limit)
+    explicit = [parse_resource(text) for text in args.rate_limit_resource]
+    configs = {name: repository.get(name).config for name in names}
+    return start_refusals(configs, mode, explicit)
 
 
 def models_loaded_at_start(

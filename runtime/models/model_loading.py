@@ -43,9 +43,9 @@ from runtime.observe.metrics import Metrics
 from runtime.scheduling.instance_worker import Instance
 from runtime.scheduling.rate_limit import ResourceLimits, requirements
 from runtime.scheduling.resource_gate import ResourceGate
+from thawserver.rate_limit_resources import group_devices
 from thawwire.model_control import not_in_repository
 from tritonconfig import composing_models, cycle_error, ensemble_steps, is_ensemble
-from tritonconfig.schema import mc
 
 __all__ = ["ModelLoading"]
 
@@ -163,7 +163,7 @@ class ModelLoading:
                     await self._load_composing(spec, key)
                 if self._cache is not None:
                     await asyncio.to_thread(self._refuse_decoupled_cache, spec, key)
-                needs = requirements(spec.config, _group_devices(spec.config))
+                needs = requirements(spec.config, group_devices(spec.config))
                 self._limits.check(str(key), needs)
                 again = by_name and config_json is None and not model.config_override
                 whole = override is not None or (
@@ -379,14 +379,6 @@ def _unchanged_versions(model: ModelEntry, spec: ModelSpec) -> dict[str, LoadedV
         selected=spec.versions, same_config=same_but_versions(model.served_config, spec.config),
     )  # fmt: skip
     return {version: model.versions[version] for version in reuse}
-
-
-def _group_devices(config: mc.ModelConfig) -> dict[str, list[int]]:
-    """Each instance group's devices as the rate limiter counts them (a CPU group: 0)."""
-    return {
-        group.name: list(group.gpus) if group.kind == mc.ModelInstanceGroup.KIND_GPU else [0]
-        for group in config.instance_group
-    }
 
 
 def _fingerprint(ns: Namespaces, key: ModelKey) -> tuple[tuple[str, int, int], ...]:

@@ -1,7 +1,8 @@
 """Triton's rate limiter resources: `--rate-limit`, `--rate-limit-resource`, and the most of each
 resource the loaded instances may hold at once (Triton's "Max Resource Map").
 
-    (flags and their grammar: thawserver.rate_limit_flags, shared with `thaw up`)
+    (flags and their grammar: thawserver.rate_limit_flags; what an instance needs and the two
+     refusals of a load: thawserver.rate_limit_resources; both shared with `thaw up`)
     requirements(config, devices)      -> {(device, "R1"): 8, ...}   per instance group
     ResourceLimits(mode, explicit).update("model_init_del", reqs) -> the new map, or
                                           RateLimitError when an explicit limit is below a need
@@ -22,6 +23,14 @@ from dataclasses import dataclass, field
 
 from runtime.errors import RepositoryError
 from thawserver.rate_limit_flags import ExplicitResource, RateLimitMode, parse_mode, parse_resource
+from thawserver.rate_limit_resources import (
+    GLOBAL,
+    ResourceKey,
+    count_refusal,
+    explicit_count,
+    requirements,
+    scope_refusal,
+)
 from tritonconfig.schema import mc
 
 __all__ = [
@@ -40,28 +49,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-GLOBAL = -1  # the device key of a resource shared by every device (`global: true`)
-ResourceKey = tuple[int, str]  # (device id, or GLOBAL; resource name)
-
 
 class RateLimitError(RepositoryError):
     """A load whose instances need more of a resource than `--rate-limit-resource` gives."""
-
-
-def requirements(
-    config: mc.ModelConfig, devices: Mapping[str, Iterable[int]]
-) -> dict[ResourceKey, int]:
-    """The most of each resource one instance of `config` asks for, per device: `devices`
-    maps each instance group's name to the device ids its instances run on (0 for a CPU
-    instance, as Triton counts them)."""
-    needs: dict[ResourceKey, int] = {}
-    for group in config.instance_group:
-        for resource in group.rate_limiter.resources:
-            shared = getattr(resource, "global")
-            for device in {GLOBAL} if shared else set(devices.get(group.name, ())) or {0}:
-                key = (device, resource.name)
-                needs[key] = max(needs.get(key, 0), resource.count)
-    return needs
 
 
 def instance_needs(
@@ -109,18 +99,15 @@ class ResourceLimits:
     _claims: dict[str, dict[ResourceKey, int]] = field(default_factory=dict)
 
     def check(self, model: str, needs: Mapping[ResourceKey, int]) -> None:
-        """RateLimitError when an explicit limit is below what an instance of `model` needs."""
+        """RateLimitError, in Triton's words, for a resource global in one instance group (of
+        any model loading or loaded, or `model`) and per device in another, or an explicit
+        limit below what an instance of `model` needs."""
         if self.mode is RateLimitMode.OFF:
             return
-        self._check_scopes(model, needs)
-        for (device, name), count in sorted(needs.items()):
-            limit = self._explicit(name, device)
-            if limit is not None and limit < count:
-                raise RateLimitError(
-                    f'Resource count for "{name}" is limited to {limit} which will prevent '
-                    "scheduling of one or more model instances, the minimum required count is "
-                    f"{count}"
-                )
+        others = [n for m, n in self._claims.items() if m != model]  # a reload replaces its own
+        reason = scope_refusal(needs, others) or count_refusal(needs, self.explicit)
+        if reason is not None:
+            raise RateLimitError(reason)
         self._claims[model] = dict(needs)
 
     def withdraw(self, model: str) -> None:
@@ -159,41 +146,10 @@ class ResourceLimits:
             for key, count in needs.items():
                 limits[key] = max(limits.get(key, 0), count)
         for key in limits:
-            explicit = self._explicit(key[1], key[0])
+            explicit = explicit_count(self.explicit, key[1], key[0])
             if explicit is not None:
                 limits[key] = explicit
         return limits
-
-    def _check_scopes(self, model: str, needs: Mapping[ResourceKey, int]) -> None:
-        """RateLimitError, in Triton's words, for a resource global in one instance group (of
-        any loaded model, or `model`) and per device in another: one name, one scope."""
-        scopes: dict[str, set[bool]] = {}
-        others = [n for m, n in self._claims.items() if m != model]  # a reload replaces its own
-        for each in (*others, needs):
-            for device, name in each:
-                scopes.setdefault(name, set()).add(device == GLOBAL)
-        for name, kinds in sorted(scopes.items()):
-            if len(kinds) == 2:
-                raise RateLimitError(
-                    f'Resource "{name}" is present as both global and device-specific resource '
-                    "in the model configuration."
-                )
-
-    def _explicit(self, name: str, device: int) -> int | None:
-        """The count `--rate-limit-resource` gives `name` on `device` (a global resource: any
-        device's); None when the flag was not given at all. Once it is given, a resource it
-        does not name has 0, and of a device's own count and the every-device count the larger
-        holds (Triton's ParseAndValidateExplicitResources)."""
-        if not self.explicit:
-            return None
-        return max(
-            (
-                r.count
-                for r in self.explicit
-                if r.name == name and (device == GLOBAL or r.device in (None, device))
-            ),
-            default=0,
-        )
 
     def _changed(self) -> dict[ResourceKey, int]:
         limits = self.max_resources()

@@ -334,9 +334,18 @@ def _script(qa_dir: Path, run: Run, env: dict[str, str]) -> dict[str, dict[str, 
     return {run.target: {"outcome": outcome, "detail": "" if outcome == "passed" else tail[0]}}
 
 
+# tritonserver's --exit-on-error is true by default, Thaw's false (a model that fails to load
+# leaves the others served): test.sh's starts expected refused rely on Triton's default, so
+# unless a run chooses, it is given, as tritonserver's command line means it.
+_EXIT_ON_ERROR = "--exit-on-error=true"
+
+
 def _refused(ref: str, qa_dir: Path, run: Run, kind: str) -> list[Result]:
     """test.sh's check that the server does not start, and its log says why."""
-    started, log = refusal(kind, qa_dir / run.repo, run.serve_args)
+    args = run.serve_args
+    if not any(arg.startswith("--exit-on-error") for arg in args):
+        args = (*args, _EXIT_ON_ERROR)
+    started, log = refusal(kind, qa_dir / run.repo, args)
     if started:
         outcome, detail = "failed", f"thaw {kind} started"
     else:
