@@ -27,6 +27,7 @@ caller maps into its own error tree.
     config_change         whether two configs differ in their version policy or instances only
     tensorrt_accelerator  the `tensorrt` GPU accelerator of an ONNX config
     torch_compile         `TORCH_COMPILE_OPTIONAL_PARAMETERS`, parsed strictly
+    torch_datatypes       the datatypes a TorchScript model's config may name, Triton's refusals
     errors                ModelConfigError, the one error it raises
 
 Exports the functions and names below.

@@ -12,7 +12,6 @@ runtime.python's).
     ort_initializers     onnxruntime initializers over a restored snapshot's memory
     torch_backend        PyTorch models: TorchScript `model.pt`, `torch.export` `model.pt2`
     torch_strings        BYTES tensors as TorchScript's `List[str]` and back (Triton's rules)
-    torch_datatypes      the config datatypes a TorchScript model may take, Triton's refusals
     torch_parameters     the libtorch config parameters honoured (INFERENCE_MODE, weight sharing)
     export_placement     a `torch.export` program put on its instance's device
     cuda_graphs          CUDA graphs captured at load for a torch model on a GPU

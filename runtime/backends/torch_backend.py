@@ -24,7 +24,6 @@ from runtime.backends.base import ExecTimings, LoadContext
 from runtime.backends.batch_tensors import BatchLayout, run_batched
 from runtime.backends.cuda_graphs import capture_graphs, graph_shapes
 from runtime.backends.export_placement import place_program
-from runtime.backends.torch_datatypes import unsupported_datatype
 from runtime.backends.torch_parameters import (
     TorchSettings,
     inference_mode,
@@ -49,6 +48,7 @@ from tritonconfig import (
     compile_settings,
 )
 from tritonconfig.schema import mc
+from tritonconfig.torch_datatypes import unsupported_datatype
 
 __all__ = ["TorchBackend", "output_positions", "positions", "release_device_cache"]
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.backends.torch_datatypes import unsupported_datatype
 from runtime.backends.torch_parameters import inference_mode
 from runtime.errors import RepositoryError
 from tritonconfig import parse_config
+from tritonconfig.torch_datatypes import unsupported_datatype
 
 _IO = """
 name: "m" platform: "pytorch_libtorch" max_batch_size: 8

@@ -7,7 +7,9 @@ takes it; Triton 2.51's backend does not); STRING inputs and outputs are lists o
 (runtime.backends.torch_strings). The others (UINT16, UINT32, UINT64: PyTorch's unsigned
 tensors beyond uint8 lack most operators) of an input, output or state refuse the load, as
 does a sequence's CORRID control of any but those tensor types, in the order Triton checks
-them: inputs, the CORRID control, states, outputs.
+them: inputs, the CORRID control, states, outputs. Config alone: the replica's TorchScript load
+(runtime.backends.torch_backend) and `thaw up`'s read of the repository (activator.fleet) both
+judge it.
 """
 
 from __future__ import annotations

@@ -1,0 +1,48 @@
+"""A TorchScript model whose config names a datatype PyTorch cannot hold is judged by `thaw up`
+at its read of the repository, from the config alone, as a replica's load judges it
+(qa/L0_libtorch_io_types): unavailable with Triton's libtorch words, the others served, or
+given `--exit-on-error=true` the start refused, though no model is loaded at start."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import tritonclient.http as httpclient
+
+from tests.fixtures.models import make_add_sub
+from tests.fixtures.torch_models import make_torchscript_add
+from tests.fixtures.up_process import UpProcess
+
+pytestmark = pytest.mark.integration
+
+_QUIET = ("--warm-pool", "0", "--preload-frameworks", "", "--no-image-build")
+_REFUSED = "unsupported datatype TYPE_UINT64 for output 'OUTPUT__1' for model 'torch_uint64'"
+
+
+def test_an_unsupported_datatype_is_judged_at_start(tmp_path: Path) -> None:
+    config = make_torchscript_add(tmp_path, "torch_uint64") / "config.pbtxt"
+    text = config.read_text()
+    bad = text.replace(
+        '{ name: "OUTPUT__1" data_type: TYPE_FP32', '{ name: "OUTPUT__1" data_type: TYPE_UINT64'
+    )
+    assert bad != text
+    config.write_text(bad)
+    make_add_sub(tmp_path, "good")
+    argv = [sys.executable, "-m", "thaw.cli", "up", str(tmp_path), "--port", "0", *_QUIET]
+    refused = subprocess.run(
+        [*argv, "--exit-on-error=true"], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert refused.returncode == 1, refused.stderr
+    assert f"thaw up: error: failed to load 'torch_uint64': {_REFUSED}" in refused.stderr
+    server = UpProcess(tmp_path, *_QUIET)
+    try:
+        with httpclient.InferenceServerClient(server.hostport) as client:
+            rows = {row["name"]: row for row in client.get_model_repository_index()}
+            assert rows["torch_uint64"]["state"] == "UNAVAILABLE"
+            assert rows["torch_uint64"]["reason"] == _REFUSED
+            assert client.is_model_ready("good")
+    finally:
+        server.stop()
