@@ -14,7 +14,14 @@ from typing import ParamSpec, TypeVar
 
 import tritonconfig
 from runtime.errors import RepositoryError
-from tritonconfig import ModelConfigError, config_to_json, default_model_filename, fill_defaults
+from tritonconfig import (
+    ModelConfigError,
+    config_to_json,
+    default_model_filename,
+    fill_defaults,
+    ort_session_options,
+    torch_parameters,
+)
 
 __all__ = [
     "complete_config",
@@ -22,10 +29,14 @@ __all__ = [
     "config_to_json",
     "default_model_filename",
     "fill_defaults",
+    "inference_mode",
+    "ort_settings",
     "parse_config",
     "run_repository_agents",
     "select_versions",
+    "torch_settings",
     "validate_config",
+    "weight_sharing",
 ]
 
 _P = ParamSpec("_P")
@@ -51,3 +62,8 @@ select_versions = _raising_repository_error(tritonconfig.select_versions)
 complete_config = _raising_repository_error(tritonconfig.complete_config)
 validate_config = _raising_repository_error(tritonconfig.validate_config)
 run_repository_agents = _raising_repository_error(tritonconfig.run_repository_agents)
+# The backends' config parameters (their refusals judged by `thaw up` too, at its read).
+ort_settings = _raising_repository_error(ort_session_options.ort_settings)
+torch_settings = _raising_repository_error(torch_parameters.torch_settings)
+inference_mode = _raising_repository_error(torch_parameters.inference_mode)
+weight_sharing = _raising_repository_error(torch_parameters.weight_sharing)

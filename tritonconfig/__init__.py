@@ -27,6 +27,10 @@ caller maps into its own error tree.
     config_change         whether two configs differ in their version policy or instances only
     tensorrt_accelerator  the `tensorrt` GPU accelerator of an ONNX config
     torch_compile         `TORCH_COMPILE_OPTIONAL_PARAMETERS`, parsed strictly
+    model_parameters      a config's string parameters read as Triton's backends read them
+    ort_session_options   a config's onnxruntime session settings, read as Triton's backend
+    torch_parameters      the libtorch config parameters (INFERENCE_MODE, weight sharing, ...)
+    backend_refusal       what a backend's load refuses that the config alone says
     torch_datatypes       the datatypes a TorchScript model's config may name, Triton's refusals
     errors                ModelConfigError, the one error it raises
 

@@ -54,11 +54,11 @@ from tritonconfig import (
     is_ensemble,
     parse_config,
 )
+from tritonconfig.backend_refusal import backend_refusal
 from tritonconfig.config_name import config_file
 from tritonconfig.fingerprint import Fingerprint, fingerprint
 from tritonconfig.python_based import python_based_model_file, pytorch_python_runtime
 from tritonconfig.schema import mc
-from tritonconfig.torch_datatypes import unsupported_datatype
 
 __all__ = ["ModelEntry", "Repository", "Reread", "ambiguous_steps"]
 
@@ -157,10 +157,9 @@ def _load_entry(
         config.name = name
     except ModelConfigError as exc:
         raise ConfigError(exc.message) from exc
-    if config.backend == "pytorch":  # the config alone says it: as a replica's load refuses it
-        refused = unsupported_datatype(config, name)
-        if refused is not None:
-            raise ConfigError(refused)
+    refused = backend_refusal(config, name)  # the config alone says it, as the replica's load
+    if refused is not None:
+        raise ConfigError(refused)
     params = {k: v.string_value for k, v in config.parameters.items()}
     settings = validated(defaults, params, model=name)
     if namespacing and is_ensemble(config):

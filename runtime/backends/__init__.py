@@ -7,12 +7,9 @@ runtime.python's).
     registry             a config's backend name -> its Backend class, importing only that one
     onnxruntime_backend  ONNX models on onnxruntime (CPU, CUDA/TensorRT providers)
     ort_providers        onnxruntime execution providers for one instance
-    ort_session_options  a config's onnxruntime session settings, read as Triton's backend
-    model_parameters     a config's string parameters read as Triton's backends read them
     ort_initializers     onnxruntime initializers over a restored snapshot's memory
     torch_backend        PyTorch models: TorchScript `model.pt`, `torch.export` `model.pt2`
     torch_strings        BYTES tensors as TorchScript's `List[str]` and back (Triton's rules)
-    torch_parameters     the libtorch config parameters honoured (INFERENCE_MODE, weight sharing)
     export_placement     a `torch.export` program put on its instance's device
     cuda_graphs          CUDA graphs captured at load for a torch model on a GPU
     tensorrt_backend     TensorRT `model.plan` engines (TensorRT 10 Python API)

@@ -12,12 +12,13 @@ from runtime.backends.base import ExecTimings, LoadContext, SnapshotImage
 from runtime.backends.batch_tensors import BatchLayout, run_batched
 from runtime.backends.ort_initializers import initializer_values
 from runtime.backends.ort_providers import check_providers, wanted_providers
-from runtime.backends.ort_session_options import ARENA_SHRINKAGE, OrtSettings, ort_settings
 from runtime.datatypes import numpy_to_v2
 from runtime.devices.errors import device_failure
 from runtime.errors import RepositoryError, ServingError
 from runtime.inference import InferRequest, InferResponse, InferTensor
+from runtime.model_config import ort_settings
 from tritonconfig import io_mismatch, is_scalar_dims
+from tritonconfig.ort_session_options import ARENA_SHRINKAGE, OrtSettings
 
 __all__ = ["OnnxRuntimeBackend"]
 

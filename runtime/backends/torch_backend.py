@@ -24,12 +24,6 @@ from runtime.backends.base import ExecTimings, LoadContext
 from runtime.backends.batch_tensors import BatchLayout, run_batched
 from runtime.backends.cuda_graphs import capture_graphs, graph_shapes
 from runtime.backends.export_placement import place_program
-from runtime.backends.torch_parameters import (
-    TorchSettings,
-    inference_mode,
-    torch_settings,
-    weight_sharing,
-)
 from runtime.backends.torch_strings import (
     check_string_io,
     string_list,
@@ -40,6 +34,7 @@ from runtime.devices.errors import device_failure
 from runtime.devices.plan import FallbackReason
 from runtime.errors import InvalidInput, RepositoryError, ServingError
 from runtime.inference import InferRequest, InferResponse, InferTensor
+from runtime.model_config import inference_mode, torch_settings, weight_sharing
 from snapshotter import arg_positions
 from tritonconfig import (
     TORCH_COMPILE_PARAMETER,
@@ -49,6 +44,7 @@ from tritonconfig import (
 )
 from tritonconfig.schema import mc
 from tritonconfig.torch_datatypes import unsupported_datatype
+from tritonconfig.torch_parameters import TorchSettings
 
 __all__ = ["TorchBackend", "output_positions", "positions", "release_device_cache"]
 
@@ -87,7 +83,7 @@ class TorchBackend:
         self._outputs: dict[str, int] = {}
         self._output_types: dict[str, str] = {}  # each config output's datatype (v2 name)
         self._layout: BatchLayout | None = None  # how a dynamic batch runs as one forward
-        self._inference_mode = True  # INFERENCE_MODE (runtime.backends.torch_parameters)
+        self._inference_mode = True  # INFERENCE_MODE (tritonconfig.torch_parameters)
         self._settings = TorchSettings()  # the libtorch backend's other execution settings
         self.used_image = False  # True when the weights came from a snapshot image
 

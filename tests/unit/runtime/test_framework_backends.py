@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from runtime.backends.ort_session_options import intra_op_threads
 from runtime.backends.torch_backend import positions
 from runtime.config import ModelControlMode, ServeConfig
 from runtime.errors import ServingError
@@ -22,6 +21,7 @@ from tests.fixtures.torch_models import (
     make_torchscript_add,
     make_torchscript_linear,
 )
+from tritonconfig.ort_session_options import intra_op_threads
 
 
 @pytest.fixture(scope="module")

@@ -12,14 +12,14 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from runtime.backends.ort_session_options import OrtSettings, ort_settings
 from runtime.config import ServeConfig
 from runtime.errors import RepositoryError
 from runtime.inference import InferRequest, InferTensor
-from runtime.model_config import parse_config
+from runtime.model_config import ort_settings, parse_config
 from runtime.models.manager import ModelManager
 from runtime.observe.metrics import Metrics
 from tests.fixtures.onnx_models import make_onnx_add
+from tritonconfig.ort_session_options import OrtSettings
 
 
 def _config(extra: str = "", **params: str) -> str:

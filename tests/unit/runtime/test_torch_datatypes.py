@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.backends.torch_parameters import inference_mode
 from runtime.errors import RepositoryError
+from runtime.model_config import inference_mode
 from tritonconfig import parse_config
 from tritonconfig.torch_datatypes import unsupported_datatype
 

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from runtime.backends.torch_backend import _apply
-from runtime.backends.torch_parameters import TorchSettings, torch_settings
 from runtime.errors import RepositoryError
-from runtime.model_config import parse_config
+from runtime.model_config import parse_config, torch_settings
+from tritonconfig.torch_parameters import TorchSettings
 
 
 def _config(**params: str) -> str:

@@ -13,7 +13,7 @@ them (its README's "Other Optimization Options"):
     enable_mem_arena, enable_mem_pattern  the CPU memory arena and memory patterns on or off
     memory.enable_memory_arena_shrinkage  a run option, given to every run (e.g. "cpu:0")
 
-`ort_settings(config, instance_count)` reads them (RepositoryError for a value Triton
+`ort_settings(config, instance_count)` reads them (ModelConfigError for a value Triton
 refuses), `OrtSettings.apply(options, ort)` sets them on a SessionOptions, and
 `run_options(ort)` makes the RunOptions each run takes (None when there are none).
 """
@@ -24,8 +24,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.backends.model_parameters import optional_bool, optional_int, optional_string
-from runtime.errors import RepositoryError
+from tritonconfig.errors import ModelConfigError
+from tritonconfig.model_parameters import optional_bool, optional_int, optional_string
 from tritonconfig.schema import mc
 
 __all__ = ["ARENA_SHRINKAGE", "OrtSettings", "intra_op_threads", "ort_settings"]
@@ -82,10 +82,10 @@ def intra_op_threads(count: int | None, instance_count: int) -> int:
 
 
 def ort_settings(config: mc.ModelConfig, instance_count: int) -> OrtSettings:
-    """The model's OrtSettings; RepositoryError for a value Triton's backend refuses."""
+    """The model's OrtSettings; ModelConfigError for a value Triton's backend refuses."""
     mode = optional_int(config, "execution_mode") or 0
     if mode not in (0, 1):
-        raise RepositoryError(
+        raise ModelConfigError(
             "Invalid configuration value provided. Expected values for  execution_mode are 0 "
             f"or 1 but got {mode} ."
         )

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runtime.backends.model_parameters import optional_bool, optional_int
+from tritonconfig.model_parameters import optional_bool, optional_int
 from tritonconfig.schema import mc
 
 __all__ = [
@@ -100,7 +100,7 @@ class TorchSettings:
 
 
 def torch_settings(config: mc.ModelConfig) -> TorchSettings:
-    """The model's TorchSettings from its config's parameters; RepositoryError for a value
+    """The model's TorchSettings from its config's parameters; ModelConfigError for a value
     Triton would refuse."""
     return TorchSettings(
         optimized_execution=not _bool_parameter(config, "DISABLE_OPTIMIZED_EXECUTION",

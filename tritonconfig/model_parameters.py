@@ -4,7 +4,7 @@ that is neither refuses the load in its words. None: the config does not set the
 
 from __future__ import annotations
 
-from runtime.errors import RepositoryError
+from tritonconfig.errors import ModelConfigError
 from tritonconfig.schema import mc
 
 __all__ = ["optional_bool", "optional_int", "optional_string"]
@@ -26,7 +26,7 @@ def optional_bool(config: mc.ModelConfig, key: str) -> bool | None:
         return True
     if lowered in _FALSE:
         return False
-    raise RepositoryError(f"failed to convert '{value}' to boolean value")
+    raise ModelConfigError(f"failed to convert '{value}' to boolean value")
 
 
 def optional_int(config: mc.ModelConfig, key: str) -> int | None:
@@ -36,6 +36,6 @@ def optional_int(config: mc.ModelConfig, key: str) -> int | None:
     try:
         return int(value.strip())
     except ValueError:
-        raise RepositoryError(
+        raise ModelConfigError(
             f"failed to convert '{value}' to integral number for parameter '{key}'"
         ) from None

@@ -1,7 +1,8 @@
-"""A TorchScript model whose config names a datatype PyTorch cannot hold is judged by `thaw up`
-at its read of the repository, from the config alone, as a replica's load judges it
-(qa/L0_libtorch_io_types): unavailable with Triton's libtorch words, the others served, or
-given `--exit-on-error=true` the start refused, though no model is loaded at start."""
+"""What a model's backend refuses from its config alone is judged by `thaw up` at its read of
+the repository, as a replica's load judges it (tritonconfig.backend_refusal): a TorchScript
+model's datatype PyTorch cannot hold (qa/L0_libtorch_io_types), an onnxruntime `execution_mode`
+but 0 or 1. The model is unavailable with Triton's words, the others served, or given
+`--exit-on-error=true` the start is refused, though no model is loaded at start."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 import tritonclient.http as httpclient
 
 from tests.fixtures.models import make_add_sub
+from tests.fixtures.onnx_models import make_onnx_add
 from tests.fixtures.torch_models import make_torchscript_add
 from tests.fixtures.up_process import UpProcess
 
@@ -43,6 +45,27 @@ def test_an_unsupported_datatype_is_judged_at_start(tmp_path: Path) -> None:
             rows = {row["name"]: row for row in client.get_model_repository_index()}
             assert rows["torch_uint64"]["state"] == "UNAVAILABLE"
             assert rows["torch_uint64"]["reason"] == _REFUSED
+            assert client.is_model_ready("good")
+    finally:
+        server.stop()
+
+
+def test_an_onnxruntime_parameter_its_backend_refuses(tmp_path: Path) -> None:
+    config = make_onnx_add(tmp_path, "onnx_parallel") / "config.pbtxt"
+    config.write_text(
+        config.read_text() + 'parameters [{ key: "execution_mode" value: { string_value: "3" } }]\n'
+    )
+    make_add_sub(tmp_path, "good")
+    says = (
+        "Invalid configuration value provided. Expected values for  execution_mode are 0 or 1 "
+        "but got 3 ."
+    )
+    server = UpProcess(tmp_path, *_QUIET)
+    try:
+        with httpclient.InferenceServerClient(server.hostport) as client:
+            rows = {row["name"]: row for row in client.get_model_repository_index()}
+            assert rows["onnx_parallel"]["state"] == "UNAVAILABLE"
+            assert rows["onnx_parallel"]["reason"] == says
             assert client.is_model_ready("good")
     finally:
         server.stop()
