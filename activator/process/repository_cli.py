@@ -42,7 +42,6 @@ __all__ = [
     "refuse_remote_on_kubernetes",
     "refused_at_start",
     "repository_settings",
-    "start_refusal",
     "start_warnings",
     "triton_bool",
 ]
@@ -215,21 +214,6 @@ def refused_at_start(
     if explicit and ALL_MODELS not in load_models:
         unavailable = {n: r for n, r in unavailable.items() if n in load_models}
     return dict(sorted(unavailable.items()))
-
-
-def start_refusal(
-    unavailable: Mapping[str, str],
-    *,
-    exit_on_error: bool | None,
-    explicit: bool,
-    load_models: Sequence[str],
-) -> str | None:
-    """Why the start is refused (`refused_at_start`), in `thaw serve`'s words (each model and
-    its reason), or None."""
-    refused = refused_at_start(
-        unavailable, exit_on_error=exit_on_error, explicit=explicit, load_models=load_models
-    )
-    return refusal_text(refused) if refused else None
 
 
 def refusal_text(refused: Mapping[str, str]) -> str:

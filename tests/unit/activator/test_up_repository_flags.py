@@ -23,7 +23,8 @@ from activator.process.repository_cli import (
     check_startup_models,
     models_loaded_at_start,
     models_to_wake,
-    start_refusal,
+    refusal_text,
+    refused_at_start,
     start_warnings,
 )
 from activator.process.serving import LoadAtStartError, _complete_at_start
@@ -146,23 +147,27 @@ def test_load_model_star_is_every_servable_model() -> None:
 
 def test_exit_on_error_true_refuses_the_start_for_each_model_the_start_loads() -> None:
     """`thaw serve --exit-on-error=true`'s words: every refused model, with its reason."""
+
+    def _refusal(unavailable: dict[str, str], **flags: Any) -> str | None:
+        refused = refused_at_start(unavailable, **flags)
+        return refusal_text(refused) if refused else None
+
     refused = {"b": "b/config.pbtxt: why b", "a": "a/config.pbtxt: why a"}
     words = "failed to load all models: a: a/config.pbtxt: why a; b: b/config.pbtxt: why b"
-    assert start_refusal(refused, exit_on_error=True, explicit=False, load_models=()) == words
-    assert start_refusal(refused, exit_on_error=True, explicit=True, load_models=("*",)) == words
+    assert _refusal(refused, exit_on_error=True, explicit=False, load_models=()) == words
+    assert _refusal(refused, exit_on_error=True, explicit=True, load_models=("*",)) == words
     # Explicit mode: only the models `--load-model` names are loaded at start.
     assert (
-        start_refusal(refused, exit_on_error=True, explicit=True, load_models=("b",))
+        _refusal(refused, exit_on_error=True, explicit=True, load_models=("b",))
         == "failed to load all models: b: b/config.pbtxt: why b"
     )
-    assert start_refusal(refused, exit_on_error=True, explicit=True, load_models=()) is None
+    assert _refusal(refused, exit_on_error=True, explicit=True, load_models=()) is None
     # Thaw's default (not given) and false: the model is unavailable, the others are served.
     for exit_on_error in (None, False):
         assert (
-            start_refusal(refused, exit_on_error=exit_on_error, explicit=False, load_models=())
-            is None
+            _refusal(refused, exit_on_error=exit_on_error, explicit=False, load_models=()) is None
         )
-    assert start_refusal({}, exit_on_error=True, explicit=False, load_models=()) is None
+    assert _refusal({}, exit_on_error=True, explicit=False, load_models=()) is None
 
 
 def test_the_models_loaded_at_start_are_every_one_or_the_load_model_ones() -> None:
