@@ -7,16 +7,17 @@ takes it; Triton 2.51's backend does not); STRING inputs and outputs are lists o
 (runtime.backends.torch_strings). The others (UINT16, UINT32, UINT64: PyTorch's unsigned
 tensors beyond uint8 lack most operators) of an input, output or state refuse the load, as
 does a sequence's CORRID control of any but those tensor types, in the order Triton checks
-them: inputs, the CORRID control, states, outputs. Config alone: the replica's TorchScript load
-(runtime.backends.torch_backend) and `thaw up`'s read of the repository (activator.fleet) both
-judge it.
+them: inputs, the CORRID control, states, outputs. A TYPE_STRING input or state must have one
+dimension in all, the batch dimension included (`string_io_refusal`). Config alone: the
+replica's TorchScript load (runtime.backends.torch_backend) and `thaw up`'s read of the
+repository (activator.fleet) both judge it.
 """
 
 from __future__ import annotations
 
 from tritonconfig.schema import mc
 
-__all__ = ["TORCH_DATATYPES", "unsupported_datatype"]
+__all__ = ["TORCH_DATATYPES", "string_io_refusal", "unsupported_datatype"]
 
 TORCH_DATATYPES = frozenset(
     {"BOOL", "UINT8", "INT8", "INT16", "INT32", "INT64", "FP16", "BF16", "FP32", "FP64"}
@@ -65,3 +66,27 @@ def unsupported_datatype(config: mc.ModelConfig, model: str) -> str | None:
                 f"'{model}'"
             )
     return None
+
+
+def string_io_refusal(config: mc.ModelConfig) -> str | None:
+    """Triton's text for a TYPE_STRING input or state that cannot travel as one `List[str]`
+    (one dimension in all, the batch dimension included; runtime.backends.torch_strings), else
+    None."""
+    batch_dims = 1 if config.max_batch_size > 0 else 0
+    for io in config.input:
+        if io.data_type != mc.TYPE_STRING:
+            continue
+        dims = io.reshape.shape if io.HasField("reshape") else io.dims
+        if len(dims) + batch_dims > 1:
+            return _one_dimension(io.name, config.name)
+    for state in config.sequence_batching.state:
+        if state.data_type == mc.TYPE_STRING and len(state.dims) + batch_dims > 1:
+            return _one_dimension(state.input_name, config.name)
+    return None
+
+
+def _one_dimension(name: str, model: str) -> str:
+    return (
+        f"Triton only supports 1 dimensional List of String as input for '{name}' for model "
+        f"'{model}'"
+    )

@@ -25,22 +25,16 @@ import numpy as np
 from runtime.errors import InvalidInput, RepositoryError
 from runtime.inference import InferTensor
 from tritonconfig.schema import mc
+from tritonconfig.torch_datatypes import string_io_refusal
 
 __all__ = ["check_string_io", "string_list", "string_output", "string_outputs"]
 
 
 def check_string_io(config: mc.ModelConfig) -> None:
     """Refuse (at load) a TYPE_STRING input or state that cannot travel as one `List[str]`."""
-    batch_dims = 1 if config.max_batch_size > 0 else 0
-    for io in config.input:
-        if io.data_type != mc.TYPE_STRING:
-            continue
-        dims = io.reshape.shape if io.HasField("reshape") else io.dims
-        if len(dims) + batch_dims > 1:
-            raise RepositoryError(_one_dimension(io.name, config.name))
-    for state in config.sequence_batching.state:
-        if state.data_type == mc.TYPE_STRING and len(state.dims) + batch_dims > 1:
-            raise RepositoryError(_one_dimension(state.input_name, config.name))
+    refused = string_io_refusal(config)
+    if refused is not None:
+        raise RepositoryError(refused)
 
 
 def string_outputs(config: mc.ModelConfig) -> frozenset[str]:
@@ -90,10 +84,3 @@ def string_output(name: str, value: Any) -> InferTensor:
     array = np.empty(len(value), dtype=np.object_)
     array[:] = [item.encode("utf-8") for item in value]
     return InferTensor(name, "BYTES", (len(value),), array)
-
-
-def _one_dimension(name: str, model: str) -> str:
-    return (
-        f"Triton only supports 1 dimensional List of String as input for '{name}' for model "
-        f"'{model}'"
-    )

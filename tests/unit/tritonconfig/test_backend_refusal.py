@@ -43,6 +43,18 @@ def _parameter(key: str, value: str) -> str:
             ),
             "unsupported datatype TYPE_UINT32 for input 'INPUT__0' for model 'm'",
         ),
+        (
+            'name: "m"\n'
+            + _TORCH.replace(
+                "TYPE_FP32 dims: [4] }]\noutput", "TYPE_STRING dims: [2, 2] }]\noutput"
+            ),
+            "Triton only supports 1 dimensional List of String as input for 'INPUT__0' for "
+            "model 'm'",
+        ),
+        (
+            _TORCH + _parameter("TORCH_COMPILE_OPTIONAL_PARAMETERS", "{bad"),
+            "model 'm': parameter `TORCH_COMPILE_OPTIONAL_PARAMETERS` is not JSON",
+        ),
     ],
 )
 def test_a_refused_config_in_its_backends_words(text: str, says: str) -> None:
