@@ -7,6 +7,7 @@ load, since a replica holds only its own models and so never sees two models' sc
     requirements(config, group_devices(config))      -> {(0, "R1"): 4, (GLOBAL, "R2"): 2}
     count_refusal(needs, explicit)                    -> 'Resource count for "R1" is limited ...'
     scope_refusal(needs, others)                      -> 'Resource "R2" is present as both ...'
+    load_refusal(needs, others, explicit)             -> the first of the two, as a load checks
     start_refusals({name: config}, mode, explicit)    -> {name: reason} in load order (by name)
 """
 
@@ -23,6 +24,7 @@ __all__ = [
     "count_refusal",
     "explicit_count",
     "group_devices",
+    "load_refusal",
     "requirements",
     "scope_refusal",
     "start_refusals",
@@ -107,6 +109,16 @@ def scope_refusal(
     return None
 
 
+def load_refusal(
+    needs: Mapping[ResourceKey, int],
+    others: Iterable[Mapping[ResourceKey, int]],
+    explicit: Sequence[ExplicitResource],
+) -> str | None:
+    """Triton's refusal of a load that needs `needs`, beside the models that claim `others`,
+    under the explicit counts: the scopes first, then the counts, as Triton checks them."""
+    return scope_refusal(needs, others) or count_refusal(needs, explicit)
+
+
 def start_refusals(
     configs: Mapping[str, mc.ModelConfig],
     mode: RateLimitMode,
@@ -121,7 +133,7 @@ def start_refusals(
     loaded: list[dict[ResourceKey, int]] = []
     for name in sorted(configs):
         needs = requirements(configs[name], group_devices(configs[name]))
-        reason = scope_refusal(needs, loaded) or count_refusal(needs, explicit)
+        reason = load_refusal(needs, loaded, explicit)
         if reason is None:
             loaded.append(needs)
         else:

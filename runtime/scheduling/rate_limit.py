@@ -26,10 +26,9 @@ from thawserver.rate_limit_flags import ExplicitResource, RateLimitMode, parse_m
 from thawserver.rate_limit_resources import (
     GLOBAL,
     ResourceKey,
-    count_refusal,
     explicit_count,
+    load_refusal,
     requirements,
-    scope_refusal,
 )
 from tritonconfig.schema import mc
 
@@ -105,7 +104,7 @@ class ResourceLimits:
         if self.mode is RateLimitMode.OFF:
             return
         others = [n for m, n in self._claims.items() if m != model]  # a reload replaces its own
-        reason = scope_refusal(needs, others) or count_refusal(needs, self.explicit)
+        reason = load_refusal(needs, others, self.explicit)
         if reason is not None:
             raise RateLimitError(reason)
         self._claims[model] = dict(needs)

@@ -24,6 +24,20 @@ _QUIET = ("--warm-pool", "0", "--preload-frameworks", "", "--no-image-build")
 _REFUSED = "unsupported datatype TYPE_UINT64 for output 'OUTPUT__1' for model 'torch_uint64'"
 
 
+def _unavailable_beside_good(repo: Path, model: str, reason: str) -> None:
+    """`thaw up` (its default `--exit-on-error`) starts on `repo`: `model` is listed
+    unavailable with `reason`, and the model `good` beside it is served."""
+    server = UpProcess(repo, *_QUIET)
+    try:
+        with httpclient.InferenceServerClient(server.hostport) as client:
+            rows = {row["name"]: row for row in client.get_model_repository_index()}
+            assert rows[model]["state"] == "UNAVAILABLE"
+            assert rows[model]["reason"] == reason
+            assert client.is_model_ready("good")
+    finally:
+        server.stop()
+
+
 def test_an_unsupported_datatype_is_judged_at_start(tmp_path: Path) -> None:
     config = make_torchscript_add(tmp_path, "torch_uint64") / "config.pbtxt"
     text = config.read_text()
@@ -39,15 +53,7 @@ def test_an_unsupported_datatype_is_judged_at_start(tmp_path: Path) -> None:
     )
     assert refused.returncode == 1, refused.stderr
     assert f"thaw up: error: failed to load 'torch_uint64': {_REFUSED}" in refused.stderr
-    server = UpProcess(tmp_path, *_QUIET)
-    try:
-        with httpclient.InferenceServerClient(server.hostport) as client:
-            rows = {row["name"]: row for row in client.get_model_repository_index()}
-            assert rows["torch_uint64"]["state"] == "UNAVAILABLE"
-            assert rows["torch_uint64"]["reason"] == _REFUSED
-            assert client.is_model_ready("good")
-    finally:
-        server.stop()
+    _unavailable_beside_good(tmp_path, "torch_uint64", _REFUSED)
 
 
 def test_an_onnxruntime_parameter_its_backend_refuses(tmp_path: Path) -> None:
@@ -60,12 +66,4 @@ def test_an_onnxruntime_parameter_its_backend_refuses(tmp_path: Path) -> None:
         "Invalid configuration value provided. Expected values for  execution_mode are 0 or 1 "
         "but got 3 ."
     )
-    server = UpProcess(tmp_path, *_QUIET)
-    try:
-        with httpclient.InferenceServerClient(server.hostport) as client:
-            rows = {row["name"]: row for row in client.get_model_repository_index()}
-            assert rows["onnx_parallel"]["state"] == "UNAVAILABLE"
-            assert rows["onnx_parallel"]["reason"] == says
-            assert client.is_model_ready("good")
-    finally:
-        server.stop()
+    _unavailable_beside_good(tmp_path, "onnx_parallel", says)
