@@ -110,3 +110,22 @@ def test_a_refused_model_claims_nothing() -> None:
     explicit = (ExplicitResource("resource1", 2), ExplicitResource("resource2", 2))
     refused = start_refusals(configs, RateLimitMode.EXECUTION_COUNT, explicit)
     assert list(refused) == ["a_greedy"]
+
+
+def test_hostile_resource_counts_and_names_are_judged_not_raised() -> None:
+    """The largest count a config can hold, an empty name, a name with quotes and a newline:
+    each is judged in Triton's words, none raises out of `thaw up`'s start."""
+    odd = _config(
+        '{ rate_limiter { resources [{ name: "" count: 4294967295 },'
+        ' { name: "a\\"b\\nc" global: true count: 1 }] } }'
+    )
+    refused = start_refusals(
+        {"odd": odd}, RateLimitMode.EXECUTION_COUNT, (ExplicitResource("x", 5),)
+    )
+    assert refused["odd"].startswith('Resource count for "a"b\nc" is limited to 0 ')
+    assert start_refusals({"odd": odd}, RateLimitMode.EXECUTION_COUNT, ()) == {}
+    huge = start_refusals(
+        {"odd": odd}, RateLimitMode.EXECUTION_COUNT,
+        (ExplicitResource("", 1), ExplicitResource('a"b\nc', 1)),
+    )  # fmt: skip
+    assert huge["odd"].endswith("the minimum required count is 4294967295")

@@ -75,3 +75,23 @@ def test_a_refused_config_in_its_backends_words(text: str, says: str) -> None:
 )
 def test_a_config_its_backend_takes(text: str) -> None:
     assert backend_refusal(parse_config(text, "config.pbtxt"), "m") is None
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "9" * 5000,  # past Python's digit limit for int(): still the backend's refusal
+        "1\x002",
+        "\u0663\u0664x",  # Arabic-Indic digits, then junk
+        "",
+        " " * 1000,
+    ],
+)
+def test_a_hostile_parameter_value_is_refused_not_raised(value: str) -> None:
+    """Whatever a repository's config holds, the read answers with a refusal (a model
+    unavailable), never an exception out of `thaw up`'s read."""
+    for text, key in ((_ONNX, "intra_op_thread_count"), (_TORCH, "INTER_OP_THREAD_COUNT")):
+        config = parse_config(text, "config.pbtxt")
+        config.parameters[key].string_value = value
+        refused = backend_refusal(config, "m")
+        assert refused is not None and refused.startswith("failed to convert"), refused
