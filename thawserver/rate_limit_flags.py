@@ -66,7 +66,12 @@ def parse_resource(text: str) -> ExplicitResource:
 
 def add_rate_limit_arguments(group: argparse._ActionsContainer, *, replicas: bool = False) -> None:
     """The two flags; `replicas`: `thaw up`'s help (it gives them to every replica)."""
-    where = " (given to every replica)" if replicas else ""
+    where = ""
+    if replicas:
+        where = (
+            " (given to every replica; models naming a resource in common share their "
+            "replicas, so that one limiter counts them all)"
+        )
     kwargs: dict[str, Any] = {"metavar": "MODE", "default": "off"}
     group.add_argument(
         "--rate-limit", **kwargs,

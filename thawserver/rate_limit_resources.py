@@ -9,6 +9,11 @@ load, since a replica holds only its own models and so never sees two models' sc
     scope_refusal(needs, others)                      -> 'Resource "R2" is present as both ...'
     load_refusal(needs, others, explicit)             -> the first of the two, as a load checks
     start_refusals({name: config}, mode, explicit)    -> {name: reason} in load order (by name)
+    contended({name: config})                         -> {name: resource names it shares}
+
+`contended` is what makes a resource's count mean what it means on one tritonserver through
+`thaw up`, whose models each run in replicas of their own: the models that name a resource in
+common must share their replicas, so one rate limiter counts them all (activator.fleet.sharing).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from tritonconfig.schema import mc
 __all__ = [
     "GLOBAL",
     "ResourceKey",
+    "contended",
     "count_refusal",
     "explicit_count",
     "group_devices",
@@ -139,3 +145,28 @@ def start_refusals(
         else:
             refused[name] = reason
     return refused
+
+
+def contended(configs: Mapping[str, mc.ModelConfig]) -> dict[str, frozenset[str]]:
+    """The models of `configs` whose instance groups name a rate-limiter resource that
+    another model's also names, each with every resource name its instances ask for (scope
+    aside: one name is one resource, as the scope check refuses the clash). A model whose
+    resources no other model names is absent: its own replicas count it alone, as one
+    tritonserver would."""
+    names = {
+        model: frozenset(
+            resource.name
+            for group in config.instance_group
+            for resource in group.rate_limiter.resources
+        )
+        for model, config in configs.items()
+    }
+    users: dict[str, int] = {}
+    for resources in names.values():
+        for name in resources:
+            users[name] = users.get(name, 0) + 1
+    return {
+        model: resources
+        for model, resources in sorted(names.items())
+        if any(users[name] > 1 for name in resources)
+    }

@@ -64,7 +64,9 @@ from activator.scaler.backend import (
 )
 from activator.scaler.factory import open_backend
 from activator.scaler.kube_config import KubernetesConfig
+from activator.scaler.local_config import LocalConfig
 from activator.scaler.runtime_control import RuntimeControl
+from thawserver.rate_limit_resources import contended
 from thawwire.load_overrides import LoadOverride
 from tritonconfig import sequence_idle_us
 from tritonconfig.fingerprint import Fingerprint
@@ -157,7 +159,8 @@ class Fleet:
             interval_s=config.history_interval_s,
         )
         metrics.report_cost(self.cost_figures)
-        share_models(((m.entry, m.endpoint) for m in self.models.values()), self.backend)
+        models = ((m.entry, m.endpoint) for m in self.models.values())
+        share_models(models, self.backend, self._contended())
         if isinstance(self.backend, SharedPlacement):
             metrics.report_shared(self.backend.shared_status)
         for name in repository.unavailable:  # unavailable for the life of this `thaw up`
@@ -334,7 +337,7 @@ class Fleet:
         self._endpoints[name] = record.endpoint
         self._recompose(entries)
         self.history.add(name)
-        share_models([(entry, record.endpoint)], self.backend)
+        self._share_again(name)
         self._image_of(entry)
         for listener in self._added_listeners:
             listener(name, record.endpoint)
@@ -356,7 +359,7 @@ class Fleet:
         record.entry = entry
         self._recompose(self._entries())
         self.replica_configs.forget(name)
-        share_models([(entry, record.endpoint)], self.backend)  # its new weights' size
+        self._share_again(name)  # its new weights' size, its rate-limiter resources
         self._image_of(entry)
         logger.info("model=%s changed: versions %s", name, ", ".join(entry.versions))
         return record.endpoint
@@ -414,6 +417,22 @@ class Fleet:
 
     def _entries(self) -> dict[str, ModelEntry]:
         return {m.entry.name: m.entry for m in self.models.values()}
+
+    def _contended(self) -> dict[str, frozenset[str]]:
+        """With `--rate-limit=execution_count` (local scaler), the models naming a
+        rate-limiter resource another model names, with the names: they share replicas."""
+        scaler = self.config.scaler
+        if not isinstance(scaler, LocalConfig) or not scaler.rate_limited:
+            return {}
+        return contended({m.entry.name: m.entry.config for m in self.models.values()})
+
+    def _share_again(self, name: str) -> None:
+        """Register `name` with the backend after its files were added or changed, and the
+        models whose rate-limiter resources it now names in common (their peers changed)."""
+        contended = self._contended()
+        names = {name, *contended}
+        models = [(self.models[n].entry, self.models[n].endpoint) for n in sorted(names)]
+        share_models(models, self.backend, contended)
 
     def _recompose(self, entries: Mapping[str, ModelEntry]) -> None:
         for name, model in self.models.items():

@@ -1,4 +1,5 @@
-"""Which models share replicas (`thaw.placement` shared), handed to a backend that can share.
+"""Which models share replicas (`thaw.placement` shared, or with `--rate-limit` a rate-limiter
+resource named in common), handed to a backend that can share.
 
 Each shared model is registered with the backend (activator.scaler.backend.SharedPlacement)
 with what it costs (its weights: the files of its served versions, which its image lays out
@@ -9,7 +10,7 @@ its scale to zero, which is how an eviction drains it without cutting a request.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from activator.config import Placement
@@ -43,22 +44,37 @@ def _tree_bytes(root: Path) -> int:
 
 
 def share_models(
-    models: Iterable[tuple[ModelEntry, ModelEndpoint]], backend: ScalerBackend
+    models: Iterable[tuple[ModelEntry, ModelEndpoint]],
+    backend: ScalerBackend,
+    contended: Mapping[str, frozenset[str]] | None = None,
 ) -> list[str]:
     """Register every shared model with `backend`; returns the shared models it cannot share
-    (a backend without shared placement: they keep replicas of their own, with a warning)."""
+    (a backend without shared placement: they keep replicas of their own, with a warning).
+
+    `contended` (thawserver.rate_limit_resources.contended, with `--rate-limit`): the models
+    naming a rate-limiter resource that another model names, with the names. Each shares
+    replicas whatever its `thaw.placement`, placed beside the others, so that one replica's
+    rate limiter counts them all as one tritonserver's would."""
+    contended = contended or {}
     refused: list[str] = []
     for entry, endpoint in models:
-        if entry.settings.placement is not Placement.SHARED:
+        resources = contended.get(entry.name, frozenset())
+        if entry.settings.placement is not Placement.SHARED and not resources:
             continue
         if not isinstance(backend, SharedPlacement):
             refused.append(entry.name)
             continue
+        if resources and entry.settings.placement is not Placement.SHARED:
+            logger.info(
+                "model=%s shares replicas with the models naming its rate-limiter resources "
+                "(%s), so one rate limiter counts them", entry.name, ", ".join(sorted(resources)),
+            )  # fmt: skip
         backend.share(
             entry.name,
             image_bytes=weights_bytes(entry),
             activity=endpoint.activity,
             evict=endpoint.scale_to_zero,
+            resources=resources,
         )
     if refused:
         logger.warning(

@@ -305,12 +305,15 @@ class SharedPlacement(Protocol):
         image_bytes: int,
         activity: Callable[[], ModelActivity],
         evict: Callable[[], Awaitable[None]],
+        resources: frozenset[str] = frozenset(),
     ) -> None:
         """Place `model`'s replicas in shared runtimes from now on (called by the fleet at
         start, before the model's first replica). `image_bytes`: its weights as restored
         (the backend adds its per-model overhead); `activity()`: its load now, read when
         choosing what to evict; `evict()`: take the model to zero now (its replicas drained
-        through the endpoint, so no request is cut), awaited before its room is reused."""
+        through the endpoint, so no request is cut), awaited before its room is reused;
+        `resources`: the rate-limiter resources it names in common with other models
+        (`--rate-limit`), so its replicas go beside theirs, one limiter counting them all."""
         ...
 
     def shared_status(self) -> tuple[SharedReplicaStatus, ...]:

@@ -58,6 +58,9 @@ class LocalConfig:
     response_cache_bytes: int = 0
     # `thaw up --rate-limit ... --rate-limit-resource ...`, as every replica's flags.
     rate_limit_args: tuple[str, ...] = ()
+    # `--rate-limit=execution_count`: models naming a rate-limiter resource in common share
+    # replicas (activator.fleet.sharing), so one replica's limiter counts them all.
+    rate_limited: bool = False
     # `thaw up --backend-config ...` (python's shm and stub settings), as every replica's flags.
     backend_config_args: tuple[str, ...] = ()
     # `--model-config-name` given to every replica (tritonconfig.config_name); "": none

@@ -6,7 +6,10 @@ A *host* is one running runtime (a local process, a pod) that serves several mod
 per-model overhead; on GPU the device plan's VRAM). Every decision takes `now` and returns a
 value; nothing here does I/O, so the stories in its tests run on a stepped clock.
 
-    place(need, hosts, now)   fits ─▶ best fit (least room left after it)         PlaceOn(host)
+    place(need, hosts, now, peers)
+                              a host holds a peer? only those hosts: fits, evict, else the
+                                │ no               roomiest, over budget      PlaceOn(host)
+                              fits ─▶ best fit (least room left after it)         PlaceOn(host)
                                 │ none
                               evict ─▶ LRU idle residents until it fits,
                                 │      fewest bytes evicted wins              PlaceOn(host, evict)
@@ -15,14 +18,19 @@ value; nothing here does I/O, so the stories in its tests run on a stepped clock
     due_for_release(hosts, now)  hosts empty for a whole grace: release them
 
 A model's own replicas spread: a host that already holds the model is never chosen for a
-second replica of it. An *idle* resident has nothing in flight, nothing held, and no request
+second replica of it. A model with *peers* (models it must run beside: with `--rate-limit`,
+those naming a rate-limiter resource it names, so that one limiter counts them all) goes to a
+host that holds one of them whenever there is one, by the same fit-then-evict order; when
+none of those has room even after evictions, it goes to the one with the most room anyway,
+over its budget (`PlaceOn.over_budget`): the resource's count is the operator's rule, the
+budget only an estimate. An *idle* resident has nothing in flight, nothing held, and no request
 for `grace_s`; only idle residents are ever evicted, so a busy model never loses its replica
 to another model's wake (that one gets a new host instead).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from activator.config import Placement
@@ -91,10 +99,12 @@ class Host:
 
 @dataclass(frozen=True)
 class PlaceOn:
-    """Load the model on host `host`, after unloading the models in `evict` (oldest first)."""
+    """Load the model on host `host`, after unloading the models in `evict` (oldest first);
+    `over_budget`: beside its peers though the host has no room for it."""
 
     host: str
     evict: tuple[str, ...] = ()
+    over_budget: bool = False
 
 
 @dataclass(frozen=True)
@@ -120,16 +130,53 @@ def place(
     now: float,
     grace_s: float,
     budget_bytes: int,
+    peers: Collection[str] = (),
 ) -> PlaceOn | NewHost:
     """Where a new replica of `model`, costing `need_bytes`, goes.
 
     `budget_bytes` is a new host's budget; `grace_s` how long a resident must have been
-    without requests before it may be evicted. Ties break by host id, so a decision is the
-    same for the same inputs.
+    without requests before it may be evicted; `peers` the models it must run beside when a
+    host holds one. Ties break by host id, so a decision is the same for the same inputs.
     """
     if need_bytes < 0:
         raise ValueError(f"need_bytes = {need_bytes}, must be >= 0")
     candidates = sorted((h for h in hosts if not h.holds(model)), key=lambda h: h.id)
+    beside = [h for h in candidates if any(h.holds(peer) for peer in peers)]
+    if beside:
+        return _beside_peers(need_bytes, beside, now, grace_s)
+    return _anywhere(need_bytes, candidates, now=now, grace_s=grace_s, budget_bytes=budget_bytes)
+
+
+def _beside_peers(need_bytes: int, hosts: Sequence[Host], now: float, grace_s: float) -> PlaceOn:
+    """Of `hosts` (each holding a peer), one with room, else one with room after evictions,
+    else the one with the most room, over its budget."""
+    choice = _fit_or_evict(need_bytes, hosts, now, grace_s)
+    if choice is not None:
+        return choice
+    roomiest = max(hosts, key=lambda h: h.free_bytes)  # the first of a tie: the lowest id
+    return PlaceOn(roomiest.id, over_budget=True)
+
+
+def _anywhere(
+    need_bytes: int, candidates: Sequence[Host], *, now: float, grace_s: float,
+    budget_bytes: int,
+) -> PlaceOn | NewHost:  # fmt: skip
+    """Of `candidates`, one with room, else one with room after evictions, else a new host."""
+    choice = _fit_or_evict(need_bytes, candidates, now, grace_s)
+    if choice is not None:
+        return choice
+    if need_bytes > budget_bytes:
+        reason = f"needs {need_bytes} bytes, more than a replica's budget of {budget_bytes}"
+        return NewHost(need_bytes, reason)
+    reason = "no running replica has room" if candidates else "no running replica to share"
+    return NewHost(budget_bytes, reason)
+
+
+def _fit_or_evict(
+    need_bytes: int, candidates: Sequence[Host], now: float, grace_s: float
+) -> PlaceOn | None:
+    """The best fit of `candidates` (sorted by id), else the one whose eviction of its LRU
+    idle residents frees the fewest bytes; None when neither."""
     fitting = [h for h in candidates if h.free_bytes >= need_bytes]
     if fitting:
         best = min(fitting, key=lambda h: h.free_bytes - need_bytes)
@@ -138,11 +185,7 @@ def place(
     if evicting:
         _freed, place_on = min(evicting, key=lambda p: (p[0], len(p[1].evict)))
         return place_on
-    if need_bytes > budget_bytes:
-        reason = f"needs {need_bytes} bytes, more than a replica's budget of {budget_bytes}"
-        return NewHost(need_bytes, reason)
-    reason = "no running replica has room" if candidates else "no running replica to share"
-    return NewHost(budget_bytes, reason)
+    return None
 
 
 def _by_eviction(

@@ -447,7 +447,9 @@ class KubernetesBackend:
         image_bytes: int,
         activity: Callable[[], ModelActivity],
         evict: Callable[[], Awaitable[None]],
+        resources: frozenset[str] = frozenset(),
     ) -> None:
+        # `resources` is never given here: `thaw up --rate-limit` is refused with this scaler.
         self._shares.append((model, image_bytes, activity, evict))
         if (sharing := self._shared.replicas) is not None:
             sharing.share(model, image_bytes=image_bytes, activity=activity, evict=evict)

@@ -276,8 +276,11 @@ class LocalBackend:
         image_bytes: int,
         activity: Callable[[], ModelActivity],
         evict: Callable[[], Awaitable[None]],
+        resources: frozenset[str] = frozenset(),
     ) -> None:
-        self._shared.share(model, image_bytes=image_bytes, activity=activity, evict=evict)
+        self._shared.share(
+            model, image_bytes=image_bytes, activity=activity, evict=evict, resources=resources
+        )
 
     def shared_status(self) -> tuple[SharedReplicaStatus, ...]:
         return self._shared.status()

@@ -1,7 +1,7 @@
 """Runtimes shared by `thaw.placement` shared models on the local backend: place, load, evict,
 unload, release.
 
-    start(model)  ── lock ─▶ placement.place(need, hosts, now)
+    start(model)  ── lock ─▶ placement.place(need, hosts, now, peers)
                      │ PlaceOn(host, evict)    each victim's endpoint takes it to zero (drained,
                      │                         then `stop` unloads it); its room is then reserved
                      │ NewHost                 a warm-pool process is claimed as a new host
@@ -12,7 +12,8 @@ unload, release.
     release loop  ─▶ hosts empty for `release_grace_s` are stopped (host tier keeps the images)
 
 One placement at a time (an asyncio lock around decide + evict + reserve), so two wakes cannot
-book the same room; loads themselves run concurrently. A model's footprint is its image bytes
+book the same room (nor two models that must share a rate limiter start two hosts); loads
+themselves run concurrently. A model's footprint is its image bytes
 plus `model_overhead_bytes`. Replica ids are the endpoint's; a host's id is its process name.
 """
 
@@ -46,11 +47,13 @@ _RELEASE_POLL_S = 0.5
 
 @dataclass(frozen=True)
 class _Shared:
-    """A model registered as shared: its footprint, and how to read and evict it."""
+    """A model registered as shared: its footprint, how to read and evict it, and the
+    rate-limiter resources it names (`--rate-limit`: it runs beside the models naming one)."""
 
     nbytes: int
     activity: Callable[[], ModelActivity]
     evict: Callable[[], Awaitable[None]]
+    resources: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -122,9 +125,17 @@ class SharedHosts:
         image_bytes: int,
         activity: Callable[[], ModelActivity],
         evict: Callable[[], Awaitable[None]],
+        resources: frozenset[str] = frozenset(),
     ) -> None:
         nbytes = max(0, image_bytes) + self._settings.model_overhead_bytes
-        self._shared[model] = _Shared(nbytes, activity, evict)
+        self._shared[model] = _Shared(nbytes, activity, evict, resources)
+
+    def _peers(self, model: str) -> frozenset[str]:
+        """The other shared models naming a rate-limiter resource `model` names."""
+        mine = self._shared[model].resources
+        if not mine:
+            return frozenset()
+        return frozenset(m for m, s in self._shared.items() if m != model and s.resources & mine)
 
     def shares(self, model: str) -> bool:
         return model in self._shared
@@ -180,15 +191,22 @@ class SharedHosts:
                 now=self._clock(),
                 grace_s=self._settings.evict_grace_s,
                 budget_bytes=self._settings.budget_bytes,
+                peers=self._peers(model),
             )
             if isinstance(decision, NewHost):
                 logger.info("model=%s new shared replica: %s", model, decision.reason)
                 host = await self._new_host(model, decision.budget_bytes, deadline)
             else:
                 host = self._hosts[decision.host]
+                if decision.over_budget:
+                    logger.warning(
+                        "model=%s placed in shared replica %s over its budget, beside the "
+                        "models naming its rate-limiter resources", model, host.id,
+                    )  # fmt: skip
                 for victim in decision.evict:
                     await self._evict(victim, host, model)
-                if not host.proc.alive or host.view(self._shared).free_bytes < need:
+                room = decision.over_budget or host.view(self._shared).free_bytes >= need
+                if not host.proc.alive or not room:
                     # A victim could not be unloaded (its host was stopped for it) or outlasted
                     # the drain timeout: this wake fails, the next one places again.
                     raise ActivationFailed(f"no room for model '{model}' in shared replica")

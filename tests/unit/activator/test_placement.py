@@ -149,3 +149,48 @@ def test_an_empty_host_is_released_after_its_grace_and_not_before() -> None:
 def test_a_negative_need_is_refused() -> None:
     with pytest.raises(ValueError, match="need_bytes = -1, must be >= 0"):
         _place("a", -1, [], 0.0)
+
+
+def _place_beside(
+    model: str, need: int, hosts: list[Host], now: float, peers: tuple[str, ...]
+) -> PlaceOn | NewHost:
+    return place(model, need, hosts, now=now, grace_s=GRACE, budget_bytes=BUDGET, peers=peers)
+
+
+def test_a_model_goes_beside_its_peers_not_to_the_best_fit() -> None:
+    tight = _load(Host("h1", BUDGET), "other", 700 * MiB, 0.0)  # the best fit for 300 MiB
+    roomy = _load(Host("h2", BUDGET), "peer", 100 * MiB, 0.0)
+    assert _place("a", 300 * MiB, [tight, roomy], 1.0) == PlaceOn("h1")  # no peers: best fit
+    assert _place_beside("a", 300 * MiB, [tight, roomy], 1.0, ("peer",)) == PlaceOn("h2")
+    # A peer still loading holds its host as well (two wakes at once meet in one host).
+    loading = dataclasses.replace(Host("h3", BUDGET), reserved_bytes=MiB, loading=("peer",))
+    assert _place_beside("a", 300 * MiB, [tight, loading], 1.0, ("peer",)) == PlaceOn("h3")
+
+
+def test_beside_its_peers_a_model_evicts_idle_residents_or_goes_over_budget() -> None:
+    host = _load(_load(Host("h1", BUDGET), "peer", 600 * MiB, 0.0), "idle", 300 * MiB, 0.0)
+    empty = Host("h2", BUDGET)  # room to spare, but no peer on it
+    later = GRACE + 1.0
+    assert _place_beside("a", 300 * MiB, [host, empty], later, ("peer",)) == PlaceOn(
+        "h1", evict=("idle",)
+    )
+    # Nobody idle: beside the peer all the same, over the budget, not on the empty host.
+    busy = _use(_use(host, "idle", later, in_flight=1), "peer", later, in_flight=1)
+    assert _place_beside("a", 300 * MiB, [busy, empty], later, ("peer",)) == PlaceOn(
+        "h1", over_budget=True
+    )
+
+
+def test_a_second_replica_of_a_model_with_peers_spreads_and_meets_a_peer_there() -> None:
+    both = _load(_load(Host("h1", BUDGET), "a", 100 * MiB, 0.0), "b", 100 * MiB, 0.0)
+    # No other host holds a peer: the second replica of `a` goes anywhere but h1.
+    assert _place_beside("a", 100 * MiB, [both], 1.0, ("b",)) == NewHost(
+        BUDGET, "no running replica to share"
+    )
+    alone = _load(Host("h2", BUDGET), "a", 100 * MiB, 0.0)
+    # The second replica of `b` goes beside that replica of `a`, not beside the first.
+    assert _place_beside("b", 100 * MiB, [both, alone], 1.0, ("a",)) == PlaceOn("h2")
+    # Of two hosts with peers and no room, the roomier one; a tie to the lowest id.
+    full = [_load(Host(h, 200 * MiB), "a", 200 * MiB, 0.0) for h in ("h4", "h3")]
+    busy = [_use(h, "a", 1.0, in_flight=1) for h in full]
+    assert _place_beside("b", 100 * MiB, busy, 1.0, ("a",)) == PlaceOn("h3", over_budget=True)

@@ -1,5 +1,6 @@
 """The local backend's shared runtimes over fake processes: placing, evicting through the
-model's endpoint, waiting for a victim that was already draining, an unload refused."""
+model's endpoint, waiting for a victim that was already draining, an unload refused, models
+naming one rate-limiter resource placed together."""
 
 from __future__ import annotations
 
@@ -102,10 +103,10 @@ class _Models:
         self.evicted: list[str] = []
         self.draining: set[str] = set()  # models whose own scale to zero is in progress
 
-    def share(self, model: str, nbytes: int) -> None:
+    def share(self, model: str, nbytes: int, resources: frozenset[str] = frozenset()) -> None:
         self.activity[model] = ModelActivity()
         self.hosts.share(model, image_bytes=nbytes, activity=lambda: self.activity[model],
-                         evict=self._evict(model))  # fmt: skip
+                         evict=self._evict(model), resources=resources)  # fmt: skip
 
     def _evict(self, model: str) -> Callable[[], Awaitable[None]]:
         async def evict() -> None:
@@ -225,3 +226,20 @@ async def test_an_empty_runtime_is_released_after_its_grace(setup: Any) -> None:
     clock.advance(0.2)
     await eventually(lambda: not first.alive, timeout_s=10)
     assert hosts.status() == ()
+
+
+async def test_models_naming_one_rate_limiter_resource_start_in_one_runtime(setup: Any) -> None:
+    hosts, models, pool, clock = setup
+    models.share("a", 6 * MiB, frozenset({"R"}))
+    models.share("b", 6 * MiB, frozenset({"R", "S"}))
+    models.share("c", 6 * MiB)
+    first = await models.start("a", clock())
+    second = await models.start("c", clock())  # no room beside "a" (10 MiB budget)
+    assert second is not first
+    models.activity["a"] = ModelActivity(in_flight=1, last_request_at=clock())
+    # "b" goes where "a" is, over the budget (nobody is idle), not to a runtime of its own
+    # where its rate limiter would count it alone.
+    assert await models.start("b", clock()) is first
+    assert first.loaded == ["a", "b"] and models.evicted == []
+    assert sorted(r.models for r in hosts.status()) == [("a", "b"), ("c",)]
+    assert len(pool.claimed) == 2

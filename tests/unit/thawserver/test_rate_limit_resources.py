@@ -9,6 +9,7 @@ from google.protobuf import text_format
 from thawserver.rate_limit_flags import ExplicitResource, RateLimitMode
 from thawserver.rate_limit_resources import (
     GLOBAL,
+    contended,
     count_refusal,
     group_devices,
     requirements,
@@ -129,3 +130,21 @@ def test_hostile_resource_counts_and_names_are_judged_not_raised() -> None:
         (ExplicitResource("", 1), ExplicitResource('a"b\nc', 1)),
     )  # fmt: skip
     assert huge["odd"].endswith("the minimum required count is 4294967295")
+
+
+def test_models_naming_a_resource_in_common_are_contended_with_every_name_they_name() -> None:
+    lone = _config('{ count: 1 rate_limiter { resources [{ name: "own" count: 1 }] } }')
+    plain = _config("{ count: 2 kind: KIND_CPU }")
+    both = _config(
+        '{ name: "a" count: 1 rate_limiter { resources [{ name: "resource1" count: 1 }] } },'
+        '{ name: "b" count: 1 rate_limiter { resources [{ name: "mine" count: 1 }] } }'
+    )
+    configs = {"zero": _ZERO, "v2": _V2, "lone": lone, "plain": plain, "both": both}
+    assert contended(configs) == {
+        "both": frozenset({"resource1", "mine"}),
+        "v2": frozenset({"resource1", "resource2"}),
+        "zero": frozenset({"resource1"}),
+    }
+    # One model alone contends with nobody, whatever it names: its replicas count it alone.
+    assert contended({"v2": _V2, "lone": lone}) == {}
+    assert contended({}) == {}
