@@ -1,0 +1,198 @@
+"""Where a Python model in its stub costs CPU: the sleeps (voluntary context switches) and the CPU
+of `thaw serve`'s process and of its stub per request, beside `thaw.python_runtime: in_process`
+(the same server with no stub) in the same run (issue 26).
+
+    python benchmarks/stub_wakeups.py [--concurrency 1 8] [--rounds 3] [--duration-s 4]
+
+Each mode is a `thaw serve` on 127.0.0.1 with add_sub (benchmarks.workloads), loaded in turn by
+the same closed-loop aiohttp client over HTTP/JSON (benchmarks.load_client), rounds
+interleaved. For each cell it reads every thread of the server's process tree from /proc before
+and after the measured window: user+sys CPU and voluntary context switches (each one is the
+thread going to sleep, so each is also a wake-up later). Per request it reports, for the
+server process and for its stubs: CPU µs and sleeps.
+
+Reading it: a request that makes a process sleep and wake costs that process the wake-up as
+well as its work (the scheduler, and an interpreter whose caches other processes evicted
+meanwhile). In the stub path the server sleeps twice per request at concurrency 1 (waiting for
+the client, then for the stub) where `in_process` sleeps once, and the stub once.
+The client shares the machine's CPUs: compare cells of one run, never runs on other machines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import psutil
+
+from benchmarks.load_client import run_load
+from benchmarks.machine import machine_line
+from benchmarks.peers import PeerHandle, ThawPeer, free_port
+from benchmarks.serve_throughput import set_python_runtime
+from benchmarks.workloads import add_sub_workload, write_add_sub
+
+MODES = ("process", "in_process")
+
+
+@dataclass(frozen=True)
+class Counters:
+    """CPU seconds and voluntary context switches, summed over threads."""
+
+    cpu_s: float = 0.0
+    sleeps: int = 0
+
+    def __sub__(self, other: Counters) -> Counters:
+        return Counters(self.cpu_s - other.cpu_s, self.sleeps - other.sleeps)
+
+    def __add__(self, other: Counters) -> Counters:
+        return Counters(self.cpu_s + other.cpu_s, self.sleeps + other.sleeps)
+
+
+def parse_task(status: str, stat: str, ticks_per_s: int) -> Counters:
+    """One thread's counters from its /proc/<pid>/task/<tid>/status and stat texts."""
+    sleeps = 0
+    for line in status.splitlines():
+        if line.startswith("voluntary_ctxt_switches:"):
+            sleeps = int(line.split()[1])
+    # stat: "pid (comm) state ..." where comm may hold spaces and parentheses; utime and
+    # stime are the 14th and 15th fields, the 12th and 13th after the comm's closing paren.
+    fields = stat.rsplit(")", 1)[1].split()
+    return Counters((int(fields[11]) + int(fields[12])) / ticks_per_s, sleeps)
+
+
+def process_counters(pid: int) -> Counters:
+    """A process's counters, over its live threads (0 for a process that is gone)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = Counters()
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return total
+    for tid in tids:
+        try:
+            status = Path(f"/proc/{pid}/task/{tid}/status").read_text()
+            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+        except OSError:
+            continue  # the thread ended between the listing and the read
+        total = total + parse_task(status, stat, ticks)
+    return total
+
+
+def tree_counters(pid: int) -> tuple[Counters, Counters]:
+    """(the server process, its descendants: the stubs) now."""
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return Counters(), Counters()
+    stubs = Counters()
+    for child in children:
+        stubs = stubs + process_counters(child.pid)
+    return process_counters(pid), stubs
+
+
+@dataclass(frozen=True)
+class Cell:
+    mode: str
+    concurrency: int
+    rps: float
+    requests: int
+    server: Counters
+    stubs: Counters
+
+    def per_request(self) -> tuple[float, float, float, float]:
+        """Server CPU µs and sleeps, stubs' CPU µs and sleeps, per request."""
+        n = max(1, self.requests)
+        return (self.server.cpu_s / n * 1e6, self.server.sleeps / n,
+                self.stubs.cpu_s / n * 1e6, self.stubs.sleeps / n)  # fmt: skip
+
+
+def measure(handle: PeerHandle, mode: str, concurrency: int, duration_s: float) -> Cell:
+    workload = add_sub_workload()
+    pid = handle.process.pid
+    snaps: list[tuple[Counters, Counters]] = []
+
+    def probe() -> float:  # called at the window's start and end
+        snaps.append(tree_counters(pid))
+        return 0.0
+
+    result = asyncio.run(
+        run_load(handle.url, workload.payload, concurrency=concurrency, duration_s=duration_s,
+                 warmup_s=1.0, cpu_probe=probe)
+    )  # fmt: skip
+    (server_a, stubs_a), (server_b, stubs_b) = snaps
+    return Cell(mode, concurrency, result.rps, result.ok, server_b - server_a, stubs_b - stubs_a)
+
+
+def start(mode: str, scratch: Path) -> PeerHandle:
+    repo = scratch / mode
+    write_add_sub(repo)
+    set_python_runtime(repo / "add_sub" / "config.pbtxt", mode)
+    return ThawPeer().start(repo, free_port())
+
+
+def table(cells: list[Cell]) -> str:
+    rows = [
+        "| mode | concurrency | rounds | req/s | server CPU µs/req | server sleeps/req | "
+        "stub CPU µs/req | stub sleeps/req | tree CPU µs/req |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    keys = sorted({(c.mode, c.concurrency) for c in cells}, key=lambda k: (k[1], k[0]))
+    for mode, concurrency in keys:
+        mine = [c for c in cells if (c.mode, c.concurrency) == (mode, concurrency)]
+        per = [c.per_request() for c in mine]
+        med = [statistics.median(p[i] for p in per) for i in range(4)]
+        rps = statistics.median(c.rps for c in mine)
+        rows.append(
+            f"| {mode} | {concurrency} | {len(mine)} | {rps:.0f} | {med[0]:.0f} | {med[1]:.2f} | "
+            f"{med[2]:.0f} | {med[3]:.2f} | {med[0] + med[2]:.0f} |"
+        )
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--duration-s", type=float, default=4.0)
+    parser.add_argument(
+        "--modes", default=",".join(MODES), help="comma list of " + ", ".join(MODES)
+    )
+    args = parser.parse_args(argv)
+    modes = [m for m in args.modes.split(",") if m]
+    unknown = sorted(set(modes) - set(MODES))
+    if unknown:
+        parser.error(f"unknown mode(s): {', '.join(unknown)}")
+    cells: list[Cell] = []
+    load_start = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory(prefix="thaw-wakeups-") as scratch:
+        handles = {mode: start(mode, Path(scratch)) for mode in modes}
+        try:
+            for _round in range(args.rounds):
+                for concurrency in args.concurrency:
+                    for mode in modes:
+                        cell = measure(handles[mode], mode, concurrency, args.duration_s)
+                        cells.append(cell)
+                        s_cpu, s_sleeps, t_cpu, t_sleeps = cell.per_request()
+                        print(f"{mode:10s} c={concurrency:<3d} {cell.rps:7.0f} req/s  server "
+                              f"{s_cpu:4.0f} µs {s_sleeps:.2f} sleeps  stubs {t_cpu:4.0f} µs "
+                              f"{t_sleeps:.2f} sleeps", flush=True)  # fmt: skip
+        finally:
+            for handle in handles.values():
+                handle.stop()
+    print()
+    print(table(cells))
+    print(machine_line(load_start, os.getloadavg()[0]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
