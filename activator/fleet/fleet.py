@@ -66,7 +66,12 @@ from activator.scaler.factory import open_backend
 from activator.scaler.kube_config import KubernetesConfig
 from activator.scaler.local_config import LocalConfig
 from activator.scaler.runtime_control import RuntimeControl
-from thawserver.rate_limit_resources import contended
+from thawserver.rate_limit_resources import (
+    contended,
+    group_devices,
+    load_refusal,
+    requirements,
+)
 from thawwire.load_overrides import LoadOverride
 from tritonconfig import sequence_idle_us
 from tritonconfig.fingerprint import Fingerprint
@@ -425,6 +430,22 @@ class Fleet:
         if not isinstance(scaler, LocalConfig) or not scaler.rate_limited:
             return {}
         return contended({m.entry.name: m.entry.config for m in self.models.values()})
+
+    def rate_limit_problem(self, entry: ModelEntry) -> str | None:
+        """With `--rate-limit=execution_count` (local scaler), Triton's refusal of a load of
+        `entry` (added or changed after the start) beside the other served models: a
+        resource global in one and per device in the other, or a `--rate-limit-resource`
+        count below its need (thawserver.rate_limit_resources, as judged at start)."""
+        scaler = self.config.scaler
+        if not isinstance(scaler, LocalConfig) or not scaler.rate_limited:
+            return None
+        others = [
+            requirements(m.entry.config, group_devices(m.entry.config))
+            for name, m in self.models.items()
+            if name != entry.name
+        ]
+        needs = requirements(entry.config, group_devices(entry.config))
+        return load_refusal(needs, others, scaler.rate_limit_resources)
 
     def _share_again(self, name: str) -> None:
         """Register `name` with the backend after its files were added or changed, and the

@@ -101,6 +101,11 @@ class ServedModels(Protocol):
         on (a load's override; None: a plain load)."""
         ...
 
+    def rate_limit_problem(self, entry: ModelEntry) -> str | None:
+        """Triton's refusal of loading `entry` beside the other served models for its
+        rate-limiter resources (`--rate-limit=execution_count`), None when it may load."""
+        ...
+
 
 class RepositorySync(Protocol):
     """Local copies of remote repositories (thawserver.s3_repository.localize)."""
@@ -422,7 +427,7 @@ class Reloader:
         entry = reread.entry
         if entry is None:  # a Reread holds an entry or an error: never here
             raise ConfigError(load_failed(name, "its model directory could not be read"))
-        problem = models.repository.ensemble_problem(entry)
+        problem = models.repository.ensemble_problem(entry) or models.rate_limit_problem(entry)
         if problem is not None:
             return self._refuse(reread, problem)
         self._refused.pop(name, None)

@@ -18,7 +18,7 @@ from activator.process.flag_checks import (
 )
 from activator.process.shared_cli import shared_settings
 from activator.scaler.local_config import LocalConfig, PoolSettings
-from thawserver.rate_limit_flags import RateLimitMode, parse_mode
+from thawserver.rate_limit_flags import RateLimitMode, parse_mode, parse_resource
 
 __all__ = ["local_config"]
 
@@ -49,6 +49,7 @@ def local_config(args: argparse.Namespace) -> LocalConfig:
         response_cache_bytes=response_cache_bytes(args),
         rate_limit_args=rate_limit_args(args),
         rate_limited=parse_mode(args.rate_limit) is RateLimitMode.EXECUTION_COUNT,
+        rate_limit_resources=tuple(parse_resource(text) for text in args.rate_limit_resource),
         backend_config_args=backend_config_args(args),
         model_config_name=args.model_config_name or "",
         model_load_retries=args.model_load_retries,

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from activator.scaler.launcher import fork_server_command, serve_command
 from activator.scaler.shared_settings import SharedSettings
+from thawserver.rate_limit_flags import ExplicitResource
 
 __all__ = ["LocalConfig", "PoolSettings", "SharedSettings"]
 
@@ -61,6 +62,8 @@ class LocalConfig:
     # `--rate-limit=execution_count`: models naming a rate-limiter resource in common share
     # replicas (activator.fleet.sharing), so one replica's limiter counts them all.
     rate_limited: bool = False
+    # `--rate-limit-resource`, as parsed: the counts a model added later is judged by.
+    rate_limit_resources: tuple[ExplicitResource, ...] = ()
     # `thaw up --backend-config ...` (python's shm and stub settings), as every replica's flags.
     backend_config_args: tuple[str, ...] = ()
     # `--model-config-name` given to every replica (tritonconfig.config_name); "": none

@@ -3,7 +3,8 @@ loads every model, would refuse for the rate limiter's resources, though no mode
 start: a `--rate-limit-resource` count below an instance's need, and one resource global in one
 model and per device in another (which no replica sees, each holding its own models). Given
 `--exit-on-error=true` the start is refused in Triton's words (qa/L0_rate_limiter's refused
-starts); without it the model is unavailable, with the reason, and the others are served."""
+starts); without it the model is unavailable, with the reason, and the others are served. A
+model loaded (or polled) in later is judged the same way beside the served models."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
 
 from tests.fixtures.models import make_add_sub
 from tests.fixtures.up_process import UpProcess
@@ -83,5 +85,31 @@ def test_one_resource_global_in_one_model_and_per_device_in_another(tmp_path: Pa
         with httpclient.InferenceServerClient(server.hostport) as client:
             assert client.is_model_ready("a_global")
             assert client.is_model_ready("b_per_device")
+    finally:
+        server.stop()
+
+
+def test_a_model_loaded_later_is_judged_beside_the_served_ones(tmp_path: Path) -> None:
+    _with_resources(tmp_path, "a_global", '{ name: "resource2" global: true count: 2 }')
+    server = UpProcess(tmp_path, *_QUIET, "--rate-limit=execution_count",
+                       "--rate-limit-resource=resource2:2", "--model-control-mode=explicit",
+                       "--load-model=a_global")  # fmt: skip
+    try:
+        with httpclient.InferenceServerClient(server.hostport) as client:
+            # Added after the start: per device where the served model has it global.
+            _with_resources(tmp_path, "b_per_device", '{ name: "resource2" count: 2 }')
+            both = "present as both global and device-specific"
+            with pytest.raises(InferenceServerException, match=both):
+                client.load_model("b_per_device")
+            assert not client.is_model_ready("b_per_device")
+            # More of it than --rate-limit-resource gives: refused in Triton's words.
+            _with_resources(tmp_path, "c_greedy", '{ name: "resource2" global: true count: 3 }')
+            greedy = r'"resource2" is limited to 2 .* count is 3'
+            with pytest.raises(InferenceServerException, match=greedy):
+                client.load_model("c_greedy")
+            # One that fits loads, and the first still serves.
+            _with_resources(tmp_path, "d_modest", '{ name: "resource2" global: true count: 1 }')
+            client.load_model("d_modest")
+            assert client.is_model_ready("d_modest") and client.is_model_ready("a_global")
     finally:
         server.stop()
