@@ -13,6 +13,8 @@
     replica_config  configs only a replica can complete (`auto_complete_config`)
     image_builder   each model's snapshot image, built or pulled (start-up, and changes)
     sharing         which models share replicas (`thaw.placement`), handed to the backend
+    rate_limits     with `--rate-limit`: the models sharing replicas for a resource in common,
+                    and a later load judged beside the served models (pure)
     log_push        the log settings: the activator's own log, and every replica told them
     trace_push      the trace settings, told to every replica once a client changes them
     replica_push    settings posted to replicas in the background

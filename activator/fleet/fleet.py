@@ -34,6 +34,7 @@ from activator.endpoint.replica_metrics import (
 from activator.endpoint.replica_stats import ModelStatistics
 from activator.endpoint.shared_limit import SharedLimits
 from activator.errors import ActivationFailed, RuntimeRefused, UnknownModel
+from activator.fleet import rate_limits
 from activator.fleet.image_builder import ImageJobs
 from activator.fleet.in_place import Updates
 from activator.fleet.load_calls import LoadCalls
@@ -64,14 +65,7 @@ from activator.scaler.backend import (
 )
 from activator.scaler.factory import open_backend
 from activator.scaler.kube_config import KubernetesConfig
-from activator.scaler.local_config import LocalConfig
 from activator.scaler.runtime_control import RuntimeControl
-from thawserver.rate_limit_resources import (
-    contended,
-    group_devices,
-    load_refusal,
-    requirements,
-)
 from thawwire.load_overrides import LoadOverride
 from tritonconfig import sequence_idle_us
 from tritonconfig.fingerprint import Fingerprint
@@ -424,28 +418,13 @@ class Fleet:
         return {m.entry.name: m.entry for m in self.models.values()}
 
     def _contended(self) -> dict[str, frozenset[str]]:
-        """With `--rate-limit=execution_count` (local scaler), the models naming a
-        rate-limiter resource another model names, with the names: they share replicas."""
-        scaler = self.config.scaler
-        if not isinstance(scaler, LocalConfig) or not scaler.rate_limited:
-            return {}
-        return contended({m.entry.name: m.entry.config for m in self.models.values()})
+        """The models sharing replicas for their rate-limiter resources (rate_limits)."""
+        return rate_limits.sharing(self.config.scaler, self._entries())
 
     def rate_limit_problem(self, entry: ModelEntry) -> str | None:
-        """With `--rate-limit=execution_count` (local scaler), Triton's refusal of a load of
-        `entry` (added or changed after the start) beside the other served models: a
-        resource global in one and per device in the other, or a `--rate-limit-resource`
-        count below its need (thawserver.rate_limit_resources, as judged at start)."""
-        scaler = self.config.scaler
-        if not isinstance(scaler, LocalConfig) or not scaler.rate_limited:
-            return None
-        others = [
-            requirements(m.entry.config, group_devices(m.entry.config))
-            for name, m in self.models.items()
-            if name != entry.name
-        ]
-        needs = requirements(entry.config, group_devices(entry.config))
-        return load_refusal(needs, others, scaler.rate_limit_resources)
+        """Triton's refusal of a load of `entry` (added or changed after the start) beside
+        the other served models for its rate-limiter resources (rate_limits)."""
+        return rate_limits.load_problem(self.config.scaler, entry, self._entries())
 
     def _share_again(self, name: str) -> None:
         """Register `name` with the backend after its files were added or changed, and the
