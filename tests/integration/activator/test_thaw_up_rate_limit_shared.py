@@ -2,7 +2,8 @@
 replicas, so one rate limiter counts them all, as one tritonserver's does. Two Python models
 each need the whole of `R` (count 1, the count given to each replica as the most one instance
 asks): their executions never overlap, though each model has replicas of its own without the
-flag. A model naming a resource no other model names keeps a replica of its own."""
+flag, and the second goes beside the first even over the shared replica's budget. A model
+naming a resource no other model names keeps a replica of its own."""
 
 from __future__ import annotations
 
@@ -64,7 +65,11 @@ def test_models_naming_one_resource_run_one_at_a_time_in_one_replica(tmp_path: P
     _span_model(tmp_path, "first", "R")
     _span_model(tmp_path, "second", "R")
     _span_model(tmp_path, "alone", "own")
-    server = UpProcess(tmp_path, *_QUIET, "--rate-limit=execution_count")
+    # A shared replica's budget below one model's footprint: the second model has no room
+    # beside the first (busy, within its eviction grace) and goes there over the budget.
+    budget = ("--shared-replica-bytes", str(1 << 20), "--shared-model-overhead-bytes",
+              str(1 << 20), "--evict-grace-s", "600")  # fmt: skip
+    server = UpProcess(tmp_path, *_QUIET, *budget, "--rate-limit=execution_count")
     try:
         with httpclient.InferenceServerClient(server.hostport, concurrency=2) as client:
             for model in ("first", "second", "alone"):  # awake: no cold start in the spans
@@ -79,5 +84,6 @@ def test_models_naming_one_resource_run_one_at_a_time_in_one_replica(tmp_path: P
         log = server.log_path.read_text(errors="replace")
         assert "model=first shares replicas with the models naming its rate-limiter" in log
         assert "model=alone shares" not in log
+        assert "over its budget, beside the models naming its rate-limiter resources" in log
     finally:
         server.stop()
