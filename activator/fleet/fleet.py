@@ -423,8 +423,10 @@ class Fleet:
 
     def rate_limit_problem(self, entry: ModelEntry) -> str | None:
         """Triton's refusal of a load of `entry` (added or changed after the start) beside
-        the other served models for its rate-limiter resources (rate_limits)."""
-        return rate_limits.load_problem(self.config.scaler, entry, self._entries())
+        the other loaded models for its rate-limiter resources (rate_limits); in explicit
+        mode a model not loaded, or unloaded, claims nothing, as in Triton."""
+        loaded = {n: e for n, e in self._entries().items() if self.load_states.loaded(n)}
+        return rate_limits.load_problem(self.config.scaler, entry, loaded)
 
     def _share_again(self, name: str) -> None:
         """Register `name` with the backend after its files were added or changed, and the

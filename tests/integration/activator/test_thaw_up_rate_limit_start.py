@@ -113,3 +113,20 @@ def test_a_model_loaded_later_is_judged_beside_the_served_ones(tmp_path: Path) -
             assert client.is_model_ready("d_modest") and client.is_model_ready("a_global")
     finally:
         server.stop()
+
+
+def test_in_explicit_mode_only_loaded_models_claim_their_resources(tmp_path: Path) -> None:
+    _with_resources(tmp_path, "a_global", '{ name: "resource2" global: true count: 2 }')
+    _with_resources(tmp_path, "b_per_device", '{ name: "resource2" count: 2 }')
+    server = UpProcess(tmp_path, *_QUIET, "--rate-limit=execution_count",
+                       "--model-control-mode=explicit")  # fmt: skip
+    try:
+        with httpclient.InferenceServerClient(server.hostport) as client:
+            client.load_model("b_per_device")  # a_global is not loaded: nothing to clash with
+            with pytest.raises(InferenceServerException, match="present as both global"):
+                client.load_model("a_global")
+            client.unload_model("b_per_device")
+            client.load_model("a_global")  # b_per_device unloaded: it claims nothing now
+            assert client.is_model_ready("a_global")
+    finally:
+        server.stop()
