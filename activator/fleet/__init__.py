@@ -12,7 +12,7 @@
     model_settings  per-model `thaw.*` overrides from `--model-settings FILE`
     replica_config  configs only a replica can complete (`auto_complete_config`)
     image_builder   each model's snapshot image, built or pulled (start-up, and changes)
-    sharing         which models share replicas (`thaw.placement`), handed to the backend
+    sharing         which models share replicas, handed to the backend; the 1/k cost share
     rate_limits     with `--rate-limit`: the models sharing replicas for a resource in common,
                     and a later load judged beside the served models (pure)
     log_push        the log settings: the activator's own log, and every replica told them

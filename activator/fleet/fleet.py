@@ -42,12 +42,16 @@ from activator.fleet.load_state import LoadStates
 from activator.fleet.reload import Reloader, RepositorySync
 from activator.fleet.replica_config import ReplicaConfigs
 from activator.fleet.repository import ModelEntry, Repository
-from activator.fleet.sharing import share_models
+from activator.fleet.sharing import (
+    models_per_shared_replica,
+    running_share,
+    share_models,
+    shared_report,
+)
 from activator.observe.cost import CostFigures, CostLedger
 from activator.observe.history import History, HistorySlice, Sample
 from activator.observe.metrics import Metrics
 from activator.observe.metrics_text import render
-from activator.observe.shared_report import SharedReport
 from activator.observe.status_document import (
     ColdStartReport,
     CostReport,
@@ -70,7 +74,7 @@ from thawwire.load_overrides import LoadOverride
 from tritonconfig import sequence_idle_us
 from tritonconfig.fingerprint import Fingerprint
 
-__all__ = ["RECENT_COLD_STARTS", "Fleet", "FleetModel", "running_share"]
+__all__ = ["RECENT_COLD_STARTS", "Fleet", "FleetModel"]
 
 logger = logging.getLogger(__name__)
 
@@ -272,7 +276,7 @@ class Fleet:
     def observe(self) -> None:
         """Bring every cost ledger up to now; record a history sample when one is due."""
         now = self._clock()
-        sharing = self._models_per_shared_replica()
+        sharing = models_per_shared_replica(self.backend)
         for name, model in self.models.items():
             endpoint = model.endpoint
             running = running_share(endpoint, sharing)
@@ -564,34 +568,8 @@ class Fleet:
             image_builds=self.image_states,
             cold_starts=self.cold_starts(),
             cost=CostReport(self.config.gpu_hour_price, tuple(self.cost_figures())),
-            shared=self._shared_report(),
+            shared=shared_report(self.backend),
         )
-
-    def _models_per_shared_replica(self) -> dict[str, int]:
-        """Shared replica id -> how many models it holds now (none without sharing)."""
-        if not isinstance(self.backend, SharedPlacement):
-            return {}
-        return {r.id: len(r.models) for r in self.backend.shared_status()}
-
-    def _shared_report(self) -> SharedReport:
-        """The shared replicas and what shared placement did to each model (empty when the
-        backend does not share)."""
-        if not isinstance(self.backend, SharedPlacement):
-            return SharedReport()
-        return SharedReport(self.backend.shared_status(), self.backend.shared_counts())
-
-
-def running_share(endpoint: ModelEndpoint, sharing: Mapping[str, int]) -> float:
-    """The model's running replicas for the cost view: a replica shared by k models counts
-    1/k (its replica-seconds are shared out among them), any other one 1."""
-    live = [r for r in endpoint.replicas if not r.dead]
-    if not sharing:
-        return float(endpoint.running_count)
-    share = float(endpoint.running_count - len(live))  # starts in progress count whole
-    for replica in live:
-        host = replica.handle.host
-        share += 1.0 / max(1, sharing.get(host, 1)) if host is not None else 1.0
-    return share
 
 
 def _sequence_idle_s(entry: ModelEntry) -> float | None:

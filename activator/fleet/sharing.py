@@ -1,6 +1,10 @@
 """Which models share replicas (`thaw.placement` shared, or with `--rate-limit` a rate-limiter
 resource named in common), handed to a backend that can share.
 
+Also what the fleet's cost view and status document read of sharing: how many models each
+shared replica holds, a model's running replicas counted 1/k on a replica shared by k models,
+and the shared section of the status document.
+
 Each shared model is registered with the backend (activator.scaler.backend.SharedPlacement)
 with what it costs (its weights: the files of its served versions, which its image lays out
 as they are) and two hooks into its endpoint: its activity now, read before evicting it, and
@@ -16,9 +20,16 @@ from pathlib import Path
 from activator.config import Placement
 from activator.endpoint.model_endpoint import ModelEndpoint
 from activator.fleet.repository import ModelEntry
+from activator.observe.shared_report import SharedReport
 from activator.scaler.backend import ScalerBackend, SharedPlacement
 
-__all__ = ["share_models", "weights_bytes"]
+__all__ = [
+    "models_per_shared_replica",
+    "running_share",
+    "share_models",
+    "shared_report",
+    "weights_bytes",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -82,3 +93,31 @@ def share_models(
             ", ".join(refused),
         )
     return refused
+
+
+def models_per_shared_replica(backend: ScalerBackend) -> dict[str, int]:
+    """Shared replica id -> how many models it holds now (none without sharing)."""
+    if not isinstance(backend, SharedPlacement):
+        return {}
+    return {r.id: len(r.models) for r in backend.shared_status()}
+
+
+def shared_report(backend: ScalerBackend) -> SharedReport:
+    """The shared replicas and what shared placement did to each model (empty when the
+    backend does not share)."""
+    if not isinstance(backend, SharedPlacement):
+        return SharedReport()
+    return SharedReport(backend.shared_status(), backend.shared_counts())
+
+
+def running_share(endpoint: ModelEndpoint, sharing: Mapping[str, int]) -> float:
+    """The model's running replicas for the cost view: a replica shared by k models counts
+    1/k (its replica-seconds are shared out among them), any other one 1."""
+    live = [r for r in endpoint.replicas if not r.dead]
+    if not sharing:
+        return float(endpoint.running_count)
+    share = float(endpoint.running_count - len(live))  # starts in progress count whole
+    for replica in live:
+        host = replica.handle.host
+        share += 1.0 / max(1, sharing.get(host, 1)) if host is not None else 1.0
+    return share

@@ -13,7 +13,7 @@ from activator.endpoint.breaker import Breaker
 from activator.endpoint.model_endpoint import ModelEndpoint
 from activator.endpoint.shared_limit import SharedLimit, SharedLimits
 from activator.errors import ActivatorError
-from activator.fleet.fleet import running_share
+from activator.fleet.sharing import running_share
 from activator.observe.metrics import Metrics
 from tests.fakes.clock import FakeClock
 from tests.fakes.loop import settle
