@@ -31,6 +31,7 @@ import numpy as np
 import uvloop
 
 from benchmarks.machine import machine_line
+from benchmarks.proc_cpu import stat_cpu_s
 from benchmarks.workloads import ADD_SUB_CONFIG, ADD_SUB_ELEMENTS, write_add_sub
 from runtime.backends.base import LoadContext
 from runtime.inference import InferRequest, InferTensor
@@ -57,8 +58,7 @@ class Round:
 
 
 def _cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICKS_PER_S  # utime + stime
+    return stat_cpu_s(Path(f"/proc/{pid}/stat").read_text(), _TICKS_PER_S)
 
 
 def _children() -> list[int]:

@@ -32,71 +32,14 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import psutil
-
 from benchmarks.load_client import run_load
 from benchmarks.machine import machine_line
 from benchmarks.peers import PeerHandle, ThawPeer, free_port
+from benchmarks.proc_cpu import Counters, tree_counters
 from benchmarks.serve_throughput import set_python_runtime
 from benchmarks.workloads import add_sub_workload, write_add_sub
 
 MODES = ("process", "in_process")
-
-
-@dataclass(frozen=True)
-class Counters:
-    """CPU seconds and voluntary context switches, summed over threads."""
-
-    cpu_s: float = 0.0
-    sleeps: int = 0
-
-    def __sub__(self, other: Counters) -> Counters:
-        return Counters(self.cpu_s - other.cpu_s, self.sleeps - other.sleeps)
-
-    def __add__(self, other: Counters) -> Counters:
-        return Counters(self.cpu_s + other.cpu_s, self.sleeps + other.sleeps)
-
-
-def parse_task(status: str, stat: str, ticks_per_s: int) -> Counters:
-    """One thread's counters from its /proc/<pid>/task/<tid>/status and stat texts."""
-    sleeps = 0
-    for line in status.splitlines():
-        if line.startswith("voluntary_ctxt_switches:"):
-            sleeps = int(line.split()[1])
-    # stat: "pid (comm) state ..." where comm may hold spaces and parentheses; utime and
-    # stime are the 14th and 15th fields, the 12th and 13th after the comm's closing paren.
-    fields = stat.rsplit(")", 1)[1].split()
-    return Counters((int(fields[11]) + int(fields[12])) / ticks_per_s, sleeps)
-
-
-def process_counters(pid: int) -> Counters:
-    """A process's counters, over its live threads (0 for a process that is gone)."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = Counters()
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return total
-    for tid in tids:
-        try:
-            status = Path(f"/proc/{pid}/task/{tid}/status").read_text()
-            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
-        except OSError:
-            continue  # the thread ended between the listing and the read
-        total = total + parse_task(status, stat, ticks)
-    return total
-
-
-def tree_counters(pid: int) -> tuple[Counters, Counters]:
-    """(the server process, its descendants: the stubs) now."""
-    try:
-        children = psutil.Process(pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        return Counters(), Counters()
-    stubs = Counters()
-    for child in children:
-        stubs = stubs + process_counters(child.pid)
-    return process_counters(pid), stubs
 
 
 @dataclass(frozen=True)
