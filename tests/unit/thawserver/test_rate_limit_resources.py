@@ -148,3 +148,22 @@ def test_models_naming_a_resource_in_common_are_contended_with_every_name_they_n
     # One model alone contends with nobody, whatever it names: its replicas count it alone.
     assert contended({"v2": _V2, "lone": lone}) == {}
     assert contended({}) == {}
+
+
+def test_hostile_resource_names_and_many_models_are_grouped_not_raised() -> None:
+    odd = '{ name: "" count: 1 }, { name: "q\\"uote\\nline \\u00e9" count: 4294967295 }'
+    configs = {
+        "empty_and_odd": _config(f"{{ count: 1 rate_limiter {{ resources [ {odd} ] }} }}"),
+        "empty_too": _config('{ count: 1 rate_limiter { resources [{ name: "" count: 1 }] } }'),
+        # Many groups and a resource named in each of 2,000 models: one pass, no blow-up.
+        **{
+            f"m{i}": _config(
+                f'{{ count: 1 rate_limiter {{ resources [{{ name: "R{i % 7}" count: 1 }}] }} }}'
+            )
+            for i in range(2000)
+        },
+    }
+    found = contended(configs)
+    assert found["empty_and_odd"] == frozenset({"", 'q"uote\nline é'})
+    assert found["empty_too"] == frozenset({""})
+    assert len(found) == 2002 and found["m9"] == frozenset({"R2"})
