@@ -331,11 +331,12 @@ class ModelEndpoint:
         async with self._admission.acquire(0, loading=True):
             pass
 
-    async def scale_to_zero(self) -> None:
+    async def scale_to_zero(self, *, wait: bool = True) -> None:
         """Forget recent traffic and drain every replica now (Thaw's own scale-to-zero call,
-        the model staying loaded: a request held meanwhile wakes it again)."""
+        the model staying loaded: a request held meanwhile wakes it again); `wait`: until
+        they are stopped."""
         self._reconciler.forget()
-        await self._replicas.drain()
+        await self._replicas.drain(wait=wait)
 
     async def unload(self, refusal: Exception | None) -> None:
         """The repository unload call: forget recent traffic, answer the requests still held
@@ -347,11 +348,11 @@ class ModelEndpoint:
             self._admission.fail_held(refusal)
         await self._replicas.drain_all()
 
-    async def replace_replicas(self) -> None:
-        """The model's files changed: drain every replica now (requests in flight finish);
-        a replica still starting is stopped once up, unused. A request meanwhile is held and
-        wakes a replica of the new files."""
-        await self._replicas.renew()
+    async def replace_replicas(self, *, wait: bool = True) -> None:
+        """The model's files changed: drain every replica now (requests in flight finish)
+        and (`wait`) wait until they are stopped; a replica still starting is stopped once
+        up, unused. A request meanwhile is held and wakes a replica of the new files."""
+        await self._replicas.renew(wait=wait)
 
     def keep_replicas(self) -> tuple[Replica, ...]:
         """The model's config changed in a way its replicas take in place (activator.fleet.

@@ -227,17 +227,21 @@ class ReplicaSet:
     # ---- leaving ------------------------------------------------------------------------------
 
     def retire(self, replica: Replica, *, timeout_s: float | None = None) -> None:
-        """Drain `replica` in the background (default: the drain timeout)."""
+        """Drain `replica` in the background (default: the drain timeout); it is routed no
+        new request from now on."""
         drain_s = self._drain_timeout_s if timeout_s is None else timeout_s
+        replica.draining = True
+        self._publish()
         self._spawn(self._retire(replica, timeout_s=drain_s))
 
-    async def renew(self) -> None:
-        """The model's files changed: drain every routable replica now and wait until they
-        are stopped; a start in progress is stopped once it is up, never routed to. A failed
-        start's error was about the old files: it is forgotten (readiness, the index)."""
+    async def renew(self, *, wait: bool = True) -> None:
+        """The model's files changed: drain every routable replica now and (`wait`) wait
+        until they are stopped; a start in progress is stopped once it is up, never routed
+        to. A failed start's error was about the old files: it is forgotten (readiness, the
+        index). Without `wait` the drains run on after the return (`drain`)."""
         self._generation += 1
         self.last_error = None
-        await self.drain()
+        await self.drain(wait=wait)
 
     async def drain_all(self) -> None:
         """The model was unloaded: drain every routable replica now and wait until they are
@@ -254,9 +258,16 @@ class ReplicaSet:
         self.last_error = None
         return self.routable()
 
-    async def drain(self) -> None:
-        """Drain every routable replica now and wait until they are stopped."""
+    async def drain(self, *, wait: bool = True) -> None:
+        """Drain every routable replica now and (`wait`) wait until they are stopped. Without
+        `wait` they are out of rotation at the return and stop in the background: a call
+        carried by one of them (a handed-off connection's) cannot wait for its stop, which
+        waits for its connections to be quiet."""
         live = self.routable()
+        if not wait:
+            for replica in live:
+                self.retire(replica)
+            return
         await asyncio.gather(*(self._retire(r, timeout_s=self._drain_timeout_s) for r in live))
 
     def fail(self, replica: Replica, reason: str) -> None:

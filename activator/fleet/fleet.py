@@ -219,10 +219,13 @@ class Fleet:
             raise refusal
         return entry if version is None else self.repository.get(name, version)
 
-    async def load(self, name: str, override: LoadOverride | None = None) -> None:
+    async def load(
+        self, name: str, override: LoadOverride | None = None, *, wait: bool = True
+    ) -> None:
         """The repository load call: re-read `name` and warm it, then loaded, with its
-        ensemble's steps (activator.fleet.load_calls)."""
-        await self._load_calls.load(name, override)
+        ensemble's steps (activator.fleet.load_calls; `wait`: the replicas it replaces
+        stopped before the return)."""
+        await self._load_calls.load(name, override, wait=wait)
 
     async def unload(
         self, name: str, *, wait: bool = True, unload_dependents: bool = False

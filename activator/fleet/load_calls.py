@@ -102,12 +102,15 @@ class LoadCalls:
         if self._shared is not None:
             self._shared.share_load_state(self.adopt)
 
-    async def load(self, name: str, override: LoadOverride | None = None) -> None:
+    async def load(
+        self, name: str, override: LoadOverride | None = None, *, wait: bool = True
+    ) -> None:
         """The repository load call: re-read `name` and warm it (activator.fleet.reload); it
         is loaded, with its ensemble's steps, once its files were read, even when the warm-up
-        fails (then unavailable with why, as a Triton model whose load failed)."""
+        fails (then unavailable with why, as a Triton model whose load failed). Without
+        `wait` the replicas it replaces stop after the return (a call a replica carried)."""
         try:
-            await self._reloader.load(name, override)
+            await self._reloader.load(name, override, wait=wait)
         except ActivationFailed as exc:
             await self._loaded_by_name(name)
             if exc.refusal.startswith(LOAD_FAILED_WORDS):

@@ -166,9 +166,15 @@ class Reloader:
         # Models served with a load's override, by name (module docstring).
         self._overrides: dict[str, _Served] = {}
 
-    async def load(self, name: str, override: LoadOverride | None = None) -> None:
+    async def load(
+        self, name: str, override: LoadOverride | None = None, *, wait: bool = True
+    ) -> None:
         """The repository load call: re-read `name` (with the load's `override`, if any), act
-        on its change, then warm it."""
+        on its change, then warm it. Without `wait` the replicas it replaces are out of
+        rotation at once but stop in the background (their drains are not waited for): a
+        call that came through a replica (a handed-off connection) cannot wait for that
+        replica's stop, which waits for the call. Triton's load, too, returns once the new
+        version is ready, the old one unloading once its requests are done."""
         if not self._rereads:
             if override is not None:
                 raise NotSupported(
@@ -187,20 +193,20 @@ class Reloader:
             # that name each other (a cycle, refused) must not wait on each other's lock.
             first = await asyncio.to_thread(repository.reread, name)
             for step in await asyncio.to_thread(_steps_of, first, repository.config_name):
-                if step != name and await self._reread_step(step):
+                if step != name and await self._reread_step(step, wait=wait):
                     changed.append(step)
         async with self._lock(name):
             if override is not None:
                 # Warmed under the lock: a failed wake rolls back to what served before.
-                await self._load_override(name, override)
+                await self._load_override(name, override, wait=wait)
                 endpoint = None
             elif await asyncio.to_thread(self._keeps_override, name):
                 endpoint = self._models.endpoint(name)
             else:
                 reread = await asyncio.to_thread(repository.reread, name)
-                endpoint = await self._apply(reread, by_name=True)
+                endpoint = await self._apply(reread, by_name=True, wait=wait)
                 await self._forget_override(name)
-        await self._renew_dependents(changed, besides=())
+        await self._renew_dependents(changed, besides=(), wait=wait)
         if endpoint is not None:
             await endpoint.warm()
 
@@ -213,7 +219,7 @@ class Reloader:
         except OSError as exc:
             raise BadRequest(refused(name, str(exc))) from exc
 
-    async def _reread_step(self, name: str) -> bool:
+    async def _reread_step(self, name: str, *, wait: bool) -> bool:
         """Re-read an ensemble's step `name` and act on it (never warmed: its ensemble's
         replica runs it); whether it changed. Its refusal is the ensemble's to tell."""
         repository = self._models.repository
@@ -222,7 +228,7 @@ class Reloader:
             if compare_one(repository.fingerprint_of(name), reread.fingerprint) is Change.UNCHANGED:
                 return False
             try:
-                await self._apply(reread)
+                await self._apply(reread, wait=wait)
             except (UnknownModel, ConfigError) as exc:
                 logger.warning("model=%s not reloaded: %s", name, exc)
             return True
@@ -248,7 +254,7 @@ class Reloader:
         """Remove every override's written files (blocking: `thaw up` stops)."""
         self._files.close()
 
-    async def _load_override(self, name: str, override: LoadOverride) -> None:
+    async def _load_override(self, name: str, override: LoadOverride, *, wait: bool) -> None:
         """Serve `name` with a load's override and warm it: its files written out (if any),
         read as its changed files; refused (400), nothing kept, when they cannot be served.
         A wake that fails (a replica refuses the override) is refused too, and what served
@@ -271,14 +277,14 @@ class Reloader:
             if reread.fingerprint is None:  # a config alone for a model no repository has
                 raise UnknownModel(not_in_repository(name))
             files_now = await asyncio.to_thread(repository.files_now, name)
-            endpoint = await self._apply(reread, parameters=override.parameters())
+            endpoint = await self._apply(reread, parameters=override.parameters(), wait=wait)
             if endpoint is None:  # several namespaces hold the name: no one model to serve
                 raise ConfigError(load_failed(name, ambiguous(name, len(reread.ambiguous))))
             self._overrides[name] = _Served(override, directory, files_now)
             try:
                 await endpoint.warm()
             except ActivationFailed as exc:
-                await self._roll_back(name, before, endpoint)
+                await self._roll_back(name, before, endpoint, wait=wait)
                 raise ConfigError(load_failed(name, exc.message)) from exc
         except BaseException:
             if directory is not None:
@@ -290,7 +296,9 @@ class Reloader:
         logger.info("model=%s loaded with its load's override (%s)", name,
                     "config and files" if directory is not None else "config")  # fmt: skip
 
-    async def _roll_back(self, name: str, before: _Before, endpoint: ModelEndpoint) -> None:
+    async def _roll_back(
+        self, name: str, before: _Before, endpoint: ModelEndpoint, *, wait: bool
+    ) -> None:
         """Serve `before` again after an override whose wake failed (a model that was not
         served before is dropped: its next plain load reads its repository)."""
         models = self._models
@@ -303,7 +311,7 @@ class Reloader:
         previous = before.served.override.parameters() if before.served is not None else None
         models.load_parameters(name, previous)
         models.renew_model(before.entry, before.files)
-        await endpoint.replace_replicas()
+        await endpoint.replace_replicas(wait=wait)
         logger.warning("model=%s override refused by its replica; what served before serves "
                        "again", name)  # fmt: skip
         if before.warm:
@@ -348,9 +356,11 @@ class Reloader:
         names = [r.name for r in rereads]
         await self._renew_dependents(names, besides=names)
 
-    async def _renew_dependents(self, names: Collection[str], *, besides: Collection[str]) -> None:
+    async def _renew_dependents(
+        self, names: Collection[str], *, besides: Collection[str], wait: bool = True
+    ) -> None:
         """With namespacing: replace the replicas of the ensembles (but `besides`) that step
-        on a model of `names`, whose name changed (module docstring)."""
+        on a model of `names`, whose name changed (module docstring); `wait` as `load`'s."""
         repository = self._models.repository
         if not repository.namespacing or not names:
             return
@@ -358,7 +368,7 @@ class Reloader:
         for ensemble in sorted(ensembles):
             logger.info("model=%s a step changed: its replicas are replaced", ensemble)
         await asyncio.gather(
-            *(self._models.endpoint(e).replace_replicas() for e in sorted(ensembles))
+            *(self._models.endpoint(e).replace_replicas(wait=wait) for e in sorted(ensembles))
         )
 
     async def _poll_one(self, reread: Reread) -> None:
@@ -402,13 +412,14 @@ class Reloader:
         *,
         parameters: Mapping[str, str] | None = None,
         by_name: bool = False,
+        wait: bool = True,
     ) -> ModelEndpoint | None:
         """Act on one model's re-read (module docstring); its endpoint (None: ambiguous), or
         the refusal. `parameters`: its replicas' load call's (a load's override), set once it
         is served. `by_name`: a load call named it; a served model whose files did not change
         has its replicas replaced all the same, as Triton's explicit load of an unchanged
         model loads it again (its `initialize` runs again; an ensemble runs no code of its
-        own: kept)."""
+        own: kept). `wait`: whether the replicas it replaces are waited for (`load`)."""
         models, name = self._models, reread.name
         change = compare_one(models.repository.fingerprint_of(name), reread.fingerprint)
         if change is Change.REMOVED or reread.fingerprint is None:
@@ -438,7 +449,7 @@ class Reloader:
         if change is Change.UNCHANGED:
             endpoint = models.endpoint(name)
             if by_name and not entry.ensemble:
-                await endpoint.replace_replicas()
+                await endpoint.replace_replicas(wait=wait)
             return endpoint
         before = models.repository.get(name)
         before_files = models.repository.fingerprint_of(name) or ()
@@ -458,7 +469,7 @@ class Reloader:
         endpoint = models.renew_model(entry, reread.fingerprint)
         # Replace the replicas of the old files: each drains (its requests in flight finish);
         # a request meanwhile is held and wakes a replica of the new files.
-        await endpoint.replace_replicas()
+        await endpoint.replace_replicas(wait=wait)
         return endpoint
 
     async def _update_in_place(

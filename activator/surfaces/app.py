@@ -445,7 +445,9 @@ def _require_model_control(fleet: Fleet) -> None:
 async def load(request: web.Request) -> web.Response:
     """Re-read the model's directory (a model added, or its changed files, or the load's
     `config` / `file:` override: activator.fleet.reload), then warm it: returns once one
-    replica is ready (or the wake-up failed)."""
+    replica is ready (or the wake-up failed). A call a replica sent back (a client's
+    handed-off connection) does not wait for the replaced replicas to stop: the replica that
+    carries the call may be one of them, and its stop waits for the call."""
     fleet = request.app[FLEET]
     _require_model_control(fleet)
     name = request.match_info["model"]
@@ -458,7 +460,7 @@ async def load(request: web.Request) -> web.Response:
         override = await asyncio.to_thread(overrides_from_json, params)  # base64 files
     except LoadOverrideError as exc:
         raise BadRequest(refused(name, exc.message)) from None
-    await fleet.load(name, override)
+    await fleet.load(name, override, wait=not sent_back(request.path_qs))
     return web.Response(status=200)
 
 
@@ -483,12 +485,13 @@ async def unload(request: web.Request) -> web.Response:
 
 async def to_zero(request: web.Request) -> web.Response:
     """Thaw's own: scale a loaded model to zero now (its replicas drained), and keep it loaded:
-    its next request wakes it. Model control's switch and category, as unload."""
+    its next request wakes it. Model control's switch and category, as unload (a call a
+    replica sent back returns once its replicas are out of rotation, as load's)."""
     fleet = request.app[FLEET]
     _require_model_control(fleet)
     name = request.match_info["model"]
     fleet.serving(name)
-    await fleet.endpoint(name).scale_to_zero()
+    await fleet.endpoint(name).scale_to_zero(wait=not sent_back(request.path_qs))
     return web.Response(status=200)
 
 

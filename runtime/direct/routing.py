@@ -7,7 +7,10 @@ its requests by their transport. A request for a model this replica has loaded
 (thawwire.paths.model_of: metadata, ready, config, infer) goes on to the app; anything else
 (server paths, other models, statistics, the repository API) is forwarded to the front door
 (runtime.direct.front_door). After `max_age_s` the next response carries `Connection: close`,
-so the client reconnects through the activator and load rebalances after a scale-up.
+so the client reconnects through the activator and load rebalances after a scale-up; so does
+the answer to a model-control call (a repository load or unload, Thaw's scale-to-zero): what
+serves may have changed, this replica may be leaving, and the client's next request is routed
+afresh (a load's replaced replica answering it would answer for the old files).
 
 The connection's state byte (runtime.direct.state) follows each response through public
 hooks: `on_response_prepare` (headers about to be written: RESPONDING) and the middleware
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
@@ -40,6 +44,10 @@ __all__ = ["DIRECT_ROUTING", "DirectRouting"]
 _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 _PATHS_KEPT = 1024
+# The calls that change what serves a model (the activator's routes: activator.surfaces.app).
+_MODEL_CONTROL = re.compile(
+    r"/v2/repository/models/[^/]+/(?:load|unload)|/thaw/models/[^/]+/scale-to-zero"
+)
 _UNSEEN = "/"  # no model's name: model_of never returns it
 
 
@@ -126,7 +134,8 @@ class DirectRouting:
                 request[SEND_BACK] = self._send_backs[close]
                 response = await handler(request)
             else:
-                response = await self._front_door.forward(request, close=close)
+                control = _MODEL_CONTROL.fullmatch(path) is not None
+                response = await self._front_door.forward(request, close=close or control)
         finally:
             load.change(clock(), -1)
         if close and not response.prepared:

@@ -39,7 +39,7 @@ class _Reloader:
     def __init__(self) -> None:
         self.calls: list[tuple[str, str]] = []
 
-    async def load(self, name: str, override: object = None) -> None:
+    async def load(self, name: str, override: object = None, *, wait: bool = True) -> None:
         self.calls.append(("load", name))
 
     async def unload(self, name: str, refusal: Exception | None = None) -> None:

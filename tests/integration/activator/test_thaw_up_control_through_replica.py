@@ -1,0 +1,146 @@
+"""Model-control calls that reach a real `thaw up` through one of the model's own replicas: a
+client's keep-alive connection handed to the replica (the warm path), on which the client then
+sends a repository load (the model's config changed, or unchanged: Triton reloads it) or
+Thaw's scale-to-zero. The replica forwards the call to the front door, and the call replaces
+or stops that very replica: it must answer at once, not wait for the replica's stop (which
+waits for the connection to go quiet, so both waited the drain timeout, then the client got
+`502 replica ... died while handling the request`). The client's next request on the same
+connection is answered for the new files, not by the replica being replaced."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.loop import HUNG_AFTER_S
+from tests.fixtures.models import python_model
+from tests.fixtures.up_process import UpProcess, light_args
+
+pytestmark = pytest.mark.integration
+
+# Its output is its input times the config's `scale` parameter: which files answered.
+_SCALED_PY = """
+import json
+
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        self.scale = float(config["parameters"]["scale"]["string_value"])
+
+    def execute(self, requests):
+        responses = []
+        for r in requests:
+            data = pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy() * self.scale
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", data)]))
+        return responses
+"""
+_INFER = json.dumps(
+    {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [4], "data": [1, 2, 3, 4]}]}
+).encode()
+# Far above what the test takes: waiting it out shows as a failed test (a 502), not a slow one.
+_DRAIN_TIMEOUT_S = 20
+
+
+def _scale(repo: Path, scale: int) -> None:
+    """`scaled`'s config with `scale`; its mtime moved on (a change, whatever its size)."""
+    path = repo / "scaled" / "config.pbtxt"
+    before = path.stat().st_mtime_ns if path.exists() else 0
+    python_model(
+        repo,
+        "scaled",
+        'name: "scaled"\nbackend: "python"\n'
+        'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
+        'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
+        f'parameters {{ key: "scale" value {{ string_value: "{scale}" }} }}\n',
+        _SCALED_PY,
+    )
+    if before:
+        os.utime(path, ns=(before + 10**9, before + 10**9))
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    repo = tmp_path_factory.mktemp("control_through_replica") / "repo"
+    repo.mkdir()
+    _scale(repo, 1)
+    return repo
+
+
+@pytest.fixture(scope="module")
+def up(repo: Path) -> Iterator[UpProcess]:
+    server = UpProcess(
+        repo,
+        *light_args(repo),
+        "--model-control-mode=explicit",
+        f"--drain-timeout-s={_DRAIN_TIMEOUT_S}",
+    )
+    yield server
+    server.stop()
+
+
+def _call(conn: http.client.HTTPConnection, path: str, body: bytes = b"") -> tuple[int, bytes]:
+    conn.request("POST", path, body)
+    resp = conn.getresponse()
+    return resp.status, resp.read()
+
+
+def _output(conn: http.client.HTTPConnection) -> list[float]:
+    status, body = _call(conn, "/v2/models/scaled/infer", _INFER)
+    assert status == 200, body
+    return list(json.loads(body)["outputs"][0]["data"])
+
+
+def _handed_off(up: UpProcess) -> http.client.HTTPConnection:
+    """A new keep-alive connection whose first request (an inference of the warm model) was
+    handed to its replica; 1, 2, 3, 4 times the scale it answered with is checked by the
+    caller."""
+    conn = http.client.HTTPConnection(up.hostport, timeout=120)
+    _output(conn)
+    up.wait_for(lambda: up.model("scaled")["direct_connections"] == 1, HUNG_AFTER_S, "handoff")
+    return conn
+
+
+def _pids(up: UpProcess) -> list[int]:
+    return [r["pid"] for r in up.model("scaled")["replicas"]]
+
+
+def test_a_load_through_the_replica_it_replaces_answers_and_the_next_request_is_new(
+    up: UpProcess, repo: Path
+) -> None:
+    plain = http.client.HTTPConnection(up.hostport, timeout=120)
+    assert _call(plain, "/v2/repository/models/scaled/load") == (200, b"")
+    plain.close()
+    conn = _handed_off(up)
+    try:
+        [old] = _pids(up)
+        _scale(repo, 2)  # beyond instance_group: the replica is replaced
+        assert _call(conn, "/v2/repository/models/scaled/load") == (200, b"")
+        # The same connection (http.client reconnects after `Connection: close`): new files.
+        assert _output(conn) == [2.0, 4.0, 6.0, 8.0]
+        up.wait_for(lambda: old not in _pids(up), HUNG_AFTER_S, "the old replica's stop")
+    finally:
+        conn.close()
+
+
+def test_a_reload_and_a_scale_to_zero_through_the_replica_answer(up: UpProcess) -> None:
+    conn = _handed_off(up)
+    try:
+        [old] = _pids(up)
+        # Unchanged: Triton loads it again all the same (a new replica here).
+        assert _call(conn, "/v2/repository/models/scaled/load") == (200, b"")
+        up.wait_for(lambda: old not in _pids(up), HUNG_AFTER_S, "the old replica's stop")
+        conn.close()
+        conn = _handed_off(up)
+        assert _call(conn, "/thaw/models/scaled/scale-to-zero") == (200, b"")
+        up.wait_for(lambda: _pids(up) == [], HUNG_AFTER_S, "scaled at zero")
+        assert _output(conn) == [2.0, 4.0, 6.0, 8.0]  # woken again, still loaded
+    finally:
+        conn.close()
