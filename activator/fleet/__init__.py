@@ -8,6 +8,7 @@
     load_state      Triton's not loaded / loaded / unloaded in explicit mode (pure)
     load_calls      the load and unload calls, as they change the fleet and its load state
     in_place        whether replicas take a changed config in place (an instance update)
+    replica_updates  an instance update in place, sent to a model's replicas
     override_files  a load's `file:` overrides written out, inside thaw up's own directory
     model_settings  per-model `thaw.*` overrides from `--model-settings FILE`
     replica_config  configs only a replica can complete (`auto_complete_config`)

@@ -24,7 +24,6 @@ import aiohttp
 
 from activator.config import ActivatorConfig, BoundAddresses
 from activator.endpoint.model_endpoint import ModelEndpoint
-from activator.endpoint.replica import Replica
 from activator.endpoint.replica_metrics import (
     ModelMetrics,
     merge_families,
@@ -33,7 +32,7 @@ from activator.endpoint.replica_metrics import (
 )
 from activator.endpoint.replica_stats import ModelStatistics
 from activator.endpoint.shared_limit import SharedLimits
-from activator.errors import ActivationFailed, RuntimeRefused, UnknownModel
+from activator.errors import UnknownModel
 from activator.fleet import rate_limits
 from activator.fleet.image_builder import ImageJobs
 from activator.fleet.in_place import Updates
@@ -41,6 +40,7 @@ from activator.fleet.load_calls import LoadCalls
 from activator.fleet.load_state import LoadStates
 from activator.fleet.reload import Reloader, RepositorySync
 from activator.fleet.replica_config import ReplicaConfigs
+from activator.fleet.replica_updates import update_replicas
 from activator.fleet.repository import ModelEntry, Repository
 from activator.fleet.sharing import (
     models_per_shared_replica,
@@ -69,7 +69,6 @@ from activator.scaler.backend import (
 )
 from activator.scaler.factory import open_backend
 from activator.scaler.kube_config import KubernetesConfig
-from activator.scaler.runtime_control import RuntimeControl
 from thawwire.load_overrides import LoadOverride
 from tritonconfig import sequence_idle_us
 from tritonconfig.fingerprint import Fingerprint
@@ -197,6 +196,7 @@ class Fleet:
             shared=shared_states,
         )
         self._tasks: list[asyncio.Task[None]] = []
+        self._dropping: set[asyncio.Task[None]] = set()  # drains of dropped models, not waited
         self._images_task: asyncio.Task[None] | None = None
         metrics.watch_caches(config.cache_dir, config.host_cache_dir)
 
@@ -379,35 +379,14 @@ class Fleet:
     async def update_replicas(
         self, name: str, parameters: Mapping[str, str] | None = None
     ) -> Updates:
-        """Send `name`'s load (with `parameters`: a load's `config` override) to each of its
-        routable replicas at once, for each to take its change in place (instance groups,
-        versions: activator.fleet.in_place), and gather their answers; a replica still
-        starting is stopped once up, unused. None up: nothing to send."""
-        endpoint = self.models[name].endpoint
-        timeout_s = endpoint.settings.start_timeout_s  # a load, as a replica start's
+        """Send `name`'s load to each of its routable replicas, for an instance update in
+        place; their answers (activator.fleet.replica_updates)."""
+        return await update_replicas(self.session, self.models[name].endpoint, name, parameters)
 
-        async def load(replica: Replica) -> None:
-            control = RuntimeControl(self.session, replica.url, name=replica.id)
-            await control.load(name, timeout_s=timeout_s, parameters=parameters)
-
-        replicas = endpoint.keep_replicas()
-        answers = await asyncio.gather(*(load(r) for r in replicas), return_exceptions=True)
-        refused, failed = [], []
-        for replica, answer in zip(replicas, answers, strict=True):
-            if isinstance(answer, RuntimeRefused):
-                refused.append(answer.reason)
-            elif isinstance(answer, ActivationFailed):
-                failed.append(answer.message)
-            elif isinstance(answer, BaseException):
-                raise answer
-            logger.debug("model=%s replica %s update in place: %s", name, replica.id,
-                         "done" if answer is None else answer)  # fmt: skip
-        updated = len(replicas) - len(refused) - len(failed)
-        return Updates(updated, tuple(refused), tuple(failed))
-
-    async def drop_model(self, name: str) -> None:
+    async def drop_model(self, name: str, *, wait: bool = True) -> None:
         """A model whose directory is gone: out of the index and routes now, then its
-        replicas drained (requests in flight finish) and its held requests failed."""
+        replicas drained (requests in flight finish) and its held requests failed; without
+        `wait` that drain runs on after the return (a call a replica of the model carried)."""
         record = self.models.pop(name, None)
         self._endpoints.pop(name, None)
         self.repository.remove(name)
@@ -418,8 +397,18 @@ class Fleet:
         if record is None:
             return
         logger.info("model=%s removed from the repository: draining", name)
-        await record.endpoint.scale_to_zero()
-        await record.endpoint.close()
+        drain = self._drain_dropped(record.endpoint)
+        if wait:
+            await drain
+            return
+        task = asyncio.create_task(drain)
+        self._dropping.add(task)
+        task.add_done_callback(self._dropping.discard)
+
+    @staticmethod
+    async def _drain_dropped(endpoint: ModelEndpoint) -> None:
+        await endpoint.scale_to_zero()
+        await endpoint.close()
 
     def _entries(self) -> dict[str, ModelEntry]:
         return {m.entry.name: m.entry for m in self.models.values()}
@@ -512,7 +501,7 @@ class Fleet:
         if isinstance(self.backend, AsyncLifecycle):
             await self.backend.release()  # its replicas outlive this activator
         await self._load_calls.close()
-        await asyncio.gather(*(e.close() for e in self.endpoints.values()))
+        await asyncio.gather(*self._dropping, *(e.close() for e in self.endpoints.values()))
         await self.backend.close()
         await asyncio.to_thread(self.reloader.close)
 

@@ -87,7 +87,9 @@ class ServedModels(Protocol):
 
     def renew_model(self, entry: ModelEntry, files: Fingerprint) -> ModelEndpoint: ...
 
-    async def drop_model(self, name: str) -> None: ...
+    async def drop_model(self, name: str, *, wait: bool = True) -> None:
+        """Drop a model whose directory is gone; `wait`: until its replicas are stopped."""
+        ...
 
     async def update_replicas(
         self, name: str, parameters: Mapping[str, str] | None = None
@@ -304,7 +306,7 @@ class Reloader:
         models = self._models
         self._overrides.pop(name, None)
         if before.entry is None or before.files is None:
-            await models.drop_model(name)
+            await models.drop_model(name, wait=wait)
             return
         if before.served is not None:
             self._overrides[name] = before.served
@@ -424,11 +426,11 @@ class Reloader:
         change = compare_one(models.repository.fingerprint_of(name), reread.fingerprint)
         if change is Change.REMOVED or reread.fingerprint is None:
             if change is Change.REMOVED:
-                await models.drop_model(name)
+                await models.drop_model(name, wait=wait)
             raise UnknownModel(not_in_repository(name))
         if reread.ambiguous:
             if models.served(name):  # held by one more namespace now: no longer by name
-                await models.drop_model(name)
+                await models.drop_model(name, wait=wait)
             models.repository.hold_ambiguous(name, reread.ambiguous, reread.fingerprint)
             return None
         if reread.error is not None:

@@ -1,25 +1,28 @@
 """Model-control calls that reach a real `thaw up` through one of the model's own replicas: a
 client's keep-alive connection handed to the replica (the warm path), on which the client then
-sends a repository load (the model's config changed, or unchanged: Triton reloads it) or
-Thaw's scale-to-zero. The replica forwards the call to the front door, and the call replaces
-or stops that very replica: it must answer at once, not wait for the replica's stop (which
-waits for the connection to go quiet, so both waited the drain timeout, then the client got
-`502 replica ... died while handling the request`). The client's next request on the same
-connection is answered for the new files, not by the replica being replaced."""
+sends a repository load (the model's config changed; unchanged: Triton reloads it; its
+directory removed) or Thaw's scale-to-zero. The replica forwards the call to the front door,
+and the call replaces or stops that very replica: it must answer at once, not wait for the
+replica's stop (which waits for the connection to go quiet, so both waited the drain timeout,
+then the client got `502 replica ... died while handling the request`). The client's next
+request on the same connection is answered for the new files, not by the replica being
+replaced."""
 
 from __future__ import annotations
 
 import http.client
 import json
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.fakes.loop import HUNG_AFTER_S
-from tests.fixtures.models import python_model
+from tests.fixtures.models import ECHO_EXECUTE, python_model
 from tests.fixtures.up_process import UpProcess, light_args
+from thawwire.model_control import not_in_repository
 
 pytestmark = pytest.mark.integration
 
@@ -71,6 +74,15 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     repo = tmp_path_factory.mktemp("control_through_replica") / "repo"
     repo.mkdir()
     _scale(repo, 1)
+    python_model(
+        repo,
+        "gone",
+        'name: "gone"\nbackend: "python"\n'
+        'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
+        'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n',
+        "import triton_python_backend_utils as pb_utils\n\n\nclass TritonPythonModel:"
+        + ECHO_EXECUTE,
+    )
     return repo
 
 
@@ -92,19 +104,18 @@ def _call(conn: http.client.HTTPConnection, path: str, body: bytes = b"") -> tup
     return resp.status, resp.read()
 
 
-def _output(conn: http.client.HTTPConnection) -> list[float]:
-    status, body = _call(conn, "/v2/models/scaled/infer", _INFER)
+def _output(conn: http.client.HTTPConnection, model: str = "scaled") -> list[float]:
+    status, body = _call(conn, f"/v2/models/{model}/infer", _INFER)
     assert status == 200, body
     return list(json.loads(body)["outputs"][0]["data"])
 
 
-def _handed_off(up: UpProcess) -> http.client.HTTPConnection:
-    """A new keep-alive connection whose first request (an inference of the warm model) was
-    handed to its replica; 1, 2, 3, 4 times the scale it answered with is checked by the
-    caller."""
+def _handed_off(up: UpProcess, model: str = "scaled") -> http.client.HTTPConnection:
+    """A new keep-alive connection whose first request (an inference of the warm `model`) was
+    handed to its replica."""
     conn = http.client.HTTPConnection(up.hostport, timeout=120)
-    _output(conn)
-    up.wait_for(lambda: up.model("scaled")["direct_connections"] == 1, HUNG_AFTER_S, "handoff")
+    _output(conn, model)
+    up.wait_for(lambda: up.model(model)["direct_connections"] == 1, HUNG_AFTER_S, "handoff")
     return conn
 
 
@@ -144,3 +155,39 @@ def test_a_reload_and_a_scale_to_zero_through_the_replica_answer(up: UpProcess) 
         assert _output(conn) == [2.0, 4.0, 6.0, 8.0]  # woken again, still loaded
     finally:
         conn.close()
+
+
+def test_a_load_of_a_removed_model_through_its_replica_is_refused(
+    up: UpProcess, repo: Path
+) -> None:
+    plain = http.client.HTTPConnection(up.hostport, timeout=120)
+    assert _call(plain, "/v2/repository/models/gone/load") == (200, b"")
+    plain.close()
+    conn = _handed_off(up, "gone")
+    try:
+        [pid] = [r["pid"] for r in up.model("gone")["replicas"]]
+        shutil.rmtree(repo / "gone")
+        status, body = _call(conn, "/v2/repository/models/gone/load")
+        assert (status, json.loads(body)) == (404, {"error": not_in_repository("gone")})
+        assert "gone" not in [m["name"] for m in _index(up)]
+        up.wait_for(lambda: not _alive(pid), HUNG_AFTER_S, "the dropped model's replica to stop")
+    finally:
+        conn.close()
+
+
+def _index(up: UpProcess) -> list[dict[str, str]]:
+    conn = http.client.HTTPConnection(up.hostport, timeout=120)
+    try:
+        status, body = _call(conn, "/v2/repository/index")
+        assert status == 200, body
+        return list(json.loads(body))
+    finally:
+        conn.close()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
