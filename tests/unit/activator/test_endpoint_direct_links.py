@@ -220,6 +220,32 @@ async def test_a_scale_down_drains_the_replica_with_the_least_direct_work() -> N
     await endpoint.close()
 
 
+async def test_a_replacement_not_waited_for_is_out_of_rotation_at_once() -> None:
+    """A load (or scale-to-zero) a replica carried to the activator cannot wait for that
+    replica's stop, which waits for its connections to be quiet, the one carrying the call
+    too. Not waited for, the replicas are out of rotation at the return (a request meanwhile
+    wakes a new one) and stop once quiet; waited for, the call returns only then."""
+    backend, clock = LinkedBackend(), FakeClock()
+    endpoint = _endpoint(backend, clock)
+    backend.gate.set()
+    await endpoint.warm()
+    (old,) = endpoint.replicas
+    async with asyncio.timeout(5):
+        await endpoint.replace_replicas(wait=False)  # its link is not quiet: returns all the same
+    assert (old.draining, endpoint.ready_count, old.id in backend.stopped) == (True, 0, False)
+    await endpoint.warm()  # a replica of the new files, beside the one draining
+    (new,) = (r for r in endpoint.replicas if r is not old)
+    backend.handoff_link(old.id).quiet.set()
+    await settle(lambda: old.id in backend.stopped)
+    waited = asyncio.create_task(endpoint.scale_to_zero())
+    await settle(lambda: backend.handoff_link(new.id).quiesced != [])
+    assert not waited.done() and new.id not in backend.stopped  # waits for the quiet link
+    backend.handoff_link(new.id).quiet.set()
+    await asyncio.wait_for(waited, 5)
+    assert new.id in backend.stopped
+    await endpoint.close()
+
+
 def test_direct_connections_is_a_true_false_setting() -> None:
     base = ScaleSettings()
     assert base.direct_connections is True
