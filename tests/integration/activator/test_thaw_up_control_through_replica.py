@@ -21,7 +21,7 @@ import pytest
 
 from tests.fakes.loop import HUNG_AFTER_S
 from tests.fixtures.models import ECHO_EXECUTE, python_model
-from tests.fixtures.up_process import UpProcess, light_args
+from tests.fixtures.up_process import UpProcess, light_args, pid_alive
 from thawwire.model_control import not_in_repository
 
 pytestmark = pytest.mark.integration
@@ -119,16 +119,23 @@ def _handed_off(up: UpProcess, model: str = "scaled") -> http.client.HTTPConnect
     return conn
 
 
-def _pids(up: UpProcess) -> list[int]:
-    return [r["pid"] for r in up.model("scaled")["replicas"]]
+def _pids(up: UpProcess, model: str = "scaled") -> list[int]:
+    return [r["pid"] for r in up.model(model)["replicas"]]
+
+
+def _plain(up: UpProcess, path: str) -> tuple[int, bytes]:
+    """`path` POSTed on a connection of its own, served by the activator."""
+    conn = http.client.HTTPConnection(up.hostport, timeout=120)
+    try:
+        return _call(conn, path)
+    finally:
+        conn.close()
 
 
 def test_a_load_through_the_replica_it_replaces_answers_and_the_next_request_is_new(
     up: UpProcess, repo: Path
 ) -> None:
-    plain = http.client.HTTPConnection(up.hostport, timeout=120)
-    assert _call(plain, "/v2/repository/models/scaled/load") == (200, b"")
-    plain.close()
+    assert _plain(up, "/v2/repository/models/scaled/load") == (200, b"")
     conn = _handed_off(up)
     try:
         [old] = _pids(up)
@@ -160,34 +167,15 @@ def test_a_reload_and_a_scale_to_zero_through_the_replica_answer(up: UpProcess) 
 def test_a_load_of_a_removed_model_through_its_replica_is_refused(
     up: UpProcess, repo: Path
 ) -> None:
-    plain = http.client.HTTPConnection(up.hostport, timeout=120)
-    assert _call(plain, "/v2/repository/models/gone/load") == (200, b"")
-    plain.close()
+    assert _plain(up, "/v2/repository/models/gone/load") == (200, b"")
     conn = _handed_off(up, "gone")
     try:
-        [pid] = [r["pid"] for r in up.model("gone")["replicas"]]
+        [pid] = _pids(up, "gone")
         shutil.rmtree(repo / "gone")
         status, body = _call(conn, "/v2/repository/models/gone/load")
         assert (status, json.loads(body)) == (404, {"error": not_in_repository("gone")})
-        assert "gone" not in [m["name"] for m in _index(up)]
-        up.wait_for(lambda: not _alive(pid), HUNG_AFTER_S, "the dropped model's replica to stop")
+        status, index = _plain(up, "/v2/repository/index")
+        assert "gone" not in [m["name"] for m in json.loads(index)]
+        up.wait_for(lambda: not pid_alive(pid), HUNG_AFTER_S, "the dropped model's replica to stop")
     finally:
         conn.close()
-
-
-def _index(up: UpProcess) -> list[dict[str, str]]:
-    conn = http.client.HTTPConnection(up.hostport, timeout=120)
-    try:
-        status, body = _call(conn, "/v2/repository/index")
-        assert status == 200, body
-        return list(json.loads(body))
-    finally:
-        conn.close()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
