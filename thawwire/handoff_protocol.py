@@ -9,7 +9,10 @@ connection handoff over a Unix socket, each connection's state byte, and the loa
 - activator -> replica, on the socket the replica listens on (`--handoff-socket`): one
   `sendmsg` per client connection, `SLOT_BYTES` data bytes (the connection's slot, big-endian,
   `encode_slot`) plus exactly one fd (SCM_RIGHTS). A message with no fd, several fds or not a
-  TCP socket is closed by the replica and its slot returned.
+  TCP socket is closed by the replica and its slot returned. One message carries no
+  connection: `DRAIN` (that value, no fd) says the replica is being drained: each handed-off
+  connection's next response carries `Connection: close`, so its client reconnects through
+  the activator now rather than at the connection's max age.
 - Each slot has one state byte in a file both map (`--handoff-state`, `SLOTS` bytes unless the
   activator made it otherwise): `SlotState`, written by the replica, read by the activator when
   the replica dies.
@@ -32,6 +35,7 @@ from typing import Any
 from thawwire.errors import WireError
 
 __all__ = [
+    "DRAIN",
     "LISTENING_PREFIX",
     "MAX_REPORT_LINE_BYTES",
     "MAX_SLOTS_PER_REPORT",
@@ -52,6 +56,8 @@ LISTENING_PREFIX = "THAW_LISTENING"
 SLOTS = 65536
 """Connection slots per replica: one state byte each in its state file (64 KiB)."""
 SLOT_BYTES = 4
+DRAIN = (1 << (8 * SLOT_BYTES)) - 1
+"""The message value (never a slot: slots are below SLOTS) that tells a replica it is drained."""
 MAX_SLOTS_PER_REPORT = 512
 MAX_REPORT_LINE_BYTES = 65536
 _MAX_COUNT = 1 << 62  # counts and slots beyond this are not a replica's

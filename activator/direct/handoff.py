@@ -28,6 +28,7 @@ from typing import Protocol, runtime_checkable
 from activator.direct.orphans import Outcome, abort, bad_gateway, outcome, settle
 from thawwire.errors import WireError
 from thawwire.handoff_protocol import (
+    DRAIN,
     MAX_REPORT_LINE_BYTES,
     SLOT_BYTES,
     SLOTS,
@@ -115,6 +116,7 @@ class HandoffLink:
         self._slots = SlotTable(len(self._states))
         self._settling: set[asyncio.Task[None]] = set()
         self._died = False
+        self._drain_sent = False
         # Set when the replica closed its end: it is exiting, has exited, or is broken;
         # usually noticed here before its exit is reaped.
         self.lost = asyncio.Event()
@@ -246,12 +248,13 @@ class HandoffLink:
     async def quiesce(
         self, timeout_s: float, *, quiet_s: float = QUIET_S, poll_s: float = QUIET_POLL_S
     ) -> None:
-        """Wait, at most `timeout_s`, until no open connection has had a request for `quiet_s`
-        (every poll saw each one idle), or none is open, or the replica is gone. Call it after
-        `stop_sending`, before stopping the replica: its keep-alive clients in the middle of
-        a request leave by themselves at max age (`Connection: close` on their next answer,
-        they reconnect through the activator), whereas a replica stopped under them drops
-        the request a client sent the instant before (a 502, or a reset connection)."""
+        """Tell the replica it is drained (`drain`), then wait, at most `timeout_s`, until no
+        open connection has had a request for `quiet_s` (every poll saw each one idle), or
+        none is open, or the replica is gone. Call it before stopping the replica: its
+        keep-alive clients in the middle of a request leave at their next answer (`Connection:
+        close`, they reconnect through the activator), whereas a replica stopped under them
+        drops the request a client sent the instant before (a 502, or a reset connection)."""
+        self.drain()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         quiet_since = loop.time()
@@ -268,6 +271,22 @@ class HandoffLink:
                 )  # fmt: skip
                 return
             await asyncio.sleep(min(poll_s, max(0.0, deadline - now)))
+
+    def drain(self) -> None:
+        """Ask the replica to end each handed-off connection at its next response (the
+        protocol's `DRAIN` message), as its max age would later. Best effort: a replica gone
+        or a full socket buffer leaves the max age to do it."""
+        if self._sock is None or self._drain_sent:
+            return
+        try:
+            sent = self._sock.send(encode_slot(DRAIN))
+        except OSError as exc:
+            logger.debug("replica %s: drain message not sent: %s", self.replica_id, exc)
+            return
+        if sent != SLOT_BYTES:  # 4 bytes into a socket buffer: all or nothing in practice
+            self._lost()
+            return
+        self._drain_sent = True
 
     def _lost(self) -> None:
         """The replica closed its end (or broke the protocol): no more handoffs, reports."""

@@ -7,6 +7,8 @@ bytes, load reports); this side listens (mode 0600), takes each message's socket
 `received` right after each batch of messages (before any byte of those connections is read),
 `closed` as soon as connections end here (coalesced per loop iteration), every
 `REPORT_PERIOD_S` while any handed-off connection is open, and once when the last one closes.
+The `DRAIN` message (no connection) tells it that it is being drained: runtime.direct.routing
+ends each connection at its next response.
 
 The activator keeps its own copy of every handed-off socket until it is reported `closed`,
 so a replica that dies does not end its clients' connections: the activator answers them
@@ -33,7 +35,7 @@ from pathlib import Path
 from runtime.direct.protocol import DirectProtocol
 from runtime.direct.routing import DirectRouting
 from runtime.direct.state import ConnectionStates, DirectConnection
-from thawwire.handoff_protocol import MAX_SLOTS_PER_REPORT, SLOT_BYTES, decode_slot
+from thawwire.handoff_protocol import DRAIN, MAX_SLOTS_PER_REPORT, SLOT_BYTES, decode_slot
 
 __all__ = ["REPORT_PERIOD_S", "HandoffReceiver"]
 
@@ -136,8 +138,11 @@ class HandoffReceiver:
             if not data and not fds:
                 alive = False  # the activator went away (or closed this link)
                 break
-            self._received += 1
             slot = decode_slot(data)
+            if slot == DRAIN and not fds:  # no connection: this replica is being drained
+                self._routing.drain()
+                continue
+            self._received += 1
             slot = -1 if slot is None else slot  # -1: misframed, never a slot
             conn = self._message_socket(slot, fds, flags)
             if conn is not None:

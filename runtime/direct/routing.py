@@ -10,7 +10,9 @@ its requests by their transport. A request for a model this replica has loaded
 so the client reconnects through the activator and load rebalances after a scale-up; so does
 the answer to a model-control call (a repository load or unload, Thaw's scale-to-zero): what
 serves may have changed, this replica may be leaving, and the client's next request is routed
-afresh (a load's replaced replica answering it would answer for the old files).
+afresh (a load's replaced replica answering it would answer for the old files). Once `thaw up`
+drains this replica (`drain`: scale-down, replacement), every next response closes its
+connection: the clients go back through the activator at once, not at their max age.
 
 The connection's state byte (runtime.direct.state) follows each response through public
 hooks: `on_response_prepare` (headers about to be written: RESPONDING) and the middleware
@@ -65,6 +67,7 @@ class DirectRouting:
         self._is_loaded = is_loaded
         self._front_door = front_door
         self._max_age_s = max_age_s
+        self._draining = False
         self.clock = clock
         self.load = DirectLoad(clock())
         self._connections: dict[asyncio.BaseTransport, DirectConnection] = {}
@@ -89,6 +92,11 @@ class DirectRouting:
         app.middlewares.insert(1 if guarded else 0, self._middleware())
         app.on_response_prepare.append(self._on_response_prepare)
         app[DIRECT_ROUTING] = self
+
+    def drain(self) -> None:
+        """`thaw up` drains this replica: from now on each handed-off connection's next
+        response carries `Connection: close` (the clients reconnect through the activator)."""
+        self._draining = True
 
     def track(self, direct: DirectConnection) -> None:
         """Requests on `direct`'s transport are routed from now on."""
@@ -122,7 +130,7 @@ class DirectRouting:
         direct.handling()
         clock, load = self.clock, self.load
         now = clock()
-        close = now >= direct.opened_at + self._max_age_s
+        close = self._draining or now >= direct.opened_at + self._max_age_s
         path = request.path
         model = self._models_of.get(path, _UNSEEN)
         if model == _UNSEEN:

@@ -14,6 +14,7 @@ import http.client
 import json
 import os
 import shutil
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -48,8 +49,9 @@ class TritonPythonModel:
 _INFER = json.dumps(
     {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [4], "data": [1, 2, 3, 4]}]}
 ).encode()
-# Far above what the test takes: waiting it out shows as a failed test (a 502), not a slow one.
-_DRAIN_TIMEOUT_S = 20
+# Far above what the test takes: waiting it out shows as a failed test (a 502, a timeout), not
+# a slow one. The max age never ends a direct connection here: only a drain does.
+_DRAIN_TIMEOUT_S = 60
 
 
 def _scale(repo: Path, scale: int) -> None:
@@ -93,6 +95,7 @@ def up(repo: Path) -> Iterator[UpProcess]:
         *light_args(repo),
         "--model-control-mode=explicit",
         f"--drain-timeout-s={_DRAIN_TIMEOUT_S}",
+        "--direct-max-age-s=3600",
     )
     yield server
     server.stop()
@@ -179,3 +182,42 @@ def test_a_load_of_a_removed_model_through_its_replica_is_refused(
         up.wait_for(lambda: not pid_alive(pid), HUNG_AFTER_S, "the dropped model's replica to stop")
     finally:
         conn.close()
+
+
+def test_a_load_beside_a_busy_direct_client_does_not_wait_for_its_max_age(
+    up: UpProcess, repo: Path
+) -> None:
+    """A client in a closed loop on a connection handed to the replica a load replaces kept
+    that replica's drain busy until its connection's max age (10 s by default; 3600 s here),
+    and the load waited as long. The drained replica now ends each connection at its next
+    answer: the client reconnects through the activator, and the load answers long before
+    the drain timeout."""
+    assert _plain(up, "/v2/repository/models/scaled/load") == (200, b"")
+    conn = _handed_off(up)
+    [old] = _pids(up)
+    answers: list[object] = []
+    stop = threading.Event()
+
+    def busy() -> None:
+        while not stop.is_set():
+            try:
+                answers.append(_output(conn)[0])
+            except (OSError, AssertionError, http.client.HTTPException) as exc:
+                answers.append(repr(exc))
+
+    client = threading.Thread(target=busy)
+    client.start()
+    try:
+        up.wait_for(lambda: len(answers) > 20, HUNG_AFTER_S, "the busy client's answers")
+        _scale(repo, 3)
+        load = http.client.HTTPConnection(up.hostport, timeout=_DRAIN_TIMEOUT_S / 2)
+        assert _call(load, "/v2/repository/models/scaled/load") == (200, b"")
+        load.close()
+        assert old not in _pids(up)  # stopped before the load answered
+        seen = len(answers)
+        up.wait_for(lambda: 3.0 in answers[seen:], HUNG_AFTER_S, "the new files' answers")
+    finally:
+        stop.set()
+        client.join(HUNG_AFTER_S)
+        conn.close()
+    assert {type(a) for a in answers} == {float}, [a for a in answers if not isinstance(a, float)]

@@ -27,7 +27,7 @@ from activator.direct.orphans import Outcome
 from tests.fakes.fallback import FakeDoor
 from tests.fakes.loop import HUNG_AFTER_S, eventually
 from thawwire.errors import WireError
-from thawwire.handoff_protocol import LoadReport, SlotState
+from thawwire.handoff_protocol import DRAIN, LoadReport, SlotState, encode_slot
 from thawwire.paths import model_of
 
 WARM = {"add_sub": DirectView(enabled=True, held=0)}
@@ -265,7 +265,8 @@ async def test_a_draining_replica_is_stopped_once_its_direct_connections_are_qui
     """Scaling down a replica that keep-alive clients were busy on (6 of them in a closed loop)
     answered 502 to one and reset two: the SIGTERM dropped the requests they had sent the
     instant before. `quiesce` waits until every open connection stays idle (its clients
-    leave at max age, or go quiet), or none is open, or the limit."""
+    leave at their next answer, told by the drain message, or go quiet), or none is open, or
+    the limit."""
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(str(tmp_path / "replica.sock"))
     server.listen()
@@ -286,6 +287,10 @@ async def test_a_draining_replica_is_stopped_once_its_direct_connections_are_qui
     quiet = asyncio.create_task(link.quiesce(HUNG_AFTER_S, quiet_s=0.05, poll_s=0.005))
     await asyncio.sleep(0.3)
     assert not quiet.done()  # a request in flight on one connection: not yet
+    # The replica was told once that it is drained: its clients leave at their next answer.
+    replica_end.setblocking(False)
+    assert replica_end.recv(64) == encode_slot(DRAIN)
+    replica_end.setblocking(True)
     link._states[slots[0]] = SlotState.IDLE  # answered; the client sends nothing more
     await asyncio.wait_for(quiet, HUNG_AFTER_S)  # both idle: it may stop now
     # Busy until the limit: stopped all the same.

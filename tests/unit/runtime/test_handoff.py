@@ -32,7 +32,7 @@ from runtime.process.cli import build_config, register
 from tests.fakes.loop import HUNG_AFTER_S, eventually
 from tests.support.request_garbage import requests_left_to_collector
 from thawserver.aiohttp_compat import JsonErrorRunner
-from thawwire.handoff_protocol import SlotState
+from thawwire.handoff_protocol import DRAIN, SlotState, encode_slot
 from thawwire.paths import SENT_BACK_QUERY, model_of
 
 
@@ -328,6 +328,25 @@ async def test_after_the_max_age_the_next_response_closes_the_connection(
     assert await asyncio.wait_for(reader.read(), 5) == b""
     assert 0 in _closed(await _reports_until(setup.link, lambda r: r["closed"] == [0]))
     writer.close()
+
+
+async def test_a_drain_message_ends_each_connection_at_its_next_response(setup: _Setup) -> None:
+    """`thaw up` drains this replica (a scale-down, a replacement): its busy keep-alive clients
+    leave at their next answer, not at their max age, so the drain need not wait for that."""
+    first = await _hand_off(setup, slot=0)
+    _, headers, _ = await _request(*first, "POST", "/v2/models/m/infer")
+    assert headers.get("connection", "").lower() != "close"
+    assert setup.link.send(encode_slot(DRAIN)) == 4  # no fd: not a connection
+    second = await _hand_off(setup, slot=1)  # after it on the link: read after it
+    # Acknowledged: the two connections; the drain message is no handoff.
+    await _reports_until(setup.link, lambda r: r["received"] == 2)
+    for reader, writer in (first, second):
+        status, headers, _ = await _request(reader, writer, "POST", "/v2/models/m/infer")
+        assert (status, headers["connection"].lower()) == (200, "close")
+        assert await asyncio.wait_for(reader.read(), 5) == b""  # shut down by the replica
+        writer.close()
+    reports = await _reports_until(setup.link, lambda r: 1 in r["closed"])
+    assert sorted(_closed(reports)) == [0, 1]
 
 
 async def test_bad_messages_are_closed_returned_and_the_receiver_keeps_serving(
