@@ -342,8 +342,9 @@ class ModelEndpoint:
         """The repository unload call: forget recent traffic, answer the requests still held
         with `refusal` (the unloaded model's; None: they stay held, for a replica started
         for them), drain every replica now, and stop a start still under way once it is up:
-        nothing serves, or is kept through an idle grace, after the unload."""
-        self._reconciler.forget()
+        nothing serves, or is kept through an idle grace, after the unload. What the other
+        activators reported of it before is forgotten too (their requests are refused now)."""
+        self._reconciler.forget(peers=True)
         if refusal is not None:
             self._admission.fail_held(refusal)
         await self._replicas.drain_all()

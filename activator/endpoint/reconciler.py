@@ -176,9 +176,12 @@ class Reconciler:
         connections, direct_in_flight = self._direct.of(replica)
         return (replica.in_flight + direct_in_flight, connections, -replica.ready_at)
 
-    def forget(self) -> None:
-        """An explicit unload: forget recent traffic (before it must not count after it)
-        and want no replica."""
+    def forget(self, *, peers: bool = False) -> None:
+        """Forget recent traffic (before it must not count after it) and want no replica;
+        `peers` (an unload): what the other activators last reported of the model too."""
+        if peers and self._peers is not None:
+            self._peers.forget_demand(self._model)
+            self._peer = PeerLoad()
         self._autoscaler.forget()
         self._meter.sample(self._clock())
         self.desired = 0

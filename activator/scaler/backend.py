@@ -224,6 +224,13 @@ class PeerConcurrency(Protocol):
         there while this one scales), so the scaling leader decides at once, not next tick."""
         ...
 
+    def forget_demand(self, model: str) -> None:
+        """`model` was unloaded: drop what the others last said of it. Their requests for it
+        are refused from the unload on, so a report from before it is stale (it started a
+        replica for the unloaded model, kept for its idle grace); their next reports say
+        their load afresh."""
+        ...
+
 
 @runtime_checkable
 class NodeWait(Protocol):

@@ -430,6 +430,10 @@ class KubernetesBackend:
             return PeerLoad()
         return self._reports.exchange(model, mean=mean, current=current)
 
+    def forget_demand(self, model: str) -> None:
+        if self._reports is not None:
+            self._reports.forget_demand(model)
+
     def watch_demand(self, model: str, wake: Callable[[], object]) -> None:
         # The endpoints register before `start()` makes the report server: kept here and
         # handed over then (dropping them left the leader to notice a follower's demand at

@@ -49,6 +49,13 @@ class PeerTable:
                 current += load.current
         return PeerLoad(mean, current)
 
+    def forget(self, model: str) -> None:
+        """Drop `model` from every stored report (each activator's next report has it again)."""
+        for activator, report in list(self._reports.items()):
+            if model in report.models:
+                kept = {m: load for m, load in report.models.items() if m != model}
+                self._reports[activator] = _Report(report.at, kept)
+
     def live_peers(self, now: float) -> int:
         """Other activators whose last report still counts."""
         return sum(1 for _ in self._live(now))

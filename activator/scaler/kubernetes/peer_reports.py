@@ -135,6 +135,9 @@ class PeerReports:
     def watch_demand(self, model: str, wake: Callable[[], object]) -> None:
         self._wakers.setdefault(model, []).append(wake)
 
+    def forget_demand(self, model: str) -> None:
+        self._table.forget(model)
+
     def demand(self, model: str) -> int:
         """Requests for `model` held or in flight: here (as last exchanged) and on the other
         activators (their reports, or the leader's last totals)."""

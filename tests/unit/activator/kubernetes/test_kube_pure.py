@@ -224,6 +224,16 @@ def test_the_leader_sums_live_reports_and_says_when_demand_appears_elsewhere() -
     assert table.others("m", now=3.5) == PeerLoad()  # both stale: a dead activator fades out
 
 
+def test_an_unloaded_model_is_dropped_from_every_stored_report() -> None:
+    table = PeerTable(ttl_s=2)
+    table.update("f1", {"m": PeerLoad(1.0, 1), "n": PeerLoad(2.0, 2)}, now=0)
+    table.update("f2", {"m": PeerLoad(0.5, 1)}, now=0)
+    table.forget("m")
+    assert (table.others("m", now=1), table.others("n", now=1)) == (PeerLoad(), PeerLoad(2.0, 2))
+    assert table.update("f2", {"m": PeerLoad(0.5, 1)}, now=1) == ["m"]  # reported afresh
+    assert table.live_peers(now=1) == 2
+
+
 def test_a_follower_sees_the_total_less_its_own_part_until_it_is_stale() -> None:
     totals = LeaderTotals(ttl_s=2)
     assert totals.others("m", now=0) == PeerLoad()

@@ -27,6 +27,7 @@ class PeeredBackend(FakeScalerBackend):
         self.others = PeerLoad()
         self.reported: list[tuple[float, int]] = []
         self.wakers: list[Callable[[], object]] = []
+        self.forgotten: list[str] = []
 
     def exchange(self, model: str, *, mean: float, current: int) -> PeerLoad:
         self.reported.append((mean, current))
@@ -34,6 +35,10 @@ class PeeredBackend(FakeScalerBackend):
 
     def watch_demand(self, model: str, wake: Callable[[], object]) -> None:
         self.wakers.append(wake)
+
+    def forget_demand(self, model: str) -> None:
+        self.forgotten.append(model)
+        self.others = PeerLoad()  # the leader's table without the model's reports
 
 
 def _endpoint(backend: PeeredBackend, clock: FakeClock) -> ModelEndpoint:
@@ -130,6 +135,25 @@ async def test_a_withdrawn_start_with_nobody_waiting_is_not_started_again() -> N
     endpoint.tick()
     await turns()
     assert backend.starts == 2 and endpoint.ready_count == 1
+    await endpoint.close()
+
+
+async def test_an_unload_forgets_what_the_others_reported_of_the_model() -> None:
+    """The leader learned an unload (another activator's, through the shared load state)
+    before that activator's next report said its last request was served: the stale report's
+    held request started a replica for the unloaded model, kept for its idle grace."""
+    backend, clock = PeeredBackend(), FakeClock()
+    endpoint = _endpoint(backend, clock)
+    backend.others = PeerLoad(mean=0.0, current=1)  # held there, before its unload
+    (wake,) = backend.wakers
+    wake()
+    await turns()
+    assert endpoint.ready_count == 1
+    await endpoint.unload(None)
+    assert backend.forgotten == ["m"]
+    assert endpoint.tick().desired == 0
+    await turns()
+    assert (endpoint.ready_count, backend.starts) == (0, 1)  # nothing started again
     await endpoint.close()
 
 
