@@ -297,14 +297,16 @@ def add_up_arguments(p: argparse.ArgumentParser) -> None:
         help="hand a warm model's new client connections straight to a replica, taking the "
         "activator out of their data path (default on; per model: thaw.direct_connections "
         '"true"/"false"). Direct connections skip the activator\'s queue, breaker and '
-        "timeouts, and a replica that dies resets them instead of answering 502",
+        "timeouts; a replica that dies mid-request leaves its client a 502 from the "
+        "activator (a reset if the answer was being written)",
     )
     local.add_argument(
         "--direct-max-age-s",
         type=float,
         default=10.0,
         help="a direct connection older than this is closed after its next response, so "
-        "clients reconnect through the activator and load rebalances (default 10)",
+        "clients reconnect through the activator and load rebalances (default 10); a "
+        "replica being drained closes them at their next response whatever their age",
     )
     p.add_argument(
         "--gpu-hour-price",
