@@ -54,6 +54,7 @@ from activator.scaler.kube_config import DEFAULT_CLASS, KubernetesConfig
 from activator.scaler.kubernetes.api import KubeApi, KubeApiError, open_api_client
 from activator.scaler.kubernetes.attachments import Attachments, pod_of, pods_of_model
 from activator.scaler.kubernetes.backoff import Backoff
+from activator.scaler.kubernetes.follower_start import poll_s as follow_poll_s
 from activator.scaler.kubernetes.follower_wait import FollowerLook, follow
 from activator.scaler.kubernetes.leader_election import LeaderElection
 from activator.scaler.kubernetes.load_state_lease import SharedLoadStates
@@ -84,7 +85,6 @@ __all__ = ["KubernetesBackend"]
 
 logger = logging.getLogger(__name__)
 
-_FOLLOW_POLL_S = 0.1  # a follower waiting for the leader's pod also looks at its role this often
 _FOLLOWER_HOLD_S = 1.0  # a follower's held requests look again this often while a pod loads
 _LOST_POLL_S = 0.5  # wait_lost re-checks readiness this often between pod events
 
@@ -321,15 +321,8 @@ class KubernetesBackend:
                 f"the scaling leader ({holder or 'none now'}) did not start one"
             )
 
-        def poll_s(elapsed: float, loading: int) -> float:
-            # While the leader's pod loads, probe it often at first (a small model loads in
-            # tens of ms), then less (a big one takes seconds): at most every 0.25 s.
-            if not loading:
-                return _FOLLOW_POLL_S
-            return min(_FOLLOW_POLL_S * 2.5, max(0.01, elapsed / 8))
-
         claimed = lambda: len(self._loading_pods(model))  # noqa: E731
-        look = self._follower_look(model, find, claimed, poll_s=poll_s, failure=failure)
+        look = self._follower_look(model, find, claimed, poll_s=follow_poll_s, failure=failure)
         return await follow(
             self._started_informer(), look, model=model, start=start, deadline=deadline,
             clock=self._clock,

@@ -23,7 +23,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-__all__ = ["FollowAction", "FollowStep", "step"]
+__all__ = ["FOLLOW_POLL_S", "FollowAction", "FollowStep", "poll_s", "step"]
+
+
+FOLLOW_POLL_S = 0.1  # a follower waiting for the leader's pod also looks at its role this often
+
+
+def poll_s(elapsed: float, loading: int) -> float:
+    """Seconds until a follower's start looks again, `elapsed` into it with `loading` of the
+    leader's pods of the model still loading: while one loads, often at first (a small model
+    loads in tens of ms), then less (a big one takes seconds), at most every 0.25 s."""
+    if not loading:
+        return FOLLOW_POLL_S
+    return min(FOLLOW_POLL_S * 2.5, max(0.01, elapsed / 8))
 
 
 class FollowAction(StrEnum):

@@ -12,7 +12,7 @@ import pytest
 from activator.scaler.backend import PeerLoad
 from activator.scaler.kube_config import parse_selector
 from activator.scaler.kubernetes.backoff import Backoff, retryable
-from activator.scaler.kubernetes.follower_start import FollowAction
+from activator.scaler.kubernetes.follower_start import FOLLOW_POLL_S, FollowAction, poll_s
 from activator.scaler.kubernetes.follower_start import step as follow_step
 from activator.scaler.kubernetes.leader_lease import (
     LeaseAction,
@@ -316,3 +316,10 @@ def test_a_followers_start_waits_withdraws_or_fails_as_the_rules_say() -> None:
     assert look(attached=1, now=60.0).action is FollowAction.WITHDRAW
     failed = look(now=60.0)
     assert failed.action is FollowAction.FAIL and "did not start one" in failed.reason
+
+
+def test_a_follower_probes_a_loading_pod_often_at_first_then_every_quarter_second() -> None:
+    assert poll_s(5.0, loading=0) == FOLLOW_POLL_S  # nothing loading: its role, every 0.1 s
+    assert poll_s(0.0, loading=1) == 0.01
+    assert poll_s(0.8, loading=1) == pytest.approx(0.1)
+    assert poll_s(60.0, loading=2) == pytest.approx(0.25)
