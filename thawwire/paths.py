@@ -4,14 +4,20 @@ Both HTTP surfaces route `MODEL` and `MODEL_VERSION` (with the leaves below), an
 decide from a bare path which model a request is about: the front door of `thaw up`, to hand
 a new connection to a warm model's replica, and that replica, to answer a handed-off request
 itself or send it back. Statistics (`/stats`, `/v2/models/stats`) are never a replica's: the
-activator aggregates them over replicas.
+activator aggregates them over replicas. `changes_serving` names the model-control calls after
+which a handed-off connection is routed afresh.
 """
 
 from __future__ import annotations
 
+import re
+
 from thawwire.names import canonical_version, is_model_name
 
-__all__ = ["MODEL", "MODEL_VERSION", "REPLICA_LEAVES", "SENT_BACK_QUERY", "model_of", "sent_back"]
+__all__ = [
+    "MODEL", "MODEL_VERSION", "REPLICA_LEAVES", "SENT_BACK_QUERY", "changes_serving", "model_of",
+    "sent_back",
+]  # fmt: skip
 
 MODEL = "/v2/models/{model}"
 MODEL_VERSION = "/v2/models/{model}/versions/{version}"
@@ -25,6 +31,15 @@ SENT_BACK_QUERY = "thaw-sent-back=1"
 the front door then serves it itself instead of handing its connection to a replica again."""
 
 _PREFIX = "/v2/models/"
+# The repository load and unload, and Thaw's scale-to-zero (activator.surfaces.app's routes).
+_CHANGES_SERVING = re.compile(
+    r"/v2/repository/models/[^/]+/(?:load|unload)|/thaw/models/[^/]+/scale-to-zero"
+)
+
+
+def changes_serving(path: str) -> bool:
+    """Whether a path (without its query) is a call that changes what serves a model."""
+    return _CHANGES_SERVING.fullmatch(path) is not None
 
 
 def sent_back(target: str) -> bool:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
@@ -36,7 +35,7 @@ from runtime.direct.load import DirectLoad
 from runtime.direct.send_back import SEND_BACK
 from runtime.direct.state import DirectConnection
 from thawserver.connection_guard import ConnectionGuard
-from thawwire.paths import model_of
+from thawwire.paths import changes_serving, model_of
 
 if TYPE_CHECKING:
     from aiohttp.typedefs import Middleware
@@ -46,10 +45,6 @@ __all__ = ["DIRECT_ROUTING", "DirectRouting"]
 _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 _PATHS_KEPT = 1024
-# The calls that change what serves a model (the activator's routes: activator.surfaces.app).
-_MODEL_CONTROL = re.compile(
-    r"/v2/repository/models/[^/]+/(?:load|unload)|/thaw/models/[^/]+/scale-to-zero"
-)
 _UNSEEN = "/"  # no model's name: model_of never returns it
 
 
@@ -142,7 +137,7 @@ class DirectRouting:
                 request[SEND_BACK] = self._send_backs[close]
                 response = await handler(request)
             else:
-                control = _MODEL_CONTROL.fullmatch(path) is not None
+                control = changes_serving(path)  # routed afresh after it
                 response = await self._front_door.forward(request, close=close or control)
         finally:
             load.change(clock(), -1)

@@ -379,6 +379,21 @@ async def test_bad_messages_are_closed_returned_and_the_receiver_keeps_serving(
     writer.close()
 
 
+async def test_a_drain_message_carrying_a_socket_drops_the_link(setup: _Setup) -> None:
+    """DRAIN is no slot: with an fd it is a broken message (the fd closed, the link dropped),
+    and a repeated DRAIN without one is harmless."""
+    assert setup.link.send(encode_slot(DRAIN)) == 4
+    assert setup.link.send(encode_slot(DRAIN)) == 4
+    a, a_peer = socket.socketpair()
+    assert socket.send_fds(setup.link, [encode_slot(DRAIN)], [a.fileno()]) == 4
+    a.close()
+    loop = asyncio.get_running_loop()
+    a_peer.setblocking(False)
+    assert await asyncio.wait_for(loop.sock_recv(a_peer, 10), 5) == b""  # closed by it
+    a_peer.close()
+    assert await asyncio.wait_for(loop.sock_recv(setup.link, 4096), 5) == b""
+
+
 async def test_a_misframed_message_drops_the_link(setup: _Setup) -> None:
     assert socket.send_fds(setup.link, [b"\0"], []) == 1  # 1 byte, not a 4-byte slot
     loop = asyncio.get_running_loop()

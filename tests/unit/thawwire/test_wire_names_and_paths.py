@@ -13,7 +13,7 @@ from thawwire.names import (
     is_version,
     version_refusal,
 )
-from thawwire.paths import model_of
+from thawwire.paths import changes_serving, model_of
 
 
 @pytest.mark.parametrize(
@@ -164,3 +164,24 @@ def test_a_models_own_paths_name_it(path: str, model: str) -> None:
 )
 def test_everything_else_names_no_model(path: str) -> None:
     assert model_of(path) is None
+
+
+def test_the_calls_that_change_what_serves_are_named_by_their_path() -> None:
+    for path in (
+        "/v2/repository/models/m/load",
+        "/v2/repository/models/m/unload",
+        "/thaw/models/m/scale-to-zero",
+    ):
+        assert changes_serving(path), path
+    for path in (
+        "/v2/repository/index",
+        "/v2/repository/models/m/load/x",
+        "/v2/repository/models//load",
+        "/v2/repository/models/a/b/load",
+        "/v2/models/m/infer",
+        "/v2/repository/models/m/loadx",
+        "/v2/repository/models/m/load\n",
+        "",
+        "/" + "a/" * 10_000,
+    ):
+        assert not changes_serving(path), path
