@@ -451,8 +451,14 @@ async def load(request: web.Request) -> web.Response:
     fleet = request.app[FLEET]
     _require_model_control(fleet)
     name = request.match_info["model"]
-    # A load may carry the model's files (`file:`): the body limit is the inference one.
-    doc = await _json_object(request, limit=max(1 << 20, fleet.config.max_body_bytes))
+    # A load may carry the model's files (`file:`): the body limit is the inference one (a
+    # Python model's `pb_utils.load_model` through a replica carries the deployment's token).
+    limit, _ = body_cap(
+        fleet.config.internal_calls,
+        request.headers.get(INTERNAL_HEADER),
+        public=fleet.config.max_body_bytes,
+    )
+    doc = await _json_object(request, limit=max(1 << 20, limit))
     params = doc.get("parameters") or {}
     if not isinstance(params, dict):
         raise BadRequest("'parameters' must be a JSON object")

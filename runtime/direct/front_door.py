@@ -17,26 +17,35 @@ once from ServeConfig (`FrontDoor.from_config`) and closed with the app:
   which a decoupled model refuses: that refusal says what is missing.
 - `steps`: an ensemble's steps (runtime.scheduling.ensemble_scheduler) run on the models
   behind `--ensemble-steps-url`; a step that gets no answer fails with 502.
+- `load` / `unload` / `model_ready`: a Python model's model loading API (`pb_utils.load_model`,
+  `unload_model`, `is_model_ready`) asks the platform, as Triton's asks its server: the model
+  is loaded for every client, on replicas of its own, not inside this replica. Marked sent
+  back, as a forwarded request is: a load or unload that replaces or stops this very replica
+  (a model reloading itself) returns without waiting for this replica's stop, which waits for
+  the call.
 
 BLS calls and steps carry the deployment's token (`--internal-token-file`,
 thawwire.internal_calls), so their bodies pass the front door up to `--max-internal-body-bytes`
 rather than the client cap; a BLS stream whose message is over the gRPC front door's limit
 (the client cap) goes as one HTTP infer. Forwarded requests are the client's and never carry it.
 
-Connections: forwarded requests and ensemble steps each take a fresh connection, so the front
-door sees their request line first and routes each on its own merits (a pooled connection
-that the front door had handed to another replica would carry them there); BLS calls keep a
-pool. Infer bodies and error answers are runtime.direct.infer_wire's.
+Connections: forwarded requests, ensemble steps and model-control calls each take a fresh
+connection, so the front door sees their request line first and routes each on its own merits
+(a pooled connection that the front door had handed to another replica would carry them
+there); BLS calls keep a pool. Infer bodies and error answers are runtime.direct.infer_wire's.
 """
 
 from __future__ import annotations
 
+import base64
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
+from urllib.parse import quote
 
 import aiohttp
 import grpc
+import yarl
 from aiohttp import web
 from google.protobuf.message import DecodeError
 from multidict import CIMultiDict, CIMultiDictProxy
@@ -50,6 +59,7 @@ from thawwire.grpc_service import Method, method_path
 from thawwire.hop_by_hop import HOP_BY_HOP, connection_tokens
 from thawwire.internal_calls import HEADER as INTERNAL_HEADER
 from thawwire.internal_calls import InternalCalls
+from thawwire.load_overrides import FILE_PREFIX
 from thawwire.paths import SENT_BACK_QUERY
 
 __all__ = ["DECOUPLED_REFUSAL", "FrontDoor", "FrontDoorSteps"]
@@ -336,6 +346,63 @@ class FrontDoor:
         finally:
             call.cancel()
 
+    # -- the model loading API ----------------------------------------------------------------
+
+    async def load(self, name: str, config: str | None, files: Mapping[str, bytes] | None) -> None:
+        """Load `name` on the platform (`POST /v2/repository/models/{name}/load`), with the
+        `config` override (JSON text) and override `files` (`<version>/<path>` -> bytes) when
+        given; returns once the front door answered (Triton's load waits for the model to be
+        ready). Its refusal is the ServingError of its answer, in its words."""
+        params: dict[str, Any] = {} if not config else {"config": config}
+        for path, content in (files or {}).items():
+            params[FILE_PREFIX + path] = base64.b64encode(content).decode("ascii")
+        _raise_refusal(
+            await self._control("POST", f"/v2/repository/models/{_segment(name)}/load", params)
+        )
+
+    async def unload(self, name: str, *, unload_dependents: bool = False) -> None:
+        """Unload `name` on the platform; returns once the front door refuses new requests to
+        it (its drain runs on: the call is marked sent back)."""
+        params = {"unload_dependents": True} if unload_dependents else {}
+        _raise_refusal(
+            await self._control("POST", f"/v2/repository/models/{_segment(name)}/unload", params)
+        )
+
+    async def model_ready(self, name: str, version: str | None) -> bool:
+        """Whether the platform serves `name` (at `version`): its front door's readiness, at
+        zero replicas too. A refusal (unknown, not loaded, a failed wake-up) is False; a front
+        door that does not answer is ModelUnavailable."""
+        path = f"/v2/models/{_segment(name)}"
+        if version:
+            path += f"/versions/{_segment(version)}"
+        status, _ = await self._control("GET", path + "/ready", None)
+        return status == 200
+
+    async def _control(
+        self, method: str, path: str, params: dict[str, Any] | None
+    ) -> tuple[int, bytes]:
+        """The front door's (status, body) for a model-control call, sent on a fresh connection
+        with the deployment's token (a load's files pass up to the internal body cap) and
+        marked sent back; ModelUnavailable when the front door does not answer."""
+        url = self._address(self.url, "model control")
+        headers = {INTERNAL_HEADER: self._token} if self._token is not None else {}
+        body = None if params is None else {"parameters": params}
+        try:
+            async with self._fresh_session().request(
+                method,
+                # encoded: the model's segment as it is (never resolved as a `..`)
+                yarl.URL(f"{url}{path}?{SENT_BACK_QUERY}", encoded=True),
+                json=body,
+                headers=headers,
+                timeout=self._timeout,
+            ) as response:
+                return response.status, await response.read()
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            logger.warning("%s %s through the front door failed: %r", method, path[:200], exc)
+            raise ModelUnavailable(
+                f"the front door did not answer a model-control call: {exc!r}"
+            ) from exc
+
     # -- ensemble steps -------------------------------------------------------------------
 
     async def run_step(self, request: InferRequest) -> InferResponse:
@@ -371,6 +438,18 @@ class FrontDoor:
                 await session.close()
         if self._channel is not None:
             await self._channel.close()
+
+
+def _raise_refusal(answer: tuple[int, bytes]) -> None:
+    """A model-control answer other than 200 as the ServingError of its status, in its words."""
+    status, payload = answer
+    if status != 200:
+        raise infer_wire.error_of_status(status, infer_wire.message_of(payload) or f"HTTP {status}")
+
+
+def _segment(text: str) -> str:
+    """`text` as one path segment (a model name may hold any character but NUL)."""
+    return quote(text, safe="")
 
 
 class FrontDoorSteps:

@@ -102,8 +102,9 @@ def _check_scheduling_choice(config: mc.ModelConfig, completed: dict[str, Any]) 
 _DROPPED = object()
 
 # Calls that wait on the server (BLS) or send from other threads: such a model's execute must
-# never run on the event loop (a BLS call from there would wait on the loop it blocks).
-_LOOP_UNSAFE = ("exec(", "get_response_sender", "load_model(", "unload_model(")
+# never run on the event loop (a BLS call from there would wait on the loop it blocks; under
+# `thaw up` so would `is_model_ready`, which asks the front door).
+_LOOP_UNSAFE = ("exec(", "get_response_sender", "load_model(", "unload_model(", "is_model_ready(")
 
 
 class InProcessPython:

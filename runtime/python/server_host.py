@@ -9,7 +9,9 @@ A BLS call to a model this server does not have goes to the front door when `tha
 one (runtime.direct.front_door): the activator holds it and wakes that model; a streaming call
 (`exec(decoupled=True)`) goes to its gRPC front door, so a decoupled model's every response
 comes back. Failures come back to
-the model as responses with a TritonError, never raised, as Triton's do.
+the model as responses with a TritonError, never raised, as Triton's do. Under `thaw up` the
+model loading API (`load_model`, `unload_model`, `is_model_ready`) asks the front door too: a
+model is loaded for the platform's clients, as Triton's server loads it for its own.
 """
 
 from __future__ import annotations
@@ -334,7 +336,22 @@ class ServerHost(InProcessHost):
                 "BLS cannot be called from a model executing on the server's event loop"
             )
 
+    # -- the model loading API: the platform's, through `thaw up`'s front door --------------
+
+    def _control_door(self) -> FrontDoor | None:
+        """Where the model loading API goes: the front door under `thaw up` (a replica serves
+        its own models; a load is the platform's, as Triton's is its server's), else None."""
+        return (
+            self._front_door
+            if self._front_door is not None and self._front_door.takes_bls
+            else None
+        )
+
     def load_model(self, name: str, config: str, files: dict[str, bytes] | None) -> None:
+        door = self._control_door()
+        if door is not None:
+            self._call(door.load(name, config or None, _files(files)))
+            return
         self._call(self._target.load(name, config_json=config or None, files=_files(files)))
 
     def unload_model(self, name: str, unload_dependents: bool) -> None:
@@ -342,7 +359,13 @@ class ServerHost(InProcessHost):
         (TRITONSERVER_ServerUnloadModel does not wait). A model may unload itself from its own
         `execute` (vllm_backend does, when its engine's health check fails): waiting for the
         unload would wait for that execute, which waits here. The server's refusal (not
-        explicit mode, a bad name) is raised, as it comes before the unload waits for anything."""
+        explicit mode, a bad name) is raised, as it comes before the unload waits for anything.
+        Under `thaw up` the front door's unload returns once the model is refused (it waits
+        for no drain: the call is marked sent back)."""
+        door = self._control_door()
+        if door is not None:
+            self._call(door.unload(name, unload_dependents=unload_dependents))
+            return
         self._call(self._start_unload(name, unload_dependents))
 
     async def _start_unload(self, name: str, unload_dependents: bool) -> None:
@@ -361,6 +384,16 @@ class ServerHost(InProcessHost):
             logger.warning("model=%s unload asked by a model failed: %r", name, task.exception())
 
     def is_model_ready(self, name: str, version: str) -> bool:
+        """Whether the server (under `thaw up`, the platform) serves `name` at `version`;
+        False for a refusal. Not on the event loop under `thaw up` (it asks the front door)."""
+        door = self._control_door()
+        if door is not None:
+            self._not_on_loop()
+            ready = door.model_ready(name, version or None)
+            try:
+                return bool(asyncio.run_coroutine_threadsafe(ready, self._loop).result())
+            except ServingError as exc:
+                raise pb_utils.TritonModelException(exc.message) from None
         try:
             return self._target.model_ready(name, version or None)
         except ServingError:

@@ -32,6 +32,9 @@ from runtime.python.stub.wire import ChannelClosed, Message, Tensor
 
 __all__ = ["Send", "StubServices"]
 
+# The model loading API: each answered from a thread of its own.
+_MODEL_CALLS = ("load_model", "unload_model", "is_model_ready")
+
 
 # Sends one message to the stub (its current channel); raises ChannelClosed when it is gone.
 Send = Callable[[Message], None]
@@ -115,8 +118,9 @@ class StubServices:
         _reply(send, {**reply, "final": True, "flag_only": True}, None)
 
     def call(self, send: Send, message: Message) -> None:
-        """Answer a call: metrics and readiness at once; the model loading API in a thread (a
-        load waits for the loop, which must stay free)."""
+        """Answer a call: metrics at once; the model loading API (readiness too: under `thaw
+        up` it asks the front door) in a thread (a load waits for the loop, which must stay
+        free)."""
         host = self._host
         fn, args, ident = (
             message.fields["fn"],
@@ -128,10 +132,9 @@ class StubServices:
             "metric_create": host.metric_create,
             "metric_update": host.metric_update,
             "metric_value": host.metric_value,
-            "is_model_ready": host.is_model_ready,
         }
         reply: dict[str, Any] = {"op": "reply", "call": ident}
-        if fn in ("load_model", "unload_model"):
+        if fn in _MODEL_CALLS:
             loop = asyncio.get_running_loop()
             threading.Thread(
                 target=self._model_call,
@@ -160,9 +163,12 @@ class StubServices:
         try:
             if fn == "load_model":
                 self._host.load_model(str(args[0]), str(args[1]), files)
-            else:
+                reply["value"] = None
+            elif fn == "unload_model":
                 self._host.unload_model(str(args[0]), bool(args[1]))
-            reply["value"] = None
+                reply["value"] = None
+            else:
+                reply["value"] = self._host.is_model_ready(str(args[0]), str(args[1]))
         except pb_utils.TritonModelException as exc:
             reply["error"] = exc.message()
         with contextlib.suppress(RuntimeError):  # the loop closed: the server is stopping

@@ -140,11 +140,11 @@ class StubHost:
         self._model_call("unload_model", name, unload_dependents)
 
     def is_model_ready(self, name: str, version: str) -> bool:
-        return bool(self._call("is_model_ready", name, version))
+        return bool(self._model_call("is_model_ready", name, version))
 
-    def _model_call(self, fn: str, *args: Any, tensors: list[Tensor] | None = None) -> None:
+    def _model_call(self, fn: str, *args: Any, tensors: list[Tensor] | None = None) -> Any:
         try:
-            self._call(fn, *args, tensors=tensors)
+            return self._call(fn, *args, tensors=tensors)
         except ValueError as exc:
             raise pb_utils.TritonModelException(str(exc)) from None
 
