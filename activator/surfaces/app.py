@@ -221,7 +221,7 @@ def build_app(
     settings.add_routes(app.router, restrict)
 
     async def fleet_ctx(app: web.Application) -> AsyncIterator[None]:
-        session = new_session()
+        session = new_session(config.internal_calls)
         metrics = Metrics(
             host_gauges=config.metrics_settings.cpu_gauges,
             gpu_gauges=config.metrics_settings.gpu_gauges,

@@ -23,6 +23,8 @@ from activator.errors import BodyTimeout, PayloadTooLarge, UpstreamFailed, Upstr
 from activator.surfaces.upstream import UpstreamPool
 from thawserver.body_limit import too_large_text
 from thawwire.hop_by_hop import HOP_BY_HOP, connection_tokens
+from thawwire.internal_calls import HEADER as INTERNAL_HEADER
+from thawwire.internal_calls import InternalCalls
 from thawwire.model_control import NOT_LOADED
 
 __all__ = [
@@ -48,15 +50,19 @@ _NOT_FORWARDED = frozenset(
 )
 
 
-def new_session() -> aiohttp.ClientSession:
+def new_session(internal: InternalCalls | None = None) -> aiohttp.ClientSession:
     """A client session for the activator's own calls to replicas (load, statistics):
-    no connection limit, no decompression, no cookies."""
+    no connection limit, no decompression, no cookies. With the deployment's `internal`
+    token every call carries it (thawwire.internal_calls): a load's override files pass the
+    replica up to the internal body cap, as they passed the front door (a Python model's
+    `pb_utils.load_model`). Never a client's request: those go through `new_pool`."""
     connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=30)
     return aiohttp.ClientSession(
         connector=connector,
         auto_decompress=False,
         cookie_jar=aiohttp.DummyCookieJar(),
         skip_auto_headers=("User-Agent",),
+        headers={INTERNAL_HEADER: internal.token} if internal is not None else None,
     )
 
 

@@ -6,6 +6,7 @@ client was told it was not loaded, and every other replica loaded its own copy."
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 from collections.abc import Iterator
@@ -38,6 +39,8 @@ class TritonPythonModel:
             try:
                 if call["op"] == "load":
                     files = {k: v.encode() for k, v in call.get("files", {}).items()}
+                    if call.get("pad"):  # a file of its own making, past the client's cap
+                        files["file:1/padding.txt"] = b"x" * call["pad"]
                     pb_utils.load_model(call["name"], call.get("config", ""), files or None)
                 elif call["op"] == "unload":
                     pb_utils.unload_model(call["name"])
@@ -84,6 +87,9 @@ _INPUT = [1.0, 2.0, 3.0, 4.0]
 LOADERS = ["loader", "loader_in_process"]
 # Far above what a test takes: a model-control call that waited for it would fail with a 502.
 _DRAIN_TIMEOUT_S = 60
+# The client cap (a load's floor is 1 MiB): a model's load carries the deployment's token, so
+# its files pass up to the internal cap where a client's same load is refused.
+_CLIENT_CAP = 1 << 20
 
 
 def _scaled_config(name: str, scale: int) -> str:
@@ -122,6 +128,7 @@ def up(repo: Path) -> Iterator[UpProcess]:
         "--load-model=loader",
         "--load-model=loader_in_process",
         f"--drain-timeout-s={_DRAIN_TIMEOUT_S}",
+        f"--max-body-bytes={_CLIENT_CAP}",
     )
     yield server
     server.stop()
@@ -218,3 +225,22 @@ def test_a_model_reloading_itself_answers_without_waiting_for_its_own_drain(
     a 502)."""
     assert _ask(up, loader, op="load", name=loader) == {"ready": True}
     assert _ask(up, loader, op="ready", name=loader) == {"ready": True}  # the new replica
+
+
+def test_a_models_load_passes_the_client_cap_where_a_clients_same_load_is_refused(
+    up: UpProcess,
+) -> None:
+    files = {"file:1/model.py": _SCALED_PY}
+    config = _scaled_config("padded", 2)
+    call = {"op": "load", "name": "padded", "config": config, "files": files}
+    assert _ask(up, "loader", **call, pad=_CLIENT_CAP + 1) == {"ready": True}
+    status, answer = _infer(up, "padded")
+    assert status == 200, answer
+    assert answer["outputs"][0]["data"] == [x * 2 for x in _INPUT]
+
+    files["file:1/padding.txt"] = "x" * (_CLIENT_CAP + 1)
+    params = {k: base64.b64encode(v.encode()).decode() for k, v in files.items()}
+    body = {"parameters": {"config": _scaled_config("padded_by_client", 2), **params}}
+    status, answer = _request(up, "POST", "/v2/repository/models/padded_by_client/load", body)
+    assert status == 413, answer
+    assert "--max-body-bytes" in answer["error"]

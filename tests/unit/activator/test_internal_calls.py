@@ -1,7 +1,8 @@
 """The deployment's token (thawwire.internal_calls): made, written 0600, read back; a file that
 holds no token is refused in words; the cap is lifted only for the token itself; the token is
 never in a repr; both servers' flags take it, and a Kubernetes activator without a file keeps
-the client cap; a header forward pattern never copies it into a request's parameters."""
+the client cap; a header forward pattern never copies it into a request's parameters; the
+activator's own calls to replicas carry it (a load's override files), with no token none."""
 
 from __future__ import annotations
 
@@ -11,12 +12,14 @@ import stat
 from pathlib import Path
 
 import pytest
+from aiohttp import web
 
 from activator.config import ActivatorConfig, BoundAddresses
 from activator.errors import ConfigError as UpConfigError
 from activator.process import cli as up_cli
 from activator.scaler.local.backend import serve_args
 from activator.scaler.local_config import LocalConfig
+from activator.surfaces.proxy import new_session
 from runtime.config import ConfigError as ServeConfigError
 from runtime.header_forward import forwarded_headers
 from runtime.process import cli as serve_cli
@@ -145,3 +148,30 @@ def test_no_forward_pattern_copies_the_token_into_parameters() -> None:
     found = forwarded_headers(re.compile(".*"), headers)
     assert found == {"x-user": "u"}
     assert forwarded_headers(re.compile("thaw", re.IGNORECASE), headers) == {}
+
+
+async def test_the_activators_own_calls_to_replicas_carry_the_token_and_only_with_one() -> None:
+    seen: list[str | None] = []
+
+    async def load(request: web.Request) -> web.Response:
+        seen.append(request.headers.get(HEADER))
+        return web.Response()
+
+    app = web.Application()
+    app.router.add_post("/v2/repository/models/{model}/load", load)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    url = f"http://127.0.0.1:{runner.addresses[0][1]}/v2/repository/models/m/load"
+    token = new_token()
+    try:
+        for internal in (InternalCalls(token, 1 << 30), None):
+            session = new_session(internal)
+            try:
+                async with session.post(url, json={}) as response:
+                    assert response.status == 200
+            finally:
+                await session.close()
+    finally:
+        await runner.cleanup()
+    assert seen == [token, None]
