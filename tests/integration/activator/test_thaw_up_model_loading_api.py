@@ -15,47 +15,13 @@ from typing import Any
 
 import pytest
 
+from tests.fixtures.model_loader import loader_answer, loader_request, make_model_loader
 from tests.fixtures.models import ECHO_EXECUTE, python_model
 from tests.fixtures.up_process import UpProcess, light_args, with_params
 from thawwire.model_control import not_in_repository
 
 pytestmark = pytest.mark.integration
 
-# Runs one model-loading call per request ({"op", "name", ...} as JSON) and answers what the
-# API answered: {"ready": is_model_ready(name) after the call} or {"error": its message}.
-_LOADER_PY = """
-import json
-
-import numpy as np
-import triton_python_backend_utils as pb_utils
-
-
-class TritonPythonModel:
-    def execute(self, requests):
-        responses = []
-        for request in requests:
-            raw = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()[0]
-            call = json.loads(raw)
-            try:
-                if call["op"] == "load":
-                    files = {k: v.encode() for k, v in call.get("files", {}).items()}
-                    if call.get("pad"):  # a file of its own making, past the client's cap
-                        files["file:1/padding.txt"] = b"x" * call["pad"]
-                    pb_utils.load_model(call["name"], call.get("config", ""), files or None)
-                elif call["op"] == "unload":
-                    pb_utils.unload_model(call["name"])
-                answer = {"ready": pb_utils.is_model_ready(call["name"], call.get("version", ""))}
-            except pb_utils.TritonModelException as exc:
-                answer = {"error": exc.message()}
-            out = np.array([json.dumps(answer).encode()], dtype=np.object_)
-            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", out)]))
-        return responses
-"""
-_LOADER_CONFIG = """name: "{name}"
-backend: "python"
-input [ {{ name: "IN" data_type: TYPE_STRING dims: [ 1 ] }} ]
-output [ {{ name: "OUT" data_type: TYPE_STRING dims: [ 1 ] }} ]
-"""
 _ECHO_CONFIG = (
     'name: "{name}"\nbackend: "python"\n'
     'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
@@ -108,11 +74,8 @@ def _scaled_config(name: str, scale: int) -> str:
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     repo = tmp_path_factory.mktemp("model_loading_api") / "repo"
     repo.mkdir()
-    python_model(repo, "loader", _LOADER_CONFIG.format(name="loader"), _LOADER_PY)
-    in_process = python_model(
-        repo, "loader_in_process", _LOADER_CONFIG.format(name="loader_in_process"), _LOADER_PY
-    )
-    with_params(in_process, python_runtime="in_process")
+    make_model_loader(repo, "loader")
+    with_params(make_model_loader(repo, "loader_in_process"), python_runtime="in_process")
     for name in ("echo_a", "echo_b"):
         python_model(repo, name, _ECHO_CONFIG.replace("{name}", name), _ECHO_PY)
     python_model(repo, "scaled", _scaled_config("scaled", 1), _SCALED_PY)
@@ -147,13 +110,9 @@ def _request(up: UpProcess, method: str, path: str, body: Any = None) -> tuple[i
 
 def _ask(up: UpProcess, loader: str, **call: Any) -> dict[str, Any]:
     """What `loader`'s model loading API answered to `call`."""
-    body = {
-        "inputs": [{"name": "IN", "datatype": "BYTES", "shape": [1], "data": [json.dumps(call)]}]
-    }
-    status, answer = _request(up, "POST", f"/v2/models/{loader}/infer", body)
+    status, answer = _request(up, "POST", f"/v2/models/{loader}/infer", loader_request(**call))
     assert status == 200, answer
-    result: dict[str, Any] = json.loads(answer["outputs"][0]["data"][0])
-    return result
+    return loader_answer(answer)
 
 
 def _infer(up: UpProcess, model: str) -> tuple[int, Any]:
