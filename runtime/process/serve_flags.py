@@ -184,8 +184,9 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="URL",
         help="the platform's front door (http://HOST:PORT): where requests on handed-off "
-        "connections go when this replica cannot answer them, and BLS calls to models it "
-        "does not serve (woken there from zero)",
+        "connections go when this replica cannot answer them, BLS calls to models it "
+        "does not serve (woken there from zero), and a Python model's load_model, "
+        "unload_model and is_model_ready (the platform's load state, not this server's)",
     )
     internal.add_argument(
         "--front-door-grpc",
