@@ -21,31 +21,12 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.loop import HUNG_AFTER_S
-from tests.fixtures.models import ECHO_EXECUTE, python_model
+from tests.fixtures.models import ECHO_EXECUTE, SCALED_PY, python_model
 from tests.fixtures.up_process import UpProcess, light_args, pid_alive
 from thawwire.model_control import not_in_repository
 
 pytestmark = pytest.mark.integration
 
-# Its output is its input times the config's `scale` parameter: which files answered.
-_SCALED_PY = """
-import json
-
-import triton_python_backend_utils as pb_utils
-
-
-class TritonPythonModel:
-    def initialize(self, args):
-        config = json.loads(args["model_config"])
-        self.scale = float(config["parameters"]["scale"]["string_value"])
-
-    def execute(self, requests):
-        responses = []
-        for r in requests:
-            data = pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy() * self.scale
-            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", data)]))
-        return responses
-"""
 _INFER = json.dumps(
     {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [4], "data": [1, 2, 3, 4]}]}
 ).encode()
@@ -65,7 +46,7 @@ def _scale(repo: Path, scale: int) -> None:
         'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
         'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
         f'parameters {{ key: "scale" value {{ string_value: "{scale}" }} }}\n',
-        _SCALED_PY,
+        SCALED_PY,
     )
     if before:
         os.utime(path, ns=(before + 10**9, before + 10**9))

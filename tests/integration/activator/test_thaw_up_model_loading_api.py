@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.fixtures.model_loader import loader_answer, loader_request, make_model_loader
-from tests.fixtures.models import ECHO_EXECUTE, python_model
+from tests.fixtures.models import ECHO_EXECUTE, SCALED_PY, python_model
 from tests.fixtures.up_process import UpProcess, light_args, with_params
 from thawwire.model_control import not_in_repository
 
@@ -30,25 +30,6 @@ _ECHO_CONFIG = (
 _ECHO_PY = "import triton_python_backend_utils as pb_utils\n\n\nclass TritonPythonModel:" + (
     ECHO_EXECUTE
 )
-# Its output is its input times its config's `scale`: which config the platform loaded.
-_SCALED_PY = """
-import json
-
-import triton_python_backend_utils as pb_utils
-
-
-class TritonPythonModel:
-    def initialize(self, args):
-        config = json.loads(args["model_config"])
-        self.scale = float(config["parameters"]["scale"]["string_value"])
-
-    def execute(self, requests):
-        responses = []
-        for r in requests:
-            data = pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy() * self.scale
-            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", data)]))
-        return responses
-"""
 _INPUT = [1.0, 2.0, 3.0, 4.0]
 LOADERS = ["loader", "loader_in_process"]
 # Far above what a test takes: a model-control call that waited for it would fail with a 502.
@@ -78,7 +59,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with_params(make_model_loader(repo, "loader_in_process"), python_runtime="in_process")
     for name in ("echo_a", "echo_b"):
         python_model(repo, name, _ECHO_CONFIG.replace("{name}", name), _ECHO_PY)
-    python_model(repo, "scaled", _scaled_config("scaled", 1), _SCALED_PY)
+    python_model(repo, "scaled", _scaled_config("scaled", 1), SCALED_PY)
     return repo
 
 
@@ -157,7 +138,7 @@ def test_a_models_load_override_is_what_clients_get(up: UpProcess, loader: str) 
     assert answer["outputs"][0]["data"] == [x * scale for x in _INPUT]
 
     made = f"made_by_{loader}"  # a model with no directory: its files came with the load
-    files = {"file:1/model.py": _SCALED_PY}
+    files = {"file:1/model.py": SCALED_PY}
     config = _scaled_config(made, 7)
     assert _ask(up, loader, op="load", name=made, config=config, files=files) == {"ready": True}
     status, answer = _infer(up, made)
@@ -189,7 +170,7 @@ def test_a_model_reloading_itself_answers_without_waiting_for_its_own_drain(
 def test_a_models_load_passes_the_client_cap_where_a_clients_same_load_is_refused(
     up: UpProcess,
 ) -> None:
-    files = {"file:1/model.py": _SCALED_PY}
+    files = {"file:1/model.py": SCALED_PY}
     config = _scaled_config("padded", 2)
     call = {"op": "load", "name": "padded", "config": config, "files": files}
     assert _ask(up, "loader", **call, pad=_CLIENT_CAP + 1) == {"ready": True}

@@ -15,11 +15,17 @@ import numpy as np
 import pytest
 from kubernetes_asyncio import client
 
-from activator.scaler.kubernetes.pod_state import LABEL_MODEL, is_ready
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.fakes.kube_fixtures import eventually
 from tests.fakes.kubelet import LocalKubelet
-from tests.fixtures.kube_fleet import NAMESPACE, POOL, POOL_SELECTOR, pool_deployment, up_args
+from tests.fixtures.kube_fleet import (
+    NAMESPACE,
+    POOL,
+    model_pods,
+    pool_deployment,
+    ready_pool_pods,
+    up_args,
+)
 from tests.fixtures.models import make_add_sub, make_ensemble
 from tests.fixtures.up_process import UpProcess, with_params
 
@@ -92,22 +98,6 @@ def fleet(kubelet_factory: Callable[..., LocalKubelet], repo: Path, tmp_path: Pa
     return kubelet_factory(host_paths={"/models": repo, "/cache": tmp_path / "cache"})
 
 
-def _pods_of(server: FakeKubeApiServer, model: str) -> list[dict[str, Any]]:
-    return [
-        p
-        for p in server.objects("pods", NAMESPACE)
-        if (p["metadata"].get("labels") or {}).get(LABEL_MODEL) == model
-    ]
-
-
-def _ready_pool(server: FakeKubeApiServer) -> list[dict[str, Any]]:
-    return [
-        p
-        for p in server.objects("pods", NAMESPACE)
-        if POOL_SELECTOR.items() <= (p["metadata"].get("labels") or {}).items() and is_ready(p)
-    ]
-
-
 def _fp32(name: str, values: np.ndarray) -> dict[str, Any]:
     return {"name": name, "shape": list(values.shape), "datatype": "FP32", "data": values.tolist()}
 
@@ -147,8 +137,8 @@ async def test_bls_calls_and_ensemble_steps_wake_the_called_model_in_its_own_pod
         current = await apps.read_namespaced_deployment(POOL, NAMESPACE)
         manifest["metadata"]["resourceVersion"] = current.metadata.resource_version
         await apps.replace_namespaced_deployment(POOL, NAMESPACE, manifest)
-        await eventually(lambda: len(_ready_pool(kube_apiserver)) == 3, timeout_s=90)
-        assert not _pods_of(kube_apiserver, "add_sub")
+        await eventually(lambda: len(ready_pool_pods(kube_apiserver)) == 3, timeout_s=90)
+        assert not model_pods(kube_apiserver, "add_sub")
         x = np.arange(4, dtype=np.float32)
         timeout = aiohttp.ClientTimeout(total=180)
         try:
@@ -156,8 +146,8 @@ async def test_bls_calls_and_ensemble_steps_wake_the_called_model_in_its_own_pod
                 # BLS: `caller` wakes in one pod, its call to `add_sub` wakes `add_sub` in another.
                 got = await _infer(session, up.url, "caller", _fp32("INPUT0", x))
                 np.testing.assert_allclose(got["OUTPUT0"], x + x)
-                (caller_pod,) = _pods_of(kube_apiserver, "caller")
-                (adder_pod,) = _pods_of(kube_apiserver, "add_sub")
+                (caller_pod,) = model_pods(kube_apiserver, "caller")
+                (adder_pod,) = model_pods(kube_apiserver, "add_sub")
                 assert caller_pod["metadata"]["name"] != adder_pod["metadata"]["name"]
                 assert await _successes(session, up.url, "add_sub") == 1
 
@@ -165,8 +155,8 @@ async def test_bls_calls_and_ensemble_steps_wake_the_called_model_in_its_own_pod
                 b = np.full(4, 10, dtype=np.float32)
                 got = await _infer(session, up.url, "pipeline", _fp32("A", x), _fp32("B", b))
                 np.testing.assert_allclose(got["DIFF"], x - b)
-                assert len(_pods_of(kube_apiserver, "pipeline")) == 1
-                assert [p["metadata"]["name"] for p in _pods_of(kube_apiserver, "add_sub")] == [
+                assert len(model_pods(kube_apiserver, "pipeline")) == 1
+                assert [p["metadata"]["name"] for p in model_pods(kube_apiserver, "add_sub")] == [
                     adder_pod["metadata"]["name"]
                 ]
                 assert await _successes(session, up.url, "add_sub") == 2
@@ -174,7 +164,7 @@ async def test_bls_calls_and_ensemble_steps_wake_the_called_model_in_its_own_pod
             logs = "\n".join(
                 f"--- pod {name}\n{fleet.logs(NAMESPACE, name)[-6000:]}"
                 for model in ("caller", "add_sub", "pipeline")
-                for name in (p["metadata"]["name"] for p in _pods_of(kube_apiserver, model))
+                for name in (p["metadata"]["name"] for p in model_pods(kube_apiserver, model))
             )
             raise AssertionError(f"{exc}\n{logs}") from exc
     finally:

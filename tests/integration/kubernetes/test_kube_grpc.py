@@ -20,11 +20,16 @@ import pytest
 import tritonclient.grpc as grpcclient
 from kubernetes_asyncio import client
 
-from activator.scaler.kubernetes.pod_state import LABEL_MODEL, PodState, is_ready, state_of
+from activator.scaler.kubernetes.pod_state import LABEL_MODEL, PodState, state_of
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.fakes.kube_fixtures import eventually
 from tests.fakes.kubelet import LocalKubelet
-from tests.fixtures.kube_fleet import NAMESPACE, POOL_SELECTOR, pool_deployment, up_args
+from tests.fixtures.kube_fleet import (
+    NAMESPACE,
+    pool_deployment,
+    ready_pool_pods,
+    up_args,
+)
 from tests.fixtures.onnx_models import make_onnx_add
 from tests.fixtures.up_process import UpProcess, with_params
 
@@ -68,20 +73,12 @@ def _model_pods(server: FakeKubeApiServer) -> list[dict[str, Any]]:
     ]
 
 
-def _ready_pool(server: FakeKubeApiServer) -> list[dict[str, Any]]:
-    return [
-        p
-        for p in server.objects("pods", NAMESPACE)
-        if POOL_SELECTOR.items() <= (p["metadata"].get("labels") or {}).items() and is_ready(p)
-    ]
-
-
 async def _start_pool(
     api: client.ApiClient, server: FakeKubeApiServer, manifest: dict[str, Any]
 ) -> None:
     await client.AppsV1Api(api).create_namespaced_deployment(NAMESPACE, manifest)
     replicas = manifest["spec"]["replicas"]
-    await eventually(lambda: len(_ready_pool(server)) == replicas, timeout_s=60, interval_s=0.1)
+    await eventually(lambda: len(ready_pool_pods(server)) == replicas, timeout_s=60, interval_s=0.1)
 
 
 def _inputs(values: list[float]) -> list[grpcclient.InferInput]:

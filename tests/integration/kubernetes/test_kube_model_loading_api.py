@@ -16,11 +16,17 @@ import aiohttp
 import pytest
 from kubernetes_asyncio import client
 
-from activator.scaler.kubernetes.pod_state import LABEL_MODEL, is_ready
 from tests.fakes.kube_apiserver import FakeKubeApiServer
 from tests.fakes.kube_fixtures import eventually
 from tests.fakes.kubelet import LocalKubelet
-from tests.fixtures.kube_fleet import NAMESPACE, POOL, POOL_SELECTOR, pool_deployment, up_args
+from tests.fixtures.kube_fleet import (
+    NAMESPACE,
+    POOL,
+    model_pods,
+    pool_deployment,
+    ready_pool_pods,
+    up_args,
+)
 from tests.fixtures.model_loader import loader_answer, loader_request, make_model_loader
 from tests.fixtures.models import make_add_sub
 from tests.fixtures.up_process import UpProcess, with_params
@@ -42,19 +48,7 @@ def fleet(kubelet_factory: Callable[..., LocalKubelet], repo: Path, tmp_path: Pa
 
 
 def _pods_of(server: FakeKubeApiServer, model: str) -> list[str]:
-    return [
-        p["metadata"]["name"]
-        for p in server.objects("pods", NAMESPACE)
-        if (p["metadata"].get("labels") or {}).get(LABEL_MODEL) == model
-    ]
-
-
-def _ready_pool(server: FakeKubeApiServer) -> list[dict[str, Any]]:
-    return [
-        p
-        for p in server.objects("pods", NAMESPACE)
-        if POOL_SELECTOR.items() <= (p["metadata"].get("labels") or {}).items() and is_ready(p)
-    ]
+    return [p["metadata"]["name"] for p in model_pods(server, model)]
 
 
 async def _ask(session: aiohttp.ClientSession, url: str, **call: Any) -> dict[str, Any]:
@@ -92,7 +86,7 @@ async def test_a_model_loaded_by_a_model_in_its_pod_is_the_fleets(
         current = await apps.read_namespaced_deployment(POOL, NAMESPACE)
         manifest["metadata"]["resourceVersion"] = current.metadata.resource_version
         await apps.replace_namespaced_deployment(POOL, NAMESPACE, manifest)
-        await eventually(lambda: len(_ready_pool(kube_apiserver)) == 2, timeout_s=90)
+        await eventually(lambda: len(ready_pool_pods(kube_apiserver)) == 2, timeout_s=90)
         add_sub = f"{up.url}/v2/models/add_sub"
         body = {
             "inputs": [
