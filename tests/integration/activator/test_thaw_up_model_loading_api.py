@@ -18,7 +18,7 @@ import pytest
 from tests.fixtures.model_loader import loader_answer, loader_request, make_model_loader
 from tests.fixtures.models import ECHO_EXECUTE, SCALED_PY, python_model
 from tests.fixtures.up_process import UpProcess, light_args, with_params
-from thawwire.model_control import not_in_repository
+from thawwire.model_control import CONTROL_DISABLED, not_in_repository
 
 pytestmark = pytest.mark.integration
 
@@ -184,3 +184,21 @@ def test_a_models_load_passes_the_client_cap_where_a_clients_same_load_is_refuse
     status, answer = _request(up, "POST", "/v2/repository/models/padded_by_client/load", body)
     assert status == 413, answer
     assert "--max-body-bytes" in answer["error"]
+
+
+def test_outside_explicit_mode_a_models_load_is_refused_in_tritons_words(
+    tmp_path: Path,
+) -> None:
+    """`thaw up`'s default mode (none): Triton refuses the model loading API; so does the
+    platform now (the replica itself, loaded by the activator, is in explicit mode: its own
+    server took the load before)."""
+    repo = tmp_path / "repo"
+    make_model_loader(repo, "loader")
+    python_model(repo, "echo_a", _ECHO_CONFIG.replace("{name}", "echo_a"), _ECHO_PY)
+    server = UpProcess(repo, *light_args(repo))
+    try:
+        assert _ask(server, "loader", op="load", name="echo_a") == {"error": CONTROL_DISABLED}
+        assert _ask(server, "loader", op="unload", name="echo_a") == {"error": CONTROL_DISABLED}
+        assert _ask(server, "loader", op="ready", name="echo_a") == {"ready": True}  # at zero
+    finally:
+        server.stop()
