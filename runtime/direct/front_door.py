@@ -29,10 +29,13 @@ thawwire.internal_calls), so their bodies pass the front door up to `--max-inter
 rather than the client cap; a BLS stream whose message is over the gRPC front door's limit
 (the client cap) goes as one HTTP infer. Forwarded requests are the client's and never carry it.
 
-Connections: forwarded requests, ensemble steps and model-control calls each take a fresh
-connection, so the front door sees their request line first and routes each on its own merits
-(a pooled connection that the front door had handed to another replica would carry them
-there); BLS calls keep a pool. Infer bodies and error answers are runtime.direct.infer_wire's.
+Connections: forwarded requests and ensemble steps each take a fresh connection, so the front
+door sees their request line first and routes each on its own merits (a pooled connection that
+the front door had handed to another replica would carry them there); BLS calls keep a pool.
+Model-control calls keep one connection of their own (marked sent back, it is never handed
+off): `is_model_ready` costs no connection set-up, and on Kubernetes a load and the readiness
+asked after it are answered by the same activator (the Service balances connections), not one
+that has yet to read the load state. Infer bodies and error answers are runtime.direct.infer_wire's.
 """
 
 from __future__ import annotations
@@ -73,6 +76,9 @@ _TIMEOUT_PAST_EXIT_S = 300
 # from the body actually sent).
 _NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length"}
 _CHUNK = 256 * 1024
+# How long a model-control connection is kept idle: below the front door's idle timeout (75 s
+# by default), so this side closes it first and a call seldom meets it closing.
+_CONTROL_KEEPALIVE_S = 10.0
 _STREAM = method_path(Method.MODEL_STREAM_INFER)
 # In what an HTTP front answers for plain inference on a decoupled model (Triton's words,
 # runtime.models.manager.DECOUPLED_INFER): this replica's BLS reads it too.
@@ -154,6 +160,7 @@ class FrontDoor:
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._fresh: aiohttp.ClientSession | None = None  # a new connection per request
         self._pooled: aiohttp.ClientSession | None = None
+        self._kept: aiohttp.ClientSession | None = None  # model control, kept alive
         self._channel: grpc.aio.Channel | None = None
 
     @classmethod
@@ -187,6 +194,14 @@ class FrontDoor:
                 cookie_jar=aiohttp.DummyCookieJar(),
             )
         return self._fresh
+
+    def _control_session(self) -> aiohttp.ClientSession:
+        if self._kept is None:
+            connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=_CONTROL_KEEPALIVE_S)
+            self._kept = aiohttp.ClientSession(
+                connector=connector, cookie_jar=aiohttp.DummyCookieJar()
+            )
+        return self._kept
 
     def _pooled_session(self) -> aiohttp.ClientSession:
         if self._pooled is None:
@@ -381,14 +396,16 @@ class FrontDoor:
     async def _control(
         self, method: str, path: str, params: dict[str, Any] | None
     ) -> tuple[int, bytes]:
-        """The front door's (status, body) for a model-control call, sent on a fresh connection
+        """The front door's (status, body) for a model-control call, on the kept connection,
         with the deployment's token (a load's files pass up to the internal body cap) and
-        marked sent back; ModelUnavailable when the front door does not answer."""
+        marked sent back; ModelUnavailable when the front door does not answer. (A readiness
+        check that meets the kept connection closed is sent again on a new one by aiohttp, as
+        it does any idempotent request; a load or unload is not.)"""
         url = self._address(self.url, "model control")
         headers = {INTERNAL_HEADER: self._token} if self._token is not None else {}
         body = None if params is None else {"parameters": params}
         try:
-            async with self._fresh_session().request(
+            async with self._control_session().request(
                 method,
                 # encoded: the model's segment as it is (never resolved as a `..`)
                 yarl.URL(f"{url}{path}?{SENT_BACK_QUERY}", encoded=True),
@@ -433,7 +450,7 @@ class FrontDoor:
 
     async def close(self) -> None:
         """Close every connection to the front door (after the last call)."""
-        for session in (self._fresh, self._pooled):
+        for session in (self._fresh, self._pooled, self._kept):
             if session is not None:
                 await session.close()
         if self._channel is not None:

@@ -1,7 +1,9 @@
 """runtime.direct.front_door's model loading API: a Python model's `pb_utils.load_model`,
 `unload_model` and `is_model_ready` under `thaw up` ask the front door, against a real aiohttp
-app on loopback playing it. Each call takes a fresh connection, is marked sent back (a load
-that replaces the calling replica must not wait for its stop), carries the deployment's token
+app on loopback playing it. The calls keep one connection of their own (a readiness check
+that meets it closed goes again, by aiohttp's retry of an idempotent request; a load does
+not), each is marked sent back (a load that
+replaces the calling replica must not wait for its stop), carries the deployment's token
 (a load's files pass up to the internal body cap), names the model as one path segment
 whatever it holds, and sends the override as Triton's REST load does (`config`, base64
 `file:` keys); a refusal is the ServingError of its status in the front door's words, a
@@ -30,6 +32,7 @@ class _Door:
     url: str = ""
     seen: list[dict[str, Any]] = field(default_factory=list)
     answer: tuple[int, str] = (200, "")
+    drops: int = 0  # requests to answer by closing the connection instead
 
 
 @pytest.fixture
@@ -48,6 +51,10 @@ async def door() -> AsyncIterator[_Door]:
                 "peer": tuple(peer[:2]) if peer else None,
             }
         )
+        if state.drops:
+            state.drops -= 1
+            assert request.transport is not None
+            request.transport.close()  # as a front door closing a kept connection
         status, text = state.answer
         return web.json_response({"error": text} if status != 200 else {}, status=status)
 
@@ -108,10 +115,32 @@ async def test_an_unload_names_its_dependents_only_when_asked(
     ]
 
 
-async def test_each_call_takes_a_fresh_connection(door: _Door, client: FrontDoor) -> None:
+async def test_the_calls_keep_one_connection_of_their_own(door: _Door, client: FrontDoor) -> None:
     for _ in range(3):
         await client.model_ready("m", None)
-    assert len({s["peer"] for s in door.seen}) == 3  # routed afresh by the front door each time
+    await client.load("m", None, None)
+    await client.unload("m")
+    # one front door answers a load and the readiness after it (the same activator, on Kubernetes)
+    assert len({s["peer"] for s in door.seen}) == 1
+
+
+async def test_a_readiness_check_that_meets_its_connection_closed_goes_again(
+    door: _Door, client: FrontDoor
+) -> None:
+    assert await client.model_ready("m", None) is True
+    door.drops = 1
+    assert await client.model_ready("m", None) is True  # aiohttp's retry of a GET
+    assert len(door.seen) == 3 and len({s["peer"] for s in door.seen[1:]}) == 2
+
+
+async def test_a_load_that_meets_its_connection_closed_is_not_sent_again(
+    door: _Door, client: FrontDoor
+) -> None:
+    await client.model_ready("m", None)
+    door.drops = 1
+    with pytest.raises(ModelUnavailable, match="did not answer a model-control call"):
+        await client.load("m", None, None)
+    assert [s["method"] for s in door.seen] == ["GET", "POST"]
 
 
 async def test_readiness_is_the_front_doors_answer_and_a_refusal_is_false(
