@@ -398,27 +398,32 @@ class FrontDoor:
     ) -> tuple[int, bytes]:
         """The front door's (status, body) for a model-control call, on the kept connection,
         with the deployment's token (a load's files pass up to the internal body cap) and
-        marked sent back; ModelUnavailable when the front door does not answer. (A readiness
-        check that meets the kept connection closed is sent again on a new one by aiohttp, as
-        it does any idempotent request; a load or unload is not.)"""
+        marked sent back; ModelUnavailable when the front door does not answer. A readiness
+        check (GET) that meets the kept connection closed goes once more, on a new connection
+        (aiohttp 3.10 on resends an idempotent request so by itself); a load or unload is
+        not sent twice."""
         url = self._address(self.url, "model control")
+        target = yarl.URL(f"{url}{path}?{SENT_BACK_QUERY}", encoded=True)  # the segment as is
         headers = {INTERNAL_HEADER: self._token} if self._token is not None else {}
         body = None if params is None else {"parameters": params}
-        try:
-            async with self._control_session().request(
-                method,
-                # encoded: the model's segment as it is (never resolved as a `..`)
-                yarl.URL(f"{url}{path}?{SENT_BACK_QUERY}", encoded=True),
-                json=body,
-                headers=headers,
-                timeout=self._timeout,
-            ) as response:
-                return response.status, await response.read()
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            logger.warning("%s %s through the front door failed: %r", method, path[:200], exc)
+        resend = method == "GET"
+        while True:
+            try:
+                async with self._control_session().request(
+                    method, target, json=body, headers=headers, timeout=self._timeout
+                ) as response:
+                    return response.status, await response.read()
+            except aiohttp.ServerDisconnectedError as exc:
+                if resend:
+                    resend = False
+                    continue
+                error: Exception = exc
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                error = exc
+            logger.warning("%s %s through the front door failed: %r", method, path[:200], error)
             raise ModelUnavailable(
-                f"the front door did not answer a model-control call: {exc!r}"
-            ) from exc
+                f"the front door did not answer a model-control call: {error!r}"
+            ) from error
 
     # -- ensemble steps -------------------------------------------------------------------
 

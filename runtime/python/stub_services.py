@@ -171,6 +171,8 @@ class StubServices:
                 reply["value"] = self._host.is_model_ready(str(args[0]), str(args[1]))
         except pb_utils.TritonModelException as exc:
             reply["error"] = exc.message()
+        except (IndexError, KeyError, TypeError, ValueError) as exc:  # not what a stub sends
+            reply["error"] = f"bad {fn} call from the stub: {exc!r}"[:500]
         with contextlib.suppress(RuntimeError):  # the loop closed: the server is stopping
             loop.call_soon_threadsafe(_send_quietly, send, Message(reply))
 

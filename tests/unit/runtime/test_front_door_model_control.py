@@ -1,8 +1,7 @@
 """runtime.direct.front_door's model loading API: a Python model's `pb_utils.load_model`,
 `unload_model` and `is_model_ready` under `thaw up` ask the front door, against a real aiohttp
 app on loopback playing it. The calls keep one connection of their own (a readiness check
-that meets it closed goes again, by aiohttp's retry of an idempotent request; a load does
-not), each is marked sent back (a load that
+that meets it closed goes again; a load does not), each is marked sent back (a load that
 replaces the calling replica must not wait for its stop), carries the deployment's token
 (a load's files pass up to the internal body cap), names the model as one path segment
 whatever it holds, and sends the override as Triton's REST load does (`config`, base64
@@ -129,8 +128,12 @@ async def test_a_readiness_check_that_meets_its_connection_closed_goes_again(
 ) -> None:
     assert await client.model_ready("m", None) is True
     door.drops = 1
-    assert await client.model_ready("m", None) is True  # aiohttp's retry of a GET
+    assert await client.model_ready("m", None) is True
     assert len(door.seen) == 3 and len({s["peer"] for s in door.seen[1:]}) == 2
+    door.drops = 10  # closed every time: the front door does not answer
+    with pytest.raises(ModelUnavailable, match="did not answer a model-control call"):
+        await client.model_ready("m", None)
+    assert door.drops > 0  # resent a bounded number of times
 
 
 async def test_a_load_that_meets_its_connection_closed_is_not_sent_again(
