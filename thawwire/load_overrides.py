@@ -31,6 +31,7 @@ __all__ = [
     "overrides_from_grpc",
     "overrides_from_json",
     "refused",
+    "rest_parameters",
     "unload_dependents_from_grpc",
     "unload_dependents_from_json",
 ]
@@ -52,10 +53,18 @@ class LoadOverride:
 
     def parameters(self) -> dict[str, str]:
         """The override as a REST load call's `parameters` (files base64-encoded)."""
-        params = {"config": self.config_json}
-        for path, content in self.files.items():
-            params[FILE_PREFIX + path] = base64.b64encode(content).decode("ascii")
-        return params
+        return rest_parameters(self.config_json, self.files)
+
+
+def rest_parameters(config_json: str | None, files: Mapping[str, bytes] | None) -> dict[str, str]:
+    """A REST load call's `parameters` for a `config` (JSON text; none when None or empty) and
+    `files` (`<version>/<path>` -> contents, base64-encoded under `file:` keys), unchecked: the
+    server that takes the call checks them (a Python model's `pb_utils.load_model` through
+    `thaw up`'s front door sends what the model gave)."""
+    params = {"config": config_json} if config_json else {}
+    for path, content in (files or {}).items():
+        params[FILE_PREFIX + path] = base64.b64encode(content).decode("ascii")
+    return params
 
 
 def refused(name: str, why: str) -> str:

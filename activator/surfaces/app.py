@@ -338,12 +338,7 @@ async def _inference(request: web.Request, *, tensors: bool) -> web.StreamRespon
     fleet.wake_composing(name)  # an ensemble: its steps' models wake while it does
     with fleet.metrics.counting(name) as count:
         size = request.content_length
-        # A replica's own call (BLS, an ensemble step) carries the deployment's token.
-        limit, flag = body_cap(
-            fleet.config.internal_calls,
-            request.headers.get(INTERNAL_HEADER),
-            public=fleet.config.max_body_bytes,
-        )
+        limit, flag = _body_cap(request, fleet)
         if size is not None and size > limit:
             raise PayloadTooLarge(too_large_text(limit, size=size, flag=flag))
         body: bytes | None = None
@@ -420,6 +415,17 @@ async def repository_index(request: web.Request) -> web.Response:
     return json_response(await index_rows(request.app[FLEET], ready_only=ready_only))
 
 
+def _body_cap(request: web.Request, fleet: Fleet) -> tuple[int, str]:
+    """(the body cap, the flag that raises it) of `request`: a replica's own call (a BLS call,
+    an ensemble step, a Python model's `pb_utils.load_model`) carries the deployment's token
+    and has the internal cap (thawserver.body_limit.body_cap), a client's the client cap."""
+    return body_cap(
+        fleet.config.internal_calls,
+        request.headers.get(INTERNAL_HEADER),
+        public=fleet.config.max_body_bytes,
+    )
+
+
 async def _json_object(request: web.Request, *, limit: int = 1 << 20) -> dict[str, Any]:
     """An optional JSON object body ({} when empty, at most `limit` bytes); BadRequest
     otherwise."""
@@ -451,13 +457,8 @@ async def load(request: web.Request) -> web.Response:
     fleet = request.app[FLEET]
     _require_model_control(fleet)
     name = request.match_info["model"]
-    # A load may carry the model's files (`file:`): the body limit is the inference one (a
-    # Python model's `pb_utils.load_model` through a replica carries the deployment's token).
-    limit, _ = body_cap(
-        fleet.config.internal_calls,
-        request.headers.get(INTERNAL_HEADER),
-        public=fleet.config.max_body_bytes,
-    )
+    # A load may carry the model's files (`file:`): the body limit is the inference one.
+    limit, _ = _body_cap(request, fleet)
     doc = await _json_object(request, limit=max(1 << 20, limit))
     params = doc.get("parameters") or {}
     if not isinstance(params, dict):

@@ -40,7 +40,6 @@ that has yet to read the load state. Infer bodies and error answers are runtime.
 
 from __future__ import annotations
 
-import base64
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
@@ -62,7 +61,7 @@ from thawwire.grpc_service import Method, method_path
 from thawwire.hop_by_hop import HOP_BY_HOP, connection_tokens
 from thawwire.internal_calls import HEADER as INTERNAL_HEADER
 from thawwire.internal_calls import InternalCalls
-from thawwire.load_overrides import FILE_PREFIX
+from thawwire.load_overrides import rest_parameters
 from thawwire.paths import SENT_BACK_QUERY
 
 __all__ = ["DECOUPLED_REFUSAL", "FrontDoor", "FrontDoorSteps"]
@@ -368,9 +367,7 @@ class FrontDoor:
         `config` override (JSON text) and override `files` (`<version>/<path>` -> bytes) when
         given; returns once the front door answered (Triton's load waits for the model to be
         ready). Its refusal is the ServingError of its answer, in its words."""
-        params: dict[str, Any] = {} if not config else {"config": config}
-        for path, content in (files or {}).items():
-            params[FILE_PREFIX + path] = base64.b64encode(content).decode("ascii")
+        params = rest_parameters(config, files)
         _raise_refusal(
             await self._control("POST", f"/v2/repository/models/{_segment(name)}/load", params)
         )

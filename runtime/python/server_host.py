@@ -347,6 +347,12 @@ class ServerHost(InProcessHost):
             else None
         )
 
+    @property
+    def asks_platform(self) -> bool:
+        """Whether the model loading API asks the front door (and may wait on the loop for
+        it), rather than this server, which answers `is_model_ready` at once."""
+        return self._control_door() is not None
+
     def load_model(self, name: str, config: str, files: dict[str, bytes] | None) -> None:
         door = self._control_door()
         if door is not None:

@@ -32,7 +32,8 @@ from runtime.python.stub.wire import ChannelClosed, Message, Tensor
 
 __all__ = ["Send", "StubServices"]
 
-# The model loading API: each answered from a thread of its own.
+# The model loading API: each answered from a thread of its own (readiness only when it asks
+# the front door: ServerHost.asks_platform).
 _MODEL_CALLS = ("load_model", "unload_model", "is_model_ready")
 
 
@@ -118,9 +119,9 @@ class StubServices:
         _reply(send, {**reply, "final": True, "flag_only": True}, None)
 
     def call(self, send: Send, message: Message) -> None:
-        """Answer a call: metrics at once; the model loading API (readiness too: under `thaw
-        up` it asks the front door) in a thread (a load waits for the loop, which must stay
-        free)."""
+        """Answer a call: metrics, and readiness this server answers itself, at once; the
+        model loading API in a thread (a load waits for the loop, which must stay free; so
+        does readiness under `thaw up`, asked of the front door)."""
         host = self._host
         fn, args, ident = (
             message.fields["fn"],
@@ -132,9 +133,10 @@ class StubServices:
             "metric_create": host.metric_create,
             "metric_update": host.metric_update,
             "metric_value": host.metric_value,
+            "is_model_ready": host.is_model_ready,
         }
         reply: dict[str, Any] = {"op": "reply", "call": ident}
-        if fn in _MODEL_CALLS:
+        if fn in _MODEL_CALLS and (fn != "is_model_ready" or host.asks_platform):
             loop = asyncio.get_running_loop()
             threading.Thread(
                 target=self._model_call,

@@ -1,6 +1,7 @@
 """A stub's model-loading calls on the server (runtime.python.stub_services.StubServices.call):
 `load_model`, `unload_model` and `is_model_ready` are answered from a thread of their own (each
-may wait on the front door, which needs the loop), with the host's answer or its refusal; a
+may wait on the front door, which needs the loop), with the host's answer or its refusal
+(readiness a server answers itself, at once on the loop); a
 call whose arguments are not what a stub sends is answered with an error, never left
 unanswered (the model waiting for it would hang)."""
 
@@ -26,6 +27,7 @@ class _Host:
         self.calls: list[tuple[str, tuple[Any, ...]]] = []
         self.threads: set[int] = set()
         self.refusal: str | None = None
+        self.asks_platform = True  # as under `thaw up`: readiness asks the front door
 
     def _record(self, fn: str, *args: Any) -> None:
         self.threads.add(threading.get_ident())
@@ -79,3 +81,14 @@ async def test_arguments_no_stub_sends_are_answered_with_an_error(args: object) 
     for fn in ("load_model", "unload_model", "is_model_ready"):
         reply = await _answer(services, {"fn": fn, "args": args})
         assert reply["error"].startswith(f"bad {fn} call from the stub")
+
+
+async def test_readiness_the_server_answers_itself_is_answered_at_once_on_the_loop() -> None:
+    host = _Host()
+    host.asks_platform = False  # `thaw serve`: its own model table, no front door
+    services = StubServices(cast(Any, host))
+    replies: list[Message] = []
+    services.call(replies.append, Message({"op": "call", "call": 1, "fn": "is_model_ready",
+                                           "args": ["up", ""]}))  # fmt: skip
+    assert [r.fields["value"] for r in replies] == [True]  # before `call` returned
+    assert host.threads == {threading.get_ident()}
