@@ -10,6 +10,7 @@
     grpc_forward       forward gRPC inference to replicas as opaque bytes
     grpc_stream_relay  one client stream relayed to per-model replica streams
     grpc_calls         what a forwarded gRPC call reads of its message and its context
+    grpc_transport     a replica whose gRPC connection ended under a call leaves rotation
     grpc_envelope      the model a serialized `ModelInferRequest` is for, and its sequence
     stream_sequences   the sequences a replica stream carried, reported to their routes
     shm_requests       requests naming shared-memory regions, rewritten for a replica

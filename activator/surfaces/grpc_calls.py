@@ -1,7 +1,6 @@
 """What a forwarded gRPC call reads of its message and its context: the model it names and its
 version, the sequence of a stateful model's message, the client metadata that goes on to the
-replica, the replica's gRPC address, and whether a replica's error was its transport failing
-rather than its answer. Shared by the two forwarded calls,
+replica, and the replica's gRPC address. Shared by the two forwarded calls,
 activator.surfaces.grpc_forward (`ModelInfer`) and activator.surfaces.grpc_stream_relay
 (`ModelStreamInfer`).
 """
@@ -9,8 +8,6 @@ activator.surfaces.grpc_forward (`ModelInfer`) and activator.surfaces.grpc_strea
 from __future__ import annotations
 
 from typing import Any
-
-import grpc
 
 from activator.endpoint.model_endpoint import ModelEndpoint
 from activator.endpoint.replica import Replica
@@ -26,7 +23,6 @@ __all__ = [
     "message_version",
     "read_envelope",
     "replica_address",
-    "transport_failed",
 ]
 
 # grpc.aio.ServicerContext (grpcio ships no type information).
@@ -81,14 +77,3 @@ def replica_address(replica: Replica) -> str:
     if not address:
         raise UpstreamFailed(f"replica {replica.id} serves no gRPC")
     return address
-
-
-def transport_failed(exc: grpc.aio.AioRpcError, channel: grpc.aio.Channel) -> bool:
-    """Whether a call to a replica ended because its connection did, not because the replica
-    answered with an error: UNAVAILABLE on a channel that is no longer READY (refused: in
-    TRANSIENT_FAILURE; reset or sent GOAWAY mid-call: back to IDLE). A replica's own
-    UNAVAILABLE (a full queue, a model not ready) leaves its connection READY. The channel's
-    state is grpc's documented connectivity, where the error's words are not."""
-    if exc.code() != grpc.StatusCode.UNAVAILABLE:
-        return False
-    return bool(channel.get_state(try_to_connect=False) != grpc.ChannelConnectivity.READY)

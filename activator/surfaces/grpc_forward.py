@@ -17,8 +17,9 @@ A message may name shared-memory regions, which the activator owns
 outputs bound to regions come back as raw contents and are written there.
 
 A replica whose connection fails under a call (refused, reset, or its server going away)
-leaves rotation at once, as one that resets a REST request does (activator.surfaces.proxy); the
-call ends with grpc's UNAVAILABLE, as that request ends with a 502.
+leaves rotation (activator.surfaces.grpc_transport), as one that resets a REST request does
+(activator.surfaces.proxy); the call ends with grpc's UNAVAILABLE, as that request ends with
+a 502.
 
 Errors the activator makes itself leave with the gRPC code of their HTTP status
 (thawserver.grpc_status): 503 -> UNAVAILABLE, 504 -> DEADLINE_EXCEEDED, 404 -> NOT_FOUND.
@@ -44,9 +45,9 @@ from activator.surfaces.grpc_calls import (
     message_version,
     read_envelope,
     replica_address,
-    transport_failed,
 )
 from activator.surfaces.grpc_stream_relay import StreamRelay
+from activator.surfaces.grpc_transport import TransportWatch
 from activator.surfaces.shm_requests import Rewritten, grpc_answer, grpc_request
 from thawserver.grpc_status import http_status
 from thawserver.shm_registry import SystemSharedMemory
@@ -71,8 +72,11 @@ class GrpcForwarder:
         # names them is rewritten for the replica and its answer written back.
         self.shared_memory = shared_memory
         self.stopping = False  # `thaw up` shuts down: open streams begin no new request
+        # Replicas whose connection ended under a call leave rotation (ModelInfer and streams).
+        self.transport = TransportWatch()
 
     async def close(self) -> None:
+        await self.transport.close()
         channels, self._channels = list(self._channels.values()), {}
         await asyncio.gather(*(channel.close() for channel in channels), return_exceptions=True)
 
@@ -169,8 +173,8 @@ class GrpcForwarder:
                             logger.info("model=%s not on replica %s: sent again", model, replica.id)
                             retry = False
                             continue
-                    elif transport_failed(exc, channel):
-                        endpoint.replica_failed(replica, f"gRPC transport: {exc.details()}")
+                    else:
+                        self.transport.call_failed(endpoint, replica, exc, channel)
                     count.code = http_status(exc.code())
                     await context.abort(exc.code(), exc.details() or "")
                     raise AssertionError("context.abort returned") from None

@@ -32,6 +32,7 @@ from typing import Any, Protocol
 import grpc
 
 from activator.endpoint.model_endpoint import ModelEndpoint
+from activator.endpoint.replica import Replica
 from activator.endpoint.sequence_routes import SequenceId, SequenceKey
 from activator.errors import ActivatorError, ModelUnavailable, UpstreamFailed
 from activator.fleet.fleet import Fleet
@@ -43,9 +44,9 @@ from activator.surfaces.grpc_calls import (
     message_version,
     read_envelope,
     replica_address,
-    transport_failed,
 )
 from activator.surfaces.grpc_envelope import Envelope
+from activator.surfaces.grpc_transport import TransportWatch
 from activator.surfaces.shm_requests import StreamRegions
 from activator.surfaces.stream_sequences import StreamSequences, answers_in_order
 from thawserver.grpc_status import http_status
@@ -71,6 +72,7 @@ class Forwarding(Protocol):
     fleet: Fleet
     shared_memory: SystemSharedMemory | None
     stopping: bool
+    transport: TransportWatch
 
     def channel(self, address: str) -> grpc.aio.Channel: ...
 
@@ -267,6 +269,15 @@ class StreamRelay:
     def channel(self, address: str) -> grpc.aio.Channel:
         return self._forwarder.channel(address)
 
+    def call_failed(
+        self,
+        endpoint: ModelEndpoint,
+        replica: Replica,
+        exc: grpc.aio.AioRpcError,
+        channel: grpc.aio.Channel,
+    ) -> None:
+        self._forwarder.transport.call_failed(endpoint, replica, exc, channel)
+
     @property
     def metadata(self) -> tuple[tuple[str, Any], ...]:
         return forwarded_metadata(self._context)
@@ -333,8 +344,8 @@ class _Upstream:
                     try:
                         count.code = await self._relay_call(call, sent)
                     except grpc.aio.AioRpcError as exc:
-                        if transport_failed(exc, channel):  # as a failed ModelInfer's replica
-                            endpoint.replica_failed(replica, f"gRPC transport: {exc.details()}")
+                        # as a failed ModelInfer's replica
+                        self._relay.call_failed(endpoint, replica, exc, channel)
                         self._relay.fail(exc)
                         count.code = http_status(exc.code())
                     finally:

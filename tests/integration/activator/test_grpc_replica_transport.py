@@ -1,6 +1,8 @@
 """activator.surfaces.grpc_forward and grpc_stream_relay: a replica whose gRPC connection fails
 under a call (refused, or its server gone mid-call) leaves rotation at once, as one that
 resets a REST request does; a replica that answers UNAVAILABLE itself (a full queue) stays.
+The forwarder decides in the background once its channel has settled (grpc may say the channel
+left READY a moment after the call's error), so each test waits for that before it looks.
 
 The replicas are real grpc.aio servers on loopback and the forwarder's channels are real; the
 endpoint is a fake that hands out one replica and records what it is told of it.
@@ -148,6 +150,7 @@ async def test_a_replica_that_answers_unavailable_itself_stays_in_rotation() -> 
         assert refused.value.code == grpc.StatusCode.UNAVAILABLE
         answer = pb.ModelInferResponse.FromString(await _infer(forwarder, "after"))
         assert answer.id == "after"
+        await forwarder.transport.settled()
         assert endpoint.failed == []
 
 
@@ -158,6 +161,7 @@ async def test_a_replica_whose_connection_is_refused_leaves_rotation() -> None:
         with pytest.raises(_Aborted) as refused:
             await _infer(forwarder, "second")
         assert refused.value.code == grpc.StatusCode.UNAVAILABLE
+        await forwarder.transport.settled()
         assert len(endpoint.failed) == 1
         assert endpoint.failed[0].startswith("gRPC transport: ")
 
@@ -170,6 +174,7 @@ async def test_a_replica_gone_under_a_call_leaves_rotation() -> None:
         with pytest.raises(_Aborted) as gone:
             await call
         assert gone.value.code == grpc.StatusCode.UNAVAILABLE
+        await forwarder.transport.settled()
         assert len(endpoint.failed) == 1
 
 
@@ -191,6 +196,7 @@ async def test_a_stream_whose_replica_goes_away_takes_it_out_of_rotation() -> No
             await stream
         assert gone.value.code == grpc.StatusCode.UNAVAILABLE
         assert context.answers == ["one"]
+        await forwarder.transport.settled()
         assert len(endpoint.failed) == 1
 
 
@@ -202,4 +208,5 @@ async def test_a_stream_the_replica_refuses_itself_leaves_it_in_rotation() -> No
         assert context.answers == ["one"]
         await _stream(forwarder, ["again"], context)
         assert context.answers == ["one", "again"]
+        await forwarder.transport.settled()
         assert endpoint.failed == []
