@@ -219,6 +219,19 @@ class Fleet:
             raise refusal
         return entry if version is None else self.repository.get(name, version)
 
+    async def serving_now(self, name: str, version: str | None = None) -> ModelEntry:
+        """`serving`, after learning the fleet's load state afresh when `name` is not loaded
+        here (`refresh_load_state`): what a request that would wake the model asks."""
+        if self._load_calls.stale(name):  # (a request's hot path: no await when loaded)
+            await self._load_calls.refresh(name)
+        return self.serving(name, version)
+
+    async def refresh_load_state(self, *names: str) -> None:
+        """Learn the fleet's shared load state now when this activator knows one of `names`
+        as not loaded (Kubernetes: another activator may have answered its load since the
+        last periodic read; activator.fleet.load_calls.LoadCalls.refresh)."""
+        await self._load_calls.refresh(*names)
+
     async def load(
         self, name: str, override: LoadOverride | None = None, *, wait: bool = True
     ) -> None:

@@ -266,6 +266,22 @@ class LoadCalls:
 
         await asyncio.gather(*(unload(r) for r in endpoint.directly_connected()))
 
+    async def refresh(self, *names: str) -> None:
+        """A request for `names` (models of the repository; one, or every one for the index)
+        when this activator knows one of them as not loaded: learn the fleet's shared load
+        state now (another activator may have answered its load a moment ago: a client's next
+        request need not come back to the activator that loaded it); what changed is adopted
+        before the return. Nothing without a shared state."""
+        if self._shared is not None and self.stale(*names):
+            await self._shared.refresh_load_states()
+
+    def stale(self, *names: str) -> bool:
+        """Whether a request for `names` would learn the shared load state afresh (`refresh`):
+        one of them is a model of the repository not loaded here, and the state is shared."""
+        return self._shared is not None and any(
+            n in self._models and not self._states.loaded(n) for n in names
+        )
+
     def adopt(self, changes: Mapping[str, str]) -> None:
         """Another activator's loads and unloads (model -> "loaded" | "named" | "unloaded" |
         "down"), as the shared state told them: a loaded model's `min_replicas` come up (one

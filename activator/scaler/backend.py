@@ -355,3 +355,10 @@ class SharedLoadState(Protocol):
         before the call that asked answers; `ScalerUnavailable` (503) when they could not be
         shared (then nothing changed: the caller changes nothing either)."""
         ...
+
+    async def refresh_load_states(self) -> None:
+        """Learn the shared states now, not at the next periodic read: a request for a model
+        not loaded here may follow a load another activator answered. Each change is told to
+        `changed` before the return; bounded by the backend's API timeout; never raises (a
+        failed read keeps the last known states)."""
+        ...

@@ -32,14 +32,14 @@ __all__ = [
 
 async def model_config(fleet: Fleet, name: str, version: str | None) -> dict[str, Any]:
     """The model's config JSON, a replica's (`GET /v2/models/{m}[/versions/{v}]/config`)."""
-    entry = fleet.serving(name, version)
+    entry = await fleet.serving_now(name, version)
     config = await fleet.replica_configs.completed(entry, fleet.endpoint(name), version)
     return entry.config_json(config)
 
 
 async def model_metadata(fleet: Fleet, name: str, version: str | None) -> dict[str, Any]:
     """The model's KServe v2 metadata JSON, rendered from the config a replica serves."""
-    entry = fleet.serving(name, version)
+    entry = await fleet.serving_now(name, version)
     config = await fleet.replica_configs.completed(entry, fleet.endpoint(name), version)
     return entry.metadata(version, config=config)
 
@@ -62,12 +62,14 @@ def server_live(fleet: Fleet) -> bool:
     return fleet.repository.start_error is None
 
 
-def check_ready(fleet: Fleet, name: str, version: str | None) -> None:
+async def check_ready(fleet: Fleet, name: str, version: str | None) -> None:
     """Ready = servable: at zero replicas too, unless the last wake-up failed (then
     ModelUnavailable with the reason); UnknownModel for a model not served. A version of a
     served model that is not served is not ready (ModelUnavailable), as `thaw serve` and
-    Triton answer: ready=false, not NOT_FOUND; so is a model not loaded (explicit mode)."""
+    Triton answer: ready=false, not NOT_FOUND; so is a model not loaded (explicit mode: the
+    fleet's load state learned afresh first, Fleet.refresh_load_state)."""
     entry = fleet.repository.get(name)
+    await fleet.refresh_load_state(name)
     if not fleet.load_states.loaded(name):
         raise ModelUnavailable(f"model '{name}' is not ready: {fleet.load_states.state(name)}")
     if version is not None and version not in entry.versions:
@@ -83,7 +85,9 @@ async def index_rows(fleet: Fleet, *, ready_only: bool) -> list[dict[str, Any]]:
     explicit mode a model never loaded is its name alone, an unloaded one UNAVAILABLE with
     reason `unloaded` (as `thaw serve`'s, runtime.models.model_entry), and so is a version a
     later load left out; a model not loaded whose directory has gone has no row (Triton lists
-    the repository's directories); rows in name and version order."""
+    the repository's directories); rows in name and version order. The fleet's load state
+    is learned afresh first when a model is not loaded here (Fleet.refresh_load_state)."""
+    await fleet.refresh_load_state(*fleet.repository.names())
     idle = [name for name in fleet.repository.names() if not fleet.load_states.loaded(name)]
     gone = await asyncio.to_thread(fleet.repository.without_directory, idle) if idle else set()
     rows: list[dict[str, Any]] = []
@@ -126,7 +130,9 @@ async def index_rows(fleet: Fleet, *, ready_only: bool) -> list[dict[str, Any]]:
 async def stats_rows(fleet: Fleet, name: str | None, version: str | None) -> list[dict[str, Any]]:
     """The statistics of one model (every model when `name` is None) for the life of
     `thaw up` (live and retired replicas); a model never served reads as zeros. A model not
-    loaded (explicit mode) has none: refused by name, left out of all models'."""
+    loaded (explicit mode) has none: refused by name, left out of all models' (the fleet's
+    load state learned afresh first, Fleet.refresh_load_state)."""
+    await fleet.refresh_load_state(*(fleet.repository.names() if name is None else [name]))
     if name is None:
         names = [n for n in fleet.repository.names() if fleet.load_states.loaded(n)]
         per_model = await asyncio.gather(*(_rows(fleet, n, None) for n in names))

@@ -312,7 +312,7 @@ async def model_config(request: web.Request) -> web.Response:
 
 async def model_ready(request: web.Request) -> web.Response:
     """Ready = servable: at zero replicas too, unless the last wake-up failed."""
-    check_ready(request.app[FLEET], request.match_info["model"], _version(request))
+    await check_ready(request.app[FLEET], request.match_info["model"], _version(request))
     return web.Response(status=200)
 
 
@@ -333,7 +333,7 @@ async def _inference(request: web.Request, *, tensors: bool) -> web.StreamRespon
     (whose tensors may be in the client's shared memory)."""
     fleet = request.app[FLEET]
     name = request.match_info["model"]
-    fleet.serving(name, _version(request))
+    await fleet.serving_now(name, _version(request))
     endpoint = fleet.endpoint(name)
     fleet.wake_composing(name)  # an ensemble: its steps' models wake while it does
     with fleet.metrics.counting(name) as count:

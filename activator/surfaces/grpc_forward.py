@@ -119,7 +119,7 @@ class GrpcForwarder:
         """Hold if no replica slot is free (waking the model), then forward to a replica."""
         head = read_envelope(data)
         fleet = self.fleet
-        fleet.serving(head.model_name, message_version(head.model_version))
+        await fleet.serving_now(head.model_name, message_version(head.model_version))
         endpoint = fleet.endpoint(head.model_name)
         sequence = message_sequence(endpoint, data)
         shm: Rewritten | None = None

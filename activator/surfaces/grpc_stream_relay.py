@@ -135,7 +135,8 @@ class StreamRelay:
                 head = read_envelope(data)
                 if self._forwarder.stopping:
                     raise ModelUnavailable(STREAM_STOPPING)
-                entry = self._fleet.serving(head.model_name, message_version(head.model_version))
+                version = message_version(head.model_version)
+                entry = await self._fleet.serving_now(head.model_name, version)
                 endpoint = self._fleet.endpoint(head.model_name)
                 sequence = message_sequence(endpoint, data)
                 if shm is not None and names_shared_memory(data):

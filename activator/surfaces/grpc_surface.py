@@ -162,7 +162,7 @@ class GrpcSurface:
         model that is not ready does; so does an unknown model or version (Triton 2.51 answers
         it ready=false, never NOT_FOUND: tritonclient's is_model_ready returns False)."""
         try:
-            check_ready(self._fleet, request.name, message_version(request.version))
+            await check_ready(self._fleet, request.name, message_version(request.version))
         except ActivatorError as exc:
             if exc.status not in (404, 503):
                 raise

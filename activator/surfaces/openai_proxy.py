@@ -128,7 +128,8 @@ class OpenAIProxy:
         )
         asked = _model_of(body)
         name, lora = split_lora(asked, config.lora_separator)
-        entry = fleet.serving(name)  # 404 (OpenAI's model_not_found) or 503 before holding
+        # 404 (OpenAI's model_not_found) or 503 before holding
+        entry = await fleet.serving_now(name)
         if lora is not None and lora not in await asyncio.to_thread(_lora_names, entry):
             # The replica's refusal, document and all (`param`), without waking it.
             doc = api.error_body(unknown_lora_message(lora, asked), status=400, param="model")

@@ -215,6 +215,9 @@ class KubernetesBackend:
     async def write_load_states(self, changes: Mapping[str, str]) -> None:
         await self._load_states.write(changes)
 
+    async def refresh_load_states(self) -> None:
+        await self._load_states.refresh()
+
     def _peer_busy(self, model: str) -> bool:
         """(Leader) whether the activators' last reports had a request of `model`."""
         if self._reports is None:

@@ -9,9 +9,15 @@
                     handed to the watchers. A failed read keeps the last known document in
                     force (logged once per outage), so an unreachable API server neither
                     loads nor unloads anything
+    refresh()       a request for a model not loaded here: read the Lease now (a read begun
+                    after the call; one at a time, at most one every REFRESH_MIN_S), so a
+                    load answered by another activator before the request was sent is seen
 
 An unload on one activator is seen by the others within `period_s` plus one read (the scaling
-Lease's retry period: an eighth of `--lease-duration-s`) while the API server answers.
+Lease's retry period: an eighth of `--lease-duration-s`) while the API server answers; a load,
+by the next request for the model (`refresh`): a client that loads a model through one
+activator and sends its requests through another (the Service balances connections) is
+served, not refused until the next periodic read.
 Verbs: get, create and update on leases, which the scaling Lease needs already.
 
 `SharedLoadStates` is the Kubernetes backend's side of `SharedLoadState`: the watchers the fleet
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import random
 import time
 from collections.abc import Callable, Mapping
@@ -41,11 +48,14 @@ from activator.scaler.kubernetes.load_state_doc import (
     parse,
 )
 
-__all__ = ["LoadStateLease", "SharedLoadStates"]
+__all__ = ["REFRESH_MIN_S", "LoadStateLease", "SharedLoadStates"]
 
 logger = logging.getLogger(__name__)
 
 _CONFLICT_ATTEMPTS = 5  # writes that meet another activator's write (409), read again each time
+# How often a refresh may begin a read of the Lease: requests for a model no activator loaded
+# cost the API server one read per interval, and wait at most this long for it.
+REFRESH_MIN_S = 0.1
 
 
 class LoadStateLease:
@@ -74,6 +84,11 @@ class LoadStateLease:
         self.view = LoadStateView()
         self._watchers: list[Callable[[Mapping[str, str]], None]] = []
         self._lock = asyncio.Lock()  # this activator's writes, one at a time
+        # Refreshes: how many reads they began, the one in progress and its number, and when
+        # (the clock) the last began.
+        self._refreshes = 0
+        self._refreshing: tuple[asyncio.Future[None], int] | None = None
+        self._refreshed_at = -math.inf
 
     @property
     def states(self) -> Mapping[str, str]:
@@ -105,6 +120,36 @@ class LoadStateLease:
                         "load state lease %s: %s; keeping the last known load state",
                         self.name, message,
                     )  # fmt: skip
+
+    async def refresh(self) -> None:
+        """Read the Lease again for a caller that must see what was written before it asked
+        (a request for a model not loaded here): join a read begun after this call, else begin
+        one, at most one every REFRESH_MIN_S, each bounded by the API timeout. A read that
+        fails keeps the last known document (as `run`'s); never raises."""
+        asked = self._refreshes
+        while True:
+            if self._refreshing is not None:
+                reading, number = self._refreshing
+                await asyncio.shield(reading)
+                if number > asked:
+                    return
+                continue
+            wait_s = self._refreshed_at + REFRESH_MIN_S - self._clock()
+            if wait_s > 0:
+                await asyncio.sleep(wait_s)
+                continue
+            self._refreshes += 1
+            self._refreshed_at = self._clock()
+            reading = asyncio.ensure_future(self._read_for_refresh())
+            self._refreshing = (reading, self._refreshes)
+            reading.add_done_callback(lambda _: setattr(self, "_refreshing", None))
+
+    async def _read_for_refresh(self) -> None:
+        try:
+            async with asyncio.timeout(self._timeout_s):
+                await self.read()
+        except (KubeApiError, ValueError, TimeoutError) as exc:
+            logger.info("load state lease %s: not read again now: %s", self.name, exc)
 
     async def write(self, changes: Mapping[str, str]) -> None:
         """Write `changes` (model -> "loaded" | "named" | "unloaded" | "down") into the fleet's
@@ -214,6 +259,10 @@ class SharedLoadStates:
 
     def states(self) -> Mapping[str, str]:
         return self._lease.states if self._lease is not None else {}
+
+    async def refresh(self) -> None:
+        if self._lease is not None:
+            await self._lease.refresh()
 
     async def write(self, changes: Mapping[str, str]) -> None:
         if self._lease is None:

@@ -115,3 +115,55 @@ async def test_an_api_server_that_fails_keeps_the_state_and_refuses_writes_with_
         await eventually(lambda: a.view.failing_since is None, timeout_s=HUNG_AFTER_S)
     assert _document(kube_apiserver)["models"] == {"m": "unloaded"}
     assert told == []
+
+
+def _lease_reads(server: FakeKubeApiServer) -> int:
+    return sum(1 for r in server.requests if r.verb == "get" and r.resource == "leases")
+
+
+async def test_a_refresh_reads_what_another_activator_wrote_before_the_next_period(
+    kube_apiserver: FakeKubeApiServer, kube_api: client.ApiClient
+) -> None:
+    """A client's load answered by A, its next request on B: B reads the Lease for it, not at
+    its next periodic read (never, here: B's `run` is not running)."""
+    api = KubeApi(kube_api, NS, timeout_s=5)
+    told_b: list[Mapping[str, str]] = []
+    a, b = _lease(api, []), _lease(api, told_b)
+    await b.read()
+    await a.write({"m": "loaded"})
+    assert b.states == {}
+    await asyncio.wait_for(b.refresh(), HUNG_AFTER_S)
+    assert b.states == {"m": "loaded"} and told_b == [{"m": "loaded"}]
+
+
+async def test_refreshes_at_once_share_their_reads(
+    kube_apiserver: FakeKubeApiServer, kube_api: client.ApiClient
+) -> None:
+    """A burst of requests for a model no activator loaded costs the API server a read or two
+    (the one in flight, and one begun after it for the requests that came after it began),
+    not one each; each request is answered after a read begun after it arrived."""
+    api = KubeApi(kube_api, NS, timeout_s=5)
+    a, b = _lease(api, []), _lease(api, [])
+    await a.write({"m": "unloaded"})
+    before = _lease_reads(kube_apiserver)
+    await asyncio.wait_for(asyncio.gather(*(b.refresh() for _ in range(50))), HUNG_AFTER_S)
+    first = _lease_reads(kube_apiserver) - before
+    assert 1 <= first <= 2
+    # A write after those reads: refreshes asked now begin a read of their own, after the
+    # interval, and see it.
+    await a.write({"m": "loaded"})
+    before = _lease_reads(kube_apiserver)
+    await asyncio.wait_for(asyncio.gather(*(b.refresh() for _ in range(50))), HUNG_AFTER_S)
+    assert 1 <= _lease_reads(kube_apiserver) - before <= 2
+    assert b.states == {"m": "loaded"}
+
+
+async def test_a_refresh_that_cannot_read_keeps_the_last_state_and_returns(
+    kube_apiserver: FakeKubeApiServer, kube_api: client.ApiClient
+) -> None:
+    api = KubeApi(kube_api, NS, timeout_s=1)
+    a = _lease(api, [], timeout_s=1)
+    await a.write({"m": "unloaded"})
+    kube_apiserver.faults.fail("get", "leases", code=503, times=1_000_000)
+    await asyncio.wait_for(a.refresh(), HUNG_AFTER_S)  # the request is answered, not hung
+    assert a.states == {"m": "unloaded"}

@@ -13,6 +13,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+import tritonclient.grpc as grpcclient
 from kubernetes_asyncio import client
 
 from activator.scaler.kubernetes.pod_state import LABEL_MODEL, is_ready
@@ -130,6 +131,69 @@ async def test_a_load_on_one_activator_serves_on_the_other_and_an_unload_refuses
         lease = kube_apiserver.get("leases", NAMESPACE, LOAD_STATE_LEASE)
         assert lease is not None
         assert '"add_sub": "unloaded"' in lease["metadata"]["annotations"]["thaw.dev/load-state"]
+    finally:
+        for up in ups:
+            up.stop()
+
+
+async def test_a_request_right_after_a_load_on_another_activator_is_served(
+    kube_apiserver: FakeKubeApiServer,
+    kube_api: client.ApiClient,
+    kubeconfig_path: Path,
+    kubelet_factory: Callable[..., LocalKubelet],
+    tmp_path: Path,
+) -> None:
+    """A client loads a model through activator A and sends its next requests through B (the
+    Service balances connections): B reads the fleet's load state for them at once, where it
+    would refuse them until its next periodic read (here 5 s away: `--lease-duration-s 40`);
+    an inference over REST, a readiness check over gRPC, the repository index, statistics."""
+    repo = tmp_path / "repo"
+    with_params(make_add_sub(repo), scale_to_zero_grace_s=30)
+    with_params(make_add_sub(repo, "add_sub_2"), scale_to_zero_grace_s=30)
+    with_params(make_add_sub(repo, "add_sub_3"), scale_to_zero_grace_s=30)
+    with_params(make_add_sub(repo, "add_sub_4"), scale_to_zero_grace_s=30)
+    kubelet_factory(host_paths={"/models": repo, "/cache": tmp_path / "cache"})
+    await client.AppsV1Api(kube_api).create_namespaced_deployment(NAMESPACE, pool_deployment(1))
+    await eventually(
+        lambda: any(is_ready(p) for p in kube_apiserver.objects("pods", NAMESPACE)),
+        timeout_s=60,
+        interval_s=0.1,
+    )
+    slow_reads = ["--lease-duration-s", "40"]
+    args = [
+        up_args(kubeconfig_path, activator_id=f"act-{i}", loaded_at_start=False, extra=slow_reads)
+        for i in "01"
+    ]
+    ups = list(await asyncio.gather(*(asyncio.to_thread(UpProcess, repo, *arg) for arg in args)))
+    a, b = ups
+    try:
+        async with aiohttp.ClientSession() as session:
+            for up in ups:  # loaded by neither: both refuse it (and read the Lease to say so)
+                status, body = await _infer(session, up.url)
+                assert (status, body["error"]) == (503, NOT_READY)
+            async with session.post(f"{a.url}/v2/repository/models/add_sub/load") as resp:
+                assert resp.status == 200, await resp.text()
+            status, body = await _infer(session, b.url)
+            assert status == 200, body
+
+            async with session.post(f"{a.url}/v2/repository/models/add_sub_2/load") as resp:
+                assert resp.status == 200, await resp.text()
+            grpc = grpcclient.InferenceServerClient(b.grpc_address)
+            try:
+                assert await asyncio.to_thread(grpc.is_model_ready, "add_sub_2")
+            finally:
+                grpc.close()
+
+            async with session.post(f"{a.url}/v2/repository/models/add_sub_3/load") as resp:
+                assert resp.status == 200, await resp.text()
+            async with session.post(f"{b.url}/v2/repository/index", json={}) as resp:
+                rows = {row["name"]: row.get("state") for row in await resp.json()}
+            assert rows["add_sub_3"] == "READY", rows
+
+            async with session.post(f"{a.url}/v2/repository/models/add_sub_4/load") as resp:
+                assert resp.status == 200, await resp.text()
+            async with session.get(f"{b.url}/v2/models/add_sub_4/stats") as resp:
+                assert resp.status == 200, await resp.text()
     finally:
         for up in ups:
             up.stop()

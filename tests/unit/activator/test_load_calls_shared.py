@@ -63,6 +63,8 @@ class _Shared:
         self.states: dict[str, str] = {}
         self.watchers: list[Callable[[Mapping[str, str]], None]] = []
         self.fail = False
+        self.unread: dict[str, str] = {}  # another activator's writes, not read here yet
+        self.refreshes = 0
 
     def share_load_state(self, changed: Callable[[Mapping[str, str]], None]) -> None:
         self.watchers.append(changed)
@@ -74,6 +76,12 @@ class _Shared:
         if self.fail:
             raise ScalerUnavailable("the fleet's load state could not be written")
         self.states.update(changes)
+
+    async def refresh_load_states(self) -> None:
+        self.refreshes += 1
+        unread, self.unread = self.unread, {}
+        if unread:
+            self.another_activator(unread)
 
     def another_activator(self, changes: Mapping[str, str]) -> None:
         self.states.update(changes)
@@ -141,6 +149,39 @@ async def test_another_activators_load_and_unload_are_adopted() -> None:
     await asyncio.sleep(0)
     assert reloader.calls == [("unload", "m")]  # drained here too; "gone" is not served here
     await calls.close()
+
+
+async def test_a_request_for_a_model_not_loaded_here_reads_the_fleets_state_first() -> None:
+    # A client loads `m` through another activator, whose answer came before this one's
+    # next periodic read; its next request comes here.
+    shared = _Shared()
+    models = {"m": _Record(), "n": _Record()}
+    calls, states, _ = _calls(shared, models=models)
+    shared.unread = {"m": "named"}
+    assert calls.stale("m") and not calls.stale("unknown")
+    await calls.refresh("m")
+    assert states.loaded("m") and states.named("m") and shared.refreshes == 1
+    await calls.refresh("m")  # loaded here: nothing to learn
+    await calls.refresh("unknown")  # not a model of the repository: no read for it
+    assert shared.refreshes == 1
+    await calls.refresh("n")  # loaded by no activator: read, and still not loaded
+    assert shared.refreshes == 2 and not states.loaded("n")
+    shared.unread = {"n": "loaded"}
+    await calls.refresh("m", "n", "unknown")  # the index: one read for them all
+    assert shared.refreshes == 3 and states.loaded("n")
+    await calls.refresh("m", "n")  # every one loaded here: nothing to learn
+    assert shared.refreshes == 3
+
+
+async def test_without_a_shared_state_a_request_reads_nothing() -> None:
+    shared = _Shared()
+    calls = LoadCalls(
+        models={"m": _Record()}, repository=cast(Any, _Repository({})),
+        states=LoadStates(tracked=False), reloader=cast(Any, _Reloader()),
+        session=cast(Any, None), drain_timeout_s=1.0, shared=shared,
+    )  # fmt: skip
+    await calls.refresh("m")
+    assert shared.refreshes == 0 and not calls.stale("m")
 
 
 def test_without_explicit_mode_nothing_is_shared() -> None:

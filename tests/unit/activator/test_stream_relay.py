@@ -149,6 +149,9 @@ class _Fleet:
     def serving(self, name: str, version: str | None = None) -> Any:
         return _ENTRY
 
+    async def serving_now(self, name: str, version: str | None = None) -> Any:
+        return self.serving(name, version)
+
     def endpoint(self, name: str) -> _Endpoint:
         return self._endpoint
 
