@@ -125,9 +125,11 @@ class LoadStateLease:
         """Read the Lease again for a caller that must see what was written before it asked
         (a request for a model not loaded here): join a read begun after this call, else begin
         one, at most one every REFRESH_MIN_S, each bounded by the API timeout. A read that
-        fails keeps the last known document (as `run`'s); never raises."""
+        fails keeps the last known document (as `run`'s); while reads fail (until `run`'s
+        next one succeeds) a refresh returns at once, so requests are not held for an API
+        server that does not answer. Never raises."""
         asked = self._refreshes
-        while True:
+        while self.view.failing_since is None:
             if self._refreshing is not None:
                 reading, number = self._refreshing
                 await asyncio.shield(reading)
@@ -149,7 +151,13 @@ class LoadStateLease:
             async with asyncio.timeout(self._timeout_s):
                 await self.read()
         except (KubeApiError, ValueError, TimeoutError) as exc:
-            logger.info("load state lease %s: not read again now: %s", self.name, exc)
+            first = self.view.failing_since is None
+            self.view.failed(self._clock())
+            if first:  # once per outage, as `run` logs it
+                why = exc.message if isinstance(exc, KubeApiError) else str(exc) or "timed out"
+                logger.warning(
+                    "load state lease %s: %s; keeping the last known load state", self.name, why
+                )
 
     async def write(self, changes: Mapping[str, str]) -> None:
         """Write `changes` (model -> "loaded" | "named" | "unloaded" | "down") into the fleet's

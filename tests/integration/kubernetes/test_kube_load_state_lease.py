@@ -166,4 +166,14 @@ async def test_a_refresh_that_cannot_read_keeps_the_last_state_and_returns(
     await a.write({"m": "unloaded"})
     kube_apiserver.faults.fail("get", "leases", code=503, times=1_000_000)
     await asyncio.wait_for(a.refresh(), HUNG_AFTER_S)  # the request is answered, not hung
-    assert a.states == {"m": "unloaded"}
+    assert a.states == {"m": "unloaded"} and a.view.failing_since is not None
+    # While reads fail, a refresh does not try again: requests are not held for the API.
+    reads = _lease_reads(kube_apiserver)
+    await asyncio.wait_for(asyncio.gather(*(a.refresh() for _ in range(10))), HUNG_AFTER_S)
+    assert _lease_reads(kube_apiserver) == reads
+    # The next periodic read that succeeds ends it.
+    kube_apiserver.faults.clear()
+    async with _running(a):
+        await eventually(lambda: a.view.failing_since is None, timeout_s=HUNG_AFTER_S)
+    await a.refresh()
+    assert _lease_reads(kube_apiserver) > reads + 1
