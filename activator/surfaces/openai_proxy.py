@@ -96,8 +96,10 @@ class OpenAIProxy:
         return sorted(n for n in {*repository.names(), *repository.unavailable} if states.loaded(n))
 
     async def _ids(self, fleet: Fleet) -> list[str]:
-        """What `/v1/models` lists: each model, then each LoRA adapter it offers."""
+        """What `/v1/models` lists: each model, then each LoRA adapter it offers (the
+        fleet's load state learned afresh first when one is not loaded here)."""
         separator = fleet.config.lora_separator
+        await fleet.refresh_load_state(*fleet.repository.names())
         names = self._names(fleet)
         if separator is None:
             return names

@@ -145,13 +145,15 @@ async def test_a_request_right_after_a_load_on_another_activator_is_served(
 ) -> None:
     """A client loads a model through activator A and sends its next requests through B (the
     Service balances connections): B reads the fleet's load state for them at once, where it
-    would refuse them until its next periodic read (here 5 s away: `--lease-duration-s 40`);
-    an inference over REST, a readiness check over gRPC, the repository index, statistics."""
+    would refuse them until its next periodic read (here 5 s away: `--lease-duration-s 40`):
+    an inference over REST, a readiness check over gRPC, the repository index, statistics,
+    OpenAI's model list."""
     repo = tmp_path / "repo"
     with_params(make_add_sub(repo), scale_to_zero_grace_s=30)
     with_params(make_add_sub(repo, "add_sub_2"), scale_to_zero_grace_s=30)
     with_params(make_add_sub(repo, "add_sub_3"), scale_to_zero_grace_s=30)
     with_params(make_add_sub(repo, "add_sub_4"), scale_to_zero_grace_s=30)
+    with_params(make_add_sub(repo, "add_sub_5"), scale_to_zero_grace_s=30)
     kubelet_factory(host_paths={"/models": repo, "/cache": tmp_path / "cache"})
     await client.AppsV1Api(kube_api).create_namespaced_deployment(NAMESPACE, pool_deployment(1))
     await eventually(
@@ -194,6 +196,12 @@ async def test_a_request_right_after_a_load_on_another_activator_is_served(
                 assert resp.status == 200, await resp.text()
             async with session.get(f"{b.url}/v2/models/add_sub_4/stats") as resp:
                 assert resp.status == 200, await resp.text()
+
+            async with session.post(f"{a.url}/v2/repository/models/add_sub_5/load") as resp:
+                assert resp.status == 200, await resp.text()
+            async with session.get(f"{b.url}/v1/models") as resp:
+                listed = [model["id"] for model in (await resp.json())["data"]]
+            assert "add_sub_5" in listed, listed
     finally:
         for up in ups:
             up.stop()
