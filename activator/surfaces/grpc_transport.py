@@ -39,8 +39,10 @@ class TransportWatch:
 
     def __init__(self, settle_s: float = SETTLE_S) -> None:
         self._settle_s = settle_s
-        # At most one watch per replica: a full queue refusing a burst costs one.
-        self._watching: dict[str, asyncio.Task[None]] = {}
+        # At most one watch per model's replica (keyed by the endpoint's identity and the
+        # replica's id: a runtime shared by several models is a replica of each): a full queue
+        # refusing a burst costs one.
+        self._watching: dict[tuple[int, str], asyncio.Task[None]] = {}
 
     def call_failed(
         self,
@@ -57,12 +59,13 @@ class TransportWatch:
         if channel.get_state(try_to_connect=False) != grpc.ChannelConnectivity.READY:
             endpoint.replica_failed(replica, reason)
             return
-        if replica.id in self._watching:
+        key = (id(endpoint), replica.id)  # the task holds `endpoint`: its id is not reused
+        if key in self._watching:
             return
         settle = self._settle(endpoint, replica, channel, reason)
         task = asyncio.get_running_loop().create_task(settle)
-        self._watching[replica.id] = task
-        task.add_done_callback(lambda _: self._watching.pop(replica.id, None))
+        self._watching[key] = task
+        task.add_done_callback(lambda _: self._watching.pop(key, None))
 
     async def _settle(
         self, endpoint: ModelEndpoint, replica: Replica, channel: grpc.aio.Channel, reason: str

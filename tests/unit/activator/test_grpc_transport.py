@@ -116,12 +116,16 @@ async def test_a_burst_of_refusals_watches_a_replica_once() -> None:
         watch.call_failed(endpoint, _replica(), UNAVAILABLE, channel)  # type: ignore[arg-type]
     other = _Channel(READY)
     watch.call_failed(endpoint, _replica("r2"), UNAVAILABLE, other)  # type: ignore[arg-type]
+    # A runtime shared by two models is a replica of each: the other model's is watched too.
+    sharing = _Endpoint()
+    watch.call_failed(sharing, _replica(), UNAVAILABLE, channel)  # type: ignore[arg-type]
     await turns()
-    assert (channel.watches, other.watches) == (1, 1)
+    assert (channel.watches, other.watches) == (2, 1)
     channel.move(IDLE)
     other.move(IDLE)
     await _settled(watch)
     assert sorted(name for name, _ in endpoint.failed) == ["r1", "r2"]
+    assert [name for name, _ in sharing.failed] == ["r1"]
 
 
 async def test_a_channel_closed_by_the_forwarder_is_not_a_failure() -> None:
