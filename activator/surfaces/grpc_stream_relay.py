@@ -32,7 +32,6 @@ from typing import Any, Protocol
 import grpc
 
 from activator.endpoint.model_endpoint import ModelEndpoint
-from activator.endpoint.replica import Replica
 from activator.endpoint.sequence_routes import SequenceId, SequenceKey
 from activator.errors import ActivatorError, ModelUnavailable, UpstreamFailed
 from activator.fleet.fleet import Fleet
@@ -270,14 +269,9 @@ class StreamRelay:
     def channel(self, address: str) -> grpc.aio.Channel:
         return self._forwarder.channel(address)
 
-    def call_failed(
-        self,
-        endpoint: ModelEndpoint,
-        replica: Replica,
-        exc: grpc.aio.AioRpcError,
-        channel: grpc.aio.Channel,
-    ) -> None:
-        self._forwarder.transport.call_failed(endpoint, replica, exc, channel)
+    @property
+    def transport(self) -> TransportWatch:
+        return self._forwarder.transport
 
     @property
     def metadata(self) -> tuple[tuple[str, Any], ...]:
@@ -346,7 +340,7 @@ class _Upstream:
                         count.code = await self._relay_call(call, sent)
                     except grpc.aio.AioRpcError as exc:
                         # as a failed ModelInfer's replica
-                        self._relay.call_failed(endpoint, replica, exc, channel)
+                        self._relay.transport.call_failed(endpoint, replica, exc, channel)
                         self._relay.fail(exc)
                         count.code = http_status(exc.code())
                     finally:
