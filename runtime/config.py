@@ -31,6 +31,7 @@ from thawwire.openai_api import (
     MAX_TOKENS_LIMIT,
     TOOL_CALL_PARSERS,
 )
+from thawwire.runtime_parameters import PYTHON_SPARE_STUBS_MAX
 from thawwire.trace_settings import TraceSetting
 
 __all__ = ["ConfigError", "ModelControlMode", "ServeConfig", "parse_cuda_pool", "parse_gpu_limit"]
@@ -68,6 +69,8 @@ class ServeConfig:
     cache: Path | None = None
     target: str = "cpu"
     preload_frameworks: tuple[str, ...] = ()
+    # Python stub processes started while the server waits for its first load (a pool process).
+    python_spare_stubs: int = 0
     arena_bytes: int = 0
     # The node cache's byte budget (None: unbounded) and the shared host-memory tier: its
     # byte budget (0: off) and directory (None: /dev/shm/thaw-host-<uid>).
@@ -262,6 +265,7 @@ class ServeConfig:
         if self.internal_calls is not None:
             _in_range("max_internal_body_bytes", self.internal_calls.max_body_bytes, 1024, 1 << 40)
         _in_range("arena_bytes", self.arena_bytes, 0, 1 << 44)
+        _in_range("python_spare_stubs", self.python_spare_stubs, 0, PYTHON_SPARE_STUBS_MAX)
         if self.cache_max_bytes is not None:
             _in_range("cache_max_bytes", self.cache_max_bytes, 1, 1 << 50)
         _in_range("host_cache_bytes", self.host_cache_bytes, 0, 1 << 44)

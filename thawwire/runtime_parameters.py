@@ -6,16 +6,27 @@ same config.pbtxt) after checking its value, so a bad value is refused when the 
 scanned rather than when the model is first woken.
 
     thaw.python_runtime   process | in_process | auto   where a Python model's instances run
+
+Also the one replica setting `thaw up` passes its pool processes whose bound both check:
+`PYTHON_SPARE_STUBS_MAX`, the most Python stubs a pool process starts ahead of its first load
+(`thaw serve --python-spare-stubs`, `thaw up --python-spare-stubs`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = ["PYTHON_RUNTIME", "PYTHON_RUNTIMES", "RUNTIME_PARAMETERS", "runtime_parameter_error"]
+__all__ = [
+    "PYTHON_RUNTIME",
+    "PYTHON_RUNTIMES",
+    "PYTHON_SPARE_STUBS_MAX",
+    "RUNTIME_PARAMETERS",
+    "runtime_parameter_error",
+]
 
 PYTHON_RUNTIME = "thaw.python_runtime"
 PYTHON_RUNTIMES = ("process", "in_process", "auto")
+PYTHON_SPARE_STUBS_MAX = 8
 
 RUNTIME_PARAMETERS: Mapping[str, tuple[str, ...]] = {PYTHON_RUNTIME: PYTHON_RUNTIMES}
 """Each runtime-read key and the values it takes (as written, surrounding blanks aside; empty is

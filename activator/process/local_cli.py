@@ -11,6 +11,7 @@ import argparse
 
 from activator.process.flag_checks import (
     backend_config_args,
+    check_range,
     device_args,
     header_forward_pattern,
     rate_limit_args,
@@ -19,6 +20,7 @@ from activator.process.flag_checks import (
 from activator.process.shared_cli import shared_settings
 from activator.scaler.local_config import LocalConfig, PoolSettings
 from thawserver.rate_limit_flags import RateLimitMode, parse_mode, parse_resource
+from thawwire.runtime_parameters import PYTHON_SPARE_STUBS_MAX
 
 __all__ = ["local_config"]
 
@@ -26,6 +28,7 @@ __all__ = ["local_config"]
 def local_config(args: argparse.Namespace) -> LocalConfig:
     """The local scaler's config from `thaw up`'s flags; ConfigError names a bad one."""
     frameworks = tuple(f for f in args.preload_frameworks.split(",") if f.strip())
+    check_range("--python-spare-stubs", args.python_spare_stubs, 0, PYTHON_SPARE_STUBS_MAX)
     pool = PoolSettings(
         min_idle=args.warm_pool,
         window_s=args.pool_window_s,
@@ -34,6 +37,7 @@ def local_config(args: argparse.Namespace) -> LocalConfig:
     return LocalConfig(
         pool=pool,
         preload_frameworks=frameworks,
+        python_spare_stubs=args.python_spare_stubs,
         fork_server=args.fork_server == "on",
         target=args.target,
         arena_bytes=args.arena_bytes,

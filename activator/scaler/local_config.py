@@ -36,6 +36,8 @@ class LocalConfig:
     # within `pool.budget_bytes`): activator.scaler.local.pool_policy.
     pool: PoolSettings = field(default_factory=PoolSettings)
     preload_frameworks: tuple[str, ...] = ("onnxruntime", "torch")  # imported by pool processes
+    # Python stubs each pool process starts while idle (`thaw serve --python-spare-stubs`).
+    python_spare_stubs: int = 1
     # Pool processes are forked by a fork server that imported the frameworks once
     # (runtime/process/zygote.py); off: each is a fresh interpreter.
     fork_server: bool = True

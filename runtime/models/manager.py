@@ -44,6 +44,7 @@ from runtime.observe.metrics import Metrics
 from runtime.observe.stats import StatsBook
 from runtime.observe.tracing import RequestTracer
 from runtime.python.server_host import PythonModelsHost
+from runtime.python.spare_stubs import SpareStubs
 from runtime.scheduling.ensemble_scheduler import EnsembleScheduler, StepRunner
 from runtime.scheduling.rate_limit import ExplicitResource, RateLimitMode, ResourceLimits
 from runtime.scheduling.request_parameters import scheduling_parameters
@@ -96,14 +97,17 @@ class ModelManager:
         front_door: FrontDoor | None = None,
         tracer: RequestTracer | None = None,
         repository_sync: RepositorySync | None = None,
+        spare_stubs: SpareStubs | None = None,
     ) -> None:
         """`front_door`: the replica's client of `thaw up`'s front door (its owner closes
         it), where BLS calls to other models and, with its steps URL, ensemble steps go.
         `tracer`: where executed requests are sampled for trace records (the trace
         extension; runtime.observe.tracing). `repository_sync`: the local copies of remote
         (S3) repositories, synced before each index, load and poll
-        (runtime.models.repository_sync); None: local repositories only."""
+        (runtime.models.repository_sync); None: local repositories only. `spare_stubs`:
+        Python stubs started ahead (`--python-spare-stubs`), offered to the first loads."""
         self._config = config
+        self._spares = spare_stubs
         self._sync = repository_sync
         # Where KIND_AUTO goes and which images are looked up (`--target`, resolved once).
         self._target = device_target or local_target(config.target, config.min_compute_capability)
@@ -172,6 +176,7 @@ class ModelManager:
             self._metrics.custom,
             front_door if front_door is not None and front_door.takes_bls else None,
             self._tracer,
+            self._spares,
         )
 
     async def start(self) -> None:
@@ -184,6 +189,8 @@ class ModelManager:
         else:
             keys = [key for name in names for key in await self._loading.keys_to_load(name)]
         await asyncio.gather(*(self._loading.load_quietly(key) for key in keys))
+        if keys:
+            self._release_spares()
         for key in keys:  # loaded by name (`--load-model`, `*`, every model in the other modes)
             if key in self._models:
                 self._models[key].named = True
@@ -199,10 +206,17 @@ class ModelManager:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._poller
         await asyncio.gather(*(self._loading.unload(key) for key in list(self._models)))
+        self._release_spares()
         self._started = False
         if self._python_host is not None:
             await self._python_host.uninstall()
             self._python_host = None
+
+    def _release_spares(self) -> None:
+        """Once a load is done, the stubs started ahead that it did not take end (a replica
+        keeps no idle interpreter beside, say, an ONNX model)."""
+        if self._spares is not None and not self._spares.released:
+            self._spares.release()
 
     def is_ready(self) -> bool:
         """Started, and every model that should be loaded is READY (Triton's strict readiness)."""
@@ -266,6 +280,8 @@ class ModelManager:
         except ServingError as exc:
             name_load_failure(name, exc)
             raise
+        finally:
+            self._release_spares()
         for key in keys:  # as Triton's explicitly loaded: no unload of a dependent takes it
             self._models[key].named = True
         await self._bring_back()

@@ -133,6 +133,7 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
         cache=args.cache,
         target=args.target,
         preload_frameworks=frameworks,
+        python_spare_stubs=args.python_spare_stubs,
         arena_bytes=args.arena_bytes,
         cache_max_bytes=args.cache_max_bytes,
         host_cache_bytes=args.host_cache_bytes,
@@ -383,6 +384,12 @@ async def _serve(config: ServeConfig, log: LogControl, sync: RepositorySync | No
             config, staging=cuda.staging if cuda else None, target=target
         )
         metrics.registry.register(ImageCacheCollector(image_loader))
+    spares = None
+    if config.python_spare_stubs:
+        from runtime.python.spare_stubs import SpareStubs
+
+        spares = SpareStubs(config.python_spare_stubs)
+        warmups = (*warmups, spares.fill)
     # Under `thaw up`: the one client back to its front door (forwarded requests, BLS, steps).
     front_door = FrontDoor.from_config(config)
     tracer = RequestTracer(TraceSettings(config.trace_defaults))
@@ -395,6 +402,7 @@ async def _serve(config: ServeConfig, log: LogControl, sync: RepositorySync | No
         front_door=front_door,
         tracer=tracer,
         repository_sync=sync,
+        spare_stubs=spares,
     )
     app = build_app(
         config, manager, metrics, warmups=warmups, front_door=front_door, log=log, tracer=tracer

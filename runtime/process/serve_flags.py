@@ -110,6 +110,15 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         help="comma list of onnxruntime,torch,tensorrt to import before reporting ready",
     )
     p.add_argument(
+        "--python-spare-stubs",
+        type=int,
+        default=0,
+        metavar="N",
+        help="start N Python stub processes before reporting ready (0-8; default 0), taken by "
+        "the first Python models loaded, so their load does not wait for an interpreter to "
+        "start; those not taken end once a load is done (`thaw up` gives its pool processes 1)",
+    )
+    p.add_argument(
         "--arena-bytes",
         type=int,
         default=0,

@@ -19,6 +19,7 @@ dependencies (an import-linter contract), and neither does this `__init__`.
     model_io         a model's I/O as both ways see it: errors, `args`, output types
     stub_backend     a model instance in its own stub process
     stub_process     start a stub process: its interpreter, its socket
+    spare_stubs      stub processes started ahead, taken by the first loads
     stub_services    what a stub asks of the server (BLS, calls, logs), on the loop
     loop_channel     the server's end of a stub's channel, driven by the event loop
     stub/            the stub process itself (runs under the model's interpreter)

@@ -49,6 +49,7 @@ from runtime.observe.custom_metrics import CustomMetrics
 from runtime.observe.tracing import UNSAMPLED, RequestTracer
 from runtime.python import pb_utils
 from runtime.python.host import InProcessHost
+from runtime.python.spare_stubs import SpareStubs
 
 __all__ = [
     "BLS_ERROR_CODE",
@@ -185,10 +186,13 @@ class ServerHost(InProcessHost):
         *,
         front_door: FrontDoor | None = None,
         tracer: RequestTracer | None = None,
+        spares: SpareStubs | None = None,
     ) -> None:
         """`front_door`: where BLS calls to models this server does not serve go (`thaw up`);
-        `tracer`: the server's, whose running traces a stub's BLS call names (`live_trace`)."""
+        `tracer`: the server's, whose running traces a stub's BLS call names (`live_trace`);
+        `spares`: stubs started ahead, which a stub's start takes first (`--python-spare-stubs`)."""
         self._tracer = tracer
+        self.spares = spares
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
         self._target = target
@@ -435,10 +439,11 @@ class PythonModelsHost:
         metrics: CustomMetrics,
         front_door: FrontDoor | None = None,
         tracer: RequestTracer | None = None,
+        spares: SpareStubs | None = None,
     ) -> PythonModelsHost:
         """Call on the server's event loop, before any Python model loads. `front_door`:
         where BLS calls to models this server does not serve go (its owner closes it)."""
-        host = ServerHost(target, metrics, front_door=front_door, tracer=tracer)
+        host = ServerHost(target, metrics, front_door=front_door, tracer=tracer, spares=spares)
         return cls(host, pb_utils.install_host(host))
 
     async def uninstall(self) -> None:

@@ -192,7 +192,12 @@ class StubPython:
         it does not come up. The channel reads from the start: `initialize` may already create
         metrics, log, or call BLS."""
         loop = asyncio.get_running_loop()
-        stub = _Stub(await asyncio.to_thread(spawn, self._python, self._name))
+        spares = self._host.spares if self._host is not None else None
+        spawned = spares.take(self._python) if spares is not None else None
+        started_ahead = spawned is not None
+        if spawned is None:  # none started ahead (or not of this interpreter): start one now
+            spawned = await asyncio.to_thread(spawn, self._python, self._name)
+        stub = _Stub(spawned)
         self._initializing = initializing = loop.create_future()
         stub.channel = LoopChannel(
             stub.sock,
@@ -222,8 +227,9 @@ class StubPython:
             raise RepositoryError(f"model '{self._name}' version {self._version}: {why}")
         self._stub = stub
         logger.info(
-            "model=%s instance %s: stub pid %d ready", self._name, self._instance, stub.proc.pid
-        )
+            "model=%s instance %s: stub pid %d ready%s", self._name, self._instance,
+            stub.proc.pid, " (a spare, started ahead)" if started_ahead else "",
+        )  # fmt: skip
 
     # -- execute ------------------------------------------------------------------------------
 

@@ -120,6 +120,8 @@ def serve_args(
     argv += ["--target", local.target]
     if local.preload_frameworks:
         argv += ["--preload-frameworks", ",".join(local.preload_frameworks)]
+    if local.python_spare_stubs:
+        argv += ["--python-spare-stubs", str(local.python_spare_stubs)]
     if local.arena_bytes > 0:
         argv += ["--arena-bytes", str(arena_with_headroom(local.arena_bytes))]
     if local.http_header_forward_pattern:

@@ -24,7 +24,7 @@ import aiohttp
 from activator.errors import ActivationFailed
 from activator.scaler.backend import PoolStatus
 from activator.scaler.local.pool_policy import PoolDecision, PoolPolicy
-from activator.scaler.local.process_memory import pss_bytes
+from activator.scaler.local.process_memory import pss_bytes, tree_pss_bytes
 from activator.scaler.local.process_source import ProcessSource
 from activator.scaler.local.replica_process import ReplicaProcess
 
@@ -126,7 +126,7 @@ class WarmPool:
         server = self._source().server_pid()
 
         def read() -> tuple[dict[str, int], int | None]:
-            sizes = {name: b for name, pid in idle if (b := pss_bytes(pid)) is not None}
+            sizes = {name: b for name, pid in idle if (b := tree_pss_bytes(pid)) is not None}
             return sizes, (pss_bytes(server) if server is not None else None)
 
         self._pss, self._server_pss = await asyncio.to_thread(read)

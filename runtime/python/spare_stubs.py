@@ -1,0 +1,132 @@
+"""Stub processes started before a model needs one, so that a Python model's load (its cold
+start under `thaw up`) does not wait for an interpreter to start and import numpy.
+
+    warm-up (a thread) ── fill() ─▶ N stubs spawned: Python starts, imports numpy and the stub
+    first loads ─────────── take(python) ─▶ a live spare of this interpreter and environment,
+                                            else None (the caller spawns one, as before)
+    after a load, at stop ─ release() ─▶ every spare not taken ends (its socket closes: it exits)
+
+A stub waits for its `init` message before it knows its model, so one started ahead of any
+model is the same process a load would start: same interpreter, same environment (compared
+whole when it is taken: a spare from before a change, such as a new log level, is not used).
+Only the first loads of a process are offered spares; once a load is done the rest are
+released, so a replica serving an ONNX model keeps no idle interpreter. A pool process of
+`thaw up` (and a pool pod on Kubernetes) is the one that benefits: it starts its spare while it
+waits to be claimed, off any request's path. Thread-safe.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from runtime.errors import RepositoryError
+from runtime.python.stub_process import SpawnedStub, spawn, stub_env
+from thawwire.runtime_parameters import PYTHON_SPARE_STUBS_MAX
+
+__all__ = ["SpareStubs"]
+
+logger = logging.getLogger(__name__)
+
+_EXIT_WAIT_S = 5.0  # a released spare reads the end of its socket and exits; else killed
+
+
+@dataclass(frozen=True)
+class _Spare:
+    stub: SpawnedStub
+    env: dict[str, str]
+
+
+class SpareStubs:
+    """Up to `count` stub processes of this interpreter, started by `fill`, each taken once."""
+
+    def __init__(self, count: int, *, python: Path | None = None) -> None:
+        if not 0 <= count <= PYTHON_SPARE_STUBS_MAX:
+            raise ValueError(f"spare stubs: {count}, must be in [0, {PYTHON_SPARE_STUBS_MAX}]")
+        self._count = count
+        self._python = python if python is not None else Path(sys.executable)
+        self._lock = threading.Lock()  # guards the fields below
+        self._spares: list[_Spare] = []
+        self._released = False
+        self.taken = 0  # how many loads took a spare (for tests and logs)
+
+    def fill(self) -> None:
+        """Start the spares (blocking: a fork and exec each; the stubs import on their own)."""
+        for _ in range(self._count):
+            with self._lock:
+                if self._released or len(self._spares) >= self._count:
+                    return
+            env = stub_env(self._python)
+            try:
+                spawned = spawn(self._python, "(spare)")
+            except RepositoryError as exc:  # a load will say so, spawning its own
+                logger.warning("could not start a spare Python stub: %s", exc)
+                return
+            with self._lock:
+                if not self._released:
+                    self._spares.append(_Spare(spawned, env))
+                    logger.info("spare Python stub pid %d started", spawned.proc.pid)
+                    continue
+            _end_soon([spawned])  # released meanwhile
+            return
+
+    def take(self, python: Path) -> SpawnedStub | None:
+        """A live spare started as `spawn(python)` would start one now, or None."""
+        if python != self._python:
+            return None
+        env = stub_env(python)
+        stale: list[SpawnedStub] = []
+        found: SpawnedStub | None = None
+        with self._lock:
+            while self._spares and found is None:
+                spare = self._spares.pop(0)
+                if spare.stub.proc.poll() is None and spare.env == env:
+                    found = spare.stub
+                    self.taken += 1
+                else:
+                    stale.append(spare.stub)
+        if stale:
+            _end_soon(stale)
+        return found
+
+    def release(self) -> None:
+        """End every spare not taken and start no more; returns at once (a thread reaps them:
+        a load's answer does not wait for them)."""
+        with self._lock:
+            self._released = True
+            spares, self._spares = self._spares, []
+        if spares:
+            logger.info("released %d spare Python stub(s) no model took", len(spares))
+            _end_soon([spare.stub for spare in spares])
+
+    @property
+    def released(self) -> bool:
+        with self._lock:
+            return self._released
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._spares)
+
+
+def _end_soon(stubs: list[SpawnedStub]) -> None:
+    """Close each stub's socket (it reads the end of the stream and exits); reap them in a
+    thread."""
+    for stub in stubs:
+        stub.sock.close()
+    threading.Thread(
+        target=_reap, args=(stubs,), name="thaw-spare-stub-reaper", daemon=True
+    ).start()
+
+
+def _reap(stubs: list[SpawnedStub]) -> None:
+    for stub in stubs:
+        try:
+            stub.proc.wait(_EXIT_WAIT_S)
+        except subprocess.TimeoutExpired:
+            stub.proc.kill()
+            stub.proc.wait()

@@ -1,0 +1,88 @@
+"""`thaw up`'s pool processes start a Python stub while they wait to be claimed
+(`--python-spare-stubs`, default 1): a Python model's cold start takes it instead of starting an
+interpreter; with 0 each stub starts at the load, as before. An idle pool process's memory, which
+the pool's budget counts, includes its spare's.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from activator.scaler.local.process_memory import pss_bytes, tree_pss_bytes
+from tests.fixtures.models import make_add_sub
+from tests.fixtures.up_process import UpProcess, light_args
+
+pytestmark = pytest.mark.integration
+
+_TAKEN = "stub pid"
+_SPARE = "(a spare, started ahead)"
+_HOLDS_32_MIB = "import sys; held = b'x' * (32 << 20); sys.stdin.read()"
+
+
+def _infer(up: UpProcess) -> None:
+    inputs = [
+        {"name": f"INPUT{i}", "datatype": "FP32", "shape": [4], "data": [1, 2, 3, 4]}
+        for i in (0, 1)
+    ]
+    answer = requests.post(
+        f"{up.url}/v2/models/add_sub/infer", json={"inputs": inputs}, timeout=120
+    )
+    assert answer.status_code == 200, (answer.text, up.log())
+    assert answer.json()["outputs"][1]["data"] == [0, 0, 0, 0]
+
+
+@pytest.mark.parametrize("spares", ["1", "0"])
+def test_a_python_models_cold_start_takes_the_pool_processs_spare(
+    tmp_path: Path, spares: str
+) -> None:
+    repo = tmp_path / "repo"
+    make_add_sub(repo)
+    up = UpProcess(repo, *light_args(repo), "--python-spare-stubs", spares)
+    try:
+        if spares == "1":
+            up.wait_for(lambda: "spare Python stub pid" in up.log(), 60, "the pool's spare")
+        _infer(up)  # from zero: the cold start loads add_sub into the claimed pool process
+        up.wait_for(lambda: _TAKEN in up.log(), 30, "the replica's stub line")
+        ready = [line for line in up.log().splitlines() if _TAKEN in line and "ready" in line]
+        assert len(ready) == 1, up.log()
+        assert (_SPARE in ready[0]) == (spares == "1"), up.log()
+    finally:
+        up.stop()
+
+
+def test_thaw_up_bounds_the_flag(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    make_add_sub(repo)
+    done = subprocess.run(
+        [sys.executable, "-m", "thaw.cli", "up", str(repo), "--python-spare-stubs", "-1"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "`--python-spare-stubs` = -1, must be in [0, 8]" in done.stderr
+
+
+def test_an_idle_processs_memory_counts_its_children() -> None:
+    child = subprocess.Popen(
+        [sys.executable, "-c", _HOLDS_32_MIB],
+        stdin=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while (pss_bytes(child.pid) or 0) < 32 << 20:  # its bytearray touched
+            assert time.monotonic() < deadline, "the child never grew"
+            time.sleep(0.05)
+        own, tree = pss_bytes(os.getpid()), tree_pss_bytes(os.getpid())
+        assert own is not None and tree is not None
+        assert tree >= own + (32 << 20) - (4 << 20)  # the child's, within what moved meanwhile
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait(30)
+    assert tree_pss_bytes(child.pid) is None  # gone: unreadable, as pss_bytes says

@@ -1,0 +1,176 @@
+"""Python stubs started ahead (`thaw serve --python-spare-stubs`): a Python model's load takes a
+live spare of the same interpreter and environment instead of starting an interpreter; a spare
+that died or was started under another environment is never used; the spares no load took end
+once a load is done (a replica serving an ONNX model keeps no idle interpreter). Real stub
+processes and a real `thaw serve`.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+import pytest
+import requests
+
+from runtime.python.spare_stubs import SpareStubs
+from tests.fixtures.models import make_add_sub
+from tests.fixtures.onnx_models import make_onnx_add
+from tests.fixtures.serve_process import ServeProcess
+
+pytestmark = pytest.mark.integration
+
+_PYTHON = Path(sys.executable)
+_READY = re.compile(r"instance (\S+): stub pid (\d+) ready( \(a spare, started ahead\))?")
+
+
+def _eventually(check: Callable[[], bool], what: str, within_s: float = 30.0) -> None:
+    deadline = time.monotonic() + within_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {within_s} s: {what}")
+        time.sleep(0.05)
+
+
+def _stubs_of(pid: int) -> list[int]:
+    """The stub processes (`runtime.python.stub.stub_main`) among `pid`'s children."""
+    out = []
+    for child in psutil.Process(pid).children():
+        try:
+            if "runtime.python.stub.stub_main" in child.cmdline():
+                out.append(child.pid)
+        except psutil.NoSuchProcess:
+            continue
+    return out
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_a_spare_is_taken_once_and_released_spares_exit() -> None:
+    spares = SpareStubs(2)
+    spares.fill()
+    try:
+        assert len(spares) == 2
+        first = spares.take(_PYTHON)
+        assert first is not None and first.proc.poll() is None
+        assert spares.take(Path("/opt/other-env/bin/python")) is None  # another interpreter
+        assert len(spares) == 1  # ... leaves the spare for a load that can use it
+        second = spares.take(_PYTHON)
+        assert second is not None and second.proc.pid != first.proc.pid
+        assert spares.take(_PYTHON) is None and spares.taken == 2
+    finally:
+        spares.release()
+    for taken in (first, second):  # the caller owns what it took: end them as a load would
+        taken.sock.close()
+        assert taken.proc.wait(30) == 0  # the end of its socket: a clean exit
+
+
+def test_release_ends_the_spares_left_and_fill_starts_no_more() -> None:
+    spares = SpareStubs(1)
+    spares.fill()
+    (spare,) = spares._spares
+    pid = spare.stub.proc.pid
+    spares.release()
+    assert spares.released and len(spares) == 0
+    _eventually(lambda: spare.stub.proc.poll() is not None, "the released spare exits")
+    assert spare.stub.proc.returncode == 0
+    spares.fill()
+    assert len(spares) == 0 and spares.take(_PYTHON) is None
+    assert _gone(pid)
+
+
+def test_a_dead_spare_or_one_from_another_environment_is_never_taken(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    spares = SpareStubs(2)
+    spares.fill()
+    try:
+        dead, other = (s.stub for s in spares._spares)
+        dead.proc.kill()
+        dead.proc.wait(30)
+        monkeypatch.setenv("THAW_TEST_SPARE_ENV", "changed after the spares started")
+        assert spares.take(_PYTHON) is None  # one dead, one started before the change
+        assert len(spares) == 0
+        _eventually(lambda: other.proc.poll() is not None, "the stale spare ends")
+    finally:
+        spares.release()
+
+
+def test_a_count_out_of_range_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"must be in \[0, 8\]"):
+        SpareStubs(9)
+
+
+def _load(server: ServeProcess, name: str) -> None:
+    answer = requests.post(f"{server.url}/v2/repository/models/{name}/load", timeout=120)
+    assert answer.status_code == 200, (answer.text, server.logs())
+
+
+def _add_sub_works(server: ServeProcess) -> None:
+    inputs = [
+        {"name": f"INPUT{i}", "datatype": "FP32", "shape": [4], "data": [1, 2, 3, 4]}
+        for i in (0, 1)
+    ]
+    answer = requests.post(
+        f"{server.url}/v2/models/add_sub/infer", json={"inputs": inputs}, timeout=60
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["outputs"][0]["data"] == [2, 4, 6, 8]
+
+
+def test_thaw_serve_loads_a_python_model_into_its_spares(tmp_path: Path) -> None:
+    make_add_sub(tmp_path / "repo", instance_count=2)
+    server = ServeProcess(
+        tmp_path / "repo", "--model-control-mode", "explicit", "--python-spare-stubs", "2"
+    )
+    try:
+        server.wait_ready()
+        _eventually(lambda: len(_stubs_of(server.proc.pid)) == 2, "two spares before any load")
+        spares = set(_stubs_of(server.proc.pid))
+        _load(server, "add_sub")
+        ready = _READY.findall(server.logs())
+        assert {int(pid) for _, pid, _ in ready} == spares, server.logs()
+        assert all(spare for _, _, spare in ready), server.logs()
+        assert set(_stubs_of(server.proc.pid)) == spares  # no stub started for the load
+        _add_sub_works(server)
+    finally:
+        server.stop()
+
+
+def test_spares_no_load_took_end_after_the_load(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    make_onnx_add(repo)
+    make_add_sub(repo)
+    server = ServeProcess(repo, "--model-control-mode", "explicit", "--python-spare-stubs", "1")
+    try:
+        server.wait_ready()
+        _eventually(lambda: len(_stubs_of(server.proc.pid)) == 1, "a spare before any load")
+        (spare,) = _stubs_of(server.proc.pid)
+        _load(server, "onnx_add")  # not a Python model: the spare is released
+        _eventually(lambda: _gone(spare), "the spare no load took exits")
+        assert "released 1 spare Python stub(s)" in server.logs()
+        _load(server, "add_sub")  # a Python model loaded later starts its own stub
+        (line,) = _READY.findall(server.logs())
+        assert not line[2] and int(line[1]) != spare, server.logs()
+        _add_sub_works(server)
+    finally:
+        server.stop()
+
+
+def test_the_flag_is_bounded(tmp_path: Path) -> None:
+    make_add_sub(tmp_path / "repo")
+    server = ServeProcess(tmp_path / "repo", "--python-spare-stubs", "9")
+    try:
+        assert server.proc.wait(60) == 2
+        assert "`--python-spare-stubs` = 9, must be in [0, 8]" in server.logs()
+    finally:
+        server.stop()
