@@ -223,6 +223,21 @@ def test_runtime_pods_serve_http_grpc_and_metrics_on_named_ports(render: Render)
     assert "--runtime-grpc-port=9101" in activator["args"]
 
 
+def test_warm_pods_start_a_python_stub_ahead_unless_told_not_to(render: Render) -> None:
+    from runtime.process.cli import build_config
+
+    for sets, spares in (
+        ((), 1),
+        (("runtime.pythonSpareStubs=3",), 3),
+        (("runtime.pythonSpareStubs=0",), 0),
+    ):
+        objects = render(VALUE_SETS["cpu-configmap"], *sets)
+        (runtime,) = _one(objects, "Deployment", "-pool")["spec"]["template"]["spec"]["containers"]
+        config = build_config(_command_line("serve", as_mounted(runtime["args"])))
+        assert config.python_spare_stubs == spares, runtime["args"]
+        assert any(a.startswith("--python-spare-stubs") for a in runtime["args"]) == (spares > 0)
+
+
 def test_gpu_pods_request_gpus_and_tolerate_the_gpu_taint(render: Render) -> None:
     objects = render(VALUE_SETS["gpu-pvc"])
     pool = _one(objects, "Deployment", "-pool-gpu")["spec"]["template"]["spec"]
@@ -367,6 +382,7 @@ def read_model_settings_from(objects: list[dict[str, Any]], tmp_path: Path) -> d
         (["image.digest=latest"], "at '/image/digest': 'latest' does not match pattern"),
         (["imageGpu.digest=sha256:abc"], "at '/imageGpu/digest'"),
         (["image.tag=bad tag"], 'image.tag = "bad tag", must be an image tag'),
+        (["runtime.pythonSpareStubs=9"], "at '/runtime/pythonSpareStubs'"),
     ],
 )
 def test_bad_values_fail_the_render_in_words(render: Render, sets: list[str], words: str) -> None:
