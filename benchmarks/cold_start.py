@@ -296,14 +296,19 @@ def binary_infer_body(model: Model, batch: int = 1) -> tuple[bytes, dict[str, st
 
 def timed_infer(url: str, model: Model) -> float:
     body, headers = binary_infer_body(model)
+    return timed_post(url, model.name, body, headers)
+
+
+def timed_post(url: str, model: str, body: bytes, headers: dict[str, str]) -> float:
+    """Seconds for one infer request of `model` (RuntimeError unless it answers 200)."""
     request = urllib.request.Request(
-        f"{url}/v2/models/{model.name}/infer", data=body, headers=headers, method="POST"
+        f"{url}/v2/models/{model}/infer", data=body, headers=headers, method="POST"
     )
     start = time.perf_counter()
     with urllib.request.urlopen(request, timeout=300) as resp:
         resp.read()
         if resp.status != 200:
-            raise RuntimeError(f"{model.name}: HTTP {resp.status}")
+            raise RuntimeError(f"{model}: HTTP {resp.status}")
     return time.perf_counter() - start
 
 

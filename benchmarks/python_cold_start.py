@@ -24,7 +24,6 @@ import shutil
 import statistics
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
@@ -33,27 +32,12 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
 import psutil
 
 from activator.scaler.local.process_memory import pss_bytes
-from benchmarks.cold_start import Up
+from benchmarks.cold_start import Up, timed_post
 from benchmarks.machine import machine_line
 from benchmarks.workloads import add_sub_workload, write_add_sub
 
 MODEL = "add_sub"
 SIDES = {"started ahead (1)": "1", "at the load (0)": "0"}
-
-
-def first_request_s(up: Up, body: bytes) -> float:
-    request = urllib.request.Request(
-        f"{up.url}/v2/models/{MODEL}/infer",
-        data=body,
-        headers={"Content-Type": "application/json"},
-        method="POST",
-    )
-    start = time.perf_counter()
-    with urllib.request.urlopen(request, timeout=300) as resp:
-        resp.read()
-        if resp.status != 200:
-            raise RuntimeError(f"{MODEL}: HTTP {resp.status}")
-    return time.perf_counter() - start
 
 
 def stubs_pss_mib(up: Up) -> float:
@@ -71,7 +55,7 @@ def one_cold_start(up: Up, body: bytes) -> dict[str, float]:
     time.sleep(0.5)  # the new pool process's spare has imported (it took ~0.3 s at most here)
     pss_mib = stubs_pss_mib(up)
     before = up.phase_sums(MODEL)
-    client_s = first_request_s(up, body)
+    client_s = timed_post(up.url, MODEL, body, {"Content-Type": "application/json"})
     up.wait(lambda: up.phase_sums(MODEL)["total"] > before["total"], 30, "the cold start's metrics")
     after = up.phase_sums(MODEL)
     restore_s = after["restore"] - before["restore"]

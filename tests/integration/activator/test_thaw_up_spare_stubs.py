@@ -16,7 +16,7 @@ import pytest
 import requests
 
 from activator.scaler.local.process_memory import pss_bytes, tree_pss_bytes
-from tests.fixtures.models import make_add_sub
+from tests.fixtures.models import add_sub_body, make_add_sub
 from tests.fixtures.up_process import UpProcess, light_args
 
 pytestmark = pytest.mark.integration
@@ -27,13 +27,7 @@ _HOLDS_32_MIB = "import sys; held = b'x' * (32 << 20); sys.stdin.read()"
 
 
 def _infer(up: UpProcess) -> None:
-    inputs = [
-        {"name": f"INPUT{i}", "datatype": "FP32", "shape": [4], "data": [1, 2, 3, 4]}
-        for i in (0, 1)
-    ]
-    answer = requests.post(
-        f"{up.url}/v2/models/add_sub/infer", json={"inputs": inputs}, timeout=120
-    )
+    answer = requests.post(f"{up.url}/v2/models/add_sub/infer", json=add_sub_body(), timeout=120)
     assert answer.status_code == 200, (answer.text, up.log())
     assert answer.json()["outputs"][1]["data"] == [0, 0, 0, 0]
 

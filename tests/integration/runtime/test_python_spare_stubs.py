@@ -18,7 +18,7 @@ import pytest
 import requests
 
 from runtime.python.spare_stubs import SpareStubs
-from tests.fixtures.models import make_add_sub
+from tests.fixtures.models import add_sub_body, make_add_sub
 from tests.fixtures.onnx_models import make_onnx_add
 from tests.fixtures.serve_process import ServeProcess
 
@@ -116,13 +116,7 @@ def _load(server: ServeProcess, name: str) -> None:
 
 
 def _add_sub_works(server: ServeProcess) -> None:
-    inputs = [
-        {"name": f"INPUT{i}", "datatype": "FP32", "shape": [4], "data": [1, 2, 3, 4]}
-        for i in (0, 1)
-    ]
-    answer = requests.post(
-        f"{server.url}/v2/models/add_sub/infer", json={"inputs": inputs}, timeout=60
-    )
+    answer = requests.post(f"{server.url}/v2/models/add_sub/infer", json=add_sub_body(), timeout=60)
     assert answer.status_code == 200, answer.text
     assert answer.json()["outputs"][0]["data"] == [2, 4, 6, 8]
 
