@@ -31,7 +31,7 @@ from activator.process.flag_checks import (
     repository_poll_s,
 )
 from activator.process.kube_cli import kubernetes_config, placement
-from activator.process.local_cli import local_config
+from activator.process.local_cli import local_config, spare_stubs_for
 from activator.process.repository_cli import (
     check_startup_models,
     load_refusals,
@@ -315,6 +315,10 @@ def _run(args: argparse.Namespace, repositories: LocalizedRepositories) -> int:
             return 2
         models = tuple(repository.names())
         config = dataclasses.replace(config, scaler=dataclasses.replace(scaler, models=models))
+    if isinstance(config.scaler, LocalConfig):
+        backends = {repository.get(m).config.backend for m in repository.names()}
+        local = spare_stubs_for(config.scaler, args.python_spare_stubs, backends)
+        config = dataclasses.replace(config, scaler=local)
     for name, reason in sorted(repository.unavailable.items()):
         print(f"thaw up: warning: model '{name}' is unavailable: {reason}", file=sys.stderr)
     if not repository.names():

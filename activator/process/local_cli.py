@@ -8,6 +8,8 @@ activator.process.kube_cli's.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+from collections.abc import Iterable
 
 from activator.process.flag_checks import (
     backend_config_args,
@@ -22,13 +24,14 @@ from activator.scaler.local_config import LocalConfig, PoolSettings
 from thawserver.rate_limit_flags import RateLimitMode, parse_mode, parse_resource
 from thawwire.runtime_parameters import PYTHON_SPARE_STUBS_MAX
 
-__all__ = ["local_config"]
+__all__ = ["local_config", "spare_stubs_for"]
 
 
 def local_config(args: argparse.Namespace) -> LocalConfig:
     """The local scaler's config from `thaw up`'s flags; ConfigError names a bad one."""
     frameworks = tuple(f for f in args.preload_frameworks.split(",") if f.strip())
-    check_range("--python-spare-stubs", args.python_spare_stubs, 0, PYTHON_SPARE_STUBS_MAX)
+    if args.python_spare_stubs is not None:
+        check_range("--python-spare-stubs", args.python_spare_stubs, 0, PYTHON_SPARE_STUBS_MAX)
     pool = PoolSettings(
         min_idle=args.warm_pool,
         window_s=args.pool_window_s,
@@ -37,7 +40,7 @@ def local_config(args: argparse.Namespace) -> LocalConfig:
     return LocalConfig(
         pool=pool,
         preload_frameworks=frameworks,
-        python_spare_stubs=args.python_spare_stubs,
+        python_spare_stubs=1 if args.python_spare_stubs is None else args.python_spare_stubs,
         fork_server=args.fork_server == "on",
         target=args.target,
         arena_bytes=args.arena_bytes,
@@ -59,3 +62,13 @@ def local_config(args: argparse.Namespace) -> LocalConfig:
         model_load_retries=args.model_load_retries,
         device_args=device_args(args),
     )
+
+
+def spare_stubs_for(local: LocalConfig, given: int | None, backends: Iterable[str]) -> LocalConfig:
+    """`--python-spare-stubs` as given; not given, 1 when a model of the repository at start
+    runs in Python stubs (`backends`: each model's, Python-based backends read as "python"),
+    else 0: a deployment of ONNX models keeps no idle interpreter in its pool processes."""
+    if given is not None:
+        return local
+    wanted = 1 if "python" in backends else 0
+    return dataclasses.replace(local, python_spare_stubs=wanted)

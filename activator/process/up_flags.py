@@ -246,12 +246,13 @@ def add_up_arguments(p: argparse.ArgumentParser) -> None:
     local.add_argument(
         "--python-spare-stubs",
         type=int,
-        default=1,
+        default=None,
         metavar="N",
         help="Python stub processes each pool process starts while it waits to be claimed "
-        "(0-8; default 1): a Python model's cold start takes one instead of waiting for an "
-        "interpreter to start and import numpy; a replica releases those its model did not "
-        "take (0: none, each stub starts at the load)",
+        "(0-8; default: 1 when the repository holds a Python model at start, else 0): a "
+        "Python model's cold start takes one instead of waiting for an interpreter to start "
+        "and import numpy; a replica releases those its model did not take (0: none, each "
+        "stub starts at the load)",
     )
     local.add_argument(
         "--target",

@@ -12,11 +12,13 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 import requests
 
 from activator.scaler.local.process_memory import pss_bytes, tree_pss_bytes
 from tests.fixtures.models import add_sub_body, make_add_sub
+from tests.fixtures.onnx_models import make_onnx_add
 from tests.fixtures.up_process import UpProcess, light_args
 
 pytestmark = pytest.mark.integration
@@ -49,6 +51,31 @@ def test_a_python_models_cold_start_takes_the_pool_processs_spare(
         assert (_SPARE in ready[0]) == (spares == "1"), up.log()
     finally:
         up.stop()
+
+
+def _stubs_under(pid: int) -> list[int]:
+    return [
+        p.pid
+        for p in psutil.Process(pid).children(recursive=True)
+        if "runtime.python.stub.stub_main" in " ".join(p.cmdline())
+    ]
+
+
+def test_by_default_only_a_repository_with_a_python_model_gets_spares(tmp_path: Path) -> None:
+    onnx_only, with_python = tmp_path / "onnx", tmp_path / "python"
+    make_onnx_add(onnx_only / "repo")
+    make_onnx_add(with_python / "repo")
+    make_add_sub(with_python / "repo")
+    ups = [UpProcess(d / "repo", *light_args(d / "repo")) for d in (onnx_only, with_python)]
+    try:
+        quiet, python = ups
+        python.wait_for(lambda: len(_stubs_under(python.proc.pid)) == 1, 60, "the spare")
+        assert "spare Python stub pid" in python.log()
+        # The ONNX-only pool process is ready at least as long: it started no stub.
+        assert _stubs_under(quiet.proc.pid) == [] and "spare Python stub" not in quiet.log()
+    finally:
+        for up in ups:
+            up.stop()
 
 
 def test_thaw_up_bounds_the_flag(tmp_path: Path) -> None:
