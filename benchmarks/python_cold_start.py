@@ -1,17 +1,19 @@
 """A Python model's cold start through `thaw up`, with the pool's stub started ahead and without,
 measured in one run.
 
-    python benchmarks/python_cold_start.py [--reps 7] [--work /tmp/thaw_python_cold_start]
+    python benchmarks/python_cold_start.py [--reps 7] [--model-imports torch]
 
 Two `thaw up` processes over copies of one repository holding Triton's `add_sub` Python model
 (benchmarks.workloads): one with `--python-spare-stubs 1` (the default: each warm-pool process
 starts a stub while it waits to be claimed), one with `--python-spare-stubs 0` (the baseline:
-the stub starts at the load, as before). Each rep scales the model to zero on both, waits for an
-idle pool process, and times one request from zero on each (the order alternating), client side
-and by `thaw up`'s own cold-start phases (`restore` is the model's load in the claimed process);
-and what the spare costs: the PSS of the stubs under `thaw up` while the model is at zero.
-Prints the medians, their ratio, and the machine line; other work on the machine moves the
-absolute numbers, compare the two columns of one run.
+the stub starts at the load, as before). `--model-imports torch`: the model imports torch first,
+and a third `thaw up` gives its spares `--python-spare-stub-imports torch`. Each rep scales the
+model to zero on each, waits for an idle pool process and `--settle-s`, and times one request
+from zero on each (the order alternating), client side and by `thaw up`'s own cold-start phases
+(`restore` is the model's load in the claimed process); and what the spare costs: the PSS of
+the stubs under `thaw up` while the model is at zero. Prints the medians, their ratios to the
+baseline, and the machine line; other work on the machine moves the absolute numbers, compare
+the columns of one run.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from benchmarks.machine import machine_line
 from benchmarks.workloads import add_sub_workload, write_add_sub
 
 MODEL = "add_sub"
-SIDES = {"started ahead (1)": "1", "at the load (0)": "0"}
+AHEAD, AT_LOAD = "started ahead (1)", "at the load (0)"
 
 
 def stubs_pss_mib(up: Up) -> float:
@@ -50,9 +52,20 @@ def stubs_pss_mib(up: Up) -> float:
     return total / (1 << 20)
 
 
-def one_cold_start(up: Up, body: bytes) -> dict[str, float]:
+def sides(module: str | None) -> dict[str, tuple[str, ...]]:
+    """Each side's `thaw up` flags: the baseline, the default, and with `module` imported by
+    the spare too."""
+    out = {AHEAD: ("--python-spare-stubs", "1"), AT_LOAD: ("--python-spare-stubs", "0")}
+    if module:
+        out[f"started ahead (1), importing {module}"] = (
+            "--python-spare-stubs", "1", "--python-spare-stub-imports", module,
+        )  # fmt: skip
+    return out
+
+
+def one_cold_start(up: Up, body: bytes, settle_s: float) -> dict[str, float]:
     up.cold_and_pool_ready(MODEL)
-    time.sleep(0.5)  # the new pool process's spare has imported (it took ~0.3 s at most here)
+    time.sleep(settle_s)  # the new pool process's spare has done its imports
     pss_mib = stubs_pss_mib(up)
     before = up.phase_sums(MODEL)
     client_s = timed_post(up.url, MODEL, body, {"Content-Type": "application/json"})
@@ -67,30 +80,46 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--work", type=Path, default=Path("/tmp/thaw_python_cold_start"))
     parser.add_argument("--json", type=Path, default=None, help="write raw results here")
+    parser.add_argument(
+        "--model-imports", default=None, metavar="MODULE",
+        help="the model imports MODULE first (e.g. torch); adds a side whose spare imports it",
+    )  # fmt: skip
+    parser.add_argument(
+        "--settle-s", type=float, default=None,
+        help="wait after the pool process is ready (default 0.5 s; 8 s with --model-imports)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    settle_s = args.settle_s if args.settle_s is not None else (8.0 if args.model_imports else 0.5)
     shutil.rmtree(args.work, ignore_errors=True)
     body = add_sub_workload().payload.body
+    flags = sides(args.model_imports)
     ups: dict[str, Up] = {}
-    runs: dict[str, list[dict[str, float]]] = {side: [] for side in SIDES}
+    runs: dict[str, list[dict[str, float]]] = {side: [] for side in flags}
     load_start = os.getloadavg()[0]
     try:
-        for side, spares in SIDES.items():
-            base = args.work / f"spares-{spares}"
+        for number, (side, extra) in enumerate(flags.items()):
+            base = args.work / f"side-{number}"
             write_add_sub(base / "repo")
+            if args.model_imports:
+                model_py = base / "repo" / MODEL / "1" / "model.py"
+                model_py.write_text(f"import {args.model_imports}\n{model_py.read_text()}")
             ups[side] = Up(
                 base / "repo", base / "cache", base / "up.log", images=False,
-                extra=("--python-spare-stubs", spares, "--preload-frameworks", ""),
+                extra=(*extra, "--preload-frameworks", ""),
             )  # fmt: skip
         for up in ups.values():
             up.wait(up.ready, 120, "thaw up ready")
         for rep in range(args.reps):
-            order = list(SIDES) if rep % 2 == 0 else list(reversed(SIDES))
+            order = list(flags) if rep % 2 == 0 else list(reversed(flags))
             for side in order:
-                runs[side].append(one_cold_start(ups[side], body))
+                runs[side].append(one_cold_start(ups[side], body, settle_s))
     finally:
         for up in ups.values():
             up.stop()
-    print(f"{MODEL} (a Python model in its stub) from zero through `thaw up`, {args.reps} reps")
+    imports = f", its model.py importing {args.model_imports}" if args.model_imports else ""
+    print(
+        f"{MODEL} (a Python model in its stub{imports}) from zero via `thaw up`, {args.reps} reps"
+    )
     print(
         "| pool's Python stub | first request, client (median, min-max) | restore phase "
         "| stubs' PSS at zero (the spares) |"
@@ -106,11 +135,14 @@ def main(argv: list[str] | None = None) -> int:
             f"| {side} | {medians[side][0]:.0f} ms ({client[0]:.0f}-{client[-1]:.0f}) "
             f"| {medians[side][1]:.0f} ms | {pss:.0f} MiB |"
         )
-    ahead, baseline = (medians[side] for side in SIDES)
-    print(
-        f"ratio, at the load / started ahead: first request {baseline[0] / ahead[0]:.1f}x, "
-        f"restore {baseline[1] / ahead[1]:.1f}x"
-    )
+    baseline = medians[AT_LOAD]
+    for side in flags:
+        if side != AT_LOAD:
+            ours = medians[side]
+            print(
+                f"ratio, at the load / {side}: first request {baseline[0] / ours[0]:.1f}x, "
+                f"restore {baseline[1] / ours[1]:.1f}x"
+            )
     print(machine_line(load_start, os.getloadavg()[0]))
     if args.json is not None:
         args.json.write_text(json.dumps(runs, indent=2))

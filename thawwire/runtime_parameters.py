@@ -7,13 +7,15 @@ scanned rather than when the model is first woken.
 
     thaw.python_runtime   process | in_process | auto   where a Python model's instances run
 
-Also the one replica setting `thaw up` passes its pool processes whose bound both check:
+Also the replica settings `thaw up` passes its pool processes that both sides check:
 `PYTHON_SPARE_STUBS_MAX`, the most Python stubs a pool process starts ahead of its first load
-(`thaw serve --python-spare-stubs`, `thaw up --python-spare-stubs`).
+(`--python-spare-stubs`), and `spare_stub_imports`, the modules those stubs import ahead
+(`--python-spare-stub-imports`), read the same way by `thaw serve` and `thaw up`.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 __all__ = [
@@ -22,11 +24,14 @@ __all__ = [
     "PYTHON_SPARE_STUBS_MAX",
     "RUNTIME_PARAMETERS",
     "runtime_parameter_error",
+    "spare_stub_imports",
 ]
 
 PYTHON_RUNTIME = "thaw.python_runtime"
 PYTHON_RUNTIMES = ("process", "in_process", "auto")
 PYTHON_SPARE_STUBS_MAX = 8
+_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+_MAX_IMPORTS = 32
 
 RUNTIME_PARAMETERS: Mapping[str, tuple[str, ...]] = {PYTHON_RUNTIME: PYTHON_RUNTIMES}
 """Each runtime-read key and the values it takes (as written, surrounding blanks aside; empty is
@@ -40,3 +45,15 @@ def runtime_parameter_error(key: str, raw: object) -> str | None:
     if not text or text in choices:
         return None
     return f"`{key}` = {text[:40]!r}, must be one of {', '.join(choices)}"
+
+
+def spare_stub_imports(flag: str, text: str) -> tuple[str, ...]:
+    """A comma list of module names (`torch,transformers`; empty: none); ValueError naming
+    `flag` for anything else."""
+    names = tuple(part.strip() for part in text.split(",") if part.strip())
+    for name in names:
+        if len(name) > 200 or not _MODULE.fullmatch(name):
+            raise ValueError(f"{flag}: {name[:60]!r} is not a Python module name (a.b.c)")
+    if len(names) > _MAX_IMPORTS:
+        raise ValueError(f"{flag}: {len(names)} modules, at most {_MAX_IMPORTS}")
+    return names

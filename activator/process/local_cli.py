@@ -11,6 +11,7 @@ import argparse
 import dataclasses
 from collections.abc import Iterable
 
+from activator.errors import ConfigError
 from activator.process.flag_checks import (
     backend_config_args,
     check_range,
@@ -22,7 +23,7 @@ from activator.process.flag_checks import (
 from activator.process.shared_cli import shared_settings
 from activator.scaler.local_config import LocalConfig, PoolSettings
 from thawserver.rate_limit_flags import RateLimitMode, parse_mode, parse_resource
-from thawwire.runtime_parameters import PYTHON_SPARE_STUBS_MAX
+from thawwire.runtime_parameters import PYTHON_SPARE_STUBS_MAX, spare_stub_imports
 
 __all__ = ["local_config", "spare_stubs_for"]
 
@@ -32,6 +33,10 @@ def local_config(args: argparse.Namespace) -> LocalConfig:
     frameworks = tuple(f for f in args.preload_frameworks.split(",") if f.strip())
     if args.python_spare_stubs is not None:
         check_range("--python-spare-stubs", args.python_spare_stubs, 0, PYTHON_SPARE_STUBS_MAX)
+    try:
+        imports = spare_stub_imports("--python-spare-stub-imports", args.python_spare_stub_imports)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     pool = PoolSettings(
         min_idle=args.warm_pool,
         window_s=args.pool_window_s,
@@ -41,6 +46,7 @@ def local_config(args: argparse.Namespace) -> LocalConfig:
         pool=pool,
         preload_frameworks=frameworks,
         python_spare_stubs=1 if args.python_spare_stubs is None else args.python_spare_stubs,
+        python_spare_stub_imports=imports,
         fork_server=args.fork_server == "on",
         target=args.target,
         arena_bytes=args.arena_bytes,

@@ -255,6 +255,14 @@ def add_up_arguments(p: argparse.ArgumentParser) -> None:
         "stub starts at the load)",
     )
     local.add_argument(
+        "--python-spare-stub-imports",
+        default="",
+        metavar="LIST",
+        help="comma list of modules each spare stub imports while it waits (e.g. torch, when "
+        "the Python models import it): their cold start then finds it imported; each costs "
+        "its memory in every idle pool process (default: none)",
+    )
+    local.add_argument(
         "--target",
         choices=["auto", "cpu", "cuda"],
         default="auto",

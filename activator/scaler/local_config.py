@@ -38,6 +38,7 @@ class LocalConfig:
     preload_frameworks: tuple[str, ...] = ("onnxruntime", "torch")  # imported by pool processes
     # Python stubs each pool process starts while idle (`thaw serve --python-spare-stubs`).
     python_spare_stubs: int = 1
+    python_spare_stub_imports: tuple[str, ...] = ()  # modules those stubs import while waiting
     # Pool processes are forked by a fork server that imported the frameworks once
     # (runtime/process/zygote.py); off: each is a fresh interpreter.
     fork_server: bool = True

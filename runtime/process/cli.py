@@ -47,6 +47,7 @@ from thawserver.s3_repository.errors import RepositorySourceError
 from thawserver.s3_repository.localize import LocalizedRepositories
 from thawserver.settings_flags import log_settings, trace_flag_warnings, trace_setting
 from thawwire.internal_calls import InternalCalls, read_token
+from thawwire.runtime_parameters import spare_stub_imports
 
 if TYPE_CHECKING:
     from runtime.models.repository_sync import RepositorySync
@@ -90,6 +91,9 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
         )  # fmt: skip
         grpc_tls = tls_from_args(args) if _given(args.allow_grpc) else None
         check_reuse_port(args)
+        spare_imports = spare_stub_imports(
+            "--python-spare-stub-imports", args.python_spare_stub_imports
+        )
         internal_calls = (
             InternalCalls(read_token(args.internal_token_file), args.max_internal_body_bytes)
             if args.internal_token_file is not None
@@ -134,6 +138,7 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
         target=args.target,
         preload_frameworks=frameworks,
         python_spare_stubs=args.python_spare_stubs,
+        python_spare_stub_imports=spare_imports,
         arena_bytes=args.arena_bytes,
         cache_max_bytes=args.cache_max_bytes,
         host_cache_bytes=args.host_cache_bytes,
@@ -388,7 +393,7 @@ async def _serve(config: ServeConfig, log: LogControl, sync: RepositorySync | No
     if config.python_spare_stubs:
         from runtime.python.spare_stubs import SpareStubs
 
-        spares = SpareStubs(config.python_spare_stubs)
+        spares = SpareStubs(config.python_spare_stubs, imports=config.python_spare_stub_imports)
         warmups = (*warmups, spares.fill)
     # Under `thaw up`: the one client back to its front door (forwarded requests, BLS, steps).
     front_door = FrontDoor.from_config(config)

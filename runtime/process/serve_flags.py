@@ -119,6 +119,14 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         "start; those not taken end once a load is done (`thaw up` gives its pool processes 1)",
     )
     p.add_argument(
+        "--python-spare-stub-imports",
+        default="",
+        metavar="LIST",
+        help="comma list of modules each spare stub imports while it waits (e.g. torch): a "
+        "Python model that imports them finds them imported; each costs its memory in every "
+        "spare (default: none)",
+    )
+    p.add_argument(
         "--arena-bytes",
         type=int,
         default=0,

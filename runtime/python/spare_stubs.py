@@ -44,10 +44,15 @@ class _Spare:
 class SpareStubs:
     """Up to `count` stub processes of this interpreter, started by `fill`, each taken once."""
 
-    def __init__(self, count: int, *, python: Path | None = None) -> None:
+    def __init__(
+        self, count: int, *, imports: tuple[str, ...] = (), python: Path | None = None
+    ) -> None:
+        """`imports`: modules each spare imports while it waits (`--python-spare-stub-imports`:
+        a model that imports torch then finds it imported)."""
         if not 0 <= count <= PYTHON_SPARE_STUBS_MAX:
             raise ValueError(f"spare stubs: {count}, must be in [0, {PYTHON_SPARE_STUBS_MAX}]")
         self._count = count
+        self._imports = imports
         self._python = python if python is not None else Path(sys.executable)
         self._lock = threading.Lock()  # guards the fields below
         self._spares: list[_Spare] = []
@@ -62,7 +67,7 @@ class SpareStubs:
                     return
             env = stub_env(self._python)
             try:
-                spawned = spawn(self._python, "(spare)")
+                spawned = spawn(self._python, "(spare)", self._imports)
             except RepositoryError as exc:  # a load will say so, spawning its own
                 logger.warning("could not start a spare Python stub: %s", exc)
                 return

@@ -82,13 +82,17 @@ class SpawnedStub:
     sock: socket.socket
 
 
-def spawn(python: Path, model: str) -> SpawnedStub:
+def spawn(python: Path, model: str, imports: tuple[str, ...] = ()) -> SpawnedStub:
     """Start a stub process with `python` (blocking: a fork and exec); RepositoryError if it
-    cannot start."""
+    cannot start. `imports`: modules it imports before it reads its first message (a stub
+    started ahead of its model, runtime.python.spare_stubs)."""
     server_end, stub_end = channel_pair()
+    argv = [str(python), "-m", "runtime.python.stub.stub_main", str(stub_end.fileno())]
+    if imports:
+        argv += ["--import", ",".join(imports)]
     try:
         proc = subprocess.Popen(
-            [str(python), "-m", "runtime.python.stub.stub_main", str(stub_end.fileno())],
+            argv,
             pass_fds=(stub_end.fileno(),),
             env=stub_env(python),
             stdin=subprocess.DEVNULL,

@@ -122,6 +122,8 @@ def serve_args(
         argv += ["--preload-frameworks", ",".join(local.preload_frameworks)]
     if local.python_spare_stubs:
         argv += ["--python-spare-stubs", str(local.python_spare_stubs)]
+        if local.python_spare_stub_imports:
+            argv += ["--python-spare-stub-imports", ",".join(local.python_spare_stub_imports)]
     if local.arena_bytes > 0:
         argv += ["--arena-bytes", str(arena_with_headroom(local.arena_bytes))]
     if local.http_header_forward_pattern:

@@ -15,6 +15,7 @@ their server's health): a SIGKILLed server leaves no stub behind.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import signal
@@ -238,14 +239,29 @@ def _skip(signum: int, frame: object) -> None:
     """A signal the server acts on (`leave_stopping_to_the_server`)."""
 
 
+def import_ahead(modules: list[str]) -> None:
+    """Import what a stub started ahead of its model was told to (`--import`), before it
+    reads its first message: a module that cannot be imported is the model's to meet."""
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:
+            logger.warning("could not import %s ahead of the model: %r", name, exc)
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) != 2 or not argv[1].isdigit():
-        print("usage: python -m runtime.python.stub.stub_main FD", file=sys.stderr)
+    args = argv[1:]
+    modules: list[str] = []
+    if len(args) == 3 and args[1] == "--import":
+        modules, args = [m for m in args[2].split(",") if m], args[:1]
+    if len(args) != 1 or not args[0].isdigit():
+        print("usage: python -m runtime.python.stub.stub_main FD [--import M,...]", file=sys.stderr)
         return 2
     leave_stopping_to_the_server()
     log_to_stderr(os.environ.get("THAW_STUB_LOG_LEVEL", "INFO").upper())
     exit_with_parent()
-    sock = socket.socket(fileno=int(argv[1]))
+    import_ahead(modules)
+    sock = socket.socket(fileno=int(args[0]))
     # The channel's fd is the stub's argument, not the model's: `unittest.main("model")` in a
     # model (Triton's qa custom_metrics) reads sys.argv, which Triton's embedded stub leaves
     # without arguments.

@@ -78,15 +78,42 @@ def test_by_default_only_a_repository_with_a_python_model_gets_spares(tmp_path: 
             up.stop()
 
 
-def test_thaw_up_bounds_the_flag(tmp_path: Path) -> None:
+def test_the_pool_processs_spare_imports_what_thaw_up_names(tmp_path: Path) -> None:
+    repo, probe = tmp_path / "repo", tmp_path / "imported_by"
+    make_add_sub(repo)
+    (tmp_path / "spare_probe.py").write_text(
+        f"import os\nopen({str(probe)!r}, 'a').write(str(os.getpid()) + '\\n')\n"
+    )
+    up = UpProcess(
+        repo, *light_args(repo), "--python-spare-stub-imports", "spare_probe",
+        env={"PYTHONPATH": str(tmp_path)},
+    )  # fmt: skip
+    try:
+        up.wait_for(probe.exists, 60, "the pool process's spare to import spare_probe")
+        (importer,) = probe.read_text().split()
+        _infer(up)
+        ready = [line for line in up.log().splitlines() if _TAKEN in line and "ready" in line]
+        assert len(ready) == 1 and f"stub pid {importer} ready {_SPARE}" in ready[0], up.log()
+    finally:
+        up.stop()
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "words"),
+    [
+        ("--python-spare-stubs", "-1", "`--python-spare-stubs` = -1, must be in [0, 8]"),
+        ("--python-spare-stub-imports", "torch, ../x", "'../x' is not a Python module name"),
+    ],
+)
+def test_thaw_up_checks_the_flags(tmp_path: Path, flag: str, value: str, words: str) -> None:
     repo = tmp_path / "repo"
     make_add_sub(repo)
     done = subprocess.run(
-        [sys.executable, "-m", "thaw.cli", "up", str(repo), "--python-spare-stubs", "-1"],
+        [sys.executable, "-m", "thaw.cli", "up", str(repo), flag, value],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 2, done.stderr
-    assert "`--python-spare-stubs` = -1, must be in [0, 8]" in done.stderr
+    assert words in done.stderr
 
 
 def test_an_idle_processs_memory_counts_its_children() -> None:

@@ -105,6 +105,28 @@ def test_a_dead_spare_or_one_from_another_environment_is_never_taken(
         spares.release()
 
 
+def test_a_spare_imports_what_it_was_told_to_before_its_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    probe = tmp_path / "imported_by"
+    (tmp_path / "spare_probe.py").write_text(
+        f"import os\nopen({str(probe)!r}, 'a').write(str(os.getpid()) + '\\n')\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # stub_env puts Thaw's root before it
+    spares = SpareStubs(1, imports=("spare_probe", "no_such_module_here"))
+    spares.fill()
+    try:
+        spawned = spares.take(_PYTHON)
+        assert spawned is not None
+        _eventually(probe.exists, "the spare imports spare_probe while it waits")
+        assert probe.read_text().split() == [str(spawned.proc.pid)]
+        assert spawned.proc.poll() is None  # a module it cannot import does not end it
+    finally:
+        spares.release()
+    spawned.sock.close()
+    assert spawned.proc.wait(30) == 0
+
+
 def test_a_count_out_of_range_is_refused() -> None:
     with pytest.raises(ValueError, match=r"must be in \[0, 8\]"):
         SpareStubs(9)
@@ -160,11 +182,18 @@ def test_spares_no_load_took_end_after_the_load(tmp_path: Path) -> None:
         server.stop()
 
 
-def test_the_flag_is_bounded(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("flag", "value", "words"),
+    [
+        ("--python-spare-stubs", "9", "`--python-spare-stubs` = 9, must be in [0, 8]"),
+        ("--python-spare-stub-imports", "torch,os;rm", "'os;rm' is not a Python module name"),
+    ],
+)
+def test_the_flags_are_checked(tmp_path: Path, flag: str, value: str, words: str) -> None:
     make_add_sub(tmp_path / "repo")
-    server = ServeProcess(tmp_path / "repo", "--python-spare-stubs", "9")
+    server = ServeProcess(tmp_path / "repo", flag, value)
     try:
         assert server.proc.wait(60) == 2
-        assert "`--python-spare-stubs` = 9, must be in [0, 8]" in server.logs()
+        assert words in server.logs()
     finally:
         server.stop()
