@@ -260,12 +260,12 @@ def main(argv: list[str]) -> int:
     leave_stopping_to_the_server()
     log_to_stderr(os.environ.get("THAW_STUB_LOG_LEVEL", "INFO").upper())
     exit_with_parent()
-    import_ahead(modules)
     sock = socket.socket(fileno=int(args[0]))
     # The channel's fd is the stub's argument, not the model's: `unittest.main("model")` in a
     # model (Triton's qa custom_metrics) reads sys.argv, which Triton's embedded stub leaves
-    # without arguments.
+    # without arguments (nor the modules imported ahead).
     sys.argv[1:] = []
+    import_ahead(modules)
     stub = Stub(Channel(sock))
     pb_utils.install_host(stub.host)
     status = stub.serve()
