@@ -94,6 +94,7 @@ class SpareStubs:
                     self.taken += 1
                 else:
                     stale.append(spare.stub)
+                    _why_stale(spare, env)
         if stale:
             _end_soon(stale)
         return found
@@ -116,6 +117,21 @@ class SpareStubs:
     def __len__(self) -> int:
         with self._lock:
             return len(self._spares)
+
+
+def _why_stale(spare: _Spare, env: dict[str, str]) -> None:
+    """Say why a spare is not used (the names of what changed, never their values)."""
+    pid, status = spare.stub.proc.pid, spare.stub.proc.returncode
+    if status is not None:
+        logger.warning(
+            "spare Python stub pid %d exited (status %s) before a model took it", pid, status
+        )
+        return
+    changed = sorted(k for k in {*env, *spare.env} if env.get(k) != spare.env.get(k))
+    logger.info(
+        "spare Python stub pid %d not used: the environment changed since it started (%s)",
+        pid, ", ".join(changed[:8]),
+    )  # fmt: skip
 
 
 def _end_soon(stubs: list[SpawnedStub]) -> None:

@@ -7,6 +7,7 @@ processes and a real `thaw serve`.
 
 from __future__ import annotations
 
+import logging
 import re
 import sys
 import time
@@ -89,8 +90,9 @@ def test_release_ends_the_spares_left_and_fill_starts_no_more() -> None:
 
 
 def test_a_dead_spare_or_one_from_another_environment_is_never_taken(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="runtime.python.spare_stubs")
     spares = SpareStubs(2)
     spares.fill()
     try:
@@ -100,6 +102,10 @@ def test_a_dead_spare_or_one_from_another_environment_is_never_taken(
         monkeypatch.setenv("THAW_TEST_SPARE_ENV", "changed after the spares started")
         assert spares.take(_PYTHON) is None  # one dead, one started before the change
         assert len(spares) == 0
+        assert f"pid {dead.proc.pid} exited (status -9)" in caplog.text
+        # What changed is named, never its value.
+        assert "changed since it started (THAW_TEST_SPARE_ENV)" in caplog.text
+        assert "changed after the spares started" not in caplog.text
         _eventually(lambda: other.proc.poll() is not None, "the stale spare ends")
     finally:
         spares.release()
