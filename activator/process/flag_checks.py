@@ -217,6 +217,12 @@ def refuse_local_only_flags(args: argparse.Namespace) -> None:
             "--scaler local only: on Kubernetes the runtime pods' flags are the Helm chart's; "
             f"set its value runtime.maxToolCallParseBytes={args.max_tool_call_parse_bytes} instead"
         )
+    if args.python_spare_stubs is not None or args.python_spare_stub_imports:
+        raise ConfigError(
+            "--python-spare-stubs / --python-spare-stub-imports reach replicas with --scaler "
+            "local only: on Kubernetes the runtime pods' flags are the Helm chart's; set its "
+            "values runtime.pythonSpareStubs / runtime.pythonSpareStubImports instead"
+        )
     if args.default_max_tokens != DEFAULT_MAX_TOKENS:
         raise ConfigError(
             f"--default-max-tokens {args.default_max_tokens} reaches replicas with --scaler "
