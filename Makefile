@@ -176,6 +176,7 @@ bench: $(REPO)/.generated $(VENV)/.bench-installed
 	$(PY) benchmarks/serve_throughput.py --repo $(REPO)
 	$(PY) benchmarks/restore.py --repeats 2
 	$(PY) benchmarks/cold_start.py --repo $(REPO)
+	$(PY) benchmarks/python_cold_start.py --reps 5
 	$(PY) -m benchmarks.warm_path --rounds 9 --seconds 3
 	$(PY) benchmarks/compile_cache.py --repeats 2
 	$(PY) benchmarks/kube_cold_start.py --rounds 5
