@@ -61,7 +61,7 @@ import tritonclient.grpc as grpcclient  # noqa: E402
 import tritonclient.http as httpclient  # noqa: E402
 
 from benchmarks import soak_report, soak_stats  # noqa: E402
-from benchmarks.soak_stats import Outcome, ProcSample, Targets  # noqa: E402
+from benchmarks.soak_stats import STUB_MODULE, Outcome, ProcSample, Targets  # noqa: E402
 from benchmarks.soak_traffic import (  # noqa: E402
     HOSTILE_CASES,
     MODELS,
@@ -173,10 +173,13 @@ class Soak:
         for proc in procs:
             try:
                 rss, fds, ppid = proc.memory_info().rss, proc.num_fds(), proc.ppid()
+                stub = STUB_MODULE in proc.cmdline()
             except psutil.NoSuchProcess:
                 continue
             if proc.pid == root.pid:
                 role = "activator"
+            elif stub:  # a Python model's stub, or a pool process's spare: no fd of the activator's
+                role = "stub"
             elif proc.pid in replicas:
                 role = f"replica:{replicas[proc.pid]}"
             elif ppid == root.pid:

@@ -204,6 +204,9 @@ def long_lived(
     return out
 
 
+STUB_MODULE = "runtime.python.stub.stub_main"  # in a Python stub's command line
+
+
 def live_processes(series: Iterable[Series]) -> dict[float, int]:
     """Per sample time, how many of `series` were sampled then. One sampling pass reads every
     process of the tree at one time (benchmarks/soak.py `sample_processes`), so given every
@@ -220,11 +223,12 @@ def fd_growth(activator: Series, series: Sequence[Series], window: tuple[float, 
     fixed. Each replica and pool process costs the activator fds while it lives (its stdout
     and stderr pipes, a pidfd, sockets to it), and how many overlap moves with the machine's
     load, so the plain slope drifts either way with no leak; a leak is growth at a fixed
-    count. The count is every descendant (the fork server, pool processes, replicas, and a
-    Python model's stub, which costs the activator nothing but lives and dies with its
-    replica). When the count is constant, or a straight line in time, b and c cannot be told
-    apart and the plain slope is judged."""
-    live = live_processes(s for s in series if s.pid != activator.pid)
+    count. The count is every descendant that costs the activator fds: the fork server, pool
+    processes and replicas, not Python stubs (role "stub"), which cost it nothing and, since
+    pool processes start a spare stub while idle (stop 66), no longer come and go with the
+    replicas alone. When the count is constant, or a straight line in time, b and c cannot be
+    told apart and the plain slope is judged."""
+    live = live_processes(s for s in series if s.pid != activator.pid and s.role != "stub")
     inside = [x for x in activator.samples if window[0] <= x.t_s <= window[1]]
     counts = [live.get(x.t_s, 0) for x in inside]
     plain_points = [(x.t_s / 60, float(x.fds)) for x in inside]
