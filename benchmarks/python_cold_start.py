@@ -55,7 +55,10 @@ def stubs_pss_mib(up: Up) -> float:
 def sides(module: str | None) -> dict[str, tuple[str, ...]]:
     """Each side's `thaw up` flags: the baseline, the default, and with `module` imported by
     the spare too."""
-    out = {AHEAD: ("--python-spare-stubs", "1"), AT_LOAD: ("--python-spare-stubs", "0")}
+    out: dict[str, tuple[str, ...]] = {
+        AHEAD: ("--python-spare-stubs", "1"),
+        AT_LOAD: ("--python-spare-stubs", "0"),
+    }
     if module:
         out[f"started ahead (1), importing {module}"] = (
             "--python-spare-stubs", "1", "--python-spare-stub-imports", module,
