@@ -81,7 +81,7 @@ class SpareStubs:
 
     def take(self, python: Path) -> SpawnedStub | None:
         """A live spare started as `spawn(python)` would start one now, or None."""
-        if python != self._python:
+        if python != self._python or not self._spares:  # none left: no environment to copy
             return None
         env = stub_env(python)
         stale: list[SpawnedStub] = []
