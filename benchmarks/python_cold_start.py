@@ -6,8 +6,10 @@ measured in one run.
 Two `thaw up` processes over copies of one repository holding Triton's `add_sub` Python model
 (benchmarks.workloads): one with `--python-spare-stubs 1` (the default: each warm-pool process
 starts a stub while it waits to be claimed), one with `--python-spare-stubs 0` (the baseline:
-the stub starts at the load, as before). `--model-imports torch`: the model imports torch first,
-and a third `thaw up` gives its spares `--python-spare-stub-imports torch`. Each rep scales the
+the stub starts at the load, as before). `--model-imports torch`: the model imports torch first;
+the sides are then `thaw up`'s defaults (its spare imports torch, read from the model's
+imports), `--python-spare-stubs 0`, and a spare told to import nothing
+(`--python-spare-stub-imports ''`: the default before stop 67). Each rep scales the
 model to zero on each, waits for an idle pool process and `--settle-s`, and times one request
 from zero on each (the order alternating), client side and by `thaw up`'s own cold-start phases
 (`restore` is the model's load in the claimed process); and what the spare costs: the PSS of
@@ -53,17 +55,15 @@ def stubs_pss_mib(up: Up) -> float:
 
 
 def sides(module: str | None) -> dict[str, tuple[str, ...]]:
-    """Each side's `thaw up` flags: the baseline, the default, and with `module` imported by
-    the spare too."""
-    out: dict[str, tuple[str, ...]] = {
-        AHEAD: ("--python-spare-stubs", "1"),
+    """Each side's `thaw up` flags: the default, the baseline, and with the model importing
+    `module`, a spare told to import nothing (the default before its imports were read)."""
+    if not module:
+        return {AHEAD: ("--python-spare-stubs", "1"), AT_LOAD: ("--python-spare-stubs", "0")}
+    return {
+        f"thaw up's default (a spare importing {module}, read from model.py)": (),
         AT_LOAD: ("--python-spare-stubs", "0"),
+        "started ahead (1), importing nothing": ("--python-spare-stub-imports", ""),
     }
-    if module:
-        out[f"started ahead (1), importing {module}"] = (
-            "--python-spare-stubs", "1", "--python-spare-stub-imports", module,
-        )  # fmt: skip
-    return out
 
 
 def one_cold_start(up: Up, body: bytes, settle_s: float) -> dict[str, float]:
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="write raw results here")
     parser.add_argument(
         "--model-imports", default=None, metavar="MODULE",
-        help="the model imports MODULE first (e.g. torch); adds a side whose spare imports it",
+        help="the model imports MODULE first (e.g. torch); adds a side whose spare imports nothing",
     )  # fmt: skip
     parser.add_argument(
         "--settle-s", type=float, default=None,

@@ -10,7 +10,8 @@ scanned rather than when the model is first woken.
 Also the replica settings `thaw up` passes its pool processes that both sides check:
 `PYTHON_SPARE_STUBS_MAX`, the most Python stubs a pool process starts ahead of its first load
 (`--python-spare-stubs`), and `spare_stub_imports`, the modules those stubs import ahead
-(`--python-spare-stub-imports`), read the same way by `thaw serve` and `thaw up`.
+(`--python-spare-stub-imports`, at most `SPARE_STUB_IMPORTS_MAX`), read the same way by
+`thaw serve` and `thaw up`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ __all__ = [
     "PYTHON_RUNTIMES",
     "PYTHON_SPARE_STUBS_MAX",
     "RUNTIME_PARAMETERS",
+    "SPARE_STUB_IMPORTS_MAX",
     "runtime_parameter_error",
     "spare_stub_imports",
 ]
@@ -31,7 +33,7 @@ PYTHON_RUNTIME = "thaw.python_runtime"
 PYTHON_RUNTIMES = ("process", "in_process", "auto")
 PYTHON_SPARE_STUBS_MAX = 8
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
-_MAX_IMPORTS = 32
+SPARE_STUB_IMPORTS_MAX = 32
 
 RUNTIME_PARAMETERS: Mapping[str, tuple[str, ...]] = {PYTHON_RUNTIME: PYTHON_RUNTIMES}
 """Each runtime-read key and the values it takes (as written, surrounding blanks aside; empty is
@@ -51,9 +53,11 @@ def spare_stub_imports(flag: str, text: str) -> tuple[str, ...]:
     """A comma list of module names (`torch,transformers`; empty: none); ValueError naming
     `flag` for anything else."""
     names = tuple(part.strip() for part in text.split(",") if part.strip())
+    if "auto" in names:  # `thaw up`'s default (it reads its Python models' imports), not a module
+        raise ValueError(f"{flag}: 'auto' is thaw up's (it reads the repository); name the modules")
     for name in names:
         if len(name) > 200 or not _MODULE.fullmatch(name):
             raise ValueError(f"{flag}: {name[:60]!r} is not a Python module name (a.b.c)")
-    if len(names) > _MAX_IMPORTS:
-        raise ValueError(f"{flag}: {len(names)} modules, at most {_MAX_IMPORTS}")
+    if len(names) > SPARE_STUB_IMPORTS_MAX:
+        raise ValueError(f"{flag}: {len(names)} modules, at most {SPARE_STUB_IMPORTS_MAX}")
     return names

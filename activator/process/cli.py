@@ -19,6 +19,7 @@ from activator.config import (
     validated,
 )
 from activator.errors import ConfigError, ScalerUnavailable
+from activator.fleet.python_imports import spare_imports
 from activator.process.body_limit_cli import internal_calls
 from activator.process.flag_checks import (
     backend_directory,
@@ -31,7 +32,7 @@ from activator.process.flag_checks import (
     repository_poll_s,
 )
 from activator.process.kube_cli import kubernetes_config, placement
-from activator.process.local_cli import local_config, spare_stubs_for
+from activator.process.local_cli import auto_spare_imports, local_config, spare_stubs_for
 from activator.process.repository_cli import (
     check_startup_models,
     load_refusals,
@@ -77,6 +78,7 @@ from thawserver.tool_call_flags import replica_environment
 from thawserver.triton_flag_names import log_ignored_flags
 from thawwire.model_control import ModelControlMode
 from thawwire.openai_api import MAX_TOKENS_LIMIT
+from thawwire.runtime_parameters import SPARE_STUB_IMPORTS_MAX
 
 __all__ = ["register", "run"]
 
@@ -316,8 +318,17 @@ def _run(args: argparse.Namespace, repositories: LocalizedRepositories) -> int:
         models = tuple(repository.names())
         config = dataclasses.replace(config, scaler=dataclasses.replace(scaler, models=models))
     if isinstance(config.scaler, LocalConfig):
-        backends = {repository.get(m).config.backend for m in repository.names()}
-        local = spare_stubs_for(config.scaler, args.python_spare_stubs, backends)
+        entries = [repository.get(m) for m in repository.names()]
+        found = None
+        if auto_spare_imports(args):
+            found = spare_imports(entries, SPARE_STUB_IMPORTS_MAX)
+        backends = {entry.config.backend for entry in entries}
+        local = spare_stubs_for(config.scaler, args.python_spare_stubs, backends, found)
+        if found and local.python_spare_stubs:
+            logger.info(
+                "spare Python stubs import %s ahead (what the Python models import; "
+                "--python-spare-stub-imports '' for none)", ", ".join(found),
+            )  # fmt: skip
         config = dataclasses.replace(config, scaler=local)
     for name, reason in sorted(repository.unavailable.items()):
         print(f"thaw up: warning: model '{name}' is unavailable: {reason}", file=sys.stderr)

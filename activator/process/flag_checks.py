@@ -217,7 +217,7 @@ def refuse_local_only_flags(args: argparse.Namespace) -> None:
             "--scaler local only: on Kubernetes the runtime pods' flags are the Helm chart's; "
             f"set its value runtime.maxToolCallParseBytes={args.max_tool_call_parse_bytes} instead"
         )
-    if args.python_spare_stubs is not None or args.python_spare_stub_imports:
+    if args.python_spare_stubs is not None or args.python_spare_stub_imports is not None:
         raise ConfigError(
             "--python-spare-stubs / --python-spare-stub-imports reach replicas with --scaler "
             "local only: on Kubernetes the runtime pods' flags are the Helm chart's; set its "

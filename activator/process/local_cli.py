@@ -25,7 +25,9 @@ from activator.scaler.local_config import LocalConfig, PoolSettings
 from thawserver.rate_limit_flags import RateLimitMode, parse_mode, parse_resource
 from thawwire.runtime_parameters import PYTHON_SPARE_STUBS_MAX, spare_stub_imports
 
-__all__ = ["local_config", "spare_stubs_for"]
+__all__ = ["AUTO_IMPORTS", "auto_spare_imports", "local_config", "spare_stubs_for"]
+
+AUTO_IMPORTS = "auto"  # `--python-spare-stub-imports auto`: the default, spelled out
 
 
 def local_config(args: argparse.Namespace) -> LocalConfig:
@@ -33,10 +35,14 @@ def local_config(args: argparse.Namespace) -> LocalConfig:
     frameworks = tuple(f for f in args.preload_frameworks.split(",") if f.strip())
     if args.python_spare_stubs is not None:
         check_range("--python-spare-stubs", args.python_spare_stubs, 0, PYTHON_SPARE_STUBS_MAX)
-    try:
-        imports = spare_stub_imports("--python-spare-stub-imports", args.python_spare_stub_imports)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+    imports: tuple[str, ...] = ()
+    if not auto_spare_imports(args):  # auto: read from the repository (spare_stubs_for)
+        try:
+            imports = spare_stub_imports(
+                "--python-spare-stub-imports", args.python_spare_stub_imports
+            )
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
     pool = PoolSettings(
         min_idle=args.warm_pool,
         window_s=args.pool_window_s,
@@ -70,11 +76,22 @@ def local_config(args: argparse.Namespace) -> LocalConfig:
     )
 
 
-def spare_stubs_for(local: LocalConfig, given: int | None, backends: Iterable[str]) -> LocalConfig:
+def auto_spare_imports(args: argparse.Namespace) -> bool:
+    """Whether the spares' imports are `thaw up`'s to find (the flag not given, or `auto`)."""
+    return args.python_spare_stub_imports in (None, AUTO_IMPORTS)
+
+
+def spare_stubs_for(
+    local: LocalConfig,
+    given: int | None,
+    backends: Iterable[str],
+    found_imports: tuple[str, ...] | None = None,
+) -> LocalConfig:
     """`--python-spare-stubs` as given; not given, 1 when a model of the repository at start
     runs in Python stubs (`backends`: each model's, Python-based backends read as "python"),
-    else 0: a deployment of ONNX models keeps no idle interpreter in its pool processes."""
-    if given is not None:
-        return local
-    wanted = 1 if "python" in backends else 0
-    return dataclasses.replace(local, python_spare_stubs=wanted)
+    else 0: a deployment of ONNX models keeps no idle interpreter in its pool processes.
+    `found_imports`: what the spares import when `--python-spare-stub-imports` was left to
+    `thaw up` (activator.fleet.python_imports; None: the flag named them)."""
+    wanted = local.python_spare_stubs if given is not None else int("python" in backends)
+    imports = local.python_spare_stub_imports if found_imports is None else found_imports
+    return dataclasses.replace(local, python_spare_stubs=wanted, python_spare_stub_imports=imports)

@@ -256,11 +256,12 @@ def add_up_arguments(p: argparse.ArgumentParser) -> None:
     )
     local.add_argument(
         "--python-spare-stub-imports",
-        default="",
+        default=None,
         metavar="LIST",
-        help="comma list of modules each spare stub imports while it waits (e.g. torch, when "
-        "the Python models import it): their cold start then finds it imported; each costs "
-        "its memory in every idle pool process (default: none)",
+        help="comma list of modules each spare stub imports while it waits (e.g. torch): a "
+        "Python model importing one finds it imported at its cold start; each costs its "
+        "memory in every idle pool process (default auto: the installed packages the "
+        "repository's Python models import, read from their .py files at start; '' for none)",
     )
     local.add_argument(
         "--target",

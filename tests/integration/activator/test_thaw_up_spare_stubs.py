@@ -98,6 +98,37 @@ def test_the_pool_processs_spare_imports_what_thaw_up_names(tmp_path: Path) -> N
         up.stop()
 
 
+def _spare_imports(up: UpProcess) -> list[str]:
+    """The `--import` list of the pool process's spare stub (its command line)."""
+    up.wait_for(lambda: len(_stubs_under(up.proc.pid)) == 1, 60, "the pool process's spare")
+    (pid,) = _stubs_under(up.proc.pid)
+    argv = psutil.Process(pid).cmdline()
+    return argv[argv.index("--import") + 1].split(",") if "--import" in argv else []
+
+
+@pytest.mark.parametrize("given", [None, ""])
+def test_by_default_the_spare_imports_the_installed_packages_the_models_import(
+    tmp_path: Path, given: str | None
+) -> None:
+    repo = tmp_path / "repo"
+    make_add_sub(repo)
+    model_py = repo / "add_sub" / "1" / "model.py"
+    model_py.write_text(f"import psutil\nimport yaml\n{model_py.read_text()}")
+    flags = [] if given is None else ["--python-spare-stub-imports", given]
+    up = UpProcess(repo, *light_args(repo), *flags)
+    try:
+        if given is None:
+            assert _spare_imports(up) == ["psutil", "yaml"]
+            assert "spare Python stubs import psutil, yaml ahead" in up.log()
+        else:  # given empty: none
+            assert _spare_imports(up) == []
+        _infer(up)
+        ready = [line for line in up.log().splitlines() if _TAKEN in line and "ready" in line]
+        assert len(ready) == 1 and _SPARE in ready[0], up.log()
+    finally:
+        up.stop()
+
+
 @pytest.mark.parametrize(
     ("flag", "value", "words"),
     [

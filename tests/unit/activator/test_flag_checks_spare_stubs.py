@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from activator.process import cli
-from activator.process.local_cli import local_config, spare_stubs_for
+from activator.process.local_cli import auto_spare_imports, local_config, spare_stubs_for
 from tests.fixtures.models import make_add_sub
+from thawwire.runtime_parameters import spare_stub_imports
 
 
 def _up(repo: Path, *argv: str) -> argparse.Namespace:
@@ -55,3 +56,46 @@ def test_the_default_follows_the_repository_and_a_given_number_stands(
     local = spare_stubs_for(local_config(args), args.python_spare_stubs, backends)
     assert local.python_spare_stubs == spares
     assert local.python_spare_stub_imports == ("torch", "transformers")
+
+
+@pytest.mark.parametrize(
+    ("flags", "found", "imports"),
+    [
+        ([], ("torch",), ("torch",)),  # not given: what thaw up found
+        (["--python-spare-stub-imports", "auto"], ("torch",), ("torch",)),
+        (["--python-spare-stub-imports", ""], None, ()),  # given empty: none
+        (["--python-spare-stub-imports", "scipy"], None, ("scipy",)),
+    ],
+)
+def test_the_imports_are_thaw_ups_to_find_unless_given(
+    tmp_path: Path, flags: list[str], found: tuple[str, ...] | None, imports: tuple[str, ...]
+) -> None:
+    args = _up(tmp_path / "repo", *flags)
+    assert auto_spare_imports(args) == (found is not None)
+    local = spare_stubs_for(local_config(args), args.python_spare_stubs, {"python"}, found)
+    assert (local.python_spare_stubs, local.python_spare_stub_imports) == (1, imports)
+
+
+def test_on_kubernetes_an_empty_list_given_is_refused_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make_add_sub(tmp_path / "repo", "add_sub")
+    args = _up(tmp_path / "repo", "--scaler", "kubernetes", "--kubeconfig", "/k",
+               "--python-spare-stub-imports", "")  # fmt: skip
+    assert args.func(args) == 2
+    assert "runtime.pythonSpareStubImports" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("auto", "'auto' is thaw up's (it reads the repository); name the modules"),
+        ("torch,auto", "'auto' is thaw up's"),
+        ("torch, ../x", "'../x' is not a Python module name"),
+    ],
+)
+def test_a_pool_process_takes_modules_only(text: str, words: str) -> None:
+    # thaw serve (and so each pool process) reads the list as given; 'auto' is thaw up's.
+    with pytest.raises(ValueError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        spare_stub_imports("--python-spare-stub-imports", text)
+    assert spare_stub_imports("--python-spare-stub-imports", " torch , ") == ("torch",)
