@@ -72,6 +72,7 @@ class ServeConfig:
     # Python stub processes started while the server waits for its first load (a pool process).
     python_spare_stubs: int = 0
     python_spare_stub_imports: tuple[str, ...] = ()  # modules those stubs import while waiting
+    python_spare_stub_imports_auto: bool = False  # `auto`: what the Python models import
     arena_bytes: int = 0
     # The node cache's byte budget (None: unbounded) and the shared host-memory tier: its
     # byte budget (0: off) and directory (None: /dev/shm/thaw-host-<uid>).

@@ -10,8 +10,8 @@ scanned rather than when the model is first woken.
 Also the replica settings `thaw up` passes its pool processes that both sides check:
 `PYTHON_SPARE_STUBS_MAX`, the most Python stubs a pool process starts ahead of its first load
 (`--python-spare-stubs`), and `spare_stub_imports`, the modules those stubs import ahead
-(`--python-spare-stub-imports`, at most `SPARE_STUB_IMPORTS_MAX`), read the same way by
-`thaw serve` and `thaw up`.
+(`--python-spare-stub-imports`, at most `SPARE_STUB_IMPORTS_MAX`; or `auto`, what the
+repository's Python models import), read the same way by `thaw serve` and `thaw up`.
 """
 
 from __future__ import annotations
@@ -24,8 +24,10 @@ __all__ = [
     "PYTHON_RUNTIMES",
     "PYTHON_SPARE_STUBS_MAX",
     "RUNTIME_PARAMETERS",
+    "SPARE_IMPORTS_AUTO",
     "SPARE_STUB_IMPORTS_MAX",
     "runtime_parameter_error",
+    "spare_imports_auto",
     "spare_stub_imports",
 ]
 
@@ -34,6 +36,7 @@ PYTHON_RUNTIMES = ("process", "in_process", "auto")
 PYTHON_SPARE_STUBS_MAX = 8
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 SPARE_STUB_IMPORTS_MAX = 32
+SPARE_IMPORTS_AUTO = "auto"
 
 RUNTIME_PARAMETERS: Mapping[str, tuple[str, ...]] = {PYTHON_RUNTIME: PYTHON_RUNTIMES}
 """Each runtime-read key and the values it takes (as written, surrounding blanks aside; empty is
@@ -49,12 +52,18 @@ def runtime_parameter_error(key: str, raw: object) -> str | None:
     return f"`{key}` = {text[:40]!r}, must be one of {', '.join(choices)}"
 
 
+def spare_imports_auto(text: str) -> bool:
+    """Whether `--python-spare-stub-imports` says `auto`: the installed packages the
+    repository's Python models import (thawserver.python_imports), read by the server."""
+    return text.strip() == SPARE_IMPORTS_AUTO
+
+
 def spare_stub_imports(flag: str, text: str) -> tuple[str, ...]:
     """A comma list of module names (`torch,transformers`; empty: none); ValueError naming
     `flag` for anything else."""
     names = tuple(part.strip() for part in text.split(",") if part.strip())
-    if "auto" in names:  # `thaw up`'s default (it reads its Python models' imports), not a module
-        raise ValueError(f"{flag}: 'auto' is thaw up's (it reads the repository); name the modules")
+    if SPARE_IMPORTS_AUTO in names:  # alone it is the caller's (`spare_imports_auto`)
+        raise ValueError(f"{flag}: '{SPARE_IMPORTS_AUTO}' stands alone, or name the modules")
     for name in names:
         if len(name) > 200 or not _MODULE.fullmatch(name):
             raise ValueError(f"{flag}: {name[:60]!r} is not a Python module name (a.b.c)")

@@ -11,7 +11,6 @@
     replica_updates  an instance update in place, sent to a model's replicas
     override_files  a load's `file:` overrides written out, inside thaw up's own directory
     model_settings  per-model `thaw.*` overrides from `--model-settings FILE`
-    python_imports  the installed packages the Python models import (the spare stubs' default)
     replica_config  configs only a replica can complete (`auto_complete_config`)
     image_builder   each model's snapshot image, built or pulled (start-up, and changes)
     sharing         which models share replicas, handed to the backend; the 1/k cost share

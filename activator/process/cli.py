@@ -19,7 +19,6 @@ from activator.config import (
     validated,
 )
 from activator.errors import ConfigError, ScalerUnavailable
-from activator.fleet.python_imports import spare_imports
 from activator.process.body_limit_cli import internal_calls
 from activator.process.flag_checks import (
     backend_directory,
@@ -61,6 +60,7 @@ from thawserver.grpc_tls import tls_from_args
 from thawserver.log_control import LogControl
 from thawserver.log_records import log_to_stderr
 from thawserver.metrics_config_flags import metrics_settings as metrics_flags
+from thawserver.python_imports import spare_imports
 from thawserver.repository_flags import localized, names_s3
 from thawserver.restricted_protocols import (
     parse_http_restrictions,

@@ -23,11 +23,13 @@ from activator.process.flag_checks import (
 from activator.process.shared_cli import shared_settings
 from activator.scaler.local_config import LocalConfig, PoolSettings
 from thawserver.rate_limit_flags import RateLimitMode, parse_mode, parse_resource
-from thawwire.runtime_parameters import PYTHON_SPARE_STUBS_MAX, spare_stub_imports
+from thawwire.runtime_parameters import (
+    PYTHON_SPARE_STUBS_MAX,
+    spare_imports_auto,
+    spare_stub_imports,
+)
 
-__all__ = ["AUTO_IMPORTS", "auto_spare_imports", "local_config", "spare_stubs_for"]
-
-AUTO_IMPORTS = "auto"  # `--python-spare-stub-imports auto`: the default, spelled out
+__all__ = ["auto_spare_imports", "local_config", "spare_stubs_for"]
 
 
 def local_config(args: argparse.Namespace) -> LocalConfig:
@@ -78,7 +80,8 @@ def local_config(args: argparse.Namespace) -> LocalConfig:
 
 def auto_spare_imports(args: argparse.Namespace) -> bool:
     """Whether the spares' imports are `thaw up`'s to find (the flag not given, or `auto`)."""
-    return args.python_spare_stub_imports in (None, AUTO_IMPORTS)
+    given = args.python_spare_stub_imports
+    return given is None or spare_imports_auto(given)
 
 
 def spare_stubs_for(
@@ -91,7 +94,7 @@ def spare_stubs_for(
     runs in Python stubs (`backends`: each model's, Python-based backends read as "python"),
     else 0: a deployment of ONNX models keeps no idle interpreter in its pool processes.
     `found_imports`: what the spares import when `--python-spare-stub-imports` was left to
-    `thaw up` (activator.fleet.python_imports; None: the flag named them)."""
+    `thaw up` (thawserver.python_imports; None: the flag named them)."""
     wanted = local.python_spare_stubs if given is not None else int("python" in backends)
     imports = local.python_spare_stub_imports if found_imports is None else found_imports
     return dataclasses.replace(local, python_spare_stubs=wanted, python_spare_stub_imports=imports)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import functools
 import logging
 import os
 import sys
@@ -47,7 +48,7 @@ from thawserver.s3_repository.errors import RepositorySourceError
 from thawserver.s3_repository.localize import LocalizedRepositories
 from thawserver.settings_flags import log_settings, trace_flag_warnings, trace_setting
 from thawwire.internal_calls import InternalCalls, read_token
-from thawwire.runtime_parameters import spare_stub_imports
+from thawwire.runtime_parameters import spare_imports_auto, spare_stub_imports
 
 if TYPE_CHECKING:
     from runtime.models.repository_sync import RepositorySync
@@ -91,8 +92,11 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
         )  # fmt: skip
         grpc_tls = tls_from_args(args) if _given(args.allow_grpc) else None
         check_reuse_port(args)
-        spare_imports = spare_stub_imports(
-            "--python-spare-stub-imports", args.python_spare_stub_imports
+        auto_imports = spare_imports_auto(args.python_spare_stub_imports)
+        spare_imports = (
+            ()
+            if auto_imports
+            else spare_stub_imports("--python-spare-stub-imports", args.python_spare_stub_imports)
         )
         internal_calls = (
             InternalCalls(read_token(args.internal_token_file), args.max_internal_body_bytes)
@@ -139,6 +143,7 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
         preload_frameworks=frameworks,
         python_spare_stubs=args.python_spare_stubs,
         python_spare_stub_imports=spare_imports,
+        python_spare_stub_imports_auto=auto_imports,
         arena_bytes=args.arena_bytes,
         cache_max_bytes=args.cache_max_bytes,
         host_cache_bytes=args.host_cache_bytes,
@@ -393,7 +398,15 @@ async def _serve(config: ServeConfig, log: LogControl, sync: RepositorySync | No
     if config.python_spare_stubs:
         from runtime.python.spare_stubs import SpareStubs
 
-        spares = SpareStubs(config.python_spare_stubs, imports=config.python_spare_stub_imports)
+        imports: tuple[str, ...] | Callable[[], tuple[str, ...]] = config.python_spare_stub_imports
+        if config.python_spare_stub_imports_auto:  # read in the warm-up, off the loop
+            from runtime.models.spare_imports import repository_spare_imports
+
+            imports = functools.partial(
+                repository_spare_imports, config.repositories,
+                config_name=config.model_config_name,
+            )  # fmt: skip
+        spares = SpareStubs(config.python_spare_stubs, imports=imports)
         warmups = (*warmups, spares.fill)
     # Under `thaw up`: the one client back to its front door (forwarded requests, BLS, steps).
     front_door = FrontDoor.from_config(config)

@@ -124,7 +124,8 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         metavar="LIST",
         help="comma list of modules each spare stub imports while it waits (e.g. torch): a "
         "Python model that imports them finds them imported; each costs its memory in every "
-        "spare (default: none)",
+        "spare; auto: the installed packages the repository's Python models import, read "
+        "from their .py files before ready (default: none)",
     )
     p.add_argument(
         "--arena-bytes",

@@ -21,6 +21,7 @@ import logging
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,10 +46,15 @@ class SpareStubs:
     """Up to `count` stub processes of this interpreter, started by `fill`, each taken once."""
 
     def __init__(
-        self, count: int, *, imports: tuple[str, ...] = (), python: Path | None = None
+        self,
+        count: int,
+        *,
+        imports: tuple[str, ...] | Callable[[], tuple[str, ...]] = (),
+        python: Path | None = None,
     ) -> None:
         """`imports`: modules each spare imports while it waits (`--python-spare-stub-imports`:
-        a model that imports torch then finds it imported)."""
+        a model that imports torch then finds it imported), or what finds them, asked once by
+        `fill` (`auto`: the repository's Python models read, runtime.models.spare_imports)."""
         if not 0 <= count <= PYTHON_SPARE_STUBS_MAX:
             raise ValueError(f"spare stubs: {count}, must be in [0, {PYTHON_SPARE_STUBS_MAX}]")
         self._count = count
@@ -61,6 +67,17 @@ class SpareStubs:
 
     def fill(self) -> None:
         """Start the spares (blocking: a fork and exec each; the stubs import on their own)."""
+        if callable(self._imports):
+            find, self._imports = self._imports, ()
+            try:
+                self._imports = find()
+            except Exception:  # a repository that cannot be read: spares import nothing
+                logger.exception("could not read what the Python models import")
+            if self._imports:
+                logger.info(
+                    "spare Python stubs import %s ahead (what the Python models import)",
+                    ", ".join(self._imports),
+                )
         for _ in range(self._count):
             with self._lock:
                 if self._released or len(self._spares) >= self._count:

@@ -168,6 +168,35 @@ def test_thaw_serve_loads_a_python_model_into_its_spares(tmp_path: Path) -> None
         server.stop()
 
 
+def test_auto_imports_what_the_repositorys_python_models_import(tmp_path: Path) -> None:
+    # A pool pod's `thaw serve` (the chart's default): it reads the repository it mounts.
+    repo = tmp_path / "repo"
+    make_add_sub(repo)
+    model_py = repo / "add_sub" / "1" / "model.py"
+    model_py.write_text(f"import psutil\n{model_py.read_text()}")
+    make_add_sub(repo, "other")
+    (repo / "other" / "1" / "model.py").write_text("import yaml\n")
+    make_add_sub(repo, "broken")  # a config that does not parse: the others are read
+    (repo / "broken" / "config.pbtxt").write_text("name: {{{\n")
+    server = ServeProcess(
+        repo, "--model-control-mode", "explicit", "--python-spare-stubs", "1",
+        "--python-spare-stub-imports", "auto",
+    )  # fmt: skip
+    try:
+        server.wait_ready()
+        _eventually(lambda: len(_stubs_of(server.proc.pid)) == 1, "a spare before any load")
+        (spare,) = _stubs_of(server.proc.pid)
+        argv = psutil.Process(spare).cmdline()
+        assert argv[argv.index("--import") + 1] == "psutil,yaml", argv
+        assert "spare Python stubs import psutil, yaml ahead" in server.logs()
+        _load(server, "add_sub")
+        ((_, pid, ahead),) = _READY.findall(server.logs())
+        assert int(pid) == spare and ahead, server.logs()
+        _add_sub_works(server)
+    finally:
+        server.stop()
+
+
 def test_spares_no_load_took_end_after_the_load(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     make_onnx_add(repo)

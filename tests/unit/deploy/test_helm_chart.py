@@ -227,16 +227,18 @@ def test_warm_pods_start_a_python_stub_ahead_unless_told_not_to(render: Render) 
     from runtime.process.cli import build_config
 
     torch = "runtime.pythonSpareStubImports={torch,transformers.models}"
-    for sets, spares, imports in (
-        ((), 1, ()),
-        (("runtime.pythonSpareStubs=3", torch), 3, ("torch", "transformers.models")),
-        (("runtime.pythonSpareStubs=0",), 0, ()),
+    for sets, spares, imports, auto in (
+        ((), 1, (), True),  # auto: what the repository's Python models import
+        (("runtime.pythonSpareStubImports=null",), 1, (), False),
+        (("runtime.pythonSpareStubs=3", torch), 3, ("torch", "transformers.models"), False),
+        (("runtime.pythonSpareStubs=0",), 0, (), False),
     ):
         objects = render(VALUE_SETS["cpu-configmap"], *sets)
         (runtime,) = _one(objects, "Deployment", "-pool")["spec"]["template"]["spec"]["containers"]
         config = build_config(_command_line("serve", as_mounted(runtime["args"])))
         assert config.python_spare_stubs == spares, runtime["args"]
         assert config.python_spare_stub_imports == imports, runtime["args"]
+        assert config.python_spare_stub_imports_auto is auto, runtime["args"]
         assert any(a.startswith("--python-spare-stubs") for a in runtime["args"]) == (spares > 0)
 
 
@@ -386,6 +388,7 @@ def read_model_settings_from(objects: list[dict[str, Any]], tmp_path: Path) -> d
         (["image.tag=bad tag"], 'image.tag = "bad tag", must be an image tag'),
         (["runtime.pythonSpareStubs=9"], "at '/runtime/pythonSpareStubs'"),
         (["runtime.pythonSpareStubImports={os;rm}"], "at '/runtime/pythonSpareStubImports/0'"),
+        (["runtime.pythonSpareStubImports={auto,torch}"], "at '/runtime/pythonSpareStubImports'"),
     ],
 )
 def test_bad_values_fail_the_render_in_words(render: Render, sets: list[str], words: str) -> None:

@@ -1,5 +1,5 @@
 """What `thaw up`'s spare stubs import ahead by default: the installed packages the repository's
-Python models import, read from their source (activator.fleet.python_imports)."""
+Python models import, read from their source (thawserver.python_imports)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from activator.fleet.python_imports import (
+from thawserver.python_imports import (
     changes_its_setup,
     imported_packages,
     installed,
