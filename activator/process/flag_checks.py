@@ -21,6 +21,7 @@ from thawserver.limit_flags import limits_from_args
 from thawserver.rate_limit_flags import RateLimitMode, parse_mode, parse_resource
 from thawwire.model_control import LOAD_MODEL_NOT_EXPLICIT, POLL_SECS_RANGE, ModelControlMode
 from thawwire.openai_api import DEFAULT_MAX_TOKENS, DEFAULT_MAX_TOOL_CALL_PARSE_BYTES
+from thawwire.runtime_parameters import spare_imports_auto
 
 __all__ = [
     "POLL_NOT_ON_KUBERNETES",
@@ -217,7 +218,8 @@ def refuse_local_only_flags(args: argparse.Namespace) -> None:
             "--scaler local only: on Kubernetes the runtime pods' flags are the Helm chart's; "
             f"set its value runtime.maxToolCallParseBytes={args.max_tool_call_parse_bytes} instead"
         )
-    if args.python_spare_stubs is not None or args.python_spare_stub_imports is not None:
+    spare_imports_given = not spare_imports_auto(args.python_spare_stub_imports)
+    if args.python_spare_stubs is not None or spare_imports_given:
         raise ConfigError(
             "--python-spare-stubs / --python-spare-stub-imports reach replicas with --scaler "
             "local only: on Kubernetes the runtime pods' flags are the Helm chart's; set its "

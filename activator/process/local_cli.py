@@ -79,9 +79,8 @@ def local_config(args: argparse.Namespace) -> LocalConfig:
 
 
 def auto_spare_imports(args: argparse.Namespace) -> bool:
-    """Whether the spares' imports are `thaw up`'s to find (the flag not given, or `auto`)."""
-    given = args.python_spare_stub_imports
-    return given is None or spare_imports_auto(given)
+    """Whether the spares' imports are `thaw up`'s to find (`auto`, the default)."""
+    return spare_imports_auto(args.python_spare_stub_imports)
 
 
 def spare_stubs_for(

@@ -34,6 +34,7 @@ from thawserver.reuse_port_flags import add_reuse_port_arguments
 from thawserver.settings_flags import add_log_flags, add_trace_flags
 from thawserver.tool_call_flags import add_tool_call_arguments
 from thawserver.triton_flag_names import add_ignored_flags, add_unsupported_flags
+from thawwire.runtime_parameters import SPARE_IMPORTS_AUTO
 
 __all__ = ["DESCRIPTION", "add_up_arguments"]
 
@@ -256,7 +257,7 @@ def add_up_arguments(p: argparse.ArgumentParser) -> None:
     )
     local.add_argument(
         "--python-spare-stub-imports",
-        default=None,
+        default=SPARE_IMPORTS_AUTO,
         metavar="LIST",
         help="comma list of modules each spare stub imports while it waits (e.g. torch): a "
         "Python model importing one finds it imported at its cold start; each costs its "

@@ -61,8 +61,8 @@ def test_the_default_follows_the_repository_and_a_given_number_stands(
 @pytest.mark.parametrize(
     ("flags", "found", "imports"),
     [
-        ([], ("torch",), ("torch",)),  # not given: what thaw up found
-        (["--python-spare-stub-imports", "auto"], ("torch",), ("torch",)),
+        ([], ("torch",), ("torch",)),  # not given: auto, what thaw up found
+        (["--python-spare-stub-imports", " auto "], ("torch",), ("torch",)),
         (["--python-spare-stub-imports", ""], None, ()),  # given empty: none
         (["--python-spare-stub-imports", "scipy"], None, ("scipy",)),
     ],
