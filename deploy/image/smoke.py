@@ -20,7 +20,9 @@ the repository read-only at /models, emptyDirs (world-writable host folders) at 
 6. `thaw serve` as SageMaker's multi-model endpoint: a model of /models loaded under the name
    SageMaker gives, invoked (the host's onnxruntime outputs), listed, unloaded;
 7. `torch.compile` (inductor: C++ kernels compiled at run time, caches under /tmp) gives the
-   eager result.
+   eager result;
+8. a warm pod's `thaw serve` flags (one spare stub, its imports `auto`) over a Python model that
+   imports torch: the spare imports torch before any load, and the load takes it.
 
 A failing check prints the container's logs; containers are always removed. Exit 1 if any
 check failed. Needs root (rootful podman) and CONTAINERS_CONF (deploy/image/containers.conf).
@@ -423,6 +425,61 @@ def cold_starts(url: str) -> float:
     return total
 
 
+TORCH_MODEL = """import torch
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("Y", torch.relu(torch.from_numpy(
+            pb_utils.get_input_tensor_by_name(r, "X").as_numpy())).numpy())]) for r in requests]
+"""
+TORCH_MODEL_CONFIG = """name: "torch_relu"
+backend: "python"
+input [{ name: "X" data_type: TYPE_FP32 dims: [4] }]
+output [{ name: "Y" data_type: TYPE_FP32 dims: [4] }]
+"""
+SPARE_IMPORTS_TORCH = "spare Python stubs import torch ahead"
+
+
+def check_spare_imports_torch(image: str, work: Path, repo: Path, name: str) -> str:
+    """A warm pod's flags (the chart's pool template: explicit control, one spare stub, its
+    imports `auto`) over a repository whose Python model imports torch: the spare imports
+    torch before any load, and the model's load takes it."""
+    models = work / "spare-repo"
+    (models / "torch_relu" / "1").mkdir(parents=True)
+    (models / "torch_relu" / "config.pbtxt").write_text(TORCH_MODEL_CONFIG)
+    (models / "torch_relu" / "1" / "model.py").write_text(TORCH_MODEL)
+    volumes = [
+        Volume(models, "/models", read_only=True),
+        Volume(emptydir(work, "spare-tmp"), "/tmp"),
+    ]
+    args = ["serve", "/models", "--host", "127.0.0.1", "--port", "0",
+            "--model-control-mode=explicit", "--python-spare-stubs=1",
+            "--python-spare-stub-imports=auto"]  # fmt: skip
+    with container(image, volumes, args, name=name) as box:
+        url = box.listening_url(START_TIMEOUT_S)
+        wait_until(lambda: SPARE_IMPORTS_TORCH in box.logs(), START_TIMEOUT_S, SPARE_IMPORTS_TORCH)
+        time.sleep(5)  # the spare's own import of torch, done before the load as on a warm pod
+        start = time.perf_counter()
+        load = urllib.request.Request(f"{url}/v2/repository/models/torch_relu/load", data=b"")
+        if _status(load) != 200:
+            raise CheckFailed("the load of torch_relu is not 200")
+        load_ms = (time.perf_counter() - start) * 1e3
+        body = {"inputs": [{"name": "X", "shape": [4], "datatype": "FP32", "data": [-1, 2, -3, 4]}]}
+        infer_call = urllib.request.Request(
+            f"{url}/v2/models/torch_relu/infer", data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )  # fmt: skip
+        with urllib.request.urlopen(infer_call, timeout=REQUEST_TIMEOUT_S) as response:
+            answer = json.loads(response.read())
+        if answer["outputs"][0]["data"] != [0, 2, 0, 4]:
+            raise CheckFailed(f"torch_relu answered {answer['outputs']}")
+        if "(a spare, started ahead)" not in box.logs():
+            raise CheckFailed("torch_relu's load did not take the spare")
+    return f"the spare imported torch ahead; torch_relu's load took it ({load_ms:.0f} ms)"
+
+
 TORCH_COMPILE = """
 import torch
 def f(x):
@@ -451,6 +508,7 @@ CHECKS = [
     ("thaw serve's SageMaker and Vertex AI ports", check_cloud_ports),
     ("thaw serve's SageMaker multi-model endpoint", check_sagemaker_multi_model),
     ("torch.compile as uid 10001, /tmp only", check_torch_compile),
+    ("a warm pod's spare stub imports what its Python model imports", check_spare_imports_torch),
 ]
 
 
