@@ -31,7 +31,12 @@ from activator.process.flag_checks import (
     repository_poll_s,
 )
 from activator.process.kube_cli import kubernetes_config, placement
-from activator.process.local_cli import auto_spare_imports, local_config, spare_stubs_for
+from activator.process.local_cli import (
+    auto_spare_imports,
+    local_config,
+    spare_stubs_for,
+    stub_instances,
+)
 from activator.process.repository_cli import (
     check_startup_models,
     load_refusals,
@@ -322,8 +327,8 @@ def _run(args: argparse.Namespace, repositories: LocalizedRepositories) -> int:
         found = None
         if auto_spare_imports(args):
             found = spare_imports(entries, SPARE_STUB_IMPORTS_MAX)
-        backends = {entry.config.backend for entry in entries}
-        local = spare_stubs_for(config.scaler, args.python_spare_stubs, backends, found)
+        instances = stub_instances(entry.config for entry in entries)
+        local = spare_stubs_for(config.scaler, args.python_spare_stubs, instances, found)
         if found and local.python_spare_stubs:
             logger.info(
                 "spare Python stubs import %s ahead (what the Python models import; "

@@ -250,7 +250,8 @@ def add_up_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="N",
         help="Python stub processes each pool process starts while it waits to be claimed "
-        "(0-8; default: 1 when the repository holds a Python model at start, else 0): a "
+        "(0-8; default: as many as the repository's Python model with the most instances "
+        "runs, at start; 0 without one): a "
         "Python model's cold start takes one instead of waiting for an interpreter to start "
         "and import numpy; a replica releases those its model did not take (0: none, each "
         "stub starts at the load)",

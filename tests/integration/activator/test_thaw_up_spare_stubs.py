@@ -78,6 +78,20 @@ def test_by_default_only_a_repository_with_a_python_model_gets_spares(tmp_path: 
             up.stop()
 
 
+def test_a_model_with_two_instances_gets_two_spares_and_takes_both(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    make_add_sub(repo, instance_count=2)
+    up = UpProcess(repo, *light_args(repo))
+    try:
+        up.wait_for(lambda: len(_stubs_under(up.proc.pid)) == 2, 60, "two spares")
+        _infer(up)
+        up.wait_for(lambda: up.log().count(_TAKEN) >= 2, 30, "both instances' stub lines")
+        ready = [line for line in up.log().splitlines() if _TAKEN in line and "ready" in line]
+        assert len(ready) == 2 and all(_SPARE in line for line in ready), up.log()
+    finally:
+        up.stop()
+
+
 def test_the_pool_processs_spare_imports_what_thaw_up_names(tmp_path: Path) -> None:
     repo, probe = tmp_path / "repo", tmp_path / "imported_by"
     make_add_sub(repo)
