@@ -71,6 +71,7 @@ class ServeConfig:
     preload_frameworks: tuple[str, ...] = ()
     # Python stub processes started while the server waits for its first load (a pool process).
     python_spare_stubs: int = 0
+    python_spare_stubs_auto: bool = False  # `auto`: as many as a Python model has instances
     python_spare_stub_imports: tuple[str, ...] = ()  # modules those stubs import while waiting
     python_spare_stub_imports_auto: bool = False  # `auto`: what the Python models import
     arena_bytes: int = 0
@@ -212,6 +213,11 @@ class ServeConfig:
     def repositories(self) -> tuple[Path, ...]:
         """Every model repository served, `repository` first."""
         return (self.repository, *self.more_repositories)
+
+    @property
+    def spares_from_repository(self) -> bool:
+        """Whether the spare stubs' count or imports are read from the repositories (`auto`)."""
+        return self.python_spare_stubs_auto or self.python_spare_stub_imports_auto
 
     @property
     def private_dirs(self) -> tuple[Path, ...]:

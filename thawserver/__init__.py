@@ -37,6 +37,7 @@ module name (several import aiohttp or grpc); this `__init__` imports nothing, b
     log_records           tritonserver's log records (default, ISO8601), escaped; stdlib only
     redaction             the server's own paths cut out of every error message
     python_imports        the installed packages Python models import: what spare stubs import ahead
+    stub_instances        the most stub processes one Python model starts: how many spares
     restricted_protocols  Triton's restricted-API flags: grammar, categories, header
     restricted_routes     the one HTTP route guard of a restricted category (each server its error)
     body_deadline         a request body that did not arrive in time: its status (408), its text

@@ -31,12 +31,7 @@ from activator.process.flag_checks import (
     repository_poll_s,
 )
 from activator.process.kube_cli import kubernetes_config, placement
-from activator.process.local_cli import (
-    auto_spare_imports,
-    local_config,
-    spare_stubs_for,
-    stub_instances,
-)
+from activator.process.local_cli import auto_spare_imports, local_config, spare_stubs_for
 from activator.process.repository_cli import (
     check_startup_models,
     load_refusals,
@@ -79,6 +74,7 @@ from thawserver.settings_flags import (
     trace_flag_warnings,
     trace_setting,
 )
+from thawserver.stub_instances import stub_instances
 from thawserver.tool_call_flags import replica_environment
 from thawserver.triton_flag_names import log_ignored_flags
 from thawwire.model_control import ModelControlMode

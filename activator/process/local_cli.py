@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from collections.abc import Iterable
 
 from activator.errors import ConfigError
 from activator.process.flag_checks import (
@@ -24,14 +23,12 @@ from activator.process.shared_cli import shared_settings
 from activator.scaler.local_config import LocalConfig, PoolSettings
 from thawserver.rate_limit_flags import RateLimitMode, parse_mode, parse_resource
 from thawwire.runtime_parameters import (
-    PYTHON_RUNTIME,
     PYTHON_SPARE_STUBS_MAX,
     spare_imports_auto,
     spare_stub_imports,
 )
-from tritonconfig.schema import mc
 
-__all__ = ["auto_spare_imports", "local_config", "spare_stubs_for", "stub_instances"]
+__all__ = ["auto_spare_imports", "local_config", "spare_stubs_for"]
 
 
 def local_config(args: argparse.Namespace) -> LocalConfig:
@@ -85,26 +82,6 @@ def auto_spare_imports(args: argparse.Namespace) -> bool:
     return spare_imports_auto(args.python_spare_stub_imports)
 
 
-def stub_instances(configs: Iterable[mc.ModelConfig]) -> int:
-    """The most stub processes one replica of these models starts: a Python model's instances
-    (Python-based backends read as "python"), each KIND_GPU group's count on each of its GPUs;
-    0 for a model whose instances run in the replica (`thaw.python_runtime: in_process`) or
-    under their own interpreter (`EXECUTION_ENV_PATH`: a spare is never theirs)."""
-    most = 0
-    for config in configs:
-        params = config.parameters
-        if config.backend != "python" or "EXECUTION_ENV_PATH" in params:
-            continue
-        runtime = params.get(PYTHON_RUNTIME)
-        if runtime is not None and runtime.string_value.strip() == "in_process":
-            continue
-        gpu = mc.ModelInstanceGroup.KIND_GPU
-        count = sum(g.count * (max(1, len(g.gpus)) if g.kind == gpu else 1)
-                    for g in config.instance_group)  # fmt: skip
-        most = max(most, count or 1)
-    return most
-
-
 def spare_stubs_for(
     local: LocalConfig,
     given: int | None,
@@ -112,7 +89,8 @@ def spare_stubs_for(
     found_imports: tuple[str, ...] | None = None,
 ) -> LocalConfig:
     """`--python-spare-stubs` as given; not given, as many as the Python model of the
-    repository at start with the most stub instances runs (`instances`, `stub_instances`; at
+    repository at start with the most stub instances runs (`instances`:
+    thawserver.stub_instances; at
     most PYTHON_SPARE_STUBS_MAX), so its whole load takes spares; 0 without one: a deployment
     of ONNX models keeps no idle interpreter in its pool processes. `found_imports`: what the
     spares import when `--python-spare-stub-imports` was left to `thaw up`

@@ -11,7 +11,8 @@
     repository        the model repository on disk: names, scanning, one model's ModelSpec
     repository_file   one repository file read as hostile input: regular only, bounded
     repository_sync   the seam to remote (S3) repositories: synced before index, load, poll
-    spare_imports     `--python-spare-stub-imports auto`: what the Python models import
+    repository_spares  `--python-spare-stubs auto`, `--python-spare-stub-imports auto`: read
+                      from the Python models
     namespaces        `--model-namespacing`: which model a name means in several repositories
     signature         a loaded model's inputs/outputs: request validation and reshape
     output_labels     the outputs' classification labels, read from `label_filename` at load

@@ -48,7 +48,11 @@ from thawserver.s3_repository.errors import RepositorySourceError
 from thawserver.s3_repository.localize import LocalizedRepositories
 from thawserver.settings_flags import log_settings, trace_flag_warnings, trace_setting
 from thawwire.internal_calls import InternalCalls, read_token
-from thawwire.runtime_parameters import spare_imports_auto, spare_stub_imports
+from thawwire.runtime_parameters import (
+    SPARE_IMPORTS_AUTO,
+    spare_imports_auto,
+    spare_stub_imports,
+)
 
 if TYPE_CHECKING:
     from runtime.models.repository_sync import RepositorySync
@@ -92,6 +96,8 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
         )  # fmt: skip
         grpc_tls = tls_from_args(args) if _given(args.allow_grpc) else None
         check_reuse_port(args)
+        spares_auto = args.python_spare_stubs.strip() == SPARE_IMPORTS_AUTO
+        spares = 0 if spares_auto else _spare_count(args.python_spare_stubs)
         auto_imports = spare_imports_auto(args.python_spare_stub_imports)
         spare_imports = (
             ()
@@ -141,7 +147,8 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
         cache=args.cache,
         target=args.target,
         preload_frameworks=frameworks,
-        python_spare_stubs=args.python_spare_stubs,
+        python_spare_stubs=spares,
+        python_spare_stubs_auto=spares_auto,
         python_spare_stub_imports=spare_imports,
         python_spare_stub_imports_auto=auto_imports,
         arena_bytes=args.arena_bytes,
@@ -208,6 +215,16 @@ def _surfaces(args: argparse.Namespace) -> dict[str, Any]:
         if args.metrics_port is not None
         else (0 if free else 8002),
     }
+
+
+def _spare_count(text: str) -> int:
+    """`--python-spare-stubs N` (the range is ServeConfig's check); ValueError names the flag."""
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise ValueError(
+            f"--python-spare-stubs: {text[:40]!r} is not a number of stubs (0-8) or 'auto'"
+        ) from None
 
 
 def _given(allow: bool | None) -> bool:
@@ -395,18 +412,15 @@ async def _serve(config: ServeConfig, log: LogControl, sync: RepositorySync | No
         )
         metrics.registry.register(ImageCacheCollector(image_loader))
     spares = None
-    if config.python_spare_stubs:
+    if config.python_spare_stubs or config.python_spare_stubs_auto:
+        from runtime.models.repository_spares import spare_plan
         from runtime.python.spare_stubs import SpareStubs
 
-        imports: tuple[str, ...] | Callable[[], tuple[str, ...]] = config.python_spare_stub_imports
-        if config.python_spare_stub_imports_auto:  # read in the warm-up, off the loop
-            from runtime.models.spare_imports import repository_spare_imports
-
-            imports = functools.partial(
-                repository_spare_imports, config.repositories,
-                config_name=config.model_config_name,
-            )  # fmt: skip
-        spares = SpareStubs(config.python_spare_stubs, imports=imports)
+        # `auto` is read in the warm-up (`fill`), off the loop.
+        plan = functools.partial(spare_plan, config) if config.spares_from_repository else None
+        spares = SpareStubs(
+            config.python_spare_stubs, imports=config.python_spare_stub_imports, plan=plan
+        )
         warmups = (*warmups, spares.fill)
     # Under `thaw up`: the one client back to its front door (forwarded requests, BLS, steps).
     front_door = FrontDoor.from_config(config)

@@ -111,12 +111,13 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--python-spare-stubs",
-        type=int,
-        default=0,
+        default="0",
         metavar="N",
         help="start N Python stub processes before reporting ready (0-8; default 0), taken by "
         "the first Python models loaded, so their load does not wait for an interpreter to "
-        "start; those not taken end once a load is done (`thaw up` gives its pool processes 1)",
+        "start; those not taken end once a load is done; auto: as many as the repository's "
+        "Python model with the most instances runs, read before ready (a warm pod; `thaw up` "
+        "decides for its pool processes)",
     )
     p.add_argument(
         "--python-spare-stub-imports",

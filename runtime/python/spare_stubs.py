@@ -49,16 +49,19 @@ class SpareStubs:
         self,
         count: int,
         *,
-        imports: tuple[str, ...] | Callable[[], tuple[str, ...]] = (),
+        imports: tuple[str, ...] = (),
+        plan: Callable[[], tuple[int, tuple[str, ...]]] | None = None,
         python: Path | None = None,
     ) -> None:
         """`imports`: modules each spare imports while it waits (`--python-spare-stub-imports`:
-        a model that imports torch then finds it imported), or what finds them, asked once by
-        `fill` (`auto`: the repository's Python models read, runtime.models.spare_imports)."""
+        a model that imports torch then finds it imported). `plan`: the count and imports to use
+        instead, asked once by `fill` (`auto`: read from the repository's Python models,
+        runtime.models.repository_spares)."""
         if not 0 <= count <= PYTHON_SPARE_STUBS_MAX:
             raise ValueError(f"spare stubs: {count}, must be in [0, {PYTHON_SPARE_STUBS_MAX}]")
         self._count = count
         self._imports = imports
+        self._plan = plan
         self._python = python if python is not None else Path(sys.executable)
         self._lock = threading.Lock()  # guards the fields below
         self._spares: list[_Spare] = []
@@ -67,17 +70,17 @@ class SpareStubs:
 
     def fill(self) -> None:
         """Start the spares (blocking: a fork and exec each; the stubs import on their own)."""
-        if callable(self._imports):
-            find, self._imports = self._imports, ()
+        if self._plan is not None:
+            plan, self._plan = self._plan, None
             try:
-                self._imports = find()
-            except Exception:  # a repository that cannot be read: spares import nothing
-                logger.exception("could not read what the Python models import")
-            if self._imports:
-                logger.info(
-                    "spare Python stubs import %s ahead (what the Python models import)",
-                    ", ".join(self._imports),
-                )
+                count, self._imports = plan()
+                self._count = max(0, min(count, PYTHON_SPARE_STUBS_MAX))
+            except Exception:  # a repository that cannot be read: as the flags gave them
+                logger.exception("could not read the Python models for the spare stubs")
+            logger.info(
+                "spare Python stubs import %s ahead, %d of them (read from the Python models)",
+                ", ".join(self._imports) or "nothing", self._count,
+            )  # fmt: skip
         for _ in range(self._count):
             with self._lock:
                 if self._released or len(self._spares) >= self._count:

@@ -197,6 +197,34 @@ def test_auto_imports_what_the_repositorys_python_models_import(tmp_path: Path) 
         server.stop()
 
 
+@pytest.mark.parametrize("python", [True, False])
+def test_auto_starts_as_many_as_the_python_model_with_the_most_instances(
+    tmp_path: Path, python: bool
+) -> None:
+    repo = tmp_path / "repo"
+    make_onnx_add(repo)
+    if python:
+        make_add_sub(repo, instance_count=2)
+        make_add_sub(repo, "single")
+    server = ServeProcess(
+        repo, "--model-control-mode", "explicit", "--python-spare-stubs", "auto",
+        "--python-spare-stub-imports", "auto",
+    )  # fmt: skip
+    try:
+        server.wait_ready()  # the spares are started in the warm-up, before ready
+        wanted = 2 if python else 0
+        line = f"spare Python stubs import nothing ahead, {wanted} of them"
+        _eventually(lambda: line in server.logs(), "the warm-up's line")
+        _eventually(lambda: len(_stubs_of(server.proc.pid)) == wanted, f"{wanted} spares")
+        if python:
+            _load(server, "add_sub")  # both instances take a spare
+            ready = _READY.findall(server.logs())
+            assert len(ready) == 2 and all(ahead for _, _, ahead in ready), server.logs()
+            _add_sub_works(server)
+    finally:
+        server.stop()
+
+
 def test_spares_no_load_took_end_after_the_load(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     make_onnx_add(repo)
@@ -221,6 +249,7 @@ def test_spares_no_load_took_end_after_the_load(tmp_path: Path) -> None:
     ("flag", "value", "words"),
     [
         ("--python-spare-stubs", "9", "`--python-spare-stubs` = 9, must be in [0, 8]"),
+        ("--python-spare-stubs", "many", "'many' is not a number of stubs (0-8) or 'auto'"),
         ("--python-spare-stub-imports", "torch,os;rm", "'os;rm' is not a Python module name"),
     ],
 )

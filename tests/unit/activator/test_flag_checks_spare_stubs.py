@@ -17,9 +17,9 @@ from activator.process.local_cli import (
     auto_spare_imports,
     local_config,
     spare_stubs_for,
-    stub_instances,
 )
 from tests.fixtures.models import make_add_sub
+from thawserver.stub_instances import stub_instances
 from thawwire.runtime_parameters import spare_stub_imports
 from tritonconfig.schema import mc
 

@@ -227,19 +227,22 @@ def test_warm_pods_start_a_python_stub_ahead_unless_told_not_to(render: Render) 
     from runtime.process.cli import build_config
 
     torch = "runtime.pythonSpareStubImports={torch,transformers.models}"
+    # auto: read from the repository's Python models by each warm pod (the count and imports)
     for sets, spares, imports, auto in (
-        ((), 1, (), True),  # auto: what the repository's Python models import
-        (("runtime.pythonSpareStubImports=null",), 1, (), False),
-        (("runtime.pythonSpareStubs=3", torch), 3, ("torch", "transformers.models"), False),
-        (("runtime.pythonSpareStubs=0",), 0, (), False),
+        ((), (0, True), (), (True,)),
+        (("runtime.pythonSpareStubs=1", "runtime.pythonSpareStubImports=null"), (1, False), (), ()),
+        (("runtime.pythonSpareStubs=3", torch), (3, False), ("torch", "transformers.models"), ()),
+        (("runtime.pythonSpareStubs=0",), (0, False), (), ()),
     ):
         objects = render(VALUE_SETS["cpu-configmap"], *sets)
         (runtime,) = _one(objects, "Deployment", "-pool")["spec"]["template"]["spec"]["containers"]
         config = build_config(_command_line("serve", as_mounted(runtime["args"])))
-        assert config.python_spare_stubs == spares, runtime["args"]
+        got = (config.python_spare_stubs, config.python_spare_stubs_auto)
+        assert got == spares, runtime["args"]
         assert config.python_spare_stub_imports == imports, runtime["args"]
-        assert config.python_spare_stub_imports_auto is auto, runtime["args"]
-        assert any(a.startswith("--python-spare-stubs") for a in runtime["args"]) == (spares > 0)
+        assert config.python_spare_stub_imports_auto is bool(auto), runtime["args"]
+        started = any(a.startswith("--python-spare-stubs=") for a in runtime["args"])
+        assert started == (spares != (0, False)), runtime["args"]
 
 
 def test_gpu_pods_request_gpus_and_tolerate_the_gpu_taint(render: Render) -> None:
@@ -387,6 +390,7 @@ def read_model_settings_from(objects: list[dict[str, Any]], tmp_path: Path) -> d
         (["imageGpu.digest=sha256:abc"], "at '/imageGpu/digest'"),
         (["image.tag=bad tag"], 'image.tag = "bad tag", must be an image tag'),
         (["runtime.pythonSpareStubs=9"], "at '/runtime/pythonSpareStubs'"),
+        (["runtime.pythonSpareStubs=many"], "at '/runtime/pythonSpareStubs'"),
         (["runtime.pythonSpareStubImports={os;rm}"], "at '/runtime/pythonSpareStubImports/0'"),
         (["runtime.pythonSpareStubImports={auto,torch}"], "at '/runtime/pythonSpareStubImports'"),
     ],
