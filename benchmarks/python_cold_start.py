@@ -1,7 +1,7 @@
 """A Python model's cold start through `thaw up`, with the pool's stub started ahead and without,
 measured in one run.
 
-    python benchmarks/python_cold_start.py [--reps 7] [--model-imports torch]
+    python benchmarks/python_cold_start.py [--reps 7] [--model-imports torch] [--instances 2]
 
 Two `thaw up` processes over copies of one repository holding Triton's `add_sub` Python model
 (benchmarks.workloads): one with `--python-spare-stubs 1` (the default: each warm-pool process
@@ -9,9 +9,12 @@ starts a stub while it waits to be claimed), one with `--python-spare-stubs 0` (
 the stub starts at the load, as before). `--model-imports torch`: the model imports torch first;
 the sides are then `thaw up`'s defaults (its spare imports torch, read from the model's
 imports), `--python-spare-stubs 0`, and a spare told to import nothing
-(`--python-spare-stub-imports ''`: the default before stop 67). Each rep scales the
-model to zero on each, waits for an idle pool process and `--settle-s`, and times one request
-from zero on each (the order alternating), client side and by `thaw up`'s own cold-start phases
+(`--python-spare-stub-imports ''`: the default before stop 67). `--instances N`: the model runs
+N instances; the sides are the default (N spares), `--python-spare-stubs 0` and
+`--python-spare-stubs 1` (stop 66's default: all but one instance's stub started at the load).
+Each rep scales the model to zero on each, waits for an idle pool process and `--settle-s`, and
+times one request from zero on each (the order alternating), client side and by `thaw up`'s own
+cold-start phases
 (`restore` is the model's load in the claimed process); and what the spare costs: the PSS of
 the stubs under `thaw up` while the model is at zero. Prints the medians, their ratios to the
 baseline, and the machine line; other work on the machine moves the absolute numbers, compare
@@ -54,9 +57,16 @@ def stubs_pss_mib(up: Up) -> float:
     return total / (1 << 20)
 
 
-def sides(module: str | None) -> dict[str, tuple[str, ...]]:
+def sides(module: str | None, instances: int = 1) -> dict[str, tuple[str, ...]]:
     """Each side's `thaw up` flags: the default, the baseline, and with the model importing
-    `module`, a spare told to import nothing (the default before its imports were read)."""
+    `module`, a spare told to import nothing (the default before its imports were read); with
+    several instances, one spare (the default before it followed the instance count)."""
+    if instances > 1:
+        return {
+            f"thaw up's default ({instances} spares)": (),
+            AT_LOAD: ("--python-spare-stubs", "0"),
+            "one spare (stop 66's default)": ("--python-spare-stubs", "1"),
+        }
     if not module:
         return {AHEAD: ("--python-spare-stubs", "1"), AT_LOAD: ("--python-spare-stubs", "0")}
     return {
@@ -88,6 +98,11 @@ def main(argv: list[str] | None = None) -> int:
         help="the model imports MODULE first (e.g. torch); adds a side whose spare imports nothing",
     )  # fmt: skip
     parser.add_argument(
+        "--instances", type=int, default=1, metavar="N",
+        help="the model's instance count (default 1); above 1 the sides are the default "
+        "(N spares), none, and one spare",
+    )  # fmt: skip
+    parser.add_argument(
         "--settle-s", type=float, default=None,
         help="wait after the pool process is ready (default 0.5 s; 8 s with --model-imports)",
     )  # fmt: skip
@@ -95,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     settle_s = args.settle_s if args.settle_s is not None else (8.0 if args.model_imports else 0.5)
     shutil.rmtree(args.work, ignore_errors=True)
     body = add_sub_workload().payload.body
-    flags = sides(args.model_imports)
+    flags = sides(args.model_imports, args.instances)
     ups: dict[str, Up] = {}
     runs: dict[str, list[dict[str, float]]] = {side: [] for side in flags}
     load_start = os.getloadavg()[0]
@@ -106,6 +121,10 @@ def main(argv: list[str] | None = None) -> int:
             if args.model_imports:
                 model_py = base / "repo" / MODEL / "1" / "model.py"
                 model_py.write_text(f"import {args.model_imports}\n{model_py.read_text()}")
+            if args.instances > 1:
+                config = base / "repo" / MODEL / "config.pbtxt"
+                count = f"count: {args.instances} kind"
+                config.write_text(config.read_text().replace("count: 1 kind", count))
             ups[side] = Up(
                 base / "repo", base / "cache", base / "up.log", images=False,
                 extra=(*extra, "--preload-frameworks", ""),
@@ -120,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         for up in ups.values():
             up.stop()
     imports = f", its model.py importing {args.model_imports}" if args.model_imports else ""
+    imports += f", {args.instances} instances" if args.instances > 1 else ""
     print(
         f"{MODEL} (a Python model in its stub{imports}) from zero via `thaw up`, {args.reps} reps"
     )
