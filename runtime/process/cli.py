@@ -414,7 +414,7 @@ async def _serve(config: ServeConfig, log: LogControl, sync: RepositorySync | No
     spares = None
     if config.python_spare_stubs or config.python_spare_stubs_auto:
         from runtime.models.repository_spares import spare_plan
-        from runtime.python.spare_stubs import SpareStubs
+        from runtime.python.spare_stubs import SpareStubs, SpareStubsCollector
 
         # `auto` is read in the warm-up (`fill`), off the loop.
         plan = functools.partial(spare_plan, config) if config.spares_from_repository else None
@@ -422,6 +422,7 @@ async def _serve(config: ServeConfig, log: LogControl, sync: RepositorySync | No
             config.python_spare_stubs, imports=config.python_spare_stub_imports, plan=plan
         )
         warmups = (*warmups, spares.fill)
+        metrics.registry.register(SpareStubsCollector(spares))
     # Under `thaw up`: the one client back to its front door (forwarded requests, BLS, steps).
     front_door = FrontDoor.from_config(config)
     tracer = RequestTracer(TraceSettings(config.trace_defaults))

@@ -21,15 +21,17 @@ import logging
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from runtime.errors import RepositoryError
 from runtime.python.stub_process import SpawnedStub, spawn, stub_env
 from thawwire.runtime_parameters import PYTHON_SPARE_STUBS_MAX
 
-__all__ = ["SpareStubs"]
+__all__ = ["SpareStubs", "SpareStubsCollector"]
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +68,8 @@ class SpareStubs:
         self._lock = threading.Lock()  # guards the fields below
         self._spares: list[_Spare] = []
         self._released = False
-        self.taken = 0  # how many loads took a spare (for tests and logs)
+        self.taken = 0  # stubs of this interpreter a load took from the spares
+        self.at_load = 0  # ... and those it started itself: none left, stale, or released
 
     def fill(self) -> None:
         """Start the spares (blocking: a fork and exec each; the stubs import on their own)."""
@@ -100,8 +103,13 @@ class SpareStubs:
             return
 
     def take(self, python: Path) -> SpawnedStub | None:
-        """A live spare started as `spawn(python)` would start one now, or None."""
-        if python != self._python or not self._spares:  # none left: no environment to copy
+        """A live spare started as `spawn(python)` would start one now, or None (the caller
+        starts one: counted in `at_load` for this interpreter)."""
+        if python != self._python:  # another interpreter (EXECUTION_ENV_PATH): never a spare's
+            return None
+        if not self._spares:  # none left: no environment to copy
+            with self._lock:
+                self.at_load += 1
             return None
         env = stub_env(python)
         stale: list[SpawnedStub] = []
@@ -111,10 +119,13 @@ class SpareStubs:
                 spare = self._spares.pop(0)
                 if spare.stub.proc.poll() is None and spare.env == env:
                     found = spare.stub
-                    self.taken += 1
                 else:
                     stale.append(spare.stub)
                     _why_stale(spare, env)
+            if found is not None:
+                self.taken += 1
+            else:
+                self.at_load += 1
         if stale:
             _end_soon(stale)
         return found
@@ -171,3 +182,33 @@ def _reap(stubs: list[SpawnedStub]) -> None:
         except subprocess.TimeoutExpired:
             stub.proc.kill()
             stub.proc.wait()
+
+
+class SpareStubsCollector:
+    """The spares on /metrics, read at scrape time: `thaw_python_stub_starts_total` by source
+    (`spare`: a load took one; `load`: a load of this interpreter started its own, the spares
+    gone, stale or released) and `thaw_python_spare_stubs` (idle now). A `load` count that
+    grows while spares are configured is a cold start paying an interpreter's start (and its
+    imports): an environment that changed since the spares started says so in the log."""
+
+    def __init__(self, spares: SpareStubs) -> None:
+        self._spares = spares
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        starts = CounterMetricFamily(
+            "thaw_python_stub_starts",
+            "Python stub processes a model's load used, by source: spare (started ahead, "
+            "--python-spare-stubs) or load (started by the load itself)",
+            labels=["source"],
+        )
+        starts.add_metric(["spare"], self._spares.taken)
+        starts.add_metric(["load"], self._spares.at_load)
+        yield starts
+        yield GaugeMetricFamily(
+            "thaw_python_spare_stubs",
+            "Python stub processes started ahead and not taken yet",
+            value=len(self._spares),
+        )

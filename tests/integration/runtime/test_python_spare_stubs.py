@@ -68,6 +68,7 @@ def test_a_spare_is_taken_once_and_released_spares_exit() -> None:
         second = spares.take(_PYTHON)
         assert second is not None and second.proc.pid != first.proc.pid
         assert spares.take(_PYTHON) is None and spares.taken == 2
+        assert spares.at_load == 1  # the last take (another interpreter's is not counted)
     finally:
         spares.release()
     for taken in (first, second):  # the caller owns what it took: end them as a load would
@@ -143,6 +144,18 @@ def _load(server: ServeProcess, name: str) -> None:
     assert answer.status_code == 200, (answer.text, server.logs())
 
 
+def _spare_metrics(server: ServeProcess) -> dict[str, float]:
+    """`thaw_python_stub_starts_total` by source, and `thaw_python_spare_stubs`, from /metrics."""
+    text = requests.get(f"{server.metrics_url or server.url}/metrics", timeout=30).text
+    found = {}
+    for match in re.finditer(
+        r'^(thaw_python_stub_starts_total\{source="(\w+)"\}|thaw_python_spare_stubs) (\S+)$',
+        text, re.MULTILINE,
+    ):  # fmt: skip
+        found[match.group(2) or "idle"] = float(match.group(3))
+    return found
+
+
 def _add_sub_works(server: ServeProcess) -> None:
     answer = requests.post(f"{server.url}/v2/models/add_sub/infer", json=add_sub_body(), timeout=60)
     assert answer.status_code == 200, answer.text
@@ -163,6 +176,7 @@ def test_thaw_serve_loads_a_python_model_into_its_spares(tmp_path: Path) -> None
         assert {int(pid) for _, pid, _ in ready} == spares, server.logs()
         assert all(spare for _, _, spare in ready), server.logs()
         assert set(_stubs_of(server.proc.pid)) == spares  # no stub started for the load
+        assert _spare_metrics(server) == {"spare": 2, "load": 0, "idle": 0}
         _add_sub_works(server)
     finally:
         server.stop()
@@ -237,9 +251,11 @@ def test_spares_no_load_took_end_after_the_load(tmp_path: Path) -> None:
         _load(server, "onnx_add")  # not a Python model: the spare is released
         _eventually(lambda: _gone(spare), "the spare no load took exits")
         assert "released 1 spare Python stub(s)" in server.logs()
+        assert _spare_metrics(server) == {"spare": 0, "load": 0, "idle": 0}
         _load(server, "add_sub")  # a Python model loaded later starts its own stub
         (line,) = _READY.findall(server.logs())
         assert not line[2] and int(line[1]) != spare, server.logs()
+        assert _spare_metrics(server) == {"spare": 0, "load": 1, "idle": 0}
         _add_sub_works(server)
     finally:
         server.stop()
