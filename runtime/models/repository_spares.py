@@ -22,6 +22,7 @@ from thawwire.names import is_model_name
 from thawwire.runtime_parameters import PYTHON_SPARE_STUBS_MAX, SPARE_STUB_IMPORTS_MAX
 from tritonconfig.errors import ModelConfigError
 from tritonconfig.schema import mc
+from tritonconfig.versions import available_versions
 
 __all__ = ["spare_plan"]
 
@@ -69,8 +70,6 @@ def _names(root: Path) -> list[str]:
 
 def _versions(directory: Path) -> tuple[str, ...]:
     try:
-        with os.scandir(directory) as entries:
-            numbers = sorted(int(e.name) for e in entries if e.name.isdigit() and e.is_dir())
-    except OSError:
+        return tuple(str(n) for n in available_versions(directory))
+    except ModelConfigError:  # unreadable: the server says so, at its load
         return ()
-    return tuple(str(n) for n in numbers)
