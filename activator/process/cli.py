@@ -321,7 +321,7 @@ def _run(args: argparse.Namespace, repositories: LocalizedRepositories) -> int:
     if isinstance(config.scaler, LocalConfig):
         entries = [repository.get(m) for m in repository.names()]
         found = None
-        if auto_spare_imports(args):
+        if auto_spare_imports(args) and args.python_spare_stubs != 0:  # 0: no spare to import
             found = spare_imports(entries, SPARE_STUB_IMPORTS_MAX)
         instances = stub_instances(entry.config for entry in entries)
         local = spare_stubs_for(config.scaler, args.python_spare_stubs, instances, found)
