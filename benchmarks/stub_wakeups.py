@@ -1,15 +1,21 @@
 """Where a Python model in its stub costs CPU: the sleeps (voluntary context switches) and the CPU
 of `thaw serve`'s process and of its stub per request, beside `thaw.python_runtime: in_process`
-(the same server with no stub) in the same run (issue 26).
+(the same server with no stub) and, with `--modes ...,triton`, real Triton's server and its
+Python stub, in the same run (issue 26).
 
     python benchmarks/stub_wakeups.py [--concurrency 1 8] [--rounds 3] [--duration-s 4]
+        [--modes process,in_process,triton]
 
-Each mode is a `thaw serve` on 127.0.0.1 with add_sub (benchmarks.workloads), loaded in turn by
+Each mode is a server on 127.0.0.1 with add_sub (benchmarks.workloads), loaded in turn by
 the same closed-loop aiohttp client over HTTP/JSON (benchmarks.load_client), rounds
-interleaved. For each cell it reads every thread of the server's process tree from /proc before
-and after the measured window: user+sys CPU and voluntary context switches (each one is the
-thread going to sleep, so each is also a wake-up later). Per request it reports, for the
-server process and for its stubs: CPU µs and sleeps.
+interleaved: `thaw serve` with the model in its stub (`process`, the default) or in the
+server (`in_process`), or `tritonserver` 2.5x with its python backend (`triton`:
+benchmarks.peers TritonPeer, installed into .bench on first use). For each cell it reads
+every thread of the server's process tree from /proc before and after the measured window:
+user+sys CPU and voluntary context switches (each one is the thread going to sleep, so each
+is also a wake-up later). Per request it reports, for the server process and for its stubs:
+CPU µs and sleeps. Triton's split tells what its C++ server costs apart from its stub: the
+most a native request path in front of Thaw's stub (decision 0025) may cost.
 
 Reading it: a request that makes a process sleep and wake costs that process the wake-up as
 well as its work (the scheduler, and an interpreter whose caches other processes evicted
@@ -34,12 +40,13 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
 
 from benchmarks.load_client import run_load
 from benchmarks.machine import machine_line
-from benchmarks.peers import PeerHandle, ThawPeer, free_port
+from benchmarks.peers import PeerHandle, ThawPeer, TritonPeer, free_port
 from benchmarks.proc_cpu import Counters, tree_counters
 from benchmarks.serve_throughput import set_python_runtime
 from benchmarks.workloads import add_sub_workload, write_add_sub
 
-MODES = ("process", "in_process")
+MODES = ("process", "in_process", "triton")
+DEFAULT_MODES = ("process", "in_process")
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,8 @@ def measure(handle: PeerHandle, mode: str, concurrency: int, duration_s: float) 
 def start(mode: str, scratch: Path) -> PeerHandle:
     repo = scratch / mode
     write_add_sub(repo)
+    if mode == "triton":
+        return TritonPeer().start(repo, free_port())
     set_python_runtime(repo / "add_sub" / "config.pbtxt", mode)
     return ThawPeer().start(repo, free_port())
 
@@ -107,7 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--duration-s", type=float, default=4.0)
     parser.add_argument(
-        "--modes", default=",".join(MODES), help="comma list of " + ", ".join(MODES)
+        "--modes",
+        default=",".join(DEFAULT_MODES),
+        help="comma list of " + ", ".join(MODES) + " (default: %(default)s)",
     )
     args = parser.parse_args(argv)
     modes = [m for m in args.modes.split(",") if m]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from benchmarks.proc_cpu import Counters
-from benchmarks.stub_wakeups import Cell, table
+from benchmarks.stub_wakeups import DEFAULT_MODES, MODES, Cell, main, table
 
 
 def test_the_table_gives_medians_per_request_and_the_tree_s_sum() -> None:
@@ -16,3 +18,13 @@ def test_the_table_gives_medians_per_request_and_the_tree_s_sum() -> None:
     text = table(cells)
     assert "| in_process | 1 | 1 | 2000 | 300 | 1.00 | 0 | 0.00 | 300 |" in text
     assert "| process | 1 | 3 | 1100 | 400 | 1.90 | 140 | 1.00 | 540 |" in text
+
+
+def test_triton_is_a_mode_on_request_and_an_unknown_mode_is_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert "triton" in MODES and "triton" not in DEFAULT_MODES  # it installs Triton on first use
+    with pytest.raises(SystemExit) as refused:
+        main(["--modes", "process,tritonn"])
+    assert refused.value.code == 2
+    assert "unknown mode(s): tritonn" in capsys.readouterr().err
