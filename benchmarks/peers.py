@@ -431,6 +431,65 @@ class MLServerPeer:
         return handle
 
 
+class NativeSpikePeer:
+    """Decision 0025's measurement spike (benchmarks/native_front_spike, Rust): a native HTTP/1.1
+    front that hands each JSON infer request of one Python model to Thaw's own stub process,
+    over the stub's own wire. Not a server to deploy: one model, JSON numeric tensors, one
+    execute in flight, no statistics. Built with cargo offline from Debian's packaged crates
+    (`apt-get install librust-hyper-dev librust-tokio-dev librust-serde-json-dev
+    librust-nix-dev`)."""
+
+    name = "native_spike"
+    backends = frozenset({"python"})
+    crate = Path(__file__).resolve().parent / "native_front_spike"
+
+    def prepare(self) -> Path:
+        """Build the spike (a no-op when it is built); its binary."""
+        try:
+            subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=self.crate, check=True)
+        except (OSError, subprocess.CalledProcessError) as exc:
+            raise PeerError(
+                f"cannot build {self.crate} ({exc}): it needs cargo and Debian's crates "
+                "(apt-get install librust-hyper-dev librust-tokio-dev librust-serde-json-dev "
+                "librust-nix-dev)"
+            ) from exc
+        return self.crate / "target" / "release" / "thaw-native-front-spike"
+
+    def start(
+        self, model_repo: Path, port: int, *, timeout_s: float = 120.0, grpc_port: int | None = None
+    ) -> PeerHandle:
+        binary = self.prepare()
+        entries = [e for e in repository_manifest(model_repo) if e["kind"] == "python"]
+        if len(entries) != 1 or grpc_port:
+            raise PeerError("the native spike serves one Python model, over HTTP only")
+        from tritonconfig.parse import parse_config
+        from tritonconfig.render import config_to_json
+
+        entry = entries[0]
+        version_dir = Path(entry["version_dir"])
+        config_path = version_dir.parent / "config.pbtxt"
+        config = config_to_json(parse_config(config_path.read_text(), str(config_path)))
+        init = {
+            "model": entry["name"], "model_file": str(version_dir / "model.py"),
+            "decoupled": False,
+            "args": {  # as runtime.python.model_io.model_args gives a stub
+                "model_config": json.dumps(config), "model_instance_kind": "CPU",
+                "model_instance_name": f"{entry['name']}_0_0", "model_instance_device_id": "0",
+                "model_repository": str(version_dir.parent), "model_version": version_dir.name,
+                "model_name": entry["name"],
+            },
+        }  # fmt: skip
+        scratch = BENCH_DIR / f"native-spike-{port}"
+        scratch.mkdir(parents=True, exist_ok=True)
+        (scratch / "init.json").write_text(json.dumps(init))
+        argv = [str(binary), str(port), str(scratch / "init.json"), sys.executable]
+        url = f"http://127.0.0.1:{port}"
+        handle = _spawn(self.name, argv, env=dict(os.environ), cwd=ROOT, url=url)
+        handle.scratch = scratch
+        wait_ready(handle, [entry["name"]], timeout_s=timeout_s)
+        return handle
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago."""
     import socket

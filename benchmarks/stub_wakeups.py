@@ -40,12 +40,12 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
 
 from benchmarks.load_client import run_load
 from benchmarks.machine import machine_line
-from benchmarks.peers import PeerHandle, ThawPeer, TritonPeer, free_port
+from benchmarks.peers import NativeSpikePeer, PeerHandle, ThawPeer, TritonPeer, free_port
 from benchmarks.proc_cpu import Counters, tree_counters
 from benchmarks.serve_throughput import set_python_runtime
 from benchmarks.workloads import add_sub_workload, write_add_sub
 
-MODES = ("process", "in_process", "triton")
+MODES = ("process", "in_process", "triton", "native_spike")
 DEFAULT_MODES = ("process", "in_process")
 
 
@@ -87,6 +87,8 @@ def start(mode: str, scratch: Path) -> PeerHandle:
     write_add_sub(repo)
     if mode == "triton":
         return TritonPeer().start(repo, free_port())
+    if mode == "native_spike":
+        return NativeSpikePeer().start(repo, free_port())
     set_python_runtime(repo / "add_sub" / "config.pbtxt", mode)
     return ThawPeer().start(repo, free_port())
 
