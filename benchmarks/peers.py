@@ -432,16 +432,20 @@ class MLServerPeer:
 
 
 class NativeSpikePeer:
-    """Decision 0025's measurement spike (benchmarks/native_front_spike, Rust): a native HTTP/1.1
-    front that hands each JSON infer request of one Python model to Thaw's own stub process,
-    over the stub's own wire. Not a server to deploy: one model, JSON numeric tensors, one
-    execute in flight, no statistics. Built with cargo offline from Debian's packaged crates
-    (`apt-get install librust-hyper-dev librust-tokio-dev librust-serde-json-dev
-    librust-nix-dev`)."""
+    """Decision 0025's measurement spike (benchmarks/native_front_spike, Rust): a native front
+    (HTTP/1.1 with JSON or binary tensors; gRPC ModelInfer given `grpc_port`) that hands each
+    infer request of one Python model to Thaw's own stub process, over the stub's own wire. Not
+    a server to deploy: one model, numeric tensors, one execute in flight, no statistics or
+    validation. Built with cargo offline from Debian's packaged crates (`apt-get install` the
+    `debian_packages`)."""
 
     name = "native_spike"
     backends = frozenset({"python"})
     crate = Path(__file__).resolve().parent / "native_front_spike"
+    debian_packages = (
+        "librust-hyper-dev", "librust-tokio-dev", "librust-serde-json-dev", "librust-nix-dev",
+        "librust-h2-dev", "librust-prost-dev",
+    )  # fmt: skip
 
     def prepare(self) -> Path:
         """Build the spike (a no-op when it is built); its binary."""
@@ -450,18 +454,17 @@ class NativeSpikePeer:
         except (OSError, subprocess.CalledProcessError) as exc:
             raise PeerError(
                 f"cannot build {self.crate} ({exc}): it needs cargo and Debian's crates "
-                "(apt-get install librust-hyper-dev librust-tokio-dev librust-serde-json-dev "
-                "librust-nix-dev)"
+                f"(apt-get install {' '.join(self.debian_packages)})"
             ) from exc
         return self.crate / "target" / "release" / "thaw-native-front-spike"
 
     def start(
         self, model_repo: Path, port: int, *, timeout_s: float = 120.0, grpc_port: int | None = None
     ) -> PeerHandle:
-        binary = self.prepare()
         entries = [e for e in repository_manifest(model_repo) if e["kind"] == "python"]
-        if len(entries) != 1 or grpc_port:
-            raise PeerError("the native spike serves one Python model, over HTTP only")
+        if len(entries) != 1:
+            raise PeerError("the native spike serves one Python model")
+        binary = self.prepare()
         from tritonconfig.parse import parse_config
         from tritonconfig.render import config_to_json
 
@@ -483,9 +486,13 @@ class NativeSpikePeer:
         scratch.mkdir(parents=True, exist_ok=True)
         (scratch / "init.json").write_text(json.dumps(init))
         argv = [str(binary), str(port), str(scratch / "init.json"), sys.executable]
+        if grpc_port:
+            argv.append(str(grpc_port))
         url = f"http://127.0.0.1:{port}"
         handle = _spawn(self.name, argv, env=dict(os.environ), cwd=ROOT, url=url)
         handle.scratch = scratch
+        if grpc_port:
+            handle.grpc_address = f"127.0.0.1:{grpc_port}"
         wait_ready(handle, [entry["name"]], timeout_s=timeout_s)
         return handle
 

@@ -18,8 +18,11 @@ requests it answered. On a machine where client, server and stubs share a few co
 what decides throughput, and it holds up better than req/s when other work shares the machine.
 
 `--protocols grpc` measures the KServe v2 gRPC endpoint (`ModelInfer`, raw_input_contents as
-tritonclient.grpc sends) of the servers that have one (thaw, Triton), with the same closed-loop
-client.
+tritonclient.grpc sends) of the servers that have one (thaw, Triton, native_spike), with the
+same closed-loop client.
+
+`--peers ...,native_spike` adds decision 0025's measurement spike (benchmarks/peers.py
+`NativeSpikePeer`: a native front before Thaw's own stub process; add_sub only).
 
 Every server runs on 127.0.0.1, on the same model files (hard links into one folder per server),
 driven by the same aiohttp client in this process. The whole run re-executes itself inside a
@@ -51,6 +54,7 @@ from benchmarks.peers import (
     ROOT,
     KServePeer,
     MLServerPeer,
+    NativeSpikePeer,
     PeerError,
     PeerHandle,
     ThawPeer,
@@ -74,6 +78,7 @@ PEERS = {
     "triton": TritonPeer,
     "kserve": KServePeer,
     "mlserver": MLServerPeer,
+    "native_spike": NativeSpikePeer,  # decision 0025's measurement spike: add_sub only
 }
 
 
