@@ -31,11 +31,15 @@ from runtime.errors import RepositoryError
 from runtime.python.stub_process import SpawnedStub, spawn, stub_env
 from thawwire.runtime_parameters import PYTHON_SPARE_STUBS_MAX
 
-__all__ = ["SpareStubs", "SpareStubsCollector"]
+__all__ = ["MISS_REASONS", "SpareStubs", "SpareStubsCollector"]
 
 logger = logging.getLogger(__name__)
 
 _EXIT_WAIT_S = 5.0  # a released spare reads the end of its socket and exits; else killed
+# Why a load that spares were meant for started its own stub: none was left (more instances than
+# spares, or the load came before they were up), the spare had exited, or the environment
+# changed since the spares started.
+MISS_REASONS = ("none_left", "exited", "environment")
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,9 @@ class SpareStubs:
         self._released = False
         self.taken = 0  # stubs of this interpreter a load took from the spares
         self.at_load = 0  # ... and those it started itself: none left, stale, or released
+        # Loads that started their own stub while spares were still meant for them (before the
+        # release), by why: a cold start that paid an interpreter's start and its imports.
+        self.missed = dict.fromkeys(MISS_REASONS, 0)
 
     def fill(self) -> None:
         """Start the spares (blocking: a fork and exec each; the stubs import on their own)."""
@@ -104,13 +111,14 @@ class SpareStubs:
 
     def take(self, python: Path) -> SpawnedStub | None:
         """A live spare started as `spawn(python)` would start one now, or None (the caller
-        starts one: counted in `at_load` for this interpreter)."""
+        starts one: counted in `at_load` for this interpreter, and in `missed` while spares were
+        meant for it)."""
         if python != self._python:  # another interpreter (EXECUTION_ENV_PATH): never a spare's
             return None
-        if not self._spares:  # none left: no environment to copy
-            with self._lock:
-                self.at_load += 1
-            return None
+        with self._lock:
+            if not self._spares:  # none left: no environment to copy
+                self._started_at_load("none_left")
+                return None
         env = stub_env(python)
         stale: list[SpawnedStub] = []
         found: SpawnedStub | None = None
@@ -125,10 +133,19 @@ class SpareStubs:
             if found is not None:
                 self.taken += 1
             else:
-                self.at_load += 1
+                exited = any(stub.proc.returncode is not None for stub in stale)
+                reason = "exited" if exited else "environment" if stale else "none_left"
+                self._started_at_load(reason)
         if stale:
             _end_soon(stale)
         return found
+
+    def _started_at_load(self, reason: str) -> None:
+        """Count a load that starts its own stub (the lock held); a miss while spares were
+        still meant for loads (configured and not released yet)."""
+        self.at_load += 1
+        if self._count and not self._released:
+            self.missed[reason] += 1
 
     def release(self) -> None:
         """End every spare not taken and start no more; returns at once (a thread reaps them:
@@ -187,9 +204,11 @@ def _reap(stubs: list[SpawnedStub]) -> None:
 class SpareStubsCollector:
     """The spares on /metrics, read at scrape time: `thaw_python_stub_starts_total` by source
     (`spare`: a load took one; `load`: a load of this interpreter started its own, the spares
-    gone, stale or released) and `thaw_python_spare_stubs` (idle now). A `load` count that
-    grows while spares are configured is a cold start paying an interpreter's start (and its
-    imports): an environment that changed since the spares started says so in the log."""
+    gone, stale or released), `thaw_python_spare_stubs` (idle now) and
+    `thaw_python_spare_stub_misses_total` by reason: the loads among `load` that spares were
+    meant for (configured, not released yet), each a cold start that paid an interpreter's start
+    and its imports (the ThawPythonSpareStubMissed alert). Later loads of a replica (a reload, a
+    crashed stub's restart, a second model beside it) count in `load` only."""
 
     def __init__(self, spares: SpareStubs) -> None:
         self._spares = spares
@@ -212,3 +231,12 @@ class SpareStubsCollector:
             "Python stub processes started ahead and not taken yet",
             value=len(self._spares),
         )
+        misses = CounterMetricFamily(
+            "thaw_python_spare_stub_misses",
+            "Loads that started their own Python stub while spares were meant for them, by "
+            "reason: none_left, exited (the spare died), environment (changed since it started)",
+            labels=["reason"],
+        )
+        for reason in MISS_REASONS:
+            misses.add_metric([reason], self._spares.missed[reason])
+        yield misses

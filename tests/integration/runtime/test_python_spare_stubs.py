@@ -18,7 +18,7 @@ import psutil
 import pytest
 import requests
 
-from runtime.python.spare_stubs import SpareStubs
+from runtime.python.spare_stubs import MISS_REASONS, SpareStubs
 from tests.fixtures.models import add_sub_body, make_add_sub
 from tests.fixtures.onnx_models import make_onnx_add
 from tests.fixtures.serve_process import ServeProcess
@@ -69,6 +69,7 @@ def test_a_spare_is_taken_once_and_released_spares_exit() -> None:
         assert second is not None and second.proc.pid != first.proc.pid
         assert spares.take(_PYTHON) is None and spares.taken == 2
         assert spares.at_load == 1  # the last take (another interpreter's is not counted)
+        assert spares.missed == {"none_left": 1, "exited": 0, "environment": 0}
     finally:
         spares.release()
     for taken in (first, second):  # the caller owns what it took: end them as a load would
@@ -103,6 +104,7 @@ def test_a_dead_spare_or_one_from_another_environment_is_never_taken(
         monkeypatch.setenv("THAW_TEST_SPARE_ENV", "changed after the spares started")
         assert spares.take(_PYTHON) is None  # one dead, one started before the change
         assert len(spares) == 0
+        assert spares.missed == {"none_left": 0, "exited": 1, "environment": 0}
         assert f"pid {dead.proc.pid} exited (status -9)" in caplog.text
         # What changed is named, never its value.
         assert "changed since it started (THAW_TEST_SPARE_ENV)" in caplog.text
@@ -110,6 +112,25 @@ def test_a_dead_spare_or_one_from_another_environment_is_never_taken(
         _eventually(lambda: other.proc.poll() is not None, "the stale spare ends")
     finally:
         spares.release()
+
+
+def test_a_miss_is_a_load_the_spares_were_meant_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    spares = SpareStubs(1)
+    spares.fill()
+    try:
+        (spare,) = (s.stub for s in spares._spares)
+        monkeypatch.setenv("THAW_TEST_SPARE_ENV", "changed after the spares started")
+        assert spares.take(_PYTHON) is None  # alive, but from before the change
+        assert spares.missed == {"none_left": 0, "exited": 0, "environment": 1}
+        spares.release()  # the replica's first load is done: later loads are not misses
+        assert spares.take(_PYTHON) is None
+        assert spares.at_load == 2 and sum(spares.missed.values()) == 1
+        _eventually(lambda: spare.proc.poll() is not None, "the stale spare ends")
+    finally:
+        spares.release()
+    none = SpareStubs(0)  # no spares configured: a load starting its stub misses nothing
+    none.fill()
+    assert none.take(_PYTHON) is None and none.at_load == 1 and sum(none.missed.values()) == 0
 
 
 def test_a_spare_imports_what_it_was_told_to_before_its_model(
@@ -145,7 +166,8 @@ def _load(server: ServeProcess, name: str) -> None:
 
 
 def _spare_metrics(server: ServeProcess) -> dict[str, float]:
-    """`thaw_python_stub_starts_total` by source, and `thaw_python_spare_stubs`, from /metrics."""
+    """`thaw_python_stub_starts_total` by source, `thaw_python_spare_stubs` (as `idle`) and
+    the misses, `thaw_python_spare_stub_misses_total`, summed (as `missed`), from /metrics."""
     text = requests.get(f"{server.metrics_url or server.url}/metrics", timeout=30).text
     found = {}
     for match in re.finditer(
@@ -153,6 +175,11 @@ def _spare_metrics(server: ServeProcess) -> dict[str, float]:
         text, re.MULTILINE,
     ):  # fmt: skip
         found[match.group(2) or "idle"] = float(match.group(3))
+    misses = re.findall(
+        r'^thaw_python_spare_stub_misses_total\{reason="(\w+)"\} (\S+)$', text, re.MULTILINE
+    )
+    assert sorted(reason for reason, _ in misses) == sorted(MISS_REASONS), text
+    found["missed"] = sum(float(value) for _, value in misses)
     return found
 
 
@@ -176,7 +203,24 @@ def test_thaw_serve_loads_a_python_model_into_its_spares(tmp_path: Path) -> None
         assert {int(pid) for _, pid, _ in ready} == spares, server.logs()
         assert all(spare for _, _, spare in ready), server.logs()
         assert set(_stubs_of(server.proc.pid)) == spares  # no stub started for the load
-        assert _spare_metrics(server) == {"spare": 2, "load": 0, "idle": 0}
+        assert _spare_metrics(server) == {"spare": 2, "load": 0, "idle": 0, "missed": 0}
+        _add_sub_works(server)
+    finally:
+        server.stop()
+
+
+def test_a_load_with_more_instances_than_spares_is_a_miss_on_metrics(tmp_path: Path) -> None:
+    make_add_sub(tmp_path / "repo", instance_count=2)
+    server = ServeProcess(
+        tmp_path / "repo", "--model-control-mode", "explicit", "--python-spare-stubs", "1"
+    )
+    try:
+        server.wait_ready()
+        _eventually(lambda: len(_stubs_of(server.proc.pid)) == 1, "a spare before any load")
+        _load(server, "add_sub")  # one instance takes the spare, the other starts its own
+        assert _spare_metrics(server) == {"spare": 1, "load": 1, "idle": 0, "missed": 1}
+        text = requests.get(f"{server.metrics_url or server.url}/metrics", timeout=30).text
+        assert 'thaw_python_spare_stub_misses_total{reason="none_left"} 1' in text.splitlines()
         _add_sub_works(server)
     finally:
         server.stop()
@@ -251,11 +295,12 @@ def test_spares_no_load_took_end_after_the_load(tmp_path: Path) -> None:
         _load(server, "onnx_add")  # not a Python model: the spare is released
         _eventually(lambda: _gone(spare), "the spare no load took exits")
         assert "released 1 spare Python stub(s)" in server.logs()
-        assert _spare_metrics(server) == {"spare": 0, "load": 0, "idle": 0}
+        assert _spare_metrics(server) == {"spare": 0, "load": 0, "idle": 0, "missed": 0}
         _load(server, "add_sub")  # a Python model loaded later starts its own stub
         (line,) = _READY.findall(server.logs())
         assert not line[2] and int(line[1]) != spare, server.logs()
-        assert _spare_metrics(server) == {"spare": 0, "load": 1, "idle": 0}
+        # Its own stub after the spares were released: a start at load, not a miss.
+        assert _spare_metrics(server) == {"spare": 0, "load": 1, "idle": 0, "missed": 0}
         _add_sub_works(server)
     finally:
         server.stop()
