@@ -1,16 +1,18 @@
 """Where a Python model in its stub costs CPU: the sleeps (voluntary context switches) and the CPU
 of `thaw serve`'s process and of its stub per request, beside `thaw.python_runtime: in_process`
-(the same server with no stub) and, with `--modes ...,triton`, real Triton's server and its
-Python stub, in the same run (issue 26).
+(the same server with no stub) and, with `--modes ...,triton,native_spike`, real Triton's
+server and its Python stub, and decision 0025's spike (a native front before Thaw's own stub),
+in the same run (issue 26).
 
     python benchmarks/stub_wakeups.py [--concurrency 1 8] [--rounds 3] [--duration-s 4]
-        [--modes process,in_process,triton]
+        [--modes process,in_process,triton,native_spike]
 
 Each mode is a server on 127.0.0.1 with add_sub (benchmarks.workloads), loaded in turn by
 the same closed-loop aiohttp client over HTTP/JSON (benchmarks.load_client), rounds
 interleaved: `thaw serve` with the model in its stub (`process`, the default) or in the
 server (`in_process`), or `tritonserver` 2.5x with its python backend (`triton`:
-benchmarks.peers TritonPeer, installed into .bench on first use). For each cell it reads
+benchmarks.peers TritonPeer, installed into .bench on first use), or the spike (`native_spike`:
+benchmarks.peers NativeSpikePeer, built with cargo on first use). For each cell it reads
 every thread of the server's process tree from /proc before and after the measured window:
 user+sys CPU and voluntary context switches (each one is the thread going to sleep, so each
 is also a wake-up later). Per request it reports, for the server process and for its stubs:

@@ -20,10 +20,11 @@ def test_the_table_gives_medians_per_request_and_the_tree_s_sum() -> None:
     assert "| process | 1 | 3 | 1100 | 400 | 1.90 | 140 | 1.00 | 540 |" in text
 
 
-def test_triton_is_a_mode_on_request_and_an_unknown_mode_is_refused(
+def test_triton_and_the_spike_are_modes_on_request_and_an_unknown_mode_is_refused(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert "triton" in MODES and "triton" not in DEFAULT_MODES  # it installs Triton on first use
+    for peer in ("triton", "native_spike"):  # each installs or builds a server on first use
+        assert peer in MODES and peer not in DEFAULT_MODES
     with pytest.raises(SystemExit) as refused:
         main(["--modes", "process,tritonn"])
     assert refused.value.code == 2
