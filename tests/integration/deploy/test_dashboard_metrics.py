@@ -3,7 +3,8 @@
 The names are collected from a running `thaw up` (the activator's /metrics) and from one of its
 replicas (`thaw serve`'s /metrics, Triton's nv_* families), after a model was woken from its
 snapshot image and served a request, so that the list is what Prometheus would scrape, not a
-list written by hand.
+list written by hand. The repository holds a Python model beside it (never woken), as most do:
+its pool processes then keep spare stubs, and their families are on the replica's /metrics.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.fixtures.models import make_add_sub
 from tests.fixtures.onnx_models import make_onnx_add
 from tests.fixtures.promql import exposed_names, metric_names
 from tests.fixtures.up_process import UpProcess
@@ -38,6 +40,7 @@ def _text(url: str) -> str:
 def exported(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, set[str]]]:
     repo = tmp_path_factory.mktemp("dashboard_repo")
     make_onnx_add(repo)
+    make_add_sub(repo)  # a Python model: the pool processes keep a spare stub for it
     cache = repo.parent / "dashboard_cache"
     up = UpProcess(
         repo, "--warm-pool", "1", "--preload-frameworks", "onnxruntime", "--cache", str(cache)
@@ -88,6 +91,7 @@ def test_the_metric_names_are_collected_from_both_servers(exported: dict[str, se
     assert "thaw_cold_start_seconds_bucket" in exported["activator"]
     assert "nv_inference_request_success" in exported["replica"]
     assert "thaw_model_loads_total" in exported["replica"]
+    assert "thaw_python_spare_stub_misses_total" in exported["replica"]
 
 
 def test_every_dashboard_panel_names_only_exported_metrics(exported: dict[str, set[str]]) -> None:
