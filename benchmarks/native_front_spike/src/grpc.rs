@@ -14,8 +14,10 @@ use crate::App;
 
 const MODEL_INFER: &str = "/inference.GRPCInferenceService/ModelInfer";
 
+/// An input's or an output's description (`InferInputTensor` and `InferOutputTensor` number
+/// these three fields alike; the spike reads and writes no others).
 #[derive(Clone, PartialEq, Message)]
-struct InferInputTensor {
+struct TensorHead {
     #[prost(string, tag = "1")]
     name: String,
     #[prost(string, tag = "2")]
@@ -33,19 +35,9 @@ struct ModelInferRequest {
     #[prost(string, tag = "3")]
     id: String,
     #[prost(message, repeated, tag = "5")]
-    inputs: Vec<InferInputTensor>,
+    inputs: Vec<TensorHead>,
     #[prost(bytes = "vec", repeated, tag = "7")]
     raw_input_contents: Vec<Vec<u8>>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct InferOutputTensor {
-    #[prost(string, tag = "1")]
-    name: String,
-    #[prost(string, tag = "2")]
-    datatype: String,
-    #[prost(int64, repeated, tag = "3")]
-    shape: Vec<i64>,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -57,7 +49,7 @@ struct ModelInferResponse {
     #[prost(string, tag = "3")]
     id: String,
     #[prost(message, repeated, tag = "5")]
-    outputs: Vec<InferOutputTensor>,
+    outputs: Vec<TensorHead>,
     #[prost(bytes = "vec", repeated, tag = "6")]
     raw_output_contents: Vec<Vec<u8>>,
 }
@@ -139,7 +131,7 @@ async fn call(app: Arc<App>, request: Request<h2::RecvStream>, mut respond: Send
         ..Default::default()
     };
     for output in outputs {
-        answer.outputs.push(InferOutputTensor {
+        answer.outputs.push(TensorHead {
             name: output.name,
             datatype: output.datatype,
             shape: output.shape,
