@@ -189,14 +189,24 @@ def _add_sub_works(server: ServeProcess) -> None:
     assert answer.json()["outputs"][0]["data"] == [2, 4, 6, 8]
 
 
-def test_thaw_serve_loads_a_python_model_into_its_spares(tmp_path: Path) -> None:
+def _two_instances_and_spares(tmp_path: Path, spares: int) -> ServeProcess:
+    """`thaw serve` (explicit mode) over add_sub with two instances, its `spares` started."""
     make_add_sub(tmp_path / "repo", instance_count=2)
     server = ServeProcess(
-        tmp_path / "repo", "--model-control-mode", "explicit", "--python-spare-stubs", "2"
+        tmp_path / "repo", "--model-control-mode", "explicit", "--python-spare-stubs", str(spares)
     )
     try:
         server.wait_ready()
-        _eventually(lambda: len(_stubs_of(server.proc.pid)) == 2, "two spares before any load")
+        _eventually(lambda: len(_stubs_of(server.proc.pid)) == spares, "spares before any load")
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
+def test_thaw_serve_loads_a_python_model_into_its_spares(tmp_path: Path) -> None:
+    server = _two_instances_and_spares(tmp_path, 2)
+    try:
         spares = set(_stubs_of(server.proc.pid))
         _load(server, "add_sub")
         ready = _READY.findall(server.logs())
@@ -210,13 +220,8 @@ def test_thaw_serve_loads_a_python_model_into_its_spares(tmp_path: Path) -> None
 
 
 def test_a_load_with_more_instances_than_spares_is_a_miss_on_metrics(tmp_path: Path) -> None:
-    make_add_sub(tmp_path / "repo", instance_count=2)
-    server = ServeProcess(
-        tmp_path / "repo", "--model-control-mode", "explicit", "--python-spare-stubs", "1"
-    )
+    server = _two_instances_and_spares(tmp_path, 1)
     try:
-        server.wait_ready()
-        _eventually(lambda: len(_stubs_of(server.proc.pid)) == 1, "a spare before any load")
         _load(server, "add_sub")  # one instance takes the spare, the other starts its own
         assert _spare_metrics(server) == {"spare": 1, "load": 1, "idle": 0, "missed": 1}
         text = requests.get(f"{server.metrics_url or server.url}/metrics", timeout=30).text
