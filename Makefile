@@ -10,7 +10,7 @@ CHECKOV_VENV ?= .venv-checkov
 TOOLS        ?= .tools
 
 .PHONY: install up serve test test-slow lint bench examples clean checkov terraform-docs tools \
-	system-deps screenshot conformance image image-cuda test-image gpu-carry
+	system-deps native screenshot conformance image image-cuda test-image gpu-carry
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -74,7 +74,31 @@ system-deps:
 		apt-get install -y -qq --no-install-recommends $$missing >/dev/null; } \
 		|| echo "system-deps: apt-get failed; the tests that need $$missing skip"
 
-test: install system-deps $(CHECKOV_VENV)/.installed $(TOOLS)/.installed
+# The native front (native/front, `thaw serve --front native`, decision 0032): Rust, built by
+# cargo offline from Debian's packaged crates (no crate registry is reachable), ~30 s. Where cargo
+# is missing it says so and the front's tests skip; as root it apt-get installs the crates when
+# missing (~25 s); a failing build fails. Its own unit tests run with it.
+NATIVE_DEBS  := librust-hyper-dev librust-tokio-dev librust-tower-service-dev librust-serde-json-dev
+NATIVE_CARGO := $(shell command -v cargo 2>/dev/null || ls $(HOME)/.cargo/bin/cargo 2>/dev/null)
+native:
+	@if [ -z "$(NATIVE_CARGO)" ]; then \
+		echo "native: no cargo: '--front native' is unavailable and its tests skip"; exit 0; fi; \
+	missing=""; for deb in $(NATIVE_DEBS); do \
+		dpkg -s $$deb >/dev/null 2>&1 || missing="$$missing $$deb"; done; \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then \
+			echo "native: missing:$$missing (apt-get install them as root; the front's tests skip)"; \
+			exit 0; fi; \
+		echo "native: apt-get install$$missing"; \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+			apt-get install -y -qq --no-install-recommends $$missing >/dev/null; } \
+			|| { echo "native: apt-get failed; the front's tests skip"; exit 0; }; \
+	fi; \
+	cd native/front && $(NATIVE_CARGO) build --release --offline --quiet && \
+		{ out="$$($(NATIVE_CARGO) test --release --offline --quiet 2>&1)" \
+			|| { echo "$$out"; exit 1; }; echo "native: $$(echo "$$out" | grep 'test result')"; }
+
+test: install system-deps native $(CHECKOV_VENV)/.installed $(TOOLS)/.installed
 	$(VENV)/bin/pytest -q
 
 # docs/img/status-page.png: the status page as the browser test leaves it (a real `thaw up`).

@@ -235,6 +235,26 @@ class ThawPeer:
         return handle
 
 
+class ThawNativeFrontPeer(ThawPeer):
+    """`thaw serve --front native`: the native front (native/front, `make native`) before the
+    same server (decision 0032)."""
+
+    name = "thaw_native_front"
+
+    def __init__(self) -> None:
+        super().__init__(extra_args=("--front", "native"))
+
+    def prepare(self) -> Path:
+        """The front's binary; PeerError when it is not built."""
+        from runtime.errors import ServingError
+        from runtime.process.native_front import front_binary
+
+        try:
+            return front_binary()
+        except ServingError as exc:
+            raise PeerError(exc.message) from exc
+
+
 def model_kind(config_path: Path) -> str:
     """'onnxruntime', 'python' or another backend name, from a model's config.pbtxt."""
     config = _parse_config(config_path)

@@ -57,6 +57,7 @@ from benchmarks.peers import (
     NativeSpikePeer,
     PeerError,
     PeerHandle,
+    ThawNativeFrontPeer,
     ThawPeer,
     TritonPeer,
     free_port,
@@ -79,6 +80,7 @@ PEERS = {
     "kserve": KServePeer,
     "mlserver": MLServerPeer,
     "native_spike": NativeSpikePeer,  # decision 0025's measurement spike: add_sub only
+    "thaw_native_front": ThawNativeFrontPeer,  # `thaw serve --front native` (decision 0032)
 }
 
 

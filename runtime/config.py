@@ -34,7 +34,14 @@ from thawwire.openai_api import (
 from thawwire.runtime_parameters import PYTHON_SPARE_STUBS_MAX
 from thawwire.trace_settings import TraceSetting
 
-__all__ = ["ConfigError", "ModelControlMode", "ServeConfig", "parse_cuda_pool", "parse_gpu_limit"]
+__all__ = [
+    "HTTP_FRONTS",
+    "ConfigError",
+    "ModelControlMode",
+    "ServeConfig",
+    "parse_cuda_pool",
+    "parse_gpu_limit",
+]
 
 _LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 _FRAMEWORKS = ("onnxruntime", "torch", "tensorrt")
@@ -42,6 +49,7 @@ _TARGETS = ("auto", "cpu", "cuda")
 # `cuda:sm_NN`: a GPU of that compute capability (snapshotter.image_ref's image targets).
 _CUDA_ARCH_TARGET = re.compile(r"cuda:sm_[0-9]{2,3}")
 _EVENT_LOOPS = ("auto", "asyncio", "uvloop")
+HTTP_FRONTS = ("python", "native")
 
 
 class ConfigError(ValueError):
@@ -127,6 +135,10 @@ class ServeConfig:
     # SO_REUSEPORT, shared with other servers on the port (thawserver.reuse_port_flags)
     reuse_http_port: bool = False
     reuse_grpc_port: bool = False
+    # What listens on the HTTP port (`--front`): "python", the aiohttp application itself, or
+    # "native", the native front (native/front; runtime.process.native_front) forwarding every
+    # request to the application on a private Unix socket (decision 0032, phase 1).
+    http_front: str = "python"
     grpc_max_message_bytes: int | None = None  # None: `max_body_bytes`
     # tritonserver's `--grpc-infer-response-compression-level` (thawserver.grpc_compression)
     grpc_response_compression_level: str = "none"
@@ -364,6 +376,11 @@ class ServeConfig:
         _one_of("log_level", self.log_level, _LOG_LEVELS)
         _one_of("log_floor", self.log_floor, _LOG_LEVELS)
         _one_of("event_loop", self.event_loop, _EVENT_LOOPS)
+        _one_of("http_front", self.http_front, HTTP_FRONTS)
+        if self.http_front == "native" and self.handoff_socket is not None:
+            # Phase 1 of decision 0032 fronts a `thaw serve` of its own; the connections `thaw
+            # up` hands over reach the Python application, so the front would only add a hop.
+            raise ConfigError("`http_front` = 'native' is for `thaw serve` alone, not a replica")
         if self.target not in _TARGETS and not _CUDA_ARCH_TARGET.fullmatch(self.target):
             raise ConfigError(
                 f"`target` = {self.target!r}, must be one of auto, cpu, cuda, "

@@ -7,6 +7,7 @@
     vertex_ai_flags  tritonserver's Vertex AI flags and Vertex AI's `AIP_*` environment
     sagemaker_flags  tritonserver's SageMaker flags and SageMaker's `SAGEMAKER_*` environment
     server           bind the listeners, announce them, drain on SIGTERM
+    native_front     `--front native`: the native HTTP front (native/front) before the application
     cloud_ports      the SageMaker and Vertex AI ports beside the v2 HTTP port
     zygote           the fork server: a process with the frameworks imported forks `thaw serve`s
     cuda_warmup      a CUDA-ready warm process: contexts, memory pools, pinned staging

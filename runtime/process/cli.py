@@ -202,6 +202,7 @@ def _surfaces(args: argparse.Namespace) -> dict[str, Any]:
         **vertex_ai_settings(args),
         **sagemaker_settings(args),
         "reuse_http_port": args.reuse_http_port,
+        "http_front": args.front,
         "reuse_grpc_port": args.reuse_grpc_port,
         "grpc_host": args.grpc_address if args.grpc_address is not None else others,
         "grpc_port": args.grpc_port if args.grpc_port is not None else (0 if free else 8001),

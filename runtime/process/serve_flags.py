@@ -11,7 +11,7 @@ import argparse
 import os
 from pathlib import Path
 
-from runtime.config import ModelControlMode
+from runtime.config import HTTP_FRONTS, ModelControlMode
 from runtime.process.triton_flags import add_secs_aliases, add_triton_flags, add_unsupported_flags
 from thawserver.cache_flags import add_cache_arguments
 from thawserver.device_flags import MIN_COMPUTE_CAPABILITY, parse_compute_capability
@@ -56,6 +56,12 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--port", "--http-port", dest="port", type=int, default=8000,
         help="HTTP port; 0 picks a free one (default 8000)",
+    )  # fmt: skip
+    p.add_argument(
+        "--front", choices=HTTP_FRONTS, default="python",
+        help="what listens on the HTTP port: python, the server itself; native, the native "
+        "front (`make native` builds it; decision 0032, phase 1: it forwards every request to "
+        "the server on a private Unix socket) (default %(default)s)",
     )  # fmt: skip
     p.add_argument(
         "--model-control-mode",

@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -32,6 +33,7 @@ from runtime.http.app import (
     build_metrics_app,
 )
 from runtime.process.cloud_ports import CloudPorts
+from runtime.process.native_front import NativeFront, private_socket_dir
 from thawserver.aiohttp_compat import JsonErrorRunner
 from thawserver.connection_drain import DRAIN_IDLE_TIMEOUT_S, count_down_connections
 from thawwire.handoff_protocol import Surface, listening_line, surface_line
@@ -62,6 +64,17 @@ async def _listen(
         raise ServingError(f"cannot listen on {host}:{port}: {why}") from exc
     bound = listener.sockets[0].getsockname()[1]
     return listener, f"http://{_url_host(host)}:{bound}"
+
+
+async def _listen_private(server: web.Server, app: web.Application) -> tuple[asyncio.Server, Path]:
+    """Serve `server` on a Unix socket in a new private directory (the native front's
+    upstream), each connection under the app's ConnectionGuard; the listener and directory."""
+    directory = private_socket_dir()
+    factory = app[CONNECTIONS].protocol_factory(server)
+    listener = await asyncio.get_running_loop().create_unix_server(
+        factory, str(directory / "serve.sock"), backlog=1024
+    )
+    return listener, directory
 
 
 async def serve_app(
@@ -98,6 +111,7 @@ async def serve_app(
     clouds = CloudPorts(config, app, runner.server, _listen)
     metrics_runner: web.AppRunner | None = None
     listeners: list[asyncio.Server] = []
+    front: NativeFront | None = None
     try:
         announcements: list[str] = []
         try:
@@ -119,7 +133,15 @@ async def serve_app(
                 announcements.append(surface_line(Surface.METRICS, url))
                 logger.info("Started Metrics Service at %s", url.split("//", 1)[1])
             http_url = None
-            if config.allow_http:
+            if config.allow_http and config.http_front == "native":
+                listener, socket_dir = await _listen_private(runner.server, app)
+                listeners.append(listener)
+                front = await NativeFront.start(
+                    host=config.host, port=config.port, reuse_port=config.reuse_http_port,
+                    socket_dir=socket_dir, limits=config.connections,
+                )  # fmt: skip
+                http_url = front.url
+            elif config.allow_http:
                 listener, http_url = await _listen(
                     runner.server, app, config.host, config.port,
                     reuse_port=config.reuse_http_port,
@@ -161,10 +183,15 @@ async def serve_app(
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
         await clouds.close()
+        remaining_s = config.exit_timeout_s
+        if front is not None:
+            # The clients' connections are the front's: it stops accepting and drains them as
+            # the countdown below does its own (their requests reach the application meanwhile).
+            remaining_s = await front.stop(remaining_s, DRAIN_IDLE_TIMEOUT_S)
+            runner.shutdown_timeout_s = remaining_s
         for listener in listeners:
             listener.close()  # stop accepting; the runners below drain their connections
-        remaining_s = config.exit_timeout_s
-        if config.front_door is None and state.start_error is None:
+        if config.front_door is None and state.start_error is None and front is None:
             # Standalone, as tritonserver: the clients' open connections are served until they
             # close or the exit timeout runs out. A replica behind `thaw up` skips it: the
             # activator stopped routing to it, and its pooled connections are no clients.

@@ -1,0 +1,128 @@
+//! `thaw-front`: Thaw's native HTTP front before one `thaw serve` (decision 0032, phase 1).
+//!
+//!     client ─HTTP/1.1─▶ thaw-front (HOST:PORT) ─HTTP/1.1 over a private Unix socket─▶ thaw serve
+//!
+//! Phase 1 forwards every request, whole (forward.rs); later phases answer the hot Python
+//! models' infers here. `thaw serve --front native` (runtime/process/native_front.py) starts
+//! it, reads its `THAW_FRONT_LISTENING` line, and stops it through its standard input
+//! (control.rs). One event-loop thread (tokio's current-thread runtime), as the spike that
+//! measured the design (benchmarks/native_front_spike).
+
+mod args;
+mod body;
+mod connections;
+mod control;
+mod forward;
+mod framing;
+mod guard;
+mod stream;
+mod upstream;
+
+use std::io;
+use std::sync::Arc;
+
+use tokio::net::{TcpListener, TcpSocket};
+
+use crate::connections::Front;
+use crate::control::Command;
+
+const LISTENING: &str = "THAW_FRONT_LISTENING";
+const OPEN: &str = "THAW_FRONT_OPEN";
+const REPORT_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
+
+fn bind(args: &args::Args) -> io::Result<TcpListener> {
+    let socket = if args.listen.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    if args.reuse_port {
+        socket.set_reuseport(true)?;
+    }
+    socket.bind(args.listen)?;
+    socket.listen(1024)
+}
+
+fn main() {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    if argv.iter().any(|a| a == "--help" || a == "-h") {
+        println!("{}", args::USAGE);
+        return;
+    }
+    let args = match args::parse(&argv) {
+        Ok(args) => args,
+        Err(why) => {
+            eprintln!("thaw-front: error: {why}\n{}", args::USAGE);
+            std::process::exit(2);
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    if let Err(exc) = runtime.block_on(run(args)) {
+        eprintln!("thaw-front: error: {exc}");
+        std::process::exit(1);
+    }
+}
+
+async fn run(args: args::Args) -> io::Result<()> {
+    let listener = bind(&args).map_err(|exc| {
+        io::Error::new(
+            exc.kind(),
+            format!("cannot listen on {}: {exc}", args.listen),
+        )
+    })?;
+    let limits = guard::Limits {
+        head: args.head_timeout,
+        idle: args.idle_timeout,
+    };
+    let front = Arc::new(Front::new(
+        upstream::client(args.upstream.clone()),
+        limits,
+        args.max_connections,
+    ));
+    let mut commands = control::commands();
+    let bound = listener.local_addr()?;
+    println!("{LISTENING} http://{bound}");
+    let stop = loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => { tokio::spawn(connections::serve(front.clone(), stream)); }
+                // Out of descriptors and the like: the connection is lost, the front goes on.
+                Err(exc) => eprintln!("thaw-front: accept failed: {exc}"),
+            },
+            command = commands.recv() => match command {
+                Some(Command::Stop { deadline, idle }) => break (deadline, idle),
+                None => return Ok(()), // standard input ended: `thaw serve` is gone
+            },
+        }
+    };
+    drop(listener); // no more connections
+    let (deadline, idle) = stop;
+    front.drain(idle);
+    // The open count, each time it changes: `thaw serve` logs Triton's countdown from it.
+    let report = async {
+        let mut last = usize::MAX;
+        loop {
+            let open = front.open();
+            if open != last {
+                println!("{OPEN} {open}");
+                last = open;
+            }
+            if open == 0 {
+                return;
+            }
+            tokio::time::sleep(REPORT_EVERY).await;
+        }
+    };
+    let drained = tokio::time::timeout(deadline, report).await.is_ok();
+    if !drained {
+        eprintln!(
+            "thaw-front: {} connection(s) still open at the stop's deadline: closed",
+            front.open()
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,176 @@
+"""`thaw serve --front native`: the native HTTP front (native/front, decision 0032) on the HTTP
+port, this server's application behind it on a private Unix socket.
+
+    client ─▶ thaw-front (HOST:PORT) ─▶ <private dir>/serve.sock ─▶ the aiohttp application
+
+Phase 1 of decision 0032: the front forwards every request, whole, and answers none itself, so
+everything the application does (routes, errors, limits, deadlines of bodies) is as without
+it; later phases answer the hot Python models' infers in the front. The front is a child
+process of this server: it prints `THAW_FRONT_LISTENING http://HOST:PORT` once it accepts
+connections; on `stop DEADLINE IDLE` on its standard input it drains as this server would
+(thawserver.connection_drain: no more accepts, `Connection: close` on each answer, a connection
+idle for IDLE closed), printing `THAW_FRONT_OPEN N` as its open connections go, from which this
+server logs Triton's countdown; it exits at once when that input ends (this server gone,
+however it went).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import socket
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from runtime.errors import ServingError
+from thawserver.connection_drain import count_down_connections
+from thawserver.connection_limits import ConnectionLimits
+
+__all__ = ["FRONT_BINARY_ENV", "NativeFront", "front_binary", "private_socket_dir"]
+
+logger = logging.getLogger(__name__)
+
+FRONT_BINARY_ENV = "THAW_FRONT_BINARY"
+"""Names the front's binary (else the checkout's `make native` build, else `thaw-front` on PATH)."""
+
+_BUILT = Path(__file__).resolve().parents[2] / "native" / "front" / "target" / "release"
+_LISTENING = "THAW_FRONT_LISTENING "
+_OPEN = "THAW_FRONT_OPEN"
+_START_TIMEOUT_S = 15.0
+_STOP_GRACE_S = 2.0  # past the stop's deadline before the front is killed
+
+
+def front_binary() -> Path:
+    """The front's executable; ServingError says how to get one."""
+    named = os.environ.get(FRONT_BINARY_ENV)
+    if named:
+        path = Path(named)
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise ServingError(f"{FRONT_BINARY_ENV}={named}: not an executable file")
+        return path
+    built = _BUILT / "thaw-front"
+    if built.is_file() and os.access(built, os.X_OK):
+        return built
+    found = shutil.which("thaw-front")
+    if found is not None:
+        return Path(found)
+    raise ServingError(
+        "`--front native` needs the thaw-front binary: build it with `make native` (cargo and "
+        "Debian's librust-* crates, README 'The native front'), or name it in "
+        f"{FRONT_BINARY_ENV}"
+    )
+
+
+def private_socket_dir() -> Path:
+    """A new directory only this user can enter (0700), for the application's Unix socket."""
+    return Path(tempfile.mkdtemp(prefix="thaw-front-"))
+
+
+def _listen_address(host: str, port: int) -> str:
+    """`host:port` as the front's `--listen` takes it: a name resolved to its first address
+    (as a socket bound to it would take), IPv6 in brackets; "" is every IPv4 address."""
+    try:
+        infos = socket.getaddrinfo(
+            host or "0.0.0.0", port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except socket.gaierror as exc:
+        raise ServingError(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
+    family, address = infos[0][0], infos[0][4]
+    return f"[{address[0]}]:{port}" if family == socket.AF_INET6 else f"{address[0]}:{port}"
+
+
+@dataclass
+class NativeFront:
+    """The running front: its URL, its process."""
+
+    url: str
+    process: asyncio.subprocess.Process
+    socket_dir: Path
+
+    @classmethod
+    async def start(
+        cls,
+        *,
+        host: str,
+        port: int,
+        reuse_port: bool,
+        socket_dir: Path,
+        limits: ConnectionLimits,
+    ) -> NativeFront:
+        """Start the front on host:port before the application on `socket_dir`/serve.sock;
+        ServingError says why it did not start (its own error is on stderr before it)."""
+        argv = [
+            str(front_binary()),
+            "--listen", _listen_address(host, port),
+            "--upstream", str(socket_dir / "serve.sock"),
+            "--head-timeout-s", f"{limits.head_timeout_s:g}",
+            "--idle-timeout-s", f"{limits.idle_timeout_s:g}",
+            "--max-connections", str(limits.max_connections),
+        ]  # fmt: skip
+        if reuse_port:
+            argv.append("--reuse-port")
+        process = await asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
+        )
+        assert process.stdout is not None  # piped
+        try:
+            line = await asyncio.wait_for(process.stdout.readline(), _START_TIMEOUT_S)
+        except TimeoutError:
+            line = b""
+        text = line.decode(errors="replace").strip()
+        if not text.startswith(_LISTENING.strip()):
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            code = await process.wait()
+            shutil.rmtree(socket_dir, ignore_errors=True)
+            why = text or "its error is above"
+            raise ServingError(f"the native front did not start (exit {code}): {why}")
+        url = text.split(None, 1)[1]
+        logger.info("native front on %s, forwarding to %s", url, socket_dir / "serve.sock")
+        return cls(url=url, process=process, socket_dir=socket_dir)
+
+    async def stop(self, deadline_s: float, idle_s: float) -> float:
+        """Stop accepting; serve the open connections until each is idle `idle_s` or
+        `deadline_s` passed, logging Triton's countdown of them; the seconds left."""
+        stdin, stdout = self.process.stdin, self.process.stdout
+        open_now = [0]
+        if stdin is not None and stdout is not None and self.process.returncode is None:
+            with contextlib.suppress(ConnectionError):
+                stdin.write(f"stop {deadline_s:g} {idle_s:g}\n".encode())
+                await stdin.drain()
+            first = await _open_count(stdout)
+            open_now[0] = first if first is not None else 0
+            reader = asyncio.create_task(_follow_open_count(stdout, open_now))
+            remaining_s = await count_down_connections(lambda: open_now[0], deadline_s)
+            reader.cancel()
+        else:
+            remaining_s = deadline_s
+        try:
+            await asyncio.wait_for(self.process.wait(), remaining_s + _STOP_GRACE_S)
+        except TimeoutError:
+            logger.warning("the native front did not stop in %.1fs: killed", deadline_s)
+            with contextlib.suppress(ProcessLookupError):
+                self.process.kill()
+            await self.process.wait()
+        shutil.rmtree(self.socket_dir, ignore_errors=True)
+        return remaining_s
+
+
+async def _open_count(stdout: asyncio.StreamReader) -> int | None:
+    """The next `THAW_FRONT_OPEN N` the stopping front prints; None at the end of its output."""
+    while line := await stdout.readline():
+        word, _, count = line.decode(errors="replace").partition(" ")
+        if word == _OPEN and count.strip().isdigit():
+            return int(count)
+    return None
+
+
+async def _follow_open_count(stdout: asyncio.StreamReader, open_now: list[int]) -> None:
+    """Keep `open_now[0]` the front's open connections until its output ends (then 0)."""
+    while (count := await _open_count(stdout)) is not None:
+        open_now[0] = count
+    open_now[0] = 0
