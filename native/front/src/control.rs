@@ -44,8 +44,8 @@ pub fn commands() -> mpsc::UnboundedReceiver<Command> {
                 None => eprintln!("thaw-front: unknown command {line:?} ignored"),
             }
         }
-        // The input ended: `thaw serve` is gone (or closed it). Nothing to drain for.
-        std::process::exit(0);
+        // The input ended: `thaw serve` is gone (or closed it). The channel closes with the
+        // sender, and the front ends: nothing to drain for.
     });
     receiver
 }

@@ -44,6 +44,14 @@ fn bind(args: &args::Args) -> io::Result<TcpListener> {
     socket.listen(1024)
 }
 
+/// Remove the gone server's socket and its directory, when the directory is left empty.
+fn remove_socket(socket: &std::path::Path) {
+    let _ = std::fs::remove_file(socket);
+    if let Some(directory) = socket.parent() {
+        let _ = std::fs::remove_dir(directory); // fails, harmlessly, unless empty
+    }
+}
+
 fn main() {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     if argv.iter().any(|a| a == "--help" || a == "-h") {
@@ -95,7 +103,12 @@ async fn run(args: args::Args) -> io::Result<()> {
             },
             command = commands.recv() => match command {
                 Some(Command::Stop { deadline, idle }) => break (deadline, idle),
-                None => return Ok(()), // standard input ended: `thaw serve` is gone
+                None => {
+                    // Standard input ended: `thaw serve` is gone, however it went (a SIGKILL
+                    // too), and nobody else will remove the socket it listened on.
+                    remove_socket(&args.upstream);
+                    return Ok(());
+                }
             },
         }
     };

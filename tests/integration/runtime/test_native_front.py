@@ -241,6 +241,8 @@ def test_a_stop_answers_the_request_in_flight_and_then_refuses(repo: Path) -> No
         except Exception as exc:  # the test reports what the client saw
             answers.append(exc)
 
+    argv = _front_process(server).cmdline()
+    upstream = Path(argv[argv.index("--upstream") + 1])
     caller = threading.Thread(target=infer)
     caller.start()
     time.sleep(0.5)  # inside the model's 1.5 s
@@ -249,21 +251,27 @@ def test_a_stop_answers_the_request_in_flight_and_then_refuses(repo: Path) -> No
     assert answers == [[1.0, 2.0]]
     code = server.proc.wait(30)
     assert code == 0, server.logs()
+    assert "Timeout 30: Found 1 HTTP service connections" in server.logs()  # Triton's words
+    assert not upstream.parent.exists()
     server.stop()
     with pytest.raises(OSError):
         socket.create_connection(_hostport(server), timeout=5).close()
 
 
 @requires_front
-def test_a_killed_server_leaves_no_front_holding_its_port(repo: Path) -> None:
+def test_a_killed_server_leaves_no_front_holding_its_port_nor_its_socket(repo: Path) -> None:
     server = _serve(repo, "native")
     server.wait_ready()
     front = _front_process(server)
+    argv = front.cmdline()
+    upstream = Path(argv[argv.index("--upstream") + 1])
+    assert upstream.is_socket()
     server.proc.kill()
     server.proc.wait(10)
     front.wait(10)  # its standard input ended with the server
     with pytest.raises(OSError):
         socket.create_connection(_hostport(server), timeout=5).close()
+    assert not upstream.parent.exists()  # the front removed the gone server's socket
     server.stop()
 
 
