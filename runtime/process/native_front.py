@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runtime.errors import ServingError
+from runtime.models.lifecycle import ServerState
 from thawserver.connection_drain import count_down_connections
 from thawserver.connection_limits import ConnectionLimits
 
@@ -132,6 +133,14 @@ class NativeFront:
         url = text.split(None, 1)[1]
         logger.info("native front on %s, forwarding to %s", url, socket_dir / "serve.sock")
         return cls(url=url, process=process, socket_dir=socket_dir)
+
+    async def exited(self, state: ServerState) -> None:
+        """Return when the front exits on its own (it never should): the server then stops
+        with exit 1, as a server whose listener is gone, saying why."""
+        code = await self.process.wait()
+        error = ServingError(f"the native front exited (code {code}): the HTTP port is gone")
+        logger.error("%s", error.message)
+        state.start_error = error
 
     async def stop(self, deadline_s: float, idle_s: float) -> float:
         """Stop accepting; serve the open connections until each is idle `idle_s` or

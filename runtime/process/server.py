@@ -173,9 +173,12 @@ async def serve_app(
             logger.info("Started HTTPService at %s", http_url.split("//", 1)[1])
         stopper = asyncio.create_task(stop.wait())
         failer = asyncio.create_task(state.failed.wait())
-        await asyncio.wait({stopper, failer}, return_when=asyncio.FIRST_COMPLETED)
-        stopper.cancel()
-        failer.cancel()
+        watched = {stopper, failer}
+        if front is not None:  # a front that dies takes the HTTP port with it: exit 1
+            watched.add(asyncio.create_task(front.exited(state)))
+        await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
+        for task in watched:
+            task.cancel()
     finally:
         state.accepting = False
         state.stopping = True

@@ -109,13 +109,16 @@ def mangled(draw: st.DrawFn) -> bytes:
 
 def _first_message(request: bytes) -> bytes | None:
     """The first message of `request` when more bytes follow it: its head and the body its one
-    Content-Length gives; None when there is no such split (no head end, chunked, no more)."""
+    Content-Length or its chunks give; None when there is no such split."""
     end = request.find(b"\r\n\r\n")
-    if end < 0 or b"transfer-encoding" in request[:end].lower():
+    if end < 0:
         return None
-    lengths = re.findall(rb"(?im)^content-length:[ \t]*([0-9]+)[ \t]*\r?$", request[:end])
-    length = int(lengths[0]) if len(lengths) == 1 else 0
-    first = request[: end + 4 + length]
+    if b"transfer-encoding" in request[:end].lower():  # to its last chunk, no trailers
+        last = request.find(b"\r\n0\r\n\r\n", end + 2)
+        first = request[: last + 7] if last >= 0 else request
+    else:
+        lengths = re.findall(rb"(?im)^content-length:[ \t]*([0-9]+)[ \t]*\r?$", request[:end])
+        first = request[: end + 4 + (int(lengths[0]) if len(lengths) == 1 else 0)]
     return first if len(first) < len(request) else None
 
 

@@ -69,6 +69,15 @@ fn header_values<'a>(lines: &'a [&'a [u8]], name: &str) -> Vec<&'a str> {
         .collect()
 }
 
+/// Whether `line` (CRLF-ended) is `name: value` with a token name (RFC 9110 §5.1, 5.6.2).
+fn is_field_line(line: &[u8]) -> bool {
+    let Some(colon) = line.iter().position(|&b| b == b':') else {
+        return false;
+    };
+    let token = |b: &u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(b);
+    colon > 0 && line[..colon].iter().all(token)
+}
+
 impl Framing {
     /// Follow `bytes`, the next ones read from the client: Err(why) refuses the connection.
     pub fn feed(&mut self, mut bytes: &[u8]) -> Result<Verdict, String> {
@@ -141,6 +150,8 @@ impl Framing {
                         State::Trailer => {
                             if self.line == b"\r\n" {
                                 verdict = self.body_ended(!bytes.is_empty())?;
+                            } else if !is_field_line(&self.line) {
+                                return Err("a trailer is not a header field".into());
                             }
                             self.line.clear();
                         }
@@ -309,6 +320,8 @@ mod tests {
         assert!(feed_all(&[&no_crlf]).is_err());
         let hex = [CHUNKED, b"0x5\r\n"].concat();
         assert!(feed_all(&[&hex]).is_err());
+        let trailer = [CHUNKED, b"0\r\na\": [1]\r\n\r\n"].concat();
+        assert!(feed_all(&[&trailer]).unwrap_err().contains("trailer"));
     }
 
     #[test]

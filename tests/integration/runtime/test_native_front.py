@@ -296,3 +296,14 @@ def test_a_missing_front_binary_is_a_clear_exit_1(repo: Path, tmp_path: Path) ->
     logs = server.logs()
     server.stop()
     assert f"THAW_FRONT_BINARY={tmp_path / 'none'}: not an executable file" in logs, logs
+
+
+@requires_front
+def test_a_front_that_dies_stops_its_server_with_exit_1(repo: Path) -> None:
+    server = _serve(repo, "native")
+    server.wait_ready()
+    _front_process(server).kill()
+    assert server.proc.wait(60) == 1
+    logs = server.logs()
+    server.stop()
+    assert "the native front exited (code -9): the HTTP port is gone" in logs, logs
