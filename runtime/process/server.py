@@ -173,7 +173,7 @@ async def serve_app(
             logger.info("Started HTTPService at %s", http_url.split("//", 1)[1])
         stopper = asyncio.create_task(stop.wait())
         failer = asyncio.create_task(state.failed.wait())
-        watched = {stopper, failer}
+        watched: set[asyncio.Task[object]] = {stopper, failer}
         if front is not None:  # a front that dies takes the HTTP port with it: exit 1
             watched.add(asyncio.create_task(front.exited(state)))
         await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
