@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 from runtime.errors import ServingError
 from runtime.process.native_front import front_binary
 from tests.fixtures.models import make_add_sub
-from tests.fixtures.serve_process import ServeProcess
+from tests.fixtures.serve_process import ServeProcess, both_fronts
 from tests.fuzz.targets import DEADLINE_MS, fuzz_target
 
 pytestmark = pytest.mark.integration
@@ -162,18 +162,9 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Serv
         pytest.skip("the native front is not built (make native)")
     repo: Path = tmp_path_factory.mktemp("fuzz_native_front")
     make_add_sub(repo)
-    started = {
-        # A body shorter than its length is answered 408 in a second, not the default minute.
-        front: ServeProcess(repo, "--front", front, *FLAGS)
-        for front in ("python", "native")
-    }
-    try:
-        for server in started.values():
-            server.wait_ready()
+    # A body shorter than its length is answered 408 in a second, not the default minute.
+    with both_fronts(repo, *FLAGS) as started:
         yield started
-    finally:
-        for server in started.values():
-            server.stop()
 
 
 def _class(status: int | None) -> str:

@@ -253,26 +253,13 @@ mod tests {
             expiry(idle, LIMITS, Some(Duration::from_secs(5))),
             Some((t + Duration::from_secs(5), Action::Close))
         );
+        let no_idle = Limits {
+            idle: None,
+            ..LIMITS
+        };
+        assert_eq!(expiry(idle, no_idle, None), None);
         assert_eq!(
-            expiry(
-                idle,
-                Limits {
-                    idle: None,
-                    ..LIMITS
-                },
-                None
-            ),
-            None
-        );
-        assert_eq!(
-            expiry(
-                idle,
-                Limits {
-                    idle: None,
-                    ..LIMITS
-                },
-                Some(Duration::from_secs(5))
-            ),
+            expiry(idle, no_idle, Some(Duration::from_secs(5))),
             Some((t + Duration::from_secs(5), Action::Close))
         );
     }

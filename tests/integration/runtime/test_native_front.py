@@ -28,7 +28,7 @@ import tritonclient.http as httpclient
 from runtime.errors import ServingError
 from runtime.process.native_front import front_binary
 from tests.fixtures.models import make_add_sub, make_python_identity, make_slow_execute
-from tests.fixtures.serve_process import ServeProcess
+from tests.fixtures.serve_process import ServeProcess, both_fronts
 from tests.support import slow_client_checks as checks
 
 
@@ -65,24 +65,19 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return repo
 
 
+FLAGS = ("--max-body-bytes", str(1 << 20), "--allow-grpc=false")
+
+
 def _serve(repo: Path, front: str, *args: str) -> ServeProcess:
-    return ServeProcess(
-        repo, "--front", front, "--max-body-bytes", str(1 << 20), "--allow-grpc=false", *args
-    )
+    return ServeProcess(repo, "--front", front, *FLAGS, *args)
 
 
 @pytest.fixture(scope="module")
 def servers(repo: Path) -> Iterator[dict[str, ServeProcess]]:
     if not _built():
         pytest.skip("the native front is not built (make native)")
-    started = {front: _serve(repo, front) for front in ("python", "native")}
-    try:
-        for server in started.values():
-            server.wait_ready()
+    with both_fronts(repo, *FLAGS) as started:
         yield started
-    finally:
-        for server in started.values():
-            server.stop()
 
 
 def _exchange(hostport: str, request: bytes) -> tuple[int, str, bytes]:
