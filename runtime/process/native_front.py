@@ -114,8 +114,13 @@ class NativeFront:
         ]  # fmt: skip
         if reuse_port:
             argv.append("--reuse-port")
+        # A session (process group) of its own: a terminal's Ctrl-C, or a stop signalled to the
+        # server's whole group, is the server's to act on; it then stops the front in order.
         process = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            start_new_session=True,
         )
         assert process.stdout is not None  # piped
         try:
