@@ -172,7 +172,9 @@ fn seconds(duration: Duration) -> String {
     text.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
-fn answer(status: u16, phrase: &str, message: &str, extra: &str) -> Vec<u8> {
+/// A complete answer that closes its connection: `{"error": message}` in JSON, `extra` header
+/// lines (each ending in CRLF) after `Connection: close`.
+pub fn answer(status: u16, phrase: &str, message: &str, extra: &str) -> Vec<u8> {
     let body = serde_json::json!({ "error": message }).to_string();
     format!(
         "HTTP/1.1 {status} {phrase}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\

@@ -18,7 +18,10 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use crate::framing::{Framing, Verdict};
-use crate::guard::Activity;
+use crate::guard::{answer, Activity};
+
+/// The header that tells Thaw's own answers from hyper's (`replace_parse_error`).
+const THAWS: &str = "Server: thaw\r\n";
 
 pub struct GuardedStream {
     socket: Arc<TcpStream>,
@@ -70,20 +73,12 @@ pub fn replace_parse_error(bytes: &[u8]) -> Option<Vec<u8>> {
         return None;
     }
     let status_line = head.lines().next()?;
-    let status = format!("4{}", std::str::from_utf8(rest.get(..2)?).ok()?);
+    let status: u16 = format!("4{}", std::str::from_utf8(rest.get(..2)?).ok()?)
+        .parse()
+        .ok()?;
     let phrase = status_line.splitn(3, ' ').nth(2).unwrap_or("Bad Request");
-    let body = serde_json::json!({
-        "error": format!("the request is not valid HTTP/1.1 ({status} {phrase})")
-    })
-    .to_string();
-    Some(
-        format!(
-            "HTTP/1.1 {status} {phrase}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
-             Connection: close\r\nServer: thaw\r\n\r\n{body}",
-            body.len()
-        )
-        .into_bytes(),
-    )
+    let message = format!("the request is not valid HTTP/1.1 ({status} {phrase})");
+    Some(answer(status, phrase, &message, THAWS))
 }
 
 impl AsyncRead for GuardedStream {
@@ -129,14 +124,12 @@ impl AsyncRead for GuardedStream {
 
 /// The 400 for a request refused for its framing.
 fn framing_refusal(why: &str) -> Vec<u8> {
-    let body =
-        serde_json::json!({ "error": format!("ambiguous request framing: {why}") }).to_string();
-    format!(
-        "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
-         Connection: close\r\nServer: thaw\r\n\r\n{body}",
-        body.len()
+    answer(
+        400,
+        "Bad Request",
+        &format!("ambiguous request framing: {why}"),
+        THAWS,
     )
-    .into_bytes()
 }
 
 impl AsyncWrite for GuardedStream {
