@@ -104,9 +104,14 @@ class NativeFront:
     ) -> NativeFront:
         """Start the front on host:port before the application on `socket_dir`/serve.sock;
         ServingError says why it did not start (its own error is on stderr before it)."""
+        try:
+            binary, listen = front_binary(), _listen_address(host, port)
+        except ServingError:
+            shutil.rmtree(socket_dir, ignore_errors=True)  # nothing will listen behind it
+            raise
         argv = [
-            str(front_binary()),
-            "--listen", _listen_address(host, port),
+            str(binary),
+            "--listen", listen,
             "--upstream", str(socket_dir / "serve.sock"),
             "--head-timeout-s", f"{limits.head_timeout_s:g}",
             "--idle-timeout-s", f"{limits.idle_timeout_s:g}",
