@@ -78,7 +78,8 @@ system-deps:
 # cargo offline from Debian's packaged crates (no crate registry is reachable), ~30 s. Where cargo
 # is missing it says so and the front's tests skip; as root it apt-get installs the crates when
 # missing (~25 s); a failing build fails. Its own unit tests run with it.
-NATIVE_DEBS  := librust-hyper-dev librust-tokio-dev librust-tower-service-dev librust-serde-json-dev
+NATIVE_DEBS  := librust-hyper-dev librust-tokio-dev librust-tower-service-dev librust-serde-json-dev \
+                librust-nix-dev librust-libc-dev librust-flate2-dev
 NATIVE_CARGO := $(shell command -v cargo 2>/dev/null || ls $(HOME)/.cargo/bin/cargo 2>/dev/null)
 native:
 	@if [ -z "$(NATIVE_CARGO)" ]; then \

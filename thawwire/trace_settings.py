@@ -17,7 +17,7 @@ does not know are refused rather than read loosely or ignored.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -158,6 +158,9 @@ class TraceSettings:
         self.generation = 0
         # Whether any setting traces at all (a level on, a file): a tracer's hot-path check.
         self.maybe_tracing = self._maybe_tracing()
+        # Called with `maybe_tracing` after each update (the native front forwards every
+        # infer while it is true: runtime.process.hot_models).
+        self.watchers: list[Callable[[bool], None]] = []
 
     def setting(self, model: str | None = None) -> TraceSetting:
         """The effective setting of `model` (None: the global one)."""
@@ -190,6 +193,8 @@ class TraceSettings:
             self._models.pop(model, None)  # the model follows the global setting again
         self.generation += 1
         self.maybe_tracing = self._maybe_tracing()
+        for watcher in self.watchers:
+            watcher(self.maybe_tracing)
         return candidate
 
     def _maybe_tracing(self) -> bool:

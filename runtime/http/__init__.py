@@ -3,6 +3,7 @@
     app                the aiohttp application: THE route table, the JSON error middleware
     handlers           thin handlers: decode the request, call the ModelService, encode the answer
     response_encoding  response compression from `Accept-Encoding` (gzip, deflate)
+    front_outcome      the native front's failed hot infers, answered and counted here
     cloud_front        a cloud's own port whose requests the v2 application serves, rewritten
     vertex_ai          Vertex AI's routes as v2 requests (`--allow-vertex-ai`)
     sagemaker          SageMaker's routes as v2 requests (`--allow-sagemaker`)

@@ -16,6 +16,7 @@ from runtime.direct.front_door import FrontDoor
 from runtime.direct.routing import DirectRouting
 from runtime.errors import ModelNotLoaded, RepositoryError, ServingError, UnsupportedEncoding
 from runtime.http.cloud_front import fix_response_headers
+from runtime.http.front_outcome import OUTCOME_PATH
 from runtime.http.handlers import MetricsSource, V2Handlers
 from runtime.models.lifecycle import ServerState, lifecycle_context
 from runtime.models.service import ModelService
@@ -101,6 +102,8 @@ def add_routes(app: web.Application, h: V2Handlers) -> None:
     shm.add_routes(r, lambda handler: g(Category.SHARED_MEMORY, handler))
     if h.metrics_enabled:  # tritonserver's --allow-metrics=false: no metrics anywhere
         r.add_get("/metrics", h.metrics)
+    if h.behind_native_front:  # the front's own route: 404 to any other client
+        r.add_post(OUTCOME_PATH, h.front_outcome)
 
 
 def add_metrics_routes(app: web.Application, h: V2Handlers) -> None:

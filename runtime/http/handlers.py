@@ -31,6 +31,7 @@ from runtime.errors import (
     is_refusal,
 )
 from runtime.header_forward import forwarded_headers
+from runtime.http.front_outcome import TOKEN_HEADER, FrontLink, outcome_error
 from runtime.http.response_encoding import MIN_COMPRESS_BYTES, compress_body, pick_encoding
 from runtime.inference import InferRequest
 from runtime.models.lifecycle import ServerState
@@ -136,6 +137,9 @@ class V2Handlers:
         # Only a replica `thaw up` hands connections to has requests to send back
         # (runtime.direct.routing sets SEND_BACK on those): the rest skip the lookup.
         self._sends_back = config.handoff_socket is not None
+        # The native front answering hot models' infers (`--front native`; runtime.process
+        # .server sets it): its statistics are added in before any are read.
+        self.front: FrontLink | None = None
 
     def restricted(self, category: Category, handler: Route) -> Route:
         """`handler`, or, when `--http-restricted-api` restricts its category, a handler that
@@ -157,6 +161,14 @@ class V2Handlers:
     def body_timeout_s(self) -> float:
         """How long a request body may take to arrive (`--body-timeout-s`)."""
         return self._config.body_timeout_s
+
+    @property
+    def tracer(self) -> RequestTracer | None:
+        return self._tracer
+
+    @property
+    def behind_native_front(self) -> bool:
+        return self._config.http_front == "native"
 
     @property
     def metrics_enabled(self) -> bool:
@@ -233,15 +245,33 @@ class V2Handlers:
         return json_response(self._manager.config(name, version))
 
     async def model_stats(self, request: web.Request) -> web.Response:
+        if self.front is not None:
+            await self.front.sync_stats()
         if "model" not in request.match_info:
             return json_response(self._manager.statistics(None, None))
         name, version = model_ref(request)
         return json_response(self._manager.statistics(name, version))
 
     async def metrics(self, request: web.Request) -> web.Response:
+        if self.front is not None:
+            await self.front.sync_stats()
         response = web.Response(body=self._metrics.exposition())
         response.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return response
+
+    async def front_outcome(self, request: web.Request) -> web.Response:
+        """An infer the native front sent to a stub itself that did not succeed: answered (and
+        counted) here, as this server answers it (runtime.http.front_outcome)."""
+        front = self.front
+        if front is None or not front.admits(request.headers.get(TOKEN_HEADER)):
+            raise web.HTTPNotFound()  # as any path this server does not serve
+        doc = await self._json_body(request)
+        error, answered = outcome_error(doc)
+        front.record_outcome(
+            str(doc.get("model", "")), str(doc.get("version", "")),
+            _count(doc.get("batch_size")), _count(doc.get("request_ns")), answered,
+        )  # fmt: skip
+        raise error
 
     # -- inference -----------------------------------------------------------------------
 
@@ -492,6 +522,10 @@ async def _sent(request: web.Request, response: web.StreamResponse, trace: Trace
     await response.prepare(request)
     await response.write_eof()
     trace.add("HTTP_SEND_END", time.perf_counter_ns())
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and value >= 0 else 0
 
 
 def _header_length(request: web.Request) -> int | None:

@@ -403,6 +403,35 @@ class ModelManager:
         what diagnostics and the GPU proofs look inside. Refused as a request for it would be."""
         return tuple(self._serving(name, version)[1].instances)
 
+    @property
+    def stats_book(self) -> StatsBook:
+        """Every loaded version's statistics (what the native front answered is added in)."""
+        return self._book
+
+    def record_front_outcome(
+        self, name: str, version: str, batch: int, request_ns: int, answered: bool
+    ) -> None:
+        """An execute of a request the native front sent to the stub itself that this server
+        answers (the model's error response: answered; an execute that failed: not)."""
+        for (model, loaded), stats in self._book.items():
+            if (model, loaded) == (name, version):
+                batch = max(batch, 1)
+                stats.record_execution(batch, [(answered, batch, 0, request_ns)], (0, 0, 0))
+                return
+
+    def serving_versions(self) -> list[tuple[str, LoadedVersion, bool]]:
+        """(name, version, whether unversioned requests go to it) of every version serving
+        now, in a server without model namespaces (the native front's hot models,
+        runtime.process.hot_models)."""
+        if self._ns.enabled:
+            return []
+        return [
+            (model.name, loaded, loaded.version == model.latest)
+            for model in list(self._models.values())
+            if model.state == ModelState.READY
+            for loaded in list(model.versions.values())
+        ]
+
     def metadata(self, name: str, version: str | None) -> dict[str, Any]:
         model, loaded = self._serving(name, version)
         asked = loaded.version if version else None  # Triton lists only the one asked for

@@ -111,6 +111,35 @@ class ModelStats:
                     self.fail.add(request_ns)
                     self.failures[FailureReason.BACKEND] += 1
 
+    def record_summed(
+        self,
+        batch_size: int,
+        count: int,
+        request_ns: int,
+        queue_ns: int,
+        compute: tuple[int, int, int],
+        last_ms: int,
+    ) -> None:
+        """`count` successful one-request executions of `batch_size` inferences each, summed
+        (what the native front answered itself, runtime.process.front_control)."""
+        input_ns, infer_ns, output_ns = compute
+        with self.lock:
+            self.execution_count += count
+            self.inference_count += count * batch_size
+            self.last_inference_ms = max(self.last_inference_ms, last_ms)
+            batch = self.batches.get(batch_size)
+            if batch is None:
+                batch = self.batches[batch_size] = _BatchStats()
+            for total, durations in (
+                (input_ns, (batch.compute_input, self.compute_input)),
+                (infer_ns, (batch.compute_infer, self.compute_infer)),
+                (output_ns, (batch.compute_output, self.compute_output)),
+            ):
+                for duration in durations:
+                    duration.add(total, count)
+            self.success.add(request_ns, count)
+            self.queue.add(queue_ns, count)
+
     def record_cache_hit(self, request_ns: int, hit_ns: int) -> None:
         """A request answered from the response cache: a success that executed nothing."""
         with self.lock:

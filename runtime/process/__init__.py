@@ -8,6 +8,8 @@
     sagemaker_flags  tritonserver's SageMaker flags and SageMaker's `SAGEMAKER_*` environment
     server           bind the listeners, announce them, drain on SIGTERM
     native_front     `--front native`: the native HTTP front (native/front) before the application
+    front_control    the front's control socket: stub relays, hot versions, its statistics
+    hot_models       which versions the front answers itself, kept in step with the loads
     cloud_ports      the SageMaker and Vertex AI ports beside the v2 HTTP port
     zygote           the fork server: a process with the frameworks imported forks `thaw serve`s
     cuda_warmup      a CUDA-ready warm process: contexts, memory pools, pinned staging

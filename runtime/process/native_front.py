@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import shutil
@@ -26,8 +27,14 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from runtime.config import ServeConfig
 from runtime.errors import ServingError
+from runtime.http.front_outcome import FrontLink
+from runtime.http.handlers import V2Handlers
 from runtime.models.lifecycle import ServerState
+from runtime.models.manager import ModelManager
+from runtime.process.front_control import FrontControl
+from runtime.process.hot_models import HotModels
 from thawserver.connection_drain import count_down_connections
 from thawserver.connection_limits import ConnectionLimits
 
@@ -86,11 +93,37 @@ def _listen_address(host: str, port: int) -> str:
 
 @dataclass
 class NativeFront:
-    """The running front: its URL, its process."""
+    """The running front: its URL, its process; its control socket and the task keeping its
+    hot models in step (runtime.process.hot_models), once `answer_hot_models` ran."""
 
     url: str
     process: asyncio.subprocess.Process
     socket_dir: Path
+    control: FrontControl | None = None
+    hot: asyncio.Task[None] | None = None
+
+    def answer_hot_models(
+        self, manager: ModelManager, handlers: V2Handlers, config: ServeConfig
+    ) -> None:
+        """Let the front answer the hot Python models' infers (phase 2 of decision 0032):
+        their stubs relayed through it, their versions served, its statistics added to this
+        server's, its failures answered by this server, every infer forwarded while tracing."""
+        control = self.control
+        if control is None:
+            return
+        book = manager.stats_book
+        handlers.front = FrontLink(
+            token=control.token,
+            sync_stats=functools.partial(control.sync_stats, book),
+            record_outcome=manager.record_front_outcome,
+        )
+        if handlers.tracer is not None:
+            settings = handlers.tracer.settings
+            settings.watchers.append(control.pause)
+            if settings.maybe_tracing:
+                control.pause(True)
+        hot = HotModels(control, manager, config)
+        self.hot = asyncio.create_task(hot.run(), name="native-front-hot-models")
 
     @classmethod
     async def start(
@@ -101,9 +134,11 @@ class NativeFront:
         reuse_port: bool,
         socket_dir: Path,
         limits: ConnectionLimits,
+        control: FrontControl | None = None,
     ) -> NativeFront:
         """Start the front on host:port before the application on `socket_dir`/serve.sock;
-        ServingError says why it did not start (its own error is on stderr before it)."""
+        ServingError says why it did not start (its own error is on stderr before it).
+        `control`: the control socket whose other end the front inherits (hot models)."""
         try:
             binary, listen = front_binary(), _listen_address(host, port)
         except ServingError:
@@ -119,6 +154,10 @@ class NativeFront:
         ]  # fmt: skip
         if reuse_port:
             argv.append("--reuse-port")
+        pass_fds: tuple[int, ...] = ()
+        if control is not None:
+            argv += ["--control-fd", str(control.front_end.fileno())]
+            pass_fds = (control.front_end.fileno(),)
         # A session (process group) of its own: a terminal's Ctrl-C, or a stop signalled to the
         # server's whole group, is the server's to act on; it then stops the front in order.
         process = await asyncio.create_subprocess_exec(
@@ -126,7 +165,10 @@ class NativeFront:
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             start_new_session=True,
+            pass_fds=pass_fds,
         )
+        if control is not None:
+            control.attach(asyncio.get_running_loop())  # the front holds its end now
         assert process.stdout is not None  # piped
         try:
             line = await asyncio.wait_for(process.stdout.readline(), _START_TIMEOUT_S)
@@ -142,7 +184,7 @@ class NativeFront:
             raise ServingError(f"the native front did not start (exit {code}): {why}")
         url = text.split(None, 1)[1]
         logger.info("native front on %s, forwarding to %s", url, socket_dir / "serve.sock")
-        return cls(url=url, process=process, socket_dir=socket_dir)
+        return cls(url=url, process=process, socket_dir=socket_dir, control=control)
 
     async def exited(self, state: ServerState) -> None:
         """Return when the front exits on its own (it never should): the server then stops
@@ -155,6 +197,8 @@ class NativeFront:
     async def stop(self, deadline_s: float, idle_s: float) -> float:
         """Stop accepting; serve the open connections until each is idle `idle_s` or
         `deadline_s` passed, logging Triton's countdown of them; the seconds left."""
+        if self.hot is not None:
+            self.hot.cancel()
         stdin, stdout = self.process.stdin, self.process.stdout
         open_now = [0]
         if stdin is not None and stdout is not None and self.process.returncode is None:
@@ -168,15 +212,27 @@ class NativeFront:
             reader.cancel()
         else:
             remaining_s = deadline_s
+        if self.control is None:  # it exits once drained
+            await self.close(remaining_s + _STOP_GRACE_S)
+        return remaining_s
+
+    async def close(self, wait_s: float = _STOP_GRACE_S) -> None:
+        """End the front (after `stop`, once the models are unloaded: with a control socket
+        it relays their stubs until then, so each model's finalize() runs) and remove the
+        private socket's directory."""
+        stdin = self.process.stdin
+        if stdin is not None and not stdin.is_closing():
+            stdin.close()  # its end of input: it exits
         try:
-            await asyncio.wait_for(self.process.wait(), remaining_s + _STOP_GRACE_S)
+            await asyncio.wait_for(self.process.wait(), wait_s)
         except TimeoutError:
-            logger.warning("the native front did not stop in %.1fs: killed", deadline_s)
+            logger.warning("the native front did not exit in %.1fs: killed", wait_s)
             with contextlib.suppress(ProcessLookupError):
                 self.process.kill()
             await self.process.wait()
+        if self.control is not None:
+            self.control.close()
         shutil.rmtree(self.socket_dir, ignore_errors=True)
-        return remaining_s
 
 
 async def _open_count(stdout: asyncio.StreamReader) -> int | None:

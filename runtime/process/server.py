@@ -28,11 +28,14 @@ from runtime.errors import ServingError
 from runtime.http.app import (
     CONNECTIONS,
     HANDLERS,
+    MODELS,
     RUNNER_OPTIONS,
     SERVER_STATE,
     build_metrics_app,
 )
+from runtime.models.manager import ModelManager
 from runtime.process.cloud_ports import CloudPorts
+from runtime.process.front_control import FrontControl
 from runtime.process.native_front import NativeFront, private_socket_dir
 from thawserver.aiohttp_compat import JsonErrorRunner
 from thawserver.connection_drain import DRAIN_IDLE_TIMEOUT_S, count_down_connections
@@ -138,8 +141,11 @@ async def serve_app(
                 listeners.append(listener)
                 front = await NativeFront.start(
                     host=config.host, port=config.port, reuse_port=config.reuse_http_port,
-                    socket_dir=socket_dir, limits=config.connections,
+                    socket_dir=socket_dir, limits=config.connections, control=FrontControl(),
                 )  # fmt: skip
+                manager = app[MODELS]
+                if isinstance(manager, ModelManager):
+                    front.answer_hot_models(manager, app[HANDLERS], config)
                 http_url = front.url
             elif config.allow_http:
                 listener, http_url = await _listen(
@@ -209,6 +215,8 @@ async def serve_app(
         if metrics_runner is not None:
             await metrics_runner.cleanup()
         await runner.cleanup()  # drains handed-off connections too: they share the server
+        if front is not None:
+            await front.close()  # after the models' finalize(): it relayed their stubs
         if receiver is not None:
             await receiver.close()  # after the drain: it reports every connection ended
         if state.start_error is not None:

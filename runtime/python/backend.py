@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf import json_format
 
@@ -49,6 +49,9 @@ from runtime.python.stub.model_runner import (
 )
 from runtime.python.stub.protocol import SENDER_DROPPED, wants_reschedule
 from tritonconfig.schema import mc
+
+if TYPE_CHECKING:
+    from runtime.python.stub_backend import StubPython
 
 __all__ = ["PythonBackend", "auto_complete_config", "install_pb_utils"]
 
@@ -325,6 +328,13 @@ class PythonBackend:
     @property
     def execute_async(self) -> AsyncExecute | None:
         return self._impl.execute_async
+
+    @property
+    def stub(self) -> StubPython | None:
+        """The instance's stub (None: it runs in this process)."""
+        from runtime.python.stub_backend import StubPython
+
+        return self._impl if isinstance(self._impl, StubPython) else None
 
     def load(self, ctx: LoadContext) -> None:
         if placement(ctx.config) == PythonRuntime.PROCESS:

@@ -120,6 +120,20 @@ class LoopChannel:
             raise
         encoded.close()
 
+    def splice(self, sock: socket.socket) -> socket.socket:
+        """Go on over `sock` instead (the native front's relay of this stub's socket, which
+        carries what the stub sent and was not yet read): what is queued goes there, in order.
+        Returns the former socket, for the caller to hand over and close."""
+        old = self._sock
+        self._loop.remove_reader(self._fd)
+        self._loop.remove_writer(self._fd)
+        sock.setblocking(False)
+        self._sock, self._fd = sock, sock.fileno()
+        self._loop.add_reader(self._fd, self._readable)
+        if self._backlog:
+            self._loop.add_writer(self._fd, self._writable)
+        return old
+
     def close(self) -> None:
         """Stop reading and close the socket (`on_closed` is not called)."""
         if self.closed:

@@ -25,10 +25,11 @@ import contextlib
 import functools
 import logging
 import shutil
+import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -67,6 +68,16 @@ _ENCODE_OFF_LOOP_BYTES = 1 << 20
 _RETRY = Message({"op": "retry"})
 # A non-decoupled request's result until its sender's response comes (after the execute).
 _SENDER_PLACEHOLDER = ServingError("the model's response sender has not answered yet")
+
+
+class StubRelay(Protocol):
+    """What relays a stub's socket (runtime.process.front_control.FrontControl)."""
+
+    def relay(
+        self, model: str, version: str, instance: str, stub: socket.socket
+    ) -> socket.socket: ...
+
+    async def retire(self, model: str, version: str) -> None: ...
 
 
 class _Stub:
@@ -115,6 +126,8 @@ class StubPython:
         self._unloading = False
         self._initializing: asyncio.Future[Message | None] | None = None
         self._restart: asyncio.Task[None] | None = None
+        # The native front relaying this instance's stub socket (decision 0032), once it does.
+        self._relay: StubRelay | None = None
 
     # -- lifecycle (load and unload run in a loader thread; the stub itself on the loop) -----
 
@@ -172,6 +185,11 @@ class StubPython:
 
     async def _finalize(self) -> _Stub | None:
         self._unloading = True
+        if self._relay is not None:
+            # The front answers this version's infers no more, and has the answers of those
+            # it sent, before the model's finalize() runs.
+            with contextlib.suppress(ConnectionError, TimeoutError):
+                await self._relay.retire(self._name, self._version)
         stub = self._stub
         if stub is not None:
             with contextlib.suppress(ChannelClosed):
@@ -226,10 +244,35 @@ class StubPython:
             )
             raise RepositoryError(f"model '{self._name}' version {self._version}: {why}")
         self._stub = stub
+        if self._relay is not None:  # a stub started again after one died: relayed as it was
+            self._splice(self._relay)
         logger.info(
             "model=%s instance %s: stub pid %d ready%s", self._name, self._instance,
             stub.proc.pid, " (a spare, started ahead)" if started_ahead else "",
         )  # fmt: skip
+
+    async def relay_through(self, relay: StubRelay) -> None:
+        """From now on this instance's stub socket goes through the native front's relay
+        (runtime.process.front_control), which answers the executes it sends itself; so
+        does the socket of every stub started for this instance after (one that died)."""
+        self._relay = relay
+        self._splice(relay)
+
+    def _splice(self, relay: StubRelay) -> None:
+        stub = self._stub
+        if stub is None or stub.channel is None or stub.channel.closed:
+            return
+        try:
+            relayed = relay.relay(self._name, self._version, self._instance, stub.sock)
+        except ConnectionError as exc:
+            logger.warning("model=%s: the native front does not relay its stub: %s",
+                           self._name, exc)  # fmt: skip
+            return
+        former = stub.channel.splice(relayed)
+        stub.sock = relayed
+        former.close()  # the front holds its own copy
+        logger.info("model=%s instance %s: its stub is relayed by the native front",
+                    self._name, self._instance)  # fmt: skip
 
     # -- execute ------------------------------------------------------------------------------
 

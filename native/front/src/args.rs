@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub const USAGE: &str = "usage: thaw-front --listen HOST:PORT --upstream SOCKET \
-[--reuse-port] [--head-timeout-s S] [--idle-timeout-s S] [--max-connections N]
+[--reuse-port] [--head-timeout-s S] [--idle-timeout-s S] [--max-connections N] [--control-fd N]
 
 Thaw's native HTTP front (decision 0032, phase 1). It listens on HOST:PORT and forwards every
 request, whole, to the `thaw serve` listening on the Unix socket SOCKET, streaming bodies both
@@ -22,7 +22,9 @@ once.
   --idle-timeout-s S  a kept-alive connection with no request is closed after S s (0: never;
                       default 75)
   --max-connections N past N open connections a new one is answered 503 (0: no cap; default
-                      10000)";
+                      10000)
+  --control-fd N      an inherited AF_UNIX SOCK_SEQPACKET socket from `thaw serve`: the stubs'
+                      relays and the versions the front answers itself (decision 0032 phase 2)";
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Args {
@@ -32,6 +34,7 @@ pub struct Args {
     pub head_timeout: Option<Duration>,
     pub idle_timeout: Option<Duration>,
     pub max_connections: usize,
+    pub control_fd: Option<i32>,
 }
 
 fn seconds(flag: &str, text: &str) -> Result<Option<Duration>, String> {
@@ -54,6 +57,7 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
         head_timeout: Some(Duration::from_secs(10)),
         idle_timeout: Some(Duration::from_secs(75)),
         max_connections: 10_000,
+        control_fd: None,
     };
     let mut words = argv.iter();
     while let Some(flag) = words.next() {
@@ -79,6 +83,15 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
                 args.max_connections = value
                     .parse()
                     .map_err(|_| format!("--max-connections {value:?} is not a count"))?
+            }
+            "--control-fd" => {
+                args.control_fd = Some(
+                    value
+                        .parse::<i32>()
+                        .ok()
+                        .filter(|fd| *fd >= 0)
+                        .ok_or_else(|| format!("--control-fd {value:?} is not a descriptor"))?,
+                )
             }
             _ => return Err(format!("unknown flag {flag:?}")),
         }
@@ -107,6 +120,10 @@ mod tests {
         assert!(args.reuse_port);
         assert_eq!(args.head_timeout, Some(Duration::from_millis(500)));
         assert_eq!(args.idle_timeout, None);
+        assert_eq!(args.control_fd, None);
+        let args = parse(&words("--listen 127.0.0.1:1 --upstream /s --control-fd 5")).unwrap();
+        assert_eq!(args.control_fd, Some(5));
+        assert!(parse(&words("--listen 127.0.0.1:1 --upstream /s --control-fd x")).is_err());
     }
 
     #[test]

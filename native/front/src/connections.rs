@@ -20,6 +20,8 @@ use tokio::time::{sleep_until, timeout, Instant};
 use crate::body::GuardedBody;
 use crate::forward::forward;
 use crate::guard::{expiry, full_answer, timeout_answer, Action, Activity, Limits};
+use crate::hot;
+use crate::registry::Registry;
 use crate::stream::{shut_write, GuardedStream};
 use crate::upstream::Upstream;
 
@@ -30,6 +32,8 @@ const LINGER: Duration = Duration::from_secs(1);
 /// What every connection shares: the upstream, the limits, the drain.
 pub struct Front {
     pub upstream: Upstream,
+    /// The control socket's registry (`--control-fd`): versions answered here.
+    pub registry: Option<Arc<Registry>>,
     http: Http,
     limits: Limits,
     max_connections: usize,
@@ -39,7 +43,12 @@ pub struct Front {
 }
 
 impl Front {
-    pub fn new(upstream: Upstream, limits: Limits, max_connections: usize) -> Self {
+    pub fn new(
+        upstream: Upstream,
+        registry: Option<Arc<Registry>>,
+        limits: Limits,
+        max_connections: usize,
+    ) -> Self {
         let mut http = Http::new();
         http.http1_only(true)
             .http1_keep_alive(true)
@@ -47,6 +56,7 @@ impl Front {
             .http1_title_case_headers(true);
         Front {
             upstream,
+            registry,
             http,
             limits,
             max_connections,
@@ -86,7 +96,12 @@ pub async fn serve(front: Arc<Front>, socket: TcpStream) {
             activity.request_began();
             let (front, activity) = (front.clone(), activity.clone());
             async move {
-                let answer = forward(front.upstream.clone(), request).await?;
+                let answer = match &front.registry {
+                    Some(registry) => {
+                        hot::serve(registry.clone(), front.upstream.clone(), request).await?
+                    }
+                    None => forward(front.upstream.clone(), request).await?,
+                };
                 let (mut parts, body) = answer.into_parts();
                 if front.draining() || activity.closes_after() {
                     parts

@@ -75,7 +75,7 @@ pub fn end_to_end(headers: &HeaderMap, also: &[&str]) -> HeaderMap {
 }
 
 /// An error's text with its causes ("error from user's HttpBody stream: invalid chunk size").
-fn cause(exc: &(dyn std::error::Error + 'static)) -> String {
+pub fn cause(exc: &(dyn std::error::Error + 'static)) -> String {
     let mut text = exc.to_string();
     let mut source = exc.source();
     while let Some(inner) = source {
@@ -245,23 +245,29 @@ pub async fn forward(
         &["expect"]
     };
     *outgoing.headers_mut() = end_to_end(&parts.headers, dropped);
+    Ok(exchange(upstream, outgoing).await)
+}
+
+/// `outgoing`, sent to `thaw serve`; its answer as the client gets it, or a 502 (a 400 when
+/// the client's own body broke off).
+pub async fn exchange(upstream: Upstream, outgoing: Request<Body>) -> Response<Body> {
     let answer = match upstream.request(outgoing).await {
         Ok(answer) => answer,
         // The client's body broke off or was malformed (a bad chunk size): the client's fault.
         Err(exc) if exc.is_user() => {
-            return Ok(refusal(
+            return refusal(
                 StatusCode::BAD_REQUEST,
                 &format!("the request body could not be read: {}", cause(&exc)),
-            ))
+            )
         }
         Err(exc) => {
-            return Ok(refusal(
+            return refusal(
                 StatusCode::BAD_GATEWAY,
                 &format!(
                     "the server behind the native front did not answer: {}",
                     cause(&exc)
                 ),
-            ))
+            )
         }
     };
     let (parts, body) = answer.into_parts();
@@ -275,7 +281,7 @@ pub async fn forward(
             .headers_mut()
             .insert(CONNECTION, HeaderValue::from_static("close"));
     }
-    Ok(response)
+    response
 }
 
 #[cfg(test)]

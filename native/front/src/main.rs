@@ -8,15 +8,25 @@
 //! (control.rs). One event-loop thread (tokio's current-thread runtime), as the spike that
 //! measured the design (benchmarks/native_front_spike).
 
+mod accept;
+mod answer;
 mod args;
 mod body;
 mod connections;
 mod control;
+mod ctlsock;
+mod encoding;
 mod forward;
 mod framing;
 mod guard;
+mod hot;
+mod registry;
+mod relay;
+mod seqpacket;
+mod stats;
 mod stream;
 mod upstream;
+mod wire;
 
 use std::io;
 use std::sync::Arc;
@@ -86,8 +96,15 @@ async fn run(args: args::Args) -> io::Result<()> {
         head: args.head_timeout,
         idle: args.idle_timeout,
     };
+    let registry = match args.control_fd {
+        Some(fd) => Some(ctlsock::start(fd).map_err(|exc| {
+            io::Error::new(exc.kind(), format!("cannot use --control-fd {fd}: {exc}"))
+        })?),
+        None => None,
+    };
     let front = Arc::new(Front::new(
         upstream::client(args.upstream.clone()),
+        registry,
         limits,
         args.max_connections,
     ));
@@ -131,6 +148,14 @@ async fn run(args: args::Args) -> io::Result<()> {
         }
     };
     let drained = tokio::time::timeout(deadline, report).await.is_ok();
+    if args.control_fd.is_some() {
+        // The hot models' stubs are still relayed here: `thaw serve` unloads them (each
+        // model's finalize() goes through the relay) and then ends the front's input. What
+        // is still open closes after its answer.
+        front.drain(std::time::Duration::ZERO);
+        while commands.recv().await.is_some() {}
+        return Ok(());
+    }
     if !drained {
         eprintln!(
             "thaw-front: {} connection(s) still open at the stop's deadline: closed",

@@ -1,0 +1,429 @@
+"""The native front answering hot Python models' infers itself (decision 0032, phase 2): a real
+`thaw serve --front native`, its real front and real stubs, against `--front python` on the
+same repository.
+
+The same requests get the same answers (status, content type, coding, body) whether the front
+answers them itself (JSON and binary tensors, named outputs, batches, tensors too large for a
+datagram, compression) or forwards them (anything it does not certainly take), and every
+failure's words are `thaw serve`'s (the front asks it: runtime.http.front_outcome). The
+statistics count the same; a stub that dies is restarted and relayed again; an unload retires
+the version first and the model's finalize() runs, at an unload and at a stop.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import struct
+import time
+import urllib.request
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from runtime.errors import ServingError
+from runtime.process.native_front import front_binary
+from tests.fixtures.models import make_add_sub
+from tests.fixtures.serve_process import ServeProcess, both_fronts
+
+
+def _built() -> bool:
+    try:
+        front_binary()
+    except ServingError:
+        return False
+    return True
+
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not _built(), reason="the native front is not built (make native)"),
+]
+
+_TYPES = """
+name: "types"
+backend: "python"
+max_batch_size: 8
+input [
+  { name: "F" data_type: TYPE_FP32 dims: [ -1 ] },
+  { name: "I" data_type: TYPE_INT64 dims: [ 2 ] },
+  { name: "B" data_type: TYPE_BOOL dims: [ 2 ] },
+  { name: "U" data_type: TYPE_UINT8 dims: [ 3 ] }
+]
+output [
+  { name: "F2" data_type: TYPE_FP32 dims: [ -1 ] },
+  { name: "I2" data_type: TYPE_INT64 dims: [ 2 ] },
+  { name: "NB" data_type: TYPE_BOOL dims: [ 2 ] },
+  { name: "S" data_type: TYPE_STRING dims: [ 3 ] }
+]
+instance_group [ { count: 2 kind: KIND_CPU } ]
+"""
+
+_TYPES_MODEL = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for request in requests:
+            f = pb_utils.get_input_tensor_by_name(request, "F").as_numpy()
+            i = pb_utils.get_input_tensor_by_name(request, "I").as_numpy()
+            b = pb_utils.get_input_tensor_by_name(request, "B").as_numpy()
+            u = pb_utils.get_input_tensor_by_name(request, "U").as_numpy()
+            s = np.array([[str(v).encode() for v in row] for row in u], dtype=np.object_)
+            out.append(pb_utils.InferenceResponse(
+                [pb_utils.Tensor("F2", f * 2), pb_utils.Tensor("I2", i - 7),
+                 pb_utils.Tensor("NB", ~b), pb_utils.Tensor("S", s)],
+                parameters={"rows": int(f.shape[0])},
+            ))
+        return out
+"""
+
+_FAULTY = """
+name: "faulty"
+backend: "python"
+max_batch_size: 0
+input [ { name: "MODE" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "OUT" data_type: TYPE_STRING dims: [ 1 ] } ]
+instance_group [ { count: 1 kind: KIND_CPU } ]
+parameters { key: "marker" value: { string_value: "MARKER" } }
+"""
+
+# MODE 0: an answer; 1: the model's error (INVALID_ARG); 2: execute raises; 3: the stub dies;
+# 4: bytes that are not UTF-8.
+_FAULTY_MODEL = """
+import json
+import os
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        self.marker = config["parameters"]["marker"]["string_value"]
+
+    def execute(self, requests):
+        out = []
+        for request in requests:
+            mode = int(pb_utils.get_input_tensor_by_name(request, "MODE").as_numpy()[0])
+            if mode == 1:
+                out.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(
+                    "MODE 1 is refused", pb_utils.TritonError.INVALID_ARG)))
+            elif mode == 2:
+                raise RuntimeError("MODE 2 raises")
+            elif mode == 3:
+                os._exit(3)
+            else:
+                text = b"ok" if mode == 0 else b"\\xff\\xfe"
+                out.append(pb_utils.InferenceResponse(
+                    [pb_utils.Tensor("OUT", np.array([text], dtype=np.object_))]))
+        return out
+
+    def finalize(self):
+        with open(self.marker, "a") as f:
+            f.write("finalized\\n")
+"""
+
+
+def _write(repo: Path, name: str, config: str, model: str) -> None:
+    (repo / name / "1").mkdir(parents=True)
+    (repo / name / "config.pbtxt").write_text(config)
+    (repo / name / "1" / "model.py").write_text(model)
+
+
+def _repo(root: Path, marker: Path) -> Path:
+    repo = root / "repo"
+    repo.mkdir()
+    make_add_sub(repo, "big", dims=(-1,))
+    _write(repo, "types", _TYPES, _TYPES_MODEL)
+    _write(repo, "faulty", _FAULTY.replace("MARKER", str(marker)), _FAULTY_MODEL)
+    return repo
+
+
+FLAGS = ("--allow-grpc=false", "--allow-metrics=false")
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ServeProcess]]:
+    root = tmp_path_factory.mktemp("hot")
+    with both_fronts(_repo(root, root / "finalized.txt"), *FLAGS) as started:
+        _wait_hot(started["native"], ("big", "types", "faulty"))
+        yield started
+
+
+def _wait_hot(
+    server: ServeProcess, models: tuple[str, ...], times: int = 1, timeout_s: float = 30
+) -> None:
+    """Wait until the front was told `times` times to answer each of `models`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        logs = server.logs()
+        if all(
+            logs.count(f"model={m} version=1: the native front answers") >= times for m in models
+        ):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the front never took {models}:\n{server.logs()[-3000:]}")
+
+
+def _tensor(name: str, datatype: str, shape: list[int], data: list[object]) -> dict[str, object]:
+    return {"name": name, "datatype": datatype, "shape": shape, "data": data}
+
+
+def _types_doc(rows: int = 1, **extra: object) -> dict[str, object]:
+    return {
+        "inputs": [
+            _tensor("F", "FP32", [rows, 3], [0.1, -2.5, 3e38] * rows),
+            _tensor("I", "INT64", [rows, 2], [2**40, -5] * rows),
+            _tensor("B", "BOOL", [rows, 2], [True, False] * rows),
+            _tensor("U", "UINT8", [rows, 3], [0, 7, 255] * rows),
+        ],
+        **extra,
+    }
+
+
+def _binary(doc: dict[str, object], blobs: dict[str, bytes]) -> tuple[bytes, dict[str, str]]:
+    """`doc` with the named inputs' data sent as binary tensors after the JSON."""
+    inputs = doc["inputs"]
+    assert isinstance(inputs, list)
+    tail = b""
+    for entry in inputs:
+        if entry["name"] in blobs:
+            del entry["data"]
+            entry["parameters"] = {"binary_data_size": len(blobs[entry["name"]])}
+            tail += blobs[entry["name"]]
+    header = json.dumps(doc).encode()
+    return header + tail, {"Inference-Header-Content-Length": str(len(header))}
+
+
+def _mode(mode: int) -> bytes:
+    return json.dumps({"inputs": [_tensor("MODE", "INT32", [1], [mode])]}).encode()
+
+
+def _big(count: int, **extra: object) -> bytes:
+    values = [float(i % 97) for i in range(count)]
+    return json.dumps(
+        {"inputs": [_tensor("INPUT0", "FP32", [count], values),
+                    _tensor("INPUT1", "FP32", [count], values)], **extra}
+    ).encode()  # fmt: skip
+
+
+_BINARY_TYPES, _BINARY_HEADERS = _binary(
+    _types_doc(2), {"F": struct.pack("<6f", 1, 2, 3, 4, 5, 6), "U": bytes([1, 2, 3, 4, 5, 6])}
+)
+
+# name -> (path, body, headers)
+CASES: dict[str, tuple[str, bytes, dict[str, str]]] = {
+    "json": ("/v2/models/types/infer", json.dumps(_types_doc()).encode(), {}),
+    "json, versioned, an id": (
+        "/v2/models/types/versions/1/infer",
+        json.dumps(_types_doc(id="req-7")).encode(),
+        {},
+    ),
+    "a batch of 3": ("/v2/models/types/infer", json.dumps(_types_doc(3)).encode(), {}),
+    "named outputs, one binary": (
+        "/v2/models/types/infer",
+        json.dumps(
+            _types_doc(outputs=[{"name": "S", "parameters": {"binary_data": True}}, {"name": "F2"}])
+        ).encode(),
+        {},
+    ),
+    "binary outputs": (
+        "/v2/models/types/infer",
+        json.dumps(_types_doc(parameters={"binary_data_output": True})).encode(),
+        {},
+    ),
+    "binary inputs": ("/v2/models/types/infer", _BINARY_TYPES, _BINARY_HEADERS),
+    "tensors in memfds": ("/v2/models/big/infer", _big(30_000), {}),
+    "compressed answer": ("/v2/models/big/infer", _big(500), {"Accept-Encoding": "gzip"}),
+    "deflate, binary": (
+        "/v2/models/big/infer",
+        _big(500, parameters={"binary_data_output": True}),
+        {"Accept-Encoding": "br;q=1, deflate"},
+    ),
+    # Forwarded: what the front does not certainly take is `thaw serve`'s to answer.
+    "a model parameter": (
+        "/v2/models/types/infer",
+        json.dumps(_types_doc(parameters={"x": 1})).encode(),
+        {},
+    ),
+    "wrong datatype": (
+        "/v2/models/faulty/infer",
+        json.dumps({"inputs": [_tensor("MODE", "INT64", [1], [0])]}).encode(),
+        {},
+    ),
+    "wrong shape": (
+        "/v2/models/faulty/infer",
+        json.dumps({"inputs": [_tensor("MODE", "INT32", [2], [0, 0])]}).encode(),
+        {},
+    ),
+    "a float for INT32": (
+        "/v2/models/faulty/infer",
+        json.dumps({"inputs": [_tensor("MODE", "INT32", [1], [0.5])]}).encode(),
+        {},
+    ),
+    "a missing input": ("/v2/models/types/infer", b'{"inputs": []}', {}),
+    "an unknown output": (
+        "/v2/models/faulty/infer",
+        json.dumps(
+            {"inputs": [_tensor("MODE", "INT32", [1], [0])], "outputs": [{"name": "NOPE"}]}
+        ).encode(),
+        {},
+    ),
+    "batch over max_batch_size": ("/v2/models/types/infer", json.dumps(_types_doc(9)).encode(), {}),
+    # Outcomes the front hands to `thaw serve`.
+    "the model's error": ("/v2/models/faulty/infer", _mode(1), {}),
+    "execute raises": ("/v2/models/faulty/infer", _mode(2), {}),
+    "bytes that are not UTF-8": ("/v2/models/faulty/infer", _mode(4), {}),
+    "a good one": ("/v2/models/faulty/infer", _mode(0), {}),
+}
+
+
+def _post(
+    server: ServeProcess, path: str, body: bytes, headers: dict[str, str]
+) -> tuple[int, dict[str, str], bytes]:
+    request = urllib.request.Request(server.url + path, data=body, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            status, head, raw = response.status, dict(response.headers), response.read()
+    except urllib.error.HTTPError as exc:
+        status, head, raw = exc.code, dict(exc.headers), exc.read()
+    coding = head.get("Content-Encoding")
+    if coding == "gzip":
+        raw = gzip.decompress(raw)
+    elif coding == "deflate":
+        raw = zlib.decompress(raw)
+    return status, head, raw
+
+
+def _answer(server: ServeProcess, name: str) -> tuple[int, str, str | None, str | None, bytes]:
+    path, body, headers = CASES[name]
+    status, head, raw = _post(server, path, body, headers)
+    return (
+        status,
+        head.get("Content-Type", ""),
+        head.get("Content-Encoding"),
+        head.get("Inference-Header-Content-Length"),
+        raw,
+    )
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_the_same_request_gets_the_same_answer(servers: dict[str, ServeProcess], name: str) -> None:
+    python, native = (_answer(servers[f], name) for f in ("python", "native"))
+    assert native == python
+
+
+def _stats(server: ServeProcess, model: str) -> dict[str, object]:
+    with urllib.request.urlopen(f"{server.url}/v2/models/{model}/stats", timeout=30) as r:
+        row = json.loads(r.read())["model_stats"][0]
+    stats = row["inference_stats"]
+    return {
+        "inferences": row["inference_count"],
+        "executions": row["execution_count"],
+        "success": stats["success"]["count"],
+        "fail": stats["fail"]["count"],
+        "queue": stats["queue"]["count"],
+        "compute_infer": stats["compute_infer"]["count"],
+        "batches": {b["batch_size"]: b["compute_infer"]["count"] for b in row["batch_stats"]},
+    }
+
+
+def test_the_statistics_count_alike(servers: dict[str, ServeProcess]) -> None:
+    """What the front answered itself is in `thaw serve`'s statistics, failures included."""
+    for front in ("python", "native"):
+        for _ in range(3):
+            _post(servers[front], *CASES["a batch of 3"])
+            _post(servers[front], *CASES["the model's error"])
+    python, native = (
+        {m: _stats(servers[f], m) for m in ("types", "faulty")} for f in ("python", "native")
+    )
+    assert native == python
+    # The model's own error responses are answered requests (as Triton counts them).
+    assert native["types"]["success"] >= 3 and native["faulty"]["success"] >= 3
+
+
+def test_a_stub_that_dies_is_relayed_again(servers: dict[str, ServeProcess]) -> None:
+    python, native = (_post(servers[f], "/v2/models/faulty/infer", _mode(3), {})
+                      for f in ("python", "native"))  # fmt: skip
+    assert native[0] == python[0] == 500
+    assert json.loads(native[2]) == json.loads(python[2])
+    assert b"is not healthy" in native[2]
+    # The instance's next stub answers, through the front again.
+    before = _stats(servers["native"], "faulty")["success"]
+    deadline = time.monotonic() + 60
+    while True:
+        status, _, raw = _post(servers["native"], "/v2/models/faulty/infer", _mode(0), {})
+        if status == 200 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert status == 200, raw
+    assert _stats(servers["native"], "faulty")["success"] == before + 1
+    relayed = "model=faulty instance faulty_0_0: its stub is relayed by the native front"
+    assert servers["native"].logs().count(relayed) == 2  # the first stub, and the next
+
+
+def _unload(server: ServeProcess, model: str) -> None:
+    request = urllib.request.Request(
+        f"{server.url}/v2/repository/models/{model}/unload", data=b"{}", method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        assert response.status == 200
+
+
+def _load(server: ServeProcess, model: str) -> None:
+    request = urllib.request.Request(
+        f"{server.url}/v2/repository/models/{model}/load", data=b"{}", method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=120) as response:
+        assert response.status == 200
+
+
+def test_an_unload_retires_the_version_and_finalize_runs(tmp_path: Path) -> None:
+    marker = tmp_path / "finalized.txt"
+    repo = _repo(tmp_path, marker)
+    args = (*FLAGS, "--model-control-mode", "explicit", "--load-model", "faulty")
+    with both_fronts(repo, *args) as started:
+        native = started["native"]
+        _wait_hot(native, ("faulty",))
+        assert _post(native, "/v2/models/faulty/infer", _mode(0), {})[0] == 200
+        for server in started.values():
+            _unload(server, "faulty")
+        assert marker.read_text().count("finalized") == 2  # one per front's server
+        answers = [_post(s, "/v2/models/faulty/infer", _mode(0), {}) for s in started.values()]
+        assert answers[0][0] == answers[1][0] != 200
+        assert answers[0][2] == answers[1][2]
+        _load(native, "faulty")
+        _wait_hot(native, ("faulty",), times=2)
+        assert _post(native, "/v2/models/faulty/infer", _mode(0), {})[0] == 200
+
+
+def test_a_stop_runs_each_models_finalize(tmp_path: Path) -> None:
+    """The front relays the stubs until the models are unloaded: finalize() runs at a stop,
+    and no stub is started again for a relay that went with the front."""
+    marker = tmp_path / "finalized.txt"
+    server = ServeProcess(_repo(tmp_path, marker), "--front", "native", *FLAGS)
+    try:
+        server.wait_ready()
+        _wait_hot(server, ("faulty",))
+        assert _post(server, "/v2/models/faulty/infer", _mode(0), {})[0] == 200
+    finally:
+        code = server.stop()
+    assert code == 0
+    assert marker.read_text() == "finalized\n"
+    assert "restarting it" not in server.log_path.read_text()
+
+
+def test_only_the_front_knows_the_outcome_route(servers: dict[str, ServeProcess]) -> None:
+    """A client's own request for the front's route is refused as an unknown path."""
+    body = json.dumps({"model": "faulty", "version": "1", "kind": "unhealthy"}).encode()
+    native = _post(servers["native"], "/thaw-front/outcome", body,
+                   {"X-Thaw-Front-Token": "guess"})  # fmt: skip
+    python = _post(servers["python"], "/thaw-front/outcome", body, {})
+    assert native[0] == python[0] == 404
+    assert native[2] == python[2]
