@@ -87,13 +87,21 @@ def process_counters(pid: int) -> Counters:
     return total
 
 
-def tree_counters(pid: int) -> tuple[Counters, Counters]:
-    """(the server process, its descendants: the stubs) now."""
+def tree_counters(pid: int, *, apart: str = "") -> tuple[Counters, Counters, Counters]:
+    """(the server process, its descendants named `apart` (the native front, `thaw-front`),
+    its other descendants: the stubs) now."""
     try:
         children = psutil.Process(pid).children(recursive=True)
     except psutil.NoSuchProcess:
-        return Counters(), Counters()
-    stubs = Counters()
+        return Counters(), Counters(), Counters()
+    named, stubs = Counters(), Counters()
     for child in children:
-        stubs = stubs + process_counters(child.pid)
-    return process_counters(pid), stubs
+        try:
+            name = child.name()
+        except psutil.NoSuchProcess:
+            continue
+        if apart and name == apart:
+            named = named + process_counters(child.pid)
+        else:
+            stubs = stubs + process_counters(child.pid)
+    return process_counters(pid), named, stubs

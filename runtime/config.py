@@ -136,8 +136,9 @@ class ServeConfig:
     reuse_http_port: bool = False
     reuse_grpc_port: bool = False
     # What listens on the HTTP port (`--front`): "python", the aiohttp application itself, or
-    # "native", the native front (native/front; runtime.process.native_front) forwarding every
-    # request to the application on a private Unix socket (decision 0032, phase 1).
+    # "native", the native front (native/front; runtime.process.native_front), which answers the
+    # hot Python models' infers itself and forwards every other request to the application on a
+    # private Unix socket (decision 0032).
     http_front: str = "python"
     grpc_max_message_bytes: int | None = None  # None: `max_body_bytes`
     # tritonserver's `--grpc-infer-response-compression-level` (thawserver.grpc_compression)

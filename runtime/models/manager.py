@@ -7,7 +7,7 @@ import contextlib
 import copy
 import logging
 import time
-from collections.abc import AsyncIterator, Collection, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -161,6 +161,7 @@ class ModelManager:
         self._started = False
         self._poller: asyncio.Task[None] | None = None
         self._python_host: PythonModelsHost | None = None
+        self._front_pending: Callable[[], dict[tuple[str, str], int]] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -225,12 +226,22 @@ class ModelManager:
         )
 
     def pending_counts(self) -> dict[tuple[str, str], int]:
-        """Queued requests per (model, version), for `nv_inference_pending_request_count`."""
-        return {
+        """Queued requests per (model, version), for `nv_inference_pending_request_count`:
+        the schedulers' and those the native front sent its stubs (`count_pending_of`)."""
+        counts = {
             (m.name, v.version): v.scheduler.pending()
             for m in list(self._models.values())
             for v in list(m.versions.values())
         }
+        if self._front_pending is not None:
+            for key, count in self._front_pending().items():
+                if key in counts:
+                    counts[key] += count
+        return counts
+
+    def count_pending_of(self, source: Callable[[], dict[tuple[str, str], int]]) -> None:
+        """Add `source`'s queued requests to the pending counts (the native front's)."""
+        self._front_pending = source
 
     # -- model repository extension -------------------------------------------------------
 

@@ -47,6 +47,9 @@ class FrontControl:
         self._instances: dict[tuple[str, str, str], int] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self.closed = False
+        # The front's requests waiting behind the execute each stub runs, per (model, version),
+        # as of the last statistics pull (`nv_inference_pending_request_count` adds them).
+        self.pending: dict[tuple[str, str], int] = {}
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         """Start reading the front's answers (once the front holds `front_end`)."""
@@ -107,6 +110,10 @@ class FrontControl:
         except (ConnectionError, TimeoutError) as exc:
             logger.warning("the native front's statistics are not in: %s", exc)
             return
+        self.pending = {
+            (str(model), str(version)): int(count)
+            for model, version, count in reply.get("pending", ())
+        }
         opened = dict(book.items())
         for row in reply.get("rows", ()):
             model, version, batch_size, successes, request_ns, queue_ns, *rest = row

@@ -2,16 +2,19 @@
 port, this server's application behind it on a private Unix socket.
 
     client ─▶ thaw-front (HOST:PORT) ─▶ <private dir>/serve.sock ─▶ the aiohttp application
+                   └─ hot infers ─▶ relay of each hot instance's stub socket ─▶ its stub
 
-Phase 1 of decision 0032: the front forwards every request, whole, and answers none itself, so
-everything the application does (routes, errors, limits, deadlines of bodies) is as without
-it; later phases answer the hot Python models' infers in the front. The front is a child
-process of this server: it prints `THAW_FRONT_LISTENING http://HOST:PORT` once it accepts
-connections; on `stop DEADLINE IDLE` on its standard input it drains as this server would
+The front answers the hot Python models' infers itself (phase 2 of decision 0032; which ones:
+runtime.process.hot_models, over the control socket: runtime.process.front_control) and
+forwards every other request, whole (phase 1), so everything else the application does
+(routes, errors, limits, deadlines of bodies) is as without it. The front is a child process of
+this server: it prints `THAW_FRONT_LISTENING http://HOST:PORT` once it accepts connections; on
+`stop DEADLINE IDLE` on its standard input it drains as this server would
 (thawserver.connection_drain: no more accepts, `Connection: close` on each answer, a connection
 idle for IDLE closed), printing `THAW_FRONT_OPEN N` as its open connections go, from which this
-server logs Triton's countdown; it exits at once when that input ends (this server gone,
-however it went).
+server logs Triton's countdown; then it goes on relaying the stubs until that input ends (the
+models unloaded, each `finalize()` run), and it exits at once when that input ends (this server
+gone, however it went).
 """
 
 from __future__ import annotations
@@ -117,6 +120,7 @@ class NativeFront:
             sync_stats=functools.partial(control.sync_stats, book),
             record_outcome=manager.record_front_outcome,
         )
+        manager.count_pending_of(lambda: control.pending)
         if handlers.tracer is not None:
             settings = handlers.tracer.settings
             settings.watchers.append(control.pause)

@@ -60,8 +60,9 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--front", choices=HTTP_FRONTS, default="python",
         help="what listens on the HTTP port: python, the server itself; native, the native "
-        "front (`make native` builds it; decision 0032, phase 1: it forwards every request to "
-        "the server on a private Unix socket) (default %(default)s)",
+        "front (`make native` builds it; decision 0032): it answers the hot Python models' "
+        "infers through their stubs and forwards every other request to the server on a "
+        "private Unix socket (default %(default)s)",
     )  # fmt: skip
     p.add_argument(
         "--model-control-mode",

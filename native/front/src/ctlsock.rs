@@ -78,9 +78,10 @@ pub fn handle(registry: &Arc<Registry>, message: Value, fds: Vec<OwnedFd>) {
         ),
         Some("stats") => {
             let rows = registry.stats.take();
-            let _ = registry
-                .replies
-                .send(json!({"op": "stats", "seq": message["seq"], "rows": rows}));
+            let pending = registry.pending();
+            let _ = registry.replies.send(
+                json!({"op": "stats", "seq": message["seq"], "rows": rows, "pending": pending}),
+            );
         }
         Some("pause") => registry.pause(message["value"].as_bool().unwrap_or(false)),
         _ => eprintln!("thaw-front: unknown control message {message} ignored"),
@@ -103,17 +104,20 @@ fn start_relay(registry: &Arc<Registry>, message: &Value, fds: Vec<OwnedFd>) {
     let (model, version) = (text(&message["model"]), text(&message["version"]));
     let (to_stub, from_front) = mpsc::unbounded_channel();
     let id = registry.next_relay_id();
-    registry.add_relay(
-        &model,
-        &version,
-        Arc::new(Relay {
-            id,
-            instance: message["instance"].clone(),
-            name: text(&message["name"]),
-            to_stub,
-        }),
-    );
-    tokio::spawn(relay::run(registry.clone(), id, stub, server, from_front));
+    let relayed = Arc::new(Relay::new(
+        id,
+        message["instance"].clone(),
+        text(&message["name"]),
+        to_stub,
+    ));
+    registry.add_relay(&model, &version, relayed.clone());
+    tokio::spawn(relay::run(
+        registry.clone(),
+        relayed,
+        stub,
+        server,
+        from_front,
+    ));
 }
 
 fn served(message: &Value) -> Option<Served> {

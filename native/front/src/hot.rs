@@ -143,6 +143,7 @@ pub async fn serve(
                 .relay
                 .to_stub
                 .send(ToStub {
+                    exec: execute.id,
                     payload: encoded.payload,
                     fds: encoded.fds,
                 })
@@ -159,6 +160,10 @@ pub async fn serve(
     drop(execute);
     let (params, tensors) = match outcome {
         Ok(success) => success,
+        // The stub died before it ran the request: `thaw serve` runs it, on the next stub.
+        Err(outcome) if outcome.kind == NOT_STARTED => {
+            return forward(upstream, Request::from_parts(parts, Body::from(body))).await;
+        }
         Err(outcome) => {
             let request_ns = start.elapsed().as_nanos() as u64;
             return Ok(ask_python(upstream, &served, &instance, &taken, outcome, request_ns).await);
@@ -189,6 +194,9 @@ pub async fn serve(
     );
     Ok(response)
 }
+
+/// The outcome of an execute its stub never started (it ended first).
+const NOT_STARTED: &str = "not_started";
 
 /// A non-success, for `thaw serve` to answer.
 struct Outcome {
@@ -249,6 +257,7 @@ async fn wait(
         let message = match events.recv().await {
             Some(Event::Message(message)) => message,
             Some(Event::Unhealthy) | None => return Err(Outcome::fail("unhealthy")),
+            Some(Event::NotStarted) => return Err(Outcome::fail(NOT_STARTED)),
         };
         match message.fields.get("op").and_then(Value::as_str) {
             Some("done") => {

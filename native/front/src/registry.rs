@@ -35,13 +35,25 @@ pub struct Served {
 #[derive(Debug)]
 pub enum Event {
     Message(Message),
-    /// The stub ended with the execute in flight.
+    /// The stub ended while running the execute.
     Unhealthy,
+    /// The stub ended before it started the execute: `thaw serve` runs the request (it waits
+    /// for the instance's next stub, as Triton's queue waits for its instance).
+    NotStarted,
+}
+
+/// An execute on a stub's socket, the front's or the server's: the stub runs them one at a
+/// time, in the order they reach it, and answers each (`done`) before it starts the next.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Exec {
+    Front(u64),
+    Server(u64),
 }
 
 /// A datagram for a relay to send to its stub (after Python's earlier ones).
 #[derive(Debug)]
 pub struct ToStub {
+    pub exec: u64,
     pub payload: Vec<u8>,
     pub fds: Vec<std::os::unix::io::OwnedFd>,
 }
@@ -51,6 +63,57 @@ pub struct Relay {
     pub instance: Value,
     pub name: String,
     pub to_stub: mpsc::UnboundedSender<ToStub>,
+    /// The executes sent to the stub and not yet answered, oldest (the running one) first.
+    pub order: Mutex<std::collections::VecDeque<Exec>>,
+}
+
+impl Relay {
+    pub fn new(
+        id: u64,
+        instance: Value,
+        name: String,
+        to_stub: mpsc::UnboundedSender<ToStub>,
+    ) -> Relay {
+        Relay {
+            id,
+            instance,
+            name,
+            to_stub,
+            order: Mutex::new(std::collections::VecDeque::new()),
+        }
+    }
+
+    fn order(&self) -> std::sync::MutexGuard<'_, std::collections::VecDeque<Exec>> {
+        self.order.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// An execute goes to the stub (after those sent before it).
+    pub fn sent(&self, exec: Exec) {
+        self.order().push_back(exec);
+    }
+
+    /// The stub answered an execute.
+    pub fn answered(&self, exec: Exec) {
+        let mut order = self.order();
+        if let Some(at) = order.iter().position(|e| *e == exec) {
+            order.remove(at);
+        }
+    }
+
+    /// The execute the stub runs now (the oldest unanswered), if any.
+    pub fn running(&self) -> Option<Exec> {
+        self.order().front().copied()
+    }
+
+    /// The front's executes waiting behind the running one.
+    pub fn front_waiting(&self) -> usize {
+        let order = self.order();
+        order
+            .iter()
+            .skip(1)
+            .filter(|e| matches!(e, Exec::Front(_)))
+            .count()
+    }
 }
 
 struct Pending {
@@ -129,17 +192,39 @@ impl Registry {
         list.push(relay);
     }
 
-    /// The relay ended: forget it; its executes in flight are failed (`Unhealthy`).
-    pub fn relay_ended(&self, relay: u64) {
+    /// The relay ended: forget it; the execute the stub was running fails (`Unhealthy`), the
+    /// front's later ones never started (`NotStarted`).
+    pub fn relay_ended(&self, relay: u64, running: Option<Exec>) {
         let mut inner = self.lock();
         for list in inner.relays.values_mut() {
             list.retain(|r| r.id != relay);
         }
-        for pending in inner.pending.values() {
+        for (id, pending) in &inner.pending {
             if pending.relay == relay {
-                let _ = pending.events.send(Event::Unhealthy);
+                let event = if running == Some(Exec::Front(*id)) {
+                    Event::Unhealthy
+                } else {
+                    Event::NotStarted
+                };
+                let _ = pending.events.send(event);
             }
         }
+    }
+
+    /// Per (model, version): the front's executes waiting behind the one each stub runs (for
+    /// `nv_inference_pending_request_count`, which counts them as `thaw serve` counts its own).
+    pub fn pending(&self) -> Vec<Value> {
+        let inner = self.lock();
+        let mut rows: Vec<Value> = inner
+            .relays
+            .iter()
+            .map(|((m, v), list)| {
+                let waiting: usize = list.iter().map(|r| r.front_waiting()).sum();
+                serde_json::json!([m, v, waiting])
+            })
+            .collect();
+        rows.sort_by_key(|row| row.to_string());
+        rows
     }
 
     /// Deliver a stub's answer to one of the front's executes (dropped if nobody waits).
@@ -301,12 +386,12 @@ mod tests {
         registry.pause(false);
         assert!(registry.begin("m", "1").is_none()); // no relay
         let (to_stub, _keep) = mpsc::unbounded_channel();
-        let relay = Arc::new(Relay {
-            id: registry.next_relay_id(),
-            instance: Value::from(0),
-            name: "m_0".into(),
+        let relay = Arc::new(Relay::new(
+            registry.next_relay_id(),
+            Value::from(0),
+            "m_0".into(),
             to_stub,
-        });
+        ));
         registry.add_relay("m", "1", relay.clone());
         let execute = registry.begin("m", "1").unwrap();
         assert_eq!(execute.id, FRONT_IDS);

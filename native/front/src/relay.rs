@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
-use crate::registry::{Registry, ToStub};
+use crate::registry::{Exec, Registry, Relay, ToStub};
 use crate::seqpacket::{Received, SeqPacket};
 use crate::wire;
 
@@ -17,19 +17,51 @@ const BUFFER: usize = 1 << 20;
 /// Run the relay until both sides are gone. `to_stub` brings the front's executes.
 pub async fn run(
     registry: Arc<Registry>,
-    relay: u64,
+    relay: Arc<Relay>,
     stub: SeqPacket,
     server: SeqPacket,
     to_stub: mpsc::UnboundedReceiver<ToStub>,
 ) {
     let stub = Arc::new(stub);
     let server = Arc::new(server);
-    let down = tokio::spawn(server_to_stub(server.clone(), stub.clone(), to_stub));
-    stub_to_server(&registry, &stub, &server).await;
-    // The stub is gone: its executes fail, and Python's channel sees the end.
-    registry.relay_ended(relay);
+    let down = tokio::spawn(server_to_stub(
+        server.clone(),
+        stub.clone(),
+        to_stub,
+        relay.clone(),
+    ));
+    stub_to_server(&registry, &relay, &stub, &server).await;
+    // The stub is gone: the execute it ran fails, the front's later ones go to `thaw serve`,
+    // and Python's channel sees the end.
+    registry.relay_ended(relay.id, relay.running());
     server.shutdown();
     let _ = down.await;
+}
+
+/// The ids of the server's executes in a datagram it sends the stub (a bundle: each part's).
+fn server_executes(payload: &[u8], fds: &[OwnedFd]) -> Vec<u64> {
+    let execute_id = |fields: Option<serde_json::Value>| {
+        let fields = fields?;
+        (fields.get("op")?.as_str()? == "execute").then(|| fields.get("id")?.as_u64())?
+    };
+    if payload.first() == Some(&b'B') {
+        return wire::split_bundle(payload)
+            .map(|parts| {
+                parts
+                    .into_iter()
+                    .filter_map(|part| execute_id(wire::peek_fields(part, &[]).ok().flatten()))
+                    .collect()
+            })
+            .unwrap_or_default();
+    }
+    execute_id(wire::peek_fields(payload, fds).ok().flatten())
+        .into_iter()
+        .collect()
+}
+
+/// The id of the server's execute a stub's message answers (`done`), if it is one.
+fn server_done(fields: &serde_json::Value) -> Option<u64> {
+    (fields.get("op")?.as_str()? == "done").then(|| fields.get("id")?.as_u64())?
 }
 
 fn raws(fds: &[OwnedFd]) -> Vec<RawFd> {
@@ -40,6 +72,7 @@ async fn server_to_stub(
     server: Arc<SeqPacket>,
     stub: Arc<SeqPacket>,
     mut front: mpsc::UnboundedReceiver<ToStub>,
+    relay: Arc<Relay>,
 ) {
     let mut buffer = vec![0u8; BUFFER];
     let mut front_open = true;
@@ -48,6 +81,9 @@ async fn server_to_stub(
             biased;
             received = server.recv(&mut buffer) => match received {
                 Ok(Received::Datagram(size, fds)) => {
+                    for id in server_executes(&buffer[..size], &fds) {
+                        relay.sent(Exec::Server(id));
+                    }
                     if stub.send(&buffer[..size], &raws(&fds)).await.is_err() {
                         break;
                     }
@@ -58,6 +94,7 @@ async fn server_to_stub(
             },
             execute = front.recv(), if front_open => match execute {
                 Some(execute) => {
+                    relay.sent(Exec::Front(execute.exec));
                     if stub.send(&execute.payload, &raws(&execute.fds)).await.is_err() {
                         break;
                     }
@@ -70,7 +107,7 @@ async fn server_to_stub(
     stub.shutdown();
 }
 
-async fn stub_to_server(registry: &Registry, stub: &SeqPacket, server: &SeqPacket) {
+async fn stub_to_server(registry: &Registry, relay: &Relay, stub: &SeqPacket, server: &SeqPacket) {
     let mut buffer = vec![0u8; BUFFER];
     let mut resets = 0;
     loop {
@@ -85,7 +122,7 @@ async fn stub_to_server(registry: &Registry, stub: &SeqPacket, server: &SeqPacke
         };
         resets = 0;
         let payload = &buffer[..size];
-        match take_front_answers(registry, payload, fds) {
+        match take_front_answers(registry, relay, payload, fds) {
             Pass::Whole(fds) => {
                 if server.send(payload, &raws(&fds)).await.is_err() {
                     // Python's side is gone: the stub's side goes too (server_to_stub ends).
@@ -108,8 +145,24 @@ enum Pass {
     Rest(Vec<u8>),
 }
 
+/// Note an answer in the stub's order of executes: a `done` ends the execute it answers.
+fn note_answer(relay: &Relay, fields: &serde_json::Value) {
+    if let Some(exec) = wire::front_exec(fields) {
+        if fields.get("op").and_then(serde_json::Value::as_str) == Some("done") {
+            relay.answered(Exec::Front(exec));
+        }
+    } else if let Some(id) = server_done(fields) {
+        relay.answered(Exec::Server(id));
+    }
+}
+
 /// Take the front's answers out of one datagram from a stub.
-fn take_front_answers(registry: &Registry, payload: &[u8], fds: Vec<OwnedFd>) -> Pass {
+fn take_front_answers(
+    registry: &Registry,
+    relay: &Relay,
+    payload: &[u8],
+    fds: Vec<OwnedFd>,
+) -> Pass {
     if payload.first() == Some(&b'B') {
         let Ok(parts) = wire::split_bundle(payload) else {
             return Pass::Whole(fds);
@@ -117,11 +170,11 @@ fn take_front_answers(registry: &Registry, payload: &[u8], fds: Vec<OwnedFd>) ->
         let mut kept: Vec<&[u8]> = Vec::with_capacity(parts.len());
         let mut taken = false;
         for part in parts {
-            let exec = wire::peek_fields(part, &[])
-                .ok()
-                .flatten()
-                .and_then(|f| wire::front_exec(&f));
-            match exec {
+            let fields = wire::peek_fields(part, &[]).ok().flatten();
+            if let Some(fields) = &fields {
+                note_answer(relay, fields);
+            }
+            match fields.as_ref().and_then(wire::front_exec) {
                 Some(exec) => {
                     taken = true;
                     if let Ok(message) = wire::decode(part, Vec::new()) {
@@ -140,11 +193,11 @@ fn take_front_answers(registry: &Registry, payload: &[u8], fds: Vec<OwnedFd>) ->
             wire::bundle(&kept)
         });
     }
-    let exec = wire::peek_fields(payload, &fds)
-        .ok()
-        .flatten()
-        .and_then(|f| wire::front_exec(&f));
-    match exec {
+    let fields = wire::peek_fields(payload, &fds).ok().flatten();
+    if let Some(fields) = &fields {
+        note_answer(relay, fields);
+    }
+    match fields.as_ref().and_then(wire::front_exec) {
         Some(exec) => {
             match wire::decode(payload, fds) {
                 Ok(message) => registry.deliver(exec, message),
@@ -171,12 +224,7 @@ mod tests {
         let (server_near, server_far) = pair();
         let (to_stub, from_front) = mpsc::unbounded_channel();
         let id = registry.next_relay_id();
-        let relay = Arc::new(Relay {
-            id,
-            instance: Value::from(0),
-            name: "m_0".into(),
-            to_stub,
-        });
+        let relay = Arc::new(Relay::new(id, Value::from(0), "m_0".into(), to_stub));
         registry.serve(
             Served {
                 model: "m".into(),
@@ -192,7 +240,7 @@ mod tests {
         registry.add_relay("m", "1", relay.clone());
         let task = tokio::spawn(run(
             registry.clone(),
-            id,
+            relay.clone(),
             stub_near,
             server_near,
             from_front,
@@ -211,6 +259,7 @@ mod tests {
         relay
             .to_stub
             .send(ToStub {
+                exec: execute.id,
                 payload: encoded.payload.clone(),
                 fds: encoded.fds,
             })
@@ -225,17 +274,59 @@ mod tests {
         stub_far.send(&both, &[]).await.unwrap();
         match execute.events.recv().await.unwrap() {
             Event::Message(message) => assert_eq!(message.fields["op"], "done"),
-            Event::Unhealthy => panic!("not the done"),
+            _ => panic!("not the done"),
         }
         match server_far.recv(&mut buffer).await.unwrap() {
             Received::Datagram(size, _) => assert_eq!(&buffer[..size], &theirs.payload[..]),
             _ => panic!("not relayed"),
         }
-        // The stub ends: the execute fails, Python's side sees the end.
+        drop(execute);
+        // Two more of the front's, behind one of Python's: the stub runs Python's first.
+        let python = wire::encode(&json!({"op": "execute", "id": 2}), &[]).unwrap();
+        server_far.send(&python.payload, &[]).await.unwrap();
+        assert!(matches!(
+            stub_far.recv(&mut buffer).await.unwrap(),
+            Received::Datagram(_, _)
+        ));
+        let mut waiting = Vec::new();
+        for _ in 0..2 {
+            let execute = registry.begin("m", "1").unwrap();
+            let encoded = wire::encode(&json!({"op": "execute", "id": execute.id}), &[]).unwrap();
+            relay
+                .to_stub
+                .send(ToStub {
+                    exec: execute.id,
+                    payload: encoded.payload,
+                    fds: encoded.fds,
+                })
+                .unwrap();
+            assert!(matches!(
+                stub_far.recv(&mut buffer).await.unwrap(),
+                Received::Datagram(_, _)
+            ));
+            waiting.push(execute);
+        }
+        assert_eq!(relay.running(), Some(Exec::Server(2)));
+        assert_eq!(registry.pending(), vec![json!(["m", "1", 2])]);
+        // Python's is answered: the first of the front's runs, the other waits behind it.
+        let done = wire::encode(&json!({"op": "done", "id": 2}), &[]).unwrap();
+        stub_far.send(&done.payload, &[]).await.unwrap();
+        assert!(matches!(
+            server_far.recv(&mut buffer).await.unwrap(),
+            Received::Datagram(_, _)
+        ));
+        assert_eq!(relay.running(), Some(Exec::Front(waiting[0].id)));
+        assert_eq!(registry.pending(), vec![json!(["m", "1", 1])]);
+        // The stub ends: the one it ran fails, the one it never started is `thaw serve`'s,
+        // and Python's side sees the end.
         drop(stub_far);
         assert!(matches!(
-            execute.events.recv().await.unwrap(),
+            waiting[0].events.recv().await.unwrap(),
             Event::Unhealthy
+        ));
+        assert!(matches!(
+            waiting[1].events.recv().await.unwrap(),
+            Event::NotStarted
         ));
         assert!(matches!(
             server_far.recv(&mut buffer).await.unwrap(),
