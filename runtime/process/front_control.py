@@ -50,6 +50,7 @@ class FrontControl:
         # The front's requests waiting behind the execute each stub runs, per (model, version),
         # as of the last statistics pull (`nv_inference_pending_request_count` adds them).
         self.pending: dict[tuple[str, str], int] = {}
+        self._pauses: set[str] = set()
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         """Start reading the front's answers (once the front holds `front_end`)."""
@@ -93,13 +94,27 @@ class FrontControl:
         """Let the front answer a model version's infers (runtime.process.hot_models.hot_row)."""
         self._send({"op": "serve", **row, "token": self.token})
 
-    def pause(self, paused: bool) -> None:
-        """While paused the front forwards every infer (tracing is on: this server traces)."""
-        self._send({"op": "pause", "value": paused})
+    def pause(self, reason: str, on: bool) -> None:
+        """While any reason holds, the front forwards every infer: this server writes what
+        it asks for (a trace, a verbose log line per request)."""
+        before = bool(self._pauses)
+        if on:
+            self._pauses.add(reason)
+        else:
+            self._pauses.discard(reason)
+        if bool(self._pauses) != before:
+            self._send({"op": "pause", "value": bool(self._pauses)})
 
     async def retire(self, model: str, version: str) -> None:
         """Stop the front answering a version; return once its executes there are answered."""
         await self._ask({"op": "retire", "model": model, "version": version})
+
+    async def retire_instance(self, model: str, version: str, instance: str) -> None:
+        """Stop the front sending executes to one instance (its model is to be finalized; the
+        version's other instances go on); return once those it sent there are answered."""
+        index = self._instances.get((model, version, instance))
+        if index is not None:
+            await self._ask({"op": "retire", "model": model, "version": version, "instance": index})
 
     async def sync_stats(self, book: StatsBook) -> None:
         """Add what the front answered since the last call to the versions' statistics."""

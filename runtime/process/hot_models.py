@@ -2,14 +2,17 @@
 with what this server serves.
 
     hot_row(config, ...) ─▶ the row the front is told, or None: the version stays Python's
-    HotModels.run() ─ every TICK_S ─▶ new hot versions: relay their stubs, `serve`;
-                                     gone ones: `retire` (an unload retires first itself)
+    HotModels.run() ─ every TICK_S ─▶ new hot versions (or new instances): relay their stubs,
+                                     `serve`; gone ones: `retire` (each instance's unload
+                                     retires it first itself, runtime.python.stub_backend)
 
 A version is hot when every request the front could answer for it needs nothing but its
 stub: a Python model in stub processes, not decoupled, no sequence or dynamic batcher, no
 response cache, no passive instance or rate limiter, inputs of fixed numeric types without
 reshape, optional or shape-tensor inputs; outputs numeric or BYTES; and a server that forwards
-no headers to models, keeps no latency summaries and uses no model namespaces. The front takes
+no headers to models, restricts no route, keeps no latency summaries and uses no model
+namespaces. While the log is verbose (a line per request, the server's to write), the front
+forwards every infer. The front takes
 only requests it can check in full, and forwards the rest (runtime.process.native_front).
 """
 
@@ -49,6 +52,8 @@ def server_allows(config: ServeConfig) -> bool:
     """Whether this server's settings leave anything to the front (else no version is hot)."""
     return (
         not config.http_header_forward_pattern
+        # Restricted routes need their header checked: the server's to do.
+        and not config.http_restricted_apis
         and not config.metrics_settings.summary_latencies
         and not config.model_namespacing
         and config.rate_limit == "off"
@@ -128,6 +133,9 @@ class HotModels:
             return
         while not self._control.closed:
             try:
+                # `--log-verbose`, or set so by the logging API since the last pass.
+                verbose = logging.getLogger().isEnabledFor(logging.DEBUG)
+                self._control.pause("verbose log", verbose)
                 await self.reconcile()
             except ConnectionError as exc:
                 logger.warning("the native front's hot models: %s", exc)
@@ -158,7 +166,6 @@ class HotModels:
             for stub in stubs:
                 if id(stub) not in relayed:
                     await stub.relay_through(self._control)
-            # Sent again when the instances change: an instance's unload retires the version.
             self._control.serve(row)
             self._served[key] = (row, ids)
             logger.info("model=%s version=%s: the native front answers its infers", *key)

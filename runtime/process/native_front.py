@@ -123,9 +123,8 @@ class NativeFront:
         manager.count_pending_of(lambda: control.pending)
         if handlers.tracer is not None:
             settings = handlers.tracer.settings
-            settings.watchers.append(control.pause)
-            if settings.maybe_tracing:
-                control.pause(True)
+            settings.watchers.append(functools.partial(control.pause, "tracing"))
+            control.pause("tracing", settings.maybe_tracing)
         hot = HotModels(control, manager, config)
         self.hot = asyncio.create_task(hot.run(), name="native-front-hot-models")
 

@@ -77,7 +77,7 @@ class StubRelay(Protocol):
         self, model: str, version: str, instance: str, stub: socket.socket
     ) -> socket.socket: ...
 
-    async def retire(self, model: str, version: str) -> None: ...
+    async def retire_instance(self, model: str, version: str, instance: str) -> None: ...
 
 
 class _Stub:
@@ -186,10 +186,10 @@ class StubPython:
     async def _finalize(self) -> _Stub | None:
         self._unloading = True
         if self._relay is not None:
-            # The front answers this version's infers no more, and has the answers of those
-            # it sent, before the model's finalize() runs.
+            # The front sends this instance no more executes, and has the answers of those it
+            # sent, before the model's finalize() runs.
             with contextlib.suppress(ConnectionError, TimeoutError):
-                await self._relay.retire(self._name, self._version)
+                await self._relay.retire_instance(self._name, self._version, self._instance)
         stub = self._stub
         if stub is not None:
             with contextlib.suppress(ChannelClosed):

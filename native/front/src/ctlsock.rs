@@ -71,6 +71,12 @@ pub fn handle(registry: &Arc<Registry>, message: Value, fds: Vec<OwnedFd>) {
             }
             None => eprintln!("thaw-front: a serve message the front cannot read: {message}"),
         },
+        Some("retire") if message.get("instance").is_some() => registry.retire_instance(
+            &text(&message["model"]),
+            &text(&message["version"]),
+            &message["instance"],
+            message["seq"].clone(),
+        ),
         Some("retire") => registry.retire(
             &text(&message["model"]),
             &text(&message["version"]),

@@ -131,6 +131,9 @@ struct Inner {
     in_flight: HashMap<(String, String), usize>,
     per_relay: HashMap<u64, usize>,
     retiring: HashMap<(String, String), Vec<Value>>,
+    /// Relays taken out of service (`retire` of one instance), each set with the `seq` to
+    /// reply once the front's executes on all of them are answered.
+    retiring_relays: Vec<(std::collections::HashSet<u64>, Value)>,
     paused: bool,
     next_exec: u64,
     next_relay: u64,
@@ -268,6 +271,31 @@ impl Registry {
         }
     }
 
+    /// Stop sending executes to one instance of (model, version) (its model is being
+    /// finalized); `seq` is replied once the front's executes on it are answered.
+    pub fn retire_instance(&self, model: &str, version: &str, instance: &Value, seq: Value) {
+        let mut inner = self.lock();
+        let mut gone = std::collections::HashSet::new();
+        if let Some(list) = inner.relays.get_mut(&key(model, version)) {
+            list.retain(|r| {
+                let keep = r.instance != *instance;
+                if !keep {
+                    gone.insert(r.id);
+                }
+                keep
+            });
+        }
+        gone.retain(|id| inner.per_relay.get(id).copied().unwrap_or(0) > 0);
+        if gone.is_empty() {
+            drop(inner);
+            let _ = self
+                .replies
+                .send(serde_json::json!({"op": "retired", "seq": seq}));
+        } else {
+            inner.retiring_relays.push((gone, seq));
+        }
+    }
+
     pub fn pause(&self, value: bool) {
         self.lock().paused = value;
     }
@@ -335,6 +363,20 @@ impl Registry {
             *count -= 1;
             if *count == 0 {
                 inner.per_relay.remove(&pending.relay);
+                let mut answered = Vec::new();
+                inner.retiring_relays.retain_mut(|(relays, seq)| {
+                    relays.remove(&pending.relay);
+                    let done = relays.is_empty();
+                    if done {
+                        answered.push(seq.clone());
+                    }
+                    !done
+                });
+                for seq in answered {
+                    let _ = self
+                        .replies
+                        .send(serde_json::json!({"op": "retired", "seq": seq}));
+                }
             }
         }
         let left = match inner.in_flight.get_mut(&pending.key) {
@@ -402,5 +444,41 @@ mod tests {
         assert_eq!(rx.try_recv().unwrap()["seq"], 7);
         registry.retire("m", "1", Value::from(8));
         assert_eq!(rx.try_recv().unwrap()["seq"], 8);
+    }
+
+    #[test]
+    fn an_instance_retires_alone() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let registry = Registry::new(tx);
+        registry.serve(served("m", "1"), true);
+        let mut keep = Vec::new();
+        for instance in 0..2 {
+            let (to_stub, receiver) = mpsc::unbounded_channel();
+            keep.push(receiver);
+            let relay = Relay::new(
+                registry.next_relay_id(),
+                Value::from(instance),
+                format!("m_{instance}"),
+                to_stub,
+            );
+            registry.add_relay("m", "1", Arc::new(relay));
+        }
+        let first = registry.begin("m", "1").unwrap();
+        let second = registry.begin("m", "1").unwrap(); // the least busy: the other instance
+        assert_ne!(first.relay.id, second.relay.id);
+        let retired = first.relay.instance.clone();
+        registry.retire_instance("m", "1", &retired, Value::from(9));
+        assert!(rx.try_recv().is_err()); // its execute is still in flight
+                                         // The version is still served, by the other instance alone.
+        for _ in 0..3 {
+            let next = registry.begin("m", "1").unwrap();
+            assert_eq!(next.relay.id, second.relay.id);
+        }
+        drop(second);
+        assert!(rx.try_recv().is_err());
+        drop(first);
+        assert_eq!(rx.try_recv().unwrap()["seq"], 9);
+        registry.retire_instance("m", "1", &Value::from(5), Value::from(10)); // none such
+        assert_eq!(rx.try_recv().unwrap()["seq"], 10);
     }
 }

@@ -427,3 +427,71 @@ def test_only_the_front_knows_the_outcome_route(servers: dict[str, ServeProcess]
     python = _post(servers["python"], "/thaw-front/outcome", body, {})
     assert native[0] == python[0] == 404
     assert native[2] == python[2]
+
+
+def test_while_tracing_or_verbose_the_server_answers(tmp_path: Path) -> None:
+    """Traces and verbose log lines are the server's to write: while a setting asks for
+    either, the front forwards every infer (and takes them again after)."""
+    repo = _repo(tmp_path, tmp_path / "finalized.txt")
+    trace = tmp_path / "trace.json"
+    server = ServeProcess(
+        repo, "--front", "native", *FLAGS, "--trace-config", f"triton,file={trace}",
+        "--trace-config", "rate=1",
+    )  # fmt: skip
+    try:
+        server.wait_ready()
+        _wait_hot(server, ("faulty",))
+        settings = server.url + "/v2/trace/setting"
+        on = json.dumps({"trace_level": ["TIMESTAMPS"]}).encode()
+        with urllib.request.urlopen(urllib.request.Request(settings, data=on), timeout=30):
+            pass
+        assert _post(server, "/v2/models/faulty/infer", _mode(0), {})[0] == 200
+        off = json.dumps({"trace_level": ["OFF"]}).encode()
+        with urllib.request.urlopen(urllib.request.Request(settings, data=off), timeout=30):
+            pass
+        assert _post(server, "/v2/models/faulty/infer", _mode(0), {})[0] == 200
+        logging = server.url + "/v2/logging"
+        verbose = json.dumps({"log_verbose_level": 1}).encode()
+        with urllib.request.urlopen(urllib.request.Request(logging, data=verbose), timeout=30):
+            pass
+        time.sleep(1.0)  # the front is told within a quarter of a second
+        assert _post(server, "/v2/models/faulty/infer", _mode(0), {})[0] == 200
+    finally:
+        assert server.stop() == 0
+    traced = json.loads(trace.read_text())
+    assert len({t["id"] for t in traced if t.get("model_name") == "faulty"}) == 1
+    logs = server.log_path.read_text()
+    assert logs.count("HTTP request: POST /v2/models/faulty/infer") == 1
+
+
+def test_instances_added_and_removed_by_a_reload(tmp_path: Path) -> None:
+    """A reload that changes the instance count keeps the version hot: the new instance's stub
+    is relayed, a removed one is retired alone (its finalize() runs) and the rest go on."""
+    import tritonclient.http as httpclient
+
+    marker = tmp_path / "finalized.txt"
+    repo = _repo(tmp_path, marker)
+    server = ServeProcess(
+        repo, "--front", "native", *FLAGS, "--model-control-mode", "explicit",
+        "--load-model", "faulty",
+    )  # fmt: skip
+    try:
+        server.wait_ready()
+        _wait_hot(server, ("faulty",))
+        with httpclient.InferenceServerClient(server.hostport) as client:
+            config = client.get_model_config("faulty")
+            for count, relayed in ((3, 3), (1, 3)):  # 2 more relayed, then none
+                config["instance_group"][0]["count"] = count
+                client.load_model("faulty", config=json.dumps(config))
+                answers = [_post(server, "/v2/models/faulty/infer", _mode(0), {})
+                           for _ in range(12)]  # fmt: skip
+                assert {a[0] for a in answers} == {200}, answers
+                deadline = time.monotonic() + 30
+                while server.logs().count("its stub is relayed by the native front") < relayed:
+                    assert time.monotonic() < deadline, server.logs()[-3000:]
+                    time.sleep(0.05)
+        assert marker.read_text().count("finalized") == 2  # the two instances removed
+        stats = _stats(server, "faulty")
+        assert stats["success"] == 24 and stats["fail"] == 0
+    finally:
+        assert server.stop() == 0

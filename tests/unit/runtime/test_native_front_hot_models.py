@@ -82,6 +82,7 @@ def test_server_settings_that_take_every_version_off_the_front() -> None:
         {"model_namespacing": True},
         {"rate_limit": "execution_count"},
         {"max_body_bytes": 4096},
+        {"http_restricted_apis": ("inference:key=value",)},
     ):
         assert not server_allows(ServeConfig(repository=Path("r"), **change)), change
 
@@ -164,6 +165,14 @@ async def test_the_control_socket_speaks_to_the_front() -> None:
         served, _ = _read(front)
         assert served["op"] == "serve" and served["token"] == control.token
 
+        # Paused while any reason holds; told only when that changes.
+        control.pause("tracing", True)
+        control.pause("verbose log", True)
+        control.pause("tracing", False)
+        control.pause("verbose log", False)
+        assert _read(front)[0] == {"op": "pause", "value": True}
+        assert _read(front)[0] == {"op": "pause", "value": False}
+
         book = StatsBook()
         book.open("m", "1")
         syncing = asyncio.ensure_future(control.sync_stats(book))
@@ -184,6 +193,15 @@ async def test_the_control_socket_speaks_to_the_front() -> None:
         assert ask == {"op": "retire", "model": "m", "version": "1", "seq": ask["seq"]}
         front.send(json.dumps({"op": "retired", "seq": ask["seq"]}).encode())
         await asyncio.wait_for(retiring, 5)
+        # One instance (by the index its relay was given); one never relayed: nothing to ask.
+        retiring = asyncio.ensure_future(control.retire_instance("m", "1", "m_0_0"))
+        await asyncio.sleep(0.05)
+        ask, _ = _read(front)
+        assert ask == {"op": "retire", "model": "m", "version": "1", "instance": 0,
+                       "seq": ask["seq"]}  # fmt: skip
+        front.send(json.dumps({"op": "retired", "seq": ask["seq"]}).encode())
+        await asyncio.wait_for(retiring, 5)
+        await asyncio.wait_for(control.retire_instance("m", "1", "m_1_0"), 5)
     finally:
         front.close()
     # The front is gone: asks fail clearly, statistics are left as they are.
