@@ -131,7 +131,10 @@ class GrpcHandlers:
         shared_memory: SystemSharedMemory | None = None,
         settings: SettingsApi | None = None,
         tracer: RequestTracer | None = None,
+        stats_sync: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
+        """`stats_sync`: awaited before statistics are read (the native front's, added in:
+        the REST surface's, runtime.http.handlers.V2Handlers.sync_front_stats)."""
         self._config = config
         # Where a ModelInfer's trace begins (its GRPC_* activities: runtime.observe.tracing).
         self._tracer = tracer
@@ -140,6 +143,7 @@ class GrpcHandlers:
         # The regions of this server's clients: the REST surface's registry (runtime.http.app).
         self._shm = shared_memory if shared_memory is not None else SystemSharedMemory()
         self._manager = manager
+        self._stats_sync = stats_sync
         self._state = state
         self._server_metadata = server_metadata_response(server_metadata(config.server_id))
         # What error messages must not show (thawserver.redaction), as on the REST surface.
@@ -201,6 +205,8 @@ class GrpcHandlers:
         return config_response(self._manager.config(name, version))
 
     async def model_statistics(self, request: Any, context: Context) -> Any:
+        if self._stats_sync is not None:
+            await self._stats_sync()
         if not request.name:
             doc = self._manager.statistics(None, None)
         else:

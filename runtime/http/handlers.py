@@ -244,17 +244,20 @@ class V2Handlers:
         name, version = model_ref(request)
         return json_response(self._manager.config(name, version))
 
-    async def model_stats(self, request: web.Request) -> web.Response:
+    async def sync_front_stats(self) -> None:
+        """Add what the native front answered to the statistics (`--front native`)."""
         if self.front is not None:
             await self.front.sync_stats()
+
+    async def model_stats(self, request: web.Request) -> web.Response:
+        await self.sync_front_stats()
         if "model" not in request.match_info:
             return json_response(self._manager.statistics(None, None))
         name, version = model_ref(request)
         return json_response(self._manager.statistics(name, version))
 
     async def metrics(self, request: web.Request) -> web.Response:
-        if self.front is not None:
-            await self.front.sync_stats()
+        await self.sync_front_stats()
         response = web.Response(body=self._metrics.exposition())
         response.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return response

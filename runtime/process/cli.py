@@ -380,7 +380,7 @@ def _device_target(config: ServeConfig) -> DeviceTarget:
 async def _serve(config: ServeConfig, log: LogControl, sync: RepositorySync | None) -> int:
     # Imported here so `thaw serve --help` stays fast.
     from runtime.direct.front_door import FrontDoor
-    from runtime.http.app import SERVER_STATE, SETTINGS, SHARED_MEMORY, build_app
+    from runtime.http.app import HANDLERS, SERVER_STATE, SETTINGS, SHARED_MEMORY, build_app
     from runtime.models.manager import ModelManager
     from runtime.observe.metrics import Metrics
     from runtime.observe.tracing import RequestTracer
@@ -447,7 +447,7 @@ async def _serve(config: ServeConfig, log: LogControl, sync: RepositorySync | No
 
         grpc_routes = GrpcHandlers(
             config, manager, app[SERVER_STATE], shared_memory=app[SHARED_MEMORY],
-            settings=app[SETTINGS], tracer=tracer,
+            settings=app[SETTINGS], tracer=tracer, stats_sync=app[HANDLERS].sync_front_stats,
         ).routes()  # fmt: skip
     status = await serve_app(app, config, grpc_routes=grpc_routes)
     if not app[SERVER_STATE].stopped_cleanly:

@@ -114,12 +114,13 @@ class NativeFront:
         control = self.control
         if control is None:
             return
-        book = manager.stats_book
+        sync_stats = functools.partial(control.sync_stats, manager.stats_book)
         handlers.front = FrontLink(
             token=control.token,
-            sync_stats=functools.partial(control.sync_stats, book),
+            sync_stats=sync_stats,
             record_outcome=manager.record_front_outcome,
         )
+
         manager.count_pending_of(lambda: control.pending)
         if handlers.tracer is not None:
             settings = handlers.tracer.settings

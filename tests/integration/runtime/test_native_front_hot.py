@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import tritonclient.grpc as grpcclient
 
 from runtime.errors import ServingError
 from runtime.process.native_front import front_binary
@@ -145,7 +146,7 @@ def _repo(root: Path, marker: Path) -> Path:
     return repo
 
 
-FLAGS = ("--allow-grpc=false", "--allow-metrics=false")
+FLAGS = ("--allow-metrics=false",)
 
 
 @pytest.fixture(scope="module")
@@ -346,6 +347,11 @@ def test_the_statistics_count_alike(servers: dict[str, ServeProcess]) -> None:
     assert native == python
     # The model's own error responses are answered requests (as Triton counts them).
     assert native["types"]["success"] >= 3 and native["faulty"]["success"] >= 3
+    # Over gRPC too, at once.
+    _post(servers["native"], *CASES["a batch of 3"])
+    with grpcclient.InferenceServerClient(servers["native"].grpc_address) as client:
+        row = client.get_inference_statistics("types", as_json=True)["model_stats"][0]
+    assert int(row["inference_stats"]["success"]["count"]) == native["types"]["success"] + 1
 
 
 def test_a_stub_that_dies_is_relayed_again(servers: dict[str, ServeProcess]) -> None:
