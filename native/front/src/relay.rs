@@ -193,6 +193,22 @@ fn take_front_answers(
             wire::bundle(&kept)
         });
     }
+    if payload.first() == Some(&b'I') && fds.is_empty() {
+        // The usual answer: read it whole once (its header says whose it is).
+        return match wire::decode(payload, Vec::new()) {
+            Ok(message) => {
+                note_answer(relay, &message.fields);
+                match wire::front_exec(&message.fields) {
+                    Some(exec) => {
+                        registry.deliver(exec, message);
+                        Pass::Rest(Vec::new())
+                    }
+                    None => Pass::Whole(fds),
+                }
+            }
+            Err(_) => Pass::Whole(fds), // the server's to make sense of
+        };
+    }
     let fields = wire::peek_fields(payload, &fds).ok().flatten();
     if let Some(fields) = &fields {
         note_answer(relay, fields);
