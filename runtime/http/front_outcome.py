@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runtime.errors import InvalidInput, ServingError
-from runtime.python.model_io import ERROR_CLASSES
+from runtime.python.model_io import ERROR_CLASSES, RESCHEDULE_REFUSED
 from runtime.python.stub.model_runner import execute_failure_text
 
 __all__ = ["OUTCOME_PATH", "TOKEN_HEADER", "FrontLink", "outcome_error"]
@@ -59,6 +59,8 @@ def outcome_error(doc: dict[str, Any]) -> tuple[ServingError, bool]:
     if kind == "unhealthy":
         text = execute_failure_text(instance, f"Stub process '{instance}' is not healthy.")
         return ServingError(text), False
+    if kind == "rescheduled":  # released with RESCHEDULE by a model that cannot be
+        return ServingError(RESCHEDULE_REFUSED), False
     if kind == "not_utf8":
         output = doc.get("output", "")
         message = f"output '{output}' holds bytes that are not UTF-8; request it with binary_data"

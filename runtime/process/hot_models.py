@@ -99,7 +99,7 @@ def hot_row(
     outputs = []
     for tensor in config.output:
         datatype = _datatype(tensor.data_type)
-        if datatype not in _OUTPUT_TYPES:
+        if datatype not in _OUTPUT_TYPES or tensor.HasField("reshape"):
             return None
         outputs.append({"name": tensor.name, "datatype": datatype})
     if not inputs or not outputs:

@@ -34,6 +34,7 @@ from tritonconfig.schema import mc
 
 __all__ = [
     "ERROR_CLASSES",
+    "RESCHEDULE_REFUSED",
     "complete_early",
     "execute_failure",
     "model_args",

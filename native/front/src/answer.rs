@@ -266,10 +266,15 @@ fn encode_as(
     let mut first = true;
     for tensor in outputs {
         let binary = match &request.outputs {
+            // None named: the outputs the config declares (a model's extra one is dropped,
+            // as `ModelSignature.finish` drops it), binary as the request's default says.
+            None if served.outputs.iter().all(|(name, _)| *name != tensor.name) => continue,
             None => request.binary_default,
             Some(named) => match named.iter().find(|(n, _)| *n == tensor.name) {
                 None => continue,
-                Some((_, own)) => own.unwrap_or(request.binary_default),
+                // A listed output is binary only when it says so: `binary_data_output` is the
+                // default of the outputs not listed (Triton's CheckBinaryOutputData).
+                Some((_, own)) => own.unwrap_or(false),
             },
         };
         if !std::mem::replace(&mut first, false) {
@@ -331,7 +336,7 @@ mod tests {
             version: "1".into(),
             max_batch_size: 0,
             inputs: vec![],
-            outputs: vec![],
+            outputs: vec![("Y".into(), "FP32".into()), ("Z".into(), "BYTES".into())],
             token: "t".into(),
             stdlib_json,
         }
@@ -386,6 +391,33 @@ mod tests {
         assert!(String::from_utf8(answer.body)
             .unwrap()
             .starts_with(r#"{"id":"\u00e9""#));
+    }
+
+    #[test]
+    fn answers_the_declared_outputs_and_binary_only_where_asked() {
+        let request = Accepted {
+            id: String::new(),
+            inputs: vec![],
+            outputs: None,
+            binary_default: true,
+            batch_size: 1,
+        };
+        let outputs = vec![
+            tensor("Y", "FP32", vec![1], f32s(&[1.0])),
+            tensor("EXTRA", "FP32", vec![1], f32s(&[2.0])),
+        ];
+        // None named: the config's outputs only, binary by the request's default.
+        let answer = encode(&served(false), &request, &json!({}), &outputs).unwrap();
+        let text = r#"{"model_name":"m","model_version":"1","outputs":[{"name":"Y","datatype":"FP32","shape":[1],"parameters":{"binary_data_size":4}}]}"#;
+        assert_eq!(answer.header_length, Some(text.len()));
+        // Named without `binary_data`: JSON, whatever `binary_data_output` says.
+        let request = Accepted {
+            outputs: Some(vec![("Y".into(), None)]),
+            ..request
+        };
+        let answer = encode(&served(false), &request, &json!({}), &outputs).unwrap();
+        let text = r#"{"model_name":"m","model_version":"1","outputs":[{"name":"Y","datatype":"FP32","shape":[1],"data":[1.0]}]}"#;
+        assert_eq!(String::from_utf8(answer.body).unwrap(), text);
     }
 
     fn f32s(values: &[f32]) -> Vec<u8> {

@@ -28,7 +28,9 @@ use crate::wire::{self, InTensor};
 const MAX_BODY: u64 = 1 << 20;
 
 /// How long a hot request's whole body may take to arrive before it is forwarded instead.
-const BODY_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+/// (A body of up to 1 MiB on a live connection is in within milliseconds; `thaw serve`'s body
+/// deadline then counts from when it starts reading, this much later.)
+const BODY_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// A body of the chunks already read, then what is still to come of `body`.
 fn rest_of(read: Vec<Bytes>, mut body: Body) -> Body {
@@ -234,6 +236,10 @@ fn row_outcome(row: &Value, tensors: Vec<InTensor>) -> Option<Result<Success, Ou
     if row.get("none").and_then(Value::as_bool) == Some(true) {
         return Some(Err(Outcome::fail("no_response")));
     }
+    if row.get("reschedule").and_then(Value::as_bool) == Some(true) {
+        // Released with RESCHEDULE: only an iterative sequence model may be, and none is hot.
+        return Some(Err(Outcome::fail("rescheduled")));
+    }
     if row.get("sender").and_then(Value::as_bool) == Some(true) {
         return None; // its `send` answers it
     }
@@ -284,7 +290,13 @@ async fn wait(
                 if sent.is_none() {
                     let fin = message.fields.get("final").and_then(Value::as_bool) == Some(true);
                     match message.fields.get("response").filter(|r| !r.is_null()) {
-                        Some(row) => sent = row_outcome(row, message.tensors),
+                        // The sender's response is the answer, at once, whatever the execute
+                        // says after (as `thaw serve` and Triton answer it).
+                        Some(row) => {
+                            if let Some(result) = row_outcome(row, message.tensors) {
+                                return result;
+                            }
+                        }
                         None if fin => sent = Some(Err(Outcome::fail("no_response"))),
                         None => {}
                     }

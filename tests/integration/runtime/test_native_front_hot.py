@@ -95,7 +95,7 @@ parameters { key: "marker" value: { string_value: "MARKER" } }
 """
 
 # MODE 0: an answer; 1: the model's error (INVALID_ARG); 2: execute raises; 3: the stub dies;
-# 4: bytes that are not UTF-8.
+# 4: bytes that are not UTF-8; 5: an extra output.
 _FAULTY_MODEL = """
 import json
 import os
@@ -119,6 +119,10 @@ class TritonPythonModel:
                 raise RuntimeError("MODE 2 raises")
             elif mode == 3:
                 os._exit(3)
+            elif mode == 5:  # an output the config does not declare: not answered
+                out.append(pb_utils.InferenceResponse(
+                    [pb_utils.Tensor("OUT", np.array([b"ok"], dtype=np.object_)),
+                     pb_utils.Tensor("EXTRA", np.array([1], dtype=np.int32))]))
             else:
                 text = b"ok" if mode == 0 else b"\\xff\\xfe"
                 out.append(pb_utils.InferenceResponse(
@@ -234,6 +238,14 @@ CASES: dict[str, tuple[str, bytes, dict[str, str]]] = {
         ).encode(),
         {},
     ),
+    "a listed output stays JSON under binary_data_output": (
+        "/v2/models/types/infer",
+        json.dumps(
+            _types_doc(parameters={"binary_data_output": True}, outputs=[{"name": "I2"}])
+        ).encode(),
+        {},
+    ),
+    "an output the config does not declare": ("/v2/models/faulty/infer", _mode(5), {}),
     "binary outputs": (
         "/v2/models/types/infer",
         json.dumps(_types_doc(parameters={"binary_data_output": True})).encode(),

@@ -62,6 +62,7 @@ def test_a_plain_python_model_in_stubs_is_hot() -> None:
         'input [ { name: "O" data_type: TYPE_FP32 dims: [ 1 ] optional: true } ]',
         'input [ { name: "R" data_type: TYPE_FP32 dims: [ 2 ] reshape: { shape: [ 1, 2 ] } } ]',
         'output [ { name: "B" data_type: TYPE_BF16 dims: [ 1 ] } ]',
+        'output [ { name: "R" data_type: TYPE_FP32 dims: [ 2 ] reshape: { shape: [ 1, 2 ] } } ]',
         "instance_group [ { count: 1 kind: KIND_CPU passive: true } ]",
     ],
 )
@@ -101,6 +102,8 @@ def test_outcomes_are_answered_and_counted_as_the_server_does() -> None:
     assert isinstance(error, InvalidInput) and answered
     error, answered = outcome_error({"kind": "no_response", "model": "m"})
     assert error.message == "model 'm' sent no response for a request" and not answered
+    error, answered = outcome_error({"kind": "rescheduled"})
+    assert "TRITONSERVER_REQUEST_RELEASE_RESCHEDULE" in error.message and not answered
     error, answered = outcome_error({"kind": ["what"]})
     assert type(error) is ServingError and not answered
 
