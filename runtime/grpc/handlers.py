@@ -131,8 +131,12 @@ class GrpcHandlers:
         shared_memory: SystemSharedMemory | None = None,
         settings: SettingsApi | None = None,
         tracer: RequestTracer | None = None,
+        sync_front_stats: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._config = config
+        # The native front's own answers, added to the statistics before they are read
+        # (runtime.process.native_front; a no-op without it).
+        self._sync_front_stats = sync_front_stats
         # Where a ModelInfer's trace begins (its GRPC_* activities: runtime.observe.tracing).
         self._tracer = tracer
         # The logging and trace extensions, shared with the REST surface (runtime.http.app).
@@ -201,6 +205,8 @@ class GrpcHandlers:
         return config_response(self._manager.config(name, version))
 
     async def model_statistics(self, request: Any, context: Context) -> Any:
+        if self._sync_front_stats is not None:
+            await self._sync_front_stats()
         if not request.name:
             doc = self._manager.statistics(None, None)
         else:

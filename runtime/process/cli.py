@@ -380,7 +380,7 @@ def _device_target(config: ServeConfig) -> DeviceTarget:
 async def _serve(config: ServeConfig, log: LogControl, sync: RepositorySync | None) -> int:
     # Imported here so `thaw serve --help` stays fast.
     from runtime.direct.front_door import FrontDoor
-    from runtime.http.app import SERVER_STATE, SETTINGS, SHARED_MEMORY, build_app
+    from runtime.http.app import HANDLERS, SERVER_STATE, SETTINGS, SHARED_MEMORY, build_app
     from runtime.models.manager import ModelManager
     from runtime.observe.metrics import Metrics
     from runtime.observe.tracing import RequestTracer
@@ -445,9 +445,16 @@ async def _serve(config: ServeConfig, log: LogControl, sync: RepositorySync | No
     if config.allow_grpc:
         from runtime.grpc.handlers import GrpcHandlers  # grpc only where it is served
 
+        http_handlers = app[HANDLERS]
+
+        async def sync_front_stats() -> None:
+            # The native front's answers (set once it runs: runtime.process.native_front).
+            if http_handlers.front is not None:
+                await http_handlers.front.sync_stats()
+
         grpc_routes = GrpcHandlers(
             config, manager, app[SERVER_STATE], shared_memory=app[SHARED_MEMORY],
-            settings=app[SETTINGS], tracer=tracer,
+            settings=app[SETTINGS], tracer=tracer, sync_front_stats=sync_front_stats,
         ).routes()  # fmt: skip
     status = await serve_app(app, config, grpc_routes=grpc_routes)
     if not app[SERVER_STATE].stopped_cleanly:
