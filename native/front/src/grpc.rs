@@ -98,6 +98,7 @@ const MAX_STREAMS: u32 = 1024;
 /// gRPC's status codes the front answers by itself.
 const DEADLINE_EXCEEDED: u32 = 4;
 const INTERNAL: u32 = 13;
+const RESOURCE_EXHAUSTED: u32 = 8;
 const UNAVAILABLE: u32 = 14;
 
 /// What every gRPC connection shares.
@@ -107,6 +108,22 @@ pub struct GrpcFront {
     pub http: Upstream,
     /// The Python gRPC server's socket.
     pub grpc: GrpcUpstream,
+    /// The HTTP/2 handshake's deadline (`--head-timeout-s`, as grpcio's
+    /// `grpc.server_handshake_timeout_ms`): a connection that does not finish it is closed.
+    pub handshake: Option<Duration>,
+    /// The most calls in flight at once on the port (0: no cap), as the Python gRPC server's
+    /// `maximum_concurrent_rpcs` (`--max-connections`): past it a call is RESOURCE_EXHAUSTED.
+    pub max_calls: usize,
+    pub calls: std::sync::atomic::AtomicUsize,
+}
+
+/// One call counted in flight until dropped.
+struct InFlight<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// A call's answer: forwarded as it comes, or the front's own (one message, then trailers).
@@ -245,7 +262,15 @@ async fn connection(
         .max_concurrent_streams(MAX_STREAMS)
         .initial_window_size(1 << 20)
         .initial_connection_window_size(1 << 24);
-    let Ok(mut connection) = builder.handshake::<_, Bytes>(socket).await else {
+    let handshake = builder.handshake::<_, Bytes>(socket);
+    let shaken = match front.handshake {
+        Some(limit) => match tokio::time::timeout(limit, handshake).await {
+            Ok(shaken) => shaken,
+            Err(_) => return, // the socket is dropped: closed
+        },
+        None => handshake.await,
+    };
+    let Ok(mut connection) = shaken else {
         return;
     };
     let mut closing = false;
@@ -267,13 +292,33 @@ async fn connection(
     }
 }
 
-async fn call(front: Arc<GrpcFront>, request: Request<RecvStream>, respond: SendResponse<Bytes>) {
+async fn call(
+    front: Arc<GrpcFront>,
+    request: Request<RecvStream>,
+    mut respond: SendResponse<Bytes>,
+) {
     let request = request.map(|stream| CallBody {
         read: VecDeque::new(),
         rest: Some(stream),
     });
-    let response = serve(front, request).await;
+    let calls = front
+        .calls
+        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let in_flight = InFlight(&front.calls);
+    if front.max_calls > 0 && calls >= front.max_calls {
+        let refusal = status_only(RESOURCE_EXHAUSTED, "Concurrent RPC limit exceeded!");
+        drop(in_flight);
+        send(respond, refusal).await;
+        return;
+    }
+    // A call the client cancels is dropped here: a forwarded one is then reset upstream too,
+    // so the Python server sees the cancellation.
+    let response = tokio::select! {
+        response = serve(front.clone(), request) => response,
+        _ = poll_fn(|cx| respond.poll_reset(cx)) => return,
+    };
     send(respond, response).await;
+    drop(in_flight);
 }
 
 /// Write `response` on the call's stream: its head, its body as the peer's window allows,

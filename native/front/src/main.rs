@@ -123,6 +123,9 @@ async fn run(args: args::Args) -> io::Result<()> {
             registry,
             http: front.upstream.clone(),
             grpc: grpc::grpc_client(grpc_upstream.clone()),
+            handshake: limits.head,
+            max_calls: args.max_connections,
+            calls: std::sync::atomic::AtomicUsize::new(0),
         });
         println!("{GRPC_LISTENING} {}", grpc_listener.local_addr()?);
         tokio::spawn(grpc::listen(grpc_front, grpc_listener, front.drain_watch()));
