@@ -306,14 +306,12 @@ async fn wait(
                     None => done_sender = true,
                 }
             }
-            Some("send") => {
-                if sent.is_none() {
-                    let fin = message.fields.get("final").and_then(Value::as_bool) == Some(true);
-                    match message.fields.get("response").filter(|r| !r.is_null()) {
-                        Some(row) => sent = row_outcome(row, message.tensors),
-                        None if fin => sent = Some(Err(Outcome::fail("no_response"))),
-                        None => {}
-                    }
+            Some("send") if sent.is_none() => {
+                let fin = message.fields.get("final").and_then(Value::as_bool) == Some(true);
+                match message.fields.get("response").filter(|r| !r.is_null()) {
+                    Some(row) => sent = row_outcome(row, message.tensors),
+                    None if fin => sent = Some(Err(Outcome::fail("no_response"))),
+                    None => {}
                 }
             }
             _ => {}
