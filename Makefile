@@ -79,7 +79,8 @@ system-deps:
 # is missing it says so and the front's tests skip; as root it apt-get installs the crates when
 # missing (~25 s); a failing build fails. Its own unit tests run with it.
 NATIVE_DEBS  := librust-hyper-dev librust-tokio-dev librust-tower-service-dev librust-serde-json-dev \
-                librust-nix-dev librust-libc-dev librust-flate2-dev
+                librust-nix-dev librust-libc-dev librust-flate2-dev \
+                librust-h2-dev librust-prost-dev
 NATIVE_CARGO := $(shell command -v cargo 2>/dev/null || ls $(HOME)/.cargo/bin/cargo 2>/dev/null)
 native:
 	@if [ -z "$(NATIVE_CARGO)" ]; then \

@@ -15,6 +15,7 @@ Responses are compressed at tritonserver's `--grpc-infer-response-compression-le
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -39,7 +40,12 @@ _MAX_SEND_BYTES = (1 << 31) - 1
 class GrpcServer:
     """One gRPC server for `routes` (a generic handler), bound to the config's address."""
 
-    def __init__(self, config: ServeConfig, routes: Any) -> None:
+    def __init__(
+        self, config: ServeConfig, routes: Any, *, unix_socket: Path | None = None
+    ) -> None:
+        # `unix_socket`: listen there instead, privately, behind the native front (which takes
+        # the gRPC port: runtime.process.native_front); plaintext, as the front speaks it.
+        self._unix_socket = unix_socket
         self._host = config.grpc_host or config.host
         self._port = config.grpc_port
         self._tls = config.grpc_tls
@@ -62,6 +68,17 @@ class GrpcServer:
     async def start(self) -> str:
         """Bind and start serving; the bound address (`HOST:PORT`, the port chosen when 0).
         ServingError when the address cannot be bound."""
+        if self._unix_socket is not None:
+            self.address = f"unix:{self._unix_socket}"
+            try:
+                bound = self._server.add_insecure_port(self.address)
+            except RuntimeError as exc:
+                raise ServingError(f"cannot listen on {self.address}: {exc}") from exc
+            if not bound:
+                raise ServingError(f"cannot listen on {self.address}")
+            await self._server.start()
+            logger.info("gRPC service behind the native front on %s", self.address)
+            return self.address
         try:
             credentials = server_credentials(self._tls) if self._tls is not None else None
             address = bind_grpc_port(

@@ -31,7 +31,7 @@ from runtime.errors import (
     is_refusal,
 )
 from runtime.header_forward import forwarded_headers
-from runtime.http.front_outcome import TOKEN_HEADER, FrontLink, outcome_error
+from runtime.http.front_outcome import TOKEN_HEADER, FrontLink, grpc_outcome, outcome_error
 from runtime.http.response_encoding import MIN_COMPRESS_BYTES, compress_body, pick_encoding
 from runtime.inference import InferRequest
 from runtime.models.lifecycle import ServerState
@@ -274,6 +274,8 @@ class V2Handlers:
             str(doc.get("model", "")), str(doc.get("version", "")),
             _count(doc.get("batch_size")), _count(doc.get("request_ns")), answered,
         )  # fmt: skip
+        if doc.get("surface") == "grpc":
+            return json_response(grpc_outcome(error, self._redact))
         raise error
 
     # -- inference -----------------------------------------------------------------------

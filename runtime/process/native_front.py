@@ -40,8 +40,16 @@ from runtime.process.front_control import FrontControl
 from runtime.process.hot_models import HotModels
 from thawserver.connection_drain import count_down_connections
 from thawserver.connection_limits import ConnectionLimits
+from thawserver.grpc_keepalive import GrpcKeepalive
 
-__all__ = ["FRONT_BINARY_ENV", "NativeFront", "front_binary", "private_socket_dir"]
+__all__ = [
+    "FRONT_BINARY_ENV",
+    "GRPC_SOCKET",
+    "NativeFront",
+    "front_binary",
+    "grpc_refusal",
+    "private_socket_dir",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +58,10 @@ FRONT_BINARY_ENV = "THAW_FRONT_BINARY"
 
 _BUILT = Path(__file__).resolve().parents[2] / "native" / "front" / "target" / "release"
 _LISTENING = "THAW_FRONT_LISTENING "
+_GRPC_LISTENING = "THAW_FRONT_GRPC "
+GRPC_SOCKET = "grpc.sock"
+"""The Python gRPC server's socket in the private directory, when the front takes the port."""
+_MIN_GRPC_MESSAGE = 1 << 20  # the front reads ModelInfer messages up to 1 MiB itself
 _OPEN = "THAW_FRONT_OPEN"
 _START_TIMEOUT_S = 15.0
 _STOP_GRACE_S = 2.0  # past the stop's deadline before the front is killed
@@ -81,6 +93,25 @@ def private_socket_dir() -> Path:
     return Path(tempfile.mkdtemp(prefix="thaw-front-"))
 
 
+def grpc_refusal(config: ServeConfig) -> str | None:
+    """Why the native front cannot take the gRPC port for `config` (None: it can): a setting
+    grpcio honours that the front does not (decision 0032 phase 3); the port then stays the
+    Python gRPC server's, as before."""
+    if config.grpc_tls is not None:
+        return "gRPC over TLS (--grpc-use-ssl)"
+    if config.grpc_response_compression_level != "none":
+        return "compressed gRPC responses (--grpc-infer-response-compression-level)"
+    if config.grpc_keepalive != GrpcKeepalive():
+        return "gRPC keepalive settings other than the defaults"
+    if config.grpc_restricted_protocols:
+        return "restricted gRPC protocols (--grpc-restricted-protocol)"
+    if config.grpc_header_forward_pattern:
+        return "gRPC headers forwarded to models (--grpc-header-forward-pattern)"
+    if config.grpc_max_message < _MIN_GRPC_MESSAGE:
+        return f"a gRPC message cap under {_MIN_GRPC_MESSAGE} bytes"
+    return None
+
+
 def _listen_address(host: str, port: int) -> str:
     """`host:port` as the front's `--listen` takes it: a name resolved to its first address
     (as a socket bound to it would take), IPv6 in brackets; "" is every IPv4 address."""
@@ -103,6 +134,7 @@ class NativeFront:
     process: asyncio.subprocess.Process
     socket_dir: Path
     control: FrontControl | None = None
+    grpc_address: str | None = None  # HOST:PORT, where the front took the gRPC port
     hot: asyncio.Task[None] | None = None
 
     def answer_hot_models(
@@ -139,12 +171,16 @@ class NativeFront:
         socket_dir: Path,
         limits: ConnectionLimits,
         control: FrontControl | None = None,
+        grpc: tuple[str, int, bool] | None = None,
     ) -> NativeFront:
         """Start the front on host:port before the application on `socket_dir`/serve.sock;
         ServingError says why it did not start (its own error is on stderr before it).
-        `control`: the control socket whose other end the front inherits (hot models)."""
+        `control`: the control socket whose other end the front inherits (hot models).
+        `grpc`: (host, port, reuse_port) of the gRPC port the front takes, before the Python
+        gRPC server on `socket_dir`/grpc.sock."""
         try:
             binary, listen = front_binary(), _listen_address(host, port)
+            grpc_listen = _listen_address(grpc[0], grpc[1]) if grpc is not None else None
         except ServingError:
             shutil.rmtree(socket_dir, ignore_errors=True)  # nothing will listen behind it
             raise
@@ -158,6 +194,10 @@ class NativeFront:
         ]  # fmt: skip
         if reuse_port:
             argv.append("--reuse-port")
+        if grpc is not None and grpc_listen is not None:
+            argv += ["--grpc-listen", grpc_listen, "--grpc-upstream", str(socket_dir / GRPC_SOCKET)]
+            if grpc[2]:
+                argv.append("--grpc-reuse-port")
         pass_fds: tuple[int, ...] = ()
         if control is not None:
             argv += ["--control-fd", str(control.front_end.fileno())]
@@ -174,11 +214,16 @@ class NativeFront:
         if control is not None:
             control.attach(asyncio.get_running_loop())  # the front holds its end now
         assert process.stdout is not None  # piped
-        try:
-            line = await asyncio.wait_for(process.stdout.readline(), _START_TIMEOUT_S)
-        except TimeoutError:
-            line = b""
-        text = line.decode(errors="replace").strip()
+        grpc_address = None
+        while True:
+            try:
+                line = await asyncio.wait_for(process.stdout.readline(), _START_TIMEOUT_S)
+            except TimeoutError:
+                line = b""
+            text = line.decode(errors="replace").strip()
+            if not text.startswith(_GRPC_LISTENING):
+                break
+            grpc_address = text.split(None, 1)[1]
         if not text.startswith(_LISTENING.strip()):
             with contextlib.suppress(ProcessLookupError):
                 process.kill()
@@ -188,7 +233,16 @@ class NativeFront:
             raise ServingError(f"the native front did not start (exit {code}): {why}")
         url = text.split(None, 1)[1]
         logger.info("native front on %s, forwarding to %s", url, socket_dir / "serve.sock")
-        return cls(url=url, process=process, socket_dir=socket_dir, control=control)
+        if grpc_address is not None:
+            logger.info("native front on %s (gRPC), forwarding to %s", grpc_address,
+                        socket_dir / GRPC_SOCKET)  # fmt: skip
+        return cls(
+            url=url,
+            process=process,
+            socket_dir=socket_dir,
+            control=control,
+            grpc_address=grpc_address,
+        )
 
     async def exited(self, state: ServerState) -> None:
         """Return when the front exits on its own (it never should): the server then stops

@@ -36,9 +36,15 @@ from runtime.http.app import (
 from runtime.models.manager import ModelManager
 from runtime.process.cloud_ports import CloudPorts
 from runtime.process.front_control import FrontControl
-from runtime.process.native_front import NativeFront, private_socket_dir
+from runtime.process.native_front import (
+    GRPC_SOCKET,
+    NativeFront,
+    grpc_refusal,
+    private_socket_dir,
+)
 from thawserver.aiohttp_compat import JsonErrorRunner
 from thawserver.connection_drain import DRAIN_IDLE_TIMEOUT_S, count_down_connections
+from thawserver.grpc_bind import bind_problem
 from thawwire.handoff_protocol import Surface, listening_line, surface_line
 
 __all__ = ["serve_app"]
@@ -80,6 +86,28 @@ async def _listen_private(server: web.Server, app: web.Application) -> tuple[asy
     return listener, directory
 
 
+def _front_takes_grpc(config: ServeConfig, grpc_routes: Any | None) -> bool:
+    """Whether the native front takes the gRPC port (decision 0032 phase 3): it does where it
+    takes the HTTP port and serves every gRPC setting in force; else the port stays the Python
+    gRPC server's, saying why once."""
+    if not (config.allow_grpc and grpc_routes is not None):
+        return False
+    if not (config.allow_http and config.http_front == "native"):
+        return False
+    why = grpc_refusal(config)
+    if why is not None:
+        logger.info(
+            "the gRPC port stays the Python gRPC server's: the native front does not serve %s", why
+        )
+        return False
+    return True
+
+
+def _grpc_host(host: str) -> str:
+    """`host` as the gRPC surface announces it (thawserver.grpc_bind: IPv6 in brackets)."""
+    return f"[{host}]" if ":" in host else host
+
+
 async def serve_app(
     app: web.Application, config: ServeConfig, *, grpc_routes: Any | None = None
 ) -> int:
@@ -118,7 +146,8 @@ async def serve_app(
     try:
         announcements: list[str] = []
         try:
-            if config.allow_grpc and grpc_routes is not None:
+            front_grpc = _front_takes_grpc(config, grpc_routes)
+            if config.allow_grpc and grpc_routes is not None and not front_grpc:
                 from runtime.grpc.server import GrpcServer  # grpc only where it is served
 
                 grpc_server = GrpcServer(config, grpc_routes)
@@ -139,10 +168,33 @@ async def serve_app(
             if config.allow_http and config.http_front == "native":
                 listener, socket_dir = await _listen_private(runner.server, app)
                 listeners.append(listener)
+                grpc_port: tuple[str, int, bool] | None = None
+                if front_grpc:
+                    from runtime.grpc.server import GrpcServer  # grpc only where it is served
+
+                    grpc_host = config.grpc_host or config.host
+                    problem = bind_problem(
+                        grpc_host, config.grpc_port, reuse_port=config.reuse_grpc_port
+                    )
+                    if problem is not None:
+                        where = f"{_grpc_host(grpc_host)}:{config.grpc_port}"
+                        raise OSError(f"cannot listen for gRPC on {where}: {problem}")
+                    grpc_server = GrpcServer(
+                        config, grpc_routes, unix_socket=socket_dir / GRPC_SOCKET
+                    )
+                    await grpc_server.start()
+                    grpc_port = (grpc_host, config.grpc_port, config.reuse_grpc_port)
                 front = await NativeFront.start(
                     host=config.host, port=config.port, reuse_port=config.reuse_http_port,
                     socket_dir=socket_dir, limits=config.connections, control=FrontControl(),
+                    grpc=grpc_port,
                 )  # fmt: skip
+                if grpc_port is not None and front.grpc_address is not None:
+                    port = front.grpc_address.rpartition(":")[2]
+                    address = f"{_grpc_host(grpc_port[0])}:{port}"
+                    announcements.append(surface_line(Surface.GRPC, address))
+                    # tritonserver's words: scripts wait for this line.
+                    logger.info("Started GRPCInferenceService at %s", address)
                 manager = app[MODELS]
                 if isinstance(manager, ModelManager):
                     front.answer_hot_models(manager, app[HANDLERS], config)

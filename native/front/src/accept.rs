@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::registry::Served;
+use crate::registry::{InputSpec, Served};
 use crate::wire::OutTensor;
 
 /// A request the front takes.
@@ -74,6 +74,45 @@ fn json_length(header: Option<&[u8]>, body_len: usize) -> Option<usize> {
     (n > 0 && n <= body_len).then_some(n)
 }
 
+/// The element count of an input of `shape` (each dimension ≥ 1) for the config's input
+/// `spec`: its dimensions (-1 takes any), after the batch dimension where the version batches
+/// (at most max_batch_size, the same in every input: `batch_size`). None: not certainly valid.
+pub fn shape_count(
+    served: &Served,
+    spec: &InputSpec,
+    shape: &[i64],
+    batch_size: &mut Option<u64>,
+) -> Option<u64> {
+    if shape.iter().any(|&d| d < 1) {
+        return None;
+    }
+    let dims = if served.max_batch_size > 0 {
+        if shape.len() != spec.dims.len() + 1 || shape[0] > served.max_batch_size {
+            return None;
+        }
+        let batch = shape[0] as u64;
+        if *batch_size.get_or_insert(batch) != batch {
+            return None;
+        }
+        &shape[1..]
+    } else {
+        if shape.len() != spec.dims.len() {
+            return None;
+        }
+        shape
+    };
+    if !dims
+        .iter()
+        .zip(&spec.dims)
+        .all(|(&d, &c)| c == -1 || d == c)
+    {
+        return None;
+    }
+    shape
+        .iter()
+        .try_fold(1u64, |acc, &d| acc.checked_mul(d as u64))
+}
+
 /// The request, if the front takes it.
 pub fn accept(served: &Served, body: &[u8], header_length: Option<&[u8]>) -> Option<Accepted> {
     let split = json_length(header_length, body.len())?;
@@ -122,31 +161,7 @@ pub fn accept(served: &Served, body: &[u8], header_length: Option<&[u8]>) -> Opt
             .iter()
             .map(|d| d.as_i64().filter(|&d| d >= 1))
             .collect::<Option<_>>()?;
-        let dims = if served.max_batch_size > 0 {
-            if shape.len() != spec.dims.len() + 1 || shape[0] > served.max_batch_size {
-                return None;
-            }
-            let batch = shape[0] as u64;
-            if *batch_size.get_or_insert(batch) != batch {
-                return None;
-            }
-            &shape[1..]
-        } else {
-            if shape.len() != spec.dims.len() {
-                return None;
-            }
-            &shape[..]
-        };
-        if !dims
-            .iter()
-            .zip(&spec.dims)
-            .all(|(&d, &c)| c == -1 || d == c)
-        {
-            return None;
-        }
-        let count = shape
-            .iter()
-            .try_fold(1u64, |acc, &d| acc.checked_mul(d as u64))?;
+        let count = shape_count(served, spec, &shape, &mut batch_size)?;
         let nbytes = (count as usize).checked_mul(size)?;
         if nbytes > body.len() * 8 + 64 {
             return None; // more elements than a 1 MiB body can name
@@ -223,7 +238,6 @@ pub fn accept(served: &Served, body: &[u8], header_length: Option<&[u8]>) -> Opt
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::InputSpec;
 
     fn served(max_batch_size: i64) -> Served {
         Served {

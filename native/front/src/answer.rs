@@ -54,7 +54,7 @@ fn string(text: &str, style: Style, out: &mut String) {
 
 /// A float as Python's `repr` writes it (the stdlib's JSON): the shortest round trip, fixed
 /// from 1e-4 up to 1e16, else `d.ddde±XX`; NaN and the infinities as `NaN`, `Infinity`.
-fn python_repr(value: f64) -> String {
+pub fn python_repr(value: f64) -> String {
     if value.is_nan() {
         return "NaN".into();
     }

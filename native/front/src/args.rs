@@ -7,6 +7,7 @@ use std::time::Duration;
 
 pub const USAGE: &str = "usage: thaw-front --listen HOST:PORT --upstream SOCKET \
 [--reuse-port] [--head-timeout-s S] [--idle-timeout-s S] [--max-connections N] [--control-fd N]
+[--grpc-listen HOST:PORT --grpc-upstream SOCKET [--grpc-reuse-port]]
 
 Thaw's native HTTP front (decision 0032, phase 1). It listens on HOST:PORT and forwards every
 request, whole, to the `thaw serve` listening on the Unix socket SOCKET, streaming bodies both
@@ -24,7 +25,12 @@ once.
   --max-connections N past N open connections a new one is answered 503 (0: no cap; default
                       10000)
   --control-fd N      an inherited AF_UNIX SOCK_SEQPACKET socket from `thaw serve`: the stubs'
-                      relays and the versions the front answers itself (decision 0032 phase 2)";
+                      relays and the versions the front answers itself (decision 0032 phase 2)
+  --grpc-listen HOST:PORT  also listen for gRPC (HTTP/2, prior knowledge) there, forwarding
+                      every call to the Python gRPC server on the Unix socket --grpc-upstream
+                      names, but the hot versions' ModelInfer, answered here (phase 3); prints
+                      `THAW_FRONT_GRPC HOST:PORT` before its listening line
+  --grpc-reuse-port   bind the gRPC port with SO_REUSEPORT (`--reuse-grpc-port`)";
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Args {
@@ -35,6 +41,9 @@ pub struct Args {
     pub idle_timeout: Option<Duration>,
     pub max_connections: usize,
     pub control_fd: Option<i32>,
+    pub grpc_listen: Option<SocketAddr>,
+    pub grpc_upstream: Option<PathBuf>,
+    pub grpc_reuse_port: bool,
 }
 
 fn seconds(flag: &str, text: &str) -> Result<Option<Duration>, String> {
@@ -58,11 +67,18 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
         idle_timeout: Some(Duration::from_secs(75)),
         max_connections: 10_000,
         control_fd: None,
+        grpc_listen: None,
+        grpc_upstream: None,
+        grpc_reuse_port: false,
     };
     let mut words = argv.iter();
     while let Some(flag) = words.next() {
         if flag == "--reuse-port" {
             args.reuse_port = true;
+            continue;
+        }
+        if flag == "--grpc-reuse-port" {
+            args.grpc_reuse_port = true;
             continue;
         }
         let value = words
@@ -77,6 +93,14 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
                 )
             }
             "--upstream" => upstream = Some(PathBuf::from(value)),
+            "--grpc-listen" => {
+                args.grpc_listen = Some(
+                    value
+                        .parse::<SocketAddr>()
+                        .map_err(|_| format!("--grpc-listen {value:?} is not HOST:PORT"))?,
+                )
+            }
+            "--grpc-upstream" => args.grpc_upstream = Some(PathBuf::from(value)),
             "--head-timeout-s" => args.head_timeout = seconds(flag, value)?,
             "--idle-timeout-s" => args.idle_timeout = seconds(flag, value)?,
             "--max-connections" => {
@@ -98,6 +122,9 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
     }
     args.listen = listen.ok_or("--listen is required")?;
     args.upstream = upstream.ok_or("--upstream is required")?;
+    if args.grpc_listen.is_some() != args.grpc_upstream.is_some() {
+        return Err("--grpc-listen and --grpc-upstream go together".into());
+    }
     Ok(args)
 }
 
@@ -124,6 +151,17 @@ mod tests {
         let args = parse(&words("--listen 127.0.0.1:1 --upstream /s --control-fd 5")).unwrap();
         assert_eq!(args.control_fd, Some(5));
         assert!(parse(&words("--listen 127.0.0.1:1 --upstream /s --control-fd x")).is_err());
+        let args = parse(&words(
+            "--listen 127.0.0.1:1 --upstream /s --grpc-listen 0.0.0.0:2 --grpc-upstream /g --grpc-reuse-port",
+        ))
+        .unwrap();
+        assert_eq!(args.grpc_listen, Some("0.0.0.0:2".parse().unwrap()));
+        assert_eq!(args.grpc_upstream, Some(PathBuf::from("/g")));
+        assert!(args.grpc_reuse_port);
+        assert!(parse(&words(
+            "--listen 127.0.0.1:1 --upstream /s --grpc-listen 0.0.0.0:2"
+        ))
+        .is_err());
     }
 
     #[test]

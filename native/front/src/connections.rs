@@ -75,6 +75,11 @@ impl Front {
         self.open.load(Ordering::SeqCst)
     }
 
+    /// The drain, as it is set (gRPC connections are sent GOAWAY when it starts).
+    pub fn drain_watch(&self) -> watch::Receiver<Option<Duration>> {
+        self.draining.subscribe()
+    }
+
     fn draining(&self) -> bool {
         self.draining.borrow().is_some()
     }

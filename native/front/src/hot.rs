@@ -5,7 +5,7 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use hyper::body::{Bytes, HttpBody};
 use hyper::header::{
@@ -19,7 +19,7 @@ use crate::accept::{accept, Accepted};
 use crate::answer;
 use crate::encoding::{compress, pick_encoding, MIN_COMPRESS_BYTES};
 use crate::forward::{cause, exchange, forward, refusal};
-use crate::registry::{Event, Registry, Served, ToStub};
+use crate::registry::{Event, Execute, Registry, Served, ToStub};
 use crate::stats::Timings;
 use crate::upstream::Upstream;
 use crate::wire::{self, InTensor};
@@ -33,7 +33,7 @@ const MAX_BODY: u64 = 1 << 20;
 const BODY_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// A body of the chunks already read, then what is still to come of `body`.
-fn rest_of(read: Vec<Bytes>, mut body: Body) -> Body {
+pub fn rest_of(read: Vec<Bytes>, mut body: Body) -> Body {
     let (mut sender, joined) = Body::channel();
     tokio::spawn(async move {
         for chunk in read {
@@ -119,7 +119,7 @@ pub async fn serve(
     let execute = taken
         .as_ref()
         .and_then(|_| registry.begin(&served.model, &served.version));
-    let (Some(taken), Some(mut execute)) = (taken, execute) else {
+    let (Some(taken), Some(execute)) = (taken, execute) else {
         return forward(upstream, Request::from_parts(parts, Body::from(body))).await;
     };
     let accept_encoding = parts
@@ -127,8 +127,72 @@ pub async fn serve(
         .get(ACCEPT_ENCODING)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
+    let (outcome, ran) = run(execute, &served, &taken, start).await;
+    let (params, tensors) = match outcome {
+        Ok(success) => success,
+        // The stub died before it ran the request: `thaw serve` runs it, on the next stub.
+        Err(outcome) if outcome.not_started() => {
+            return forward(upstream, Request::from_parts(parts, Body::from(body))).await;
+        }
+        Err(outcome) => {
+            let request_ns = start.elapsed().as_nanos() as u64;
+            let doc = outcome_doc(&served, &ran.instance, &taken, outcome, request_ns);
+            return Ok(ask_python(upstream, &served, doc).await);
+        }
+    };
+    let encoded = match answer::encode(served.as_ref(), &taken, &params, &tensors) {
+        Ok(encoded) => encoded,
+        Err(name) => {
+            let mut outcome = Outcome::fail("not_utf8");
+            outcome.output = Some(name);
+            let request_ns = start.elapsed().as_nanos() as u64;
+            let doc = outcome_doc(&served, &ran.instance, &taken, outcome, request_ns);
+            return Ok(ask_python(upstream, &served, doc).await);
+        }
+    };
+    let response = http_answer(encoded, accept_encoding.as_deref());
+    ran.count_success(&registry, &served, taken.batch_size);
+    Ok(response)
+}
+
+/// One execute the front sent, answered: its instance and its times.
+pub struct Ran {
+    pub instance: String,
+    start: Instant,
+    queued: Duration,
+    input: Duration,
+    sent_at: Instant,
+    answered_at: Instant,
+}
+
+impl Ran {
+    /// Count the success in the statistics (its output phase ends now).
+    pub fn count_success(&self, registry: &Registry, served: &Served, batch_size: u64) {
+        let done = Instant::now();
+        registry.stats.success(
+            &served.model,
+            &served.version,
+            batch_size,
+            Timings {
+                request: (done - self.start).as_nanos() as u64,
+                queue: self.queued.as_nanos() as u64,
+                input: self.input.as_nanos() as u64,
+                infer: (self.answered_at - self.sent_at).as_nanos() as u64,
+                output: (done - self.answered_at).as_nanos() as u64,
+            },
+        );
+    }
+}
+
+/// Send `taken` to a stub as one execute (`_execute_message`'s, for one request) and wait for
+/// its answer: the outcome, and the execute's record. `start`: when the request was read.
+pub async fn run(
+    mut execute: Execute,
+    served: &Served,
+    taken: &Accepted,
+    start: Instant,
+) -> (Result<Success, Outcome>, Ran) {
     let queued = start.elapsed();
-    // The execute, as `_execute_message` builds it for one request.
     let requested: Vec<&str> = taken
         .outputs
         .iter()
@@ -157,51 +221,22 @@ pub async fn serve(
         None => Err(Outcome::fail("unhealthy")),
         Some(()) => wait(&mut execute.events).await,
     };
-    let answered_at = Instant::now();
-    let instance = execute.relay.name.clone();
-    drop(execute);
-    let (params, tensors) = match outcome {
-        Ok(success) => success,
-        // The stub died before it ran the request: `thaw serve` runs it, on the next stub.
-        Err(outcome) if outcome.kind == NOT_STARTED => {
-            return forward(upstream, Request::from_parts(parts, Body::from(body))).await;
-        }
-        Err(outcome) => {
-            let request_ns = start.elapsed().as_nanos() as u64;
-            return Ok(ask_python(upstream, &served, &instance, &taken, outcome, request_ns).await);
-        }
+    let ran = Ran {
+        instance: execute.relay.name.clone(),
+        start,
+        queued,
+        input,
+        sent_at,
+        answered_at: Instant::now(),
     };
-    let encoded = match answer::encode(served.as_ref(), &taken, &params, &tensors) {
-        Ok(encoded) => encoded,
-        Err(name) => {
-            let mut outcome = Outcome::fail("not_utf8");
-            outcome.output = Some(name);
-            let request_ns = start.elapsed().as_nanos() as u64;
-            return Ok(ask_python(upstream, &served, &instance, &taken, outcome, request_ns).await);
-        }
-    };
-    let response = http_answer(encoded, accept_encoding.as_deref());
-    let done = Instant::now();
-    registry.stats.success(
-        &served.model,
-        &served.version,
-        taken.batch_size,
-        Timings {
-            request: (done - start).as_nanos() as u64,
-            queue: queued.as_nanos() as u64,
-            input: input.as_nanos() as u64,
-            infer: (answered_at - sent_at).as_nanos() as u64,
-            output: (done - answered_at).as_nanos() as u64,
-        },
-    );
-    Ok(response)
+    (outcome, ran)
 }
 
 /// The outcome of an execute its stub never started (it ended first).
 const NOT_STARTED: &str = "not_started";
 
 /// A non-success, for `thaw serve` to answer.
-struct Outcome {
+pub struct Outcome {
     kind: &'static str,
     error: Option<String>,
     code: Option<Value>,
@@ -209,6 +244,11 @@ struct Outcome {
 }
 
 impl Outcome {
+    /// The stub ended before it started the execute: the request is `thaw serve`'s to run.
+    pub fn not_started(&self) -> bool {
+        self.kind == NOT_STARTED
+    }
+
     fn fail(kind: &'static str) -> Outcome {
         Outcome {
             kind,
@@ -219,7 +259,7 @@ impl Outcome {
     }
 }
 
-type Success = (Value, Vec<InTensor>);
+pub type Success = (Value, Vec<InTensor>);
 
 /// A response row and the message's tensors: the success, or the outcome.
 fn row_outcome(row: &Value, tensors: Vec<InTensor>) -> Option<Result<Success, Outcome>> {
@@ -345,15 +385,14 @@ fn http_answer(encoded: answer::Encoded, accept_encoding: Option<&str>) -> Respo
     response
 }
 
-/// `thaw serve`'s answer to an outcome (`POST /thaw-front/outcome`), as it comes.
-async fn ask_python(
-    upstream: Upstream,
+/// The outcome as `thaw serve` reads it (`POST /thaw-front/outcome`).
+pub fn outcome_doc(
     served: &Served,
     instance: &str,
     request: &Accepted,
     outcome: Outcome,
     request_ns: u64,
-) -> Response<Body> {
+) -> Map<String, Value> {
     let mut doc = Map::new();
     doc.insert("model".into(), Value::from(served.model.clone()));
     doc.insert("version".into(), Value::from(served.version.clone()));
@@ -373,6 +412,15 @@ async fn ask_python(
     }
     doc.insert("batch_size".into(), Value::from(request.batch_size));
     doc.insert("request_ns".into(), Value::from(request_ns));
+    doc
+}
+
+/// `thaw serve`'s answer to an outcome (`POST /thaw-front/outcome`), as it comes.
+pub async fn ask_python(
+    upstream: Upstream,
+    served: &Served,
+    doc: Map<String, Value>,
+) -> Response<Body> {
     let body = Value::Object(doc).to_string();
     let token = HeaderValue::from_str(&served.token).unwrap_or(HeaderValue::from_static(""));
     let outgoing = Request::builder()

@@ -18,6 +18,8 @@ mod ctlsock;
 mod encoding;
 mod forward;
 mod framing;
+mod grpc;
+mod grpc_proto;
 mod guard;
 mod hot;
 mod registry;
@@ -37,20 +39,21 @@ use crate::connections::Front;
 use crate::control::Command;
 
 const LISTENING: &str = "THAW_FRONT_LISTENING";
+const GRPC_LISTENING: &str = "THAW_FRONT_GRPC";
 const OPEN: &str = "THAW_FRONT_OPEN";
 const REPORT_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
 
-fn bind(args: &args::Args) -> io::Result<TcpListener> {
-    let socket = if args.listen.is_ipv4() {
+fn bind(address: std::net::SocketAddr, reuse_port: bool) -> io::Result<TcpListener> {
+    let socket = if address.is_ipv4() {
         TcpSocket::new_v4()?
     } else {
         TcpSocket::new_v6()?
     };
     socket.set_reuseaddr(true)?;
-    if args.reuse_port {
+    if reuse_port {
         socket.set_reuseport(true)?;
     }
-    socket.bind(args.listen)?;
+    socket.bind(address)?;
     socket.listen(1024)
 }
 
@@ -86,12 +89,18 @@ fn main() {
 }
 
 async fn run(args: args::Args) -> io::Result<()> {
-    let listener = bind(&args).map_err(|exc| {
+    let listener = bind(args.listen, args.reuse_port).map_err(|exc| {
         io::Error::new(
             exc.kind(),
             format!("cannot listen on {}: {exc}", args.listen),
         )
     })?;
+    let grpc_listener = match args.grpc_listen {
+        Some(address) => Some(bind(address, args.grpc_reuse_port).map_err(|exc| {
+            io::Error::new(exc.kind(), format!("cannot listen on {address}: {exc}"))
+        })?),
+        None => None,
+    };
     let limits = guard::Limits {
         head: args.head_timeout,
         idle: args.idle_timeout,
@@ -104,11 +113,23 @@ async fn run(args: args::Args) -> io::Result<()> {
     };
     let front = Arc::new(Front::new(
         upstream::client(args.upstream.clone()),
-        registry,
+        registry.clone(),
         limits,
         args.max_connections,
     ));
     let mut commands = control::commands();
+    if let (Some(grpc_listener), Some(grpc_upstream)) = (grpc_listener, &args.grpc_upstream) {
+        let grpc_front = Arc::new(grpc::GrpcFront {
+            registry,
+            http: front.upstream.clone(),
+            grpc: grpc::grpc_client(grpc_upstream.clone()),
+            handshake: limits.head,
+            max_calls: args.max_connections,
+            calls: std::sync::atomic::AtomicUsize::new(0),
+        });
+        println!("{GRPC_LISTENING} {}", grpc_listener.local_addr()?);
+        tokio::spawn(grpc::listen(grpc_front, grpc_listener, front.drain_watch()));
+    }
     let bound = listener.local_addr()?;
     println!("{LISTENING} http://{bound}");
     let stop = loop {

@@ -310,6 +310,21 @@ impl Registry {
         inner.served.get(k).cloned()
     }
 
+    /// The served version a gRPC `ModelInfer` names (`version` "": the model's unversioned
+    /// route), unless paused: the same rows as the HTTP routes.
+    pub fn route_model(&self, model: &str, version: &str) -> Option<Arc<Served>> {
+        if model.is_empty() || model.contains('/') || version.contains('/') {
+            return None;
+        }
+        let path = if version.is_empty() {
+            format!("/v2/models/{model}/infer")
+        } else {
+            format!("/v2/models/{model}/versions/{version}/infer")
+        };
+        self.route(&path)
+            .filter(|s| s.model == model && (version.is_empty() || s.version == version))
+    }
+
     /// Whether (model, version) has a live relay.
     pub fn has_relay(&self, model: &str, version: &str) -> bool {
         let inner = self.lock();

@@ -35,6 +35,12 @@ pub fn client(path: PathBuf) -> Upstream {
 #[derive(Clone)]
 pub struct UnixConnector(Arc<PathBuf>);
 
+impl UnixConnector {
+    pub fn new(path: PathBuf) -> Self {
+        UnixConnector(Arc::new(path))
+    }
+}
+
 impl Service<Uri> for UnixConnector {
     type Response = UnixConnection;
     type Error = io::Error;

@@ -21,6 +21,7 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 import tritonclient.grpc as grpcclient
 
@@ -174,6 +175,12 @@ def _wait_hot(
             return
         time.sleep(0.05)
     raise AssertionError(f"the front never took {models}:\n{server.logs()[-3000:]}")
+
+
+def server_cpu_s(server: ServeProcess) -> float:
+    """User+sys CPU seconds of the `thaw serve` process itself (not its front or stubs)."""
+    times = psutil.Process(server.proc.pid).cpu_times()
+    return float(times.user + times.system)
 
 
 def _tensor(name: str, datatype: str, shape: list[int], data: list[object]) -> dict[str, object]:
@@ -345,6 +352,19 @@ def _stats(server: ServeProcess, model: str) -> dict[str, object]:
         "compute_infer": stats["compute_infer"]["count"],
         "batches": {b["batch_size"]: b["compute_infer"]["count"] for b in row["batch_stats"]},
     }
+
+
+def test_the_front_answers_hot_infers_itself(servers: dict[str, ServeProcess]) -> None:
+    """A hot infer costs the Python server next to nothing: over 200 of them its own CPU grows
+    by under a quarter of what they cost the server behind the Python front (same run)."""
+    grown = {}
+    for front in ("python", "native"):
+        server = servers[front]
+        before = server_cpu_s(server)
+        for _ in range(200):
+            assert _post(server, *CASES["json"])[0] == 200
+        grown[front] = server_cpu_s(server) - before
+    assert grown["native"] < grown["python"] / 4, grown
 
 
 def test_the_statistics_count_alike(servers: dict[str, ServeProcess]) -> None:
