@@ -59,10 +59,10 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     p.add_argument(
         "--front", choices=HTTP_FRONTS, default="python",
-        help="what listens on the HTTP port: python, the server itself; native, the native "
-        "front (`make native` builds it; decision 0032): it answers the hot Python models' "
-        "infers through their stubs and forwards every other request to the server on a "
-        "private Unix socket (default %(default)s)",
+        help="what listens on the HTTP (and gRPC) port: python, the server itself; native, "
+        "the native front (`make native` builds it; decision 0032): it answers the hot Python "
+        "models' infers through their stubs and forwards every other request to the server "
+        "on a private Unix socket (default %(default)s)",
     )  # fmt: skip
     p.add_argument(
         "--model-control-mode",

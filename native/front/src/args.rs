@@ -9,13 +9,14 @@ pub const USAGE: &str = "usage: thaw-front --listen HOST:PORT --upstream SOCKET 
 [--reuse-port] [--head-timeout-s S] [--idle-timeout-s S] [--max-connections N] [--control-fd N]
 [--grpc-listen HOST:PORT --grpc-upstream SOCKET [--grpc-reuse-port]]
 
-Thaw's native HTTP front (decision 0032, phase 1). It listens on HOST:PORT and forwards every
-request, whole, to the `thaw serve` listening on the Unix socket SOCKET, streaming bodies both
-ways. It prints `THAW_FRONT_LISTENING http://HOST:PORT` once it accepts connections. On its
-standard input, `stop S I` stops accepting, closes connections idle for I seconds, prints
+Thaw's native front (decision 0032). It listens on HOST:PORT and forwards every request, whole,
+to the `thaw serve` listening on the Unix socket SOCKET, streaming bodies both ways, except the
+hot Python models' infers, which it answers itself through their stubs (given --control-fd). It
+prints `THAW_FRONT_LISTENING http://HOST:PORT` once it accepts connections. On its standard
+input, `stop S I` stops accepting, closes connections idle for I seconds, prints
 `THAW_FRONT_OPEN N` each time the number of open connections changes, and exits when none is
-left or S seconds passed; the end of its standard input (its `thaw serve` is gone) exits it at
-once.
+left or S seconds passed (with --control-fd it goes on relaying the stubs until its standard
+input ends); the end of its standard input (its `thaw serve` is gone) exits it at once.
 
   --reuse-port        bind with SO_REUSEPORT (`thaw serve --reuse-http-port`)
   --head-timeout-s S  a request head must be complete S s after the accept or the first byte

@@ -1,12 +1,16 @@
-//! `thaw-front`: Thaw's native HTTP front before one `thaw serve` (decision 0032, phase 1).
+//! `thaw-front`: Thaw's native front before one `thaw serve` (decision 0032).
 //!
 //!     client ─HTTP/1.1─▶ thaw-front (HOST:PORT) ─HTTP/1.1 over a private Unix socket─▶ thaw serve
+//!            ─gRPC────▶            (GRPC PORT)  ─HTTP/2 over another──────────────▶ its gRPC
+//!                          └─ hot infers ─▶ the relay of each hot instance's stub socket ─▶ stub
 //!
-//! Phase 1 forwards every request, whole (forward.rs); later phases answer the hot Python
-//! models' infers here. `thaw serve --front native` (runtime/process/native_front.py) starts
-//! it, reads its `THAW_FRONT_LISTENING` line, and stops it through its standard input
-//! (control.rs). One event-loop thread (tokio's current-thread runtime), as the spike that
-//! measured the design (benchmarks/native_front_spike).
+//! Everything is forwarded, whole (forward.rs, grpc.rs), but the hot Python models' infers,
+//! answered here (accept.rs, hot.rs, answer.rs; gRPC: grpc_proto.rs) through executes sent on
+//! the stubs' own sockets, which the front relays (relay.rs, wire.rs) for `thaw serve`, told
+//! what is hot over the control socket (ctlsock.rs, registry.rs, stats.rs). `thaw serve
+//! --front native` (runtime/process/native_front.py) starts it, reads its `THAW_FRONT_LISTENING`
+//! line, and stops it through its standard input (control.rs). One event-loop thread (tokio's
+//! current-thread runtime), as the spike that measured the design (benchmarks/native_front_spike).
 
 mod accept;
 mod answer;

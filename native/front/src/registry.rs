@@ -53,6 +53,7 @@ pub enum Exec {
 /// A datagram for a relay to send to its stub (after Python's earlier ones).
 #[derive(Debug)]
 pub struct ToStub {
+    /// The execute this is (0: a reply to the stub, not an execute).
     pub exec: u64,
     pub payload: Vec<u8>,
     pub fds: Vec<std::os::unix::io::OwnedFd>,
@@ -230,6 +231,12 @@ impl Registry {
         rows
     }
 
+    /// Whether the client of one of the front's executes still waits for it (a model's
+    /// `is_cancelled()` is the opposite).
+    pub fn waiting(&self, exec: u64) -> bool {
+        self.lock().pending.contains_key(&exec)
+    }
+
     /// Deliver a stub's answer to one of the front's executes (dropped if nobody waits).
     pub fn deliver(&self, exec: u64, message: Message) {
         let inner = self.lock();
@@ -367,6 +374,11 @@ impl Registry {
             events: receiver,
             registry: self.clone(),
         })
+    }
+
+    #[cfg(test)]
+    pub fn finish_for_tests(&self, exec: u64) {
+        self.finish(exec);
     }
 
     fn finish(&self, exec: u64) {

@@ -94,7 +94,9 @@ async fn server_to_stub(
             },
             execute = front.recv(), if front_open => match execute {
                 Some(execute) => {
-                    relay.sent(Exec::Front(execute.exec));
+                    if execute.exec != 0 {
+                        relay.sent(Exec::Front(execute.exec));
+                    }
                     if stub.send(&execute.payload, &raws(&execute.fds)).await.is_err() {
                         break;
                     }
@@ -156,6 +158,32 @@ fn note_answer(relay: &Relay, fields: &serde_json::Value) {
     }
 }
 
+/// A model's `is_cancelled()` for one of the front's executes (the stub's `call`, `args` =
+/// [exec id, request index]): answered here, since only the front knows whether its client
+/// went away; true once it stopped waiting.
+fn answer_cancelled(registry: &Registry, relay: &Relay, fields: &serde_json::Value) -> bool {
+    let asks = fields.get("op").and_then(serde_json::Value::as_str) == Some("call")
+        && fields.get("fn").and_then(serde_json::Value::as_str) == Some("is_cancelled");
+    let exec = fields
+        .pointer("/args/0")
+        .and_then(serde_json::Value::as_u64);
+    let Some(exec) = exec.filter(|id| asks && *id >= wire::FRONT_IDS) else {
+        return false;
+    };
+    let reply = serde_json::json!({
+        "op": "reply", "call": fields.get("call").cloned().unwrap_or_default(),
+        "value": !registry.waiting(exec),
+    });
+    if let Ok(encoded) = wire::encode(&reply, &[]) {
+        let _ = relay.to_stub.send(ToStub {
+            exec: 0,
+            payload: encoded.payload,
+            fds: encoded.fds,
+        });
+    }
+    true
+}
+
 /// Take the front's answers out of one datagram from a stub.
 fn take_front_answers(
     registry: &Registry,
@@ -173,6 +201,10 @@ fn take_front_answers(
             let fields = wire::peek_fields(part, &[]).ok().flatten();
             if let Some(fields) = &fields {
                 note_answer(relay, fields);
+                if answer_cancelled(registry, relay, fields) {
+                    taken = true;
+                    continue;
+                }
             }
             match fields.as_ref().and_then(wire::front_exec) {
                 Some(exec) => {
@@ -198,6 +230,9 @@ fn take_front_answers(
         return match wire::decode(payload, Vec::new()) {
             Ok(message) => {
                 note_answer(relay, &message.fields);
+                if answer_cancelled(registry, relay, &message.fields) {
+                    return Pass::Rest(Vec::new());
+                }
                 match wire::front_exec(&message.fields) {
                     Some(exec) => {
                         registry.deliver(exec, message);
@@ -212,6 +247,9 @@ fn take_front_answers(
     let fields = wire::peek_fields(payload, &fds).ok().flatten();
     if let Some(fields) = &fields {
         note_answer(relay, fields);
+        if answer_cancelled(registry, relay, fields) {
+            return Pass::Rest(Vec::new());
+        }
     }
     match fields.as_ref().and_then(wire::front_exec) {
         Some(exec) => {
@@ -295,6 +333,26 @@ mod tests {
         match server_far.recv(&mut buffer).await.unwrap() {
             Received::Datagram(size, _) => assert_eq!(&buffer[..size], &theirs.payload[..]),
             _ => panic!("not relayed"),
+        }
+        // A model asks whether the request was cancelled: the front answers (its client is
+        // there while the execute waits; gone once it stopped waiting).
+        for cancelled in [false, true] {
+            if cancelled {
+                registry.finish_for_tests(execute.id);
+            }
+            let call = json!({"op": "call", "call": 3, "fn": "is_cancelled",
+                              "args": [execute.id, 0]});
+            let asked = wire::encode(&call, &[]).unwrap();
+            stub_far.send(&asked.payload, &[]).await.unwrap();
+            let size = match stub_far.recv(&mut buffer).await.unwrap() {
+                Received::Datagram(size, _) => size,
+                _ => panic!("no reply"),
+            };
+            let reply = wire::decode(&buffer[..size], Vec::new()).unwrap();
+            assert_eq!(
+                reply.fields,
+                json!({"op": "reply", "call": 3, "value": cancelled})
+            );
         }
         drop(execute);
         // Two more of the front's, behind one of Python's: the stub runs Python's first.

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import socket
 import struct
 import time
 import urllib.request
@@ -533,3 +534,67 @@ def test_instances_added_and_removed_by_a_reload(tmp_path: Path) -> None:
         assert stats["success"] == 24 and stats["fail"] == 0
     finally:
         assert server.stop() == 0
+
+
+_WATCHER = """
+name: "watcher"
+backend: "python"
+max_batch_size: 0
+input [ { name: "MODE" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
+instance_group [ { count: 1 kind: KIND_CPU } ]
+parameters { key: "marker" value: { string_value: "MARKER" } }
+"""
+
+# Waits (up to 20 s) for its request to be cancelled, and says so in the marker file.
+_WATCHER_MODEL = """
+import json
+import time
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        self.marker = config["parameters"]["marker"]["string_value"]
+
+    def execute(self, requests):
+        out = []
+        for request in requests:
+            deadline = time.monotonic() + 20
+            while not request.is_cancelled() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            with open(self.marker, "a") as f:
+                f.write(f"cancelled={request.is_cancelled()}\\n")
+            out.append(pb_utils.InferenceResponse(
+                [pb_utils.Tensor("OUT", np.array([1], dtype=np.int32))]))
+        return out
+"""
+
+
+def test_a_model_sees_its_client_go_away(tmp_path: Path) -> None:
+    """`is_cancelled()` of a request the front sent is the front's to answer: true once its
+    client closed the connection."""
+    marker = tmp_path / "cancelled.txt"
+    repo = tmp_path / "repo"
+    _write(repo, "watcher", _WATCHER.replace("MARKER", str(marker)), _WATCHER_MODEL)
+    server = ServeProcess(repo, "--front", "native", *FLAGS)
+    try:
+        server.wait_ready()
+        _wait_hot(server, ("watcher",))
+        host, port = server.hostport.rsplit(":", 1)
+        body = json.dumps({"inputs": [_tensor("MODE", "INT32", [1], [0])]}).encode()
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.sendall(
+                b"POST /v2/models/watcher/infer HTTP/1.1\r\nHost: x\r\n"
+                + f"Content-Length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
+            time.sleep(1.0)  # the execute runs, its client waits
+        deadline = time.monotonic() + 15
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert marker.read_text() == "cancelled=True\n"
+    finally:
+        server.stop()
