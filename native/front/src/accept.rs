@@ -236,10 +236,11 @@ pub fn accept(served: &Served, body: &[u8], header_length: Option<&[u8]>) -> Opt
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn served(max_batch_size: i64) -> Served {
+    /// A served version with inputs A (FP32, [-1]) and B (INT32, [2]), outputs Y and Z.
+    pub(crate) fn served(max_batch_size: i64) -> Served {
         Served {
             model: "m".into(),
             version: "1".into(),

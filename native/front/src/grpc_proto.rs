@@ -320,31 +320,8 @@ pub fn encode(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::InputSpec;
+    use crate::accept::tests::served;
     use serde_json::json;
-
-    fn served(max_batch_size: i64) -> Served {
-        Served {
-            model: "m".into(),
-            version: "1".into(),
-            max_batch_size,
-            inputs: vec![
-                InputSpec {
-                    name: "A".into(),
-                    datatype: "FP32".into(),
-                    dims: vec![-1],
-                },
-                InputSpec {
-                    name: "B".into(),
-                    datatype: "INT32".into(),
-                    dims: vec![2],
-                },
-            ],
-            outputs: vec![("Y".into(), "FP32".into()), ("Z".into(), "BYTES".into())],
-            token: "t".into(),
-            stdlib_json: false,
-        }
-    }
 
     fn input(name: &str, datatype: &str, shape: Vec<i64>) -> Tensor {
         Tensor {

@@ -326,20 +326,18 @@ async fn wait(
                     None => done_sender = true,
                 }
             }
-            Some("send") => {
-                if sent.is_none() {
-                    let fin = message.fields.get("final").and_then(Value::as_bool) == Some(true);
-                    match message.fields.get("response").filter(|r| !r.is_null()) {
-                        // The sender's response is the answer, at once, whatever the execute
-                        // says after (as `thaw serve` and Triton answer it).
-                        Some(row) => {
-                            if let Some(result) = row_outcome(row, message.tensors) {
-                                return result;
-                            }
+            Some("send") if sent.is_none() => {
+                let fin = message.fields.get("final").and_then(Value::as_bool) == Some(true);
+                match message.fields.get("response").filter(|r| !r.is_null()) {
+                    // The sender's response is the answer, at once, whatever the execute says
+                    // after (as `thaw serve` and Triton answer it).
+                    Some(row) => {
+                        if let Some(result) = row_outcome(row, message.tensors) {
+                            return result;
                         }
-                        None if fin => sent = Some(Err(Outcome::fail("no_response"))),
-                        None => {}
                     }
+                    None if fin => sent = Some(Err(Outcome::fail("no_response"))),
+                    None => {}
                 }
             }
             _ => {}
