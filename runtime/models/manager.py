@@ -239,6 +239,10 @@ class ModelManager:
                     counts[key] += count
         return counts
 
+    def register_collector(self, collector: Any) -> None:
+        """Add a Prometheus collector to this server's /metrics (the native front's)."""
+        self._metrics.registry.register(collector)
+
     def count_pending_of(self, source: Callable[[], dict[tuple[str, str], int]]) -> None:
         """Add `source`'s queued requests to the pending counts (the native front's)."""
         self._front_pending = source

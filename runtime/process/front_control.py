@@ -20,12 +20,15 @@ import json
 import logging
 import secrets
 import socket
+from collections.abc import Iterator
 from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, Metric
 
 from runtime.observe.stats import StatsBook
 from runtime.python.stub.wire import channel_pair
 
-__all__ = ["FrontControl"]
+__all__ = ["FrontCollector", "FrontControl"]
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +53,9 @@ class FrontControl:
         # The front's requests waiting behind the execute each stub runs, per (model, version),
         # as of the last statistics pull (`nv_inference_pending_request_count` adds them).
         self.pending: dict[tuple[str, str], int] = {}
+        # Requests the front answered itself, per (model, version), since it started: its
+        # successes (pulled with the statistics) and the failures this server answered for it.
+        self.answered: dict[tuple[str, str], int] = {}
         self._pauses: set[str] = set()
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -133,12 +139,19 @@ class FrontControl:
         for row in reply.get("rows", ()):
             model, version, batch_size, successes, request_ns, queue_ns, *rest = row
             input_ns, infer_ns, output_ns, last_ms = rest
-            stats = opened.get((str(model), str(version)))
+            key = (str(model), str(version))
+            self.answered[key] = self.answered.get(key, 0) + int(successes)
+            stats = opened.get(key)
             if stats is not None and successes:
                 stats.record_summed(
                     int(batch_size), int(successes), int(request_ns), int(queue_ns),
                     (int(input_ns), int(infer_ns), int(output_ns)), int(last_ms),
                 )  # fmt: skip
+
+    def count_answered(self, model: str, version: str) -> None:
+        """One more request the front took that this server answered for it (a failure)."""
+        key = (model, version)
+        self.answered[key] = self.answered.get(key, 0) + 1
 
     # -- the socket ----------------------------------------------------------------------------
 
@@ -191,3 +204,29 @@ class FrontControl:
             future = self._waiting.get(seq)
             if future is not None and not future.done():
                 future.set_result(reply)
+
+
+class FrontCollector:
+    """The front on /metrics, read at scrape time (after the statistics pull the metrics page
+    makes): `thaw_native_front_answered_total` by model and version, the infers the front took
+    itself (its successes, and the failures this server answered for it). Beside Triton's
+    `nv_inference_request_success` it says how much of a model's traffic takes the hot path;
+    none for a hot model means the front forwards its requests (what it cannot check in full,
+    tracing, a verbose log)."""
+
+    def __init__(self, control: FrontControl) -> None:
+        self._control = control
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        answered = CounterMetricFamily(
+            "thaw_native_front_answered",
+            "Infer requests the native front took itself (sent to the model's stub), by model "
+            "and version",
+            labels=["model", "version"],
+        )
+        for (model, version), count in sorted(self._control.answered.items()):
+            answered.add_metric([model, version], count)
+        yield answered

@@ -36,7 +36,7 @@ from runtime.http.front_outcome import FrontLink
 from runtime.http.handlers import V2Handlers
 from runtime.models.lifecycle import ServerState
 from runtime.models.manager import ModelManager
-from runtime.process.front_control import FrontControl
+from runtime.process.front_control import FrontCollector, FrontControl
 from runtime.process.hot_models import HotModels
 from thawserver.connection_drain import count_down_connections
 from thawserver.connection_limits import ConnectionLimits
@@ -147,11 +147,17 @@ class NativeFront:
         if control is None:
             return
         sync_stats = functools.partial(control.sync_stats, manager.stats_book)
+
+        def record_outcome(
+            model: str, version: str, batch: int, request_ns: int, answered: bool
+        ) -> None:
+            control.count_answered(model, version)
+            manager.record_front_outcome(model, version, batch, request_ns, answered)
+
         handlers.front = FrontLink(
-            token=control.token,
-            sync_stats=sync_stats,
-            record_outcome=manager.record_front_outcome,
+            token=control.token, sync_stats=sync_stats, record_outcome=record_outcome
         )
+        manager.register_collector(FrontCollector(control))
 
         manager.count_pending_of(lambda: control.pending)
         if handlers.tracer is not None:

@@ -598,3 +598,24 @@ def test_a_model_sees_its_client_go_away(tmp_path: Path) -> None:
         assert marker.read_text() == "cancelled=True\n"
     finally:
         server.stop()
+
+
+def test_the_metrics_say_what_the_front_took(tmp_path: Path) -> None:
+    """`thaw_native_front_answered_total` counts the infers the front took itself, successes
+    and the failures the server answered for it; a request it forwards is not counted."""
+    server = ServeProcess(
+        _repo(tmp_path, tmp_path / "finalized.txt"), "--front", "native", "--metrics-port", "0"
+    )
+    try:
+        server.wait_ready()
+        _wait_hot(server, ("faulty",))
+        for body in (_mode(0), _mode(0), _mode(1)):  # two answers and the model's error
+            _post(server, "/v2/models/faulty/infer", body, {})
+        forwarded = json.dumps({"inputs": [_tensor("MODE", "INT64", [1], [0])]}).encode()
+        assert _post(server, "/v2/models/faulty/infer", forwarded, {})[0] == 400
+        with urllib.request.urlopen(server.url + "/metrics", timeout=30) as response:
+            page = response.read().decode()
+    finally:
+        server.stop()
+    assert 'thaw_native_front_answered_total{model="faulty",version="1"} 3\n' in page, page
+    assert 'nv_inference_request_success{model="faulty",version="1"} 3' in page

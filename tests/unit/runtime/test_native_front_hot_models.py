@@ -19,7 +19,7 @@ from runtime.config import ServeConfig
 from runtime.errors import InvalidInput, ServingError
 from runtime.http.front_outcome import outcome_error
 from runtime.observe.stats import StatsBook
-from runtime.process.front_control import FrontControl
+from runtime.process.front_control import FrontCollector, FrontControl
 from runtime.process.hot_models import hot_row, server_allows
 from runtime.python.loop_channel import LoopChannel
 from runtime.python.stub.wire import Message, channel_pair, decode_all, encode, receive, transmit
@@ -189,6 +189,12 @@ async def test_the_control_socket_speaks_to_the_front() -> None:
         await asyncio.wait_for(syncing, 5)
         doc = book.items()[0][1].to_json("m", "1")
         assert doc["inference_stats"]["success"] == {"count": 2, "ns": 200}
+        # What the front took, on /metrics: its successes and the failures answered for it.
+        control.count_answered("m", "1")
+        (family,) = FrontCollector(control).collect()
+        assert [(s.labels, s.value) for s in family.samples] == [
+            ({"model": "m", "version": "1"}, 3)
+        ]
 
         retiring = asyncio.ensure_future(control.retire("m", "1"))
         await asyncio.sleep(0.05)
