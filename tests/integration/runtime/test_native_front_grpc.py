@@ -24,12 +24,12 @@ from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
 from tests.fixtures.client_example_models import write_repository
+from tests.fixtures.native_front_models import front_built, hot_repo, server_cpu_s, wait_hot
 from tests.fixtures.serve_process import ServeProcess, both_fronts
-from tests.integration.runtime.test_native_front_hot import _built, _repo, _wait_hot, server_cpu_s
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(not _built(), reason="the native front is not built (make native)"),
+    pytest.mark.skipif(not front_built(), reason="the native front is not built (make native)"),
 ]
 
 FLAGS = ("--grpc-port=0", "--allow-metrics=false")
@@ -38,10 +38,10 @@ FLAGS = ("--grpc-port=0", "--allow-metrics=false")
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ServeProcess]]:
     root = tmp_path_factory.mktemp("grpc")
-    repo = _repo(root, root / "finalized.txt")
+    repo = hot_repo(root, root / "finalized.txt")
     write_repository(repo, ("repeat_int32",))
     with both_fronts(repo, *FLAGS) as started:
-        _wait_hot(started["native"], ("big", "types", "faulty"))
+        wait_hot(started["native"], ("big", "types", "faulty"))
         yield started
 
 

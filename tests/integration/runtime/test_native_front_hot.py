@@ -22,135 +22,22 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
-import psutil
 import pytest
 import tritonclient.grpc as grpcclient
 
-from runtime.errors import ServingError
-from runtime.process.native_front import front_binary
-from tests.fixtures.models import make_add_sub
+from tests.fixtures.native_front_models import (
+    front_built,
+    hot_repo,
+    server_cpu_s,
+    wait_hot,
+    write_model,
+)
 from tests.fixtures.serve_process import ServeProcess, both_fronts
-
-
-def _built() -> bool:
-    try:
-        front_binary()
-    except ServingError:
-        return False
-    return True
-
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(not _built(), reason="the native front is not built (make native)"),
+    pytest.mark.skipif(not front_built(), reason="the native front is not built (make native)"),
 ]
-
-_TYPES = """
-name: "types"
-backend: "python"
-max_batch_size: 8
-input [
-  { name: "F" data_type: TYPE_FP32 dims: [ -1 ] },
-  { name: "I" data_type: TYPE_INT64 dims: [ 2 ] },
-  { name: "B" data_type: TYPE_BOOL dims: [ 2 ] },
-  { name: "U" data_type: TYPE_UINT8 dims: [ 3 ] }
-]
-output [
-  { name: "F2" data_type: TYPE_FP32 dims: [ -1 ] },
-  { name: "I2" data_type: TYPE_INT64 dims: [ 2 ] },
-  { name: "NB" data_type: TYPE_BOOL dims: [ 2 ] },
-  { name: "S" data_type: TYPE_STRING dims: [ 3 ] }
-]
-instance_group [ { count: 2 kind: KIND_CPU } ]
-"""
-
-_TYPES_MODEL = """
-import numpy as np
-import triton_python_backend_utils as pb_utils
-
-
-class TritonPythonModel:
-    def execute(self, requests):
-        out = []
-        for request in requests:
-            f = pb_utils.get_input_tensor_by_name(request, "F").as_numpy()
-            i = pb_utils.get_input_tensor_by_name(request, "I").as_numpy()
-            b = pb_utils.get_input_tensor_by_name(request, "B").as_numpy()
-            u = pb_utils.get_input_tensor_by_name(request, "U").as_numpy()
-            s = np.array([[str(v).encode() for v in row] for row in u], dtype=np.object_)
-            out.append(pb_utils.InferenceResponse(
-                [pb_utils.Tensor("F2", f * 2), pb_utils.Tensor("I2", i - 7),
-                 pb_utils.Tensor("NB", ~b), pb_utils.Tensor("S", s)],
-                parameters={"rows": int(f.shape[0])},
-            ))
-        return out
-"""
-
-_FAULTY = """
-name: "faulty"
-backend: "python"
-max_batch_size: 0
-input [ { name: "MODE" data_type: TYPE_INT32 dims: [ 1 ] } ]
-output [ { name: "OUT" data_type: TYPE_STRING dims: [ 1 ] } ]
-instance_group [ { count: 1 kind: KIND_CPU } ]
-parameters { key: "marker" value: { string_value: "MARKER" } }
-"""
-
-# MODE 0: an answer; 1: the model's error (INVALID_ARG); 2: execute raises; 3: the stub dies;
-# 4: bytes that are not UTF-8; 5: an extra output.
-_FAULTY_MODEL = """
-import json
-import os
-import numpy as np
-import triton_python_backend_utils as pb_utils
-
-
-class TritonPythonModel:
-    def initialize(self, args):
-        config = json.loads(args["model_config"])
-        self.marker = config["parameters"]["marker"]["string_value"]
-
-    def execute(self, requests):
-        out = []
-        for request in requests:
-            mode = int(pb_utils.get_input_tensor_by_name(request, "MODE").as_numpy()[0])
-            if mode == 1:
-                out.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(
-                    "MODE 1 is refused", pb_utils.TritonError.INVALID_ARG)))
-            elif mode == 2:
-                raise RuntimeError("MODE 2 raises")
-            elif mode == 3:
-                os._exit(3)
-            elif mode == 5:  # an output the config does not declare: not answered
-                out.append(pb_utils.InferenceResponse(
-                    [pb_utils.Tensor("OUT", np.array([b"ok"], dtype=np.object_)),
-                     pb_utils.Tensor("EXTRA", np.array([1], dtype=np.int32))]))
-            else:
-                text = b"ok" if mode == 0 else b"\\xff\\xfe"
-                out.append(pb_utils.InferenceResponse(
-                    [pb_utils.Tensor("OUT", np.array([text], dtype=np.object_))]))
-        return out
-
-    def finalize(self):
-        with open(self.marker, "a") as f:
-            f.write("finalized\\n")
-"""
-
-
-def _write(repo: Path, name: str, config: str, model: str) -> None:
-    (repo / name / "1").mkdir(parents=True)
-    (repo / name / "config.pbtxt").write_text(config)
-    (repo / name / "1" / "model.py").write_text(model)
-
-
-def _repo(root: Path, marker: Path) -> Path:
-    repo = root / "repo"
-    repo.mkdir()
-    make_add_sub(repo, "big", dims=(-1,))
-    _write(repo, "types", _TYPES, _TYPES_MODEL)
-    _write(repo, "faulty", _FAULTY.replace("MARKER", str(marker)), _FAULTY_MODEL)
-    return repo
-
 
 FLAGS = ("--allow-metrics=false",)
 
@@ -158,30 +45,9 @@ FLAGS = ("--allow-metrics=false",)
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ServeProcess]]:
     root = tmp_path_factory.mktemp("hot")
-    with both_fronts(_repo(root, root / "finalized.txt"), *FLAGS) as started:
-        _wait_hot(started["native"], ("big", "types", "faulty"))
+    with both_fronts(hot_repo(root, root / "finalized.txt"), *FLAGS) as started:
+        wait_hot(started["native"], ("big", "types", "faulty"))
         yield started
-
-
-def _wait_hot(
-    server: ServeProcess, models: tuple[str, ...], times: int = 1, timeout_s: float = 30
-) -> None:
-    """Wait until the front was told `times` times to answer each of `models`."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        logs = server.logs()
-        if all(
-            logs.count(f"model={m} version=1: the native front answers") >= times for m in models
-        ):
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"the front never took {models}:\n{server.logs()[-3000:]}")
-
-
-def server_cpu_s(server: ServeProcess) -> float:
-    """User+sys CPU seconds of the `thaw serve` process itself (not its front or stubs)."""
-    times = psutil.Process(server.proc.pid).cpu_times()
-    return float(times.user + times.system)
 
 
 def _tensor(name: str, datatype: str, shape: list[int], data: list[object]) -> dict[str, object]:
@@ -425,11 +291,11 @@ def _load(server: ServeProcess, model: str) -> None:
 
 def test_an_unload_retires_the_version_and_finalize_runs(tmp_path: Path) -> None:
     marker = tmp_path / "finalized.txt"
-    repo = _repo(tmp_path, marker)
+    repo = hot_repo(tmp_path, marker)
     args = (*FLAGS, "--model-control-mode", "explicit", "--load-model", "faulty")
     with both_fronts(repo, *args) as started:
         native = started["native"]
-        _wait_hot(native, ("faulty",))
+        wait_hot(native, ("faulty",))
         assert _post(native, "/v2/models/faulty/infer", _mode(0), {})[0] == 200
         for server in started.values():
             _unload(server, "faulty")
@@ -438,7 +304,7 @@ def test_an_unload_retires_the_version_and_finalize_runs(tmp_path: Path) -> None
         assert answers[0][0] == answers[1][0] != 200
         assert answers[0][2] == answers[1][2]
         _load(native, "faulty")
-        _wait_hot(native, ("faulty",), times=2)
+        wait_hot(native, ("faulty",), times=2)
         assert _post(native, "/v2/models/faulty/infer", _mode(0), {})[0] == 200
 
 
@@ -446,10 +312,10 @@ def test_a_stop_runs_each_models_finalize(tmp_path: Path) -> None:
     """The front relays the stubs until the models are unloaded: finalize() runs at a stop,
     and no stub is started again for a relay that went with the front."""
     marker = tmp_path / "finalized.txt"
-    server = ServeProcess(_repo(tmp_path, marker), "--front", "native", *FLAGS)
+    server = ServeProcess(hot_repo(tmp_path, marker), "--front", "native", *FLAGS)
     try:
         server.wait_ready()
-        _wait_hot(server, ("faulty",))
+        wait_hot(server, ("faulty",))
         assert _post(server, "/v2/models/faulty/infer", _mode(0), {})[0] == 200
     finally:
         code = server.stop()
@@ -471,7 +337,7 @@ def test_only_the_front_knows_the_outcome_route(servers: dict[str, ServeProcess]
 def test_while_tracing_or_verbose_the_server_answers(tmp_path: Path) -> None:
     """Traces and verbose log lines are the server's to write: while a setting asks for
     either, the front forwards every infer (and takes them again after)."""
-    repo = _repo(tmp_path, tmp_path / "finalized.txt")
+    repo = hot_repo(tmp_path, tmp_path / "finalized.txt")
     trace = tmp_path / "trace.json"
     server = ServeProcess(
         repo, "--front", "native", *FLAGS, "--trace-config", f"triton,file={trace}",
@@ -479,7 +345,7 @@ def test_while_tracing_or_verbose_the_server_answers(tmp_path: Path) -> None:
     )  # fmt: skip
     try:
         server.wait_ready()
-        _wait_hot(server, ("faulty",))
+        wait_hot(server, ("faulty",))
         settings = server.url + "/v2/trace/setting"
         on = json.dumps({"trace_level": ["TIMESTAMPS"]}).encode()
         with urllib.request.urlopen(urllib.request.Request(settings, data=on), timeout=30):
@@ -509,14 +375,14 @@ def test_instances_added_and_removed_by_a_reload(tmp_path: Path) -> None:
     import tritonclient.http as httpclient
 
     marker = tmp_path / "finalized.txt"
-    repo = _repo(tmp_path, marker)
+    repo = hot_repo(tmp_path, marker)
     server = ServeProcess(
         repo, "--front", "native", *FLAGS, "--model-control-mode", "explicit",
         "--load-model", "faulty",
     )  # fmt: skip
     try:
         server.wait_ready()
-        _wait_hot(server, ("faulty",))
+        wait_hot(server, ("faulty",))
         with httpclient.InferenceServerClient(server.hostport) as client:
             config = client.get_model_config("faulty")
             for count, relayed in ((3, 3), (1, 3)):  # 2 more relayed, then none
@@ -578,11 +444,11 @@ def test_a_model_sees_its_client_go_away(tmp_path: Path) -> None:
     client closed the connection."""
     marker = tmp_path / "cancelled.txt"
     repo = tmp_path / "repo"
-    _write(repo, "watcher", _WATCHER.replace("MARKER", str(marker)), _WATCHER_MODEL)
+    write_model(repo, "watcher", _WATCHER.replace("MARKER", str(marker)), _WATCHER_MODEL)
     server = ServeProcess(repo, "--front", "native", *FLAGS)
     try:
         server.wait_ready()
-        _wait_hot(server, ("watcher",))
+        wait_hot(server, ("watcher",))
         host, port = server.hostport.rsplit(":", 1)
         body = json.dumps({"inputs": [_tensor("MODE", "INT32", [1], [0])]}).encode()
         with socket.create_connection((host, int(port)), timeout=10) as sock:
@@ -604,11 +470,11 @@ def test_the_metrics_say_what_the_front_took(tmp_path: Path) -> None:
     """`thaw_native_front_answered_total` counts the infers the front took itself, successes
     and the failures the server answered for it; a request it forwards is not counted."""
     server = ServeProcess(
-        _repo(tmp_path, tmp_path / "finalized.txt"), "--front", "native", "--metrics-port", "0"
+        hot_repo(tmp_path, tmp_path / "finalized.txt"), "--front", "native", "--metrics-port", "0"
     )
     try:
         server.wait_ready()
-        _wait_hot(server, ("faulty",))
+        wait_hot(server, ("faulty",))
         for body in (_mode(0), _mode(0), _mode(1)):  # two answers and the model's error
             _post(server, "/v2/models/faulty/infer", body, {})
         forwarded = json.dumps({"inputs": [_tensor("MODE", "INT64", [1], [0])]}).encode()
