@@ -2,9 +2,8 @@
 //! version (decision 0032 phase 2). Anything else goes, whole, to `thaw serve`, which answers
 //! it with its own texts, errors included.
 
-use serde_json::{Map, Value};
-
 use crate::registry::{InputSpec, Served};
+use crate::request_doc::{self, Scalar};
 use crate::wire::OutTensor;
 
 /// A request the front takes.
@@ -31,21 +30,26 @@ pub fn itemsize(datatype: &str) -> Option<usize> {
     })
 }
 
-fn keys_within(object: &Map<String, Value>, allowed: &[&str]) -> bool {
-    object.keys().all(|k| allowed.contains(&k.as_str()))
-}
-
 /// One JSON value of `datatype`, appended to `out` as little-endian bytes.
-fn push_value(datatype: &str, value: &Value, out: &mut Vec<u8>) -> Option<()> {
-    fn int<T: TryFrom<i64> + TryFrom<u64>>(value: &Value) -> Option<T> {
+fn push_value(datatype: &str, value: Scalar, out: &mut Vec<u8>) -> Option<()> {
+    fn int<T: TryFrom<i64> + TryFrom<u64>>(value: Scalar) -> Option<T> {
         match value {
-            Value::Number(n) if n.is_i64() => T::try_from(n.as_i64()?).ok(),
-            Value::Number(n) if n.is_u64() => T::try_from(n.as_u64()?).ok(),
+            Scalar::I64(n) => T::try_from(n).ok(),
+            Scalar::U64(n) => T::try_from(n).ok(),
             _ => None,
         }
     }
+    let float = match value {
+        Scalar::I64(n) => Some(n as f64),
+        Scalar::U64(n) => Some(n as f64),
+        Scalar::F64(x) => Some(x),
+        Scalar::Bool(_) => None,
+    };
     match datatype {
-        "BOOL" => out.push(value.as_bool()? as u8),
+        "BOOL" => match value {
+            Scalar::Bool(b) => out.push(b as u8),
+            _ => return None,
+        },
         "INT8" => out.extend_from_slice(&int::<i8>(value)?.to_le_bytes()),
         "INT16" => out.extend_from_slice(&int::<i16>(value)?.to_le_bytes()),
         "INT32" => out.extend_from_slice(&int::<i32>(value)?.to_le_bytes()),
@@ -54,8 +58,8 @@ fn push_value(datatype: &str, value: &Value, out: &mut Vec<u8>) -> Option<()> {
         "UINT16" => out.extend_from_slice(&int::<u16>(value)?.to_le_bytes()),
         "UINT32" => out.extend_from_slice(&int::<u32>(value)?.to_le_bytes()),
         "UINT64" => out.extend_from_slice(&int::<u64>(value)?.to_le_bytes()),
-        "FP32" => out.extend_from_slice(&(value.as_f64()? as f32).to_le_bytes()),
-        "FP64" => out.extend_from_slice(&value.as_f64()?.to_le_bytes()),
+        "FP32" => out.extend_from_slice(&(float? as f32).to_le_bytes()),
+        "FP64" => out.extend_from_slice(&float?.to_le_bytes()),
         _ => return None,
     }
     Some(())
@@ -116,69 +120,42 @@ pub fn shape_count(
 /// The request, if the front takes it.
 pub fn accept(served: &Served, body: &[u8], header_length: Option<&[u8]>) -> Option<Accepted> {
     let split = json_length(header_length, body.len())?;
-    let doc: Value = serde_json::from_slice(&body[..split]).ok()?;
-    let doc = doc.as_object()?;
-    if !keys_within(doc, &["id", "inputs", "outputs", "parameters"]) {
-        return None;
-    }
-    let id = match doc.get("id") {
-        None => String::new(),
-        Some(Value::String(id)) => id.clone(),
-        Some(_) => return None,
-    };
-    let binary_default = match doc.get("parameters") {
-        None => false,
-        Some(Value::Object(p)) if p.len() == 1 => p.get("binary_data_output")?.as_bool()?,
-        Some(_) => return None,
-    };
+    let doc = request_doc::read(&body[..split])?;
     let mut binary = &body[split..];
-    let inputs_json = doc.get("inputs")?.as_array()?;
-    if inputs_json.len() != served.inputs.len() {
+    if doc.inputs.len() != served.inputs.len() {
         return None;
     }
     let mut seen = vec![false; served.inputs.len()];
-    let mut inputs = Vec::with_capacity(inputs_json.len());
+    let mut inputs = Vec::with_capacity(doc.inputs.len());
     let mut batch_size: Option<u64> = None;
-    for input in inputs_json {
-        let input = input.as_object()?;
-        if !keys_within(input, &["name", "datatype", "shape", "data", "parameters"]) {
-            return None;
-        }
-        let name = input.get("name")?.as_str()?;
-        let index = served.inputs.iter().position(|s| s.name == name)?;
+    for input in doc.inputs {
+        let index = served.inputs.iter().position(|s| s.name == input.name)?;
         if std::mem::replace(&mut seen[index], true) {
             return None;
         }
         let spec = &served.inputs[index];
-        let datatype = input.get("datatype")?.as_str()?;
-        if datatype != spec.datatype {
+        if input.datatype != spec.datatype {
             return None;
         }
-        let size = itemsize(datatype)?;
-        let shape: Vec<i64> = input
-            .get("shape")?
-            .as_array()?
-            .iter()
-            .map(|d| d.as_i64().filter(|&d| d >= 1))
-            .collect::<Option<_>>()?;
-        let count = shape_count(served, spec, &shape, &mut batch_size)?;
+        let size = itemsize(&input.datatype)?;
+        let count = shape_count(served, spec, &input.shape, &mut batch_size)?;
         let nbytes = (count as usize).checked_mul(size)?;
         if nbytes > body.len() * 8 + 64 {
             return None; // more elements than a 1 MiB body can name
         }
-        let data = match (input.get("data"), input.get("parameters")) {
-            (Some(Value::Array(values)), None) => {
+        let data = match (input.data, input.binary_size) {
+            (Some(values), None) => {
                 if values.len() as u64 != count {
                     return None;
                 }
                 let mut out = Vec::with_capacity(nbytes);
                 for value in values {
-                    push_value(datatype, value, &mut out)?;
+                    push_value(&input.datatype, value, &mut out)?;
                 }
                 out
             }
-            (None, Some(Value::Object(p))) if p.len() == 1 => {
-                let n = p.get("binary_data_size")?.as_u64()? as usize;
+            (None, Some(n)) => {
+                let n = n as usize;
                 if n != nbytes || n > binary.len() {
                     return None;
                 }
@@ -189,48 +166,35 @@ pub fn accept(served: &Served, body: &[u8], header_length: Option<&[u8]>) -> Opt
             _ => return None,
         };
         inputs.push(OutTensor {
-            name: name.to_string(),
-            datatype: datatype.to_string(),
-            shape,
+            name: input.name,
+            datatype: input.datatype,
+            shape: input.shape,
             data,
         });
     }
     if !binary.is_empty() {
         return None;
     }
-    let outputs = match doc.get("outputs") {
+    let outputs = match doc.outputs {
         None => None,
-        Some(Value::Array(list)) => {
+        Some(list) => {
             let mut named: Vec<(String, Option<bool>)> = Vec::with_capacity(list.len());
             for output in list {
-                let output = output.as_object()?;
-                if !keys_within(output, &["name", "parameters"]) {
-                    return None;
-                }
-                let name = output.get("name")?.as_str()?;
-                if !served.outputs.iter().any(|(n, _)| n == name)
-                    || named.iter().any(|(n, _)| n == name)
+                if !served.outputs.iter().any(|(n, _)| *n == output.name)
+                    || named.iter().any(|(n, _)| *n == output.name)
                 {
                     return None;
                 }
-                let binary = match output.get("parameters") {
-                    None => None,
-                    Some(Value::Object(p)) if p.len() == 1 => {
-                        Some(p.get("binary_data")?.as_bool()?)
-                    }
-                    Some(_) => return None,
-                };
-                named.push((name.to_string(), binary));
+                named.push((output.name, output.binary));
             }
             Some(named)
         }
-        Some(_) => return None,
     };
     Some(Accepted {
-        id,
+        id: doc.id.unwrap_or_default(),
         inputs,
         outputs,
-        binary_default,
+        binary_default: doc.binary_default.unwrap_or(false),
         batch_size: batch_size.unwrap_or(1),
     })
 }

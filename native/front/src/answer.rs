@@ -100,18 +100,28 @@ fn float(value: f64, style: Style, out: &mut String) {
     match style {
         // orjson: ryu's shortest round trip with a signed exponent (`1e+16`, `1e-6`); NaN and
         // the infinities as null (which sends the document to the stdlib: `encode`).
+        // (serde_json writes its floats with ryu too: the same digits, no allocation here.)
         Style::Orjson if value.is_finite() => {
-            let text = serde_json::to_string(&value).expect("a JSON number");
+            let mut digits = ryu::Buffer::new();
+            let text = digits.format_finite(value);
             match text.split_once('e') {
                 Some((mantissa, exponent)) if !exponent.starts_with('-') => {
-                    out.push_str(&format!("{mantissa}e+{exponent}"))
+                    out.push_str(mantissa);
+                    out.push_str("e+");
+                    out.push_str(exponent);
                 }
-                _ => out.push_str(&text),
+                _ => out.push_str(text),
             }
         }
         Style::Orjson => out.push_str("null"),
         Style::Stdlib => out.push_str(&python_repr(value)),
     }
+}
+
+/// An integer's decimal digits, appended without an allocation.
+fn integer(value: impl std::fmt::Display, out: &mut String) {
+    use std::fmt::Write;
+    let _ = write!(out, "{value}");
 }
 
 /// A JSON value (a response's parameters) as `thaw serve` writes it.
@@ -120,7 +130,7 @@ fn value(item: &Value, style: Style, out: &mut String) {
         Value::Null => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
         Value::Number(n) if n.is_f64() => float(n.as_f64().unwrap_or(f64::NAN), style, out),
-        Value::Number(n) => out.push_str(&n.to_string()),
+        Value::Number(n) => integer(n, out),
         Value::String(text) => string(text, style, out),
         Value::Array(items) => {
             out.push('[');
@@ -185,14 +195,14 @@ pub fn json_data(tensor: &InTensor, style: Style, out: &mut String) -> Result<()
                 out.push_str(if b != 0 { "true" } else { "false" });
             }
         }
-        "INT8" => each!(i8, 1, |v| out.push_str(&v.to_string())),
-        "INT16" => each!(i16, 2, |v| out.push_str(&v.to_string())),
-        "INT32" => each!(i32, 4, |v| out.push_str(&v.to_string())),
-        "INT64" => each!(i64, 8, |v| out.push_str(&v.to_string())),
-        "UINT8" => each!(u8, 1, |v| out.push_str(&v.to_string())),
-        "UINT16" => each!(u16, 2, |v| out.push_str(&v.to_string())),
-        "UINT32" => each!(u32, 4, |v| out.push_str(&v.to_string())),
-        "UINT64" => each!(u64, 8, |v| out.push_str(&v.to_string())),
+        "INT8" => each!(i8, 1, |v| integer(v, out)),
+        "INT16" => each!(i16, 2, |v| integer(v, out)),
+        "INT32" => each!(i32, 4, |v| integer(v, out)),
+        "INT64" => each!(i64, 8, |v| integer(v, out)),
+        "UINT8" => each!(u8, 1, |v| integer(v, out)),
+        "UINT16" => each!(u16, 2, |v| integer(v, out)),
+        "UINT32" => each!(u32, 4, |v| integer(v, out)),
+        "UINT64" => each!(u64, 8, |v| integer(v, out)),
         "FP16" => each!(u16, 2, |v| float(half(v) as f64, style, out)),
         "BF16" => each!(u16, 2, |v| float(
             f32::from_bits((v as u32) << 16) as f64,

@@ -13,7 +13,7 @@ use hyper::header::{
     TRANSFER_ENCODING,
 };
 use hyper::{Body, Method, Request, Response, StatusCode};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use crate::accept::{accept, Accepted};
 use crate::answer;
@@ -199,9 +199,13 @@ pub async fn run(
         .flatten()
         .map(|(n, _)| n.as_str())
         .collect();
-    let fields = json!({"op": "execute", "id": execute.id, "requests": [{
-        "id": taken.id, "model": served.model, "params": {}, "outputs": requested,
-        "correlation_id": 0, "flags": 0, "n": taken.inputs.len()}]});
+    let fields = wire::ExecuteFields {
+        id: execute.id,
+        request_id: &taken.id,
+        model: &served.model,
+        outputs: &requested,
+        n: taken.inputs.len(),
+    };
     let sent = wire::encode(&fields, &taken.inputs)
         .ok()
         .and_then(|encoded| {
@@ -316,12 +320,8 @@ async fn wait(
                     );
                     return Err(outcome);
                 }
-                let row = message
-                    .fields
-                    .pointer("/responses/0")
-                    .cloned()
-                    .unwrap_or(Value::Null);
-                match row_outcome(&row, message.tensors) {
+                let row = message.fields.get("responses").and_then(|r| r.get(0));
+                match row_outcome(row.unwrap_or(&Value::Null), message.tensors) {
                     Some(result) => return result,
                     None => done_sender = true,
                 }

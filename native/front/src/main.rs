@@ -5,12 +5,13 @@
 //!                          └─ hot infers ─▶ the relay of each hot instance's stub socket ─▶ stub
 //!
 //! Everything is forwarded, whole (forward.rs, grpc.rs), but the hot Python models' infers,
-//! answered here (accept.rs, hot.rs, answer.rs; gRPC: grpc_proto.rs) through executes sent on
-//! the stubs' own sockets, which the front relays (relay.rs, wire.rs) for `thaw serve`, told
-//! what is hot over the control socket (ctlsock.rs, registry.rs, stats.rs). `thaw serve
-//! --front native` (runtime/process/native_front.py) starts it, reads its `THAW_FRONT_LISTENING`
-//! line, and stops it through its standard input (control.rs). One event-loop thread (tokio's
-//! current-thread runtime), as the spike that measured the design (benchmarks/native_front_spike).
+//! answered here (accept.rs, request_doc.rs, hot.rs, answer.rs; gRPC: grpc_proto.rs) through
+//! executes sent on the stubs' own sockets, which the front relays (relay.rs, wire.rs) for
+//! `thaw serve`, told what is hot over the control socket (ctlsock.rs, registry.rs, stats.rs).
+//! `thaw serve --front native` (runtime/process/native_front.py) starts it, reads its
+//! `THAW_FRONT_LISTENING` line, and stops it through its standard input (control.rs). One
+//! event-loop thread (tokio's current-thread runtime), as the spike that measured the design
+//! (benchmarks/native_front_spike).
 
 mod accept;
 mod answer;
@@ -28,6 +29,7 @@ mod guard;
 mod hot;
 mod registry;
 mod relay;
+mod request_doc;
 mod seqpacket;
 mod stats;
 mod stream;

@@ -165,7 +165,8 @@ fn answer_cancelled(registry: &Registry, relay: &Relay, fields: &serde_json::Val
     let asks = fields.get("op").and_then(serde_json::Value::as_str) == Some("call")
         && fields.get("fn").and_then(serde_json::Value::as_str) == Some("is_cancelled");
     let exec = fields
-        .pointer("/args/0")
+        .get("args")
+        .and_then(|args| args.get(0))
         .and_then(serde_json::Value::as_u64);
     let Some(exec) = exec.filter(|id| asks && *id >= wire::FRONT_IDS) else {
         return false;

@@ -11,7 +11,8 @@ use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::os::unix::io::{FromRawFd, OwnedFd};
 
-use serde_json::{json, Value};
+use serde::ser::{Serialize, SerializeMap, Serializer};
+use serde_json::Value;
 
 pub const INLINE_MAX_BYTES: usize = 64 * 1024;
 pub const MESSAGE_MAX_BYTES: usize = 160 * 1024;
@@ -61,44 +62,75 @@ pub fn memfd_with(data: &[u8], label: &str) -> io::Result<OwnedFd> {
     Ok(OwnedFd::from(file))
 }
 
+/// The fields of an execute of one request, as the server's `_execute_message` writes them:
+/// `{"op": "execute", "id", "requests": [{"id", "model", "params": {}, "outputs",
+/// "correlation_id": 0, "flags": 0, "n"}]}` (written straight, without JSON values).
+pub struct ExecuteFields<'a> {
+    pub id: u64,
+    pub request_id: &'a str,
+    pub model: &'a str,
+    pub outputs: &'a [&'a str],
+    /// The number of inputs.
+    pub n: usize,
+}
+
+/// The one request of an `ExecuteFields`.
+struct OneRequest<'a>(&'a ExecuteFields<'a>);
+
+impl Serialize for ExecuteFields<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(3))?;
+        map.serialize_entry("op", "execute")?;
+        map.serialize_entry("id", &self.id)?;
+        map.serialize_entry("requests", &[OneRequest(self)])?;
+        map.end()
+    }
+}
+
+impl Serialize for OneRequest<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let fields = self.0;
+        let mut map = serializer.serialize_map(Some(7))?;
+        map.serialize_entry("id", fields.request_id)?;
+        map.serialize_entry("model", fields.model)?;
+        map.serialize_entry("params", &serde_json::Map::new())?;
+        map.serialize_entry("outputs", fields.outputs)?;
+        map.serialize_entry("correlation_id", &0)?;
+        map.serialize_entry("flags", &0)?;
+        map.serialize_entry("n", &fields.n)?;
+        map.end()
+    }
+}
+
 /// A datagram and the descriptors it carries.
 pub struct Encoded {
     pub payload: Vec<u8>,
     pub fds: Vec<OwnedFd>,
 }
 
+/// A `tensor` of the header's table: (name, datatype, dims, in_fd, at, nbytes), which serde
+/// writes as that JSON list.
+type TableEntry<'a> = (&'a str, &'a str, &'a [i64], u8, usize, usize);
+
 /// A message as wire.encode sends it: tensors inline while the inline bytes stay within
 /// INLINE_MAX_BYTES, each other in its own memfd; a payload over MESSAGE_MAX_BYTES itself in a
 /// memfd (kind b"F").
-pub fn encode(fields: &Value, tensors: &[OutTensor]) -> io::Result<Encoded> {
-    let mut table = Vec::with_capacity(tensors.len());
+pub fn encode<F: Serialize + ?Sized>(fields: &F, tensors: &[OutTensor]) -> io::Result<Encoded> {
+    let mut table: Vec<TableEntry> = Vec::with_capacity(tensors.len());
     let mut inline: Vec<u8> = Vec::new();
     let mut fds = Vec::new();
     for tensor in tensors {
         let n = tensor.data.len();
+        let (name, datatype, shape) = (&tensor.name[..], &tensor.datatype[..], &tensor.shape[..]);
         if inline.len() + n <= INLINE_MAX_BYTES {
-            table.push(json!([
-                tensor.name,
-                tensor.datatype,
-                tensor.shape,
-                0,
-                inline.len(),
-                n
-            ]));
+            table.push((name, datatype, shape, 0, inline.len(), n));
             inline.extend_from_slice(&tensor.data);
         } else {
-            table.push(json!([
-                tensor.name,
-                tensor.datatype,
-                tensor.shape,
-                1,
-                fds.len(),
-                n
-            ]));
+            table.push((name, datatype, shape, 1, fds.len(), n));
             fds.push(memfd_with(&tensor.data, "thaw-tensor")?);
         }
     }
-    let header = serde_json::to_vec(&json!([fields, table])).map_err(|e| bad(e.to_string()))?;
+    let header = serde_json::to_vec(&(fields, &table)).map_err(|e| bad(e.to_string()))?;
     let mut payload = Vec::with_capacity(5 + header.len() + inline.len());
     payload.push(b'I');
     payload.extend_from_slice(&(header.len() as u32).to_le_bytes());
@@ -260,6 +292,7 @@ pub fn bundle(messages: &[&[u8]]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn tensor(name: &str, n: usize) -> OutTensor {
         OutTensor {
@@ -299,6 +332,27 @@ mod tests {
         );
         let back = decode(&whole.payload, whole.fds).unwrap();
         assert_eq!(back.tensors.len(), 3000);
+    }
+
+    #[test]
+    fn writes_an_execute_s_fields_as_the_server_does() {
+        let outputs = ["Y", "Z\"q"];
+        let fields = ExecuteFields {
+            id: FRONT_IDS + 1,
+            request_id: "r\u{1}",
+            model: "m",
+            outputs: &outputs,
+            n: 2,
+        };
+        let written: Value = serde_json::from_slice(&serde_json::to_vec(&fields).unwrap()).unwrap();
+        let expected = json!({"op": "execute", "id": FRONT_IDS + 1, "requests": [{
+            "id": "r\u{1}", "model": "m", "params": {}, "outputs": ["Y", "Z\"q"],
+            "correlation_id": 0, "flags": 0, "n": 2}]});
+        assert_eq!(written, expected);
+        // The header: [fields, table], the table's entries as the lists `tensor` names.
+        let encoded = encode(&fields, &[tensor("a", 3)]).unwrap();
+        let (_, table, _) = header(&encoded.payload, 1).unwrap();
+        assert_eq!(table, vec![json!(["a", "UINT8", [3], 0, 0, 3])]);
     }
 
     #[test]
