@@ -294,13 +294,18 @@ fn encode_as(
         string(&tensor.name, style, &mut json);
         json.push_str(",\"datatype\":");
         string(&tensor.datatype, style, &mut json);
-        let shape: Vec<String> = tensor.shape.iter().map(i64::to_string).collect();
-        json.push_str(&format!(",\"shape\":[{}],", shape.join(",")));
+        json.push_str(",\"shape\":[");
+        for (i, dim) in tensor.shape.iter().enumerate() {
+            if i > 0 {
+                json.push(',');
+            }
+            integer(dim, &mut json);
+        }
+        json.push_str("],");
         if binary {
-            json.push_str(&format!(
-                "\"parameters\":{{\"binary_data_size\":{}}}}}",
-                tensor.data.len()
-            ));
+            json.push_str("\"parameters\":{\"binary_data_size\":");
+            integer(tensor.data.len(), &mut json);
+            json.push_str("}}");
             buffers.push(&tensor.data);
         } else {
             json.push_str("\"data\":");
