@@ -14,7 +14,7 @@ shared machine, where the real runs swing by 10%). Steps, per execute of one req
 
 `--tree DIR` measures another checkout (a base revision, `git worktree add /tmp/base REV`): its
 packages are imported instead of this one's. The steps reach into each side's internals
-(`Stub._execute`, `StubPython._results`): they are what a request runs.
+(`Stub._execute`, `StubAnswers.results`): they are what a request runs.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def _steps(scratch: Path) -> dict[str, Callable[[], Any]]:
     from runtime.python import pb_utils
     from runtime.python.stub.stub_main import Stub
     from runtime.python.stub.wire import Channel, Encoded, Message, channel_pair, decode_all, encode
-    from runtime.python.stub_backend import StubPython, _execute_message
+    from runtime.python.stub_backend import _execute_message
 
     class KeptChannel(Channel):
         """The stub's channel, keeping what it is sent (encoded) instead of sending it."""
@@ -93,14 +93,12 @@ def _steps(scratch: Path) -> dict[str, Callable[[], Any]]:
     done = channel.sent
     if done is None:
         raise SystemExit("the stub sent no answer")
-    server = StubPython()
-    server._name, server._version, server._instance = "add_sub", "1", "add_sub_0_0"
-    server._declared = {"OUTPUT0": "FP32", "OUTPUT1": "FP32"}
+    server, results = _server_answers()
 
     def server_answer() -> Any:
         (reply,) = decode_all(done.payload, [])
         server._executing[1] = [request]
-        return server._results(1, [request], reply)
+        return results(1, [request], reply)
 
     (answer,), _ = server_answer()
     if not np.array_equal(answer.outputs[0].data, inputs[0] + inputs[1]):
@@ -110,6 +108,24 @@ def _steps(scratch: Path) -> dict[str, Callable[[], Any]]:
         "stub execute": stub_execute,
         "server answer": server_answer,
     }
+
+
+def _server_answers() -> tuple[Any, Callable[..., Any]]:
+    """The server's side of add_sub's instance, and its call that turns a `done` into results
+    (a `--tree` from before runtime.python.stub_answers: the instance's own `_results`)."""
+    name, version, instance = "add_sub", "1", "add_sub_0_0"
+    declared = {"OUTPUT0": "FP32", "OUTPUT1": "FP32"}
+    try:
+        from runtime.python.stub_answers import StubAnswers
+    except ImportError:
+        from runtime.python.stub_backend import StubPython
+
+        server: Any = StubPython()
+        server._name, server._version, server._instance = name, version, instance
+        server._declared = declared
+        return server, server._results
+    answers = StubAnswers(name=name, version=version, instance=instance, declared=declared)
+    return answers, answers.results
 
 
 def measure(args: argparse.Namespace) -> dict[str, list[float]]:

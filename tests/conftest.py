@@ -63,9 +63,9 @@ def _allow_known_blocking(bb: BlockBuster) -> None:
     # tests that build the app inside a running loop let `build_app` scan it there.
     _allow(bb, (*_FILES, "os.path.islink"), "activator/fleet/repository.py", {"scan"})
     # known: a request naming a model the manager has not seen yet stats `<repo>/<name>` on the
-    # loop (ModelManager's metadata/config/ready lookups are synchronous; moving the check off
+    # loop (ModelViews' metadata/config/ready lookups are synchronous; moving the check off
     # the loop means making that service interface async).
-    _allow(bb, _STAT, "runtime/models/manager.py", {"_known"})
+    _allow(bb, _STAT, "runtime/models/views.py", {"_known"})
     # Locks held by worker threads for a few bookkeeping statements (no I/O under them): the
     # loop waits nanoseconds at most. Statistics counters and prometheus_client's values.
     _allow(

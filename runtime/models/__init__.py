@@ -1,7 +1,9 @@
 """The models a runtime serves: the ModelManager service both surfaces call, and loading.
 
     service           the ModelService Protocol: what the surfaces (REST, gRPC) call
-    manager           ModelManager: model states, control modes, load/unload, reads, infer
+    manager           ModelManager: model states, control modes, load/unload, infer
+    views             what the manager serves by reading its models: index, metadata,
+                      config, statistics, the versions serving (its base class)
     model_loading     the manager's loads, reloads, unloads and polls, a lock per model
     model_entry       one model the manager has seen: its state, versions, index rows
     version_loader    bring a model's versions up in a thread: plan, restore, instances

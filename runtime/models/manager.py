@@ -1,13 +1,16 @@
-"""The ModelManager service: model states, control modes, load/unload, reads and infer."""
+"""The ModelManager service: model states, control modes, load/unload, and infer.
+
+What it serves by reading its models (index, metadata, config, statistics) is its base class's,
+runtime.models.views.ModelViews.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Collection, Mapping
+from collections.abc import AsyncIterator, Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,26 +23,20 @@ from runtime.errors import (
     FeatureDisabled,
     InvalidInput,
     ModelNotFound,
-    ModelNotLoaded,
     RepositoryError,
     ServingError,
 )
 from runtime.inference import InferRequest, InferResponse
-from runtime.models.answer_order import answers_as_they_come
 from runtime.models.image_cache import make_image_loader
 from runtime.models.load_errors import name_load_failure
-from runtime.models.model_entry import UNLOADED, ModelEntry, ModelState, index_rows
+from runtime.models.model_entry import ModelState
 from runtime.models.model_loading import ModelLoading
 from runtime.models.namespaces import ModelKey, Namespaces
-from runtime.models.repository import (
-    Repositories,
-    stored_config,
-    validate_model_name,
-)
 from runtime.models.repository_sync import RepositorySync, sync_repositories
 from runtime.models.response_cache import ResponseCache
 from runtime.models.snapshot_restore import ImageSource
-from runtime.models.version_loader import LoadedVersion, VersionLoader
+from runtime.models.version_loader import VersionLoader
+from runtime.models.views import ModelViews
 from runtime.observe.metrics import Metrics
 from runtime.observe.stats import StatsBook
 from runtime.observe.tracing import RequestTracer
@@ -51,20 +48,11 @@ from runtime.scheduling.request_parameters import scheduling_parameters
 from runtime.scheduling.resource_gate import ResourceGate
 from runtime.scheduling.response_stream import ResponseStream
 from thawwire.load_overrides import refused
-from thawwire.metadata import model_metadata
-from thawwire.model_control import (
-    CONTROL_DISABLED,
-    no_available_versions,
-    not_in_repository,
-    not_ready,
-    unload_not_in_repository,
-)
-from thawwire.names import is_model_name, version_not_available
+from thawwire.model_control import CONTROL_DISABLED, not_in_repository, unload_not_in_repository
+from thawwire.names import is_model_name
 from tritonconfig import back_with_steps, composing_models, unload_plan
-from tritonconfig.schema import mc
 
 if TYPE_CHECKING:
-    from runtime.backends.base import Backend
     from snapshotter import Arena, StagingPool
 
 __all__ = ["ModelManager", "ModelState"]
@@ -81,8 +69,9 @@ DECOUPLED_INFER = "HTTP end point doesn't support models with decoupled transact
 DECOUPLED_GRPC_INFER = "ModelInfer RPC doesn't support models with decoupled transaction policy"
 
 
-class ModelManager:
-    """Loads models per the control mode and serves index, metadata, config, stats and infer."""
+class ModelManager(ModelViews):
+    """Loads models per the control mode and serves infer (index, metadata, config and stats:
+    ModelViews)."""
 
     def __init__(
         self,
@@ -106,16 +95,18 @@ class ModelManager:
         (S3) repositories, synced before each index, load and poll
         (runtime.models.repository_sync); None: local repositories only. `spare_stubs`:
         Python stubs started ahead (`--python-spare-stubs`), offered to the first loads."""
-        self._config = config
+        # What the reads (ModelViews) read: the repositories and which model a name means in
+        # them (`--model-namespacing`), and every loaded version's statistics.
+        super().__init__(
+            config,
+            namespaces=Namespaces(config.repositories, enabled=config.model_namespacing),
+            book=StatsBook(summaries=config.metrics_settings.summary_latencies),
+            repository_sync=repository_sync,
+        )
         self._spares = spare_stubs
-        self._sync = repository_sync
         # Where KIND_AUTO goes and which images are looked up (`--target`, resolved once).
         self._target = device_target or local_target(config.target, config.min_compute_capability)
-        # The repositories, and which model a name means in them (`--model-namespacing`).
-        self._ns = Namespaces(config.repositories, enabled=config.model_namespacing)
-        self._repo: Repositories = self._ns.repositories
         self._metrics = metrics
-        self._book = StatsBook(summaries=config.metrics_settings.summary_latencies)
         metrics.bind(self._book, self.pending_counts)
         if image_loader is None and (config.store or config.cache):
             image_loader = make_image_loader(config, staging=staging, target=self._target)
@@ -151,7 +142,6 @@ class ModelManager:
             load_retries=config.model_load_retries,
         )
         self._tracer = tracer  # a stub's BLS call names its request's trace (ServerHost)
-        self._models: dict[ModelKey, ModelEntry] = {}
         self._loading = ModelLoading(
             config, namespaces=self._ns, models=self._models, loader=self._loader,
             metrics=metrics, target=self._target, cache=self._cache, step_runner=self,
@@ -161,7 +151,6 @@ class ModelManager:
         self._started = False
         self._poller: asyncio.Task[None] | None = None
         self._python_host: PythonModelsHost | None = None
-        self._front_pending: Callable[[], dict[tuple[str, str], int]] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -225,52 +214,22 @@ class ModelManager:
             m.state == ModelState.READY for m in self._models.values() if m.wanted
         )
 
-    def pending_counts(self) -> dict[tuple[str, str], int]:
-        """Queued requests per (model, version), for `nv_inference_pending_request_count`:
-        the schedulers' and those the native front sent its stubs (`count_pending_of`)."""
-        counts = {
-            (m.name, v.version): v.scheduler.pending()
-            for m in list(self._models.values())
-            for v in list(m.versions.values())
-        }
-        if self._front_pending is not None:
-            for key, count in self._front_pending().items():
-                if key in counts:
-                    counts[key] += count
-        return counts
-
     def register_collector(self, collector: Any) -> None:
         """Add a Prometheus collector to this server's /metrics (the native front's)."""
         self._metrics.registry.register(collector)
 
-    def count_pending_of(self, source: Callable[[], dict[tuple[str, str], int]]) -> None:
-        """Add `source`'s queued requests to the pending counts (the native front's)."""
-        self._front_pending = source
+    def record_front_outcome(
+        self, name: str, version: str, batch: int, request_ns: int, answered: bool
+    ) -> None:
+        """An execute of a request the native front sent to the stub itself that this server
+        answers (the model's error response: answered; an execute that failed: not)."""
+        for (model, loaded), stats in self._book.items():
+            if (model, loaded) == (name, version):
+                batch = max(batch, 1)
+                stats.record_execution(batch, [(answered, batch, 0, request_ns)], (0, 0, 0))
+                return
 
     # -- model repository extension -------------------------------------------------------
-
-    async def index(self, *, ready_only: bool = False) -> list[dict[str, Any]]:
-        """Triton's repository index: every model in the repository, one row per version."""
-        try:
-            await sync_repositories(self._sync)
-        except OSError as exc:  # answered from the copy as last read
-            logger.warning("repository index from the last copy: %s", exc)
-        try:
-            # Rescanned on each call, as Triton does; in a thread, since a repository on a
-            # network volume can take its time to list.
-            keys = set(await asyncio.to_thread(self._ns.scan))
-        except ServingError:
-            keys = set()
-        # Triton lists the repository's models; Thaw also a model served from elsewhere (a
-        # load's `file:` overrides, a directory removed while it serves) for as long as it
-        # serves: one no longer in the repository and not served has no row (a poll's removal).
-        serving = {key for key, model in self._models.items() if model.live}
-        rows: list[dict[str, Any]] = []
-        for key in sorted(keys | serving, key=lambda k: (k.name, k.namespace)):
-            rows += index_rows(key.name, self._models.get(key))
-        if ready_only:
-            rows = [row for row in rows if row.get("state") == ModelState.READY]
-        return rows
 
     async def load(
         self, name: str, *, config_json: str | None = None, files: dict[str, bytes] | None = None
@@ -405,93 +364,6 @@ class ModelManager:
         runs = await asyncio.to_thread(resolve)
         return {key: {step for step in steps if step in loaded} for key, steps in runs.items()}
 
-    # -- reads ----------------------------------------------------------------------------
-
-    def model_ready(self, name: str, version: str | None) -> bool:
-        model = self._known(name)
-        if model.state != ModelState.READY:
-            return False
-        return not version or version in model.versions
-
-    def instances(self, name: str, version: str | None = None) -> tuple[Backend, ...]:
-        """The backends serving `name`'s version (the latest when None), in instance order:
-        what diagnostics and the GPU proofs look inside. Refused as a request for it would be."""
-        return tuple(self._serving(name, version)[1].instances)
-
-    @property
-    def stats_book(self) -> StatsBook:
-        """Every loaded version's statistics (what the native front answered is added in)."""
-        return self._book
-
-    def record_front_outcome(
-        self, name: str, version: str, batch: int, request_ns: int, answered: bool
-    ) -> None:
-        """An execute of a request the native front sent to the stub itself that this server
-        answers (the model's error response: answered; an execute that failed: not)."""
-        for (model, loaded), stats in self._book.items():
-            if (model, loaded) == (name, version):
-                batch = max(batch, 1)
-                stats.record_execution(batch, [(answered, batch, 0, request_ns)], (0, 0, 0))
-                return
-
-    def serving_versions(self) -> list[tuple[str, LoadedVersion, bool]]:
-        """(name, version, whether unversioned requests go to it) of every version serving
-        now, in a server without model namespaces (the native front's hot models,
-        runtime.process.hot_models)."""
-        if self._ns.enabled:
-            return []
-        return [
-            (model.name, loaded, loaded.version == model.latest)
-            for model in list(self._models.values())
-            if model.state == ModelState.READY
-            for loaded in list(model.versions.values())
-        ]
-
-    def metadata(self, name: str, version: str | None) -> dict[str, Any]:
-        model, loaded = self._serving(name, version)
-        asked = loaded.version if version else None  # Triton lists only the one asked for
-        return model_metadata(loaded.config, list(model.versions), asked)
-
-    def config(self, name: str, version: str | None) -> dict[str, Any]:
-        _, loaded = self._serving(name, version)
-        return copy.deepcopy(loaded.config_json)  # callers may edit; ours stays intact
-
-    def answers_as_they_come(self, name: str, version: str | None) -> bool:
-        """Whether a stream's answers for this model may leave out of request order
-        (runtime.models.answer_order); False for a model not served (it fails in order)."""
-        try:
-            _, loaded = self._serving(name, version)
-        except ServingError:
-            return False
-
-        def config_of(model: str) -> mc.ModelConfig | None:
-            return loaded.config if model == name else self._config_of(model)
-
-        return answers_as_they_come(name, config_of)
-
-    def _config_of(self, model: str) -> mc.ModelConfig | None:
-        """`model`'s config as served here, else (a step served elsewhere: thaw up) as the
-        repository stores it; None when neither knows it."""
-        try:
-            return self._serving(model, None)[1].config
-        except ServingError:
-            return stored_config(self._repo, model, config_name=self._config.model_config_name)
-
-    def statistics(self, name: str | None, version: str | None) -> dict[str, Any]:
-        """Triton's statistics extension: `{"model_stats": [...]}` for loaded versions."""
-        if name is None:
-            rows = [stats.to_json(m, v) for (m, v), stats in self._book.items()]
-            return {"model_stats": rows}
-        model = self._known(name, None)
-        if version and model.state == ModelState.READY and version not in model.versions:
-            # Triton's words for a version that is not ready (gone, or never there) of a
-            # model that has one; the status stays this server's "unknown" (404).
-            raise ModelNotFound(version_not_available(name))
-        model, _ = self._serving(name, version)
-        wanted = [version] if version else list(model.versions)
-        rows = [s.to_json(m, v) for (m, v), s in self._book.items() if m == name and v in wanted]
-        return {"model_stats": rows}
-
     # -- inference ------------------------------------------------------------------------
 
     async def infer(self, request: InferRequest, *, namespace: str | None = None) -> InferResponse:
@@ -586,46 +458,6 @@ class ModelManager:
     async def poll_once(self) -> None:
         """Load new and changed models, unload removed ones (poll mode's one step)."""
         await self._loading.poll_once()
-
-    # -- internals ------------------------------------------------------------------------
-
-    def _live(self, key: ModelKey) -> bool | None:
-        """Whether `key` serves or is to (None: a model this manager has not seen)."""
-        model = self._models.get(key)
-        return None if model is None else model.live
-
-    def _known(self, name: str, home: str | None = None) -> ModelEntry:
-        """The model a request for `name` means (`home`: the asking ensemble's namespace)."""
-        if not self._ns.enabled:  # every request asks: one lookup (a ModelKey is its tuple)
-            model = self._models.get(("", name))  # type: ignore[call-overload]
-            if model is not None:
-                return model
-        key = self._ns.serving_key(name, self._live, home=home)
-        if key is None:
-            validate_model_name(name)
-            key = self._ns.on_disk_key(name, self._ns.keys_on_disk(name))
-        model = self._models.get(key)
-        if model is None:
-            model = self._models[key] = ModelEntry(name, key)
-        return model
-
-    def _serving(
-        self, name: str, version: str | None, home: str | None = None
-    ) -> tuple[ModelEntry, LoadedVersion]:
-        """The model and the version a request for (name, version) goes to."""
-        model = self._known(name, home)
-        if model.state != ModelState.READY or not model.versions:
-            if model.state == ModelState.UNLOADING or model.reason == UNLOADED:
-                # Unloaded on request, or going: Triton's words and code (its NOT_FOUND).
-                raise ModelNotLoaded(name, no_available_versions(name), 404)
-            reason = f": {model.reason}" if model.reason else ""
-            raise ModelNotLoaded(name, f"{not_ready(name)}{reason}")
-        loaded = model.versions.get(version or model.latest)
-        if loaded is None:
-            raise ModelNotFound(
-                f"Request for unknown model: '{name}' version {version} is not found"
-            )
-        return model, loaded
 
 
 def _end_if_failed(submitted: asyncio.Future[InferResponse], sink: ResponseStream) -> None:

@@ -17,7 +17,8 @@ dependencies (an import-linter contract), and neither does this `__init__`.
     auto_complete    a model's auto_complete_config, run in a process of its own
     placement        where a Python model's instances run: stub processes or in the server
     model_io         a model's I/O as both ways see it: errors, `args`, output types
-    stub_backend     a model instance in its own stub process
+    stub_backend     a model instance in its own stub process: started, relayed, restarted
+    stub_answers     where a stub's messages go: executes' answers, requests' responses
     stub_process     start a stub process: its interpreter, its socket
     spare_stubs      stub processes started ahead, taken by the first loads
     stub_services    what a stub asks of the server (BLS, calls, logs), on the loop

@@ -5,10 +5,9 @@
                                                        sink or answer; is_cancelled → the
                                                        request; BLS and calls → StubServices)
 
-A non-decoupled request answered through its response sender (Triton's semantics): a response
-sent during `execute` reaches its client at once (the request's `completion` is resolved); one
-sent after `execute` returned is awaited before this execute's results are given (the instance
-stays busy until then); the first response wins.
+Where each of the stub's messages goes (an execute's answer, a request's responses, what it
+asks of the server) is runtime.python.stub_answers'; this module is the instance's lifecycle:
+its stub started, relayed, restarted when it dies, finalized.
 
 Everything about a stub happens on the server's event loop, without a thread: the dispatcher
 awaits `execute_async` (runtime.scheduling.loop_instance), the stub's answer is read by the loop's
@@ -35,22 +34,13 @@ import numpy as np
 
 from runtime.backends.base import ExecTimings, LoadContext
 from runtime.errors import RepositoryError, ServingError
-from runtime.inference import InferRequest, InferResponse, InferTensor
+from runtime.inference import InferRequest, InferResponse
 from runtime.python.loop_channel import LoopChannel
-from runtime.python.model_io import (
-    ERROR_CLASSES,
-    complete_early,
-    execute_failure,
-    model_args,
-    model_parameters,
-    output_types,
-    request_cancelled,
-    request_flags,
-    rescheduled,
-)
+from runtime.python.model_io import model_args, model_parameters, output_types, request_flags
 from runtime.python.placement import execution_env_path
 from runtime.python.server_host import ServerHost, current_server_host
 from runtime.python.stub.wire import ChannelClosed, Message, Tensor, encode, transmit
+from runtime.python.stub_answers import RETRY, StubAnswers
 from runtime.python.stub_process import SpawnedStub, spawn, stub_python
 from runtime.python.stub_services import StubServices
 
@@ -62,12 +52,6 @@ _START_TIMEOUT_S = 300.0  # initialize() may load weights; Triton's stub timeout
 _FINALIZE_TIMEOUT_S = 30.0
 # Inputs over this many bytes are written to their memfds in a thread, not on the loop.
 _ENCODE_OFF_LOOP_BYTES = 1 << 20
-
-
-# The answer to an execute the stub never started because it died first: send it again.
-_RETRY = Message({"op": "retry"})
-# A non-decoupled request's result until its sender's response comes (after the execute).
-_SENDER_PLACEHOLDER = ServingError("the model's response sender has not answered yet")
 
 
 class StubRelay(Protocol):
@@ -104,27 +88,15 @@ class StubPython:
         self.timings = ExecTimings()
         self._host: ServerHost | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._services: StubServices | None = None
         self._python = Path()
         self._cleanup: Path | None = None
         self._init: dict[str, Any] = {}
         self._name = self._version = self._instance = ""
-        self._declared: dict[str, str] = {}
-        self._decoupled = False
-        self._iterative = False  # sequence_batching { iterative_sequence }: may reschedule
         # The fields below are touched on the loop only.
         self._stub: _Stub | None = None
-        self._exec_id = 0
-        self._pending: dict[int, asyncio.Future[Message | None]] = {}
-        self._sinks: dict[tuple[int, int], InferRequest] = {}
-        # Non-decoupled requests (Triton's response sender, below): each execute's requests
-        # until its answer; the responses their senders sent before it; and those whose
-        # response will come after it (the model returned None for them).
-        self._executing: dict[int, list[InferRequest]] = {}
-        self._answered: dict[tuple[int, int], InferResponse | ServingError] = {}
-        self._waiting: dict[tuple[int, int], tuple[asyncio.Future[Any], InferRequest]] = {}
+        # The executes in flight and where the stub's messages go (made anew by `load`).
+        self._answers = StubAnswers()
         self._unloading = False
-        self._initializing: asyncio.Future[Message | None] | None = None
         self._restart: asyncio.Task[None] | None = None
         # The native front relaying this instance's stub socket (decision 0032), once it does.
         self._relay: StubRelay | None = None
@@ -133,18 +105,26 @@ class StubPython:
 
     def load(self, ctx: LoadContext) -> None:
         host = current_server_host()
-        self._host, self._loop, self._services = host, host.loop, StubServices(host)
+        self._host, self._loop = host, host.loop
         self._name, self._version = ctx.model_name, ctx.version
         self._instance = ctx.instance_name or f"{ctx.model_name}_0_0"
-        self._declared = output_types(ctx.config)
-        self._decoupled = ctx.config.model_transaction_policy.decoupled
-        self._iterative = ctx.config.sequence_batching.iterative_sequence
+        decoupled = ctx.config.model_transaction_policy.decoupled
+        self._answers = StubAnswers(
+            StubServices(host),
+            name=self._name,
+            version=self._version,
+            instance=self._instance,
+            declared=output_types(ctx.config),
+            decoupled=decoupled,
+            iterative=ctx.config.sequence_batching.iterative_sequence,
+            loop=host.loop,
+        )
         self._python, self._cleanup = stub_python(execution_env_path(ctx.config), ctx.model_dir)
         model_file = ctx.model_file or ctx.version_dir / "model.py"
         self._init = {
             "op": "init",
             "model_file": str(model_file),
-            "decoupled": self._decoupled,
+            "decoupled": decoupled,
             "args": model_args(ctx),
         }
         try:
@@ -216,7 +196,7 @@ class StubPython:
         if spawned is None:  # none started ahead (or not of this interpreter): start one now
             spawned = await asyncio.to_thread(spawn, self._python, self._name)
         stub = _Stub(spawned)
-        self._initializing = initializing = loop.create_future()
+        self._answers.initializing = initializing = loop.create_future()
         stub.channel = LoopChannel(
             stub.sock,
             loop,
@@ -286,6 +266,7 @@ class StubPython:
         """One round trip to the stub, on the event loop. Several may be in flight (the
         scheduler pipelines single requests); the stub runs them one at a time, in order."""
         t0 = time.perf_counter_ns()
+        answers = self._answers
         while True:
             stub, restart = self._stub, self._restart
             if stub is None or stub.channel is None:
@@ -294,8 +275,8 @@ class StubPython:
                     # instance (only the requests the dead stub held fail).
                     await asyncio.shield(restart)
                     continue
-                return self._unhealthy(requests)
-            exec_id, future = self._register(requests)
+                return answers.unhealthy(requests)
+            exec_id, future = answers.register(requests)
             message, input_bytes = _execute_message(exec_id, requests)
             try:
                 if input_bytes > _ENCODE_OFF_LOOP_BYTES:
@@ -303,282 +284,44 @@ class StubPython:
                 else:
                     stub.channel.send(message)
             except ChannelClosed:
-                self._forget(exec_id, len(requests))
-                return self._unhealthy(requests)
+                answers.forget(exec_id, len(requests))
+                return answers.unhealthy(requests)
             t1 = time.perf_counter_ns()
             reply = await future
-            if reply is not _RETRY:
+            if reply is not RETRY:
                 break
             # The stub died before it started this one: run it on the stub started next (the
             # loop above waits for it).
         t2 = time.perf_counter_ns()
-        results, waits = self._results(exec_id, requests, reply)
+        results, waits = answers.results(exec_id, requests, reply)
         if waits:
-            await self._await_senders(exec_id, results, waits)
+            await answers.await_senders(exec_id, results, waits)
             t2 = time.perf_counter_ns()  # the late responses are the model's time
         self.timings = ExecTimings(t1 - t0, t2 - t1, time.perf_counter_ns() - t2)
         return results
-
-    def _register(self, requests: list[InferRequest]) -> tuple[int, asyncio.Future[Message | None]]:
-        self._exec_id += 1
-        exec_id = self._exec_id
-        future: asyncio.Future[Message | None] = self._loop_now().create_future()
-        self._pending[exec_id] = future
-        self._executing[exec_id] = requests
-        if self._decoupled:
-            for index, request in enumerate(requests):
-                if request.response_sink is not None:
-                    self._sinks[(exec_id, index)] = request
-        return exec_id, future
-
-    def _loop_now(self) -> asyncio.AbstractEventLoop:
-        """The loop this instance runs on, which is the running one (asked only if it is not
-        known: `asyncio.get_running_loop()` costs a getpid() system call on Python 3.11)."""
-        loop = self._loop
-        return loop if loop is not None else asyncio.get_running_loop()
-
-    def _forget(self, exec_id: int, count: int) -> None:
-        self._pending.pop(exec_id, None)
-        self._executing.pop(exec_id, None)
-        for index in range(count):
-            self._sinks.pop((exec_id, index), None)
-
-    def _unhealthy_one(self) -> ServingError:
-        return execute_failure(self._instance, f"Stub process '{self._instance}' is not healthy.")
-
-    def _unhealthy(self, requests: list[InferRequest]) -> list[InferResponse | ServingError]:
-        error = self._unhealthy_one()
-        for request in requests:
-            if request.response_sink is not None:
-                request.response_sink.send(error, final=True)
-        return [error for _ in requests]
-
-    def _results(
-        self, exec_id: int, requests: list[InferRequest], reply: Message | None
-    ) -> tuple[list[InferResponse | ServingError], list[tuple[int, asyncio.Future[Any]]]]:
-        """One result per request, and (index, future) of each request whose response its
-        sender sends after the execute (its result until then is a placeholder)."""
-        self._executing.pop(exec_id, None)
-        # What each request's sender already sent is its answer, whatever the execute says
-        # after (Triton: its client has it; a second response or an error is dropped).
-        early = (
-            {i: self._answered.pop((exec_id, i)) for i in range(len(requests))
-             if (exec_id, i) in self._answered}
-            if self._answered else {}
-        )  # fmt: skip
-        if reply is None:  # the stub died with this execute in flight
-            self._forget(exec_id, len(requests))
-            return self._with_early(self._unhealthy(requests), early), []
-        error = reply.fields.get("error")
-        if error is not None:
-            self._forget(exec_id, len(requests))
-            failure = execute_failure(self._instance, str(error))
-            return self._with_early([failure for _ in requests], early), []
-        again = reply.fields.get("reschedule")
-        if self._decoupled:
-            flags: list[InferResponse | ServingError] = [
-                InferResponse(self._name, self._version, [], id=r.id, flag_only=True)
-                for r in requests
-            ]
-            for index in again or ():
-                flags[index] = self._rescheduled(exec_id, int(index), requests[int(index)])
-            return flags, []
-        rows = reply.fields.get("responses", [])
-        out: list[InferResponse | ServingError] = []
-        waits: list[tuple[int, asyncio.Future[Any]]] = []
-        tensors, at = reply.tensors, 0
-        for index, (request, row) in enumerate(zip(requests, rows, strict=True)):
-            count = int(row.get("n", 0))
-            if early and index in early:
-                out.append(early[index])
-            elif row.get("reschedule"):
-                out.append(
-                    rescheduled(self._name, self._version, request, iterative=self._iterative)
-                )
-            elif row.get("sender"):
-                out.append(_SENDER_PLACEHOLDER)
-                future = self._loop_now().create_future()
-                self._waiting[(exec_id, index)] = (future, request)
-                waits.append((index, future))
-            else:
-                out.append(self._response(request.id, row, tensors[at : at + count]))
-            at += count
-        return out, waits
-
-    def _rescheduled(
-        self, exec_id: int, index: int, request: InferRequest
-    ) -> InferResponse | ServingError:
-        """A decoupled request the model released with RESCHEDULE: its stream stays open for
-        the execute that runs it again (which registers it anew); a model that cannot be
-        rescheduled ends it with Triton's error."""
-        self._sinks.pop((exec_id, index), None)
-        result = rescheduled(self._name, self._version, request, iterative=self._iterative)
-        if isinstance(result, ServingError) and request.response_sink is not None:
-            request.response_sink.send(result, final=True)
-        return result
-
-    @staticmethod
-    def _with_early(
-        results: list[InferResponse | ServingError],
-        early: dict[int, InferResponse | ServingError],
-    ) -> list[InferResponse | ServingError]:
-        for index, answer in early.items():
-            results[index] = answer
-        return results
-
-    async def _await_senders(
-        self,
-        exec_id: int,
-        results: list[InferResponse | ServingError],
-        waits: list[tuple[int, asyncio.Future[Any]]],
-    ) -> None:
-        """Wait for the responses a non-decoupled model sends after its execute returned (as
-        in Triton, where the request ends with its sender's response). Each wait ends: with
-        that response, an error when the model let go of the sender without one (the stub
-        tells), or when the stub dies."""
-        try:
-            for index, future in waits:
-                results[index] = await future
-        finally:  # cancelled (the server stops): forget the rest
-            for index, _ in waits:
-                self._waiting.pop((exec_id, index), None)
-
-    def _response(
-        self, request_id: str | None, row: dict[str, Any] | None, tensors: list[Tensor]
-    ) -> InferResponse | ServingError:
-        if row is None or row.get("none"):
-            return ServingError(f"model '{self._name}' sent no response for a request")
-        if "error" in row:
-            cls = ERROR_CLASSES.get(int(row.get("code", 1)), ServingError)
-            return cls(str(row["error"]), from_model=True)
-        outputs = []
-        declared = self._declared
-        for t in tensors:
-            datatype = t.datatype
-            if datatype == "UINT16" and declared.get(t.name) == "BF16":
-                datatype = "BF16"
-            outputs.append(InferTensor(t.name, datatype, t.shape, t.data))
-        return InferResponse(
-            self._name, self._version, outputs, id=request_id, parameters=row.get("params") or {}
-        )
 
     # -- the stub's messages (the loop's reader callback) --------------------------------------
 
     def _dispatch(self, stub: _Stub, message: Message) -> None:
         try:
-            self._route(stub, message)
+            self._answers.route(stub, message)
         except (ValueError, KeyError, TypeError) as exc:
             logger.error(
                 "model=%s stub %s sent a malformed message: %r", self._name, self._instance, exc
             )
             stub.proc.kill()  # its channel closes: _died runs
 
-    def _route(self, stub: _Stub, message: Message) -> None:
-        op = message.fields.get("op")
-        services = self._services
-        assert services is not None  # set by load, before any stub starts
-        if op == "done":
-            future = self._pending.pop(int(message.fields["id"]), None)
-            if future is not None and not future.done():
-                future.set_result(message)
-        elif op == "send":
-            self._send(message)
-        elif op == "bls":
-            services.bls(stub.send, message)
-        elif op == "call":
-            if message.fields.get("fn") == "is_cancelled":
-                self._reply_cancelled(stub, message)
-            else:
-                services.call(stub.send, message)
-        elif op == "log":
-            services.log(message)
-        elif op in ("ready", "failed"):
-            initializing = self._initializing
-            if initializing is not None and not initializing.done():
-                initializing.set_result(message)
-        elif op != "finalized":
-            raise ValueError(f"unknown op {op!r}")
-
-    def _reply_cancelled(self, stub: _Stub, message: Message) -> None:
-        """`is_cancelled()` of a request or its sender, asked by the model."""
-        exec_id, index = (int(a) for a in message.fields.get("args", ()))
-        key = (exec_id, index)
-        request = self._sinks.get(key)
-        if request is None and key in self._waiting:
-            request = self._waiting[key][1]
-        if request is None:
-            batch = self._executing.get(exec_id)
-            request = batch[index] if batch is not None and 0 <= index < len(batch) else None
-        value = request is not None and request_cancelled(request)
-        with contextlib.suppress(ChannelClosed):
-            stub.send(Message({"op": "reply", "call": message.fields["call"], "value": value}))
-
-    def _answer(self, key: tuple[int, int], row: dict[str, Any], tensors: list[Tensor]) -> None:
-        """A non-decoupled request's response from its sender: the first one is its answer,
-        sent to its client at once; later ones are dropped (the stub refuses them anyway)."""
-        waiting = self._waiting.pop(key, None)
-        if waiting is not None:
-            future, request = waiting
-            if not future.done():
-                future.set_result(self._response(request.id, row, tensors))
-            return
-        batch = self._executing.get(key[0])
-        if batch is None or not 0 <= key[1] < len(batch) or key in self._answered:
-            return  # its execute is over and its answer given
-        request = batch[key[1]]
-        self._answered[key] = result = self._response(request.id, row, tensors)
-        complete_early(request, result)
-
-    def _send(self, message: Message) -> None:
-        exec_id, index = (int(k) for k in message.fields["key"])
-        final = bool(message.fields.get("final"))
-        if not self._decoupled:
-            row = message.fields.get("response")
-            if row is not None:
-                self._answer((exec_id, index), row, message.tensors)
-            return
-        request = self._sinks.get((exec_id, index))
-        if final:
-            self._sinks.pop((exec_id, index), None)
-        sink = request.response_sink if request is not None else None
-        if request is None or sink is None:
-            return
-        row = message.fields.get("response")
-        if row is None:
-            sink.send(None, final=final)
-            return
-        sink.send(self._response(request.id, row, message.tensors), final=final)
-
     def _died(self, stub: _Stub) -> None:
         """The stub's channel closed: fail what it held, start another unless unloading."""
         stub.proc.poll()
-        initializing = self._initializing
+        initializing = self._answers.initializing
         if initializing is not None and not initializing.done():
             initializing.set_result(None)  # died while starting: _start reports it
             return
         if self._stub is not stub:
             return
         self._stub = None
-        pending, self._pending = self._pending, {}
-        sinks, self._sinks = self._sinks, {}
-        self._executing, self._answered = {}, {}
-        waiting, self._waiting = self._waiting, {}
-        for future, _ in waiting.values():
-            if not future.done():
-                future.set_result(self._unhealthy_one())
-        # The stub runs executes in order and answers each before it starts the next: the
-        # oldest unanswered one was running when it died; the later ones never started, and
-        # go to the next stub (only in-flight requests fail, as in Triton).
-        running = min(pending, default=None)
-        for exec_id, future in pending.items():
-            if not future.done():
-                future.set_result(None if exec_id == running or self._unloading else _RETRY)
-        error = execute_failure(self._instance, f"Stub process '{self._instance}' is not healthy.")
-        for (exec_id, _), request in sinks.items():
-            if running is not None and exec_id > running and not self._unloading:
-                continue  # registered again when retried
-            if request.response_sink is not None:
-                request.response_sink.send(error, final=True)
+        self._answers.stub_died(unloading=self._unloading)
         if self._unloading:
             return
         self._restart = asyncio.get_running_loop().create_task(self._restarted(stub))
