@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from benchmarks import front_profile
 from benchmarks.front_profile import STAGE_NAMES, UNATTRIBUTED, stage_of, stage_shares
 
 SCRIPT = """\
@@ -58,3 +59,11 @@ def test_shares_count_each_sample_once_and_sum_to_one() -> None:
 
 def test_no_samples_give_zero_shares() -> None:
     assert set(stage_shares("").values()) == {0.0}
+
+
+def test_without_perf_it_says_so_and_exits_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(front_profile.shutil, "which", lambda _name: None)
+    assert front_profile.main([]) == 2
+    assert "is not installed" in capsys.readouterr().err
