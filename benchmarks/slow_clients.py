@@ -1,9 +1,11 @@
-"""Slow-loris clients against `thaw up` and `thaw serve`, with their connection limits off and
-on, in one run: N connections each trickle a request head one byte a second and never finish
-it, while a separate process sends a normal health request on a fresh connection every 20 ms.
+"""Slow-loris clients against `thaw up` and `thaw serve` (either front), with their connection
+limits off and on, in one run: N connections each trickle a request head one byte a second and
+never finish it, while a separate process sends a normal health request on a fresh connection
+every 20 ms.
 
     .venv/bin/python benchmarks/slow_clients.py                       # 5,000 connections, ~2 min
     .venv/bin/python benchmarks/slow_clients.py --connections 1000 --servers serve
+    .venv/bin/python benchmarks/slow_clients.py --connections 3000 --servers serve,serve-native
 
 For each server and side it reports how many slow connections the server closed within its
 head deadline (and within the whole hold), how many were still open at the end, the statuses
@@ -47,7 +49,8 @@ def _start(kind: str, repo: Path, head_s: float, *, on: bool) -> UpProcess | Ser
     if kind == "up":
         return UpProcess(repo, "--warm-pool", "0", "--no-image-build", "--log-level", "warning",
                          *args)  # fmt: skip
-    server = ServeProcess(repo, "--log-level", "warning", *args)
+    front = ["--front", "native"] if kind == "serve-native" else []
+    server = ServeProcess(repo, "--log-level", "warning", *front, *args)
     server.wait_ready()
     return server
 
@@ -91,7 +94,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connections", type=int, default=5000)
     parser.add_argument("--head-timeout-s", type=float, default=10.0)
     parser.add_argument("--hold-s", type=float, default=20.0, help="how long the clients wait")
-    parser.add_argument("--servers", default="up,serve")
+    parser.add_argument(
+        "--servers",
+        default="up,serve",
+        help="up, serve, serve-native (`thaw serve --front native`: `make native` first)",
+    )
     args = parser.parse_args(argv)
     fd = raise_fd_limit()
     print(f"open-file limit {fd.soft_before} -> {fd.soft} (hard {fd.hard})")

@@ -212,14 +212,17 @@ pub fn front_exec(fields: &Value) -> Option<u64> {
     (id >= FRONT_IDS).then_some(id)
 }
 
+/// A `tensor` of a received header's table, read as the stub's wire.py writes it.
+type ReadEntry = (String, String, Vec<i64>, u8, usize, usize);
+
 /// (fields, tensor table, where the inline bytes begin) of a message body at `start`.
-fn header(buf: &[u8], start: usize) -> io::Result<(Value, Vec<Value>, usize)> {
+fn header(buf: &[u8], start: usize) -> io::Result<(Value, Vec<ReadEntry>, usize)> {
     let length = u32_at(buf, start)?;
     let end = start + 4 + length;
     let json = buf
         .get(start + 4..end)
         .ok_or_else(|| bad("a message's header runs past its end"))?;
-    let (fields, table): (Value, Vec<Value>) =
+    let (fields, table): (Value, Vec<ReadEntry>) =
         serde_json::from_slice(json).map_err(|e| bad(e.to_string()))?;
     Ok((fields, table, end))
 }
@@ -243,19 +246,7 @@ pub fn decode(payload: &[u8], fds: Vec<OwnedFd>) -> io::Result<Message> {
 fn parse(buf: &[u8], start: usize, fds: &[OwnedFd], first_fd: usize) -> io::Result<Message> {
     let (fields, table, at) = header(buf, start)?;
     let mut tensors = Vec::with_capacity(table.len());
-    for entry in table {
-        let field = |i: usize| entry.get(i).ok_or_else(|| bad("a short tensor entry"));
-        let name = field(0)?.as_str().unwrap_or_default().to_string();
-        let datatype = field(1)?.as_str().unwrap_or_default().to_string();
-        let shape: Vec<i64> = field(2)?
-            .as_array()
-            .ok_or_else(|| bad("a tensor's dims are not a list"))?
-            .iter()
-            .map(|d| d.as_i64().unwrap_or(0))
-            .collect();
-        let in_fd = field(3)?.as_u64().unwrap_or(0);
-        let place = field(4)?.as_u64().ok_or_else(|| bad("bad tensor place"))? as usize;
-        let nbytes = field(5)?.as_u64().ok_or_else(|| bad("bad tensor size"))? as usize;
+    for (name, datatype, shape, in_fd, place, nbytes) in table {
         let data = if in_fd != 0 {
             let fd = fds
                 .get(first_fd + place)
@@ -352,7 +343,7 @@ mod tests {
         // The header: [fields, table], the table's entries as the lists `tensor` names.
         let encoded = encode(&fields, &[tensor("a", 3)]).unwrap();
         let (_, table, _) = header(&encoded.payload, 1).unwrap();
-        assert_eq!(table, vec![json!(["a", "UINT8", [3], 0, 0, 3])]);
+        assert_eq!(table, vec![("a".into(), "UINT8".into(), vec![3], 0, 0, 3)]);
     }
 
     #[test]
