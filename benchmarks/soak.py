@@ -533,7 +533,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--kill-every-s",
         type=float,
-        default=20.0,
+        default=10.0,
         help="serve-native: mean pause between stub kills",
     )
     args = parser.parse_args(argv)
