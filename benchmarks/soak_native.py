@@ -160,16 +160,15 @@ class NativeSoak:
     def quiet_fds_again(
         self, start: dict[str, int], timeout_s: float
     ) -> tuple[dict[str, int], float]:
-        """`quiet_fds()` read again until every count is back within the checkpoint's delta of
-        `start`, or `timeout_s` passed: the front closes its pooled connections to the
-        server (HTTP and gRPC) only after 20 s idle (native/front/src/upstream.rs POOL_IDLE),
-        and its reaper may take as long again. The counts, and the seconds waited."""
+        """`quiet_fds()` read again until every count is back at `start` or `timeout_s` passed
+        (the checkpoint then judges the growth): the front closes its pooled connections to
+        the server (HTTP and gRPC) only after 20 s idle (native/front/src/upstream.rs
+        POOL_IDLE), and its reaper may take as long again. The counts, and the seconds waited."""
         began = time.monotonic()
-        delta = self.cfg.targets.fd_checkpoint_delta
         while True:
             counts = self.quiet_fds()
             waited = time.monotonic() - began
-            back = all(counts.get(role, 0) - n <= delta for role, n in start.items())
+            back = all(counts.get(role, 0) <= n for role, n in start.items())
             if back or waited > timeout_s:
                 return counts, waited
             time.sleep(1.0)
