@@ -28,6 +28,7 @@ from __future__ import annotations
 import itertools
 import os
 import random
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -102,6 +103,7 @@ class NativeSoak:
         self.stop_sampler = threading.Event()
         self.in_flight: dict[int, tuple[str, str, str, float]] = {}  # klass, model, kind, t
         self.notes: list[str] = []
+        self.load: list[tuple[float, float]] = []  # (t, the machine's 1-min load average)
 
     def now(self) -> float:
         return time.monotonic() - self.t0
@@ -145,6 +147,8 @@ class NativeSoak:
     def sampler(self) -> None:
         while not self.stop_sampler.wait(self.cfg.sample_s):
             self.sample_processes()
+            with self.lock:
+                self.load.append((self.now(), os.getloadavg()[0]))
 
     def quiet_fds(self) -> dict[str, int]:
         """Fewest open fds of the server and of the front over three readings 0.5 s apart."""
@@ -286,6 +290,31 @@ def answered_by_front(metrics_text: str) -> dict[str, int]:
     return counts
 
 
+def by_minute(
+    outcomes: list[Outcome], load: list[tuple[float, float]]
+) -> list[dict[str, float | int]]:
+    """Per minute of the run: the warm requests answered, their p99 (ms), and the machine's
+    highest 1-min load average then (what else ran on it moves the p99 with it)."""
+    rows = []
+    last = int(max((o.started_s for o in outcomes), default=0) // 60)
+    for minute in range(last + 1):
+        warm = [
+            o.latency_s
+            for o in outcomes
+            if o.kind == "warm" and o.result == "ok" and int(o.started_s // 60) == minute
+        ]
+        loads = [v for t, v in load if int(t // 60) == minute]
+        rows.append(
+            {
+                "minute": minute,
+                "warm": len(warm),
+                "warm_p99_ms": 1000 * soak_stats.percentile(warm, 99),
+                "load_max": max(loads, default=float("nan")),
+            }
+        )
+    return rows
+
+
 def _threads(soak: NativeSoak, cfg: NativeSoakConfig) -> tuple[list[threading.Thread], ...]:
     """(steady workers, mixed-phase traffic, fault makers)."""
     fwd = [m for m in STEADY if m.name not in HOT]
@@ -407,6 +436,7 @@ def run(cfg: NativeSoakConfig) -> dict[str, Any]:
     processes[-1]["role"] = f"short-lived (stubs of the churned and killed models): {short}"
     return {
         "target": "serve-native",
+        "command": " ".join(sys.argv),
         "load_average": load,
         "cpus": os.cpu_count(),
         "thaw_serve_argv": serve.argv[2:],
@@ -421,6 +451,7 @@ def run(cfg: NativeSoakConfig) -> dict[str, Any]:
         "stub_restart_s": [w.end_s - w.start_s for w in soak.kills if w.end_s is not None],
         "answered_by_front": answered,
         "quiet_fds": {"start": fds_start, "end": fds_end, "end_after_s": quiet_waited_s},
+        "by_minute": by_minute(outcomes, soak.load),
         "tallies": soak_stats.tallies(outcomes),
         "latency": soak_report.latency_table(outcomes),
         "processes": processes,
@@ -463,6 +494,11 @@ def markdown(report: dict[str, Any]) -> str:
         f"machine: {report['cpus']} CPUs, 1-min load average {report['load_average'][0]:.1f} at "
         f"start, {report['load_average'][1]:.1f} at end; processes seen: "
         f"{report['processes_seen']}",
+    ]
+    out += ["", "| minute | warm answered | warm p99 | load average (max) |", "|---|---|---|---|"]
+    out += [
+        f"| {r['minute']} | {r['warm']} | {r['warm_p99_ms']:.1f} ms | {r['load_max']:.1f} |"
+        for r in report["by_minute"]
     ]
     if report["notes"]:
         out += ["", "notes: " + "; ".join(report["notes"][:20])]
