@@ -1,4 +1,5 @@
-"""A bounded soak of `thaw up`: mixed good and hostile traffic over several models with
+"""A bounded soak of `thaw up` (or, with `--target serve-native`, of `thaw serve --front native`:
+benchmarks/soak_native.py): mixed good and hostile traffic over several models with
 scale-up/down churn, judged by invariants (nothing lost or hung, latency within a target
 measured against a baseline of the same run, RSS and fds flat, every held request answered).
 
@@ -46,7 +47,7 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -60,7 +61,7 @@ sys.path.insert(0, str(ROOT))
 import tritonclient.grpc as grpcclient  # noqa: E402
 import tritonclient.http as httpclient  # noqa: E402
 
-from benchmarks import soak_report, soak_stats  # noqa: E402
+from benchmarks import soak_native, soak_report, soak_stats  # noqa: E402
 from benchmarks.soak_stats import STUB_MODULE, Outcome, ProcSample, Targets  # noqa: E402
 from benchmarks.soak_traffic import (  # noqa: E402
     HOSTILE_CASES,
@@ -522,7 +523,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rss-slope-mib-per-min", type=float, default=1.0)
     parser.add_argument("--fd-slope-per-min", type=float, default=1.0)
     parser.add_argument("--fd-checkpoint-delta", type=int, default=2)
+    parser.add_argument(
+        "--target",
+        choices=("up", "serve-native"),
+        default="up",
+        help="what is soaked: `thaw up` (the activator, scale-to-zero churn), or `thaw serve "
+        "--front native` (load/unload churn and stub kills: benchmarks/soak_native.py)",
+    )
+    parser.add_argument(
+        "--kill-every-s",
+        type=float,
+        default=10.0,
+        help="serve-native: mean pause between stub kills",
+    )
     args = parser.parse_args(argv)
+    targets = Targets(
+        warm_p99_factor=args.warm_p99_factor,
+        warm_p99_floor_s=args.warm_p99_floor_ms / 1000,
+        waking_p99_s=args.waking_p99_s or 0.0,
+        rss_slope_bytes_per_min=args.rss_slope_mib_per_min * 2**20,
+        fd_slope_per_min=args.fd_slope_per_min,
+        fd_checkpoint_delta=args.fd_checkpoint_delta,
+    )
+    if args.target == "serve-native":
+        return _write(
+            args.out, soak_native.run(_native_config(args, targets)), soak_native.markdown
+        )
     cfg = SoakConfig(
         duration_s=args.duration,
         out=args.out,
@@ -535,19 +561,34 @@ def main(argv: list[str] | None = None) -> int:
         grace_s=args.grace_s,
         pool_window_s=args.pool_window_s,
         seed=args.seed,
-        targets=Targets(
-            warm_p99_factor=args.warm_p99_factor,
-            warm_p99_floor_s=args.warm_p99_floor_ms / 1000,
-            waking_p99_s=args.waking_p99_s or 0.0,
-            rss_slope_bytes_per_min=args.rss_slope_mib_per_min * 2**20,
-            fd_slope_per_min=args.fd_slope_per_min,
-            fd_checkpoint_delta=args.fd_checkpoint_delta,
-        ),
+        targets=targets,
     )
-    report = run(cfg)
-    text = soak_report.markdown(report)
-    (cfg.out / "soak-report.json").write_text(json.dumps(report, indent=2))
-    (cfg.out / "soak-report.md").write_text(text + "\n")
+    return _write(cfg.out, run(cfg), soak_report.markdown)
+
+
+def _native_config(args: argparse.Namespace, targets: Targets) -> soak_native.NativeSoakConfig:
+    return soak_native.NativeSoakConfig(
+        duration_s=args.duration,
+        out=args.out,
+        work=args.work or args.out / "work",
+        client_timeout_s=args.client_timeout_s,
+        sample_s=args.sample_s,
+        warm_pace_s=args.warm_pace_s,
+        hostile_pace_s=args.hostile_pace_s,
+        churn_pace_s=args.warm_pace_s,
+        unloaded_s=(0.5, 3.0),
+        loaded_s=(2.0, 6.0),
+        kill_every_s=args.kill_every_s,
+        seed=args.seed,
+        targets=targets,
+    )
+
+
+def _write(out: Path, report: dict[str, Any], markdown: Callable[[dict[str, Any]], str]) -> int:
+    """soak-report.json and soak-report.md into `out`; the markdown printed; the exit code."""
+    text = markdown(report)
+    (out / "soak-report.json").write_text(json.dumps(report, indent=2))
+    (out / "soak-report.md").write_text(text + "\n")
     print(text)
     return 0 if report["passed"] else 1
 

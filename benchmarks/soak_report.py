@@ -9,7 +9,7 @@ from typing import Any
 from benchmarks import soak_stats
 from benchmarks.soak_stats import Outcome, Targets
 
-__all__ = ["latency_table", "markdown", "process_table"]
+__all__ = ["latency_table", "markdown", "process_table", "tables", "verdict"]
 
 
 def latency_table(outcomes: list[Outcome]) -> list[dict[str, Any]]:
@@ -77,8 +77,8 @@ def process_table(
     return rows
 
 
-def markdown(report: dict[str, Any]) -> str:
-    """The report as markdown: checks, tallies, latencies, processes, then the verdict."""
+def tables(report: dict[str, Any]) -> list[str]:
+    """The checks, tallies, latencies and processes of a report, as markdown lines."""
     out = ["| check | held | measured | limit |", "|---|---|---|---|"]
     out += [
         f"| {c['name']} | {'yes' if c['held'] else '**NO**'} | {c['measured']} | {c['limit']} |"
@@ -111,6 +111,16 @@ def markdown(report: dict[str, Any]) -> str:
             f"{p['fds_min']}-{p['fds_max']} | "
             f"{p['fd_slope_per_min']:+.2f} ± {p['fd_slope_se_per_min']:.2f} /min |"
         )
+    return out
+
+
+def verdict(report: dict[str, Any]) -> str:
+    return "\nverdict: " + ("PASSED" if report["passed"] else "FAILED")
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The report of a `thaw up` soak as markdown: `tables`, the wakes, then the verdict."""
+    out = tables(report)
     wake_counts = ", ".join(f"{k} {v}" for k, v in sorted(report["cold_starts"].items()))
     out += [
         "",
@@ -124,5 +134,5 @@ def markdown(report: dict[str, Any]) -> str:
     ]
     if report["notes"]:
         out += ["", "notes: " + "; ".join(report["notes"][:20])]
-    out.append("\nverdict: " + ("PASSED" if report["passed"] else "FAILED"))
+    out.append(verdict(report))
     return "\n".join(out)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from benchmarks.least_squares import least_squares_slope, net_slope, slope_stderr
@@ -25,12 +25,17 @@ __all__ = [
     "Series",
     "Targets",
     "fd_growth",
+    "flat_checks",
+    "good_check",
+    "hostile_check",
+    "hung_check",
     "judge",
     "least_squares_slope",
     "live_processes",
     "percentile",
     "series_by_process",
     "slope_stderr",
+    "warm_p99_check",
 ]
 
 # Results of a good (well-formed) request; anything but "ok" fails the soak.
@@ -248,7 +253,7 @@ def fd_growth(activator: Series, series: Sequence[Series], window: tuple[float, 
     return FdGrowth(plain, plain_se, None, plain, plain_se, len(inside), span, why)
 
 
-def _fd_growth_check(pid: int, growth: FdGrowth, tolerance: float) -> Check:
+def _fd_growth_check(s: Series, growth: FdGrowth, tolerance: float) -> Check:
     if growth.per_process is None:
         measured = (
             f"{growth.plain:+.2f} ± {growth.plain_se:.2f} fds/min, plain slope ({growth.fallback})"
@@ -260,7 +265,7 @@ def _fd_growth_check(pid: int, growth: FdGrowth, tolerance: float) -> Check:
             f"{growth.live[1]} alive); plain slope {growth.plain:+.2f} ± {growth.plain_se:.2f}"
         )
     return Check(
-        f"fds flat: activator pid {pid}",
+        f"fds flat: {s.role} pid {s.pid}",
         growth.judged <= tolerance,
         measured,
         f"growth at a fixed process count <= {tolerance:g} fds/min",
@@ -269,6 +274,84 @@ def _fd_growth_check(pid: int, growth: FdGrowth, tolerance: float) -> Check:
 
 def _ms(seconds: float) -> str:
     return "n/a" if math.isnan(seconds) else f"{seconds * 1000:.1f} ms"
+
+
+def hung_check(outcomes: Sequence[Outcome]) -> Check:
+    """No request of any class went unanswered past the client timeout."""
+    hung = [o for o in outcomes if o.result == "hung"]
+    return Check("no hung request (any class)", not hung, f"{len(hung)} hung", "0")
+
+
+def good_check(outcomes: Sequence[Outcome]) -> Check:
+    """Every good (not hostile) request answered 200 with the right output."""
+    good = [o for o in outcomes if o.kind != "hostile"]
+    bad = Counter(o.result for o in good if o.result in BAD_GOOD_RESULTS)
+    return Check(
+        "every good request answered 200 with the right output",
+        not bad and bool(good),
+        f"{len(good)} sent, " + (", ".join(f"{n} {r}" for r, n in sorted(bad.items())) or "all ok"),
+        "0 error/wrong/lost/hung",
+    )
+
+
+def hostile_check(outcomes: Sequence[Outcome]) -> Check:
+    """Every hostile request refused (a 4xx or a close) or abandoned as its case says."""
+    hostile = [o for o in outcomes if o.kind == "hostile"]
+    hostile_bad = Counter(o.result for o in hostile if o.result not in ("refused", "abandoned"))
+    return Check(
+        "every hostile request refused cleanly (4xx or closed)",
+        not hostile_bad and bool(hostile),
+        f"{len(hostile)} sent, "
+        + (", ".join(f"{n} {r}" for r, n in sorted(hostile_bad.items())) or "all clean"),
+        "0 accepted/server_error/hung",
+    )
+
+
+def warm_p99_check(outcomes: Sequence[Outcome], targets: Targets) -> Check:
+    """The warm p99 of the mixed phase against the baseline phase's, of the same run."""
+    base = percentile(latencies(outcomes, kind="warm", phase="baseline"), 99)
+    mixed = percentile(latencies(outcomes, kind="warm", phase="mixed"), 99)
+    limit = max(base * targets.warm_p99_factor, base + targets.warm_p99_floor_s)
+    return Check(
+        "warm p99 under mixed traffic within target",
+        not math.isnan(mixed) and mixed <= limit,
+        f"{_ms(mixed)} (baseline {_ms(base)})",
+        f"<= {_ms(limit)} (max({targets.warm_p99_factor:g} x baseline, baseline + "
+        f"{_ms(targets.warm_p99_floor_s)}))",
+    )
+
+
+def flat_checks(
+    s: Series,
+    series: Sequence[Series],
+    window: tuple[float, float],
+    targets: Targets,
+    *,
+    by_live: Collection[str],
+) -> list[Check]:
+    """`s`'s RSS and fd growth over `window`; its fds at a fixed number of live processes
+    (`fd_growth`) when its role is in `by_live`, else its plain fd slope."""
+    rss, fds, n = slopes(s, window)
+    checks = [
+        Check(
+            f"RSS flat: {s.role} pid {s.pid}",
+            rss <= targets.rss_slope_bytes_per_min,
+            f"{rss / 2**20:+.3f} MiB/min ({n} samples)",
+            f"slope <= {targets.rss_slope_bytes_per_min / 2**20:g} MiB/min",
+        )
+    ]
+    if s.role in by_live:
+        checks.append(_fd_growth_check(s, fd_growth(s, series, window), targets.fd_slope_per_min))
+    else:
+        checks.append(
+            Check(
+                f"fds flat: {s.role} pid {s.pid}",
+                fds <= targets.fd_slope_per_min,
+                f"{fds:+.2f} fds/min",
+                f"slope <= {targets.fd_slope_per_min:g} fds/min",
+            )
+        )
+    return checks
 
 
 def judge(
@@ -293,21 +376,8 @@ def judge(
     growth is judged with that count held fixed (`fd_growth`); the fork server's and the
     replicas' are plain slopes, as no count of other processes moves them: the zygote keeps
     no fd of a child it forked, and a replica's fds follow its own connections."""
-    checks: list[Check] = []
+    checks = [hung_check(outcomes), good_check(outcomes)]
     good = [o for o in outcomes if o.kind != "hostile"]
-    hostile = [o for o in outcomes if o.kind == "hostile"]
-    hung = [o for o in outcomes if o.result == "hung"]
-    checks.append(Check("no hung request (any class)", not hung, f"{len(hung)} hung", "0"))
-    bad = Counter(o.result for o in good if o.result in BAD_GOOD_RESULTS)
-    checks.append(
-        Check(
-            "every good request answered 200 with the right output",
-            not bad and bool(good),
-            f"{len(good)} sent, "
-            + (", ".join(f"{n} {r}" for r, n in sorted(bad.items())) or "all ok"),
-            "0 error/wrong/lost/hung",
-        )
-    )
     waking = [o for o in good if o.kind == "waking"]
     waking_bad = sum(1 for o in waking if o.result != "ok")
     checks.append(
@@ -319,28 +389,7 @@ def judge(
         )
     )
     checks.append(Check("scale-up/down churn happened", wakes > 0, f"{wakes} cold starts", "> 0"))
-    hostile_bad = Counter(o.result for o in hostile if o.result not in ("refused", "abandoned"))
-    checks.append(
-        Check(
-            "every hostile request refused cleanly (4xx or closed)",
-            not hostile_bad and bool(hostile),
-            f"{len(hostile)} sent, "
-            + (", ".join(f"{n} {r}" for r, n in sorted(hostile_bad.items())) or "all clean"),
-            "0 accepted/server_error/hung",
-        )
-    )
-    base = percentile(latencies(outcomes, kind="warm", phase="baseline"), 99)
-    mixed = percentile(latencies(outcomes, kind="warm", phase="mixed"), 99)
-    limit = max(base * targets.warm_p99_factor, base + targets.warm_p99_floor_s)
-    checks.append(
-        Check(
-            "warm p99 under mixed traffic within target",
-            not math.isnan(mixed) and mixed <= limit,
-            f"{_ms(mixed)} (baseline {_ms(base)})",
-            f"<= {_ms(limit)} (max({targets.warm_p99_factor:g} x baseline, baseline + "
-            f"{_ms(targets.warm_p99_floor_s)}))",
-        )
-    )
+    checks += [hostile_check(outcomes), warm_p99_check(outcomes, targets)]
     wake_p99 = percentile(latencies(outcomes, kind="waking"), 99)
     checks.append(
         Check(
@@ -363,27 +412,7 @@ def judge(
         )
     )
     for s in lived:
-        rss, fds, n = slopes(s, window)
-        checks.append(
-            Check(
-                f"RSS flat: {s.role} pid {s.pid}",
-                rss <= targets.rss_slope_bytes_per_min,
-                f"{rss / 2**20:+.3f} MiB/min ({n} samples)",
-                f"slope <= {targets.rss_slope_bytes_per_min / 2**20:g} MiB/min",
-            )
-        )
-        if s.role == "activator":
-            growth = fd_growth(s, series, window)
-            checks.append(_fd_growth_check(s.pid, growth, targets.fd_slope_per_min))
-        else:
-            checks.append(
-                Check(
-                    f"fds flat: {s.role} pid {s.pid}",
-                    fds <= targets.fd_slope_per_min,
-                    f"{fds:+.2f} fds/min",
-                    f"slope <= {targets.fd_slope_per_min:g} fds/min",
-                )
-            )
+        checks += flat_checks(s, series, window, targets, by_live={"activator"})
     if fd_checkpoints is None:
         checks.append(
             Check("activator fds back at the quiet start count", False, "not reached", "")

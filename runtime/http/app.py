@@ -17,7 +17,7 @@ from runtime.direct.routing import DirectRouting
 from runtime.errors import ModelNotLoaded, RepositoryError, ServingError, UnsupportedEncoding
 from runtime.http.cloud_front import fix_response_headers
 from runtime.http.front_outcome import OUTCOME_PATH
-from runtime.http.handlers import MetricsSource, V2Handlers
+from runtime.http.handlers import CLIENT_GONE_STATUS, MetricsSource, V2Handlers
 from runtime.models.lifecycle import ServerState, lifecycle_context
 from runtime.models.service import ModelService
 from runtime.observe.tracing import RequestTracer
@@ -158,6 +158,17 @@ async def error_middleware(request: web.Request, handler: _Handler) -> web.Strea
         if "Allow" in exc.headers:
             response.headers["Allow"] = exc.headers["Allow"]
         return response
+    except ConnectionResetError:
+        if request.transport is not None:  # not this request's client gone: a fault of ours
+            logger.exception("unexpected error in %s %s", request.method, request.path)
+            return _error_response(request, 500, "internal server error")
+        # The client (or the native front, for its client) closed the connection before its
+        # body was all in: aiohttp fails the body's read with "Connection lost". Nobody is
+        # left to answer, and it is no fault of the server's (a hostile client could fill
+        # the error log with tracebacks otherwise): a verbose line, nginx's 499 for the log.
+        logger.debug("%s %s: the client went away before its body was in", request.method,
+                     request.path)  # fmt: skip
+        return web.Response(status=CLIENT_GONE_STATUS)
     except asyncio.CancelledError:
         raise
     except Exception:

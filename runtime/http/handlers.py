@@ -60,6 +60,7 @@ from thawwire.server_info import server_metadata
 from thawwire.shm_params import names_shared_memory
 
 __all__ = [
+    "CLIENT_GONE_STATUS",
     "MetricsSource",
     "ModelService",
     "V2Handlers",
@@ -68,6 +69,9 @@ __all__ = [
     "server_ready",
 ]
 
+CLIENT_GONE_STATUS = 499
+"""nginx's "client closed request": the status logged for a request whose client left before
+its answer (no one reads it)."""
 # Bodies above this are decoded and encoded in a worker thread, so the event loop keeps serving.
 _THREAD_THRESHOLD_BYTES = 256 * 1024
 _JSON = "application/json"
@@ -444,7 +448,7 @@ class V2Handlers:
                 response = await self._start_sse(request, exc.status)
             await response.write(sse_event({"error": self._redact(exc.message)}))
         except ConnectionResetError:
-            return response or web.Response(status=499)
+            return response or web.Response(status=CLIENT_GONE_STATUS)
         finally:
             await stream.aclose()  # type: ignore[attr-defined]
             if trace is not None:

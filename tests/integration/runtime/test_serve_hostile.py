@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import http.client
 import json
+import socket
 import time
 from collections.abc import Iterator
 
@@ -216,6 +217,27 @@ def test_body_that_never_arrives_times_out_with_408(runtime_server: ServeProcess
     # uvloop's timers have millisecond resolution: the deadline may fire up to 1 ms early
     # (seen once beside a second `make test`: 1.99984 s of 2).
     assert BODY_TIMEOUT_S - 0.01 <= elapsed < BODY_TIMEOUT_S + 10
+
+
+def test_a_client_gone_before_its_body_is_in_is_no_server_error(
+    runtime_server: ServeProcess,
+) -> None:
+    """A client that closes its connection halfway through its body leaves no "unexpected
+    error" (a traceback at ERROR, a 500) in the server's log: nobody is left to answer, and it
+    was the client's doing. The native front's soak found each such request (its
+    `partial_body_abandoned` case, through either front) logged as the server's fault."""
+    before = runtime_server.logs().count("unexpected error")
+    host, port = runtime_server.hostport.rsplit(":", 1)
+    for _ in range(3):
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.sendall(
+                b"POST /v2/models/add_sub/infer HTTP/1.1\r\nHost: x\r\n"
+                b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
+                b'{"inputs": ['
+            )
+            time.sleep(0.3)  # the server (or the front) has the head and starts the body
+    time.sleep(1.0)  # each connection's loss has reached the handler reading its body
+    assert runtime_server.logs().count("unexpected error") == before, runtime_server.logs()[-3000:]
 
 
 @pytest.mark.parametrize(
