@@ -192,7 +192,8 @@ async def serve_app(
                 if grpc_port is not None and front.grpc_address is not None:
                     port = front.grpc_address.rpartition(":")[2]
                     address = f"{_grpc_host(grpc_port[0])}:{port}"
-                    announcements.append(surface_line(Surface.GRPC, address))
+                    # First, as the Python gRPC server's line is: the same order either front.
+                    announcements.insert(0, surface_line(Surface.GRPC, address))
                     # tritonserver's words: scripts wait for this line.
                     logger.info("Started GRPCInferenceService at %s", address)
                 manager = app[MODELS]
