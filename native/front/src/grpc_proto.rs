@@ -280,7 +280,8 @@ fn parameter(item: &Value) -> InferParameter {
 }
 
 /// The answer to `request`: the stub's outputs in its order (only the requested ones where
-/// any were named), each in `raw_output_contents`; the response's parameters typed.
+/// any were named, else only those the config declares), each in `raw_output_contents`; the
+/// response's parameters typed.
 pub fn encode(
     served: &Served,
     request: &Accepted,
@@ -301,10 +302,14 @@ pub fn encode(
         }
     }
     for tensor in outputs {
-        if let Some(named) = &request.outputs {
-            if !named.iter().any(|(n, _)| *n == tensor.name) {
-                continue;
-            }
+        let wanted = match &request.outputs {
+            Some(named) => named.iter().any(|(n, _)| *n == tensor.name),
+            // None named: the outputs the config declares (a model's extra one is dropped, as
+            // `ModelSignature.finish` drops it and the HTTP answer does: answer.rs).
+            None => served.outputs.iter().any(|(n, _)| *n == tensor.name),
+        };
+        if !wanted {
+            continue;
         }
         response.outputs.push(Tensor {
             name: tensor.name,
@@ -471,20 +476,23 @@ mod tests {
             ..RequestedOutput::default()
         });
         let taken = accept(&s, request).unwrap();
-        let outputs = vec![
-            InTensor {
-                name: "Y".into(),
-                datatype: "FP32".into(),
-                shape: vec![1],
-                data: vec![0, 0, 128, 63],
-            },
-            InTensor {
-                name: "Z".into(),
-                datatype: "BYTES".into(),
-                shape: vec![1],
-                data: vec![2, 0, 0, 0, b'h', b'i'],
-            },
-        ];
+        let outputs_again = || {
+            vec![
+                InTensor {
+                    name: "Y".into(),
+                    datatype: "FP32".into(),
+                    shape: vec![1],
+                    data: vec![0, 0, 128, 63],
+                },
+                InTensor {
+                    name: "Z".into(),
+                    datatype: "BYTES".into(),
+                    shape: vec![1],
+                    data: vec![2, 0, 0, 0, b'h', b'i'],
+                },
+            ]
+        };
+        let outputs = outputs_again();
         let params = json!({"n": 3, "big": 1u64 << 63, "f": 0.5, "ok": true, "s": "x",
             "list": [1, "it's", null, {"k": false}], "binary_data_size": 4});
         let answer = encode(&s, &taken, &params, outputs);
@@ -507,6 +515,21 @@ mod tests {
             ParameterChoice::String("[1, \"it's\", None, {'k': False}]".into())
         );
         assert!(!answer.parameters.contains_key("binary_data_size"));
+        // None named: the config's outputs alone (a model's extra one is not answered).
+        let mut extra = outputs_again();
+        extra.push(InTensor {
+            name: "EXTRA".into(),
+            datatype: "INT32".into(),
+            shape: vec![1],
+            data: vec![0; 4],
+        });
+        let all = accept(&s, good(false)).unwrap();
+        let names: Vec<String> = encode(&s, &all, &json!({}), extra)
+            .outputs
+            .into_iter()
+            .map(|o| o.name)
+            .collect();
+        assert_eq!(names, vec!["Y".to_string(), "Z".to_string()]);
         // The bytes decode as the message Python's protobuf would read.
         let bytes = frame(&answer);
         let back = ModelInferResponse::decode(unframe(&bytes).unwrap()).unwrap();
