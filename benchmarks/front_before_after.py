@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.load_client import LoadResult, run_grpc_load, run_load  # noqa: E402
+from benchmarks.front_profile import run_protocol  # noqa: E402
 from benchmarks.peers import PeerHandle, ThawNativeFrontPeer, free_port  # noqa: E402
 from benchmarks.proc_cpu import tree_counters  # noqa: E402
 from benchmarks.workloads import Workload, add_sub_workload, write_add_sub  # noqa: E402
@@ -56,32 +56,13 @@ def parse_cells(text: str) -> list[tuple[str, int]]:
     return cells
 
 
-async def _load(
-    handle: PeerHandle, workload: Workload, protocol: str, concurrency: int, seconds: float
-) -> LoadResult:
-    if protocol == "grpc":
-        assert handle.grpc_address is not None and workload.grpc is not None
-        return await run_grpc_load(
-            handle.grpc_address,
-            workload.grpc,
-            concurrency=concurrency,
-            duration_s=seconds,
-            warmup_s=0.5,
-        )
-    payload = workload.binary if protocol == "binary" else workload.payload
-    assert payload is not None
-    return await run_load(
-        handle.url, payload, concurrency=concurrency, duration_s=seconds, warmup_s=0.5
-    )
-
-
 def measure_cell(
     handle: PeerHandle, workload: Workload, protocol: str, concurrency: int, seconds: float
 ) -> Sample:
     """One cell on a running server: the front's and the tree's CPU per request."""
-    asyncio.run(_load(handle, workload, protocol, concurrency, 0.5))  # warm the path
+    asyncio.run(run_protocol(handle, workload, protocol, concurrency, 0.5))  # warm the path
     server0, front0, stubs0 = tree_counters(handle.process.pid, apart=FRONT_PROCESS)
-    load = asyncio.run(_load(handle, workload, protocol, concurrency, seconds))
+    load = asyncio.run(run_protocol(handle, workload, protocol, concurrency, seconds))
     server1, front1, stubs1 = tree_counters(handle.process.pid, apart=FRONT_PROCESS)
     if load.ok == 0:
         raise RuntimeError(f"{protocol} c={concurrency}: no request succeeded")

@@ -147,9 +147,10 @@ def build_with_frame_pointers() -> Path:
     return target / "release" / FRONT_PROCESS
 
 
-async def _load(
+async def run_protocol(
     handle: PeerHandle, workload: Workload, protocol: str, c: int, s: float
 ) -> LoadResult:
+    """`workload` over `protocol` (json, binary, grpc) at concurrency `c` for `s` seconds."""
     if protocol == "grpc":
         assert handle.grpc_address is not None and workload.grpc is not None
         return await run_grpc_load(
@@ -164,7 +165,7 @@ def profile_cell(
     handle: PeerHandle, workload: Workload, protocol: str, concurrency: int, seconds: float
 ) -> Cell:
     """One protocol at one concurrency: the load with perf on the front, and the split."""
-    asyncio.run(_load(handle, workload, protocol, concurrency, 1.0))  # warm every path
+    asyncio.run(run_protocol(handle, workload, protocol, concurrency, 1.0))  # warm every path
     pid = handle.process.pid
     children = psutil.Process(pid).children(recursive=True)
     front_pid = next(p.pid for p in children if p.name() == FRONT_PROCESS)
@@ -189,7 +190,7 @@ def profile_cell(
         )
         time.sleep(0.5)
         _, front0, stub0 = tree_counters(pid, apart=FRONT_PROCESS)
-        load = asyncio.run(_load(handle, workload, protocol, concurrency, seconds))
+        load = asyncio.run(run_protocol(handle, workload, protocol, concurrency, seconds))
         _, front1, stub1 = tree_counters(pid, apart=FRONT_PROCESS)
         perf.send_signal(signal.SIGINT)
         perf.wait(timeout=60)
