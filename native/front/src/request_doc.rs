@@ -152,8 +152,8 @@ impl<'de> Visitor<'de> for RequestVisitor {
             once(&mut seen, key)?;
             match key {
                 0 => doc.id = Some(map.next_value()?),
-                1 => inputs = Some(map.next_value_seed(Inputs)?),
-                2 => doc.outputs = Some(map.next_value_seed(Outputs)?),
+                1 => inputs = Some(map.next_value_seed(ListOf(Input))?),
+                2 => doc.outputs = Some(map.next_value_seed(ListOf(Output))?),
                 _ => doc.binary_default = Some(map.next_value_seed(one_key("binary_data_output"))?),
             }
         }
@@ -162,32 +162,35 @@ impl<'de> Visitor<'de> for RequestVisitor {
     }
 }
 
-struct Inputs;
+/// A JSON list whose every element `S` reads.
+#[derive(Clone, Copy)]
+struct ListOf<S>(S);
 
-impl<'de> DeserializeSeed<'de> for Inputs {
-    type Value = Vec<InputDoc>;
+impl<'de, S: DeserializeSeed<'de> + Copy> DeserializeSeed<'de> for ListOf<S> {
+    type Value = Vec<S::Value>;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
         deserializer.deserialize_seq(self)
     }
 }
 
-impl<'de> Visitor<'de> for Inputs {
-    type Value = Vec<InputDoc>;
+impl<'de, S: DeserializeSeed<'de> + Copy> Visitor<'de> for ListOf<S> {
+    type Value = Vec<S::Value>;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a list of inputs")
+        f.write_str("a list")
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        let mut inputs = Vec::with_capacity(seq.size_hint().unwrap_or(2));
-        while let Some(input) = seq.next_element_seed(Input)? {
-            inputs.push(input);
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(2));
+        while let Some(item) = seq.next_element_seed(self.0)? {
+            items.push(item);
         }
-        Ok(inputs)
+        Ok(items)
     }
 }
 
+#[derive(Clone, Copy)]
 struct Input;
 
 impl<'de> DeserializeSeed<'de> for Input {
@@ -227,32 +230,7 @@ impl<'de> Visitor<'de> for Input {
     }
 }
 
-struct Outputs;
-
-impl<'de> DeserializeSeed<'de> for Outputs {
-    type Value = Vec<OutputDoc>;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_seq(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Outputs {
-    type Value = Vec<OutputDoc>;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a list of outputs")
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        let mut outputs = Vec::new();
-        while let Some(output) = seq.next_element_seed(Output)? {
-            outputs.push(output);
-        }
-        Ok(outputs)
-    }
-}
-
+#[derive(Clone, Copy)]
 struct Output;
 
 impl<'de> DeserializeSeed<'de> for Output {
